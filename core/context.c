@@ -1,0 +1,1247 @@
+/*
+ * context.c -- invocations and the one rule of replay.
+ *
+ * Every append goes through inv_append(): while the invocation's ledger has
+ * a recorded step at the cursor, the new step is compared with it (type,
+ * actor, payload) and the cursor advances; a difference fails the run with
+ * PL_ENONDET naming both steps.  Past the recorded end, the step is encoded,
+ * chained to its predecessor's hash, and added to the run's pending batch.
+ *
+ * SYNC POINTS.  The pending batch is committed, as one transaction, before a
+ * result reaches code that could act on it: when a call returns its
+ * `action_result`, after a side effect's value is recorded, before a
+ * non-idempotent callee runs (its `action_call` must be durable first), and
+ * when the run ends.  An idempotent call therefore costs one commit holding
+ * its `action_call`, the callee's steps and its `action_result`.  That is
+ * safe because nothing in the batch has been seen outside the process: if
+ * the process dies first, the whole call is simply executed again, which is
+ * what being idempotent permits.
+ *
+ * READING.  A replaying invocation reads its recorded steps ahead in bounded
+ * batches (short read transactions, copied out), so replay memory does not
+ * grow with ledger length and no read transaction stays open across policy
+ * code.
+ *
+ * INVOCATIONS are strictly nested, so the run keeps one invocation structure
+ * per depth and reuses it (and its read-ahead buffer) for the next call at
+ * that depth.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "internal.h"
+
+#define AHEAD_N 64
+#define AHEAD_BYTES ((size_t)256 << 10)
+#define ENGINE_ACTOR "engine"
+#define RESUME_ACTOR "human"
+
+/* ---- paths ------------------------------------------------------------------------ */
+
+void pl__path_format(char *out, const uint32_t *comps, unsigned depth)
+{
+    char *p = out;
+    *p++ = '0';
+    for (unsigned i = 0; i < depth; i++)
+        p += sprintf(p, ".%u", comps[i]);
+    *p = '\0';
+}
+
+int pl__path_parse(const char *path, uint32_t *comps, unsigned *depth)
+{
+    if (!path || path[0] != '0' || (path[1] != '\0' && path[1] != '.'))
+        return pl__err(PL_EINVAL, "bad invocation path '%s' (expected \"0\", "
+                                  "\"0.3\", ...)", path ? path : "");
+    const char *p = path + 1;
+    unsigned d = 0;
+    while (*p) {
+        if (*p != '.' || p[1] < '0' || p[1] > '9' || d >= PL_MAX_DEPTH)
+            return pl__err(PL_EINVAL, "bad invocation path '%s'", path);
+        p++;
+        uint64_t v = 0;
+        while (*p >= '0' && *p <= '9') {
+            v = v * 10 + (uint64_t)(*p++ - '0');
+            if (v > UINT32_MAX - 1)
+                return pl__err(PL_EINVAL, "bad invocation path '%s'", path);
+        }
+        comps[d++] = (uint32_t)v;
+    }
+    *depth = d;
+    return PL_OK;
+}
+
+/* ---- failure ------------------------------------------------------------------------ */
+
+int pl__run_fail(pl__run *r, int status, const char *fmt, ...)
+{
+    if (r->stop)
+        return r->stop; /* the first failure is the one recorded */
+    va_list ap;
+    va_start(ap, fmt);
+    pl__verr(status, fmt, ap);
+    va_end(ap);
+    r->stop = status;
+    r->reason = pl__errmsg_dup();
+    return status;
+}
+
+/* ---- invocations ---------------------------------------------------------------------- */
+
+static int inv_open(pl__run *r, pl_ctx *parent, uint32_t call_seq,
+                    bool replaying, const pl_policy_def *def,
+                    const pl_action *action, pl_ctx **out)
+{
+    unsigned depth = parent ? parent->depth + 1 : 0;
+    if (depth > PL_MAX_DEPTH)
+        return pl__run_fail(r, PL_ELIMIT, "run %s: invocation %s calls '%s' "
+                                          "deeper than %d levels",
+                            r->id, parent->path, def->name, PL_MAX_DEPTH);
+    pl_ctx *c = r->inv[depth];
+    if (!c) {
+        c = calloc(1, sizeof *c);
+        if (!c)
+            return pl__run_fail(r, PL_ENOMEM, "out of memory");
+        r->inv[depth] = c;
+    }
+    c->run = r;
+    c->parent = parent;
+    c->def = def;
+    c->action = action;
+    c->depth = depth;
+    if (parent) {
+        memcpy(c->comps, parent->comps, parent->depth * sizeof *c->comps);
+        c->comps[depth - 1] = call_seq;
+        snprintf(c->idem, sizeof c->idem, "%s/%s:%u", r->id, parent->path,
+                 call_seq);
+    } else {
+        snprintf(c->idem, sizeof c->idem, "%s/0", r->id);
+    }
+    pl__path_format(c->path, c->comps, depth);
+    c->prefix_len = pl__ledger_prefix(c->prefix, r->num, c->comps, depth);
+    c->next_seq = 0;
+    c->replaying = replaying;
+    pl__kvs_reset(&c->ahead);
+    c->ahead_pos = 0;
+    c->peeked = false;
+    c->have_tail = false;
+    if (!replaying && pl__genesis_hash(r->hasher, r->id, c->path,
+                                       c->last_hash))
+        return pl__run_fail(r, PL_ENOMEM, "%s", pl_errmsg());
+    *out = c;
+    return PL_OK;
+}
+
+void pl__run_free_invs(pl__run *r)
+{
+    for (size_t i = 0; i < PL__ARRAY_LEN(r->inv); i++) {
+        if (r->inv[i]) {
+            pl__kvs_free(&r->inv[i]->ahead);
+            free(r->inv[i]);
+            r->inv[i] = NULL;
+        }
+    }
+}
+
+/* Read the next batch of recorded steps; at the end, go live. */
+static int inv_load(pl_ctx *c)
+{
+    pl__run *r = c->run;
+    int st = pl__store_read(r->e->store, c->prefix, c->prefix_len,
+                            c->next_seq, AHEAD_N, AHEAD_BYTES, &c->ahead);
+    if (st)
+        return pl__run_fail(r, st, "run %s, invocation %s: reading the "
+                                   "ledger: %s", r->id, c->path, pl_errmsg());
+    c->ahead_pos = 0;
+    c->peeked = false;
+    if (c->ahead.n == 0) {
+        c->replaying = false;
+        if (c->next_seq == 0)
+            st = pl__genesis_hash(r->hasher, r->id, c->path, c->last_hash);
+        else
+            memcpy(c->last_hash, c->tail_hash, PL_HASH_LEN);
+        return st ? pl__run_fail(r, st, "%s", pl_errmsg()) : PL_OK;
+    }
+    /* the last record read may be the last one recorded: keep its hash */
+    size_t last = c->ahead.n - 1;
+    st = pl__sha256(r->hasher, pl__kvs_val(&c->ahead, last),
+                    c->ahead.e[last].vlen, c->tail_hash);
+    if (st)
+        return pl__run_fail(r, st, "%s", pl_errmsg());
+    c->have_tail = true;
+    return PL_OK;
+}
+
+/* The recorded step at the cursor, or NULL past the recorded end. */
+static int inv_peek(pl_ctx *c, const pl__rec **out)
+{
+    *out = NULL;
+    if (!c->replaying)
+        return PL_OK;
+    if (c->ahead_pos >= c->ahead.n) {
+        int st = inv_load(c);
+        if (st || !c->replaying)
+            return st;
+    }
+    if (!c->peeked) {
+        pl__run *r = c->run;
+        int st = pl__rec_decode(&c->rec, pl__kvs_val(&c->ahead, c->ahead_pos),
+                                c->ahead.e[c->ahead_pos].vlen);
+        if (st)
+            return pl__run_fail(r, st, "run %s: step %s:%u is unreadable: %s",
+                                r->id, c->path, c->next_seq, pl_errmsg());
+        if (c->rec.seq != c->next_seq)
+            return pl__run_fail(r, PL_ECORRUPT, "run %s: step %s:%u records "
+                                                "seq %u", r->id, c->path,
+                                c->next_seq, c->rec.seq);
+        c->peeked = true;
+    }
+    *out = &c->rec;
+    return PL_OK;
+}
+
+static void inv_consume(pl_ctx *c)
+{
+    pl__run *r = c->run;
+    r->replayed++;
+    if (r->e->on_event) {
+        char actor[PL_MAX_NAME + 1];
+        snprintf(actor, sizeof actor, "%.*s", (int)c->rec.actor_len,
+                 c->rec.actor);
+        pl__emit(r, PL_EVENT_STEP_REPLAYED, c->path, c->next_seq, actor,
+                 c->rec.type, 0, 0, NULL);
+    }
+    c->ahead_pos++;
+    c->next_seq++;
+    c->peeked = false;
+}
+
+static bool rec_actor_is(const pl__rec *rec, const char *actor)
+{
+    size_t n = strlen(actor);
+    return rec->actor_len == n && memcmp(rec->actor, actor, n) == 0;
+}
+
+static bool rec_code_is(const pl__rec *rec, const char *code)
+{
+    if (!rec->code || !code)
+        return !rec->code && !code;
+    size_t n = strlen(code);
+    return rec->code_len == n && memcmp(rec->code, code, n) == 0;
+}
+
+/* Fail the run: the recorded step and the new one differ. */
+static int nondet(pl_ctx *c, const pl__rec *rec, pl_step_type type,
+                  const char *actor, const uint8_t *mp, size_t mp_len,
+                  const char *code)
+{
+    pl__run *r = c->run;
+    char *was = pl__payload_text(rec->payload, rec->payload_len, 200);
+    char *now = pl__payload_text(mp, mp_len, 200);
+    int st = pl__run_fail(
+        r, PL_ENONDET,
+        "non-determinism in run %s, invocation %s, step %u (id %s:%u): the "
+        "ledger records %s by '%.*s' %s (code %.*s); the policy now appends "
+        "%s by '%s' %s (code %s)",
+        r->id, c->path, c->next_seq, c->path, c->next_seq,
+        pl_step_type_name(rec->type), (int)rec->actor_len, rec->actor,
+        was ? was : "?", rec->code ? (int)rec->code_len : 1,
+        rec->code ? rec->code : "-", pl_step_type_name(type), actor,
+        now ? now : "?", code ? code : "-");
+    free(was);
+    free(now);
+    return st;
+}
+
+/*
+ * Append a step to invocation @p c: compare it with the recorded step at the
+ * cursor, or write it past the recorded end.  *replayed says which.
+ */
+static int inv_append(pl_ctx *c, pl_step_type type, const char *actor,
+                      const uint8_t *mp, size_t mp_len, const char *code,
+                      bool *replayed, int64_t *time_us)
+{
+    pl__run *r = c->run;
+    if (r->stop)
+        return r->stop;
+    const pl__rec *rec;
+    int st = inv_peek(c, &rec);
+    if (st)
+        return st;
+    if (rec) {
+        if (rec->type != type || !rec_actor_is(rec, actor) ||
+            !pl__payload_equal(rec->payload, rec->payload_len, mp, mp_len))
+            return nondet(c, rec, type, actor, mp, mp_len, code);
+        if (type == PL_STEP_ACTION_CALL && !rec_code_is(rec, code) &&
+            r->e->on_event) {
+            char *detail = pl__asprintf(
+                "step %s:%u was recorded by code '%.*s', replayed by '%s'",
+                c->path, c->next_seq, rec->code ? (int)rec->code_len : 1,
+                rec->code ? rec->code : "-", code ? code : "-");
+            pl__emit(r, PL_EVENT_CODE_CHANGED, c->path, c->next_seq, actor,
+                     type, 0, 0, detail);
+            free(detail);
+        }
+        if (time_us)
+            *time_us = rec->time_us;
+        *replayed = true;
+        inv_consume(c);
+        return PL_OK;
+    }
+    if (r->check)
+        return pl__run_fail(r, PL_ECHECK, "check: run %s, invocation %s: the "
+                                          "record ends before step %u (%s by "
+                                          "'%s')", r->id, c->path, c->next_seq,
+                            pl_step_type_name(type), actor);
+    if (c->next_seq == UINT32_MAX)
+        return pl__run_fail(r, PL_ELIMIT, "run %s: ledger %s is full", r->id,
+                            c->path);
+
+    uint8_t key[PL__KEY_MAX];
+    memcpy(key, c->prefix, c->prefix_len);
+    pl__put_be32(key + c->prefix_len, c->next_seq);
+    pl__kvs *l = &r->batch.steps;
+    int64_t now = pl__now_us();
+    if ((st = pl__kvs_begin(l, key, c->prefix_len + 4)))
+        return pl__run_fail(r, st, "%s", pl_errmsg());
+    size_t voff = l->data.len;
+    st = pl__rec_encode(&l->data, c->next_seq, now, type, actor, c->last_hash,
+                        code, mp, mp_len);
+    if (!st)
+        st = pl__sha256(r->hasher, l->data.data + voff, l->data.len - voff,
+                        c->last_hash);
+    if (st) {
+        pl__kvs_cancel(l);
+        return pl__run_fail(r, st, "%s", pl_errmsg());
+    }
+    pl__kvs_end(l);
+    if (time_us)
+        *time_us = now;
+    *replayed = false;
+    r->appended++;
+    pl__emit(r, PL_EVENT_STEP_APPENDED, c->path, c->next_seq, actor, type, 0,
+             0, NULL);
+    c->next_seq++;
+    return PL_OK;
+}
+
+/* ---- commits ------------------------------------------------------------------------- */
+
+int pl__run_commit(pl__run *r)
+{
+    if (!r->batch.steps.n)
+        return PL_OK;
+    uint64_t t0 = pl__mono_ns();
+    pl__run_state *st = &r->state;
+    uint64_t n = r->batch.steps.n;
+    st->steps += n;
+    st->updated_us = st->heartbeat_us = pl__now_us();
+    r->batch.run = r->num;
+    pl__buf_reset(&r->batch.state);
+    int rc = pl__run_state_encode(&r->batch.state, st);
+    if (!rc)
+        rc = pl__engine_commit(r->e, &r->batch);
+    if (rc) {
+        st->steps -= n;
+        return pl__run_fail(r, rc, "run %s: commit failed: %s", r->id,
+                            pl_errmsg());
+    }
+    pl__kvs_reset(&r->batch.steps);
+    pl__emit(r, PL_EVENT_COMMIT, NULL, 0, NULL, 0, 0, pl__mono_ns() - t0,
+             NULL);
+    return PL_OK;
+}
+
+/* ---- calls ----------------------------------------------------------------------------- */
+
+/* A result step for the caller: a copy of what the ledger now holds. */
+static int make_result(pl_ctx *c, uint32_t seq, int64_t time_us,
+                       const char *actor, const uint8_t *mp, size_t mp_len,
+                       pl_step **out)
+{
+    if (!out)
+        return PL_OK;
+    pl_step *s = pl__step_new(PL_STEP_ACTION_RESULT, actor, strlen(actor), mp,
+                              mp_len);
+    if (!s || pl__step_place(s, c->path, seq, time_us)) {
+        pl_step_free(s);
+        return pl__run_fail(c->run, PL_ENOMEM, "out of memory");
+    }
+    *out = s;
+    return PL_OK;
+}
+
+/*
+ * Append the call's `action_result`, make it durable, report it, and hand a
+ * copy to the caller.
+ */
+static int finish_call(pl_ctx *c, uint32_t call_seq, const char *callee,
+                       const uint8_t *mp, size_t mp_len, uint64_t t0,
+                       pl_step **out)
+{
+    pl__run *r = c->run;
+    uint32_t seq = c->next_seq;
+    bool replayed;
+    int64_t time_us;
+    int st = inv_append(c, PL_STEP_ACTION_RESULT, callee, mp, mp_len, NULL,
+                        &replayed, &time_us);
+    if (!st)
+        st = pl__run_commit(r);
+    if (st)
+        return st;
+    if (r->e->on_event) {
+        pl_step tmp = {.mp = (uint8_t *)mp, .mp_len = mp_len};
+        bool err = pl_step_is_error(&tmp);
+        const uint8_t *v;
+        size_t vn;
+        const char *code = NULL;
+        size_t code_len = 0;
+        if (err && pl__map_find(mp, mp_len, "code", &v, &vn))
+            pl__mp_str(v, vn, &code, &code_len);
+        char codebuf[64];
+        snprintf(codebuf, sizeof codebuf, "%.*s", (int)code_len,
+                 code ? code : "");
+        pl__emit(r, err ? PL_EVENT_CALL_FAILED : PL_EVENT_CALL_COMPLETED,
+                 c->path, call_seq, callee, PL_STEP_ACTION_RESULT, 0,
+                 pl__mono_ns() - t0, err ? codebuf : NULL);
+    }
+    return make_result(c, seq, time_us, callee, mp, mp_len, out);
+}
+
+static int finish_error(pl_ctx *c, uint32_t call_seq, const char *callee,
+                        const char *code, const char *message, uint64_t t0,
+                        pl_step **out)
+{
+    pl__buf b = {0};
+    int st = pl__error_payload(&b, code, message);
+    if (st)
+        st = pl__run_fail(c->run, st, "%s", pl_errmsg());
+    else
+        st = finish_call(c, call_seq, callee, b.data, b.len, t0, out);
+    pl__buf_free(&b);
+    return st;
+}
+
+/* Run the callee in a new invocation and append its result. */
+static int execute(pl_ctx *c, uint32_t call_seq, bool call_replayed,
+                   const pl_action *a, const pl_policy_def *def,
+                   const pl_decorator *decos, size_t n_decos, uint64_t t0,
+                   pl_step **out)
+{
+    pl__run *r = c->run;
+    int st;
+    if (!def->idempotent && (st = pl__run_commit(r)))
+        return st; /* its action_call is durable before it runs */
+    pl_ctx *child;
+    if ((st = inv_open(r, c, call_seq, call_replayed, def, a, &child)))
+        return st;
+    pl__emit(r, PL_EVENT_CALL_STARTED, c->path, call_seq, def->name,
+             PL_STEP_ACTION_CALL, 0, 0, NULL);
+    for (size_t i = 0; a->seed && i < a->seed->n; i++) {
+        const pl_step *s = a->seed->v[i];
+        bool replayed;
+        if ((st = inv_append(child, s->type, s->actor, s->mp, s->mp_len, NULL,
+                             &replayed, NULL)))
+            return st;
+    }
+    pl_steps res = {.default_actor = def->name};
+    pl_next next = {decos, n_decos, 0};
+    st = pl_next_call(&next, child, a, &res);
+    if (!st && r->stop)
+        st = r->stop;
+    if (st && !r->stop)
+        st = pl__run_fail(r, st, "run %s: decorator around '%s' at %s "
+                                 "returned %s: %s", r->id, def->name,
+                          child->path, pl_status_name(st), pl_errmsg());
+    if (st) {
+        if (st != PL_ESUSPENDED)
+            pl__emit(r, PL_EVENT_CALL_FAILED, c->path, call_seq, def->name,
+                     PL_STEP_ACTION_CALL, st, pl__mono_ns() - t0, r->reason);
+        for (size_t i = 0; i < res.n; i++)
+            pl_step_free(res.v[i]);
+        free(res.v);
+        return st;
+    }
+    r->executed++;
+    const pl_step *last = res.n ? res.v[res.n - 1] : NULL;
+    st = finish_call(c, call_seq, def->name,
+                     last ? last->mp : (const uint8_t *)"\x80",
+                     last ? last->mp_len : 1, t0, out);
+    for (size_t i = 0; i < res.n; i++)
+        pl_step_free(res.v[i]);
+    free(res.v);
+    return st;
+}
+
+/* Record the engine's suspension of an in-doubt call. */
+static int in_doubt_payload(pl__buf *b, pl_ctx *c, uint32_t call_seq,
+                            const char *callee)
+{
+    char msg[1024];
+    snprintf(msg, sizeof msg,
+             "call %s:%u to '%s' was in flight when the run stopped; its "
+             "effect is unknown. Resume with {\"decision\": \"rerun\"}, "
+             "{\"decision\": \"fail\"}, or {\"decision\": \"result\", "
+             "\"result\": {...}}.", c->path, call_seq, callee);
+    char call_id[PL__PATH_MAX + 16];
+    snprintf(call_id, sizeof call_id, "%s:%u", c->path, call_seq);
+    cJSON *o = cJSON_CreateObject(), *p = cJSON_CreateObject();
+    int st = PL_ENOMEM;
+    if (o && p && cJSON_AddStringToObject(p, "message", msg) &&
+        cJSON_AddBoolToObject(p, "in_doubt", 1) &&
+        cJSON_AddStringToObject(p, "call", call_id) &&
+        cJSON_AddStringToObject(p, "policy", callee) &&
+        cJSON_AddItemToObject(o, "prompt", p)) {
+        p = NULL;
+        st = pl__payload_encode(b, o, 0);
+    }
+    cJSON_Delete(p);
+    cJSON_Delete(o);
+    return st;
+}
+
+static void suspend_here(pl_ctx *c, uint32_t seq, const uint8_t *prompt,
+                         size_t prompt_len);
+
+/*
+ * The call at @p call_seq is in doubt.  The engine's suspend step (and the
+ * human's answer) follow the action_call in the caller's ledger.
+ */
+static int in_doubt(pl_ctx *c, uint32_t call_seq, const pl_action *a,
+                    const pl_policy_def *def, const pl_decorator *decos,
+                    size_t n_decos, uint64_t t0, pl_step **out)
+{
+    pl__run *r = c->run;
+    pl__buf b = {0};
+    int st = in_doubt_payload(&b, c, call_seq, a->policy);
+    if (st) {
+        pl__buf_free(&b);
+        return pl__run_fail(r, st, "out of memory");
+    }
+    uint32_t seq = c->next_seq;
+    bool replayed;
+    st = inv_append(c, PL_STEP_SUSPEND, ENGINE_ACTOR, b.data, b.len, NULL,
+                    &replayed, NULL);
+    if (st || !replayed) {
+        if (!st) {
+            const uint8_t *v;
+            size_t vn;
+            if (pl__map_find(b.data, b.len, "prompt", &v, &vn))
+                suspend_here(c, seq, v, vn);
+            st = r->stop;
+        }
+        pl__buf_free(&b);
+        return st;
+    }
+    pl__buf_free(&b);
+    const pl__rec *rec;
+    if ((st = inv_peek(c, &rec)))
+        return st;
+    if (!rec) {
+        if (r->check)
+            return pl__run_fail(r, PL_ECHECK, "check: run %s is suspended at "
+                                              "%s:%u", r->id, c->path, seq);
+        suspend_here(c, seq, NULL, 0); /* still waiting for an answer */
+        return r->stop;
+    }
+    if (rec->type != PL_STEP_RESUME)
+        return pl__run_fail(r, PL_ENONDET, "run %s: after the suspension at "
+                                           "%s:%u the ledger records %s, not "
+                                           "a resume", r->id, c->path, seq,
+                            pl_step_type_name(rec->type));
+    cJSON *answer = NULL;
+    st = pl__payload_decode(&answer, rec->payload, rec->payload_len);
+    if (st) {
+        cJSON_Delete(answer);
+        return pl__run_fail(r, st, "run %s: %s", r->id, pl_errmsg());
+    }
+    inv_consume(c);
+    const cJSON *ans = cJSON_GetObjectItemCaseSensitive(answer, "answer");
+    const cJSON *dec = cJSON_GetObjectItemCaseSensitive(ans, "decision");
+    const char *d = cJSON_IsString(dec) ? dec->valuestring : "";
+    if (strcmp(d, "rerun") == 0) {
+        cJSON_Delete(answer);
+        return execute(c, call_seq, true, a, def, decos, n_decos, t0, out);
+    }
+    if (strcmp(d, "result") == 0) {
+        const cJSON *res = cJSON_GetObjectItemCaseSensitive(ans, "result");
+        if (cJSON_IsObject(res)) {
+            pl__buf rb = {0};
+            st = pl__payload_encode(&rb, res, r->e->max_payload);
+            if (!st)
+                st = finish_call(c, call_seq, a->policy, rb.data, rb.len, t0,
+                                 out);
+            else
+                st = pl__run_fail(r, st, "%s", pl_errmsg());
+            pl__buf_free(&rb);
+            cJSON_Delete(answer);
+            return st;
+        }
+    }
+    bool fail = strcmp(d, "fail") == 0;
+    cJSON_Delete(answer);
+    return finish_error(c, call_seq, a->policy, PL_ERR_IN_DOUBT,
+                        fail ? "the operator declared the in-doubt call "
+                               "failed"
+                             : "the answer to the in-doubt call had no valid "
+                               "decision (rerun, fail, result)",
+                        t0, out);
+}
+
+/*
+ * After the action_call at @p call_seq: serve its recorded result, handle an
+ * in-doubt call, or execute it.
+ */
+static int resolve_call(pl_ctx *c, uint32_t call_seq, bool call_replayed,
+                        const pl_action *a, const pl_policy_def *def,
+                        const pl_decorator *decos, size_t n_decos,
+                        pl_step **out)
+{
+    pl__run *r = c->run;
+    uint64_t t0 = pl__mono_ns();
+    if (call_replayed) {
+        bool was_replaying = c->replaying;
+        const pl__rec *rec;
+        int st = inv_peek(c, &rec);
+        if (st)
+            return st;
+        if (rec && rec->type == PL_STEP_ACTION_RESULT) {
+            if (!rec_actor_is(rec, a->policy))
+                return pl__run_fail(r, PL_ENONDET, "non-determinism in run %s:"
+                                                   " the result at %s:%u is "
+                                                   "from '%.*s', the call was "
+                                                   "to '%s'", r->id, c->path,
+                                    c->next_seq, (int)rec->actor_len,
+                                    rec->actor, a->policy);
+            uint32_t seq = c->next_seq;
+            if (out) {
+                *out = pl__step_from_rec(rec, c->path);
+                if (!*out)
+                    return pl__run_fail(r, PL_ENOMEM, "out of memory");
+            }
+            inv_consume(c);
+            r->served++;
+            pl__emit(r, PL_EVENT_CALL_SERVED, c->path, call_seq, a->policy,
+                     PL_STEP_ACTION_RESULT, 0, pl__mono_ns() - t0, NULL);
+            (void)seq;
+            return PL_OK;
+        }
+        if (rec && rec->type == PL_STEP_SUSPEND &&
+            rec_actor_is(rec, ENGINE_ACTOR))
+            return in_doubt(c, call_seq, a, def, decos, n_decos, t0, out);
+        if (rec)
+            return pl__run_fail(r, PL_ENONDET, "non-determinism in run %s: "
+                                               "after the action_call at %s:%u"
+                                               " the ledger records %s by "
+                                               "'%.*s', not its result",
+                                r->id, c->path, call_seq,
+                                pl_step_type_name(rec->type),
+                                (int)rec->actor_len, rec->actor);
+        /* the record ends after the call: it was in flight at the stop */
+        if (r->check)
+            return pl__run_fail(r, PL_ECHECK, "check: run %s: the call at "
+                                              "%s:%u to '%s' has no recorded "
+                                              "result; replay would execute it",
+                                r->id, c->path, call_seq, a->policy);
+        if (was_replaying && def && !def->idempotent && r->crashed_before) {
+            if (def->in_doubt == PL_IN_DOUBT_FAIL) {
+                char msg[1024];
+                snprintf(msg, sizeof msg, "call %s:%u to '%s' was in flight "
+                                          "when run %s crashed; its effect is "
+                                          "unknown", c->path, call_seq,
+                         a->policy, r->id);
+                return finish_error(c, call_seq, a->policy, PL_ERR_IN_DOUBT,
+                                    msg, t0, out);
+            }
+            if (def->in_doubt == PL_IN_DOUBT_SUSPEND)
+                return in_doubt(c, call_seq, a, def, decos, n_decos, t0, out);
+        }
+    }
+    if (!def) {
+        char msg[PL_MAX_NAME + 64];
+        snprintf(msg, sizeof msg, "no policy named '%s' is registered",
+                 a->policy);
+        return finish_error(c, call_seq, a->policy, PL_ERR_NOT_FOUND, msg, t0,
+                            out);
+    }
+    return execute(c, call_seq, call_replayed, a, def, decos, n_decos, t0,
+                   out);
+}
+
+static int check_action(pl__run *r, pl_ctx *c, const pl_action *a)
+{
+    if (!a || !pl__name_ok(a->policy))
+        return pl__run_fail(r, PL_EINVAL, "run %s: policy '%s' at %s made a "
+                                          "call with no valid policy name",
+                            r->id, c->def->name, c->path);
+    if (a->n_actions && !a->actions)
+        return pl__run_fail(r, PL_EINVAL, "run %s: call to '%s' at %s: "
+                                          "n_actions without actions",
+                            r->id, a->policy, c->path);
+    for (size_t i = 0; i < a->n_actions; i++)
+        if (!pl__name_ok(a->actions[i]))
+            return pl__run_fail(r, PL_EINVAL, "run %s: call to '%s' at %s: "
+                                              "bad name in actions",
+                                r->id, a->policy, c->path);
+    return PL_OK;
+}
+
+int pl_ctx_call(pl_ctx *c, const pl_action *a, const pl_decorator *decos,
+                size_t n_decos, pl_step **out)
+{
+    if (out)
+        *out = NULL;
+    if (!c)
+        return pl__err(PL_EINVAL, "pl_ctx_call: ctx is NULL");
+    pl__run *r = c->run;
+    if (r->stop)
+        return r->stop;
+    int st = check_action(r, c, a);
+    if (st)
+        return st;
+    if (n_decos && !decos)
+        return pl__run_fail(r, PL_EINVAL, "run %s: call to '%s' at %s: "
+                                          "n_decorators without decorators",
+                            r->id, a->policy, c->path);
+    for (size_t i = 0; i < n_decos; i++)
+        if (!decos[i].fn)
+            return pl__run_fail(r, PL_EINVAL, "run %s: call to '%s' at %s: "
+                                              "decorator %zu has no function",
+                                r->id, a->policy, c->path, i);
+    const pl_policy_def *def = pl_registry_find(r->e->reg, a->policy);
+    pl__buf_reset(&r->scratch);
+    st = pl__call_payload_encode(&r->scratch, a->policy, a->payload,
+                                 a->actions, a->n_actions, r->e->max_payload);
+    if (st)
+        return pl__run_fail(r, st, "run %s: call to '%s' at %s: %s", r->id,
+                            a->policy, c->path, pl_errmsg());
+    uint32_t call_seq = c->next_seq;
+    bool replayed;
+    st = inv_append(c, PL_STEP_ACTION_CALL, c->def->name, r->scratch.data,
+                    r->scratch.len, def ? def->code_version : NULL, &replayed,
+                    NULL);
+    if (st)
+        return st;
+    return resolve_call(c, call_seq, replayed, a, def, decos, n_decos, out);
+}
+
+int pl__call_step(pl_ctx *c, const pl_step *call, const pl_action *allowed,
+                  pl_step **out)
+{
+    pl__run *r = c->run;
+    *out = NULL;
+    if (r->stop)
+        return r->stop;
+    uint64_t t0 = pl__mono_ns();
+    const uint8_t *v, *pv;
+    size_t vn, pn;
+    const char *name = NULL;
+    size_t name_len = 0;
+    char policy[PL_MAX_NAME + 1] = "";
+    if (pl__map_find(call->mp, call->mp_len, "policy", &v, &vn) &&
+        pl__mp_str(v, vn, &name, &name_len) && name_len > 0 &&
+        name_len <= PL_MAX_NAME) {
+        memcpy(policy, name, name_len);
+        policy[name_len] = '\0';
+    }
+    bool has_payload = pl__map_find(call->mp, call->mp_len, "payload", &pv,
+                                    &pn) &&
+                       ((pv[0] >= 0x80 && pv[0] <= 0x8f) || pv[0] == 0xde ||
+                        pv[0] == 0xdf);
+    const char *callee = pl__name_ok(policy) ? policy : "unknown";
+    if (!pl__name_ok(policy) || !has_payload)
+        return finish_error(c, call->seq, callee, PL_ERR_INVALID_INPUT,
+                            "malformed action_call: it needs {\"policy\": "
+                            "name, \"payload\": {...}}", t0, out);
+    bool ok = false;
+    for (size_t i = 0; i < allowed->n_actions && !ok; i++)
+        ok = strcmp(allowed->actions[i], policy) == 0;
+    if (!ok) {
+        char msg[PL_MAX_NAME + 80];
+        snprintf(msg, sizeof msg, "'%s' is not among the actions this policy "
+                                  "may invoke", policy);
+        return finish_error(c, call->seq, policy, PL_ERR_NOT_ALLOWED, msg, t0,
+                            out);
+    }
+    cJSON *payload = NULL;
+    int st = pl__payload_decode(&payload, pv, pn);
+    if (st)
+        return pl__run_fail(r, st, "run %s: %s", r->id, pl_errmsg());
+    pl_action a = {policy, payload, NULL, 0, NULL};
+    const pl_policy_def *def = pl_registry_find(r->e->reg, policy);
+    st = resolve_call(c, call->seq, call->replayed, &a, def, NULL, 0, out);
+    cJSON_Delete(payload);
+    return st;
+}
+
+/* ---- the chain ---------------------------------------------------------------------------- */
+
+/* The end of every decorator chain: run the policy, record its steps. */
+static int run_policy(pl_ctx *c, const pl_action *a, pl_steps *out)
+{
+    pl__run *r = c->run;
+    pl_steps ret = {.default_actor = c->def->name};
+    int st = c->def->fn(c, a, &ret, c->def->user);
+    if (r->stop) {
+        st = r->stop;
+    } else if (st) {
+        st = pl__run_fail(r, PL_EPOLICY, "run %s: policy '%s' at %s returned "
+                                         "%s: %s", r->id, c->def->name,
+                          c->path, pl_status_name(st), pl_errmsg());
+    }
+    for (size_t i = 0; !st && i < ret.n; i++) {
+        pl_step *s = ret.v[i];
+        const char *code = NULL;
+        if (s->type == PL_STEP_ACTION_CALL) {
+            const uint8_t *v;
+            size_t vn;
+            const char *name;
+            size_t name_len;
+            if (pl__map_find(s->mp, s->mp_len, "policy", &v, &vn) &&
+                pl__mp_str(v, vn, &name, &name_len)) {
+                const pl_policy_def *d =
+                    pl__registry_find_n(r->e->reg, name, name_len);
+                code = d ? d->code_version : NULL;
+            }
+        }
+        int64_t time_us;
+        uint32_t seq = c->next_seq;
+        st = inv_append(c, s->type, s->actor, s->mp, s->mp_len, code,
+                        &s->replayed, &time_us);
+        if (!st && (pl__step_place(s, c->path, seq, time_us) ||
+                    pl__steps_push(out, s)))
+            st = pl__run_fail(r, PL_ENOMEM, "out of memory");
+        if (!st)
+            ret.v[i] = NULL; /* moved into out */
+    }
+    for (size_t i = 0; i < ret.n; i++)
+        pl_step_free(ret.v[i]);
+    free(ret.v);
+    return st;
+}
+
+int pl_next_call(pl_next *next, pl_ctx *c, const pl_action *a, pl_steps *out)
+{
+    if (!next || !c || !a || !out)
+        return pl__err(PL_EINVAL, "pl_next_call: NULL argument");
+    if (c->run->stop)
+        return c->run->stop;
+    if (next->i < next->n) {
+        pl_next sub = *next;
+        sub.i++;
+        const pl_decorator *d = &next->d[next->i];
+        return d->fn(c, a, out, d, &sub);
+    }
+    return run_policy(c, a, out);
+}
+
+int pl__run_root(pl__run *r, const pl_policy_def *def, const pl_action *root,
+                 bool replaying, pl_steps *out)
+{
+    pl_ctx *c;
+    int st = inv_open(r, NULL, 0, replaying, def, root, &c);
+    for (size_t i = 0; !st && root->seed && i < root->seed->n; i++) {
+        const pl_step *s = root->seed->v[i];
+        bool replayed;
+        st = inv_append(c, s->type, s->actor, s->mp, s->mp_len, NULL,
+                        &replayed, NULL);
+    }
+    if (st)
+        return st;
+    out->default_actor = def->name;
+    pl_next next = {NULL, 0, 0};
+    return pl_next_call(&next, c, root, out);
+}
+
+/* ---- emitting steps from decorators -------------------------------------------------------- */
+
+int pl_ctx_emit(pl_ctx *c, pl_steps *out, pl_step_type type,
+                const char *actor, const cJSON *payload)
+{
+    if (!c || !out)
+        return pl__err(PL_EINVAL, "pl_ctx_emit: NULL argument");
+    pl__run *r = c->run;
+    if (r->stop)
+        return r->stop;
+    if (!actor)
+        actor = c->def->name;
+    if (!pl_step_type_name(type) || !pl__name_ok(actor))
+        return pl__err(PL_EINVAL, "pl_ctx_emit: bad type or actor");
+    pl__buf b = {0};
+    int st = pl__payload_encode(&b, payload, r->e->max_payload);
+    if (st) {
+        pl__buf_free(&b);
+        return st;
+    }
+    pl_step *s = pl__step_new(type, actor, strlen(actor), b.data, b.len);
+    pl__buf_free(&b);
+    if (!s)
+        return pl__run_fail(r, PL_ENOMEM, "out of memory");
+    uint32_t seq = c->next_seq;
+    int64_t time_us;
+    st = inv_append(c, type, actor, s->mp, s->mp_len, NULL, &s->replayed,
+                    &time_us);
+    if (!st && (st = pl__step_place(s, c->path, seq, time_us)))
+        st = pl__run_fail(r, st, "out of memory");
+    if (!st && (st = pl__steps_push(out, s)))
+        st = pl__run_fail(r, st, "out of memory");
+    if (st)
+        pl_step_free(s);
+    return st;
+}
+
+/* ---- recorded helpers ---------------------------------------------------------------------- */
+
+typedef int (*produce_fn)(cJSON **out, void *user);
+
+/*
+ * Record a value once: on replay return the recorded one.  @p durable makes
+ * it durable before returning (for values that came from the outside world).
+ */
+static int recorded(pl_ctx *c, const char *name, produce_fn fn, void *user,
+                    bool durable, cJSON **out)
+{
+    *out = NULL;
+    pl__run *r = c->run;
+    if (r->stop)
+        return r->stop;
+    const pl__rec *rec;
+    int st = inv_peek(c, &rec);
+    if (st)
+        return st;
+    if (rec) {
+        const uint8_t *v, *vv;
+        size_t vn, vvn;
+        const char *got;
+        size_t got_len;
+        bool same = rec->type == PL_STEP_SIDE_EFFECT &&
+                    rec_actor_is(rec, c->def->name) &&
+                    pl__map_find(rec->payload, rec->payload_len, "name", &v,
+                                 &vn) &&
+                    pl__mp_str(v, vn, &got, &got_len) &&
+                    got_len == strlen(name) && memcmp(got, name, got_len) == 0 &&
+                    pl__map_find(rec->payload, rec->payload_len, "value", &vv,
+                                 &vvn);
+        if (!same) {
+            char *was = pl__payload_text(rec->payload, rec->payload_len, 200);
+            st = pl__run_fail(r, PL_ENONDET, "non-determinism in run %s, "
+                                             "invocation %s, step %u: the "
+                                             "ledger records %s by '%.*s' %s; "
+                                             "the policy now asks for the "
+                                             "side effect '%s'",
+                              r->id, c->path, c->next_seq,
+                              pl_step_type_name(rec->type),
+                              (int)rec->actor_len, rec->actor,
+                              was ? was : "?", name);
+            free(was);
+            return st;
+        }
+        if ((st = pl__payload_decode(out, vv, vvn)))
+            return pl__run_fail(r, st, "run %s: %s", r->id, pl_errmsg());
+        inv_consume(c);
+        return PL_OK;
+    }
+    if (r->check)
+        return pl__run_fail(r, PL_ECHECK, "check: run %s, invocation %s: the "
+                                          "record ends before the side effect "
+                                          "'%s'", r->id, c->path, name);
+    cJSON *value = NULL;
+    st = fn(&value, user);
+    if (st || !value) {
+        cJSON_Delete(value);
+        return pl__run_fail(r, st ? st : PL_EPOLICY, "run %s: side effect "
+                                                     "'%s' at %s failed: %s",
+                            r->id, name, c->path,
+                            st ? pl_errmsg() : "it produced no value");
+    }
+    pl__buf b = {0};
+    st = pl__named_value_encode(&b, name, value, r->e->max_payload);
+    bool replayed;
+    if (!st)
+        st = inv_append(c, PL_STEP_SIDE_EFFECT, c->def->name, b.data, b.len,
+                        NULL, &replayed, NULL);
+    else
+        st = pl__run_fail(r, st, "run %s: side effect '%s': %s", r->id, name,
+                          pl_errmsg());
+    pl__buf_free(&b);
+    if (!st && durable)
+        st = pl__run_commit(r);
+    if (st) {
+        cJSON_Delete(value);
+        return st;
+    }
+    *out = value;
+    return PL_OK;
+}
+
+static int produce_now(cJSON **out, void *user)
+{
+    (void)user;
+    *out = cJSON_CreateNumber((double)(pl__now_us() / 1000));
+    return *out ? PL_OK : pl__err(PL_ENOMEM, "out of memory");
+}
+
+static int produce_random(cJSON **out, void *user)
+{
+    (void)user;
+    uint8_t b[8];
+    char hex[17];
+    int st = pl__random(b, sizeof b);
+    if (st)
+        return st;
+    pl__hex(hex, b, sizeof b);
+    *out = cJSON_CreateString(hex);
+    return *out ? PL_OK : pl__err(PL_ENOMEM, "out of memory");
+}
+
+static int produce_uuid(cJSON **out, void *user)
+{
+    (void)user;
+    uint8_t b[16];
+    int st = pl__random(b, sizeof b);
+    if (st)
+        return st;
+    b[6] = (uint8_t)((b[6] & 0x0f) | 0x40);
+    b[8] = (uint8_t)((b[8] & 0x3f) | 0x80);
+    char hex[33], s[PL_UUID_LEN + 1];
+    pl__hex(hex, b, sizeof b);
+    snprintf(s, sizeof s, "%.8s-%.4s-%.4s-%.4s-%.12s", hex, hex + 8, hex + 12,
+             hex + 16, hex + 20);
+    *out = cJSON_CreateString(s);
+    return *out ? PL_OK : pl__err(PL_ENOMEM, "out of memory");
+}
+
+static int bad_record(pl_ctx *c, const char *what)
+{
+    return pl__run_fail(c->run, PL_ECORRUPT, "run %s, invocation %s: the "
+                                             "recorded %s has the wrong shape",
+                        c->run->id, c->path, what);
+}
+
+int pl_ctx_now(pl_ctx *c, int64_t *out)
+{
+    if (!c || !out)
+        return pl__err(PL_EINVAL, "pl_ctx_now: NULL argument");
+    cJSON *v;
+    int st = recorded(c, "now", produce_now, NULL, false, &v);
+    if (st)
+        return st;
+    bool ok = cJSON_IsNumber(v);
+    if (ok)
+        *out = (int64_t)v->valuedouble;
+    cJSON_Delete(v);
+    return ok ? PL_OK : bad_record(c, "time");
+}
+
+int pl_ctx_random(pl_ctx *c, uint64_t *out)
+{
+    if (!c || !out)
+        return pl__err(PL_EINVAL, "pl_ctx_random: NULL argument");
+    cJSON *v;
+    int st = recorded(c, "random", produce_random, NULL, false, &v);
+    if (st)
+        return st;
+    bool ok = cJSON_IsString(v) && strlen(v->valuestring) == 16;
+    uint64_t x = 0;
+    for (int i = 0; ok && i < 16; i++) {
+        char ch = v->valuestring[i];
+        int d = ch >= '0' && ch <= '9' ? ch - '0'
+                : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : -1;
+        ok = d >= 0;
+        x = x << 4 | (uint64_t)(d & 15);
+    }
+    cJSON_Delete(v);
+    if (!ok)
+        return bad_record(c, "random value");
+    *out = x;
+    return PL_OK;
+}
+
+int pl_ctx_uuid(pl_ctx *c, char out[PL_UUID_LEN + 1])
+{
+    if (!c || !out)
+        return pl__err(PL_EINVAL, "pl_ctx_uuid: NULL argument");
+    cJSON *v;
+    int st = recorded(c, "uuid", produce_uuid, NULL, false, &v);
+    if (st)
+        return st;
+    bool ok = cJSON_IsString(v) && strlen(v->valuestring) == PL_UUID_LEN;
+    if (ok)
+        memcpy(out, v->valuestring, PL_UUID_LEN + 1);
+    cJSON_Delete(v);
+    return ok ? PL_OK : bad_record(c, "uuid");
+}
+
+typedef struct user_effect {
+    pl_side_effect_fn fn;
+    void *user;
+} user_effect;
+
+static int produce_user(cJSON **out, void *user)
+{
+    user_effect *u = user;
+    return u->fn(out, u->user);
+}
+
+int pl_ctx_side_effect(pl_ctx *c, const char *name, pl_side_effect_fn fn,
+                       void *user, cJSON **out)
+{
+    if (out)
+        *out = NULL;
+    if (!c || !fn || !out || !pl__name_ok(name))
+        return pl__err(PL_EINVAL, "pl_ctx_side_effect: ctx, a valid name, fn "
+                                  "and out are required");
+    user_effect u = {fn, user};
+    return recorded(c, name, produce_user, &u, true, out);
+}
+
+/* ---- suspend ------------------------------------------------------------------------------ */
+
+static void suspend_here(pl_ctx *c, uint32_t seq, const uint8_t *prompt,
+                         size_t prompt_len)
+{
+    pl__run *r = c->run;
+    uint8_t tok[16];
+    if (pl__random(tok, sizeof tok)) {
+        pl__run_fail(r, PL_EIO, "%s", pl_errmsg());
+        return;
+    }
+    pl__hex(r->token, tok, sizeof tok);
+    snprintf(r->susp_path, sizeof r->susp_path, "%s", c->path);
+    r->susp_seq = seq;
+    pl__buf_reset(&r->prompt);
+    if (prompt && pl__buf_append(&r->prompt, prompt, prompt_len)) {
+        pl__run_fail(r, PL_ENOMEM, "out of memory");
+        return;
+    }
+    r->stop = PL_ESUSPENDED;
+    pl__err(PL_ESUSPENDED, "run %s suspended at %s:%u", r->id, c->path, seq);
+}
+
+int pl_ctx_suspend(pl_ctx *c, const cJSON *prompt, cJSON **out_answer)
+{
+    if (out_answer)
+        *out_answer = NULL;
+    if (!c || !out_answer)
+        return pl__err(PL_EINVAL, "pl_ctx_suspend: ctx and out_answer are "
+                                  "required");
+    pl__run *r = c->run;
+    if (r->stop)
+        return r->stop;
+    if (prompt && !cJSON_IsObject(prompt))
+        return pl__run_fail(r, PL_EJSON, "run %s: policy '%s' at %s: the "
+                                         "suspend prompt must be an object",
+                            r->id, c->def->name, c->path);
+    pl__buf b = {0};
+    int st = pl__wrap_encode(&b, "prompt", prompt, r->e->max_payload);
+    if (st) {
+        pl__buf_free(&b);
+        return pl__run_fail(r, st, "run %s: suspend at %s: %s", r->id, c->path,
+                            pl_errmsg());
+    }
+    uint32_t seq = c->next_seq;
+    bool replayed;
+    st = inv_append(c, PL_STEP_SUSPEND, c->def->name, b.data, b.len, NULL,
+                    &replayed, NULL);
+    if (!st && !replayed) {
+        const uint8_t *v;
+        size_t vn;
+        if (pl__map_find(b.data, b.len, "prompt", &v, &vn))
+            suspend_here(c, seq, v, vn);
+        st = r->stop;
+    }
+    pl__buf_free(&b);
+    if (st)
+        return st;
+    const pl__rec *rec;
+    if ((st = inv_peek(c, &rec)))
+        return st;
+    if (!rec) {
+        if (r->check)
+            return pl__run_fail(r, PL_ECHECK, "check: run %s is suspended at "
+                                              "%s:%u", r->id, c->path, seq);
+        suspend_here(c, seq, NULL, 0); /* no answer yet: wait again */
+        return r->stop;
+    }
+    const uint8_t *v;
+    size_t vn;
+    if (rec->type != PL_STEP_RESUME ||
+        !pl__map_find(rec->payload, rec->payload_len, "answer", &v, &vn))
+        return pl__run_fail(r, PL_ENONDET, "run %s: after the suspension at "
+                                           "%s:%u the ledger records %s, not "
+                                           "a resume", r->id, c->path, seq,
+                            pl_step_type_name(rec->type));
+    if ((st = pl__payload_decode(out_answer, v, vn)))
+        return pl__run_fail(r, st, "run %s: %s", r->id, pl_errmsg());
+    inv_consume(c);
+    return PL_OK;
+}
+
+/* ---- reading the ledger ---------------------------------------------------------------------- */
+
+int pl_ctx_ledger(pl_ctx *c, pl_steps **out)
+{
+    if (!c || !out)
+        return pl__err(PL_EINVAL, "pl_ctx_ledger: NULL argument");
+    *out = NULL;
+    pl__run *r = c->run;
+    pl_steps *l;
+    int st = pl_steps_new(&l);
+    if (st)
+        return st;
+    pl__kvs recs = {0};
+    uint32_t seq = 0;
+    /* durable steps first, from the store */
+    while (!st && seq < c->next_seq) {
+        st = pl__store_read(r->e->store, c->prefix, c->prefix_len, seq,
+                            AHEAD_N, AHEAD_BYTES, &recs);
+        if (st || !recs.n)
+            break;
+        for (size_t i = 0; !st && i < recs.n && seq < c->next_seq; i++) {
+            pl__rec rec;
+            st = pl__rec_decode(&rec, pl__kvs_val(&recs, i), recs.e[i].vlen);
+            pl_step *s = st ? NULL : pl__step_from_rec(&rec, c->path);
+            if (!st && !s)
+                st = PL_ENOMEM;
+            if (!st && (st = pl__steps_push(l, s)))
+                pl_step_free(s);
+            seq++;
+        }
+    }
+    /* then the ones not yet committed, from the pending batch */
+    const pl__kvs *p = &r->batch.steps;
+    for (size_t i = 0; !st && i < p->n && seq < c->next_seq; i++) {
+        if (p->e[i].klen != c->prefix_len + 4 ||
+            memcmp(pl__kvs_key(p, i), c->prefix, c->prefix_len) != 0)
+            continue;
+        pl__rec rec;
+        st = pl__rec_decode(&rec, pl__kvs_val(p, i), p->e[i].vlen);
+        if (st || rec.seq != seq)
+            continue;
+        pl_step *s = pl__step_from_rec(&rec, c->path);
+        if (!s)
+            st = PL_ENOMEM;
+        else if ((st = pl__steps_push(l, s)))
+            pl_step_free(s);
+        seq++;
+    }
+    pl__kvs_free(&recs);
+    if (!st && seq != c->next_seq)
+        st = pl__err(PL_ECORRUPT, "run %s: ledger %s has %u readable steps, "
+                                  "expected %u", r->id, c->path, seq,
+                     c->next_seq);
+    if (st) {
+        pl_steps_free(l);
+        return st;
+    }
+    *out = l;
+    return PL_OK;
+}
+
+/* ---- accessors ------------------------------------------------------------------------------ */
+
+const char *pl_ctx_run_id(const pl_ctx *c) { return c->run->id; }
+const char *pl_ctx_path(const pl_ctx *c) { return c->path; }
+const char *pl_ctx_policy(const pl_ctx *c) { return c->def->name; }
+const char *pl_ctx_idempotency_key(const pl_ctx *c) { return c->idem; }
+bool pl_ctx_replaying(const pl_ctx *c) { return c->replaying; }
+pl_engine *pl_ctx_engine(const pl_ctx *c) { return c->run->e; }

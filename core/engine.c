@@ -1,0 +1,325 @@
+/*
+ * engine.c -- engine lifecycle, commits, run ownership and events.
+ *
+ * GROUP COMMIT
+ *
+ * In PL_DURABILITY_GROUP, a thread that wants its batch durable joins a queue.
+ * The thread at the head is the leader: it takes every batch queued behind it
+ * (up to GROUP_MAX), writes them in one transaction with one fsync, marks
+ * them done and hands leadership to the next waiter.  Batches that arrive
+ * while a commit is in flight therefore share the next one, and every caller
+ * still returns only after its own batch is durable.  If the shared commit
+ * fails, each batch is retried alone, so one run's bad batch cannot fail
+ * another's.
+ */
+#define _GNU_SOURCE /* gethostname */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+#define GROUP_MAX 256
+#define REMOTE_LEASE_US (60 * 1000000LL)
+
+struct pl__writer {
+    pl__batch *batch;
+    int rc;
+    bool done;
+    char msg[512];
+    pthread_cond_t cv;
+    pl__writer *next;
+};
+
+/* ---- names ---------------------------------------------------------------------- */
+
+static const char *const durability_names[] = {"sync", "group", "process"};
+
+const char *pl_durability_name(pl_durability d)
+{
+    return (unsigned)d < PL__ARRAY_LEN(durability_names) ? durability_names[d]
+                                                         : NULL;
+}
+
+int pl_durability_parse(pl_durability *out, const char *name)
+{
+    for (size_t i = 0; name && i < PL__ARRAY_LEN(durability_names); i++) {
+        if (strcmp(name, durability_names[i]) == 0) {
+            *out = (pl_durability)i;
+            return PL_OK;
+        }
+    }
+    return pl__err(PL_EINVAL, "unknown durability '%s' (sync, group, process)",
+                   name ? name : "");
+}
+
+static const char *const run_status_names[] = {NULL, "running", "suspended",
+                                               "completed", "failed"};
+
+const char *pl_run_status_name(pl_run_status s)
+{
+    return (unsigned)s < PL__ARRAY_LEN(run_status_names) ? run_status_names[s]
+                                                         : NULL;
+}
+
+static const char *const event_names[] = {
+    NULL,           "run_started",    "call_started",  "call_served",
+    "call_completed", "call_failed",  "step_appended", "step_replayed",
+    "commit",       "code_changed",   "run_suspended", "run_completed",
+    "run_failed",
+};
+
+const char *pl_event_kind_name(pl_event_kind k)
+{
+    return (unsigned)k < PL__ARRAY_LEN(event_names) ? event_names[k] : NULL;
+}
+
+/* ---- process identity --------------------------------------------------------------- */
+
+/* Start time of a process in clock ticks since boot (field 22 of stat), and
+ * whether it is a zombie.  Returns false if it cannot be read. */
+static bool proc_stat(int64_t pid, uint64_t *start, bool *zombie)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%lld/stat", (long long)pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return false;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    char *p = strrchr(buf, ')'); /* the command name may hold anything */
+    if (!p || p[1] != ' ')
+        return false;
+    p += 2;
+    *zombie = *p == 'Z' || *p == 'X';
+    /* p is at field 3; skip to field 22 */
+    for (int field = 3; field < 22; field++) {
+        p = strchr(p, ' ');
+        if (!p)
+            return false;
+        p++;
+    }
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(p, &end, 10);
+    if (errno || end == p)
+        return false;
+    *start = v;
+    return true;
+}
+
+bool pl__owner_alive(pl_engine *e, const pl__run_state *st)
+{
+    if (st->owner_pid <= 0)
+        return false;
+    if (strcmp(st->owner_host, e->host) != 0)
+        return pl__now_us() - st->heartbeat_us < REMOTE_LEASE_US;
+    if (st->owner_pid == e->pid)
+        return false; /* this process; the active set decides */
+    if (kill((pid_t)st->owner_pid, 0) != 0 && errno == ESRCH)
+        return false;
+    uint64_t start;
+    bool zombie;
+    if (!proc_stat(st->owner_pid, &start, &zombie))
+        return false;
+    return !zombie && start == st->owner_start;
+}
+
+/* ---- lifecycle -------------------------------------------------------------------- */
+
+int pl_engine_open(pl_engine **out, const char *path,
+                   const pl_registry *registry, const pl_engine_options *opts)
+{
+    if (!out)
+        return pl__err(PL_EINVAL, "pl_engine_open: out is NULL");
+    *out = NULL;
+    pl_engine_options defaults = PL_ENGINE_OPTIONS_INIT;
+    if (!opts)
+        opts = &defaults;
+    if (!path || !*path)
+        return pl__err(PL_EINVAL, "pl_engine_open: a store path is required");
+    if (!registry)
+        return pl__err(PL_EINVAL, "pl_engine_open: a registry is required");
+    if (opts->version != PL_ENGINE_OPTIONS_VERSION)
+        return pl__err(PL_EINVAL, "pl_engine_open: options version %u, this "
+                                  "library knows %d (use "
+                                  "PL_ENGINE_OPTIONS_INIT)",
+                       opts->version, PL_ENGINE_OPTIONS_VERSION);
+    if (!pl_durability_name(opts->durability))
+        return pl__err(PL_EINVAL, "pl_engine_open: unknown durability %d",
+                       (int)opts->durability);
+
+    pl_engine *e = calloc(1, sizeof *e);
+    if (!e)
+        return pl__err(PL_ENOMEM, "out of memory opening an engine");
+    e->reg = registry;
+    e->durability = opts->durability;
+    e->max_payload = opts->max_payload ? opts->max_payload : (size_t)16 << 20;
+    e->on_event = opts->on_event;
+    e->event_user = opts->event_user;
+    pthread_mutex_init(&e->mu, NULL);
+    pthread_mutex_init(&e->gc_mu, NULL);
+    e->pid = getpid();
+    bool zombie;
+    if (!proc_stat(e->pid, &e->pstart, &zombie))
+        e->pstart = 0;
+    if (gethostname(e->host, sizeof e->host - 1) != 0)
+        snprintf(e->host, sizeof e->host, "localhost");
+
+    pl__store_options so = {opts->map_size, opts->map_size_max,
+                            opts->max_readers,
+                            opts->durability == PL_DURABILITY_PROCESS};
+    int rc = pl__store_open(&e->store, path, &so);
+    if (rc) {
+        pl_engine_close(e);
+        return rc;
+    }
+    *out = e;
+    return PL_OK;
+}
+
+void pl_engine_close(pl_engine *e)
+{
+    if (!e)
+        return;
+    pl__store_close(e->store);
+    pthread_mutex_destroy(&e->mu);
+    pthread_mutex_destroy(&e->gc_mu);
+    free(e->active);
+    free(e);
+}
+
+const pl_registry *pl_engine_registry(const pl_engine *e) { return e->reg; }
+pl_durability pl_engine_durability(const pl_engine *e) { return e->durability; }
+
+/* ---- the active set --------------------------------------------------------------- */
+
+int pl__engine_claim(pl_engine *e, uint64_t num, const char *id)
+{
+    int rc = PL_OK;
+    pthread_mutex_lock(&e->mu);
+    for (size_t i = 0; i < e->n_active; i++) {
+        if (e->active[i] == num) {
+            rc = pl__err(PL_EBUSY, "run '%s' is being executed by another "
+                                   "thread of this process", id);
+            goto done;
+        }
+    }
+    if (e->n_active == e->cap_active) {
+        size_t cap = e->cap_active ? e->cap_active * 2 : 16;
+        uint64_t *a = realloc(e->active, cap * sizeof *a);
+        if (!a) {
+            rc = pl__err(PL_ENOMEM, "out of memory");
+            goto done;
+        }
+        e->active = a;
+        e->cap_active = cap;
+    }
+    e->active[e->n_active++] = num;
+done:
+    pthread_mutex_unlock(&e->mu);
+    return rc;
+}
+
+void pl__engine_release(pl_engine *e, uint64_t num)
+{
+    pthread_mutex_lock(&e->mu);
+    for (size_t i = 0; i < e->n_active; i++) {
+        if (e->active[i] == num) {
+            e->active[i] = e->active[--e->n_active];
+            break;
+        }
+    }
+    pthread_mutex_unlock(&e->mu);
+}
+
+bool pl__engine_owns(pl_engine *e, uint64_t num)
+{
+    bool found = false;
+    pthread_mutex_lock(&e->mu);
+    for (size_t i = 0; i < e->n_active && !found; i++)
+        found = e->active[i] == num;
+    pthread_mutex_unlock(&e->mu);
+    return found;
+}
+
+/* ---- commits ------------------------------------------------------------------------ */
+
+static int group_commit(pl_engine *e, pl__batch *b)
+{
+    pl__writer w = {.batch = b};
+    pthread_cond_init(&w.cv, NULL);
+    pthread_mutex_lock(&e->gc_mu);
+    if (e->gc_tail)
+        e->gc_tail->next = &w;
+    else
+        e->gc_head = &w;
+    e->gc_tail = &w;
+    while (!w.done && e->gc_head != &w)
+        pthread_cond_wait(&w.cv, &e->gc_mu);
+    if (w.done) {
+        pthread_mutex_unlock(&e->gc_mu);
+        pthread_cond_destroy(&w.cv);
+        return w.rc ? pl__err(w.rc, "%s", w.msg) : PL_OK;
+    }
+
+    /* leader: take the queue as it stands */
+    pl__batch *batches[GROUP_MAX];
+    pl__writer *members[GROUP_MAX];
+    size_t n = 0;
+    for (pl__writer *x = &w; x && n < GROUP_MAX; x = x->next) {
+        members[n] = x;
+        batches[n++] = x->batch;
+    }
+    pthread_mutex_unlock(&e->gc_mu);
+
+    int rc = pl__store_commit(e->store, batches, n);
+    for (size_t i = 0; i < n; i++) {
+        pl__writer *x = members[i];
+        x->rc = rc;
+        if (rc && n > 1) /* find whose batch failed */
+            x->rc = pl__store_commit(e->store, &batches[i], 1);
+        if (x->rc)
+            snprintf(x->msg, sizeof x->msg, "%s", pl_errmsg());
+    }
+
+    pthread_mutex_lock(&e->gc_mu);
+    pl__writer *next = members[n - 1]->next;
+    for (size_t i = 0; i < n; i++) {
+        members[i]->done = true;
+        if (members[i] != &w)
+            pthread_cond_signal(&members[i]->cv);
+    }
+    e->gc_head = next;
+    if (!next)
+        e->gc_tail = NULL;
+    else
+        pthread_cond_signal(&next->cv);
+    pthread_mutex_unlock(&e->gc_mu);
+    pthread_cond_destroy(&w.cv);
+    return w.rc ? pl__err(w.rc, "%s", w.msg) : PL_OK;
+}
+
+int pl__engine_commit(pl_engine *e, pl__batch *b)
+{
+    if (e->durability == PL_DURABILITY_GROUP)
+        return group_commit(e, b);
+    return pl__store_commit(e->store, &b, 1);
+}
+
+/* ---- events ----------------------------------------------------------------------- */
+
+void pl__emit(pl__run *r, pl_event_kind kind, const char *path, uint32_t seq,
+              const char *policy, pl_step_type type, int status,
+              uint64_t elapsed_ns, const char *detail)
+{
+    pl_engine *e = r->e;
+    if (!e->on_event)
+        return;
+    pl_event ev = {kind, r->id, path, seq, policy, type, status, elapsed_ns,
+                   detail};
+    e->on_event(&ev, e->event_user);
+}

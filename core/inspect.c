@@ -1,0 +1,405 @@
+/*
+ * inspect.c -- reading runs and ledgers, and verifying them.
+ *
+ * Everything here reads in bounded chunks (short read transactions, copied
+ * out), so a visitor may take its time and even write to the store.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+#define CHUNK 256
+
+/* ---- run records ------------------------------------------------------------------- */
+
+typedef struct info_impl {
+    pl_run_info pub; /* first: pl_run_info_free() casts back */
+    char *id;
+    pl__run_info ri;
+    pl__run_state st;
+    cJSON *payload;
+    cJSON *prompt;
+} info_impl;
+
+void pl_run_info_free(pl_run_info *pub)
+{
+    info_impl *in = (info_impl *)pub;
+    if (!in)
+        return;
+    free(in->id);
+    pl__run_info_clear(&in->ri);
+    pl__run_state_clear(&in->st);
+    cJSON_Delete(in->payload);
+    cJSON_Delete(in->prompt);
+    free(in);
+}
+
+static int info_build(pl_engine *e, const char *id, size_t id_len,
+                      uint64_t num, const uint8_t *info, size_t info_len,
+                      pl_run_info **out)
+{
+    *out = NULL;
+    info_impl *in = calloc(1, sizeof *in);
+    if (!in || !(in->id = pl__strndup(id, id_len))) {
+        free(in);
+        return pl__err(PL_ENOMEM, "out of memory");
+    }
+    pl__buf sb = {0};
+    int st = pl__run_info_decode(&in->ri, info, info_len);
+    if (!st)
+        st = pl__store_state_get(e->store, num, &sb);
+    if (!st)
+        st = pl__run_state_decode(&in->st, sb.data, sb.len);
+    pl__buf_free(&sb);
+    if (!st)
+        st = pl__payload_decode(&in->payload, in->ri.payload,
+                                in->ri.payload_len);
+    if (!st && in->st.prompt)
+        st = pl__payload_decode(&in->prompt, in->st.prompt,
+                                in->st.prompt_len);
+    if (st) {
+        int keep = st;
+        pl__err(st, "run '%s': %s", in->id, pl_errmsg());
+        pl_run_info_free(&in->pub);
+        return keep;
+    }
+    pl_run_info *p = &in->pub;
+    p->id = in->id;
+    p->policy = in->ri.policy;
+    p->payload = in->payload;
+    p->status = in->st.status;
+    p->steps = in->st.steps;
+    p->created_us = in->ri.created_us;
+    p->updated_us = in->st.updated_us;
+    p->heartbeat_us = in->st.heartbeat_us;
+    p->owner_pid = in->st.owner_pid;
+    p->owner_host = in->st.owner_host;
+    p->owner_alive = in->st.status == PL_RUN_RUNNING &&
+                     (pl__owner_alive(e, &in->st) ||
+                      (in->st.owner_pid == e->pid &&
+                       !strcmp(in->st.owner_host, e->host) &&
+                       pl__engine_owns(e, num)));
+    p->attempts = in->st.attempts;
+    p->error = in->st.error;
+    p->reason = in->st.reason;
+    p->suspended_path = in->st.susp_path;
+    p->prompt = in->prompt;
+    *out = p;
+    return PL_OK;
+}
+
+int pl_run_get(pl_engine *e, const char *run_id, pl_run_info **out)
+{
+    if (!out)
+        return pl__err(PL_EINVAL, "pl_run_get: out is NULL");
+    *out = NULL;
+    if (!e || !pl__run_id_ok(run_id))
+        return pl__err(PL_EINVAL, "pl_run_get: an engine and a valid run id "
+                                  "are required");
+    uint64_t num;
+    pl__buf info = {0};
+    int st = pl__store_run_find(e->store, run_id, &num, &info);
+    if (!st)
+        st = info_build(e, run_id, strlen(run_id), num, info.data, info.len,
+                        out);
+    pl__buf_free(&info);
+    return st;
+}
+
+int pl_engine_runs(pl_engine *e, pl_run_visit_fn visit, void *user)
+{
+    if (!e || !visit)
+        return pl__err(PL_EINVAL, "pl_engine_runs: engine and visitor are "
+                                  "required");
+    pl__kvs page = {0};
+    char after[PL_MAX_RUN_ID + 1] = "";
+    int st = PL_OK;
+    for (;;) {
+        st = pl__store_runs(e->store, after[0] ? after : NULL, CHUNK, &page);
+        if (st || !page.n)
+            break;
+        for (size_t i = 0; !st && i < page.n; i++) {
+            const pl__kv *kv = &page.e[i];
+            if (kv->vlen < 8 || kv->klen > PL_MAX_RUN_ID) {
+                st = pl__err(PL_ECORRUPT, "a run record is malformed");
+                break;
+            }
+            const uint8_t *v = pl__kvs_val(&page, i);
+            pl_run_info *info;
+            st = info_build(e, (const char *)pl__kvs_key(&page, i), kv->klen,
+                            pl__get_be64(v), v + 8, kv->vlen - 8, &info);
+            if (st)
+                break;
+            st = visit(info, user);
+            pl_run_info_free(info);
+        }
+        if (st)
+            break;
+        const pl__kv *last = &page.e[page.n - 1];
+        memcpy(after, pl__kvs_key(&page, page.n - 1), last->klen);
+        after[last->klen] = '\0';
+    }
+    pl__kvs_free(&page);
+    return st;
+}
+
+/* ---- ledgers ------------------------------------------------------------------------- */
+
+int pl_run_ledger(pl_engine *e, const char *run_id, const char *path,
+                  pl_steps **out)
+{
+    if (!out)
+        return pl__err(PL_EINVAL, "pl_run_ledger: out is NULL");
+    *out = NULL;
+    if (!e || !pl__run_id_ok(run_id))
+        return pl__err(PL_EINVAL, "pl_run_ledger: an engine and a valid run "
+                                  "id are required");
+    uint32_t comps[PL_MAX_DEPTH];
+    unsigned depth;
+    uint64_t num;
+    int st = pl__path_parse(path, comps, &depth);
+    if (!st)
+        st = pl__store_run_find(e->store, run_id, &num, NULL);
+    if (st)
+        return st;
+    char canon[PL__PATH_MAX];
+    pl__path_format(canon, comps, depth);
+    uint8_t prefix[PL__PREFIX_MAX];
+    size_t plen = pl__ledger_prefix(prefix, num, comps, depth);
+    pl_steps *l;
+    if ((st = pl_steps_new(&l)))
+        return st;
+    pl__kvs recs = {0};
+    uint32_t seq = 0;
+    for (;;) {
+        st = pl__store_read(e->store, prefix, plen, seq, CHUNK,
+                            (size_t)1 << 20, &recs);
+        if (st || !recs.n)
+            break;
+        for (size_t i = 0; !st && i < recs.n; i++, seq++) {
+            pl__rec rec;
+            st = pl__rec_decode(&rec, pl__kvs_val(&recs, i), recs.e[i].vlen);
+            if (st) {
+                st = pl__err(st, "run '%s', step %s:%u: %s", run_id, canon,
+                             seq, pl_errmsg());
+                break;
+            }
+            pl_step *s = pl__step_from_rec(&rec, canon);
+            if (!s || (st = pl__steps_push(l, s))) {
+                pl_step_free(s);
+                st = PL_ENOMEM;
+            }
+        }
+        if (st)
+            break;
+    }
+    pl__kvs_free(&recs);
+    if (st) {
+        pl_steps_free(l);
+        return st;
+    }
+    *out = l;
+    return PL_OK;
+}
+
+/* Page through every step record of a run in key order. */
+typedef int (*rec_fn)(const uint8_t *key, size_t klen, const uint8_t *val,
+                      size_t vlen, void *user);
+
+static int scan_run(pl_engine *e, uint64_t num, rec_fn fn, void *user)
+{
+    pl__kvs page = {0};
+    uint8_t after[PL__KEY_MAX];
+    size_t after_len = 0;
+    int st;
+    for (;;) {
+        st = pl__store_scan(e->store, num, after_len ? after : NULL, after_len,
+                            CHUNK, &page);
+        if (st || !page.n)
+            break;
+        for (size_t i = 0; !st && i < page.n; i++)
+            st = fn(pl__kvs_key(&page, i), page.e[i].klen,
+                    pl__kvs_val(&page, i), page.e[i].vlen, user);
+        if (st)
+            break;
+        const pl__kv *last = &page.e[page.n - 1];
+        if (last->klen > sizeof after) {
+            st = pl__err(PL_ECORRUPT, "a step key is too long");
+            break;
+        }
+        memcpy(after, pl__kvs_key(&page, page.n - 1), last->klen);
+        after_len = last->klen;
+    }
+    pl__kvs_free(&page);
+    return st;
+}
+
+typedef struct walk_ctx {
+    const char *id;
+    pl_step_visit_fn visit;
+    void *user;
+} walk_ctx;
+
+static int walk_rec(const uint8_t *key, size_t klen, const uint8_t *val,
+                    size_t vlen, void *user)
+{
+    walk_ctx *w = user;
+    uint64_t run;
+    uint32_t comps[PL_MAX_DEPTH], seq;
+    unsigned depth;
+    if (!pl__key_parse(key, klen, &run, comps, &depth, &seq))
+        return pl__err(PL_ECORRUPT, "run '%s' has a malformed step key",
+                       w->id);
+    char path[PL__PATH_MAX];
+    pl__path_format(path, comps, depth);
+    pl__rec rec;
+    int st = pl__rec_decode(&rec, val, vlen);
+    if (st)
+        return pl__err(st, "run '%s', step %s:%u: %s", w->id, path, seq,
+                       pl_errmsg());
+    pl_step *s = pl__step_from_rec(&rec, path);
+    if (!s)
+        return PL_ENOMEM;
+    st = w->visit(s, w->user);
+    pl_step_free(s);
+    return st;
+}
+
+int pl_run_walk(pl_engine *e, const char *run_id, pl_step_visit_fn visit,
+                void *user)
+{
+    if (!e || !visit || !pl__run_id_ok(run_id))
+        return pl__err(PL_EINVAL, "pl_run_walk: engine, valid run id and "
+                                  "visitor are required");
+    uint64_t num;
+    int st = pl__store_run_find(e->store, run_id, &num, NULL);
+    if (st)
+        return st;
+    walk_ctx w = {run_id, visit, user};
+    return scan_run(e, num, walk_rec, &w);
+}
+
+/* ---- verification ----------------------------------------------------------------------- */
+
+/*
+ * The ledgers open along the current path of the tree walk: for each depth,
+ * its components and the types of its steps so far (to check that every
+ * child ledger hangs off an action_call of its parent).
+ */
+typedef struct vlevel {
+    uint32_t comps[PL_MAX_DEPTH];
+    unsigned depth;
+    uint8_t *types;
+    size_t n, cap;
+} vlevel;
+
+typedef struct verify_ctx {
+    const char *id;
+    pl__hasher *hasher;
+    vlevel lv[PL_MAX_DEPTH + 1];
+    int top; /* deepest open level, -1 = none */
+    uint32_t next_seq;
+    uint8_t prev[PL_HASH_LEN];
+    char path[PL__PATH_MAX];
+    uint64_t steps;
+} verify_ctx;
+
+static int verify_rec(const uint8_t *key, size_t klen, const uint8_t *val,
+                      size_t vlen, void *user)
+{
+    verify_ctx *v = user;
+    uint64_t run;
+    uint32_t comps[PL_MAX_DEPTH], seq;
+    unsigned depth;
+    if (!pl__key_parse(key, klen, &run, comps, &depth, &seq))
+        return pl__err(PL_ECORRUPT, "run '%s' has a malformed step key",
+                       v->id);
+    bool same = v->top == (int)depth &&
+                memcmp(v->lv[depth].comps, comps, depth * sizeof *comps) == 0;
+    int st;
+    if (!same) { /* a new ledger begins */
+        pl__path_format(v->path, comps, depth);
+        if (depth > 0) {
+            const vlevel *p = &v->lv[depth - 1];
+            if (v->top < (int)depth - 1 ||
+                memcmp(p->comps, comps, (depth - 1) * sizeof *comps) != 0 ||
+                comps[depth - 1] >= p->n ||
+                p->types[comps[depth - 1]] != PL_STEP_ACTION_CALL)
+                return pl__err(PL_ECORRUPT, "run '%s': ledger %s has no "
+                                            "action_call in its parent that "
+                                            "created it", v->id, v->path);
+        }
+        vlevel *l = &v->lv[depth];
+        memcpy(l->comps, comps, depth * sizeof *comps);
+        l->depth = depth;
+        l->n = 0;
+        v->top = (int)depth;
+        v->next_seq = 0;
+        if ((st = pl__genesis_hash(v->hasher, v->id, v->path, v->prev)))
+            return st;
+    }
+    if (seq != v->next_seq)
+        return pl__err(PL_ECORRUPT, "run '%s': ledger %s has a gap: step %u "
+                                    "where %u belongs", v->id, v->path, seq,
+                       v->next_seq);
+    pl__rec rec;
+    if ((st = pl__rec_decode(&rec, val, vlen)))
+        return pl__err(st, "run '%s', step %s:%u: %s", v->id, v->path, seq,
+                       pl_errmsg());
+    if (rec.seq != seq)
+        return pl__err(PL_ECORRUPT, "run '%s', step %s:%u records seq %u",
+                       v->id, v->path, seq, rec.seq);
+    if (memcmp(rec.prev_hash, v->prev, PL_HASH_LEN) != 0)
+        return pl__err(PL_ECORRUPT, "run '%s', step %s:%u: the hash chain is "
+                                    "broken (the stored hash of the previous "
+                                    "step does not match it)", v->id, v->path,
+                       seq);
+    if ((st = pl__sha256(v->hasher, val, vlen, v->prev)))
+        return st;
+    vlevel *l = &v->lv[depth];
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 64;
+        uint8_t *t = realloc(l->types, cap);
+        if (!t)
+            return pl__err(PL_ENOMEM, "out of memory");
+        l->types = t;
+        l->cap = cap;
+    }
+    l->types[l->n++] = (uint8_t)rec.type;
+    v->next_seq++;
+    v->steps++;
+    return PL_OK;
+}
+
+int pl_run_verify(pl_engine *e, const char *run_id)
+{
+    if (!e || !pl__run_id_ok(run_id))
+        return pl__err(PL_EINVAL, "pl_run_verify: engine and a valid run id "
+                                  "are required");
+    uint64_t num;
+    pl__buf sb = {0};
+    pl__run_state rs = {0};
+    int st = pl__store_run_find(e->store, run_id, &num, NULL);
+    if (!st)
+        st = pl__store_state_get(e->store, num, &sb);
+    if (!st)
+        st = pl__run_state_decode(&rs, sb.data, sb.len);
+    pl__buf_free(&sb);
+    if (st)
+        return st;
+    verify_ctx v = {.id = run_id, .top = -1};
+    if (!(st = pl__hasher_new(&v.hasher)))
+        st = scan_run(e, num, verify_rec, &v);
+    if (!st && rs.status != PL_RUN_RUNNING && v.steps != rs.steps)
+        st = pl__err(PL_ECORRUPT, "run '%s' records %llu steps but holds "
+                                  "%llu", run_id,
+                     (unsigned long long)rs.steps,
+                     (unsigned long long)v.steps);
+    for (size_t i = 0; i < PL__ARRAY_LEN(v.lv); i++)
+        free(v.lv[i].types);
+    pl__hasher_free(v.hasher);
+    pl__run_state_clear(&rs);
+    return st;
+}

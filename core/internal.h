@@ -1,0 +1,197 @@
+/*
+ * internal.h -- the engine's data structures, shared by the core modules.
+ *
+ *   engine.c      engine lifecycle, commits (including group commit), events
+ *   registry.c    policies by name
+ *   step.c        pl_step / pl_steps
+ *   context.c     invocations: append-or-compare, calls, recorded helpers
+ *   decorators.c  loop, invoke_action
+ *   run.c         the runner: start, continue, resume, ownership
+ *   inspect.c     reading runs and ledgers, verification
+ */
+#ifndef PL_INTERNAL_H
+#define PL_INTERNAL_H
+
+#include <pthread.h>
+
+#include "codec.h"
+#include "hash.h"
+#include "store.h"
+#include "util.h"
+
+/* ---- steps ------------------------------------------------------------------- */
+
+struct pl_step {
+    pl_step_type type;
+    uint32_t seq;
+    int64_t time_us;
+    bool in_ledger;   /* seq, id, time and prev are known */
+    bool replayed;    /* matched a recorded step during this execution */
+    bool decoded;     /* json is valid (possibly NULL after OOM) */
+    char *actor;
+    char *id;         /* NULL until in a ledger */
+    char *code;       /* may be NULL */
+    uint8_t *mp;      /* payload, msgpack map */
+    size_t mp_len;
+    cJSON *json;      /* decoded payload, on first use */
+    uint8_t prev[PL_HASH_LEN];
+};
+
+struct pl_steps {
+    pl_step **v;
+    size_t n, cap;
+    const char *default_actor; /* borrowed */
+};
+
+/* A step holding copies of the given fields.  NULL on OOM (message set). */
+PL__HIDDEN pl_step *pl__step_new(pl_step_type type, const char *actor,
+                                 size_t actor_len, const uint8_t *mp,
+                                 size_t mp_len);
+/* A step from a stored record, with its id "<path>:<seq>". */
+PL__HIDDEN pl_step *pl__step_from_rec(const pl__rec *rec, const char *path);
+/* Give a step its place in a ledger. */
+PL__HIDDEN int pl__step_place(pl_step *s, const char *path, uint32_t seq,
+                              int64_t time_us) PL__MUST_CHECK;
+PL__HIDDEN int pl__steps_push(pl_steps *l, pl_step *s) PL__MUST_CHECK;
+/* Add a step with an already encoded payload. */
+PL__HIDDEN int pl__steps_add_mp(pl_steps *l, pl_step_type type,
+                                const char *actor, const uint8_t *mp,
+                                size_t mp_len) PL__MUST_CHECK;
+/* Encode {"error": true, "code": code, "message": message}. */
+PL__HIDDEN int pl__error_payload(pl__buf *out, const char *code,
+                                 const char *message) PL__MUST_CHECK;
+
+/* ---- registry ----------------------------------------------------------------- */
+
+PL__HIDDEN const pl_policy_def *pl__registry_find_n(const pl_registry *reg,
+                                                    const char *name,
+                                                    size_t len);
+
+/* ---- engine ------------------------------------------------------------------- */
+
+typedef struct pl__writer pl__writer; /* a batch waiting for group commit */
+
+struct pl_engine {
+    pl__store *store;
+    const pl_registry *reg;
+    pl_durability durability;
+    size_t max_payload;
+    pl_event_fn on_event;
+    void *event_user;
+
+    pthread_mutex_t mu; /* guards the active set */
+    uint64_t *active;   /* run numbers executing in this engine */
+    size_t n_active, cap_active;
+
+    pthread_mutex_t gc_mu; /* group commit queue */
+    pl__writer *gc_head, *gc_tail;
+
+    int64_t pid;
+    uint64_t pstart;
+    char host[256];
+};
+
+/* Commit a batch as the engine's durability mode says. */
+PL__HIDDEN int pl__engine_commit(pl_engine *e, pl__batch *b) PL__MUST_CHECK;
+/* Mark a run as executing here; PL_EBUSY when it is already. */
+PL__HIDDEN int pl__engine_claim(pl_engine *e, uint64_t num, const char *id) PL__MUST_CHECK;
+PL__HIDDEN void pl__engine_release(pl_engine *e, uint64_t num);
+PL__HIDDEN bool pl__engine_owns(pl_engine *e, uint64_t num);
+/* Is the owner recorded in @p st a live process other than this one? */
+PL__HIDDEN bool pl__owner_alive(pl_engine *e, const pl__run_state *st);
+
+/* ---- runs and invocations ------------------------------------------------------- */
+
+#define PL__PATH_MAX (2 + PL_MAX_DEPTH * 11)
+
+typedef struct pl__run {
+    pl_engine *e;
+    char id[PL_MAX_RUN_ID + 1];
+    uint64_t num;
+    const char *root_policy;
+
+    pl__run_state state; /* as last written; steps = durable steps */
+    bool check;          /* replay only; never write */
+    bool crashed_before; /* the previous execution died while running */
+
+    int stop;     /* 0 while going; else PL_ESUSPENDED or the failure */
+    char *reason; /* the failure, recorded in the run state */
+
+    pl__batch batch; /* steps appended since the last commit */
+    pl__hasher *hasher;
+    pl__buf scratch; /* payload encoding */
+
+    pl_ctx *inv[PL_MAX_DEPTH + 1]; /* the invocation at each depth */
+
+    /* set when the run suspends */
+    char token[33];
+    char susp_path[PL__PATH_MAX];
+    uint32_t susp_seq;
+    pl__buf prompt;
+
+    uint64_t served, executed, replayed, appended;
+} pl__run;
+
+struct pl_ctx {
+    pl__run *run;
+    pl_ctx *parent;
+    const pl_policy_def *def;
+    const pl_action *action;
+    unsigned depth;
+    uint32_t comps[PL_MAX_DEPTH];
+    char path[PL__PATH_MAX];
+    char idem[PL_MAX_RUN_ID + PL__PATH_MAX + 16];
+    uint8_t prefix[PL__PREFIX_MAX];
+    size_t prefix_len;
+
+    uint32_t next_seq; /* where the next append goes */
+    bool replaying;    /* recorded steps may remain at next_seq */
+
+    /* recorded steps read ahead of the cursor */
+    pl__kvs ahead;
+    size_t ahead_pos;
+    bool peeked; /* rec holds the decoded record at ahead_pos */
+    pl__rec rec;
+    bool have_tail;
+    uint8_t tail_hash[PL_HASH_LEN]; /* hash of the last record read */
+
+    uint8_t last_hash[PL_HASH_LEN]; /* hash of step next_seq-1 (live) */
+};
+
+struct pl_next {
+    const pl_decorator *d;
+    size_t n;
+    size_t i;
+};
+
+/* Fail the run (once): set stop and reason; returns the run's stop status. */
+PL__HIDDEN int pl__run_fail(pl__run *r, int status, const char *fmt, ...)
+    PL__PRINTF(3, 4);
+/* Commit the steps appended since the last commit (a sync point). */
+PL__HIDDEN int pl__run_commit(pl__run *r) PL__MUST_CHECK;
+/* Execute the root invocation; the returned steps go to @p out. */
+PL__HIDDEN int pl__run_root(pl__run *r, const pl_policy_def *def,
+                            const pl_action *root, bool replaying,
+                            pl_steps *out);
+/* Release every invocation of a finished run. */
+PL__HIDDEN void pl__run_free_invs(pl__run *r);
+
+PL__HIDDEN void pl__emit(pl__run *r, pl_event_kind kind, const char *path,
+                         uint32_t seq, const char *policy,
+                         pl_step_type type, int status, uint64_t elapsed_ns,
+                         const char *detail);
+
+/* Call the policy named in an `action_call` step already in @p c's ledger
+ * (used by invoke_action); @p allowed is the invocation's action. */
+PL__HIDDEN int pl__call_step(pl_ctx *c, const pl_step *call,
+                             const pl_action *allowed,
+                             pl_step **out) PL__MUST_CHECK;
+
+/* Parse "0.3.5" into components [3, 5]. */
+PL__HIDDEN int pl__path_parse(const char *path, uint32_t *comps,
+                              unsigned *depth) PL__MUST_CHECK;
+/* Format components as "0.3.5". */
+PL__HIDDEN void pl__path_format(char *out, const uint32_t *comps,
+                                unsigned depth);
+
+#endif /* PL_INTERNAL_H */

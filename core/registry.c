@@ -1,0 +1,172 @@
+/*
+ * registry.c -- policies by name.
+ *
+ * Registrations are kept in order (for catalogs) and indexed by an
+ * open-addressing hash table (FNV-1a, linear probing, at most half full), so
+ * a call's lookup is one hash and usually one probe.
+ */
+#include <stdlib.h>
+
+#include "internal.h"
+
+struct pl_registry {
+    pl_policy_def **defs; /* registration order; each owns its strings */
+    size_t n, cap;
+    uint32_t *slots; /* index + 1 into defs; 0 = empty */
+    size_t n_slots;  /* power of two */
+};
+
+static uint32_t fnv1a(const char *s, size_t n)
+{
+    uint32_t h = 2166136261u;
+    for (size_t i = 0; i < n; i++) {
+        h ^= (uint8_t)s[i];
+        h *= 16777619u;
+    }
+    return h;
+}
+
+int pl_registry_new(pl_registry **out)
+{
+    if (!out)
+        return pl__err(PL_EINVAL, "pl_registry_new: out is NULL");
+    *out = calloc(1, sizeof **out);
+    return *out ? PL_OK : pl__err(PL_ENOMEM, "out of memory");
+}
+
+static void def_free(pl_policy_def *d)
+{
+    if (!d)
+        return;
+    free((char *)d->name);
+    free((char *)d->description);
+    free((char *)d->input_schema);
+    free((char *)d->code_version);
+    free(d);
+}
+
+void pl_registry_free(pl_registry *reg)
+{
+    if (!reg)
+        return;
+    for (size_t i = 0; i < reg->n; i++)
+        def_free(reg->defs[i]);
+    free(reg->defs);
+    free(reg->slots);
+    free(reg);
+}
+
+const pl_policy_def *pl__registry_find_n(const pl_registry *reg,
+                                         const char *name, size_t len)
+{
+    if (!reg || !reg->n_slots)
+        return NULL;
+    size_t mask = reg->n_slots - 1;
+    for (size_t i = fnv1a(name, len) & mask;; i = (i + 1) & mask) {
+        uint32_t slot = reg->slots[i];
+        if (!slot)
+            return NULL;
+        const pl_policy_def *d = reg->defs[slot - 1];
+        if (strncmp(d->name, name, len) == 0 && d->name[len] == '\0')
+            return d;
+    }
+}
+
+const pl_policy_def *pl_registry_find(const pl_registry *reg, const char *name)
+{
+    return name ? pl__registry_find_n(reg, name, strlen(name)) : NULL;
+}
+
+size_t pl_registry_count(const pl_registry *reg) { return reg ? reg->n : 0; }
+
+const pl_policy_def *pl_registry_at(const pl_registry *reg, size_t i)
+{
+    return reg && i < reg->n ? reg->defs[i] : NULL;
+}
+
+static void index_insert(pl_registry *reg, size_t idx)
+{
+    const char *name = reg->defs[idx]->name;
+    size_t mask = reg->n_slots - 1;
+    size_t i = fnv1a(name, strlen(name)) & mask;
+    while (reg->slots[i])
+        i = (i + 1) & mask;
+    reg->slots[i] = (uint32_t)idx + 1;
+}
+
+static int grow(pl_registry *reg)
+{
+    if (reg->n == reg->cap) {
+        size_t cap = reg->cap ? reg->cap * 2 : 16;
+        pl_policy_def **d = realloc(reg->defs, cap * sizeof *d);
+        if (!d)
+            return PL_ENOMEM;
+        reg->defs = d;
+        reg->cap = cap;
+    }
+    if ((reg->n + 1) * 2 > reg->n_slots) {
+        size_t ns = reg->n_slots ? reg->n_slots * 2 : 32;
+        uint32_t *slots = calloc(ns, sizeof *slots);
+        if (!slots)
+            return PL_ENOMEM;
+        free(reg->slots);
+        reg->slots = slots;
+        reg->n_slots = ns;
+        for (size_t i = 0; i < reg->n; i++)
+            index_insert(reg, i);
+    }
+    return PL_OK;
+}
+
+int pl_registry_add(pl_registry *reg, const pl_policy_def *def)
+{
+    if (!reg || !def)
+        return pl__err(PL_EINVAL, "pl_registry_add: registry and def are "
+                                  "required");
+    if (def->version != PL_POLICY_DEF_VERSION)
+        return pl__err(PL_EINVAL, "pl_registry_add: def version %u, this "
+                                  "library knows %d (use PL_POLICY_DEF_INIT)",
+                       def->version, PL_POLICY_DEF_VERSION);
+    if (!pl__name_ok(def->name))
+        return pl__err(PL_EINVAL, "pl_registry_add: bad policy name (1..%d "
+                                  "bytes, no control characters)",
+                       PL_MAX_NAME);
+    if (!def->fn)
+        return pl__err(PL_EINVAL, "pl_registry_add: policy '%s' has no "
+                                  "function", def->name);
+    if ((unsigned)def->in_doubt > PL_IN_DOUBT_SUSPEND)
+        return pl__err(PL_EINVAL, "pl_registry_add: policy '%s' has an "
+                                  "unknown in-doubt rule", def->name);
+    if (pl_registry_find(reg, def->name))
+        return pl__err(PL_EEXIST, "a policy named '%s' is registered "
+                                  "already", def->name);
+    if (def->input_schema) {
+        cJSON *schema = cJSON_Parse(def->input_schema);
+        bool ok = cJSON_IsObject(schema);
+        cJSON_Delete(schema);
+        if (!ok)
+            return pl__err(PL_EJSON, "policy '%s': input_schema is not a "
+                                     "JSON object", def->name);
+    }
+    if (def->code_version && strlen(def->code_version) > 1024)
+        return pl__err(PL_EINVAL, "policy '%s': code_version is longer than "
+                                  "1024 bytes", def->name);
+    pl_policy_def *d = calloc(1, sizeof *d);
+    if (!d)
+        return pl__err(PL_ENOMEM, "out of memory registering '%s'", def->name);
+    *d = *def;
+    d->name = pl__strdup(def->name);
+    d->description = pl__strdup(def->description);
+    d->input_schema = pl__strdup(def->input_schema);
+    d->code_version = pl__strdup(def->code_version);
+    if (!d->name || (def->description && !d->description) ||
+        (def->input_schema && !d->input_schema) ||
+        (def->code_version && !d->code_version) || grow(reg)) {
+        def_free(d);
+        return pl__err(PL_ENOMEM, "out of memory registering '%s'", def->name);
+    }
+    reg->defs[reg->n] = d;
+    index_insert(reg, reg->n);
+    reg->n++;
+    return PL_OK;
+}

@@ -1,0 +1,279 @@
+/*
+ * step.c -- immutable steps and step lists.
+ *
+ * A step keeps its payload encoded (the form it is stored and compared in)
+ * and decodes it to cJSON only when asked.
+ */
+#include <stdlib.h>
+
+#include "internal.h"
+
+static const char *const type_names[] = {
+    NULL, "text", "action_call", "action_result", "suspend", "resume",
+    "side_effect", "error",
+};
+
+const char *pl_step_type_name(pl_step_type type)
+{
+    if ((int)type < 1 || (size_t)type >= PL__ARRAY_LEN(type_names))
+        return NULL;
+    return type_names[type];
+}
+
+int pl_step_type_parse(pl_step_type *out, const char *name)
+{
+    for (size_t i = 1; name && i < PL__ARRAY_LEN(type_names); i++) {
+        if (strcmp(name, type_names[i]) == 0) {
+            *out = (pl_step_type)i;
+            return PL_OK;
+        }
+    }
+    return pl__err(PL_EINVAL, "unknown step type '%s'", name ? name : "");
+}
+
+/* ---- steps ------------------------------------------------------------------- */
+
+pl_step *pl__step_new(pl_step_type type, const char *actor, size_t actor_len,
+                      const uint8_t *mp, size_t mp_len)
+{
+    pl_step *s = calloc(1, sizeof *s);
+    if (!s || !(s->actor = pl__strndup(actor, actor_len)) ||
+        !(s->mp = malloc(mp_len ? mp_len : 1))) {
+        if (s)
+            free(s->actor);
+        free(s);
+        pl__err(PL_ENOMEM, "out of memory creating a step");
+        return NULL;
+    }
+    s->type = type;
+    memcpy(s->mp, mp, mp_len);
+    s->mp_len = mp_len;
+    return s;
+}
+
+pl_step *pl__step_from_rec(const pl__rec *rec, const char *path)
+{
+    pl_step *s = pl__step_new(rec->type, rec->actor, rec->actor_len,
+                              rec->payload, rec->payload_len);
+    if (!s)
+        return NULL;
+    if ((rec->code && !(s->code = pl__strndup(rec->code, rec->code_len))) ||
+        pl__step_place(s, path, rec->seq, rec->time_us)) {
+        pl_step_free(s);
+        pl__err(PL_ENOMEM, "out of memory creating a step");
+        return NULL;
+    }
+    memcpy(s->prev, rec->prev_hash, PL_HASH_LEN);
+    return s;
+}
+
+int pl__step_place(pl_step *s, const char *path, uint32_t seq, int64_t time_us)
+{
+    char *id = pl__asprintf("%s:%u", path, seq);
+    if (!id)
+        return pl__err(PL_ENOMEM, "out of memory naming a step");
+    free(s->id);
+    s->id = id;
+    s->seq = seq;
+    s->time_us = time_us;
+    s->in_ledger = true;
+    return PL_OK;
+}
+
+pl_step_type pl_step_get_type(const pl_step *s) { return s->type; }
+const char *pl_step_actor(const pl_step *s) { return s->actor; }
+const char *pl_step_id(const pl_step *s) { return s->id ? s->id : ""; }
+uint32_t pl_step_seq(const pl_step *s) { return s->seq; }
+int64_t pl_step_time_us(const pl_step *s) { return s->time_us; }
+const char *pl_step_code(const pl_step *s) { return s->code; }
+
+const cJSON *pl_step_payload(const pl_step *cs)
+{
+    pl_step *s = (pl_step *)cs; /* the decoded form is a cache */
+    if (!s->decoded) {
+        if (pl__payload_decode(&s->json, s->mp, s->mp_len))
+            return NULL;
+        s->decoded = true;
+    }
+    return s->json;
+}
+
+bool pl_step_is_error(const pl_step *s)
+{
+    const uint8_t *v;
+    size_t n;
+    return pl__map_find(s->mp, s->mp_len, "error", &v, &n) && n == 1 &&
+           v[0] == 0xc3;
+}
+
+const char *pl_step_error_code(const pl_step *s)
+{
+    if (!pl_step_is_error(s))
+        return NULL;
+    const cJSON *p = pl_step_payload(s);
+    const cJSON *code = p ? cJSON_GetObjectItemCaseSensitive(p, "code") : NULL;
+    return cJSON_IsString(code) ? code->valuestring : NULL;
+}
+
+int pl_step_prev_hash(const pl_step *s, uint8_t out[PL_HASH_LEN])
+{
+    if (!s->in_ledger)
+        return pl__err(PL_ENOTFOUND, "the step is not in a ledger");
+    memcpy(out, s->prev, PL_HASH_LEN);
+    return PL_OK;
+}
+
+void pl_step_free(pl_step *s)
+{
+    if (!s)
+        return;
+    cJSON_Delete(s->json);
+    free(s->actor);
+    free(s->id);
+    free(s->code);
+    free(s->mp);
+    free(s);
+}
+
+/* ---- lists --------------------------------------------------------------------- */
+
+int pl_steps_new(pl_steps **out)
+{
+    if (!out)
+        return pl__err(PL_EINVAL, "pl_steps_new: out is NULL");
+    *out = calloc(1, sizeof **out);
+    return *out ? PL_OK : pl__err(PL_ENOMEM, "out of memory creating a list");
+}
+
+void pl_steps_free(pl_steps *l)
+{
+    if (!l)
+        return;
+    for (size_t i = 0; i < l->n; i++)
+        pl_step_free(l->v[i]);
+    free(l->v);
+    free(l);
+}
+
+size_t pl_steps_count(const pl_steps *l) { return l ? l->n : 0; }
+
+const pl_step *pl_steps_at(const pl_steps *l, size_t i)
+{
+    return l && i < l->n ? l->v[i] : NULL;
+}
+
+int pl__steps_push(pl_steps *l, pl_step *s)
+{
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 4;
+        pl_step **v = realloc(l->v, cap * sizeof *v);
+        if (!v)
+            return pl__err(PL_ENOMEM, "out of memory growing a step list");
+        l->v = v;
+        l->cap = cap;
+    }
+    l->v[l->n++] = s;
+    return PL_OK;
+}
+
+int pl__steps_add_mp(pl_steps *l, pl_step_type type, const char *actor,
+                     const uint8_t *mp, size_t mp_len)
+{
+    if (!pl_step_type_name(type))
+        return pl__err(PL_EINVAL, "unknown step type %d", (int)type);
+    if (!actor)
+        actor = l->default_actor;
+    if (!actor)
+        return pl__err(PL_EINVAL, "a step needs an actor");
+    if (!pl__name_ok(actor))
+        return pl__err(PL_EINVAL, "bad actor name (1..%d bytes, no control "
+                                  "characters)", PL_MAX_NAME);
+    pl_step *s = pl__step_new(type, actor, strlen(actor), mp, mp_len);
+    if (!s)
+        return PL_ENOMEM;
+    int rc = pl__steps_push(l, s);
+    if (rc)
+        pl_step_free(s);
+    return rc;
+}
+
+int pl_steps_add(pl_steps *l, pl_step_type type, const char *actor,
+                 const cJSON *payload)
+{
+    if (!l)
+        return pl__err(PL_EINVAL, "pl_steps_add: list is NULL");
+    pl__buf b = {0};
+    int rc = pl__payload_encode(&b, payload, 0);
+    if (!rc)
+        rc = pl__steps_add_mp(l, type, actor, b.data, b.len);
+    pl__buf_free(&b);
+    return rc;
+}
+
+/* Build a small object payload and add it. */
+static int add_built(pl_steps *l, pl_step_type type, const char *actor,
+                     cJSON *obj)
+{
+    if (!obj)
+        return pl__err(PL_ENOMEM, "out of memory building a payload");
+    int rc = pl_steps_add(l, type, actor, obj);
+    cJSON_Delete(obj);
+    return rc;
+}
+
+int pl_steps_add_text(pl_steps *l, const char *actor, const char *text)
+{
+    if (!text)
+        return pl__err(PL_EINVAL, "pl_steps_add_text: text is NULL");
+    cJSON *o = cJSON_CreateObject();
+    if (o && !cJSON_AddStringToObject(o, "text", text)) {
+        cJSON_Delete(o);
+        o = NULL;
+    }
+    return add_built(l, PL_STEP_TEXT, actor, o);
+}
+
+int pl_steps_add_result(pl_steps *l, const cJSON *payload)
+{
+    return pl_steps_add(l, PL_STEP_ACTION_RESULT, NULL, payload);
+}
+
+int pl_steps_add_call(pl_steps *l, const char *policy, const cJSON *payload)
+{
+    if (!l || !pl__name_ok(policy))
+        return pl__err(PL_EINVAL, "pl_steps_add_call: bad list or policy "
+                                  "name");
+    pl__buf b = {0};
+    int rc = pl__call_payload_encode(&b, policy, payload, NULL, 0, 0);
+    if (!rc)
+        rc = pl__steps_add_mp(l, PL_STEP_ACTION_CALL, NULL, b.data, b.len);
+    pl__buf_free(&b);
+    return rc;
+}
+
+int pl__error_payload(pl__buf *out, const char *code, const char *message)
+{
+    cJSON *o = cJSON_CreateObject();
+    int rc = PL_ENOMEM;
+    if (o && cJSON_AddTrueToObject(o, "error") &&
+        cJSON_AddStringToObject(o, "code", code) &&
+        cJSON_AddStringToObject(o, "message", message ? message : ""))
+        rc = pl__payload_encode(out, o, 0);
+    else
+        pl__err(rc, "out of memory building an error payload");
+    cJSON_Delete(o);
+    return rc;
+}
+
+int pl_steps_add_error(pl_steps *l, const char *code, const char *message)
+{
+    if (!l || !code || !*code)
+        return pl__err(PL_EINVAL, "pl_steps_add_error: list and code are "
+                                  "required");
+    pl__buf b = {0};
+    int rc = pl__error_payload(&b, code, message);
+    if (!rc)
+        rc = pl__steps_add_mp(l, PL_STEP_ACTION_RESULT, NULL, b.data, b.len);
+    pl__buf_free(&b);
+    return rc;
+}

@@ -1,0 +1,200 @@
+/*
+ * util.c -- buffers, errors, strings, clocks and randomness.
+ */
+#define _GNU_SOURCE /* getrandom */
+#include "util.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/random.h>
+#include <time.h>
+
+/* ---- buffers ------------------------------------------------------------- */
+
+int pl__buf_reserve(pl__buf *b, size_t more)
+{
+    if (more <= b->cap - b->len)
+        return PL_OK;
+    if (more > SIZE_MAX / 2 - b->len)
+        return pl__err(PL_ENOMEM, "buffer of %zu bytes is too large",
+                       b->len + more);
+    size_t cap = b->cap ? b->cap : 256;
+    while (cap - b->len < more)
+        cap *= 2;
+    uint8_t *p = realloc(b->data, cap);
+    if (!p)
+        return pl__err(PL_ENOMEM, "out of memory growing a buffer to %zu "
+                                  "bytes", cap);
+    b->data = p;
+    b->cap = cap;
+    return PL_OK;
+}
+
+int pl__buf_append(pl__buf *b, const void *p, size_t n)
+{
+    int rc = pl__buf_reserve(b, n);
+    if (rc)
+        return rc;
+    if (n)
+        memcpy(b->data + b->len, p, n);
+    b->len += n;
+    return PL_OK;
+}
+
+void pl__buf_free(pl__buf *b)
+{
+    free(b->data);
+    b->data = NULL;
+    b->len = b->cap = 0;
+}
+
+/* ---- status table and messages ------------------------------------------ */
+
+const char *pl_strerror(int status)
+{
+    switch (status) {
+#define PL__STATUS_TEXT(name, value, text)                                     \
+    case value:                                                                \
+        return text;
+        PL_STATUS_MAP(PL__STATUS_TEXT)
+#undef PL__STATUS_TEXT
+    }
+    return "unknown status";
+}
+
+const char *pl_status_name(int status)
+{
+    switch (status) {
+#define PL__STATUS_NAME(name, value, text)                                     \
+    case value:                                                                \
+        return "PL_" #name;
+        PL_STATUS_MAP(PL__STATUS_NAME)
+#undef PL__STATUS_NAME
+    }
+    return "PL_UNKNOWN";
+}
+
+const char *pl_version(void) { return PL_VERSION_STRING; }
+
+static _Thread_local char tl_msg[1024];
+
+const char *pl_errmsg(void) { return tl_msg[0] ? tl_msg : "no error"; }
+
+int pl__verr(int status, const char *fmt, va_list ap)
+{
+    vsnprintf(tl_msg, sizeof tl_msg, fmt, ap);
+    return status;
+}
+
+int pl__err(int status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    pl__verr(status, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
+char *pl__errmsg_dup(void) { return pl__strdup(pl_errmsg()); }
+
+/* ---- strings ------------------------------------------------------------- */
+
+char *pl__strndup(const char *s, size_t n)
+{
+    char *p = malloc(n + 1);
+    if (!p)
+        return NULL;
+    memcpy(p, s, n);
+    p[n] = '\0';
+    return p;
+}
+
+char *pl__strdup(const char *s) { return s ? pl__strndup(s, strlen(s)) : NULL; }
+
+char *pl__asprintf(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return NULL;
+    char *p = malloc((size_t)n + 1);
+    if (!p)
+        return NULL;
+    va_start(ap, fmt);
+    vsnprintf(p, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    return p;
+}
+
+bool pl__name_ok(const char *s)
+{
+    if (!s || !*s)
+        return false;
+    size_t n = 0;
+    for (; s[n]; n++) {
+        if ((unsigned char)s[n] < 0x20 || s[n] == 0x7f || n >= PL_MAX_NAME)
+            return false;
+    }
+    return true;
+}
+
+bool pl__run_id_ok(const char *s)
+{
+    if (!s || !*s)
+        return false;
+    size_t n = 0;
+    for (; s[n]; n++) {
+        char c = s[n];
+        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                  (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-' ||
+                  c == ':';
+        if (!ok || n >= PL_MAX_RUN_ID)
+            return false;
+    }
+    return true;
+}
+
+/* ---- time and randomness ------------------------------------------------- */
+
+int64_t pl__now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+uint64_t pl__mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+int pl__random(void *out, size_t n)
+{
+    uint8_t *p = out;
+    while (n) {
+        ssize_t got = getrandom(p, n, 0);
+        if (got < 0) {
+            if (errno == EINTR)
+                continue;
+            return pl__err(PL_EIO, "getrandom failed: %s", strerror(errno));
+        }
+        p += got;
+        n -= (size_t)got;
+    }
+    return PL_OK;
+}
+
+void pl__hex(char *out, const uint8_t *p, size_t n)
+{
+    static const char digits[] = "0123456789abcdef";
+    for (size_t i = 0; i < n; i++) {
+        out[2 * i] = digits[p[i] >> 4];
+        out[2 * i + 1] = digits[p[i] & 15];
+    }
+    out[2 * n] = '\0';
+}

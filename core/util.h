@@ -1,0 +1,105 @@
+/*
+ * util.h -- small internal helpers shared by every module: growable byte
+ * buffers, error reporting, clocks and randomness.
+ *
+ * Everything here is hidden from the shared library's exports.
+ */
+#ifndef PL_UTIL_H
+#define PL_UTIL_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "policyledger.h"
+
+#if defined(__GNUC__)
+#define PL__HIDDEN __attribute__((visibility("hidden")))
+#define PL__PRINTF(f, a) __attribute__((format(printf, f, a)))
+#define PL__MUST_CHECK __attribute__((warn_unused_result))
+#else
+#define PL__HIDDEN
+#define PL__PRINTF(f, a)
+#define PL__MUST_CHECK
+#endif
+
+#define PL__ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+/* ---- growable byte buffer ------------------------------------------------ */
+
+typedef struct pl__buf {
+    uint8_t *data;
+    size_t len;
+    size_t cap;
+} pl__buf;
+
+/* Make room for @p more bytes past len.  PL_OK or PL_ENOMEM. */
+PL__HIDDEN int pl__buf_reserve(pl__buf *b, size_t more) PL__MUST_CHECK;
+PL__HIDDEN int pl__buf_append(pl__buf *b, const void *p, size_t n) PL__MUST_CHECK;
+PL__HIDDEN void pl__buf_free(pl__buf *b);
+
+static inline void pl__buf_reset(pl__buf *b) { b->len = 0; }
+
+/* Big-endian integers, the byte order of every key. */
+static inline void pl__put_be32(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)(v >> 24);
+    p[1] = (uint8_t)(v >> 16);
+    p[2] = (uint8_t)(v >> 8);
+    p[3] = (uint8_t)v;
+}
+
+static inline void pl__put_be64(uint8_t *p, uint64_t v)
+{
+    pl__put_be32(p, (uint32_t)(v >> 32));
+    pl__put_be32(p + 4, (uint32_t)v);
+}
+
+static inline uint32_t pl__get_be32(const uint8_t *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 |
+           (uint32_t)p[3];
+}
+
+static inline uint64_t pl__get_be64(const uint8_t *p)
+{
+    return (uint64_t)pl__get_be32(p) << 32 | pl__get_be32(p + 4);
+}
+
+/* ---- errors -------------------------------------------------------------- */
+
+/*
+ * Set the calling thread's error message and return @p status, so that a
+ * failure reads `return pl__err(PL_EINVAL, "bad name '%s'", name);`.
+ */
+PL__HIDDEN int pl__err(int status, const char *fmt, ...) PL__PRINTF(2, 3);
+PL__HIDDEN int pl__verr(int status, const char *fmt, va_list ap);
+
+/* Copy of the thread's current message (for recording it); NULL on OOM. */
+PL__HIDDEN char *pl__errmsg_dup(void);
+
+/* ---- strings ------------------------------------------------------------- */
+
+PL__HIDDEN char *pl__strdup(const char *s);
+PL__HIDDEN char *pl__strndup(const char *s, size_t n);
+/* printf into a new string; NULL on OOM. */
+PL__HIDDEN char *pl__asprintf(const char *fmt, ...) PL__PRINTF(1, 2);
+
+/* A valid policy/actor name: 1..PL_MAX_NAME bytes, no control characters. */
+PL__HIDDEN bool pl__name_ok(const char *s);
+/* A valid run id: 1..PL_MAX_RUN_ID bytes of [A-Za-z0-9._:-]. */
+PL__HIDDEN bool pl__run_id_ok(const char *s);
+
+/* ---- time and randomness ------------------------------------------------- */
+
+PL__HIDDEN int64_t pl__now_us(void);  /* wall clock, Unix microseconds */
+PL__HIDDEN uint64_t pl__mono_ns(void); /* monotonic nanoseconds */
+/* Fill @p out with random bytes from the kernel.  PL_OK or PL_EIO. */
+PL__HIDDEN int pl__random(void *out, size_t n);
+
+/* Lower-case hex of @p n bytes into out (2n chars + NUL). */
+PL__HIDDEN void pl__hex(char *out, const uint8_t *p, size_t n);
+
+#endif /* PL_UTIL_H */

@@ -1,0 +1,820 @@
+/*
+ * policyledger.h -- a durable, ledger-based policy engine with event-sourced
+ * replay.
+ *
+ * This header is the manual.  Read the overview and caveats first; every
+ * function below lists what it returns, who owns what, and its thread rules.
+ *
+ * OVERVIEW
+ *
+ *   A *policy* is a C function registered by name in a *registry*.  The engine
+ *   runs a policy as one *invocation* with its own append-only *ledger* of
+ *   immutable *steps*, stored in LMDB.  Through its *context* a policy calls
+ *   other policies (each call appends an `action_call` step, runs the callee in
+ *   a new invocation, and appends an `action_result` step), reads its ledger,
+ *   and uses recorded helpers for anything non-deterministic (clock,
+ *   randomness, external I/O).
+ *
+ *   A *run* is one top-level execution.  A run that crashed, failed or was
+ *   suspended is continued by running it again: every append is compared with
+ *   the step already recorded at that position, recorded results are returned
+ *   without executing anything, and past the end of the record appends become
+ *   real, durable writes (the one rule of replay).
+ *
+ * GUARANTEES (as this code keeps them)
+ *
+ *   - A result that has been appended is never executed again for that run;
+ *     replay returns it.  Side effects can repeat only when a process dies
+ *     between executing a call and making its result durable; tools close
+ *     that window with pl_ctx_idempotency_key().
+ *   - Steps never change once durable.  No code path rewrites or deletes a
+ *     step of a run.
+ *   - Durability per engine: PL_DURABILITY_SYNC (default) makes every result
+ *     durable on stable storage before the caller sees it; PL_DURABILITY_GROUP
+ *     gives the same guarantee with concurrent runs sharing one commit;
+ *     PL_DURABILITY_PROCESS skips fsync (survives a crashed process, not a
+ *     crashed machine).
+ *   - Every step stores the SHA-256 of its predecessor in the same ledger;
+ *     pl_run_verify() checks every chain.
+ *
+ * CAVEATS
+ *
+ *   - Policies must be deterministic given their action and their ledger.
+ *     Clock, randomness, HTTP and anything else that can change go through
+ *     the context (a sub-policy call or a recorded helper).
+ *   - Never open the same store twice in one process (pl_engine_open()
+ *     refuses with PL_EBUSY), and never use an engine across fork(): a forked
+ *     child opens its own.
+ *   - An engine is thread-safe across runs: many threads may run different
+ *     runs on one engine at once.  A context (pl_ctx) belongs to the thread
+ *     running its run and must not be used after its policy returns.
+ *   - A registry must not change while an engine that uses it runs.
+ *   - Strings and cJSON values passed in are borrowed (copied if kept) unless
+ *     a function says it takes ownership.  Returned memory says who frees it.
+ *   - Error messages: every failing call sets a one-line message for the
+ *     calling thread, read with pl_errmsg().
+ *
+ * LIMITS
+ *
+ *   Payloads are JSON objects of at most pl_engine_options.max_payload bytes
+ *   encoded (16 MiB by default) nested at most PL_MAX_JSON_DEPTH deep;
+ *   names (policies, actors) are 1..PL_MAX_NAME bytes; invocations nest at
+ *   most PL_MAX_DEPTH deep; run ids are 1..PL_MAX_RUN_ID bytes of
+ *   [A-Za-z0-9._:-].
+ */
+#ifndef POLICYLEDGER_H
+#define POLICYLEDGER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Versions and limits                                                      */
+/* ------------------------------------------------------------------------ */
+
+#define PL_VERSION_MAJOR 0
+#define PL_VERSION_MINOR 1
+#define PL_VERSION_PATCH 0
+#define PL_VERSION_STRING "0.1.0"
+
+/** Bumped whenever a public struct or function signature changes. */
+#define PL_ABI_VERSION 1
+
+#define PL_MAX_DEPTH 32      /**< deepest invocation nesting below the root */
+#define PL_MAX_NAME 255      /**< longest policy or actor name, in bytes */
+#define PL_MAX_RUN_ID 128    /**< longest run id, in bytes */
+#define PL_MAX_JSON_DEPTH 30 /**< deepest nesting inside one payload */
+#define PL_UUID_LEN 36       /**< length of a UUID string, without its NUL */
+#define PL_HASH_LEN 32       /**< bytes in a step hash (SHA-256) */
+
+/** @return the library's version string, e.g. "0.1.0". */
+const char *pl_version(void);
+
+/* ------------------------------------------------------------------------ */
+/* Status codes                                                             */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * Every function that can fail returns int: PL_OK (0) or a negative
+ * pl_status.  Codes are append-only: a code is never renumbered or removed.
+ */
+#define PL_STATUS_MAP(X)                                                       \
+    X(OK, 0, "success")                                                        \
+    X(EINVAL, -1, "invalid argument")                                          \
+    X(ENOMEM, -2, "out of memory")                                             \
+    X(ESTORE, -3, "store failure")                                             \
+    X(EMAPFULL, -4, "store is full and cannot grow")                           \
+    X(ECORRUPT, -5, "corrupted or malformed stored data")                      \
+    X(EVERSION, -6, "unknown format version")                                  \
+    X(ENOTFOUND, -7, "not found")                                              \
+    X(EEXIST, -8, "already exists")                                            \
+    X(ENONDET, -9, "non-determinism: replay diverged from the ledger")         \
+    X(ESUSPENDED, -10, "run suspended")                                        \
+    X(ESTATE, -11, "run is not in a state that allows this")                   \
+    X(ETOKEN, -12, "wrong resume token")                                       \
+    X(EBUSY, -13, "in use by another owner")                                   \
+    X(EPOLICY, -14, "policy failed")                                           \
+    X(ELIMIT, -15, "limit exceeded")                                           \
+    X(EJSON, -16, "malformed JSON or payload is not a JSON object")            \
+    X(EIO, -17, "I/O error")                                                   \
+    X(ECHECK, -18, "check mode: replay would have to execute")
+
+typedef enum pl_status {
+#define PL__STATUS_ENUM(name, value, text) PL_##name = value,
+    PL_STATUS_MAP(PL__STATUS_ENUM)
+#undef PL__STATUS_ENUM
+} pl_status;
+
+/** @return a static description of @p status ("unknown status" if none). */
+const char *pl_strerror(int status);
+
+/** @return the status's symbolic name, e.g. "PL_ENONDET". */
+const char *pl_status_name(int status);
+
+/**
+ * @return the calling thread's message for the last failure of any pl_
+ *         function: what failed and where (run, invocation, step).  Never
+ *         NULL; borrowed, valid until the thread's next failing pl_ call.
+ */
+const char *pl_errmsg(void);
+
+/* ------------------------------------------------------------------------ */
+/* Error-as-data codes                                                      */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * A recoverable failure of a tool or sub-policy is not a status: it is an
+ * `action_result` whose payload is
+ *     {"error": true, "code": "<code>", "message": "..."}
+ * so that the calling policy (an LLM, say) can decide what to do.
+ */
+#define PL_ERR_INVALID_INPUT "InvalidInput"
+#define PL_ERR_TIMEOUT "Timeout"
+#define PL_ERR_RETRYABLE_SERVER "RetryableServer"
+#define PL_ERR_RATE_LIMITED "RateLimited"
+#define PL_ERR_OUTPUT_SCHEMA_MISMATCH "OutputSchemaMismatch"
+#define PL_ERR_NO_RESULTS "NoResults"
+#define PL_ERR_TOOL_BUG "ToolBug"
+#define PL_ERR_UNAUTHORIZED "Unauthorized"
+#define PL_ERR_FORBIDDEN "Forbidden"
+#define PL_ERR_NOT_FOUND "NotFound"
+#define PL_ERR_NOT_ALLOWED "NotAllowed"
+#define PL_ERR_BUDGET_EXCEEDED "BudgetExceeded"
+#define PL_ERR_IN_DOUBT "InDoubt"
+
+/* ------------------------------------------------------------------------ */
+/* Steps                                                                    */
+/* ------------------------------------------------------------------------ */
+
+/** Step types.  Stored on disk: values never change. */
+typedef enum pl_step_type {
+    PL_STEP_TEXT = 1,          /**< {"text": "..."} from a user, model, ... */
+    PL_STEP_ACTION_CALL = 2,   /**< {"policy": name, "payload": {...}} */
+    PL_STEP_ACTION_RESULT = 3, /**< what the called policy returned */
+    PL_STEP_SUSPEND = 4,       /**< {"prompt": {...}}: waiting for a human */
+    PL_STEP_RESUME = 5,        /**< {"answer": {...}}: the human's answer */
+    PL_STEP_SIDE_EFFECT = 6,   /**< {"name": ..., "value": ...}: recorded helper */
+    PL_STEP_ERROR = 7          /**< {"error": true, "code", "message"} */
+} pl_step_type;
+
+/** @return "text", "action_call", ... or NULL for an unknown type. */
+const char *pl_step_type_name(pl_step_type type);
+
+/**
+ * Parse a step type name.
+ * @return PL_OK, or PL_EINVAL for an unknown name.
+ */
+int pl_step_type_parse(pl_step_type *out, const char *name);
+
+/** One immutable step.  Opaque. */
+typedef struct pl_step pl_step;
+
+/** An ordered list of steps.  Opaque. */
+typedef struct pl_steps pl_steps;
+
+/** @return the step's type. */
+pl_step_type pl_step_get_type(const pl_step *step);
+
+/** @return the step's actor; borrowed, valid until the step is freed. */
+const char *pl_step_actor(const pl_step *step);
+
+/**
+ * @return the step's payload, a JSON object; borrowed, valid until the step
+ *         is freed.  Decoded on first use; NULL only when out of memory.
+ */
+const cJSON *pl_step_payload(const pl_step *step);
+
+/**
+ * @return the step's id, "<invocation path>:<seq>" (e.g. "0.3:1"), or "" for
+ *         a step that is not in a ledger yet.  Borrowed.  Ids derive from
+ *         position, so a replay reproduces them.
+ */
+const char *pl_step_id(const pl_step *step);
+
+/** @return the step's sequence number in its ledger (0-based). */
+uint32_t pl_step_seq(const pl_step *step);
+
+/** @return when the step was first appended (Unix microseconds), or 0. */
+int64_t pl_step_time_us(const pl_step *step);
+
+/**
+ * @return for an `action_call`, the code identity of the callee when it was
+ *         recorded (a policy's code_version or a plugin's build id), or NULL.
+ *         Borrowed.
+ */
+const char *pl_step_code(const pl_step *step);
+
+/** @return true when the step's payload is an error-as-data object. */
+bool pl_step_is_error(const pl_step *step);
+
+/** @return the error code of an error-as-data step, or NULL.  Borrowed. */
+const char *pl_step_error_code(const pl_step *step);
+
+/**
+ * Copy the step's stored hash chain link: the SHA-256 of the previous step
+ * of the same ledger (for step 0, of the ledger's identity).
+ * @return PL_OK, or PL_ENOTFOUND for a step that is not in a ledger.
+ */
+int pl_step_prev_hash(const pl_step *step, uint8_t out[PL_HASH_LEN]);
+
+/** Free a step.  NULL does nothing. */
+void pl_step_free(pl_step *step);
+
+/**
+ * Create an empty step list.
+ * @param[out] out caller owns; free with pl_steps_free().
+ * @return PL_OK or PL_ENOMEM.
+ */
+int pl_steps_new(pl_steps **out);
+
+/** Free a step list and its steps.  NULL does nothing. */
+void pl_steps_free(pl_steps *steps);
+
+/** @return the number of steps in the list. */
+size_t pl_steps_count(const pl_steps *steps);
+
+/** @return step @p i (borrowed, valid until the list is freed), or NULL. */
+const pl_step *pl_steps_at(const pl_steps *steps, size_t i);
+
+/**
+ * Append a step to a list.  The payload is encoded at once, so it stays
+ * borrowed: the caller keeps and frees it.
+ * @param type    the step's type.
+ * @param actor   who produced the step; NULL means the list's default actor
+ *                (for the list a policy fills, the policy's name).
+ * @param payload a JSON object; NULL means {}.
+ * @return PL_OK; PL_EINVAL (bad type or actor, no default actor); PL_EJSON
+ *         (payload not an object, or holds a non-finite number); PL_ELIMIT
+ *         (payload too large or too deep); PL_ENOMEM.
+ */
+int pl_steps_add(pl_steps *steps, pl_step_type type, const char *actor,
+                 const cJSON *payload);
+
+/** Append a `text` step {"text": text}.  Errors as pl_steps_add(). */
+int pl_steps_add_text(pl_steps *steps, const char *actor, const char *text);
+
+/**
+ * Append an `action_result` step: the usual way for a tool to return its
+ * result.  Errors as pl_steps_add().
+ */
+int pl_steps_add_result(pl_steps *steps, const cJSON *payload);
+
+/**
+ * Append an `action_call` step {"policy": policy, "payload": payload} for the
+ * pl_invoke_action() decorator to execute.  Errors as pl_steps_add().
+ */
+int pl_steps_add_call(pl_steps *steps, const char *policy,
+                      const cJSON *payload);
+
+/**
+ * Append an error-as-data `action_result`
+ * {"error": true, "code": code, "message": message}.
+ * @param code one of the PL_ERR_* codes (or another short name).
+ * Errors as pl_steps_add().
+ */
+int pl_steps_add_error(pl_steps *steps, const char *code, const char *message);
+
+/* ------------------------------------------------------------------------ */
+/* Actions, policies, registry                                              */
+/* ------------------------------------------------------------------------ */
+
+typedef struct pl_ctx pl_ctx;
+typedef struct pl_engine pl_engine;
+typedef struct pl_registry pl_registry;
+typedef struct pl_decorator pl_decorator;
+
+/** What is passed into a policy: the edge of the graph. */
+typedef struct pl_action {
+    const char *policy;          /**< the policy to run */
+    const cJSON *payload;        /**< a JSON object; NULL means {} */
+    const char *const *actions;  /**< names the policy may have invoked */
+    size_t n_actions;            /**< entries in actions */
+    const pl_steps *seed;        /**< optional steps that open the ledger */
+} pl_action;
+
+/**
+ * A policy.  It reads action->payload and its ledger (pl_ctx_ledger()), may
+ * call other policies through @p ctx, and adds the steps it returns to
+ * @p out (the last one is the result its caller sees; none means {}).
+ * @return PL_OK; or, unchanged, the status of a pl_ctx_* call that failed
+ *         (PL_ESUSPENDED above all: a suspended run unwinds every caller);
+ *         any other non-zero value fails the run with a recorded reason.
+ *         Recoverable failures are error-as-data: pl_steps_add_error().
+ */
+typedef int (*pl_policy_fn)(pl_ctx *ctx, const pl_action *action,
+                            pl_steps *out, void *user);
+
+/** What recovery does with a non-idempotent call that was in flight. */
+typedef enum pl_in_doubt {
+    PL_IN_DOUBT_RERUN = 0,  /**< run it again (it must make that safe) */
+    PL_IN_DOUBT_FAIL = 1,   /**< result becomes an "InDoubt" error */
+    PL_IN_DOUBT_SUSPEND = 2 /**< suspend the run for a human to decide */
+} pl_in_doubt;
+
+#define PL_POLICY_DEF_VERSION 1
+
+/** A policy's registration.  Initialise with PL_POLICY_DEF_INIT. */
+typedef struct pl_policy_def {
+    unsigned version;         /**< PL_POLICY_DEF_VERSION */
+    const char *name;         /**< 1..PL_MAX_NAME bytes, no control chars */
+    pl_policy_fn fn;          /**< the policy */
+    void *user;               /**< passed to fn */
+    const char *description;  /**< for tool catalogs; may be NULL */
+    const char *input_schema; /**< JSON Schema text (an object) or NULL */
+    /**
+     * true (default): re-running the policy after a crash is harmless, so its
+     * call is made durable together with its result.  false: its
+     * `action_call` is made durable before it runs, and after a crash inside
+     * it, @ref in_doubt decides.
+     */
+    bool idempotent;
+    pl_in_doubt in_doubt;     /**< used when !idempotent */
+    const char *code_version; /**< code identity recorded in action_call */
+} pl_policy_def;
+
+#define PL_POLICY_DEF_INIT                                                     \
+    { PL_POLICY_DEF_VERSION, NULL, NULL, NULL, NULL, NULL, true,               \
+      PL_IN_DOUBT_RERUN, NULL }
+
+/**
+ * Create an empty registry.
+ * @param[out] out caller owns; free with pl_registry_free().
+ * @return PL_OK or PL_ENOMEM.
+ */
+int pl_registry_new(pl_registry **out);
+
+/** Free a registry.  NULL does nothing. */
+void pl_registry_free(pl_registry *reg);
+
+/**
+ * Register a policy.  Strings are copied.
+ * @return PL_OK; PL_EEXIST (name taken); PL_EINVAL (bad name, NULL fn, wrong
+ *         def version); PL_EJSON (input_schema is not a JSON object);
+ *         PL_ENOMEM.
+ */
+int pl_registry_add(pl_registry *reg, const pl_policy_def *def);
+
+/**
+ * @return the registration of @p name (borrowed, valid until the registry is
+ *         freed), or NULL.  Its strings are the registry's copies.
+ */
+const pl_policy_def *pl_registry_find(const pl_registry *reg,
+                                      const char *name);
+
+/** @return the number of registered policies. */
+size_t pl_registry_count(const pl_registry *reg);
+
+/** @return registration @p i in registration order, or NULL.  Borrowed. */
+const pl_policy_def *pl_registry_at(const pl_registry *reg, size_t i);
+
+/* ------------------------------------------------------------------------ */
+/* Events                                                                   */
+/* ------------------------------------------------------------------------ */
+
+typedef enum pl_event_kind {
+    PL_EVENT_RUN_STARTED = 1,    /**< a run starts or continues */
+    PL_EVENT_CALL_STARTED = 2,   /**< a call is about to execute its callee */
+    PL_EVENT_CALL_SERVED = 3,    /**< a call's result came from the ledger */
+    PL_EVENT_CALL_COMPLETED = 4, /**< a call executed and has its result */
+    PL_EVENT_CALL_FAILED = 5,    /**< a call ended in an error result or
+                                      failed the run (status says which) */
+    PL_EVENT_STEP_APPENDED = 6,  /**< a new step was appended (not yet
+                                      durable: see PL_EVENT_COMMIT) */
+    PL_EVENT_STEP_REPLAYED = 7,  /**< an append matched the recorded step */
+    PL_EVENT_COMMIT = 8,         /**< appended steps became durable */
+    PL_EVENT_CODE_CHANGED = 9,   /**< a replayed call was recorded by other
+                                      code (detail names both) */
+    PL_EVENT_RUN_SUSPENDED = 10,
+    PL_EVENT_RUN_COMPLETED = 11,
+    PL_EVENT_RUN_FAILED = 12
+} pl_event_kind;
+
+/** @return "run_started", "call_served", ... or NULL. */
+const char *pl_event_kind_name(pl_event_kind kind);
+
+/** One transition.  Every pointer is borrowed for the callback's duration. */
+typedef struct pl_event {
+    pl_event_kind kind;
+    const char *run_id;
+    const char *path;       /**< invocation path ("0" is the root) */
+    uint32_t seq;           /**< step events: the step; call events: the
+                                 action_call's position in the caller */
+    const char *policy;     /**< call events: the callee; step events: the
+                                 actor; run events: the root policy */
+    pl_step_type step_type; /**< step events */
+    int status;             /**< failures: the pl_status (0 for an error
+                                 result) */
+    uint64_t elapsed_ns;    /**< call and run ends, commits */
+    const char *detail;     /**< a reason, an error code, or NULL */
+} pl_event;
+
+/**
+ * Event callback.  Called synchronously on the thread running the run; it
+ * must not call back into the engine for the same run.
+ */
+typedef void (*pl_event_fn)(const pl_event *event, void *user);
+
+/* ------------------------------------------------------------------------ */
+/* Engine                                                                   */
+/* ------------------------------------------------------------------------ */
+
+typedef enum pl_durability {
+    PL_DURABILITY_SYNC = 0,   /**< fsync per commit (default) */
+    PL_DURABILITY_GROUP = 1,  /**< concurrent runs share commits and fsyncs */
+    PL_DURABILITY_PROCESS = 2 /**< no fsync: survives process crashes only */
+} pl_durability;
+
+/** @return "sync", "group", "process" or NULL. */
+const char *pl_durability_name(pl_durability d);
+
+/** Parse "sync", "group" or "process".  @return PL_OK or PL_EINVAL. */
+int pl_durability_parse(pl_durability *out, const char *name);
+
+#define PL_ENGINE_OPTIONS_VERSION 1
+
+/** Engine options.  Initialise with PL_ENGINE_OPTIONS_INIT. */
+typedef struct pl_engine_options {
+    unsigned version;          /**< PL_ENGINE_OPTIONS_VERSION */
+    pl_durability durability;  /**< default PL_DURABILITY_SYNC */
+    size_t map_size;           /**< initial map size; 0 = 64 MiB */
+    size_t map_size_max;       /**< growth limit; 0 = no limit */
+    unsigned max_readers;      /**< LMDB reader slots; 0 = 126 */
+    size_t max_payload;        /**< largest encoded payload; 0 = 16 MiB */
+    pl_event_fn on_event;      /**< may be NULL */
+    void *event_user;          /**< passed to on_event */
+} pl_engine_options;
+
+#define PL_ENGINE_OPTIONS_INIT                                                 \
+    { PL_ENGINE_OPTIONS_VERSION, PL_DURABILITY_SYNC, 0, 0, 0, 0, NULL, NULL }
+
+/**
+ * Open (creating if needed) a store and an engine on it.
+ * @param[out] out      caller owns; close with pl_engine_close().
+ * @param path          an existing directory (LMDB's data.mdb and lock.mdb
+ *                      go inside), or a file path (the data file; the lock
+ *                      file is PATH-lock).
+ * @param registry      borrowed: must outlive the engine and not change
+ *                      while the engine runs.
+ * @param opts          NULL for defaults.
+ * @return PL_OK; PL_EINVAL; PL_EBUSY (this process has the store open
+ *         already); PL_EVERSION (store written by an unknown format);
+ *         PL_ECORRUPT (not a policyledger store); PL_ESTORE; PL_ENOMEM.
+ */
+int pl_engine_open(pl_engine **out, const char *path,
+                   const pl_registry *registry,
+                   const pl_engine_options *opts);
+
+/**
+ * Close an engine.  No run may be executing on it.  NULL does nothing.
+ */
+void pl_engine_close(pl_engine *engine);
+
+/** @return the engine's registry (borrowed). */
+const pl_registry *pl_engine_registry(const pl_engine *engine);
+
+/** @return the engine's durability mode. */
+pl_durability pl_engine_durability(const pl_engine *engine);
+
+/* ------------------------------------------------------------------------ */
+/* Runs                                                                     */
+/* ------------------------------------------------------------------------ */
+
+/** Run status.  Stored on disk: values never change. */
+typedef enum pl_run_status {
+    PL_RUN_RUNNING = 1,   /**< executing now, or its owner crashed */
+    PL_RUN_SUSPENDED = 2, /**< waiting for pl_run_resume() */
+    PL_RUN_COMPLETED = 3,
+    PL_RUN_FAILED = 4     /**< failed with a recorded reason */
+} pl_run_status;
+
+/** @return "running", "suspended", "completed", "failed" or NULL. */
+const char *pl_run_status_name(pl_run_status status);
+
+#define PL_RUN_OPTIONS_VERSION 1
+
+/** Options for starting or continuing a run.  Use PL_RUN_OPTIONS_INIT. */
+typedef struct pl_run_options {
+    unsigned version;   /**< PL_RUN_OPTIONS_VERSION */
+    const char *run_id; /**< start: the new run's id; NULL = a new UUIDv7 */
+    /**
+     * continue only: replay the recorded ledgers with every result served
+     * from them and write nothing.  The first step that would be appended or
+     * executed ends the replay with PL_ECHECK; a divergence with PL_ENONDET.
+     * The run's record is not touched.
+     */
+    bool check;
+} pl_run_options;
+
+#define PL_RUN_OPTIONS_INIT { PL_RUN_OPTIONS_VERSION, NULL, false }
+
+/** What a run execution ended in.  Free with pl_outcome_free(). */
+typedef struct pl_outcome {
+    pl_run_status status;
+    char *run_id;
+    /** completed: the steps the root policy returned (last = result). */
+    pl_steps *steps;
+    /** suspended: pass to pl_run_resume(). */
+    char *resume_token;
+    /** suspended: the prompt the suspending policy gave. */
+    cJSON *prompt;
+    /** suspended: the path of the suspended invocation. */
+    char *suspended_path;
+    /** failed: the pl_status and the recorded reason. */
+    int error;
+    char *reason;
+    /** counters for this execution */
+    uint64_t calls_served;   /**< results returned from the ledger */
+    uint64_t calls_executed; /**< callees that ran */
+    uint64_t steps_replayed; /**< appends that matched the record */
+    uint64_t steps_appended; /**< new steps written */
+} pl_outcome;
+
+/** Free an outcome.  NULL does nothing. */
+void pl_outcome_free(pl_outcome *outcome);
+
+/**
+ * Start a new run of @p root.
+ * @param[out] out caller owns; free with pl_outcome_free().
+ * @return PL_OK when the run reached an outcome (completed, suspended, or
+ *         failed with a recorded reason: see (*out)->status); otherwise no
+ *         outcome and: PL_EINVAL (bad action or options); PL_EEXIST (run id
+ *         taken); PL_ENOTFOUND (root policy not registered); PL_EJSON;
+ *         PL_ESTORE / PL_EMAPFULL (the store failed; nothing durable was
+ *         lost); PL_ENOMEM.
+ */
+int pl_run_start(pl_engine *engine, const pl_action *root,
+                 const pl_run_options *opts, pl_outcome **out);
+
+/**
+ * Continue a run: replay it from its ledgers and go on from where it
+ * stopped.  Finishes a crashed run, retries a failed one, and replays a
+ * completed one (returning the same outcome, executing nothing).
+ * @return as pl_run_start(), plus PL_ENOTFOUND (no such run), PL_EBUSY
+ *         (another live process or thread is running it), PL_ESTATE (it is
+ *         suspended: use pl_run_resume()).  With opts->check, PL_ECHECK and
+ *         PL_ENONDET are returned as such (and *out is NULL).
+ */
+int pl_run_continue(pl_engine *engine, const char *run_id,
+                    const pl_run_options *opts, pl_outcome **out);
+
+/**
+ * Resume a suspended run: record @p answer as the answer to its suspension
+ * and continue it.
+ * @param answer a JSON object; borrowed.
+ * @return as pl_run_continue(), plus PL_ESTATE (the run is not suspended)
+ *         and PL_ETOKEN (wrong token).
+ */
+int pl_run_resume(pl_engine *engine, const char *run_id, const char *token,
+                  const cJSON *answer, pl_outcome **out);
+
+/** A run's record, as pl_run_get() and pl_engine_runs() report it. */
+typedef struct pl_run_info {
+    const char *id;
+    const char *policy;       /**< root policy */
+    const cJSON *payload;     /**< root payload */
+    pl_run_status status;
+    uint64_t steps;           /**< durable steps in all its ledgers */
+    int64_t created_us;       /**< Unix microseconds */
+    int64_t updated_us;
+    int64_t heartbeat_us;     /**< last time its owner wrote */
+    int64_t owner_pid;        /**< last process to run it */
+    const char *owner_host;
+    bool owner_alive;         /**< that process still runs it */
+    uint32_t attempts;        /**< executions so far */
+    int error;                /**< failed: the pl_status */
+    const char *reason;       /**< failed: why; else NULL */
+    const char *suspended_path; /**< suspended: where; else NULL */
+    const cJSON *prompt;      /**< suspended: the prompt; else NULL */
+} pl_run_info;
+
+/**
+ * Read one run's record.
+ * @param[out] out caller owns; free with pl_run_info_free().
+ * @return PL_OK; PL_ENOTFOUND; PL_ECORRUPT; PL_ESTORE; PL_ENOMEM.
+ */
+int pl_run_get(pl_engine *engine, const char *run_id, pl_run_info **out);
+
+/** Free a run record.  NULL does nothing. */
+void pl_run_info_free(pl_run_info *info);
+
+/** Visitor for pl_engine_runs(): return non-zero to stop (that value is
+ *  returned by pl_engine_runs()). */
+typedef int (*pl_run_visit_fn)(const pl_run_info *info, void *user);
+
+/**
+ * Visit every run's record, oldest id first, without reading any step.
+ * @return PL_OK, the visitor's non-zero value, or an error as pl_run_get().
+ */
+int pl_engine_runs(pl_engine *engine, pl_run_visit_fn visit, void *user);
+
+/**
+ * Read one invocation's ledger.
+ * @param path an invocation path: "0" (the root), "0.3", ...
+ * @param[out] out caller owns; free with pl_steps_free().  Empty if the
+ *        invocation has no steps.
+ * @return PL_OK; PL_ENOTFOUND (no such run); PL_EINVAL (bad path);
+ *         PL_ECORRUPT; PL_EVERSION; PL_ESTORE; PL_ENOMEM.
+ */
+int pl_run_ledger(pl_engine *engine, const char *run_id, const char *path,
+                  pl_steps **out);
+
+/** Visitor for pl_run_walk(): return non-zero to stop.  @p step borrowed. */
+typedef int (*pl_step_visit_fn)(const pl_step *step, void *user);
+
+/**
+ * Visit every step of every ledger of a run, in tree order: an invocation's
+ * steps, each followed by the ledgers of the calls it made.
+ * @return PL_OK, the visitor's non-zero value, or an error as pl_run_ledger().
+ */
+int pl_run_walk(pl_engine *engine, const char *run_id, pl_step_visit_fn visit,
+                void *user);
+
+/**
+ * Verify a run: every stored step decodes, every ledger is gapless, and every
+ * step's stored predecessor hash matches.
+ * @return PL_OK; PL_ECORRUPT or PL_EVERSION naming the first fault in
+ *         pl_errmsg(); PL_ENOTFOUND; PL_ESTORE; PL_ENOMEM.
+ */
+int pl_run_verify(pl_engine *engine, const char *run_id);
+
+/* ------------------------------------------------------------------------ */
+/* Context: what a running policy uses                                      */
+/* ------------------------------------------------------------------------ */
+
+/**
+ * Call a policy.  Appends `action_call` to this invocation's ledger; if the
+ * ledger already records this call's result, returns it without executing;
+ * otherwise runs the callee (wrapped by @p decorators, outermost first) in a
+ * new invocation whose ledger starts with action->seed, appends the
+ * `action_result`, makes it durable, and returns it.
+ *
+ * A callee that is not registered gives a "NotFound" error result, not a
+ * status.
+ *
+ * @param[out] out_result the `action_result` step; caller owns, free with
+ *             pl_step_free().  May be NULL to discard it.
+ * @return PL_OK (the result may still be error-as-data: pl_step_is_error());
+ *         PL_ESUSPENDED (return it from the policy); PL_ENONDET; PL_ECHECK;
+ *         PL_EINVAL / PL_EJSON / PL_ELIMIT (bad action); PL_ESTORE;
+ *         PL_ENOMEM; or the status that failed the run.  On any error the
+ *         run has stopped: return the status from the policy.
+ */
+int pl_ctx_call(pl_ctx *ctx, const pl_action *action,
+                const pl_decorator *decorators, size_t n_decorators,
+                pl_step **out_result);
+
+/**
+ * Read this invocation's whole ledger as it stands (recorded and new steps).
+ * @param[out] out caller owns; free with pl_steps_free().
+ * @return PL_OK; PL_ECORRUPT; PL_ESTORE; PL_ENOMEM.
+ */
+int pl_ctx_ledger(pl_ctx *ctx, pl_steps **out);
+
+/**
+ * Record a step in this invocation's ledger (compared on replay) and add it
+ * to @p out.  For decorators that contribute steps of their own.
+ * @return as pl_steps_add(), plus the run-stopping statuses of pl_ctx_call().
+ */
+int pl_ctx_emit(pl_ctx *ctx, pl_steps *out, pl_step_type type,
+                const char *actor, const cJSON *payload);
+
+/** Recorded wall clock: Unix milliseconds, the same on every replay. */
+int pl_ctx_now(pl_ctx *ctx, int64_t *out_unix_ms);
+
+/** Recorded randomness: 64 random bits, the same on every replay. */
+int pl_ctx_random(pl_ctx *ctx, uint64_t *out);
+
+/** Recorded UUID (version 4), the same on every replay; @p out gets
+ *  PL_UUID_LEN characters and a NUL. */
+int pl_ctx_uuid(pl_ctx *ctx, char out[PL_UUID_LEN + 1]);
+
+/**
+ * A side effect's function: produce a value (any JSON).
+ * @param[out] out_value a new cJSON the engine takes ownership of.
+ * @return PL_OK, or a status that fails the run.
+ */
+typedef int (*pl_side_effect_fn)(cJSON **out_value, void *user);
+
+/**
+ * Run @p fn once and record its value: on replay the recorded value is
+ * returned and fn is not called.  The value is durable before this returns.
+ * @param name a short label, compared on replay.
+ * @param[out] out_value caller owns; free with cJSON_Delete().
+ * @return PL_OK; fn's status; the run-stopping statuses of pl_ctx_call().
+ */
+int pl_ctx_side_effect(pl_ctx *ctx, const char *name, pl_side_effect_fn fn,
+                       void *user, cJSON **out_value);
+
+/**
+ * Suspend the run for a human.  The first time, records a `suspend` step with
+ * @p prompt and returns PL_ESUSPENDED: return it from the policy, and every
+ * caller unwinds.  After pl_run_resume(), the replay reaches this call again
+ * and it returns PL_OK with the answer.
+ * @param prompt a JSON object; borrowed.
+ * @param[out] out_answer caller owns; free with cJSON_Delete().
+ * @return PL_OK; PL_ESUSPENDED; the run-stopping statuses of pl_ctx_call().
+ */
+int pl_ctx_suspend(pl_ctx *ctx, const cJSON *prompt, cJSON **out_answer);
+
+/** @return the run id (borrowed, valid while the policy runs). */
+const char *pl_ctx_run_id(const pl_ctx *ctx);
+
+/** @return this invocation's path, "0" for the root (borrowed). */
+const char *pl_ctx_path(const pl_ctx *ctx);
+
+/** @return the name of the policy this invocation runs (borrowed). */
+const char *pl_ctx_policy(const pl_ctx *ctx);
+
+/**
+ * @return a key that is the same for this call on every replay and unique in
+ *         the store: "<run id>/<step id of the action_call>".  Pass it to
+ *         external services so a repeated side effect is recognised.  The
+ *         root invocation's key is "<run id>/0".  Borrowed.
+ */
+const char *pl_ctx_idempotency_key(const pl_ctx *ctx);
+
+/** @return true while this invocation replays recorded steps.  For logs
+ *          only: a policy must not behave differently on replay. */
+bool pl_ctx_replaying(const pl_ctx *ctx);
+
+/** @return the engine running this context. */
+pl_engine *pl_ctx_engine(const pl_ctx *ctx);
+
+/* ------------------------------------------------------------------------ */
+/* Decorators                                                               */
+/* ------------------------------------------------------------------------ */
+
+/** The rest of a decorator chain, ending in the policy.  Opaque. */
+typedef struct pl_next pl_next;
+
+/**
+ * A decorator wraps the rest of the chain: it may run @p next any number of
+ * times (pl_next_call()), change the action, and add steps (pl_ctx_emit()).
+ * Steps the policy returns are recorded by the chain's end.
+ */
+typedef int (*pl_decorator_fn)(pl_ctx *ctx, const pl_action *action,
+                               pl_steps *out, const pl_decorator *self,
+                               pl_next *next);
+
+struct pl_decorator {
+    pl_decorator_fn fn;
+    const char *name; /**< for messages */
+    uint64_t arg;     /**< the decorator's own parameter */
+    void *user;
+};
+
+/**
+ * Run the rest of the chain.  Steps it returns are added to @p out.
+ * @return the inner status.
+ */
+int pl_next_call(pl_next *next, pl_ctx *ctx, const pl_action *action,
+                 pl_steps *out);
+
+/**
+ * loop(max_turns): run the inner chain again while its last turn returned
+ * `action_call` steps, at most @p max_turns times.  All turns share the
+ * invocation's ledger.  Running out of turns appends an `error` step with
+ * code "BudgetExceeded", which becomes the call's result.
+ */
+pl_decorator pl_loop(unsigned max_turns);
+
+/**
+ * invoke_action: for every `action_call` the inner chain returned, call that
+ * policy and append its `action_result`.  A name outside action->actions
+ * gives a "NotAllowed" error result, an unregistered one "NotFound", a
+ * malformed call "InvalidInput": never a call.
+ */
+pl_decorator pl_invoke_action(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* POLICYLEDGER_H */

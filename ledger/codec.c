@@ -1,0 +1,1106 @@
+/*
+ * codec.c -- msgpack encoding of steps and run records.
+ *
+ * STEP RECORD (the value stored under a step key, see store_lmdb.c)
+ *
+ *   A record is two msgpack values back to back: a 7-element header array
+ *   and the payload map.  Nothing may follow the payload.
+ *
+ *   | field | msgpack type | meaning                                        |
+ *   |-------|--------------|------------------------------------------------|
+ *   | 0     | uint         | format version, PL__FORMAT_VERSION (1)         |
+ *   | 1     | uint (u32)   | seq: position in its ledger, from 0            |
+ *   | 2     | int          | time the step was first appended, Unix us      |
+ *   | 3     | uint         | step type (pl_step_type, 1..7)                 |
+ *   | 4     | str          | actor, 1..PL_MAX_NAME bytes                    |
+ *   | 5     | bin (32)     | SHA-256 of the previous record of the ledger   |
+ *   |       |              | (step 0: of the ledger identity, see hash.c)   |
+ *   | 6     | str or nil   | code identity (action_call steps)              |
+ *   | then  | map          | payload: a JSON object                         |
+ *
+ *   Version rule: a reader accepts only versions it knows and fails every
+ *   other one with PL_EVERSION; a format change bumps the version, and old
+ *   versions stay readable.
+ *
+ * PAYLOAD
+ *
+ *   JSON maps onto msgpack one to one: object -> map with str keys, array ->
+ *   array, string -> str, number -> int when integral and within int64, else
+ *   float64, true/false -> bool, null -> nil.  Objects keep their key order,
+ *   so equal cJSON trees encode to equal bytes; replay compares bytes first
+ *   and falls back to an order-insensitive comparison.
+ *
+ * SAFETY
+ *
+ *   Stored bytes are untrusted.  Before msgpack-c unpacks anything,
+ *   check_value() walks it with every length checked against the bytes that
+ *   remain (so a forged count cannot make the unpacker allocate gigabytes),
+ *   nesting bounded, and only JSON-compatible types allowed.
+ *
+ * RUN RECORDS are msgpack maps with short keys; readers ignore keys they do
+ * not know, so fields can be added without a version bump.  Their fields are
+ * listed at pl__run_info_encode() and pl__run_state_encode().
+ */
+#include "codec.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+#include <msgpack.h>
+
+/* ---- writing ------------------------------------------------------------- */
+
+static int buf_write(void *data, const char *p, size_t n)
+{
+    return pl__buf_append(data, p, n) ? -1 : 0;
+}
+
+static void packer_init(msgpack_packer *pk, pl__buf *out)
+{
+    msgpack_packer_init(pk, out, buf_write);
+}
+
+static int pack_cstr(msgpack_packer *pk, const char *s)
+{
+    size_t n = strlen(s);
+    return msgpack_pack_str_with_body(pk, s, n);
+}
+
+static int pack_json(msgpack_packer *pk, const cJSON *v, unsigned depth)
+{
+    if (depth > PL_MAX_JSON_DEPTH)
+        return pl__err(PL_ELIMIT, "payload nests deeper than %d levels",
+                       PL_MAX_JSON_DEPTH);
+    int rc = 0;
+    switch (v->type & 0xff) {
+    case cJSON_NULL:
+        rc = msgpack_pack_nil(pk);
+        break;
+    case cJSON_False:
+        rc = msgpack_pack_false(pk);
+        break;
+    case cJSON_True:
+        rc = msgpack_pack_true(pk);
+        break;
+    case cJSON_Number: {
+        double d = v->valuedouble;
+        if (!isfinite(d))
+            return pl__err(PL_EJSON, "payload holds a non-finite number");
+        if (d == trunc(d) && d >= -9223372036854775808.0 &&
+            d < 9223372036854775808.0)
+            rc = msgpack_pack_int64(pk, (int64_t)d);
+        else
+            rc = msgpack_pack_double(pk, d);
+        break;
+    }
+    case cJSON_String:
+        if (!v->valuestring)
+            return pl__err(PL_EJSON, "payload string without a value");
+        rc = pack_cstr(pk, v->valuestring);
+        break;
+    case cJSON_Array: {
+        size_t n = 0;
+        for (const cJSON *c = v->child; c; c = c->next)
+            n++;
+        rc = msgpack_pack_array(pk, n);
+        for (const cJSON *c = v->child; c && !rc; c = c->next) {
+            int st = pack_json(pk, c, depth + 1);
+            if (st)
+                return st;
+        }
+        break;
+    }
+    case cJSON_Object: {
+        size_t n = 0;
+        for (const cJSON *c = v->child; c; c = c->next)
+            n++;
+        rc = msgpack_pack_map(pk, n);
+        for (const cJSON *c = v->child; c && !rc; c = c->next) {
+            if (!c->string)
+                return pl__err(PL_EJSON, "payload object member without a "
+                                         "name");
+            rc = pack_cstr(pk, c->string);
+            if (rc)
+                break;
+            int st = pack_json(pk, c, depth + 1);
+            if (st)
+                return st;
+        }
+        break;
+    }
+    default:
+        return pl__err(PL_EJSON, "payload holds a value JSON cannot express "
+                                 "(raw or invalid cJSON item)");
+    }
+    return rc ? pl__err(PL_ENOMEM, "out of memory encoding a payload") : PL_OK;
+}
+
+int pl__json_encode(pl__buf *out, const cJSON *v)
+{
+    msgpack_packer pk;
+    packer_init(&pk, out);
+    return pack_json(&pk, v, 1);
+}
+
+int pl__payload_encode(pl__buf *out, const cJSON *obj, size_t max_bytes)
+{
+    size_t start = out->len;
+    if (!obj)
+        return pl__buf_append(out, "\x80", 1); /* {} */
+    if (!cJSON_IsObject(obj))
+        return pl__err(PL_EJSON, "payload must be a JSON object");
+    int rc = pl__json_encode(out, obj);
+    if (rc) {
+        out->len = start;
+        return rc;
+    }
+    if (max_bytes && out->len - start > max_bytes) {
+        size_t n = out->len - start;
+        out->len = start;
+        return pl__err(PL_ELIMIT, "payload of %zu bytes exceeds the limit of "
+                                  "%zu bytes", n, max_bytes);
+    }
+    return PL_OK;
+}
+
+int pl__call_payload_encode(pl__buf *out, const char *policy,
+                            const cJSON *payload, const char *const *actions,
+                            size_t n_actions, size_t max_bytes)
+{
+    msgpack_packer pk;
+    packer_init(&pk, out);
+    size_t start = out->len;
+    int rc = msgpack_pack_map(&pk, n_actions ? 3 : 2);
+    rc = rc ? rc : pack_cstr(&pk, "policy");
+    rc = rc ? rc : pack_cstr(&pk, policy);
+    rc = rc ? rc : pack_cstr(&pk, "payload");
+    if (rc)
+        goto oom;
+    int st = pl__payload_encode(out, payload, max_bytes);
+    if (st) {
+        out->len = start;
+        return st;
+    }
+    if (n_actions) {
+        rc = pack_cstr(&pk, "actions");
+        rc = rc ? rc : msgpack_pack_array(&pk, n_actions);
+        for (size_t i = 0; !rc && i < n_actions; i++)
+            rc = pack_cstr(&pk, actions[i]);
+        if (rc)
+            goto oom;
+    }
+    return PL_OK;
+oom:
+    out->len = start;
+    return pl__err(PL_ENOMEM, "out of memory encoding a call");
+}
+
+int pl__wrap_encode(pl__buf *out, const char *key, const cJSON *obj,
+                    size_t max_bytes)
+{
+    msgpack_packer pk;
+    packer_init(&pk, out);
+    size_t start = out->len;
+    if (msgpack_pack_map(&pk, 1) || pack_cstr(&pk, key)) {
+        out->len = start;
+        return pl__err(PL_ENOMEM, "out of memory encoding a payload");
+    }
+    int st = pl__payload_encode(out, obj, max_bytes);
+    if (st)
+        out->len = start;
+    return st;
+}
+
+int pl__named_value_encode(pl__buf *out, const char *name, const cJSON *value,
+                           size_t max_bytes)
+{
+    msgpack_packer pk;
+    packer_init(&pk, out);
+    size_t start = out->len;
+    int rc = msgpack_pack_map(&pk, 2);
+    rc = rc ? rc : pack_cstr(&pk, "name");
+    rc = rc ? rc : pack_cstr(&pk, name);
+    rc = rc ? rc : pack_cstr(&pk, "value");
+    if (rc) {
+        out->len = start;
+        return pl__err(PL_ENOMEM, "out of memory encoding a payload");
+    }
+    int st = pack_json(&pk, value, 1);
+    if (!st && max_bytes && out->len - start > max_bytes)
+        st = pl__err(PL_ELIMIT, "side effect value of %zu bytes exceeds the "
+                                "limit of %zu bytes", out->len - start,
+                     max_bytes);
+    if (st)
+        out->len = start;
+    return st;
+}
+
+int pl__rec_encode(pl__buf *out, uint32_t seq, int64_t time_us,
+                   pl_step_type type, const char *actor,
+                   const uint8_t prev_hash[PL_HASH_LEN], const char *code,
+                   const uint8_t *payload, size_t payload_len)
+{
+    msgpack_packer pk;
+    packer_init(&pk, out);
+    size_t start = out->len;
+    int rc = msgpack_pack_array(&pk, 7);
+    rc = rc ? rc : msgpack_pack_uint32(&pk, PL__FORMAT_VERSION);
+    rc = rc ? rc : msgpack_pack_uint32(&pk, seq);
+    rc = rc ? rc : msgpack_pack_int64(&pk, time_us);
+    rc = rc ? rc : msgpack_pack_uint32(&pk, (uint32_t)type);
+    rc = rc ? rc : pack_cstr(&pk, actor);
+    rc = rc ? rc : msgpack_pack_bin_with_body(&pk, prev_hash, PL_HASH_LEN);
+    if (!rc)
+        rc = code ? pack_cstr(&pk, code) : msgpack_pack_nil(&pk);
+    if (rc || pl__buf_append(out, payload, payload_len)) {
+        out->len = start;
+        return pl__err(PL_ENOMEM, "out of memory encoding a step");
+    }
+    return PL_OK;
+}
+
+/* ---- reading: a bounds-checked msgpack reader ----------------------------- */
+
+typedef struct rd {
+    const uint8_t *p;
+    const uint8_t *end;
+} rd;
+
+enum { MODE_ANY = 0, MODE_JSON = 1 };
+
+static size_t rd_left(const rd *r) { return (size_t)(r->end - r->p); }
+
+static uint64_t rd_be(const uint8_t *p, size_t n)
+{
+    uint64_t v = 0;
+    for (size_t i = 0; i < n; i++)
+        v = v << 8 | p[i];
+    return v;
+}
+
+/*
+ * Read one value's head: its first byte and, for sized types, the size
+ * that follows.  Advances past the head only.
+ */
+typedef enum {
+    T_NIL, T_BOOL, T_UINT, T_INT, T_F32, T_F64, T_STR, T_BIN, T_EXT,
+    T_ARRAY, T_MAP
+} mtype;
+
+typedef struct head {
+    mtype t;
+    uint64_t u; /* uint value, element count, or byte length */
+    int64_t i;  /* int value */
+    double d;
+    bool b;
+} head;
+
+static int rd_head(rd *r, head *h)
+{
+    if (!rd_left(r))
+        return PL_ECORRUPT;
+    uint8_t c = *r->p++;
+    size_t need = 0;
+    if (c <= 0x7f) {
+        h->t = T_UINT, h->u = c;
+        return PL_OK;
+    }
+    if (c >= 0xe0) {
+        h->t = T_INT, h->i = (int8_t)c;
+        return PL_OK;
+    }
+    if (c >= 0x80 && c <= 0x8f) {
+        h->t = T_MAP, h->u = c & 0x0f;
+        return PL_OK;
+    }
+    if (c >= 0x90 && c <= 0x9f) {
+        h->t = T_ARRAY, h->u = c & 0x0f;
+        return PL_OK;
+    }
+    if (c >= 0xa0 && c <= 0xbf) {
+        h->t = T_STR, h->u = c & 0x1f;
+        return PL_OK;
+    }
+    switch (c) {
+    case 0xc0: h->t = T_NIL; return PL_OK;
+    case 0xc2: h->t = T_BOOL, h->b = false; return PL_OK;
+    case 0xc3: h->t = T_BOOL, h->b = true; return PL_OK;
+    case 0xc4: h->t = T_BIN, need = 1; break;
+    case 0xc5: h->t = T_BIN, need = 2; break;
+    case 0xc6: h->t = T_BIN, need = 4; break;
+    case 0xc7: h->t = T_EXT, need = 1; break;
+    case 0xc8: h->t = T_EXT, need = 2; break;
+    case 0xc9: h->t = T_EXT, need = 4; break;
+    case 0xca: h->t = T_F32, need = 4; break;
+    case 0xcb: h->t = T_F64, need = 8; break;
+    case 0xcc: h->t = T_UINT, need = 1; break;
+    case 0xcd: h->t = T_UINT, need = 2; break;
+    case 0xce: h->t = T_UINT, need = 4; break;
+    case 0xcf: h->t = T_UINT, need = 8; break;
+    case 0xd0: h->t = T_INT, need = 1; break;
+    case 0xd1: h->t = T_INT, need = 2; break;
+    case 0xd2: h->t = T_INT, need = 4; break;
+    case 0xd3: h->t = T_INT, need = 8; break;
+    case 0xd4: case 0xd5: case 0xd6: case 0xd7: case 0xd8:
+        h->t = T_EXT, need = 0;
+        h->u = 1u << (c - 0xd4);
+        if (rd_left(r) < 1)
+            return PL_ECORRUPT;
+        r->p++; /* ext type byte; data follows */
+        return PL_OK;
+    case 0xd9: h->t = T_STR, need = 1; break;
+    case 0xda: h->t = T_STR, need = 2; break;
+    case 0xdb: h->t = T_STR, need = 4; break;
+    case 0xdc: h->t = T_ARRAY, need = 2; break;
+    case 0xdd: h->t = T_ARRAY, need = 4; break;
+    case 0xde: h->t = T_MAP, need = 2; break;
+    case 0xdf: h->t = T_MAP, need = 4; break;
+    default:
+        return PL_ECORRUPT; /* 0xc1: never used */
+    }
+    if (rd_left(r) < need)
+        return PL_ECORRUPT;
+    uint64_t v = rd_be(r->p, need);
+    r->p += need;
+    switch (h->t) {
+    case T_UINT:
+        h->u = v;
+        break;
+    case T_INT:
+        if (need == 1)
+            h->i = (int8_t)v;
+        else if (need == 2)
+            h->i = (int16_t)v;
+        else if (need == 4)
+            h->i = (int32_t)v;
+        else
+            h->i = (int64_t)v;
+        break;
+    case T_F32: {
+        uint32_t bits = (uint32_t)v;
+        float f;
+        memcpy(&f, &bits, sizeof f);
+        h->d = f;
+        break;
+    }
+    case T_F64:
+        memcpy(&h->d, &v, sizeof h->d);
+        break;
+    case T_EXT:
+        h->u = v;
+        if (rd_left(r) < 1)
+            return PL_ECORRUPT;
+        r->p++; /* type byte */
+        break;
+    default:
+        h->u = v;
+        break;
+    }
+    return PL_OK;
+}
+
+/* Walk one value, checking every length and the JSON rules in MODE_JSON. */
+static int check_value(rd *r, unsigned depth, int mode)
+{
+    if (depth > PL_MAX_JSON_DEPTH + 1)
+        return PL_ECORRUPT;
+    head h;
+    if (rd_head(r, &h))
+        return PL_ECORRUPT;
+    switch (h.t) {
+    case T_NIL: case T_BOOL: case T_UINT: case T_INT:
+        return PL_OK;
+    case T_F32: case T_F64:
+        return mode == MODE_JSON && !isfinite(h.d) ? PL_ECORRUPT : PL_OK;
+    case T_STR:
+        if (h.u > rd_left(r))
+            return PL_ECORRUPT;
+        if (mode == MODE_JSON && memchr(r->p, 0, (size_t)h.u))
+            return PL_ECORRUPT;
+        r->p += h.u;
+        return PL_OK;
+    case T_BIN: case T_EXT:
+        if (mode == MODE_JSON || h.u > rd_left(r))
+            return PL_ECORRUPT;
+        r->p += h.u;
+        return PL_OK;
+    case T_ARRAY:
+        if (h.u > rd_left(r))
+            return PL_ECORRUPT;
+        for (uint64_t i = 0; i < h.u; i++)
+            if (check_value(r, depth + 1, mode))
+                return PL_ECORRUPT;
+        return PL_OK;
+    case T_MAP:
+        if (h.u > rd_left(r) / 2)
+            return PL_ECORRUPT;
+        for (uint64_t i = 0; i < h.u; i++) {
+            if (mode == MODE_JSON && (!rd_left(r) || !((*r->p >= 0xa0 &&
+                *r->p <= 0xbf) || (*r->p >= 0xd9 && *r->p <= 0xdb))))
+                return PL_ECORRUPT; /* keys must be strings */
+            if (check_value(r, depth + 1, mode) ||
+                check_value(r, depth + 1, mode))
+                return PL_ECORRUPT;
+        }
+        return PL_OK;
+    }
+    return PL_ECORRUPT;
+}
+
+int pl__payload_check(const uint8_t *mp, size_t len, bool want_map)
+{
+    rd r = {mp, mp + len};
+    if (!len)
+        return pl__err(PL_ECORRUPT, "empty payload");
+    if (want_map && !((mp[0] >= 0x80 && mp[0] <= 0x8f) || mp[0] == 0xde ||
+                      mp[0] == 0xdf))
+        return pl__err(PL_ECORRUPT, "payload is not a map");
+    if (check_value(&r, 1, MODE_JSON))
+        return pl__err(PL_ECORRUPT, "malformed or truncated payload, or one "
+                                    "nested deeper than %d levels",
+                       PL_MAX_JSON_DEPTH);
+    if (r.p != r.end)
+        return pl__err(PL_ECORRUPT, "%zu stray bytes after the payload",
+                       rd_left(&r));
+    return PL_OK;
+}
+
+static int rd_uint(rd *r, uint64_t *v)
+{
+    head h;
+    if (rd_head(r, &h))
+        return PL_ECORRUPT;
+    if (h.t == T_UINT) {
+        *v = h.u;
+        return PL_OK;
+    }
+    if (h.t == T_INT && h.i >= 0) {
+        *v = (uint64_t)h.i;
+        return PL_OK;
+    }
+    return PL_ECORRUPT;
+}
+
+static int rd_int(rd *r, int64_t *v)
+{
+    head h;
+    if (rd_head(r, &h))
+        return PL_ECORRUPT;
+    if (h.t == T_INT) {
+        *v = h.i;
+        return PL_OK;
+    }
+    if (h.t == T_UINT && h.u <= INT64_MAX) {
+        *v = (int64_t)h.u;
+        return PL_OK;
+    }
+    return PL_ECORRUPT;
+}
+
+/* A str or bin, by type; *p points into the record. */
+static int rd_bytes(rd *r, mtype want, const uint8_t **p, size_t *n)
+{
+    head h;
+    if (rd_head(r, &h) || h.t != want || h.u > rd_left(r))
+        return PL_ECORRUPT;
+    *p = r->p;
+    *n = (size_t)h.u;
+    r->p += h.u;
+    return PL_OK;
+}
+
+static bool actor_ok(const uint8_t *p, size_t n)
+{
+    if (n == 0 || n > PL_MAX_NAME)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (p[i] < 0x20 || p[i] == 0x7f)
+            return false;
+    return true;
+}
+
+int pl__rec_decode(pl__rec *out, const uint8_t *data, size_t len)
+{
+    rd r = {data, data + len};
+    head h;
+    uint64_t version, seq, type;
+    const uint8_t *s;
+    size_t n;
+
+    if (rd_head(&r, &h) || h.t != T_ARRAY || h.u < 1)
+        return pl__err(PL_ECORRUPT, "step record does not start with a "
+                                    "header array");
+    if (rd_uint(&r, &version))
+        return pl__err(PL_ECORRUPT, "step record has no format version");
+    if (version != PL__FORMAT_VERSION)
+        return pl__err(PL_EVERSION, "step record has format version %llu; "
+                                    "this build reads version %u",
+                       (unsigned long long)version, PL__FORMAT_VERSION);
+    if (h.u != 7)
+        return pl__err(PL_ECORRUPT, "step header has %llu fields, expected 7",
+                       (unsigned long long)h.u);
+    if (rd_uint(&r, &seq) || seq > UINT32_MAX)
+        return pl__err(PL_ECORRUPT, "step record has a bad sequence number");
+    out->seq = (uint32_t)seq;
+    if (rd_int(&r, &out->time_us))
+        return pl__err(PL_ECORRUPT, "step record has a bad time");
+    if (rd_uint(&r, &type) || type < PL_STEP_TEXT || type > PL_STEP_ERROR)
+        return pl__err(PL_ECORRUPT, "step record has an unknown step type");
+    out->type = (pl_step_type)type;
+    if (rd_bytes(&r, T_STR, &s, &n) || !actor_ok(s, n))
+        return pl__err(PL_ECORRUPT, "step record has a bad actor");
+    out->actor = (const char *)s;
+    out->actor_len = n;
+    if (rd_bytes(&r, T_BIN, &s, &n) || n != PL_HASH_LEN)
+        return pl__err(PL_ECORRUPT, "step record has a bad previous-step "
+                                    "hash");
+    out->prev_hash = s;
+    if (rd_left(&r) && *r.p == 0xc0) {
+        r.p++;
+        out->code = NULL;
+        out->code_len = 0;
+    } else {
+        if (rd_bytes(&r, T_STR, &s, &n) || n > 4096)
+            return pl__err(PL_ECORRUPT, "step record has a bad code "
+                                        "identity");
+        out->code = (const char *)s;
+        out->code_len = n;
+    }
+    out->payload = r.p;
+    out->payload_len = rd_left(&r);
+    int rc = pl__payload_check(out->payload, out->payload_len, true);
+    if (rc)
+        return pl__err(rc, "step record %llu: %s", (unsigned long long)seq,
+                       pl_errmsg());
+    return PL_OK;
+}
+
+bool pl__map_find(const uint8_t *mp, size_t len, const char *key,
+                  const uint8_t **val, size_t *val_len)
+{
+    rd r = {mp, mp + len};
+    head h;
+    size_t klen = strlen(key);
+    if (rd_head(&r, &h) || h.t != T_MAP)
+        return false;
+    for (uint64_t i = 0; i < h.u; i++) {
+        const uint8_t *k;
+        size_t kn;
+        if (rd_bytes(&r, T_STR, &k, &kn))
+            return false;
+        const uint8_t *v = r.p;
+        if (check_value(&r, 1, MODE_ANY))
+            return false;
+        if (kn == klen && memcmp(k, key, kn) == 0) {
+            *val = v;
+            *val_len = (size_t)(r.p - v);
+            return true;
+        }
+    }
+    return false;
+}
+
+bool pl__mp_str(const uint8_t *mp, size_t len, const char **s, size_t *n)
+{
+    rd r = {mp, mp + len};
+    const uint8_t *p;
+    if (rd_bytes(&r, T_STR, &p, n))
+        return false;
+    *s = (const char *)p;
+    return true;
+}
+
+/* ---- msgpack-c unpacking into cJSON --------------------------------------- */
+
+/* cJSON wants NUL-terminated strings; copy short ones on the stack. */
+static cJSON *make_string(const char *p, size_t n)
+{
+    char small[256];
+    char *s = n < sizeof small ? small : malloc(n + 1);
+    if (!s)
+        return NULL;
+    memcpy(s, p, n);
+    s[n] = '\0';
+    cJSON *item = cJSON_CreateString(s);
+    if (s != small)
+        free(s);
+    return item;
+}
+
+static int add_member(cJSON *obj, const char *k, size_t kn, cJSON *item)
+{
+    char small[256];
+    char *s = kn < sizeof small ? small : malloc(kn + 1);
+    if (!s)
+        return PL_ENOMEM;
+    memcpy(s, k, kn);
+    s[kn] = '\0';
+    int ok = cJSON_AddItemToObject(obj, s, item);
+    if (s != small)
+        free(s);
+    return ok ? PL_OK : PL_ENOMEM;
+}
+
+static cJSON *from_object(const msgpack_object *o)
+{
+    cJSON *v = NULL;
+    switch (o->type) {
+    case MSGPACK_OBJECT_NIL:
+        return cJSON_CreateNull();
+    case MSGPACK_OBJECT_BOOLEAN:
+        return cJSON_CreateBool(o->via.boolean);
+    case MSGPACK_OBJECT_POSITIVE_INTEGER:
+        return cJSON_CreateNumber((double)o->via.u64);
+    case MSGPACK_OBJECT_NEGATIVE_INTEGER:
+        return cJSON_CreateNumber((double)o->via.i64);
+    case MSGPACK_OBJECT_FLOAT32:
+    case MSGPACK_OBJECT_FLOAT64:
+        return cJSON_CreateNumber(o->via.f64);
+    case MSGPACK_OBJECT_STR:
+        return make_string(o->via.str.ptr, o->via.str.size);
+    case MSGPACK_OBJECT_ARRAY:
+        v = cJSON_CreateArray();
+        for (uint32_t i = 0; v && i < o->via.array.size; i++) {
+            cJSON *c = from_object(&o->via.array.ptr[i]);
+            if (!c || !cJSON_AddItemToArray(v, c)) {
+                cJSON_Delete(c);
+                cJSON_Delete(v);
+                return NULL;
+            }
+        }
+        return v;
+    case MSGPACK_OBJECT_MAP:
+        v = cJSON_CreateObject();
+        for (uint32_t i = 0; v && i < o->via.map.size; i++) {
+            const msgpack_object_kv *kv = &o->via.map.ptr[i];
+            if (kv->key.type != MSGPACK_OBJECT_STR) {
+                cJSON_Delete(v);
+                return NULL;
+            }
+            cJSON *c = from_object(&kv->val);
+            if (!c || add_member(v, kv->key.via.str.ptr, kv->key.via.str.size,
+                                 c)) {
+                cJSON_Delete(c);
+                cJSON_Delete(v);
+                return NULL;
+            }
+        }
+        return v;
+    default:
+        return NULL; /* bin and ext never pass pl__payload_check */
+    }
+}
+
+int pl__payload_decode(cJSON **out, const uint8_t *mp, size_t len)
+{
+    *out = NULL;
+    int rc = pl__payload_check(mp, len, false);
+    if (rc)
+        return rc;
+    msgpack_zone zone;
+    if (!msgpack_zone_init(&zone, 2048))
+        return pl__err(PL_ENOMEM, "out of memory decoding a payload");
+    msgpack_object obj;
+    size_t off = 0;
+    msgpack_unpack_return ur = msgpack_unpack((const char *)mp, len, &off,
+                                              &zone, &obj);
+    if (ur == MSGPACK_UNPACK_SUCCESS) {
+        *out = from_object(&obj);
+        rc = *out ? PL_OK : pl__err(PL_ENOMEM, "out of memory decoding a "
+                                               "payload");
+    } else if (ur == MSGPACK_UNPACK_NOMEM_ERROR) {
+        rc = pl__err(PL_ENOMEM, "out of memory decoding a payload");
+    } else {
+        rc = pl__err(PL_ECORRUPT, "msgpack could not decode a payload (%d)",
+                     (int)ur);
+    }
+    msgpack_zone_destroy(&zone);
+    return rc;
+}
+
+bool pl__payload_equal(const uint8_t *a, size_t alen, const uint8_t *b,
+                       size_t blen)
+{
+    if (alen == blen && memcmp(a, b, alen) == 0)
+        return true;
+    cJSON *ja = NULL, *jb = NULL;
+    bool eq = false;
+    if (!pl__payload_decode(&ja, a, alen) && !pl__payload_decode(&jb, b, blen))
+        eq = cJSON_Compare(ja, jb, 1);
+    cJSON_Delete(ja);
+    cJSON_Delete(jb);
+    return eq;
+}
+
+char *pl__payload_text(const uint8_t *mp, size_t len, size_t max)
+{
+    cJSON *j = NULL;
+    if (pl__payload_decode(&j, mp, len))
+        return pl__strdup("<undecodable payload>");
+    char *s = cJSON_PrintUnformatted(j);
+    cJSON_Delete(j);
+    if (!s)
+        return NULL;
+    char *out;
+    size_t n = strlen(s);
+    if (max >= 4 && n > max) {
+        out = pl__asprintf("%.*s...", (int)(max - 3), s);
+    } else {
+        out = pl__strdup(s);
+    }
+    cJSON_free(s);
+    return out;
+}
+
+/* ---- run records ---------------------------------------------------------- */
+
+static int pack_key(msgpack_packer *pk, const char *k)
+{
+    return pack_cstr(pk, k);
+}
+
+/*
+ * Run info map: v (uint, 1), policy (str), payload (map), actions ([str]),
+ * seed (array of [type, actor, payload], or absent), created (int, us).
+ */
+int pl__run_info_encode(pl__buf *out, const pl__run_info *ri)
+{
+    msgpack_packer pk;
+    packer_init(&pk, out);
+    int rc = msgpack_pack_map(&pk, ri->seed ? 6 : 5);
+    rc = rc ? rc : pack_key(&pk, "v");
+    rc = rc ? rc : msgpack_pack_uint32(&pk, PL__FORMAT_VERSION);
+    rc = rc ? rc : pack_key(&pk, "policy");
+    rc = rc ? rc : pack_cstr(&pk, ri->policy);
+    rc = rc ? rc : pack_key(&pk, "payload");
+    rc = rc ? rc : (pl__buf_append(out, ri->payload, ri->payload_len) ? -1 : 0);
+    rc = rc ? rc : pack_key(&pk, "actions");
+    rc = rc ? rc : msgpack_pack_array(&pk, ri->n_actions);
+    for (size_t i = 0; !rc && i < ri->n_actions; i++)
+        rc = pack_cstr(&pk, ri->actions[i]);
+    if (!rc && ri->seed) {
+        rc = pack_key(&pk, "seed");
+        rc = rc ? rc : (pl__buf_append(out, ri->seed, ri->seed_len) ? -1 : 0);
+    }
+    rc = rc ? rc : pack_key(&pk, "created");
+    rc = rc ? rc : msgpack_pack_int64(&pk, ri->created_us);
+    return rc ? pl__err(PL_ENOMEM, "out of memory encoding a run record")
+              : PL_OK;
+}
+
+static bool key_is(const uint8_t *k, size_t n, const char *want)
+{
+    return strlen(want) == n && memcmp(k, want, n) == 0;
+}
+
+static char *dup_bytes(const uint8_t *p, size_t n)
+{
+    return pl__strndup((const char *)p, n);
+}
+
+static uint8_t *dup_mem(const uint8_t *p, size_t n)
+{
+    uint8_t *d = malloc(n ? n : 1);
+    if (d && n)
+        memcpy(d, p, n);
+    return d;
+}
+
+/* Start reading a record map: check it whole, then position on its pairs. */
+static int map_begin(rd *r, const uint8_t *data, size_t len, uint64_t *n,
+                     const char *what)
+{
+    rd chk = {data, data + len};
+    head h;
+    if (check_value(&chk, 1, MODE_ANY) || chk.p != chk.end)
+        return pl__err(PL_ECORRUPT, "%s is malformed", what);
+    r->p = data;
+    r->end = data + len;
+    if (rd_head(r, &h) || h.t != T_MAP)
+        return pl__err(PL_ECORRUPT, "%s is not a map", what);
+    *n = h.u;
+    return PL_OK;
+}
+
+/* The extent of the value at r (already checked). */
+static void value_span(rd *r, const uint8_t **v, size_t *n)
+{
+    *v = r->p;
+    (void)check_value(r, 1, MODE_ANY);
+    *n = (size_t)(r->p - *v);
+}
+
+int pl__run_info_decode(pl__run_info *out, const uint8_t *data, size_t len)
+{
+    memset(out, 0, sizeof *out);
+    rd r;
+    uint64_t n, u;
+    int rc = map_begin(&r, data, len, &n, "run record");
+    if (rc)
+        return rc;
+    bool have_v = false;
+    for (uint64_t i = 0; i < n; i++) {
+        const uint8_t *k, *v;
+        size_t kn, vn;
+        if (rd_bytes(&r, T_STR, &k, &kn))
+            goto bad;
+        if (key_is(k, kn, "v")) {
+            if (rd_uint(&r, &u))
+                goto bad;
+            if (u != PL__FORMAT_VERSION) {
+                pl__run_info_clear(out);
+                return pl__err(PL_EVERSION, "run record has format version "
+                                            "%llu", (unsigned long long)u);
+            }
+            have_v = true;
+        } else if (key_is(k, kn, "policy")) {
+            if (rd_bytes(&r, T_STR, &v, &vn) || !actor_ok(v, vn))
+                goto bad;
+            free(out->policy);
+            if (!(out->policy = dup_bytes(v, vn)))
+                goto oom;
+        } else if (key_is(k, kn, "payload")) {
+            value_span(&r, &v, &vn);
+            if (pl__payload_check(v, vn, true))
+                goto bad;
+            free(out->payload);
+            if (!(out->payload = dup_mem(v, vn)))
+                goto oom;
+            out->payload_len = vn;
+        } else if (key_is(k, kn, "actions")) {
+            head h;
+            if (rd_head(&r, &h) || h.t != T_ARRAY || out->actions)
+                goto bad;
+            out->actions = calloc(h.u ? h.u : 1, sizeof *out->actions);
+            if (!out->actions)
+                goto oom;
+            for (uint64_t j = 0; j < h.u; j++) {
+                if (rd_bytes(&r, T_STR, &v, &vn) || !actor_ok(v, vn))
+                    goto bad;
+                if (!(out->actions[j] = dup_bytes(v, vn)))
+                    goto oom;
+                out->n_actions++;
+            }
+        } else if (key_is(k, kn, "seed")) {
+            value_span(&r, &v, &vn);
+            free(out->seed);
+            if (!(out->seed = dup_mem(v, vn)))
+                goto oom;
+            out->seed_len = vn;
+        } else if (key_is(k, kn, "created")) {
+            if (rd_int(&r, &out->created_us))
+                goto bad;
+        } else {
+            value_span(&r, &v, &vn); /* a newer field: skip */
+        }
+    }
+    if (!have_v || !out->policy || !out->payload)
+        goto bad;
+    return PL_OK;
+bad:
+    pl__run_info_clear(out);
+    return pl__err(PL_ECORRUPT, "run record is malformed");
+oom:
+    pl__run_info_clear(out);
+    return pl__err(PL_ENOMEM, "out of memory reading a run record");
+}
+
+void pl__run_info_clear(pl__run_info *ri)
+{
+    free(ri->policy);
+    free(ri->payload);
+    for (size_t i = 0; i < ri->n_actions; i++)
+        free(ri->actions[i]);
+    free(ri->actions);
+    free(ri->seed);
+    memset(ri, 0, sizeof *ri);
+}
+
+/*
+ * Run state map: v, status, steps, updated, heartbeat, pid, pstart, host,
+ * attempts, error, and when set: reason (str), token (str), spath (str),
+ * sseq (uint), prompt (map), result (map).
+ */
+int pl__run_state_encode(pl__buf *out, const pl__run_state *st)
+{
+    msgpack_packer pk;
+    packer_init(&pk, out);
+    size_t n = 10 + (st->reason != NULL) + (st->token[0] != 0) +
+               (st->susp_path != NULL) * 2 + (st->prompt != NULL) +
+               (st->result != NULL);
+    int rc = msgpack_pack_map(&pk, n);
+    rc = rc ? rc : pack_key(&pk, "v");
+    rc = rc ? rc : msgpack_pack_uint32(&pk, PL__FORMAT_VERSION);
+    rc = rc ? rc : pack_key(&pk, "status");
+    rc = rc ? rc : msgpack_pack_uint32(&pk, (uint32_t)st->status);
+    rc = rc ? rc : pack_key(&pk, "steps");
+    rc = rc ? rc : msgpack_pack_uint64(&pk, st->steps);
+    rc = rc ? rc : pack_key(&pk, "updated");
+    rc = rc ? rc : msgpack_pack_int64(&pk, st->updated_us);
+    rc = rc ? rc : pack_key(&pk, "heartbeat");
+    rc = rc ? rc : msgpack_pack_int64(&pk, st->heartbeat_us);
+    rc = rc ? rc : pack_key(&pk, "pid");
+    rc = rc ? rc : msgpack_pack_int64(&pk, st->owner_pid);
+    rc = rc ? rc : pack_key(&pk, "pstart");
+    rc = rc ? rc : msgpack_pack_uint64(&pk, st->owner_start);
+    rc = rc ? rc : pack_key(&pk, "host");
+    rc = rc ? rc : pack_cstr(&pk, st->owner_host);
+    rc = rc ? rc : pack_key(&pk, "attempts");
+    rc = rc ? rc : msgpack_pack_uint32(&pk, st->attempts);
+    rc = rc ? rc : pack_key(&pk, "error");
+    rc = rc ? rc : msgpack_pack_int32(&pk, st->error);
+    if (!rc && st->reason) {
+        rc = pack_key(&pk, "reason");
+        rc = rc ? rc : pack_cstr(&pk, st->reason);
+    }
+    if (!rc && st->token[0]) {
+        rc = pack_key(&pk, "token");
+        rc = rc ? rc : pack_cstr(&pk, st->token);
+    }
+    if (!rc && st->susp_path) {
+        rc = pack_key(&pk, "spath");
+        rc = rc ? rc : pack_cstr(&pk, st->susp_path);
+        rc = rc ? rc : pack_key(&pk, "sseq");
+        rc = rc ? rc : msgpack_pack_uint32(&pk, st->susp_seq);
+    }
+    if (!rc && st->prompt) {
+        rc = pack_key(&pk, "prompt");
+        rc = rc ? rc : (pl__buf_append(out, st->prompt, st->prompt_len) ? -1 : 0);
+    }
+    if (!rc && st->result) {
+        rc = pack_key(&pk, "result");
+        rc = rc ? rc : (pl__buf_append(out, st->result, st->result_len) ? -1 : 0);
+    }
+    return rc ? pl__err(PL_ENOMEM, "out of memory encoding a run state")
+              : PL_OK;
+}
+
+int pl__run_state_decode(pl__run_state *out, const uint8_t *data, size_t len)
+{
+    memset(out, 0, sizeof *out);
+    rd r;
+    uint64_t n, u;
+    int64_t i64;
+    int rc = map_begin(&r, data, len, &n, "run state");
+    if (rc)
+        return rc;
+    bool have_v = false;
+    for (uint64_t i = 0; i < n; i++) {
+        const uint8_t *k, *v;
+        size_t kn, vn;
+        if (rd_bytes(&r, T_STR, &k, &kn))
+            goto bad;
+        if (key_is(k, kn, "v")) {
+            if (rd_uint(&r, &u))
+                goto bad;
+            if (u != PL__FORMAT_VERSION) {
+                pl__run_state_clear(out);
+                return pl__err(PL_EVERSION, "run state has format version "
+                                            "%llu", (unsigned long long)u);
+            }
+            have_v = true;
+        } else if (key_is(k, kn, "status")) {
+            if (rd_uint(&r, &u) || u < PL_RUN_RUNNING || u > PL_RUN_FAILED)
+                goto bad;
+            out->status = (pl_run_status)u;
+        } else if (key_is(k, kn, "steps")) {
+            if (rd_uint(&r, &out->steps))
+                goto bad;
+        } else if (key_is(k, kn, "updated")) {
+            if (rd_int(&r, &out->updated_us))
+                goto bad;
+        } else if (key_is(k, kn, "heartbeat")) {
+            if (rd_int(&r, &out->heartbeat_us))
+                goto bad;
+        } else if (key_is(k, kn, "pid")) {
+            if (rd_int(&r, &out->owner_pid))
+                goto bad;
+        } else if (key_is(k, kn, "pstart")) {
+            if (rd_uint(&r, &out->owner_start))
+                goto bad;
+        } else if (key_is(k, kn, "host")) {
+            if (rd_bytes(&r, T_STR, &v, &vn) || vn >= sizeof out->owner_host)
+                goto bad;
+            memcpy(out->owner_host, v, vn);
+            out->owner_host[vn] = '\0';
+        } else if (key_is(k, kn, "attempts")) {
+            if (rd_uint(&r, &u) || u > UINT32_MAX)
+                goto bad;
+            out->attempts = (uint32_t)u;
+        } else if (key_is(k, kn, "error")) {
+            if (rd_int(&r, &i64) || i64 < -10000 || i64 > 0)
+                goto bad;
+            out->error = (int)i64;
+        } else if (key_is(k, kn, "reason")) {
+            if (rd_bytes(&r, T_STR, &v, &vn))
+                goto bad;
+            free(out->reason);
+            if (!(out->reason = dup_bytes(v, vn)))
+                goto oom;
+        } else if (key_is(k, kn, "token")) {
+            if (rd_bytes(&r, T_STR, &v, &vn) || vn >= sizeof out->token)
+                goto bad;
+            memcpy(out->token, v, vn);
+            out->token[vn] = '\0';
+        } else if (key_is(k, kn, "spath")) {
+            if (rd_bytes(&r, T_STR, &v, &vn))
+                goto bad;
+            free(out->susp_path);
+            if (!(out->susp_path = dup_bytes(v, vn)))
+                goto oom;
+        } else if (key_is(k, kn, "sseq")) {
+            if (rd_uint(&r, &u) || u > UINT32_MAX)
+                goto bad;
+            out->susp_seq = (uint32_t)u;
+        } else if (key_is(k, kn, "prompt") || key_is(k, kn, "result")) {
+            bool prompt = key_is(k, kn, "prompt");
+            value_span(&r, &v, &vn);
+            if (pl__payload_check(v, vn, true))
+                goto bad;
+            uint8_t **dst = prompt ? &out->prompt : &out->result;
+            free(*dst);
+            if (!(*dst = dup_mem(v, vn)))
+                goto oom;
+            *(prompt ? &out->prompt_len : &out->result_len) = vn;
+        } else {
+            value_span(&r, &v, &vn);
+        }
+    }
+    if (!have_v || !out->status)
+        goto bad;
+    return PL_OK;
+bad:
+    pl__run_state_clear(out);
+    return pl__err(PL_ECORRUPT, "run state is malformed");
+oom:
+    pl__run_state_clear(out);
+    return pl__err(PL_ENOMEM, "out of memory reading a run state");
+}
+
+void pl__run_state_clear(pl__run_state *st)
+{
+    free(st->reason);
+    free(st->susp_path);
+    free(st->prompt);
+    free(st->result);
+    memset(st, 0, sizeof *st);
+}
+
+int pl__run_state_copy(pl__run_state *dst, const pl__run_state *src)
+{
+    *dst = *src;
+    dst->reason = NULL;
+    dst->susp_path = NULL;
+    dst->prompt = NULL;
+    dst->result = NULL;
+    if ((src->reason && !(dst->reason = pl__strdup(src->reason))) ||
+        (src->susp_path && !(dst->susp_path = pl__strdup(src->susp_path))) ||
+        (src->prompt && !(dst->prompt = dup_mem(src->prompt,
+                                                src->prompt_len))) ||
+        (src->result && !(dst->result = dup_mem(src->result,
+                                                src->result_len)))) {
+        pl__run_state_clear(dst);
+        return pl__err(PL_ENOMEM, "out of memory copying a run state");
+    }
+    return PL_OK;
+}

@@ -1,0 +1,152 @@
+/*
+ * codec.h -- the on-disk encoding of steps and run records (msgpack).
+ *
+ * The formats are written down at the top of codec.c.
+ */
+#ifndef PL_CODEC_H
+#define PL_CODEC_H
+
+#include "util.h"
+
+#define PL__FORMAT_VERSION 1u
+
+/* A decoded view of one stored step record.  Borrows the record's bytes. */
+typedef struct pl__rec {
+    uint32_t seq;
+    int64_t time_us;
+    pl_step_type type;
+    const char *actor; /* not NUL-terminated */
+    size_t actor_len;
+    const uint8_t *prev_hash; /* PL_HASH_LEN bytes */
+    const char *code;         /* NULL when absent; not NUL-terminated */
+    size_t code_len;
+    const uint8_t *payload; /* msgpack map */
+    size_t payload_len;
+} pl__rec;
+
+/*
+ * Encode a step record into @p out (appended).  @p payload is an already
+ * encoded, already checked msgpack map.
+ */
+PL__HIDDEN int pl__rec_encode(pl__buf *out, uint32_t seq, int64_t time_us,
+                              pl_step_type type, const char *actor,
+                              const uint8_t prev_hash[PL_HASH_LEN],
+                              const char *code, const uint8_t *payload,
+                              size_t payload_len) PL__MUST_CHECK;
+
+/*
+ * Decode and check a stored step record.  Every byte is bounds-checked; the
+ * payload is checked to be a JSON-compatible map within the limits.
+ * Returns PL_OK, PL_ECORRUPT or PL_EVERSION (message says what is wrong).
+ */
+PL__HIDDEN int pl__rec_decode(pl__rec *out, const uint8_t *data,
+                              size_t len) PL__MUST_CHECK;
+
+/*
+ * Encode a JSON object as a msgpack map, appended to @p out.  NULL encodes
+ * {}.  PL_EJSON for a non-object, non-finite number or raw item; PL_ELIMIT
+ * past PL_MAX_JSON_DEPTH or @p max_bytes.
+ */
+PL__HIDDEN int pl__payload_encode(pl__buf *out, const cJSON *obj,
+                                  size_t max_bytes) PL__MUST_CHECK;
+
+/*
+ * Encode an `action_call` payload {"policy": policy, "payload": payload} and,
+ * when n_actions > 0, "actions": [...].  Errors as pl__payload_encode().
+ */
+PL__HIDDEN int pl__call_payload_encode(pl__buf *out, const char *policy,
+                                       const cJSON *payload,
+                                       const char *const *actions,
+                                       size_t n_actions,
+                                       size_t max_bytes) PL__MUST_CHECK;
+
+/* Encode {key: obj}, obj a JSON object (NULL: {}).  Errors as above. */
+PL__HIDDEN int pl__wrap_encode(pl__buf *out, const char *key, const cJSON *obj,
+                               size_t max_bytes) PL__MUST_CHECK;
+
+/* Encode {"name": name, "value": value}, value any JSON. */
+PL__HIDDEN int pl__named_value_encode(pl__buf *out, const char *name,
+                                      const cJSON *value,
+                                      size_t max_bytes) PL__MUST_CHECK;
+
+/* Encode any JSON value (used inside larger maps). */
+PL__HIDDEN int pl__json_encode(pl__buf *out, const cJSON *v) PL__MUST_CHECK;
+
+/*
+ * Check that @p len bytes are exactly one JSON-compatible msgpack value
+ * (map keys are strings, no bin/ext, no NUL in strings, nesting within
+ * PL_MAX_JSON_DEPTH).  @p want_map requires a map.
+ */
+PL__HIDDEN int pl__payload_check(const uint8_t *mp, size_t len,
+                                 bool want_map) PL__MUST_CHECK;
+
+/* Decode a checked msgpack value into a new cJSON.  PL_ECORRUPT/ENOMEM. */
+PL__HIDDEN int pl__payload_decode(cJSON **out, const uint8_t *mp,
+                                  size_t len) PL__MUST_CHECK;
+
+/*
+ * Find the value of @p key in a checked msgpack map without decoding it.
+ * Returns true and its bytes, or false.
+ */
+PL__HIDDEN bool pl__map_find(const uint8_t *mp, size_t len, const char *key,
+                             const uint8_t **val, size_t *val_len);
+
+/* The bytes of a checked msgpack str, or false if the value is not one. */
+PL__HIDDEN bool pl__mp_str(const uint8_t *mp, size_t len, const char **s,
+                           size_t *n);
+
+/* Equality of two payloads as JSON (key order ignored). */
+PL__HIDDEN bool pl__payload_equal(const uint8_t *a, size_t alen,
+                                  const uint8_t *b, size_t blen);
+
+/* Render a checked payload as compact JSON, cut to @p max chars ("..."). */
+PL__HIDDEN char *pl__payload_text(const uint8_t *mp, size_t len, size_t max);
+
+/* ---- run records ---------------------------------------------------------- */
+
+/* The part of a run written once, when it starts. */
+typedef struct pl__run_info {
+    char *policy;
+    uint8_t *payload; /* msgpack map */
+    size_t payload_len;
+    char **actions;
+    size_t n_actions;
+    uint8_t *seed; /* msgpack array of [type, actor, payload] or NULL */
+    size_t seed_len;
+    int64_t created_us;
+} pl__run_info;
+
+/* The part rewritten with every commit. */
+typedef struct pl__run_state {
+    pl_run_status status;
+    uint64_t steps;
+    int64_t updated_us;
+    int64_t heartbeat_us;
+    int64_t owner_pid;
+    uint64_t owner_start; /* the owner process's start time (clock ticks) */
+    char owner_host[256];
+    uint32_t attempts;
+    int error;
+    char *reason;        /* failed */
+    char token[33];      /* suspended: resume token (hex) or "" */
+    char *susp_path;     /* suspended: invocation path */
+    uint32_t susp_seq;   /* suspended: the suspend step's seq */
+    uint8_t *prompt;     /* suspended: msgpack map */
+    size_t prompt_len;
+    uint8_t *result;     /* completed: msgpack map of the root's result */
+    size_t result_len;
+} pl__run_state;
+
+PL__HIDDEN int pl__run_info_encode(pl__buf *out, const pl__run_info *ri) PL__MUST_CHECK;
+PL__HIDDEN int pl__run_info_decode(pl__run_info *out, const uint8_t *data,
+                                   size_t len) PL__MUST_CHECK;
+PL__HIDDEN void pl__run_info_clear(pl__run_info *ri);
+
+PL__HIDDEN int pl__run_state_encode(pl__buf *out, const pl__run_state *st) PL__MUST_CHECK;
+PL__HIDDEN int pl__run_state_decode(pl__run_state *out, const uint8_t *data,
+                                    size_t len) PL__MUST_CHECK;
+PL__HIDDEN void pl__run_state_clear(pl__run_state *st);
+/* Deep copy (strings and buffers duplicated). */
+PL__HIDDEN int pl__run_state_copy(pl__run_state *dst, const pl__run_state *src) PL__MUST_CHECK;
+
+#endif /* PL_CODEC_H */

@@ -1,0 +1,75 @@
+/*
+ * hash.c -- SHA-256 through OpenSSL's EVP interface.
+ *
+ * The algorithm is fetched once per process and each hasher keeps its own
+ * EVP_MD_CTX, so hashing a step costs no allocation.
+ */
+#include "hash.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+
+#include <openssl/evp.h>
+
+struct pl__hasher {
+    EVP_MD_CTX *ctx;
+};
+
+static EVP_MD *g_sha256;
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+
+static void fetch_sha256(void) { g_sha256 = EVP_MD_fetch(NULL, "SHA256", NULL); }
+
+/* Release the fetched algorithm when the library is unloaded. */
+__attribute__((destructor)) static void free_sha256(void)
+{
+    EVP_MD_free(g_sha256);
+    g_sha256 = NULL;
+}
+
+int pl__hasher_new(pl__hasher **out)
+{
+    *out = NULL;
+    pthread_once(&g_once, fetch_sha256);
+    if (!g_sha256)
+        return pl__err(PL_ENOMEM, "OpenSSL has no SHA-256");
+    pl__hasher *h = calloc(1, sizeof *h);
+    if (!h || !(h->ctx = EVP_MD_CTX_new())) {
+        free(h);
+        return pl__err(PL_ENOMEM, "out of memory creating a hasher");
+    }
+    *out = h;
+    return PL_OK;
+}
+
+void pl__hasher_free(pl__hasher *h)
+{
+    if (!h)
+        return;
+    EVP_MD_CTX_free(h->ctx);
+    free(h);
+}
+
+int pl__sha256(pl__hasher *h, const void *p, size_t n, uint8_t out[PL_HASH_LEN])
+{
+    unsigned len = 0;
+    if (EVP_DigestInit_ex2(h->ctx, g_sha256, NULL) != 1 ||
+        EVP_DigestUpdate(h->ctx, p, n) != 1 ||
+        EVP_DigestFinal_ex(h->ctx, out, &len) != 1 || len != PL_HASH_LEN)
+        return pl__err(PL_ENOMEM, "SHA-256 failed");
+    return PL_OK;
+}
+
+int pl__genesis_hash(pl__hasher *h, const char *run_id, const char *path,
+                     uint8_t out[PL_HASH_LEN])
+{
+    static const char tag[] = "policyledger/ledger";
+    unsigned len = 0;
+    if (EVP_DigestInit_ex2(h->ctx, g_sha256, NULL) != 1 ||
+        EVP_DigestUpdate(h->ctx, tag, sizeof tag) != 1 ||
+        EVP_DigestUpdate(h->ctx, run_id, strlen(run_id) + 1) != 1 ||
+        EVP_DigestUpdate(h->ctx, path, strlen(path)) != 1 ||
+        EVP_DigestFinal_ex(h->ctx, out, &len) != 1 || len != PL_HASH_LEN)
+        return pl__err(PL_ENOMEM, "SHA-256 failed");
+    return PL_OK;
+}

@@ -1,0 +1,162 @@
+/*
+ * store.h -- the storage interface the engine is written against.
+ *
+ * The engine sees keys, values, runs and atomic batches; nothing here names
+ * LMDB, so another backend can implement this header.  store_lmdb.c is the
+ * embedded default.
+ *
+ * Thread rules: one store per process and path; all functions may be called
+ * from any thread at once.
+ */
+#ifndef PL_STORE_H
+#define PL_STORE_H
+
+#include "util.h"
+
+typedef struct pl__store pl__store;
+
+typedef struct pl__store_options {
+    size_t map_size;     /* initial size; 0 = default */
+    size_t map_size_max; /* 0 = unlimited */
+    unsigned max_readers;
+    bool nosync; /* skip fsync: survives process crashes only */
+} pl__store_options;
+
+PL__HIDDEN int pl__store_open(pl__store **out, const char *path,
+                              const pl__store_options *opts) PL__MUST_CHECK;
+PL__HIDDEN void pl__store_close(pl__store *s);
+PL__HIDDEN const char *pl__store_path(const pl__store *s);
+
+/* ---- keys ------------------------------------------------------------------ */
+
+/*
+ * A ledger is named by its run number and invocation path.  Its prefix is
+ * the run number (8 bytes, big-endian), each path component plus one (4
+ * bytes each), and a 4-byte zero terminator; a step's key is the prefix and
+ * its seq (4 bytes).  Since components are never zero, an invocation's own
+ * steps sort before the ledgers of its calls, and a run's ledgers come out in
+ * tree order.
+ */
+#define PL__PREFIX_MAX (8 + 4 * PL_MAX_DEPTH + 4)
+#define PL__KEY_MAX (PL__PREFIX_MAX + 4)
+
+PL__HIDDEN size_t pl__ledger_prefix(uint8_t *out, uint64_t run,
+                                    const uint32_t *comps, unsigned depth);
+
+/*
+ * Split a step key.  Returns false unless it is well-formed; on success the
+ * path components (not plus one) go to comps[0..*depth).
+ */
+PL__HIDDEN bool pl__key_parse(const uint8_t *key, size_t len, uint64_t *run,
+                              uint32_t *comps, unsigned *depth, uint32_t *seq);
+
+/* ---- key/value lists --------------------------------------------------------- */
+
+typedef struct pl__kv {
+    size_t koff, klen, voff, vlen;
+} pl__kv;
+
+/* Keys and values back to back in one buffer. */
+typedef struct pl__kvs {
+    pl__buf data;
+    pl__kv *e;
+    size_t n, cap;
+} pl__kvs;
+
+/* Start an entry with @p key; the caller then appends the value to data. */
+PL__HIDDEN int pl__kvs_begin(pl__kvs *l, const uint8_t *key,
+                             size_t klen) PL__MUST_CHECK;
+/* Close the entry begun last: its value is everything appended since. */
+PL__HIDDEN void pl__kvs_end(pl__kvs *l);
+/* Drop the entry begun last (after a failed encode). */
+PL__HIDDEN void pl__kvs_cancel(pl__kvs *l);
+PL__HIDDEN int pl__kvs_add(pl__kvs *l, const uint8_t *key, size_t klen,
+                           const uint8_t *val, size_t vlen) PL__MUST_CHECK;
+PL__HIDDEN void pl__kvs_reset(pl__kvs *l);
+PL__HIDDEN void pl__kvs_free(pl__kvs *l);
+
+static inline const uint8_t *pl__kvs_key(const pl__kvs *l, size_t i)
+{
+    return l->data.data + l->e[i].koff;
+}
+
+static inline const uint8_t *pl__kvs_val(const pl__kvs *l, size_t i)
+{
+    return l->data.data + l->e[i].voff;
+}
+
+/* ---- batches ----------------------------------------------------------------- */
+
+/* Steps and a run's new state, written atomically. */
+typedef struct pl__batch {
+    pl__kvs steps;   /* step key -> record */
+    uint64_t run;    /* whose state */
+    pl__buf state;   /* the new state; len 0 = unchanged */
+} pl__batch;
+
+PL__HIDDEN void pl__batch_free(pl__batch *b);
+
+/*
+ * Write batches in one transaction, durable as the store's options say,
+ * growing the store when it is full.  All or nothing.  A step key that
+ * exists already fails with PL_EBUSY (someone else appended to the run).
+ */
+PL__HIDDEN int pl__store_commit(pl__store *s, pl__batch *const *batches,
+                                size_t n) PL__MUST_CHECK;
+
+/* ---- reading ----------------------------------------------------------------- */
+
+/*
+ * Read the steps of one ledger from @p from_seq on, in order, at most
+ * @p max_n records or about @p max_bytes bytes (always at least one).  Keys
+ * are not kept.  A gap in the sequence fails with PL_ECORRUPT.
+ */
+PL__HIDDEN int pl__store_read(pl__store *s, const uint8_t *prefix,
+                              size_t prefix_len, uint32_t from_seq,
+                              size_t max_n, size_t max_bytes,
+                              pl__kvs *out) PL__MUST_CHECK;
+
+/*
+ * Read steps of run @p run in key order, starting after @p after (NULL:
+ * from the first), at most @p max_n.  Keys are kept.  An empty result means
+ * the end.
+ */
+PL__HIDDEN int pl__store_scan(pl__store *s, uint64_t run, const uint8_t *after,
+                              size_t after_len, size_t max_n,
+                              pl__kvs *out) PL__MUST_CHECK;
+
+/* ---- runs -------------------------------------------------------------------- */
+
+/* Create a run: allocate its number, store its info and first state. */
+PL__HIDDEN int pl__store_run_create(pl__store *s, const char *id,
+                                    const pl__buf *info, const pl__buf *state,
+                                    uint64_t *out_num) PL__MUST_CHECK;
+
+/* Find a run by id: its number and (if @p info) its info record. */
+PL__HIDDEN int pl__store_run_find(pl__store *s, const char *id, uint64_t *num,
+                                  pl__buf *info) PL__MUST_CHECK;
+
+/* Read a run's state record. */
+PL__HIDDEN int pl__store_state_get(pl__store *s, uint64_t num,
+                                   pl__buf *state) PL__MUST_CHECK;
+
+/*
+ * Read-modify-write a run's state in one write transaction: @p fn gets the
+ * current state bytes and replaces them in @p state (it may also add step
+ * records to @p extra, written in the same transaction).  A non-zero return
+ * from fn aborts with that status.
+ */
+typedef int (*pl__state_fn)(pl__buf *state, pl__kvs *extra, void *user);
+PL__HIDDEN int pl__store_state_update(pl__store *s, uint64_t num,
+                                      pl__state_fn fn,
+                                      void *user) PL__MUST_CHECK;
+
+/*
+ * List runs in id order after @p after (NULL: from the first), at most
+ * @p max_n: keys are run ids, values are their number (8 bytes big-endian)
+ * followed by the info record.
+ */
+PL__HIDDEN int pl__store_runs(pl__store *s, const char *after, size_t max_n,
+                              pl__kvs *out) PL__MUST_CHECK;
+
+#endif /* PL_STORE_H */

@@ -1,0 +1,829 @@
+/*
+ * store_lmdb.c -- the store on LMDB.
+ *
+ * LAYOUT: one LMDB environment, four named databases.
+ *
+ *   | database | key                           | value                      |
+ *   |----------|-------------------------------|----------------------------|
+ *   | meta     | "format"                      | u32 BE store format (1)    |
+ *   |          | "next_run"                    | u64 BE next run number     |
+ *   | runs     | run id (bytes)                | u64 BE run number, then    |
+ *   |          |                               | the run info map (codec.c) |
+ *   | state    | u64 BE run number             | run state map (codec.c)    |
+ *   | steps    | ledger prefix + u32 BE seq    | step record (codec.c)      |
+ *
+ *   Ledger prefix: u64 BE run number, (component + 1) as u32 BE for each
+ *   component of the invocation path, then u32 0.  One ledger is therefore a
+ *   contiguous key range read by one cursor, and all runs are listed from
+ *   `runs` without touching `steps`.  Run ids made by the engine are UUIDv7,
+ *   so `runs` lists them oldest first.
+ *
+ * DURABILITY: sync mode commits with LMDB's full fsync of data and meta page;
+ * process mode opens with MDB_NOSYNC (the OS page cache holds the commit, so
+ * a crashed process loses nothing, a crashed machine may).
+ *
+ * GROWTH: when a write meets MDB_MAP_FULL the transaction is aborted (nothing
+ * written is lost) and the map is doubled, up to map_size_max, under an
+ * exclusive lock: LMDB may only resize while this process has no
+ * transaction open, so every transaction holds the lock shared.  A map
+ * resized by another process (MDB_MAP_RESIZED) is adopted the same way.
+ * Read transactions are short (a bounded batch of records is copied out), so
+ * replay never pins old pages or blocks growth for long.
+ */
+#define _GNU_SOURCE /* pthread_rwlockattr_setkind_np */
+#include "store.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+
+#include <lmdb.h>
+
+#define DEFAULT_MAP_SIZE ((size_t)64 << 20)
+
+struct pl__store {
+    MDB_env *env;
+    MDB_dbi meta, runs, state, steps;
+    pthread_rwlock_t resize; /* shared: any txn; exclusive: set_mapsize */
+    size_t map_size;
+    size_t map_size_max;
+    dev_t dev;
+    ino_t ino;
+    char *path;
+};
+
+/* ---- one store per file per process ---------------------------------------- */
+
+typedef struct open_entry {
+    dev_t dev;
+    ino_t ino;
+    struct open_entry *next;
+} open_entry;
+
+static pthread_mutex_t g_open_mu = PTHREAD_MUTEX_INITIALIZER;
+static open_entry *g_open;
+
+static bool open_find(dev_t dev, ino_t ino)
+{
+    for (open_entry *e = g_open; e; e = e->next)
+        if (e->dev == dev && e->ino == ino)
+            return true;
+    return false;
+}
+
+static void open_remove(dev_t dev, ino_t ino)
+{
+    for (open_entry **pp = &g_open; *pp; pp = &(*pp)->next) {
+        if ((*pp)->dev == dev && (*pp)->ino == ino) {
+            open_entry *e = *pp;
+            *pp = e->next;
+            free(e);
+            return;
+        }
+    }
+}
+
+/* ---- errors ------------------------------------------------------------------- */
+
+static int lmdb_err(const pl__store *s, int rc, const char *what)
+{
+    int st = PL_ESTORE;
+    if (rc == MDB_MAP_FULL)
+        st = PL_EMAPFULL;
+    else if (rc == ENOMEM)
+        st = PL_ENOMEM;
+    else if (rc == MDB_CORRUPTED || rc == MDB_INVALID || rc == MDB_INCOMPATIBLE
+             || rc == MDB_BAD_VALSIZE)
+        st = PL_ECORRUPT;
+    else if (rc == MDB_VERSION_MISMATCH)
+        st = PL_EVERSION;
+    return pl__err(st, "store '%s': %s: %s", s ? s->path : "?", what,
+                   mdb_strerror(rc));
+}
+
+/* ---- keys and lists --------------------------------------------------------------- */
+
+size_t pl__ledger_prefix(uint8_t *out, uint64_t run, const uint32_t *comps,
+                         unsigned depth)
+{
+    size_t n = 0;
+    pl__put_be64(out, run);
+    n += 8;
+    for (unsigned i = 0; i < depth; i++, n += 4)
+        pl__put_be32(out + n, comps[i] + 1);
+    pl__put_be32(out + n, 0);
+    return n + 4;
+}
+
+bool pl__key_parse(const uint8_t *key, size_t len, uint64_t *run,
+                   uint32_t *comps, unsigned *depth, uint32_t *seq)
+{
+    if (len < 16 || len % 4 != 0 || len > PL__KEY_MAX)
+        return false;
+    *run = pl__get_be64(key);
+    unsigned d = 0;
+    size_t off = 8;
+    for (; off < len - 8; off += 4) {
+        uint32_t c = pl__get_be32(key + off);
+        if (c == 0 || d >= PL_MAX_DEPTH)
+            return false;
+        comps[d++] = c - 1;
+    }
+    if (pl__get_be32(key + off) != 0)
+        return false;
+    *depth = d;
+    *seq = pl__get_be32(key + off + 4);
+    return true;
+}
+
+int pl__kvs_begin(pl__kvs *l, const uint8_t *key, size_t klen)
+{
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 16;
+        pl__kv *e = realloc(l->e, cap * sizeof *e);
+        if (!e)
+            return pl__err(PL_ENOMEM, "out of memory growing a batch");
+        l->e = e;
+        l->cap = cap;
+    }
+    pl__kv *e = &l->e[l->n];
+    e->koff = l->data.len;
+    e->klen = klen;
+    int rc = pl__buf_append(&l->data, key, klen);
+    if (rc)
+        return rc;
+    e->voff = l->data.len;
+    e->vlen = 0;
+    return PL_OK;
+}
+
+void pl__kvs_end(pl__kvs *l)
+{
+    pl__kv *e = &l->e[l->n];
+    e->vlen = l->data.len - e->voff;
+    l->n++;
+}
+
+void pl__kvs_cancel(pl__kvs *l) { l->data.len = l->e[l->n].koff; }
+
+int pl__kvs_add(pl__kvs *l, const uint8_t *key, size_t klen,
+                const uint8_t *val, size_t vlen)
+{
+    int rc = pl__kvs_begin(l, key, klen);
+    if (!rc)
+        rc = pl__buf_append(&l->data, val, vlen);
+    if (rc) {
+        if (l->n < l->cap)
+            pl__kvs_cancel(l);
+        return rc;
+    }
+    pl__kvs_end(l);
+    return PL_OK;
+}
+
+void pl__kvs_reset(pl__kvs *l)
+{
+    l->data.len = 0;
+    l->n = 0;
+}
+
+void pl__kvs_free(pl__kvs *l)
+{
+    pl__buf_free(&l->data);
+    free(l->e);
+    memset(l, 0, sizeof *l);
+}
+
+void pl__batch_free(pl__batch *b)
+{
+    pl__kvs_free(&b->steps);
+    pl__buf_free(&b->state);
+}
+
+/* ---- transactions and growth ---------------------------------------------------- */
+
+static void resize_lock_shared(pl__store *s) { pthread_rwlock_rdlock(&s->resize); }
+static void resize_unlock(pl__store *s) { pthread_rwlock_unlock(&s->resize); }
+
+/* Adopt a map size grown by another process.  Called with no lock held. */
+static int adopt_map_size(pl__store *s)
+{
+    pthread_rwlock_wrlock(&s->resize);
+    int rc = mdb_env_set_mapsize(s->env, 0);
+    if (!rc) {
+        MDB_envinfo info;
+        mdb_env_info(s->env, &info);
+        s->map_size = info.me_mapsize;
+    }
+    pthread_rwlock_unlock(&s->resize);
+    return rc ? lmdb_err(s, rc, "adopting the map size") : PL_OK;
+}
+
+/* Grow the map after MDB_MAP_FULL was seen at size @p seen. */
+static int grow(pl__store *s, size_t seen)
+{
+    int st = PL_OK;
+    pthread_rwlock_wrlock(&s->resize);
+    if (s->map_size == seen) { /* nobody grew it meanwhile */
+        size_t next = seen > SIZE_MAX / 2 ? SIZE_MAX : seen * 2;
+        if (s->map_size_max && next > s->map_size_max)
+            next = s->map_size_max;
+        if (next <= seen) {
+            st = pl__err(PL_EMAPFULL, "store '%s' is full at %zu bytes and "
+                                      "may not grow past map_size_max (%zu "
+                                      "bytes); nothing written was lost",
+                         s->path, seen, s->map_size_max);
+        } else {
+            int rc = mdb_env_set_mapsize(s->env, next);
+            if (rc)
+                st = pl__err(PL_EMAPFULL, "store '%s' is full at %zu bytes and "
+                                          "cannot grow to %zu: %s; nothing "
+                                          "written was lost",
+                             s->path, seen, next, mdb_strerror(rc));
+            else
+                s->map_size = next;
+        }
+    }
+    pthread_rwlock_unlock(&s->resize);
+    return st;
+}
+
+/*
+ * Begin a transaction holding the resize lock shared.  On success the caller
+ * must end it with txn_end().
+ */
+static int txn_begin(pl__store *s, bool write, MDB_txn **txn, size_t *map_seen)
+{
+    for (;;) {
+        resize_lock_shared(s);
+        *map_seen = s->map_size;
+        int rc = mdb_txn_begin(s->env, NULL, write ? 0 : MDB_RDONLY, txn);
+        if (!rc)
+            return PL_OK;
+        resize_unlock(s);
+        if (rc != MDB_MAP_RESIZED)
+            return lmdb_err(s, rc, write ? "beginning a write"
+                                         : "beginning a read");
+        int st = adopt_map_size(s);
+        if (st)
+            return st;
+    }
+}
+
+static void txn_abort(pl__store *s, MDB_txn *txn)
+{
+    mdb_txn_abort(txn);
+    resize_unlock(s);
+}
+
+static int txn_commit(pl__store *s, MDB_txn *txn)
+{
+    int rc = mdb_txn_commit(txn);
+    resize_unlock(s);
+    return rc;
+}
+
+/*
+ * Run @p body in a write transaction, retrying after growing the map when it
+ * fills.  body returns an LMDB code (0 = commit) or, with *st set, a status.
+ */
+typedef int (*write_body)(pl__store *s, MDB_txn *txn, void *user, int *st);
+
+static int write_txn(pl__store *s, write_body body, void *user)
+{
+    for (;;) {
+        MDB_txn *txn;
+        size_t seen;
+        int st = txn_begin(s, true, &txn, &seen);
+        if (st)
+            return st;
+        st = PL_OK;
+        int rc = body(s, txn, user, &st);
+        if (rc || st) {
+            txn_abort(s, txn);
+        } else {
+            rc = txn_commit(s, txn);
+        }
+        if (st)
+            return st;
+        if (rc == MDB_MAP_FULL) {
+            st = grow(s, seen);
+            if (st)
+                return st;
+            continue;
+        }
+        if (rc == MDB_MAP_RESIZED) {
+            st = adopt_map_size(s);
+            if (st)
+                return st;
+            continue;
+        }
+        return rc ? lmdb_err(s, rc, "writing") : PL_OK;
+    }
+}
+
+/* ---- open / close --------------------------------------------------------------- */
+
+typedef struct open_ctx {
+    bool fresh;
+} open_ctx;
+
+static int open_body(pl__store *s, MDB_txn *txn, void *user, int *st)
+{
+    (void)user;
+    int rc;
+    if ((rc = mdb_dbi_open(txn, "meta", MDB_CREATE, &s->meta)) ||
+        (rc = mdb_dbi_open(txn, "runs", MDB_CREATE, &s->runs)) ||
+        (rc = mdb_dbi_open(txn, "state", MDB_CREATE, &s->state)) ||
+        (rc = mdb_dbi_open(txn, "steps", MDB_CREATE, &s->steps))) {
+        *st = rc == MDB_INCOMPATIBLE
+                  ? pl__err(PL_ECORRUPT, "'%s' is an LMDB store but not a "
+                                         "policyledger store", s->path)
+                  : lmdb_err(s, rc, "opening databases");
+        return rc;
+    }
+    MDB_val k = {6, "format"}, v;
+    rc = mdb_get(txn, s->meta, &k, &v);
+    if (rc == MDB_NOTFOUND) {
+        MDB_stat ms;
+        mdb_stat(txn, s->steps, &ms);
+        size_t nsteps = ms.ms_entries;
+        mdb_stat(txn, s->runs, &ms);
+        if (nsteps || ms.ms_entries) {
+            *st = pl__err(PL_ECORRUPT, "store '%s' holds runs but no format "
+                                       "record", s->path);
+            return 0;
+        }
+        uint8_t fmt[4];
+        pl__put_be32(fmt, 1);
+        v.mv_size = 4;
+        v.mv_data = fmt;
+        return mdb_put(txn, s->meta, &k, &v, 0);
+    }
+    if (rc)
+        return rc;
+    if (v.mv_size != 4) {
+        *st = pl__err(PL_ECORRUPT, "store '%s' has a malformed format record",
+                      s->path);
+        return 0;
+    }
+    uint32_t fmt = pl__get_be32(v.mv_data);
+    if (fmt != 1)
+        *st = pl__err(PL_EVERSION, "store '%s' has format %u; this build "
+                                   "reads format 1", s->path, fmt);
+    return 0;
+}
+
+static void data_file(char *out, size_t n, const char *path, bool dir)
+{
+    snprintf(out, n, dir ? "%s/data.mdb" : "%s", path);
+}
+
+int pl__store_open(pl__store **out, const char *path,
+                   const pl__store_options *opts)
+{
+    *out = NULL;
+    struct stat sb;
+    bool dir = stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
+    char file[4096];
+    if (strlen(path) + 10 > sizeof file)
+        return pl__err(PL_EINVAL, "store path is too long");
+    data_file(file, sizeof file, path, dir);
+
+    pl__store *s = calloc(1, sizeof *s);
+    if (!s || !(s->path = pl__strdup(path))) {
+        free(s);
+        return pl__err(PL_ENOMEM, "out of memory opening a store");
+    }
+    pthread_rwlockattr_t ra;
+    pthread_rwlockattr_init(&ra);
+    pthread_rwlockattr_setkind_np(&ra,
+                                  PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+    pthread_rwlock_init(&s->resize, &ra);
+    pthread_rwlockattr_destroy(&ra);
+    s->map_size = opts->map_size ? opts->map_size : DEFAULT_MAP_SIZE;
+    s->map_size_max = opts->map_size_max;
+    if (s->map_size_max && s->map_size > s->map_size_max)
+        s->map_size = s->map_size_max;
+
+    int st = PL_OK, rc;
+    pthread_mutex_lock(&g_open_mu);
+    if (stat(file, &sb) == 0 && open_find(sb.st_dev, sb.st_ino)) {
+        pthread_mutex_unlock(&g_open_mu);
+        st = pl__err(PL_EBUSY, "store '%s' is open already in this process",
+                     path);
+        goto fail;
+    }
+    if ((rc = mdb_env_create(&s->env))) {
+        pthread_mutex_unlock(&g_open_mu);
+        st = lmdb_err(s, rc, "creating the environment");
+        goto fail;
+    }
+    mdb_env_set_maxdbs(s->env, 8);
+    mdb_env_set_mapsize(s->env, s->map_size);
+    if (opts->max_readers)
+        mdb_env_set_maxreaders(s->env, opts->max_readers);
+    unsigned flags = MDB_NOTLS | (opts->nosync ? MDB_NOSYNC : 0) |
+                     (dir ? 0 : MDB_NOSUBDIR);
+    rc = mdb_env_open(s->env, path, flags, 0600);
+    if (!rc && stat(file, &sb) == 0) {
+        open_entry *e = malloc(sizeof *e);
+        if (e) {
+            e->dev = s->dev = sb.st_dev;
+            e->ino = s->ino = sb.st_ino;
+            e->next = g_open;
+            g_open = e;
+        } else {
+            rc = ENOMEM;
+        }
+    } else if (!rc) {
+        rc = errno;
+    }
+    pthread_mutex_unlock(&g_open_mu);
+    if (rc) {
+        if (rc == MDB_INVALID)
+            st = pl__err(PL_ECORRUPT, "'%s' is not an LMDB store", path);
+        else if (rc == ENOENT)
+            st = pl__err(PL_EINVAL, "store '%s': its directory does not exist",
+                         path);
+        else
+            st = lmdb_err(s, rc, "opening");
+        goto fail;
+    }
+    {
+        MDB_envinfo info;
+        mdb_env_info(s->env, &info);
+        s->map_size = info.me_mapsize; /* may be larger than asked */
+    }
+    if ((st = write_txn(s, open_body, NULL)))
+        goto fail;
+    *out = s;
+    return PL_OK;
+fail:
+    pl__store_close(s);
+    return st;
+}
+
+void pl__store_close(pl__store *s)
+{
+    if (!s)
+        return;
+    if (s->env) {
+        pthread_mutex_lock(&g_open_mu);
+        mdb_env_close(s->env);
+        if (s->ino)
+            open_remove(s->dev, s->ino);
+        pthread_mutex_unlock(&g_open_mu);
+    }
+    pthread_rwlock_destroy(&s->resize);
+    free(s->path);
+    free(s);
+}
+
+const char *pl__store_path(const pl__store *s) { return s->path; }
+
+/* ---- commit ---------------------------------------------------------------------- */
+
+typedef struct commit_ctx {
+    pl__batch *const *batches;
+    size_t n;
+} commit_ctx;
+
+static int commit_body(pl__store *s, MDB_txn *txn, void *user, int *st)
+{
+    commit_ctx *c = user;
+    for (size_t b = 0; b < c->n; b++) {
+        const pl__batch *bt = c->batches[b];
+        const pl__kvs *l = &bt->steps;
+        for (size_t i = 0; i < l->n; i++) {
+            MDB_val k = {l->e[i].klen, (void *)pl__kvs_key(l, i)};
+            MDB_val v = {l->e[i].vlen, (void *)pl__kvs_val(l, i)};
+            int rc = mdb_put(txn, s->steps, &k, &v, MDB_NOOVERWRITE);
+            if (rc == MDB_KEYEXIST) {
+                *st = pl__err(PL_EBUSY, "a step of run #%llu exists already "
+                                        "at the position being appended: "
+                                        "another process wrote to this run",
+                              (unsigned long long)bt->run);
+                return rc;
+            }
+            if (rc)
+                return rc;
+        }
+        if (bt->state.len) {
+            uint8_t key[8];
+            pl__put_be64(key, bt->run);
+            MDB_val k = {8, key}, v = {bt->state.len, bt->state.data};
+            int rc = mdb_put(txn, s->state, &k, &v, 0);
+            if (rc)
+                return rc;
+        }
+    }
+    return 0;
+}
+
+int pl__store_commit(pl__store *s, pl__batch *const *batches, size_t n)
+{
+    commit_ctx c = {batches, n};
+    return write_txn(s, commit_body, &c);
+}
+
+/* ---- reading ------------------------------------------------------------------------ */
+
+int pl__store_read(pl__store *s, const uint8_t *prefix, size_t prefix_len,
+                   uint32_t from_seq, size_t max_n, size_t max_bytes,
+                   pl__kvs *out)
+{
+    pl__kvs_reset(out);
+    MDB_txn *txn;
+    MDB_cursor *cur = NULL;
+    size_t seen;
+    int st = txn_begin(s, false, &txn, &seen);
+    if (st)
+        return st;
+    uint8_t key[PL__KEY_MAX];
+    memcpy(key, prefix, prefix_len);
+    pl__put_be32(key + prefix_len, from_seq);
+    MDB_val k = {prefix_len + 4, key}, v;
+    int rc = mdb_cursor_open(txn, s->steps, &cur);
+    if (!rc)
+        rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+    uint32_t want = from_seq;
+    size_t bytes = 0;
+    while (!rc) {
+        if (k.mv_size != prefix_len + 4 ||
+            memcmp(k.mv_data, prefix, prefix_len) != 0)
+            break;
+        uint32_t seq = pl__get_be32((const uint8_t *)k.mv_data + prefix_len);
+        if (seq != want) {
+            st = pl__err(PL_ECORRUPT, "store '%s': ledger has a gap: step %u "
+                                      "follows step %u", s->path, seq,
+                         want ? want - 1 : 0);
+            break;
+        }
+        if ((st = pl__kvs_begin(out, NULL, 0)) ||
+            (st = pl__buf_append(&out->data, v.mv_data, v.mv_size)))
+            break;
+        pl__kvs_end(out);
+        bytes += v.mv_size;
+        want++;
+        if (out->n >= max_n || bytes >= max_bytes || want == 0)
+            break;
+        rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
+    }
+    if (!st && rc && rc != MDB_NOTFOUND)
+        st = lmdb_err(s, rc, "reading a ledger");
+    if (cur)
+        mdb_cursor_close(cur);
+    txn_abort(s, txn);
+    return st;
+}
+
+int pl__store_scan(pl__store *s, uint64_t run, const uint8_t *after,
+                   size_t after_len, size_t max_n, pl__kvs *out)
+{
+    pl__kvs_reset(out);
+    MDB_txn *txn;
+    MDB_cursor *cur = NULL;
+    size_t seen;
+    int st = txn_begin(s, false, &txn, &seen);
+    if (st)
+        return st;
+    uint8_t first[8];
+    pl__put_be64(first, run);
+    MDB_val k, v;
+    int rc = mdb_cursor_open(txn, s->steps, &cur);
+    if (!rc) {
+        if (after) {
+            k.mv_size = after_len;
+            k.mv_data = (void *)after;
+            rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+            if (!rc && k.mv_size == after_len &&
+                memcmp(k.mv_data, after, after_len) == 0)
+                rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
+        } else {
+            k.mv_size = 8;
+            k.mv_data = first;
+            rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+        }
+    }
+    while (!rc && out->n < max_n) {
+        if (k.mv_size < 8 || memcmp(k.mv_data, first, 8) != 0)
+            break;
+        if ((st = pl__kvs_add(out, k.mv_data, k.mv_size, v.mv_data,
+                              v.mv_size)))
+            break;
+        rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
+    }
+    if (!st && rc && rc != MDB_NOTFOUND)
+        st = lmdb_err(s, rc, "scanning a run");
+    if (cur)
+        mdb_cursor_close(cur);
+    txn_abort(s, txn);
+    return st;
+}
+
+/* ---- runs ---------------------------------------------------------------------------- */
+
+typedef struct create_ctx {
+    const char *id;
+    const pl__buf *info;
+    const pl__buf *state;
+    uint64_t num;
+} create_ctx;
+
+static int create_body(pl__store *s, MDB_txn *txn, void *user, int *st)
+{
+    create_ctx *c = user;
+    MDB_val k = {strlen(c->id), (void *)c->id}, v;
+    int rc = mdb_get(txn, s->runs, &k, &v);
+    if (!rc) {
+        *st = pl__err(PL_EEXIST, "run '%s' exists already", c->id);
+        return 0;
+    }
+    if (rc != MDB_NOTFOUND)
+        return rc;
+    MDB_val nk = {8, "next_run"};
+    uint64_t num = 1;
+    rc = mdb_get(txn, s->meta, &nk, &v);
+    if (!rc && v.mv_size == 8)
+        num = pl__get_be64(v.mv_data);
+    else if (rc != MDB_NOTFOUND)
+        return rc ? rc : MDB_CORRUPTED;
+    uint8_t next[8];
+    pl__put_be64(next, num + 1);
+    v.mv_size = 8;
+    v.mv_data = next;
+    if ((rc = mdb_put(txn, s->meta, &nk, &v, 0)))
+        return rc;
+    /* the runs value is the number followed by the info record */
+    v.mv_size = 8 + c->info->len;
+    if ((rc = mdb_put(txn, s->runs, &k, &v, MDB_RESERVE)))
+        return rc;
+    pl__put_be64(v.mv_data, num);
+    memcpy((uint8_t *)v.mv_data + 8, c->info->data, c->info->len);
+    uint8_t sk[8];
+    pl__put_be64(sk, num);
+    MDB_val skv = {8, sk}, sv = {c->state->len, c->state->data};
+    if ((rc = mdb_put(txn, s->state, &skv, &sv, 0)))
+        return rc;
+    c->num = num;
+    return 0;
+}
+
+int pl__store_run_create(pl__store *s, const char *id, const pl__buf *info,
+                         const pl__buf *state, uint64_t *out_num)
+{
+    create_ctx c = {id, info, state, 0};
+    int st = write_txn(s, create_body, &c);
+    if (!st)
+        *out_num = c.num;
+    return st;
+}
+
+int pl__store_run_find(pl__store *s, const char *id, uint64_t *num,
+                       pl__buf *info)
+{
+    MDB_txn *txn;
+    size_t seen;
+    int st = txn_begin(s, false, &txn, &seen);
+    if (st)
+        return st;
+    MDB_val k = {strlen(id), (void *)id}, v;
+    int rc = mdb_get(txn, s->runs, &k, &v);
+    if (rc == MDB_NOTFOUND) {
+        st = pl__err(PL_ENOTFOUND, "no run '%s' in store '%s'", id, s->path);
+    } else if (rc) {
+        st = lmdb_err(s, rc, "reading a run");
+    } else if (v.mv_size < 8) {
+        st = pl__err(PL_ECORRUPT, "run '%s' has a malformed record", id);
+    } else {
+        *num = pl__get_be64(v.mv_data);
+        if (info) {
+            pl__buf_reset(info);
+            st = pl__buf_append(info, (uint8_t *)v.mv_data + 8,
+                                v.mv_size - 8);
+        }
+    }
+    txn_abort(s, txn);
+    return st;
+}
+
+int pl__store_state_get(pl__store *s, uint64_t num, pl__buf *state)
+{
+    MDB_txn *txn;
+    size_t seen;
+    int st = txn_begin(s, false, &txn, &seen);
+    if (st)
+        return st;
+    uint8_t key[8];
+    pl__put_be64(key, num);
+    MDB_val k = {8, key}, v;
+    int rc = mdb_get(txn, s->state, &k, &v);
+    if (rc == MDB_NOTFOUND)
+        st = pl__err(PL_ECORRUPT, "run #%llu has no state record",
+                     (unsigned long long)num);
+    else if (rc)
+        st = lmdb_err(s, rc, "reading a run state");
+    else {
+        pl__buf_reset(state);
+        st = pl__buf_append(state, v.mv_data, v.mv_size);
+    }
+    txn_abort(s, txn);
+    return st;
+}
+
+typedef struct update_ctx {
+    uint64_t num;
+    pl__state_fn fn;
+    void *user;
+    pl__buf state;
+    pl__kvs extra;
+} update_ctx;
+
+static int update_body(pl__store *s, MDB_txn *txn, void *user, int *st)
+{
+    update_ctx *c = user;
+    uint8_t key[8];
+    pl__put_be64(key, c->num);
+    MDB_val k = {8, key}, v;
+    int rc = mdb_get(txn, s->state, &k, &v);
+    if (rc == MDB_NOTFOUND) {
+        *st = pl__err(PL_ECORRUPT, "run #%llu has no state record",
+                      (unsigned long long)c->num);
+        return 0;
+    }
+    if (rc)
+        return rc;
+    pl__buf_reset(&c->state);
+    pl__kvs_reset(&c->extra);
+    if ((*st = pl__buf_append(&c->state, v.mv_data, v.mv_size)))
+        return 0;
+    if ((*st = c->fn(&c->state, &c->extra, c->user)))
+        return 0;
+    v.mv_size = c->state.len;
+    v.mv_data = c->state.data;
+    if ((rc = mdb_put(txn, s->state, &k, &v, 0)))
+        return rc;
+    for (size_t i = 0; i < c->extra.n; i++) {
+        MDB_val ek = {c->extra.e[i].klen, (void *)pl__kvs_key(&c->extra, i)};
+        MDB_val ev = {c->extra.e[i].vlen, (void *)pl__kvs_val(&c->extra, i)};
+        rc = mdb_put(txn, s->steps, &ek, &ev, MDB_NOOVERWRITE);
+        if (rc == MDB_KEYEXIST) {
+            *st = pl__err(PL_EBUSY, "a step exists already at the position "
+                                    "being written");
+            return 0;
+        }
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+int pl__store_state_update(pl__store *s, uint64_t num, pl__state_fn fn,
+                           void *user)
+{
+    update_ctx c = {.num = num, .fn = fn, .user = user};
+    int st = write_txn(s, update_body, &c);
+    pl__buf_free(&c.state);
+    pl__kvs_free(&c.extra);
+    return st;
+}
+
+int pl__store_runs(pl__store *s, const char *after, size_t max_n, pl__kvs *out)
+{
+    pl__kvs_reset(out);
+    MDB_txn *txn;
+    MDB_cursor *cur = NULL;
+    size_t seen;
+    int st = txn_begin(s, false, &txn, &seen);
+    if (st)
+        return st;
+    MDB_val k, v;
+    int rc = mdb_cursor_open(txn, s->runs, &cur);
+    if (!rc) {
+        if (after) {
+            k.mv_size = strlen(after);
+            k.mv_data = (void *)after;
+            rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+            if (!rc && k.mv_size == strlen(after) &&
+                memcmp(k.mv_data, after, k.mv_size) == 0)
+                rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
+        } else {
+            rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST);
+        }
+    }
+    while (!rc && out->n < max_n) {
+        if ((st = pl__kvs_add(out, k.mv_data, k.mv_size, v.mv_data,
+                              v.mv_size)))
+            break;
+        rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
+    }
+    if (!st && rc && rc != MDB_NOTFOUND)
+        st = lmdb_err(s, rc, "listing runs");
+    if (cur)
+        mdb_cursor_close(cur);
+    txn_abort(s, txn);
+    return st;
+}
