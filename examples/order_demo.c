@@ -1,0 +1,218 @@
+/*
+ * order-demo -- run the order workflow durably; crash it on purpose; watch
+ * the next run finish it without repeating what was done.
+ *
+ *   order-demo [--store PATH] [--effects FILE] [--order ID]
+ *              [--crash-after N] [--durability sync|group|process] [--quiet]
+ *
+ * The run for an order is named "order-ID".  If it exists already, this
+ * continues it: every finished call is served from its ledger.  With
+ * --crash-after N the process kills itself with SIGKILL at the N-th step
+ * boundary (a step appended or a commit made).
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "order/order.h"
+
+typedef struct demo {
+    long crash_after;
+    long boundary;
+    int quiet;
+} demo;
+
+static void on_event(const pl_event *ev, void *user)
+{
+    demo *d = user;
+    if (ev->kind == PL_EVENT_STEP_APPENDED || ev->kind == PL_EVENT_COMMIT) {
+        d->boundary++;
+        if (d->crash_after > 0 && d->boundary == d->crash_after) {
+            printf("  *** SIGKILL at boundary %ld (%s%s%s) ***\n", d->boundary,
+                   pl_event_kind_name(ev->kind), ev->path ? " in " : "",
+                   ev->path ? ev->path : "");
+            fflush(stdout);
+            raise(SIGKILL);
+        }
+    }
+    if (d->quiet || !ev->path || strcmp(ev->path, "0") != 0)
+        return;
+    switch (ev->kind) {
+    case PL_EVENT_CALL_SERVED:
+        printf("  %-14s served from the ledger\n", ev->policy);
+        break;
+    case PL_EVENT_CALL_COMPLETED:
+        printf("  %-14s executed (%.2f ms, durable)\n", ev->policy,
+               (double)ev->elapsed_ns / 1e6);
+        break;
+    case PL_EVENT_CALL_FAILED:
+        printf("  %-14s failed: %s\n", ev->policy,
+               ev->detail ? ev->detail : pl_strerror(ev->status));
+        break;
+    default:
+        break;
+    }
+    fflush(stdout);
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: order-demo [--store PATH] [--effects FILE] [--order ID]\n"
+            "                  [--crash-after N] [--durability MODE] [--quiet]\n"
+            "\n"
+            "Runs an order (reserve stock, charge card, ship) as a durable "
+            "run.\nIf the order's run exists, continues it from its ledger.\n"
+            "\n"
+            "  --store PATH       LMDB store file (default order-demo.db)\n"
+            "  --effects FILE     where the tools' side effects are appended\n"
+            "                     (default order-demo.effects)\n"
+            "  --order ID         order id (default A-1001)\n"
+            "  --crash-after N    SIGKILL this process at step boundary N\n"
+            "  --durability MODE  sync (default), group or process\n"
+            "  --quiet            print only the outcome\n");
+}
+
+static int parse_long(const char *s, long *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < 0)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static void print_effects(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return;
+    printf("side effects so far (%s):\n", path);
+    char line[1024];
+    while (fgets(line, sizeof line, f))
+        printf("  %s", line);
+    fclose(f);
+}
+
+int main(int argc, char **argv)
+{
+    const char *store = "order-demo.db", *effects = "order-demo.effects";
+    const char *order_id = "A-1001";
+    pl_engine_options eo = PL_ENGINE_OPTIONS_INIT;
+    demo d = {0, 0, 0};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(a, "--quiet")) {
+            d.quiet = 1;
+            continue;
+        }
+        if (!v) {
+            fprintf(stderr, "order-demo: %s needs a value (or is unknown)\n",
+                    a);
+            usage(stderr);
+            return 2;
+        }
+        i++;
+        if (!strcmp(a, "--store"))
+            store = v;
+        else if (!strcmp(a, "--effects"))
+            effects = v;
+        else if (!strcmp(a, "--order"))
+            order_id = v;
+        else if (!strcmp(a, "--crash-after")) {
+            if (parse_long(v, &d.crash_after)) {
+                fprintf(stderr, "order-demo: --crash-after needs a number, "
+                                "not '%s'\n", v);
+                return 2;
+            }
+        } else if (!strcmp(a, "--durability")) {
+            if (pl_durability_parse(&eo.durability, v)) {
+                fprintf(stderr, "order-demo: %s\n", pl_errmsg());
+                return 2;
+            }
+        } else {
+            fprintf(stderr, "order-demo: unknown option '%s'\n", a);
+            usage(stderr);
+            return 2;
+        }
+    }
+    char run_id[PL_MAX_RUN_ID + 1];
+    if (snprintf(run_id, sizeof run_id, "order-%s", order_id) >=
+        (int)sizeof run_id) {
+        fprintf(stderr, "order-demo: order id is too long\n");
+        return 2;
+    }
+
+    pl_registry *reg = NULL;
+    pl_engine *e = NULL;
+    pl_outcome *o = NULL;
+    cJSON *payload = NULL;
+    int rc = 1, st;
+    if ((st = pl_registry_new(&reg)) || (st = order_register(reg, effects)))
+        goto fail;
+    eo.on_event = on_event;
+    eo.event_user = &d;
+    if ((st = pl_engine_open(&e, store, reg, &eo)))
+        goto fail;
+
+    pl_run_info *info = NULL;
+    st = pl_run_get(e, run_id, &info);
+    if (st == PL_ENOTFOUND) {
+        printf("run %s: starting (durability %s)\n", run_id,
+               pl_durability_name(eo.durability));
+        payload = order_sample(order_id);
+        pl_action root = {"order", payload, NULL, 0, NULL};
+        pl_run_options ro = PL_RUN_OPTIONS_INIT;
+        ro.run_id = run_id;
+        st = pl_run_start(e, &root, &ro, &o);
+    } else if (!st) {
+        printf("run %s: found with status %s, %llu durable steps%s; "
+               "continuing\n", run_id, pl_run_status_name(info->status),
+               (unsigned long long)info->steps,
+               info->status == PL_RUN_RUNNING && !info->owner_alive
+                   ? " (its process died)" : "");
+        pl_run_info_free(info);
+        st = pl_run_continue(e, run_id, NULL, &o);
+    }
+    if (st)
+        goto fail;
+
+    char *result = NULL;
+    if (o->status == PL_RUN_COMPLETED) {
+        const pl_step *last = pl_steps_at(o->steps, pl_steps_count(o->steps) - 1);
+        result = last ? cJSON_PrintUnformatted(pl_step_payload(last)) : NULL;
+    }
+    printf("run %s: %s%s%s\n", run_id, pl_run_status_name(o->status),
+           result ? " " : "", result ? result : "");
+    if (o->status == PL_RUN_FAILED)
+        printf("  reason: %s\n", o->reason);
+    printf("  calls executed %llu, served from the ledger %llu; steps "
+           "appended %llu, replayed %llu\n",
+           (unsigned long long)o->calls_executed,
+           (unsigned long long)o->calls_served,
+           (unsigned long long)o->steps_appended,
+           (unsigned long long)o->steps_replayed);
+    free(result);
+    if (!d.quiet)
+        print_effects(effects);
+    rc = o->status == PL_RUN_COMPLETED ? 0 : 1;
+    goto done;
+fail:
+    fprintf(stderr, "order-demo: %s (%s)\n", pl_errmsg(), pl_status_name(st));
+done:
+    pl_outcome_free(o);
+    cJSON_Delete(payload);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+    return rc;
+}
