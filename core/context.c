@@ -38,12 +38,27 @@
 
 /* ---- paths ------------------------------------------------------------------------ */
 
+char *pl__utoa(char *out, uint32_t v)
+{
+    char tmp[10];
+    int n = 0;
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    while (n)
+        *out++ = tmp[--n];
+    return out;
+}
+
 void pl__path_format(char *out, const uint32_t *comps, unsigned depth)
 {
     char *p = out;
     *p++ = '0';
-    for (unsigned i = 0; i < depth; i++)
-        p += sprintf(p, ".%u", comps[i]);
+    for (unsigned i = 0; i < depth; i++) {
+        *p++ = '.';
+        p = pl__utoa(p, comps[i]);
+    }
     *p = '\0';
 }
 
@@ -108,25 +123,28 @@ static int inv_open(pl__run *r, pl_ctx *parent, uint32_t call_seq,
     c->def = def;
     c->action = action;
     c->depth = depth;
+    c->call_seq = call_seq;
+    c->idem[0] = '\0';
     if (parent) {
         memcpy(c->comps, parent->comps, parent->depth * sizeof *c->comps);
         c->comps[depth - 1] = call_seq;
-        snprintf(c->idem, sizeof c->idem, "%s/%s:%u", r->id, parent->path,
-                 call_seq);
+        size_t n = strlen(parent->path);
+        memcpy(c->path, parent->path, n);
+        c->path[n] = '.';
+        *pl__utoa(c->path + n + 1, call_seq) = '\0';
     } else {
-        snprintf(c->idem, sizeof c->idem, "%s/0", r->id);
+        c->path[0] = '0';
+        c->path[1] = '\0';
     }
-    pl__path_format(c->path, c->comps, depth);
     c->prefix_len = pl__ledger_prefix(c->prefix, r->num, c->comps, depth);
     c->next_seq = 0;
     c->replaying = replaying;
     pl__kvs_reset(&c->ahead);
     c->ahead_pos = 0;
     c->peeked = false;
-    c->have_tail = false;
-    if (!replaying && pl__genesis_hash(r->hasher, r->id, c->path,
-                                       c->last_hash))
-        return pl__run_fail(r, PL_ENOMEM, "%s", pl_errmsg());
+    pl__buf_reset(&c->last_rec);
+    c->last_hash_ok = true;
+    memcpy(c->last_hash, r->genesis, PL_HASH_LEN);
     *out = c;
     return PL_OK;
 }
@@ -136,6 +154,7 @@ void pl__run_free_invs(pl__run *r)
     for (size_t i = 0; i < PL__ARRAY_LEN(r->inv); i++) {
         if (r->inv[i]) {
             pl__kvs_free(&r->inv[i]->ahead);
+            pl__buf_free(&r->inv[i]->last_rec);
             free(r->inv[i]);
             r->inv[i] = NULL;
         }
@@ -154,21 +173,16 @@ static int inv_load(pl_ctx *c)
     c->ahead_pos = 0;
     c->peeked = false;
     if (c->ahead.n == 0) {
-        c->replaying = false;
-        if (c->next_seq == 0)
-            st = pl__genesis_hash(r->hasher, r->id, c->path, c->last_hash);
-        else
-            memcpy(c->last_hash, c->tail_hash, PL_HASH_LEN);
-        return st ? pl__run_fail(r, st, "%s", pl_errmsg()) : PL_OK;
+        c->replaying = false; /* live from here; last_rec holds the tail */
+        c->last_hash_ok = c->next_seq == 0;
+        return PL_OK;
     }
-    /* the last record read may be the last one recorded: keep its hash */
+    /* the last record read may be the last one recorded: keep it */
     size_t last = c->ahead.n - 1;
-    st = pl__sha256(r->hasher, pl__kvs_val(&c->ahead, last),
-                    c->ahead.e[last].vlen, c->tail_hash);
-    if (st)
-        return pl__run_fail(r, st, "%s", pl_errmsg());
-    c->have_tail = true;
-    return PL_OK;
+    pl__buf_reset(&c->last_rec);
+    st = pl__buf_append(&c->last_rec, pl__kvs_val(&c->ahead, last),
+                        c->ahead.e[last].vlen);
+    return st ? pl__run_fail(r, st, "%s", pl_errmsg()) : PL_OK;
 }
 
 /* The recorded step at the cursor, or NULL past the recorded end. */
@@ -298,6 +312,14 @@ static int inv_append(pl_ctx *c, pl_step_type type, const char *actor,
 
     uint8_t key[PL__KEY_MAX];
     memcpy(key, c->prefix, c->prefix_len);
+    if (!c->last_hash_ok) { /* hash the previous step now that it is needed */
+        pl__put_be32(key + c->prefix_len, c->next_seq - 1);
+        if ((st = pl__step_hash(r->hasher, key, c->prefix_len + 4,
+                                c->last_rec.data, c->last_rec.len,
+                                c->last_hash)))
+            return pl__run_fail(r, st, "%s", pl_errmsg());
+        c->last_hash_ok = true;
+    }
     pl__put_be32(key + c->prefix_len, c->next_seq);
     pl__kvs *l = &r->batch.steps;
     int64_t now = pl__now_us();
@@ -306,13 +328,16 @@ static int inv_append(pl_ctx *c, pl_step_type type, const char *actor,
     size_t voff = l->data.len;
     st = pl__rec_encode(&l->data, c->next_seq, now, type, actor, c->last_hash,
                         code, mp, mp_len);
-    if (!st)
-        st = pl__sha256(r->hasher, l->data.data + voff, l->data.len - voff,
-                        c->last_hash);
+    if (!st) {
+        pl__buf_reset(&c->last_rec);
+        st = pl__buf_append(&c->last_rec, l->data.data + voff,
+                            l->data.len - voff);
+    }
     if (st) {
         pl__kvs_cancel(l);
         return pl__run_fail(r, st, "%s", pl_errmsg());
     }
+    c->last_hash_ok = false;
     pl__kvs_end(l);
     if (time_us)
         *time_us = now;
@@ -333,11 +358,17 @@ int pl__run_commit(pl__run *r)
     uint64_t t0 = pl__mono_ns();
     pl__run_state *st = &r->state;
     uint64_t n = r->batch.steps.n;
+    int64_t now = pl__now_us();
     st->steps += n;
-    st->updated_us = st->heartbeat_us = pl__now_us();
     r->batch.run = r->num;
     pl__buf_reset(&r->batch.state);
-    int rc = pl__run_state_encode(&r->batch.state, st);
+    int rc = PL_OK;
+    /* the state record is the heartbeat: rewrite it at most once a second,
+     * not with every commit (it would cost a B-tree page per fsync) */
+    if (now - r->state_written_us >= PL__HEARTBEAT_US) {
+        st->updated_us = st->heartbeat_us = now;
+        rc = pl__run_state_encode(&r->batch.state, st);
+    }
     if (!rc)
         rc = pl__engine_commit(r->e, &r->batch);
     if (rc) {
@@ -345,6 +376,8 @@ int pl__run_commit(pl__run *r)
         return pl__run_fail(r, rc, "run %s: commit failed: %s", r->id,
                             pl_errmsg());
     }
+    if (r->batch.state.len)
+        r->state_written_us = now;
     pl__kvs_reset(&r->batch.steps);
     pl__emit(r, PL_EVENT_COMMIT, NULL, 0, NULL, 0, 0, pl__mono_ns() - t0,
              NULL);
@@ -445,13 +478,17 @@ static int execute(pl_ctx *c, uint32_t call_seq, bool call_replayed,
     }
     pl_steps res = {.default_actor = def->name};
     pl_next next = {decos, n_decos, 0};
+    pl__err_clear();
     st = pl_next_call(&next, child, a, &res);
     if (!st && r->stop)
         st = r->stop;
-    if (st && !r->stop)
-        st = pl__run_fail(r, st, "run %s: decorator around '%s' at %s "
-                                 "returned %s: %s", r->id, def->name,
-                          child->path, pl_status_name(st), pl_errmsg());
+    if (st && !r->stop) {
+        bool said = pl__errmsg_set();
+        st = pl__run_fail(r, st, "run %s: a decorator around '%s' at %s "
+                                 "returned %s%s%s", r->id, def->name,
+                          child->path, pl_status_name(st), said ? ": " : "",
+                          said ? pl_errmsg() : "");
+    }
     if (st) {
         if (st != PL_ESUSPENDED)
             pl__emit(r, PL_EVENT_CALL_FAILED, c->path, call_seq, def->name,
@@ -780,13 +817,16 @@ static int run_policy(pl_ctx *c, const pl_action *a, pl_steps *out)
 {
     pl__run *r = c->run;
     pl_steps ret = {.default_actor = c->def->name};
+    pl__err_clear(); /* so that a message after it is the policy's own */
     int st = c->def->fn(c, a, &ret, c->def->user);
     if (r->stop) {
         st = r->stop;
     } else if (st) {
+        bool said = pl__errmsg_set();
         st = pl__run_fail(r, PL_EPOLICY, "run %s: policy '%s' at %s returned "
-                                         "%s: %s", r->id, c->def->name,
-                          c->path, pl_status_name(st), pl_errmsg());
+                                         "%s%s%s", r->id, c->def->name,
+                          c->path, pl_status_name(st), said ? ": " : "",
+                          said ? pl_errmsg() : "");
     }
     for (size_t i = 0; !st && i < ret.n; i++) {
         pl_step *s = ret.v[i];
@@ -945,13 +985,16 @@ static int recorded(pl_ctx *c, const char *name, produce_fn fn, void *user,
                                           "record ends before the side effect "
                                           "'%s'", r->id, c->path, name);
     cJSON *value = NULL;
+    pl__err_clear();
     st = fn(&value, user);
     if (st || !value) {
         cJSON_Delete(value);
+        const char *why = !st ? "it produced no value"
+                          : pl__errmsg_set() ? pl_errmsg()
+                                             : pl_status_name(st);
         return pl__run_fail(r, st ? st : PL_EPOLICY, "run %s: side effect "
                                                      "'%s' at %s failed: %s",
-                            r->id, name, c->path,
-                            st ? pl_errmsg() : "it produced no value");
+                            r->id, name, c->path, why);
     }
     pl__buf b = {0};
     st = pl__named_value_encode(&b, name, value, r->e->max_payload);
@@ -1242,6 +1285,17 @@ int pl_ctx_ledger(pl_ctx *c, pl_steps **out)
 const char *pl_ctx_run_id(const pl_ctx *c) { return c->run->id; }
 const char *pl_ctx_path(const pl_ctx *c) { return c->path; }
 const char *pl_ctx_policy(const pl_ctx *c) { return c->def->name; }
-const char *pl_ctx_idempotency_key(const pl_ctx *c) { return c->idem; }
+const char *pl_ctx_idempotency_key(const pl_ctx *cc)
+{
+    pl_ctx *c = (pl_ctx *)cc; /* made on first use */
+    if (!c->idem[0]) {
+        if (c->parent)
+            snprintf(c->idem, sizeof c->idem, "%s/%s:%u", c->run->id,
+                     c->parent->path, c->call_seq);
+        else
+            snprintf(c->idem, sizeof c->idem, "%s/0", c->run->id);
+    }
+    return c->idem;
+}
 bool pl_ctx_replaying(const pl_ctx *c) { return c->replaying; }
 pl_engine *pl_ctx_engine(const pl_ctx *c) { return c->run->e; }

@@ -284,25 +284,25 @@ int pl_run_walk(pl_engine *e, const char *run_id, pl_step_visit_fn visit,
 /* ---- verification ----------------------------------------------------------------------- */
 
 /*
- * The ledgers open along the current path of the tree walk: for each depth,
- * its components and the types of its steps so far (to check that every
- * child ledger hangs off an action_call of its parent).
+ * Steps come in key order, which is the run's tree in order: a ledger's
+ * steps interleaved with the subtrees of its calls.  The walk keeps, for
+ * each depth, the ledger open there: its path, next seq, the hash its next
+ * step must store, and the type of its last step (a subtree must hang off
+ * an action_call).
  */
 typedef struct vlevel {
+    bool open;
     uint32_t comps[PL_MAX_DEPTH];
-    unsigned depth;
-    uint8_t *types;
-    size_t n, cap;
+    uint32_t next_seq;
+    uint8_t prev[PL_HASH_LEN];
+    pl_step_type last_type;
 } vlevel;
 
 typedef struct verify_ctx {
     const char *id;
     pl__hasher *hasher;
+    uint8_t genesis[PL_HASH_LEN];
     vlevel lv[PL_MAX_DEPTH + 1];
-    int top; /* deepest open level, -1 = none */
-    uint32_t next_seq;
-    uint8_t prev[PL_HASH_LEN];
-    char path[PL__PATH_MAX];
     uint64_t steps;
 } verify_ctx;
 
@@ -312,63 +312,52 @@ static int verify_rec(const uint8_t *key, size_t klen, const uint8_t *val,
     verify_ctx *v = user;
     uint64_t run;
     uint32_t comps[PL_MAX_DEPTH], seq;
-    unsigned depth;
-    if (!pl__key_parse(key, klen, &run, comps, &depth, &seq))
+    unsigned d;
+    if (!pl__key_parse(key, klen, &run, comps, &d, &seq))
         return pl__err(PL_ECORRUPT, "run '%s' has a malformed step key",
                        v->id);
-    bool same = v->top == (int)depth &&
-                memcmp(v->lv[depth].comps, comps, depth * sizeof *comps) == 0;
-    int st;
-    if (!same) { /* a new ledger begins */
-        pl__path_format(v->path, comps, depth);
-        if (depth > 0) {
-            const vlevel *p = &v->lv[depth - 1];
-            if (v->top < (int)depth - 1 ||
-                memcmp(p->comps, comps, (depth - 1) * sizeof *comps) != 0 ||
-                comps[depth - 1] >= p->n ||
-                p->types[comps[depth - 1]] != PL_STEP_ACTION_CALL)
-                return pl__err(PL_ECORRUPT, "run '%s': ledger %s has no "
-                                            "action_call in its parent that "
-                                            "created it", v->id, v->path);
-        }
-        vlevel *l = &v->lv[depth];
-        memcpy(l->comps, comps, depth * sizeof *comps);
-        l->depth = depth;
-        l->n = 0;
-        v->top = (int)depth;
-        v->next_seq = 0;
-        if ((st = pl__genesis_hash(v->hasher, v->id, v->path, v->prev)))
-            return st;
+    char path[PL__PATH_MAX];
+    pl__path_format(path, comps, d);
+    for (unsigned i = d + 1; i <= PL_MAX_DEPTH; i++)
+        v->lv[i].open = false; /* their subtrees are behind us */
+    if (d > 0) {
+        const vlevel *p = &v->lv[d - 1];
+        if (!p->open ||
+            memcmp(p->comps, comps, (d - 1) * sizeof *comps) != 0 ||
+            p->next_seq != comps[d - 1] + 1 ||
+            p->last_type != PL_STEP_ACTION_CALL)
+            return pl__err(PL_ECORRUPT, "run '%s': ledger %s does not follow "
+                                        "the action_call that created it",
+                           v->id, path);
     }
-    if (seq != v->next_seq)
-        return pl__err(PL_ECORRUPT, "run '%s': ledger %s has a gap: step %u "
-                                    "where %u belongs", v->id, v->path, seq,
-                       v->next_seq);
+    vlevel *l = &v->lv[d];
+    bool same = l->open && memcmp(l->comps, comps, d * sizeof *comps) == 0;
+    if (!same) { /* a ledger begins */
+        l->open = true;
+        memcpy(l->comps, comps, d * sizeof *comps);
+        l->next_seq = 0;
+        memcpy(l->prev, v->genesis, PL_HASH_LEN);
+    }
+    if (seq != l->next_seq)
+        return pl__err(PL_ECORRUPT, "run '%s': ledger %s is missing step %u "
+                                    "(found step %u next)", v->id, path,
+                       l->next_seq, seq);
     pl__rec rec;
-    if ((st = pl__rec_decode(&rec, val, vlen)))
-        return pl__err(st, "run '%s', step %s:%u: %s", v->id, v->path, seq,
+    int st = pl__rec_decode(&rec, val, vlen);
+    if (st)
+        return pl__err(st, "run '%s', step %s:%u: %s", v->id, path, seq,
                        pl_errmsg());
     if (rec.seq != seq)
         return pl__err(PL_ECORRUPT, "run '%s', step %s:%u records seq %u",
-                       v->id, v->path, seq, rec.seq);
-    if (memcmp(rec.prev_hash, v->prev, PL_HASH_LEN) != 0)
+                       v->id, path, seq, rec.seq);
+    if (memcmp(rec.prev_hash, l->prev, PL_HASH_LEN) != 0)
         return pl__err(PL_ECORRUPT, "run '%s', step %s:%u: the hash chain is "
-                                    "broken (the stored hash of the previous "
-                                    "step does not match it)", v->id, v->path,
-                       seq);
-    if ((st = pl__sha256(v->hasher, val, vlen, v->prev)))
+                                    "broken (its stored hash of the previous "
+                                    "step does not match)", v->id, path, seq);
+    if ((st = pl__step_hash(v->hasher, key, klen, val, vlen, l->prev)))
         return st;
-    vlevel *l = &v->lv[depth];
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? l->cap * 2 : 64;
-        uint8_t *t = realloc(l->types, cap);
-        if (!t)
-            return pl__err(PL_ENOMEM, "out of memory");
-        l->types = t;
-        l->cap = cap;
-    }
-    l->types[l->n++] = (uint8_t)rec.type;
-    v->next_seq++;
+    l->last_type = rec.type;
+    l->next_seq++;
     v->steps++;
     return PL_OK;
 }
@@ -389,16 +378,15 @@ int pl_run_verify(pl_engine *e, const char *run_id)
     pl__buf_free(&sb);
     if (st)
         return st;
-    verify_ctx v = {.id = run_id, .top = -1};
-    if (!(st = pl__hasher_new(&v.hasher)))
+    verify_ctx v = {.id = run_id};
+    if (!(st = pl__hasher_new(&v.hasher)) &&
+        !(st = pl__genesis_hash(v.hasher, run_id, v.genesis)))
         st = scan_run(e, num, verify_rec, &v);
     if (!st && rs.status != PL_RUN_RUNNING && v.steps != rs.steps)
         st = pl__err(PL_ECORRUPT, "run '%s' records %llu steps but holds "
                                   "%llu", run_id,
                      (unsigned long long)rs.steps,
                      (unsigned long long)v.steps);
-    for (size_t i = 0; i < PL__ARRAY_LEN(v.lv); i++)
-        free(v.lv[i].types);
     pl__hasher_free(v.hasher);
     pl__run_state_clear(&rs);
     return st;

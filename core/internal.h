@@ -28,13 +28,14 @@ struct pl_step {
     bool in_ledger;   /* seq, id, time and prev are known */
     bool replayed;    /* matched a recorded step during this execution */
     bool decoded;     /* json is valid (possibly NULL after OOM) */
-    char *actor;
-    char *id;         /* NULL until in a ledger */
-    char *code;       /* may be NULL */
-    uint8_t *mp;      /* payload, msgpack map */
+    char *actor;      /* in the same allocation as the step */
+    uint8_t *mp;      /* payload, msgpack map; in the same allocation */
     size_t mp_len;
+    char *id;         /* NULL until in a ledger; idbuf when it fits */
+    char *code;       /* may be NULL */
     cJSON *json;      /* decoded payload, on first use */
     uint8_t prev[PL_HASH_LEN];
+    char idbuf[40];
 };
 
 struct pl_steps {
@@ -103,6 +104,8 @@ PL__HIDDEN bool pl__owner_alive(pl_engine *e, const pl__run_state *st);
 /* ---- runs and invocations ------------------------------------------------------- */
 
 #define PL__PATH_MAX (2 + PL_MAX_DEPTH * 11)
+#define PL__HEARTBEAT_US 1000000 /* how often a running run's state is
+                                    rewritten */
 
 typedef struct pl__run {
     pl_engine *e;
@@ -110,7 +113,9 @@ typedef struct pl__run {
     uint64_t num;
     const char *root_policy;
 
-    pl__run_state state; /* as last written; steps = durable steps */
+    pl__run_state state; /* steps = durable steps; written at claim, at the
+                            end, and with a commit once per heartbeat */
+    int64_t state_written_us;
     bool check;          /* replay only; never write */
     bool crashed_before; /* the previous execution died while running */
 
@@ -119,6 +124,7 @@ typedef struct pl__run {
 
     pl__batch batch; /* steps appended since the last commit */
     pl__hasher *hasher;
+    uint8_t genesis[PL_HASH_LEN]; /* what step 0 of each ledger links to */
     pl__buf scratch; /* payload encoding */
 
     pl_ctx *inv[PL_MAX_DEPTH + 1]; /* the invocation at each depth */
@@ -139,8 +145,9 @@ struct pl_ctx {
     const pl_action *action;
     unsigned depth;
     uint32_t comps[PL_MAX_DEPTH];
+    uint32_t call_seq; /* the action_call in the parent that made it */
     char path[PL__PATH_MAX];
-    char idem[PL_MAX_RUN_ID + PL__PATH_MAX + 16];
+    char idem[PL_MAX_RUN_ID + PL__PATH_MAX + 16]; /* made on first use */
     uint8_t prefix[PL__PREFIX_MAX];
     size_t prefix_len;
 
@@ -152,10 +159,15 @@ struct pl_ctx {
     size_t ahead_pos;
     bool peeked; /* rec holds the decoded record at ahead_pos */
     pl__rec rec;
-    bool have_tail;
-    uint8_t tail_hash[PL_HASH_LEN]; /* hash of the last record read */
 
-    uint8_t last_hash[PL_HASH_LEN]; /* hash of step next_seq-1 (live) */
+    /*
+     * The chain: the hash of step next_seq-1 is needed only when another
+     * step is appended to this ledger, so its record is kept and hashed
+     * then (a tool's one-step ledger is never hashed at all).
+     */
+    bool last_hash_ok;              /* last_hash holds it */
+    uint8_t last_hash[PL_HASH_LEN];
+    pl__buf last_rec;               /* else: step next_seq-1's record */
 };
 
 struct pl_next {
@@ -193,5 +205,7 @@ PL__HIDDEN int pl__path_parse(const char *path, uint32_t *comps,
 /* Format components as "0.3.5". */
 PL__HIDDEN void pl__path_format(char *out, const uint32_t *comps,
                                 unsigned depth);
+/* Write @p v in decimal at @p out; returns the end (no NUL written). */
+PL__HIDDEN char *pl__utoa(char *out, uint32_t v);
 
 #endif /* PL_INTERNAL_H */

@@ -48,6 +48,8 @@ static int run_new(pl_engine *e, const char *id, pl__run **out)
     r->e = e;
     snprintf(r->id, sizeof r->id, "%s", id);
     int st = pl__hasher_new(&r->hasher);
+    if (!st && (st = pl__genesis_hash(r->hasher, r->id, r->genesis)))
+        pl__hasher_free(r->hasher);
     if (st) {
         free(r);
         return st;
@@ -230,6 +232,7 @@ static pl_outcome *outcome_new(pl__run *r, pl_run_status status)
 /* Write the final state (and pending steps) of an execution. */
 static int record_end(pl__run *r)
 {
+    uint64_t t0 = pl__mono_ns();
     pl__run_state *st = &r->state;
     st->steps += r->batch.steps.n;
     st->updated_us = st->heartbeat_us = pl__now_us();
@@ -238,11 +241,14 @@ static int record_end(pl__run *r)
     int rc = pl__run_state_encode(&r->batch.state, st);
     if (!rc)
         rc = pl__engine_commit(r->e, &r->batch);
-    if (rc)
+    if (rc) {
         st->steps -= r->batch.steps.n;
-    else
-        pl__kvs_reset(&r->batch.steps);
-    return rc;
+        return rc;
+    }
+    pl__kvs_reset(&r->batch.steps);
+    pl__emit(r, PL_EVENT_COMMIT, NULL, 0, NULL, 0, 0, pl__mono_ns() - t0,
+             NULL);
+    return PL_OK;
 }
 
 static bool store_failure(int st)
@@ -440,6 +446,7 @@ int pl_run_start(pl_engine *e, const pl_action *root, const pl_run_options *opts
         goto done;
     if ((st = pl__engine_claim(e, r->num, id)))
         goto done;
+    r->state_written_us = pl__now_us();
     st = execute(r, def, root, false, out);
     pl__engine_release(e, r->num);
 done:
@@ -562,8 +569,10 @@ static int build_resume(pl__run *r, const char *token, const cJSON *answer,
         rc = pl__err(PL_ECORRUPT, "run '%s': no suspend step at %s:%u",
                      r->id, st.susp_path, st.susp_seq);
     uint8_t prev[PL_HASH_LEN];
+    pl__put_be32(key + plen, st.susp_seq);
     if (!rc)
-        rc = pl__sha256(r->hasher, pl__kvs_val(&got, 0), got.e[0].vlen, prev);
+        rc = pl__step_hash(r->hasher, key, plen + 4, pl__kvs_val(&got, 0),
+                           got.e[0].vlen, prev);
     if (!rc)
         rc = pl__wrap_encode(&payload, "answer", answer, e->max_payload);
     uint32_t seq = st.susp_seq + 1;
@@ -623,7 +632,12 @@ static int continue_run(pl_engine *e, const char *id, bool check,
     claim_ctx cc = {e, id, token != NULL, token, &r->state, 0, &resume};
     if ((st = pl__store_state_update(e->store, num, claim_fn, &cc)))
         goto done;
+    r->state_written_us = pl__now_us();
     r->crashed_before = cc.before == PL_RUN_RUNNING;
+    /* a crashed run's step count is as of its last heartbeat */
+    if (r->crashed_before &&
+        (st = pl__store_count(e->store, num, &r->state.steps)))
+        goto done;
     st = execute(r, def, &ra.action, true, out);
 done:
     if (claimed)

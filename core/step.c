@@ -36,16 +36,17 @@ int pl_step_type_parse(pl_step_type *out, const char *name)
 pl_step *pl__step_new(pl_step_type type, const char *actor, size_t actor_len,
                       const uint8_t *mp, size_t mp_len)
 {
-    pl_step *s = calloc(1, sizeof *s);
-    if (!s || !(s->actor = pl__strndup(actor, actor_len)) ||
-        !(s->mp = malloc(mp_len ? mp_len : 1))) {
-        if (s)
-            free(s->actor);
-        free(s);
+    pl_step *s = malloc(sizeof *s + actor_len + 1 + mp_len);
+    if (!s) {
         pl__err(PL_ENOMEM, "out of memory creating a step");
         return NULL;
     }
+    memset(s, 0, sizeof *s);
     s->type = type;
+    s->actor = (char *)(s + 1);
+    memcpy(s->actor, actor, actor_len);
+    s->actor[actor_len] = '\0';
+    s->mp = (uint8_t *)s->actor + actor_len + 1;
     memcpy(s->mp, mp, mp_len);
     s->mp_len = mp_len;
     return s;
@@ -69,10 +70,15 @@ pl_step *pl__step_from_rec(const pl__rec *rec, const char *path)
 
 int pl__step_place(pl_step *s, const char *path, uint32_t seq, int64_t time_us)
 {
-    char *id = pl__asprintf("%s:%u", path, seq);
+    size_t n = strlen(path);
+    char *id = n + 12 <= sizeof s->idbuf ? s->idbuf : malloc(n + 12);
     if (!id)
         return pl__err(PL_ENOMEM, "out of memory naming a step");
-    free(s->id);
+    memcpy(id, path, n);
+    id[n] = ':';
+    *pl__utoa(id + n + 1, seq) = '\0';
+    if (s->id != s->idbuf)
+        free(s->id);
     s->id = id;
     s->seq = seq;
     s->time_us = time_us;
@@ -128,10 +134,9 @@ void pl_step_free(pl_step *s)
     if (!s)
         return;
     cJSON_Delete(s->json);
-    free(s->actor);
-    free(s->id);
+    if (s->id != s->idbuf)
+        free(s->id);
     free(s->code);
-    free(s->mp);
     free(s);
 }
 

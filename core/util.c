@@ -81,9 +81,16 @@ static _Thread_local char tl_msg[1024];
 
 const char *pl_errmsg(void) { return tl_msg[0] ? tl_msg : "no error"; }
 
+bool pl__errmsg_set(void) { return tl_msg[0] != '\0'; }
+
+void pl__err_clear(void) { tl_msg[0] = '\0'; }
+
 int pl__verr(int status, const char *fmt, va_list ap)
 {
-    vsnprintf(tl_msg, sizeof tl_msg, fmt, ap);
+    /* format apart: the arguments may include pl_errmsg() itself */
+    char tmp[sizeof tl_msg];
+    vsnprintf(tmp, sizeof tmp, fmt, ap);
+    memcpy(tl_msg, tmp, sizeof tl_msg);
     return status;
 }
 

@@ -77,6 +77,11 @@ static inline uint64_t pl__get_be64(const uint8_t *p)
 PL__HIDDEN int pl__err(int status, const char *fmt, ...) PL__PRINTF(2, 3);
 PL__HIDDEN int pl__verr(int status, const char *fmt, va_list ap);
 
+/* Forget the thread's message (before running user code), and ask whether
+ * one was set since. */
+PL__HIDDEN void pl__err_clear(void);
+PL__HIDDEN bool pl__errmsg_set(void);
+
 /* Copy of the thread's current message (for recording it); NULL on OOM. */
 PL__HIDDEN char *pl__errmsg_dup(void);
 

@@ -13,8 +13,9 @@
  *   | 2     | int          | time the step was first appended, Unix us      |
  *   | 3     | uint         | step type (pl_step_type, 1..7)                 |
  *   | 4     | str          | actor, 1..PL_MAX_NAME bytes                    |
- *   | 5     | bin (32)     | SHA-256 of the previous record of the ledger   |
- *   |       |              | (step 0: of the ledger identity, see hash.c)   |
+ *   | 5     | bin (32)     | hash of the previous step of the ledger:       |
+ *   |       |              | SHA-256(its key || its record); step 0 holds   |
+ *   |       |              | the run's genesis hash (see hash.h)            |
  *   | 6     | str or nil   | code identity (action_call steps)              |
  *   | then  | map          | payload: a JSON object                         |
  *

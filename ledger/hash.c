@@ -50,26 +50,27 @@ void pl__hasher_free(pl__hasher *h)
     free(h);
 }
 
-int pl__sha256(pl__hasher *h, const void *p, size_t n, uint8_t out[PL_HASH_LEN])
+static int digest(pl__hasher *h, const void *a, size_t an, const void *b,
+                  size_t bn, uint8_t out[PL_HASH_LEN])
 {
     unsigned len = 0;
     if (EVP_DigestInit_ex2(h->ctx, g_sha256, NULL) != 1 ||
-        EVP_DigestUpdate(h->ctx, p, n) != 1 ||
+        EVP_DigestUpdate(h->ctx, a, an) != 1 ||
+        EVP_DigestUpdate(h->ctx, b, bn) != 1 ||
         EVP_DigestFinal_ex(h->ctx, out, &len) != 1 || len != PL_HASH_LEN)
         return pl__err(PL_ENOMEM, "SHA-256 failed");
     return PL_OK;
 }
 
-int pl__genesis_hash(pl__hasher *h, const char *run_id, const char *path,
+int pl__step_hash(pl__hasher *h, const uint8_t *key, size_t klen,
+                  const uint8_t *rec, size_t rlen, uint8_t out[PL_HASH_LEN])
+{
+    return digest(h, key, klen, rec, rlen, out);
+}
+
+int pl__genesis_hash(pl__hasher *h, const char *run_id,
                      uint8_t out[PL_HASH_LEN])
 {
-    static const char tag[] = "policyledger/ledger";
-    unsigned len = 0;
-    if (EVP_DigestInit_ex2(h->ctx, g_sha256, NULL) != 1 ||
-        EVP_DigestUpdate(h->ctx, tag, sizeof tag) != 1 ||
-        EVP_DigestUpdate(h->ctx, run_id, strlen(run_id) + 1) != 1 ||
-        EVP_DigestUpdate(h->ctx, path, strlen(path)) != 1 ||
-        EVP_DigestFinal_ex(h->ctx, out, &len) != 1 || len != PL_HASH_LEN)
-        return pl__err(PL_ENOMEM, "SHA-256 failed");
-    return PL_OK;
+    static const char tag[] = "policyledger/run";
+    return digest(h, tag, sizeof tag, run_id, strlen(run_id), out);
 }

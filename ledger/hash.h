@@ -12,17 +12,21 @@ typedef struct pl__hasher pl__hasher;
 PL__HIDDEN int pl__hasher_new(pl__hasher **out) PL__MUST_CHECK;
 PL__HIDDEN void pl__hasher_free(pl__hasher *h);
 
-/* SHA-256 of @p n bytes.  PL_OK or PL_ENOMEM (OpenSSL failure). */
-PL__HIDDEN int pl__sha256(pl__hasher *h, const void *p, size_t n,
-                          uint8_t out[PL_HASH_LEN]) PL__MUST_CHECK;
+/*
+ * The hash of a stored step: SHA-256 of its key (which names its run,
+ * invocation and position) followed by its record.  The next step of the
+ * same ledger stores it, so a step that changes, moves or goes missing
+ * breaks the chain.
+ */
+PL__HIDDEN int pl__step_hash(pl__hasher *h, const uint8_t *key, size_t klen,
+                             const uint8_t *rec, size_t rlen,
+                             uint8_t out[PL_HASH_LEN]) PL__MUST_CHECK;
 
 /*
- * The link stored in step 0 of a ledger: SHA-256 of
- * "policyledger/ledger\0" <run id> "\0" <invocation path>, so that a ledger
- * moved to another run or invocation no longer verifies.
+ * The link stored in step 0 of every ledger of a run: SHA-256 of
+ * "policyledger/run" NUL <run id>.
  */
 PL__HIDDEN int pl__genesis_hash(pl__hasher *h, const char *run_id,
-                                const char *path,
                                 uint8_t out[PL_HASH_LEN]) PL__MUST_CHECK;
 
 #endif /* PL_HASH_H */

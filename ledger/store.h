@@ -30,14 +30,16 @@ PL__HIDDEN const char *pl__store_path(const pl__store *s);
 /* ---- keys ------------------------------------------------------------------ */
 
 /*
- * A ledger is named by its run number and invocation path.  Its prefix is
- * the run number (8 bytes, big-endian), each path component plus one (4
- * bytes each), and a 4-byte zero terminator; a step's key is the prefix and
- * its seq (4 bytes).  Since components are never zero, an invocation's own
- * steps sort before the ledgers of its calls, and a run's ledgers come out in
- * tree order.
+ * A step's key is its position: the run number (8 bytes, big-endian), the
+ * invocation path's components, and the step's seq (4 bytes big-endian
+ * each).  The ledger at path 0.c holds the steps of the call made at step c
+ * of the root, so its keys run|c|t sort right after the action_call run|c and
+ * before the action_result run|c+1: a whole call is one contiguous key range,
+ * a run's keys are in execution (tree) order, and a run's writes append at
+ * one place.  A ledger's prefix is everything but the seq; reading a ledger
+ * hops over the subtrees of its calls.
  */
-#define PL__PREFIX_MAX (8 + 4 * PL_MAX_DEPTH + 4)
+#define PL__PREFIX_MAX (8 + 4 * PL_MAX_DEPTH)
 #define PL__KEY_MAX (PL__PREFIX_MAX + 4)
 
 PL__HIDDEN size_t pl__ledger_prefix(uint8_t *out, uint64_t run,
@@ -45,7 +47,7 @@ PL__HIDDEN size_t pl__ledger_prefix(uint8_t *out, uint64_t run,
 
 /*
  * Split a step key.  Returns false unless it is well-formed; on success the
- * path components (not plus one) go to comps[0..*depth).
+ * path components go to comps[0..*depth).
  */
 PL__HIDDEN bool pl__key_parse(const uint8_t *key, size_t len, uint64_t *run,
                               uint32_t *comps, unsigned *depth, uint32_t *seq);
@@ -108,8 +110,9 @@ PL__HIDDEN int pl__store_commit(pl__store *s, pl__batch *const *batches,
 
 /*
  * Read the steps of one ledger from @p from_seq on, in order, at most
- * @p max_n records or about @p max_bytes bytes (always at least one).  Keys
- * are not kept.  A gap in the sequence fails with PL_ECORRUPT.
+ * @p max_n records or about @p max_bytes bytes (always at least one),
+ * hopping over the subtrees of its calls.  Keys are not kept.  A missing
+ * step fails with PL_ECORRUPT.
  */
 PL__HIDDEN int pl__store_read(pl__store *s, const uint8_t *prefix,
                               size_t prefix_len, uint32_t from_seq,
@@ -124,6 +127,10 @@ PL__HIDDEN int pl__store_read(pl__store *s, const uint8_t *prefix,
 PL__HIDDEN int pl__store_scan(pl__store *s, uint64_t run, const uint8_t *after,
                               size_t after_len, size_t max_n,
                               pl__kvs *out) PL__MUST_CHECK;
+
+/* Count the step records of run @p run. */
+PL__HIDDEN int pl__store_count(pl__store *s, uint64_t run,
+                               uint64_t *out) PL__MUST_CHECK;
 
 /* ---- runs -------------------------------------------------------------------- */
 

@@ -10,13 +10,20 @@
  *   | runs     | run id (bytes)                | u64 BE run number, then    |
  *   |          |                               | the run info map (codec.c) |
  *   | state    | u64 BE run number             | run state map (codec.c)    |
- *   | steps    | ledger prefix + u32 BE seq    | step record (codec.c)      |
+ *   | steps    | u64 BE run number, u32 BE per | step record (codec.c)      |
+ *   |          | path component, u32 BE seq    |                            |
  *
- *   Ledger prefix: u64 BE run number, (component + 1) as u32 BE for each
- *   component of the invocation path, then u32 0.  One ledger is therefore a
- *   contiguous key range read by one cursor, and all runs are listed from
- *   `runs` without touching `steps`.  Run ids made by the engine are UUIDv7,
- *   so `runs` lists them oldest first.
+ *   A step's key is its position in the run's tree.  The callee of the
+ *   action_call at root step c has the ledger 0.c, whose steps run|c|t sort
+ *   between run|c (the action_call) and run|c+1 (its action_result).  So:
+ *   - a whole call -- its action_call, everything the callee did, and its
+ *     action_result -- is one contiguous key range, and the commit of an
+ *     idempotent call writes one run of adjacent keys into one leaf page;
+ *   - a run's steps, read in key order, are its execution tree in order;
+ *   - one ledger is read by one cursor that hops over its calls' subtrees
+ *     (pl__store_read).
+ *   All runs are listed from `runs` without touching `steps`.  Run ids made
+ *   by the engine are UUIDv7, so `runs` lists them oldest first.
  *
  * DURABILITY: sync mode commits with LMDB's full fsync of data and meta page;
  * process mode opens with MDB_NOSYNC (the OS page cache holds the commit, so
@@ -108,33 +115,23 @@ static int lmdb_err(const pl__store *s, int rc, const char *what)
 size_t pl__ledger_prefix(uint8_t *out, uint64_t run, const uint32_t *comps,
                          unsigned depth)
 {
-    size_t n = 0;
     pl__put_be64(out, run);
-    n += 8;
-    for (unsigned i = 0; i < depth; i++, n += 4)
-        pl__put_be32(out + n, comps[i] + 1);
-    pl__put_be32(out + n, 0);
-    return n + 4;
+    for (unsigned i = 0; i < depth; i++)
+        pl__put_be32(out + 8 + 4 * i, comps[i]);
+    return 8 + 4 * (size_t)depth;
 }
 
 bool pl__key_parse(const uint8_t *key, size_t len, uint64_t *run,
                    uint32_t *comps, unsigned *depth, uint32_t *seq)
 {
-    if (len < 16 || len % 4 != 0 || len > PL__KEY_MAX)
+    if (len < 12 || (len - 8) % 4 != 0 || len > PL__KEY_MAX)
         return false;
     *run = pl__get_be64(key);
-    unsigned d = 0;
-    size_t off = 8;
-    for (; off < len - 8; off += 4) {
-        uint32_t c = pl__get_be32(key + off);
-        if (c == 0 || d >= PL_MAX_DEPTH)
-            return false;
-        comps[d++] = c - 1;
-    }
-    if (pl__get_be32(key + off) != 0)
-        return false;
+    unsigned d = (unsigned)((len - 8) / 4 - 1);
+    for (unsigned i = 0; i < d; i++)
+        comps[i] = pl__get_be32(key + 8 + 4 * i);
     *depth = d;
-    *seq = pl__get_be32(key + off + 4);
+    *seq = pl__get_be32(key + len - 4);
     return true;
 }
 
@@ -531,6 +528,24 @@ int pl__store_commit(pl__store *s, pl__batch *const *batches, size_t n)
 
 /* ---- reading ------------------------------------------------------------------------ */
 
+/*
+ * Where the cursor stands relative to step @p want of the ledger @p prefix:
+ * 1 on it, 0 past the ledger's end, -1 inside the subtree of an earlier
+ * step (seek again), or PL_ECORRUPT when step want is missing.
+ */
+static int classify(const MDB_val *k, const uint8_t *prefix, size_t plen,
+                    uint32_t want)
+{
+    if (k->mv_size < plen + 4 || memcmp(k->mv_data, prefix, plen) != 0)
+        return 0;
+    uint32_t x = pl__get_be32((const uint8_t *)k->mv_data + plen);
+    if (x < want)
+        return -1;
+    if (x > want || k->mv_size != plen + 4)
+        return PL_ECORRUPT;
+    return 1;
+}
+
 int pl__store_read(pl__store *s, const uint8_t *prefix, size_t prefix_len,
                    uint32_t from_seq, size_t max_n, size_t max_bytes,
                    pl__kvs *out)
@@ -544,22 +559,32 @@ int pl__store_read(pl__store *s, const uint8_t *prefix, size_t prefix_len,
         return st;
     uint8_t key[PL__KEY_MAX];
     memcpy(key, prefix, prefix_len);
-    pl__put_be32(key + prefix_len, from_seq);
-    MDB_val k = {prefix_len + 4, key}, v;
-    int rc = mdb_cursor_open(txn, s->steps, &cur);
-    if (!rc)
-        rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+    MDB_val k, v;
     uint32_t want = from_seq;
     size_t bytes = 0;
+    int rc = mdb_cursor_open(txn, s->steps, &cur);
+    bool seek = true;
     while (!rc) {
-        if (k.mv_size != prefix_len + 4 ||
-            memcmp(k.mv_data, prefix, prefix_len) != 0)
+        if (seek) {
+            pl__put_be32(key + prefix_len, want);
+            k.mv_size = prefix_len + 4;
+            k.mv_data = key;
+            rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+        } else {
+            rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
+        }
+        if (rc)
             break;
-        uint32_t seq = pl__get_be32((const uint8_t *)k.mv_data + prefix_len);
-        if (seq != want) {
-            st = pl__err(PL_ECORRUPT, "store '%s': ledger has a gap: step %u "
-                                      "follows step %u", s->path, seq,
-                         want ? want - 1 : 0);
+        int where = classify(&k, prefix, prefix_len, want);
+        if (where == 0)
+            break;
+        if (where < 0 && !seek) { /* a subtree of the last step: hop it */
+            seek = true;
+            continue;
+        }
+        if (where != 1) {
+            st = pl__err(PL_ECORRUPT, "store '%s': a ledger is missing its "
+                                      "step %u", s->path, want);
             break;
         }
         if ((st = pl__kvs_begin(out, NULL, 0)) ||
@@ -567,10 +592,9 @@ int pl__store_read(pl__store *s, const uint8_t *prefix, size_t prefix_len,
             break;
         pl__kvs_end(out);
         bytes += v.mv_size;
-        want++;
-        if (out->n >= max_n || bytes >= max_bytes || want == 0)
+        if (++want == 0 || out->n >= max_n || bytes >= max_bytes)
             break;
-        rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
+        seek = false;
     }
     if (!st && rc && rc != MDB_NOTFOUND)
         st = lmdb_err(s, rc, "reading a ledger");
@@ -618,6 +642,33 @@ int pl__store_scan(pl__store *s, uint64_t run, const uint8_t *after,
     }
     if (!st && rc && rc != MDB_NOTFOUND)
         st = lmdb_err(s, rc, "scanning a run");
+    if (cur)
+        mdb_cursor_close(cur);
+    txn_abort(s, txn);
+    return st;
+}
+
+int pl__store_count(pl__store *s, uint64_t run, uint64_t *out)
+{
+    *out = 0;
+    MDB_txn *txn;
+    MDB_cursor *cur = NULL;
+    size_t seen;
+    int st = txn_begin(s, false, &txn, &seen);
+    if (st)
+        return st;
+    uint8_t first[8];
+    pl__put_be64(first, run);
+    MDB_val k = {8, first}, v;
+    int rc = mdb_cursor_open(txn, s->steps, &cur);
+    if (!rc)
+        rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+    while (!rc && k.mv_size >= 8 && memcmp(k.mv_data, first, 8) == 0) {
+        (*out)++;
+        rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
+    }
+    if (rc && rc != MDB_NOTFOUND)
+        st = lmdb_err(s, rc, "counting a run's steps");
     if (cur)
         mdb_cursor_close(cur);
     txn_abort(s, txn);

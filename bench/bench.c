@@ -1,0 +1,922 @@
+/*
+ * pl-bench -- policyledger against the physical floor.
+ *
+ *   pl-bench [--quick] [--json] [--dir DIR]
+ *
+ * Every workload runs in a fresh child process (so peak RSS is its own),
+ * next to a raw-LMDB floor measured the same way, on the same disk, in the
+ * same run:
+ *
+ *   W1 sequential  one run of N calls to a tool returning ~100 bytes of JSON;
+ *                  calls/s, p50/p95 per call, peak RSS, commits per call.
+ *                  Floor: raw LMDB, one put + commit per record, same
+ *                  durability.
+ *   W2 recovery    a run of 2M calls SIGKILLed after M; the restart's time
+ *                  to its first newly executed call and to completion, and
+ *                  calls served vs executed.  Floor: opening raw LMDB and
+ *                  reading the same number of records.
+ *   W3 concurrency R runs x C calls on a pool of T threads; total calls/s.
+ *                  Floor: T threads doing raw put + commit per record.
+ *   W4 replay      continue a finished run of N calls, every result served
+ *                  from the ledger; steps/s and memory for growing N.
+ *                  Floor: a raw LMDB cursor scan of the same records.
+ *
+ * W1 and W3 run in each durability mode (sync, group, process).  Figures are
+ * printed as a table, or with --json as one JSON document holding every
+ * figure and every ratio to its floor.  Nothing here is a pass/fail test.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <lmdb.h>
+#include <policyledger.h>
+
+/* ---- clocks and memory ------------------------------------------------------ */
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* A field of /proc/self/status in kB ("VmHWM", "RssAnon"). */
+static long status_kb(const char *field)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f)
+        return -1;
+    char line[256];
+    long v = -1;
+    size_t n = strlen(field);
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, field, n) && line[n] == ':')
+            v = strtol(line + n + 1, NULL, 10);
+    fclose(f);
+    return v;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double percentile(double *v, size_t n, double p)
+{
+    if (!n)
+        return 0;
+    qsort(v, n, sizeof *v, cmp_double);
+    size_t i = (size_t)(p * (double)(n - 1) + 0.5);
+    return v[i];
+}
+
+static void die(const char *what)
+{
+    fprintf(stderr, "pl-bench: %s: %s\n", what, pl_errmsg());
+    _exit(1);
+}
+
+/* ---- child processes ---------------------------------------------------------- */
+
+/* Run fn(arg, result) in a child; copy its result back through a pipe. */
+typedef void (*child_fn)(const void *arg, void *result);
+
+static int in_child(child_fn fn, const void *arg, void *result, size_t size)
+{
+    int fds[2];
+    if (pipe(fds))
+        return -1;
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        close(fds[0]);
+        memset(result, 0, size);
+        fn(arg, result);
+        const char *p = result;
+        size_t left = size;
+        while (left) {
+            ssize_t w = write(fds[1], p, left);
+            if (w <= 0)
+                _exit(1);
+            p += w;
+            left -= (size_t)w;
+        }
+        _exit(0);
+    }
+    close(fds[1]);
+    char *p = result;
+    size_t left = size;
+    while (left) {
+        ssize_t r = read(fds[0], p, left);
+        if (r <= 0)
+            break;
+        p += r;
+        left -= (size_t)r;
+    }
+    close(fds[0]);
+    int status;
+    waitpid(pid, &status, 0);
+    return left == 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
+}
+
+static char g_dir[1024];
+
+static void path_in(char *out, size_t n, const char *name)
+{
+    snprintf(out, n, "%s/%s", g_dir, name);
+}
+
+static void remove_store(const char *path)
+{
+    char lock[1200];
+    snprintf(lock, sizeof lock, "%s-lock", path);
+    unlink(path);
+    unlink(lock);
+}
+
+/* ---- the policies under test ---------------------------------------------------- */
+
+/* Tool: returns a ~100-byte JSON object derived from its input. */
+static int bench_tool(pl_ctx *ctx, const pl_action *a, pl_steps *out,
+                      void *user)
+{
+    (void)ctx;
+    const cJSON *i = cJSON_GetObjectItemCaseSensitive(a->payload, "i");
+    /* W2 registers the tool with a kill point: die inside that call */
+    if (user && cJSON_IsNumber(i) && i->valueint + 1 == *(const int *)user)
+        raise(SIGKILL);
+    cJSON *r = cJSON_CreateObject();
+    cJSON_AddNumberToObject(r, "i", cJSON_IsNumber(i) ? i->valuedouble : -1);
+    cJSON_AddStringToObject(r, "status", "ok");
+    cJSON_AddStringToObject(r, "message",
+                            "the quick brown fox jumps over the lazy dog");
+    cJSON *items = cJSON_AddArrayToObject(r, "items");
+    for (int k = 1; k <= 3; k++)
+        cJSON_AddItemToArray(items, cJSON_CreateNumber(k));
+    int st = pl_steps_add_result(out, r);
+    cJSON_Delete(r);
+    return st;
+}
+
+/* Latencies of the calls a root makes, when measuring (W1). */
+static double *g_lat;
+static size_t g_nlat;
+static double g_first_exec; /* W2: when the tool first ran after restart */
+
+static int bench_root(pl_ctx *ctx, const pl_action *a, pl_steps *out,
+                      void *user)
+{
+    (void)user;
+    const cJSON *n = cJSON_GetObjectItemCaseSensitive(a->payload, "n");
+    int count = cJSON_IsNumber(n) ? n->valueint : 0;
+    cJSON *p = cJSON_CreateObject();
+    cJSON *iv = cJSON_AddNumberToObject(p, "i", 0);
+    double sum = 0;
+    for (int i = 0; i < count; i++) {
+        cJSON_SetNumberValue(iv, i);
+        pl_action call = {"tool", p, NULL, 0, NULL};
+        pl_step *res = NULL;
+        double t0 = g_lat ? now_s() : 0;
+        int st = pl_ctx_call(ctx, &call, NULL, 0, &res);
+        if (st) {
+            cJSON_Delete(p);
+            return st;
+        }
+        if (g_lat && g_nlat < (size_t)count)
+            g_lat[g_nlat++] = now_s() - t0;
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(pl_step_payload(res),
+                                                          "i");
+        sum += cJSON_IsNumber(v) ? v->valuedouble : 0;
+        pl_step_free(res);
+    }
+    cJSON_Delete(p);
+    cJSON *r = cJSON_CreateObject();
+    cJSON_AddNumberToObject(r, "sum", sum);
+    int st = pl_steps_add_result(out, r);
+    cJSON_Delete(r);
+    return st;
+}
+
+static int g_kill_at; /* W2 */
+
+static void w2_event(const pl_event *ev, void *user)
+{
+    (void)user;
+    if (ev->kind == PL_EVENT_CALL_STARTED && g_first_exec == 0)
+        g_first_exec = now_s();
+}
+
+static pl_registry *make_registry(bool killer)
+{
+    pl_registry *reg;
+    if (pl_registry_new(&reg))
+        die("registry");
+    pl_policy_def d = PL_POLICY_DEF_INIT;
+    d.name = "tool";
+    d.fn = bench_tool;
+    d.user = killer ? &g_kill_at : NULL;
+    if (pl_registry_add(reg, &d))
+        die("registry");
+    d = (pl_policy_def)PL_POLICY_DEF_INIT;
+    d.name = "root";
+    d.fn = bench_root;
+    if (pl_registry_add(reg, &d))
+        die("registry");
+    return reg;
+}
+
+static uint64_t g_commits;
+
+static void count_commits(const pl_event *ev, void *user)
+{
+    (void)user;
+    if (ev->kind == PL_EVENT_COMMIT)
+        g_commits++;
+}
+
+static pl_engine *open_engine(const char *path, pl_registry *reg,
+                              pl_durability d, pl_event_fn fn)
+{
+    pl_engine_options o = PL_ENGINE_OPTIONS_INIT;
+    o.durability = d;
+    o.on_event = fn;
+    pl_engine *e;
+    if (pl_engine_open(&e, path, reg, &o))
+        die("open");
+    return e;
+}
+
+static int start_run(pl_engine *e, int n, const char *run_id)
+{
+    cJSON *p = cJSON_CreateObject();
+    cJSON_AddNumberToObject(p, "n", n);
+    pl_action root = {"root", p, NULL, 0, NULL};
+    pl_run_options ro = PL_RUN_OPTIONS_INIT;
+    ro.run_id = run_id;
+    pl_outcome *o = NULL;
+    int st = pl_run_start(e, &root, &ro, &o);
+    cJSON_Delete(p);
+    if (!st && o->status != PL_RUN_COMPLETED)
+        st = o->error ? o->error : PL_EPOLICY;
+    pl_outcome_free(o);
+    return st;
+}
+
+/* ---- floors: raw LMDB --------------------------------------------------------- */
+
+typedef struct floor_arg {
+    pl_durability mode;
+    int n;       /* records per thread */
+    int threads;
+} floor_arg;
+
+typedef struct floor_res {
+    double per_record_s; /* wall time / records */
+    double records_per_s;
+} floor_res;
+
+static MDB_env *raw_env(const char *path, pl_durability mode)
+{
+    MDB_env *env;
+    mdb_env_create(&env);
+    mdb_env_set_mapsize(env, (size_t)1 << 30);
+    mdb_env_set_maxdbs(env, 4);
+    unsigned flags = MDB_NOSUBDIR | MDB_NOTLS |
+                     (mode == PL_DURABILITY_PROCESS ? MDB_NOSYNC : 0);
+    if (mdb_env_open(env, path, flags, 0600)) {
+        fprintf(stderr, "pl-bench: cannot open raw LMDB at %s\n", path);
+        _exit(1);
+    }
+    return env;
+}
+
+typedef struct raw_thread {
+    MDB_env *env;
+    MDB_dbi dbi;
+    int n;
+    int id;
+} raw_thread;
+
+static void *raw_puts(void *arg)
+{
+    raw_thread *t = arg;
+    char val[160];
+    memset(val, 'v', sizeof val);
+    for (int i = 0; i < t->n; i++) {
+        char key[32];
+        int kl = snprintf(key, sizeof key, "%04d-%012d", t->id, i);
+        MDB_val k = {(size_t)kl, key}, v = {sizeof val, val};
+        MDB_txn *txn;
+        if (mdb_txn_begin(t->env, NULL, 0, &txn) ||
+            mdb_put(txn, t->dbi, &k, &v, 0) || mdb_txn_commit(txn)) {
+            fprintf(stderr, "pl-bench: raw put failed\n");
+            _exit(1);
+        }
+    }
+    return NULL;
+}
+
+static void floor_puts(const void *varg, void *vres)
+{
+    const floor_arg *a = varg;
+    floor_res *r = vres;
+    char path[1100];
+    path_in(path, sizeof path, "floor.mdb");
+    remove_store(path);
+    MDB_env *env = raw_env(path, a->mode);
+    MDB_txn *txn;
+    MDB_dbi dbi;
+    mdb_txn_begin(env, NULL, 0, &txn);
+    mdb_dbi_open(txn, "floor", MDB_CREATE, &dbi);
+    mdb_txn_commit(txn);
+    pthread_t th[256];
+    raw_thread args[256];
+    int threads = a->threads < 1 ? 1 : a->threads > 256 ? 256 : a->threads;
+    double t0 = now_s();
+    for (int i = 0; i < threads; i++) {
+        args[i] = (raw_thread){env, dbi, a->n, i};
+        if (threads == 1)
+            raw_puts(&args[i]);
+        else
+            pthread_create(&th[i], NULL, raw_puts, &args[i]);
+    }
+    for (int i = 0; threads > 1 && i < threads; i++)
+        pthread_join(th[i], NULL);
+    double dt = now_s() - t0;
+    double total = (double)a->n * threads;
+    r->per_record_s = dt / total;
+    r->records_per_s = total / dt;
+    mdb_env_close(env);
+    remove_store(path);
+}
+
+typedef struct scan_res {
+    double open_read_s; /* open the env and read n records */
+    double records_per_s;
+} scan_res;
+
+/* Write n records (no sync), then in a child: open and scan them. */
+static void floor_scan_child(const void *varg, void *vres)
+{
+    const int *n = varg;
+    scan_res *r = vres;
+    char path[1100];
+    path_in(path, sizeof path, "scan.mdb");
+    double t0 = now_s();
+    MDB_env *env = raw_env(path, PL_DURABILITY_SYNC);
+    MDB_txn *txn;
+    MDB_dbi dbi;
+    MDB_cursor *cur;
+    MDB_val k, v;
+    mdb_txn_begin(env, NULL, MDB_RDONLY, &txn);
+    mdb_dbi_open(txn, "scan", 0, &dbi);
+    mdb_cursor_open(txn, dbi, &cur);
+    int count = 0;
+    size_t bytes = 0;
+    for (int rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); !rc;
+         rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+        bytes += v.mv_size + ((const unsigned char *)v.mv_data)[0];
+        count++;
+    }
+    mdb_cursor_close(cur);
+    mdb_txn_abort(txn);
+    double dt = now_s() - t0;
+    mdb_env_close(env);
+    r->open_read_s = dt;
+    r->records_per_s = count / dt;
+    if (count != *n || !bytes)
+        _exit(1);
+}
+
+static int floor_scan(int n, scan_res *r)
+{
+    char path[1100];
+    path_in(path, sizeof path, "scan.mdb");
+    remove_store(path);
+    MDB_env *env = raw_env(path, PL_DURABILITY_PROCESS);
+    MDB_txn *txn;
+    MDB_dbi dbi;
+    mdb_txn_begin(env, NULL, 0, &txn);
+    mdb_dbi_open(txn, "scan", MDB_CREATE, &dbi);
+    char val[160];
+    memset(val, 'v', sizeof val);
+    for (int i = 0; i < n; i++) {
+        char key[32];
+        int kl = snprintf(key, sizeof key, "%012d", i);
+        MDB_val k = {(size_t)kl, key}, v = {sizeof val, val};
+        mdb_put(txn, dbi, &k, &v, MDB_APPEND);
+    }
+    mdb_txn_commit(txn);
+    mdb_env_close(env);
+    int rc = in_child(floor_scan_child, &n, r, sizeof *r);
+    remove_store(path);
+    return rc;
+}
+
+/* ---- W1: sequential ------------------------------------------------------------- */
+
+typedef struct w1_arg {
+    pl_durability mode;
+    int n;
+} w1_arg;
+
+typedef struct w1_res {
+    double calls_per_s;
+    double per_call_s;
+    double p50_s, p95_s;
+    long peak_rss_kb;
+    long anon_rss_kb;
+    double commits_per_call;
+} w1_res;
+
+static void w1_child(const void *varg, void *vres)
+{
+    const w1_arg *a = varg;
+    w1_res *r = vres;
+    char path[1100];
+    path_in(path, sizeof path, "w1.db");
+    remove_store(path);
+    pl_registry *reg = make_registry(false);
+    pl_engine *e = open_engine(path, reg, a->mode, NULL);
+    g_lat = calloc((size_t)a->n, sizeof *g_lat);
+    g_nlat = 0;
+    double t0 = now_s();
+    if (start_run(e, a->n, "w1"))
+        die("W1 run");
+    double dt = now_s() - t0;
+    r->calls_per_s = a->n / dt;
+    r->per_call_s = dt / a->n;
+    r->p50_s = percentile(g_lat, g_nlat, 0.50);
+    r->p95_s = percentile(g_lat, g_nlat, 0.95);
+    r->peak_rss_kb = status_kb("VmHWM");
+    r->anon_rss_kb = status_kb("RssAnon");
+    free(g_lat);
+    g_lat = NULL;
+    pl_engine_close(e);
+    remove_store(path);
+
+    /* commits per call, counted on a small separate run */
+    e = open_engine(path, reg, a->mode, count_commits);
+    g_commits = 0;
+    int n = a->n < 200 ? a->n : 200;
+    if (start_run(e, n, "w1-commits"))
+        die("W1 commit count");
+    r->commits_per_call = (double)(g_commits - 1) / n; /* minus the end */
+    pl_engine_close(e);
+    pl_registry_free(reg);
+    remove_store(path);
+}
+
+/* ---- W2: recovery ---------------------------------------------------------------- */
+
+typedef struct w2_arg {
+    int recorded; /* calls done before the kill */
+    int total;
+} w2_arg;
+
+typedef struct w2_res {
+    double to_first_exec_s;
+    double to_done_s;
+    uint64_t served, executed;
+} w2_res;
+
+static void w2_crash_child(const void *varg, void *vres)
+{
+    const w2_arg *a = varg;
+    (void)vres;
+    char path[1100];
+    path_in(path, sizeof path, "w2.db");
+    g_kill_at = a->recorded + 1; /* die inside the next call */
+    pl_registry *reg = make_registry(true);
+    pl_engine *e = open_engine(path, reg, PL_DURABILITY_SYNC, NULL);
+    start_run(e, a->total, "w2");
+    _exit(3); /* never reached: the tool kills the process */
+}
+
+static void w2_recover_child(const void *varg, void *vres)
+{
+    (void)varg;
+    w2_res *r = vres;
+    char path[1100];
+    path_in(path, sizeof path, "w2.db");
+    double t0 = now_s(); /* the restart */
+    pl_registry *reg = make_registry(false);
+    pl_engine *e = open_engine(path, reg, PL_DURABILITY_SYNC, w2_event);
+    pl_outcome *o = NULL;
+    g_first_exec = 0;
+    if (pl_run_continue(e, "w2", NULL, &o) || o->status != PL_RUN_COMPLETED)
+        die("W2 recovery");
+    double t1 = now_s();
+    r->to_first_exec_s = g_first_exec - t0;
+    r->to_done_s = t1 - t0;
+    r->served = o->calls_served;
+    r->executed = o->calls_executed;
+    pl_outcome_free(o);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+static int w2(const w2_arg *a, w2_res *r)
+{
+    char path[1100];
+    path_in(path, sizeof path, "w2.db");
+    remove_store(path);
+    w2_res dummy;
+    /* the crash: a real SIGKILL, so in_child reports failure */
+    if (in_child(w2_crash_child, a, &dummy, sizeof dummy) == 0)
+        return -1;
+    int rc = in_child(w2_recover_child, a, r, sizeof *r);
+    remove_store(path);
+    return rc;
+}
+
+/* ---- W3: concurrency --------------------------------------------------------------- */
+
+typedef struct w3_arg {
+    pl_durability mode;
+    int runs, calls, threads;
+} w3_arg;
+
+typedef struct w3_res {
+    double calls_per_s;
+} w3_res;
+
+typedef struct w3_pool {
+    pl_engine *e;
+    const w3_arg *a;
+    atomic_int next;
+    atomic_int failed;
+} w3_pool;
+
+static void *w3_worker(void *arg)
+{
+    w3_pool *p = arg;
+    for (;;) {
+        int i = atomic_fetch_add(&p->next, 1);
+        if (i >= p->a->runs)
+            return NULL;
+        char id[32];
+        snprintf(id, sizeof id, "w3-%d", i);
+        if (start_run(p->e, p->a->calls, id)) {
+            fprintf(stderr, "pl-bench: W3 run %s: %s\n", id, pl_errmsg());
+            atomic_store(&p->failed, 1);
+        }
+    }
+}
+
+static void w3_child(const void *varg, void *vres)
+{
+    const w3_arg *a = varg;
+    w3_res *r = vres;
+    char path[1100];
+    path_in(path, sizeof path, "w3.db");
+    remove_store(path);
+    pl_registry *reg = make_registry(false);
+    pl_engine *e = open_engine(path, reg, a->mode, NULL);
+    w3_pool pool = {e, a, 0, 0};
+    pthread_t th[256];
+    int threads = a->threads > 256 ? 256 : a->threads;
+    double t0 = now_s();
+    for (int i = 0; i < threads; i++)
+        pthread_create(&th[i], NULL, w3_worker, &pool);
+    for (int i = 0; i < threads; i++)
+        pthread_join(th[i], NULL);
+    double dt = now_s() - t0;
+    if (atomic_load(&pool.failed))
+        die("W3");
+    double calls = (double)a->runs * a->calls;
+    r->calls_per_s = calls / dt;
+    pl_engine_close(e);
+    pl_registry_free(reg);
+    remove_store(path);
+}
+
+/* ---- W4: replay ---------------------------------------------------------------------- */
+
+typedef struct w4_arg {
+    int n;
+} w4_arg;
+
+typedef struct w4_res {
+    double steps_per_s;
+    double seconds;
+    uint64_t steps;
+    long peak_rss_kb;
+    long anon_rss_kb;
+} w4_res;
+
+static void w4_build_child(const void *varg, void *vres)
+{
+    const w4_arg *a = varg;
+    (void)vres;
+    char path[1100];
+    path_in(path, sizeof path, "w4.db");
+    pl_registry *reg = make_registry(false);
+    pl_engine *e = open_engine(path, reg, PL_DURABILITY_PROCESS, NULL);
+    if (start_run(e, a->n, "w4"))
+        die("W4 build");
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+static void w4_replay_child(const void *varg, void *vres)
+{
+    (void)varg;
+    w4_res *r = vres;
+    char path[1100];
+    path_in(path, sizeof path, "w4.db");
+    pl_registry *reg = make_registry(false);
+    pl_engine *e = open_engine(path, reg, PL_DURABILITY_SYNC, NULL);
+    pl_outcome *o = NULL;
+    double t0 = now_s();
+    if (pl_run_continue(e, "w4", NULL, &o) || o->status != PL_RUN_COMPLETED ||
+        o->calls_executed != 0)
+        die("W4 replay");
+    double dt = now_s() - t0;
+    r->steps = o->steps_replayed;
+    r->seconds = dt;
+    r->steps_per_s = (double)o->steps_replayed / dt;
+    r->peak_rss_kb = status_kb("VmHWM");
+    r->anon_rss_kb = status_kb("RssAnon");
+    pl_outcome_free(o);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+static int w4(int n, w4_res *r)
+{
+    char path[1100];
+    path_in(path, sizeof path, "w4.db");
+    remove_store(path);
+    w4_arg a = {n};
+    w4_res dummy;
+    int rc = in_child(w4_build_child, &a, &dummy, sizeof dummy);
+    if (!rc)
+        rc = in_child(w4_replay_child, &a, r, sizeof *r);
+    remove_store(path);
+    return rc;
+}
+
+/* ---- reporting -------------------------------------------------------------------- */
+
+static cJSON *g_json;
+static bool g_print_json;
+
+static void jnum(cJSON *o, const char *k, double v)
+{
+    cJSON_AddNumberToObject(o, k, isfinite(v) ? v : 0);
+}
+
+static const pl_durability modes[] = {PL_DURABILITY_SYNC, PL_DURABILITY_GROUP,
+                                      PL_DURABILITY_PROCESS};
+
+static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void say(const char *fmt, ...)
+{
+    if (g_print_json)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    fflush(stdout);
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: pl-bench [--quick] [--json] [--dir DIR]\n"
+               "  --quick   small sizes, finishes in well under a minute\n"
+               "  --json    print one JSON document instead of the table\n"
+               "  --dir DIR where the stores go (default: a new directory "
+               "under $TMPDIR or /tmp)\n");
+}
+
+int main(int argc, char **argv)
+{
+    bool quick = false;
+    const char *dir = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--quick"))
+            quick = true;
+        else if (!strcmp(argv[i], "--json"))
+            g_print_json = true;
+        else if (!strcmp(argv[i], "--dir") && i + 1 < argc)
+            dir = argv[++i];
+        else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            usage(stdout);
+            return 0;
+        } else {
+            fprintf(stderr, "pl-bench: unknown option '%s'\n", argv[i]);
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (dir) {
+        snprintf(g_dir, sizeof g_dir, "%s", dir);
+        if (mkdir(g_dir, 0700) && errno != EEXIST) {
+            fprintf(stderr, "pl-bench: cannot create %s\n", g_dir);
+            return 1;
+        }
+    } else {
+        const char *t = getenv("TMPDIR");
+        snprintf(g_dir, sizeof g_dir, "%s/pl-bench.XXXXXX", t && *t ? t : "/tmp");
+        if (!mkdtemp(g_dir)) {
+            fprintf(stderr, "pl-bench: cannot create a temporary directory\n");
+            return 1;
+        }
+    }
+
+    g_json = cJSON_CreateObject();
+    struct utsname u;
+    uname(&u);
+    cJSON *machine = cJSON_AddObjectToObject(g_json, "machine");
+    cJSON_AddStringToObject(machine, "system", u.sysname);
+    cJSON_AddStringToObject(machine, "release", u.release);
+    cJSON_AddStringToObject(machine, "arch", u.machine);
+    jnum(machine, "cpus", (double)sysconf(_SC_NPROCESSORS_ONLN));
+    cJSON_AddStringToObject(g_json, "mode", quick ? "quick" : "full");
+    cJSON_AddStringToObject(g_json, "version", pl_version());
+    say("policyledger %s benchmark (%s), stores in %s, %ld cpus\n\n",
+        pl_version(), quick ? "quick" : "full", g_dir,
+        sysconf(_SC_NPROCESSORS_ONLN));
+    int failures = 0;
+
+    /* W1 */
+    int w1_sizes_full[] = {1000, 10000}, w1_sizes_quick[] = {1000};
+    int *w1_sizes = quick ? w1_sizes_quick : w1_sizes_full;
+    int w1_n = quick ? 1 : 2;
+    cJSON *jw1 = cJSON_AddArrayToObject(g_json, "w1_sequential");
+    say("W1 sequential: one run, N calls of a tool returning ~100 B\n");
+    say("  %-8s %6s %11s %9s %9s %9s %10s %9s %8s %8s\n", "mode", "N",
+        "calls/s", "us/call", "p50 us", "p95 us", "floor us", "ratio",
+        "commits", "peak MB");
+    for (size_t m = 0; m < 3; m++) {
+        floor_arg fa = {modes[m], quick ? 500 : 2000, 1};
+        floor_res fr;
+        if (in_child(floor_puts, &fa, &fr, sizeof fr)) {
+            failures++;
+            continue;
+        }
+        for (int s = 0; s < w1_n; s++) {
+            w1_arg a = {modes[m], w1_sizes[s]};
+            w1_res r;
+            if (in_child(w1_child, &a, &r, sizeof r)) {
+                say("  %-8s %6d failed\n", pl_durability_name(modes[m]), a.n);
+                failures++;
+                continue;
+            }
+            double ratio = r.per_call_s / fr.per_record_s;
+            say("  %-8s %6d %11.0f %9.1f %9.1f %9.1f %10.1f %8.2fx %8.2f "
+                "%8.1f\n", pl_durability_name(modes[m]), a.n, r.calls_per_s,
+                r.per_call_s * 1e6, r.p50_s * 1e6, r.p95_s * 1e6,
+                fr.per_record_s * 1e6, ratio, r.commits_per_call,
+                (double)r.peak_rss_kb / 1024);
+            cJSON *o = cJSON_CreateObject();
+            cJSON_AddStringToObject(o, "durability",
+                                    pl_durability_name(modes[m]));
+            jnum(o, "n", a.n);
+            jnum(o, "calls_per_s", r.calls_per_s);
+            jnum(o, "us_per_call", r.per_call_s * 1e6);
+            jnum(o, "p50_us", r.p50_s * 1e6);
+            jnum(o, "p95_us", r.p95_s * 1e6);
+            jnum(o, "peak_rss_kb", (double)r.peak_rss_kb);
+            jnum(o, "anon_rss_kb", (double)r.anon_rss_kb);
+            jnum(o, "commits_per_call", r.commits_per_call);
+            jnum(o, "floor_us_per_record", fr.per_record_s * 1e6);
+            jnum(o, "ratio_to_floor", ratio);
+            cJSON_AddItemToArray(jw1, o);
+        }
+    }
+
+    /* W2 */
+    say("\nW2 recovery: a run SIGKILLed after M of 2M calls, then restarted\n");
+    {
+        w2_arg a = {500, 1000};
+        w2_res r;
+        scan_res fr;
+        if (w2(&a, &r) || floor_scan(2 * a.recorded, &fr)) {
+            say("  failed\n");
+            failures++;
+        } else {
+            double ratio = r.to_first_exec_s / fr.open_read_s;
+            say("  %d recorded calls: restart -> first new call %.2f ms "
+                "(floor: open + read %d records %.2f ms, %.1fx); restart -> "
+                "done %.1f ms; served %llu, executed %llu\n",
+                a.recorded, r.to_first_exec_s * 1e3, 2 * a.recorded,
+                fr.open_read_s * 1e3, ratio, r.to_done_s * 1e3,
+                (unsigned long long)r.served, (unsigned long long)r.executed);
+            cJSON *o = cJSON_AddObjectToObject(g_json, "w2_recovery");
+            jnum(o, "recorded_calls", a.recorded);
+            jnum(o, "total_calls", a.total);
+            jnum(o, "ms_to_first_new_call", r.to_first_exec_s * 1e3);
+            jnum(o, "ms_to_done", r.to_done_s * 1e3);
+            jnum(o, "served", (double)r.served);
+            jnum(o, "executed", (double)r.executed);
+            jnum(o, "floor_ms_open_and_read", fr.open_read_s * 1e3);
+            jnum(o, "ratio_to_floor", ratio);
+        }
+    }
+
+    /* W3 */
+    w3_arg w3a = {PL_DURABILITY_SYNC, quick ? 40 : 100, quick ? 25 : 100,
+                  quick ? 32 : 64};
+    say("\nW3 concurrency: %d runs x %d calls on %d threads\n", w3a.runs,
+        w3a.calls, w3a.threads);
+    say("  %-8s %11s %12s %10s\n", "mode", "calls/s", "floor rec/s",
+        "ratio");
+    cJSON *jw3 = cJSON_AddArrayToObject(g_json, "w3_concurrency");
+    double w3_sync = 0, w3_group = 0;
+    for (size_t m = 0; m < 3; m++) {
+        w3_arg a = w3a;
+        a.mode = modes[m];
+        floor_arg fa = {modes[m], quick ? 20 : 50, a.threads};
+        floor_res fr;
+        w3_res r;
+        if (in_child(floor_puts, &fa, &fr, sizeof fr) ||
+            in_child(w3_child, &a, &r, sizeof r)) {
+            say("  %-8s failed\n", pl_durability_name(modes[m]));
+            failures++;
+            continue;
+        }
+        if (modes[m] == PL_DURABILITY_SYNC)
+            w3_sync = r.calls_per_s;
+        if (modes[m] == PL_DURABILITY_GROUP)
+            w3_group = r.calls_per_s;
+        double ratio = r.calls_per_s / fr.records_per_s;
+        say("  %-8s %11.0f %12.0f %9.2fx\n", pl_durability_name(modes[m]),
+            r.calls_per_s, fr.records_per_s, ratio);
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "durability", pl_durability_name(modes[m]));
+        jnum(o, "runs", a.runs);
+        jnum(o, "calls_per_run", a.calls);
+        jnum(o, "threads", a.threads);
+        jnum(o, "calls_per_s", r.calls_per_s);
+        jnum(o, "floor_records_per_s", fr.records_per_s);
+        jnum(o, "ratio_to_floor", ratio);
+        cJSON_AddItemToArray(jw3, o);
+    }
+    if (w3_sync > 0) {
+        say("  group / sync: %.1fx\n", w3_group / w3_sync);
+        jnum(g_json, "w3_group_over_sync", w3_group / w3_sync);
+    }
+
+    /* W4 */
+    int w4_full[] = {1000, 10000, 100000}, w4_quick[] = {1000, 10000};
+    int *w4_sizes = quick ? w4_quick : w4_full;
+    int w4_n = quick ? 2 : 3;
+    say("\nW4 replay: continue a finished run, every result from the ledger\n");
+    say("  %8s %10s %12s %12s %10s %9s %9s\n", "calls", "steps", "steps/s",
+        "floor rec/s", "ratio", "peak MB", "anon MB");
+    cJSON *jw4 = cJSON_AddArrayToObject(g_json, "w4_replay");
+    for (int s = 0; s < w4_n; s++) {
+        w4_res r;
+        scan_res fr;
+        if (w4(w4_sizes[s], &r) || floor_scan(2 * w4_sizes[s], &fr)) {
+            say("  %8d failed\n", w4_sizes[s]);
+            failures++;
+            continue;
+        }
+        double ratio = r.steps_per_s / fr.records_per_s;
+        say("  %8d %10llu %12.0f %12.0f %9.2fx %9.1f %9.1f\n", w4_sizes[s],
+            (unsigned long long)r.steps, r.steps_per_s, fr.records_per_s,
+            ratio, (double)r.peak_rss_kb / 1024,
+            (double)r.anon_rss_kb / 1024);
+        cJSON *o = cJSON_CreateObject();
+        jnum(o, "calls", w4_sizes[s]);
+        jnum(o, "steps", (double)r.steps);
+        jnum(o, "steps_per_s", r.steps_per_s);
+        jnum(o, "seconds", r.seconds);
+        jnum(o, "peak_rss_kb", (double)r.peak_rss_kb);
+        jnum(o, "anon_rss_kb", (double)r.anon_rss_kb);
+        jnum(o, "floor_records_per_s", fr.records_per_s);
+        jnum(o, "ratio_to_floor", ratio);
+        cJSON_AddItemToArray(jw4, o);
+    }
+
+    jnum(g_json, "failures", failures);
+    if (g_print_json) {
+        char *s = cJSON_Print(g_json);
+        puts(s);
+        free(s);
+    }
+    cJSON_Delete(g_json);
+    if (!dir)
+        rmdir(g_dir);
+    return failures ? 1 : 0;
+}
