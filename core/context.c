@@ -198,8 +198,9 @@ static int inv_peek(pl_ctx *c, const pl__rec **out)
     }
     if (!c->peeked) {
         pl__run *r = c->run;
-        int st = pl__rec_decode(&c->rec, pl__kvs_val(&c->ahead, c->ahead_pos),
-                                c->ahead.e[c->ahead_pos].vlen);
+        int st = pl__rec_decode_lazy(&c->rec,
+                                     pl__kvs_val(&c->ahead, c->ahead_pos),
+                                     c->ahead.e[c->ahead_pos].vlen);
         if (st)
             return pl__run_fail(r, st, "run %s: step %s:%u is unreadable: %s",
                                 r->id, c->path, c->next_seq, pl_errmsg());
@@ -243,6 +244,27 @@ static bool rec_code_is(const pl__rec *rec, const char *code)
     return rec->code_len == n && memcmp(rec->code, code, n) == 0;
 }
 
+/* An invocation that ends must have used up its recorded steps. */
+static int inv_finish(pl_ctx *c)
+{
+    const pl__rec *rec;
+    int st = inv_peek(c, &rec);
+    if (st || !rec)
+        return st;
+    pl__run *r = c->run;
+    char *was = pl__rec_check(rec) ? NULL
+                                   : pl__payload_text(rec->payload,
+                                                      rec->payload_len, 200);
+    st = pl__run_fail(r, PL_ENONDET, "non-determinism in run %s, invocation "
+                                     "%s: the policy ended at step %u, but "
+                                     "the ledger records more: %s by '%.*s' "
+                                     "%s", r->id, c->path, c->next_seq,
+                      pl_step_type_name(rec->type), (int)rec->actor_len,
+                      rec->actor, was ? was : "<unreadable payload>");
+    free(was);
+    return st;
+}
+
 /* Fail the run: the recorded step and the new one differ. */
 static int nondet(pl_ctx *c, const pl__rec *rec, pl_step_type type,
                   const char *actor, const uint8_t *mp, size_t mp_len,
@@ -282,8 +304,14 @@ static int inv_append(pl_ctx *c, pl_step_type type, const char *actor,
     if (st)
         return st;
     if (rec) {
+        bool same_bytes = rec->payload_len == mp_len &&
+                          memcmp(rec->payload, mp, mp_len) == 0;
+        if (!same_bytes && (st = pl__rec_check(rec)))
+            return pl__run_fail(r, st, "run %s: step %s:%u is corrupt: %s",
+                                r->id, c->path, c->next_seq, pl_errmsg());
         if (rec->type != type || !rec_actor_is(rec, actor) ||
-            !pl__payload_equal(rec->payload, rec->payload_len, mp, mp_len))
+            (!same_bytes && !pl__payload_equal(rec->payload,
+                                               rec->payload_len, mp, mp_len)))
             return nondet(c, rec, type, actor, mp, mp_len, code);
         if (type == PL_STEP_ACTION_CALL && !rec_code_is(rec, code) &&
             r->e->on_event) {
@@ -349,6 +377,27 @@ static int inv_append(pl_ctx *c, pl_step_type type, const char *actor,
     return PL_OK;
 }
 
+/* Seed steps open a new ledger. */
+static int append_seed(pl_ctx *c, const pl_steps *seed)
+{
+    pl__run *r = c->run;
+    for (size_t i = 0; seed && i < seed->n; i++) {
+        const pl_step *s = seed->v[i];
+        bool replayed;
+        if (s->mp_len > r->e->max_payload)
+            return pl__run_fail(r, PL_ELIMIT, "run %s, invocation %s: seed "
+                                              "step %zu has a payload of %zu "
+                                              "bytes; the limit is %zu",
+                                r->id, c->path, i, s->mp_len,
+                                r->e->max_payload);
+        int st = inv_append(c, s->type, s->actor, s->mp, s->mp_len, NULL,
+                            &replayed, NULL);
+        if (st)
+            return st;
+    }
+    return PL_OK;
+}
+
 /* ---- commits ------------------------------------------------------------------------- */
 
 int pl__run_commit(pl__run *r)
@@ -379,8 +428,8 @@ int pl__run_commit(pl__run *r)
     if (r->batch.state.len)
         r->state_written_us = now;
     pl__kvs_reset(&r->batch.steps);
-    pl__emit(r, PL_EVENT_COMMIT, NULL, 0, NULL, 0, 0, pl__mono_ns() - t0,
-             NULL);
+    pl__emit(r, PL_EVENT_COMMIT, NULL, (uint32_t)n, NULL, 0, 0,
+             pl__mono_ns() - t0, NULL);
     return PL_OK;
 }
 
@@ -469,19 +518,16 @@ static int execute(pl_ctx *c, uint32_t call_seq, bool call_replayed,
         return st;
     pl__emit(r, PL_EVENT_CALL_STARTED, c->path, call_seq, def->name,
              PL_STEP_ACTION_CALL, 0, 0, NULL);
-    for (size_t i = 0; a->seed && i < a->seed->n; i++) {
-        const pl_step *s = a->seed->v[i];
-        bool replayed;
-        if ((st = inv_append(child, s->type, s->actor, s->mp, s->mp_len, NULL,
-                             &replayed, NULL)))
-            return st;
-    }
+    if ((st = append_seed(child, a->seed)))
+        return st;
     pl_steps res = {.default_actor = def->name};
     pl_next next = {decos, n_decos, 0};
     pl__err_clear();
     st = pl_next_call(&next, child, a, &res);
     if (!st && r->stop)
         st = r->stop;
+    if (!st)
+        st = inv_finish(child);
     if (st && !r->stop) {
         bool said = pl__errmsg_set();
         st = pl__run_fail(r, st, "run %s: a decorator around '%s' at %s "
@@ -539,89 +585,143 @@ static int in_doubt_payload(pl__buf *b, pl_ctx *c, uint32_t call_seq,
 static void suspend_here(pl_ctx *c, uint32_t seq, const uint8_t *prompt,
                          size_t prompt_len);
 
+/* The recorded action_result at the cursor answers the call: serve it. */
+static int serve(pl_ctx *c, const pl__rec *rec, uint32_t call_seq,
+                 const char *callee, uint64_t t0, pl_step **out)
+{
+    pl__run *r = c->run;
+    uint32_t seq = c->next_seq;
+    int st;
+    if (!rec_actor_is(rec, callee))
+        return pl__run_fail(r, PL_ENONDET, "non-determinism in run %s: the "
+                                           "result at %s:%u is from '%.*s', "
+                                           "the call was to '%s'", r->id,
+                            c->path, seq, (int)rec->actor_len, rec->actor,
+                            callee);
+    if (out && (st = pl__step_from_rec(rec, c->path, out)))
+        return pl__run_fail(r, st, "run %s: the result at %s:%u: %s", r->id,
+                            c->path, seq, pl_errmsg());
+    inv_consume(c);
+    r->served++;
+    pl__emit(r, PL_EVENT_CALL_SERVED, c->path, call_seq, callee,
+             PL_STEP_ACTION_RESULT, 0, pl__mono_ns() - t0, NULL);
+    return PL_OK;
+}
+
+static bool is_engine_suspend(const pl__rec *rec)
+{
+    return rec->type == PL_STEP_SUSPEND && rec_actor_is(rec, ENGINE_ACTOR);
+}
+
 /*
- * The call at @p call_seq is in doubt.  The engine's suspend step (and the
- * human's answer) follow the action_call in the caller's ledger.
+ * The call at @p call_seq is in doubt: the engine suspends the run, and the
+ * suspend step (and the human's answer) follow the action_call in the
+ * caller's ledger.  An answer "rerun" executes the call again; if that run
+ * is cut short by another crash, the call is in doubt again and the engine
+ * asks again.
  */
 static int in_doubt(pl_ctx *c, uint32_t call_seq, const pl_action *a,
                     const pl_policy_def *def, const pl_decorator *decos,
                     size_t n_decos, uint64_t t0, pl_step **out)
 {
     pl__run *r = c->run;
-    pl__buf b = {0};
-    int st = in_doubt_payload(&b, c, call_seq, a->policy);
-    if (st) {
-        pl__buf_free(&b);
-        return pl__run_fail(r, st, "out of memory");
-    }
-    uint32_t seq = c->next_seq;
-    bool replayed;
-    st = inv_append(c, PL_STEP_SUSPEND, ENGINE_ACTOR, b.data, b.len, NULL,
-                    &replayed, NULL);
-    if (st || !replayed) {
-        if (!st) {
-            const uint8_t *v;
-            size_t vn;
-            if (pl__map_find(b.data, b.len, "prompt", &v, &vn))
-                suspend_here(c, seq, v, vn);
-            st = r->stop;
+    for (;;) {
+        pl__buf b = {0};
+        int st = in_doubt_payload(&b, c, call_seq, a->policy);
+        if (st) {
+            pl__buf_free(&b);
+            return pl__run_fail(r, st, "out of memory");
         }
-        pl__buf_free(&b);
-        return st;
-    }
-    pl__buf_free(&b);
-    const pl__rec *rec;
-    if ((st = inv_peek(c, &rec)))
-        return st;
-    if (!rec) {
-        if (r->check)
-            return pl__run_fail(r, PL_ECHECK, "check: run %s is suspended at "
-                                              "%s:%u", r->id, c->path, seq);
-        suspend_here(c, seq, NULL, 0); /* still waiting for an answer */
-        return r->stop;
-    }
-    if (rec->type != PL_STEP_RESUME)
-        return pl__run_fail(r, PL_ENONDET, "run %s: after the suspension at "
-                                           "%s:%u the ledger records %s, not "
-                                           "a resume", r->id, c->path, seq,
-                            pl_step_type_name(rec->type));
-    cJSON *answer = NULL;
-    st = pl__payload_decode(&answer, rec->payload, rec->payload_len);
-    if (st) {
-        cJSON_Delete(answer);
-        return pl__run_fail(r, st, "run %s: %s", r->id, pl_errmsg());
-    }
-    inv_consume(c);
-    const cJSON *ans = cJSON_GetObjectItemCaseSensitive(answer, "answer");
-    const cJSON *dec = cJSON_GetObjectItemCaseSensitive(ans, "decision");
-    const char *d = cJSON_IsString(dec) ? dec->valuestring : "";
-    if (strcmp(d, "rerun") == 0) {
-        cJSON_Delete(answer);
-        return execute(c, call_seq, true, a, def, decos, n_decos, t0, out);
-    }
-    if (strcmp(d, "result") == 0) {
-        const cJSON *res = cJSON_GetObjectItemCaseSensitive(ans, "result");
-        if (cJSON_IsObject(res)) {
-            pl__buf rb = {0};
-            st = pl__payload_encode(&rb, res, r->e->max_payload);
-            if (!st)
-                st = finish_call(c, call_seq, a->policy, rb.data, rb.len, t0,
-                                 out);
-            else
-                st = pl__run_fail(r, st, "%s", pl_errmsg());
-            pl__buf_free(&rb);
-            cJSON_Delete(answer);
+        uint32_t seq = c->next_seq;
+        bool replayed;
+        st = inv_append(c, PL_STEP_SUSPEND, ENGINE_ACTOR, b.data, b.len, NULL,
+                        &replayed, NULL);
+        if (st || !replayed) {
+            if (!st) {
+                const uint8_t *v;
+                size_t vn;
+                if (pl__map_find(b.data, b.len, "prompt", &v, &vn))
+                    suspend_here(c, seq, v, vn);
+                st = r->stop;
+            }
+            pl__buf_free(&b);
             return st;
         }
+        pl__buf_free(&b);
+        const pl__rec *rec;
+        if ((st = inv_peek(c, &rec)))
+            return st;
+        if (!rec) {
+            if (r->check)
+                return pl__run_fail(r, PL_ECHECK, "check: run %s is suspended "
+                                                  "at %s:%u", r->id, c->path,
+                                    seq);
+            suspend_here(c, seq, NULL, 0); /* still waiting for an answer */
+            return r->stop;
+        }
+        if (rec->type != PL_STEP_RESUME)
+            return pl__run_fail(r, PL_ENONDET, "run %s: after the suspension "
+                                               "at %s:%u the ledger records "
+                                               "%s, not a resume", r->id,
+                                c->path, seq, pl_step_type_name(rec->type));
+        cJSON *answer = NULL;
+        if ((st = pl__payload_decode(&answer, rec->payload, rec->payload_len)))
+            return pl__run_fail(r, st, "run %s: %s", r->id, pl_errmsg());
+        inv_consume(c);
+        const cJSON *ans = cJSON_GetObjectItemCaseSensitive(answer, "answer");
+        const cJSON *dec = cJSON_GetObjectItemCaseSensitive(ans, "decision");
+        const char *d = cJSON_IsString(dec) ? dec->valuestring : "";
+        if (strcmp(d, "result") == 0) {
+            const cJSON *res = cJSON_GetObjectItemCaseSensitive(ans, "result");
+            if (cJSON_IsObject(res)) {
+                pl__buf rb = {0};
+                st = pl__payload_encode(&rb, res, r->e->max_payload);
+                if (!st)
+                    st = finish_call(c, call_seq, a->policy, rb.data, rb.len,
+                                     t0, out);
+                else
+                    st = pl__run_fail(r, st, "%s", pl_errmsg());
+                pl__buf_free(&rb);
+                cJSON_Delete(answer);
+                return st;
+            }
+        }
+        if (strcmp(d, "rerun") != 0) {
+            bool fail = strcmp(d, "fail") == 0;
+            cJSON_Delete(answer);
+            return finish_error(c, call_seq, a->policy, PL_ERR_IN_DOUBT,
+                                fail ? "the operator declared the in-doubt "
+                                       "call failed"
+                                     : "the answer to the in-doubt call had "
+                                       "no valid decision (rerun, fail, "
+                                       "result)",
+                                t0, out);
+        }
+        cJSON_Delete(answer);
+        /* rerun: what did the rerun leave behind? */
+        bool was_replaying = c->replaying;
+        if ((st = inv_peek(c, &rec)))
+            return st;
+        if (rec && rec->type == PL_STEP_ACTION_RESULT)
+            return serve(c, rec, call_seq, a->policy, t0, out);
+        if (rec && is_engine_suspend(rec))
+            continue; /* the rerun was in doubt too */
+        if (rec)
+            return pl__run_fail(r, PL_ENONDET, "non-determinism in run %s: "
+                                               "after the rerun decision at "
+                                               "%s:%u the ledger records %s",
+                                r->id, c->path, seq + 1,
+                                pl_step_type_name(rec->type));
+        if (r->check)
+            return pl__run_fail(r, PL_ECHECK, "check: run %s: the call at "
+                                              "%s:%u to '%s' has no recorded "
+                                              "result; replay would execute "
+                                              "it", r->id, c->path, call_seq,
+                                a->policy);
+        if (was_replaying && r->crashed_before)
+            continue; /* the rerun was in flight at a crash: ask again */
+        return execute(c, call_seq, true, a, def, decos, n_decos, t0, out);
     }
-    bool fail = strcmp(d, "fail") == 0;
-    cJSON_Delete(answer);
-    return finish_error(c, call_seq, a->policy, PL_ERR_IN_DOUBT,
-                        fail ? "the operator declared the in-doubt call "
-                               "failed"
-                             : "the answer to the in-doubt call had no valid "
-                               "decision (rerun, fail, result)",
-                        t0, out);
 }
 
 /*
@@ -641,29 +741,9 @@ static int resolve_call(pl_ctx *c, uint32_t call_seq, bool call_replayed,
         int st = inv_peek(c, &rec);
         if (st)
             return st;
-        if (rec && rec->type == PL_STEP_ACTION_RESULT) {
-            if (!rec_actor_is(rec, a->policy))
-                return pl__run_fail(r, PL_ENONDET, "non-determinism in run %s:"
-                                                   " the result at %s:%u is "
-                                                   "from '%.*s', the call was "
-                                                   "to '%s'", r->id, c->path,
-                                    c->next_seq, (int)rec->actor_len,
-                                    rec->actor, a->policy);
-            uint32_t seq = c->next_seq;
-            if (out) {
-                *out = pl__step_from_rec(rec, c->path);
-                if (!*out)
-                    return pl__run_fail(r, PL_ENOMEM, "out of memory");
-            }
-            inv_consume(c);
-            r->served++;
-            pl__emit(r, PL_EVENT_CALL_SERVED, c->path, call_seq, a->policy,
-                     PL_STEP_ACTION_RESULT, 0, pl__mono_ns() - t0, NULL);
-            (void)seq;
-            return PL_OK;
-        }
-        if (rec && rec->type == PL_STEP_SUSPEND &&
-            rec_actor_is(rec, ENGINE_ACTOR))
+        if (rec && rec->type == PL_STEP_ACTION_RESULT)
+            return serve(c, rec, call_seq, a->policy, t0, out);
+        if (rec && is_engine_suspend(rec))
             return in_doubt(c, call_seq, a, def, decos, n_decos, t0, out);
         if (rec)
             return pl__run_fail(r, PL_ENONDET, "non-determinism in run %s: "
@@ -830,6 +910,21 @@ static int run_policy(pl_ctx *c, const pl_action *a, pl_steps *out)
     }
     for (size_t i = 0; !st && i < ret.n; i++) {
         pl_step *s = ret.v[i];
+        if (s->in_ledger) { /* pl_ctx_emit() recorded it already */
+            if (pl__steps_push(out, s))
+                st = pl__run_fail(r, PL_ENOMEM, "out of memory");
+            else
+                ret.v[i] = NULL;
+            continue;
+        }
+        if (s->mp_len > r->e->max_payload) {
+            st = pl__run_fail(r, PL_ELIMIT, "run %s: policy '%s' at %s "
+                                            "returned a step with a payload "
+                                            "of %zu bytes; the limit is %zu",
+                              r->id, c->def->name, c->path, s->mp_len,
+                              r->e->max_payload);
+            break;
+        }
         const char *code = NULL;
         if (s->type == PL_STEP_ACTION_CALL) {
             const uint8_t *v;
@@ -879,17 +974,14 @@ int pl__run_root(pl__run *r, const pl_policy_def *def, const pl_action *root,
 {
     pl_ctx *c;
     int st = inv_open(r, NULL, 0, replaying, def, root, &c);
-    for (size_t i = 0; !st && root->seed && i < root->seed->n; i++) {
-        const pl_step *s = root->seed->v[i];
-        bool replayed;
-        st = inv_append(c, s->type, s->actor, s->mp, s->mp_len, NULL,
-                        &replayed, NULL);
-    }
+    if (!st)
+        st = append_seed(c, root->seed);
     if (st)
         return st;
     out->default_actor = def->name;
     pl_next next = {NULL, 0, 0};
-    return pl_next_call(&next, c, root, out);
+    st = pl_next_call(&next, c, root, out);
+    return st ? st : inv_finish(c);
 }
 
 /* ---- emitting steps from decorators -------------------------------------------------------- */
@@ -1242,9 +1334,9 @@ int pl_ctx_ledger(pl_ctx *c, pl_steps **out)
         for (size_t i = 0; !st && i < recs.n && seq < c->next_seq; i++) {
             pl__rec rec;
             st = pl__rec_decode(&rec, pl__kvs_val(&recs, i), recs.e[i].vlen);
-            pl_step *s = st ? NULL : pl__step_from_rec(&rec, c->path);
-            if (!st && !s)
-                st = PL_ENOMEM;
+            pl_step *s = NULL;
+            if (!st)
+                st = pl__step_from_rec(&rec, c->path, &s);
             if (!st && (st = pl__steps_push(l, s)))
                 pl_step_free(s);
             seq++;
@@ -1260,10 +1352,9 @@ int pl_ctx_ledger(pl_ctx *c, pl_steps **out)
         st = pl__rec_decode(&rec, pl__kvs_val(p, i), p->e[i].vlen);
         if (st || rec.seq != seq)
             continue;
-        pl_step *s = pl__step_from_rec(&rec, c->path);
-        if (!s)
-            st = PL_ENOMEM;
-        else if ((st = pl__steps_push(l, s)))
+        pl_step *s = NULL;
+        if (!(st = pl__step_from_rec(&rec, c->path, &s)) &&
+            (st = pl__steps_push(l, s)))
             pl_step_free(s);
         seq++;
     }

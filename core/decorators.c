@@ -54,8 +54,12 @@ static int loop_fn(pl_ctx *ctx, const pl_action *action, pl_steps *out,
         return st;
 
     char msg[160];
-    snprintf(msg, sizeof msg, "loop: the policy still called actions after "
-                              "max_turns=%llu turns", (unsigned long long)max);
+    if (max == 0)
+        snprintf(msg, sizeof msg, "loop: max_turns is 0, so no turn ran");
+    else
+        snprintf(msg, sizeof msg, "loop: the policy still called actions "
+                                  "after max_turns=%llu turns",
+                 (unsigned long long)max);
     cJSON *err = cJSON_CreateObject();
     if (!err || !cJSON_AddTrueToObject(err, "error") ||
         !cJSON_AddStringToObject(err, "code", PL_ERR_BUDGET_EXCEEDED) ||

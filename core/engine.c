@@ -45,6 +45,8 @@ const char *pl_durability_name(pl_durability d)
 
 int pl_durability_parse(pl_durability *out, const char *name)
 {
+    if (!out)
+        return pl__err(PL_EINVAL, "pl_durability_parse: out is NULL");
     for (size_t i = 0; name && i < PL__ARRAY_LEN(durability_names); i++) {
         if (strcmp(name, durability_names[i]) == 0) {
             *out = (pl_durability)i;

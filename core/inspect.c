@@ -186,10 +186,12 @@ int pl_run_ledger(pl_engine *e, const char *run_id, const char *path,
                              seq, pl_errmsg());
                 break;
             }
-            pl_step *s = pl__step_from_rec(&rec, canon);
-            if (!s || (st = pl__steps_push(l, s))) {
+            pl_step *s = NULL;
+            if ((st = pl__step_from_rec(&rec, canon, &s)) ||
+                (st = pl__steps_push(l, s))) {
                 pl_step_free(s);
-                st = PL_ENOMEM;
+                st = pl__err(st, "run '%s', step %s:%u: %s", run_id, canon,
+                             seq, pl_errmsg());
             }
         }
         if (st)
@@ -259,9 +261,10 @@ static int walk_rec(const uint8_t *key, size_t klen, const uint8_t *val,
     if (st)
         return pl__err(st, "run '%s', step %s:%u: %s", w->id, path, seq,
                        pl_errmsg());
-    pl_step *s = pl__step_from_rec(&rec, path);
-    if (!s)
-        return PL_ENOMEM;
+    pl_step *s;
+    if ((st = pl__step_from_rec(&rec, path, &s)))
+        return pl__err(st, "run '%s', step %s:%u: %s", w->id, path, seq,
+                       pl_errmsg());
     st = w->visit(s, w->user);
     pl_step_free(s);
     return st;
@@ -344,6 +347,8 @@ static int verify_rec(const uint8_t *key, size_t klen, const uint8_t *val,
                        l->next_seq, seq);
     pl__rec rec;
     int st = pl__rec_decode(&rec, val, vlen);
+    if (!st)
+        st = pl__rec_check(&rec);
     if (st)
         return pl__err(st, "run '%s', step %s:%u: %s", v->id, path, seq,
                        pl_errmsg());

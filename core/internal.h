@@ -48,8 +48,10 @@ struct pl_steps {
 PL__HIDDEN pl_step *pl__step_new(pl_step_type type, const char *actor,
                                  size_t actor_len, const uint8_t *mp,
                                  size_t mp_len);
-/* A step from a stored record, with its id "<path>:<seq>". */
-PL__HIDDEN pl_step *pl__step_from_rec(const pl__rec *rec, const char *path);
+/* A step from a stored record (its payload checked), with its id
+ * "<path>:<seq>".  PL_ECORRUPT or PL_ENOMEM. */
+PL__HIDDEN int pl__step_from_rec(const pl__rec *rec, const char *path,
+                                 pl_step **out) PL__MUST_CHECK;
 /* Give a step its place in a ledger. */
 PL__HIDDEN int pl__step_place(pl_step *s, const char *path, uint32_t seq,
                               int64_t time_us) PL__MUST_CHECK;

@@ -234,7 +234,8 @@ static int record_end(pl__run *r)
 {
     uint64_t t0 = pl__mono_ns();
     pl__run_state *st = &r->state;
-    st->steps += r->batch.steps.n;
+    uint32_t n = (uint32_t)r->batch.steps.n;
+    st->steps += n;
     st->updated_us = st->heartbeat_us = pl__now_us();
     r->batch.run = r->num;
     pl__buf_reset(&r->batch.state);
@@ -242,11 +243,11 @@ static int record_end(pl__run *r)
     if (!rc)
         rc = pl__engine_commit(r->e, &r->batch);
     if (rc) {
-        st->steps -= r->batch.steps.n;
+        st->steps -= n;
         return rc;
     }
     pl__kvs_reset(&r->batch.steps);
-    pl__emit(r, PL_EVENT_COMMIT, NULL, 0, NULL, 0, 0, pl__mono_ns() - t0,
+    pl__emit(r, PL_EVENT_COMMIT, NULL, n, NULL, 0, 0, pl__mono_ns() - t0,
              NULL);
     return PL_OK;
 }
@@ -289,6 +290,8 @@ static int execute(pl__run *r, const pl_policy_def *def, const pl_action *root,
             pl_steps_free(steps);
             return PL_ENOMEM;
         }
+        pl__emit(r, PL_EVENT_RUN_COMPLETED, "0", 0, def->name, 0, 0,
+                 pl__mono_ns() - t0, NULL);
         o->steps = steps;
         *out = o;
         return PL_OK;
@@ -613,17 +616,20 @@ static int continue_run(pl_engine *e, const char *id, bool check,
     if ((st = run_new(e, id, &r)))
         goto done;
     r->num = num;
-    r->check = check;
-    if (check) {
-        pl__buf sb = {0};
-        st = pl__store_state_get(e->store, num, &sb);
-        if (!st)
-            st = pl__run_state_decode(&r->state, sb.data, sb.len);
-        pl__buf_free(&sb);
-        if (!st)
-            st = execute(r, def, &ra.action, true, out);
+    pl__buf sb = {0};
+    st = pl__store_state_get(e->store, num, &sb);
+    if (!st)
+        st = pl__run_state_decode(&r->state, sb.data, sb.len);
+    pl__buf_free(&sb);
+    if (st)
+        goto done;
+    /* a completed run is final: replaying it writes nothing */
+    r->check = check || (!token && r->state.status == PL_RUN_COMPLETED);
+    if (r->check) {
+        st = execute(r, def, &ra.action, true, out);
         goto done;
     }
+    pl__run_state_clear(&r->state);
     if ((st = pl__engine_claim(e, num, id)))
         goto done;
     claimed = true;

@@ -22,6 +22,8 @@ const char *pl_step_type_name(pl_step_type type)
 
 int pl_step_type_parse(pl_step_type *out, const char *name)
 {
+    if (!out)
+        return pl__err(PL_EINVAL, "pl_step_type_parse: out is NULL");
     for (size_t i = 1; name && i < PL__ARRAY_LEN(type_names); i++) {
         if (strcmp(name, type_names[i]) == 0) {
             *out = (pl_step_type)i;
@@ -52,20 +54,24 @@ pl_step *pl__step_new(pl_step_type type, const char *actor, size_t actor_len,
     return s;
 }
 
-pl_step *pl__step_from_rec(const pl__rec *rec, const char *path)
+int pl__step_from_rec(const pl__rec *rec, const char *path, pl_step **out)
 {
+    *out = NULL;
+    int st = pl__rec_check(rec);
+    if (st)
+        return st;
     pl_step *s = pl__step_new(rec->type, rec->actor, rec->actor_len,
                               rec->payload, rec->payload_len);
     if (!s)
-        return NULL;
+        return PL_ENOMEM;
     if ((rec->code && !(s->code = pl__strndup(rec->code, rec->code_len))) ||
         pl__step_place(s, path, rec->seq, rec->time_us)) {
         pl_step_free(s);
-        pl__err(PL_ENOMEM, "out of memory creating a step");
-        return NULL;
+        return pl__err(PL_ENOMEM, "out of memory creating a step");
     }
     memcpy(s->prev, rec->prev_hash, PL_HASH_LEN);
-    return s;
+    *out = s;
+    return PL_OK;
 }
 
 int pl__step_place(pl_step *s, const char *path, uint32_t seq, int64_t time_us)
@@ -97,7 +103,9 @@ const cJSON *pl_step_payload(const pl_step *cs)
 {
     pl_step *s = (pl_step *)cs; /* the decoded form is a cache */
     if (!s->decoded) {
-        if (pl__payload_decode(&s->json, s->mp, s->mp_len))
+        /* a step's payload came from our encoder or passed the record
+         * check when it was read */
+        if (pl__payload_decode_checked(&s->json, s->mp, s->mp_len))
             return NULL;
         s->decoded = true;
     }

@@ -408,7 +408,8 @@ typedef enum pl_event_kind {
     PL_EVENT_STEP_APPENDED = 6,  /**< a new step was appended (not yet
                                       durable: see PL_EVENT_COMMIT) */
     PL_EVENT_STEP_REPLAYED = 7,  /**< an append matched the recorded step */
-    PL_EVENT_COMMIT = 8,         /**< appended steps became durable */
+    PL_EVENT_COMMIT = 8,         /**< appended steps became durable; seq is
+                                      how many */
     PL_EVENT_CODE_CHANGED = 9,   /**< a replayed call was recorded by other
                                       code (detail names both) */
     PL_EVENT_RUN_SUSPENDED = 10,
@@ -566,6 +567,7 @@ void pl_outcome_free(pl_outcome *outcome);
  *         failed with a recorded reason: see (*out)->status); otherwise no
  *         outcome and: PL_EINVAL (bad action or options); PL_EEXIST (run id
  *         taken); PL_ENOTFOUND (root policy not registered); PL_EJSON;
+ *         PL_ELIMIT (root payload larger than max_payload);
  *         PL_ESTORE / PL_EMAPFULL (the store failed; nothing durable was
  *         lost); PL_ENOMEM.
  */
@@ -574,8 +576,10 @@ int pl_run_start(pl_engine *engine, const pl_action *root,
 
 /**
  * Continue a run: replay it from its ledgers and go on from where it
- * stopped.  Finishes a crashed run, retries a failed one, and replays a
- * completed one (returning the same outcome, executing nothing).
+ * stopped.  Finishes a crashed run and retries a failed one.  A completed
+ * run is final: it is replayed as with opts->check, writing nothing, and
+ * gives the same outcome (or PL_ENONDET / PL_ECHECK when today's code no
+ * longer replays it).
  * @return as pl_run_start(), plus PL_ENOTFOUND (no such run), PL_EBUSY
  *         (another live process or thread is running it), PL_ESTATE (it is
  *         suspended: use pl_run_resume()).  With opts->check, PL_ECHECK and

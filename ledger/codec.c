@@ -37,6 +37,10 @@
  *   check_value() walks it with every length checked against the bytes that
  *   remain (so a forged count cannot make the unpacker allocate gigabytes),
  *   nesting bounded, and only JSON-compatible types allowed.
+ *   Replay reads records with pl__rec_decode_lazy(), which checks the
+ *   header only: it compares a recorded payload with freshly encoded bytes
+ *   first, equal bytes need no check, and anything else is checked with
+ *   pl__rec_check() before it is interpreted.
  *
  * RUN RECORDS are msgpack maps with short keys; readers ignore keys they do
  * not know, so fields can be added without a version bump.  Their fields are
@@ -51,9 +55,16 @@
 
 /* ---- writing ------------------------------------------------------------- */
 
+/* msgpack-c's writer: called for every few bytes, so the common case is
+ * inline. */
 static int buf_write(void *data, const char *p, size_t n)
 {
-    return pl__buf_append(data, p, n) ? -1 : 0;
+    pl__buf *b = data;
+    if (n > b->cap - b->len && pl__buf_reserve(b, n))
+        return -1;
+    memcpy(b->data + b->len, p, n);
+    b->len += n;
+    return 0;
 }
 
 static void packer_init(msgpack_packer *pk, pl__buf *out)
@@ -520,7 +531,7 @@ static bool actor_ok(const uint8_t *p, size_t n)
     return true;
 }
 
-int pl__rec_decode(pl__rec *out, const uint8_t *data, size_t len)
+int pl__rec_decode_lazy(pl__rec *out, const uint8_t *data, size_t len)
 {
     rd r = {data, data + len};
     head h;
@@ -569,11 +580,25 @@ int pl__rec_decode(pl__rec *out, const uint8_t *data, size_t len)
     }
     out->payload = r.p;
     out->payload_len = rd_left(&r);
-    int rc = pl__payload_check(out->payload, out->payload_len, true);
-    if (rc)
-        return pl__err(rc, "step record %llu: %s", (unsigned long long)seq,
-                       pl_errmsg());
+    if (!out->payload_len || !((*r.p >= 0x80 && *r.p <= 0x8f) ||
+                               *r.p == 0xde || *r.p == 0xdf))
+        return pl__err(PL_ECORRUPT, "step record %llu: the payload is not a "
+                                    "map", (unsigned long long)seq);
     return PL_OK;
+}
+
+int pl__rec_check(const pl__rec *rec)
+{
+    int rc = pl__payload_check(rec->payload, rec->payload_len, true);
+    if (rc)
+        return pl__err(rc, "step record %u: %s", rec->seq, pl_errmsg());
+    return PL_OK;
+}
+
+int pl__rec_decode(pl__rec *out, const uint8_t *data, size_t len)
+{
+    int rc = pl__rec_decode_lazy(out, data, len);
+    return rc ? rc : pl__rec_check(out);
 }
 
 bool pl__map_find(const uint8_t *mp, size_t len, const char *key,
@@ -692,19 +717,17 @@ static cJSON *from_object(const msgpack_object *o)
     }
 }
 
-int pl__payload_decode(cJSON **out, const uint8_t *mp, size_t len)
+int pl__payload_decode_checked(cJSON **out, const uint8_t *mp, size_t len)
 {
     *out = NULL;
-    int rc = pl__payload_check(mp, len, false);
-    if (rc)
-        return rc;
     msgpack_zone zone;
-    if (!msgpack_zone_init(&zone, 2048))
+    if (!msgpack_zone_init(&zone, 1024))
         return pl__err(PL_ENOMEM, "out of memory decoding a payload");
     msgpack_object obj;
     size_t off = 0;
     msgpack_unpack_return ur = msgpack_unpack((const char *)mp, len, &off,
                                               &zone, &obj);
+    int rc;
     if (ur == MSGPACK_UNPACK_SUCCESS) {
         *out = from_object(&obj);
         rc = *out ? PL_OK : pl__err(PL_ENOMEM, "out of memory decoding a "
@@ -717,6 +740,13 @@ int pl__payload_decode(cJSON **out, const uint8_t *mp, size_t len)
     }
     msgpack_zone_destroy(&zone);
     return rc;
+}
+
+int pl__payload_decode(cJSON **out, const uint8_t *mp, size_t len)
+{
+    *out = NULL;
+    int rc = pl__payload_check(mp, len, false);
+    return rc ? rc : pl__payload_decode_checked(out, mp, len);
 }
 
 bool pl__payload_equal(const uint8_t *a, size_t alen, const uint8_t *b,

@@ -43,6 +43,17 @@ PL__HIDDEN int pl__rec_decode(pl__rec *out, const uint8_t *data,
                               size_t len) PL__MUST_CHECK;
 
 /*
+ * The same for the header only: the payload is located (the rest of the
+ * record) but not walked; pl__rec_check() it before interpreting it.
+ */
+PL__HIDDEN int pl__rec_decode_lazy(pl__rec *out, const uint8_t *data,
+                                   size_t len) PL__MUST_CHECK;
+
+/* Check a decoded record's payload: a JSON-compatible map within the
+ * limits.  Needed before its payload is decoded or handed out. */
+PL__HIDDEN int pl__rec_check(const pl__rec *rec) PL__MUST_CHECK;
+
+/*
  * Encode a JSON object as a msgpack map, appended to @p out.  NULL encodes
  * {}.  PL_EJSON for a non-object, non-finite number or raw item; PL_ELIMIT
  * past PL_MAX_JSON_DEPTH or @p max_bytes.
@@ -80,9 +91,13 @@ PL__HIDDEN int pl__json_encode(pl__buf *out, const cJSON *v) PL__MUST_CHECK;
 PL__HIDDEN int pl__payload_check(const uint8_t *mp, size_t len,
                                  bool want_map) PL__MUST_CHECK;
 
-/* Decode a checked msgpack value into a new cJSON.  PL_ECORRUPT/ENOMEM. */
+/* Check, then decode a msgpack value into a new cJSON.  PL_ECORRUPT or
+ * PL_ENOMEM. */
 PL__HIDDEN int pl__payload_decode(cJSON **out, const uint8_t *mp,
                                   size_t len) PL__MUST_CHECK;
+/* Decode bytes that passed pl__payload_check() or came from our encoder. */
+PL__HIDDEN int pl__payload_decode_checked(cJSON **out, const uint8_t *mp,
+                                          size_t len) PL__MUST_CHECK;
 
 /*
  * Find the value of @p key in a checked msgpack map without decoding it.

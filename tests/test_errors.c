@@ -1,0 +1,894 @@
+/*
+ * test_errors.c -- bad input to the public API never crashes and gives clear
+ * errors (DESIGN.md section 7 and 14; the argument checks of core/run.c,
+ * core/context.c, core/step.c, core/engine.c and core/inspect.c).
+ *
+ * Covers: NULL out-parameters and NULL engines, invalid run ids, wrong
+ * option versions, bad root actions (non-object payload, unregistered
+ * policy), duplicate and unknown run ids, invalid calls from inside a policy
+ * (which fail the run with a recorded reason), payloads over
+ * pl_engine_options.max_payload, nesting deeper than PL_MAX_DEPTH, bad
+ * pl_steps_add() input, and that pl_errmsg() names the specific problem
+ * after each failure.
+ */
+#include "support.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------------ */
+/* Helpers                                                                  */
+/* ------------------------------------------------------------------------ */
+
+#define MAX_PAYLOAD 1024
+
+static pl_engine *open_limited(const pl_registry *reg)
+{
+    pl_engine_options o = PL_ENGINE_OPTIONS_INIT;
+    o.durability = PL_DURABILITY_PROCESS;
+    o.max_payload = MAX_PAYLOAD;
+    pl_engine *e = NULL;
+    int st = pl_engine_open(&e, t_store_path(), reg, &o);
+    cr_assert_eq(st, PL_OK, "%s", pl_errmsg());
+    return e;
+}
+
+static pl_engine *open_engine(const pl_registry *reg)
+{
+    return t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
+}
+
+static void expect_has(const char *hay, const char *needle)
+{
+    cr_expect(hay && strstr(hay, needle) != NULL,
+              "expected \"%s\" in: %s", needle, hay ? hay : "(null)");
+}
+
+/* The status must be @p want and pl_errmsg() must name @p what. */
+#define EXPECT_ERR(call, want, what)                                           \
+    do {                                                                       \
+        int st_ = (call);                                                      \
+        cr_expect_eq(st_, (want), "%s: got %s, expected %s (%s)", #call,       \
+                     pl_status_name(st_), pl_status_name(want), pl_errmsg());  \
+        cr_expect(strcmp(pl_errmsg(), "no error") != 0 && *pl_errmsg(),        \
+                  "%s: no message", #call);                                    \
+        expect_has(pl_errmsg(), (what));                                       \
+    } while (0)
+
+static bool run_exists(pl_engine *e, const char *id)
+{
+    pl_run_info *info = NULL;
+    int st = pl_run_get(e, id, &info);
+    pl_run_info_free(info);
+    return st == PL_OK;
+}
+
+/* A JSON object {"s": "xxxx..."} of about @p n bytes. */
+static cJSON *big_object(size_t n)
+{
+    char *s = malloc(n + 1);
+    cr_assert_not_null(s);
+    memset(s, 'x', n);
+    s[n] = '\0';
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "s", s);
+    free(s);
+    return o;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Test policies                                                            */
+/* ------------------------------------------------------------------------ */
+
+static int g_call_status;
+
+static int effect_ok(cJSON **out, void *user)
+{
+    (void)user;
+    *out = cJSON_CreateObject();
+    return PL_OK;
+}
+
+static int effect_big(cJSON **out, void *user)
+{
+    (void)user;
+    *out = big_object(4 * MAX_PAYLOAD);
+    return PL_OK;
+}
+
+static int noop_deco(pl_ctx *ctx, const pl_action *a, pl_steps *out,
+                     const pl_decorator *self, pl_next *next)
+{
+    (void)self;
+    return pl_next_call(next, ctx, a, out);
+}
+
+/*
+ * misuse: makes the call that payload.mode names and returns its status
+ * (kept in g_call_status).
+ */
+static int misuse(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)user;
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(a->payload, "mode");
+    const char *mode = cJSON_IsString(m) ? m->valuestring : "";
+    int st = PL_OK;
+    if (strcmp(mode, "null_name") == 0) {
+        pl_action call = {NULL, NULL, NULL, 0, NULL};
+        st = pl_ctx_call(ctx, &call, NULL, 0, NULL);
+    } else if (strcmp(mode, "bad_name") == 0) {
+        pl_action call = {"bad\nname", NULL, NULL, 0, NULL};
+        st = pl_ctx_call(ctx, &call, NULL, 0, NULL);
+    } else if (strcmp(mode, "null_action") == 0) {
+        st = pl_ctx_call(ctx, NULL, NULL, 0, NULL);
+    } else if (strcmp(mode, "no_actions") == 0) {
+        pl_action call = {"echo", NULL, NULL, 2, NULL};
+        st = pl_ctx_call(ctx, &call, NULL, 0, NULL);
+    } else if (strcmp(mode, "bad_action_name") == 0) {
+        const char *names[] = {"echo", ""};
+        pl_action call = {"echo", NULL, names, 2, NULL};
+        st = pl_ctx_call(ctx, &call, NULL, 0, NULL);
+    } else if (strcmp(mode, "no_decorators") == 0) {
+        pl_action call = {"echo", NULL, NULL, 0, NULL};
+        st = pl_ctx_call(ctx, &call, NULL, 1, NULL);
+    } else if (strcmp(mode, "decorator_without_fn") == 0) {
+        pl_decorator d[2] = {{noop_deco, "noop", 0, NULL},
+                             {NULL, "broken", 0, NULL}};
+        pl_action call = {"echo", NULL, NULL, 0, NULL};
+        st = pl_ctx_call(ctx, &call, d, 2, NULL);
+    } else if (strcmp(mode, "array_payload") == 0) {
+        cJSON *arr = cJSON_CreateArray();
+        pl_action call = {"echo", arr, NULL, 0, NULL};
+        st = pl_ctx_call(ctx, &call, NULL, 0, NULL);
+        cJSON_Delete(arr);
+    } else if (strcmp(mode, "big_call") == 0) {
+        cJSON *big = big_object(4 * MAX_PAYLOAD);
+        pl_action call = {"echo", big, NULL, 0, NULL};
+        st = pl_ctx_call(ctx, &call, NULL, 0, NULL);
+        cJSON_Delete(big);
+    } else if (strcmp(mode, "big_result") == 0) {
+        cJSON *big = big_object(4 * MAX_PAYLOAD);
+        st = pl_steps_add_result(out, big);
+        cJSON_Delete(big);
+    } else if (strcmp(mode, "big_prompt") == 0) {
+        cJSON *big = big_object(4 * MAX_PAYLOAD);
+        cJSON *ans = NULL;
+        st = pl_ctx_suspend(ctx, big, &ans);
+        cJSON_Delete(big);
+        cJSON_Delete(ans);
+    } else if (strcmp(mode, "array_prompt") == 0) {
+        cJSON *arr = cJSON_CreateArray();
+        cJSON *ans = NULL;
+        st = pl_ctx_suspend(ctx, arr, &ans);
+        cJSON_Delete(arr);
+        cJSON_Delete(ans);
+    } else if (strcmp(mode, "big_effect") == 0) {
+        cJSON *v = NULL;
+        st = pl_ctx_side_effect(ctx, "fetch", effect_big, NULL, &v);
+        cJSON_Delete(v);
+    } else if (strcmp(mode, "wait") == 0) {
+        cJSON *ans = NULL;
+        st = pl_ctx_suspend(ctx, NULL, &ans);
+        cJSON_Delete(ans);
+    } else if (strcmp(mode, "big_emit") == 0) {
+        cJSON *big = big_object(4 * MAX_PAYLOAD);
+        st = pl_ctx_emit(ctx, out, PL_STEP_TEXT, NULL, big);
+        cJSON_Delete(big);
+    }
+    g_call_status = st;
+    if (st)
+        return st;
+    return pl_steps_add_text(out, NULL, "unreachable?");
+}
+
+/* deep: calls itself with left-1 until left is 0 (or forever, without). */
+static int g_max_depth_seen;
+
+static int deep(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)user;
+    const char *p = pl_ctx_path(ctx);
+    int depth = 0;
+    for (; *p; p++)
+        depth += *p == '.';
+    if (depth > g_max_depth_seen)
+        g_max_depth_seen = depth;
+    const cJSON *left = cJSON_GetObjectItemCaseSensitive(a->payload, "left");
+    if (cJSON_IsNumber(left) && left->valueint <= 0)
+        return pl_steps_add_text(out, NULL, "bottom");
+    cJSON *np = cJSON_CreateObject();
+    if (cJSON_IsNumber(left))
+        cJSON_AddNumberToObject(np, "left", left->valueint - 1);
+    pl_action call = {"deep", np, NULL, 0, NULL};
+    pl_step *res = NULL;
+    int st = pl_ctx_call(ctx, &call, NULL, 0, &res);
+    cJSON_Delete(np);
+    if (st)
+        return st;
+    st = pl_steps_add_result(out, pl_step_payload(res));
+    pl_step_free(res);
+    return st;
+}
+
+/* nulls: calls context functions with NULL arguments; none may crash. */
+#define N_NULLS 14
+static int g_null_status[N_NULLS];
+
+static int nulls(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)a;
+    (void)user;
+    pl_action call = {"echo", NULL, NULL, 0, NULL};
+    cJSON *v = NULL;
+    int i = 0;
+    g_null_status[i++] = pl_ctx_call(NULL, &call, NULL, 0, NULL);
+    g_null_status[i++] = pl_ctx_ledger(ctx, NULL);
+    g_null_status[i++] = pl_ctx_ledger(NULL, NULL);
+    g_null_status[i++] = pl_ctx_now(ctx, NULL);
+    g_null_status[i++] = pl_ctx_random(ctx, NULL);
+    g_null_status[i++] = pl_ctx_uuid(ctx, NULL);
+    g_null_status[i++] = pl_ctx_side_effect(ctx, "x", NULL, NULL, &v);
+    g_null_status[i++] = pl_ctx_side_effect(ctx, "", effect_ok, NULL, &v);
+    g_null_status[i++] = pl_ctx_side_effect(ctx, "x", effect_ok, NULL, NULL);
+    g_null_status[i++] = pl_ctx_suspend(ctx, NULL, NULL);
+    g_null_status[i++] = pl_ctx_emit(ctx, NULL, PL_STEP_TEXT, NULL, NULL);
+    g_null_status[i++] = pl_ctx_emit(ctx, out, (pl_step_type)99, NULL, NULL);
+    g_null_status[i++] = pl_ctx_emit(ctx, out, PL_STEP_TEXT, "bad\tactor",
+                                     NULL);
+    g_null_status[i++] = pl_next_call(NULL, ctx, &call, out);
+    cJSON_Delete(v);
+    /* none of that stopped the run: the context still works */
+    int st = pl_ctx_call(ctx, &call, NULL, 0, NULL);
+    if (st)
+        return st;
+    return pl_steps_add_text(out, NULL, "survived");
+}
+
+static pl_registry *registry(void)
+{
+    pl_registry *reg = t_registry();
+    const struct {
+        const char *name;
+        pl_policy_fn fn;
+    } defs[] = {{"misuse", misuse}, {"deep", deep}, {"nulls", nulls}};
+    for (size_t i = 0; i < sizeof defs / sizeof defs[0]; i++) {
+        pl_policy_def d = PL_POLICY_DEF_INIT;
+        d.name = defs[i].name;
+        d.fn = defs[i].fn;
+        cr_assert_eq(pl_registry_add(reg, &d), PL_OK, "%s", pl_errmsg());
+    }
+    return reg;
+}
+
+/* Start misuse with @p mode; returns the failed outcome. */
+static pl_outcome *misuse_run(pl_engine *e, const char *mode, const char *id)
+{
+    char payload[128];
+    snprintf(payload, sizeof payload, "{\"mode\": \"%s\"}", mode);
+    g_call_status = 12345;
+    return t_start(e, "misuse", payload, id);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Out-parameters, engines, run ids, options                                */
+/* ------------------------------------------------------------------------ */
+
+Test(errors, null_out_parameters)
+{
+    pl_registry *reg = registry();
+    const char *path = t_store_path();
+    EXPECT_ERR(pl_engine_open(NULL, path, reg, NULL), PL_EINVAL, "out");
+    EXPECT_ERR(pl_registry_new(NULL), PL_EINVAL, "out");
+    EXPECT_ERR(pl_steps_new(NULL), PL_EINVAL, "out");
+    pl_engine *e = open_engine(reg);
+    pl_outcome *done = t_start(e, "echo", NULL, "there");
+    pl_action a = {"echo", NULL, NULL, 0, NULL};
+    EXPECT_ERR(pl_run_start(e, &a, NULL, NULL), PL_EINVAL, "out");
+    EXPECT_ERR(pl_run_continue(e, "there", NULL, NULL), PL_EINVAL, "out");
+    EXPECT_ERR(pl_run_resume(e, "there", "t", NULL, NULL), PL_EINVAL, "out");
+    EXPECT_ERR(pl_run_get(e, "there", NULL), PL_EINVAL, "out");
+    EXPECT_ERR(pl_run_ledger(e, "there", "0", NULL), PL_EINVAL, "out");
+    EXPECT_ERR(pl_run_walk(e, "there", NULL, NULL), PL_EINVAL, "visitor");
+    EXPECT_ERR(pl_engine_runs(e, NULL, NULL), PL_EINVAL, "visitor");
+    /* nothing was started by the refused calls */
+    cr_expect_eq(t_calls.echo, 1);
+    /* freeing NULL does nothing */
+    pl_outcome_free(NULL);
+    pl_run_info_free(NULL);
+    pl_steps_free(NULL);
+    pl_step_free(NULL);
+    pl_engine_close(NULL);
+    pl_registry_free(NULL);
+    cr_expect_eq(pl_steps_count(NULL), 0);
+    cr_expect_null(pl_steps_at(NULL, 0));
+    pl_outcome_free(done);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+Test(errors, step_type_parse_null_out)
+{
+    /* an out-parameter like every other; must not crash */
+    EXPECT_ERR(pl_step_type_parse(NULL, "text"), PL_EINVAL, "out");
+    pl_step_type t;
+    EXPECT_ERR(pl_step_type_parse(&t, NULL), PL_EINVAL, "step type");
+}
+
+Test(errors, durability_parse_null_out)
+{
+    EXPECT_ERR(pl_durability_parse(NULL, "sync"), PL_EINVAL, "out");
+    pl_durability d;
+    EXPECT_ERR(pl_durability_parse(&d, NULL), PL_EINVAL, "durability");
+}
+
+Test(errors, null_engine)
+{
+    pl_action a = {"echo", NULL, NULL, 0, NULL};
+    void *junk = &a; /* out-parameters must be reset to NULL */
+    pl_outcome *o = junk;
+    EXPECT_ERR(pl_run_start(NULL, &a, NULL, &o), PL_EINVAL, "engine");
+    cr_expect_null(o);
+    o = junk;
+    EXPECT_ERR(pl_run_continue(NULL, "r", NULL, &o), PL_EINVAL, "engine");
+    cr_expect_null(o);
+    o = junk;
+    EXPECT_ERR(pl_run_resume(NULL, "r", "t", NULL, &o), PL_EINVAL, "engine");
+    cr_expect_null(o);
+    pl_run_info *info = junk;
+    EXPECT_ERR(pl_run_get(NULL, "r", &info), PL_EINVAL, "engine");
+    cr_expect_null(info);
+    pl_steps *l = junk;
+    EXPECT_ERR(pl_run_ledger(NULL, "r", "0", &l), PL_EINVAL, "engine");
+    cr_expect_null(l);
+    EXPECT_ERR(pl_run_verify(NULL, "r"), PL_EINVAL, "engine");
+}
+
+static int count_visit(const pl_step *s, void *user)
+{
+    (void)s;
+    (*(int *)user)++;
+    return 0;
+}
+
+Test(errors, invalid_run_ids)
+{
+    pl_registry *reg = registry();
+    pl_engine *e = open_engine(reg);
+    char too_long[PL_MAX_RUN_ID + 2];
+    memset(too_long, 'a', sizeof too_long - 1);
+    too_long[sizeof too_long - 1] = '\0';
+    const char *bad[] = {"", too_long, "has space", "a/b", "tab\there",
+                         "new\nline", "caf\xc3\xa9", "semi;colon", "q?"};
+    pl_action a = {"echo", NULL, NULL, 0, NULL};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        pl_run_options ro = PL_RUN_OPTIONS_INIT;
+        ro.run_id = bad[i];
+        pl_outcome *o = NULL;
+        EXPECT_ERR(pl_run_start(e, &a, &ro, &o), PL_EINVAL, "run id");
+        cr_expect_null(o);
+        EXPECT_ERR(pl_run_continue(e, bad[i], NULL, &o), PL_EINVAL, "run id");
+        EXPECT_ERR(pl_run_resume(e, bad[i], "t", NULL, &o), PL_EINVAL,
+                   "run id");
+        pl_run_info *info = NULL;
+        EXPECT_ERR(pl_run_get(e, bad[i], &info), PL_EINVAL, "run id");
+        pl_steps *l = NULL;
+        EXPECT_ERR(pl_run_ledger(e, bad[i], "0", &l), PL_EINVAL, "run id");
+        EXPECT_ERR(pl_run_verify(e, bad[i]), PL_EINVAL, "run id");
+        int n = 0;
+        EXPECT_ERR(pl_run_walk(e, bad[i], count_visit, &n), PL_EINVAL,
+                   "run id");
+        cr_expect_eq(n, 0);
+    }
+    /* NULL ids where an id is required */
+    pl_outcome *o = NULL;
+    EXPECT_ERR(pl_run_continue(e, NULL, NULL, &o), PL_EINVAL, "run id");
+    pl_run_info *info = NULL;
+    EXPECT_ERR(pl_run_get(e, NULL, &info), PL_EINVAL, "run id");
+    cr_expect_eq(t_calls.echo, 0, "nothing ran");
+
+    /* the edges of the valid set are accepted */
+    too_long[PL_MAX_RUN_ID] = '\0';
+    pl_outcome *o1 = t_start(e, "echo", NULL, too_long);
+    cr_expect_eq(o1->status, PL_RUN_COMPLETED);
+    pl_outcome *o2 = t_start(e, "echo", NULL, "A-z_0.9:x");
+    cr_expect_eq(o2->status, PL_RUN_COMPLETED);
+    pl_outcome *o3 = t_start(e, "echo", NULL, NULL);
+    cr_expect_eq(strlen(o3->run_id), PL_UUID_LEN, "a generated UUIDv7");
+    cr_expect_eq(o3->run_id[14], '7');
+    pl_outcome_free(o1);
+    pl_outcome_free(o2);
+    pl_outcome_free(o3);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+Test(errors, wrong_option_versions)
+{
+    pl_registry *reg = registry();
+    pl_engine_options eo = PL_ENGINE_OPTIONS_INIT;
+    void *junk = reg; /* the out-parameter must be reset to NULL */
+    pl_engine *bad = junk;
+    eo.version = 0;
+    EXPECT_ERR(pl_engine_open(&bad, t_store_path(), reg, &eo), PL_EINVAL,
+               "version");
+    cr_expect_null(bad);
+    eo.version = PL_ENGINE_OPTIONS_VERSION + 1;
+    EXPECT_ERR(pl_engine_open(&bad, t_store_path(), reg, &eo), PL_EINVAL,
+               "version");
+    eo.version = PL_ENGINE_OPTIONS_VERSION;
+    eo.durability = (pl_durability)7;
+    EXPECT_ERR(pl_engine_open(&bad, t_store_path(), reg, &eo), PL_EINVAL,
+               "durability");
+    cr_expect_null(bad);
+
+    pl_engine *e = open_engine(reg);
+    pl_outcome *done = t_start(e, "echo", NULL, "opt-1");
+    pl_action a = {"echo", NULL, NULL, 0, NULL};
+    pl_run_options ro = PL_RUN_OPTIONS_INIT;
+    pl_outcome *o = NULL;
+    ro.version = 0;
+    EXPECT_ERR(pl_run_start(e, &a, &ro, &o), PL_EINVAL, "version");
+    EXPECT_ERR(pl_run_continue(e, "opt-1", &ro, &o), PL_EINVAL, "version");
+    ro.version = PL_RUN_OPTIONS_VERSION + 1;
+    EXPECT_ERR(pl_run_start(e, &a, &ro, &o), PL_EINVAL, "version");
+    EXPECT_ERR(pl_run_continue(e, "opt-1", &ro, &o), PL_EINVAL, "version");
+    cr_expect_null(o);
+    /* check is for continue only */
+    ro.version = PL_RUN_OPTIONS_VERSION;
+    ro.check = true;
+    EXPECT_ERR(pl_run_start(e, &a, &ro, &o), PL_EINVAL, "check");
+    cr_expect_eq(t_calls.echo, 1);
+
+    /* a policy definition of another version */
+    pl_policy_def d = PL_POLICY_DEF_INIT;
+    d.name = "later";
+    d.fn = NULL;
+    d.version = PL_POLICY_DEF_VERSION + 1;
+    EXPECT_ERR(pl_registry_add(reg, &d), PL_EINVAL, "version");
+    pl_outcome_free(done);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+Test(errors, engine_open_bad_paths)
+{
+    pl_registry *reg = registry();
+    pl_engine *e = NULL;
+    EXPECT_ERR(pl_engine_open(&e, NULL, reg, NULL), PL_EINVAL, "path");
+    EXPECT_ERR(pl_engine_open(&e, "", reg, NULL), PL_EINVAL, "path");
+    EXPECT_ERR(pl_engine_open(&e, t_store_path(), NULL, NULL), PL_EINVAL,
+               "registry");
+    char missing[4300];
+    snprintf(missing, sizeof missing, "%s/no/such/dir/store.db", t_tmpdir());
+    int st = pl_engine_open(&e, missing, reg, NULL);
+    cr_expect_neq(st, PL_OK);
+    cr_expect_null(e);
+    expect_has(pl_errmsg(), "no/such/dir");
+
+    /* the same store twice in one process */
+    char path[4300];
+    snprintf(path, sizeof path, "%s", t_store_path());
+    pl_engine *e1 = t_engine(path, reg, PL_DURABILITY_SYNC);
+    EXPECT_ERR(pl_engine_open(&e, path, reg, NULL), PL_EBUSY, "open");
+    cr_expect_null(e);
+    pl_engine_close(e1);
+    pl_registry_free(reg);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Root actions and run ids                                                 */
+/* ------------------------------------------------------------------------ */
+
+Test(errors, bad_root_actions_create_no_run)
+{
+    pl_registry *reg = registry();
+    pl_engine *e = open_engine(reg);
+    pl_run_options ro = PL_RUN_OPTIONS_INIT;
+    ro.run_id = "root-bad";
+    pl_outcome *o = NULL;
+
+    EXPECT_ERR(pl_run_start(e, NULL, &ro, &o), PL_EINVAL, "policy");
+    pl_action a = {NULL, NULL, NULL, 0, NULL};
+    EXPECT_ERR(pl_run_start(e, &a, &ro, &o), PL_EINVAL, "policy");
+    a.policy = "";
+    EXPECT_ERR(pl_run_start(e, &a, &ro, &o), PL_EINVAL, "policy");
+
+    a.policy = "echo";
+    cJSON *arr = cJSON_CreateArray();
+    a.payload = arr;
+    EXPECT_ERR(pl_run_start(e, &a, &ro, &o), PL_EJSON, "object");
+    cJSON *str = cJSON_CreateString("text");
+    a.payload = str;
+    EXPECT_ERR(pl_run_start(e, &a, &ro, &o), PL_EJSON, "object");
+    a.payload = NULL;
+
+    a.policy = "nosuch";
+    EXPECT_ERR(pl_run_start(e, &a, &ro, &o), PL_ENOTFOUND, "'nosuch'");
+
+    a.policy = "echo";
+    a.n_actions = 1;
+    EXPECT_ERR(pl_run_start(e, &a, &ro, &o), PL_EINVAL, "actions");
+    const char *names[] = {"add", "bad\x01name"};
+    a.actions = names;
+    a.n_actions = 2;
+    EXPECT_ERR(pl_run_start(e, &a, &ro, &o), PL_EINVAL, "actions");
+
+    cr_expect_null(o);
+    cr_expect(!run_exists(e, "root-bad"), "a refused start leaves no run");
+    cr_expect_eq(t_calls.echo, 0);
+    cJSON_Delete(arr);
+    cJSON_Delete(str);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+Test(errors, duplicate_run_id_is_eexist)
+{
+    pl_registry *reg = registry();
+    pl_engine *e = open_engine(reg);
+    pl_outcome *o1 = t_start(e, "echo", "{\"first\": 1}", "dup");
+    cr_assert_eq(o1->status, PL_RUN_COMPLETED);
+    pl_action a = {"add", NULL, NULL, 0, NULL};
+    pl_run_options ro = PL_RUN_OPTIONS_INIT;
+    ro.run_id = "dup";
+    pl_outcome *o2 = NULL;
+    EXPECT_ERR(pl_run_start(e, &a, &ro, &o2), PL_EEXIST, "dup");
+    cr_expect_null(o2);
+    cr_expect_eq(t_calls.add, 0, "the second start ran nothing");
+    /* the first run is intact */
+    pl_run_info *info = NULL;
+    cr_assert_eq(pl_run_get(e, "dup", &info), PL_OK);
+    cr_expect_str_eq(info->policy, "echo");
+    cr_expect_eq(info->status, PL_RUN_COMPLETED);
+    cr_expect_eq(info->attempts, 1);
+    cr_expect_eq(pl_run_verify(e, "dup"), PL_OK, "%s", pl_errmsg());
+    pl_run_info_free(info);
+    pl_outcome_free(o1);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+Test(errors, unknown_runs_are_enotfound)
+{
+    pl_registry *reg = registry();
+    pl_engine *e = open_engine(reg);
+    pl_outcome *o = NULL;
+    EXPECT_ERR(pl_run_continue(e, "ghost-run", NULL, &o), PL_ENOTFOUND,
+               "ghost-run");
+    cr_expect_null(o);
+    pl_run_options ro = PL_RUN_OPTIONS_INIT;
+    ro.check = true;
+    EXPECT_ERR(pl_run_continue(e, "ghost-run", &ro, &o), PL_ENOTFOUND,
+               "ghost-run");
+    EXPECT_ERR(pl_run_resume(e, "ghost-run", "tok", NULL, &o), PL_ENOTFOUND,
+               "ghost-run");
+    pl_run_info *info = NULL;
+    EXPECT_ERR(pl_run_get(e, "ghost-run", &info), PL_ENOTFOUND, "ghost-run");
+    pl_steps *l = NULL;
+    EXPECT_ERR(pl_run_ledger(e, "ghost-run", "0", &l), PL_ENOTFOUND,
+               "ghost-run");
+    EXPECT_ERR(pl_run_verify(e, "ghost-run"), PL_ENOTFOUND, "ghost-run");
+    int n = 0;
+    EXPECT_ERR(pl_run_walk(e, "ghost-run", count_visit, &n), PL_ENOTFOUND,
+               "ghost-run");
+    cr_expect(!run_exists(e, "ghost-run"), "lookups create nothing");
+
+    /* bad invocation paths of an existing run */
+    pl_outcome *done = t_start(e, "echo", NULL, "real");
+    const char *paths[] = {NULL, "", "1", "0.", "0..1", "0.a", "00", "0.1x",
+                           "0.99999999999"};
+    for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++)
+        EXPECT_ERR(pl_run_ledger(e, "real", paths[i], &l), PL_EINVAL, "path");
+    /* a resume without a token */
+    EXPECT_ERR(pl_run_resume(e, "real", NULL, NULL, &o), PL_EINVAL, "token");
+    pl_outcome_free(done);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Invalid calls from inside a policy                                       */
+/* ------------------------------------------------------------------------ */
+
+Test(errors, invalid_call_from_a_policy_fails_the_run)
+{
+    pl_registry *reg = registry();
+    pl_engine *e = open_engine(reg);
+    const struct {
+        const char *mode;
+        int status;
+        const char *phrase;
+    } cases[] = {
+        {"null_name", PL_EINVAL, "no valid policy name"},
+        {"bad_name", PL_EINVAL, "no valid policy name"},
+        {"null_action", PL_EINVAL, "no valid policy name"},
+        {"no_actions", PL_EINVAL, "n_actions without actions"},
+        {"bad_action_name", PL_EINVAL, "bad name in actions"},
+        {"no_decorators", PL_EINVAL, "without decorators"},
+        {"decorator_without_fn", PL_EINVAL, "decorator 1 has no function"},
+        {"array_payload", PL_EJSON, "object"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char id[64];
+        snprintf(id, sizeof id, "misuse-%zu", i);
+        pl_outcome *o = misuse_run(e, cases[i].mode, id);
+        cr_expect_eq(o->status, PL_RUN_FAILED, "%s", cases[i].mode);
+        cr_expect_eq(o->error, cases[i].status, "%s: %s", cases[i].mode,
+                     pl_status_name(o->error));
+        cr_expect_eq(g_call_status, cases[i].status,
+                     "%s: pl_ctx_call returned %s", cases[i].mode,
+                     pl_status_name(g_call_status));
+        expect_has(o->reason, id);
+        expect_has(o->reason, cases[i].phrase);
+        expect_has(pl_errmsg(), cases[i].phrase);
+        pl_run_info *info = NULL;
+        cr_assert_eq(pl_run_get(e, id, &info), PL_OK);
+        cr_expect_eq(info->status, PL_RUN_FAILED);
+        cr_expect_eq(info->error, cases[i].status);
+        pl_run_info_free(info);
+        pl_outcome_free(o);
+    }
+    cr_expect_eq(t_calls.echo, 0, "no bad call reached its callee");
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+Test(errors, context_functions_reject_null_arguments)
+{
+    pl_registry *reg = registry();
+    pl_engine *e = open_engine(reg);
+    pl_outcome *o = t_start(e, "nulls", NULL, "nulls-1");
+    cr_expect_eq(o->status, PL_RUN_COMPLETED,
+                 "argument errors do not stop the run: %s",
+                 o->reason ? o->reason : "");
+    for (int i = 0; i < N_NULLS; i++)
+        cr_expect_eq(g_null_status[i], PL_EINVAL, "check %d: %s", i,
+                     pl_status_name(g_null_status[i]));
+    cr_expect_eq(t_calls.echo, 1, "the valid call afterwards ran");
+    cr_expect_eq(pl_run_verify(e, "nulls-1"), PL_OK, "%s", pl_errmsg());
+    pl_outcome_free(o);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+Test(errors, non_object_suspend_prompt_fails_the_run)
+{
+    pl_registry *reg = registry();
+    pl_engine *e = open_engine(reg);
+    pl_outcome *o = misuse_run(e, "array_prompt", "prompt-arr");
+    cr_expect_eq(o->status, PL_RUN_FAILED);
+    cr_expect_eq(o->error, PL_EJSON);
+    expect_has(o->reason, "prompt must be an object");
+    expect_has(o->reason, "'misuse'");
+    pl_outcome_free(o);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Limits                                                                   */
+/* ------------------------------------------------------------------------ */
+
+Test(errors, root_payload_over_max_payload_is_elimit)
+{
+    pl_registry *reg = registry();
+    pl_engine *e = open_limited(reg);
+    cJSON *big = big_object(4 * MAX_PAYLOAD);
+    pl_action a = {"echo", big, NULL, 0, NULL};
+    pl_run_options ro = PL_RUN_OPTIONS_INIT;
+    ro.run_id = "big-root";
+    pl_outcome *o = NULL;
+    EXPECT_ERR(pl_run_start(e, &a, &ro, &o), PL_ELIMIT, "limit");
+    expect_has(pl_errmsg(), "1024");
+    cr_expect_null(o);
+    cr_expect(!run_exists(e, "big-root"));
+    cr_expect_eq(t_calls.echo, 0);
+    cJSON_Delete(big);
+
+    /* just under the limit is fine */
+    cJSON *ok = big_object(MAX_PAYLOAD - 16);
+    a.payload = ok;
+    ro.run_id = "ok-root";
+    cr_expect_eq(pl_run_start(e, &a, &ro, &o), PL_OK, "%s", pl_errmsg());
+    cr_expect_eq(o->status, PL_RUN_COMPLETED);
+    cJSON_Delete(ok);
+    pl_outcome_free(o);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+Test(errors, call_payload_over_max_payload_fails_with_elimit)
+{
+    pl_registry *reg = registry();
+    pl_engine *e = open_limited(reg);
+    pl_outcome *o = misuse_run(e, "big_call", "big-call");
+    cr_expect_eq(o->status, PL_RUN_FAILED);
+    cr_expect_eq(o->error, PL_ELIMIT, "%s", pl_status_name(o->error));
+    cr_expect_eq(g_call_status, PL_ELIMIT);
+    expect_has(o->reason, "big-call");
+    expect_has(o->reason, "'echo'");
+    expect_has(o->reason, "exceeds the limit of 1024 bytes");
+    cr_expect_eq(t_calls.echo, 0);
+    pl_outcome_free(o);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+Test(errors, result_over_max_payload_fails_with_elimit)
+{
+    pl_registry *reg = registry();
+    pl_engine *e = open_limited(reg);
+    pl_outcome *o = misuse_run(e, "big_result", "big-result");
+    cr_expect_eq(o->status, PL_RUN_FAILED,
+                 "a %d-byte result was accepted under max_payload=%d",
+                 4 * MAX_PAYLOAD, MAX_PAYLOAD);
+    cr_expect_eq(o->error, PL_ELIMIT, "%s", pl_status_name(o->error));
+    expect_has(o->reason, "big-result");
+    expect_has(o->reason, "limit");
+    pl_outcome_free(o);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+Test(errors, other_payloads_over_max_payload)
+{
+    pl_registry *reg = registry();
+    pl_engine *e = open_limited(reg);
+
+    /* a suspend prompt */
+    pl_outcome *o = misuse_run(e, "big_prompt", "big-prompt");
+    cr_expect_eq(o->status, PL_RUN_FAILED);
+    cr_expect_eq(o->error, PL_ELIMIT, "%s", pl_status_name(o->error));
+    expect_has(o->reason, "limit");
+    pl_outcome_free(o);
+
+    /* a side effect's value */
+    o = misuse_run(e, "big_effect", "big-effect");
+    cr_expect_eq(o->status, PL_RUN_FAILED);
+    cr_expect_eq(o->error, PL_ELIMIT, "%s", pl_status_name(o->error));
+    expect_has(o->reason, "'fetch'");
+    pl_outcome_free(o);
+
+    /* an emitted step: pl_ctx_emit reports it, the policy decides */
+    o = misuse_run(e, "big_emit", "big-emit");
+    cr_expect_eq(g_call_status, PL_ELIMIT, "%s",
+                 pl_status_name(g_call_status));
+    cr_expect_eq(o->status, PL_RUN_FAILED);
+    expect_has(o->reason, "PL_ELIMIT");
+    pl_outcome_free(o);
+
+    /* a resume answer: refused, the run stays suspended */
+    o = misuse_run(e, "wait", "big-answer");
+    cr_assert_eq(o->status, PL_RUN_SUSPENDED, "%s", o->reason);
+    cJSON *big = big_object(4 * MAX_PAYLOAD);
+    pl_outcome *o2 = NULL;
+    EXPECT_ERR(pl_run_resume(e, "big-answer", o->resume_token, big, &o2),
+               PL_ELIMIT, "limit");
+    cr_expect_null(o2);
+    pl_run_info *info = NULL;
+    cr_assert_eq(pl_run_get(e, "big-answer", &info), PL_OK);
+    cr_expect_eq(info->status, PL_RUN_SUSPENDED);
+    pl_run_info_free(info);
+    cJSON_Delete(big);
+    pl_outcome_free(o);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+Test(errors, nesting_deeper_than_max_depth_fails_with_elimit)
+{
+    pl_registry *reg = registry();
+    pl_engine *e = open_engine(reg);
+    char payload[64];
+
+    /* exactly PL_MAX_DEPTH levels below the root is allowed */
+    snprintf(payload, sizeof payload, "{\"left\": %d}", PL_MAX_DEPTH);
+    pl_outcome *o = t_start(e, "deep", payload, "deep-ok");
+    cr_expect_eq(o->status, PL_RUN_COMPLETED, "%s",
+                 o->reason ? o->reason : "");
+    cr_expect_eq(g_max_depth_seen, PL_MAX_DEPTH);
+    cr_expect_eq(pl_run_verify(e, "deep-ok"), PL_OK, "%s", pl_errmsg());
+    pl_outcome_free(o);
+
+    /* one more is refused */
+    snprintf(payload, sizeof payload, "{\"left\": %d}", PL_MAX_DEPTH + 1);
+    o = t_start(e, "deep", payload, "deep-over");
+    cr_expect_eq(o->status, PL_RUN_FAILED);
+    cr_expect_eq(o->error, PL_ELIMIT, "%s", pl_status_name(o->error));
+    expect_has(o->reason, "deep-over");
+    expect_has(o->reason, "deeper than 32");
+    pl_outcome_free(o);
+
+    /* unbounded recursion stops at the limit too */
+    g_max_depth_seen = 0;
+    o = t_start(e, "deep", NULL, "deep-forever");
+    cr_expect_eq(o->status, PL_RUN_FAILED);
+    cr_expect_eq(o->error, PL_ELIMIT);
+    cr_expect_eq(g_max_depth_seen, PL_MAX_DEPTH);
+    pl_outcome_free(o);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Step lists                                                               */
+/* ------------------------------------------------------------------------ */
+
+Test(errors, steps_add_rejects_bad_input)
+{
+    pl_steps *l = NULL;
+    cr_assert_eq(pl_steps_new(&l), PL_OK);
+    cJSON *obj = t_json("{\"k\": 1}");
+
+    EXPECT_ERR(pl_steps_add(l, (pl_step_type)0, "a", obj), PL_EINVAL, "type");
+    EXPECT_ERR(pl_steps_add(l, (pl_step_type)8, "a", obj), PL_EINVAL, "type");
+    EXPECT_ERR(pl_steps_add(l, (pl_step_type)-1, "a", obj), PL_EINVAL,
+               "type");
+    EXPECT_ERR(pl_steps_add(l, PL_STEP_TEXT, NULL, obj), PL_EINVAL, "actor");
+    EXPECT_ERR(pl_steps_add(l, PL_STEP_TEXT, "", obj), PL_EINVAL, "actor");
+    EXPECT_ERR(pl_steps_add(l, PL_STEP_TEXT, "bad\nactor", obj), PL_EINVAL,
+               "actor");
+    char long_actor[PL_MAX_NAME + 2];
+    memset(long_actor, 'a', sizeof long_actor - 1);
+    long_actor[sizeof long_actor - 1] = '\0';
+    EXPECT_ERR(pl_steps_add(l, PL_STEP_TEXT, long_actor, obj), PL_EINVAL,
+               "actor");
+
+    cJSON *arr = cJSON_CreateArray();
+    EXPECT_ERR(pl_steps_add(l, PL_STEP_TEXT, "a", arr), PL_EJSON, "object");
+    cJSON *num = cJSON_CreateNumber(3);
+    EXPECT_ERR(pl_steps_add(l, PL_STEP_TEXT, "a", num), PL_EJSON, "object");
+    cJSON *nan = cJSON_CreateObject();
+    cJSON_AddItemToObject(nan, "x", cJSON_CreateNumber(NAN));
+    EXPECT_ERR(pl_steps_add(l, PL_STEP_TEXT, "a", nan), PL_EJSON, "finite");
+    cJSON *deepest = cJSON_CreateObject(), *cur = deepest;
+    for (int i = 0; i < PL_MAX_JSON_DEPTH + 5; i++) {
+        cJSON *next = cJSON_CreateObject();
+        cJSON_AddItemToObject(cur, "d", next);
+        cur = next;
+    }
+    EXPECT_ERR(pl_steps_add(l, PL_STEP_TEXT, "a", deepest), PL_ELIMIT,
+               "deep");
+    EXPECT_ERR(pl_steps_add(NULL, PL_STEP_TEXT, "a", obj), PL_EINVAL,
+               "NULL");
+
+    EXPECT_ERR(pl_steps_add_text(l, "a", NULL), PL_EINVAL, "text");
+    EXPECT_ERR(pl_steps_add_text(l, NULL, "hi"), PL_EINVAL, "actor");
+    EXPECT_ERR(pl_steps_add_call(l, NULL, obj), PL_EINVAL, "policy");
+    EXPECT_ERR(pl_steps_add_call(l, "", obj), PL_EINVAL, "policy");
+    EXPECT_ERR(pl_steps_add_call(NULL, "echo", obj), PL_EINVAL, "policy");
+    EXPECT_ERR(pl_steps_add_error(l, NULL, "m"), PL_EINVAL, "code");
+    EXPECT_ERR(pl_steps_add_error(l, "", "m"), PL_EINVAL, "code");
+    EXPECT_ERR(pl_steps_add_result(l, obj), PL_EINVAL, "actor");
+    cr_expect_eq(pl_steps_count(l), 0, "no refused step was added");
+
+    /* valid input still works, and NULL payload means {} */
+    cr_expect_eq(pl_steps_add(l, PL_STEP_TEXT, "a", NULL), PL_OK);
+    cr_expect_eq(pl_steps_add(l, PL_STEP_SIDE_EFFECT, "a", obj), PL_OK);
+    cr_assert_eq(pl_steps_count(l), 2);
+    cr_expect_eq(cJSON_GetArraySize(pl_step_payload(pl_steps_at(l, 0))), 0);
+    cr_expect_str_eq(pl_step_id(pl_steps_at(l, 0)), "", "not in a ledger");
+    uint8_t h[PL_HASH_LEN];
+    EXPECT_ERR(pl_step_prev_hash(pl_steps_at(l, 0), h), PL_ENOTFOUND,
+               "ledger");
+    cJSON_Delete(obj);
+    cJSON_Delete(arr);
+    cJSON_Delete(num);
+    cJSON_Delete(nan);
+    cJSON_Delete(deepest);
+    pl_steps_free(l);
+}
+
+Test(errors, steps_add_call_rejects_non_object_payload)
+{
+    pl_steps *l = NULL;
+    cr_assert_eq(pl_steps_new(&l), PL_OK);
+    cJSON *arr = cJSON_CreateArray();
+    /* the payload is checked before anything is added */
+    EXPECT_ERR(pl_steps_add_call(l, "echo", arr), PL_EJSON, "object");
+    cr_expect_eq(pl_steps_count(l), 0);
+    cJSON_Delete(arr);
+    pl_steps_free(l);
+}
