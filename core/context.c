@@ -802,6 +802,30 @@ static int check_action(pl__run *r, pl_ctx *c, const pl_action *a)
     return PL_OK;
 }
 
+/*
+ * A call records a digest of its seed steps, so that a call served from the
+ * ledger (whose callee does not run, so its seed is not compared) still
+ * notices a changed seed.
+ */
+static int seed_digest(pl__run *r, const pl_steps *seed, char hex[])
+{
+    uint8_t d[PL_HASH_LEN];
+    int st = pl__hash_init(r->hasher);
+    for (size_t i = 0; !st && i < seed->n; i++) {
+        const pl_step *s = seed->v[i];
+        uint8_t type = (uint8_t)s->type;
+        if (!(st = pl__hash_update(r->hasher, &type, 1)) &&
+            !(st = pl__hash_update(r->hasher, s->actor, strlen(s->actor) + 1)))
+            st = pl__hash_update(r->hasher, s->mp, s->mp_len);
+    }
+    if (!st)
+        st = pl__hash_final(r->hasher, d);
+    if (st)
+        return pl__run_fail(r, st, "%s", pl_errmsg());
+    pl__hex(hex, d, sizeof d);
+    return PL_OK;
+}
+
 int pl_ctx_call(pl_ctx *c, const pl_action *a, const pl_decorator *decos,
                 size_t n_decos, pl_step **out)
 {
@@ -825,9 +849,14 @@ int pl_ctx_call(pl_ctx *c, const pl_action *a, const pl_decorator *decos,
                                               "decorator %zu has no function",
                                 r->id, a->policy, c->path, i);
     const pl_policy_def *def = pl_registry_find(r->e->reg, a->policy);
+    char seed_hex[2 * PL_HASH_LEN + 1];
+    if (a->seed && a->seed->n && (st = seed_digest(r, a->seed, seed_hex)))
+        return st;
     pl__buf_reset(&r->scratch);
     st = pl__call_payload_encode(&r->scratch, a->policy, a->payload,
-                                 a->actions, a->n_actions, r->e->max_payload);
+                                 a->actions, a->n_actions,
+                                 a->seed && a->seed->n ? seed_hex : NULL,
+                                 r->e->max_payload);
     if (st)
         return pl__run_fail(r, st, "run %s: call to '%s' at %s: %s", r->id,
                             a->policy, c->path, pl_errmsg());

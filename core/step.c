@@ -257,7 +257,7 @@ int pl_steps_add_call(pl_steps *l, const char *policy, const cJSON *payload)
         return pl__err(PL_EINVAL, "pl_steps_add_call: bad list or policy "
                                   "name");
     pl__buf b = {0};
-    int rc = pl__call_payload_encode(&b, policy, payload, NULL, 0, 0);
+    int rc = pl__call_payload_encode(&b, policy, payload, NULL, 0, NULL, 0);
     if (!rc)
         rc = pl__steps_add_mp(l, PL_STEP_ACTION_CALL, NULL, b.data, b.len);
     pl__buf_free(&b);

@@ -177,12 +177,13 @@ int pl__payload_encode(pl__buf *out, const cJSON *obj, size_t max_bytes)
 
 int pl__call_payload_encode(pl__buf *out, const char *policy,
                             const cJSON *payload, const char *const *actions,
-                            size_t n_actions, size_t max_bytes)
+                            size_t n_actions, const char *seed_digest,
+                            size_t max_bytes)
 {
     msgpack_packer pk;
     packer_init(&pk, out);
     size_t start = out->len;
-    int rc = msgpack_pack_map(&pk, n_actions ? 3 : 2);
+    int rc = msgpack_pack_map(&pk, 2 + (n_actions > 0) + (seed_digest != NULL));
     rc = rc ? rc : pack_cstr(&pk, "policy");
     rc = rc ? rc : pack_cstr(&pk, policy);
     rc = rc ? rc : pack_cstr(&pk, "payload");
@@ -201,6 +202,8 @@ int pl__call_payload_encode(pl__buf *out, const char *policy,
         if (rc)
             goto oom;
     }
+    if (seed_digest && (pack_cstr(&pk, "seed") || pack_cstr(&pk, seed_digest)))
+        goto oom;
     return PL_OK;
 oom:
     out->len = start;

@@ -62,13 +62,15 @@ PL__HIDDEN int pl__payload_encode(pl__buf *out, const cJSON *obj,
                                   size_t max_bytes) PL__MUST_CHECK;
 
 /*
- * Encode an `action_call` payload {"policy": policy, "payload": payload} and,
- * when n_actions > 0, "actions": [...].  Errors as pl__payload_encode().
+ * Encode an `action_call` payload {"policy": policy, "payload": payload},
+ * with "actions": [...] when n_actions > 0 and "seed": <hex digest> when
+ * @p seed_digest is not NULL.  Errors as pl__payload_encode().
  */
 PL__HIDDEN int pl__call_payload_encode(pl__buf *out, const char *policy,
                                        const cJSON *payload,
                                        const char *const *actions,
                                        size_t n_actions,
+                                       const char *seed_digest,
                                        size_t max_bytes) PL__MUST_CHECK;
 
 /* Encode {key: obj}, obj a JSON object (NULL: {}).  Errors as above. */

@@ -74,3 +74,25 @@ int pl__genesis_hash(pl__hasher *h, const char *run_id,
     static const char tag[] = "policyledger/run";
     return digest(h, tag, sizeof tag, run_id, strlen(run_id), out);
 }
+
+int pl__hash_init(pl__hasher *h)
+{
+    return EVP_DigestInit_ex2(h->ctx, g_sha256, NULL) == 1
+               ? PL_OK
+               : pl__err(PL_ENOMEM, "SHA-256 failed");
+}
+
+int pl__hash_update(pl__hasher *h, const void *p, size_t n)
+{
+    return EVP_DigestUpdate(h->ctx, p, n) == 1
+               ? PL_OK
+               : pl__err(PL_ENOMEM, "SHA-256 failed");
+}
+
+int pl__hash_final(pl__hasher *h, uint8_t out[PL_HASH_LEN])
+{
+    unsigned len = 0;
+    return EVP_DigestFinal_ex(h->ctx, out, &len) == 1 && len == PL_HASH_LEN
+               ? PL_OK
+               : pl__err(PL_ENOMEM, "SHA-256 failed");
+}

@@ -29,4 +29,11 @@ PL__HIDDEN int pl__step_hash(pl__hasher *h, const uint8_t *key, size_t klen,
 PL__HIDDEN int pl__genesis_hash(pl__hasher *h, const char *run_id,
                                 uint8_t out[PL_HASH_LEN]) PL__MUST_CHECK;
 
+/* SHA-256 in parts: init, any number of updates, final. */
+PL__HIDDEN int pl__hash_init(pl__hasher *h) PL__MUST_CHECK;
+PL__HIDDEN int pl__hash_update(pl__hasher *h, const void *p,
+                               size_t n) PL__MUST_CHECK;
+PL__HIDDEN int pl__hash_final(pl__hasher *h,
+                              uint8_t out[PL_HASH_LEN]) PL__MUST_CHECK;
+
 #endif /* PL_HASH_H */
