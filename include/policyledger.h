@@ -604,8 +604,7 @@ typedef struct pl_run_info {
     const char *policy;       /**< root policy */
     const cJSON *payload;     /**< root payload */
     pl_run_status status;
-    uint64_t steps;           /**< durable steps in all its ledgers; for a
-                                   running run, as of its last heartbeat */
+    uint64_t steps;           /**< durable steps in all its ledgers */
     int64_t created_us;       /**< Unix microseconds */
     int64_t updated_us;
     int64_t heartbeat_us;     /**< last time its owner wrote */

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Install the Debian packages policyledger needs that are missing.
+#   scripts/deps.sh          what the library, tools, demo and benchmark need
+#   scripts/deps.sh --test   and what the test suite needs (Criterion, valgrind)
+set -euo pipefail
+
+pkgs=(gcc libc6-dev make cmake pkg-config
+      liblmdb-dev libmsgpack-dev libcjson-dev libssl-dev libcurl4-openssl-dev)
+if [ "${1:-}" = "--test" ]; then
+  pkgs+=(libcriterion-dev valgrind)
+fi
+
+missing=()
+for p in "${pkgs[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "deps: need root (or sudo) to install: ${missing[*]}" >&2; exit 1; }
+  sudo=sudo
+fi
+echo "deps: installing ${missing[*]}"
+$sudo apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
