@@ -1,0 +1,119 @@
+/*
+ * quickstart.c -- the smallest complete policyledger program.
+ *
+ * A workflow policy calls a tool policy twice.  Every call is recorded in the
+ * workflow's ledger; run the program twice and the second run replays the
+ * ledger: the tool does not execute again.
+ *
+ *   quickstart [STORE]     (default: quickstart.db)
+ */
+#include <stdio.h>
+
+#include <policyledger.h>
+
+/* A tool: {"a": x, "b": y} -> {"sum": x + y}. */
+static int add(pl_ctx *ctx, const pl_action *action, pl_steps *out, void *user)
+{
+    (void)ctx;
+    (void)user;
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(action->payload, "a");
+    const cJSON *b = cJSON_GetObjectItemCaseSensitive(action->payload, "b");
+    if (!cJSON_IsNumber(a) || !cJSON_IsNumber(b)) /* error as data */
+        return pl_steps_add_error(out, PL_ERR_INVALID_INPUT,
+                                  "a and b must be numbers");
+    cJSON *result = cJSON_CreateObject();
+    cJSON_AddNumberToObject(result, "sum", a->valuedouble + b->valuedouble);
+    int st = pl_steps_add_result(out, result);
+    cJSON_Delete(result);
+    return st;
+}
+
+/* Call "add" with {"a": a, "b": b}; the sum goes to *sum. */
+static int call_add(pl_ctx *ctx, double a, double b, double *sum)
+{
+    cJSON *args = cJSON_CreateObject();
+    cJSON_AddNumberToObject(args, "a", a);
+    cJSON_AddNumberToObject(args, "b", b);
+    pl_action call = {"add", args, NULL, 0, NULL};
+    pl_step *result = NULL;
+    int st = pl_ctx_call(ctx, &call, NULL, 0, &result);
+    cJSON_Delete(args);
+    if (st)
+        return st; /* the run has stopped (suspended, diverged, ...) */
+    *sum = cJSON_GetNumberValue(
+        cJSON_GetObjectItemCaseSensitive(pl_step_payload(result), "sum"));
+    pl_step_free(result);
+    return PL_OK;
+}
+
+/* A workflow: (1 + 2) + 3, one recorded call at a time. */
+static int sum3(pl_ctx *ctx, const pl_action *action, pl_steps *out,
+                void *user)
+{
+    (void)action;
+    (void)user;
+    double x, y;
+    int st = call_add(ctx, 1, 2, &x);
+    if (!st)
+        st = call_add(ctx, x, 3, &y);
+    if (st)
+        return st;
+    cJSON *result = cJSON_CreateObject();
+    cJSON_AddNumberToObject(result, "total", y);
+    st = pl_steps_add_result(out, result);
+    cJSON_Delete(result);
+    return st;
+}
+
+int main(int argc, char **argv)
+{
+    const char *store = argc > 1 ? argv[1] : "quickstart.db";
+    pl_registry *reg = NULL;
+    pl_engine *engine = NULL;
+    pl_outcome *outcome = NULL;
+    int st;
+
+    pl_policy_def add_def = PL_POLICY_DEF_INIT;
+    add_def.name = "add";
+    add_def.fn = add;
+    add_def.description = "Add two numbers.";
+    pl_policy_def sum_def = PL_POLICY_DEF_INIT;
+    sum_def.name = "sum3";
+    sum_def.fn = sum3;
+    if ((st = pl_registry_new(&reg)) || (st = pl_registry_add(reg, &add_def)) ||
+        (st = pl_registry_add(reg, &sum_def)) ||
+        (st = pl_engine_open(&engine, store, reg, NULL)))
+        goto done;
+
+    /* Start the run; if it exists already, continue it from its ledger. */
+    pl_action root = {"sum3", NULL, NULL, 0, NULL};
+    pl_run_options opts = PL_RUN_OPTIONS_INIT;
+    opts.run_id = "quickstart";
+    st = pl_run_start(engine, &root, &opts, &outcome);
+    if (st == PL_EEXIST)
+        st = pl_run_continue(engine, "quickstart", NULL, &outcome);
+    if (st)
+        goto done;
+
+    if (outcome->status == PL_RUN_COMPLETED) {
+        const pl_step *last =
+            pl_steps_at(outcome->steps, pl_steps_count(outcome->steps) - 1);
+        char *json = cJSON_PrintUnformatted(pl_step_payload(last));
+        printf("completed %s: calls executed %llu, served from the ledger "
+               "%llu\n", json ? json : "?",
+               (unsigned long long)outcome->calls_executed,
+               (unsigned long long)outcome->calls_served);
+        cJSON_free(json);
+    } else {
+        printf("run %s: %s\n", pl_run_status_name(outcome->status),
+               outcome->reason ? outcome->reason : "");
+    }
+done:
+    if (st)
+        fprintf(stderr, "quickstart: %s (%s)\n", pl_errmsg(),
+                pl_status_name(st));
+    pl_outcome_free(outcome);
+    pl_engine_close(engine);
+    pl_registry_free(reg);
+    return st ? 1 : 0;
+}
