@@ -1,0 +1,980 @@
+/*
+ * test_crash.c -- the crash matrix: SIGKILL at every step boundary, then
+ * recovery by replay (DESIGN §3, §4; core/context.c SYNC POINTS).
+ *
+ * The order workflow (examples/order: reserve_stock, charge_card, ship) runs
+ * once, uncrashed, in its own store; an event callback records its boundary
+ * sequence (each PL_EVENT_STEP_APPENDED and PL_EVENT_COMMIT is one boundary,
+ * as order-demo --crash-after counts them).  From it we know K, and for each
+ * call the boundary at which its callee's step was appended (its side effect
+ * had happened) and the boundary of the commit that made its result durable.
+ *
+ * Then, for every k = 1..K, in a fresh store and effects file, a forked child
+ * opens its own engine and starts the same run, SIGKILLing itself at boundary
+ * k; the parent continues the run to completion and checks that
+ *   (a) the ledgers equal the reference run's (id, type, actor, payload),
+ *   (b) pl_run_verify passes (before and after recovery),
+ *   (c) every tool's effect is in the effects file exactly once, except the
+ *       one call in flight at k (effect done, result not durable), which may
+ *       appear twice -- and charge_card, which dedupes by idempotency key,
+ *       never does,
+ *   (d) calls served + executed = 3, and served = the calls durable at k;
+ * also that the crashed run is "running" with a dead owner, that a check
+ * replay (pl_run_options.check) of it reports PL_ECHECK, and that a check
+ * replay of the recovered run executes and writes nothing.
+ * The matrix runs in each durability mode.  A second matrix also kills the
+ * RECOVERY run at each of its own boundaries, then recovers again.  A third
+ * kills a process running many orders on several threads (group commit)
+ * at a boundary of any of them, and recovers every run.
+ */
+#include "support.h"
+
+#include "order/order.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define RUN_ID "order-A-1001"
+#define ORDER_ID "A-1001"
+#define MAX_BOUNDARIES 128
+#define MAX_CALLS 8
+#define N_TOOLS 3
+#define N_CALLS 3
+
+static const char *const tool_names[N_TOOLS] = {"reserve_stock",
+                                                "charge_card", "ship"};
+
+/* ---- recording boundaries --------------------------------------------------- */
+
+typedef struct boundary {
+    pl_event_kind kind;
+    char path[32]; /* STEP_APPENDED: the ledger */
+    uint32_t seq;
+    pl_step_type type;
+} boundary;
+
+/* A call made by the root, and where its life crossed the boundaries. */
+typedef struct call_info {
+    char tool[32];
+    uint32_t seq;   /* position of its action_call in the root ledger */
+    bool executed;  /* CALL_STARTED (else CALL_SERVED) */
+    int effect_b;   /* the callee's first step appended: its effect is done */
+    int result_b;   /* its action_result appended to the root ledger */
+    int commit_b;   /* the commit that made that result durable */
+} call_info;
+
+typedef struct recorder {
+    long kill_at;                  /* SIGKILL at this boundary; 0 = never */
+    int n;                         /* boundaries so far */
+    bool overflow;
+    boundary b[MAX_BOUNDARIES + 1]; /* 1-based */
+    int n_calls;
+    call_info calls[MAX_CALLS];
+} recorder;
+
+static void on_event(const pl_event *ev, void *user)
+{
+    recorder *r = user;
+    if ((ev->kind == PL_EVENT_CALL_STARTED ||
+         ev->kind == PL_EVENT_CALL_SERVED) &&
+        ev->path && strcmp(ev->path, "0") == 0) {
+        if (r->n_calls < MAX_CALLS) {
+            call_info *c = &r->calls[r->n_calls++];
+            memset(c, 0, sizeof *c);
+            snprintf(c->tool, sizeof c->tool, "%s",
+                     ev->policy ? ev->policy : "?");
+            c->seq = ev->seq;
+            c->executed = ev->kind == PL_EVENT_CALL_STARTED;
+        } else {
+            r->overflow = true;
+        }
+    }
+    if (ev->kind != PL_EVENT_STEP_APPENDED && ev->kind != PL_EVENT_COMMIT)
+        return;
+    r->n++;
+    if (r->n <= MAX_BOUNDARIES) {
+        boundary *b = &r->b[r->n];
+        b->kind = ev->kind;
+        snprintf(b->path, sizeof b->path, "%s", ev->path ? ev->path : "");
+        b->seq = ev->seq;
+        b->type = ev->step_type;
+    } else {
+        r->overflow = true;
+    }
+    if (r->kill_at > 0 && r->n == r->kill_at)
+        raise(SIGKILL);
+}
+
+/* Fill in effect_b, result_b and commit_b of every call from the
+ * boundaries.  A call served from the ledger crosses none (all stay 0). */
+static void analyse(recorder *r)
+{
+    for (int i = 0; i < r->n_calls; i++) {
+        call_info *c = &r->calls[i];
+        char child[32];
+        snprintf(child, sizeof child, "0.%u", c->seq);
+        c->effect_b = c->result_b = c->commit_b = 0;
+        for (int k = 1; k <= r->n && k <= MAX_BOUNDARIES; k++) {
+            const boundary *b = &r->b[k];
+            if (!c->effect_b && b->kind == PL_EVENT_STEP_APPENDED &&
+                strcmp(b->path, child) == 0)
+                c->effect_b = k;
+            else if (c->effect_b && !c->result_b &&
+                     b->kind == PL_EVENT_STEP_APPENDED &&
+                     strcmp(b->path, "0") == 0 &&
+                     b->type == PL_STEP_ACTION_RESULT && b->seq > c->seq)
+                c->result_b = k;
+            else if (c->result_b && !c->commit_b &&
+                     b->kind == PL_EVENT_COMMIT)
+                c->commit_b = k;
+        }
+    }
+}
+
+/* The tool whose call is in flight at boundary k -- its effect done, its
+ * result not yet durable -- or NULL.  Fails the test if there are two. */
+static const char *in_flight(const recorder *r, int k)
+{
+    const char *tool = NULL;
+    for (int i = 0; i < r->n_calls; i++) {
+        const call_info *c = &r->calls[i];
+        if (c->effect_b && c->effect_b <= k && k < c->commit_b) {
+            cr_assert_null(tool, "two calls in flight at boundary %d: %s and "
+                                 "%s", k, tool, c->tool);
+            tool = c->tool;
+        }
+    }
+    return tool;
+}
+
+/* How many calls executed by this recording had a durable result at k. */
+static int durable_by(const recorder *r, int k)
+{
+    int n = 0;
+    for (int i = 0; i < r->n_calls; i++)
+        n += r->calls[i].commit_b && r->calls[i].commit_b <= k;
+    return n;
+}
+
+/* Is boundary k the commit that ends the run (its last boundary)? */
+static bool ends_run(const recorder *r, int k)
+{
+    return k == r->n && r->b[k].kind == PL_EVENT_COMMIT;
+}
+
+static int served_in(const recorder *r)
+{
+    int n = 0;
+    for (int i = 0; i < r->n_calls; i++)
+        n += !r->calls[i].executed;
+    return n;
+}
+
+/* ---- ledgers as rows ---------------------------------------------------------- */
+
+typedef struct step_row {
+    char *id;
+    pl_step_type type;
+    char *actor;
+    char *payload;
+} step_row;
+
+typedef struct rows {
+    step_row *v;
+    size_t n, cap;
+} rows;
+
+static int collect_row(const pl_step *s, void *user)
+{
+    rows *l = user;
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 32;
+        step_row *v = realloc(l->v, cap * sizeof *v);
+        if (!v)
+            return PL_ENOMEM;
+        l->v = v;
+        l->cap = cap;
+    }
+    step_row *row = &l->v[l->n++];
+    row->id = strdup(pl_step_id(s));
+    row->type = pl_step_get_type(s);
+    row->actor = strdup(pl_step_actor(s));
+    row->payload = t_text(pl_step_payload(s));
+    return row->id && row->actor && row->payload ? 0 : PL_ENOMEM;
+}
+
+static void rows_free(rows *l)
+{
+    for (size_t i = 0; i < l->n; i++) {
+        free(l->v[i].id);
+        free(l->v[i].actor);
+        free(l->v[i].payload);
+    }
+    free(l->v);
+    memset(l, 0, sizeof *l);
+}
+
+static void walk_rows(pl_engine *e, rows *out)
+{
+    memset(out, 0, sizeof *out);
+    int st = pl_run_walk(e, RUN_ID, collect_row, out);
+    cr_assert_eq(st, PL_OK, "pl_run_walk: %s", pl_errmsg());
+}
+
+static void expect_same_ledgers(const rows *got, const rows *want,
+                                const char *what)
+{
+    cr_assert_eq(got->n, want->n, "%s: %zu steps, the reference has %zu",
+                 what, got->n, want->n);
+    for (size_t i = 0; i < want->n; i++) {
+        const step_row *g = &got->v[i], *w = &want->v[i];
+        cr_assert_str_eq(g->id, w->id, "%s: step %zu", what, i);
+        cr_assert_eq(g->type, w->type, "%s: step %s type", what, w->id);
+        cr_assert_str_eq(g->actor, w->actor, "%s: step %s actor", what,
+                         w->id);
+        cr_assert_str_eq(g->payload, w->payload, "%s: step %s payload", what,
+                         w->id);
+    }
+}
+
+/* ---- the effects file --------------------------------------------------------- */
+
+typedef struct effects {
+    int count[N_TOOLS];
+    int other;
+    char key[N_TOOLS][192]; /* the idempotency key of the first line */
+    bool key_differs[N_TOOLS];
+} effects;
+
+static void effects_read(const char *path, effects *out)
+{
+    memset(out, 0, sizeof *out);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return; /* nothing happened yet */
+    char line[1024];
+    while (fgets(line, sizeof line, f)) {
+        char *sp = strchr(line, ' ');
+        char *sp2 = sp ? strchr(sp + 1, ' ') : NULL;
+        int t = -1;
+        for (int i = 0; sp && i < N_TOOLS; i++)
+            if ((size_t)(sp - line) == strlen(tool_names[i]) &&
+                strncmp(line, tool_names[i], (size_t)(sp - line)) == 0)
+                t = i;
+        if (t < 0 || !sp2) {
+            out->other++;
+            continue;
+        }
+        char key[192];
+        snprintf(key, sizeof key, "%.*s", (int)(sp2 - sp - 1), sp + 1);
+        if (out->count[t]++ == 0)
+            snprintf(out->key[t], sizeof out->key[t], "%s", key);
+        else if (strcmp(out->key[t], key) != 0)
+            out->key_differs[t] = true;
+    }
+    fclose(f);
+}
+
+/* ---- the reference run --------------------------------------------------------- */
+
+typedef struct reference {
+    recorder rec;
+    rows ledgers;
+    char *result;
+    effects fx;
+} reference;
+
+static pl_registry *order_registry(const char *effects_path)
+{
+    pl_registry *reg = NULL;
+    cr_assert_eq(pl_registry_new(&reg), PL_OK);
+    cr_assert_eq(order_register(reg, effects_path), PL_OK, "%s",
+                 pl_errmsg());
+    return reg;
+}
+
+static pl_engine *open_engine(const char *store, const pl_registry *reg,
+                              pl_durability mode, recorder *rec)
+{
+    pl_engine_options o = PL_ENGINE_OPTIONS_INIT;
+    o.durability = mode;
+    o.on_event = on_event;
+    o.event_user = rec;
+    pl_engine *e = NULL;
+    int st = pl_engine_open(&e, store, reg, &o);
+    cr_assert_eq(st, PL_OK, "pl_engine_open(%s): %s", store, pl_errmsg());
+    return e;
+}
+
+static char *result_text(const pl_outcome *o)
+{
+    return t_text(t_result(o));
+}
+
+static void make_reference(const char *base, pl_durability mode,
+                           reference *ref)
+{
+    memset(ref, 0, sizeof *ref);
+    char store[4200], fx[4200];
+    snprintf(store, sizeof store, "%s/reference.db", base);
+    snprintf(fx, sizeof fx, "%s/reference.effects", base);
+    pl_registry *reg = order_registry(fx);
+    pl_engine *e = open_engine(store, reg, mode, &ref->rec);
+    cJSON *p = order_sample(ORDER_ID);
+    pl_action a = {"order", p, NULL, 0, NULL};
+    pl_run_options ro = PL_RUN_OPTIONS_INIT;
+    ro.run_id = RUN_ID;
+    pl_outcome *o = NULL;
+    int st = pl_run_start(e, &a, &ro, &o);
+    cJSON_Delete(p);
+    cr_assert_eq(st, PL_OK, "reference run: %s", pl_errmsg());
+    cr_assert_eq(o->status, PL_RUN_COMPLETED, "reference run: %s",
+                 o->reason ? o->reason : "");
+    cr_assert_eq(o->calls_executed, N_CALLS);
+    cr_assert_eq(o->calls_served, 0);
+    ref->result = result_text(o);
+    pl_outcome_free(o);
+    walk_rows(e, &ref->ledgers);
+    cr_assert_eq(pl_run_verify(e, RUN_ID), PL_OK, "%s", pl_errmsg());
+    pl_engine_close(e);
+    pl_registry_free(reg);
+    effects_read(fx, &ref->fx);
+
+    recorder *r = &ref->rec;
+    cr_assert(!r->overflow);
+    analyse(r);
+    cr_assert_eq(r->n_calls, N_CALLS, "the order makes three calls");
+    for (int i = 0; i < N_CALLS; i++) {
+        const call_info *c = &r->calls[i];
+        cr_assert_str_eq(c->tool, tool_names[i]);
+        cr_assert(c->executed);
+        cr_assert(c->effect_b > 0 && c->effect_b < c->result_b &&
+                      c->result_b < c->commit_b,
+                  "%s: effect at %d, result at %d, commit at %d", c->tool,
+                  c->effect_b, c->result_b, c->commit_b);
+        cr_assert_eq(ref->fx.count[i], 1, "reference: %s once", c->tool);
+    }
+    cr_assert_eq(ref->fx.other, 0);
+}
+
+/*
+ * The sync points of context.c make the order's boundaries, in every
+ * durability mode:
+ *
+ *    1 append 0:0 call reserve_stock     9 commit  (charge_card durable)
+ *    2 append 0.0:0 (effect done)       10 append 0:4 call ship
+ *    3 append 0:1 result                11 append 0.4:0 (effect done)
+ *    4 commit  (reserve_stock durable)  12 append 0:5 result
+ *    5 append 0:2 call charge_card      13 commit  (ship durable)
+ *    6 commit  (non-idempotent: call    14 append 0:6 the root's result
+ *              durable before it runs)  15 commit  (the run's end)
+ *    7 append 0.2:0 (effect done)
+ *    8 append 0:3 result
+ *
+ * so the call in flight at each k (effect done, result not durable) is:
+ */
+#define K_ORDER 15
+static const char *const in_flight_table[K_ORDER + 1] = {
+    [2] = "reserve_stock", [3] = "reserve_stock", [7] = "charge_card",
+    [8] = "charge_card",   [11] = "ship",         [12] = "ship",
+};
+
+/* ---- children ---------------------------------------------------------------- */
+
+/* In a forked child: open an engine of its own, start (or continue) the
+ * run, and die at boundary kill_at.  Returns an exit code if it did not. */
+static int child_main(const char *store, const char *fx, pl_durability mode,
+                      bool start, long kill_at)
+{
+    pl_registry *reg = NULL;
+    if (pl_registry_new(&reg) || order_register(reg, fx))
+        return 10;
+    static recorder rec;
+    memset(&rec, 0, sizeof rec);
+    rec.kill_at = kill_at;
+    pl_engine_options o = PL_ENGINE_OPTIONS_INIT;
+    o.durability = mode;
+    o.on_event = on_event;
+    o.event_user = &rec;
+    pl_engine *e = NULL;
+    if (pl_engine_open(&e, store, reg, &o))
+        return 11;
+    pl_outcome *out = NULL;
+    int st;
+    if (start) {
+        cJSON *p = order_sample(ORDER_ID);
+        pl_action a = {"order", p, NULL, 0, NULL};
+        pl_run_options ro = PL_RUN_OPTIONS_INIT;
+        ro.run_id = RUN_ID;
+        st = pl_run_start(e, &a, &ro, &out);
+        cJSON_Delete(p);
+    } else {
+        st = pl_run_continue(e, RUN_ID, NULL, &out);
+    }
+    int code = st ? 12 : out->status == PL_RUN_COMPLETED ? 3 : 13;
+    pl_outcome_free(out);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+    return code;
+}
+
+/* Fork a child that runs the order and SIGKILLs itself at boundary
+ * kill_at; assert that it died of SIGKILL. */
+static void crash_child(const char *store, const char *fx, pl_durability mode,
+                        bool start, long kill_at, const char *what)
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    cr_assert_neq(pid, -1, "fork: %s", strerror(errno));
+    if (pid == 0)
+        _exit(child_main(store, fx, mode, start, kill_at));
+    int status = 0;
+    pid_t w;
+    while ((w = waitpid(pid, &status, 0)) == -1 && errno == EINTR)
+        ;
+    cr_assert_eq(w, pid, "waitpid: %s", strerror(errno));
+    cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL,
+              "%s: the child should have died of SIGKILL at boundary %ld, "
+              "but %s %d", what, kill_at,
+              WIFEXITED(status) ? "exited with" : "died of signal",
+              WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+}
+
+/* ---- files ------------------------------------------------------------------ */
+
+static void copy_file(const char *from, const char *to)
+{
+    int in = open(from, O_RDONLY);
+    if (in < 0 && errno == ENOENT)
+        return;
+    cr_assert_geq(in, 0, "open %s: %s", from, strerror(errno));
+    int out = open(to, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    cr_assert_geq(out, 0, "open %s: %s", to, strerror(errno));
+    char buf[65536];
+    ssize_t n;
+    while ((n = read(in, buf, sizeof buf)) > 0)
+        cr_assert_eq(write(out, buf, (size_t)n), n, "write %s", to);
+    cr_assert_eq(n, 0, "read %s: %s", from, strerror(errno));
+    close(in);
+    close(out);
+}
+
+typedef struct place {
+    char dir[4200];
+    char store[4300];
+    char fx[4300];
+} place;
+
+static void place_make(place *p, const char *base, const char *name)
+{
+    snprintf(p->dir, sizeof p->dir, "%s/%s", base, name);
+    snprintf(p->store, sizeof p->store, "%s/store.db", p->dir);
+    snprintf(p->fx, sizeof p->fx, "%s/effects", p->dir);
+    cr_assert_eq(mkdir(p->dir, 0700), 0, "mkdir %s: %s", p->dir,
+                 strerror(errno));
+}
+
+static void place_copy(const place *to, const place *from)
+{
+    copy_file(from->store, to->store);
+    copy_file(from->fx, to->fx);
+}
+
+/* ---- recovery and its checks ---------------------------------------------------- */
+
+typedef struct expectation {
+    const char *what;           /* for messages */
+    const char *twice[2];       /* tools that may have run twice (in flight) */
+    int served;                 /* calls the final recovery serves */
+    bool ended;                 /* killed after the run's final commit */
+} expectation;
+
+/*
+ * In @p p (a run killed at least once): check the crashed store, continue
+ * the run to completion recording its boundaries into @p rec, and check
+ * (a)-(d) against the reference.
+ */
+static void recover_and_check(const place *p, pl_durability mode,
+                              const reference *ref, const expectation *x,
+                              recorder *rec)
+{
+    recorder *live = calloc(1, sizeof *live);
+    cr_assert_not_null(live);
+    pl_registry *reg = order_registry(p->fx);
+    pl_engine *e = open_engine(p->store, reg, mode, live);
+
+    /* the crash left a consistent store and a run whose owner is dead */
+    pl_run_info *info = NULL;
+    cr_assert_eq(pl_run_get(e, RUN_ID, &info), PL_OK, "%s: %s", x->what,
+                 pl_errmsg());
+    /* killed at the final commit, it is complete: continuing it replays */
+    pl_run_status before = x->ended ? PL_RUN_COMPLETED : PL_RUN_RUNNING;
+    cr_assert_eq(info->status, before, "%s: status %s", x->what,
+                 pl_run_status_name(info->status));
+    cr_assert(!info->owner_alive, "%s: the killed owner counts as alive",
+              x->what);
+    uint32_t attempts = info->attempts;
+    pl_run_info_free(info);
+    cr_assert_eq(pl_run_verify(e, RUN_ID), PL_OK, "%s: crashed store: %s",
+                 x->what, pl_errmsg());
+
+    /* the deploy-safety check cannot finish it without executing */
+    pl_run_options check = PL_RUN_OPTIONS_INIT;
+    check.check = true;
+    pl_outcome *o = NULL;
+    int st = pl_run_continue(e, RUN_ID, &check, &o);
+    cr_assert_eq(st, x->ended ? PL_OK : PL_ECHECK, "%s: check replay: %s (%s)",
+                 x->what, pl_status_name(st), pl_errmsg());
+    pl_outcome_free(o);
+    o = NULL;
+
+    memset(live, 0, sizeof *live); /* record the recovery alone */
+    st = pl_run_continue(e, RUN_ID, NULL, &o);
+    *rec = *live;
+    cr_assert_eq(st, PL_OK, "%s: pl_run_continue: %s", x->what, pl_errmsg());
+    cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s: recovery ended %s: %s",
+                 x->what, pl_run_status_name(o->status),
+                 o->reason ? o->reason : "");
+    /* (d) the counters */
+    cr_assert_eq(o->calls_served + o->calls_executed, N_CALLS,
+                 "%s: served %llu + executed %llu", x->what,
+                 (unsigned long long)o->calls_served,
+                 (unsigned long long)o->calls_executed);
+    cr_assert_eq(o->calls_served, (uint64_t)x->served,
+                 "%s: served %llu calls, %d were durable", x->what,
+                 (unsigned long long)o->calls_served, x->served);
+    char *res = result_text(o);
+    cr_assert_str_eq(res, ref->result, "%s: the order's result", x->what);
+    free(res);
+    pl_outcome_free(o);
+
+    /* (a) the same ledgers as the uncrashed run */
+    rows got;
+    walk_rows(e, &got);
+    expect_same_ledgers(&got, &ref->ledgers, x->what);
+    rows_free(&got);
+
+    /* (b) they verify, and the run record agrees */
+    cr_assert_eq(pl_run_verify(e, RUN_ID), PL_OK, "%s: %s", x->what,
+                 pl_errmsg());
+    cr_assert_eq(pl_run_get(e, RUN_ID, &info), PL_OK);
+    cr_assert_eq(info->status, PL_RUN_COMPLETED);
+    cr_assert_eq(info->steps, (uint64_t)ref->ledgers.n, "%s: steps",
+                 x->what);
+    /* a completed run is final: continuing it replays and writes nothing */
+    cr_assert_eq(info->attempts, x->ended ? attempts : attempts + 1,
+                 "%s: attempts", x->what);
+    pl_run_info_free(info);
+    /* and replays without executing or writing anything */
+    st = pl_run_continue(e, RUN_ID, &check, &o);
+    cr_assert_eq(st, PL_OK, "%s: check replay of the recovered run: %s",
+                 x->what, pl_errmsg());
+    cr_assert_eq(o->calls_served, N_CALLS);
+    cr_assert_eq(o->calls_executed, 0);
+    cr_assert_eq(o->steps_appended, 0);
+    pl_outcome_free(o);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+    free(live);
+
+    /* (c) each effect once, the in-flight call's at most once more */
+    effects fx;
+    effects_read(p->fx, &fx);
+    cr_assert_eq(fx.other, 0, "%s: unexpected lines in the effects file",
+                 x->what);
+    for (int t = 0; t < N_TOOLS; t++) {
+        const char *tool = tool_names[t];
+        int want = 1;
+        for (int i = 0; i < 2; i++)
+            if (x->twice[i] && strcmp(x->twice[i], tool) == 0 &&
+                strcmp(tool, "charge_card") != 0)
+                want++;
+        cr_assert_eq(fx.count[t], want,
+                     "%s: %s's effect appears %d times, expected %d "
+                     "(in flight: %s, %s)", x->what, tool, fx.count[t], want,
+                     x->twice[0] ? x->twice[0] : "none",
+                     x->twice[1] ? x->twice[1] : "none");
+        cr_assert_str_eq(fx.key[t], ref->fx.key[t],
+                         "%s: %s's idempotency key", x->what, tool);
+        cr_assert(!fx.key_differs[t], "%s: %s ran under two keys", x->what,
+                  tool);
+    }
+    cr_assert_eq(fx.count[1], 1, "%s: charge_card must never appear twice",
+                 x->what);
+}
+
+/* ---- the matrices ----------------------------------------------------------------- */
+
+static void crash_matrix(pl_durability mode)
+{
+    const char *base = t_tmpdir();
+    reference *ref = calloc(1, sizeof *ref);
+    recorder *rec = calloc(1, sizeof *rec);
+    cr_assert(ref && rec);
+    make_reference(base, mode, ref);
+    int K = ref->rec.n;
+
+    for (int k = 1; k <= K; k++) {
+        char name[32], what[96];
+        snprintf(name, sizeof name, "k%d", k);
+        snprintf(what, sizeof what, "%s, killed at boundary %d",
+                 pl_durability_name(mode), k);
+        place p;
+        place_make(&p, base, name);
+        crash_child(p.store, p.fx, mode, true, k, what);
+        expectation x = {what, {in_flight(&ref->rec, k), NULL},
+                         durable_by(&ref->rec, k), ends_run(&ref->rec, k)};
+        recover_and_check(&p, mode, ref, &x, rec);
+        t_rmtree(p.dir);
+    }
+    rows_free(&ref->ledgers);
+    free(ref->result);
+    free(ref);
+    free(rec);
+}
+
+/*
+ * Kill the run at boundary k, then kill its recovery at each of the
+ * recovery's own boundaries j, then recover again.  The recovery's
+ * boundaries come from an uncrashed recovery of a copy of the crashed store.
+ */
+static void recovery_crash_matrix(pl_durability mode)
+{
+    const char *base = t_tmpdir();
+    reference *ref = calloc(1, sizeof *ref);
+    recorder *first = calloc(1, sizeof *first);
+    recorder *rec = calloc(1, sizeof *rec);
+    cr_assert(ref && first && rec);
+    make_reference(base, mode, ref);
+    int K = ref->rec.n;
+    int total = 0;
+
+    for (int k = 1; k <= K; k++) {
+        char name[64], what[128];
+        const char *flight1 = in_flight(&ref->rec, k);
+        int durable1 = durable_by(&ref->rec, k);
+
+        place crashed;
+        snprintf(name, sizeof name, "k%d", k);
+        snprintf(what, sizeof what, "%s, killed at %d", pl_durability_name(mode),
+                 k);
+        place_make(&crashed, base, name);
+        crash_child(crashed.store, crashed.fx, mode, true, k, what);
+
+        /* an uncrashed recovery of a copy: the recovery's boundaries */
+        place probe;
+        snprintf(name, sizeof name, "k%d-probe", k);
+        place_make(&probe, base, name);
+        place_copy(&probe, &crashed);
+        expectation x1 = {what, {flight1, NULL}, durable1,
+                          ends_run(&ref->rec, k)};
+        recover_and_check(&probe, mode, ref, &x1, first);
+        t_rmtree(probe.dir);
+        cr_assert(!first->overflow);
+        analyse(first);
+        int K2 = first->n;
+        if (ends_run(&ref->rec, k))
+            cr_assert_eq(K2, 0, "%s: replaying a completed run writes "
+                                "nothing", what);
+        else
+            cr_assert_gt(K2, 0, "%s: the recovery appends at least the "
+                                "root's result", what);
+        cr_assert_eq(served_in(first), durable1, "%s: served", what);
+
+        for (int j = 1; j <= K2; j++) {
+            place p;
+            snprintf(name, sizeof name, "k%d-j%d", k, j);
+            snprintf(what, sizeof what, "%s, killed at %d, its recovery "
+                                        "killed at %d",
+                     pl_durability_name(mode), k, j);
+            place_make(&p, base, name);
+            place_copy(&p, &crashed);
+            crash_child(p.store, p.fx, mode, false, j, what);
+            expectation x = {what,
+                             {flight1, in_flight(first, j)},
+                             durable1 + durable_by(first, j),
+                             ends_run(&ref->rec, k) || ends_run(first, j)};
+            recover_and_check(&p, mode, ref, &x, rec);
+            t_rmtree(p.dir);
+            total++;
+        }
+        t_rmtree(crashed.dir);
+    }
+    cr_assert_gt(total, K, "every recovery was killed at each boundary");
+    rows_free(&ref->ledgers);
+    free(ref->result);
+    free(ref);
+    free(first);
+    free(rec);
+}
+
+/* The boundaries and in-flight calls are as the table above states. */
+Test(crash, boundary_table)
+{
+    static const pl_durability modes[] = {
+        PL_DURABILITY_SYNC, PL_DURABILITY_GROUP, PL_DURABILITY_PROCESS};
+    for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
+        reference *ref = calloc(1, sizeof *ref);
+        cr_assert_not_null(ref);
+        make_reference(t_tmpdir(), modes[m], ref);
+        cr_assert_eq(ref->rec.n, K_ORDER, "%s: the order run crosses %d "
+                     "boundaries", pl_durability_name(modes[m]), ref->rec.n);
+        for (int k = 1; k <= K_ORDER; k++) {
+            const char *got = in_flight(&ref->rec, k);
+            const char *want = in_flight_table[k];
+            cr_assert_str_eq(got ? got : "(none)", want ? want : "(none)",
+                             "%s: the call in flight at boundary %d",
+                             pl_durability_name(modes[m]), k);
+        }
+        /* the calls durable at k: served by a recovery from k */
+        cr_assert_eq(durable_by(&ref->rec, 3), 0);
+        cr_assert_eq(durable_by(&ref->rec, 4), 1);
+        cr_assert_eq(durable_by(&ref->rec, 8), 1);
+        cr_assert_eq(durable_by(&ref->rec, 9), 2);
+        cr_assert_eq(durable_by(&ref->rec, 13), 3);
+        rows_free(&ref->ledgers);
+        free(ref->result);
+        free(ref);
+    }
+}
+
+Test(crash, matrix_sync)
+{
+    crash_matrix(PL_DURABILITY_SYNC);
+}
+
+Test(crash, matrix_group)
+{
+    crash_matrix(PL_DURABILITY_GROUP);
+}
+
+Test(crash, matrix_process)
+{
+    crash_matrix(PL_DURABILITY_PROCESS);
+}
+
+Test(crash, recovery_matrix_sync)
+{
+    recovery_crash_matrix(PL_DURABILITY_SYNC);
+}
+
+Test(crash, recovery_matrix_group)
+{
+    recovery_crash_matrix(PL_DURABILITY_GROUP);
+}
+
+Test(crash, recovery_matrix_process)
+{
+    recovery_crash_matrix(PL_DURABILITY_PROCESS);
+}
+
+/* ---- many runs on many threads, group commit, one kill ------------------------------ */
+
+#define GC_THREADS 4
+#define GC_RUNS 2 /* per thread */
+
+typedef struct gc_child {
+    pl_engine *e;
+    int thread;
+} gc_child;
+
+static atomic_long gc_boundaries;
+static long gc_kill_at;
+
+static void gc_on_event(const pl_event *ev, void *user)
+{
+    (void)user;
+    if (ev->kind != PL_EVENT_STEP_APPENDED && ev->kind != PL_EVENT_COMMIT)
+        return;
+    if (atomic_fetch_add(&gc_boundaries, 1) + 1 == gc_kill_at)
+        raise(SIGKILL);
+}
+
+static void gc_run_id(char *out, size_t n, int thread, int j)
+{
+    snprintf(out, n, "order-T%d-%d", thread, j);
+}
+
+static void *gc_thread(void *arg)
+{
+    gc_child *c = arg;
+    for (int j = 0; j < GC_RUNS; j++) {
+        char id[64], order[32];
+        gc_run_id(id, sizeof id, c->thread, j);
+        snprintf(order, sizeof order, "T%d-%d", c->thread, j);
+        cJSON *p = order_sample(order);
+        pl_action a = {"order", p, NULL, 0, NULL};
+        pl_run_options ro = PL_RUN_OPTIONS_INIT;
+        ro.run_id = id;
+        pl_outcome *o = NULL;
+        pl_run_start(c->e, &a, &ro, &o);
+        pl_outcome_free(o);
+        cJSON_Delete(p);
+    }
+    return NULL;
+}
+
+/* In a forked child: run every order on GC_THREADS threads of one engine
+ * in group mode; die at the kill_at-th boundary of any of them. */
+static int gc_child_main(const char *store, const char *fx, long kill_at)
+{
+    pl_registry *reg = NULL;
+    if (pl_registry_new(&reg) || order_register(reg, fx))
+        return 10;
+    gc_kill_at = kill_at;
+    atomic_store(&gc_boundaries, 0);
+    pl_engine_options o = PL_ENGINE_OPTIONS_INIT;
+    o.durability = PL_DURABILITY_GROUP;
+    o.on_event = gc_on_event;
+    pl_engine *e = NULL;
+    if (pl_engine_open(&e, store, reg, &o))
+        return 11;
+    gc_child c[GC_THREADS];
+    pthread_t th[GC_THREADS];
+    for (int i = 0; i < GC_THREADS; i++) {
+        c[i] = (gc_child){e, i};
+        if (pthread_create(&th[i], NULL, gc_thread, &c[i]))
+            return 12;
+    }
+    for (int i = 0; i < GC_THREADS; i++)
+        pthread_join(th[i], NULL);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+    return 3;
+}
+
+typedef struct gc_ref {
+    rows ledgers[GC_THREADS][GC_RUNS];
+} gc_ref;
+
+static int gc_count_lines(const char *path, const char *tool, const char *run)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    char line[1024], prefix[256];
+    snprintf(prefix, sizeof prefix, "%s %s/", tool, run);
+    int n = 0;
+    while (fgets(line, sizeof line, f))
+        n += strncmp(line, prefix, strlen(prefix)) == 0;
+    fclose(f);
+    return n;
+}
+
+Test(crash, group_commit_threads_killed_anywhere)
+{
+    const char *base = t_tmpdir();
+    gc_ref *ref = calloc(1, sizeof *ref);
+    cr_assert_not_null(ref);
+
+    /* the reference: every order, one after the other, uncrashed */
+    place rp;
+    place_make(&rp, base, "reference");
+    pl_registry *reg = order_registry(rp.fx);
+    pl_engine *e = t_engine(rp.store, reg, PL_DURABILITY_SYNC);
+    long total_boundaries = 0;
+    for (int i = 0; i < GC_THREADS; i++) {
+        for (int j = 0; j < GC_RUNS; j++) {
+            char id[64], order[32];
+            gc_run_id(id, sizeof id, i, j);
+            snprintf(order, sizeof order, "T%d-%d", i, j);
+            cJSON *p = order_sample(order);
+            pl_action a = {"order", p, NULL, 0, NULL};
+            pl_run_options ro = PL_RUN_OPTIONS_INIT;
+            ro.run_id = id;
+            pl_outcome *o = NULL;
+            cr_assert_eq(pl_run_start(e, &a, &ro, &o), PL_OK);
+            cr_assert_eq(o->status, PL_RUN_COMPLETED);
+            total_boundaries += (long)o->steps_appended;
+            pl_outcome_free(o);
+            cJSON_Delete(p);
+            cr_assert_eq(pl_run_walk(e, id, collect_row, &ref->ledgers[i][j]),
+                         PL_OK);
+        }
+    }
+    pl_engine_close(e);
+    pl_registry_free(reg);
+
+    /* kill points spread over the whole concurrent execution (steps
+     * appended alone already count that many boundaries) */
+    const long kills[] = {1, 5, total_boundaries / 8, total_boundaries / 4,
+                          total_boundaries / 2, total_boundaries - 3};
+    for (size_t n = 0; n < sizeof kills / sizeof kills[0]; n++) {
+        char name[32], what[96];
+        snprintf(name, sizeof name, "kill%zu", n);
+        snprintf(what, sizeof what, "group, %d threads, killed at boundary "
+                                    "%ld", GC_THREADS, kills[n]);
+        place p;
+        place_make(&p, base, name);
+        fflush(NULL);
+        pid_t pid = fork();
+        cr_assert_neq(pid, -1);
+        if (pid == 0)
+            _exit(gc_child_main(p.store, p.fx, kills[n]));
+        int status = 0;
+        while (waitpid(pid, &status, 0) == -1 && errno == EINTR)
+            ;
+        cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL,
+                  "%s: the child was not killed (status %d)", what, status);
+
+        /* recover every run (or start the ones the kill prevented) */
+        reg = order_registry(p.fx);
+        e = t_engine(p.store, reg, PL_DURABILITY_GROUP);
+        for (int i = 0; i < GC_THREADS; i++) {
+            for (int j = 0; j < GC_RUNS; j++) {
+                char id[64], order[32];
+                gc_run_id(id, sizeof id, i, j);
+                pl_outcome *o = NULL;
+                int st = pl_run_continue(e, id, NULL, &o);
+                if (st == PL_ENOTFOUND) {
+                    snprintf(order, sizeof order, "T%d-%d", i, j);
+                    cJSON *pl = order_sample(order);
+                    pl_action a = {"order", pl, NULL, 0, NULL};
+                    pl_run_options ro = PL_RUN_OPTIONS_INIT;
+                    ro.run_id = id;
+                    st = pl_run_start(e, &a, &ro, &o);
+                    cJSON_Delete(pl);
+                }
+                cr_assert_eq(st, PL_OK, "%s: %s: %s", what, id, pl_errmsg());
+                cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s: %s: %s", what,
+                             id, o->reason ? o->reason : "");
+                cr_assert_eq(o->calls_served + o->calls_executed, N_CALLS);
+                pl_outcome_free(o);
+                rows got = {0};
+                cr_assert_eq(pl_run_walk(e, id, collect_row, &got), PL_OK);
+                char label[192];
+                snprintf(label, sizeof label, "%s: %s", what, id);
+                expect_same_ledgers(&got, &ref->ledgers[i][j], label);
+                rows_free(&got);
+                cr_assert_eq(pl_run_verify(e, id), PL_OK, "%s: %s",
+                             label, pl_errmsg());
+                /* each effect at least once, at most once more (in flight
+                 * at the kill); the charge exactly once */
+                for (int t = 0; t < N_TOOLS; t++) {
+                    int c = gc_count_lines(p.fx, tool_names[t], id);
+                    cr_assert(c >= 1 && c <= 2, "%s: %s ran %d times", label,
+                              tool_names[t], c);
+                }
+                cr_assert_eq(gc_count_lines(p.fx, "charge_card", id), 1,
+                             "%s: charge_card", label);
+            }
+        }
+        pl_engine_close(e);
+        pl_registry_free(reg);
+        t_rmtree(p.dir);
+    }
+    for (int i = 0; i < GC_THREADS; i++)
+        for (int j = 0; j < GC_RUNS; j++)
+            rows_free(&ref->ledgers[i][j]);
+    free(ref);
+}
