@@ -90,7 +90,8 @@ extern "C" {
 #define PL_MAX_DEPTH 32      /**< deepest invocation nesting below the root */
 #define PL_MAX_NAME 255      /**< longest policy or actor name, in bytes */
 #define PL_MAX_RUN_ID 128    /**< longest run id, in bytes */
-#define PL_MAX_JSON_DEPTH 30 /**< deepest nesting inside one payload */
+#define PL_MAX_JSON_DEPTH 30 /**< most nested arrays/objects in a payload,
+                                  counting the payload object itself */
 #define PL_UUID_LEN 36       /**< length of a UUID string, without its NUL */
 #define PL_HASH_LEN 32       /**< bytes in a step hash (SHA-256) */
 

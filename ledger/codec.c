@@ -78,9 +78,16 @@ static int pack_cstr(msgpack_packer *pk, const char *s)
     return msgpack_pack_str_with_body(pk, s, n);
 }
 
+/*
+ * Nesting depth counts containers: the payload object is level 1, and no
+ * array or object may be deeper than PL_MAX_JSON_DEPTH.  The reader below
+ * counts the same way.
+ */
 static int pack_json(msgpack_packer *pk, const cJSON *v, unsigned depth)
 {
-    if (depth > PL_MAX_JSON_DEPTH)
+    int type = v->type & 0xff;
+    if ((type == cJSON_Array || type == cJSON_Object) &&
+        depth > PL_MAX_JSON_DEPTH)
         return pl__err(PL_ELIMIT, "payload nests deeper than %d levels",
                        PL_MAX_JSON_DEPTH);
     int rc = 0;
@@ -414,11 +421,12 @@ static int rd_head(rd *r, head *h)
     return PL_OK;
 }
 
-/* Walk one value, checking every length and the JSON rules in MODE_JSON. */
+/*
+ * Walk one value, checking every length and the JSON rules in MODE_JSON.
+ * @p depth is the value's level if it is a container (as in pack_json).
+ */
 static int check_value(rd *r, unsigned depth, int mode)
 {
-    if (depth > PL_MAX_JSON_DEPTH + 1)
-        return PL_ECORRUPT;
     head h;
     if (rd_head(r, &h))
         return PL_ECORRUPT;
@@ -440,14 +448,14 @@ static int check_value(rd *r, unsigned depth, int mode)
         r->p += h.u;
         return PL_OK;
     case T_ARRAY:
-        if (h.u > rd_left(r))
+        if (depth > PL_MAX_JSON_DEPTH || h.u > rd_left(r))
             return PL_ECORRUPT;
         for (uint64_t i = 0; i < h.u; i++)
             if (check_value(r, depth + 1, mode))
                 return PL_ECORRUPT;
         return PL_OK;
     case T_MAP:
-        if (h.u > rd_left(r) / 2)
+        if (depth > PL_MAX_JSON_DEPTH || h.u > rd_left(r) / 2)
             return PL_ECORRUPT;
         for (uint64_t i = 0; i < h.u; i++) {
             if (mode == MODE_JSON && (!rd_left(r) || !((*r->p >= 0xa0 &&
@@ -648,7 +656,8 @@ static cJSON *make_string(const char *p, size_t n)
     char *s = n < sizeof small ? small : malloc(n + 1);
     if (!s)
         return NULL;
-    memcpy(s, p, n);
+    if (n) /* msgpack-c points empty strings at NULL */
+        memcpy(s, p, n);
     s[n] = '\0';
     cJSON *item = cJSON_CreateString(s);
     if (s != small)
@@ -662,7 +671,8 @@ static int add_member(cJSON *obj, const char *k, size_t kn, cJSON *item)
     char *s = kn < sizeof small ? small : malloc(kn + 1);
     if (!s)
         return PL_ENOMEM;
-    memcpy(s, k, kn);
+    if (kn)
+        memcpy(s, k, kn);
     s[kn] = '\0';
     int ok = cJSON_AddItemToObject(obj, s, item);
     if (s != small)
@@ -846,7 +856,7 @@ static int map_begin(rd *r, const uint8_t *data, size_t len, uint64_t *n,
 {
     rd chk = {data, data + len};
     head h;
-    if (check_value(&chk, 1, MODE_ANY) || chk.p != chk.end)
+    if (check_value(&chk, 0, MODE_ANY) || chk.p != chk.end)
         return pl__err(PL_ECORRUPT, "%s is malformed", what);
     r->p = data;
     r->end = data + len;
