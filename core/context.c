@@ -230,6 +230,66 @@ static void inv_consume(pl_ctx *c)
     c->peeked = false;
 }
 
+/*
+ * Consume a recorded step whose payload goes to policy code without being
+ * compared (a served result, a side effect's value, a resume answer): the
+ * next recorded step must still link to it, or the store changed under the
+ * run.  (The last step of a ledger is anchored by its caller's link, which
+ * pl_run_verify() checks.)
+ */
+static int inv_consume_checked(pl_ctx *c)
+{
+    pl__run *r = c->run;
+    uint8_t key[PL__KEY_MAX], h[PL_HASH_LEN];
+    uint32_t seq = c->next_seq;
+    memcpy(key, c->prefix, c->prefix_len);
+    pl__put_be32(key + c->prefix_len, seq);
+    int st = pl__step_hash(r->hasher, key, c->prefix_len + 4,
+                           pl__kvs_val(&c->ahead, c->ahead_pos),
+                           c->ahead.e[c->ahead_pos].vlen, h);
+    if (st)
+        return pl__run_fail(r, st, "%s", pl_errmsg());
+    inv_consume(c);
+    const pl__rec *next;
+    if ((st = inv_peek(c, &next)))
+        return st;
+    if (next && memcmp(next->prev_hash, h, PL_HASH_LEN) != 0)
+        return pl__run_fail(r, PL_ECORRUPT, "run %s: step %s:%u changed in "
+                                            "the store: the step after it "
+                                            "does not link to it", r->id,
+                            c->path, seq);
+    return PL_OK;
+}
+
+/*
+ * The hash of the invocation's last step (its head), or the run's genesis
+ * for an empty ledger.  Valid once the invocation is live or has read to
+ * the end of its record.
+ */
+static int inv_head(pl_ctx *c, uint8_t out[PL_HASH_LEN])
+{
+    pl__run *r = c->run;
+    if (!c->last_hash_ok) {
+        uint8_t key[PL__KEY_MAX];
+        memcpy(key, c->prefix, c->prefix_len);
+        pl__put_be32(key + c->prefix_len, c->next_seq - 1);
+        int st = pl__step_hash(r->hasher, key, c->prefix_len + 4,
+                               c->last_rec.data, c->last_rec.len,
+                               c->last_hash);
+        if (st)
+            return pl__run_fail(r, st, "%s", pl_errmsg());
+        c->last_hash_ok = true;
+    }
+    memcpy(out, c->last_hash, PL_HASH_LEN);
+    return PL_OK;
+}
+
+int pl__run_head(pl__run *r, uint8_t out[PL_HASH_LEN])
+{
+    return r->inv[0] ? inv_head(r->inv[0], out)
+                     : pl__err(PL_EINVAL, "the run has no root invocation");
+}
+
 static bool rec_actor_is(const pl__rec *rec, const char *actor)
 {
     size_t n = strlen(actor);
@@ -294,7 +354,7 @@ static int nondet(pl_ctx *c, const pl__rec *rec, pl_step_type type,
  */
 static int inv_append(pl_ctx *c, pl_step_type type, const char *actor,
                       const uint8_t *mp, size_t mp_len, const char *code,
-                      bool *replayed, int64_t *time_us)
+                      const pl__link *link, bool *replayed, int64_t *time_us)
 {
     pl__run *r = c->run;
     if (r->stop)
@@ -338,24 +398,18 @@ static int inv_append(pl_ctx *c, pl_step_type type, const char *actor,
         return pl__run_fail(r, PL_ELIMIT, "run %s: ledger %s is full", r->id,
                             c->path);
 
-    uint8_t key[PL__KEY_MAX];
+    uint8_t key[PL__KEY_MAX], prev[PL_HASH_LEN];
+    if ((st = inv_head(c, prev))) /* the previous step, hashed now */
+        return st;
     memcpy(key, c->prefix, c->prefix_len);
-    if (!c->last_hash_ok) { /* hash the previous step now that it is needed */
-        pl__put_be32(key + c->prefix_len, c->next_seq - 1);
-        if ((st = pl__step_hash(r->hasher, key, c->prefix_len + 4,
-                                c->last_rec.data, c->last_rec.len,
-                                c->last_hash)))
-            return pl__run_fail(r, st, "%s", pl_errmsg());
-        c->last_hash_ok = true;
-    }
     pl__put_be32(key + c->prefix_len, c->next_seq);
     pl__kvs *l = &r->batch.steps;
     int64_t now = pl__now_us();
     if ((st = pl__kvs_begin(l, key, c->prefix_len + 4)))
         return pl__run_fail(r, st, "%s", pl_errmsg());
     size_t voff = l->data.len;
-    st = pl__rec_encode(&l->data, c->next_seq, now, type, actor, c->last_hash,
-                        code, mp, mp_len);
+    st = pl__rec_encode(&l->data, c->next_seq, now, type, actor, prev, code,
+                        link, mp, mp_len);
     if (!st) {
         pl__buf_reset(&c->last_rec);
         st = pl__buf_append(&c->last_rec, l->data.data + voff,
@@ -390,7 +444,7 @@ static int append_seed(pl_ctx *c, const pl_steps *seed)
                                               "bytes; the limit is %zu",
                                 r->id, c->path, i, s->mp_len,
                                 r->e->max_payload);
-        int st = inv_append(c, s->type, s->actor, s->mp, s->mp_len, NULL,
+        int st = inv_append(c, s->type, s->actor, s->mp, s->mp_len, NULL, NULL,
                             &replayed, NULL);
         if (st)
             return st;
@@ -457,15 +511,15 @@ static int make_result(pl_ctx *c, uint32_t seq, int64_t time_us,
  * copy to the caller.
  */
 static int finish_call(pl_ctx *c, uint32_t call_seq, const char *callee,
-                       const uint8_t *mp, size_t mp_len, uint64_t t0,
-                       pl_step **out)
+                       const uint8_t *mp, size_t mp_len, const pl__link *link,
+                       uint64_t t0, pl_step **out)
 {
     pl__run *r = c->run;
     uint32_t seq = c->next_seq;
     bool replayed;
     int64_t time_us;
     int st = inv_append(c, PL_STEP_ACTION_RESULT, callee, mp, mp_len, NULL,
-                        &replayed, &time_us);
+                        link, &replayed, &time_us);
     if (!st)
         st = pl__run_commit(r);
     if (st)
@@ -498,7 +552,7 @@ static int finish_error(pl_ctx *c, uint32_t call_seq, const char *callee,
     if (st)
         st = pl__run_fail(c->run, st, "%s", pl_errmsg());
     else
-        st = finish_call(c, call_seq, callee, b.data, b.len, t0, out);
+        st = finish_call(c, call_seq, callee, b.data, b.len, NULL, t0, out);
     pl__buf_free(&b);
     return st;
 }
@@ -546,9 +600,12 @@ static int execute(pl_ctx *c, uint32_t call_seq, bool call_replayed,
     }
     r->executed++;
     const pl_step *last = res.n ? res.v[res.n - 1] : NULL;
-    st = finish_call(c, call_seq, def->name,
-                     last ? last->mp : (const uint8_t *)"\x80",
-                     last ? last->mp_len : 1, t0, out);
+    pl__link link = {call_seq, {0}};
+    st = inv_head(child, link.head);
+    if (!st)
+        st = finish_call(c, call_seq, def->name,
+                         last ? last->mp : (const uint8_t *)"\x80",
+                         last ? last->mp_len : 1, &link, t0, out);
     for (size_t i = 0; i < res.n; i++)
         pl_step_free(res.v[i]);
     free(res.v);
@@ -601,7 +658,13 @@ static int serve(pl_ctx *c, const pl__rec *rec, uint32_t call_seq,
     if (out && (st = pl__step_from_rec(rec, c->path, out)))
         return pl__run_fail(r, st, "run %s: the result at %s:%u: %s", r->id,
                             c->path, seq, pl_errmsg());
-    inv_consume(c);
+    if ((st = inv_consume_checked(c))) {
+        if (out) {
+            pl_step_free(*out);
+            *out = NULL;
+        }
+        return st;
+    }
     r->served++;
     pl__emit(r, PL_EVENT_CALL_SERVED, c->path, call_seq, callee,
              PL_STEP_ACTION_RESULT, 0, pl__mono_ns() - t0, NULL);
@@ -634,7 +697,7 @@ static int in_doubt(pl_ctx *c, uint32_t call_seq, const pl_action *a,
         }
         uint32_t seq = c->next_seq;
         bool replayed;
-        st = inv_append(c, PL_STEP_SUSPEND, ENGINE_ACTOR, b.data, b.len, NULL,
+        st = inv_append(c, PL_STEP_SUSPEND, ENGINE_ACTOR, b.data, b.len, NULL, NULL,
                         &replayed, NULL);
         if (st || !replayed) {
             if (!st) {
@@ -667,7 +730,10 @@ static int in_doubt(pl_ctx *c, uint32_t call_seq, const pl_action *a,
         cJSON *answer = NULL;
         if ((st = pl__payload_decode(&answer, rec->payload, rec->payload_len)))
             return pl__run_fail(r, st, "run %s: %s", r->id, pl_errmsg());
-        inv_consume(c);
+        if ((st = inv_consume_checked(c))) {
+            cJSON_Delete(answer);
+            return st;
+        }
         const cJSON *ans = cJSON_GetObjectItemCaseSensitive(answer, "answer");
         const cJSON *dec = cJSON_GetObjectItemCaseSensitive(ans, "decision");
         const char *d = cJSON_IsString(dec) ? dec->valuestring : "";
@@ -678,6 +744,7 @@ static int in_doubt(pl_ctx *c, uint32_t call_seq, const pl_action *a,
                 st = pl__payload_encode(&rb, res, r->e->max_payload);
                 if (!st)
                     st = finish_call(c, call_seq, a->policy, rb.data, rb.len,
+                                     NULL,
                                      t0, out);
                 else
                     st = pl__run_fail(r, st, "%s", pl_errmsg());
@@ -698,8 +765,8 @@ static int in_doubt(pl_ctx *c, uint32_t call_seq, const pl_action *a,
                                 t0, out);
         }
         cJSON_Delete(answer);
-        /* rerun: what did the rerun leave behind? */
-        bool was_replaying = c->replaying;
+        /* rerun: what did the rerun leave behind?  (The answer was a recorded
+         * step, so a record that ends here ended inside the rerun.) */
         if ((st = inv_peek(c, &rec)))
             return st;
         if (rec && rec->type == PL_STEP_ACTION_RESULT)
@@ -718,7 +785,7 @@ static int in_doubt(pl_ctx *c, uint32_t call_seq, const pl_action *a,
                                               "result; replay would execute "
                                               "it", r->id, c->path, call_seq,
                                 a->policy);
-        if (was_replaying && r->crashed_before)
+        if (r->crashed_before)
             continue; /* the rerun was in flight at a crash: ask again */
         return execute(c, call_seq, true, a, def, decos, n_decos, t0, out);
     }
@@ -863,7 +930,7 @@ int pl_ctx_call(pl_ctx *c, const pl_action *a, const pl_decorator *decos,
     uint32_t call_seq = c->next_seq;
     bool replayed;
     st = inv_append(c, PL_STEP_ACTION_CALL, c->def->name, r->scratch.data,
-                    r->scratch.len, def ? def->code_version : NULL, &replayed,
+                    r->scratch.len, def ? def->code_version : NULL, NULL, &replayed,
                     NULL);
     if (st)
         return st;
@@ -969,7 +1036,7 @@ static int run_policy(pl_ctx *c, const pl_action *a, pl_steps *out)
         }
         int64_t time_us;
         uint32_t seq = c->next_seq;
-        st = inv_append(c, s->type, s->actor, s->mp, s->mp_len, code,
+        st = inv_append(c, s->type, s->actor, s->mp, s->mp_len, code, NULL,
                         &s->replayed, &time_us);
         if (!st && (pl__step_place(s, c->path, seq, time_us) ||
                     pl__steps_push(out, s)))
@@ -1039,7 +1106,7 @@ int pl_ctx_emit(pl_ctx *c, pl_steps *out, pl_step_type type,
         return pl__run_fail(r, PL_ENOMEM, "out of memory");
     uint32_t seq = c->next_seq;
     int64_t time_us;
-    st = inv_append(c, type, actor, s->mp, s->mp_len, NULL, &s->replayed,
+    st = inv_append(c, type, actor, s->mp, s->mp_len, NULL, NULL, &s->replayed,
                     &time_us);
     if (!st && (st = pl__step_place(s, c->path, seq, time_us)))
         st = pl__run_fail(r, st, "out of memory");
@@ -1098,8 +1165,11 @@ static int recorded(pl_ctx *c, const char *name, produce_fn fn, void *user,
         }
         if ((st = pl__payload_decode(out, vv, vvn)))
             return pl__run_fail(r, st, "run %s: %s", r->id, pl_errmsg());
-        inv_consume(c);
-        return PL_OK;
+        if ((st = inv_consume_checked(c))) {
+            cJSON_Delete(*out);
+            *out = NULL;
+        }
+        return st;
     }
     if (r->check)
         return pl__run_fail(r, PL_ECHECK, "check: run %s, invocation %s: the "
@@ -1122,7 +1192,7 @@ static int recorded(pl_ctx *c, const char *name, produce_fn fn, void *user,
     bool replayed;
     if (!st)
         st = inv_append(c, PL_STEP_SIDE_EFFECT, c->def->name, b.data, b.len,
-                        NULL, &replayed, NULL);
+                        NULL, NULL, &replayed, NULL);
     else
         st = pl__run_fail(r, st, "run %s: side effect '%s': %s", r->id, name,
                           pl_errmsg());
@@ -1304,7 +1374,7 @@ int pl_ctx_suspend(pl_ctx *c, const cJSON *prompt, cJSON **out_answer)
     }
     uint32_t seq = c->next_seq;
     bool replayed;
-    st = inv_append(c, PL_STEP_SUSPEND, c->def->name, b.data, b.len, NULL,
+    st = inv_append(c, PL_STEP_SUSPEND, c->def->name, b.data, b.len, NULL, NULL,
                     &replayed, NULL);
     if (!st && !replayed) {
         const uint8_t *v;
@@ -1336,8 +1406,11 @@ int pl_ctx_suspend(pl_ctx *c, const cJSON *prompt, cJSON **out_answer)
                             pl_step_type_name(rec->type));
     if ((st = pl__payload_decode(out_answer, v, vn)))
         return pl__run_fail(r, st, "run %s: %s", r->id, pl_errmsg());
-    inv_consume(c);
-    return PL_OK;
+    if ((st = inv_consume_checked(c))) {
+        cJSON_Delete(*out_answer);
+        *out_answer = NULL;
+    }
+    return st;
 }
 
 /* ---- reading the ledger ---------------------------------------------------------------------- */

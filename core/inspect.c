@@ -296,12 +296,19 @@ int pl_run_walk(pl_engine *e, const char *run_id, pl_step_visit_fn visit,
  * step must store, and the type of its last step (a subtree must hang off
  * an action_call).
  */
+typedef struct vchild {
+    uint32_t comp;
+    uint8_t head[PL_HASH_LEN];
+} vchild;
+
 typedef struct vlevel {
     bool open;
     uint32_t comps[PL_MAX_DEPTH];
     uint32_t next_seq;
-    uint8_t prev[PL_HASH_LEN];
+    uint8_t prev[PL_HASH_LEN]; /* the hash of its last step: its head */
     pl_step_type last_type;
+    vchild *children; /* heads of its callee ledgers, closed so far */
+    size_t n_children, cap_children;
 } vlevel;
 
 typedef struct verify_ctx {
@@ -312,6 +319,51 @@ typedef struct verify_ctx {
     uint64_t steps;
 } verify_ctx;
 
+/* A ledger is complete: hand its head to its caller's level. */
+static int close_level(verify_ctx *v, unsigned d)
+{
+    vlevel *l = &v->lv[d];
+    if (!l->open)
+        return PL_OK;
+    l->open = false;
+    if (d == 0 || !v->lv[d - 1].open)
+        return PL_OK;
+    vlevel *p = &v->lv[d - 1];
+    if (p->n_children == p->cap_children) {
+        size_t cap = p->cap_children ? p->cap_children * 2 : 16;
+        vchild *c = realloc(p->children, cap * sizeof *c);
+        if (!c)
+            return pl__err(PL_ENOMEM, "out of memory");
+        p->children = c;
+        p->cap_children = cap;
+    }
+    vchild *c = &p->children[p->n_children++];
+    c->comp = l->comps[d - 1];
+    memcpy(c->head, l->prev, PL_HASH_LEN);
+    return PL_OK;
+}
+
+/* An action_result's link must name its callee ledger's head. */
+static int check_link(verify_ctx *v, unsigned d, const char *path,
+                      uint32_t seq, const pl__rec *rec)
+{
+    const vlevel *l = &v->lv[d];
+    const uint8_t *head = v->genesis; /* a callee that recorded nothing */
+    for (size_t i = l->n_children; i-- > 0;) {
+        if (l->children[i].comp == rec->link_seq) {
+            head = l->children[i].head;
+            break;
+        }
+    }
+    if (memcmp(head, rec->link_hash, PL_HASH_LEN) != 0)
+        return pl__err(PL_ECORRUPT, "run '%s', step %s:%u: the result does "
+                                    "not match the ledger %s.%u of the call "
+                                    "it answers (its last step changed or "
+                                    "is missing)", v->id, path, seq, path,
+                       rec->link_seq);
+    return PL_OK;
+}
+
 static int verify_rec(const uint8_t *key, size_t klen, const uint8_t *val,
                       size_t vlen, void *user)
 {
@@ -319,13 +371,19 @@ static int verify_rec(const uint8_t *key, size_t klen, const uint8_t *val,
     uint64_t run;
     uint32_t comps[PL_MAX_DEPTH], seq;
     unsigned d;
+    int st;
     if (!pl__key_parse(key, klen, &run, comps, &d, &seq))
         return pl__err(PL_ECORRUPT, "run '%s' has a malformed step key",
                        v->id);
     char path[PL__PATH_MAX];
     pl__path_format(path, comps, d);
-    for (unsigned i = d + 1; i <= PL_MAX_DEPTH; i++)
-        v->lv[i].open = false; /* their subtrees are behind us */
+    for (unsigned i = PL_MAX_DEPTH; i > d; i--) /* subtrees behind us */
+        if ((st = close_level(v, i)))
+            return st;
+    vlevel *l = &v->lv[d];
+    bool same = l->open && memcmp(l->comps, comps, d * sizeof *comps) == 0;
+    if (!same && (st = close_level(v, d)))
+        return st;
     if (d > 0) {
         const vlevel *p = &v->lv[d - 1];
         if (!p->open ||
@@ -336,12 +394,11 @@ static int verify_rec(const uint8_t *key, size_t klen, const uint8_t *val,
                                         "the action_call that created it",
                            v->id, path);
     }
-    vlevel *l = &v->lv[d];
-    bool same = l->open && memcmp(l->comps, comps, d * sizeof *comps) == 0;
     if (!same) { /* a ledger begins */
         l->open = true;
         memcpy(l->comps, comps, d * sizeof *comps);
         l->next_seq = 0;
+        l->n_children = 0;
         memcpy(l->prev, v->genesis, PL_HASH_LEN);
     }
     if (seq != l->next_seq)
@@ -349,9 +406,7 @@ static int verify_rec(const uint8_t *key, size_t klen, const uint8_t *val,
                                     "(found step %u next)", v->id, path,
                        l->next_seq, seq);
     pl__rec rec;
-    int st = pl__rec_decode(&rec, val, vlen);
-    if (!st)
-        st = pl__rec_check(&rec);
+    st = pl__rec_decode(&rec, val, vlen);
     if (st)
         return pl__err(st, "run '%s', step %s:%u: %s", v->id, path, seq,
                        pl_errmsg());
@@ -362,6 +417,8 @@ static int verify_rec(const uint8_t *key, size_t klen, const uint8_t *val,
         return pl__err(PL_ECORRUPT, "run '%s', step %s:%u: the hash chain is "
                                     "broken (its stored hash of the previous "
                                     "step does not match)", v->id, path, seq);
+    if (rec.has_link && (st = check_link(v, d, path, seq, &rec)))
+        return st;
     if ((st = pl__step_hash(v->hasher, key, klen, val, vlen, l->prev)))
         return st;
     l->last_type = rec.type;
@@ -390,6 +447,16 @@ int pl_run_verify(pl_engine *e, const char *run_id)
     if (!(st = pl__hasher_new(&v.hasher)) &&
         !(st = pl__genesis_hash(v.hasher, run_id, v.genesis)))
         st = scan_run(e, num, verify_rec, &v);
+    if (!st && rs.has_head && rs.status != PL_RUN_RUNNING) {
+        /* the root ledger's last step is anchored in the run's record */
+        const uint8_t *head = v.lv[0].open ? v.lv[0].prev : v.genesis;
+        if (memcmp(head, rs.head, PL_HASH_LEN) != 0)
+            st = pl__err(PL_ECORRUPT, "run '%s': the root ledger's last step "
+                                      "does not match the run's record (it "
+                                      "changed or is missing)", run_id);
+    }
+    for (size_t i = 0; i < PL__ARRAY_LEN(v.lv); i++)
+        free(v.lv[i].children);
     if (!st && rs.status != PL_RUN_RUNNING && v.steps != rs.steps)
         st = pl__err(PL_ECORRUPT, "run '%s' records %llu steps but holds "
                                   "%llu", run_id,

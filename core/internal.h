@@ -187,6 +187,8 @@ PL__HIDDEN int pl__run_commit(pl__run *r) PL__MUST_CHECK;
 PL__HIDDEN int pl__run_root(pl__run *r, const pl_policy_def *def,
                             const pl_action *root, bool replaying,
                             pl_steps *out);
+/* The hash of the root ledger's last step (for the run state's head). */
+PL__HIDDEN int pl__run_head(pl__run *r, uint8_t out[PL_HASH_LEN]) PL__MUST_CHECK;
 /* Release every invocation of a finished run. */
 PL__HIDDEN void pl__run_free_invs(pl__run *r);
 

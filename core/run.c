@@ -300,6 +300,11 @@ static int execute(pl__run *r, const pl_policy_def *def, const pl_action *root,
     if (!st) {
         const pl_step *last = steps->n ? steps->v[steps->n - 1] : NULL;
         rs->status = PL_RUN_COMPLETED;
+        if ((st = pl__run_head(r, rs->head))) {
+            pl_steps_free(steps);
+            return st;
+        }
+        rs->has_head = true;
         free(rs->result);
         rs->result_len = last ? last->mp_len : 1;
         rs->result = malloc(rs->result_len);
@@ -327,6 +332,9 @@ static int execute(pl__run *r, const pl_policy_def *def, const pl_action *root,
 
     if (r->stop == PL_ESUSPENDED) {
         rs->status = PL_RUN_SUSPENDED;
+        if ((st = pl__run_head(r, rs->head)))
+            return st;
+        rs->has_head = true;
         snprintf(rs->token, sizeof rs->token, "%s", r->token);
         free(rs->susp_path);
         rs->susp_path = pl__strdup(r->susp_path);
@@ -372,6 +380,7 @@ static int execute(pl__run *r, const pl_policy_def *def, const pl_action *root,
     }
     pl__kvs_reset(&r->batch.steps);
     rs->status = PL_RUN_FAILED;
+    rs->has_head = false; /* the unseen steps were dropped */
     rs->error = st;
     free(rs->reason);
     rs->reason = pl__strdup(r->reason ? r->reason : pl_strerror(st));
@@ -508,6 +517,7 @@ static int claim_fn(pl__buf *state, pl__kvs *extra, void *user)
     st.status = PL_RUN_RUNNING;
     st.attempts++;
     st.error = 0;
+    st.has_head = false; /* rewritten when this execution ends */
     free(st.reason);
     st.reason = NULL;
     st.token[0] = '\0';
@@ -581,7 +591,7 @@ static int build_resume(pl__run *r, const char *token, const cJSON *answer,
     uint32_t seq = st.susp_seq + 1;
     if (!rc)
         rc = pl__rec_encode(&rec, seq, pl__now_us(), PL_STEP_RESUME, "human",
-                            prev, NULL, payload.data, payload.len);
+                            prev, NULL, NULL, payload.data, payload.len);
     pl__put_be32(key + plen, seq);
     if (!rc)
         rc = pl__kvs_add(out, key, plen + 4, rec.data, rec.len);

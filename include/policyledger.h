@@ -240,7 +240,8 @@ const char *pl_step_error_code(const pl_step *step);
 
 /**
  * Copy the step's stored hash chain link: the SHA-256 of the previous step
- * of the same ledger (for step 0, of the ledger's identity).
+ * of the same ledger (its key and record); for step 0, the run's genesis
+ * hash (SHA-256 of "policyledger/run" NUL <run id>).
  * @return PL_OK, or PL_ENOTFOUND for a step that is not in a ledger.
  */
 int pl_step_prev_hash(const pl_step *step, uint8_t out[PL_HASH_LEN]);
@@ -622,7 +623,8 @@ typedef struct pl_run_info {
 /**
  * Read one run's record.
  * @param[out] out caller owns; free with pl_run_info_free().
- * @return PL_OK; PL_ENOTFOUND; PL_ECORRUPT; PL_ESTORE; PL_ENOMEM.
+ * @return PL_OK; PL_ENOTFOUND; PL_ECORRUPT; PL_EVERSION (a record written
+ *         by an unknown format); PL_ESTORE; PL_ENOMEM.
  */
 int pl_run_get(pl_engine *engine, const char *run_id, pl_run_info **out);
 
@@ -662,8 +664,12 @@ int pl_run_walk(pl_engine *engine, const char *run_id, pl_step_visit_fn visit,
                 void *user);
 
 /**
- * Verify a run: every stored step decodes, every ledger is gapless, and every
- * step's stored predecessor hash matches.
+ * Verify a run: every stored step decodes, every ledger is gapless and hangs
+ * off the action_call that created it, every step's stored predecessor hash
+ * matches, every executed call's action_result names its callee ledger's
+ * last step, and (for a run that is not running) the run's record names the
+ * root ledger's last step.  So no step of a finished run can change or
+ * vanish unnoticed.
  * @return PL_OK; PL_ECORRUPT or PL_EVERSION naming the first fault in
  *         pl_errmsg(); PL_ENOTFOUND; PL_ESTORE; PL_ENOMEM.
  */

@@ -17,7 +17,17 @@
  *   |       |              | SHA-256(its key || its record); step 0 holds   |
  *   |       |              | the run's genesis hash (see hash.h)            |
  *   | 6     | str or nil   | code identity (action_call steps)              |
+ *   | 7     | [uint, bin]  | optional, action_result of an executed call:   |
+ *   |       |              | [seq of the action_call it answers, hash of    |
+ *   |       |              | the callee ledger's last step (genesis if it   |
+ *   |       |              | has none)] -- the link that anchors the        |
+ *   |       |              | callee's chain in its caller's                 |
  *   | then  | map          | payload: a JSON object                         |
+ *
+ *   The header has 7 fields, or 8 with the link.  Hashes make a tree: each
+ *   step is covered by its successor's field 5, a callee ledger's last step
+ *   by its caller's link, and the root ledger's last step by the run
+ *   state's "head" (see the run state below).
  *
  *   Version rule: a reader accepts only versions it knows and fails every
  *   other one with PL_EVERSION; a format change bumps the version, and old
@@ -260,12 +270,13 @@ int pl__named_value_encode(pl__buf *out, const char *name, const cJSON *value,
 int pl__rec_encode(pl__buf *out, uint32_t seq, int64_t time_us,
                    pl_step_type type, const char *actor,
                    const uint8_t prev_hash[PL_HASH_LEN], const char *code,
-                   const uint8_t *payload, size_t payload_len)
+                   const pl__link *link, const uint8_t *payload,
+                   size_t payload_len)
 {
     msgpack_packer pk;
     packer_init(&pk, out);
     size_t start = out->len;
-    int rc = msgpack_pack_array(&pk, 7);
+    int rc = msgpack_pack_array(&pk, link ? 8 : 7);
     rc = rc ? rc : msgpack_pack_uint32(&pk, PL__FORMAT_VERSION);
     rc = rc ? rc : msgpack_pack_uint32(&pk, seq);
     rc = rc ? rc : msgpack_pack_int64(&pk, time_us);
@@ -274,6 +285,11 @@ int pl__rec_encode(pl__buf *out, uint32_t seq, int64_t time_us,
     rc = rc ? rc : msgpack_pack_bin_with_body(&pk, prev_hash, PL_HASH_LEN);
     if (!rc)
         rc = code ? pack_cstr(&pk, code) : msgpack_pack_nil(&pk);
+    if (!rc && link) {
+        rc = msgpack_pack_array(&pk, 2);
+        rc = rc ? rc : msgpack_pack_uint32(&pk, link->call_seq);
+        rc = rc ? rc : msgpack_pack_bin_with_body(&pk, link->head, PL_HASH_LEN);
+    }
     if (rc || pl__buf_append(out, payload, payload_len)) {
         out->len = start;
         return pl__err(PL_ENOMEM, "out of memory encoding a step");
@@ -559,9 +575,9 @@ int pl__rec_decode_lazy(pl__rec *out, const uint8_t *data, size_t len)
         return pl__err(PL_EVERSION, "step record has format version %llu; "
                                     "this build reads version %u",
                        (unsigned long long)version, PL__FORMAT_VERSION);
-    if (h.u != 7)
-        return pl__err(PL_ECORRUPT, "step header has %llu fields, expected 7",
-                       (unsigned long long)h.u);
+    if (h.u != 7 && h.u != 8)
+        return pl__err(PL_ECORRUPT, "step header has %llu fields, expected 7 "
+                                    "or 8", (unsigned long long)h.u);
     if (rd_uint(&r, &seq) || seq > UINT32_MAX)
         return pl__err(PL_ECORRUPT, "step record has a bad sequence number");
     out->seq = (uint32_t)seq;
@@ -588,6 +604,18 @@ int pl__rec_decode_lazy(pl__rec *out, const uint8_t *data, size_t len)
                                         "identity");
         out->code = (const char *)s;
         out->code_len = n;
+    }
+    out->has_link = h.u == 8;
+    if (out->has_link) {
+        head lh;
+        uint64_t cs;
+        if (rd_head(&r, &lh) || lh.t != T_ARRAY || lh.u != 2 ||
+            rd_uint(&r, &cs) || cs > UINT32_MAX ||
+            rd_bytes(&r, T_BIN, &s, &n) || n != PL_HASH_LEN ||
+            out->type != PL_STEP_ACTION_RESULT)
+            return pl__err(PL_ECORRUPT, "step record has a bad link");
+        out->link_seq = (uint32_t)cs;
+        out->link_hash = s;
     }
     out->payload = r.p;
     out->payload_len = rd_left(&r);
@@ -963,7 +991,8 @@ void pl__run_info_clear(pl__run_info *ri)
 /*
  * Run state map: v, status, steps, updated, heartbeat, pid, pstart, host,
  * attempts, error, and when set: reason (str), token (str), spath (str),
- * sseq (uint), prompt (map), result (map).
+ * sseq (uint), prompt (map), result (map), head (bin 32: the hash of the
+ * root ledger's last step, written with it).
  */
 int pl__run_state_encode(pl__buf *out, const pl__run_state *st)
 {
@@ -971,7 +1000,7 @@ int pl__run_state_encode(pl__buf *out, const pl__run_state *st)
     packer_init(&pk, out);
     size_t n = 10 + (st->reason != NULL) + (st->token[0] != 0) +
                (st->susp_path != NULL) * 2 + (st->prompt != NULL) +
-               (st->result != NULL);
+               (st->result != NULL) + st->has_head;
     int rc = msgpack_pack_map(&pk, n);
     rc = rc ? rc : pack_key(&pk, "v");
     rc = rc ? rc : msgpack_pack_uint32(&pk, PL__FORMAT_VERSION);
@@ -1014,6 +1043,10 @@ int pl__run_state_encode(pl__buf *out, const pl__run_state *st)
     if (!rc && st->result) {
         rc = pack_key(&pk, "result");
         rc = rc ? rc : (pl__buf_append(out, st->result, st->result_len) ? -1 : 0);
+    }
+    if (!rc && st->has_head) {
+        rc = pack_key(&pk, "head");
+        rc = rc ? rc : msgpack_pack_bin_with_body(&pk, st->head, PL_HASH_LEN);
     }
     return rc ? pl__err(PL_ENOMEM, "out of memory encoding a run state")
               : PL_OK;
@@ -1096,6 +1129,11 @@ int pl__run_state_decode(pl__run_state *out, const uint8_t *data, size_t len)
             if (rd_uint(&r, &u) || u > UINT32_MAX)
                 goto bad;
             out->susp_seq = (uint32_t)u;
+        } else if (key_is(k, kn, "head")) {
+            if (rd_bytes(&r, T_BIN, &v, &vn) || vn != PL_HASH_LEN)
+                goto bad;
+            memcpy(out->head, v, PL_HASH_LEN);
+            out->has_head = true;
         } else if (key_is(k, kn, "prompt") || key_is(k, kn, "result")) {
             bool prompt = key_is(k, kn, "prompt");
             value_span(&r, &v, &vn);

@@ -20,9 +20,20 @@ typedef struct pl__rec {
     const uint8_t *prev_hash; /* PL_HASH_LEN bytes */
     const char *code;         /* NULL when absent; not NUL-terminated */
     size_t code_len;
+    bool has_link;            /* action_result: the callee ledger's head */
+    uint32_t link_seq;        /* the action_call it answers */
+    const uint8_t *link_hash; /* PL_HASH_LEN bytes */
     const uint8_t *payload; /* msgpack map */
     size_t payload_len;
 } pl__rec;
+
+/* What an action_result links to: the call it answers and the hash of the
+ * last step of that call's callee ledger (or the run genesis if it has
+ * none). */
+typedef struct pl__link {
+    uint32_t call_seq;
+    uint8_t head[PL_HASH_LEN];
+} pl__link;
 
 /*
  * Encode a step record into @p out (appended).  @p payload is an already
@@ -31,7 +42,8 @@ typedef struct pl__rec {
 PL__HIDDEN int pl__rec_encode(pl__buf *out, uint32_t seq, int64_t time_us,
                               pl_step_type type, const char *actor,
                               const uint8_t prev_hash[PL_HASH_LEN],
-                              const char *code, const uint8_t *payload,
+                              const char *code, const pl__link *link,
+                              const uint8_t *payload,
                               size_t payload_len) PL__MUST_CHECK;
 
 /*
@@ -152,6 +164,8 @@ typedef struct pl__run_state {
     size_t prompt_len;
     uint8_t *result;     /* completed: msgpack map of the root's result */
     size_t result_len;
+    bool has_head;       /* head: hash of the root ledger's last step, */
+    uint8_t head[PL_HASH_LEN]; /* when written after it (not failed) */
 } pl__run_state;
 
 PL__HIDDEN int pl__run_info_encode(pl__buf *out, const pl__run_info *ri) PL__MUST_CHECK;

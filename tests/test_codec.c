@@ -370,7 +370,7 @@ Test(codec, step_record_roundtrip_every_type)
             /* something in front: the encoder appends */
             put(&rec, "xyz", 3);
             int st = pl__rec_encode(&rec, seq, t, (pl_step_type)type,
-                                    "actor-name", prev, code, payload.data,
+                                    "actor-name", prev, code, NULL, payload.data,
                                     payload.len);
             cr_assert_eq(st, PL_OK, "%s", pl_errmsg());
             cr_assert_eq(memcmp(rec.data, "xyz", 3), 0, "prefix overwritten");
@@ -442,7 +442,7 @@ Test(codec, step_record_field_extremes)
         c[cases[i].code_len] = '\0';
         pl__buf rec = {0};
         cr_assert_eq(pl__rec_encode(&rec, cases[i].seq, cases[i].t,
-                                    PL_STEP_SIDE_EFFECT, a, prev, c,
+                                    PL_STEP_SIDE_EFFECT, a, prev, c, NULL,
                                     empty_map, 1),
                      PL_OK);
         pl__rec r;
@@ -939,7 +939,7 @@ static size_t valid_records(pl__buf *out, size_t max)
         out[n] = (pl__buf){0};
         cr_assert_eq(pl__rec_encode(&out[n], (uint32_t)(i * 1000), 1700000000,
                                     (pl_step_type)(1 + i % 7), "policy-x",
-                                    prev, i % 2 ? "v1.2" : NULL, p.data,
+                                    prev, i % 2 ? "v1.2" : NULL, NULL, p.data,
                                     p.len),
                      PL_OK);
         n++;
@@ -957,7 +957,7 @@ static size_t valid_records(pl__buf *out, size_t max)
         cr_assert_eq(pl__payload_encode(&p, j, 0), PL_OK);
         out[n] = (pl__buf){0};
         cr_assert_eq(pl__rec_encode(&out[n], 7, -5, PL_STEP_ACTION_RESULT,
-                                    "a", prev, "code", p.data, p.len),
+                                    "a", prev, "code", NULL, p.data, p.len),
                      PL_OK);
         n++;
         pl__buf_free(&p);

@@ -1,0 +1,1627 @@
+/*
+ * test_store.c -- the LMDB store (ledger/store_lmdb.c) and the public read
+ * and verify API on it (core/inspect.c), against real LMDB files in
+ * temporary directories: ledger order and step ids, tree-order walks, run
+ * listing and run records, the hash chain and what verification and replay
+ * make of a store tampered with through the LMDB C API (changed payloads,
+ * deleted steps, unknown record versions), map growth and a map that may not
+ * grow, one open per process, files that are not stores, directory stores,
+ * store format versions, and pl_engine_open's argument checks.
+ */
+#include "support.h"
+
+#include "codec.h"
+#include "hash.h"
+
+#include <errno.h>
+#include <lmdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* ---- test policies ------------------------------------------------------- */
+
+/*
+ * "nest" {"depth": d, "fanout": f}: when d > 0, calls "nest" with d - 1 f
+ * times; then returns a text step {"text": "depth <d>"} and the result
+ * {"depth": d}.  Its ledger is therefore f (action_call, action_result)
+ * pairs, a text step and a result, and its calls' invocations sit at the
+ * even positions 0, 2, 4, ...
+ */
+static int nest(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)user;
+    const cJSON *d = cJSON_GetObjectItemCaseSensitive(a->payload, "depth");
+    const cJSON *f = cJSON_GetObjectItemCaseSensitive(a->payload, "fanout");
+    int depth = cJSON_IsNumber(d) ? d->valueint : 0;
+    int fanout = cJSON_IsNumber(f) ? f->valueint : 2;
+    for (int i = 0; depth > 0 && i < fanout; i++) {
+        cJSON *p = cJSON_CreateObject();
+        cJSON_AddNumberToObject(p, "depth", depth - 1);
+        cJSON_AddNumberToObject(p, "fanout", fanout);
+        pl_action call = {"nest", p, NULL, 0, NULL};
+        int st = pl_ctx_call(ctx, &call, NULL, 0, NULL);
+        cJSON_Delete(p);
+        if (st)
+            return st;
+    }
+    char text[32];
+    snprintf(text, sizeof text, "depth %d", depth);
+    int st = pl_steps_add_text(out, NULL, text);
+    if (st)
+        return st;
+    cJSON *r = cJSON_CreateObject();
+    cJSON_AddNumberToObject(r, "depth", depth);
+    st = pl_steps_add_result(out, r);
+    cJSON_Delete(r);
+    return st;
+}
+
+/* "bulk" {"n": n, "size": s}: calls "echo" n times with a string of s bytes. */
+static int bulk(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)user;
+    int n = cJSON_GetObjectItemCaseSensitive(a->payload, "n")->valueint;
+    int size = cJSON_GetObjectItemCaseSensitive(a->payload, "size")->valueint;
+    char *blob = malloc((size_t)size + 1);
+    if (!blob)
+        return PL_ENOMEM;
+    for (int i = 0; i < n; i++) {
+        for (int k = 0; k < size; k++)
+            blob[k] = (char)('a' + (i + k) % 26);
+        blob[size] = '\0';
+        cJSON *p = cJSON_CreateObject();
+        cJSON_AddNumberToObject(p, "i", i);
+        cJSON_AddStringToObject(p, "blob", blob);
+        pl_action call = {"echo", p, NULL, 0, NULL};
+        int st = pl_ctx_call(ctx, &call, NULL, 0, NULL);
+        cJSON_Delete(p);
+        if (st) {
+            free(blob);
+            return st;
+        }
+    }
+    free(blob);
+    cJSON *r = cJSON_CreateObject();
+    cJSON_AddNumberToObject(r, "done", n);
+    int st = pl_steps_add_result(out, r);
+    cJSON_Delete(r);
+    return st;
+}
+
+/* "self_get": reads its own run's record while it runs. */
+static int self_get(pl_ctx *ctx, const pl_action *a, pl_steps *out,
+                    void *user)
+{
+    (void)a;
+    (void)user;
+    pl_run_info *info = NULL;
+    int st = pl_run_get(pl_ctx_engine(ctx), pl_ctx_run_id(ctx), &info);
+    if (st)
+        return st;
+    cJSON *r = cJSON_CreateObject();
+    cJSON_AddNumberToObject(r, "status", info->status);
+    cJSON_AddBoolToObject(r, "alive", info->owner_alive);
+    cJSON_AddNumberToObject(r, "pid", (double)info->owner_pid);
+    pl_run_info_free(info);
+    st = pl_steps_add_result(out, r);
+    cJSON_Delete(r);
+    return st;
+}
+
+static pl_registry *registry(void)
+{
+    pl_registry *reg = t_registry();
+    static const struct {
+        const char *name;
+        pl_policy_fn fn;
+        const char *code;
+    } defs[] = {{"nest", nest, "nest-v1"},
+                {"bulk", bulk, NULL},
+                {"self_get", self_get, NULL}};
+    for (size_t i = 0; i < sizeof defs / sizeof defs[0]; i++) {
+        pl_policy_def d = PL_POLICY_DEF_INIT;
+        d.name = defs[i].name;
+        d.fn = defs[i].fn;
+        d.code_version = defs[i].code;
+        cr_assert_eq(pl_registry_add(reg, &d), PL_OK, "%s", pl_errmsg());
+    }
+    return reg;
+}
+
+/* An engine with map size options; fails the test unless it opens.  These
+ * tests never crash the machine, so process durability (no fsync) keeps
+ * them fast without weakening what they check. */
+static pl_engine *open_with(const char *path, const pl_registry *reg,
+                            size_t map_size, size_t map_size_max)
+{
+    pl_engine_options o = PL_ENGINE_OPTIONS_INIT;
+    o.durability = PL_DURABILITY_PROCESS;
+    o.map_size = map_size;
+    o.map_size_max = map_size_max;
+    pl_engine *e = NULL;
+    int st = pl_engine_open(&e, path, reg, &o);
+    cr_assert_eq(st, PL_OK, "pl_engine_open(%s): %s", path, pl_errmsg());
+    return e;
+}
+
+static void start_ok(pl_engine *e, const char *policy, const char *payload,
+                     const char *id)
+{
+    pl_outcome *o = t_start(e, policy, payload, id);
+    cr_assert_eq(o->status, PL_RUN_COMPLETED, "run %s: %s", id,
+                 o->reason ? o->reason : "");
+    pl_outcome_free(o);
+}
+
+/* ---- expected ledgers ---------------------------------------------------- */
+
+typedef struct want_step {
+    char path[64];
+    char id[80];
+    uint32_t seq;
+    pl_step_type type;
+} want_step;
+
+typedef struct wants {
+    want_step *v;
+    size_t n, cap;
+} wants;
+
+static void want_add(wants *w, const char *path, uint32_t seq,
+                     pl_step_type type)
+{
+    if (w->n == w->cap) {
+        w->cap = w->cap ? w->cap * 2 : 64;
+        w->v = realloc(w->v, w->cap * sizeof *w->v);
+        cr_assert_not_null(w->v);
+    }
+    want_step *x = &w->v[w->n++];
+    snprintf(x->path, sizeof x->path, "%s", path);
+    snprintf(x->id, sizeof x->id, "%s:%u", path, seq);
+    x->seq = seq;
+    x->type = type;
+}
+
+/*
+ * The steps of a "nest" run in tree order: an invocation's steps, each
+ * action_call followed by the ledger of the call it made (its callee's
+ * invocation is at <path>.<seq of the action_call>).
+ */
+static void nest_expect(wants *w, const char *path, int depth, int fanout)
+{
+    uint32_t seq = 0;
+    for (int i = 0; depth > 0 && i < fanout; i++) {
+        char child[64];
+        snprintf(child, sizeof child, "%s.%u", path, seq);
+        want_add(w, path, seq++, PL_STEP_ACTION_CALL);
+        nest_expect(w, child, depth - 1, fanout);
+        want_add(w, path, seq++, PL_STEP_ACTION_RESULT);
+    }
+    want_add(w, path, seq++, PL_STEP_TEXT);
+    want_add(w, path, seq++, PL_STEP_ACTION_RESULT);
+}
+
+/* The steps of a "chain" run with n calls to "add", in tree order. */
+static void chain_expect(wants *w, int n)
+{
+    uint32_t seq = 0;
+    for (int i = 0; i < n; i++) {
+        char child[32];
+        snprintf(child, sizeof child, "0.%u", seq);
+        want_add(w, "0", seq++, PL_STEP_ACTION_CALL);
+        want_add(w, child, 0, PL_STEP_ACTION_RESULT);
+        want_add(w, "0", seq++, PL_STEP_ACTION_RESULT);
+    }
+    want_add(w, "0", seq, PL_STEP_ACTION_RESULT);
+}
+
+typedef struct seen {
+    wants got;
+    size_t stop_at; /* 0: never stop */
+    int stop_with;
+} seen;
+
+static int collect(const pl_step *s, void *user)
+{
+    seen *sn = user;
+    const char *id = pl_step_id(s);
+    const char *colon = strrchr(id, ':');
+    cr_assert_not_null(colon, "step id '%s' has no ':'", id);
+    char path[64];
+    snprintf(path, sizeof path, "%.*s", (int)(colon - id), id);
+    want_add(&sn->got, path, pl_step_seq(s), pl_step_get_type(s));
+    cr_assert_str_eq(sn->got.v[sn->got.n - 1].id, id, "id is path:seq");
+    if (sn->stop_at && sn->got.n == sn->stop_at)
+        return sn->stop_with;
+    return 0;
+}
+
+static size_t walk_count(pl_engine *e, const char *id)
+{
+    seen sn = {0};
+    int st = pl_run_walk(e, id, collect, &sn);
+    cr_assert_eq(st, PL_OK, "walk %s: %s", id, pl_errmsg());
+    size_t n = sn.got.n;
+    free(sn.got.v);
+    return n;
+}
+
+static void expect_walk(pl_engine *e, const char *id, const wants *w)
+{
+    seen sn = {0};
+    int st = pl_run_walk(e, id, collect, &sn);
+    cr_assert_eq(st, PL_OK, "walk %s: %s", id, pl_errmsg());
+    cr_assert_eq(sn.got.n, w->n, "walk of %s visited %zu steps, expected %zu",
+                 id, sn.got.n, w->n);
+    for (size_t i = 0; i < w->n; i++) {
+        cr_assert_str_eq(sn.got.v[i].id, w->v[i].id, "walk step %zu", i);
+        cr_assert_eq(sn.got.v[i].type, w->v[i].type, "walk step %zu (%s)", i,
+                     w->v[i].id);
+    }
+    free(sn.got.v);
+}
+
+/* Every invocation's ledger, read alone, holds exactly its expected steps,
+ * in seq order. */
+static void expect_ledgers(pl_engine *e, const char *id, const wants *w,
+                           const char *actor)
+{
+    size_t total = 0;
+    for (size_t i = 0; i < w->n; i++) {
+        const char *path = w->v[i].path;
+        bool first = true;
+        for (size_t j = 0; j < i && first; j++)
+            first = strcmp(w->v[j].path, path) != 0;
+        if (!first)
+            continue;
+        pl_steps *l = NULL;
+        int st = pl_run_ledger(e, id, path, &l);
+        cr_assert_eq(st, PL_OK, "ledger %s: %s", path, pl_errmsg());
+        size_t k = 0;
+        for (size_t j = i; j < w->n; j++) {
+            if (strcmp(w->v[j].path, path) != 0)
+                continue;
+            const pl_step *s = pl_steps_at(l, k++);
+            cr_assert_not_null(s, "ledger %s ends before %s", path,
+                               w->v[j].id);
+            cr_assert_str_eq(pl_step_id(s), w->v[j].id);
+            cr_assert_eq(pl_step_seq(s), w->v[j].seq);
+            cr_assert_eq(pl_step_get_type(s), w->v[j].type, "%s",
+                         w->v[j].id);
+            if (actor)
+                cr_assert_str_eq(pl_step_actor(s), actor, "%s", w->v[j].id);
+            cr_assert_gt(pl_step_time_us(s), 0, "%s has no time", w->v[j].id);
+            cr_assert(cJSON_IsObject(pl_step_payload(s)));
+        }
+        cr_assert_eq(pl_steps_count(l), k, "ledger %s has %zu steps, "
+                     "expected %zu", path, pl_steps_count(l), k);
+        total += k;
+        pl_steps_free(l);
+    }
+    cr_assert_eq(total, w->n);
+}
+
+/* ---- raw LMDB access ----------------------------------------------------- */
+
+typedef struct raw {
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi meta, runs, state, steps;
+} raw;
+
+static void raw_open(raw *r, const char *path, bool dir)
+{
+    memset(r, 0, sizeof *r);
+    cr_assert_eq(mdb_env_create(&r->env), 0);
+    cr_assert_eq(mdb_env_set_maxdbs(r->env, 8), 0);
+    cr_assert_eq(mdb_env_set_mapsize(r->env, (size_t)256 << 20), 0);
+    int rc = mdb_env_open(r->env, path, dir ? 0 : MDB_NOSUBDIR, 0600);
+    cr_assert_eq(rc, 0, "mdb_env_open(%s): %s", path, mdb_strerror(rc));
+    cr_assert_eq(mdb_txn_begin(r->env, NULL, 0, &r->txn), 0);
+    static const char *const names[] = {"meta", "runs", "state", "steps"};
+    MDB_dbi *dbis[] = {&r->meta, &r->runs, &r->state, &r->steps};
+    for (int i = 0; i < 4; i++) {
+        rc = mdb_dbi_open(r->txn, names[i], 0, dbis[i]);
+        cr_assert_eq(rc, 0, "no database '%s': %s", names[i],
+                     mdb_strerror(rc));
+    }
+}
+
+static void raw_close(raw *r)
+{
+    int rc = mdb_txn_commit(r->txn);
+    cr_assert_eq(rc, 0, "commit: %s", mdb_strerror(rc));
+    mdb_env_close(r->env);
+}
+
+static void be32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (24 - 8 * i));
+}
+
+static uint64_t get_be64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v = v << 8 | p[i];
+    return v;
+}
+
+/* The run's number: the first 8 bytes of its `runs` value. */
+static uint64_t raw_run_num(raw *r, const char *id)
+{
+    MDB_val k = {strlen(id), (void *)id}, v;
+    int rc = mdb_get(r->txn, r->runs, &k, &v);
+    cr_assert_eq(rc, 0, "run %s: %s", id, mdb_strerror(rc));
+    cr_assert_geq(v.mv_size, 8);
+    return get_be64(v.mv_data);
+}
+
+/* A step key as the layout table says: the run number (u64), each path
+ * component (u32), the seq (u32), all big-endian. */
+static size_t step_key(uint8_t *out, uint64_t num, const uint32_t *comps,
+                       unsigned depth, uint32_t seq)
+{
+    for (int i = 0; i < 8; i++)
+        out[i] = (uint8_t)(num >> (56 - 8 * i));
+    size_t n = 8;
+    for (unsigned i = 0; i < depth; i++, n += 4)
+        be32(out + n, comps[i]);
+    be32(out + n, seq);
+    return n + 4;
+}
+
+/* Copy out a stored step record (caller frees). */
+static uint8_t *raw_get_step(raw *r, const uint8_t *key, size_t klen,
+                             size_t *len)
+{
+    MDB_val k = {klen, (void *)key}, v;
+    int rc = mdb_get(r->txn, r->steps, &k, &v);
+    cr_assert_eq(rc, 0, "step: %s", mdb_strerror(rc));
+    uint8_t *c = malloc(v.mv_size);
+    cr_assert_not_null(c);
+    memcpy(c, v.mv_data, v.mv_size);
+    *len = v.mv_size;
+    return c;
+}
+
+static void raw_put_step(raw *r, const uint8_t *key, size_t klen,
+                         const uint8_t *val, size_t vlen)
+{
+    MDB_val k = {klen, (void *)key}, v = {vlen, (void *)val};
+    int rc = mdb_put(r->txn, r->steps, &k, &v, 0);
+    cr_assert_eq(rc, 0, "put: %s", mdb_strerror(rc));
+}
+
+static void raw_del_step(raw *r, const uint8_t *key, size_t klen)
+{
+    MDB_val k = {klen, (void *)key};
+    int rc = mdb_del(r->txn, r->steps, &k, NULL);
+    cr_assert_eq(rc, 0, "del: %s", mdb_strerror(rc));
+}
+
+/* Where a record's payload starts: after the 7-field header. */
+static size_t payload_offset(const uint8_t *rec, size_t len)
+{
+    pl__rec r;
+    cr_assert_eq(pl__rec_decode(&r, rec, len), PL_OK, "%s", pl_errmsg());
+    return (size_t)(r.payload - rec);
+}
+
+/* ---- ledgers and walks --------------------------------------------------- */
+
+Test(store, ledgers_of_nested_invocations_in_order)
+{
+    const char *path = t_store_path();
+    pl_registry *reg = registry();
+    pl_engine *e = open_with(path, reg, 0, 0);
+    start_ok(e, "nest", "{\"depth\": 3, \"fanout\": 3}", "nested");
+
+    wants w = {0};
+    nest_expect(&w, "0", 3, 3);
+    cr_assert_eq(w.n, 158u, "13 inner invocations of 8 steps, 27 leaves of 2");
+    expect_ledgers(e, "nested", &w, "nest");
+
+    /* a closer look at a few steps */
+    pl_steps *l = NULL;
+    cr_assert_eq(pl_run_ledger(e, "nested", "0.2", &l), PL_OK);
+    const pl_step *call = pl_steps_at(l, 2);
+    cr_assert_str_eq(pl_step_id(call), "0.2:2");
+    cr_assert_str_eq(pl_step_code(call), "nest-v1",
+                     "an action_call records its callee's code");
+    cJSON *want_call = t_json("{\"policy\": \"nest\", \"payload\": "
+                              "{\"depth\": 1, \"fanout\": 3}}");
+    cr_assert(cJSON_Compare(pl_step_payload(call), want_call, 1));
+    cJSON_Delete(want_call);
+    const pl_step *text = pl_steps_at(l, 6);
+    cr_assert_null(pl_step_code(text));
+    cr_assert_str_eq(cJSON_GetObjectItemCaseSensitive(pl_step_payload(text),
+                                                      "text")
+                         ->valuestring,
+                     "depth 2");
+    uint8_t h[PL_HASH_LEN];
+    cr_assert_eq(pl_step_prev_hash(text, h), PL_OK);
+    pl_steps_free(l);
+
+    /* the root's last step is its result */
+    cr_assert_eq(pl_run_ledger(e, "nested", "0", &l), PL_OK);
+    cr_assert_eq(pl_steps_count(l), 8);
+    const cJSON *res = pl_step_payload(pl_steps_at(l, 7));
+    cr_assert_eq(cJSON_GetObjectItemCaseSensitive(res, "depth")->valueint, 3);
+    pl_steps_free(l);
+
+    /* an invocation that does not exist has an empty ledger */
+    cr_assert_eq(pl_run_ledger(e, "nested", "0.1", &l), PL_OK);
+    cr_assert_eq(pl_steps_count(l), 0);
+    pl_steps_free(l);
+    cr_assert_eq(pl_run_ledger(e, "nested", "0.0.0.0.0", &l), PL_OK);
+    cr_assert_eq(pl_steps_count(l), 0);
+    pl_steps_free(l);
+
+    /* bad paths and runs */
+    static const char *const bad[] = {"", "1", "0.", "0..1", "0.a", "00",
+                                      "0.1.", "x", "0.-1", "0.4294967295"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        l = (pl_steps *)&w;
+        cr_assert_eq(pl_run_ledger(e, "nested", bad[i], &l), PL_EINVAL,
+                     "path '%s'", bad[i]);
+        cr_assert_null(l);
+    }
+    cr_assert_eq(pl_run_ledger(e, "nested", NULL, &l), PL_EINVAL);
+    cr_assert_eq(pl_run_ledger(e, "no-such-run", "0", &l), PL_ENOTFOUND);
+    cr_assert_null(l);
+    cr_assert_eq(pl_run_ledger(e, "bad id!", "0", &l), PL_EINVAL);
+    cr_assert_eq(pl_run_ledger(e, "nested", "0", NULL), PL_EINVAL);
+
+    free(w.v);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+Test(store, long_ledgers_read_in_order_across_pages)
+{
+    const char *path = t_store_path();
+    pl_registry *reg = registry();
+    pl_engine *e = open_with(path, reg, 0, 0);
+    /* 200 calls: a root ledger of 401 steps and 200 child ledgers whose
+     * paths (0.0 ... 0.398) sort numerically, not as strings */
+    start_ok(e, "chain", "{\"n\": 200}", "long");
+    wants w = {0};
+    chain_expect(&w, 200);
+    expect_ledgers(e, "long", &w, NULL);
+    expect_walk(e, "long", &w);
+
+    pl_steps *l;
+    cr_assert_eq(pl_run_ledger(e, "long", "0", &l), PL_OK);
+    for (size_t i = 0; i < pl_steps_count(l); i++) {
+        const pl_step *s = pl_steps_at(l, i);
+        const char *want_actor = i % 2 && i < 400 ? "add" : "chain";
+        cr_assert_str_eq(pl_step_actor(s), want_actor, "0:%zu", i);
+    }
+    const cJSON *total = cJSON_GetObjectItemCaseSensitive(
+        pl_step_payload(pl_steps_at(l, 400)), "total");
+    cr_assert_eq(total->valuedouble, 19900.0, "sum of 0..199");
+    pl_steps_free(l);
+    free(w.v);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+Test(store, walk_visits_every_step_in_tree_order)
+{
+    const char *path = t_store_path();
+    pl_registry *reg = registry();
+    pl_engine *e = open_with(path, reg, 0, 0);
+    start_ok(e, "nest", "{\"depth\": 3, \"fanout\": 3}", "tree");
+    /* a second run in the same store stays out of the first one's walk */
+    start_ok(e, "nest", "{\"depth\": 1, \"fanout\": 6}", "tree2");
+    wants w = {0};
+    nest_expect(&w, "0", 3, 3);
+    expect_walk(e, "tree", &w);
+    free(w.v);
+    w = (wants){0};
+    nest_expect(&w, "0", 1, 6);
+    expect_walk(e, "tree2", &w);
+
+    /* a visitor's non-zero return stops the walk and is returned */
+    seen sn = {.stop_at = 5, .stop_with = 42};
+    cr_assert_eq(pl_run_walk(e, "tree", collect, &sn), 42);
+    cr_assert_eq(sn.got.n, 5, "the walk went on after the visitor stopped");
+    free(sn.got.v);
+
+    sn = (seen){0};
+    cr_assert_eq(pl_run_walk(e, "missing", collect, &sn), PL_ENOTFOUND);
+    cr_assert_eq(sn.got.n, 0);
+    cr_assert_eq(pl_run_walk(e, "tree", NULL, NULL), PL_EINVAL);
+    cr_assert_eq(pl_run_walk(NULL, "tree", collect, &sn), PL_EINVAL);
+    cr_assert_eq(pl_run_walk(e, "", collect, &sn), PL_EINVAL);
+    free(w.v);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/* ---- runs ---------------------------------------------------------------- */
+
+typedef struct listed {
+    char ids[400][16];
+    pl_run_status status[400];
+    uint64_t steps[400];
+    char policy[400][16];
+    int error[400];
+    bool has_reason[400];
+    size_t n;
+    size_t stop_at;
+} listed;
+
+static int list_visit(const pl_run_info *info, void *user)
+{
+    listed *l = user;
+    cr_assert_lt(l->n, 400);
+    snprintf(l->ids[l->n], sizeof l->ids[0], "%s", info->id);
+    snprintf(l->policy[l->n], sizeof l->policy[0], "%s", info->policy);
+    l->status[l->n] = info->status;
+    l->steps[l->n] = info->steps;
+    l->error[l->n] = info->error;
+    l->has_reason[l->n] = info->reason != NULL;
+    cr_assert(cJSON_IsObject(info->payload));
+    l->n++;
+    return l->stop_at && l->n == l->stop_at ? 42 : 0;
+}
+
+Test(store, engine_runs_lists_every_run_in_id_order)
+{
+    const char *path = t_store_path();
+    pl_registry *reg = registry();
+    pl_engine *e = open_with(path, reg, 0, 0);
+    enum { N = 300 }; /* more than one page of the listing */
+    /* created in a scrambled order: the listing is by id */
+    for (int k = 0; k < N; k++) {
+        int i = (k * 7) % N;
+        char id[16], payload[32];
+        snprintf(id, sizeof id, "run-%03d", i);
+        snprintf(payload, sizeof payload, "{\"i\": %d}", i);
+        start_ok(e, "echo", payload, id);
+    }
+    pl_outcome *o = t_start(e, "fail", NULL, "run-x-fail");
+    cr_assert_eq(o->status, PL_RUN_FAILED);
+    pl_outcome_free(o);
+    start_ok(e, "chain", "{\"n\": 4}", "run-x-chain");
+
+    listed *l = calloc(1, sizeof *l);
+    cr_assert_not_null(l);
+    cr_assert_eq(pl_engine_runs(e, list_visit, l), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(l->n, N + 2);
+    for (int i = 0; i < N; i++) {
+        char id[16];
+        snprintf(id, sizeof id, "run-%03d", i);
+        cr_assert_str_eq(l->ids[i], id, "listing position %d", i);
+        cr_assert_eq(l->status[i], PL_RUN_COMPLETED);
+        cr_assert_eq(l->steps[i], 1, "an echo run has one step");
+        cr_assert_str_eq(l->policy[i], "echo");
+        cr_assert_eq(l->error[i], 0);
+        cr_assert_not(l->has_reason[i]);
+    }
+    cr_assert_str_eq(l->ids[N], "run-x-chain");
+    cr_assert_eq(l->status[N], PL_RUN_COMPLETED);
+    cr_assert_eq(l->steps[N], walk_count(e, "run-x-chain"));
+    cr_assert_eq(l->steps[N], 9 + 4);
+    cr_assert_str_eq(l->policy[N], "chain");
+    cr_assert_str_eq(l->ids[N + 1], "run-x-fail");
+    cr_assert_eq(l->status[N + 1], PL_RUN_FAILED);
+    cr_assert_eq(l->error[N + 1], PL_EPOLICY);
+    cr_assert(l->has_reason[N + 1]);
+
+    /* the visitor's stop value comes back, and nothing is visited after */
+    memset(l, 0, sizeof *l);
+    l->stop_at = 10;
+    cr_assert_eq(pl_engine_runs(e, list_visit, l), 42);
+    cr_assert_eq(l->n, 10);
+    memset(l, 0, sizeof *l);
+    l->stop_at = 260; /* on the second page */
+    cr_assert_eq(pl_engine_runs(e, list_visit, l), 42);
+    cr_assert_eq(l->n, 260);
+    cr_assert_str_eq(l->ids[259], "run-259");
+
+    cr_assert_eq(pl_engine_runs(e, NULL, l), PL_EINVAL);
+    cr_assert_eq(pl_engine_runs(NULL, list_visit, l), PL_EINVAL);
+    free(l);
+    pl_engine_close(e);
+
+    /* an empty store lists nothing */
+    e = open_with(t_store_path(), reg, 0, 0);
+    listed *none = calloc(1, sizeof *none);
+    cr_assert_eq(pl_engine_runs(e, list_visit, none), PL_OK);
+    cr_assert_eq(none->n, 0);
+    free(none);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+Test(store, run_get_reports_the_record)
+{
+    const char *path = t_store_path();
+    pl_registry *reg = registry();
+    pl_engine *e = open_with(path, reg, 0, 0);
+    start_ok(e, "chain", "{\"n\": 5}", "r1");
+
+    pl_run_info *info = NULL;
+    cr_assert_eq(pl_run_get(e, "r1", &info), PL_OK, "%s", pl_errmsg());
+    cr_assert_str_eq(info->id, "r1");
+    cr_assert_str_eq(info->policy, "chain");
+    cJSON *want = t_json("{\"n\": 5}");
+    cr_assert(cJSON_Compare(info->payload, want, 1));
+    cJSON_Delete(want);
+    cr_assert_eq(info->status, PL_RUN_COMPLETED);
+    cr_assert_eq(info->steps, walk_count(e, "r1"),
+                 "the record's step count is what the store holds");
+    cr_assert_eq(info->steps, 11 + 5);
+    cr_assert_eq(info->attempts, 1);
+    cr_assert_eq(info->owner_pid, (int64_t)getpid());
+    cr_assert_not_null(info->owner_host);
+    cr_assert_gt(strlen(info->owner_host), 0);
+    cr_assert_not(info->owner_alive, "a finished run has no live owner");
+    cr_assert_gt(info->created_us, 0);
+    cr_assert_gt(info->updated_us, 0);
+    cr_assert_gt(info->heartbeat_us, 0);
+    cr_assert_eq(info->error, 0);
+    cr_assert_null(info->reason);
+    cr_assert_null(info->suspended_path);
+    cr_assert_null(info->prompt);
+    pl_run_info_free(info);
+
+    /* continuing a completed run replays it: no more steps */
+    pl_outcome *o = NULL;
+    cr_assert_eq(pl_run_continue(e, "r1", NULL, &o), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(o->status, PL_RUN_COMPLETED);
+    cr_assert_eq(o->calls_served, 5);
+    cr_assert_eq(o->calls_executed, 0);
+    cr_assert_eq(o->steps_appended, 0);
+    pl_outcome_free(o);
+    cr_assert_eq(pl_run_get(e, "r1", &info), PL_OK);
+    cr_assert_eq(info->status, PL_RUN_COMPLETED);
+    cr_assert_eq(info->steps, 16);
+    cr_assert_eq(info->steps, walk_count(e, "r1"));
+    cr_assert_not(info->owner_alive);
+    pl_run_info_free(info);
+
+    /* a failed run records why; retrying it is another attempt */
+    o = t_start(e, "fail", NULL, "r2");
+    pl_outcome_free(o);
+    cr_assert_eq(pl_run_get(e, "r2", &info), PL_OK);
+    cr_assert_eq(info->status, PL_RUN_FAILED);
+    cr_assert_eq(info->error, PL_EPOLICY);
+    cr_assert_not_null(info->reason);
+    cr_assert(strstr(info->reason, "fail") != NULL, "%s", info->reason);
+    cr_assert_eq(info->steps, walk_count(e, "r2"));
+    cr_assert_eq(info->attempts, 1);
+    pl_run_info_free(info);
+    cr_assert_eq(pl_run_continue(e, "r2", NULL, &o), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(o->status, PL_RUN_FAILED);
+    pl_outcome_free(o);
+    cr_assert_eq(pl_run_get(e, "r2", &info), PL_OK);
+    cr_assert_eq(info->attempts, 2);
+    cr_assert_eq(info->owner_pid, (int64_t)getpid());
+    cr_assert_not(info->owner_alive);
+    pl_run_info_free(info);
+
+    /* while running, the run is its own live owner */
+    o = t_start(e, "self_get", NULL, "r3");
+    const cJSON *seen_inside = t_result(o);
+    cr_assert_eq(cJSON_GetObjectItemCaseSensitive(seen_inside, "status")
+                     ->valueint,
+                 PL_RUN_RUNNING);
+    cr_assert(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(seen_inside,
+                                                            "alive")),
+              "a run executing in this engine has a live owner");
+    cr_assert_eq(cJSON_GetObjectItemCaseSensitive(seen_inside, "pid")
+                     ->valuedouble,
+                 (double)getpid());
+    pl_outcome_free(o);
+    cr_assert_eq(pl_run_get(e, "r3", &info), PL_OK);
+    cr_assert_not(info->owner_alive);
+    pl_run_info_free(info);
+
+    info = (pl_run_info *)&info;
+    cr_assert_eq(pl_run_get(e, "nope", &info), PL_ENOTFOUND);
+    cr_assert_null(info);
+    cr_assert(strstr(pl_errmsg(), "nope") != NULL, "%s", pl_errmsg());
+    cr_assert_eq(pl_run_get(e, "bad id", &info), PL_EINVAL);
+    cr_assert_eq(pl_run_get(e, "", &info), PL_EINVAL);
+    cr_assert_eq(pl_run_get(e, "r1", NULL), PL_EINVAL);
+    cr_assert_eq(pl_run_get(NULL, "r1", &info), PL_EINVAL);
+    pl_run_info_free(NULL);
+    pl_engine_close(e);
+
+    /* the record outlives the engine */
+    e = open_with(path, reg, 0, 0);
+    cr_assert_eq(pl_run_get(e, "r1", &info), PL_OK);
+    cr_assert_eq(info->status, PL_RUN_COMPLETED);
+    cr_assert_eq(info->steps, 16);
+    cr_assert_not(info->owner_alive);
+    pl_run_info_free(info);
+    cr_assert_eq(pl_run_get(e, "r2", &info), PL_OK);
+    cr_assert_eq(info->attempts, 2);
+    pl_run_info_free(info);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/* ---- the hash chain ------------------------------------------------------ */
+
+Test(store, hash_chain_links_every_step)
+{
+    const char *path = t_store_path();
+    pl_registry *reg = registry();
+    pl_engine *e = open_with(path, reg, 0, 0);
+    start_ok(e, "nest", "{\"depth\": 2, \"fanout\": 2}", "chained");
+    cr_assert_eq(pl_run_verify(e, "chained"), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(pl_run_verify(e, "missing"), PL_ENOTFOUND);
+    cr_assert_eq(pl_run_verify(e, "bad id"), PL_EINVAL);
+    cr_assert_eq(pl_run_verify(NULL, "chained"), PL_EINVAL);
+
+    /* step 0 of every ledger links to the run's genesis hash */
+    pl__hasher *h;
+    cr_assert_eq(pl__hasher_new(&h), PL_OK);
+    uint8_t genesis[PL_HASH_LEN];
+    cr_assert_eq(pl__genesis_hash(h, "chained", genesis), PL_OK);
+    static const char *const paths[] = {"0", "0.0", "0.2", "0.0.0", "0.2.2"};
+    for (size_t i = 0; i < 5; i++) {
+        pl_steps *l;
+        cr_assert_eq(pl_run_ledger(e, "chained", paths[i], &l), PL_OK);
+        cr_assert_gt(pl_steps_count(l), 0, "ledger %s", paths[i]);
+        uint8_t got[PL_HASH_LEN];
+        cr_assert_eq(pl_step_prev_hash(pl_steps_at(l, 0), got), PL_OK);
+        cr_assert_eq(memcmp(got, genesis, PL_HASH_LEN), 0, "ledger %s",
+                     paths[i]);
+        pl_steps_free(l);
+    }
+    pl_engine_close(e);
+
+    /* every later step holds the hash of the stored step before it:
+     * SHA-256 of that step's key and record */
+    raw r;
+    raw_open(&r, path, false);
+    uint64_t num = raw_run_num(&r, "chained");
+    uint32_t comps[1] = {2};
+    for (unsigned depth = 0; depth < 2; depth++) {
+        for (uint32_t seq = 1; seq < 6; seq++) {
+            uint8_t key[64], pkey[64];
+            size_t kl = step_key(key, num, comps, depth, seq);
+            size_t pkl = step_key(pkey, num, comps, depth, seq - 1);
+            size_t n, pn;
+            uint8_t *rec = raw_get_step(&r, key, kl, &n);
+            uint8_t *prev = raw_get_step(&r, pkey, pkl, &pn);
+            pl__rec dr;
+            cr_assert_eq(pl__rec_decode(&dr, rec, n), PL_OK);
+            cr_assert_eq(dr.seq, seq);
+            uint8_t link[PL_HASH_LEN];
+            cr_assert_eq(pl__step_hash(h, pkey, pkl, prev, pn, link), PL_OK);
+            cr_assert_eq(memcmp(dr.prev_hash, link, PL_HASH_LEN), 0,
+                         "depth %u seq %u", depth, seq);
+            free(rec);
+            free(prev);
+        }
+    }
+    raw_close(&r);
+    pl__hasher_free(h);
+    pl_registry_free(reg);
+}
+
+/* Run "chain" {"n": 5} as @p id (steps 0:0..0:10 in the root, the result
+ * of call k at 0:(2k+1)), close the engine, and open the store raw. */
+static uint64_t chain_then_raw(const char *path, pl_registry *reg,
+                               const char *id, raw *r)
+{
+    pl_engine *e = open_with(path, reg, 0, 0);
+    start_ok(e, "chain", "{\"n\": 5}", id);
+    start_ok(e, "chain", "{\"n\": 2}", "bystander");
+    cr_assert_eq(pl_run_verify(e, id), PL_OK, "%s", pl_errmsg());
+    pl_engine_close(e);
+    raw_open(r, path, false);
+    return raw_run_num(r, id);
+}
+
+/* The bystander run, untouched, still verifies and replays. */
+static void bystander_fine(pl_engine *e)
+{
+    cr_assert_eq(pl_run_verify(e, "bystander"), PL_OK, "%s", pl_errmsg());
+    pl_outcome *o = NULL;
+    cr_assert_eq(pl_run_continue(e, "bystander", NULL, &o), PL_OK);
+    cr_assert_eq(o->status, PL_RUN_COMPLETED);
+    pl_outcome_free(o);
+}
+
+Test(store, verify_detects_a_changed_payload)
+{
+    const char *path = t_store_path();
+    pl_registry *reg = registry();
+    raw r;
+    uint64_t num = chain_then_raw(path, reg, "tampered", &r);
+    /* 0:3 is add's second result, {"sum": 1}: make it {"sum": 5} */
+    uint8_t key[64];
+    size_t kl = step_key(key, num, NULL, 0, 3), n;
+    uint8_t *rec = raw_get_step(&r, key, kl, &n);
+    size_t off = payload_offset(rec, n);
+    static const uint8_t sum1[] = {0x81, 0xa3, 's', 'u', 'm', 0x01};
+    cr_assert_eq(n - off, sizeof sum1);
+    cr_assert_eq(memcmp(rec + off, sum1, sizeof sum1), 0);
+    rec[n - 1] ^= 0x04;
+    raw_put_step(&r, key, kl, rec, n);
+    free(rec);
+    raw_close(&r);
+
+    pl_engine *e = open_with(path, reg, 0, 0);
+    int st = pl_run_verify(e, "tampered");
+    cr_assert_eq(st, PL_ECORRUPT, "verify gave %s", pl_status_name(st));
+    const char *msg = pl_errmsg();
+    cr_assert(strstr(msg, "tampered") != NULL, "names the run: %s", msg);
+    cr_assert(strstr(msg, "0:4") != NULL, "names where the chain breaks "
+              "(the step after the changed one): %s", msg);
+    cr_assert(strstr(msg, "hash") != NULL, "%s", msg);
+    /* it still verifies as broken after more reads */
+    cr_assert_eq(pl_run_verify(e, "tampered"), PL_ECORRUPT);
+    bystander_fine(e);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/*
+ * The last step of a ledger has no successor to store its hash, yet "a step
+ * that changes, moves or goes missing breaks the chain" (hash.h) and verify
+ * is the tamper check: something must vouch for the last step too -- the run
+ * record for the root's result, the caller's ledger for a callee's.
+ */
+Test(store, verify_detects_a_changed_last_step)
+{
+    pl_registry *reg = registry();
+    for (int which = 0; which < 2; which++) {
+        const char *path = t_store_path();
+        char id[16];
+        snprintf(id, sizeof id, "last-%d", which);
+        raw r;
+        uint64_t num = chain_then_raw(path, reg, id, &r);
+        /* the root's result {"total": 10}, or the last call's {"sum": 10} */
+        uint32_t comps[1] = {8};
+        uint8_t key[64];
+        size_t kl = which ? step_key(key, num, comps, 1, 0)
+                          : step_key(key, num, NULL, 0, 10);
+        size_t n;
+        uint8_t *rec = raw_get_step(&r, key, kl, &n);
+        cr_assert_eq(rec[n - 1], 10);
+        rec[n - 1] = 11;
+        raw_put_step(&r, key, kl, rec, n);
+        free(rec);
+        raw_close(&r);
+
+        pl_engine *e = open_with(path, reg, 0, 0);
+        int st = pl_run_verify(e, id);
+        cr_expect_eq(st, PL_ECORRUPT, "%s: a changed %s passed verification",
+                     id, which ? "last step of a callee's ledger (0.8:0)"
+                               : "result of the run (0:10)");
+        pl_engine_close(e);
+    }
+    pl_registry_free(reg);
+}
+
+/* A recorded result whose value the policy ignores, changed in the store:
+ * replay must not serve it as if nothing happened. */
+Test(store, continue_refuses_a_changed_record)
+{
+    const char *path = t_store_path();
+    pl_registry *reg = registry();
+    pl_engine *e = open_with(path, reg, 0, 0);
+    start_ok(e, "nest", "{\"depth\": 1, \"fanout\": 3}", "ignored");
+    pl_engine_close(e);
+
+    raw r;
+    raw_open(&r, path, false);
+    uint64_t num = raw_run_num(&r, "ignored");
+    /* 0:1 is the first call's result, {"depth": 0}: make it {"depth": 1} */
+    uint8_t key[64];
+    size_t kl = step_key(key, num, NULL, 0, 1), n;
+    uint8_t *rec = raw_get_step(&r, key, kl, &n);
+    cr_assert_eq(rec[n - 1], 0x00);
+    rec[n - 1] = 0x01;
+    raw_put_step(&r, key, kl, rec, n);
+    free(rec);
+    raw_close(&r);
+
+    e = open_with(path, reg, 0, 0);
+    cr_assert_eq(pl_run_verify(e, "ignored"), PL_ECORRUPT);
+    cr_assert(strstr(pl_errmsg(), "0:2") != NULL, "%s", pl_errmsg());
+
+    pl_outcome *o = NULL;
+    int st = pl_run_continue(e, "ignored", NULL, &o);
+    cr_assert(st != PL_OK || o, "PL_OK without an outcome");
+    int err = st ? st : o->error;
+    const char *why = st ? pl_errmsg() : o->reason ? o->reason : "";
+    /* non-fatal from here, so that the run's memory is still freed */
+    cr_expect(st != PL_OK || o->status == PL_RUN_FAILED,
+              "continue served a record whose hash chain is broken and "
+              "completed the run as if nothing were wrong");
+    cr_expect_eq(err, PL_ECORRUPT, "continue gave %s: %s",
+                 pl_status_name(err), why);
+    cr_expect(strstr(why, "0:1") != NULL || strstr(why, "0:2") != NULL,
+              "the failure names the damaged step: %s", why);
+    pl_outcome_free(o);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+Test(store, continue_fails_clearly_on_an_unreadable_record)
+{
+    const char *path = t_store_path();
+    pl_registry *reg = registry();
+    raw r;
+    uint64_t num = chain_then_raw(path, reg, "garbled", &r);
+    /* 0:3's payload map becomes the never-used byte 0xc1 */
+    uint8_t key[64];
+    size_t kl = step_key(key, num, NULL, 0, 3), n;
+    uint8_t *rec = raw_get_step(&r, key, kl, &n);
+    rec[payload_offset(rec, n)] = 0xc1;
+    raw_put_step(&r, key, kl, rec, n);
+    free(rec);
+    raw_close(&r);
+
+    pl_engine *e = open_with(path, reg, 0, 0);
+    cr_assert_eq(pl_run_verify(e, "garbled"), PL_ECORRUPT);
+    cr_assert(strstr(pl_errmsg(), "0:3") != NULL, "%s", pl_errmsg());
+    pl_steps *l = NULL;
+    cr_assert_eq(pl_run_ledger(e, "garbled", "0", &l), PL_ECORRUPT);
+    cr_assert_null(l);
+    cr_assert(strstr(pl_errmsg(), "0:3") != NULL, "%s", pl_errmsg());
+    seen sn = {0};
+    cr_assert_eq(pl_run_walk(e, "garbled", collect, &sn), PL_ECORRUPT);
+    /* 0:0, 0.0:0, 0:1, 0:2, 0.2:0, then the damaged 0:3 */
+    cr_assert_eq(sn.got.n, 5, "the walk stops at the damaged step");
+    free(sn.got.v);
+
+    pl_outcome *o = NULL;
+    int st = pl_run_continue(e, "garbled", NULL, &o);
+    if (st == PL_OK) {
+        cr_assert_eq(o->status, PL_RUN_FAILED);
+        cr_assert_eq(o->error, PL_ECORRUPT, "%s", pl_status_name(o->error));
+        cr_assert(strstr(o->reason, "0:3") != NULL, "%s", o->reason);
+    } else {
+        cr_assert_eq(st, PL_ECORRUPT, "%s", pl_status_name(st));
+        cr_assert(strstr(pl_errmsg(), "0:3") != NULL, "%s", pl_errmsg());
+    }
+    bool recorded = st == PL_OK;
+    pl_outcome_free(o);
+    /* a failure reported as an outcome is on record */
+    pl_run_info *info;
+    cr_assert_eq(pl_run_get(e, "garbled", &info), PL_OK);
+    if (recorded) {
+        cr_assert_eq(info->status, PL_RUN_FAILED);
+        cr_assert_eq(info->error, PL_ECORRUPT);
+    }
+    pl_run_info_free(info);
+    cr_assert_eq(pl_run_verify(e, "garbled"), PL_ECORRUPT,
+                 "nothing repaired or rewrote the damaged step");
+    bystander_fine(e);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+Test(store, verify_detects_deleted_steps)
+{
+    const char *path = t_store_path();
+    pl_registry *reg = registry();
+    raw r;
+    uint64_t num = chain_then_raw(path, reg, "holes", &r);
+    uint8_t key[64];
+    size_t kl = step_key(key, num, NULL, 0, 3); /* a result in the middle */
+    raw_del_step(&r, key, kl);
+    raw_close(&r);
+
+    pl_engine *e = open_with(path, reg, 0, 0);
+    cr_assert_eq(pl_run_verify(e, "holes"), PL_ECORRUPT);
+    cr_assert(strstr(pl_errmsg(), "holes") != NULL, "%s", pl_errmsg());
+    cr_assert(strstr(pl_errmsg(), "step 3") != NULL, "names the missing "
+              "step: %s", pl_errmsg());
+    pl_steps *l = NULL;
+    cr_assert_eq(pl_run_ledger(e, "holes", "0", &l), PL_ECORRUPT,
+                 "a ledger with a gap is not read as if whole");
+    cr_assert_null(l);
+    pl_outcome *o = NULL;
+    int st = pl_run_continue(e, "holes", NULL, &o);
+    int err = st ? st : o->error;
+    cr_assert(st != PL_OK || o->status == PL_RUN_FAILED);
+    cr_assert_eq(err, PL_ECORRUPT, "%s", pl_status_name(err));
+    pl_outcome_free(o);
+    bystander_fine(e);
+    pl_engine_close(e);
+
+    /* the last step of a ledger: no gap, but fewer steps than recorded */
+    raw_open(&r, path, false);
+    uint64_t bnum = raw_run_num(&r, "bystander");
+    kl = step_key(key, bnum, NULL, 0, 4); /* its root result */
+    raw_del_step(&r, key, kl);
+    raw_close(&r);
+    e = open_with(path, reg, 0, 0);
+    cr_assert_eq(pl_run_verify(e, "bystander"), PL_ECORRUPT);
+    cr_assert(strstr(pl_errmsg(), "bystander") != NULL, "%s", pl_errmsg());
+    pl_engine_close(e);
+
+    /* a whole child ledger */
+    e = open_with(path, reg, 0, 0);
+    start_ok(e, "chain", "{\"n\": 3}", "orphan");
+    pl_engine_close(e);
+    raw_open(&r, path, false);
+    uint64_t onum = raw_run_num(&r, "orphan");
+    uint32_t comps[1] = {2};
+    kl = step_key(key, onum, comps, 1, 0);
+    raw_del_step(&r, key, kl);
+    raw_close(&r);
+    e = open_with(path, reg, 0, 0);
+    cr_assert_eq(pl_run_verify(e, "orphan"), PL_ECORRUPT);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+Test(store, verify_reports_an_unknown_record_version)
+{
+    const char *path = t_store_path();
+    pl_registry *reg = registry();
+    raw r;
+    uint64_t num = chain_then_raw(path, reg, "future", &r);
+    uint8_t key[64];
+    size_t kl = step_key(key, num, NULL, 0, 2), n;
+    uint8_t *rec = raw_get_step(&r, key, kl, &n);
+    cr_assert_eq(rec[0], 0x97, "a 7-field header");
+    cr_assert_eq(rec[1], 0x01, "format version 1");
+    rec[1] = 0x02;
+    raw_put_step(&r, key, kl, rec, n);
+    free(rec);
+    raw_close(&r);
+
+    pl_engine *e = open_with(path, reg, 0, 0);
+    cr_assert_eq(pl_run_verify(e, "future"), PL_EVERSION, "%s", pl_errmsg());
+    cr_assert(strstr(pl_errmsg(), "0:2") != NULL, "%s", pl_errmsg());
+    cr_assert(strstr(pl_errmsg(), "version") != NULL, "%s", pl_errmsg());
+    pl_steps *l = NULL;
+    cr_assert_eq(pl_run_ledger(e, "future", "0", &l), PL_EVERSION);
+    seen sn = {0};
+    cr_assert_eq(pl_run_walk(e, "future", collect, &sn), PL_EVERSION);
+    free(sn.got.v);
+    pl_outcome *o = NULL;
+    int st = pl_run_continue(e, "future", NULL, &o);
+    int err = st ? st : o->error;
+    cr_assert(st != PL_OK || o->status == PL_RUN_FAILED);
+    cr_assert_eq(err, PL_EVERSION, "%s", pl_status_name(err));
+    pl_outcome_free(o);
+    bystander_fine(e);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/* ---- map size ------------------------------------------------------------ */
+
+static off_t file_size(const char *path)
+{
+    struct stat sb;
+    cr_assert_eq(stat(path, &sb), 0, "stat %s: %s", path, strerror(errno));
+    return sb.st_size;
+}
+
+/* Check a "bulk" run's ledger: n calls, each echoing its blob. */
+static void bulk_intact(pl_engine *e, const char *id, int n, int size)
+{
+    cr_assert_eq(pl_run_verify(e, id), PL_OK, "%s: %s", id, pl_errmsg());
+    pl_steps *l;
+    cr_assert_eq(pl_run_ledger(e, id, "0", &l), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(pl_steps_count(l), (size_t)(2 * n + 1));
+    for (int i = 0; i < n; i++) {
+        const cJSON *p = pl_step_payload(pl_steps_at(l, (size_t)(2 * i + 1)));
+        const cJSON *blob = cJSON_GetObjectItemCaseSensitive(p, "blob");
+        cr_assert(cJSON_IsString(blob));
+        cr_assert_eq(strlen(blob->valuestring), (size_t)size);
+        cr_assert_eq(blob->valuestring[0], (char)('a' + i % 26));
+        cr_assert_eq(cJSON_GetObjectItemCaseSensitive(p, "i")->valueint, i);
+    }
+    pl_steps_free(l);
+}
+
+Test(store, map_grows_past_its_initial_size, .timeout = 300)
+{
+    const char *path = t_store_path();
+    pl_registry *reg = registry();
+    pl_engine *e = open_with(path, reg, (size_t)64 << 10, 0);
+    /* about 3 MB into a 64 KiB map */
+    for (int i = 0; i < 4; i++) {
+        char id[16];
+        snprintf(id, sizeof id, "big-%d", i);
+        start_ok(e, "bulk", "{\"n\": 16, \"size\": 16384}", id);
+    }
+    for (int i = 0; i < 50; i++) {
+        char id[16];
+        snprintf(id, sizeof id, "small-%02d", i);
+        start_ok(e, "chain", "{\"n\": 2}", id);
+    }
+    cr_assert_gt(file_size(path), (off_t)1 << 20);
+    for (int i = 0; i < 4; i++) {
+        char id[16];
+        snprintf(id, sizeof id, "big-%d", i);
+        bulk_intact(e, id, 16, 16384);
+    }
+    pl_engine_close(e);
+
+    /* reopened with the same small map size, everything reads back */
+    e = open_with(path, reg, (size_t)64 << 10, 0);
+    for (int i = 0; i < 4; i++) {
+        char id[16];
+        snprintf(id, sizeof id, "big-%d", i);
+        bulk_intact(e, id, 16, 16384);
+    }
+    for (int i = 0; i < 50; i++) {
+        char id[16];
+        snprintf(id, sizeof id, "small-%02d", i);
+        cr_assert_eq(pl_run_verify(e, id), PL_OK, "%s", pl_errmsg());
+        cr_assert_eq(walk_count(e, id), 5 + 2);
+    }
+    /* and it keeps growing */
+    start_ok(e, "bulk", "{\"n\": 8, \"size\": 65536}", "bigger");
+    bulk_intact(e, "bigger", 8, 65536);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+Test(store, full_map_that_may_not_grow, .timeout = 300)
+{
+    const char *path = t_store_path();
+    pl_registry *reg = registry();
+    size_t max = (size_t)1 << 20;
+    pl_engine *e = open_with(path, reg, (size_t)256 << 10, max);
+    start_ok(e, "chain", "{\"n\": 3}", "early");
+    start_ok(e, "bulk", "{\"n\": 2, \"size\": 1000}", "early-bulk");
+
+    cJSON *p = t_json("{\"n\": 100, \"size\": 32768}");
+    pl_action a = {"bulk", p, NULL, 0, NULL};
+    pl_run_options ro = PL_RUN_OPTIONS_INIT;
+    ro.run_id = "too-big";
+    pl_outcome *o = NULL;
+    int st = pl_run_start(e, &a, &ro, &o);
+    cJSON_Delete(p);
+    /* documented: PL_EMAPFULL, no outcome, nothing durable lost */
+    cr_assert_eq(st, PL_EMAPFULL, "pl_run_start gave %s: %s",
+                 pl_status_name(st), pl_errmsg());
+    cr_assert_null(o);
+    cr_assert(strstr(pl_errmsg(), "full") != NULL, "%s", pl_errmsg());
+    cr_assert_leq(file_size(path), (off_t)max, "the file grew past the max");
+
+    /* what was written before is all there */
+    cr_assert_eq(pl_run_verify(e, "early"), PL_OK, "%s", pl_errmsg());
+    bulk_intact(e, "early-bulk", 2, 1000);
+    /* and so is what the failed run made durable before the map filled */
+    cr_assert_eq(pl_run_verify(e, "too-big"), PL_OK, "%s", pl_errmsg());
+    pl_steps *l;
+    cr_assert_eq(pl_run_ledger(e, "too-big", "0", &l), PL_OK);
+    size_t kept = pl_steps_count(l);
+    cr_assert_gt(kept, 0, "some calls were durable before the map filled");
+    cr_assert_lt(kept, 200);
+    cr_assert_eq(kept % 2, 0, "whole calls only");
+    int64_t first_time = pl_step_time_us(pl_steps_at(l, 0));
+    pl_steps_free(l);
+    pl_run_info *info;
+    cr_assert_eq(pl_run_get(e, "too-big", &info), PL_OK);
+    cr_assert_neq(info->status, PL_RUN_COMPLETED);
+    cr_assert_not(info->owner_alive, "nothing runs it any more");
+    pl_run_info_free(info);
+    /* more writes still fail cleanly */
+    o = NULL;
+    cJSON *p2 = t_json("{\"n\": 40, \"size\": 32768}");
+    pl_action a2 = {"bulk", p2, NULL, 0, NULL};
+    st = pl_run_start(e, &a2, NULL, &o);
+    cJSON_Delete(p2);
+    cr_assert_eq(st, PL_EMAPFULL, "%s", pl_status_name(st));
+    cr_assert_null(o);
+    pl_engine_close(e);
+
+    /* reopened: still all there; with room to grow the run finishes,
+     * serving the calls it had already made */
+    e = open_with(path, reg, 0, 0);
+    cr_assert_eq(pl_run_verify(e, "early"), PL_OK, "%s", pl_errmsg());
+    bulk_intact(e, "early-bulk", 2, 1000);
+    cr_assert_eq(pl_run_verify(e, "too-big"), PL_OK, "%s", pl_errmsg());
+    o = NULL;
+    st = pl_run_continue(e, "too-big", NULL, &o);
+    cr_assert_eq(st, PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason ? o->reason : "");
+    cr_assert_eq(o->calls_served, kept / 2);
+    cr_assert_eq(o->calls_executed, 100 - kept / 2);
+    pl_outcome_free(o);
+    bulk_intact(e, "too-big", 100, 32768);
+    cr_assert_eq(pl_run_ledger(e, "too-big", "0", &l), PL_OK);
+    cr_assert_eq(pl_step_time_us(pl_steps_at(l, 0)), first_time,
+                 "the first attempt's steps were kept, not rewritten");
+    pl_steps_free(l);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/* ---- opening stores ------------------------------------------------------ */
+
+Test(store, one_open_per_process)
+{
+    pl_registry *reg = registry();
+    const char *paths[2] = {t_store_path(), t_tmpdir()};
+    for (int i = 0; i < 2; i++) {
+        pl_engine *e = open_with(paths[i], reg, 0, 0);
+        start_ok(e, "echo", "{\"x\": 1}", "first");
+        pl_engine *again = (pl_engine *)reg;
+        pl_engine_options o = PL_ENGINE_OPTIONS_INIT;
+        int st = pl_engine_open(&again, paths[i], reg, &o);
+        cr_assert_eq(st, PL_EBUSY, "second open of %s gave %s", paths[i],
+                     pl_status_name(st));
+        cr_assert_null(again);
+        cr_assert(strstr(pl_errmsg(), "open already") != NULL, "%s",
+                  pl_errmsg());
+        /* the refused open did not disturb the first engine */
+        start_ok(e, "echo", "{\"x\": 2}", "second");
+        cr_assert_eq(pl_run_verify(e, "first"), PL_OK);
+        pl_engine_close(e);
+
+        e = open_with(paths[i], reg, 0, 0);
+        cr_assert_eq(pl_run_verify(e, "first"), PL_OK, "%s", pl_errmsg());
+        cr_assert_eq(pl_run_verify(e, "second"), PL_OK, "%s", pl_errmsg());
+        pl_engine_close(e);
+    }
+    pl_engine_close(NULL);
+    pl_registry_free(reg);
+}
+
+/* Write @p n pseudo-random bytes to @p path. */
+static void random_file(const char *path, size_t n, uint32_t seed)
+{
+    FILE *f = fopen(path, "wb");
+    cr_assert_not_null(f, "%s: %s", path, strerror(errno));
+    uint32_t x = seed;
+    for (size_t i = 0; i < n; i++) {
+        x = x * 1664525u + 1013904223u;
+        fputc((int)(x >> 24), f);
+    }
+    cr_assert_eq(fclose(f), 0);
+}
+
+static char *slurp(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    cr_assert_not_null(f);
+    char *buf = malloc(1 << 20);
+    cr_assert_not_null(buf);
+    *n = fread(buf, 1, 1 << 20, f);
+    fclose(f);
+    return buf;
+}
+
+Test(store, a_file_that_is_not_a_store)
+{
+    pl_registry *reg = registry();
+    static const size_t sizes[] = {1, 100, 4096, 8192, 65536};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        char path[4200];
+        snprintf(path, sizeof path, "%s/junk.bin", t_tmpdir());
+        random_file(path, sizes[i], (uint32_t)(i + 1));
+        size_t before_n;
+        char *before = slurp(path, &before_n);
+        pl_engine *e = (pl_engine *)reg;
+        int st = pl_engine_open(&e, path, reg, NULL);
+        cr_assert_eq(st, PL_ECORRUPT, "%zu random bytes gave %s (%s)",
+                     sizes[i], pl_status_name(st), pl_errmsg());
+        cr_assert_null(e);
+        cr_assert(strstr(pl_errmsg(), path) != NULL, "names the file: %s",
+                  pl_errmsg());
+        size_t after_n;
+        char *after = slurp(path, &after_n);
+        cr_assert_eq(after_n, before_n, "the file was changed");
+        cr_assert_eq(memcmp(before, after, before_n), 0,
+                     "the file was changed");
+        free(before);
+        free(after);
+    }
+    /* a directory whose data.mdb is junk */
+    const char *dir = t_tmpdir();
+    char data[4200];
+    snprintf(data, sizeof data, "%s/data.mdb", dir);
+    random_file(data, 16384, 99);
+    pl_engine *e = NULL;
+    cr_assert_eq(pl_engine_open(&e, dir, reg, NULL), PL_ECORRUPT, "%s",
+                 pl_errmsg());
+    cr_assert_null(e);
+    pl_registry_free(reg);
+}
+
+Test(store, an_lmdb_store_of_someone_else)
+{
+    pl_registry *reg = registry();
+    const char *path = t_store_path();
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi dbi;
+    cr_assert_eq(mdb_env_create(&env), 0);
+    cr_assert_eq(mdb_env_open(env, path, MDB_NOSUBDIR, 0600), 0);
+    cr_assert_eq(mdb_txn_begin(env, NULL, 0, &txn), 0);
+    cr_assert_eq(mdb_dbi_open(txn, NULL, 0, &dbi), 0);
+    /* a plain value where a named database would be */
+    MDB_val k = {5, "steps"}, v = {5, "hello"};
+    cr_assert_eq(mdb_put(txn, dbi, &k, &v, 0), 0);
+    cr_assert_eq(mdb_txn_commit(txn), 0);
+    mdb_env_close(env);
+
+    pl_engine *e = NULL;
+    int st = pl_engine_open(&e, path, reg, NULL);
+    cr_assert_eq(st, PL_ECORRUPT, "%s (%s)", pl_status_name(st), pl_errmsg());
+    cr_assert_null(e);
+    cr_assert(strstr(pl_errmsg(), "not a policyledger store") != NULL, "%s",
+              pl_errmsg());
+    pl_registry_free(reg);
+}
+
+Test(store, directory_store)
+{
+    pl_registry *reg = registry();
+    const char *dir = t_tmpdir();
+    pl_engine *e = open_with(dir, reg, 0, 0);
+    start_ok(e, "nest", "{\"depth\": 2, \"fanout\": 2}", "in-a-dir");
+    cr_assert_eq(pl_run_verify(e, "in-a-dir"), PL_OK);
+    pl_engine_close(e);
+
+    char data[4200], lock[4200];
+    snprintf(data, sizeof data, "%s/data.mdb", dir);
+    snprintf(lock, sizeof lock, "%s/lock.mdb", dir);
+    cr_assert_gt(file_size(data), 0, "LMDB's data file is inside");
+    cr_assert_eq(access(lock, F_OK), 0, "LMDB's lock file is inside");
+
+    /* the raw layout is the same as a file store's */
+    raw r;
+    raw_open(&r, dir, true);
+    uint64_t num = raw_run_num(&r, "in-a-dir");
+    uint8_t key[64];
+    size_t kl = step_key(key, num, NULL, 0, 0), n;
+    uint8_t *rec = raw_get_step(&r, key, kl, &n);
+    pl__rec dr;
+    cr_assert_eq(pl__rec_decode(&dr, rec, n), PL_OK);
+    cr_assert_eq(dr.type, PL_STEP_ACTION_CALL);
+    free(rec);
+    raw_close(&r);
+
+    e = open_with(dir, reg, 0, 0);
+    wants w = {0};
+    nest_expect(&w, "0", 2, 2);
+    expect_walk(e, "in-a-dir", &w);
+    expect_ledgers(e, "in-a-dir", &w, "nest");
+    free(w.v);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+Test(store, store_format_record)
+{
+    pl_registry *reg = registry();
+    const char *path = t_store_path();
+    pl_engine *e = open_with(path, reg, 0, 0);
+    start_ok(e, "echo", "{}", "kept");
+    pl_engine_close(e);
+
+    /* the format record says 1, as a big-endian u32 */
+    raw r;
+    raw_open(&r, path, false);
+    MDB_val k = {6, "format"}, v;
+    cr_assert_eq(mdb_get(r.txn, r.meta, &k, &v), 0);
+    cr_assert_eq(v.mv_size, 4);
+    cr_assert_eq(memcmp(v.mv_data, "\0\0\0\1", 4), 0);
+    uint8_t two[4] = {0, 0, 0, 2};
+    v.mv_size = 4;
+    v.mv_data = two;
+    cr_assert_eq(mdb_put(r.txn, r.meta, &k, &v, 0), 0);
+    raw_close(&r);
+
+    e = (pl_engine *)reg;
+    int st = pl_engine_open(&e, path, reg, NULL);
+    cr_assert_eq(st, PL_EVERSION, "%s (%s)", pl_status_name(st), pl_errmsg());
+    cr_assert_null(e);
+    cr_assert(strstr(pl_errmsg(), "format 2") != NULL, "%s", pl_errmsg());
+
+    /* the refused open left the store as it was */
+    raw_open(&r, path, false);
+    cr_assert_eq(mdb_get(r.txn, r.meta, &k, &v), 0);
+    cr_assert_eq(memcmp(v.mv_data, two, 4), 0);
+    /* a format record of the wrong size */
+    v.mv_size = 3;
+    v.mv_data = "\0\0\1";
+    cr_assert_eq(mdb_put(r.txn, r.meta, &k, &v, 0), 0);
+    raw_close(&r);
+    cr_assert_eq(pl_engine_open(&e, path, reg, NULL), PL_ECORRUPT, "%s",
+                 pl_errmsg());
+    cr_assert_null(e);
+
+    /* no format record, but runs */
+    raw_open(&r, path, false);
+    cr_assert_eq(mdb_del(r.txn, r.meta, &k, NULL), 0);
+    raw_close(&r);
+    cr_assert_eq(pl_engine_open(&e, path, reg, NULL), PL_ECORRUPT, "%s",
+                 pl_errmsg());
+    cr_assert_null(e);
+
+    /* put right, the store opens and the run is there */
+    raw_open(&r, path, false);
+    v.mv_size = 4;
+    v.mv_data = "\0\0\0\1";
+    cr_assert_eq(mdb_put(r.txn, r.meta, &k, &v, 0), 0);
+    raw_close(&r);
+    e = open_with(path, reg, 0, 0);
+    cr_assert_eq(pl_run_verify(e, "kept"), PL_OK, "%s", pl_errmsg());
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+Test(store, engine_open_argument_errors)
+{
+    pl_registry *reg = registry();
+    const char *path = t_store_path();
+    pl_engine_options o = PL_ENGINE_OPTIONS_INIT;
+    pl_engine *e = (pl_engine *)reg;
+
+    cr_assert_eq(pl_engine_open(&e, NULL, reg, &o), PL_EINVAL);
+    cr_assert_null(e, "*out is NULL after a failure");
+    e = (pl_engine *)reg;
+    cr_assert_eq(pl_engine_open(&e, "", reg, &o), PL_EINVAL);
+    cr_assert_null(e);
+    e = (pl_engine *)reg;
+    cr_assert_eq(pl_engine_open(&e, path, NULL, &o), PL_EINVAL);
+    cr_assert_null(e);
+    cr_assert(strstr(pl_errmsg(), "registry") != NULL, "%s", pl_errmsg());
+    cr_assert_eq(pl_engine_open(NULL, path, reg, &o), PL_EINVAL);
+
+    static const unsigned versions[] = {0, PL_ENGINE_OPTIONS_VERSION + 1, 99};
+    for (size_t i = 0; i < 3; i++) {
+        pl_engine_options bad = PL_ENGINE_OPTIONS_INIT;
+        bad.version = versions[i];
+        e = (pl_engine *)reg;
+        cr_assert_eq(pl_engine_open(&e, path, reg, &bad), PL_EINVAL,
+                     "options version %u", versions[i]);
+        cr_assert_null(e);
+        cr_assert(strstr(pl_errmsg(), "version") != NULL, "%s", pl_errmsg());
+    }
+    pl_engine_options badd = PL_ENGINE_OPTIONS_INIT;
+    badd.durability = (pl_durability)7;
+    cr_assert_eq(pl_engine_open(&e, path, reg, &badd), PL_EINVAL);
+    cr_assert_null(e);
+
+    /* none of that created the store */
+    cr_assert_neq(access(path, F_OK), 0, "a refused open created %s", path);
+
+    /* a path whose directory does not exist is refused, not crashed on */
+    char missing[4200];
+    snprintf(missing, sizeof missing, "%s/no/such/dir/store.db", t_tmpdir());
+    e = (pl_engine *)reg;
+    int st = pl_engine_open(&e, missing, reg, &o);
+    cr_assert(st == PL_EINVAL || st == PL_ESTORE, "%s", pl_status_name(st));
+    cr_assert_null(e);
+
+    /* NULL options mean the defaults */
+    cr_assert_eq(pl_engine_open(&e, path, reg, NULL), PL_OK, "%s",
+                 pl_errmsg());
+    cr_assert_eq(pl_engine_durability(e), PL_DURABILITY_SYNC);
+    cr_assert_eq(pl_engine_registry(e), reg);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+Test(store, damaged_run_records)
+{
+    const char *path = t_store_path();
+    pl_registry *reg = registry();
+    pl_engine *e = open_with(path, reg, 0, 0);
+    static const char *const ids[] = {"newer", "garbage", "stateless",
+                                      "short", "fine"};
+    for (int i = 0; i < 5; i++)
+        start_ok(e, "chain", "{\"n\": 2}", ids[i]);
+    pl_engine_close(e);
+
+    raw r;
+    raw_open(&r, path, false);
+    /* "newer": its info record says format version 2 */
+    MDB_val k = {5, "newer"}, v;
+    cr_assert_eq(mdb_get(r.txn, r.runs, &k, &v), 0);
+    uint8_t *info = malloc(v.mv_size);
+    cr_assert_not_null(info);
+    memcpy(info, v.mv_data, v.mv_size);
+    static const uint8_t v1[] = {0xa1, 'v', 0x01};
+    uint8_t *at = NULL;
+    for (size_t i = 8; i + sizeof v1 <= v.mv_size && !at; i++)
+        if (!memcmp(info + i, v1, sizeof v1))
+            at = info + i;
+    cr_assert_not_null(at, "no \"v\": 1 in the run record");
+    at[2] = 0x02;
+    MDB_val nv = {v.mv_size, info};
+    cr_assert_eq(mdb_put(r.txn, r.runs, &k, &nv, 0), 0);
+    free(info);
+    /* "garbage": its state record is not msgpack */
+    uint8_t skey[8];
+    uint64_t num = raw_run_num(&r, "garbage");
+    for (int i = 0; i < 8; i++)
+        skey[i] = (uint8_t)(num >> (56 - 8 * i));
+    MDB_val sk = {8, skey}, sv = {4, "\xc1\xc1\xc1\xc1"};
+    cr_assert_eq(mdb_put(r.txn, r.state, &sk, &sv, 0), 0);
+    /* "stateless": no state record at all */
+    num = raw_run_num(&r, "stateless");
+    for (int i = 0; i < 8; i++)
+        skey[i] = (uint8_t)(num >> (56 - 8 * i));
+    cr_assert_eq(mdb_del(r.txn, r.state, &sk, NULL), 0);
+    /* "short": a runs value too short to hold a run number */
+    MDB_val shk = {5, "short"}, shv = {3, "abc"};
+    cr_assert_eq(mdb_put(r.txn, r.runs, &shk, &shv, 0), 0);
+    raw_close(&r);
+
+    e = open_with(path, reg, 0, 0);
+    static const struct {
+        const char *id;
+        int want;
+    } cases[] = {{"newer", PL_EVERSION},
+                 {"garbage", PL_ECORRUPT},
+                 {"stateless", PL_ECORRUPT},
+                 {"short", PL_ECORRUPT}};
+    for (size_t i = 0; i < 4; i++) {
+        pl_run_info *ri = (pl_run_info *)&ri;
+        int st = pl_run_get(e, cases[i].id, &ri);
+        cr_assert_eq(st, cases[i].want, "pl_run_get(%s) gave %s: %s",
+                     cases[i].id, pl_status_name(st), pl_errmsg());
+        cr_assert_null(ri);
+        cr_assert(strstr(pl_errmsg(), cases[i].id) != NULL ||
+                      strstr(pl_errmsg(), "#") != NULL,
+                  "the message names the run: %s", pl_errmsg());
+        pl_outcome *o = NULL;
+        st = pl_run_continue(e, cases[i].id, NULL, &o);
+        cr_assert_eq(st, cases[i].want, "pl_run_continue(%s) gave %s: %s",
+                     cases[i].id, pl_status_name(st), pl_errmsg());
+        cr_assert_null(o);
+    }
+    /* the good run is untouched */
+    cr_assert_eq(pl_run_verify(e, "fine"), PL_OK, "%s", pl_errmsg());
+    pl_run_info *ri;
+    cr_assert_eq(pl_run_get(e, "fine", &ri), PL_OK);
+    cr_assert_eq(ri->status, PL_RUN_COMPLETED);
+    pl_run_info_free(ri);
+    /* a listing that meets a damaged record stops with its error */
+    listed *l = calloc(1, sizeof *l);
+    cr_assert_not_null(l);
+    int st = pl_engine_runs(e, list_visit, l);
+    cr_assert(st == PL_ECORRUPT || st == PL_EVERSION, "%s",
+              pl_status_name(st));
+    cr_assert_eq(l->n, 1, "only \"fine\" sorts before the first damaged run");
+    free(l);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+Test(store, one_open_per_file_whatever_the_path)
+{
+    pl_registry *reg = registry();
+    const char *dir = t_tmpdir();
+    pl_engine *e = open_with(dir, reg, 0, 0);
+    start_ok(e, "echo", "{}", "here");
+    /* the same directory by another name, and its data file opened as a
+     * file store: the same store */
+    char alias[4200], data[4200];
+    snprintf(alias, sizeof alias, "%s/.", dir);
+    snprintf(data, sizeof data, "%s/data.mdb", dir);
+    const char *names[] = {alias, data};
+    for (int i = 0; i < 2; i++) {
+        pl_engine *again = NULL;
+        int st = pl_engine_open(&again, names[i], reg, NULL);
+        cr_assert_eq(st, PL_EBUSY, "opening %s again gave %s (%s)", names[i],
+                     pl_status_name(st), pl_errmsg());
+        cr_assert_null(again);
+    }
+    cr_assert_eq(pl_run_verify(e, "here"), PL_OK);
+    pl_engine_close(e);
+    e = open_with(alias, reg, 0, 0);
+    cr_assert_eq(pl_run_verify(e, "here"), PL_OK, "%s", pl_errmsg());
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
