@@ -494,10 +494,24 @@ static int commit_body(pl__store *s, MDB_txn *txn, void *user, int *st)
     for (size_t b = 0; b < c->n; b++) {
         const pl__batch *bt = c->batches[b];
         const pl__kvs *l = &bt->steps;
+        /*
+         * A run appends in key order, and the newest run's keys are the
+         * largest: try MDB_APPEND, which fills pages instead of splitting
+         * them in half.  A key that is not at the end fails with
+         * MDB_KEYEXIST and is put the ordinary way (which still refuses an
+         * existing key); the batch then stops trying.
+         */
+        bool append = true;
         for (size_t i = 0; i < l->n; i++) {
             MDB_val k = {l->e[i].klen, (void *)pl__kvs_key(l, i)};
             MDB_val v = {l->e[i].vlen, (void *)pl__kvs_val(l, i)};
-            int rc = mdb_put(txn, s->steps, &k, &v, MDB_NOOVERWRITE);
+            int rc = MDB_KEYEXIST;
+            if (append)
+                rc = mdb_put(txn, s->steps, &k, &v, MDB_APPEND);
+            if (rc == MDB_KEYEXIST) {
+                append = false;
+                rc = mdb_put(txn, s->steps, &k, &v, MDB_NOOVERWRITE);
+            }
             if (rc == MDB_KEYEXIST) {
                 *st = pl__err(PL_EBUSY, "a step of run #%llu exists already "
                                         "at the position being appended: "
