@@ -1422,7 +1422,9 @@ int pl_ctx_ledger(pl_ctx *c, pl_steps **out)
     *out = NULL;
     pl__run *r = c->run;
     pl_steps *l;
-    int st = pl_steps_new(&l);
+    int st = pl__store_settle(r->e->store); /* group commits' journal */
+    if (!st)
+        st = pl_steps_new(&l);
     if (st)
         return st;
     pl__kvs recs = {0};

@@ -10,28 +10,53 @@
  * while a commit is in flight therefore share the next one, and every caller
  * still returns only after its own batch is durable.  If the shared commit
  * fails, each batch is retried alone, so one run's bad batch cannot fail
- * another's.
+ * another's.  Group commits go through the store's journal, so that one
+ * commit of many runs syncs a few contiguous pages, not a page per run.
  */
 #define _GNU_SOURCE /* gethostname */
 #include <errno.h>
+#include <linux/futex.h>
 #include <signal.h>
+#include <stdatomic.h>
+#include <sys/syscall.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 
 #include "internal.h"
 
-#define GROUP_MAX 256
+#define GROUP_MAX 256 /* batches in one group commit */
+#define LEAD_MAX 8     /* groups one leader commits before handing on */
 #define REMOTE_LEASE_US (60 * 1000000LL)
+
+enum { W_WAITING = 0, W_DONE = 1, W_LEAD = 2 };
 
 struct pl__writer {
     pl__batch *batch;
     int rc;
-    bool done;
     char msg[512];
-    pthread_cond_t cv;
+    _Atomic uint32_t state; /* W_*: a futex word */
     pl__writer *next;
 };
+
+/*
+ * A waiter sleeps on its own state word and is woken without any lock
+ * held, so it does not wake only to block on the queue's mutex.  Once a
+ * writer sees W_DONE it may return at once; waking its (stale) address
+ * after that is harmless: futex waiters re-check their word.
+ */
+static void state_wait(_Atomic uint32_t *word)
+{
+    while (atomic_load_explicit(word, memory_order_acquire) == W_WAITING)
+        syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, W_WAITING, NULL, NULL,
+                0);
+}
+
+static void state_set(_Atomic uint32_t *word, uint32_t v)
+{
+    atomic_store_explicit(word, v, memory_order_release);
+    syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
 
 /* ---- names ---------------------------------------------------------------------- */
 
@@ -253,55 +278,69 @@ bool pl__engine_owns(pl_engine *e, uint64_t num)
 static int group_commit(pl_engine *e, pl__batch *b)
 {
     pl__writer w = {.batch = b};
-    pthread_cond_init(&w.cv, NULL);
+    /* invariant: the queue is empty, or someone leads (or is promoted to) */
     pthread_mutex_lock(&e->gc_mu);
     if (e->gc_tail)
         e->gc_tail->next = &w;
     else
         e->gc_head = &w;
     e->gc_tail = &w;
-    while (!w.done && e->gc_head != &w)
-        pthread_cond_wait(&w.cv, &e->gc_mu);
-    if (w.done) {
-        pthread_mutex_unlock(&e->gc_mu);
-        pthread_cond_destroy(&w.cv);
+    if (!e->gc_leading) {
+        e->gc_leading = true;
+        atomic_store_explicit(&w.state, W_LEAD, memory_order_relaxed);
+    }
+    pthread_mutex_unlock(&e->gc_mu);
+    state_wait(&w.state);
+    if (atomic_load_explicit(&w.state, memory_order_acquire) == W_DONE)
         return w.rc ? pl__err(w.rc, "%s", w.msg) : PL_OK;
-    }
 
-    /* leader: take the queue as it stands */
-    pl__batch *batches[GROUP_MAX];
-    pl__writer *members[GROUP_MAX];
-    size_t n = 0;
-    for (pl__writer *x = &w; x && n < GROUP_MAX; x = x->next) {
-        members[n] = x;
-        batches[n++] = x->batch;
-    }
-    pthread_mutex_unlock(&e->gc_mu);
+    /*
+     * The leader commits the queue as it stands; if more batches queued
+     * meanwhile, it commits those too, up to LEAD_MAX groups, before it hands
+     * the lead on: a handoff costs a wakeup, which on a busy machine can
+     * cost as much as the commit.
+     */
+    bool mine_done = false;
+    for (int led = 0; !mine_done || led < LEAD_MAX; led++) {
+        pl__batch *batches[GROUP_MAX];
+        pl__writer *members[GROUP_MAX];
+        size_t n = 0;
+        pthread_mutex_lock(&e->gc_mu);
+        for (pl__writer *x = e->gc_head; x && n < GROUP_MAX; x = x->next) {
+            members[n] = x;
+            batches[n++] = x->batch;
+        }
+        if (n) {
+            e->gc_head = members[n - 1]->next;
+            if (!e->gc_head)
+                e->gc_tail = NULL;
+        }
+        pthread_mutex_unlock(&e->gc_mu);
+        if (!n)
+            break;
 
-    int rc = pl__store_commit(e->store, batches, n);
-    for (size_t i = 0; i < n; i++) {
-        pl__writer *x = members[i];
-        x->rc = rc;
-        if (rc && n > 1) /* find whose batch failed */
-            x->rc = pl__store_commit(e->store, &batches[i], 1);
-        if (x->rc)
-            snprintf(x->msg, sizeof x->msg, "%s", pl_errmsg());
+        int rc = pl__store_commit(e->store, batches, n, true);
+        for (size_t i = 0; i < n; i++) {
+            pl__writer *x = members[i];
+            x->rc = rc;
+            if (rc && n > 1) /* find whose batch failed */
+                x->rc = pl__store_commit(e->store, &batches[i], 1, true);
+            if (x->rc)
+                snprintf(x->msg, sizeof x->msg, "%s", pl_errmsg());
+        }
+        for (size_t i = 0; i < n; i++) {
+            if (members[i] == &w)
+                mine_done = true;
+            else
+                state_set(&members[i]->state, W_DONE);
+        }
     }
-
     pthread_mutex_lock(&e->gc_mu);
-    pl__writer *next = members[n - 1]->next;
-    for (size_t i = 0; i < n; i++) {
-        members[i]->done = true;
-        if (members[i] != &w)
-            pthread_cond_signal(&members[i]->cv);
-    }
-    e->gc_head = next;
-    if (!next)
-        e->gc_tail = NULL;
+    if (e->gc_head) /* hand the lead on */
+        state_set(&e->gc_head->state, W_LEAD);
     else
-        pthread_cond_signal(&next->cv);
+        e->gc_leading = false;
     pthread_mutex_unlock(&e->gc_mu);
-    pthread_cond_destroy(&w.cv);
     return w.rc ? pl__err(w.rc, "%s", w.msg) : PL_OK;
 }
 
@@ -309,7 +348,7 @@ int pl__engine_commit(pl_engine *e, pl__batch *b)
 {
     if (e->durability == PL_DURABILITY_GROUP)
         return group_commit(e, b);
-    return pl__store_commit(e->store, &b, 1);
+    return pl__store_commit(e->store, &b, 1, false);
 }
 
 /* ---- events ----------------------------------------------------------------------- */

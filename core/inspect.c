@@ -103,7 +103,9 @@ int pl_run_get(pl_engine *e, const char *run_id, pl_run_info **out)
                                   "are required");
     uint64_t num;
     pl__buf info = {0};
-    int st = pl__store_run_find(e->store, run_id, &num, &info);
+    int st = pl__store_settle(e->store); /* steps may be in the journal */
+    if (!st)
+        st = pl__store_run_find(e->store, run_id, &num, &info);
     if (!st)
         st = info_build(e, run_id, strlen(run_id), num, info.data, info.len,
                         out);
@@ -118,8 +120,8 @@ int pl_engine_runs(pl_engine *e, pl_run_visit_fn visit, void *user)
                                   "required");
     pl__kvs page = {0};
     char after[PL_MAX_RUN_ID + 1] = "";
-    int st = PL_OK;
-    for (;;) {
+    int st = pl__store_settle(e->store);
+    for (; !st;) {
         st = pl__store_runs(e->store, after[0] ? after : NULL, CHUNK, &page);
         if (st || !page.n)
             break;
@@ -163,6 +165,8 @@ int pl_run_ledger(pl_engine *e, const char *run_id, const char *path,
     unsigned depth;
     uint64_t num;
     int st = pl__path_parse(path, comps, &depth);
+    if (!st)
+        st = pl__store_settle(e->store);
     if (!st)
         st = pl__store_run_find(e->store, run_id, &num, NULL);
     if (st)
@@ -280,7 +284,9 @@ int pl_run_walk(pl_engine *e, const char *run_id, pl_step_visit_fn visit,
         return pl__err(PL_EINVAL, "pl_run_walk: engine, valid run id and "
                                   "visitor are required");
     uint64_t num;
-    int st = pl__store_run_find(e->store, run_id, &num, NULL);
+    int st = pl__store_settle(e->store);
+    if (!st)
+        st = pl__store_run_find(e->store, run_id, &num, NULL);
     if (st)
         return st;
     walk_ctx w = {run_id, visit, user};
@@ -435,7 +441,9 @@ int pl_run_verify(pl_engine *e, const char *run_id)
     uint64_t num;
     pl__buf sb = {0};
     pl__run_state rs = {0};
-    int st = pl__store_run_find(e->store, run_id, &num, NULL);
+    int st = pl__store_settle(e->store);
+    if (!st)
+        st = pl__store_run_find(e->store, run_id, &num, NULL);
     if (!st)
         st = pl__store_state_get(e->store, num, &sb);
     if (!st)

@@ -88,6 +88,7 @@ struct pl_engine {
 
     pthread_mutex_t gc_mu; /* group commit queue */
     pl__writer *gc_head, *gc_tail;
+    bool gc_leading; /* a thread is committing groups */
 
     int64_t pid;
     uint64_t pstart;

@@ -434,7 +434,8 @@ int pl_run_start(pl_engine *e, const pl_action *root, const pl_run_options *opts
     }
 
     pl__run *r = NULL;
-    pl__buf info = {0}, state = {0}, payload = {0}, seed = {0};
+    pl__buf info = {0}, payload = {0}, seed = {0};
+    pl__batch create = {0};
     pl__run_info ri = {0};
     if ((st = pl__payload_encode(&payload, root->payload, e->max_payload)))
         goto done;
@@ -453,9 +454,18 @@ int pl_run_start(pl_engine *e, const pl_action *root, const pl_run_options *opts
     r->state.status = PL_RUN_RUNNING;
     r->state.attempts = 1;
     set_owner(e, &r->state);
-    if ((st = pl__run_state_encode(&state, &r->state)) ||
-        (st = pl__store_run_create(e->store, id, &info, &state, &r->num)))
+    /* the run is created by a commit of its own, which group commit shares
+     * with other runs' commits */
+    create.create_id = id;
+    create.create_info = &info;
+    if ((st = pl__run_state_encode(&create.state, &r->state)) ||
+        (st = pl__engine_commit(e, &create)))
         goto done;
+    if (create.rc) {
+        st = pl__err(PL_EEXIST, "run '%s' exists already", id);
+        goto done;
+    }
+    r->num = create.run;
     if ((st = pl__engine_claim(e, r->num, id)))
         goto done;
     r->state_written_us = pl__now_us();
@@ -463,7 +473,7 @@ int pl_run_start(pl_engine *e, const pl_action *root, const pl_run_options *opts
     pl__engine_release(e, r->num);
 done:
     pl__buf_free(&info);
-    pl__buf_free(&state);
+    pl__batch_free(&create);
     pl__buf_free(&payload);
     pl__buf_free(&seed);
     run_free(r);
@@ -611,7 +621,11 @@ static int continue_run(pl_engine *e, const char *id, bool check,
 {
     uint64_t num;
     root_action ra;
-    int st = root_load(e, id, &num, &ra);
+    /* the run's steps may still be in the journal of a group commit */
+    int st = pl__store_settle(e->store);
+    if (st)
+        return st;
+    st = root_load(e, id, &num, &ra);
     if (st)
         return st;
     const pl_policy_def *def = pl_registry_find(e->reg, ra.action.policy);

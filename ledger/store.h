@@ -89,11 +89,19 @@ static inline const uint8_t *pl__kvs_val(const pl__kvs *l, size_t i)
 
 /* ---- batches ----------------------------------------------------------------- */
 
-/* Steps and a run's new state, written atomically. */
+/*
+ * Steps and a run's new state, written atomically; or the creation of a
+ * run (its id, info record and first state), for which the store assigns
+ * the run's number.
+ */
 typedef struct pl__batch {
     pl__kvs steps;   /* step key -> record */
-    uint64_t run;    /* whose state */
+    uint64_t run;    /* whose state; set by the store for a create */
     pl__buf state;   /* the new state; len 0 = unchanged */
+    const char *create_id;      /* create this run (NULL: no create) */
+    const pl__buf *create_info; /* its info record */
+    int rc; /* set by pl__store_commit(): PL_EEXIST when create_id is taken
+               (the batch is skipped; the others are written) */
 } pl__batch;
 
 PL__HIDDEN void pl__batch_free(pl__batch *b);
@@ -102,9 +110,18 @@ PL__HIDDEN void pl__batch_free(pl__batch *b);
  * Write batches in one transaction, durable as the store's options say,
  * growing the store when it is full.  All or nothing.  A step key that
  * exists already fails with PL_EBUSY (someone else appended to the run).
+ *
+ * With @p journal, the steps are appended as one record to the journal
+ * (a few contiguous pages, whatever the number of runs) and moved to their
+ * places later, many commits at a time (see store_lmdb.c).  Steps in the
+ * journal are durable but not yet readable: call pl__store_settle() before
+ * reading steps that may be there.
  */
 PL__HIDDEN int pl__store_commit(pl__store *s, pl__batch *const *batches,
-                                size_t n) PL__MUST_CHECK;
+                                size_t n, bool journal) PL__MUST_CHECK;
+
+/* Move everything in the journal to its place, if it holds anything. */
+PL__HIDDEN int pl__store_settle(pl__store *s) PL__MUST_CHECK;
 
 /* ---- reading ----------------------------------------------------------------- */
 
@@ -133,11 +150,6 @@ PL__HIDDEN int pl__store_count(pl__store *s, uint64_t run,
                                uint64_t *out) PL__MUST_CHECK;
 
 /* ---- runs -------------------------------------------------------------------- */
-
-/* Create a run: allocate its number, store its info and first state. */
-PL__HIDDEN int pl__store_run_create(pl__store *s, const char *id,
-                                    const pl__buf *info, const pl__buf *state,
-                                    uint64_t *out_num) PL__MUST_CHECK;
 
 /* Find a run by id: its number and (if @p info) its info record. */
 PL__HIDDEN int pl__store_run_find(pl__store *s, const char *id, uint64_t *num,

@@ -29,6 +29,18 @@
  * process mode opens with MDB_NOSYNC (the OS page cache holds the commit, so
  * a crashed process loses nothing, a crashed machine may).
  *
+ * JOURNAL (group commit): a group of concurrent runs' batches would dirty
+ * one leaf page per run, and a disk pays for every scattered page it syncs.
+ * So a group commit appends all its steps as one record to `journal`
+ * (u64 BE sequence -> entries: u32 count, then per step u16 key length,
+ * key, u32 value length, value): a few contiguous pages per fsync.  Once
+ * the journal fills JOURNAL_MAX_PAGES pages, the same transaction moves its
+ * steps, in key order, to `steps` and empties it, writing each run's leaves
+ * once for many commits.  Readers never look in the journal: the engine calls
+ * pl__store_settle() (which does that move) before reading steps that may
+ * be there.  Everything happens inside LMDB transactions, so a crash leaves
+ * either the journal record or its moved steps, never half of either.
+ *
  * GROWTH: when a write meets MDB_MAP_FULL the transaction is aborted (nothing
  * written is lost) and the map is doubled, up to map_size_max, under an
  * exclusive lock: LMDB may only resize while this process has no
@@ -52,7 +64,7 @@
 
 struct pl__store {
     MDB_env *env;
-    MDB_dbi meta, runs, state, steps;
+    MDB_dbi meta, runs, state, steps, journal;
     pthread_rwlock_t resize; /* shared: any txn; exclusive: set_mapsize */
     size_t map_size;
     size_t map_size_max;
@@ -334,7 +346,8 @@ static int open_body(pl__store *s, MDB_txn *txn, void *user, int *st)
     if ((rc = mdb_dbi_open(txn, "meta", MDB_CREATE, &s->meta)) ||
         (rc = mdb_dbi_open(txn, "runs", MDB_CREATE, &s->runs)) ||
         (rc = mdb_dbi_open(txn, "state", MDB_CREATE, &s->state)) ||
-        (rc = mdb_dbi_open(txn, "steps", MDB_CREATE, &s->steps))) {
+        (rc = mdb_dbi_open(txn, "steps", MDB_CREATE, &s->steps)) ||
+        (rc = mdb_dbi_open(txn, "journal", MDB_CREATE, &s->journal))) {
         *st = rc == MDB_INCOMPATIBLE
                   ? pl__err(PL_ECORRUPT, "'%s' is an LMDB store but not a "
                                          "policyledger store", s->path)
@@ -483,61 +496,284 @@ const char *pl__store_path(const pl__store *s) { return s->path; }
 
 /* ---- commit ---------------------------------------------------------------------- */
 
+/* The journal is moved to its place once it holds this many pages: the more
+ * commits one move covers, the fewer times each run's leaf is written. */
+#define JOURNAL_MAX_PAGES 2048
+
 typedef struct commit_ctx {
     pl__batch *const *batches;
     size_t n;
+    bool journal;
 } commit_ctx;
+
+/* Put one step in its place, refusing to change an existing one. */
+static int put_step(pl__store *s, MDB_txn *txn, MDB_val *k, MDB_val *v,
+                    bool *append, uint64_t run, int *st)
+{
+    int rc = MDB_KEYEXIST;
+    if (*append)
+        rc = mdb_put(txn, s->steps, k, v, MDB_APPEND);
+    if (rc == MDB_KEYEXIST) {
+        *append = false;
+        rc = mdb_put(txn, s->steps, k, v, MDB_NOOVERWRITE);
+    }
+    if (rc == MDB_KEYEXIST)
+        *st = pl__err(PL_EBUSY, "a step of run #%llu exists already at the "
+                                "position being appended: another process "
+                                "wrote to this run",
+                      (unsigned long long)run);
+    return rc;
+}
+
+static int put_state(pl__store *s, MDB_txn *txn, const pl__batch *bt)
+{
+    if (!bt->state.len)
+        return 0;
+    uint8_t key[8];
+    pl__put_be64(key, bt->run);
+    MDB_val k = {8, key}, v = {bt->state.len, bt->state.data};
+    return mdb_put(txn, s->state, &k, &v, 0);
+}
+
+typedef struct jstep {
+    MDB_val k, v;
+} jstep;
+
+static int jstep_cmp(const void *a, const void *b)
+{
+    const MDB_val *x = &((const jstep *)a)->k, *y = &((const jstep *)b)->k;
+    size_t n = x->mv_size < y->mv_size ? x->mv_size : y->mv_size;
+    int c = memcmp(x->mv_data, y->mv_data, n);
+    return c ? c : (x->mv_size > y->mv_size) - (x->mv_size < y->mv_size);
+}
+
+/* Move every journal record to `steps`, in key order, and empty it. */
+static int checkpoint_body(pl__store *s, MDB_txn *txn, void *user, int *st)
+{
+    (void)user;
+    MDB_cursor *cur;
+    MDB_val k, v;
+    jstep *all = NULL;
+    size_t n = 0, cap = 0;
+    int rc = mdb_cursor_open(txn, s->journal, &cur);
+    if (rc)
+        return rc;
+    for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); !rc;
+         rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+        const uint8_t *p = v.mv_data, *end = p + v.mv_size;
+        if (end - p < 4) {
+            rc = MDB_CORRUPTED;
+            break;
+        }
+        uint32_t count = pl__get_be32(p);
+        p += 4;
+        for (uint32_t i = 0; i < count; i++) {
+            if (end - p < 2 || (size_t)(end - p) < 2u + (p[0] << 8 | p[1]) + 4u) {
+                rc = MDB_CORRUPTED;
+                break;
+            }
+            size_t klen = (size_t)(p[0] << 8 | p[1]);
+            const uint8_t *key = p + 2;
+            size_t vlen = pl__get_be32(key + klen);
+            const uint8_t *val = key + klen + 4;
+            if ((size_t)(end - val) < vlen) {
+                rc = MDB_CORRUPTED;
+                break;
+            }
+            if (n == cap) {
+                size_t nc = cap ? cap * 2 : 256;
+                jstep *a = realloc(all, nc * sizeof *a);
+                if (!a) {
+                    rc = ENOMEM;
+                    break;
+                }
+                all = a;
+                cap = nc;
+            }
+            all[n].k = (MDB_val){klen, (void *)key};
+            all[n].v = (MDB_val){vlen, (void *)val};
+            n++;
+            p = val + vlen;
+        }
+        if (rc)
+            break;
+    }
+    mdb_cursor_close(cur);
+    if (rc == MDB_NOTFOUND)
+        rc = 0;
+    if (rc == MDB_CORRUPTED)
+        *st = pl__err(PL_ECORRUPT, "store '%s': a journal record is "
+                                   "malformed", s->path);
+    if (!rc && n) {
+        qsort(all, n, sizeof *all, jstep_cmp);
+        bool append = true;
+        for (size_t i = 0; !rc && i < n; i++) {
+            rc = put_step(s, txn, &all[i].k, &all[i].v, &append,
+                          pl__get_be64(all[i].k.mv_data), st);
+            if (rc == MDB_KEYEXIST) {
+                /* moved already?  Only an identical step is harmless. */
+                MDB_val have;
+                if (!mdb_get(txn, s->steps, &all[i].k, &have) &&
+                    have.mv_size == all[i].v.mv_size &&
+                    !memcmp(have.mv_data, all[i].v.mv_data, have.mv_size)) {
+                    *st = PL_OK;
+                    rc = 0;
+                }
+            }
+        }
+    }
+    free(all);
+    if (!rc)
+        rc = mdb_drop(txn, s->journal, 0);
+    return rc;
+}
+
+static int journal_append(pl__store *s, MDB_txn *txn, const commit_ctx *c,
+                          int *st)
+{
+    size_t size = 4, count = 0;
+    for (size_t b = 0; b < c->n; b++) {
+        const pl__kvs *l = &c->batches[b]->steps;
+        for (size_t i = 0; i < l->n; i++)
+            size += 2 + l->e[i].klen + 4 + l->e[i].vlen;
+        count += l->n;
+    }
+    if (count) {
+        MDB_cursor *cur;
+        MDB_val k, v;
+        uint64_t seq = 1;
+        int rc = mdb_cursor_open(txn, s->journal, &cur);
+        if (rc)
+            return rc;
+        rc = mdb_cursor_get(cur, &k, &v, MDB_LAST);
+        mdb_cursor_close(cur);
+        if (!rc && k.mv_size == 8)
+            seq = pl__get_be64(k.mv_data) + 1;
+        else if (rc != MDB_NOTFOUND)
+            return rc ? rc : MDB_CORRUPTED;
+        uint8_t key[8];
+        pl__put_be64(key, seq);
+        k = (MDB_val){8, key};
+        v = (MDB_val){size, NULL};
+        if ((rc = mdb_put(txn, s->journal, &k, &v,
+                          MDB_APPEND | MDB_RESERVE)))
+            return rc;
+        uint8_t *p = v.mv_data;
+        pl__put_be32(p, (uint32_t)count);
+        p += 4;
+        for (size_t b = 0; b < c->n; b++) {
+            const pl__kvs *l = &c->batches[b]->steps;
+            for (size_t i = 0; i < l->n; i++) {
+                p[0] = (uint8_t)(l->e[i].klen >> 8);
+                p[1] = (uint8_t)l->e[i].klen;
+                memcpy(p + 2, pl__kvs_key(l, i), l->e[i].klen);
+                p += 2 + l->e[i].klen;
+                pl__put_be32(p, (uint32_t)l->e[i].vlen);
+                memcpy(p + 4, pl__kvs_val(l, i), l->e[i].vlen);
+                p += 4 + l->e[i].vlen;
+            }
+        }
+    }
+    MDB_stat ms;
+    int rc = mdb_stat(txn, s->journal, &ms);
+    if (!rc && ms.ms_branch_pages + ms.ms_leaf_pages + ms.ms_overflow_pages >=
+                   JOURNAL_MAX_PAGES)
+        rc = checkpoint_body(s, txn, NULL, st);
+    return rc;
+}
+
+/*
+ * Create the run a batch names: assign the next run number and store its
+ * info and first state.  A taken id skips the batch (rc PL_EEXIST).
+ */
+static int create_run(pl__store *s, MDB_txn *txn, pl__batch *bt)
+{
+    MDB_val k = {strlen(bt->create_id), (void *)bt->create_id}, v;
+    int rc = mdb_get(txn, s->runs, &k, &v);
+    if (!rc) {
+        bt->rc = PL_EEXIST;
+        return 0;
+    }
+    if (rc != MDB_NOTFOUND)
+        return rc;
+    MDB_val nk = {8, "next_run"};
+    uint64_t num = 1;
+    rc = mdb_get(txn, s->meta, &nk, &v);
+    if (!rc && v.mv_size == 8)
+        num = pl__get_be64(v.mv_data);
+    else if (rc != MDB_NOTFOUND)
+        return rc ? rc : MDB_CORRUPTED;
+    uint8_t next[8];
+    pl__put_be64(next, num + 1);
+    v.mv_size = 8;
+    v.mv_data = next;
+    if ((rc = mdb_put(txn, s->meta, &nk, &v, 0)))
+        return rc;
+    /* the runs value is the number followed by the info record */
+    v.mv_size = 8 + bt->create_info->len;
+    if ((rc = mdb_put(txn, s->runs, &k, &v, MDB_RESERVE)))
+        return rc;
+    pl__put_be64(v.mv_data, num);
+    memcpy((uint8_t *)v.mv_data + 8, bt->create_info->data,
+           bt->create_info->len);
+    bt->run = num;
+    return 0;
+}
 
 static int commit_body(pl__store *s, MDB_txn *txn, void *user, int *st)
 {
     commit_ctx *c = user;
+    int rc;
     for (size_t b = 0; b < c->n; b++) {
-        const pl__batch *bt = c->batches[b];
+        pl__batch *bt = c->batches[b];
+        bt->rc = PL_OK;
+        if (bt->create_id) {
+            if ((rc = create_run(s, txn, bt)))
+                return rc;
+            if (bt->rc)
+                continue; /* a taken id skips the batch */
+        }
         const pl__kvs *l = &bt->steps;
         /*
          * A run appends in key order, and the newest run's keys are the
-         * largest: try MDB_APPEND, which fills pages instead of splitting
-         * them in half.  A key that is not at the end fails with
-         * MDB_KEYEXIST and is put the ordinary way (which still refuses an
-         * existing key); the batch then stops trying.
+         * largest: put_step() tries MDB_APPEND, which fills pages instead
+         * of splitting them in half.  A key that is not at the end is put
+         * the ordinary way (which still refuses an existing key), and the
+         * batch stops trying.
          */
         bool append = true;
-        for (size_t i = 0; i < l->n; i++) {
+        for (size_t i = 0; !c->journal && i < l->n; i++) {
             MDB_val k = {l->e[i].klen, (void *)pl__kvs_key(l, i)};
             MDB_val v = {l->e[i].vlen, (void *)pl__kvs_val(l, i)};
-            int rc = MDB_KEYEXIST;
-            if (append)
-                rc = mdb_put(txn, s->steps, &k, &v, MDB_APPEND);
-            if (rc == MDB_KEYEXIST) {
-                append = false;
-                rc = mdb_put(txn, s->steps, &k, &v, MDB_NOOVERWRITE);
-            }
-            if (rc == MDB_KEYEXIST) {
-                *st = pl__err(PL_EBUSY, "a step of run #%llu exists already "
-                                        "at the position being appended: "
-                                        "another process wrote to this run",
-                              (unsigned long long)bt->run);
-                return rc;
-            }
-            if (rc)
+            if ((rc = put_step(s, txn, &k, &v, &append, bt->run, st)))
                 return rc;
         }
-        if (bt->state.len) {
-            uint8_t key[8];
-            pl__put_be64(key, bt->run);
-            MDB_val k = {8, key}, v = {bt->state.len, bt->state.data};
-            int rc = mdb_put(txn, s->state, &k, &v, 0);
-            if (rc)
-                return rc;
-        }
+        if ((rc = put_state(s, txn, bt)))
+            return rc;
     }
-    return 0;
+    return c->journal ? journal_append(s, txn, c, st) : 0;
 }
 
-int pl__store_commit(pl__store *s, pl__batch *const *batches, size_t n)
+int pl__store_commit(pl__store *s, pl__batch *const *batches, size_t n,
+                     bool journal)
 {
-    commit_ctx c = {batches, n};
+    commit_ctx c = {batches, n, journal};
     return write_txn(s, commit_body, &c);
+}
+
+int pl__store_settle(pl__store *s)
+{
+    MDB_txn *txn;
+    size_t seen;
+    MDB_stat ms;
+    int st = txn_begin(s, false, &txn, &seen);
+    if (st)
+        return st;
+    int rc = mdb_stat(txn, s->journal, &ms);
+    txn_abort(s, txn);
+    if (rc)
+        return lmdb_err(s, rc, "reading the journal");
+    return ms.ms_entries ? write_txn(s, checkpoint_body, NULL) : PL_OK;
 }
 
 /* ---- reading ------------------------------------------------------------------------ */
@@ -690,62 +926,6 @@ int pl__store_count(pl__store *s, uint64_t run, uint64_t *out)
 }
 
 /* ---- runs ---------------------------------------------------------------------------- */
-
-typedef struct create_ctx {
-    const char *id;
-    const pl__buf *info;
-    const pl__buf *state;
-    uint64_t num;
-} create_ctx;
-
-static int create_body(pl__store *s, MDB_txn *txn, void *user, int *st)
-{
-    create_ctx *c = user;
-    MDB_val k = {strlen(c->id), (void *)c->id}, v;
-    int rc = mdb_get(txn, s->runs, &k, &v);
-    if (!rc) {
-        *st = pl__err(PL_EEXIST, "run '%s' exists already", c->id);
-        return 0;
-    }
-    if (rc != MDB_NOTFOUND)
-        return rc;
-    MDB_val nk = {8, "next_run"};
-    uint64_t num = 1;
-    rc = mdb_get(txn, s->meta, &nk, &v);
-    if (!rc && v.mv_size == 8)
-        num = pl__get_be64(v.mv_data);
-    else if (rc != MDB_NOTFOUND)
-        return rc ? rc : MDB_CORRUPTED;
-    uint8_t next[8];
-    pl__put_be64(next, num + 1);
-    v.mv_size = 8;
-    v.mv_data = next;
-    if ((rc = mdb_put(txn, s->meta, &nk, &v, 0)))
-        return rc;
-    /* the runs value is the number followed by the info record */
-    v.mv_size = 8 + c->info->len;
-    if ((rc = mdb_put(txn, s->runs, &k, &v, MDB_RESERVE)))
-        return rc;
-    pl__put_be64(v.mv_data, num);
-    memcpy((uint8_t *)v.mv_data + 8, c->info->data, c->info->len);
-    uint8_t sk[8];
-    pl__put_be64(sk, num);
-    MDB_val skv = {8, sk}, sv = {c->state->len, c->state->data};
-    if ((rc = mdb_put(txn, s->state, &skv, &sv, 0)))
-        return rc;
-    c->num = num;
-    return 0;
-}
-
-int pl__store_run_create(pl__store *s, const char *id, const pl__buf *info,
-                         const pl__buf *state, uint64_t *out_num)
-{
-    create_ctx c = {id, info, state, 0};
-    int st = write_txn(s, create_body, &c);
-    if (!st)
-        *out_num = c.num;
-    return st;
-}
 
 int pl__store_run_find(pl__store *s, const char *id, uint64_t *num,
                        pl__buf *info)

@@ -18,7 +18,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 /* ---- test policies ------------------------------------------------------- */
@@ -1623,5 +1625,116 @@ Test(store, one_open_per_file_whatever_the_path)
     e = open_with(alias, reg, 0, 0);
     cr_assert_eq(pl_run_verify(e, "here"), PL_OK, "%s", pl_errmsg());
     pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/* ---- the group-commit journal ------------------------------------------- */
+
+/* Entries of one named database of a store file, read with raw LMDB. */
+static size_t raw_entries(const char *path, const char *db)
+{
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi dbi;
+    MDB_stat ms;
+    cr_assert_eq(mdb_env_create(&env), 0);
+    mdb_env_set_maxdbs(env, 8);
+    mdb_env_set_mapsize(env, (size_t)1 << 30);
+    cr_assert_eq(mdb_env_open(env, path, MDB_NOSUBDIR | MDB_RDONLY, 0600), 0);
+    cr_assert_eq(mdb_txn_begin(env, NULL, MDB_RDONLY, &txn), 0);
+    cr_assert_eq(mdb_dbi_open(txn, db, 0, &dbi), 0, "no database %s", db);
+    cr_assert_eq(mdb_stat(txn, dbi, &ms), 0);
+    mdb_txn_abort(txn);
+    mdb_env_close(env);
+    return ms.ms_entries;
+}
+
+static pl_engine *open_mode(const char *path, const pl_registry *reg,
+                            pl_durability d)
+{
+    pl_engine_options o = PL_ENGINE_OPTIONS_INIT;
+    o.durability = d;
+    pl_engine *e = NULL;
+    cr_assert_eq(pl_engine_open(&e, path, reg, &o), PL_OK, "%s", pl_errmsg());
+    return e;
+}
+
+/*
+ * Group commits write steps to the journal first.  A process that dies
+ * (SIGKILL, no clean close) leaves them there; another process, in another
+ * durability mode, reads, verifies and replays them all the same.
+ */
+Test(store, journaled_steps_survive_a_crash_and_read_from_any_mode)
+{
+    const char *path = t_store_path();
+    pl_registry *reg = registry();
+    pid_t pid = fork();
+    cr_assert_neq(pid, -1);
+    if (pid == 0) {
+        pl_engine *e = open_mode(path, reg, PL_DURABILITY_GROUP);
+        pl_outcome *o = NULL;
+        cJSON *p = t_json("{\"n\": 20, \"size\": 100}");
+        pl_action a = {"bulk", p, NULL, 0, NULL};
+        pl_run_options ro = PL_RUN_OPTIONS_INIT;
+        ro.run_id = "journaled";
+        if (pl_run_start(e, &a, &ro, &o) || o->status != PL_RUN_COMPLETED)
+            _exit(3);
+        raise(SIGKILL);
+    }
+    int status;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL,
+              "the child did not finish its run (status %d)", status);
+    cr_assert_gt(raw_entries(path, "journal"), 0,
+                 "the steps are still in the journal");
+    cr_assert_eq(raw_entries(path, "steps"), 0,
+                 "and not yet in their places");
+
+    pl_engine *e = open_mode(path, reg, PL_DURABILITY_SYNC);
+    pl_run_info *info = NULL;
+    cr_assert_eq(pl_run_get(e, "journaled", &info), PL_OK, "%s", pl_errmsg());
+    cr_expect_eq(info->status, PL_RUN_COMPLETED);
+    cr_expect_eq(info->steps, 61, "20 calls of 3 steps and the result");
+    pl_run_info_free(info);
+    cr_assert_eq(pl_run_verify(e, "journaled"), PL_OK, "%s", pl_errmsg());
+    pl_steps *root = NULL;
+    cr_assert_eq(pl_run_ledger(e, "journaled", "0", &root), PL_OK);
+    cr_expect_eq(pl_steps_count(root), 41);
+    pl_steps_free(root);
+    int echoes = t_calls.echo;
+    pl_outcome *o = NULL;
+    cr_assert_eq(pl_run_continue(e, "journaled", NULL, &o), PL_OK, "%s",
+                 pl_errmsg());
+    cr_expect_eq(o->status, PL_RUN_COMPLETED);
+    cr_expect_eq(o->calls_served, 20);
+    cr_expect_eq(t_calls.echo, echoes, "nothing executed again");
+    pl_outcome_free(o);
+    pl_engine_close(e);
+    cr_expect_eq(raw_entries(path, "journal"), 0, "reading moved them");
+    cr_expect_eq(raw_entries(path, "steps"), 61);
+    pl_registry_free(reg);
+}
+
+/* A journal that fills is moved to its place in the middle of a run. */
+Test(store, a_full_journal_is_moved_during_the_run)
+{
+    const char *path = t_store_path();
+    pl_registry *reg = registry();
+    pl_engine *e = open_mode(path, reg, PL_DURABILITY_GROUP);
+    /* 60 calls of ~50 KB echoed: ~9 MB through the journal */
+    start_ok(e, "bulk", "{\"n\": 60, \"size\": 50000}", "big");
+    pl_engine_close(e);
+    size_t moved = raw_entries(path, "steps");
+    cr_expect_gt(moved, 0, "the journal was moved while the run went on");
+    cr_expect_lt(moved, 181, "and not all of it (the rest waits)");
+
+    e = open_mode(path, reg, PL_DURABILITY_GROUP);
+    cr_assert_eq(pl_run_verify(e, "big"), PL_OK, "%s", pl_errmsg());
+    pl_run_info *info = NULL;
+    cr_assert_eq(pl_run_get(e, "big", &info), PL_OK, "%s", pl_errmsg());
+    cr_expect_eq(info->steps, 181);
+    pl_run_info_free(info);
+    pl_engine_close(e);
+    cr_expect_eq(raw_entries(path, "steps"), 181);
     pl_registry_free(reg);
 }
