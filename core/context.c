@@ -458,7 +458,7 @@ int pl__run_commit(pl__run *r)
 {
     if (!r->batch.steps.n)
         return PL_OK;
-    uint64_t t0 = pl__mono_ns();
+    uint64_t t0 = pl__ev_clock(r);
     pl__run_state *st = &r->state;
     uint64_t n = r->batch.steps.n;
     int64_t now = pl__now_us();
@@ -483,7 +483,7 @@ int pl__run_commit(pl__run *r)
         r->state_written_us = now;
     pl__kvs_reset(&r->batch.steps);
     pl__emit(r, PL_EVENT_COMMIT, NULL, (uint32_t)n, NULL, 0, 0,
-             pl__mono_ns() - t0, NULL);
+             pl__ev_clock(r) - t0, NULL);
     return PL_OK;
 }
 
@@ -538,7 +538,7 @@ static int finish_call(pl_ctx *c, uint32_t call_seq, const char *callee,
                  code ? code : "");
         pl__emit(r, err ? PL_EVENT_CALL_FAILED : PL_EVENT_CALL_COMPLETED,
                  c->path, call_seq, callee, PL_STEP_ACTION_RESULT, 0,
-                 pl__mono_ns() - t0, err ? codebuf : NULL);
+                 pl__ev_clock(r) - t0, err ? codebuf : NULL);
     }
     return make_result(c, seq, time_us, callee, mp, mp_len, out);
 }
@@ -592,7 +592,7 @@ static int execute(pl_ctx *c, uint32_t call_seq, bool call_replayed,
     if (st) {
         if (st != PL_ESUSPENDED)
             pl__emit(r, PL_EVENT_CALL_FAILED, c->path, call_seq, def->name,
-                     PL_STEP_ACTION_CALL, st, pl__mono_ns() - t0, r->reason);
+                     PL_STEP_ACTION_CALL, st, pl__ev_clock(r) - t0, r->reason);
         for (size_t i = 0; i < res.n; i++)
             pl_step_free(res.v[i]);
         free(res.v);
@@ -667,7 +667,7 @@ static int serve(pl_ctx *c, const pl__rec *rec, uint32_t call_seq,
     }
     r->served++;
     pl__emit(r, PL_EVENT_CALL_SERVED, c->path, call_seq, callee,
-             PL_STEP_ACTION_RESULT, 0, pl__mono_ns() - t0, NULL);
+             PL_STEP_ACTION_RESULT, 0, pl__ev_clock(r) - t0, NULL);
     return PL_OK;
 }
 
@@ -801,7 +801,7 @@ static int resolve_call(pl_ctx *c, uint32_t call_seq, bool call_replayed,
                         pl_step **out)
 {
     pl__run *r = c->run;
-    uint64_t t0 = pl__mono_ns();
+    uint64_t t0 = pl__ev_clock(r);
     if (call_replayed) {
         bool was_replaying = c->replaying;
         const pl__rec *rec;
@@ -944,7 +944,7 @@ int pl__call_step(pl_ctx *c, const pl_step *call, const pl_action *allowed,
     *out = NULL;
     if (r->stop)
         return r->stop;
-    uint64_t t0 = pl__mono_ns();
+    uint64_t t0 = pl__ev_clock(r);
     const uint8_t *v, *pv;
     size_t vn, pn;
     const char *name = NULL;

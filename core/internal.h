@@ -193,6 +193,13 @@ PL__HIDDEN int pl__run_head(pl__run *r, uint8_t out[PL_HASH_LEN]) PL__MUST_CHECK
 /* Release every invocation of a finished run. */
 PL__HIDDEN void pl__run_free_invs(pl__run *r);
 
+/* Monotonic nanoseconds for event timings; 0 when nobody listens (a clock
+ * read is a measurable share of a call). */
+static inline uint64_t pl__ev_clock(const pl__run *r)
+{
+    return r->e->on_event ? pl__mono_ns() : 0;
+}
+
 PL__HIDDEN void pl__emit(pl__run *r, pl_event_kind kind, const char *path,
                          uint32_t seq, const char *policy,
                          pl_step_type type, int status, uint64_t elapsed_ns,

@@ -232,7 +232,7 @@ static pl_outcome *outcome_new(pl__run *r, pl_run_status status)
 /* Write the final state (and pending steps) of an execution. */
 static int record_end(pl__run *r)
 {
-    uint64_t t0 = pl__mono_ns();
+    uint64_t t0 = pl__ev_clock(r);
     pl__run_state *st = &r->state;
     uint32_t n = (uint32_t)r->batch.steps.n;
     st->steps += n;
@@ -247,7 +247,7 @@ static int record_end(pl__run *r)
         return rc;
     }
     pl__kvs_reset(&r->batch.steps);
-    pl__emit(r, PL_EVENT_COMMIT, NULL, n, NULL, 0, 0, pl__mono_ns() - t0,
+    pl__emit(r, PL_EVENT_COMMIT, NULL, n, NULL, 0, 0, pl__ev_clock(r) - t0,
              NULL);
     return PL_OK;
 }
@@ -265,7 +265,7 @@ static bool store_failure(int st)
 static int execute(pl__run *r, const pl_policy_def *def, const pl_action *root,
                    bool replaying, pl_outcome **out)
 {
-    uint64_t t0 = pl__mono_ns();
+    uint64_t t0 = pl__ev_clock(r);
     pl__emit(r, PL_EVENT_RUN_STARTED, "0", 0, def->name, 0, 0, 0, NULL);
     pl_steps *steps = NULL;
     int st = pl_steps_new(&steps);
@@ -291,7 +291,7 @@ static int execute(pl__run *r, const pl_policy_def *def, const pl_action *root,
             return PL_ENOMEM;
         }
         pl__emit(r, PL_EVENT_RUN_COMPLETED, "0", 0, def->name, 0, 0,
-                 pl__mono_ns() - t0, NULL);
+                 pl__ev_clock(r) - t0, NULL);
         o->steps = steps;
         *out = o;
         return PL_OK;
@@ -319,7 +319,7 @@ static int execute(pl__run *r, const pl_policy_def *def, const pl_action *root,
             return st;
         }
         pl__emit(r, PL_EVENT_RUN_COMPLETED, "0", 0, def->name, 0, 0,
-                 pl__mono_ns() - t0, NULL);
+                 pl__ev_clock(r) - t0, NULL);
         if (!(o = outcome_new(r, PL_RUN_COMPLETED))) {
             pl_steps_free(steps);
             return PL_ENOMEM;
@@ -354,7 +354,7 @@ static int execute(pl__run *r, const pl_policy_def *def, const pl_action *root,
         if ((st = record_end(r)))
             return st;
         pl__emit(r, PL_EVENT_RUN_SUSPENDED, r->susp_path, r->susp_seq,
-                 def->name, PL_STEP_SUSPEND, 0, pl__mono_ns() - t0, NULL);
+                 def->name, PL_STEP_SUSPEND, 0, pl__ev_clock(r) - t0, NULL);
         if (!(o = outcome_new(r, PL_RUN_SUSPENDED)))
             return PL_ENOMEM;
         o->resume_token = pl__strdup(r->token);
@@ -388,7 +388,7 @@ static int execute(pl__run *r, const pl_policy_def *def, const pl_action *root,
     if (wst)
         return wst;
     pl__emit(r, PL_EVENT_RUN_FAILED, "0", 0, def->name, 0, st,
-             pl__mono_ns() - t0, r->reason);
+             pl__ev_clock(r) - t0, r->reason);
     if (!(o = outcome_new(r, PL_RUN_FAILED)))
         return PL_ENOMEM;
     o->error = st;
