@@ -879,6 +879,18 @@ static uint8_t *dup_mem(const uint8_t *p, size_t n)
 }
 
 /* Start reading a record map: check it whole, then position on its pairs. */
+/* A record's "v" field: PL_OK for the version this build reads. */
+static int read_version(rd *r, const char *what)
+{
+    uint64_t u;
+    if (rd_uint(r, &u))
+        return pl__err(PL_ECORRUPT, "%s is malformed", what);
+    if (u != PL__FORMAT_VERSION)
+        return pl__err(PL_EVERSION, "%s has format version %llu", what,
+                       (unsigned long long)u);
+    return PL_OK;
+}
+
 static int map_begin(rd *r, const uint8_t *data, size_t len, uint64_t *n,
                      const char *what)
 {
@@ -906,7 +918,7 @@ int pl__run_info_decode(pl__run_info *out, const uint8_t *data, size_t len)
 {
     memset(out, 0, sizeof *out);
     rd r;
-    uint64_t n, u;
+    uint64_t n;
     int rc = map_begin(&r, data, len, &n, "run record");
     if (rc)
         return rc;
@@ -917,12 +929,9 @@ int pl__run_info_decode(pl__run_info *out, const uint8_t *data, size_t len)
         if (rd_bytes(&r, T_STR, &k, &kn))
             goto bad;
         if (key_is(k, kn, "v")) {
-            if (rd_uint(&r, &u))
-                goto bad;
-            if (u != PL__FORMAT_VERSION) {
+            if ((rc = read_version(&r, "run record"))) {
                 pl__run_info_clear(out);
-                return pl__err(PL_EVERSION, "run record has format version "
-                                            "%llu", (unsigned long long)u);
+                return rc;
             }
             have_v = true;
         } else if (key_is(k, kn, "policy")) {
@@ -1068,12 +1077,9 @@ int pl__run_state_decode(pl__run_state *out, const uint8_t *data, size_t len)
         if (rd_bytes(&r, T_STR, &k, &kn))
             goto bad;
         if (key_is(k, kn, "v")) {
-            if (rd_uint(&r, &u))
-                goto bad;
-            if (u != PL__FORMAT_VERSION) {
+            if ((rc = read_version(&r, "run state"))) {
                 pl__run_state_clear(out);
-                return pl__err(PL_EVERSION, "run state has format version "
-                                            "%llu", (unsigned long long)u);
+                return rc;
             }
             have_v = true;
         } else if (key_is(k, kn, "status")) {

@@ -854,8 +854,14 @@ int pl__store_read(pl__store *s, const uint8_t *prefix, size_t prefix_len,
     return st;
 }
 
-int pl__store_scan(pl__store *s, uint64_t run, const uint8_t *after,
-                   size_t after_len, size_t max_n, pl__kvs *out)
+/*
+ * Copy up to @p max_n records of @p dbi whose keys start with @p prefix
+ * (plen bytes, may be 0), from just after the key @p after (NULL: from the
+ * first key with the prefix), in key order.
+ */
+static int page(pl__store *s, MDB_dbi dbi, const void *prefix, size_t plen,
+                const void *after, size_t after_len, size_t max_n,
+                pl__kvs *out, const char *what)
 {
     pl__kvs_reset(out);
     MDB_txn *txn;
@@ -864,26 +870,16 @@ int pl__store_scan(pl__store *s, uint64_t run, const uint8_t *after,
     int st = txn_begin(s, false, &txn, &seen);
     if (st)
         return st;
-    uint8_t first[8];
-    pl__put_be64(first, run);
-    MDB_val k, v;
-    int rc = mdb_cursor_open(txn, s->steps, &cur);
-    if (!rc) {
-        if (after) {
-            k.mv_size = after_len;
-            k.mv_data = (void *)after;
-            rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
-            if (!rc && k.mv_size == after_len &&
-                memcmp(k.mv_data, after, after_len) == 0)
-                rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
-        } else {
-            k.mv_size = 8;
-            k.mv_data = first;
-            rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
-        }
-    }
+    MDB_val k = {after ? after_len : plen, (void *)(after ? after : prefix)};
+    MDB_val v;
+    int rc = mdb_cursor_open(txn, dbi, &cur);
+    if (!rc)
+        rc = mdb_cursor_get(cur, &k, &v, k.mv_size ? MDB_SET_RANGE : MDB_FIRST);
+    if (!rc && after && k.mv_size == after_len &&
+        memcmp(k.mv_data, after, after_len) == 0)
+        rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
     while (!rc && out->n < max_n) {
-        if (k.mv_size < 8 || memcmp(k.mv_data, first, 8) != 0)
+        if (k.mv_size < plen || memcmp(k.mv_data, prefix, plen) != 0)
             break;
         if ((st = pl__kvs_add(out, k.mv_data, k.mv_size, v.mv_data,
                               v.mv_size)))
@@ -891,11 +887,20 @@ int pl__store_scan(pl__store *s, uint64_t run, const uint8_t *after,
         rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
     }
     if (!st && rc && rc != MDB_NOTFOUND)
-        st = lmdb_err(s, rc, "scanning a run");
+        st = lmdb_err(s, rc, what);
     if (cur)
         mdb_cursor_close(cur);
     txn_abort(s, txn);
     return st;
+}
+
+int pl__store_scan(pl__store *s, uint64_t run, const uint8_t *after,
+                   size_t after_len, size_t max_n, pl__kvs *out)
+{
+    uint8_t prefix[8];
+    pl__put_be64(prefix, run);
+    return page(s, s->steps, prefix, 8, after, after_len, max_n, out,
+                "scanning a run");
 }
 
 int pl__store_count(pl__store *s, uint64_t run, uint64_t *out)
@@ -1038,37 +1043,6 @@ int pl__store_state_update(pl__store *s, uint64_t num, pl__state_fn fn,
 
 int pl__store_runs(pl__store *s, const char *after, size_t max_n, pl__kvs *out)
 {
-    pl__kvs_reset(out);
-    MDB_txn *txn;
-    MDB_cursor *cur = NULL;
-    size_t seen;
-    int st = txn_begin(s, false, &txn, &seen);
-    if (st)
-        return st;
-    MDB_val k, v;
-    int rc = mdb_cursor_open(txn, s->runs, &cur);
-    if (!rc) {
-        if (after) {
-            k.mv_size = strlen(after);
-            k.mv_data = (void *)after;
-            rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
-            if (!rc && k.mv_size == strlen(after) &&
-                memcmp(k.mv_data, after, k.mv_size) == 0)
-                rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
-        } else {
-            rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST);
-        }
-    }
-    while (!rc && out->n < max_n) {
-        if ((st = pl__kvs_add(out, k.mv_data, k.mv_size, v.mv_data,
-                              v.mv_size)))
-            break;
-        rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
-    }
-    if (!st && rc && rc != MDB_NOTFOUND)
-        st = lmdb_err(s, rc, "listing runs");
-    if (cur)
-        mdb_cursor_close(cur);
-    txn_abort(s, txn);
-    return st;
+    return page(s, s->runs, "", 0, after, after ? strlen(after) : 0, max_n,
+                out, "listing runs");
 }
