@@ -824,6 +824,19 @@ pl_decorator pl_loop(unsigned max_turns);
  */
 pl_decorator pl_invoke_action(void);
 
+/* ------------------------------------------------------------------------ */
+/* Built-in policies                                                        */
+/* ------------------------------------------------------------------------ */
+
+/**
+ * Register a human-in-the-loop policy under @p name.  A call to it suspends
+ * the run with the call's payload as the prompt (the outcome carries it and
+ * a resume token); pl_run_resume() with an answer (a JSON object) continues
+ * the run, and the call returns that answer as its result.
+ * @return as pl_registry_add().
+ */
+int pl_register_human(pl_registry *reg, const char *name);
+
 #ifdef __cplusplus
 }
 #endif

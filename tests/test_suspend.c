@@ -599,3 +599,63 @@ Test(suspend, the_root_itself_may_suspend)
     pl_engine_close(e);
     pl_registry_free(reg);
 }
+
+/* ---- the built-in human policy -------------------------------------------- */
+
+static int ship(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)a;
+    (void)user;
+    cJSON *q = cJSON_CreateObject();
+    cJSON_AddStringToObject(q, "question", "ship order 42?");
+    pl_action ask = {"approve", q, NULL, 0, NULL};
+    pl_step *answer = NULL;
+    int st = pl_ctx_call(ctx, &ask, NULL, 0, &answer);
+    cJSON_Delete(q);
+    if (st)
+        return st;
+    st = pl_steps_add_result(out, pl_step_payload(answer));
+    pl_step_free(answer);
+    return st;
+}
+
+Test(suspend, the_human_policy_asks_and_returns_the_answer)
+{
+    pl_registry *reg = t_registry();
+    cr_assert_eq(pl_register_human(reg, "approve"), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(pl_register_human(reg, "approve"), PL_EEXIST);
+    pl_policy_def d = PL_POLICY_DEF_INIT;
+    d.name = "ship";
+    d.fn = ship;
+    cr_assert_eq(pl_registry_add(reg, &d), PL_OK);
+    pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
+
+    pl_outcome *o1 = t_start(e, "ship", NULL, "human-1");
+    cr_assert_eq(o1->status, PL_RUN_SUSPENDED);
+    char *prompt = t_text(o1->prompt);
+    cr_expect_str_eq(prompt, "{\"question\":\"ship order 42?\"}");
+    cr_expect_str_eq(o1->suspended_path, "0.0");
+    free(prompt);
+
+    cJSON *answer = t_json("{\"approved\": true, \"by\": \"alice\"}");
+    pl_outcome *o2 = NULL;
+    cr_assert_eq(pl_run_resume(e, "human-1", o1->resume_token, answer, &o2),
+                 PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(o2->status, PL_RUN_COMPLETED, "%s", o2->reason);
+    char *result = t_text(t_result(o2));
+    cr_expect_str_eq(result, "{\"approved\":true,\"by\":\"alice\"}");
+    free(result);
+    cr_expect_eq(pl_run_verify(e, "human-1"), PL_OK, "%s", pl_errmsg());
+
+    /* the approval is part of the record: a replay serves it */
+    pl_outcome *o3 = NULL;
+    cr_assert_eq(pl_run_continue(e, "human-1", NULL, &o3), PL_OK);
+    cr_expect_eq(o3->status, PL_RUN_COMPLETED);
+    cr_expect_eq(o3->calls_served, 1);
+    cJSON_Delete(answer);
+    pl_outcome_free(o1);
+    pl_outcome_free(o2);
+    pl_outcome_free(o3);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
