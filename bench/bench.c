@@ -77,7 +77,8 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-#define REPS 3 /* repetitions of W1 and W3 and their floors */
+#define REPS 3 /* repetitions of every workload and its floor; the medians
+                  are reported */
 
 /* The median of n values (sorts them). */
 static double median(double *v, int n)
@@ -836,12 +837,26 @@ int main(int argc, char **argv)
     say("\nW2 recovery: a run SIGKILLed after M of 2M calls, then restarted\n");
     {
         w2_arg a = {500, 1000};
-        w2_res r;
+        w2_res r, runs[REPS];
         scan_res fr;
-        if (w2(&a, &r) || floor_scan(2 * a.recorded, &fr)) {
+        double first[REPS], flo[REPS];
+        int ok = 0;
+        for (int k = 0; k < REPS; k++) {
+            if (w2(&a, &runs[ok]) || floor_scan(2 * a.recorded, &fr))
+                continue;
+            first[ok] = runs[ok].to_first_exec_s;
+            flo[ok++] = fr.open_read_s;
+        }
+        if (!ok) {
             say("  failed\n");
             failures++;
         } else {
+            double mid = median(first, ok);
+            r = runs[0];
+            for (int k = 0; k < ok; k++)
+                if (runs[k].to_first_exec_s == mid)
+                    r = runs[k];
+            fr.open_read_s = median(flo, ok);
             double ratio = r.to_first_exec_s / fr.open_read_s;
             say("  %d recorded calls: restart -> first new call %.2f ms "
                 "(floor: open + read %d records %.2f ms, %.1fx); restart -> "
@@ -925,13 +940,28 @@ int main(int argc, char **argv)
         "floor rec/s", "ratio", "peak MB", "+anon kB");
     cJSON *jw4 = cJSON_AddArrayToObject(g_json, "w4_replay");
     for (int s = 0; s < w4_n; s++) {
-        w4_res r;
+        w4_res r, runs[REPS];
         scan_res fr;
-        if (w4(w4_sizes[s], &r) || floor_scan(2 * w4_sizes[s], &fr)) {
+        double rate[REPS], flo[REPS];
+        int ok = 0;
+        for (int k = 0; k < REPS; k++) {
+            if (w4(w4_sizes[s], &runs[ok]) ||
+                floor_scan(2 * w4_sizes[s], &fr))
+                continue;
+            rate[ok] = runs[ok].steps_per_s;
+            flo[ok++] = fr.records_per_s;
+        }
+        if (!ok) {
             say("  %8d failed\n", w4_sizes[s]);
             failures++;
             continue;
         }
+        double mid = median(rate, ok);
+        r = runs[0];
+        for (int k = 0; k < ok; k++)
+            if (runs[k].steps_per_s == mid)
+                r = runs[k];
+        fr.records_per_s = median(flo, ok);
         double ratio = r.steps_per_s / fr.records_per_s;
         say("  %8d %10llu %12.0f %12.0f %9.2fx %9.1f %11ld\n", w4_sizes[s],
             (unsigned long long)r.steps, r.steps_per_s, fr.records_per_s,
