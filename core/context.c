@@ -34,7 +34,6 @@
 #define AHEAD_N 64
 #define AHEAD_BYTES ((size_t)256 << 10)
 #define ENGINE_ACTOR "engine"
-#define RESUME_ACTOR "human"
 
 /* ---- paths ------------------------------------------------------------------------ */
 
@@ -325,12 +324,40 @@ static int inv_finish(pl_ctx *c)
     return st;
 }
 
+/*
+ * Does the recorded step at the cursor still link to its successor?  Only
+ * asked when a replay differs: a step changed in the store is corruption,
+ * not the code's non-determinism.  True when the successor is not at hand.
+ */
+static bool rec_intact(pl_ctx *c)
+{
+    if (c->ahead_pos + 1 >= c->ahead.n)
+        return true;
+    pl__run *r = c->run;
+    pl__rec next;
+    uint8_t key[PL__KEY_MAX], h[PL_HASH_LEN];
+    memcpy(key, c->prefix, c->prefix_len);
+    pl__put_be32(key + c->prefix_len, c->next_seq);
+    if (pl__rec_decode_lazy(&next, pl__kvs_val(&c->ahead, c->ahead_pos + 1),
+                            c->ahead.e[c->ahead_pos + 1].vlen) ||
+        pl__step_hash(r->hasher, key, c->prefix_len + 4,
+                      pl__kvs_val(&c->ahead, c->ahead_pos),
+                      c->ahead.e[c->ahead_pos].vlen, h))
+        return false;
+    return memcmp(next.prev_hash, h, PL_HASH_LEN) == 0;
+}
+
 /* Fail the run: the recorded step and the new one differ. */
 static int nondet(pl_ctx *c, const pl__rec *rec, pl_step_type type,
                   const char *actor, const uint8_t *mp, size_t mp_len,
                   const char *code)
 {
     pl__run *r = c->run;
+    if (!rec_intact(c))
+        return pl__run_fail(r, PL_ECORRUPT, "run %s: step %s:%u changed in "
+                                            "the store: the step after it "
+                                            "does not link to it", r->id,
+                            c->path, c->next_seq);
     char *was = pl__payload_text(rec->payload, rec->payload_len, 200);
     char *now = pl__payload_text(mp, mp_len, 200);
     int st = pl__run_fail(
