@@ -1024,7 +1024,7 @@ Test(replay, recorded_helpers_return_the_same_values)
     cr_assert_eq(g_helper_runs, 3, "the root re-executes on every replay");
     cr_expect_eq(g_effect_calls, 1, "the side effect ran once");
 
-    cr_expect_gt(g_seen[0].now, 1600000000000LL, "Unix milliseconds");
+    cr_expect_gt(g_seen[0].now, 1600000000000LL, "a Unix time in ms, after 2020");
     cr_expect_eq(strlen(g_seen[0].uuid), PL_UUID_LEN);
     cr_expect_eq(g_seen[0].uuid[14], '4', "a version 4 UUID");
     for (int i = 1; i < 3; i++) {
