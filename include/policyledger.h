@@ -667,9 +667,10 @@ int pl_run_walk(pl_engine *engine, const char *run_id, pl_step_visit_fn visit,
  * Verify a run: every stored step decodes, every ledger is gapless and hangs
  * off the action_call that created it, every step's stored predecessor hash
  * matches, every executed call's action_result names its callee ledger's
- * last step, and (for a run that is not running) the run's record names the
- * root ledger's last step.  So no step of a finished run can change or
- * vanish unnoticed.
+ * last step, and (for a completed or suspended run) the run's record names
+ * the root ledger's last step.  So no step of a completed or suspended run
+ * can change or vanish unnoticed; of other runs, none but the root
+ * ledger's last.
  * @return PL_OK; PL_ECORRUPT or PL_EVERSION naming the first fault in
  *         pl_errmsg(); PL_ENOTFOUND; PL_ESTORE; PL_ENOMEM.
  */
