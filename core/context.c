@@ -102,8 +102,7 @@ int pl__run_fail(pl__run *r, int status, const char *fmt, ...)
 /* ---- invocations ---------------------------------------------------------------------- */
 
 static int inv_open(pl__run *r, pl_ctx *parent, uint32_t call_seq,
-                    bool replaying, const pl_policy_def *def,
-                    const pl_action *action, pl_ctx **out)
+                    bool replaying, const pl_policy_def *def, pl_ctx **out)
 {
     unsigned depth = parent ? parent->depth + 1 : 0;
     if (depth > PL_MAX_DEPTH)
@@ -120,7 +119,6 @@ static int inv_open(pl__run *r, pl_ctx *parent, uint32_t call_seq,
     c->run = r;
     c->parent = parent;
     c->def = def;
-    c->action = action;
     c->depth = depth;
     c->call_seq = call_seq;
     c->idem[0] = '\0';
@@ -595,7 +593,7 @@ static int execute(pl_ctx *c, uint32_t call_seq, bool call_replayed,
     if (!def->idempotent && (st = pl__run_commit(r)))
         return st; /* its action_call is durable before it runs */
     pl_ctx *child;
-    if ((st = inv_open(r, c, call_seq, call_replayed, def, a, &child)))
+    if ((st = inv_open(r, c, call_seq, call_replayed, def, &child)))
         return st;
     pl__emit(r, PL_EVENT_CALL_STARTED, c->path, call_seq, def->name,
              PL_STEP_ACTION_CALL, 0, 0, NULL);
@@ -1096,7 +1094,7 @@ int pl__run_root(pl__run *r, const pl_policy_def *def, const pl_action *root,
                  bool replaying, pl_steps *out)
 {
     pl_ctx *c;
-    int st = inv_open(r, NULL, 0, replaying, def, root, &c);
+    int st = inv_open(r, NULL, 0, replaying, def, &c);
     if (!st)
         st = append_seed(c, root->seed);
     if (st)

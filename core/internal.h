@@ -145,7 +145,6 @@ struct pl_ctx {
     pl__run *run;
     pl_ctx *parent;
     const pl_policy_def *def;
-    const pl_action *action;
     unsigned depth;
     uint32_t comps[PL_MAX_DEPTH];
     uint32_t call_seq; /* the action_call in the parent that made it */

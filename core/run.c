@@ -99,26 +99,14 @@ static void root_clear(root_action *ra)
 }
 
 /* Seed steps are stored as an array of [type, actor, payload]. */
-static int seed_encode(pl__buf *out, const pl_steps *seed)
+static void seed_item(const void *steps, size_t i, pl_step_type *type,
+                      const char **actor, const uint8_t **mp, size_t *mp_len)
 {
-    cJSON *arr = cJSON_CreateArray();
-    int st = arr ? PL_OK : PL_ENOMEM;
-    for (size_t i = 0; !st && i < seed->n; i++) {
-        const pl_step *s = seed->v[i];
-        const cJSON *p = pl_step_payload(s);
-        cJSON *row = cJSON_CreateArray();
-        cJSON *pd = p ? cJSON_Duplicate(p, 1) : NULL;
-        if (!row || !pd || !cJSON_AddItemToArray(arr, row) ||
-            !cJSON_AddItemToArray(row, cJSON_CreateNumber(s->type)) ||
-            !cJSON_AddItemToArray(row, cJSON_CreateString(s->actor)) ||
-            !cJSON_AddItemToArray(row, pd)) {
-            st = PL_ENOMEM;
-        }
-    }
-    if (!st)
-        st = pl__json_encode(out, arr);
-    cJSON_Delete(arr);
-    return st ? pl__err(st, "out of memory encoding seed steps") : PL_OK;
+    const pl_step *s = ((const pl_steps *)steps)->v[i];
+    *type = s->type;
+    *actor = s->actor;
+    *mp = s->mp;
+    *mp_len = s->mp_len;
 }
 
 static int seed_decode(pl_steps **out, const uint8_t *mp, size_t len)
@@ -439,7 +427,8 @@ int pl_run_start(pl_engine *e, const pl_action *root, const pl_run_options *opts
     pl__run_info ri = {0};
     if ((st = pl__payload_encode(&payload, root->payload, e->max_payload)))
         goto done;
-    if (root->seed && root->seed->n && (st = seed_encode(&seed, root->seed)))
+    if (root->seed && root->seed->n &&
+        (st = pl__seed_encode(&seed, root->seed, root->seed->n, seed_item)))
         goto done;
     ri.policy = (char *)root->policy;
     ri.payload = payload.data;

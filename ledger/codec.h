@@ -94,6 +94,16 @@ PL__HIDDEN int pl__named_value_encode(pl__buf *out, const char *name,
                                       const cJSON *value,
                                       size_t max_bytes) PL__MUST_CHECK;
 
+/*
+ * Encode seed steps as an array of [type, actor, payload]: @p n steps whose
+ * types, actors and already-encoded payloads are given by the callback.
+ */
+typedef void (*pl__seed_item_fn)(const void *steps, size_t i,
+                                 pl_step_type *type, const char **actor,
+                                 const uint8_t **mp, size_t *mp_len);
+PL__HIDDEN int pl__seed_encode(pl__buf *out, const void *steps, size_t n,
+                               pl__seed_item_fn item) PL__MUST_CHECK;
+
 /* Encode any JSON value (used inside larger maps). */
 PL__HIDDEN int pl__json_encode(pl__buf *out, const cJSON *v) PL__MUST_CHECK;
 
