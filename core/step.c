@@ -1,8 +1,10 @@
 /*
  * step.c -- immutable steps and step lists.
  *
- * A step keeps its payload encoded (the form it is stored and compared in)
- * and decodes it to cJSON only when asked.
+ * A step keeps its payload encoded (the form it is stored and compared in).
+ * A step the policy made decodes it to cJSON only when asked; a step read
+ * from the store is decoded at once, since decoding is also the check of
+ * its stored bytes.
  */
 #include <stdlib.h>
 
@@ -57,13 +59,19 @@ pl_step *pl__step_new(pl_step_type type, const char *actor, size_t actor_len,
 int pl__step_from_rec(const pl__rec *rec, const char *path, pl_step **out)
 {
     *out = NULL;
-    int st = pl__rec_check(rec);
+    /* decoding checks the stored bytes; the policy reads them next */
+    cJSON *json;
+    int st = pl__payload_decode(&json, rec->payload, rec->payload_len);
     if (st)
-        return st;
+        return pl__err(st, "step record %u: %s", rec->seq, pl_errmsg());
     pl_step *s = pl__step_new(rec->type, rec->actor, rec->actor_len,
                               rec->payload, rec->payload_len);
-    if (!s)
+    if (!s) {
+        cJSON_Delete(json);
         return PL_ENOMEM;
+    }
+    s->json = json;
+    s->decoded = true;
     if ((rec->code && !(s->code = pl__strndup(rec->code, rec->code_len))) ||
         pl__step_place(s, path, rec->seq, rec->time_us)) {
         pl_step_free(s);
@@ -103,9 +111,7 @@ const cJSON *pl_step_payload(const pl_step *cs)
 {
     pl_step *s = (pl_step *)cs; /* the decoded form is a cache */
     if (!s->decoded) {
-        /* a step's payload came from our encoder or passed the record
-         * check when it was read */
-        if (pl__payload_decode_checked(&s->json, s->mp, s->mp_len))
+        if (pl__payload_decode(&s->json, s->mp, s->mp_len))
             return NULL;
         s->decoded = true;
     }

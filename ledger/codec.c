@@ -43,10 +43,12 @@
  *
  * SAFETY
  *
- *   Stored bytes are untrusted.  Before msgpack-c unpacks anything,
- *   check_value() walks it with every length checked against the bytes that
- *   remain (so a forged count cannot make the unpacker allocate gigabytes),
- *   nesting bounded, and only JSON-compatible types allowed.
+ *   Stored bytes are untrusted.  msgpack-c writes them; they are read back
+ *   by walk(), a reader of our own that checks every length against the
+ *   bytes that remain (so a forged count cannot make it allocate
+ *   gigabytes), bounds nesting, allows only JSON-compatible types, and
+ *   builds the cJSON tree in the same pass: one walk over the bytes, no
+ *   intermediate object tree.
  *   Replay reads records with pl__rec_decode_lazy(), which checks the
  *   header only: it compares a recorded payload with freshly encoded bytes
  *   first, equal bytes need no check, and anything else is checked with
@@ -462,56 +464,132 @@ static int rd_head(rd *r, head *h)
     return PL_OK;
 }
 
+/* A cJSON string owning a copy of @p n bytes (cJSON's own allocator, so
+ * cJSON_Delete frees it), without the strlen and second copy of
+ * cJSON_CreateString. */
+static cJSON *new_string(const uint8_t *p, size_t n)
+{
+    char *s = cJSON_malloc(n + 1);
+    cJSON *item = s ? cJSON_CreateNull() : NULL;
+    if (!item) {
+        cJSON_free(s);
+        return NULL;
+    }
+    memcpy(s, p, n);
+    s[n] = '\0';
+    item->type = cJSON_String;
+    item->valuestring = s;
+    return item;
+}
+
+static char *new_key(const uint8_t *p, size_t n)
+{
+    char *s = cJSON_malloc(n + 1);
+    if (s) {
+        memcpy(s, p, n);
+        s[n] = '\0';
+    }
+    return s;
+}
+
 /*
- * Walk one value, checking every length and the JSON rules in MODE_JSON.
- * @p depth is the value's level if it is a container (as in pack_json).
+ * Walk one value, checking every length against the bytes that remain and,
+ * in MODE_JSON, the JSON rules.  With @p out, build it as a new cJSON in
+ * the same pass (MODE_JSON only).  @p depth is the value's level if it is a
+ * container (as in pack_json).  PL_ECORRUPT or PL_ENOMEM, no message.
  */
-static int check_value(rd *r, unsigned depth, int mode)
+static int walk(rd *r, unsigned depth, int mode, cJSON **out)
 {
     head h;
+    cJSON *v = NULL;
     if (rd_head(r, &h))
         return PL_ECORRUPT;
     switch (h.t) {
-    case T_NIL: case T_BOOL: case T_UINT: case T_INT:
-        return PL_OK;
+    case T_NIL:
+        if (out)
+            v = cJSON_CreateNull();
+        break;
+    case T_BOOL:
+        if (out)
+            v = cJSON_CreateBool(h.b);
+        break;
+    case T_UINT:
+        if (out)
+            v = cJSON_CreateNumber((double)h.u);
+        break;
+    case T_INT:
+        if (out)
+            v = cJSON_CreateNumber((double)h.i);
+        break;
     case T_F32: case T_F64:
-        return mode == MODE_JSON && !isfinite(h.d) ? PL_ECORRUPT : PL_OK;
+        if (mode == MODE_JSON && !isfinite(h.d))
+            return PL_ECORRUPT;
+        if (out)
+            v = cJSON_CreateNumber(h.d);
+        break;
     case T_STR:
-        if (h.u > rd_left(r))
+        if (h.u > rd_left(r) ||
+            (mode == MODE_JSON && memchr(r->p, 0, (size_t)h.u)))
             return PL_ECORRUPT;
-        if (mode == MODE_JSON && memchr(r->p, 0, (size_t)h.u))
-            return PL_ECORRUPT;
+        if (out)
+            v = new_string(r->p, (size_t)h.u);
         r->p += h.u;
-        return PL_OK;
+        break;
     case T_BIN: case T_EXT:
         if (mode == MODE_JSON || h.u > rd_left(r))
             return PL_ECORRUPT;
         r->p += h.u;
         return PL_OK;
     case T_ARRAY:
-        if (depth > PL_MAX_JSON_DEPTH || h.u > rd_left(r))
+    case T_MAP: {
+        bool map = h.t == T_MAP;
+        /* every element takes at least a byte, every member two */
+        if (depth > PL_MAX_JSON_DEPTH || h.u > rd_left(r) / (map ? 2 : 1))
             return PL_ECORRUPT;
-        for (uint64_t i = 0; i < h.u; i++)
-            if (check_value(r, depth + 1, mode))
-                return PL_ECORRUPT;
-        return PL_OK;
-    case T_MAP:
-        if (depth > PL_MAX_JSON_DEPTH || h.u > rd_left(r) / 2)
-            return PL_ECORRUPT;
+        if (out && !(v = map ? cJSON_CreateObject() : cJSON_CreateArray()))
+            return PL_ENOMEM;
         for (uint64_t i = 0; i < h.u; i++) {
-            if (mode == MODE_JSON && (!rd_left(r) || !((*r->p >= 0xa0 &&
-                *r->p <= 0xbf) || (*r->p >= 0xd9 && *r->p <= 0xdb))))
-                return PL_ECORRUPT; /* keys must be strings */
-            if (check_value(r, depth + 1, mode) ||
-                check_value(r, depth + 1, mode))
-                return PL_ECORRUPT;
+            char *key = NULL;
+            cJSON *item = NULL;
+            int st = PL_OK;
+            if (map && mode == MODE_JSON) { /* keys must be strings */
+                head kh;
+                if (rd_head(r, &kh) || kh.t != T_STR || kh.u > rd_left(r) ||
+                    memchr(r->p, 0, (size_t)kh.u))
+                    st = PL_ECORRUPT;
+                else if (out && !(key = new_key(r->p, (size_t)kh.u)))
+                    st = PL_ENOMEM;
+                else
+                    r->p += kh.u;
+            } else if (map) {
+                st = walk(r, depth + 1, mode, NULL);
+            }
+            if (!st)
+                st = walk(r, depth + 1, mode, out ? &item : NULL);
+            if (st) {
+                cJSON_free(key);
+                cJSON_Delete(v);
+                return st;
+            }
+            if (out) {
+                item->string = key; /* freed by cJSON_Delete */
+                cJSON_AddItemToArray(v, item); /* links; keeps ->string */
+            }
         }
-        return PL_OK;
+        break;
     }
-    return PL_ECORRUPT;
+    }
+    if (out) {
+        if (!v)
+            return PL_ENOMEM;
+        *out = v;
+    }
+    return PL_OK;
 }
 
-int pl__payload_check(const uint8_t *mp, size_t len, bool want_map)
+/* Walk a whole payload; the errors carry a message. */
+static int walk_payload(const uint8_t *mp, size_t len, bool want_map,
+                        cJSON **out)
 {
     rd r = {mp, mp + len};
     if (!len)
@@ -519,14 +597,33 @@ int pl__payload_check(const uint8_t *mp, size_t len, bool want_map)
     if (want_map && !((mp[0] >= 0x80 && mp[0] <= 0x8f) || mp[0] == 0xde ||
                       mp[0] == 0xdf))
         return pl__err(PL_ECORRUPT, "payload is not a map");
-    if (check_value(&r, 1, MODE_JSON))
+    int st = walk(&r, 1, MODE_JSON, out);
+    if (st == PL_ENOMEM)
+        return pl__err(PL_ENOMEM, "out of memory decoding a payload");
+    if (st)
         return pl__err(PL_ECORRUPT, "malformed or truncated payload, or one "
                                     "nested deeper than %d levels",
                        PL_MAX_JSON_DEPTH);
-    if (r.p != r.end)
+    if (r.p != r.end) {
+        if (out) {
+            cJSON_Delete(*out);
+            *out = NULL;
+        }
         return pl__err(PL_ECORRUPT, "%zu stray bytes after the payload",
                        rd_left(&r));
+    }
     return PL_OK;
+}
+
+int pl__payload_check(const uint8_t *mp, size_t len, bool want_map)
+{
+    return walk_payload(mp, len, want_map, NULL);
+}
+
+int pl__payload_decode(cJSON **out, const uint8_t *mp, size_t len)
+{
+    *out = NULL;
+    return walk_payload(mp, len, false, out);
 }
 
 static int rd_uint(rd *r, uint64_t *v)
@@ -679,7 +776,7 @@ bool pl__map_find(const uint8_t *mp, size_t len, const char *key,
         if (rd_bytes(&r, T_STR, &k, &kn))
             return false;
         const uint8_t *v = r.p;
-        if (check_value(&r, 1, MODE_ANY))
+        if (walk(&r, 1, MODE_ANY, NULL))
             return false;
         if (kn == klen && memcmp(k, key, kn) == 0) {
             *val = v;
@@ -698,121 +795,6 @@ bool pl__mp_str(const uint8_t *mp, size_t len, const char **s, size_t *n)
         return false;
     *s = (const char *)p;
     return true;
-}
-
-/* ---- msgpack-c unpacking into cJSON --------------------------------------- */
-
-/* cJSON wants NUL-terminated strings; copy short ones on the stack. */
-static cJSON *make_string(const char *p, size_t n)
-{
-    char small[256];
-    char *s = n < sizeof small ? small : malloc(n + 1);
-    if (!s)
-        return NULL;
-    if (n) /* msgpack-c points empty strings at NULL */
-        memcpy(s, p, n);
-    s[n] = '\0';
-    cJSON *item = cJSON_CreateString(s);
-    if (s != small)
-        free(s);
-    return item;
-}
-
-static int add_member(cJSON *obj, const char *k, size_t kn, cJSON *item)
-{
-    char small[256];
-    char *s = kn < sizeof small ? small : malloc(kn + 1);
-    if (!s)
-        return PL_ENOMEM;
-    if (kn)
-        memcpy(s, k, kn);
-    s[kn] = '\0';
-    int ok = cJSON_AddItemToObject(obj, s, item);
-    if (s != small)
-        free(s);
-    return ok ? PL_OK : PL_ENOMEM;
-}
-
-static cJSON *from_object(const msgpack_object *o)
-{
-    cJSON *v = NULL;
-    switch (o->type) {
-    case MSGPACK_OBJECT_NIL:
-        return cJSON_CreateNull();
-    case MSGPACK_OBJECT_BOOLEAN:
-        return cJSON_CreateBool(o->via.boolean);
-    case MSGPACK_OBJECT_POSITIVE_INTEGER:
-        return cJSON_CreateNumber((double)o->via.u64);
-    case MSGPACK_OBJECT_NEGATIVE_INTEGER:
-        return cJSON_CreateNumber((double)o->via.i64);
-    case MSGPACK_OBJECT_FLOAT32:
-    case MSGPACK_OBJECT_FLOAT64:
-        return cJSON_CreateNumber(o->via.f64);
-    case MSGPACK_OBJECT_STR:
-        return make_string(o->via.str.ptr, o->via.str.size);
-    case MSGPACK_OBJECT_ARRAY:
-        v = cJSON_CreateArray();
-        for (uint32_t i = 0; v && i < o->via.array.size; i++) {
-            cJSON *c = from_object(&o->via.array.ptr[i]);
-            if (!c || !cJSON_AddItemToArray(v, c)) {
-                cJSON_Delete(c);
-                cJSON_Delete(v);
-                return NULL;
-            }
-        }
-        return v;
-    case MSGPACK_OBJECT_MAP:
-        v = cJSON_CreateObject();
-        for (uint32_t i = 0; v && i < o->via.map.size; i++) {
-            const msgpack_object_kv *kv = &o->via.map.ptr[i];
-            if (kv->key.type != MSGPACK_OBJECT_STR) {
-                cJSON_Delete(v);
-                return NULL;
-            }
-            cJSON *c = from_object(&kv->val);
-            if (!c || add_member(v, kv->key.via.str.ptr, kv->key.via.str.size,
-                                 c)) {
-                cJSON_Delete(c);
-                cJSON_Delete(v);
-                return NULL;
-            }
-        }
-        return v;
-    default:
-        return NULL; /* bin and ext never pass pl__payload_check */
-    }
-}
-
-int pl__payload_decode_checked(cJSON **out, const uint8_t *mp, size_t len)
-{
-    *out = NULL;
-    msgpack_zone zone;
-    if (!msgpack_zone_init(&zone, 1024))
-        return pl__err(PL_ENOMEM, "out of memory decoding a payload");
-    msgpack_object obj;
-    size_t off = 0;
-    msgpack_unpack_return ur = msgpack_unpack((const char *)mp, len, &off,
-                                              &zone, &obj);
-    int rc;
-    if (ur == MSGPACK_UNPACK_SUCCESS) {
-        *out = from_object(&obj);
-        rc = *out ? PL_OK : pl__err(PL_ENOMEM, "out of memory decoding a "
-                                               "payload");
-    } else if (ur == MSGPACK_UNPACK_NOMEM_ERROR) {
-        rc = pl__err(PL_ENOMEM, "out of memory decoding a payload");
-    } else {
-        rc = pl__err(PL_ECORRUPT, "msgpack could not decode a payload (%d)",
-                     (int)ur);
-    }
-    msgpack_zone_destroy(&zone);
-    return rc;
-}
-
-int pl__payload_decode(cJSON **out, const uint8_t *mp, size_t len)
-{
-    *out = NULL;
-    int rc = pl__payload_check(mp, len, false);
-    return rc ? rc : pl__payload_decode_checked(out, mp, len);
 }
 
 bool pl__payload_equal(const uint8_t *a, size_t alen, const uint8_t *b,
@@ -921,7 +903,7 @@ static int map_begin(rd *r, const uint8_t *data, size_t len, uint64_t *n,
 {
     rd chk = {data, data + len};
     head h;
-    if (check_value(&chk, 0, MODE_ANY) || chk.p != chk.end)
+    if (walk(&chk, 0, MODE_ANY, NULL) || chk.p != chk.end)
         return pl__err(PL_ECORRUPT, "%s is malformed", what);
     r->p = data;
     r->end = data + len;
@@ -935,7 +917,7 @@ static int map_begin(rd *r, const uint8_t *data, size_t len, uint64_t *n,
 static void value_span(rd *r, const uint8_t **v, size_t *n)
 {
     *v = r->p;
-    (void)check_value(r, 1, MODE_ANY);
+    (void)walk(r, 1, MODE_ANY, NULL);
     *n = (size_t)(r->p - *v);
 }
 

@@ -115,13 +115,10 @@ PL__HIDDEN int pl__json_encode(pl__buf *out, const cJSON *v) PL__MUST_CHECK;
 PL__HIDDEN int pl__payload_check(const uint8_t *mp, size_t len,
                                  bool want_map) PL__MUST_CHECK;
 
-/* Check, then decode a msgpack value into a new cJSON.  PL_ECORRUPT or
- * PL_ENOMEM. */
+/* Decode a msgpack value into a new cJSON, checking it as
+ * pl__payload_check() does in the same pass.  PL_ECORRUPT or PL_ENOMEM. */
 PL__HIDDEN int pl__payload_decode(cJSON **out, const uint8_t *mp,
                                   size_t len) PL__MUST_CHECK;
-/* Decode bytes that passed pl__payload_check() or came from our encoder. */
-PL__HIDDEN int pl__payload_decode_checked(cJSON **out, const uint8_t *mp,
-                                          size_t len) PL__MUST_CHECK;
 
 /*
  * Find the value of @p key in a checked msgpack map without decoding it.

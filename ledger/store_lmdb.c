@@ -20,8 +20,8 @@
  *     action_result -- is one contiguous key range, and the commit of an
  *     idempotent call writes one run of adjacent keys into one leaf page;
  *   - a run's steps, read in key order, are its execution tree in order;
- *   - one ledger is read by one cursor that hops over its calls' subtrees
- *     (pl__store_read).
+ *   - one ledger is read by one cursor that steps over its calls' small
+ *     subtrees and seeks past big ones (pl__store_read).
  *   All runs are listed from `runs` without touching `steps`.  Run ids made
  *   by the engine are UUIDv7, so `runs` lists them oldest first.
  *
@@ -796,6 +796,9 @@ static int classify(const MDB_val *k, const uint8_t *prefix, size_t plen,
     return 1;
 }
 
+/* Records of a subtree a ledger read steps through before it seeks past. */
+#define WALK_MAX 8
+
 int pl__store_read(pl__store *s, const uint8_t *prefix, size_t prefix_len,
                    uint32_t from_seq, size_t max_n, size_t max_bytes,
                    pl__kvs *out)
@@ -814,6 +817,7 @@ int pl__store_read(pl__store *s, const uint8_t *prefix, size_t prefix_len,
     size_t bytes = 0;
     int rc = mdb_cursor_open(txn, s->steps, &cur);
     bool seek = true;
+    unsigned inside = 0;
     while (!rc) {
         if (seek) {
             pl__put_be32(key + prefix_len, want);
@@ -828,8 +832,12 @@ int pl__store_read(pl__store *s, const uint8_t *prefix, size_t prefix_len,
         int where = classify(&k, prefix, prefix_len, want);
         if (where == 0)
             break;
-        if (where < 0 && !seek) { /* a subtree of the last step: hop it */
-            seek = true;
+        if (where < 0 && !seek) {
+            /* inside the subtree of the last step (a call's callee): step
+             * over a small one, which is cheaper than a seek; hop over a
+             * big one */
+            if (++inside >= WALK_MAX)
+                seek = true;
             continue;
         }
         if (where != 1) {
@@ -845,6 +853,7 @@ int pl__store_read(pl__store *s, const uint8_t *prefix, size_t prefix_len,
         if (++want == 0 || out->n >= max_n || bytes >= max_bytes)
             break;
         seek = false;
+        inside = 0;
     }
     if (!st && rc && rc != MDB_NOTFOUND)
         st = lmdb_err(s, rc, "reading a ledger");
