@@ -1,7 +1,7 @@
 /*
  * pl-bench -- policyledger against the physical floor.
  *
- *   pl-bench [--quick] [--json] [--dir DIR]
+ *   pl-bench [--quick] [--json] [--dir DIR] [--only w1,w2,w3,w4]
  *
  * Every workload runs in a fresh child process (so peak RSS is its own),
  * next to a raw-LMDB floor measured the same way, on the same disk, in the
@@ -713,66 +713,10 @@ static void say(const char *fmt, ...)
     fflush(stdout);
 }
 
-static void usage(FILE *f)
+/* W1 in every mode and size, next to its floors; returns the failures. */
+static int report_w1(bool quick)
 {
-    fprintf(f, "usage: pl-bench [--quick] [--json] [--dir DIR]\n"
-               "  --quick   small sizes, finishes in well under a minute\n"
-               "  --json    print one JSON document instead of the table\n"
-               "  --dir DIR where the stores go (default: a new directory "
-               "under $TMPDIR or /tmp)\n");
-}
-
-int main(int argc, char **argv)
-{
-    bool quick = false;
-    const char *dir = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--quick"))
-            quick = true;
-        else if (!strcmp(argv[i], "--json"))
-            g_print_json = true;
-        else if (!strcmp(argv[i], "--dir") && i + 1 < argc)
-            dir = argv[++i];
-        else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            usage(stdout);
-            return 0;
-        } else {
-            fprintf(stderr, "pl-bench: unknown option '%s'\n", argv[i]);
-            usage(stderr);
-            return 2;
-        }
-    }
-    if (dir) {
-        snprintf(g_dir, sizeof g_dir, "%s", dir);
-        if (mkdir(g_dir, 0700) && errno != EEXIST) {
-            fprintf(stderr, "pl-bench: cannot create %s\n", g_dir);
-            return 1;
-        }
-    } else {
-        const char *t = getenv("TMPDIR");
-        snprintf(g_dir, sizeof g_dir, "%s/pl-bench.XXXXXX", t && *t ? t : "/tmp");
-        if (!mkdtemp(g_dir)) {
-            fprintf(stderr, "pl-bench: cannot create a temporary directory\n");
-            return 1;
-        }
-    }
-
-    g_json = cJSON_CreateObject();
-    struct utsname u;
-    uname(&u);
-    cJSON *machine = cJSON_AddObjectToObject(g_json, "machine");
-    cJSON_AddStringToObject(machine, "system", u.sysname);
-    cJSON_AddStringToObject(machine, "release", u.release);
-    cJSON_AddStringToObject(machine, "arch", u.machine);
-    jnum(machine, "cpus", (double)sysconf(_SC_NPROCESSORS_ONLN));
-    cJSON_AddStringToObject(g_json, "mode", quick ? "quick" : "full");
-    cJSON_AddStringToObject(g_json, "version", pl_version());
-    say("policyledger %s benchmark (%s), stores in %s, %ld cpus\n\n",
-        pl_version(), quick ? "quick" : "full", g_dir,
-        sysconf(_SC_NPROCESSORS_ONLN));
     int failures = 0;
-
-    /* W1 */
     int w1_sizes_full[] = {1000, 10000}, w1_sizes_quick[] = {1000};
     int *w1_sizes = quick ? w1_sizes_quick : w1_sizes_full;
     int w1_n = quick ? 1 : 2;
@@ -832,8 +776,13 @@ int main(int argc, char **argv)
             cJSON_AddItemToArray(jw1, o);
         }
     }
+    return failures;
+}
 
-    /* W2 */
+/* W2 next to its floor; returns the failures. */
+static int report_w2(void)
+{
+    int failures = 0;
     say("\nW2 recovery: a run SIGKILLed after M of 2M calls, then restarted\n");
     {
         w2_arg a = {500, 1000};
@@ -875,8 +824,13 @@ int main(int argc, char **argv)
             jnum(o, "ratio_to_floor", ratio);
         }
     }
+    return failures;
+}
 
-    /* W3 */
+/* W3 in every mode, next to its floors; returns the failures. */
+static int report_w3(bool quick)
+{
+    int failures = 0;
     /* a pool as large as the runs: every run in flight at once */
     w3_arg w3a = {PL_DURABILITY_SYNC, quick ? 50 : 100, quick ? 40 : 100,
                   quick ? 50 : 100};
@@ -930,8 +884,13 @@ int main(int argc, char **argv)
         say("  group / sync: %.1fx\n", w3_group / w3_sync);
         jnum(g_json, "w3_group_over_sync", w3_group / w3_sync);
     }
+    return failures;
+}
 
-    /* W4 */
+/* W4 at every size, next to its floors; returns the failures. */
+static int report_w4(bool quick)
+{
+    int failures = 0;
     int w4_full[] = {1000, 10000, 100000}, w4_quick[] = {1000, 10000};
     int *w4_sizes = quick ? w4_quick : w4_full;
     int w4_n = quick ? 2 : 3;
@@ -977,6 +936,100 @@ int main(int argc, char **argv)
         jnum(o, "ratio_to_floor", ratio);
         cJSON_AddItemToArray(jw4, o);
     }
+    return failures;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: pl-bench [--quick] [--json] [--dir DIR] [--only LIST]\n"
+               "  --quick     small sizes, finishes in well under a minute\n"
+               "  --json      print one JSON document instead of the table\n"
+               "  --dir DIR   where the stores go (default: a new directory "
+               "under $TMPDIR or /tmp)\n"
+               "  --only LIST the workloads to run, e.g. w1,w4 (default: "
+               "all)\n");
+}
+
+/* "w1,w3" -> a bit per workload (1 << 1 | 1 << 3); 0 when malformed. */
+static unsigned parse_only(const char *list)
+{
+    unsigned mask = 0;
+    for (const char *p = list;; p += 3) {
+        if ((p[0] != 'w' && p[0] != 'W') || p[1] < '1' || p[1] > '4' ||
+            (p[2] != ',' && p[2] != '\0'))
+            return 0;
+        mask |= 1u << (p[1] - '0');
+        if (p[2] == '\0')
+            return mask;
+    }
+}
+
+int main(int argc, char **argv)
+{
+    unsigned only = 0x1e; /* w1..w4 */
+    bool quick = false;
+    const char *dir = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--quick"))
+            quick = true;
+        else if (!strcmp(argv[i], "--json"))
+            g_print_json = true;
+        else if (!strcmp(argv[i], "--dir") && i + 1 < argc)
+            dir = argv[++i];
+        else if (!strcmp(argv[i], "--only") && i + 1 < argc) {
+            if (!(only = parse_only(argv[++i]))) {
+                fprintf(stderr, "pl-bench: --only takes workloads w1..w4, "
+                                "comma-separated, not '%s'\n", argv[i]);
+                return 2;
+            }
+        }
+        else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            usage(stdout);
+            return 0;
+        } else {
+            fprintf(stderr, "pl-bench: unknown option '%s'\n", argv[i]);
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (dir) {
+        snprintf(g_dir, sizeof g_dir, "%s", dir);
+        if (mkdir(g_dir, 0700) && errno != EEXIST) {
+            fprintf(stderr, "pl-bench: cannot create %s\n", g_dir);
+            return 1;
+        }
+    } else {
+        const char *t = getenv("TMPDIR");
+        snprintf(g_dir, sizeof g_dir, "%s/pl-bench.XXXXXX", t && *t ? t : "/tmp");
+        if (!mkdtemp(g_dir)) {
+            fprintf(stderr, "pl-bench: cannot create a temporary directory\n");
+            return 1;
+        }
+    }
+
+    g_json = cJSON_CreateObject();
+    struct utsname u;
+    uname(&u);
+    cJSON *machine = cJSON_AddObjectToObject(g_json, "machine");
+    cJSON_AddStringToObject(machine, "system", u.sysname);
+    cJSON_AddStringToObject(machine, "release", u.release);
+    cJSON_AddStringToObject(machine, "arch", u.machine);
+    jnum(machine, "cpus", (double)sysconf(_SC_NPROCESSORS_ONLN));
+    cJSON_AddStringToObject(g_json, "mode", quick ? "quick" : "full");
+    cJSON_AddStringToObject(g_json, "version", pl_version());
+    say("policyledger %s benchmark (%s), stores in %s, %ld cpus\n\n",
+        pl_version(), quick ? "quick" : "full", g_dir,
+        sysconf(_SC_NPROCESSORS_ONLN));
+    int failures = 0;
+
+    if (only & 1u << 1)
+        failures += report_w1(quick);
+    if (only & 1u << 2)
+        failures += report_w2();
+    if (only & 1u << 3)
+        failures += report_w3(quick);
+    if (only & 1u << 4)
+        failures += report_w4(quick);
 
     jnum(g_json, "failures", failures);
     if (g_print_json) {

@@ -30,12 +30,18 @@ __attribute__((destructor)) static void free_sha256(void)
     g_sha256 = NULL;
 }
 
+int pl__hash_setup(void)
+{
+    pthread_once(&g_once, fetch_sha256);
+    return g_sha256 ? PL_OK : pl__err(PL_ENOMEM, "OpenSSL has no SHA-256");
+}
+
 int pl__hasher_new(pl__hasher **out)
 {
     *out = NULL;
-    pthread_once(&g_once, fetch_sha256);
-    if (!g_sha256)
-        return pl__err(PL_ENOMEM, "OpenSSL has no SHA-256");
+    int st = pl__hash_setup();
+    if (st)
+        return st;
     pl__hasher *h = calloc(1, sizeof *h);
     if (!h || !(h->ctx = EVP_MD_CTX_new()) ||
         EVP_DigestInit_ex2(h->ctx, g_sha256, NULL) != 1) {
