@@ -123,6 +123,13 @@ PL__HIDDEN int pl__store_commit(pl__store *s, pl__batch *const *batches,
 /* Move everything in the journal to its place, if it holds anything. */
 PL__HIDDEN int pl__store_settle(pl__store *s) PL__MUST_CHECK;
 
+/*
+ * Settle the journal if it has grown full, in a transaction of its own.
+ * Its steps are durable either way: a failure leaves them in the journal
+ * for the next try (and for pl__store_settle() to report).
+ */
+PL__HIDDEN void pl__store_maintain(pl__store *s);
+
 /* ---- reading ----------------------------------------------------------------- */
 
 /*

@@ -34,9 +34,10 @@
  * So a group commit appends all its steps as one record to `journal`
  * (u64 BE sequence -> entries: u32 count, then per step u16 key length,
  * key, u32 value length, value): a few contiguous pages per fsync.  Once
- * the journal fills JOURNAL_MAX_PAGES pages, the same transaction moves its
- * steps, in key order, to `steps` and empties it, writing each run's leaves
- * once for many commits.  Readers never look in the journal: the engine calls
+ * the journal fills JOURNAL_MAX_PAGES pages, a transaction of its own
+ * (pl__store_maintain, which the group's leader runs after it has woken the
+ * group) moves its steps, in key order, to `steps` and empties it, writing
+ * each run's leaves once for many commits.  Readers never look in the journal: the engine calls
  * pl__store_settle() (which does that move) before reading steps that may
  * be there.  Everything happens inside LMDB transactions, so a crash leaves
  * either the journal record or its moved steps, never half of either.
@@ -54,6 +55,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -66,6 +68,7 @@ struct pl__store {
     MDB_env *env;
     MDB_dbi meta, runs, state, steps, journal;
     pthread_rwlock_t resize; /* shared: any txn; exclusive: set_mapsize */
+    atomic_bool journal_full; /* the journal is due to be moved */
     size_t map_size;
     size_t map_size_max;
     dev_t dev;
@@ -537,14 +540,45 @@ static int put_state(pl__store *s, MDB_txn *txn, const pl__batch *bt)
 
 typedef struct jstep {
     MDB_val k, v;
+    uint64_t run; /* the key's first 8 bytes */
+    size_t at;    /* position in the journal */
 } jstep;
 
-static int jstep_cmp(const void *a, const void *b)
+static int key_cmp(const MDB_val *x, const MDB_val *y)
 {
-    const MDB_val *x = &((const jstep *)a)->k, *y = &((const jstep *)b)->k;
     size_t n = x->mv_size < y->mv_size ? x->mv_size : y->mv_size;
     int c = memcmp(x->mv_data, y->mv_data, n);
     return c ? c : (x->mv_size > y->mv_size) - (x->mv_size < y->mv_size);
+}
+
+static int jstep_cmp_key(const void *a, const void *b)
+{
+    return key_cmp(&((const jstep *)a)->k, &((const jstep *)b)->k);
+}
+
+static int jstep_cmp_run(const void *a, const void *b)
+{
+    const jstep *x = a, *y = b;
+    if (x->run != y->run)
+        return x->run < y->run ? -1 : 1;
+    return (x->at > y->at) - (x->at < y->at);
+}
+
+/*
+ * Sort the journal's steps into key order.  A run appends its steps in key
+ * order, so sorting by run and then journal position gives key order with
+ * integer compares only; one pass checks that, and anything else (which
+ * the engine does not write today) falls back to comparing whole keys.
+ */
+static void sort_steps(jstep *all, size_t n)
+{
+    qsort(all, n, sizeof *all, jstep_cmp_run);
+    for (size_t i = 1; i < n; i++) {
+        if (key_cmp(&all[i - 1].k, &all[i].k) >= 0) {
+            qsort(all, n, sizeof *all, jstep_cmp_key);
+            return;
+        }
+    }
 }
 
 /* Move every journal record to `steps`, in key order, and empty it. */
@@ -576,7 +610,7 @@ static int checkpoint_body(pl__store *s, MDB_txn *txn, void *user, int *st)
             const uint8_t *key = p + 2;
             size_t vlen = pl__get_be32(key + klen);
             const uint8_t *val = key + klen + 4;
-            if ((size_t)(end - val) < vlen) {
+            if (klen < 12 || (size_t)(end - val) < vlen) { /* run|...|seq */
                 rc = MDB_CORRUPTED;
                 break;
             }
@@ -590,8 +624,8 @@ static int checkpoint_body(pl__store *s, MDB_txn *txn, void *user, int *st)
                 all = a;
                 cap = nc;
             }
-            all[n].k = (MDB_val){klen, (void *)key};
-            all[n].v = (MDB_val){vlen, (void *)val};
+            all[n] = (jstep){{klen, (void *)key}, {vlen, (void *)val},
+                             pl__get_be64(key), n};
             n++;
             p = val + vlen;
         }
@@ -605,11 +639,11 @@ static int checkpoint_body(pl__store *s, MDB_txn *txn, void *user, int *st)
         *st = pl__err(PL_ECORRUPT, "store '%s': a journal record is "
                                    "malformed", s->path);
     if (!rc && n) {
-        qsort(all, n, sizeof *all, jstep_cmp);
+        sort_steps(all, n);
         bool append = true;
         for (size_t i = 0; !rc && i < n; i++) {
-            rc = put_step(s, txn, &all[i].k, &all[i].v, &append,
-                          pl__get_be64(all[i].k.mv_data), st);
+            rc = put_step(s, txn, &all[i].k, &all[i].v, &append, all[i].run,
+                          st);
             if (rc == MDB_KEYEXIST) {
                 /* moved already?  Only an identical step is harmless. */
                 MDB_val have;
@@ -628,8 +662,7 @@ static int checkpoint_body(pl__store *s, MDB_txn *txn, void *user, int *st)
     return rc;
 }
 
-static int journal_append(pl__store *s, MDB_txn *txn, const commit_ctx *c,
-                          int *st)
+static int journal_append(pl__store *s, MDB_txn *txn, const commit_ctx *c)
 {
     size_t size = 4, count = 0;
     for (size_t b = 0; b < c->n; b++) {
@@ -678,7 +711,7 @@ static int journal_append(pl__store *s, MDB_txn *txn, const commit_ctx *c,
     int rc = mdb_stat(txn, s->journal, &ms);
     if (!rc && ms.ms_branch_pages + ms.ms_leaf_pages + ms.ms_overflow_pages >=
                    JOURNAL_MAX_PAGES)
-        rc = checkpoint_body(s, txn, NULL, st);
+        atomic_store_explicit(&s->journal_full, true, memory_order_relaxed);
     return rc;
 }
 
@@ -751,7 +784,7 @@ static int commit_body(pl__store *s, MDB_txn *txn, void *user, int *st)
         if ((rc = put_state(s, txn, bt)))
             return rc;
     }
-    return c->journal ? journal_append(s, txn, c, st) : 0;
+    return c->journal ? journal_append(s, txn, c) : 0;
 }
 
 int pl__store_commit(pl__store *s, pl__batch *const *batches, size_t n,
@@ -759,6 +792,13 @@ int pl__store_commit(pl__store *s, pl__batch *const *batches, size_t n,
 {
     commit_ctx c = {batches, n, journal};
     return write_txn(s, commit_body, &c);
+}
+
+void pl__store_maintain(pl__store *s)
+{
+    if (atomic_load_explicit(&s->journal_full, memory_order_relaxed) &&
+        pl__store_settle(s) == PL_OK)
+        atomic_store_explicit(&s->journal_full, false, memory_order_relaxed);
 }
 
 int pl__store_settle(pl__store *s)

@@ -1660,14 +1660,12 @@ static pl_engine *open_mode(const char *path, const pl_registry *reg,
 }
 
 /*
- * Group commits write steps to the journal first.  A process that dies
- * (SIGKILL, no clean close) leaves them there; another process, in another
- * durability mode, reads, verifies and replays them all the same.
+ * Run "bulk" {"n": 20} as @p run_id in group mode in a child that is then
+ * SIGKILLed (no clean close), so its 61 steps stay in the journal.
  */
-Test(store, journaled_steps_survive_a_crash_and_read_from_any_mode)
+static void leave_in_journal(const char *path, const pl_registry *reg,
+                             const char *run_id)
 {
-    const char *path = t_store_path();
-    pl_registry *reg = registry();
     pid_t pid = fork();
     cr_assert_neq(pid, -1);
     if (pid == 0) {
@@ -1676,7 +1674,7 @@ Test(store, journaled_steps_survive_a_crash_and_read_from_any_mode)
         cJSON *p = t_json("{\"n\": 20, \"size\": 100}");
         pl_action a = {"bulk", p, NULL, 0, NULL};
         pl_run_options ro = PL_RUN_OPTIONS_INIT;
-        ro.run_id = "journaled";
+        ro.run_id = run_id;
         if (pl_run_start(e, &a, &ro, &o) || o->status != PL_RUN_COMPLETED)
             _exit(3);
         raise(SIGKILL);
@@ -1685,25 +1683,31 @@ Test(store, journaled_steps_survive_a_crash_and_read_from_any_mode)
     cr_assert_eq(waitpid(pid, &status, 0), pid);
     cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL,
               "the child did not finish its run (status %d)", status);
-    cr_assert_gt(raw_entries(path, "journal"), 0,
+    cr_assert_gt(raw_entries(path, "journal"), 1,
                  "the steps are still in the journal");
     cr_assert_eq(raw_entries(path, "steps"), 0,
                  "and not yet in their places");
+}
 
+/* The run leave_in_journal() made reads, verifies and replays whole. */
+static void expect_whole_journaled_run(const char *path,
+                                       const pl_registry *reg,
+                                       const char *run_id)
+{
     pl_engine *e = open_mode(path, reg, PL_DURABILITY_SYNC);
     pl_run_info *info = NULL;
-    cr_assert_eq(pl_run_get(e, "journaled", &info), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(pl_run_get(e, run_id, &info), PL_OK, "%s", pl_errmsg());
     cr_expect_eq(info->status, PL_RUN_COMPLETED);
     cr_expect_eq(info->steps, 61, "20 calls of 3 steps and the result");
     pl_run_info_free(info);
-    cr_assert_eq(pl_run_verify(e, "journaled"), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(pl_run_verify(e, run_id), PL_OK, "%s", pl_errmsg());
     pl_steps *root = NULL;
-    cr_assert_eq(pl_run_ledger(e, "journaled", "0", &root), PL_OK);
+    cr_assert_eq(pl_run_ledger(e, run_id, "0", &root), PL_OK);
     cr_expect_eq(pl_steps_count(root), 41);
     pl_steps_free(root);
     int echoes = t_calls.echo;
     pl_outcome *o = NULL;
-    cr_assert_eq(pl_run_continue(e, "journaled", NULL, &o), PL_OK, "%s",
+    cr_assert_eq(pl_run_continue(e, run_id, NULL, &o), PL_OK, "%s",
                  pl_errmsg());
     cr_expect_eq(o->status, PL_RUN_COMPLETED);
     cr_expect_eq(o->calls_served, 20);
@@ -1712,6 +1716,71 @@ Test(store, journaled_steps_survive_a_crash_and_read_from_any_mode)
     pl_engine_close(e);
     cr_expect_eq(raw_entries(path, "journal"), 0, "reading moved them");
     cr_expect_eq(raw_entries(path, "steps"), 61);
+}
+
+/*
+ * Group commits write steps to the journal first.  A process that dies
+ * (SIGKILL, no clean close) leaves them there; another process, in another
+ * durability mode, reads, verifies and replays them all the same.
+ */
+Test(store, journaled_steps_survive_a_crash_and_read_from_any_mode)
+{
+    const char *path = t_store_path();
+    pl_registry *reg = registry();
+    leave_in_journal(path, reg, "journaled");
+    expect_whole_journaled_run(path, reg, "journaled");
+    pl_registry_free(reg);
+}
+
+/*
+ * Moving the journal sorts its steps by run and journal position, which is
+ * key order because a run appends in key order.  A journal whose records
+ * are out of order (reversed here with the LMDB C API) is still moved in
+ * key order, by the slower whole-key sort.
+ */
+Test(store, a_journal_out_of_key_order_is_moved_in_key_order)
+{
+    const char *path = t_store_path();
+    pl_registry *reg = registry();
+    leave_in_journal(path, reg, "reversed");
+
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi dbi;
+    MDB_cursor *cur;
+    MDB_val k, v;
+    cr_assert_eq(mdb_env_create(&env), 0);
+    mdb_env_set_maxdbs(env, 8);
+    mdb_env_set_mapsize(env, (size_t)1 << 30);
+    cr_assert_eq(mdb_env_open(env, path, MDB_NOSUBDIR, 0600), 0);
+    cr_assert_eq(mdb_txn_begin(env, NULL, 0, &txn), 0);
+    cr_assert_eq(mdb_dbi_open(txn, "journal", 0, &dbi), 0);
+    /* copy the records out, then write them back in reverse order */
+    size_t n = 0;
+    MDB_val vals[256];
+    cr_assert_eq(mdb_cursor_open(txn, dbi, &cur), 0);
+    for (int rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); !rc && n < 256;
+         rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+        void *copy = malloc(v.mv_size);
+        cr_assert_not_null(copy);
+        memcpy(copy, v.mv_data, v.mv_size);
+        vals[n].mv_size = v.mv_size;
+        vals[n].mv_data = copy;
+        n++;
+    }
+    size_t i = 0;
+    for (int rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); !rc && i < n;
+         rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT), i++)
+        cr_assert_eq(mdb_cursor_put(cur, &k, &vals[n - 1 - i], MDB_CURRENT),
+                     0);
+    cr_assert_eq(i, n);
+    mdb_cursor_close(cur);
+    cr_assert_eq(mdb_txn_commit(txn), 0);
+    mdb_env_close(env);
+    for (size_t j = 0; j < n; j++)
+        free(vals[j].mv_data);
+
+    expect_whole_journaled_run(path, reg, "reversed");
     pl_registry_free(reg);
 }
 
