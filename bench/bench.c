@@ -77,13 +77,15 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-#define REPS 3 /* repetitions of every workload and its floor; the medians
-                  are reported */
+/* Repetitions of every workload and of its floor, interleaved; the medians
+ * are reported.  5, or 3 with --quick. */
+#define REPS_MAX 5
+static int g_reps = REPS_MAX;
 
 /* The median of n values (sorts them). */
 static double median(double *v, int n)
 {
-    double tmp[REPS];
+    double tmp[REPS_MAX];
     memcpy(tmp, v, (size_t)n * sizeof *v);
     qsort(tmp, (size_t)n, sizeof *tmp, cmp_double);
     return tmp[n / 2];
@@ -727,14 +729,14 @@ static int report_w1(bool quick)
         "commits", "peak MB");
     for (size_t m = 0; m < 3; m++) {
         for (int s = 0; s < w1_n; s++) {
-            /* engine and floor alternate, REPS times each; the medians are
+            /* engine and floor alternate, g_reps times each; the medians are
              * reported, so one burst of disk noise moves neither */
             w1_arg a = {modes[m], w1_sizes[s]};
             floor_arg fa = {modes[m], a.n, 1}; /* the same tree size */
-            w1_res runs[REPS];
-            double eng[REPS], flo[REPS];
+            w1_res runs[REPS_MAX];
+            double eng[REPS_MAX], flo[REPS_MAX];
             int ok = 0;
-            for (int k = 0; k < REPS; k++) {
+            for (int k = 0; k < g_reps; k++) {
                 floor_res fr;
                 if (in_child(floor_puts, &fa, &fr, sizeof fr) ||
                     in_child(w1_child, &a, &runs[ok], sizeof runs[ok]))
@@ -786,11 +788,11 @@ static int report_w2(void)
     say("\nW2 recovery: a run SIGKILLed after M of 2M calls, then restarted\n");
     {
         w2_arg a = {500, 1000};
-        w2_res r, runs[REPS];
+        w2_res r, runs[REPS_MAX];
         scan_res fr;
-        double first[REPS], flo[REPS];
+        double first[REPS_MAX], flo[REPS_MAX];
         int ok = 0;
-        for (int k = 0; k < REPS; k++) {
+        for (int k = 0; k < g_reps; k++) {
             if (w2(&a, &runs[ok]) || floor_scan(2 * a.recorded, &fr))
                 continue;
             first[ok] = runs[ok].to_first_exec_s;
@@ -844,9 +846,9 @@ static int report_w3(bool quick)
         w3_arg a = w3a;
         a.mode = modes[m];
         floor_arg fa = {modes[m], quick ? 20 : 50, a.threads};
-        double eng[REPS], flo[REPS];
+        double eng[REPS_MAX], flo[REPS_MAX];
         int ok = 0;
-        for (int k = 0; k < REPS; k++) {
+        for (int k = 0; k < g_reps; k++) {
             floor_res frk;
             w3_res rk;
             if (in_child(floor_puts, &fa, &frk, sizeof frk) ||
@@ -899,11 +901,11 @@ static int report_w4(bool quick)
         "floor rec/s", "ratio", "peak MB", "+anon kB");
     cJSON *jw4 = cJSON_AddArrayToObject(g_json, "w4_replay");
     for (int s = 0; s < w4_n; s++) {
-        w4_res r, runs[REPS];
+        w4_res r, runs[REPS_MAX];
         scan_res fr;
-        double rate[REPS], flo[REPS];
+        double rate[REPS_MAX], flo[REPS_MAX];
         int ok = 0;
-        for (int k = 0; k < REPS; k++) {
+        for (int k = 0; k < g_reps; k++) {
             if (w4(w4_sizes[s], &runs[ok]) ||
                 floor_scan(2 * w4_sizes[s], &fr))
                 continue;
@@ -971,7 +973,7 @@ int main(int argc, char **argv)
     const char *dir = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick"))
-            quick = true;
+            quick = true, g_reps = 3;
         else if (!strcmp(argv[i], "--json"))
             g_print_json = true;
         else if (!strcmp(argv[i], "--dir") && i + 1 < argc)
