@@ -984,10 +984,13 @@ int main(int argc, char **argv)
                                 "comma-separated, not '%s'\n", argv[i]);
                 return 2;
             }
-        }
-        else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+        } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             usage(stdout);
             return 0;
+        } else if (!strcmp(argv[i], "--dir") || !strcmp(argv[i], "--only")) {
+            fprintf(stderr, "pl-bench: %s needs a value\n", argv[i]);
+            usage(stderr);
+            return 2;
         } else {
             fprintf(stderr, "pl-bench: unknown option '%s'\n", argv[i]);
             usage(stderr);
