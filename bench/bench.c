@@ -972,9 +972,10 @@ int main(int argc, char **argv)
     bool quick = false;
     const char *dir = NULL;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--quick"))
-            quick = true, g_reps = 3;
-        else if (!strcmp(argv[i], "--json"))
+        if (!strcmp(argv[i], "--quick")) {
+            quick = true;
+            g_reps = 3;
+        } else if (!strcmp(argv[i], "--json"))
             g_print_json = true;
         else if (!strcmp(argv[i], "--dir") && i + 1 < argc)
             dir = argv[++i];
