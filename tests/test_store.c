@@ -5,8 +5,9 @@
  * listing and run records, the hash chain and what verification and replay
  * make of a store tampered with through the LMDB C API (changed payloads,
  * deleted steps, unknown record versions), map growth and a map that may not
- * grow, one open per process, files that are not stores, directory stores,
- * store format versions, and pl_engine_open's argument checks.
+ * grow (also under group commit), one open per process, files that are not
+ * stores, directory stores, store format versions, pl_engine_open's argument
+ * checks, and the group-commit journal.
  */
 #include "support.h"
 
@@ -14,6 +15,7 @@
 #include "hash.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <lmdb.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -136,17 +138,25 @@ static pl_registry *registry(void)
 /* An engine with map size options; fails the test unless it opens.  These
  * tests never crash the machine, so process durability (no fsync) keeps
  * them fast without weakening what they check. */
-static pl_engine *open_with(const char *path, const pl_registry *reg,
-                            size_t map_size, size_t map_size_max)
+static pl_engine *open_sized(const char *path, const pl_registry *reg,
+                             pl_durability d, size_t map_size,
+                             size_t map_size_max)
 {
     pl_engine_options o = PL_ENGINE_OPTIONS_INIT;
-    o.durability = PL_DURABILITY_PROCESS;
+    o.durability = d;
     o.map_size = map_size;
     o.map_size_max = map_size_max;
     pl_engine *e = NULL;
     int st = pl_engine_open(&e, path, reg, &o);
     cr_assert_eq(st, PL_OK, "pl_engine_open(%s): %s", path, pl_errmsg());
     return e;
+}
+
+static pl_engine *open_with(const char *path, const pl_registry *reg,
+                            size_t map_size, size_t map_size_max)
+{
+    return open_sized(path, reg, PL_DURABILITY_PROCESS, map_size,
+                      map_size_max);
 }
 
 static void start_ok(pl_engine *e, const char *policy, const char *payload,
@@ -1241,6 +1251,93 @@ Test(store, full_map_that_may_not_grow, .timeout = 300)
     cr_assert_eq(pl_step_time_us(pl_steps_at(l, 0)), first_time,
                  "the first attempt's steps were kept, not rewritten");
     pl_steps_free(l);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/* A run started on its own thread (no Criterion asserts off the main one). */
+typedef struct starter {
+    pthread_t th;
+    pl_engine *e;
+    const char *policy;
+    const char *payload;
+    char id[32];
+    int rc;
+    pl_outcome *o;
+} starter;
+
+static void *starter_main(void *arg)
+{
+    starter *s = arg;
+    cJSON *p = cJSON_Parse(s->payload);
+    pl_action a = {s->policy, p, NULL, 0, NULL};
+    pl_run_options ro = PL_RUN_OPTIONS_INIT;
+    ro.run_id = s->id;
+    s->rc = p ? pl_run_start(s->e, &a, &ro, &s->o) : PL_EINVAL;
+    cJSON_Delete(p);
+    return NULL;
+}
+
+/*
+ * In group mode, a call whose batch can never fit the map (a 2 MB result in
+ * a map that may not pass 1 MiB) fails alone with PL_EMAPFULL: the runs
+ * whose batches shared its group commit are committed all the same.  Three
+ * such runs start among ten small ones, so their batches usually share a
+ * group with others (each is right whether or not it does).
+ */
+Test(store, in_group_mode_a_batch_too_big_for_the_map_fails_alone,
+     .timeout = 300)
+{
+    const char *path = t_store_path();
+    pl_registry *reg = registry();
+    size_t max = (size_t)1 << 20;
+    pl_engine *e = open_sized(path, reg, PL_DURABILITY_GROUP,
+                              (size_t)256 << 10, max);
+    enum { N = 13 };
+    starter st[N];
+    for (int i = 0; i < N; i++) {
+        bool huge = i % 4 == 3;
+        st[i] = (starter){.e = e, .policy = huge ? "bulk" : "chain",
+                          .payload = huge ? "{\"n\": 1, \"size\": 2000000}"
+                                          : "{\"n\": 30}"};
+        snprintf(st[i].id, sizeof st[i].id, "%s-%d", huge ? "huge" : "small",
+                 i);
+    }
+    for (int i = 0; i < N; i++)
+        cr_assert_eq(pthread_create(&st[i].th, NULL, starter_main, &st[i]),
+                     0);
+    for (int i = 0; i < N; i++)
+        pthread_join(st[i].th, NULL);
+
+    for (int i = 0; i < N; i++) {
+        if (i % 4 == 3) {
+            cr_assert_eq(st[i].rc, PL_EMAPFULL, "%s: %s", st[i].id,
+                         pl_status_name(st[i].rc));
+            cr_assert_null(st[i].o);
+            continue;
+        }
+        cr_assert_eq(st[i].rc, PL_OK, "%s: %s", st[i].id,
+                     pl_status_name(st[i].rc));
+        cr_assert_eq(st[i].o->status, PL_RUN_COMPLETED, "%s", st[i].id);
+        cr_assert_eq(st[i].o->calls_executed, 30);
+        pl_outcome_free(st[i].o);
+        cr_assert_eq(pl_run_verify(e, st[i].id), PL_OK, "%s: %s", st[i].id,
+                     pl_errmsg());
+    }
+    cr_assert_leq(file_size(path), (off_t)max, "the file grew past the max");
+    pl_engine_close(e);
+
+    /* and all of it reads back after a reopen */
+    e = open_sized(path, reg, PL_DURABILITY_SYNC, 0, 0);
+    for (int i = 0; i < N; i++) {
+        if (i % 4 == 3)
+            continue;
+        pl_run_info *info = NULL;
+        cr_assert_eq(pl_run_get(e, st[i].id, &info), PL_OK);
+        cr_assert_eq(info->status, PL_RUN_COMPLETED);
+        pl_run_info_free(info);
+        cr_assert_eq(pl_run_verify(e, st[i].id), PL_OK, "%s", pl_errmsg());
+    }
     pl_engine_close(e);
     pl_registry_free(reg);
 }
