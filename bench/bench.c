@@ -25,7 +25,9 @@
  *
  * W1 and W3 run in each durability mode (sync, group, process).  Figures are
  * printed as a table, or with --json as one JSON document holding every
- * figure and every ratio to its floor.  Nothing here is a pass/fail test.
+ * figure and every ratio to its floor, and end with the project's goals,
+ * each marked met or missed by this run.  Nothing here is a pass/fail test:
+ * the exit status says only whether every workload ran.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -715,6 +717,57 @@ static void say(const char *fmt, ...)
     fflush(stdout);
 }
 
+/* ---- goals: the figures the project aims for, checked for the reader ---------------- */
+
+typedef struct goal {
+    char what[96];
+    double value;
+    char unit[8];
+    bool at_most; /* the goal is a ceiling (else a floor) */
+    double target;
+} goal;
+
+static goal g_goals[16];
+static int g_ngoals;
+
+static void add_goal(const char *what, double value, const char *unit,
+                     bool at_most, double target)
+{
+    if (g_ngoals < (int)(sizeof g_goals / sizeof *g_goals)) {
+        goal *gl = &g_goals[g_ngoals++];
+        snprintf(gl->what, sizeof gl->what, "%s", what);
+        snprintf(gl->unit, sizeof gl->unit, "%s", unit);
+        gl->value = value;
+        gl->at_most = at_most;
+        gl->target = target;
+    }
+}
+
+/* Print the goals met and missed in this run (figures, not a test). */
+static void report_goals(bool quick)
+{
+    if (!g_ngoals)
+        return;
+    say("\nGoals%s:\n", quick ? " (quick sizes; the goals are set for the "
+                                 "full ones)" : "");
+    cJSON *arr = cJSON_AddArrayToObject(g_json, "goals");
+    for (int i = 0; i < g_ngoals; i++) {
+        const goal *gl = &g_goals[i];
+        bool met = gl->at_most ? gl->value <= gl->target
+                               : gl->value >= gl->target;
+        say("  %-44s %8.2f%-3s %s %6.2f%-3s %s\n", gl->what, gl->value,
+            gl->unit, gl->at_most ? "<=" : ">=", gl->target, gl->unit,
+            met ? "met" : "MISSED");
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "goal", gl->what);
+        jnum(o, "value", gl->value);
+        jnum(o, "target", gl->target);
+        cJSON_AddBoolToObject(o, "at_most", gl->at_most);
+        cJSON_AddBoolToObject(o, "met", met);
+        cJSON_AddItemToArray(arr, o);
+    }
+}
+
 /* W1 in every mode and size, next to its floors; returns the failures. */
 static int report_w1(bool quick)
 {
@@ -762,6 +815,22 @@ static int report_w1(bool quick)
                 r.per_call_s * 1e6, r.p50_s * 1e6, r.p95_s * 1e6,
                 fr.per_record_s * 1e6, ratio, r.commits_per_call,
                 (double)r.peak_rss_kb / 1024);
+            char what[96];
+            if (modes[m] != PL_DURABILITY_GROUP) {
+                snprintf(what, sizeof what, "W1 %s, N=%d: time per call / "
+                         "floor", pl_durability_name(modes[m]), a.n);
+                add_goal(what, ratio, "x", true,
+                         modes[m] == PL_DURABILITY_SYNC ? 1.1 : 2.0);
+            }
+            if (modes[m] == PL_DURABILITY_SYNC && s == w1_n - 1)
+                add_goal("W1 sync: LMDB commits per call", r.commits_per_call,
+                         "", true, 1.0);
+            if (a.n == 10000) {
+                snprintf(what, sizeof what, "W1 %s, N=10000: peak RSS",
+                         pl_durability_name(modes[m]));
+                add_goal(what, (double)r.peak_rss_kb / 1024, "MB", true,
+                         10.0);
+            }
             cJSON *o = cJSON_CreateObject();
             cJSON_AddStringToObject(o, "durability",
                                     pl_durability_name(modes[m]));
@@ -815,6 +884,8 @@ static int report_w2(void)
                 a.recorded, r.to_first_exec_s * 1e3, 2 * a.recorded,
                 fr.open_read_s * 1e3, ratio, r.to_done_s * 1e3,
                 (unsigned long long)r.served, (unsigned long long)r.executed);
+            add_goal("W2: restart to first new call", r.to_first_exec_s * 1e3,
+                     "ms", true, 5.0);
             cJSON *o = cJSON_AddObjectToObject(g_json, "w2_recovery");
             jnum(o, "recorded_calls", a.recorded);
             jnum(o, "total_calls", a.total);
@@ -884,6 +955,8 @@ static int report_w3(bool quick)
     }
     if (w3_sync > 0) {
         say("  group / sync: %.1fx\n", w3_group / w3_sync);
+        add_goal("W3: group / sync calls per second", w3_group / w3_sync, "x",
+                 false, 20.0);
         jnum(g_json, "w3_group_over_sync", w3_group / w3_sync);
     }
     return failures;
@@ -927,6 +1000,16 @@ static int report_w4(bool quick)
         say("  %8d %10llu %12.0f %12.0f %9.2fx %9.1f %11ld\n", w4_sizes[s],
             (unsigned long long)r.steps, r.steps_per_s, fr.records_per_s,
             ratio, (double)r.peak_rss_kb / 1024, r.anon_rss_kb);
+        if (w4_sizes[s] >= 10000) {
+            char what[96];
+            snprintf(what, sizeof what, "W4, %d calls: replayed steps per s",
+                     w4_sizes[s]);
+            add_goal(what, r.steps_per_s / 1e6, "M", false, 1.0);
+            /* flat: the replay's own heap does not grow with the ledger */
+            snprintf(what, sizeof what, "W4, %d calls: anonymous memory added",
+                     w4_sizes[s]);
+            add_goal(what, (double)r.anon_rss_kb / 1024, "MB", true, 1.0);
+        }
         cJSON *o = cJSON_CreateObject();
         jnum(o, "calls", w4_sizes[s]);
         jnum(o, "steps", (double)r.steps);
@@ -1036,6 +1119,7 @@ int main(int argc, char **argv)
         failures += report_w3(quick);
     if (only & 1u << 4)
         failures += report_w4(quick);
+    report_goals(quick);
 
     jnum(g_json, "failures", failures);
     if (g_print_json) {
