@@ -753,7 +753,9 @@ static int in_doubt(pl_ctx *c, uint32_t call_seq, const pl_action *a,
                                                "%s, not a resume", r->id,
                                 c->path, seq, pl_step_type_name(rec->type));
         cJSON *answer = NULL;
-        if ((st = pl__payload_decode(&answer, rec->payload, rec->payload_len)))
+        if ((st = pl__payload_decode_in(&answer, rec->payload,
+                                        rec->payload_len,
+                                        pl__step_wrapping(rec->type))))
             return pl__run_fail(r, st, "run %s: %s", r->id, pl_errmsg());
         if ((st = inv_consume_checked(c))) {
             cJSON_Delete(answer);

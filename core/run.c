@@ -112,7 +112,8 @@ static void seed_item(const void *steps, size_t i, pl_step_type *type,
 static int seed_decode(pl_steps **out, const uint8_t *mp, size_t len)
 {
     cJSON *arr = NULL;
-    int st = pl__payload_decode(&arr, mp, len);
+    /* [[type, actor, payload], ...]: each payload two containers deep */
+    int st = pl__payload_decode_in(&arr, mp, len, 2);
     if (!st)
         st = pl_steps_new(out);
     const cJSON *row;

@@ -61,7 +61,8 @@ int pl__step_from_rec(const pl__rec *rec, const char *path, pl_step **out)
     *out = NULL;
     /* decoding checks the stored bytes; the policy reads them next */
     cJSON *json;
-    int st = pl__payload_decode(&json, rec->payload, rec->payload_len);
+    int st = pl__payload_decode_in(&json, rec->payload, rec->payload_len,
+                                   pl__step_wrapping(rec->type));
     if (st)
         return pl__err(st, "step record %u: %s", rec->seq, pl_errmsg());
     pl_step *s = pl__step_new(rec->type, rec->actor, rec->actor_len,
@@ -111,7 +112,8 @@ const cJSON *pl_step_payload(const pl_step *cs)
 {
     pl_step *s = (pl_step *)cs; /* the decoded form is a cache */
     if (!s->decoded) {
-        if (pl__payload_decode(&s->json, s->mp, s->mp_len))
+        if (pl__payload_decode_in(&s->json, s->mp, s->mp_len,
+                                  pl__step_wrapping(s->type)))
             return NULL;
         s->decoded = true;
     }

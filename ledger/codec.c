@@ -498,7 +498,7 @@ static char *new_key(const uint8_t *p, size_t n)
  * the same pass (MODE_JSON only).  @p depth is the value's level if it is a
  * container (as in pack_json).  PL_ECORRUPT or PL_ENOMEM, no message.
  */
-static int walk(rd *r, unsigned depth, int mode, cJSON **out)
+static int walk(rd *r, int depth, int mode, cJSON **out)
 {
     head h;
     cJSON *v = NULL;
@@ -587,9 +587,10 @@ static int walk(rd *r, unsigned depth, int mode, cJSON **out)
     return PL_OK;
 }
 
-/* Walk a whole payload; the errors carry a message. */
+/* Walk a whole payload that holds a policy's value @p outer containers
+ * deep; the errors carry a message. */
 static int walk_payload(const uint8_t *mp, size_t len, bool want_map,
-                        cJSON **out)
+                        unsigned outer, cJSON **out)
 {
     rd r = {mp, mp + len};
     if (!len)
@@ -597,7 +598,7 @@ static int walk_payload(const uint8_t *mp, size_t len, bool want_map,
     if (want_map && !((mp[0] >= 0x80 && mp[0] <= 0x8f) || mp[0] == 0xde ||
                       mp[0] == 0xdf))
         return pl__err(PL_ECORRUPT, "payload is not a map");
-    int st = walk(&r, 1, MODE_JSON, out);
+    int st = walk(&r, 1 - (int)outer, MODE_JSON, out);
     if (st == PL_ENOMEM)
         return pl__err(PL_ENOMEM, "out of memory decoding a payload");
     if (st)
@@ -617,13 +618,25 @@ static int walk_payload(const uint8_t *mp, size_t len, bool want_map,
 
 int pl__payload_check(const uint8_t *mp, size_t len, bool want_map)
 {
-    return walk_payload(mp, len, want_map, NULL);
+    return walk_payload(mp, len, want_map, 0, NULL);
 }
 
 int pl__payload_decode(cJSON **out, const uint8_t *mp, size_t len)
 {
+    return pl__payload_decode_in(out, mp, len, 0);
+}
+
+int pl__payload_decode_in(cJSON **out, const uint8_t *mp, size_t len,
+                          unsigned outer)
+{
     *out = NULL;
-    return walk_payload(mp, len, false, out);
+    return walk_payload(mp, len, false, outer, out);
+}
+
+unsigned pl__step_wrapping(pl_step_type type)
+{
+    return type == PL_STEP_ACTION_CALL || type == PL_STEP_SIDE_EFFECT ||
+           type == PL_STEP_SUSPEND || type == PL_STEP_RESUME;
 }
 
 static int rd_uint(rd *r, uint64_t *v)
@@ -750,7 +763,8 @@ int pl__rec_decode_lazy(pl__rec *out, const uint8_t *data, size_t len)
 
 int pl__rec_check(const pl__rec *rec)
 {
-    int rc = pl__payload_check(rec->payload, rec->payload_len, true);
+    int rc = walk_payload(rec->payload, rec->payload_len, true,
+                          pl__step_wrapping(rec->type), NULL);
     if (rc)
         return pl__err(rc, "step record %u: %s", rec->seq, pl_errmsg());
     return PL_OK;
@@ -804,7 +818,8 @@ bool pl__payload_equal(const uint8_t *a, size_t alen, const uint8_t *b,
         return true;
     cJSON *ja = NULL, *jb = NULL;
     bool eq = false;
-    if (!pl__payload_decode(&ja, a, alen) && !pl__payload_decode(&jb, b, blen))
+    if (!pl__payload_decode_in(&ja, a, alen, 1) &&
+        !pl__payload_decode_in(&jb, b, blen, 1))
         eq = cJSON_Compare(ja, jb, 1);
     cJSON_Delete(ja);
     cJSON_Delete(jb);
@@ -814,7 +829,7 @@ bool pl__payload_equal(const uint8_t *a, size_t alen, const uint8_t *b,
 char *pl__payload_text(const uint8_t *mp, size_t len, size_t max)
 {
     cJSON *j = NULL;
-    if (pl__payload_decode(&j, mp, len))
+    if (pl__payload_decode_in(&j, mp, len, 1))
         return pl__strdup("<undecodable payload>");
     char *s = cJSON_PrintUnformatted(j);
     cJSON_Delete(j);
@@ -885,7 +900,6 @@ static uint8_t *dup_mem(const uint8_t *p, size_t n)
     return d;
 }
 
-/* Start reading a record map: check it whole, then position on its pairs. */
 /* A record's "v" field: PL_OK for the version this build reads. */
 static int read_version(rd *r, const char *what)
 {
@@ -898,12 +912,21 @@ static int read_version(rd *r, const char *what)
     return PL_OK;
 }
 
+/*
+ * A run record holds a policy's value up to RECORD_OUTER containers deep (a
+ * seed step's payload: the record, its seed list, the seed entry), so the
+ * structural walks of a record start that many levels above a payload's
+ * level 1; each payload is then checked at its own depth.
+ */
+#define RECORD_OUTER 3
+
+/* Start reading a record map: check it whole, then position on its pairs. */
 static int map_begin(rd *r, const uint8_t *data, size_t len, uint64_t *n,
                      const char *what)
 {
     rd chk = {data, data + len};
     head h;
-    if (walk(&chk, 0, MODE_ANY, NULL) || chk.p != chk.end)
+    if (walk(&chk, 1 - RECORD_OUTER, MODE_ANY, NULL) || chk.p != chk.end)
         return pl__err(PL_ECORRUPT, "%s is malformed", what);
     r->p = data;
     r->end = data + len;
@@ -917,7 +940,7 @@ static int map_begin(rd *r, const uint8_t *data, size_t len, uint64_t *n,
 static void value_span(rd *r, const uint8_t **v, size_t *n)
 {
     *v = r->p;
-    (void)walk(r, 1, MODE_ANY, NULL);
+    (void)walk(r, 2 - RECORD_OUTER, MODE_ANY, NULL);
     *n = (size_t)(r->p - *v);
 }
 

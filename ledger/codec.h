@@ -121,6 +121,22 @@ PL__HIDDEN int pl__payload_decode(cJSON **out, const uint8_t *mp,
                                   size_t len) PL__MUST_CHECK;
 
 /*
+ * The same for a value that holds a policy's value @p outer containers deep
+ * (see pl__step_wrapping()): the policy's value may nest PL_MAX_JSON_DEPTH
+ * deep wherever the engine put it.
+ */
+PL__HIDDEN int pl__payload_decode_in(cJSON **out, const uint8_t *mp,
+                                     size_t len,
+                                     unsigned outer) PL__MUST_CHECK;
+
+/*
+ * Containers the engine puts around a policy's value in the payload of a
+ * step of @p type: 1 for action_call {"policy", "payload"}, side_effect
+ * {"name", "value"}, suspend {"prompt"} and resume {"answer"}; else 0.
+ */
+PL__HIDDEN unsigned pl__step_wrapping(pl_step_type type);
+
+/*
  * Find the value of @p key in a checked msgpack map without decoding it.
  * Returns true and its bytes, or false.
  */

@@ -499,6 +499,50 @@ static int talky(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     return st;
 }
 
+/*
+ * "deep": every place a policy's value goes inside an engine record, at the
+ * deepest nesting a payload may have (PL_MAX_JSON_DEPTH containers): the
+ * input of a call to "echo" (inside the call's record), a side effect's
+ * value (inside its record), a suspend prompt and its answer (inside theirs).
+ * Returns the answer.  Its seed step (see the test) sits inside the run's
+ * record as well.
+ */
+static cJSON *deepest(void)
+{
+    cJSON *root = cJSON_CreateObject(), *at = root;
+    for (int level = 2; level <= PL_MAX_JSON_DEPTH; level++)
+        at = cJSON_AddObjectToObject(at, "d");
+    cJSON_AddNumberToObject(at, "bottom", 1);
+    return root;
+}
+
+static int make_deepest(cJSON **out, void *user)
+{
+    (void)user;
+    *out = deepest();
+    return PL_OK;
+}
+
+static int deep(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)a;
+    (void)user;
+    cJSON *v = deepest();
+    pl_action call = {"echo", v, NULL, 0, NULL};
+    int st = pl_ctx_call(ctx, &call, NULL, 0, NULL);
+    cJSON *effect = NULL, *answer = NULL;
+    if (!st)
+        st = pl_ctx_side_effect(ctx, "deepest", make_deepest, NULL, &effect);
+    if (!st)
+        st = pl_ctx_suspend(ctx, v, &answer);
+    if (!st)
+        st = pl_steps_add_result(out, answer);
+    cJSON_Delete(v);
+    cJSON_Delete(effect);
+    cJSON_Delete(answer);
+    return st;
+}
+
 static pl_registry *registry(void)
 {
     pl_registry *reg = t_registry();
@@ -516,6 +560,7 @@ static pl_registry *registry(void)
     add_policy(reg, "keyed_root", keyed_root, NULL);
     add_policy(reg, "probe", probe, NULL);
     add_policy(reg, "talky", talky, NULL);
+    add_policy(reg, "deep", deep, NULL);
     return reg;
 }
 
@@ -1204,6 +1249,56 @@ Test(replay, root_seed_opens_the_root_ledger)
     free(r2);
     pl_outcome_free(o1);
     pl_outcome_free(o2);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/* Values at the deepest nesting a payload may have stay readable wherever
+ * the engine stores them: started, resumed, verified, read and replayed. */
+Test(replay, values_at_the_depth_limit_read_back_inside_every_record)
+{
+    pl_registry *reg = registry();
+    pl_engine *e = open_engine(t_store_path(), reg);
+    pl_steps *seed = NULL;
+    cJSON *v = deepest();
+    cr_assert_eq(pl_steps_new(&seed), PL_OK);
+    cr_assert_eq(pl_steps_add(seed, PL_STEP_TEXT, "user", v), PL_OK,
+                 "%s", pl_errmsg());
+    pl_action a = {"deep", NULL, NULL, 0, seed};
+    pl_run_options ro = PL_RUN_OPTIONS_INIT;
+    ro.run_id = "deep";
+    pl_outcome *o = NULL;
+    cr_assert_eq(pl_run_start(e, &a, &ro, &o), PL_OK, "%s", pl_errmsg());
+    pl_steps_free(seed);
+    cr_assert_eq(o->status, PL_RUN_SUSPENDED, "%s", o->reason ? o->reason : "");
+    char *want = t_text(v), *got = t_text(o->prompt);
+    cr_expect_str_eq(got, want, "the prompt reads back");
+    free(got);
+    char *token = strdup(o->resume_token);
+    pl_outcome_free(o);
+
+    o = NULL;
+    cr_assert_eq(pl_run_resume(e, "deep", token, v, &o), PL_OK, "%s",
+                 pl_errmsg());
+    free(token);
+    cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason ? o->reason : "");
+    got = t_text(t_result(o));
+    cr_expect_str_eq(got, want, "the answer came back");
+    free(got);
+    free(want);
+    pl_outcome_free(o);
+
+    cr_assert_eq(pl_run_verify(e, "deep"), PL_OK, "%s", pl_errmsg());
+    pl_steps *l = ledger(e, "deep", "0");
+    cr_expect_gt(pl_steps_count(l), 5);
+    pl_steps_free(l);
+    int echoes = t_calls.echo;
+    o = cont(e, "deep");
+    cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason ? o->reason : "");
+    cr_expect_eq(o->calls_executed, 0);
+    cr_expect_eq(t_calls.echo, echoes, "nothing ran again");
+    pl_outcome_free(o);
+    cJSON_Delete(v);
     pl_engine_close(e);
     pl_registry_free(reg);
 }
