@@ -37,10 +37,11 @@
  * the journal fills JOURNAL_MAX_PAGES pages, a transaction of its own
  * (pl__store_maintain, which the group's leader runs after it has woken the
  * group) moves its steps, in key order, to `steps` and empties it, writing
- * each run's leaves once for many commits.  Readers never look in the journal: the engine calls
- * pl__store_settle() (which does that move) before reading steps that may
- * be there.  Everything happens inside LMDB transactions, so a crash leaves
- * either the journal record or its moved steps, never half of either.
+ * each run's leaves once for many commits.  Readers never look in the
+ * journal: the engine calls pl__store_settle() (which does that move)
+ * before reading steps that may be there.  Everything happens inside LMDB
+ * transactions, so a crash leaves either the journal record or its moved
+ * steps, never half of either.
  *
  * GROWTH: when a write meets MDB_MAP_FULL the transaction is aborted (nothing
  * written is lost) and the map is doubled, up to map_size_max, under an
@@ -510,15 +511,19 @@ typedef struct commit_ctx {
 } commit_ctx;
 
 /* Put one step in its place, refusing to change an existing one. */
-static int put_step(pl__store *s, MDB_txn *txn, MDB_val *k, MDB_val *v,
+static int put_step(pl__store *s, MDB_txn *txn, MDB_val *k, const MDB_val *v,
                     bool *append, uint64_t run, int *st)
 {
+    /* on MDB_KEYEXIST, LMDB points the value at the stored one: keep the
+     * caller's (the journal move compares the two) */
+    MDB_val data = *v;
     int rc = MDB_KEYEXIST;
     if (*append)
-        rc = mdb_put(txn, s->steps, k, v, MDB_APPEND);
+        rc = mdb_put(txn, s->steps, k, &data, MDB_APPEND);
     if (rc == MDB_KEYEXIST) {
         *append = false;
-        rc = mdb_put(txn, s->steps, k, v, MDB_NOOVERWRITE);
+        data = *v;
+        rc = mdb_put(txn, s->steps, k, &data, MDB_NOOVERWRITE);
     }
     if (rc == MDB_KEYEXIST)
         *st = pl__err(PL_EBUSY, "a step of run #%llu exists already at the "
@@ -818,22 +823,25 @@ int pl__store_settle(pl__store *s)
 
 /* ---- reading ------------------------------------------------------------------------ */
 
-/*
- * Where the cursor stands relative to step @p want of the ledger @p prefix:
- * 1 on it, 0 past the ledger's end, -1 inside the subtree of an earlier
- * step (seek again), or PL_ECORRUPT when step want is missing.
- */
-static int classify(const MDB_val *k, const uint8_t *prefix, size_t plen,
-                    uint32_t want)
+/* Where the cursor stands relative to step want of a ledger. */
+typedef enum {
+    AT_END,     /* past the ledger's end */
+    AT_STEP,    /* on step want */
+    AT_SUBTREE, /* inside the subtree of an earlier step */
+    AT_GAP      /* past step want, which is missing */
+} where_t;
+
+static where_t classify(const MDB_val *k, const uint8_t *prefix, size_t plen,
+                        uint32_t want)
 {
     if (k->mv_size < plen + 4 || memcmp(k->mv_data, prefix, plen) != 0)
-        return 0;
+        return AT_END;
     uint32_t x = pl__get_be32((const uint8_t *)k->mv_data + plen);
     if (x < want)
-        return -1;
+        return AT_SUBTREE;
     if (x > want || k->mv_size != plen + 4)
-        return PL_ECORRUPT;
-    return 1;
+        return AT_GAP;
+    return AT_STEP;
 }
 
 /* Records of a subtree a ledger read steps through before it seeks past. */
@@ -869,10 +877,10 @@ int pl__store_read(pl__store *s, const uint8_t *prefix, size_t prefix_len,
         }
         if (rc)
             break;
-        int where = classify(&k, prefix, prefix_len, want);
-        if (where == 0)
+        where_t where = classify(&k, prefix, prefix_len, want);
+        if (where == AT_END)
             break;
-        if (where < 0 && !seek) {
+        if (where == AT_SUBTREE && !seek) {
             /* inside the subtree of the last step (a call's callee): step
              * over a small one, which is cheaper than a seek; hop over a
              * big one */
@@ -880,7 +888,7 @@ int pl__store_read(pl__store *s, const uint8_t *prefix, size_t prefix_len,
                 seek = true;
             continue;
         }
-        if (where != 1) {
+        if (where != AT_STEP) { /* AT_GAP */
             st = pl__err(PL_ECORRUPT, "store '%s': a ledger is missing its "
                                       "step %u", s->path, want);
             break;

@@ -115,6 +115,25 @@ static int self_get(pl_ctx *ctx, const pl_action *a, pl_steps *out,
     return st;
 }
 
+/* "two_then_fail": calls "add" twice, then fails: a failed run, whose root
+ * ledger (0 call, 1 result, 2 call, 3 result) no run record anchors. */
+static int two_then_fail(pl_ctx *ctx, const pl_action *a, pl_steps *out,
+                         void *user)
+{
+    (void)a;
+    (void)out;
+    (void)user;
+    for (int i = 0; i < 2; i++) {
+        cJSON *p = t_json("{\"a\": 1, \"b\": 2}");
+        pl_action call = {"add", p, NULL, 0, NULL};
+        int st = pl_ctx_call(ctx, &call, NULL, 0, NULL);
+        cJSON_Delete(p);
+        if (st)
+            return st;
+    }
+    return PL_EPOLICY;
+}
+
 static pl_registry *registry(void)
 {
     pl_registry *reg = t_registry();
@@ -124,7 +143,8 @@ static pl_registry *registry(void)
         const char *code;
     } defs[] = {{"nest", nest, "nest-v1"},
                 {"bulk", bulk, NULL},
-                {"self_get", self_get, NULL}};
+                {"self_get", self_get, NULL},
+                {"two_then_fail", two_then_fail, NULL}};
     for (size_t i = 0; i < sizeof defs / sizeof defs[0]; i++) {
         pl_policy_def d = PL_POLICY_DEF_INIT;
         d.name = defs[i].name;
@@ -1075,6 +1095,41 @@ Test(store, verify_detects_deleted_steps)
     pl_registry_free(reg);
 }
 
+/*
+ * A step missing near the end of a ledger that no run record anchors (the
+ * run failed), with only a few records after it: reading steps over small
+ * subtrees, and must still tell a missing step from the ledger's end.
+ */
+Test(store, a_gap_near_the_end_of_a_ledger_is_not_its_end)
+{
+    const char *path = t_store_path();
+    pl_registry *reg = registry();
+    pl_engine *e = open_with(path, reg, 0, 0);
+    pl_outcome *o = t_start(e, "two_then_fail", NULL, "short");
+    cr_assert_eq(o->status, PL_RUN_FAILED);
+    pl_outcome_free(o);
+    pl_steps *l = NULL;
+    cr_assert_eq(pl_run_ledger(e, "short", "0", &l), PL_OK, "%s",
+                 pl_errmsg());
+    cr_assert_eq(pl_steps_count(l), 4, "two calls, two results");
+    pl_steps_free(l);
+    pl_engine_close(e);
+    raw r;
+    raw_open(&r, path, false);
+    uint8_t key[64];
+    size_t kl = step_key(key, raw_run_num(&r, "short"), NULL, 0, 2);
+    raw_del_step(&r, key, kl); /* the second call; its subtree stays */
+    raw_close(&r);
+
+    e = open_with(path, reg, 0, 0);
+    l = NULL;
+    cr_assert_eq(pl_run_ledger(e, "short", "0", &l), PL_ECORRUPT,
+                 "a ledger with a gap is not read as if it ended there");
+    cr_assert_null(l);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
 Test(store, verify_reports_an_unknown_record_version)
 {
     const char *path = t_store_path();
@@ -1878,6 +1933,37 @@ Test(store, a_journal_out_of_key_order_is_moved_in_key_order)
         free(vals[j].mv_data);
 
     expect_whole_journaled_run(path, reg, "reversed");
+    pl_registry_free(reg);
+}
+
+/*
+ * A journaled step whose key holds another value in `steps` already (as if
+ * another process had written it) is refused with PL_EBUSY: the journal is
+ * kept, not moved with that step dropped.
+ */
+Test(store, a_journaled_step_that_conflicts_is_refused_and_kept)
+{
+    const char *path = t_store_path();
+    pl_registry *reg = registry();
+    leave_in_journal(path, reg, "clash");
+    size_t journaled = raw_entries(path, "journal");
+
+    raw r;
+    raw_open(&r, path, false);
+    uint8_t key[64];
+    size_t kl = step_key(key, raw_run_num(&r, "clash"), NULL, 0, 0);
+    static const uint8_t other[] = {0x80}; /* not the journaled record */
+    raw_put_step(&r, key, kl, other, sizeof other);
+    raw_close(&r);
+
+    pl_engine *e = open_mode(path, reg, PL_DURABILITY_SYNC);
+    pl_run_info *info = NULL;
+    int st = pl_run_get(e, "clash", &info);
+    cr_assert_eq(st, PL_EBUSY, "%s: %s", pl_status_name(st), pl_errmsg());
+    cr_assert_null(info);
+    pl_engine_close(e);
+    cr_expect_eq(raw_entries(path, "journal"), journaled,
+                 "the journal is still whole");
     pl_registry_free(reg);
 }
 
