@@ -811,6 +811,87 @@ bool pl__mp_str(const uint8_t *mp, size_t len, const char **s, size_t *n)
     return true;
 }
 
+typedef struct member {
+    const cJSON *c;
+    size_t at; /* position in its object: equal keys keep their order */
+} member;
+
+static int member_cmp(const void *x, const void *y)
+{
+    const member *a = x, *b = y;
+    int c = strcmp(a->c->string, b->c->string);
+    return c ? c : (a->at > b->at) - (a->at < b->at);
+}
+
+/* The @p n members of @p obj sorted by key; NULL when out of memory. */
+static member *sorted_members(const cJSON *obj, size_t n)
+{
+    member *v = malloc((n ? n : 1) * sizeof *v);
+    if (!v)
+        return NULL;
+    size_t i = 0;
+    for (const cJSON *c = obj->child; c; c = c->next, i++)
+        v[i] = (member){c, i};
+    qsort(v, n, sizeof *v, member_cmp);
+    return v;
+}
+
+/*
+ * Equal JSON values, objects compared without regard to key order.  Each
+ * pair of subtrees is compared once (cJSON_Compare compares every object's
+ * members from both sides, which doubles the work at every level).
+ */
+static bool json_equal(const cJSON *a, const cJSON *b)
+{
+    int t = a->type & 0xff;
+    if (t != (b->type & 0xff))
+        return false;
+    switch (t) {
+    case cJSON_False: case cJSON_True: case cJSON_NULL:
+        return true;
+    case cJSON_Number:
+        return a->valuedouble == b->valuedouble;
+    case cJSON_String:
+        return strcmp(a->valuestring, b->valuestring) == 0;
+    case cJSON_Array: {
+        const cJSON *x = a->child, *y = b->child;
+        for (; x && y; x = x->next, y = y->next)
+            if (!json_equal(x, y))
+                return false;
+        return !x && !y;
+    }
+    case cJSON_Object: {
+        size_t n = 0, m = 0;
+        bool same_order = true;
+        const cJSON *x = a->child, *y = b->child;
+        for (; x && y; x = x->next, y = y->next, n++, m++)
+            same_order = same_order && strcmp(x->string, y->string) == 0;
+        for (; x; x = x->next)
+            n++;
+        for (; y; y = y->next)
+            m++;
+        if (n != m)
+            return false;
+        if (same_order) {
+            for (x = a->child, y = b->child; x; x = x->next, y = y->next)
+                if (!json_equal(x, y))
+                    return false;
+            return true;
+        }
+        member *va = sorted_members(a, n), *vb = sorted_members(b, n);
+        bool eq = va && vb; /* out of memory: not shown equal */
+        for (size_t i = 0; eq && i < n; i++)
+            eq = strcmp(va[i].c->string, vb[i].c->string) == 0 &&
+                 json_equal(va[i].c, vb[i].c);
+        free(va);
+        free(vb);
+        return eq;
+    }
+    default:
+        return false; /* nothing else comes out of walk() */
+    }
+}
+
 bool pl__payload_equal(const uint8_t *a, size_t alen, const uint8_t *b,
                        size_t blen)
 {
@@ -820,7 +901,7 @@ bool pl__payload_equal(const uint8_t *a, size_t alen, const uint8_t *b,
     bool eq = false;
     if (!pl__payload_decode_in(&ja, a, alen, 1) &&
         !pl__payload_decode_in(&jb, b, blen, 1))
-        eq = cJSON_Compare(ja, jb, 1);
+        eq = json_equal(ja, jb);
     cJSON_Delete(ja);
     cJSON_Delete(jb);
     return eq;

@@ -652,6 +652,48 @@ Test(codec, payload_equal_ignores_key_order_only)
     pl__buf_free(&a);
 }
 
+/* {"b": 1, "a": {...}} (or "a" first) nested @p levels deep. */
+static void nest_two_keys(pl__buf *b, int levels, bool a_first)
+{
+    cJSON *root = cJSON_CreateObject(), *at = root;
+    for (int i = 1; i <= levels; i++) {
+        if (!a_first)
+            cJSON_AddNumberToObject(at, "b", i);
+        cJSON *next = i < levels ? cJSON_AddObjectToObject(at, "a")
+                                 : cJSON_AddNullToObject(at, "a");
+        if (a_first)
+            cJSON_AddNumberToObject(at, "b", i);
+        at = next;
+    }
+    cr_assert_eq(pl__payload_encode(b, root, 0), PL_OK, "%s", pl_errmsg());
+    cJSON_Delete(root);
+}
+
+/*
+ * Key order differs at every level of a payload at the depth limit: each
+ * pair of subtrees is compared once.  (Comparing each object's members from
+ * both sides, as cJSON_Compare does, takes 2^30 steps here.)
+ */
+Test(codec, payload_equal_is_linear_in_deep_reordered_payloads,
+     .timeout = 300)
+{
+    pl__buf x = {0}, y = {0}, z = {0};
+    nest_two_keys(&x, PL_MAX_JSON_DEPTH, true);
+    nest_two_keys(&y, PL_MAX_JSON_DEPTH, false);
+    cr_assert(pl__payload_equal(x.data, x.len, y.data, y.len));
+    nest_two_keys(&z, PL_MAX_JSON_DEPTH - 1, false);
+    cr_assert_not(pl__payload_equal(x.data, x.len, z.data, z.len));
+    pl__buf_free(&x);
+    pl__buf_free(&y);
+    pl__buf_free(&z);
+
+    /* duplicate keys pair up in order */
+    cr_assert(equal_json("{\"k\": 1, \"z\": 0, \"k\": 2}",
+                         "{\"z\": 0, \"k\": 1, \"k\": 2}"));
+    cr_assert_not(equal_json("{\"k\": 1, \"z\": 0, \"k\": 1}",
+                             "{\"z\": 0, \"k\": 1, \"k\": 2}"));
+}
+
 /* ---- payloads: what may not be encoded ----------------------------------- */
 
 /* Encode @p v after some bytes already in the buffer; expect @p want and,
