@@ -250,11 +250,15 @@ static int inv_consume_checked(pl_ctx *c)
     const pl__rec *next;
     if ((st = inv_peek(c, &next)))
         return st;
-    if (next && memcmp(next->prev_hash, h, PL_HASH_LEN) != 0)
+    if (!next) { /* it was the last: the head an append links to */
+        memcpy(c->last_hash, h, PL_HASH_LEN);
+        c->last_hash_ok = true;
+    } else if (memcmp(next->prev_hash, h, PL_HASH_LEN) != 0) {
         return pl__run_fail(r, PL_ECORRUPT, "run %s: step %s:%u changed in "
                                             "the store: the step after it "
                                             "does not link to it", r->id,
                             c->path, seq);
+    }
     return PL_OK;
 }
 
@@ -309,15 +313,13 @@ static int inv_finish(pl_ctx *c)
     if (st || !rec)
         return st;
     pl__run *r = c->run;
-    char *was = pl__rec_check(rec) ? NULL
-                                   : pl__payload_text(rec->payload,
-                                                      rec->payload_len, 200);
+    char *was = pl__payload_text(rec->payload, rec->payload_len, 200);
     st = pl__run_fail(r, PL_ENONDET, "non-determinism in run %s, invocation "
                                      "%s: the policy ended at step %u, but "
                                      "the ledger records more: %s by '%.*s' "
                                      "%s", r->id, c->path, c->next_seq,
                       pl_step_type_name(rec->type), (int)rec->actor_len,
-                      rec->actor, was ? was : "<unreadable payload>");
+                      rec->actor, was ? was : "?");
     free(was);
     return st;
 }
@@ -1464,7 +1466,8 @@ int pl_ctx_ledger(pl_ctx *c, pl_steps **out)
             break;
         for (size_t i = 0; !st && i < recs.n && seq < c->next_seq; i++) {
             pl__rec rec;
-            st = pl__rec_decode(&rec, pl__kvs_val(&recs, i), recs.e[i].vlen);
+            st = pl__rec_decode_lazy(&rec, pl__kvs_val(&recs, i),
+                                     recs.e[i].vlen);
             pl_step *s = NULL;
             if (!st)
                 st = pl__step_from_rec(&rec, c->path, &s);
@@ -1480,7 +1483,7 @@ int pl_ctx_ledger(pl_ctx *c, pl_steps **out)
             memcmp(pl__kvs_key(p, i), c->prefix, c->prefix_len) != 0)
             continue;
         pl__rec rec;
-        st = pl__rec_decode(&rec, pl__kvs_val(p, i), p->e[i].vlen);
+        st = pl__rec_decode_lazy(&rec, pl__kvs_val(p, i), p->e[i].vlen);
         if (st || rec.seq != seq)
             continue;
         pl_step *s = NULL;

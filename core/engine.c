@@ -360,11 +360,12 @@ static int group_commit(pl_engine *e, pl__batch *b)
         pl__store_maintain(e->store);
     }
     pthread_mutex_lock(&e->gc_mu);
-    if (e->gc_head) /* hand the lead on */
-        state_set(&e->gc_head->state, W_LEAD);
-    else
+    pl__writer *next = e->gc_head; /* hand the lead on, or lay it down */
+    if (!next)
         e->gc_leading = false;
     pthread_mutex_unlock(&e->gc_mu);
+    if (next) /* woken outside the lock it takes first; waits till then */
+        state_set(&next->state, W_LEAD);
     return w.rc ? pl__err(w.rc, "%s", w.msg) : PL_OK;
 }
 

@@ -187,7 +187,8 @@ int pl_run_ledger(pl_engine *e, const char *run_id, const char *path,
             break;
         for (size_t i = 0; !st && i < recs.n; i++, seq++) {
             pl__rec rec;
-            st = pl__rec_decode(&rec, pl__kvs_val(&recs, i), recs.e[i].vlen);
+            st = pl__rec_decode_lazy(&rec, pl__kvs_val(&recs, i),
+                                     recs.e[i].vlen);
             if (st) {
                 st = pl__err(st, "run '%s', step %s:%u: %s", run_id, canon,
                              seq, pl_errmsg());
@@ -264,7 +265,7 @@ static int walk_rec(const uint8_t *key, size_t klen, const uint8_t *val,
     char path[PL__PATH_MAX];
     pl__path_format(path, comps, depth);
     pl__rec rec;
-    int st = pl__rec_decode(&rec, val, vlen);
+    int st = pl__rec_decode_lazy(&rec, val, vlen);
     if (st)
         return pl__err(st, "run '%s', step %s:%u: %s", w->id, path, seq,
                        pl_errmsg());

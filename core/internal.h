@@ -48,8 +48,8 @@ struct pl_steps {
 PL__HIDDEN pl_step *pl__step_new(pl_step_type type, const char *actor,
                                  size_t actor_len, const uint8_t *mp,
                                  size_t mp_len);
-/* A step from a stored record (its payload checked), with its id
- * "<path>:<seq>".  PL_ECORRUPT or PL_ENOMEM. */
+/* A step from a record read with pl__rec_decode_lazy() (decoding the payload
+ * checks it), with its id "<path>:<seq>".  PL_ECORRUPT or PL_ENOMEM. */
 PL__HIDDEN int pl__step_from_rec(const pl__rec *rec, const char *path,
                                  pl_step **out) PL__MUST_CHECK;
 /* Give a step its place in a ledger. */
@@ -114,7 +114,6 @@ typedef struct pl__run {
     pl_engine *e;
     char id[PL_MAX_RUN_ID + 1];
     uint64_t num;
-    const char *root_policy;
 
     pl__run_state state; /* steps = durable steps; written at claim, at the
                             end, and with a commit once per heartbeat */

@@ -139,6 +139,9 @@ const char *pl_step_error_code(const pl_step *s)
 
 int pl_step_prev_hash(const pl_step *s, uint8_t out[PL_HASH_LEN])
 {
+    if (!s || !out)
+        return pl__err(PL_EINVAL, "pl_step_prev_hash: a step and an output "
+                                  "buffer are required");
     if (!s->in_ledger)
         return pl__err(PL_ENOTFOUND, "the step is not in a ledger");
     memcpy(out, s->prev, PL_HASH_LEN);

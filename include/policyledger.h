@@ -242,7 +242,8 @@ const char *pl_step_error_code(const pl_step *step);
  * Copy the step's stored hash chain link: the SHA-256 of the previous step
  * of the same ledger (its key and record); for step 0, the run's genesis
  * hash (SHA-256 of "policyledger/run" NUL <run id>).
- * @return PL_OK, or PL_ENOTFOUND for a step that is not in a ledger.
+ * @return PL_OK; PL_ENOTFOUND for a step that is not in a ledger; PL_EINVAL
+ *         for a NULL argument.
  */
 int pl_step_prev_hash(const pl_step *step, uint8_t out[PL_HASH_LEN]);
 
