@@ -10,6 +10,7 @@
 
 #include <criterion/criterion.h>
 #include <policyledger.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -37,8 +38,8 @@ pl_engine *t_engine(const char *path, const pl_registry *reg,
  *   "chain"   calls "add" payload.n times (default 3), summing; returns
  *             {"total": ...}.
  */
-typedef struct t_counters {
-    int echo, add, chain;
+typedef struct t_counters { /* atomic: policies may run on many threads */
+    atomic_int echo, add, chain;
 } t_counters;
 extern t_counters t_calls;
 

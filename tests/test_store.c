@@ -1801,16 +1801,6 @@ static size_t raw_entries(const char *path, const char *db)
     return ms.ms_entries;
 }
 
-static pl_engine *open_mode(const char *path, const pl_registry *reg,
-                            pl_durability d)
-{
-    pl_engine_options o = PL_ENGINE_OPTIONS_INIT;
-    o.durability = d;
-    pl_engine *e = NULL;
-    cr_assert_eq(pl_engine_open(&e, path, reg, &o), PL_OK, "%s", pl_errmsg());
-    return e;
-}
-
 /*
  * Run "bulk" {"n": 20} as @p run_id in group mode in a child that is then
  * SIGKILLed (no clean close), so its 61 steps stay in the journal.
@@ -1821,7 +1811,7 @@ static void leave_in_journal(const char *path, const pl_registry *reg,
     pid_t pid = fork();
     cr_assert_neq(pid, -1);
     if (pid == 0) {
-        pl_engine *e = open_mode(path, reg, PL_DURABILITY_GROUP);
+        pl_engine *e = t_engine(path, reg, PL_DURABILITY_GROUP);
         pl_outcome *o = NULL;
         cJSON *p = t_json("{\"n\": 20, \"size\": 100}");
         pl_action a = {"bulk", p, NULL, 0, NULL};
@@ -1846,7 +1836,7 @@ static void expect_whole_journaled_run(const char *path,
                                        const pl_registry *reg,
                                        const char *run_id)
 {
-    pl_engine *e = open_mode(path, reg, PL_DURABILITY_SYNC);
+    pl_engine *e = t_engine(path, reg, PL_DURABILITY_SYNC);
     pl_run_info *info = NULL;
     cr_assert_eq(pl_run_get(e, run_id, &info), PL_OK, "%s", pl_errmsg());
     cr_expect_eq(info->status, PL_RUN_COMPLETED);
@@ -1956,7 +1946,7 @@ Test(store, a_journaled_step_that_conflicts_is_refused_and_kept)
     raw_put_step(&r, key, kl, other, sizeof other);
     raw_close(&r);
 
-    pl_engine *e = open_mode(path, reg, PL_DURABILITY_SYNC);
+    pl_engine *e = t_engine(path, reg, PL_DURABILITY_SYNC);
     pl_run_info *info = NULL;
     int st = pl_run_get(e, "clash", &info);
     cr_assert_eq(st, PL_EBUSY, "%s: %s", pl_status_name(st), pl_errmsg());
@@ -1972,7 +1962,7 @@ Test(store, a_full_journal_is_moved_during_the_run)
 {
     const char *path = t_store_path();
     pl_registry *reg = registry();
-    pl_engine *e = open_mode(path, reg, PL_DURABILITY_GROUP);
+    pl_engine *e = t_engine(path, reg, PL_DURABILITY_GROUP);
     /* 60 calls of ~50 KB echoed: ~9 MB through the journal */
     start_ok(e, "bulk", "{\"n\": 60, \"size\": 50000}", "big");
     pl_engine_close(e);
@@ -1980,7 +1970,7 @@ Test(store, a_full_journal_is_moved_during_the_run)
     cr_expect_gt(moved, 0, "the journal was moved while the run went on");
     cr_expect_lt(moved, 181, "and not all of it (the rest waits)");
 
-    e = open_mode(path, reg, PL_DURABILITY_GROUP);
+    e = t_engine(path, reg, PL_DURABILITY_GROUP);
     cr_assert_eq(pl_run_verify(e, "big"), PL_OK, "%s", pl_errmsg());
     pl_run_info *info = NULL;
     cr_assert_eq(pl_run_get(e, "big", &info), PL_OK, "%s", pl_errmsg());
