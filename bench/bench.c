@@ -120,8 +120,11 @@ static int in_child(child_fn fn, const void *arg, void *result, size_t size)
         return -1;
     fflush(NULL);
     pid_t pid = fork();
-    if (pid < 0)
+    if (pid < 0) {
+        close(fds[0]);
+        close(fds[1]);
         return -1;
+    }
     if (pid == 0) {
         close(fds[0]);
         memset(result, 0, size);
@@ -422,11 +425,13 @@ static void floor_scan_child(const void *varg, void *vres)
         _exit(1);
 }
 
-static int floor_scan(int n, scan_res *r)
+/* Write n records (no sync) for floor_scan_child(). */
+static void floor_scan_write_child(const void *varg, void *vres)
 {
+    const int *n = varg;
+    (void)vres;
     char path[1100];
     path_in(path, sizeof path, "scan.mdb");
-    remove_store(path);
     MDB_env *env = raw_env(path, PL_DURABILITY_PROCESS);
     MDB_txn *txn;
     MDB_dbi dbi;
@@ -434,15 +439,28 @@ static int floor_scan(int n, scan_res *r)
     mdb_dbi_open(txn, "scan", MDB_CREATE, &dbi);
     char val[160];
     memset(val, 'v', sizeof val);
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < *n; i++) {
         char key[32];
         int kl = snprintf(key, sizeof key, "%012d", i);
         MDB_val k = {(size_t)kl, key}, v = {sizeof val, val};
         mdb_put(txn, dbi, &k, &v, MDB_APPEND);
     }
-    mdb_txn_commit(txn);
+    if (mdb_txn_commit(txn))
+        _exit(1);
     mdb_env_close(env);
-    int rc = in_child(floor_scan_child, &n, r, sizeof *r);
+}
+
+/* The records are written in a child too: the parent's heap would grow,
+ * and every later child would inherit it in its peak RSS. */
+static int floor_scan(int n, scan_res *r)
+{
+    char path[1100];
+    path_in(path, sizeof path, "scan.mdb");
+    remove_store(path);
+    char done;
+    int rc = in_child(floor_scan_write_child, &n, &done, sizeof done);
+    if (!rc)
+        rc = in_child(floor_scan_child, &n, r, sizeof *r);
     remove_store(path);
     return rc;
 }
@@ -1083,8 +1101,11 @@ int main(int argc, char **argv)
     }
     if (dir) {
         snprintf(g_dir, sizeof g_dir, "%s", dir);
-        if (mkdir(g_dir, 0700) && errno != EEXIST) {
-            fprintf(stderr, "pl-bench: cannot create %s\n", g_dir);
+        struct stat sb;
+        if ((mkdir(g_dir, 0700) && errno != EEXIST) || stat(g_dir, &sb) ||
+            !S_ISDIR(sb.st_mode)) {
+            fprintf(stderr, "pl-bench: cannot use %s as a directory\n",
+                    g_dir);
             return 1;
         }
     } else {
