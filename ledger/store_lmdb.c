@@ -607,7 +607,8 @@ static int checkpoint_body(pl__store *s, MDB_txn *txn, void *user, int *st)
         uint32_t count = pl__get_be32(p);
         p += 4;
         for (uint32_t i = 0; i < count; i++) {
-            if (end - p < 2 || (size_t)(end - p) < 2u + (p[0] << 8 | p[1]) + 4u) {
+            if (end - p < 2 ||
+                (size_t)(end - p) < 2u + (p[0] << 8 | p[1]) + 4u) {
                 rc = MDB_CORRUPTED;
                 break;
             }
@@ -615,7 +616,9 @@ static int checkpoint_body(pl__store *s, MDB_txn *txn, void *user, int *st)
             const uint8_t *key = p + 2;
             size_t vlen = pl__get_be32(key + klen);
             const uint8_t *val = key + klen + 4;
-            if (klen < 12 || (size_t)(end - val) < vlen) { /* run|...|seq */
+            /* a step key: run (8), path components and seq (4 each) */
+            if (klen < 12 || klen > PL__KEY_MAX || (klen - 8) % 4 ||
+                (size_t)(end - val) < vlen) {
                 rc = MDB_CORRUPTED;
                 break;
             }
@@ -634,6 +637,8 @@ static int checkpoint_body(pl__store *s, MDB_txn *txn, void *user, int *st)
             n++;
             p = val + vlen;
         }
+        if (!rc && p != end)
+            rc = MDB_CORRUPTED; /* bytes after the last step */
         if (rc)
             break;
     }

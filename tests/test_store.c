@@ -1957,6 +1957,51 @@ Test(store, a_journaled_step_that_conflicts_is_refused_and_kept)
     pl_registry_free(reg);
 }
 
+/* A journal record with a byte after its last step is malformed: reading
+ * fails with PL_ECORRUPT, and the journal is kept as it is. */
+Test(store, a_journal_record_with_stray_bytes_is_corrupt_and_kept)
+{
+    const char *path = t_store_path();
+    pl_registry *reg = registry();
+    leave_in_journal(path, reg, "stray");
+    size_t journaled = raw_entries(path, "journal");
+
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi dbi;
+    MDB_cursor *cur;
+    MDB_val k, v;
+    cr_assert_eq(mdb_env_create(&env), 0);
+    mdb_env_set_maxdbs(env, 8);
+    mdb_env_set_mapsize(env, (size_t)1 << 30);
+    cr_assert_eq(mdb_env_open(env, path, MDB_NOSUBDIR, 0600), 0);
+    cr_assert_eq(mdb_txn_begin(env, NULL, 0, &txn), 0);
+    cr_assert_eq(mdb_dbi_open(txn, "journal", 0, &dbi), 0);
+    cr_assert_eq(mdb_cursor_open(txn, dbi, &cur), 0);
+    cr_assert_eq(mdb_cursor_get(cur, &k, &v, MDB_LAST), 0);
+    uint8_t *longer = malloc(v.mv_size + 1);
+    cr_assert_not_null(longer);
+    memcpy(longer, v.mv_data, v.mv_size);
+    longer[v.mv_size] = 0;
+    MDB_val nv = {v.mv_size + 1, longer};
+    cr_assert_eq(mdb_cursor_put(cur, &k, &nv, MDB_CURRENT), 0);
+    mdb_cursor_close(cur);
+    cr_assert_eq(mdb_txn_commit(txn), 0);
+    mdb_env_close(env);
+    free(longer);
+
+    pl_engine *e = t_engine(path, reg, PL_DURABILITY_SYNC);
+    pl_run_info *info = NULL;
+    int st = pl_run_get(e, "stray", &info);
+    cr_assert_eq(st, PL_ECORRUPT, "%s: %s", pl_status_name(st), pl_errmsg());
+    cr_assert(strstr(pl_errmsg(), "journal") != NULL, "%s", pl_errmsg());
+    cr_assert_null(info);
+    pl_engine_close(e);
+    cr_expect_eq(raw_entries(path, "journal"), journaled,
+                 "the journal is still whole");
+    pl_registry_free(reg);
+}
+
 /* A journal that fills is moved to its place in the middle of a run. */
 Test(store, a_full_journal_is_moved_during_the_run)
 {
