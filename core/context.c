@@ -481,10 +481,8 @@ static int append_seed(pl_ctx *c, const pl_steps *seed)
 
 /* ---- commits ------------------------------------------------------------------------- */
 
-int pl__run_commit(pl__run *r)
+int pl__run_write(pl__run *r, bool final)
 {
-    if (!r->batch.steps.n)
-        return PL_OK;
     uint64_t t0 = pl__ev_clock(r);
     pl__run_state *st = &r->state;
     uint64_t n = r->batch.steps.n;
@@ -494,8 +492,9 @@ int pl__run_commit(pl__run *r)
     pl__buf_reset(&r->batch.state);
     int rc = PL_OK;
     /* the state record is the heartbeat: rewrite it at most once a second,
-     * not with every commit (it would cost a B-tree page per fsync) */
-    if (now - r->state_written_us >= PL__HEARTBEAT_US) {
+     * not with every commit (it would cost a B-tree page per fsync), and
+     * always at the end */
+    if (final || now - r->state_written_us >= PL__HEARTBEAT_US) {
         st->updated_us = st->heartbeat_us = now;
         rc = pl__run_state_encode(&r->batch.state, st);
     }
@@ -503,8 +502,7 @@ int pl__run_commit(pl__run *r)
         rc = pl__engine_commit(r->e, &r->batch);
     if (rc) {
         st->steps -= n;
-        return pl__run_fail(r, rc, "run %s: commit failed: %s", r->id,
-                            pl_errmsg());
+        return rc;
     }
     if (r->batch.state.len)
         r->state_written_us = now;
@@ -512,6 +510,16 @@ int pl__run_commit(pl__run *r)
     pl__emit(r, PL_EVENT_COMMIT, NULL, (uint32_t)n, NULL, 0, 0,
              pl__ev_clock(r) - t0, NULL);
     return PL_OK;
+}
+
+int pl__run_commit(pl__run *r)
+{
+    if (!r->batch.steps.n)
+        return PL_OK;
+    int rc = pl__run_write(r, false);
+    return rc ? pl__run_fail(r, rc, "run %s: commit failed: %s", r->id,
+                             pl_errmsg())
+              : PL_OK;
 }
 
 /* ---- calls ----------------------------------------------------------------------------- */

@@ -180,8 +180,13 @@ struct pl_next {
 /* Fail the run (once): set stop and reason; returns the run's stop status. */
 PL__HIDDEN int pl__run_fail(pl__run *r, int status, const char *fmt, ...)
     PL__PRINTF(3, 4);
-/* Commit the steps appended since the last commit (a sync point). */
+/* Commit the steps appended since the last commit (a sync point); a
+ * failure fails the run. */
 PL__HIDDEN int pl__run_commit(pl__run *r) PL__MUST_CHECK;
+/* Commit the pending steps with the run's state: when the heartbeat is due,
+ * or always when @p final (an execution's end).  Returns the store's error
+ * and leaves the run as it was on failure. */
+PL__HIDDEN int pl__run_write(pl__run *r, bool final) PL__MUST_CHECK;
 /* Execute the root invocation; the returned steps go to @p out. */
 PL__HIDDEN int pl__run_root(pl__run *r, const pl_policy_def *def,
                             const pl_action *root, bool replaying,

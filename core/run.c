@@ -218,29 +218,6 @@ static pl_outcome *outcome_new(pl__run *r, pl_run_status status)
 
 /* ---- executing ----------------------------------------------------------------------- */
 
-/* Write the final state (and pending steps) of an execution. */
-static int record_end(pl__run *r)
-{
-    uint64_t t0 = pl__ev_clock(r);
-    pl__run_state *st = &r->state;
-    uint32_t n = (uint32_t)r->batch.steps.n;
-    st->steps += n;
-    st->updated_us = st->heartbeat_us = pl__now_us();
-    r->batch.run = r->num;
-    pl__buf_reset(&r->batch.state);
-    int rc = pl__run_state_encode(&r->batch.state, st);
-    if (!rc)
-        rc = pl__engine_commit(r->e, &r->batch);
-    if (rc) {
-        st->steps -= n;
-        return rc;
-    }
-    pl__kvs_reset(&r->batch.steps);
-    pl__emit(r, PL_EVENT_COMMIT, NULL, n, NULL, 0, 0, pl__ev_clock(r) - t0,
-             NULL);
-    return PL_OK;
-}
-
 static bool store_failure(int st)
 {
     return st == PL_ESTORE || st == PL_EMAPFULL || st == PL_EBUSY ||
@@ -303,7 +280,7 @@ static int execute(pl__run *r, const pl_policy_def *def, const pl_action *root,
         }
         memcpy(rs->result, last ? last->mp : (const uint8_t *)"\x80",
                rs->result_len);
-        if ((st = record_end(r))) {
+        if ((st = pl__run_write(r, true))) {
             pl_steps_free(steps);
             return st;
         }
@@ -340,7 +317,7 @@ static int execute(pl__run *r, const pl_policy_def *def, const pl_action *root,
         }
         if (!rs->susp_path || (r->prompt.len && !rs->prompt))
             return pl__err(PL_ENOMEM, "out of memory");
-        if ((st = record_end(r)))
+        if ((st = pl__run_write(r, true)))
             return st;
         pl__emit(r, PL_EVENT_RUN_SUSPENDED, r->susp_path, r->susp_seq,
                  def->name, PL_STEP_SUSPEND, 0, pl__ev_clock(r) - t0, NULL);
@@ -373,7 +350,7 @@ static int execute(pl__run *r, const pl_policy_def *def, const pl_action *root,
     rs->error = st;
     free(rs->reason);
     rs->reason = pl__strdup(r->reason ? r->reason : pl_strerror(st));
-    int wst = record_end(r);
+    int wst = pl__run_write(r, true);
     if (wst)
         return wst;
     pl__emit(r, PL_EVENT_RUN_FAILED, "0", 0, def->name, 0, st,
