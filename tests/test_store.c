@@ -1874,6 +1874,30 @@ Test(store, journaled_steps_survive_a_crash_and_read_from_any_mode)
     pl_registry_free(reg);
 }
 
+/* A cursor on the journal of the store at @p path, in a write transaction
+ * (LMDB C API); journal_cursor_done() commits it. */
+static MDB_cursor *journal_cursor(const char *path, MDB_env **env,
+                                  MDB_txn **txn)
+{
+    MDB_dbi dbi;
+    MDB_cursor *cur;
+    cr_assert_eq(mdb_env_create(env), 0);
+    mdb_env_set_maxdbs(*env, 8);
+    mdb_env_set_mapsize(*env, (size_t)1 << 30);
+    cr_assert_eq(mdb_env_open(*env, path, MDB_NOSUBDIR, 0600), 0);
+    cr_assert_eq(mdb_txn_begin(*env, NULL, 0, txn), 0);
+    cr_assert_eq(mdb_dbi_open(*txn, "journal", 0, &dbi), 0);
+    cr_assert_eq(mdb_cursor_open(*txn, dbi, &cur), 0);
+    return cur;
+}
+
+static void journal_cursor_done(MDB_env *env, MDB_txn *txn, MDB_cursor *cur)
+{
+    mdb_cursor_close(cur);
+    cr_assert_eq(mdb_txn_commit(txn), 0);
+    mdb_env_close(env);
+}
+
 /*
  * Moving the journal sorts its steps by run and journal position, which is
  * key order because a run appends in key order.  A journal whose records
@@ -1888,19 +1912,11 @@ Test(store, a_journal_out_of_key_order_is_moved_in_key_order)
 
     MDB_env *env;
     MDB_txn *txn;
-    MDB_dbi dbi;
-    MDB_cursor *cur;
+    MDB_cursor *cur = journal_cursor(path, &env, &txn);
     MDB_val k, v;
-    cr_assert_eq(mdb_env_create(&env), 0);
-    mdb_env_set_maxdbs(env, 8);
-    mdb_env_set_mapsize(env, (size_t)1 << 30);
-    cr_assert_eq(mdb_env_open(env, path, MDB_NOSUBDIR, 0600), 0);
-    cr_assert_eq(mdb_txn_begin(env, NULL, 0, &txn), 0);
-    cr_assert_eq(mdb_dbi_open(txn, "journal", 0, &dbi), 0);
     /* copy the records out, then write them back in reverse order */
     size_t n = 0;
     MDB_val vals[256];
-    cr_assert_eq(mdb_cursor_open(txn, dbi, &cur), 0);
     for (int rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); !rc && n < 256;
          rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
         void *copy = malloc(v.mv_size);
@@ -1916,14 +1932,30 @@ Test(store, a_journal_out_of_key_order_is_moved_in_key_order)
         cr_assert_eq(mdb_cursor_put(cur, &k, &vals[n - 1 - i], MDB_CURRENT),
                      0);
     cr_assert_eq(i, n);
-    mdb_cursor_close(cur);
-    cr_assert_eq(mdb_txn_commit(txn), 0);
-    mdb_env_close(env);
+    journal_cursor_done(env, txn, cur);
     for (size_t j = 0; j < n; j++)
         free(vals[j].mv_data);
 
     expect_whole_journaled_run(path, reg, "reversed");
     pl_registry_free(reg);
+}
+
+/* Reading run @p id fails with @p want (the journal cannot be moved), with
+ * @p says in the message if given, and the journal keeps its @p journaled
+ * records. */
+static void journal_refused(const char *path, const pl_registry *reg,
+                            const char *id, size_t journaled, int want,
+                            const char *says)
+{
+    pl_engine *e = t_engine(path, reg, PL_DURABILITY_SYNC);
+    pl_run_info *info = NULL;
+    int st = pl_run_get(e, id, &info);
+    cr_assert_eq(st, want, "%s: %s", pl_status_name(st), pl_errmsg());
+    cr_assert(!says || strstr(pl_errmsg(), says), "%s", pl_errmsg());
+    cr_assert_null(info);
+    pl_engine_close(e);
+    cr_expect_eq(raw_entries(path, "journal"), journaled,
+                 "the journal is still whole");
 }
 
 /*
@@ -1946,14 +1978,7 @@ Test(store, a_journaled_step_that_conflicts_is_refused_and_kept)
     raw_put_step(&r, key, kl, other, sizeof other);
     raw_close(&r);
 
-    pl_engine *e = t_engine(path, reg, PL_DURABILITY_SYNC);
-    pl_run_info *info = NULL;
-    int st = pl_run_get(e, "clash", &info);
-    cr_assert_eq(st, PL_EBUSY, "%s: %s", pl_status_name(st), pl_errmsg());
-    cr_assert_null(info);
-    pl_engine_close(e);
-    cr_expect_eq(raw_entries(path, "journal"), journaled,
-                 "the journal is still whole");
+    journal_refused(path, reg, "clash", journaled, PL_EBUSY, NULL);
     pl_registry_free(reg);
 }
 
@@ -1968,16 +1993,8 @@ Test(store, a_journal_record_with_stray_bytes_is_corrupt_and_kept)
 
     MDB_env *env;
     MDB_txn *txn;
-    MDB_dbi dbi;
-    MDB_cursor *cur;
+    MDB_cursor *cur = journal_cursor(path, &env, &txn);
     MDB_val k, v;
-    cr_assert_eq(mdb_env_create(&env), 0);
-    mdb_env_set_maxdbs(env, 8);
-    mdb_env_set_mapsize(env, (size_t)1 << 30);
-    cr_assert_eq(mdb_env_open(env, path, MDB_NOSUBDIR, 0600), 0);
-    cr_assert_eq(mdb_txn_begin(env, NULL, 0, &txn), 0);
-    cr_assert_eq(mdb_dbi_open(txn, "journal", 0, &dbi), 0);
-    cr_assert_eq(mdb_cursor_open(txn, dbi, &cur), 0);
     cr_assert_eq(mdb_cursor_get(cur, &k, &v, MDB_LAST), 0);
     uint8_t *longer = malloc(v.mv_size + 1);
     cr_assert_not_null(longer);
@@ -1985,20 +2002,10 @@ Test(store, a_journal_record_with_stray_bytes_is_corrupt_and_kept)
     longer[v.mv_size] = 0;
     MDB_val nv = {v.mv_size + 1, longer};
     cr_assert_eq(mdb_cursor_put(cur, &k, &nv, MDB_CURRENT), 0);
-    mdb_cursor_close(cur);
-    cr_assert_eq(mdb_txn_commit(txn), 0);
-    mdb_env_close(env);
+    journal_cursor_done(env, txn, cur);
     free(longer);
 
-    pl_engine *e = t_engine(path, reg, PL_DURABILITY_SYNC);
-    pl_run_info *info = NULL;
-    int st = pl_run_get(e, "stray", &info);
-    cr_assert_eq(st, PL_ECORRUPT, "%s: %s", pl_status_name(st), pl_errmsg());
-    cr_assert(strstr(pl_errmsg(), "journal") != NULL, "%s", pl_errmsg());
-    cr_assert_null(info);
-    pl_engine_close(e);
-    cr_expect_eq(raw_entries(path, "journal"), journaled,
-                 "the journal is still whole");
+    journal_refused(path, reg, "stray", journaled, PL_ECORRUPT, "journal");
     pl_registry_free(reg);
 }
 
