@@ -5,7 +5,7 @@
  *
  * In PL_DURABILITY_GROUP, a thread that wants its batch durable joins a queue.
  * The thread at the head is the leader: it takes every batch queued behind it
- * (up to GROUP_MAX), writes them in one transaction with one fsync, marks
+ * (up to PL__GROUP_MAX), writes them in one transaction with one fsync, marks
  * them done and hands leadership to the next waiter.  Batches that arrive
  * while a commit is in flight therefore share the next one, and every caller
  * still returns only after its own batch is durable.  If the shared commit
@@ -25,16 +25,15 @@
 
 #include "internal.h"
 
-#define GROUP_MAX 256 /* batches in one group commit */
 #define LEAD_MAX 8     /* groups one leader commits before handing on */
 #define REMOTE_LEASE_US (60 * 1000000LL)
 
 enum { W_WAITING = 0, W_DONE = 1, W_LEAD = 2 };
 
 struct pl__writer {
-    pl__batch *batch;
-    int rc;
-    char msg[512];
+    pl__gc_item *items;
+    size_t n;
+    bool hand_on;           /* leads no longer than its own batches need */
     _Atomic uint32_t state; /* W_*: a futex word */
     pl__writer *next;       /* in the queue */
     pl__writer *wake[2];    /* done in the same group: wake them once done */
@@ -280,9 +279,26 @@ bool pl__engine_owns(pl_engine *e, uint64_t num)
 
 /* ---- commits ------------------------------------------------------------------------ */
 
-static int group_commit(pl_engine *e, pl__batch *b)
+/* Commit @p n batches in one transaction; if that fails, each alone, so
+ * one bad batch fails only itself. */
+static void commit_items(pl_engine *e, pl__gc_item *const *its,
+                         pl__batch **batches, size_t n, bool journal)
 {
-    pl__writer w = {.batch = b};
+    int rc = pl__store_commit(e->store, batches, n, journal);
+    for (size_t i = 0; i < n; i++) {
+        pl__gc_item *it = its[i];
+        it->rc = rc;
+        if (rc && n > 1) /* find whose batch failed */
+            it->rc = pl__store_commit(e->store, &batches[i], 1, journal);
+        if (it->rc)
+            snprintf(it->msg, sizeof it->msg, "%s", pl_errmsg());
+    }
+}
+
+static void group_commit(pl_engine *e, pl__gc_item *items, size_t n,
+                         bool hand_on)
+{
+    pl__writer w = {.items = items, .n = n, .hand_on = hand_on};
     /* invariant: the queue is empty, or someone leads (or is promoted to) */
     pthread_mutex_lock(&e->gc_mu);
     if (e->gc_tail)
@@ -300,50 +316,47 @@ static int group_commit(pl_engine *e, pl__batch *b)
         for (int i = 0; i < 2; i++) /* still waiting, so still there */
             if (w.wake[i])
                 state_set(&w.wake[i]->state, W_DONE);
-        return w.rc ? pl__err(w.rc, "%s", w.msg) : PL_OK;
+        return;
     }
 
     /*
      * The leader commits the queue as it stands; if more batches queued
      * meanwhile, it commits those too, up to LEAD_MAX groups, before it hands
      * the lead on: a handoff costs a wakeup, which on a busy machine can
-     * cost as much as the commit.
+     * cost as much as the commit.  A pool thread hands on at once: it has
+     * tasks of its own to run.
      */
     bool mine_done = false;
-    for (int led = 0; !mine_done || led < LEAD_MAX; led++) {
-        pl__batch *batches[GROUP_MAX];
-        pl__writer *members[GROUP_MAX];
-        size_t n = 0;
+    for (int led = 0; !mine_done || (led < LEAD_MAX && !w.hand_on); led++) {
+        pl__batch *batches[PL__GROUP_MAX];
+        pl__gc_item *its[PL__GROUP_MAX];
+        pl__writer *members[PL__GROUP_MAX];
+        size_t n_b = 0, n_w = 0;
         pthread_mutex_lock(&e->gc_mu);
-        for (pl__writer *x = e->gc_head; x && n < GROUP_MAX; x = x->next) {
-            members[n] = x;
-            batches[n++] = x->batch;
+        pl__writer *x = e->gc_head;
+        /* whole writers only; the first always fits (n <= PL__GROUP_MAX) */
+        for (; x && n_b + x->n <= PL__GROUP_MAX; x = x->next) {
+            members[n_w++] = x;
+            for (size_t i = 0; i < x->n; i++) {
+                its[n_b] = &x->items[i];
+                batches[n_b++] = x->items[i].batch;
+            }
         }
-        if (n) {
-            e->gc_head = members[n - 1]->next;
-            if (!e->gc_head)
-                e->gc_tail = NULL;
-        }
+        e->gc_head = x;
+        if (!x)
+            e->gc_tail = NULL;
         pthread_mutex_unlock(&e->gc_mu);
-        if (!n)
+        if (!n_w)
             break;
 
-        int rc = pl__store_commit(e->store, batches, n, true);
-        for (size_t i = 0; i < n; i++) {
-            pl__writer *x = members[i];
-            x->rc = rc;
-            if (rc && n > 1) /* find whose batch failed */
-                x->rc = pl__store_commit(e->store, &batches[i], 1, true);
-            if (x->rc)
-                snprintf(x->msg, sizeof x->msg, "%s", pl_errmsg());
-        }
+        commit_items(e, its, batches, n_b, true);
         /*
          * Wake the group as a binary tree: member k, once awake, wakes
          * members 2k+1 and 2k+2.  The wakeups then run on every CPU, and
          * the leader goes on to its next commit after one instead of n.
          */
         size_t k = 0;
-        for (size_t i = 0; i < n; i++) {
+        for (size_t i = 0; i < n_w; i++) {
             if (members[i] == &w)
                 mine_done = true;
             else
@@ -366,14 +379,35 @@ static int group_commit(pl_engine *e, pl__batch *b)
     pthread_mutex_unlock(&e->gc_mu);
     if (next) /* woken outside the lock it takes first; waits till then */
         state_set(&next->state, W_LEAD);
-    return w.rc ? pl__err(w.rc, "%s", w.msg) : PL_OK;
+}
+
+void pl__engine_commit_many(pl_engine *e, pl__gc_item *items, size_t n)
+{
+    if (e->durability == PL_DURABILITY_GROUP) {
+        group_commit(e, items, n, true);
+        return;
+    }
+    pl__batch *batches[PL__GROUP_MAX];
+    pl__gc_item *its[PL__GROUP_MAX];
+    for (size_t i = 0; i < n; i++) {
+        its[i] = &items[i];
+        batches[i] = items[i].batch;
+    }
+    commit_items(e, its, batches, n, false);
 }
 
 int pl__engine_commit(pl_engine *e, pl__batch *b)
 {
-    if (e->durability == PL_DURABILITY_GROUP)
-        return group_commit(e, b);
-    return pl__store_commit(e->store, &b, 1, false);
+    int rc;
+    if (e->durability == PL_DURABILITY_SYNC)
+        return pl__store_commit(e->store, &b, 1, false);
+    if (pl__pool_commit(e, b, &rc))
+        return rc;
+    if (e->durability == PL_DURABILITY_PROCESS)
+        return pl__store_commit(e->store, &b, 1, false);
+    pl__gc_item it = {.batch = b};
+    group_commit(e, &it, 1, false);
+    return it.rc ? pl__err(it.rc, "%s", it.msg) : PL_OK;
 }
 
 /* ---- events ----------------------------------------------------------------------- */

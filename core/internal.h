@@ -72,7 +72,16 @@ PL__HIDDEN const pl_policy_def *pl__registry_find_n(const pl_registry *reg,
 
 /* ---- engine ------------------------------------------------------------------- */
 
-typedef struct pl__writer pl__writer; /* a batch waiting for group commit */
+typedef struct pl__writer pl__writer; /* batches waiting for group commit */
+
+/* A batch in a group commit, and what became of it. */
+typedef struct pl__gc_item {
+    pl__batch *batch;
+    int rc;
+    char msg[512]; /* pl_errmsg() of a failed commit */
+} pl__gc_item;
+
+#define PL__GROUP_MAX 256 /* batches in one group commit */
 
 struct pl_engine {
     pl__store *store;
@@ -97,6 +106,19 @@ struct pl_engine {
 
 /* Commit a batch as the engine's durability mode says. */
 PL__HIDDEN int pl__engine_commit(pl_engine *e, pl__batch *b) PL__MUST_CHECK;
+/*
+ * Make @p n (at most PL__GROUP_MAX) batches durable together, as one writer;
+ * each item's rc and msg say how its batch fared.  In group mode they join
+ * the engine's group commits, and a thread that leads hands the lead on as
+ * soon as these are durable; otherwise they share one transaction.  Not for
+ * sync mode, where every commit is a caller's own.
+ */
+PL__HIDDEN void pl__engine_commit_many(pl_engine *e, pl__gc_item *items,
+                                       size_t n);
+/* In a pool's task on @p e's pool thread, in group or process mode: commit
+ * @p b with the thread's other waiting tasks, running them meanwhile.
+ * Returns false (and does nothing) anywhere else. */
+PL__HIDDEN bool pl__pool_commit(pl_engine *e, pl__batch *b, int *rc);
 /* Mark a run as executing here; PL_EBUSY when it is already. */
 PL__HIDDEN int pl__engine_claim(pl_engine *e, uint64_t num, const char *id) PL__MUST_CHECK;
 PL__HIDDEN void pl__engine_release(pl_engine *e, uint64_t num);

@@ -77,7 +77,7 @@ const char *pl_status_name(int status)
 
 const char *pl_version(void) { return PL_VERSION_STRING; }
 
-static _Thread_local char tl_msg[1024];
+static _Thread_local char tl_msg[PL__ERRMSG_MAX];
 
 const char *pl_errmsg(void) { return tl_msg[0] ? tl_msg : "no error"; }
 
@@ -104,6 +104,16 @@ int pl__err(int status, const char *fmt, ...)
 }
 
 char *pl__errmsg_dup(void) { return pl__strdup(pl_errmsg()); }
+
+void pl__errmsg_save(char out[PL__ERRMSG_MAX])
+{
+    memcpy(out, tl_msg, strlen(tl_msg) + 1);
+}
+
+void pl__errmsg_restore(const char saved[PL__ERRMSG_MAX])
+{
+    memcpy(tl_msg, saved, strlen(saved) + 1);
+}
 
 /* ---- strings ------------------------------------------------------------- */
 

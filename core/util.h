@@ -85,6 +85,12 @@ PL__HIDDEN bool pl__errmsg_set(void);
 /* Copy of the thread's current message (for recording it); NULL on OOM. */
 PL__HIDDEN char *pl__errmsg_dup(void);
 
+/* Save the thread's message, and put a saved one back: a pool task keeps its
+ * own message while other tasks run on its thread. */
+#define PL__ERRMSG_MAX 1024
+PL__HIDDEN void pl__errmsg_save(char out[PL__ERRMSG_MAX]);
+PL__HIDDEN void pl__errmsg_restore(const char saved[PL__ERRMSG_MAX]);
+
 /* ---- strings ------------------------------------------------------------- */
 
 PL__HIDDEN char *pl__strdup(const char *s);

@@ -678,6 +678,75 @@ int pl_run_walk(pl_engine *engine, const char *run_id, pl_step_visit_fn visit,
 int pl_run_verify(pl_engine *engine, const char *run_id);
 
 /* ------------------------------------------------------------------------ */
+/* Pool: many runs on a few threads                                         */
+/* ------------------------------------------------------------------------ */
+
+/**
+ * A pool runs tasks on a few worker threads, many tasks per thread at once.
+ * Each task has a stack of its own.  When a task commits to the pool's
+ * engine in PL_DURABILITY_GROUP or PL_DURABILITY_PROCESS, its thread runs
+ * the thread's other tasks meanwhile, then makes all of their batches
+ * durable at once (one writer in the group commit; one transaction in
+ * process mode), and only then does each task go on: one OS thread carries
+ * many runs, with no thread switch per call, and each caller still returns
+ * only once its steps are as durable as the mode promises.  In sync mode,
+ * and on any other engine, a task's commits are its own and block its
+ * thread.
+ *
+ * A task stays on one thread from start to end.  Its thread runs other
+ * tasks only while the task is inside an engine call, so thread-local data
+ * holds between engine calls, and pl_errmsg() always reports the task's own
+ * last error.  A task that blocks (sleeps, waits for a network reply) holds
+ * up the other tasks on its thread.
+ */
+typedef struct pl_pool pl_pool;
+
+/** A task: runs once on a worker, with the pool's engine. */
+typedef void (*pl_pool_task_fn)(pl_engine *engine, void *user);
+
+#define PL_POOL_OPTIONS_VERSION 1
+
+/** Pool options.  Initialise with PL_POOL_OPTIONS_INIT. */
+typedef struct pl_pool_options {
+    unsigned version;         /**< PL_POOL_OPTIONS_VERSION */
+    unsigned threads;         /**< worker threads; 0 = 2 */
+    unsigned tasks_per_thread; /**< tasks a thread carries at once, at most
+                                    256; 0 = 64 */
+    size_t stack_size;        /**< each task's stack; 0 = 1 MiB, at least
+                                   64 KiB */
+} pl_pool_options;
+
+#define PL_POOL_OPTIONS_INIT { PL_POOL_OPTIONS_VERSION, 0, 0, 0 }
+
+/**
+ * Start a pool of worker threads on @p engine.
+ * @param[out] out caller owns; free with pl_pool_free() before closing the
+ *        engine.
+ * @param opts NULL for defaults.
+ * @return PL_OK; PL_EINVAL (bad options); PL_ENOMEM (or threads could not
+ *         be started).
+ */
+int pl_pool_new(pl_pool **out, pl_engine *engine, const pl_pool_options *opts);
+
+/**
+ * Queue a task.  Tasks start in the order queued.  @p user is borrowed until
+ * the task has run.  May be called from any thread, tasks included.
+ * @return PL_OK; PL_EINVAL (NULL pool or fn); PL_ENOMEM.
+ */
+int pl_pool_submit(pl_pool *pool, pl_pool_task_fn fn, void *user);
+
+/**
+ * Wait until every task queued so far, and every task they queued, has run.
+ * @return PL_OK; PL_EINVAL (NULL pool, or called from a pool's task, which
+ *         would wait for itself).
+ */
+int pl_pool_wait(pl_pool *pool);
+
+/** Wait for every task, then stop the workers and free the pool.  Not from
+ *  a task.  NULL does nothing. */
+void pl_pool_free(pl_pool *pool);
+
+/* ------------------------------------------------------------------------ */
 /* Context: what a running policy uses                                      */
 /* ------------------------------------------------------------------------ */
 

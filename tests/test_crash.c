@@ -24,8 +24,9 @@
  * replay of the recovered run executes and writes nothing.
  * The matrix runs in each durability mode.  A second matrix also kills the
  * RECOVERY run at each of its own boundaries, then recovers again.  A third
- * kills a process running many orders on several threads (group commit)
- * at a boundary of any of them, and recovers every run.
+ * kills a process running many orders on several threads (group commit),
+ * or as tasks of a pool (group and process mode: its threads share
+ * commits), at a boundary of any of them, and recovers every run.
  */
 #include "support.h"
 
@@ -36,6 +37,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -805,28 +807,46 @@ static void gc_run_id(char *out, size_t n, int thread, int j)
     snprintf(out, n, "order-T%d-%d", thread, j);
 }
 
+/* Start order (thread, j): pl_run_start()'s status and outcome. */
+static int gc_order(pl_engine *e, int thread, int j, pl_outcome **out)
+{
+    char id[64], order[32];
+    gc_run_id(id, sizeof id, thread, j);
+    snprintf(order, sizeof order, "T%d-%d", thread, j);
+    cJSON *p = order_sample(order);
+    pl_action a = {"order", p, NULL, 0, NULL};
+    pl_run_options ro = PL_RUN_OPTIONS_INIT;
+    ro.run_id = id;
+    int st = pl_run_start(e, &a, &ro, out);
+    cJSON_Delete(p);
+    return st;
+}
+
 static void *gc_thread(void *arg)
 {
     gc_child *c = arg;
     for (int j = 0; j < GC_RUNS; j++) {
-        char id[64], order[32];
-        gc_run_id(id, sizeof id, c->thread, j);
-        snprintf(order, sizeof order, "T%d-%d", c->thread, j);
-        cJSON *p = order_sample(order);
-        pl_action a = {"order", p, NULL, 0, NULL};
-        pl_run_options ro = PL_RUN_OPTIONS_INIT;
-        ro.run_id = id;
         pl_outcome *o = NULL;
-        pl_run_start(c->e, &a, &ro, &o);
+        gc_order(c->e, c->thread, j, &o);
         pl_outcome_free(o);
-        cJSON_Delete(p);
     }
     return NULL;
 }
 
-/* In a forked child: run every order on GC_THREADS threads of one engine
- * in group mode; die at the kill_at-th boundary of any of them. */
-static int gc_child_main(const char *store, const char *fx, long kill_at)
+/* A pool task: one order, (thread, j) packed in @p user. */
+static void gc_task(pl_engine *e, void *user)
+{
+    int k = (int)(intptr_t)user;
+    pl_outcome *o = NULL;
+    gc_order(e, k / GC_RUNS, k % GC_RUNS, &o);
+    pl_outcome_free(o);
+}
+
+/* In a forked child: run every order on GC_THREADS threads of one engine,
+ * or as tasks of a 2-thread pool; die at the kill_at-th boundary of any of
+ * them. */
+static int gc_child_main(const char *store, const char *fx, long kill_at,
+                         pl_durability mode, bool pool)
 {
     pl_registry *reg = NULL;
     if (pl_registry_new(&reg) || order_register(reg, fx))
@@ -834,11 +854,23 @@ static int gc_child_main(const char *store, const char *fx, long kill_at)
     gc_kill_at = kill_at;
     atomic_store(&gc_boundaries, 0);
     pl_engine_options o = PL_ENGINE_OPTIONS_INIT;
-    o.durability = PL_DURABILITY_GROUP;
+    o.durability = mode;
     o.on_event = gc_on_event;
     pl_engine *e = NULL;
     if (pl_engine_open(&e, store, reg, &o))
         return 11;
+    if (pool) {
+        pl_pool *p = NULL;
+        if (pl_pool_new(&p, e, NULL))
+            return 12;
+        for (int k = 0; k < GC_THREADS * GC_RUNS; k++)
+            if (pl_pool_submit(p, gc_task, (void *)(intptr_t)k))
+                return 12;
+        pl_pool_free(p);
+        pl_engine_close(e);
+        pl_registry_free(reg);
+        return 3;
+    }
     gc_child c[GC_THREADS];
     pthread_t th[GC_THREADS];
     for (int i = 0; i < GC_THREADS; i++) {
@@ -871,7 +903,12 @@ static int gc_count_lines(const char *path, const char *tool, const char *run)
     return n;
 }
 
-Test(crash, group_commit_threads_killed_anywhere)
+/*
+ * Run every order at once (threads, or a pool's tasks, in @p mode), killed
+ * at points spread over the whole execution; each time, recover every run
+ * and compare its ledgers with an uncrashed reference.
+ */
+static void gc_matrix(pl_durability mode, bool pool)
 {
     const char *base = t_tmpdir();
     gc_ref *ref = calloc(1, sizeof *ref);
@@ -885,19 +922,13 @@ Test(crash, group_commit_threads_killed_anywhere)
     long total_boundaries = 0;
     for (int i = 0; i < GC_THREADS; i++) {
         for (int j = 0; j < GC_RUNS; j++) {
-            char id[64], order[32];
+            char id[64];
             gc_run_id(id, sizeof id, i, j);
-            snprintf(order, sizeof order, "T%d-%d", i, j);
-            cJSON *p = order_sample(order);
-            pl_action a = {"order", p, NULL, 0, NULL};
-            pl_run_options ro = PL_RUN_OPTIONS_INIT;
-            ro.run_id = id;
             pl_outcome *o = NULL;
-            cr_assert_eq(pl_run_start(e, &a, &ro, &o), PL_OK);
+            cr_assert_eq(gc_order(e, i, j, &o), PL_OK);
             cr_assert_eq(o->status, PL_RUN_COMPLETED);
             total_boundaries += (long)o->steps_appended;
             pl_outcome_free(o);
-            cJSON_Delete(p);
             cr_assert_eq(pl_run_walk(e, id, collect_row, &ref->ledgers[i][j]),
                          PL_OK);
         }
@@ -912,15 +943,16 @@ Test(crash, group_commit_threads_killed_anywhere)
     for (size_t n = 0; n < sizeof kills / sizeof kills[0]; n++) {
         char name[32], what[96];
         snprintf(name, sizeof name, "kill%zu", n);
-        snprintf(what, sizeof what, "group, %d threads, killed at boundary "
-                                    "%ld", GC_THREADS, kills[n]);
+        snprintf(what, sizeof what, "%s, %s, killed at boundary %ld",
+                 pl_durability_name(mode), pool ? "pool" : "threads",
+                 kills[n]);
         place p;
         place_make(&p, base, name);
         fflush(NULL);
         pid_t pid = fork();
         cr_assert_neq(pid, -1);
         if (pid == 0)
-            _exit(gc_child_main(p.store, p.fx, kills[n]));
+            _exit(gc_child_main(p.store, p.fx, kills[n], mode, pool));
         int status = 0;
         while (waitpid(pid, &status, 0) == -1 && errno == EINTR)
             ;
@@ -929,22 +961,15 @@ Test(crash, group_commit_threads_killed_anywhere)
 
         /* recover every run (or start the ones the kill prevented) */
         reg = order_registry(p.fx);
-        e = t_engine(p.store, reg, PL_DURABILITY_GROUP);
+        e = t_engine(p.store, reg, mode);
         for (int i = 0; i < GC_THREADS; i++) {
             for (int j = 0; j < GC_RUNS; j++) {
-                char id[64], order[32];
+                char id[64];
                 gc_run_id(id, sizeof id, i, j);
                 pl_outcome *o = NULL;
                 int st = pl_run_continue(e, id, NULL, &o);
-                if (st == PL_ENOTFOUND) {
-                    snprintf(order, sizeof order, "T%d-%d", i, j);
-                    cJSON *pl = order_sample(order);
-                    pl_action a = {"order", pl, NULL, 0, NULL};
-                    pl_run_options ro = PL_RUN_OPTIONS_INIT;
-                    ro.run_id = id;
-                    st = pl_run_start(e, &a, &ro, &o);
-                    cJSON_Delete(pl);
-                }
+                if (st == PL_ENOTFOUND)
+                    st = gc_order(e, i, j, &o);
                 cr_assert_eq(st, PL_OK, "%s: %s: %s", what, id, pl_errmsg());
                 cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s: %s: %s", what,
                              id, o->reason ? o->reason : "");
@@ -977,4 +1002,19 @@ Test(crash, group_commit_threads_killed_anywhere)
         for (int j = 0; j < GC_RUNS; j++)
             rows_free(&ref->ledgers[i][j]);
     free(ref);
+}
+
+Test(crash, group_commit_threads_killed_anywhere)
+{
+    gc_matrix(PL_DURABILITY_GROUP, false);
+}
+
+Test(crash, pool_in_group_mode_killed_anywhere)
+{
+    gc_matrix(PL_DURABILITY_GROUP, true);
+}
+
+Test(crash, pool_in_process_mode_killed_anywhere)
+{
+    gc_matrix(PL_DURABILITY_PROCESS, true);
 }

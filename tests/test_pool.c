@@ -1,0 +1,490 @@
+/*
+ * test_pool.c -- many runs on a few threads (core/pool.c, and the batched
+ * commits it makes in core/engine.c).
+ *
+ *   (a) in group and process mode, runs on a 2-thread pool all complete and
+ *       verify, more runs are in flight at once than there are threads, no
+ *       task leaves its thread, and the runs share LMDB transactions (the
+ *       store's transaction count after the runs is far below the number
+ *       of commits the runs made);
+ *   (b) in sync mode every commit stays a transaction of its own;
+ *   (c) a task keeps its own pl_errmsg() while other tasks run on its
+ *       thread, and a failing task fails alone, with its own message;
+ *   (d) a batch too big for the map fails alone on a pool too;
+ *   (e) tasks may queue tasks, and pl_pool_wait() waits for those;
+ *   (f) bad options and misuse get PL_EINVAL, never a hang.
+ *
+ * Crashes of a pool (SIGKILL mid-commit, then recovery) are in test_crash.c.
+ * Tasks run on the pool's threads, where Criterion's assertions cannot be
+ * used: they record what they saw, and the test asserts afterwards.
+ */
+#include "support.h"
+
+#include <lmdb.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define N_RUNS 40
+#define N_ADDS 12
+
+typedef struct job {
+    char id[32];
+    int n;              /* chain length */
+    int status;         /* pl_run_start's */
+    int run_status;     /* the outcome's */
+    double total;
+    char msg[256];      /* pl_errmsg() after a failure */
+    pthread_t thread;   /* where the task started ... */
+    bool moved;         /* ... and whether it ever ran anywhere else */
+} job;
+
+/* Start run @p id of @p policy with @p payload (JSON text). */
+static int start(pl_engine *e, const char *policy, const char *payload,
+                 const char *id, pl_outcome **out)
+{
+    cJSON *p = cJSON_Parse(payload);
+    pl_action a = {policy, p, NULL, 0, NULL};
+    pl_run_options ro = PL_RUN_OPTIONS_INIT;
+    ro.run_id = id;
+    int st = pl_run_start(e, &a, &ro, out);
+    cJSON_Delete(p);
+    return st;
+}
+
+static atomic_int in_flight, max_in_flight;
+static atomic_uint commits; /* run-level commits (events) */
+
+static void count_commits(const pl_event *ev, void *user)
+{
+    (void)user;
+    if (ev->kind == PL_EVENT_COMMIT)
+        atomic_fetch_add(&commits, 1);
+}
+
+static void note_flight(int delta)
+{
+    int now = atomic_fetch_add(&in_flight, delta) + delta;
+    int max = atomic_load(&max_in_flight);
+    while (now > max && !atomic_compare_exchange_weak(&max_in_flight, &max, now))
+        ;
+}
+
+/* Task: start a "chain" run of job->n additions. */
+static void run_chain(pl_engine *e, void *user)
+{
+    job *j = user;
+    j->thread = pthread_self();
+    note_flight(1);
+    char payload[64];
+    snprintf(payload, sizeof payload, "{\"n\": %d}", j->n);
+    pl_outcome *o = NULL;
+    j->status = start(e, "chain", payload, j->id, &o);
+    j->moved = !pthread_equal(j->thread, pthread_self());
+    if (j->status) {
+        snprintf(j->msg, sizeof j->msg, "%s", pl_errmsg());
+    } else {
+        j->run_status = o->status;
+        const cJSON *res = pl_steps_count(o->steps)
+                               ? pl_step_payload(pl_steps_at(
+                                     o->steps, pl_steps_count(o->steps) - 1))
+                               : NULL;
+        const cJSON *t = cJSON_GetObjectItemCaseSensitive(res, "total");
+        j->total = cJSON_IsNumber(t) ? t->valuedouble : -1;
+    }
+    pl_outcome_free(o);
+    note_flight(-1);
+}
+
+static pl_engine *open_counted(const char *path, const pl_registry *reg,
+                               pl_durability mode)
+{
+    pl_engine_options o = PL_ENGINE_OPTIONS_INIT;
+    o.durability = mode;
+    o.on_event = count_commits;
+    pl_engine *e = NULL;
+    cr_assert_eq(pl_engine_open(&e, path, reg, &o), PL_OK, "%s", pl_errmsg());
+    return e;
+}
+
+static pl_pool *pool_of(pl_engine *e, unsigned threads, unsigned per)
+{
+    pl_pool_options po = PL_POOL_OPTIONS_INIT;
+    po.threads = threads;
+    po.tasks_per_thread = per;
+    pl_pool *p = NULL;
+    cr_assert_eq(pl_pool_new(&p, e, &po), PL_OK, "%s", pl_errmsg());
+    return p;
+}
+
+/* LMDB transactions ever committed to the store (the engine is closed). */
+static size_t store_txns(const char *path)
+{
+    MDB_env *env;
+    cr_assert_eq(mdb_env_create(&env), 0);
+    cr_assert_eq(mdb_env_set_maxdbs(env, 16), 0);
+    cr_assert_eq(mdb_env_open(env, path, MDB_NOSUBDIR | MDB_RDONLY, 0600), 0);
+    MDB_envinfo info;
+    cr_assert_eq(mdb_env_info(env, &info), 0);
+    mdb_env_close(env);
+    return info.me_last_txnid;
+}
+
+/* Run N_RUNS chains on a 2-thread pool; returns the LMDB transactions the
+ * runs took.  Every run completed, verified and stayed on its thread. */
+static size_t run_many(pl_durability mode, unsigned per_thread)
+{
+    const char *path = t_store_path();
+    pl_registry *reg = t_registry();
+    pl_engine *e = open_counted(path, reg, mode);
+    pl_engine_close(e);
+    size_t txns_before = store_txns(path);
+    e = open_counted(path, reg, mode);
+    pl_pool *pool = pool_of(e, 2, per_thread);
+    job *jobs = calloc(N_RUNS, sizeof *jobs);
+    cr_assert_not_null(jobs);
+    for (int i = 0; i < N_RUNS; i++) {
+        snprintf(jobs[i].id, sizeof jobs[i].id, "pool-%d", i);
+        jobs[i].n = N_ADDS;
+        cr_assert_eq(pl_pool_submit(pool, run_chain, &jobs[i]), PL_OK);
+    }
+    cr_assert_eq(pl_pool_wait(pool), PL_OK);
+    pl_pool_free(pool);
+
+    pthread_t seen[2];
+    int n_seen = 0;
+    for (int i = 0; i < N_RUNS; i++) {
+        job *j = &jobs[i];
+        cr_assert_eq(j->status, PL_OK, "%s: %s", j->id, j->msg);
+        cr_assert_eq(j->run_status, PL_RUN_COMPLETED, "%s", j->id);
+        /* chain's calls add 0 + 1 + ... + (n - 1): see support.c */
+        cr_assert_eq(j->total, N_ADDS * (N_ADDS - 1) / 2, "%s: %g", j->id,
+                     j->total);
+        cr_assert_eq(pl_run_verify(e, j->id), PL_OK, "%s: %s", j->id,
+                     pl_errmsg());
+        cr_assert_not(j->moved, "%s changed threads", j->id);
+        bool known = false;
+        for (int k = 0; k < n_seen; k++)
+            known |= pthread_equal(seen[k], j->thread) != 0;
+        if (!known) {
+            cr_assert_lt(n_seen, 2, "tasks ran on more than 2 threads");
+            seen[n_seen++] = j->thread;
+        }
+    }
+    free(jobs);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+    return store_txns(path) - txns_before;
+}
+
+Test(pool, group_mode_runs_share_commits_on_two_threads)
+{
+    atomic_store(&commits, 0);
+    size_t txns = run_many(PL_DURABILITY_GROUP, 20);
+    cr_assert_gt(atomic_load(&max_in_flight), 2,
+                 "only %d runs were ever in flight at once",
+                 atomic_load(&max_in_flight));
+    unsigned pool_commits = atomic_load(&commits);
+    cr_assert_lt(txns, pool_commits / 2, "%zu transactions for %u commits",
+                 txns, pool_commits);
+}
+
+Test(pool, process_mode_runs_share_transactions)
+{
+    atomic_store(&commits, 0);
+    size_t txns = run_many(PL_DURABILITY_PROCESS, 20);
+    cr_assert_gt(atomic_load(&max_in_flight), 2);
+    unsigned pool_commits = atomic_load(&commits);
+    cr_assert_lt(txns, pool_commits / 2, "%zu transactions for %u commits",
+                 txns, pool_commits);
+}
+
+Test(pool, sync_mode_commits_stay_each_callers_own)
+{
+    atomic_store(&commits, 0);
+    size_t txns = run_many(PL_DURABILITY_SYNC, 8);
+    cr_assert_geq(txns, atomic_load(&commits), "%zu transactions for %u "
+                  "commits", txns, atomic_load(&commits));
+}
+
+/* ---- errors stay with their task ----------------------------------------------- */
+
+/*
+ * "keeper": fails a call of its own (an unknown durability name naming the
+ * run), then calls a policy that is not registered: no policy code runs,
+ * but the error result is committed, and other tasks run on this thread
+ * meanwhile.  Returns whether pl_errmsg() still names its run.
+ */
+static int keeper(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)user;
+    const cJSON *tag = cJSON_GetObjectItemCaseSensitive(a->payload, "tag");
+    char name[64];
+    snprintf(name, sizeof name, "bogus-%s",
+             cJSON_IsString(tag) ? tag->valuestring : "?");
+    pl_durability d;
+    if (pl_durability_parse(&d, name) != PL_EINVAL)
+        return pl_steps_add_error(out, "Test", "parse did not fail");
+    cJSON *args = cJSON_CreateObject();
+    pl_action add = {"no-such-policy", args, NULL, 0, NULL};
+    pl_step *res = NULL;
+    int st = pl_ctx_call(ctx, &add, NULL, 0, &res);
+    cJSON_Delete(args);
+    pl_step_free(res);
+    if (st)
+        return st;
+    cJSON *r = cJSON_CreateObject();
+    cJSON_AddBoolToObject(r, "kept", strstr(pl_errmsg(), name) != NULL);
+    st = pl_steps_add_result(out, r);
+    cJSON_Delete(r);
+    return st;
+}
+
+typedef struct keep_job {
+    char id[32];
+    int status;
+    bool kept;
+    char msg[256];
+} keep_job;
+
+static void run_keeper(pl_engine *e, void *user)
+{
+    keep_job *j = user;
+    char payload[64];
+    snprintf(payload, sizeof payload, "{\"tag\": \"%s\"}", j->id);
+    pl_outcome *o = NULL;
+    j->status = start(e, "keeper", payload, j->id, &o);
+    snprintf(j->msg, sizeof j->msg, "%s", pl_errmsg());
+    if (!j->status && o->status == PL_RUN_COMPLETED) {
+        const cJSON *k = cJSON_GetObjectItemCaseSensitive(t_result(o), "kept");
+        j->kept = cJSON_IsTrue(k);
+    }
+    pl_outcome_free(o);
+}
+
+Test(pool, a_task_keeps_its_own_error_message)
+{
+    const char *path = t_store_path();
+    pl_registry *reg = t_registry();
+    pl_policy_def d = PL_POLICY_DEF_INIT;
+    d.name = "keeper";
+    d.fn = keeper;
+    cr_assert_eq(pl_registry_add(reg, &d), PL_OK);
+    pl_engine *e = t_engine(path, reg, PL_DURABILITY_GROUP);
+    /* one thread: every task shares it */
+    pl_pool *pool = pool_of(e, 1, 16);
+    keep_job jobs[16];
+    memset(jobs, 0, sizeof jobs);
+    for (int i = 0; i < 16; i++) {
+        snprintf(jobs[i].id, sizeof jobs[i].id, "keep-%03d", i);
+        cr_assert_eq(pl_pool_submit(pool, run_keeper, &jobs[i]), PL_OK);
+    }
+    /* and a second round whose runs exist already: each fails alone,
+     * with a message naming its own run */
+    keep_job again[16];
+    memset(again, 0, sizeof again);
+    cr_assert_eq(pl_pool_wait(pool), PL_OK);
+    for (int i = 0; i < 16; i++) {
+        snprintf(again[i].id, sizeof again[i].id, "keep-%03d",
+                 i % 2 ? i : 100 + i);
+        cr_assert_eq(pl_pool_submit(pool, run_keeper, &again[i]), PL_OK);
+    }
+    pl_pool_free(pool);
+    for (int i = 0; i < 16; i++) {
+        cr_assert_eq(jobs[i].status, PL_OK, "%s: %s", jobs[i].id, jobs[i].msg);
+        cr_assert(jobs[i].kept, "%s lost its message", jobs[i].id);
+        if (i % 2) {
+            cr_assert_eq(again[i].status, PL_EEXIST, "%s", again[i].id);
+            /* ids are all the same length: none is in another */
+            cr_assert(strstr(again[i].msg, again[i].id), "%s got \"%s\"",
+                      again[i].id, again[i].msg);
+        } else {
+            cr_assert_eq(again[i].status, PL_OK, "%s: %s", again[i].id,
+                         again[i].msg);
+            cr_assert(again[i].kept);
+        }
+    }
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/* ---- a batch too big for the map ------------------------------------------------ */
+
+/* "big": returns a result of payload.kb kilobytes */
+static int big(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)ctx;
+    (void)user;
+    int kb = cJSON_GetObjectItemCaseSensitive(a->payload, "kb")->valueint;
+    size_t n = (size_t)kb * 1024;
+    char *s = malloc(n + 1);
+    if (!s)
+        return PL_ENOMEM;
+    memset(s, 'x', n);
+    s[n] = '\0';
+    cJSON *r = cJSON_CreateObject();
+    cJSON_AddStringToObject(r, "blob", s);
+    free(s);
+    int st = pl_steps_add_result(out, r);
+    cJSON_Delete(r);
+    return st;
+}
+
+typedef struct big_job {
+    char id[32];
+    int kb;
+    int status;
+    int run_status;
+    int error;
+} big_job;
+
+static void run_big(pl_engine *e, void *user)
+{
+    big_job *j = user;
+    char payload[64];
+    snprintf(payload, sizeof payload, "{\"kb\": %d}", j->kb);
+    pl_outcome *o = NULL;
+    j->status = start(e, "big", payload, j->id, &o);
+    if (!j->status) {
+        j->run_status = o->status;
+        j->error = o->error;
+    }
+    pl_outcome_free(o);
+}
+
+Test(pool, a_batch_too_big_for_the_map_fails_alone)
+{
+    const char *path = t_store_path();
+    pl_registry *reg = t_registry();
+    pl_policy_def d = PL_POLICY_DEF_INIT;
+    d.name = "big";
+    d.fn = big;
+    cr_assert_eq(pl_registry_add(reg, &d), PL_OK);
+    pl_engine_options o = PL_ENGINE_OPTIONS_INIT;
+    o.durability = PL_DURABILITY_GROUP;
+    o.map_size = (size_t)1 << 20;
+    o.map_size_max = (size_t)1 << 20;
+    pl_engine *e = NULL;
+    cr_assert_eq(pl_engine_open(&e, path, reg, &o), PL_OK, "%s", pl_errmsg());
+    pl_pool *pool = pool_of(e, 1, 16);
+    big_job jobs[12];
+    memset(jobs, 0, sizeof jobs);
+    for (int i = 0; i < 12; i++) {
+        snprintf(jobs[i].id, sizeof jobs[i].id, "big-%d", i);
+        jobs[i].kb = i % 4 == 3 ? 2048 : 1;
+        cr_assert_eq(pl_pool_submit(pool, run_big, &jobs[i]), PL_OK);
+    }
+    pl_pool_free(pool);
+    for (int i = 0; i < 12; i++) {
+        big_job *j = &jobs[i];
+        if (j->kb > 1) { /* failed, and said why */
+            cr_assert(j->status == PL_EMAPFULL ||
+                          (j->status == PL_OK && j->error == PL_EMAPFULL),
+                      "%s: status %d, error %d", j->id, j->status, j->error);
+        } else {
+            cr_assert_eq(j->status, PL_OK, "%s", j->id);
+            cr_assert_eq(j->run_status, PL_RUN_COMPLETED, "%s", j->id);
+            cr_assert_eq(pl_run_verify(e, j->id), PL_OK, "%s: %s", j->id,
+                         pl_errmsg());
+        }
+    }
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/* ---- tasks that queue tasks ------------------------------------------------------- */
+
+typedef struct fan {
+    pl_pool *pool;
+    atomic_int ran;
+    int depth;
+} fan;
+
+static fan g_fan;
+
+/* Each task queues two more, until depth 5: 1 + 2 + ... + 32 = 63 tasks. */
+static void fan_task(pl_engine *e, void *user)
+{
+    (void)e;
+    int depth = (int)(intptr_t)user;
+    atomic_fetch_add(&g_fan.ran, 1);
+    if (depth < 5)
+        for (int i = 0; i < 2; i++)
+            if (pl_pool_submit(g_fan.pool, fan_task, (void *)(intptr_t)(depth + 1)))
+                return;
+}
+
+Test(pool, tasks_may_queue_tasks_and_wait_covers_them)
+{
+    const char *path = t_store_path();
+    pl_registry *reg = t_registry();
+    pl_engine *e = t_engine(path, reg, PL_DURABILITY_GROUP);
+    g_fan.pool = pool_of(e, 2, 4);
+    cr_assert_eq(pl_pool_submit(g_fan.pool, fan_task, (void *)(intptr_t)0),
+                 PL_OK);
+    cr_assert_eq(pl_pool_wait(g_fan.pool), PL_OK);
+    cr_assert_eq(atomic_load(&g_fan.ran), 63);
+    pl_pool_free(g_fan.pool);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/* ---- misuse ------------------------------------------------------------------------ */
+
+static atomic_int waited_in_task = 1;
+
+static void wait_in_task(pl_engine *e, void *user)
+{
+    (void)e;
+    atomic_store(&waited_in_task, pl_pool_wait(user));
+    pl_pool_free(user); /* does nothing from a task */
+}
+
+static void nothing(pl_engine *e, void *user)
+{
+    (void)e;
+    (void)user;
+}
+
+Test(pool, bad_options_and_misuse_are_refused)
+{
+    const char *path = t_store_path();
+    pl_registry *reg = t_registry();
+    pl_engine *e = t_engine(path, reg, PL_DURABILITY_GROUP);
+    pl_pool *p = NULL;
+    pl_pool_options o = PL_POOL_OPTIONS_INIT;
+    cr_assert_eq(pl_pool_new(NULL, e, &o), PL_EINVAL);
+    cr_assert_eq(pl_pool_new(&p, NULL, &o), PL_EINVAL);
+    cr_assert_null(p);
+    o.version = 99;
+    cr_assert_eq(pl_pool_new(&p, e, &o), PL_EINVAL);
+    cr_assert(strstr(pl_errmsg(), "version"), "%s", pl_errmsg());
+    o = (pl_pool_options)PL_POOL_OPTIONS_INIT;
+    o.tasks_per_thread = 257;
+    cr_assert_eq(pl_pool_new(&p, e, &o), PL_EINVAL);
+    cr_assert(strstr(pl_errmsg(), "257"), "%s", pl_errmsg());
+    o = (pl_pool_options)PL_POOL_OPTIONS_INIT;
+    o.stack_size = 4096;
+    cr_assert_eq(pl_pool_new(&p, e, &o), PL_EINVAL);
+    o = (pl_pool_options)PL_POOL_OPTIONS_INIT;
+    o.threads = 100000;
+    cr_assert_eq(pl_pool_new(&p, e, &o), PL_EINVAL);
+    cr_assert_null(p);
+
+    cr_assert_eq(pl_pool_submit(NULL, nothing, NULL), PL_EINVAL);
+    cr_assert_eq(pl_pool_wait(NULL), PL_EINVAL);
+    pl_pool_free(NULL);
+
+    cr_assert_eq(pl_pool_new(&p, e, NULL), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(pl_pool_submit(p, NULL, NULL), PL_EINVAL);
+    cr_assert_eq(pl_pool_submit(p, wait_in_task, p), PL_OK);
+    cr_assert_eq(pl_pool_wait(p), PL_OK);
+    cr_assert_eq(atomic_load(&waited_in_task), PL_EINVAL);
+    /* an idle pool's wait returns at once, and it stops cleanly */
+    cr_assert_eq(pl_pool_wait(p), PL_OK);
+    pl_pool_free(p);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
