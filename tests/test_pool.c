@@ -7,7 +7,8 @@
  *       task leaves its thread, and the runs share LMDB transactions (the
  *       store's transaction count after the runs is far below the number
  *       of commits the runs made);
- *   (b) in sync mode every commit stays a transaction of its own;
+ *   (b) in sync mode every commit stays a transaction of its own; pool
+ *       threads and plain threads share group commits;
  *   (c) a task keeps its own pl_errmsg() while other tasks run on its
  *       thread, and a failing task fails alone, with its own message;
  *   (d) a batch too big for the map fails alone on a pool too;
@@ -207,6 +208,58 @@ Test(pool, sync_mode_commits_stay_each_callers_own)
     size_t txns = run_many(PL_DURABILITY_SYNC, 8);
     cr_assert_geq(txns, atomic_load(&commits), "%zu transactions for %u "
                   "commits", txns, atomic_load(&commits));
+}
+
+/* A plain thread running its share of jobs, one after the other. */
+typedef struct plain {
+    pl_engine *e;
+    job *jobs;
+    int n;
+} plain;
+
+static void *run_plain(void *arg)
+{
+    plain *t = arg;
+    for (int i = 0; i < t->n; i++)
+        run_chain(t->e, &t->jobs[i]);
+    return NULL;
+}
+
+Test(pool, pool_threads_and_plain_threads_share_the_group_commits)
+{
+    const char *path = t_store_path();
+    pl_registry *reg = t_registry();
+    pl_engine *e = t_engine(path, reg, PL_DURABILITY_GROUP);
+    enum { POOLED = 24, THREADS = 4, EACH = 3 };
+    job *jobs = calloc(POOLED + THREADS * EACH, sizeof *jobs);
+    cr_assert_not_null(jobs);
+    for (int i = 0; i < POOLED + THREADS * EACH; i++) {
+        snprintf(jobs[i].id, sizeof jobs[i].id, "mixed-%d", i);
+        jobs[i].n = N_ADDS;
+    }
+    pl_pool *pool = pool_of(e, 2, 8);
+    for (int i = 0; i < POOLED; i++)
+        cr_assert_eq(pl_pool_submit(pool, run_chain, &jobs[i]), PL_OK);
+    pthread_t th[THREADS];
+    plain args[THREADS];
+    for (int t = 0; t < THREADS; t++) {
+        args[t] = (plain){e, &jobs[POOLED + t * EACH], EACH};
+        cr_assert_eq(pthread_create(&th[t], NULL, run_plain, &args[t]), 0);
+    }
+    for (int t = 0; t < THREADS; t++)
+        pthread_join(th[t], NULL);
+    pl_pool_free(pool);
+    for (int i = 0; i < POOLED + THREADS * EACH; i++) {
+        cr_assert_eq(jobs[i].status, PL_OK, "%s: %s", jobs[i].id, jobs[i].msg);
+        cr_assert_eq(jobs[i].run_status, PL_RUN_COMPLETED, "%s", jobs[i].id);
+        cr_assert_eq(jobs[i].total, N_ADDS * (N_ADDS - 1) / 2, "%s",
+                     jobs[i].id);
+        cr_assert_eq(pl_run_verify(e, jobs[i].id), PL_OK, "%s: %s",
+                     jobs[i].id, pl_errmsg());
+    }
+    free(jobs);
+    pl_engine_close(e);
+    pl_registry_free(reg);
 }
 
 /* ---- errors stay with their task ----------------------------------------------- */
