@@ -30,6 +30,20 @@
 
 #include "internal.h"
 
+/* Valgrind is told where each stack is, or it takes a task's stack frames
+ * for stray accesses below the stack pointer. */
+#if defined(__has_include)
+#if __has_include(<valgrind/valgrind.h>)
+#include <valgrind/valgrind.h>
+#define stack_register(lo, hi) VALGRIND_STACK_REGISTER(lo, hi)
+#define stack_deregister(id) VALGRIND_STACK_DEREGISTER(id)
+#endif
+#endif
+#ifndef stack_register
+#define stack_register(lo, hi) ((void)(lo), (void)(hi), 0u)
+#define stack_deregister(id) ((void)(id))
+#endif
+
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/common_interface_defs.h>
 #define switch_begin(save, bottom, size)                                       \
@@ -66,6 +80,7 @@ typedef struct fiber {
     char msg[512];                  /* ... and why it failed */
     char errmsg[PL__ERRMSG_MAX];    /* pl_errmsg() while it waited */
     void *asan_fake;
+    unsigned vg_stack; /* Valgrind's id for the stack */
     struct fiber *next_free;
 } fiber;
 
@@ -121,44 +136,60 @@ static void fiber_main(void)
 
 static void fiber_unmap(fiber *f)
 {
-    if (f->map)
+    if (f->map) {
+        stack_deregister(f->vg_stack);
         munmap(f->map, f->map_len);
+    }
     free(f);
+}
+
+/* A new fiber with a stack of its own, or NULL when out of memory. */
+static fiber *fiber_new(const pl_pool *p)
+{
+    fiber *f = calloc(1, sizeof *f);
+    if (!f)
+        return NULL;
+    f->map_len = p->page + p->stack_size;
+    f->map = mmap(NULL, f->map_len, PROT_READ | PROT_WRITE,
+                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+    if (f->map == MAP_FAILED) {
+        f->map = NULL;
+        fiber_unmap(f);
+        return NULL;
+    }
+    if (mprotect(f->map, p->page, PROT_NONE) != 0) {
+        fiber_unmap(f);
+        return NULL;
+    }
+    f->vg_stack = stack_register(f->map + p->page, f->map + f->map_len);
+    return f;
+}
+
+/* Set @p f to start at fiber_main() on its own stack. */
+static bool fiber_prepare(const pl_pool *p, fiber *f)
+{
+    if (getcontext(&f->ctx) != 0)
+        return false;
+    f->ctx.uc_stack.ss_sp = f->map + p->page;
+    f->ctx.uc_stack.ss_size = p->stack_size;
+    f->ctx.uc_link = NULL;
+    makecontext(&f->ctx, fiber_main, 0);
+    return true;
 }
 
 /* A fiber ready to run @p fn, or NULL when out of memory. */
 static fiber *fiber_get(worker *w, pl_pool_task_fn fn, void *user)
 {
-    pl_pool *p = w->pool;
     fiber *f = w->free;
-    if (f) {
+    if (f)
         w->free = f->next_free;
-    } else {
-        f = calloc(1, sizeof *f);
-        if (!f)
-            return NULL;
-        f->map_len = p->page + p->stack_size;
-        f->map = mmap(NULL, f->map_len, PROT_READ | PROT_WRITE,
-                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
-        if (f->map == MAP_FAILED) {
-            f->map = NULL;
-            fiber_unmap(f);
-            return NULL;
-        }
-        if (mprotect(f->map, p->page, PROT_NONE) != 0) {
-            fiber_unmap(f);
-            return NULL;
-        }
-    }
-    if (getcontext(&f->ctx) != 0) {
+    else if (!(f = fiber_new(w->pool)))
+        return NULL;
+    if (!fiber_prepare(w->pool, f)) {
         f->next_free = w->free;
         w->free = f;
         return NULL;
     }
-    f->ctx.uc_stack.ss_sp = f->map + p->page;
-    f->ctx.uc_stack.ss_size = p->stack_size;
-    f->ctx.uc_link = NULL;
-    makecontext(&f->ctx, fiber_main, 0);
     f->fn = fn;
     f->user = user;
     f->done = false;
