@@ -602,7 +602,7 @@ static int execute(pl_ctx *c, uint32_t call_seq, bool call_replayed,
     int st;
     if (!def->idempotent && (st = pl__run_commit(r)))
         return st; /* its action_call is durable before it runs */
-    pl_ctx *child;
+    pl_ctx *child = NULL;
     if ((st = inv_open(r, c, call_seq, call_replayed, def, &child)))
         return st;
     pl__emit(r, PL_EVENT_CALL_STARTED, c->path, call_seq, def->name,
@@ -1105,7 +1105,7 @@ int pl_next_call(pl_next *next, pl_ctx *c, const pl_action *a, pl_steps *out)
 int pl__run_root(pl__run *r, const pl_policy_def *def, const pl_action *root,
                  bool replaying, pl_steps *out)
 {
-    pl_ctx *c;
+    pl_ctx *c = NULL;
     int st = inv_open(r, NULL, 0, replaying, def, &c);
     if (!st)
         st = append_seed(c, root->seed);

@@ -697,7 +697,8 @@ int pl_run_verify(pl_engine *engine, const char *run_id);
  * tasks only while the task is inside an engine call, so thread-local data
  * holds between engine calls, and pl_errmsg() always reports the task's own
  * last error.  A task that blocks (sleeps, waits for a network reply) holds
- * up the other tasks on its thread.
+ * up the other tasks on its thread.  A task that overflows its stack hits
+ * a guard page (SIGSEGV), as a thread would.
  */
 typedef struct pl_pool pl_pool;
 
