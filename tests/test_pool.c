@@ -12,7 +12,8 @@
  *   (c) a task keeps its own pl_errmsg() while other tasks run on its
  *       thread, and a failing task fails alone, with its own message;
  *   (d) a batch too big for the map fails alone on a pool too;
- *   (e) tasks may queue tasks, and pl_pool_wait() waits for those;
+ *   (e) tasks may queue tasks, and pl_pool_wait() waits for those; runs
+ *       suspend and resume as tasks;
  *   (f) bad options and misuse get PL_EINVAL, never a hang.
  *
  * Crashes of a pool (SIGKILL mid-commit, then recovery) are in test_crash.c.
@@ -258,6 +259,107 @@ Test(pool, pool_threads_and_plain_threads_share_the_group_commits)
                      jobs[i].id, pl_errmsg());
     }
     free(jobs);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/* ---- suspend and resume as tasks ------------------------------------------------- */
+
+/* "ask": adds, asks "approve" (a human), adds again; returns the answer. */
+static int ask(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)a;
+    (void)user;
+    cJSON *args = cJSON_Parse("{\"a\": 1, \"b\": 2}");
+    cJSON *q = cJSON_Parse("{\"question\": \"ship?\"}");
+    pl_action add = {"add", args, NULL, 0, NULL}, approve = {"approve", q,
+                                                              NULL, 0, NULL};
+    pl_step *res = NULL;
+    int st = pl_ctx_call(ctx, &add, NULL, 0, NULL);
+    if (!st)
+        st = pl_ctx_call(ctx, &approve, NULL, 0, &res);
+    if (!st)
+        st = pl_ctx_call(ctx, &add, NULL, 0, NULL);
+    if (!st)
+        st = pl_steps_add_result(out, pl_step_payload(res));
+    pl_step_free(res);
+    cJSON_Delete(args);
+    cJSON_Delete(q);
+    return st;
+}
+
+typedef struct ask_job {
+    char id[32];
+    int status;
+    int run_status;
+    char token[128];
+    double answer;
+} ask_job;
+
+static void start_ask(pl_engine *e, void *user)
+{
+    ask_job *j = user;
+    pl_outcome *o = NULL;
+    j->status = start(e, "ask", "{}", j->id, &o);
+    if (!j->status) {
+        j->run_status = o->status;
+        if (o->resume_token)
+            snprintf(j->token, sizeof j->token, "%s", o->resume_token);
+    }
+    pl_outcome_free(o);
+}
+
+static void resume_ask(pl_engine *e, void *user)
+{
+    ask_job *j = user;
+    char text[64];
+    snprintf(text, sizeof text, "{\"yes\": %d}", atoi(j->id + 4));
+    cJSON *answer = cJSON_Parse(text);
+    pl_outcome *o = NULL;
+    j->status = pl_run_resume(e, j->id, j->token, answer, &o);
+    cJSON_Delete(answer);
+    if (!j->status) {
+        j->run_status = o->status;
+        const cJSON *y = cJSON_GetObjectItemCaseSensitive(t_result(o), "yes");
+        j->answer = cJSON_IsNumber(y) ? y->valuedouble : -1;
+    }
+    pl_outcome_free(o);
+}
+
+Test(pool, runs_suspend_and_resume_as_tasks)
+{
+    const char *path = t_store_path();
+    pl_registry *reg = t_registry();
+    pl_policy_def d = PL_POLICY_DEF_INIT;
+    d.name = "ask";
+    d.fn = ask;
+    cr_assert_eq(pl_registry_add(reg, &d), PL_OK);
+    cr_assert_eq(pl_register_human(reg, "approve"), PL_OK);
+    pl_engine *e = t_engine(path, reg, PL_DURABILITY_GROUP);
+    pl_pool *pool = pool_of(e, 2, 8);
+    enum { N = 20 };
+    ask_job jobs[N];
+    memset(jobs, 0, sizeof jobs);
+    for (int i = 0; i < N; i++) {
+        snprintf(jobs[i].id, sizeof jobs[i].id, "ask-%02d", i);
+        cr_assert_eq(pl_pool_submit(pool, start_ask, &jobs[i]), PL_OK);
+    }
+    cr_assert_eq(pl_pool_wait(pool), PL_OK);
+    for (int i = 0; i < N; i++) {
+        cr_assert_eq(jobs[i].status, PL_OK, "%s", jobs[i].id);
+        cr_assert_eq(jobs[i].run_status, PL_RUN_SUSPENDED, "%s", jobs[i].id);
+        cr_assert_neq(jobs[i].token[0], '\0');
+        cr_assert_eq(pl_pool_submit(pool, resume_ask, &jobs[i]), PL_OK);
+    }
+    pl_pool_free(pool);
+    for (int i = 0; i < N; i++) {
+        cr_assert_eq(jobs[i].status, PL_OK, "%s", jobs[i].id);
+        cr_assert_eq(jobs[i].run_status, PL_RUN_COMPLETED, "%s", jobs[i].id);
+        cr_assert_eq(jobs[i].answer, i, "%s", jobs[i].id);
+        cr_assert_eq(pl_run_verify(e, jobs[i].id), PL_OK, "%s", pl_errmsg());
+    }
+    /* "add" ran twice per run: before the question and after the answer */
+    cr_assert_eq(atomic_load(&t_calls.add), 2 * N);
     pl_engine_close(e);
     pl_registry_free(reg);
 }
