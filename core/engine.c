@@ -12,6 +12,11 @@
  * fails, each batch is retried alone, so one run's bad batch cannot fail
  * another's.  Group commits go through the store's journal, so that one
  * commit of many runs syncs a few contiguous pages, not a page per run.
+ *
+ * A writer is a thread with its batch, or a pool thread (pool.c) with the
+ * batches of all its tasks that wait: a group takes whole writers.  A pool
+ * thread that leads hands the lead on as soon as its own batches are
+ * durable, since its tasks cannot run while it commits other groups.
  */
 #define _GNU_SOURCE /* gethostname */
 #include <errno.h>
