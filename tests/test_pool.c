@@ -14,7 +14,8 @@
  *   (d) a batch too big for the map fails alone on a pool too;
  *   (e) tasks may queue tasks, and pl_pool_wait() waits for those; runs
  *       suspend and resume as tasks;
- *   (f) bad options and misuse get PL_EINVAL, never a hang.
+ *   (f) bad options and misuse get PL_EINVAL, never a hang; when no task
+ *       stack can be mapped, tasks still run, on the thread's own stack.
  *
  * Crashes of a pool (SIGKILL mid-commit, then recovery) are in test_crash.c.
  * Tasks run on the pool's threads, where Criterion's assertions cannot be
@@ -582,6 +583,34 @@ Test(pool, tasks_may_queue_tasks_and_wait_covers_them)
     cr_assert_eq(pl_pool_wait(g_fan.pool), PL_OK);
     cr_assert_eq(atomic_load(&g_fan.ran), 63);
     pl_pool_free(g_fan.pool);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/* ---- no stack to be had ------------------------------------------------------------ */
+
+Test(pool, tasks_run_on_the_thread_when_no_stack_can_be_mapped)
+{
+    const char *path = t_store_path();
+    pl_registry *reg = t_registry();
+    pl_engine *e = t_engine(path, reg, PL_DURABILITY_GROUP);
+    pl_pool_options po = PL_POOL_OPTIONS_INIT;
+    po.stack_size = (size_t)1 << 46; /* 64 TiB: no mapping that large */
+    pl_pool *pool = NULL;
+    cr_assert_eq(pl_pool_new(&pool, e, &po), PL_OK, "%s", pl_errmsg());
+    job jobs[6];
+    memset(jobs, 0, sizeof jobs);
+    for (int i = 0; i < 6; i++) {
+        snprintf(jobs[i].id, sizeof jobs[i].id, "nostack-%d", i);
+        jobs[i].n = 3;
+        cr_assert_eq(pl_pool_submit(pool, run_chain, &jobs[i]), PL_OK);
+    }
+    pl_pool_free(pool);
+    for (int i = 0; i < 6; i++) {
+        cr_assert_eq(jobs[i].status, PL_OK, "%s: %s", jobs[i].id, jobs[i].msg);
+        cr_assert_eq(jobs[i].run_status, PL_RUN_COMPLETED);
+        cr_assert_eq(jobs[i].total, 3);
+    }
     pl_engine_close(e);
     pl_registry_free(reg);
 }
