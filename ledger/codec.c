@@ -335,12 +335,26 @@ enum { MODE_ANY = 0, MODE_JSON = 1 };
 
 static size_t rd_left(const rd *r) { return (size_t)(r->end - r->p); }
 
+/* A big-endian integer of n = 0, 1, 2, 4 or 8 bytes (msgpack's sizes),
+ * written out so that the compiler makes each a load and a byte swap. */
 static uint64_t rd_be(const uint8_t *p, size_t n)
 {
-    uint64_t v = 0;
-    for (size_t i = 0; i < n; i++)
-        v = v << 8 | p[i];
-    return v;
+    switch (n) {
+    case 1:
+        return p[0];
+    case 2:
+        return (uint64_t)p[0] << 8 | p[1];
+    case 4:
+        return (uint64_t)p[0] << 24 | (uint64_t)p[1] << 16 |
+               (uint64_t)p[2] << 8 | p[3];
+    case 8:
+        return (uint64_t)p[0] << 56 | (uint64_t)p[1] << 48 |
+               (uint64_t)p[2] << 40 | (uint64_t)p[3] << 32 |
+               (uint64_t)p[4] << 24 | (uint64_t)p[5] << 16 |
+               (uint64_t)p[6] << 8 | p[7];
+    default:
+        return 0;
+    }
 }
 
 /*
