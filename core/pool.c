@@ -55,7 +55,6 @@
 #define switch_end(save, bottom, size) ((void)(save), (void)(bottom), (void)(size))
 #endif
 
-#define DEFAULT_THREADS 2
 #define MAX_THREADS 1024
 #define DEFAULT_PER_THREAD 64
 #define DEFAULT_STACK ((size_t)1 << 20)
@@ -370,7 +369,11 @@ int pl_pool_new(pl_pool **out, pl_engine *engine, const pl_pool_options *opts)
         return pl__err(PL_EINVAL, "pl_pool_new: options version %u, this "
                                   "library knows %d (use PL_POOL_OPTIONS_INIT)",
                        opts->version, PL_POOL_OPTIONS_VERSION);
-    unsigned threads = opts->threads ? opts->threads : DEFAULT_THREADS;
+    /* one per CPU, and at least two: one can run tasks while one commits */
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    unsigned threads = opts->threads ? opts->threads
+                       : ncpu > 2 && ncpu < MAX_THREADS ? (unsigned)ncpu
+                                                        : 2;
     unsigned per = opts->tasks_per_thread ? opts->tasks_per_thread
                                           : DEFAULT_PER_THREAD;
     size_t stack = opts->stack_size ? opts->stack_size : DEFAULT_STACK;
