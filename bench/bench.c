@@ -958,7 +958,7 @@ static int report_w3(bool quick)
     int failures = 0;
     int runs = quick ? 50 : 100, calls = quick ? 40 : 100;
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-    int pool_threads = ncpu > 0 && ncpu < 64 ? (int)ncpu : 2;
+    int pool_threads = ncpu > 2 && ncpu < 64 ? (int)ncpu : 2;
     /* threads: one per run, every run in flight at once; pool: as many
      * threads as CPUs, carrying every run at once between them */
     const w3_arg drivers[] = {
