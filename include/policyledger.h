@@ -496,7 +496,8 @@ int pl_engine_open(pl_engine **out, const char *path,
                    const pl_engine_options *opts);
 
 /**
- * Close an engine.  No run may be executing on it.  NULL does nothing.
+ * Close an engine.  No run may be executing on it, and every pool on it
+ * must have been freed.  NULL does nothing.
  */
 void pl_engine_close(pl_engine *engine);
 
