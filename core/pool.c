@@ -7,9 +7,10 @@
  * tasks' batches at once, and resumes them.  In group mode that is one
  * writer in the engine's group commit, so other threads' tasks (and plain
  * threads) join the same groups; in process mode, one transaction.  Either
- * way a thread's tasks share a commit, and the only switches per call are
- * two user-space context switches.  In sync mode a commit is the caller's
- * own: it blocks the thread.
+ * way a thread's tasks share a commit, and the only switch per call is a
+ * user-space context switch: a task that waits switches straight to the
+ * next runnable one.  In sync mode a commit is the caller's own: it blocks
+ * the thread.
  *
  *   worker loop:  admit queued tasks -> resume each runnable task once ->
  *                 group-commit the batches of the tasks now waiting -> ...
@@ -91,13 +92,14 @@ struct worker {
     fiber *cur;         /* the task running, or NULL */
     fiber *free;        /* ended tasks' fibers, stacks kept */
     size_t live;        /* tasks begun and not ended */
-    fiber **run;        /* runnable, in order */
+    fiber **run;        /* runnable, in order ... */
     size_t n_run;
+    size_t run_i;       /* ... and the one running in this round */
     fiber **wait;       /* waiting for the next commit ... */
     pl__gc_item *items; /* ... with these batches */
     size_t n_wait;
-    const void *sched_bottom; /* for AddressSanitizer */
-    size_t sched_size;
+    const void *sched_bottom; /* the thread's own stack, for */
+    size_t sched_size;        /* AddressSanitizer */
     void *asan_fake;
 };
 
@@ -121,16 +123,39 @@ static _Thread_local worker *tl_worker;
 
 /* ---- fibers ----------------------------------------------------------------------- */
 
+/*
+ * The context to switch to once the running task waits or ends: the next
+ * runnable task of this round, or at the end of the round the thread's own
+ * loop.  Sets w->cur, and where that context's stack is.
+ */
+static ucontext_t *next_context(worker *w, const void **bottom, size_t *size)
+{
+    if (++w->run_i < w->n_run) {
+        fiber *g = w->run[w->run_i];
+        w->cur = g;
+        *bottom = g->map + w->pool->page;
+        *size = w->pool->stack_size;
+        return &g->ctx;
+    }
+    w->cur = NULL;
+    *bottom = w->sched_bottom;
+    *size = w->sched_size;
+    return &w->sched;
+}
+
 static void fiber_main(void)
 {
     worker *w = tl_worker;
     fiber *f = w->cur;
-    switch_end(NULL, &w->sched_bottom, &w->sched_size);
+    switch_end(NULL, NULL, NULL);
     pl__err_clear();
     f->fn(w->pool->e, f->user);
     f->done = true;
-    switch_begin(NULL, w->sched_bottom, w->sched_size);
-    setcontext(&w->sched);
+    const void *bottom;
+    size_t size;
+    ucontext_t *to = next_context(w, &bottom, &size);
+    switch_begin(NULL, bottom, size);
+    setcontext(to);
 }
 
 static void fiber_unmap(fiber *f)
@@ -203,20 +228,32 @@ static void task_ended(pl_pool *p)
     pthread_mutex_unlock(&p->mu);
 }
 
-/* Run @p f until it ends or waits for a commit. */
-static void resume(worker *w, fiber *f)
+/*
+ * Run every runnable task until it ends or waits for a commit.  Each task
+ * that stops switches straight to the next one (one context switch per
+ * task, not two); the last comes back here.
+ */
+static void run_round(worker *w)
 {
+    if (!w->n_run)
+        return;
+    w->run_i = 0;
+    fiber *f = w->run[0];
     w->cur = f;
     switch_begin(&w->asan_fake, f->map + w->pool->page, w->pool->stack_size);
     swapcontext(&w->sched, &f->ctx);
     switch_end(w->asan_fake, NULL, NULL);
     w->cur = NULL;
-    if (f->done) {
-        f->next_free = w->free;
-        w->free = f;
-        w->live--;
-        task_ended(w->pool);
+    for (size_t i = 0; i < w->n_run; i++) {
+        fiber *g = w->run[i];
+        if (g->done) {
+            g->next_free = w->free;
+            w->free = g;
+            w->live--;
+            task_ended(w->pool);
+        }
     }
+    w->n_run = 0;
 }
 
 bool pl__pool_commit(pl_engine *e, pl__batch *b, int *rc)
@@ -228,9 +265,12 @@ bool pl__pool_commit(pl_engine *e, pl__batch *b, int *rc)
     w->items[w->n_wait] = (pl__gc_item){.batch = b};
     w->wait[w->n_wait++] = f;
     pl__errmsg_save(f->errmsg);
-    switch_begin(&f->asan_fake, w->sched_bottom, w->sched_size);
-    swapcontext(&f->ctx, &w->sched);
-    switch_end(f->asan_fake, &w->sched_bottom, &w->sched_size);
+    const void *bottom;
+    size_t size;
+    ucontext_t *to = next_context(w, &bottom, &size);
+    switch_begin(&f->asan_fake, bottom, size);
+    swapcontext(&f->ctx, to);
+    switch_end(f->asan_fake, NULL, NULL);
     pl__errmsg_restore(f->errmsg);
     *rc = f->rc ? pl__err(f->rc, "%s", f->msg) : PL_OK;
     return true;
@@ -307,14 +347,29 @@ static bool admit(worker *w)
     return true;
 }
 
+/* Where this thread's own stack is (AddressSanitizer must be told when a
+ * switch goes back to it). */
+static void find_own_stack(worker *w)
+{
+    pthread_attr_t attr;
+    void *addr;
+    size_t size;
+    if (pthread_getattr_np(pthread_self(), &attr) != 0)
+        return;
+    if (pthread_attr_getstack(&attr, &addr, &size) == 0) {
+        w->sched_bottom = addr;
+        w->sched_size = size;
+    }
+    pthread_attr_destroy(&attr);
+}
+
 static void *worker_main(void *arg)
 {
     worker *w = arg;
     tl_worker = w;
+    find_own_stack(w);
     while (admit(w)) {
-        for (size_t i = 0; i < w->n_run; i++)
-            resume(w, w->run[i]);
-        w->n_run = 0;
+        run_round(w);
         if (w->n_wait)
             commit_waiting(w);
     }
