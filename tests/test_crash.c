@@ -843,7 +843,7 @@ static void gc_task(pl_engine *e, void *user)
 }
 
 /* In a forked child: run every order on GC_THREADS threads of one engine,
- * or as tasks of a 2-thread pool; die at the kill_at-th boundary of any of
+ * or as tasks of a pool; die at the kill_at-th boundary of any of
  * them. */
 static int gc_child_main(const char *store, const char *fx, long kill_at,
                          pl_durability mode, bool pool)
