@@ -244,16 +244,13 @@ int pl__engine_claim(pl_engine *e, uint64_t num, const char *id)
             goto done;
         }
     }
-    if (e->n_active == e->cap_active) {
-        size_t cap = e->cap_active ? e->cap_active * 2 : 16;
-        uint64_t *a = realloc(e->active, cap * sizeof *a);
-        if (!a) {
-            rc = pl__err(PL_ENOMEM, "out of memory");
-            goto done;
-        }
-        e->active = a;
-        e->cap_active = cap;
+    uint64_t *a = pl__grow(e->active, &e->cap_active, e->n_active, sizeof *a,
+                           16);
+    if (!a) {
+        rc = pl__err(PL_ENOMEM, "out of memory");
+        goto done;
     }
+    e->active = a;
     e->active[e->n_active++] = num;
 done:
     pthread_mutex_unlock(&e->mu);

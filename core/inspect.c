@@ -336,14 +336,11 @@ static int close_level(verify_ctx *v, unsigned d)
     if (d == 0 || !v->lv[d - 1].open)
         return PL_OK;
     vlevel *p = &v->lv[d - 1];
-    if (p->n_children == p->cap_children) {
-        size_t cap = p->cap_children ? p->cap_children * 2 : 16;
-        vchild *c = realloc(p->children, cap * sizeof *c);
-        if (!c)
-            return pl__err(PL_ENOMEM, "out of memory");
-        p->children = c;
-        p->cap_children = cap;
-    }
+    vchild *grown = pl__grow(p->children, &p->cap_children, p->n_children,
+                             sizeof *grown, 16);
+    if (!grown)
+        return pl__err(PL_ENOMEM, "out of memory");
+    p->children = grown;
     vchild *c = &p->children[p->n_children++];
     c->comp = l->comps[d - 1];
     memcpy(c->head, l->prev, PL_HASH_LEN);

@@ -96,14 +96,10 @@ static void index_insert(pl_registry *reg, size_t idx)
 
 static int grow(pl_registry *reg)
 {
-    if (reg->n == reg->cap) {
-        size_t cap = reg->cap ? reg->cap * 2 : 16;
-        pl_policy_def **d = realloc(reg->defs, cap * sizeof *d);
-        if (!d)
-            return PL_ENOMEM;
-        reg->defs = d;
-        reg->cap = cap;
-    }
+    pl_policy_def **d = pl__grow(reg->defs, &reg->cap, reg->n, sizeof *d, 16);
+    if (!d)
+        return PL_ENOMEM;
+    reg->defs = d;
     if ((reg->n + 1) * 2 > reg->n_slots) {
         size_t ns = reg->n_slots ? reg->n_slots * 2 : 32;
         uint32_t *slots = calloc(ns, sizeof *slots);

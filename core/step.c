@@ -188,14 +188,10 @@ const pl_step *pl_steps_at(const pl_steps *l, size_t i)
 
 int pl__steps_push(pl_steps *l, pl_step *s)
 {
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? l->cap * 2 : 4;
-        pl_step **v = realloc(l->v, cap * sizeof *v);
-        if (!v)
-            return pl__err(PL_ENOMEM, "out of memory growing a step list");
-        l->v = v;
-        l->cap = cap;
-    }
+    pl_step **v = pl__grow(l->v, &l->cap, l->n, sizeof *v, 4);
+    if (!v)
+        return pl__err(PL_ENOMEM, "out of memory growing a step list");
+    l->v = v;
     l->v[l->n++] = s;
     return PL_OK;
 }

@@ -42,6 +42,20 @@ int pl__buf_append(pl__buf *b, const void *p, size_t n)
     return PL_OK;
 }
 
+void *pl__grow(void *items, size_t *cap, size_t n, size_t size,
+               size_t first)
+{
+    if (n < *cap)
+        return items;
+    size_t next = *cap ? *cap * 2 : first;
+    if (next < *cap || next > SIZE_MAX / size)
+        return NULL;
+    void *p = realloc(items, next * size);
+    if (p)
+        *cap = next;
+    return p;
+}
+
 void pl__buf_free(pl__buf *b)
 {
     free(b->data);

@@ -42,6 +42,15 @@ PL__HIDDEN void pl__buf_free(pl__buf *b);
 
 static inline void pl__buf_reset(pl__buf *b) { b->len = 0; }
 
+/*
+ * Room for one more element in a doubling array of @p n elements of @p size
+ * bytes: returns @p items itself while n < *cap, else the array reallocated
+ * (its first size is @p first elements) with *cap updated, or NULL when out
+ * of memory (the array and *cap are then unchanged).  Sets no message.
+ */
+PL__HIDDEN void *pl__grow(void *items, size_t *cap, size_t n, size_t size,
+                          size_t first);
+
 /* Big-endian integers, the byte order of every key. */
 static inline void pl__put_be32(uint8_t *p, uint32_t v)
 {

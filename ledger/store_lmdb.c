@@ -153,14 +153,10 @@ bool pl__key_parse(const uint8_t *key, size_t len, uint64_t *run,
 
 int pl__kvs_begin(pl__kvs *l, const uint8_t *key, size_t klen)
 {
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? l->cap * 2 : 16;
-        pl__kv *e = realloc(l->e, cap * sizeof *e);
-        if (!e)
-            return pl__err(PL_ENOMEM, "out of memory growing a batch");
-        l->e = e;
-        l->cap = cap;
-    }
+    pl__kv *grown = pl__grow(l->e, &l->cap, l->n, sizeof *grown, 16);
+    if (!grown)
+        return pl__err(PL_ENOMEM, "out of memory growing a batch");
+    l->e = grown;
     pl__kv *e = &l->e[l->n];
     e->koff = l->data.len;
     e->klen = klen;
@@ -622,16 +618,12 @@ static int checkpoint_body(pl__store *s, MDB_txn *txn, void *user, int *st)
                 rc = MDB_CORRUPTED;
                 break;
             }
-            if (n == cap) {
-                size_t nc = cap ? cap * 2 : 256;
-                jstep *a = realloc(all, nc * sizeof *a);
-                if (!a) {
-                    rc = ENOMEM;
-                    break;
-                }
-                all = a;
-                cap = nc;
+            jstep *a = pl__grow(all, &cap, n, sizeof *a, 256);
+            if (!a) {
+                rc = ENOMEM;
+                break;
             }
+            all = a;
             all[n] = (jstep){{klen, (void *)key}, {vlen, (void *)val},
                              pl__get_be64(key), n};
             n++;

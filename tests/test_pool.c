@@ -112,6 +112,17 @@ static pl_engine *open_counted(const char *path, const pl_registry *reg,
     return e;
 }
 
+/* The test policies and one more, @p name. */
+static pl_registry *registry_with(const char *name, pl_policy_fn fn)
+{
+    pl_registry *reg = t_registry();
+    pl_policy_def d = PL_POLICY_DEF_INIT;
+    d.name = name;
+    d.fn = fn;
+    cr_assert_eq(pl_registry_add(reg, &d), PL_OK, "%s", pl_errmsg());
+    return reg;
+}
+
 static pl_pool *pool_of(pl_engine *e, unsigned threads, unsigned per)
 {
     pl_pool_options po = PL_POOL_OPTIONS_INIT;
@@ -330,11 +341,7 @@ static void resume_ask(pl_engine *e, void *user)
 Test(pool, runs_suspend_and_resume_as_tasks)
 {
     const char *path = t_store_path();
-    pl_registry *reg = t_registry();
-    pl_policy_def d = PL_POLICY_DEF_INIT;
-    d.name = "ask";
-    d.fn = ask;
-    cr_assert_eq(pl_registry_add(reg, &d), PL_OK);
+    pl_registry *reg = registry_with("ask", ask);
     cr_assert_eq(pl_register_human(reg, "approve"), PL_OK);
     pl_engine *e = t_engine(path, reg, PL_DURABILITY_GROUP);
     pl_pool *pool = pool_of(e, 2, 8);
@@ -423,11 +430,7 @@ static void run_keeper(pl_engine *e, void *user)
 Test(pool, a_task_keeps_its_own_error_message)
 {
     const char *path = t_store_path();
-    pl_registry *reg = t_registry();
-    pl_policy_def d = PL_POLICY_DEF_INIT;
-    d.name = "keeper";
-    d.fn = keeper;
-    cr_assert_eq(pl_registry_add(reg, &d), PL_OK);
+    pl_registry *reg = registry_with("keeper", keeper);
     pl_engine *e = t_engine(path, reg, PL_DURABILITY_GROUP);
     /* one thread: every task shares it */
     pl_pool *pool = pool_of(e, 1, 16);
@@ -513,11 +516,7 @@ static void run_big(pl_engine *e, void *user)
 Test(pool, a_batch_too_big_for_the_map_fails_alone)
 {
     const char *path = t_store_path();
-    pl_registry *reg = t_registry();
-    pl_policy_def d = PL_POLICY_DEF_INIT;
-    d.name = "big";
-    d.fn = big;
-    cr_assert_eq(pl_registry_add(reg, &d), PL_OK);
+    pl_registry *reg = registry_with("big", big);
     pl_engine_options o = PL_ENGINE_OPTIONS_INIT;
     o.durability = PL_DURABILITY_GROUP;
     o.map_size = (size_t)1 << 20;
@@ -555,7 +554,6 @@ Test(pool, a_batch_too_big_for_the_map_fails_alone)
 typedef struct fan {
     pl_pool *pool;
     atomic_int ran;
-    int depth;
 } fan;
 
 static fan g_fan;
