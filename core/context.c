@@ -227,6 +227,17 @@ static void inv_consume(pl_ctx *c)
     c->peeked = false;
 }
 
+/* The hash of the record @p rec stored at position @p seq of this ledger. */
+static int hash_at(pl_ctx *c, uint32_t seq, const uint8_t *rec, size_t len,
+                   uint8_t out[PL_HASH_LEN])
+{
+    uint8_t key[PL__KEY_MAX];
+    memcpy(key, c->prefix, c->prefix_len);
+    pl__put_be32(key + c->prefix_len, seq);
+    return pl__step_hash(c->run->hasher, key, c->prefix_len + 4, rec, len,
+                         out);
+}
+
 /*
  * Consume a recorded step whose payload goes to policy code without being
  * compared (a served result, a side effect's value, a resume answer): the
@@ -237,13 +248,10 @@ static void inv_consume(pl_ctx *c)
 static int inv_consume_checked(pl_ctx *c)
 {
     pl__run *r = c->run;
-    uint8_t key[PL__KEY_MAX], h[PL_HASH_LEN];
+    uint8_t h[PL_HASH_LEN];
     uint32_t seq = c->next_seq;
-    memcpy(key, c->prefix, c->prefix_len);
-    pl__put_be32(key + c->prefix_len, seq);
-    int st = pl__step_hash(r->hasher, key, c->prefix_len + 4,
-                           pl__kvs_val(&c->ahead, c->ahead_pos),
-                           c->ahead.e[c->ahead_pos].vlen, h);
+    int st = hash_at(c, seq, pl__kvs_val(&c->ahead, c->ahead_pos),
+                     c->ahead.e[c->ahead_pos].vlen, h);
     if (st)
         return pl__run_fail(r, st, "%s", pl_errmsg());
     inv_consume(c);
@@ -271,12 +279,8 @@ static int inv_head(pl_ctx *c, uint8_t out[PL_HASH_LEN])
 {
     pl__run *r = c->run;
     if (!c->last_hash_ok) {
-        uint8_t key[PL__KEY_MAX];
-        memcpy(key, c->prefix, c->prefix_len);
-        pl__put_be32(key + c->prefix_len, c->next_seq - 1);
-        int st = pl__step_hash(r->hasher, key, c->prefix_len + 4,
-                               c->last_rec.data, c->last_rec.len,
-                               c->last_hash);
+        int st = hash_at(c, c->next_seq - 1, c->last_rec.data,
+                         c->last_rec.len, c->last_hash);
         if (st)
             return pl__run_fail(r, st, "%s", pl_errmsg());
         c->last_hash_ok = true;
@@ -333,16 +337,12 @@ static bool rec_intact(pl_ctx *c)
 {
     if (c->ahead_pos + 1 >= c->ahead.n)
         return true;
-    pl__run *r = c->run;
     pl__rec next;
-    uint8_t key[PL__KEY_MAX], h[PL_HASH_LEN];
-    memcpy(key, c->prefix, c->prefix_len);
-    pl__put_be32(key + c->prefix_len, c->next_seq);
+    uint8_t h[PL_HASH_LEN];
     if (pl__rec_decode_lazy(&next, pl__kvs_val(&c->ahead, c->ahead_pos + 1),
                             c->ahead.e[c->ahead_pos + 1].vlen) ||
-        pl__step_hash(r->hasher, key, c->prefix_len + 4,
-                      pl__kvs_val(&c->ahead, c->ahead_pos),
-                      c->ahead.e[c->ahead_pos].vlen, h))
+        hash_at(c, c->next_seq, pl__kvs_val(&c->ahead, c->ahead_pos),
+                c->ahead.e[c->ahead_pos].vlen, h))
         return false;
     return memcmp(next.prev_hash, h, PL_HASH_LEN) == 0;
 }
