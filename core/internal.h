@@ -33,7 +33,9 @@ struct pl_step {
     size_t mp_len;
     char *id;         /* NULL until in a ledger; idbuf when it fits */
     char *code;       /* may be NULL */
-    cJSON *json;      /* decoded payload, on first use */
+    cJSON *json;      /* decoded payload, on first use; read-only, its
+                         nodes in the step's allocation or in tree */
+    void *tree;       /* the block a lazily decoded json lives in */
     uint8_t prev[PL_HASH_LEN];
     char idbuf[40];
 };

@@ -4,8 +4,11 @@
  * A step keeps its payload encoded (the form it is stored and compared in).
  * A step the policy made decodes it to cJSON only when asked; a step read
  * from the store is decoded at once, since decoding is also the check of
- * its stored bytes.
+ * its stored bytes.  The decoded tree is read-only and lives in one block:
+ * the step's own allocation when read from the store, else s->tree.
  */
+#include <stddef.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 #include "internal.h"
@@ -37,10 +40,18 @@ int pl_step_type_parse(pl_step_type *out, const char *name)
 
 /* ---- steps ------------------------------------------------------------------- */
 
-pl_step *pl__step_new(pl_step_type type, const char *actor, size_t actor_len,
-                      const uint8_t *mp, size_t mp_len)
+/* A step with room for a decoded tree of @p tree_bytes after its own
+ * fields, at *tree. */
+static pl_step *step_alloc(pl_step_type type, const char *actor,
+                           size_t actor_len, const uint8_t *mp, size_t mp_len,
+                           size_t tree_bytes, void **tree)
 {
-    pl_step *s = malloc(sizeof *s + actor_len + 1 + mp_len);
+    const size_t align = _Alignof(max_align_t);
+    size_t fields = sizeof(pl_step) + actor_len + 1 + mp_len;
+    size_t at = (fields + align - 1) / align * align;
+    pl_step *s = at >= fields && tree_bytes <= SIZE_MAX - at
+                     ? malloc(at + tree_bytes)
+                     : NULL;
     if (!s) {
         pl__err(PL_ENOMEM, "out of memory creating a step");
         return NULL;
@@ -53,25 +64,38 @@ pl_step *pl__step_new(pl_step_type type, const char *actor, size_t actor_len,
     s->mp = (uint8_t *)s->actor + actor_len + 1;
     memcpy(s->mp, mp, mp_len);
     s->mp_len = mp_len;
+    *tree = (char *)s + at;
     return s;
+}
+
+pl_step *pl__step_new(pl_step_type type, const char *actor, size_t actor_len,
+                      const uint8_t *mp, size_t mp_len)
+{
+    void *tree;
+    return step_alloc(type, actor, actor_len, mp, mp_len, 0, &tree);
 }
 
 int pl__step_from_rec(const pl__rec *rec, const char *path, pl_step **out)
 {
     *out = NULL;
-    /* decoding checks the stored bytes; the policy reads them next */
-    cJSON *json;
-    int st = pl__payload_decode_in(&json, rec->payload, rec->payload_len,
-                                   pl__step_wrapping(rec->type));
+    /* decoding checks the stored bytes; the policy reads them next, from a
+     * tree in the step's own allocation */
+    pl__tree_size ts;
+    int st = pl__payload_measure(rec->payload, rec->payload_len,
+                                 pl__step_wrapping(rec->type), &ts);
     if (st)
         return pl__err(st, "step record %u: %s", rec->seq, pl_errmsg());
-    pl_step *s = pl__step_new(rec->type, rec->actor, rec->actor_len,
-                              rec->payload, rec->payload_len);
-    if (!s) {
-        cJSON_Delete(json);
+    void *tree;
+    pl_step *s = step_alloc(rec->type, rec->actor, rec->actor_len,
+                            rec->payload, rec->payload_len, ts.bytes, &tree);
+    if (!s)
         return PL_ENOMEM;
+    /* from the step's copy of the bytes that were measured */
+    if (!(s->json = pl__payload_build(s->mp, s->mp_len, &ts, tree))) {
+        pl_step_free(s);
+        return pl__err(PL_ECORRUPT, "step record %u: its payload changed "
+                                    "while decoding it", rec->seq);
     }
-    s->json = json;
     s->decoded = true;
     if ((rec->code && !(s->code = pl__strndup(rec->code, rec->code_len))) ||
         pl__step_place(s, path, rec->seq, rec->time_us)) {
@@ -112,9 +136,12 @@ const cJSON *pl_step_payload(const pl_step *cs)
 {
     pl_step *s = (pl_step *)cs; /* the decoded form is a cache */
     if (!s->decoded) {
-        if (pl__payload_decode_in(&s->json, s->mp, s->mp_len,
-                                  pl__step_wrapping(s->type)))
+        pl__tree_size ts;
+        if (pl__payload_measure(s->mp, s->mp_len, pl__step_wrapping(s->type),
+                                &ts) ||
+            !(s->tree = malloc(ts.bytes)))
             return NULL;
+        s->json = pl__payload_build(s->mp, s->mp_len, &ts, s->tree);
         s->decoded = true;
     }
     return s->json;
@@ -152,7 +179,7 @@ void pl_step_free(pl_step *s)
 {
     if (!s)
         return;
-    cJSON_Delete(s->json);
+    free(s->tree);
     if (s->id != s->idbuf)
         free(s->id);
     free(s->code);

@@ -47,8 +47,9 @@
  *   by walk(), a reader of our own that checks every length against the
  *   bytes that remain (so a forged count cannot make it allocate
  *   gigabytes), bounds nesting, allows only JSON-compatible types, and
- *   builds the cJSON tree in the same pass: one walk over the bytes, no
- *   intermediate object tree.
+ *   counts the cJSON tree the bytes decode to.  build() then makes that
+ *   tree in one block of memory, nodes and strings together: a served
+ *   result costs one allocation, not one per value.
  *   Replay reads records with pl__rec_decode_lazy(), which checks the
  *   header only: it compares a recorded payload with freshly encoded bytes
  *   first, equal bytes need no check, and anything else is checked with
@@ -60,7 +61,9 @@
  */
 #include "codec.h"
 
+#include <limits.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 #include <msgpack.h>
@@ -374,30 +377,38 @@ typedef struct head {
     bool b;
 } head;
 
-static int rd_head(rd *r, head *h)
+static int rd_head_long(rd *r, head *h, uint8_t c);
+
+static inline int rd_head(rd *r, head *h)
 {
     if (!rd_left(r))
         return PL_ECORRUPT;
     uint8_t c = *r->p++;
-    size_t need = 0;
     if (c <= 0x7f) {
         h->t = T_UINT, h->u = c;
         return PL_OK;
     }
-    if (c >= 0xe0) {
-        h->t = T_INT, h->i = (int8_t)c;
-        return PL_OK;
-    }
-    if (c >= 0x80 && c <= 0x8f) {
+    if (c <= 0x8f) {
         h->t = T_MAP, h->u = c & 0x0f;
         return PL_OK;
     }
-    if (c >= 0x90 && c <= 0x9f) {
+    if (c <= 0x9f) {
         h->t = T_ARRAY, h->u = c & 0x0f;
         return PL_OK;
     }
-    if (c >= 0xa0 && c <= 0xbf) {
+    if (c <= 0xbf) {
         h->t = T_STR, h->u = c & 0x1f;
+        return PL_OK;
+    }
+    return rd_head_long(r, h, c);
+}
+
+/* The heads that are not one byte of type and small size. */
+static int rd_head_long(rd *r, head *h, uint8_t c)
+{
+    size_t need = 0;
+    if (c >= 0xe0) {
+        h->t = T_INT, h->i = (int8_t)c;
         return PL_OK;
     }
     switch (c) {
@@ -478,125 +489,59 @@ static int rd_head(rd *r, head *h)
     return PL_OK;
 }
 
-/* A cJSON string owning a copy of @p n bytes (cJSON's own allocator, so
- * cJSON_Delete frees it), without the strlen and second copy of
- * cJSON_CreateString. */
-static cJSON *new_string(const uint8_t *p, size_t n)
-{
-    char *s = cJSON_malloc(n + 1);
-    cJSON *item = s ? cJSON_CreateNull() : NULL;
-    if (!item) {
-        cJSON_free(s);
-        return NULL;
-    }
-    memcpy(s, p, n);
-    s[n] = '\0';
-    item->type = cJSON_String;
-    item->valuestring = s;
-    return item;
-}
-
-static char *new_key(const uint8_t *p, size_t n)
-{
-    char *s = cJSON_malloc(n + 1);
-    if (s) {
-        memcpy(s, p, n);
-        s[n] = '\0';
-    }
-    return s;
-}
-
 /*
  * Walk one value, checking every length against the bytes that remain and,
- * in MODE_JSON, the JSON rules.  With @p out, build it as a new cJSON in
- * the same pass (MODE_JSON only).  @p depth is the value's level if it is a
- * container (as in pack_json).  PL_ECORRUPT or PL_ENOMEM, no message.
+ * in MODE_JSON, the JSON rules; with @p ts, count the tree it decodes to
+ * (MODE_JSON only).  @p depth is the value's level if it is a container
+ * (as in pack_json).  PL_ECORRUPT, no message.
  */
-static int walk(rd *r, int depth, int mode, cJSON **out)
+static int walk(rd *r, int depth, int mode, pl__tree_size *ts)
 {
     head h;
-    cJSON *v = NULL;
     if (rd_head(r, &h))
         return PL_ECORRUPT;
+    if (ts)
+        ts->nodes++;
     switch (h.t) {
-    case T_NIL:
-        if (out)
-            v = cJSON_CreateNull();
-        break;
-    case T_BOOL:
-        if (out)
-            v = cJSON_CreateBool(h.b);
-        break;
-    case T_UINT:
-        if (out)
-            v = cJSON_CreateNumber((double)h.u);
-        break;
-    case T_INT:
-        if (out)
-            v = cJSON_CreateNumber((double)h.i);
-        break;
+    case T_NIL: case T_BOOL: case T_UINT: case T_INT:
+        return PL_OK;
     case T_F32: case T_F64:
-        if (mode == MODE_JSON && !isfinite(h.d))
-            return PL_ECORRUPT;
-        if (out)
-            v = cJSON_CreateNumber(h.d);
-        break;
+        return mode == MODE_JSON && !isfinite(h.d) ? PL_ECORRUPT : PL_OK;
     case T_STR:
         if (h.u > rd_left(r) ||
             (mode == MODE_JSON && memchr(r->p, 0, (size_t)h.u)))
             return PL_ECORRUPT;
-        if (out)
-            v = new_string(r->p, (size_t)h.u);
+        if (ts)
+            ts->text += (size_t)h.u + 1;
         r->p += h.u;
-        break;
+        return PL_OK;
     case T_BIN: case T_EXT:
         if (mode == MODE_JSON || h.u > rd_left(r))
             return PL_ECORRUPT;
         r->p += h.u;
         return PL_OK;
     case T_ARRAY:
-    case T_MAP: {
-        bool map = h.t == T_MAP;
-        /* every element takes at least a byte, every member two */
-        if (depth > PL_MAX_JSON_DEPTH || h.u > rd_left(r) / (map ? 2 : 1))
-            return PL_ECORRUPT;
-        if (out && !(v = map ? cJSON_CreateObject() : cJSON_CreateArray()))
-            return PL_ENOMEM;
-        for (uint64_t i = 0; i < h.u; i++) {
-            char *key = NULL;
-            cJSON *item = NULL;
-            int st = PL_OK;
-            if (map && mode == MODE_JSON) { /* keys must be strings */
-                head kh;
-                if (rd_head(r, &kh) || kh.t != T_STR || kh.u > rd_left(r) ||
-                    memchr(r->p, 0, (size_t)kh.u))
-                    st = PL_ECORRUPT;
-                else if (out && !(key = new_key(r->p, (size_t)kh.u)))
-                    st = PL_ENOMEM;
-                else
-                    r->p += kh.u;
-            } else if (map) {
-                st = walk(r, depth + 1, mode, NULL);
-            }
-            if (!st)
-                st = walk(r, depth + 1, mode, out ? &item : NULL);
-            if (st) {
-                cJSON_free(key);
-                cJSON_Delete(v);
-                return st;
-            }
-            if (out) {
-                item->string = key; /* freed by cJSON_Delete */
-                cJSON_AddItemToArray(v, item); /* links; keeps ->string */
-            }
-        }
+    case T_MAP:
         break;
     }
-    }
-    if (out) {
-        if (!v)
-            return PL_ENOMEM;
-        *out = v;
+    bool map = h.t == T_MAP;
+    /* every element takes at least a byte, every member two */
+    if (depth > PL_MAX_JSON_DEPTH || h.u > rd_left(r) / (map ? 2 : 1))
+        return PL_ECORRUPT;
+    for (uint64_t i = 0; i < h.u; i++) {
+        if (map && mode == MODE_JSON) { /* keys must be strings */
+            head kh;
+            if (rd_head(r, &kh) || kh.t != T_STR || kh.u > rd_left(r) ||
+                memchr(r->p, 0, (size_t)kh.u))
+                return PL_ECORRUPT;
+            if (ts)
+                ts->text += (size_t)kh.u + 1;
+            r->p += kh.u;
+        } else if (map && walk(r, depth + 1, mode, NULL)) {
+            return PL_ECORRUPT;
+        }
+        if (walk(r, depth + 1, mode, ts))
+            return PL_ECORRUPT;
     }
     return PL_OK;
 }
@@ -604,7 +549,7 @@ static int walk(rd *r, int depth, int mode, cJSON **out)
 /* Walk a whole payload that holds a policy's value @p outer containers
  * deep; the errors carry a message. */
 static int walk_payload(const uint8_t *mp, size_t len, bool want_map,
-                        unsigned outer, cJSON **out)
+                        unsigned outer, pl__tree_size *ts)
 {
     rd r = {mp, mp + len};
     if (!len)
@@ -612,22 +557,127 @@ static int walk_payload(const uint8_t *mp, size_t len, bool want_map,
     if (want_map && !((mp[0] >= 0x80 && mp[0] <= 0x8f) || mp[0] == 0xde ||
                       mp[0] == 0xdf))
         return pl__err(PL_ECORRUPT, "payload is not a map");
-    int st = walk(&r, 1 - (int)outer, MODE_JSON, out);
-    if (st == PL_ENOMEM)
-        return pl__err(PL_ENOMEM, "out of memory decoding a payload");
-    if (st)
+    if (walk(&r, 1 - (int)outer, MODE_JSON, ts))
         return pl__err(PL_ECORRUPT, "malformed or truncated payload, or one "
                                     "nested deeper than %d levels",
                        PL_MAX_JSON_DEPTH);
-    if (r.p != r.end) {
-        if (out) {
-            cJSON_Delete(*out);
-            *out = NULL;
-        }
+    if (r.p != r.end)
         return pl__err(PL_ECORRUPT, "%zu stray bytes after the payload",
                        rd_left(&r));
-    }
     return PL_OK;
+}
+
+int pl__payload_measure(const uint8_t *mp, size_t len, unsigned outer,
+                        pl__tree_size *ts)
+{
+    *ts = (pl__tree_size){0, 0, 0};
+    int st = walk_payload(mp, len, false, outer, ts);
+    if (st)
+        return st;
+    /* both are at most a few times len, so only a 32-bit size_t can
+     * overflow */
+    if (ts->nodes > (SIZE_MAX - ts->text) / sizeof(cJSON))
+        return pl__err(PL_ENOMEM, "a payload of %zu bytes is too big to "
+                                  "decode here", len);
+    ts->bytes = ts->nodes * sizeof(cJSON) + ts->text;
+    return PL_OK;
+}
+
+/* Where pl__payload_build() puts the next node and the next string. */
+typedef struct tree_at {
+    cJSON *node, *node_end;
+    char *text, *text_end;
+} tree_at;
+
+static char *tree_text(tree_at *t, const uint8_t *p, size_t n)
+{
+    if ((size_t)(t->text_end - t->text) <= n)
+        return NULL;
+    char *s = t->text;
+    memcpy(s, p, n);
+    s[n] = '\0';
+    t->text += n + 1;
+    return s;
+}
+
+/* cJSON_CreateNumber's two fields: valueint saturates. */
+static void tree_number(cJSON *v, double d)
+{
+    v->type = cJSON_Number;
+    v->valuedouble = d;
+    v->valueint = d >= INT_MAX ? INT_MAX : d <= (double)INT_MIN ? INT_MIN
+                                                                : (int)d;
+}
+
+/*
+ * Build one value of bytes walk() accepted as JSON, and count, into @p t.
+ * The nodes are linked as cJSON links them: a container's first child's
+ * prev is its last.  NULL only if the bytes or the block are not the ones
+ * measured.
+ */
+static cJSON *build(rd *r, tree_at *t)
+{
+    head h;
+    if (t->node == t->node_end || rd_head(r, &h))
+        return NULL;
+    cJSON *v = t->node++;
+    memset(v, 0, sizeof *v);
+    switch (h.t) {
+    case T_NIL: v->type = cJSON_NULL; return v;
+    case T_BOOL: v->type = h.b ? cJSON_True : cJSON_False; return v;
+    case T_UINT: tree_number(v, (double)h.u); return v;
+    case T_INT: tree_number(v, (double)h.i); return v;
+    case T_F32: case T_F64: tree_number(v, h.d); return v;
+    case T_STR:
+        if (h.u > rd_left(r) ||
+            !(v->valuestring = tree_text(t, r->p, (size_t)h.u)))
+            return NULL;
+        v->type = cJSON_String;
+        r->p += h.u;
+        return v;
+    case T_ARRAY: case T_MAP:
+        break;
+    default:
+        return NULL;
+    }
+    bool map = h.t == T_MAP;
+    v->type = map ? cJSON_Object : cJSON_Array;
+    cJSON *last = NULL;
+    for (uint64_t i = 0; i < h.u; i++) {
+        char *key = NULL;
+        if (map) {
+            head kh;
+            if (rd_head(r, &kh) || kh.t != T_STR || kh.u > rd_left(r) ||
+                !(key = tree_text(t, r->p, (size_t)kh.u)))
+                return NULL;
+            r->p += kh.u;
+        }
+        cJSON *item = build(r, t);
+        if (!item)
+            return NULL;
+        item->string = key;
+        if (last) {
+            last->next = item;
+            item->prev = last;
+        } else {
+            v->child = item;
+        }
+        last = item;
+    }
+    if (last)
+        v->child->prev = last;
+    return v;
+}
+
+cJSON *pl__payload_build(const uint8_t *mp, size_t len,
+                         const pl__tree_size *ts, void *block)
+{
+    tree_at t = {block, (cJSON *)block + ts->nodes, NULL,
+              (char *)block + ts->bytes};
+    t.text = (char *)t.node_end;
+    rd r = {mp, mp + len};
+    cJSON *root = build(&r, &t);
+    return root && r.p == r.end ? root : NULL;
 }
 
 int pl__payload_check(const uint8_t *mp, size_t len, bool want_map)
@@ -640,11 +690,39 @@ int pl__payload_decode(cJSON **out, const uint8_t *mp, size_t len)
     return pl__payload_decode_in(out, mp, len, 0);
 }
 
+/* Decode into one new block: *out is the tree in it, read-only. */
+static int decode_block(const uint8_t *mp, size_t len, unsigned outer,
+                        void **block, const cJSON **out)
+{
+    pl__tree_size ts;
+    *block = NULL;
+    int st = pl__payload_measure(mp, len, outer, &ts);
+    if (st)
+        return st;
+    if (!(*block = malloc(ts.bytes)))
+        return pl__err(PL_ENOMEM, "out of memory decoding a payload");
+    if (!(*out = pl__payload_build(mp, len, &ts, *block))) {
+        free(*block);
+        *block = NULL;
+        return pl__err(PL_ECORRUPT, "a payload changed while decoding it");
+    }
+    return PL_OK;
+}
+
 int pl__payload_decode_in(cJSON **out, const uint8_t *mp, size_t len,
                           unsigned outer)
 {
+    void *block;
+    const cJSON *root;
     *out = NULL;
-    return walk_payload(mp, len, false, outer, out);
+    int st = decode_block(mp, len, outer, &block, &root);
+    if (st)
+        return st;
+    /* a tree the caller owns is one cJSON_Delete() can free */
+    *out = cJSON_Duplicate(root, true);
+    free(block);
+    return *out ? PL_OK : pl__err(PL_ENOMEM, "out of memory decoding a "
+                                             "payload");
 }
 
 unsigned pl__step_wrapping(pl_step_type type)
@@ -911,13 +989,12 @@ bool pl__payload_equal(const uint8_t *a, size_t alen, const uint8_t *b,
 {
     if (alen == blen && memcmp(a, b, alen) == 0)
         return true;
-    cJSON *ja = NULL, *jb = NULL;
-    bool eq = false;
-    if (!pl__payload_decode_in(&ja, a, alen, 1) &&
-        !pl__payload_decode_in(&jb, b, blen, 1))
-        eq = json_equal(ja, jb);
-    cJSON_Delete(ja);
-    cJSON_Delete(jb);
+    void *ba = NULL, *bb = NULL;
+    const cJSON *ja, *jb;
+    bool eq = !decode_block(a, alen, 1, &ba, &ja) &&
+              !decode_block(b, blen, 1, &bb, &jb) && json_equal(ja, jb);
+    free(ba);
+    free(bb);
     return eq;
 }
 

@@ -115,8 +115,34 @@ PL__HIDDEN int pl__json_encode(pl__buf *out, const cJSON *v) PL__MUST_CHECK;
 PL__HIDDEN int pl__payload_check(const uint8_t *mp, size_t len,
                                  bool want_map) PL__MUST_CHECK;
 
-/* Decode a msgpack value into a new cJSON, checking it as
- * pl__payload_check() does in the same pass.  PL_ECORRUPT or PL_ENOMEM. */
+/* The cJSON tree a payload decodes to. */
+typedef struct pl__tree_size {
+    size_t nodes; /* values, one cJSON node each */
+    size_t text;  /* bytes of the strings and keys, with their NULs */
+    size_t bytes; /* the block that holds them, nodes first */
+} pl__tree_size;
+
+/*
+ * Check a payload as pl__payload_check() does, for a value that holds a
+ * policy's value @p outer containers deep (see pl__payload_decode_in()),
+ * and measure the tree it decodes to.  PL_ECORRUPT or PL_ENOMEM.
+ */
+PL__HIDDEN int pl__payload_measure(const uint8_t *mp, size_t len,
+                                   unsigned outer,
+                                   pl__tree_size *ts) PL__MUST_CHECK;
+
+/*
+ * Build the tree of a payload pl__payload_measure() accepted in @p block,
+ * ts->bytes long and aligned for a cJSON.  The tree's nodes and strings
+ * all live in the block: it is read-only, and freeing the block frees it
+ * (never cJSON_Delete()).  NULL only if the bytes are not the ones
+ * measured.
+ */
+PL__HIDDEN cJSON *pl__payload_build(const uint8_t *mp, size_t len,
+                                    const pl__tree_size *ts, void *block);
+
+/* Decode a msgpack value into a new cJSON the caller owns, checking it as
+ * pl__payload_check() does.  PL_ECORRUPT or PL_ENOMEM. */
 PL__HIDDEN int pl__payload_decode(cJSON **out, const uint8_t *mp,
                                   size_t len) PL__MUST_CHECK;
 

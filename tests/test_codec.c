@@ -281,6 +281,65 @@ static void expect_payload(const uint8_t *p, size_t n, int want,
 /* ---- JSON helpers -------------------------------------------------------- */
 
 /* Encode, check, decode; the caller frees the result. */
+/* Every container's children are linked as cJSON links them: the first
+ * child's prev is the last, the last's next is NULL, prev mirrors next. */
+static void expect_cjson_links(const cJSON *v)
+{
+    const cJSON *first = v->child;
+    if (!first)
+        return;
+    const cJSON *c = first, *last = NULL;
+    for (; c; last = c, c = c->next) {
+        if (last)
+            cr_assert_eq(c->prev, last, "prev does not mirror next");
+        cr_assert_eq(c->string != NULL, cJSON_IsObject(v),
+                     "members have keys, array items do not");
+        expect_cjson_links(c);
+    }
+    cr_assert_eq(first->prev, last, "the first child's prev is not the last");
+}
+
+/* Node by node the same (cJSON_Compare() is not: with a key twice in an
+ * object it compares only the first). */
+static void expect_same_tree(const cJSON *a, const cJSON *b)
+{
+    cr_assert_eq(a->type, b->type);
+    cr_assert_eq(a->string != NULL, b->string != NULL);
+    if (a->string)
+        cr_assert_str_eq(a->string, b->string);
+    cr_assert_eq(a->valuestring != NULL, b->valuestring != NULL);
+    if (a->valuestring)
+        cr_assert_str_eq(a->valuestring, b->valuestring);
+    cr_assert(a->valuedouble == b->valuedouble);
+    cr_assert_eq(a->valueint, b->valueint);
+    const cJSON *x = a->child, *y = b->child;
+    for (; x && y; x = x->next, y = y->next)
+        expect_same_tree(x, y);
+    cr_assert(!x && !y, "a different number of children");
+}
+
+/* Decode @p mp into a block of exactly the measured size (so that a
+ * sanitizer sees any write past it) and check it against the owned tree
+ * pl__payload_decode() gives. */
+static void expect_block_tree(const uint8_t *mp, size_t len, const cJSON *want)
+{
+    pl__tree_size ts;
+    cr_assert_eq(pl__payload_measure(mp, len, 0, &ts), PL_OK, "%s",
+                 pl_errmsg());
+    cr_assert_eq(ts.bytes, ts.nodes * sizeof(cJSON) + ts.text);
+    void *block = malloc(ts.bytes);
+    cr_assert_not_null(block);
+    cJSON *t = pl__payload_build(mp, len, &ts, block);
+    cr_assert_not_null(t, "a measured payload did not build");
+    expect_same_tree(t, want);
+    expect_cjson_links(t);
+    char *a = t_text(t), *b = t_text(want);
+    cr_assert_str_eq(a, b, "the block tree prints differently");
+    cJSON_free(a);
+    cJSON_free(b);
+    free(block);
+}
+
 static cJSON *roundtrip(const cJSON *in)
 {
     pl__buf b = {0};
@@ -292,6 +351,8 @@ static cJSON *roundtrip(const cJSON *in)
     st = pl__payload_decode(&out, b.data, b.len);
     cr_assert_eq(st, PL_OK, "decode: %s", pl_errmsg());
     cr_assert_not_null(out);
+    expect_cjson_links(out);
+    expect_block_tree(b.data, b.len, out);
     pl__buf_free(&b);
     return out;
 }
@@ -500,6 +561,8 @@ Test(codec, payload_roundtrip_integers)
         const cJSON *a0 = cJSON_GetArrayItem(
             cJSON_GetObjectItemCaseSensitive(out, "a"), 0);
         cr_assert(cJSON_IsNumber(a0) && a0->valuedouble == ints[i]);
+        cr_assert_eq(v->valueint, cJSON_GetObjectItem(in, "v")->valueint,
+                     "valueint of %.17g is not cJSON's", ints[i]);
         cJSON_Delete(in);
         cJSON_Delete(out);
     }
@@ -1554,6 +1617,8 @@ static void fuzz_one(const uint8_t *p, size_t n, unsigned long iter)
     int dst = pl__payload_decode(&j, c, n);
     cr_assert_eq(dst, st, "iteration %lu: check said %s, decode said %s", iter,
                  pl_status_name(st), pl_status_name(dst));
+    if (j)
+        expect_block_tree(c, n, j);
     cJSON_Delete(j);
     (void)pl__payload_equal(c, n, c, n);
 
