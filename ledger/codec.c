@@ -731,7 +731,7 @@ unsigned pl__step_wrapping(pl_step_type type)
            type == PL_STEP_SUSPEND || type == PL_STEP_RESUME;
 }
 
-static int rd_uint(rd *r, uint64_t *v)
+static inline int rd_uint(rd *r, uint64_t *v)
 {
     head h;
     if (rd_head(r, &h))
@@ -747,7 +747,7 @@ static int rd_uint(rd *r, uint64_t *v)
     return PL_ECORRUPT;
 }
 
-static int rd_int(rd *r, int64_t *v)
+static inline int rd_int(rd *r, int64_t *v)
 {
     head h;
     if (rd_head(r, &h))
@@ -764,7 +764,7 @@ static int rd_int(rd *r, int64_t *v)
 }
 
 /* A str or bin, by type; *p points into the record. */
-static int rd_bytes(rd *r, mtype want, const uint8_t **p, size_t *n)
+static inline int rd_bytes(rd *r, mtype want, const uint8_t **p, size_t *n)
 {
     head h;
     if (rd_head(r, &h) || h.t != want || h.u > rd_left(r))
