@@ -376,6 +376,27 @@ static int nondet(pl_ctx *c, const pl__rec *rec, pl_step_type type,
 }
 
 /*
+ * The recorded step at the cursor matched the one appended: report a call
+ * recorded by other code, and move on.
+ */
+static void inv_matched(pl_ctx *c, const char *actor, const char *code)
+{
+    pl__run *r = c->run;
+    const pl__rec *rec = &c->rec;
+    if (rec->type == PL_STEP_ACTION_CALL && !rec_code_is(rec, code) &&
+        r->e->on_event) {
+        char *detail = pl__asprintf(
+            "step %s:%u was recorded by code '%.*s', replayed by '%s'",
+            c->path, c->next_seq, rec->code ? (int)rec->code_len : 1,
+            rec->code ? rec->code : "-", code ? code : "-");
+        pl__emit(r, PL_EVENT_CODE_CHANGED, c->path, c->next_seq, actor,
+                 rec->type, 0, 0, detail);
+        free(detail);
+    }
+    inv_consume(c);
+}
+
+/*
  * Append a step to invocation @p c: compare it with the recorded step at the
  * cursor, or write it past the recorded end.  *replayed says which.
  */
@@ -400,20 +421,10 @@ static int inv_append(pl_ctx *c, pl_step_type type, const char *actor,
             (!same_bytes && !pl__payload_equal(rec->payload,
                                                rec->payload_len, mp, mp_len)))
             return nondet(c, rec, type, actor, mp, mp_len, code);
-        if (type == PL_STEP_ACTION_CALL && !rec_code_is(rec, code) &&
-            r->e->on_event) {
-            char *detail = pl__asprintf(
-                "step %s:%u was recorded by code '%.*s', replayed by '%s'",
-                c->path, c->next_seq, rec->code ? (int)rec->code_len : 1,
-                rec->code ? rec->code : "-", code ? code : "-");
-            pl__emit(r, PL_EVENT_CODE_CHANGED, c->path, c->next_seq, actor,
-                     type, 0, 0, detail);
-            free(detail);
-        }
         if (time_us)
             *time_us = rec->time_us;
         *replayed = true;
-        inv_consume(c);
+        inv_matched(c, actor, code);
         return PL_OK;
     }
     if (r->check)
@@ -956,21 +967,35 @@ int pl_ctx_call(pl_ctx *c, const pl_action *a, const pl_decorator *decos,
     char seed_hex[2 * PL_HASH_LEN + 1];
     if (a->seed && a->seed->n && (st = seed_digest(r, a->seed, seed_hex)))
         return st;
-    pl__buf_reset(&r->scratch);
-    st = pl__call_payload_encode(&r->scratch, a->policy, a->payload,
-                                 a->actions, a->n_actions,
-                                 a->seed && a->seed->n ? seed_hex : NULL,
-                                 r->e->max_payload);
-    if (st)
-        return pl__run_fail(r, st, "run %s: call to '%s' at %s: %s", r->id,
-                            a->policy, c->path, pl_errmsg());
+    const char *seed = a->seed && a->seed->n ? seed_hex : NULL;
+    const char *code = def ? def->code_version : NULL;
     uint32_t call_seq = c->next_seq;
-    bool replayed;
-    st = inv_append(c, PL_STEP_ACTION_CALL, c->def->name, r->scratch.data,
-                    r->scratch.len, def ? def->code_version : NULL, NULL, &replayed,
-                    NULL);
-    if (st)
+    bool replayed = false;
+    /* a call found recorded needs no encoding; anything else is appended,
+     * which compares it the thorough way or writes it */
+    const pl__rec *rec;
+    if ((st = inv_peek(c, &rec)))
         return st;
+    if (rec && rec->type == PL_STEP_ACTION_CALL &&
+        rec_actor_is(rec, c->def->name) &&
+        pl__call_payload_same(rec->payload, rec->payload_len, a->policy,
+                              a->payload, a->actions, a->n_actions, seed,
+                              r->e->max_payload)) {
+        replayed = true;
+        inv_matched(c, c->def->name, code);
+    } else {
+        pl__buf_reset(&r->scratch);
+        st = pl__call_payload_encode(&r->scratch, a->policy, a->payload,
+                                     a->actions, a->n_actions, seed,
+                                     r->e->max_payload);
+        if (st)
+            return pl__run_fail(r, st, "run %s: call to '%s' at %s: %s",
+                                r->id, a->policy, c->path, pl_errmsg());
+        st = inv_append(c, PL_STEP_ACTION_CALL, c->def->name, r->scratch.data,
+                        r->scratch.len, code, NULL, &replayed, NULL);
+        if (st)
+            return st;
+    }
     return resolve_call(c, call_seq, replayed, a, def, decos, n_decos, out);
 }
 

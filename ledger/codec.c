@@ -998,6 +998,107 @@ bool pl__payload_equal(const uint8_t *a, size_t alen, const uint8_t *b,
     return eq;
 }
 
+/* ---- comparing a recorded call with a new one, without encoding it -------- */
+
+/* The str of @p n bytes at the reader is @p s, all of it.  Names and most
+ * values are short: a loop over them costs less than two calls. */
+static bool same_str(rd *r, uint64_t n, const char *s)
+{
+    if (!s || n > rd_left(r))
+        return false;
+    if (n > 32) {
+        if (strnlen(s, (size_t)n + 1) != n || memcmp(r->p, s, (size_t)n))
+            return false;
+    } else {
+        for (size_t i = 0; i < n; i++) /* stops at the NUL of a shorter s */
+            if (!s[i] || (uint8_t)s[i] != r->p[i])
+                return false;
+        if (s[n])
+            return false;
+    }
+    r->p += n;
+    return true;
+}
+
+static bool same_key(rd *r, const char *key)
+{
+    head h;
+    return !rd_head(r, &h) && h.t == T_STR && same_str(r, h.u, key);
+}
+
+/*
+ * Is the recorded value at the reader @p v, member for member in the same
+ * order, as json_equal() would find the two?  False also for whatever
+ * pack_json() refuses (non-finite numbers, raw items, too deep), so that
+ * the caller's slow path reports it.
+ */
+static bool same_json(rd *r, const cJSON *v, unsigned depth)
+{
+    head h;
+    if (rd_head(r, &h))
+        return false;
+    switch (v->type & 0xff) {
+    case cJSON_NULL:
+        return h.t == T_NIL;
+    case cJSON_False:
+    case cJSON_True:
+        return h.t == T_BOOL && h.b == ((v->type & 0xff) == cJSON_True);
+    case cJSON_Number: {
+        double d = v->valuedouble;
+        return isfinite(d) && ((h.t == T_UINT && (double)h.u == d) ||
+                               (h.t == T_INT && (double)h.i == d) ||
+                               ((h.t == T_F32 || h.t == T_F64) && h.d == d));
+    }
+    case cJSON_String:
+        return h.t == T_STR && same_str(r, h.u, v->valuestring);
+    case cJSON_Array:
+    case cJSON_Object: {
+        bool obj = (v->type & 0xff) == cJSON_Object;
+        if (depth > PL_MAX_JSON_DEPTH || h.t != (obj ? T_MAP : T_ARRAY))
+            return false;
+        uint64_t n = 0;
+        for (const cJSON *c = v->child; c; c = c->next, n++)
+            if (n == h.u || (obj && !same_key(r, c->string)) ||
+                !same_json(r, c, depth + 1))
+                return false;
+        return n == h.u;
+    }
+    default:
+        return false;
+    }
+}
+
+bool pl__call_payload_same(const uint8_t *mp, size_t len, const char *policy,
+                           const cJSON *payload, const char *const *actions,
+                           size_t n_actions, const char *seed_digest,
+                           size_t max_bytes)
+{
+    rd r = {mp, mp + len};
+    head h;
+    if (rd_head(&r, &h) || h.t != T_MAP ||
+        h.u != 2u + (n_actions > 0) + (seed_digest != NULL) ||
+        !same_key(&r, "policy") || !same_key(&r, policy) ||
+        !same_key(&r, "payload"))
+        return false;
+    const uint8_t *at = r.p;
+    if (payload ? !cJSON_IsObject(payload) || !same_json(&r, payload, 1)
+                : rd_head(&r, &h) || h.t != T_MAP || h.u != 0)
+        return false;
+    if (max_bytes && (size_t)(r.p - at) > max_bytes)
+        return false;
+    if (n_actions) {
+        if (!same_key(&r, "actions") || rd_head(&r, &h) || h.t != T_ARRAY ||
+            h.u != n_actions)
+            return false;
+        for (size_t i = 0; i < n_actions; i++)
+            if (!same_key(&r, actions[i]))
+                return false;
+    }
+    if (seed_digest && (!same_key(&r, "seed") || !same_key(&r, seed_digest)))
+        return false;
+    return r.p == r.end;
+}
+
 char *pl__payload_text(const uint8_t *mp, size_t len, size_t max)
 {
     cJSON *j = NULL;

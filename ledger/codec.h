@@ -85,6 +85,23 @@ PL__HIDDEN int pl__call_payload_encode(pl__buf *out, const char *policy,
                                        const char *seed_digest,
                                        size_t max_bytes) PL__MUST_CHECK;
 
+/*
+ * Do the recorded bytes @p mp of an action_call's payload hold this call:
+ * as pl__payload_equal() would find them against its encoding, and with
+ * members in the same order?  Reads the bytes with every check
+ * pl__payload_check() makes, and allocates nothing, so that replay need
+ * not encode a call it finds recorded.  False when they differ, and for
+ * anything pl__call_payload_encode() would refuse: the caller then encodes
+ * the call and compares the bytes the slow way.
+ */
+PL__HIDDEN bool pl__call_payload_same(const uint8_t *mp, size_t len,
+                                      const char *policy,
+                                      const cJSON *payload,
+                                      const char *const *actions,
+                                      size_t n_actions,
+                                      const char *seed_digest,
+                                      size_t max_bytes);
+
 /* Encode {key: obj}, obj a JSON object (NULL: {}).  Errors as above. */
 PL__HIDDEN int pl__wrap_encode(pl__buf *out, const char *key, const cJSON *obj,
                                size_t max_bytes) PL__MUST_CHECK;
