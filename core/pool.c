@@ -56,6 +56,21 @@
 #define switch_end(save, bottom, size) ((void)(save), (void)(bottom), (void)(size))
 #endif
 
+/* ThreadSanitizer is told about every switch too: each task is a fiber of
+ * its own to it, so that it sees the order a thread runs its tasks in. */
+#if defined(__SANITIZE_THREAD__)
+#include <sanitizer/tsan_interface.h>
+#define tsan_current() __tsan_get_current_fiber()
+#define tsan_create() __tsan_create_fiber(0)
+#define tsan_destroy(f) __tsan_destroy_fiber(f)
+#define tsan_switch(f) __tsan_switch_to_fiber(f, 0)
+#else
+#define tsan_current() NULL
+#define tsan_create() NULL
+#define tsan_destroy(f) ((void)(f))
+#define tsan_switch(f) ((void)(f))
+#endif
+
 #define MAX_THREADS 1024
 #define DEFAULT_PER_THREAD 64
 #define DEFAULT_STACK ((size_t)1 << 20)
@@ -80,6 +95,7 @@ typedef struct fiber {
     char msg[512];                  /* ... and why it failed */
     char errmsg[PL__ERRMSG_MAX];    /* pl_errmsg() while it waited */
     void *asan_fake;
+    void *tsan;        /* ThreadSanitizer's fiber */
     unsigned vg_stack; /* Valgrind's id for the stack */
     struct fiber *next_free;
 } fiber;
@@ -101,6 +117,7 @@ struct worker {
     const void *sched_bottom; /* the thread's own stack, for */
     size_t sched_size;        /* AddressSanitizer */
     void *asan_fake;
+    void *tsan; /* the thread's own fiber, for ThreadSanitizer */
 };
 
 struct pl_pool {
@@ -126,20 +143,26 @@ static _Thread_local worker *tl_worker;
 /*
  * The context to switch to once the running task waits or ends: the next
  * runnable task of this round, or at the end of the round the thread's own
- * loop.  Sets w->cur, and where that context's stack is.
+ * loop.  Sets w->cur, where that context's stack is, and its
+ * ThreadSanitizer fiber (which the caller switches to right before the
+ * context: a function that returns in between would unbalance the fiber's
+ * record of calls).
  */
-static ucontext_t *next_context(worker *w, const void **bottom, size_t *size)
+static ucontext_t *next_context(worker *w, const void **bottom, size_t *size,
+                                void **tsan)
 {
     if (++w->run_i < w->n_run) {
         fiber *g = w->run[w->run_i];
         w->cur = g;
         *bottom = g->map + w->pool->page;
         *size = w->pool->stack_size;
+        *tsan = g->tsan;
         return &g->ctx;
     }
     w->cur = NULL;
     *bottom = w->sched_bottom;
     *size = w->sched_size;
+    *tsan = w->tsan;
     return &w->sched;
 }
 
@@ -153,8 +176,10 @@ static void fiber_main(void)
     f->done = true;
     const void *bottom;
     size_t size;
-    ucontext_t *to = next_context(w, &bottom, &size);
+    void *tsan;
+    ucontext_t *to = next_context(w, &bottom, &size, &tsan);
     switch_begin(NULL, bottom, size);
+    tsan_switch(tsan);
     setcontext(to);
 }
 
@@ -164,6 +189,8 @@ static void fiber_unmap(fiber *f)
         stack_deregister(f->vg_stack);
         munmap(f->map, f->map_len);
     }
+    if (f->tsan)
+        tsan_destroy(f->tsan);
     free(f);
 }
 
@@ -186,6 +213,7 @@ static fiber *fiber_new(const pl_pool *p)
         return NULL;
     }
     f->vg_stack = stack_register(f->map + p->page, f->map + f->map_len);
+    f->tsan = tsan_create();
     return f;
 }
 
@@ -241,6 +269,7 @@ static void run_round(worker *w)
     fiber *f = w->run[0];
     w->cur = f;
     switch_begin(&w->asan_fake, f->map + w->pool->page, w->pool->stack_size);
+    tsan_switch(f->tsan);
     swapcontext(&w->sched, &f->ctx);
     switch_end(w->asan_fake, NULL, NULL);
     w->cur = NULL;
@@ -267,8 +296,10 @@ bool pl__pool_commit(pl_engine *e, pl__batch *b, int *rc)
     pl__errmsg_save(f->errmsg);
     const void *bottom;
     size_t size;
-    ucontext_t *to = next_context(w, &bottom, &size);
+    void *tsan;
+    ucontext_t *to = next_context(w, &bottom, &size, &tsan);
     switch_begin(&f->asan_fake, bottom, size);
+    tsan_switch(tsan);
     swapcontext(&f->ctx, to);
     switch_end(f->asan_fake, NULL, NULL);
     pl__errmsg_restore(f->errmsg);
@@ -368,6 +399,7 @@ static void *worker_main(void *arg)
     worker *w = arg;
     tl_worker = w;
     find_own_stack(w);
+    w->tsan = tsan_current();
     while (admit(w)) {
         run_round(w);
         if (w->n_wait)

@@ -2,14 +2,19 @@
 # Install what is missing, build, and run the whole test suite.
 #   scripts/test.sh              the suite (build/)
 #   scripts/test.sh --sanitize   the suite built with ASan + UBSan (build-asan/)
+#   scripts/test.sh --tsan       the threads' stress test under ThreadSanitizer
+#                                (build-tsan/; Criterion cannot run under it)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh --test
 
 dir=build flags=(-DPL_BUILD_TESTS=ON -DPL_SANITIZE=OFF)
-if [ "${1:-}" = "--sanitize" ]; then
-  dir=build-asan flags=(-DPL_BUILD_TESTS=ON -DPL_SANITIZE=ON)
-fi
+case "${1:-}" in
+  "") ;;
+  --sanitize) dir=build-asan flags=(-DPL_BUILD_TESTS=ON -DPL_SANITIZE=ON) ;;
+  --tsan) dir=build-tsan flags=(-DPL_BUILD_TESTS=ON -DPL_TSAN=ON) ;;
+  *) echo "usage: scripts/test.sh [--sanitize | --tsan]" >&2; exit 2 ;;
+esac
 cmake -S . -B "$dir" "${flags[@]}" >/dev/null
 cmake --build "$dir" -j"$(nproc)"
 ctest --test-dir "$dir" --output-on-failure -j"$(nproc)"
