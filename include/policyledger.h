@@ -208,7 +208,11 @@ const char *pl_step_actor(const pl_step *step);
 
 /**
  * @return the step's payload, a JSON object; borrowed, valid until the step
- *         is freed.  Decoded on first use; NULL only when out of memory.
+ *         is freed, and read-only: its nodes share one allocation with the
+ *         step, so never pass it to cJSON_Delete() or any cJSON function
+ *         that changes or detaches an item (cJSON_Duplicate() it for a
+ *         copy of your own).  Decoded on first use; NULL only when out of
+ *         memory.
  */
 const cJSON *pl_step_payload(const pl_step *step);
 

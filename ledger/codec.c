@@ -51,8 +51,10 @@
  *   tree in one block of memory, nodes and strings together: a served
  *   result costs one allocation, not one per value.
  *   Replay reads records with pl__rec_decode_lazy(), which checks the
- *   header only: it compares a recorded payload with freshly encoded bytes
- *   first, equal bytes need no check, and anything else is checked with
+ *   header only.  It compares a recorded call with the new one by walking
+ *   the recorded bytes against the cJSON call (pl__call_payload_same(),
+ *   which checks as it goes), and other payloads with freshly encoded
+ *   bytes; equal bytes need no check, and anything else is checked with
  *   pl__rec_check() before it is interpreted.
  *
  * RUN RECORDS are msgpack maps with short keys; readers ignore keys they do
@@ -610,10 +612,10 @@ static void tree_number(cJSON *v, double d)
 }
 
 /*
- * Build one value of bytes walk() accepted as JSON, and count, into @p t.
- * The nodes are linked as cJSON links them: a container's first child's
- * prev is its last.  NULL only if the bytes or the block are not the ones
- * measured.
+ * Build one value, from bytes walk() accepted as JSON and counted, into
+ * @p t.  The nodes are linked as cJSON links them: a container's first
+ * child's prev is its last.  NULL only if the bytes or the block are not
+ * the ones measured.
  */
 static cJSON *build(rd *r, tree_at *t)
 {
@@ -673,7 +675,7 @@ cJSON *pl__payload_build(const uint8_t *mp, size_t len,
                          const pl__tree_size *ts, void *block)
 {
     tree_at t = {block, (cJSON *)block + ts->nodes, NULL,
-              (char *)block + ts->bytes};
+                 (char *)block + ts->bytes};
     t.text = (char *)t.node_end;
     rd r = {mp, mp + len};
     cJSON *root = build(&r, &t);
