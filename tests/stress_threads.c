@@ -16,6 +16,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -153,7 +154,7 @@ static void stress(const char *dir, pl_registry *reg, pl_durability mode)
         pl_engine_close(e);
         return;
     }
-    static job tasks[POOL_RUNS], threads[THREADS];
+    job tasks[POOL_RUNS], threads[THREADS];
     for (int i = 0; i < POOL_RUNS; i++) {
         tasks[i] = (job){e, pool, "", NULL};
         snprintf(tasks[i].id, sizeof tasks[i].id, "task-%d", i);
@@ -165,16 +166,16 @@ static void stress(const char *dir, pl_registry *reg, pl_durability mode)
         if (pl_pool_submit(pool, task_main, &tasks[i]))
             fail("queueing", tasks[i].id, pl_errmsg());
     pthread_t th[THREADS];
+    bool started[THREADS];
     for (int i = 0; i < THREADS; i++) {
         threads[i] = (job){e, NULL, "", NULL};
         snprintf(threads[i].id, sizeof threads[i].id, "thread-%d", i);
-        if (pthread_create(&th[i], NULL, thread_main, &threads[i])) {
+        started[i] = !pthread_create(&th[i], NULL, thread_main, &threads[i]);
+        if (!started[i])
             fail("starting", threads[i].id, "pthread_create failed");
-            th[i] = pthread_self();
-        }
     }
     for (int i = 0; i < THREADS; i++)
-        if (!pthread_equal(th[i], pthread_self()))
+        if (started[i])
             pthread_join(th[i], NULL);
     if (pl_pool_wait(pool))
         fail("waiting for", "the pool", pl_errmsg());
