@@ -437,7 +437,7 @@ static int inv_append(pl_ctx *c, pl_step_type type, const char *actor,
                             c->path);
 
     uint8_t key[PL__KEY_MAX], prev[PL_HASH_LEN];
-    if ((st = inv_head(c, prev))) /* the previous step, hashed now */
+    if ((st = inv_head(c, prev)))
         return st;
     memcpy(key, c->prefix, c->prefix_len);
     pl__put_be32(key + c->prefix_len, c->next_seq);
@@ -448,16 +448,14 @@ static int inv_append(pl_ctx *c, pl_step_type type, const char *actor,
     size_t voff = l->data.len;
     st = pl__rec_encode(&l->data, c->next_seq, now, type, actor, prev, code,
                         link, mp, mp_len);
-    if (!st) {
-        pl__buf_reset(&c->last_rec);
-        st = pl__buf_append(&c->last_rec, l->data.data + voff,
-                            l->data.len - voff);
-    }
+    if (!st) /* the next append, or the caller's link, needs it */
+        st = hash_at(c, c->next_seq, l->data.data + voff, l->data.len - voff,
+                     c->last_hash);
     if (st) {
         pl__kvs_cancel(l);
         return pl__run_fail(r, st, "%s", pl_errmsg());
     }
-    c->last_hash_ok = false;
+    c->last_hash_ok = true;
     pl__kvs_end(l);
     if (time_us)
         *time_us = now;

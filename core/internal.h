@@ -186,9 +186,10 @@ struct pl_ctx {
     pl__rec rec;
 
     /*
-     * The chain: the hash of step next_seq-1 is needed only when another
-     * step is appended to this ledger, so its record is kept and hashed
-     * then (a tool's one-step ledger is never hashed at all).
+     * The chain: the hash of step next_seq-1, which the next append links
+     * to (and a caller's action_result, for a ledger's last step).  An
+     * append hashes its record at once; a replay reaching the end of the
+     * record keeps the last recorded step and hashes it when asked.
      */
     bool last_hash_ok;              /* last_hash holds it */
     uint8_t last_hash[PL_HASH_LEN];
