@@ -29,10 +29,11 @@
  * workload and its floor are repeated, interleaved, and the medians shown;
  * a ratio of two figures measured together (W1's engine to its floor, W3's
  * group to sync) is the median of the repetitions' own ratios, since the
- * host's speed drifts between repetitions.  Figures are printed as a table, or with --json as one JSON document holding every
- * figure and every ratio to its floor, and end with the project's goals,
- * each marked met or missed by this run.  Nothing here is a pass/fail test:
- * the exit status says only whether every workload ran.
+ * host's speed drifts between repetitions.  Figures are printed as a table,
+ * or with --json as one JSON document holding every figure and every ratio
+ * to its floor, and end with the project's goals, each marked met or
+ * missed by this run.  Nothing here is a pass/fail test: the exit status
+ * says only whether every workload ran.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -88,9 +89,10 @@ static int cmp_double(const void *a, const void *b)
  * are reported.  5, or 3 with --quick; W1's short runs (process mode, and
  * 1,000 calls in any mode: a fraction of a second each, which the host's
  * CPU or disk speed moves the most) run SHORT_REPS times as many. */
-#define REPS_MAX 15
+#define REPS 5
 #define SHORT_REPS 3
-static int g_reps = 5;
+#define REPS_MAX (REPS * SHORT_REPS)
+static int g_reps = REPS;
 
 /* The median of n values (sorts them). */
 static double median(double *v, int n)
