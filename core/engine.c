@@ -183,11 +183,6 @@ int pl_engine_open(pl_engine **out, const char *path,
     if (!pl_durability_name(opts->durability))
         return pl__err(PL_EINVAL, "pl_engine_open: unknown durability %d",
                        (int)opts->durability);
-    /* OpenSSL's one-time start-up belongs to opening, not to a first call */
-    int st = pl__hash_setup();
-    if (st)
-        return st;
-
     pl_engine *e = calloc(1, sizeof *e);
     if (!e)
         return pl__err(PL_ENOMEM, "out of memory opening an engine");

@@ -1,5 +1,5 @@
 /*
- * hash.h -- SHA-256 for the ledgers' hash chains (OpenSSL EVP).
+ * hash.h -- SHA-256 for the ledgers' hash chains (OpenSSL).
  */
 #ifndef PL_HASH_H
 #define PL_HASH_H
@@ -9,9 +9,6 @@
 /* A reusable digest context.  One per thread at a time. */
 typedef struct pl__hasher pl__hasher;
 
-/* Fetch the algorithm (once per process; the first time loads OpenSSL's
- * provider, ~2 ms).  pl__hasher_new() does it too. */
-PL__HIDDEN int pl__hash_setup(void) PL__MUST_CHECK;
 PL__HIDDEN int pl__hasher_new(pl__hasher **out) PL__MUST_CHECK;
 PL__HIDDEN void pl__hasher_free(pl__hasher *h);
 

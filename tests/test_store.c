@@ -784,6 +784,49 @@ Test(store, run_get_reports_the_record)
 
 /* ---- the hash chain ------------------------------------------------------ */
 
+static void expect_hex(const uint8_t d[PL_HASH_LEN], const char *want)
+{
+    char hex[2 * PL_HASH_LEN + 1];
+    pl__hex(hex, d, PL_HASH_LEN);
+    cr_assert_str_eq(hex, want);
+}
+
+/* The chain is SHA-256 as published (the values below are Python's
+ * hashlib), so stores written by any build verify with any other. */
+Test(store, hash_is_sha256)
+{
+    pl__hasher *h;
+    cr_assert_eq(pl__hasher_new(&h), PL_OK);
+    uint8_t d[PL_HASH_LEN];
+    cr_assert_eq(pl__genesis_hash(h, "chained", d), PL_OK);
+    expect_hex(d, "58900026e5663a0a5bba653f13dbddfe"
+                  "3c039b9e66bdbc024a19a47943400b3b");
+
+    /* key then record, across four blocks */
+    static const uint8_t key[] = {0, 0, 0, 0, 0, 0, 0, 1, '0', 0, 0, 0, 0, 5};
+    uint8_t rec[200];
+    memset(rec, 'x', sizeof rec);
+    cr_assert_eq(pl__step_hash(h, key, sizeof key, rec, sizeof rec, d), PL_OK);
+    expect_hex(d, "ba2b1c36a800308b1cb0a999c2640b89"
+                  "ae9b8d5cb894d2164af6e6540ce1f3e6");
+
+    /* in parts, reusing the context: FIPS 180-2's "abc", then 1,000 'a' */
+    cr_assert_eq(pl__hash_init(h), PL_OK);
+    cr_assert_eq(pl__hash_update(h, "ab", 2), PL_OK);
+    cr_assert_eq(pl__hash_update(h, "c", 1), PL_OK);
+    cr_assert_eq(pl__hash_final(h, d), PL_OK);
+    expect_hex(d, "ba7816bf8f01cfea414140de5dae2223"
+                  "b00361a396177a9cb410ff61f20015ad");
+    memset(rec, 'a', sizeof rec);
+    cr_assert_eq(pl__hash_init(h), PL_OK);
+    for (int i = 0; i < 5; i++)
+        cr_assert_eq(pl__hash_update(h, rec, sizeof rec), PL_OK);
+    cr_assert_eq(pl__hash_final(h, d), PL_OK);
+    expect_hex(d, "41edece42d63e8d9bf515a9ba6932e1c"
+                  "20cbc9f5a5d134645adb5db1b9737ea3");
+    pl__hasher_free(h);
+}
+
 Test(store, hash_chain_links_every_step)
 {
     const char *path = t_store_path();
