@@ -19,7 +19,7 @@
 #include <openssl/sha.h>
 
 #if defined(OPENSSL_NO_DEPRECATED_3_0)
-#error "policyledger needs OpenSSL's SHA256_* functions (built without deprecated APIs)"
+#error "policyledger needs OpenSSL's SHA256_* functions: this OpenSSL has none"
 #endif
 
 struct pl__hasher {
