@@ -10,7 +10,8 @@
  *   W1 sequential  one run of N calls to a tool returning ~100 bytes of JSON;
  *                  calls/s, p50/p95 per call, peak RSS, commits per call.
  *                  Floor: raw LMDB, one put + commit per record, same
- *                  durability.
+ *                  durability; and "raw3", the same committing a call's
+ *                  three records each time (what storing a call costs).
  *   W2 recovery    a run of 2M calls SIGKILLed after M; the restart's time
  *                  to its first newly executed call and to completion, and
  *                  calls served vs executed.  Floor: opening raw LMDB and
@@ -313,12 +314,13 @@ static int start_run(pl_engine *e, int n, const char *run_id)
 
 typedef struct floor_arg {
     pl_durability mode;
-    int n;       /* records per thread */
+    int n;       /* commits per thread */
     int threads;
+    bool call;   /* commit a call's three records each time, not one */
 } floor_arg;
 
 typedef struct floor_res {
-    double per_record_s; /* wall time / records */
+    double per_record_s; /* wall time / commits */
     double records_per_s;
 } floor_res;
 
@@ -342,25 +344,44 @@ typedef struct raw_thread {
     MDB_dbi dbi;
     int n;
     int id;
+    bool call;
 } raw_thread;
+
+/*
+ * The records W1's engine commits for one call, by size: the caller's
+ * action_call, the tool's result step and the caller's action_result.
+ */
+static const size_t call_record_sizes[] = {80, 130, 165};
 
 static void *raw_puts(void *arg)
 {
     raw_thread *t = arg;
-    char val[160];
+    char val[200];
     memset(val, 'v', sizeof val);
+    size_t one = 160;
+    const size_t *sizes = t->call ? call_record_sizes : &one;
+    int per_commit = t->call ? 3 : 1;
     for (int i = 0; i < t->n; i++) {
-        char key[32];
-        int kl = snprintf(key, sizeof key, "%04d-%012d", t->id, i);
-        MDB_val k = {(size_t)kl, key}, v = {sizeof val, val};
         MDB_txn *txn;
-        if (mdb_txn_begin(t->env, NULL, 0, &txn) ||
-            mdb_put(txn, t->dbi, &k, &v, 0) || mdb_txn_commit(txn)) {
-            fprintf(stderr, "pl-bench: raw put failed\n");
-            _exit(1);
+        if (mdb_txn_begin(t->env, NULL, 0, &txn))
+            goto fail;
+        for (int r = 0; r < per_commit; r++) {
+            char key[32];
+            int kl = snprintf(key, sizeof key, "%04d-%012d%.*s", t->id, i, r,
+                              "abc");
+            MDB_val k = {(size_t)kl, key}, v = {sizes[r], val};
+            if (mdb_put(txn, t->dbi, &k, &v, 0)) {
+                mdb_txn_abort(txn);
+                goto fail;
+            }
         }
+        if (mdb_txn_commit(txn))
+            goto fail;
     }
     return NULL;
+fail:
+    fprintf(stderr, "pl-bench: raw put failed\n");
+    _exit(1);
 }
 
 static void floor_puts(const void *varg, void *vres)
@@ -381,7 +402,7 @@ static void floor_puts(const void *varg, void *vres)
     int threads = a->threads < 1 ? 1 : a->threads > 256 ? 256 : a->threads;
     double t0 = now_s();
     for (int i = 0; i < threads; i++) {
-        args[i] = (raw_thread){env, dbi, a->n, i};
+        args[i] = (raw_thread){env, dbi, a->n, i, a->call};
         if (threads == 1)
             raw_puts(&args[i]);
         else
@@ -829,9 +850,18 @@ static void report_goals(bool quick)
 }
 
 /* W1 in every mode and size, next to its floors; returns the failures. */
+/* W1's floor holding a call's three records, per mode and size. */
+typedef struct w1_raw3 {
+    double per_call_s;
+    double of_floor;  /* its time / the floor's */
+    double engine_of; /* the engine's time / its */
+} w1_raw3;
+
 static int report_w1(bool quick)
 {
     int failures = 0;
+    w1_raw3 raw3[3][2];
+    bool have_raw3[3][2] = {{false}};
     int w1_sizes_full[] = {1000, 10000}, w1_sizes_quick[] = {1000};
     int *w1_sizes = quick ? w1_sizes_quick : w1_sizes_full;
     int w1_n = quick ? 1 : 2;
@@ -842,28 +872,44 @@ static int report_w1(bool quick)
         "commits", "peak MB");
     for (size_t m = 0; m < 3; m++) {
         for (int s = 0; s < w1_n; s++) {
-            /* engine and floor run in pairs, back to back, each first in
-             * every other pair; the medians are reported, so one burst of
-             * disk noise moves neither, and the ratio is the median of the
-             * pairs' ratios, so the host's speed changing between pairs
-             * does not move it either */
+            /* engine, floor and the floor with a call's records run back
+             * to back, each first in turn; the medians are reported, so
+             * one burst of disk noise moves none, and a ratio is the
+             * median of the repetitions' own ratios, so the host's speed
+             * changing between repetitions does not move it either */
             w1_arg a = {modes[m], w1_sizes[s]};
-            floor_arg fa = {modes[m], a.n, 1}; /* the same tree size */
+            floor_arg fa = {modes[m], a.n, 1, false}; /* the same tree size */
+            floor_arg fa3 = {modes[m], a.n, 1, true};
             w1_res runs[REPS_MAX];
             double eng[REPS_MAX], flo[REPS_MAX], pair[REPS_MAX];
+            double flo3[REPS_MAX], of_floor[REPS_MAX], engine_of[REPS_MAX];
             bool short_runs = modes[m] == PL_DURABILITY_PROCESS || a.n <= 1000;
             int reps = g_reps * (short_runs ? SHORT_REPS : 1);
             int ok = 0;
             for (int k = 0; k < reps; k++) {
-                floor_res fr;
-                bool floor_first = k % 2 == 0;
-                if ((floor_first && in_child(floor_puts, &fa, &fr, sizeof fr)) ||
-                    in_child(w1_child, &a, &runs[ok], sizeof runs[ok]) ||
-                    (!floor_first && in_child(floor_puts, &fa, &fr, sizeof fr)))
+                floor_res fr, fr3;
+                bool failed = false;
+                for (int j = 0; j < 3 && !failed; j++) {
+                    switch ((k + j) % 3) {
+                    case 0:
+                        failed = in_child(w1_child, &a, &runs[ok],
+                                          sizeof runs[ok]);
+                        break;
+                    case 1:
+                        failed = in_child(floor_puts, &fa, &fr, sizeof fr);
+                        break;
+                    default:
+                        failed = in_child(floor_puts, &fa3, &fr3, sizeof fr3);
+                    }
+                }
+                if (failed)
                     continue;
                 eng[ok] = runs[ok].per_call_s;
                 flo[ok] = fr.per_record_s;
+                flo3[ok] = fr3.per_record_s;
                 pair[ok] = eng[ok] / flo[ok];
+                of_floor[ok] = flo3[ok] / flo[ok];
+                engine_of[ok] = eng[ok] / flo3[ok];
                 ok++;
             }
             if (!ok) {
@@ -878,6 +924,10 @@ static int report_w1(bool quick)
                     r = runs[k];
             floor_res fr = {floor_s, 1 / floor_s};
             double ratio = median(pair, ok);
+            w1_raw3 r3 = {median(flo3, ok), median(of_floor, ok),
+                          median(engine_of, ok)};
+            raw3[m][s] = r3;
+            have_raw3[m][s] = true;
             say("  %-8s %6d %11.0f %9.1f %9.1f %9.1f %10.1f %8.2fx %8.2f "
                 "%8.1f\n", pl_durability_name(modes[m]), a.n, r.calls_per_s,
                 r.per_call_s * 1e6, r.p50_s * 1e6, r.p95_s * 1e6,
@@ -912,9 +962,24 @@ static int report_w1(bool quick)
             jnum(o, "commits_per_call", r.commits_per_call);
             jnum(o, "floor_us_per_record", fr.per_record_s * 1e6);
             jnum(o, "ratio_to_floor", ratio);
+            jnum(o, "raw3_us_per_call", r3.per_call_s * 1e6);
+            jnum(o, "raw3_ratio_to_floor", r3.of_floor);
+            jnum(o, "ratio_to_raw3", r3.engine_of);
             cJSON_AddItemToArray(jw1, o);
         }
     }
+    say("\n  raw3: the floor committing what a call commits, three records "
+        "of 80, 130 and 165 B;\n  the engine's time over it is what the "
+        "engine adds to storing a call:\n");
+    say("  %-8s %6s %10s %11s %12s\n", "mode", "N", "raw3 us", "raw3/floor",
+        "engine/raw3");
+    for (size_t m = 0; m < 3; m++)
+        for (int s = 0; s < w1_n; s++)
+            if (have_raw3[m][s])
+                say("  %-8s %6d %10.1f %10.2fx %11.2fx\n",
+                    pl_durability_name(modes[m]), w1_sizes[s],
+                    raw3[m][s].per_call_s * 1e6, raw3[m][s].of_floor,
+                    raw3[m][s].engine_of);
     return failures;
 }
 
@@ -1000,7 +1065,7 @@ static int report_w3(bool quick)
         for (size_t m = 0; m < 3; m++) {
             /* the floor: raw LMDB, a put and commit per record, on one
              * thread per run */
-            floor_arg fa = {modes[m], quick ? 20 : 50, runs};
+            floor_arg fa = {modes[m], quick ? 20 : 50, runs, false};
             floor_res frk;
             w3_res rk[2];
             w3_arg a0 = drivers[0], a1 = drivers[1];
