@@ -849,7 +849,6 @@ static void report_goals(bool quick)
     }
 }
 
-/* W1 in every mode and size, next to its floors; returns the failures. */
 /* W1's floor holding a call's three records, per mode and size. */
 typedef struct w1_raw3 {
     double per_call_s;
@@ -857,6 +856,7 @@ typedef struct w1_raw3 {
     double engine_of; /* the engine's time / its */
 } w1_raw3;
 
+/* W1 in every mode and size, next to its floors; returns the failures. */
 static int report_w1(bool quick)
 {
     int failures = 0;
