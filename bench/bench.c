@@ -30,7 +30,9 @@
  * workload and its floor are repeated, interleaved, and the medians shown;
  * a ratio of two figures measured together (W1's engine to its floor, W3's
  * group to sync) is the median of the repetitions' own ratios, since the
- * host's speed drifts between repetitions.  Figures are printed as a table,
+ * host's speed drifts between repetitions.  W1's synced modes go further:
+ * the run and its floors take turns at the disk every 100 calls, since a
+ * flush's cost drifts within a repetition too.  Figures are printed as a table,
  * or with --json as one JSON document holding every figure and every ratio
  * to its floor, and end with the project's goals, each marked met or
  * missed by this run.  Nothing here is a pass/fail test: the exit status
@@ -121,10 +123,12 @@ static void die(const char *what)
 
 /* ---- child processes ---------------------------------------------------------- */
 
-/* Run fn(arg, result) in a child; copy its result back through a pipe. */
+/* Start fn(arg, result) in a child that sends its result back through a
+ * pipe; child_finish() collects it.  Returns the pid, or -1. */
 typedef void (*child_fn)(const void *arg, void *result);
 
-static int in_child(child_fn fn, const void *arg, void *result, size_t size)
+static pid_t child_start(child_fn fn, const void *arg, void *result,
+                         size_t size, int *from_child)
 {
     int fds[2];
     if (pipe(fds))
@@ -152,19 +156,35 @@ static int in_child(child_fn fn, const void *arg, void *result, size_t size)
         _exit(0);
     }
     close(fds[1]);
+    *from_child = fds[0];
+    return pid;
+}
+
+/* Read the result of a child_start()ed child and reap it: 0 if it ran to
+ * the end and sent all of it. */
+static int child_finish(pid_t pid, int from_child, void *result, size_t size)
+{
     char *p = result;
     size_t left = size;
     while (left) {
-        ssize_t r = read(fds[0], p, left);
+        ssize_t r = read(from_child, p, left);
         if (r <= 0)
             break;
         p += r;
         left -= (size_t)r;
     }
-    close(fds[0]);
+    close(from_child);
     int status;
     waitpid(pid, &status, 0);
     return left == 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
+}
+
+/* Run fn(arg, result) in a child and wait for its result. */
+static int in_child(child_fn fn, const void *arg, void *result, size_t size)
+{
+    int fd;
+    pid_t pid = child_start(fn, arg, result, size, &fd);
+    return pid < 0 ? -1 : child_finish(pid, fd, result, size);
 }
 
 static char g_dir[1024];
@@ -211,6 +231,30 @@ static double *g_lat;
 static size_t g_nlat;
 static double g_first_exec; /* W2: when the tool first ran after restart */
 
+/* W1's turns with its floors (see w1_turns): every TURN calls the root
+ * hands the disk to the floors' process and waits for it to hand back. */
+#define TURN 100
+
+static struct {
+    int out, in;   /* to and from the floors' process, or -1 */
+    int pending;   /* calls made since the last turn */
+    double paused; /* time spent waiting for the floors */
+} g_turn = {-1, -1, 0, 0};
+
+static void hand_over(void)
+{
+    double t0 = now_s();
+    int n = g_turn.pending;
+    char done;
+    if (write(g_turn.out, &n, sizeof n) != (ssize_t)sizeof n ||
+        read(g_turn.in, &done, 1) != 1) {
+        fprintf(stderr, "pl-bench: W1: the floors' process is gone\n");
+        _exit(1);
+    }
+    g_turn.pending = 0;
+    g_turn.paused += now_s() - t0;
+}
+
 static int bench_root(pl_ctx *ctx, const pl_action *a, pl_steps *out,
                       void *user)
 {
@@ -232,6 +276,8 @@ static int bench_root(pl_ctx *ctx, const pl_action *a, pl_steps *out,
         }
         if (g_lat && g_nlat < (size_t)count)
             g_lat[g_nlat++] = now_s() - t0;
+        if (g_turn.out >= 0 && (++g_turn.pending == TURN || i + 1 == count))
+            hand_over();
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(pl_step_payload(res),
                                                           "i");
         sum += cJSON_IsNumber(v) ? v->valuedouble : 0;
@@ -339,6 +385,69 @@ static MDB_env *raw_env(const char *path, pl_durability mode)
     return env;
 }
 
+/* A fresh raw LMDB store in the bench directory, with one database. */
+static MDB_env *raw_open(const char *name, pl_durability mode, MDB_dbi *dbi)
+{
+    char path[1100];
+    path_in(path, sizeof path, name);
+    remove_store(path);
+    MDB_env *env = raw_env(path, mode);
+    MDB_txn *txn;
+    if (mdb_txn_begin(env, NULL, 0, &txn) ||
+        mdb_dbi_open(txn, "floor", MDB_CREATE, dbi) || mdb_txn_commit(txn)) {
+        fprintf(stderr, "pl-bench: cannot create raw LMDB at %s\n", path);
+        _exit(1);
+    }
+    return env;
+}
+
+static void raw_close(MDB_env *env, const char *name)
+{
+    char path[1100];
+    path_in(path, sizeof path, name);
+    mdb_env_close(env);
+    remove_store(path);
+}
+
+/*
+ * The records W1's engine commits for one call, by size: the caller's
+ * action_call, the tool's result step and the caller's action_result.
+ */
+static const size_t call_record_sizes[] = {80, 130, 165};
+
+/* Commits from .. from+n-1 of writer id: each one record of 160 B, or with
+ * call, a call's three records. */
+static void raw_commits(MDB_env *env, MDB_dbi dbi, int id, int from, int n,
+                        bool call)
+{
+    char val[200];
+    memset(val, 'v', sizeof val);
+    size_t one = 160;
+    const size_t *sizes = call ? call_record_sizes : &one;
+    int per_commit = call ? 3 : 1;
+    for (int i = from; i < from + n; i++) {
+        MDB_txn *txn;
+        if (mdb_txn_begin(env, NULL, 0, &txn))
+            goto fail;
+        for (int r = 0; r < per_commit; r++) {
+            char key[32];
+            int kl = snprintf(key, sizeof key, "%04d-%012d%.*s", id, i, r,
+                              "abc");
+            MDB_val k = {(size_t)kl, key}, v = {sizes[r], val};
+            if (mdb_put(txn, dbi, &k, &v, 0)) {
+                mdb_txn_abort(txn);
+                goto fail;
+            }
+        }
+        if (mdb_txn_commit(txn))
+            goto fail;
+    }
+    return;
+fail:
+    fprintf(stderr, "pl-bench: raw put failed\n");
+    _exit(1);
+}
+
 typedef struct raw_thread {
     MDB_env *env;
     MDB_dbi dbi;
@@ -347,56 +456,19 @@ typedef struct raw_thread {
     bool call;
 } raw_thread;
 
-/*
- * The records W1's engine commits for one call, by size: the caller's
- * action_call, the tool's result step and the caller's action_result.
- */
-static const size_t call_record_sizes[] = {80, 130, 165};
-
 static void *raw_puts(void *arg)
 {
     raw_thread *t = arg;
-    char val[200];
-    memset(val, 'v', sizeof val);
-    size_t one = 160;
-    const size_t *sizes = t->call ? call_record_sizes : &one;
-    int per_commit = t->call ? 3 : 1;
-    for (int i = 0; i < t->n; i++) {
-        MDB_txn *txn;
-        if (mdb_txn_begin(t->env, NULL, 0, &txn))
-            goto fail;
-        for (int r = 0; r < per_commit; r++) {
-            char key[32];
-            int kl = snprintf(key, sizeof key, "%04d-%012d%.*s", t->id, i, r,
-                              "abc");
-            MDB_val k = {(size_t)kl, key}, v = {sizes[r], val};
-            if (mdb_put(txn, t->dbi, &k, &v, 0)) {
-                mdb_txn_abort(txn);
-                goto fail;
-            }
-        }
-        if (mdb_txn_commit(txn))
-            goto fail;
-    }
+    raw_commits(t->env, t->dbi, t->id, 0, t->n, t->call);
     return NULL;
-fail:
-    fprintf(stderr, "pl-bench: raw put failed\n");
-    _exit(1);
 }
 
 static void floor_puts(const void *varg, void *vres)
 {
     const floor_arg *a = varg;
     floor_res *r = vres;
-    char path[1100];
-    path_in(path, sizeof path, "floor.mdb");
-    remove_store(path);
-    MDB_env *env = raw_env(path, a->mode);
-    MDB_txn *txn;
     MDB_dbi dbi;
-    mdb_txn_begin(env, NULL, 0, &txn);
-    mdb_dbi_open(txn, "floor", MDB_CREATE, &dbi);
-    mdb_txn_commit(txn);
+    MDB_env *env = raw_open("floor.mdb", a->mode, &dbi);
     pthread_t th[256];
     raw_thread args[256];
     int threads = a->threads < 1 ? 1 : a->threads > 256 ? 256 : a->threads;
@@ -414,8 +486,7 @@ static void floor_puts(const void *varg, void *vres)
     double total = (double)a->n * threads;
     r->per_record_s = dt / total;
     r->records_per_s = total / dt;
-    mdb_env_close(env);
-    remove_store(path);
+    raw_close(env, "floor.mdb");
 }
 
 typedef struct scan_res {
@@ -498,10 +569,61 @@ static int floor_scan(int n, scan_res *r)
 
 /* ---- W1: sequential ------------------------------------------------------------- */
 
+/*
+ * In sync and group mode the engine's run and its floors take turns at the
+ * disk: the run hands over every TURN calls to a second process, which
+ * makes as many commits to the floor and to raw3 (each going first in
+ * turn) and hands back.  A synced commit costs what the disk's flush costs
+ * at that moment, and on a shared host that drifts by tens of percent
+ * over seconds; runs of 10,000 calls one after another (~2 s each) would
+ * put the drift into the ratio, turns of ~20 ms put it into all three.
+ * The engine's time leaves out the time it waited.  Process mode is bound
+ * by CPU and caches instead, which turns would empty for each other every
+ * few hundred microseconds; it runs whole runs back to back.
+ */
+typedef struct w1_turns {
+    int to_floors[2]; /* run -> floors: commits to make (an int) */
+    int to_run[2];    /* floors -> run: made them (a byte) */
+} w1_turns;
+
 typedef struct w1_arg {
     pl_durability mode;
     int n;
+    const w1_turns *turns; /* sync, group: take turns with the floors */
 } w1_arg;
+
+typedef struct turns_res {
+    double floor_s, raw3_s; /* time spent committing to each */
+    int n;                  /* commits made to each */
+} turns_res;
+
+/* The floors' side of the turns: floor and raw3 stores, fresh. */
+static void floors_in_turns(const void *varg, void *vres)
+{
+    const w1_arg *a = varg;
+    turns_res *r = vres;
+    close(a->turns->to_floors[1]);
+    close(a->turns->to_run[0]);
+    MDB_dbi d1, d3;
+    MDB_env *e1 = raw_open("floor.mdb", a->mode, &d1);
+    MDB_env *e3 = raw_open("raw3.mdb", a->mode, &d3);
+    int n;
+    for (int turn = 0; read(a->turns->to_floors[0], &n, sizeof n) ==
+                           (ssize_t)sizeof n; turn++) {
+        for (int j = 0; j < 2; j++) {
+            bool call = (turn + j) % 2;
+            double t0 = now_s();
+            raw_commits(call ? e3 : e1, call ? d3 : d1, 0, r->n, n, call);
+            *(call ? &r->raw3_s : &r->floor_s) += now_s() - t0;
+        }
+        r->n += n;
+        char done = 1;
+        if (write(a->turns->to_run[1], &done, 1) != 1)
+            break;
+    }
+    raw_close(e1, "floor.mdb");
+    raw_close(e3, "raw3.mdb");
+}
 
 typedef struct w1_res {
     double calls_per_s;
@@ -523,10 +645,21 @@ static void w1_child(const void *varg, void *vres)
     pl_engine *e = open_engine(path, reg, a->mode, NULL);
     g_lat = calloc((size_t)a->n, sizeof *g_lat);
     g_nlat = 0;
+    if (a->turns) {
+        close(a->turns->to_floors[0]);
+        close(a->turns->to_run[1]);
+        g_turn.out = a->turns->to_floors[1];
+        g_turn.in = a->turns->to_run[0];
+    }
     double t0 = now_s();
     if (start_run(e, a->n, "w1"))
         die("W1 run");
-    double dt = now_s() - t0;
+    double dt = now_s() - t0 - g_turn.paused;
+    if (a->turns) { /* the floors' process ends at end of file */
+        close(g_turn.out);
+        close(g_turn.in);
+        g_turn.out = g_turn.in = -1;
+    }
     r->calls_per_s = a->n / dt;
     r->per_call_s = dt / a->n;
     r->p50_s = percentile(g_lat, g_nlat, 0.50);
@@ -548,6 +681,77 @@ static void w1_child(const void *varg, void *vres)
     pl_engine_close(e);
     pl_registry_free(reg);
     remove_store(path);
+}
+
+/* One repetition of W1 in turns: the run and the floors, side by side. */
+static int w1_turns_rep(const w1_arg *a, w1_res *run, turns_res *floors)
+{
+    w1_turns t;
+    if (pipe(t.to_floors))
+        return -1;
+    if (pipe(t.to_run)) {
+        close(t.to_floors[0]);
+        close(t.to_floors[1]);
+        return -1;
+    }
+    w1_arg ta = *a;
+    ta.turns = &t;
+    int from_floors, from_run;
+    pid_t fpid = child_start(floors_in_turns, &ta, floors, sizeof *floors,
+                             &from_floors);
+    pid_t rpid = fpid < 0 ? -1 : child_start(w1_child, &ta, run, sizeof *run,
+                                             &from_run);
+    /* only the two children hold the pipes now: either one's end is the
+     * other's end of file */
+    close(t.to_floors[0]);
+    close(t.to_floors[1]);
+    close(t.to_run[0]);
+    close(t.to_run[1]);
+    int rc = rpid < 0 ? -1 : child_finish(rpid, from_run, run, sizeof *run);
+    if (fpid >= 0 &&
+        child_finish(fpid, from_floors, floors, sizeof *floors) == 0 &&
+        floors->n == a->n)
+        return rc;
+    return -1;
+}
+
+/*
+ * One repetition of W1: the run, and per record the floor's and raw3's
+ * time.  Sync and group take turns; process runs the three back to back,
+ * each first in turn (k).
+ */
+static int w1_rep(const w1_arg *a, int k, w1_res *run, double *floor_s,
+                  double *raw3_s)
+{
+    if (a->mode != PL_DURABILITY_PROCESS) {
+        turns_res tr;
+        if (w1_turns_rep(a, run, &tr))
+            return -1;
+        *floor_s = tr.floor_s / a->n;
+        *raw3_s = tr.raw3_s / a->n;
+        return 0;
+    }
+    floor_arg fa = {a->mode, a->n, 1, false}; /* the same tree size */
+    floor_arg fa3 = {a->mode, a->n, 1, true};
+    floor_res fr, fr3;
+    for (int j = 0; j < 3; j++) {
+        int rc;
+        switch ((k + j) % 3) {
+        case 0:
+            rc = in_child(w1_child, a, run, sizeof *run);
+            break;
+        case 1:
+            rc = in_child(floor_puts, &fa, &fr, sizeof fr);
+            break;
+        default:
+            rc = in_child(floor_puts, &fa3, &fr3, sizeof fr3);
+        }
+        if (rc)
+            return -1;
+    }
+    *floor_s = fr.per_record_s;
+    *raw3_s = fr3.per_record_s;
+    return 0;
 }
 
 /* ---- W2: recovery ---------------------------------------------------------------- */
@@ -866,20 +1070,19 @@ static int report_w1(bool quick)
     int *w1_sizes = quick ? w1_sizes_quick : w1_sizes_full;
     int w1_n = quick ? 1 : 2;
     cJSON *jw1 = cJSON_AddArrayToObject(g_json, "w1_sequential");
-    say("W1 sequential: one run, N calls of a tool returning ~100 B\n");
+    say("W1 sequential: one run, N calls of a tool returning ~100 B; floors "
+        "measured in turns\n  with the run every %d calls (sync, group) or "
+        "back to back (process)\n", TURN);
     say("  %-8s %6s %11s %9s %9s %9s %10s %9s %8s %8s\n", "mode", "N",
         "calls/s", "us/call", "p50 us", "p95 us", "floor us", "ratio",
         "commits", "peak MB");
     for (size_t m = 0; m < 3; m++) {
         for (int s = 0; s < w1_n; s++) {
-            /* engine, floor and the floor with a call's records run back
-             * to back, each first in turn; the medians are reported, so
-             * one burst of disk noise moves none, and a ratio is the
-             * median of the repetitions' own ratios, so the host's speed
-             * changing between repetitions does not move it either */
-            w1_arg a = {modes[m], w1_sizes[s]};
-            floor_arg fa = {modes[m], a.n, 1, false}; /* the same tree size */
-            floor_arg fa3 = {modes[m], a.n, 1, true};
+            /* the medians of the repetitions are reported, so one burst of
+             * disk noise moves none, and a ratio is the median of the
+             * repetitions' own ratios, so the host's speed changing
+             * between repetitions does not move it either */
+            w1_arg a = {modes[m], w1_sizes[s], NULL};
             w1_res runs[REPS_MAX];
             double eng[REPS_MAX], flo[REPS_MAX], pair[REPS_MAX];
             double flo3[REPS_MAX], of_floor[REPS_MAX], engine_of[REPS_MAX];
@@ -887,26 +1090,9 @@ static int report_w1(bool quick)
             int reps = g_reps * (short_runs ? SHORT_REPS : 1);
             int ok = 0;
             for (int k = 0; k < reps; k++) {
-                floor_res fr, fr3;
-                bool failed = false;
-                for (int j = 0; j < 3 && !failed; j++) {
-                    switch ((k + j) % 3) {
-                    case 0:
-                        failed = in_child(w1_child, &a, &runs[ok],
-                                          sizeof runs[ok]);
-                        break;
-                    case 1:
-                        failed = in_child(floor_puts, &fa, &fr, sizeof fr);
-                        break;
-                    default:
-                        failed = in_child(floor_puts, &fa3, &fr3, sizeof fr3);
-                    }
-                }
-                if (failed)
+                if (w1_rep(&a, k, &runs[ok], &flo[ok], &flo3[ok]))
                     continue;
                 eng[ok] = runs[ok].per_call_s;
-                flo[ok] = fr.per_record_s;
-                flo3[ok] = fr3.per_record_s;
                 pair[ok] = eng[ok] / flo[ok];
                 of_floor[ok] = flo3[ok] / flo[ok];
                 engine_of[ok] = eng[ok] / flo3[ok];
@@ -961,6 +1147,10 @@ static int report_w1(bool quick)
             jnum(o, "anon_rss_kb", (double)r.anon_rss_kb);
             jnum(o, "commits_per_call", r.commits_per_call);
             jnum(o, "floor_us_per_record", fr.per_record_s * 1e6);
+            cJSON_AddStringToObject(o, "floor_measured",
+                                    modes[m] == PL_DURABILITY_PROCESS
+                                        ? "back to back"
+                                        : "in turns");
             jnum(o, "ratio_to_floor", ratio);
             jnum(o, "raw3_us_per_call", r3.per_call_s * 1e6);
             jnum(o, "raw3_ratio_to_floor", r3.of_floor);
