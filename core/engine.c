@@ -10,8 +10,10 @@
  * while a commit is in flight therefore share the next one, and every caller
  * still returns only after its own batch is durable.  If the shared commit
  * fails, each batch is retried alone, so one run's bad batch cannot fail
- * another's.  Group commits go through the store's journal, so that one
- * commit of many runs syncs a few contiguous pages, not a page per run.
+ * another's.  A group of two or more batches goes through the store's
+ * journal, so that one commit of many runs syncs a few contiguous pages, not
+ * a page per run; a lone batch goes straight to its place, as in sync mode,
+ * which writes the same pages now and saves the journal's later move.
  *
  * A writer is a thread with its batch, or a pool thread (pool.c) with the
  * batches of all its tasks that wait: a group takes whole writers.  A pool
@@ -346,7 +348,7 @@ static void group_commit(pl_engine *e, pl__gc_item *items, size_t n,
         if (!n_w)
             break;
 
-        commit_items(e, its, batches, n_b, true);
+        commit_items(e, its, batches, n_b, n_b > 1); /* lone: in place */
         /*
          * Wake the group as a binary tree: member k, once awake, wakes
          * members 2k+1 and 2k+2.  The wakeups then run on every CPU, and

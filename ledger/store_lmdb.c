@@ -31,15 +31,18 @@
  *
  * JOURNAL (group commit): a group of concurrent runs' batches would dirty
  * one leaf page per run, and a disk pays for every scattered page it syncs.
- * So a group commit appends all its steps as one record to `journal`
- * (u64 BE sequence -> entries: u32 count, then per step u16 key length,
- * key, u32 value length, value): a few contiguous pages per fsync.  Once
- * the journal fills JOURNAL_MAX_PAGES pages, a transaction of its own
+ * So a group commit of two or more batches appends all its steps as one
+ * record to `journal` (u64 BE sequence -> entries: u32 count, then per step
+ * u16 key length, key, u32 value length, value): a few contiguous pages per
+ * fsync.  (A lone batch is put in place: it dirties one leaf either way.)
+ * Once the journal fills JOURNAL_MAX_PAGES pages, a transaction of its own
  * (pl__store_maintain, which the group's leader runs after it has woken the
  * group) moves its steps, in key order, to `steps` and empties it, writing
  * each run's leaves once for many commits.  Readers never look in the
  * journal: the engine calls pl__store_settle() (which does that move)
- * before reading steps that may be there.  Everything happens inside LMDB
+ * before reading steps that may be there.  So a run whose earlier steps
+ * are journaled and later ones in place reads the same as any other: the
+ * move puts each step at its own key.  Everything happens inside LMDB
  * transactions, so a crash leaves either the journal record or its moved
  * steps, never half of either.
  *
