@@ -602,6 +602,7 @@ static void floors_in_turns(const void *varg, void *vres)
 {
     const w1_arg *a = varg;
     turns_res *r = vres;
+    signal(SIGPIPE, SIG_IGN);
     close(a->turns->to_floors[1]);
     close(a->turns->to_run[0]);
     MDB_dbi d1, d3;
@@ -646,6 +647,7 @@ static void w1_child(const void *varg, void *vres)
     g_lat = calloc((size_t)a->n, sizeof *g_lat);
     g_nlat = 0;
     if (a->turns) {
+        signal(SIGPIPE, SIG_IGN); /* a gone partner is an error, said */
         close(a->turns->to_floors[0]);
         close(a->turns->to_run[1]);
         g_turn.out = a->turns->to_floors[1];
