@@ -415,7 +415,7 @@ static void raw_close(MDB_env *env, const char *name)
  */
 static const size_t call_record_sizes[] = {80, 130, 165};
 
-/* Commits from .. from+n-1 of writer id: each one record of 160 B, or with
+/* Make writer id's commits from .. from+n-1: each one record of 160 B, or with
  * call, a call's three records. */
 static void raw_commits(MDB_env *env, MDB_dbi dbi, int id, int from, int n,
                         bool call)
