@@ -32,9 +32,9 @@
  * group to sync) is the median of the repetitions' own ratios, since the
  * host's speed drifts between repetitions.  W1's synced modes go further:
  * the run and its floors take turns at the disk every 100 calls, since a
- * flush's cost drifts within a repetition too.  Figures are printed as a table,
- * or with --json as one JSON document holding every figure and every ratio
- * to its floor, and end with the project's goals, each marked met or
+ * flush's cost drifts within a repetition too.  Figures are printed as a
+ * table, or with --json as one JSON document holding every figure and every
+ * ratio to its floor, and end with the project's goals, each marked met or
  * missed by this run.  Nothing here is a pass/fail test: the exit status
  * says only whether every workload ran.
  */
