@@ -412,9 +412,10 @@ static void raw_close(MDB_env *env, const char *name)
 
 /*
  * The records W1's engine commits for one call, by size: the caller's
- * action_call, the tool's result step and the caller's action_result.
+ * action_call, the tool's result step (a mirror of the result, which the
+ * action_result holds) and the caller's action_result.
  */
-static const size_t call_record_sizes[] = {80, 130, 165};
+static const size_t call_record_sizes[] = {80, 55, 165};
 
 /*
  * Make writer id's commits from .. from+n-1: each one record of 160 B, or with
@@ -1171,7 +1172,7 @@ static int report_w1(bool quick)
         }
     }
     say("\n  raw3: the floor committing what a call commits, three records "
-        "of 80, 130 and 165 B;\n  the engine's time over it is what the "
+        "of 80, 55 and 165 B;\n  the engine's time over it is what the "
         "engine adds to storing a call:\n");
     say("  %-8s %6s %10s %11s %12s\n", "mode", "N", "raw3 us", "raw3/floor",
         "engine/raw3");

@@ -205,6 +205,13 @@ static int inv_peek(pl_ctx *c, const pl__rec **out)
             return pl__run_fail(r, PL_ECORRUPT, "run %s: step %s:%u records "
                                                 "seq %u", r->id, c->path,
                                 c->next_seq, c->rec.seq);
+        /* a callee runs again only when its caller records no result, and
+         * a mirror is only ever written with that result */
+        if (c->rec.mirrored)
+            return pl__run_fail(r, PL_ECORRUPT, "run %s: step %s:%u holds "
+                                                "its caller's result, but "
+                                                "the caller records none",
+                                r->id, c->path, c->next_seq);
         c->peeked = true;
     }
     *out = &c->rec;
@@ -601,6 +608,41 @@ static int finish_error(pl_ctx *c, uint32_t call_seq, const char *callee,
     return st;
 }
 
+/*
+ * When the callee's last step is the result its caller is about to record,
+ * and is still in the batch the caller's action_result will join, make it
+ * a mirror: its payload is then stored once, in the action_result (see
+ * codec.c).  A result of one byte ({}) is not worth it.
+ */
+static int mirror_head(pl_ctx *child, const pl_step *last)
+{
+    pl__kvs *l = &child->run->batch.steps;
+    if (!child->next_seq || !l->n || last->mp_len <= 1)
+        return PL_OK;
+    pl__kv *e = &l->e[l->n - 1];
+    const uint8_t *key = pl__kvs_key(l, l->n - 1);
+    if (e->klen != child->prefix_len + 4 ||
+        memcmp(key, child->prefix, child->prefix_len) != 0 ||
+        pl__get_be32(key + child->prefix_len) != child->next_seq - 1 ||
+        e->voff + e->vlen != l->data.len)
+        return PL_OK; /* the last step was recorded, or committed */
+    uint8_t *val = l->data.data + e->voff;
+    pl__rec rec;
+    if (pl__rec_decode_lazy(&rec, val, e->vlen) || rec.mirrored ||
+        rec.payload_len != last->mp_len ||
+        memcmp(rec.payload, last->mp, last->mp_len) != 0)
+        return PL_OK; /* the ledger ends in another step */
+    size_t header_len = (size_t)(rec.payload - val);
+    pl__rec_make_mirror(&l->data, e->voff, header_len);
+    e->vlen = header_len + 1;
+    int st = hash_at(child, child->next_seq - 1, val, e->vlen,
+                     child->last_hash);
+    if (st)
+        return pl__run_fail(child->run, st, "%s", pl_errmsg());
+    child->last_hash_ok = true;
+    return PL_OK;
+}
+
 /* Run the callee in a new invocation and append its result. */
 static int execute(pl_ctx *c, uint32_t call_seq, bool call_replayed,
                    const pl_action *a, const pl_policy_def *def,
@@ -645,7 +687,9 @@ static int execute(pl_ctx *c, uint32_t call_seq, bool call_replayed,
     r->executed++;
     const pl_step *last = res.n ? res.v[res.n - 1] : NULL;
     pl__link link = {call_seq, {0}};
-    st = inv_head(child, link.head);
+    st = last ? mirror_head(child, last) : PL_OK;
+    if (!st)
+        st = inv_head(child, link.head);
     if (!st)
         st = finish_call(c, call_seq, def->name,
                          last ? last->mp : (const uint8_t *)"\x80",

@@ -152,6 +152,71 @@ int pl_engine_runs(pl_engine *e, pl_run_visit_fn visit, void *user)
 
 /* ---- ledgers ------------------------------------------------------------------------- */
 
+/*
+ * A mirror's payload is its caller's action_result's (see codec.c): find
+ * that record, the first step after the call in the caller's ledger but for
+ * the engine's suspensions and resumptions of an in-doubt call; check that
+ * it answers the call and links to the mirror (key @p key, record @p val);
+ * and lend its payload to @p rec.  @p hold keeps the caller's record.
+ */
+static int read_mirror(pl_engine *e, pl__hasher **hasher, uint64_t num,
+                       const uint32_t *comps, unsigned depth,
+                       const uint8_t *key, size_t klen, const uint8_t *val,
+                       size_t vlen, pl__rec *rec, pl__kvs *hold)
+{
+    if (depth == 0)
+        return pl__err(PL_ECORRUPT, "a root step holds its caller's result, "
+                                    "but the root ledger has no caller");
+    uint8_t prefix[PL__PREFIX_MAX];
+    size_t plen = pl__ledger_prefix(prefix, num, comps, depth - 1);
+    uint32_t call = comps[depth - 1], seq = call;
+    char cpath[PL__PATH_MAX];
+    pl__path_format(cpath, comps, depth - 1);
+    pl__rec caller;
+    pl__kvs_reset(hold);
+    for (size_t i = 0;; i++, seq++) {
+        if (i == hold->n) {
+            pl__kvs_reset(hold);
+            i = 0;
+            int st = seq == UINT32_MAX
+                         ? PL_OK
+                         : pl__store_read(e->store, prefix, plen, seq + 1,
+                                          CHUNK, (size_t)1 << 16, hold);
+            if (st)
+                return st;
+            if (!hold->n)
+                return pl__err(PL_ECORRUPT, "it holds its caller's result, "
+                                            "but the caller records none");
+        }
+        int st = pl__rec_decode_lazy(&caller, pl__kvs_val(hold, i),
+                                     hold->e[i].vlen);
+        if (st)
+            return pl__err(st, "its caller's step %s:%u: %s", cpath,
+                           seq + 1, pl_errmsg());
+        if (caller.type != PL_STEP_SUSPEND && caller.type != PL_STEP_RESUME)
+            break;
+    }
+    char at[PL__PATH_MAX + 16];
+    snprintf(at, sizeof at, "%s:%u", cpath, seq + 1);
+    if (caller.type != PL_STEP_ACTION_RESULT || !caller.has_link ||
+        caller.link_seq != call)
+        return pl__err(PL_ECORRUPT, "it holds its caller's result, but the "
+                                    "caller's next step, %s, is not the "
+                                    "result of its call", at);
+    uint8_t h[PL_HASH_LEN];
+    int st;
+    if ((!*hasher && (st = pl__hasher_new(hasher))) ||
+        (st = pl__step_hash(*hasher, key, klen, val, vlen, h)))
+        return st;
+    if (memcmp(h, caller.link_hash, PL_HASH_LEN) != 0)
+        return pl__err(PL_ECORRUPT, "it holds its caller's result, but that "
+                                    "result, %s, does not link to it", at);
+    pl__rec_mirror(rec, &caller);
+    if ((st = pl__rec_check(rec)))
+        return pl__err(st, "its caller's result, %s: %s", at, pl_errmsg());
+    return PL_OK;
+}
+
 int pl_run_ledger(pl_engine *e, const char *run_id, const char *path,
                   pl_steps **out)
 {
@@ -178,7 +243,8 @@ int pl_run_ledger(pl_engine *e, const char *run_id, const char *path,
     pl_steps *l;
     if ((st = pl_steps_new(&l)))
         return st;
-    pl__kvs recs = {0};
+    pl__kvs recs = {0}, hold = {0};
+    pl__hasher *hasher = NULL;
     uint32_t seq = 0;
     for (;;) {
         st = pl__store_read(e->store, prefix, plen, seq, CHUNK,
@@ -189,6 +255,14 @@ int pl_run_ledger(pl_engine *e, const char *run_id, const char *path,
             pl__rec rec;
             st = pl__rec_decode_lazy(&rec, pl__kvs_val(&recs, i),
                                      recs.e[i].vlen);
+            if (!st && rec.mirrored) {
+                uint8_t key[PL__KEY_MAX];
+                memcpy(key, prefix, plen);
+                pl__put_be32(key + plen, seq);
+                st = read_mirror(e, &hasher, num, comps, depth, key, plen + 4,
+                                 pl__kvs_val(&recs, i), recs.e[i].vlen, &rec,
+                                 &hold);
+            }
             if (st) {
                 st = pl__err(st, "run '%s', step %s:%u: %s", run_id, canon,
                              seq, pl_errmsg());
@@ -206,6 +280,8 @@ int pl_run_ledger(pl_engine *e, const char *run_id, const char *path,
             break;
     }
     pl__kvs_free(&recs);
+    pl__kvs_free(&hold);
+    pl__hasher_free(hasher);
     if (st) {
         pl_steps_free(l);
         return st;
@@ -247,9 +323,13 @@ static int scan_run(pl_engine *e, uint64_t num, rec_fn fn, void *user)
 }
 
 typedef struct walk_ctx {
+    pl_engine *e;
     const char *id;
+    uint64_t num;
     pl_step_visit_fn visit;
     void *user;
+    pl__hasher *hasher; /* for mirrors, made when one is met */
+    pl__kvs hold;
 } walk_ctx;
 
 static int walk_rec(const uint8_t *key, size_t klen, const uint8_t *val,
@@ -266,6 +346,9 @@ static int walk_rec(const uint8_t *key, size_t klen, const uint8_t *val,
     pl__path_format(path, comps, depth);
     pl__rec rec;
     int st = pl__rec_decode_lazy(&rec, val, vlen);
+    if (!st && rec.mirrored)
+        st = read_mirror(w->e, &w->hasher, w->num, comps, depth, key, klen,
+                         val, vlen, &rec, &w->hold);
     if (st)
         return pl__err(st, "run '%s', step %s:%u: %s", w->id, path, seq,
                        pl_errmsg());
@@ -290,8 +373,12 @@ int pl_run_walk(pl_engine *e, const char *run_id, pl_step_visit_fn visit,
         st = pl__store_run_find(e->store, run_id, &num, NULL);
     if (st)
         return st;
-    walk_ctx w = {run_id, visit, user};
-    return scan_run(e, num, walk_rec, &w);
+    walk_ctx w = {.e = e, .id = run_id, .num = num, .visit = visit,
+                  .user = user};
+    st = scan_run(e, num, walk_rec, &w);
+    pl__kvs_free(&w.hold);
+    pl__hasher_free(w.hasher);
+    return st;
 }
 
 /* ---- verification ----------------------------------------------------------------------- */
@@ -314,6 +401,9 @@ typedef struct vlevel {
     uint32_t next_seq;
     uint8_t prev[PL_HASH_LEN]; /* the hash of its last step: its head */
     pl_step_type last_type;
+    bool last_mirror; /* its last step is a mirror */
+    bool owes;          /* a callee ended in a mirror: the result is due */
+    uint32_t owed_call; /* for the call at this seq */
     vchild *children; /* heads of its callee ledgers, closed so far */
     size_t n_children, cap_children;
 } vlevel;
@@ -326,12 +416,38 @@ typedef struct verify_ctx {
     uint64_t steps;
 } verify_ctx;
 
+/*
+ * A callee ledger that ends in a mirror leaves its caller owing the result:
+ * the first step after the call, but for the engine's suspensions and
+ * resumptions of an in-doubt call, must be the action_result answering it.
+ * @p rec is the caller's next step, NULL at the caller's end.
+ */
+static int mirror_answered(const verify_ctx *v, unsigned d,
+                           const pl__rec *rec)
+{
+    const vlevel *l = &v->lv[d];
+    if (!l->owes)
+        return PL_OK;
+    if (rec && ((rec->type == PL_STEP_ACTION_RESULT && rec->has_link &&
+                 rec->link_seq == l->owed_call) ||
+                rec->type == PL_STEP_SUSPEND || rec->type == PL_STEP_RESUME))
+        return PL_OK;
+    char path[PL__PATH_MAX];
+    pl__path_format(path, l->comps, d);
+    return pl__err(PL_ECORRUPT, "run '%s': the last step of ledger %s.%u "
+                                "holds its caller's result, but the caller "
+                                "records none", v->id, path, l->owed_call);
+}
+
 /* A ledger is complete: hand its head to its caller's level. */
 static int close_level(verify_ctx *v, unsigned d)
 {
     vlevel *l = &v->lv[d];
     if (!l->open)
         return PL_OK;
+    int st = mirror_answered(v, d, NULL);
+    if (st)
+        return st;
     l->open = false;
     if (d == 0 || !v->lv[d - 1].open)
         return PL_OK;
@@ -344,6 +460,10 @@ static int close_level(verify_ctx *v, unsigned d)
     vchild *c = &p->children[p->n_children++];
     c->comp = l->comps[d - 1];
     memcpy(c->head, l->prev, PL_HASH_LEN);
+    if (l->last_mirror) {
+        p->owes = true;
+        p->owed_call = c->comp;
+    }
     return PL_OK;
 }
 
@@ -403,17 +523,34 @@ static int verify_rec(const uint8_t *key, size_t klen, const uint8_t *val,
         memcpy(l->comps, comps, d * sizeof *comps);
         l->next_seq = 0;
         l->n_children = 0;
+        l->last_mirror = false;
+        l->owes = false;
         memcpy(l->prev, v->genesis, PL_HASH_LEN);
     }
     if (seq != l->next_seq)
         return pl__err(PL_ECORRUPT, "run '%s': ledger %s is missing step %u "
                                     "(found step %u next)", v->id, path,
                        l->next_seq, seq);
+    if (l->last_mirror)
+        return pl__err(PL_ECORRUPT, "run '%s', step %s:%u follows a step "
+                                    "that holds its caller's result, which "
+                                    "only a ledger's last step may", v->id,
+                       path, seq);
     pl__rec rec;
-    st = pl__rec_decode(&rec, val, vlen);
+    st = pl__rec_decode_lazy(&rec, val, vlen);
+    if (!st && rec.mirrored && d == 0)
+        st = pl__err(PL_ECORRUPT, "a root step holds its caller's result, "
+                                  "but the root ledger has no caller");
+    if (!st && !rec.mirrored) /* a mirror's payload is checked with its
+                                 caller's action_result */
+        st = pl__rec_check(&rec);
     if (st)
         return pl__err(st, "run '%s', step %s:%u: %s", v->id, path, seq,
                        pl_errmsg());
+    if ((st = mirror_answered(v, d, &rec)))
+        return st;
+    if (rec.type != PL_STEP_SUSPEND && rec.type != PL_STEP_RESUME)
+        l->owes = false;
     if (rec.seq != seq)
         return pl__err(PL_ECORRUPT, "run '%s', step %s:%u records seq %u",
                        v->id, path, seq, rec.seq);
@@ -426,6 +563,7 @@ static int verify_rec(const uint8_t *key, size_t klen, const uint8_t *val,
     if ((st = pl__step_hash(v->hasher, key, klen, val, vlen, l->prev)))
         return st;
     l->last_type = rec.type;
+    l->last_mirror = rec.mirrored;
     l->next_seq++;
     v->steps++;
     return PL_OK;
@@ -453,6 +591,11 @@ int pl_run_verify(pl_engine *e, const char *run_id)
     if (!(st = pl__hasher_new(&v.hasher)) &&
         !(st = pl__genesis_hash(v.hasher, run_id, v.genesis)))
         st = scan_run(e, num, verify_rec, &v);
+    /* the ledgers open at the end: the root stays open for its head */
+    for (unsigned d = PL__ARRAY_LEN(v.lv) - 1; !st && d > 0; d--)
+        st = close_level(&v, d);
+    if (!st && v.lv[0].open)
+        st = mirror_answered(&v, 0, NULL);
     if (!st && rs.has_head && rs.status != PL_RUN_RUNNING) {
         /* the root ledger's last step is anchored in the run's record */
         const uint8_t *head = v.lv[0].open ? v.lv[0].prev : v.genesis;

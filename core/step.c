@@ -78,6 +78,8 @@ pl_step *pl__step_new(pl_step_type type, const char *actor, size_t actor_len,
 int pl__step_from_rec(const pl__rec *rec, const char *path, pl_step **out)
 {
     *out = NULL;
+    if (rec->mirrored)
+        return pl__rec_check(rec); /* says why it cannot be read alone */
     /* decoding checks the stored bytes; the policy reads them next, from a
      * tree in the step's own allocation */
     pl__tree_size ts;

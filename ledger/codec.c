@@ -8,7 +8,7 @@
  *
  *   | field | msgpack type | meaning                                        |
  *   |-------|--------------|------------------------------------------------|
- *   | 0     | uint         | format version, PL__FORMAT_VERSION (1)         |
+ *   | 0     | uint         | format version: 1, or 2 for a mirror (below)   |
  *   | 1     | uint (u32)   | seq: position in its ledger, from 0            |
  *   | 2     | int          | time the step was first appended, Unix us      |
  *   | 3     | uint         | step type (pl_step_type, 1..7)                 |
@@ -22,12 +22,20 @@
  *   |       |              | the callee ledger's last step (genesis if it   |
  *   |       |              | has none)] -- the link that anchors the        |
  *   |       |              | callee's chain in its caller's                 |
- *   | then  | map          | payload: a JSON object                         |
+ *   | then  | map          | payload: a JSON object (nil in a mirror)       |
  *
  *   The header has 7 fields, or 8 with the link.  Hashes make a tree: each
  *   step is covered by its successor's field 5, a callee ledger's last step
  *   by its caller's link, and the root ledger's last step by the run
  *   state's "head" (see the run state below).
+ *
+ *   A MIRROR (version 2, otherwise laid out as version 1) is the last step
+ *   of a callee ledger whose payload is the one its caller's action_result
+ *   records: a call's result is stored once, not twice.  Its payload is nil;
+ *   a reader takes the payload of the caller's action_result, which is the
+ *   next step of the caller's ledger, after checking that its link holds
+ *   the mirror's hash.  The engine writes a mirror only in the same commit
+ *   as that action_result, so one never stands without the other.
  *
  *   Version rule: a reader accepts only versions it knows and fails every
  *   other one with PL_EVERSION; a format change bumps the version, and old
@@ -800,10 +808,11 @@ int pl__rec_decode_lazy(pl__rec *out, const uint8_t *data, size_t len)
                                     "header array");
     if (rd_uint(&r, &version))
         return pl__err(PL_ECORRUPT, "step record has no format version");
-    if (version != PL__FORMAT_VERSION)
+    if (version != PL__FORMAT_VERSION && version != PL__FORMAT_MIRROR)
         return pl__err(PL_EVERSION, "step record has format version %llu; "
-                                    "this build reads version %u",
-                       (unsigned long long)version, PL__FORMAT_VERSION);
+                                    "this build reads versions %u and %u",
+                       (unsigned long long)version, PL__FORMAT_VERSION,
+                       PL__FORMAT_MIRROR);
     if (h.u != 7 && h.u != 8)
         return pl__err(PL_ECORRUPT, "step header has %llu fields, expected 7 "
                                     "or 8", (unsigned long long)h.u);
@@ -848,6 +857,14 @@ int pl__rec_decode_lazy(pl__rec *out, const uint8_t *data, size_t len)
     }
     out->payload = r.p;
     out->payload_len = rd_left(&r);
+    out->mirrored = version == PL__FORMAT_MIRROR;
+    if (out->mirrored) {
+        if (out->payload_len != 1 || *r.p != 0xc0)
+            return pl__err(PL_ECORRUPT, "step record %llu: a version %u "
+                                        "record's payload must be nil",
+                           (unsigned long long)seq, PL__FORMAT_MIRROR);
+        return PL_OK;
+    }
     if (!out->payload_len || !((*r.p >= 0x80 && *r.p <= 0x8f) ||
                                *r.p == 0xde || *r.p == 0xdf))
         return pl__err(PL_ECORRUPT, "step record %llu: the payload is not a "
@@ -855,8 +872,27 @@ int pl__rec_decode_lazy(pl__rec *out, const uint8_t *data, size_t len)
     return PL_OK;
 }
 
+void pl__rec_make_mirror(pl__buf *out, size_t start, size_t header_len)
+{
+    /* the header starts with a fixarray and a fixint version */
+    out->data[start + 1] = PL__FORMAT_MIRROR;
+    out->len = start + header_len;
+    out->data[out->len++] = 0xc0; /* the payload it replaces was longer */
+}
+
+void pl__rec_mirror(pl__rec *rec, const pl__rec *caller)
+{
+    rec->payload = caller->payload;
+    rec->payload_len = caller->payload_len;
+    rec->mirrored = false;
+}
+
 int pl__rec_check(const pl__rec *rec)
 {
+    if (rec->mirrored)
+        return pl__err(PL_ECORRUPT, "step record %u holds its caller's "
+                                    "result, which was not read with it",
+                       rec->seq);
     int rc = walk_payload(rec->payload, rec->payload_len, true,
                           pl__step_wrapping(rec->type), NULL);
     if (rc)

@@ -9,6 +9,8 @@
 #include "util.h"
 
 #define PL__FORMAT_VERSION 1u
+/* The version of a record whose payload is its caller's (see codec.c). */
+#define PL__FORMAT_MIRROR 2u
 
 /* A decoded view of one stored step record.  Borrows the record's bytes. */
 typedef struct pl__rec {
@@ -25,6 +27,10 @@ typedef struct pl__rec {
     const uint8_t *link_hash; /* PL_HASH_LEN bytes */
     const uint8_t *payload; /* msgpack map */
     size_t payload_len;
+    /* The payload is its caller's action_result's (a version 2 record):
+     * payload is the stored nil, which no reader takes for a map, until
+     * pl__rec_mirror() lends it the caller's. */
+    bool mirrored;
 } pl__rec;
 
 /* What an action_result links to: the call it answers and the hash of the
@@ -45,6 +51,20 @@ PL__HIDDEN int pl__rec_encode(pl__buf *out, uint32_t seq, int64_t time_us,
                               const char *code, const pl__link *link,
                               const uint8_t *payload,
                               size_t payload_len) PL__MUST_CHECK;
+
+/*
+ * Make the step record just encoded at the end of @p out (its header
+ * @p header_len bytes, then its payload) a mirror of its caller's
+ * action_result: the payload becomes nil and the version 2.
+ */
+PL__HIDDEN void pl__rec_make_mirror(pl__buf *out, size_t start,
+                                    size_t header_len);
+
+/*
+ * Lend a mirrored record @p rec its payload from @p caller, the record of
+ * its caller's action_result, once that is known to link to it.
+ */
+PL__HIDDEN void pl__rec_mirror(pl__rec *rec, const pl__rec *caller);
 
 /*
  * Decode and check a stored step record.  Every byte is bounds-checked; the

@@ -13,6 +13,7 @@
 #include "support.h"
 
 #include "codec.h"
+#include "internal.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -1094,9 +1095,9 @@ Test(codec, every_truncation_is_corrupt)
 Test(codec, unknown_format_version)
 {
     spec s = spec_default();
-    s.version = 2;
-    expect_spec(&s, PL_EVERSION, "version 2");
-    cr_assert(strstr(pl_errmsg(), "version 2") != NULL, "%s", pl_errmsg());
+    s.version = 3;
+    expect_spec(&s, PL_EVERSION, "version 3");
+    cr_assert(strstr(pl_errmsg(), "version 3") != NULL, "%s", pl_errmsg());
     s.version = 0;
     expect_spec(&s, PL_EVERSION, "version 0");
     s.version = UINT64_MAX;
@@ -1106,10 +1107,10 @@ Test(codec, unknown_format_version)
      * decides */
     pl__buf b = {0};
     mp_array(&b, 3);
-    mp_uint(&b, 2);
+    mp_uint(&b, 3);
     mp_cstr(&b, "a future field");
     put_u8(&b, 0xc1);
-    expect_rec(b.data, b.len, PL_EVERSION, "a version 2 with another layout");
+    expect_rec(b.data, b.len, PL_EVERSION, "a version 3 with another layout");
     pl__buf_reset(&b);
     mp_array(&b, 1);
     mp_uint(&b, 9);
@@ -1124,6 +1125,108 @@ Test(codec, unknown_format_version)
     mp_array(&b, 7);
     mp_int(&b, -1);
     expect_rec(b.data, b.len, PL_ECORRUPT, "negative version");
+    pl__buf_free(&b);
+}
+
+/*
+ * A mirror (version 2) is a record whose payload its caller's action_result
+ * holds: its payload is exactly nil, and nothing reads it as a payload
+ * until pl__rec_mirror() lends it the caller's.
+ */
+Test(codec, mirror_records)
+{
+    static const uint8_t nil[] = {0xc0};
+    static const uint8_t answer[] = {0x81, 0xa1, 'x', 0x07}; /* {"x": 7} */
+    spec s = spec_default();
+    s.version = PL__FORMAT_MIRROR;
+    s.payload = nil;
+    s.payload_len = 1;
+    pl__buf b = {0};
+    rec_build(&b, &s);
+    uint8_t *c = exact_copy(b.data, b.len);
+    pl__rec rec;
+    cr_assert_eq(pl__rec_decode_lazy(&rec, c, b.len), PL_OK, "%s",
+                 pl_errmsg());
+    cr_assert(rec.mirrored);
+    cr_assert_eq(rec.seq, 5);
+    cr_assert_eq(rec.payload_len, 1, "the payload is the stored nil");
+    set_sentinel();
+    cr_assert_eq(pl__rec_check(&rec), PL_ECORRUPT, "a mirror alone is no "
+                 "payload");
+    cr_assert(strstr(pl_errmsg(), "caller") != NULL, "%s", pl_errmsg());
+    expect_rec(b.data, b.len, PL_ECORRUPT, "a mirror read as a whole record");
+    pl_step *step = (pl_step *)1;
+    cr_assert_eq(pl__step_from_rec(&rec, "0.1", &step), PL_ECORRUPT);
+    cr_assert_null(step);
+
+    /* lent its caller's payload, it reads as that */
+    spec cs = spec_default();
+    cs.payload = answer;
+    cs.payload_len = sizeof answer;
+    pl__buf cb = {0};
+    rec_build(&cb, &cs);
+    pl__rec caller;
+    cr_assert_eq(pl__rec_decode(&caller, cb.data, cb.len), PL_OK);
+    pl__rec_mirror(&rec, &caller);
+    cr_assert_not(rec.mirrored);
+    cr_assert_eq(pl__rec_check(&rec), PL_OK);
+    cr_assert_eq(pl__step_from_rec(&rec, "0.1", &step), PL_OK, "%s",
+                 pl_errmsg());
+    cr_assert_eq(pl_step_seq(step), 5, "the mirror's own place");
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(pl_step_payload(step), "x");
+    cr_assert(cJSON_IsNumber(x) && x->valueint == 7);
+    pl_step_free(step);
+    free(c);
+    pl__buf_free(&cb);
+
+    /* a version 2 record with anything but a nil payload is corrupt */
+    static const struct {
+        const uint8_t *p;
+        size_t n;
+        const char *what;
+    } bad[] = {
+        {empty_map, 1, "a map"},
+        {(const uint8_t *)"\xc0\xc0", 2, "nil and a trailing byte"},
+        {(const uint8_t *)"", 0, "nothing"},
+        {(const uint8_t *)"\xc2", 1, "false"},
+    };
+    for (size_t i = 0; i < PL__ARRAY_LEN(bad); i++) {
+        s.payload = bad[i].p;
+        s.payload_len = bad[i].n;
+        pl__buf_reset(&b);
+        rec_build(&b, &s);
+        c = exact_copy(b.data, b.len);
+        set_sentinel();
+        cr_assert_eq(pl__rec_decode_lazy(&rec, c, b.len), PL_ECORRUPT, "%s",
+                     bad[i].what);
+        cr_assert(strstr(pl_errmsg(), "nil") != NULL, "%s", pl_errmsg());
+        free(c);
+    }
+    /* and a version 1 record cannot say nil */
+    s = spec_default();
+    s.payload = nil;
+    s.payload_len = 1;
+    expect_spec(&s, PL_ECORRUPT, "a version 1 record with a nil payload");
+
+    /* pl__rec_make_mirror() turns an encoded record into its mirror */
+    pl__buf_reset(&b);
+    put(&b, (const uint8_t *)"xyz", 3); /* records follow others in a batch */
+    uint8_t prev[PL_HASH_LEN] = {1};
+    pl__link link = {3, {9}};
+    cr_assert_eq(pl__rec_encode(&b, 4, 1700000000000001, PL_STEP_ACTION_RESULT,
+                                "tool", prev, "v1", &link, answer,
+                                sizeof answer), PL_OK);
+    pl__rec full;
+    cr_assert_eq(pl__rec_decode(&full, b.data + 3, b.len - 3), PL_OK);
+    size_t header_len = (size_t)(full.payload - (b.data + 3));
+    pl__rec_make_mirror(&b, 3, header_len);
+    cr_assert_eq(b.len, 3 + header_len + 1);
+    cr_assert_eq(memcmp(b.data, "xyz", 3), 0);
+    cr_assert_eq(pl__rec_decode_lazy(&rec, b.data + 3, b.len - 3), PL_OK);
+    cr_assert(rec.mirrored);
+    cr_assert(rec.seq == 4 && rec.time_us == 1700000000000001 &&
+              rec.type == PL_STEP_ACTION_RESULT && rec.has_link &&
+              rec.link_seq == 3 && rec.code_len == 2);
     pl__buf_free(&b);
 }
 

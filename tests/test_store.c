@@ -870,8 +870,8 @@ Test(store, hash_chain_links_every_step)
             size_t n, pn;
             uint8_t *rec = raw_get_step(&r, key, kl, &n);
             uint8_t *prev = raw_get_step(&r, pkey, pkl, &pn);
-            pl__rec dr;
-            cr_assert_eq(pl__rec_decode(&dr, rec, n), PL_OK);
+            pl__rec dr; /* the callee's last step is a mirror */
+            cr_assert_eq(pl__rec_decode_lazy(&dr, rec, n), PL_OK);
             cr_assert_eq(dr.seq, seq);
             uint8_t link[PL_HASH_LEN];
             cr_assert_eq(pl__step_hash(h, pkey, pkl, prev, pn, link), PL_OK);
@@ -966,8 +966,15 @@ Test(store, verify_detects_a_changed_last_step)
                           : step_key(key, num, NULL, 0, 10);
         size_t n;
         uint8_t *rec = raw_get_step(&r, key, kl, &n);
-        cr_assert_eq(rec[n - 1], 10);
-        rec[n - 1] = 11;
+        if (which) {
+            /* a mirror: its result is 0:9's; change when it was made */
+            cr_assert(rec[1] == PL__FORMAT_MIRROR && rec[n - 1] == 0xc0);
+            cr_assert_eq(rec[3], 0xcf, "the time, as a uint 64");
+            rec[11] ^= 1;
+        } else {
+            cr_assert_eq(rec[n - 1], 10);
+            rec[n - 1] = 11;
+        }
         raw_put_step(&r, key, kl, rec, n);
         free(rec);
         raw_close(&r);
@@ -977,6 +984,195 @@ Test(store, verify_detects_a_changed_last_step)
         cr_expect_eq(st, PL_ECORRUPT, "%s: a changed %s passed verification",
                      id, which ? "last step of a callee's ledger (0.8:0)"
                                : "result of the run (0:10)");
+        pl_engine_close(e);
+    }
+    pl_registry_free(reg);
+}
+
+/*
+ * A call's result is stored once: in its caller's action_result.  The
+ * callee's last step, which returned it, is a mirror (codec.c) that every
+ * reader shows with the caller's payload.
+ */
+Test(store, a_call_result_is_stored_once)
+{
+    const char *path = t_store_path();
+    pl_registry *reg = registry();
+    pl_engine *e = open_with(path, reg, 0, 0);
+    start_ok(e, "bulk", "{\"n\": 3, \"size\": 65536}", "once");
+    pl_engine_close(e);
+
+    raw r;
+    raw_open(&r, path, false);
+    uint64_t num = raw_run_num(&r, "once");
+    for (uint32_t i = 0; i < 3; i++) {
+        uint32_t comps[1] = {2 * i};
+        uint8_t key[64];
+        size_t n, kl = step_key(key, num, comps, 1, 0);
+        uint8_t *rec = raw_get_step(&r, key, kl, &n);
+        cr_assert(rec[1] == PL__FORMAT_MIRROR && rec[n - 1] == 0xc0 &&
+                  n < 200, "0.%u:0 is a mirror of %zu bytes", 2 * i, n);
+        free(rec);
+        kl = step_key(key, num, NULL, 0, 2 * i + 1);
+        rec = raw_get_step(&r, key, kl, &n);
+        cr_assert_gt(n, 65536, "0:%u holds the result", 2 * i + 1);
+        free(rec);
+    }
+    raw_close(&r);
+
+    e = open_with(path, reg, 0, 0);
+    pl_steps *callee = NULL, *root = NULL;
+    cr_assert_eq(pl_run_ledger(e, "once", "0.2", &callee), PL_OK, "%s",
+                 pl_errmsg());
+    cr_assert_eq(pl_run_ledger(e, "once", "0", &root), PL_OK, "%s",
+                 pl_errmsg());
+    cr_assert_eq(pl_steps_count(callee), 1);
+    const pl_step *mine = pl_steps_at(callee, 0), *res = pl_steps_at(root, 3);
+    cr_assert_eq(pl_step_get_type(mine), PL_STEP_ACTION_RESULT);
+    cr_assert_str_eq(pl_step_id(mine), "0.2:0");
+    const cJSON *blob =
+        cJSON_GetObjectItemCaseSensitive(pl_step_payload(mine), "blob");
+    cr_assert(cJSON_IsString(blob) && strlen(blob->valuestring) == 65536);
+    cr_assert(cJSON_Compare(pl_step_payload(mine), pl_step_payload(res), 1));
+    pl_steps_free(callee);
+    pl_steps_free(root);
+
+    seen sn = {0};
+    cr_assert_eq(pl_run_walk(e, "once", collect, &sn), PL_OK, "%s",
+                 pl_errmsg());
+    cr_assert_eq(sn.got.n, 3 * 3 + 1, "every step, mirrors too");
+    free(sn.got.v);
+    cr_assert_eq(pl_run_verify(e, "once"), PL_OK, "%s", pl_errmsg());
+
+    pl_outcome *o = NULL;
+    cr_assert_eq(pl_run_continue(e, "once", NULL, &o), PL_OK);
+    cr_assert_eq(o->status, PL_RUN_COMPLETED);
+    cr_assert(o->calls_served == 3 && o->calls_executed == 0);
+    pl_outcome_free(o);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/* SIGKILL the process when the fifth call has its result. */
+static void kill_at_fifth_result(const pl_event *ev, void *user)
+{
+    int *n = user;
+    if (ev->kind == PL_EVENT_CALL_COMPLETED && ++*n == 5)
+        raise(SIGKILL);
+}
+
+/* Run "chain" {"n": 5} as @p id in a child killed before the root's
+ * result (0:0..0:9 are durable), with a completed bystander; open raw. */
+static uint64_t chain_crashed_then_raw(const char *path, pl_registry *reg,
+                                       const char *id, raw *r)
+{
+    pl_engine *e = open_with(path, reg, 0, 0);
+    start_ok(e, "chain", "{\"n\": 2}", "bystander");
+    pl_engine_close(e);
+    pid_t pid = fork();
+    cr_assert_neq(pid, -1);
+    if (pid == 0) {
+        int n = 0;
+        pl_engine_options o = PL_ENGINE_OPTIONS_INIT;
+        o.durability = PL_DURABILITY_PROCESS;
+        o.on_event = kill_at_fifth_result;
+        o.event_user = &n;
+        pl_engine *ce;
+        if (pl_engine_open(&ce, path, reg, &o))
+            _exit(3);
+        pl_outcome *out = NULL;
+        cJSON *p = t_json("{\"n\": 5}");
+        pl_action a = {"chain", p, NULL, 0, NULL};
+        pl_run_options ro = PL_RUN_OPTIONS_INIT;
+        ro.run_id = id;
+        (void)pl_run_start(ce, &a, &ro, &out);
+        _exit(4);
+    }
+    int status;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL,
+              "the child did not die at the fifth result (status %d)",
+              status);
+    raw_open(r, path, false);
+    return raw_run_num(r, id);
+}
+
+/* A mirror whose caller's result is changed, missing or absent by design
+ * (the root has no caller) is a clear error wherever it is read. */
+Test(store, a_mirror_without_its_result_is_corrupt)
+{
+    pl_registry *reg = registry();
+    for (int how = 0; how < 3; how++) {
+        const char *path = t_store_path();
+        char id[16];
+        snprintf(id, sizeof id, "mirror-%d", how);
+        raw r;
+        uint64_t num = how == 1 ? chain_crashed_then_raw(path, reg, id, &r)
+                                : chain_then_raw(path, reg, id, &r);
+        uint32_t comps[1] = {2};
+        uint8_t key[64];
+        size_t n, kl;
+        uint8_t *rec;
+        const char *ledger = "0.2", *says;
+        if (how == 0) { /* the mirror 0.2:0 changes */
+            kl = step_key(key, num, comps, 1, 0);
+            rec = raw_get_step(&r, key, kl, &n);
+            cr_assert_eq(rec[1], PL__FORMAT_MIRROR);
+            rec[11] ^= 1; /* its time */
+            raw_put_step(&r, key, kl, rec, n);
+            free(rec);
+            says = "does not link";
+        } else if (how == 1) { /* the crashed run's root ends at 0:2 */
+            for (uint32_t seq = 3; seq < 10; seq++) {
+                kl = step_key(key, num, NULL, 0, seq);
+                raw_del_step(&r, key, kl);
+                uint32_t later[1] = {seq};
+                kl = step_key(key, num, later, 1, 0);
+                if (seq % 2 == 0) /* and the later calls' ledgers */
+                    raw_del_step(&r, key, kl);
+            }
+            says = "records none";
+        } else { /* the root's result 0:10 is made a mirror */
+            ledger = "0";
+            kl = step_key(key, num, NULL, 0, 10);
+            rec = raw_get_step(&r, key, kl, &n);
+            size_t off = payload_offset(rec, n);
+            rec[1] = PL__FORMAT_MIRROR;
+            rec[off] = 0xc0;
+            raw_put_step(&r, key, kl, rec, off + 1);
+            free(rec);
+            says = "root";
+        }
+        raw_close(&r);
+
+        pl_engine *e = open_with(path, reg, 0, 0);
+        cr_assert_eq(pl_run_verify(e, id), PL_ECORRUPT, "%s", id);
+        cr_assert(strstr(pl_errmsg(), how == 2 ? "root" : "0.2") != NULL,
+                  "%s: %s", id, pl_errmsg());
+        pl_steps *l = NULL;
+        cr_assert_eq(pl_run_ledger(e, id, ledger, &l), PL_ECORRUPT, "%s",
+                     id);
+        cr_assert_null(l);
+        cr_assert(strstr(pl_errmsg(), says) != NULL, "%s: %s", id,
+                  pl_errmsg());
+        seen sn = {0};
+        cr_assert_eq(pl_run_walk(e, id, collect, &sn), PL_ECORRUPT, "%s", id);
+        cr_assert(strstr(pl_errmsg(), says) != NULL, "%s: %s", id,
+                  pl_errmsg());
+        free(sn.got.v);
+        if (how > 0) {
+            /* replay meets the mirror: the callee runs again, or the root
+             * compares its result; neither takes nil for a payload */
+            pl_outcome *o = NULL;
+            int st = pl_run_continue(e, id, NULL, &o);
+            int err = st ? st : o->error;
+            cr_assert(st != PL_OK || o->status == PL_RUN_FAILED, "%s", id);
+            cr_assert_eq(err, PL_ECORRUPT, "%s: %s", id, pl_status_name(err));
+            cr_assert(strstr(st ? pl_errmsg() : o->reason, "caller") != NULL,
+                      "%s: %s", id, st ? pl_errmsg() : o->reason);
+            pl_outcome_free(o);
+        }
+        bystander_fine(e);
         pl_engine_close(e);
     }
     pl_registry_free(reg);
@@ -1051,8 +1247,11 @@ Test(store, continue_fails_clearly_on_an_unreadable_record)
     cr_assert(strstr(pl_errmsg(), "0:3") != NULL, "%s", pl_errmsg());
     seen sn = {0};
     cr_assert_eq(pl_run_walk(e, "garbled", collect, &sn), PL_ECORRUPT);
-    /* 0:0, 0.0:0, 0:1, 0:2, 0.2:0, then the damaged 0:3 */
-    cr_assert_eq(sn.got.n, 5, "the walk stops at the damaged step");
+    /* 0:0, 0.0:0, 0:1, 0:2, then 0.2:0, whose result is the damaged 0:3's
+     * (it is stored once, there) */
+    cr_assert_eq(sn.got.n, 4, "the walk stops at the damaged result");
+    cr_assert(strstr(pl_errmsg(), "0.2:0") != NULL &&
+              strstr(pl_errmsg(), "0:3") != NULL, "%s", pl_errmsg());
     free(sn.got.v);
 
     pl_outcome *o = NULL;
@@ -1184,7 +1383,7 @@ Test(store, verify_reports_an_unknown_record_version)
     uint8_t *rec = raw_get_step(&r, key, kl, &n);
     cr_assert_eq(rec[0], 0x97, "a 7-field header");
     cr_assert_eq(rec[1], 0x01, "format version 1");
-    rec[1] = 0x02;
+    rec[1] = 0x03;
     raw_put_step(&r, key, kl, rec, n);
     free(rec);
     raw_close(&r);
