@@ -141,6 +141,7 @@ static int inv_open(pl__run *r, pl_ctx *parent, uint32_t call_seq,
     c->peeked = false;
     pl__buf_reset(&c->last_rec);
     c->last_hash_ok = true;
+    c->hash_pending = false;
     memcpy(c->last_hash, r->genesis, PL_HASH_LEN);
     *out = c;
     return PL_OK;
@@ -286,8 +287,15 @@ static int inv_head(pl_ctx *c, uint8_t out[PL_HASH_LEN])
 {
     pl__run *r = c->run;
     if (!c->last_hash_ok) {
-        int st = hash_at(c, c->next_seq - 1, c->last_rec.data,
-                         c->last_rec.len, c->last_hash);
+        const pl__kvs *l = &r->batch.steps;
+        const uint8_t *rec = c->last_rec.data;
+        size_t len = c->last_rec.len;
+        if (c->hash_pending) {
+            rec = pl__kvs_val(l, c->pending_at);
+            len = l->e[c->pending_at].vlen;
+            c->hash_pending = false;
+        }
+        int st = hash_at(c, c->next_seq - 1, rec, len, c->last_hash);
         if (st)
             return pl__run_fail(r, st, "%s", pl_errmsg());
         c->last_hash_ok = true;
@@ -452,17 +460,15 @@ static int inv_append(pl_ctx *c, pl_step_type type, const char *actor,
     int64_t now = pl__now_us();
     if ((st = pl__kvs_begin(l, key, c->prefix_len + 4)))
         return pl__run_fail(r, st, "%s", pl_errmsg());
-    size_t voff = l->data.len;
     st = pl__rec_encode(&l->data, c->next_seq, now, type, actor, prev, code,
                         link, mp, mp_len);
-    if (!st) /* the next append, or the caller's link, needs it */
-        st = hash_at(c, c->next_seq, l->data.data + voff, l->data.len - voff,
-                     c->last_hash);
     if (st) {
         pl__kvs_cancel(l);
         return pl__run_fail(r, st, "%s", pl_errmsg());
     }
-    c->last_hash_ok = true;
+    c->last_hash_ok = false; /* inv_head() hashes it when it is needed */
+    c->hash_pending = true;
+    c->pending_at = l->n;
     pl__kvs_end(l);
     if (time_us)
         *time_us = now;
@@ -497,8 +503,31 @@ static int append_seed(pl_ctx *c, const pl_steps *seed)
 
 /* ---- commits ------------------------------------------------------------------------- */
 
+/* Hash the steps still pending in the batch, before it is emptied; a
+ * batch already dropped (a failed run) leaves nothing to hash. */
+static int settle_hashes(pl__run *r)
+{
+    for (size_t d = 0; d < PL__ARRAY_LEN(r->inv) && r->inv[d]; d++) {
+        pl_ctx *c = r->inv[d];
+        if (!c->hash_pending)
+            continue;
+        if (c->pending_at >= r->batch.steps.n) {
+            c->hash_pending = false;
+            continue;
+        }
+        uint8_t h[PL_HASH_LEN];
+        int st = inv_head(c, h);
+        if (st)
+            return st;
+    }
+    return PL_OK;
+}
+
 int pl__run_write(pl__run *r, bool final)
 {
+    int rc = settle_hashes(r);
+    if (rc)
+        return rc;
     uint64_t t0 = pl__ev_clock(r);
     pl__run_state *st = &r->state;
     uint64_t n = r->batch.steps.n;
@@ -506,7 +535,6 @@ int pl__run_write(pl__run *r, bool final)
     st->steps += n;
     r->batch.run = r->num;
     pl__buf_reset(&r->batch.state);
-    int rc = PL_OK;
     /* the state record is the heartbeat: rewrite it at most once a second,
      * not with every commit (it would cost a B-tree page per fsync), and
      * always at the end */
@@ -617,15 +645,10 @@ static int finish_error(pl_ctx *c, uint32_t call_seq, const char *callee,
 static int mirror_head(pl_ctx *child, const pl_step *last)
 {
     pl__kvs *l = &child->run->batch.steps;
-    if (!child->next_seq || !l->n || last->mp_len <= 1)
-        return PL_OK;
+    if (!child->hash_pending || child->pending_at + 1 != l->n ||
+        last->mp_len <= 1)
+        return PL_OK; /* the last step was recorded, committed, or hashed */
     pl__kv *e = &l->e[l->n - 1];
-    const uint8_t *key = pl__kvs_key(l, l->n - 1);
-    if (e->klen != child->prefix_len + 4 ||
-        memcmp(key, child->prefix, child->prefix_len) != 0 ||
-        pl__get_be32(key + child->prefix_len) != child->next_seq - 1 ||
-        e->voff + e->vlen != l->data.len)
-        return PL_OK; /* the last step was recorded, or committed */
     uint8_t *val = l->data.data + e->voff;
     pl__rec rec;
     if (pl__rec_decode_lazy(&rec, val, e->vlen) || rec.mirrored ||
@@ -634,12 +657,7 @@ static int mirror_head(pl_ctx *child, const pl_step *last)
         return PL_OK; /* the ledger ends in another step */
     size_t header_len = (size_t)(rec.payload - val);
     pl__rec_make_mirror(&l->data, e->voff, header_len);
-    e->vlen = header_len + 1;
-    int st = hash_at(child, child->next_seq - 1, val, e->vlen,
-                     child->last_hash);
-    if (st)
-        return pl__run_fail(child->run, st, "%s", pl_errmsg());
-    child->last_hash_ok = true;
+    e->vlen = header_len + 1; /* still pending: inv_head() hashes it */
     return PL_OK;
 }
 

@@ -187,12 +187,17 @@ struct pl_ctx {
 
     /*
      * The chain: the hash of step next_seq-1, which the next append links
-     * to (and a caller's action_result, for a ledger's last step).  An
-     * append hashes its record at once; a replay reaching the end of the
-     * record keeps the last recorded step and hashes it when asked.
+     * to (and a caller's action_result, for a ledger's last step).  It is
+     * made when first asked for: an append leaves its record in the run's
+     * batch, and a replay reaching the end of the record keeps the last
+     * recorded step.  (A callee's last step may still become a mirror,
+     * so hashing it at once could be wasted.)  A commit hashes what is
+     * pending before it empties the batch.
      */
     bool last_hash_ok;              /* last_hash holds it */
     uint8_t last_hash[PL_HASH_LEN];
+    bool hash_pending;              /* else: batch entry pending_at */
+    size_t pending_at;
     pl__buf last_rec;               /* else: step next_seq-1's record */
 };
 
