@@ -11,7 +11,7 @@
  *                  calls/s, p50/p95 per call, peak RSS, commits per call.
  *                  Floor: raw LMDB, one put (MDB_APPEND, the keys being in
  *                  order) + commit per record, same durability; and
- *                  "raw3", the same committing a call's three records each
+ *                  "rawcall", the same committing a call's records each
  *                  time (what storing a call costs).
  *   W2 recovery    a run of 2M calls SIGKILLed after M; the restart's time
  *                  to its first newly executed call and to completion, and
@@ -363,7 +363,7 @@ typedef struct floor_arg {
     pl_durability mode;
     int n;       /* commits per thread */
     int threads;
-    bool call;   /* commit a call's three records each time, not one */
+    bool call;   /* commit a call's records each time, not one */
 } floor_arg;
 
 typedef struct floor_res {
@@ -412,14 +412,14 @@ static void raw_close(MDB_env *env, const char *name)
 
 /*
  * The records W1's engine commits for one call, by size: the caller's
- * action_call, the tool's result step (a mirror of the result, which the
- * action_result holds) and the caller's action_result.
+ * action_call and its action_result, into which the tool's one step, the
+ * result, is folded.
  */
-static const size_t call_record_sizes[] = {80, 55, 165};
+static const size_t call_record_sizes[] = {80, 133};
 
 /*
  * Make writer id's commits from .. from+n-1: each one record of 160 B, or with
- * call, a call's three records.  A lone writer's keys come in order, so it
+ * call, a call's records.  A lone writer's keys come in order, so it
  * puts them with MDB_APPEND, as the engine puts a run's steps: appending
  * fills pages to the end and writes a commit's pages in fewer, longer
  * writes, which on a synced commit is worth 3-6% here.  Writers that
@@ -433,7 +433,9 @@ static void raw_commits(MDB_env *env, MDB_dbi dbi, int id, int from, int n,
     memset(val, 'v', sizeof val);
     size_t one = 160;
     const size_t *sizes = call ? call_record_sizes : &one;
-    int per_commit = call ? 3 : 1;
+    int per_commit = call ? (int)(sizeof call_record_sizes /
+                                  sizeof call_record_sizes[0])
+                          : 1;
     for (int i = from; i < from + n; i++) {
         MDB_txn *txn;
         if (mdb_txn_begin(env, NULL, 0, &txn))
@@ -582,7 +584,7 @@ static int floor_scan(int n, scan_res *r)
 /*
  * In sync and group mode the engine's run and its floors take turns at the
  * disk: the run hands over every TURN calls to a second process, which
- * makes as many commits to the floor and to raw3 (each going first in
+ * makes as many commits to the floor and to rawcall (each going first in
  * turn) and hands back.  A synced commit costs what the disk's flush costs
  * at that moment, and on a shared host that drifts by tens of percent
  * over seconds; runs of 10,000 calls one after another (~2 s each) would
@@ -603,11 +605,11 @@ typedef struct w1_arg {
 } w1_arg;
 
 typedef struct turns_res {
-    double floor_s, raw3_s; /* time spent committing to each */
+    double floor_s, rawcall_s; /* time spent committing to each */
     int n;                  /* commits made to each */
 } turns_res;
 
-/* The floors' side of the turns: floor and raw3 stores, fresh. */
+/* The floors' side of the turns: floor and rawcall stores, fresh. */
 static void floors_in_turns(const void *varg, void *vres)
 {
     const w1_arg *a = varg;
@@ -615,18 +617,18 @@ static void floors_in_turns(const void *varg, void *vres)
     signal(SIGPIPE, SIG_IGN);
     close(a->turns->to_floors[1]);
     close(a->turns->to_run[0]);
-    MDB_dbi d1, d3;
+    MDB_dbi d1, dc;
     MDB_env *e1 = raw_open("floor.mdb", a->mode, &d1);
-    MDB_env *e3 = raw_open("raw3.mdb", a->mode, &d3);
+    MDB_env *ec = raw_open("rawcall.mdb", a->mode, &dc);
     int n;
     for (int turn = 0; read(a->turns->to_floors[0], &n, sizeof n) ==
                            (ssize_t)sizeof n; turn++) {
         for (int j = 0; j < 2; j++) {
             bool call = (turn + j) % 2;
             double t0 = now_s();
-            raw_commits(call ? e3 : e1, call ? d3 : d1, 0, r->n, n, call,
+            raw_commits(call ? ec : e1, call ? dc : d1, 0, r->n, n, call,
                         true);
-            *(call ? &r->raw3_s : &r->floor_s) += now_s() - t0;
+            *(call ? &r->rawcall_s : &r->floor_s) += now_s() - t0;
         }
         r->n += n;
         char done = 1;
@@ -634,7 +636,7 @@ static void floors_in_turns(const void *varg, void *vres)
             break;
     }
     raw_close(e1, "floor.mdb");
-    raw_close(e3, "raw3.mdb");
+    raw_close(ec, "rawcall.mdb");
 }
 
 typedef struct w1_res {
@@ -729,24 +731,24 @@ static int w1_turns_rep(const w1_arg *a, w1_res *run, turns_res *floors)
 }
 
 /*
- * One repetition of W1: the run, and per record the floor's and raw3's
+ * One repetition of W1: the run, and per record the floor's and rawcall's
  * time.  Sync and group take turns; process runs the three back to back,
  * each first in turn (k).
  */
 static int w1_rep(const w1_arg *a, int k, w1_res *run, double *floor_s,
-                  double *raw3_s)
+                  double *rawcall_s)
 {
     if (a->mode != PL_DURABILITY_PROCESS) {
         turns_res tr;
         if (w1_turns_rep(a, run, &tr))
             return -1;
         *floor_s = tr.floor_s / a->n;
-        *raw3_s = tr.raw3_s / a->n;
+        *rawcall_s = tr.rawcall_s / a->n;
         return 0;
     }
     floor_arg fa = {a->mode, a->n, 1, false}; /* the same tree size */
-    floor_arg fa3 = {a->mode, a->n, 1, true};
-    floor_res fr, fr3;
+    floor_arg fac = {a->mode, a->n, 1, true};
+    floor_res fr, frc;
     for (int j = 0; j < 3; j++) {
         int rc;
         switch ((k + j) % 3) {
@@ -757,13 +759,13 @@ static int w1_rep(const w1_arg *a, int k, w1_res *run, double *floor_s,
             rc = in_child(floor_puts, &fa, &fr, sizeof fr);
             break;
         default:
-            rc = in_child(floor_puts, &fa3, &fr3, sizeof fr3);
+            rc = in_child(floor_puts, &fac, &frc, sizeof frc);
         }
         if (rc)
             return -1;
     }
     *floor_s = fr.per_record_s;
-    *raw3_s = fr3.per_record_s;
+    *rawcall_s = frc.per_record_s;
     return 0;
 }
 
@@ -1066,19 +1068,19 @@ static void report_goals(bool quick)
     }
 }
 
-/* W1's floor holding a call's three records, per mode and size. */
-typedef struct w1_raw3 {
+/* W1's floor holding a call's records, per mode and size. */
+typedef struct w1_rawcall {
     double per_call_s;
     double of_floor;  /* its time / the floor's */
     double engine_of; /* the engine's time / its */
-} w1_raw3;
+} w1_rawcall;
 
 /* W1 in every mode and size, next to its floors; returns the failures. */
 static int report_w1(bool quick)
 {
     int failures = 0;
-    w1_raw3 raw3[3][2];
-    bool have_raw3[3][2] = {{false}};
+    w1_rawcall rawcall[3][2];
+    bool have_rawcall[3][2] = {{false}};
     int w1_sizes_full[] = {1000, 10000}, w1_sizes_quick[] = {1000};
     int *w1_sizes = quick ? w1_sizes_quick : w1_sizes_full;
     int w1_n = quick ? 1 : 2;
@@ -1098,17 +1100,17 @@ static int report_w1(bool quick)
             w1_arg a = {modes[m], w1_sizes[s], NULL};
             w1_res runs[REPS_MAX];
             double eng[REPS_MAX], flo[REPS_MAX], pair[REPS_MAX];
-            double flo3[REPS_MAX], of_floor[REPS_MAX], engine_of[REPS_MAX];
+            double floc[REPS_MAX], of_floor[REPS_MAX], engine_of[REPS_MAX];
             bool short_runs = modes[m] == PL_DURABILITY_PROCESS || a.n <= 1000;
             int reps = g_reps * (short_runs ? SHORT_REPS : 1);
             int ok = 0;
             for (int k = 0; k < reps; k++) {
-                if (w1_rep(&a, k, &runs[ok], &flo[ok], &flo3[ok]))
+                if (w1_rep(&a, k, &runs[ok], &flo[ok], &floc[ok]))
                     continue;
                 eng[ok] = runs[ok].per_call_s;
                 pair[ok] = eng[ok] / flo[ok];
-                of_floor[ok] = flo3[ok] / flo[ok];
-                engine_of[ok] = eng[ok] / flo3[ok];
+                of_floor[ok] = floc[ok] / flo[ok];
+                engine_of[ok] = eng[ok] / floc[ok];
                 ok++;
             }
             if (!ok) {
@@ -1123,10 +1125,10 @@ static int report_w1(bool quick)
                     r = runs[k];
             floor_res fr = {floor_s, 1 / floor_s};
             double ratio = median(pair, ok);
-            w1_raw3 r3 = {median(flo3, ok), median(of_floor, ok),
+            w1_rawcall rcall = {median(floc, ok), median(of_floor, ok),
                           median(engine_of, ok)};
-            raw3[m][s] = r3;
-            have_raw3[m][s] = true;
+            rawcall[m][s] = rcall;
+            have_rawcall[m][s] = true;
             say("  %-8s %6d %11.0f %9.1f %9.1f %9.1f %10.1f %8.2fx %8.2f "
                 "%8.1f\n", pl_durability_name(modes[m]), a.n, r.calls_per_s,
                 r.per_call_s * 1e6, r.p50_s * 1e6, r.p95_s * 1e6,
@@ -1165,24 +1167,24 @@ static int report_w1(bool quick)
                                         ? "back to back"
                                         : "in turns");
             jnum(o, "ratio_to_floor", ratio);
-            jnum(o, "raw3_us_per_call", r3.per_call_s * 1e6);
-            jnum(o, "raw3_ratio_to_floor", r3.of_floor);
-            jnum(o, "ratio_to_raw3", r3.engine_of);
+            jnum(o, "rawcall_us_per_call", rcall.per_call_s * 1e6);
+            jnum(o, "rawcall_ratio_to_floor", rcall.of_floor);
+            jnum(o, "ratio_to_rawcall", rcall.engine_of);
             cJSON_AddItemToArray(jw1, o);
         }
     }
-    say("\n  raw3: the floor committing what a call commits, three records "
-        "of 80, 55 and 165 B;\n  the engine's time over it is what the "
+    say("\n  rawcall: the floor committing what a call commits, two records "
+        "of 80 and 133 B;\n  the engine's time over it is what the "
         "engine adds to storing a call:\n");
-    say("  %-8s %6s %10s %11s %12s\n", "mode", "N", "raw3 us", "raw3/floor",
-        "engine/raw3");
+    say("  %-8s %6s %11s %14s %15s\n", "mode", "N", "rawcall us",
+        "rawcall/floor", "engine/rawcall");
     for (size_t m = 0; m < 3; m++)
         for (int s = 0; s < w1_n; s++)
-            if (have_raw3[m][s])
-                say("  %-8s %6d %10.1f %10.2fx %11.2fx\n",
+            if (have_rawcall[m][s])
+                say("  %-8s %6d %11.1f %13.2fx %14.2fx\n",
                     pl_durability_name(modes[m]), w1_sizes[s],
-                    raw3[m][s].per_call_s * 1e6, raw3[m][s].of_floor,
-                    raw3[m][s].engine_of);
+                    rawcall[m][s].per_call_s * 1e6, rawcall[m][s].of_floor,
+                    rawcall[m][s].engine_of);
     return failures;
 }
 

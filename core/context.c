@@ -530,7 +530,7 @@ int pl__run_write(pl__run *r, bool final)
         return rc;
     uint64_t t0 = pl__ev_clock(r);
     pl__run_state *st = &r->state;
-    uint64_t n = r->batch.steps.n;
+    uint64_t n = r->batch.steps.n + r->folded;
     int64_t now = pl__now_us();
     st->steps += n;
     r->batch.run = r->num;
@@ -551,6 +551,7 @@ int pl__run_write(pl__run *r, bool final)
     if (r->batch.state.len)
         r->state_written_us = now;
     pl__kvs_reset(&r->batch.steps);
+    r->folded = 0;
     pl__emit(r, PL_EVENT_COMMIT, NULL, (uint32_t)n, NULL, 0, 0,
              pl__ev_clock(r) - t0, NULL);
     return PL_OK;
@@ -558,7 +559,7 @@ int pl__run_write(pl__run *r, bool final)
 
 int pl__run_commit(pl__run *r)
 {
-    if (!r->batch.steps.n)
+    if (!r->batch.steps.n && !r->folded)
         return PL_OK;
     int rc = pl__run_write(r, false);
     return rc ? pl__run_fail(r, rc, "run %s: commit failed: %s", r->id,
@@ -637,28 +638,41 @@ static int finish_error(pl_ctx *c, uint32_t call_seq, const char *callee,
 }
 
 /*
- * When the callee's last step is the result its caller is about to record,
- * and is still in the batch the caller's action_result will join, make it
- * a mirror: its payload is then stored once, in the action_result (see
- * codec.c).  A result of one byte ({}) is not worth it.
+ * The callee's last step is the result its caller is about to record.  When
+ * that step is still in the batch the caller's action_result will join,
+ * store its payload once, in the action_result (see codec.c): fold a
+ * callee whose ledger is that one step, by the callee, into the
+ * action_result (*link says so), or make a longer ledger's last step a
+ * mirror.  A mirror of a one-byte result ({}) is not worth it.
  */
-static int mirror_head(pl_ctx *child, const pl_step *last)
+static void store_result_once(pl_ctx *child, const pl_step *last,
+                              pl__link *link)
 {
-    pl__kvs *l = &child->run->batch.steps;
-    if (!child->hash_pending || child->pending_at + 1 != l->n ||
-        last->mp_len <= 1)
-        return PL_OK; /* the last step was recorded, committed, or hashed */
+    pl__run *r = child->run;
+    pl__kvs *l = &r->batch.steps;
+    if (!child->hash_pending || child->pending_at + 1 != l->n)
+        return; /* the last step was recorded, committed, or hashed */
     pl__kv *e = &l->e[l->n - 1];
     uint8_t *val = l->data.data + e->voff;
     pl__rec rec;
     if (pl__rec_decode_lazy(&rec, val, e->vlen) || rec.mirrored ||
         rec.payload_len != last->mp_len ||
         memcmp(rec.payload, last->mp, last->mp_len) != 0)
-        return PL_OK; /* the ledger ends in another step */
+        return; /* the ledger ends in another step */
+    if (child->next_seq == 1 && !rec.code && !rec.has_link &&
+        rec_actor_is(&rec, child->def->name)) {
+        link->folded = rec.type;
+        l->data.len = e->koff;
+        l->n--;
+        child->hash_pending = false;
+        r->folded++;
+        return;
+    }
+    if (last->mp_len <= 1)
+        return;
     size_t header_len = (size_t)(rec.payload - val);
     pl__rec_make_mirror(&l->data, e->voff, header_len);
     e->vlen = header_len + 1; /* still pending: inv_head() hashes it */
-    return PL_OK;
 }
 
 /* Run the callee in a new invocation and append its result. */
@@ -704,10 +718,10 @@ static int execute(pl_ctx *c, uint32_t call_seq, bool call_replayed,
     }
     r->executed++;
     const pl_step *last = res.n ? res.v[res.n - 1] : NULL;
-    pl__link link = {call_seq, {0}};
-    st = last ? mirror_head(child, last) : PL_OK;
-    if (!st)
-        st = inv_head(child, link.head);
+    pl__link link = {call_seq, {0}, 0};
+    if (last)
+        store_result_once(child, last, &link);
+    st = link.folded ? PL_OK : inv_head(child, link.head);
     if (!st)
         st = finish_call(c, call_seq, def->name,
                          last ? last->mp : (const uint8_t *)"\x80",

@@ -153,26 +153,23 @@ int pl_engine_runs(pl_engine *e, pl_run_visit_fn visit, void *user)
 /* ---- ledgers ------------------------------------------------------------------------- */
 
 /*
- * A mirror's payload is its caller's action_result's (see codec.c): find
- * that record, the first step after the call in the caller's ledger but for
- * the engine's suspensions and resumptions of an in-doubt call; check that
- * it answers the call and links to the mirror (key @p key, record @p val);
- * and lend its payload to @p rec.  @p hold keeps the caller's record.
+ * The action_result answering the call that made ledger @p comps (depth
+ * >= 1) and linking to its ledger: the first step after the call in the
+ * caller's ledger but for the engine's suspensions and resumptions of an
+ * in-doubt call.  *found is false when the caller's ledger ends first or
+ * another step comes.  @p hold keeps the record; @p at names it
+ * ("path:seq").
  */
-static int read_mirror(pl_engine *e, pl__hasher **hasher, uint64_t num,
-                       const uint32_t *comps, unsigned depth,
-                       const uint8_t *key, size_t klen, const uint8_t *val,
-                       size_t vlen, pl__rec *rec, pl__kvs *hold)
+static int find_answer(pl_engine *e, uint64_t num, const uint32_t *comps,
+                       unsigned depth, pl__kvs *hold, pl__rec *answer,
+                       bool *found, char at[PL__PATH_MAX + 16])
 {
-    if (depth == 0)
-        return pl__err(PL_ECORRUPT, "a root step holds its caller's result, "
-                                    "but the root ledger has no caller");
     uint8_t prefix[PL__PREFIX_MAX];
     size_t plen = pl__ledger_prefix(prefix, num, comps, depth - 1);
     uint32_t call = comps[depth - 1], seq = call;
     char cpath[PL__PATH_MAX];
     pl__path_format(cpath, comps, depth - 1);
-    pl__rec caller;
+    *found = false;
     pl__kvs_reset(hold);
     for (size_t i = 0;; i++, seq++) {
         if (i == hold->n) {
@@ -182,39 +179,82 @@ static int read_mirror(pl_engine *e, pl__hasher **hasher, uint64_t num,
                          ? PL_OK
                          : pl__store_read(e->store, prefix, plen, seq + 1,
                                           CHUNK, (size_t)1 << 16, hold);
-            if (st)
+            if (st || !hold->n)
                 return st;
-            if (!hold->n)
-                return pl__err(PL_ECORRUPT, "it holds its caller's result, "
-                                            "but the caller records none");
         }
-        int st = pl__rec_decode_lazy(&caller, pl__kvs_val(hold, i),
+        snprintf(at, PL__PATH_MAX + 16, "%s:%u", cpath, seq + 1);
+        int st = pl__rec_decode_lazy(answer, pl__kvs_val(hold, i),
                                      hold->e[i].vlen);
         if (st)
-            return pl__err(st, "its caller's step %s:%u: %s", cpath,
-                           seq + 1, pl_errmsg());
-        if (caller.type != PL_STEP_SUSPEND && caller.type != PL_STEP_RESUME)
+            return pl__err(st, "its caller's step %s: %s", at, pl_errmsg());
+        if (answer->type != PL_STEP_SUSPEND && answer->type != PL_STEP_RESUME)
             break;
     }
+    *found = answer->type == PL_STEP_ACTION_RESULT && answer->has_link &&
+             answer->link_seq == call;
+    return PL_OK;
+}
+
+/*
+ * A mirror's payload is its caller's action_result's (see codec.c): find
+ * it, check that it links to the mirror (key @p key, record @p val), and
+ * lend its payload to @p rec.  @p hold keeps the caller's record.
+ */
+static int read_mirror(pl_engine *e, pl__hasher **hasher, uint64_t num,
+                       const uint32_t *comps, unsigned depth,
+                       const uint8_t *key, size_t klen, const uint8_t *val,
+                       size_t vlen, pl__rec *rec, pl__kvs *hold)
+{
+    if (depth == 0)
+        return pl__err(PL_ECORRUPT, "a root step holds its caller's result, "
+                                    "but the root ledger has no caller");
+    pl__rec caller;
+    bool found;
     char at[PL__PATH_MAX + 16];
-    snprintf(at, sizeof at, "%s:%u", cpath, seq + 1);
-    if (caller.type != PL_STEP_ACTION_RESULT || !caller.has_link ||
-        caller.link_seq != call)
+    int st = find_answer(e, num, comps, depth, hold, &caller, &found, at);
+    if (st)
+        return pl__err(st, "it holds its caller's result, but %s",
+                       pl_errmsg());
+    if (!found)
         return pl__err(PL_ECORRUPT, "it holds its caller's result, but the "
-                                    "caller's next step, %s, is not the "
-                                    "result of its call", at);
+                                    "caller records none");
     uint8_t h[PL_HASH_LEN];
-    int st;
     if ((!*hasher && (st = pl__hasher_new(hasher))) ||
         (st = pl__step_hash(*hasher, key, klen, val, vlen, h)))
         return st;
-    if (memcmp(h, caller.link_hash, PL_HASH_LEN) != 0)
+    if (caller.link_folded || memcmp(h, caller.link_hash, PL_HASH_LEN) != 0)
         return pl__err(PL_ECORRUPT, "it holds its caller's result, but that "
                                     "result, %s, does not link to it", at);
     pl__rec_mirror(rec, &caller);
     if ((st = pl__rec_check(rec)))
         return pl__err(st, "its caller's result, %s: %s", at, pl_errmsg());
     return PL_OK;
+}
+
+/*
+ * The one step of callee ledger @p callee_path that the folded
+ * action_result @p answer stands for (see codec.c).
+ */
+static int folded_step(const pl__rec *answer, const uint8_t *genesis,
+                       const char *callee_path, pl_step **out)
+{
+    pl__rec one = *answer;
+    one.seq = 0;
+    one.type = answer->link_type;
+    one.prev_hash = genesis;
+    one.code = NULL;
+    one.code_len = 0;
+    one.has_link = false;
+    one.link_folded = false;
+    return pl__step_from_rec(&one, callee_path, out);
+}
+
+/* The run's genesis hash, made with *hasher (created when NULL). */
+static int genesis_of(pl__hasher **hasher, const char *run_id,
+                      uint8_t out[PL_HASH_LEN])
+{
+    int st = *hasher ? PL_OK : pl__hasher_new(hasher);
+    return st ? st : pl__genesis_hash(*hasher, run_id, out);
 }
 
 int pl_run_ledger(pl_engine *e, const char *run_id, const char *path,
@@ -279,6 +319,25 @@ int pl_run_ledger(pl_engine *e, const char *run_id, const char *path,
         if (st)
             break;
     }
+    if (!st && seq == 0 && depth > 0) {
+        /* nothing stored: a folded callee's one step is in its caller's
+         * result, if the call has one */
+        pl__rec answer;
+        bool found;
+        char at[PL__PATH_MAX + 16];
+        uint8_t genesis[PL_HASH_LEN];
+        pl_step *s = NULL;
+        st = find_answer(e, num, comps, depth, &hold, &answer, &found, at);
+        if (!st && found && answer.link_folded &&
+            !(st = genesis_of(&hasher, run_id, genesis)) &&
+            !(st = folded_step(&answer, genesis, canon, &s)))
+            st = pl__steps_push(l, s);
+        if (st) {
+            pl_step_free(s);
+            st = pl__err(st, "run '%s', ledger %s: %s", run_id, canon,
+                         pl_errmsg());
+        }
+    }
     pl__kvs_free(&recs);
     pl__kvs_free(&hold);
     pl__hasher_free(hasher);
@@ -328,7 +387,9 @@ typedef struct walk_ctx {
     uint64_t num;
     pl_step_visit_fn visit;
     void *user;
-    pl__hasher *hasher; /* for mirrors, made when one is met */
+    pl__hasher *hasher; /* for mirrors and folds, made when one is met */
+    bool have_genesis;
+    uint8_t genesis[PL_HASH_LEN];
     pl__kvs hold;
 } walk_ctx;
 
@@ -352,6 +413,24 @@ static int walk_rec(const uint8_t *key, size_t klen, const uint8_t *val,
     if (st)
         return pl__err(st, "run '%s', step %s:%u: %s", w->id, path, seq,
                        pl_errmsg());
+    if (rec.has_link && rec.link_folded) {
+        /* the callee's ledger, folded into this result, comes first */
+        char callee[PL__PATH_MAX + 16];
+        snprintf(callee, sizeof callee, "%s.%u", path, rec.link_seq);
+        pl_step *one = NULL;
+        if (!w->have_genesis &&
+            !(st = genesis_of(&w->hasher, w->id, w->genesis)))
+            w->have_genesis = true;
+        if (!st)
+            st = folded_step(&rec, w->genesis, callee, &one);
+        if (st)
+            return pl__err(st, "run '%s', step %s:0: %s", w->id, callee,
+                           pl_errmsg());
+        st = w->visit(one, w->user);
+        pl_step_free(one);
+        if (st)
+            return st;
+    }
     pl_step *s;
     if ((st = pl__step_from_rec(&rec, path, &s)))
         return pl__err(st, "run '%s', step %s:%u: %s", w->id, path, seq,
@@ -472,6 +551,17 @@ static int check_link(verify_ctx *v, unsigned d, const char *path,
                       uint32_t seq, const pl__rec *rec)
 {
     const vlevel *l = &v->lv[d];
+    if (rec->link_folded) { /* the callee's one step is in this record */
+        for (size_t i = 0; i < l->n_children; i++)
+            if (l->children[i].comp == rec->link_seq)
+                return pl__err(PL_ECORRUPT, "run '%s', step %s:%u: the "
+                                            "result holds its callee's one "
+                                            "step, but ledger %s.%u holds "
+                                            "steps too", v->id, path, seq,
+                               path, rec->link_seq);
+        v->steps++;
+        return PL_OK;
+    }
     const uint8_t *head = v->genesis; /* a callee that recorded nothing */
     for (size_t i = l->n_children; i-- > 0;) {
         if (l->children[i].comp == rec->link_seq) {

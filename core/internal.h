@@ -162,6 +162,7 @@ typedef struct pl__run {
     pl__buf prompt;
 
     uint64_t served, executed, replayed, appended;
+    uint64_t folded; /* steps of the batch folded into a caller's record */
 } pl__run;
 
 struct pl_ctx {

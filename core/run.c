@@ -345,6 +345,7 @@ static int execute(pl__run *r, const pl_policy_def *def, const pl_action *root,
         return st;
     }
     pl__kvs_reset(&r->batch.steps);
+    r->folded = 0;
     rs->status = PL_RUN_FAILED;
     rs->has_head = false; /* the unseen steps were dropped */
     rs->error = st;

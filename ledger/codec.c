@@ -8,7 +8,7 @@
  *
  *   | field | msgpack type | meaning                                        |
  *   |-------|--------------|------------------------------------------------|
- *   | 0     | uint         | format version: 1, or 2 for a mirror (below)   |
+ *   | 0     | uint         | format version: 1, or 2 (below)                |
  *   | 1     | uint (u32)   | seq: position in its ledger, from 0            |
  *   | 2     | int          | time the step was first appended, Unix us      |
  *   | 3     | uint         | step type (pl_step_type, 1..7)                 |
@@ -29,13 +29,25 @@
  *   by its caller's link, and the root ledger's last step by the run
  *   state's "head" (see the run state below).
  *
- *   A MIRROR (version 2, otherwise laid out as version 1) is the last step
- *   of a callee ledger whose payload is the one its caller's action_result
- *   records: a call's result is stored once, not twice.  Its payload is nil;
- *   a reader takes the payload of the caller's action_result, which is the
- *   next step of the caller's ledger, after checking that its link holds
- *   the mirror's hash.  The engine writes a mirror only in the same commit
- *   as that action_result, so one never stands without the other.
+ *   VERSION 2 is laid out as version 1 and adds two shapes, so that a
+ *   call's result is stored once, in its caller's action_result, not also
+ *   in the step of the callee that returned it:
+ *
+ *   - A FOLDED CALLEE: when the callee's ledger is that one step, by the
+ *     callee, it is not stored at all.  The action_result's link is then
+ *     [seq of the action_call, type of the callee's step]: the callee's
+ *     ledger is one step of that type, by this record's actor, at this
+ *     record's time, after the run's genesis hash, with this record's
+ *     payload.  Readers show it as stored; nothing else anchors it, since
+ *     the action_result's own hash covers everything it is made of.
+ *   - A MIRROR: the last step of a longer callee ledger, whose payload is
+ *     the one its caller's action_result records.  Its payload is nil; a
+ *     reader takes the payload of the caller's action_result (the first
+ *     step after the call but for an in-doubt call's suspensions and
+ *     resumptions), after checking that its link holds the mirror's hash.
+ *
+ *   The engine writes both only in the same commit as that action_result,
+ *   so neither stands without the other.
  *
  *   Version rule: a reader accepts only versions it knows and fails every
  *   other one with PL_EVERSION; a format change bumps the version, and old
@@ -317,7 +329,9 @@ int pl__rec_encode(pl__buf *out, uint32_t seq, int64_t time_us,
     packer_init(&pk, out);
     size_t start = out->len;
     int rc = msgpack_pack_array(&pk, link ? 8 : 7);
-    rc = rc ? rc : msgpack_pack_uint32(&pk, PL__FORMAT_VERSION);
+    rc = rc ? rc : msgpack_pack_uint32(&pk, link && link->folded
+                                                ? PL__FORMAT_V2
+                                                : PL__FORMAT_VERSION);
     rc = rc ? rc : msgpack_pack_uint32(&pk, seq);
     rc = rc ? rc : msgpack_pack_int64(&pk, time_us);
     rc = rc ? rc : msgpack_pack_uint32(&pk, (uint32_t)type);
@@ -328,7 +342,11 @@ int pl__rec_encode(pl__buf *out, uint32_t seq, int64_t time_us,
     if (!rc && link) {
         rc = msgpack_pack_array(&pk, 2);
         rc = rc ? rc : msgpack_pack_uint32(&pk, link->call_seq);
-        rc = rc ? rc : msgpack_pack_bin_with_body(&pk, link->head, PL_HASH_LEN);
+        if (!rc)
+            rc = link->folded
+                     ? msgpack_pack_uint32(&pk, (uint32_t)link->folded)
+                     : msgpack_pack_bin_with_body(&pk, link->head,
+                                                  PL_HASH_LEN);
     }
     if (rc || pl__buf_append(out, payload, payload_len)) {
         out->len = start;
@@ -808,11 +826,11 @@ int pl__rec_decode_lazy(pl__rec *out, const uint8_t *data, size_t len)
                                     "header array");
     if (rd_uint(&r, &version))
         return pl__err(PL_ECORRUPT, "step record has no format version");
-    if (version != PL__FORMAT_VERSION && version != PL__FORMAT_MIRROR)
+    if (version != PL__FORMAT_VERSION && version != PL__FORMAT_V2)
         return pl__err(PL_EVERSION, "step record has format version %llu; "
                                     "this build reads versions %u and %u",
                        (unsigned long long)version, PL__FORMAT_VERSION,
-                       PL__FORMAT_MIRROR);
+                       PL__FORMAT_V2);
     if (h.u != 7 && h.u != 8)
         return pl__err(PL_ECORRUPT, "step header has %llu fields, expected 7 "
                                     "or 8", (unsigned long long)h.u);
@@ -844,25 +862,38 @@ int pl__rec_decode_lazy(pl__rec *out, const uint8_t *data, size_t len)
         out->code_len = n;
     }
     out->has_link = h.u == 8;
+    out->link_folded = false;
+    out->link_hash = NULL;
     if (out->has_link) {
         head lh;
-        uint64_t cs;
+        uint64_t cs, ft;
         if (rd_head(&r, &lh) || lh.t != T_ARRAY || lh.u != 2 ||
             rd_uint(&r, &cs) || cs > UINT32_MAX ||
-            rd_bytes(&r, T_BIN, &s, &n) || n != PL_HASH_LEN ||
-            out->type != PL_STEP_ACTION_RESULT)
+            out->type != PL_STEP_ACTION_RESULT || !rd_left(&r))
             return pl__err(PL_ECORRUPT, "step record has a bad link");
         out->link_seq = (uint32_t)cs;
-        out->link_hash = s;
+        if (*r.p <= 0x7f) { /* a positive fixint: a folded callee's type */
+            if (version != PL__FORMAT_V2 || rd_uint(&r, &ft) ||
+                ft < PL_STEP_TEXT || ft > PL_STEP_ERROR)
+                return pl__err(PL_ECORRUPT, "step record has a bad folded "
+                                            "link");
+            out->link_folded = true;
+            out->link_type = (pl_step_type)ft;
+        } else if (rd_bytes(&r, T_BIN, &s, &n) || n != PL_HASH_LEN) {
+            return pl__err(PL_ECORRUPT, "step record has a bad link");
+        } else {
+            out->link_hash = s;
+        }
     }
     out->payload = r.p;
     out->payload_len = rd_left(&r);
-    out->mirrored = version == PL__FORMAT_MIRROR;
+    out->mirrored = out->payload_len == 1 && *r.p == 0xc0;
     if (out->mirrored) {
-        if (out->payload_len != 1 || *r.p != 0xc0)
-            return pl__err(PL_ECORRUPT, "step record %llu: a version %u "
-                                        "record's payload must be nil",
-                           (unsigned long long)seq, PL__FORMAT_MIRROR);
+        if (version != PL__FORMAT_V2 || out->link_folded)
+            return pl__err(PL_ECORRUPT, "step record %llu: only a version "
+                                        "%u record may hold its caller's "
+                                        "result", (unsigned long long)seq,
+                           PL__FORMAT_V2);
         return PL_OK;
     }
     if (!out->payload_len || !((*r.p >= 0x80 && *r.p <= 0x8f) ||
@@ -875,7 +906,7 @@ int pl__rec_decode_lazy(pl__rec *out, const uint8_t *data, size_t len)
 void pl__rec_make_mirror(pl__buf *out, size_t start, size_t header_len)
 {
     /* the header starts with a fixarray and a fixint version */
-    out->data[start + 1] = PL__FORMAT_MIRROR;
+    out->data[start + 1] = PL__FORMAT_V2;
     out->len = start + header_len;
     out->data[out->len++] = 0xc0; /* the payload it replaces was longer */
 }

@@ -9,8 +9,8 @@
 #include "util.h"
 
 #define PL__FORMAT_VERSION 1u
-/* The version of a record whose payload is its caller's (see codec.c). */
-#define PL__FORMAT_MIRROR 2u
+/* Version 2 adds mirrors and folded callees (see codec.c). */
+#define PL__FORMAT_V2 2u
 
 /* A decoded view of one stored step record.  Borrows the record's bytes. */
 typedef struct pl__rec {
@@ -24,10 +24,14 @@ typedef struct pl__rec {
     size_t code_len;
     bool has_link;            /* action_result: the callee ledger's head */
     uint32_t link_seq;        /* the action_call it answers */
-    const uint8_t *link_hash; /* PL_HASH_LEN bytes */
+    const uint8_t *link_hash; /* PL_HASH_LEN bytes; NULL when folded */
+    /* A folded callee (version 2): its ledger is one step, not stored,
+     * of type link_type; see codec.c. */
+    bool link_folded;
+    pl_step_type link_type;
     const uint8_t *payload; /* msgpack map */
     size_t payload_len;
-    /* The payload is its caller's action_result's (a version 2 record):
+    /* The payload is its caller's action_result's (a version 2 mirror):
      * payload is the stored nil, which no reader takes for a map, until
      * pl__rec_mirror() lends it the caller's. */
     bool mirrored;
@@ -39,6 +43,8 @@ typedef struct pl__rec {
 typedef struct pl__link {
     uint32_t call_seq;
     uint8_t head[PL_HASH_LEN];
+    pl_step_type folded; /* not 0: the callee's one step, of this type,
+                            is folded into the action_result; no head */
 } pl__link;
 
 /*

@@ -152,7 +152,8 @@ PL__HIDDEN int pl__store_scan(pl__store *s, uint64_t run, const uint8_t *after,
                               size_t after_len, size_t max_n,
                               pl__kvs *out) PL__MUST_CHECK;
 
-/* Count the step records of run @p run. */
+/* Count the steps of run @p run: its records, and the callee steps folded
+ * into them (codec.c). */
 PL__HIDDEN int pl__store_count(pl__store *s, uint64_t run,
                                uint64_t *out) PL__MUST_CHECK;
 

@@ -55,6 +55,7 @@
  * replay never pins old pages or blocks growth for long.
  */
 #define _GNU_SOURCE /* pthread_rwlockattr_setkind_np */
+#include "codec.h"
 #include "store.h"
 
 #include <errno.h>
@@ -976,7 +977,14 @@ int pl__store_count(pl__store *s, uint64_t run, uint64_t *out)
     if (!rc)
         rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
     while (!rc && k.mv_size >= 8 && memcmp(k.mv_data, first, 8) == 0) {
+        /* a record, and the callee step folded into it (codec.c): only a
+         * version 2 record can hold one */
+        pl__rec rec;
+        const uint8_t *p = v.mv_data;
         (*out)++;
+        if (v.mv_size > 1 && p[1] == PL__FORMAT_V2 &&
+            !pl__rec_decode_lazy(&rec, p, v.mv_size) && rec.link_folded)
+            (*out)++;
         rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
     }
     if (rc && rc != MDB_NOTFOUND)

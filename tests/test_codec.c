@@ -1138,7 +1138,7 @@ Test(codec, mirror_records)
     static const uint8_t nil[] = {0xc0};
     static const uint8_t answer[] = {0x81, 0xa1, 'x', 0x07}; /* {"x": 7} */
     spec s = spec_default();
-    s.version = PL__FORMAT_MIRROR;
+    s.version = PL__FORMAT_V2;
     s.payload = nil;
     s.payload_len = 1;
     pl__buf b = {0};
@@ -1179,13 +1179,15 @@ Test(codec, mirror_records)
     free(c);
     pl__buf_free(&cb);
 
-    /* a version 2 record with anything but a nil payload is corrupt */
+    /* a version 2 record's payload is a map or nil, nothing else */
+    s.payload = empty_map;
+    s.payload_len = 1;
+    expect_spec(&s, PL_OK, "a version 2 record with a map");
     static const struct {
         const uint8_t *p;
         size_t n;
         const char *what;
     } bad[] = {
-        {empty_map, 1, "a map"},
         {(const uint8_t *)"\xc0\xc0", 2, "nil and a trailing byte"},
         {(const uint8_t *)"", 0, "nothing"},
         {(const uint8_t *)"\xc2", 1, "false"},
@@ -1199,7 +1201,7 @@ Test(codec, mirror_records)
         set_sentinel();
         cr_assert_eq(pl__rec_decode_lazy(&rec, c, b.len), PL_ECORRUPT, "%s",
                      bad[i].what);
-        cr_assert(strstr(pl_errmsg(), "nil") != NULL, "%s", pl_errmsg());
+        cr_assert(strstr(pl_errmsg(), "payload") != NULL, "%s", pl_errmsg());
         free(c);
     }
     /* and a version 1 record cannot say nil */
@@ -1212,7 +1214,7 @@ Test(codec, mirror_records)
     pl__buf_reset(&b);
     put(&b, (const uint8_t *)"xyz", 3); /* records follow others in a batch */
     uint8_t prev[PL_HASH_LEN] = {1};
-    pl__link link = {3, {9}};
+    pl__link link = {3, {9}, 0};
     cr_assert_eq(pl__rec_encode(&b, 4, 1700000000000001, PL_STEP_ACTION_RESULT,
                                 "tool", prev, "v1", &link, answer,
                                 sizeof answer), PL_OK);
@@ -1227,6 +1229,83 @@ Test(codec, mirror_records)
     cr_assert(rec.seq == 4 && rec.time_us == 1700000000000001 &&
               rec.type == PL_STEP_ACTION_RESULT && rec.has_link &&
               rec.link_seq == 3 && rec.code_len == 2);
+    pl__buf_free(&b);
+}
+
+/*
+ * A folded callee (version 2): the action_result's link names the type of
+ * the callee's one step instead of a hash of its ledger.
+ */
+Test(codec, folded_links)
+{
+    static const uint8_t answer[] = {0x81, 0xa1, 'x', 0x07}; /* {"x": 7} */
+    uint8_t prev[PL_HASH_LEN] = {1};
+    pl__link link = {3, {0}, PL_STEP_TEXT};
+    pl__buf b = {0};
+    cr_assert_eq(pl__rec_encode(&b, 4, 1700000000000001, PL_STEP_ACTION_RESULT,
+                                "tool", prev, NULL, &link, answer,
+                                sizeof answer), PL_OK);
+    cr_assert_eq(b.data[1], PL__FORMAT_V2, "a folded link makes version 2");
+    pl__rec rec;
+    cr_assert_eq(pl__rec_decode(&rec, b.data, b.len), PL_OK, "%s",
+                 pl_errmsg());
+    cr_assert(rec.has_link && rec.link_folded && rec.link_seq == 3 &&
+              rec.link_type == PL_STEP_TEXT && rec.link_hash == NULL);
+    cr_assert_eq(rec.payload_len, sizeof answer);
+
+    /* the same link with a hash is version 1, as before */
+    link.folded = 0;
+    memset(link.head, 9, PL_HASH_LEN);
+    pl__buf_reset(&b);
+    cr_assert_eq(pl__rec_encode(&b, 4, 1700000000000001, PL_STEP_ACTION_RESULT,
+                                "tool", prev, NULL, &link, answer,
+                                sizeof answer), PL_OK);
+    cr_assert_eq(b.data[1], PL__FORMAT_VERSION);
+    cr_assert_eq(pl__rec_decode(&rec, b.data, b.len), PL_OK);
+    cr_assert(rec.has_link && !rec.link_folded && rec.link_hash != NULL);
+
+    /* a step type where the hash goes: only in version 2, only 1..7, and
+     * never on a mirror */
+    spec s = spec_default();
+    s.nfields = 8;
+    s.type = PL_STEP_ACTION_RESULT;
+    static const struct {
+        uint64_t version, type;
+        bool nil_payload;
+        int want;
+        const char *what;
+    } cases[] = {
+        {2, 1, false, PL_OK, "version 2, text"},
+        {2, 7, false, PL_OK, "version 2, the last type"},
+        {1, 1, false, PL_ECORRUPT, "version 1"},
+        {2, 0, false, PL_ECORRUPT, "type 0"},
+        {2, 8, false, PL_ECORRUPT, "type 8"},
+        {2, 1, true, PL_ECORRUPT, "a folded mirror"},
+    };
+    for (size_t i = 0; i < PL__ARRAY_LEN(cases); i++) {
+        pl__buf_reset(&b);
+        mp_array(&b, 8);
+        mp_uint(&b, cases[i].version);
+        mp_uint(&b, s.seq);
+        mp_int(&b, s.time_us);
+        mp_uint(&b, s.type);
+        mp_str(&b, s.actor, s.actor_len);
+        mp_bin(&b, hash_bytes, PL_HASH_LEN);
+        mp_nil(&b);
+        mp_array(&b, 2);
+        mp_uint(&b, 3);
+        mp_uint(&b, cases[i].type);
+        if (cases[i].nil_payload)
+            mp_nil(&b);
+        else
+            put(&b, answer, sizeof answer);
+        uint8_t *c = exact_copy(b.data, b.len);
+        set_sentinel();
+        int st = pl__rec_decode_lazy(&rec, c, b.len);
+        cr_assert_eq(st, cases[i].want, "%s: %s", cases[i].what,
+                     pl_errmsg());
+        free(c);
+    }
     pl__buf_free(&b);
 }
 
