@@ -175,10 +175,11 @@ static int find_answer(pl_engine *e, uint64_t num, const uint32_t *comps,
         if (i == hold->n) {
             pl__kvs_reset(hold);
             i = 0;
+            /* one record at a time: it is nearly always the next one */
             int st = seq == UINT32_MAX
                          ? PL_OK
                          : pl__store_read(e->store, prefix, plen, seq + 1,
-                                          CHUNK, (size_t)1 << 16, hold);
+                                          1, 1, hold);
             if (st || !hold->n)
                 return st;
         }
