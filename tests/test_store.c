@@ -134,6 +134,56 @@ static int two_then_fail(pl_ctx *ctx, const pl_action *a, pl_steps *out,
     return PL_EPOLICY;
 }
 
+/* "say" {"actor": a, "text": t}: returns one text step by actor a (NULL:
+ * the policy); "say_twice" returns it twice. */
+static int say_n(const pl_action *a, pl_steps *out, int n)
+{
+    const cJSON *actor = cJSON_GetObjectItemCaseSensitive(a->payload, "actor");
+    const cJSON *text = cJSON_GetObjectItemCaseSensitive(a->payload, "text");
+    for (int i = 0; i < n; i++) {
+        int st = pl_steps_add_text(out,
+                                   cJSON_IsString(actor) ? actor->valuestring
+                                                         : NULL,
+                                   text->valuestring);
+        if (st)
+            return st;
+    }
+    return PL_OK;
+}
+
+static int say(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)ctx;
+    (void)user;
+    return say_n(a, out, 1);
+}
+
+static int say_twice(pl_ctx *ctx, const pl_action *a, pl_steps *out,
+                     void *user)
+{
+    (void)ctx;
+    (void)user;
+    return say_n(a, out, 2);
+}
+
+/* "ask" {"calls": [[policy, payload], ...]}: makes the calls in order. */
+static int ask(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)out;
+    (void)user;
+    const cJSON *call;
+    cJSON_ArrayForEach(call, cJSON_GetObjectItemCaseSensitive(a->payload,
+                                                              "calls"))
+    {
+        pl_action c = {cJSON_GetArrayItem(call, 0)->valuestring,
+                       cJSON_GetArrayItem(call, 1), NULL, 0, NULL};
+        int st = pl_ctx_call(ctx, &c, NULL, 0, NULL);
+        if (st)
+            return st;
+    }
+    return PL_OK;
+}
+
 static pl_registry *registry(void)
 {
     pl_registry *reg = t_registry();
@@ -144,7 +194,10 @@ static pl_registry *registry(void)
     } defs[] = {{"nest", nest, "nest-v1"},
                 {"bulk", bulk, NULL},
                 {"self_get", self_get, NULL},
-                {"two_then_fail", two_then_fail, NULL}};
+                {"two_then_fail", two_then_fail, NULL},
+                {"say", say, NULL},
+                {"say_twice", say_twice, NULL},
+                {"ask", ask, NULL}};
     for (size_t i = 0; i < sizeof defs / sizeof defs[0]; i++) {
         pl_policy_def d = PL_POLICY_DEF_INIT;
         d.name = defs[i].name;
@@ -1123,6 +1176,71 @@ Test(store, a_call_result_is_stored_once)
     cr_assert(o->calls_served == 3 && o->calls_executed == 0);
     pl_outcome_free(o);
     pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/*
+ * Which callee ledgers fold: one step by the callee, of any type.  One step
+ * by another actor, or two steps, are stored, the last as a mirror.
+ */
+Test(store, only_a_callee_ledger_of_its_own_one_step_folds)
+{
+    const char *path = t_store_path();
+    pl_registry *reg = registry();
+    pl_engine *e = open_with(path, reg, 0, 0);
+    start_ok(e, "ask",
+             "{\"calls\": [[\"say\", {\"text\": \"own\"}],"
+             " [\"say\", {\"actor\": \"model\", \"text\": \"other\"}],"
+             " [\"say_twice\", {\"text\": \"twice\"}]]}",
+             "shapes");
+    cr_assert_eq(pl_run_verify(e, "shapes"), PL_OK, "%s", pl_errmsg());
+    static const struct {
+        const char *ledger, *actor, *text;
+        size_t n;
+        bool stored, mirror;
+    } cases[] = {{"0.0", "say", "own", 1, false, false},
+                 {"0.2", "model", "other", 1, true, true},
+                 {"0.4", "say_twice", "twice", 2, true, true}};
+    for (size_t i = 0; i < PL__ARRAY_LEN(cases); i++) {
+        pl_steps *l = NULL;
+        cr_assert_eq(pl_run_ledger(e, "shapes", cases[i].ledger, &l), PL_OK,
+                     "%s", pl_errmsg());
+        cr_assert_eq(pl_steps_count(l), cases[i].n, "%s", cases[i].ledger);
+        const pl_step *last = pl_steps_at(l, cases[i].n - 1);
+        cr_assert_eq(pl_step_get_type(last), PL_STEP_TEXT, "%s",
+                     cases[i].ledger);
+        cr_assert_str_eq(pl_step_actor(last), cases[i].actor);
+        const cJSON *t =
+            cJSON_GetObjectItemCaseSensitive(pl_step_payload(last), "text");
+        cr_assert(cJSON_IsString(t) && !strcmp(t->valuestring, cases[i].text),
+                  "%s", cases[i].ledger);
+        pl_steps_free(l);
+    }
+    pl_run_info *info = NULL;
+    cr_assert_eq(pl_run_get(e, "shapes", &info), PL_OK);
+    cr_assert_eq(info->steps, 6 + 4, "3 calls of 2 root steps (ask "
+                 "returns nothing), 4 callee steps");
+    pl_run_info_free(info);
+    pl_engine_close(e);
+
+    raw r;
+    raw_open(&r, path, false);
+    uint64_t num = raw_run_num(&r, "shapes");
+    for (size_t i = 0; i < PL__ARRAY_LEN(cases); i++) {
+        uint32_t comps[1] = {(uint32_t)(2 * i)};
+        uint8_t key[64];
+        size_t n, kl = step_key(key, num, comps, 1,
+                                (uint32_t)cases[i].n - 1);
+        cr_assert_eq(raw_has_step(&r, key, kl), cases[i].stored, "%s",
+                     cases[i].ledger);
+        if (!cases[i].stored)
+            continue;
+        uint8_t *rec = raw_get_step(&r, key, kl, &n);
+        cr_assert_eq(rec[1] == PL__FORMAT_V2 && rec[n - 1] == 0xc0,
+                     cases[i].mirror, "%s", cases[i].ledger);
+        free(rec);
+    }
+    raw_close(&r);
     pl_registry_free(reg);
 }
 
