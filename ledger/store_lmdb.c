@@ -46,6 +46,19 @@
  * transactions, so a crash leaves either the journal record or its moved
  * steps, never half of either.
  *
+ * TAIL: a synced commit that makes the data file longer has the file system
+ * log the file's new size and blocks along with the data: on ext4 that
+ * flush cost 270 us where one that rewrites blocks already in the file cost
+ * 120 us, and a run's commits lengthen the file every ~15 calls.  So a
+ * store that syncs keeps the file written with zeros past LMDB's last page
+ * (LMDB reads nothing past it, and looks at the file's size only to copy
+ * it): when less than half of a tail of TAIL_MIN, or an eighth of the
+ * pages in use, is left, keep_tail() writes and syncs a whole one, in a
+ * transaction of ~1 ms every few hundred kB the store grows.  It writes
+ * under LMDB's writer lock, past the file's end only, so it never touches a
+ * page another writer wrote.  If it fails (a full disk, say), it cuts the
+ * file back and the store stops keeping a tail.
+ *
  * GROWTH: when a write meets MDB_MAP_FULL the transaction is aborted (nothing
  * written is lost) and the map is doubled, up to map_size_max, under an
  * exclusive lock: LMDB may only resize while this process has no
@@ -64,6 +77,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <lmdb.h>
 
@@ -79,6 +93,11 @@ struct pl__store {
     dev_t dev;
     ino_t ino;
     char *path;
+    /* the zeroed tail (see TAIL), touched under LMDB's writer lock only */
+    bool tail;      /* keep one: the store syncs and writing it works */
+    int fd;         /* LMDB's data file */
+    off_t psize;    /* LMDB's page size */
+    off_t file_end; /* the file's size when last seen */
 };
 
 /* ---- one store per file per process ---------------------------------------- */
@@ -298,6 +317,58 @@ static int txn_commit(pl__store *s, MDB_txn *txn)
     return rc;
 }
 
+/* ---- the zeroed tail ------------------------------------------------------------- */
+
+#define TAIL_MIN ((off_t)1 << 20)
+#define TAIL_MAX ((off_t)64 << 20)
+
+static int write_zeros(int fd, off_t from, off_t to)
+{
+    static const uint8_t zeros[64 << 10];
+    while (from < to) {
+        size_t n = to - from < (off_t)sizeof zeros ? (size_t)(to - from)
+                                                   : sizeof zeros;
+        ssize_t w = pwrite(fd, zeros, n, from);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return -1;
+        from += w;
+    }
+    return fdatasync(fd);
+}
+
+/* Called in a write transaction, which holds LMDB's writer lock. */
+static void keep_tail(pl__store *s)
+{
+    MDB_envinfo info;
+    mdb_env_info(s->env, &info);
+    off_t used = ((off_t)info.me_last_pgno + 1) * s->psize;
+    off_t tail = used / 8 < TAIL_MIN ? TAIL_MIN
+                 : used / 8 > TAIL_MAX ? TAIL_MAX : used / 8;
+    off_t map = (off_t)s->map_size;
+    off_t low = used + tail / 2 < map ? used + tail / 2 : map;
+    off_t want = used + tail < map ? used + tail : map;
+    if (low <= s->file_end)
+        return;
+    struct stat sb;
+    if (fstat(s->fd, &sb)) {
+        s->tail = false;
+        return;
+    }
+    s->file_end = sb.st_size;
+    if (low <= s->file_end) /* another process wrote one */
+        return;
+    if (write_zeros(s->fd, s->file_end, want)) {
+        s->tail = false;
+        if (ftruncate(s->fd, s->file_end)) {
+            /* a partial tail is zeros past LMDB's end: harmless */
+        }
+        return;
+    }
+    s->file_end = want;
+}
+
 /*
  * Run @p body in a write transaction, retrying after growing the map when it
  * fills.  body returns an LMDB code (0 = commit) or, with *st set, a status.
@@ -312,6 +383,8 @@ static int write_txn(pl__store *s, write_body body, void *user)
         int st = txn_begin(s, true, &txn, &seen);
         if (st)
             return st;
+        if (s->tail)
+            keep_tail(s);
         st = PL_OK;
         int rc = body(s, txn, user, &st);
         if (rc || st) {
@@ -470,6 +543,10 @@ int pl__store_open(pl__store **out, const char *path,
         MDB_envinfo info;
         mdb_env_info(s->env, &info);
         s->map_size = info.me_mapsize; /* may be larger than asked */
+        MDB_stat ms;
+        mdb_env_stat(s->env, &ms);
+        s->psize = ms.ms_psize;
+        s->tail = !opts->nosync && !mdb_env_get_fd(s->env, &s->fd);
     }
     if ((st = write_txn(s, open_body, NULL)))
         goto fail;

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -1695,6 +1696,105 @@ Test(store, map_grows_past_its_initial_size, .timeout = 300)
     /* and it keeps growing */
     start_ok(e, "bulk", "{\"n\": 8, \"size\": 65536}", "bigger");
     bulk_intact(e, "bigger", 8, 65536);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/* ---- the zeroed tail ------------------------------------------------------ */
+
+/* The bytes LMDB uses of a store file: up to the end of its last page. */
+static off_t raw_used(const char *path)
+{
+    MDB_env *env;
+    MDB_envinfo info;
+    MDB_stat ms;
+    cr_assert_eq(mdb_env_create(&env), 0);
+    mdb_env_set_maxdbs(env, 8);
+    cr_assert_eq(mdb_env_open(env, path, MDB_NOSUBDIR | MDB_RDONLY, 0600), 0);
+    cr_assert_eq(mdb_env_info(env, &info), 0);
+    cr_assert_eq(mdb_env_stat(env, &ms), 0);
+    mdb_env_close(env);
+    return ((off_t)info.me_last_pgno + 1) * (off_t)ms.ms_psize;
+}
+
+/* Every byte of @p path from @p from to its end is zero. */
+static bool zeros_from(const char *path, off_t from)
+{
+    FILE *f = fopen(path, "rb");
+    cr_assert(f, "%s: %s", path, strerror(errno));
+    cr_assert_eq(fseeko(f, from, SEEK_SET), 0);
+    int c;
+    while ((c = fgetc(f)) != EOF && c == 0)
+        ;
+    fclose(f);
+    return c == EOF;
+}
+
+Test(store, a_syncing_store_keeps_a_zeroed_tail)
+{
+    const char *path = t_store_path();
+    pl_registry *reg = registry();
+    pl_engine *e = open_sized(path, reg, PL_DURABILITY_SYNC, 0, 0);
+    start_ok(e, "bulk", "{\"n\": 8, \"size\": 16384}", "first");
+    pl_engine_close(e);
+    /* past LMDB's last page, at least half a tail of 1 MiB, all zeros */
+    off_t used = raw_used(path), size = file_size(path);
+    cr_assert_geq(size, used + (512 << 10), "used %lld, file %lld",
+                  (long long)used, (long long)size);
+    cr_assert_leq(size, used + (1 << 20), "used %lld, file %lld",
+                  (long long)used, (long long)size);
+    cr_assert(zeros_from(path, used));
+
+    /* growing past it (about 1.6 MB more) writes a new one */
+    e = open_sized(path, reg, PL_DURABILITY_SYNC, 0, 0);
+    start_ok(e, "bulk", "{\"n\": 48, \"size\": 32768}", "second");
+    bulk_intact(e, "first", 8, 16384);
+    bulk_intact(e, "second", 48, 32768);
+    pl_engine_close(e);
+    off_t used2 = raw_used(path), size2 = file_size(path);
+    cr_assert_gt(used2, size, "the data went past the first tail");
+    cr_assert_geq(size2, used2 + (512 << 10));
+    cr_assert(zeros_from(path, used2));
+
+    /* a store that does not sync keeps none */
+    const char *other = t_store_path();
+    e = open_sized(other, reg, PL_DURABILITY_PROCESS, 0, 0);
+    start_ok(e, "bulk", "{\"n\": 8, \"size\": 16384}", "first");
+    pl_engine_close(e);
+    cr_assert_eq(file_size(other), raw_used(other));
+    pl_registry_free(reg);
+}
+
+/* A file size limit that the tail would pass: SIGXFSZ ignored, its write
+ * fails with EFBIG, as on a full disk. */
+Test(store, a_tail_that_cannot_be_written_costs_no_commit)
+{
+    const char *path = t_store_path();
+    pl_registry *reg = registry();
+    pid_t pid = fork();
+    cr_assert_neq(pid, -1);
+    if (pid == 0) {
+        struct rlimit rl = {256 << 10, 256 << 10};
+        signal(SIGXFSZ, SIG_IGN);
+        if (setrlimit(RLIMIT_FSIZE, &rl))
+            _exit(3);
+        pl_engine *ce = t_engine(path, reg, PL_DURABILITY_SYNC);
+        pl_outcome *o = t_start(ce, "chain", "{\"n\": 40}", "limited");
+        int ok = o->status == PL_RUN_COMPLETED &&
+                 pl_run_verify(ce, "limited") == PL_OK;
+        pl_outcome_free(o);
+        pl_engine_close(ce);
+        _exit(ok ? 0 : 4);
+    }
+    int status;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+              "the run under the limit failed (status %d)", status);
+    /* the failed tail was cut back: only LMDB's pages are left */
+    cr_assert_eq(file_size(path), raw_used(path));
+    pl_engine *e = open_sized(path, reg, PL_DURABILITY_SYNC, 0, 0);
+    cr_assert_eq(pl_run_verify(e, "limited"), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(walk_count(e, "limited"), 3 * 40 + 1);
     pl_engine_close(e);
     pl_registry_free(reg);
 }
