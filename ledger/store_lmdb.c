@@ -53,11 +53,13 @@
  * store that syncs keeps the file written with zeros past LMDB's last page
  * (LMDB reads nothing past it, and looks at the file's size only to copy
  * it): when less than half of a tail of TAIL_MIN, or an eighth of the
- * pages in use, is left, keep_tail() writes and syncs a whole one, in a
- * transaction of ~1 ms every few hundred kB the store grows.  It writes
- * under LMDB's writer lock, past the file's end only, so it never touches a
- * page another writer wrote.  If it fails (a full disk, say), it cuts the
- * file back and the store stops keeping a tail.
+ * pages in use, is left, keep_tail() writes and syncs a whole one at the
+ * start of the next write transaction (1-3 ms, every few hundred kB the
+ * store grows).  It writes under LMDB's writer lock and past the file's end
+ * only, so it never touches a page another writer wrote; and through a file
+ * description of its own, so that a write error its fdatasync meets is
+ * still reported to LMDB's next one.  If it fails (a full disk, say), it
+ * cuts the file back and the store stops keeping a tail.
  *
  * GROWTH: when a write meets MDB_MAP_FULL the transaction is aborted (nothing
  * written is lost) and the map is doubled, up to map_size_max, under an
@@ -72,6 +74,7 @@
 #include "store.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -95,7 +98,7 @@ struct pl__store {
     char *path;
     /* the zeroed tail (see TAIL), touched under LMDB's writer lock only */
     bool tail;      /* keep one: the store syncs and writing it works */
-    int fd;         /* LMDB's data file */
+    int fd;         /* the data file, opened apart from LMDB's own */
     off_t psize;    /* LMDB's page size */
     off_t file_end; /* the file's size when last seen */
 };
@@ -484,6 +487,7 @@ int pl__store_open(pl__store **out, const char *path,
         free(s);
         return pl__err(PL_ENOMEM, "out of memory opening a store");
     }
+    s->fd = -1;
     pthread_rwlockattr_t ra;
     pthread_rwlockattr_init(&ra);
     pthread_rwlockattr_setkind_np(&ra,
@@ -546,7 +550,11 @@ int pl__store_open(pl__store **out, const char *path,
         MDB_stat ms;
         mdb_env_stat(s->env, &ms);
         s->psize = ms.ms_psize;
-        s->tail = !opts->nosync && !mdb_env_get_fd(s->env, &s->fd);
+        /* its own file description, so that its fdatasync never takes
+         * a write error that LMDB's next one must report */
+        if (!opts->nosync)
+            s->fd = open(file, O_WRONLY | O_CLOEXEC);
+        s->tail = s->fd >= 0;
     }
     if ((st = write_txn(s, open_body, NULL)))
         goto fail;
@@ -568,6 +576,8 @@ void pl__store_close(pl__store *s)
             open_remove(s->dev, s->ino);
         pthread_mutex_unlock(&g_open_mu);
     }
+    if (s->fd >= 0)
+        close(s->fd);
     pthread_rwlock_destroy(&s->resize);
     free(s->path);
     free(s);
