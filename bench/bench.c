@@ -270,10 +270,10 @@ static int bench_root(pl_ctx *ctx, const pl_action *a, pl_steps *out,
     double sum = 0;
     for (int i = 0; i < count; i++) {
         cJSON_SetNumberValue(iv, i);
-        pl_action call = {"tool", p, NULL, 0, NULL};
+        pl_action call = {PL_ACTION_VERSION, "tool", p, NULL, 0, NULL};
         pl_step *res = NULL;
         double t0 = g_lat ? now_s() : 0;
-        int st = pl_ctx_call(ctx, &call, NULL, 0, &res);
+        int st = pl_ctx_call(&res, ctx, &call, NULL, 0);
         if (st) {
             cJSON_Delete(p);
             return st;
@@ -348,11 +348,11 @@ static int start_run(pl_engine *e, int n, const char *run_id)
 {
     cJSON *p = cJSON_CreateObject();
     cJSON_AddNumberToObject(p, "n", n);
-    pl_action root = {"root", p, NULL, 0, NULL};
+    pl_action root = {PL_ACTION_VERSION, "root", p, NULL, 0, NULL};
     pl_run_options ro = PL_RUN_OPTIONS_INIT;
     ro.run_id = run_id;
     pl_outcome *o = NULL;
-    int st = pl_run_start(e, &root, &ro, &o);
+    int st = pl_run_start(&o, e, &root, &ro);
     cJSON_Delete(p);
     if (!st && o->status != PL_RUN_COMPLETED)
         st = o->error ? o->error : PL_EPOLICY;
@@ -809,7 +809,7 @@ static void w2_recover_child(const void *varg, void *vres)
     pl_engine *e = open_engine(path, reg, PL_DURABILITY_SYNC, w2_event);
     pl_outcome *o = NULL;
     g_first_exec = 0;
-    if (pl_run_continue(e, "w2", NULL, &o) || o->status != PL_RUN_COMPLETED)
+    if (pl_run_continue(&o, e, "w2", NULL) || o->status != PL_RUN_COMPLETED)
         die("W2 recovery");
     double t1 = now_s();
     r->to_first_exec_s = g_first_exec - t0;
@@ -967,7 +967,7 @@ static void w4_replay_child(const void *varg, void *vres)
     pl_outcome *o = NULL;
     long anon0 = status_kb("RssAnon");
     double t0 = now_s();
-    if (pl_run_continue(e, "w4", NULL, &o) || o->status != PL_RUN_COMPLETED ||
+    if (pl_run_continue(&o, e, "w4", NULL) || o->status != PL_RUN_COMPLETED ||
         o->calls_executed != 0)
         die("W4 replay");
     double dt = now_s() - t0;

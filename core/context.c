@@ -99,6 +99,26 @@ int pl__run_fail(pl__run *r, int status, const char *fmt, ...)
     return status;
 }
 
+/*
+ * Is @p c the context of the invocation running now?  A callee's context
+ * used after the callee returned, or a caller's used inside a callee, would
+ * move a cursor that is not the running one: refuse it.  (A context used
+ * after its run ended is freed memory, which no check can catch.)
+ */
+static int ctx_check(const pl_ctx *c, const char *fn)
+{
+    if (!c)
+        return pl__err(PL_EINVAL, "%s: ctx is NULL", fn);
+    if (c->run->cur != c)
+        return pl__err(PL_EINVAL, "%s: the context of '%s' at %s in run %s "
+                                  "is not the running invocation's: a "
+                                  "context is valid only while its own "
+                                  "policy runs, not after it returned, nor "
+                                  "inside a call it makes", fn, c->def->name,
+                       c->path, c->run->id);
+    return PL_OK;
+}
+
 /* ---- invocations ---------------------------------------------------------------------- */
 
 static int inv_open(pl__run *r, pl_ctx *parent, uint32_t call_seq,
@@ -143,6 +163,9 @@ static int inv_open(pl__run *r, pl_ctx *parent, uint32_t call_seq,
     c->last_hash_ok = true;
     c->hash_pending = false;
     memcpy(c->last_hash, r->genesis, PL_HASH_LEN);
+    pl_steps_clear(&c->view);
+    c->view.default_actor = NULL;
+    r->cur = c;
     *out = c;
     return PL_OK;
 }
@@ -153,6 +176,8 @@ void pl__run_free_invs(pl__run *r)
         if (r->inv[i]) {
             pl__kvs_free(&r->inv[i]->ahead);
             pl__buf_free(&r->inv[i]->last_rec);
+            pl_steps_clear(&r->inv[i]->view);
+            free(r->inv[i]->view.v);
             free(r->inv[i]);
             r->inv[i] = NULL;
         }
@@ -700,6 +725,7 @@ static int execute(pl_ctx *c, uint32_t call_seq, bool call_replayed,
         st = r->stop;
     if (!st)
         st = inv_finish(child);
+    r->cur = c; /* the child's context is stale from here on */
     if (st && !r->stop) {
         bool said = pl__errmsg_set();
         st = pl__run_fail(r, st, "run %s: a decorator around '%s' at %s "
@@ -975,10 +1001,21 @@ static int resolve_call(pl_ctx *c, uint32_t call_seq, bool call_replayed,
 
 static int check_action(pl__run *r, pl_ctx *c, const pl_action *a)
 {
-    if (!a || !pl__name_ok(a->policy))
+    if (!a || a->version != PL_ACTION_VERSION)
+        return pl__run_fail(r, PL_EINVAL, "run %s: policy '%s' at %s made a "
+                                          "call with %s", r->id, c->def->name,
+                            c->path, a ? "an action not made with "
+                                         "PL_ACTION_INIT (wrong version)"
+                                       : "no action: no valid policy name");
+    if (!pl__name_ok(a->policy))
         return pl__run_fail(r, PL_EINVAL, "run %s: policy '%s' at %s made a "
                                           "call with no valid policy name",
                             r->id, c->def->name, c->path);
+    if (!a->payload)
+        return pl__run_fail(r, PL_EINVAL, "run %s: call to '%s' at %s: the "
+                                          "payload is NULL (an empty payload "
+                                          "is {}: pl_json_empty())",
+                            r->id, a->policy, c->path);
     if (a->n_actions && !a->actions)
         return pl__run_fail(r, PL_EINVAL, "run %s: call to '%s' at %s: "
                                           "n_actions without actions",
@@ -1015,27 +1052,28 @@ static int seed_digest(pl__run *r, const pl_steps *seed, char hex[])
     return PL_OK;
 }
 
-int pl_ctx_call(pl_ctx *c, const pl_action *a, const pl_decorator *decos,
-                size_t n_decos, pl_step **out)
+int pl_ctx_call(pl_step **out, pl_ctx *c, const pl_action *a, const pl_decorator *decos,
+                size_t n_decos)
 {
     if (out)
         *out = NULL;
-    if (!c)
-        return pl__err(PL_EINVAL, "pl_ctx_call: ctx is NULL");
+    int st = ctx_check(c, "pl_ctx_call");
+    if (st)
+        return st;
     pl__run *r = c->run;
     if (r->stop)
         return r->stop;
-    int st = check_action(r, c, a);
-    if (st)
+    if ((st = check_action(r, c, a)))
         return st;
     if (n_decos && !decos)
         return pl__run_fail(r, PL_EINVAL, "run %s: call to '%s' at %s: "
                                           "n_decorators without decorators",
                             r->id, a->policy, c->path);
     for (size_t i = 0; i < n_decos; i++)
-        if (!decos[i].fn)
+        if (decos[i].version != PL_DECORATOR_VERSION || !decos[i].fn)
             return pl__run_fail(r, PL_EINVAL, "run %s: call to '%s' at %s: "
-                                              "decorator %zu has no function",
+                                              "decorator %zu has no function "
+                                              "or is not PL_DECORATOR_INIT'd",
                                 r->id, a->policy, c->path, i);
     const pl_policy_def *def = pl_registry_find(r->e->reg, a->policy);
     char seed_hex[2 * PL_HASH_LEN + 1];
@@ -1073,13 +1111,60 @@ int pl_ctx_call(pl_ctx *c, const pl_action *a, const pl_decorator *decos,
     return resolve_call(c, call_seq, replayed, a, def, decos, n_decos, out);
 }
 
-int pl__call_step(pl_ctx *c, const pl_step *call, const pl_action *allowed,
-                  pl_step **out)
+int pl_ctx_invoke(cJSON **out, pl_ctx *c, const char *policy,
+                  const cJSON *payload)
 {
+    if (out)
+        *out = NULL;
+    pl_action a = PL_ACTION_INIT;
+    a.policy = policy;
+    a.payload = payload;
+    pl_step *res = NULL;
+    int st = pl_ctx_call(&res, c, &a, NULL, 0);
+    if (st)
+        return st;
+    const cJSON *p = pl_step_payload(res);
+    cJSON *copy = p ? cJSON_Duplicate(p, true) : NULL;
+    if (!copy)
+        st = pl__err(PL_ENOMEM, "out of memory copying the result of '%s'",
+                     policy);
+    else if (pl_step_is_error(res)) {
+        const cJSON *m = cJSON_GetObjectItemCaseSensitive(p, "message");
+        st = pl__err(PL_ERESULT, "call to '%s' at %s:%u returned %s: %s",
+                     policy, c->path, pl_step_seq(res) - 1,
+                     pl_step_error_code(res) ? pl_step_error_code(res)
+                                             : "an error",
+                     cJSON_IsString(m) ? m->valuestring : "(no message)");
+    }
+    pl_step_free(res);
+    if (out)
+        *out = copy;
+    else
+        cJSON_Delete(copy);
+    return st;
+}
+
+int pl_ctx_call_step(pl_step **out, pl_ctx *c, const pl_step *call,
+                     const pl_action *allowed)
+{
+    if (out)
+        *out = NULL;
+    int st = ctx_check(c, "pl_ctx_call_step");
+    if (st)
+        return st;
+    if (!out || !call || !allowed)
+        return pl__err(PL_EINVAL, "pl_ctx_call_step: NULL argument");
     pl__run *r = c->run;
-    *out = NULL;
     if (r->stop)
         return r->stop;
+    const char *id = pl_step_id(call);
+    size_t plen = strlen(c->path);
+    if (call->type != PL_STEP_ACTION_CALL || !call->in_ledger ||
+        strncmp(id, c->path, plen) != 0 || id[plen] != ':' ||
+        call->seq >= c->next_seq)
+        return pl__err(PL_EINVAL, "pl_ctx_call_step: step '%s' is not an "
+                                  "action_call recorded in the ledger of %s",
+                       id, c->path);
     uint64_t t0 = pl__ev_clock(r);
     const uint8_t *v, *pv;
     size_t vn, pn;
@@ -1112,10 +1197,12 @@ int pl__call_step(pl_ctx *c, const pl_step *call, const pl_action *allowed,
                             out);
     }
     cJSON *payload = NULL;
-    int st = pl__payload_decode(&payload, pv, pn);
+    st = pl__payload_decode(&payload, pv, pn);
     if (st)
         return pl__run_fail(r, st, "run %s: %s", r->id, pl_errmsg());
-    pl_action a = {policy, payload, NULL, 0, NULL};
+    pl_action a = PL_ACTION_INIT;
+    a.policy = policy;
+    a.payload = payload;
     const pl_policy_def *def = pl_registry_find(r->e->reg, policy);
     st = resolve_call(c, call->seq, call->replayed, &a, def, NULL, 0, out);
     cJSON_Delete(payload);
@@ -1188,7 +1275,10 @@ static int run_policy(pl_ctx *c, const pl_action *a, pl_steps *out)
 
 int pl_next_call(pl_next *next, pl_ctx *c, const pl_action *a, pl_steps *out)
 {
-    if (!next || !c || !a || !out)
+    int st = ctx_check(c, "pl_next_call");
+    if (st)
+        return st;
+    if (!next || !a || !out)
         return pl__err(PL_EINVAL, "pl_next_call: NULL argument");
     if (c->run->stop)
         return c->run->stop;
@@ -1221,8 +1311,12 @@ int pl__run_root(pl__run *r, const pl_policy_def *def, const pl_action *root,
 int pl_ctx_emit(pl_ctx *c, pl_steps *out, pl_step_type type,
                 const char *actor, const cJSON *payload)
 {
-    if (!c || !out)
-        return pl__err(PL_EINVAL, "pl_ctx_emit: NULL argument");
+    int st = ctx_check(c, "pl_ctx_emit");
+    if (st)
+        return st;
+    if (!out || !payload)
+        return pl__err(PL_EINVAL, "pl_ctx_emit: NULL %s",
+                       out ? "payload" : "list");
     pl__run *r = c->run;
     if (r->stop)
         return r->stop;
@@ -1231,7 +1325,7 @@ int pl_ctx_emit(pl_ctx *c, pl_steps *out, pl_step_type type,
     if (!pl_step_type_name(type) || !pl__name_ok(actor))
         return pl__err(PL_EINVAL, "pl_ctx_emit: bad type or actor");
     pl__buf b = {0};
-    int st = pl__payload_encode(&b, payload, r->e->max_payload);
+    st = pl__payload_encode(&b, payload, r->e->max_payload);
     if (st) {
         pl__buf_free(&b);
         return st;
@@ -1265,11 +1359,14 @@ static int recorded(pl_ctx *c, const char *name, produce_fn fn, void *user,
                     bool durable, cJSON **out)
 {
     *out = NULL;
+    int st = ctx_check(c, name);
+    if (st)
+        return st;
     pl__run *r = c->run;
     if (r->stop)
         return r->stop;
     const pl__rec *rec;
-    int st = inv_peek(c, &rec);
+    st = inv_peek(c, &rec);
     if (st)
         return st;
     if (rec) {
@@ -1387,7 +1484,7 @@ static int bad_record(pl_ctx *c, const char *what)
                         c->run->id, c->path, what);
 }
 
-int pl_ctx_now(pl_ctx *c, int64_t *out)
+int pl_ctx_now(int64_t *out, pl_ctx *c)
 {
     if (!c || !out)
         return pl__err(PL_EINVAL, "pl_ctx_now: NULL argument");
@@ -1395,14 +1492,16 @@ int pl_ctx_now(pl_ctx *c, int64_t *out)
     int st = recorded(c, "now", produce_now, NULL, false, &v);
     if (st)
         return st;
-    bool ok = cJSON_IsNumber(v);
+    /* a stored value beyond int64's range would make the cast undefined */
+    bool ok = cJSON_IsNumber(v) && v->valuedouble >= -9.2e18 &&
+              v->valuedouble <= 9.2e18;
     if (ok)
         *out = (int64_t)v->valuedouble;
     cJSON_Delete(v);
     return ok ? PL_OK : bad_record(c, "time");
 }
 
-int pl_ctx_random(pl_ctx *c, uint64_t *out)
+int pl_ctx_random(uint64_t *out, pl_ctx *c)
 {
     if (!c || !out)
         return pl__err(PL_EINVAL, "pl_ctx_random: NULL argument");
@@ -1426,7 +1525,7 @@ int pl_ctx_random(pl_ctx *c, uint64_t *out)
     return PL_OK;
 }
 
-int pl_ctx_uuid(pl_ctx *c, char out[PL_UUID_LEN + 1])
+int pl_ctx_uuid(char out[PL_UUID_LEN + 1], pl_ctx *c)
 {
     if (!c || !out)
         return pl__err(PL_EINVAL, "pl_ctx_uuid: NULL argument");
@@ -1452,8 +1551,8 @@ static int produce_user(cJSON **out, void *user)
     return u->fn(out, u->user);
 }
 
-int pl_ctx_side_effect(pl_ctx *c, const char *name, pl_side_effect_fn fn,
-                       void *user, cJSON **out)
+int pl_ctx_side_effect(cJSON **out, pl_ctx *c, const char *name, pl_side_effect_fn fn,
+                       void *user)
 {
     if (out)
         *out = NULL;
@@ -1487,22 +1586,25 @@ static void suspend_here(pl_ctx *c, uint32_t seq, const uint8_t *prompt,
     pl__err(PL_ESUSPENDED, "run %s suspended at %s:%u", r->id, c->path, seq);
 }
 
-int pl_ctx_suspend(pl_ctx *c, const cJSON *prompt, cJSON **out_answer)
+int pl_ctx_suspend(cJSON **out_answer, pl_ctx *c, const cJSON *prompt)
 {
     if (out_answer)
         *out_answer = NULL;
-    if (!c || !out_answer)
-        return pl__err(PL_EINVAL, "pl_ctx_suspend: ctx and out_answer are "
-                                  "required");
+    int st = ctx_check(c, "pl_ctx_suspend");
+    if (st)
+        return st;
+    if (!out_answer || !prompt)
+        return pl__err(PL_EINVAL, "pl_ctx_suspend: %s is NULL",
+                       prompt ? "out_answer" : "the prompt");
     pl__run *r = c->run;
     if (r->stop)
         return r->stop;
-    if (prompt && !cJSON_IsObject(prompt))
+    if (!cJSON_IsObject(prompt))
         return pl__run_fail(r, PL_EJSON, "run %s: policy '%s' at %s: the "
                                          "suspend prompt must be an object",
                             r->id, c->def->name, c->path);
     pl__buf b = {0};
-    int st = pl__wrap_encode(&b, "prompt", prompt, r->e->max_payload);
+    st = pl__wrap_encode(&b, "prompt", prompt, r->e->max_payload);
     if (st) {
         pl__buf_free(&b);
         return pl__run_fail(r, st, "run %s: suspend at %s: %s", r->id, c->path,
@@ -1551,20 +1653,30 @@ int pl_ctx_suspend(pl_ctx *c, const cJSON *prompt, cJSON **out_answer)
 
 /* ---- reading the ledger ---------------------------------------------------------------------- */
 
-int pl_ctx_ledger(pl_ctx *c, pl_steps **out)
+/*
+ * A policy's view of its ledger is read once and extended as it grows: each
+ * call reads only the steps appended since the last (a loop's K turns read
+ * K steps in all, not K^2/2).  Steps up to next_seq are durable in the
+ * store or pending in the run's batch; the view keeps what it has read.
+ */
+int pl_ctx_ledger(const pl_steps **out, pl_ctx *c)
 {
-    if (!c || !out)
-        return pl__err(PL_EINVAL, "pl_ctx_ledger: NULL argument");
-    *out = NULL;
-    pl__run *r = c->run;
-    pl_steps *l;
-    int st = pl__store_settle(r->e->store); /* group commits' journal */
-    if (!st)
-        st = pl_steps_new(&l);
+    if (out)
+        *out = NULL;
+    int st = ctx_check(c, "pl_ctx_ledger");
     if (st)
         return st;
+    if (!out)
+        return pl__err(PL_EINVAL, "pl_ctx_ledger: out is NULL");
+    pl__run *r = c->run;
+    pl_steps *l = &c->view;
+    uint32_t seq = (uint32_t)l->n;
+    if (seq == c->next_seq) {
+        *out = l;
+        return PL_OK;
+    }
     pl__kvs recs = {0};
-    uint32_t seq = 0;
+    st = pl__store_settle(r->e->store); /* group commits' journal */
     /* durable steps first, from the store */
     while (!st && seq < c->next_seq) {
         st = pl__store_read(r->e->store, c->prefix, c->prefix_len, seq,
@@ -1605,7 +1717,7 @@ int pl_ctx_ledger(pl_ctx *c, pl_steps **out)
                                   "expected %u", r->id, c->path, seq,
                      c->next_seq);
     if (st) {
-        pl_steps_free(l);
+        pl_steps_clear(l); /* read it all again next time */
         return st;
     }
     *out = l;

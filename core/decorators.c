@@ -1,25 +1,17 @@
 /*
  * decorators.c -- loop(max_turns) and invoke_action.
  *
- * Both work only through the public decorator interface plus the engine's
- * call machinery, so user decorators can do everything these do.
+ * Both are written with the public API alone (include/policyledger.h), as
+ * any user's decorator would be: what these do, a user can do.
  */
 #include <stdio.h>
-#include <stdlib.h>
 
-#include "internal.h"
+#include <policyledger.h>
 
-static void steps_clear(pl_steps *l)
+static bool has_calls(const pl_steps *l)
 {
-    for (size_t i = 0; i < l->n; i++)
-        pl_step_free(l->v[i]);
-    l->n = 0;
-}
-
-static bool has_calls(const pl_steps *l, size_t from)
-{
-    for (size_t i = from; i < l->n; i++)
-        if (l->v[i]->type == PL_STEP_ACTION_CALL)
+    for (size_t i = 0; i < pl_steps_count(l); i++)
+        if (pl_step_type_of(pl_steps_at(l, i)) == PL_STEP_ACTION_CALL)
             return true;
     return false;
 }
@@ -32,24 +24,18 @@ static bool has_calls(const pl_steps *l, size_t from)
 static int loop_fn(pl_ctx *ctx, const pl_action *action, pl_steps *out,
                    const pl_decorator *self, pl_next *next)
 {
-    pl_steps turn = {.default_actor = out->default_actor};
+    pl_steps *turn = NULL;
     uint64_t max = self->arg;
-    int st = PL_OK;
+    int st = pl_steps_new(&turn);
     bool calls = true;
-    for (uint64_t i = 0; i < max && calls; i++) {
-        steps_clear(&turn);
-        if ((st = pl_next_call(next, ctx, action, &turn)))
-            break;
-        calls = has_calls(&turn, 0);
+    for (uint64_t i = 0; !st && i < max && calls; i++) {
+        pl_steps_clear(turn);
+        if (!(st = pl_next_call(next, ctx, action, turn)))
+            calls = has_calls(turn);
     }
-    for (size_t i = 0; !st && i < turn.n; i++) {
-        if ((st = pl__steps_push(out, turn.v[i])))
-            break;
-        turn.v[i] = NULL;
-    }
-    for (size_t i = 0; i < turn.n; i++)
-        pl_step_free(turn.v[i]);
-    free(turn.v);
+    if (!st)
+        st = pl_steps_move(out, turn);
+    pl_steps_free(turn);
     if (st || !calls)
         return st;
 
@@ -65,16 +51,19 @@ static int loop_fn(pl_ctx *ctx, const pl_action *action, pl_steps *out,
         !cJSON_AddStringToObject(err, "code", PL_ERR_BUDGET_EXCEEDED) ||
         !cJSON_AddStringToObject(err, "message", msg)) {
         cJSON_Delete(err);
-        return pl__run_fail(ctx->run, PL_ENOMEM, "out of memory");
+        return PL_ENOMEM;
     }
     st = pl_ctx_emit(ctx, out, PL_STEP_ERROR, "loop", err);
     cJSON_Delete(err);
     return st;
 }
 
-pl_decorator pl_loop(unsigned max_turns)
+pl_decorator pl_decorator_loop(unsigned max_turns)
 {
-    pl_decorator d = {loop_fn, "loop", max_turns, NULL};
+    pl_decorator d = PL_DECORATOR_INIT;
+    d.fn = loop_fn;
+    d.name = "loop";
+    d.arg = max_turns;
     return d;
 }
 
@@ -87,28 +76,33 @@ static int invoke_action_fn(pl_ctx *ctx, const pl_action *action,
                             pl_next *next)
 {
     (void)self;
-    size_t first = out->n;
-    int st = pl_next_call(next, ctx, action, out);
-    if (st)
-        return st;
-    size_t end = out->n;
-    for (size_t i = first; i < end; i++) {
-        const pl_step *call = out->v[i];
-        if (call->type != PL_STEP_ACTION_CALL)
+    pl_steps *turn = NULL, *results = NULL;
+    int st = pl_steps_new(&turn);
+    if (!st)
+        st = pl_steps_new(&results);
+    if (!st)
+        st = pl_next_call(next, ctx, action, turn);
+    for (size_t i = 0; !st && i < pl_steps_count(turn); i++) {
+        const pl_step *call = pl_steps_at(turn, i);
+        if (pl_step_type_of(call) != PL_STEP_ACTION_CALL)
             continue;
-        pl_step *result;
-        if ((st = pl__call_step(ctx, call, action, &result)))
-            return st;
-        if ((st = pl__steps_push(out, result))) {
-            pl_step_free(result);
-            return pl__run_fail(ctx->run, st, "out of memory");
-        }
+        pl_step *result = NULL;
+        if (!(st = pl_ctx_call_step(&result, ctx, call, action)))
+            st = pl_steps_push(results, result);
     }
-    return PL_OK;
+    if (!st)
+        st = pl_steps_move(out, turn);
+    if (!st)
+        st = pl_steps_move(out, results);
+    pl_steps_free(turn);
+    pl_steps_free(results);
+    return st;
 }
 
-pl_decorator pl_invoke_action(void)
+pl_decorator pl_decorator_invoke_action(void)
 {
-    pl_decorator d = {invoke_action_fn, "invoke_action", 0, NULL};
+    pl_decorator d = PL_DECORATOR_INIT;
+    d.fn = invoke_action_fn;
+    d.name = "invoke_action";
     return d;
 }

@@ -93,7 +93,7 @@ static int info_build(pl_engine *e, const char *id, size_t id_len,
     return PL_OK;
 }
 
-int pl_run_get(pl_engine *e, const char *run_id, pl_run_info **out)
+int pl_run_get(pl_run_info **out, pl_engine *e, const char *run_id)
 {
     if (!out)
         return pl__err(PL_EINVAL, "pl_run_get: out is NULL");
@@ -258,8 +258,7 @@ static int genesis_of(pl__hasher **hasher, const char *run_id,
     return st ? st : pl__genesis_hash(*hasher, run_id, out);
 }
 
-int pl_run_ledger(pl_engine *e, const char *run_id, const char *path,
-                  pl_steps **out)
+int pl_run_ledger(pl_steps **out, pl_engine *e, const char *run_id, const char *path)
 {
     if (!out)
         return pl__err(PL_EINVAL, "pl_run_ledger: out is NULL");
@@ -658,6 +657,35 @@ static int verify_rec(const uint8_t *key, size_t klen, const uint8_t *val,
     l->next_seq++;
     v->steps++;
     return PL_OK;
+}
+
+int pl_run_head(uint8_t out[PL_HASH_LEN], pl_engine *e, const char *run_id)
+{
+    if (!out || !e || !pl__run_id_ok(run_id))
+        return pl__err(PL_EINVAL, "pl_run_head: out, an engine and a valid "
+                                  "run id are required");
+    uint64_t num;
+    pl__buf sb = {0};
+    pl__run_state rs = {0};
+    int st = pl__store_settle(e->store);
+    if (!st)
+        st = pl__store_run_find(e->store, run_id, &num, NULL);
+    if (!st)
+        st = pl__store_state_get(e->store, num, &sb);
+    if (!st)
+        st = pl__run_state_decode(&rs, sb.data, sb.len);
+    if (!st && (!rs.has_head || (rs.status != PL_RUN_COMPLETED &&
+                                 rs.status != PL_RUN_SUSPENDED)))
+        st = pl__err(PL_ESTATE, "run '%s' is %s: only a completed or "
+                                "suspended run records its head", run_id,
+                     pl_run_status_name(rs.status)
+                         ? pl_run_status_name(rs.status)
+                         : "in an unknown state");
+    if (!st)
+        memcpy(out, rs.head, PL_HASH_LEN);
+    pl__buf_free(&sb);
+    pl__run_state_clear(&rs);
+    return st;
 }
 
 int pl_run_verify(pl_engine *e, const char *run_id)

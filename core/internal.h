@@ -154,6 +154,7 @@ typedef struct pl__run {
     pl__buf scratch; /* payload encoding */
 
     pl_ctx *inv[PL_MAX_DEPTH + 1]; /* the invocation at each depth */
+    pl_ctx *cur; /* the innermost running one: the only usable context */
 
     /* set when the run suspends */
     char token[33];
@@ -200,6 +201,8 @@ struct pl_ctx {
     bool hash_pending;              /* else: batch entry pending_at */
     size_t pending_at;
     pl__buf last_rec;               /* else: step next_seq-1's record */
+
+    pl_steps view; /* pl_ctx_ledger(): steps 0..view.n-1, read so far */
 };
 
 struct pl_next {
@@ -238,12 +241,6 @@ PL__HIDDEN void pl__emit(pl__run *r, pl_event_kind kind, const char *path,
                          uint32_t seq, const char *policy,
                          pl_step_type type, int status, uint64_t elapsed_ns,
                          const char *detail);
-
-/* Call the policy named in an `action_call` step already in @p c's ledger
- * (used by invoke_action); @p allowed is the invocation's action. */
-PL__HIDDEN int pl__call_step(pl_ctx *c, const pl_step *call,
-                             const pl_action *allowed,
-                             pl_step **out) PL__MUST_CHECK;
 
 /* Parse "0.3.5" into components [3, 5]. */
 PL__HIDDEN int pl__path_parse(const char *path, uint32_t *comps,

@@ -158,6 +158,7 @@ static int root_load(pl_engine *e, const char *id, uint64_t *num,
         root_clear(ra);
         return st;
     }
+    ra->action.version = PL_ACTION_VERSION;
     ra->action.policy = ra->info.policy;
     ra->action.payload = ra->payload;
     ra->action.actions = (const char *const *)ra->info.actions;
@@ -169,9 +170,16 @@ static int root_load(pl_engine *e, const char *id, uint64_t *num,
 static int check_root(pl_engine *e, const pl_action *a,
                       const pl_policy_def **def)
 {
-    if (!a || !pl__name_ok(a->policy))
+    if (!a || a->version != PL_ACTION_VERSION)
+        return pl__err(PL_EINVAL, "the root action %s", a ? "was not made "
+                       "with PL_ACTION_INIT (wrong version)"
+                       : "is NULL: it needs a valid policy name");
+    if (!pl__name_ok(a->policy))
         return pl__err(PL_EINVAL, "the root action needs a valid policy name");
-    if (a->payload && !cJSON_IsObject(a->payload))
+    if (!a->payload)
+        return pl__err(PL_EINVAL, "the root payload is NULL (an empty "
+                                  "payload is {}: pl_json_empty())");
+    if (!cJSON_IsObject(a->payload))
         return pl__err(PL_EJSON, "the root payload must be a JSON object");
     if (a->n_actions && !a->actions)
         return pl__err(PL_EINVAL, "n_actions without actions");
@@ -367,8 +375,7 @@ static int execute(pl__run *r, const pl_policy_def *def, const pl_action *root,
 
 /* ---- start ---------------------------------------------------------------------------- */
 
-int pl_run_start(pl_engine *e, const pl_action *root, const pl_run_options *opts,
-                 pl_outcome **out)
+int pl_run_start(pl_outcome **out, pl_engine *e, const pl_action *root, const pl_run_options *opts)
 {
     if (!out)
         return pl__err(PL_EINVAL, "pl_run_start: out is NULL");
@@ -646,8 +653,7 @@ done:
     return st;
 }
 
-int pl_run_continue(pl_engine *e, const char *run_id, const pl_run_options *opts,
-                    pl_outcome **out)
+int pl_run_continue(pl_outcome **out, pl_engine *e, const char *run_id, const pl_run_options *opts)
 {
     if (!out)
         return pl__err(PL_EINVAL, "pl_run_continue: out is NULL");
@@ -662,16 +668,16 @@ int pl_run_continue(pl_engine *e, const char *run_id, const pl_run_options *opts
     return continue_run(e, run_id, opts && opts->check, NULL, NULL, out);
 }
 
-int pl_run_resume(pl_engine *e, const char *run_id, const char *token,
-                  const cJSON *answer, pl_outcome **out)
+int pl_run_resume(pl_outcome **out, pl_engine *e, const char *run_id, const char *token,
+                  const cJSON *answer)
 {
     if (!out)
         return pl__err(PL_EINVAL, "pl_run_resume: out is NULL");
     *out = NULL;
-    if (!e || !pl__run_id_ok(run_id) || !token)
-        return pl__err(PL_EINVAL, "pl_run_resume: an engine, a valid run id "
-                                  "and a token are required");
-    if (answer && !cJSON_IsObject(answer))
+    if (!e || !pl__run_id_ok(run_id) || !token || !answer)
+        return pl__err(PL_EINVAL, "pl_run_resume: an engine, a valid run id, "
+                                  "a token and an answer are required");
+    if (!cJSON_IsObject(answer))
         return pl__err(PL_EJSON, "pl_run_resume: the answer must be a JSON "
                                  "object");
     return continue_run(e, run_id, false, token, answer, out);

@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "internal.h"
 
@@ -127,7 +128,7 @@ int pl__step_place(pl_step *s, const char *path, uint32_t seq, int64_t time_us)
     return PL_OK;
 }
 
-pl_step_type pl_step_get_type(const pl_step *s) { return s->type; }
+pl_step_type pl_step_type_of(const pl_step *s) { return s->type; }
 const char *pl_step_actor(const pl_step *s) { return s->actor; }
 const char *pl_step_id(const pl_step *s) { return s->id ? s->id : ""; }
 uint32_t pl_step_seq(const pl_step *s) { return s->seq; }
@@ -166,7 +167,7 @@ const char *pl_step_error_code(const pl_step *s)
     return cJSON_IsString(code) ? code->valuestring : NULL;
 }
 
-int pl_step_prev_hash(const pl_step *s, uint8_t out[PL_HASH_LEN])
+int pl_step_prev_hash(uint8_t out[PL_HASH_LEN], const pl_step *s)
 {
     if (!s || !out)
         return pl__err(PL_EINVAL, "pl_step_prev_hash: a step and an output "
@@ -202,10 +203,44 @@ void pl_steps_free(pl_steps *l)
 {
     if (!l)
         return;
-    for (size_t i = 0; i < l->n; i++)
-        pl_step_free(l->v[i]);
+    pl_steps_clear(l);
     free(l->v);
     free(l);
+}
+
+void pl_steps_clear(pl_steps *l)
+{
+    if (!l)
+        return;
+    for (size_t i = 0; i < l->n; i++)
+        pl_step_free(l->v[i]);
+    l->n = 0;
+}
+
+int pl_steps_move(pl_steps *dst, pl_steps *src)
+{
+    if (!dst || !src || dst == src)
+        return pl__err(PL_EINVAL, "pl_steps_move: two different lists are "
+                                  "required");
+    if (src->n > SIZE_MAX - dst->n)
+        return pl__err(PL_ENOMEM, "out of memory growing a step list");
+    while (dst->cap < dst->n + src->n) { /* all or nothing */
+        pl_step **v = pl__grow(dst->v, &dst->cap, dst->cap, sizeof *v, 4);
+        if (!v)
+            return pl__err(PL_ENOMEM, "out of memory growing a step list");
+        dst->v = v;
+    }
+    if (src->n)
+        memcpy(dst->v + dst->n, src->v, src->n * sizeof *src->v);
+    dst->n += src->n;
+    src->n = 0;
+    return PL_OK;
+}
+
+const cJSON *pl_json_empty(void)
+{
+    static const cJSON empty = {.type = cJSON_Object};
+    return &empty;
 }
 
 size_t pl_steps_count(const pl_steps *l) { return l ? l->n : 0; }
@@ -249,8 +284,10 @@ int pl__steps_add_mp(pl_steps *l, pl_step_type type, const char *actor,
 int pl_steps_add(pl_steps *l, pl_step_type type, const char *actor,
                  const cJSON *payload)
 {
-    if (!l)
-        return pl__err(PL_EINVAL, "pl_steps_add: list is NULL");
+    if (!l || !payload)
+        return pl__err(PL_EINVAL, "pl_steps_add: %s is NULL%s",
+                       l ? "the payload" : "the list",
+                       l ? " (an empty payload is {}: pl_json_empty())" : "");
     pl__buf b = {0};
     int rc = pl__payload_encode(&b, payload, 0);
     if (!rc)
@@ -289,9 +326,9 @@ int pl_steps_add_result(pl_steps *l, const cJSON *payload)
 
 int pl_steps_add_call(pl_steps *l, const char *policy, const cJSON *payload)
 {
-    if (!l || !pl__name_ok(policy))
+    if (!l || !pl__name_ok(policy) || !payload)
         return pl__err(PL_EINVAL, "pl_steps_add_call: bad list or policy "
-                                  "name");
+                                  "name, or a NULL payload");
     pl__buf b = {0};
     int rc = pl__call_payload_encode(&b, policy, payload, NULL, 0, NULL, 0);
     if (!rc)
@@ -324,5 +361,17 @@ int pl_steps_add_error(pl_steps *l, const char *code, const char *message)
     if (!rc)
         rc = pl__steps_add_mp(l, PL_STEP_ACTION_RESULT, NULL, b.data, b.len);
     pl__buf_free(&b);
+    return rc;
+}
+
+int pl_steps_push(pl_steps *l, pl_step *s)
+{
+    if (!l || !s) {
+        pl_step_free(s);
+        return pl__err(PL_EINVAL, "pl_steps_push: NULL argument");
+    }
+    int rc = pl__steps_push(l, s);
+    if (rc)
+        pl_step_free(s);
     return rc;
 }

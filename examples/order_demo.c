@@ -166,15 +166,15 @@ int main(int argc, char **argv)
         goto fail;
 
     pl_run_info *info = NULL;
-    st = pl_run_get(e, run_id, &info);
+    st = pl_run_get(&info, e, run_id);
     if (st == PL_ENOTFOUND) {
         printf("run %s: starting (durability %s)\n", run_id,
                pl_durability_name(eo.durability));
         payload = order_sample(order_id);
-        pl_action root = {"order", payload, NULL, 0, NULL};
+        pl_action root = {PL_ACTION_VERSION, "order", payload, NULL, 0, NULL};
         pl_run_options ro = PL_RUN_OPTIONS_INIT;
         ro.run_id = run_id;
-        st = pl_run_start(e, &root, &ro, &o);
+        st = pl_run_start(&o, e, &root, &ro);
     } else if (!st) {
         printf("run %s: found with status %s, %llu durable steps%s; "
                "continuing\n", run_id, pl_run_status_name(info->status),
@@ -182,7 +182,7 @@ int main(int argc, char **argv)
                info->status == PL_RUN_RUNNING && !info->owner_alive
                    ? " (its process died)" : "");
         pl_run_info_free(info);
-        st = pl_run_continue(e, run_id, NULL, &o);
+        st = pl_run_continue(&o, e, run_id, NULL);
     }
     if (st)
         goto fail;

@@ -34,9 +34,9 @@ static int call_add(pl_ctx *ctx, double a, double b, double *sum)
     cJSON *args = cJSON_CreateObject();
     cJSON_AddNumberToObject(args, "a", a);
     cJSON_AddNumberToObject(args, "b", b);
-    pl_action call = {"add", args, NULL, 0, NULL};
+    pl_action call = {PL_ACTION_VERSION, "add", args, NULL, 0, NULL};
     pl_step *result = NULL;
-    int st = pl_ctx_call(ctx, &call, NULL, 0, &result);
+    int st = pl_ctx_call(&result, ctx, &call, NULL, 0);
     cJSON_Delete(args);
     if (st)
         return st; /* the run has stopped (suspended, diverged, ...) */
@@ -86,12 +86,12 @@ int main(int argc, char **argv)
         goto done;
 
     /* Start the run; if it exists already, continue it from its ledger. */
-    pl_action root = {"sum3", NULL, NULL, 0, NULL};
+    pl_action root = {PL_ACTION_VERSION, "sum3", pl_json_empty(), NULL, 0, NULL};
     pl_run_options opts = PL_RUN_OPTIONS_INIT;
     opts.run_id = "quickstart";
-    st = pl_run_start(engine, &root, &opts, &outcome);
+    st = pl_run_start(&outcome, engine, &root, &opts);
     if (st == PL_EEXIST)
-        st = pl_run_continue(engine, "quickstart", NULL, &outcome);
+        st = pl_run_continue(&outcome, engine, "quickstart", NULL);
     if (st)
         goto done;
 

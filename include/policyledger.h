@@ -125,7 +125,8 @@ const char *pl_version(void);
     X(ELIMIT, -15, "limit exceeded")                                           \
     X(EJSON, -16, "malformed JSON or payload is not a JSON object")            \
     X(EIO, -17, "I/O error")                                                   \
-    X(ECHECK, -18, "check mode: replay would have to execute")
+    X(ECHECK, -18, "check mode: replay would have to execute")               \
+    X(ERESULT, -19, "the called policy returned an error result")
 
 typedef enum pl_status {
 #define PL__STATUS_ENUM(name, value, text) PL_##name = value,
@@ -201,7 +202,7 @@ typedef struct pl_step pl_step;
 typedef struct pl_steps pl_steps;
 
 /** @return the step's type. */
-pl_step_type pl_step_get_type(const pl_step *step);
+pl_step_type pl_step_type_of(const pl_step *step);
 
 /** @return the step's actor; borrowed, valid until the step is freed. */
 const char *pl_step_actor(const pl_step *step);
@@ -249,7 +250,7 @@ const char *pl_step_error_code(const pl_step *step);
  * @return PL_OK; PL_ENOTFOUND for a step that is not in a ledger; PL_EINVAL
  *         for a NULL argument.
  */
-int pl_step_prev_hash(const pl_step *step, uint8_t out[PL_HASH_LEN]);
+int pl_step_prev_hash(uint8_t out[PL_HASH_LEN], const pl_step *step);
 
 /** Free a step.  NULL does nothing. */
 void pl_step_free(pl_step *step);
@@ -264,6 +265,25 @@ int pl_steps_new(pl_steps **out);
 /** Free a step list and its steps.  NULL does nothing. */
 void pl_steps_free(pl_steps *steps);
 
+/** Free every step of a list, leaving it empty.  NULL does nothing. */
+void pl_steps_clear(pl_steps *steps);
+
+/**
+ * Move every step of @p src to the end of @p dst, in order, leaving @p src
+ * empty: all or nothing.  For decorators that collect a turn's steps in a
+ * list of their own.
+ * @return PL_OK; PL_EINVAL (NULL or the same list twice); PL_ENOMEM (both
+ *         lists unchanged).
+ */
+int pl_steps_move(pl_steps *dst, pl_steps *src);
+
+/**
+ * Append a step to a list, taking ownership of it (on failure too: it is
+ * freed).  For a step from pl_ctx_call() or pl_ctx_call_step().
+ * @return PL_OK; PL_EINVAL (NULL argument); PL_ENOMEM.
+ */
+int pl_steps_push(pl_steps *steps, pl_step *step);
+
 /** @return the number of steps in the list. */
 size_t pl_steps_count(const pl_steps *steps);
 
@@ -276,8 +296,11 @@ const pl_step *pl_steps_at(const pl_steps *steps, size_t i);
  * @param type    the step's type.
  * @param actor   who produced the step; NULL means the list's default actor
  *                (for the list a policy fills, the policy's name).
- * @param payload a JSON object; NULL means {}.
- * @return PL_OK; PL_EINVAL (bad type or actor, no default actor); PL_EJSON
+ * @param payload a JSON object, never NULL (a NULL could be a failed
+ *                cJSON_CreateObject(), so it is refused rather than
+ *                recorded as {}; an empty payload is pl_json_empty()).
+ * @return PL_OK; PL_EINVAL (NULL list or payload, bad type or actor, no
+ *         default actor); PL_EJSON
  *         (payload not an object, or holds a non-finite number); PL_ELIMIT
  *         (payload too large or too deep); PL_ENOMEM.
  */
@@ -295,7 +318,7 @@ int pl_steps_add_result(pl_steps *steps, const cJSON *payload);
 
 /**
  * Append an `action_call` step {"policy": policy, "payload": payload} for the
- * pl_invoke_action() decorator to execute.  Errors as pl_steps_add().
+ * pl_decorator_invoke_action() decorator to execute.  Errors as pl_steps_add().
  */
 int pl_steps_add_call(pl_steps *steps, const char *policy,
                       const cJSON *payload);
@@ -317,14 +340,30 @@ typedef struct pl_engine pl_engine;
 typedef struct pl_registry pl_registry;
 typedef struct pl_decorator pl_decorator;
 
-/** What is passed into a policy: the edge of the graph. */
+#define PL_ACTION_VERSION 1
+
+/**
+ * What is passed into a policy: the edge of the graph.  Initialise with
+ * PL_ACTION_INIT and set fields by name; an action of another version is
+ * refused with PL_EINVAL.  Every pointer is borrowed for the call.
+ */
 typedef struct pl_action {
+    unsigned version;            /**< PL_ACTION_VERSION */
     const char *policy;          /**< the policy to run */
-    const cJSON *payload;        /**< a JSON object; NULL means {} */
+    const cJSON *payload;        /**< a JSON object, never NULL: an empty
+                                      payload is {} (pl_json_empty()) */
     const char *const *actions;  /**< names the policy may have invoked */
     size_t n_actions;            /**< entries in actions */
     const pl_steps *seed;        /**< optional steps that open the ledger */
 } pl_action;
+
+#define PL_ACTION_INIT { PL_ACTION_VERSION, NULL, NULL, NULL, 0, NULL }
+
+/**
+ * @return a read-only empty JSON object {}, for an action or step that has
+ *         nothing to carry.  Static: never free or change it.
+ */
+const cJSON *pl_json_empty(void);
 
 /**
  * A policy.  It reads action->payload and its ledger (pl_ctx_ledger()), may
@@ -570,7 +609,20 @@ void pl_outcome_free(pl_outcome *outcome);
 
 /**
  * Start a new run of @p root.
+ *
+ * Two channels, never to be confused: the returned status says whether the
+ * engine could run the run at all; a run that ran and failed returns PL_OK
+ * with (*out)->status == PL_RUN_FAILED and the recorded reason in
+ * (*out)->reason.  Check both:
+ *
+ *     int st = pl_run_start(&outcome, engine, &root, NULL);
+ *     if (st)                                     // nothing ran
+ *         fprintf(stderr, "%s\n", pl_errmsg());
+ *     else if (outcome->status == PL_RUN_FAILED)  // it ran, and failed
+ *         fprintf(stderr, "%s\n", outcome->reason);
+ *
  * @param[out] out caller owns; free with pl_outcome_free().
+ * @param root made with PL_ACTION_INIT; its payload must not be NULL.
  * @return PL_OK when the run reached an outcome (completed, suspended, or
  *         failed with a recorded reason: see (*out)->status); otherwise no
  *         outcome and: PL_EINVAL (bad action or options); PL_EEXIST (run id
@@ -579,8 +631,8 @@ void pl_outcome_free(pl_outcome *outcome);
  *         PL_ESTORE / PL_EMAPFULL (the store failed; nothing durable was
  *         lost); PL_ENOMEM.
  */
-int pl_run_start(pl_engine *engine, const pl_action *root,
-                 const pl_run_options *opts, pl_outcome **out);
+int pl_run_start(pl_outcome **out, pl_engine *engine, const pl_action *root,
+                 const pl_run_options *opts);
 
 /**
  * Continue a run: replay it from its ledgers and go on from where it
@@ -593,20 +645,25 @@ int pl_run_start(pl_engine *engine, const pl_action *root,
  *         suspended: use pl_run_resume()).  With opts->check, PL_ECHECK and
  *         PL_ENONDET are returned as such (and *out is NULL).
  */
-int pl_run_continue(pl_engine *engine, const char *run_id,
-                    const pl_run_options *opts, pl_outcome **out);
+int pl_run_continue(pl_outcome **out, pl_engine *engine, const char *run_id,
+                    const pl_run_options *opts);
 
 /**
  * Resume a suspended run: record @p answer as the answer to its suspension
  * and continue it.
- * @param answer a JSON object; borrowed.
+ * @param answer a JSON object, never NULL; borrowed.
  * @return as pl_run_continue(), plus PL_ESTATE (the run is not suspended)
  *         and PL_ETOKEN (wrong token).
  */
-int pl_run_resume(pl_engine *engine, const char *run_id, const char *token,
-                  const cJSON *answer, pl_outcome **out);
+int pl_run_resume(pl_outcome **out, pl_engine *engine, const char *run_id, const char *token,
+                  const cJSON *answer);
 
-/** A run's record, as pl_run_get() and pl_engine_runs() report it. */
+/**
+ * A run's record, as pl_run_get() and pl_engine_runs() report it.  Every
+ * pointer in it (strings and cJSON values) belongs to the record: valid
+ * until pl_run_info_free() (for pl_engine_runs(), until the visitor
+ * returns), read-only.
+ */
 typedef struct pl_run_info {
     const char *id;
     const char *policy;       /**< root policy */
@@ -632,7 +689,7 @@ typedef struct pl_run_info {
  * @return PL_OK; PL_ENOTFOUND; PL_ECORRUPT; PL_EVERSION (a record written
  *         by an unknown format); PL_ESTORE; PL_ENOMEM.
  */
-int pl_run_get(pl_engine *engine, const char *run_id, pl_run_info **out);
+int pl_run_get(pl_run_info **out, pl_engine *engine, const char *run_id);
 
 /** Free a run record.  NULL does nothing. */
 void pl_run_info_free(pl_run_info *info);
@@ -655,8 +712,7 @@ int pl_engine_runs(pl_engine *engine, pl_run_visit_fn visit, void *user);
  * @return PL_OK; PL_ENOTFOUND (no such run); PL_EINVAL (bad path);
  *         PL_ECORRUPT; PL_EVERSION; PL_ESTORE; PL_ENOMEM.
  */
-int pl_run_ledger(pl_engine *engine, const char *run_id, const char *path,
-                  pl_steps **out);
+int pl_run_ledger(pl_steps **out, pl_engine *engine, const char *run_id, const char *path);
 
 /** Visitor for pl_run_walk(): return non-zero to stop.  @p step borrowed. */
 typedef int (*pl_step_visit_fn)(const pl_step *step, void *user);
@@ -681,6 +737,20 @@ int pl_run_walk(pl_engine *engine, const char *run_id, pl_step_visit_fn visit,
  *         pl_errmsg(); PL_ENOTFOUND; PL_ESTORE; PL_ENOMEM.
  */
 int pl_run_verify(pl_engine *engine, const char *run_id);
+
+/**
+ * Export a run's head: the SHA-256 of its root ledger's last step, which
+ * anchors every step of the run (see pl_run_verify()).  The hashes are
+ * unkeyed: they detect corruption and accidental change, not a writer who
+ * rewrites every hash.  To detect that too, keep the head somewhere the
+ * store's writers cannot change (a log, a signed record) and later check
+ * that pl_run_verify() passes and pl_run_head() still gives the same bytes.
+ * @return PL_OK; PL_ESTATE (the run is running or failed: only a completed
+ *         or suspended run records its head); PL_ENOTFOUND; PL_EINVAL;
+ *         PL_ECORRUPT; PL_EVERSION; PL_ESTORE; PL_ENOMEM.
+ */
+int pl_run_head(uint8_t out[PL_HASH_LEN], pl_engine *engine,
+                const char *run_id);
 
 /* ------------------------------------------------------------------------ */
 /* Pool: many runs on a few threads                                         */
@@ -757,6 +827,14 @@ void pl_pool_free(pl_pool *pool);
 /* Context: what a running policy uses                                      */
 /* ------------------------------------------------------------------------ */
 
+/*
+ * Every pl_ctx_* function below takes the context its policy (or decorator)
+ * was given, while that policy runs.  A context used after its policy
+ * returned, or a caller's context used inside a call it made, is refused
+ * with PL_EINVAL (and a message) without touching the run.  A context used
+ * after its run ended is freed memory: never keep one.
+ */
+
 /**
  * Call a policy.  Appends `action_call` to this invocation's ledger; if the
  * ledger already records this call's result, returns it without executing;
@@ -769,40 +847,94 @@ void pl_pool_free(pl_pool *pool);
  *
  * @param[out] out_result the `action_result` step; caller owns, free with
  *             pl_step_free().  May be NULL to discard it.
+ * @param action made with PL_ACTION_INIT; its payload must not be NULL.
  * @return PL_OK (the result may still be error-as-data: pl_step_is_error());
  *         PL_ESUSPENDED (return it from the policy); PL_ENONDET; PL_ECHECK;
- *         PL_EINVAL / PL_EJSON / PL_ELIMIT (bad action); PL_ESTORE;
- *         PL_ENOMEM; or the status that failed the run.  On any error the
- *         run has stopped: return the status from the policy.
+ *         PL_EINVAL / PL_EJSON / PL_ELIMIT (bad action, NULL payload, wrong
+ *         action or decorator version, a stale context); PL_ESTORE;
+ *         PL_ENOMEM; or the status that failed the run.  On any error but a
+ *         stale context the run has stopped: return the status from the
+ *         policy.
  */
-int pl_ctx_call(pl_ctx *ctx, const pl_action *action,
-                const pl_decorator *decorators, size_t n_decorators,
-                pl_step **out_result);
+int pl_ctx_call(pl_step **out_result, pl_ctx *ctx, const pl_action *action,
+                const pl_decorator *decorators, size_t n_decorators);
 
 /**
- * Read this invocation's whole ledger as it stands (recorded and new steps).
- * @param[out] out caller owns; free with pl_steps_free().
- * @return PL_OK; PL_ECORRUPT; PL_ESTORE; PL_ENOMEM.
+ * The short form of pl_ctx_call() for the common case: call @p policy with
+ * @p payload, no decorators, and get the result's payload.
+ * @param[out] out the result payload, a JSON object: caller owns, free with
+ *             cJSON_Delete().  NULL on failure but PL_ERESULT.  May be NULL
+ *             to discard it.
+ * @param payload a JSON object, borrowed; never NULL (pl_json_empty()).
+ * @return as pl_ctx_call(), plus PL_ERESULT: the callee returned an
+ *         error-as-data result, which *out holds ({"error": true, "code",
+ *         "message"}) and pl_errmsg() describes.  The run has NOT stopped on
+ *         PL_ERESULT: handle it, or return it from the policy to fail the
+ *         run with that error as its reason.
  */
-int pl_ctx_ledger(pl_ctx *ctx, pl_steps **out);
+int pl_ctx_invoke(cJSON **out, pl_ctx *ctx, const char *policy,
+                  const cJSON *payload);
+
+/**
+ * Call the policy named in an `action_call` step of this invocation's
+ * ledger (one the inner chain returned to a decorator) and append its
+ * `action_result`: what pl_decorator_invoke_action() does for each call.
+ * The name must be in @p allowed->actions ("NotAllowed" error result) and
+ * registered ("NotFound"); a malformed call is an "InvalidInput" error
+ * result: never a call.
+ * @param[out] out the `action_result`; caller owns, free with
+ *             pl_step_free().
+ * @param call an `action_call` step already recorded in this invocation's
+ *             ledger; borrowed.
+ * @param allowed the invocation's action (whose actions are allowed).
+ * @return as pl_ctx_call(); PL_EINVAL for a step that is not such a call.
+ */
+int pl_ctx_call_step(pl_step **out, pl_ctx *ctx, const pl_step *call,
+                     const pl_action *allowed);
+
+/**
+ * This invocation's whole ledger as it stands (recorded and new steps).
+ * The list is read once and extended as the ledger grows, so a policy that
+ * reads it every turn pays for each step once.
+ * @param[out] out borrowed: valid until this invocation's policy returns;
+ *             never free or change it.  A later call may append to the
+ *             same list; steps already in it stay where they are.
+ * @return PL_OK; PL_EINVAL (NULL out, stale context); PL_ECORRUPT;
+ *         PL_ESTORE; PL_ENOMEM.
+ */
+int pl_ctx_ledger(const pl_steps **out, pl_ctx *ctx);
 
 /**
  * Record a step in this invocation's ledger (compared on replay) and add it
  * to @p out.  For decorators that contribute steps of their own.
+ * @param actor NULL for the invocation's policy.
+ * @param payload a JSON object, never NULL; borrowed.
  * @return as pl_steps_add(), plus the run-stopping statuses of pl_ctx_call().
  */
 int pl_ctx_emit(pl_ctx *ctx, pl_steps *out, pl_step_type type,
                 const char *actor, const cJSON *payload);
 
-/** Recorded wall clock: Unix milliseconds, the same on every replay. */
-int pl_ctx_now(pl_ctx *ctx, int64_t *out_unix_ms);
+/**
+ * Recorded wall clock: Unix milliseconds, the same on every replay.
+ * @return PL_OK; PL_EINVAL (NULL argument, stale context); PL_ENONDET (the
+ *         ledger records another step here); PL_ECORRUPT (the recorded
+ *         value has the wrong shape or range); PL_ECHECK; PL_ESTORE;
+ *         PL_ENOMEM; or the status that stopped the run.
+ */
+int pl_ctx_now(int64_t *out_unix_ms, pl_ctx *ctx);
 
-/** Recorded randomness: 64 random bits, the same on every replay. */
-int pl_ctx_random(pl_ctx *ctx, uint64_t *out);
+/**
+ * Recorded randomness: 64 random bits, the same on every replay.
+ * @return as pl_ctx_now(), plus PL_EIO (the system's random source failed).
+ */
+int pl_ctx_random(uint64_t *out, pl_ctx *ctx);
 
-/** Recorded UUID (version 4), the same on every replay; @p out gets
- *  PL_UUID_LEN characters and a NUL. */
-int pl_ctx_uuid(pl_ctx *ctx, char out[PL_UUID_LEN + 1]);
+/**
+ * Recorded UUID (version 4), the same on every replay; @p out gets
+ * PL_UUID_LEN characters and a NUL.
+ * @return as pl_ctx_random().
+ */
+int pl_ctx_uuid(char out[PL_UUID_LEN + 1], pl_ctx *ctx);
 
 /**
  * A side effect's function: produce a value (any JSON).
@@ -818,19 +950,19 @@ typedef int (*pl_side_effect_fn)(cJSON **out_value, void *user);
  * @param[out] out_value caller owns; free with cJSON_Delete().
  * @return PL_OK; fn's status; the run-stopping statuses of pl_ctx_call().
  */
-int pl_ctx_side_effect(pl_ctx *ctx, const char *name, pl_side_effect_fn fn,
-                       void *user, cJSON **out_value);
+int pl_ctx_side_effect(cJSON **out_value, pl_ctx *ctx, const char *name, pl_side_effect_fn fn,
+                       void *user);
 
 /**
  * Suspend the run for a human.  The first time, records a `suspend` step with
  * @p prompt and returns PL_ESUSPENDED: return it from the policy, and every
  * caller unwinds.  After pl_run_resume(), the replay reaches this call again
  * and it returns PL_OK with the answer.
- * @param prompt a JSON object; borrowed.
+ * @param prompt a JSON object, never NULL; borrowed.
  * @param[out] out_answer caller owns; free with cJSON_Delete().
  * @return PL_OK; PL_ESUSPENDED; the run-stopping statuses of pl_ctx_call().
  */
-int pl_ctx_suspend(pl_ctx *ctx, const cJSON *prompt, cJSON **out_answer);
+int pl_ctx_suspend(cJSON **out_answer, pl_ctx *ctx, const cJSON *prompt);
 
 /** @return the run id (borrowed, valid while the policy runs). */
 const char *pl_ctx_run_id(const pl_ctx *ctx);
@@ -872,12 +1004,18 @@ typedef int (*pl_decorator_fn)(pl_ctx *ctx, const pl_action *action,
                                pl_steps *out, const pl_decorator *self,
                                pl_next *next);
 
+#define PL_DECORATOR_VERSION 1
+
+/** A decorator in a call's list.  Initialise with PL_DECORATOR_INIT. */
 struct pl_decorator {
+    unsigned version;  /**< PL_DECORATOR_VERSION */
     pl_decorator_fn fn;
-    const char *name; /**< for messages */
-    uint64_t arg;     /**< the decorator's own parameter */
-    void *user;
+    const char *name;  /**< for messages */
+    uint64_t arg;      /**< the decorator's own parameter */
+    void *user;        /**< the decorator's own data, borrowed */
 };
+
+#define PL_DECORATOR_INIT { PL_DECORATOR_VERSION, NULL, NULL, 0, NULL }
 
 /**
  * Run the rest of the chain.  Steps it returns are added to @p out.
@@ -892,7 +1030,7 @@ int pl_next_call(pl_next *next, pl_ctx *ctx, const pl_action *action,
  * invocation's ledger.  Running out of turns appends an `error` step with
  * code "BudgetExceeded", which becomes the call's result.
  */
-pl_decorator pl_loop(unsigned max_turns);
+pl_decorator pl_decorator_loop(unsigned max_turns);
 
 /**
  * invoke_action: for every `action_call` the inner chain returned, call that
@@ -900,7 +1038,7 @@ pl_decorator pl_loop(unsigned max_turns);
  * gives a "NotAllowed" error result, an unregistered one "NotFound", a
  * malformed call "InvalidInput": never a call.
  */
-pl_decorator pl_invoke_action(void);
+pl_decorator pl_decorator_invoke_action(void);
 
 /* ------------------------------------------------------------------------ */
 /* Built-in policies                                                        */
@@ -913,7 +1051,7 @@ pl_decorator pl_invoke_action(void);
  * the run, and the call returns that answer as its result.
  * @return as pl_registry_add().
  */
-int pl_register_human(pl_registry *reg, const char *name);
+int pl_registry_add_human(pl_registry *reg, const char *name);
 
 #ifdef __cplusplus
 }

@@ -12,7 +12,7 @@ static int human(pl_ctx *ctx, const pl_action *action, pl_steps *out,
 {
     (void)user;
     cJSON *answer = NULL;
-    int st = pl_ctx_suspend(ctx, action->payload, &answer);
+    int st = pl_ctx_suspend(&answer, ctx, action->payload);
     if (st)
         return st; /* PL_ESUSPENDED: the run waits for the answer */
     st = pl_steps_add(out, PL_STEP_ACTION_RESULT, NULL, answer);
@@ -20,7 +20,7 @@ static int human(pl_ctx *ctx, const pl_action *action, pl_steps *out,
     return st;
 }
 
-int pl_register_human(pl_registry *reg, const char *name)
+int pl_registry_add_human(pl_registry *reg, const char *name)
 {
     pl_policy_def d = PL_POLICY_DEF_INIT;
     d.name = name;

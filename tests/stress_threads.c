@@ -63,9 +63,9 @@ static int root(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     int st = iv ? PL_OK : PL_ENOMEM;
     for (int i = 0; !st && i < CALLS; i++) {
         cJSON_SetNumberValue(iv, i);
-        pl_action call = {"tool", p, NULL, 0, NULL};
+        pl_action call = {PL_ACTION_VERSION, "tool", p, NULL, 0, NULL};
         pl_step *res = NULL;
-        if ((st = pl_ctx_call(ctx, &call, NULL, 0, &res)))
+        if ((st = pl_ctx_call(&res, ctx, &call, NULL, 0)))
             break;
         const cJSON *t = cJSON_GetObjectItemCaseSensitive(
             pl_step_payload(res), "twice");
@@ -79,11 +79,11 @@ static int root(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
 
 static void run_one(pl_engine *e, const char *id)
 {
-    pl_action a = {"root", NULL, NULL, 0, NULL};
+    pl_action a = {PL_ACTION_VERSION, "root", pl_json_empty(), NULL, 0, NULL};
     pl_run_options ro = PL_RUN_OPTIONS_INIT;
     ro.run_id = id;
     pl_outcome *o = NULL;
-    int st = pl_run_start(e, &a, &ro, &o);
+    int st = pl_run_start(&o, e, &a, &ro);
     if (st)
         fail("starting run", id, pl_errmsg());
     else if (o->status != PL_RUN_COMPLETED)

@@ -117,9 +117,9 @@ static int chain(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
         cJSON *p = cJSON_CreateObject();
         cJSON_AddNumberToObject(p, "a", i);
         cJSON_AddNumberToObject(p, "b", total);
-        pl_action call = {"add", p, NULL, 0, NULL};
+        pl_action call = {PL_ACTION_VERSION, "add", p, NULL, 0, NULL};
         pl_step *res = NULL;
-        int st = pl_ctx_call(ctx, &call, NULL, 0, &res);
+        int st = pl_ctx_call(&res, ctx, &call, NULL, 0);
         cJSON_Delete(p);
         if (st)
             return st;
@@ -166,12 +166,12 @@ pl_engine *t_engine(const char *path, const pl_registry *reg,
 pl_outcome *t_start(pl_engine *e, const char *policy, const char *payload_json,
                     const char *run_id)
 {
-    cJSON *p = payload_json ? t_json(payload_json) : NULL;
-    pl_action a = {policy, p, NULL, 0, NULL};
+    cJSON *p = t_json(payload_json ? payload_json : "{}");
+    pl_action a = {PL_ACTION_VERSION, policy, p, NULL, 0, NULL};
     pl_run_options ro = PL_RUN_OPTIONS_INIT;
     ro.run_id = run_id;
     pl_outcome *o = NULL;
-    int st = pl_run_start(e, &a, &ro, &o);
+    int st = pl_run_start(&o, e, &a, &ro);
     cJSON_Delete(p);
     cr_assert_eq(st, PL_OK, "pl_run_start(%s): %s", policy, pl_errmsg());
     cr_assert_not_null(o);

@@ -70,9 +70,9 @@ static int tchain(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
         cJSON *p = cJSON_CreateObject();
         cJSON_AddNumberToObject(p, "a", i);
         cJSON_AddNumberToObject(p, "b", total);
-        pl_action call = {"inc", p, NULL, 0, NULL};
+        pl_action call = {PL_ACTION_VERSION, "inc", p, NULL, 0, NULL};
         pl_step *res = NULL;
-        int st = pl_ctx_call(ctx, &call, NULL, 0, &res);
+        int st = pl_ctx_call(&res, ctx, &call, NULL, 0);
         cJSON_Delete(p);
         if (st)
             return st;
@@ -146,10 +146,10 @@ static int call_one(pl_ctx *ctx, const pl_action *a, pl_steps *out,
 {
     (void)user;
     const cJSON *t = cJSON_GetObjectItemCaseSensitive(a->payload, "tool");
-    pl_action call = {cJSON_IsString(t) ? t->valuestring : "gate", NULL, NULL,
+    pl_action call = {PL_ACTION_VERSION, cJSON_IsString(t) ? t->valuestring : "gate", pl_json_empty(), NULL,
                       0, NULL};
     pl_step *res = NULL;
-    int st = pl_ctx_call(ctx, &call, NULL, 0, &res);
+    int st = pl_ctx_call(&res, ctx, &call, NULL, 0);
     if (!st)
         st = pl_steps_add_result(out, pl_step_payload(res));
     pl_step_free(res);
@@ -266,7 +266,7 @@ static void check_chain_run(pl_engine *e, const char *run_id, int n,
                             const char *root, const char *tool)
 {
     pl_run_info *info = NULL;
-    cr_assert_eq(pl_run_get(e, run_id, &info), PL_OK, "%s: %s", run_id,
+    cr_assert_eq(pl_run_get(&info, e, run_id), PL_OK, "%s: %s", run_id,
                  pl_errmsg());
     cr_assert_eq(info->status, PL_RUN_COMPLETED, "%s: %s (%s)", run_id,
                  pl_run_status_name(info->status),
@@ -280,7 +280,7 @@ static void check_chain_run(pl_engine *e, const char *run_id, int n,
                  pl_errmsg());
 
     pl_steps *l = NULL;
-    cr_assert_eq(pl_run_ledger(e, run_id, "0", &l), PL_OK);
+    cr_assert_eq(pl_run_ledger(&l, e, run_id, "0"), PL_OK);
     cr_assert_eq(pl_steps_count(l), (size_t)(2 * n + 1), "%s: root ledger",
                  run_id);
     double total = 0;
@@ -288,13 +288,13 @@ static void check_chain_run(pl_engine *e, const char *run_id, int n,
         const pl_step *c = pl_steps_at(l, (size_t)(2 * i));
         const pl_step *r = pl_steps_at(l, (size_t)(2 * i + 1));
         cr_assert_eq(pl_step_seq(c), (uint32_t)(2 * i));
-        cr_assert_eq(pl_step_get_type(c), PL_STEP_ACTION_CALL, "%s %s",
+        cr_assert_eq(pl_step_type_of(c), PL_STEP_ACTION_CALL, "%s %s",
                      run_id, pl_step_id(c));
         const cJSON *args = field(c, "payload");
         const cJSON *ai = cJSON_GetObjectItemCaseSensitive(args, "a");
         cr_assert(cJSON_IsNumber(ai) && ai->valueint == i,
                   "%s %s: the calls are in order", run_id, pl_step_id(c));
-        cr_assert_eq(pl_step_get_type(r), PL_STEP_ACTION_RESULT);
+        cr_assert_eq(pl_step_type_of(r), PL_STEP_ACTION_RESULT);
         cr_assert_str_eq(pl_step_actor(r), tool);
         total += i;
         const cJSON *sum = field(r, "sum");
@@ -311,9 +311,9 @@ static void check_chain_run(pl_engine *e, const char *run_id, int n,
     for (int i = 0; i < n; i++) {
         char path[32];
         snprintf(path, sizeof path, "0.%d", 2 * i);
-        cr_assert_eq(pl_run_ledger(e, run_id, path, &l), PL_OK);
+        cr_assert_eq(pl_run_ledger(&l, e, run_id, path), PL_OK);
         cr_assert_eq(pl_steps_count(l), 1, "%s: ledger %s", run_id, path);
-        cr_assert_eq(pl_step_get_type(pl_steps_at(l, 0)),
+        cr_assert_eq(pl_step_type_of(pl_steps_at(l, 0)),
                      PL_STEP_ACTION_RESULT);
         pl_steps_free(l);
     }
@@ -367,11 +367,11 @@ static int proc_child(const char *store, const pl_registry *reg, int who,
         snprintf(id, sizeof id, "p%d-r%02d", who, j);
         snprintf(payload, sizeof payload, "{\"n\": %d}", PROC_N);
         cJSON *p = cJSON_Parse(payload);
-        pl_action a = {"chain", p, NULL, 0, NULL};
+        pl_action a = {PL_ACTION_VERSION, "chain", p, NULL, 0, NULL};
         pl_run_options ro = PL_RUN_OPTIONS_INIT;
         ro.run_id = id;
         pl_outcome *o = NULL;
-        int st = pl_run_start(e, &a, &ro, &o);
+        int st = pl_run_start(&o, e, &a, &ro);
         cJSON_Delete(p);
         if (st)
             code = 12;
@@ -488,11 +488,11 @@ static void *worker_main(void *arg)
         snprintf(id, sizeof id, "%s-t%02d-r%02d", w->prefix, w->id, j);
         snprintf(payload, sizeof payload, "{\"n\": %d}", w->n);
         cJSON *p = cJSON_Parse(payload);
-        pl_action a = {"tchain", p, NULL, 0, NULL};
+        pl_action a = {PL_ACTION_VERSION, "tchain", p, NULL, 0, NULL};
         pl_run_options ro = PL_RUN_OPTIONS_INIT;
         ro.run_id = id;
         pl_outcome *o = NULL;
-        int st = pl_run_start(w->e, &a, &ro, &o);
+        int st = pl_run_start(&o, w->e, &a, &ro);
         cJSON_Delete(p);
         if (st || o->status != PL_RUN_COMPLETED ||
             o->calls_executed != (uint64_t)w->n) {
@@ -509,7 +509,7 @@ static void *worker_main(void *arg)
         char id[64];
         snprintf(id, sizeof id, "%s-t%02d-r%02d", w->prefix, w->id, j);
         pl_outcome *o = NULL;
-        int st = pl_run_continue(w->e, id, NULL, &o);
+        int st = pl_run_continue(&o, w->e, id, NULL);
         if (st || o->status != PL_RUN_COMPLETED ||
             o->calls_served != (uint64_t)w->n || o->calls_executed != 0 ||
             o->steps_appended != 0) {
@@ -627,7 +627,7 @@ typedef struct racer {
 static void *racer_main(void *arg)
 {
     racer *r = arg;
-    r->rc = pl_run_continue(r->e, r->run_id, NULL, &r->out);
+    r->rc = pl_run_continue(&r->out, r->e, r->run_id, NULL);
     if (r->rc)
         snprintf(r->msg, sizeof r->msg, "%s", pl_errmsg());
     pthread_mutex_lock(&g_gate.mu);
@@ -678,15 +678,15 @@ Test(concurrency, same_run_two_threads)
 
         /* one thread holds the run inside the gate */
         pl_run_info *info = NULL;
-        cr_assert_eq(pl_run_get(e, id, &info), PL_OK);
+        cr_assert_eq(pl_run_get(&info, e, id), PL_OK);
         bool running = info->status == PL_RUN_RUNNING && info->owner_alive;
         pl_run_info_free(info);
         /* starting the same id again is refused while it runs */
         pl_outcome *dup = NULL;
-        pl_action a = {"call_one", NULL, NULL, 0, NULL};
+        pl_action a = {PL_ACTION_VERSION, "call_one", pl_json_empty(), NULL, 0, NULL};
         pl_run_options ro = PL_RUN_OPTIONS_INIT;
         ro.run_id = id;
-        int dup_rc = pl_run_start(e, &a, &ro, &dup);
+        int dup_rc = pl_run_start(&dup, e, &a, &ro);
 
         pthread_mutex_lock(&g_gate.mu);
         g_gate.released = true;
@@ -709,7 +709,7 @@ Test(concurrency, same_run_two_threads)
         cr_assert_eq(r[winner].out->calls_executed, 1);
         pl_outcome_free(r[winner].out);
         cr_assert_eq(pl_run_verify(e, id), PL_OK, "%s", pl_errmsg());
-        cr_assert_eq(pl_run_get(e, id, &info), PL_OK);
+        cr_assert_eq(pl_run_get(&info, e, id), PL_OK);
         cr_assert_eq(info->status, PL_RUN_COMPLETED);
         cr_assert_eq(info->attempts, 2, "one failed start, one continue");
         pl_run_info_free(info);
@@ -737,11 +737,11 @@ Test(concurrency, other_process_busy_until_owner_dies)
         if (pl_engine_open(&e, store, reg, NULL))
             _exit(10);
         cJSON *p = cJSON_Parse("{\"tool\": \"block\"}");
-        pl_action a = {"call_one", p, NULL, 0, NULL};
+        pl_action a = {PL_ACTION_VERSION, "call_one", p, NULL, 0, NULL};
         pl_run_options ro = PL_RUN_OPTIONS_INIT;
         ro.run_id = "owned";
         pl_outcome *o = NULL;
-        pl_run_start(e, &a, &ro, &o); /* blocks in "block" */
+        pl_run_start(&o, e, &a, &ro); /* blocks in "block" */
         _exit(11);
     }
     close(fds[1]);
@@ -752,18 +752,18 @@ Test(concurrency, other_process_busy_until_owner_dies)
     /* the owner is alive and blocked inside the run */
     pl_engine *e = t_engine(store, reg, PL_DURABILITY_SYNC);
     pl_run_info *info = NULL;
-    cr_assert_eq(pl_run_get(e, "owned", &info), PL_OK);
+    cr_assert_eq(pl_run_get(&info, e, "owned"), PL_OK);
     cr_assert_eq(info->status, PL_RUN_RUNNING);
     cr_assert(info->owner_alive);
     cr_assert_eq(info->owner_pid, (int64_t)owner);
     cr_assert_eq(info->attempts, 1);
     pl_run_info_free(info);
     pl_outcome *o = NULL;
-    int st = pl_run_continue(e, "owned", NULL, &o);
+    int st = pl_run_continue(&o, e, "owned", NULL);
     cr_assert_eq(st, PL_EBUSY, "continuing a live owner's run: %s (%s)",
                  pl_status_name(st), pl_errmsg());
     cr_assert_null(o);
-    cr_assert_eq(pl_run_get(e, "owned", &info), PL_OK);
+    cr_assert_eq(pl_run_get(&info, e, "owned"), PL_OK);
     cr_assert_eq(info->attempts, 1, "the refused continue changed nothing");
     cr_assert_eq(info->owner_pid, (int64_t)owner);
     pl_run_info_free(info);
@@ -774,10 +774,10 @@ Test(concurrency, other_process_busy_until_owner_dies)
     while (waitpid(owner, &status, 0) == -1 && errno == EINTR)
         ;
     cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
-    cr_assert_eq(pl_run_get(e, "owned", &info), PL_OK);
+    cr_assert_eq(pl_run_get(&info, e, "owned"), PL_OK);
     cr_assert(!info->owner_alive);
     pl_run_info_free(info);
-    st = pl_run_continue(e, "owned", NULL, &o);
+    st = pl_run_continue(&o, e, "owned", NULL);
     cr_assert_eq(st, PL_OK, "%s", pl_errmsg());
     cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s",
                  o->reason ? o->reason : "");
@@ -786,7 +786,7 @@ Test(concurrency, other_process_busy_until_owner_dies)
                          ->valuestring,
                      "unblocked");
     pl_outcome_free(o);
-    cr_assert_eq(pl_run_get(e, "owned", &info), PL_OK);
+    cr_assert_eq(pl_run_get(&info, e, "owned"), PL_OK);
     cr_assert_eq(info->status, PL_RUN_COMPLETED);
     cr_assert_eq(info->attempts, 2);
     cr_assert_neq(info->owner_pid, (int64_t)owner);
@@ -829,7 +829,7 @@ static int recover_child(const char *store, const pl_registry *reg, int go_fd)
     if (read(go_fd, &c, 1) != 1)
         return 11;
     pl_outcome *o = NULL;
-    int st = pl_run_continue(e, "contested", NULL, &o);
+    int st = pl_run_continue(&o, e, "contested", NULL);
     int code = st == PL_EBUSY ? RECOVER_BUSY
                : st             ? 12
                : o->status == PL_RUN_COMPLETED ? RECOVER_DONE
@@ -866,11 +866,11 @@ Test(concurrency, two_processes_recover_one_crashed_run)
         if (pl_engine_open(&e, store, reg, NULL))
             _exit(10);
         cJSON *p = cJSON_Parse("{\"tool\": \"block\"}");
-        pl_action a = {"call_one", p, NULL, 0, NULL};
+        pl_action a = {PL_ACTION_VERSION, "call_one", p, NULL, 0, NULL};
         pl_run_options ro = PL_RUN_OPTIONS_INIT;
         ro.run_id = "contested";
         pl_outcome *o = NULL;
-        pl_run_start(e, &a, &ro, &o);
+        pl_run_start(&o, e, &a, &ro);
         _exit(11);
     }
     close(fds[1]);
@@ -961,14 +961,14 @@ Test(concurrency, two_processes_recover_one_crashed_run)
 
     pl_engine *e = t_engine(store, rreg, PL_DURABILITY_SYNC);
     pl_run_info *info = NULL;
-    cr_assert_eq(pl_run_get(e, "contested", &info), PL_OK);
+    cr_assert_eq(pl_run_get(&info, e, "contested"), PL_OK);
     cr_assert_eq(info->status, PL_RUN_COMPLETED);
     cr_assert_eq(info->attempts, 2, "the owner's and one recoverer's");
     cr_assert_eq(info->owner_pid, (int64_t)kid[winner]);
     pl_run_info_free(info);
     cr_assert_eq(pl_run_verify(e, "contested"), PL_OK, "%s", pl_errmsg());
     pl_steps *l = NULL;
-    cr_assert_eq(pl_run_ledger(e, "contested", "0", &l), PL_OK);
+    cr_assert_eq(pl_run_ledger(&l, e, "contested", "0"), PL_OK);
     cr_assert_eq(pl_steps_count(l), 3, "call, result, the root's result");
     pl_steps_free(l);
     pl_engine_close(e);

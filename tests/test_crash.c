@@ -209,7 +209,7 @@ static int collect_row(const pl_step *s, void *user)
     }
     step_row *row = &l->v[l->n++];
     row->id = strdup(pl_step_id(s));
-    row->type = pl_step_get_type(s);
+    row->type = pl_step_type_of(s);
     row->actor = strdup(pl_step_actor(s));
     row->payload = t_text(pl_step_payload(s));
     return row->id && row->actor && row->payload ? 0 : PL_ENOMEM;
@@ -333,11 +333,11 @@ static void make_reference(const char *base, pl_durability mode,
     pl_registry *reg = order_registry(fx);
     pl_engine *e = open_engine(store, reg, mode, &ref->rec);
     cJSON *p = order_sample(ORDER_ID);
-    pl_action a = {"order", p, NULL, 0, NULL};
+    pl_action a = {PL_ACTION_VERSION, "order", p, NULL, 0, NULL};
     pl_run_options ro = PL_RUN_OPTIONS_INIT;
     ro.run_id = RUN_ID;
     pl_outcome *o = NULL;
-    int st = pl_run_start(e, &a, &ro, &o);
+    int st = pl_run_start(&o, e, &a, &ro);
     cJSON_Delete(p);
     cr_assert_eq(st, PL_OK, "reference run: %s", pl_errmsg());
     cr_assert_eq(o->status, PL_RUN_COMPLETED, "reference run: %s",
@@ -415,13 +415,13 @@ static int child_main(const char *store, const char *fx, pl_durability mode,
     int st;
     if (start) {
         cJSON *p = order_sample(ORDER_ID);
-        pl_action a = {"order", p, NULL, 0, NULL};
+        pl_action a = {PL_ACTION_VERSION, "order", p, NULL, 0, NULL};
         pl_run_options ro = PL_RUN_OPTIONS_INIT;
         ro.run_id = RUN_ID;
-        st = pl_run_start(e, &a, &ro, &out);
+        st = pl_run_start(&out, e, &a, &ro);
         cJSON_Delete(p);
     } else {
-        st = pl_run_continue(e, RUN_ID, NULL, &out);
+        st = pl_run_continue(&out, e, RUN_ID, NULL);
     }
     int code = st ? 12 : out->status == PL_RUN_COMPLETED ? 3 : 13;
     pl_outcome_free(out);
@@ -517,7 +517,7 @@ static void recover_and_check(const place *p, pl_durability mode,
 
     /* the crash left a consistent store and a run whose owner is dead */
     pl_run_info *info = NULL;
-    cr_assert_eq(pl_run_get(e, RUN_ID, &info), PL_OK, "%s: %s", x->what,
+    cr_assert_eq(pl_run_get(&info, e, RUN_ID), PL_OK, "%s: %s", x->what,
                  pl_errmsg());
     /* killed at the final commit, it is complete: continuing it replays */
     pl_run_status before = x->ended ? PL_RUN_COMPLETED : PL_RUN_RUNNING;
@@ -534,14 +534,14 @@ static void recover_and_check(const place *p, pl_durability mode,
     pl_run_options check = PL_RUN_OPTIONS_INIT;
     check.check = true;
     pl_outcome *o = NULL;
-    int st = pl_run_continue(e, RUN_ID, &check, &o);
+    int st = pl_run_continue(&o, e, RUN_ID, &check);
     cr_assert_eq(st, x->ended ? PL_OK : PL_ECHECK, "%s: check replay: %s (%s)",
                  x->what, pl_status_name(st), pl_errmsg());
     pl_outcome_free(o);
     o = NULL;
 
     memset(live, 0, sizeof *live); /* record the recovery alone */
-    st = pl_run_continue(e, RUN_ID, NULL, &o);
+    st = pl_run_continue(&o, e, RUN_ID, NULL);
     *rec = *live;
     cr_assert_eq(st, PL_OK, "%s: pl_run_continue: %s", x->what, pl_errmsg());
     cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s: recovery ended %s: %s",
@@ -569,7 +569,7 @@ static void recover_and_check(const place *p, pl_durability mode,
     /* (b) they verify, and the run record agrees */
     cr_assert_eq(pl_run_verify(e, RUN_ID), PL_OK, "%s: %s", x->what,
                  pl_errmsg());
-    cr_assert_eq(pl_run_get(e, RUN_ID, &info), PL_OK);
+    cr_assert_eq(pl_run_get(&info, e, RUN_ID), PL_OK);
     cr_assert_eq(info->status, PL_RUN_COMPLETED);
     cr_assert_eq(info->steps, (uint64_t)ref->ledgers.n, "%s: steps",
                  x->what);
@@ -578,7 +578,7 @@ static void recover_and_check(const place *p, pl_durability mode,
                  "%s: attempts", x->what);
     pl_run_info_free(info);
     /* and replays without executing or writing anything */
-    st = pl_run_continue(e, RUN_ID, &check, &o);
+    st = pl_run_continue(&o, e, RUN_ID, &check);
     cr_assert_eq(st, PL_OK, "%s: check replay of the recovered run: %s",
                  x->what, pl_errmsg());
     cr_assert_eq(o->calls_served, N_CALLS);
@@ -814,10 +814,10 @@ static int gc_order(pl_engine *e, int thread, int j, pl_outcome **out)
     gc_run_id(id, sizeof id, thread, j);
     snprintf(order, sizeof order, "T%d-%d", thread, j);
     cJSON *p = order_sample(order);
-    pl_action a = {"order", p, NULL, 0, NULL};
+    pl_action a = {PL_ACTION_VERSION, "order", p, NULL, 0, NULL};
     pl_run_options ro = PL_RUN_OPTIONS_INIT;
     ro.run_id = id;
-    int st = pl_run_start(e, &a, &ro, out);
+    int st = pl_run_start(out, e, &a, &ro);
     cJSON_Delete(p);
     return st;
 }
@@ -967,7 +967,7 @@ static void gc_matrix(pl_durability mode, bool pool)
                 char id[64];
                 gc_run_id(id, sizeof id, i, j);
                 pl_outcome *o = NULL;
-                int st = pl_run_continue(e, id, NULL, &o);
+                int st = pl_run_continue(&o, e, id, NULL);
                 if (st == PL_ENOTFOUND)
                     st = gc_order(e, i, j, &o);
                 cr_assert_eq(st, PL_OK, "%s: %s: %s", what, id, pl_errmsg());

@@ -26,7 +26,7 @@ static pl_engine *open_engine(const pl_registry *reg)
 static pl_steps *ledger(pl_engine *e, const char *id, const char *path)
 {
     pl_steps *l = NULL;
-    int st = pl_run_ledger(e, id, path, &l);
+    int st = pl_run_ledger(&l, e, id, path);
     cr_assert_eq(st, PL_OK, "pl_run_ledger(%s, %s): %s", id, path,
                  pl_errmsg());
     return l;
@@ -70,7 +70,7 @@ static void summarise(const pl_steps *l, char *buf, size_t cap)
     size_t len = (size_t)snprintf(buf, cap, "done:");
     for (size_t i = 0; i < pl_steps_count(l) && len < cap; i++) {
         const pl_step *s = pl_steps_at(l, i);
-        if (pl_step_get_type(s) != PL_STEP_ACTION_RESULT)
+        if (pl_step_type_of(s) != PL_STEP_ACTION_RESULT)
             continue;
         const cJSON *p = pl_step_payload(s);
         const cJSON *sum = cJSON_GetObjectItemCaseSensitive(p, "sum");
@@ -88,8 +88,8 @@ static void summarise(const pl_steps *l, char *buf, size_t cap)
 static int model(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
 {
     (void)user;
-    pl_steps *l = NULL;
-    int st = pl_ctx_ledger(ctx, &l);
+    const pl_steps *l = NULL;
+    int st = pl_ctx_ledger(&l, ctx);
     if (st)
         return st;
     size_t turn = 0;
@@ -100,10 +100,10 @@ static int model(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     for (size_t i = 0; i < pl_steps_count(l); i++) {
         const pl_step *s = pl_steps_at(l, i);
         if (i < 16) {
-            v->types[i] = pl_step_get_type(s);
+            v->types[i] = pl_step_type_of(s);
             snprintf(v->ids[i], sizeof v->ids[i], "%s", pl_step_id(s));
         }
-        if (pl_step_get_type(s) == PL_STEP_ACTION_RESULT)
+        if (pl_step_type_of(s) == PL_STEP_ACTION_RESULT)
             turn++;
     }
     const cJSON *script = cJSON_GetObjectItemCaseSensitive(a->payload,
@@ -122,7 +122,6 @@ static int model(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
         summarise(l, buf, sizeof buf);
         st = pl_steps_add_text(out, NULL, buf);
     }
-    pl_steps_free(l);
     return st;
 }
 
@@ -159,11 +158,11 @@ static int agent(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
                                               a->payload, "script"),
                                           1));
     pl_decorator decos[2] = {
-        pl_loop(cJSON_IsNumber(mt) ? (unsigned)mt->valueint : 10),
-        pl_invoke_action()};
-    pl_action call = {"model", mp, names, n, NULL};
+        pl_decorator_loop(cJSON_IsNumber(mt) ? (unsigned)mt->valueint : 10),
+        pl_decorator_invoke_action()};
+    pl_action call = {PL_ACTION_VERSION, "model", mp, names, n, NULL};
     pl_step *res = NULL;
-    int st = pl_ctx_call(ctx, &call, decos, 2, &res);
+    int st = pl_ctx_call(&res, ctx, &call, decos, 2);
     cJSON_Delete(mp);
     if (st)
         return st;
@@ -199,7 +198,7 @@ static int human(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
 {
     (void)user;
     cJSON *ans = NULL;
-    int st = pl_ctx_suspend(ctx, a->payload, &ans);
+    int st = pl_ctx_suspend(&ans, ctx, a->payload);
     if (st)
         return st;
     cJSON *r = cJSON_CreateObject();
@@ -248,12 +247,12 @@ static int audited(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
 {
     (void)user;
     const char *name = json_str(a->payload, "call");
-    pl_decorator d = {audit_fn, "audit", 42, NULL};
+    pl_decorator d = {PL_DECORATOR_VERSION, audit_fn, "audit", 42, NULL};
     cJSON *p = cJSON_CreateObject();
     cJSON_AddStringToObject(p, "question", "ok?");
-    pl_action call = {name ? name : "echo", p, NULL, 0, NULL};
+    pl_action call = {PL_ACTION_VERSION, name ? name : "echo", p, NULL, 0, NULL};
     pl_step *res = NULL;
-    int st = pl_ctx_call(ctx, &call, &d, 1, &res);
+    int st = pl_ctx_call(&res, ctx, &call, &d, 1);
     cJSON_Delete(p);
     if (st)
         return st;
@@ -327,7 +326,7 @@ Test(decorators, loop_runs_tool_calls_until_the_model_answers)
     const char *actors[] = {"model", "add", "model", "add", "model"};
     for (size_t i = 0; i < 5; i++) {
         const pl_step *s = pl_steps_at(l, i);
-        cr_expect_eq(pl_step_get_type(s), types[i], "step %zu", i);
+        cr_expect_eq(pl_step_type_of(s), types[i], "step %zu", i);
         expect_str(pl_step_actor(s), actors[i]);
     }
     const cJSON *sum = cJSON_GetObjectItemCaseSensitive(
@@ -398,7 +397,7 @@ Test(decorators, exhausting_max_turns_is_a_recorded_budget_error)
     pl_steps *l = ledger(e, "d-budget", "0.0");
     cr_assert_eq(pl_steps_count(l), 5);
     const pl_step *last = pl_steps_at(l, 4);
-    cr_expect_eq(pl_step_get_type(last), PL_STEP_ERROR);
+    cr_expect_eq(pl_step_type_of(last), PL_STEP_ERROR);
     expect_str(pl_step_actor(last), "loop");
     expect_str(pl_step_id(last), "0.0:4");
     expect_str(pl_step_error_code(last), PL_ERR_BUDGET_EXCEEDED);
@@ -406,13 +405,13 @@ Test(decorators, exhausting_max_turns_is_a_recorded_budget_error)
     l = ledger(e, "d-budget", "0");
     const pl_step *res = pl_steps_at(l, 1);
     cr_assert_not_null(res);
-    cr_expect_eq(pl_step_get_type(res), PL_STEP_ACTION_RESULT);
+    cr_expect_eq(pl_step_type_of(res), PL_STEP_ACTION_RESULT);
     expect_str(pl_step_error_code(res), PL_ERR_BUDGET_EXCEEDED);
     pl_steps_free(l);
 
     /* replay reaches the same outcome without executing anything */
     pl_outcome *o2 = NULL;
-    cr_assert_eq(pl_run_continue(e, "d-budget", NULL, &o2), PL_OK);
+    cr_assert_eq(pl_run_continue(&o2, e, "d-budget", NULL), PL_OK);
     cr_expect_eq(o2->calls_executed, 0);
     char *a = t_text(t_result(o)), *b = t_text(t_result(o2));
     cr_expect_str_eq(a, b);
@@ -439,7 +438,7 @@ Test(decorators, loop_zero_runs_no_turn)
     expect_str(g_result_code, PL_ERR_BUDGET_EXCEEDED);
     pl_steps *l = ledger(e, "d-zero", "0.0");
     cr_expect_eq(pl_steps_count(l), 1, "only the budget error");
-    cr_expect_eq(pl_step_get_type(pl_steps_at(l, 0)), PL_STEP_ERROR);
+    cr_expect_eq(pl_step_type_of(pl_steps_at(l, 0)), PL_STEP_ERROR);
     pl_steps_free(l);
     pl_outcome_free(o);
     pl_engine_close(e);
@@ -462,7 +461,7 @@ Test(decorators, action_outside_the_allowed_set_is_not_allowed)
     pl_steps *l = ledger(e, "d-deny", "0.0");
     cr_assert_eq(pl_steps_count(l), 3);
     const pl_step *res = pl_steps_at(l, 1);
-    cr_expect_eq(pl_step_get_type(res), PL_STEP_ACTION_RESULT);
+    cr_expect_eq(pl_step_type_of(res), PL_STEP_ACTION_RESULT);
     cr_expect(pl_step_is_error(res));
     expect_str(pl_step_error_code(res), PL_ERR_NOT_ALLOWED);
     expect_has(json_str(pl_step_payload(res), "message"), "echo");
@@ -529,7 +528,7 @@ Test(decorators, malformed_action_call_is_invalid_input)
     cr_assert_eq(pl_steps_count(l), 9);
     for (size_t i = 1; i < 8; i += 2) {
         const pl_step *res = pl_steps_at(l, i);
-        cr_expect_eq(pl_step_get_type(res), PL_STEP_ACTION_RESULT);
+        cr_expect_eq(pl_step_type_of(res), PL_STEP_ACTION_RESULT);
         expect_str(pl_step_error_code(res), PL_ERR_INVALID_INPUT);
     }
     pl_steps_free(l);
@@ -554,7 +553,7 @@ Test(decorators, completed_agent_replays_from_the_ledger)
     cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason);
     int model_runs = g_model_runs;
     pl_outcome *o2 = NULL;
-    cr_assert_eq(pl_run_continue(e, "d-replay", NULL, &o2), PL_OK, "%s",
+    cr_assert_eq(pl_run_continue(&o2, e, "d-replay", NULL), PL_OK, "%s",
                  pl_errmsg());
     cr_assert_eq(o2->status, PL_RUN_COMPLETED, "%s", o2->reason);
     cr_expect_eq(o2->calls_executed, 0);
@@ -592,7 +591,7 @@ Test(decorators, interrupted_agent_replays_its_tool_calls_from_the_ledger)
 
     g_flaky_broken = false;
     pl_outcome *o2 = NULL;
-    cr_assert_eq(pl_run_continue(e, "d-crash", NULL, &o2), PL_OK, "%s",
+    cr_assert_eq(pl_run_continue(&o2, e, "d-crash", NULL), PL_OK, "%s",
                  pl_errmsg());
     cr_assert_eq(o2->status, PL_RUN_COMPLETED, "%s", o2->reason);
     expect_str(json_str(t_result(o2), "text"), "done: 2 4 ok 6");
@@ -624,7 +623,7 @@ Test(decorators, agent_suspends_inside_the_loop_and_resumes)
 
     cJSON *ans = t_json("{\"yes\": true}");
     pl_outcome *o2 = NULL;
-    cr_assert_eq(pl_run_resume(e, "d-susp", o1->resume_token, ans, &o2),
+    cr_assert_eq(pl_run_resume(&o2, e, "d-susp", o1->resume_token, ans),
                  PL_OK, "%s", pl_errmsg());
     cJSON_Delete(ans);
     cr_assert_eq(o2->status, PL_RUN_COMPLETED, "%s", o2->reason);
@@ -659,13 +658,13 @@ Test(decorators, user_decorator_wraps_a_call_and_emits_a_step)
     pl_steps *l = ledger(e, "d-user", "0.0");
     cr_assert_eq(pl_steps_count(l), 2);
     const pl_step *s = pl_steps_at(l, 0);
-    cr_expect_eq(pl_step_get_type(s), PL_STEP_TEXT);
+    cr_expect_eq(pl_step_type_of(s), PL_STEP_TEXT);
     expect_str(pl_step_actor(s), "audit");
     expect_str(json_str(pl_step_payload(s), "audit"), "checked");
     const cJSON *arg =
         cJSON_GetObjectItemCaseSensitive(pl_step_payload(s), "arg");
     cr_expect(cJSON_IsNumber(arg) && arg->valueint == 42, "self->arg");
-    cr_expect_eq(pl_step_get_type(pl_steps_at(l, 1)), PL_STEP_ACTION_RESULT);
+    cr_expect_eq(pl_step_type_of(pl_steps_at(l, 1)), PL_STEP_ACTION_RESULT);
     pl_steps_free(l);
     pl_outcome_free(o);
     pl_engine_close(e);
@@ -684,7 +683,7 @@ Test(decorators, user_decorator_step_is_replayed_consistently)
     cr_assert_eq(o1->status, PL_RUN_SUSPENDED, "%s", o1->reason);
     expect_str(o1->suspended_path, "0.0");
     pl_outcome *o2 = NULL;
-    cr_assert_eq(pl_run_resume(e, "d-rep", o1->resume_token, answer, &o2),
+    cr_assert_eq(pl_run_resume(&o2, e, "d-rep", o1->resume_token, answer),
                  PL_OK, "%s", pl_errmsg());
     cr_assert_eq(o2->status, PL_RUN_COMPLETED, "%s", o2->reason);
     cr_expect_eq(g_audit_runs, 2);
@@ -693,10 +692,10 @@ Test(decorators, user_decorator_step_is_replayed_consistently)
                                                 "and the suspend replayed");
     pl_steps *l = ledger(e, "d-rep", "0.0");
     cr_assert_eq(pl_steps_count(l), 4);
-    cr_expect_eq(pl_step_get_type(pl_steps_at(l, 0)), PL_STEP_TEXT);
-    cr_expect_eq(pl_step_get_type(pl_steps_at(l, 1)), PL_STEP_SUSPEND);
-    cr_expect_eq(pl_step_get_type(pl_steps_at(l, 2)), PL_STEP_RESUME);
-    cr_expect_eq(pl_step_get_type(pl_steps_at(l, 3)), PL_STEP_ACTION_RESULT);
+    cr_expect_eq(pl_step_type_of(pl_steps_at(l, 0)), PL_STEP_TEXT);
+    cr_expect_eq(pl_step_type_of(pl_steps_at(l, 1)), PL_STEP_SUSPEND);
+    cr_expect_eq(pl_step_type_of(pl_steps_at(l, 2)), PL_STEP_RESUME);
+    cr_expect_eq(pl_step_type_of(pl_steps_at(l, 3)), PL_STEP_ACTION_RESULT);
     pl_steps_free(l);
     cr_expect_eq(pl_run_verify(e, "d-rep"), PL_OK, "%s", pl_errmsg());
 
@@ -705,7 +704,7 @@ Test(decorators, user_decorator_step_is_replayed_consistently)
     cr_assert_eq(o3->status, PL_RUN_SUSPENDED);
     g_audit_note = "rechecked";
     pl_outcome *o4 = NULL;
-    cr_assert_eq(pl_run_resume(e, "d-nd", o3->resume_token, answer, &o4),
+    cr_assert_eq(pl_run_resume(&o4, e, "d-nd", o3->resume_token, answer),
                  PL_OK, "%s", pl_errmsg());
     cr_assert_eq(o4->status, PL_RUN_FAILED);
     cr_expect_eq(o4->error, PL_ENONDET);

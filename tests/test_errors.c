@@ -60,7 +60,7 @@ static void expect_has(const char *hay, const char *needle)
 static bool run_exists(pl_engine *e, const char *id)
 {
     pl_run_info *info = NULL;
-    int st = pl_run_get(e, id, &info);
+    int st = pl_run_get(&info, e, id);
     pl_run_info_free(info);
     return st == PL_OK;
 }
@@ -116,37 +116,37 @@ static int misuse(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     const char *mode = cJSON_IsString(m) ? m->valuestring : "";
     int st = PL_OK;
     if (strcmp(mode, "null_name") == 0) {
-        pl_action call = {NULL, NULL, NULL, 0, NULL};
-        st = pl_ctx_call(ctx, &call, NULL, 0, NULL);
+        pl_action call = {PL_ACTION_VERSION, NULL, pl_json_empty(), NULL, 0, NULL};
+        st = pl_ctx_call(NULL, ctx, &call, NULL, 0);
     } else if (strcmp(mode, "bad_name") == 0) {
-        pl_action call = {"bad\nname", NULL, NULL, 0, NULL};
-        st = pl_ctx_call(ctx, &call, NULL, 0, NULL);
+        pl_action call = {PL_ACTION_VERSION, "bad\nname", pl_json_empty(), NULL, 0, NULL};
+        st = pl_ctx_call(NULL, ctx, &call, NULL, 0);
     } else if (strcmp(mode, "null_action") == 0) {
-        st = pl_ctx_call(ctx, NULL, NULL, 0, NULL);
+        st = pl_ctx_call(NULL, ctx, NULL, NULL, 0);
     } else if (strcmp(mode, "no_actions") == 0) {
-        pl_action call = {"echo", NULL, NULL, 2, NULL};
-        st = pl_ctx_call(ctx, &call, NULL, 0, NULL);
+        pl_action call = {PL_ACTION_VERSION, "echo", pl_json_empty(), NULL, 2, NULL};
+        st = pl_ctx_call(NULL, ctx, &call, NULL, 0);
     } else if (strcmp(mode, "bad_action_name") == 0) {
         const char *names[] = {"echo", ""};
-        pl_action call = {"echo", NULL, names, 2, NULL};
-        st = pl_ctx_call(ctx, &call, NULL, 0, NULL);
+        pl_action call = {PL_ACTION_VERSION, "echo", pl_json_empty(), names, 2, NULL};
+        st = pl_ctx_call(NULL, ctx, &call, NULL, 0);
     } else if (strcmp(mode, "no_decorators") == 0) {
-        pl_action call = {"echo", NULL, NULL, 0, NULL};
-        st = pl_ctx_call(ctx, &call, NULL, 1, NULL);
+        pl_action call = {PL_ACTION_VERSION, "echo", pl_json_empty(), NULL, 0, NULL};
+        st = pl_ctx_call(NULL, ctx, &call, NULL, 1);
     } else if (strcmp(mode, "decorator_without_fn") == 0) {
-        pl_decorator d[2] = {{noop_deco, "noop", 0, NULL},
-                             {NULL, "broken", 0, NULL}};
-        pl_action call = {"echo", NULL, NULL, 0, NULL};
-        st = pl_ctx_call(ctx, &call, d, 2, NULL);
+        pl_decorator d[2] = {{PL_DECORATOR_VERSION, noop_deco, "noop", 0, NULL},
+                             {PL_DECORATOR_VERSION, NULL, "broken", 0, NULL}};
+        pl_action call = {PL_ACTION_VERSION, "echo", pl_json_empty(), NULL, 0, NULL};
+        st = pl_ctx_call(NULL, ctx, &call, d, 2);
     } else if (strcmp(mode, "array_payload") == 0) {
         cJSON *arr = cJSON_CreateArray();
-        pl_action call = {"echo", arr, NULL, 0, NULL};
-        st = pl_ctx_call(ctx, &call, NULL, 0, NULL);
+        pl_action call = {PL_ACTION_VERSION, "echo", arr, NULL, 0, NULL};
+        st = pl_ctx_call(NULL, ctx, &call, NULL, 0);
         cJSON_Delete(arr);
     } else if (strcmp(mode, "big_call") == 0) {
         cJSON *big = big_object(4 * MAX_PAYLOAD);
-        pl_action call = {"echo", big, NULL, 0, NULL};
-        st = pl_ctx_call(ctx, &call, NULL, 0, NULL);
+        pl_action call = {PL_ACTION_VERSION, "echo", big, NULL, 0, NULL};
+        st = pl_ctx_call(NULL, ctx, &call, NULL, 0);
         cJSON_Delete(big);
     } else if (strcmp(mode, "big_result") == 0) {
         cJSON *big = big_object(4 * MAX_PAYLOAD);
@@ -155,22 +155,22 @@ static int misuse(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     } else if (strcmp(mode, "big_prompt") == 0) {
         cJSON *big = big_object(4 * MAX_PAYLOAD);
         cJSON *ans = NULL;
-        st = pl_ctx_suspend(ctx, big, &ans);
+        st = pl_ctx_suspend(&ans, ctx, big);
         cJSON_Delete(big);
         cJSON_Delete(ans);
     } else if (strcmp(mode, "array_prompt") == 0) {
         cJSON *arr = cJSON_CreateArray();
         cJSON *ans = NULL;
-        st = pl_ctx_suspend(ctx, arr, &ans);
+        st = pl_ctx_suspend(&ans, ctx, arr);
         cJSON_Delete(arr);
         cJSON_Delete(ans);
     } else if (strcmp(mode, "big_effect") == 0) {
         cJSON *v = NULL;
-        st = pl_ctx_side_effect(ctx, "fetch", effect_big, NULL, &v);
+        st = pl_ctx_side_effect(&v, ctx, "fetch", effect_big, NULL);
         cJSON_Delete(v);
     } else if (strcmp(mode, "wait") == 0) {
         cJSON *ans = NULL;
-        st = pl_ctx_suspend(ctx, NULL, &ans);
+        st = pl_ctx_suspend(&ans, ctx, pl_json_empty());
         cJSON_Delete(ans);
     } else if (strcmp(mode, "big_emit") == 0) {
         cJSON *big = big_object(4 * MAX_PAYLOAD);
@@ -201,9 +201,9 @@ static int deep(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     cJSON *np = cJSON_CreateObject();
     if (cJSON_IsNumber(left))
         cJSON_AddNumberToObject(np, "left", left->valueint - 1);
-    pl_action call = {"deep", np, NULL, 0, NULL};
+    pl_action call = {PL_ACTION_VERSION, "deep", np, NULL, 0, NULL};
     pl_step *res = NULL;
-    int st = pl_ctx_call(ctx, &call, NULL, 0, &res);
+    int st = pl_ctx_call(&res, ctx, &call, NULL, 0);
     cJSON_Delete(np);
     if (st)
         return st;
@@ -220,19 +220,19 @@ static int nulls(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
 {
     (void)a;
     (void)user;
-    pl_action call = {"echo", NULL, NULL, 0, NULL};
+    pl_action call = {PL_ACTION_VERSION, "echo", pl_json_empty(), NULL, 0, NULL};
     cJSON *v = NULL;
     int i = 0;
-    g_null_status[i++] = pl_ctx_call(NULL, &call, NULL, 0, NULL);
-    g_null_status[i++] = pl_ctx_ledger(ctx, NULL);
+    g_null_status[i++] = pl_ctx_call(NULL, NULL, &call, NULL, 0);
+    g_null_status[i++] = pl_ctx_ledger(NULL, ctx);
     g_null_status[i++] = pl_ctx_ledger(NULL, NULL);
-    g_null_status[i++] = pl_ctx_now(ctx, NULL);
-    g_null_status[i++] = pl_ctx_random(ctx, NULL);
-    g_null_status[i++] = pl_ctx_uuid(ctx, NULL);
-    g_null_status[i++] = pl_ctx_side_effect(ctx, "x", NULL, NULL, &v);
-    g_null_status[i++] = pl_ctx_side_effect(ctx, "", effect_ok, NULL, &v);
-    g_null_status[i++] = pl_ctx_side_effect(ctx, "x", effect_ok, NULL, NULL);
-    g_null_status[i++] = pl_ctx_suspend(ctx, NULL, NULL);
+    g_null_status[i++] = pl_ctx_now(NULL, ctx);
+    g_null_status[i++] = pl_ctx_random(NULL, ctx);
+    g_null_status[i++] = pl_ctx_uuid(NULL, ctx);
+    g_null_status[i++] = pl_ctx_side_effect(&v, ctx, "x", NULL, NULL);
+    g_null_status[i++] = pl_ctx_side_effect(&v, ctx, "", effect_ok, NULL);
+    g_null_status[i++] = pl_ctx_side_effect(NULL, ctx, "x", effect_ok, NULL);
+    g_null_status[i++] = pl_ctx_suspend(NULL, ctx, NULL);
     g_null_status[i++] = pl_ctx_emit(ctx, NULL, PL_STEP_TEXT, NULL, NULL);
     g_null_status[i++] = pl_ctx_emit(ctx, out, (pl_step_type)99, NULL, NULL);
     g_null_status[i++] = pl_ctx_emit(ctx, out, PL_STEP_TEXT, "bad\tactor",
@@ -240,7 +240,7 @@ static int nulls(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     g_null_status[i++] = pl_next_call(NULL, ctx, &call, out);
     cJSON_Delete(v);
     /* none of that stopped the run: the context still works */
-    int st = pl_ctx_call(ctx, &call, NULL, 0, NULL);
+    int st = pl_ctx_call(NULL, ctx, &call, NULL, 0);
     if (st)
         return st;
     return pl_steps_add_text(out, NULL, "survived");
@@ -284,12 +284,12 @@ Test(errors, null_out_parameters)
     EXPECT_ERR(pl_steps_new(NULL), PL_EINVAL, "out");
     pl_engine *e = open_engine(reg);
     pl_outcome *done = t_start(e, "echo", NULL, "there");
-    pl_action a = {"echo", NULL, NULL, 0, NULL};
-    EXPECT_ERR(pl_run_start(e, &a, NULL, NULL), PL_EINVAL, "out");
-    EXPECT_ERR(pl_run_continue(e, "there", NULL, NULL), PL_EINVAL, "out");
-    EXPECT_ERR(pl_run_resume(e, "there", "t", NULL, NULL), PL_EINVAL, "out");
-    EXPECT_ERR(pl_run_get(e, "there", NULL), PL_EINVAL, "out");
-    EXPECT_ERR(pl_run_ledger(e, "there", "0", NULL), PL_EINVAL, "out");
+    pl_action a = {PL_ACTION_VERSION, "echo", pl_json_empty(), NULL, 0, NULL};
+    EXPECT_ERR(pl_run_start(NULL, e, &a, NULL), PL_EINVAL, "out");
+    EXPECT_ERR(pl_run_continue(NULL, e, "there", NULL), PL_EINVAL, "out");
+    EXPECT_ERR(pl_run_resume(NULL, e, "there", "t", NULL), PL_EINVAL, "out");
+    EXPECT_ERR(pl_run_get(NULL, e, "there"), PL_EINVAL, "out");
+    EXPECT_ERR(pl_run_ledger(NULL, e, "there", "0"), PL_EINVAL, "out");
     EXPECT_ERR(pl_run_walk(e, "there", NULL, NULL), PL_EINVAL, "visitor");
     EXPECT_ERR(pl_engine_runs(e, NULL, NULL), PL_EINVAL, "visitor");
     /* nothing was started by the refused calls */
@@ -325,22 +325,22 @@ Test(errors, durability_parse_null_out)
 
 Test(errors, null_engine)
 {
-    pl_action a = {"echo", NULL, NULL, 0, NULL};
+    pl_action a = {PL_ACTION_VERSION, "echo", pl_json_empty(), NULL, 0, NULL};
     void *junk = &a; /* out-parameters must be reset to NULL */
     pl_outcome *o = junk;
-    EXPECT_ERR(pl_run_start(NULL, &a, NULL, &o), PL_EINVAL, "engine");
+    EXPECT_ERR(pl_run_start(&o, NULL, &a, NULL), PL_EINVAL, "engine");
     cr_expect_null(o);
     o = junk;
-    EXPECT_ERR(pl_run_continue(NULL, "r", NULL, &o), PL_EINVAL, "engine");
+    EXPECT_ERR(pl_run_continue(&o, NULL, "r", NULL), PL_EINVAL, "engine");
     cr_expect_null(o);
     o = junk;
-    EXPECT_ERR(pl_run_resume(NULL, "r", "t", NULL, &o), PL_EINVAL, "engine");
+    EXPECT_ERR(pl_run_resume(&o, NULL, "r", "t", NULL), PL_EINVAL, "engine");
     cr_expect_null(o);
     pl_run_info *info = junk;
-    EXPECT_ERR(pl_run_get(NULL, "r", &info), PL_EINVAL, "engine");
+    EXPECT_ERR(pl_run_get(&info, NULL, "r"), PL_EINVAL, "engine");
     cr_expect_null(info);
     pl_steps *l = junk;
-    EXPECT_ERR(pl_run_ledger(NULL, "r", "0", &l), PL_EINVAL, "engine");
+    EXPECT_ERR(pl_run_ledger(&l, NULL, "r", "0"), PL_EINVAL, "engine");
     cr_expect_null(l);
     EXPECT_ERR(pl_run_verify(NULL, "r"), PL_EINVAL, "engine");
 }
@@ -361,20 +361,20 @@ Test(errors, invalid_run_ids)
     too_long[sizeof too_long - 1] = '\0';
     const char *bad[] = {"", too_long, "has space", "a/b", "tab\there",
                          "new\nline", "caf\xc3\xa9", "semi;colon", "q?"};
-    pl_action a = {"echo", NULL, NULL, 0, NULL};
+    pl_action a = {PL_ACTION_VERSION, "echo", pl_json_empty(), NULL, 0, NULL};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         pl_run_options ro = PL_RUN_OPTIONS_INIT;
         ro.run_id = bad[i];
         pl_outcome *o = NULL;
-        EXPECT_ERR(pl_run_start(e, &a, &ro, &o), PL_EINVAL, "run id");
+        EXPECT_ERR(pl_run_start(&o, e, &a, &ro), PL_EINVAL, "run id");
         cr_expect_null(o);
-        EXPECT_ERR(pl_run_continue(e, bad[i], NULL, &o), PL_EINVAL, "run id");
-        EXPECT_ERR(pl_run_resume(e, bad[i], "t", NULL, &o), PL_EINVAL,
+        EXPECT_ERR(pl_run_continue(&o, e, bad[i], NULL), PL_EINVAL, "run id");
+        EXPECT_ERR(pl_run_resume(&o, e, bad[i], "t", NULL), PL_EINVAL,
                    "run id");
         pl_run_info *info = NULL;
-        EXPECT_ERR(pl_run_get(e, bad[i], &info), PL_EINVAL, "run id");
+        EXPECT_ERR(pl_run_get(&info, e, bad[i]), PL_EINVAL, "run id");
         pl_steps *l = NULL;
-        EXPECT_ERR(pl_run_ledger(e, bad[i], "0", &l), PL_EINVAL, "run id");
+        EXPECT_ERR(pl_run_ledger(&l, e, bad[i], "0"), PL_EINVAL, "run id");
         EXPECT_ERR(pl_run_verify(e, bad[i]), PL_EINVAL, "run id");
         int n = 0;
         EXPECT_ERR(pl_run_walk(e, bad[i], count_visit, &n), PL_EINVAL,
@@ -383,9 +383,9 @@ Test(errors, invalid_run_ids)
     }
     /* NULL ids where an id is required */
     pl_outcome *o = NULL;
-    EXPECT_ERR(pl_run_continue(e, NULL, NULL, &o), PL_EINVAL, "run id");
+    EXPECT_ERR(pl_run_continue(&o, e, NULL, NULL), PL_EINVAL, "run id");
     pl_run_info *info = NULL;
-    EXPECT_ERR(pl_run_get(e, NULL, &info), PL_EINVAL, "run id");
+    EXPECT_ERR(pl_run_get(&info, e, NULL), PL_EINVAL, "run id");
     cr_expect_eq(t_calls.echo, 0, "nothing ran");
 
     /* the edges of the valid set are accepted */
@@ -425,20 +425,20 @@ Test(errors, wrong_option_versions)
 
     pl_engine *e = open_engine(reg);
     pl_outcome *done = t_start(e, "echo", NULL, "opt-1");
-    pl_action a = {"echo", NULL, NULL, 0, NULL};
+    pl_action a = {PL_ACTION_VERSION, "echo", pl_json_empty(), NULL, 0, NULL};
     pl_run_options ro = PL_RUN_OPTIONS_INIT;
     pl_outcome *o = NULL;
     ro.version = 0;
-    EXPECT_ERR(pl_run_start(e, &a, &ro, &o), PL_EINVAL, "version");
-    EXPECT_ERR(pl_run_continue(e, "opt-1", &ro, &o), PL_EINVAL, "version");
+    EXPECT_ERR(pl_run_start(&o, e, &a, &ro), PL_EINVAL, "version");
+    EXPECT_ERR(pl_run_continue(&o, e, "opt-1", &ro), PL_EINVAL, "version");
     ro.version = PL_RUN_OPTIONS_VERSION + 1;
-    EXPECT_ERR(pl_run_start(e, &a, &ro, &o), PL_EINVAL, "version");
-    EXPECT_ERR(pl_run_continue(e, "opt-1", &ro, &o), PL_EINVAL, "version");
+    EXPECT_ERR(pl_run_start(&o, e, &a, &ro), PL_EINVAL, "version");
+    EXPECT_ERR(pl_run_continue(&o, e, "opt-1", &ro), PL_EINVAL, "version");
     cr_expect_null(o);
     /* check is for continue only */
     ro.version = PL_RUN_OPTIONS_VERSION;
     ro.check = true;
-    EXPECT_ERR(pl_run_start(e, &a, &ro, &o), PL_EINVAL, "check");
+    EXPECT_ERR(pl_run_start(&o, e, &a, &ro), PL_EINVAL, "check");
     cr_expect_eq(t_calls.echo, 1);
 
     /* a policy definition of another version */
@@ -489,31 +489,36 @@ Test(errors, bad_root_actions_create_no_run)
     ro.run_id = "root-bad";
     pl_outcome *o = NULL;
 
-    EXPECT_ERR(pl_run_start(e, NULL, &ro, &o), PL_EINVAL, "policy");
-    pl_action a = {NULL, NULL, NULL, 0, NULL};
-    EXPECT_ERR(pl_run_start(e, &a, &ro, &o), PL_EINVAL, "policy");
+    EXPECT_ERR(pl_run_start(&o, e, NULL, &ro), PL_EINVAL, "policy");
+    pl_action a = {PL_ACTION_VERSION, NULL, pl_json_empty(), NULL, 0, NULL};
+    EXPECT_ERR(pl_run_start(&o, e, &a, &ro), PL_EINVAL, "policy");
     a.policy = "";
-    EXPECT_ERR(pl_run_start(e, &a, &ro, &o), PL_EINVAL, "policy");
+    EXPECT_ERR(pl_run_start(&o, e, &a, &ro), PL_EINVAL, "policy");
 
     a.policy = "echo";
     cJSON *arr = cJSON_CreateArray();
     a.payload = arr;
-    EXPECT_ERR(pl_run_start(e, &a, &ro, &o), PL_EJSON, "object");
+    EXPECT_ERR(pl_run_start(&o, e, &a, &ro), PL_EJSON, "object");
     cJSON *str = cJSON_CreateString("text");
     a.payload = str;
-    EXPECT_ERR(pl_run_start(e, &a, &ro, &o), PL_EJSON, "object");
-    a.payload = NULL;
+    EXPECT_ERR(pl_run_start(&o, e, &a, &ro), PL_EJSON, "object");
+    a.payload = NULL; /* never {}: it may be a failed cJSON_CreateObject() */
+    EXPECT_ERR(pl_run_start(&o, e, &a, &ro), PL_EINVAL, "NULL");
+    a.payload = pl_json_empty();
+    a.version = 0; /* not made with PL_ACTION_INIT */
+    EXPECT_ERR(pl_run_start(&o, e, &a, &ro), PL_EINVAL, "PL_ACTION_INIT");
+    a.version = PL_ACTION_VERSION;
 
     a.policy = "nosuch";
-    EXPECT_ERR(pl_run_start(e, &a, &ro, &o), PL_ENOTFOUND, "'nosuch'");
+    EXPECT_ERR(pl_run_start(&o, e, &a, &ro), PL_ENOTFOUND, "'nosuch'");
 
     a.policy = "echo";
     a.n_actions = 1;
-    EXPECT_ERR(pl_run_start(e, &a, &ro, &o), PL_EINVAL, "actions");
+    EXPECT_ERR(pl_run_start(&o, e, &a, &ro), PL_EINVAL, "actions");
     const char *names[] = {"add", "bad\x01name"};
     a.actions = names;
     a.n_actions = 2;
-    EXPECT_ERR(pl_run_start(e, &a, &ro, &o), PL_EINVAL, "actions");
+    EXPECT_ERR(pl_run_start(&o, e, &a, &ro), PL_EINVAL, "actions");
 
     cr_expect_null(o);
     cr_expect(!run_exists(e, "root-bad"), "a refused start leaves no run");
@@ -530,16 +535,16 @@ Test(errors, duplicate_run_id_is_eexist)
     pl_engine *e = open_engine(reg);
     pl_outcome *o1 = t_start(e, "echo", "{\"first\": 1}", "dup");
     cr_assert_eq(o1->status, PL_RUN_COMPLETED);
-    pl_action a = {"add", NULL, NULL, 0, NULL};
+    pl_action a = {PL_ACTION_VERSION, "add", pl_json_empty(), NULL, 0, NULL};
     pl_run_options ro = PL_RUN_OPTIONS_INIT;
     ro.run_id = "dup";
     pl_outcome *o2 = NULL;
-    EXPECT_ERR(pl_run_start(e, &a, &ro, &o2), PL_EEXIST, "dup");
+    EXPECT_ERR(pl_run_start(&o2, e, &a, &ro), PL_EEXIST, "dup");
     cr_expect_null(o2);
     cr_expect_eq(t_calls.add, 0, "the second start ran nothing");
     /* the first run is intact */
     pl_run_info *info = NULL;
-    cr_assert_eq(pl_run_get(e, "dup", &info), PL_OK);
+    cr_assert_eq(pl_run_get(&info, e, "dup"), PL_OK);
     cr_expect_str_eq(info->policy, "echo");
     cr_expect_eq(info->status, PL_RUN_COMPLETED);
     cr_expect_eq(info->attempts, 1);
@@ -555,19 +560,21 @@ Test(errors, unknown_runs_are_enotfound)
     pl_registry *reg = registry();
     pl_engine *e = open_engine(reg);
     pl_outcome *o = NULL;
-    EXPECT_ERR(pl_run_continue(e, "ghost-run", NULL, &o), PL_ENOTFOUND,
+    EXPECT_ERR(pl_run_continue(&o, e, "ghost-run", NULL), PL_ENOTFOUND,
                "ghost-run");
     cr_expect_null(o);
     pl_run_options ro = PL_RUN_OPTIONS_INIT;
     ro.check = true;
-    EXPECT_ERR(pl_run_continue(e, "ghost-run", &ro, &o), PL_ENOTFOUND,
+    EXPECT_ERR(pl_run_continue(&o, e, "ghost-run", &ro), PL_ENOTFOUND,
                "ghost-run");
-    EXPECT_ERR(pl_run_resume(e, "ghost-run", "tok", NULL, &o), PL_ENOTFOUND,
-               "ghost-run");
+    EXPECT_ERR(pl_run_resume(&o, e, "ghost-run", "tok", pl_json_empty()),
+               PL_ENOTFOUND, "ghost-run");
+    EXPECT_ERR(pl_run_resume(&o, e, "ghost-run", "tok", NULL), PL_EINVAL,
+               "answer");
     pl_run_info *info = NULL;
-    EXPECT_ERR(pl_run_get(e, "ghost-run", &info), PL_ENOTFOUND, "ghost-run");
+    EXPECT_ERR(pl_run_get(&info, e, "ghost-run"), PL_ENOTFOUND, "ghost-run");
     pl_steps *l = NULL;
-    EXPECT_ERR(pl_run_ledger(e, "ghost-run", "0", &l), PL_ENOTFOUND,
+    EXPECT_ERR(pl_run_ledger(&l, e, "ghost-run", "0"), PL_ENOTFOUND,
                "ghost-run");
     EXPECT_ERR(pl_run_verify(e, "ghost-run"), PL_ENOTFOUND, "ghost-run");
     int n = 0;
@@ -580,9 +587,9 @@ Test(errors, unknown_runs_are_enotfound)
     const char *paths[] = {NULL, "", "1", "0.", "0..1", "0.a", "00", "0.1x",
                            "0.99999999999"};
     for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++)
-        EXPECT_ERR(pl_run_ledger(e, "real", paths[i], &l), PL_EINVAL, "path");
+        EXPECT_ERR(pl_run_ledger(&l, e, "real", paths[i]), PL_EINVAL, "path");
     /* a resume without a token */
-    EXPECT_ERR(pl_run_resume(e, "real", NULL, NULL, &o), PL_EINVAL, "token");
+    EXPECT_ERR(pl_run_resume(&o, e, "real", NULL, NULL), PL_EINVAL, "token");
     pl_outcome_free(done);
     pl_engine_close(e);
     pl_registry_free(reg);
@@ -624,7 +631,7 @@ Test(errors, invalid_call_from_a_policy_fails_the_run)
         expect_has(o->reason, cases[i].phrase);
         expect_has(pl_errmsg(), cases[i].phrase);
         pl_run_info *info = NULL;
-        cr_assert_eq(pl_run_get(e, id, &info), PL_OK);
+        cr_assert_eq(pl_run_get(&info, e, id), PL_OK);
         cr_expect_eq(info->status, PL_RUN_FAILED);
         cr_expect_eq(info->error, cases[i].status);
         pl_run_info_free(info);
@@ -676,11 +683,11 @@ Test(errors, root_payload_over_max_payload_is_elimit)
     pl_registry *reg = registry();
     pl_engine *e = open_limited(reg);
     cJSON *big = big_object(4 * MAX_PAYLOAD);
-    pl_action a = {"echo", big, NULL, 0, NULL};
+    pl_action a = {PL_ACTION_VERSION, "echo", big, NULL, 0, NULL};
     pl_run_options ro = PL_RUN_OPTIONS_INIT;
     ro.run_id = "big-root";
     pl_outcome *o = NULL;
-    EXPECT_ERR(pl_run_start(e, &a, &ro, &o), PL_ELIMIT, "limit");
+    EXPECT_ERR(pl_run_start(&o, e, &a, &ro), PL_ELIMIT, "limit");
     expect_has(pl_errmsg(), "1024");
     cr_expect_null(o);
     cr_expect(!run_exists(e, "big-root"));
@@ -691,7 +698,7 @@ Test(errors, root_payload_over_max_payload_is_elimit)
     cJSON *ok = big_object(MAX_PAYLOAD - 16);
     a.payload = ok;
     ro.run_id = "ok-root";
-    cr_expect_eq(pl_run_start(e, &a, &ro, &o), PL_OK, "%s", pl_errmsg());
+    cr_expect_eq(pl_run_start(&o, e, &a, &ro), PL_OK, "%s", pl_errmsg());
     cr_expect_eq(o->status, PL_RUN_COMPLETED);
     cJSON_Delete(ok);
     pl_outcome_free(o);
@@ -764,11 +771,11 @@ Test(errors, other_payloads_over_max_payload)
     cr_assert_eq(o->status, PL_RUN_SUSPENDED, "%s", o->reason);
     cJSON *big = big_object(4 * MAX_PAYLOAD);
     pl_outcome *o2 = NULL;
-    EXPECT_ERR(pl_run_resume(e, "big-answer", o->resume_token, big, &o2),
+    EXPECT_ERR(pl_run_resume(&o2, e, "big-answer", o->resume_token, big),
                PL_ELIMIT, "limit");
     cr_expect_null(o2);
     pl_run_info *info = NULL;
-    cr_assert_eq(pl_run_get(e, "big-answer", &info), PL_OK);
+    cr_assert_eq(pl_run_get(&info, e, "big-answer"), PL_OK);
     cr_expect_eq(info->status, PL_RUN_SUSPENDED);
     pl_run_info_free(info);
     cJSON_Delete(big);
@@ -864,14 +871,20 @@ Test(errors, steps_add_rejects_bad_input)
     EXPECT_ERR(pl_steps_add_result(l, obj), PL_EINVAL, "actor");
     cr_expect_eq(pl_steps_count(l), 0, "no refused step was added");
 
-    /* valid input still works, and NULL payload means {} */
-    cr_expect_eq(pl_steps_add(l, PL_STEP_TEXT, "a", NULL), PL_OK);
+    /* a NULL payload is refused, never recorded as {} */
+    EXPECT_ERR(pl_steps_add(l, PL_STEP_TEXT, "a", NULL), PL_EINVAL, "NULL");
+    EXPECT_ERR(pl_steps_add_result(l, NULL), PL_EINVAL, "NULL");
+    EXPECT_ERR(pl_steps_add_call(l, "echo", NULL), PL_EINVAL, "NULL");
+    cr_expect_eq(pl_steps_count(l), 0, "no refused step was added");
+
+    /* valid input still works */
+    cr_expect_eq(pl_steps_add(l, PL_STEP_TEXT, "a", pl_json_empty()), PL_OK);
     cr_expect_eq(pl_steps_add(l, PL_STEP_SIDE_EFFECT, "a", obj), PL_OK);
     cr_assert_eq(pl_steps_count(l), 2);
     cr_expect_eq(cJSON_GetArraySize(pl_step_payload(pl_steps_at(l, 0))), 0);
     cr_expect_str_eq(pl_step_id(pl_steps_at(l, 0)), "", "not in a ledger");
     uint8_t h[PL_HASH_LEN];
-    EXPECT_ERR(pl_step_prev_hash(pl_steps_at(l, 0), h), PL_ENOTFOUND,
+    EXPECT_ERR(pl_step_prev_hash(h, pl_steps_at(l, 0)), PL_ENOTFOUND,
                "ledger");
     cJSON_Delete(obj);
     cJSON_Delete(arr);

@@ -185,9 +185,9 @@ static void expect_has(const char *hay, const char *needle)
 
 static int call_json(pl_ctx *ctx, const char *policy, const char *json)
 {
-    cJSON *p = json ? cJSON_Parse(json) : NULL;
-    pl_action a = {policy, p, NULL, 0, NULL};
-    int st = pl_ctx_call(ctx, &a, NULL, 0, NULL);
+    cJSON *p = cJSON_Parse(json ? json : "{}");
+    pl_action a = {PL_ACTION_VERSION, policy, p, NULL, 0, NULL};
+    int st = pl_ctx_call(NULL, ctx, &a, NULL, 0);
     cJSON_Delete(p);
     return st;
 }
@@ -226,7 +226,7 @@ static int human(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
 {
     (void)user;
     cJSON *ans = NULL;
-    int st = pl_ctx_suspend(ctx, a->payload, &ans);
+    int st = pl_ctx_suspend(&ans, ctx, a->payload);
     if (st)
         return st;
     st = pl_steps_add_result(out, ans);
@@ -307,7 +307,7 @@ Test(events, continued_run_is_served_and_appends_nothing)
     cr_assert_eq(o1->status, PL_RUN_COMPLETED);
     rec_reset();
     pl_outcome *o2 = NULL;
-    cr_assert_eq(pl_run_continue(e, "ev-cont", NULL, &o2), PL_OK, "%s",
+    cr_assert_eq(pl_run_continue(&o2, e, "ev-cont", NULL), PL_OK, "%s",
                  pl_errmsg());
     cr_assert_eq(o2->status, PL_RUN_COMPLETED);
 
@@ -448,7 +448,7 @@ Test(events, suspension_reports_run_suspended)
     rec_reset();
     cJSON *ans = t_json("{\"ok\": true}");
     pl_outcome *o2 = NULL;
-    cr_assert_eq(pl_run_resume(e, "ev-susp", o->resume_token, ans, &o2),
+    cr_assert_eq(pl_run_resume(&o2, e, "ev-susp", o->resume_token, ans),
                  PL_OK, "%s", pl_errmsg());
     cJSON_Delete(ans);
     cr_assert_eq(o2->status, PL_RUN_COMPLETED, "%s", o2->reason);
@@ -487,18 +487,18 @@ Test(events, step_events_match_the_ledger)
         if (r->kind != PL_EVENT_STEP_APPENDED)
             continue;
         pl_steps *l = NULL;
-        cr_assert_eq(pl_run_ledger(e, "ev-ledger", r->path, &l), PL_OK);
+        cr_assert_eq(pl_run_ledger(&l, e, "ev-ledger", r->path), PL_OK);
         const pl_step *s = pl_steps_at(l, r->seq);
         cr_expect_not_null(s, "no step %s:%u", r->path, r->seq);
         if (s) {
-            cr_expect_eq(pl_step_get_type(s), r->type);
+            cr_expect_eq(pl_step_type_of(s), r->type);
             cr_expect_str_eq(pl_step_actor(s), r->policy);
             checked++;
         }
         pl_steps_free(l);
     }
     pl_run_info *info = NULL;
-    cr_assert_eq(pl_run_get(e, "ev-ledger", &info), PL_OK);
+    cr_assert_eq(pl_run_get(&info, e, "ev-ledger"), PL_OK);
     cr_expect_eq(checked, info->steps, "one event per durable step");
     /* and every step became durable after a commit event */
     cr_assert_gt(g_rec.n, 1);

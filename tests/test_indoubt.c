@@ -162,7 +162,7 @@ static int asker(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     const world *w = user;
     cJSON *prompt = cJSON_CreateObject(), *answer = NULL;
     cJSON_AddStringToObject(prompt, "question", "ship it?");
-    int st = pl_ctx_suspend(ctx, prompt, &answer);
+    int st = pl_ctx_suspend(&answer, ctx, prompt);
     cJSON_Delete(prompt);
     if (st)
         return st;
@@ -198,14 +198,14 @@ static int root(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     const cJSON *then = cJSON_GetObjectItemCaseSensitive(a->payload, "then");
     cJSON *p = cJSON_CreateObject();
     cJSON_AddNumberToObject(p, "amount", 42);
-    pl_action call = {cJSON_IsString(t) ? t->valuestring : "risky", p, NULL,
+    pl_action call = {PL_ACTION_VERSION, cJSON_IsString(t) ? t->valuestring : "risky", p, NULL,
                       0, NULL};
     pl_step *res = NULL;
-    int st = pl_ctx_call(ctx, &call, NULL, 0, &res);
+    int st = pl_ctx_call(&res, ctx, &call, NULL, 0);
     if (!st && cJSON_IsString(then)) {
         pl_step *res2 = NULL;
-        pl_action call2 = {then->valuestring, p, NULL, 0, NULL};
-        st = pl_ctx_call(ctx, &call2, NULL, 0, &res2);
+        pl_action call2 = {PL_ACTION_VERSION, then->valuestring, p, NULL, 0, NULL};
+        st = pl_ctx_call(&res2, ctx, &call2, NULL, 0);
         pl_step_free(res2);
     }
     cJSON_Delete(p);
@@ -251,11 +251,11 @@ static int child_start(const world *w, const pl_registry *reg,
     if (pl_engine_open(&e, w->store, reg, &o))
         return 10;
     cJSON *p = cJSON_Parse(payload);
-    pl_action a = {"root", p, NULL, 0, NULL};
+    pl_action a = {PL_ACTION_VERSION, "root", p, NULL, 0, NULL};
     pl_run_options ro = PL_RUN_OPTIONS_INIT;
     ro.run_id = RUN;
     pl_outcome *out = NULL;
-    int st = pl_run_start(e, &a, &ro, &out);
+    int st = pl_run_start(&out, e, &a, &ro);
     cJSON_Delete(p);
     pl_outcome_free(out);
     pl_engine_close(e);
@@ -285,7 +285,7 @@ static void crash_run(const world *w, const pl_registry *reg,
 static size_t ledger_len(pl_engine *e, const char *path)
 {
     pl_steps *l = NULL;
-    cr_assert_eq(pl_run_ledger(e, RUN, path, &l), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(pl_run_ledger(&l, e, RUN, path), PL_OK, "%s", pl_errmsg());
     size_t n = pl_steps_count(l);
     pl_steps_free(l);
     return n;
@@ -297,11 +297,11 @@ static void expect_step(pl_engine *e, const char *path, size_t i,
                         const char *error_code)
 {
     pl_steps *l = NULL;
-    cr_assert_eq(pl_run_ledger(e, RUN, path, &l), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(pl_run_ledger(&l, e, RUN, path), PL_OK, "%s", pl_errmsg());
     const pl_step *s = pl_steps_at(l, i);
     cr_assert_not_null(s, "ledger %s has no step %zu", path, i);
-    cr_assert_eq(pl_step_get_type(s), type, "step %s: %s, expected %s",
-                 pl_step_id(s), pl_step_type_name(pl_step_get_type(s)),
+    cr_assert_eq(pl_step_type_of(s), type, "step %s: %s, expected %s",
+                 pl_step_id(s), pl_step_type_name(pl_step_type_of(s)),
                  pl_step_type_name(type));
     cr_assert_str_eq(pl_step_actor(s), actor, "step %s's actor",
                      pl_step_id(s));
@@ -326,7 +326,7 @@ static pl_engine *open_after_crash(const world *w, const pl_registry *reg,
 {
     pl_engine *e = t_engine(w->store, reg, PL_DURABILITY_SYNC);
     pl_run_info *info = NULL;
-    cr_assert_eq(pl_run_get(e, RUN, &info), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(pl_run_get(&info, e, RUN), PL_OK, "%s", pl_errmsg());
     cr_assert_eq(info->status, PL_RUN_RUNNING);
     cr_assert(!info->owner_alive, "the killed process counts as alive");
     pl_run_info_free(info);
@@ -337,7 +337,7 @@ static pl_engine *open_after_crash(const world *w, const pl_registry *reg,
         cr_assert_eq(ledger_len(e, "0"), 1, "the action_call (only)");
         expect_step(e, "0", 0, PL_STEP_ACTION_CALL, "root", NULL);
         pl_steps *l = NULL;
-        cr_assert_eq(pl_run_ledger(e, RUN, "0", &l), PL_OK);
+        cr_assert_eq(pl_run_ledger(&l, e, RUN, "0"), PL_OK);
         const cJSON *pol = cJSON_GetObjectItemCaseSensitive(
             pl_step_payload(pl_steps_at(l, 0)), "policy");
         cr_assert(cJSON_IsString(pol) && strcmp(pol->valuestring, tool) == 0,
@@ -387,7 +387,7 @@ static void expect_in_doubt_result(const pl_outcome *o)
 static pl_outcome *continue_ok(pl_engine *e)
 {
     pl_outcome *o = NULL;
-    int st = pl_run_continue(e, RUN, NULL, &o);
+    int st = pl_run_continue(&o, e, RUN, NULL);
     cr_assert_eq(st, PL_OK, "pl_run_continue: %s", pl_errmsg());
     cr_assert_not_null(o);
     return o;
@@ -492,7 +492,7 @@ static pl_outcome *suspended_in_doubt(world *w, pl_registry **reg,
     expect_step(*e, "0", 1, PL_STEP_SUSPEND, "engine", NULL);
 
     pl_run_info *info = NULL;
-    cr_assert_eq(pl_run_get(*e, RUN, &info), PL_OK);
+    cr_assert_eq(pl_run_get(&info, *e, RUN), PL_OK);
     cr_assert_eq(info->status, PL_RUN_SUSPENDED);
     cr_assert_not_null(info->prompt);
     cr_assert(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(info->prompt,
@@ -501,10 +501,10 @@ static pl_outcome *suspended_in_doubt(world *w, pl_registry **reg,
 
     /* it waits: continuing is refused, a wrong token too */
     pl_outcome *none = NULL;
-    cr_assert_eq(pl_run_continue(*e, RUN, NULL, &none), PL_ESTATE);
+    cr_assert_eq(pl_run_continue(&none, *e, RUN, NULL), PL_ESTATE);
     cr_assert_null(none);
     cJSON *ans = t_json("{\"decision\": \"rerun\"}");
-    cr_assert_eq(pl_run_resume(*e, RUN, "not-the-token", ans, &none),
+    cr_assert_eq(pl_run_resume(&none, *e, RUN, "not-the-token", ans),
                  PL_ETOKEN);
     cr_assert_null(none);
     cJSON_Delete(ans);
@@ -517,7 +517,7 @@ static pl_outcome *resume_ok(pl_engine *e, const pl_outcome *susp,
 {
     cJSON *a = t_json(answer);
     pl_outcome *o = NULL;
-    int st = pl_run_resume(e, RUN, susp->resume_token, a, &o);
+    int st = pl_run_resume(&o, e, RUN, susp->resume_token, a);
     cJSON_Delete(a);
     cr_assert_eq(st, PL_OK, "pl_run_resume: %s", pl_errmsg());
     cr_assert_not_null(o);
@@ -585,10 +585,10 @@ Test(indoubt, suspend_then_result)
     cr_assert_eq(count_all_lines(&w), 1, "not executed again");
     /* the object is the call's recorded result */
     pl_steps *l = NULL;
-    cr_assert_eq(pl_run_ledger(e, RUN, "0", &l), PL_OK);
+    cr_assert_eq(pl_run_ledger(&l, e, RUN, "0"), PL_OK);
     cr_assert_eq(pl_steps_count(l), 5);
     const pl_step *r = pl_steps_at(l, 3);
-    cr_assert_eq(pl_step_get_type(r), PL_STEP_ACTION_RESULT);
+    cr_assert_eq(pl_step_type_of(r), PL_STEP_ACTION_RESULT);
     cr_assert_str_eq(pl_step_actor(r), "risky");
     cr_assert_str_eq(str_of(pl_step_payload(r), "ref"), "ch_123");
     pl_steps_free(l);
@@ -606,7 +606,7 @@ Test(indoubt, suspend_bad_decision_does_not_execute)
     pl_outcome *s = suspended_in_doubt(&w, &reg, &e);
     cJSON *a = t_json("{\"decision\": \"maybe\"}");
     pl_outcome *o = NULL;
-    int st = pl_run_resume(e, RUN, s->resume_token, a, &o);
+    int st = pl_run_resume(&o, e, RUN, s->resume_token, a);
     cJSON_Delete(a);
     if (st == PL_OK) {
         cr_assert_eq(o->calls_executed, 0);
@@ -636,7 +636,7 @@ Test(indoubt, call_durability_before_the_callee_runs)
     crash_run(&w1, reg, PL_DURABILITY_SYNC, "{}");
     pl_engine *e = open_after_crash(&w1, reg, false, "risky");
     pl_run_info *info = NULL;
-    cr_assert_eq(pl_run_get(e, RUN, &info), PL_OK);
+    cr_assert_eq(pl_run_get(&info, e, RUN), PL_OK);
     cr_assert_geq(info->attempts, 1);
     pl_run_info_free(info);
     pl_engine_close(e);
@@ -795,10 +795,10 @@ static int wrapper(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
 {
     (void)user;
     const cJSON *t = cJSON_GetObjectItemCaseSensitive(a->payload, "inner");
-    pl_action call = {cJSON_IsString(t) ? t->valuestring : "risky", NULL, NULL,
+    pl_action call = {PL_ACTION_VERSION, cJSON_IsString(t) ? t->valuestring : "risky", pl_json_empty(), NULL,
                       0, NULL};
     pl_step *res = NULL;
-    int st = pl_ctx_call(ctx, &call, NULL, 0, &res);
+    int st = pl_ctx_call(&res, ctx, &call, NULL, 0);
     if (!st)
         st = pl_steps_add_result(out, pl_step_payload(res));
     pl_step_free(res);
@@ -829,7 +829,7 @@ static int child_resume(const world *w, const pl_registry *reg,
         return 10;
     cJSON *a = cJSON_Parse(answer);
     pl_outcome *out = NULL;
-    int st = pl_run_resume(e, RUN, token, a, &out);
+    int st = pl_run_resume(&out, e, RUN, token, a);
     cJSON_Delete(a);
     pl_outcome_free(out);
     pl_engine_close(e);

@@ -49,10 +49,10 @@ static int start(pl_engine *e, const char *policy, const char *payload,
                  const char *id, pl_outcome **out)
 {
     cJSON *p = cJSON_Parse(payload);
-    pl_action a = {policy, p, NULL, 0, NULL};
+    pl_action a = {PL_ACTION_VERSION, policy, p, NULL, 0, NULL};
     pl_run_options ro = PL_RUN_OPTIONS_INIT;
     ro.run_id = id;
-    int st = pl_run_start(e, &a, &ro, out);
+    int st = pl_run_start(out, e, &a, &ro);
     cJSON_Delete(p);
     return st;
 }
@@ -286,14 +286,14 @@ static int ask(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     (void)user;
     cJSON *args = cJSON_Parse("{\"a\": 1, \"b\": 2}");
     cJSON *q = cJSON_Parse("{\"question\": \"ship?\"}");
-    pl_action add = {"add", args, NULL, 0, NULL}, approve = {"approve", q,
+    pl_action add = {PL_ACTION_VERSION, "add", args, NULL, 0, NULL}, approve = {PL_ACTION_VERSION, "approve", q,
                                                               NULL, 0, NULL};
     pl_step *res = NULL;
-    int st = pl_ctx_call(ctx, &add, NULL, 0, NULL);
+    int st = pl_ctx_call(NULL, ctx, &add, NULL, 0);
     if (!st)
-        st = pl_ctx_call(ctx, &approve, NULL, 0, &res);
+        st = pl_ctx_call(&res, ctx, &approve, NULL, 0);
     if (!st)
-        st = pl_ctx_call(ctx, &add, NULL, 0, NULL);
+        st = pl_ctx_call(NULL, ctx, &add, NULL, 0);
     if (!st)
         st = pl_steps_add_result(out, pl_step_payload(res));
     pl_step_free(res);
@@ -330,7 +330,7 @@ static void resume_ask(pl_engine *e, void *user)
     snprintf(text, sizeof text, "{\"yes\": %d}", atoi(j->id + 4));
     cJSON *answer = cJSON_Parse(text);
     pl_outcome *o = NULL;
-    j->status = pl_run_resume(e, j->id, j->token, answer, &o);
+    j->status = pl_run_resume(&o, e, j->id, j->token, answer);
     cJSON_Delete(answer);
     if (!j->status) {
         j->run_status = o->status;
@@ -344,7 +344,7 @@ Test(pool, runs_suspend_and_resume_as_tasks)
 {
     const char *path = t_store_path();
     pl_registry *reg = registry_with("ask", ask);
-    cr_assert_eq(pl_register_human(reg, "approve"), PL_OK);
+    cr_assert_eq(pl_registry_add_human(reg, "approve"), PL_OK);
     pl_engine *e = t_engine(path, reg, PL_DURABILITY_GROUP);
     pl_pool *pool = pool_of(e, 2, 8);
     enum { N = 20 };
@@ -393,9 +393,9 @@ static int keeper(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     if (pl_durability_parse(&d, name) != PL_EINVAL)
         return pl_steps_add_error(out, "Test", "parse did not fail");
     cJSON *args = cJSON_CreateObject();
-    pl_action add = {"no-such-policy", args, NULL, 0, NULL};
+    pl_action add = {PL_ACTION_VERSION, "no-such-policy", args, NULL, 0, NULL};
     pl_step *res = NULL;
-    int st = pl_ctx_call(ctx, &add, NULL, 0, &res);
+    int st = pl_ctx_call(&res, ctx, &add, NULL, 0);
     cJSON_Delete(args);
     pl_step_free(res);
     if (st)

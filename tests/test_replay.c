@@ -30,7 +30,7 @@ static pl_engine *open_engine(const char *path, const pl_registry *reg)
 static pl_outcome *cont(pl_engine *e, const char *id)
 {
     pl_outcome *o = NULL;
-    int st = pl_run_continue(e, id, NULL, &o);
+    int st = pl_run_continue(&o, e, id, NULL);
     cr_assert_eq(st, PL_OK, "pl_run_continue(%s): %s: %s", id,
                  pl_status_name(st), pl_errmsg());
     cr_assert_not_null(o);
@@ -45,15 +45,15 @@ static pl_outcome *cont(pl_engine *e, const char *id)
 static char *diverge(pl_engine *e, const char *id)
 {
     pl_run_info *before = NULL;
-    cr_assert_eq(pl_run_get(e, id, &before), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(pl_run_get(&before, e, id), PL_OK, "%s", pl_errmsg());
     pl_outcome *o = NULL;
-    int st = pl_run_continue(e, id, NULL, &o);
+    int st = pl_run_continue(&o, e, id, NULL);
     cr_assert_eq(st, PL_ENONDET, "pl_run_continue(%s): %s: %s", id,
                  pl_status_name(st), pl_errmsg());
     cr_assert_null(o, "no outcome for a divergent replay of a completed run");
     char *msg = strdup(pl_errmsg());
     pl_run_info *info = NULL;
-    cr_assert_eq(pl_run_get(e, id, &info), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(pl_run_get(&info, e, id), PL_OK, "%s", pl_errmsg());
     cr_expect_eq(info->status, PL_RUN_COMPLETED, "the record is untouched");
     cr_expect_null(info->reason);
     cr_expect_eq(info->attempts, before->attempts);
@@ -67,7 +67,7 @@ static char *diverge(pl_engine *e, const char *id)
 static pl_run_info *get_info(pl_engine *e, const char *id)
 {
     pl_run_info *info = NULL;
-    int st = pl_run_get(e, id, &info);
+    int st = pl_run_get(&info, e, id);
     cr_assert_eq(st, PL_OK, "pl_run_get(%s): %s", id, pl_errmsg());
     return info;
 }
@@ -75,7 +75,7 @@ static pl_run_info *get_info(pl_engine *e, const char *id)
 static pl_steps *ledger(pl_engine *e, const char *id, const char *path)
 {
     pl_steps *l = NULL;
-    int st = pl_run_ledger(e, id, path, &l);
+    int st = pl_run_ledger(&l, e, id, path);
     cr_assert_eq(st, PL_OK, "pl_run_ledger(%s, %s): %s", id, path,
                  pl_errmsg());
     return l;
@@ -112,9 +112,9 @@ static void add_policy(pl_registry *reg, const char *name, pl_policy_fn fn,
 static int call_json(pl_ctx *ctx, const char *policy, const char *json,
                      pl_step **res)
 {
-    cJSON *p = json ? cJSON_Parse(json) : NULL;
-    pl_action a = {policy, p, NULL, 0, NULL};
-    int st = pl_ctx_call(ctx, &a, NULL, 0, res);
+    cJSON *p = cJSON_Parse(json ? json : "{}");
+    pl_action a = {PL_ACTION_VERSION, policy, p, NULL, 0, NULL};
+    int st = pl_ctx_call(res, ctx, &a, NULL, 0);
     cJSON_Delete(p);
     return st;
 }
@@ -142,9 +142,9 @@ static int drift(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     }
     if (g_reorder)
         cJSON_AddNumberToObject(p, "v", g_value);
-    pl_action call = {g_tool, p, NULL, 0, NULL};
+    pl_action call = {PL_ACTION_VERSION, g_tool, p, NULL, 0, NULL};
     pl_step *res = NULL;
-    int st = pl_ctx_call(ctx, &call, NULL, 0, &res);
+    int st = pl_ctx_call(&res, ctx, &call, NULL, 0);
     cJSON_Delete(p);
     if (st)
         return st;
@@ -257,14 +257,13 @@ static int helpers(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     seen_helpers *s = &g_seen[g_helper_runs < 3 ? g_helper_runs : 3];
     g_helper_runs++;
     cJSON *fetched = NULL;
-    int st = pl_ctx_now(ctx, &s->now);
+    int st = pl_ctx_now(&s->now, ctx);
     if (!st)
-        st = pl_ctx_random(ctx, &s->rnd);
+        st = pl_ctx_random(&s->rnd, ctx);
     if (!st)
-        st = pl_ctx_uuid(ctx, s->uuid);
+        st = pl_ctx_uuid(s->uuid, ctx);
     if (!st)
-        st = pl_ctx_side_effect(ctx, g_effect_name, effect_fn, &g_effect_calls,
-                                &fetched);
+        st = pl_ctx_side_effect(&fetched, ctx, g_effect_name, effect_fn, &g_effect_calls);
     if (st)
         return st;
     char *ft = cJSON_PrintUnformatted(fetched);
@@ -296,8 +295,8 @@ static int g_nsnaps;
 
 static int take_snap(pl_ctx *ctx)
 {
-    pl_steps *l = NULL;
-    int st = pl_ctx_ledger(ctx, &l);
+    const pl_steps *l = NULL;
+    int st = pl_ctx_ledger(&l, ctx);
     if (st)
         return st;
     snap *s = &g_snaps[g_nsnaps < 7 ? g_nsnaps : 7];
@@ -307,10 +306,9 @@ static int take_snap(pl_ctx *ctx)
     for (size_t i = 0; i < s->n && i < SNAP_MAX; i++) {
         const pl_step *x = pl_steps_at(l, i);
         snprintf(s->ids[i], sizeof s->ids[i], "%s", pl_step_id(x));
-        s->types[i] = pl_step_get_type(x);
+        s->types[i] = pl_step_type_of(x);
         snprintf(s->actors[i], sizeof s->actors[i], "%s", pl_step_actor(x));
     }
-    pl_steps_free(l);
     return PL_OK;
 }
 
@@ -362,8 +360,8 @@ static int seeder(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
         st = pl_steps_add_text(seed, "user", "hello");
     pl_step *res = NULL;
     if (!st) {
-        pl_action call = {"peek", NULL, NULL, 0, seed};
-        st = pl_ctx_call(ctx, &call, NULL, 0, &res);
+        pl_action call = {PL_ACTION_VERSION, "peek", pl_json_empty(), NULL, 0, seed};
+        st = pl_ctx_call(&res, ctx, &call, NULL, 0);
     }
     pl_steps_free(seed);
     if (st)
@@ -385,7 +383,7 @@ static int peek_wait(pl_ctx *ctx, const pl_action *a, pl_steps *out,
     cJSON *prompt = cJSON_CreateObject();
     cJSON_AddStringToObject(prompt, "q", "go on?");
     cJSON *ans = NULL;
-    st = pl_ctx_suspend(ctx, prompt, &ans);
+    st = pl_ctx_suspend(&ans, ctx, prompt);
     cJSON_Delete(prompt);
     if (st)
         return st;
@@ -411,8 +409,8 @@ static int seeded_wait(pl_ctx *ctx, const pl_action *a, pl_steps *out,
         st = pl_steps_add_text(seed, "user", g_seed_text);
     pl_step *res = NULL;
     if (!st) {
-        pl_action call = {"peek_wait", NULL, NULL, 0, seed};
-        st = pl_ctx_call(ctx, &call, NULL, 0, &res);
+        pl_action call = {PL_ACTION_VERSION, "peek_wait", pl_json_empty(), NULL, 0, seed};
+        st = pl_ctx_call(&res, ctx, &call, NULL, 0);
     }
     pl_steps_free(seed);
     if (st)
@@ -465,10 +463,11 @@ static int probe(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     (void)user;
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(a->payload, "call");
     const cJSON *with = cJSON_GetObjectItemCaseSensitive(a->payload, "with");
-    pl_action call = {cJSON_IsString(name) ? name->valuestring : "echo",
-                      cJSON_IsObject(with) ? with : NULL, NULL, 0, NULL};
+    pl_action call = {PL_ACTION_VERSION, cJSON_IsString(name) ? name->valuestring : "echo",
+                      cJSON_IsObject(with) ? with : pl_json_empty(), NULL, 0,
+                      NULL};
     pl_step *res = NULL;
-    int st = pl_ctx_call(ctx, &call, NULL, 0, &res);
+    int st = pl_ctx_call(&res, ctx, &call, NULL, 0);
     if (st)
         return st;
     cJSON *r = cJSON_CreateObject();
@@ -533,13 +532,13 @@ static int deep(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     (void)a;
     (void)user;
     cJSON *v = deepest();
-    pl_action call = {"echo", v, NULL, 0, NULL};
-    int st = pl_ctx_call(ctx, &call, NULL, 0, NULL);
+    pl_action call = {PL_ACTION_VERSION, "echo", v, NULL, 0, NULL};
+    int st = pl_ctx_call(NULL, ctx, &call, NULL, 0);
     cJSON *effect = NULL, *answer = NULL;
     if (!st)
-        st = pl_ctx_side_effect(ctx, "deepest", make_deepest, NULL, &effect);
+        st = pl_ctx_side_effect(&effect, ctx, "deepest", make_deepest, NULL);
     if (!st)
-        st = pl_ctx_suspend(ctx, v, &answer);
+        st = pl_ctx_suspend(&answer, ctx, v);
     if (!st)
         st = pl_steps_add_result(out, answer);
     cJSON_Delete(v);
@@ -639,7 +638,7 @@ static void collect_ids(pl_engine *e, const char *run, const char *path,
     for (size_t i = 0; i < out->n; i++) {
         const pl_step *s = pl_steps_at(l, i);
         snprintf(out->ids[i], sizeof out->ids[i], "%s", pl_step_id(s));
-        out->types[i] = pl_step_get_type(s);
+        out->types[i] = pl_step_type_of(s);
         out->times[i] = pl_step_time_us(s);
         cr_expect_eq(pl_step_seq(s), (uint32_t)i);
     }
@@ -991,7 +990,7 @@ Test(replay, check_mode_on_a_completed_run_writes_nothing)
     pl_run_options ro = PL_RUN_OPTIONS_INIT;
     ro.check = true;
     pl_outcome *o2 = NULL;
-    int st = pl_run_continue(e, "chk-1", &ro, &o2);
+    int st = pl_run_continue(&o2, e, "chk-1", &ro);
     cr_assert_eq(st, PL_OK, "%s: %s", pl_status_name(st), pl_errmsg());
     cr_assert_not_null(o2);
     cr_expect_eq(o2->status, PL_RUN_COMPLETED);
@@ -1032,7 +1031,7 @@ Test(replay, check_mode_reports_divergence_and_touches_nothing)
     ro.check = true;
     static pl_outcome dummy;
     pl_outcome *o2 = &dummy; /* must be reset to NULL */
-    int st = pl_run_continue(e, "chk-nd", &ro, &o2);
+    int st = pl_run_continue(&o2, e, "chk-nd", &ro);
     cr_expect_eq(st, PL_ENONDET, "%s", pl_status_name(st));
     cr_expect_null(o2);
     expect_has(pl_errmsg(), "chk-nd");
@@ -1068,7 +1067,7 @@ Test(replay, check_mode_on_an_unfinished_run_is_echeck)
     pl_run_options ro = PL_RUN_OPTIONS_INIT;
     ro.check = true;
     pl_outcome *o2 = NULL;
-    int st = pl_run_continue(e, "chk-open", &ro, &o2);
+    int st = pl_run_continue(&o2, e, "chk-open", &ro);
     cr_expect_eq(st, PL_ECHECK, "%s", pl_status_name(st));
     cr_expect_null(o2);
     expect_has(pl_errmsg(), "chk-open");
@@ -1131,14 +1130,14 @@ Test(replay, recorded_helpers_return_the_same_values)
     const char *names[] = {"now", "random", "uuid", "fetch"};
     for (size_t i = 0; i < 4; i++) {
         const pl_step *s = pl_steps_at(l, i);
-        cr_expect_eq(pl_step_get_type(s), PL_STEP_SIDE_EFFECT);
+        cr_expect_eq(pl_step_type_of(s), PL_STEP_SIDE_EFFECT);
         cr_expect_str_eq(pl_step_actor(s), "helpers");
         const cJSON *n =
             cJSON_GetObjectItemCaseSensitive(pl_step_payload(s), "name");
         cr_expect(cJSON_IsString(n) && strcmp(n->valuestring, names[i]) == 0,
                   "side effect %zu is named %s", i, names[i]);
     }
-    cr_expect_eq(pl_step_get_type(pl_steps_at(l, 4)), PL_STEP_ACTION_RESULT);
+    cr_expect_eq(pl_step_type_of(pl_steps_at(l, 4)), PL_STEP_ACTION_RESULT);
     pl_steps_free(l);
     pl_outcome_free(o1);
     pl_outcome_free(o2);
@@ -1240,7 +1239,7 @@ Test(replay, sub_policy_ledger_is_empty_or_seeded)
         cJSON_GetObjectItemCaseSensitive(pl_step_payload(pl_steps_at(l, 1)),
                                          "text");
     cr_expect(cJSON_IsString(t) && strcmp(t->valuestring, "hello") == 0);
-    cr_expect_eq(pl_step_get_type(pl_steps_at(l, 2)), PL_STEP_ACTION_RESULT);
+    cr_expect_eq(pl_step_type_of(pl_steps_at(l, 2)), PL_STEP_ACTION_RESULT);
     pl_steps_free(l);
     l = ledger(e, "seed-1", "0.0");
     cr_expect_eq(pl_steps_count(l), 1, "only the unseeded callee's result");
@@ -1258,11 +1257,11 @@ Test(replay, root_seed_opens_the_root_ledger)
     pl_steps *seed = NULL;
     cr_assert_eq(pl_steps_new(&seed), PL_OK);
     cr_assert_eq(pl_steps_add_text(seed, "user", "hello"), PL_OK);
-    pl_action a = {"peek", NULL, NULL, 0, seed};
+    pl_action a = {PL_ACTION_VERSION, "peek", pl_json_empty(), NULL, 0, seed};
     pl_run_options ro = PL_RUN_OPTIONS_INIT;
     ro.run_id = "seed-root";
     pl_outcome *o1 = NULL;
-    cr_assert_eq(pl_run_start(e, &a, &ro, &o1), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(pl_run_start(&o1, e, &a, &ro), PL_OK, "%s", pl_errmsg());
     pl_steps_free(seed); /* borrowed: the run keeps its own copy */
     cr_assert_eq(o1->status, PL_RUN_COMPLETED, "%s", o1->reason);
     char *r1 = result_text(o1);
@@ -1298,11 +1297,11 @@ Test(replay, values_at_the_depth_limit_read_back_inside_every_record)
     cr_assert_eq(pl_steps_new(&seed), PL_OK);
     cr_assert_eq(pl_steps_add(seed, PL_STEP_TEXT, "user", v), PL_OK,
                  "%s", pl_errmsg());
-    pl_action a = {"deep", NULL, NULL, 0, seed};
+    pl_action a = {PL_ACTION_VERSION, "deep", pl_json_empty(), NULL, 0, seed};
     pl_run_options ro = PL_RUN_OPTIONS_INIT;
     ro.run_id = "deep";
     pl_outcome *o = NULL;
-    cr_assert_eq(pl_run_start(e, &a, &ro, &o), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(pl_run_start(&o, e, &a, &ro), PL_OK, "%s", pl_errmsg());
     pl_steps_free(seed);
     cr_assert_eq(o->status, PL_RUN_SUSPENDED, "%s", o->reason ? o->reason : "");
     char *want = t_text(v), *got = t_text(o->prompt);
@@ -1312,7 +1311,7 @@ Test(replay, values_at_the_depth_limit_read_back_inside_every_record)
     pl_outcome_free(o);
 
     o = NULL;
-    cr_assert_eq(pl_run_resume(e, "deep", token, v, &o), PL_OK, "%s",
+    cr_assert_eq(pl_run_resume(&o, e, "deep", token, v), PL_OK, "%s",
                  pl_errmsg());
     free(token);
     cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason ? o->reason : "");
@@ -1348,7 +1347,7 @@ Test(replay, seed_is_compared_on_replay)
     pl_outcome *o1 = t_start(e, "seeded_wait", NULL, "seed-ok");
     cr_assert_eq(o1->status, PL_RUN_SUSPENDED, "%s", o1->reason);
     pl_outcome *o2 = NULL;
-    cr_assert_eq(pl_run_resume(e, "seed-ok", o1->resume_token, answer, &o2),
+    cr_assert_eq(pl_run_resume(&o2, e, "seed-ok", o1->resume_token, answer),
                  PL_OK, "%s", pl_errmsg());
     cr_assert_eq(o2->status, PL_RUN_COMPLETED, "%s", o2->reason);
     char *r = result_text(o2);
@@ -1361,7 +1360,7 @@ Test(replay, seed_is_compared_on_replay)
     cr_assert_eq(o3->status, PL_RUN_SUSPENDED);
     g_seed_text = "goodbye";
     pl_outcome *o4 = NULL;
-    cr_assert_eq(pl_run_resume(e, "seed-nd", o3->resume_token, answer, &o4),
+    cr_assert_eq(pl_run_resume(&o4, e, "seed-nd", o3->resume_token, answer),
                  PL_OK, "%s", pl_errmsg());
     cr_assert_eq(o4->status, PL_RUN_FAILED);
     cr_expect_eq(o4->error, PL_ENONDET);
@@ -1375,8 +1374,7 @@ Test(replay, seed_is_compared_on_replay)
     g_seed_text = "hello";
     pl_outcome *o5 = t_start(e, "seeded_wait", NULL, "seed-served");
     pl_outcome *o6 = NULL;
-    cr_assert_eq(pl_run_resume(e, "seed-served", o5->resume_token, answer,
-                               &o6), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(pl_run_resume(&o6, e, "seed-served", o5->resume_token, answer), PL_OK, "%s", pl_errmsg());
     cr_assert_eq(o6->status, PL_RUN_COMPLETED, "%s", o6->reason);
     g_seed_text = "goodbye";
     char *reason = diverge(e, "seed-served");
@@ -1483,7 +1481,7 @@ Test(replay, failure_reason_is_clean_and_not_stale)
     pl_engine *e = open_engine(t_store_path(), reg);
     /* an unrelated earlier failure on this thread */
     pl_run_info *info = NULL;
-    cr_assert_eq(pl_run_get(e, "unrelated-ghost", &info), PL_ENOTFOUND);
+    cr_assert_eq(pl_run_get(&info, e, "unrelated-ghost"), PL_ENOTFOUND);
     expect_has(pl_errmsg(), "unrelated-ghost");
 
     /* "fail" returns PL_EPOLICY without any message of its own: the
@@ -1536,7 +1534,7 @@ Test(replay, unregistered_callee_gives_a_notfound_result)
     pl_steps *l = ledger(e, "nf-1", "0");
     cr_assert_geq(pl_steps_count(l), 2);
     const pl_step *res = pl_steps_at(l, 1);
-    cr_expect_eq(pl_step_get_type(res), PL_STEP_ACTION_RESULT);
+    cr_expect_eq(pl_step_type_of(res), PL_STEP_ACTION_RESULT);
     cr_expect(pl_step_is_error(res));
     expect_str(pl_step_error_code(res), PL_ERR_NOT_FOUND);
     cr_expect_str_eq(pl_step_actor(res), "nosuch");

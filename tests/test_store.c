@@ -46,8 +46,8 @@ static int nest(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
         cJSON *p = cJSON_CreateObject();
         cJSON_AddNumberToObject(p, "depth", depth - 1);
         cJSON_AddNumberToObject(p, "fanout", fanout);
-        pl_action call = {"nest", p, NULL, 0, NULL};
-        int st = pl_ctx_call(ctx, &call, NULL, 0, NULL);
+        pl_action call = {PL_ACTION_VERSION, "nest", p, NULL, 0, NULL};
+        int st = pl_ctx_call(NULL, ctx, &call, NULL, 0);
         cJSON_Delete(p);
         if (st)
             return st;
@@ -80,8 +80,8 @@ static int bulk(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
         cJSON *p = cJSON_CreateObject();
         cJSON_AddNumberToObject(p, "i", i);
         cJSON_AddStringToObject(p, "blob", blob);
-        pl_action call = {"echo", p, NULL, 0, NULL};
-        int st = pl_ctx_call(ctx, &call, NULL, 0, NULL);
+        pl_action call = {PL_ACTION_VERSION, "echo", p, NULL, 0, NULL};
+        int st = pl_ctx_call(NULL, ctx, &call, NULL, 0);
         cJSON_Delete(p);
         if (st) {
             free(blob);
@@ -103,7 +103,7 @@ static int self_get(pl_ctx *ctx, const pl_action *a, pl_steps *out,
     (void)a;
     (void)user;
     pl_run_info *info = NULL;
-    int st = pl_run_get(pl_ctx_engine(ctx), pl_ctx_run_id(ctx), &info);
+    int st = pl_run_get(&info, pl_ctx_engine(ctx), pl_ctx_run_id(ctx));
     if (st)
         return st;
     cJSON *r = cJSON_CreateObject();
@@ -126,8 +126,8 @@ static int two_then_fail(pl_ctx *ctx, const pl_action *a, pl_steps *out,
     (void)user;
     for (int i = 0; i < 2; i++) {
         cJSON *p = t_json("{\"a\": 1, \"b\": 2}");
-        pl_action call = {"add", p, NULL, 0, NULL};
-        int st = pl_ctx_call(ctx, &call, NULL, 0, NULL);
+        pl_action call = {PL_ACTION_VERSION, "add", p, NULL, 0, NULL};
+        int st = pl_ctx_call(NULL, ctx, &call, NULL, 0);
         cJSON_Delete(p);
         if (st)
             return st;
@@ -176,9 +176,9 @@ static int ask(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     cJSON_ArrayForEach(call, cJSON_GetObjectItemCaseSensitive(a->payload,
                                                               "calls"))
     {
-        pl_action c = {cJSON_GetArrayItem(call, 0)->valuestring,
+        pl_action c = {PL_ACTION_VERSION, cJSON_GetArrayItem(call, 0)->valuestring,
                        cJSON_GetArrayItem(call, 1), NULL, 0, NULL};
-        int st = pl_ctx_call(ctx, &c, NULL, 0, NULL);
+        int st = pl_ctx_call(NULL, ctx, &c, NULL, 0);
         if (st)
             return st;
     }
@@ -318,7 +318,7 @@ static int collect(const pl_step *s, void *user)
     cr_assert_not_null(colon, "step id '%s' has no ':'", id);
     char path[64];
     snprintf(path, sizeof path, "%.*s", (int)(colon - id), id);
-    want_add(&sn->got, path, pl_step_seq(s), pl_step_get_type(s));
+    want_add(&sn->got, path, pl_step_seq(s), pl_step_type_of(s));
     cr_assert_str_eq(sn->got.v[sn->got.n - 1].id, id, "id is path:seq");
     if (sn->stop_at && sn->got.n == sn->stop_at)
         return sn->stop_with;
@@ -364,7 +364,7 @@ static void expect_ledgers(pl_engine *e, const char *id, const wants *w,
         if (!first)
             continue;
         pl_steps *l = NULL;
-        int st = pl_run_ledger(e, id, path, &l);
+        int st = pl_run_ledger(&l, e, id, path);
         cr_assert_eq(st, PL_OK, "ledger %s: %s", path, pl_errmsg());
         size_t k = 0;
         for (size_t j = i; j < w->n; j++) {
@@ -375,7 +375,7 @@ static void expect_ledgers(pl_engine *e, const char *id, const wants *w,
                                w->v[j].id);
             cr_assert_str_eq(pl_step_id(s), w->v[j].id);
             cr_assert_eq(pl_step_seq(s), w->v[j].seq);
-            cr_assert_eq(pl_step_get_type(s), w->v[j].type, "%s",
+            cr_assert_eq(pl_step_type_of(s), w->v[j].type, "%s",
                          w->v[j].id);
             if (actor)
                 cr_assert_str_eq(pl_step_actor(s), actor, "%s", w->v[j].id);
@@ -514,7 +514,7 @@ Test(store, ledgers_of_nested_invocations_in_order)
 
     /* a closer look at a few steps */
     pl_steps *l = NULL;
-    cr_assert_eq(pl_run_ledger(e, "nested", "0.2", &l), PL_OK);
+    cr_assert_eq(pl_run_ledger(&l, e, "nested", "0.2"), PL_OK);
     const pl_step *call = pl_steps_at(l, 2);
     cr_assert_str_eq(pl_step_id(call), "0.2:2");
     cr_assert_str_eq(pl_step_code(call), "nest-v1",
@@ -530,21 +530,21 @@ Test(store, ledgers_of_nested_invocations_in_order)
                          ->valuestring,
                      "depth 2");
     uint8_t h[PL_HASH_LEN];
-    cr_assert_eq(pl_step_prev_hash(text, h), PL_OK);
+    cr_assert_eq(pl_step_prev_hash(h, text), PL_OK);
     pl_steps_free(l);
 
     /* the root's last step is its result */
-    cr_assert_eq(pl_run_ledger(e, "nested", "0", &l), PL_OK);
+    cr_assert_eq(pl_run_ledger(&l, e, "nested", "0"), PL_OK);
     cr_assert_eq(pl_steps_count(l), 8);
     const cJSON *res = pl_step_payload(pl_steps_at(l, 7));
     cr_assert_eq(cJSON_GetObjectItemCaseSensitive(res, "depth")->valueint, 3);
     pl_steps_free(l);
 
     /* an invocation that does not exist has an empty ledger */
-    cr_assert_eq(pl_run_ledger(e, "nested", "0.1", &l), PL_OK);
+    cr_assert_eq(pl_run_ledger(&l, e, "nested", "0.1"), PL_OK);
     cr_assert_eq(pl_steps_count(l), 0);
     pl_steps_free(l);
-    cr_assert_eq(pl_run_ledger(e, "nested", "0.0.0.0.0", &l), PL_OK);
+    cr_assert_eq(pl_run_ledger(&l, e, "nested", "0.0.0.0.0"), PL_OK);
     cr_assert_eq(pl_steps_count(l), 0);
     pl_steps_free(l);
 
@@ -553,15 +553,15 @@ Test(store, ledgers_of_nested_invocations_in_order)
                                       "0.1.", "x", "0.-1", "0.4294967295"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         l = (pl_steps *)&w;
-        cr_assert_eq(pl_run_ledger(e, "nested", bad[i], &l), PL_EINVAL,
+        cr_assert_eq(pl_run_ledger(&l, e, "nested", bad[i]), PL_EINVAL,
                      "path '%s'", bad[i]);
         cr_assert_null(l);
     }
-    cr_assert_eq(pl_run_ledger(e, "nested", NULL, &l), PL_EINVAL);
-    cr_assert_eq(pl_run_ledger(e, "no-such-run", "0", &l), PL_ENOTFOUND);
+    cr_assert_eq(pl_run_ledger(&l, e, "nested", NULL), PL_EINVAL);
+    cr_assert_eq(pl_run_ledger(&l, e, "no-such-run", "0"), PL_ENOTFOUND);
     cr_assert_null(l);
-    cr_assert_eq(pl_run_ledger(e, "bad id!", "0", &l), PL_EINVAL);
-    cr_assert_eq(pl_run_ledger(e, "nested", "0", NULL), PL_EINVAL);
+    cr_assert_eq(pl_run_ledger(&l, e, "bad id!", "0"), PL_EINVAL);
+    cr_assert_eq(pl_run_ledger(NULL, e, "nested", "0"), PL_EINVAL);
 
     free(w.v);
     pl_engine_close(e);
@@ -582,7 +582,7 @@ Test(store, long_ledgers_read_in_order_across_pages)
     expect_walk(e, "long", &w);
 
     pl_steps *l;
-    cr_assert_eq(pl_run_ledger(e, "long", "0", &l), PL_OK);
+    cr_assert_eq(pl_run_ledger(&l, e, "long", "0"), PL_OK);
     for (size_t i = 0; i < pl_steps_count(l); i++) {
         const pl_step *s = pl_steps_at(l, i);
         const char *want_actor = i % 2 && i < 400 ? "add" : "chain";
@@ -735,7 +735,7 @@ Test(store, run_get_reports_the_record)
     start_ok(e, "chain", "{\"n\": 5}", "r1");
 
     pl_run_info *info = NULL;
-    cr_assert_eq(pl_run_get(e, "r1", &info), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(pl_run_get(&info, e, "r1"), PL_OK, "%s", pl_errmsg());
     cr_assert_str_eq(info->id, "r1");
     cr_assert_str_eq(info->policy, "chain");
     cJSON *want = t_json("{\"n\": 5}");
@@ -761,13 +761,13 @@ Test(store, run_get_reports_the_record)
 
     /* continuing a completed run replays it: no more steps */
     pl_outcome *o = NULL;
-    cr_assert_eq(pl_run_continue(e, "r1", NULL, &o), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(pl_run_continue(&o, e, "r1", NULL), PL_OK, "%s", pl_errmsg());
     cr_assert_eq(o->status, PL_RUN_COMPLETED);
     cr_assert_eq(o->calls_served, 5);
     cr_assert_eq(o->calls_executed, 0);
     cr_assert_eq(o->steps_appended, 0);
     pl_outcome_free(o);
-    cr_assert_eq(pl_run_get(e, "r1", &info), PL_OK);
+    cr_assert_eq(pl_run_get(&info, e, "r1"), PL_OK);
     cr_assert_eq(info->status, PL_RUN_COMPLETED);
     cr_assert_eq(info->steps, 16);
     cr_assert_eq(info->steps, walk_count(e, "r1"));
@@ -777,7 +777,7 @@ Test(store, run_get_reports_the_record)
     /* a failed run records why; retrying it is another attempt */
     o = t_start(e, "fail", NULL, "r2");
     pl_outcome_free(o);
-    cr_assert_eq(pl_run_get(e, "r2", &info), PL_OK);
+    cr_assert_eq(pl_run_get(&info, e, "r2"), PL_OK);
     cr_assert_eq(info->status, PL_RUN_FAILED);
     cr_assert_eq(info->error, PL_EPOLICY);
     cr_assert_not_null(info->reason);
@@ -785,10 +785,10 @@ Test(store, run_get_reports_the_record)
     cr_assert_eq(info->steps, walk_count(e, "r2"));
     cr_assert_eq(info->attempts, 1);
     pl_run_info_free(info);
-    cr_assert_eq(pl_run_continue(e, "r2", NULL, &o), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(pl_run_continue(&o, e, "r2", NULL), PL_OK, "%s", pl_errmsg());
     cr_assert_eq(o->status, PL_RUN_FAILED);
     pl_outcome_free(o);
-    cr_assert_eq(pl_run_get(e, "r2", &info), PL_OK);
+    cr_assert_eq(pl_run_get(&info, e, "r2"), PL_OK);
     cr_assert_eq(info->attempts, 2);
     cr_assert_eq(info->owner_pid, (int64_t)getpid());
     cr_assert_not(info->owner_alive);
@@ -807,29 +807,29 @@ Test(store, run_get_reports_the_record)
                      ->valuedouble,
                  (double)getpid());
     pl_outcome_free(o);
-    cr_assert_eq(pl_run_get(e, "r3", &info), PL_OK);
+    cr_assert_eq(pl_run_get(&info, e, "r3"), PL_OK);
     cr_assert_not(info->owner_alive);
     pl_run_info_free(info);
 
     info = (pl_run_info *)&info;
-    cr_assert_eq(pl_run_get(e, "nope", &info), PL_ENOTFOUND);
+    cr_assert_eq(pl_run_get(&info, e, "nope"), PL_ENOTFOUND);
     cr_assert_null(info);
     cr_assert(strstr(pl_errmsg(), "nope") != NULL, "%s", pl_errmsg());
-    cr_assert_eq(pl_run_get(e, "bad id", &info), PL_EINVAL);
-    cr_assert_eq(pl_run_get(e, "", &info), PL_EINVAL);
-    cr_assert_eq(pl_run_get(e, "r1", NULL), PL_EINVAL);
-    cr_assert_eq(pl_run_get(NULL, "r1", &info), PL_EINVAL);
+    cr_assert_eq(pl_run_get(&info, e, "bad id"), PL_EINVAL);
+    cr_assert_eq(pl_run_get(&info, e, ""), PL_EINVAL);
+    cr_assert_eq(pl_run_get(NULL, e, "r1"), PL_EINVAL);
+    cr_assert_eq(pl_run_get(&info, NULL, "r1"), PL_EINVAL);
     pl_run_info_free(NULL);
     pl_engine_close(e);
 
     /* the record outlives the engine */
     e = open_with(path, reg, 0, 0);
-    cr_assert_eq(pl_run_get(e, "r1", &info), PL_OK);
+    cr_assert_eq(pl_run_get(&info, e, "r1"), PL_OK);
     cr_assert_eq(info->status, PL_RUN_COMPLETED);
     cr_assert_eq(info->steps, 16);
     cr_assert_not(info->owner_alive);
     pl_run_info_free(info);
-    cr_assert_eq(pl_run_get(e, "r2", &info), PL_OK);
+    cr_assert_eq(pl_run_get(&info, e, "r2"), PL_OK);
     cr_assert_eq(info->attempts, 2);
     pl_run_info_free(info);
     pl_engine_close(e);
@@ -900,10 +900,10 @@ Test(store, hash_chain_links_every_step)
     static const char *const paths[] = {"0", "0.0", "0.2", "0.0.0", "0.2.2"};
     for (size_t i = 0; i < 5; i++) {
         pl_steps *l;
-        cr_assert_eq(pl_run_ledger(e, "chained", paths[i], &l), PL_OK);
+        cr_assert_eq(pl_run_ledger(&l, e, "chained", paths[i]), PL_OK);
         cr_assert_gt(pl_steps_count(l), 0, "ledger %s", paths[i]);
         uint8_t got[PL_HASH_LEN];
-        cr_assert_eq(pl_step_prev_hash(pl_steps_at(l, 0), got), PL_OK);
+        cr_assert_eq(pl_step_prev_hash(got, pl_steps_at(l, 0)), PL_OK);
         cr_assert_eq(memcmp(got, genesis, PL_HASH_LEN), 0, "ledger %s",
                      paths[i]);
         pl_steps_free(l);
@@ -968,7 +968,7 @@ static void bystander_fine(pl_engine *e)
 {
     cr_assert_eq(pl_run_verify(e, "bystander"), PL_OK, "%s", pl_errmsg());
     pl_outcome *o = NULL;
-    cr_assert_eq(pl_run_continue(e, "bystander", NULL, &o), PL_OK);
+    cr_assert_eq(pl_run_continue(&o, e, "bystander", NULL), PL_OK);
     cr_assert_eq(o->status, PL_RUN_COMPLETED);
     pl_outcome_free(o);
 }
@@ -1120,14 +1120,14 @@ Test(store, a_call_result_is_stored_once)
                  {"mirrored", "0.2", "0", 2, 1, 3}};
     for (size_t i = 0; i < PL__ARRAY_LEN(cases); i++) {
         pl_steps *callee = NULL, *root = NULL;
-        cr_assert_eq(pl_run_ledger(e, cases[i].run, cases[i].callee, &callee),
+        cr_assert_eq(pl_run_ledger(&callee, e, cases[i].run, cases[i].callee),
                      PL_OK, "%s", pl_errmsg());
-        cr_assert_eq(pl_run_ledger(e, cases[i].run, cases[i].caller, &root),
+        cr_assert_eq(pl_run_ledger(&root, e, cases[i].run, cases[i].caller),
                      PL_OK, "%s", pl_errmsg());
         cr_assert_eq(pl_steps_count(callee), cases[i].n);
         const pl_step *mine = pl_steps_at(callee, cases[i].at);
         const pl_step *res = pl_steps_at(root, cases[i].result_at);
-        cr_assert_eq(pl_step_get_type(mine), PL_STEP_ACTION_RESULT);
+        cr_assert_eq(pl_step_type_of(mine), PL_STEP_ACTION_RESULT);
         cr_assert_eq(pl_step_seq(mine), cases[i].at);
         cr_assert(cJSON_Compare(pl_step_payload(mine), pl_step_payload(res),
                                 1), "%s", cases[i].run);
@@ -1137,7 +1137,7 @@ Test(store, a_call_result_is_stored_once)
             pl__hasher *h;
             cr_assert_eq(pl__hasher_new(&h), PL_OK);
             cr_assert_eq(pl__genesis_hash(h, cases[i].run, genesis), PL_OK);
-            cr_assert_eq(pl_step_prev_hash(mine, got), PL_OK);
+            cr_assert_eq(pl_step_prev_hash(got, mine), PL_OK);
             cr_assert_eq(memcmp(got, genesis, PL_HASH_LEN), 0);
             pl__hasher_free(h);
         }
@@ -1148,7 +1148,7 @@ Test(store, a_call_result_is_stored_once)
     }
     const cJSON *blob = NULL;
     pl_steps *l = NULL;
-    cr_assert_eq(pl_run_ledger(e, "once", "0.4", &l), PL_OK);
+    cr_assert_eq(pl_run_ledger(&l, e, "once", "0.4"), PL_OK);
     blob = cJSON_GetObjectItemCaseSensitive(pl_step_payload(pl_steps_at(l, 0)),
                                             "blob");
     cr_assert(cJSON_IsString(blob) && strlen(blob->valuestring) == 65536);
@@ -1167,12 +1167,12 @@ Test(store, a_call_result_is_stored_once)
     free(w.v);
     free(sn.got.v);
     pl_run_info *info = NULL;
-    cr_assert_eq(pl_run_get(e, "once", &info), PL_OK);
+    cr_assert_eq(pl_run_get(&info, e, "once"), PL_OK);
     cr_assert_eq(info->steps, 10, "folded steps count");
     pl_run_info_free(info);
 
     pl_outcome *o = NULL;
-    cr_assert_eq(pl_run_continue(e, "once", NULL, &o), PL_OK);
+    cr_assert_eq(pl_run_continue(&o, e, "once", NULL), PL_OK);
     cr_assert_eq(o->status, PL_RUN_COMPLETED);
     cr_assert(o->calls_served == 3 && o->calls_executed == 0);
     pl_outcome_free(o);
@@ -1204,11 +1204,11 @@ Test(store, only_a_callee_ledger_of_its_own_one_step_folds)
                  {"0.4", "say_twice", "twice", 2, true, true}};
     for (size_t i = 0; i < PL__ARRAY_LEN(cases); i++) {
         pl_steps *l = NULL;
-        cr_assert_eq(pl_run_ledger(e, "shapes", cases[i].ledger, &l), PL_OK,
+        cr_assert_eq(pl_run_ledger(&l, e, "shapes", cases[i].ledger), PL_OK,
                      "%s", pl_errmsg());
         cr_assert_eq(pl_steps_count(l), cases[i].n, "%s", cases[i].ledger);
         const pl_step *last = pl_steps_at(l, cases[i].n - 1);
-        cr_assert_eq(pl_step_get_type(last), PL_STEP_TEXT, "%s",
+        cr_assert_eq(pl_step_type_of(last), PL_STEP_TEXT, "%s",
                      cases[i].ledger);
         cr_assert_str_eq(pl_step_actor(last), cases[i].actor);
         const cJSON *t =
@@ -1218,7 +1218,7 @@ Test(store, only_a_callee_ledger_of_its_own_one_step_folds)
         pl_steps_free(l);
     }
     pl_run_info *info = NULL;
-    cr_assert_eq(pl_run_get(e, "shapes", &info), PL_OK);
+    cr_assert_eq(pl_run_get(&info, e, "shapes"), PL_OK);
     cr_assert_eq(info->steps, 6 + 4, "3 calls of 2 root steps (ask "
                  "returns nothing), 4 callee steps");
     pl_run_info_free(info);
@@ -1274,10 +1274,10 @@ static uint64_t nest_crashed_then_raw(const char *path, pl_registry *reg,
             _exit(3);
         pl_outcome *out = NULL;
         cJSON *p = t_json("{\"depth\": 1, \"fanout\": 3}");
-        pl_action a = {"nest", p, NULL, 0, NULL};
+        pl_action a = {PL_ACTION_VERSION, "nest", p, NULL, 0, NULL};
         pl_run_options ro = PL_RUN_OPTIONS_INIT;
         ro.run_id = id;
-        (void)pl_run_start(ce, &a, &ro, &out);
+        (void)pl_run_start(&out, ce, &a, &ro);
         _exit(4);
     }
     int status;
@@ -1344,7 +1344,7 @@ Test(store, a_mirror_without_its_result_is_corrupt)
         cr_assert(strstr(pl_errmsg(), how == 2 ? "root" : "0.2") != NULL,
                   "%s: %s", id, pl_errmsg());
         pl_steps *l = NULL;
-        cr_assert_eq(pl_run_ledger(e, id, ledger, &l), PL_ECORRUPT, "%s",
+        cr_assert_eq(pl_run_ledger(&l, e, id, ledger), PL_ECORRUPT, "%s",
                      id);
         cr_assert_null(l);
         cr_assert(strstr(pl_errmsg(), says) != NULL, "%s: %s", id,
@@ -1358,7 +1358,7 @@ Test(store, a_mirror_without_its_result_is_corrupt)
             /* replay meets the mirror: the callee runs again, or the root
              * compares its result; neither takes nil for a payload */
             pl_outcome *o = NULL;
-            int st = pl_run_continue(e, id, NULL, &o);
+            int st = pl_run_continue(&o, e, id, NULL);
             int err = st ? st : o->error;
             cr_assert(st != PL_OK || o->status == PL_RUN_FAILED, "%s", id);
             cr_assert_eq(err, PL_ECORRUPT, "%s: %s", id, pl_status_name(err));
@@ -1426,7 +1426,7 @@ Test(store, continue_refuses_a_changed_record)
     cr_assert(strstr(pl_errmsg(), "0:2") != NULL, "%s", pl_errmsg());
 
     pl_outcome *o = NULL;
-    int st = pl_run_continue(e, "ignored", NULL, &o);
+    int st = pl_run_continue(&o, e, "ignored", NULL);
     cr_assert(st != PL_OK || o, "PL_OK without an outcome");
     int err = st ? st : o->error;
     const char *why = st ? pl_errmsg() : o->reason ? o->reason : "";
@@ -1462,7 +1462,7 @@ Test(store, continue_fails_clearly_on_an_unreadable_record)
     cr_assert_eq(pl_run_verify(e, "garbled"), PL_ECORRUPT);
     cr_assert(strstr(pl_errmsg(), "0:3") != NULL, "%s", pl_errmsg());
     pl_steps *l = NULL;
-    cr_assert_eq(pl_run_ledger(e, "garbled", "0", &l), PL_ECORRUPT);
+    cr_assert_eq(pl_run_ledger(&l, e, "garbled", "0"), PL_ECORRUPT);
     cr_assert_null(l);
     cr_assert(strstr(pl_errmsg(), "0:3") != NULL, "%s", pl_errmsg());
     seen sn = {0};
@@ -1474,7 +1474,7 @@ Test(store, continue_fails_clearly_on_an_unreadable_record)
     free(sn.got.v);
 
     pl_outcome *o = NULL;
-    int st = pl_run_continue(e, "garbled", NULL, &o);
+    int st = pl_run_continue(&o, e, "garbled", NULL);
     if (st == PL_OK) {
         cr_assert_eq(o->status, PL_RUN_FAILED);
         cr_assert_eq(o->error, PL_ECORRUPT, "%s", pl_status_name(o->error));
@@ -1487,7 +1487,7 @@ Test(store, continue_fails_clearly_on_an_unreadable_record)
     pl_outcome_free(o);
     /* a failure reported as an outcome is on record */
     pl_run_info *info;
-    cr_assert_eq(pl_run_get(e, "garbled", &info), PL_OK);
+    cr_assert_eq(pl_run_get(&info, e, "garbled"), PL_OK);
     if (recorded) {
         cr_assert_eq(info->status, PL_RUN_FAILED);
         cr_assert_eq(info->error, PL_ECORRUPT);
@@ -1517,11 +1517,11 @@ Test(store, verify_detects_deleted_steps)
     cr_assert(strstr(pl_errmsg(), "step 3") != NULL, "names the missing "
               "step: %s", pl_errmsg());
     pl_steps *l = NULL;
-    cr_assert_eq(pl_run_ledger(e, "holes", "0", &l), PL_ECORRUPT,
+    cr_assert_eq(pl_run_ledger(&l, e, "holes", "0"), PL_ECORRUPT,
                  "a ledger with a gap is not read as if whole");
     cr_assert_null(l);
     pl_outcome *o = NULL;
-    int st = pl_run_continue(e, "holes", NULL, &o);
+    int st = pl_run_continue(&o, e, "holes", NULL);
     int err = st ? st : o->error;
     cr_assert(st != PL_OK || o->status == PL_RUN_FAILED);
     cr_assert_eq(err, PL_ECORRUPT, "%s", pl_status_name(err));
@@ -1572,7 +1572,7 @@ Test(store, a_gap_near_the_end_of_a_ledger_is_not_its_end)
     cr_assert_eq(o->status, PL_RUN_FAILED);
     pl_outcome_free(o);
     pl_steps *l = NULL;
-    cr_assert_eq(pl_run_ledger(e, "short", "0", &l), PL_OK, "%s",
+    cr_assert_eq(pl_run_ledger(&l, e, "short", "0"), PL_OK, "%s",
                  pl_errmsg());
     cr_assert_eq(pl_steps_count(l), 4, "two calls, two results");
     pl_steps_free(l);
@@ -1586,7 +1586,7 @@ Test(store, a_gap_near_the_end_of_a_ledger_is_not_its_end)
 
     e = open_with(path, reg, 0, 0);
     l = NULL;
-    cr_assert_eq(pl_run_ledger(e, "short", "0", &l), PL_ECORRUPT,
+    cr_assert_eq(pl_run_ledger(&l, e, "short", "0"), PL_ECORRUPT,
                  "a ledger with a gap is not read as if it ended there");
     cr_assert_null(l);
     pl_engine_close(e);
@@ -1614,12 +1614,12 @@ Test(store, verify_reports_an_unknown_record_version)
     cr_assert(strstr(pl_errmsg(), "0:2") != NULL, "%s", pl_errmsg());
     cr_assert(strstr(pl_errmsg(), "version") != NULL, "%s", pl_errmsg());
     pl_steps *l = NULL;
-    cr_assert_eq(pl_run_ledger(e, "future", "0", &l), PL_EVERSION);
+    cr_assert_eq(pl_run_ledger(&l, e, "future", "0"), PL_EVERSION);
     seen sn = {0};
     cr_assert_eq(pl_run_walk(e, "future", collect, &sn), PL_EVERSION);
     free(sn.got.v);
     pl_outcome *o = NULL;
-    int st = pl_run_continue(e, "future", NULL, &o);
+    int st = pl_run_continue(&o, e, "future", NULL);
     int err = st ? st : o->error;
     cr_assert(st != PL_OK || o->status == PL_RUN_FAILED);
     cr_assert_eq(err, PL_EVERSION, "%s", pl_status_name(err));
@@ -1643,7 +1643,7 @@ static void bulk_intact(pl_engine *e, const char *id, int n, int size)
 {
     cr_assert_eq(pl_run_verify(e, id), PL_OK, "%s: %s", id, pl_errmsg());
     pl_steps *l;
-    cr_assert_eq(pl_run_ledger(e, id, "0", &l), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(pl_run_ledger(&l, e, id, "0"), PL_OK, "%s", pl_errmsg());
     cr_assert_eq(pl_steps_count(l), (size_t)(2 * n + 1));
     for (int i = 0; i < n; i++) {
         const cJSON *p = pl_step_payload(pl_steps_at(l, (size_t)(2 * i + 1)));
@@ -1807,11 +1807,11 @@ Test(store, full_map_that_may_not_grow, .timeout = 300)
     start_ok(e, "bulk", "{\"n\": 2, \"size\": 1000}", "early-bulk");
 
     cJSON *p = t_json("{\"n\": 100, \"size\": 32768}");
-    pl_action a = {"bulk", p, NULL, 0, NULL};
+    pl_action a = {PL_ACTION_VERSION, "bulk", p, NULL, 0, NULL};
     pl_run_options ro = PL_RUN_OPTIONS_INIT;
     ro.run_id = "too-big";
     pl_outcome *o = NULL;
-    int st = pl_run_start(e, &a, &ro, &o);
+    int st = pl_run_start(&o, e, &a, &ro);
     cJSON_Delete(p);
     /* documented: PL_EMAPFULL, no outcome, nothing durable lost */
     cr_assert_eq(st, PL_EMAPFULL, "pl_run_start gave %s: %s",
@@ -1826,7 +1826,7 @@ Test(store, full_map_that_may_not_grow, .timeout = 300)
     /* and so is what the failed run made durable before the map filled */
     cr_assert_eq(pl_run_verify(e, "too-big"), PL_OK, "%s", pl_errmsg());
     pl_steps *l;
-    cr_assert_eq(pl_run_ledger(e, "too-big", "0", &l), PL_OK);
+    cr_assert_eq(pl_run_ledger(&l, e, "too-big", "0"), PL_OK);
     size_t kept = pl_steps_count(l);
     cr_assert_gt(kept, 0, "some calls were durable before the map filled");
     cr_assert_lt(kept, 200);
@@ -1834,15 +1834,15 @@ Test(store, full_map_that_may_not_grow, .timeout = 300)
     int64_t first_time = pl_step_time_us(pl_steps_at(l, 0));
     pl_steps_free(l);
     pl_run_info *info;
-    cr_assert_eq(pl_run_get(e, "too-big", &info), PL_OK);
+    cr_assert_eq(pl_run_get(&info, e, "too-big"), PL_OK);
     cr_assert_neq(info->status, PL_RUN_COMPLETED);
     cr_assert_not(info->owner_alive, "nothing runs it any more");
     pl_run_info_free(info);
     /* more writes still fail cleanly */
     o = NULL;
     cJSON *p2 = t_json("{\"n\": 40, \"size\": 32768}");
-    pl_action a2 = {"bulk", p2, NULL, 0, NULL};
-    st = pl_run_start(e, &a2, NULL, &o);
+    pl_action a2 = {PL_ACTION_VERSION, "bulk", p2, NULL, 0, NULL};
+    st = pl_run_start(&o, e, &a2, NULL);
     cJSON_Delete(p2);
     cr_assert_eq(st, PL_EMAPFULL, "%s", pl_status_name(st));
     cr_assert_null(o);
@@ -1855,14 +1855,14 @@ Test(store, full_map_that_may_not_grow, .timeout = 300)
     bulk_intact(e, "early-bulk", 2, 1000);
     cr_assert_eq(pl_run_verify(e, "too-big"), PL_OK, "%s", pl_errmsg());
     o = NULL;
-    st = pl_run_continue(e, "too-big", NULL, &o);
+    st = pl_run_continue(&o, e, "too-big", NULL);
     cr_assert_eq(st, PL_OK, "%s", pl_errmsg());
     cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason ? o->reason : "");
     cr_assert_eq(o->calls_served, kept / 2);
     cr_assert_eq(o->calls_executed, 100 - kept / 2);
     pl_outcome_free(o);
     bulk_intact(e, "too-big", 100, 32768);
-    cr_assert_eq(pl_run_ledger(e, "too-big", "0", &l), PL_OK);
+    cr_assert_eq(pl_run_ledger(&l, e, "too-big", "0"), PL_OK);
     cr_assert_eq(pl_step_time_us(pl_steps_at(l, 0)), first_time,
                  "the first attempt's steps were kept, not rewritten");
     pl_steps_free(l);
@@ -1885,10 +1885,10 @@ static void *starter_main(void *arg)
 {
     starter *s = arg;
     cJSON *p = cJSON_Parse(s->payload);
-    pl_action a = {s->policy, p, NULL, 0, NULL};
+    pl_action a = {PL_ACTION_VERSION, s->policy, p, NULL, 0, NULL};
     pl_run_options ro = PL_RUN_OPTIONS_INIT;
     ro.run_id = s->id;
-    s->rc = p ? pl_run_start(s->e, &a, &ro, &s->o) : PL_EINVAL;
+    s->rc = p ? pl_run_start(&s->o, s->e, &a, &ro) : PL_EINVAL;
     cJSON_Delete(p);
     return NULL;
 }
@@ -1948,7 +1948,7 @@ Test(store, in_group_mode_a_batch_too_big_for_the_map_fails_alone,
         if (i % 4 == 3)
             continue;
         pl_run_info *info = NULL;
-        cr_assert_eq(pl_run_get(e, st[i].id, &info), PL_OK);
+        cr_assert_eq(pl_run_get(&info, e, st[i].id), PL_OK);
         cr_assert_eq(info->status, PL_RUN_COMPLETED);
         pl_run_info_free(info);
         cr_assert_eq(pl_run_verify(e, st[i].id), PL_OK, "%s", pl_errmsg());
@@ -2282,7 +2282,7 @@ Test(store, damaged_run_records)
                  {"short", PL_ECORRUPT}};
     for (size_t i = 0; i < 4; i++) {
         pl_run_info *ri = (pl_run_info *)&ri;
-        int st = pl_run_get(e, cases[i].id, &ri);
+        int st = pl_run_get(&ri, e, cases[i].id);
         cr_assert_eq(st, cases[i].want, "pl_run_get(%s) gave %s: %s",
                      cases[i].id, pl_status_name(st), pl_errmsg());
         cr_assert_null(ri);
@@ -2290,7 +2290,7 @@ Test(store, damaged_run_records)
                       strstr(pl_errmsg(), "#") != NULL,
                   "the message names the run: %s", pl_errmsg());
         pl_outcome *o = NULL;
-        st = pl_run_continue(e, cases[i].id, NULL, &o);
+        st = pl_run_continue(&o, e, cases[i].id, NULL);
         cr_assert_eq(st, cases[i].want, "pl_run_continue(%s) gave %s: %s",
                      cases[i].id, pl_status_name(st), pl_errmsg());
         cr_assert_null(o);
@@ -2298,7 +2298,7 @@ Test(store, damaged_run_records)
     /* the good run is untouched */
     cr_assert_eq(pl_run_verify(e, "fine"), PL_OK, "%s", pl_errmsg());
     pl_run_info *ri;
-    cr_assert_eq(pl_run_get(e, "fine", &ri), PL_OK);
+    cr_assert_eq(pl_run_get(&ri, e, "fine"), PL_OK);
     cr_assert_eq(ri->status, PL_RUN_COMPLETED);
     pl_run_info_free(ri);
     /* a listing that meets a damaged record stops with its error */
@@ -2372,11 +2372,11 @@ static void twin_run(pl_engine *e, void *user)
 {
     twin *t = user;
     cJSON *p = cJSON_Parse(t->payload);
-    pl_action a = {"bulk", p, NULL, 0, NULL};
+    pl_action a = {PL_ACTION_VERSION, "bulk", p, NULL, 0, NULL};
     pl_run_options ro = PL_RUN_OPTIONS_INIT;
     ro.run_id = t->id;
     pl_outcome *o = NULL;
-    t->st = pl_run_start(e, &a, &ro, &o);
+    t->st = pl_run_start(&o, e, &a, &ro);
     if (!t->st && o->status != PL_RUN_COMPLETED)
         t->st = PL_EPOLICY;
     pl_outcome_free(o);
@@ -2454,18 +2454,18 @@ static void expect_whole_journaled_run(const char *path,
 {
     pl_engine *e = t_engine(path, reg, PL_DURABILITY_SYNC);
     pl_run_info *info = NULL;
-    cr_assert_eq(pl_run_get(e, run_id, &info), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(pl_run_get(&info, e, run_id), PL_OK, "%s", pl_errmsg());
     cr_expect_eq(info->status, PL_RUN_COMPLETED);
     cr_expect_eq(info->steps, 61, "20 calls of 3 steps and the result");
     pl_run_info_free(info);
     cr_assert_eq(pl_run_verify(e, run_id), PL_OK, "%s", pl_errmsg());
     pl_steps *root = NULL;
-    cr_assert_eq(pl_run_ledger(e, run_id, "0", &root), PL_OK);
+    cr_assert_eq(pl_run_ledger(&root, e, run_id, "0"), PL_OK);
     cr_expect_eq(pl_steps_count(root), 41);
     pl_steps_free(root);
     int echoes = t_calls.echo;
     pl_outcome *o = NULL;
-    cr_assert_eq(pl_run_continue(e, run_id, NULL, &o), PL_OK, "%s",
+    cr_assert_eq(pl_run_continue(&o, e, run_id, NULL), PL_OK, "%s",
                  pl_errmsg());
     cr_expect_eq(o->status, PL_RUN_COMPLETED);
     cr_expect_eq(o->calls_served, 20);
@@ -2567,7 +2567,7 @@ static void journal_refused(const char *path, const pl_registry *reg,
 {
     pl_engine *e = t_engine(path, reg, PL_DURABILITY_SYNC);
     pl_run_info *info = NULL;
-    int st = pl_run_get(e, id, &info);
+    int st = pl_run_get(&info, e, id);
     cr_assert_eq(st, want, "%s: %s", pl_status_name(st), pl_errmsg());
     cr_assert(!says || strstr(pl_errmsg(), says), "%s", pl_errmsg());
     cr_assert_null(info);
@@ -2644,7 +2644,7 @@ Test(store, a_full_journal_is_moved_during_the_run)
     e = t_engine(path, reg, PL_DURABILITY_GROUP);
     cr_assert_eq(pl_run_verify(e, "big"), PL_OK, "%s", pl_errmsg());
     pl_run_info *info = NULL;
-    cr_assert_eq(pl_run_get(e, "big", &info), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(pl_run_get(&info, e, "big"), PL_OK, "%s", pl_errmsg());
     cr_expect_eq(info->steps, 181);
     pl_run_info_free(info);
     pl_engine_close(e);

@@ -27,7 +27,7 @@ static pl_engine *open_engine(const pl_registry *reg)
 static pl_run_info *get_info(pl_engine *e, const char *id)
 {
     pl_run_info *info = NULL;
-    int st = pl_run_get(e, id, &info);
+    int st = pl_run_get(&info, e, id);
     cr_assert_eq(st, PL_OK, "pl_run_get(%s): %s", id, pl_errmsg());
     return info;
 }
@@ -43,9 +43,9 @@ static pl_run_status status_of(pl_engine *e, const char *id)
 static pl_outcome *resume_ok(pl_engine *e, const char *id, const char *token,
                              const char *answer_json)
 {
-    cJSON *ans = answer_json ? t_json(answer_json) : NULL;
+    cJSON *ans = t_json(answer_json ? answer_json : "{}");
     pl_outcome *o = NULL;
-    int st = pl_run_resume(e, id, token, ans, &o);
+    int st = pl_run_resume(&o, e, id, token, ans);
     cJSON_Delete(ans);
     cr_assert_eq(st, PL_OK, "pl_run_resume(%s): %s: %s", id,
                  pl_status_name(st), pl_errmsg());
@@ -56,9 +56,9 @@ static pl_outcome *resume_ok(pl_engine *e, const char *id, const char *token,
 static int resume_status(pl_engine *e, const char *id, const char *token,
                          const char *answer_json)
 {
-    cJSON *ans = answer_json ? t_json(answer_json) : NULL;
+    cJSON *ans = t_json(answer_json ? answer_json : "{}");
     pl_outcome *o = NULL;
-    int st = pl_run_resume(e, id, token, ans, &o);
+    int st = pl_run_resume(&o, e, id, token, ans);
     cJSON_Delete(ans);
     cr_expect_null(o, "a refused resume gives no outcome");
     pl_outcome_free(o);
@@ -84,9 +84,9 @@ static void expect_has(const char *hay, const char *needle)
 static int call_json(pl_ctx *ctx, const char *policy, const char *json,
                      pl_step **res)
 {
-    cJSON *p = json ? cJSON_Parse(json) : NULL;
-    pl_action a = {policy, p, NULL, 0, NULL};
-    int st = pl_ctx_call(ctx, &a, NULL, 0, res);
+    cJSON *p = cJSON_Parse(json ? json : "{}");
+    pl_action a = {PL_ACTION_VERSION, policy, p, NULL, 0, NULL};
+    int st = pl_ctx_call(res, ctx, &a, NULL, 0);
     cJSON_Delete(p);
     return st;
 }
@@ -105,7 +105,7 @@ static int human(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     (void)user;
     g_human_runs++;
     cJSON *ans = NULL;
-    int st = pl_ctx_suspend(ctx, a->payload, &ans);
+    int st = pl_ctx_suspend(&ans, ctx, a->payload);
     if (st)
         return st;
     char *txt = cJSON_PrintUnformatted(ans);
@@ -245,7 +245,7 @@ Test(suspend, continue_of_a_suspended_run_is_estate)
     pl_engine *e = open_engine(reg);
     pl_outcome *o = start_approve(e, "s-cont");
     pl_outcome *o2 = NULL;
-    int st = pl_run_continue(e, "s-cont", NULL, &o2);
+    int st = pl_run_continue(&o2, e, "s-cont", NULL);
     cr_expect_eq(st, PL_ESTATE, "%s", pl_status_name(st));
     cr_expect_null(o2);
     expect_has(pl_errmsg(), "s-cont");
@@ -327,7 +327,7 @@ Test(suspend, resume_completes_without_re_executing_earlier_tools)
 
     /* replaying the completed run executes nothing at all */
     pl_outcome *o3 = NULL;
-    cr_assert_eq(pl_run_continue(e, "s-res", NULL, &o3), PL_OK, "%s",
+    cr_assert_eq(pl_run_continue(&o3, e, "s-res", NULL), PL_OK, "%s",
                  pl_errmsg());
     cr_expect_eq(o3->status, PL_RUN_COMPLETED);
     cr_expect_eq(o3->calls_served, 3);
@@ -354,7 +354,7 @@ Test(suspend, resuming_a_run_that_is_not_suspended_is_estate)
     pl_outcome *o2 = resume_ok(e, "s-done", token, "{\"approved\": false}");
     cr_assert_eq(o2->status, PL_RUN_COMPLETED);
     pl_steps *before = NULL;
-    cr_assert_eq(pl_run_ledger(e, "s-done", "0.2", &before), PL_OK);
+    cr_assert_eq(pl_run_ledger(&before, e, "s-done", "0.2"), PL_OK);
 
     /* the same token again: the run is completed now */
     int st = resume_status(e, "s-done", token, "{\"approved\": true}");
@@ -367,7 +367,7 @@ Test(suspend, resuming_a_run_that_is_not_suspended_is_estate)
     cr_expect_eq(status_of(e, "s-done"), PL_RUN_COMPLETED);
     cr_expect_eq(g_nanswers, 1, "the second answer was never delivered");
     pl_steps *after = NULL;
-    cr_assert_eq(pl_run_ledger(e, "s-done", "0.2", &after), PL_OK);
+    cr_assert_eq(pl_run_ledger(&after, e, "s-done", "0.2"), PL_OK);
     cr_expect_eq(pl_steps_count(after), pl_steps_count(before));
 
     /* a completed run that never suspended */
@@ -437,7 +437,7 @@ Test(suspend, non_object_answer_is_ejson)
         cJSON *ans = cJSON_Parse(bad[i]);
         cr_assert_not_null(ans, "%s", bad[i]);
         pl_outcome *out = NULL;
-        int st = pl_run_resume(e, "s-json", o->resume_token, ans, &out);
+        int st = pl_run_resume(&out, e, "s-json", o->resume_token, ans);
         cJSON_Delete(ans);
         cr_expect_eq(st, PL_EJSON, "answer %s: %s", bad[i],
                      pl_status_name(st));
@@ -461,8 +461,8 @@ static void expect_step(const pl_steps *l, size_t i, pl_step_type type,
 {
     const pl_step *s = pl_steps_at(l, i);
     cr_assert_not_null(s, "step %zu missing", i);
-    cr_expect_eq(pl_step_get_type(s), type, "step %s: type %s, want %s",
-                 id, pl_step_type_name(pl_step_get_type(s)),
+    cr_expect_eq(pl_step_type_of(s), type, "step %s: type %s, want %s",
+                 id, pl_step_type_name(pl_step_type_of(s)),
                  pl_step_type_name(type));
     cr_expect_str_eq(pl_step_actor(s), actor, "step %s", id);
     cr_expect_str_eq(pl_step_id(s), id);
@@ -476,14 +476,14 @@ Test(suspend, ledger_holds_suspend_then_resume_in_the_suspended_invocation)
 
     /* while suspended: the suspend step ends the suspended invocation */
     pl_steps *l = NULL;
-    cr_assert_eq(pl_run_ledger(e, "s-led", "0.2", &l), PL_OK);
+    cr_assert_eq(pl_run_ledger(&l, e, "s-led", "0.2"), PL_OK);
     cr_assert_eq(pl_steps_count(l), 1);
     expect_step(l, 0, PL_STEP_SUSPEND, "human", "0.2:0");
     const cJSON *p = pl_step_payload(pl_steps_at(l, 0));
     expect_json(cJSON_GetObjectItemCaseSensitive(p, "prompt"),
                 "{\"question\": \"ship order 1?\"}");
     pl_steps_free(l);
-    cr_assert_eq(pl_run_ledger(e, "s-led", "0", &l), PL_OK);
+    cr_assert_eq(pl_run_ledger(&l, e, "s-led", "0"), PL_OK);
     cr_expect_eq(pl_steps_count(l), 3, "echo call, echo result, human call");
     expect_step(l, 2, PL_STEP_ACTION_CALL, "approve", "0:2");
     pl_steps_free(l);
@@ -493,7 +493,7 @@ Test(suspend, ledger_holds_suspend_then_resume_in_the_suspended_invocation)
     cr_assert_eq(o2->status, PL_RUN_COMPLETED, "%s", o2->reason);
 
     /* the answer follows the suspend step, then the human's result */
-    cr_assert_eq(pl_run_ledger(e, "s-led", "0.2", &l), PL_OK);
+    cr_assert_eq(pl_run_ledger(&l, e, "s-led", "0.2"), PL_OK);
     cr_assert_eq(pl_steps_count(l), 3);
     expect_step(l, 0, PL_STEP_SUSPEND, "human", "0.2:0");
     expect_step(l, 1, PL_STEP_RESUME, "human", "0.2:1");
@@ -503,7 +503,7 @@ Test(suspend, ledger_holds_suspend_then_resume_in_the_suspended_invocation)
                 "{\"approved\": true}");
     pl_steps_free(l);
 
-    cr_assert_eq(pl_run_ledger(e, "s-led", "0", &l), PL_OK);
+    cr_assert_eq(pl_run_ledger(&l, e, "s-led", "0"), PL_OK);
     cr_assert_eq(pl_steps_count(l), 7);
     expect_step(l, 0, PL_STEP_ACTION_CALL, "approve", "0:0");
     expect_step(l, 1, PL_STEP_ACTION_RESULT, "echo", "0:1");
@@ -533,7 +533,7 @@ Test(suspend, check_mode_on_a_suspended_run_is_echeck)
     pl_run_options ro = PL_RUN_OPTIONS_INIT;
     ro.check = true;
     pl_outcome *o2 = NULL;
-    int st = pl_run_continue(e, "s-chk", &ro, &o2);
+    int st = pl_run_continue(&o2, e, "s-chk", &ro);
     cr_expect_eq(st, PL_ECHECK, "%s", pl_status_name(st));
     cr_expect_null(o2);
     expect_has(pl_errmsg(), "s-chk");
@@ -587,7 +587,7 @@ Test(suspend, the_root_itself_may_suspend)
     cr_assert_eq(o2->status, PL_RUN_COMPLETED, "%s", o2->reason);
     expect_json(t_result(o2), "{\"answer\": {\"a\": 1}}");
     pl_steps *l = NULL;
-    cr_assert_eq(pl_run_ledger(e, "s-root", "0", &l), PL_OK);
+    cr_assert_eq(pl_run_ledger(&l, e, "s-root", "0"), PL_OK);
     cr_assert_eq(pl_steps_count(l), 3);
     expect_step(l, 0, PL_STEP_SUSPEND, "human", "0:0");
     expect_step(l, 1, PL_STEP_RESUME, "human", "0:1");
@@ -608,9 +608,9 @@ static int ship(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     (void)user;
     cJSON *q = cJSON_CreateObject();
     cJSON_AddStringToObject(q, "question", "ship order 42?");
-    pl_action ask = {"approve", q, NULL, 0, NULL};
+    pl_action ask = {PL_ACTION_VERSION, "approve", q, NULL, 0, NULL};
     pl_step *answer = NULL;
-    int st = pl_ctx_call(ctx, &ask, NULL, 0, &answer);
+    int st = pl_ctx_call(&answer, ctx, &ask, NULL, 0);
     cJSON_Delete(q);
     if (st)
         return st;
@@ -622,8 +622,8 @@ static int ship(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
 Test(suspend, the_human_policy_asks_and_returns_the_answer)
 {
     pl_registry *reg = t_registry();
-    cr_assert_eq(pl_register_human(reg, "approve"), PL_OK, "%s", pl_errmsg());
-    cr_assert_eq(pl_register_human(reg, "approve"), PL_EEXIST);
+    cr_assert_eq(pl_registry_add_human(reg, "approve"), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(pl_registry_add_human(reg, "approve"), PL_EEXIST);
     pl_policy_def d = PL_POLICY_DEF_INIT;
     d.name = "ship";
     d.fn = ship;
@@ -639,7 +639,7 @@ Test(suspend, the_human_policy_asks_and_returns_the_answer)
 
     cJSON *answer = t_json("{\"approved\": true, \"by\": \"alice\"}");
     pl_outcome *o2 = NULL;
-    cr_assert_eq(pl_run_resume(e, "human-1", o1->resume_token, answer, &o2),
+    cr_assert_eq(pl_run_resume(&o2, e, "human-1", o1->resume_token, answer),
                  PL_OK, "%s", pl_errmsg());
     cr_assert_eq(o2->status, PL_RUN_COMPLETED, "%s", o2->reason);
     char *result = t_text(t_result(o2));
@@ -649,7 +649,7 @@ Test(suspend, the_human_policy_asks_and_returns_the_answer)
 
     /* the approval is part of the record: a replay serves it */
     pl_outcome *o3 = NULL;
-    cr_assert_eq(pl_run_continue(e, "human-1", NULL, &o3), PL_OK);
+    cr_assert_eq(pl_run_continue(&o3, e, "human-1", NULL), PL_OK);
     cr_expect_eq(o3->status, PL_RUN_COMPLETED);
     cr_expect_eq(o3->calls_served, 1);
     cJSON_Delete(answer);

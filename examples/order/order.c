@@ -139,8 +139,8 @@ static int ship(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
 static int step(pl_ctx *ctx, const char *policy, cJSON *payload,
                 pl_step **out)
 {
-    pl_action a = {policy, payload, NULL, 0, NULL};
-    int st = pl_ctx_call(ctx, &a, NULL, 0, out);
+    pl_action a = {PL_ACTION_VERSION, policy, payload, NULL, 0, NULL};
+    int st = pl_ctx_call(out, ctx, &a, NULL, 0);
     cJSON_Delete(payload);
     return st;
 }
