@@ -1,7 +1,7 @@
 /*
  * pl-bench -- policyledger against the physical floor.
  *
- *   pl-bench [--quick] [--json] [--dir DIR] [--only w1,w2,w3,w4]
+ *   pl-bench [--quick] [--json] [--dir DIR] [--only w1,w2,w3,w4,w5]
  *
  * Every workload runs in a fresh child process (so peak RSS is its own),
  * next to a raw-LMDB floor measured the same way, on the same disk, in the
@@ -29,6 +29,14 @@
  *                  LMDB file pages mapped) and the replay's own growth in
  *                  anonymous memory, for growing N.
  *                  Floor: a raw LMDB cursor scan of the same records.
+ *   W5 agent turns an agent's loop: a policy under loop(K) + invoke_action
+ *                  that asks for its ledger every turn (pl_ctx_ledger, as an
+ *                  LLM policy does to build its conversation; it reads only
+ *                  the last step, so the figure is the engine's share)
+ *                  and calls the tool
+ *                  until turn K; time per turn at K = 10, 100, 1000, in
+ *                  process mode (no fsync, so reading shows).  Flat is the
+ *                  goal: a turn must not cost more as the ledger grows.
  *
  * W1 and W3 run in each durability mode (sync, group, process).  Every
  * workload and its floor are repeated, interleaved, and the medians shown;
@@ -295,6 +303,53 @@ static int bench_root(pl_ctx *ctx, const pl_action *a, pl_steps *out,
     return st;
 }
 
+/* W5's agent: one turn.  Reads its whole ledger, as a model policy does to
+ * build its conversation, and calls the tool until it has K results. */
+static int bench_agent(pl_ctx *ctx, const pl_action *a, pl_steps *out,
+                       void *user)
+{
+    (void)user;
+    const cJSON *k = cJSON_GetObjectItemCaseSensitive(a->payload, "turns");
+    const pl_steps *l = NULL;
+    int st = pl_ctx_ledger(&l, ctx);
+    if (st)
+        return st;
+    /* each turn adds a call and its result; the last one is read */
+    size_t n = pl_steps_count(l);
+    int results = (int)(n / 2);
+    bool read = !n || pl_step_payload(pl_steps_at(l, n - 1));
+    if (results + 1 >= (cJSON_IsNumber(k) ? k->valueint : 1))
+        return pl_steps_add_text(out, NULL, read ? "done" : "unread");
+    cJSON *p = cJSON_CreateObject();
+    cJSON_AddNumberToObject(p, "i", results);
+    st = pl_steps_add_call(out, "tool", p);
+    cJSON_Delete(p);
+    return st;
+}
+
+/* W5's root: the agent under loop + invoke_action. */
+static int bench_agent_root(pl_ctx *ctx, const pl_action *a, pl_steps *out,
+                            void *user)
+{
+    (void)user;
+    const cJSON *k = cJSON_GetObjectItemCaseSensitive(a->payload, "turns");
+    const char *tools[] = {"tool"};
+    pl_decorator decos[2] = {
+        pl_decorator_loop(cJSON_IsNumber(k) ? (unsigned)k->valueint : 1),
+        pl_decorator_invoke_action()};
+    pl_action call = PL_ACTION_INIT;
+    call.policy = "agent";
+    call.payload = a->payload;
+    call.actions = tools;
+    call.n_actions = 1;
+    pl_step *res = NULL;
+    int st = pl_ctx_call(&res, ctx, &call, decos, 2);
+    if (!st)
+        st = pl_steps_add_result(out, pl_step_payload(res));
+    pl_step_free(res);
+    return st;
+}
+
 static int g_kill_at; /* W2 */
 
 static void w2_event(const pl_event *ev, void *user)
@@ -318,6 +373,14 @@ static pl_registry *make_registry(bool killer)
     d = (pl_policy_def)PL_POLICY_DEF_INIT;
     d.name = "root";
     d.fn = bench_root;
+    if (pl_registry_add(reg, &d))
+        die("registry");
+    d.name = "agent";
+    d.fn = bench_agent;
+    if (pl_registry_add(reg, &d))
+        die("registry");
+    d.name = "agent_root";
+    d.fn = bench_agent_root;
     if (pl_registry_add(reg, &d))
         die("registry");
     return reg;
@@ -995,6 +1058,39 @@ static int w4(int n, w4_res *r)
     return rc;
 }
 
+/* ---- W5: agent turns -------------------------------------------------------------- */
+
+typedef struct w5_res {
+    double us_per_turn;
+} w5_res;
+
+static void w5_child(const void *varg, void *vres)
+{
+    const int *turns = varg;
+    w5_res *r = vres;
+    char path[1100];
+    path_in(path, sizeof path, "w5.db");
+    remove_store(path);
+    pl_registry *reg = make_registry(false);
+    pl_engine *e = open_engine(path, reg, PL_DURABILITY_PROCESS, NULL);
+    cJSON *p = cJSON_CreateObject();
+    cJSON_AddNumberToObject(p, "turns", *turns);
+    pl_action root = PL_ACTION_INIT;
+    root.policy = "agent_root";
+    root.payload = p;
+    pl_outcome *o = NULL;
+    double t0 = now_s();
+    if (pl_run_start(&o, e, &root, NULL) || o->status != PL_RUN_COMPLETED ||
+        o->calls_executed != (uint64_t)*turns)
+        die("W5 run");
+    r->us_per_turn = (now_s() - t0) * 1e6 / *turns;
+    pl_outcome_free(o);
+    cJSON_Delete(p);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+    remove_store(path);
+}
+
 /* ---- reporting -------------------------------------------------------------------- */
 
 static cJSON *g_json;
@@ -1395,6 +1491,40 @@ static int report_w4(bool quick)
     return failures;
 }
 
+static int report_w5(void)
+{
+    static const int sizes[] = {10, 100, 1000};
+    double per_turn[3] = {0};
+    say("\nW5 agent turns: loop + invoke_action, the ledger read every turn "
+        "(process mode)\n");
+    say("  %8s %12s %12s\n", "turns", "us/turn", "vs 10 turns");
+    cJSON *jw5 = cJSON_AddArrayToObject(g_json, "w5_agent_turns");
+    for (int s = 0; s < 3; s++) {
+        double v[REPS_MAX];
+        int ok = 0;
+        for (int k = 0; k < g_reps; k++) {
+            w5_res r;
+            if (!in_child(w5_child, &sizes[s], &r, sizeof r))
+                v[ok++] = r.us_per_turn;
+        }
+        if (!ok) {
+            say("  %8d failed\n", sizes[s]);
+            return 1;
+        }
+        per_turn[s] = median(v, ok);
+        say("  %8d %12.1f %11.2fx\n", sizes[s], per_turn[s],
+            per_turn[s] / per_turn[0]);
+        cJSON *o = cJSON_CreateObject();
+        jnum(o, "turns", sizes[s]);
+        jnum(o, "us_per_turn", per_turn[s]);
+        jnum(o, "ratio_to_10_turns", per_turn[s] / per_turn[0]);
+        cJSON_AddItemToArray(jw5, o);
+    }
+    add_goal("W5: a turn at 1,000 turns vs at 10 (flat)",
+             per_turn[2] / per_turn[0], "x", true, 1.5);
+    return 0;
+}
+
 static void usage(FILE *f)
 {
     fprintf(f, "usage: pl-bench [--quick] [--json] [--dir DIR] [--only LIST]\n"
@@ -1411,7 +1541,7 @@ static unsigned parse_only(const char *list)
 {
     unsigned mask = 0;
     for (const char *p = list;; p += 3) {
-        if ((p[0] != 'w' && p[0] != 'W') || p[1] < '1' || p[1] > '4' ||
+        if ((p[0] != 'w' && p[0] != 'W') || p[1] < '1' || p[1] > '5' ||
             (p[2] != ',' && p[2] != '\0'))
             return 0;
         mask |= 1u << (p[1] - '0');
@@ -1422,7 +1552,7 @@ static unsigned parse_only(const char *list)
 
 int main(int argc, char **argv)
 {
-    unsigned only = 0x1e; /* w1..w4 */
+    unsigned only = 0x3e; /* w1..w5 */
     bool quick = false;
     const char *dir = NULL;
     for (int i = 1; i < argc; i++) {
@@ -1435,7 +1565,7 @@ int main(int argc, char **argv)
             dir = argv[++i];
         else if (!strcmp(argv[i], "--only") && i + 1 < argc) {
             if (!(only = parse_only(argv[++i]))) {
-                fprintf(stderr, "pl-bench: --only takes workloads w1..w4, "
+                fprintf(stderr, "pl-bench: --only takes workloads w1..w5, "
                                 "comma-separated, not '%s'\n", argv[i]);
                 return 2;
             }
@@ -1493,6 +1623,8 @@ int main(int argc, char **argv)
         failures += report_w3(quick);
     if (only & 1u << 4)
         failures += report_w4(quick);
+    if (only & 1u << 5)
+        failures += report_w5();
     report_goals(quick);
 
     jnum(g_json, "failures", failures);
