@@ -853,3 +853,24 @@ int pl_json_unpack(const cJSON *json, const char *fmt, ...)
     va_end(ap);
     return rc;
 }
+
+/* ---- results ------------------------------------------------------------- */
+
+int pl_steps_add_resultf(pl_steps *steps, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    cJSON *v;
+    int rc = pl_json_vpack(&v, fmt, ap);
+    va_end(ap);
+    if (rc)
+        return rc;
+    if (!cJSON_IsObject(v))
+        rc = pl__err(PL_EJSON, "pl_steps_add_resultf: format \"%s\" builds "
+                               "%s; a result must be an object", fmt,
+                     type_name(v));
+    else
+        rc = pl_steps_add_result(steps, v);
+    cJSON_Delete(v);
+    return rc;
+}

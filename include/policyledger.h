@@ -1016,6 +1016,17 @@ int pl_json_unpack(const cJSON *json, const char *fmt, ...);
  */
 int pl_json_vunpack(const cJSON *json, const char *fmt, va_list ap);
 
+/**
+ * Build an object with pl_json_pack() and append it to @p steps as an
+ * `action_result` (pl_steps_add_result()):
+ * `pl_steps_add_resultf(out, "{s:i}", "sum", a + b)`.
+ * @return as pl_json_pack() and pl_steps_add(); PL_EJSON also when the
+ *         format builds something other than an object (e.g. "[i]").
+ * @note 'o' arguments are taken over as by pl_json_pack(), also when
+ *       appending fails.
+ */
+int pl_steps_add_resultf(pl_steps *steps, const char *fmt, ...);
+
 /* ------------------------------------------------------------------------ */
 /* Built-in policies                                                        */
 /* ------------------------------------------------------------------------ */

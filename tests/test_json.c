@@ -9,7 +9,8 @@
  * and items, wrong types, integers that are not integral or do not fit,
  * extra keys and items under '!' -- with its status and a message that
  * names the failing value's path; that 'o' arguments and 'O' copies are
- * freed on failure (the sanitizer build finds any leak).
+ * freed on failure (the sanitizer build finds any leak); and
+ * pl_steps_add_resultf() inside a policy.
  */
 #include "support.h"
 
@@ -705,4 +706,96 @@ Test(json, unpack_frees_copies_on_failure)
                PL_EJSON, "$.c");
     cr_expect_null(a);
     cJSON_Delete(j);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Results                                                                  */
+/* ------------------------------------------------------------------------ */
+
+static int packs_its_result(pl_ctx *ctx, const pl_action *action,
+                            pl_steps *out, void *user)
+{
+    (void)ctx;
+    (void)user;
+    int x = 0;
+    int st = pl_json_unpack(action->payload, "{s:i}", "x", &x);
+    if (st)
+        return st;
+    return pl_steps_add_resultf(out, "{s:i, s:s, s:[b, n]}", "twice", 2 * x,
+                                "by", "packer", "list", 1);
+}
+
+static int packs_an_array(pl_ctx *ctx, const pl_action *action,
+                          pl_steps *out, void *user)
+{
+    (void)ctx;
+    (void)action;
+    (void)user;
+    int st = pl_steps_add_resultf(out, "[i]", 1);
+    cr_expect_eq(st, PL_EJSON, "%s", pl_errmsg());
+    return st;
+}
+
+Test(json, steps_add_resultf_appends_the_packed_object)
+{
+    pl_registry *reg = t_registry();
+    pl_policy_def def = PL_POLICY_DEF_INIT;
+    def.name = "packer";
+    def.fn = packs_its_result;
+    cr_assert_eq(pl_registry_add(reg, &def), PL_OK, "%s", pl_errmsg());
+    pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
+
+    pl_outcome *o = t_start(e, "packer", "{\"x\": 21}", NULL);
+    cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s",
+                 o->reason ? o->reason : "");
+    size_t n = pl_steps_count(o->steps);
+    cr_assert_gt(n, 0);
+    const pl_step *last = pl_steps_at(o->steps, n - 1);
+    cr_expect_eq(pl_step_get_type(last), PL_STEP_ACTION_RESULT);
+    cr_expect_str_eq(pl_step_actor(last), "packer");
+    char *text = t_text(pl_step_payload(last));
+    cr_expect_str_eq(text, "{\"twice\":42,\"by\":\"packer\","
+                           "\"list\":[true,null]}");
+    free(text);
+    pl_outcome_free(o);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+Test(json, steps_add_resultf_needs_an_object)
+{
+    pl_steps *l = NULL;
+    cr_assert_eq(pl_steps_new(&l), PL_OK);
+    EXPECT_MSG(pl_steps_add_resultf(l, "[i]", 1), PL_EJSON,
+               "pl_steps_add_resultf: format \"[i]\" builds an array; a "
+               "result must be an object");
+    EXPECT_ERR(pl_steps_add_resultf(l, "s", "x"), PL_EJSON, "builds a "
+                                                            "string");
+    /* the taken value goes with the array that is not a result */
+    cJSON *taken = t_json("{\"k\": [1, 2]}");
+    EXPECT_ERR(pl_steps_add_resultf(l, "[o]", taken), PL_EJSON,
+               "builds an array");
+    /* pack's own errors come through unchanged */
+    EXPECT_MSG(pl_steps_add_resultf(l, "{s:s}", "a", NULL), PL_EINVAL,
+               "pack: $.a: NULL argument for 's' (use 's?' for null)");
+    EXPECT_ERR(pl_steps_add_resultf(l, "{s:x}", "a"), PL_EINVAL,
+               "offset 3");
+    cr_expect_eq(pl_steps_count(l), 0);
+    pl_steps_free(l);
+
+    /* inside a policy too: the failure fails the run */
+    pl_registry *reg = t_registry();
+    pl_policy_def def = PL_POLICY_DEF_INIT;
+    def.name = "arrayer";
+    def.fn = packs_an_array;
+    cr_assert_eq(pl_registry_add(reg, &def), PL_OK, "%s", pl_errmsg());
+    pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
+    pl_outcome *o = t_start(e, "arrayer", NULL, NULL);
+    cr_expect_eq(o->status, PL_RUN_FAILED);
+    cr_expect_eq(o->error, PL_EPOLICY);
+    expect_has(o->reason, "PL_EJSON");
+    expect_has(o->reason, "builds an array; a result must be an object");
+    pl_outcome_free(o);
+    pl_engine_close(e);
+    pl_registry_free(reg);
 }
