@@ -65,6 +65,7 @@
 #ifndef POLICYLEDGER_H
 #define POLICYLEDGER_H
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -1039,6 +1040,130 @@ pl_decorator pl_decorator_loop(unsigned max_turns);
  * malformed call "InvalidInput": never a call.
  */
 pl_decorator pl_decorator_invoke_action(void);
+
+/* ------------------------------------------------------------------------ */
+/* Building and reading JSON                                                */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * Build or read a small JSON value in one call, from a format string in the
+ * manner of jansson's json_pack() and json_unpack().  A format describes one
+ * value; whitespace, ':' and ',' are ignored, so "{s:i, s:[ss]}" and
+ * "{si s[ss]}" are the same format.
+ *
+ *   letter  pack: argument           unpack: argument         unpack accepts
+ *   {...}   (none): an object        (none)                   an object
+ *   [...]   (none): an array         (none)                   an array
+ *   s       const char *, copied     const char **, borrowed  a string
+ *   n       (none): null             (none)                   null
+ *   b       int, non-zero is true    bool *                   true or false
+ *   i       int                      int *                    an integral
+ *                                                             number that
+ *                                                             fits in int
+ *   I       int64_t, |v| <= 2^53     int64_t *                an integral
+ *                                                             number,
+ *                                                             |v| <= 2^53
+ *   f       double, finite           double *                 any number
+ *   o       cJSON *, taken over      const cJSON **, borrowed any value
+ *   O       const cJSON *, copied    cJSON **, a copy: free   any value
+ *                                    it with cJSON_Delete()
+ *
+ * Inside {...} each member is a key, the letter 's' whose argument is the
+ * key (a const char *, never NULL), then the key's value: pack "{s:i}" takes
+ * ("n", 42), unpack "{s:i}" takes ("n", &n).  The items of [...] are
+ * positional.
+ * Arguments are read as the types above, so pass exactly those: 1.0, not 1,
+ * for 'f'; (int64_t)1 for 'I'.
+ *
+ * Pack only:
+ *   s? o? O?  a NULL argument builds null.
+ *   s* o* O*  a NULL argument builds nothing: the array has no such item,
+ *             the object no such member.  Only inside {...} or [...].
+ *   A key given twice keeps its last value.
+ *
+ * Unpack only:
+ *   {s?...}   the key is optional: when it is missing, the value's arguments
+ *             are read but nothing is stored, so its variables keep what
+ *             they held.  Present with the wrong type, it is an error.
+ *   !         right before } or ]: strict, the object may have no key, the
+ *             array no item, that the format does not read.  Without it
+ *             (or with '*' there) those are ignored.
+ *   Keys match case-sensitively; of two members with one key, the first.
+ *
+ * A format nests at most PL_MAX_JSON_DEPTH objects and arrays deep.
+ *
+ * Every failure sets a one-line message (pl_errmsg()) naming the failing
+ * value by its path, from "$" (the whole value) through ".key", ["odd key"]
+ * and "[index]", and what was expected or wrong:
+ *   unpack: $.items[2].name: missing key
+ *   unpack: $.sum: expected a number, got a string
+ *   pack: $.a: non-finite number (inf)
+ * A malformed format names the offset of the fault instead:
+ *   pack: format "{s:x}", offset 3: expected a value, got 'x'
+ */
+
+/**
+ * Build a JSON value from a format and the arguments after it (see above):
+ * `pl_json_pack(&v, "{s:s, s:[ii]}", "name", name, "xy", x, y)`.
+ * @param[out] out the value; caller owns, free with cJSON_Delete().  NULL
+ *             on failure.
+ * @param fmt  the format of one value.
+ * @return PL_OK; PL_EINVAL (NULL @p out or @p fmt, a malformed format, a
+ *         NULL key, a NULL argument for 's', 'o' or 'O' without '?' or
+ *         '*'); PL_ELIMIT (the format nests deeper than PL_MAX_JSON_DEPTH);
+ *         PL_EJSON (an 'f' argument that is not finite, an 'I' argument
+ *         past 2^53 in magnitude); PL_ENOMEM.
+ * @note Every 'o' argument is taken over, on failure as on success: a failed
+ *       call frees them (a NULL @p out included), and nothing else leaks.
+ *       Only a NULL, malformed or too deep @p fmt is found before any
+ *       argument is read; then the caller still owns its 'o' arguments.
+ */
+int pl_json_pack(cJSON **out, const char *fmt, ...);
+
+/**
+ * pl_json_pack() with a va_list.  @p ap is read through a copy, so the
+ * caller may use it again; va_end() it as usual.
+ */
+int pl_json_vpack(cJSON **out, const char *fmt, va_list ap);
+
+/**
+ * Read a JSON value against a format, storing what it reads into the
+ * variables the arguments after the format point to (see above):
+ * `pl_json_unpack(v, "{s:s, s?i !}", "name", &name, "age", &age)`.
+ * @param json the value to read; borrowed.  The strings ('s') and values
+ *             ('o') stored are borrowed from it: valid as long as it is,
+ *             and unchanged.
+ * @param fmt  the format of one value.
+ * @return PL_OK; PL_EINVAL (NULL @p json or @p fmt, a malformed format, a
+ *         NULL key or NULL pointer argument); PL_ELIMIT (the format nests
+ *         deeper than PL_MAX_JSON_DEPTH); PL_EJSON (@p json does not match
+ *         the format: a missing key or item, a value of another type, a
+ *         number that is not integral or does not fit for 'i' or 'I', a key
+ *         or item more than a strict format reads); PL_ENOMEM (copying for
+ *         'O').
+ * @note On failure the variables may be partly set: those of values read
+ *       before the failing one.  The copies 'O' made are freed on failure
+ *       and their variables set back to NULL, so the caller owns copies
+ *       only after PL_OK.
+ */
+int pl_json_unpack(const cJSON *json, const char *fmt, ...);
+
+/**
+ * pl_json_unpack() with a va_list.  @p ap is read through a copy, so the
+ * caller may use it again; va_end() it as usual.
+ */
+int pl_json_vunpack(const cJSON *json, const char *fmt, va_list ap);
+
+/**
+ * Build an object with pl_json_pack() and append it to @p steps as an
+ * `action_result` (pl_steps_add_result()):
+ * `pl_steps_add_resultf(out, "{s:i}", "sum", a + b)`.
+ * @return as pl_json_pack() and pl_steps_add(); PL_EJSON also when the
+ *         format builds something other than an object (e.g. "[i]").
+ * @note 'o' arguments are taken over as by pl_json_pack(), also when
+ *       appending fails.
+ */
+int pl_steps_add_resultf(pl_steps *steps, const char *fmt, ...);
 
 /* ------------------------------------------------------------------------ */
 /* Built-in policies                                                        */
