@@ -874,3 +874,25 @@ int pl_steps_add_resultf(pl_steps *steps, const char *fmt, ...)
     cJSON_Delete(v);
     return rc;
 }
+
+int pl_ctx_invokef(cJSON **out, pl_ctx *ctx, const char *policy,
+                   const char *fmt, ...)
+{
+    if (out)
+        *out = NULL;
+    va_list ap;
+    va_start(ap, fmt);
+    cJSON *payload;
+    int rc = pl_json_vpack(&payload, fmt, ap);
+    va_end(ap);
+    if (rc)
+        return rc;
+    if (!cJSON_IsObject(payload))
+        rc = pl__err(PL_EJSON, "pl_ctx_invokef: format \"%s\" builds %s; a "
+                               "payload must be an object", fmt,
+                     type_name(payload));
+    else
+        rc = pl_ctx_invoke(out, ctx, policy, payload);
+    cJSON_Delete(payload);
+    return rc;
+}

@@ -16,53 +16,36 @@ static int add(pl_ctx *ctx, const pl_action *action, pl_steps *out, void *user)
 {
     (void)ctx;
     (void)user;
-    const cJSON *a = cJSON_GetObjectItemCaseSensitive(action->payload, "a");
-    const cJSON *b = cJSON_GetObjectItemCaseSensitive(action->payload, "b");
-    if (!cJSON_IsNumber(a) || !cJSON_IsNumber(b)) /* error as data */
-        return pl_steps_add_error(out, PL_ERR_INVALID_INPUT,
-                                  "a and b must be numbers");
-    cJSON *result = cJSON_CreateObject();
-    cJSON_AddNumberToObject(result, "sum", a->valuedouble + b->valuedouble);
-    int st = pl_steps_add_result(out, result);
-    cJSON_Delete(result);
+    double a, b;
+    if (pl_json_unpack(action->payload, "{s:f, s:f}", "a", &a, "b", &b))
+        return pl_steps_add_error(out, PL_ERR_INVALID_INPUT, pl_errmsg());
+    return pl_steps_add_resultf(out, "{s:f}", "sum", a + b);
+}
+
+/* One recorded call to "add": on replay, its result comes from the ledger. */
+static int add_call(pl_ctx *ctx, double a, double b, double *sum)
+{
+    cJSON *r = NULL;
+    int st = pl_ctx_invokef(&r, ctx, "add", "{s:f, s:f}", "a", a, "b", b);
+    if (!st)
+        st = pl_json_unpack(r, "{s:f}", "sum", sum);
+    cJSON_Delete(r); /* on PL_ERESULT, r is add's error object */
     return st;
 }
 
-/* Call "add" with {"a": a, "b": b}; the sum goes to *sum. */
-static int call_add(pl_ctx *ctx, double a, double b, double *sum)
-{
-    cJSON *args = cJSON_CreateObject();
-    cJSON_AddNumberToObject(args, "a", a);
-    cJSON_AddNumberToObject(args, "b", b);
-    pl_action call = {PL_ACTION_VERSION, "add", args, NULL, 0, NULL};
-    pl_step *result = NULL;
-    int st = pl_ctx_call(&result, ctx, &call, NULL, 0);
-    cJSON_Delete(args);
-    if (st)
-        return st; /* the run has stopped (suspended, diverged, ...) */
-    *sum = cJSON_GetNumberValue(
-        cJSON_GetObjectItemCaseSensitive(pl_step_payload(result), "sum"));
-    pl_step_free(result);
-    return PL_OK;
-}
-
-/* A workflow: (1 + 2) + 3, one recorded call at a time. */
+/* A workflow: (1 + 2) + 3. */
 static int sum3(pl_ctx *ctx, const pl_action *action, pl_steps *out,
                 void *user)
 {
     (void)action;
     (void)user;
     double x, y;
-    int st = call_add(ctx, 1, 2, &x);
+    int st = add_call(ctx, 1, 2, &x);
     if (!st)
-        st = call_add(ctx, x, 3, &y);
+        st = add_call(ctx, x, 3, &y);
     if (st)
-        return st;
-    cJSON *result = cJSON_CreateObject();
-    cJSON_AddNumberToObject(result, "total", y);
-    st = pl_steps_add_result(out, result);
-    cJSON_Delete(result);
-    return st;
+        return st; /* suspended, diverged, add's error, ...: pass it up */
+    return pl_steps_add_resultf(out, "{s:f}", "total", y);
 }
 
 int main(int argc, char **argv)
@@ -73,11 +56,10 @@ int main(int argc, char **argv)
     pl_outcome *outcome = NULL;
     int st;
 
-    pl_policy_def add_def = PL_POLICY_DEF_INIT;
+    pl_policy_def add_def = PL_POLICY_DEF_INIT, sum_def = PL_POLICY_DEF_INIT;
     add_def.name = "add";
     add_def.fn = add;
     add_def.description = "Add two numbers.";
-    pl_policy_def sum_def = PL_POLICY_DEF_INIT;
     sum_def.name = "sum3";
     sum_def.fn = sum3;
     if ((st = pl_registry_new(&reg)) || (st = pl_registry_add(reg, &add_def)) ||
@@ -86,15 +68,18 @@ int main(int argc, char **argv)
         goto done;
 
     /* Start the run; if it exists already, continue it from its ledger. */
-    pl_action root = {PL_ACTION_VERSION, "sum3", pl_json_empty(), NULL, 0, NULL};
+    pl_action root = PL_ACTION_INIT;
+    root.policy = "sum3";
+    root.payload = pl_json_empty();
     pl_run_options opts = PL_RUN_OPTIONS_INIT;
     opts.run_id = "quickstart";
     st = pl_run_start(&outcome, engine, &root, &opts);
     if (st == PL_EEXIST)
         st = pl_run_continue(&outcome, engine, "quickstart", NULL);
-    if (st)
+    if (st) /* the engine could not run it: no outcome */
         goto done;
 
+    /* It ran: the outcome says how it ended (a failure is recorded). */
     if (outcome->status == PL_RUN_COMPLETED) {
         const pl_step *last =
             pl_steps_at(outcome->steps, pl_steps_count(outcome->steps) - 1);

@@ -1165,6 +1165,18 @@ int pl_json_vunpack(const cJSON *json, const char *fmt, va_list ap);
  */
 int pl_steps_add_resultf(pl_steps *steps, const char *fmt, ...);
 
+/**
+ * pl_ctx_invoke() with a payload packed from @p fmt and its arguments, as
+ * pl_json_pack() does: `pl_ctx_invokef(&r, ctx, "add", "{s:f, s:f}",
+ * "a", 1.0, "b", 2.0)`.
+ * @return as pl_json_pack() (the format or an argument is bad: nothing was
+ *         called and the run goes on), PL_EJSON also when the format builds
+ *         something other than an object; otherwise as pl_ctx_invoke().
+ * @note 'o' arguments are taken over as by pl_json_pack().
+ */
+int pl_ctx_invokef(cJSON **out, pl_ctx *ctx, const char *policy,
+                   const char *fmt, ...);
+
 /* ------------------------------------------------------------------------ */
 /* Built-in policies                                                        */
 /* ------------------------------------------------------------------------ */

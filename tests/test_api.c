@@ -156,6 +156,27 @@ static int versions(pl_ctx *ctx, const pl_action *a, pl_steps *out,
     return g_version_status[1];
 }
 
+static int g_invokef_status[3];
+static double g_invokef_sum;
+
+/* invokerf: pl_ctx_invokef with a good format, a bad one, a non-object. */
+static int invokerf(pl_ctx *ctx, const pl_action *a, pl_steps *out,
+                    void *user)
+{
+    (void)a;
+    (void)user;
+    cJSON *r = NULL;
+    g_invokef_status[0] = pl_ctx_invokef(&r, ctx, "add", "{s:f, s:i}", "a",
+                                         1.5, "b", 2);
+    if (!g_invokef_status[0])
+        pl_json_unpack(r, "{s:f}", "sum", &g_invokef_sum);
+    cJSON_Delete(r);
+    g_invokef_status[1] = pl_ctx_invokef(&r, ctx, "add", "{s:x}", "a", 1);
+    g_invokef_status[2] = pl_ctx_invokef(&r, ctx, "add", "[i]", 1);
+    /* neither refusal called anything or stopped the run */
+    return pl_steps_add_resultf(out, "{s:s}", "went", "on");
+}
+
 static pl_registry *registry(void)
 {
     pl_registry *reg = t_registry();
@@ -165,7 +186,7 @@ static pl_registry *registry(void)
     } defs[] = {{"keeper", keeper},   {"stale", stale},
                 {"foreign", foreign}, {"foreign_child", foreign_child},
                 {"invoker", invoker}, {"viewer", viewer},
-                {"versions", versions}};
+                {"versions", versions}, {"invokerf", invokerf}};
     for (size_t i = 0; i < sizeof defs / sizeof defs[0]; i++) {
         pl_policy_def d = PL_POLICY_DEF_INIT;
         d.name = defs[i].name;
@@ -362,6 +383,23 @@ Test(api, run_head_anchors_a_finished_run)
     cr_expect(strstr(pl_errmsg(), "failed"), "%s", pl_errmsg());
     cr_expect_eq(pl_run_head(head, e, "nosuch"), PL_ENOTFOUND);
     cr_expect_eq(pl_run_head(NULL, e, "headed"), PL_EINVAL);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+Test(api, invokef_packs_the_payload)
+{
+    pl_registry *reg = registry();
+    pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
+    pl_outcome *o = t_start(e, "invokerf", NULL, "invf");
+    cr_expect_eq(g_invokef_status[0], PL_OK);
+    cr_expect_eq(g_invokef_sum, 3.5);
+    cr_expect_eq(g_invokef_status[1], PL_EINVAL, "a malformed format");
+    cr_expect_eq(g_invokef_status[2], PL_EJSON, "a payload that is no object");
+    cr_expect_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason);
+    cr_expect_eq(o->calls_executed, 1);
+    cr_expect_eq(t_calls.add, 1);
+    pl_outcome_free(o);
     pl_engine_close(e);
     pl_registry_free(reg);
 }

@@ -751,7 +751,7 @@ Test(json, steps_add_resultf_appends_the_packed_object)
     size_t n = pl_steps_count(o->steps);
     cr_assert_gt(n, 0);
     const pl_step *last = pl_steps_at(o->steps, n - 1);
-    cr_expect_eq(pl_step_get_type(last), PL_STEP_ACTION_RESULT);
+    cr_expect_eq(pl_step_type_of(last), PL_STEP_ACTION_RESULT);
     cr_expect_str_eq(pl_step_actor(last), "packer");
     char *text = t_text(pl_step_payload(last));
     cr_expect_str_eq(text, "{\"twice\":42,\"by\":\"packer\","

@@ -42,12 +42,6 @@ static int effect_seen(const char *path, const char *tool, const char *key)
     return seen;
 }
 
-static const char *str_field(const cJSON *o, const char *name)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
-    return cJSON_IsString(v) ? v->valuestring : NULL;
-}
-
 /* A short deterministic reference derived from a key (FNV-1a). */
 static unsigned long ref_of(const char *s)
 {
@@ -57,28 +51,15 @@ static unsigned long ref_of(const char *s)
     return h & 0xffffffu;
 }
 
-static int result_with(pl_steps *out, const char *k1, const char *v1,
-                       const char *k2, const char *v2)
-{
-    cJSON *r = cJSON_CreateObject();
-    if (!r || !cJSON_AddStringToObject(r, k1, v1) ||
-        (k2 && !cJSON_AddStringToObject(r, k2, v2))) {
-        cJSON_Delete(r);
-        return PL_ENOMEM;
-    }
-    int st = pl_steps_add_result(out, r);
-    cJSON_Delete(r);
-    return st;
-}
-
 /* ---- tools ---------------------------------------------------------------- */
 
 static int reserve_stock(pl_ctx *ctx, const pl_action *a, pl_steps *out,
                          void *user)
 {
-    const char *order = str_field(a->payload, "order_id");
-    const cJSON *items = cJSON_GetObjectItemCaseSensitive(a->payload, "items");
-    if (!order || !cJSON_IsArray(items))
+    const char *order;
+    const cJSON *items;
+    if (pl_json_unpack(a->payload, "{s:s, s:o}", "order_id", &order, "items",
+                       &items) || !cJSON_IsArray(items))
         return pl_steps_add_error(out, PL_ERR_INVALID_INPUT,
                                   "reserve_stock needs order_id and items");
     char line[512], res[64];
@@ -88,16 +69,16 @@ static int reserve_stock(pl_ctx *ctx, const pl_action *a, pl_steps *out,
     if (effect_write(user, line))
         return pl_steps_add_error(out, PL_ERR_RETRYABLE_SERVER,
                                   "the warehouse is unreachable");
-    return result_with(out, "reservation", res, NULL, NULL);
+    return pl_steps_add_resultf(out, "{s:s}", "reservation", res);
 }
 
 static int charge_card(pl_ctx *ctx, const pl_action *a, pl_steps *out,
                        void *user)
 {
-    const char *order = str_field(a->payload, "order_id");
-    const cJSON *amount = cJSON_GetObjectItemCaseSensitive(a->payload,
-                                                           "amount_cents");
-    if (!order || !cJSON_IsNumber(amount) || amount->valuedouble <= 0)
+    const char *order;
+    double amount;
+    if (pl_json_unpack(a->payload, "{s:s, s:f}", "order_id", &order,
+                       "amount_cents", &amount) || amount <= 0)
         return pl_steps_add_error(out, PL_ERR_INVALID_INPUT,
                                   "charge_card needs order_id and a positive "
                                   "amount_cents");
@@ -107,19 +88,20 @@ static int charge_card(pl_ctx *ctx, const pl_action *a, pl_steps *out,
     /* the provider charges each idempotency key once */
     if (!effect_seen(user, "charge_card", key)) {
         snprintf(line, sizeof line, "charge_card %s %.0f cents for %s\n", key,
-                 amount->valuedouble, order);
+                 amount, order);
         if (effect_write(user, line))
             return pl_steps_add_error(out, PL_ERR_RETRYABLE_SERVER,
                                       "the payment provider is unreachable");
     }
-    return result_with(out, "charge", charge, "status", "captured");
+    return pl_steps_add_resultf(out, "{s:s, s:s}", "charge", charge, "status",
+                                "captured");
 }
 
 static int ship(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
 {
-    const char *order = str_field(a->payload, "order_id");
-    const char *res = str_field(a->payload, "reservation");
-    if (!order || !res)
+    const char *order, *res;
+    if (pl_json_unpack(a->payload, "{s:s, s:s}", "order_id", &order,
+                       "reservation", &res))
         return pl_steps_add_error(out, PL_ERR_INVALID_INPUT,
                                   "ship needs order_id and reservation");
     char line[512], tracking[64];
@@ -129,80 +111,57 @@ static int ship(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     if (effect_write(user, line))
         return pl_steps_add_error(out, PL_ERR_RETRYABLE_SERVER,
                                   "the carrier is unreachable");
-    return result_with(out, "tracking", tracking, NULL, NULL);
+    return pl_steps_add_resultf(out, "{s:s}", "tracking", tracking);
 }
 
 /* ---- the workflow ----------------------------------------------------------- */
 
-/* Call @p policy with @p payload; on an error result, finish the order with
- * it.  Returns PL_OK and the result in *out, or a status. */
-static int step(pl_ctx *ctx, const char *policy, cJSON *payload,
-                pl_step **out)
-{
-    pl_action a = {PL_ACTION_VERSION, policy, payload, NULL, 0, NULL};
-    int st = pl_ctx_call(out, ctx, &a, NULL, 0);
-    cJSON_Delete(payload);
-    return st;
-}
-
+/*
+ * Reserve, charge, ship.  A failed reservation or charge (an error result,
+ * PL_ERESULT) ends the order with that error as its result; a failed
+ * shipment leaves it charged, not shipped.  Any other status stops the run.
+ */
 static int order(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
 {
     (void)user;
-    const char *id = str_field(a->payload, "order_id");
-    const cJSON *items = cJSON_GetObjectItemCaseSensitive(a->payload, "items");
-    const cJSON *amount = cJSON_GetObjectItemCaseSensitive(a->payload,
-                                                           "amount_cents");
-    if (!id || !items || !amount)
+    const char *id, *res, *charge, *trk = NULL;
+    const cJSON *items;
+    double amount;
+    if (pl_json_unpack(a->payload, "{s:s, s:o, s:f}", "order_id", &id,
+                       "items", &items, "amount_cents", &amount))
         return pl_steps_add_error(out, PL_ERR_INVALID_INPUT,
                                   "an order needs order_id, items and "
                                   "amount_cents");
-    pl_step *reserved = NULL, *charged = NULL, *shipped = NULL;
-    int st;
-
-    cJSON *p = cJSON_CreateObject();
-    cJSON_AddStringToObject(p, "order_id", id);
-    cJSON_AddItemToObject(p, "items", cJSON_Duplicate(items, 1));
-    if ((st = step(ctx, "reserve_stock", p, &reserved)))
-        goto done;
-    if (pl_step_is_error(reserved)) {
-        st = pl_steps_add_result(out, pl_step_payload(reserved));
-        goto done;
-    }
-
-    p = cJSON_CreateObject();
-    cJSON_AddStringToObject(p, "order_id", id);
-    cJSON_AddNumberToObject(p, "amount_cents", amount->valuedouble);
-    if ((st = step(ctx, "charge_card", p, &charged)))
-        goto done;
-    if (pl_step_is_error(charged)) {
-        st = pl_steps_add_result(out, pl_step_payload(charged));
+    cJSON *reserved = NULL, *charged = NULL, *shipped = NULL;
+    int st = pl_ctx_invokef(&reserved, ctx, "reserve_stock", "{s:s, s:O}",
+                            "order_id", id, "items", items);
+    if (!st)
+        st = pl_json_unpack(reserved, "{s:s}", "reservation", &res);
+    if (!st)
+        st = pl_ctx_invokef(&charged, ctx, "charge_card", "{s:s, s:f}",
+                            "order_id", id, "amount_cents", amount);
+    if (st == PL_ERESULT) {
+        st = pl_steps_add_result(out, charged ? charged : reserved);
         goto done;
     }
-
-    p = cJSON_CreateObject();
-    cJSON_AddStringToObject(p, "order_id", id);
-    cJSON_AddStringToObject(p, "reservation",
-                            str_field(pl_step_payload(reserved),
-                                      "reservation"));
-    if ((st = step(ctx, "ship", p, &shipped)))
-        goto done;
-
-    cJSON *r = cJSON_CreateObject();
-    cJSON_AddStringToObject(r, "order_id", id);
-    cJSON_AddStringToObject(r, "status",
-                            pl_step_is_error(shipped) ? "charged, not shipped"
-                                                      : "shipped");
-    cJSON_AddStringToObject(r, "charge",
-                            str_field(pl_step_payload(charged), "charge"));
-    const char *trk = str_field(pl_step_payload(shipped), "tracking");
-    if (trk)
-        cJSON_AddStringToObject(r, "tracking", trk);
-    st = pl_steps_add_result(out, r);
-    cJSON_Delete(r);
+    if (!st)
+        st = pl_json_unpack(charged, "{s:s}", "charge", &charge);
+    if (!st)
+        st = pl_ctx_invokef(&shipped, ctx, "ship", "{s:s, s:s}", "order_id",
+                            id, "reservation", res);
+    if (st == PL_ERESULT) /* not shipped: the order stays charged */
+        st = PL_OK;
+    else if (!st)
+        st = pl_json_unpack(shipped, "{s:s}", "tracking", &trk);
+    if (!st)
+        st = pl_steps_add_resultf(out, "{s:s, s:s, s:s, s:s*}", "order_id", id,
+                                  "status", trk ? "shipped"
+                                                : "charged, not shipped",
+                                  "charge", charge, "tracking", trk);
 done:
-    pl_step_free(reserved);
-    pl_step_free(charged);
-    pl_step_free(shipped);
+    cJSON_Delete(reserved);
+    cJSON_Delete(charged);
+    cJSON_Delete(shipped);
     return st;
 }
 
