@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Install the Debian packages policyledger needs that are missing.
 #   scripts/deps.sh          what the library, tools, demo and benchmark need
-#   scripts/deps.sh --test   and what the test suite needs (Criterion, valgrind)
+#   scripts/deps.sh --test   and what the tests and checks need (Criterion,
+#                            valgrind, g++ for the header's C++ check,
+#                            clang-format for scripts/format.sh)
 set -euo pipefail
 
 pkgs=(gcc libc6-dev make cmake pkg-config
       liblmdb-dev libmsgpack-dev libcjson-dev libssl-dev libcurl4-openssl-dev)
 if [ "${1:-}" = "--test" ]; then
-  pkgs+=(libcriterion-dev valgrind)
+  pkgs+=(libcriterion-dev valgrind g++ clang-format)
 fi
 
 missing=()

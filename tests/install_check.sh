@@ -1,7 +1,7 @@
 #!/bin/sh
 # `cmake --install` gives a usable package: a program compiles against the
 # installed header with the installed pkg-config file, links the installed
-# shared library, and runs.
+# shared library, and runs; the licence is installed with it.
 set -eu
 build=$1
 src=$2
@@ -14,4 +14,5 @@ cc -std=c11 -Wall -Wextra -Werror "$src/examples/quickstart.c" $flags -o "$dir/q
 libdir=$(dirname "$(find "$dir/prefix" -name 'libpolicyledger.so*' | head -n 1)")
 LD_LIBRARY_PATH="$libdir" "$dir/qs" "$dir/qs.db" | grep -q 'completed {"total":6}'
 test -f "$libdir/libpolicyledger.a"
+test -n "$(find "$dir/prefix" -path '*/doc/policyledger/LICENSE')"
 echo "ok: installed package builds and runs the quickstart ($flags)"

@@ -23,6 +23,7 @@
  */
 #include "support.h"
 
+#include <errno.h>
 #include <lmdb.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -326,8 +327,14 @@ static void start_ask(pl_engine *e, void *user)
 static void resume_ask(pl_engine *e, void *user)
 {
     ask_job *j = user;
-    char text[64];
-    snprintf(text, sizeof text, "{\"yes\": %d}", atoi(j->id + 4));
+    char text[64], *end;
+    errno = 0;
+    long n = strtol(j->id + 4, &end, 10); /* "ask-NN" */
+    if (errno || end == j->id + 4 || *end) {
+        j->status = PL_EINVAL; /* not an id the test made: it fails */
+        return;
+    }
+    snprintf(text, sizeof text, "{\"yes\": %ld}", n);
     cJSON *answer = cJSON_Parse(text);
     pl_outcome *o = NULL;
     j->status = pl_run_resume(&o, e, j->id, j->token, answer);

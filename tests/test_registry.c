@@ -100,8 +100,8 @@ Test(registry, copies_strings)
     d.description = desc;
     d.fn = noop;
     cr_assert_eq(pl_registry_add(reg, &d), PL_OK);
-    strcpy(name, "gone");
-    strcpy(desc, "changed");
+    snprintf(name, sizeof name, "%s", "gone");
+    snprintf(desc, sizeof desc, "%s", "changed");
     const pl_policy_def *f = pl_registry_find(reg, "temp");
     cr_assert_not_null(f);
     cr_assert_str_eq(f->description, "desc");

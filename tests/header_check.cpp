@@ -1,0 +1,55 @@
+/*
+ * The public header compiles as C++ under -std=c++11 -pedantic -Werror: its
+ * declarations link as C, its enums and option structs work, and the _INIT
+ * macros initialise the option structs.  Compiled only, never run.
+ */
+#include <policyledger.h>
+
+int pl_header_check_cxx(void);
+
+static int policy(pl_ctx *ctx, const pl_action *action, pl_steps *out,
+                  void *user)
+{
+    (void)action;
+    (void)user;
+    return pl_steps_add_text(out, pl_ctx_policy(ctx), "hello");
+}
+
+int pl_header_check_cxx(void)
+{
+    pl_policy_def def = PL_POLICY_DEF_INIT;
+    def.name = "hello";
+    def.fn = policy;
+    pl_engine_options eopts = PL_ENGINE_OPTIONS_INIT;
+    eopts.durability = PL_DURABILITY_GROUP;
+    pl_run_options ropts = PL_RUN_OPTIONS_INIT;
+    ropts.run_id = "r1";
+    pl_pool_options popts = PL_POOL_OPTIONS_INIT;
+    popts.threads = 2;
+    pl_decorator decorators[] = {pl_loop(4), pl_invoke_action()};
+
+    pl_registry *reg = NULL;
+    int st = pl_registry_new(&reg);
+    if (st == PL_OK)
+        st = pl_registry_add(reg, &def);
+    pl_engine *engine = NULL;
+    if (st == PL_OK)
+        st = pl_engine_open(&engine, "/nonexistent", reg, &eopts);
+    pl_outcome *outcome = NULL;
+    pl_action root = {"hello", NULL, NULL, 0, NULL};
+    if (st == PL_OK)
+        st = pl_run_start(engine, &root, &ropts, &outcome);
+    pl_outcome_free(outcome);
+    pl_pool *pool = NULL;
+    if (st == PL_OK && pl_pool_new(&pool, engine, &popts) == PL_OK)
+        pl_pool_free(pool);
+    pl_engine_close(engine);
+    pl_registry_free(reg);
+
+    pl_status status = PL_ENONDET;
+    pl_step_type type = PL_STEP_ACTION_RESULT;
+    return (pl_strerror(status)[0] && pl_step_type_name(type) &&
+            decorators[0].fn && PL_MAX_NAME > 0)
+               ? st
+               : PL_EINVAL;
+}
