@@ -26,7 +26,10 @@ int pl_header_check_cxx(void)
     ropts.run_id = "r1";
     pl_pool_options popts = PL_POOL_OPTIONS_INIT;
     popts.threads = 2;
-    pl_decorator decorators[] = {pl_loop(4), pl_invoke_action()};
+    pl_decorator decorators[] = {pl_decorator_loop(4),
+                                 pl_decorator_invoke_action()};
+    pl_decorator user_decorator = PL_DECORATOR_INIT;
+    (void)user_decorator;
 
     pl_registry *reg = NULL;
     int st = pl_registry_new(&reg);
@@ -36,9 +39,11 @@ int pl_header_check_cxx(void)
     if (st == PL_OK)
         st = pl_engine_open(&engine, "/nonexistent", reg, &eopts);
     pl_outcome *outcome = NULL;
-    pl_action root = {"hello", NULL, NULL, 0, NULL};
+    pl_action root = PL_ACTION_INIT;
+    root.policy = "hello";
+    root.payload = pl_json_empty();
     if (st == PL_OK)
-        st = pl_run_start(engine, &root, &ropts, &outcome);
+        st = pl_run_start(&outcome, engine, &root, &ropts);
     pl_outcome_free(outcome);
     pl_pool *pool = NULL;
     if (st == PL_OK && pl_pool_new(&pool, engine, &popts) == PL_OK)
