@@ -6,7 +6,7 @@
  *   step.c        pl_step / pl_steps
  *   context.c     invocations: append-or-compare, calls, recorded helpers
  *   decorators.c  loop, invoke_action
- *   run.c         the runner: start, continue, resume, ownership
+ *   runner.c      the runner: start, continue, resume, ownership
  *   inspect.c     reading runs and ledgers, verification
  */
 #ifndef PL_INTERNAL_H

@@ -1,5 +1,5 @@
 /*
- * run.c -- the runner: start, continue and resume runs.
+ * runner.c -- the runner: start, continue and resume runs.
  *
  * Every execution of a run goes the same way: claim the run (its state
  * record names this process as owner; a live owner elsewhere means
