@@ -30,59 +30,11 @@
 #include <stdlib.h>
 
 #include "internal.h"
+#include "path.h"
 
 #define AHEAD_N 64
 #define AHEAD_BYTES ((size_t)256 << 10)
 #define ENGINE_ACTOR "engine"
-
-/* ---- paths ------------------------------------------------------------------------ */
-
-char *pl__utoa(char *out, uint32_t v)
-{
-    char tmp[10];
-    int n = 0;
-    do {
-        tmp[n++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    while (n)
-        *out++ = tmp[--n];
-    return out;
-}
-
-void pl__path_format(char *out, const uint32_t *comps, unsigned depth)
-{
-    char *p = out;
-    *p++ = '0';
-    for (unsigned i = 0; i < depth; i++) {
-        *p++ = '.';
-        p = pl__utoa(p, comps[i]);
-    }
-    *p = '\0';
-}
-
-int pl__path_parse(const char *path, uint32_t *comps, unsigned *depth)
-{
-    if (!path || path[0] != '0' || (path[1] != '\0' && path[1] != '.'))
-        return pl__err(PL_EINVAL, "bad invocation path '%s' (expected \"0\", "
-                                  "\"0.3\", ...)", path ? path : "");
-    const char *p = path + 1;
-    unsigned d = 0;
-    while (*p) {
-        if (*p != '.' || p[1] < '0' || p[1] > '9' || d >= PL_MAX_DEPTH)
-            return pl__err(PL_EINVAL, "bad invocation path '%s'", path);
-        p++;
-        uint64_t v = 0;
-        while (*p >= '0' && *p <= '9') {
-            v = v * 10 + (uint64_t)(*p++ - '0');
-            if (v > UINT32_MAX - 1)
-                return pl__err(PL_EINVAL, "bad invocation path '%s'", path);
-        }
-        comps[d++] = (uint32_t)v;
-    }
-    *depth = d;
-    return PL_OK;
-}
 
 /* ---- failure ------------------------------------------------------------------------ */
 

@@ -4,6 +4,7 @@
  *   engine.c      engine lifecycle, commits (including group commit), events
  *   registry.c    policies by name
  *   step.c        pl_step / pl_steps
+ *   path.c        invocation paths and step ids (path.h)
  *   context.c     invocations: append-or-compare, calls, recorded helpers
  *   decorators.c  loop, invoke_action
  *   runner.c      the runner: start, continue, resume, ownership
@@ -241,14 +242,5 @@ PL__HIDDEN void pl__emit(pl__run *r, pl_event_kind kind, const char *path,
                          uint32_t seq, const char *policy,
                          pl_step_type type, int status, uint64_t elapsed_ns,
                          const char *detail);
-
-/* Parse "0.3.5" into components [3, 5]. */
-PL__HIDDEN int pl__path_parse(const char *path, uint32_t *comps,
-                              unsigned *depth) PL__MUST_CHECK;
-/* Format components as "0.3.5". */
-PL__HIDDEN void pl__path_format(char *out, const uint32_t *comps,
-                                unsigned depth);
-/* Write @p v in decimal at @p out; returns the end (no NUL written). */
-PL__HIDDEN char *pl__utoa(char *out, uint32_t v);
 
 #endif /* PL_INTERNAL_H */

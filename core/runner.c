@@ -16,6 +16,7 @@
 #include <stdlib.h>
 
 #include "internal.h"
+#include "path.h"
 
 /* ---- run ids -------------------------------------------------------------------- */
 
