@@ -31,25 +31,13 @@
 
 #include "internal.h"
 #include "path.h"
+#include "run.h"
 
 #define AHEAD_N 64
 #define AHEAD_BYTES ((size_t)256 << 10)
 #define ENGINE_ACTOR "engine"
 
-/* ---- failure ------------------------------------------------------------------------ */
-
-int pl__run_fail(pl__run *r, int status, const char *fmt, ...)
-{
-    if (r->stop)
-        return r->stop; /* the first failure is the one recorded */
-    va_list ap;
-    va_start(ap, fmt);
-    pl__verr(status, fmt, ap);
-    va_end(ap);
-    r->stop = status;
-    r->reason = pl__errmsg_dup();
-    return status;
-}
+/* ---- contexts ----------------------------------------------------------------------- */
 
 /*
  * Is @p c the context of the invocation running now?  A callee's context
@@ -120,20 +108,6 @@ static int inv_open(pl__run *r, pl_ctx *parent, uint32_t call_seq,
     r->cur = c;
     *out = c;
     return PL_OK;
-}
-
-void pl__run_free_invs(pl__run *r)
-{
-    for (size_t i = 0; i < PL__ARRAY_LEN(r->inv); i++) {
-        if (r->inv[i]) {
-            pl__kvs_free(&r->inv[i]->ahead);
-            pl__buf_free(&r->inv[i]->last_rec);
-            pl_steps_clear(&r->inv[i]->view);
-            free(r->inv[i]->view.v);
-            free(r->inv[i]);
-            r->inv[i] = NULL;
-        }
-    }
 }
 
 /* Read the next batch of recorded steps; at the end, go live. */

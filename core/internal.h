@@ -8,6 +8,7 @@
  *   context.c     invocations: append-or-compare, calls, recorded helpers
  *   decorators.c  loop, invoke_action
  *   runner.c      the runner: start, continue, resume, ownership
+ *   run.c         a run in execution: create, fail, free (run.h)
  *   inspect.c     reading runs and ledgers, verification
  */
 #ifndef PL_INTERNAL_H
@@ -212,9 +213,6 @@ struct pl_next {
     size_t i;
 };
 
-/* Fail the run (once): set stop and reason; returns the run's stop status. */
-PL__HIDDEN int pl__run_fail(pl__run *r, int status, const char *fmt, ...)
-    PL__PRINTF(3, 4);
 /* Commit the steps appended since the last commit (a sync point); a
  * failure fails the run. */
 PL__HIDDEN int pl__run_commit(pl__run *r) PL__MUST_CHECK;
@@ -228,8 +226,6 @@ PL__HIDDEN int pl__run_root(pl__run *r, const pl_policy_def *def,
                             pl_steps *out);
 /* The hash of the root ledger's last step (for the run state's head). */
 PL__HIDDEN int pl__run_head(pl__run *r, uint8_t out[PL_HASH_LEN]) PL__MUST_CHECK;
-/* Release every invocation of a finished run. */
-PL__HIDDEN void pl__run_free_invs(pl__run *r);
 
 /* Monotonic nanoseconds for event timings; 0 when nobody listens (a clock
  * read is a measurable share of a call). */

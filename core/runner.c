@@ -17,6 +17,7 @@
 
 #include "internal.h"
 #include "path.h"
+#include "run.h"
 
 /* ---- run ids -------------------------------------------------------------------- */
 
@@ -39,39 +40,7 @@ static int new_run_id(char out[PL_UUID_LEN + 1])
     return PL_OK;
 }
 
-/* ---- the run object ---------------------------------------------------------------- */
-
-static int run_new(pl_engine *e, const char *id, pl__run **out)
-{
-    pl__run *r = calloc(1, sizeof *r);
-    if (!r)
-        return pl__err(PL_ENOMEM, "out of memory starting a run");
-    r->e = e;
-    snprintf(r->id, sizeof r->id, "%s", id);
-    int st = pl__hasher_new(&r->hasher);
-    if (!st && (st = pl__genesis_hash(r->hasher, r->id, r->genesis)))
-        pl__hasher_free(r->hasher);
-    if (st) {
-        free(r);
-        return st;
-    }
-    *out = r;
-    return PL_OK;
-}
-
-static void run_free(pl__run *r)
-{
-    if (!r)
-        return;
-    pl__run_free_invs(r);
-    pl__batch_free(&r->batch);
-    pl__buf_free(&r->scratch);
-    pl__buf_free(&r->prompt);
-    pl__hasher_free(r->hasher);
-    pl__run_state_clear(&r->state);
-    free(r->reason);
-    free(r);
-}
+/* ---- ownership --------------------------------------------------------------------- */
 
 static void set_owner(pl_engine *e, pl__run_state *st)
 {
@@ -425,7 +394,8 @@ int pl_run_start(pl_outcome **out, pl_engine *e, const pl_action *root, const pl
     ri.seed = seed.len ? seed.data : NULL;
     ri.seed_len = seed.len;
     ri.created_us = pl__now_us();
-    if ((st = pl__run_info_encode(&info, &ri)) || (st = run_new(e, id, &r)))
+    if ((st = pl__run_info_encode(&info, &ri)) ||
+        (st = pl__run_new(e, id, &r)))
         goto done;
     r->state.status = PL_RUN_RUNNING;
     r->state.attempts = 1;
@@ -452,7 +422,7 @@ done:
     pl__batch_free(&create);
     pl__buf_free(&payload);
     pl__buf_free(&seed);
-    run_free(r);
+    pl__run_free(r);
     return st;
 }
 
@@ -613,7 +583,7 @@ static int continue_run(pl_engine *e, const char *id, bool check,
                                    "not registered", id, ra.action.policy);
         goto done;
     }
-    if ((st = run_new(e, id, &r)))
+    if ((st = pl__run_new(e, id, &r)))
         goto done;
     r->num = num;
     pl__buf sb = {0};
@@ -649,7 +619,7 @@ done:
     if (claimed)
         pl__engine_release(e, num);
     pl__kvs_free(&resume);
-    run_free(r);
+    pl__run_free(r);
     root_clear(&ra);
     return st;
 }
