@@ -1,11 +1,5 @@
 /*
- * context.c -- invocations and the one rule of replay.
- *
- * Every append goes through inv_append(): while the invocation's ledger has
- * a recorded step at the cursor, the new step is compared with it (type,
- * actor, payload) and the cursor advances; a difference fails the run with
- * PL_ENONDET naming both steps.  Past the recorded end, the step is encoded,
- * chained to its predecessor's hash, and added to the run's pending batch.
+ * context.c -- calls, recorded helpers, suspension and the chain.
  *
  * SYNC POINTS.  The pending batch is committed, as one transaction, before a
  * result reaches code that could act on it: when a call returns its
@@ -16,25 +10,15 @@
  * safe because nothing in the batch has been seen outside the process: if
  * the process dies first, the whole call is simply executed again, which is
  * what being idempotent permits.
- *
- * READING.  A replaying invocation reads its recorded steps ahead in bounded
- * batches (short read transactions, copied out), so replay memory does not
- * grow with ledger length and no read transaction stays open across policy
- * code.
- *
- * INVOCATIONS are strictly nested, so the run keeps one invocation structure
- * per depth and reuses it (and its read-ahead buffer) for the next call at
- * that depth.
  */
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "internal.h"
 #include "path.h"
+#include "invocation.h"
 #include "run.h"
 
-#define AHEAD_N 64
-#define AHEAD_BYTES ((size_t)256 << 10)
 #define ENGINE_ACTOR "engine"
 
 /* ---- contexts ----------------------------------------------------------------------- */
@@ -61,395 +45,10 @@ static int ctx_check(const pl_ctx *c, const char *fn)
 
 /* ---- invocations ---------------------------------------------------------------------- */
 
-static int inv_open(pl__run *r, pl_ctx *parent, uint32_t call_seq,
-                    bool replaying, const pl_policy_def *def, pl_ctx **out)
-{
-    unsigned depth = parent ? parent->depth + 1 : 0;
-    if (depth > PL_MAX_DEPTH)
-        return pl__run_fail(r, PL_ELIMIT, "run %s: invocation %s calls '%s' "
-                                          "deeper than %d levels",
-                            r->id, parent->path, def->name, PL_MAX_DEPTH);
-    pl_ctx *c = r->inv[depth];
-    if (!c) {
-        c = calloc(1, sizeof *c);
-        if (!c)
-            return pl__run_fail(r, PL_ENOMEM, "out of memory");
-        r->inv[depth] = c;
-    }
-    c->run = r;
-    c->parent = parent;
-    c->def = def;
-    c->depth = depth;
-    c->call_seq = call_seq;
-    c->idem[0] = '\0';
-    if (parent) {
-        memcpy(c->comps, parent->comps, parent->depth * sizeof *c->comps);
-        c->comps[depth - 1] = call_seq;
-        size_t n = strlen(parent->path);
-        memcpy(c->path, parent->path, n);
-        c->path[n] = '.';
-        *pl__utoa(c->path + n + 1, call_seq) = '\0';
-    } else {
-        c->path[0] = '0';
-        c->path[1] = '\0';
-    }
-    c->prefix_len = pl__ledger_prefix(c->prefix, r->num, c->comps, depth);
-    c->next_seq = 0;
-    c->replaying = replaying;
-    pl__kvs_reset(&c->ahead);
-    c->ahead_pos = 0;
-    c->peeked = false;
-    pl__buf_reset(&c->last_rec);
-    c->last_hash_ok = true;
-    c->hash_pending = false;
-    memcpy(c->last_hash, r->genesis, PL_HASH_LEN);
-    pl_steps_clear(&c->view);
-    c->view.default_actor = NULL;
-    r->cur = c;
-    *out = c;
-    return PL_OK;
-}
-
-/* Read the next batch of recorded steps; at the end, go live. */
-static int inv_load(pl_ctx *c)
-{
-    pl__run *r = c->run;
-    int st = pl__store_read(r->e->store, c->prefix, c->prefix_len,
-                            c->next_seq, AHEAD_N, AHEAD_BYTES, &c->ahead);
-    if (st)
-        return pl__run_fail(r, st, "run %s, invocation %s: reading the "
-                                   "ledger: %s", r->id, c->path, pl_errmsg());
-    c->ahead_pos = 0;
-    c->peeked = false;
-    if (c->ahead.n == 0) {
-        c->replaying = false; /* live from here; last_rec holds the tail */
-        c->last_hash_ok = c->next_seq == 0;
-        return PL_OK;
-    }
-    /* the last record read may be the last one recorded: keep it */
-    size_t last = c->ahead.n - 1;
-    pl__buf_reset(&c->last_rec);
-    st = pl__buf_append(&c->last_rec, pl__kvs_val(&c->ahead, last),
-                        c->ahead.e[last].vlen);
-    return st ? pl__run_fail(r, st, "%s", pl_errmsg()) : PL_OK;
-}
-
-/* The recorded step at the cursor, or NULL past the recorded end. */
-static int inv_peek(pl_ctx *c, const pl__rec **out)
-{
-    *out = NULL;
-    if (!c->replaying)
-        return PL_OK;
-    if (c->ahead_pos >= c->ahead.n) {
-        int st = inv_load(c);
-        if (st || !c->replaying)
-            return st;
-    }
-    if (!c->peeked) {
-        pl__run *r = c->run;
-        int st = pl__rec_decode_lazy(&c->rec,
-                                     pl__kvs_val(&c->ahead, c->ahead_pos),
-                                     c->ahead.e[c->ahead_pos].vlen);
-        if (st)
-            return pl__run_fail(r, st, "run %s: step %s:%u is unreadable: %s",
-                                r->id, c->path, c->next_seq, pl_errmsg());
-        if (c->rec.seq != c->next_seq)
-            return pl__run_fail(r, PL_ECORRUPT, "run %s: step %s:%u records "
-                                                "seq %u", r->id, c->path,
-                                c->next_seq, c->rec.seq);
-        /* a callee runs again only when its caller records no result, and
-         * a mirror is only ever written with that result */
-        if (c->rec.mirrored)
-            return pl__run_fail(r, PL_ECORRUPT, "run %s: step %s:%u holds "
-                                                "its caller's result, but "
-                                                "the caller records none",
-                                r->id, c->path, c->next_seq);
-        c->peeked = true;
-    }
-    *out = &c->rec;
-    return PL_OK;
-}
-
-static void inv_consume(pl_ctx *c)
-{
-    pl__run *r = c->run;
-    r->replayed++;
-    if (r->e->on_event) {
-        char actor[PL_MAX_NAME + 1];
-        snprintf(actor, sizeof actor, "%.*s", (int)c->rec.actor_len,
-                 c->rec.actor);
-        pl__emit(r, PL_EVENT_STEP_REPLAYED, c->path, c->next_seq, actor,
-                 c->rec.type, 0, 0, NULL);
-    }
-    c->ahead_pos++;
-    c->next_seq++;
-    c->peeked = false;
-}
-
-/* The hash of the record @p rec stored at position @p seq of this ledger. */
-static int hash_at(pl_ctx *c, uint32_t seq, const uint8_t *rec, size_t len,
-                   uint8_t out[PL_HASH_LEN])
-{
-    uint8_t key[PL__KEY_MAX];
-    memcpy(key, c->prefix, c->prefix_len);
-    pl__put_be32(key + c->prefix_len, seq);
-    return pl__step_hash(c->run->hasher, key, c->prefix_len + 4, rec, len,
-                         out);
-}
-
-/*
- * Consume a recorded step whose payload goes to policy code without being
- * compared (a served result, a side effect's value, a resume answer): the
- * next recorded step must still link to it, or the store changed under the
- * run.  (The last step of a ledger is anchored by its caller's link, which
- * pl_run_verify() checks.)
- */
-static int inv_consume_checked(pl_ctx *c)
-{
-    pl__run *r = c->run;
-    uint8_t h[PL_HASH_LEN];
-    uint32_t seq = c->next_seq;
-    int st = hash_at(c, seq, pl__kvs_val(&c->ahead, c->ahead_pos),
-                     c->ahead.e[c->ahead_pos].vlen, h);
-    if (st)
-        return pl__run_fail(r, st, "%s", pl_errmsg());
-    inv_consume(c);
-    const pl__rec *next;
-    if ((st = inv_peek(c, &next)))
-        return st;
-    if (!next) { /* it was the last: the head an append links to */
-        memcpy(c->last_hash, h, PL_HASH_LEN);
-        c->last_hash_ok = true;
-    } else if (memcmp(next->prev_hash, h, PL_HASH_LEN) != 0) {
-        return pl__run_fail(r, PL_ECORRUPT, "run %s: step %s:%u changed in "
-                                            "the store: the step after it "
-                                            "does not link to it", r->id,
-                            c->path, seq);
-    }
-    return PL_OK;
-}
-
-/*
- * The hash of the invocation's last step (its head), or the run's genesis
- * for an empty ledger.  Valid once the invocation is live or has read to
- * the end of its record.
- */
-static int inv_head(pl_ctx *c, uint8_t out[PL_HASH_LEN])
-{
-    pl__run *r = c->run;
-    if (!c->last_hash_ok) {
-        const pl__kvs *l = &r->batch.steps;
-        const uint8_t *rec = c->last_rec.data;
-        size_t len = c->last_rec.len;
-        if (c->hash_pending) {
-            rec = pl__kvs_val(l, c->pending_at);
-            len = l->e[c->pending_at].vlen;
-            c->hash_pending = false;
-        }
-        int st = hash_at(c, c->next_seq - 1, rec, len, c->last_hash);
-        if (st)
-            return pl__run_fail(r, st, "%s", pl_errmsg());
-        c->last_hash_ok = true;
-    }
-    memcpy(out, c->last_hash, PL_HASH_LEN);
-    return PL_OK;
-}
-
 int pl__run_head(pl__run *r, uint8_t out[PL_HASH_LEN])
 {
-    return r->inv[0] ? inv_head(r->inv[0], out)
+    return r->inv[0] ? pl__inv_head(r->inv[0], out)
                      : pl__err(PL_EINVAL, "the run has no root invocation");
-}
-
-static bool rec_actor_is(const pl__rec *rec, const char *actor)
-{
-    size_t n = strlen(actor);
-    return rec->actor_len == n && memcmp(rec->actor, actor, n) == 0;
-}
-
-static bool rec_code_is(const pl__rec *rec, const char *code)
-{
-    if (!rec->code || !code)
-        return !rec->code && !code;
-    size_t n = strlen(code);
-    return rec->code_len == n && memcmp(rec->code, code, n) == 0;
-}
-
-/* An invocation that ends must have used up its recorded steps. */
-static int inv_finish(pl_ctx *c)
-{
-    const pl__rec *rec;
-    int st = inv_peek(c, &rec);
-    if (st || !rec)
-        return st;
-    pl__run *r = c->run;
-    char *was = pl__payload_text(rec->payload, rec->payload_len, 200);
-    st = pl__run_fail(r, PL_ENONDET, "non-determinism in run %s, invocation "
-                                     "%s: the policy ended at step %u, but "
-                                     "the ledger records more: %s by '%.*s' "
-                                     "%s", r->id, c->path, c->next_seq,
-                      pl_step_type_name(rec->type), (int)rec->actor_len,
-                      rec->actor, was ? was : "?");
-    free(was);
-    return st;
-}
-
-/*
- * Does the recorded step at the cursor still link to its successor?  Only
- * asked when a replay differs: a step changed in the store is corruption,
- * not the code's non-determinism.  True when the successor is not at hand.
- */
-static bool rec_intact(pl_ctx *c)
-{
-    if (c->ahead_pos + 1 >= c->ahead.n)
-        return true;
-    pl__rec next;
-    uint8_t h[PL_HASH_LEN];
-    if (pl__rec_decode_lazy(&next, pl__kvs_val(&c->ahead, c->ahead_pos + 1),
-                            c->ahead.e[c->ahead_pos + 1].vlen) ||
-        hash_at(c, c->next_seq, pl__kvs_val(&c->ahead, c->ahead_pos),
-                c->ahead.e[c->ahead_pos].vlen, h))
-        return false;
-    return memcmp(next.prev_hash, h, PL_HASH_LEN) == 0;
-}
-
-/* Fail the run: the recorded step and the new one differ. */
-static int nondet(pl_ctx *c, const pl__rec *rec, pl_step_type type,
-                  const char *actor, const uint8_t *mp, size_t mp_len,
-                  const char *code)
-{
-    pl__run *r = c->run;
-    if (!rec_intact(c))
-        return pl__run_fail(r, PL_ECORRUPT, "run %s: step %s:%u changed in "
-                                            "the store: the step after it "
-                                            "does not link to it", r->id,
-                            c->path, c->next_seq);
-    char *was = pl__payload_text(rec->payload, rec->payload_len, 200);
-    char *now = pl__payload_text(mp, mp_len, 200);
-    int st = pl__run_fail(
-        r, PL_ENONDET,
-        "non-determinism in run %s, invocation %s, step %u (id %s:%u): the "
-        "ledger records %s by '%.*s' %s (code %.*s); the policy now appends "
-        "%s by '%s' %s (code %s)",
-        r->id, c->path, c->next_seq, c->path, c->next_seq,
-        pl_step_type_name(rec->type), (int)rec->actor_len, rec->actor,
-        was ? was : "?", rec->code ? (int)rec->code_len : 1,
-        rec->code ? rec->code : "-", pl_step_type_name(type), actor,
-        now ? now : "?", code ? code : "-");
-    free(was);
-    free(now);
-    return st;
-}
-
-/*
- * The recorded step at the cursor matched the one appended: report a call
- * recorded by other code, and move on.
- */
-static void inv_matched(pl_ctx *c, const char *actor, const char *code)
-{
-    pl__run *r = c->run;
-    const pl__rec *rec = &c->rec;
-    if (rec->type == PL_STEP_ACTION_CALL && !rec_code_is(rec, code) &&
-        r->e->on_event) {
-        char *detail = pl__asprintf(
-            "step %s:%u was recorded by code '%.*s', replayed by '%s'",
-            c->path, c->next_seq, rec->code ? (int)rec->code_len : 1,
-            rec->code ? rec->code : "-", code ? code : "-");
-        pl__emit(r, PL_EVENT_CODE_CHANGED, c->path, c->next_seq, actor,
-                 rec->type, 0, 0, detail);
-        free(detail);
-    }
-    inv_consume(c);
-}
-
-/*
- * Append a step to invocation @p c: compare it with the recorded step at the
- * cursor, or write it past the recorded end.  *replayed says which.
- */
-static int inv_append(pl_ctx *c, pl_step_type type, const char *actor,
-                      const uint8_t *mp, size_t mp_len, const char *code,
-                      const pl__link *link, bool *replayed, int64_t *time_us)
-{
-    pl__run *r = c->run;
-    if (r->stop)
-        return r->stop;
-    const pl__rec *rec;
-    int st = inv_peek(c, &rec);
-    if (st)
-        return st;
-    if (rec) {
-        bool same_bytes = rec->payload_len == mp_len &&
-                          memcmp(rec->payload, mp, mp_len) == 0;
-        if (!same_bytes && (st = pl__rec_check(rec)))
-            return pl__run_fail(r, st, "run %s: step %s:%u is corrupt: %s",
-                                r->id, c->path, c->next_seq, pl_errmsg());
-        if (rec->type != type || !rec_actor_is(rec, actor) ||
-            (!same_bytes && !pl__payload_equal(rec->payload,
-                                               rec->payload_len, mp, mp_len)))
-            return nondet(c, rec, type, actor, mp, mp_len, code);
-        if (time_us)
-            *time_us = rec->time_us;
-        *replayed = true;
-        inv_matched(c, actor, code);
-        return PL_OK;
-    }
-    if (r->check)
-        return pl__run_fail(r, PL_ECHECK, "check: run %s, invocation %s: the "
-                                          "record ends before step %u (%s by "
-                                          "'%s')", r->id, c->path, c->next_seq,
-                            pl_step_type_name(type), actor);
-    if (c->next_seq == UINT32_MAX)
-        return pl__run_fail(r, PL_ELIMIT, "run %s: ledger %s is full", r->id,
-                            c->path);
-
-    uint8_t key[PL__KEY_MAX], prev[PL_HASH_LEN];
-    if ((st = inv_head(c, prev)))
-        return st;
-    memcpy(key, c->prefix, c->prefix_len);
-    pl__put_be32(key + c->prefix_len, c->next_seq);
-    pl__kvs *l = &r->batch.steps;
-    int64_t now = pl__now_us();
-    if ((st = pl__kvs_begin(l, key, c->prefix_len + 4)))
-        return pl__run_fail(r, st, "%s", pl_errmsg());
-    st = pl__rec_encode(&l->data, c->next_seq, now, type, actor, prev, code,
-                        link, mp, mp_len);
-    if (st) {
-        pl__kvs_cancel(l);
-        return pl__run_fail(r, st, "%s", pl_errmsg());
-    }
-    c->last_hash_ok = false; /* inv_head() hashes it when it is needed */
-    c->hash_pending = true;
-    c->pending_at = l->n;
-    pl__kvs_end(l);
-    if (time_us)
-        *time_us = now;
-    *replayed = false;
-    r->appended++;
-    pl__emit(r, PL_EVENT_STEP_APPENDED, c->path, c->next_seq, actor, type, 0,
-             0, NULL);
-    c->next_seq++;
-    return PL_OK;
-}
-
-/* Seed steps open a new ledger. */
-static int append_seed(pl_ctx *c, const pl_steps *seed)
-{
-    pl__run *r = c->run;
-    for (size_t i = 0; seed && i < seed->n; i++) {
-        const pl_step *s = seed->v[i];
-        bool replayed;
-        if (s->mp_len > r->e->max_payload)
-            return pl__run_fail(r, PL_ELIMIT, "run %s, invocation %s: seed "
-                                              "step %zu has a payload of %zu "
-                                              "bytes; the limit is %zu",
-                                r->id, c->path, i, s->mp_len,
-                                r->e->max_payload);
-        int st = inv_append(c, s->type, s->actor, s->mp, s->mp_len, NULL, NULL,
-                            &replayed, NULL);
-        if (st)
-            return st;
-    }
-    return PL_OK;
 }
 
 /* ---- commits ------------------------------------------------------------------------- */
@@ -467,7 +66,7 @@ static int settle_hashes(pl__run *r)
             continue;
         }
         uint8_t h[PL_HASH_LEN];
-        int st = inv_head(c, h);
+        int st = pl__inv_head(c, h);
         if (st)
             return st;
     }
@@ -549,8 +148,8 @@ static int finish_call(pl_ctx *c, uint32_t call_seq, const char *callee,
     uint32_t seq = c->next_seq;
     bool replayed;
     int64_t time_us;
-    int st = inv_append(c, PL_STEP_ACTION_RESULT, callee, mp, mp_len, NULL,
-                        link, &replayed, &time_us);
+    int st = pl__inv_append(c, PL_STEP_ACTION_RESULT, callee, mp, mp_len, NULL,
+                            link, &replayed, &time_us);
     if (!st)
         st = pl__run_commit(r);
     if (st)
@@ -611,7 +210,7 @@ static void store_result_once(pl_ctx *child, const pl_step *last,
         memcmp(rec.payload, last->mp, last->mp_len) != 0)
         return; /* the ledger ends in another step */
     if (child->next_seq == 1 && !rec.code && !rec.has_link &&
-        rec_actor_is(&rec, child->def->name)) {
+        pl__rec_actor_is(&rec, child->def->name)) {
         link->folded = rec.type;
         l->data.len = e->koff;
         l->n--;
@@ -623,7 +222,7 @@ static void store_result_once(pl_ctx *child, const pl_step *last,
         return;
     size_t header_len = (size_t)(rec.payload - val);
     pl__rec_make_mirror(&l->data, e->voff, header_len);
-    e->vlen = header_len + 1; /* still pending: inv_head() hashes it */
+    e->vlen = header_len + 1; /* still pending: pl__inv_head() hashes it */
 }
 
 /* Run the callee in a new invocation and append its result. */
@@ -637,11 +236,11 @@ static int execute(pl_ctx *c, uint32_t call_seq, bool call_replayed,
     if (!def->idempotent && (st = pl__run_commit(r)))
         return st; /* its action_call is durable before it runs */
     pl_ctx *child = NULL;
-    if ((st = inv_open(r, c, call_seq, call_replayed, def, &child)))
+    if ((st = pl__inv_open(r, c, call_seq, call_replayed, def, &child)))
         return st;
     pl__emit(r, PL_EVENT_CALL_STARTED, c->path, call_seq, def->name,
              PL_STEP_ACTION_CALL, 0, 0, NULL);
-    if ((st = append_seed(child, a->seed)))
+    if ((st = pl__inv_append_seed(child, a->seed)))
         return st;
     pl_steps res = {.default_actor = def->name};
     pl_next next = {decos, n_decos, 0};
@@ -650,7 +249,7 @@ static int execute(pl_ctx *c, uint32_t call_seq, bool call_replayed,
     if (!st && r->stop)
         st = r->stop;
     if (!st)
-        st = inv_finish(child);
+        st = pl__inv_finish(child);
     r->cur = c; /* the child's context is stale from here on */
     if (st && !r->stop) {
         bool said = pl__errmsg_set();
@@ -673,7 +272,7 @@ static int execute(pl_ctx *c, uint32_t call_seq, bool call_replayed,
     pl__link link = {call_seq, {0}, 0};
     if (last)
         store_result_once(child, last, &link);
-    st = link.folded ? PL_OK : inv_head(child, link.head);
+    st = link.folded ? PL_OK : pl__inv_head(child, link.head);
     if (!st)
         st = finish_call(c, call_seq, def->name,
                          last ? last->mp : (const uint8_t *)"\x80",
@@ -721,7 +320,7 @@ static int serve(pl_ctx *c, const pl__rec *rec, uint32_t call_seq,
     pl__run *r = c->run;
     uint32_t seq = c->next_seq;
     int st;
-    if (!rec_actor_is(rec, callee))
+    if (!pl__rec_actor_is(rec, callee))
         return pl__run_fail(r, PL_ENONDET, "non-determinism in run %s: the "
                                            "result at %s:%u is from '%.*s', "
                                            "the call was to '%s'", r->id,
@@ -730,7 +329,7 @@ static int serve(pl_ctx *c, const pl__rec *rec, uint32_t call_seq,
     if (out && (st = pl__step_from_rec(rec, c->path, out)))
         return pl__run_fail(r, st, "run %s: the result at %s:%u: %s", r->id,
                             c->path, seq, pl_errmsg());
-    if ((st = inv_consume_checked(c))) {
+    if ((st = pl__inv_consume_checked(c))) {
         if (out) {
             pl_step_free(*out);
             *out = NULL;
@@ -745,7 +344,7 @@ static int serve(pl_ctx *c, const pl__rec *rec, uint32_t call_seq,
 
 static bool is_engine_suspend(const pl__rec *rec)
 {
-    return rec->type == PL_STEP_SUSPEND && rec_actor_is(rec, ENGINE_ACTOR);
+    return rec->type == PL_STEP_SUSPEND && pl__rec_actor_is(rec, ENGINE_ACTOR);
 }
 
 /*
@@ -769,8 +368,8 @@ static int in_doubt(pl_ctx *c, uint32_t call_seq, const pl_action *a,
         }
         uint32_t seq = c->next_seq;
         bool replayed;
-        st = inv_append(c, PL_STEP_SUSPEND, ENGINE_ACTOR, b.data, b.len, NULL, NULL,
-                        &replayed, NULL);
+        st = pl__inv_append(c, PL_STEP_SUSPEND, ENGINE_ACTOR, b.data, b.len, NULL, NULL,
+                            &replayed, NULL);
         if (st || !replayed) {
             if (!st) {
                 const uint8_t *v;
@@ -784,7 +383,7 @@ static int in_doubt(pl_ctx *c, uint32_t call_seq, const pl_action *a,
         }
         pl__buf_free(&b);
         const pl__rec *rec;
-        if ((st = inv_peek(c, &rec)))
+        if ((st = pl__inv_peek(c, &rec)))
             return st;
         if (!rec) {
             if (r->check)
@@ -804,7 +403,7 @@ static int in_doubt(pl_ctx *c, uint32_t call_seq, const pl_action *a,
                                         rec->payload_len,
                                         pl__step_wrapping(rec->type))))
             return pl__run_fail(r, st, "run %s: %s", r->id, pl_errmsg());
-        if ((st = inv_consume_checked(c))) {
+        if ((st = pl__inv_consume_checked(c))) {
             cJSON_Delete(answer);
             return st;
         }
@@ -841,7 +440,7 @@ static int in_doubt(pl_ctx *c, uint32_t call_seq, const pl_action *a,
         cJSON_Delete(answer);
         /* rerun: what did the rerun leave behind?  (The answer was a recorded
          * step, so a record that ends here ended inside the rerun.) */
-        if ((st = inv_peek(c, &rec)))
+        if ((st = pl__inv_peek(c, &rec)))
             return st;
         if (rec && rec->type == PL_STEP_ACTION_RESULT)
             return serve(c, rec, call_seq, a->policy, t0, out);
@@ -879,7 +478,7 @@ static int resolve_call(pl_ctx *c, uint32_t call_seq, bool call_replayed,
     if (call_replayed) {
         bool was_replaying = c->replaying;
         const pl__rec *rec;
-        int st = inv_peek(c, &rec);
+        int st = pl__inv_peek(c, &rec);
         if (st)
             return st;
         if (rec && rec->type == PL_STEP_ACTION_RESULT)
@@ -1012,15 +611,15 @@ int pl_ctx_call(pl_step **out, pl_ctx *c, const pl_action *a, const pl_decorator
     /* a call found recorded needs no encoding; anything else is appended,
      * which compares it the thorough way or writes it */
     const pl__rec *rec;
-    if ((st = inv_peek(c, &rec)))
+    if ((st = pl__inv_peek(c, &rec)))
         return st;
     if (rec && rec->type == PL_STEP_ACTION_CALL &&
-        rec_actor_is(rec, c->def->name) &&
+        pl__rec_actor_is(rec, c->def->name) &&
         pl__call_payload_same(rec->payload, rec->payload_len, a->policy,
                               a->payload, a->actions, a->n_actions, seed,
                               r->e->max_payload)) {
         replayed = true;
-        inv_matched(c, c->def->name, code);
+        pl__inv_matched(c, c->def->name, code);
     } else {
         pl__buf_reset(&r->scratch);
         st = pl__call_payload_encode(&r->scratch, a->policy, a->payload,
@@ -1029,8 +628,8 @@ int pl_ctx_call(pl_step **out, pl_ctx *c, const pl_action *a, const pl_decorator
         if (st)
             return pl__run_fail(r, st, "run %s: call to '%s' at %s: %s",
                                 r->id, a->policy, c->path, pl_errmsg());
-        st = inv_append(c, PL_STEP_ACTION_CALL, c->def->name, r->scratch.data,
-                        r->scratch.len, code, NULL, &replayed, NULL);
+        st = pl__inv_append(c, PL_STEP_ACTION_CALL, c->def->name, r->scratch.data,
+                            r->scratch.len, code, NULL, &replayed, NULL);
         if (st)
             return st;
     }
@@ -1185,8 +784,8 @@ static int run_policy(pl_ctx *c, const pl_action *a, pl_steps *out)
         }
         int64_t time_us;
         uint32_t seq = c->next_seq;
-        st = inv_append(c, s->type, s->actor, s->mp, s->mp_len, code, NULL,
-                        &s->replayed, &time_us);
+        st = pl__inv_append(c, s->type, s->actor, s->mp, s->mp_len, code, NULL,
+                            &s->replayed, &time_us);
         if (!st && (pl__step_place(s, c->path, seq, time_us) ||
                     pl__steps_push(out, s)))
             st = pl__run_fail(r, PL_ENOMEM, "out of memory");
@@ -1221,15 +820,15 @@ int pl__run_root(pl__run *r, const pl_policy_def *def, const pl_action *root,
                  bool replaying, pl_steps *out)
 {
     pl_ctx *c = NULL;
-    int st = inv_open(r, NULL, 0, replaying, def, &c);
+    int st = pl__inv_open(r, NULL, 0, replaying, def, &c);
     if (!st)
-        st = append_seed(c, root->seed);
+        st = pl__inv_append_seed(c, root->seed);
     if (st)
         return st;
     out->default_actor = def->name;
     pl_next next = {NULL, 0, 0};
     st = pl_next_call(&next, c, root, out);
-    return st ? st : inv_finish(c);
+    return st ? st : pl__inv_finish(c);
 }
 
 /* ---- emitting steps from decorators -------------------------------------------------------- */
@@ -1262,8 +861,8 @@ int pl_ctx_emit(pl_ctx *c, pl_steps *out, pl_step_type type,
         return pl__run_fail(r, PL_ENOMEM, "out of memory");
     uint32_t seq = c->next_seq;
     int64_t time_us;
-    st = inv_append(c, type, actor, s->mp, s->mp_len, NULL, NULL, &s->replayed,
-                    &time_us);
+    st = pl__inv_append(c, type, actor, s->mp, s->mp_len, NULL, NULL, &s->replayed,
+                        &time_us);
     if (!st && (st = pl__step_place(s, c->path, seq, time_us)))
         st = pl__run_fail(r, st, "out of memory");
     if (!st && (st = pl__steps_push(out, s)))
@@ -1292,7 +891,7 @@ static int recorded(pl_ctx *c, const char *name, produce_fn fn, void *user,
     if (r->stop)
         return r->stop;
     const pl__rec *rec;
-    st = inv_peek(c, &rec);
+    st = pl__inv_peek(c, &rec);
     if (st)
         return st;
     if (rec) {
@@ -1301,7 +900,7 @@ static int recorded(pl_ctx *c, const char *name, produce_fn fn, void *user,
         const char *got;
         size_t got_len;
         bool same = rec->type == PL_STEP_SIDE_EFFECT &&
-                    rec_actor_is(rec, c->def->name) &&
+                    pl__rec_actor_is(rec, c->def->name) &&
                     pl__map_find(rec->payload, rec->payload_len, "name", &v,
                                  &vn) &&
                     pl__mp_str(v, vn, &got, &got_len) &&
@@ -1324,7 +923,7 @@ static int recorded(pl_ctx *c, const char *name, produce_fn fn, void *user,
         }
         if ((st = pl__payload_decode(out, vv, vvn)))
             return pl__run_fail(r, st, "run %s: %s", r->id, pl_errmsg());
-        if ((st = inv_consume_checked(c))) {
+        if ((st = pl__inv_consume_checked(c))) {
             cJSON_Delete(*out);
             *out = NULL;
         }
@@ -1350,8 +949,8 @@ static int recorded(pl_ctx *c, const char *name, produce_fn fn, void *user,
     st = pl__named_value_encode(&b, name, value, r->e->max_payload);
     bool replayed;
     if (!st)
-        st = inv_append(c, PL_STEP_SIDE_EFFECT, c->def->name, b.data, b.len,
-                        NULL, NULL, &replayed, NULL);
+        st = pl__inv_append(c, PL_STEP_SIDE_EFFECT, c->def->name, b.data, b.len,
+                            NULL, NULL, &replayed, NULL);
     else
         st = pl__run_fail(r, st, "run %s: side effect '%s': %s", r->id, name,
                           pl_errmsg());
@@ -1538,8 +1137,8 @@ int pl_ctx_suspend(cJSON **out_answer, pl_ctx *c, const cJSON *prompt)
     }
     uint32_t seq = c->next_seq;
     bool replayed;
-    st = inv_append(c, PL_STEP_SUSPEND, c->def->name, b.data, b.len, NULL, NULL,
-                    &replayed, NULL);
+    st = pl__inv_append(c, PL_STEP_SUSPEND, c->def->name, b.data, b.len, NULL, NULL,
+                        &replayed, NULL);
     if (!st && !replayed) {
         const uint8_t *v;
         size_t vn;
@@ -1551,7 +1150,7 @@ int pl_ctx_suspend(cJSON **out_answer, pl_ctx *c, const cJSON *prompt)
     if (st)
         return st;
     const pl__rec *rec;
-    if ((st = inv_peek(c, &rec)))
+    if ((st = pl__inv_peek(c, &rec)))
         return st;
     if (!rec) {
         if (r->check)
@@ -1570,7 +1169,7 @@ int pl_ctx_suspend(cJSON **out_answer, pl_ctx *c, const cJSON *prompt)
                             pl_step_type_name(rec->type));
     if ((st = pl__payload_decode(out_answer, v, vn)))
         return pl__run_fail(r, st, "run %s: %s", r->id, pl_errmsg());
-    if ((st = inv_consume_checked(c))) {
+    if ((st = pl__inv_consume_checked(c))) {
         cJSON_Delete(*out_answer);
         *out_answer = NULL;
     }
@@ -1606,7 +1205,7 @@ int pl_ctx_ledger(const pl_steps **out, pl_ctx *c)
     /* durable steps first, from the store */
     while (!st && seq < c->next_seq) {
         st = pl__store_read(r->e->store, c->prefix, c->prefix_len, seq,
-                            AHEAD_N, AHEAD_BYTES, &recs);
+                            PL__AHEAD_N, PL__AHEAD_BYTES, &recs);
         if (st || !recs.n)
             break;
         for (size_t i = 0; !st && i < recs.n && seq < c->next_seq; i++) {

@@ -5,7 +5,8 @@
  *   registry.c    policies by name
  *   step.c        pl_step / pl_steps
  *   path.c        invocation paths and step ids (path.h)
- *   context.c     invocations: append-or-compare, calls, recorded helpers
+ *   invocation.c  an invocation's cursor: append-or-compare (invocation.h)
+ *   context.c     calls, recorded helpers, suspension, the chain
  *   decorators.c  loop, invoke_action
  *   runner.c      the runner: start, continue, resume, ownership
  *   run.c         a run in execution: create, fail, free (run.h)
