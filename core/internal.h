@@ -6,6 +6,7 @@
  *   step.c        pl_step / pl_steps
  *   path.c        invocation paths and step ids (path.h)
  *   invocation.c  an invocation's cursor: append-or-compare (invocation.h)
+ *   commit.c      a run's pending steps made durable: sync points (commit.h)
  *   context.c     calls, recorded helpers, suspension, the chain
  *   decorators.c  loop, invoke_action
  *   runner.c      the runner: start, continue, resume, ownership
@@ -214,19 +215,10 @@ struct pl_next {
     size_t i;
 };
 
-/* Commit the steps appended since the last commit (a sync point); a
- * failure fails the run. */
-PL__HIDDEN int pl__run_commit(pl__run *r) PL__MUST_CHECK;
-/* Commit the pending steps with the run's state: when the heartbeat is due,
- * or always when @p final (an execution's end).  Returns the store's error
- * and leaves the run as it was on failure. */
-PL__HIDDEN int pl__run_write(pl__run *r, bool final) PL__MUST_CHECK;
 /* Execute the root invocation; the returned steps go to @p out. */
 PL__HIDDEN int pl__run_root(pl__run *r, const pl_policy_def *def,
                             const pl_action *root, bool replaying,
                             pl_steps *out);
-/* The hash of the root ledger's last step (for the run state's head). */
-PL__HIDDEN int pl__run_head(pl__run *r, uint8_t out[PL_HASH_LEN]) PL__MUST_CHECK;
 
 /* Monotonic nanoseconds for event timings; 0 when nobody listens (a clock
  * read is a measurable share of a call). */
