@@ -5,34 +5,13 @@
 #include <stdlib.h>
 
 #include "commit.h"
+#include "ctx.h"
 #include "internal.h"
 #include "invocation.h"
 #include "path.h"
 #include "run.h"
 
 #define ENGINE_ACTOR "engine"
-
-/* ---- contexts ----------------------------------------------------------------------- */
-
-/*
- * Is @p c the context of the invocation running now?  A callee's context
- * used after the callee returned, or a caller's used inside a callee, would
- * move a cursor that is not the running one: refuse it.  (A context used
- * after its run ended is freed memory, which no check can catch.)
- */
-static int ctx_check(const pl_ctx *c, const char *fn)
-{
-    if (!c)
-        return pl__err(PL_EINVAL, "%s: ctx is NULL", fn);
-    if (c->run->cur != c)
-        return pl__err(PL_EINVAL, "%s: the context of '%s' at %s in run %s "
-                                  "is not the running invocation's: a "
-                                  "context is valid only while its own "
-                                  "policy runs, not after it returned, nor "
-                                  "inside a call it makes", fn, c->def->name,
-                       c->path, c->run->id);
-    return PL_OK;
-}
 
 /* ---- calls ----------------------------------------------------------------------------- */
 
@@ -499,7 +478,7 @@ int pl_ctx_call(pl_step **out, pl_ctx *c, const pl_action *a, const pl_decorator
 {
     if (out)
         *out = NULL;
-    int st = ctx_check(c, "pl_ctx_call");
+    int st = pl__ctx_check(c, "pl_ctx_call");
     if (st)
         return st;
     pl__run *r = c->run;
@@ -591,7 +570,7 @@ int pl_ctx_call_step(pl_step **out, pl_ctx *c, const pl_step *call,
 {
     if (out)
         *out = NULL;
-    int st = ctx_check(c, "pl_ctx_call_step");
+    int st = pl__ctx_check(c, "pl_ctx_call_step");
     if (st)
         return st;
     if (!out || !call || !allowed)
@@ -717,7 +696,7 @@ static int run_policy(pl_ctx *c, const pl_action *a, pl_steps *out)
 
 int pl_next_call(pl_next *next, pl_ctx *c, const pl_action *a, pl_steps *out)
 {
-    int st = ctx_check(c, "pl_next_call");
+    int st = pl__ctx_check(c, "pl_next_call");
     if (st)
         return st;
     if (!next || !a || !out)
@@ -753,7 +732,7 @@ int pl__run_root(pl__run *r, const pl_policy_def *def, const pl_action *root,
 int pl_ctx_emit(pl_ctx *c, pl_steps *out, pl_step_type type,
                 const char *actor, const cJSON *payload)
 {
-    int st = ctx_check(c, "pl_ctx_emit");
+    int st = pl__ctx_check(c, "pl_ctx_emit");
     if (st)
         return st;
     if (!out || !payload)
@@ -801,7 +780,7 @@ static int recorded(pl_ctx *c, const char *name, produce_fn fn, void *user,
                     bool durable, cJSON **out)
 {
     *out = NULL;
-    int st = ctx_check(c, name);
+    int st = pl__ctx_check(c, name);
     if (st)
         return st;
     pl__run *r = c->run;
@@ -1032,7 +1011,7 @@ int pl_ctx_suspend(cJSON **out_answer, pl_ctx *c, const cJSON *prompt)
 {
     if (out_answer)
         *out_answer = NULL;
-    int st = ctx_check(c, "pl_ctx_suspend");
+    int st = pl__ctx_check(c, "pl_ctx_suspend");
     if (st)
         return st;
     if (!out_answer || !prompt)
@@ -1092,96 +1071,3 @@ int pl_ctx_suspend(cJSON **out_answer, pl_ctx *c, const cJSON *prompt)
     }
     return st;
 }
-
-/* ---- reading the ledger ---------------------------------------------------------------------- */
-
-/*
- * A policy's view of its ledger is read once and extended as it grows: each
- * call reads only the steps appended since the last (a loop's K turns read
- * K steps in all, not K^2/2).  Steps up to next_seq are durable in the
- * store or pending in the run's batch; the view keeps what it has read.
- */
-int pl_ctx_ledger(const pl_steps **out, pl_ctx *c)
-{
-    if (out)
-        *out = NULL;
-    int st = ctx_check(c, "pl_ctx_ledger");
-    if (st)
-        return st;
-    if (!out)
-        return pl__err(PL_EINVAL, "pl_ctx_ledger: out is NULL");
-    pl__run *r = c->run;
-    pl_steps *l = &c->view;
-    uint32_t seq = (uint32_t)l->n;
-    if (seq == c->next_seq) {
-        *out = l;
-        return PL_OK;
-    }
-    pl__kvs recs = {0};
-    st = pl__store_settle(r->e->store); /* group commits' journal */
-    /* durable steps first, from the store */
-    while (!st && seq < c->next_seq) {
-        st = pl__store_read(r->e->store, c->prefix, c->prefix_len, seq,
-                            PL__AHEAD_N, PL__AHEAD_BYTES, &recs);
-        if (st || !recs.n)
-            break;
-        for (size_t i = 0; !st && i < recs.n && seq < c->next_seq; i++) {
-            pl__rec rec;
-            st = pl__rec_decode_lazy(&rec, pl__kvs_val(&recs, i),
-                                     recs.e[i].vlen);
-            pl_step *s = NULL;
-            if (!st)
-                st = pl__step_from_rec(&rec, c->path, &s);
-            if (!st && (st = pl__steps_push(l, s)))
-                pl_step_free(s);
-            seq++;
-        }
-    }
-    /* then the ones not yet committed, from the pending batch */
-    const pl__kvs *p = &r->batch.steps;
-    for (size_t i = 0; !st && i < p->n && seq < c->next_seq; i++) {
-        if (p->e[i].klen != c->prefix_len + 4 ||
-            memcmp(pl__kvs_key(p, i), c->prefix, c->prefix_len) != 0)
-            continue;
-        pl__rec rec;
-        st = pl__rec_decode_lazy(&rec, pl__kvs_val(p, i), p->e[i].vlen);
-        if (st || rec.seq != seq)
-            continue;
-        pl_step *s = NULL;
-        if (!(st = pl__step_from_rec(&rec, c->path, &s)) &&
-            (st = pl__steps_push(l, s)))
-            pl_step_free(s);
-        seq++;
-    }
-    pl__kvs_free(&recs);
-    if (!st && seq != c->next_seq)
-        st = pl__err(PL_ECORRUPT, "run %s: ledger %s has %u readable steps, "
-                                  "expected %u", r->id, c->path, seq,
-                     c->next_seq);
-    if (st) {
-        pl_steps_clear(l); /* read it all again next time */
-        return st;
-    }
-    *out = l;
-    return PL_OK;
-}
-
-/* ---- accessors ------------------------------------------------------------------------------ */
-
-const char *pl_ctx_run_id(const pl_ctx *c) { return c->run->id; }
-const char *pl_ctx_path(const pl_ctx *c) { return c->path; }
-const char *pl_ctx_policy(const pl_ctx *c) { return c->def->name; }
-const char *pl_ctx_idempotency_key(const pl_ctx *cc)
-{
-    pl_ctx *c = (pl_ctx *)cc; /* made on first use */
-    if (!c->idem[0]) {
-        if (c->parent)
-            snprintf(c->idem, sizeof c->idem, "%s/%s:%u", c->run->id,
-                     c->parent->path, c->call_seq);
-        else
-            snprintf(c->idem, sizeof c->idem, "%s/0", c->run->id);
-    }
-    return c->idem;
-}
-bool pl_ctx_replaying(const pl_ctx *c) { return c->replaying; }
-pl_engine *pl_ctx_engine(const pl_ctx *c) { return c->run->e; }

@@ -8,6 +8,7 @@
  *   invocation.c  an invocation's cursor: append-or-compare (invocation.h)
  *   commit.c      a run's pending steps made durable: sync points (commit.h)
  *   context.c     calls, recorded helpers, suspension, the chain
+ *   ctx.c         a policy's context: the running-check, ledger view (ctx.h)
  *   decorators.c  loop, invoke_action
  *   runner.c      the runner: start, continue, resume, ownership
  *   run.c         a run in execution: create, fail, free (run.h)
