@@ -10,6 +10,7 @@
 #include "invocation.h"
 #include "path.h"
 #include "run.h"
+#include "suspend.h"
 
 #define ENGINE_ACTOR "engine"
 
@@ -206,9 +207,6 @@ static int in_doubt_payload(pl__buf *b, pl_ctx *c, uint32_t call_seq,
     return st;
 }
 
-static void suspend_here(pl_ctx *c, uint32_t seq, const uint8_t *prompt,
-                         size_t prompt_len);
-
 /* The recorded action_result at the cursor answers the call: serve it. */
 static int serve(pl_ctx *c, const pl__rec *rec, uint32_t call_seq,
                  const char *callee, uint64_t t0, pl_step **out)
@@ -271,7 +269,7 @@ static int in_doubt(pl_ctx *c, uint32_t call_seq, const pl_action *a,
                 const uint8_t *v;
                 size_t vn;
                 if (pl__map_find(b.data, b.len, "prompt", &v, &vn))
-                    suspend_here(c, seq, v, vn);
+                    pl__suspend_here(c, seq, v, vn);
                 st = r->stop;
             }
             pl__buf_free(&b);
@@ -286,7 +284,7 @@ static int in_doubt(pl_ctx *c, uint32_t call_seq, const pl_action *a,
                 return pl__run_fail(r, PL_ECHECK, "check: run %s is suspended "
                                                   "at %s:%u", r->id, c->path,
                                     seq);
-            suspend_here(c, seq, NULL, 0); /* still waiting for an answer */
+            pl__suspend_here(c, seq, NULL, 0); /* still waiting for an answer */
             return r->stop;
         }
         if (rec->type != PL_STEP_RESUME)
@@ -982,92 +980,4 @@ int pl_ctx_side_effect(cJSON **out, pl_ctx *c, const char *name, pl_side_effect_
                                   "and out are required");
     user_effect u = {fn, user};
     return recorded(c, name, produce_user, &u, true, out);
-}
-
-/* ---- suspend ------------------------------------------------------------------------------ */
-
-static void suspend_here(pl_ctx *c, uint32_t seq, const uint8_t *prompt,
-                         size_t prompt_len)
-{
-    pl__run *r = c->run;
-    uint8_t tok[16];
-    if (pl__random(tok, sizeof tok)) {
-        pl__run_fail(r, PL_EIO, "%s", pl_errmsg());
-        return;
-    }
-    pl__hex(r->token, tok, sizeof tok);
-    snprintf(r->susp_path, sizeof r->susp_path, "%s", c->path);
-    r->susp_seq = seq;
-    pl__buf_reset(&r->prompt);
-    if (prompt && pl__buf_append(&r->prompt, prompt, prompt_len)) {
-        pl__run_fail(r, PL_ENOMEM, "out of memory");
-        return;
-    }
-    r->stop = PL_ESUSPENDED;
-    pl__err(PL_ESUSPENDED, "run %s suspended at %s:%u", r->id, c->path, seq);
-}
-
-int pl_ctx_suspend(cJSON **out_answer, pl_ctx *c, const cJSON *prompt)
-{
-    if (out_answer)
-        *out_answer = NULL;
-    int st = pl__ctx_check(c, "pl_ctx_suspend");
-    if (st)
-        return st;
-    if (!out_answer || !prompt)
-        return pl__err(PL_EINVAL, "pl_ctx_suspend: %s is NULL",
-                       prompt ? "out_answer" : "the prompt");
-    pl__run *r = c->run;
-    if (r->stop)
-        return r->stop;
-    if (!cJSON_IsObject(prompt))
-        return pl__run_fail(r, PL_EJSON, "run %s: policy '%s' at %s: the "
-                                         "suspend prompt must be an object",
-                            r->id, c->def->name, c->path);
-    pl__buf b = {0};
-    st = pl__wrap_encode(&b, "prompt", prompt, r->e->max_payload);
-    if (st) {
-        pl__buf_free(&b);
-        return pl__run_fail(r, st, "run %s: suspend at %s: %s", r->id, c->path,
-                            pl_errmsg());
-    }
-    uint32_t seq = c->next_seq;
-    bool replayed;
-    st = pl__inv_append(c, PL_STEP_SUSPEND, c->def->name, b.data, b.len, NULL, NULL,
-                        &replayed, NULL);
-    if (!st && !replayed) {
-        const uint8_t *v;
-        size_t vn;
-        if (pl__map_find(b.data, b.len, "prompt", &v, &vn))
-            suspend_here(c, seq, v, vn);
-        st = r->stop;
-    }
-    pl__buf_free(&b);
-    if (st)
-        return st;
-    const pl__rec *rec;
-    if ((st = pl__inv_peek(c, &rec)))
-        return st;
-    if (!rec) {
-        if (r->check)
-            return pl__run_fail(r, PL_ECHECK, "check: run %s is suspended at "
-                                              "%s:%u", r->id, c->path, seq);
-        suspend_here(c, seq, NULL, 0); /* no answer yet: wait again */
-        return r->stop;
-    }
-    const uint8_t *v;
-    size_t vn;
-    if (rec->type != PL_STEP_RESUME ||
-        !pl__map_find(rec->payload, rec->payload_len, "answer", &v, &vn))
-        return pl__run_fail(r, PL_ENONDET, "run %s: after the suspension at "
-                                           "%s:%u the ledger records %s, not "
-                                           "a resume", r->id, c->path, seq,
-                            pl_step_type_name(rec->type));
-    if ((st = pl__payload_decode(out_answer, v, vn)))
-        return pl__run_fail(r, st, "run %s: %s", r->id, pl_errmsg());
-    if ((st = pl__inv_consume_checked(c))) {
-        cJSON_Delete(*out_answer);
-        *out_answer = NULL;
-    }
-    return st;
 }

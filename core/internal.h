@@ -9,6 +9,7 @@
  *   commit.c      a run's pending steps made durable: sync points (commit.h)
  *   context.c     calls, recorded helpers, suspension, the chain
  *   ctx.c         a policy's context: the running-check, ledger view (ctx.h)
+ *   suspend.c     suspending a run for an answer from outside (suspend.h)
  *   decorators.c  loop, invoke_action
  *   runner.c      the runner: start, continue, resume, ownership
  *   run.c         a run in execution: create, fail, free (run.h)
