@@ -10,6 +10,7 @@
  *   context.c     calls, recorded helpers, suspension, the chain
  *   ctx.c         a policy's context: the running-check, ledger view (ctx.h)
  *   suspend.c     suspending a run for an answer from outside (suspend.h)
+ *   recorded.c    now, random, uuid and side effects, recorded once
  *   decorators.c  loop, invoke_action
  *   runner.c      the runner: start, continue, resume, ownership
  *   run.c         a run in execution: create, fail, free (run.h)
