@@ -11,6 +11,7 @@
  *   ctx.c         a policy's context: the running-check, ledger view (ctx.h)
  *   suspend.c     suspending a run for an answer from outside (suspend.h)
  *   recorded.c    now, random, uuid and side effects, recorded once
+ *   chain.c       the decorator chain and the policy at its end (chain.h)
  *   decorators.c  loop, invoke_action
  *   runner.c      the runner: start, continue, resume, ownership
  *   run.c         a run in execution: create, fail, free (run.h)
@@ -218,10 +219,6 @@ struct pl_next {
     size_t i;
 };
 
-/* Execute the root invocation; the returned steps go to @p out. */
-PL__HIDDEN int pl__run_root(pl__run *r, const pl_policy_def *def,
-                            const pl_action *root, bool replaying,
-                            pl_steps *out);
 
 /* Monotonic nanoseconds for event timings; 0 when nobody listens (a clock
  * read is a measurable share of a call). */

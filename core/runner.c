@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "chain.h"
 #include "commit.h"
 #include "internal.h"
 #include "path.h"
