@@ -1,21 +1,33 @@
 /*
  * internal.h -- the engine's data structures, shared by the core modules.
  *
+ * The modules, from the public entry points down.  Each calls only modules
+ * listed below it (engine.c and pool.c excepted: they call each other); a
+ * module others call declares what it shares in the header named after it.
+ *
+ *   runner.c      the runner: start, continue, resume, ownership, outcomes
+ *   decorators.c  loop, invoke_action (the public API only)
+ *   call.c        pl_ctx_call and friends: how a call resolves
+ *   indoubt.c     recovering a call in flight at a crash (indoubt.h)
+ *   callee.c      serve or execute a callee; the result ends the call
+ *                 (callee.h)
+ *   chain.c       the decorator chain, the policy at its end, the root
+ *                 invocation (chain.h)
+ *   recorded.c    now, random, uuid and side effects, recorded once
+ *   suspend.c     suspending a run for an answer from outside (suspend.h)
+ *   commit.c      a run's pending steps made durable; the sync points
+ *                 (commit.h)
+ *   invocation.c  an invocation's ledger and cursor: append-or-compare, the
+ *                 hash chain's head (invocation.h)
+ *   ctx.c         a policy's context: is it the running one, its ledger
+ *                 view, accessors (ctx.h)
+ *   run.c         a run in execution: create, fail, free (run.h)
+ *   inspect.c     reading runs and ledgers, verification
  *   engine.c      engine lifecycle, commits (including group commit), events
+ *   pool.c        many runs on a few threads
  *   registry.c    policies by name
  *   step.c        pl_step / pl_steps
  *   path.c        invocation paths and step ids (path.h)
- *   invocation.c  an invocation's cursor: append-or-compare (invocation.h)
- *   commit.c      a run's pending steps made durable: sync points (commit.h)
- *   context.c     calls, recorded helpers, suspension, the chain
- *   ctx.c         a policy's context: the running-check, ledger view (ctx.h)
- *   suspend.c     suspending a run for an answer from outside (suspend.h)
- *   recorded.c    now, random, uuid and side effects, recorded once
- *   chain.c       the decorator chain and the policy at its end (chain.h)
- *   decorators.c  loop, invoke_action
- *   runner.c      the runner: start, continue, resume, ownership
- *   run.c         a run in execution: create, fail, free (run.h)
- *   inspect.c     reading runs and ledgers, verification
  */
 #ifndef PL_INTERNAL_H
 #define PL_INTERNAL_H
