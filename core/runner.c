@@ -208,8 +208,8 @@ static bool store_failure(int st)
  * Execute the root invocation of @p r and record the end.  Returns PL_OK with
  * an outcome, or a status when the end could not be recorded.
  */
-static int execute(pl__run *r, const pl_policy_def *def, const pl_action *root,
-                   bool replaying, pl_outcome **out)
+static int run_execute(pl__run *r, const pl_policy_def *def,
+                       const pl_action *root, bool replaying, pl_outcome **out)
 {
     uint64_t t0 = pl__ev_clock(r);
     pl__emit(r, PL_EVENT_RUN_STARTED, "0", 0, def->name, 0, 0, 0, NULL);
@@ -417,7 +417,7 @@ int pl_run_start(pl_outcome **out, pl_engine *e, const pl_action *root, const pl
     if ((st = pl__engine_claim(e, r->num, id)))
         goto done;
     r->state_written_us = pl__now_us();
-    st = execute(r, def, root, false, out);
+    st = run_execute(r, def, root, false, out);
     pl__engine_release(e, r->num);
 done:
     pl__buf_free(&info);
@@ -598,7 +598,7 @@ static int continue_run(pl_engine *e, const char *id, bool check,
     /* a completed run is final: replaying it writes nothing */
     r->check = check || (!token && r->state.status == PL_RUN_COMPLETED);
     if (r->check) {
-        st = execute(r, def, &ra.action, true, out);
+        st = run_execute(r, def, &ra.action, true, out);
         goto done;
     }
     pl__run_state_clear(&r->state);
@@ -616,7 +616,7 @@ static int continue_run(pl_engine *e, const char *id, bool check,
     if (r->crashed_before &&
         (st = pl__store_count(e->store, num, &r->state.steps)))
         goto done;
-    st = execute(r, def, &ra.action, true, out);
+    st = run_execute(r, def, &ra.action, true, out);
 done:
     if (claimed)
         pl__engine_release(e, num);
