@@ -16,8 +16,6 @@
 #include "invocation.h"
 #include "run.h"
 
-/* ---- the chain ---------------------------------------------------------------------------- */
-
 /* The end of every decorator chain: run the policy, record its steps. */
 static int run_policy(pl_ctx *c, const pl_action *a, pl_steps *out)
 {
@@ -143,8 +141,8 @@ int pl_ctx_emit(pl_ctx *c, pl_steps *out, pl_step_type type,
         return pl__run_fail(r, PL_ENOMEM, "out of memory");
     uint32_t seq = c->next_seq;
     int64_t time_us;
-    st = pl__inv_append(c, type, actor, s->mp, s->mp_len, NULL, NULL, &s->replayed,
-                        &time_us);
+    st = pl__inv_append(c, type, actor, s->mp, s->mp_len, NULL, NULL,
+                        &s->replayed, &time_us);
     if (!st && (st = pl__step_place(s, c->path, seq, time_us)))
         st = pl__run_fail(r, st, "out of memory");
     if (!st && (st = pl__steps_push(out, s)))

@@ -96,7 +96,8 @@ static int inv_load(pl_ctx *c)
 {
     pl__run *r = c->run;
     int st = pl__store_read(r->e->store, c->prefix, c->prefix_len,
-                            c->next_seq, PL__AHEAD_N, PL__AHEAD_BYTES, &c->ahead);
+                            c->next_seq, PL__AHEAD_N, PL__AHEAD_BYTES,
+                            &c->ahead);
     if (st)
         return pl__run_fail(r, st, "run %s, invocation %s: reading the "
                                    "ledger: %s", r->id, c->path, pl_errmsg());
@@ -413,8 +414,8 @@ int pl__inv_append_seed(pl_ctx *c, const pl_steps *seed)
                                               "bytes; the limit is %zu",
                                 r->id, c->path, i, s->mp_len,
                                 r->e->max_payload);
-        int st = pl__inv_append(c, s->type, s->actor, s->mp, s->mp_len, NULL, NULL,
-                                &replayed, NULL);
+        int st = pl__inv_append(c, s->type, s->actor, s->mp, s->mp_len, NULL,
+                                NULL, &replayed, NULL);
         if (st)
             return st;
     }

@@ -55,7 +55,8 @@ static int recorded(pl_ctx *c, const char *name, produce_fn fn, void *user,
                     pl__map_find(rec->payload, rec->payload_len, "name", &v,
                                  &vn) &&
                     pl__mp_str(v, vn, &got, &got_len) &&
-                    got_len == strlen(name) && memcmp(got, name, got_len) == 0 &&
+                    got_len == strlen(name) &&
+                    memcmp(got, name, got_len) == 0 &&
                     pl__map_find(rec->payload, rec->payload_len, "value", &vv,
                                  &vvn);
         if (!same) {
@@ -227,8 +228,8 @@ static int produce_user(cJSON **out, void *user)
     return u->fn(out, u->user);
 }
 
-int pl_ctx_side_effect(cJSON **out, pl_ctx *c, const char *name, pl_side_effect_fn fn,
-                       void *user)
+int pl_ctx_side_effect(cJSON **out, pl_ctx *c, const char *name,
+                       pl_side_effect_fn fn, void *user)
 {
     if (out)
         *out = NULL;

@@ -68,8 +68,8 @@ int pl_ctx_suspend(cJSON **out_answer, pl_ctx *c, const cJSON *prompt)
     }
     uint32_t seq = c->next_seq;
     bool replayed;
-    st = pl__inv_append(c, PL_STEP_SUSPEND, c->def->name, b.data, b.len, NULL, NULL,
-                        &replayed, NULL);
+    st = pl__inv_append(c, PL_STEP_SUSPEND, c->def->name, b.data, b.len, NULL,
+                        NULL, &replayed, NULL);
     if (!st && !replayed) {
         const uint8_t *v;
         size_t vn;
