@@ -14,6 +14,7 @@
  *                               idempotent: then its in-doubt rule applies
  *   anything else               non-determinism
  */
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -194,6 +195,7 @@ int pl_ctx_call(pl_step **out, pl_ctx *c, const pl_action *a,
         if (st)
             return st;
     }
+    assert(call_seq + 1 == c->next_seq); /* the cursor is past the call */
     return resolve_call(c, call_seq, replayed, a, def, decos, n_decos, out);
 }
 

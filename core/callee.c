@@ -10,6 +10,7 @@
  * joins, its payload is stored once: folded into the action_result, or
  * the last step made a mirror of it (store_result_once(), codec.c).
  */
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -47,6 +48,7 @@ int pl__callee_finish(pl_ctx *c, uint32_t call_seq, const char *callee,
     uint32_t seq = c->next_seq;
     bool replayed;
     int64_t time_us;
+    assert(call_seq < seq); /* the action_call is in the ledger already */
     int st = pl__inv_append(c, PL_STEP_ACTION_RESULT, callee, mp, mp_len, NULL,
                             link, &replayed, &time_us);
     if (!st)
@@ -150,6 +152,9 @@ int pl__callee_execute(pl_ctx *c, uint32_t call_seq, bool call_replayed,
         st = r->stop;
     if (!st)
         st = pl__inv_finish(child);
+    /* every call the child made gave the child back its turn, unless the
+     * run stopped on the way */
+    assert(r->cur == child || r->stop);
     r->cur = c; /* the child's context is stale from here on */
     if (st && !r->stop) {
         bool said = pl__errmsg_set();
@@ -190,6 +195,7 @@ int pl__callee_serve(pl_ctx *c, const pl__rec *rec, uint32_t call_seq,
     pl__run *r = c->run;
     uint32_t seq = c->next_seq;
     int st;
+    assert(c->peeked && rec == &c->rec); /* the result at the cursor */
     if (!pl__rec_actor_is(rec, callee))
         return pl__run_fail(r, PL_ENONDET, "non-determinism in run %s: the "
                                            "result at %s:%u is from '%.*s', "

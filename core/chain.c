@@ -9,6 +9,7 @@
  * The root invocation of a run is opened here too: a chain with no
  * decorators.
  */
+#include <assert.h>
 #include <stdlib.h>
 
 #include "chain.h"
@@ -35,6 +36,7 @@ static int run_policy(pl_ctx *c, const pl_action *a, pl_steps *out)
     for (size_t i = 0; !st && i < ret.n; i++) {
         pl_step *s = ret.v[i];
         if (s->in_ledger) { /* pl_ctx_emit() recorded it already */
+            assert(s->id); /* pl__step_place() named it */
             if (pl__steps_push(out, s))
                 st = pl__run_fail(r, PL_ENOMEM, "out of memory");
             else
@@ -87,6 +89,7 @@ int pl_next_call(pl_next *next, pl_ctx *c, const pl_action *a, pl_steps *out)
         return pl__err(PL_EINVAL, "pl_next_call: NULL argument");
     if (c->run->stop)
         return c->run->stop;
+    assert(next->i <= next->n); /* each link passes on the rest */
     if (next->i < next->n) {
         pl_next sub = *next;
         sub.i++;
@@ -108,6 +111,7 @@ int pl__run_root(pl__run *r, const pl_policy_def *def, const pl_action *root,
     out->default_actor = def->name;
     pl_next next = {NULL, 0, 0};
     st = pl_next_call(&next, c, root, out);
+    assert(r->cur == c || r->stop); /* as for a callee (callee.c) */
     return st ? st : pl__inv_finish(c);
 }
 

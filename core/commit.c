@@ -16,6 +16,8 @@
  * the batch, and the run's state record when the heartbeat is due or the
  * execution ends.  A run in check mode never gets here: it only compares.
  */
+#include <assert.h>
+
 #include "commit.h"
 #include "invocation.h"
 #include "run.h"
@@ -42,6 +44,7 @@ static int settle_hashes(pl__run *r)
 
 int pl__run_write(pl__run *r, bool final)
 {
+    assert(!r->check); /* check mode compares; it has nothing to write */
     int rc = settle_hashes(r);
     if (rc)
         return rc;

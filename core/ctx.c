@@ -2,6 +2,7 @@
  * ctx.c -- the context a policy holds: whether it is the running one, its
  * view of its own ledger, and what it can tell about itself.
  */
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -47,6 +48,7 @@ int pl_ctx_ledger(const pl_steps **out, pl_ctx *c)
         return pl__err(PL_EINVAL, "pl_ctx_ledger: out is NULL");
     pl__run *r = c->run;
     pl_steps *l = &c->view;
+    assert(l->n <= c->next_seq); /* the view never runs ahead */
     uint32_t seq = (uint32_t)l->n;
     if (seq == c->next_seq) {
         *out = l;

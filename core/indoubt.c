@@ -20,6 +20,7 @@
  *   k+3    suspend        "engine"   a rerun that was in flight at a crash
  *                                    too: asked again, as from k+1
  */
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -75,6 +76,7 @@ int pl__in_doubt(pl_ctx *c, uint32_t call_seq, const pl_action *a,
                  size_t n_decos, uint64_t t0, pl_step **out)
 {
     pl__run *r = c->run;
+    assert(call_seq < c->next_seq); /* the action_call is in the ledger */
     for (;;) {
         pl__buf b = {0};
         int st = in_doubt_payload(&b, c, call_seq, a->policy);

@@ -35,6 +35,7 @@
  *                     hash_pending (pending_at < the batch's length); else
  *                     the record in last_rec.  Asked for only once live.
  */
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -50,6 +51,11 @@ int pl__inv_open(pl__run *r, pl_ctx *parent, uint32_t call_seq,
         return pl__run_fail(r, PL_ELIMIT, "run %s: invocation %s calls '%s' "
                                           "deeper than %d levels",
                             r->id, parent->path, def->name, PL_MAX_DEPTH);
+    /* a child opens only from the running invocation, after its caller's
+     * action_call; the root, before anything runs */
+    assert(parent == r->cur);
+    assert(!parent || call_seq < parent->next_seq);
+    assert(depth < PL__ARRAY_LEN(r->inv));
     pl_ctx *c = r->inv[depth];
     if (!c) {
         c = calloc(1, sizeof *c);
@@ -67,6 +73,7 @@ int pl__inv_open(pl__run *r, pl_ctx *parent, uint32_t call_seq,
         memcpy(c->comps, parent->comps, parent->depth * sizeof *c->comps);
         c->comps[depth - 1] = call_seq;
         size_t n = strlen(parent->path);
+        assert(n + 1 + 10 < sizeof c->path); /* a dot, 10 digits, NUL */
         memcpy(c->path, parent->path, n);
         c->path[n] = '.';
         *pl__utoa(c->path + n + 1, call_seq) = '\0';
@@ -127,6 +134,7 @@ int pl__inv_peek(pl_ctx *c, const pl__rec **out)
         if (st || !c->replaying)
             return st;
     }
+    assert(c->ahead_pos < c->ahead.n); /* the cursor is in what was read */
     if (!c->peeked) {
         pl__run *r = c->run;
         int st = pl__rec_decode_lazy(&c->rec,
@@ -154,6 +162,7 @@ int pl__inv_peek(pl_ctx *c, const pl__rec **out)
 
 static void inv_consume(pl_ctx *c)
 {
+    assert(c->peeked && c->rec.seq == c->next_seq);
     pl__run *r = c->run;
     r->replayed++;
     if (r->e->on_event) {
@@ -191,6 +200,7 @@ int pl__inv_consume_checked(pl_ctx *c)
     pl__run *r = c->run;
     uint8_t h[PL_HASH_LEN];
     uint32_t seq = c->next_seq;
+    assert(c->peeked); /* the step at the cursor is the one to consume */
     int st = hash_at(c, seq, pl__kvs_val(&c->ahead, c->ahead_pos),
                      c->ahead.e[c->ahead_pos].vlen, h);
     if (st)
@@ -219,11 +229,16 @@ int pl__inv_consume_checked(pl_ctx *c)
 int pl__inv_head(pl_ctx *c, uint8_t out[PL_HASH_LEN])
 {
     pl__run *r = c->run;
+    /* while replaying, last_hash is stale and last_rec may not be the last
+     * step: the head is known only once the invocation is live */
+    assert(!c->replaying);
     if (!c->last_hash_ok) {
+        assert(c->next_seq > 0); /* an empty ledger's head is the genesis */
         const pl__kvs *l = &r->batch.steps;
         const uint8_t *rec = c->last_rec.data;
         size_t len = c->last_rec.len;
         if (c->hash_pending) {
+            assert(c->pending_at < l->n); /* commits settle it first */
             rec = pl__kvs_val(l, c->pending_at);
             len = l->e[c->pending_at].vlen;
             c->hash_pending = false;
@@ -363,6 +378,7 @@ int pl__inv_append(pl_ctx *c, pl_step_type type, const char *actor,
         pl__inv_matched(c, actor, code);
         return PL_OK;
     }
+    assert(!c->replaying); /* past the recorded end: live */
     if (r->check)
         return pl__run_fail(r, PL_ECHECK, "check: run %s, invocation %s: the "
                                           "record ends before step %u (%s by "

@@ -18,6 +18,8 @@
  * PL_MAX_DEPTH components after the "0", so it fits in PL__PATH_MAX bytes
  * (the "0", PL_MAX_DEPTH times a dot and up to 10 digits, the NUL).
  */
+#include <assert.h>
+
 #include "path.h"
 
 char *pl__utoa(char *out, uint32_t v)
@@ -35,6 +37,7 @@ char *pl__utoa(char *out, uint32_t v)
 
 void pl__path_format(char *out, const uint32_t *comps, unsigned depth)
 {
+    assert(depth <= PL_MAX_DEPTH); /* out has PL__PATH_MAX bytes */
     char *p = out;
     *p++ = '0';
     for (unsigned i = 0; i < depth; i++) {

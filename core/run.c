@@ -8,6 +8,7 @@
  * first failure (or PL_ESUSPENDED) sets it and it never changes back, so
  * every layer that finds it set returns it without doing anything more.
  */
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -61,6 +62,7 @@ void pl__run_free(pl__run *r)
 
 int pl__run_fail(pl__run *r, int status, const char *fmt, ...)
 {
+    assert(status < 0); /* a failure, never PL_OK: stop 0 means going */
     if (r->stop)
         return r->stop; /* the first failure is the one recorded */
     va_list ap;

@@ -12,6 +12,7 @@
  * the last sync point: nobody has seen them, and keeping them would pin the
  * fixed code to the broken code's output.
  */
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -320,6 +321,7 @@ static int run_execute(pl__run *r, const pl_policy_def *def,
 
     /* failed: the reason is recorded, the unseen pending steps are not */
     st = r->stop;
+    assert(st < 0); /* every way here went through pl__run_fail() */
     if (store_failure(st)) {
         pl__err(st, "%s", r->reason ? r->reason : pl_strerror(st));
         return st;

@@ -14,6 +14,7 @@
  * Until the answer is there, every replay that reaches the suspension
  * suspends again, with a new token.
  */
+#include <assert.h>
 #include <stdio.h>
 
 #include "ctx.h"
@@ -25,6 +26,8 @@ void pl__suspend_here(pl_ctx *c, uint32_t seq, const uint8_t *prompt,
                       size_t prompt_len)
 {
     pl__run *r = c->run;
+    /* only a going run suspends, at a step its ledger holds */
+    assert(!r->stop && seq < c->next_seq);
     uint8_t tok[16];
     if (pl__random(tok, sizeof tok)) {
         pl__run_fail(r, PL_EIO, "%s", pl_errmsg());
