@@ -9,9 +9,11 @@
  *   after the action_call       the call
  *   an action_result            is served: nothing executes (callee.c)
  *   the engine's suspend        was in doubt: act on the decision (indoubt.c)
- *   nothing (the record ends)   is executed (callee.c), unless it was in
- *                               flight at a crash and its policy is not
- *                               idempotent: then its in-doubt rule applies
+ *   nothing (the record ends)   is executed (callee.c); but in check mode
+ *                               it is PL_ECHECK, a policy not registered
+ *                               gets a NotFound error result, and a call
+ *                               in flight at a crash whose policy is not
+ *                               idempotent gets its in-doubt rule
  *   anything else               non-determinism
  */
 #include <assert.h>
