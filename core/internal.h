@@ -231,6 +231,8 @@ struct pl_next {
     size_t i;
 };
 
+/* What works on these lives in the modules above: a run in run.h and
+ * commit.h, an invocation's cursor in invocation.h, a context in ctx.h. */
 
 /* Monotonic nanoseconds for event timings; 0 when nobody listens (a clock
  * read is a measurable share of a call). */
