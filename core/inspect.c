@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "path.h"
 
 #define CHUNK 256
 

@@ -1,13 +1,33 @@
 /*
  * internal.h -- the engine's data structures, shared by the core modules.
  *
+ * The modules, from the public entry points down.  Each calls only modules
+ * listed below it (engine.c and pool.c excepted: they call each other); a
+ * module others call declares what it shares in the header named after it.
+ *
+ *   runner.c      the runner: start, continue, resume, ownership, outcomes
+ *   decorators.c  loop, invoke_action (the public API only)
+ *   call.c        pl_ctx_call and friends: how a call resolves
+ *   indoubt.c     recovering a call in flight at a crash (indoubt.h)
+ *   callee.c      serve or execute a callee; the result ends the call
+ *                 (callee.h)
+ *   chain.c       the decorator chain, the policy at its end, the root
+ *                 invocation (chain.h)
+ *   recorded.c    now, random, uuid and side effects, recorded once
+ *   suspend.c     suspending a run for an answer from outside (suspend.h)
+ *   commit.c      a run's pending steps made durable; the sync points
+ *                 (commit.h)
+ *   invocation.c  an invocation's ledger and cursor: append-or-compare, the
+ *                 hash chain's head (invocation.h)
+ *   ctx.c         a policy's context: is it the running one, its ledger
+ *                 view, accessors (ctx.h)
+ *   run.c         a run in execution: create, fail, free (run.h)
+ *   inspect.c     reading runs and ledgers, verification
  *   engine.c      engine lifecycle, commits (including group commit), events
+ *   pool.c        many runs on a few threads
  *   registry.c    policies by name
  *   step.c        pl_step / pl_steps
- *   context.c     invocations: append-or-compare, calls, recorded helpers
- *   decorators.c  loop, invoke_action
- *   run.c         the runner: start, continue, resume, ownership
- *   inspect.c     reading runs and ledgers, verification
+ *   path.c        invocation paths and step ids (path.h)
  */
 #ifndef PL_INTERNAL_H
 #define PL_INTERNAL_H
@@ -211,24 +231,8 @@ struct pl_next {
     size_t i;
 };
 
-/* Fail the run (once): set stop and reason; returns the run's stop status. */
-PL__HIDDEN int pl__run_fail(pl__run *r, int status, const char *fmt, ...)
-    PL__PRINTF(3, 4);
-/* Commit the steps appended since the last commit (a sync point); a
- * failure fails the run. */
-PL__HIDDEN int pl__run_commit(pl__run *r) PL__MUST_CHECK;
-/* Commit the pending steps with the run's state: when the heartbeat is due,
- * or always when @p final (an execution's end).  Returns the store's error
- * and leaves the run as it was on failure. */
-PL__HIDDEN int pl__run_write(pl__run *r, bool final) PL__MUST_CHECK;
-/* Execute the root invocation; the returned steps go to @p out. */
-PL__HIDDEN int pl__run_root(pl__run *r, const pl_policy_def *def,
-                            const pl_action *root, bool replaying,
-                            pl_steps *out);
-/* The hash of the root ledger's last step (for the run state's head). */
-PL__HIDDEN int pl__run_head(pl__run *r, uint8_t out[PL_HASH_LEN]) PL__MUST_CHECK;
-/* Release every invocation of a finished run. */
-PL__HIDDEN void pl__run_free_invs(pl__run *r);
+/* What works on these lives in the modules above: a run in run.h and
+ * commit.h, an invocation's cursor in invocation.h, a context in ctx.h. */
 
 /* Monotonic nanoseconds for event timings; 0 when nobody listens (a clock
  * read is a measurable share of a call). */
@@ -241,14 +245,5 @@ PL__HIDDEN void pl__emit(pl__run *r, pl_event_kind kind, const char *path,
                          uint32_t seq, const char *policy,
                          pl_step_type type, int status, uint64_t elapsed_ns,
                          const char *detail);
-
-/* Parse "0.3.5" into components [3, 5]. */
-PL__HIDDEN int pl__path_parse(const char *path, uint32_t *comps,
-                              unsigned *depth) PL__MUST_CHECK;
-/* Format components as "0.3.5". */
-PL__HIDDEN void pl__path_format(char *out, const uint32_t *comps,
-                                unsigned depth);
-/* Write @p v in decimal at @p out; returns the end (no NUL written). */
-PL__HIDDEN char *pl__utoa(char *out, uint32_t v);
 
 #endif /* PL_INTERNAL_H */

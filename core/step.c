@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "path.h"
 
 static const char *const type_names[] = {
     NULL, "text", "action_call", "action_result", "suspend", "resume",

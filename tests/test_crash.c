@@ -1,6 +1,6 @@
 /*
  * test_crash.c -- the crash matrix: SIGKILL at every step boundary, then
- * recovery by replay (DESIGN §3, §4; core/context.c SYNC POINTS).
+ * recovery by replay (DESIGN §3, §4; core/commit.c SYNC POINTS).
  *
  * The order workflow (examples/order: reserve_stock, charge_card, ship) runs
  * once, uncrashed, in its own store; an event callback records its boundary
@@ -370,7 +370,7 @@ static void make_reference(const char *base, pl_durability mode,
 }
 
 /*
- * The sync points of context.c make the order's boundaries, in every
+ * The sync points of commit.c make the order's boundaries, in every
  * durability mode:
  *
  *    1 append 0:0 call reserve_stock     9 commit  (charge_card durable)

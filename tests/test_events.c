@@ -1,7 +1,7 @@
 /*
  * test_events.c -- the engine's event callback (DESIGN.md section 13;
- * pl__emit() in core/engine.c, its call sites in core/context.c and
- * core/run.c).
+ * pl__emit() in core/engine.c, its call sites in core/invocation.c,
+ * commit.c, callee.c and runner.c).
  *
  * A recorder copies every event (kind, run id, path, seq, policy, step type,
  * status, detail) while the callback runs -- the pointers are borrowed only

@@ -1,0 +1,302 @@
+/*
+ * call.c -- calling a sub-policy: pl_ctx_call, pl_ctx_invoke and
+ * pl_ctx_call_step.
+ *
+ * A call appends its `action_call` (compared or written, like any step; its
+ * payload is pl__call_payload_encode()'s, codec.c).  The step after it then
+ * decides how the call resolves:
+ *
+ *   after the action_call       the call
+ *   an action_result            is served: nothing executes (callee.c)
+ *   the engine's suspend        was in doubt: act on the decision (indoubt.c)
+ *   nothing (the record ends)   is executed (callee.c); but in check mode
+ *                               it is PL_ECHECK, a policy not registered
+ *                               gets a NotFound error result, and a call
+ *                               in flight at a crash whose policy is not
+ *                               idempotent gets its in-doubt rule
+ *   anything else               non-determinism
+ */
+#include <assert.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "callee.h"
+#include "ctx.h"
+#include "indoubt.h"
+#include "invocation.h"
+#include "run.h"
+
+/*
+ * After the action_call at @p call_seq: serve its recorded result, handle an
+ * in-doubt call, or execute it.
+ */
+static int resolve_call(pl_ctx *c, uint32_t call_seq, bool call_replayed,
+                        const pl_action *a, const pl_policy_def *def,
+                        const pl_decorator *decos, size_t n_decos,
+                        pl_step **out)
+{
+    pl__run *r = c->run;
+    uint64_t t0 = pl__ev_clock(r);
+    if (call_replayed) {
+        bool was_replaying = c->replaying;
+        const pl__rec *rec;
+        int st = pl__inv_peek(c, &rec);
+        if (st)
+            return st;
+        if (rec && rec->type == PL_STEP_ACTION_RESULT)
+            return pl__callee_serve(c, rec, call_seq, a->policy, t0, out);
+        if (rec && pl__is_engine_suspend(rec))
+            return pl__in_doubt(c, call_seq, a, def, decos, n_decos, t0, out);
+        if (rec)
+            return pl__run_fail(r, PL_ENONDET, "non-determinism in run %s: "
+                                               "after the action_call at %s:%u"
+                                               " the ledger records %s by "
+                                               "'%.*s', not its result",
+                                r->id, c->path, call_seq,
+                                pl_step_type_name(rec->type),
+                                (int)rec->actor_len, rec->actor);
+        /* the record ends after the call: it was in flight at the stop */
+        if (r->check)
+            return pl__run_fail(r, PL_ECHECK, "check: run %s: the call at "
+                                              "%s:%u to '%s' has no recorded "
+                                              "result; replay would execute it",
+                                r->id, c->path, call_seq, a->policy);
+        if (was_replaying && def && !def->idempotent && r->crashed_before) {
+            if (def->in_doubt == PL_IN_DOUBT_FAIL) {
+                char msg[1024];
+                snprintf(msg, sizeof msg, "call %s:%u to '%s' was in flight "
+                                          "when run %s crashed; its effect is "
+                                          "unknown", c->path, call_seq,
+                         a->policy, r->id);
+                return pl__callee_finish_error(c, call_seq, a->policy,
+                                               PL_ERR_IN_DOUBT, msg, t0, out);
+            }
+            if (def->in_doubt == PL_IN_DOUBT_SUSPEND)
+                return pl__in_doubt(c, call_seq, a, def, decos, n_decos, t0,
+                                    out);
+        }
+    }
+    if (!def) {
+        char msg[PL_MAX_NAME + 64];
+        snprintf(msg, sizeof msg, "no policy named '%s' is registered",
+                 a->policy);
+        return pl__callee_finish_error(c, call_seq, a->policy,
+                                       PL_ERR_NOT_FOUND, msg, t0, out);
+    }
+    return pl__callee_execute(c, call_seq, call_replayed, a, def, decos,
+                              n_decos, t0, out);
+}
+
+static int check_action(pl__run *r, pl_ctx *c, const pl_action *a)
+{
+    if (!a || a->version != PL_ACTION_VERSION)
+        return pl__run_fail(r, PL_EINVAL, "run %s: policy '%s' at %s made a "
+                                          "call with %s", r->id, c->def->name,
+                            c->path, a ? "an action not made with "
+                                         "PL_ACTION_INIT (wrong version)"
+                                       : "no action: no valid policy name");
+    if (!pl__name_ok(a->policy))
+        return pl__run_fail(r, PL_EINVAL, "run %s: policy '%s' at %s made a "
+                                          "call with no valid policy name",
+                            r->id, c->def->name, c->path);
+    if (!a->payload)
+        return pl__run_fail(r, PL_EINVAL, "run %s: call to '%s' at %s: the "
+                                          "payload is NULL (an empty payload "
+                                          "is {}: pl_json_empty())",
+                            r->id, a->policy, c->path);
+    if (a->n_actions && !a->actions)
+        return pl__run_fail(r, PL_EINVAL, "run %s: call to '%s' at %s: "
+                                          "n_actions without actions",
+                            r->id, a->policy, c->path);
+    for (size_t i = 0; i < a->n_actions; i++)
+        if (!pl__name_ok(a->actions[i]))
+            return pl__run_fail(r, PL_EINVAL, "run %s: call to '%s' at %s: "
+                                              "bad name in actions",
+                                r->id, a->policy, c->path);
+    return PL_OK;
+}
+
+/*
+ * A call records a digest of its seed steps, so that a call served from the
+ * ledger (whose callee does not run, so its seed is not compared) still
+ * notices a changed seed.
+ */
+static int seed_digest(pl__run *r, const pl_steps *seed, char hex[])
+{
+    uint8_t d[PL_HASH_LEN];
+    int st = pl__hash_init(r->hasher);
+    for (size_t i = 0; !st && i < seed->n; i++) {
+        const pl_step *s = seed->v[i];
+        uint8_t type = (uint8_t)s->type;
+        if (!(st = pl__hash_update(r->hasher, &type, 1)) &&
+            !(st = pl__hash_update(r->hasher, s->actor, strlen(s->actor) + 1)))
+            st = pl__hash_update(r->hasher, s->mp, s->mp_len);
+    }
+    if (!st)
+        st = pl__hash_final(r->hasher, d);
+    if (st)
+        return pl__run_fail(r, st, "%s", pl_errmsg());
+    pl__hex(hex, d, sizeof d);
+    return PL_OK;
+}
+
+int pl_ctx_call(pl_step **out, pl_ctx *c, const pl_action *a,
+                const pl_decorator *decos, size_t n_decos)
+{
+    if (out)
+        *out = NULL;
+    int st = pl__ctx_check(c, "pl_ctx_call");
+    if (st)
+        return st;
+    pl__run *r = c->run;
+    if (r->stop)
+        return r->stop;
+    if ((st = check_action(r, c, a)))
+        return st;
+    if (n_decos && !decos)
+        return pl__run_fail(r, PL_EINVAL, "run %s: call to '%s' at %s: "
+                                          "n_decorators without decorators",
+                            r->id, a->policy, c->path);
+    for (size_t i = 0; i < n_decos; i++)
+        if (decos[i].version != PL_DECORATOR_VERSION || !decos[i].fn)
+            return pl__run_fail(r, PL_EINVAL, "run %s: call to '%s' at %s: "
+                                              "decorator %zu has no function "
+                                              "or is not PL_DECORATOR_INIT'd",
+                                r->id, a->policy, c->path, i);
+    const pl_policy_def *def = pl_registry_find(r->e->reg, a->policy);
+    char seed_hex[2 * PL_HASH_LEN + 1];
+    if (a->seed && a->seed->n && (st = seed_digest(r, a->seed, seed_hex)))
+        return st;
+    const char *seed = a->seed && a->seed->n ? seed_hex : NULL;
+    const char *code = def ? def->code_version : NULL;
+    uint32_t call_seq = c->next_seq;
+    bool replayed = false;
+    /* a call found recorded needs no encoding; anything else is appended,
+     * which compares it the thorough way or writes it */
+    const pl__rec *rec;
+    if ((st = pl__inv_peek(c, &rec)))
+        return st;
+    if (rec && rec->type == PL_STEP_ACTION_CALL &&
+        pl__rec_actor_is(rec, c->def->name) &&
+        pl__call_payload_same(rec->payload, rec->payload_len, a->policy,
+                              a->payload, a->actions, a->n_actions, seed,
+                              r->e->max_payload)) {
+        replayed = true;
+        pl__inv_matched(c, c->def->name, code);
+    } else {
+        pl__buf_reset(&r->scratch);
+        st = pl__call_payload_encode(&r->scratch, a->policy, a->payload,
+                                     a->actions, a->n_actions, seed,
+                                     r->e->max_payload);
+        if (st)
+            return pl__run_fail(r, st, "run %s: call to '%s' at %s: %s",
+                                r->id, a->policy, c->path, pl_errmsg());
+        st = pl__inv_append(c, PL_STEP_ACTION_CALL, c->def->name,
+                            r->scratch.data, r->scratch.len, code, NULL,
+                            &replayed, NULL);
+        if (st)
+            return st;
+    }
+    assert(call_seq + 1 == c->next_seq); /* the cursor is past the call */
+    return resolve_call(c, call_seq, replayed, a, def, decos, n_decos, out);
+}
+
+int pl_ctx_invoke(cJSON **out, pl_ctx *c, const char *policy,
+                  const cJSON *payload)
+{
+    if (out)
+        *out = NULL;
+    pl_action a = PL_ACTION_INIT;
+    a.policy = policy;
+    a.payload = payload;
+    pl_step *res = NULL;
+    int st = pl_ctx_call(&res, c, &a, NULL, 0);
+    if (st)
+        return st;
+    const cJSON *p = pl_step_payload(res);
+    cJSON *copy = p ? cJSON_Duplicate(p, true) : NULL;
+    if (!copy)
+        st = pl__err(PL_ENOMEM, "out of memory copying the result of '%s'",
+                     policy);
+    else if (pl_step_is_error(res)) {
+        const cJSON *m = cJSON_GetObjectItemCaseSensitive(p, "message");
+        st = pl__err(PL_ERESULT, "call to '%s' at %s:%u returned %s: %s",
+                     policy, c->path, pl_step_seq(res) - 1,
+                     pl_step_error_code(res) ? pl_step_error_code(res)
+                                             : "an error",
+                     cJSON_IsString(m) ? m->valuestring : "(no message)");
+    }
+    pl_step_free(res);
+    if (out)
+        *out = copy;
+    else
+        cJSON_Delete(copy);
+    return st;
+}
+
+int pl_ctx_call_step(pl_step **out, pl_ctx *c, const pl_step *call,
+                     const pl_action *allowed)
+{
+    if (out)
+        *out = NULL;
+    int st = pl__ctx_check(c, "pl_ctx_call_step");
+    if (st)
+        return st;
+    if (!out || !call || !allowed)
+        return pl__err(PL_EINVAL, "pl_ctx_call_step: NULL argument");
+    pl__run *r = c->run;
+    if (r->stop)
+        return r->stop;
+    const char *id = pl_step_id(call);
+    size_t plen = strlen(c->path);
+    if (call->type != PL_STEP_ACTION_CALL || !call->in_ledger ||
+        strncmp(id, c->path, plen) != 0 || id[plen] != ':' ||
+        call->seq >= c->next_seq)
+        return pl__err(PL_EINVAL, "pl_ctx_call_step: step '%s' is not an "
+                                  "action_call recorded in the ledger of %s",
+                       id, c->path);
+    uint64_t t0 = pl__ev_clock(r);
+    const uint8_t *v, *pv;
+    size_t vn, pn;
+    const char *name = NULL;
+    size_t name_len = 0;
+    char policy[PL_MAX_NAME + 1] = "";
+    if (pl__map_find(call->mp, call->mp_len, "policy", &v, &vn) &&
+        pl__mp_str(v, vn, &name, &name_len) && name_len > 0 &&
+        name_len <= PL_MAX_NAME) {
+        memcpy(policy, name, name_len);
+        policy[name_len] = '\0';
+    }
+    bool has_payload = pl__map_find(call->mp, call->mp_len, "payload", &pv,
+                                    &pn) &&
+                       ((pv[0] >= 0x80 && pv[0] <= 0x8f) || pv[0] == 0xde ||
+                        pv[0] == 0xdf);
+    const char *callee = pl__name_ok(policy) ? policy : "unknown";
+    if (!pl__name_ok(policy) || !has_payload)
+        return pl__callee_finish_error(c, call->seq, callee,
+                                       PL_ERR_INVALID_INPUT,
+                                       "malformed action_call: it needs "
+                                       "{\"policy\": name, \"payload\": "
+                                       "{...}}", t0, out);
+    bool ok = false;
+    for (size_t i = 0; i < allowed->n_actions && !ok; i++)
+        ok = strcmp(allowed->actions[i], policy) == 0;
+    if (!ok) {
+        char msg[PL_MAX_NAME + 80];
+        snprintf(msg, sizeof msg, "'%s' is not among the actions this policy "
+                                  "may invoke", policy);
+        return pl__callee_finish_error(c, call->seq, policy,
+                                       PL_ERR_NOT_ALLOWED, msg, t0, out);
+    }
+    cJSON *payload = NULL;
+    st = pl__payload_decode(&payload, pv, pn);
+    if (st)
+        return pl__run_fail(r, st, "run %s: %s", r->id, pl_errmsg());
+    pl_action a = PL_ACTION_INIT;
+    a.policy = policy;
+    a.payload = payload;
+    const pl_policy_def *def = pl_registry_find(r->e->reg, policy);
+    st = resolve_call(c, call->seq, call->replayed, &a, def, NULL, 0, out);
+    cJSON_Delete(payload);
+    return st;
+}

@@ -1,0 +1,20 @@
+/*
+ * commit.h -- a run's pending steps made durable (commit.c).
+ */
+#ifndef PL_COMMIT_H
+#define PL_COMMIT_H
+
+#include "internal.h"
+
+/* Commit the steps appended since the last commit (a sync point); a
+ * failure fails the run. */
+PL__HIDDEN int pl__run_commit(pl__run *r) PL__MUST_CHECK;
+/* Commit the pending steps with the run's state: when the heartbeat is due,
+ * or always when @p final (an execution's end).  Returns the store's error
+ * and leaves the run as it was on failure. */
+PL__HIDDEN int pl__run_write(pl__run *r, bool final) PL__MUST_CHECK;
+/* The hash of the root ledger's last step (for the run state's head). */
+PL__HIDDEN int pl__run_head(pl__run *r,
+                            uint8_t out[PL_HASH_LEN]) PL__MUST_CHECK;
+
+#endif /* PL_COMMIT_H */

@@ -1,0 +1,19 @@
+/*
+ * run.h -- a run in execution: create, fail, free (run.c).
+ */
+#ifndef PL_RUN_H
+#define PL_RUN_H
+
+#include "internal.h"
+
+/* A run object for run @p id, with its hasher and genesis hash.  Caller owns;
+ * free with pl__run_free().  PL_ENOMEM or the hasher's error. */
+PL__HIDDEN int pl__run_new(pl_engine *e, const char *id,
+                           pl__run **out) PL__MUST_CHECK;
+/* Free a run and all its invocations; NULL does nothing. */
+PL__HIDDEN void pl__run_free(pl__run *r);
+/* Fail the run (once): set stop and reason; returns the run's stop status. */
+PL__HIDDEN int pl__run_fail(pl__run *r, int status, const char *fmt, ...)
+    PL__PRINTF(3, 4);
+
+#endif /* PL_RUN_H */

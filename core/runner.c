@@ -1,0 +1,659 @@
+/*
+ * runner.c -- the runner: start, continue and resume runs.
+ *
+ * Every execution of a run goes the same way: claim the run (its state
+ * record names this process as owner; a live owner elsewhere means
+ * PL_EBUSY), replay the root invocation from its ledger, and record how the
+ * execution ended -- completed (with the root's result), suspended (with a
+ * resume token), or failed (with the reason) -- in one final commit together
+ * with the steps still pending.
+ *
+ * A failed execution records its reason but drops the steps appended since
+ * the last sync point: nobody has seen them, and keeping them would pin the
+ * fixed code to the broken code's output.
+ */
+#include <assert.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "chain.h"
+#include "commit.h"
+#include "internal.h"
+#include "path.h"
+#include "run.h"
+
+/* ---- run ids -------------------------------------------------------------------- */
+
+/* A UUIDv7: 48 bits of Unix milliseconds, then random bits. */
+static int new_run_id(char out[PL_UUID_LEN + 1])
+{
+    uint8_t b[16];
+    int st = pl__random(b, sizeof b);
+    if (st)
+        return st;
+    uint64_t ms = (uint64_t)(pl__now_us() / 1000);
+    for (int i = 0; i < 6; i++)
+        b[i] = (uint8_t)(ms >> (40 - 8 * i));
+    b[6] = (uint8_t)((b[6] & 0x0f) | 0x70);
+    b[8] = (uint8_t)((b[8] & 0x3f) | 0x80);
+    char hex[33];
+    pl__hex(hex, b, sizeof b);
+    snprintf(out, PL_UUID_LEN + 1, "%.8s-%.4s-%.4s-%.4s-%.12s", hex, hex + 8,
+             hex + 12, hex + 16, hex + 20);
+    return PL_OK;
+}
+
+/* ---- ownership --------------------------------------------------------------------- */
+
+static void set_owner(pl_engine *e, pl__run_state *st)
+{
+    st->owner_pid = e->pid;
+    st->owner_start = e->pstart;
+    snprintf(st->owner_host, sizeof st->owner_host, "%s", e->host);
+    st->updated_us = st->heartbeat_us = pl__now_us();
+}
+
+/* ---- root actions -------------------------------------------------------------------- */
+
+/* The root action as stored in a run's info record, decoded for execution. */
+typedef struct root_action {
+    pl__run_info info;
+    pl_action action;
+    cJSON *payload;
+    pl_steps *seed;
+} root_action;
+
+static void root_clear(root_action *ra)
+{
+    pl__run_info_clear(&ra->info);
+    cJSON_Delete(ra->payload);
+    pl_steps_free(ra->seed);
+    memset(ra, 0, sizeof *ra);
+}
+
+/* Seed steps are stored as an array of [type, actor, payload]. */
+static void seed_item(const void *steps, size_t i, pl_step_type *type,
+                      const char **actor, const uint8_t **mp, size_t *mp_len)
+{
+    const pl_step *s = ((const pl_steps *)steps)->v[i];
+    *type = s->type;
+    *actor = s->actor;
+    *mp = s->mp;
+    *mp_len = s->mp_len;
+}
+
+static int seed_decode(pl_steps **out, const uint8_t *mp, size_t len)
+{
+    cJSON *arr = NULL;
+    /* [[type, actor, payload], ...]: each payload two containers deep */
+    int st = pl__payload_decode_in(&arr, mp, len, 2);
+    if (!st)
+        st = pl_steps_new(out);
+    const cJSON *row;
+    cJSON_ArrayForEach(row, arr)
+    {
+        if (st)
+            break;
+        const cJSON *t = cJSON_GetArrayItem(row, 0);
+        const cJSON *a = cJSON_GetArrayItem(row, 1);
+        const cJSON *p = cJSON_GetArrayItem(row, 2);
+        if (!cJSON_IsNumber(t) || !cJSON_IsString(a) || !cJSON_IsObject(p)) {
+            st = pl__err(PL_ECORRUPT, "a run's seed steps are malformed");
+            break;
+        }
+        st = pl_steps_add(*out, (pl_step_type)t->valueint, a->valuestring, p);
+    }
+    if (!st && !cJSON_IsArray(arr))
+        st = pl__err(PL_ECORRUPT, "a run's seed steps are malformed");
+    cJSON_Delete(arr);
+    if (st) {
+        pl_steps_free(*out);
+        *out = NULL;
+    }
+    return st;
+}
+
+static int root_load(pl_engine *e, const char *id, uint64_t *num,
+                     root_action *ra)
+{
+    memset(ra, 0, sizeof *ra);
+    pl__buf info = {0};
+    int st = pl__store_run_find(e->store, id, num, &info);
+    if (!st)
+        st = pl__run_info_decode(&ra->info, info.data, info.len);
+    pl__buf_free(&info);
+    if (!st)
+        st = pl__payload_decode(&ra->payload, ra->info.payload,
+                                ra->info.payload_len);
+    if (!st && ra->info.seed)
+        st = seed_decode(&ra->seed, ra->info.seed, ra->info.seed_len);
+    if (st) {
+        root_clear(ra);
+        return st;
+    }
+    ra->action.version = PL_ACTION_VERSION;
+    ra->action.policy = ra->info.policy;
+    ra->action.payload = ra->payload;
+    ra->action.actions = (const char *const *)ra->info.actions;
+    ra->action.n_actions = ra->info.n_actions;
+    ra->action.seed = ra->seed;
+    return PL_OK;
+}
+
+static int check_root(pl_engine *e, const pl_action *a,
+                      const pl_policy_def **def)
+{
+    if (!a || a->version != PL_ACTION_VERSION)
+        return pl__err(PL_EINVAL, "the root action %s", a ? "was not made "
+                       "with PL_ACTION_INIT (wrong version)"
+                       : "is NULL: it needs a valid policy name");
+    if (!pl__name_ok(a->policy))
+        return pl__err(PL_EINVAL, "the root action needs a valid policy name");
+    if (!a->payload)
+        return pl__err(PL_EINVAL, "the root payload is NULL (an empty "
+                                  "payload is {}: pl_json_empty())");
+    if (!cJSON_IsObject(a->payload))
+        return pl__err(PL_EJSON, "the root payload must be a JSON object");
+    if (a->n_actions && !a->actions)
+        return pl__err(PL_EINVAL, "n_actions without actions");
+    for (size_t i = 0; i < a->n_actions; i++)
+        if (!pl__name_ok(a->actions[i]))
+            return pl__err(PL_EINVAL, "bad name in the root's actions");
+    *def = pl_registry_find(e->reg, a->policy);
+    if (!*def)
+        return pl__err(PL_ENOTFOUND, "no policy named '%s' is registered",
+                       a->policy);
+    return PL_OK;
+}
+
+/* ---- outcomes ------------------------------------------------------------------------ */
+
+void pl_outcome_free(pl_outcome *o)
+{
+    if (!o)
+        return;
+    free(o->run_id);
+    pl_steps_free(o->steps);
+    free(o->resume_token);
+    cJSON_Delete(o->prompt);
+    free(o->suspended_path);
+    free(o->reason);
+    free(o);
+}
+
+static pl_outcome *outcome_new(pl__run *r, pl_run_status status)
+{
+    pl_outcome *o = calloc(1, sizeof *o);
+    if (!o || !(o->run_id = pl__strdup(r->id))) {
+        free(o);
+        pl__err(PL_ENOMEM, "out of memory");
+        return NULL;
+    }
+    o->status = status;
+    o->calls_served = r->served;
+    o->calls_executed = r->executed;
+    o->steps_replayed = r->replayed;
+    o->steps_appended = r->appended;
+    return o;
+}
+
+/* ---- executing ----------------------------------------------------------------------- */
+
+static bool store_failure(int st)
+{
+    return st == PL_ESTORE || st == PL_EMAPFULL || st == PL_EBUSY ||
+           st == PL_EIO;
+}
+
+/*
+ * Execute the root invocation of @p r and record the end.  Returns PL_OK with
+ * an outcome, or a status when the end could not be recorded.
+ */
+static int run_execute(pl__run *r, const pl_policy_def *def,
+                       const pl_action *root, bool replaying, pl_outcome **out)
+{
+    uint64_t t0 = pl__ev_clock(r);
+    pl__emit(r, PL_EVENT_RUN_STARTED, "0", 0, def->name, 0, 0, 0, NULL);
+    pl_steps *steps = NULL;
+    int st = pl_steps_new(&steps);
+    if (!st) {
+        st = pl__run_root(r, def, root, replaying, steps);
+        if (!st && r->stop)
+            st = r->stop;
+        if (st && !r->stop)
+            pl__run_fail(r, st, "run %s: %s", r->id, pl_errmsg());
+    }
+    pl__run_state *rs = &r->state;
+    pl_outcome *o = NULL;
+
+    if (r->check) {
+        if (st) {
+            pl__err(r->stop, "%s", r->reason ? r->reason : "");
+            pl_steps_free(steps);
+            return r->stop;
+        }
+        o = outcome_new(r, PL_RUN_COMPLETED);
+        if (!o) {
+            pl_steps_free(steps);
+            return PL_ENOMEM;
+        }
+        pl__emit(r, PL_EVENT_RUN_COMPLETED, "0", 0, def->name, 0, 0,
+                 pl__ev_clock(r) - t0, NULL);
+        o->steps = steps;
+        *out = o;
+        return PL_OK;
+    }
+
+    if (!st) {
+        const pl_step *last = steps->n ? steps->v[steps->n - 1] : NULL;
+        rs->status = PL_RUN_COMPLETED;
+        if ((st = pl__run_head(r, rs->head))) {
+            pl_steps_free(steps);
+            return st;
+        }
+        rs->has_head = true;
+        free(rs->result);
+        rs->result_len = last ? last->mp_len : 1;
+        rs->result = malloc(rs->result_len);
+        if (!rs->result) {
+            pl_steps_free(steps);
+            return pl__err(PL_ENOMEM, "out of memory");
+        }
+        memcpy(rs->result, last ? last->mp : (const uint8_t *)"\x80",
+               rs->result_len);
+        if ((st = pl__run_write(r, true))) {
+            pl_steps_free(steps);
+            return st;
+        }
+        pl__emit(r, PL_EVENT_RUN_COMPLETED, "0", 0, def->name, 0, 0,
+                 pl__ev_clock(r) - t0, NULL);
+        if (!(o = outcome_new(r, PL_RUN_COMPLETED))) {
+            pl_steps_free(steps);
+            return PL_ENOMEM;
+        }
+        o->steps = steps;
+        *out = o;
+        return PL_OK;
+    }
+    pl_steps_free(steps);
+
+    if (r->stop == PL_ESUSPENDED) {
+        rs->status = PL_RUN_SUSPENDED;
+        if ((st = pl__run_head(r, rs->head)))
+            return st;
+        rs->has_head = true;
+        snprintf(rs->token, sizeof rs->token, "%s", r->token);
+        free(rs->susp_path);
+        rs->susp_path = pl__strdup(r->susp_path);
+        rs->susp_seq = r->susp_seq;
+        free(rs->prompt);
+        rs->prompt = NULL;
+        rs->prompt_len = 0;
+        if (r->prompt.len) {
+            rs->prompt = malloc(r->prompt.len);
+            if (rs->prompt) {
+                memcpy(rs->prompt, r->prompt.data, r->prompt.len);
+                rs->prompt_len = r->prompt.len;
+            }
+        }
+        if (!rs->susp_path || (r->prompt.len && !rs->prompt))
+            return pl__err(PL_ENOMEM, "out of memory");
+        if ((st = pl__run_write(r, true)))
+            return st;
+        pl__emit(r, PL_EVENT_RUN_SUSPENDED, r->susp_path, r->susp_seq,
+                 def->name, PL_STEP_SUSPEND, 0, pl__ev_clock(r) - t0, NULL);
+        if (!(o = outcome_new(r, PL_RUN_SUSPENDED)))
+            return PL_ENOMEM;
+        o->resume_token = pl__strdup(r->token);
+        o->suspended_path = pl__strdup(r->susp_path);
+        if (r->prompt.len &&
+            pl__payload_decode(&o->prompt, r->prompt.data, r->prompt.len)) {
+            pl_outcome_free(o);
+            return PL_ENOMEM;
+        }
+        if (!o->resume_token || !o->suspended_path) {
+            pl_outcome_free(o);
+            return pl__err(PL_ENOMEM, "out of memory");
+        }
+        *out = o;
+        return PL_OK;
+    }
+
+    /* failed: the reason is recorded, the unseen pending steps are not */
+    st = r->stop;
+    assert(st < 0); /* every way here went through pl__run_fail() */
+    if (store_failure(st)) {
+        pl__err(st, "%s", r->reason ? r->reason : pl_strerror(st));
+        return st;
+    }
+    pl__kvs_reset(&r->batch.steps);
+    r->folded = 0;
+    rs->status = PL_RUN_FAILED;
+    rs->has_head = false; /* the unseen steps were dropped */
+    rs->error = st;
+    free(rs->reason);
+    rs->reason = pl__strdup(r->reason ? r->reason : pl_strerror(st));
+    int wst = pl__run_write(r, true);
+    if (wst)
+        return wst;
+    pl__emit(r, PL_EVENT_RUN_FAILED, "0", 0, def->name, 0, st,
+             pl__ev_clock(r) - t0, r->reason);
+    if (!(o = outcome_new(r, PL_RUN_FAILED)))
+        return PL_ENOMEM;
+    o->error = st;
+    o->reason = pl__strdup(r->reason ? r->reason : pl_strerror(st));
+    *out = o;
+    pl__err(st, "%s", o->reason ? o->reason : "");
+    return PL_OK;
+}
+
+/* ---- start ---------------------------------------------------------------------------- */
+
+int pl_run_start(pl_outcome **out, pl_engine *e, const pl_action *root, const pl_run_options *opts)
+{
+    if (!out)
+        return pl__err(PL_EINVAL, "pl_run_start: out is NULL");
+    *out = NULL;
+    if (!e)
+        return pl__err(PL_EINVAL, "pl_run_start: engine is NULL");
+    pl_run_options defaults = PL_RUN_OPTIONS_INIT;
+    if (!opts)
+        opts = &defaults;
+    if (opts->version != PL_RUN_OPTIONS_VERSION)
+        return pl__err(PL_EINVAL, "pl_run_start: options version %u, this "
+                                  "library knows %d", opts->version,
+                       PL_RUN_OPTIONS_VERSION);
+    if (opts->check)
+        return pl__err(PL_EINVAL, "pl_run_start: check applies to "
+                                  "pl_run_continue only");
+    const pl_policy_def *def;
+    int st = check_root(e, root, &def);
+    if (st)
+        return st;
+    char idbuf[PL_UUID_LEN + 1];
+    const char *id = opts->run_id;
+    if (id && !pl__run_id_ok(id))
+        return pl__err(PL_EINVAL, "bad run id '%s' (1..%d bytes of "
+                                  "[A-Za-z0-9._:-])", id, PL_MAX_RUN_ID);
+    if (!id) {
+        if ((st = new_run_id(idbuf)))
+            return st;
+        id = idbuf;
+    }
+
+    pl__run *r = NULL;
+    pl__buf info = {0}, payload = {0}, seed = {0};
+    pl__batch create = {0};
+    pl__run_info ri = {0};
+    if ((st = pl__payload_encode(&payload, root->payload, e->max_payload)))
+        goto done;
+    if (root->seed && root->seed->n &&
+        (st = pl__seed_encode(&seed, root->seed, root->seed->n, seed_item)))
+        goto done;
+    ri.policy = (char *)root->policy;
+    ri.payload = payload.data;
+    ri.payload_len = payload.len;
+    ri.actions = (char **)root->actions;
+    ri.n_actions = root->n_actions;
+    ri.seed = seed.len ? seed.data : NULL;
+    ri.seed_len = seed.len;
+    ri.created_us = pl__now_us();
+    if ((st = pl__run_info_encode(&info, &ri)) ||
+        (st = pl__run_new(e, id, &r)))
+        goto done;
+    r->state.status = PL_RUN_RUNNING;
+    r->state.attempts = 1;
+    set_owner(e, &r->state);
+    /* the run is created by a commit of its own, which group commit shares
+     * with other runs' commits */
+    create.create_id = id;
+    create.create_info = &info;
+    if ((st = pl__run_state_encode(&create.state, &r->state)) ||
+        (st = pl__engine_commit(e, &create)))
+        goto done;
+    if (create.rc) {
+        st = pl__err(PL_EEXIST, "run '%s' exists already", id);
+        goto done;
+    }
+    r->num = create.run;
+    if ((st = pl__engine_claim(e, r->num, id)))
+        goto done;
+    r->state_written_us = pl__now_us();
+    st = run_execute(r, def, root, false, out);
+    pl__engine_release(e, r->num);
+done:
+    pl__buf_free(&info);
+    pl__batch_free(&create);
+    pl__buf_free(&payload);
+    pl__buf_free(&seed);
+    pl__run_free(r);
+    return st;
+}
+
+/* ---- continue --------------------------------------------------------------------------- */
+
+typedef struct claim_ctx {
+    pl_engine *e;
+    const char *id;
+    bool resume;
+    const char *token;
+    pl__run_state *out;    /* the state as claimed */
+    pl_run_status before;  /* status found */
+    const pl__kvs *steps;  /* resume: the answer record to write */
+} claim_ctx;
+
+static int claim_fn(pl__buf *state, pl__kvs *extra, void *user)
+{
+    claim_ctx *c = user;
+    pl__run_state st;
+    int rc = pl__run_state_decode(&st, state->data, state->len);
+    if (rc)
+        return pl__err(rc, "run '%s': %s", c->id, pl_errmsg());
+    c->before = st.status;
+    if (c->resume) {
+        if (st.status != PL_RUN_SUSPENDED)
+            rc = pl__err(PL_ESTATE, "run '%s' is %s, not suspended", c->id,
+                         pl_run_status_name(st.status));
+        else if (!c->token || strcmp(c->token, st.token) != 0)
+            rc = pl__err(PL_ETOKEN, "wrong resume token for run '%s'", c->id);
+        for (size_t i = 0; !rc && i < c->steps->n; i++)
+            rc = pl__kvs_add(extra, pl__kvs_key(c->steps, i),
+                             c->steps->e[i].klen, pl__kvs_val(c->steps, i),
+                             c->steps->e[i].vlen);
+    } else if (st.status == PL_RUN_SUSPENDED) {
+        rc = pl__err(PL_ESTATE, "run '%s' is suspended at %s: resume it with "
+                                "its token", c->id,
+                     st.susp_path ? st.susp_path : "?");
+    } else if (st.status == PL_RUN_RUNNING && pl__owner_alive(c->e, &st)) {
+        rc = pl__err(PL_EBUSY, "run '%s' is running in process %lld on %s "
+                               "(last write %.1f s ago)", c->id,
+                     (long long)st.owner_pid, st.owner_host,
+                     (double)(pl__now_us() - st.heartbeat_us) / 1e6);
+    }
+    if (rc) {
+        pl__run_state_clear(&st);
+        return rc;
+    }
+    st.status = PL_RUN_RUNNING;
+    st.attempts++;
+    st.error = 0;
+    st.has_head = false; /* rewritten when this execution ends */
+    free(st.reason);
+    st.reason = NULL;
+    st.token[0] = '\0';
+    free(st.susp_path);
+    st.susp_path = NULL;
+    free(st.prompt);
+    st.prompt = NULL;
+    st.prompt_len = 0;
+    free(st.result);
+    st.result = NULL;
+    st.result_len = 0;
+    st.steps += c->steps ? c->steps->n : 0;
+    set_owner(c->e, &st);
+    pl__buf_reset(state);
+    rc = pl__run_state_encode(state, &st);
+    if (!rc)
+        rc = pl__run_state_copy(c->out, &st);
+    pl__run_state_clear(&st);
+    return rc;
+}
+
+/*
+ * Build the `resume` step that answers a suspended run: it follows the
+ * suspend step in the suspended invocation's ledger.  The claim re-checks
+ * the token inside the write, so two resumers cannot both succeed.
+ */
+static int build_resume(pl__run *r, const char *token, const cJSON *answer,
+                        pl__kvs *out)
+{
+    pl_engine *e = r->e;
+    pl__buf sb = {0}, payload = {0}, rec = {0};
+    pl__kvs got = {0};
+    pl__run_state st = {0};
+    uint32_t comps[PL_MAX_DEPTH];
+    unsigned depth;
+    int rc = pl__store_state_get(e->store, r->num, &sb);
+    if (!rc)
+        rc = pl__run_state_decode(&st, sb.data, sb.len);
+    if (rc)
+        goto done;
+    if (st.status != PL_RUN_SUSPENDED) {
+        rc = pl__err(PL_ESTATE, "run '%s' is %s, not suspended", r->id,
+                     pl_run_status_name(st.status));
+        goto done;
+    }
+    if (strcmp(token, st.token) != 0) {
+        rc = pl__err(PL_ETOKEN, "wrong resume token for run '%s'", r->id);
+        goto done;
+    }
+    if (!st.susp_path || pl__path_parse(st.susp_path, comps, &depth)) {
+        rc = pl__err(PL_ECORRUPT, "run '%s' is suspended at a malformed "
+                                  "path", r->id);
+        goto done;
+    }
+    uint8_t key[PL__KEY_MAX];
+    size_t plen = pl__ledger_prefix(key, r->num, comps, depth);
+    rc = pl__store_read(e->store, key, plen, st.susp_seq, 1, 1, &got);
+    pl__rec sr;
+    if (!rc && (got.n != 1 || pl__rec_decode(&sr, pl__kvs_val(&got, 0),
+                                             got.e[0].vlen) ||
+                sr.type != PL_STEP_SUSPEND))
+        rc = pl__err(PL_ECORRUPT, "run '%s': no suspend step at %s:%u",
+                     r->id, st.susp_path, st.susp_seq);
+    uint8_t prev[PL_HASH_LEN];
+    pl__put_be32(key + plen, st.susp_seq);
+    if (!rc)
+        rc = pl__step_hash(r->hasher, key, plen + 4, pl__kvs_val(&got, 0),
+                           got.e[0].vlen, prev);
+    if (!rc)
+        rc = pl__wrap_encode(&payload, "answer", answer, e->max_payload);
+    uint32_t seq = st.susp_seq + 1;
+    if (!rc)
+        rc = pl__rec_encode(&rec, seq, pl__now_us(), PL_STEP_RESUME, "human",
+                            prev, NULL, NULL, payload.data, payload.len);
+    pl__put_be32(key + plen, seq);
+    if (!rc)
+        rc = pl__kvs_add(out, key, plen + 4, rec.data, rec.len);
+done:
+    pl__buf_free(&sb);
+    pl__buf_free(&payload);
+    pl__buf_free(&rec);
+    pl__kvs_free(&got);
+    pl__run_state_clear(&st);
+    return rc;
+}
+
+/* Claim a run for execution (or resume) and execute it. */
+static int continue_run(pl_engine *e, const char *id, bool check,
+                        const char *token, const cJSON *answer,
+                        pl_outcome **out)
+{
+    uint64_t num;
+    root_action ra;
+    /* the run's steps may still be in the journal of a group commit */
+    int st = pl__store_settle(e->store);
+    if (st)
+        return st;
+    st = root_load(e, id, &num, &ra);
+    if (st)
+        return st;
+    const pl_policy_def *def = pl_registry_find(e->reg, ra.action.policy);
+    pl__run *r = NULL;
+    pl__kvs resume = {0};
+    bool claimed = false;
+    if (!def) {
+        st = pl__err(PL_ENOTFOUND, "run '%s' has root policy '%s', which is "
+                                   "not registered", id, ra.action.policy);
+        goto done;
+    }
+    if ((st = pl__run_new(e, id, &r)))
+        goto done;
+    r->num = num;
+    pl__buf sb = {0};
+    st = pl__store_state_get(e->store, num, &sb);
+    if (!st)
+        st = pl__run_state_decode(&r->state, sb.data, sb.len);
+    pl__buf_free(&sb);
+    if (st)
+        goto done;
+    /* a completed run is final: replaying it writes nothing */
+    r->check = check || (!token && r->state.status == PL_RUN_COMPLETED);
+    if (r->check) {
+        st = run_execute(r, def, &ra.action, true, out);
+        goto done;
+    }
+    pl__run_state_clear(&r->state);
+    if ((st = pl__engine_claim(e, num, id)))
+        goto done;
+    claimed = true;
+    if (token && (st = build_resume(r, token, answer, &resume)))
+        goto done;
+    claim_ctx cc = {e, id, token != NULL, token, &r->state, 0, &resume};
+    if ((st = pl__store_state_update(e->store, num, claim_fn, &cc)))
+        goto done;
+    r->state_written_us = pl__now_us();
+    r->crashed_before = cc.before == PL_RUN_RUNNING;
+    /* a crashed run's step count is as of its last heartbeat */
+    if (r->crashed_before &&
+        (st = pl__store_count(e->store, num, &r->state.steps)))
+        goto done;
+    st = run_execute(r, def, &ra.action, true, out);
+done:
+    if (claimed)
+        pl__engine_release(e, num);
+    pl__kvs_free(&resume);
+    pl__run_free(r);
+    root_clear(&ra);
+    return st;
+}
+
+int pl_run_continue(pl_outcome **out, pl_engine *e, const char *run_id, const pl_run_options *opts)
+{
+    if (!out)
+        return pl__err(PL_EINVAL, "pl_run_continue: out is NULL");
+    *out = NULL;
+    if (!e || !pl__run_id_ok(run_id))
+        return pl__err(PL_EINVAL, "pl_run_continue: an engine and a valid run "
+                                  "id are required");
+    if (opts && opts->version != PL_RUN_OPTIONS_VERSION)
+        return pl__err(PL_EINVAL, "pl_run_continue: options version %u, this "
+                                  "library knows %d", opts->version,
+                       PL_RUN_OPTIONS_VERSION);
+    return continue_run(e, run_id, opts && opts->check, NULL, NULL, out);
+}
+
+int pl_run_resume(pl_outcome **out, pl_engine *e, const char *run_id, const char *token,
+                  const cJSON *answer)
+{
+    if (!out)
+        return pl__err(PL_EINVAL, "pl_run_resume: out is NULL");
+    *out = NULL;
+    if (!e || !pl__run_id_ok(run_id) || !token || !answer)
+        return pl__err(PL_EINVAL, "pl_run_resume: an engine, a valid run id, "
+                                  "a token and an answer are required");
+    if (!cJSON_IsObject(answer))
+        return pl__err(PL_EJSON, "pl_run_resume: the answer must be a JSON "
+                                 "object");
+    return continue_run(e, run_id, false, token, answer, out);
+}

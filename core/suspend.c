@@ -1,0 +1,111 @@
+/*
+ * suspend.c -- suspending a run to wait for an answer from outside.
+ *
+ * A suspension is a `suspend` step holding the prompt; the run stops with
+ * PL_ESUSPENDED and records a resume token, the suspend step's place and the
+ * prompt.  pl_run_resume() (runner.c) writes the answer as a `resume` step
+ * right after it, and the replay that follows reads it back, here for a
+ * policy's suspension, in indoubt.c for the engine's own:
+ *
+ *   seq     type      actor                       payload
+ *   n       suspend   the policy, or "engine"     {"prompt": {...}}
+ *   n + 1   resume    "human"                     {"answer": {...}}
+ *
+ * Until the answer is there, every replay that reaches the suspension
+ * suspends again, with a new token.
+ */
+#include <assert.h>
+#include <stdio.h>
+
+#include "ctx.h"
+#include "invocation.h"
+#include "run.h"
+#include "suspend.h"
+
+void pl__suspend_here(pl_ctx *c, uint32_t seq, const uint8_t *prompt,
+                      size_t prompt_len)
+{
+    pl__run *r = c->run;
+    /* only a going run suspends, at a step its ledger holds */
+    assert(!r->stop && seq < c->next_seq);
+    uint8_t tok[16];
+    if (pl__random(tok, sizeof tok)) {
+        pl__run_fail(r, PL_EIO, "%s", pl_errmsg());
+        return;
+    }
+    pl__hex(r->token, tok, sizeof tok);
+    snprintf(r->susp_path, sizeof r->susp_path, "%s", c->path);
+    r->susp_seq = seq;
+    pl__buf_reset(&r->prompt);
+    if (prompt && pl__buf_append(&r->prompt, prompt, prompt_len)) {
+        pl__run_fail(r, PL_ENOMEM, "out of memory");
+        return;
+    }
+    r->stop = PL_ESUSPENDED;
+    pl__err(PL_ESUSPENDED, "run %s suspended at %s:%u", r->id, c->path, seq);
+}
+
+int pl_ctx_suspend(cJSON **out_answer, pl_ctx *c, const cJSON *prompt)
+{
+    if (out_answer)
+        *out_answer = NULL;
+    int st = pl__ctx_check(c, "pl_ctx_suspend");
+    if (st)
+        return st;
+    if (!out_answer || !prompt)
+        return pl__err(PL_EINVAL, "pl_ctx_suspend: %s is NULL",
+                       prompt ? "out_answer" : "the prompt");
+    pl__run *r = c->run;
+    if (r->stop)
+        return r->stop;
+    if (!cJSON_IsObject(prompt))
+        return pl__run_fail(r, PL_EJSON, "run %s: policy '%s' at %s: the "
+                                         "suspend prompt must be an object",
+                            r->id, c->def->name, c->path);
+    pl__buf b = {0};
+    st = pl__wrap_encode(&b, "prompt", prompt, r->e->max_payload);
+    if (st) {
+        pl__buf_free(&b);
+        return pl__run_fail(r, st, "run %s: suspend at %s: %s", r->id, c->path,
+                            pl_errmsg());
+    }
+    uint32_t seq = c->next_seq;
+    bool replayed;
+    st = pl__inv_append(c, PL_STEP_SUSPEND, c->def->name, b.data, b.len, NULL,
+                        NULL, &replayed, NULL);
+    if (!st && !replayed) {
+        const uint8_t *v;
+        size_t vn;
+        if (pl__map_find(b.data, b.len, "prompt", &v, &vn))
+            pl__suspend_here(c, seq, v, vn);
+        st = r->stop;
+    }
+    pl__buf_free(&b);
+    if (st)
+        return st;
+    const pl__rec *rec;
+    if ((st = pl__inv_peek(c, &rec)))
+        return st;
+    if (!rec) {
+        if (r->check)
+            return pl__run_fail(r, PL_ECHECK, "check: run %s is suspended at "
+                                              "%s:%u", r->id, c->path, seq);
+        pl__suspend_here(c, seq, NULL, 0); /* no answer yet: wait again */
+        return r->stop;
+    }
+    const uint8_t *v;
+    size_t vn;
+    if (rec->type != PL_STEP_RESUME ||
+        !pl__map_find(rec->payload, rec->payload_len, "answer", &v, &vn))
+        return pl__run_fail(r, PL_ENONDET, "run %s: after the suspension at "
+                                           "%s:%u the ledger records %s, not "
+                                           "a resume", r->id, c->path, seq,
+                            pl_step_type_name(rec->type));
+    if ((st = pl__payload_decode(out_answer, v, vn)))
+        return pl__run_fail(r, st, "run %s: %s", r->id, pl_errmsg());
+    if ((st = pl__inv_consume_checked(c))) {
+        cJSON_Delete(*out_answer);
+        *out_answer = NULL;
+    }
+    return st;
+}
