@@ -2,7 +2,9 @@
  * util.h -- small internal helpers shared by every module: growable byte
  * buffers, error reporting, clocks and randomness.
  *
- * Everything here is hidden from the shared library's exports.
+ * Everything here is hidden from the shared library's exports.  It lives
+ * in base/, which every folder may use and which uses nothing of core/ or
+ * ledger/ (only the public header, for the status codes and limits).
  */
 #ifndef PL_UTIL_H
 #define PL_UTIL_H
