@@ -69,8 +69,8 @@
  * Read transactions are short (a bounded batch of records is copied out), so
  * replay never pins old pages or blocks growth for long.
  */
-#define _GNU_SOURCE /* pthread_rwlockattr_setkind_np */
 #include "codec.h"
+#include "platform.h"
 #include "store.h"
 
 #include <errno.h>
@@ -488,12 +488,7 @@ int pl__store_open(pl__store **out, const char *path,
         return pl__err(PL_ENOMEM, "out of memory opening a store");
     }
     s->fd = -1;
-    pthread_rwlockattr_t ra;
-    pthread_rwlockattr_init(&ra);
-    pthread_rwlockattr_setkind_np(&ra,
-                                  PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
-    pthread_rwlock_init(&s->resize, &ra);
-    pthread_rwlockattr_destroy(&ra);
+    pl__rwlock_init_writer_first(&s->resize);
     s->map_size = opts->map_size ? opts->map_size : DEFAULT_MAP_SIZE;
     s->map_size_max = opts->map_size_max;
     if (s->map_size_max && s->map_size > s->map_size_max)
