@@ -153,7 +153,7 @@ PL__HIDDEN int pl__store_scan(pl__store *s, uint64_t run, const uint8_t *after,
                               pl__kvs *out) PL__MUST_CHECK;
 
 /* Count the steps of run @p run: its records, and the callee steps folded
- * into them (codec.c). */
+ * into them (record.c). */
 PL__HIDDEN int pl__store_count(pl__store *s, uint64_t run,
                                uint64_t *out) PL__MUST_CHECK;
 

@@ -8,9 +8,9 @@
  *   | meta     | "format"                      | u32 BE store format (1)    |
  *   |          | "next_run"                    | u64 BE next run number     |
  *   | runs     | run id (bytes)                | u64 BE run number, then    |
- *   |          |                               | the run info map (codec.c) |
- *   | state    | u64 BE run number             | run state map (codec.c)    |
- *   | steps    | u64 BE run number, u32 BE per | step record (codec.c)      |
+ *   |          |                               | its info map (runrec.c)    |
+ *   | state    | u64 BE run number             | run state map (runrec.c)   |
+ *   | steps    | u64 BE run number, u32 BE per | step record (record.c)     |
  *   |          | path component, u32 BE seq    |                            |
  *
  *   A step's key is its position in the run's tree.  The callee of the
@@ -1059,7 +1059,7 @@ int pl__store_count(pl__store *s, uint64_t run, uint64_t *out)
     if (!rc)
         rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
     while (!rc && k.mv_size >= 8 && memcmp(k.mv_data, first, 8) == 0) {
-        /* a record, and the callee step folded into it (codec.c): only a
+        /* a record, and the callee step folded into it (record.c): only a
          * version 2 record can hold one */
         pl__rec rec;
         const uint8_t *p = v.mv_data;
