@@ -59,9 +59,6 @@ static int info_build(pl_engine *e, const char *id, size_t id_len,
     if (!st && in->st.prompt)
         st = pl__payload_decode(&in->prompt, in->st.prompt,
                                 in->st.prompt_len);
-    /* a running run rewrites its record only as a heartbeat: count */
-    if (!st && in->st.status == PL_RUN_RUNNING)
-        st = pl__store_count(e->store, num, &in->st.steps);
     if (st) {
         int keep = st;
         pl__err(st, "run '%s': %s", in->id, pl_errmsg());
