@@ -242,6 +242,15 @@ int pl__rec_decode(pl__rec *out, const uint8_t *data, size_t len)
     return rc ? rc : pl__rec_check(out);
 }
 
+unsigned pl__rec_steps(const uint8_t *data, size_t len)
+{
+    /* a record, and the callee step folded into it: only a version 2
+     * record can hold one */
+    pl__rec rec;
+    return 1 + (len > 1 && data[1] == PL__FORMAT_V2 &&
+                !pl__rec_decode_lazy(&rec, data, len) && rec.link_folded);
+}
+
 unsigned pl__step_wrapping(pl_step_type type)
 {
     return type == PL_STEP_ACTION_CALL || type == PL_STEP_SIDE_EFFECT ||

@@ -97,6 +97,13 @@ PL__HIDDEN int pl__rec_check(const pl__rec *rec) PL__MUST_CHECK;
  */
 PL__HIDDEN unsigned pl__step_wrapping(pl_step_type type);
 
+/*
+ * How many steps the stored record @p data stands for: 2 for an
+ * action_result that holds its callee's one step folded (version 2), else
+ * 1, also for a record that cannot be read (reading it says why).
+ */
+PL__HIDDEN unsigned pl__rec_steps(const uint8_t *data, size_t len);
+
 /* A valid actor or policy name of @p n bytes, not NUL-terminated: as
  * pl__name_ok(). */
 PL__HIDDEN bool pl__actor_ok(const uint8_t *p, size_t n);

@@ -152,10 +152,19 @@ PL__HIDDEN int pl__store_scan(pl__store *s, uint64_t run, const uint8_t *after,
                               size_t after_len, size_t max_n,
                               pl__kvs *out) PL__MUST_CHECK;
 
-/* Count the steps of run @p run: its records, and the callee steps folded
- * into them (record.c). */
-PL__HIDDEN int pl__store_count(pl__store *s, uint64_t run,
-                               uint64_t *out) PL__MUST_CHECK;
+/*
+ * Hand every step of run @p run to @p fn, in key order: its key and value,
+ * borrowed for the call only.  Reads in short transactions of a bounded
+ * number of steps each, so that a long run never holds one open; a run
+ * written meanwhile may be seen part way through.  @p fn returns PL_OK to
+ * go on, or a status that stops the walk and is returned; it must not call
+ * the store.
+ */
+typedef int (*pl__step_fn)(const uint8_t *key, size_t klen,
+                           const uint8_t *val, size_t vlen, void *user);
+PL__HIDDEN int pl__store_each_step(pl__store *s, uint64_t run,
+                                   pl__step_fn fn,
+                                   void *user) PL__MUST_CHECK;
 
 /* ---- runs -------------------------------------------------------------------- */
 

@@ -69,7 +69,6 @@
  * Read transactions are short (a bounded batch of records is copied out), so
  * replay never pins old pages or blocks growth for long.
  */
-#include "codec.h"
 #include "platform.h"
 #include "store.h"
 
@@ -1043,37 +1042,55 @@ int pl__store_scan(pl__store *s, uint64_t run, const uint8_t *after,
                 "scanning a run");
 }
 
-int pl__store_count(pl__store *s, uint64_t run, uint64_t *out)
+/* Steps one read transaction of pl__store_each_step() hands out. */
+#define EACH_MAX 1024
+
+int pl__store_each_step(pl__store *s, uint64_t run, pl__step_fn fn,
+                        void *user)
 {
-    *out = 0;
-    MDB_txn *txn;
-    MDB_cursor *cur = NULL;
-    size_t seen;
-    int st = txn_begin(s, false, &txn, &seen);
-    if (st)
-        return st;
-    uint8_t first[8];
+    uint8_t first[8], last[PL__KEY_MAX];
+    size_t last_len = 0; /* the last key handed out; 0: none yet */
     pl__put_be64(first, run);
-    MDB_val k = {8, first}, v;
-    int rc = mdb_cursor_open(txn, s->steps, &cur);
-    if (!rc)
-        rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
-    while (!rc && k.mv_size >= 8 && memcmp(k.mv_data, first, 8) == 0) {
-        /* a record, and the callee step folded into it (record.c): only a
-         * version 2 record can hold one */
-        pl__rec rec;
-        const uint8_t *p = v.mv_data;
-        (*out)++;
-        if (v.mv_size > 1 && p[1] == PL__FORMAT_V2 &&
-            !pl__rec_decode_lazy(&rec, p, v.mv_size) && rec.link_folded)
-            (*out)++;
-        rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
+    bool more = true;
+    int st = PL_OK;
+    while (more && !st) {
+        MDB_txn *txn;
+        MDB_cursor *cur = NULL;
+        size_t seen, n = 0;
+        if ((st = txn_begin(s, false, &txn, &seen)))
+            return st;
+        MDB_val k = {last_len ? last_len : 8, last_len ? last : first}, v;
+        int rc = mdb_cursor_open(txn, s->steps, &cur);
+        if (!rc)
+            rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+        if (!rc && last_len && k.mv_size == last_len &&
+            memcmp(k.mv_data, last, last_len) == 0)
+            rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
+        more = false;
+        while (!rc && k.mv_size >= 8 && memcmp(k.mv_data, first, 8) == 0) {
+            if ((st = fn(k.mv_data, k.mv_size, v.mv_data, v.mv_size, user)))
+                break;
+            if (++n == EACH_MAX) { /* go on after it in a new transaction */
+                if (k.mv_size > sizeof last) {
+                    st = pl__err(PL_ECORRUPT, "store '%s': run #%llu has a "
+                                              "step key of %zu bytes",
+                                 s->path, (unsigned long long)run,
+                                 k.mv_size);
+                    break;
+                }
+                memcpy(last, k.mv_data, k.mv_size);
+                last_len = k.mv_size;
+                more = true;
+                break;
+            }
+            rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
+        }
+        if (!st && rc && rc != MDB_NOTFOUND)
+            st = lmdb_err(s, rc, "reading a run's steps");
+        if (cur)
+            mdb_cursor_close(cur);
+        txn_abort(s, txn);
     }
-    if (rc && rc != MDB_NOTFOUND)
-        st = lmdb_err(s, rc, "counting a run's steps");
-    if (cur)
-        mdb_cursor_close(cur);
-    txn_abort(s, txn);
     return st;
 }
 

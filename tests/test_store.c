@@ -7,7 +7,8 @@
  * deleted steps, unknown record versions), map growth and a map that may not
  * grow (also under group commit), one open per process, files that are not
  * stores, directory stores, store format versions, pl_engine_open's argument
- * checks, and the group-commit journal.
+ * checks, the group-commit journal, and the step count of a crashed run
+ * longer than one read transaction.
  */
 #include "support.h"
 
@@ -1287,6 +1288,73 @@ static uint64_t nest_crashed_then_raw(const char *path, pl_registry *reg,
               status);
     raw_open(r, path, false);
     return raw_run_num(r, id);
+}
+
+/* SIGKILL the process when its 550th call has its result. */
+static void kill_at_550th_result(const pl_event *ev, void *user)
+{
+    int *n = user;
+    if (ev->kind == PL_EVENT_CALL_COMPLETED && ++*n == 550)
+        raise(SIGKILL);
+}
+
+/*
+ * Continuing a crashed run counts its steps (its record holds them as of
+ * its last heartbeat only), in read transactions of 1024 records at most:
+ * a run of more records than that is counted whole, once, and its record
+ * then agrees with its ledgers.
+ */
+Test(store, a_crashed_run_longer_than_a_read_is_counted_whole)
+{
+    const char *path = t_store_path();
+    pl_registry *reg = registry();
+    pid_t pid = fork();
+    cr_assert_neq(pid, -1);
+    if (pid == 0) {
+        int n = 0;
+        pl_engine_options o = PL_ENGINE_OPTIONS_INIT;
+        o.durability = PL_DURABILITY_PROCESS;
+        o.on_event = kill_at_550th_result;
+        o.event_user = &n;
+        pl_engine *ce;
+        if (pl_engine_open(&ce, path, reg, &o))
+            _exit(3);
+        pl_outcome *out = NULL;
+        cJSON *p = t_json("{\"n\": 600, \"size\": 8}");
+        pl_action a = {"bulk", p, NULL, 0, NULL};
+        pl_run_options ro = PL_RUN_OPTIONS_INIT;
+        ro.run_id = "long";
+        (void)pl_run_start(ce, &a, &ro, &out);
+        _exit(4);
+    }
+    int status;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL,
+              "the child did not die at the 550th result (status %d)",
+              status);
+
+    /* 550 calls of an action_call and an action_result each: 1100 records
+     * at least, more than one read transaction counts */
+    pl_engine *e = open_with(path, reg, 0, 0);
+    pl_run_info *info = NULL;
+    cr_assert_eq(pl_run_get(e, "long", &info), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(info->status, PL_RUN_RUNNING);
+    cr_assert_leq(info->steps, 3 * 550, "no more than were durable");
+    pl_run_info_free(info);
+
+    pl_outcome *o = NULL;
+    cr_assert_eq(pl_run_continue(e, "long", NULL, &o), PL_OK, "%s",
+                 pl_errmsg());
+    cr_assert_eq(o->status, PL_RUN_COMPLETED);
+    pl_outcome_free(o);
+    cr_assert_eq(pl_run_get(e, "long", &info), PL_OK);
+    cr_assert_eq(info->steps, 3 * 600 + 1, "%llu steps: each call's two "
+                 "root steps and the echo step folded into its result, "
+                 "and the result", (unsigned long long)info->steps);
+    pl_run_info_free(info);
+    cr_assert_eq(pl_run_verify(e, "long"), PL_OK, "%s", pl_errmsg());
+    pl_engine_close(e);
+    pl_registry_free(reg);
 }
 
 /* A mirror whose caller's result is changed, missing or absent by design
