@@ -1,7 +1,7 @@
 /*
  * record.c -- the step record: what a step is, as stored.
  *
- * STEP RECORD (the value stored under a step key, see store_lmdb.c)
+ * STEP RECORD (the value stored under a step key, see keys.c)
  *
  *   A record is two msgpack values back to back: a 7-element header array
  *   and the payload map.  Nothing may follow the payload.

@@ -7,7 +7,7 @@
  * is the format version (PL__FORMAT_VERSION, 1); a reader fails any other
  * with PL_EVERSION.
  *
- * RUN INFO (stored after the run's number under its id, see store_lmdb.c)
+ * RUN INFO (stored after the run's number under its id, see lmdb_store.c)
  *
  *   | key     | msgpack type | meaning                                     |
  *   |---------|--------------|---------------------------------------------|
