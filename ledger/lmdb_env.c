@@ -54,6 +54,33 @@ typedef struct open_entry {
 static pthread_mutex_t g_open_mu = PTHREAD_MUTEX_INITIALIZER;
 static open_entry *g_open;
 
+/*
+ * A child that fork() makes holds none of its parent's stores: LMDB's
+ * environments do not survive fork(), so the child must open its own, and
+ * never touch the ones it inherited.  So it forgets them, and the list's
+ * lock, held across the fork, is in a known state in both processes.
+ */
+static pthread_once_t g_open_once = PTHREAD_ONCE_INIT;
+
+static void open_fork_prepare(void) { pthread_mutex_lock(&g_open_mu); }
+
+static void open_fork_parent(void) { pthread_mutex_unlock(&g_open_mu); }
+
+static void open_fork_child(void)
+{
+    while (g_open) {
+        open_entry *e = g_open;
+        g_open = e->next;
+        free(e);
+    }
+    pthread_mutex_unlock(&g_open_mu);
+}
+
+static void open_once(void)
+{
+    pthread_atfork(open_fork_prepare, open_fork_parent, open_fork_child);
+}
+
 static bool open_find(dev_t dev, ino_t ino)
 {
     for (open_entry *e = g_open; e; e = e->next)
@@ -342,6 +369,7 @@ int pl__store_open(pl__store **out, const char *path,
         s->map_size = s->map_size_max;
 
     int st = PL_OK, rc;
+    pthread_once(&g_open_once, open_once);
     pthread_mutex_lock(&g_open_mu);
     if (stat(file, &sb) == 0 && open_find(sb.st_dev, sb.st_ino)) {
         pthread_mutex_unlock(&g_open_mu);

@@ -5,10 +5,10 @@
  * listing and run records, the hash chain and what verification and replay
  * make of a store tampered with through the LMDB C API (changed payloads,
  * deleted steps, unknown record versions), map growth and a map that may not
- * grow (also under group commit), one open per process, files that are not
- * stores, directory stores, store format versions, pl_engine_open's argument
- * checks, the group-commit journal, and the step count of a crashed run
- * longer than one read transaction.
+ * grow (also under group commit), one open per process (and one more in a
+ * forked child), files that are not stores, directory stores, store format
+ * versions, pl_engine_open's argument checks, the group-commit journal, and
+ * the step count of a crashed run longer than one read transaction.
  */
 #include "support.h"
 
@@ -2053,6 +2053,55 @@ Test(store, one_open_per_process)
         pl_engine_close(e);
     }
     pl_engine_close(NULL);
+    pl_registry_free(reg);
+}
+
+/*
+ * A forked child opens the store its parent has open, as the header says it
+ * must (the child holds none of its parent's stores), runs a run and exits;
+ * the parent's engine goes on working, and sees the child's run.
+ */
+Test(store, a_forked_child_opens_its_own_engine)
+{
+    const char *path = t_store_path();
+    pl_registry *reg = registry();
+    pl_engine *e = open_with(path, reg, 0, 0);
+    start_ok(e, "chain", "{\"n\": 2}", "before");
+    pid_t pid = fork();
+    cr_assert_neq(pid, -1);
+    if (pid == 0) { /* nothing of Criterion's here: exit with a status */
+        pl_engine *ce = NULL;
+        if (pl_engine_open(&ce, path, reg, NULL))
+            _exit(3);
+        cJSON *p = cJSON_Parse("{\"n\": 3}");
+        pl_action a = {"chain", p, NULL, 0, NULL};
+        pl_run_options ro = PL_RUN_OPTIONS_INIT;
+        ro.run_id = "child";
+        pl_outcome *o = NULL;
+        int st = pl_run_start(ce, &a, &ro, &o);
+        bool ok = st == PL_OK && o->status == PL_RUN_COMPLETED;
+        pl_outcome_free(o);
+        cJSON_Delete(p);
+        pl_engine_close(ce);
+        _exit(ok ? 0 : 4);
+    }
+    int status;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    cr_assert(WIFEXITED(status), "the child died (status %d)", status);
+    cr_assert_eq(WEXITSTATUS(status), 0, "the child %s",
+                 WEXITSTATUS(status) == 3 ? "could not open the store"
+                                          : "could not run its run");
+
+    pl_run_info *info = NULL;
+    cr_assert_eq(pl_run_get(e, "child", &info), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(info->status, PL_RUN_COMPLETED);
+    cr_assert_eq(info->steps, 3 * 3 + 1);
+    cr_assert_eq(info->owner_pid, (int64_t)pid);
+    pl_run_info_free(info);
+    cr_assert_eq(pl_run_verify(e, "child"), PL_OK, "%s", pl_errmsg());
+    start_ok(e, "chain", "{\"n\": 2}", "after");
+    cr_assert_eq(pl_run_verify(e, "before"), PL_OK, "%s", pl_errmsg());
+    pl_engine_close(e);
     pl_registry_free(reg);
 }
 
