@@ -148,6 +148,10 @@ void pl__rwlock_init_writer_first(pthread_rwlock_t *lock)
 #define tsan_switch(f) ((void)(f))
 #endif
 
+/* A fiber's uses before ThreadSanitizer is given a new fiber for it (see
+ * pl__fiber_prepare()). */
+#define TSAN_USES 1024
+
 bool pl__fiber_init(pl__fiber *f, size_t page, size_t size)
 {
     f->map_len = page + size;
@@ -165,7 +169,6 @@ bool pl__fiber_init(pl__fiber *f, size_t page, size_t size)
     f->bottom = f->map + page;
     f->size = size;
     f->vg_stack = stack_register(f->map + page, f->map + f->map_len);
-    f->tsan = tsan_create();
     return true;
 }
 
@@ -201,6 +204,15 @@ bool pl__fiber_prepare(pl__fiber *f, void (*fn)(void))
 {
     if (getcontext(&f->ctx) != 0)
         return false;
+    /* ThreadSanitizer keeps a fiber's calls in a record of 64K frames, and
+     * a fiber's function never returns (it ends by switching away), so each
+     * use leaves frames there: a new ThreadSanitizer fiber every
+     * TSAN_USES uses keeps the record short, at little cost */
+    if (f->uses++ % TSAN_USES == 0) {
+        if (f->tsan)
+            tsan_destroy(f->tsan);
+        f->tsan = tsan_create();
+    }
     f->ctx.uc_stack.ss_sp = (void *)f->bottom;
     f->ctx.uc_stack.ss_size = f->size;
     f->ctx.uc_link = NULL;

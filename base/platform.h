@@ -79,6 +79,7 @@ typedef struct pl__fiber {
     size_t size;        /* and size */
     void *asan_fake;    /* AddressSanitizer's fake stack while away */
     void *tsan;         /* ThreadSanitizer's fiber */
+    unsigned uses;      /* times prepared */
     unsigned vg_stack;  /* Valgrind's id for the stack */
 } pl__fiber;
 
