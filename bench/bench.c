@@ -15,7 +15,7 @@
  *                  time (what storing a call costs).  The floors are plain
  *                  LMDB: they lengthen the file as they go, where the
  *                  engine's synced modes keep a zeroed tail past it (see
- *                  store_lmdb.c), so a ratio includes what that saves.
+ *                  lmdb_env.c), so a ratio includes what that saves.
  *   W2 recovery    a run of 2M calls SIGKILLed after M; the restart's time
  *                  to its first newly executed call and to completion, and
  *                  calls served vs executed.  Floor: opening raw LMDB and

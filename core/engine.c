@@ -20,12 +20,9 @@
  * thread that leads hands the lead on as soon as its own batches are
  * durable, since its tasks cannot run while it commits other groups.
  */
-#define _GNU_SOURCE /* gethostname */
 #include <errno.h>
-#include <linux/futex.h>
 #include <signal.h>
 #include <stdatomic.h>
-#include <sys/syscall.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -55,14 +52,13 @@ struct pl__writer {
 static void state_wait(_Atomic uint32_t *word)
 {
     while (atomic_load_explicit(word, memory_order_acquire) == W_WAITING)
-        syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, W_WAITING, NULL, NULL,
-                0);
+        pl__futex_wait(word, W_WAITING);
 }
 
 static void state_set(_Atomic uint32_t *word, uint32_t v)
 {
     atomic_store_explicit(word, v, memory_order_release);
-    syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+    pl__futex_wake(word);
 }
 
 /* ---- names ---------------------------------------------------------------------- */
@@ -112,39 +108,6 @@ const char *pl_event_kind_name(pl_event_kind k)
 
 /* ---- process identity --------------------------------------------------------------- */
 
-/* Start time of a process in clock ticks since boot (field 22 of stat), and
- * whether it is a zombie.  Returns false if it cannot be read. */
-static bool proc_stat(int64_t pid, uint64_t *start, bool *zombie)
-{
-    char path[64], buf[1024];
-    snprintf(path, sizeof path, "/proc/%lld/stat", (long long)pid);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return false;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    char *p = strrchr(buf, ')'); /* the command name may hold anything */
-    if (!p || p[1] != ' ')
-        return false;
-    p += 2;
-    *zombie = *p == 'Z' || *p == 'X';
-    /* p is at field 3; skip to field 22 */
-    for (int field = 3; field < 22; field++) {
-        p = strchr(p, ' ');
-        if (!p)
-            return false;
-        p++;
-    }
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(p, &end, 10);
-    if (errno || end == p)
-        return false;
-    *start = v;
-    return true;
-}
-
 bool pl__owner_alive(pl_engine *e, const pl__run_state *st)
 {
     if (st->owner_pid <= 0)
@@ -157,7 +120,7 @@ bool pl__owner_alive(pl_engine *e, const pl__run_state *st)
         return false;
     uint64_t start;
     bool zombie;
-    if (!proc_stat(st->owner_pid, &start, &zombie))
+    if (!pl__proc_stat(st->owner_pid, &start, &zombie))
         return false;
     return !zombie && start == st->owner_start;
 }
@@ -197,10 +160,9 @@ int pl_engine_open(pl_engine **out, const char *path,
     pthread_mutex_init(&e->gc_mu, NULL);
     e->pid = getpid();
     bool zombie;
-    if (!proc_stat(e->pid, &e->pstart, &zombie))
+    if (!pl__proc_stat(e->pid, &e->pstart, &zombie))
         e->pstart = 0;
-    if (gethostname(e->host, sizeof e->host - 1) != 0)
-        snprintf(e->host, sizeof e->host, "localhost");
+    pl__host_name(e->host, sizeof e->host);
 
     pl__store_options so = {opts->map_size, opts->map_size_max,
                             opts->max_readers,

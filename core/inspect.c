@@ -60,9 +60,6 @@ static int info_build(pl_engine *e, const char *id, size_t id_len,
     if (!st && in->st.prompt)
         st = pl__payload_decode(&in->prompt, in->st.prompt,
                                 in->st.prompt_len);
-    /* a running run rewrites its record only as a heartbeat: count */
-    if (!st && in->st.status == PL_RUN_RUNNING)
-        st = pl__store_count(e->store, num, &in->st.steps);
     if (st) {
         int keep = st;
         pl__err(st, "run '%s': %s", in->id, pl_errmsg());
@@ -198,7 +195,7 @@ static int find_answer(pl_engine *e, uint64_t num, const uint32_t *comps,
 }
 
 /*
- * A mirror's payload is its caller's action_result's (see codec.c): find
+ * A mirror's payload is its caller's action_result's (see ledger/record.c): find
  * it, check that it links to the mirror (key @p key, record @p val), and
  * lend its payload to @p rec.  @p hold keeps the caller's record.
  */
@@ -235,7 +232,7 @@ static int read_mirror(pl_engine *e, pl__hasher **hasher, uint64_t num,
 
 /*
  * The one step of callee ledger @p callee_path that the folded
- * action_result @p answer stands for (see codec.c).
+ * action_result @p answer stands for (see ledger/record.c).
  */
 static int folded_step(const pl__rec *answer, const uint8_t *genesis,
                        const char *callee_path, pl_step **out)

@@ -36,6 +36,7 @@
 
 #include "codec.h"
 #include "hash.h"
+#include "platform.h"
 #include "store.h"
 #include "util.h"
 

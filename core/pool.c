@@ -20,56 +20,14 @@
  *
  * Stacks are mmap'd with a guard page below them, and kept for the next
  * task once a task ends.  Under AddressSanitizer every switch is announced
- * to it, so it knows which stack is live.
+ * to it, so it knows which stack is live.  The stacks and the switches are
+ * platform.c's fibers.
  */
-#define _GNU_SOURCE /* ucontext, MAP_STACK */
 #include <pthread.h>
 #include <stdlib.h>
-#include <sys/mman.h>
-#include <ucontext.h>
 #include <unistd.h>
 
 #include "internal.h"
-
-/* Valgrind is told where each stack is, or it takes a task's stack frames
- * for stray accesses below the stack pointer. */
-#if defined(__has_include)
-#if __has_include(<valgrind/valgrind.h>)
-#include <valgrind/valgrind.h>
-#define stack_register(lo, hi) VALGRIND_STACK_REGISTER(lo, hi)
-#define stack_deregister(id) VALGRIND_STACK_DEREGISTER(id)
-#endif
-#endif
-#ifndef stack_register
-#define stack_register(lo, hi) ((void)(lo), (void)(hi), 0u)
-#define stack_deregister(id) ((void)(id))
-#endif
-
-#if defined(__SANITIZE_ADDRESS__)
-#include <sanitizer/common_interface_defs.h>
-#define switch_begin(save, bottom, size)                                       \
-    __sanitizer_start_switch_fiber(save, bottom, size)
-#define switch_end(save, bottom, size)                                         \
-    __sanitizer_finish_switch_fiber(save, bottom, size)
-#else
-#define switch_begin(save, bottom, size) ((void)(save), (void)(bottom), (void)(size))
-#define switch_end(save, bottom, size) ((void)(save), (void)(bottom), (void)(size))
-#endif
-
-/* ThreadSanitizer is told about every switch too: each task is a fiber of
- * its own to it, so that it sees the order a thread runs its tasks in. */
-#if defined(__SANITIZE_THREAD__)
-#include <sanitizer/tsan_interface.h>
-#define tsan_current() __tsan_get_current_fiber()
-#define tsan_create() __tsan_create_fiber(0)
-#define tsan_destroy(f) __tsan_destroy_fiber(f)
-#define tsan_switch(f) __tsan_switch_to_fiber(f, 0)
-#else
-#define tsan_current() NULL
-#define tsan_create() NULL
-#define tsan_destroy(f) ((void)(f))
-#define tsan_switch(f) ((void)(f))
-#endif
 
 #define MAX_THREADS 1024
 #define DEFAULT_PER_THREAD 64
@@ -85,18 +43,13 @@ typedef struct task {
 typedef struct worker worker;
 
 typedef struct fiber {
-    ucontext_t ctx;
-    unsigned char *map; /* guard page, then the stack */
-    size_t map_len;
+    pl__fiber ctx; /* its stack, and where it stands */
     pl_pool_task_fn fn;
     void *user;
     bool done;
     int rc;                         /* its last commit */
     char msg[512];                  /* ... and why it failed */
     char errmsg[PL__ERRMSG_MAX];    /* pl_errmsg() while it waited */
-    void *asan_fake;
-    void *tsan;        /* ThreadSanitizer's fiber */
-    unsigned vg_stack; /* Valgrind's id for the stack */
     struct fiber *next_free;
 } fiber;
 
@@ -104,7 +57,7 @@ struct worker {
     pl_pool *pool;
     pthread_t thread;
     bool started;
-    ucontext_t sched;   /* the thread's own stack: the loop */
+    pl__fiber sched;    /* the thread's own stack: the loop */
     fiber *cur;         /* the task running, or NULL */
     fiber *free;        /* ended tasks' fibers, stacks kept */
     size_t live;        /* tasks begun and not ended */
@@ -114,10 +67,6 @@ struct worker {
     fiber **wait;       /* waiting for the next commit ... */
     pl__gc_item *items; /* ... with these batches */
     size_t n_wait;
-    const void *sched_bottom; /* the thread's own stack, for */
-    size_t sched_size;        /* AddressSanitizer */
-    void *asan_fake;
-    void *tsan; /* the thread's own fiber, for ThreadSanitizer */
 };
 
 struct pl_pool {
@@ -143,26 +92,16 @@ static _Thread_local worker *tl_worker;
 /*
  * The context to switch to once the running task waits or ends: the next
  * runnable task of this round, or at the end of the round the thread's own
- * loop.  Sets w->cur, where that context's stack is, and its
- * ThreadSanitizer fiber (which the caller switches to right before the
- * context: a function that returns in between would unbalance the fiber's
- * record of calls).
+ * loop.  Sets w->cur.
  */
-static ucontext_t *next_context(worker *w, const void **bottom, size_t *size,
-                                void **tsan)
+static pl__fiber *next_context(worker *w)
 {
     if (++w->run_i < w->n_run) {
         fiber *g = w->run[w->run_i];
         w->cur = g;
-        *bottom = g->map + w->pool->page;
-        *size = w->pool->stack_size;
-        *tsan = g->tsan;
         return &g->ctx;
     }
     w->cur = NULL;
-    *bottom = w->sched_bottom;
-    *size = w->sched_size;
-    *tsan = w->tsan;
     return &w->sched;
 }
 
@@ -170,27 +109,16 @@ static void fiber_main(void)
 {
     worker *w = tl_worker;
     fiber *f = w->cur;
-    switch_end(NULL, NULL, NULL);
+    pl__fiber_started();
     pl__err_clear();
     f->fn(w->pool->e, f->user);
     f->done = true;
-    const void *bottom;
-    size_t size;
-    void *tsan;
-    ucontext_t *to = next_context(w, &bottom, &size, &tsan);
-    switch_begin(NULL, bottom, size);
-    tsan_switch(tsan);
-    setcontext(to);
+    pl__fiber_exit(next_context(w));
 }
 
 static void fiber_unmap(fiber *f)
 {
-    if (f->map) {
-        stack_deregister(f->vg_stack);
-        munmap(f->map, f->map_len);
-    }
-    if (f->tsan)
-        tsan_destroy(f->tsan);
+    pl__fiber_destroy(&f->ctx);
     free(f);
 }
 
@@ -200,33 +128,11 @@ static fiber *fiber_new(const pl_pool *p)
     fiber *f = calloc(1, sizeof *f);
     if (!f)
         return NULL;
-    f->map_len = p->page + p->stack_size;
-    f->map = mmap(NULL, f->map_len, PROT_READ | PROT_WRITE,
-                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
-    if (f->map == MAP_FAILED) {
-        f->map = NULL;
+    if (!pl__fiber_init(&f->ctx, p->page, p->stack_size)) {
         fiber_unmap(f);
         return NULL;
     }
-    if (mprotect(f->map, p->page, PROT_NONE) != 0) {
-        fiber_unmap(f);
-        return NULL;
-    }
-    f->vg_stack = stack_register(f->map + p->page, f->map + f->map_len);
-    f->tsan = tsan_create();
     return f;
-}
-
-/* Set @p f to start at fiber_main() on its own stack. */
-static bool fiber_prepare(const pl_pool *p, fiber *f)
-{
-    if (getcontext(&f->ctx) != 0)
-        return false;
-    f->ctx.uc_stack.ss_sp = f->map + p->page;
-    f->ctx.uc_stack.ss_size = p->stack_size;
-    f->ctx.uc_link = NULL;
-    makecontext(&f->ctx, fiber_main, 0);
-    return true;
 }
 
 /* A fiber ready to run @p fn, or NULL when out of memory. */
@@ -237,7 +143,7 @@ static fiber *fiber_get(worker *w, pl_pool_task_fn fn, void *user)
         w->free = f->next_free;
     else if (!(f = fiber_new(w->pool)))
         return NULL;
-    if (!fiber_prepare(w->pool, f)) {
+    if (!pl__fiber_prepare(&f->ctx, fiber_main)) {
         f->next_free = w->free;
         w->free = f;
         return NULL;
@@ -268,10 +174,7 @@ static void run_round(worker *w)
     w->run_i = 0;
     fiber *f = w->run[0];
     w->cur = f;
-    switch_begin(&w->asan_fake, f->map + w->pool->page, w->pool->stack_size);
-    tsan_switch(f->tsan);
-    swapcontext(&w->sched, &f->ctx);
-    switch_end(w->asan_fake, NULL, NULL);
+    pl__fiber_switch(&w->sched, &f->ctx);
     w->cur = NULL;
     for (size_t i = 0; i < w->n_run; i++) {
         fiber *g = w->run[i];
@@ -294,14 +197,7 @@ bool pl__pool_commit(pl_engine *e, pl__batch *b, int *rc)
     w->items[w->n_wait] = (pl__gc_item){.batch = b};
     w->wait[w->n_wait++] = f;
     pl__errmsg_save(f->errmsg);
-    const void *bottom;
-    size_t size;
-    void *tsan;
-    ucontext_t *to = next_context(w, &bottom, &size, &tsan);
-    switch_begin(&f->asan_fake, bottom, size);
-    tsan_switch(tsan);
-    swapcontext(&f->ctx, to);
-    switch_end(f->asan_fake, NULL, NULL);
+    pl__fiber_switch(&f->ctx, next_context(w));
     pl__errmsg_restore(f->errmsg);
     *rc = f->rc ? pl__err(f->rc, "%s", f->msg) : PL_OK;
     return true;
@@ -378,28 +274,11 @@ static bool admit(worker *w)
     return true;
 }
 
-/* Where this thread's own stack is (AddressSanitizer must be told when a
- * switch goes back to it). */
-static void find_own_stack(worker *w)
-{
-    pthread_attr_t attr;
-    void *addr;
-    size_t size;
-    if (pthread_getattr_np(pthread_self(), &attr) != 0)
-        return;
-    if (pthread_attr_getstack(&attr, &addr, &size) == 0) {
-        w->sched_bottom = addr;
-        w->sched_size = size;
-    }
-    pthread_attr_destroy(&attr);
-}
-
 static void *worker_main(void *arg)
 {
     worker *w = arg;
     tl_worker = w;
-    find_own_stack(w);
-    w->tsan = tsan_current();
+    pl__fiber_init_thread(&w->sched);
     while (admit(w)) {
         run_round(w);
         if (w->n_wait)

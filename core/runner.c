@@ -564,6 +564,24 @@ done:
     return rc;
 }
 
+/* One step record of a run being counted (pl__store_each_step()). */
+static int count_record(const uint8_t *key, size_t klen, const uint8_t *val,
+                        size_t vlen, void *user)
+{
+    (void)key;
+    (void)klen;
+    *(uint64_t *)user += pl__rec_steps(val, vlen);
+    return PL_OK;
+}
+
+/* Count the steps of run @p num: its records, and the callee steps folded
+ * into them (record.c). */
+static int count_steps(pl_engine *e, uint64_t num, uint64_t *out)
+{
+    *out = 0;
+    return pl__store_each_step(e->store, num, count_record, out);
+}
+
 /* Claim a run for execution (or resume) and execute it. */
 static int continue_run(pl_engine *e, const char *id, bool check,
                         const char *token, const cJSON *answer,
@@ -616,7 +634,7 @@ static int continue_run(pl_engine *e, const char *id, bool check,
     r->crashed_before = cc.before == PL_RUN_RUNNING;
     /* a crashed run's step count is as of its last heartbeat */
     if (r->crashed_before &&
-        (st = pl__store_count(e->store, num, &r->state.steps)))
+        (st = count_steps(e, num, &r->state.steps)))
         goto done;
     st = run_execute(r, def, &ra.action, true, out);
 done:

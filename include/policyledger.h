@@ -670,7 +670,14 @@ typedef struct pl_run_info {
     const char *policy;       /**< root policy */
     const cJSON *payload;     /**< root payload */
     pl_run_status status;
-    uint64_t steps;           /**< durable steps in all its ledgers */
+    uint64_t steps;           /**< durable steps in all its ledgers.
+                                   For a run still running (or whose
+                                   owner died running it), the count its
+                                   state record held at heartbeat_us: the
+                                   owner rewrites that at most once a
+                                   second, so steps made durable since are
+                                   not in it.  No step is read to count
+                                   them. */
     int64_t created_us;       /**< Unix microseconds */
     int64_t updated_us;
     int64_t heartbeat_us;     /**< last time its owner wrote */
@@ -700,7 +707,12 @@ void pl_run_info_free(pl_run_info *info);
 typedef int (*pl_run_visit_fn)(const pl_run_info *info, void *user);
 
 /**
- * Visit every run's record, oldest id first, without reading any step.
+ * Visit every run's record, without reading its steps, in the byte order
+ * of the run ids (as memcmp(), a shorter id before the longer ones it
+ * begins).  For the ids the engine makes (UUIDv7, which begin with the wall
+ * clock's milliseconds) that is creation order, to the millisecond; ids
+ * given in pl_run_options.run_id sort by their bytes among them.  A running
+ * run's steps are counted as of its last heartbeat (see pl_run_info.steps).
  * @return PL_OK, the visitor's non-zero value, or an error as pl_run_get().
  */
 int pl_engine_runs(pl_engine *engine, pl_run_visit_fn visit, void *user);

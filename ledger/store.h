@@ -2,8 +2,9 @@
  * store.h -- the storage interface the engine is written against.
  *
  * The engine sees keys, values, runs and atomic batches; nothing here names
- * LMDB, so another backend can implement this header.  store_lmdb.c is the
- * embedded default.
+ * LMDB, so another backend can implement this header.  The LMDB files
+ * (lmdb_env.c, lmdb_store.c, lmdb_journal.c) are the embedded default.
+ * The key layout (keys.h) and the containers (kvs.c) are every backend's.
  *
  * Thread rules: one store per process and path; all functions may be called
  * from any thread at once.
@@ -11,6 +12,7 @@
 #ifndef PL_STORE_H
 #define PL_STORE_H
 
+#include "keys.h"
 #include "util.h"
 
 typedef struct pl__store pl__store;
@@ -27,32 +29,7 @@ PL__HIDDEN int pl__store_open(pl__store **out, const char *path,
 PL__HIDDEN void pl__store_close(pl__store *s);
 PL__HIDDEN const char *pl__store_path(const pl__store *s);
 
-/* ---- keys ------------------------------------------------------------------ */
-
-/*
- * A step's key is its position: the run number (8 bytes, big-endian), the
- * invocation path's components, and the step's seq (4 bytes big-endian
- * each).  The ledger at path 0.c holds the steps of the call made at step c
- * of the root, so its keys run|c|t sort right after the action_call run|c and
- * before the action_result run|c+1: a whole call is one contiguous key range,
- * a run's keys are in execution (tree) order, and a run's writes append at
- * one place.  A ledger's prefix is everything but the seq; reading a ledger
- * hops over the subtrees of its calls.
- */
-#define PL__PREFIX_MAX (8 + 4 * PL_MAX_DEPTH)
-#define PL__KEY_MAX (PL__PREFIX_MAX + 4)
-
-PL__HIDDEN size_t pl__ledger_prefix(uint8_t *out, uint64_t run,
-                                    const uint32_t *comps, unsigned depth);
-
-/*
- * Split a step key.  Returns false unless it is well-formed; on success the
- * path components go to comps[0..*depth).
- */
-PL__HIDDEN bool pl__key_parse(const uint8_t *key, size_t len, uint64_t *run,
-                              uint32_t *comps, unsigned *depth, uint32_t *seq);
-
-/* ---- key/value lists --------------------------------------------------------- */
+/* ---- key/value lists (kvs.c) ------------------------------------------------- */
 
 typedef struct pl__kv {
     size_t koff, klen, voff, vlen;
@@ -113,7 +90,7 @@ PL__HIDDEN void pl__batch_free(pl__batch *b);
  *
  * With @p journal, the steps are appended as one record to the journal
  * (a few contiguous pages, whatever the number of runs) and moved to their
- * places later, many commits at a time (see store_lmdb.c).  Steps in the
+ * places later, many commits at a time (see lmdb_journal.c).  Steps in the
  * journal are durable but not yet readable: call pl__store_settle() before
  * reading steps that may be there.
  */
@@ -152,10 +129,19 @@ PL__HIDDEN int pl__store_scan(pl__store *s, uint64_t run, const uint8_t *after,
                               size_t after_len, size_t max_n,
                               pl__kvs *out) PL__MUST_CHECK;
 
-/* Count the steps of run @p run: its records, and the callee steps folded
- * into them (codec.c). */
-PL__HIDDEN int pl__store_count(pl__store *s, uint64_t run,
-                               uint64_t *out) PL__MUST_CHECK;
+/*
+ * Hand every step of run @p run to @p fn, in key order: its key and value,
+ * borrowed for the call only.  Reads in short transactions of a bounded
+ * number of steps each, so that a long run never holds one open; a run
+ * written meanwhile may be seen part way through.  @p fn returns PL_OK to
+ * go on, or a status that stops the walk and is returned; it must not call
+ * the store.
+ */
+typedef int (*pl__step_fn)(const uint8_t *key, size_t klen,
+                           const uint8_t *val, size_t vlen, void *user);
+PL__HIDDEN int pl__store_each_step(pl__store *s, uint64_t run,
+                                   pl__step_fn fn,
+                                   void *user) PL__MUST_CHECK;
 
 /* ---- runs -------------------------------------------------------------------- */
 

@@ -1,6 +1,7 @@
 /*
- * test_codec.c -- the msgpack step and run records (ledger/codec.c), through
- * its internal header: step records of every type round-trip field by field;
+ * test_codec.c -- the msgpack step and run records (ledger/record.c,
+ * runrec.c, and the payloads of mp_write.c, mp_read.c and payload_cmp.c),
+ * through their internal header codec.h: step records of every type round-trip field by field;
  * JSON payloads of every kind round-trip through cJSON with their key order;
  * the payload limits (non-objects, non-finite numbers, nesting depth, size)
  * hold at and past the limit; and decoding hostile bytes -- every truncation,

@@ -1,13 +1,14 @@
 /*
- * test_store.c -- the LMDB store (ledger/store_lmdb.c) and the public read
+ * test_store.c -- the LMDB store (ledger/lmdb_*.c, keys.c) and the public read
  * and verify API on it (core/inspect.c), against real LMDB files in
  * temporary directories: ledger order and step ids, tree-order walks, run
  * listing and run records, the hash chain and what verification and replay
  * make of a store tampered with through the LMDB C API (changed payloads,
  * deleted steps, unknown record versions), map growth and a map that may not
- * grow (also under group commit), one open per process, files that are not
- * stores, directory stores, store format versions, pl_engine_open's argument
- * checks, and the group-commit journal.
+ * grow (also under group commit), one open per process (and one more in a
+ * forked child), files that are not stores, directory stores, store format
+ * versions, pl_engine_open's argument checks, the group-commit journal, and
+ * the step count of a crashed run longer than one read transaction.
  */
 #include "support.h"
 
@@ -1289,6 +1290,73 @@ static uint64_t nest_crashed_then_raw(const char *path, pl_registry *reg,
     return raw_run_num(r, id);
 }
 
+/* SIGKILL the process when its 550th call has its result. */
+static void kill_at_550th_result(const pl_event *ev, void *user)
+{
+    int *n = user;
+    if (ev->kind == PL_EVENT_CALL_COMPLETED && ++*n == 550)
+        raise(SIGKILL);
+}
+
+/*
+ * Continuing a crashed run counts its steps (its record holds them as of
+ * its last heartbeat only), in read transactions of 1024 records at most:
+ * a run of more records than that is counted whole, once, and its record
+ * then agrees with its ledgers.
+ */
+Test(store, a_crashed_run_longer_than_a_read_is_counted_whole)
+{
+    const char *path = t_store_path();
+    pl_registry *reg = registry();
+    pid_t pid = fork();
+    cr_assert_neq(pid, -1);
+    if (pid == 0) {
+        int n = 0;
+        pl_engine_options o = PL_ENGINE_OPTIONS_INIT;
+        o.durability = PL_DURABILITY_PROCESS;
+        o.on_event = kill_at_550th_result;
+        o.event_user = &n;
+        pl_engine *ce;
+        if (pl_engine_open(&ce, path, reg, &o))
+            _exit(3);
+        pl_outcome *out = NULL;
+        cJSON *p = t_json("{\"n\": 600, \"size\": 8}");
+        pl_action a = {PL_ACTION_VERSION, "bulk", p, NULL, 0, NULL};
+        pl_run_options ro = PL_RUN_OPTIONS_INIT;
+        ro.run_id = "long";
+        (void)pl_run_start(&out, ce, &a, &ro);
+        _exit(4);
+    }
+    int status;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL,
+              "the child did not die at the 550th result (status %d)",
+              status);
+
+    /* 550 calls of an action_call and an action_result each: 1100 records
+     * at least, more than one read transaction counts */
+    pl_engine *e = open_with(path, reg, 0, 0);
+    pl_run_info *info = NULL;
+    cr_assert_eq(pl_run_get(&info, e, "long"), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(info->status, PL_RUN_RUNNING);
+    cr_assert_leq(info->steps, 3 * 550, "no more than were durable");
+    pl_run_info_free(info);
+
+    pl_outcome *o = NULL;
+    cr_assert_eq(pl_run_continue(&o, e, "long", NULL), PL_OK, "%s",
+                 pl_errmsg());
+    cr_assert_eq(o->status, PL_RUN_COMPLETED);
+    pl_outcome_free(o);
+    cr_assert_eq(pl_run_get(&info, e, "long"), PL_OK);
+    cr_assert_eq(info->steps, 3 * 600 + 1, "%llu steps: each call's two "
+                 "root steps and the echo step folded into its result, "
+                 "and the result", (unsigned long long)info->steps);
+    pl_run_info_free(info);
+    cr_assert_eq(pl_run_verify(e, "long"), PL_OK, "%s", pl_errmsg());
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
 /* A mirror whose caller's result is changed, missing or absent by design
  * (the root has no caller) is a clear error wherever it is read. */
 Test(store, a_mirror_without_its_result_is_corrupt)
@@ -1985,6 +2053,55 @@ Test(store, one_open_per_process)
         pl_engine_close(e);
     }
     pl_engine_close(NULL);
+    pl_registry_free(reg);
+}
+
+/*
+ * A forked child opens the store its parent has open, as the header says it
+ * must (the child holds none of its parent's stores), runs a run and exits;
+ * the parent's engine goes on working, and sees the child's run.
+ */
+Test(store, a_forked_child_opens_its_own_engine)
+{
+    const char *path = t_store_path();
+    pl_registry *reg = registry();
+    pl_engine *e = open_with(path, reg, 0, 0);
+    start_ok(e, "chain", "{\"n\": 2}", "before");
+    pid_t pid = fork();
+    cr_assert_neq(pid, -1);
+    if (pid == 0) { /* nothing of Criterion's here: exit with a status */
+        pl_engine *ce = NULL;
+        if (pl_engine_open(&ce, path, reg, NULL))
+            _exit(3);
+        cJSON *p = cJSON_Parse("{\"n\": 3}");
+        pl_action a = {PL_ACTION_VERSION, "chain", p, NULL, 0, NULL};
+        pl_run_options ro = PL_RUN_OPTIONS_INIT;
+        ro.run_id = "child";
+        pl_outcome *o = NULL;
+        int st = pl_run_start(&o, ce, &a, &ro);
+        bool ok = st == PL_OK && o->status == PL_RUN_COMPLETED;
+        pl_outcome_free(o);
+        cJSON_Delete(p);
+        pl_engine_close(ce);
+        _exit(ok ? 0 : 4);
+    }
+    int status;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    cr_assert(WIFEXITED(status), "the child died (status %d)", status);
+    cr_assert_eq(WEXITSTATUS(status), 0, "the child %s",
+                 WEXITSTATUS(status) == 3 ? "could not open the store"
+                                          : "could not run its run");
+
+    pl_run_info *info = NULL;
+    cr_assert_eq(pl_run_get(&info, e, "child"), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(info->status, PL_RUN_COMPLETED);
+    cr_assert_eq(info->steps, 3 * 3 + 1);
+    cr_assert_eq(info->owner_pid, (int64_t)pid);
+    pl_run_info_free(info);
+    cr_assert_eq(pl_run_verify(e, "child"), PL_OK, "%s", pl_errmsg());
+    start_ok(e, "chain", "{\"n\": 2}", "after");
+    cr_assert_eq(pl_run_verify(e, "before"), PL_OK, "%s", pl_errmsg());
+    pl_engine_close(e);
     pl_registry_free(reg);
 }
 

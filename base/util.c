@@ -1,13 +1,10 @@
 /*
- * util.c -- buffers, errors, strings, clocks and randomness.
+ * util.c -- buffers, errors, strings and clocks.
  */
-#define _GNU_SOURCE /* getrandom */
 #include "util.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/random.h>
 #include <time.h>
 
 /* ---- buffers ------------------------------------------------------------- */
@@ -188,7 +185,7 @@ bool pl__run_id_ok(const char *s)
     return true;
 }
 
-/* ---- time and randomness ------------------------------------------------- */
+/* ---- time ---------------------------------------------------------------- */
 
 int64_t pl__now_us(void)
 {
@@ -202,22 +199,6 @@ uint64_t pl__mono_ns(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-int pl__random(void *out, size_t n)
-{
-    uint8_t *p = out;
-    while (n) {
-        ssize_t got = getrandom(p, n, 0);
-        if (got < 0) {
-            if (errno == EINTR)
-                continue;
-            return pl__err(PL_EIO, "getrandom failed: %s", strerror(errno));
-        }
-        p += got;
-        n -= (size_t)got;
-    }
-    return PL_OK;
 }
 
 void pl__hex(char *out, const uint8_t *p, size_t n)

@@ -1,8 +1,11 @@
 /*
  * util.h -- small internal helpers shared by every module: growable byte
- * buffers, error reporting, clocks and randomness.
+ * buffers, error reporting, strings and clocks.  (Randomness, like all
+ * that is particular to the operating system, is in platform.h.)
  *
- * Everything here is hidden from the shared library's exports.
+ * Everything here is hidden from the shared library's exports.  It lives
+ * in base/, which every folder may use and which uses nothing of core/ or
+ * ledger/ (only the public header, for the status codes and limits).
  */
 #ifndef PL_UTIL_H
 #define PL_UTIL_H
@@ -112,12 +115,10 @@ PL__HIDDEN bool pl__name_ok(const char *s);
 /* A valid run id: 1..PL_MAX_RUN_ID bytes of [A-Za-z0-9._:-]. */
 PL__HIDDEN bool pl__run_id_ok(const char *s);
 
-/* ---- time and randomness ------------------------------------------------- */
+/* ---- time ---------------------------------------------------------------- */
 
 PL__HIDDEN int64_t pl__now_us(void);  /* wall clock, Unix microseconds */
 PL__HIDDEN uint64_t pl__mono_ns(void); /* monotonic nanoseconds */
-/* Fill @p out with random bytes from the kernel.  PL_OK or PL_EIO. */
-PL__HIDDEN int pl__random(void *out, size_t n);
 
 /* Lower-case hex of @p n bytes into out (2n chars + NUL). */
 PL__HIDDEN void pl__hex(char *out, const uint8_t *p, size_t n);

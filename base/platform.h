@@ -1,0 +1,118 @@
+/*
+ * platform.h -- what the operating system gives beyond C11 and POSIX: a
+ * port to another system replaces platform.c (and the types below) and
+ * nothing else.
+ *
+ *   | need                    | Linux, glibc (platform.c)                   |
+ *   |-------------------------|---------------------------------------------|
+ *   | wait on a word, wake it | futex(2), FUTEX_WAIT/WAKE_PRIVATE           |
+ *   | a process's start time  | /proc/PID/stat, fields 3 and 22             |
+ *   | the host's name         | gethostname(2)                              |
+ *   | random bytes            | getrandom(2)                                |
+ *   | a writer-first rwlock   | pthread_rwlockattr_setkind_np()             |
+ *   | fibers                  | ucontext (getcontext, makecontext,          |
+ *   |                         | swapcontext, setcontext), mmap'd stacks,    |
+ *   |                         | pthread_getattr_np() for a thread's stack   |
+ *
+ * Fibers also tell Valgrind, AddressSanitizer and ThreadSanitizer about
+ * every stack and every switch, when the build has them.
+ */
+#ifndef PL_PLATFORM_H
+#define PL_PLATFORM_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <ucontext.h>
+
+#include "util.h"
+
+/* ---- waiting on a word --------------------------------------------------- */
+
+/*
+ * Sleep while *@p word holds @p val.  May return early, or at once if it
+ * holds something else: callers wait in a loop that re-checks the word.
+ * Only threads of this process wait on and wake a word.
+ */
+PL__HIDDEN void pl__futex_wait(_Atomic uint32_t *word, uint32_t val);
+
+/* Wake one thread sleeping on @p word, if any.  Harmless when none is, and
+ * on a word whose owner has stopped waiting on it. */
+PL__HIDDEN void pl__futex_wake(_Atomic uint32_t *word);
+
+/* ---- processes and hosts ------------------------------------------------- */
+
+/*
+ * The start time of process @p pid on this host (in clock ticks since boot:
+ * with the pid, it names the process even once the pid is reused), and
+ * whether it has ended but not been reaped (a zombie).  false if it cannot
+ * be read, as for a process that does not exist.
+ */
+PL__HIDDEN bool pl__proc_stat(int64_t pid, uint64_t *start, bool *zombie);
+
+/* This host's name into @p out, @p n bytes with the NUL; "localhost" if it
+ * cannot be read. */
+PL__HIDDEN void pl__host_name(char *out, size_t n);
+
+/* ---- randomness ---------------------------------------------------------- */
+
+/* Fill @p out with random bytes from the kernel.  PL_OK or PL_EIO. */
+PL__HIDDEN int pl__random(void *out, size_t n);
+
+/* ---- locks --------------------------------------------------------------- */
+
+/* Initialise a rwlock that lets a waiting writer in before new readers, so
+ * that a stream of readers cannot keep a writer out for ever. */
+PL__HIDDEN void pl__rwlock_init_writer_first(pthread_rwlock_t *lock);
+
+/* ---- fibers -------------------------------------------------------------- */
+
+/*
+ * A fiber is a stack and where the code on it stands while it is switched
+ * away.  One thread switches between its fibers, and its own stack, which
+ * it describes as a fiber too (pl__fiber_init_thread()).
+ */
+typedef struct pl__fiber {
+    ucontext_t ctx;
+    unsigned char *map; /* guard page, then the stack; NULL: a thread's own */
+    size_t map_len;
+    const void *bottom; /* the stack: lowest address, */
+    size_t size;        /* and size */
+    void *asan_fake;    /* AddressSanitizer's fake stack while away */
+    void *tsan;         /* ThreadSanitizer's fiber */
+    unsigned uses;      /* times prepared */
+    unsigned vg_stack;  /* Valgrind's id for the stack */
+} pl__fiber;
+
+/*
+ * Give @p f (zeroed) a stack of @p size bytes, a multiple of @p page, above
+ * a guard page.  false when the memory cannot be had (no message).
+ */
+PL__HIDDEN bool pl__fiber_init(pl__fiber *f, size_t page, size_t size);
+
+/* Describe the calling thread's own stack in @p f (zeroed), so that its
+ * fibers can switch back to it.  Nothing to free. */
+PL__HIDDEN void pl__fiber_init_thread(pl__fiber *f);
+
+/* Free the stack of a fiber pl__fiber_init() made, or tried to make. */
+PL__HIDDEN void pl__fiber_destroy(pl__fiber *f);
+
+/*
+ * Set @p f, not running, to start @p fn on its stack when it is next
+ * switched to.  fn calls pl__fiber_started() first, and must not return:
+ * it ends with pl__fiber_exit().  A fiber that has ended may be prepared
+ * again.  false if the context cannot be made.
+ */
+PL__HIDDEN bool pl__fiber_prepare(pl__fiber *f, void (*fn)(void));
+
+/* The first thing a fiber's function does on its new stack. */
+PL__HIDDEN void pl__fiber_started(void);
+
+/* Leave the running fiber @p from for @p to.  Returns once a switch comes
+ * back to @p from. */
+PL__HIDDEN void pl__fiber_switch(pl__fiber *from, pl__fiber *to);
+
+/* Leave the running fiber, which has ended, for @p to.  Does not return
+ * unless the switch fails. */
+PL__HIDDEN void pl__fiber_exit(pl__fiber *to);
+
+#endif /* PL_PLATFORM_H */

@@ -1,0 +1,456 @@
+/*
+ * lmdb_env.c -- the store's LMDB environment: opening and closing it, one
+ * per file per process; its transactions, the map's growth, and the zeroed
+ * tail of its data file; and the mapping of LMDB's errors.
+ *
+ * DURABILITY: sync mode commits with LMDB's full fsync of data and meta page;
+ * process mode opens with MDB_NOSYNC (the OS page cache holds the commit, so
+ * a crashed process loses nothing, a crashed machine may).
+ *
+ * TAIL: a synced commit that makes the data file longer has the file system
+ * log the file's new size and blocks along with the data: on ext4 that
+ * flush cost 270 us where one that rewrites blocks already in the file cost
+ * 120 us, and a run's commits lengthen the file every ~15 calls.  So a
+ * store that syncs keeps the file written with zeros past LMDB's last page
+ * (LMDB reads nothing past it, and looks at the file's size only to copy
+ * it): when less than half of a tail of TAIL_MIN, or an eighth of the
+ * pages in use, is left, keep_tail() writes and syncs a whole one at the
+ * start of the next write transaction (1-3 ms, every few hundred kB the
+ * store grows).  It writes under LMDB's writer lock and past the file's end
+ * only, so it never touches a page another writer wrote; and through a file
+ * description of its own, so that a write error its fdatasync meets is
+ * still reported to LMDB's next one.  If it fails (a full disk, say), it
+ * cuts the file back and the store stops keeping a tail.
+ *
+ * GROWTH: when a write meets MDB_MAP_FULL the transaction is aborted (nothing
+ * written is lost) and the map is doubled, up to map_size_max, under an
+ * exclusive lock: LMDB may only resize while this process has no
+ * transaction open, so every transaction holds the lock shared.  A map
+ * resized by another process (MDB_MAP_RESIZED) is adopted the same way.
+ * Read transactions are short (a bounded batch of records is copied out), so
+ * replay never pins old pages or blocks growth for long.
+ */
+#include "lmdb_int.h"
+
+#include "platform.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define DEFAULT_MAP_SIZE ((size_t)64 << 20)
+
+/* ---- one store per file per process -------------------------------------- */
+
+typedef struct open_entry {
+    dev_t dev;
+    ino_t ino;
+    struct open_entry *next;
+} open_entry;
+
+static pthread_mutex_t g_open_mu = PTHREAD_MUTEX_INITIALIZER;
+static open_entry *g_open;
+
+/*
+ * A child that fork() makes holds none of its parent's stores: LMDB's
+ * environments do not survive fork(), so the child must open its own, and
+ * never touch the ones it inherited.  So it forgets them, and the list's
+ * lock, held across the fork, is in a known state in both processes.
+ */
+static pthread_once_t g_open_once = PTHREAD_ONCE_INIT;
+
+static void open_fork_prepare(void) { pthread_mutex_lock(&g_open_mu); }
+
+static void open_fork_parent(void) { pthread_mutex_unlock(&g_open_mu); }
+
+static void open_fork_child(void)
+{
+    while (g_open) {
+        open_entry *e = g_open;
+        g_open = e->next;
+        free(e);
+    }
+    pthread_mutex_unlock(&g_open_mu);
+}
+
+static void open_once(void)
+{
+    pthread_atfork(open_fork_prepare, open_fork_parent, open_fork_child);
+}
+
+static bool open_find(dev_t dev, ino_t ino)
+{
+    for (open_entry *e = g_open; e; e = e->next)
+        if (e->dev == dev && e->ino == ino)
+            return true;
+    return false;
+}
+
+static void open_remove(dev_t dev, ino_t ino)
+{
+    for (open_entry **pp = &g_open; *pp; pp = &(*pp)->next) {
+        if ((*pp)->dev == dev && (*pp)->ino == ino) {
+            open_entry *e = *pp;
+            *pp = e->next;
+            free(e);
+            return;
+        }
+    }
+}
+
+/* ---- errors -------------------------------------------------------------- */
+
+int pl__lmdb_err(const pl__store *s, int rc, const char *what)
+{
+    int st = PL_ESTORE;
+    if (rc == MDB_MAP_FULL)
+        st = PL_EMAPFULL;
+    else if (rc == ENOMEM)
+        st = PL_ENOMEM;
+    else if (rc == MDB_CORRUPTED || rc == MDB_INVALID || rc == MDB_INCOMPATIBLE
+             || rc == MDB_BAD_VALSIZE)
+        st = PL_ECORRUPT;
+    else if (rc == MDB_VERSION_MISMATCH)
+        st = PL_EVERSION;
+    return pl__err(st, "store '%s': %s: %s", s ? s->path : "?", what,
+                   mdb_strerror(rc));
+}
+
+/* ---- transactions and growth --------------------------------------------- */
+
+static void resize_lock_shared(pl__store *s) { pthread_rwlock_rdlock(&s->resize); }
+static void resize_unlock(pl__store *s) { pthread_rwlock_unlock(&s->resize); }
+
+/* Adopt a map size grown by another process.  Called with no lock held. */
+static int adopt_map_size(pl__store *s)
+{
+    pthread_rwlock_wrlock(&s->resize);
+    int rc = mdb_env_set_mapsize(s->env, 0);
+    if (!rc) {
+        MDB_envinfo info;
+        mdb_env_info(s->env, &info);
+        s->map_size = info.me_mapsize;
+    }
+    pthread_rwlock_unlock(&s->resize);
+    return rc ? pl__lmdb_err(s, rc, "adopting the map size") : PL_OK;
+}
+
+/* Grow the map after MDB_MAP_FULL was seen at size @p seen. */
+static int grow(pl__store *s, size_t seen)
+{
+    int st = PL_OK;
+    pthread_rwlock_wrlock(&s->resize);
+    if (s->map_size == seen) { /* nobody grew it meanwhile */
+        size_t next = seen > SIZE_MAX / 2 ? SIZE_MAX : seen * 2;
+        if (s->map_size_max && next > s->map_size_max)
+            next = s->map_size_max;
+        if (next <= seen) {
+            st = pl__err(PL_EMAPFULL, "store '%s' is full at %zu bytes and "
+                                      "may not grow past map_size_max (%zu "
+                                      "bytes); nothing written was lost",
+                         s->path, seen, s->map_size_max);
+        } else {
+            int rc = mdb_env_set_mapsize(s->env, next);
+            if (rc)
+                st = pl__err(PL_EMAPFULL, "store '%s' is full at %zu bytes and "
+                                          "cannot grow to %zu: %s; nothing "
+                                          "written was lost",
+                             s->path, seen, next, mdb_strerror(rc));
+            else
+                s->map_size = next;
+        }
+    }
+    pthread_rwlock_unlock(&s->resize);
+    return st;
+}
+
+int pl__lmdb_txn_begin(pl__store *s, bool write, MDB_txn **txn,
+                       size_t *map_seen)
+{
+    for (;;) {
+        resize_lock_shared(s);
+        *map_seen = s->map_size;
+        int rc = mdb_txn_begin(s->env, NULL, write ? 0 : MDB_RDONLY, txn);
+        if (!rc)
+            return PL_OK;
+        resize_unlock(s);
+        if (rc != MDB_MAP_RESIZED)
+            return pl__lmdb_err(s, rc, write ? "beginning a write"
+                                              : "beginning a read");
+        int st = adopt_map_size(s);
+        if (st)
+            return st;
+    }
+}
+
+void pl__lmdb_txn_abort(pl__store *s, MDB_txn *txn)
+{
+    mdb_txn_abort(txn);
+    resize_unlock(s);
+}
+
+static int txn_commit(pl__store *s, MDB_txn *txn)
+{
+    int rc = mdb_txn_commit(txn);
+    resize_unlock(s);
+    return rc;
+}
+
+/* ---- the zeroed tail ----------------------------------------------------- */
+
+#define TAIL_MIN ((off_t)1 << 20)
+#define TAIL_MAX ((off_t)64 << 20)
+
+static int write_zeros(int fd, off_t from, off_t to)
+{
+    static const uint8_t zeros[64 << 10];
+    while (from < to) {
+        size_t n = to - from < (off_t)sizeof zeros ? (size_t)(to - from)
+                                                   : sizeof zeros;
+        ssize_t w = pwrite(fd, zeros, n, from);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return -1;
+        from += w;
+    }
+    return fdatasync(fd);
+}
+
+/* Called in a write transaction, which holds LMDB's writer lock. */
+static void keep_tail(pl__store *s)
+{
+    MDB_envinfo info;
+    mdb_env_info(s->env, &info);
+    off_t used = ((off_t)info.me_last_pgno + 1) * s->psize;
+    off_t tail = used / 8 < TAIL_MIN ? TAIL_MIN
+                 : used / 8 > TAIL_MAX ? TAIL_MAX : used / 8;
+    off_t map = (off_t)s->map_size;
+    off_t low = used + tail / 2 < map ? used + tail / 2 : map;
+    off_t want = used + tail < map ? used + tail : map;
+    if (low <= s->file_end)
+        return;
+    struct stat sb;
+    if (fstat(s->fd, &sb)) {
+        s->tail = false;
+        return;
+    }
+    s->file_end = sb.st_size;
+    if (low <= s->file_end) /* another process wrote one */
+        return;
+    if (write_zeros(s->fd, s->file_end, want)) {
+        s->tail = false;
+        if (ftruncate(s->fd, s->file_end)) {
+            /* a partial tail is zeros past LMDB's end: harmless */
+        }
+        return;
+    }
+    s->file_end = want;
+}
+
+/* Run @p body in a write transaction: see lmdb_int.h. */
+int pl__lmdb_write(pl__store *s, write_body body, void *user)
+{
+    for (;;) {
+        MDB_txn *txn;
+        size_t seen;
+        int st = pl__lmdb_txn_begin(s, true, &txn, &seen);
+        if (st)
+            return st;
+        if (s->tail)
+            keep_tail(s);
+        st = PL_OK;
+        int rc = body(s, txn, user, &st);
+        if (rc || st) {
+            pl__lmdb_txn_abort(s, txn);
+        } else {
+            rc = txn_commit(s, txn);
+        }
+        if (st)
+            return st;
+        if (rc == MDB_MAP_FULL) {
+            st = grow(s, seen);
+            if (st)
+                return st;
+            continue;
+        }
+        if (rc == MDB_MAP_RESIZED) {
+            st = adopt_map_size(s);
+            if (st)
+                return st;
+            continue;
+        }
+        return rc ? pl__lmdb_err(s, rc, "writing") : PL_OK;
+    }
+}
+
+/* ---- open / close -------------------------------------------------------- */
+
+typedef struct open_ctx {
+    bool fresh;
+} open_ctx;
+
+static int open_body(pl__store *s, MDB_txn *txn, void *user, int *st)
+{
+    (void)user;
+    int rc;
+    if ((rc = mdb_dbi_open(txn, "meta", MDB_CREATE, &s->meta)) ||
+        (rc = mdb_dbi_open(txn, "runs", MDB_CREATE, &s->runs)) ||
+        (rc = mdb_dbi_open(txn, "state", MDB_CREATE, &s->state)) ||
+        (rc = mdb_dbi_open(txn, "steps", MDB_CREATE, &s->steps)) ||
+        (rc = mdb_dbi_open(txn, "journal", MDB_CREATE, &s->journal))) {
+        *st = rc == MDB_INCOMPATIBLE
+                  ? pl__err(PL_ECORRUPT, "'%s' is an LMDB store but not a "
+                                         "policyledger store", s->path)
+                  : pl__lmdb_err(s, rc, "opening databases");
+        return rc;
+    }
+    MDB_val k = {6, "format"}, v;
+    rc = mdb_get(txn, s->meta, &k, &v);
+    if (rc == MDB_NOTFOUND) {
+        MDB_stat ms;
+        mdb_stat(txn, s->steps, &ms);
+        size_t nsteps = ms.ms_entries;
+        mdb_stat(txn, s->runs, &ms);
+        if (nsteps || ms.ms_entries) {
+            *st = pl__err(PL_ECORRUPT, "store '%s' holds runs but no format "
+                                       "record", s->path);
+            return 0;
+        }
+        uint8_t fmt[4];
+        pl__put_be32(fmt, 1);
+        v.mv_size = 4;
+        v.mv_data = fmt;
+        return mdb_put(txn, s->meta, &k, &v, 0);
+    }
+    if (rc)
+        return rc;
+    if (v.mv_size != 4) {
+        *st = pl__err(PL_ECORRUPT, "store '%s' has a malformed format record",
+                      s->path);
+        return 0;
+    }
+    uint32_t fmt = pl__get_be32(v.mv_data);
+    if (fmt != 1)
+        *st = pl__err(PL_EVERSION, "store '%s' has format %u; this build "
+                                   "reads format 1", s->path, fmt);
+    return 0;
+}
+
+static void data_file(char *out, size_t n, const char *path, bool dir)
+{
+    snprintf(out, n, dir ? "%s/data.mdb" : "%s", path);
+}
+
+int pl__store_open(pl__store **out, const char *path,
+                   const pl__store_options *opts)
+{
+    *out = NULL;
+    struct stat sb;
+    bool dir = stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
+    char file[4096];
+    if (strlen(path) + 10 > sizeof file)
+        return pl__err(PL_EINVAL, "store path is too long");
+    data_file(file, sizeof file, path, dir);
+
+    pl__store *s = calloc(1, sizeof *s);
+    if (!s || !(s->path = pl__strdup(path))) {
+        free(s);
+        return pl__err(PL_ENOMEM, "out of memory opening a store");
+    }
+    s->fd = -1;
+    pl__rwlock_init_writer_first(&s->resize);
+    s->map_size = opts->map_size ? opts->map_size : DEFAULT_MAP_SIZE;
+    s->map_size_max = opts->map_size_max;
+    if (s->map_size_max && s->map_size > s->map_size_max)
+        s->map_size = s->map_size_max;
+
+    int st = PL_OK, rc;
+    pthread_once(&g_open_once, open_once);
+    pthread_mutex_lock(&g_open_mu);
+    if (stat(file, &sb) == 0 && open_find(sb.st_dev, sb.st_ino)) {
+        pthread_mutex_unlock(&g_open_mu);
+        st = pl__err(PL_EBUSY, "store '%s' is open already in this process",
+                     path);
+        goto fail;
+    }
+    if ((rc = mdb_env_create(&s->env))) {
+        pthread_mutex_unlock(&g_open_mu);
+        st = pl__lmdb_err(s, rc, "creating the environment");
+        goto fail;
+    }
+    mdb_env_set_maxdbs(s->env, 8);
+    mdb_env_set_mapsize(s->env, s->map_size);
+    if (opts->max_readers)
+        mdb_env_set_maxreaders(s->env, opts->max_readers);
+    unsigned flags = MDB_NOTLS | (opts->nosync ? MDB_NOSYNC : 0) |
+                     (dir ? 0 : MDB_NOSUBDIR);
+    rc = mdb_env_open(s->env, path, flags, 0600);
+    if (!rc && stat(file, &sb) == 0) {
+        open_entry *e = malloc(sizeof *e);
+        if (e) {
+            e->dev = s->dev = sb.st_dev;
+            e->ino = s->ino = sb.st_ino;
+            e->next = g_open;
+            g_open = e;
+        } else {
+            rc = ENOMEM;
+        }
+    } else if (!rc) {
+        rc = errno;
+    }
+    pthread_mutex_unlock(&g_open_mu);
+    if (rc) {
+        if (rc == MDB_INVALID)
+            st = pl__err(PL_ECORRUPT, "'%s' is not an LMDB store", path);
+        else if (rc == ENOENT)
+            st = pl__err(PL_EINVAL, "store '%s': its directory does not exist",
+                         path);
+        else
+            st = pl__lmdb_err(s, rc, "opening");
+        goto fail;
+    }
+    {
+        MDB_envinfo info;
+        mdb_env_info(s->env, &info);
+        s->map_size = info.me_mapsize; /* may be larger than asked */
+        MDB_stat ms;
+        mdb_env_stat(s->env, &ms);
+        s->psize = ms.ms_psize;
+        /* its own file description, so that its fdatasync never takes
+         * a write error that LMDB's next one must report */
+        if (!opts->nosync)
+            s->fd = open(file, O_WRONLY | O_CLOEXEC);
+        s->tail = s->fd >= 0;
+    }
+    if ((st = pl__lmdb_write(s, open_body, NULL)))
+        goto fail;
+    *out = s;
+    return PL_OK;
+fail:
+    pl__store_close(s);
+    return st;
+}
+
+void pl__store_close(pl__store *s)
+{
+    if (!s)
+        return;
+    if (s->env) {
+        pthread_mutex_lock(&g_open_mu);
+        mdb_env_close(s->env);
+        if (s->ino)
+            open_remove(s->dev, s->ino);
+        pthread_mutex_unlock(&g_open_mu);
+    }
+    if (s->fd >= 0)
+        close(s->fd);
+    pthread_rwlock_destroy(&s->resize);
+    free(s->path);
+    free(s);
+}
+
+const char *pl__store_path(const pl__store *s) { return s->path; }

@@ -1,0 +1,79 @@
+/*
+ * lmdb_int.h -- what the files of the LMDB store share: the store itself,
+ * its transactions and its error mapping (lmdb_env.c), putting a step in
+ * its place (lmdb_store.c) and appending to the journal (lmdb_journal.c).
+ * Nothing outside them includes this.
+ */
+#ifndef PL_LMDB_INT_H
+#define PL_LMDB_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <sys/types.h>
+
+#include <lmdb.h>
+
+#include "store.h"
+
+struct pl__store {
+    MDB_env *env;
+    MDB_dbi meta, runs, state, steps, journal;
+    pthread_rwlock_t resize; /* shared: any txn; exclusive: set_mapsize */
+    atomic_bool journal_full; /* the journal is due to be moved */
+    size_t map_size;
+    size_t map_size_max;
+    dev_t dev;
+    ino_t ino;
+    char *path;
+    /* the zeroed tail (TAIL, lmdb_env.c), touched under LMDB's writer lock only */
+    bool tail;      /* keep one: the store syncs and writing it works */
+    int fd;         /* the data file, opened apart from LMDB's own */
+    off_t psize;    /* LMDB's page size */
+    off_t file_end; /* the file's size when last seen */
+};
+
+/* ---- lmdb_env.c ---------------------------------------------------------- */
+
+/* Set a message for LMDB's code @p rc met doing @p what, and return the
+ * status it maps to: LMDB's codes are mapped here only. */
+PL__HIDDEN int pl__lmdb_err(const pl__store *s, int rc, const char *what);
+
+/*
+ * Begin a transaction holding the resize lock shared.  On success the caller
+ * must end it with pl__lmdb_txn_abort() (a read), or it is a write that
+ * pl__lmdb_write() runs.  *map_seen is the map size it began with.
+ */
+PL__HIDDEN int pl__lmdb_txn_begin(pl__store *s, bool write, MDB_txn **txn,
+                                  size_t *map_seen) PL__MUST_CHECK;
+PL__HIDDEN void pl__lmdb_txn_abort(pl__store *s, MDB_txn *txn);
+
+/*
+ * Run @p body in a write transaction, retrying after growing the map when it
+ * fills.  body returns an LMDB code (0 = commit) or, with *st set, a status.
+ */
+typedef int (*write_body)(pl__store *s, MDB_txn *txn, void *user, int *st);
+PL__HIDDEN int pl__lmdb_write(pl__store *s, write_body body,
+                              void *user) PL__MUST_CHECK;
+
+/* ---- lmdb_store.c -------------------------------------------------------- */
+
+/* A commit: its batches, and whether their steps go to the journal. */
+typedef struct commit_ctx {
+    pl__batch *const *batches;
+    size_t n;
+    bool journal;
+} commit_ctx;
+
+/* Put one step in its place, refusing to change an existing one. */
+PL__HIDDEN int pl__lmdb_put_step(pl__store *s, MDB_txn *txn, MDB_val *k,
+                                 const MDB_val *v, bool *append, uint64_t run,
+                                 int *st);
+
+/* ---- lmdb_journal.c ------------------------------------------------------ */
+
+/* Append the steps of the batches of @p c to the journal as one record,
+ * and note when the journal is due to be moved. */
+PL__HIDDEN int pl__lmdb_journal_append(pl__store *s, MDB_txn *txn,
+                                       const commit_ctx *c);
+
+#endif /* PL_LMDB_INT_H */

@@ -1,0 +1,455 @@
+/*
+ * lmdb_store.c -- the store on LMDB: committing batches, reading ledgers
+ * and runs.  The environment is lmdb_env.c's, the journal lmdb_journal.c's.
+ *
+ * LAYOUT: one LMDB environment (lmdb_env.c), five named databases.
+ *
+ *   | database | key                           | value                      |
+ *   |----------|-------------------------------|----------------------------|
+ *   | meta     | "format"                      | u32 BE store format (1)    |
+ *   |          | "next_run"                    | u64 BE next run number     |
+ *   | runs     | run id (bytes)                | u64 BE run number, then    |
+ *   |          |                               | its info map (runrec.c)    |
+ *   | state    | u64 BE run number             | run state map (runrec.c)   |
+ *   | steps    | u64 BE run number, u32 BE per | step record (record.c)     |
+ *   |          | path component, u32 BE seq    |                            |
+ *   | journal  | u64 BE sequence               | steps of group commits,    |
+ *   |          |                               | not yet moved to `steps`   |
+ *   |          |                               | (lmdb_journal.c)           |
+ *
+ *   A step's key is its position in the run's tree (keys.c), so:
+ *   - a whole call -- its action_call, everything the callee did, and its
+ *     action_result -- is one contiguous key range, and the commit of an
+ *     idempotent call writes one run of adjacent keys into one leaf page;
+ *   - a run's steps, read in key order, are its execution tree in order;
+ *   - one ledger is read by one cursor that steps over its calls' small
+ *     subtrees and seeks past big ones (pl__store_read).
+ *   All runs are listed from `runs` without touching `steps`, in the byte
+ *   order of their ids: creation order for the engine's UUIDv7 ids.
+ */
+#include "lmdb_int.h"
+
+#include <stdlib.h>
+
+/* ---- commit -------------------------------------------------------------- */
+
+/* Put one step in its place, refusing to change an existing one. */
+int pl__lmdb_put_step(pl__store *s, MDB_txn *txn, MDB_val *k,
+                      const MDB_val *v, bool *append, uint64_t run, int *st)
+{
+    /* on MDB_KEYEXIST, LMDB points the value at the stored one: keep the
+     * caller's (the journal move compares the two) */
+    MDB_val data = *v;
+    int rc = MDB_KEYEXIST;
+    if (*append)
+        rc = mdb_put(txn, s->steps, k, &data, MDB_APPEND);
+    if (rc == MDB_KEYEXIST) {
+        *append = false;
+        data = *v;
+        rc = mdb_put(txn, s->steps, k, &data, MDB_NOOVERWRITE);
+    }
+    if (rc == MDB_KEYEXIST)
+        *st = pl__err(PL_EBUSY, "a step of run #%llu exists already at the "
+                                "position being appended: another process "
+                                "wrote to this run",
+                      (unsigned long long)run);
+    return rc;
+}
+
+static int put_state(pl__store *s, MDB_txn *txn, const pl__batch *bt)
+{
+    if (!bt->state.len)
+        return 0;
+    uint8_t key[8];
+    pl__put_be64(key, bt->run);
+    MDB_val k = {8, key}, v = {bt->state.len, bt->state.data};
+    return mdb_put(txn, s->state, &k, &v, 0);
+}
+
+/*
+ * Create the run a batch names: assign the next run number and store its
+ * info and first state.  A taken id skips the batch (rc PL_EEXIST).
+ */
+static int create_run(pl__store *s, MDB_txn *txn, pl__batch *bt)
+{
+    MDB_val k = {strlen(bt->create_id), (void *)bt->create_id}, v;
+    int rc = mdb_get(txn, s->runs, &k, &v);
+    if (!rc) {
+        bt->rc = PL_EEXIST;
+        return 0;
+    }
+    if (rc != MDB_NOTFOUND)
+        return rc;
+    MDB_val nk = {8, "next_run"};
+    uint64_t num = 1;
+    rc = mdb_get(txn, s->meta, &nk, &v);
+    if (!rc && v.mv_size == 8)
+        num = pl__get_be64(v.mv_data);
+    else if (rc != MDB_NOTFOUND)
+        return rc ? rc : MDB_CORRUPTED;
+    uint8_t next[8];
+    pl__put_be64(next, num + 1);
+    v.mv_size = 8;
+    v.mv_data = next;
+    if ((rc = mdb_put(txn, s->meta, &nk, &v, 0)))
+        return rc;
+    /* the runs value is the number followed by the info record */
+    v.mv_size = 8 + bt->create_info->len;
+    if ((rc = mdb_put(txn, s->runs, &k, &v, MDB_RESERVE)))
+        return rc;
+    pl__put_be64(v.mv_data, num);
+    memcpy((uint8_t *)v.mv_data + 8, bt->create_info->data,
+           bt->create_info->len);
+    bt->run = num;
+    return 0;
+}
+
+static int commit_body(pl__store *s, MDB_txn *txn, void *user, int *st)
+{
+    commit_ctx *c = user;
+    int rc;
+    for (size_t b = 0; b < c->n; b++) {
+        pl__batch *bt = c->batches[b];
+        bt->rc = PL_OK;
+        if (bt->create_id) {
+            if ((rc = create_run(s, txn, bt)))
+                return rc;
+            if (bt->rc)
+                continue; /* a taken id skips the batch */
+        }
+        const pl__kvs *l = &bt->steps;
+        /*
+         * A run appends in key order, and the newest run's keys are the
+         * largest: pl__lmdb_put_step() tries MDB_APPEND, which fills pages
+         * instead of splitting them in half.  A key that is not at the end
+         * is put the ordinary way (which still refuses an existing key), and
+         * the batch stops trying.
+         */
+        bool append = true;
+        for (size_t i = 0; !c->journal && i < l->n; i++) {
+            MDB_val k = {l->e[i].klen, (void *)pl__kvs_key(l, i)};
+            MDB_val v = {l->e[i].vlen, (void *)pl__kvs_val(l, i)};
+            if ((rc = pl__lmdb_put_step(s, txn, &k, &v, &append, bt->run,
+                                        st)))
+                return rc;
+        }
+        if ((rc = put_state(s, txn, bt)))
+            return rc;
+    }
+    return c->journal ? pl__lmdb_journal_append(s, txn, c) : 0;
+}
+
+int pl__store_commit(pl__store *s, pl__batch *const *batches, size_t n,
+                     bool journal)
+{
+    commit_ctx c = {batches, n, journal};
+    return pl__lmdb_write(s, commit_body, &c);
+}
+
+/* ---- reading ------------------------------------------------------------- */
+
+/* Where the cursor stands relative to step want of a ledger. */
+typedef enum {
+    AT_END,     /* past the ledger's end */
+    AT_STEP,    /* on step want */
+    AT_SUBTREE, /* inside the subtree of an earlier step */
+    AT_GAP      /* past step want, which is missing */
+} where_t;
+
+static where_t classify(const MDB_val *k, const uint8_t *prefix, size_t plen,
+                        uint32_t want)
+{
+    if (k->mv_size < plen + 4 || memcmp(k->mv_data, prefix, plen) != 0)
+        return AT_END;
+    uint32_t x = pl__get_be32((const uint8_t *)k->mv_data + plen);
+    if (x < want)
+        return AT_SUBTREE;
+    if (x > want || k->mv_size != plen + 4)
+        return AT_GAP;
+    return AT_STEP;
+}
+
+/* Records of a subtree a ledger read steps through before it seeks past. */
+#define WALK_MAX 8
+
+int pl__store_read(pl__store *s, const uint8_t *prefix, size_t prefix_len,
+                   uint32_t from_seq, size_t max_n, size_t max_bytes,
+                   pl__kvs *out)
+{
+    pl__kvs_reset(out);
+    MDB_txn *txn;
+    MDB_cursor *cur = NULL;
+    size_t seen;
+    int st = pl__lmdb_txn_begin(s, false, &txn, &seen);
+    if (st)
+        return st;
+    uint8_t key[PL__KEY_MAX];
+    memcpy(key, prefix, prefix_len);
+    MDB_val k, v;
+    uint32_t want = from_seq;
+    size_t bytes = 0;
+    int rc = mdb_cursor_open(txn, s->steps, &cur);
+    bool seek = true;
+    unsigned inside = 0;
+    while (!rc) {
+        if (seek) {
+            pl__put_be32(key + prefix_len, want);
+            k.mv_size = prefix_len + 4;
+            k.mv_data = key;
+            rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+        } else {
+            rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
+        }
+        if (rc)
+            break;
+        where_t where = classify(&k, prefix, prefix_len, want);
+        if (where == AT_END)
+            break;
+        if (where == AT_SUBTREE && !seek) {
+            /* inside the subtree of the last step (a call's callee): step
+             * over a small one, which is cheaper than a seek; hop over a
+             * big one */
+            if (++inside >= WALK_MAX)
+                seek = true;
+            continue;
+        }
+        if (where != AT_STEP) { /* AT_GAP */
+            st = pl__err(PL_ECORRUPT, "store '%s': a ledger is missing its "
+                                      "step %u", s->path, want);
+            break;
+        }
+        if ((st = pl__kvs_begin(out, NULL, 0)) ||
+            (st = pl__buf_append(&out->data, v.mv_data, v.mv_size)))
+            break;
+        pl__kvs_end(out);
+        bytes += v.mv_size;
+        if (++want == 0 || out->n >= max_n || bytes >= max_bytes)
+            break;
+        seek = false;
+        inside = 0;
+    }
+    if (!st && rc && rc != MDB_NOTFOUND)
+        st = pl__lmdb_err(s, rc, "reading a ledger");
+    if (cur)
+        mdb_cursor_close(cur);
+    pl__lmdb_txn_abort(s, txn);
+    return st;
+}
+
+/*
+ * Copy up to @p max_n records of @p dbi whose keys start with @p prefix
+ * (plen bytes, may be 0), from just after the key @p after (NULL: from the
+ * first key with the prefix), in key order.
+ */
+static int page(pl__store *s, MDB_dbi dbi, const void *prefix, size_t plen,
+                const void *after, size_t after_len, size_t max_n,
+                pl__kvs *out, const char *what)
+{
+    pl__kvs_reset(out);
+    MDB_txn *txn;
+    MDB_cursor *cur = NULL;
+    size_t seen;
+    int st = pl__lmdb_txn_begin(s, false, &txn, &seen);
+    if (st)
+        return st;
+    MDB_val k = {after ? after_len : plen, (void *)(after ? after : prefix)};
+    MDB_val v;
+    int rc = mdb_cursor_open(txn, dbi, &cur);
+    if (!rc)
+        rc = mdb_cursor_get(cur, &k, &v, k.mv_size ? MDB_SET_RANGE : MDB_FIRST);
+    if (!rc && after && k.mv_size == after_len &&
+        memcmp(k.mv_data, after, after_len) == 0)
+        rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
+    while (!rc && out->n < max_n) {
+        if (k.mv_size < plen || memcmp(k.mv_data, prefix, plen) != 0)
+            break;
+        if ((st = pl__kvs_add(out, k.mv_data, k.mv_size, v.mv_data,
+                              v.mv_size)))
+            break;
+        rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
+    }
+    if (!st && rc && rc != MDB_NOTFOUND)
+        st = pl__lmdb_err(s, rc, what);
+    if (cur)
+        mdb_cursor_close(cur);
+    pl__lmdb_txn_abort(s, txn);
+    return st;
+}
+
+int pl__store_scan(pl__store *s, uint64_t run, const uint8_t *after,
+                   size_t after_len, size_t max_n, pl__kvs *out)
+{
+    uint8_t prefix[8];
+    pl__put_be64(prefix, run);
+    return page(s, s->steps, prefix, 8, after, after_len, max_n, out,
+                "scanning a run");
+}
+
+/* Steps one read transaction of pl__store_each_step() hands out. */
+#define EACH_MAX 1024
+
+int pl__store_each_step(pl__store *s, uint64_t run, pl__step_fn fn,
+                        void *user)
+{
+    uint8_t first[8], last[PL__KEY_MAX];
+    size_t last_len = 0; /* the last key handed out; 0: none yet */
+    pl__put_be64(first, run);
+    bool more = true;
+    int st = PL_OK;
+    while (more && !st) {
+        MDB_txn *txn;
+        MDB_cursor *cur = NULL;
+        size_t seen, n = 0;
+        if ((st = pl__lmdb_txn_begin(s, false, &txn, &seen)))
+            return st;
+        MDB_val k = {last_len ? last_len : 8, last_len ? last : first}, v;
+        int rc = mdb_cursor_open(txn, s->steps, &cur);
+        if (!rc)
+            rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+        if (!rc && last_len && k.mv_size == last_len &&
+            memcmp(k.mv_data, last, last_len) == 0)
+            rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
+        more = false;
+        while (!rc && k.mv_size >= 8 && memcmp(k.mv_data, first, 8) == 0) {
+            if ((st = fn(k.mv_data, k.mv_size, v.mv_data, v.mv_size, user)))
+                break;
+            if (++n == EACH_MAX) { /* go on after it in a new transaction */
+                if (k.mv_size > sizeof last) {
+                    st = pl__err(PL_ECORRUPT, "store '%s': run #%llu has a "
+                                              "step key of %zu bytes",
+                                 s->path, (unsigned long long)run,
+                                 k.mv_size);
+                    break;
+                }
+                memcpy(last, k.mv_data, k.mv_size);
+                last_len = k.mv_size;
+                more = true;
+                break;
+            }
+            rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
+        }
+        if (!st && rc && rc != MDB_NOTFOUND)
+            st = pl__lmdb_err(s, rc, "reading a run's steps");
+        if (cur)
+            mdb_cursor_close(cur);
+        pl__lmdb_txn_abort(s, txn);
+    }
+    return st;
+}
+
+/* ---- runs ---------------------------------------------------------------- */
+
+int pl__store_run_find(pl__store *s, const char *id, uint64_t *num,
+                       pl__buf *info)
+{
+    MDB_txn *txn;
+    size_t seen;
+    int st = pl__lmdb_txn_begin(s, false, &txn, &seen);
+    if (st)
+        return st;
+    MDB_val k = {strlen(id), (void *)id}, v;
+    int rc = mdb_get(txn, s->runs, &k, &v);
+    if (rc == MDB_NOTFOUND) {
+        st = pl__err(PL_ENOTFOUND, "no run '%s' in store '%s'", id, s->path);
+    } else if (rc) {
+        st = pl__lmdb_err(s, rc, "reading a run");
+    } else if (v.mv_size < 8) {
+        st = pl__err(PL_ECORRUPT, "run '%s' has a malformed record", id);
+    } else {
+        *num = pl__get_be64(v.mv_data);
+        if (info) {
+            pl__buf_reset(info);
+            st = pl__buf_append(info, (uint8_t *)v.mv_data + 8,
+                                v.mv_size - 8);
+        }
+    }
+    pl__lmdb_txn_abort(s, txn);
+    return st;
+}
+
+int pl__store_state_get(pl__store *s, uint64_t num, pl__buf *state)
+{
+    MDB_txn *txn;
+    size_t seen;
+    int st = pl__lmdb_txn_begin(s, false, &txn, &seen);
+    if (st)
+        return st;
+    uint8_t key[8];
+    pl__put_be64(key, num);
+    MDB_val k = {8, key}, v;
+    int rc = mdb_get(txn, s->state, &k, &v);
+    if (rc == MDB_NOTFOUND)
+        st = pl__err(PL_ECORRUPT, "run #%llu has no state record",
+                     (unsigned long long)num);
+    else if (rc)
+        st = pl__lmdb_err(s, rc, "reading a run state");
+    else {
+        pl__buf_reset(state);
+        st = pl__buf_append(state, v.mv_data, v.mv_size);
+    }
+    pl__lmdb_txn_abort(s, txn);
+    return st;
+}
+
+typedef struct update_ctx {
+    uint64_t num;
+    pl__state_fn fn;
+    void *user;
+    pl__buf state;
+    pl__kvs extra;
+} update_ctx;
+
+static int update_body(pl__store *s, MDB_txn *txn, void *user, int *st)
+{
+    update_ctx *c = user;
+    uint8_t key[8];
+    pl__put_be64(key, c->num);
+    MDB_val k = {8, key}, v;
+    int rc = mdb_get(txn, s->state, &k, &v);
+    if (rc == MDB_NOTFOUND) {
+        *st = pl__err(PL_ECORRUPT, "run #%llu has no state record",
+                      (unsigned long long)c->num);
+        return 0;
+    }
+    if (rc)
+        return rc;
+    pl__buf_reset(&c->state);
+    pl__kvs_reset(&c->extra);
+    if ((*st = pl__buf_append(&c->state, v.mv_data, v.mv_size)))
+        return 0;
+    if ((*st = c->fn(&c->state, &c->extra, c->user)))
+        return 0;
+    v.mv_size = c->state.len;
+    v.mv_data = c->state.data;
+    if ((rc = mdb_put(txn, s->state, &k, &v, 0)))
+        return rc;
+    for (size_t i = 0; i < c->extra.n; i++) {
+        MDB_val ek = {c->extra.e[i].klen, (void *)pl__kvs_key(&c->extra, i)};
+        MDB_val ev = {c->extra.e[i].vlen, (void *)pl__kvs_val(&c->extra, i)};
+        rc = mdb_put(txn, s->steps, &ek, &ev, MDB_NOOVERWRITE);
+        if (rc == MDB_KEYEXIST) {
+            *st = pl__err(PL_EBUSY, "a step exists already at the position "
+                                    "being written");
+            return 0;
+        }
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+int pl__store_state_update(pl__store *s, uint64_t num, pl__state_fn fn,
+                           void *user)
+{
+    update_ctx c = {.num = num, .fn = fn, .user = user};
+    int st = pl__lmdb_write(s, update_body, &c);
+    pl__buf_free(&c.state);
+    pl__kvs_free(&c.extra);
+    return st;
+}
+
+int pl__store_runs(pl__store *s, const char *after, size_t max_n, pl__kvs *out)
+{
+    return page(s, s->runs, "", 0, after, after ? strlen(after) : 0, max_n,
+                out, "listing runs");
+}

@@ -1,0 +1,450 @@
+/*
+ * runrec.c -- run records: a run's info, written once when it starts, and
+ * its state, rewritten as it goes.
+ *
+ * RUN RECORDS are msgpack maps with short keys; readers ignore keys they do
+ * not know, so fields can be added without a version bump.  A record's "v"
+ * is the format version (PL__FORMAT_VERSION, 1); a reader fails any other
+ * with PL_EVERSION.
+ *
+ * RUN INFO (stored after the run's number under its id, see lmdb_store.c)
+ *
+ *   | key     | msgpack type | meaning                                     |
+ *   |---------|--------------|---------------------------------------------|
+ *   | v       | uint         | format version (1)                          |
+ *   | policy  | str          | the root policy                             |
+ *   | payload | map          | the root payload                            |
+ *   | actions | [str]        | names the root policy may have invoked      |
+ *   | seed    | array        | optional: the steps that open the root      |
+ *   |         |              | ledger, each [type, actor, payload]         |
+ *   | created | int          | when the run started, Unix us               |
+ *
+ * RUN STATE (stored under the run's number)
+ *
+ *   | key       | msgpack type | meaning                                   |
+ *   |-----------|--------------|-------------------------------------------|
+ *   | v         | uint         | format version (1)                        |
+ *   | status    | uint         | pl_run_status                             |
+ *   | steps     | uint         | its durable steps, all ledgers, as of     |
+ *   |           |              | this record                               |
+ *   | updated   | int          | when this record was written, Unix us     |
+ *   | heartbeat | int          | the owner's last heartbeat, Unix us       |
+ *   | pid       | int          | the owner process                         |
+ *   | pstart    | uint         | its start time (clock ticks since boot)   |
+ *   | host      | str          | its host                                  |
+ *   | attempts  | uint         | executions so far                         |
+ *   | error     | int          | failed: the pl_status; else 0             |
+ *   | reason    | str          | optional; failed: why                     |
+ *   | token     | str          | optional; suspended: resume token (hex)   |
+ *   | spath     | str          | optional; suspended: invocation path      |
+ *   | sseq      | uint         | with spath: the suspend step's seq        |
+ *   | prompt    | map          | optional; suspended: the prompt           |
+ *   | result    | map          | optional; completed: the root's result    |
+ *   | head      | bin (32)     | optional: the hash of the root ledger's   |
+ *   |           |              | last step, written with that step (see    |
+ *   |           |              | record.c)                                 |
+ */
+#include "runrec.h"
+
+#include "mp.h"
+#include "record.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+
+/* ---- seed steps ---------------------------------------------------------- */
+
+int pl__seed_encode(pl__buf *out, const void *steps, size_t n,
+                    pl__seed_item_fn item)
+{
+    msgpack_packer pk;
+    packer_init(&pk, out);
+    size_t start = out->len;
+    int rc = msgpack_pack_array(&pk, n);
+    for (size_t i = 0; !rc && i < n; i++) {
+        pl_step_type type;
+        const char *actor;
+        const uint8_t *mp;
+        size_t mp_len;
+        item(steps, i, &type, &actor, &mp, &mp_len);
+        rc = msgpack_pack_array(&pk, 3);
+        rc = rc ? rc : msgpack_pack_uint32(&pk, (uint32_t)type);
+        rc = rc ? rc : pack_cstr(&pk, actor);
+        rc = rc ? rc : (pl__buf_append(out, mp, mp_len) ? -1 : 0);
+    }
+    if (rc) {
+        out->len = start;
+        return pl__err(PL_ENOMEM, "out of memory encoding seed steps");
+    }
+    return PL_OK;
+}
+
+/* ---- run records --------------------------------------------------------- */
+
+static int pack_key(msgpack_packer *pk, const char *k)
+{
+    return pack_cstr(pk, k);
+}
+
+/* A run info map: RUN INFO above. */
+int pl__run_info_encode(pl__buf *out, const pl__run_info *ri)
+{
+    msgpack_packer pk;
+    packer_init(&pk, out);
+    int rc = msgpack_pack_map(&pk, ri->seed ? 6 : 5);
+    rc = rc ? rc : pack_key(&pk, "v");
+    rc = rc ? rc : msgpack_pack_uint32(&pk, PL__FORMAT_VERSION);
+    rc = rc ? rc : pack_key(&pk, "policy");
+    rc = rc ? rc : pack_cstr(&pk, ri->policy);
+    rc = rc ? rc : pack_key(&pk, "payload");
+    rc = rc ? rc : (pl__buf_append(out, ri->payload, ri->payload_len) ? -1 : 0);
+    rc = rc ? rc : pack_key(&pk, "actions");
+    rc = rc ? rc : msgpack_pack_array(&pk, ri->n_actions);
+    for (size_t i = 0; !rc && i < ri->n_actions; i++)
+        rc = pack_cstr(&pk, ri->actions[i]);
+    if (!rc && ri->seed) {
+        rc = pack_key(&pk, "seed");
+        rc = rc ? rc : (pl__buf_append(out, ri->seed, ri->seed_len) ? -1 : 0);
+    }
+    rc = rc ? rc : pack_key(&pk, "created");
+    rc = rc ? rc : msgpack_pack_int64(&pk, ri->created_us);
+    return rc ? pl__err(PL_ENOMEM, "out of memory encoding a run record")
+              : PL_OK;
+}
+
+static bool key_is(const uint8_t *k, size_t n, const char *want)
+{
+    return strlen(want) == n && memcmp(k, want, n) == 0;
+}
+
+static char *dup_bytes(const uint8_t *p, size_t n)
+{
+    return pl__strndup((const char *)p, n);
+}
+
+static uint8_t *dup_mem(const uint8_t *p, size_t n)
+{
+    uint8_t *d = malloc(n ? n : 1);
+    if (d && n)
+        memcpy(d, p, n);
+    return d;
+}
+
+/* A record's "v" field: PL_OK for the version this build reads. */
+static int read_version(rd *r, const char *what)
+{
+    uint64_t u;
+    if (rd_uint(r, &u))
+        return pl__err(PL_ECORRUPT, "%s is malformed", what);
+    if (u != PL__FORMAT_VERSION)
+        return pl__err(PL_EVERSION, "%s has format version %llu", what,
+                       (unsigned long long)u);
+    return PL_OK;
+}
+
+/*
+ * A run record holds a policy's value up to RECORD_OUTER containers deep (a
+ * seed step's payload: the record, its seed list, the seed entry), so the
+ * structural walks of a record start that many levels above a payload's
+ * level 1; each payload is then checked at its own depth.
+ */
+#define RECORD_OUTER 3
+
+/* Start reading a record map: check it whole, then position on its pairs. */
+static int map_begin(rd *r, const uint8_t *data, size_t len, uint64_t *n,
+                     const char *what)
+{
+    rd chk = {data, data + len};
+    head h;
+    if (pl__mp_walk(&chk, 1 - RECORD_OUTER, MODE_ANY, NULL) ||
+        chk.p != chk.end)
+        return pl__err(PL_ECORRUPT, "%s is malformed", what);
+    r->p = data;
+    r->end = data + len;
+    if (rd_head(r, &h) || h.t != T_MAP)
+        return pl__err(PL_ECORRUPT, "%s is not a map", what);
+    *n = h.u;
+    return PL_OK;
+}
+
+/* The extent of the value at r (already checked). */
+static void value_span(rd *r, const uint8_t **v, size_t *n)
+{
+    *v = r->p;
+    (void)pl__mp_walk(r, 2 - RECORD_OUTER, MODE_ANY, NULL);
+    *n = (size_t)(r->p - *v);
+}
+
+int pl__run_info_decode(pl__run_info *out, const uint8_t *data, size_t len)
+{
+    memset(out, 0, sizeof *out);
+    rd r;
+    uint64_t n;
+    int rc = map_begin(&r, data, len, &n, "run record");
+    if (rc)
+        return rc;
+    bool have_v = false;
+    for (uint64_t i = 0; i < n; i++) {
+        const uint8_t *k, *v;
+        size_t kn, vn;
+        if (rd_bytes(&r, T_STR, &k, &kn))
+            goto bad;
+        if (key_is(k, kn, "v")) {
+            if ((rc = read_version(&r, "run record"))) {
+                pl__run_info_clear(out);
+                return rc;
+            }
+            have_v = true;
+        } else if (key_is(k, kn, "policy")) {
+            if (rd_bytes(&r, T_STR, &v, &vn) || !pl__actor_ok(v, vn))
+                goto bad;
+            free(out->policy);
+            if (!(out->policy = dup_bytes(v, vn)))
+                goto oom;
+        } else if (key_is(k, kn, "payload")) {
+            value_span(&r, &v, &vn);
+            if (pl__payload_check(v, vn, true))
+                goto bad;
+            free(out->payload);
+            if (!(out->payload = dup_mem(v, vn)))
+                goto oom;
+            out->payload_len = vn;
+        } else if (key_is(k, kn, "actions")) {
+            head h;
+            if (rd_head(&r, &h) || h.t != T_ARRAY || out->actions)
+                goto bad;
+            out->actions = calloc(h.u ? h.u : 1, sizeof *out->actions);
+            if (!out->actions)
+                goto oom;
+            for (uint64_t j = 0; j < h.u; j++) {
+                if (rd_bytes(&r, T_STR, &v, &vn) || !pl__actor_ok(v, vn))
+                    goto bad;
+                if (!(out->actions[j] = dup_bytes(v, vn)))
+                    goto oom;
+                out->n_actions++;
+            }
+        } else if (key_is(k, kn, "seed")) {
+            value_span(&r, &v, &vn);
+            free(out->seed);
+            if (!(out->seed = dup_mem(v, vn)))
+                goto oom;
+            out->seed_len = vn;
+        } else if (key_is(k, kn, "created")) {
+            if (rd_int(&r, &out->created_us))
+                goto bad;
+        } else {
+            value_span(&r, &v, &vn); /* a newer field: skip */
+        }
+    }
+    if (!have_v || !out->policy || !out->payload)
+        goto bad;
+    return PL_OK;
+bad:
+    pl__run_info_clear(out);
+    return pl__err(PL_ECORRUPT, "run record is malformed");
+oom:
+    pl__run_info_clear(out);
+    return pl__err(PL_ENOMEM, "out of memory reading a run record");
+}
+
+void pl__run_info_clear(pl__run_info *ri)
+{
+    free(ri->policy);
+    free(ri->payload);
+    for (size_t i = 0; i < ri->n_actions; i++)
+        free(ri->actions[i]);
+    free(ri->actions);
+    free(ri->seed);
+    memset(ri, 0, sizeof *ri);
+}
+
+/* A run state map: RUN STATE above. */
+int pl__run_state_encode(pl__buf *out, const pl__run_state *st)
+{
+    msgpack_packer pk;
+    packer_init(&pk, out);
+    size_t n = 10 + (st->reason != NULL) + (st->token[0] != 0) +
+               (st->susp_path != NULL) * 2 + (st->prompt != NULL) +
+               (st->result != NULL) + st->has_head;
+    int rc = msgpack_pack_map(&pk, n);
+    rc = rc ? rc : pack_key(&pk, "v");
+    rc = rc ? rc : msgpack_pack_uint32(&pk, PL__FORMAT_VERSION);
+    rc = rc ? rc : pack_key(&pk, "status");
+    rc = rc ? rc : msgpack_pack_uint32(&pk, (uint32_t)st->status);
+    rc = rc ? rc : pack_key(&pk, "steps");
+    rc = rc ? rc : msgpack_pack_uint64(&pk, st->steps);
+    rc = rc ? rc : pack_key(&pk, "updated");
+    rc = rc ? rc : msgpack_pack_int64(&pk, st->updated_us);
+    rc = rc ? rc : pack_key(&pk, "heartbeat");
+    rc = rc ? rc : msgpack_pack_int64(&pk, st->heartbeat_us);
+    rc = rc ? rc : pack_key(&pk, "pid");
+    rc = rc ? rc : msgpack_pack_int64(&pk, st->owner_pid);
+    rc = rc ? rc : pack_key(&pk, "pstart");
+    rc = rc ? rc : msgpack_pack_uint64(&pk, st->owner_start);
+    rc = rc ? rc : pack_key(&pk, "host");
+    rc = rc ? rc : pack_cstr(&pk, st->owner_host);
+    rc = rc ? rc : pack_key(&pk, "attempts");
+    rc = rc ? rc : msgpack_pack_uint32(&pk, st->attempts);
+    rc = rc ? rc : pack_key(&pk, "error");
+    rc = rc ? rc : msgpack_pack_int32(&pk, st->error);
+    if (!rc && st->reason) {
+        rc = pack_key(&pk, "reason");
+        rc = rc ? rc : pack_cstr(&pk, st->reason);
+    }
+    if (!rc && st->token[0]) {
+        rc = pack_key(&pk, "token");
+        rc = rc ? rc : pack_cstr(&pk, st->token);
+    }
+    if (!rc && st->susp_path) {
+        rc = pack_key(&pk, "spath");
+        rc = rc ? rc : pack_cstr(&pk, st->susp_path);
+        rc = rc ? rc : pack_key(&pk, "sseq");
+        rc = rc ? rc : msgpack_pack_uint32(&pk, st->susp_seq);
+    }
+    if (!rc && st->prompt) {
+        rc = pack_key(&pk, "prompt");
+        rc = rc ? rc : (pl__buf_append(out, st->prompt, st->prompt_len) ? -1 : 0);
+    }
+    if (!rc && st->result) {
+        rc = pack_key(&pk, "result");
+        rc = rc ? rc : (pl__buf_append(out, st->result, st->result_len) ? -1 : 0);
+    }
+    if (!rc && st->has_head) {
+        rc = pack_key(&pk, "head");
+        rc = rc ? rc : msgpack_pack_bin_with_body(&pk, st->head, PL_HASH_LEN);
+    }
+    return rc ? pl__err(PL_ENOMEM, "out of memory encoding a run state")
+              : PL_OK;
+}
+
+int pl__run_state_decode(pl__run_state *out, const uint8_t *data, size_t len)
+{
+    memset(out, 0, sizeof *out);
+    rd r;
+    uint64_t n, u;
+    int64_t i64;
+    int rc = map_begin(&r, data, len, &n, "run state");
+    if (rc)
+        return rc;
+    bool have_v = false;
+    for (uint64_t i = 0; i < n; i++) {
+        const uint8_t *k, *v;
+        size_t kn, vn;
+        if (rd_bytes(&r, T_STR, &k, &kn))
+            goto bad;
+        if (key_is(k, kn, "v")) {
+            if ((rc = read_version(&r, "run state"))) {
+                pl__run_state_clear(out);
+                return rc;
+            }
+            have_v = true;
+        } else if (key_is(k, kn, "status")) {
+            if (rd_uint(&r, &u) || u < PL_RUN_RUNNING || u > PL_RUN_FAILED)
+                goto bad;
+            out->status = (pl_run_status)u;
+        } else if (key_is(k, kn, "steps")) {
+            if (rd_uint(&r, &out->steps))
+                goto bad;
+        } else if (key_is(k, kn, "updated")) {
+            if (rd_int(&r, &out->updated_us))
+                goto bad;
+        } else if (key_is(k, kn, "heartbeat")) {
+            if (rd_int(&r, &out->heartbeat_us))
+                goto bad;
+        } else if (key_is(k, kn, "pid")) {
+            if (rd_int(&r, &out->owner_pid))
+                goto bad;
+        } else if (key_is(k, kn, "pstart")) {
+            if (rd_uint(&r, &out->owner_start))
+                goto bad;
+        } else if (key_is(k, kn, "host")) {
+            if (rd_bytes(&r, T_STR, &v, &vn) || vn >= sizeof out->owner_host)
+                goto bad;
+            memcpy(out->owner_host, v, vn);
+            out->owner_host[vn] = '\0';
+        } else if (key_is(k, kn, "attempts")) {
+            if (rd_uint(&r, &u) || u > UINT32_MAX)
+                goto bad;
+            out->attempts = (uint32_t)u;
+        } else if (key_is(k, kn, "error")) {
+            if (rd_int(&r, &i64) || i64 < -10000 || i64 > 0)
+                goto bad;
+            out->error = (int)i64;
+        } else if (key_is(k, kn, "reason")) {
+            if (rd_bytes(&r, T_STR, &v, &vn))
+                goto bad;
+            free(out->reason);
+            if (!(out->reason = dup_bytes(v, vn)))
+                goto oom;
+        } else if (key_is(k, kn, "token")) {
+            if (rd_bytes(&r, T_STR, &v, &vn) || vn >= sizeof out->token)
+                goto bad;
+            memcpy(out->token, v, vn);
+            out->token[vn] = '\0';
+        } else if (key_is(k, kn, "spath")) {
+            if (rd_bytes(&r, T_STR, &v, &vn))
+                goto bad;
+            free(out->susp_path);
+            if (!(out->susp_path = dup_bytes(v, vn)))
+                goto oom;
+        } else if (key_is(k, kn, "sseq")) {
+            if (rd_uint(&r, &u) || u > UINT32_MAX)
+                goto bad;
+            out->susp_seq = (uint32_t)u;
+        } else if (key_is(k, kn, "head")) {
+            if (rd_bytes(&r, T_BIN, &v, &vn) || vn != PL_HASH_LEN)
+                goto bad;
+            memcpy(out->head, v, PL_HASH_LEN);
+            out->has_head = true;
+        } else if (key_is(k, kn, "prompt") || key_is(k, kn, "result")) {
+            bool prompt = key_is(k, kn, "prompt");
+            value_span(&r, &v, &vn);
+            if (pl__payload_check(v, vn, true))
+                goto bad;
+            uint8_t **dst = prompt ? &out->prompt : &out->result;
+            free(*dst);
+            if (!(*dst = dup_mem(v, vn)))
+                goto oom;
+            *(prompt ? &out->prompt_len : &out->result_len) = vn;
+        } else {
+            value_span(&r, &v, &vn);
+        }
+    }
+    if (!have_v || !out->status)
+        goto bad;
+    return PL_OK;
+bad:
+    pl__run_state_clear(out);
+    return pl__err(PL_ECORRUPT, "run state is malformed");
+oom:
+    pl__run_state_clear(out);
+    return pl__err(PL_ENOMEM, "out of memory reading a run state");
+}
+
+void pl__run_state_clear(pl__run_state *st)
+{
+    free(st->reason);
+    free(st->susp_path);
+    free(st->prompt);
+    free(st->result);
+    memset(st, 0, sizeof *st);
+}
+
+int pl__run_state_copy(pl__run_state *dst, const pl__run_state *src)
+{
+    *dst = *src;
+    dst->reason = NULL;
+    dst->susp_path = NULL;
+    dst->prompt = NULL;
+    dst->result = NULL;
+    if ((src->reason && !(dst->reason = pl__strdup(src->reason))) ||
+        (src->susp_path && !(dst->susp_path = pl__strdup(src->susp_path))) ||
+        (src->prompt && !(dst->prompt = dup_mem(src->prompt,
+                                                src->prompt_len))) ||
+        (src->result && !(dst->result = dup_mem(src->result,
+                                                src->result_len)))) {
+        pl__run_state_clear(dst);
+        return pl__err(PL_ENOMEM, "out of memory copying a run state");
+    }
+    return PL_OK;
+}

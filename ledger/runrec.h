@@ -1,0 +1,67 @@
+/*
+ * runrec.h -- run records: a run's info and its state.  Their fields are
+ * written down at the top of runrec.c.
+ */
+#ifndef PL_RUNREC_H
+#define PL_RUNREC_H
+
+#include "util.h"
+
+/* The part of a run written once, when it starts. */
+typedef struct pl__run_info {
+    char *policy;
+    uint8_t *payload; /* msgpack map */
+    size_t payload_len;
+    char **actions;
+    size_t n_actions;
+    uint8_t *seed; /* msgpack array of [type, actor, payload] or NULL */
+    size_t seed_len;
+    int64_t created_us;
+} pl__run_info;
+
+/* The part rewritten with every commit. */
+typedef struct pl__run_state {
+    pl_run_status status;
+    uint64_t steps;
+    int64_t updated_us;
+    int64_t heartbeat_us;
+    int64_t owner_pid;
+    uint64_t owner_start; /* the owner process's start time (clock ticks) */
+    char owner_host[256];
+    uint32_t attempts;
+    int error;
+    char *reason;        /* failed */
+    char token[33];      /* suspended: resume token (hex) or "" */
+    char *susp_path;     /* suspended: invocation path */
+    uint32_t susp_seq;   /* suspended: the suspend step's seq */
+    uint8_t *prompt;     /* suspended: msgpack map */
+    size_t prompt_len;
+    uint8_t *result;     /* completed: msgpack map of the root's result */
+    size_t result_len;
+    bool has_head;       /* head: hash of the root ledger's last step, */
+    uint8_t head[PL_HASH_LEN]; /* when written after it (not failed) */
+} pl__run_state;
+
+/*
+ * Encode seed steps as an array of [type, actor, payload]: @p n steps whose
+ * types, actors and already-encoded payloads are given by the callback.
+ */
+typedef void (*pl__seed_item_fn)(const void *steps, size_t i,
+                                 pl_step_type *type, const char **actor,
+                                 const uint8_t **mp, size_t *mp_len);
+PL__HIDDEN int pl__seed_encode(pl__buf *out, const void *steps, size_t n,
+                               pl__seed_item_fn item) PL__MUST_CHECK;
+
+PL__HIDDEN int pl__run_info_encode(pl__buf *out, const pl__run_info *ri) PL__MUST_CHECK;
+PL__HIDDEN int pl__run_info_decode(pl__run_info *out, const uint8_t *data,
+                                   size_t len) PL__MUST_CHECK;
+PL__HIDDEN void pl__run_info_clear(pl__run_info *ri);
+
+PL__HIDDEN int pl__run_state_encode(pl__buf *out, const pl__run_state *st) PL__MUST_CHECK;
+PL__HIDDEN int pl__run_state_decode(pl__run_state *out, const uint8_t *data,
+                                    size_t len) PL__MUST_CHECK;
+PL__HIDDEN void pl__run_state_clear(pl__run_state *st);
+/* Deep copy (strings and buffers duplicated). */
+PL__HIDDEN int pl__run_state_copy(pl__run_state *dst, const pl__run_state *src) PL__MUST_CHECK;
+
+#endif /* PL_RUNREC_H */
