@@ -142,8 +142,10 @@ int pl__callee_execute(pl_ctx *c, uint32_t call_seq, bool call_replayed,
         return st;
     pl__emit(r, PL_EVENT_CALL_STARTED, c->path, call_seq, def->name,
              PL_STEP_ACTION_CALL, 0, 0, NULL);
-    if ((st = pl__inv_append_seed(child, a->seed)))
+    if ((st = pl__inv_append_seed(child, a->seed))) {
+        r->cur = c; /* the caller is running again */
         return st;
+    }
     pl_steps res = {.default_actor = def->name};
     pl_next next = {decos, n_decos, 0};
     pl__err_clear();
