@@ -127,8 +127,10 @@ void pl__rwlock_init_writer_first(pthread_rwlock_t *lock)
 #define switch_end(save, bottom, size)                                         \
     __sanitizer_finish_switch_fiber(save, bottom, size)
 #else
-#define switch_begin(save, bottom, size) ((void)(save), (void)(bottom), (void)(size))
-#define switch_end(save, bottom, size) ((void)(save), (void)(bottom), (void)(size))
+#define switch_begin(save, bottom, size)                                       \
+    ((void)(save), (void)(bottom), (void)(size))
+#define switch_end(save, bottom, size)                                         \
+    ((void)(save), (void)(bottom), (void)(size))
 #endif
 
 /* ThreadSanitizer is told about every switch too: each fiber is a fiber of

@@ -21,8 +21,10 @@ int pl__buf_reserve(pl__buf *b, size_t more)
         cap *= 2;
     uint8_t *p = realloc(b->data, cap);
     if (!p)
-        return pl__err(PL_ENOMEM, "out of memory growing a buffer to %zu "
-                                  "bytes", cap);
+        return pl__err(PL_ENOMEM,
+                       "out of memory growing a buffer to %zu "
+                       "bytes",
+                       cap);
     b->data = p;
     b->cap = cap;
     return PL_OK;
@@ -39,8 +41,7 @@ int pl__buf_append(pl__buf *b, const void *p, size_t n)
     return PL_OK;
 }
 
-void *pl__grow(void *items, size_t *cap, size_t n, size_t size,
-               size_t first)
+void *pl__grow(void *items, size_t *cap, size_t n, size_t size, size_t first)
 {
     if (n < *cap)
         return items;
@@ -66,8 +67,7 @@ const char *pl_strerror(int status)
 {
     switch (status) {
 #define PL__STATUS_TEXT(name, value, text)                                     \
-    case value:                                                                \
-        return text;
+    case value: return text;
         PL_STATUS_MAP(PL__STATUS_TEXT)
 #undef PL__STATUS_TEXT
     }
@@ -78,8 +78,7 @@ const char *pl_status_name(int status)
 {
     switch (status) {
 #define PL__STATUS_NAME(name, value, text)                                     \
-    case value:                                                                \
-        return "PL_" #name;
+    case value: return "PL_" #name;
         PL_STATUS_MAP(PL__STATUS_NAME)
 #undef PL__STATUS_NAME
     }

@@ -40,7 +40,8 @@ typedef struct pl__buf {
 
 /* Make room for @p more bytes past len.  PL_OK or PL_ENOMEM. */
 PL__HIDDEN int pl__buf_reserve(pl__buf *b, size_t more) PL__MUST_CHECK;
-PL__HIDDEN int pl__buf_append(pl__buf *b, const void *p, size_t n) PL__MUST_CHECK;
+PL__HIDDEN int pl__buf_append(pl__buf *b, const void *p,
+                              size_t n) PL__MUST_CHECK;
 PL__HIDDEN void pl__buf_free(pl__buf *b);
 
 static inline void pl__buf_reset(pl__buf *b) { b->len = 0; }
@@ -117,7 +118,7 @@ PL__HIDDEN bool pl__run_id_ok(const char *s);
 
 /* ---- time ---------------------------------------------------------------- */
 
-PL__HIDDEN int64_t pl__now_us(void);  /* wall clock, Unix microseconds */
+PL__HIDDEN int64_t pl__now_us(void);   /* wall clock, Unix microseconds */
 PL__HIDDEN uint64_t pl__mono_ns(void); /* monotonic nanoseconds */
 
 /* Lower-case hex of @p n bytes into out (2n chars + NUL). */

@@ -427,9 +427,9 @@ static int start_run(pl_engine *e, int n, const char *run_id)
 
 typedef struct floor_arg {
     pl_durability mode;
-    int n;       /* commits per thread */
+    int n; /* commits per thread */
     int threads;
-    bool call;   /* commit a call's records each time, not one */
+    bool call; /* commit a call's records each time, not one */
 } floor_arg;
 
 typedef struct floor_res {
@@ -672,7 +672,7 @@ typedef struct w1_arg {
 
 typedef struct turns_res {
     double floor_s, rawcall_s; /* time spent committing to each */
-    int n;                  /* commits made to each */
+    int n;                     /* commits made to each */
 } turns_res;
 
 /* The floors' side of the turns: floor and rawcall stores, fresh. */
@@ -687,13 +687,13 @@ static void floors_in_turns(const void *varg, void *vres)
     MDB_env *e1 = raw_open("floor.mdb", a->mode, &d1);
     MDB_env *ec = raw_open("rawcall.mdb", a->mode, &dc);
     int n;
-    for (int turn = 0; read(a->turns->to_floors[0], &n, sizeof n) ==
-                           (ssize_t)sizeof n; turn++) {
+    for (int turn = 0;
+         read(a->turns->to_floors[0], &n, sizeof n) == (ssize_t)sizeof n;
+         turn++) {
         for (int j = 0; j < 2; j++) {
             bool call = (turn + j) % 2;
             double t0 = now_s();
-            raw_commits(call ? ec : e1, call ? dc : d1, 0, r->n, n, call,
-                        true);
+            raw_commits(call ? ec : e1, call ? dc : d1, 0, r->n, n, call, true);
             *(call ? &r->rawcall_s : &r->floor_s) += now_s() - t0;
         }
         r->n += n;
@@ -780,8 +780,9 @@ static int w1_turns_rep(const w1_arg *a, w1_res *run, turns_res *floors)
     int from_floors, from_run;
     pid_t fpid = child_start(floors_in_turns, &ta, floors, sizeof *floors,
                              &from_floors);
-    pid_t rpid = fpid < 0 ? -1 : child_start(w1_child, &ta, run, sizeof *run,
-                                             &from_run);
+    pid_t rpid = fpid < 0
+                     ? -1
+                     : child_start(w1_child, &ta, run, sizeof *run, &from_run);
     /* only the two children hold the pipes now: either one's end is the
      * other's end of file */
     close(t.to_floors[0]);
@@ -818,14 +819,9 @@ static int w1_rep(const w1_arg *a, int k, w1_res *run, double *floor_s,
     for (int j = 0; j < 3; j++) {
         int rc;
         switch ((k + j) % 3) {
-        case 0:
-            rc = in_child(w1_child, a, run, sizeof *run);
-            break;
-        case 1:
-            rc = in_child(floor_puts, &fa, &fr, sizeof fr);
-            break;
-        default:
-            rc = in_child(floor_puts, &fac, &frc, sizeof frc);
+        case 0: rc = in_child(w1_child, a, run, sizeof *run); break;
+        case 1: rc = in_child(floor_puts, &fa, &fr, sizeof fr); break;
+        default: rc = in_child(floor_puts, &fac, &frc, sizeof frc);
         }
         if (rc)
             return -1;
@@ -1148,7 +1144,8 @@ static void report_goals(bool quick)
     if (!g_ngoals)
         return;
     say("\nGoals%s:\n", quick ? " (quick sizes; the goals are set for the "
-                                 "full ones)" : "");
+                                "full ones)"
+                              : "");
     cJSON *arr = cJSON_AddArrayToObject(g_json, "goals");
     for (int i = 0; i < g_ngoals; i++) {
         const goal *gl = &g_goals[i];
@@ -1186,7 +1183,8 @@ static int report_w1(bool quick)
     cJSON *jw1 = cJSON_AddArrayToObject(g_json, "w1_sequential");
     say("W1 sequential: one run, N calls of a tool returning ~100 B; floors "
         "measured in turns\n  with the run every %d calls (sync, group) or "
-        "back to back (process)\n", TURN);
+        "back to back (process)\n",
+        TURN);
     say("  %-8s %6s %11s %9s %9s %9s %10s %9s %8s %8s\n", "mode", "N",
         "calls/s", "us/call", "p50 us", "p95 us", "floor us", "ratio",
         "commits", "peak MB");
@@ -1225,18 +1223,21 @@ static int report_w1(bool quick)
             floor_res fr = {floor_s, 1 / floor_s};
             double ratio = median(pair, ok);
             w1_rawcall rcall = {median(floc, ok), median(of_floor, ok),
-                          median(engine_of, ok)};
+                                median(engine_of, ok)};
             rawcall[m][s] = rcall;
             have_rawcall[m][s] = true;
             say("  %-8s %6d %11.0f %9.1f %9.1f %9.1f %10.1f %8.2fx %8.2f "
-                "%8.1f\n", pl_durability_name(modes[m]), a.n, r.calls_per_s,
+                "%8.1f\n",
+                pl_durability_name(modes[m]), a.n, r.calls_per_s,
                 r.per_call_s * 1e6, r.p50_s * 1e6, r.p95_s * 1e6,
                 fr.per_record_s * 1e6, ratio, r.commits_per_call,
                 (double)r.peak_rss_kb / 1024);
             char what[96];
             if (modes[m] != PL_DURABILITY_GROUP) {
-                snprintf(what, sizeof what, "W1 %s, N=%d: time per call / "
-                         "floor", pl_durability_name(modes[m]), a.n);
+                snprintf(what, sizeof what,
+                         "W1 %s, N=%d: time per call / "
+                         "floor",
+                         pl_durability_name(modes[m]), a.n);
                 add_goal(what, ratio, "x", true,
                          modes[m] == PL_DURABILITY_SYNC ? 1.1 : 2.0);
             }
@@ -1246,8 +1247,7 @@ static int report_w1(bool quick)
             if (a.n == 10000) {
                 snprintf(what, sizeof what, "W1 %s, N=10000: peak RSS",
                          pl_durability_name(modes[m]));
-                add_goal(what, (double)r.peak_rss_kb / 1024, "MB", true,
-                         10.0);
+                add_goal(what, (double)r.peak_rss_kb / 1024, "MB", true, 10.0);
             }
             cJSON *o = cJSON_CreateObject();
             cJSON_AddStringToObject(o, "durability",
@@ -1353,7 +1353,8 @@ static int report_w3(bool quick)
         {PL_DURABILITY_SYNC, runs, calls, pool_threads, true},
     };
     say("\nW3 concurrency: %d runs x %d calls; threads: one per run; pool: "
-        "pl_pool, %d threads\n", runs, calls, pool_threads);
+        "pl_pool, %d threads\n",
+        runs, calls, pool_threads);
     say("  %-8s %-8s %11s %12s %10s\n", "driver", "mode", "calls/s",
         "floor rec/s", "ratio");
     cJSON *jw3 = cJSON_AddArrayToObject(g_json, "w3_concurrency");
@@ -1420,7 +1421,8 @@ static int report_w3(bool quick)
     if (pairs) {
         double t = median(pair[0], pairs), p = median(pair[1], pairs);
         say("  group / sync (the median of each repetition's): threads "
-            "%.1fx, pool %.1fx\n", t, p);
+            "%.1fx, pool %.1fx\n",
+            t, p);
         add_goal("W3, pool: group / sync calls per second", p, "x", false,
                  20.0);
         jnum(g_json, "w3_group_over_sync", p);
@@ -1446,8 +1448,7 @@ static int report_w4(bool quick)
         double rate[REPS_MAX], flo[REPS_MAX];
         int ok = 0;
         for (int k = 0; k < g_reps; k++) {
-            if (w4(w4_sizes[s], &runs[ok]) ||
-                floor_scan(2 * w4_sizes[s], &fr))
+            if (w4(w4_sizes[s], &runs[ok]) || floor_scan(2 * w4_sizes[s], &fr))
                 continue;
             rate[ok] = runs[ok].steps_per_s;
             flo[ok++] = fr.records_per_s;
@@ -1465,8 +1466,8 @@ static int report_w4(bool quick)
         fr.records_per_s = median(flo, ok);
         double ratio = r.steps_per_s / fr.records_per_s;
         say("  %8d %10llu %12.0f %12.0f %9.2fx %9.1f %11ld\n", w4_sizes[s],
-            (unsigned long long)r.steps, r.steps_per_s, fr.records_per_s,
-            ratio, (double)r.peak_rss_kb / 1024, r.anon_rss_kb);
+            (unsigned long long)r.steps, r.steps_per_s, fr.records_per_s, ratio,
+            (double)r.peak_rss_kb / 1024, r.anon_rss_kb);
         if (w4_sizes[s] >= 10000) {
             char what[96];
             snprintf(what, sizeof what, "W4, %d calls: replayed steps per s",
@@ -1565,8 +1566,10 @@ int main(int argc, char **argv)
             dir = argv[++i];
         else if (!strcmp(argv[i], "--only") && i + 1 < argc) {
             if (!(only = parse_only(argv[++i]))) {
-                fprintf(stderr, "pl-bench: --only takes workloads w1..w5, "
-                                "comma-separated, not '%s'\n", argv[i]);
+                fprintf(stderr,
+                        "pl-bench: --only takes workloads w1..w5, "
+                        "comma-separated, not '%s'\n",
+                        argv[i]);
                 return 2;
             }
         } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
@@ -1587,13 +1590,13 @@ int main(int argc, char **argv)
         struct stat sb;
         if ((mkdir(g_dir, 0700) && errno != EEXIST) || stat(g_dir, &sb) ||
             !S_ISDIR(sb.st_mode)) {
-            fprintf(stderr, "pl-bench: cannot use %s as a directory\n",
-                    g_dir);
+            fprintf(stderr, "pl-bench: cannot use %s as a directory\n", g_dir);
             return 1;
         }
     } else {
         const char *t = getenv("TMPDIR");
-        snprintf(g_dir, sizeof g_dir, "%s/pl-bench.XXXXXX", t && *t ? t : "/tmp");
+        snprintf(g_dir, sizeof g_dir, "%s/pl-bench.XXXXXX",
+                 t && *t ? t : "/tmp");
         if (!mkdtemp(g_dir)) {
             fprintf(stderr, "pl-bench: cannot create a temporary directory\n");
             return 1;

@@ -48,26 +48,29 @@ static int resolve_call(pl_ctx *c, uint32_t call_seq, bool call_replayed,
         if (rec && pl__is_engine_suspend(rec))
             return pl__in_doubt(c, call_seq, a, def, decos, n_decos, t0, out);
         if (rec)
-            return pl__run_fail(r, PL_ENONDET, "non-determinism in run %s: "
-                                               "after the action_call at %s:%u"
-                                               " the ledger records %s by "
-                                               "'%.*s', not its result",
+            return pl__run_fail(r, PL_ENONDET,
+                                "non-determinism in run %s: "
+                                "after the action_call at %s:%u"
+                                " the ledger records %s by "
+                                "'%.*s', not its result",
                                 r->id, c->path, call_seq,
                                 pl_step_type_name(rec->type),
                                 (int)rec->actor_len, rec->actor);
         /* the record ends after the call: it was in flight at the stop */
         if (r->check)
-            return pl__run_fail(r, PL_ECHECK, "check: run %s: the call at "
-                                              "%s:%u to '%s' has no recorded "
-                                              "result; replay would execute it",
+            return pl__run_fail(r, PL_ECHECK,
+                                "check: run %s: the call at "
+                                "%s:%u to '%s' has no recorded "
+                                "result; replay would execute it",
                                 r->id, c->path, call_seq, a->policy);
         if (was_replaying && def && !def->idempotent && r->crashed_before) {
             if (def->in_doubt == PL_IN_DOUBT_FAIL) {
                 char msg[1024];
-                snprintf(msg, sizeof msg, "call %s:%u to '%s' was in flight "
-                                          "when run %s crashed; its effect is "
-                                          "unknown", c->path, call_seq,
-                         a->policy, r->id);
+                snprintf(msg, sizeof msg,
+                         "call %s:%u to '%s' was in flight "
+                         "when run %s crashed; its effect is "
+                         "unknown",
+                         c->path, call_seq, a->policy, r->id);
                 return pl__callee_finish_error(c, call_seq, a->policy,
                                                PL_ERR_IN_DOUBT, msg, t0, out);
             }
@@ -80,8 +83,8 @@ static int resolve_call(pl_ctx *c, uint32_t call_seq, bool call_replayed,
         char msg[PL_MAX_NAME + 64];
         snprintf(msg, sizeof msg, "no policy named '%s' is registered",
                  a->policy);
-        return pl__callee_finish_error(c, call_seq, a->policy,
-                                       PL_ERR_NOT_FOUND, msg, t0, out);
+        return pl__callee_finish_error(c, call_seq, a->policy, PL_ERR_NOT_FOUND,
+                                       msg, t0, out);
     }
     return pl__callee_execute(c, call_seq, call_replayed, a, def, decos,
                               n_decos, t0, out);
@@ -90,28 +93,34 @@ static int resolve_call(pl_ctx *c, uint32_t call_seq, bool call_replayed,
 static int check_action(pl__run *r, pl_ctx *c, const pl_action *a)
 {
     if (!a || a->version != PL_ACTION_VERSION)
-        return pl__run_fail(r, PL_EINVAL, "run %s: policy '%s' at %s made a "
-                                          "call with %s", r->id, c->def->name,
-                            c->path, a ? "an action not made with "
-                                         "PL_ACTION_INIT (wrong version)"
-                                       : "no action: no valid policy name");
+        return pl__run_fail(r, PL_EINVAL,
+                            "run %s: policy '%s' at %s made a "
+                            "call with %s",
+                            r->id, c->def->name, c->path,
+                            a ? "an action not made with "
+                                "PL_ACTION_INIT (wrong version)"
+                              : "no action: no valid policy name");
     if (!pl__name_ok(a->policy))
-        return pl__run_fail(r, PL_EINVAL, "run %s: policy '%s' at %s made a "
-                                          "call with no valid policy name",
+        return pl__run_fail(r, PL_EINVAL,
+                            "run %s: policy '%s' at %s made a "
+                            "call with no valid policy name",
                             r->id, c->def->name, c->path);
     if (!a->payload)
-        return pl__run_fail(r, PL_EINVAL, "run %s: call to '%s' at %s: the "
-                                          "payload is NULL (an empty payload "
-                                          "is {}: pl_json_empty())",
+        return pl__run_fail(r, PL_EINVAL,
+                            "run %s: call to '%s' at %s: the "
+                            "payload is NULL (an empty payload "
+                            "is {}: pl_json_empty())",
                             r->id, a->policy, c->path);
     if (a->n_actions && !a->actions)
-        return pl__run_fail(r, PL_EINVAL, "run %s: call to '%s' at %s: "
-                                          "n_actions without actions",
+        return pl__run_fail(r, PL_EINVAL,
+                            "run %s: call to '%s' at %s: "
+                            "n_actions without actions",
                             r->id, a->policy, c->path);
     for (size_t i = 0; i < a->n_actions; i++)
         if (!pl__name_ok(a->actions[i]))
-            return pl__run_fail(r, PL_EINVAL, "run %s: call to '%s' at %s: "
-                                              "bad name in actions",
+            return pl__run_fail(r, PL_EINVAL,
+                                "run %s: call to '%s' at %s: "
+                                "bad name in actions",
                                 r->id, a->policy, c->path);
     return PL_OK;
 }
@@ -154,14 +163,16 @@ int pl_ctx_call(pl_step **out, pl_ctx *c, const pl_action *a,
     if ((st = check_action(r, c, a)))
         return st;
     if (n_decos && !decos)
-        return pl__run_fail(r, PL_EINVAL, "run %s: call to '%s' at %s: "
-                                          "n_decorators without decorators",
+        return pl__run_fail(r, PL_EINVAL,
+                            "run %s: call to '%s' at %s: "
+                            "n_decorators without decorators",
                             r->id, a->policy, c->path);
     for (size_t i = 0; i < n_decos; i++)
         if (decos[i].version != PL_DECORATOR_VERSION || !decos[i].fn)
-            return pl__run_fail(r, PL_EINVAL, "run %s: call to '%s' at %s: "
-                                              "decorator %zu has no function "
-                                              "or is not PL_DECORATOR_INIT'd",
+            return pl__run_fail(r, PL_EINVAL,
+                                "run %s: call to '%s' at %s: "
+                                "decorator %zu has no function "
+                                "or is not PL_DECORATOR_INIT'd",
                                 r->id, a->policy, c->path, i);
     const pl_policy_def *def = pl_registry_find(r->e->reg, a->policy);
     char seed_hex[2 * PL_HASH_LEN + 1];
@@ -189,8 +200,8 @@ int pl_ctx_call(pl_step **out, pl_ctx *c, const pl_action *a,
                                      a->actions, a->n_actions, seed,
                                      r->e->max_payload);
         if (st)
-            return pl__run_fail(r, st, "run %s: call to '%s' at %s: %s",
-                                r->id, a->policy, c->path, pl_errmsg());
+            return pl__run_fail(r, st, "run %s: call to '%s' at %s: %s", r->id,
+                                a->policy, c->path, pl_errmsg());
         st = pl__inv_append(c, PL_STEP_ACTION_CALL, c->def->name,
                             r->scratch.data, r->scratch.len, code, NULL,
                             &replayed, NULL);
@@ -252,8 +263,9 @@ int pl_ctx_call_step(pl_step **out, pl_ctx *c, const pl_step *call,
     if (call->type != PL_STEP_ACTION_CALL || !call->in_ledger ||
         strncmp(id, c->path, plen) != 0 || id[plen] != ':' ||
         call->seq >= c->next_seq)
-        return pl__err(PL_EINVAL, "pl_ctx_call_step: step '%s' is not an "
-                                  "action_call recorded in the ledger of %s",
+        return pl__err(PL_EINVAL,
+                       "pl_ctx_call_step: step '%s' is not an "
+                       "action_call recorded in the ledger of %s",
                        id, c->path);
     uint64_t t0 = pl__ev_clock(r);
     const uint8_t *v, *pv;
@@ -277,16 +289,19 @@ int pl_ctx_call_step(pl_step **out, pl_ctx *c, const pl_step *call,
                                        PL_ERR_INVALID_INPUT,
                                        "malformed action_call: it needs "
                                        "{\"policy\": name, \"payload\": "
-                                       "{...}}", t0, out);
+                                       "{...}}",
+                                       t0, out);
     bool ok = false;
     for (size_t i = 0; i < allowed->n_actions && !ok; i++)
         ok = strcmp(allowed->actions[i], policy) == 0;
     if (!ok) {
         char msg[PL_MAX_NAME + 80];
-        snprintf(msg, sizeof msg, "'%s' is not among the actions this policy "
-                                  "may invoke", policy);
-        return pl__callee_finish_error(c, call->seq, policy,
-                                       PL_ERR_NOT_ALLOWED, msg, t0, out);
+        snprintf(msg, sizeof msg,
+                 "'%s' is not among the actions this policy "
+                 "may invoke",
+                 policy);
+        return pl__callee_finish_error(c, call->seq, policy, PL_ERR_NOT_ALLOWED,
+                                       msg, t0, out);
     }
     cJSON *payload = NULL;
     st = pl__payload_decode(&payload, pv, pn);

@@ -160,10 +160,11 @@ int pl__callee_execute(pl_ctx *c, uint32_t call_seq, bool call_replayed,
     r->cur = c; /* the child's context is stale from here on */
     if (st && !r->stop) {
         bool said = pl__errmsg_set();
-        st = pl__run_fail(r, st, "run %s: a decorator around '%s' at %s "
-                                 "returned %s%s%s", r->id, def->name,
-                          child->path, pl_status_name(st), said ? ": " : "",
-                          said ? pl_errmsg() : "");
+        st = pl__run_fail(r, st,
+                          "run %s: a decorator around '%s' at %s "
+                          "returned %s%s%s",
+                          r->id, def->name, child->path, pl_status_name(st),
+                          said ? ": " : "", said ? pl_errmsg() : "");
     }
     if (st) {
         if (st != PL_ESUSPENDED)
@@ -199,11 +200,12 @@ int pl__callee_serve(pl_ctx *c, const pl__rec *rec, uint32_t call_seq,
     int st;
     assert(c->peeked && rec == &c->rec); /* the result at the cursor */
     if (!pl__rec_actor_is(rec, callee))
-        return pl__run_fail(r, PL_ENONDET, "non-determinism in run %s: the "
-                                           "result at %s:%u is from '%.*s', "
-                                           "the call was to '%s'", r->id,
-                            c->path, seq, (int)rec->actor_len, rec->actor,
-                            callee);
+        return pl__run_fail(r, PL_ENONDET,
+                            "non-determinism in run %s: the "
+                            "result at %s:%u is from '%.*s', "
+                            "the call was to '%s'",
+                            r->id, c->path, seq, (int)rec->actor_len,
+                            rec->actor, callee);
     if (out && (st = pl__step_from_rec(rec, c->path, out)))
         return pl__run_fail(r, st, "run %s: the result at %s:%u: %s", r->id,
                             c->path, seq, pl_errmsg());

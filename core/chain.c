@@ -28,15 +28,16 @@ static int run_policy(pl_ctx *c, const pl_action *a, pl_steps *out)
         st = r->stop;
     } else if (st) {
         bool said = pl__errmsg_set();
-        st = pl__run_fail(r, PL_EPOLICY, "run %s: policy '%s' at %s returned "
-                                         "%s%s%s", r->id, c->def->name,
-                          c->path, pl_status_name(st), said ? ": " : "",
-                          said ? pl_errmsg() : "");
+        st = pl__run_fail(r, PL_EPOLICY,
+                          "run %s: policy '%s' at %s returned "
+                          "%s%s%s",
+                          r->id, c->def->name, c->path, pl_status_name(st),
+                          said ? ": " : "", said ? pl_errmsg() : "");
     }
     for (size_t i = 0; !st && i < ret.n; i++) {
         pl_step *s = ret.v[i];
         if (s->in_ledger) { /* pl_ctx_emit() recorded it already */
-            assert(s->id); /* pl__step_place() named it */
+            assert(s->id);  /* pl__step_place() named it */
             if (pl__steps_push(out, s))
                 st = pl__run_fail(r, PL_ENOMEM, "out of memory");
             else
@@ -44,9 +45,10 @@ static int run_policy(pl_ctx *c, const pl_action *a, pl_steps *out)
             continue;
         }
         if (s->mp_len > r->e->max_payload) {
-            st = pl__run_fail(r, PL_ELIMIT, "run %s: policy '%s' at %s "
-                                            "returned a step with a payload "
-                                            "of %zu bytes; the limit is %zu",
+            st = pl__run_fail(r, PL_ELIMIT,
+                              "run %s: policy '%s' at %s "
+                              "returned a step with a payload "
+                              "of %zu bytes; the limit is %zu",
                               r->id, c->def->name, c->path, s->mp_len,
                               r->e->max_payload);
             break;
@@ -59,8 +61,8 @@ static int run_policy(pl_ctx *c, const pl_action *a, pl_steps *out)
             size_t name_len;
             if (pl__map_find(s->mp, s->mp_len, "policy", &v, &vn) &&
                 pl__mp_str(v, vn, &name, &name_len)) {
-                const pl_policy_def *d =
-                    pl__registry_find_n(r->e->reg, name, name_len);
+                const pl_policy_def *d = pl__registry_find_n(r->e->reg, name,
+                                                             name_len);
                 code = d ? d->code_version : NULL;
             }
         }
@@ -117,8 +119,8 @@ int pl__run_root(pl__run *r, const pl_policy_def *def, const pl_action *root,
 
 /* ---- emitting steps from decorators -------------------------------------------------------- */
 
-int pl_ctx_emit(pl_ctx *c, pl_steps *out, pl_step_type type,
-                const char *actor, const cJSON *payload)
+int pl_ctx_emit(pl_ctx *c, pl_steps *out, pl_step_type type, const char *actor,
+                const cJSON *payload)
 {
     int st = pl__ctx_check(c, "pl_ctx_emit");
     if (st)

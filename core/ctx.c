@@ -20,12 +20,13 @@ int pl__ctx_check(const pl_ctx *c, const char *fn)
     if (!c)
         return pl__err(PL_EINVAL, "%s: ctx is NULL", fn);
     if (c->run->cur != c)
-        return pl__err(PL_EINVAL, "%s: the context of '%s' at %s in run %s "
-                                  "is not the running invocation's: a "
-                                  "context is valid only while its own "
-                                  "policy runs, not after it returned, nor "
-                                  "inside a call it makes", fn, c->def->name,
-                       c->path, c->run->id);
+        return pl__err(PL_EINVAL,
+                       "%s: the context of '%s' at %s in run %s "
+                       "is not the running invocation's: a "
+                       "context is valid only while its own "
+                       "policy runs, not after it returned, nor "
+                       "inside a call it makes",
+                       fn, c->def->name, c->path, c->run->id);
     return PL_OK;
 }
 
@@ -92,9 +93,10 @@ int pl_ctx_ledger(const pl_steps **out, pl_ctx *c)
     }
     pl__kvs_free(&recs);
     if (!st && seq != c->next_seq)
-        st = pl__err(PL_ECORRUPT, "run %s: ledger %s has %u readable steps, "
-                                  "expected %u", r->id, c->path, seq,
-                     c->next_seq);
+        st = pl__err(PL_ECORRUPT,
+                     "run %s: ledger %s has %u readable steps, "
+                     "expected %u",
+                     r->id, c->path, seq, c->next_seq);
     if (st) {
         pl_steps_clear(l); /* read it all again next time */
         return st;

@@ -43,8 +43,9 @@ static int loop_fn(pl_ctx *ctx, const pl_action *action, pl_steps *out,
     if (max == 0)
         snprintf(msg, sizeof msg, "loop: max_turns is 0, so no turn ran");
     else
-        snprintf(msg, sizeof msg, "loop: the policy still called actions "
-                                  "after max_turns=%llu turns",
+        snprintf(msg, sizeof msg,
+                 "loop: the policy still called actions "
+                 "after max_turns=%llu turns",
                  (unsigned long long)max);
     cJSON *err = cJSON_CreateObject();
     if (!err || !cJSON_AddTrueToObject(err, "error") ||
@@ -71,9 +72,8 @@ pl_decorator pl_decorator_loop(unsigned max_turns)
  * Execute every action_call the inner chain returned, appending each
  * result to the ledger and to the output.
  */
-static int invoke_action_fn(pl_ctx *ctx, const pl_action *action,
-                            pl_steps *out, const pl_decorator *self,
-                            pl_next *next)
+static int invoke_action_fn(pl_ctx *ctx, const pl_action *action, pl_steps *out,
+                            const pl_decorator *self, pl_next *next)
 {
     (void)self;
     pl_steps *turn = NULL, *results = NULL;

@@ -29,7 +29,7 @@
 
 #include "internal.h"
 
-#define LEAD_MAX 8     /* groups one leader commits before handing on */
+#define LEAD_MAX 8 /* groups one leader commits before handing on */
 #define REMOTE_LEASE_US (60 * 1000000LL)
 
 enum { W_WAITING = 0, W_DONE = 1, W_LEAD = 2 };
@@ -95,9 +95,18 @@ const char *pl_run_status_name(pl_run_status s)
 }
 
 static const char *const event_names[] = {
-    NULL,           "run_started",    "call_started",  "call_served",
-    "call_completed", "call_failed",  "step_appended", "step_replayed",
-    "commit",       "code_changed",   "run_suspended", "run_completed",
+    NULL,
+    "run_started",
+    "call_started",
+    "call_served",
+    "call_completed",
+    "call_failed",
+    "step_appended",
+    "step_replayed",
+    "commit",
+    "code_changed",
+    "run_suspended",
+    "run_completed",
     "run_failed",
 };
 
@@ -141,9 +150,10 @@ int pl_engine_open(pl_engine **out, const char *path,
     if (!registry)
         return pl__err(PL_EINVAL, "pl_engine_open: a registry is required");
     if (opts->version != PL_ENGINE_OPTIONS_VERSION)
-        return pl__err(PL_EINVAL, "pl_engine_open: options version %u, this "
-                                  "library knows %d (use "
-                                  "PL_ENGINE_OPTIONS_INIT)",
+        return pl__err(PL_EINVAL,
+                       "pl_engine_open: options version %u, this "
+                       "library knows %d (use "
+                       "PL_ENGINE_OPTIONS_INIT)",
                        opts->version, PL_ENGINE_OPTIONS_VERSION);
     if (!pl_durability_name(opts->durability))
         return pl__err(PL_EINVAL, "pl_engine_open: unknown durability %d",
@@ -198,8 +208,10 @@ int pl__engine_claim(pl_engine *e, uint64_t num, const char *id)
     pthread_mutex_lock(&e->mu);
     for (size_t i = 0; i < e->n_active; i++) {
         if (e->active[i] == num) {
-            rc = pl__err(PL_EBUSY, "run '%s' is being executed by another "
-                                   "thread of this process", id);
+            rc = pl__err(PL_EBUSY,
+                         "run '%s' is being executed by another "
+                         "thread of this process",
+                         id);
             goto done;
         }
     }
@@ -380,7 +392,7 @@ void pl__emit(pl__run *r, pl_event_kind kind, const char *path, uint32_t seq,
     pl_engine *e = r->e;
     if (!e->on_event)
         return;
-    pl_event ev = {kind, r->id, path, seq, policy, type, status, elapsed_ns,
-                   detail};
+    pl_event ev = {kind, r->id,  path,       seq,   policy,
+                   type, status, elapsed_ns, detail};
     e->on_event(&ev, e->event_user);
 }

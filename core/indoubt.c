@@ -41,7 +41,8 @@ static int in_doubt_payload(pl__buf *b, pl_ctx *c, uint32_t call_seq,
              "call %s:%u to '%s' was in flight when the run stopped; its "
              "effect is unknown. Resume with {\"decision\": \"rerun\"}, "
              "{\"decision\": \"fail\"}, or {\"decision\": \"result\", "
-             "\"result\": {...}}.", c->path, call_seq, callee);
+             "\"result\": {...}}.",
+             c->path, call_seq, callee);
     char call_id[PL__PATH_MAX + 16];
     snprintf(call_id, sizeof call_id, "%s:%u", c->path, call_seq);
     cJSON *o = cJSON_CreateObject(), *p = cJSON_CreateObject();
@@ -105,20 +106,22 @@ int pl__in_doubt(pl_ctx *c, uint32_t call_seq, const pl_action *a,
             return st;
         if (!rec) {
             if (r->check)
-                return pl__run_fail(r, PL_ECHECK, "check: run %s is suspended "
-                                                  "at %s:%u", r->id, c->path,
-                                    seq);
+                return pl__run_fail(r, PL_ECHECK,
+                                    "check: run %s is suspended "
+                                    "at %s:%u",
+                                    r->id, c->path, seq);
             pl__suspend_here(c, seq, NULL, 0); /* still waiting for an answer */
             return r->stop;
         }
         if (rec->type != PL_STEP_RESUME)
-            return pl__run_fail(r, PL_ENONDET, "run %s: after the suspension "
-                                               "at %s:%u the ledger records "
-                                               "%s, not a resume", r->id,
-                                c->path, seq, pl_step_type_name(rec->type));
+            return pl__run_fail(r, PL_ENONDET,
+                                "run %s: after the suspension "
+                                "at %s:%u the ledger records "
+                                "%s, not a resume",
+                                r->id, c->path, seq,
+                                pl_step_type_name(rec->type));
         cJSON *answer = NULL;
-        if ((st = pl__payload_decode_in(&answer, rec->payload,
-                                        rec->payload_len,
+        if ((st = pl__payload_decode_in(&answer, rec->payload, rec->payload_len,
                                         pl__step_wrapping(rec->type))))
             return pl__run_fail(r, st, "run %s: %s", r->id, pl_errmsg());
         if ((st = pl__inv_consume_checked(c))) {
@@ -163,20 +166,22 @@ int pl__in_doubt(pl_ctx *c, uint32_t call_seq, const pl_action *a,
         if (rec && pl__is_engine_suspend(rec))
             continue; /* the rerun was in doubt too */
         if (rec)
-            return pl__run_fail(r, PL_ENONDET, "non-determinism in run %s: "
-                                               "after the rerun decision at "
-                                               "%s:%u the ledger records %s",
+            return pl__run_fail(r, PL_ENONDET,
+                                "non-determinism in run %s: "
+                                "after the rerun decision at "
+                                "%s:%u the ledger records %s",
                                 r->id, c->path, seq + 1,
                                 pl_step_type_name(rec->type));
         if (r->check)
-            return pl__run_fail(r, PL_ECHECK, "check: run %s: the call at "
-                                              "%s:%u to '%s' has no recorded "
-                                              "result; replay would execute "
-                                              "it", r->id, c->path, call_seq,
-                                a->policy);
+            return pl__run_fail(r, PL_ECHECK,
+                                "check: run %s: the call at "
+                                "%s:%u to '%s' has no recorded "
+                                "result; replay would execute "
+                                "it",
+                                r->id, c->path, call_seq, a->policy);
         if (r->crashed_before)
             continue; /* the rerun was in flight at a crash: ask again */
-        return pl__callee_execute(c, call_seq, true, a, def, decos, n_decos,
-                                  t0, out);
+        return pl__callee_execute(c, call_seq, true, a, def, decos, n_decos, t0,
+                                  out);
     }
 }

@@ -37,9 +37,8 @@ void pl_run_info_free(pl_run_info *pub)
     free(in);
 }
 
-static int info_build(pl_engine *e, const char *id, size_t id_len,
-                      uint64_t num, const uint8_t *info, size_t info_len,
-                      pl_run_info **out)
+static int info_build(pl_engine *e, const char *id, size_t id_len, uint64_t num,
+                      const uint8_t *info, size_t info_len, pl_run_info **out)
 {
     *out = NULL;
     info_impl *in = calloc(1, sizeof *in);
@@ -58,8 +57,7 @@ static int info_build(pl_engine *e, const char *id, size_t id_len,
         st = pl__payload_decode(&in->payload, in->ri.payload,
                                 in->ri.payload_len);
     if (!st && in->st.prompt)
-        st = pl__payload_decode(&in->prompt, in->st.prompt,
-                                in->st.prompt_len);
+        st = pl__payload_decode(&in->prompt, in->st.prompt, in->st.prompt_len);
     if (st) {
         int keep = st;
         pl__err(st, "run '%s': %s", in->id, pl_errmsg());
@@ -174,10 +172,9 @@ static int find_answer(pl_engine *e, uint64_t num, const uint32_t *comps,
             pl__kvs_reset(hold);
             i = 0;
             /* one record at a time: it is nearly always the next one */
-            int st = seq == UINT32_MAX
-                         ? PL_OK
-                         : pl__store_read(e->store, prefix, plen, seq + 1,
-                                          1, 1, hold);
+            int st = seq == UINT32_MAX ? PL_OK
+                                       : pl__store_read(e->store, prefix, plen,
+                                                        seq + 1, 1, 1, hold);
             if (st || !hold->n)
                 return st;
         }
@@ -212,8 +209,7 @@ static int read_mirror(pl_engine *e, pl__hasher **hasher, uint64_t num,
     char at[PL__PATH_MAX + 16];
     int st = find_answer(e, num, comps, depth, hold, &caller, &found, at);
     if (st)
-        return pl__err(st, "it holds its caller's result, but %s",
-                       pl_errmsg());
+        return pl__err(st, "it holds its caller's result, but %s", pl_errmsg());
     if (!found)
         return pl__err(PL_ECORRUPT, "it holds its caller's result, but the "
                                     "caller records none");
@@ -222,8 +218,10 @@ static int read_mirror(pl_engine *e, pl__hasher **hasher, uint64_t num,
         (st = pl__step_hash(*hasher, key, klen, val, vlen, h)))
         return st;
     if (caller.link_folded || memcmp(h, caller.link_hash, PL_HASH_LEN) != 0)
-        return pl__err(PL_ECORRUPT, "it holds its caller's result, but that "
-                                    "result, %s, does not link to it", at);
+        return pl__err(PL_ECORRUPT,
+                       "it holds its caller's result, but that "
+                       "result, %s, does not link to it",
+                       at);
     pl__rec_mirror(rec, &caller);
     if ((st = pl__rec_check(rec)))
         return pl__err(st, "its caller's result, %s: %s", at, pl_errmsg());
@@ -256,7 +254,8 @@ static int genesis_of(pl__hasher **hasher, const char *run_id,
     return st ? st : pl__genesis_hash(*hasher, run_id, out);
 }
 
-int pl_run_ledger(pl_steps **out, pl_engine *e, const char *run_id, const char *path)
+int pl_run_ledger(pl_steps **out, pl_engine *e, const char *run_id,
+                  const char *path)
 {
     if (!out)
         return pl__err(PL_EINVAL, "pl_run_ledger: out is NULL");
@@ -285,8 +284,8 @@ int pl_run_ledger(pl_steps **out, pl_engine *e, const char *run_id, const char *
     pl__hasher *hasher = NULL;
     uint32_t seq = 0;
     for (;;) {
-        st = pl__store_read(e->store, prefix, plen, seq, CHUNK,
-                            (size_t)1 << 20, &recs);
+        st = pl__store_read(e->store, prefix, plen, seq, CHUNK, (size_t)1 << 20,
+                            &recs);
         if (st || !recs.n)
             break;
         for (size_t i = 0; !st && i < recs.n; i++, seq++) {
@@ -302,16 +301,16 @@ int pl_run_ledger(pl_steps **out, pl_engine *e, const char *run_id, const char *
                                  &hold);
             }
             if (st) {
-                st = pl__err(st, "run '%s', step %s:%u: %s", run_id, canon,
-                             seq, pl_errmsg());
+                st = pl__err(st, "run '%s', step %s:%u: %s", run_id, canon, seq,
+                             pl_errmsg());
                 break;
             }
             pl_step *s = NULL;
             if ((st = pl__step_from_rec(&rec, canon, &s)) ||
                 (st = pl__steps_push(l, s))) {
                 pl_step_free(s);
-                st = pl__err(st, "run '%s', step %s:%u: %s", run_id, canon,
-                             seq, pl_errmsg());
+                st = pl__err(st, "run '%s', step %s:%u: %s", run_id, canon, seq,
+                             pl_errmsg());
             }
         }
         if (st)
@@ -399,15 +398,14 @@ static int walk_rec(const uint8_t *key, size_t klen, const uint8_t *val,
     uint32_t comps[PL_MAX_DEPTH], seq;
     unsigned depth;
     if (!pl__key_parse(key, klen, &run, comps, &depth, &seq))
-        return pl__err(PL_ECORRUPT, "run '%s' has a malformed step key",
-                       w->id);
+        return pl__err(PL_ECORRUPT, "run '%s' has a malformed step key", w->id);
     char path[PL__PATH_MAX];
     pl__path_format(path, comps, depth);
     pl__rec rec;
     int st = pl__rec_decode_lazy(&rec, val, vlen);
     if (!st && rec.mirrored)
-        st = read_mirror(w->e, &w->hasher, w->num, comps, depth, key, klen,
-                         val, vlen, &rec, &w->hold);
+        st = read_mirror(w->e, &w->hasher, w->num, comps, depth, key, klen, val,
+                         vlen, &rec, &w->hold);
     if (st)
         return pl__err(st, "run '%s', step %s:%u: %s", w->id, path, seq,
                        pl_errmsg());
@@ -450,8 +448,8 @@ int pl_run_walk(pl_engine *e, const char *run_id, pl_step_visit_fn visit,
         st = pl__store_run_find(e->store, run_id, &num, NULL);
     if (st)
         return st;
-    walk_ctx w = {.e = e, .id = run_id, .num = num, .visit = visit,
-                  .user = user};
+    walk_ctx w = {
+        .e = e, .id = run_id, .num = num, .visit = visit, .user = user};
     st = scan_run(e, num, walk_rec, &w);
     pl__kvs_free(&w.hold);
     pl__hasher_free(w.hasher);
@@ -478,10 +476,10 @@ typedef struct vlevel {
     uint32_t next_seq;
     uint8_t prev[PL_HASH_LEN]; /* the hash of its last step: its head */
     pl_step_type last_type;
-    bool last_mirror; /* its last step is a mirror */
+    bool last_mirror;   /* its last step is a mirror */
     bool owes;          /* a callee ended in a mirror: the result is due */
     uint32_t owed_call; /* for the call at this seq */
-    vchild *children; /* heads of its callee ledgers, closed so far */
+    vchild *children;   /* heads of its callee ledgers, closed so far */
     size_t n_children, cap_children;
 } vlevel;
 
@@ -499,8 +497,7 @@ typedef struct verify_ctx {
  * resumptions of an in-doubt call, must be the action_result answering it.
  * @p rec is the caller's next step, NULL at the caller's end.
  */
-static int mirror_answered(const verify_ctx *v, unsigned d,
-                           const pl__rec *rec)
+static int mirror_answered(const verify_ctx *v, unsigned d, const pl__rec *rec)
 {
     const vlevel *l = &v->lv[d];
     if (!l->owes)
@@ -511,9 +508,11 @@ static int mirror_answered(const verify_ctx *v, unsigned d,
         return PL_OK;
     char path[PL__PATH_MAX];
     pl__path_format(path, l->comps, d);
-    return pl__err(PL_ECORRUPT, "run '%s': the last step of ledger %s.%u "
-                                "holds its caller's result, but the caller "
-                                "records none", v->id, path, l->owed_call);
+    return pl__err(PL_ECORRUPT,
+                   "run '%s': the last step of ledger %s.%u "
+                   "holds its caller's result, but the caller "
+                   "records none",
+                   v->id, path, l->owed_call);
 }
 
 /* A ledger is complete: hand its head to its caller's level. */
@@ -545,18 +544,19 @@ static int close_level(verify_ctx *v, unsigned d)
 }
 
 /* An action_result's link must name its callee ledger's head. */
-static int check_link(verify_ctx *v, unsigned d, const char *path,
-                      uint32_t seq, const pl__rec *rec)
+static int check_link(verify_ctx *v, unsigned d, const char *path, uint32_t seq,
+                      const pl__rec *rec)
 {
     const vlevel *l = &v->lv[d];
     if (rec->link_folded) { /* the callee's one step is in this record */
         for (size_t i = 0; i < l->n_children; i++)
             if (l->children[i].comp == rec->link_seq)
-                return pl__err(PL_ECORRUPT, "run '%s', step %s:%u: the "
-                                            "result holds its callee's one "
-                                            "step, but ledger %s.%u holds "
-                                            "steps too", v->id, path, seq,
-                               path, rec->link_seq);
+                return pl__err(PL_ECORRUPT,
+                               "run '%s', step %s:%u: the "
+                               "result holds its callee's one "
+                               "step, but ledger %s.%u holds "
+                               "steps too",
+                               v->id, path, seq, path, rec->link_seq);
         v->steps++;
         return PL_OK;
     }
@@ -568,11 +568,12 @@ static int check_link(verify_ctx *v, unsigned d, const char *path,
         }
     }
     if (memcmp(head, rec->link_hash, PL_HASH_LEN) != 0)
-        return pl__err(PL_ECORRUPT, "run '%s', step %s:%u: the result does "
-                                    "not match the ledger %s.%u of the call "
-                                    "it answers (its last step changed or "
-                                    "is missing)", v->id, path, seq, path,
-                       rec->link_seq);
+        return pl__err(PL_ECORRUPT,
+                       "run '%s', step %s:%u: the result does "
+                       "not match the ledger %s.%u of the call "
+                       "it answers (its last step changed or "
+                       "is missing)",
+                       v->id, path, seq, path, rec->link_seq);
     return PL_OK;
 }
 
@@ -585,8 +586,7 @@ static int verify_rec(const uint8_t *key, size_t klen, const uint8_t *val,
     unsigned d;
     int st;
     if (!pl__key_parse(key, klen, &run, comps, &d, &seq))
-        return pl__err(PL_ECORRUPT, "run '%s' has a malformed step key",
-                       v->id);
+        return pl__err(PL_ECORRUPT, "run '%s' has a malformed step key", v->id);
     char path[PL__PATH_MAX];
     pl__path_format(path, comps, d);
     for (unsigned i = PL_MAX_DEPTH; i > d; i--) /* subtrees behind us */
@@ -598,12 +598,12 @@ static int verify_rec(const uint8_t *key, size_t klen, const uint8_t *val,
         return st;
     if (d > 0) {
         const vlevel *p = &v->lv[d - 1];
-        if (!p->open ||
-            memcmp(p->comps, comps, (d - 1) * sizeof *comps) != 0 ||
+        if (!p->open || memcmp(p->comps, comps, (d - 1) * sizeof *comps) != 0 ||
             p->next_seq != comps[d - 1] + 1 ||
             p->last_type != PL_STEP_ACTION_CALL)
-            return pl__err(PL_ECORRUPT, "run '%s': ledger %s does not follow "
-                                        "the action_call that created it",
+            return pl__err(PL_ECORRUPT,
+                           "run '%s': ledger %s does not follow "
+                           "the action_call that created it",
                            v->id, path);
     }
     if (!same) { /* a ledger begins */
@@ -616,14 +616,16 @@ static int verify_rec(const uint8_t *key, size_t klen, const uint8_t *val,
         memcpy(l->prev, v->genesis, PL_HASH_LEN);
     }
     if (seq != l->next_seq)
-        return pl__err(PL_ECORRUPT, "run '%s': ledger %s is missing step %u "
-                                    "(found step %u next)", v->id, path,
-                       l->next_seq, seq);
+        return pl__err(PL_ECORRUPT,
+                       "run '%s': ledger %s is missing step %u "
+                       "(found step %u next)",
+                       v->id, path, l->next_seq, seq);
     if (l->last_mirror)
-        return pl__err(PL_ECORRUPT, "run '%s', step %s:%u follows a step "
-                                    "that holds its caller's result, which "
-                                    "only a ledger's last step may", v->id,
-                       path, seq);
+        return pl__err(PL_ECORRUPT,
+                       "run '%s', step %s:%u follows a step "
+                       "that holds its caller's result, which "
+                       "only a ledger's last step may",
+                       v->id, path, seq);
     pl__rec rec;
     st = pl__rec_decode_lazy(&rec, val, vlen);
     if (!st && rec.mirrored && d == 0)
@@ -643,9 +645,11 @@ static int verify_rec(const uint8_t *key, size_t klen, const uint8_t *val,
         return pl__err(PL_ECORRUPT, "run '%s', step %s:%u records seq %u",
                        v->id, path, seq, rec.seq);
     if (memcmp(rec.prev_hash, l->prev, PL_HASH_LEN) != 0)
-        return pl__err(PL_ECORRUPT, "run '%s', step %s:%u: the hash chain is "
-                                    "broken (its stored hash of the previous "
-                                    "step does not match)", v->id, path, seq);
+        return pl__err(PL_ECORRUPT,
+                       "run '%s', step %s:%u: the hash chain is "
+                       "broken (its stored hash of the previous "
+                       "step does not match)",
+                       v->id, path, seq);
     if (rec.has_link && (st = check_link(v, d, path, seq, &rec)))
         return st;
     if ((st = pl__step_hash(v->hasher, key, klen, val, vlen, l->prev)))
@@ -674,8 +678,10 @@ int pl_run_head(uint8_t out[PL_HASH_LEN], pl_engine *e, const char *run_id)
         st = pl__run_state_decode(&rs, sb.data, sb.len);
     if (!st && (!rs.has_head || (rs.status != PL_RUN_COMPLETED &&
                                  rs.status != PL_RUN_SUSPENDED)))
-        st = pl__err(PL_ESTATE, "run '%s' is %s: only a completed or "
-                                "suspended run records its head", run_id,
+        st = pl__err(PL_ESTATE,
+                     "run '%s' is %s: only a completed or "
+                     "suspended run records its head",
+                     run_id,
                      pl_run_status_name(rs.status)
                          ? pl_run_status_name(rs.status)
                          : "in an unknown state");
@@ -717,16 +723,19 @@ int pl_run_verify(pl_engine *e, const char *run_id)
         /* the root ledger's last step is anchored in the run's record */
         const uint8_t *head = v.lv[0].open ? v.lv[0].prev : v.genesis;
         if (memcmp(head, rs.head, PL_HASH_LEN) != 0)
-            st = pl__err(PL_ECORRUPT, "run '%s': the root ledger's last step "
-                                      "does not match the run's record (it "
-                                      "changed or is missing)", run_id);
+            st = pl__err(PL_ECORRUPT,
+                         "run '%s': the root ledger's last step "
+                         "does not match the run's record (it "
+                         "changed or is missing)",
+                         run_id);
     }
     for (size_t i = 0; i < PL__ARRAY_LEN(v.lv); i++)
         free(v.lv[i].children);
     if (!st && rs.status != PL_RUN_RUNNING && v.steps != rs.steps)
-        st = pl__err(PL_ECORRUPT, "run '%s' records %llu steps but holds "
-                                  "%llu", run_id,
-                     (unsigned long long)rs.steps,
+        st = pl__err(PL_ECORRUPT,
+                     "run '%s' records %llu steps but holds "
+                     "%llu",
+                     run_id, (unsigned long long)rs.steps,
                      (unsigned long long)v.steps);
     pl__hasher_free(v.hasher);
     pl__run_state_clear(&rs);

@@ -46,17 +46,17 @@ struct pl_step {
     pl_step_type type;
     uint32_t seq;
     int64_t time_us;
-    bool in_ledger;   /* seq, id, time and prev are known */
-    bool replayed;    /* matched a recorded step during this execution */
-    bool decoded;     /* json is valid (possibly NULL after OOM) */
-    char *actor;      /* in the same allocation as the step */
-    uint8_t *mp;      /* payload, msgpack map; in the same allocation */
+    bool in_ledger; /* seq, id, time and prev are known */
+    bool replayed;  /* matched a recorded step during this execution */
+    bool decoded;   /* json is valid (possibly NULL after OOM) */
+    char *actor;    /* in the same allocation as the step */
+    uint8_t *mp;    /* payload, msgpack map; in the same allocation */
     size_t mp_len;
-    char *id;         /* NULL until in a ledger; idbuf when it fits */
-    char *code;       /* may be NULL */
-    cJSON *json;      /* decoded payload, on first use; read-only, its
+    char *id;    /* NULL until in a ledger; idbuf when it fits */
+    char *code;  /* may be NULL */
+    cJSON *json; /* decoded payload, on first use; read-only, its
                          nodes in the step's allocation or in tree */
-    void *tree;       /* the block a lazily decoded json lives in */
+    void *tree;  /* the block a lazily decoded json lives in */
     uint8_t prev[PL_HASH_LEN];
     char idbuf[40];
 };
@@ -143,7 +143,8 @@ PL__HIDDEN void pl__engine_commit_many(pl_engine *e, pl__gc_item *items,
  * Returns false (and does nothing) anywhere else. */
 PL__HIDDEN bool pl__pool_commit(pl_engine *e, pl__batch *b, int *rc);
 /* Mark a run as executing here; PL_EBUSY when it is already. */
-PL__HIDDEN int pl__engine_claim(pl_engine *e, uint64_t num, const char *id) PL__MUST_CHECK;
+PL__HIDDEN int pl__engine_claim(pl_engine *e, uint64_t num,
+                                const char *id) PL__MUST_CHECK;
 PL__HIDDEN void pl__engine_release(pl_engine *e, uint64_t num);
 PL__HIDDEN bool pl__engine_owns(pl_engine *e, uint64_t num);
 /* Is the owner recorded in @p st a live process other than this one? */
@@ -152,7 +153,8 @@ PL__HIDDEN bool pl__owner_alive(pl_engine *e, const pl__run_state *st);
 /* ---- runs and invocations ------------------------------------------------------- */
 
 #define PL__PATH_MAX (2 + PL_MAX_DEPTH * 11)
-#define PL__HEARTBEAT_US 1000000 /* how often a running run's state is
+#define PL__HEARTBEAT_US                                                       \
+    1000000 /* how often a running run's state is
                                     rewritten */
 
 typedef struct pl__run {
@@ -172,7 +174,7 @@ typedef struct pl__run {
     pl__batch batch; /* steps appended since the last commit */
     pl__hasher *hasher;
     uint8_t genesis[PL_HASH_LEN]; /* what step 0 of each ledger links to */
-    pl__buf scratch; /* payload encoding */
+    pl__buf scratch;              /* payload encoding */
 
     pl_ctx *inv[PL_MAX_DEPTH + 1]; /* the invocation at each depth */
     pl_ctx *cur; /* the innermost running one: the only usable context */
@@ -217,11 +219,11 @@ struct pl_ctx {
      * so hashing it at once could be wasted.)  A commit hashes what is
      * pending before it empties the batch.
      */
-    bool last_hash_ok;              /* last_hash holds it */
+    bool last_hash_ok; /* last_hash holds it */
     uint8_t last_hash[PL_HASH_LEN];
-    bool hash_pending;              /* else: batch entry pending_at */
+    bool hash_pending; /* else: batch entry pending_at */
     size_t pending_at;
-    pl__buf last_rec;               /* else: step next_seq-1's record */
+    pl__buf last_rec; /* else: step next_seq-1's record */
 
     pl_steps view; /* pl_ctx_ledger(): steps 0..view.n-1, read so far */
 };
@@ -243,8 +245,7 @@ static inline uint64_t pl__ev_clock(const pl__run *r)
 }
 
 PL__HIDDEN void pl__emit(pl__run *r, pl_event_kind kind, const char *path,
-                         uint32_t seq, const char *policy,
-                         pl_step_type type, int status, uint64_t elapsed_ns,
-                         const char *detail);
+                         uint32_t seq, const char *policy, pl_step_type type,
+                         int status, uint64_t elapsed_ns, const char *detail);
 
 #endif /* PL_INTERNAL_H */

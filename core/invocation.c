@@ -43,13 +43,14 @@
 #include "path.h"
 #include "run.h"
 
-int pl__inv_open(pl__run *r, pl_ctx *parent, uint32_t call_seq,
-                 bool replaying, const pl_policy_def *def, pl_ctx **out)
+int pl__inv_open(pl__run *r, pl_ctx *parent, uint32_t call_seq, bool replaying,
+                 const pl_policy_def *def, pl_ctx **out)
 {
     unsigned depth = parent ? parent->depth + 1 : 0;
     if (depth > PL_MAX_DEPTH)
-        return pl__run_fail(r, PL_ELIMIT, "run %s: invocation %s calls '%s' "
-                                          "deeper than %d levels",
+        return pl__run_fail(r, PL_ELIMIT,
+                            "run %s: invocation %s calls '%s' "
+                            "deeper than %d levels",
                             r->id, parent->path, def->name, PL_MAX_DEPTH);
     /* a child opens only from the running invocation, after its caller's
      * action_call; the root, before anything runs */
@@ -102,12 +103,13 @@ int pl__inv_open(pl__run *r, pl_ctx *parent, uint32_t call_seq,
 static int inv_load(pl_ctx *c)
 {
     pl__run *r = c->run;
-    int st = pl__store_read(r->e->store, c->prefix, c->prefix_len,
-                            c->next_seq, PL__AHEAD_N, PL__AHEAD_BYTES,
-                            &c->ahead);
+    int st = pl__store_read(r->e->store, c->prefix, c->prefix_len, c->next_seq,
+                            PL__AHEAD_N, PL__AHEAD_BYTES, &c->ahead);
     if (st)
-        return pl__run_fail(r, st, "run %s, invocation %s: reading the "
-                                   "ledger: %s", r->id, c->path, pl_errmsg());
+        return pl__run_fail(r, st,
+                            "run %s, invocation %s: reading the "
+                            "ledger: %s",
+                            r->id, c->path, pl_errmsg());
     c->ahead_pos = 0;
     c->peeked = false;
     if (c->ahead.n == 0) {
@@ -144,15 +146,17 @@ int pl__inv_peek(pl_ctx *c, const pl__rec **out)
             return pl__run_fail(r, st, "run %s: step %s:%u is unreadable: %s",
                                 r->id, c->path, c->next_seq, pl_errmsg());
         if (c->rec.seq != c->next_seq)
-            return pl__run_fail(r, PL_ECORRUPT, "run %s: step %s:%u records "
-                                                "seq %u", r->id, c->path,
-                                c->next_seq, c->rec.seq);
+            return pl__run_fail(r, PL_ECORRUPT,
+                                "run %s: step %s:%u records "
+                                "seq %u",
+                                r->id, c->path, c->next_seq, c->rec.seq);
         /* a callee runs again only when its caller records no result, and
          * a mirror is only ever written with that result */
         if (c->rec.mirrored)
-            return pl__run_fail(r, PL_ECORRUPT, "run %s: step %s:%u holds "
-                                                "its caller's result, but "
-                                                "the caller records none",
+            return pl__run_fail(r, PL_ECORRUPT,
+                                "run %s: step %s:%u holds "
+                                "its caller's result, but "
+                                "the caller records none",
                                 r->id, c->path, c->next_seq);
         c->peeked = true;
     }
@@ -184,8 +188,7 @@ static int hash_at(pl_ctx *c, uint32_t seq, const uint8_t *rec, size_t len,
     uint8_t key[PL__KEY_MAX];
     memcpy(key, c->prefix, c->prefix_len);
     pl__put_be32(key + c->prefix_len, seq);
-    return pl__step_hash(c->run->hasher, key, c->prefix_len + 4, rec, len,
-                         out);
+    return pl__step_hash(c->run->hasher, key, c->prefix_len + 4, rec, len, out);
 }
 
 /*
@@ -213,10 +216,11 @@ int pl__inv_consume_checked(pl_ctx *c)
         memcpy(c->last_hash, h, PL_HASH_LEN);
         c->last_hash_ok = true;
     } else if (memcmp(next->prev_hash, h, PL_HASH_LEN) != 0) {
-        return pl__run_fail(r, PL_ECORRUPT, "run %s: step %s:%u changed in "
-                                            "the store: the step after it "
-                                            "does not link to it", r->id,
-                            c->path, seq);
+        return pl__run_fail(r, PL_ECORRUPT,
+                            "run %s: step %s:%u changed in "
+                            "the store: the step after it "
+                            "does not link to it",
+                            r->id, c->path, seq);
     }
     return PL_OK;
 }
@@ -269,12 +273,13 @@ int pl__inv_finish(pl_ctx *c)
         return st;
     pl__run *r = c->run;
     char *was = pl__payload_text(rec->payload, rec->payload_len, 200);
-    st = pl__run_fail(r, PL_ENONDET, "non-determinism in run %s, invocation "
-                                     "%s: the policy ended at step %u, but "
-                                     "the ledger records more: %s by '%.*s' "
-                                     "%s", r->id, c->path, c->next_seq,
-                      pl_step_type_name(rec->type), (int)rec->actor_len,
-                      rec->actor, was ? was : "?");
+    st = pl__run_fail(r, PL_ENONDET,
+                      "non-determinism in run %s, invocation "
+                      "%s: the policy ended at step %u, but "
+                      "the ledger records more: %s by '%.*s' "
+                      "%s",
+                      r->id, c->path, c->next_seq, pl_step_type_name(rec->type),
+                      (int)rec->actor_len, rec->actor, was ? was : "?");
     free(was);
     return st;
 }
@@ -305,10 +310,11 @@ static int nondet(pl_ctx *c, const pl__rec *rec, pl_step_type type,
 {
     pl__run *r = c->run;
     if (!rec_intact(c))
-        return pl__run_fail(r, PL_ECORRUPT, "run %s: step %s:%u changed in "
-                                            "the store: the step after it "
-                                            "does not link to it", r->id,
-                            c->path, c->next_seq);
+        return pl__run_fail(r, PL_ECORRUPT,
+                            "run %s: step %s:%u changed in "
+                            "the store: the step after it "
+                            "does not link to it",
+                            r->id, c->path, c->next_seq);
     char *was = pl__payload_text(rec->payload, rec->payload_len, 200);
     char *now = pl__payload_text(mp, mp_len, 200);
     int st = pl__run_fail(
@@ -337,8 +343,8 @@ void pl__inv_matched(pl_ctx *c, const char *actor, const char *code)
     if (rec->type == PL_STEP_ACTION_CALL && !rec_code_is(rec, code) &&
         r->e->on_event) {
         char *detail = pl__asprintf(
-            "step %s:%u was recorded by code '%.*s', replayed by '%s'",
-            c->path, c->next_seq, rec->code ? (int)rec->code_len : 1,
+            "step %s:%u was recorded by code '%.*s', replayed by '%s'", c->path,
+            c->next_seq, rec->code ? (int)rec->code_len : 1,
             rec->code ? rec->code : "-", code ? code : "-");
         pl__emit(r, PL_EVENT_CODE_CHANGED, c->path, c->next_seq, actor,
                  rec->type, 0, 0, detail);
@@ -369,8 +375,8 @@ int pl__inv_append(pl_ctx *c, pl_step_type type, const char *actor,
             return pl__run_fail(r, st, "run %s: step %s:%u is corrupt: %s",
                                 r->id, c->path, c->next_seq, pl_errmsg());
         if (rec->type != type || !pl__rec_actor_is(rec, actor) ||
-            (!same_bytes && !pl__payload_equal(rec->payload,
-                                               rec->payload_len, mp, mp_len)))
+            (!same_bytes &&
+             !pl__payload_equal(rec->payload, rec->payload_len, mp, mp_len)))
             return nondet(c, rec, type, actor, mp, mp_len, code);
         if (time_us)
             *time_us = rec->time_us;
@@ -380,9 +386,11 @@ int pl__inv_append(pl_ctx *c, pl_step_type type, const char *actor,
     }
     assert(!c->replaying); /* past the recorded end: live */
     if (r->check)
-        return pl__run_fail(r, PL_ECHECK, "check: run %s, invocation %s: the "
-                                          "record ends before step %u (%s by "
-                                          "'%s')", r->id, c->path, c->next_seq,
+        return pl__run_fail(r, PL_ECHECK,
+                            "check: run %s, invocation %s: the "
+                            "record ends before step %u (%s by "
+                            "'%s')",
+                            r->id, c->path, c->next_seq,
                             pl_step_type_name(type), actor);
     if (c->next_seq == UINT32_MAX)
         return pl__run_fail(r, PL_ELIMIT, "run %s: ledger %s is full", r->id,
@@ -411,8 +419,8 @@ int pl__inv_append(pl_ctx *c, pl_step_type type, const char *actor,
         *time_us = now;
     *replayed = false;
     r->appended++;
-    pl__emit(r, PL_EVENT_STEP_APPENDED, c->path, c->next_seq, actor, type, 0,
-             0, NULL);
+    pl__emit(r, PL_EVENT_STEP_APPENDED, c->path, c->next_seq, actor, type, 0, 0,
+             NULL);
     c->next_seq++;
     return PL_OK;
 }
@@ -425,9 +433,10 @@ int pl__inv_append_seed(pl_ctx *c, const pl_steps *seed)
         const pl_step *s = seed->v[i];
         bool replayed;
         if (s->mp_len > r->e->max_payload)
-            return pl__run_fail(r, PL_ELIMIT, "run %s, invocation %s: seed "
-                                              "step %zu has a payload of %zu "
-                                              "bytes; the limit is %zu",
+            return pl__run_fail(r, PL_ELIMIT,
+                                "run %s, invocation %s: seed "
+                                "step %zu has a payload of %zu "
+                                "bytes; the limit is %zu",
                                 r->id, c->path, i, s->mp_len,
                                 r->e->max_payload);
         int st = pl__inv_append(c, s->type, s->actor, s->mp, s->mp_len, NULL,
@@ -437,4 +446,3 @@ int pl__inv_append_seed(pl_ctx *c, const pl_steps *seed)
     }
     return PL_OK;
 }
-

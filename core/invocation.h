@@ -20,8 +20,7 @@ PL__HIDDEN int pl__inv_peek(pl_ctx *c, const pl__rec **out) PL__MUST_CHECK;
 /* Consume the peeked step, whose payload goes to policy code uncompared. */
 PL__HIDDEN int pl__inv_consume_checked(pl_ctx *c) PL__MUST_CHECK;
 /* Consume the peeked step, which matched the one appended. */
-PL__HIDDEN void pl__inv_matched(pl_ctx *c, const char *actor,
-                                const char *code);
+PL__HIDDEN void pl__inv_matched(pl_ctx *c, const char *actor, const char *code);
 /* Append a step: compare it with the recorded one, or write it. */
 PL__HIDDEN int pl__inv_append(pl_ctx *c, pl_step_type type, const char *actor,
                               const uint8_t *mp, size_t mp_len,
@@ -33,8 +32,7 @@ PL__HIDDEN int pl__inv_append_seed(pl_ctx *c,
 /* The invocation ends: it must have used up its recorded steps. */
 PL__HIDDEN int pl__inv_finish(pl_ctx *c) PL__MUST_CHECK;
 /* The hash of the invocation's last step, once it is live. */
-PL__HIDDEN int pl__inv_head(pl_ctx *c,
-                            uint8_t out[PL_HASH_LEN]) PL__MUST_CHECK;
+PL__HIDDEN int pl__inv_head(pl_ctx *c, uint8_t out[PL_HASH_LEN]) PL__MUST_CHECK;
 
 /* Was the record @p rec appended by @p actor? */
 static inline bool pl__rec_actor_is(const pl__rec *rec, const char *actor)

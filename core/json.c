@@ -119,8 +119,8 @@ static int fmt_err(const scan *s, int status, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(why, sizeof why, fmt, ap);
     va_end(ap);
-    return pl__err(status, "%s: format \"%s\", offset %zu: %s", s->verb,
-                   s->fmt, (size_t)(s->p - s->fmt), why);
+    return pl__err(status, "%s: format \"%s\", offset %zu: %s", s->verb, s->fmt,
+                   (size_t)(s->p - s->fmt), why);
 }
 
 static int check_value(scan *s, bool unpack, int depth, bool in_container);
@@ -144,14 +144,18 @@ static int check_container(scan *s, bool unpack, int depth, char open)
         if (unpack && (c == '!' || c == '*')) {
             s->p++;
             if (tok_peek(s) != close)
-                return fmt_err(s, PL_EINVAL, "expected '%c' after '%c', "
-                               "got %s", close, c, shown(s, buf));
+                return fmt_err(s, PL_EINVAL,
+                               "expected '%c' after '%c', "
+                               "got %s",
+                               close, c, shown(s, buf));
             continue;
         }
         if (open == '{') {
             if (c != 's')
-                return fmt_err(s, PL_EINVAL, "expected a key ('s') or '}', "
-                               "got %s", shown(s, buf));
+                return fmt_err(s, PL_EINVAL,
+                               "expected a key ('s') or '}', "
+                               "got %s",
+                               shown(s, buf));
             s->p++;
             if (unpack && tok_peek(s) == '?')
                 s->p++;
@@ -171,8 +175,10 @@ static int check_value(scan *s, bool unpack, int depth, bool in_container)
     case '{':
     case '[':
         if (depth >= PL_MAX_JSON_DEPTH)
-            return fmt_err(s, PL_ELIMIT, "'%c' nests deeper than "
-                           "PL_MAX_JSON_DEPTH (%d)", c, PL_MAX_JSON_DEPTH);
+            return fmt_err(s, PL_ELIMIT,
+                           "'%c' nests deeper than "
+                           "PL_MAX_JSON_DEPTH (%d)",
+                           c, PL_MAX_JSON_DEPTH);
         s->p++;
         return check_container(s, unpack, depth + 1, c);
     case 's':
@@ -183,7 +189,8 @@ static int check_value(scan *s, bool unpack, int depth, bool in_container)
             return PL_OK;
         c = tok_peek(s);
         if (c == '*' && !in_container)
-            return fmt_err(s, PL_EINVAL, "'*' is only allowed inside an "
+            return fmt_err(s, PL_EINVAL,
+                           "'*' is only allowed inside an "
                            "object or array");
         if (c == '?' || c == '*')
             s->p++;
@@ -192,12 +199,9 @@ static int check_value(scan *s, bool unpack, int depth, bool in_container)
     case 'b':
     case 'i':
     case 'I':
-    case 'f':
-        s->p++;
-        return PL_OK;
+    case 'f': s->p++; return PL_OK;
     default:
-        return fmt_err(s, PL_EINVAL, "expected a value, got %s",
-                       shown(s, buf));
+        return fmt_err(s, PL_EINVAL, "expected a value, got %s", shown(s, buf));
     }
 }
 
@@ -229,10 +233,10 @@ typedef struct copied {
 typedef struct walk {
     scan s;
     va_list ap;
-    int rc;                      /* the first failure, PL_OK until then */
-    size_t depth;                /* segments in path */
+    int rc;       /* the first failure, PL_OK until then */
+    size_t depth; /* segments in path */
     seg path[PL_MAX_JSON_DEPTH];
-    copied *dups;                /* unpack: the copies 'O' made */
+    copied *dups; /* unpack: the copies 'O' made */
     size_t n_dups, cap_dups;
 } walk;
 
@@ -448,10 +452,8 @@ static cJSON *pack_value(walk *w, bool *omitted)
     }
     cJSON *v = NULL;
     switch (c) {
-    case '{':
-        return pack_object(w);
-    case '[':
-        return pack_array(w);
+    case '{': return pack_object(w);
+    case '[': return pack_array(w);
     case 'n':
         if (!w->rc)
             v = cJSON_CreateNull();
@@ -471,8 +473,10 @@ static cJSON *pack_value(walk *w, bool *omitted)
     case 'I': {
         int64_t i = va_arg(w->ap, int64_t);
         if (i > EXACT_INT_MAX || i < -EXACT_INT_MAX) {
-            fail(w, PL_EJSON, "integer %" PRId64 " is past 2^53 in "
-                 "magnitude, more than a JSON number holds exactly", i);
+            fail(w, PL_EJSON,
+                 "integer %" PRId64 " is past 2^53 in "
+                 "magnitude, more than a JSON number holds exactly",
+                 i);
             return NULL;
         }
         if (!w->rc)
@@ -513,8 +517,10 @@ static cJSON *pack_value(walk *w, bool *omitted)
                 return NULL;
             }
             if (mod != '?') {
-                fail(w, PL_EINVAL, "NULL argument for '%c' (use '%c?' for "
-                                   "null)", c, c);
+                fail(w, PL_EINVAL,
+                     "NULL argument for '%c' (use '%c?' for "
+                     "null)",
+                     c, c);
                 return NULL;
             }
             v = cJSON_CreateNull();
@@ -633,8 +639,7 @@ static int unpack_object(walk *w, const cJSON *v)
             goto done;
         }
         if (strict) {
-            const char **k = pl__grow(keys, &cap_keys, n_keys, sizeof *keys,
-                                      8);
+            const char **k = pl__grow(keys, &cap_keys, n_keys, sizeof *keys, 8);
             if (!k) {
                 rc = fail(w, PL_ENOMEM, "out of memory");
                 goto done;
@@ -642,8 +647,7 @@ static int unpack_object(walk *w, const cJSON *v)
             keys = k;
             keys[n_keys++] = key;
         }
-        const cJSON *item = v ? cJSON_GetObjectItemCaseSensitive(v, key)
-                              : NULL;
+        const cJSON *item = v ? cJSON_GetObjectItemCaseSensitive(v, key) : NULL;
         enter(w, level, key, 0);
         if (v && !item && !optional)
             rc = fail(w, PL_EJSON, "missing key");
@@ -657,8 +661,9 @@ static int unpack_object(walk *w, const cJSON *v)
         if (m->string && key_listed(keys, n_keys, m->string))
             continue;
         enter(w, level, m->string ? m->string : "", 0);
-        rc = fail(w, PL_EJSON, "unexpected key (the format is strict: "
-                               "'!')");
+        rc = fail(w, PL_EJSON,
+                  "unexpected key (the format is strict: "
+                  "'!')");
         leave(w, level);
         break;
     }
@@ -687,9 +692,10 @@ static int unpack_array(walk *w, const cJSON *v)
         if (c == '!') {
             w->s.p++;
             if (item)
-                return fail(w, PL_EJSON, "expected %zu item%s, got %d "
-                            "(the format is strict: '!')", n,
-                            n == 1 ? "" : "s", cJSON_GetArraySize(v));
+                return fail(w, PL_EJSON,
+                            "expected %zu item%s, got %d "
+                            "(the format is strict: '!')",
+                            n, n == 1 ? "" : "s", cJSON_GetArraySize(v));
             continue;
         }
         enter(w, level, NULL, n);
@@ -727,7 +733,7 @@ static int keep_dup(walk *w, cJSON **var, cJSON *copy)
 #define UNPACK_ARG(w, type, c, name)                                           \
     type name = va_arg((w)->ap, type);                                         \
     if (!name)                                                                 \
-        return fail((w), PL_EINVAL, "NULL pointer argument for '%c'", (c))
+    return fail((w), PL_EINVAL, "NULL pointer argument for '%c'", (c))
 
 /* One value.  @p v NULL: nothing to read (an optional key was missing), so
  * read the arguments and store nothing. */
@@ -736,10 +742,8 @@ static int unpack_value(walk *w, const cJSON *v)
     char c = tok_next(&w->s);
     char num[32];
     switch (c) {
-    case '{':
-        return unpack_object(w, v);
-    case '[':
-        return unpack_array(w, v);
+    case '{': return unpack_object(w, v);
+    case '[': return unpack_array(w, v);
     case 'n':
         if (v && !cJSON_IsNull(v))
             return mismatch(w, v, "null");
@@ -790,12 +794,15 @@ static int unpack_value(walk *w, const cJSON *v)
         if (!isfinite(d) || d != floor(d))
             return fail(w, PL_EJSON, "expected an integer, got %s", num);
         if (out_i && (d < INT_MIN || d > INT_MAX))
-            return fail(w, PL_EJSON, "expected an integer that fits in "
-                                     "int, got %s", num);
-        if (out_I && (d < -(double)EXACT_INT_MAX ||
-                      d > (double)EXACT_INT_MAX))
-            return fail(w, PL_EJSON, "expected an integer of at most 2^53 "
-                                     "in magnitude, got %s", num);
+            return fail(w, PL_EJSON,
+                        "expected an integer that fits in "
+                        "int, got %s",
+                        num);
+        if (out_I && (d < -(double)EXACT_INT_MAX || d > (double)EXACT_INT_MAX))
+            return fail(w, PL_EJSON,
+                        "expected an integer of at most 2^53 "
+                        "in magnitude, got %s",
+                        num);
         if (out_i)
             *out_i = (int)d;
         else
@@ -866,9 +873,10 @@ int pl_steps_add_resultf(pl_steps *steps, const char *fmt, ...)
     if (rc)
         return rc;
     if (!cJSON_IsObject(v))
-        rc = pl__err(PL_EJSON, "pl_steps_add_resultf: format \"%s\" builds "
-                               "%s; a result must be an object", fmt,
-                     type_name(v));
+        rc = pl__err(PL_EJSON,
+                     "pl_steps_add_resultf: format \"%s\" builds "
+                     "%s; a result must be an object",
+                     fmt, type_name(v));
     else
         rc = pl_steps_add_result(steps, v);
     cJSON_Delete(v);
@@ -888,9 +896,10 @@ int pl_ctx_invokef(cJSON **out, pl_ctx *ctx, const char *policy,
     if (rc)
         return rc;
     if (!cJSON_IsObject(payload))
-        rc = pl__err(PL_EJSON, "pl_ctx_invokef: format \"%s\" builds %s; a "
-                               "payload must be an object", fmt,
-                     type_name(payload));
+        rc = pl__err(PL_EJSON,
+                     "pl_ctx_invokef: format \"%s\" builds %s; a "
+                     "payload must be an object",
+                     fmt, type_name(payload));
     else
         rc = pl_ctx_invoke(out, ctx, policy, payload);
     cJSON_Delete(payload);

@@ -50,8 +50,10 @@ void pl__path_format(char *out, const uint32_t *comps, unsigned depth)
 int pl__path_parse(const char *path, uint32_t *comps, unsigned *depth)
 {
     if (!path || path[0] != '0' || (path[1] != '\0' && path[1] != '.'))
-        return pl__err(PL_EINVAL, "bad invocation path '%s' (expected \"0\", "
-                                  "\"0.3\", ...)", path ? path : "");
+        return pl__err(PL_EINVAL,
+                       "bad invocation path '%s' (expected \"0\", "
+                       "\"0.3\", ...)",
+                       path ? path : "");
     const char *p = path + 1;
     unsigned d = 0;
     while (*p) {

@@ -47,9 +47,9 @@ typedef struct fiber {
     pl_pool_task_fn fn;
     void *user;
     bool done;
-    int rc;                         /* its last commit */
-    char msg[512];                  /* ... and why it failed */
-    char errmsg[PL__ERRMSG_MAX];    /* pl_errmsg() while it waited */
+    int rc;                      /* its last commit */
+    char msg[512];               /* ... and why it failed */
+    char errmsg[PL__ERRMSG_MAX]; /* pl_errmsg() while it waited */
     struct fiber *next_free;
 } fiber;
 
@@ -57,11 +57,11 @@ struct worker {
     pl_pool *pool;
     pthread_t thread;
     bool started;
-    pl__fiber sched;    /* the thread's own stack: the loop */
-    fiber *cur;         /* the task running, or NULL */
-    fiber *free;        /* ended tasks' fibers, stacks kept */
-    size_t live;        /* tasks begun and not ended */
-    fiber **run;        /* runnable, in order ... */
+    pl__fiber sched; /* the thread's own stack: the loop */
+    fiber *cur;      /* the task running, or NULL */
+    fiber *free;     /* ended tasks' fibers, stacks kept */
+    size_t live;     /* tasks begun and not ended */
+    fiber **run;     /* runnable, in order ... */
     size_t n_run;
     size_t run_i;       /* ... and the one running in this round */
     fiber **wait;       /* waiting for the next commit ... */
@@ -332,12 +332,13 @@ int pl_pool_new(pl_pool **out, pl_engine *engine, const pl_pool_options *opts)
     if (!engine)
         return pl__err(PL_EINVAL, "pl_pool_new: engine is NULL");
     if (opts->version != PL_POOL_OPTIONS_VERSION)
-        return pl__err(PL_EINVAL, "pl_pool_new: options version %u, this "
-                                  "library knows %d (use PL_POOL_OPTIONS_INIT)",
+        return pl__err(PL_EINVAL,
+                       "pl_pool_new: options version %u, this "
+                       "library knows %d (use PL_POOL_OPTIONS_INIT)",
                        opts->version, PL_POOL_OPTIONS_VERSION);
     /* one per CPU, and at least two: one can run tasks while one commits */
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-    unsigned threads = opts->threads ? opts->threads
+    unsigned threads = opts->threads                    ? opts->threads
                        : ncpu > 2 && ncpu < MAX_THREADS ? (unsigned)ncpu
                                                         : 2;
     unsigned per = opts->tasks_per_thread ? opts->tasks_per_thread
@@ -347,11 +348,15 @@ int pl_pool_new(pl_pool **out, pl_engine *engine, const pl_pool_options *opts)
         return pl__err(PL_EINVAL, "pl_pool_new: %u threads (at most %d)",
                        threads, MAX_THREADS);
     if (per > PL__GROUP_MAX)
-        return pl__err(PL_EINVAL, "pl_pool_new: %u tasks per thread (at most "
-                                  "%d)", per, PL__GROUP_MAX);
+        return pl__err(PL_EINVAL,
+                       "pl_pool_new: %u tasks per thread (at most "
+                       "%d)",
+                       per, PL__GROUP_MAX);
     if (stack < MIN_STACK)
-        return pl__err(PL_EINVAL, "pl_pool_new: stack of %zu bytes (at least "
-                                  "%zu)", stack, MIN_STACK);
+        return pl__err(PL_EINVAL,
+                       "pl_pool_new: stack of %zu bytes (at least "
+                       "%zu)",
+                       stack, MIN_STACK);
     long page = sysconf(_SC_PAGESIZE);
     size_t pg = page > 0 ? (size_t)page : 4096;
     if (stack > SIZE_MAX / 2)
@@ -384,8 +389,8 @@ int pl_pool_new(pl_pool **out, pl_engine *engine, const pl_pool_options *opts)
             pthread_create(&w->thread, NULL, worker_main, w) != 0) {
             pool_stop(p);
             pool_destroy(p);
-            return pl__err(PL_ENOMEM, "cannot start pool thread %u of %u", i + 1,
-                           threads);
+            return pl__err(PL_ENOMEM, "cannot start pool thread %u of %u",
+                           i + 1, threads);
         }
         w->started = true;
     }

@@ -61,15 +61,15 @@ static int recorded(pl_ctx *c, const char *name, produce_fn fn, void *user,
                                  &vvn);
         if (!same) {
             char *was = pl__payload_text(rec->payload, rec->payload_len, 200);
-            st = pl__run_fail(r, PL_ENONDET, "non-determinism in run %s, "
-                                             "invocation %s, step %u: the "
-                                             "ledger records %s by '%.*s' %s; "
-                                             "the policy now asks for the "
-                                             "side effect '%s'",
+            st = pl__run_fail(r, PL_ENONDET,
+                              "non-determinism in run %s, "
+                              "invocation %s, step %u: the "
+                              "ledger records %s by '%.*s' %s; "
+                              "the policy now asks for the "
+                              "side effect '%s'",
                               r->id, c->path, c->next_seq,
-                              pl_step_type_name(rec->type),
-                              (int)rec->actor_len, rec->actor,
-                              was ? was : "?", name);
+                              pl_step_type_name(rec->type), (int)rec->actor_len,
+                              rec->actor, was ? was : "?", name);
             free(was);
             return st;
         }
@@ -82,19 +82,22 @@ static int recorded(pl_ctx *c, const char *name, produce_fn fn, void *user,
         return st;
     }
     if (r->check)
-        return pl__run_fail(r, PL_ECHECK, "check: run %s, invocation %s: the "
-                                          "record ends before the side effect "
-                                          "'%s'", r->id, c->path, name);
+        return pl__run_fail(r, PL_ECHECK,
+                            "check: run %s, invocation %s: the "
+                            "record ends before the side effect "
+                            "'%s'",
+                            r->id, c->path, name);
     cJSON *value = NULL;
     pl__err_clear();
     st = fn(&value, user);
     if (st || !value) {
         cJSON_Delete(value);
-        const char *why = !st ? "it produced no value"
+        const char *why = !st                ? "it produced no value"
                           : pl__errmsg_set() ? pl_errmsg()
                                              : pl_status_name(st);
-        return pl__run_fail(r, st ? st : PL_EPOLICY, "run %s: side effect "
-                                                     "'%s' at %s failed: %s",
+        return pl__run_fail(r, st ? st : PL_EPOLICY,
+                            "run %s: side effect "
+                            "'%s' at %s failed: %s",
                             r->id, name, c->path, why);
     }
     pl__buf b = {0};
@@ -156,8 +159,9 @@ static int produce_uuid(cJSON **out, void *user)
 
 static int bad_record(pl_ctx *c, const char *what)
 {
-    return pl__run_fail(c->run, PL_ECORRUPT, "run %s, invocation %s: the "
-                                             "recorded %s has the wrong shape",
+    return pl__run_fail(c->run, PL_ECORRUPT,
+                        "run %s, invocation %s: the "
+                        "recorded %s has the wrong shape",
                         c->run->id, c->path, what);
 }
 
@@ -190,8 +194,9 @@ int pl_ctx_random(uint64_t *out, pl_ctx *c)
     uint64_t x = 0;
     for (int i = 0; ok && i < 16; i++) {
         char ch = v->valuestring[i];
-        int d = ch >= '0' && ch <= '9' ? ch - '0'
-                : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : -1;
+        int d = ch >= '0' && ch <= '9'   ? ch - '0'
+                : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10
+                                         : -1;
         ok = d >= 0;
         x = x << 4 | (uint64_t)(d & 15);
     }

@@ -120,33 +120,45 @@ int pl_registry_add(pl_registry *reg, const pl_policy_def *def)
         return pl__err(PL_EINVAL, "pl_registry_add: registry and def are "
                                   "required");
     if (def->version != PL_POLICY_DEF_VERSION)
-        return pl__err(PL_EINVAL, "pl_registry_add: def version %u, this "
-                                  "library knows %d (use PL_POLICY_DEF_INIT)",
+        return pl__err(PL_EINVAL,
+                       "pl_registry_add: def version %u, this "
+                       "library knows %d (use PL_POLICY_DEF_INIT)",
                        def->version, PL_POLICY_DEF_VERSION);
     if (!pl__name_ok(def->name))
-        return pl__err(PL_EINVAL, "pl_registry_add: bad policy name (1..%d "
-                                  "bytes, no control characters)",
+        return pl__err(PL_EINVAL,
+                       "pl_registry_add: bad policy name (1..%d "
+                       "bytes, no control characters)",
                        PL_MAX_NAME);
     if (!def->fn)
-        return pl__err(PL_EINVAL, "pl_registry_add: policy '%s' has no "
-                                  "function", def->name);
+        return pl__err(PL_EINVAL,
+                       "pl_registry_add: policy '%s' has no "
+                       "function",
+                       def->name);
     if ((unsigned)def->in_doubt > PL_IN_DOUBT_SUSPEND)
-        return pl__err(PL_EINVAL, "pl_registry_add: policy '%s' has an "
-                                  "unknown in-doubt rule", def->name);
+        return pl__err(PL_EINVAL,
+                       "pl_registry_add: policy '%s' has an "
+                       "unknown in-doubt rule",
+                       def->name);
     if (pl_registry_find(reg, def->name))
-        return pl__err(PL_EEXIST, "a policy named '%s' is registered "
-                                  "already", def->name);
+        return pl__err(PL_EEXIST,
+                       "a policy named '%s' is registered "
+                       "already",
+                       def->name);
     if (def->input_schema) {
         cJSON *schema = cJSON_Parse(def->input_schema);
         bool ok = cJSON_IsObject(schema);
         cJSON_Delete(schema);
         if (!ok)
-            return pl__err(PL_EJSON, "policy '%s': input_schema is not a "
-                                     "JSON object", def->name);
+            return pl__err(PL_EJSON,
+                           "policy '%s': input_schema is not a "
+                           "JSON object",
+                           def->name);
     }
     if (def->code_version && strlen(def->code_version) > 1024)
-        return pl__err(PL_EINVAL, "policy '%s': code_version is longer than "
-                                  "1024 bytes", def->name);
+        return pl__err(PL_EINVAL,
+                       "policy '%s': code_version is longer than "
+                       "1024 bytes",
+                       def->name);
     pl_policy_def *d = calloc(1, sizeof *d);
     if (!d)
         return pl__err(PL_ENOMEM, "out of memory registering '%s'", def->name);

@@ -144,9 +144,10 @@ static int check_root(pl_engine *e, const pl_action *a,
                       const pl_policy_def **def)
 {
     if (!a || a->version != PL_ACTION_VERSION)
-        return pl__err(PL_EINVAL, "the root action %s", a ? "was not made "
-                       "with PL_ACTION_INIT (wrong version)"
-                       : "is NULL: it needs a valid policy name");
+        return pl__err(PL_EINVAL, "the root action %s",
+                       a ? "was not made "
+                           "with PL_ACTION_INIT (wrong version)"
+                         : "is NULL: it needs a valid policy name");
     if (!pl__name_ok(a->policy))
         return pl__err(PL_EINVAL, "the root action needs a valid policy name");
     if (!a->payload)
@@ -349,7 +350,8 @@ static int run_execute(pl__run *r, const pl_policy_def *def,
 
 /* ---- start ---------------------------------------------------------------------------- */
 
-int pl_run_start(pl_outcome **out, pl_engine *e, const pl_action *root, const pl_run_options *opts)
+int pl_run_start(pl_outcome **out, pl_engine *e, const pl_action *root,
+                 const pl_run_options *opts)
 {
     if (!out)
         return pl__err(PL_EINVAL, "pl_run_start: out is NULL");
@@ -360,9 +362,10 @@ int pl_run_start(pl_outcome **out, pl_engine *e, const pl_action *root, const pl
     if (!opts)
         opts = &defaults;
     if (opts->version != PL_RUN_OPTIONS_VERSION)
-        return pl__err(PL_EINVAL, "pl_run_start: options version %u, this "
-                                  "library knows %d", opts->version,
-                       PL_RUN_OPTIONS_VERSION);
+        return pl__err(PL_EINVAL,
+                       "pl_run_start: options version %u, this "
+                       "library knows %d",
+                       opts->version, PL_RUN_OPTIONS_VERSION);
     if (opts->check)
         return pl__err(PL_EINVAL, "pl_run_start: check applies to "
                                   "pl_run_continue only");
@@ -373,8 +376,10 @@ int pl_run_start(pl_outcome **out, pl_engine *e, const pl_action *root, const pl
     char idbuf[PL_UUID_LEN + 1];
     const char *id = opts->run_id;
     if (id && !pl__run_id_ok(id))
-        return pl__err(PL_EINVAL, "bad run id '%s' (1..%d bytes of "
-                                  "[A-Za-z0-9._:-])", id, PL_MAX_RUN_ID);
+        return pl__err(PL_EINVAL,
+                       "bad run id '%s' (1..%d bytes of "
+                       "[A-Za-z0-9._:-])",
+                       id, PL_MAX_RUN_ID);
     if (!id) {
         if ((st = new_run_id(idbuf)))
             return st;
@@ -398,8 +403,7 @@ int pl_run_start(pl_outcome **out, pl_engine *e, const pl_action *root, const pl
     ri.seed = seed.len ? seed.data : NULL;
     ri.seed_len = seed.len;
     ri.created_us = pl__now_us();
-    if ((st = pl__run_info_encode(&info, &ri)) ||
-        (st = pl__run_new(e, id, &r)))
+    if ((st = pl__run_info_encode(&info, &ri)) || (st = pl__run_new(e, id, &r)))
         goto done;
     r->state.status = PL_RUN_RUNNING;
     r->state.attempts = 1;
@@ -437,9 +441,9 @@ typedef struct claim_ctx {
     const char *id;
     bool resume;
     const char *token;
-    pl__run_state *out;    /* the state as claimed */
-    pl_run_status before;  /* status found */
-    const pl__kvs *steps;  /* resume: the answer record to write */
+    pl__run_state *out;   /* the state as claimed */
+    pl_run_status before; /* status found */
+    const pl__kvs *steps; /* resume: the answer record to write */
 } claim_ctx;
 
 static int claim_fn(pl__buf *state, pl__kvs *extra, void *user)
@@ -461,13 +465,15 @@ static int claim_fn(pl__buf *state, pl__kvs *extra, void *user)
                              c->steps->e[i].klen, pl__kvs_val(c->steps, i),
                              c->steps->e[i].vlen);
     } else if (st.status == PL_RUN_SUSPENDED) {
-        rc = pl__err(PL_ESTATE, "run '%s' is suspended at %s: resume it with "
-                                "its token", c->id,
-                     st.susp_path ? st.susp_path : "?");
+        rc = pl__err(PL_ESTATE,
+                     "run '%s' is suspended at %s: resume it with "
+                     "its token",
+                     c->id, st.susp_path ? st.susp_path : "?");
     } else if (st.status == PL_RUN_RUNNING && pl__owner_alive(c->e, &st)) {
-        rc = pl__err(PL_EBUSY, "run '%s' is running in process %lld on %s "
-                               "(last write %.1f s ago)", c->id,
-                     (long long)st.owner_pid, st.owner_host,
+        rc = pl__err(PL_EBUSY,
+                     "run '%s' is running in process %lld on %s "
+                     "(last write %.1f s ago)",
+                     c->id, (long long)st.owner_pid, st.owner_host,
                      (double)(pl__now_us() - st.heartbeat_us) / 1e6);
     }
     if (rc) {
@@ -528,19 +534,21 @@ static int build_resume(pl__run *r, const char *token, const cJSON *answer,
         goto done;
     }
     if (!st.susp_path || pl__path_parse(st.susp_path, comps, &depth)) {
-        rc = pl__err(PL_ECORRUPT, "run '%s' is suspended at a malformed "
-                                  "path", r->id);
+        rc = pl__err(PL_ECORRUPT,
+                     "run '%s' is suspended at a malformed "
+                     "path",
+                     r->id);
         goto done;
     }
     uint8_t key[PL__KEY_MAX];
     size_t plen = pl__ledger_prefix(key, r->num, comps, depth);
     rc = pl__store_read(e->store, key, plen, st.susp_seq, 1, 1, &got);
     pl__rec sr;
-    if (!rc && (got.n != 1 || pl__rec_decode(&sr, pl__kvs_val(&got, 0),
-                                             got.e[0].vlen) ||
+    if (!rc && (got.n != 1 ||
+                pl__rec_decode(&sr, pl__kvs_val(&got, 0), got.e[0].vlen) ||
                 sr.type != PL_STEP_SUSPEND))
-        rc = pl__err(PL_ECORRUPT, "run '%s': no suspend step at %s:%u",
-                     r->id, st.susp_path, st.susp_seq);
+        rc = pl__err(PL_ECORRUPT, "run '%s': no suspend step at %s:%u", r->id,
+                     st.susp_path, st.susp_seq);
     uint8_t prev[PL_HASH_LEN];
     pl__put_be32(key + plen, st.susp_seq);
     if (!rc)
@@ -601,8 +609,10 @@ static int continue_run(pl_engine *e, const char *id, bool check,
     pl__kvs resume = {0};
     bool claimed = false;
     if (!def) {
-        st = pl__err(PL_ENOTFOUND, "run '%s' has root policy '%s', which is "
-                                   "not registered", id, ra.action.policy);
+        st = pl__err(PL_ENOTFOUND,
+                     "run '%s' has root policy '%s', which is "
+                     "not registered",
+                     id, ra.action.policy);
         goto done;
     }
     if ((st = pl__run_new(e, id, &r)))
@@ -633,8 +643,7 @@ static int continue_run(pl_engine *e, const char *id, bool check,
     r->state_written_us = pl__now_us();
     r->crashed_before = cc.before == PL_RUN_RUNNING;
     /* a crashed run's step count is as of its last heartbeat */
-    if (r->crashed_before &&
-        (st = count_steps(e, num, &r->state.steps)))
+    if (r->crashed_before && (st = count_steps(e, num, &r->state.steps)))
         goto done;
     st = run_execute(r, def, &ra.action, true, out);
 done:
@@ -646,7 +655,8 @@ done:
     return st;
 }
 
-int pl_run_continue(pl_outcome **out, pl_engine *e, const char *run_id, const pl_run_options *opts)
+int pl_run_continue(pl_outcome **out, pl_engine *e, const char *run_id,
+                    const pl_run_options *opts)
 {
     if (!out)
         return pl__err(PL_EINVAL, "pl_run_continue: out is NULL");
@@ -655,14 +665,15 @@ int pl_run_continue(pl_outcome **out, pl_engine *e, const char *run_id, const pl
         return pl__err(PL_EINVAL, "pl_run_continue: an engine and a valid run "
                                   "id are required");
     if (opts && opts->version != PL_RUN_OPTIONS_VERSION)
-        return pl__err(PL_EINVAL, "pl_run_continue: options version %u, this "
-                                  "library knows %d", opts->version,
-                       PL_RUN_OPTIONS_VERSION);
+        return pl__err(PL_EINVAL,
+                       "pl_run_continue: options version %u, this "
+                       "library knows %d",
+                       opts->version, PL_RUN_OPTIONS_VERSION);
     return continue_run(e, run_id, opts && opts->check, NULL, NULL, out);
 }
 
-int pl_run_resume(pl_outcome **out, pl_engine *e, const char *run_id, const char *token,
-                  const cJSON *answer)
+int pl_run_resume(pl_outcome **out, pl_engine *e, const char *run_id,
+                  const char *token, const cJSON *answer)
 {
     if (!out)
         return pl__err(PL_EINVAL, "pl_run_resume: out is NULL");

@@ -16,8 +16,8 @@
 #include "path.h"
 
 static const char *const type_names[] = {
-    NULL, "text", "action_call", "action_result", "suspend", "resume",
-    "side_effect", "error",
+    NULL,      "text",   "action_call", "action_result",
+    "suspend", "resume", "side_effect", "error",
 };
 
 const char *pl_step_type_name(pl_step_type type)
@@ -90,15 +90,17 @@ int pl__step_from_rec(const pl__rec *rec, const char *path, pl_step **out)
     if (st)
         return pl__err(st, "step record %u: %s", rec->seq, pl_errmsg());
     void *tree;
-    pl_step *s = step_alloc(rec->type, rec->actor, rec->actor_len,
-                            rec->payload, rec->payload_len, ts.bytes, &tree);
+    pl_step *s = step_alloc(rec->type, rec->actor, rec->actor_len, rec->payload,
+                            rec->payload_len, ts.bytes, &tree);
     if (!s)
         return PL_ENOMEM;
     /* from the step's copy of the bytes that were measured */
     if (!(s->json = pl__payload_build(s->mp, s->mp_len, &ts, tree))) {
         pl_step_free(s);
-        return pl__err(PL_ECORRUPT, "step record %u: its payload changed "
-                                    "while decoding it", rec->seq);
+        return pl__err(PL_ECORRUPT,
+                       "step record %u: its payload changed "
+                       "while decoding it",
+                       rec->seq);
     }
     s->decoded = true;
     if ((rec->code && !(s->code = pl__strndup(rec->code, rec->code_len))) ||
@@ -271,8 +273,10 @@ int pl__steps_add_mp(pl_steps *l, pl_step_type type, const char *actor,
     if (!actor)
         return pl__err(PL_EINVAL, "a step needs an actor");
     if (!pl__name_ok(actor))
-        return pl__err(PL_EINVAL, "bad actor name (1..%d bytes, no control "
-                                  "characters)", PL_MAX_NAME);
+        return pl__err(PL_EINVAL,
+                       "bad actor name (1..%d bytes, no control "
+                       "characters)",
+                       PL_MAX_NAME);
     pl_step *s = pl__step_new(type, actor, strlen(actor), mp, mp_len);
     if (!s)
         return PL_ENOMEM;

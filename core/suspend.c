@@ -59,8 +59,9 @@ int pl_ctx_suspend(cJSON **out_answer, pl_ctx *c, const cJSON *prompt)
     if (r->stop)
         return r->stop;
     if (!cJSON_IsObject(prompt))
-        return pl__run_fail(r, PL_EJSON, "run %s: policy '%s' at %s: the "
-                                         "suspend prompt must be an object",
+        return pl__run_fail(r, PL_EJSON,
+                            "run %s: policy '%s' at %s: the "
+                            "suspend prompt must be an object",
                             r->id, c->def->name, c->path);
     pl__buf b = {0};
     st = pl__wrap_encode(&b, "prompt", prompt, r->e->max_payload);
@@ -88,8 +89,10 @@ int pl_ctx_suspend(cJSON **out_answer, pl_ctx *c, const cJSON *prompt)
         return st;
     if (!rec) {
         if (r->check)
-            return pl__run_fail(r, PL_ECHECK, "check: run %s is suspended at "
-                                              "%s:%u", r->id, c->path, seq);
+            return pl__run_fail(r, PL_ECHECK,
+                                "check: run %s is suspended at "
+                                "%s:%u",
+                                r->id, c->path, seq);
         pl__suspend_here(c, seq, NULL, 0); /* no answer yet: wait again */
         return r->stop;
     }
@@ -97,10 +100,11 @@ int pl_ctx_suspend(cJSON **out_answer, pl_ctx *c, const cJSON *prompt)
     size_t vn;
     if (rec->type != PL_STEP_RESUME ||
         !pl__map_find(rec->payload, rec->payload_len, "answer", &v, &vn))
-        return pl__run_fail(r, PL_ENONDET, "run %s: after the suspension at "
-                                           "%s:%u the ledger records %s, not "
-                                           "a resume", r->id, c->path, seq,
-                            pl_step_type_name(rec->type));
+        return pl__run_fail(r, PL_ENONDET,
+                            "run %s: after the suspension at "
+                            "%s:%u the ledger records %s, not "
+                            "a resume",
+                            r->id, c->path, seq, pl_step_type_name(rec->type));
     if ((st = pl__payload_decode(out_answer, v, vn)))
         return pl__run_fail(r, st, "run %s: %s", r->id, pl_errmsg());
     if ((st = pl__inv_consume_checked(c))) {

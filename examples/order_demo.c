@@ -53,28 +53,27 @@ static void on_event(const pl_event *ev, void *user)
         printf("  %-14s failed: %s\n", ev->policy,
                ev->detail ? ev->detail : pl_strerror(ev->status));
         break;
-    default:
-        break;
+    default: break;
     }
     fflush(stdout);
 }
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: order-demo [--store PATH] [--effects FILE] [--order ID]\n"
-            "                  [--crash-after N] [--durability MODE] [--quiet]\n"
-            "\n"
-            "Runs an order (reserve stock, charge card, ship) as a durable "
-            "run.\nIf the order's run exists, continues it from its ledger.\n"
-            "\n"
-            "  --store PATH       LMDB store file (default order-demo.db)\n"
-            "  --effects FILE     where the tools' side effects are appended\n"
-            "                     (default order-demo.effects)\n"
-            "  --order ID         order id (default A-1001)\n"
-            "  --crash-after N    SIGKILL this process at step boundary N\n"
-            "  --durability MODE  sync (default), group or process\n"
-            "  --quiet            print only the outcome\n");
+    fprintf(
+        f, "usage: order-demo [--store PATH] [--effects FILE] [--order ID]\n"
+           "                  [--crash-after N] [--durability MODE] [--quiet]\n"
+           "\n"
+           "Runs an order (reserve stock, charge card, ship) as a durable "
+           "run.\nIf the order's run exists, continues it from its ledger.\n"
+           "\n"
+           "  --store PATH       LMDB store file (default order-demo.db)\n"
+           "  --effects FILE     where the tools' side effects are appended\n"
+           "                     (default order-demo.effects)\n"
+           "  --order ID         order id (default A-1001)\n"
+           "  --crash-after N    SIGKILL this process at step boundary N\n"
+           "  --durability MODE  sync (default), group or process\n"
+           "  --quiet            print only the outcome\n");
 }
 
 static int parse_long(const char *s, long *out)
@@ -131,8 +130,10 @@ int main(int argc, char **argv)
             order_id = v;
         else if (!strcmp(a, "--crash-after")) {
             if (parse_long(v, &d.crash_after)) {
-                fprintf(stderr, "order-demo: --crash-after needs a number, "
-                                "not '%s'\n", v);
+                fprintf(stderr,
+                        "order-demo: --crash-after needs a number, "
+                        "not '%s'\n",
+                        v);
                 return 2;
             }
         } else if (!strcmp(a, "--durability")) {
@@ -177,10 +178,12 @@ int main(int argc, char **argv)
         st = pl_run_start(&o, e, &root, &ro);
     } else if (!st) {
         printf("run %s: found with status %s, %llu durable steps%s; "
-               "continuing\n", run_id, pl_run_status_name(info->status),
+               "continuing\n",
+               run_id, pl_run_status_name(info->status),
                (unsigned long long)info->steps,
                info->status == PL_RUN_RUNNING && !info->owner_alive
-                   ? " (its process died)" : "");
+                   ? " (its process died)"
+                   : "");
         pl_run_info_free(info);
         st = pl_run_continue(&o, e, run_id, NULL);
     }
@@ -189,7 +192,8 @@ int main(int argc, char **argv)
 
     char *result = NULL;
     if (o->status == PL_RUN_COMPLETED) {
-        const pl_step *last = pl_steps_at(o->steps, pl_steps_count(o->steps) - 1);
+        const pl_step *last = pl_steps_at(o->steps,
+                                          pl_steps_count(o->steps) - 1);
         result = last ? cJSON_PrintUnformatted(pl_step_payload(last)) : NULL;
     }
     printf("run %s: %s%s%s\n", run_id, pl_run_status_name(o->status),

@@ -34,8 +34,7 @@ static int add_call(pl_ctx *ctx, double a, double b, double *sum)
 }
 
 /* A workflow: (1 + 2) + 3. */
-static int sum3(pl_ctx *ctx, const pl_action *action, pl_steps *out,
-                void *user)
+static int sum3(pl_ctx *ctx, const pl_action *action, pl_steps *out, void *user)
 {
     (void)action;
     (void)user;
@@ -81,12 +80,12 @@ int main(int argc, char **argv)
 
     /* It ran: the outcome says how it ended (a failure is recorded). */
     if (outcome->status == PL_RUN_COMPLETED) {
-        const pl_step *last =
-            pl_steps_at(outcome->steps, pl_steps_count(outcome->steps) - 1);
+        const pl_step *last = pl_steps_at(outcome->steps,
+                                          pl_steps_count(outcome->steps) - 1);
         char *json = cJSON_PrintUnformatted(pl_step_payload(last));
         printf("completed %s: calls executed %llu, served from the ledger "
-               "%llu\n", json ? json : "?",
-               (unsigned long long)outcome->calls_executed,
+               "%llu\n",
+               json ? json : "?", (unsigned long long)outcome->calls_executed,
                (unsigned long long)outcome->calls_served);
         cJSON_free(json);
     } else {

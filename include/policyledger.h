@@ -65,6 +65,9 @@
 #ifndef POLICYLEDGER_H
 #define POLICYLEDGER_H
 
+/* The manual is laid out by hand (aligned comments, one-line _INIT macros). */
+/* clang-format off */
+
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -1205,5 +1208,7 @@ int pl_registry_add_human(pl_registry *reg, const char *name);
 #ifdef __cplusplus
 }
 #endif
+
+/* clang-format on */
 
 #endif /* POLICYLEDGER_H */

@@ -33,8 +33,8 @@ void pl__kvs_end(pl__kvs *l)
 
 void pl__kvs_cancel(pl__kvs *l) { l->data.len = l->e[l->n].koff; }
 
-int pl__kvs_add(pl__kvs *l, const uint8_t *key, size_t klen,
-                const uint8_t *val, size_t vlen)
+int pl__kvs_add(pl__kvs *l, const uint8_t *key, size_t klen, const uint8_t *val,
+                size_t vlen)
 {
     int rc = pl__kvs_begin(l, key, klen);
     if (!rc)

@@ -110,8 +110,8 @@ int pl__lmdb_err(const pl__store *s, int rc, const char *what)
         st = PL_EMAPFULL;
     else if (rc == ENOMEM)
         st = PL_ENOMEM;
-    else if (rc == MDB_CORRUPTED || rc == MDB_INVALID || rc == MDB_INCOMPATIBLE
-             || rc == MDB_BAD_VALSIZE)
+    else if (rc == MDB_CORRUPTED || rc == MDB_INVALID ||
+             rc == MDB_INCOMPATIBLE || rc == MDB_BAD_VALSIZE)
         st = PL_ECORRUPT;
     else if (rc == MDB_VERSION_MISMATCH)
         st = PL_EVERSION;
@@ -121,7 +121,10 @@ int pl__lmdb_err(const pl__store *s, int rc, const char *what)
 
 /* ---- transactions and growth --------------------------------------------- */
 
-static void resize_lock_shared(pl__store *s) { pthread_rwlock_rdlock(&s->resize); }
+static void resize_lock_shared(pl__store *s)
+{
+    pthread_rwlock_rdlock(&s->resize);
+}
 static void resize_unlock(pl__store *s) { pthread_rwlock_unlock(&s->resize); }
 
 /* Adopt a map size grown by another process.  Called with no lock held. */
@@ -148,16 +151,18 @@ static int grow(pl__store *s, size_t seen)
         if (s->map_size_max && next > s->map_size_max)
             next = s->map_size_max;
         if (next <= seen) {
-            st = pl__err(PL_EMAPFULL, "store '%s' is full at %zu bytes and "
-                                      "may not grow past map_size_max (%zu "
-                                      "bytes); nothing written was lost",
+            st = pl__err(PL_EMAPFULL,
+                         "store '%s' is full at %zu bytes and "
+                         "may not grow past map_size_max (%zu "
+                         "bytes); nothing written was lost",
                          s->path, seen, s->map_size_max);
         } else {
             int rc = mdb_env_set_mapsize(s->env, next);
             if (rc)
-                st = pl__err(PL_EMAPFULL, "store '%s' is full at %zu bytes and "
-                                          "cannot grow to %zu: %s; nothing "
-                                          "written was lost",
+                st = pl__err(PL_EMAPFULL,
+                             "store '%s' is full at %zu bytes and "
+                             "cannot grow to %zu: %s; nothing "
+                             "written was lost",
                              s->path, seen, next, mdb_strerror(rc));
             else
                 s->map_size = next;
@@ -178,8 +183,9 @@ int pl__lmdb_txn_begin(pl__store *s, bool write, MDB_txn **txn,
             return PL_OK;
         resize_unlock(s);
         if (rc != MDB_MAP_RESIZED)
-            return pl__lmdb_err(s, rc, write ? "beginning a write"
-                                              : "beginning a read");
+            return pl__lmdb_err(s, rc,
+                                write ? "beginning a write"
+                                      : "beginning a read");
         int st = adopt_map_size(s);
         if (st)
             return st;
@@ -226,8 +232,9 @@ static void keep_tail(pl__store *s)
     MDB_envinfo info;
     mdb_env_info(s->env, &info);
     off_t used = ((off_t)info.me_last_pgno + 1) * s->psize;
-    off_t tail = used / 8 < TAIL_MIN ? TAIL_MIN
-                 : used / 8 > TAIL_MAX ? TAIL_MAX : used / 8;
+    off_t tail = used / 8 < TAIL_MIN   ? TAIL_MIN
+                 : used / 8 > TAIL_MAX ? TAIL_MAX
+                                       : used / 8;
     off_t map = (off_t)s->map_size;
     off_t low = used + tail / 2 < map ? used + tail / 2 : map;
     off_t want = used + tail < map ? used + tail : map;
@@ -303,8 +310,10 @@ static int open_body(pl__store *s, MDB_txn *txn, void *user, int *st)
         (rc = mdb_dbi_open(txn, "steps", MDB_CREATE, &s->steps)) ||
         (rc = mdb_dbi_open(txn, "journal", MDB_CREATE, &s->journal))) {
         *st = rc == MDB_INCOMPATIBLE
-                  ? pl__err(PL_ECORRUPT, "'%s' is an LMDB store but not a "
-                                         "policyledger store", s->path)
+                  ? pl__err(PL_ECORRUPT,
+                            "'%s' is an LMDB store but not a "
+                            "policyledger store",
+                            s->path)
                   : pl__lmdb_err(s, rc, "opening databases");
         return rc;
     }
@@ -316,8 +325,10 @@ static int open_body(pl__store *s, MDB_txn *txn, void *user, int *st)
         size_t nsteps = ms.ms_entries;
         mdb_stat(txn, s->runs, &ms);
         if (nsteps || ms.ms_entries) {
-            *st = pl__err(PL_ECORRUPT, "store '%s' holds runs but no format "
-                                       "record", s->path);
+            *st = pl__err(PL_ECORRUPT,
+                          "store '%s' holds runs but no format "
+                          "record",
+                          s->path);
             return 0;
         }
         uint8_t fmt[4];
@@ -335,8 +346,10 @@ static int open_body(pl__store *s, MDB_txn *txn, void *user, int *st)
     }
     uint32_t fmt = pl__get_be32(v.mv_data);
     if (fmt != 1)
-        *st = pl__err(PL_EVERSION, "store '%s' has format %u; this build "
-                                   "reads format 1", s->path, fmt);
+        *st = pl__err(PL_EVERSION,
+                      "store '%s' has format %u; this build "
+                      "reads format 1",
+                      s->path, fmt);
     return 0;
 }
 

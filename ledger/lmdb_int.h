@@ -18,7 +18,7 @@
 struct pl__store {
     MDB_env *env;
     MDB_dbi meta, runs, state, steps, journal;
-    pthread_rwlock_t resize; /* shared: any txn; exclusive: set_mapsize */
+    pthread_rwlock_t resize;  /* shared: any txn; exclusive: set_mapsize */
     atomic_bool journal_full; /* the journal is due to be moved */
     size_t map_size;
     size_t map_size_max;

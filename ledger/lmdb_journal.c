@@ -126,8 +126,8 @@ static int checkpoint_body(pl__store *s, MDB_txn *txn, void *user, int *st)
                 break;
             }
             all = a;
-            all[n] = (jstep){{klen, (void *)key}, {vlen, (void *)val},
-                             pl__get_be64(key), n};
+            all[n] = (jstep){
+                {klen, (void *)key}, {vlen, (void *)val}, pl__get_be64(key), n};
             n++;
             p = val + vlen;
         }
@@ -140,8 +140,10 @@ static int checkpoint_body(pl__store *s, MDB_txn *txn, void *user, int *st)
     if (rc == MDB_NOTFOUND)
         rc = 0;
     if (rc == MDB_CORRUPTED)
-        *st = pl__err(PL_ECORRUPT, "store '%s': a journal record is "
-                                   "malformed", s->path);
+        *st = pl__err(PL_ECORRUPT,
+                      "store '%s': a journal record is "
+                      "malformed",
+                      s->path);
     if (!rc && n) {
         sort_steps(all, n);
         bool append = true;
@@ -194,8 +196,7 @@ int pl__lmdb_journal_append(pl__store *s, MDB_txn *txn, const commit_ctx *c)
         pl__put_be64(key, seq);
         k = (MDB_val){8, key};
         v = (MDB_val){size, NULL};
-        if ((rc = mdb_put(txn, s->journal, &k, &v,
-                          MDB_APPEND | MDB_RESERVE)))
+        if ((rc = mdb_put(txn, s->journal, &k, &v, MDB_APPEND | MDB_RESERVE)))
             return rc;
         uint8_t *p = v.mv_data;
         pl__put_be32(p, (uint32_t)count);

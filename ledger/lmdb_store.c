@@ -34,8 +34,8 @@
 /* ---- commit -------------------------------------------------------------- */
 
 /* Put one step in its place, refusing to change an existing one. */
-int pl__lmdb_put_step(pl__store *s, MDB_txn *txn, MDB_val *k,
-                      const MDB_val *v, bool *append, uint64_t run, int *st)
+int pl__lmdb_put_step(pl__store *s, MDB_txn *txn, MDB_val *k, const MDB_val *v,
+                      bool *append, uint64_t run, int *st)
 {
     /* on MDB_KEYEXIST, LMDB points the value at the stored one: keep the
      * caller's (the journal move compares the two) */
@@ -49,9 +49,10 @@ int pl__lmdb_put_step(pl__store *s, MDB_txn *txn, MDB_val *k,
         rc = mdb_put(txn, s->steps, k, &data, MDB_NOOVERWRITE);
     }
     if (rc == MDB_KEYEXIST)
-        *st = pl__err(PL_EBUSY, "a step of run #%llu exists already at the "
-                                "position being appended: another process "
-                                "wrote to this run",
+        *st = pl__err(PL_EBUSY,
+                      "a step of run #%llu exists already at the "
+                      "position being appended: another process "
+                      "wrote to this run",
                       (unsigned long long)run);
     return rc;
 }
@@ -129,8 +130,7 @@ static int commit_body(pl__store *s, MDB_txn *txn, void *user, int *st)
         for (size_t i = 0; !c->journal && i < l->n; i++) {
             MDB_val k = {l->e[i].klen, (void *)pl__kvs_key(l, i)};
             MDB_val v = {l->e[i].vlen, (void *)pl__kvs_val(l, i)};
-            if ((rc = pl__lmdb_put_step(s, txn, &k, &v, &append, bt->run,
-                                        st)))
+            if ((rc = pl__lmdb_put_step(s, txn, &k, &v, &append, bt->run, st)))
                 return rc;
         }
         if ((rc = put_state(s, txn, bt)))
@@ -214,8 +214,10 @@ int pl__store_read(pl__store *s, const uint8_t *prefix, size_t prefix_len,
             continue;
         }
         if (where != AT_STEP) { /* AT_GAP */
-            st = pl__err(PL_ECORRUPT, "store '%s': a ledger is missing its "
-                                      "step %u", s->path, want);
+            st = pl__err(PL_ECORRUPT,
+                         "store '%s': a ledger is missing its "
+                         "step %u",
+                         s->path, want);
             break;
         }
         if ((st = pl__kvs_begin(out, NULL, 0)) ||
@@ -242,8 +244,8 @@ int pl__store_read(pl__store *s, const uint8_t *prefix, size_t prefix_len,
  * first key with the prefix), in key order.
  */
 static int page(pl__store *s, MDB_dbi dbi, const void *prefix, size_t plen,
-                const void *after, size_t after_len, size_t max_n,
-                pl__kvs *out, const char *what)
+                const void *after, size_t after_len, size_t max_n, pl__kvs *out,
+                const char *what)
 {
     pl__kvs_reset(out);
     MDB_txn *txn;
@@ -263,8 +265,7 @@ static int page(pl__store *s, MDB_dbi dbi, const void *prefix, size_t plen,
     while (!rc && out->n < max_n) {
         if (k.mv_size < plen || memcmp(k.mv_data, prefix, plen) != 0)
             break;
-        if ((st = pl__kvs_add(out, k.mv_data, k.mv_size, v.mv_data,
-                              v.mv_size)))
+        if ((st = pl__kvs_add(out, k.mv_data, k.mv_size, v.mv_data, v.mv_size)))
             break;
         rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
     }
@@ -288,8 +289,7 @@ int pl__store_scan(pl__store *s, uint64_t run, const uint8_t *after,
 /* Steps one read transaction of pl__store_each_step() hands out. */
 #define EACH_MAX 1024
 
-int pl__store_each_step(pl__store *s, uint64_t run, pl__step_fn fn,
-                        void *user)
+int pl__store_each_step(pl__store *s, uint64_t run, pl__step_fn fn, void *user)
 {
     uint8_t first[8], last[PL__KEY_MAX];
     size_t last_len = 0; /* the last key handed out; 0: none yet */
@@ -315,10 +315,10 @@ int pl__store_each_step(pl__store *s, uint64_t run, pl__step_fn fn,
                 break;
             if (++n == EACH_MAX) { /* go on after it in a new transaction */
                 if (k.mv_size > sizeof last) {
-                    st = pl__err(PL_ECORRUPT, "store '%s': run #%llu has a "
-                                              "step key of %zu bytes",
-                                 s->path, (unsigned long long)run,
-                                 k.mv_size);
+                    st = pl__err(PL_ECORRUPT,
+                                 "store '%s': run #%llu has a "
+                                 "step key of %zu bytes",
+                                 s->path, (unsigned long long)run, k.mv_size);
                     break;
                 }
                 memcpy(last, k.mv_data, k.mv_size);
@@ -359,8 +359,7 @@ int pl__store_run_find(pl__store *s, const char *id, uint64_t *num,
         *num = pl__get_be64(v.mv_data);
         if (info) {
             pl__buf_reset(info);
-            st = pl__buf_append(info, (uint8_t *)v.mv_data + 8,
-                                v.mv_size - 8);
+            st = pl__buf_append(info, (uint8_t *)v.mv_data + 8, v.mv_size - 8);
         }
     }
     pl__lmdb_txn_abort(s, txn);
@@ -450,6 +449,6 @@ int pl__store_state_update(pl__store *s, uint64_t num, pl__state_fn fn,
 
 int pl__store_runs(pl__store *s, const char *after, size_t max_n, pl__kvs *out)
 {
-    return page(s, s->runs, "", 0, after, after ? strlen(after) : 0, max_n,
-                out, "listing runs");
+    return page(s, s->runs, "", 0, after, after ? strlen(after) : 0, max_n, out,
+                "listing runs");
 }

@@ -59,8 +59,17 @@ static inline size_t rd_left(const rd *r) { return (size_t)(r->end - r->p); }
  * that follows.  Advances past the head only.
  */
 typedef enum {
-    T_NIL, T_BOOL, T_UINT, T_INT, T_F32, T_F64, T_STR, T_BIN, T_EXT,
-    T_ARRAY, T_MAP
+    T_NIL,
+    T_BOOL,
+    T_UINT,
+    T_INT,
+    T_F32,
+    T_F64,
+    T_STR,
+    T_BIN,
+    T_EXT,
+    T_ARRAY,
+    T_MAP
 } mtype;
 
 typedef struct head {

@@ -25,10 +25,8 @@
 static uint64_t rd_be(const uint8_t *p, size_t n)
 {
     switch (n) {
-    case 1:
-        return p[0];
-    case 2:
-        return (uint64_t)p[0] << 8 | p[1];
+    case 1: return p[0];
+    case 2: return (uint64_t)p[0] << 8 | p[1];
     case 4:
         return (uint64_t)p[0] << 24 | (uint64_t)p[1] << 16 |
                (uint64_t)p[2] << 8 | p[3];
@@ -37,8 +35,7 @@ static uint64_t rd_be(const uint8_t *p, size_t n)
                (uint64_t)p[2] << 40 | (uint64_t)p[3] << 32 |
                (uint64_t)p[4] << 24 | (uint64_t)p[5] << 16 |
                (uint64_t)p[6] << 8 | p[7];
-    default:
-        return 0;
+    default: return 0;
     }
 }
 
@@ -70,7 +67,11 @@ int pl__rd_head_long(rd *r, head *h, uint8_t c)
     case 0xd1: h->t = T_INT, need = 2; break;
     case 0xd2: h->t = T_INT, need = 4; break;
     case 0xd3: h->t = T_INT, need = 8; break;
-    case 0xd4: case 0xd5: case 0xd6: case 0xd7: case 0xd8:
+    case 0xd4:
+    case 0xd5:
+    case 0xd6:
+    case 0xd7:
+    case 0xd8:
         h->t = T_EXT, need = 0;
         h->u = 1u << (c - 0xd4);
         if (rd_left(r) < 1)
@@ -84,17 +85,14 @@ int pl__rd_head_long(rd *r, head *h, uint8_t c)
     case 0xdd: h->t = T_ARRAY, need = 4; break;
     case 0xde: h->t = T_MAP, need = 2; break;
     case 0xdf: h->t = T_MAP, need = 4; break;
-    default:
-        return PL_ECORRUPT; /* 0xc1: never used */
+    default: return PL_ECORRUPT; /* 0xc1: never used */
     }
     if (rd_left(r) < need)
         return PL_ECORRUPT;
     uint64_t v = rd_be(r->p, need);
     r->p += need;
     switch (h->t) {
-    case T_UINT:
-        h->u = v;
-        break;
+    case T_UINT: h->u = v; break;
     case T_INT:
         if (need == 1)
             h->i = (int8_t)v;
@@ -112,18 +110,14 @@ int pl__rd_head_long(rd *r, head *h, uint8_t c)
         h->d = f;
         break;
     }
-    case T_F64:
-        memcpy(&h->d, &v, sizeof h->d);
-        break;
+    case T_F64: memcpy(&h->d, &v, sizeof h->d); break;
     case T_EXT:
         h->u = v;
         if (rd_left(r) < 1)
             return PL_ECORRUPT;
         r->p++; /* type byte */
         break;
-    default:
-        h->u = v;
-        break;
+    default: h->u = v; break;
     }
     return PL_OK;
 }
@@ -142,9 +136,12 @@ int pl__mp_walk(rd *r, int depth, int mode, pl__tree_size *ts)
     if (ts)
         ts->nodes++;
     switch (h.t) {
-    case T_NIL: case T_BOOL: case T_UINT: case T_INT:
-        return PL_OK;
-    case T_F32: case T_F64:
+    case T_NIL:
+    case T_BOOL:
+    case T_UINT:
+    case T_INT: return PL_OK;
+    case T_F32:
+    case T_F64:
         return mode == MODE_JSON && !isfinite(h.d) ? PL_ECORRUPT : PL_OK;
     case T_STR:
         if (h.u > rd_left(r) ||
@@ -154,14 +151,14 @@ int pl__mp_walk(rd *r, int depth, int mode, pl__tree_size *ts)
             ts->text += (size_t)h.u + 1;
         r->p += h.u;
         return PL_OK;
-    case T_BIN: case T_EXT:
+    case T_BIN:
+    case T_EXT:
         if (mode == MODE_JSON || h.u > rd_left(r))
             return PL_ECORRUPT;
         r->p += h.u;
         return PL_OK;
     case T_ARRAY:
-    case T_MAP:
-        break;
+    case T_MAP: break;
     }
     bool map = h.t == T_MAP;
     /* every element takes at least a byte, every member two */
@@ -193,12 +190,13 @@ int pl__payload_walk(const uint8_t *mp, size_t len, bool want_map,
     rd r = {mp, mp + len};
     if (!len)
         return pl__err(PL_ECORRUPT, "empty payload");
-    if (want_map && !((mp[0] >= 0x80 && mp[0] <= 0x8f) || mp[0] == 0xde ||
-                      mp[0] == 0xdf))
+    if (want_map &&
+        !((mp[0] >= 0x80 && mp[0] <= 0x8f) || mp[0] == 0xde || mp[0] == 0xdf))
         return pl__err(PL_ECORRUPT, "payload is not a map");
     if (pl__mp_walk(&r, 1 - (int)outer, MODE_JSON, ts))
-        return pl__err(PL_ECORRUPT, "malformed or truncated payload, or one "
-                                    "nested deeper than %d levels",
+        return pl__err(PL_ECORRUPT,
+                       "malformed or truncated payload, or one "
+                       "nested deeper than %d levels",
                        PL_MAX_JSON_DEPTH);
     if (r.p != r.end)
         return pl__err(PL_ECORRUPT, "%zu stray bytes after the payload",
@@ -218,8 +216,10 @@ int pl__payload_measure(const uint8_t *mp, size_t len, unsigned outer,
     /* both are at most a few times len, so only a 32-bit size_t can
      * overflow */
     if (ts->nodes > (SIZE_MAX - ts->text) / sizeof(cJSON))
-        return pl__err(PL_ENOMEM, "a payload of %zu bytes is too big to "
-                                  "decode here", len);
+        return pl__err(PL_ENOMEM,
+                       "a payload of %zu bytes is too big to "
+                       "decode here",
+                       len);
     ts->bytes = ts->nodes * sizeof(cJSON) + ts->text;
     return PL_OK;
 }
@@ -246,8 +246,9 @@ static void tree_number(cJSON *v, double d)
 {
     v->type = cJSON_Number;
     v->valuedouble = d;
-    v->valueint = d >= INT_MAX ? INT_MAX : d <= (double)INT_MIN ? INT_MIN
-                                                                : (int)d;
+    v->valueint = d >= INT_MAX           ? INT_MAX
+                  : d <= (double)INT_MIN ? INT_MIN
+                                         : (int)d;
 }
 
 /*
@@ -268,7 +269,8 @@ static cJSON *build(rd *r, tree_at *t)
     case T_BOOL: v->type = h.b ? cJSON_True : cJSON_False; return v;
     case T_UINT: tree_number(v, (double)h.u); return v;
     case T_INT: tree_number(v, (double)h.i); return v;
-    case T_F32: case T_F64: tree_number(v, h.d); return v;
+    case T_F32:
+    case T_F64: tree_number(v, h.d); return v;
     case T_STR:
         if (h.u > rd_left(r) ||
             !(v->valuestring = tree_text(t, r->p, (size_t)h.u)))
@@ -276,10 +278,9 @@ static cJSON *build(rd *r, tree_at *t)
         v->type = cJSON_String;
         r->p += h.u;
         return v;
-    case T_ARRAY: case T_MAP:
-        break;
-    default:
-        return NULL;
+    case T_ARRAY:
+    case T_MAP: break;
+    default: return NULL;
     }
     bool map = h.t == T_MAP;
     v->type = map ? cJSON_Object : cJSON_Array;
@@ -310,8 +311,8 @@ static cJSON *build(rd *r, tree_at *t)
     return v;
 }
 
-cJSON *pl__payload_build(const uint8_t *mp, size_t len,
-                         const pl__tree_size *ts, void *block)
+cJSON *pl__payload_build(const uint8_t *mp, size_t len, const pl__tree_size *ts,
+                         void *block)
 {
     tree_at t = {block, (cJSON *)block + ts->nodes, NULL,
                  (char *)block + ts->bytes};
@@ -361,8 +362,9 @@ int pl__payload_decode_in(cJSON **out, const uint8_t *mp, size_t len,
     /* a tree the caller owns is one cJSON_Delete() can free */
     *out = cJSON_Duplicate(root, true);
     free(block);
-    return *out ? PL_OK : pl__err(PL_ENOMEM, "out of memory decoding a "
-                                             "payload");
+    return *out ? PL_OK
+                : pl__err(PL_ENOMEM, "out of memory decoding a "
+                                     "payload");
 }
 
 char *pl__payload_text(const uint8_t *mp, size_t len, size_t max)
@@ -384,7 +386,6 @@ char *pl__payload_text(const uint8_t *mp, size_t len, size_t max)
     cJSON_free(s);
     return out;
 }
-
 
 /* ---- finding a value without decoding ------------------------------------ */
 

@@ -32,15 +32,9 @@ int pl__pack_json(msgpack_packer *pk, const cJSON *v, unsigned depth)
                        PL_MAX_JSON_DEPTH);
     int rc = 0;
     switch (v->type & 0xff) {
-    case cJSON_NULL:
-        rc = msgpack_pack_nil(pk);
-        break;
-    case cJSON_False:
-        rc = msgpack_pack_false(pk);
-        break;
-    case cJSON_True:
-        rc = msgpack_pack_true(pk);
-        break;
+    case cJSON_NULL: rc = msgpack_pack_nil(pk); break;
+    case cJSON_False: rc = msgpack_pack_false(pk); break;
+    case cJSON_True: rc = msgpack_pack_true(pk); break;
     case cJSON_Number: {
         double d = v->valuedouble;
         if (!isfinite(d))
@@ -116,8 +110,10 @@ int pl__payload_encode(pl__buf *out, const cJSON *obj, size_t max_bytes)
     if (max_bytes && out->len - start > max_bytes) {
         size_t n = out->len - start;
         out->len = start;
-        return pl__err(PL_ELIMIT, "payload of %zu bytes exceeds the limit of "
-                                  "%zu bytes", n, max_bytes);
+        return pl__err(PL_ELIMIT,
+                       "payload of %zu bytes exceeds the limit of "
+                       "%zu bytes",
+                       n, max_bytes);
     }
     return PL_OK;
 }
@@ -189,9 +185,10 @@ int pl__named_value_encode(pl__buf *out, const char *name, const cJSON *value,
     }
     int st = pl__pack_json(&pk, value, 1);
     if (!st && max_bytes && out->len - start > max_bytes)
-        st = pl__err(PL_ELIMIT, "side effect value of %zu bytes exceeds the "
-                                "limit of %zu bytes", out->len - start,
-                     max_bytes);
+        st = pl__err(PL_ELIMIT,
+                     "side effect value of %zu bytes exceeds the "
+                     "limit of %zu bytes",
+                     out->len - start, max_bytes);
     if (st)
         out->len = start;
     return st;

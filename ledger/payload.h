@@ -88,8 +88,7 @@ PL__HIDDEN int pl__payload_decode(cJSON **out, const uint8_t *mp,
  * (see pl__step_wrapping()): the policy's value may nest PL_MAX_JSON_DEPTH
  * deep wherever the engine put it.
  */
-PL__HIDDEN int pl__payload_decode_in(cJSON **out, const uint8_t *mp,
-                                     size_t len,
+PL__HIDDEN int pl__payload_decode_in(cJSON **out, const uint8_t *mp, size_t len,
                                      unsigned outer) PL__MUST_CHECK;
 
 /*
@@ -118,11 +117,9 @@ PL__HIDDEN char *pl__payload_text(const uint8_t *mp, size_t len, size_t max);
  * the call and compares the bytes the slow way.
  */
 PL__HIDDEN bool pl__call_payload_same(const uint8_t *mp, size_t len,
-                                      const char *policy,
-                                      const cJSON *payload,
+                                      const char *policy, const cJSON *payload,
                                       const char *const *actions,
-                                      size_t n_actions,
-                                      const char *seed_digest,
+                                      size_t n_actions, const char *seed_digest,
                                       size_t max_bytes);
 
 /* Equality of two payloads as JSON (key order ignored). */

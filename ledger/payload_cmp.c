@@ -53,12 +53,11 @@ static bool json_equal(const cJSON *a, const cJSON *b)
     if (t != (b->type & 0xff))
         return false;
     switch (t) {
-    case cJSON_False: case cJSON_True: case cJSON_NULL:
-        return true;
-    case cJSON_Number:
-        return a->valuedouble == b->valuedouble;
-    case cJSON_String:
-        return strcmp(a->valuestring, b->valuestring) == 0;
+    case cJSON_False:
+    case cJSON_True:
+    case cJSON_NULL: return true;
+    case cJSON_Number: return a->valuedouble == b->valuedouble;
+    case cJSON_String: return strcmp(a->valuestring, b->valuestring) == 0;
     case cJSON_Array: {
         const cJSON *x = a->child, *y = b->child;
         for (; x && y; x = x->next, y = y->next)
@@ -93,8 +92,7 @@ static bool json_equal(const cJSON *a, const cJSON *b)
         free(vb);
         return eq;
     }
-    default:
-        return false; /* nothing else comes out of pl__mp_walk() */
+    default: return false; /* nothing else comes out of pl__mp_walk() */
     }
 }
 
@@ -153,8 +151,7 @@ static bool same_json(rd *r, const cJSON *v, unsigned depth)
     if (rd_head(r, &h))
         return false;
     switch (v->type & 0xff) {
-    case cJSON_NULL:
-        return h.t == T_NIL;
+    case cJSON_NULL: return h.t == T_NIL;
     case cJSON_False:
     case cJSON_True:
         return h.t == T_BOOL && h.b == ((v->type & 0xff) == cJSON_True);
@@ -164,8 +161,7 @@ static bool same_json(rd *r, const cJSON *v, unsigned depth)
                                (h.t == T_INT && (double)h.i == d) ||
                                ((h.t == T_F32 || h.t == T_F64) && h.d == d));
     }
-    case cJSON_String:
-        return h.t == T_STR && same_str(r, h.u, v->valuestring);
+    case cJSON_String: return h.t == T_STR && same_str(r, h.u, v->valuestring);
     case cJSON_Array:
     case cJSON_Object: {
         bool obj = (v->type & 0xff) == cJSON_Object;
@@ -178,8 +174,7 @@ static bool same_json(rd *r, const cJSON *v, unsigned depth)
                 return false;
         return n == h.u;
     }
-    default:
-        return false;
+    default: return false;
     }
 }
 

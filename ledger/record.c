@@ -80,9 +80,10 @@ int pl__rec_encode(pl__buf *out, uint32_t seq, int64_t time_us,
     packer_init(&pk, out);
     size_t start = out->len;
     int rc = msgpack_pack_array(&pk, link ? 8 : 7);
-    rc = rc ? rc : msgpack_pack_uint32(&pk, link && link->folded
-                                                ? PL__FORMAT_V2
-                                                : PL__FORMAT_VERSION);
+    rc = rc ? rc
+            : msgpack_pack_uint32(&pk, link && link->folded
+                                           ? PL__FORMAT_V2
+                                           : PL__FORMAT_VERSION);
     rc = rc ? rc : msgpack_pack_uint32(&pk, seq);
     rc = rc ? rc : msgpack_pack_int64(&pk, time_us);
     rc = rc ? rc : msgpack_pack_uint32(&pk, (uint32_t)type);
@@ -96,8 +97,7 @@ int pl__rec_encode(pl__buf *out, uint32_t seq, int64_t time_us,
         if (!rc)
             rc = link->folded
                      ? msgpack_pack_uint32(&pk, (uint32_t)link->folded)
-                     : msgpack_pack_bin_with_body(&pk, link->head,
-                                                  PL_HASH_LEN);
+                     : msgpack_pack_bin_with_body(&pk, link->head, PL_HASH_LEN);
     }
     if (rc || pl__buf_append(out, payload, payload_len)) {
         out->len = start;
@@ -132,13 +132,16 @@ int pl__rec_decode_lazy(pl__rec *out, const uint8_t *data, size_t len)
     if (rd_uint(&r, &version))
         return pl__err(PL_ECORRUPT, "step record has no format version");
     if (version != PL__FORMAT_VERSION && version != PL__FORMAT_V2)
-        return pl__err(PL_EVERSION, "step record has format version %llu; "
-                                    "this build reads versions %u and %u",
+        return pl__err(PL_EVERSION,
+                       "step record has format version %llu; "
+                       "this build reads versions %u and %u",
                        (unsigned long long)version, PL__FORMAT_VERSION,
                        PL__FORMAT_V2);
     if (h.u != 7 && h.u != 8)
-        return pl__err(PL_ECORRUPT, "step header has %llu fields, expected 7 "
-                                    "or 8", (unsigned long long)h.u);
+        return pl__err(PL_ECORRUPT,
+                       "step header has %llu fields, expected 7 "
+                       "or 8",
+                       (unsigned long long)h.u);
     if (rd_uint(&r, &seq) || seq > UINT32_MAX)
         return pl__err(PL_ECORRUPT, "step record has a bad sequence number");
     out->seq = (uint32_t)seq;
@@ -195,16 +198,19 @@ int pl__rec_decode_lazy(pl__rec *out, const uint8_t *data, size_t len)
     out->mirrored = out->payload_len == 1 && *r.p == 0xc0;
     if (out->mirrored) {
         if (version != PL__FORMAT_V2 || out->link_folded)
-            return pl__err(PL_ECORRUPT, "step record %llu: only a version "
-                                        "%u record may hold its caller's "
-                                        "result", (unsigned long long)seq,
-                           PL__FORMAT_V2);
+            return pl__err(PL_ECORRUPT,
+                           "step record %llu: only a version "
+                           "%u record may hold its caller's "
+                           "result",
+                           (unsigned long long)seq, PL__FORMAT_V2);
         return PL_OK;
     }
-    if (!out->payload_len || !((*r.p >= 0x80 && *r.p <= 0x8f) ||
-                               *r.p == 0xde || *r.p == 0xdf))
-        return pl__err(PL_ECORRUPT, "step record %llu: the payload is not a "
-                                    "map", (unsigned long long)seq);
+    if (!out->payload_len ||
+        !((*r.p >= 0x80 && *r.p <= 0x8f) || *r.p == 0xde || *r.p == 0xdf))
+        return pl__err(PL_ECORRUPT,
+                       "step record %llu: the payload is not a "
+                       "map",
+                       (unsigned long long)seq);
     return PL_OK;
 }
 
@@ -226,8 +232,9 @@ void pl__rec_mirror(pl__rec *rec, const pl__rec *caller)
 int pl__rec_check(const pl__rec *rec)
 {
     if (rec->mirrored)
-        return pl__err(PL_ECORRUPT, "step record %u holds its caller's "
-                                    "result, which was not read with it",
+        return pl__err(PL_ECORRUPT,
+                       "step record %u holds its caller's "
+                       "result, which was not read with it",
                        rec->seq);
     int rc = pl__payload_walk(rec->payload, rec->payload_len, true,
                               pl__step_wrapping(rec->type), NULL);

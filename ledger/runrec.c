@@ -156,8 +156,7 @@ static int map_begin(rd *r, const uint8_t *data, size_t len, uint64_t *n,
 {
     rd chk = {data, data + len};
     head h;
-    if (pl__mp_walk(&chk, 1 - RECORD_OUTER, MODE_ANY, NULL) ||
-        chk.p != chk.end)
+    if (pl__mp_walk(&chk, 1 - RECORD_OUTER, MODE_ANY, NULL) || chk.p != chk.end)
         return pl__err(PL_ECORRUPT, "%s is malformed", what);
     r->p = data;
     r->end = data + len;
@@ -303,11 +302,13 @@ int pl__run_state_encode(pl__buf *out, const pl__run_state *st)
     }
     if (!rc && st->prompt) {
         rc = pack_key(&pk, "prompt");
-        rc = rc ? rc : (pl__buf_append(out, st->prompt, st->prompt_len) ? -1 : 0);
+        rc = rc ? rc
+                : (pl__buf_append(out, st->prompt, st->prompt_len) ? -1 : 0);
     }
     if (!rc && st->result) {
         rc = pack_key(&pk, "result");
-        rc = rc ? rc : (pl__buf_append(out, st->result, st->result_len) ? -1 : 0);
+        rc = rc ? rc
+                : (pl__buf_append(out, st->result, st->result_len) ? -1 : 0);
     }
     if (!rc && st->has_head) {
         rc = pack_key(&pk, "head");
@@ -439,10 +440,10 @@ int pl__run_state_copy(pl__run_state *dst, const pl__run_state *src)
     dst->result = NULL;
     if ((src->reason && !(dst->reason = pl__strdup(src->reason))) ||
         (src->susp_path && !(dst->susp_path = pl__strdup(src->susp_path))) ||
-        (src->prompt && !(dst->prompt = dup_mem(src->prompt,
-                                                src->prompt_len))) ||
-        (src->result && !(dst->result = dup_mem(src->result,
-                                                src->result_len)))) {
+        (src->prompt &&
+         !(dst->prompt = dup_mem(src->prompt, src->prompt_len))) ||
+        (src->result &&
+         !(dst->result = dup_mem(src->result, src->result_len)))) {
         pl__run_state_clear(dst);
         return pl__err(PL_ENOMEM, "out of memory copying a run state");
     }

@@ -30,15 +30,15 @@ typedef struct pl__run_state {
     char owner_host[256];
     uint32_t attempts;
     int error;
-    char *reason;        /* failed */
-    char token[33];      /* suspended: resume token (hex) or "" */
-    char *susp_path;     /* suspended: invocation path */
-    uint32_t susp_seq;   /* suspended: the suspend step's seq */
-    uint8_t *prompt;     /* suspended: msgpack map */
+    char *reason;      /* failed */
+    char token[33];    /* suspended: resume token (hex) or "" */
+    char *susp_path;   /* suspended: invocation path */
+    uint32_t susp_seq; /* suspended: the suspend step's seq */
+    uint8_t *prompt;   /* suspended: msgpack map */
     size_t prompt_len;
-    uint8_t *result;     /* completed: msgpack map of the root's result */
+    uint8_t *result; /* completed: msgpack map of the root's result */
     size_t result_len;
-    bool has_head;       /* head: hash of the root ledger's last step, */
+    bool has_head;             /* head: hash of the root ledger's last step, */
     uint8_t head[PL_HASH_LEN]; /* when written after it (not failed) */
 } pl__run_state;
 
@@ -52,16 +52,19 @@ typedef void (*pl__seed_item_fn)(const void *steps, size_t i,
 PL__HIDDEN int pl__seed_encode(pl__buf *out, const void *steps, size_t n,
                                pl__seed_item_fn item) PL__MUST_CHECK;
 
-PL__HIDDEN int pl__run_info_encode(pl__buf *out, const pl__run_info *ri) PL__MUST_CHECK;
+PL__HIDDEN int pl__run_info_encode(pl__buf *out,
+                                   const pl__run_info *ri) PL__MUST_CHECK;
 PL__HIDDEN int pl__run_info_decode(pl__run_info *out, const uint8_t *data,
                                    size_t len) PL__MUST_CHECK;
 PL__HIDDEN void pl__run_info_clear(pl__run_info *ri);
 
-PL__HIDDEN int pl__run_state_encode(pl__buf *out, const pl__run_state *st) PL__MUST_CHECK;
+PL__HIDDEN int pl__run_state_encode(pl__buf *out,
+                                    const pl__run_state *st) PL__MUST_CHECK;
 PL__HIDDEN int pl__run_state_decode(pl__run_state *out, const uint8_t *data,
                                     size_t len) PL__MUST_CHECK;
 PL__HIDDEN void pl__run_state_clear(pl__run_state *st);
 /* Deep copy (strings and buffers duplicated). */
-PL__HIDDEN int pl__run_state_copy(pl__run_state *dst, const pl__run_state *src) PL__MUST_CHECK;
+PL__HIDDEN int pl__run_state_copy(pl__run_state *dst,
+                                  const pl__run_state *src) PL__MUST_CHECK;
 
 #endif /* PL_RUNREC_H */

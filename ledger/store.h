@@ -72,9 +72,9 @@ static inline const uint8_t *pl__kvs_val(const pl__kvs *l, size_t i)
  * the run's number.
  */
 typedef struct pl__batch {
-    pl__kvs steps;   /* step key -> record */
-    uint64_t run;    /* whose state; set by the store for a create */
-    pl__buf state;   /* the new state; len 0 = unchanged */
+    pl__kvs steps;              /* step key -> record */
+    uint64_t run;               /* whose state; set by the store for a create */
+    pl__buf state;              /* the new state; len 0 = unchanged */
     const char *create_id;      /* create this run (NULL: no create) */
     const pl__buf *create_info; /* its info record */
     int rc; /* set by pl__store_commit(): PL_EEXIST when create_id is taken
@@ -137,10 +137,9 @@ PL__HIDDEN int pl__store_scan(pl__store *s, uint64_t run, const uint8_t *after,
  * go on, or a status that stops the walk and is returned; it must not call
  * the store.
  */
-typedef int (*pl__step_fn)(const uint8_t *key, size_t klen,
-                           const uint8_t *val, size_t vlen, void *user);
-PL__HIDDEN int pl__store_each_step(pl__store *s, uint64_t run,
-                                   pl__step_fn fn,
+typedef int (*pl__step_fn)(const uint8_t *key, size_t klen, const uint8_t *val,
+                           size_t vlen, void *user);
+PL__HIDDEN int pl__store_each_step(pl__store *s, uint64_t run, pl__step_fn fn,
                                    void *user) PL__MUST_CHECK;
 
 /* ---- runs -------------------------------------------------------------------- */

@@ -46,8 +46,8 @@ static int tool(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     atomic_fetch_add(&g_tool_calls, 1);
     const cJSON *i = cJSON_GetObjectItemCaseSensitive(a->payload, "i");
     cJSON *r = cJSON_CreateObject();
-    cJSON_AddNumberToObject(r, "twice", cJSON_IsNumber(i) ? 2 * i->valuedouble
-                                                          : -1);
+    cJSON_AddNumberToObject(r, "twice",
+                            cJSON_IsNumber(i) ? 2 * i->valuedouble : -1);
     int st = r ? pl_steps_add_result(out, r) : PL_ENOMEM;
     cJSON_Delete(r);
     return st;
@@ -67,8 +67,8 @@ static int root(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
         pl_step *res = NULL;
         if ((st = pl_ctx_call(&res, ctx, &call, NULL, 0)))
             break;
-        const cJSON *t = cJSON_GetObjectItemCaseSensitive(
-            pl_step_payload(res), "twice");
+        const cJSON *t = cJSON_GetObjectItemCaseSensitive(pl_step_payload(res),
+                                                          "twice");
         if (!cJSON_IsNumber(t) || t->valuedouble != 2.0 * i)
             st = PL_EPOLICY;
         pl_step_free(res);

@@ -23,7 +23,10 @@ static int rm_one(const char *p, const struct stat *sb, int flag,
     return remove(p);
 }
 
-void t_rmtree(const char *path) { nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS); }
+void t_rmtree(const char *path)
+{
+    nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
 
 void t_cleanup(void)
 {
@@ -38,7 +41,8 @@ const char *t_tmpdir(void)
 {
     const char *base = getenv("TMPDIR");
     char tmpl[4096];
-    snprintf(tmpl, sizeof tmpl, "%s/pltest.XXXXXX", base && *base ? base : "/tmp");
+    snprintf(tmpl, sizeof tmpl, "%s/pltest.XXXXXX",
+             base && *base ? base : "/tmp");
     char *d = mkdtemp(tmpl);
     cr_assert_not_null(d, "mkdtemp failed");
     cr_assert(n_dirs < 64);
@@ -80,8 +84,9 @@ static int add(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     const cJSON *x = cJSON_GetObjectItemCaseSensitive(a->payload, "a");
     const cJSON *y = cJSON_GetObjectItemCaseSensitive(a->payload, "b");
     if (!cJSON_IsNumber(x) || !cJSON_IsNumber(y))
-        return pl_steps_add_error(out, PL_ERR_INVALID_INPUT, "a and b must be "
-                                                             "numbers");
+        return pl_steps_add_error(out, PL_ERR_INVALID_INPUT,
+                                  "a and b must be "
+                                  "numbers");
     cJSON *r = cJSON_CreateObject();
     cJSON_AddNumberToObject(r, "sum", x->valuedouble + y->valuedouble);
     int st = pl_steps_add_result(out, r);
@@ -141,8 +146,11 @@ pl_registry *t_registry(void)
     struct {
         const char *name;
         pl_policy_fn fn;
-    } defs[] = {{"echo", echo}, {"add", add}, {"fail", fail},
-                {"oops", oops}, {"chain", chain}};
+    } defs[] = {{"echo", echo},
+                {"add", add},
+                {"fail", fail},
+                {"oops", oops},
+                {"chain", chain}};
     for (size_t i = 0; i < sizeof defs / sizeof defs[0]; i++) {
         pl_policy_def d = PL_POLICY_DEF_INIT;
         d.name = defs[i].name;

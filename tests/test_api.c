@@ -79,8 +79,8 @@ static int invoker(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     (void)user;
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(a->payload, "call");
     const cJSON *with = cJSON_GetObjectItemCaseSensitive(a->payload, "with");
-    bool handle = cJSON_IsTrue(
-        cJSON_GetObjectItemCaseSensitive(a->payload, "handle"));
+    bool handle = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(a->payload,
+                                                                "handle"));
     cJSON *res = NULL;
     int st = pl_ctx_invoke(&res, ctx, name->valuestring,
                            cJSON_IsObject(with) ? with : pl_json_empty());
@@ -134,8 +134,7 @@ static int viewer(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
 
 static int g_version_status[2];
 
-static int versions(pl_ctx *ctx, const pl_action *a, pl_steps *out,
-                    void *user)
+static int versions(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
 {
     (void)a;
     (void)user;
@@ -160,14 +159,13 @@ static int g_invokef_status[3];
 static double g_invokef_sum;
 
 /* invokerf: pl_ctx_invokef with a good format, a bad one, a non-object. */
-static int invokerf(pl_ctx *ctx, const pl_action *a, pl_steps *out,
-                    void *user)
+static int invokerf(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
 {
     (void)a;
     (void)user;
     cJSON *r = NULL;
-    g_invokef_status[0] = pl_ctx_invokef(&r, ctx, "add", "{s:f, s:i}", "a",
-                                         1.5, "b", 2);
+    g_invokef_status[0] = pl_ctx_invokef(&r, ctx, "add", "{s:f, s:i}", "a", 1.5,
+                                         "b", 2);
     if (!g_invokef_status[0])
         pl_json_unpack(r, "{s:f}", "sum", &g_invokef_sum);
     cJSON_Delete(r);
@@ -183,9 +181,9 @@ static pl_registry *registry(void)
     const struct {
         const char *name;
         pl_policy_fn fn;
-    } defs[] = {{"keeper", keeper},   {"stale", stale},
-                {"foreign", foreign}, {"foreign_child", foreign_child},
-                {"invoker", invoker}, {"viewer", viewer},
+    } defs[] = {{"keeper", keeper},     {"stale", stale},
+                {"foreign", foreign},   {"foreign_child", foreign_child},
+                {"invoker", invoker},   {"viewer", viewer},
                 {"versions", versions}, {"invokerf", invokerf}};
     for (size_t i = 0; i < sizeof defs / sizeof defs[0]; i++) {
         pl_policy_def d = PL_POLICY_DEF_INIT;
@@ -306,8 +304,7 @@ Test(api, ledger_view_is_one_list_extended_as_the_ledger_grows)
     g_view_same_list = g_view_same_steps = false;
     pl_run_options ro = PL_RUN_OPTIONS_INIT;
     ro.check = true;
-    cr_assert_eq(pl_run_continue(&o, e, "view", &ro), PL_OK, "%s",
-                 pl_errmsg());
+    cr_assert_eq(pl_run_continue(&o, e, "view", &ro), PL_OK, "%s", pl_errmsg());
     cr_expect_eq(g_view_counts[2], 4);
     cr_expect(g_view_same_list && g_view_same_steps);
     pl_outcome_free(o);

@@ -172,8 +172,18 @@ static spec spec_default(void)
 {
     for (size_t i = 0; i < sizeof hash_bytes; i++)
         hash_bytes[i] = (uint8_t)(i * 7 + 3);
-    spec s = {7, PL__FORMAT_VERSION, 5, 1700000000000000, PL_STEP_TEXT,
-              "model", 5, PL_HASH_LEN, NULL, 0, empty_map, 1};
+    spec s = {7,
+              PL__FORMAT_VERSION,
+              5,
+              1700000000000000,
+              PL_STEP_TEXT,
+              "model",
+              5,
+              PL_HASH_LEN,
+              NULL,
+              0,
+              empty_map,
+              1};
     return s;
 }
 
@@ -221,8 +231,8 @@ static void expect_rec(const uint8_t *p, size_t n, int want, const char *what)
     pl__rec rec;
     set_sentinel();
     int st = pl__rec_decode(&rec, c, n);
-    cr_assert_eq(st, want, "%s: pl__rec_decode gave %s, expected %s (%s)",
-                 what, pl_status_name(st), pl_status_name(want), pl_errmsg());
+    cr_assert_eq(st, want, "%s: pl__rec_decode gave %s, expected %s (%s)", what,
+                 pl_status_name(st), pl_status_name(want), pl_errmsg());
     if (want != PL_OK) {
         cr_assert(strcmp(pl_errmsg(), sentinel) != 0 && pl_errmsg()[0],
                   "%s: no message for the failure", what);
@@ -433,8 +443,8 @@ Test(codec, step_record_roundtrip_every_type)
             /* something in front: the encoder appends */
             put(&rec, "xyz", 3);
             int st = pl__rec_encode(&rec, seq, t, (pl_step_type)type,
-                                    "actor-name", prev, code, NULL, payload.data,
-                                    payload.len);
+                                    "actor-name", prev, code, NULL,
+                                    payload.data, payload.len);
             cr_assert_eq(st, PL_OK, "%s", pl_errmsg());
             cr_assert_eq(memcmp(rec.data, "xyz", 3), 0, "prefix overwritten");
 
@@ -489,12 +499,9 @@ Test(codec, step_record_field_extremes)
         size_t actor_len;
         size_t code_len;
     } cases[] = {
-        {0, 0, 1, 0},
-        {UINT32_MAX, INT64_MAX, PL_MAX_NAME, 4096},
-        {1, INT64_MIN, 2, 1},
-        {127, -1, 31, 31},
-        {128, -33, 32, 32},
-        {65536, 1, 200, 256},
+        {0, 0, 1, 0},         {UINT32_MAX, INT64_MAX, PL_MAX_NAME, 4096},
+        {1, INT64_MIN, 2, 1}, {127, -1, 31, 31},
+        {128, -33, 32, 32},   {65536, 1, 200, 256},
     };
     uint8_t prev[PL_HASH_LEN] = {0};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -540,13 +547,33 @@ Test(codec, payload_roundtrip_scalars_and_structure)
 Test(codec, payload_roundtrip_integers)
 {
     static const double ints[] = {
-        0, 1, -1, 31, 127, 128, -32, -33, -128, -129, 255, 256, 32767,
-        -32768, 65535, 65536, -2147483648.0, 2147483647.0, 4294967295.0,
-        4294967296.0, 1e15, -1e15,
-        9007199254740991.0,  /* 2^53 - 1 */
-        9007199254740992.0,  /* 2^53 */
-        -9007199254740991.0, -9007199254740992.0,
-        9007199254740994.0,  /* 2^53 + 2: exact in a double */
+        0,
+        1,
+        -1,
+        31,
+        127,
+        128,
+        -32,
+        -33,
+        -128,
+        -129,
+        255,
+        256,
+        32767,
+        -32768,
+        65535,
+        65536,
+        -2147483648.0,
+        2147483647.0,
+        4294967295.0,
+        4294967296.0,
+        1e15,
+        -1e15,
+        9007199254740991.0, /* 2^53 - 1 */
+        9007199254740992.0, /* 2^53 */
+        -9007199254740991.0,
+        -9007199254740992.0,
+        9007199254740994.0,     /* 2^53 + 2: exact in a double */
         -9223372036854775808.0, /* INT64_MIN */
         9223372036854775808.0,  /* 2^63: past int64, a float */
     };
@@ -739,8 +766,7 @@ static void nest_two_keys(pl__buf *b, int levels, bool a_first)
  * pair of subtrees is compared once.  (Comparing each object's members from
  * both sides, as cJSON_Compare does, takes 2^30 steps here.)
  */
-Test(codec, payload_equal_is_linear_in_deep_reordered_payloads,
-     .timeout = 300)
+Test(codec, payload_equal_is_linear_in_deep_reordered_payloads, .timeout = 300)
 {
     pl__buf x = {0}, y = {0}, z = {0};
     nest_two_keys(&x, PL_MAX_JSON_DEPTH, true);
@@ -783,8 +809,8 @@ static void expect_encode(const cJSON *v, size_t max, int want,
 
 Test(codec, payload_must_be_an_object)
 {
-    static const char *const texts[] = {"[]", "[1, 2]", "\"s\"", "1", "true",
-                                        "false", "null"};
+    static const char *const texts[] = {"[]",   "[1, 2]", "\"s\"", "1",
+                                        "true", "false",  "null"};
     for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) {
         cJSON *j = cJSON_Parse(texts[i]);
         cr_assert_not_null(j);
@@ -840,18 +866,20 @@ Test(codec, payload_depth_limit)
      * nesting limit counts); scalars inside the deepest one add nothing */
     for (int scalar = 0; scalar < 2; scalar++) {
         cJSON *at = nest_objects(PL_MAX_JSON_DEPTH, scalar);
-        expect_encode(at, 0, PL_OK, scalar ? "objects at the limit, with a "
-                                             "scalar"
-                                           : "objects at the limit");
+        expect_encode(at, 0, PL_OK,
+                      scalar ? "objects at the limit, with a "
+                               "scalar"
+                             : "objects at the limit");
         cJSON *past = nest_objects(PL_MAX_JSON_DEPTH + 1, scalar);
         expect_encode(past, 0, PL_ELIMIT, "objects one past the limit");
         cJSON_Delete(at);
         cJSON_Delete(past);
 
         at = nest_arrays(PL_MAX_JSON_DEPTH, scalar);
-        expect_encode(at, 0, PL_OK, scalar ? "arrays at the limit, with a "
-                                             "scalar"
-                                           : "arrays at the limit");
+        expect_encode(at, 0, PL_OK,
+                      scalar ? "arrays at the limit, with a "
+                               "scalar"
+                             : "arrays at the limit");
         past = nest_arrays(PL_MAX_JSON_DEPTH + 1, scalar);
         expect_encode(past, 0, PL_ELIMIT, "arrays one past the limit");
         cJSON_Delete(at);
@@ -925,8 +953,7 @@ Test(codec, payload_size_limit)
     cr_assert_eq(pl__call_payload_encode(&b, "p", j, NULL, 0, NULL, size),
                  PL_OK);
     pl__buf_reset(&b);
-    cr_assert_eq(pl__call_payload_encode(&b, "p", j, NULL, 0, NULL,
-                                         size - 1),
+    cr_assert_eq(pl__call_payload_encode(&b, "p", j, NULL, 0, NULL, size - 1),
                  PL_ELIMIT);
     cr_assert_eq(b.len, 0);
 
@@ -1015,9 +1042,10 @@ static void lazy_agrees(const uint8_t *c, size_t n, int full,
         cr_assert(lz.payload >= c && lz.payload + lz.payload_len == c + n);
         st = pl__rec_check(&lz);
     }
-    cr_assert_eq(st, full, "iteration %lu: the lazy path says %s, the full "
-                           "decode %s", iter, pl_status_name(st),
-                 pl_status_name(full));
+    cr_assert_eq(st, full,
+                 "iteration %lu: the lazy path says %s, the full "
+                 "decode %s",
+                 iter, pl_status_name(st), pl_status_name(full));
 }
 
 /* ---- hostile bytes: step records ----------------------------------------- */
@@ -1045,9 +1073,8 @@ static size_t valid_records(pl__buf *out, size_t max)
         payload_of(&p, payloads[i]);
         out[n] = (pl__buf){0};
         cr_assert_eq(pl__rec_encode(&out[n], (uint32_t)(i * 1000), 1700000000,
-                                    (pl_step_type)(1 + i % 7), "policy-x",
-                                    prev, i % 2 ? "v1.2" : NULL, NULL, p.data,
-                                    p.len),
+                                    (pl_step_type)(1 + i % 7), "policy-x", prev,
+                                    i % 2 ? "v1.2" : NULL, NULL, p.data, p.len),
                      PL_OK);
         n++;
         pl__buf_free(&p);
@@ -1063,8 +1090,8 @@ static size_t valid_records(pl__buf *out, size_t max)
         pl__buf p = {0};
         cr_assert_eq(pl__payload_encode(&p, j, 0), PL_OK);
         out[n] = (pl__buf){0};
-        cr_assert_eq(pl__rec_encode(&out[n], 7, -5, PL_STEP_ACTION_RESULT,
-                                    "a", prev, "code", NULL, p.data, p.len),
+        cr_assert_eq(pl__rec_encode(&out[n], 7, -5, PL_STEP_ACTION_RESULT, "a",
+                                    prev, "code", NULL, p.data, p.len),
                      PL_OK);
         n++;
         pl__buf_free(&p);
@@ -1082,8 +1109,8 @@ Test(codec, every_truncation_is_corrupt)
         expect_rec(recs[r].data, recs[r].len, PL_OK, "the whole record");
         for (size_t len = 0; len < recs[r].len; len++) {
             char what[128];
-            snprintf(what, sizeof what, "record %zu cut to %zu of %zu bytes",
-                     r, len, recs[r].len);
+            snprintf(what, sizeof what, "record %zu cut to %zu of %zu bytes", r,
+                     len, recs[r].len);
             expect_rec(recs[r].data, len, PL_ECORRUPT, what);
             uint8_t *c = exact_copy(recs[r].data, len);
             lazy_agrees(c, len, PL_ECORRUPT, (unsigned long)len);
@@ -1146,13 +1173,13 @@ Test(codec, mirror_records)
     rec_build(&b, &s);
     uint8_t *c = exact_copy(b.data, b.len);
     pl__rec rec;
-    cr_assert_eq(pl__rec_decode_lazy(&rec, c, b.len), PL_OK, "%s",
-                 pl_errmsg());
+    cr_assert_eq(pl__rec_decode_lazy(&rec, c, b.len), PL_OK, "%s", pl_errmsg());
     cr_assert(rec.mirrored);
     cr_assert_eq(rec.seq, 5);
     cr_assert_eq(rec.payload_len, 1, "the payload is the stored nil");
     set_sentinel();
-    cr_assert_eq(pl__rec_check(&rec), PL_ECORRUPT, "a mirror alone is no "
+    cr_assert_eq(pl__rec_check(&rec), PL_ECORRUPT,
+                 "a mirror alone is no "
                  "payload");
     cr_assert(strstr(pl_errmsg(), "caller") != NULL, "%s", pl_errmsg());
     expect_rec(b.data, b.len, PL_ECORRUPT, "a mirror read as a whole record");
@@ -1174,7 +1201,8 @@ Test(codec, mirror_records)
     cr_assert_eq(pl__step_from_rec(&rec, "0.1", &step), PL_OK, "%s",
                  pl_errmsg());
     cr_assert_eq(pl_step_seq(step), 5, "the mirror's own place");
-    const cJSON *x = cJSON_GetObjectItemCaseSensitive(pl_step_payload(step), "x");
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(pl_step_payload(step),
+                                                      "x");
     cr_assert(cJSON_IsNumber(x) && x->valueint == 7);
     pl_step_free(step);
     free(c);
@@ -1218,7 +1246,8 @@ Test(codec, mirror_records)
     pl__link link = {3, {9}, 0};
     cr_assert_eq(pl__rec_encode(&b, 4, 1700000000000001, PL_STEP_ACTION_RESULT,
                                 "tool", prev, "v1", &link, answer,
-                                sizeof answer), PL_OK);
+                                sizeof answer),
+                 PL_OK);
     pl__rec full;
     cr_assert_eq(pl__rec_decode(&full, b.data + 3, b.len - 3), PL_OK);
     size_t header_len = (size_t)(full.payload - (b.data + 3));
@@ -1245,11 +1274,11 @@ Test(codec, folded_links)
     pl__buf b = {0};
     cr_assert_eq(pl__rec_encode(&b, 4, 1700000000000001, PL_STEP_ACTION_RESULT,
                                 "tool", prev, NULL, &link, answer,
-                                sizeof answer), PL_OK);
+                                sizeof answer),
+                 PL_OK);
     cr_assert_eq(b.data[1], PL__FORMAT_V2, "a folded link makes version 2");
     pl__rec rec;
-    cr_assert_eq(pl__rec_decode(&rec, b.data, b.len), PL_OK, "%s",
-                 pl_errmsg());
+    cr_assert_eq(pl__rec_decode(&rec, b.data, b.len), PL_OK, "%s", pl_errmsg());
     cr_assert(rec.has_link && rec.link_folded && rec.link_seq == 3 &&
               rec.link_type == PL_STEP_TEXT && rec.link_hash == NULL);
     cr_assert_eq(rec.payload_len, sizeof answer);
@@ -1260,7 +1289,8 @@ Test(codec, folded_links)
     pl__buf_reset(&b);
     cr_assert_eq(pl__rec_encode(&b, 4, 1700000000000001, PL_STEP_ACTION_RESULT,
                                 "tool", prev, NULL, &link, answer,
-                                sizeof answer), PL_OK);
+                                sizeof answer),
+                 PL_OK);
     cr_assert_eq(b.data[1], PL__FORMAT_VERSION);
     cr_assert_eq(pl__rec_decode(&rec, b.data, b.len), PL_OK);
     cr_assert(rec.has_link && !rec.link_folded && rec.link_hash != NULL);
@@ -1303,8 +1333,7 @@ Test(codec, folded_links)
         uint8_t *c = exact_copy(b.data, b.len);
         set_sentinel();
         int st = pl__rec_decode_lazy(&rec, c, b.len);
-        cr_assert_eq(st, cases[i].want, "%s: %s", cases[i].what,
-                     pl_errmsg());
+        cr_assert_eq(st, cases[i].want, "%s: %s", cases[i].what, pl_errmsg());
         free(c);
     }
     pl__buf_free(&b);
@@ -1423,8 +1452,8 @@ Test(codec, malformed_headers)
     mp_uint(&b, (uint64_t)INT64_MAX + 1);
     expect_rec(b.data, b.len, PL_ECORRUPT, "time past int64");
     /* not an array at all */
-    static const uint8_t not_array[][3] = {{0x80}, {0xc0}, {0x01}, {0xa1, 'x'},
-                                           {0xc1}};
+    static const uint8_t not_array[][3] = {
+        {0x80}, {0xc0}, {0x01}, {0xa1, 'x'}, {0xc1}};
     for (size_t i = 0; i < 5; i++)
         expect_rec(not_array[i], 1 + (i == 3), PL_ECORRUPT,
                    "a header that is not an array");
@@ -1457,8 +1486,7 @@ Test(codec, malformed_payloads)
     for (size_t i = 0; i < sizeof not_maps; i++) {
         set_sentinel();
         cr_assert_eq(pl__payload_check(&not_maps[i], 1, true), PL_ECORRUPT);
-        cr_assert(strstr(pl_errmsg(), "not a map") != NULL, "%s",
-                  pl_errmsg());
+        cr_assert(strstr(pl_errmsg(), "not a map") != NULL, "%s", pl_errmsg());
         s = spec_default();
         s.payload = &not_maps[i];
         s.payload_len = 1;
@@ -1474,8 +1502,8 @@ Test(codec, malformed_payloads)
     expect_payload(map_key, sizeof map_key, PL_ECORRUPT, "a map key");
     static const uint8_t bin_key[] = {0x81, 0xc4, 0x01, 'k', 0x02};
     expect_payload(bin_key, sizeof bin_key, PL_ECORRUPT, "a bin key");
-    static const uint8_t nested_key[] = {0x81, 0xa1, 'a', 0x91, 0x81, 0x05,
-                                         0x06};
+    static const uint8_t nested_key[] = {0x81, 0xa1, 'a', 0x91,
+                                         0x81, 0x05, 0x06};
     expect_payload(nested_key, sizeof nested_key, PL_ECORRUPT,
                    "an integer key in a nested map");
 
@@ -1574,8 +1602,13 @@ static void cap_address_space(void)
 Test(codec, forged_counts_are_rejected_without_allocating)
 {
     cap_address_space();
-    static const uint32_t counts[] = {0xffffffffu, 0x7fffffffu, 0x10000000u,
-                                      0x01000000u, 0x00100000u, 0x10000u, 3};
+    static const uint32_t counts[] = {0xffffffffu,
+                                      0x7fffffffu,
+                                      0x10000000u,
+                                      0x01000000u,
+                                      0x00100000u,
+                                      0x10000u,
+                                      3};
     pl__buf b = {0};
     for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++) {
         for (int kind = 0; kind < 6; kind++) {
@@ -1590,18 +1623,22 @@ Test(codec, forged_counts_are_rejected_without_allocating)
             put_u8(&b, head);
             put_be(&b, counts[i], 4);
             if (kind == 4)
-                put_u8(&b, 1); /* ext type */
+                put_u8(&b, 1);      /* ext type */
             put(&b, "\x01\x02", 2); /* far fewer bytes than promised */
             char what[128];
-            snprintf(what, sizeof what, "count 0x%x, header 0x%02x",
-                     counts[i], head);
+            snprintf(what, sizeof what, "count 0x%x, header 0x%02x", counts[i],
+                     head);
             expect_payload(b.data, b.len, PL_ECORRUPT, what);
         }
         /* the payload map itself, and the record header */
         pl__buf_reset(&b);
         put_u8(&b, 0xdf);
         put_be(&b, counts[i], 4);
-        put(&b, "\xa1" "a" "\x01", 3);
+        put(&b,
+            "\xa1"
+            "a"
+            "\x01",
+            3);
         expect_payload(b.data, b.len, PL_ECORRUPT, "forged map count");
         pl__buf_reset(&b);
         put_u8(&b, 0xdd);
@@ -1685,10 +1722,10 @@ static uint64_t rng(void)
 static size_t below(size_t n) { return n ? (size_t)(rng() % n) : 0; }
 
 static const uint8_t interesting[] = {
-    0x00, 0x01, 0x7f, 0x80, 0x81, 0x8f, 0x90, 0x91, 0x9f, 0xa0, 0xa1, 0xbf,
-    0xc0, 0xc1, 0xc2, 0xc3, 0xc4, 0xc5, 0xc6, 0xc7, 0xca, 0xcb, 0xcc, 0xcf,
-    0xd0, 0xd3, 0xd4, 0xd8, 0xd9, 0xda, 0xdb, 0xdc, 0xdd, 0xde, 0xdf, 0xe0,
-    0xff};
+    0x00, 0x01, 0x7f, 0x80, 0x81, 0x8f, 0x90, 0x91, 0x9f, 0xa0,
+    0xa1, 0xbf, 0xc0, 0xc1, 0xc2, 0xc3, 0xc4, 0xc5, 0xc6, 0xc7,
+    0xca, 0xcb, 0xcc, 0xcf, 0xd0, 0xd3, 0xd4, 0xd8, 0xd9, 0xda,
+    0xdb, 0xdc, 0xdd, 0xde, 0xdf, 0xe0, 0xff};
 
 /* Turn @p in into a mutated copy in @p out. */
 static void mutate(pl__buf *out, const pl__buf *in, const pl__buf *other)
@@ -1712,9 +1749,7 @@ static void mutate(pl__buf *out, const pl__buf *in, const pl__buf *other)
             if (n)
                 out->data[below(n)] = (uint8_t)rng();
             break;
-        case 4: /* truncate */
-            out->len = below(n + 1);
-            break;
+        case 4: /* truncate */ out->len = below(n + 1); break;
         case 5: { /* delete a run of bytes */
             if (!n)
                 break;
@@ -1768,8 +1803,10 @@ static void use_rec(const pl__rec *r, const uint8_t *base, size_t len)
     cr_assert(r->prev_hash >= base && r->prev_hash + PL_HASH_LEN <= base + len);
     cJSON *j = NULL;
     int st = pl__payload_decode(&j, r->payload, r->payload_len);
-    cr_assert_eq(st, PL_OK, "a record that decodes has a payload that does "
-                            "not: %s", pl_errmsg());
+    cr_assert_eq(st, PL_OK,
+                 "a record that decodes has a payload that does "
+                 "not: %s",
+                 pl_errmsg());
     cr_assert(cJSON_IsObject(j));
     cJSON_Delete(j);
     char *text = pl__payload_text(r->payload, r->payload_len, 64);
@@ -1867,8 +1904,8 @@ static void call_of(pl__buf *b, const cJSON *payload, int shape)
 
 static bool call_same(const pl__buf *b, const cJSON *payload, int shape)
 {
-    return pl__call_payload_same(b->data, b->len, "tool", payload,
-                                 call_actions, shape & 1 ? 2 : 0,
+    return pl__call_payload_same(b->data, b->len, "tool", payload, call_actions,
+                                 shape & 1 ? 2 : 0,
                                  shape & 2 ? call_seed : NULL, 0);
 }
 
@@ -1951,14 +1988,20 @@ Test(codec, call_payload_same_is_never_looser_than_equal)
     expect_same_implies_equal("{\"a\": \"\"}", "{\"a\": \"x\"}", false);
     /* a long string: the other comparison */
     expect_same_implies_equal("{\"a\": \"0123456789012345678901234567890123"
-                              "456789\"}", "{\"a\": \"012345678901234567890"
-                              "1234567890123456789\"}", true);
+                              "456789\"}",
+                              "{\"a\": \"012345678901234567890"
+                              "1234567890123456789\"}",
+                              true);
     expect_same_implies_equal("{\"a\": \"0123456789012345678901234567890123"
-                              "456789\"}", "{\"a\": \"012345678901234567890"
-                              "123456789012345678X\"}", false);
+                              "456789\"}",
+                              "{\"a\": \"012345678901234567890"
+                              "123456789012345678X\"}",
+                              false);
     expect_same_implies_equal("{\"a\": \"0123456789012345678901234567890123"
-                              "456789\"}", "{\"a\": \"012345678901234567890"
-                              "12345678901234567\"}", false);
+                              "456789\"}",
+                              "{\"a\": \"012345678901234567890"
+                              "12345678901234567\"}",
+                              false);
     /* equal in another order: not the same here, equal the slow way */
     expect_same_implies_equal("{\"a\": 1, \"b\": 2}", "{\"b\": 2, \"a\": 1}",
                               false);
@@ -1969,18 +2012,18 @@ Test(codec, call_payload_same_is_never_looser_than_equal)
     call_of(&b, j, 3);
     cr_assert(pl__call_payload_same(b.data, b.len, "tool", j, call_actions, 2,
                                     call_seed, 0));
-    cr_assert_not(pl__call_payload_same(b.data, b.len, "tool2", j,
-                                        call_actions, 2, call_seed, 0));
+    cr_assert_not(pl__call_payload_same(b.data, b.len, "tool2", j, call_actions,
+                                        2, call_seed, 0));
     cr_assert_not(pl__call_payload_same(b.data, b.len, "too", j, call_actions,
                                         2, call_seed, 0));
-    cr_assert_not(pl__call_payload_same(b.data, b.len, "tool", j,
-                                        call_actions, 1, call_seed, 0));
+    cr_assert_not(pl__call_payload_same(b.data, b.len, "tool", j, call_actions,
+                                        1, call_seed, 0));
     cr_assert_not(pl__call_payload_same(b.data, b.len, "tool", j,
                                         call_actions + 1, 1, call_seed, 0));
-    cr_assert_not(pl__call_payload_same(b.data, b.len, "tool", j,
-                                        call_actions, 2, NULL, 0));
-    cr_assert_not(pl__call_payload_same(b.data, b.len, "tool", j,
-                                        call_actions, 2, "9f86", 0));
+    cr_assert_not(pl__call_payload_same(b.data, b.len, "tool", j, call_actions,
+                                        2, NULL, 0));
+    cr_assert_not(pl__call_payload_same(b.data, b.len, "tool", j, call_actions,
+                                        2, "9f86", 0));
     cr_assert_not(pl__call_payload_same(b.data, b.len, "tool", j, NULL, 0,
                                         call_seed, 0));
     cr_assert_not(pl__call_payload_same(b.data, b.len - 1, "tool", j,
@@ -2116,12 +2159,28 @@ Test(codec, run_info_roundtrip)
 }
 
 /* A run info map built by hand: which field to spoil, and how. */
-enum { SPOIL_NONE, SPOIL_NO_V, SPOIL_V2, SPOIL_NO_POLICY, SPOIL_NO_PAYLOAD,
-       SPOIL_POLICY_EMPTY, SPOIL_POLICY_CTL, SPOIL_POLICY_LONG,
-       SPOIL_POLICY_INT, SPOIL_PAYLOAD_ARRAY, SPOIL_PAYLOAD_BIN,
-       SPOIL_ACTIONS_MAP, SPOIL_ACTION_INT, SPOIL_ACTION_EMPTY,
-       SPOIL_ACTIONS_TWICE, SPOIL_CREATED_STR, SPOIL_INT_KEY,
-       SPOIL_UNKNOWN_KEY, SPOIL_TRAILING, SPOIL_COUNT };
+enum {
+    SPOIL_NONE,
+    SPOIL_NO_V,
+    SPOIL_V2,
+    SPOIL_NO_POLICY,
+    SPOIL_NO_PAYLOAD,
+    SPOIL_POLICY_EMPTY,
+    SPOIL_POLICY_CTL,
+    SPOIL_POLICY_LONG,
+    SPOIL_POLICY_INT,
+    SPOIL_PAYLOAD_ARRAY,
+    SPOIL_PAYLOAD_BIN,
+    SPOIL_ACTIONS_MAP,
+    SPOIL_ACTION_INT,
+    SPOIL_ACTION_EMPTY,
+    SPOIL_ACTIONS_TWICE,
+    SPOIL_CREATED_STR,
+    SPOIL_INT_KEY,
+    SPOIL_UNKNOWN_KEY,
+    SPOIL_TRAILING,
+    SPOIL_COUNT
+};
 
 static void info_build(pl__buf *b, int spoil)
 {
@@ -2206,9 +2265,9 @@ Test(codec, run_info_rejects_malformed)
     for (int spoil = 0; spoil < SPOIL_COUNT; spoil++) {
         pl__buf_reset(&b);
         info_build(&b, spoil);
-        int want = spoil == SPOIL_NONE || spoil == SPOIL_UNKNOWN_KEY
-                       ? PL_OK
-                       : spoil == SPOIL_V2 ? PL_EVERSION : PL_ECORRUPT;
+        int want = spoil == SPOIL_NONE || spoil == SPOIL_UNKNOWN_KEY ? PL_OK
+                   : spoil == SPOIL_V2 ? PL_EVERSION
+                                       : PL_ECORRUPT;
         uint8_t *c = exact_copy(b.data, b.len);
         pl__run_info ri;
         set_sentinel();
@@ -2221,10 +2280,14 @@ Test(codec, run_info_rejects_malformed)
             cr_assert_eq(ri.created_us, 123);
             pl__run_info_clear(&ri);
         } else {
-            cr_assert(strcmp(pl_errmsg(), sentinel) != 0, "spoil %d: no "
-                                                          "message", spoil);
-            cr_assert_null(ri.policy, "spoil %d: a failed decode left "
-                                      "memory behind", spoil);
+            cr_assert(strcmp(pl_errmsg(), sentinel) != 0,
+                      "spoil %d: no "
+                      "message",
+                      spoil);
+            cr_assert_null(ri.policy,
+                           "spoil %d: a failed decode left "
+                           "memory behind",
+                           spoil);
         }
         free(c);
     }
@@ -2356,9 +2419,9 @@ Test(codec, run_state_roundtrip)
 static void state_build(pl__buf *b, const char *key, const uint8_t *val,
                         size_t val_len, bool drop)
 {
-    static const char *const keys[] = {"v", "status", "steps", "updated",
-                                       "heartbeat", "pid", "host",
-                                       "attempts", "error"};
+    static const char *const keys[] = {"v",       "status",    "steps",
+                                       "updated", "heartbeat", "pid",
+                                       "host",    "attempts",  "error"};
     uint32_t n = 9 - (drop ? 1 : 0);
     bool extra = true;
     for (size_t i = 0; i < 9; i++)
@@ -2399,31 +2462,48 @@ Test(codec, run_state_rejects_malformed)
         bool drop;
         int want;
     } cases[] = {
-        {"zz", "\xc0", 1, false, PL_OK},                /* unknown: skipped */
+        {"zz", "\xc0", 1, false, PL_OK}, /* unknown: skipped */
         {"v", "\x02", 1, false, PL_EVERSION},
-        {"v", "", 0, true, PL_ECORRUPT},                /* no version */
-        {"v", "\xa1" "1", 2, false, PL_ECORRUPT},
-        {"status", "", 0, true, PL_ECORRUPT},           /* no status */
+        {"v", "", 0, true, PL_ECORRUPT}, /* no version */
+        {"v",
+         "\xa1"
+         "1",
+         2, false, PL_ECORRUPT},
+        {"status", "", 0, true, PL_ECORRUPT}, /* no status */
         {"status", "\x00", 1, false, PL_ECORRUPT},
         {"status", "\x05", 1, false, PL_ECORRUPT},
         {"status", "\xff", 1, false, PL_ECORRUPT},
-        {"steps", "\xff", 1, false, PL_ECORRUPT},       /* negative */
+        {"steps", "\xff", 1, false, PL_ECORRUPT}, /* negative */
         {"attempts", "\xcf\x00\x00\x00\x01\x00\x00\x00\x00", 9, false,
-         PL_ECORRUPT},                                  /* past u32 */
-        {"error", "\x01", 1, false, PL_ECORRUPT},       /* positive */
+         PL_ECORRUPT},                                    /* past u32 */
+        {"error", "\x01", 1, false, PL_ECORRUPT},         /* positive */
         {"error", "\xd1\xd8\xf0", 3, false, PL_OK},       /* -10000 */
         {"error", "\xd1\xd8\xef", 3, false, PL_ECORRUPT}, /* -10001 */
         {"host", "\x01", 1, false, PL_ECORRUPT},
-        {"token", "\xd9\x21" "012345678901234567890123456789012", 35, false,
-         PL_ECORRUPT},                                  /* 33 chars */
-        {"token", "\xa2" "ab", 3, false, PL_OK},
+        {"token",
+         "\xd9\x21"
+         "012345678901234567890123456789012",
+         35, false, PL_ECORRUPT}, /* 33 chars */
+        {"token",
+         "\xa2"
+         "ab",
+         3, false, PL_OK},
         {"reason", "\x01", 1, false, PL_ECORRUPT},
         {"spath", "\xc0", 1, false, PL_ECORRUPT},
-        {"sseq", "\xa1" "x", 2, false, PL_ECORRUPT},
-        {"prompt", "\x90", 1, false, PL_ECORRUPT},     /* not a map */
+        {"sseq",
+         "\xa1"
+         "x",
+         2, false, PL_ECORRUPT},
+        {"prompt", "\x90", 1, false, PL_ECORRUPT}, /* not a map */
         {"prompt", "\x81\x01\x02", 3, false, PL_ECORRUPT},
-        {"result", "\x81\xa1" "b\xc4\x00", 5, false, PL_ECORRUPT},
-        {"result", "\x81\xa1" "b\x01", 4, false, PL_OK},
+        {"result",
+         "\x81\xa1"
+         "b\xc4\x00",
+         5, false, PL_ECORRUPT},
+        {"result",
+         "\x81\xa1"
+         "b\x01",
+         4, false, PL_OK},
         {"updated", "\xa0", 1, false, PL_ECORRUPT},
     };
     pl__buf b = {0};
@@ -2443,8 +2523,10 @@ Test(codec, run_state_rejects_malformed)
                 cr_assert_eq(st.error, PL_EPOLICY);
             pl__run_state_clear(&st);
         } else {
-            cr_assert(strcmp(pl_errmsg(), sentinel) != 0, "case %zu: no "
-                                                          "message", i);
+            cr_assert(strcmp(pl_errmsg(), sentinel) != 0,
+                      "case %zu: no "
+                      "message",
+                      i);
             cr_assert_null(st.reason);
             cr_assert_null(st.prompt);
         }

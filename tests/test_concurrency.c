@@ -76,8 +76,8 @@ static int tchain(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
         cJSON_Delete(p);
         if (st)
             return st;
-        const cJSON *sum =
-            cJSON_GetObjectItemCaseSensitive(pl_step_payload(res), "sum");
+        const cJSON *sum = cJSON_GetObjectItemCaseSensitive(
+            pl_step_payload(res), "sum");
         if (!cJSON_IsNumber(sum)) {
             pl_step_free(res);
             return PL_EPOLICY;
@@ -101,8 +101,8 @@ static struct {
     int done;
     bool released;
     bool fail_next;
-} g_gate = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, false,
-            false};
+} g_gate = {
+    PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, false, false};
 
 static int gate(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
 {
@@ -141,13 +141,16 @@ static int block(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
 }
 
 /* "call_one": calls payload.tool once and returns its result. */
-static int call_one(pl_ctx *ctx, const pl_action *a, pl_steps *out,
-                    void *user)
+static int call_one(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
 {
     (void)user;
     const cJSON *t = cJSON_GetObjectItemCaseSensitive(a->payload, "tool");
-    pl_action call = {PL_ACTION_VERSION, cJSON_IsString(t) ? t->valuestring : "gate", pl_json_empty(), NULL,
-                      0, NULL};
+    pl_action call = {PL_ACTION_VERSION,
+                      cJSON_IsString(t) ? t->valuestring : "gate",
+                      pl_json_empty(),
+                      NULL,
+                      0,
+                      NULL};
     pl_step *res = NULL;
     int st = pl_ctx_call(&res, ctx, &call, NULL, 0);
     if (!st)
@@ -163,8 +166,11 @@ static pl_registry *conc_registry(void)
     struct {
         const char *name;
         pl_policy_fn fn;
-    } defs[] = {{"inc", inc},     {"tchain", tchain},    {"gate", gate},
-                {"block", block}, {"call_one", call_one}};
+    } defs[] = {{"inc", inc},
+                {"tchain", tchain},
+                {"gate", gate},
+                {"block", block},
+                {"call_one", call_one}};
     for (size_t i = 0; i < sizeof defs / sizeof defs[0]; i++) {
         pl_policy_def d = PL_POLICY_DEF_INIT;
         d.name = defs[i].name;
@@ -271,8 +277,8 @@ static void check_chain_run(pl_engine *e, const char *run_id, int n,
     cr_assert_eq(info->status, PL_RUN_COMPLETED, "%s: %s (%s)", run_id,
                  pl_run_status_name(info->status),
                  info->reason ? info->reason : "");
-    cr_assert_eq(info->steps, (uint64_t)(3 * n + 1), "%s: %llu steps",
-                 run_id, (unsigned long long)info->steps);
+    cr_assert_eq(info->steps, (uint64_t)(3 * n + 1), "%s: %llu steps", run_id,
+                 (unsigned long long)info->steps);
     cr_assert_leq(info->attempts, 2, "%s: started, maybe replayed once",
                   run_id);
     pl_run_info_free(info);
@@ -288,8 +294,8 @@ static void check_chain_run(pl_engine *e, const char *run_id, int n,
         const pl_step *c = pl_steps_at(l, (size_t)(2 * i));
         const pl_step *r = pl_steps_at(l, (size_t)(2 * i + 1));
         cr_assert_eq(pl_step_seq(c), (uint32_t)(2 * i));
-        cr_assert_eq(pl_step_type_of(c), PL_STEP_ACTION_CALL, "%s %s",
-                     run_id, pl_step_id(c));
+        cr_assert_eq(pl_step_type_of(c), PL_STEP_ACTION_CALL, "%s %s", run_id,
+                     pl_step_id(c));
         const cJSON *args = field(c, "payload");
         const cJSON *ai = cJSON_GetObjectItemCaseSensitive(args, "a");
         cr_assert(cJSON_IsNumber(ai) && ai->valueint == i,
@@ -304,8 +310,8 @@ static void check_chain_run(pl_engine *e, const char *run_id, int n,
     const pl_step *last = pl_steps_at(l, (size_t)(2 * n));
     cr_assert_str_eq(pl_step_actor(last), root);
     const cJSON *t = field(last, "total");
-    cr_assert(cJSON_IsNumber(t) && t->valuedouble == triangle(n),
-              "%s: total", run_id);
+    cr_assert(cJSON_IsNumber(t) && t->valuedouble == triangle(n), "%s: total",
+              run_id);
     pl_steps_free(l);
 
     for (int i = 0; i < n; i++) {
@@ -313,8 +319,7 @@ static void check_chain_run(pl_engine *e, const char *run_id, int n,
         snprintf(path, sizeof path, "0.%d", 2 * i);
         cr_assert_eq(pl_run_ledger(&l, e, run_id, path), PL_OK);
         cr_assert_eq(pl_steps_count(l), 1, "%s: ledger %s", run_id, path);
-        cr_assert_eq(pl_step_type_of(pl_steps_at(l, 0)),
-                     PL_STEP_ACTION_RESULT);
+        cr_assert_eq(pl_step_type_of(pl_steps_at(l, 0)), PL_STEP_ACTION_RESULT);
         pl_steps_free(l);
     }
 
@@ -392,8 +397,8 @@ static void wait_exit_ok(pid_t pid, const char *who)
     while ((got = waitpid(pid, &status, 0)) == -1 && errno == EINTR)
         ;
     cr_assert_eq(got, pid);
-    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0,
-              "%s %s %d", who, WIFEXITED(status) ? "exited with" : "died of",
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s %s %d", who,
+              WIFEXITED(status) ? "exited with" : "died of",
               WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
 }
 
@@ -451,21 +456,12 @@ static void count_event(const pl_event *ev, void *user)
 {
     events *c = user;
     switch (ev->kind) {
-    case PL_EVENT_COMMIT:
-        atomic_fetch_add(&c->commits, 1);
-        break;
-    case PL_EVENT_STEP_APPENDED:
-        atomic_fetch_add(&c->appended, 1);
-        break;
-    case PL_EVENT_CALL_COMPLETED:
-        atomic_fetch_add(&c->completed, 1);
-        break;
+    case PL_EVENT_COMMIT: atomic_fetch_add(&c->commits, 1); break;
+    case PL_EVENT_STEP_APPENDED: atomic_fetch_add(&c->appended, 1); break;
+    case PL_EVENT_CALL_COMPLETED: atomic_fetch_add(&c->completed, 1); break;
     case PL_EVENT_CALL_FAILED:
-    case PL_EVENT_RUN_FAILED:
-        atomic_fetch_add(&c->failed, 1);
-        break;
-    default:
-        break;
+    case PL_EVENT_RUN_FAILED: atomic_fetch_add(&c->failed, 1); break;
+    default: break;
     }
 }
 
@@ -542,8 +538,12 @@ static void threads_run(pl_durability mode, int threads, int runs, int n,
     pthread_barrier_init(&start, NULL, (unsigned)threads);
     atomic_store(&inc_calls, 0);
     for (int i = 0; i < threads; i++) {
-        ws[i] = (worker){.e = e, .start = &start, .prefix = prefix, .id = i,
-                         .runs = runs, .n = n};
+        ws[i] = (worker){.e = e,
+                         .start = &start,
+                         .prefix = prefix,
+                         .id = i,
+                         .runs = runs,
+                         .n = n};
         cr_assert_eq(pthread_create(&ws[i].th, NULL, worker_main, &ws[i]), 0);
     }
     for (int i = 0; i < threads; i++)
@@ -579,10 +579,7 @@ static void threads_mode(pl_durability mode)
     cr_assert_eq(atomic_load(&ev.failed), 0);
 }
 
-Test(concurrency, threads_one_engine_sync)
-{
-    threads_mode(PL_DURABILITY_SYNC);
-}
+Test(concurrency, threads_one_engine_sync) { threads_mode(PL_DURABILITY_SYNC); }
 
 Test(concurrency, threads_one_engine_group)
 {
@@ -672,8 +669,7 @@ Test(concurrency, same_run_two_threads)
 
         racer r[2] = {{.e = e, .run_id = id}, {.e = e, .run_id = id}};
         for (int i = 0; i < 2; i++)
-            cr_assert_eq(pthread_create(&r[i].th, NULL, racer_main, &r[i]),
-                         0);
+            cr_assert_eq(pthread_create(&r[i].th, NULL, racer_main, &r[i]), 0);
         bool ok = wait_one_in_one_out();
 
         /* one thread holds the run inside the gate */
@@ -683,7 +679,8 @@ Test(concurrency, same_run_two_threads)
         pl_run_info_free(info);
         /* starting the same id again is refused while it runs */
         pl_outcome *dup = NULL;
-        pl_action a = {PL_ACTION_VERSION, "call_one", pl_json_empty(), NULL, 0, NULL};
+        pl_action a = {
+            PL_ACTION_VERSION, "call_one", pl_json_empty(), NULL, 0, NULL};
         pl_run_options ro = PL_RUN_OPTIONS_INIT;
         ro.run_id = id;
         int dup_rc = pl_run_start(&dup, e, &a, &ro);
@@ -779,8 +776,7 @@ Test(concurrency, other_process_busy_until_owner_dies)
     pl_run_info_free(info);
     st = pl_run_continue(&o, e, "owned", NULL);
     cr_assert_eq(st, PL_OK, "%s", pl_errmsg());
-    cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s",
-                 o->reason ? o->reason : "");
+    cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason ? o->reason : "");
     cr_assert_eq(o->calls_executed, 1);
     cr_assert_str_eq(cJSON_GetObjectItemCaseSensitive(t_result(o), "text")
                          ->valuestring,
@@ -830,8 +826,8 @@ static int recover_child(const char *store, const pl_registry *reg, int go_fd)
         return 11;
     pl_outcome *o = NULL;
     int st = pl_run_continue(&o, e, "contested", NULL);
-    int code = st == PL_EBUSY ? RECOVER_BUSY
-               : st             ? 12
+    int code = st == PL_EBUSY                  ? RECOVER_BUSY
+               : st                            ? 12
                : o->status == PL_RUN_COMPLETED ? RECOVER_DONE
                                                : 13;
     pl_outcome_free(o);
@@ -954,10 +950,14 @@ Test(concurrency, two_processes_recover_one_crashed_run)
     cr_assert_eq(got, 1, "no recoverer reached the tool");
     cr_assert_geq(winner, 0);
     cr_assert_eq(more, 0, "both recoverers executed the run's call");
-    cr_assert_eq(codes[winner], RECOVER_DONE, "the recoverer that ran it "
-                 "exited with %d", codes[winner]);
-    cr_assert_eq(codes[1 - winner], RECOVER_BUSY, "the other recoverer "
-                 "exited with %d, not PL_EBUSY", codes[1 - winner]);
+    cr_assert_eq(codes[winner], RECOVER_DONE,
+                 "the recoverer that ran it "
+                 "exited with %d",
+                 codes[winner]);
+    cr_assert_eq(codes[1 - winner], RECOVER_BUSY,
+                 "the other recoverer "
+                 "exited with %d, not PL_EBUSY",
+                 codes[1 - winner]);
 
     pl_engine *e = t_engine(store, rreg, PL_DURABILITY_SYNC);
     pl_run_info *info = NULL;

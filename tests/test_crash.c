@@ -53,8 +53,8 @@
 #define N_TOOLS 3
 #define N_CALLS 3
 
-static const char *const tool_names[N_TOOLS] = {"reserve_stock",
-                                                "charge_card", "ship"};
+static const char *const tool_names[N_TOOLS] = {"reserve_stock", "charge_card",
+                                                "ship"};
 
 /* ---- recording boundaries --------------------------------------------------- */
 
@@ -68,16 +68,16 @@ typedef struct boundary {
 /* A call made by the root, and where its life crossed the boundaries. */
 typedef struct call_info {
     char tool[32];
-    uint32_t seq;   /* position of its action_call in the root ledger */
-    bool executed;  /* CALL_STARTED (else CALL_SERVED) */
-    int effect_b;   /* the callee's first step appended: its effect is done */
-    int result_b;   /* its action_result appended to the root ledger */
-    int commit_b;   /* the commit that made that result durable */
+    uint32_t seq;  /* position of its action_call in the root ledger */
+    bool executed; /* CALL_STARTED (else CALL_SERVED) */
+    int effect_b;  /* the callee's first step appended: its effect is done */
+    int result_b;  /* its action_result appended to the root ledger */
+    int commit_b;  /* the commit that made that result durable */
 } call_info;
 
 typedef struct recorder {
-    long kill_at;                  /* SIGKILL at this boundary; 0 = never */
-    int n;                         /* boundaries so far */
+    long kill_at; /* SIGKILL at this boundary; 0 = never */
+    int n;        /* boundaries so far */
     bool overflow;
     boundary b[MAX_BOUNDARIES + 1]; /* 1-based */
     int n_calls;
@@ -136,8 +136,7 @@ static void analyse(recorder *r)
                      strcmp(b->path, "0") == 0 &&
                      b->type == PL_STEP_ACTION_RESULT && b->seq > c->seq)
                 c->result_b = k;
-            else if (c->result_b && !c->commit_b &&
-                     b->kind == PL_EVENT_COMMIT)
+            else if (c->result_b && !c->commit_b && b->kind == PL_EVENT_COMMIT)
                 c->commit_b = k;
         }
     }
@@ -151,8 +150,10 @@ static const char *in_flight(const recorder *r, int k)
     for (int i = 0; i < r->n_calls; i++) {
         const call_info *c = &r->calls[i];
         if (c->effect_b && c->effect_b <= k && k < c->commit_b) {
-            cr_assert_null(tool, "two calls in flight at boundary %d: %s and "
-                                 "%s", k, tool, c->tool);
+            cr_assert_null(tool,
+                           "two calls in flight at boundary %d: %s and "
+                           "%s",
+                           k, tool, c->tool);
             tool = c->tool;
         }
     }
@@ -236,14 +237,13 @@ static void walk_rows(pl_engine *e, rows *out)
 static void expect_same_ledgers(const rows *got, const rows *want,
                                 const char *what)
 {
-    cr_assert_eq(got->n, want->n, "%s: %zu steps, the reference has %zu",
-                 what, got->n, want->n);
+    cr_assert_eq(got->n, want->n, "%s: %zu steps, the reference has %zu", what,
+                 got->n, want->n);
     for (size_t i = 0; i < want->n; i++) {
         const step_row *g = &got->v[i], *w = &want->v[i];
         cr_assert_str_eq(g->id, w->id, "%s: step %zu", what, i);
         cr_assert_eq(g->type, w->type, "%s: step %s type", what, w->id);
-        cr_assert_str_eq(g->actor, w->actor, "%s: step %s actor", what,
-                         w->id);
+        cr_assert_str_eq(g->actor, w->actor, "%s: step %s actor", what, w->id);
         cr_assert_str_eq(g->payload, w->payload, "%s: step %s payload", what,
                          w->id);
     }
@@ -300,8 +300,7 @@ static pl_registry *order_registry(const char *effects_path)
 {
     pl_registry *reg = NULL;
     cr_assert_eq(pl_registry_new(&reg), PL_OK);
-    cr_assert_eq(order_register(reg, effects_path), PL_OK, "%s",
-                 pl_errmsg());
+    cr_assert_eq(order_register(reg, effects_path), PL_OK, "%s", pl_errmsg());
     return reg;
 }
 
@@ -318,13 +317,9 @@ static pl_engine *open_engine(const char *store, const pl_registry *reg,
     return e;
 }
 
-static char *result_text(const pl_outcome *o)
-{
-    return t_text(t_result(o));
-}
+static char *result_text(const pl_outcome *o) { return t_text(t_result(o)); }
 
-static void make_reference(const char *base, pl_durability mode,
-                           reference *ref)
+static void make_reference(const char *base, pl_durability mode, reference *ref)
 {
     memset(ref, 0, sizeof *ref);
     char store[4200], fx[4200];
@@ -447,7 +442,8 @@ static void crash_child(const char *store, const char *fx, pl_durability mode,
     cr_assert_eq(w, pid, "waitpid: %s", strerror(errno));
     cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL,
               "%s: the child should have died of SIGKILL at boundary %ld, "
-              "but %s %d", what, kill_at,
+              "but %s %d",
+              what, kill_at,
               WIFEXITED(status) ? "exited with" : "died of signal",
               WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
 }
@@ -495,10 +491,10 @@ static void place_copy(const place *to, const place *from)
 /* ---- recovery and its checks ---------------------------------------------------- */
 
 typedef struct expectation {
-    const char *what;           /* for messages */
-    const char *twice[2];       /* tools that may have run twice (in flight) */
-    int served;                 /* calls the final recovery serves */
-    bool ended;                 /* killed after the run's final commit */
+    const char *what;     /* for messages */
+    const char *twice[2]; /* tools that may have run twice (in flight) */
+    int served;           /* calls the final recovery serves */
+    bool ended;           /* killed after the run's final commit */
 } expectation;
 
 /*
@@ -571,8 +567,7 @@ static void recover_and_check(const place *p, pl_durability mode,
                  pl_errmsg());
     cr_assert_eq(pl_run_get(&info, e, RUN_ID), PL_OK);
     cr_assert_eq(info->status, PL_RUN_COMPLETED);
-    cr_assert_eq(info->steps, (uint64_t)ref->ledgers.n, "%s: steps",
-                 x->what);
+    cr_assert_eq(info->steps, (uint64_t)ref->ledgers.n, "%s: steps", x->what);
     /* a completed run is final: continuing it replays and writes nothing */
     cr_assert_eq(info->attempts, x->ended ? attempts : attempts + 1,
                  "%s: attempts", x->what);
@@ -603,11 +598,12 @@ static void recover_and_check(const place *p, pl_durability mode,
                 want++;
         cr_assert_eq(fx.count[t], want,
                      "%s: %s's effect appears %d times, expected %d "
-                     "(in flight: %s, %s)", x->what, tool, fx.count[t], want,
+                     "(in flight: %s, %s)",
+                     x->what, tool, fx.count[t], want,
                      x->twice[0] ? x->twice[0] : "none",
                      x->twice[1] ? x->twice[1] : "none");
-        cr_assert_str_eq(fx.key[t], ref->fx.key[t],
-                         "%s: %s's idempotency key", x->what, tool);
+        cr_assert_str_eq(fx.key[t], ref->fx.key[t], "%s: %s's idempotency key",
+                         x->what, tool);
         cr_assert(!fx.key_differs[t], "%s: %s ran under two keys", x->what,
                   tool);
     }
@@ -634,8 +630,10 @@ static void crash_matrix(pl_durability mode)
         place p;
         place_make(&p, base, name);
         crash_child(p.store, p.fx, mode, true, k, what);
-        expectation x = {what, {in_flight(&ref->rec, k), NULL},
-                         durable_by(&ref->rec, k), ends_run(&ref->rec, k)};
+        expectation x = {what,
+                         {in_flight(&ref->rec, k), NULL},
+                         durable_by(&ref->rec, k),
+                         ends_run(&ref->rec, k)};
         recover_and_check(&p, mode, ref, &x, rec);
         t_rmtree(p.dir);
     }
@@ -668,8 +666,8 @@ static void recovery_crash_matrix(pl_durability mode)
 
         place crashed;
         snprintf(name, sizeof name, "k%d", k);
-        snprintf(what, sizeof what, "%s, killed at %d", pl_durability_name(mode),
-                 k);
+        snprintf(what, sizeof what, "%s, killed at %d",
+                 pl_durability_name(mode), k);
         place_make(&crashed, base, name);
         crash_child(crashed.store, crashed.fx, mode, true, k, what);
 
@@ -678,26 +676,31 @@ static void recovery_crash_matrix(pl_durability mode)
         snprintf(name, sizeof name, "k%d-probe", k);
         place_make(&probe, base, name);
         place_copy(&probe, &crashed);
-        expectation x1 = {what, {flight1, NULL}, durable1,
-                          ends_run(&ref->rec, k)};
+        expectation x1 = {
+            what, {flight1, NULL}, durable1, ends_run(&ref->rec, k)};
         recover_and_check(&probe, mode, ref, &x1, first);
         t_rmtree(probe.dir);
         cr_assert(!first->overflow);
         analyse(first);
         int K2 = first->n;
         if (ends_run(&ref->rec, k))
-            cr_assert_eq(K2, 0, "%s: replaying a completed run writes "
-                                "nothing", what);
+            cr_assert_eq(K2, 0,
+                         "%s: replaying a completed run writes "
+                         "nothing",
+                         what);
         else
-            cr_assert_gt(K2, 0, "%s: the recovery appends at least the "
-                                "root's result", what);
+            cr_assert_gt(K2, 0,
+                         "%s: the recovery appends at least the "
+                         "root's result",
+                         what);
         cr_assert_eq(served_in(first), durable1, "%s: served", what);
 
         for (int j = 1; j <= K2; j++) {
             place p;
             snprintf(name, sizeof name, "k%d-j%d", k, j);
-            snprintf(what, sizeof what, "%s, killed at %d, its recovery "
-                                        "killed at %d",
+            snprintf(what, sizeof what,
+                     "%s, killed at %d, its recovery "
+                     "killed at %d",
                      pl_durability_name(mode), k, j);
             place_make(&p, base, name);
             place_copy(&p, &crashed);
@@ -729,8 +732,10 @@ Test(crash, boundary_table)
         reference *ref = calloc(1, sizeof *ref);
         cr_assert_not_null(ref);
         make_reference(t_tmpdir(), modes[m], ref);
-        cr_assert_eq(ref->rec.n, K_ORDER, "%s: the order run crosses %d "
-                     "boundaries", pl_durability_name(modes[m]), ref->rec.n);
+        cr_assert_eq(ref->rec.n, K_ORDER,
+                     "%s: the order run crosses %d "
+                     "boundaries",
+                     pl_durability_name(modes[m]), ref->rec.n);
         for (int k = 1; k <= K_ORDER; k++) {
             const char *got = in_flight(&ref->rec, k);
             const char *want = in_flight_table[k];
@@ -750,25 +755,13 @@ Test(crash, boundary_table)
     }
 }
 
-Test(crash, matrix_sync)
-{
-    crash_matrix(PL_DURABILITY_SYNC);
-}
+Test(crash, matrix_sync) { crash_matrix(PL_DURABILITY_SYNC); }
 
-Test(crash, matrix_group)
-{
-    crash_matrix(PL_DURABILITY_GROUP);
-}
+Test(crash, matrix_group) { crash_matrix(PL_DURABILITY_GROUP); }
 
-Test(crash, matrix_process)
-{
-    crash_matrix(PL_DURABILITY_PROCESS);
-}
+Test(crash, matrix_process) { crash_matrix(PL_DURABILITY_PROCESS); }
 
-Test(crash, recovery_matrix_sync)
-{
-    recovery_crash_matrix(PL_DURABILITY_SYNC);
-}
+Test(crash, recovery_matrix_sync) { recovery_crash_matrix(PL_DURABILITY_SYNC); }
 
 Test(crash, recovery_matrix_group)
 {
@@ -938,14 +931,17 @@ static void gc_matrix(pl_durability mode, bool pool)
 
     /* kill points spread over the whole concurrent execution (steps
      * appended alone already count that many boundaries) */
-    const long kills[] = {1, 5, total_boundaries / 8, total_boundaries / 4,
-                          total_boundaries / 2, total_boundaries - 3};
+    const long kills[] = {1,
+                          5,
+                          total_boundaries / 8,
+                          total_boundaries / 4,
+                          total_boundaries / 2,
+                          total_boundaries - 3};
     for (size_t n = 0; n < sizeof kills / sizeof kills[0]; n++) {
         char name[32], what[96];
         snprintf(name, sizeof name, "kill%zu", n);
         snprintf(what, sizeof what, "%s, %s, killed at boundary %ld",
-                 pl_durability_name(mode), pool ? "pool" : "threads",
-                 kills[n]);
+                 pl_durability_name(mode), pool ? "pool" : "threads", kills[n]);
         place p;
         place_make(&p, base, name);
         fflush(NULL);
@@ -981,8 +977,8 @@ static void gc_matrix(pl_durability mode, bool pool)
                 snprintf(label, sizeof label, "%s: %s", what, id);
                 expect_same_ledgers(&got, &ref->ledgers[i][j], label);
                 rows_free(&got);
-                cr_assert_eq(pl_run_verify(e, id), PL_OK, "%s: %s",
-                             label, pl_errmsg());
+                cr_assert_eq(pl_run_verify(e, id), PL_OK, "%s: %s", label,
+                             pl_errmsg());
                 /* each effect at least once, at most once more (in flight
                  * at the kill); the charge exactly once */
                 for (int t = 0; t < N_TOOLS; t++) {

@@ -27,8 +27,7 @@ static pl_steps *ledger(pl_engine *e, const char *id, const char *path)
 {
     pl_steps *l = NULL;
     int st = pl_run_ledger(&l, e, id, path);
-    cr_assert_eq(st, PL_OK, "pl_run_ledger(%s, %s): %s", id, path,
-                 pl_errmsg());
+    cr_assert_eq(st, PL_OK, "pl_run_ledger(%s, %s): %s", id, path, pl_errmsg());
     return l;
 }
 
@@ -40,8 +39,8 @@ static void expect_str(const char *got, const char *want)
 
 static void expect_has(const char *hay, const char *needle)
 {
-    cr_expect(hay && strstr(hay, needle) != NULL,
-              "expected \"%s\" in: %s", needle, hay ? hay : "(null)");
+    cr_expect(hay && strstr(hay, needle) != NULL, "expected \"%s\" in: %s",
+              needle, hay ? hay : "(null)");
 }
 
 static const char *json_str(const cJSON *obj, const char *key)
@@ -140,10 +139,8 @@ static char g_result_code[64];
 static int agent(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
 {
     (void)user;
-    const cJSON *mt = cJSON_GetObjectItemCaseSensitive(a->payload,
-                                                       "max_turns");
-    const cJSON *acts = cJSON_GetObjectItemCaseSensitive(a->payload,
-                                                         "actions");
+    const cJSON *mt = cJSON_GetObjectItemCaseSensitive(a->payload, "max_turns");
+    const cJSON *acts = cJSON_GetObjectItemCaseSensitive(a->payload, "actions");
     const char *names[8];
     size_t n = 0;
     const cJSON *it;
@@ -153,10 +150,10 @@ static int agent(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
             names[n++] = it->valuestring;
     }
     cJSON *mp = cJSON_CreateObject();
-    cJSON_AddItemToObject(mp, "script",
-                          cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(
-                                              a->payload, "script"),
-                                          1));
+    cJSON_AddItemToObject(
+        mp, "script",
+        cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(a->payload, "script"),
+                        1));
     pl_decorator decos[2] = {
         pl_decorator_loop(cJSON_IsNumber(mt) ? (unsigned)mt->valueint : 10),
         pl_decorator_invoke_action()};
@@ -250,7 +247,8 @@ static int audited(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     pl_decorator d = {PL_DECORATOR_VERSION, audit_fn, "audit", 42, NULL};
     cJSON *p = cJSON_CreateObject();
     cJSON_AddStringToObject(p, "question", "ok?");
-    pl_action call = {PL_ACTION_VERSION, name ? name : "echo", p, NULL, 0, NULL};
+    pl_action call = {
+        PL_ACTION_VERSION, name ? name : "echo", p, NULL, 0, NULL};
     pl_step *res = NULL;
     int st = pl_ctx_call(&res, ctx, &call, &d, 1);
     cJSON_Delete(p);
@@ -282,9 +280,8 @@ static pl_registry *registry(void)
     const struct {
         const char *name;
         pl_policy_fn fn;
-    } defs[] = {{"model", model},     {"agent", agent},
-                {"flaky", flaky},     {"human", human},
-                {"audited", audited}, {"emitter", emitter}};
+    } defs[] = {{"model", model}, {"agent", agent},     {"flaky", flaky},
+                {"human", human}, {"audited", audited}, {"emitter", emitter}};
     for (size_t i = 0; i < sizeof defs / sizeof defs[0]; i++) {
         pl_policy_def d = PL_POLICY_DEF_INIT;
         d.name = defs[i].name;
@@ -306,10 +303,9 @@ Test(decorators, loop_runs_tool_calls_until_the_model_answers)
 {
     pl_registry *reg = registry();
     pl_engine *e = open_engine(reg);
-    pl_outcome *o = t_start(e, "agent",
-                            "{\"max_turns\": 5, \"actions\": [\"add\"], "
-                            TWO_ADDS "}",
-                            "d-loop");
+    pl_outcome *o = t_start(
+        e, "agent", "{\"max_turns\": 5, \"actions\": [\"add\"], " TWO_ADDS "}",
+        "d-loop");
     cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason);
     expect_str(json_str(t_result(o), "text"), "done: 3 7");
     cr_expect_eq(t_calls.add, 2);
@@ -350,10 +346,9 @@ Test(decorators, turns_share_one_ledger)
 {
     pl_registry *reg = registry();
     pl_engine *e = open_engine(reg);
-    pl_outcome *o = t_start(e, "agent",
-                            "{\"max_turns\": 5, \"actions\": [\"add\"], "
-                            TWO_ADDS "}",
-                            "d-share");
+    pl_outcome *o = t_start(
+        e, "agent", "{\"max_turns\": 5, \"actions\": [\"add\"], " TWO_ADDS "}",
+        "d-share");
     cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason);
     cr_assert_eq(g_model_runs, 3);
     cr_expect_eq(g_turns[0].n, 0, "turn 1 starts from an empty ledger");
@@ -427,10 +422,9 @@ Test(decorators, loop_zero_runs_no_turn)
 {
     pl_registry *reg = registry();
     pl_engine *e = open_engine(reg);
-    pl_outcome *o = t_start(e, "agent",
-                            "{\"max_turns\": 0, \"actions\": [\"add\"], "
-                            TWO_ADDS "}",
-                            "d-zero");
+    pl_outcome *o = t_start(
+        e, "agent", "{\"max_turns\": 0, \"actions\": [\"add\"], " TWO_ADDS "}",
+        "d-zero");
     cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason);
     cr_expect_eq(g_model_runs, 0, "zero turns: the model never runs");
     cr_expect_eq(t_calls.add, 0);
@@ -512,14 +506,13 @@ Test(decorators, malformed_action_call_is_invalid_input)
 {
     pl_registry *reg = registry();
     pl_engine *e = open_engine(reg);
-    pl_outcome *o = t_start(
-        e, "agent",
-        "{\"actions\": [\"add\"], \"script\": ["
-        "{\"raw\": {\"oops\": 1}},"
-        "{\"raw\": {\"policy\": \"add\"}},"
-        "{\"raw\": {\"policy\": \"add\", \"payload\": 5}},"
-        "{\"raw\": {\"policy\": 7, \"payload\": {}}}]}",
-        "d-bad");
+    pl_outcome *o = t_start(e, "agent",
+                            "{\"actions\": [\"add\"], \"script\": ["
+                            "{\"raw\": {\"oops\": 1}},"
+                            "{\"raw\": {\"policy\": \"add\"}},"
+                            "{\"raw\": {\"policy\": \"add\", \"payload\": 5}},"
+                            "{\"raw\": {\"policy\": 7, \"payload\": {}}}]}",
+                            "d-bad");
     cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason);
     expect_str(json_str(t_result(o), "text"),
                "done: InvalidInput InvalidInput InvalidInput InvalidInput");
@@ -546,10 +539,9 @@ Test(decorators, completed_agent_replays_from_the_ledger)
 {
     pl_registry *reg = registry();
     pl_engine *e = open_engine(reg);
-    pl_outcome *o = t_start(e, "agent",
-                            "{\"max_turns\": 5, \"actions\": [\"add\"], "
-                            TWO_ADDS "}",
-                            "d-replay");
+    pl_outcome *o = t_start(
+        e, "agent", "{\"max_turns\": 5, \"actions\": [\"add\"], " TWO_ADDS "}",
+        "d-replay");
     cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason);
     int model_runs = g_model_runs;
     pl_outcome *o2 = NULL;
@@ -623,8 +615,8 @@ Test(decorators, agent_suspends_inside_the_loop_and_resumes)
 
     cJSON *ans = t_json("{\"yes\": true}");
     pl_outcome *o2 = NULL;
-    cr_assert_eq(pl_run_resume(&o2, e, "d-susp", o1->resume_token, ans),
-                 PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(pl_run_resume(&o2, e, "d-susp", o1->resume_token, ans), PL_OK,
+                 "%s", pl_errmsg());
     cJSON_Delete(ans);
     cr_assert_eq(o2->status, PL_RUN_COMPLETED, "%s", o2->reason);
     expect_str(json_str(t_result(o2), "text"), "done: 2 ok 10");
@@ -661,8 +653,8 @@ Test(decorators, user_decorator_wraps_a_call_and_emits_a_step)
     cr_expect_eq(pl_step_type_of(s), PL_STEP_TEXT);
     expect_str(pl_step_actor(s), "audit");
     expect_str(json_str(pl_step_payload(s), "audit"), "checked");
-    const cJSON *arg =
-        cJSON_GetObjectItemCaseSensitive(pl_step_payload(s), "arg");
+    const cJSON *arg = cJSON_GetObjectItemCaseSensitive(pl_step_payload(s),
+                                                        "arg");
     cr_expect(cJSON_IsNumber(arg) && arg->valueint == 42, "self->arg");
     cr_expect_eq(pl_step_type_of(pl_steps_at(l, 1)), PL_STEP_ACTION_RESULT);
     pl_steps_free(l);
@@ -688,8 +680,9 @@ Test(decorators, user_decorator_step_is_replayed_consistently)
     cr_assert_eq(o2->status, PL_RUN_COMPLETED, "%s", o2->reason);
     cr_expect_eq(g_audit_runs, 2);
     expect_str(g_audit_ids[1], g_audit_ids[0]);
-    cr_expect_eq(o2->steps_replayed >= 3, true, "the audit step, the call "
-                                                "and the suspend replayed");
+    cr_expect_eq(o2->steps_replayed >= 3, true,
+                 "the audit step, the call "
+                 "and the suspend replayed");
     pl_steps *l = ledger(e, "d-rep", "0.0");
     cr_assert_eq(pl_steps_count(l), 4);
     cr_expect_eq(pl_step_type_of(pl_steps_at(l, 0)), PL_STEP_TEXT);
@@ -704,8 +697,8 @@ Test(decorators, user_decorator_step_is_replayed_consistently)
     cr_assert_eq(o3->status, PL_RUN_SUSPENDED);
     g_audit_note = "rechecked";
     pl_outcome *o4 = NULL;
-    cr_assert_eq(pl_run_resume(&o4, e, "d-nd", o3->resume_token, answer),
-                 PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(pl_run_resume(&o4, e, "d-nd", o3->resume_token, answer), PL_OK,
+                 "%s", pl_errmsg());
     cr_assert_eq(o4->status, PL_RUN_FAILED);
     cr_expect_eq(o4->error, PL_ENONDET);
     expect_has(o4->reason, "d-nd");
@@ -732,8 +725,10 @@ Test(decorators, ctx_emit_records_a_step_once)
     pl_steps *l = ledger(e, "d-emit", "0");
     /* "record a step in this invocation's ledger ... and add it to out":
      * one step for the emit, one for the answer */
-    cr_expect_eq(pl_steps_count(l), 2, "the emitted step is recorded %zu "
-                                       "times", pl_steps_count(l) - 1);
+    cr_expect_eq(pl_steps_count(l), 2,
+                 "the emitted step is recorded %zu "
+                 "times",
+                 pl_steps_count(l) - 1);
     if (pl_steps_count(l) >= 2) {
         expect_str(json_str(pl_step_payload(pl_steps_at(l, 0)), "note"),
                    "thinking");

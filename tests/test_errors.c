@@ -43,8 +43,8 @@ static pl_engine *open_engine(const pl_registry *reg)
 
 static void expect_has(const char *hay, const char *needle)
 {
-    cr_expect(hay && strstr(hay, needle) != NULL,
-              "expected \"%s\" in: %s", needle, hay ? hay : "(null)");
+    cr_expect(hay && strstr(hay, needle) != NULL, "expected \"%s\" in: %s",
+              needle, hay ? hay : "(null)");
 }
 
 /* The status must be @p want and pl_errmsg() must name @p what. */
@@ -117,27 +117,33 @@ static int misuse(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     const char *mode = cJSON_IsString(m) ? m->valuestring : "";
     int st = PL_OK;
     if (strcmp(mode, "null_name") == 0) {
-        pl_action call = {PL_ACTION_VERSION, NULL, pl_json_empty(), NULL, 0, NULL};
+        pl_action call = {
+            PL_ACTION_VERSION, NULL, pl_json_empty(), NULL, 0, NULL};
         st = pl_ctx_call(NULL, ctx, &call, NULL, 0);
     } else if (strcmp(mode, "bad_name") == 0) {
-        pl_action call = {PL_ACTION_VERSION, "bad\nname", pl_json_empty(), NULL, 0, NULL};
+        pl_action call = {
+            PL_ACTION_VERSION, "bad\nname", pl_json_empty(), NULL, 0, NULL};
         st = pl_ctx_call(NULL, ctx, &call, NULL, 0);
     } else if (strcmp(mode, "null_action") == 0) {
         st = pl_ctx_call(NULL, ctx, NULL, NULL, 0);
     } else if (strcmp(mode, "no_actions") == 0) {
-        pl_action call = {PL_ACTION_VERSION, "echo", pl_json_empty(), NULL, 2, NULL};
+        pl_action call = {
+            PL_ACTION_VERSION, "echo", pl_json_empty(), NULL, 2, NULL};
         st = pl_ctx_call(NULL, ctx, &call, NULL, 0);
     } else if (strcmp(mode, "bad_action_name") == 0) {
         const char *names[] = {"echo", ""};
-        pl_action call = {PL_ACTION_VERSION, "echo", pl_json_empty(), names, 2, NULL};
+        pl_action call = {
+            PL_ACTION_VERSION, "echo", pl_json_empty(), names, 2, NULL};
         st = pl_ctx_call(NULL, ctx, &call, NULL, 0);
     } else if (strcmp(mode, "no_decorators") == 0) {
-        pl_action call = {PL_ACTION_VERSION, "echo", pl_json_empty(), NULL, 0, NULL};
+        pl_action call = {
+            PL_ACTION_VERSION, "echo", pl_json_empty(), NULL, 0, NULL};
         st = pl_ctx_call(NULL, ctx, &call, NULL, 1);
     } else if (strcmp(mode, "decorator_without_fn") == 0) {
         pl_decorator d[2] = {{PL_DECORATOR_VERSION, noop_deco, "noop", 0, NULL},
                              {PL_DECORATOR_VERSION, NULL, "broken", 0, NULL}};
-        pl_action call = {PL_ACTION_VERSION, "echo", pl_json_empty(), NULL, 0, NULL};
+        pl_action call = {
+            PL_ACTION_VERSION, "echo", pl_json_empty(), NULL, 0, NULL};
         st = pl_ctx_call(NULL, ctx, &call, d, 2);
     } else if (strcmp(mode, "array_payload") == 0) {
         cJSON *arr = cJSON_CreateArray();
@@ -221,7 +227,8 @@ static int nulls(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
 {
     (void)a;
     (void)user;
-    pl_action call = {PL_ACTION_VERSION, "echo", pl_json_empty(), NULL, 0, NULL};
+    pl_action call = {
+        PL_ACTION_VERSION, "echo", pl_json_empty(), NULL, 0, NULL};
     cJSON *v = NULL;
     int i = 0;
     g_null_status[i++] = pl_ctx_call(NULL, NULL, &call, NULL, 0);
@@ -360,8 +367,9 @@ Test(errors, invalid_run_ids)
     char too_long[PL_MAX_RUN_ID + 2];
     memset(too_long, 'a', sizeof too_long - 1);
     too_long[sizeof too_long - 1] = '\0';
-    const char *bad[] = {"", too_long, "has space", "a/b", "tab\there",
-                         "new\nline", "caf\xc3\xa9", "semi;colon", "q?"};
+    const char *bad[] = {"",          too_long,    "has space",   "a/b",
+                         "tab\there", "new\nline", "caf\xc3\xa9", "semi;colon",
+                         "q?"};
     pl_action a = {PL_ACTION_VERSION, "echo", pl_json_empty(), NULL, 0, NULL};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         pl_run_options ro = PL_RUN_OPTIONS_INIT;
@@ -585,8 +593,8 @@ Test(errors, unknown_runs_are_enotfound)
 
     /* bad invocation paths of an existing run */
     pl_outcome *done = t_start(e, "echo", NULL, "real");
-    const char *paths[] = {NULL, "", "1", "0.", "0..1", "0.a", "00", "0.1x",
-                           "0.99999999999"};
+    const char *paths[] = {NULL,  "",   "1",    "0.",           "0..1",
+                           "0.a", "00", "0.1x", "0.99999999999"};
     for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++)
         EXPECT_ERR(pl_run_ledger(&l, e, "real", paths[i]), PL_EINVAL, "path");
     /* a resume without a token */
@@ -761,8 +769,7 @@ Test(errors, other_payloads_over_max_payload)
 
     /* an emitted step: pl_ctx_emit reports it, the policy decides */
     o = misuse_run(e, "big_emit", "big-emit");
-    cr_expect_eq(g_call_status, PL_ELIMIT, "%s",
-                 pl_status_name(g_call_status));
+    cr_expect_eq(g_call_status, PL_ELIMIT, "%s", pl_status_name(g_call_status));
     cr_expect_eq(o->status, PL_RUN_FAILED);
     expect_has(o->reason, "PL_ELIMIT");
     pl_outcome_free(o);
@@ -794,8 +801,7 @@ Test(errors, nesting_deeper_than_max_depth_fails_with_elimit)
     /* exactly PL_MAX_DEPTH levels below the root is allowed */
     snprintf(payload, sizeof payload, "{\"left\": %d}", PL_MAX_DEPTH);
     pl_outcome *o = t_start(e, "deep", payload, "deep-ok");
-    cr_expect_eq(o->status, PL_RUN_COMPLETED, "%s",
-                 o->reason ? o->reason : "");
+    cr_expect_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason ? o->reason : "");
     cr_expect_eq(g_max_depth_seen, PL_MAX_DEPTH);
     cr_expect_eq(pl_run_verify(e, "deep-ok"), PL_OK, "%s", pl_errmsg());
     pl_outcome_free(o);
@@ -832,8 +838,7 @@ Test(errors, steps_add_rejects_bad_input)
 
     EXPECT_ERR(pl_steps_add(l, (pl_step_type)0, "a", obj), PL_EINVAL, "type");
     EXPECT_ERR(pl_steps_add(l, (pl_step_type)8, "a", obj), PL_EINVAL, "type");
-    EXPECT_ERR(pl_steps_add(l, (pl_step_type)-1, "a", obj), PL_EINVAL,
-               "type");
+    EXPECT_ERR(pl_steps_add(l, (pl_step_type)-1, "a", obj), PL_EINVAL, "type");
     EXPECT_ERR(pl_steps_add(l, PL_STEP_TEXT, NULL, obj), PL_EINVAL, "actor");
     EXPECT_ERR(pl_steps_add(l, PL_STEP_TEXT, "", obj), PL_EINVAL, "actor");
     EXPECT_ERR(pl_steps_add(l, PL_STEP_TEXT, "bad\nactor", obj), PL_EINVAL,
@@ -857,10 +862,8 @@ Test(errors, steps_add_rejects_bad_input)
         cJSON_AddItemToObject(cur, "d", next);
         cur = next;
     }
-    EXPECT_ERR(pl_steps_add(l, PL_STEP_TEXT, "a", deepest), PL_ELIMIT,
-               "deep");
-    EXPECT_ERR(pl_steps_add(NULL, PL_STEP_TEXT, "a", obj), PL_EINVAL,
-               "NULL");
+    EXPECT_ERR(pl_steps_add(l, PL_STEP_TEXT, "a", deepest), PL_ELIMIT, "deep");
+    EXPECT_ERR(pl_steps_add(NULL, PL_STEP_TEXT, "a", obj), PL_EINVAL, "NULL");
 
     EXPECT_ERR(pl_steps_add_text(l, "a", NULL), PL_EINVAL, "text");
     EXPECT_ERR(pl_steps_add_text(l, NULL, "hi"), PL_EINVAL, "actor");
@@ -885,8 +888,7 @@ Test(errors, steps_add_rejects_bad_input)
     cr_expect_eq(cJSON_GetArraySize(pl_step_payload(pl_steps_at(l, 0))), 0);
     cr_expect_str_eq(pl_step_id(pl_steps_at(l, 0)), "", "not in a ledger");
     uint8_t h[PL_HASH_LEN];
-    EXPECT_ERR(pl_step_prev_hash(h, pl_steps_at(l, 0)), PL_ENOTFOUND,
-               "ledger");
+    EXPECT_ERR(pl_step_prev_hash(h, pl_steps_at(l, 0)), PL_ENOTFOUND, "ledger");
     cJSON_Delete(obj);
     cJSON_Delete(arr);
     cJSON_Delete(num);

@@ -61,18 +61,14 @@ static void on_event(const pl_event *ev, void *user)
     snprintf(r->path, sizeof r->path, "%s", ev->path ? ev->path : "");
     r->seq = ev->seq;
     r->has_policy = ev->policy != NULL;
-    snprintf(r->policy, sizeof r->policy, "%s",
-             ev->policy ? ev->policy : "");
+    snprintf(r->policy, sizeof r->policy, "%s", ev->policy ? ev->policy : "");
     r->type = ev->step_type;
     r->status = ev->status;
     r->has_detail = ev->detail != NULL;
     snprintf(r->detail, sizeof r->detail, "%s", ev->detail ? ev->detail : "");
 }
 
-static void rec_reset(void)
-{
-    memset(&g_rec, 0, sizeof g_rec);
-}
+static void rec_reset(void) { memset(&g_rec, 0, sizeof g_rec); }
 
 static pl_engine *open_engine(const pl_registry *reg)
 {
@@ -95,14 +91,26 @@ typedef struct want_event {
     pl_step_type type;
 } want_event;
 
-#define RUN(kind, pol) {PL_EVENT_##kind, "0", 0, pol, 0}
+#define RUN(kind, pol)                                                         \
+    {                                                                          \
+        PL_EVENT_##kind, "0", 0, pol, 0                                        \
+    }
 #define APPENDED(path, seq, actor, type)                                       \
-    {PL_EVENT_STEP_APPENDED, path, seq, actor, PL_STEP_##type}
+    {                                                                          \
+        PL_EVENT_STEP_APPENDED, path, seq, actor, PL_STEP_##type               \
+    }
 #define REPLAYED(path, seq, actor, type)                                       \
-    {PL_EVENT_STEP_REPLAYED, path, seq, actor, PL_STEP_##type}
+    {                                                                          \
+        PL_EVENT_STEP_REPLAYED, path, seq, actor, PL_STEP_##type               \
+    }
 #define CALL(kind, path, seq, callee, type)                                    \
-    {PL_EVENT_##kind, path, seq, callee, PL_STEP_##type}
-#define COMMIT {PL_EVENT_COMMIT, NULL, 0, NULL, 0}
+    {                                                                          \
+        PL_EVENT_##kind, path, seq, callee, PL_STEP_##type                     \
+    }
+#define COMMIT                                                                 \
+    {                                                                          \
+        PL_EVENT_COMMIT, NULL, 0, NULL, 0                                      \
+    }
 
 static const char *kind_name(pl_event_kind k)
 {
@@ -151,9 +159,10 @@ static void expect_sequence(const char *run_id, const want_event *want,
                       "event %zu (%s): policy '%s', expected '%s'", i,
                       kind_name(r->kind), r->policy, w->policy);
         if (w->type)
-            cr_expect_eq(r->type, w->type, "event %zu (%s): step type %d, "
-                                           "expected %d", i,
-                         kind_name(r->kind), (int)r->type, (int)w->type);
+            cr_expect_eq(r->type, w->type,
+                         "event %zu (%s): step type %d, "
+                         "expected %d",
+                         i, kind_name(r->kind), (int)r->type, (int)w->type);
     }
 }
 
@@ -175,8 +184,8 @@ static const rec_event *find_kind(pl_event_kind k)
 
 static void expect_has(const char *hay, const char *needle)
 {
-    cr_expect(hay && strstr(hay, needle) != NULL,
-              "expected \"%s\" in: %s", needle, hay ? hay : "(null)");
+    cr_expect(hay && strstr(hay, needle) != NULL, "expected \"%s\" in: %s",
+              needle, hay ? hay : "(null)");
 }
 
 /* ------------------------------------------------------------------------ */
@@ -448,8 +457,8 @@ Test(events, suspension_reports_run_suspended)
     rec_reset();
     cJSON *ans = t_json("{\"ok\": true}");
     pl_outcome *o2 = NULL;
-    cr_assert_eq(pl_run_resume(&o2, e, "ev-susp", o->resume_token, ans),
-                 PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(pl_run_resume(&o2, e, "ev-susp", o->resume_token, ans), PL_OK,
+                 "%s", pl_errmsg());
     cJSON_Delete(ans);
     cr_assert_eq(o2->status, PL_RUN_COMPLETED, "%s", o2->reason);
     const want_event want2[] = {

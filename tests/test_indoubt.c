@@ -198,13 +198,18 @@ static int root(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     const cJSON *then = cJSON_GetObjectItemCaseSensitive(a->payload, "then");
     cJSON *p = cJSON_CreateObject();
     cJSON_AddNumberToObject(p, "amount", 42);
-    pl_action call = {PL_ACTION_VERSION, cJSON_IsString(t) ? t->valuestring : "risky", p, NULL,
-                      0, NULL};
+    pl_action call = {PL_ACTION_VERSION,
+                      cJSON_IsString(t) ? t->valuestring : "risky",
+                      p,
+                      NULL,
+                      0,
+                      NULL};
     pl_step *res = NULL;
     int st = pl_ctx_call(&res, ctx, &call, NULL, 0);
     if (!st && cJSON_IsString(then)) {
         pl_step *res2 = NULL;
-        pl_action call2 = {PL_ACTION_VERSION, then->valuestring, p, NULL, 0, NULL};
+        pl_action call2 = {
+            PL_ACTION_VERSION, then->valuestring, p, NULL, 0, NULL};
         st = pl_ctx_call(&res2, ctx, &call2, NULL, 0);
         pl_step_free(res2);
     }
@@ -278,7 +283,8 @@ static void crash_run(const world *w, const pl_registry *reg,
     cr_assert_eq(got, pid);
     cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL,
               "the run should have been killed inside its tool, but the "
-              "child %s %d", WIFEXITED(status) ? "exited with" : "died of",
+              "child %s %d",
+              WIFEXITED(status) ? "exited with" : "died of",
               WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
 }
 
@@ -303,16 +309,15 @@ static void expect_step(pl_engine *e, const char *path, size_t i,
     cr_assert_eq(pl_step_type_of(s), type, "step %s: %s, expected %s",
                  pl_step_id(s), pl_step_type_name(pl_step_type_of(s)),
                  pl_step_type_name(type));
-    cr_assert_str_eq(pl_step_actor(s), actor, "step %s's actor",
-                     pl_step_id(s));
+    cr_assert_str_eq(pl_step_actor(s), actor, "step %s's actor", pl_step_id(s));
     const char *code = pl_step_error_code(s);
     if (error_code)
         cr_assert(code && strcmp(code, error_code) == 0,
                   "step %s: error code %s, expected %s", pl_step_id(s),
                   code ? code : "(none)", error_code);
     else
-        cr_assert_null(code, "step %s is an error result (%s)",
-                       pl_step_id(s), code);
+        cr_assert_null(code, "step %s is an error result (%s)", pl_step_id(s),
+                       code);
     pl_steps_free(l);
 }
 
@@ -331,8 +336,9 @@ static pl_engine *open_after_crash(const world *w, const pl_registry *reg,
     cr_assert(!info->owner_alive, "the killed process counts as alive");
     pl_run_info_free(info);
     if (idempotent) {
-        cr_assert_eq(ledger_len(e, "0"), 0, "nothing of an idempotent call "
-                                            "is durable before its result");
+        cr_assert_eq(ledger_len(e, "0"), 0,
+                     "nothing of an idempotent call "
+                     "is durable before its result");
     } else {
         cr_assert_eq(ledger_len(e, "0"), 1, "the action_call (only)");
         expect_step(e, "0", 0, PL_STEP_ACTION_CALL, "root", NULL);
@@ -570,11 +576,11 @@ Test(indoubt, suspend_then_result)
     pl_registry *reg;
     pl_engine *e;
     pl_outcome *s = suspended_in_doubt(&w, &reg, &e);
-    pl_outcome *o = resume_ok(e, s, "{\"decision\": \"result\", \"result\": "
-                                    "{\"done\": true, \"by\": \"operator\", "
-                                    "\"ref\": \"ch_123\"}}");
-    cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s",
-                 o->reason ? o->reason : "");
+    pl_outcome *o = resume_ok(e, s,
+                              "{\"decision\": \"result\", \"result\": "
+                              "{\"done\": true, \"by\": \"operator\", "
+                              "\"ref\": \"ch_123\"}}");
+    cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason ? o->reason : "");
     cr_assert_eq(o->calls_executed, 0);
     char *got = t_text(t_result(o));
     cr_assert_str_eq(got, "{\"done\":true,\"by\":\"operator\",\"ref\":"
@@ -611,8 +617,8 @@ Test(indoubt, suspend_bad_decision_does_not_execute)
     if (st == PL_OK) {
         cr_assert_eq(o->calls_executed, 0);
         if (o->status == PL_RUN_COMPLETED) {
-            const pl_step *last =
-                pl_steps_at(o->steps, pl_steps_count(o->steps) - 1);
+            const pl_step *last = pl_steps_at(o->steps,
+                                              pl_steps_count(o->steps) - 1);
             cr_assert(pl_step_is_error(last), "an unclear answer must not "
                                               "become a success");
         }
@@ -655,8 +661,7 @@ Test(indoubt, call_durability_before_the_callee_runs)
 Test(indoubt, idempotent_tool_is_rerun_without_in_doubt_handling)
 {
     /* its in_doubt rule says suspend, but applies to non-idempotent tools */
-    static const pl_in_doubt rules[] = {PL_IN_DOUBT_SUSPEND,
-                                        PL_IN_DOUBT_FAIL};
+    static const pl_in_doubt rules[] = {PL_IN_DOUBT_SUSPEND, PL_IN_DOUBT_FAIL};
     for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++) {
         world w;
         pl_registry *reg;
@@ -678,8 +683,7 @@ Test(indoubt, idempotent_tool_is_rerun_without_in_doubt_handling)
 
 Test(indoubt, failed_run_is_not_in_doubt)
 {
-    static const pl_in_doubt rules[] = {PL_IN_DOUBT_FAIL,
-                                        PL_IN_DOUBT_SUSPEND};
+    static const pl_in_doubt rules[] = {PL_IN_DOUBT_FAIL, PL_IN_DOUBT_SUSPEND};
     for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++) {
         world w;
         world_init(&w);
@@ -697,8 +701,7 @@ Test(indoubt, failed_run_is_not_in_doubt)
         o = continue_ok(e);
         cr_assert_eq(o->status, PL_RUN_COMPLETED,
                      "a failed run is retried, not treated as in doubt: %s %s",
-                     pl_run_status_name(o->status),
-                     o->reason ? o->reason : "");
+                     pl_run_status_name(o->status), o->reason ? o->reason : "");
         expect_tool_result(o, "flaky");
         cr_assert_eq(o->calls_executed, 1);
         pl_outcome_free(o);
@@ -712,8 +715,7 @@ Test(indoubt, failed_run_is_not_in_doubt)
 
 Test(indoubt, suspended_run_is_not_in_doubt)
 {
-    static const pl_in_doubt rules[] = {PL_IN_DOUBT_FAIL,
-                                        PL_IN_DOUBT_SUSPEND};
+    static const pl_in_doubt rules[] = {PL_IN_DOUBT_FAIL, PL_IN_DOUBT_SUSPEND};
     for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++) {
         world w;
         world_init(&w);
@@ -722,8 +724,7 @@ Test(indoubt, suspended_run_is_not_in_doubt)
         pl_outcome *s = t_start(e, "root", "{\"tool\": \"asker\"}", RUN);
         cr_assert_eq(s->status, PL_RUN_SUSPENDED);
         cr_assert_str_eq(s->suspended_path, "0.0");
-        cr_assert_null(cJSON_GetObjectItemCaseSensitive(s->prompt,
-                                                        "in_doubt"));
+        cr_assert_null(cJSON_GetObjectItemCaseSensitive(s->prompt, "in_doubt"));
         cr_assert_str_eq(str_of(s->prompt, "question"), "ship it?");
         cr_assert_eq(ledger_len(e, "0"), 1, "the call is open");
         cr_assert_eq(count_all_lines(&w), 0);
@@ -731,8 +732,7 @@ Test(indoubt, suspended_run_is_not_in_doubt)
         pl_outcome *o = resume_ok(e, s, "{\"ok\": true}");
         cr_assert_eq(o->status, PL_RUN_COMPLETED,
                      "a resumed run's open call is not in doubt: %s %s",
-                     pl_run_status_name(o->status),
-                     o->reason ? o->reason : "");
+                     pl_run_status_name(o->status), o->reason ? o->reason : "");
         const cJSON *r = t_result(o);
         char *txt = t_text(r);
         cr_assert_str_eq(txt, "{\"answer\":{\"ok\":true}}");
@@ -795,8 +795,12 @@ static int wrapper(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
 {
     (void)user;
     const cJSON *t = cJSON_GetObjectItemCaseSensitive(a->payload, "inner");
-    pl_action call = {PL_ACTION_VERSION, cJSON_IsString(t) ? t->valuestring : "risky", pl_json_empty(), NULL,
-                      0, NULL};
+    pl_action call = {PL_ACTION_VERSION,
+                      cJSON_IsString(t) ? t->valuestring : "risky",
+                      pl_json_empty(),
+                      NULL,
+                      0,
+                      NULL};
     pl_step *res = NULL;
     int st = pl_ctx_call(&res, ctx, &call, NULL, 0);
     if (!st)
@@ -894,8 +898,7 @@ Test(indoubt, rerun_decision_that_crashes_is_in_doubt_again)
 /* A non-idempotent call nested under an idempotent one is in doubt too. */
 Test(indoubt, nested_call_in_doubt)
 {
-    static const pl_in_doubt rules[] = {PL_IN_DOUBT_FAIL,
-                                        PL_IN_DOUBT_SUSPEND};
+    static const pl_in_doubt rules[] = {PL_IN_DOUBT_FAIL, PL_IN_DOUBT_SUSPEND};
     for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++) {
         world w;
         world_init(&w);
@@ -927,8 +930,7 @@ Test(indoubt, nested_call_in_doubt)
             pl_outcome_free(r);
         }
         pl_outcome_free(o);
-        cr_assert_eq(count_all_lines(&w),
-                     rules[i] == PL_IN_DOUBT_FAIL ? 1 : 2);
+        cr_assert_eq(count_all_lines(&w), rules[i] == PL_IN_DOUBT_FAIL ? 1 : 2);
         cr_assert_eq(pl_run_verify(e, RUN), PL_OK, "%s", pl_errmsg());
         pl_engine_close(e);
         pl_registry_free(reg);

@@ -25,8 +25,8 @@
 
 static void expect_has(const char *hay, const char *needle)
 {
-    cr_expect(hay && strstr(hay, needle) != NULL,
-              "expected \"%s\" in: %s", needle, hay ? hay : "(null)");
+    cr_expect(hay && strstr(hay, needle) != NULL, "expected \"%s\" in: %s",
+              needle, hay ? hay : "(null)");
 }
 
 /* The status must be @p want and pl_errmsg() must contain @p what. */
@@ -121,11 +121,11 @@ Test(json, pack_nested_objects_and_arrays)
     cJSON *inner = t_json("{\"x\": 1}");
     cJSON *taken = cJSON_CreateString("mine");
     cJSON *v = NULL;
-    int st = pl_json_pack(&v, "{s:s, s:{s:i, s:[b, n, f, I]}, s:[[], {}],"
-                              " s:O, s:o}",
+    int st = pl_json_pack(&v,
+                          "{s:s, s:{s:i, s:[b, n, f, I]}, s:[[], {}],"
+                          " s:O, s:o}",
                           "name", "ada", "inner", "n", 7, "list", 1, 2.25,
-                          (int64_t)-3, "empty", "copy", inner, "took",
-                          taken);
+                          (int64_t)-3, "empty", "copy", inner, "took", taken);
     cr_assert_eq(st, PL_OK, "%s", pl_errmsg());
     expect_json(v, "{\"name\":\"ada\",\"inner\":{\"n\":7,\"list\":"
                    "[true,null,2.25,-3]},\"empty\":[[],{}],\"copy\":"
@@ -147,8 +147,8 @@ Test(json, pack_ignores_whitespace_colons_and_commas)
 Test(json, pack_question_mark_gives_null)
 {
     cJSON *v = NULL;
-    int st = pl_json_pack(&v, "{s:s?, s:s?, s:o?, s:O?}", "a", NULL, "b",
-                          "x", "c", (cJSON *)NULL, "d", (const cJSON *)NULL);
+    int st = pl_json_pack(&v, "{s:s?, s:s?, s:o?, s:O?}", "a", NULL, "b", "x",
+                          "c", (cJSON *)NULL, "d", (const cJSON *)NULL);
     cr_assert_eq(st, PL_OK, "%s", pl_errmsg());
     expect_json(v, "{\"a\":null,\"b\":\"x\",\"c\":null,\"d\":null}");
     cr_assert_eq(pl_json_pack(&v, "s?", NULL), PL_OK);
@@ -204,8 +204,7 @@ Test(json, pack_rejects_malformed_formats)
     EXPECT_MSG(pl_json_pack(&v, "{s:x}", "a"), PL_EINVAL,
                "pack: format \"{s:x}\", offset 3: expected a value, got 'x'");
     cr_expect_null(v);
-    EXPECT_ERR(pl_json_pack(&v, "{s:i", "a", 1), PL_EINVAL,
-               "unclosed '{'");
+    EXPECT_ERR(pl_json_pack(&v, "{s:i", "a", 1), PL_EINVAL, "unclosed '{'");
     EXPECT_ERR(pl_json_pack(&v, "[i", 1), PL_EINVAL, "unclosed '['");
     EXPECT_ERR(pl_json_pack(&v, "[i}", 1), PL_EINVAL,
                "'}' does not close the '['");
@@ -213,8 +212,7 @@ Test(json, pack_rejects_malformed_formats)
                "']' does not close the '{'");
     EXPECT_ERR(pl_json_pack(&v, "{s:i}}", "a", 1), PL_EINVAL,
                "offset 5: '}' after the value");
-    EXPECT_ERR(pl_json_pack(&v, "i i", 1, 2), PL_EINVAL,
-               "'i' after the value");
+    EXPECT_ERR(pl_json_pack(&v, "i i", 1, 2), PL_EINVAL, "'i' after the value");
     EXPECT_ERR(pl_json_pack(&v, "", 0), PL_EINVAL,
                "expected a value, got the end");
     EXPECT_ERR(pl_json_pack(&v, "{i:i}", 1, 2), PL_EINVAL,
@@ -274,8 +272,8 @@ Test(json, pack_non_finite_number_is_ejson)
     cr_expect_null(v);
     EXPECT_MSG(pl_json_pack(&v, "[f, f]", 1.0, (double)-INFINITY), PL_EJSON,
                "pack: $[1]: non-finite number (-inf)");
-    EXPECT_ERR(pl_json_pack(&v, "{s:{s:[f]}}", "a", "b", (double)NAN),
-               PL_EJSON, "pack: $.a.b[0]: non-finite number");
+    EXPECT_ERR(pl_json_pack(&v, "{s:{s:[f]}}", "a", "b", (double)NAN), PL_EJSON,
+               "pack: $.a.b[0]: non-finite number");
     expect_has(pl_errmsg(), "nan");
     cr_expect_null(v);
 }
@@ -283,8 +281,8 @@ Test(json, pack_non_finite_number_is_ejson)
 Test(json, pack_int64_past_2_pow_53_is_ejson)
 {
     cJSON *v = NOT_NULL;
-    EXPECT_ERR(pl_json_pack(&v, "{s:I}", "n", ((int64_t)1 << 53) + 1),
-               PL_EJSON, "pack: $.n: integer 9007199254740993 is past 2^53");
+    EXPECT_ERR(pl_json_pack(&v, "{s:I}", "n", ((int64_t)1 << 53) + 1), PL_EJSON,
+               "pack: $.n: integer 9007199254740993 is past 2^53");
     cr_expect_null(v);
     EXPECT_ERR(pl_json_pack(&v, "I", INT64_MIN), PL_EJSON,
                "pack: $: integer -9223372036854775808");
@@ -303,8 +301,8 @@ Test(json, pack_frees_o_arguments_on_failure)
     /* 'o' after the failure: read and freed without being used */
     cJSON *after = t_json("[\"after\"]");
     cJSON *after2 = t_json("{\"k\": null}");
-    EXPECT_ERR(pl_json_pack(&v, "{s:s, s:[o, {s:o}], s:o*}", "x", NULL,
-                            "y", after, "z", after2, "w", (cJSON *)NULL),
+    EXPECT_ERR(pl_json_pack(&v, "{s:s, s:[o, {s:o}], s:o*}", "x", NULL, "y",
+                            after, "z", after2, "w", (cJSON *)NULL),
                PL_EINVAL, "pack: $.x: NULL argument for 's'");
     cr_expect_null(v);
 
@@ -337,10 +335,11 @@ Test(json, unpack_every_letter)
     double f = 0, g = 0;
     const cJSON *o = NULL;
     cJSON *copy = NULL;
-    int st = pl_json_unpack(j, "{s:s, s:n, s:b, s:b, s:i, s:I, s:f, s:f, "
-                               "s:o, s:O}",
-                            "s", &s, "n", "t", &t, "u", &u, "i", &i, "I",
-                            &big, "f", &f, "g", &g, "o", &o, "O", &copy);
+    int st = pl_json_unpack(j,
+                            "{s:s, s:n, s:b, s:b, s:i, s:I, s:f, s:f, "
+                            "s:o, s:O}",
+                            "s", &s, "n", "t", &t, "u", &u, "i", &i, "I", &big,
+                            "f", &f, "g", &g, "o", &o, "O", &copy);
     cr_assert_eq(st, PL_OK, "%s", pl_errmsg());
     cr_expect_str_eq(s, "x");
     cr_expect_eq(s, cJSON_GetObjectItemCaseSensitive(j, "s")->valuestring,
@@ -386,10 +385,11 @@ Test(json, unpack_nested_objects_and_arrays)
                       " \"meta\": {\"page\": {\"no\": 3}}, \"m\": [[1], []]}");
     const char *a = NULL, *b = NULL;
     int n1 = 0, n2 = 0, no = 0, one = 0;
-    int st = pl_json_unpack(j, "{s:[{s:s, s:i}, {s:s, s:i}], "
-                               "s:{s:{s:i}}, s:[[i], []]}",
-                            "items", "name", &a, "n", &n1, "name", &b, "n",
-                            &n2, "meta", "page", "no", &no, "m", &one);
+    int st = pl_json_unpack(j,
+                            "{s:[{s:s, s:i}, {s:s, s:i}], "
+                            "s:{s:{s:i}}, s:[[i], []]}",
+                            "items", "name", &a, "n", &n1, "name", &b, "n", &n2,
+                            "meta", "page", "no", &no, "m", &one);
     cr_assert_eq(st, PL_OK, "%s", pl_errmsg());
     cr_expect_str_eq(a, "a");
     cr_expect_str_eq(b, "b");
@@ -408,8 +408,7 @@ Test(json, unpack_ignores_what_the_format_does_not_read)
                  PL_OK, "%s", pl_errmsg());
     cr_expect_eq(a, 1);
     cr_expect_eq(first, 1);
-    cr_assert_eq(pl_json_unpack(j, "{s:i, s:[i*]*}", "a", &a, "arr",
-                                &first),
+    cr_assert_eq(pl_json_unpack(j, "{s:i, s:[i*]*}", "a", &a, "arr", &first),
                  PL_OK, "%s", pl_errmsg());
     cr_assert_eq(pl_json_unpack(j, "{}"), PL_OK);
     cJSON_Delete(j);
@@ -430,8 +429,9 @@ Test(json, unpack_optional_keys)
     cr_expect_eq(deep, 98);
     cr_expect_str_eq(deep_s, "unchanged");
     cr_expect_eq(copy, NOT_NULL);
-    cr_expect_str_eq(after, "z", "the arguments after a missing optional "
-                                 "key are read in order");
+    cr_expect_str_eq(after, "z",
+                     "the arguments after a missing optional "
+                     "key are read in order");
 
     /* optional but present with the wrong type is still an error */
     EXPECT_MSG(pl_json_unpack(j, "{s?s}", "here", &after), PL_EJSON,
@@ -443,13 +443,13 @@ Test(json, unpack_strict_objects)
 {
     cJSON *j = t_json("{\"a\": 1, \"b\": {\"c\": 2, \"d\": 3}}");
     int a = 0, c = 0, d = 0;
-    cr_assert_eq(pl_json_unpack(j, "{s:i, s:{s:i, s:i !} !}", "a", &a, "b",
-                                "c", &c, "d", &d),
+    cr_assert_eq(pl_json_unpack(j, "{s:i, s:{s:i, s:i !} !}", "a", &a, "b", "c",
+                                &c, "d", &d),
                  PL_OK, "%s", pl_errmsg());
     cr_expect_eq(d, 3);
     /* an optional key that is missing does not make another key extra */
-    cr_assert_eq(pl_json_unpack(j, "{s:i, s?i, s:o !}", "a", &a, "zz", &c,
-                                "b", &(const cJSON *){NULL}),
+    cr_assert_eq(pl_json_unpack(j, "{s:i, s?i, s:o !}", "a", &a, "zz", &c, "b",
+                                &(const cJSON *){NULL}),
                  PL_OK, "%s", pl_errmsg());
 
     EXPECT_MSG(pl_json_unpack(j, "{s:i !}", "a", &a), PL_EJSON,
@@ -458,8 +458,7 @@ Test(json, unpack_strict_objects)
                PL_EJSON,
                "unpack: $.b.d: unexpected key (the format is strict: '!')");
     /* strictness is per object: the inner one is not strict here */
-    cr_expect_eq(pl_json_unpack(j, "{s:i, s:{s:i} !}", "a", &a, "b", "c",
-                                &c),
+    cr_expect_eq(pl_json_unpack(j, "{s:i, s:{s:i} !}", "a", &a, "b", "c", &c),
                  PL_OK, "%s", pl_errmsg());
     cJSON_Delete(j);
 }
@@ -497,10 +496,9 @@ Test(json, round_trip)
     cJSON *v = NULL;
     const char *fmt = "{s:s, s:i, s:I, s:f, s:b, s:n, s:[i, i], "
                       "s:{s:s}, s:O}";
-    int st = pl_json_pack(&v, fmt, "name", "ada", "i", -123456,
-                          "I", (int64_t)-9007199254740991, "f", 0.1,
-                          "b", 1, "n", "pair", 3, 4, "obj", "k", "v",
-                          "extra", extra);
+    int st = pl_json_pack(&v, fmt, "name", "ada", "i", -123456, "I",
+                          (int64_t)-9007199254740991, "f", 0.1, "b", 1, "n",
+                          "pair", 3, 4, "obj", "k", "v", "extra", extra);
     cr_assert_eq(st, PL_OK, "%s", pl_errmsg());
 
     const char *name = NULL, *k = NULL;
@@ -509,9 +507,9 @@ Test(json, round_trip)
     double f = 0;
     bool b = false;
     cJSON *back = NULL;
-    st = pl_json_unpack(v, fmt, "name", &name, "i", &i, "I", &big, "f", &f,
-                        "b", &b, "n", "pair", &p0, &p1, "obj", "k", &k,
-                        "extra", &back);
+    st = pl_json_unpack(v, fmt, "name", &name, "i", &i, "I", &big, "f", &f, "b",
+                        &b, "n", "pair", &p0, &p1, "obj", "k", &k, "extra",
+                        &back);
     cr_assert_eq(st, PL_OK, "%s", pl_errmsg());
     cr_expect_str_eq(name, "ada");
     cr_expect_eq(i, -123456);
@@ -536,8 +534,8 @@ Test(json, unpack_missing_key_names_the_path)
     cJSON *j = t_json("{\"items\": [{\"name\": \"a\"}, {\"name\": \"b\"},"
                       " {\"nom\": \"c\"}]}");
     const char *a, *b, *c;
-    EXPECT_MSG(pl_json_unpack(j, "{s:[{s:s}, {s:s}, {s:s}]}", "items",
-                              "name", &a, "name", &b, "name", &c),
+    EXPECT_MSG(pl_json_unpack(j, "{s:[{s:s}, {s:s}, {s:s}]}", "items", "name",
+                              &a, "name", &b, "name", &c),
                PL_EJSON, "unpack: $.items[2].name: missing key");
     cJSON_Delete(j);
 }
@@ -668,12 +666,11 @@ Test(json, unpack_rejects_malformed_formats)
                "got 'x'");
     EXPECT_ERR(pl_json_unpack(j, "{s:[i}", "a", &i), PL_EINVAL,
                "'}' does not close the '['");
-    EXPECT_ERR(pl_json_unpack(j, "{s:[i]", "a", &i), PL_EINVAL,
-               "unclosed '{'");
+    EXPECT_ERR(pl_json_unpack(j, "{s:[i]", "a", &i), PL_EINVAL, "unclosed '{'");
     EXPECT_ERR(pl_json_unpack(j, "{s:[i]}]", "a", &i), PL_EINVAL,
                "']' after the value");
-    EXPECT_ERR(pl_json_unpack(j, "{s:i ! s:i}", "a", &i, "b", &i),
-               PL_EINVAL, "expected '}' after '!', got 's'");
+    EXPECT_ERR(pl_json_unpack(j, "{s:i ! s:i}", "a", &i, "b", &i), PL_EINVAL,
+               "expected '}' after '!', got 's'");
     EXPECT_ERR(pl_json_unpack(j, "{s:s?}", "a", &i), PL_EINVAL,
                "expected a key ('s') or '}', got '?'");
     EXPECT_ERR(pl_json_unpack(j, "!", &i), PL_EINVAL,
@@ -693,16 +690,14 @@ Test(json, unpack_frees_copies_on_failure)
     cJSON *j = t_json("{\"a\": {\"x\": [1, 2]}, \"b\": [\"y\"], \"c\": 1}");
     cJSON *a = NULL, *b = NULL;
     const char *c = NULL;
-    EXPECT_MSG(pl_json_unpack(j, "{s:O, s:O, s:s}", "a", &a, "b", &b, "c",
-                              &c),
+    EXPECT_MSG(pl_json_unpack(j, "{s:O, s:O, s:s}", "a", &a, "b", &b, "c", &c),
                PL_EJSON, "unpack: $.c: expected a string, got a number");
     cr_expect_null(a, "a copy is freed and its variable cleared");
     cr_expect_null(b);
     /* the sanitizer build fails this test if a copy leaked */
 
     /* one variable given twice: each copy is freed once */
-    EXPECT_ERR(pl_json_unpack(j, "{s:O, s:O, s:s}", "a", &a, "b", &a, "c",
-                              &c),
+    EXPECT_ERR(pl_json_unpack(j, "{s:O, s:O, s:s}", "a", &a, "b", &a, "c", &c),
                PL_EJSON, "$.c");
     cr_expect_null(a);
     cJSON_Delete(j);
@@ -712,8 +707,8 @@ Test(json, unpack_frees_copies_on_failure)
 /* Results                                                                  */
 /* ------------------------------------------------------------------------ */
 
-static int packs_its_result(pl_ctx *ctx, const pl_action *action,
-                            pl_steps *out, void *user)
+static int packs_its_result(pl_ctx *ctx, const pl_action *action, pl_steps *out,
+                            void *user)
 {
     (void)ctx;
     (void)user;
@@ -725,8 +720,8 @@ static int packs_its_result(pl_ctx *ctx, const pl_action *action,
                                 "by", "packer", "list", 1);
 }
 
-static int packs_an_array(pl_ctx *ctx, const pl_action *action,
-                          pl_steps *out, void *user)
+static int packs_an_array(pl_ctx *ctx, const pl_action *action, pl_steps *out,
+                          void *user)
 {
     (void)ctx;
     (void)action;
@@ -746,8 +741,7 @@ Test(json, steps_add_resultf_appends_the_packed_object)
     pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
 
     pl_outcome *o = t_start(e, "packer", "{\"x\": 21}", NULL);
-    cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s",
-                 o->reason ? o->reason : "");
+    cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason ? o->reason : "");
     size_t n = pl_steps_count(o->steps);
     cr_assert_gt(n, 0);
     const pl_step *last = pl_steps_at(o->steps, n - 1);
@@ -769,8 +763,9 @@ Test(json, steps_add_resultf_needs_an_object)
     EXPECT_MSG(pl_steps_add_resultf(l, "[i]", 1), PL_EJSON,
                "pl_steps_add_resultf: format \"[i]\" builds an array; a "
                "result must be an object");
-    EXPECT_ERR(pl_steps_add_resultf(l, "s", "x"), PL_EJSON, "builds a "
-                                                            "string");
+    EXPECT_ERR(pl_steps_add_resultf(l, "s", "x"), PL_EJSON,
+               "builds a "
+               "string");
     /* the taken value goes with the array that is not a result */
     cJSON *taken = t_json("{\"k\": [1, 2]}");
     EXPECT_ERR(pl_steps_add_resultf(l, "[o]", taken), PL_EJSON,
@@ -778,8 +773,7 @@ Test(json, steps_add_resultf_needs_an_object)
     /* pack's own errors come through unchanged */
     EXPECT_MSG(pl_steps_add_resultf(l, "{s:s}", "a", NULL), PL_EINVAL,
                "pack: $.a: NULL argument for 's' (use 's?' for null)");
-    EXPECT_ERR(pl_steps_add_resultf(l, "{s:x}", "a"), PL_EINVAL,
-               "offset 3");
+    EXPECT_ERR(pl_steps_add_resultf(l, "{s:x}", "a"), PL_EINVAL, "offset 3");
     cr_expect_eq(pl_steps_count(l), 0);
     pl_steps_free(l);
 

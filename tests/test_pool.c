@@ -36,13 +36,13 @@
 
 typedef struct job {
     char id[32];
-    int n;              /* chain length */
-    int status;         /* pl_run_start's */
-    int run_status;     /* the outcome's */
+    int n;          /* chain length */
+    int status;     /* pl_run_start's */
+    int run_status; /* the outcome's */
     double total;
-    char msg[256];      /* pl_errmsg() after a failure */
-    pthread_t thread;   /* where the task started ... */
-    bool moved;         /* ... and whether it ever ran anywhere else */
+    char msg[256];    /* pl_errmsg() after a failure */
+    pthread_t thread; /* where the task started ... */
+    bool moved;       /* ... and whether it ever ran anywhere else */
 } job;
 
 /* Start run @p id of @p policy with @p payload (JSON text). */
@@ -72,7 +72,8 @@ static void note_flight(int delta)
 {
     int now = atomic_fetch_add(&in_flight, delta) + delta;
     int max = atomic_load(&max_in_flight);
-    while (now > max && !atomic_compare_exchange_weak(&max_in_flight, &max, now))
+    while (now > max &&
+           !atomic_compare_exchange_weak(&max_in_flight, &max, now))
         ;
 }
 
@@ -222,8 +223,10 @@ Test(pool, sync_mode_commits_stay_each_callers_own)
 {
     atomic_store(&commits, 0);
     size_t txns = run_many(PL_DURABILITY_SYNC, 8);
-    cr_assert_geq(txns, atomic_load(&commits), "%zu transactions for %u "
-                  "commits", txns, atomic_load(&commits));
+    cr_assert_geq(txns, atomic_load(&commits),
+                  "%zu transactions for %u "
+                  "commits",
+                  txns, atomic_load(&commits));
 }
 
 /* A plain thread running its share of jobs, one after the other. */
@@ -270,8 +273,8 @@ Test(pool, pool_threads_and_plain_threads_share_the_group_commits)
         cr_assert_eq(jobs[i].run_status, PL_RUN_COMPLETED, "%s", jobs[i].id);
         cr_assert_eq(jobs[i].total, N_ADDS * (N_ADDS - 1) / 2, "%s",
                      jobs[i].id);
-        cr_assert_eq(pl_run_verify(e, jobs[i].id), PL_OK, "%s: %s",
-                     jobs[i].id, pl_errmsg());
+        cr_assert_eq(pl_run_verify(e, jobs[i].id), PL_OK, "%s: %s", jobs[i].id,
+                     pl_errmsg());
     }
     free(jobs);
     pl_engine_close(e);
@@ -287,8 +290,8 @@ static int ask(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     (void)user;
     cJSON *args = cJSON_Parse("{\"a\": 1, \"b\": 2}");
     cJSON *q = cJSON_Parse("{\"question\": \"ship?\"}");
-    pl_action add = {PL_ACTION_VERSION, "add", args, NULL, 0, NULL}, approve = {PL_ACTION_VERSION, "approve", q,
-                                                              NULL, 0, NULL};
+    pl_action add = {PL_ACTION_VERSION, "add", args, NULL, 0, NULL},
+              approve = {PL_ACTION_VERSION, "approve", q, NULL, 0, NULL};
     pl_step *res = NULL;
     int st = pl_ctx_call(NULL, ctx, &add, NULL, 0);
     if (!st)
@@ -575,7 +578,8 @@ static void fan_task(pl_engine *e, void *user)
     atomic_fetch_add(&g_fan.ran, 1);
     if (depth < 5)
         for (int i = 0; i < 2; i++)
-            if (pl_pool_submit(g_fan.pool, fan_task, (void *)(intptr_t)(depth + 1)))
+            if (pl_pool_submit(g_fan.pool, fan_task,
+                               (void *)(intptr_t)(depth + 1)))
                 return;
 }
 

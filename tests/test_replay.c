@@ -76,16 +76,12 @@ static pl_steps *ledger(pl_engine *e, const char *id, const char *path)
 {
     pl_steps *l = NULL;
     int st = pl_run_ledger(&l, e, id, path);
-    cr_assert_eq(st, PL_OK, "pl_run_ledger(%s, %s): %s", id, path,
-                 pl_errmsg());
+    cr_assert_eq(st, PL_OK, "pl_run_ledger(%s, %s): %s", id, path, pl_errmsg());
     return l;
 }
 
 /* Compact text of the outcome's result; caller frees. */
-static char *result_text(const pl_outcome *o)
-{
-    return t_text(t_result(o));
-}
+static char *result_text(const pl_outcome *o) { return t_text(t_result(o)); }
 
 static void expect_str(const char *got, const char *want)
 {
@@ -95,8 +91,8 @@ static void expect_str(const char *got, const char *want)
 
 static void expect_has(const char *hay, const char *needle)
 {
-    cr_expect(hay && strstr(hay, needle) != NULL,
-              "expected \"%s\" in: %s", needle, hay ? hay : "(null)");
+    cr_expect(hay && strstr(hay, needle) != NULL, "expected \"%s\" in: %s",
+              needle, hay ? hay : "(null)");
 }
 
 static void add_policy(pl_registry *reg, const char *name, pl_policy_fn fn,
@@ -137,8 +133,10 @@ static int drift(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     if (!g_reorder)
         cJSON_AddNumberToObject(p, "v", g_value);
     if (strcmp(g_tool, "add") == 0) {
-        cJSON_AddNumberToObject(p, g_reorder ? "b" : "a", g_reorder ? 1 : g_value);
-        cJSON_AddNumberToObject(p, g_reorder ? "a" : "b", g_reorder ? g_value : 1);
+        cJSON_AddNumberToObject(p, g_reorder ? "b" : "a",
+                                g_reorder ? 1 : g_value);
+        cJSON_AddNumberToObject(p, g_reorder ? "a" : "b",
+                                g_reorder ? g_value : 1);
     }
     if (g_reorder)
         cJSON_AddNumberToObject(p, "v", g_value);
@@ -263,7 +261,8 @@ static int helpers(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     if (!st)
         st = pl_ctx_uuid(s->uuid, ctx);
     if (!st)
-        st = pl_ctx_side_effect(&fetched, ctx, g_effect_name, effect_fn, &g_effect_calls);
+        st = pl_ctx_side_effect(&fetched, ctx, g_effect_name, effect_fn,
+                                &g_effect_calls);
     if (st)
         return st;
     char *ft = cJSON_PrintUnformatted(fetched);
@@ -360,7 +359,8 @@ static int seeder(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
         st = pl_steps_add_text(seed, "user", "hello");
     pl_step *res = NULL;
     if (!st) {
-        pl_action call = {PL_ACTION_VERSION, "peek", pl_json_empty(), NULL, 0, seed};
+        pl_action call = {
+            PL_ACTION_VERSION, "peek", pl_json_empty(), NULL, 0, seed};
         st = pl_ctx_call(&res, ctx, &call, NULL, 0);
     }
     pl_steps_free(seed);
@@ -372,8 +372,7 @@ static int seeder(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
 }
 
 /* peek_wait: reports its ledger, then waits for a human. */
-static int peek_wait(pl_ctx *ctx, const pl_action *a, pl_steps *out,
-                     void *user)
+static int peek_wait(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
 {
     (void)a;
     (void)user;
@@ -409,7 +408,8 @@ static int seeded_wait(pl_ctx *ctx, const pl_action *a, pl_steps *out,
         st = pl_steps_add_text(seed, "user", g_seed_text);
     pl_step *res = NULL;
     if (!st) {
-        pl_action call = {PL_ACTION_VERSION, "peek_wait", pl_json_empty(), NULL, 0, seed};
+        pl_action call = {
+            PL_ACTION_VERSION, "peek_wait", pl_json_empty(), NULL, 0, seed};
         st = pl_ctx_call(&res, ctx, &call, NULL, 0);
     }
     pl_steps_free(seed);
@@ -463,8 +463,11 @@ static int probe(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     (void)user;
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(a->payload, "call");
     const cJSON *with = cJSON_GetObjectItemCaseSensitive(a->payload, "with");
-    pl_action call = {PL_ACTION_VERSION, cJSON_IsString(name) ? name->valuestring : "echo",
-                      cJSON_IsObject(with) ? with : pl_json_empty(), NULL, 0,
+    pl_action call = {PL_ACTION_VERSION,
+                      cJSON_IsString(name) ? name->valuestring : "echo",
+                      cJSON_IsObject(with) ? with : pl_json_empty(),
+                      NULL,
+                      0,
                       NULL};
     pl_step *res = NULL;
     int st = pl_ctx_call(&res, ctx, &call, NULL, 0);
@@ -610,8 +613,9 @@ Test(replay, completed_run_continued_executes_nothing)
     pl_run_info *info = get_info(e, "r1");
     cr_expect_eq(info->status, PL_RUN_COMPLETED);
     cr_expect_eq(info->steps, 10, "7 root steps + 3 callee results");
-    cr_expect_eq(info->attempts, 1, "replaying a completed run writes "
-                                    "nothing, not even an attempt");
+    cr_expect_eq(info->attempts, 1,
+                 "replaying a completed run writes "
+                 "nothing, not even an attempt");
     cr_expect_eq(pl_run_verify(e, "r1"), PL_OK, "%s", pl_errmsg());
     pl_run_info_free(info);
     pl_outcome_free(o1);
@@ -659,7 +663,7 @@ Test(replay, step_ids_derive_from_position)
         char want[32];
         snprintf(want, sizeof want, "0:%zu", i);
         cr_expect_str_eq(root.ids[i], want);
-        pl_step_type t = i == 6        ? PL_STEP_ACTION_RESULT
+        pl_step_type t = i == 6         ? PL_STEP_ACTION_RESULT
                          : (i % 2 == 0) ? PL_STEP_ACTION_CALL
                                         : PL_STEP_ACTION_RESULT;
         cr_expect_eq(root.types[i], t, "step %zu", i);
@@ -684,8 +688,8 @@ Test(replay, step_ids_derive_from_position)
 
     /* replay reproduces the same ids, and rewrites nothing */
     pl_outcome *o2 = cont(e, "ids-a");
-    const pl_step *last2 =
-        pl_steps_at(o2->steps, pl_steps_count(o2->steps) - 1);
+    const pl_step *last2 = pl_steps_at(o2->steps,
+                                       pl_steps_count(o2->steps) - 1);
     cr_expect_str_eq(pl_step_id(last2), "0:6");
     cr_expect_eq(pl_step_seq(last2), 6);
     collect_ids(e, "ids-a", "0", &again);
@@ -726,10 +730,10 @@ Test(replay, divergent_payload_fails_with_enondet_until_fixed)
     g_value = 2; /* the "deploy" changes what the policy sends */
     for (int attempt = 0; attempt < 2; attempt++) {
         char *reason = diverge(e, "nd-1");
-        expect_has(reason, "nd-1");             /* the run */
-        expect_has(reason, "invocation 0,");    /* the invocation */
-        expect_has(reason, "step 0");           /* the position */
-        expect_has(reason, "0:0");              /* the step id */
+        expect_has(reason, "nd-1");          /* the run */
+        expect_has(reason, "invocation 0,"); /* the invocation */
+        expect_has(reason, "step 0");        /* the position */
+        expect_has(reason, "0:0");           /* the step id */
         expect_has(reason, "action_call");
         /* both steps: the recorded one and the new one */
         expect_has(reason, "{\"policy\":\"echo\",\"payload\":{\"v\":1}}");
@@ -897,8 +901,7 @@ static void on_code_event(const pl_event *ev, void *user)
     if (ev->kind != PL_EVENT_CODE_CHANGED)
         return;
     ce->n_changed++;
-    snprintf(ce->detail, sizeof ce->detail, "%s",
-             ev->detail ? ev->detail : "");
+    snprintf(ce->detail, sizeof ce->detail, "%s", ev->detail ? ev->detail : "");
     snprintf(ce->path, sizeof ce->path, "%s", ev->path ? ev->path : "");
     snprintf(ce->policy, sizeof ce->policy, "%s", ev->policy ? ev->policy : "");
     ce->seq = ev->seq;
@@ -1102,7 +1105,8 @@ Test(replay, recorded_helpers_return_the_same_values)
     cr_assert_eq(g_helper_runs, 3, "the root re-executes on every replay");
     cr_expect_eq(g_effect_calls, 1, "the side effect ran once");
 
-    cr_expect_gt(g_seen[0].now, 1600000000000LL, "a Unix time in ms, after 2020");
+    cr_expect_gt(g_seen[0].now, 1600000000000LL,
+                 "a Unix time in ms, after 2020");
     cr_expect_eq(strlen(g_seen[0].uuid), PL_UUID_LEN);
     cr_expect_eq(g_seen[0].uuid[14], '4', "a version 4 UUID");
     for (int i = 1; i < 3; i++) {
@@ -1132,8 +1136,8 @@ Test(replay, recorded_helpers_return_the_same_values)
         const pl_step *s = pl_steps_at(l, i);
         cr_expect_eq(pl_step_type_of(s), PL_STEP_SIDE_EFFECT);
         cr_expect_str_eq(pl_step_actor(s), "helpers");
-        const cJSON *n =
-            cJSON_GetObjectItemCaseSensitive(pl_step_payload(s), "name");
+        const cJSON *n = cJSON_GetObjectItemCaseSensitive(pl_step_payload(s),
+                                                          "name");
         cr_expect(cJSON_IsString(n) && strcmp(n->valuestring, names[i]) == 0,
                   "side effect %zu is named %s", i, names[i]);
     }
@@ -1220,8 +1224,9 @@ Test(replay, sub_policy_ledger_is_empty_or_seeded)
     pl_outcome *o = t_start(e, "seeder", NULL, "seed-1");
     cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason);
     cr_assert_eq(g_nsnaps, 2);
-    cr_expect_eq(g_snaps[0].n, 0, "no seed: an empty ledger, not the "
-                                  "caller's");
+    cr_expect_eq(g_snaps[0].n, 0,
+                 "no seed: an empty ledger, not the "
+                 "caller's");
     cr_assert_eq(g_snaps[1].n, 2, "the seed steps open the ledger");
     cr_expect_str_eq(g_snaps[1].ids[0], "0.2:0");
     cr_expect_str_eq(g_snaps[1].ids[1], "0.2:1");
@@ -1235,9 +1240,8 @@ Test(replay, sub_policy_ledger_is_empty_or_seeded)
     /* the seed is durable in the callee's ledger, before its result */
     pl_steps *l = ledger(e, "seed-1", "0.2");
     cr_assert_eq(pl_steps_count(l), 3);
-    const cJSON *t =
-        cJSON_GetObjectItemCaseSensitive(pl_step_payload(pl_steps_at(l, 1)),
-                                         "text");
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(
+        pl_step_payload(pl_steps_at(l, 1)), "text");
     cr_expect(cJSON_IsString(t) && strcmp(t->valuestring, "hello") == 0);
     cr_expect_eq(pl_step_type_of(pl_steps_at(l, 2)), PL_STEP_ACTION_RESULT);
     pl_steps_free(l);
@@ -1295,8 +1299,8 @@ Test(replay, values_at_the_depth_limit_read_back_inside_every_record)
     pl_steps *seed = NULL;
     cJSON *v = deepest();
     cr_assert_eq(pl_steps_new(&seed), PL_OK);
-    cr_assert_eq(pl_steps_add(seed, PL_STEP_TEXT, "user", v), PL_OK,
-                 "%s", pl_errmsg());
+    cr_assert_eq(pl_steps_add(seed, PL_STEP_TEXT, "user", v), PL_OK, "%s",
+                 pl_errmsg());
     pl_action a = {PL_ACTION_VERSION, "deep", pl_json_empty(), NULL, 0, seed};
     pl_run_options ro = PL_RUN_OPTIONS_INIT;
     ro.run_id = "deep";
@@ -1374,7 +1378,8 @@ Test(replay, seed_is_compared_on_replay)
     g_seed_text = "hello";
     pl_outcome *o5 = t_start(e, "seeded_wait", NULL, "seed-served");
     pl_outcome *o6 = NULL;
-    cr_assert_eq(pl_run_resume(&o6, e, "seed-served", o5->resume_token, answer), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(pl_run_resume(&o6, e, "seed-served", o5->resume_token, answer),
+                 PL_OK, "%s", pl_errmsg());
     cr_assert_eq(o6->status, PL_RUN_COMPLETED, "%s", o6->reason);
     g_seed_text = "goodbye";
     char *reason = diverge(e, "seed-served");

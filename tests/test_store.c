@@ -98,8 +98,7 @@ static int bulk(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
 }
 
 /* "self_get": reads its own run's record while it runs. */
-static int self_get(pl_ctx *ctx, const pl_action *a, pl_steps *out,
-                    void *user)
+static int self_get(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
 {
     (void)a;
     (void)user;
@@ -160,8 +159,7 @@ static int say(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     return say_n(a, out, 1);
 }
 
-static int say_twice(pl_ctx *ctx, const pl_action *a, pl_steps *out,
-                     void *user)
+static int say_twice(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
 {
     (void)ctx;
     (void)user;
@@ -174,11 +172,15 @@ static int ask(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     (void)out;
     (void)user;
     const cJSON *call;
-    cJSON_ArrayForEach(call, cJSON_GetObjectItemCaseSensitive(a->payload,
-                                                              "calls"))
+    cJSON_ArrayForEach(call,
+                       cJSON_GetObjectItemCaseSensitive(a->payload, "calls"))
     {
-        pl_action c = {PL_ACTION_VERSION, cJSON_GetArrayItem(call, 0)->valuestring,
-                       cJSON_GetArrayItem(call, 1), NULL, 0, NULL};
+        pl_action c = {PL_ACTION_VERSION,
+                       cJSON_GetArrayItem(call, 0)->valuestring,
+                       cJSON_GetArrayItem(call, 1),
+                       NULL,
+                       0,
+                       NULL};
         int st = pl_ctx_call(NULL, ctx, &c, NULL, 0);
         if (st)
             return st;
@@ -230,8 +232,7 @@ static pl_engine *open_sized(const char *path, const pl_registry *reg,
 static pl_engine *open_with(const char *path, const pl_registry *reg,
                             size_t map_size, size_t map_size_max)
 {
-    return open_sized(path, reg, PL_DURABILITY_PROCESS, map_size,
-                      map_size_max);
+    return open_sized(path, reg, PL_DURABILITY_PROCESS, map_size, map_size_max);
 }
 
 static void start_ok(pl_engine *e, const char *policy, const char *payload,
@@ -372,19 +373,19 @@ static void expect_ledgers(pl_engine *e, const char *id, const wants *w,
             if (strcmp(w->v[j].path, path) != 0)
                 continue;
             const pl_step *s = pl_steps_at(l, k++);
-            cr_assert_not_null(s, "ledger %s ends before %s", path,
-                               w->v[j].id);
+            cr_assert_not_null(s, "ledger %s ends before %s", path, w->v[j].id);
             cr_assert_str_eq(pl_step_id(s), w->v[j].id);
             cr_assert_eq(pl_step_seq(s), w->v[j].seq);
-            cr_assert_eq(pl_step_type_of(s), w->v[j].type, "%s",
-                         w->v[j].id);
+            cr_assert_eq(pl_step_type_of(s), w->v[j].type, "%s", w->v[j].id);
             if (actor)
                 cr_assert_str_eq(pl_step_actor(s), actor, "%s", w->v[j].id);
             cr_assert_gt(pl_step_time_us(s), 0, "%s has no time", w->v[j].id);
             cr_assert(cJSON_IsObject(pl_step_payload(s)));
         }
-        cr_assert_eq(pl_steps_count(l), k, "ledger %s has %zu steps, "
-                     "expected %zu", path, pl_steps_count(l), k);
+        cr_assert_eq(pl_steps_count(l), k,
+                     "ledger %s has %zu steps, "
+                     "expected %zu",
+                     path, pl_steps_count(l), k);
         total += k;
         pl_steps_free(l);
     }
@@ -412,8 +413,7 @@ static void raw_open(raw *r, const char *path, bool dir)
     MDB_dbi *dbis[] = {&r->meta, &r->runs, &r->state, &r->steps};
     for (int i = 0; i < 4; i++) {
         rc = mdb_dbi_open(r->txn, names[i], 0, dbis[i]);
-        cr_assert_eq(rc, 0, "no database '%s': %s", names[i],
-                     mdb_strerror(rc));
+        cr_assert_eq(rc, 0, "no database '%s': %s", names[i], mdb_strerror(rc));
     }
 }
 
@@ -550,8 +550,9 @@ Test(store, ledgers_of_nested_invocations_in_order)
     pl_steps_free(l);
 
     /* bad paths and runs */
-    static const char *const bad[] = {"", "1", "0.", "0..1", "0.a", "00",
-                                      "0.1.", "x", "0.-1", "0.4294967295"};
+    static const char *const bad[] = {"",     "1",           "0.",   "0..1",
+                                      "0.a",  "00",          "0.1.", "x",
+                                      "0.-1", "0.4294967295"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         l = (pl_steps *)&w;
         cr_assert_eq(pl_run_ledger(&l, e, "nested", bad[i]), PL_EINVAL,
@@ -981,8 +982,8 @@ static void bystander_fine(pl_engine *e)
 static uint64_t nest_then_raw(const char *path, pl_registry *reg,
                               const char *id, raw *r)
 {
-    return run_then_raw(path, reg, "nest", "{\"depth\": 1, \"fanout\": 3}",
-                        id, r);
+    return run_then_raw(path, reg, "nest", "{\"depth\": 1, \"fanout\": 3}", id,
+                        r);
 }
 
 /* Whether the store holds a step record at @p key. */
@@ -1018,8 +1019,10 @@ Test(store, verify_detects_a_changed_payload)
     cr_assert_eq(st, PL_ECORRUPT, "verify gave %s", pl_status_name(st));
     const char *msg = pl_errmsg();
     cr_assert(strstr(msg, "tampered") != NULL, "names the run: %s", msg);
-    cr_assert(strstr(msg, "0:4") != NULL, "names where the chain breaks "
-              "(the step after the changed one): %s", msg);
+    cr_assert(strstr(msg, "0:4") != NULL,
+              "names where the chain breaks "
+              "(the step after the changed one): %s",
+              msg);
     cr_assert(strstr(msg, "hash") != NULL, "%s", msg);
     /* it still verifies as broken after more reads */
     cr_assert_eq(pl_run_verify(e, "tampered"), PL_ECORRUPT);
@@ -1067,8 +1070,9 @@ Test(store, verify_detects_a_changed_last_step)
         pl_engine *e = open_with(path, reg, 0, 0);
         int st = pl_run_verify(e, id);
         cr_expect_eq(st, PL_ECORRUPT, "%s: a changed %s passed verification",
-                     id, which ? "last step of a callee's ledger (0.4:1)"
-                               : "result of the run (0:10)");
+                     id,
+                     which ? "last step of a callee's ledger (0.4:1)"
+                           : "result of the run (0:10)");
         pl_engine_close(e);
     }
     pl_registry_free(reg);
@@ -1130,8 +1134,8 @@ Test(store, a_call_result_is_stored_once)
         const pl_step *res = pl_steps_at(root, cases[i].result_at);
         cr_assert_eq(pl_step_type_of(mine), PL_STEP_ACTION_RESULT);
         cr_assert_eq(pl_step_seq(mine), cases[i].at);
-        cr_assert(cJSON_Compare(pl_step_payload(mine), pl_step_payload(res),
-                                1), "%s", cases[i].run);
+        cr_assert(cJSON_Compare(pl_step_payload(mine), pl_step_payload(res), 1),
+                  "%s", cases[i].run);
         cr_assert(pl_step_time_us(mine) > 0);
         if (cases[i].at == 0) { /* a folded step follows the genesis */
             uint8_t genesis[PL_HASH_LEN], got[PL_HASH_LEN];
@@ -1144,8 +1148,7 @@ Test(store, a_call_result_is_stored_once)
         }
         pl_steps_free(callee);
         pl_steps_free(root);
-        cr_assert_eq(pl_run_verify(e, cases[i].run), PL_OK, "%s",
-                     pl_errmsg());
+        cr_assert_eq(pl_run_verify(e, cases[i].run), PL_OK, "%s", pl_errmsg());
     }
     const cJSON *blob = NULL;
     pl_steps *l = NULL;
@@ -1212,15 +1215,16 @@ Test(store, only_a_callee_ledger_of_its_own_one_step_folds)
         cr_assert_eq(pl_step_type_of(last), PL_STEP_TEXT, "%s",
                      cases[i].ledger);
         cr_assert_str_eq(pl_step_actor(last), cases[i].actor);
-        const cJSON *t =
-            cJSON_GetObjectItemCaseSensitive(pl_step_payload(last), "text");
+        const cJSON *t = cJSON_GetObjectItemCaseSensitive(pl_step_payload(last),
+                                                          "text");
         cr_assert(cJSON_IsString(t) && !strcmp(t->valuestring, cases[i].text),
                   "%s", cases[i].ledger);
         pl_steps_free(l);
     }
     pl_run_info *info = NULL;
     cr_assert_eq(pl_run_get(&info, e, "shapes"), PL_OK);
-    cr_assert_eq(info->steps, 6 + 4, "3 calls of 2 root steps (ask "
+    cr_assert_eq(info->steps, 6 + 4,
+                 "3 calls of 2 root steps (ask "
                  "returns nothing), 4 callee steps");
     pl_run_info_free(info);
     pl_engine_close(e);
@@ -1231,8 +1235,7 @@ Test(store, only_a_callee_ledger_of_its_own_one_step_folds)
     for (size_t i = 0; i < PL__ARRAY_LEN(cases); i++) {
         uint32_t comps[1] = {(uint32_t)(2 * i)};
         uint8_t key[64];
-        size_t n, kl = step_key(key, num, comps, 1,
-                                (uint32_t)cases[i].n - 1);
+        size_t n, kl = step_key(key, num, comps, 1, (uint32_t)cases[i].n - 1);
         cr_assert_eq(raw_has_step(&r, key, kl), cases[i].stored, "%s",
                      cases[i].ledger);
         if (!cases[i].stored)
@@ -1284,8 +1287,7 @@ static uint64_t nest_crashed_then_raw(const char *path, pl_registry *reg,
     int status;
     cr_assert_eq(waitpid(pid, &status, 0), pid);
     cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL,
-              "the child did not die at the third result (status %d)",
-              status);
+              "the child did not die at the third result (status %d)", status);
     raw_open(r, path, false);
     return raw_run_num(r, id);
 }
@@ -1330,8 +1332,7 @@ Test(store, a_crashed_run_longer_than_a_read_is_counted_whole)
     int status;
     cr_assert_eq(waitpid(pid, &status, 0), pid);
     cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL,
-              "the child did not die at the 550th result (status %d)",
-              status);
+              "the child did not die at the 550th result (status %d)", status);
 
     /* 550 calls of an action_call and an action_result each: 1100 records
      * at least, more than one read transaction counts */
@@ -1348,9 +1349,11 @@ Test(store, a_crashed_run_longer_than_a_read_is_counted_whole)
     cr_assert_eq(o->status, PL_RUN_COMPLETED);
     pl_outcome_free(o);
     cr_assert_eq(pl_run_get(&info, e, "long"), PL_OK);
-    cr_assert_eq(info->steps, 3 * 600 + 1, "%llu steps: each call's two "
+    cr_assert_eq(info->steps, 3 * 600 + 1,
+                 "%llu steps: each call's two "
                  "root steps and the echo step folded into its result, "
-                 "and the result", (unsigned long long)info->steps);
+                 "and the result",
+                 (unsigned long long)info->steps);
     pl_run_info_free(info);
     cr_assert_eq(pl_run_verify(e, "long"), PL_OK, "%s", pl_errmsg());
     pl_engine_close(e);
@@ -1412,15 +1415,12 @@ Test(store, a_mirror_without_its_result_is_corrupt)
         cr_assert(strstr(pl_errmsg(), how == 2 ? "root" : "0.2") != NULL,
                   "%s: %s", id, pl_errmsg());
         pl_steps *l = NULL;
-        cr_assert_eq(pl_run_ledger(&l, e, id, ledger), PL_ECORRUPT, "%s",
-                     id);
+        cr_assert_eq(pl_run_ledger(&l, e, id, ledger), PL_ECORRUPT, "%s", id);
         cr_assert_null(l);
-        cr_assert(strstr(pl_errmsg(), says) != NULL, "%s: %s", id,
-                  pl_errmsg());
+        cr_assert(strstr(pl_errmsg(), says) != NULL, "%s: %s", id, pl_errmsg());
         seen sn = {0};
         cr_assert_eq(pl_run_walk(e, id, collect, &sn), PL_ECORRUPT, "%s", id);
-        cr_assert(strstr(pl_errmsg(), says) != NULL, "%s: %s", id,
-                  pl_errmsg());
+        cr_assert(strstr(pl_errmsg(), says) != NULL, "%s: %s", id, pl_errmsg());
         free(sn.got.v);
         if (how > 0) {
             /* replay meets the mirror: the callee runs again, or the root
@@ -1502,8 +1502,8 @@ Test(store, continue_refuses_a_changed_record)
     cr_expect(st != PL_OK || o->status == PL_RUN_FAILED,
               "continue served a record whose hash chain is broken and "
               "completed the run as if nothing were wrong");
-    cr_expect_eq(err, PL_ECORRUPT, "continue gave %s: %s",
-                 pl_status_name(err), why);
+    cr_expect_eq(err, PL_ECORRUPT, "continue gave %s: %s", pl_status_name(err),
+                 why);
     cr_expect(strstr(why, "0:1") != NULL || strstr(why, "0:2") != NULL,
               "the failure names the damaged step: %s", why);
     pl_outcome_free(o);
@@ -1582,8 +1582,10 @@ Test(store, verify_detects_deleted_steps)
     pl_engine *e = open_with(path, reg, 0, 0);
     cr_assert_eq(pl_run_verify(e, "holes"), PL_ECORRUPT);
     cr_assert(strstr(pl_errmsg(), "holes") != NULL, "%s", pl_errmsg());
-    cr_assert(strstr(pl_errmsg(), "step 3") != NULL, "names the missing "
-              "step: %s", pl_errmsg());
+    cr_assert(strstr(pl_errmsg(), "step 3") != NULL,
+              "names the missing "
+              "step: %s",
+              pl_errmsg());
     pl_steps *l = NULL;
     cr_assert_eq(pl_run_ledger(&l, e, "holes", "0"), PL_ECORRUPT,
                  "a ledger with a gap is not read as if whole");
@@ -1640,8 +1642,7 @@ Test(store, a_gap_near_the_end_of_a_ledger_is_not_its_end)
     cr_assert_eq(o->status, PL_RUN_FAILED);
     pl_outcome_free(o);
     pl_steps *l = NULL;
-    cr_assert_eq(pl_run_ledger(&l, e, "short", "0"), PL_OK, "%s",
-                 pl_errmsg());
+    cr_assert_eq(pl_run_ledger(&l, e, "short", "0"), PL_OK, "%s", pl_errmsg());
     cr_assert_eq(pl_steps_count(l), 4, "two calls, two results");
     pl_steps_free(l);
     pl_engine_close(e);
@@ -1974,21 +1975,21 @@ Test(store, in_group_mode_a_batch_too_big_for_the_map_fails_alone,
     const char *path = t_store_path();
     pl_registry *reg = registry();
     size_t max = (size_t)1 << 20;
-    pl_engine *e = open_sized(path, reg, PL_DURABILITY_GROUP,
-                              (size_t)256 << 10, max);
+    pl_engine *e = open_sized(path, reg, PL_DURABILITY_GROUP, (size_t)256 << 10,
+                              max);
     enum { N = 13 };
     starter st[N];
     for (int i = 0; i < N; i++) {
         bool huge = i % 4 == 3;
-        st[i] = (starter){.e = e, .policy = huge ? "bulk" : "chain",
+        st[i] = (starter){.e = e,
+                          .policy = huge ? "bulk" : "chain",
                           .payload = huge ? "{\"n\": 1, \"size\": 2000000}"
                                           : "{\"n\": 30}"};
         snprintf(st[i].id, sizeof st[i].id, "%s-%d", huge ? "huge" : "small",
                  i);
     }
     for (int i = 0; i < N; i++)
-        cr_assert_eq(pthread_create(&st[i].th, NULL, starter_main, &st[i]),
-                     0);
+        cr_assert_eq(pthread_create(&st[i].th, NULL, starter_main, &st[i]), 0);
     for (int i = 0; i < N; i++)
         pthread_join(st[i].th, NULL);
 
@@ -2141,8 +2142,8 @@ Test(store, a_file_that_is_not_a_store)
         char *before = slurp(path, &before_n);
         pl_engine *e = (pl_engine *)reg;
         int st = pl_engine_open(&e, path, reg, NULL);
-        cr_assert_eq(st, PL_ECORRUPT, "%zu random bytes gave %s (%s)",
-                     sizes[i], pl_status_name(st), pl_errmsg());
+        cr_assert_eq(st, PL_ECORRUPT, "%zu random bytes gave %s (%s)", sizes[i],
+                     pl_status_name(st), pl_errmsg());
         cr_assert_null(e);
         cr_assert(strstr(pl_errmsg(), path) != NULL, "names the file: %s",
                   pl_errmsg());
@@ -2335,8 +2336,7 @@ Test(store, engine_open_argument_errors)
     cr_assert_null(e);
 
     /* NULL options mean the defaults */
-    cr_assert_eq(pl_engine_open(&e, path, reg, NULL), PL_OK, "%s",
-                 pl_errmsg());
+    cr_assert_eq(pl_engine_open(&e, path, reg, NULL), PL_OK, "%s", pl_errmsg());
     cr_assert_eq(pl_engine_durability(e), PL_DURABILITY_SYNC);
     cr_assert_eq(pl_engine_registry(e), reg);
     pl_engine_close(e);
@@ -2348,8 +2348,8 @@ Test(store, damaged_run_records)
     const char *path = t_store_path();
     pl_registry *reg = registry();
     pl_engine *e = open_with(path, reg, 0, 0);
-    static const char *const ids[] = {"newer", "garbage", "stateless",
-                                      "short", "fine"};
+    static const char *const ids[] = {"newer", "garbage", "stateless", "short",
+                                      "fine"};
     for (int i = 0; i < 5; i++)
         start_ok(e, "chain", "{\"n\": 2}", ids[i]);
     pl_engine_close(e);
@@ -2422,8 +2422,7 @@ Test(store, damaged_run_records)
     listed *l = calloc(1, sizeof *l);
     cr_assert_not_null(l);
     int st = pl_engine_runs(e, list_visit, l);
-    cr_assert(st == PL_ECORRUPT || st == PL_EVERSION, "%s",
-              pl_status_name(st));
+    cr_assert(st == PL_ECORRUPT || st == PL_EVERSION, "%s", pl_status_name(st));
     cr_assert_eq(l->n, 1, "only \"fine\" sorts before the first damaged run");
     free(l);
     pl_engine_close(e);
@@ -2560,13 +2559,11 @@ static void leave_in_journal(const char *path, const pl_registry *reg,
               "the child did not finish its run (status %d)", status);
     cr_assert_gt(raw_entries(path, "journal"), 1,
                  "the steps are still in the journal");
-    cr_assert_eq(raw_entries(path, "steps"), 0,
-                 "and not yet in their places");
+    cr_assert_eq(raw_entries(path, "steps"), 0, "and not yet in their places");
 }
 
 /* The run leave_in_journal() made reads, verifies and replays whole. */
-static void expect_whole_journaled_run(const char *path,
-                                       const pl_registry *reg,
+static void expect_whole_journaled_run(const char *path, const pl_registry *reg,
                                        const char *run_id)
 {
     pl_engine *e = t_engine(path, reg, PL_DURABILITY_SYNC);
@@ -2664,8 +2661,7 @@ Test(store, a_journal_out_of_key_order_is_moved_in_key_order)
     size_t i = 0;
     for (int rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); !rc && i < n;
          rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT), i++)
-        cr_assert_eq(mdb_cursor_put(cur, &k, &vals[n - 1 - i], MDB_CURRENT),
-                     0);
+        cr_assert_eq(mdb_cursor_put(cur, &k, &vals[n - 1 - i], MDB_CURRENT), 0);
     cr_assert_eq(i, n);
     journal_cursor_done(env, txn, cur);
     for (size_t j = 0; j < n; j++)
@@ -2751,8 +2747,8 @@ Test(store, a_full_journal_is_moved_during_the_run)
     pl_registry *reg = registry();
     pl_engine *e = t_engine(path, reg, PL_DURABILITY_GROUP);
     /* twice 60 calls of ~50 KB echoed: ~18 MB through the journal */
-    cr_assert_eq(start_twins(e, "{\"n\": 60, \"size\": 50000}", "big"),
-                 PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(start_twins(e, "{\"n\": 60, \"size\": 50000}", "big"), PL_OK,
+                 "%s", pl_errmsg());
     pl_engine_close(e);
     size_t moved = raw_entries(path, "steps");
     cr_expect_gt(moved, 0, "the journal was moved while the runs went on");
@@ -2765,7 +2761,8 @@ Test(store, a_full_journal_is_moved_during_the_run)
     cr_expect_eq(info->steps, 181);
     pl_run_info_free(info);
     pl_engine_close(e);
-    cr_expect_eq(raw_entries(path, "steps"), 2 * 121, "181 steps in 121 "
+    cr_expect_eq(raw_entries(path, "steps"), 2 * 121,
+                 "181 steps in 121 "
                  "records: each echo's one step is folded into its result");
     pl_registry_free(reg);
 }

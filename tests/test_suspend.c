@@ -47,8 +47,8 @@ static pl_outcome *resume_ok(pl_engine *e, const char *id, const char *token,
     pl_outcome *o = NULL;
     int st = pl_run_resume(&o, e, id, token, ans);
     cJSON_Delete(ans);
-    cr_assert_eq(st, PL_OK, "pl_run_resume(%s): %s: %s", id,
-                 pl_status_name(st), pl_errmsg());
+    cr_assert_eq(st, PL_OK, "pl_run_resume(%s): %s: %s", id, pl_status_name(st),
+                 pl_errmsg());
     cr_assert_not_null(o);
     return o;
 }
@@ -77,8 +77,8 @@ static void expect_json(const cJSON *got, const char *want_json)
 
 static void expect_has(const char *hay, const char *needle)
 {
-    cr_expect(hay && strstr(hay, needle) != NULL,
-              "expected \"%s\" in: %s", needle, hay ? hay : "(null)");
+    cr_expect(hay && strstr(hay, needle) != NULL, "expected \"%s\" in: %s",
+              needle, hay ? hay : "(null)");
 }
 
 static int call_json(pl_ctx *ctx, const char *policy, const char *json,
@@ -128,8 +128,7 @@ static int approve(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     pl_step *r1 = NULL, *r2 = NULL, *r3 = NULL;
     int st = call_json(ctx, "echo", "{\"order\": 1}", &r1);
     if (!st)
-        st = call_json(ctx, "human", "{\"question\": \"ship order 1?\"}",
-                       &r2);
+        st = call_json(ctx, "human", "{\"question\": \"ship order 1?\"}", &r2);
     if (!st)
         st = call_json(ctx, "add", "{\"a\": 1, \"b\": 2}", &r3);
     if (!st) {
@@ -195,8 +194,7 @@ static pl_outcome *start_approve(pl_engine *e, const char *id)
 {
     pl_outcome *o = t_start(e, "approve", NULL, id);
     cr_assert_eq(o->status, PL_RUN_SUSPENDED, "status %s: %s",
-                 pl_run_status_name(o->status),
-                 o->reason ? o->reason : "");
+                 pl_run_status_name(o->status), o->reason ? o->reason : "");
     return o;
 }
 
@@ -395,8 +393,7 @@ Test(suspend, two_suspensions_in_one_run)
     cr_expect_str_eq(o1->suspended_path, "0.2");
     expect_json(o1->prompt, "{\"q\": \"first\"}");
 
-    pl_outcome *o2 = resume_ok(e, "s-two", o1->resume_token,
-                               "{\"n\": 1}");
+    pl_outcome *o2 = resume_ok(e, "s-two", o1->resume_token, "{\"n\": 1}");
     cr_assert_eq(o2->status, PL_RUN_SUSPENDED, "%s", o2->reason);
     cr_expect_str_eq(o2->suspended_path, "0.4");
     expect_json(o2->prompt, "{\"q\": \"second\"}");
@@ -439,8 +436,7 @@ Test(suspend, non_object_answer_is_ejson)
         pl_outcome *out = NULL;
         int st = pl_run_resume(&out, e, "s-json", o->resume_token, ans);
         cJSON_Delete(ans);
-        cr_expect_eq(st, PL_EJSON, "answer %s: %s", bad[i],
-                     pl_status_name(st));
+        cr_expect_eq(st, PL_EJSON, "answer %s: %s", bad[i], pl_status_name(st));
         cr_expect_null(out);
         expect_has(pl_errmsg(), "object");
     }
@@ -461,8 +457,8 @@ static void expect_step(const pl_steps *l, size_t i, pl_step_type type,
 {
     const pl_step *s = pl_steps_at(l, i);
     cr_assert_not_null(s, "step %zu missing", i);
-    cr_expect_eq(pl_step_type_of(s), type, "step %s: type %s, want %s",
-                 id, pl_step_type_name(pl_step_type_of(s)),
+    cr_expect_eq(pl_step_type_of(s), type, "step %s: type %s, want %s", id,
+                 pl_step_type_name(pl_step_type_of(s)),
                  pl_step_type_name(type));
     cr_expect_str_eq(pl_step_actor(s), actor, "step %s", id);
     cr_expect_str_eq(pl_step_id(s), id);
@@ -622,7 +618,8 @@ static int ship(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
 Test(suspend, the_human_policy_asks_and_returns_the_answer)
 {
     pl_registry *reg = t_registry();
-    cr_assert_eq(pl_registry_add_human(reg, "approve"), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(pl_registry_add_human(reg, "approve"), PL_OK, "%s",
+                 pl_errmsg());
     cr_assert_eq(pl_registry_add_human(reg, "approve"), PL_EEXIST);
     pl_policy_def d = PL_POLICY_DEF_INIT;
     d.name = "ship";

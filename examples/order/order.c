@@ -59,7 +59,8 @@ static int reserve_stock(pl_ctx *ctx, const pl_action *a, pl_steps *out,
     const char *order;
     const cJSON *items;
     if (pl_json_unpack(a->payload, "{s:s, s:o}", "order_id", &order, "items",
-                       &items) || !cJSON_IsArray(items))
+                       &items) ||
+        !cJSON_IsArray(items))
         return pl_steps_add_error(out, PL_ERR_INVALID_INPUT,
                                   "reserve_stock needs order_id and items");
     char line[512], res[64];
@@ -78,7 +79,8 @@ static int charge_card(pl_ctx *ctx, const pl_action *a, pl_steps *out,
     const char *order;
     double amount;
     if (pl_json_unpack(a->payload, "{s:s, s:f}", "order_id", &order,
-                       "amount_cents", &amount) || amount <= 0)
+                       "amount_cents", &amount) ||
+        amount <= 0)
         return pl_steps_add_error(out, PL_ERR_INVALID_INPUT,
                                   "charge_card needs order_id and a positive "
                                   "amount_cents");
@@ -127,8 +129,8 @@ static int order(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     const char *id, *res, *charge, *trk = NULL;
     const cJSON *items;
     double amount;
-    if (pl_json_unpack(a->payload, "{s:s, s:o, s:f}", "order_id", &id,
-                       "items", &items, "amount_cents", &amount))
+    if (pl_json_unpack(a->payload, "{s:s, s:o, s:f}", "order_id", &id, "items",
+                       &items, "amount_cents", &amount))
         return pl_steps_add_error(out, PL_ERR_INVALID_INPUT,
                                   "an order needs order_id, items and "
                                   "amount_cents");
@@ -147,16 +149,16 @@ static int order(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     if (!st)
         st = pl_json_unpack(charged, "{s:s}", "charge", &charge);
     if (!st)
-        st = pl_ctx_invokef(&shipped, ctx, "ship", "{s:s, s:s}", "order_id",
-                            id, "reservation", res);
+        st = pl_ctx_invokef(&shipped, ctx, "ship", "{s:s, s:s}", "order_id", id,
+                            "reservation", res);
     if (st == PL_ERESULT) /* not shipped: the order stays charged */
         st = PL_OK;
     else if (!st)
         st = pl_json_unpack(shipped, "{s:s}", "tracking", &trk);
     if (!st)
         st = pl_steps_add_resultf(out, "{s:s, s:s, s:s, s:s*}", "order_id", id,
-                                  "status", trk ? "shipped"
-                                                : "charged, not shipped",
+                                  "status",
+                                  trk ? "shipped" : "charged, not shipped",
                                   "charge", charge, "tracking", trk);
 done:
     cJSON_Delete(reserved);
@@ -195,7 +197,7 @@ int order_register(pl_registry *reg, const char *effects_path)
                     "provider).";
     d.input_schema = "{\"type\":\"object\",\"required\":[\"order_id\","
                      "\"amount_cents\"]}";
-    d.idempotent = false; /* a charge must not be silently repeated */
+    d.idempotent = false;           /* a charge must not be silently repeated */
     d.in_doubt = PL_IN_DOUBT_RERUN; /* safe: the provider dedupes the key */
     d.code_version = "charge_card/1";
     if ((st = pl_registry_add(reg, &d)))
