@@ -661,21 +661,30 @@ static int verify_rec(const uint8_t *key, size_t klen, const uint8_t *val,
     return PL_OK;
 }
 
+/* Read run @p run_id's number and state record (the journal settled). */
+static int state_load(pl_engine *e, const char *run_id, uint64_t *num,
+                      pl__run_state *rs)
+{
+    pl__buf sb = {0};
+    int st = pl__store_settle(e->store);
+    if (!st)
+        st = pl__store_run_find(e->store, run_id, num, NULL);
+    if (!st)
+        st = pl__store_state_get(e->store, *num, &sb);
+    if (!st)
+        st = pl__run_state_decode(rs, sb.data, sb.len);
+    pl__buf_free(&sb);
+    return st;
+}
+
 int pl_run_head(uint8_t out[PL_HASH_LEN], pl_engine *e, const char *run_id)
 {
     if (!out || !e || !pl__run_id_ok(run_id))
         return pl__err(PL_EINVAL, "pl_run_head: out, an engine and a valid "
                                   "run id are required");
     uint64_t num;
-    pl__buf sb = {0};
     pl__run_state rs = {0};
-    int st = pl__store_settle(e->store);
-    if (!st)
-        st = pl__store_run_find(e->store, run_id, &num, NULL);
-    if (!st)
-        st = pl__store_state_get(e->store, num, &sb);
-    if (!st)
-        st = pl__run_state_decode(&rs, sb.data, sb.len);
+    int st = state_load(e, run_id, &num, &rs);
     if (!st && (!rs.has_head || (rs.status != PL_RUN_COMPLETED &&
                                  rs.status != PL_RUN_SUSPENDED)))
         st = pl__err(PL_ESTATE,
@@ -687,7 +696,6 @@ int pl_run_head(uint8_t out[PL_HASH_LEN], pl_engine *e, const char *run_id)
                          : "in an unknown state");
     if (!st)
         memcpy(out, rs.head, PL_HASH_LEN);
-    pl__buf_free(&sb);
     pl__run_state_clear(&rs);
     return st;
 }
@@ -698,18 +706,12 @@ int pl_run_verify(pl_engine *e, const char *run_id)
         return pl__err(PL_EINVAL, "pl_run_verify: engine and a valid run id "
                                   "are required");
     uint64_t num;
-    pl__buf sb = {0};
     pl__run_state rs = {0};
-    int st = pl__store_settle(e->store);
-    if (!st)
-        st = pl__store_run_find(e->store, run_id, &num, NULL);
-    if (!st)
-        st = pl__store_state_get(e->store, num, &sb);
-    if (!st)
-        st = pl__run_state_decode(&rs, sb.data, sb.len);
-    pl__buf_free(&sb);
-    if (st)
+    int st = state_load(e, run_id, &num, &rs);
+    if (st) {
+        pl__run_state_clear(&rs);
         return st;
+    }
     verify_ctx v = {.id = run_id};
     if (!(st = pl__hasher_new(&v.hasher)) &&
         !(st = pl__genesis_hash(v.hasher, run_id, v.genesis)))
