@@ -102,24 +102,8 @@ int pl__in_doubt(pl_ctx *c, uint32_t call_seq, const pl_action *a,
         }
         pl__buf_free(&b);
         const pl__rec *rec;
-        if ((st = pl__inv_peek(c, &rec)))
+        if ((st = pl__suspend_answer(c, seq, &rec)))
             return st;
-        if (!rec) {
-            if (r->check)
-                return pl__run_fail(r, PL_ECHECK,
-                                    "check: run %s is suspended "
-                                    "at %s:%u",
-                                    r->id, c->path, seq);
-            pl__suspend_here(c, seq, NULL, 0); /* still waiting for an answer */
-            return r->stop;
-        }
-        if (rec->type != PL_STEP_RESUME)
-            return pl__run_fail(r, PL_ENONDET,
-                                "run %s: after the suspension "
-                                "at %s:%u the ledger records "
-                                "%s, not a resume",
-                                r->id, c->path, seq,
-                                pl_step_type_name(rec->type));
         cJSON *answer = NULL;
         if ((st = pl__payload_decode_in(&answer, rec->payload, rec->payload_len,
                                         pl__step_wrapping(rec->type))))

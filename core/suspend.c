@@ -85,26 +85,15 @@ int pl_ctx_suspend(cJSON **out_answer, pl_ctx *c, const cJSON *prompt)
     if (st)
         return st;
     const pl__rec *rec;
-    if ((st = pl__inv_peek(c, &rec)))
+    if ((st = pl__suspend_answer(c, seq, &rec)))
         return st;
-    if (!rec) {
-        if (r->check)
-            return pl__run_fail(r, PL_ECHECK,
-                                "check: run %s is suspended at "
-                                "%s:%u",
-                                r->id, c->path, seq);
-        pl__suspend_here(c, seq, NULL, 0); /* no answer yet: wait again */
-        return r->stop;
-    }
     const uint8_t *v;
     size_t vn;
-    if (rec->type != PL_STEP_RESUME ||
-        !pl__map_find(rec->payload, rec->payload_len, "answer", &v, &vn))
+    if (!pl__map_find(rec->payload, rec->payload_len, "answer", &v, &vn))
         return pl__run_fail(r, PL_ENONDET,
-                            "run %s: after the suspension at "
-                            "%s:%u the ledger records %s, not "
-                            "a resume",
-                            r->id, c->path, seq, pl_step_type_name(rec->type));
+                            "run %s: after the suspension at %s:%u the "
+                            "ledger records a resume without an answer",
+                            r->id, c->path, seq);
     if ((st = pl__payload_decode(out_answer, v, vn)))
         return pl__run_fail(r, st, "run %s: %s", r->id, pl_errmsg());
     if ((st = pl__inv_consume_checked(c))) {
@@ -112,4 +101,27 @@ int pl_ctx_suspend(cJSON **out_answer, pl_ctx *c, const cJSON *prompt)
         *out_answer = NULL;
     }
     return st;
+}
+
+int pl__suspend_answer(pl_ctx *c, uint32_t seq, const pl__rec **rec)
+{
+    pl__run *r = c->run;
+    int st = pl__inv_peek(c, rec);
+    if (st)
+        return st;
+    if (!*rec) {
+        if (r->check)
+            return pl__run_fail(r, PL_ECHECK,
+                                "check: run %s is suspended at %s:%u", r->id,
+                                c->path, seq);
+        pl__suspend_here(c, seq, NULL, 0); /* no answer yet: wait again */
+        return r->stop;
+    }
+    if ((*rec)->type != PL_STEP_RESUME)
+        return pl__run_fail(r, PL_ENONDET,
+                            "run %s: after the suspension at %s:%u the "
+                            "ledger records %s, not a resume",
+                            r->id, c->path, seq,
+                            pl_step_type_name((*rec)->type));
+    return PL_OK;
 }

@@ -12,4 +12,11 @@
 PL__HIDDEN void pl__suspend_here(pl_ctx *c, uint32_t seq, const uint8_t *prompt,
                                  size_t prompt_len);
 
+/* After the suspend step at @p seq: the recorded `resume` that answers it
+ * in *rec (not yet consumed).  With none recorded yet, the run suspends
+ * again (or, in check mode, fails with PL_ECHECK) and its stop status is
+ * returned; another step there is PL_ENONDET. */
+PL__HIDDEN int pl__suspend_answer(pl_ctx *c, uint32_t seq,
+                                  const pl__rec **rec) PL__MUST_CHECK;
+
 #endif /* PL_SUSPEND_H */
