@@ -130,7 +130,8 @@ const char *pl_version(void);
     X(EJSON, -16, "malformed JSON or payload is not a JSON object")            \
     X(EIO, -17, "I/O error")                                                   \
     X(ECHECK, -18, "check mode: replay would have to execute")               \
-    X(ERESULT, -19, "the called policy returned an error result")
+    X(ERESULT, -19, "the called policy returned an error result")            \
+    X(EPLUGIN, -20, "plugin cannot be loaded")
 
 typedef enum pl_status {
 #define PL__STATUS_ENUM(name, value, text) PL_##name = value,
@@ -443,6 +444,62 @@ size_t pl_registry_count(const pl_registry *reg);
 
 /** @return registration @p i in registration order, or NULL.  Borrowed. */
 const pl_policy_def *pl_registry_at(const pl_registry *reg, size_t i);
+
+/* ------------------------------------------------------------------------ */
+/* Plugins                                                                  */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * A plugin is a shared object that registers policies.  It exports two
+ * symbols (with default visibility):
+ *
+ *     #include <policyledger.h>
+ *     PL_PLUGIN_DECLARE;                    // the ABI it was built for
+ *     int pl_plugin_init(pl_registry *reg)  // its entry point
+ *     {
+ *         pl_policy_def d = PL_POLICY_DEF_INIT;
+ *         d.name = "charge";
+ *         d.fn = charge;
+ *         return pl_registry_add(reg, &d);
+ *     }
+ *
+ * Build it with `cc -shared -fPIC` and link it against libpolicyledger.
+ */
+
+/** The name of a plugin's entry point, a pl_plugin_init_fn. */
+#define PL_PLUGIN_ENTRY "pl_plugin_init"
+
+/** The name of the constant that declares a plugin's ABI version. */
+#define PL_PLUGIN_ABI_SYMBOL "pl_plugin_abi"
+
+/** Put once, at file scope, in every plugin. */
+#define PL_PLUGIN_DECLARE const unsigned pl_plugin_abi = PL_ABI_VERSION
+
+/**
+ * A plugin's entry point: register the plugin's policies in @p reg.
+ * @return PL_OK, or a negative pl_status (with a message through the
+ *         registry's own errors, or just the status) to refuse loading.
+ */
+typedef int (*pl_plugin_init_fn)(pl_registry *reg);
+
+/**
+ * Load a plugin and register its policies in @p reg: all of them, or (on
+ * any failure) none, leaving @p reg exactly as it was.
+ *
+ * The shared object stays loaded until @p reg is freed.  Every policy it
+ * registers without a code_version gets the plugin's code identity:
+ * "build-id:<hex>" from its GNU build-id note, or "sha256:<hex>" of the
+ * file's bytes when it has none.  So a run's action_calls say which build
+ * recorded them (pl_step_code()).
+ *
+ * @return PL_OK; PL_ENOTFOUND (no such file); PL_EPLUGIN (not a loadable
+ *         shared object, or no PL_PLUGIN_ENTRY or PL_PLUGIN_ABI_SYMBOL);
+ *         PL_EVERSION (built for another ABI version); PL_EEXIST (a policy
+ *         name is registered already); the entry point's own status when
+ *         it fails (PL_EPLUGIN if that is not a pl_status); PL_EINVAL;
+ *         PL_ENOMEM.  pl_errmsg() names the file and the problem.
+ */
+int pl_plugin_load(pl_registry *reg, const char *path);
 
 /* ------------------------------------------------------------------------ */
 /* Events                                                                   */
