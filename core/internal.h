@@ -25,6 +25,7 @@
  *   inspect.c     reading runs and ledgers, verification
  *   engine.c      engine lifecycle, commits (including group commit), events
  *   pool.c        many runs on a few threads
+ *   plugin.c      policies from a shared object (registry.h)
  *   registry.c    policies by name
  *   step.c        pl_step / pl_steps
  *   path.c        invocation paths and step ids (path.h)
