@@ -1,0 +1,224 @@
+/*
+ * response.c -- a provider's response as a normalised answer, and a
+ * normalised answer as steps: a `text` step and one `action_call` per tool
+ * call, its arguments parsed into an object.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "llm.h"
+
+static const char *str_of(const cJSON *o, const char *key)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+static long tokens(const cJSON *usage, const char *key)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(usage, key);
+    if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble > 1e15)
+        return 0;
+    return (long)v->valuedouble;
+}
+
+int pl__llm_parse_response(cJSON **answer, long *in_tokens, long *out_tokens,
+                           const pl__llm *m, const char *body, size_t len)
+{
+    (void)m;
+    *answer = NULL;
+    *in_tokens = *out_tokens = 0;
+    cJSON *r = cJSON_ParseWithLength(body, len);
+    if (!r)
+        return pl__err(PL_EJSON,
+                       "the model's response is not JSON "
+                       "(%zu bytes)",
+                       len);
+    const cJSON *msg = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(r, "choices"), 0),
+        "message");
+    if (!cJSON_IsObject(msg)) {
+        cJSON_Delete(r);
+        return pl__err(PL_EJSON, "the model's response has no "
+                                 "choices[0].message object");
+    }
+    const cJSON *usage = cJSON_GetObjectItemCaseSensitive(r, "usage");
+    *in_tokens = tokens(usage, "prompt_tokens");
+    *out_tokens = tokens(usage, "completion_tokens");
+    cJSON *a = cJSON_CreateObject();
+    cJSON *calls = a ? cJSON_AddArrayToObject(a, "tool_calls") : NULL;
+    bool ok = calls != NULL;
+    const char *text = str_of(msg, "content");
+    if (ok && text && *text)
+        ok = cJSON_AddStringToObject(a, "text", text) != NULL;
+    const cJSON *tc;
+    cJSON_ArrayForEach(tc, cJSON_GetObjectItemCaseSensitive(msg, "tool_calls"))
+    {
+        const cJSON *fn = cJSON_GetObjectItemCaseSensitive(tc, "function");
+        const cJSON *args = cJSON_GetObjectItemCaseSensitive(fn, "arguments");
+        cJSON *c = cJSON_CreateObject();
+        if (!ok || !c || !cJSON_AddItemToArray(calls, c)) {
+            cJSON_Delete(c);
+            ok = false;
+            break;
+        }
+        /* a missing field stays missing: answer_steps names it */
+        if (str_of(tc, "id"))
+            ok = cJSON_AddStringToObject(c, "id", str_of(tc, "id")) != NULL;
+        if (ok && str_of(fn, "name"))
+            ok = cJSON_AddStringToObject(c, "name", str_of(fn, "name")) != NULL;
+        if (ok && cJSON_IsString(args))
+            ok = cJSON_AddStringToObject(c, "arguments", args->valuestring) !=
+                 NULL;
+        else if (ok && args) /* an object where text belongs: keep it */
+            ok = cJSON_AddItemToObject(c, "arguments",
+                                       cJSON_Duplicate(args, 1));
+    }
+    cJSON_Delete(r);
+    if (!ok) {
+        cJSON_Delete(a);
+        return pl__err(PL_ENOMEM, "out of memory");
+    }
+    *answer = a;
+    return PL_OK;
+}
+
+static bool allowed(const pl_action *action, const char *name)
+{
+    for (size_t i = 0; i < action->n_actions; i++)
+        if (strcmp(action->actions[i], name) == 0)
+            return true;
+    return false;
+}
+
+/* A short, printable quote of what the model sent. */
+static char *quote(const cJSON *v)
+{
+    char *t = cJSON_IsString(v) ? pl__strdup(v->valuestring)
+                                : cJSON_PrintUnformatted(v);
+    if (t && strlen(t) > 200)
+        memcpy(t + 196, "...", 4);
+    for (char *p = t; p && *p; p++)
+        if ((unsigned char)*p < 0x20)
+            *p = ' ';
+    return t;
+}
+
+/* Check the final answer against the output schema: JSON of its type, with
+ * its required keys. */
+static char *check_schema(const cJSON *schema, const char *text)
+{
+    cJSON *v = cJSON_Parse(text);
+    if (!v)
+        return pl__asprintf("the answer is not JSON, as the output schema "
+                            "requires: '%.120s'",
+                            text);
+    const char *type = str_of(schema, "type");
+    char *why = NULL;
+    if (type && strcmp(type, "object") == 0 && !cJSON_IsObject(v))
+        why = pl__asprintf("the answer is not a JSON object, as the output "
+                           "schema requires: '%.120s'",
+                           text);
+    else if (type && strcmp(type, "array") == 0 && !cJSON_IsArray(v))
+        why = pl__asprintf("the answer is not a JSON array, as the output "
+                           "schema requires");
+    const cJSON *req;
+    cJSON_ArrayForEach(req,
+                       cJSON_GetObjectItemCaseSensitive(schema, "required"))
+    {
+        if (!why && cJSON_IsString(req) && cJSON_IsObject(v) &&
+            !cJSON_GetObjectItemCaseSensitive(v, req->valuestring))
+            why = pl__asprintf("the answer lacks the key '%.80s' the output "
+                               "schema requires",
+                               req->valuestring);
+    }
+    cJSON_Delete(v);
+    return why;
+}
+
+int pl__llm_answer_steps(pl_steps *out, char **why, const pl__llm *m,
+                         const cJSON *answer, const pl_action *action,
+                         unsigned exchange)
+{
+    *why = NULL;
+    const cJSON *text = cJSON_GetObjectItemCaseSensitive(answer, "text");
+    const cJSON *calls = cJSON_GetObjectItemCaseSensitive(answer, "tool_calls");
+    if ((text && !cJSON_IsString(text)) || (calls && !cJSON_IsArray(calls))) {
+        *why = pl__strdup("the answer has the wrong shape");
+        return PL_EJSON;
+    }
+    if (!cJSON_GetArraySize(calls) && !cJSON_IsString(text)) {
+        *why = pl__strdup("the answer has neither text nor tool calls");
+        return PL_EJSON;
+    }
+    /* check every call before adding any step */
+    int i = 0;
+    const cJSON *c;
+    cJSON_ArrayForEach(c, calls)
+    {
+        const char *name = str_of(c, "name");
+        const cJSON *args = cJSON_GetObjectItemCaseSensitive(c, "arguments");
+        char *q = NULL;
+        if (!cJSON_IsObject(c))
+            *why = pl__asprintf("tool call %d is not an object", i);
+        else if (!name)
+            *why = pl__asprintf("tool call %d has no tool name", i);
+        else if (!allowed(action, name))
+            *why = pl__asprintf("tool call %d names the tool '%.100s', which "
+                                "is not among the tools offered",
+                                i, name);
+        else if (!args)
+            *why = pl__asprintf("tool call %d ('%.100s') has no arguments", i,
+                                name);
+        else if (cJSON_IsString(args)) {
+            cJSON *parsed = cJSON_Parse(args->valuestring);
+            if (!cJSON_IsObject(parsed))
+                *why = pl__asprintf("tool call %d ('%.100s') has arguments "
+                                    "that are %s: '%s'",
+                                    i, name,
+                                    parsed ? "not a JSON object" : "not JSON",
+                                    (q = quote(args)) ? q : "?");
+            cJSON_Delete(parsed);
+        } else if (!cJSON_IsObject(args))
+            *why = pl__asprintf("tool call %d ('%.100s') has arguments that "
+                                "are not a JSON object: '%s'",
+                                i, name, (q = quote(args)) ? q : "?");
+        free(q);
+        if (*why)
+            return PL_EJSON;
+        i++;
+    }
+    if (!i && m->output_schema &&
+        (*why = check_schema(m->output_schema, text->valuestring)))
+        return PL_EJSON;
+    int st = PL_OK;
+    if (cJSON_IsString(text) && *text->valuestring)
+        st = pl_steps_add_text(out, NULL, text->valuestring);
+    i = 0;
+    cJSON_ArrayForEach(c, calls)
+    {
+        if (st)
+            break;
+        const cJSON *args = cJSON_GetObjectItemCaseSensitive(c, "arguments");
+        cJSON *obj = cJSON_IsString(args) ? cJSON_Parse(args->valuestring)
+                                          : cJSON_Duplicate(args, 1);
+        char idbuf[48];
+        const char *id = str_of(c, "id");
+        if (!id) {
+            snprintf(idbuf, sizeof idbuf, "call_%u_%d", exchange, i);
+            id = idbuf;
+        }
+        cJSON *step = NULL;
+        if (!obj)
+            st = PL_ENOMEM;
+        else
+            st = pl_json_pack(&step, "{s:s, s:o, s:s}", "policy",
+                              str_of(c, "name"), "payload", obj, "call_id", id);
+        if (!st)
+            st = pl_steps_add(out, PL_STEP_ACTION_CALL, NULL, step);
+        cJSON_Delete(step);
+        i++;
+    }
+    return st;
+}
