@@ -5,7 +5,9 @@ a script of responses, for the LLM policy tests.  Standard library only.
   llm_server.py --script FILE --log FILE --port-file FILE
 
 The script is {"responses": [R, ...]}; the n-th POST gets R[n] (past the end,
-a 500).  R is one of:
+a 500).  With "by_turn": true, a request gets R[t] instead, t the number of
+assistant messages it carries: the same conversation, the same answer, as
+a model that is asked again after a crash.  R is one of:
   {"status": 200, "body": {...}, "headers": {"Retry-After": "1"}}
   {"raw": "text", "status": 200}     a body that is not JSON
   {"hang": SECONDS}                   answer nothing for that long
@@ -37,7 +39,9 @@ def main():
     ap.add_argument("--port-file", required=True)
     args = ap.parse_args()
     with open(args.script) as f:
-        responses = json.load(f)["responses"]
+        script = json.load(f)
+    responses = script["responses"]
+    by_turn = script.get("by_turn", False)
     expect = os.environ.get("PL_TEST_EXPECT_KEY", "")
 
     class Handler(BaseHTTPRequestHandler):
@@ -59,15 +63,22 @@ def main():
             if auth is not None:
                 kind = "bearer" if auth.startswith("Bearer ") else "other"
                 matches = auth == "Bearer " + expect
+            turn = 0
+            if isinstance(body, dict):
+                turn = sum(1 for m in body.get("messages", [])
+                           if isinstance(m, dict)
+                           and m.get("role") == "assistant")
             with lock:
                 n = state["n"]
                 state["n"] += 1
                 with open(args.log, "a") as log:
-                    log.write(json.dumps({"n": n, "path": self.path,
+                    log.write(json.dumps({"n": n, "turn": turn,
+                                          "path": self.path,
                                           "auth": kind,
                                           "auth_matches": matches,
                                           "body": body}) + "\n")
-            r = responses[n] if n < len(responses) else {
+            i = turn if by_turn else n
+            r = responses[i] if i < len(responses) else {
                 "status": 500, "body": {"error": {"message": "script ended"}}}
             if "hang" in r:
                 time.sleep(r["hang"])

@@ -13,7 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
-char t_effects_path[4200];
+char t_effects_path[4400];
 
 static pid_t g_pids[8];
 static int g_n_pids;

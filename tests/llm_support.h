@@ -44,7 +44,7 @@ char *t_read_file(const char *path, size_t *len);
  *            (described, with an input schema).
  */
 pl_registry *t_llm_registry(const char *model_url, const pl_llm_options *opts);
-extern char t_effects_path[4200];
+extern char t_effects_path[4400];
 
 /* Run the agent on @p text with @p actions_json, e.g. "[\"add\"]". */
 pl_outcome *t_agent(pl_engine *e, const char *text, const char *actions_json,
