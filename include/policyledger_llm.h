@@ -42,6 +42,13 @@
  *   openai+https://HOST/PATH#MODEL any OpenAI-compatible server (llama.cpp,
  *                                  vLLM) at that base URL; a key is sent
  *                                  only when the key's variable is set.
+ *   anthropic://MODEL              the messages API with tool use; base URL
+ *                                  from options.base_url, else
+ *                                  $ANTHROPIC_BASE_URL, else
+ *                                  https://api.anthropic.com/v1; the key
+ *                                  from $ANTHROPIC_API_KEY (x-api-key).
+ *   ollama://HOST:PORT/MODEL       Ollama's /api/chat (no key; a model may
+ *                                  hold ':', e.g. qwen3:8b).
  *   scripted://PATH                a deterministic offline model playing
  *                                  back the JSON script at PATH (below).
  * Anything else (an unknown scheme, an empty model or path, a base URL

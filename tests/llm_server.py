@@ -15,7 +15,9 @@ a model that is asked again after a crash.  R is one of:
   {"size": N}                         a 200 whose body is N bytes
 Each request is logged before it is answered, one JSON line:
   {"n": index, "path": ..., "auth": "none"|"bearer"|"other",
-   "auth_matches": bool (the key equals $PL_TEST_EXPECT_KEY), "body": {...}}
+   "auth_matches": bool (the key equals $PL_TEST_EXPECT_KEY),
+   "x_api_key_matches": bool (so does the x-api-key header),
+   "anthropic_version": header or null, "body": {...}}
 The key itself is never logged.  The port is written to --port-file once
 the server listens.
 """
@@ -68,6 +70,8 @@ def main():
                 turn = sum(1 for m in body.get("messages", [])
                            if isinstance(m, dict)
                            and m.get("role") == "assistant")
+            xkey = self.headers.get("x-api-key")
+            version = self.headers.get("anthropic-version")
             with lock:
                 n = state["n"]
                 state["n"] += 1
@@ -76,6 +80,10 @@ def main():
                                           "path": self.path,
                                           "auth": kind,
                                           "auth_matches": matches,
+                                          "x_api_key_matches":
+                                              xkey is not None
+                                              and xkey == expect,
+                                          "anthropic_version": version,
                                           "body": body}) + "\n")
             i = turn if by_turn else n
             r = responses[i] if i < len(responses) else {

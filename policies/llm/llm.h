@@ -24,7 +24,9 @@
 
 typedef enum pl__llm_provider {
     PL__LLM_SCRIPTED = 1,
-    PL__LLM_OPENAI = 2
+    PL__LLM_OPENAI = 2,    /* chat completions */
+    PL__LLM_ANTHROPIC = 3, /* messages */
+    PL__LLM_OLLAMA = 4     /* /api/chat */
 } pl__llm_provider;
 
 /* A parsed model URL. */

@@ -30,19 +30,19 @@ static const char *str_of(const cJSON *o, const char *key)
     return cJSON_IsString(v) ? v->valuestring : NULL;
 }
 
-/* Call ids waiting for their results, oldest first. */
+/* Tool calls waiting for their results, oldest first. */
 typedef struct pending {
-    const char **ids;
+    const cJSON **calls;
     size_t n, head, cap;
 } pending;
 
-static int pending_push(pending *p, const char *id)
+static int pending_push(pending *p, const cJSON *call)
 {
-    const char **v = pl__grow((void *)p->ids, &p->cap, p->n, sizeof *v, 8);
+    const cJSON **v = pl__grow((void *)p->calls, &p->cap, p->n, sizeof *v, 8);
     if (!v)
         return PL_ENOMEM;
-    p->ids = v;
-    p->ids[p->n++] = id;
+    p->calls = v;
+    p->calls[p->n++] = call;
     return PL_OK;
 }
 
@@ -79,10 +79,9 @@ static int add_call(cJSON *msgs, cJSON **open, const pl_step *s, pending *p,
     cJSON_Delete(c);
     free(text);
     if (!st) {
-        /* the id now lives in the message: point the queue at that copy */
-        cJSON *last = cJSON_GetArrayItem(calls, cJSON_GetArraySize(calls) - 1);
-        st = pending_push(p, cJSON_GetObjectItemCaseSensitive(last, "id")
-                                 ->valuestring);
+        /* the call lives in the message: the queue points at it */
+        st = pending_push(p, cJSON_GetArrayItem(calls,
+                                                cJSON_GetArraySize(calls) - 1));
     }
     return st;
 }
@@ -139,10 +138,14 @@ int pl__llm_messages(cJSON **out, const pl__llm *m, const pl_action *action,
             open = NULL;
             if (p.head >= p.n)
                 break; /* no call of the model's: nothing to bind to */
+            const cJSON *call = p.calls[p.head++];
             char *j = cJSON_PrintUnformatted(sp);
             cJSON *msg = j ? message(msgs, "tool", j) : NULL;
             if (!msg ||
-                !cJSON_AddStringToObject(msg, "tool_call_id", p.ids[p.head++]))
+                !cJSON_AddStringToObject(msg, "tool_call_id",
+                                         str_of(call, "id")) ||
+                !cJSON_AddStringToObject(msg, "name", str_of(call, "name")) ||
+                (pl_step_is_error(s) && !cJSON_AddTrueToObject(msg, "error")))
                 st = PL_ENOMEM;
             free(j);
             break;
@@ -150,7 +153,7 @@ int pl__llm_messages(cJSON **out, const pl__llm *m, const pl_action *action,
         default: /* exchanges, suspends, errors: not the conversation */ break;
         }
     }
-    free((void *)p.ids);
+    free((void *)p.calls);
     if (st) {
         cJSON_Delete(msgs);
         return pl__err(st, "out of memory");
@@ -198,10 +201,9 @@ static cJSON *openai_message(const cJSON *n)
     return o;
 }
 
-int pl__llm_request_body(char **out, const pl__llm *m, const cJSON *messages,
-                         const pl__llm_tool *tools, size_t n_tools)
+static cJSON *openai_body(const pl__llm *m, const cJSON *messages,
+                          const pl__llm_tool *tools, size_t n_tools)
 {
-    *out = NULL;
     cJSON *b = cJSON_CreateObject();
     bool ok = b && cJSON_AddStringToObject(b, "model", m->url.model);
     cJSON *msgs = ok ? cJSON_AddArrayToObject(b, "messages") : NULL;
@@ -241,7 +243,172 @@ int pl__llm_request_body(char **out, const pl__llm *m, const cJSON *messages,
                            m->output_schema) &&
              cJSON_AddItemToObject(b, "response_format", rf);
     }
-    char *text = ok ? cJSON_PrintUnformatted(b) : NULL;
+    if (!ok) {
+        cJSON_Delete(b);
+        return NULL;
+    }
+    return b;
+}
+
+/* A tool call's arguments text as an object ({} when it is not one: the
+ * call was checked when it was made, so this is only a stored oddity). */
+static cJSON *args_object(const cJSON *call)
+{
+    cJSON *o = cJSON_Parse(str_of(call, "arguments") ? str_of(call, "arguments")
+                                                     : "{}");
+    if (!cJSON_IsObject(o)) {
+        cJSON_Delete(o);
+        o = cJSON_CreateObject();
+    }
+    return o;
+}
+
+/* Anthropic's messages API: the system prompt apart, assistant content as
+ * text and tool_use blocks, tool results as tool_result blocks in the
+ * user's turn. */
+static cJSON *anthropic_body(const pl__llm *m, const cJSON *messages,
+                             const pl__llm_tool *tools, size_t n_tools)
+{
+    cJSON *b = cJSON_CreateObject();
+    bool ok = b && cJSON_AddStringToObject(b, "model", m->url.model) &&
+              cJSON_AddNumberToObject(b, "max_tokens",
+                                      m->o.max_tokens ? m->o.max_tokens : 1024);
+    cJSON *msgs = ok ? cJSON_AddArrayToObject(b, "messages") : NULL;
+    ok = msgs != NULL;
+    cJSON *results = NULL; /* the user turn tool results join */
+    const cJSON *n;
+    cJSON_ArrayForEach(n, messages)
+    {
+        const char *role = str_of(n, "role");
+        const char *content = str_of(n, "content");
+        if (!ok || !role)
+            break;
+        if (strcmp(role, "system") == 0) {
+            ok = cJSON_AddStringToObject(b, "system", content) != NULL;
+            continue;
+        }
+        if (strcmp(role, "tool") == 0) {
+            cJSON *blk = NULL;
+            if (!results) {
+                cJSON *u = message(msgs, "user", NULL);
+                results = u ? cJSON_AddArrayToObject(u, "content") : NULL;
+            }
+            ok = results &&
+                 !pl_json_pack(&blk, "{s:s, s:s, s:s}", "type", "tool_result",
+                               "tool_use_id", str_of(n, "tool_call_id"),
+                               "content", content) &&
+                 cJSON_AddItemToArray(results, blk);
+            if (ok &&
+                cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(n, "error")))
+                ok = cJSON_AddTrueToObject(blk, "is_error") != NULL;
+            continue;
+        }
+        results = NULL;
+        const cJSON *calls = cJSON_GetObjectItemCaseSensitive(n, "tool_calls");
+        if (!calls) {
+            ok = message(msgs, role, content) != NULL;
+            continue;
+        }
+        cJSON *a = message(msgs, "assistant", NULL);
+        cJSON *blocks = a ? cJSON_AddArrayToObject(a, "content") : NULL;
+        cJSON *blk = NULL;
+        ok = blocks != NULL;
+        if (ok && content)
+            ok = !pl_json_pack(&blk, "{s:s, s:s}", "type", "text", "text",
+                               content) &&
+                 cJSON_AddItemToArray(blocks, blk);
+        const cJSON *c;
+        cJSON_ArrayForEach(c, calls)
+        {
+            blk = NULL;
+            if (ok)
+                ok = !pl_json_pack(&blk, "{s:s, s:s, s:s, s:o}", "type",
+                                   "tool_use", "id", str_of(c, "id"), "name",
+                                   str_of(c, "name"), "input",
+                                   args_object(c)) &&
+                     cJSON_AddItemToArray(blocks, blk);
+        }
+    }
+    if (ok && n_tools) {
+        cJSON *arr = cJSON_AddArrayToObject(b, "tools");
+        ok = arr != NULL;
+        for (size_t i = 0; ok && i < n_tools; i++) {
+            cJSON *t = NULL;
+            ok = !pl_json_pack(&t, "{s:s, s:s*, s:O}", "name", tools[i].name,
+                               "description", tools[i].description,
+                               "input_schema", tools[i].parameters) &&
+                 cJSON_AddItemToArray(arr, t);
+        }
+    }
+    if (ok && m->o.temperature >= 0)
+        ok = cJSON_AddNumberToObject(b, "temperature", m->o.temperature);
+    if (!ok) {
+        cJSON_Delete(b);
+        return NULL;
+    }
+    return b;
+}
+
+/* Ollama's /api/chat: OpenAI's shape, arguments as objects, no stream. */
+static cJSON *ollama_body(const pl__llm *m, const cJSON *messages,
+                          const pl__llm_tool *tools, size_t n_tools)
+{
+    cJSON *b = openai_body(m, messages, tools, n_tools);
+    if (!b)
+        return NULL;
+    cJSON_DeleteItemFromObjectCaseSensitive(b, "temperature");
+    cJSON_DeleteItemFromObjectCaseSensitive(b, "max_tokens");
+    cJSON_DeleteItemFromObjectCaseSensitive(b, "response_format");
+    bool ok = cJSON_AddFalseToObject(b, "stream") != NULL;
+    cJSON *msg;
+    size_t i = 0;
+    cJSON_ArrayForEach(msg, cJSON_GetObjectItemCaseSensitive(b, "messages"))
+    {
+        const cJSON *n = cJSON_GetArrayItem(messages, (int)i++);
+        cJSON *tc;
+        cJSON_ArrayForEach(tc,
+                           cJSON_GetObjectItemCaseSensitive(msg, "tool_calls"))
+        {
+            cJSON *fn = cJSON_GetObjectItemCaseSensitive(tc, "function");
+            cJSON *obj = args_object(fn);
+            ok = ok && obj &&
+                 cJSON_ReplaceItemInObjectCaseSensitive(fn, "arguments", obj);
+        }
+        if (ok && str_of(msg, "tool_call_id"))
+            ok = cJSON_AddStringToObject(msg, "tool_name", str_of(n, "name")) !=
+                 NULL;
+    }
+    cJSON *opts = ok ? cJSON_CreateObject() : NULL;
+    if (opts && m->o.temperature >= 0)
+        ok = cJSON_AddNumberToObject(opts, "temperature", m->o.temperature);
+    if (opts && ok && m->o.max_tokens)
+        ok = cJSON_AddNumberToObject(opts, "num_predict", m->o.max_tokens);
+    if (opts && ok && opts->child) {
+        ok = cJSON_AddItemToObject(b, "options", opts);
+        if (ok)
+            opts = NULL;
+    }
+    cJSON_Delete(opts);
+    if (ok && m->output_schema && !n_tools)
+        ok = cJSON_AddItemToObject(b, "format",
+                                   cJSON_Duplicate(m->output_schema, 1));
+    if (!ok) {
+        cJSON_Delete(b);
+        return NULL;
+    }
+    return b;
+}
+
+int pl__llm_request_body(char **out, const pl__llm *m, const cJSON *messages,
+                         const pl__llm_tool *tools, size_t n_tools)
+{
+    *out = NULL;
+    cJSON *b = m->url.provider == PL__LLM_ANTHROPIC
+                   ? anthropic_body(m, messages, tools, n_tools)
+               : m->url.provider == PL__LLM_OLLAMA
+                   ? ollama_body(m, messages, tools, n_tools)
+                   : openai_body(m, messages, tools, n_tools);
+    char *text = b ? cJSON_PrintUnformatted(b) : NULL;
     cJSON_Delete(b);
     if (!text)
         return pl__err(PL_ENOMEM, "out of memory");

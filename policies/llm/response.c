@@ -23,10 +23,71 @@ static long tokens(const cJSON *usage, const char *key)
     return (long)v->valuedouble;
 }
 
+/* Add a tool call {"id", "name", "arguments"} to @p calls; missing fields
+ * stay missing, for answer_steps to name. */
+static bool add_call(cJSON *calls, const char *id, const char *name,
+                     const cJSON *args)
+{
+    cJSON *c = cJSON_CreateObject();
+    if (!c || !cJSON_AddItemToArray(calls, c)) {
+        cJSON_Delete(c);
+        return false;
+    }
+    bool ok = !id || cJSON_AddStringToObject(c, "id", id);
+    if (ok && name)
+        ok = cJSON_AddStringToObject(c, "name", name) != NULL;
+    if (ok && cJSON_IsString(args))
+        ok = cJSON_AddStringToObject(c, "arguments", args->valuestring) != NULL;
+    else if (ok && args) /* an object (Anthropic, Ollama), or a wrong shape */
+        ok = cJSON_AddItemToObject(c, "arguments", cJSON_Duplicate(args, 1));
+    return ok;
+}
+
+/* OpenAI and Ollama: {"message": {"content", "tool_calls": [{"id",
+ * "function": {"name", "arguments"}}]}}, under choices[0] for OpenAI. */
+static bool chat_answer(cJSON *a, cJSON *calls, const cJSON *msg)
+{
+    bool ok = true;
+    const char *text = str_of(msg, "content");
+    if (text && *text)
+        ok = cJSON_AddStringToObject(a, "text", text) != NULL;
+    const cJSON *tc;
+    cJSON_ArrayForEach(tc, cJSON_GetObjectItemCaseSensitive(msg, "tool_calls"))
+    {
+        const cJSON *fn = cJSON_GetObjectItemCaseSensitive(tc, "function");
+        ok = ok && add_call(calls, str_of(tc, "id"), str_of(fn, "name"),
+                            cJSON_GetObjectItemCaseSensitive(fn, "arguments"));
+    }
+    return ok;
+}
+
+/* Anthropic: {"content": [{"type": "text", "text"}, {"type": "tool_use",
+ * "id", "name", "input"}]}. */
+static bool anthropic_answer(cJSON *a, cJSON *calls, const cJSON *content)
+{
+    bool ok = true;
+    pl__buf text = {0};
+    const cJSON *blk;
+    cJSON_ArrayForEach(blk, content)
+    {
+        const char *type = str_of(blk, "type");
+        if (ok && type && strcmp(type, "text") == 0 && str_of(blk, "text"))
+            ok = !pl__buf_append(&text, str_of(blk, "text"),
+                                 strlen(str_of(blk, "text")));
+        else if (ok && type && strcmp(type, "tool_use") == 0)
+            ok = add_call(calls, str_of(blk, "id"), str_of(blk, "name"),
+                          cJSON_GetObjectItemCaseSensitive(blk, "input"));
+    }
+    if (ok && text.len)
+        ok = !pl__buf_append(&text, "", 1) &&
+             cJSON_AddStringToObject(a, "text", (char *)text.data);
+    pl__buf_free(&text);
+    return ok;
+}
+
 int pl__llm_parse_response(cJSON **answer, long *in_tokens, long *out_tokens,
                            const pl__llm *m, const char *body, size_t len)
 {
-    (void)m;
     *answer = NULL;
     *in_tokens = *out_tokens = 0;
     cJSON *r = cJSON_ParseWithLength(body, len);
@@ -35,46 +96,43 @@ int pl__llm_parse_response(cJSON **answer, long *in_tokens, long *out_tokens,
                        "the model's response is not JSON "
                        "(%zu bytes)",
                        len);
-    const cJSON *msg = cJSON_GetObjectItemCaseSensitive(
-        cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(r, "choices"), 0),
-        "message");
-    if (!cJSON_IsObject(msg)) {
-        cJSON_Delete(r);
-        return pl__err(PL_EJSON, "the model's response has no "
-                                 "choices[0].message object");
+    const cJSON *msg = NULL, *content = NULL;
+    const char *want = NULL;
+    switch (m->url.provider) {
+    case PL__LLM_ANTHROPIC:
+        content = cJSON_GetObjectItemCaseSensitive(r, "content");
+        want = cJSON_IsArray(content) ? NULL : "a content array";
+        *in_tokens = tokens(cJSON_GetObjectItemCaseSensitive(r, "usage"),
+                            "input_tokens");
+        *out_tokens = tokens(cJSON_GetObjectItemCaseSensitive(r, "usage"),
+                             "output_tokens");
+        break;
+    case PL__LLM_OLLAMA:
+        msg = cJSON_GetObjectItemCaseSensitive(r, "message");
+        want = cJSON_IsObject(msg) ? NULL : "a message object";
+        *in_tokens = tokens(r, "prompt_eval_count");
+        *out_tokens = tokens(r, "eval_count");
+        break;
+    default:
+        msg = cJSON_GetObjectItemCaseSensitive(
+            cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(r, "choices"),
+                               0),
+            "message");
+        want = cJSON_IsObject(msg) ? NULL : "a choices[0].message object";
+        *in_tokens = tokens(cJSON_GetObjectItemCaseSensitive(r, "usage"),
+                            "prompt_tokens");
+        *out_tokens = tokens(cJSON_GetObjectItemCaseSensitive(r, "usage"),
+                             "completion_tokens");
+        break;
     }
-    const cJSON *usage = cJSON_GetObjectItemCaseSensitive(r, "usage");
-    *in_tokens = tokens(usage, "prompt_tokens");
-    *out_tokens = tokens(usage, "completion_tokens");
+    if (want) {
+        cJSON_Delete(r);
+        return pl__err(PL_EJSON, "the model's response has no %s", want);
+    }
     cJSON *a = cJSON_CreateObject();
     cJSON *calls = a ? cJSON_AddArrayToObject(a, "tool_calls") : NULL;
-    bool ok = calls != NULL;
-    const char *text = str_of(msg, "content");
-    if (ok && text && *text)
-        ok = cJSON_AddStringToObject(a, "text", text) != NULL;
-    const cJSON *tc;
-    cJSON_ArrayForEach(tc, cJSON_GetObjectItemCaseSensitive(msg, "tool_calls"))
-    {
-        const cJSON *fn = cJSON_GetObjectItemCaseSensitive(tc, "function");
-        const cJSON *args = cJSON_GetObjectItemCaseSensitive(fn, "arguments");
-        cJSON *c = cJSON_CreateObject();
-        if (!ok || !c || !cJSON_AddItemToArray(calls, c)) {
-            cJSON_Delete(c);
-            ok = false;
-            break;
-        }
-        /* a missing field stays missing: answer_steps names it */
-        if (str_of(tc, "id"))
-            ok = cJSON_AddStringToObject(c, "id", str_of(tc, "id")) != NULL;
-        if (ok && str_of(fn, "name"))
-            ok = cJSON_AddStringToObject(c, "name", str_of(fn, "name")) != NULL;
-        if (ok && cJSON_IsString(args))
-            ok = cJSON_AddStringToObject(c, "arguments", args->valuestring) !=
-                 NULL;
-        else if (ok && args) /* an object where text belongs: keep it */
-            ok = cJSON_AddItemToObject(c, "arguments",
-                                       cJSON_Duplicate(args, 1));
-    }
+    bool ok = calls && (content ? anthropic_answer(a, calls, content)
+                                : chat_answer(a, calls, msg));
     cJSON_Delete(r);
     if (!ok) {
         cJSON_Delete(a);

@@ -102,6 +102,30 @@ static const char *code_for_status(long status)
 
 static unsigned or_default(unsigned v, unsigned d) { return v ? v : d; }
 
+/* What differs between the HTTP providers. */
+typedef struct provider {
+    const char *base;     /* default base URL */
+    const char *base_env; /* the variable that overrides it, or NULL */
+    const char *path;     /* the endpoint under the base */
+    const char *key_env;  /* the key's default variable, or NULL */
+    const char *key_hdr;  /* "Authorization: Bearer " or "x-api-key: " */
+} provider;
+
+static const provider *provider_of(const pl__llm *m)
+{
+    static const provider openai = {"https://api.openai.com/v1",
+                                    "OPENAI_BASE_URL", "/chat/completions",
+                                    "OPENAI_API_KEY", "Authorization: Bearer "};
+    static const provider anthropic = {"https://api.anthropic.com/v1",
+                                       "ANTHROPIC_BASE_URL", "/messages",
+                                       "ANTHROPIC_API_KEY", "x-api-key: "};
+    static const provider ollama = {"http://127.0.0.1:11434", NULL, "/api/chat",
+                                    NULL, "Authorization: Bearer "};
+    return m->url.provider == PL__LLM_ANTHROPIC ? &anthropic
+           : m->url.provider == PL__LLM_OLLAMA  ? &ollama
+                                                : &openai;
+}
+
 /* ------------------------------------------------------------------------ */
 /* HTTP                                                                     */
 /* ------------------------------------------------------------------------ */
@@ -174,9 +198,12 @@ static void http_attempt(attempt *a, const pl__llm *m, const char *url,
     char errbuf[CURL_ERROR_SIZE] = "";
     struct curl_slist *h = curl_slist_append(NULL,
                                              "Content-Type: application/json");
-    char *auth = key && *key ? pl__asprintf("Authorization: Bearer %s", key)
-                             : NULL;
+    char *auth = key && *key
+                     ? pl__asprintf("%s%s", provider_of(m)->key_hdr, key)
+                     : NULL;
     struct curl_slist *h2 = h && auth ? curl_slist_append(h, auth) : h;
+    if (h2 && m->url.provider == PL__LLM_ANTHROPIC)
+        h2 = curl_slist_append(h2, "anthropic-version: 2023-06-01");
     CURL *c = curl_easy_init();
     if (!c || !h2) {
         a->error_code = (char *)PL_ERR_RETRYABLE_SERVER;
@@ -247,21 +274,23 @@ static int http_exchange(attempt *a, unsigned *attempts, const pl__llm *m,
                          const char *body)
 {
     pthread_once(&g_curl_once, curl_init);
+    const provider *pv = provider_of(m);
     const char *base = m->o.base_url ? m->o.base_url : m->url.base_url;
+    const char *env_base = pv->base_env ? getenv(pv->base_env) : NULL;
     if (!base)
-        base = getenv("OPENAI_BASE_URL");
+        base = env_base;
     if (!base || !*base)
-        base = "https://api.openai.com/v1";
+        base = pv->base;
     size_t bl = strlen(base);
     while (bl > 0 && base[bl - 1] == '/')
         bl--;
-    char *url = pl__asprintf("%.*s/chat/completions", (int)bl, base);
+    char *url = pl__asprintf("%.*s%s", (int)bl, base, pv->path);
     if (!url)
         return pl__err(PL_ENOMEM, "out of memory");
-    const char *var = m->api_key_env ? m->api_key_env : "OPENAI_API_KEY";
-    const char *key = getenv(var);
-    if ((!key || !*key) && !m->url.base_url && !m->o.base_url &&
-        !getenv("OPENAI_BASE_URL")) {
+    const char *var = m->api_key_env ? m->api_key_env : pv->key_env;
+    const char *key = var ? getenv(var) : NULL;
+    if ((!key || !*key) && var && !m->url.base_url && !m->o.base_url &&
+        !(env_base && *env_base)) {
         free(url);
         return pl__err(PL_EINVAL,
                        "LLM policy '%s': no API key: set %s in the "

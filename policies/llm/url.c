@@ -88,10 +88,34 @@ int pl__llm_url_parse(pl__llm_url *out, const char *url)
         }
         if (out->base_url)
             trim_slash(out->base_url);
+    } else if (slen == 9 && memcmp(url, "anthropic", 9) == 0) {
+        if (!*rest || has_ctl(rest) || strchr(rest, '/') || strchr(rest, '#'))
+            return pl__err(PL_EINVAL,
+                           "model URL '%.200s': expected "
+                           "anthropic://MODEL",
+                           url);
+        out->provider = PL__LLM_ANTHROPIC;
+        out->model = pl__strdup(rest);
+    } else if (slen == 6 && memcmp(url, "ollama", 6) == 0) {
+        const char *slash = strchr(rest, '/');
+        if (!slash || slash == rest || *rest == ':' || !slash[1] ||
+            has_ctl(rest))
+            return pl__err(PL_EINVAL,
+                           "model URL '%.200s': expected "
+                           "ollama://HOST:PORT/MODEL",
+                           url);
+        out->provider = PL__LLM_OLLAMA;
+        out->model = pl__strdup(slash + 1);
+        out->base_url = pl__asprintf("http://%.*s", (int)(slash - rest), rest);
+        if (!out->base_url) {
+            pl__llm_url_free(out);
+            return pl__err(PL_ENOMEM, "out of memory");
+        }
     } else {
         return pl__err(PL_EINVAL,
                        "model URL '%.200s': unknown scheme '%.*s' (known: "
-                       "openai, openai+http, openai+https, scripted)",
+                       "openai, openai+http, openai+https, anthropic, "
+                       "ollama, scripted)",
                        url, (int)(slen > 40 ? 40 : slen), url);
     }
     bool by_base = out->provider == PL__LLM_OPENAI && slen > 6;
