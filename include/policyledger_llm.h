@@ -47,6 +47,12 @@
  *                                  $ANTHROPIC_BASE_URL, else
  *                                  https://api.anthropic.com/v1; the key
  *                                  from $ANTHROPIC_API_KEY (x-api-key).
+ *   gemini://MODEL                 generateContent with function calling;
+ *                                  base URL from options.base_url, else
+ *                                  $GEMINI_BASE_URL, else
+ *                                  https://generativelanguage.googleapis.com
+ *                                  /v1beta; the key from $GEMINI_API_KEY
+ *                                  (x-goog-api-key).
  *   ollama://HOST:PORT/MODEL       Ollama's /api/chat (no key; a model may
  *                                  hold ':', e.g. qwen3:8b).
  *   scripted://PATH                a deterministic offline model playing

@@ -205,3 +205,78 @@ Test(llm_providers, anthropic_and_ollama_urls)
                  PL_OK, "%s", pl_errmsg());
     pl_registry_free(reg);
 }
+
+Test(llm_providers, gemini_function_calling_round_trip)
+{
+    const char *key = "gm-test-key-31337";
+    setenv("PL_TEST_EXPECT_KEY", key, 1);
+    setenv("GEMINI_API_KEY", key, 1);
+    t_server srv;
+    t_server_start(
+        &srv,
+        "{\"responses\": ["
+        "{\"body\": {\"candidates\": [{\"content\": {\"role\": \"model\", "
+        "\"parts\": [{\"functionCall\": {\"name\": \"add\", \"args\": "
+        "{\"a\": 1, \"b\": 1}}}]}}], \"usageMetadata\": "
+        "{\"promptTokenCount\": 12, \"candidatesTokenCount\": 3}}},"
+        "{\"body\": {\"candidates\": [{\"content\": {\"role\": \"model\", "
+        "\"parts\": [{\"text\": \"Two.\"}]}}], \"usageMetadata\": "
+        "{\"promptTokenCount\": 20, \"candidatesTokenCount\": 1}}}]}");
+    char base[80];
+    snprintf(base, sizeof base, "http://127.0.0.1:%d/v1beta", srv.port);
+    pl_llm_options o = quick(base);
+    o.max_tokens = 99;
+    pl_registry *reg = t_llm_registry("gemini://gemini-test", &o);
+    pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
+    pl_outcome *out = t_agent(e, "1+1?", "[\"add\"]", "gm");
+    cr_assert_eq(out->status, PL_RUN_COMPLETED, "%s",
+                 out->reason ? out->reason : "");
+    expect_str(t_str(t_result(out), "text"), "Two.");
+
+    cJSON *log = t_server_log(&srv);
+    cr_assert_eq(cJSON_GetArraySize(log), 2);
+    expect_str(t_str(item(log, 0), "path"),
+               "/v1beta/models/gemini-test:generateContent");
+    expect_str(t_str(item(log, 0), "auth"), "none");
+    const cJSON *b = body_of(log, 0);
+    expect_str(t_str(item(at(at(b, "systemInstruction"), "parts"), 0), "text"),
+               "You are terse.");
+    expect_str(t_str(item(at(b, "contents"), 0), "role"), "user");
+    expect_str(t_str(item(at(item(at(b, "contents"), 0), "parts"), 0), "text"),
+               "1+1?");
+    const cJSON *decl = item(at(item(at(b, "tools"), 0),
+                                "functionDeclarations"),
+                             0);
+    expect_str(t_str(decl, "name"), "add");
+    expect_str(t_str(at(decl, "parameters"), "type"), "object");
+    cr_expect_eq(at(at(b, "generationConfig"), "maxOutputTokens")->valueint,
+                 99);
+    b = body_of(log, 1);
+    const cJSON *contents = at(b, "contents");
+    cr_assert_eq(cJSON_GetArraySize(contents), 3);
+    const cJSON *call = at(item(at(item(contents, 1), "parts"), 0),
+                           "functionCall");
+    expect_str(t_str(item(contents, 1), "role"), "model");
+    expect_str(t_str(call, "name"), "add");
+    cr_expect_eq(at(at(call, "args"), "a")->valuedouble, 1);
+    const cJSON *resp = at(item(at(item(contents, 2), "parts"), 0),
+                           "functionResponse");
+    expect_str(t_str(item(contents, 2), "role"), "user");
+    expect_str(t_str(resp, "name"), "add");
+    cr_expect_eq(at(at(resp, "response"), "sum")->valuedouble, 2);
+    cJSON_Delete(log);
+
+    pl_llm_tokens tok;
+    cr_assert_eq(pl_llm_run_tokens(&tok, e, "gm"), PL_OK);
+    cr_expect_eq(tok.input, 32);
+    cr_expect_eq(tok.output, 4);
+    pl_outcome_free(out);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+    t_server_stop(&srv);
+    cr_assert_eq(pl_registry_new(&reg), PL_OK);
+    cr_expect_eq(pl_llm_register(reg, "g", "gemini://a:b", NULL, NULL),
+                 PL_EINVAL);
+    cr_expect(strstr(pl_errmsg(), "gemini://MODEL"));
+    pl_registry_free(reg);
+}

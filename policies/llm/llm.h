@@ -26,7 +26,8 @@ typedef enum pl__llm_provider {
     PL__LLM_SCRIPTED = 1,
     PL__LLM_OPENAI = 2,    /* chat completions */
     PL__LLM_ANTHROPIC = 3, /* messages */
-    PL__LLM_OLLAMA = 4     /* /api/chat */
+    PL__LLM_OLLAMA = 4,    /* /api/chat */
+    PL__LLM_GEMINI = 5     /* generateContent */
 } pl__llm_provider;
 
 /* A parsed model URL. */

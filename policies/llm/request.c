@@ -399,6 +399,125 @@ static cJSON *ollama_body(const pl__llm *m, const cJSON *messages,
     return b;
 }
 
+/* A part {"text": t} appended to @p parts. */
+static bool text_part(cJSON *parts, const char *t)
+{
+    cJSON *p = NULL;
+    if (pl_json_pack(&p, "{s:s}", "text", t))
+        return false;
+    if (!cJSON_AddItemToArray(parts, p)) {
+        cJSON_Delete(p);
+        return false;
+    }
+    return true;
+}
+
+/* A content {"role": role, "parts": []} appended to @p contents. */
+static cJSON *content_of(cJSON *contents, const char *role)
+{
+    cJSON *c = cJSON_CreateObject();
+    if (!c || !cJSON_AddItemToArray(contents, c)) {
+        cJSON_Delete(c);
+        return NULL;
+    }
+    if (!cJSON_AddStringToObject(c, "role", role))
+        return NULL;
+    return cJSON_AddArrayToObject(c, "parts");
+}
+
+/* Gemini's generateContent: contents of parts (text, functionCall,
+ * functionResponse), the system prompt as systemInstruction. */
+static cJSON *gemini_body(const pl__llm *m, const cJSON *messages,
+                          const pl__llm_tool *tools, size_t n_tools)
+{
+    cJSON *b = cJSON_CreateObject();
+    cJSON *contents = b ? cJSON_AddArrayToObject(b, "contents") : NULL;
+    bool ok = contents != NULL;
+    cJSON *results = NULL; /* the user turn function responses join */
+    const cJSON *n;
+    cJSON_ArrayForEach(n, messages)
+    {
+        const char *role = str_of(n, "role");
+        const char *content = str_of(n, "content");
+        if (!ok || !role)
+            break;
+        if (strcmp(role, "system") == 0) {
+            cJSON *si = cJSON_AddObjectToObject(b, "systemInstruction");
+            cJSON *parts = si ? cJSON_AddArrayToObject(si, "parts") : NULL;
+            ok = parts && text_part(parts, content);
+            continue;
+        }
+        if (strcmp(role, "tool") == 0) {
+            if (!results)
+                results = content_of(contents, "user");
+            cJSON *resp = cJSON_Parse(content);
+            if (!cJSON_IsObject(resp)) {
+                cJSON_Delete(resp);
+                resp = NULL;
+                pl_json_pack(&resp, "{s:s}", "result", content);
+            }
+            cJSON *part = NULL;
+            ok = results && resp &&
+                 !pl_json_pack(&part, "{s:{s:s, s:o}}", "functionResponse",
+                               "name", str_of(n, "name"), "response", resp) &&
+                 cJSON_AddItemToArray(results, part);
+            continue;
+        }
+        results = NULL;
+        bool model = strcmp(role, "assistant") == 0;
+        cJSON *parts = content_of(contents, model ? "model" : "user");
+        ok = parts != NULL;
+        if (ok && content)
+            ok = text_part(parts, content);
+        const cJSON *c;
+        cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(n, "tool_calls"))
+        {
+            cJSON *part = NULL;
+            if (ok)
+                ok = !pl_json_pack(&part, "{s:{s:s, s:o}}", "functionCall",
+                                   "name", str_of(c, "name"), "args",
+                                   args_object(c)) &&
+                     cJSON_AddItemToArray(parts, part);
+        }
+    }
+    if (ok && n_tools) {
+        cJSON *decls = NULL, *t = NULL;
+        ok = !pl_json_pack(&t, "[{s:[]}]", "functionDeclarations") &&
+             cJSON_AddItemToObject(b, "tools", t);
+        decls = ok ? cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(t, 0),
+                                                      "functionDeclarations")
+                   : NULL;
+        for (size_t i = 0; ok && i < n_tools; i++) {
+            cJSON *d = NULL;
+            ok = !pl_json_pack(&d, "{s:s, s:s*, s:O}", "name", tools[i].name,
+                               "description", tools[i].description,
+                               "parameters", tools[i].parameters) &&
+                 cJSON_AddItemToArray(decls, d);
+        }
+    }
+    cJSON *gc = ok ? cJSON_CreateObject() : NULL;
+    if (gc && m->o.temperature >= 0)
+        ok = cJSON_AddNumberToObject(gc, "temperature", m->o.temperature);
+    if (gc && ok && m->o.max_tokens)
+        ok = cJSON_AddNumberToObject(gc, "maxOutputTokens", m->o.max_tokens);
+    if (gc && ok && m->output_schema && !n_tools)
+        ok = cJSON_AddStringToObject(gc, "responseMimeType",
+                                     "application/json") &&
+             cJSON_AddItemToObject(gc, "responseSchema",
+                                   cJSON_Duplicate(m->output_schema, 1));
+    if (gc && ok && gc->child) {
+        ok = cJSON_AddItemToObject(b, "generationConfig", gc);
+        if (ok)
+            gc = NULL;
+    }
+    cJSON_Delete(gc);
+    if (!ok) {
+        cJSON_Delete(b);
+        return NULL;
+    }
+    return b;
+}
+
 int pl__llm_request_body(char **out, const pl__llm *m, const cJSON *messages,
                          const pl__llm_tool *tools, size_t n_tools)
 {
@@ -407,6 +526,8 @@ int pl__llm_request_body(char **out, const pl__llm *m, const cJSON *messages,
                    ? anthropic_body(m, messages, tools, n_tools)
                : m->url.provider == PL__LLM_OLLAMA
                    ? ollama_body(m, messages, tools, n_tools)
+               : m->url.provider == PL__LLM_GEMINI
+                   ? gemini_body(m, messages, tools, n_tools)
                    : openai_body(m, messages, tools, n_tools);
     char *text = b ? cJSON_PrintUnformatted(b) : NULL;
     cJSON_Delete(b);

@@ -85,6 +85,29 @@ static bool anthropic_answer(cJSON *a, cJSON *calls, const cJSON *content)
     return ok;
 }
 
+/* Gemini: candidates[0].content.parts of text and functionCall. */
+static bool gemini_answer(cJSON *a, cJSON *calls, const cJSON *parts)
+{
+    bool ok = true;
+    pl__buf text = {0};
+    const cJSON *p;
+    cJSON_ArrayForEach(p, parts)
+    {
+        const cJSON *fc = cJSON_GetObjectItemCaseSensitive(p, "functionCall");
+        if (ok && str_of(p, "text"))
+            ok = !pl__buf_append(&text, str_of(p, "text"),
+                                 strlen(str_of(p, "text")));
+        else if (ok && fc)
+            ok = add_call(calls, str_of(fc, "id"), str_of(fc, "name"),
+                          cJSON_GetObjectItemCaseSensitive(fc, "args"));
+    }
+    if (ok && text.len)
+        ok = !pl__buf_append(&text, "", 1) &&
+             cJSON_AddStringToObject(a, "text", (char *)text.data);
+    pl__buf_free(&text);
+    return ok;
+}
+
 int pl__llm_parse_response(cJSON **answer, long *in_tokens, long *out_tokens,
                            const pl__llm *m, const char *body, size_t len)
 {
@@ -96,7 +119,7 @@ int pl__llm_parse_response(cJSON **answer, long *in_tokens, long *out_tokens,
                        "the model's response is not JSON "
                        "(%zu bytes)",
                        len);
-    const cJSON *msg = NULL, *content = NULL;
+    const cJSON *msg = NULL, *content = NULL, *parts = NULL;
     const char *want = NULL;
     switch (m->url.provider) {
     case PL__LLM_ANTHROPIC:
@@ -107,6 +130,20 @@ int pl__llm_parse_response(cJSON **answer, long *in_tokens, long *out_tokens,
         *out_tokens = tokens(cJSON_GetObjectItemCaseSensitive(r, "usage"),
                              "output_tokens");
         break;
+    case PL__LLM_GEMINI: {
+        const cJSON *c = cJSON_GetObjectItemCaseSensitive(
+            cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(r,
+                                                                "candidates"),
+                               0),
+            "content");
+        parts = cJSON_GetObjectItemCaseSensitive(c, "parts");
+        want = cJSON_IsArray(parts) ? NULL
+                                    : "a candidates[0].content.parts array";
+        const cJSON *u = cJSON_GetObjectItemCaseSensitive(r, "usageMetadata");
+        *in_tokens = tokens(u, "promptTokenCount");
+        *out_tokens = tokens(u, "candidatesTokenCount");
+        break;
+    }
     case PL__LLM_OLLAMA:
         msg = cJSON_GetObjectItemCaseSensitive(r, "message");
         want = cJSON_IsObject(msg) ? NULL : "a message object";
@@ -132,6 +169,7 @@ int pl__llm_parse_response(cJSON **answer, long *in_tokens, long *out_tokens,
     cJSON *a = cJSON_CreateObject();
     cJSON *calls = a ? cJSON_AddArrayToObject(a, "tool_calls") : NULL;
     bool ok = calls && (content ? anthropic_answer(a, calls, content)
+                        : parts ? gemini_answer(a, calls, parts)
                                 : chat_answer(a, calls, msg));
     cJSON_Delete(r);
     if (!ok) {

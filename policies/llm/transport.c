@@ -121,9 +121,13 @@ static const provider *provider_of(const pl__llm *m)
                                        "ANTHROPIC_API_KEY", "x-api-key: "};
     static const provider ollama = {"http://127.0.0.1:11434", NULL, "/api/chat",
                                     NULL, "Authorization: Bearer "};
-    return m->url.provider == PL__LLM_ANTHROPIC ? &anthropic
-           : m->url.provider == PL__LLM_OLLAMA  ? &ollama
-                                                : &openai;
+    static const provider gemini = {
+        "https://generativelanguage.googleapis.com/v1beta", "GEMINI_BASE_URL",
+        NULL, "GEMINI_API_KEY", "x-goog-api-key: "};
+    return m->url.provider == PL__LLM_GEMINI      ? &gemini
+           : m->url.provider == PL__LLM_ANTHROPIC ? &anthropic
+           : m->url.provider == PL__LLM_OLLAMA    ? &ollama
+                                                  : &openai;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -284,7 +288,9 @@ static int http_exchange(attempt *a, unsigned *attempts, const pl__llm *m,
     size_t bl = strlen(base);
     while (bl > 0 && base[bl - 1] == '/')
         bl--;
-    char *url = pl__asprintf("%.*s%s", (int)bl, base, pv->path);
+    char *url = pv->path ? pl__asprintf("%.*s%s", (int)bl, base, pv->path)
+                         : pl__asprintf("%.*s/models/%s:generateContent",
+                                        (int)bl, base, m->url.model);
     if (!url)
         return pl__err(PL_ENOMEM, "out of memory");
     const char *var = m->api_key_env ? m->api_key_env : pv->key_env;

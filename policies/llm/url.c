@@ -96,6 +96,15 @@ int pl__llm_url_parse(pl__llm_url *out, const char *url)
                            url);
         out->provider = PL__LLM_ANTHROPIC;
         out->model = pl__strdup(rest);
+    } else if (slen == 6 && memcmp(url, "gemini", 6) == 0) {
+        if (!*rest || has_ctl(rest) || strchr(rest, '/') || strchr(rest, '#') ||
+            strchr(rest, '?') || strchr(rest, ':'))
+            return pl__err(PL_EINVAL,
+                           "model URL '%.200s': expected "
+                           "gemini://MODEL",
+                           url);
+        out->provider = PL__LLM_GEMINI;
+        out->model = pl__strdup(rest);
     } else if (slen == 6 && memcmp(url, "ollama", 6) == 0) {
         const char *slash = strchr(rest, '/');
         if (!slash || slash == rest || *rest == ':' || !slash[1] ||
@@ -115,7 +124,7 @@ int pl__llm_url_parse(pl__llm_url *out, const char *url)
         return pl__err(PL_EINVAL,
                        "model URL '%.200s': unknown scheme '%.*s' (known: "
                        "openai, openai+http, openai+https, anthropic, "
-                       "ollama, scripted)",
+                       "gemini, ollama, scripted)",
                        url, (int)(slen > 40 ? 40 : slen), url);
     }
     bool by_base = out->provider == PL__LLM_OPENAI && slen > 6;
