@@ -121,9 +121,11 @@ typedef struct pl_llm_options {
     double temperature;        /**< < 0: the provider's default */
     unsigned max_tokens;       /**< 0: the provider's default */
     /** JSON Schema text (an object) of the final answer, or NULL.  With no
-     *  tools it goes to the provider as the response format, and the answer
-     *  must be a JSON value of the schema's type with its required keys
-     *  (else a malformed answer). */
+     *  tools it goes to the provider as the response format; with tools, a
+     *  tool "submit" with it as parameters is offered, whose call is the
+     *  final answer.  The answer must be a JSON value of the schema's type
+     *  with its required keys (else it is a malformed answer); the final
+     *  `text` step is then {"text": the JSON text, "json": its value}. */
     const char *output_schema;
     pl_llm_malformed malformed; /**< default PL_LLM_MALFORMED_FAIL */
     unsigned reprompt_limit;   /**< re-prompts per turn; default 2 */

@@ -752,3 +752,50 @@ Test(llm_openai, bad_model_urls_are_clear_errors)
     cr_expect_eq(pl_registry_count(reg), 1);
     pl_registry_free(reg);
 }
+
+Test(llm_openai, structured_answer_is_parsed_when_it_fits)
+{
+    serve(script(1, answer("{\"city\": \"Oslo\", \"temp\": 4}", NULL, NULL,
+                           NULL)));
+    pl_registry *reg;
+    pl_llm_options o = opts();
+    o.output_schema = "{\"type\":\"object\",\"required\":[\"city\",\"temp\"]}";
+    pl_engine *e = engine_for(&reg, &o);
+    pl_outcome *out = t_agent(e, "weather?", "[]", "schema-ok");
+    cr_assert_eq(out->status, PL_RUN_COMPLETED);
+    const cJSON *json = at(t_result(out), "json");
+    expect_str(t_str(json, "city"), "Oslo");
+    cr_expect_eq(at(json, "temp")->valuedouble, 4);
+    pl_outcome_free(out);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+Test(llm_openai, with_tools_the_structured_answer_comes_by_submit)
+{
+    serve(script(2, answer(NULL, "c1", "add", "{\"a\":20,\"b\":1}"),
+                 answer(NULL, "c2", "submit", "{\"total\":21}")));
+    pl_registry *reg;
+    pl_llm_options o = opts();
+    o.output_schema = "{\"type\":\"object\",\"properties\":{\"total\":"
+                      "{\"type\":\"number\"}},\"required\":[\"total\"]}";
+    pl_engine *e = engine_for(&reg, &o);
+    pl_outcome *out = t_agent(e, "20+1?", "[\"add\"]", "submit");
+    cr_assert_eq(out->status, PL_RUN_COMPLETED);
+    cr_expect_eq(at(at(t_result(out), "json"), "total")->valuedouble, 21);
+    cr_expect_eq(t_calls.add, 1);
+    cJSON *log = t_server_log(&g_srv);
+    const cJSON *tools = at(req(log, 0), "tools");
+    cr_assert_eq(cJSON_GetArraySize(tools), 2);
+    const cJSON *f = at(cJSON_GetArrayItem(tools, 1), "function");
+    expect_str(t_str(f, "name"), "submit");
+    const cJSON *r0 = cJSON_GetArrayItem(at(at(f, "parameters"), "required"),
+                                         0);
+    expect_str(cJSON_IsString(r0) ? r0->valuestring : NULL, "total");
+    cr_expect_null(at(req(log, 0), "response_format"),
+                   "with tools the schema goes by submit");
+    cJSON_Delete(log);
+    pl_outcome_free(out);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}

@@ -30,13 +30,16 @@ static void llm_free(void *p)
     free(m);
 }
 
-/* The offered tools, from the registry's metadata. */
-static int make_tools(pl__llm_tool **out, pl_ctx *ctx, const pl_action *a)
+/* The offered tools, from the registry's metadata, and "submit". */
+static int make_tools(pl__llm_tool **out, size_t *n, pl_ctx *ctx,
+                      const pl__llm *m, const pl_action *a)
 {
     *out = NULL;
+    *n = 0;
     if (!a->n_actions)
         return PL_OK;
-    pl__llm_tool *t = calloc(a->n_actions, sizeof *t);
+    bool submit = pl__llm_has_submit(m, a);
+    pl__llm_tool *t = calloc(a->n_actions + submit, sizeof *t);
     if (!t)
         return pl__err(PL_ENOMEM, "out of memory");
     const pl_registry *reg = pl_engine_registry(pl_ctx_engine(ctx));
@@ -59,7 +62,21 @@ static int make_tools(pl__llm_tool **out, pl_ctx *ctx, const pl_action *a)
             return pl__err(PL_ENOMEM, "out of memory");
         }
     }
+    size_t k = a->n_actions;
+    if (submit) {
+        t[k].name = PL__LLM_SUBMIT;
+        t[k].description = "Submit the final answer; its arguments are the "
+                           "answer.";
+        t[k].parameters = cJSON_Duplicate(m->output_schema, 1);
+        if (!t[k++].parameters) {
+            for (size_t j = 0; j < k; j++)
+                cJSON_Delete(t[j].parameters);
+            free(t);
+            return pl__err(PL_ENOMEM, "out of memory");
+        }
+    }
     *out = t;
+    *n = k;
     return PL_OK;
 }
 
@@ -124,7 +141,7 @@ static char *catalog(const pl__llm_tool *tools, size_t n)
 /* One model call, as a recorded exchange; *value is borrowed-free owned. */
 static int one_exchange(cJSON **value, pl_ctx *ctx, const pl__llm *m,
                         const pl_action *a, const pl__llm_tool *tools,
-                        unsigned *n_exchanges)
+                        size_t n_tools, unsigned *n_exchanges)
 {
     const pl_steps *ledger = NULL;
     int st = pl_ctx_ledger(&ledger, ctx);
@@ -146,7 +163,7 @@ static int one_exchange(cJSON **value, pl_ctx *ctx, const pl__llm *m,
     char *body = NULL;
     if ((st = pl__llm_messages(&msgs, m, a, ledger)))
         return st;
-    st = pl__llm_request_body(&body, m, msgs, tools, a->n_actions);
+    st = pl__llm_request_body(&body, m, msgs, tools, n_tools);
     cJSON_Delete(msgs);
     if (st)
         return st;
@@ -161,11 +178,12 @@ static int llm_policy(pl_ctx *ctx, const pl_action *a, pl_steps *out,
 {
     const pl__llm *m = user;
     pl__llm_tool *tools = NULL;
-    int st = make_tools(&tools, ctx, a);
+    size_t n_tools = 0;
+    int st = make_tools(&tools, &n_tools, ctx, m, a);
     for (unsigned attempt = 0; !st; attempt++) {
         cJSON *v = NULL;
         unsigned n = 0;
-        if ((st = one_exchange(&v, ctx, m, a, tools, &n)))
+        if ((st = one_exchange(&v, ctx, m, a, tools, n_tools, &n)))
             break;
         const cJSON *err = cJSON_GetObjectItemCaseSensitive(v, "error");
         const cJSON *ans = cJSON_GetObjectItemCaseSensitive(v, "answer");
@@ -202,7 +220,7 @@ static int llm_policy(pl_ctx *ctx, const pl_action *a, pl_steps *out,
             free(why);
             break;
         }
-        char *cat = catalog(tools, a->n_actions);
+        char *cat = catalog(tools, n_tools);
         char *text = cat ? pl__asprintf("Your last answer could not be used: "
                                         "%s. Answer again, with text or with "
                                         "calls of these tools, arguments a "
@@ -219,7 +237,7 @@ static int llm_policy(pl_ctx *ctx, const pl_action *a, pl_steps *out,
         free(cat);
         free(why);
     }
-    free_tools(tools, a->n_actions);
+    free_tools(tools, n_tools);
     return st;
 }
 

@@ -57,6 +57,11 @@ typedef struct pl__llm_tool {
     cJSON *parameters;       /* owned */
 } pl__llm_tool;
 
+/* With an output schema and tools, the final answer comes as a call of this
+ * tool (unless a policy of that name is offered). */
+#define PL__LLM_SUBMIT "submit"
+PL__HIDDEN bool pl__llm_has_submit(const pl__llm *m, const pl_action *action);
+
 /* The conversation, provider-neutral: an array of
  *   {"role": "system"|"user"|"assistant"|"tool", "content": "...",
  *    "tool_calls": [{"id", "name", "arguments": "text"}], "tool_call_id"} */

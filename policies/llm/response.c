@@ -180,12 +180,24 @@ int pl__llm_parse_response(cJSON **answer, long *in_tokens, long *out_tokens,
     return PL_OK;
 }
 
-static bool allowed(const pl_action *action, const char *name)
+static bool offered(const pl_action *action, const char *name)
 {
     for (size_t i = 0; i < action->n_actions; i++)
         if (strcmp(action->actions[i], name) == 0)
             return true;
     return false;
+}
+
+bool pl__llm_has_submit(const pl__llm *m, const pl_action *action)
+{
+    return m->output_schema && action->n_actions &&
+           !offered(action, PL__LLM_SUBMIT);
+}
+
+static bool allowed(const pl__llm *m, const pl_action *action, const char *name)
+{
+    return offered(action, name) ||
+           (strcmp(name, PL__LLM_SUBMIT) == 0 && pl__llm_has_submit(m, action));
 }
 
 /* A short, printable quote of what the model sent. */
@@ -260,7 +272,7 @@ int pl__llm_answer_steps(pl_steps *out, char **why, const pl__llm *m,
             *why = pl__asprintf("tool call %d is not an object", i);
         else if (!name)
             *why = pl__asprintf("tool call %d has no tool name", i);
-        else if (!allowed(action, name))
+        else if (!allowed(m, action, name))
             *why = pl__asprintf("tool call %d names the tool '%.100s', which "
                                 "is not among the tools offered",
                                 i, name);
@@ -285,10 +297,48 @@ int pl__llm_answer_steps(pl_steps *out, char **why, const pl__llm *m,
             return PL_EJSON;
         i++;
     }
-    if (!i && m->output_schema &&
-        (*why = check_schema(m->output_schema, text->valuestring)))
+    bool submit = pl__llm_has_submit(m, action);
+    const cJSON *final = NULL; /* the submit call */
+    cJSON_ArrayForEach(c, calls)
+    {
+        if (submit && strcmp(str_of(c, "name"), PL__LLM_SUBMIT) == 0)
+            final = c;
+    }
+    if (final && i > 1) {
+        *why = pl__strdup("the answer calls 'submit' with other tools; "
+                          "'submit' comes alone");
         return PL_EJSON;
+    }
+    const char *answer_text = NULL;
+    char *args_text = NULL;
+    if (final) {
+        const cJSON *args = cJSON_GetObjectItemCaseSensitive(final,
+                                                             "arguments");
+        answer_text = cJSON_IsString(args)
+                          ? args->valuestring
+                          : (args_text = cJSON_PrintUnformatted(args));
+        if (!answer_text)
+            return PL_ENOMEM;
+    } else if (!i && m->output_schema) {
+        answer_text = text->valuestring;
+    }
+    if (answer_text && (*why = check_schema(m->output_schema, answer_text))) {
+        free(args_text);
+        return PL_EJSON;
+    }
     int st = PL_OK;
+    if (answer_text) { /* the final answer: its text and its JSON */
+        cJSON *p = NULL;
+        cJSON *json = cJSON_Parse(answer_text);
+        st = json ? pl_json_pack(&p, "{s:s, s:o}", "text", answer_text, "json",
+                                 json)
+                  : PL_ENOMEM;
+        if (!st)
+            st = pl_steps_add(out, PL_STEP_TEXT, NULL, p);
+        cJSON_Delete(p);
+        free(args_text);
+        return st;
+    }
     if (cJSON_IsString(text) && *text->valuestring)
         st = pl_steps_add_text(out, NULL, text->valuestring);
     i = 0;
