@@ -350,3 +350,66 @@ Test(llm_scripted, crash_at_every_step_with_the_loopback_server, .timeout = 300)
     crash_matrix(url, &srv);
     t_server_stop(&srv);
 }
+
+Test(llm_scripted,
+     the_record_of_a_model_call_does_not_grow_with_the_conversation)
+{
+    enum { TURNS = 15 };
+    char script[8192];
+    size_t len = (size_t)snprintf(script, sizeof script, "{\"responses\": [");
+    for (int i = 0; i < TURNS; i++)
+        len += (size_t)
+            snprintf(script + len, sizeof script - len,
+                     "{\"tool_calls\": [{\"id\": \"c%02d\", \"name\": "
+                     "\"add\", \"arguments\": {\"a\": %d, \"b\": "
+                     "1000}}]},",
+                     i, 100 + i);
+    snprintf(script + len, sizeof script - len, "{\"text\": \"done\"}]}");
+    pl_registry *reg = scripted_registry(script);
+    pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
+    cJSON *p = t_json("{\"text\": \"add many\", \"actions\": [\"add\"], "
+                      "\"max_turns\": 20}");
+    pl_action a = {PL_ACTION_VERSION, "agent", p, NULL, 0, NULL};
+    pl_outcome *o = NULL;
+    cr_assert_eq(pl_run_start(&o, e, &a, NULL), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason ? o->reason : "");
+    cr_expect_str_eq(t_str(t_result(o), "text"), "done");
+    cJSON_Delete(p);
+
+    pl_steps *l = NULL;
+    cr_assert_eq(pl_run_ledger(&l, e, o->run_id, "0.0"), PL_OK);
+    size_t first = 0, last = 0;
+    double req_first = 0, req_last = 0;
+    int n = 0;
+    for (size_t i = 0; i < pl_steps_count(l); i++) {
+        const pl_step *s = pl_steps_at(l, i);
+        if (pl_step_type_of(s) != PL_STEP_SIDE_EFFECT ||
+            !cJSON_GetObjectItemCaseSensitive(pl_step_payload(s), "value"))
+            continue;
+        char *t = t_text(pl_step_payload(s));
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(pl_step_payload(s),
+                                                          "value");
+        double rb = cJSON_GetObjectItemCaseSensitive(v, "request_bytes")
+                        ->valuedouble;
+        if (n++ == 1) { /* the first of the tool-call answers' followers */
+            first = strlen(t);
+            req_first = rb;
+        }
+        if (n == TURNS) { /* the last tool-call answer, same shape */
+            last = strlen(t);
+            req_last = rb;
+        }
+        free(t);
+    }
+    cr_assert_eq(n, TURNS + 1);
+    cr_expect_gt(req_last, req_first + 1000,
+                 "the requests grew with the conversation (%g -> %g bytes)",
+                 req_first, req_last);
+    cr_expect_leq(last, first + 8,
+                  "the recorded exchange grew from %zu to %zu bytes", first,
+                  last);
+    pl_steps_free(l);
+    pl_outcome_free(o);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
