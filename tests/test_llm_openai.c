@@ -799,3 +799,22 @@ Test(llm_openai, with_tools_the_structured_answer_comes_by_submit)
     pl_engine_close(e);
     pl_registry_free(reg);
 }
+
+Test(llm_openai, a_retry_after_past_the_time_budget_is_not_waited_for)
+{
+    serve(script(2,
+                 raw("{\"status\": 429, \"headers\": {\"Retry-After\": "
+                     "\"3600\"}, \"body\": {\"error\": {\"message\": "
+                     "\"come back in an hour\"}}}"),
+                 answer("too late", NULL, NULL, NULL)));
+    pl_registry *reg;
+    pl_llm_options o = opts();
+    o.total_timeout_ms = 3000;
+    pl_engine *e = engine_for(&reg, &o);
+    pl_outcome *out = t_agent(e, "hi", "[]", "ra");
+    expect_error(out, PL_ERR_RATE_LIMITED, "come back in an hour");
+    cr_expect_eq(t_server_requests(&g_srv), 1);
+    pl_outcome_free(out);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
