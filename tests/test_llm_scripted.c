@@ -413,3 +413,42 @@ Test(llm_scripted,
     pl_engine_close(e);
     pl_registry_free(reg);
 }
+
+Test(llm_scripted, malformed_answers_of_every_shape_are_named)
+{
+    static const char *const cases[][2] = {
+        {"{\"text\": 5}", "wrong shape"},
+        {"{\"tool_calls\": \"add\"}", "wrong shape"},
+        {"{}", "neither text nor tool calls"},
+        {"{\"tool_calls\": [7]}", "not an object"},
+        {"{\"tool_calls\": [{\"arguments\": {}}]}", "no tool name"},
+        {"{\"tool_calls\": [{\"name\": \"add\"}]}", "has no arguments"},
+        {"{\"tool_calls\": [{\"name\": \"add\", \"arguments\": 5}]}",
+         "not a JSON object"},
+        {"{\"tool_calls\": [{\"name\": \"add\", \"arguments\": \"[1]\"}]}",
+         "not a JSON object"},
+        {"{\"tool_calls\": [{\"name\": \"add\", \"arguments\": \"{\\\"a\"}]}",
+         "not JSON"},
+        {"{\"tool_calls\": [{\"name\": \"submit\", \"arguments\": {}}]}",
+         "'submit', which is not among the tools offered"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char script[512];
+        snprintf(script, sizeof script, "{\"responses\": [%s]}", cases[i][0]);
+        pl_registry *reg = scripted_registry(script);
+        pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
+        pl_outcome *o = t_agent(e, "hi", "[\"add\"]", "bad");
+        cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s: %s", cases[i][0],
+                     o->reason ? o->reason : "");
+        const cJSON *r = t_result(o);
+        cr_expect_str_eq(t_str(r, "code"), PL_LLM_ERR_INVALID_MODEL_ACTION,
+                         "%s", cases[i][0]);
+        cr_expect(t_str(r, "message") &&
+                      strstr(t_str(r, "message"), cases[i][1]),
+                  "%s: %s", cases[i][0], t_str(r, "message"));
+        cr_expect_eq(t_calls.add, 0);
+        pl_outcome_free(o);
+        pl_engine_close(e);
+        pl_registry_free(reg);
+    }
+}
