@@ -112,6 +112,16 @@ typedef enum pl_llm_malformed {
     PL_LLM_MALFORMED_REPROMPT = 1
 } pl_llm_malformed;
 
+/** What to do when a tool the model called returned an error result. */
+typedef enum pl_llm_tool_errors {
+    /** Send the error to the model as the tool's result, and go on: the
+     *  model reads it and may try otherwise (the default). */
+    PL_LLM_TOOL_ERRORS_CONTINUE = 0,
+    /** End the call at once with the first such error as its result,
+     *  without asking the model again. */
+    PL_LLM_TOOL_ERRORS_FAIL = 1
+} pl_llm_tool_errors;
+
 #define PL_LLM_OPTIONS_VERSION 1
 
 /** Options of an LLM policy.  Start from PL_LLM_OPTIONS_INIT. */
@@ -138,11 +148,12 @@ typedef struct pl_llm_options {
     unsigned backoff_base_ms;  /**< first retry's least wait; 0: 250 ms */
     unsigned backoff_max_ms;   /**< longest wait; 0: 20 s */
     size_t max_response_bytes; /**< larger bodies fail; 0: 8 MiB */
+    pl_llm_tool_errors tool_errors; /**< default: continue */
 } pl_llm_options;
 
 #define PL_LLM_OPTIONS_INIT                                                    \
     { PL_LLM_OPTIONS_VERSION, NULL, -1.0, 0, NULL, PL_LLM_MALFORMED_FAIL, 2,   \
-      NULL, NULL, 0, 0, 0, 0, 0, 0, 0 }
+      NULL, NULL, 0, 0, 0, 0, 0, 0, 0, PL_LLM_TOOL_ERRORS_CONTINUE }
 
 /**
  * Register an LLM policy.

@@ -452,3 +452,46 @@ Test(llm_scripted, malformed_answers_of_every_shape_are_named)
         pl_registry_free(reg);
     }
 }
+
+static void tool_error_run(pl_llm_tool_errors rule, const char *want_code,
+                           uint64_t want_served)
+{
+    g_script = t_write_file(
+        "script.json",
+        "{\"responses\": [{\"tool_calls\": [{\"id\": \"b1\", \"name\": "
+        "\"effect\", \"arguments\": {\"wrong\": 1}}]}, "
+        "{\"text\": \"The tool failed; I give up.\"}]}");
+    snprintf(g_url, sizeof g_url, "scripted://%s", g_script);
+    pl_llm_options o = PL_LLM_OPTIONS_INIT;
+    o.tool_errors = rule;
+    pl_registry *reg = t_llm_registry(g_url, &o);
+    pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
+    pl_outcome *out = t_agent(e, "hi", "[\"effect\"]", "te");
+    cr_assert_eq(out->status, PL_RUN_COMPLETED);
+    const cJSON *r = t_result(out);
+    if (want_code)
+        cr_expect_str_eq(t_str(r, "code"), want_code);
+    else
+        cr_expect_str_eq(t_str(r, "text"), "The tool failed; I give up.");
+    cr_expect_eq(served(), want_served);
+    pl_outcome_free(out);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+Test(llm_scripted, a_tool_error_goes_to_the_model_by_default)
+{
+    tool_error_run(PL_LLM_TOOL_ERRORS_CONTINUE, NULL, 2);
+}
+
+Test(llm_scripted, a_tool_error_ends_the_call_when_told_to_fail_fast)
+{
+    tool_error_run(PL_LLM_TOOL_ERRORS_FAIL, PL_ERR_INVALID_INPUT, 1);
+    pl_registry *reg = NULL;
+    cr_assert_eq(pl_registry_new(&reg), PL_OK);
+    pl_llm_options o = PL_LLM_OPTIONS_INIT;
+    o.tool_errors = (pl_llm_tool_errors)7;
+    cr_expect_eq(pl_llm_register(reg, "m", "scripted://x", NULL, &o),
+                 PL_EINVAL);
+    pl_registry_free(reg);
+}

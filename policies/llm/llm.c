@@ -173,10 +173,39 @@ static int one_exchange(cJSON **value, pl_ctx *ctx, const pl__llm *m,
     return st;
 }
 
+/* The first error result of the last turn's tool calls, if any: the
+ * action_result steps after the last exchange. */
+static int last_turn_error(const pl_step **out, pl_ctx *ctx)
+{
+    *out = NULL;
+    const pl_steps *ledger = NULL;
+    int st = pl_ctx_ledger(&ledger, ctx);
+    if (st)
+        return st;
+    size_t i = pl_steps_count(ledger);
+    while (i > 0 && !exchange_of(pl_steps_at(ledger, i - 1)))
+        i--;
+    for (; i < pl_steps_count(ledger); i++) {
+        const pl_step *s = pl_steps_at(ledger, i);
+        if (pl_step_type_of(s) == PL_STEP_ACTION_RESULT &&
+            pl_step_is_error(s)) {
+            *out = s;
+            break;
+        }
+    }
+    return PL_OK;
+}
+
 static int llm_policy(pl_ctx *ctx, const pl_action *a, pl_steps *out,
                       void *user)
 {
     const pl__llm *m = user;
+    if (m->o.tool_errors == PL_LLM_TOOL_ERRORS_FAIL) {
+        const pl_step *failed = NULL;
+        int st = last_turn_error(&failed, ctx);
+        if (st || failed)
+            return st ? st : pl_steps_add_result(out, pl_step_payload(failed));
+    }
     pl__llm_tool *tools = NULL;
     size_t n_tools = 0;
     int st = make_tools(&tools, &n_tools, ctx, m, a);
@@ -256,6 +285,12 @@ int pl_llm_register(pl_registry *reg, const char *name, const char *model_url,
                            opts->version, PL_LLM_OPTIONS_VERSION);
         o = *opts;
     }
+    if (o.tool_errors != PL_LLM_TOOL_ERRORS_CONTINUE &&
+        o.tool_errors != PL_LLM_TOOL_ERRORS_FAIL)
+        return pl__err(PL_EINVAL,
+                       "pl_llm_register: unknown tool-error rule "
+                       "%d",
+                       (int)o.tool_errors);
     if (o.malformed != PL_LLM_MALFORMED_FAIL &&
         o.malformed != PL_LLM_MALFORMED_REPROMPT)
         return pl__err(PL_EINVAL,
