@@ -29,7 +29,17 @@
  *     Unauthorized (401), Forbidden (403), NotFound (404), InvalidInput
  *     (other 4xx), RateLimited, RetryableServer or Timeout (429, 5xx and
  *     transport errors, once retries are spent), or InvalidModelAction
- *     (see pl_llm_malformed).
+ *     (see pl_llm_malformed).  A response body that is not the protocol's
+ *     JSON is InvalidInput, not retried.
+ *   - Retries happen inside one model call, before it is recorded: up to
+ *     max_attempts, waiting by decorrelated jitter and at least what a
+ *     Retry-After (in seconds) asks, never past total_timeout_ms.
+ *   - No API key for a provider's own server fails the run (PL_EINVAL, with
+ *     the variable's name): nothing is recorded, so set the key and continue
+ *     the run.
+ *   - Re-prompts (PL_LLM_MALFORMED_REPROMPT) happen within one turn of the
+ *     loop, each a recorded exchange after a `text` step
+ *     {"text": what was wrong and the tool catalog, "reprompt": true}.
  *
  * Model URLs:
  *   openai://MODEL                 chat completions with tool calling;
