@@ -87,6 +87,11 @@ Test(llm_scripted, plays_the_script_and_replays_without_it)
     pl_engine_close(e);
     pl_registry_free(reg);
     cr_expect_eq(pl_llm_run_tokens(&tok, NULL, "s1"), PL_EINVAL);
+    e = t_engine(t_store_path(), reg = scripted_registry(SCRIPT),
+                 PL_DURABILITY_PROCESS);
+    cr_expect_eq(pl_llm_run_tokens(&tok, e, "no-such-run"), PL_ENOTFOUND);
+    pl_engine_close(e);
+    pl_registry_free(reg);
 }
 
 Test(llm_scripted, a_retryable_fault_plays_the_next_response)
