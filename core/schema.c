@@ -184,7 +184,7 @@ static char *ecma_to_posix(const char *src, const char **bad)
     *bad = NULL;
     for (const char *p = src; *p && !st && !*bad; p++) {
         const char *rep = NULL;
-        char one[2] = {*p, 0};
+        char one[2] = {*p, 0}, esc[3] = {'\\', 0, 0};
         if (*p == '\\' && p[1]) {
             char c = *++p;
             switch (c) {
@@ -216,7 +216,7 @@ static char *ecma_to_posix(const char *src, const char **bad)
             }
             if (!rep) {
                 /* an escaped character: itself, escaped outside brackets */
-                char esc[3] = {'\\', c, 0};
+                esc[1] = c;
                 one[0] = c;
                 rep = in_class ? one : esc;
             }

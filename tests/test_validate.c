@@ -67,8 +67,8 @@ static int agent(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(a->payload, "calls"))
     {
         pl_action call = PL_ACTION_INIT;
-        call.policy =
-            cJSON_GetObjectItemCaseSensitive(c, "policy")->valuestring;
+        call.policy = cJSON_GetObjectItemCaseSensitive(c, "policy")
+                          ->valuestring;
         call.payload = cJSON_GetObjectItemCaseSensitive(c, "payload");
         pl_decorator d = pl_decorator_validate(g_cache);
         pl_step *r = NULL;
@@ -147,12 +147,10 @@ Test(validate, valid_input_and_result_pass)
         "{\"calls\":[{\"policy\":\"tool\",\"payload\":{\"a\":1,\"b\":2}},"
         "{\"policy\":\"plain\",\"payload\":{\"a\":1,\"b\":\"x\",\"c\":0}}]}",
         "ok");
-    const cJSON *sum = cJSON_GetObjectItemCaseSensitive(result_at(o, 0),
-                                                        "sum");
+    const cJSON *sum = cJSON_GetObjectItemCaseSensitive(result_at(o, 0), "sum");
     cr_assert(cJSON_IsNumber(sum) && sum->valuedouble == 3);
     /* a policy without schemas is called as is */
-    cr_assert_null(cJSON_GetObjectItemCaseSensitive(result_at(o, 1),
-                                                    "error"));
+    cr_assert_null(cJSON_GetObjectItemCaseSensitive(result_at(o, 1), "error"));
     cr_expect_eq(atomic_load(&g_tool_runs), 2);
     pl_outcome_free(o);
     pl_engine_close(e);
@@ -176,8 +174,8 @@ Test(validate, invalid_input_is_refused_without_running_the_callee)
     expect_error(result_at(o, 2), PL_ERR_INVALID_INPUT, "/b", "maximum");
     expect_error(result_at(o, 3), PL_ERR_INVALID_INPUT, "/x~1y",
                  "additionalProperties");
-    cr_expect(strstr(str(result_at(o, 1), "message"), "\"b\"") != NULL,
-              "%s", str(result_at(o, 1), "message"));
+    cr_expect(strstr(str(result_at(o, 1), "message"), "\"b\"") != NULL, "%s",
+              str(result_at(o, 1), "message"));
     cr_expect_eq(atomic_load(&g_tool_runs), 0, "the tool ran");
     cr_expect_eq(o->calls_executed, 4); /* the calls ran, not the tool */
 
@@ -186,8 +184,7 @@ Test(validate, invalid_input_is_refused_without_running_the_callee)
     cr_assert_eq(pl_run_ledger(&l, e, "bad", "0"), PL_OK, "%s", pl_errmsg());
     size_t errors = 0;
     for (size_t i = 0; i < pl_steps_count(l); i++)
-        errors += pl_step_type_of(pl_steps_at(l, i)) ==
-                      PL_STEP_ACTION_RESULT &&
+        errors += pl_step_type_of(pl_steps_at(l, i)) == PL_STEP_ACTION_RESULT &&
                   pl_step_is_error(pl_steps_at(l, i));
     cr_expect_eq(errors, 4);
     pl_steps_free(l);
@@ -214,11 +211,9 @@ Test(validate, result_that_breaks_the_output_schema_is_a_mismatch)
 
     /* the callee's own result stays in its ledger, before the mismatch */
     pl_steps *l = NULL;
-    cr_assert_eq(pl_run_ledger(&l, e, "lie", "0.0"), PL_OK, "%s",
-                 pl_errmsg());
+    cr_assert_eq(pl_run_ledger(&l, e, "lie", "0.0"), PL_OK, "%s", pl_errmsg());
     cr_assert_eq(pl_steps_count(l), 2);
-    cr_expect_str_eq(str(pl_step_payload(pl_steps_at(l, 0)), "total"),
-                     "many");
+    cr_expect_str_eq(str(pl_step_payload(pl_steps_at(l, 0)), "total"), "many");
     cr_expect_str_eq(pl_step_error_code(pl_steps_at(l, 1)),
                      PL_ERR_OUTPUT_SCHEMA_MISMATCH);
     pl_steps_free(l);
@@ -301,8 +296,7 @@ Test(validate, a_bad_schema_is_refused_at_registration)
               "%s", pl_errmsg());
     d.output_schema = "[]";
     cr_assert_eq(pl_registry_add(reg, &d), PL_EJSON);
-    cr_expect(strstr(pl_errmsg(), "output_schema") != NULL, "%s",
-              pl_errmsg());
+    cr_expect(strstr(pl_errmsg(), "output_schema") != NULL, "%s", pl_errmsg());
     d.output_schema = "{\"pattern\":\"(?=a)\"}";
     cr_assert_eq(pl_registry_add(reg, &d), PL_EINVAL);
     cr_expect(strstr(pl_errmsg(), "#/pattern") != NULL, "%s", pl_errmsg());
@@ -333,8 +327,11 @@ Test(validate, a_version_1_def_is_still_read)
     cr_assert_eq(pl_registry_new(&reg), PL_OK);
     def_v1 *old = malloc(sizeof *old); /* exactly its size: ASan checks */
     cr_assert_not_null(old);
-    *old = (def_v1){1,    "old", tool, NULL, NULL, "{\"type\":\"object\"}",
-                    true, PL_IN_DOUBT_RERUN, NULL};
+    *old = (def_v1){1,    "old",
+                    tool, NULL,
+                    NULL, "{\"type\":\"object\"}",
+                    true, PL_IN_DOUBT_RERUN,
+                    NULL};
     cr_assert_eq(pl_registry_add(reg, (const pl_policy_def *)(void *)old),
                  PL_OK, "%s", pl_errmsg());
     free(old);
