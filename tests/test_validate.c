@@ -6,6 +6,7 @@
 #include "support.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -362,4 +363,68 @@ Test(validate, no_cache_fails_the_run_with_a_reason)
     pl_registry_free(reg);
     cr_expect_eq(pl_schema_cache_new(NULL), PL_EINVAL);
     pl_schema_cache_free(NULL);
+}
+
+/* Runs on several threads share one cache: each policy is compiled once,
+ * under the cache's lock, and every run sees the same verdicts. */
+typedef struct worker {
+    pl_engine *e;
+    int id, ok, refused;
+} worker;
+
+static void *work(void *arg)
+{
+    worker *w = arg;
+    for (int i = 0; i < 10; i++) {
+        char id[32], payload[256];
+        snprintf(id, sizeof id, "t%d-%d", w->id, i);
+        snprintf(payload, sizeof payload,
+                 "{\"calls\":[{\"policy\":\"tool\",\"payload\":"
+                 "{\"a\":%d,\"b\":1}},{\"policy\":\"tool\",\"payload\":"
+                 "{\"a\":%d,\"b\":\"x\"}}]}",
+                 i, i);
+        cJSON *p = cJSON_Parse(payload);
+        pl_action a = PL_ACTION_INIT;
+        a.policy = "agent";
+        a.payload = p;
+        pl_run_options ro = PL_RUN_OPTIONS_INIT;
+        ro.run_id = id;
+        pl_outcome *o = NULL;
+        if (!pl_run_start(&o, w->e, &a, &ro) && o->status == PL_RUN_COMPLETED) {
+            const cJSON *rs = cJSON_GetObjectItemCaseSensitive(
+                pl_step_payload(pl_steps_at(o->steps,
+                                            pl_steps_count(o->steps) - 1)),
+                "results");
+            const cJSON *sum = cJSON_GetObjectItemCaseSensitive(
+                cJSON_GetArrayItem(rs, 0), "sum");
+            w->ok += cJSON_IsNumber(sum) && sum->valuedouble == i + 1;
+            w->refused += !strcmp(str(cJSON_GetArrayItem(rs, 1), "code"),
+                                  PL_ERR_INVALID_INPUT);
+        }
+        pl_outcome_free(o);
+        cJSON_Delete(p);
+    }
+    return NULL;
+}
+
+Test(validate, one_cache_serves_concurrent_runs)
+{
+    pl_registry *reg = registry();
+    pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
+    pthread_t th[4];
+    worker w[4];
+    for (int i = 0; i < 4; i++) {
+        w[i] = (worker){e, i, 0, 0};
+        cr_assert_eq(pthread_create(&th[i], NULL, work, &w[i]), 0);
+    }
+    for (int i = 0; i < 4; i++) {
+        pthread_join(th[i], NULL);
+        cr_expect_eq(w[i].ok, 10, "thread %d: %d results right", i, w[i].ok);
+        cr_expect_eq(w[i].refused, 10, "thread %d: %d refused", i,
+                     w[i].refused);
+    }
+    cr_expect_eq(atomic_load(&g_tool_runs), 40);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+    pl_schema_cache_free(g_cache);
 }
