@@ -428,3 +428,75 @@ Test(validate, one_cache_serves_concurrent_runs)
     pl_registry_free(reg);
     pl_schema_cache_free(g_cache);
 }
+
+/* A model-like policy: calls "tool" on its first turn, then says "done". */
+static int assistant(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)a;
+    (void)user;
+    const pl_steps *l = NULL;
+    int st = pl_ctx_ledger(&l, ctx);
+    if (st)
+        return st;
+    size_t results = 0;
+    for (size_t i = 0; i < pl_steps_count(l); i++)
+        results += pl_step_type_of(pl_steps_at(l, i)) == PL_STEP_ACTION_RESULT;
+    if (results)
+        return pl_steps_add_text(out, NULL, "done");
+    cJSON *args = cJSON_Parse("{\"a\":2,\"b\":3}");
+    st = pl_steps_add_call(out, "tool", args);
+    cJSON_Delete(args);
+    return st;
+}
+
+static int outer(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)user;
+    static const char *const tools[] = {"tool"};
+    pl_action call = PL_ACTION_INIT;
+    call.policy = "assistant";
+    call.payload = a->payload;
+    call.actions = tools;
+    call.n_actions = 1;
+    pl_decorator d[] = {pl_decorator_validate(g_cache), pl_decorator_loop(3),
+                        pl_decorator_invoke_action()};
+    pl_step *r = NULL;
+    int st = pl_ctx_call(&r, ctx, &call, d, 3);
+    if (!st)
+        st = pl_steps_add_result(out, pl_step_payload(r));
+    pl_step_free(r);
+    return st;
+}
+
+Test(validate, composes_with_loop_and_invoke_action)
+{
+    pl_registry *reg = registry();
+    pl_policy_def d = PL_POLICY_DEF_INIT;
+    d.name = "assistant";
+    d.fn = assistant;
+    d.input_schema = "{\"required\":[\"goal\"],\"properties\":{\"goal\":"
+                     "{\"type\":\"string\",\"minLength\":1}}}";
+    d.output_schema = "{\"required\":[\"text\"]}";
+    cr_assert_eq(pl_registry_add(reg, &d), PL_OK, "%s", pl_errmsg());
+    pl_policy_def o = PL_POLICY_DEF_INIT;
+    o.name = "outer";
+    o.fn = outer;
+    cr_assert_eq(pl_registry_add(reg, &o), PL_OK, "%s", pl_errmsg());
+    pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
+
+    pl_outcome *ok = t_start(e, "outer", "{\"goal\":\"add\"}", "good");
+    cr_assert_eq(ok->status, PL_RUN_COMPLETED, "%s",
+                 ok->reason ? ok->reason : "");
+    cr_expect_str_eq(str(t_result(ok), "text"), "done");
+    cr_expect_eq(atomic_load(&g_tool_runs), 1);
+
+    pl_outcome *bad = t_start(e, "outer", "{\"goal\":\"\"}", "empty");
+    cr_assert_eq(bad->status, PL_RUN_COMPLETED);
+    expect_error(t_result(bad), PL_ERR_INVALID_INPUT, "/goal", "minLength");
+    cr_expect_eq(atomic_load(&g_tool_runs), 1, "no turn ran");
+    pl_outcome_free(ok);
+    pl_outcome_free(bad);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+    pl_schema_cache_free(g_cache);
+}
