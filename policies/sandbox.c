@@ -34,14 +34,14 @@
 #include "policyledger.h"
 #include "util.h"
 
-#define SB_PATH_MAX 4095 /* bytes in a path, without its NUL */
-#define SB_NAME_MAX 255  /* bytes in one component */
-#define SB_MAX_LINKS 40  /* symlinks followed per path, as the kernel's */
+#define SB_PATH_MAX 4095  /* bytes in a path, without its NUL */
+#define SB_NAME_MAX 255   /* bytes in one component */
+#define SB_MAX_LINKS 40   /* symlinks followed per path, as the kernel's */
 #define SB_MAX_DEPTH 2048 /* directories deep (a 4095-byte path has fewer) */
 
 struct pl_sandbox {
-    int dirfd;       /* the root, O_PATH | O_DIRECTORY */
-    char *root;      /* its canonical absolute path */
+    int dirfd;  /* the root, O_PATH | O_DIRECTORY */
+    char *root; /* its canonical absolute path */
     size_t root_len;
     char **commands; /* allowed program names */
     size_t n_commands;
@@ -185,7 +185,10 @@ void pl_sandbox_free(pl_sandbox *sb)
     free(sb);
 }
 
-const char *pl_sandbox_root(const pl_sandbox *sb) { return sb ? sb->root : NULL; }
+const char *pl_sandbox_root(const pl_sandbox *sb)
+{
+    return sb ? sb->root : NULL;
+}
 
 /*
  * Turn the caller's path into one relative to the root: an absolute path
@@ -346,12 +349,10 @@ static int walk_push(walk *w, int fd, const char *name)
 static int follow_link(walk *w, const char *name)
 {
     if (++w->links > SB_MAX_LINKS)
-        return pl__err(PL_ELIMIT,
-                       "sandbox: path '%.*s': more than %d symlinks",
+        return pl__err(PL_ELIMIT, "sandbox: path '%.*s': more than %d symlinks",
                        w->orig_len, w->orig, SB_MAX_LINKS);
     char target[SB_PATH_MAX + 1];
-    ssize_t n =
-        readlinkat(w->fds[w->depth], name, target, sizeof target - 1);
+    ssize_t n = readlinkat(w->fds[w->depth], name, target, sizeof target - 1);
     if (n < 0)
         return pl__err(errno == ENOENT ? PL_ENOTFOUND : PL_EIO,
                        "sandbox: path '%.*s': cannot read symlink '%s': %s",
@@ -581,11 +582,10 @@ static int beneath_errno(const pl_sandbox *sb, const char *path, size_t len,
                            "sandbox: path '%.*s' ends in a symlink and "
                            "O_NOFOLLOW was asked",
                            n, path);
-        return pl__err(PL_ELIMIT, "sandbox: path '%.*s': too many symlinks",
-                       n, path);
-    case ENOENT:
-        return pl__err(PL_ENOTFOUND, "sandbox: path '%.*s' not found", n,
+        return pl__err(PL_ELIMIT, "sandbox: path '%.*s': too many symlinks", n,
                        path);
+    case ENOENT:
+        return pl__err(PL_ENOTFOUND, "sandbox: path '%.*s' not found", n, path);
     case ENOTDIR:
         return pl__err(PL_ENOTFOUND,
                        "sandbox: path '%.*s': a component on the way is not "

@@ -461,8 +461,7 @@ Test(sandbox, commands_against_the_allowlist)
     cr_assert_eq(pl_sandbox_new(&sb, BOX, &o), PL_OK, "%s", pl_errmsg());
 
     const char *ok[] = {"git", "status", "--short", "; rm -rf / #"};
-    cr_expect_eq(pl_sandbox_check_command(sb, ok, 4), PL_OK, "%s",
-                 pl_errmsg());
+    cr_expect_eq(pl_sandbox_check_command(sb, ok, 4), PL_OK, "%s", pl_errmsg());
     const char *ls[] = {"ls"};
     cr_expect_eq(pl_sandbox_check_command(sb, ls, 1), PL_OK);
 

@@ -48,8 +48,8 @@ static int peek(calc *c)
 static int unexpected(const calc *c, const char *wanted)
 {
     if (c->pos >= c->len)
-        return pl__err(PL_EINVAL, "expected %s at the end (offset %zu)",
-                       wanted, c->pos);
+        return pl__err(PL_EINVAL, "expected %s at the end (offset %zu)", wanted,
+                       c->pos);
     unsigned char ch = (unsigned char)c->s[c->pos];
     if (ch < 0x20 || ch >= 0x7f)
         return pl__err(PL_EINVAL, "expected %s at offset %zu, got byte 0x%02x",
@@ -104,9 +104,10 @@ static int number(calc *c, double *out)
     errno = 0;
     double v = strtod(buf, &end);
     if ((size_t)(end - buf) != n)
-        return pl__err(PL_EINVAL, "number at offset %zu cannot be read "
-                                  "(the C library reads another decimal "
-                                  "point)",
+        return pl__err(PL_EINVAL,
+                       "number at offset %zu cannot be read "
+                       "(the C library reads another decimal "
+                       "point)",
                        start);
     if (errno == ERANGE && isinf(v))
         return pl__err(PL_EINVAL, "number at offset %zu overflows", start);
@@ -138,8 +139,8 @@ static int primary(calc *c, double *out)
             return st;
         if (peek(c) != ')') {
             if (c->pos >= c->len)
-                return pl__err(PL_EINVAL,
-                               "'(' at offset %zu is never closed", open);
+                return pl__err(PL_EINVAL, "'(' at offset %zu is never closed",
+                               open);
             return unexpected(c, "')'");
         }
         c->pos++;
@@ -200,7 +201,10 @@ static int term(calc *c, double *out)
             return pl__err(PL_EINVAL, "%s by zero at offset %zu",
                            op == '/' ? "division" : "remainder", at);
         *out = op == '*' ? *out * r : op == '/' ? *out / r : fmod(*out, r);
-        st = finite_or_err(*out, op == '*' ? "'*'" : op == '/' ? "'/'" : "'%'",
+        st = finite_or_err(*out,
+                           op == '*'   ? "'*'"
+                           : op == '/' ? "'/'"
+                                       : "'%'",
                            at);
     }
     return st;
@@ -229,9 +233,8 @@ int pl__calc_eval(double *out, const char *s, size_t len)
     if (len == 0)
         return pl__err(PL_EINVAL, "empty expression");
     if (len > PL_TOOLS_MAX_EXPRESSION)
-        return pl__err(PL_EINVAL,
-                       "expression of %zu bytes is longer than %d", len,
-                       PL_TOOLS_MAX_EXPRESSION);
+        return pl__err(PL_EINVAL, "expression of %zu bytes is longer than %d",
+                       len, PL_TOOLS_MAX_EXPRESSION);
     calc c = {s, len, 0, 0};
     if (peek(&c) < 0)
         return pl__err(PL_EINVAL, "empty expression");

@@ -132,8 +132,9 @@ static int check_url(const char **out_code, url_parts *u, const pl_tools *t,
             (a->port < 0 || a->port == u->port))
             goto done; /* allowed */
     }
-    pl__err(PL_EFORBIDDEN, "%s '%s' is not allowed (%s://%s:%ld is not in "
-                           "the allowlist)",
+    pl__err(PL_EFORBIDDEN,
+            "%s '%s' is not allowed (%s://%s:%ld is not in "
+            "the allowlist)",
             what, url, u->scheme, u->host, u->port);
     code = PL_ERR_FORBIDDEN;
 done:
@@ -162,10 +163,9 @@ static int get_file(pl_steps *out, const pl_tools *t, const char *url,
         return st;
     if (st)
         return pl_steps_add_error(out, code, pl_errmsg());
-    st = pl_steps_add_resultf(out, "{s:s, s:i, s:n, s:s, s:I, s:b}", "url",
-                              url, "status", 200, "content_type", "body",
-                              data, "bytes", (int64_t)n, "truncated",
-                              truncated);
+    st = pl_steps_add_resultf(out, "{s:s, s:i, s:n, s:s, s:I, s:b}", "url", url,
+                              "status", 200, "content_type", "body", data,
+                              "bytes", (int64_t)n, "truncated", truncated);
     free(data);
     return st;
 }
@@ -186,9 +186,8 @@ static int http_error(pl_steps *out, CURL *h, const char *url, long status)
     else if (status >= 500 && status <= 599)
         code = PL_ERR_RETRYABLE_SERVER;
     struct curl_header *ra = NULL;
-    if (status == 429 &&
-        curl_easy_header(h, "Retry-After", 0, CURLH_HEADER, -1, &ra) ==
-            CURLHE_OK)
+    if (status == 429 && curl_easy_header(h, "Retry-After", 0, CURLH_HEADER, -1,
+                                          &ra) == CURLHE_OK)
         snprintf(msg, sizeof msg, "GET %.400s: HTTP %ld; Retry-After: %.40s",
                  url, status, ra->value);
     else
@@ -262,9 +261,8 @@ static int get_http(pl_steps *out, const pl_tools *t, pl_ctx *ctx,
         if (status >= 300 && status < 400 && next) {
             if (hops >= t->max_redirects) {
                 char msg[600];
-                snprintf(msg, sizeof msg,
-                         "GET %.400s: more than %d redirects", first,
-                         t->max_redirects);
+                snprintf(msg, sizeof msg, "GET %.400s: more than %d redirects",
+                         first, t->max_redirects);
                 st = pl_steps_add_error(out, PL_ERR_INVALID_INPUT, msg);
                 goto done;
             }
@@ -309,11 +307,12 @@ static int get_http(pl_steps *out, const pl_tools *t, pl_ctx *ctx,
         snprintf(note, sizeof note,
                  "the body is larger than %zu bytes: this is its first %lld",
                  t->max_body_bytes, keep);
-        st = pl_steps_add_resultf(
-            out, "{s:s, s:i, s:s?, s:s, s:I, s:b, s*s}", "url", url, "status",
-            (int)status, "content_type", ctype, "body", b.data, "bytes",
-            (int64_t)keep, "truncated", b.truncated, "note",
-            b.truncated ? note : NULL);
+        st = pl_steps_add_resultf(out, "{s:s, s:i, s:s?, s:s, s:I, s:b, s:s*}",
+                                  "url", url, "status", (int)status,
+                                  "content_type", ctype, "body", b.data,
+                                  "bytes", (int64_t)keep, "truncated",
+                                  b.truncated, "note",
+                                  b.truncated ? note : NULL);
         goto done;
     }
 done:

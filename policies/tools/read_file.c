@@ -15,19 +15,16 @@
 static const char *code_of(int st)
 {
     switch (st) {
-    case PL_ENOTFOUND:
-        return PL_ERR_NOT_FOUND;
+    case PL_ENOTFOUND: return PL_ERR_NOT_FOUND;
     case PL_EFORBIDDEN:
-    case PL_EIO: /* permission denied, mostly */
-        return PL_ERR_FORBIDDEN;
-    default:
-        return PL_ERR_INVALID_INPUT;
+    case PL_EIO: /* permission denied, mostly */ return PL_ERR_FORBIDDEN;
+    default: return PL_ERR_INVALID_INPUT;
     }
 }
 
-int pl__read_text(char **data, size_t *len, bool *truncated,
-                  const char **code, const pl_sandbox *sb, const char *path,
-                  size_t path_len, size_t cap)
+int pl__read_text(char **data, size_t *len, bool *truncated, const char **code,
+                  const pl_sandbox *sb, const char *path, size_t path_len,
+                  size_t cap)
 {
     *data = NULL;
     *len = 0;
@@ -122,7 +119,7 @@ int pl__tool_read_file(pl_ctx *ctx, const pl_action *action, pl_steps *out,
     snprintf(note, sizeof note,
              "the file is larger than %zu bytes: content is its first %zu",
              t->max_file_bytes, len);
-    st = pl_steps_add_resultf(out, "{s:s, s:s, s:I, s:b, s*s}", "path", path,
+    st = pl_steps_add_resultf(out, "{s:s, s:s, s:I, s:b, s:s*}", "path", path,
                               "content", data, "bytes", (int64_t)len,
                               "truncated", truncated, "note",
                               truncated ? note : NULL);

@@ -173,9 +173,8 @@ done:
 
 int pl_tools_new(pl_tools **out, const pl_tools_options *opts)
 {
-    static const char *const loopback[] = {"http://127.0.0.1",
-                                           "http://localhost", "http://[::1]",
-                                           "file://"};
+    static const char *const loopback[] = {
+        "http://127.0.0.1", "http://localhost", "http://[::1]", "file://"};
     if (out)
         *out = NULL;
     if (!out)
@@ -199,13 +198,15 @@ int pl_tools_new(pl_tools **out, const pl_tools_options *opts)
     pl_tools *t = calloc(1, sizeof *t);
     if (!t)
         return pl__err(PL_ENOMEM, "pl_tools_new: out of memory");
-    t->max_file_bytes = opts->max_file_bytes ? opts->max_file_bytes : DEFAULT_CAP;
-    t->max_body_bytes = opts->max_body_bytes ? opts->max_body_bytes : DEFAULT_CAP;
+    t->max_file_bytes = opts->max_file_bytes ? opts->max_file_bytes
+                                             : DEFAULT_CAP;
+    t->max_body_bytes = opts->max_body_bytes ? opts->max_body_bytes
+                                             : DEFAULT_CAP;
     t->connect_timeout_ms = opts->connect_timeout_ms ? opts->connect_timeout_ms
-                                                      : DEFAULT_CONNECT_MS;
+                                                     : DEFAULT_CONNECT_MS;
     t->timeout_ms = opts->timeout_ms ? opts->timeout_ms : DEFAULT_TIMEOUT_MS;
-    t->max_redirects =
-        opts->max_redirects < 0 ? DEFAULT_REDIRECTS : opts->max_redirects;
+    t->max_redirects = opts->max_redirects < 0 ? DEFAULT_REDIRECTS
+                                               : opts->max_redirects;
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
         st = pl__err(PL_EIO, "pl_tools_new: libcurl cannot be initialised");
         goto done;
