@@ -1397,8 +1397,10 @@ int pl_sandbox_check_command(const pl_sandbox *sb, const char *const *argv,
  *               "status": 200, "content_type": "...", "body": "...",
  *               "bytes": N, "truncated": false}
  *               A GET over libcurl, only to allowed URLs (below), each
- *               redirect checked again, at most max_redirects of them; it
- *               sends the call's idempotency key as Idempotency-Key.  A
+ *               redirect checked again, at most max_redirects of them, and
+ *               never to a file:// URL; no proxy (the environment's
+ *               http_proxy is ignored); it sends the call's idempotency key
+ *               (pl_ctx_idempotency_key()) as Idempotency-Key.  A
  *               body past max_body_bytes is cut as read_file's is.  404
  *               NotFound, 401 Unauthorized, 403 Forbidden, 429 RateLimited
  *               (the message carries Retry-After), 5xx RetryableServer,
@@ -1453,7 +1455,10 @@ typedef struct pl_tools_options {
  * @param opts NULL for defaults.
  * @return PL_OK; PL_EINVAL (wrong version, a malformed allow entry, a
  *         negative timeout, max_redirects below -1); the errors of
- *         pl_sandbox_new() for root; PL_ENOMEM.
+ *         pl_sandbox_new() for root; PL_EIO (libcurl cannot be
+ *         initialised); PL_ENOMEM.
+ * @note Calls curl_global_init() (and pl_tools_free() its cleanup): with
+ *       libcurl before 7.84, call it before other threads use libcurl.
  */
 int pl_tools_new(pl_tools **out, const pl_tools_options *opts);
 
@@ -1462,7 +1467,7 @@ void pl_tools_free(pl_tools *tools);
 
 /**
  * Register "calculator", "http_get" and, with a root, "read_file" in
- * @p reg: all of them or, on failure, none.
+ * @p reg.  Every name is checked first, so PL_EEXIST registers none.
  * @param tools borrowed: must outlive every engine using @p reg.
  * @return PL_OK; PL_EINVAL (NULL argument); PL_EEXIST (a name is taken);
  *         PL_ENOMEM.

@@ -242,6 +242,7 @@ static int get_http(pl_steps *out, const pl_tools *t, pl_ctx *ctx,
         curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
         curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
         curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+        curl_easy_setopt(h, CURLOPT_PROXY, ""); /* no proxy from the env */
         curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, t->connect_timeout_ms);
         curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, t->timeout_ms);
         curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
