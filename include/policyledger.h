@@ -1430,7 +1430,10 @@ typedef struct pl_tools_options {
     /** The sandbox directory of read_file and of file:// URLs.  NULL:
         read_file is not registered and no file:// URL is allowed. */
     const char *root;
-    size_t max_file_bytes;     /**< read_file's cap; 0 = 1 MiB */
+    /** read_file's cap; 0 = 1 MiB, at most 1 GiB.  A result must fit
+        the engine's max_payload (16 MiB by default), so keep the caps
+        below it. */
+    size_t max_file_bytes;
     /**
      * Allowed URL prefixes as "scheme://host" or "scheme://host:port"
      * (scheme http or https; host compared without case) or "file://".
@@ -1441,7 +1444,7 @@ typedef struct pl_tools_options {
     size_t n_allow;            /**< entries in allow */
     long connect_timeout_ms;   /**< 0 = 5000 */
     long timeout_ms;           /**< whole request; 0 = 30000 */
-    size_t max_body_bytes;     /**< http_get's cap; 0 = 1 MiB */
+    size_t max_body_bytes;     /**< http_get's cap; as max_file_bytes */
     int max_redirects;         /**< redirects followed; -1 = 5, 0 = none */
 } pl_tools_options;
 
@@ -1454,7 +1457,8 @@ typedef struct pl_tools_options {
  *             whose registry holds the tools is closed.
  * @param opts NULL for defaults.
  * @return PL_OK; PL_EINVAL (wrong version, a malformed allow entry, a
- *         negative timeout, max_redirects below -1); the errors of
+ *         negative timeout, max_redirects below -1, a cap past 1 GiB);
+ *         the errors of
  *         pl_sandbox_new() for root; PL_EIO (libcurl cannot be
  *         initialised); PL_ENOMEM.
  * @note Calls curl_global_init() (and pl_tools_free() its cleanup): with

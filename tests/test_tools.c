@@ -367,6 +367,10 @@ Test(tools, bad_options)
     o.max_redirects = -2;
     cr_expect_eq(pl_tools_new(&t, &o), PL_EINVAL);
     o = (pl_tools_options)PL_TOOLS_OPTIONS_INIT;
+    o.max_body_bytes = (size_t)-1;
+    cr_expect_eq(pl_tools_new(&t, &o), PL_EINVAL);
+    cr_expect(strstr(pl_errmsg(), "at most") != NULL, "%s", pl_errmsg());
+    o = (pl_tools_options)PL_TOOLS_OPTIONS_INIT;
     o.root = "/nonexistent/policyledger/dir";
     cr_expect_eq(pl_tools_new(&t, &o), PL_ENOTFOUND);
 }
@@ -729,5 +733,109 @@ Test(tools, http_get_with_an_allowlist_of_its_own)
     expect_error(run_tool("http_get", "{\"url\":\"file:///x\"}"),
                  PL_ERR_FORBIDDEN, "file:///x");
     server_stop();
+    close_all();
+}
+
+/* ------------------------------------------------------------------------ */
+/* The tools as a model sees them: loop + invoke_action                      */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * model: a scripted stand-in for an LLM.  Its first turn asks for three
+ * tools; its next turn answers with a text step listing, for each result
+ * in its ledger, the error code or the result's "result" / "content".
+ */
+static int model(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)a, (void)user;
+    const pl_steps *l = NULL;
+    int st = pl_ctx_ledger(&l, ctx);
+    if (st)
+        return st;
+    char buf[512] = "";
+    size_t len = 0, results = 0;
+    for (size_t i = 0; i < pl_steps_count(l); i++) {
+        const pl_step *s = pl_steps_at(l, i);
+        if (pl_step_type_of(s) != PL_STEP_ACTION_RESULT)
+            continue;
+        results++;
+        const cJSON *p = pl_step_payload(s);
+        const cJSON *r = cJSON_GetObjectItemCaseSensitive(p, "result");
+        const char *c = str_of(p, "content");
+        if (pl_step_is_error(s))
+            len += (size_t)snprintf(buf + len, sizeof buf - len, "[%s]",
+                                    pl_step_error_code(s));
+        else if (cJSON_IsNumber(r))
+            len += (size_t)snprintf(buf + len, sizeof buf - len, "[%g]",
+                                    r->valuedouble);
+        else
+            len += (size_t)snprintf(buf + len, sizeof buf - len, "[%s]",
+                                    c ? c : "?");
+    }
+    if (results)
+        return pl_steps_add_text(out, NULL, buf);
+    cJSON *calc = t_json("{\"expression\":\"6 * 7\"}");
+    cJSON *file = t_json("{\"path\":\"notes.txt\"}");
+    cJSON *http = t_json("{\"url\":\"http://127.0.0.1:1/\"}");
+    st = pl_steps_add_call(out, "calculator", calc);
+    if (!st)
+        st = pl_steps_add_call(out, "read_file", file);
+    if (!st)
+        st = pl_steps_add_call(out, "http_get", http); /* not allowed */
+    cJSON_Delete(calc);
+    cJSON_Delete(file);
+    cJSON_Delete(http);
+    return st;
+}
+
+static int agent(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)a, (void)user;
+    static const char *const allowed[] = {"calculator", "read_file"};
+    pl_decorator decos[2] = {pl_decorator_loop(4),
+                             pl_decorator_invoke_action()};
+    pl_action call = PL_ACTION_INIT;
+    call.policy = "model";
+    call.payload = pl_json_empty();
+    call.actions = allowed;
+    call.n_actions = 2;
+    pl_step *res = NULL;
+    int st = pl_ctx_call(&res, ctx, &call, decos, 2);
+    if (st)
+        return st;
+    st = pl_steps_add_result(out, pl_step_payload(res));
+    pl_step_free(res);
+    return st;
+}
+
+Test(tools, a_model_loop_calls_only_the_allowed_tools)
+{
+    open_with(NULL);
+    make_file(F.dir, "notes.txt", "tea", 3);
+    pl_policy_def def = PL_POLICY_DEF_INIT;
+    def.name = "model";
+    def.fn = model;
+    cr_assert_eq(pl_registry_add(F.reg, &def), PL_OK);
+    def.name = "agent";
+    def.fn = agent;
+    cr_assert_eq(pl_registry_add(F.reg, &def), PL_OK);
+
+    pl_outcome *o = t_start(F.engine, "agent", "{}", "agent-1");
+    cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason ? o->reason : "");
+    cr_expect_str_eq(str_of(t_result(o), "text"), "[42][tea][NotAllowed]");
+    cr_expect_eq(o->calls_executed, 3, "model and the two allowed tools: %llu",
+                 (unsigned long long)o->calls_executed);
+    pl_outcome_free(o);
+
+    /* Continued: the whole conversation is served, no tool runs. */
+    char p[8400];
+    snprintf(p, sizeof p, "%s/notes.txt", F.dir);
+    cr_assert(unlink(p) == 0);
+    cr_assert_eq(pl_run_continue(&o, F.engine, "agent-1", NULL), PL_OK, "%s",
+                 pl_errmsg());
+    cr_expect_eq(o->status, PL_RUN_COMPLETED);
+    cr_expect_str_eq(str_of(t_result(o), "text"), "[42][tea][NotAllowed]");
+    cr_expect_eq(o->calls_executed, 0);
+    pl_outcome_free(o);
     close_all();
 }

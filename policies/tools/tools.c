@@ -12,6 +12,7 @@
 #define DEFAULT_CONNECT_MS 5000
 #define DEFAULT_TIMEOUT_MS 30000
 #define DEFAULT_REDIRECTS 5
+#define MAX_CAP (1 << 30)
 
 static const char calculator_schema[] =
     "{\"type\":\"object\","
@@ -190,6 +191,11 @@ int pl_tools_new(pl_tools **out, const pl_tools_options *opts)
         return pl__err(PL_EINVAL,
                        "pl_tools_new: negative timeout or max_redirects "
                        "below -1");
+    if (opts->max_file_bytes > MAX_CAP || opts->max_body_bytes > MAX_CAP)
+        return pl__err(PL_EINVAL,
+                       "pl_tools_new: max_file_bytes and max_body_bytes may "
+                       "be at most %d bytes",
+                       MAX_CAP);
     if (opts->n_allow && !opts->allow)
         return pl__err(PL_EINVAL, "pl_tools_new: %zu allow entries, NULL list",
                        opts->n_allow);
