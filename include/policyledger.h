@@ -1268,11 +1268,11 @@ int pl_ctx_invokef(cJSON **out, pl_ctx *ctx, const char *policy,
  *   - A path is 1..4095 bytes, each component at most 255, with no NUL and
  *     no control byte (0x01-0x1f, 0x7f).
  *   - pl_sandbox_open_file() never follows a symlink it has not checked:
- *     it opens with openat2(2) and RESOLVE_BENEATH where the kernel has it,
- *     and otherwise walks the path one component at a time with
- *     openat(O_NOFOLLOW), reading each symlink itself.  So a symlink swapped
- *     in after pl_sandbox_resolve() and before the open is refused by the
- *     open.
+ *     it opens with openat2(2) and RESOLVE_BENEATH where the kernel has it
+ *     (and no seccomp filter refuses it), and otherwise walks the path one
+ *     component at a time with openat(O_NOFOLLOW), reading each symlink
+ *     itself.  So a symlink swapped in after pl_sandbox_resolve() and
+ *     before the open is refused by the open.
  *   - A command is an argument vector, never a shell line: its program
  *     (argv[0]) must be one of the allowed names exactly (no path, no '/'),
  *     and no argument may hold a control byte.  Allowing a shell allows

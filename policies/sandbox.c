@@ -9,7 +9,8 @@
  *   openat2   pl_sandbox_open_file() asks the kernel for RESOLVE_BENEATH
  *             (base/platform.c), which refuses ".." above the directory and
  *             absolute or escaping symlinks at every step of its own walk.
- *   the walk  everything else, and the open where openat2 is missing: one
+ *   the walk  everything else, and the open where openat2 is missing
+ *             (ENOSYS, or EPERM from a seccomp filter), or walk_only: one
  *             component at a time, each opened with O_NOFOLLOW relative to
  *             the directory before it, a symlink read with readlinkat() and
  *             its target walked in its place by the same rules.  The walk
@@ -17,10 +18,12 @@
  *             one (never the kernel's "..", which a moved directory could
  *             turn into an escape) and cannot pop the root.
  *
- * Either way no symlink is ever followed by the kernel on our behalf, so a
- * symlink swapped in between a check and an open is met by the open.
+ * Either way every symlink is checked where it is met, during the open
+ * itself (by the kernel's RESOLVE_BENEATH, or by the walk, for which the
+ * kernel never follows one), so a symlink swapped in between a check and an
+ * open is met by the open.
  */
-#define _GNU_SOURCE /* O_PATH, AT_EMPTY_PATH */
+#define _GNU_SOURCE /* O_PATH */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -52,8 +55,7 @@ struct pl_sandbox {
 
 static bool is_ctl(unsigned char c) { return c < 0x20 || c == 0x7f; }
 
-/* Check a path's bytes: 1..SB_PATH_MAX, no NUL, no control byte.  @p what
- * names it in messages. */
+/* Check a path's bytes: 1..SB_PATH_MAX, no NUL, no control byte. */
 static int check_path_bytes(const char *path, size_t len)
 {
     if (!path)
@@ -629,9 +631,11 @@ int pl_sandbox_open_file(int *out_fd, const pl_sandbox *sb, const char *path,
             *out_fd = fd;
             return PL_OK;
         }
-        if (fd != -ENOSYS)
+        /* No openat2 here (ENOSYS), or a seccomp filter that refuses
+         * syscalls it does not know with EPERM: walk instead, which is as
+         * strict. */
+        if (fd != -ENOSYS && fd != -EPERM)
             return beneath_errno(sb, path, len, -fd, nofollow);
-        /* no openat2 here: walk */
     }
     walk w;
     char last[SB_NAME_MAX + 1] = "";
