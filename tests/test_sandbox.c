@@ -3,7 +3,8 @@
  * directory is refused, with real files and symlinks in a temporary
  * directory.  Each path test runs twice: with openat2(2) where the kernel
  * has it, and with the component walk (walk_only), which is what runs
- * where it does not.
+ * where it does not; two more take openat2 away with a seccomp filter
+ * (ENOSYS, EPERM) and check that the open falls back to the walk.
  *
  * Layout made by setup():
  *   D/box/               the sandbox
@@ -16,10 +17,16 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 static char D[4096], BOX[4200];
@@ -496,4 +503,64 @@ Test(sandbox, commands_against_the_allowlist)
     cr_assert_eq(pl_sandbox_new(&sb, BOX, NULL), PL_OK);
     cr_expect_eq(pl_sandbox_check_command(sb, ls, 1), PL_EFORBIDDEN);
     pl_sandbox_free(sb);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Without openat2: a seccomp filter takes it away, as a kernel without it  */
+/* or a container's profile would                                           */
+/* ------------------------------------------------------------------------ */
+
+/* Make openat2 fail with @p err in this (test) process from now on. */
+static void refuse_openat2(int err)
+{
+#if defined(__x86_64__)
+    const unsigned arch = AUDIT_ARCH_X86_64;
+#elif defined(__aarch64__)
+    const unsigned arch = AUDIT_ARCH_AARCH64;
+#else
+    cr_skip_test("no seccomp filter for this architecture in the test");
+#endif
+#if defined(__x86_64__) || defined(__aarch64__)
+    struct sock_filter f[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, arch, 1, 0),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_openat2, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K,
+                 SECCOMP_RET_ERRNO | ((unsigned)err & SECCOMP_RET_DATA)),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    struct sock_fprog prog = {(unsigned short)(sizeof f / sizeof f[0]), f};
+    cr_assert(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0);
+    cr_assert(prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) == 0,
+              "seccomp: %s", strerror(errno));
+#endif
+}
+
+static void escapes_refused_without_openat2(int err)
+{
+    setup();
+    link_in_box("../outside/secret", "rel_out");
+    link_in_box("a/b.txt", "in_link");
+    pl_sandbox *sb = box(false);
+    refuse_openat2(err);
+    expect_open(sb, "a/b.txt", PL_OK, "inside");
+    expect_open(sb, "in_link", PL_OK, "inside");
+    expect_open(sb, "../outside/secret", PL_EFORBIDDEN, "..");
+    expect_open(sb, "rel_out", PL_EFORBIDDEN, "rel_out");
+    expect_open(sb, "a/b.txt/c", PL_ENOTFOUND, "not a directory");
+    /* The walk's own message, not openat2's: it did the work. */
+    expect_open(sb, "sub/../..", PL_EFORBIDDEN, "climbs above");
+    pl_sandbox_free(sb);
+}
+
+Test(sandbox, walks_where_openat2_is_missing)
+{
+    escapes_refused_without_openat2(ENOSYS);
+}
+
+Test(sandbox, walks_where_seccomp_refuses_openat2)
+{
+    escapes_refused_without_openat2(EPERM);
 }
