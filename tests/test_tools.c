@@ -681,6 +681,11 @@ Test(tools, http_get_refuses_urls_outside_the_allowlist)
     make_file(F.dir, "page.txt", "from a file", 11);
     expect_error(run_tool("http_get", "{\"url\":\"http://example.com/\"}"),
                  PL_ERR_FORBIDDEN, "not in the allowlist");
+    expect_error(run_tool("http_get",
+                          "{\"url\":\"http://127.0.0.1@example.com/\"}"),
+                 PL_ERR_FORBIDDEN, "example.com");
+    expect_error(run_tool("http_get", "{\"url\":\"http://127.0.0.1.nip.io/\"}"),
+                 PL_ERR_FORBIDDEN, "127.0.0.1.nip.io");
     expect_error(run_tool("http_get", "{\"url\":\"https://127.0.0.1/\"}"),
                  PL_ERR_FORBIDDEN, "https://127.0.0.1");
     expect_error(run_tool("http_get", "{\"url\":\"ftp://127.0.0.1/x\"}"),

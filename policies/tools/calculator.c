@@ -19,6 +19,7 @@
  * and overflow are errors, never inf or nan.
  */
 #include <errno.h>
+#include <locale.h>
 #include <math.h>
 #include <stdlib.h>
 
@@ -95,7 +96,9 @@ static int number(calc *c, double *out)
         i = j;
     }
     /* The lexeme is checked above, so strtod reads exactly it: copy it
-     * out, since the input need not end there. */
+     * out, since the input need not end there.  strtod reads it in the "C"
+     * locale (pl__calc_eval() sets it for this thread), whatever decimal
+     * point the program's locale has. */
     char buf[PL_TOOLS_MAX_EXPRESSION + 1];
     size_t n = i - start;
     memcpy(buf, c->s + start, n);
@@ -104,11 +107,7 @@ static int number(calc *c, double *out)
     errno = 0;
     double v = strtod(buf, &end);
     if ((size_t)(end - buf) != n)
-        return pl__err(PL_EINVAL,
-                       "number at offset %zu cannot be read "
-                       "(the C library reads another decimal "
-                       "point)",
-                       start);
+        return pl__err(PL_EINVAL, "number at offset %zu cannot be read", start);
     if (errno == ERANGE && isinf(v))
         return pl__err(PL_EINVAL, "number at offset %zu overflows", start);
     c->pos = i;
@@ -238,7 +237,13 @@ int pl__calc_eval(double *out, const char *s, size_t len)
     calc c = {s, len, 0, 0};
     if (peek(&c) < 0)
         return pl__err(PL_EINVAL, "empty expression");
+    locale_t cloc = newlocale(LC_NUMERIC_MASK, "C", (locale_t)0);
+    if (cloc == (locale_t)0)
+        return pl__err(PL_ENOMEM, "calculator: no \"C\" locale");
+    locale_t old = uselocale(cloc);
     int st = expr(&c, out);
+    uselocale(old);
+    freelocale(cloc);
     if (st)
         return st;
     if (peek(&c) >= 0)
@@ -256,7 +261,10 @@ int pl__tool_calculator(pl_ctx *ctx, const pl_action *action, pl_steps *out,
     if (pl_json_unpack(action->payload, "{s:s !}", "expression", &e))
         return pl_steps_add_error(out, PL_ERR_INVALID_INPUT, pl_errmsg());
     double v;
-    if (pl__calc_eval(&v, e, strlen(e)))
+    int st = pl__calc_eval(&v, e, strlen(e));
+    if (st == PL_ENOMEM)
+        return st;
+    if (st)
         return pl_steps_add_error(out, PL_ERR_INVALID_INPUT, pl_errmsg());
     return pl_steps_add_resultf(out, "{s:f}", "result", v);
 }

@@ -43,7 +43,8 @@ PL__HIDDEN int pl__tool_http_get(pl_ctx *ctx, const pl_action *action,
 /*
  * Evaluate an arithmetic expression (calculator.c).  Returns PL_OK with
  * *out set, or PL_EINVAL with a message (pl_errmsg()) saying what is wrong
- * and where: every failure is the caller's input.
+ * and where: every such failure is the caller's input.  PL_ENOMEM when the
+ * "C" locale cannot be made.
  */
 PL__HIDDEN int pl__calc_eval(double *out, const char *expr, size_t len);
 
