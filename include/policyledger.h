@@ -1273,6 +1273,8 @@ int pl_ctx_invokef(cJSON **out, pl_ctx *ctx, const char *policy,
  *     component at a time with openat(O_NOFOLLOW), reading each symlink
  *     itself.  So a symlink swapped in after pl_sandbox_resolve() and
  *     before the open is refused by the open.
+ *   - Hard links and mounts inside the directory are not seen as exits:
+ *     whoever can make them there reaches those files anyway.
  *   - A command is an argument vector, never a shell line: its program
  *     (argv[0]) must be one of the allowed names exactly (no path, no '/'),
  *     and no argument may hold a control byte.  Allowing a shell allows
