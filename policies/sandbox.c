@@ -540,6 +540,10 @@ int pl_sandbox_resolve(char **out, const pl_sandbox *sb, const char *path,
     st = walk_init(&w, sb, path, len, rel, rel_len);
     if (!st)
         st = walk_run(&w, -1, 0, false, &fd, last);
+    if (st) {
+        walk_free(&w);
+        return st;
+    }
     for (size_t i = 1; !st && i <= w.depth; i++) {
         if (b.len)
             st = pl__buf_append(&b, "/", 1);
@@ -556,12 +560,10 @@ int pl_sandbox_resolve(char **out, const pl_sandbox *sb, const char *path,
         st = pl__buf_append(&b, ".", 1);
     if (!st)
         st = pl__buf_append(&b, "", 1);
-    if (st == PL_ENOMEM && !pl__errmsg_set())
-        pl__err(PL_ENOMEM, "sandbox: out of memory");
     walk_free(&w);
     if (st) {
         pl__buf_free(&b);
-        return st;
+        return pl__err(PL_ENOMEM, "sandbox: out of memory");
     }
     *out = (char *)b.data;
     return PL_OK;
