@@ -152,6 +152,15 @@ const char *pl_status_name(int status);
  */
 const char *pl_errmsg(void);
 
+/**
+ * Set the calling thread's message (read with pl_errmsg()) from a printf
+ * format, and return @p status: for user policies and decorators,
+ * `return pl_errorf(PL_EINVAL, "bad limit %d", n);`.  The message may
+ * quote pl_errmsg() itself.  A NULL @p fmt sets the status's name.
+ * @return @p status.
+ */
+int pl_errorf(int status, const char *fmt, ...);
+
 /* ------------------------------------------------------------------------ */
 /* Error-as-data codes                                                      */
 /* ------------------------------------------------------------------------ */
@@ -1054,9 +1063,34 @@ const char *pl_ctx_policy(const pl_ctx *ctx);
  */
 const char *pl_ctx_idempotency_key(const pl_ctx *ctx);
 
-/** @return true while this invocation replays recorded steps.  For logs
- *          only: a policy must not behave differently on replay. */
+/** @return true while a recorded step remains at this invocation's cursor
+ *          (what it appends next is compared, not written).  For logs and
+ *          waits only: a policy must not record anything different on
+ *          replay. */
 bool pl_ctx_replaying(const pl_ctx *ctx);
+
+/**
+ * The invocation's deadline, Unix milliseconds on the recorded clock
+ * (pl_ctx_now()), or 0 for none.  A call's callee starts with its caller's
+ * deadline; the timeout decorator sets one.
+ *
+ * C cannot stop a running function, so a deadline is cooperative: the
+ * callee reads it and gives up in time; the library's own waits (the
+ * retry decorator's backoff) never wait past it; and the timeout decorator
+ * replaces the result of a callee that returned past it with a recorded
+ * "Timeout" error.  Nothing is interrupted.
+ */
+int64_t pl_ctx_deadline(const pl_ctx *ctx);
+
+/**
+ * Set this invocation's deadline (0 removes it) for the rest of its chain
+ * and every call it makes from here.  A decorator that sets one puts the
+ * previous one back when its inner chain returns, as the timeout decorator
+ * does.  Not recorded: derive it from recorded values (pl_ctx_now()) so a
+ * replay sets the same one.
+ * @return PL_OK; PL_EINVAL (negative @p unix_ms, a stale context).
+ */
+int pl_ctx_set_deadline(pl_ctx *ctx, int64_t unix_ms);
 
 /** @return the engine running this context. */
 pl_engine *pl_ctx_engine(const pl_ctx *ctx);
