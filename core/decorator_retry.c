@@ -96,6 +96,14 @@ static int give_value(cJSON **out, void *user)
     return *out ? PL_OK : pl_errorf(PL_ENOMEM, "retry: out of memory");
 }
 
+/* The tool's own wait, when its error result asks for one, or -1. */
+static double retry_after(const pl_step *last)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(pl_step_payload(last),
+                                                      "retry_after_ms");
+    return cJSON_IsNumber(v) && v->valuedouble >= 0 ? v->valuedouble : -1;
+}
+
 /*
  * Record the wait after attempt @p attempt and wait it, unless the ledger
  * already records what came after it.  *out_timeout is set when the wait
@@ -120,11 +128,9 @@ static int backoff(pl_ctx *ctx, const pl_retry_options *o, unsigned attempt,
     if (delay > o->max_backoff_ms)
         delay = o->max_backoff_ms;
     *prev = delay;
-    const cJSON *after = cJSON_GetObjectItemCaseSensitive(pl_step_payload(last),
-                                                          "retry_after_ms");
-    if (cJSON_IsNumber(after) && after->valuedouble > (double)delay &&
-        after->valuedouble < 9.0e15)
-        delay = (uint64_t)after->valuedouble;
+    double after = retry_after(last); /* at most max_retry_after_ms */
+    if (after > (double)delay)
+        delay = (uint64_t)after;
     int64_t until = now + (int64_t)delay;
     int64_t deadline = pl_ctx_deadline(ctx);
     if (deadline && until > deadline) {
@@ -171,7 +177,8 @@ static int retry_fn(pl_ctx *ctx, const pl_action *action, pl_steps *out,
         const pl_step *last = n ? pl_steps_at(turn, n - 1) : NULL;
         if (!last || !pl_step_is_error(last) ||
             !retryable(o, pl_step_error_code(last)) ||
-            attempt >= o->max_attempts)
+            attempt >= o->max_attempts ||
+            retry_after(last) > (double)o->max_retry_after_ms)
             break;
         bool timeout;
         if ((st = backoff(ctx, o, attempt, last, &prev, &timeout)))

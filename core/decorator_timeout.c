@@ -43,10 +43,10 @@ static int timeout_fn(pl_ctx *ctx, const pl_action *action, pl_steps *out,
     pl_steps *turn = NULL;
     if (!(st = pl_steps_new(&turn)))
         st = pl_next_call(next, ctx, action, turn);
-    /* the caller's deadline again, also when the chain failed */
-    int st2 = pl_ctx_set_deadline(ctx, prev);
+    /* the caller's deadline again (after a failure the run has stopped,
+     * and its context with it) */
     if (!st)
-        st = st2;
+        st = pl_ctx_set_deadline(ctx, prev);
     if (!st)
         st = pl_ctx_now(&end, ctx);
     if (!st)

@@ -1177,6 +1177,9 @@ typedef struct pl_retry_options {
     unsigned max_attempts;    /**< attempts in all, at least 1; default 3 */
     uint32_t base_ms;         /**< least backoff; default 100 */
     uint32_t max_backoff_ms;  /**< most backoff, >= base_ms; default 10000 */
+    uint32_t max_retry_after_ms; /**< the longest retry_after_ms a tool may
+                                      ask for; a longer one ends the
+                                      retries; default 60000 */
     const char *const *codes; /**< error codes to retry; NULL: Timeout,
                                    RetryableServer and RateLimited */
     size_t n_codes;           /**< entries in codes */
@@ -1185,7 +1188,7 @@ typedef struct pl_retry_options {
 } pl_retry_options;
 
 #define PL_RETRY_OPTIONS_INIT                                                  \
-    { PL_RETRY_OPTIONS_VERSION, 3, 100, 10000, NULL, 0, NULL, NULL }
+    { PL_RETRY_OPTIONS_VERSION, 3, 100, 10000, 60000, NULL, 0, NULL, NULL }
 
 /**
  * retry: run the inner chain again while its result is an error whose code
@@ -1195,7 +1198,8 @@ typedef struct pl_retry_options {
  * result is a step of its ledger.  Between attempts it waits a
  * decorrelated-jitter backoff, min(max_backoff_ms, uniform(base_ms,
  * 3 * previous)), drawn with pl_ctx_random(), or longer when the error
- * result has a number "retry_after_ms" (the tool's Retry-After).  The wait
+ * result has a number "retry_after_ms" (the tool's Retry-After; one over
+ * opts->max_retry_after_ms returns that error result at once).  The wait
  * is recorded (a durable side effect "retry.backoff" with {"attempt",
  * "delay_ms", "until_ms"}) before it starts, so a replay serves it and
  * never waits, and a run that crashed mid-wait waits only what is left of

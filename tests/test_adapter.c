@@ -456,6 +456,7 @@ Test(retry, honours_retry_after_and_bounds_the_jitter, .fini = t_cleanup)
     ro = retry_opts(3);
     ro.base_ms = 10;
     ro.max_backoff_ms = 50;
+    ro.max_retry_after_ms = 600000;
     pl_decorator d;
     cr_assert_eq(pl_decorator_retry(&d, &ro), PL_OK);
     set_decos(1, &d);
@@ -480,6 +481,16 @@ Test(retry, honours_retry_after_and_bounds_the_jitter, .fini = t_cleanup)
     /* the hook was asked to wait what is left of 600 s: more than 0 */
     cr_expect_eq(g_sleeps, 2);
     cr_expect(g_sleep_ms[0] > 0 && g_sleep_ms[0] <= 600000);
+    pl_outcome_free(o);
+
+    /* a tool asking for more than max_retry_after_ms: no retry */
+    int sleeps = g_sleeps;
+    long hits = file_size(g_fx);
+    o = run_tool(e, "long", "flaky",
+                 "{\"fail\": 2, \"retry_after_ms\": 600001}");
+    expect_code(o, PL_ERR_RETRYABLE_SERVER);
+    cr_expect_eq(g_sleeps, sleeps);
+    cr_expect_eq(file_size(g_fx), hits + 1);
     pl_outcome_free(o);
 
     /* many attempts: every delay within [base, min(max, 3 * previous)] */
