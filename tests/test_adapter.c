@@ -747,6 +747,7 @@ Test(retry_crash, kill_at_every_boundary, .fini = t_cleanup, .timeout = 300)
     long k_max = 0;
     char *ref = reference_shape(reg, &k_max);
     cr_assert_gt(k_max, 10);
+    int mid_wait = 0; /* boundaries at which a wait was recorded, not done */
     for (long k = 1; k <= k_max; k++) {
         char dir[4200], store[4400];
         snprintf(dir, sizeof dir, "%s", t_tmpdir());
@@ -757,8 +758,13 @@ Test(retry_crash, kill_at_every_boundary, .fini = t_cleanup, .timeout = 300)
         crash_child(store);
         g_kill_at_boundary = 0;
         crash_state cs = state_at_crash(store, reg);
+        mid_wait += cs.tail_backoff;
         recover_and_check(store, reg, ref, cs);
     }
+    /* two per wait: its commit, and the next attempt's first append (lost
+     * with the crash) */
+    cr_expect_eq(mid_wait, 6, "%d boundaries left a wait the last durable step",
+                 mid_wait);
     free(ref);
     pl_registry_free(reg);
 }
