@@ -132,6 +132,8 @@ const char *pl_ctx_idempotency_key(const pl_ctx *cc)
 bool pl_ctx_replaying(const pl_ctx *cc)
 {
     pl_ctx *c = (pl_ctx *)cc; /* the peek only reads ahead */
+    if (c->run->check)
+        return true; /* a check replay writes nothing, ever */
     if (!c->replaying || c->run->cur != c || c->run->stop)
         return c->replaying;
     const pl__rec *rec;

@@ -1064,9 +1064,10 @@ const char *pl_ctx_policy(const pl_ctx *ctx);
 const char *pl_ctx_idempotency_key(const pl_ctx *ctx);
 
 /** @return true while a recorded step remains at this invocation's cursor
- *          (what it appends next is compared, not written).  For logs and
- *          waits only: a policy must not record anything different on
- *          replay. */
+ *          (what it appends next is compared, not written), and always in
+ *          a check replay (pl_run_options.check), which writes nothing.
+ *          For logs and waits only: a policy must not record anything
+ *          different on replay. */
 bool pl_ctx_replaying(const pl_ctx *ctx);
 
 /**
