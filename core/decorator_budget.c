@@ -47,7 +47,11 @@ static bool spent(const pl_budget *b, const pl_steps *l, int64_t now, char *msg,
             tokens += t->valuedouble;
     }
     int64_t first_ms = n ? pl_step_time_us(pl_steps_at(l, 0)) / 1000 : now;
-    int64_t wall = now - first_ms;
+    /* saturated: recorded clocks come from outside */
+    int64_t wall = first_ms < 0 && now > INT64_MAX + first_ms ? INT64_MAX
+                   : first_ms > 0 && now < INT64_MIN + first_ms
+                       ? INT64_MIN
+                       : now - first_ms;
     if (b->max_steps && n >= b->max_steps) {
         snprintf(msg, cap, "budget: %zu steps used, the limit is %llu", n,
                  (unsigned long long)b->max_steps);

@@ -131,7 +131,10 @@ static int backoff(pl_ctx *ctx, const pl_retry_options *o, unsigned attempt,
     double after = retry_after(last); /* at most max_retry_after_ms */
     if (after > (double)delay)
         delay = (uint64_t)after;
-    int64_t until = now + (int64_t)delay;
+    /* a recorded clock far from today is refused by pl_json_pack() below
+     * (|until_ms| <= 2^53), never an overflow here */
+    int64_t until = now > INT64_MAX - (int64_t)delay ? INT64_MAX
+                                                     : now + (int64_t)delay;
     int64_t deadline = pl_ctx_deadline(ctx);
     if (deadline && until > deadline) {
         *out_timeout = true;
@@ -144,10 +147,11 @@ static int backoff(pl_ctx *ctx, const pl_retry_options *o, unsigned attempt,
         st = pl_ctx_side_effect(&got, ctx, "retry.backoff", give_value, v);
     cJSON_Delete(v);
     const cJSON *u = cJSON_GetObjectItemCaseSensitive(got, "until_ms");
-    if (!st && !cJSON_IsNumber(u))
+    if (!st && !(cJSON_IsNumber(u) && u->valuedouble >= 0 &&
+                 u->valuedouble <= 9007199254740992.0))
         st = pl_errorf(PL_ECORRUPT,
                        "retry: the recorded backoff at %s "
-                       "has no number until_ms",
+                       "has no until_ms in range",
                        pl_ctx_path(ctx));
     if (!st && !pl_ctx_replaying(ctx)) {
         int64_t left = (int64_t)u->valuedouble - real_now_ms();

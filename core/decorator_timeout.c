@@ -21,6 +21,16 @@
 
 #include <policyledger.h>
 
+/* a - b, saturated: recorded clocks come from outside */
+static int64_t sat_sub(int64_t a, int64_t b)
+{
+    if (b < 0 && a > INT64_MAX + b)
+        return INT64_MAX;
+    if (b > 0 && a < INT64_MIN + b)
+        return INT64_MIN;
+    return a - b;
+}
+
 static int timeout_fn(pl_ctx *ctx, const pl_action *action, pl_steps *out,
                       const pl_decorator *self, pl_next *next)
 {
@@ -35,7 +45,7 @@ static int timeout_fn(pl_ctx *ctx, const pl_action *action, pl_steps *out,
     if (st)
         return st;
     int64_t prev = pl_ctx_deadline(ctx);
-    int64_t deadline = start + ms;
+    int64_t deadline = start > INT64_MAX - ms ? INT64_MAX : start + ms;
     if (prev && prev < deadline)
         deadline = prev;
     if ((st = pl_ctx_set_deadline(ctx, deadline)))
@@ -58,8 +68,8 @@ static int timeout_fn(pl_ctx *ctx, const pl_action *action, pl_steps *out,
     snprintf(msg, sizeof msg,
              "timeout: '%s' returned %lld ms past its deadline (%lld ms "
              "after it started)",
-             action->policy, (long long)(end - deadline),
-             (long long)(deadline - start));
+             action->policy, (long long)sat_sub(end, deadline),
+             (long long)sat_sub(deadline, start));
     cJSON *err = NULL;
     st = pl_json_pack(&err, "{s:b, s:s, s:s}", "error", 1, "code",
                       PL_ERR_TIMEOUT, "message", msg);

@@ -123,11 +123,13 @@ static int flaky(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
         st = pl_json_pack(&err, "{s:b, s:s, s:s}", "error", 1, "code",
                           code ? code : PL_ERR_RETRYABLE_SERVER, "message",
                           "the server is busy");
-        if (!st && member(p, "retry_after_ms"))
-            cJSON_AddNumberToObject(err, "retry_after_ms",
-                                    num_member(p, "retry_after_ms", 0));
-        if (!st && member(p, "tokens"))
-            cJSON_AddNumberToObject(err, "tokens", num_member(p, "tokens", 0));
+        /* passed on as given, of any type: tools can be wrong */
+        const char *const extra[] = {"retry_after_ms", "tokens"};
+        for (size_t i = 0; !st && i < 2; i++)
+            if (member(p, extra[i]))
+                cJSON_AddItemToObject(err, extra[i],
+                                      cJSON_Duplicate(member(p, extra[i]),
+                                                      true));
         if (!st)
             st = pl_steps_add_result(out, err);
         cJSON_Delete(err);
@@ -492,6 +494,23 @@ Test(retry, honours_retry_after_and_bounds_the_jitter, .fini = t_cleanup)
     expect_code(o, PL_ERR_RETRYABLE_SERVER);
     cr_expect_eq(g_sleeps, sleeps);
     cr_expect_eq(file_size(g_fx), hits + 1);
+    pl_outcome_free(o);
+
+    /* a wrong retry_after_ms (negative, not a number) is ignored; an
+     * enormous one ends the retries */
+    const char *const wrong[] = {"-5", "\"soon\"", "null", "[1]"};
+    for (size_t i = 0; i < 4; i++) {
+        char args[128], id[16];
+        snprintf(args, sizeof args, "{\"fail\": 1, \"retry_after_ms\": %s}",
+                 wrong[i]);
+        snprintf(id, sizeof id, "w%zu", i);
+        o = run_tool(e, id, "flaky", args);
+        expect_ok(o);
+        pl_outcome_free(o);
+    }
+    o = run_tool(e, "huge", "flaky",
+                 "{\"fail\": 1, \"retry_after_ms\": 1e300}");
+    expect_code(o, PL_ERR_RETRYABLE_SERVER);
     pl_outcome_free(o);
 
     /* many attempts: every delay within [base, min(max, 3 * previous)] */
@@ -994,6 +1013,16 @@ Test(budget, tokens_recorded_by_steps_count, .fini = t_cleanup)
               str_member(t_result(o), "message"));
     cr_expect_eq(file_size(g_fx), 3);
     expect_replay_still(e, "t", o);
+    pl_outcome_free(o);
+    /* tokens that are not a positive number count nothing */
+    o = run_tool(e, "t2", "flaky", "{\"fail\": 3, \"tokens\": -40}");
+    expect_ok(o);
+    pl_outcome_free(o);
+    o = run_tool(e, "t3", "flaky", "{\"fail\": 3, \"tokens\": \"many\"}");
+    expect_ok(o);
+    pl_outcome_free(o);
+    o = run_tool(e, "t4", "flaky", "{\"fail\": 3, \"tokens\": 1e300}");
+    expect_code(o, PL_ERR_BUDGET_EXCEEDED);
     pl_outcome_free(o);
     pl_engine_close(e);
     pl_registry_free(reg);
