@@ -153,6 +153,15 @@ const char *pl_status_name(int status);
  */
 const char *pl_errmsg(void);
 
+/**
+ * Set the calling thread's message (read with pl_errmsg()) from a printf
+ * format, and return @p status: for user policies and decorators,
+ * `return pl_errorf(PL_EINVAL, "bad limit %d", n);`.  The message may
+ * quote pl_errmsg() itself.  A NULL @p fmt sets the status's name.
+ * @return @p status.
+ */
+int pl_errorf(int status, const char *fmt, ...);
+
 /* ------------------------------------------------------------------------ */
 /* Error-as-data codes                                                      */
 /* ------------------------------------------------------------------------ */
@@ -1055,9 +1064,35 @@ const char *pl_ctx_policy(const pl_ctx *ctx);
  */
 const char *pl_ctx_idempotency_key(const pl_ctx *ctx);
 
-/** @return true while this invocation replays recorded steps.  For logs
- *          only: a policy must not behave differently on replay. */
+/** @return true while a recorded step remains at this invocation's cursor
+ *          (what it appends next is compared, not written), and always in
+ *          a check replay (pl_run_options.check), which writes nothing.
+ *          For logs and waits only: a policy must not record anything
+ *          different on replay. */
 bool pl_ctx_replaying(const pl_ctx *ctx);
+
+/**
+ * The invocation's deadline, Unix milliseconds on the recorded clock
+ * (pl_ctx_now()), or 0 for none.  A call's callee starts with its caller's
+ * deadline; the timeout decorator sets one.
+ *
+ * C cannot stop a running function, so a deadline is cooperative: the
+ * callee reads it and gives up in time; the library's own waits (the
+ * retry decorator's backoff) never wait past it; and the timeout decorator
+ * replaces the result of a callee that returned past it with a recorded
+ * "Timeout" error.  Nothing is interrupted.
+ */
+int64_t pl_ctx_deadline(const pl_ctx *ctx);
+
+/**
+ * Set this invocation's deadline (0 removes it) for the rest of its chain
+ * and every call it makes from here.  A decorator that sets one puts the
+ * previous one back when its inner chain returns, as the timeout decorator
+ * does.  Not recorded: derive it from recorded values (pl_ctx_now()) so a
+ * replay sets the same one.
+ * @return PL_OK; PL_EINVAL (negative @p unix_ms, a stale context).
+ */
+int pl_ctx_set_deadline(pl_ctx *ctx, int64_t unix_ms);
 
 /** @return the engine running this context. */
 pl_engine *pl_ctx_engine(const pl_ctx *ctx);
@@ -1113,6 +1148,194 @@ pl_decorator pl_decorator_loop(unsigned max_turns);
  * malformed call "InvalidInput": never a call.
  */
 pl_decorator pl_decorator_invoke_action(void);
+
+/*
+ * The tool adapter: retry, timeout, budget and cap.  Each is written with
+ * this header alone, as a user's decorator would be, and composes in a
+ * call's decorator list, outermost first:
+ *
+ *     pl_decorator d[3];
+ *     pl_decorator_timeout(&d[0], 30000);        // 30 s for all attempts
+ *     pl_decorator_retry(&d[1], &retry_opts);    // up to N attempts
+ *     pl_decorator_cap(&d[2], 64 * 1024);        // results over 64 KiB
+ *     pl_ctx_call(&res, ctx, &action, d, 3);
+ *
+ * A creation function checks its configuration and returns PL_EINVAL
+ * (with a message) for a bad one; a decorator whose fields were changed
+ * by hand afterwards is checked again when first used, and a bad one then
+ * fails the run with PL_EINVAL.  Options passed by pointer are borrowed:
+ * they must outlive every call made with the decorator.
+ */
+
+/** Waits for @p ms milliseconds (0 or more); a non-zero status fails the
+ *  run.  NULL in options means a real sleep. */
+typedef int (*pl_sleep_fn)(int64_t ms, void *user);
+
+#define PL_RETRY_OPTIONS_VERSION 1
+
+/** retry's options.  Initialise with PL_RETRY_OPTIONS_INIT. */
+typedef struct pl_retry_options {
+    unsigned version;         /**< PL_RETRY_OPTIONS_VERSION */
+    unsigned max_attempts;    /**< attempts in all, at least 1; default 3 */
+    uint32_t base_ms;         /**< least backoff; default 100 */
+    uint32_t max_backoff_ms;  /**< most backoff, >= base_ms; default 10000 */
+    uint32_t max_retry_after_ms; /**< the longest retry_after_ms a tool may
+                                      ask for; a longer one ends the
+                                      retries; default 60000 */
+    const char *const *codes; /**< error codes to retry; NULL: Timeout,
+                                   RetryableServer and RateLimited */
+    size_t n_codes;           /**< entries in codes */
+    pl_sleep_fn sleep;        /**< how to wait; NULL: a real sleep */
+    void *sleep_user;         /**< passed to sleep */
+} pl_retry_options;
+
+#define PL_RETRY_OPTIONS_INIT                                                  \
+    { PL_RETRY_OPTIONS_VERSION, 3, 100, 10000, 60000, NULL, 0, NULL, NULL }
+
+/**
+ * retry: run the inner chain again while its result is an error whose code
+ * is retryable, at most opts->max_attempts times in all.
+ *
+ * Every attempt runs in the call's own invocation, so every attempt's
+ * result is a step of its ledger.  Between attempts it waits a
+ * decorrelated-jitter backoff, min(max_backoff_ms, uniform(base_ms,
+ * 3 * previous)), drawn with pl_ctx_random(), or longer when the error
+ * result has a number "retry_after_ms" (the tool's Retry-After; one over
+ * opts->max_retry_after_ms returns that error result at once).  The wait
+ * is recorded (a durable side effect "retry.backoff" with {"attempt",
+ * "delay_ms", "until_ms"}) before it starts, so a replay serves it and
+ * never waits, and a run that crashed mid-wait waits only what is left of
+ * it (until_ms on the real clock) and goes on with the attempts that
+ * remain.  A backoff that would pass the deadline (pl_ctx_deadline()) is
+ * not waited: the call ends with a recorded "Timeout" error.
+ * Running out of attempts returns the last attempt's error result.
+ *
+ * @param[out] out the decorator.
+ * @param opts NULL for defaults; borrowed (see above).
+ * @return PL_OK; PL_EINVAL (NULL @p out, wrong version, max_attempts 0,
+ *         max_backoff_ms < base_ms, n_codes without codes, a NULL or empty
+ *         code).
+ */
+int pl_decorator_retry(pl_decorator *out, const pl_retry_options *opts);
+
+/**
+ * timeout(ms): give the inner chain a deadline of @p ms milliseconds from
+ * now (pl_ctx_now()), or the caller's deadline if that is earlier; see
+ * pl_ctx_deadline() for what a deadline does and does not do.  The callee
+ * is not interrupted: when it returns past the deadline (by the recorded
+ * clock) its result is replaced by a recorded "Timeout" error step, which
+ * becomes the call's result.  The steps it returned stay in its ledger.
+ * @return PL_OK; PL_EINVAL (NULL @p out, @p ms zero or negative).
+ */
+int pl_decorator_timeout(pl_decorator *out, int64_t ms);
+
+#define PL_BUDGET_VERSION 1
+
+/** budget's limits; 0 means no limit on that measure.  Initialise with
+ *  PL_BUDGET_INIT. */
+typedef struct pl_budget {
+    unsigned version;    /**< PL_BUDGET_VERSION */
+    uint64_t max_steps;  /**< steps in the invocation's ledger */
+    int64_t max_wall_ms; /**< since the invocation's first step */
+    uint64_t max_tokens; /**< model tokens its steps record */
+} pl_budget;
+
+#define PL_BUDGET_INIT { PL_BUDGET_VERSION, 0, 0, 0 }
+
+/**
+ * budget: before each pass through the inner chain, check the invocation
+ * the call runs in against @p limits; once one is spent the pass does not
+ * run and a recorded "BudgetExceeded" error step (naming the measure)
+ * becomes the call's result.
+ *
+ * The measures are read from the invocation's ledger, so a replay decides
+ * the same: steps are its steps (every attempt of a retry, every turn of a
+ * loop, every result); wall-clock time runs from its first step to now by
+ * the recorded clock; tokens are the sum of the numbers "tokens" that its
+ * steps' payloads carry at the top level (the hook for model policies:
+ * record a step's usage as "tokens": n, and the budget counts it).
+ *
+ * Put it inside the decorators that repeat the chain, so every repetition
+ * is checked: [retry, budget] checks each attempt, [loop, budget,
+ * invoke_action] each turn.  On the call that runs a whole agent it
+ * bounds the run's work.
+ * @param limits borrowed (see above).
+ * @return PL_OK; PL_EINVAL (NULL argument, wrong version, no limit set, a
+ *         negative max_wall_ms).
+ */
+int pl_decorator_budget(pl_decorator *out, const pl_budget *limits);
+
+/**
+ * cap(max_bytes): when the inner chain's result (its last step) is larger
+ * than @p max_bytes as compact JSON text, the call's result becomes a
+ * recorded `action_result`
+ *     {"truncated": true, "original_bytes": n, "max_bytes": max_bytes,
+ *      "note": "...", "preview": "<the start of the JSON text>"}
+ * with the preview cut, on a UTF-8 boundary, so the whole replacement fits
+ * in @p max_bytes (a cap smaller than the note itself gets an empty
+ * preview).  Never a silent cut: the full result stays in the callee's
+ * ledger.
+ * @return PL_OK; PL_EINVAL (NULL @p out, @p max_bytes 0).
+ */
+int pl_decorator_cap(pl_decorator *out, size_t max_bytes);
+
+/* ------------------------------------------------------------------------ */
+/* Traces                                                                   */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * A JSON-lines trace: one line per engine event, written and flushed as it
+ * happens.  Each line is an object with the fields that apply:
+ *
+ *   ts_us       when it was written, Unix microseconds (always)
+ *   trace_id    the run id (always)
+ *   event       pl_event_kind_name(), e.g. "call_completed" (always)
+ *   path        the invocation path ("0" is the root)
+ *   seq         step events: the step; call events: the action_call's
+ *               position; commit: how many steps became durable
+ *   policy      call events: the callee; step events: the actor; run
+ *               events: the root policy
+ *   step_type   step events: "action_call", ...
+ *   outcome     call and run ends: "served", "completed", "failed",
+ *               "suspended"
+ *   status      a failure's pl_status name, e.g. "PL_EPOLICY"
+ *   detail      an error code or reason
+ *   elapsed_ns  call and run ends, commits
+ *
+ * Install it as the engine's event callback:
+ *
+ *     pl_trace *t;
+ *     pl_trace_open(&t, "run.jsonl");
+ *     opts.on_event = pl_trace_event;
+ *     opts.event_user = t;
+ *
+ * A program with an event callback of its own keeps it and calls
+ * pl_trace_event(event, t) from it.  Lines from concurrent runs never mix.
+ */
+typedef struct pl_trace pl_trace;
+
+/**
+ * Open a trace file for appending (created if missing).
+ * @param[out] out caller owns; close with pl_trace_close() after the last
+ *             engine using it has closed.
+ * @return PL_OK; PL_EINVAL (NULL argument); PL_EIO (cannot open it:
+ *         pl_errmsg() says why); PL_ENOMEM.
+ */
+int pl_trace_open(pl_trace **out, const char *path);
+
+/**
+ * Write one event as a line: a pl_event_fn whose user is the pl_trace.
+ * A line that cannot be written is counted, never reported here (an event
+ * callback returns nothing): pl_trace_close() reports it.
+ */
+void pl_trace_event(const pl_event *event, void *trace);
+
+/**
+ * Close a trace.  NULL does nothing.
+ * @return PL_OK; PL_EIO when any line could not be written or the file
+ *         could not be closed (pl_errmsg() says how many and why).
+ */
+int pl_trace_close(pl_trace *trace);
 
 /* ------------------------------------------------------------------------ */
 /* Building and reading JSON                                                */
