@@ -205,8 +205,10 @@ struct pl_ctx {
     uint8_t prefix[PL__PREFIX_MAX];
     size_t prefix_len;
 
-    uint32_t next_seq; /* where the next append goes */
-    bool replaying;    /* recorded steps may remain at next_seq */
+    uint32_t next_seq;   /* where the next append goes */
+    bool replaying;      /* recorded steps may remain at next_seq */
+    int64_t deadline_ms; /* pl_ctx_deadline(): Unix ms, 0 = none; a callee
+                            starts with its caller's */
 
     /* recorded steps read ahead of the cursor */
     pl__kvs ahead;

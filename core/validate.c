@@ -30,13 +30,13 @@ struct pl_schema_cache {
 int pl_schema_cache_new(pl_schema_cache **out)
 {
     if (!out)
-        return PL_EINVAL;
+        return pl_errorf(PL_EINVAL, "pl_schema_cache_new: out is NULL");
     pl_schema_cache *c = calloc(1, sizeof *c);
     if (!c)
-        return PL_ENOMEM;
+        return pl_errorf(PL_ENOMEM, "out of memory");
     if (pthread_mutex_init(&c->lock, NULL)) {
         free(c);
-        return PL_ENOMEM;
+        return pl_errorf(PL_ENOMEM, "pl_schema_cache_new: no mutex");
     }
     *out = c;
     return PL_OK;
@@ -77,7 +77,7 @@ static int lookup(const cached **out, pl_schema_cache *c,
         size_t cap = c->cap ? c->cap * 2 : 8;
         cached *v = realloc(c->v, cap * sizeof *v);
         if (!v) {
-            st = PL_ENOMEM;
+            st = pl_errorf(PL_ENOMEM, "validate: out of memory");
             goto done;
         }
         c->v = v;
@@ -86,7 +86,7 @@ static int lookup(const cached **out, pl_schema_cache *c,
     cached e = {NULL, NULL, NULL};
     size_t len = strlen(def->name);
     if (!(e.name = malloc(len + 1)))
-        st = PL_ENOMEM;
+        st = pl_errorf(PL_ENOMEM, "validate: out of memory");
     else
         memcpy(e.name, def->name, len + 1);
     if (!st)
@@ -130,7 +130,10 @@ static int validate_fn(pl_ctx *ctx, const pl_action *action, pl_steps *out,
     const pl_registry *reg = pl_engine_registry(pl_ctx_engine(ctx));
     const pl_policy_def *def = pl_registry_find(reg, pl_ctx_policy(ctx));
     if (!cache || !def)
-        return PL_EINVAL;
+        return pl_errorf(PL_EINVAL, "validate: %s",
+                         cache ? "the callee is not registered"
+                               : "the decorator has no schema cache (made "
+                                 "without pl_decorator_validate()?)");
     const cached *c = NULL;
     int st = lookup(&c, cache, def);
     if (st)
@@ -155,7 +158,7 @@ static int validate_fn(pl_ctx *ctx, const pl_action *action, pl_steps *out,
     const cJSON *result = last ? pl_step_payload(last) : pl_json_empty();
     bool mismatch = false;
     if (!st && !result)
-        st = PL_ENOMEM;
+        st = pl_errorf(PL_ENOMEM, "validate: out of memory");
     if (!st && !(last && pl_step_is_error(last))) {
         st = pl_schema_validate(&e, c->out, result);
         mismatch = st == PL_EJSON;
@@ -170,11 +173,15 @@ static int validate_fn(pl_ctx *ctx, const pl_action *action, pl_steps *out,
     return st;
 }
 
-pl_decorator pl_decorator_validate(pl_schema_cache *cache)
+int pl_decorator_validate(pl_decorator *out, pl_schema_cache *cache)
 {
+    if (!out || !cache)
+        return pl_errorf(PL_EINVAL, "pl_decorator_validate: %s is NULL",
+                         out ? "cache" : "out");
     pl_decorator d = PL_DECORATOR_INIT;
     d.fn = validate_fn;
     d.name = "validate";
     d.user = cache;
-    return d;
+    *out = d;
+    return PL_OK;
 }

@@ -17,6 +17,7 @@
 static atomic_int g_tool_runs;
 static bool g_crash; /* the agent SIGKILLs itself after its calls */
 static pl_schema_cache *g_cache;
+static bool g_clear_user;
 
 #define IN_SCHEMA                                                              \
     "{\"type\":\"object\",\"required\":[\"a\",\"b\"],"                         \
@@ -71,7 +72,11 @@ static int agent(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
         call.policy = cJSON_GetObjectItemCaseSensitive(c, "policy")
                           ->valuestring;
         call.payload = cJSON_GetObjectItemCaseSensitive(c, "payload");
-        pl_decorator d = pl_decorator_validate(g_cache);
+        pl_decorator d = PL_DECORATOR_INIT;
+        if ((st = pl_decorator_validate(&d, g_cache)))
+            break;
+        if (g_clear_user)
+            d.user = NULL; /* a decorator changed after it was made */
         pl_step *r = NULL;
         if ((st = pl_ctx_call(&r, ctx, &call, &d, 1)))
             break;
@@ -343,26 +348,32 @@ Test(validate, a_version_1_def_is_still_read)
     pl_registry_free(reg);
 }
 
-Test(validate, no_cache_fails_the_run_with_a_reason)
+Test(validate, no_cache_is_refused)
 {
     pl_registry *reg = registry();
-    pl_schema_cache_free(g_cache);
-    g_cache = NULL;
+    pl_decorator d = PL_DECORATOR_INIT;
+    cr_expect_eq(pl_decorator_validate(&d, NULL), PL_EINVAL);
+    cr_expect(strstr(pl_errmsg(), "cache") != NULL, "%s", pl_errmsg());
+    cr_expect_eq(pl_decorator_validate(NULL, g_cache), PL_EINVAL);
+    cr_expect_eq(pl_schema_cache_new(NULL), PL_EINVAL);
+    pl_schema_cache_free(NULL);
+
+    /* a decorator whose cache was taken away fails the run, saying so */
+    g_clear_user = true;
     pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
     pl_outcome *o = t_start(
         e, "agent",
         "{\"calls\":[{\"policy\":\"tool\",\"payload\":{\"a\":1,\"b\":2}}]}",
         "nocache");
     cr_expect_eq(o->status, PL_RUN_FAILED);
-    cr_expect(o->reason && strstr(o->reason, "decorator") &&
-                  strstr(o->reason, "PL_EINVAL"),
+    cr_expect(o->reason && strstr(o->reason, "PL_EINVAL") &&
+                  strstr(o->reason, "no schema cache"),
               "%s", o->reason ? o->reason : "");
     cr_expect_eq(atomic_load(&g_tool_runs), 0);
     pl_outcome_free(o);
     pl_engine_close(e);
     pl_registry_free(reg);
-    cr_expect_eq(pl_schema_cache_new(NULL), PL_EINVAL);
-    pl_schema_cache_free(NULL);
+    pl_schema_cache_free(g_cache);
 }
 
 /* Runs on several threads share one cache: each policy is compiled once,
@@ -458,10 +469,13 @@ static int outer(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     call.payload = a->payload;
     call.actions = tools;
     call.n_actions = 1;
-    pl_decorator d[] = {pl_decorator_validate(g_cache), pl_decorator_loop(3),
+    pl_decorator d[] = {PL_DECORATOR_INIT, pl_decorator_loop(3),
                         pl_decorator_invoke_action()};
+    int st = pl_decorator_validate(&d[0], g_cache);
+    if (st)
+        return st;
     pl_step *r = NULL;
-    int st = pl_ctx_call(&r, ctx, &call, d, 3);
+    st = pl_ctx_call(&r, ctx, &call, d, 3);
     if (!st)
         st = pl_steps_add_result(out, pl_step_payload(r));
     pl_step_free(r);
