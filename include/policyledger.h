@@ -399,7 +399,11 @@ typedef enum pl_in_doubt {
     PL_IN_DOUBT_SUSPEND = 2 /**< suspend the run for a human to decide */
 } pl_in_doubt;
 
-#define PL_POLICY_DEF_VERSION 1
+/**
+ * Version 2 appended output_schema; a version 1 def (built before it) is
+ * still accepted and read without that field.
+ */
+#define PL_POLICY_DEF_VERSION 2
 
 /** A policy's registration.  Initialise with PL_POLICY_DEF_INIT. */
 typedef struct pl_policy_def {
@@ -418,11 +422,14 @@ typedef struct pl_policy_def {
     bool idempotent;
     pl_in_doubt in_doubt;     /**< used when !idempotent */
     const char *code_version; /**< code identity recorded in action_call */
+    /** JSON Schema text (an object) the policy's result must match, or
+     *  NULL; checked by pl_decorator_validate().  Since version 2. */
+    const char *output_schema;
 } pl_policy_def;
 
 #define PL_POLICY_DEF_INIT                                                     \
     { PL_POLICY_DEF_VERSION, NULL, NULL, NULL, NULL, NULL, true,               \
-      PL_IN_DOUBT_RERUN, NULL }
+      PL_IN_DOUBT_RERUN, NULL, NULL }
 
 /**
  * Create an empty registry.
@@ -435,10 +442,14 @@ int pl_registry_new(pl_registry **out);
 void pl_registry_free(pl_registry *reg);
 
 /**
- * Register a policy.  Strings are copied.
+ * Register a policy.  Strings are copied.  input_schema and output_schema
+ * are compiled (pl_schema_compile_text()) to refuse a bad schema here
+ * rather than at a call.
  * @return PL_OK; PL_EEXIST (name taken); PL_EINVAL (bad name, NULL fn, wrong
- *         def version); PL_EJSON (input_schema is not a JSON object);
- *         PL_ENOMEM.
+ *         def version, a schema keyword with a bad value: the message names
+ *         the schema and where in it); PL_EJSON (input_schema or
+ *         output_schema is not a JSON object); PL_ELIMIT (a schema nests
+ *         too deep); PL_ENOMEM.
  */
 int pl_registry_add(pl_registry *reg, const pl_policy_def *def);
 
@@ -1337,6 +1348,51 @@ void pl_trace_event(const pl_event *event, void *trace);
  */
 int pl_trace_close(pl_trace *trace);
 
+/*
+ * validate: JSON Schema checks of a callee's input and result, written with
+ * this header alone too (core/validate.c; the validator is in the "JSON
+ * Schema" section below).
+ */
+
+/** Compiled schemas of the policies pl_decorator_validate() checks.  Opaque;
+ *  thread-safe. */
+typedef struct pl_schema_cache pl_schema_cache;
+
+/**
+ * Create a cache of compiled schemas, keyed by policy name: each policy's
+ * schemas are compiled at its first validated call, never again.  Use one
+ * cache with one registry (a policy's schemas are taken to stay as they
+ * were registered).
+ * @param[out] out caller owns; free with pl_schema_cache_free() after every
+ *             run that uses it has ended.
+ * @return PL_OK; PL_EINVAL (NULL out); PL_ENOMEM.
+ */
+int pl_schema_cache_new(pl_schema_cache **out);
+
+/** Free a schema cache.  NULL does nothing. */
+void pl_schema_cache_free(pl_schema_cache *cache);
+
+/**
+ * validate: check the callee's input (action->payload) against its
+ * registered input_schema before it runs, and its result (the last step it
+ * returns, {} if none) against its output_schema.  An invalid input is an
+ * `error` step {"error": true, "code": "InvalidInput", "message", "path",
+ * "keyword"} and the callee does NOT run; a result that does not match is
+ * followed by such a step with code "OutputSchemaMismatch", which becomes
+ * the call's result.  "path" is a JSON pointer into the payload or result
+ * ("" for the whole), "keyword" the schema keyword that failed.  An
+ * error-as-data result is passed on unchecked.  A policy without schemas is
+ * called as is.  Both steps are recorded, so a replay serves them as it
+ * serves any result.
+ * @param cache borrowed; holds the compiled schemas (see
+ *        pl_schema_cache_new()); must outlive every call using the
+ *        decorator.
+ * @return PL_OK; PL_EINVAL (NULL @p out or @p cache).
+ * @note A value too costly to check (PL_ELIMIT, see PL_SCHEMA_MAX_WORK)
+ *       fails the run with that status and pl_errmsg()'s reason.
+ */
+int pl_decorator_validate(pl_decorator *out, pl_schema_cache *cache);
+
 /* ------------------------------------------------------------------------ */
 /* Building and reading JSON                                                */
 /* ------------------------------------------------------------------------ */
@@ -1703,6 +1759,83 @@ void pl_tools_free(pl_tools *tools);
  */
 int pl_tools_register(pl_registry *reg, const pl_tools *tools);
 
+/* JSON Schema                                                              */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * A JSON Schema validator with draft 7 semantics, checked against the
+ * official JSON-Schema-Test-Suite (README lists the keywords and the pass
+ * count).  Keywords: type enum const multipleOf maximum exclusiveMaximum
+ * minimum exclusiveMinimum maxLength minLength (in code points) pattern
+ * items additionalItems maxItems minItems uniqueItems contains
+ * maxProperties minProperties required properties patternProperties
+ * additionalProperties propertyNames dependencies allOf anyOf oneOf not
+ * if/then/else, boolean schemas, "$ref" to "#" or "#/json/pointer" in the
+ * same document (definitions, $defs, ...), and from draft 2020-12
+ * prefixItems (when present, "items" applies past the prefix),
+ * dependentRequired and dependentSchemas.  Unknown keywords are ignored;
+ * "format" is not asserted; "$id", anchors and remote references are not
+ * resolved (a "$ref" elsewhere is refused when compiling).
+ *
+ * "pattern" and "patternProperties" use POSIX extended regular expressions
+ * (<regex.h>), unanchored, after translating ECMA-262's \d \w \s \D \W
+ * \S.  Refused when compiling: lookaround, lazy quantifiers,
+ * backreferences, \p{..}, \u and \b escapes.  Matching is by byte.
+ *
+ * Bounds: a schema nests at most PL_SCHEMA_MAX_DEPTH JSON levels;
+ * validation applies schemas at most PL_SCHEMA_MAX_DEPTH deep (a "$ref"
+ * cycle ends there) and does at most PL_SCHEMA_MAX_WORK units of work
+ * (a schema applied, a value compared, 64 bytes matched): PL_ELIMIT past
+ * either.  Numbers are compared as doubles.
+ */
+
+#define PL_SCHEMA_MAX_DEPTH 128        /**< see above */
+#define PL_SCHEMA_MAX_WORK 10000000ULL /**< see above */
+#define PL_SCHEMA_PATH_MAX 256         /**< pl_schema_error.path, NUL included */
+
+/** A compiled JSON Schema.  Opaque; immutable, so thread-safe to share. */
+typedef struct pl_schema pl_schema;
+
+/** The first reason an instance does not match a schema. */
+typedef struct pl_schema_error {
+    char path[PL_SCHEMA_PATH_MAX]; /**< JSON pointer to the failing value in
+                                        the instance, "" for the whole;
+                                        truncated if longer */
+    char keyword[32];              /**< the keyword that failed, e.g.
+                                        "required"; "false" for a false
+                                        schema */
+    char message[256];             /**< what failed, in words */
+} pl_schema_error;
+
+/**
+ * Compile a schema.  @p schema is copied.
+ * @param[out] out caller owns; free with pl_schema_free().  NULL on failure.
+ * @return PL_OK; PL_EINVAL (NULL argument, a keyword with a bad value, an
+ *         unsupported or unresolvable "$ref", a pattern POSIX regex cannot
+ *         take: the message names where, e.g. "JSON Schema at
+ *         #/properties/a/minimum: expected a number"); PL_EJSON (@p schema
+ *         is neither an object nor a boolean); PL_ELIMIT (nests deeper than
+ *         PL_SCHEMA_MAX_DEPTH); PL_ENOMEM.
+ */
+int pl_schema_compile(pl_schema **out, const cJSON *schema);
+
+/** pl_schema_compile() from JSON text.  @return as pl_schema_compile(), and
+ *  PL_EJSON for text that is not JSON. */
+int pl_schema_compile_text(pl_schema **out, const char *text);
+
+/**
+ * Validate @p instance against @p schema.
+ * @param[out] out the first error when the instance does not match; zeroed
+ *             otherwise.  May be NULL.
+ * @return PL_OK (it matches); PL_EJSON (it does not: *out says where and why,
+ *         and so does pl_errmsg()); PL_ELIMIT (a bound above was hit, no
+ *         verdict); PL_EINVAL (NULL schema or instance).
+ */
+int pl_schema_validate(pl_schema_error *out, const pl_schema *schema,
+                       const cJSON *instance);
+
+/** Free a compiled schema.  NULL does nothing. */
+void pl_schema_free(pl_schema *schema);
 
 /* ------------------------------------------------------------------------ */
 /* Built-in policies                                                        */
