@@ -24,7 +24,10 @@
  *     linearly in the number of model calls and a replay never contacts the
  *     model.
  *   - The answer becomes a `text` step and one `action_call` per tool call
- *     {"policy": tool, "payload": {arguments}, "call_id": id}.
+ *     {"policy": tool, "payload": {arguments}, "call_id": id}.  Arguments
+ *     that are not a JSON object, or not valid against the tool's
+ *     input_schema, an unknown tool or a missing field make the answer
+ *     malformed (pl_llm_malformed), naming what came back.
  *   - A model call that fails for good becomes an error-as-data result:
  *     Unauthorized (401), Forbidden (403), NotFound (404), InvalidInput
  *     (other 4xx), RateLimited, RetryableServer or Timeout (429, 5xx and
@@ -143,9 +146,10 @@ typedef struct pl_llm_options {
     /** JSON Schema text (an object) of the final answer, or NULL.  With no
      *  tools it goes to the provider as the response format; with tools, a
      *  tool "submit" with it as parameters is offered, whose call is the
-     *  final answer.  The answer must be a JSON value of the schema's type
-     *  with its required keys (else it is a malformed answer); the final
-     *  `text` step is then {"text": the JSON text, "json": its value}. */
+     *  final answer.  The answer must be JSON valid against the schema
+     *  (pl_schema_validate(); else it is a malformed answer); the final
+     *  `text` step is then {"text": the JSON text, "json": its value}.
+     *  A schema that does not compile is PL_EINVAL at registration. */
     const char *output_schema;
     pl_llm_malformed malformed; /**< default PL_LLM_MALFORMED_FAIL */
     unsigned reprompt_limit;   /**< re-prompts per turn; default 2 */

@@ -697,7 +697,8 @@ Test(llm_openai, output_schema_goes_to_the_server_and_is_checked)
     o.output_schema = "{\"type\":\"object\",\"required\":[\"city\",\"temp\"]}";
     pl_engine *e = engine_for(&reg, &o);
     pl_outcome *out = t_agent(e, "weather?", "[]", "schema");
-    expect_error(out, PL_LLM_ERR_INVALID_MODEL_ACTION, "'temp'");
+    expect_error(out, PL_LLM_ERR_INVALID_MODEL_ACTION,
+                 "at the top (required): the required property \"temp\"");
     cJSON *log = t_server_log(&g_srv);
     const cJSON *rf = at(req(log, 0), "response_format");
     expect_str(t_str(rf, "type"), "json_schema");
@@ -739,6 +740,9 @@ Test(llm_openai, bad_model_urls_are_clear_errors)
     o = (pl_llm_options)PL_LLM_OPTIONS_INIT;
     o.output_schema = "[1]";
     cr_expect_eq(pl_llm_register(reg, "m", "openai://x", NULL, &o), PL_EINVAL);
+    o.output_schema = "{\"type\": 5}";
+    cr_expect_eq(pl_llm_register(reg, "m", "openai://x", NULL, &o), PL_EINVAL);
+    expect_has(pl_errmsg(), "output_schema");
     o.output_schema = NULL;
     o.base_url = "ftp://x";
     cr_expect_eq(pl_llm_register(reg, "m", "openai://x", NULL, &o), PL_EINVAL);

@@ -464,14 +464,14 @@ static void tool_error_run(pl_llm_tool_errors rule, const char *want_code,
     g_script = t_write_file(
         "script.json",
         "{\"responses\": [{\"tool_calls\": [{\"id\": \"b1\", \"name\": "
-        "\"effect\", \"arguments\": {\"wrong\": 1}}]}, "
+        "\"add\", \"arguments\": {\"a\": \"one\"}}]}, "
         "{\"text\": \"The tool failed; I give up.\"}]}");
     snprintf(g_url, sizeof g_url, "scripted://%s", g_script);
     pl_llm_options o = PL_LLM_OPTIONS_INIT;
     o.tool_errors = rule;
     pl_registry *reg = t_llm_registry(g_url, &o);
     pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
-    pl_outcome *out = t_agent(e, "hi", "[\"effect\"]", "te");
+    pl_outcome *out = t_agent(e, "hi", "[\"add\"]", "te");
     cr_assert_eq(out->status, PL_RUN_COMPLETED);
     const cJSON *r = t_result(out);
     if (want_code)
@@ -498,5 +498,22 @@ Test(llm_scripted, a_tool_error_ends_the_call_when_told_to_fail_fast)
     o.tool_errors = (pl_llm_tool_errors)7;
     cr_expect_eq(pl_llm_register(reg, "m", "scripted://x", NULL, &o),
                  PL_EINVAL);
+    pl_registry_free(reg);
+}
+
+Test(llm_scripted, arguments_against_the_tools_input_schema)
+{
+    pl_registry *reg = scripted_registry(
+        "{\"responses\": [{\"tool_calls\": [{\"name\": \"effect\", "
+        "\"arguments\": {\"note\": 5}}]}]}");
+    pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
+    pl_outcome *o = t_agent(e, "hi", "[\"effect\"]", "sch");
+    const cJSON *r = t_result(o);
+    cr_expect_str_eq(t_str(r, "code"), PL_LLM_ERR_INVALID_MODEL_ACTION);
+    cr_expect(strstr(t_str(r, "message"), "'effect'") &&
+                  strstr(t_str(r, "message"), "/note"),
+              "%s", t_str(r, "message"));
+    pl_outcome_free(o);
+    pl_engine_close(e);
     pl_registry_free(reg);
 }

@@ -26,8 +26,18 @@ static void llm_free(void *p)
     pl__llm_url_free(&m->url);
     free(m->system_prompt);
     cJSON_Delete(m->output_schema);
+    pl_schema_free(m->output_check);
     free(m->api_key_env);
     free(m);
+}
+
+static void free_tools(pl__llm_tool *t, size_t n)
+{
+    for (size_t i = 0; t && i < n; i++) {
+        cJSON_Delete(t[i].parameters);
+        pl_schema_free(t[i].check);
+    }
+    free(t);
 }
 
 /* The offered tools, from the registry's metadata, and "submit". */
@@ -56,11 +66,13 @@ static int make_tools(pl__llm_tool **out, size_t *n, pl_ctx *ctx,
         }
         t[i].parameters = schema;
         if (!schema) {
-            for (size_t j = 0; j < i; j++)
-                cJSON_Delete(t[j].parameters);
-            free(t);
+            free_tools(t, i);
             return pl__err(PL_ENOMEM, "out of memory");
         }
+        /* the registry refused bad schemas: one that does not compile
+         * here is left unchecked rather than failing the turn */
+        if (pl_schema_compile(&t[i].check, schema))
+            t[i].check = NULL;
     }
     size_t k = a->n_actions;
     if (submit) {
@@ -69,22 +81,13 @@ static int make_tools(pl__llm_tool **out, size_t *n, pl_ctx *ctx,
                            "answer.";
         t[k].parameters = cJSON_Duplicate(m->output_schema, 1);
         if (!t[k++].parameters) {
-            for (size_t j = 0; j < k; j++)
-                cJSON_Delete(t[j].parameters);
-            free(t);
+            free_tools(t, k);
             return pl__err(PL_ENOMEM, "out of memory");
         }
     }
     *out = t;
     *n = k;
     return PL_OK;
-}
-
-static void free_tools(pl__llm_tool *t, size_t n)
-{
-    for (size_t i = 0; t && i < n; i++)
-        cJSON_Delete(t[i].parameters);
-    free(t);
 }
 
 /* The recorded exchange's value, if @p s is one. */
@@ -228,7 +231,7 @@ static int llm_policy(pl_ctx *ctx, const pl_action *a, pl_steps *out,
             break;
         }
         char *why = NULL;
-        st = ans ? pl__llm_answer_steps(out, &why, m, ans, a, n)
+        st = ans ? pl__llm_answer_steps(out, &why, m, ans, a, tools, n_tools, n)
                  : (why = pl__strdup("the recorded exchange has no answer"),
                     PL_EJSON);
         cJSON_Delete(v);
@@ -339,6 +342,14 @@ int pl_llm_register(pl_registry *reg, const char *name, const char *model_url,
             llm_free(m);
             return pl__err(PL_EINVAL, "pl_llm_register: output_schema is not "
                                       "a JSON object");
+        }
+        if ((st = pl_schema_compile(&m->output_check, m->output_schema))) {
+            char why[200];
+            snprintf(why, sizeof why, "%s", pl_errmsg());
+            free(base);
+            llm_free(m);
+            return pl__err(st == PL_ENOMEM ? st : PL_EINVAL,
+                           "pl_llm_register: output_schema: %s", why);
         }
     }
     size_t before = pl_registry_count(reg);

@@ -45,7 +45,8 @@ typedef struct pl__llm {
     char *name;
     pl__llm_url url;
     char *system_prompt;
-    cJSON *output_schema; /* NULL: none */
+    cJSON *output_schema;    /* NULL: none */
+    pl_schema *output_check; /* output_schema compiled */
     char *api_key_env;
     pl_llm_options o; /* strings in it are not used: copied above */
 } pl__llm;
@@ -55,6 +56,7 @@ typedef struct pl__llm_tool {
     const char *name;
     const char *description; /* may be NULL */
     cJSON *parameters;       /* owned */
+    pl_schema *check;        /* parameters compiled, or NULL; owned */
 } pl__llm_tool;
 
 /* With an output schema and tools, the final answer comes as a call of this
@@ -83,7 +85,9 @@ PL__HIDDEN int pl__llm_parse_response(cJSON **answer, long *in_tokens,
  * PL_EJSON with *why set (caller frees) naming what came back. */
 PL__HIDDEN int pl__llm_answer_steps(pl_steps *out, char **why, const pl__llm *m,
                                     const cJSON *answer,
-                                    const pl_action *action, unsigned exchange);
+                                    const pl_action *action,
+                                    const pl__llm_tool *tools, size_t n_tools,
+                                    unsigned exchange);
 
 /* One model call.  *out is the recorded exchange value:
  *   {"request_sha256", "request_bytes", "attempts", "status",

@@ -213,40 +213,64 @@ static char *quote(const cJSON *v)
     return t;
 }
 
-/* Check the final answer against the output schema: JSON of its type, with
- * its required keys. */
-static char *check_schema(const cJSON *schema, const char *text)
+/* Why @p value does not match @p check (NULL when it does). */
+static char *mismatch(const pl_schema *check, const cJSON *value,
+                      const char *what)
+{
+    pl_schema_error e;
+    int st = pl_schema_validate(&e, check, value);
+    if (st == PL_OK)
+        return NULL;
+    if (st != PL_EJSON)
+        return pl__asprintf("%s could not be checked against its schema: %s",
+                            what, pl_errmsg());
+    return pl__asprintf("%s does not match its schema at %s%s%s (%s): %s", what,
+                        e.path[0] ? "'" : "", e.path[0] ? e.path : "the top",
+                        e.path[0] ? "'" : "", e.keyword, e.message);
+}
+
+/* Check the final answer against the output schema. */
+static char *check_schema(const pl__llm *m, const char *text)
 {
     cJSON *v = cJSON_Parse(text);
     if (!v)
         return pl__asprintf("the answer is not JSON, as the output schema "
                             "requires: '%.120s'",
                             text);
-    const char *type = str_of(schema, "type");
-    char *why = NULL;
-    if (type && strcmp(type, "object") == 0 && !cJSON_IsObject(v))
-        why = pl__asprintf("the answer is not a JSON object, as the output "
-                           "schema requires: '%.120s'",
-                           text);
-    else if (type && strcmp(type, "array") == 0 && !cJSON_IsArray(v))
-        why = pl__asprintf("the answer is not a JSON array, as the output "
-                           "schema requires");
-    const cJSON *req;
-    cJSON_ArrayForEach(req,
-                       cJSON_GetObjectItemCaseSensitive(schema, "required"))
-    {
-        if (!why && cJSON_IsString(req) && cJSON_IsObject(v) &&
-            !cJSON_GetObjectItemCaseSensitive(v, req->valuestring))
-            why = pl__asprintf("the answer lacks the key '%.80s' the output "
-                               "schema requires",
-                               req->valuestring);
-    }
+    char *why = mismatch(m->output_check, v, "the answer");
     cJSON_Delete(v);
     return why;
 }
 
+static const pl__llm_tool *tool_named(const pl__llm_tool *tools, size_t n,
+                                      const char *name);
+
+/* A tool call's arguments against the tool's input schema.  "submit" is
+ * checked as the final answer instead. */
+static char *check_args(const pl__llm_tool *tools, size_t n, const char *name,
+                        const cJSON *args, int i)
+{
+    const pl__llm_tool *t = tool_named(tools, n, name);
+    if (!t || !t->check || strcmp(name, PL__LLM_SUBMIT) == 0)
+        return NULL;
+    char what[160];
+    snprintf(what, sizeof what, "tool call %d ('%.100s'): its arguments", i,
+             name);
+    return mismatch(t->check, args, what);
+}
+
+static const pl__llm_tool *tool_named(const pl__llm_tool *tools, size_t n,
+                                      const char *name)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(tools[i].name, name) == 0)
+            return &tools[i];
+    return NULL;
+}
+
 int pl__llm_answer_steps(pl_steps *out, char **why, const pl__llm *m,
                          const cJSON *answer, const pl_action *action,
+                         const pl__llm_tool *tools, size_t n_tools,
                          unsigned exchange)
 {
     *why = NULL;
@@ -287,11 +311,15 @@ int pl__llm_answer_steps(pl_steps *out, char **why, const pl__llm *m,
                                     i, name,
                                     parsed ? "not a JSON object" : "not JSON",
                                     (q = quote(args)) ? q : "?");
+            else
+                *why = check_args(tools, n_tools, name, parsed, i);
             cJSON_Delete(parsed);
         } else if (!cJSON_IsObject(args))
             *why = pl__asprintf("tool call %d ('%.100s') has arguments that "
                                 "are not a JSON object: '%s'",
                                 i, name, (q = quote(args)) ? q : "?");
+        else
+            *why = check_args(tools, n_tools, name, args, i);
         free(q);
         if (*why)
             return PL_EJSON;
@@ -322,7 +350,7 @@ int pl__llm_answer_steps(pl_steps *out, char **why, const pl__llm *m,
     } else if (!i && m->output_schema) {
         answer_text = text->valuestring;
     }
-    if (answer_text && (*why = check_schema(m->output_schema, answer_text))) {
+    if (answer_text && (*why = check_schema(m, answer_text))) {
         free(args_text);
         return PL_EJSON;
     }
