@@ -574,7 +574,8 @@ typedef struct pl_engine_options {
     size_t map_size;           /**< initial map size; 0 = 64 MiB */
     size_t map_size_max;       /**< growth limit; 0 = no limit */
     unsigned max_readers;      /**< LMDB reader slots; 0 = 126 */
-    size_t max_payload;        /**< largest encoded payload; 0 = 16 MiB */
+    size_t max_payload;        /**< largest encoded payload; 0 = 16 MiB;
+                                    at most 1 GiB (more is PL_EINVAL) */
     pl_event_fn on_event;      /**< may be NULL */
     void *event_user;          /**< passed to on_event */
 } pl_engine_options;
@@ -591,9 +592,10 @@ typedef struct pl_engine_options {
  * @param registry      borrowed: must outlive the engine and not change
  *                      while the engine runs.
  * @param opts          NULL for defaults.
- * @return PL_OK; PL_EINVAL; PL_EBUSY (this process has the store open
- *         already); PL_EVERSION (store written by an unknown format);
- *         PL_ECORRUPT (not a policyledger store); PL_ESTORE; PL_ENOMEM.
+ * @return PL_OK; PL_EINVAL (also max_payload over 1 GiB); PL_EBUSY (this
+ *         process has the store open already); PL_EVERSION (store written
+ *         by an unknown format); PL_ECORRUPT (not a policyledger store);
+ *         PL_ESTORE; PL_ENOMEM.
  */
 int pl_engine_open(pl_engine **out, const char *path,
                    const pl_registry *registry,
