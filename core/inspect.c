@@ -301,12 +301,19 @@ int pl_run_ledger(pl_steps **out, pl_engine *e, const char *run_id,
     for (;;) {
         st = pl__store_read(e->store, prefix, plen, seq, CHUNK, (size_t)1 << 20,
                             &recs);
-        if (st || !recs.n)
+        if (st) {
+            st = pl__err(st, "run '%s', ledger %s, from step %u: %s", run_id,
+                         canon, seq, pl_errmsg());
+            break;
+        }
+        if (!recs.n)
             break;
         for (size_t i = 0; !st && i < recs.n; i++, seq++) {
             pl__rec rec;
             st = pl__rec_decode_lazy(&rec, pl__kvs_val(&recs, i),
                                      recs.e[i].vlen);
+            if (!st && rec.seq != seq)
+                st = pl__err(PL_ECORRUPT, "the record says step %u", rec.seq);
             if (!st && rec.mirrored) {
                 uint8_t key[PL__KEY_MAX];
                 memcpy(key, prefix, plen);
@@ -365,16 +372,23 @@ int pl_run_ledger(pl_steps **out, pl_engine *e, const char *run_id,
 typedef int (*rec_fn)(const uint8_t *key, size_t klen, const uint8_t *val,
                       size_t vlen, void *user);
 
-static int scan_run(pl_engine *e, uint64_t num, rec_fn fn, void *user)
+static int scan_run(pl_engine *e, const char *run_id, uint64_t num, rec_fn fn,
+                    void *user)
 {
     pl__kvs page = {0};
     uint8_t after[PL__KEY_MAX];
     size_t after_len = 0;
     int st;
     for (;;) {
+        /* every key the store hands out sorts after the one before it and
+         * after `after`, or it fails: no step is handed out twice */
         st = pl__store_scan(e->store, num, after_len ? after : NULL, after_len,
                             CHUNK, &page);
-        if (st || !page.n)
+        if (st) {
+            st = pl__err(st, "run '%s': %s", run_id, pl_errmsg());
+            break;
+        }
+        if (!page.n)
             break;
         for (size_t i = 0; !st && i < page.n; i++)
             st = fn(pl__kvs_key(&page, i), page.e[i].klen,
@@ -418,6 +432,8 @@ static int walk_rec(const uint8_t *key, size_t klen, const uint8_t *val,
     pl__path_format(path, comps, depth);
     pl__rec rec;
     int st = pl__rec_decode_lazy(&rec, val, vlen);
+    if (!st && rec.seq != seq)
+        st = pl__err(PL_ECORRUPT, "the record says step %u", rec.seq);
     if (!st && rec.mirrored)
         st = read_mirror(w->e, &w->hasher, w->num, comps, depth, key, klen, val,
                          vlen, &rec, &w->hold);
@@ -463,7 +479,7 @@ int pl_run_walk(pl_engine *e, const char *run_id, pl_step_visit_fn visit,
         return st;
     walk_ctx w = {
         .e = e, .id = run_id, .num = num, .visit = visit, .user = user};
-    st = scan_run(e, num, walk_rec, &w);
+    st = scan_run(e, run_id, num, walk_rec, &w);
     pl__kvs_free(&w.hold);
     pl__hasher_free(w.hasher);
     return st;
@@ -746,7 +762,7 @@ int pl_run_verify(pl_engine *e, const char *run_id)
     verify_ctx v = {.id = run_id};
     if (!(st = pl__hasher_new(&v.hasher)) &&
         !(st = pl__genesis_hash(v.hasher, run_id, v.genesis)))
-        st = scan_run(e, num, verify_rec, &v);
+        st = scan_run(e, run_id, num, verify_rec, &v);
     /* the ledgers open at the end: the root stays open for its head */
     for (unsigned d = PL__ARRAY_LEN(v.lv) - 1; !st && d > 0; d--)
         st = close_level(&v, d);
