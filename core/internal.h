@@ -2,11 +2,12 @@
  * internal.h -- the engine's data structures, shared by the core modules.
  *
  * The modules, from the public entry points down.  Each calls only modules
- * listed below it (engine.c and pool.c excepted: they call each other); a
- * module others call declares what it shares in the header named after it.
+ * listed below it; a module others call declares what it shares in the
+ * header named after it.
  *
  *   runner.c      the runner: start, continue, resume, ownership, outcomes
  *   decorators.c  loop, invoke_action (the public API only)
+ *   validate.c    the validate decorator (the public API only)
  *   call.c        pl_ctx_call and friends: how a call resolves
  *   indoubt.c     recovering a call in flight at a crash (indoubt.h)
  *   callee.c      serve or execute a callee; the result ends the call
@@ -23,10 +24,11 @@
  *                 view, accessors (ctx.h)
  *   run.c         a run in execution: create, fail, free (run.h)
  *   inspect.c     reading runs and ledgers, verification
+ *   pool.c        many runs on a few threads; a task's commit (pl__commit)
  *   engine.c      engine lifecycle, commits (including group commit), events
- *   pool.c        many runs on a few threads
  *   plugin.c      policies from a shared object (registry.h)
  *   registry.c    policies by name
+ *   schema.c      JSON Schema: compile, validate (draft 7)
  *   step.c        pl_step / pl_steps
  *   path.c        invocation paths and step ids (path.h)
  */
@@ -128,7 +130,12 @@ struct pl_engine {
     char host[256];
 };
 
-/* Commit a batch as the engine's durability mode says. */
+/*
+ * Commit a batch as the engine's durability mode says: in a pool's task,
+ * with its thread's other tasks (pool.c); anywhere else, alone or in the
+ * engine's group commit (pl__engine_commit, engine.c).
+ */
+PL__HIDDEN int pl__commit(pl_engine *e, pl__batch *b) PL__MUST_CHECK;
 PL__HIDDEN int pl__engine_commit(pl_engine *e, pl__batch *b) PL__MUST_CHECK;
 /*
  * Make @p n (at most PL__GROUP_MAX) batches durable together, as one writer;
@@ -139,10 +146,6 @@ PL__HIDDEN int pl__engine_commit(pl_engine *e, pl__batch *b) PL__MUST_CHECK;
  */
 PL__HIDDEN void pl__engine_commit_many(pl_engine *e, pl__gc_item *items,
                                        size_t n);
-/* In a pool's task on @p e's pool thread, in group or process mode: commit
- * @p b with the thread's other waiting tasks, running them meanwhile.
- * Returns false (and does nothing) anywhere else. */
-PL__HIDDEN bool pl__pool_commit(pl_engine *e, pl__batch *b, int *rc);
 /* Mark a run as executing here; PL_EBUSY when it is already. */
 PL__HIDDEN int pl__engine_claim(pl_engine *e, uint64_t num,
                                 const char *id) PL__MUST_CHECK;
@@ -202,8 +205,10 @@ struct pl_ctx {
     uint8_t prefix[PL__PREFIX_MAX];
     size_t prefix_len;
 
-    uint32_t next_seq; /* where the next append goes */
-    bool replaying;    /* recorded steps may remain at next_seq */
+    uint32_t next_seq;   /* where the next append goes */
+    bool replaying;      /* recorded steps may remain at next_seq */
+    int64_t deadline_ms; /* pl_ctx_deadline(): Unix ms, 0 = none; a callee
+                            starts with its caller's */
 
     /* recorded steps read ahead of the cursor */
     pl__kvs ahead;
