@@ -39,8 +39,13 @@ static void on_event(const pl_event *ev, void *user)
         return;
     d->boundary++;
     if (d->crash_after > 0 && d->boundary == d->crash_after) {
-        printf("*** SIGKILL at step boundary %ld (%s%s%s) ***\n", d->boundary,
-               pl_event_kind_name(ev->kind), ev->path ? " in " : "",
+        const char *type = ev->kind == PL_EVENT_STEP_APPENDED
+                               ? pl_step_type_name(ev->step_type)
+                               : NULL;
+        printf("*** SIGKILL at step boundary %ld (%s%s%s%s%s%s%s) ***\n",
+               d->boundary, pl_event_kind_name(ev->kind), type ? " " : "",
+               type ? type : "", type && ev->policy ? " by " : "",
+               type && ev->policy ? ev->policy : "", ev->path ? " in " : "",
                ev->path ? ev->path : "");
         fflush(stdout);
         raise(SIGKILL);
