@@ -88,8 +88,8 @@ static void usage(FILE *f)
         "next to\n"
         "                   this program)\n"
         "\n"
-        "Exit status: 0 completed or waiting for approval, 1 failed, 2 bad "
-        "usage.\n");
+        "Exit status: 0 completed or waiting for approval, 1 failed (or "
+        "ended in\nan error result), 2 bad usage.\n");
 }
 
 static int parse_long(const char *s, long *out)
@@ -125,6 +125,13 @@ static void print_json(const char *label, const cJSON *v)
     char *s = v ? cJSON_PrintUnformatted(v) : NULL;
     printf("%s%s\n", label, s ? s : "?");
     cJSON_free(s);
+}
+
+/* The result of a completed run, or NULL. */
+static const pl_step *last_step(const pl_outcome *o)
+{
+    size_t n = o->steps ? pl_steps_count(o->steps) : 0;
+    return n ? pl_steps_at(o->steps, n - 1) : NULL;
 }
 
 /* What the run came to, and what its model calls cost. */
@@ -309,7 +316,11 @@ int main(int argc, char **argv)
     if (st)
         goto fail;
     report(e, o, run_id, model, store);
-    rc = o->status == PL_RUN_FAILED ? 1 : 0;
+    rc = 0;
+    if (o->status == PL_RUN_FAILED ||
+        (o->status == PL_RUN_COMPLETED && last_step(o) &&
+         pl_step_is_error(last_step(o))))
+        rc = 1; /* failed, or completed with an error as its result */
     goto done;
 fail:
     fprintf(stderr, "agent-demo: %s (%s)\n", pl_errmsg(), pl_status_name(st));

@@ -1,6 +1,7 @@
 # Shared by the agent's tests (sourced): run the research-and-approve agent
 # in a case directory and check a finished run's invariants.
 #   demo plugin check agent_dir   set by the sourcing script
+#   wrap                          optional: a command to run them under
 
 expected_answer='Maintaining the fleet for the next three years costs 153000 EUR: 12 vans at 4250 EUR per van per year (rates.json, 2026), times 3 years.'
 
@@ -14,7 +15,7 @@ new_case() {
 # run_demo DIR ARGS...: agent-demo on DIR's store; output in DIR/out.
 run_demo() {
   d=$1; shift
-  AGENT_ALLOW= "$demo" --store "$d/s.db" --model "scripted://$d/script.json" \
+  AGENT_ALLOW= ${wrap:-} "$demo" --store "$d/s.db" --model "scripted://$d/script.json" \
     --data "$agent_dir/data" --plugin "$plugin" "$@" >"$d/out" 2>&1 || true
   cat "$d/out" >>"$d/log"
   sed -n 's/^resume token: //p' "$d/out" | tail -1 >"$d/tok.new"
@@ -65,7 +66,7 @@ expect() {
 # tool ran once with a good result.
 check_run() {
   AGENT_MODEL="scripted://$1/script.json" AGENT_DATA="$agent_dir/data" \
-    "$check" "$1/s.db" "$plugin" research-1 >"$1/check"
+    ${wrap:-} "$check" "$1/s.db" "$plugin" research-1 >"$1/check"
   expect "$1" status completed
   expect "$1" verify ok
   expect "$1" exchanges 4

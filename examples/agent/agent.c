@@ -22,13 +22,17 @@ static const char system_prompt[] =
     "a human reviews it before it is published.";
 
 /* The approval prompt shown to the human. */
-static int approval_prompt(cJSON **out, const char *question, const char *draft)
+static int approval_prompt(cJSON **out, const char *question, const char *draft,
+                           bool again)
 {
-    return pl_json_pack(out, "{s:s, s:s, s:s}", "question", question, "draft",
-                        draft, "ask",
-                        "Approve this answer?  Reply {\"approved\": "
-                        "true} or {\"approved\": false, \"comment\": "
-                        "\"why\"}.");
+    return pl_json_pack(out, "{s:s, s:s, s:s, s:s*}", "question", question,
+                        "draft", draft, "ask",
+                        "Approve this answer?  Reply {\"approved\": true} or "
+                        "{\"approved\": false, \"comment\": \"why\"}.",
+                        "note",
+                        again ? "The last reply had no true or false "
+                                "\"approved\": please answer again."
+                              : NULL);
 }
 
 static int agent(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
@@ -66,17 +70,27 @@ static int agent(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
                                 "the model ended without a text answer");
         goto done;
     }
-    if ((st = approval_prompt(&prompt, q->valuestring, draft->valuestring)))
-        goto done;
-    st = pl_ctx_invoke(&answer, ctx, AGENT_HUMAN, prompt);
-    if (st)
-        goto done; /* PL_ESUSPENDED first: the run waits for the human */
-    const cJSON *ok = cJSON_GetObjectItemCaseSensitive(answer, "approved");
+    /* Ask until the answer says yes or no (each ask is a call of its own,
+     * so a replay asks the same questions in the same order). */
+    const cJSON *ok = NULL;
+    for (int ask = 0; ask < AGENT_MAX_ASKS && !cJSON_IsBool(ok); ask++) {
+        cJSON_Delete(prompt);
+        cJSON_Delete(answer);
+        prompt = answer = NULL;
+        if ((st = approval_prompt(&prompt, q->valuestring, draft->valuestring,
+                                  ask > 0)))
+            goto done;
+        st = pl_ctx_invoke(&answer, ctx, AGENT_HUMAN, prompt);
+        if (st)
+            goto done; /* PL_ESUSPENDED first: the run waits for the human */
+        ok = cJSON_GetObjectItemCaseSensitive(answer, "approved");
+    }
     const cJSON *comment = cJSON_GetObjectItemCaseSensitive(answer, "comment");
     if (!cJSON_IsBool(ok)) {
         st = pl_steps_add_error(out, PL_ERR_INVALID_INPUT,
-                                "the approval must be {\"approved\": true} "
-                                "or {\"approved\": false}");
+                                "no approval: the human's answers were not "
+                                "{\"approved\": true} or {\"approved\": "
+                                "false}");
     } else if (cJSON_IsTrue(ok)) {
         st = pl_steps_add_resultf(out, "{s:s, s:s, s:b}", "question",
                                   q->valuestring, "answer", draft->valuestring,

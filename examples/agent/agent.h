@@ -17,6 +17,8 @@
 #define AGENT_HUMAN "ask_human"
 /** Turns the model may take before the loop gives up. */
 #define AGENT_MAX_TURNS 12
+/** Times the human is asked when an answer is neither yes nor no. */
+#define AGENT_MAX_ASKS 3
 
 /**
  * Register the agent's policies in @p reg: the model at @p model_url, the
