@@ -2,6 +2,8 @@
 # in a case directory and check a finished run's invariants.
 #   demo plugin check agent_dir   set by the sourcing script
 #   wrap                          optional: a command to run them under
+#   model                         optional: the model URL (default: DIR's
+#                                 copy of the scripted model's script)
 
 expected_answer='Maintaining the fleet for the next three years costs 153000 EUR: 12 vans at 4250 EUR per van per year (rates.json, 2026), times 3 years.'
 
@@ -15,7 +17,7 @@ new_case() {
 # run_demo DIR ARGS...: agent-demo on DIR's store; output in DIR/out.
 run_demo() {
   d=$1; shift
-  AGENT_ALLOW= ${wrap:-} "$demo" --store "$d/s.db" --model "scripted://$d/script.json" \
+  AGENT_ALLOW= ${wrap:-} "$demo" --store "$d/s.db" --model "${model:-scripted://$d/script.json}" \
     --data "$agent_dir/data" --plugin "$plugin" "$@" >"$d/out" 2>&1 || true
   cat "$d/out" >>"$d/log"
   sed -n 's/^resume token: //p' "$d/out" | tail -1 >"$d/tok.new"
@@ -60,11 +62,10 @@ expect() {
   fi
 }
 
-# check_run DIR [REPAID]: the run completed with the approved answer, its
-# ledger verifies, 4 model exchanges are recorded, the model served 4 (+
-# REPAID: a model call cut off by a kill before it was recorded), and each
-# tool ran once with a good result.
-check_run() {
+# check_ledger DIR: the run completed with the approved answer, its ledger
+# verifies, 4 model exchanges are recorded, and each tool ran once with a
+# good result.
+check_ledger() {
   AGENT_MODEL="scripted://$1/script.json" AGENT_DATA="$agent_dir/data" \
     ${wrap:-} "$check" "$1/s.db" "$plugin" research-1 >"$1/check"
   expect "$1" status completed
@@ -80,6 +81,12 @@ check_run() {
   expect "$1" suspends 1
   expect "$1" resumes 1
   expect "$1" answer "$expected_answer"
+}
+
+# check_run DIR [REPAID]: check_ledger, and the scripted model served 4
+# requests (+ REPAID: a model call cut off by a kill before its record).
+check_run() {
+  check_ledger "$1"
   want=$((4 + ${2:-0}))
   if [ "$(served "$1")" -ne "$want" ]; then
     echo "FAIL ($1): the model served $(served "$1") requests, expected $want"; cat "$1/log"; exit 1
