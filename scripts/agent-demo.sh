@@ -19,8 +19,9 @@ for f in "$demo" "$plugin" "$replay" "$dump"; do
 done
 dir=${AGENT_DEMO_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/policyledger-agent.XXXXXX")}
 mkdir -p "$dir"
-cp "$build/examples/agent/script.json" "$dir/script.json"
 store="$dir/agent.db" run=research-1
+rm -f "$store" "$store-lock" "$dir/script.json.served" # a story afresh
+cp "$build/examples/agent/script.json" "$dir/script.json"
 # The plugin's configuration, for agent-demo and ledger-replay alike.
 export AGENT_MODEL="scripted://$dir/script.json"
 AGENT_DATA="$(cd "$build/examples/agent/data" && pwd)"
@@ -29,8 +30,10 @@ served() { if [ -f "$dir/script.json.served" ]; then wc -l <"$dir/script.json.se
 
 echo "== 1. The agent researches.  Kill it (SIGKILL) at step boundary 8: its"
 echo "==    first model call and its first tool call (read_file) are durable."
-"$demo" --store "$store" --run "$run" --model "$AGENT_MODEL" --data "$AGENT_DATA" \
-  --crash-after-steps 8 || echo "   (the process died: exit status $?)"
+# (the braces keep the shell's own "Killed" notice off the screen)
+{ "$demo" --store "$store" --run "$run" --model "$AGENT_MODEL" \
+    --data "$AGENT_DATA" --crash-after-steps 8 2>&1; } 2>/dev/null ||
+  echo "   (the process died: exit status $?)"
 before=$(served)
 echo "   the model has been asked $before time(s) so far"
 echo
@@ -46,7 +49,8 @@ echo
 echo "== 4. The answer (agent-demo replays the finished run: nothing is asked again)."
 "$demo" --store "$store" --run "$run" --model "$AGENT_MODEL" --data "$AGENT_DATA"
 echo
-echo "== 5. The run's tree."
+echo "== 5. The run's tree, and its hash chains checked."
 "$dump" "$store" --run "$run"
+"$dump" "$store" --verify --run "$run"
 echo
 echo "The store is $store."

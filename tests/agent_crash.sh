@@ -3,10 +3,11 @@
 # turn, first on its way to the approval, then while the approval is
 # resumed; each run is then continued to the end, and must come out as an
 # uncrashed run does: the same answer, a ledger that verifies, every model
-# exchange recorded once, every tool run once.
-#   agent_crash.sh AGENT_DEMO AGENT_PLUGIN AGENT_CHECK BUILD/examples/agent
+# exchange recorded once, every tool run once.  Odd kills are finished by
+# ledger-replay (with the plugin), even ones by agent-demo.
+#   agent_crash.sh AGENT_DEMO AGENT_PLUGIN AGENT_CHECK BUILD/examples/agent LEDGER_REPLAY
 set -eu
-demo=$1 plugin=$2 check=$3 agent_dir=$4
+demo=$1 plugin=$2 check=$3 agent_dir=$4 replay=$5
 . "$(dirname "$0")/agent_lib.sh"
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
@@ -25,7 +26,7 @@ while :; do
   new_case "$c"
   run_demo "$c" --crash-after-steps "$n"
   if ! crashed "$c"; then rm -rf "$c"; break; fi
-  finish "$c"
+  if [ $((n % 2)) -eq 1 ]; then finish_replay "$c"; else finish "$c"; fi
   check_run "$c" "$(repaid "$c")"
   rm -rf "$c"
   n=$((n + 1)) phase1=$((phase1 + 1))
@@ -39,7 +40,7 @@ while :; do
   run_demo "$c"
   answer "$c" --crash-after-steps "$n"
   if ! crashed "$c"; then rm -rf "$c"; break; fi
-  finish "$c"
+  if [ $((n % 2)) -eq 1 ]; then finish_replay "$c"; else finish "$c"; fi
   check_run "$c"
   rm -rf "$c"
   n=$((n + 1)) phase2=$((phase2 + 1))

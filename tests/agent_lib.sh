@@ -2,6 +2,8 @@
 # in a case directory and check a finished run's invariants.
 #   demo plugin check agent_dir   set by the sourcing script
 #   wrap                          optional: a command to run them under
+#   db                            optional: the store's name in DIR
+#                                 (default s.db)
 #   model                         optional: the model URL (default: DIR's
 #                                 copy of the scripted model's script)
 
@@ -17,7 +19,7 @@ new_case() {
 # run_demo DIR ARGS...: agent-demo on DIR's store; output in DIR/out.
 run_demo() {
   d=$1; shift
-  AGENT_ALLOW= ${wrap:-} "$demo" --store "$d/s.db" --model "${model:-scripted://$d/script.json}" \
+  AGENT_ALLOW= ${wrap:-} "$demo" --store "$d/${db:-s.db}" --model "${model:-scripted://$d/script.json}" \
     --data "$agent_dir/data" --plugin "$plugin" "$@" >"$d/out" 2>&1 || true
   cat "$d/out" >>"$d/log"
   sed -n 's/^resume token: //p' "$d/out" | tail -1 >"$d/tok.new"
@@ -67,7 +69,7 @@ expect() {
 # good result.
 check_ledger() {
   AGENT_MODEL="scripted://$1/script.json" AGENT_DATA="$agent_dir/data" \
-    ${wrap:-} "$check" "$1/s.db" "$plugin" research-1 >"$1/check"
+    ${wrap:-} "$check" "$1/${db:-s.db}" "$plugin" research-1 >"$1/check"
   expect "$1" status completed
   expect "$1" verify ok
   expect "$1" exchanges 4
@@ -97,4 +99,23 @@ check_run() {
 # (the exchange step appended, not yet durable), else 0.
 repaid() {
   if grep -q '^\*\*\* SIGKILL at step boundary [0-9]* (step_appended side_effect by researcher' "$1/log"; then echo 1; else echo 0; fi
+}
+
+# finish_replay DIR: as finish, with ledger-replay (replay set by the
+# sourcing script): continue the run, resume it with the approval.
+finish_replay() {
+  for _ in 1 2 3 4; do
+    for mode in run resume; do
+      if [ $mode = run ]; then set -- "$1" --run research-1
+      else set -- "$1" --resume research-1 --answer '{"approved": true}'; fi
+      rc=0
+      AGENT_MODEL="${model:-scripted://$1/script.json}" AGENT_DATA="$agent_dir/data" \
+        AGENT_ALLOW= "$replay" "$1/${db:-s.db}" --plugin "$plugin" "$2" "$3" ${4:+"$4"} ${5:+"$5"} \
+        >"$1/out" 2>&1 || rc=$?
+      cat "$1/out" >>"$1/log"
+      [ "$rc" -eq 0 ] && return 0
+      set -- "$1"
+    done
+  done
+  echo "FAIL: ledger-replay did not complete the run in $1:"; cat "$1/log"; exit 1
 }
