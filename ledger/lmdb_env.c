@@ -458,6 +458,8 @@ int pl__store_open(pl__store **out, const char *path,
                              strerror(errno));
     if (opts->read_only && !S_ISREG(sb.st_mode))
         return pl__err(PL_ECORRUPT, "'%s' is not a policyledger store", path);
+    if (opts->read_only && sb.st_size == 0)
+        return pl__err(PL_ECORRUPT, "'%s' is an empty file, not a store", path);
 
     pl__store *s = calloc(1, sizeof *s);
     if (!s || !(s->path = pl__strdup(path))) {
