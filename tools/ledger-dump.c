@@ -343,7 +343,7 @@ static int cmd_list(pl_engine *e, const opts *o)
     if (o->format == FMT_JSON && !(c.all = cJSON_CreateArray()))
         c.oom = true;
     if (o->format == FMT_TEXT)
-        printf("%-36s  %-16s  %-30s  %6s  %-19s  %-19s\n", "RUN", "POLICY",
+        printf("%-36s  %-16s  %-30s  %6s  %-19s  %s\n", "RUN", "POLICY",
                "STATUS", "STEPS", "CREATED (UTC)", "UPDATED (UTC)");
     int st = c.oom ? PL_ENOMEM : pl_engine_runs(e, list_visit, &c);
     if (c.oom) {
@@ -582,7 +582,7 @@ static void print_row_text(const opts *o, const srow *w, const char *mark)
     free(payload);
 }
 
-static void print_run_header(const pl_run_info *ri)
+static void print_run_header(const pl_run_info *ri, size_t stored)
 {
     char created[40], updated[40];
     cli_time_human(created, sizeof created, ri->created_us);
@@ -590,7 +590,12 @@ static void print_run_header(const pl_run_info *ri)
     printf("run %s\n", ri->id);
     printf("  policy   %s\n", ri->policy);
     printf("  status   %s\n", status_text(ri));
-    printf("  steps    %llu\n", (unsigned long long)ri->steps);
+    if (ri->status == PL_RUN_RUNNING && stored != ri->steps)
+        printf("  steps    %zu (the record counted %llu at its owner's last "
+               "heartbeat)\n",
+               stored, (unsigned long long)ri->steps);
+    else
+        printf("  steps    %zu\n", stored);
     printf("  created  %s UTC\n", created);
     printf("  updated  %s UTC\n", updated);
     printf("  owner    pid %lld on %s, %u attempt(s)\n",
@@ -696,7 +701,7 @@ static int cmd_run(pl_engine *e, const opts *o)
         goto done;
     }
     if (o->format == FMT_TEXT)
-        print_run_header(ri);
+        print_run_header(ri, r.n);
     if (!print_rows(o, &r, 0, ri, NULL)) {
         cli_error("out of memory");
         rc = CLI_EXIT_STORE;
@@ -937,7 +942,9 @@ static int cmd_stats(pl_engine *e, const opts *o)
             printf("  %-10s %llu\n", pl_run_status_name((pl_run_status)s),
                    (unsigned long long)c.by_status[s]);
         printf("  (crashed)  %llu\n", (unsigned long long)c.crashed);
-        printf("steps        %llu\n", (unsigned long long)c.steps);
+        printf("steps        %llu (as the run records count them; a running "
+               "run's as of its last heartbeat)\n",
+               (unsigned long long)c.steps);
         printf("file size    %llu bytes\n", (unsigned long long)ss.file_bytes);
         printf("map size     %llu bytes\n", (unsigned long long)ss.map_bytes);
         printf("pages        %llu used, %llu free, %llu bytes each\n",
