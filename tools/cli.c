@@ -105,7 +105,7 @@ static bool parse_relative(int64_t *out, const char *t, int64_t now_us)
     if (*p < '0' || *p > '9')
         return false;
     for (; *p >= '0' && *p <= '9'; p++) {
-        if (v > 100000000)
+        if (v > 1000000) /* past 10^7 days: no use, and it would overflow */
             return false;
         v = v * 10 + (*p - '0');
     }

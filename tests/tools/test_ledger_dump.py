@@ -268,6 +268,9 @@ class BadInputTest(Base):
         self.expect(1, [self.store, "--bogus"], ["unknown option '--bogus'"])
         self.expect(1, [self.store, "--since", "yesterday"], ["bad --since"])
         self.expect(1, [self.store, "--since", "2026-13-01"], ["bad --since"])
+        self.expect(1, [self.store, "--since", "99999999999999d"],
+                    ["bad --since"])
+        self.expect(1, [self.store, "--since", "10x"], ["bad --since"])
         self.expect(1, [self.store, "--format", "xml"], ["unknown --format"])
         self.expect(1, [self.store, "--status", "done"], ["unknown --status"])
         self.expect(1, [self.store, "--run"], ["--run needs a value"])
