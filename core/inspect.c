@@ -740,7 +740,14 @@ int pl_run_verify(pl_engine *e, const char *run_id)
     if (!st && rs.has_head && rs.status != PL_RUN_RUNNING) {
         /* the root ledger's last step is anchored in the run's record */
         const uint8_t *head = v.lv[0].open ? v.lv[0].prev : v.genesis;
-        if (memcmp(head, rs.head, PL_HASH_LEN) != 0)
+        if (memcmp(head, rs.head, PL_HASH_LEN) != 0 && v.lv[0].open &&
+            v.lv[0].next_seq > 0)
+            st = pl__err(PL_ECORRUPT,
+                         "run '%s', step 0:%u: the root ledger's last step "
+                         "does not match the run's record (it changed, or "
+                         "steps after it are missing)",
+                         run_id, v.lv[0].next_seq - 1);
+        else if (memcmp(head, rs.head, PL_HASH_LEN) != 0)
             st = pl__err(PL_ECORRUPT,
                          "run '%s': the root ledger's last step "
                          "does not match the run's record (it "

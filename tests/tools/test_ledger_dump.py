@@ -240,6 +240,25 @@ class VerifyStatsTest(Base):
         doc = json.loads(out)
         self.assertEqual(doc["faults"][0]["run"], "r-completed")
 
+    def test_verify_names_a_changed_last_step(self):
+        bad = os.path.join(self.tmp, "flipped-last")
+        shutil.copytree(self.store, bad)
+        data = os.path.join(bad, "data.mdb")
+        with open(data, "rb") as f:
+            raw = bytearray(f.read())
+        needle = b"x" * 300  # only in r-completed's last root step, 0:4
+        at = raw.find(needle)
+        self.assertGreaterEqual(at, 0)
+        while at >= 0:
+            raw[at + 100] = ord("y")
+            at = raw.find(needle, at + 1)
+        with open(data, "wb") as f:
+            f.write(raw)
+        rc, out, err = dump(bad, "--verify", "--run", "r-completed")
+        self.assertEqual(rc, 3, out + err)
+        self.assertIn("FAULT run r-completed", out)
+        self.assertIn("step 0:4", out)
+
     def test_stats(self):
         out = self.ok(self.store, "--stats")
         self.assertRegex(out, r"runs\s+4")
