@@ -7,9 +7,11 @@
  *       a long payload), "r-failed", "r-suspended" (a human), and
  *       "r-crashed" (a child process SIGKILLs itself inside a call that is
  *       not idempotent, so the call is in doubt and the owner is gone).
- *   dump_fixture STORE slow RUN_ID CALLS DELAY_MS
+ *   dump_fixture STORE slow RUN_ID CALLS DELAY_MS GATE
  *       one run whose root calls "leaf" CALLS times, sleeping DELAY_MS
- *       before each call: a writer another process can follow.
+ *       before each call, and after the first call waiting until the file
+ *       GATE exists (at most a minute): a writer another process can
+ *       follow, which goes on only when the follower is there.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -22,6 +24,7 @@
 #include <policyledger.h>
 
 static long g_delay_ms;
+static const char *g_gate;
 
 static int leaf(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
 {
@@ -138,6 +141,12 @@ static int slow(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
         int st = invoke_n(ctx, "leaf", i);
         if (st)
             return st;
+        for (int w = 0; i == 0 && access(g_gate, F_OK) != 0; w++) {
+            if (w == 3000)
+                return pl_errorf(PL_EPOLICY, "no gate file '%s'", g_gate);
+            struct timespec t = {0, 20 * 1000000};
+            nanosleep(&t, NULL);
+        }
     }
     return pl_steps_add_text(out, NULL, "slow done");
 }
@@ -194,15 +203,16 @@ int main(int argc, char **argv)
 {
     if (argc < 3) {
         fprintf(stderr, "usage: dump_fixture STORE build | STORE slow ID "
-                        "CALLS DELAY_MS\n");
+                        "CALLS DELAY_MS GATE\n");
         return 1;
     }
     const char *path = argv[1];
     pl_registry *reg = registry();
     pl_engine *e = NULL;
     int rc = 0;
-    if (!strcmp(argv[2], "slow") && argc == 6) {
+    if (!strcmp(argv[2], "slow") && argc == 7) {
         g_delay_ms = strtol(argv[5], NULL, 10);
+        g_gate = argv[6];
         if (pl_engine_open(&e, path, reg, NULL)) {
             fprintf(stderr, "open: %s\n", pl_errmsg());
             return 1;

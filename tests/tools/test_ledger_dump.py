@@ -356,27 +356,40 @@ class BadInputTest(Base):
 class FollowTest(Base):
     def test_follow_a_writer(self):
         store = os.path.join(self.tmp, "slow")
+        gate = os.path.join(self.tmp, "go")
         os.mkdir(store)
+        # the writer makes one call, then waits for the gate file
         writer = subprocess.Popen([FIXTURE, store, "slow", "r-slow", "8",
-                                   "300"])
+                                   "100", gate])
+        follower = None
         try:
-            for _ in range(600):  # until the run exists
+            for _ in range(1200):  # until the first call is stored
                 rc, out, _ = dump(store, "--run", "r-slow", "--format",
                                   "jsonl")
-                if rc == 0:
+                if rc == 0 and len(jsonl(out)) >= 2:
                     break
                 time.sleep(0.05)
-            self.assertEqual(rc, 0)
             before = jsonl(out)
-            rc, out, err = dump(store, "--run", "r-slow", "--follow",
-                                "--format", "jsonl")
-            self.assertEqual(rc, 0, err)
+            self.assertGreaterEqual(len(before), 2)
+            errfile = open(os.path.join(self.tmp, "follow.err"), "w+")
+            follower = subprocess.Popen(
+                [DUMP, store, "--run", "r-slow", "--follow", "--format",
+                 "jsonl"], stdout=subprocess.PIPE, stderr=errfile, text=True)
+            first = follower.stdout.readline()  # it is following now
+            self.assertEqual(json.loads(first), before[0])
+            open(gate, "w").close()  # let the writer go on
+            rest = follower.stdout.read()  # until it exits by itself
+            self.assertEqual(follower.wait(timeout=120), 0)
+            errfile.seek(0)
+            err = errfile.read()
+            errfile.close()
             self.assertEqual(writer.wait(timeout=120), 0)
         finally:
-            if writer.poll() is None:
-                writer.kill()
-                writer.wait()
-        rows = jsonl(out)
+            for p in (writer, follower):
+                if p and p.poll() is None:
+                    p.kill()
+                    p.wait()
+        rows = jsonl(first + rest)
         final = jsonl(self.ok(store, "--run", "r-slow", "--format", "jsonl"))
         self.assertEqual(rows, final)
         self.assertLess(len(before), len(rows))
