@@ -9,10 +9,10 @@
 set -euo pipefail
 
 pkgs=(gcc libc6-dev make cmake pkg-config
-      liblmdb-dev libmsgpack-dev libcjson-dev libssl-dev libcurl4-openssl-dev)
+      liblmdb-dev libpq-dev libmsgpack-dev libcjson-dev libssl-dev libcurl4-openssl-dev)
 if [ "${1:-}" = "--test" ]; then
   pkgs+=(libcriterion-dev valgrind g++ clang-format python3
-         json-schema-test-suite)
+         json-schema-test-suite postgresql)
 fi
 
 missing=()
