@@ -303,11 +303,10 @@ static int parse_uri(pl__pg_store *s, const char *uri)
 static int make_statements(pl__pg_store *s)
 {
     const char *n = s->schema;
-    s->q[Q_RUN_FIND] =
-        pl__asprintf("SELECT num, info FROM \"%s\".runs WHERE id = $1::bytea",
-                     n);
-    s->q[Q_STATE_GET] =
-        pl__asprintf("SELECT v FROM \"%s\".state WHERE run = $1::bigint", n);
+    s->q[Q_RUN_FIND] = pl__asprintf(
+        "SELECT num, info FROM \"%s\".runs WHERE id = $1::bytea", n);
+    s->q[Q_STATE_GET] = pl__asprintf(
+        "SELECT v FROM \"%s\".state WHERE run = $1::bigint", n);
     s->q[Q_STATE_LOCK] = pl__asprintf(
         "SELECT v FROM \"%s\".state WHERE run = $1::bigint FOR UPDATE", n);
     s->q[Q_STATE_PUT] = pl__asprintf(
@@ -334,8 +333,8 @@ static int make_statements(pl__pg_store *s)
         "SELECT id, int8send(num) || info FROM \"%s\".runs "
         "WHERE id > $1::bytea ORDER BY id LIMIT $2::bigint",
         n);
-    s->q[Q_FORMAT] =
-        pl__asprintf("SELECT v FROM \"%s\".meta WHERE k = 'format'", n);
+    s->q[Q_FORMAT] = pl__asprintf(
+        "SELECT v FROM \"%s\".meta WHERE k = 'format'", n);
     s->steps_sql = pl__asprintf("INSERT INTO \"%s\".steps (k, v) VALUES", n);
     for (int i = 0; i < Q_N; i++)
         if (!s->q[i])
@@ -403,7 +402,7 @@ int pl__pg_open(pl__pg_store **out, const char *uri,
     s->nosync = opts && opts->nosync;
     PGconn *c = NULL;
     int st = (s->path = pl__strdup(uri)) ? PL_OK
-                                          : pl__err(PL_ENOMEM, "out of memory");
+                                         : pl__err(PL_ENOMEM, "out of memory");
     if (!st)
         st = parse_uri(s, uri);
     if (!st)
@@ -534,8 +533,9 @@ static int commit_send(pl__pg_store *s, PGconn *c, pl__batch *const *batches,
         q = g;
         if (bt->create_id) {
             if (bt->steps.n) {
-                st = pl__err(PL_EINVAL, "store '%s': a batch that creates a "
-                                        "run carries no steps",
+                st = pl__err(PL_EINVAL,
+                             "store '%s': a batch that creates a "
+                             "run carries no steps",
                              s->path);
                 break;
             }
@@ -599,8 +599,9 @@ static int commit_results(pl__pg_store *s, PGconn *c, const sent *q, size_t nq)
             else if (PQgetlength(r, 0, 0) == 8)
                 bt->run = pl__get_be64((const uint8_t *)PQgetvalue(r, 0, 0));
             else if (!st)
-                st = pl__err(PL_ECORRUPT, "store '%s': a run number is "
-                                          "malformed",
+                st = pl__err(PL_ECORRUPT,
+                             "store '%s': a run number is "
+                             "malformed",
                              s->path);
         } else if (es != PGRES_TUPLES_OK && es != PGRES_COMMAND_OK &&
                    es != PGRES_PIPELINE_ABORTED && !st) {
@@ -686,8 +687,7 @@ static int query(pl__pg_store *s, const char *sql, int nparams,
 }
 
 int pl__pg_read(pl__pg_store *s, const uint8_t *prefix, size_t prefix_len,
-                uint32_t from_seq, size_t max_n, size_t max_bytes,
-                pl__kvs *out)
+                uint32_t from_seq, size_t max_n, size_t max_bytes, pl__kvs *out)
 {
     pl__kvs_reset(out);
     uint8_t lo[PL__KEY_MAX], hi[PL__KEY_MAX], lim[8];
@@ -709,8 +709,8 @@ int pl__pg_read(pl__pg_store *s, const uint8_t *prefix, size_t prefix_len,
         const uint8_t *k = (const uint8_t *)PQgetvalue(r, i, 0);
         if (pl__get_be32(k + prefix_len) != want) {
             st = pl__err(PL_ECORRUPT,
-                         "store '%s': a ledger is missing its step %u",
-                         s->path, want);
+                         "store '%s': a ledger is missing its step %u", s->path,
+                         want);
             break;
         }
         int vlen = PQgetlength(r, i, 1);
@@ -835,8 +835,8 @@ int pl__pg_state_get(pl__pg_store *s, uint64_t num, pl__buf *state)
     const char *vals[1] = {(const char *)key};
     int lens[1] = {8};
     PGresult *r;
-    int st =
-        query(s, s->q[Q_STATE_GET], 1, vals, lens, &r, "reading a run state");
+    int st = query(s, s->q[Q_STATE_GET], 1, vals, lens, &r,
+                   "reading a run state");
     if (st)
         return st;
     if (PQntuples(r) == 0)
