@@ -77,7 +77,7 @@ static int terminate_sessions(const char *schema)
                                1, NULL, vals, NULL, NULL, 0);
     cr_assert_eq(PQresultStatus(r), PGRES_TUPLES_OK, "%s",
                  PQresultErrorMessage(r));
-    int n = atoi(PQgetvalue(r, 0, 0));
+    int n = (int)strtol(PQgetvalue(r, 0, 0), NULL, 10);
     PQclear(r);
     PQfinish(c);
     return n;
