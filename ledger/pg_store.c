@@ -261,7 +261,24 @@ static bool schema_ok(const char *p, size_t n)
     return true;
 }
 
-/* Split schema=NAME off the URI's query string. */
+/* The URI for messages: its password, if any, shown as "***". */
+static char *masked(const char *uri)
+{
+    const char *user = strstr(uri, "://");
+    user = user ? user + 3 : uri;
+    size_t hostpart = strcspn(user, "/?");
+    const char *at = memchr(user, '@', hostpart);
+    const char *colon = at ? memchr(user, ':', (size_t)(at - user)) : NULL;
+    if (!colon)
+        return pl__strdup(uri);
+    return pl__asprintf("%.*s***%s", (int)(colon + 1 - uri), uri, at);
+}
+
+/*
+ * Split schema=NAME off the URI's query string, and give libpq a
+ * connect_timeout unless the URI has one: a host that does not answer
+ * fails the call instead of hanging it.
+ */
 static int parse_uri(pl__pg_store *s, const char *uri)
 {
     const char *q = strchr(uri, '?');
@@ -288,6 +305,11 @@ static int parse_uri(pl__pg_store *s, const char *uri)
         }
         p = end ? end + 1 : NULL;
     }
+    if (!st && !strstr(uri, "connect_timeout="))
+        st = pl__buf_append(&ci,
+                            sep == '?' ? "?connect_timeout=30"
+                                       : "&connect_timeout=30",
+                            19);
     if (!st)
         st = pl__buf_append(&ci, "", 1);
     if (!st && !(s->schema = pl__strndup(schema, schema_len)))
@@ -401,8 +423,8 @@ int pl__pg_open(pl__pg_store **out, const char *uri,
     s->pid = getpid();
     s->nosync = opts && opts->nosync;
     PGconn *c = NULL;
-    int st = (s->path = pl__strdup(uri)) ? PL_OK
-                                         : pl__err(PL_ENOMEM, "out of memory");
+    int st = (s->path = masked(uri)) ? PL_OK
+                                     : pl__err(PL_ENOMEM, "out of memory");
     if (!st)
         st = parse_uri(s, uri);
     if (!st)

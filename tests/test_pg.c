@@ -455,6 +455,60 @@ Test(pg, group_commit_on_threads)
     free(uri);
 }
 
+typedef struct pool_run {
+    char id[16];
+    int st;
+    pl_run_status status;
+} pool_run;
+
+static void pool_task(pl_engine *e, void *user)
+{
+    pool_run *r = user;
+    cJSON *p = cJSON_Parse("{\"n\": 3}");
+    pl_action a = {PL_ACTION_VERSION, "chain", p, NULL, 0, NULL};
+    pl_run_options ro = PL_RUN_OPTIONS_INIT;
+    ro.run_id = r->id;
+    pl_outcome *o = NULL;
+    r->st = pl_run_start(&o, e, &a, &ro);
+    r->status = o ? o->status : PL_RUN_FAILED;
+    pl_outcome_free(o);
+    cJSON_Delete(p);
+}
+
+/* A pool's tasks, on stacks of their own, share commits in both modes that
+ * group them. */
+Test(pg, pool_tasks_share_commits)
+{
+    char *uri = store_uri("t_pool");
+    pl_registry *reg = registry();
+    pl_durability modes[2] = {PL_DURABILITY_GROUP, PL_DURABILITY_PROCESS};
+    for (int m = 0; m < 2; m++) {
+        pl_engine *e = t_engine(uri, reg, modes[m]);
+        pl_pool_options po = PL_POOL_OPTIONS_INIT;
+        po.threads = 2;
+        pl_pool *pool = NULL;
+        cr_assert_eq(pl_pool_new(&pool, e, &po), PL_OK, "%s", pl_errmsg());
+        pool_run runs[12];
+        for (int i = 0; i < 12; i++) {
+            runs[i] = (pool_run){{0}, -1, PL_RUN_FAILED};
+            snprintf(runs[i].id, sizeof runs[i].id, "p%d-%d", m, i);
+            cr_assert_eq(pl_pool_submit(pool, pool_task, &runs[i]), PL_OK);
+        }
+        cr_assert_eq(pl_pool_wait(pool), PL_OK, "%s", pl_errmsg());
+        pl_pool_free(pool);
+        for (int i = 0; i < 12; i++) {
+            cr_expect_eq(runs[i].st, PL_OK, "%s", pl_status_name(runs[i].st));
+            cr_expect_eq(runs[i].status, PL_RUN_COMPLETED);
+            cr_expect_eq(pl_run_verify(e, runs[i].id), PL_OK, "%s",
+                         pl_errmsg());
+        }
+        pl_engine_close(e);
+    }
+    cr_expect_eq(t_calls.add, 72);
+    pl_registry_free(reg);
+    free(uri);
+}
+
 /* In a forked child: open an engine of its own and start "ticks", which
  * SIGKILLs the child in tick @p kill_at. */
 static void crash_child(const char *uri, int kill_at)
@@ -642,6 +696,14 @@ Test(pg, bad_uris_and_an_unreachable_server)
                  PL_ESTORE);
     cr_expect(strstr(pl_errmsg(), "cannot connect") != NULL, "%s", pl_errmsg());
     cr_expect_eq(pl_engine_open(&e, "postgres://[bad", reg, NULL), PL_ESTORE);
+    /* a password is not repeated in messages */
+    cr_expect_eq(pl_engine_open(&e,
+                                "postgresql://u:secret@/postgres?host=/"
+                                "nonexistent-dir",
+                                reg, NULL),
+                 PL_ESTORE);
+    cr_expect(strstr(pl_errmsg(), "secret") == NULL, "%s", pl_errmsg());
+    cr_expect(strstr(pl_errmsg(), "u:***@") != NULL, "%s", pl_errmsg());
     cr_expect_null(e);
     pl_registry_free(reg);
 }
