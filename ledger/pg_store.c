@@ -721,7 +721,7 @@ int pl__pg_read(pl__pg_store *s, const uint8_t *prefix, size_t prefix_len,
     const char *vals[3] = {(const char *)lo, (const char *)hi,
                            (const char *)lim};
     int lens[3] = {(int)prefix_len + 4, (int)prefix_len + 4, 8};
-    PGresult *r;
+    PGresult *r = NULL;
     int st = query(s, s->q[Q_READ], 3, vals, lens, &r, "reading a ledger");
     if (st)
         return st;
@@ -782,7 +782,7 @@ int pl__pg_scan(pl__pg_store *s, uint64_t run, const uint8_t *after,
     if (after && after_len > PL__KEY_MAX)
         return pl__err(PL_EINVAL, "store '%s': a step key of %zu bytes",
                        s->path, after_len);
-    PGresult *r;
+    PGresult *r = NULL;
     int st = scan(s, run, after, after_len, max_n, &r);
     if (!st)
         st = rows_to_kvs(r, out);
@@ -795,7 +795,7 @@ int pl__pg_each_step(pl__pg_store *s, uint64_t run, pl__step_fn fn, void *user)
     uint8_t last[PL__KEY_MAX];
     size_t last_len = 0;
     for (;;) {
-        PGresult *r;
+        PGresult *r = NULL;
         int st = scan(s, run, last_len ? last : NULL, last_len, READ_MAX, &r);
         if (st)
             return st;
@@ -830,7 +830,7 @@ int pl__pg_run_find(pl__pg_store *s, const char *id, uint64_t *num,
 {
     const char *vals[1] = {id};
     int lens[1] = {(int)strlen(id)};
-    PGresult *r;
+    PGresult *r = NULL;
     int st = query(s, s->q[Q_RUN_FIND], 1, vals, lens, &r, "reading a run");
     if (st)
         return st;
@@ -856,7 +856,7 @@ int pl__pg_state_get(pl__pg_store *s, uint64_t num, pl__buf *state)
     pl__put_be64(key, num);
     const char *vals[1] = {(const char *)key};
     int lens[1] = {8};
-    PGresult *r;
+    PGresult *r = NULL;
     int st = query(s, s->q[Q_STATE_GET], 1, vals, lens, &r,
                    "reading a run state");
     if (st)
@@ -953,7 +953,7 @@ int pl__pg_runs(pl__pg_store *s, const char *after, size_t max_n, pl__kvs *out)
     pl__put_be64(lim, max_n > INT64_MAX ? INT64_MAX : max_n);
     const char *vals[2] = {after ? after : "", (const char *)lim};
     int lens[2] = {after ? (int)strlen(after) : 0, 8};
-    PGresult *r;
+    PGresult *r = NULL;
     int st = query(s, s->q[Q_RUNS], 2, vals, lens, &r, "listing runs");
     if (!st)
         st = rows_to_kvs(r, out);
