@@ -774,3 +774,38 @@ Test(pg, durability_modes_commit)
     pl_registry_free(reg);
     free(uri);
 }
+
+/* Processes opening a new schema at once all get it, created once. */
+Test(pg, first_opens_race)
+{
+    char *uri = store_uri("t_race");
+    pid_t pids[4];
+    for (int i = 0; i < 4; i++) {
+        pids[i] = fork();
+        cr_assert_neq(pids[i], -1, "fork: %s", strerror(errno));
+        if (pids[i] == 0) {
+            pl_registry *reg = registry();
+            pl_engine *e = NULL;
+            int st = pl_engine_open(&e, uri, reg, NULL);
+            if (st) {
+                fprintf(stderr, "open: %s\n", pl_errmsg());
+                _exit(1);
+            }
+            pl_engine_close(e);
+            pl_registry_free(reg);
+            _exit(0);
+        }
+    }
+    for (int i = 0; i < 4; i++) {
+        int ws = 0;
+        cr_assert_eq(waitpid(pids[i], &ws, 0), pids[i]);
+        cr_expect(WIFEXITED(ws) && WEXITSTATUS(ws) == 0,
+                  "open %d failed (status %d)", i, ws);
+    }
+    pl_registry *reg = registry();
+    pl_engine *e = t_engine(uri, reg, PL_DURABILITY_SYNC);
+    pl_outcome_free(t_start(e, "echo", "{}", "after-race"));
+    pl_engine_close(e);
+    pl_registry_free(reg);
+    free(uri);
+}
