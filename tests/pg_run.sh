@@ -3,7 +3,8 @@
 #   sh tests/pg_run.sh COMMAND [ARG...]
 # initdb's a cluster in a new temporary directory, starts it listening on a
 # Unix socket in that directory only (no TCP), runs COMMAND with
-# PL_TEST_PG_URI set to a postgresql:// URI for it, then stops the server
+# PL_TEST_PG_URI set to a postgresql:// URI for it (and PL_TEST_PG_RESTART
+# to a command that restarts it), then stops the server
 # and removes the directory.  The server refuses to run as root, so as root
 # it runs as the `postgres` user the Debian package creates.  Missing server
 # binaries fail (scripts/deps.sh --test installs them).
@@ -53,8 +54,9 @@ $as "$bindir/pg_ctl" -D "$dir/data" -l "$dir/log" -w -t 60 \
   echo "pg_run: the server did not start" >&2; exit 1; }
 
 PL_TEST_PG_URI="postgresql:///postgres?host=$dir&user=$user"
-PL_TEST_PG_DATA="$dir/data"
-export PL_TEST_PG_URI PL_TEST_PG_DATA
+# the command that restarts the server as a crash would (test_pg_restart.c)
+PL_TEST_PG_RESTART="$as $bindir/pg_ctl -D $dir/data -l $dir/log -w -t 60 -m immediate restart"
+export PL_TEST_PG_URI PL_TEST_PG_RESTART
 set +e
 "$@"
 rc=$?
