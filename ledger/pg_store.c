@@ -670,8 +670,10 @@ int pl__pg_commit(pl__pg_store *s, pl__batch *const *batches, size_t n,
     if (!st)
         st = commit_results(s, c, q, nq);
     if (!lost(c) && PQpipelineStatus(c) != PQ_PIPELINE_OFF &&
-        PQexitPipelineMode(c) != 1)
-        PQfinish(c), c = NULL; /* leaves it in a state we cannot use */
+        PQexitPipelineMode(c) != 1) {
+        PQfinish(c); /* left in a state no other call can use */
+        c = NULL;
+    }
 done:
     free(q);
     conn_put(s, c);
@@ -936,8 +938,10 @@ int pl__pg_state_update(pl__pg_store *s, uint64_t num, pl__state_fn fn,
     else if (!lost(c)) {
         char saved[PL__ERRMSG_MAX];
         pl__errmsg_save(saved);
-        if (command(s, c, "ROLLBACK", "rolling back"))
-            PQfinish(c), c = NULL;
+        if (command(s, c, "ROLLBACK", "rolling back")) {
+            PQfinish(c);
+            c = NULL;
+        }
         pl__errmsg_restore(saved);
     }
     conn_put(s, c);
