@@ -361,7 +361,7 @@ static int open_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
 }
 
 /* A read-only open: the databases must be there already. */
-static int open_read_only(pl__store *s)
+static int open_read_only(pl__lmdb_store *s)
 {
     MDB_txn *txn;
     size_t seen;
@@ -396,7 +396,7 @@ static int open_read_only(pl__store *s)
     return rc ? pl__lmdb_err(s, rc, "opening databases") : PL_OK;
 }
 
-int pl__store_stats_get(pl__store *s, pl__store_stats *out)
+int pl__lmdb_stats_get(pl__lmdb_store *s, pl__store_stats *out)
 {
     memset(out, 0, sizeof *out);
     MDB_txn *txn;

@@ -34,6 +34,8 @@ PL__HIDDEN int pl__lmdb_state_get(pl__lmdb_store *s, uint64_t num,
 PL__HIDDEN int pl__lmdb_state_update(pl__lmdb_store *s, uint64_t num,
                                      pl__state_fn fn,
                                      void *user) PL__MUST_CHECK;
+PL__HIDDEN int pl__lmdb_stats_get(pl__lmdb_store *s,
+                                  pl__store_stats *out) PL__MUST_CHECK;
 PL__HIDDEN int pl__lmdb_runs(pl__lmdb_store *s, const char *after, size_t max_n,
                              pl__kvs *out) PL__MUST_CHECK;
 

@@ -71,6 +71,8 @@ enum {
     Q_SCAN,
     Q_RUNS,
     Q_FORMAT,
+    Q_EXISTS,
+    Q_STATS,
     Q_N
 };
 
@@ -81,6 +83,7 @@ struct pl__pg_store {
     char *q[Q_N];    /* the statements, naming the schema */
     char *steps_sql; /* "INSERT INTO schema.steps (k, v) VALUES" */
     bool nosync;
+    bool read_only; /* every write fails with PL_ESTATE */
     pthread_mutex_t mu;
     pid_t pid; /* the process the idle connections belong to */
     PGconn *idle[IDLE_MAX];
@@ -139,6 +142,11 @@ static bool is_unique_violation(const PGresult *r)
     return code && strcmp(code, "23505") == 0;
 }
 
+static int read_only(const pl__pg_store *s)
+{
+    return pl__err(PL_ESTATE, "store '%s' is open read-only", s->path);
+}
+
 static int busy(void)
 {
     return pl__err(PL_EBUSY, "a step exists already at the position being "
@@ -174,8 +182,10 @@ static int conn_open(pl__pg_store *s, PGconn **out)
         return st;
     }
     PQsetNoticeProcessor(c, quiet, NULL);
-    PGresult *r = PQexec(c, s->nosync ? "SET synchronous_commit = off"
-                                      : "SET synchronous_commit = on");
+    PGresult *r = PQexec(c, s->read_only
+                                ? "SET default_transaction_read_only = on"
+                            : s->nosync ? "SET synchronous_commit = off"
+                                        : "SET synchronous_commit = on");
     if (PQresultStatus(r) != PGRES_COMMAND_OK) {
         int st = pg_err(s, c, r, "setting synchronous_commit");
         PQclear(r);
@@ -357,6 +367,18 @@ static int make_statements(pl__pg_store *s)
         n);
     s->q[Q_FORMAT] = pl__asprintf(
         "SELECT v FROM \"%s\".meta WHERE k = 'format'", n);
+    s->q[Q_EXISTS] = pl__asprintf("SELECT to_regclass('\"%s\".meta') IS NOT "
+                                  "NULL AND to_regclass('\"%s\".steps') IS "
+                                  "NOT NULL",
+                                  n, n);
+    /* one statement: one snapshot */
+    s->q[Q_STATS] = pl__asprintf(
+        "SELECT current_setting('block_size')::bigint, (SELECT "
+        "coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
+        "JOIN pg_namespace ns ON ns.oid = c.relnamespace WHERE ns.nspname = "
+        "'%s' AND c.relkind IN ('r', 'S'))::bigint, (SELECT count(*) FROM "
+        "\"%s\".runs), (SELECT count(*) FROM \"%s\".steps)",
+        n, n, n);
     s->steps_sql = pl__asprintf("INSERT INTO \"%s\".steps (k, v) VALUES", n);
     for (int i = 0; i < Q_N; i++)
         if (!s->q[i])
@@ -364,7 +386,22 @@ static int make_statements(pl__pg_store *s)
     return s->steps_sql ? PL_OK : pl__err(PL_ENOMEM, "out of memory");
 }
 
-/* Create the schema if it is not there, and check its format. */
+/* A read-only open: the schema must be there already. */
+static int exists(pl__pg_store *s, PGconn *c)
+{
+    PGresult *r = exec(c, s->q[Q_EXISTS], 0, NULL, NULL);
+    int st = PL_OK;
+    if (PQresultStatus(r) != PGRES_TUPLES_OK)
+        st = pg_err(s, c, r, "looking for the schema");
+    else if (PQgetlength(r, 0, 0) != 1 || !*PQgetvalue(r, 0, 0))
+        st = pl__err(PL_ENOTFOUND, "store '%s' does not exist (no schema %s)",
+                     s->path, s->schema);
+    PQclear(r);
+    return st;
+}
+
+/* Create the schema if it is not there (unless read-only), and check its
+ * format. */
 static int setup(pl__pg_store *s, PGconn *c)
 {
     const char *n = s->schema;
@@ -388,7 +425,8 @@ static int setup(pl__pg_store *s, PGconn *c)
         n, n, n, n, n, n, n, n, FORMAT, n, n);
     if (!sql)
         return pl__err(PL_ENOMEM, "out of memory");
-    int st = command(s, c, sql, "creating the schema");
+    int st = s->read_only ? exists(s, c)
+                          : command(s, c, sql, "creating the schema");
     free(sql);
     if (st)
         return st;
@@ -422,6 +460,7 @@ int pl__pg_open(pl__pg_store **out, const char *uri,
     pthread_mutex_init(&s->mu, NULL);
     s->pid = getpid();
     s->nosync = opts && opts->nosync;
+    s->read_only = opts && opts->read_only;
     PGconn *c = NULL;
     int st = (s->path = masked(uri)) ? PL_OK
                                      : pl__err(PL_ENOMEM, "out of memory");
@@ -651,6 +690,8 @@ int pl__pg_commit(pl__pg_store *s, pl__batch *const *batches, size_t n,
                   bool journal)
 {
     (void)journal; /* no journal: steps go to their place at once */
+    if (s->read_only)
+        return read_only(s);
     PGconn *c;
     int st = conn_get(s, &c);
     if (st)
@@ -924,6 +965,8 @@ static int update_body(pl__pg_store *s, PGconn *c, uint64_t num,
 int pl__pg_state_update(pl__pg_store *s, uint64_t num, pl__state_fn fn,
                         void *user)
 {
+    if (s->read_only)
+        return read_only(s);
     PGconn *c;
     int st = conn_get(s, &c);
     if (st)
@@ -963,4 +1006,36 @@ int pl__pg_runs(pl__pg_store *s, const char *after, size_t max_n, pl__kvs *out)
         st = rows_to_kvs(r, out);
     PQclear(r);
     return st;
+}
+
+/* ---- statistics ---------------------------------------------------------- */
+
+/*
+ * PostgreSQL has no map and no free list of ours: file_bytes and map_bytes
+ * are the schema's tables with their indexes and TOAST, used_pages that
+ * in the server's pages, free_pages 0.
+ */
+int pl__pg_stats_get(pl__pg_store *s, pl__store_stats *out)
+{
+    memset(out, 0, sizeof *out);
+    PGresult *r = NULL;
+    int st = query(s, s->q[Q_STATS], 0, NULL, NULL, &r, "reading statistics");
+    if (st)
+        return st;
+    uint64_t v[4];
+    for (int i = 0; i < 4; i++) {
+        if (PQgetlength(r, 0, i) != 8) {
+            PQclear(r);
+            return pl__err(PL_ESTORE, "store '%s': malformed statistics",
+                           s->path);
+        }
+        v[i] = pl__get_be64((const uint8_t *)PQgetvalue(r, 0, i));
+    }
+    PQclear(r);
+    out->page_size = v[0];
+    out->file_bytes = out->map_bytes = v[1];
+    out->used_pages = v[0] ? (v[1] + v[0] - 1) / v[0] : 0;
+    out->runs = v[2];
+    out->step_records = v[3];
+    return PL_OK;
 }

@@ -35,6 +35,8 @@ PL__HIDDEN int pl__pg_state_get(pl__pg_store *s, uint64_t num,
                                 pl__buf *state) PL__MUST_CHECK;
 PL__HIDDEN int pl__pg_state_update(pl__pg_store *s, uint64_t num,
                                    pl__state_fn fn, void *user) PL__MUST_CHECK;
+PL__HIDDEN int pl__pg_stats_get(pl__pg_store *s,
+                                pl__store_stats *out) PL__MUST_CHECK;
 PL__HIDDEN int pl__pg_runs(pl__pg_store *s, const char *after, size_t max_n,
                            pl__kvs *out) PL__MUST_CHECK;
 

@@ -51,6 +51,11 @@ const char *pl__store_path(const pl__store *s)
     return s->pg ? pl__pg_path(s->pg) : pl__lmdb_path(s->lmdb);
 }
 
+int pl__store_stats_get(pl__store *s, pl__store_stats *out)
+{
+    return CALL(s, stats_get, out);
+}
+
 int pl__store_commit(pl__store *s, pl__batch *const *batches, size_t n,
                      bool journal)
 {

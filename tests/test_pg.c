@@ -809,3 +809,41 @@ Test(pg, first_opens_race)
     pl_registry_free(reg);
     free(uri);
 }
+
+/* A read-only engine reads a store it may not write, and needs it there. */
+Test(pg, read_only_and_statistics)
+{
+    char *uri = store_uri("t_readonly");
+    pl_registry *reg = registry();
+    pl_engine_options o = PL_ENGINE_OPTIONS_INIT;
+    o.read_only = true;
+    pl_engine *ro = NULL;
+    cr_expect_eq(pl_engine_open(&ro, uri, reg, &o), PL_ENOTFOUND,
+                 "a schema that is not there: %s", pl_errmsg());
+    cr_expect_null(ro);
+
+    pl_engine *e = t_engine(uri, reg, PL_DURABILITY_SYNC);
+    pl_outcome_free(t_start(e, "chain", "{\"n\": 2}", "r-1"));
+    pl_store_stats stats = {PL_STORE_STATS_VERSION, 0, 0, 0, 0, 0, 0, 0};
+    cr_assert_eq(pl_engine_stats(&stats, e), PL_OK, "%s", pl_errmsg());
+    cr_expect_eq(stats.runs, 1);
+    cr_expect_gt(stats.step_records, 4);
+    cr_expect_eq(stats.page_size, 8192);
+    cr_expect_gt(stats.file_bytes, 0);
+    cr_expect_geq(stats.used_pages * stats.page_size, stats.file_bytes);
+    pl_engine_close(e);
+
+    cr_assert_eq(pl_engine_open(&ro, uri, reg, &o), PL_OK, "%s", pl_errmsg());
+    cr_expect_eq(status_of(ro, "r-1"), PL_RUN_COMPLETED);
+    cr_expect_eq(pl_run_verify(ro, "r-1"), PL_OK, "%s", pl_errmsg());
+    cJSON *p = t_json("{}");
+    pl_action a = {PL_ACTION_VERSION, "echo", p, NULL, 0, NULL};
+    pl_outcome *out = NULL;
+    int st = pl_run_start(&out, ro, &a, NULL);
+    cr_expect_eq(st, PL_ESTATE, "%s: %s", pl_status_name(st), pl_errmsg());
+    cr_expect_null(out);
+    cJSON_Delete(p);
+    pl_engine_close(ro);
+    pl_registry_free(reg);
+    free(uri);
+}
