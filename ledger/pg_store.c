@@ -39,8 +39,9 @@
  *
  * CONNECTIONS: a call takes an idle connection, or opens one, and gives it
  * back when it is done, so calls on many threads run in parallel sessions.
- * A connection that broke is closed, and the next call opens a new one: a
- * call that met the loss fails with PL_ESTORE, and whatever it had not
+ * A connection that broke is closed, with the idle ones (a server that
+ * restarted broke them all), and the next call opens a new one: a call
+ * that met the loss fails with PL_ESTORE, and whatever it had not
  * committed is rolled back by the server.  A child made by fork() never
  * uses its parent's connections.
  */
@@ -230,13 +231,24 @@ static void conn_put(pl__pg_store *s, PGconn *c)
         conn_forget(c);
         return;
     }
-    if (keep && s->n_idle < IDLE_MAX) {
+    /* a lost connection most often means a server restarted or gone: the
+     * idle ones are lost too, so drop them, and the next call reconnects
+     * instead of meeting another dead one */
+    PGconn *drop[IDLE_MAX];
+    size_t ndrop = 0;
+    if (lost(c)) {
+        memcpy(drop, s->idle, s->n_idle * sizeof *drop);
+        ndrop = s->n_idle;
+        s->n_idle = 0;
+    } else if (keep && s->n_idle < IDLE_MAX) {
         s->idle[s->n_idle++] = c;
         c = NULL;
     }
     pthread_mutex_unlock(&s->mu);
     if (c)
         PQfinish(c);
+    while (ndrop)
+        PQfinish(drop[--ndrop]);
 }
 
 /* Run one statement with binary parameters and results. */
