@@ -85,6 +85,9 @@ static int info_build(pl_engine *e, const char *id, size_t id_len, uint64_t num,
     p->reason = in->st.reason;
     p->suspended_path = in->st.susp_path;
     p->prompt = in->prompt;
+    p->resume_token = in->st.status == PL_RUN_SUSPENDED && in->st.token[0]
+                          ? in->st.token
+                          : NULL;
     *out = p;
     return PL_OK;
 }

@@ -521,11 +521,42 @@ typedef enum pl_event_kind {
                                       code (detail names both) */
     PL_EVENT_RUN_SUSPENDED = 10,
     PL_EVENT_RUN_COMPLETED = 11,
-    PL_EVENT_RUN_FAILED = 12
+    PL_EVENT_RUN_FAILED = 12,
+    PL_EVENT_DIVERGED = 13       /**< a replayed step differs from the one
+                                      recorded (diff says how); the run
+                                      stops with PL_ENONDET */
 } pl_event_kind;
 
 /** @return "run_started", "call_served", ... or NULL. */
 const char *pl_event_kind_name(pl_event_kind kind);
+
+/**
+ * A recorded step set beside what replay produced in its place, for
+ * PL_EVENT_DIVERGED (the first difference of a run) and
+ * PL_EVENT_CODE_CHANGED (a call that replays the same under other code).
+ *
+ * The code identities say which code stands behind the step: the step's own
+ * for an `action_call` (its callee's code_version or plugin build id), else
+ * that of the invocation that appended it (named by its caller's
+ * `action_call`, or for the root by the run's record).  recorded_code is
+ * what the ledger names, NULL when it names none; new_code what the
+ * registry has now, NULL when it has none.
+ */
+typedef struct pl_replay_diff {
+    const char *step_id;          /**< "<path>:<seq>" of the position */
+    pl_step_type recorded_type;   /**< the recorded step */
+    const char *recorded_actor;
+    const char *recorded_payload; /**< compact JSON, cut to about 200
+                                       bytes ("..."); NULL if unreadable */
+    const char *recorded_code;
+    pl_step_type new_type;        /**< the new step; 0 when the policy
+                                       ended there and appended none */
+    const char *new_actor;        /**< NULL when new_type is 0 */
+    const char *new_payload;      /**< as recorded_payload; NULL when the
+                                       engine expected a step of its own
+                                       (a call's result, a resume) */
+    const char *new_code;
+} pl_replay_diff;
 
 /** One transition.  Every pointer is borrowed for the callback's duration. */
 typedef struct pl_event {
@@ -541,6 +572,8 @@ typedef struct pl_event {
                                  result) */
     uint64_t elapsed_ns;    /**< call and run ends, commits */
     const char *detail;     /**< a reason, an error code, or NULL */
+    const pl_replay_diff *diff; /**< PL_EVENT_DIVERGED and
+                                     PL_EVENT_CODE_CHANGED; else NULL */
 } pl_event;
 
 /**
@@ -749,6 +782,8 @@ typedef struct pl_run_info {
     const char *reason;       /**< failed: why; else NULL */
     const char *suspended_path; /**< suspended: where; else NULL */
     const cJSON *prompt;      /**< suspended: the prompt; else NULL */
+    const char *resume_token; /**< suspended: the token pl_run_resume()
+                                   takes; else NULL */
 } pl_run_info;
 
 /**

@@ -18,6 +18,8 @@
  *   | seed    | array        | optional: the steps that open the root      |
  *   |         |              | ledger, each [type, actor, payload]         |
  *   | created | int          | when the run started, Unix us               |
+ *   | code    | str          | optional: the root policy's code identity   |
+ *   |         |              | (code_version or plugin build id)           |
  *
  * RUN STATE (stored under the run's number)
  *
@@ -91,7 +93,7 @@ int pl__run_info_encode(pl__buf *out, const pl__run_info *ri)
 {
     msgpack_packer pk;
     packer_init(&pk, out);
-    int rc = msgpack_pack_map(&pk, ri->seed ? 6 : 5);
+    int rc = msgpack_pack_map(&pk, 5 + (ri->seed != NULL) + (ri->code != NULL));
     rc = rc ? rc : pack_key(&pk, "v");
     rc = rc ? rc : msgpack_pack_uint32(&pk, PL__FORMAT_VERSION);
     rc = rc ? rc : pack_key(&pk, "policy");
@@ -108,6 +110,10 @@ int pl__run_info_encode(pl__buf *out, const pl__run_info *ri)
     }
     rc = rc ? rc : pack_key(&pk, "created");
     rc = rc ? rc : msgpack_pack_int64(&pk, ri->created_us);
+    if (!rc && ri->code) {
+        rc = pack_key(&pk, "code");
+        rc = rc ? rc : pack_cstr(&pk, ri->code);
+    }
     return rc ? pl__err(PL_ENOMEM, "out of memory encoding a run record")
               : PL_OK;
 }
@@ -231,6 +237,11 @@ int pl__run_info_decode(pl__run_info *out, const uint8_t *data, size_t len)
         } else if (key_is(k, kn, "created")) {
             if (rd_int(&r, &out->created_us))
                 goto bad;
+        } else if (key_is(k, kn, "code")) {
+            if (rd_bytes(&r, T_STR, &v, &vn) || vn > 4096 || out->code)
+                goto bad;
+            if (!(out->code = dup_bytes(v, vn)))
+                goto oom;
         } else {
             value_span(&r, &v, &vn); /* a newer field: skip */
         }
@@ -254,6 +265,7 @@ void pl__run_info_clear(pl__run_info *ri)
         free(ri->actions[i]);
     free(ri->actions);
     free(ri->seed);
+    free(ri->code);
     memset(ri, 0, sizeof *ri);
 }
 
