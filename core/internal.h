@@ -23,6 +23,7 @@
  *                 (diverge.h)
  *   ctx.c         a policy's context: is it the running one, its ledger
  *                 view, accessors (ctx.h)
+ *   fork.c        a new run from a prefix of another's ledgers
  *   run.c         a run in execution: create, fail, free (run.h)
  *   inspect.c     reading runs and ledgers, verification
  *   engine.c      engine lifecycle, commits (including group commit), events

@@ -25,7 +25,7 @@
 /* ---- run ids -------------------------------------------------------------------- */
 
 /* A UUIDv7: 48 bits of Unix milliseconds, then random bits. */
-static int new_run_id(char out[PL_UUID_LEN + 1])
+int pl__new_run_id(char out[PL_UUID_LEN + 1])
 {
     uint8_t b[16];
     int st = pl__random(b, sizeof b);
@@ -381,7 +381,7 @@ int pl_run_start(pl_outcome **out, pl_engine *e, const pl_action *root,
                        "[A-Za-z0-9._:-])",
                        id, PL_MAX_RUN_ID);
     if (!id) {
-        if ((st = new_run_id(idbuf)))
+        if ((st = pl__new_run_id(idbuf)))
             return st;
         id = idbuf;
     }

@@ -860,6 +860,40 @@ int pl_run_verify(pl_engine *engine, const char *run_id);
 int pl_run_head(uint8_t out[PL_HASH_LEN], pl_engine *engine,
                 const char *run_id);
 
+/**
+ * Fork a run: make a new run whose ledgers are @p run_id's up to, not
+ * including, step @p at_step_id of its root ledger.  The new run holds the
+ * root steps before that step and the whole callee ledger of every call
+ * among them that was answered before it (a call whose result falls at or
+ * after the cut is copied without its callee's steps, so the new run runs
+ * it again).  Steps keep their records (times, payloads, code identities);
+ * their hashes are made anew, chained from the new run's own genesis hash,
+ * so pl_run_verify() checks the new run on its own.  The old run is only
+ * read.
+ *
+ * The new run has the old one's root policy, payload, actions and seed, and
+ * is left `running` with no owner: continue it with pl_run_continue() (a
+ * recovery tool's "finish every run whose owner is gone" finishes it too),
+ * and it replays the copied steps and goes on with the code loaded now.  A
+ * call at the cut whose `action_call` was copied without a result counts as
+ * in flight at a crash: its policy's in-doubt rule applies.
+ *
+ * The new run is written by two commits: should the process die between
+ * them, it is left `failed` with a reason saying the fork did not complete.
+ *
+ * @param[out] out_new_id the new run's id; caller owns, free with free().
+ * @param at_step_id a step of the root ledger, "0:<seq>"; "0:0" forks
+ *        before the first step (the same root action, run afresh).
+ * @param new_id the new run's id, or NULL for a new UUIDv7.
+ * @return PL_OK; PL_EINVAL (NULL argument, a bad run id, a step id that is
+ *         not "0:<seq>"); PL_ENOTFOUND (no such run, or its root ledger has
+ *         no such step); PL_EBUSY (the run is running in a live process);
+ *         PL_EEXIST (@p new_id is taken); PL_ECORRUPT; PL_EVERSION;
+ *         PL_ESTORE; PL_EMAPFULL; PL_ENOMEM.
+ */
+int pl_run_fork(char **out_new_id, pl_engine *engine, const char *run_id,
+                const char *at_step_id, const char *new_id);
+
 /* ------------------------------------------------------------------------ */
 /* Pool: many runs on a few threads                                         */
 /* ------------------------------------------------------------------------ */
