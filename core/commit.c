@@ -63,7 +63,7 @@ int pl__run_write(pl__run *r, bool final)
         rc = pl__run_state_encode(&r->batch.state, st);
     }
     if (!rc)
-        rc = pl__engine_commit(r->e, &r->batch);
+        rc = pl__commit(r->e, &r->batch);
     if (rc) {
         st->steps -= n;
         return rc;

@@ -372,12 +372,8 @@ void pl__engine_commit_many(pl_engine *e, pl__gc_item *items, size_t n)
 
 int pl__engine_commit(pl_engine *e, pl__batch *b)
 {
-    int rc;
-    if (e->durability == PL_DURABILITY_SYNC)
-        return pl__store_commit(e->store, &b, 1, false);
-    if (pl__pool_commit(e, b, &rc))
-        return rc;
-    if (e->durability == PL_DURABILITY_PROCESS)
+    if (e->durability == PL_DURABILITY_SYNC ||
+        e->durability == PL_DURABILITY_PROCESS)
         return pl__store_commit(e->store, &b, 1, false);
     pl__gc_item it = {.batch = b};
     group_commit(e, &it, 1, false);

@@ -2,8 +2,8 @@
  * internal.h -- the engine's data structures, shared by the core modules.
  *
  * The modules, from the public entry points down.  Each calls only modules
- * listed below it (engine.c and pool.c excepted: they call each other); a
- * module others call declares what it shares in the header named after it.
+ * listed below it; a module others call declares what it shares in the
+ * header named after it.
  *
  *   runner.c      the runner: start, continue, resume, ownership, outcomes
  *   decorators.c  loop, invoke_action (the public API only)
@@ -26,8 +26,9 @@
  *   fork.c        a new run from a prefix of another's ledgers
  *   run.c         a run in execution: create, fail, free (run.h)
  *   inspect.c     reading runs and ledgers, verification
+ *   pool.c        many runs on a few threads; a task's commit (pl__commit)
  *   engine.c      engine lifecycle, commits (including group commit), events
- *   pool.c        many runs on a few threads
+ *   plugin.c      policies from a shared object (registry.h)
  *   registry.c    policies by name
  *   step.c        pl_step / pl_steps
  *   path.c        invocation paths and step ids (path.h)
@@ -130,7 +131,12 @@ struct pl_engine {
     char host[256];
 };
 
-/* Commit a batch as the engine's durability mode says. */
+/*
+ * Commit a batch as the engine's durability mode says: in a pool's task,
+ * with its thread's other tasks (pool.c); anywhere else, alone or in the
+ * engine's group commit (pl__engine_commit, engine.c).
+ */
+PL__HIDDEN int pl__commit(pl_engine *e, pl__batch *b) PL__MUST_CHECK;
 PL__HIDDEN int pl__engine_commit(pl_engine *e, pl__batch *b) PL__MUST_CHECK;
 /*
  * Make @p n (at most PL__GROUP_MAX) batches durable together, as one writer;
@@ -141,10 +147,6 @@ PL__HIDDEN int pl__engine_commit(pl_engine *e, pl__batch *b) PL__MUST_CHECK;
  */
 PL__HIDDEN void pl__engine_commit_many(pl_engine *e, pl__gc_item *items,
                                        size_t n);
-/* In a pool's task on @p e's pool thread, in group or process mode: commit
- * @p b with the thread's other waiting tasks, running them meanwhile.
- * Returns false (and does nothing) anywhere else. */
-PL__HIDDEN bool pl__pool_commit(pl_engine *e, pl__batch *b, int *rc);
 /* Mark a run as executing here; PL_EBUSY when it is already. */
 PL__HIDDEN int pl__engine_claim(pl_engine *e, uint64_t num,
                                 const char *id) PL__MUST_CHECK;

@@ -188,7 +188,10 @@ static void run_round(worker *w)
     w->n_run = 0;
 }
 
-bool pl__pool_commit(pl_engine *e, pl__batch *b, int *rc)
+/* In a pool's task on @p e's pool thread: commit @p b with the thread's
+ * other waiting tasks, running them meanwhile.  Returns false (and does
+ * nothing) anywhere else. */
+static bool pool_commit(pl_engine *e, pl__batch *b, int *rc)
 {
     worker *w = tl_worker;
     if (!w || !w->cur || w->pool->e != e)
@@ -201,6 +204,14 @@ bool pl__pool_commit(pl_engine *e, pl__batch *b, int *rc)
     pl__errmsg_restore(f->errmsg);
     *rc = f->rc ? pl__err(f->rc, "%s", f->msg) : PL_OK;
     return true;
+}
+
+int pl__commit(pl_engine *e, pl__batch *b)
+{
+    int rc;
+    if (e->durability != PL_DURABILITY_SYNC && pool_commit(e, b, &rc))
+        return rc;
+    return pl__engine_commit(e, b);
 }
 
 /* ---- workers ---------------------------------------------------------------------- */

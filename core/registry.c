@@ -5,15 +5,24 @@
  * open-addressing hash table (FNV-1a, linear probing, at most half full), so
  * a call's lookup is one hash and usually one probe.
  */
+#include <assert.h>
 #include <stdlib.h>
 
 #include "internal.h"
+#include "registry.h"
+
+typedef struct owned {
+    void *resource;
+    void (*release)(void *);
+} owned;
 
 struct pl_registry {
     pl_policy_def **defs; /* registration order; each owns its strings */
     size_t n, cap;
     uint32_t *slots; /* index + 1 into defs; 0 = empty */
     size_t n_slots;  /* power of two */
+    owned *owned;    /* loaded plugins, released last to first */
+    size_t n_owned, cap_owned;
 };
 
 static uint32_t fnv1a(const char *s, size_t n)
@@ -53,6 +62,9 @@ void pl_registry_free(pl_registry *reg)
         def_free(reg->defs[i]);
     free(reg->defs);
     free(reg->slots);
+    for (size_t i = reg->n_owned; i-- > 0;)
+        reg->owned[i].release(reg->owned[i].resource);
+    free(reg->owned);
     free(reg);
 }
 
@@ -176,5 +188,57 @@ int pl_registry_add(pl_registry *reg, const pl_policy_def *def)
     reg->defs[reg->n] = d;
     index_insert(reg, reg->n);
     reg->n++;
+    return PL_OK;
+}
+
+/* ---- plugins ------------------------------------------------------------------ */
+
+static void index_rebuild(pl_registry *reg)
+{
+    if (!reg->n_slots)
+        return;
+    memset(reg->slots, 0, reg->n_slots * sizeof *reg->slots);
+    for (size_t i = 0; i < reg->n; i++)
+        index_insert(reg, i);
+}
+
+void pl__registry_truncate(pl_registry *reg, size_t n)
+{
+    assert(n <= reg->n);
+    while (reg->n > n)
+        def_free(reg->defs[--reg->n]);
+    index_rebuild(reg);
+}
+
+int pl__registry_adopt(pl_registry *reg, const pl_registry *from,
+                       const char *code, const char *origin)
+{
+    for (size_t i = 0; i < from->n; i++)
+        if (pl_registry_find(reg, from->defs[i]->name))
+            return pl__err(PL_EEXIST,
+                           "%s: a policy named '%s' is registered already",
+                           origin, from->defs[i]->name);
+    size_t before = reg->n;
+    for (size_t i = 0; i < from->n; i++) {
+        pl_policy_def d = *from->defs[i];
+        if (!d.code_version)
+            d.code_version = code;
+        int st = pl_registry_add(reg, &d);
+        if (st) {
+            pl__registry_truncate(reg, before);
+            return st;
+        }
+    }
+    return PL_OK;
+}
+
+int pl__registry_own(pl_registry *reg, void *resource, void (*release)(void *))
+{
+    owned *o = pl__grow(reg->owned, &reg->cap_owned, reg->n_owned, sizeof *o,
+                        4);
+    if (!o)
+        return pl__err(PL_ENOMEM, "out of memory");
+    reg->owned = o;
+    reg->owned[reg->n_owned++] = (owned){resource, release};
     return PL_OK;
 }

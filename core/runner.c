@@ -418,7 +418,7 @@ int pl_run_start(pl_outcome **out, pl_engine *e, const pl_action *root,
     create.create_id = id;
     create.create_info = &info;
     if ((st = pl__run_state_encode(&create.state, &r->state)) ||
-        (st = pl__engine_commit(e, &create)))
+        (st = pl__commit(e, &create)))
         goto done;
     if (create.rc) {
         st = pl__err(PL_EEXIST, "run '%s' exists already", id);

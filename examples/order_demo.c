@@ -3,8 +3,12 @@
  * the next run finish it without repeating what was done.
  *
  *   order-demo [--store PATH] [--effects FILE] [--order ID]
- *              [--crash-after N] [--durability sync|group|process] [--quiet]
+ *              [--plugin LIB.so] [--crash-after N]
+ *              [--durability sync|group|process] [--quiet]
  *
+ * The workflow's policies come from a plugin (order-plugin.so, next to this
+ * program, unless --plugin names another), loaded as ledger-replay loads
+ * it: so the tools can finish what the demo started.
  * The run for an order is named "order-ID".  If it exists already, this
  * continues it: every finished call is served from its ledger.  With
  * --crash-after N the process kills itself with SIGKILL at the N-th step
@@ -17,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "order/order.h"
 
@@ -61,19 +66,23 @@ static void on_event(const pl_event *ev, void *user)
 static void usage(FILE *f)
 {
     fprintf(
-        f, "usage: order-demo [--store PATH] [--effects FILE] [--order ID]\n"
-           "                  [--crash-after N] [--durability MODE] [--quiet]\n"
-           "\n"
-           "Runs an order (reserve stock, charge card, ship) as a durable "
-           "run.\nIf the order's run exists, continues it from its ledger.\n"
-           "\n"
-           "  --store PATH       LMDB store file (default order-demo.db)\n"
-           "  --effects FILE     where the tools' side effects are appended\n"
-           "                     (default order-demo.effects)\n"
-           "  --order ID         order id (default A-1001)\n"
-           "  --crash-after N    SIGKILL this process at step boundary N\n"
-           "  --durability MODE  sync (default), group or process\n"
-           "  --quiet            print only the outcome\n");
+        f,
+        "usage: order-demo [--store PATH] [--effects FILE] [--order ID]\n"
+        "                  [--plugin LIB.so] [--crash-after N]\n"
+        "                  [--durability MODE] [--quiet]\n"
+        "\n"
+        "Runs an order (reserve stock, charge card, ship) as a durable "
+        "run.\nIf the order's run exists, continues it from its ledger.\n"
+        "\n"
+        "  --store PATH       LMDB store file (default order-demo.db)\n"
+        "  --effects FILE     where the tools' side effects are appended\n"
+        "                     (default order-demo.effects)\n"
+        "  --order ID         order id (default A-1001)\n"
+        "  --plugin LIB.so    the workflow's plugin (default: order-plugin.so\n"
+        "                     next to this program)\n"
+        "  --crash-after N    SIGKILL this process at step boundary N\n"
+        "  --durability MODE  sync (default), group or process\n"
+        "  --quiet            print only the outcome\n");
 }
 
 static int parse_long(const char *s, long *out)
@@ -85,6 +94,22 @@ static int parse_long(const char *s, long *out)
         return -1;
     *out = v;
     return 0;
+}
+
+/* order-plugin.so in this program's directory. */
+static int default_plugin(char *out, size_t cap)
+{
+    char self[4096];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0)
+        return -1;
+    self[n] = '\0';
+    char *slash = strrchr(self, '/');
+    if (!slash)
+        return -1;
+    *slash = '\0';
+    int w = snprintf(out, cap, "%s/order-plugin.so", self);
+    return w < 0 || (size_t)w >= cap ? -1 : 0;
 }
 
 static void print_effects(const char *path)
@@ -102,7 +127,8 @@ static void print_effects(const char *path)
 int main(int argc, char **argv)
 {
     const char *store = "order-demo.db", *effects = "order-demo.effects";
-    const char *order_id = "A-1001";
+    const char *order_id = "A-1001", *plugin = NULL;
+    char plugin_buf[4200];
     pl_engine_options eo = PL_ENGINE_OPTIONS_INIT;
     demo d = {0, 0, 0};
     for (int i = 1; i < argc; i++) {
@@ -128,6 +154,8 @@ int main(int argc, char **argv)
             effects = v;
         else if (!strcmp(a, "--order"))
             order_id = v;
+        else if (!strcmp(a, "--plugin"))
+            plugin = v;
         else if (!strcmp(a, "--crash-after")) {
             if (parse_long(v, &d.crash_after)) {
                 fprintf(stderr,
@@ -159,7 +187,20 @@ int main(int argc, char **argv)
     pl_outcome *o = NULL;
     cJSON *payload = NULL;
     int rc = 1, st;
-    if ((st = pl_registry_new(&reg)) || (st = order_register(reg, effects)))
+    if (!plugin) {
+        if (default_plugin(plugin_buf, sizeof plugin_buf)) {
+            fprintf(stderr, "order-demo: cannot find order-plugin.so; name it "
+                            "with --plugin\n");
+            return 2;
+        }
+        plugin = plugin_buf;
+    }
+    /* the plugin reads where its tools write their effects from here */
+    if (setenv("ORDER_EFFECTS", effects, 1)) {
+        fprintf(stderr, "order-demo: cannot set ORDER_EFFECTS\n");
+        return 2;
+    }
+    if ((st = pl_registry_new(&reg)) || (st = pl_plugin_load(reg, plugin)))
         goto fail;
     eo.on_event = on_event;
     eo.event_user = &d;
@@ -172,7 +213,9 @@ int main(int argc, char **argv)
         printf("run %s: starting (durability %s)\n", run_id,
                pl_durability_name(eo.durability));
         payload = order_sample(order_id);
-        pl_action root = {PL_ACTION_VERSION, "order", payload, NULL, 0, NULL};
+        pl_action root = PL_ACTION_INIT;
+        root.policy = "order";
+        root.payload = payload;
         pl_run_options ro = PL_RUN_OPTIONS_INIT;
         ro.run_id = run_id;
         st = pl_run_start(&o, e, &root, &ro);

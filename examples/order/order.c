@@ -1,5 +1,11 @@
 /*
  * order.c -- the order workflow's policies.
+ *
+ * Built twice: into a static library the tests link, where each policy
+ * names its code version, and into the plugin (order_plugin.c, built with
+ * ORDER_PLUGIN), where the plugin's build-id is every policy's code identity.
+ * ORDER_VARIANT=2 builds a changed workflow (ship is asked for express
+ * delivery), to show what a deploy check reports about such a change.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "order.h"
@@ -10,6 +16,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#ifdef ORDER_PLUGIN
+#define CODE_VERSION(v) NULL
+#else
+#define CODE_VERSION(v) (v)
+#endif
+#ifndef ORDER_VARIANT
+#define ORDER_VARIANT 1
+#endif
 
 /* ---- the outside world: an append-only effects file ---------------------- */
 
@@ -149,8 +164,13 @@ static int order(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     if (!st)
         st = pl_json_unpack(charged, "{s:s}", "charge", &charge);
     if (!st)
+#if ORDER_VARIANT == 2
+        st = pl_ctx_invokef(&shipped, ctx, "ship", "{s:s, s:s, s:b}",
+                            "order_id", id, "reservation", res, "express", 1);
+#else
         st = pl_ctx_invokef(&shipped, ctx, "ship", "{s:s, s:s}", "order_id", id,
                             "reservation", res);
+#endif
     if (st == PL_ERESULT) /* not shipped: the order stays charged */
         st = PL_OK;
     else if (!st)
@@ -174,7 +194,7 @@ int order_register(pl_registry *reg, const char *effects_path)
     d.name = "order";
     d.fn = order;
     d.description = "Reserve stock, charge the card, ship.";
-    d.code_version = "order/1";
+    d.code_version = CODE_VERSION("order/1");
     if ((st = pl_registry_add(reg, &d)))
         return st;
 
@@ -185,7 +205,7 @@ int order_register(pl_registry *reg, const char *effects_path)
     d.description = "Reserve the order's items in the warehouse.";
     d.input_schema = "{\"type\":\"object\",\"required\":[\"order_id\","
                      "\"items\"]}";
-    d.code_version = "reserve_stock/1";
+    d.code_version = CODE_VERSION("reserve_stock/1");
     if ((st = pl_registry_add(reg, &d)))
         return st;
 
@@ -199,7 +219,7 @@ int order_register(pl_registry *reg, const char *effects_path)
                      "\"amount_cents\"]}";
     d.idempotent = false;           /* a charge must not be silently repeated */
     d.in_doubt = PL_IN_DOUBT_RERUN; /* safe: the provider dedupes the key */
-    d.code_version = "charge_card/1";
+    d.code_version = CODE_VERSION("charge_card/1");
     if ((st = pl_registry_add(reg, &d)))
         return st;
 
@@ -208,24 +228,6 @@ int order_register(pl_registry *reg, const char *effects_path)
     d.fn = ship;
     d.user = (void *)effects_path;
     d.description = "Hand the order to the carrier.";
-    d.code_version = "ship/1";
+    d.code_version = CODE_VERSION("ship/1");
     return pl_registry_add(reg, &d);
-}
-
-cJSON *order_sample(const char *order_id)
-{
-    cJSON *o = cJSON_CreateObject(), *items = cJSON_CreateArray();
-    cJSON *it = cJSON_CreateObject();
-    cJSON_AddStringToObject(it, "sku", "MUG-BLUE");
-    cJSON_AddNumberToObject(it, "qty", 2);
-    cJSON_AddItemToArray(items, it);
-    it = cJSON_CreateObject();
-    cJSON_AddStringToObject(it, "sku", "TEA-EARLGREY");
-    cJSON_AddNumberToObject(it, "qty", 1);
-    cJSON_AddItemToArray(items, it);
-    cJSON_AddStringToObject(o, "order_id", order_id);
-    cJSON_AddItemToObject(o, "items", items);
-    cJSON_AddNumberToObject(o, "amount_cents", 4200);
-    cJSON_AddStringToObject(o, "card", "tok_visa_4242");
-    return o;
 }

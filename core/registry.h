@@ -1,0 +1,26 @@
+/*
+ * registry.h -- what the registry shares with the plugin loader.
+ */
+#ifndef PL_REGISTRY_H
+#define PL_REGISTRY_H
+
+#include "util.h"
+
+/*
+ * Copy every policy of @p from into @p reg, all or none: PL_EEXIST (naming
+ * the policy and @p origin) when a name is taken, PL_ENOMEM.  A policy with
+ * no code_version gets @p code.
+ */
+PL__HIDDEN int pl__registry_adopt(pl_registry *reg, const pl_registry *from,
+                                  const char *code,
+                                  const char *origin) PL__MUST_CHECK;
+
+/* Drop the policies registered after the first @p n. */
+PL__HIDDEN void pl__registry_truncate(pl_registry *reg, size_t n);
+
+/* Keep @p resource until the registry is freed, then release() it, after
+ * the policies (whose code and data it may hold). */
+PL__HIDDEN int pl__registry_own(pl_registry *reg, void *resource,
+                                void (*release)(void *)) PL__MUST_CHECK;
+
+#endif /* PL_REGISTRY_H */

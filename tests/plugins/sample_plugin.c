@@ -1,0 +1,82 @@
+/*
+ * sample_plugin.c -- test plugins, one source, shaped by macros:
+ *
+ *   (none)            "p_root" calls "p_echo"; "p_versioned" names its
+ *                     own code_version
+ *   PREFIX=x          the same policies, named with another prefix
+ *   NO_ENTRY          declares its ABI, has no entry point
+ *   NO_ABI            has an entry point, declares no ABI
+ *   ABI=n             declares ABI version n
+ *   FAIL_AFTER_ONE    registers one policy, then fails with PL_EINVAL
+ *   FAIL_ODD          fails with 42, which is not a pl_status
+ *   UNDEFINED         calls a function no library defines
+ */
+#include <policyledger.h>
+
+#ifndef PREFIX
+#define PREFIX "p_"
+#endif
+
+#ifdef ABI
+const unsigned pl_plugin_abi = ABI;
+#elif !defined(NO_ABI)
+PL_PLUGIN_DECLARE;
+#endif
+
+#ifdef UNDEFINED
+void pl_test_function_nobody_defines(void);
+#endif
+
+static int echo(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)ctx;
+    (void)user;
+#ifdef UNDEFINED
+    pl_test_function_nobody_defines();
+#endif
+    return pl_steps_add_result(out, a->payload);
+}
+
+static int root(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)user;
+    cJSON *r = NULL;
+    int st = pl_ctx_invoke(&r, ctx, PREFIX "echo", a->payload);
+    if (!st)
+        st = pl_steps_add_result(out, r);
+    cJSON_Delete(r);
+    return st;
+}
+
+/* Every shape compiles the same policies, used or not. */
+extern const pl_policy_fn sample_policies[2];
+const pl_policy_fn sample_policies[2] = {echo, root};
+
+#ifndef NO_ENTRY
+int pl_plugin_init(pl_registry *reg);
+
+int pl_plugin_init(pl_registry *reg)
+{
+    pl_policy_def d = PL_POLICY_DEF_INIT;
+    d.name = PREFIX "echo";
+    d.fn = echo;
+    d.description = "Returns its payload.";
+    int st = pl_registry_add(reg, &d);
+#ifdef FAIL_AFTER_ONE
+    return st ? st : PL_EINVAL;
+#elif defined(FAIL_ODD)
+    return st ? st : 42;
+#else
+    d.name = PREFIX "root";
+    d.fn = root;
+    if (!st)
+        st = pl_registry_add(reg, &d);
+    d.name = PREFIX "versioned";
+    d.fn = echo;
+    d.code_version = "versioned/7";
+    if (!st)
+        st = pl_registry_add(reg, &d);
+    return st;
+#endif
+}
+#endif
