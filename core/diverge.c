@@ -53,9 +53,9 @@ static void emit_diff(pl_ctx *c, pl_event_kind kind, const pl__rec *rec,
     snprintf(id, sizeof id, "%s:%u", c->path, c->next_seq);
     snprintf(rec_actor, sizeof rec_actor, "%.*s", (int)rec->actor_len,
              rec->actor);
-    char *was = rec->mirrored ? NULL
-                              : pl__payload_text(rec->payload,
-                                                 rec->payload_len, 200);
+    char *was = rec->mirrored
+                    ? NULL
+                    : pl__payload_text(rec->payload, rec->payload_len, 200);
     char *rcode = recorded_code(c, rec);
     pl_replay_diff d = {
         .step_id = id,
@@ -95,9 +95,9 @@ void pl__code_changed(pl_ctx *c, const pl__rec *rec, const char *actor,
         "step %s:%u was recorded by code '%.*s', replayed by '%s'", c->path,
         c->next_seq, rec->code ? (int)rec->code_len : 1,
         rec->code ? rec->code : "-", code ? code : "-");
-    char *now = rec->mirrored ? NULL
-                              : pl__payload_text(rec->payload,
-                                                 rec->payload_len, 200);
+    char *now = rec->mirrored
+                    ? NULL
+                    : pl__payload_text(rec->payload, rec->payload_len, 200);
     emit_diff(c, PL_EVENT_CODE_CHANGED, rec, rec->type, actor, now, code,
               detail);
     free(now);

@@ -85,8 +85,8 @@ static int collect_step(const uint8_t *key, size_t klen, const uint8_t *val,
 
 /* Which calls of the root ledger's first @p at steps are answered before
  * the cut; fails unless step @p at exists.  *out: caller frees. */
-static int root_answers(pl_engine *e, uint64_t num, uint32_t at,
-                        const char *id, bool **out)
+static int root_answers(pl_engine *e, uint64_t num, uint32_t at, const char *id,
+                        bool **out)
 {
     uint8_t prefix[PL__PREFIX_MAX];
     size_t plen = pl__ledger_prefix(prefix, num, NULL, 0);
@@ -96,20 +96,20 @@ static int root_answers(pl_engine *e, uint64_t num, uint32_t at,
         return pl__err(PL_ENOMEM, "out of memory");
     int st = pl__store_read(e->store, prefix, plen, at, 1, 1, &got);
     if (!st && got.n != 1)
-        st = pl__err(PL_ENOTFOUND, "run '%s' has no step 0:%u in its root "
-                                   "ledger",
+        st = pl__err(PL_ENOTFOUND,
+                     "run '%s' has no step 0:%u in its root "
+                     "ledger",
                      id, at);
     for (uint32_t seq = 0; !st && seq < at;) {
         pl__kvs_reset(&got);
         st = pl__store_read(e->store, prefix, plen, seq, 256, (size_t)1 << 20,
                             &got);
         if (!st && !got.n)
-            st = pl__err(PL_ECORRUPT, "run '%s': root step 0:%u is missing",
-                         id, seq);
+            st = pl__err(PL_ECORRUPT, "run '%s': root step 0:%u is missing", id,
+                         seq);
         for (size_t i = 0; !st && i < got.n && seq < at; i++, seq++) {
             pl__rec rec;
-            st = pl__rec_decode_lazy(&rec, pl__kvs_val(&got, i),
-                                     got.e[i].vlen);
+            st = pl__rec_decode_lazy(&rec, pl__kvs_val(&got, i), got.e[i].vlen);
             if (st)
                 st = pl__err(st, "run '%s', step 0:%u: %s", id, seq,
                              pl_errmsg());
@@ -316,8 +316,7 @@ int pl_run_fork(char **out_new_id, pl_engine *e, const char *run_id,
     if ((st = pl__engine_commit(e, &create)))
         goto done;
     if (create.rc) {
-        st = pl__err(PL_EEXIST, "pl_run_fork: run '%s' exists already",
-                     new_id);
+        st = pl__err(PL_EEXIST, "pl_run_fork: run '%s' exists already", new_id);
         goto done;
     }
     new_num = create.run;

@@ -160,7 +160,8 @@ Test(fork, after_a_whole_call_serves_it_and_runs_the_rest)
     cr_assert_eq(t_calls.chain, 1);     /* chain did not run again */
     cr_assert_eq(t_calls.echo, 2);
     char *got = t_text(t_result(o));
-    cr_assert_str_eq(got, "{\"chain\":{\"total\":3},\"echo\":{\"say\":\"hi\"}}");
+    cr_assert_str_eq(got,
+                     "{\"chain\":{\"total\":3},\"echo\":{\"say\":\"hi\"}}");
     free(got);
     pl_outcome_free(o);
     cr_assert_eq(pl_run_verify(f.e, "new"), PL_OK, "%s", pl_errmsg());
@@ -254,13 +255,13 @@ Test(fork, refuses_what_it_cannot_fork)
         const char *run, *at, *new_id;
         int want;
     } cases[] = {
-        {"old", "0:5", "n1", PL_ENOTFOUND},   /* past the root's last step */
-        {"old", "0:99", "n1", PL_ENOTFOUND},  /* far past it */
-        {"nope", "0:0", "n1", PL_ENOTFOUND},  /* no such run */
-        {"old", "0.0:1", "n1", PL_EINVAL},    /* not the root ledger */
-        {"old", "0", "n1", PL_EINVAL},        /* not a step id */
-        {"old", "0:", "n1", PL_EINVAL},       /* no seq */
-        {"old", "0:1x", "n1", PL_EINVAL},     /* trailing garbage */
+        {"old", "0:5", "n1", PL_ENOTFOUND},  /* past the root's last step */
+        {"old", "0:99", "n1", PL_ENOTFOUND}, /* far past it */
+        {"nope", "0:0", "n1", PL_ENOTFOUND}, /* no such run */
+        {"old", "0.0:1", "n1", PL_EINVAL},   /* not the root ledger */
+        {"old", "0", "n1", PL_EINVAL},       /* not a step id */
+        {"old", "0:", "n1", PL_EINVAL},      /* no seq */
+        {"old", "0:1x", "n1", PL_EINVAL},    /* trailing garbage */
         {"old", "0:99999999999", "n1", PL_EINVAL}, /* past UINT32_MAX */
         {"old", "", "n1", PL_EINVAL},
         {"old", NULL, "n1", PL_EINVAL},
