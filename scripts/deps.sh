@@ -3,13 +3,14 @@
 #   scripts/deps.sh          what the library, tools, demo and benchmark need
 #   scripts/deps.sh --test   and what the tests and checks need (Criterion,
 #                            valgrind, g++ for the header's C++ check,
-#                            clang-format for scripts/format.sh)
+#                            clang-format for scripts/format.sh, python3
+#                            for the tools' tests)
 set -euo pipefail
 
 pkgs=(gcc libc6-dev make cmake pkg-config
       liblmdb-dev libmsgpack-dev libcjson-dev libssl-dev libcurl4-openssl-dev)
 if [ "${1:-}" = "--test" ]; then
-  pkgs+=(libcriterion-dev valgrind g++ clang-format)
+  pkgs+=(libcriterion-dev valgrind g++ clang-format python3)
 fi
 
 missing=()
