@@ -518,7 +518,7 @@ typedef enum pl_event_kind {
     PL_EVENT_COMMIT = 8,         /**< appended steps became durable; seq is
                                       how many */
     PL_EVENT_CODE_CHANGED = 9,   /**< a replayed call was recorded by other
-                                      code (detail names both) */
+                                      code (detail and diff name both) */
     PL_EVENT_RUN_SUSPENDED = 10,
     PL_EVENT_RUN_COMPLETED = 11,
     PL_EVENT_RUN_FAILED = 12,
