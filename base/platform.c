@@ -9,7 +9,9 @@
 #include "platform.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/futex.h>
+#include <linux/openat2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -88,6 +90,30 @@ int pl__random(void *out, size_t n)
         n -= (size_t)got;
     }
     return PL_OK;
+}
+
+/* ---- files --------------------------------------------------------------- */
+
+int pl__openat_beneath(int dirfd, const char *path, int flags, unsigned mode)
+{
+    struct open_how how;
+    memset(&how, 0, sizeof how);
+    how.flags = (uint64_t)(unsigned)flags;
+    how.mode = (flags & (O_CREAT | O_TMPFILE)) ? mode : 0;
+    how.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
+#ifndef SYS_openat2
+    (void)dirfd, (void)path;
+    return -ENOSYS;
+#else
+    for (int attempt = 0;; attempt++) {
+        long fd = syscall(SYS_openat2, dirfd, path, &how, sizeof how);
+        if (fd >= 0)
+            return (int)fd;
+        if ((errno == EAGAIN && attempt < 8) || errno == EINTR)
+            continue;
+        return -errno;
+    }
+#endif
 }
 
 /* ---- locks --------------------------------------------------------------- */

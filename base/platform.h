@@ -58,6 +58,18 @@ PL__HIDDEN void pl__host_name(char *out, size_t n);
 /* Fill @p out with random bytes from the kernel.  PL_OK or PL_EIO. */
 PL__HIDDEN int pl__random(void *out, size_t n);
 
+/* ---- files --------------------------------------------------------------- */
+
+/*
+ * openat2(2) with RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS: open @p path
+ * under the directory @p dirfd, never leaving it.  Returns the descriptor,
+ * or -errno: -EXDEV for an escape, -ENOSYS where the kernel (or a seccomp
+ * filter) has no openat2.  EAGAIN (a rename raced the lookup) is retried
+ * a few times here.  Sets no message.
+ */
+PL__HIDDEN int pl__openat_beneath(int dirfd, const char *path, int flags,
+                                  unsigned mode);
+
 /* ---- locks --------------------------------------------------------------- */
 
 /* Initialise a rwlock that lets a waiting writer in before new readers, so

@@ -113,6 +113,17 @@ int pl__err(int status, const char *fmt, ...)
     return status;
 }
 
+int pl_errorf(int status, const char *fmt, ...)
+{
+    if (!fmt)
+        return pl__err(status, "%s", pl_status_name(status));
+    va_list ap;
+    va_start(ap, fmt);
+    pl__verr(status, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
 char *pl__errmsg_dup(void) { return pl__strdup(pl_errmsg()); }
 
 void pl__errmsg_save(char out[PL__ERRMSG_MAX])

@@ -122,5 +122,41 @@ const char *pl_ctx_idempotency_key(const pl_ctx *cc)
     }
     return c->idem;
 }
-bool pl_ctx_replaying(const pl_ctx *c) { return c->replaying; }
+/*
+ * Replaying means a recorded step remains at the cursor.  The invocation
+ * learns that its record ended only when it looks past the last recorded
+ * step, so look: a caller that asks right after consuming that step (a
+ * retry about to wait, say) is told the truth.  A read failure stops the
+ * run, which the caller's next pl_ctx_* call reports.
+ */
+bool pl_ctx_replaying(const pl_ctx *cc)
+{
+    pl_ctx *c = (pl_ctx *)cc; /* the peek only reads ahead */
+    if (c->run->check)
+        return true; /* a check replay writes nothing, ever */
+    if (!c->replaying || c->run->cur != c || c->run->stop)
+        return c->replaying;
+    const pl__rec *rec;
+    if (pl__inv_peek(c, &rec))
+        return true;
+    return rec != NULL;
+}
 pl_engine *pl_ctx_engine(const pl_ctx *c) { return c->run->e; }
+
+/* ---- the cooperative deadline --------------------------------------------------------------- */
+
+int64_t pl_ctx_deadline(const pl_ctx *c) { return c ? c->deadline_ms : 0; }
+
+int pl_ctx_set_deadline(pl_ctx *c, int64_t unix_ms)
+{
+    int st = pl__ctx_check(c, "pl_ctx_set_deadline");
+    if (st)
+        return st;
+    if (unix_ms < 0)
+        return pl__err(PL_EINVAL,
+                       "pl_ctx_set_deadline: a deadline is Unix "
+                       "milliseconds, or 0 for none; got %lld",
+                       (long long)unix_ms);
+    c->deadline_ms = unix_ms;
+    return PL_OK;
+}

@@ -7,6 +7,7 @@
  *
  *   runner.c      the runner: start, continue, resume, ownership, outcomes
  *   decorators.c  loop, invoke_action (the public API only)
+ *   validate.c    the validate decorator (the public API only)
  *   call.c        pl_ctx_call and friends: how a call resolves
  *   indoubt.c     recovering a call in flight at a crash (indoubt.h)
  *   callee.c      serve or execute a callee; the result ends the call
@@ -30,6 +31,7 @@
  *   engine.c      engine lifecycle, commits (including group commit), events
  *   plugin.c      policies from a shared object (registry.h)
  *   registry.c    policies by name
+ *   schema.c      JSON Schema: compile, validate (draft 7)
  *   step.c        pl_step / pl_steps
  *   path.c        invocation paths and step ids (path.h)
  */
@@ -207,8 +209,10 @@ struct pl_ctx {
     uint8_t prefix[PL__PREFIX_MAX];
     size_t prefix_len;
 
-    uint32_t next_seq; /* where the next append goes */
-    bool replaying;    /* recorded steps may remain at next_seq */
+    uint32_t next_seq;   /* where the next append goes */
+    bool replaying;      /* recorded steps may remain at next_seq */
+    int64_t deadline_ms; /* pl_ctx_deadline(): Unix ms, 0 = none; a callee
+                            starts with its caller's */
 
     /* recorded steps read ahead of the cursor */
     pl__kvs ahead;

@@ -6,6 +6,7 @@
  * a call's lookup is one hash and usually one probe.
  */
 #include <assert.h>
+#include <stddef.h>
 #include <stdlib.h>
 
 #include "internal.h"
@@ -51,6 +52,7 @@ static void def_free(pl_policy_def *d)
     free((char *)d->description);
     free((char *)d->input_schema);
     free((char *)d->code_version);
+    free((char *)d->output_schema);
     free(d);
 }
 
@@ -126,16 +128,45 @@ static int grow(pl_registry *reg)
     return PL_OK;
 }
 
+/* A schema, if given, is a JSON object that compiles. */
+static int schema_check(const char *policy, const char *field, const char *text)
+{
+    if (!text)
+        return PL_OK;
+    cJSON *json = cJSON_Parse(text);
+    bool object = cJSON_IsObject(json);
+    pl_schema *s = NULL;
+    int st = object ? pl_schema_compile(&s, json) : PL_EJSON;
+    cJSON_Delete(json);
+    pl_schema_free(s);
+    if (!object)
+        return pl__err(PL_EJSON, "policy '%s': %s is not a JSON object", policy,
+                       field);
+    if (st && st != PL_ENOMEM) {
+        char why[PL__ERRMSG_MAX];
+        pl__errmsg_save(why);
+        return pl__err(st, "policy '%s': %s: %s", policy, field, why);
+    }
+    return st;
+}
+
 int pl_registry_add(pl_registry *reg, const pl_policy_def *def)
 {
     if (!reg || !def)
         return pl__err(PL_EINVAL, "pl_registry_add: registry and def are "
                                   "required");
-    if (def->version != PL_POLICY_DEF_VERSION)
+    if (def->version != PL_POLICY_DEF_VERSION && def->version != 1)
         return pl__err(PL_EINVAL,
                        "pl_registry_add: def version %u, this "
-                       "library knows %d (use PL_POLICY_DEF_INIT)",
+                       "library knows 1..%d (use PL_POLICY_DEF_INIT)",
                        def->version, PL_POLICY_DEF_VERSION);
+    /* A version 1 def ends before output_schema: read no further. */
+    pl_policy_def in = PL_POLICY_DEF_INIT;
+    memcpy(&in, def,
+           def->version == 1 ? offsetof(pl_policy_def, output_schema)
+                             : sizeof in);
+    in.version = PL_POLICY_DEF_VERSION;
+    def = &in;
     if (!pl__name_ok(def->name))
         return pl__err(PL_EINVAL,
                        "pl_registry_add: bad policy name (1..%d "
@@ -156,16 +187,11 @@ int pl_registry_add(pl_registry *reg, const pl_policy_def *def)
                        "a policy named '%s' is registered "
                        "already",
                        def->name);
-    if (def->input_schema) {
-        cJSON *schema = cJSON_Parse(def->input_schema);
-        bool ok = cJSON_IsObject(schema);
-        cJSON_Delete(schema);
-        if (!ok)
-            return pl__err(PL_EJSON,
-                           "policy '%s': input_schema is not a "
-                           "JSON object",
-                           def->name);
-    }
+    int st = schema_check(def->name, "input_schema", def->input_schema);
+    if (!st)
+        st = schema_check(def->name, "output_schema", def->output_schema);
+    if (st)
+        return st;
     if (def->code_version && strlen(def->code_version) > 1024)
         return pl__err(PL_EINVAL,
                        "policy '%s': code_version is longer than "
@@ -179,8 +205,10 @@ int pl_registry_add(pl_registry *reg, const pl_policy_def *def)
     d->description = pl__strdup(def->description);
     d->input_schema = pl__strdup(def->input_schema);
     d->code_version = pl__strdup(def->code_version);
+    d->output_schema = pl__strdup(def->output_schema);
     if (!d->name || (def->description && !d->description) ||
         (def->input_schema && !d->input_schema) ||
+        (def->output_schema && !d->output_schema) ||
         (def->code_version && !d->code_version) || grow(reg)) {
         def_free(d);
         return pl__err(PL_ENOMEM, "out of memory registering '%s'", def->name);

@@ -131,7 +131,8 @@ const char *pl_version(void);
     X(EIO, -17, "I/O error")                                                   \
     X(ECHECK, -18, "check mode: replay would have to execute")               \
     X(ERESULT, -19, "the called policy returned an error result")            \
-    X(EPLUGIN, -20, "plugin cannot be loaded")
+    X(EPLUGIN, -20, "plugin cannot be loaded")                                 \
+    X(EFORBIDDEN, -21, "refused by the sandbox")
 
 typedef enum pl_status {
 #define PL__STATUS_ENUM(name, value, text) PL_##name = value,
@@ -151,6 +152,15 @@ const char *pl_status_name(int status);
  *         NULL; borrowed, valid until the thread's next failing pl_ call.
  */
 const char *pl_errmsg(void);
+
+/**
+ * Set the calling thread's message (read with pl_errmsg()) from a printf
+ * format, and return @p status: for user policies and decorators,
+ * `return pl_errorf(PL_EINVAL, "bad limit %d", n);`.  The message may
+ * quote pl_errmsg() itself.  A NULL @p fmt sets the status's name.
+ * @return @p status.
+ */
+int pl_errorf(int status, const char *fmt, ...);
 
 /* ------------------------------------------------------------------------ */
 /* Error-as-data codes                                                      */
@@ -389,7 +399,11 @@ typedef enum pl_in_doubt {
     PL_IN_DOUBT_SUSPEND = 2 /**< suspend the run for a human to decide */
 } pl_in_doubt;
 
-#define PL_POLICY_DEF_VERSION 1
+/**
+ * Version 2 appended output_schema; a version 1 def (built before it) is
+ * still accepted and read without that field.
+ */
+#define PL_POLICY_DEF_VERSION 2
 
 /** A policy's registration.  Initialise with PL_POLICY_DEF_INIT. */
 typedef struct pl_policy_def {
@@ -408,11 +422,14 @@ typedef struct pl_policy_def {
     bool idempotent;
     pl_in_doubt in_doubt;     /**< used when !idempotent */
     const char *code_version; /**< code identity recorded in action_call */
+    /** JSON Schema text (an object) the policy's result must match, or
+     *  NULL; checked by pl_decorator_validate().  Since version 2. */
+    const char *output_schema;
 } pl_policy_def;
 
 #define PL_POLICY_DEF_INIT                                                     \
     { PL_POLICY_DEF_VERSION, NULL, NULL, NULL, NULL, NULL, true,               \
-      PL_IN_DOUBT_RERUN, NULL }
+      PL_IN_DOUBT_RERUN, NULL, NULL }
 
 /**
  * Create an empty registry.
@@ -425,10 +442,14 @@ int pl_registry_new(pl_registry **out);
 void pl_registry_free(pl_registry *reg);
 
 /**
- * Register a policy.  Strings are copied.
+ * Register a policy.  Strings are copied.  input_schema and output_schema
+ * are compiled (pl_schema_compile_text()) to refuse a bad schema here
+ * rather than at a call.
  * @return PL_OK; PL_EEXIST (name taken); PL_EINVAL (bad name, NULL fn, wrong
- *         def version); PL_EJSON (input_schema is not a JSON object);
- *         PL_ENOMEM.
+ *         def version, a schema keyword with a bad value: the message names
+ *         the schema and where in it); PL_EJSON (input_schema or
+ *         output_schema is not a JSON object); PL_ELIMIT (a schema nests
+ *         too deep); PL_ENOMEM.
  */
 int pl_registry_add(pl_registry *reg, const pl_policy_def *def);
 
@@ -1123,9 +1144,35 @@ const char *pl_ctx_policy(const pl_ctx *ctx);
  */
 const char *pl_ctx_idempotency_key(const pl_ctx *ctx);
 
-/** @return true while this invocation replays recorded steps.  For logs
- *          only: a policy must not behave differently on replay. */
+/** @return true while a recorded step remains at this invocation's cursor
+ *          (what it appends next is compared, not written), and always in
+ *          a check replay (pl_run_options.check), which writes nothing.
+ *          For logs and waits only: a policy must not record anything
+ *          different on replay. */
 bool pl_ctx_replaying(const pl_ctx *ctx);
+
+/**
+ * The invocation's deadline, Unix milliseconds on the recorded clock
+ * (pl_ctx_now()), or 0 for none.  A call's callee starts with its caller's
+ * deadline; the timeout decorator sets one.
+ *
+ * C cannot stop a running function, so a deadline is cooperative: the
+ * callee reads it and gives up in time; the library's own waits (the
+ * retry decorator's backoff) never wait past it; and the timeout decorator
+ * replaces the result of a callee that returned past it with a recorded
+ * "Timeout" error.  Nothing is interrupted.
+ */
+int64_t pl_ctx_deadline(const pl_ctx *ctx);
+
+/**
+ * Set this invocation's deadline (0 removes it) for the rest of its chain
+ * and every call it makes from here.  A decorator that sets one puts the
+ * previous one back when its inner chain returns, as the timeout decorator
+ * does.  Not recorded: derive it from recorded values (pl_ctx_now()) so a
+ * replay sets the same one.
+ * @return PL_OK; PL_EINVAL (negative @p unix_ms, a stale context).
+ */
+int pl_ctx_set_deadline(pl_ctx *ctx, int64_t unix_ms);
 
 /** @return the engine running this context. */
 pl_engine *pl_ctx_engine(const pl_ctx *ctx);
@@ -1181,6 +1228,239 @@ pl_decorator pl_decorator_loop(unsigned max_turns);
  * malformed call "InvalidInput": never a call.
  */
 pl_decorator pl_decorator_invoke_action(void);
+
+/*
+ * The tool adapter: retry, timeout, budget and cap.  Each is written with
+ * this header alone, as a user's decorator would be, and composes in a
+ * call's decorator list, outermost first:
+ *
+ *     pl_decorator d[3];
+ *     pl_decorator_timeout(&d[0], 30000);        // 30 s for all attempts
+ *     pl_decorator_retry(&d[1], &retry_opts);    // up to N attempts
+ *     pl_decorator_cap(&d[2], 64 * 1024);        // results over 64 KiB
+ *     pl_ctx_call(&res, ctx, &action, d, 3);
+ *
+ * A creation function checks its configuration and returns PL_EINVAL
+ * (with a message) for a bad one; a decorator whose fields were changed
+ * by hand afterwards is checked again when first used, and a bad one then
+ * fails the run with PL_EINVAL.  Options passed by pointer are borrowed:
+ * they must outlive every call made with the decorator.
+ */
+
+/** Waits for @p ms milliseconds (0 or more); a non-zero status fails the
+ *  run.  NULL in options means a real sleep. */
+typedef int (*pl_sleep_fn)(int64_t ms, void *user);
+
+#define PL_RETRY_OPTIONS_VERSION 1
+
+/** retry's options.  Initialise with PL_RETRY_OPTIONS_INIT. */
+typedef struct pl_retry_options {
+    unsigned version;         /**< PL_RETRY_OPTIONS_VERSION */
+    unsigned max_attempts;    /**< attempts in all, at least 1; default 3 */
+    uint32_t base_ms;         /**< least backoff; default 100 */
+    uint32_t max_backoff_ms;  /**< most backoff, >= base_ms; default 10000 */
+    uint32_t max_retry_after_ms; /**< the longest retry_after_ms a tool may
+                                      ask for; a longer one ends the
+                                      retries; default 60000 */
+    const char *const *codes; /**< error codes to retry; NULL: Timeout,
+                                   RetryableServer and RateLimited */
+    size_t n_codes;           /**< entries in codes */
+    pl_sleep_fn sleep;        /**< how to wait; NULL: a real sleep */
+    void *sleep_user;         /**< passed to sleep */
+} pl_retry_options;
+
+#define PL_RETRY_OPTIONS_INIT                                                  \
+    { PL_RETRY_OPTIONS_VERSION, 3, 100, 10000, 60000, NULL, 0, NULL, NULL }
+
+/**
+ * retry: run the inner chain again while its result is an error whose code
+ * is retryable, at most opts->max_attempts times in all.
+ *
+ * Every attempt runs in the call's own invocation, so every attempt's
+ * result is a step of its ledger.  Between attempts it waits a
+ * decorrelated-jitter backoff, min(max_backoff_ms, uniform(base_ms,
+ * 3 * previous)), drawn with pl_ctx_random(), or longer when the error
+ * result has a number "retry_after_ms" (the tool's Retry-After; one over
+ * opts->max_retry_after_ms returns that error result at once).  The wait
+ * is recorded (a durable side effect "retry.backoff" with {"attempt",
+ * "delay_ms", "until_ms"}) before it starts, so a replay serves it and
+ * never waits, and a run that crashed mid-wait waits only what is left of
+ * it (until_ms on the real clock) and goes on with the attempts that
+ * remain.  A backoff that would pass the deadline (pl_ctx_deadline()) is
+ * not waited: the call ends with a recorded "Timeout" error.
+ * Running out of attempts returns the last attempt's error result.
+ *
+ * @param[out] out the decorator.
+ * @param opts NULL for defaults; borrowed (see above).
+ * @return PL_OK; PL_EINVAL (NULL @p out, wrong version, max_attempts 0,
+ *         max_backoff_ms < base_ms, n_codes without codes, a NULL or empty
+ *         code).
+ */
+int pl_decorator_retry(pl_decorator *out, const pl_retry_options *opts);
+
+/**
+ * timeout(ms): give the inner chain a deadline of @p ms milliseconds from
+ * now (pl_ctx_now()), or the caller's deadline if that is earlier; see
+ * pl_ctx_deadline() for what a deadline does and does not do.  The callee
+ * is not interrupted: when it returns past the deadline (by the recorded
+ * clock) its result is replaced by a recorded "Timeout" error step, which
+ * becomes the call's result.  The steps it returned stay in its ledger.
+ * @return PL_OK; PL_EINVAL (NULL @p out, @p ms zero or negative).
+ */
+int pl_decorator_timeout(pl_decorator *out, int64_t ms);
+
+#define PL_BUDGET_VERSION 1
+
+/** budget's limits; 0 means no limit on that measure.  Initialise with
+ *  PL_BUDGET_INIT. */
+typedef struct pl_budget {
+    unsigned version;    /**< PL_BUDGET_VERSION */
+    uint64_t max_steps;  /**< steps in the invocation's ledger */
+    int64_t max_wall_ms; /**< since the invocation's first step */
+    uint64_t max_tokens; /**< model tokens its steps record */
+} pl_budget;
+
+#define PL_BUDGET_INIT { PL_BUDGET_VERSION, 0, 0, 0 }
+
+/**
+ * budget: before each pass through the inner chain, check the invocation
+ * the call runs in against @p limits; once one is spent the pass does not
+ * run and a recorded "BudgetExceeded" error step (naming the measure)
+ * becomes the call's result.
+ *
+ * The measures are read from the invocation's ledger, so a replay decides
+ * the same: steps are its steps (every attempt of a retry, every turn of a
+ * loop, every result); wall-clock time runs from its first step to now by
+ * the recorded clock; tokens are the sum of the numbers "tokens" that its
+ * steps' payloads carry at the top level (the hook for model policies:
+ * record a step's usage as "tokens": n, and the budget counts it).
+ *
+ * Put it inside the decorators that repeat the chain, so every repetition
+ * is checked: [retry, budget] checks each attempt, [loop, budget,
+ * invoke_action] each turn.  On the call that runs a whole agent it
+ * bounds the run's work.
+ * @param limits borrowed (see above).
+ * @return PL_OK; PL_EINVAL (NULL argument, wrong version, no limit set, a
+ *         negative max_wall_ms).
+ */
+int pl_decorator_budget(pl_decorator *out, const pl_budget *limits);
+
+/**
+ * cap(max_bytes): when the inner chain's result (its last step) is larger
+ * than @p max_bytes as compact JSON text, the call's result becomes a
+ * recorded `action_result`
+ *     {"truncated": true, "original_bytes": n, "max_bytes": max_bytes,
+ *      "note": "...", "preview": "<the start of the JSON text>"}
+ * with the preview cut, on a UTF-8 boundary, so the whole replacement fits
+ * in @p max_bytes (a cap smaller than the note itself gets an empty
+ * preview).  Never a silent cut: the full result stays in the callee's
+ * ledger.
+ * @return PL_OK; PL_EINVAL (NULL @p out, @p max_bytes 0).
+ */
+int pl_decorator_cap(pl_decorator *out, size_t max_bytes);
+
+/* ------------------------------------------------------------------------ */
+/* Traces                                                                   */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * A JSON-lines trace: one line per engine event, written and flushed as it
+ * happens.  Each line is an object with the fields that apply:
+ *
+ *   ts_us       when it was written, Unix microseconds (always)
+ *   trace_id    the run id (always)
+ *   event       pl_event_kind_name(), e.g. "call_completed" (always)
+ *   path        the invocation path ("0" is the root)
+ *   seq         step events: the step; call events: the action_call's
+ *               position; commit: how many steps became durable
+ *   policy      call events: the callee; step events: the actor; run
+ *               events: the root policy
+ *   step_type   step events: "action_call", ...
+ *   outcome     call and run ends: "served", "completed", "failed",
+ *               "suspended"
+ *   status      a failure's pl_status name, e.g. "PL_EPOLICY"
+ *   detail      an error code or reason
+ *   elapsed_ns  call and run ends, commits
+ *
+ * Install it as the engine's event callback:
+ *
+ *     pl_trace *t;
+ *     pl_trace_open(&t, "run.jsonl");
+ *     opts.on_event = pl_trace_event;
+ *     opts.event_user = t;
+ *
+ * A program with an event callback of its own keeps it and calls
+ * pl_trace_event(event, t) from it.  Lines from concurrent runs never mix.
+ */
+typedef struct pl_trace pl_trace;
+
+/**
+ * Open a trace file for appending (created if missing).
+ * @param[out] out caller owns; close with pl_trace_close() after the last
+ *             engine using it has closed.
+ * @return PL_OK; PL_EINVAL (NULL argument); PL_EIO (cannot open it:
+ *         pl_errmsg() says why); PL_ENOMEM.
+ */
+int pl_trace_open(pl_trace **out, const char *path);
+
+/**
+ * Write one event as a line: a pl_event_fn whose user is the pl_trace.
+ * A line that cannot be written is counted, never reported here (an event
+ * callback returns nothing): pl_trace_close() reports it.
+ */
+void pl_trace_event(const pl_event *event, void *trace);
+
+/**
+ * Close a trace.  NULL does nothing.
+ * @return PL_OK; PL_EIO when any line could not be written or the file
+ *         could not be closed (pl_errmsg() says how many and why).
+ */
+int pl_trace_close(pl_trace *trace);
+
+/*
+ * validate: JSON Schema checks of a callee's input and result, written with
+ * this header alone too (core/validate.c; the validator is in the "JSON
+ * Schema" section below).
+ */
+
+/** Compiled schemas of the policies pl_decorator_validate() checks.  Opaque;
+ *  thread-safe. */
+typedef struct pl_schema_cache pl_schema_cache;
+
+/**
+ * Create a cache of compiled schemas, keyed by policy name: each policy's
+ * schemas are compiled at its first validated call, never again.  Use one
+ * cache with one registry (a policy's schemas are taken to stay as they
+ * were registered).
+ * @param[out] out caller owns; free with pl_schema_cache_free() after every
+ *             run that uses it has ended.
+ * @return PL_OK; PL_EINVAL (NULL out); PL_ENOMEM.
+ */
+int pl_schema_cache_new(pl_schema_cache **out);
+
+/** Free a schema cache.  NULL does nothing. */
+void pl_schema_cache_free(pl_schema_cache *cache);
+
+/**
+ * validate: check the callee's input (action->payload) against its
+ * registered input_schema before it runs, and its result (the last step it
+ * returns, {} if none) against its output_schema.  An invalid input is an
+ * `error` step {"error": true, "code": "InvalidInput", "message", "path",
+ * "keyword"} and the callee does NOT run; a result that does not match is
+ * followed by such a step with code "OutputSchemaMismatch", which becomes
+ * the call's result.  "path" is a JSON pointer into the payload or result
+ * ("" for the whole), "keyword" the schema keyword that failed.  An
+ * error-as-data result is passed on unchecked.  A policy without schemas is
+ * called as is.  Both steps are recorded, so a replay serves them as it
+ * serves any result.
+ * @param cache borrowed; holds the compiled schemas (see
+ *        pl_schema_cache_new()); must outlive every call using the
+ *        decorator.
+ * @return PL_OK; PL_EINVAL (NULL @p out or @p cache).
+ * @note A value too costly to check (PL_ELIMIT, see PL_SCHEMA_MAX_WORK)
+ *       fails the run with that status and pl_errmsg()'s reason.
+ */
+int pl_decorator_validate(pl_decorator *out, pl_schema_cache *cache);
 
 /* ------------------------------------------------------------------------ */
 /* Building and reading JSON                                                */
@@ -1317,6 +1597,314 @@ int pl_steps_add_resultf(pl_steps *steps, const char *fmt, ...);
  */
 int pl_ctx_invokef(cJSON **out, pl_ctx *ctx, const char *policy,
                    const char *fmt, ...);
+
+/* ------------------------------------------------------------------------ */
+/* Sandbox: paths under a directory, commands from an allowlist             */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * A sandbox confines what a tool may touch to one working directory (held
+ * open as a directory descriptor from pl_sandbox_new() on) and a list of
+ * programs.  The rules, as the code keeps them:
+ *
+ *   - A path is relative to the directory, or absolute and inside it (its
+ *     canonical path, pl_sandbox_root(), followed by '/' or nothing).
+ *   - ".." may go up only as far as the directory itself.
+ *   - A symlink is followed only when its target is relative and stays
+ *     inside; an absolute target, or one that climbs out, is refused.  At
+ *     most 40 symlinks are followed per path.
+ *   - A path is 1..4095 bytes, each component at most 255, with no NUL and
+ *     no control byte (0x01-0x1f, 0x7f).
+ *   - pl_sandbox_open_file() never follows a symlink it has not checked:
+ *     it opens with openat2(2) and RESOLVE_BENEATH where the kernel has it
+ *     (and no seccomp filter refuses it), and otherwise walks the path one
+ *     component at a time with openat(O_NOFOLLOW), reading each symlink
+ *     itself.  So a symlink swapped in after pl_sandbox_resolve() and
+ *     before the open is refused by the open.
+ *   - Hard links and mounts inside the directory are not seen as exits:
+ *     whoever can make them there reaches those files anyway.
+ *   - A command is an argument vector, never a shell line: its program
+ *     (argv[0]) must be one of the allowed names exactly (no path, no '/'),
+ *     and no argument may hold a control byte.  Allowing a shell allows
+ *     everything it can run.
+ *
+ * Refusals are PL_EFORBIDDEN with a message naming the path or program and
+ * the rule it broke.  A sandbox is read-only after pl_sandbox_new(): threads
+ * may share it.
+ */
+
+/** A working directory and a command allowlist.  Opaque. */
+typedef struct pl_sandbox pl_sandbox;
+
+#define PL_SANDBOX_OPTIONS_VERSION 1
+
+/** Sandbox options.  Initialise with PL_SANDBOX_OPTIONS_INIT. */
+typedef struct pl_sandbox_options {
+    unsigned version;             /**< PL_SANDBOX_OPTIONS_VERSION */
+    const char *const *commands;  /**< program names allowed; may be NULL */
+    size_t n_commands;            /**< entries in commands */
+    /** true: never use openat2(2), always walk paths component by
+        component (the fallback for kernels without it). */
+    bool walk_only;
+} pl_sandbox_options;
+
+#define PL_SANDBOX_OPTIONS_INIT { PL_SANDBOX_OPTIONS_VERSION, NULL, 0, false }
+
+/**
+ * Create a sandbox on the directory @p root (which must exist), with the
+ * command allowlist of @p opts.
+ * @param[out] out caller owns; free with pl_sandbox_free().
+ * @param opts NULL for defaults (no command allowed).
+ * @return PL_OK; PL_EINVAL (NULL argument, wrong options version, an empty
+ *         command name or one with '/' or a control byte); PL_ENOTFOUND
+ *         (no such directory); PL_EIO (not a directory, or it cannot be
+ *         opened); PL_ENOMEM.
+ */
+int pl_sandbox_new(pl_sandbox **out, const char *root,
+                   const pl_sandbox_options *opts);
+
+/** Free a sandbox (and close its directory).  NULL does nothing. */
+void pl_sandbox_free(pl_sandbox *sb);
+
+/** @return the directory's canonical absolute path (borrowed, valid until
+ *          pl_sandbox_free()). */
+const char *pl_sandbox_root(const pl_sandbox *sb);
+
+/**
+ * Resolve a path under the sandbox, following the symlinks it meets (by
+ * the rules above), and give its canonical form relative to the root.
+ * Every component but the last must exist; the last may not (a file to be
+ * created), and is then given as it is named.  A check, not a capability:
+ * open with pl_sandbox_open_file(), which checks again as it opens.
+ * @param[out] out the relative path ("." for the root itself, else
+ *             "dir/file", no "." or ".." or symlink in it); caller owns,
+ *             free with free().
+ * @param path @p len bytes (a C string's strlen(); a NUL inside is refused).
+ * @return PL_OK; PL_EFORBIDDEN (outside the sandbox: an absolute path
+ *         elsewhere, ".." above the root, a symlink that leaves it or is
+ *         absolute); PL_EINVAL (NULL argument, empty path, NUL or control
+ *         byte); PL_ELIMIT (path or component too long, too many
+ *         symlinks); PL_ENOTFOUND (a missing directory on the way, or a
+ *         component on the way that is a file); PL_EIO; PL_ENOMEM.
+ */
+int pl_sandbox_resolve(char **out, const pl_sandbox *sb, const char *path,
+                       size_t len);
+
+/**
+ * Open a file under the sandbox, as openat(2) would with @p flags and
+ * @p mode, never leaving it (see the rules above).  O_CLOEXEC is always
+ * added.  With O_NOFOLLOW in @p flags a symlink as the last component is
+ * refused (PL_EFORBIDDEN) instead of followed.
+ * @param[out] out_fd the new descriptor; caller owns, close() it.  -1 on
+ *             failure.
+ * @param flags open(2) flags (O_RDONLY, O_WRONLY | O_CREAT, ...).
+ * @param mode the mode of a file O_CREAT makes.
+ * @return as pl_sandbox_resolve(), plus PL_ENOTFOUND (no such file), PL_EIO
+ *         (the open failed otherwise: permission, a directory opened for
+ *         writing, ...; the message says which).
+ */
+int pl_sandbox_open_file(int *out_fd, const pl_sandbox *sb, const char *path,
+                         size_t len, int flags, unsigned mode);
+
+/**
+ * Check a command against the allowlist: argv[0] must be an allowed
+ * program name exactly, and no argument may hold a control byte.  Nothing
+ * is run; a command that passes is to be run with execvp()-like calls,
+ * never through a shell.
+ * @param argv @p argc C strings, argc >= 1.
+ * @return PL_OK; PL_EFORBIDDEN (program not allowed, or given as a path);
+ *         PL_EINVAL (NULL argument, argc 0, an empty program name, a
+ *         control byte in an argument).
+ */
+int pl_sandbox_check_command(const pl_sandbox *sb, const char *const *argv,
+                             size_t argc);
+
+/* ------------------------------------------------------------------------ */
+/* Tools for models: calculator, read_file, http_get                        */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * Three tool policies, each registered with a description and an input
+ * JSON Schema so that a model sees them as tool definitions.  Every failure
+ * a caller can cause or meet is an error-as-data result, never a status:
+ *
+ *   calculator  {"expression": "2 * (3 + 4) ^ 2"} -> {"result": 98}
+ *               + - * / % ^ (right-associative, above unary minus),
+ *               parentheses, unary minus and plus, decimals with an
+ *               optional exponent.  InvalidInput: bad syntax (with the
+ *               offset), division or remainder by zero, a result that
+ *               overflows to inf or is not a number, more than
+ *               PL_TOOLS_MAX_EXPRESSION bytes, nesting deeper than
+ *               PL_TOOLS_MAX_NESTING.
+ *   read_file   {"path": "notes/a.txt"} -> {"path": "notes/a.txt",
+ *               "content": "...", "bytes": N, "truncated": false}
+ *               A UTF-8 text file under the sandbox directory (rules of
+ *               pl_sandbox_open_file()).  Past max_file_bytes the content
+ *               is cut there (at a character boundary), "truncated" is
+ *               true and "note" says so.  NotFound; Forbidden (an escape);
+ *               InvalidInput (a bad path, a directory, a binary file).
+ *   http_get    {"url": "http://127.0.0.1:8080/x"} -> {"url": final URL,
+ *               "status": 200, "content_type": "...", "body": "...",
+ *               "bytes": N, "truncated": false}
+ *               A GET over libcurl, only to allowed URLs (below), each
+ *               redirect checked again, at most max_redirects of them, and
+ *               never to a file:// URL; no proxy (the environment's
+ *               http_proxy is ignored); it sends the call's idempotency key
+ *               (pl_ctx_idempotency_key()) as Idempotency-Key.  A
+ *               body past max_body_bytes is cut as read_file's is.  404
+ *               NotFound, 401 Unauthorized, 403 Forbidden, 429 RateLimited
+ *               (the message carries Retry-After), 5xx RetryableServer,
+ *               other 4xx InvalidInput; a timeout Timeout; a refused
+ *               connection RetryableServer; a URL or redirect outside the
+ *               allowlist Forbidden.  file:// URLs read through the
+ *               sandbox, as read_file does.
+ *
+ * All three are registered idempotent: none changes anything outside
+ * itself (the calculator is pure, read_file reads, a GET is safe by HTTP's
+ * rules), so re-running one after a crash is harmless.  Their results are
+ * recorded like any call's: replay serves them and does not run the tool.
+ */
+
+#define PL_TOOLS_MAX_EXPRESSION 4096 /**< longest calculator input, bytes */
+#define PL_TOOLS_MAX_NESTING 64      /**< deepest parentheses and unary
+                                          operators in an expression */
+
+/** The tools' shared settings.  Opaque. */
+typedef struct pl_tools pl_tools;
+
+#define PL_TOOLS_OPTIONS_VERSION 1
+
+/** Tool options.  Initialise with PL_TOOLS_OPTIONS_INIT. */
+typedef struct pl_tools_options {
+    unsigned version;          /**< PL_TOOLS_OPTIONS_VERSION */
+    /** The sandbox directory of read_file and of file:// URLs.  NULL:
+        read_file is not registered and no file:// URL is allowed. */
+    const char *root;
+    /** read_file's cap; 0 = 1 MiB, at most 1 GiB.  A result must fit
+        the engine's max_payload (16 MiB by default), so keep the caps
+        below it. */
+    size_t max_file_bytes;
+    /**
+     * Allowed URL prefixes as "scheme://host" or "scheme://host:port"
+     * (scheme http or https; host compared without case) or "file://".
+     * NULL (n_allow 0): "file://" (with a root) and loopback http only,
+     * "http://127.0.0.1", "http://localhost", "http://[::1]".
+     */
+    const char *const *allow;
+    size_t n_allow;            /**< entries in allow */
+    long connect_timeout_ms;   /**< 0 = 5000 */
+    long timeout_ms;           /**< whole request; 0 = 30000 */
+    size_t max_body_bytes;     /**< http_get's cap; as max_file_bytes */
+    int max_redirects;         /**< redirects followed; -1 = 5, 0 = none */
+} pl_tools_options;
+
+#define PL_TOOLS_OPTIONS_INIT                                                  \
+    { PL_TOOLS_OPTIONS_VERSION, NULL, 0, NULL, 0, 0, 0, 0, -1 }
+
+/**
+ * Check the options and make the tools' settings (opening the sandbox).
+ * @param[out] out caller owns; free with pl_tools_free() after every engine
+ *             whose registry holds the tools is closed.
+ * @param opts NULL for defaults.
+ * @return PL_OK; PL_EINVAL (wrong version, a malformed allow entry, a
+ *         negative timeout, max_redirects below -1, a cap past 1 GiB);
+ *         the errors of
+ *         pl_sandbox_new() for root; PL_EIO (libcurl cannot be
+ *         initialised); PL_ENOMEM.
+ * @note Calls curl_global_init() (and pl_tools_free() its cleanup): with
+ *       libcurl before 7.84, call it before other threads use libcurl.
+ */
+int pl_tools_new(pl_tools **out, const pl_tools_options *opts);
+
+/** Free the tools' settings.  NULL does nothing. */
+void pl_tools_free(pl_tools *tools);
+
+/**
+ * Register "calculator", "http_get" and, with a root, "read_file" in
+ * @p reg.  Every name is checked first, so PL_EEXIST registers none.
+ * @param tools borrowed: must outlive every engine using @p reg.
+ * @return PL_OK; PL_EINVAL (NULL argument); PL_EEXIST (a name is taken);
+ *         PL_ENOMEM.
+ */
+int pl_tools_register(pl_registry *reg, const pl_tools *tools);
+
+/* JSON Schema                                                              */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * A JSON Schema validator with draft 7 semantics, checked against the
+ * official JSON-Schema-Test-Suite (README lists the keywords and the pass
+ * count).  Keywords: type enum const multipleOf maximum exclusiveMaximum
+ * minimum exclusiveMinimum maxLength minLength (in code points) pattern
+ * items additionalItems maxItems minItems uniqueItems contains
+ * maxProperties minProperties required properties patternProperties
+ * additionalProperties propertyNames dependencies allOf anyOf oneOf not
+ * if/then/else, boolean schemas, "$ref" to "#" or "#/json/pointer" in the
+ * same document (definitions, $defs, ...), and from draft 2020-12
+ * prefixItems (when present, "items" applies past the prefix),
+ * dependentRequired and dependentSchemas.  Unknown keywords are ignored;
+ * "format" is not asserted; "$id", anchors and remote references are not
+ * resolved (a "$ref" elsewhere is refused when compiling).
+ *
+ * "pattern" and "patternProperties" use POSIX extended regular expressions
+ * (<regex.h>), unanchored, after translating ECMA-262's \d \w \s \D \W
+ * \S.  Refused when compiling: lookaround, lazy quantifiers,
+ * backreferences, \p{..}, \u and \b escapes.  Matching is by byte.
+ *
+ * Bounds: a schema nests at most PL_SCHEMA_MAX_DEPTH JSON levels;
+ * validation applies schemas at most PL_SCHEMA_MAX_DEPTH deep (a "$ref"
+ * cycle ends there) and does at most PL_SCHEMA_MAX_WORK units of work
+ * (a schema applied, a value compared, 64 bytes matched): PL_ELIMIT past
+ * either.  Numbers are compared as doubles.
+ */
+
+#define PL_SCHEMA_MAX_DEPTH 128        /**< see above */
+#define PL_SCHEMA_MAX_WORK 10000000ULL /**< see above */
+#define PL_SCHEMA_PATH_MAX 256         /**< pl_schema_error.path, NUL included */
+
+/** A compiled JSON Schema.  Opaque; immutable, so thread-safe to share. */
+typedef struct pl_schema pl_schema;
+
+/** The first reason an instance does not match a schema. */
+typedef struct pl_schema_error {
+    char path[PL_SCHEMA_PATH_MAX]; /**< JSON pointer to the failing value in
+                                        the instance, "" for the whole;
+                                        truncated if longer */
+    char keyword[32];              /**< the keyword that failed, e.g.
+                                        "required"; "false" for a false
+                                        schema */
+    char message[256];             /**< what failed, in words */
+} pl_schema_error;
+
+/**
+ * Compile a schema.  @p schema is copied.
+ * @param[out] out caller owns; free with pl_schema_free().  NULL on failure.
+ * @return PL_OK; PL_EINVAL (NULL argument, a keyword with a bad value, an
+ *         unsupported or unresolvable "$ref", a pattern POSIX regex cannot
+ *         take: the message names where, e.g. "JSON Schema at
+ *         #/properties/a/minimum: expected a number"); PL_EJSON (@p schema
+ *         is neither an object nor a boolean); PL_ELIMIT (nests deeper than
+ *         PL_SCHEMA_MAX_DEPTH); PL_ENOMEM.
+ */
+int pl_schema_compile(pl_schema **out, const cJSON *schema);
+
+/** pl_schema_compile() from JSON text.  @return as pl_schema_compile(), and
+ *  PL_EJSON for text that is not JSON. */
+int pl_schema_compile_text(pl_schema **out, const char *text);
+
+/**
+ * Validate @p instance against @p schema.
+ * @param[out] out the first error when the instance does not match; zeroed
+ *             otherwise.  May be NULL.
+ * @return PL_OK (it matches); PL_EJSON (it does not: *out says where and why,
+ *         and so does pl_errmsg()); PL_ELIMIT (a bound above was hit, no
+ *         verdict); PL_EINVAL (NULL schema or instance).
+ */
+int pl_schema_validate(pl_schema_error *out, const pl_schema *schema,
+                       const cJSON *instance);
+
+/** Free a compiled schema.  NULL does nothing. */
+void pl_schema_free(pl_schema *schema);
 
 /* ------------------------------------------------------------------------ */
 /* Built-in policies                                                        */

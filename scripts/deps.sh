@@ -3,14 +3,16 @@
 #   scripts/deps.sh          what the library, tools, demo and benchmark need
 #   scripts/deps.sh --test   and what the tests and checks need (Criterion,
 #                            valgrind, g++ for the header's C++ check,
-#                            clang-format for scripts/format.sh, python3
-#                            for the tools' tests)
+#                            clang-format for scripts/format.sh, python3 for
+#                            the HTTP server of tests/test_tools.c and the
+#                            tools' tests, the official JSON-Schema-Test-Suite)
 set -euo pipefail
 
 pkgs=(gcc libc6-dev make cmake pkg-config
       liblmdb-dev libmsgpack-dev libcjson-dev libssl-dev libcurl4-openssl-dev)
 if [ "${1:-}" = "--test" ]; then
-  pkgs+=(libcriterion-dev valgrind g++ clang-format python3)
+  pkgs+=(libcriterion-dev valgrind g++ clang-format python3
+         json-schema-test-suite)
 fi
 
 missing=()

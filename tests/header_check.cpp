@@ -51,6 +51,29 @@ int pl_header_check_cxx(void)
     pl_engine_close(engine);
     pl_registry_free(reg);
 
+    pl_sandbox_options sopts = PL_SANDBOX_OPTIONS_INIT;
+    sopts.walk_only = true;
+    pl_sandbox *sb = NULL;
+    if (pl_sandbox_new(&sb, "/nonexistent", &sopts) == PL_OK)
+        pl_sandbox_free(sb);
+    pl_tools_options topts = PL_TOOLS_OPTIONS_INIT;
+    topts.max_redirects = 0;
+    pl_tools *tools = NULL;
+    if (pl_tools_new(&tools, &topts) == PL_OK)
+        pl_tools_free(tools);
+
+    def.output_schema = "{\"type\": \"object\"}";
+    pl_schema *schema = NULL;
+    pl_schema_error serr = pl_schema_error();
+    if (pl_schema_compile_text(&schema, def.output_schema) == PL_OK)
+        (void)pl_schema_validate(&serr, schema, pl_json_empty());
+    pl_schema_free(schema);
+    pl_schema_cache *cache = NULL;
+    pl_decorator validate = PL_DECORATOR_INIT;
+    if (pl_schema_cache_new(&cache) == PL_OK)
+        (void)pl_decorator_validate(&validate, cache);
+    pl_schema_cache_free(cache);
+
     pl_status status = PL_ENONDET;
     pl_step_type type = PL_STEP_ACTION_RESULT;
     return (pl_strerror(status)[0] && pl_step_type_name(type) &&

@@ -1,0 +1,112 @@
+/*
+ * decorator_budget.c -- budget: steps, wall-clock time and model tokens.
+ *
+ * Written with the public API alone (include/policyledger.h), as any
+ * user's decorator would be.
+ *
+ * Before each pass through the inner chain the decorator reads the clock
+ * (pl_ctx_now(), a recorded step) and measures the invocation's ledger:
+ *
+ *   measure   what is counted
+ *   steps     the steps of the ledger, the clock reading included
+ *   wall_ms   recorded now - the time of the ledger's first step
+ *   tokens    the sum of the top-level numbers "tokens" in step payloads
+ *
+ * Every measure comes from the ledger, so a replay measures, and decides,
+ * the same.  A spent budget records an error step "BudgetExceeded" and the
+ * pass does not run.
+ */
+#include <stdio.h>
+
+#include <policyledger.h>
+
+static const char *check_limits(const pl_budget *b)
+{
+    if (!b)
+        return "no limits given";
+    if (b->version != PL_BUDGET_VERSION)
+        return "the limits are not PL_BUDGET_INIT'd (wrong version)";
+    if (b->max_wall_ms < 0)
+        return "max_wall_ms is negative";
+    if (!b->max_steps && !b->max_wall_ms && !b->max_tokens)
+        return "no limit is set: give max_steps, max_wall_ms or "
+               "max_tokens";
+    return NULL;
+}
+
+/* Why the budget is spent (into @p msg), or false while it is not. */
+static bool spent(const pl_budget *b, const pl_steps *l, int64_t now, char *msg,
+                  size_t cap)
+{
+    size_t n = pl_steps_count(l);
+    double tokens = 0;
+    for (size_t i = 0; i < n; i++) {
+        const cJSON *t = cJSON_GetObjectItemCaseSensitive(
+            pl_step_payload(pl_steps_at(l, i)), "tokens");
+        if (cJSON_IsNumber(t) && t->valuedouble > 0)
+            tokens += t->valuedouble;
+    }
+    int64_t first_ms = n ? pl_step_time_us(pl_steps_at(l, 0)) / 1000 : now;
+    /* saturated: recorded clocks come from outside */
+    int64_t wall = first_ms < 0 && now > INT64_MAX + first_ms ? INT64_MAX
+                   : first_ms > 0 && now < INT64_MIN + first_ms
+                       ? INT64_MIN
+                       : now - first_ms;
+    if (b->max_steps && n >= b->max_steps) {
+        snprintf(msg, cap, "budget: %zu steps used, the limit is %llu", n,
+                 (unsigned long long)b->max_steps);
+        return true;
+    }
+    if (b->max_wall_ms && wall >= b->max_wall_ms) {
+        snprintf(msg, cap, "budget: %lld ms used, the limit is %lld ms",
+                 (long long)wall, (long long)b->max_wall_ms);
+        return true;
+    }
+    if (b->max_tokens && tokens >= (double)b->max_tokens) {
+        snprintf(msg, cap, "budget: %.0f tokens used, the limit is %llu",
+                 tokens, (unsigned long long)b->max_tokens);
+        return true;
+    }
+    return false;
+}
+
+static int budget_fn(pl_ctx *ctx, const pl_action *action, pl_steps *out,
+                     const pl_decorator *self, pl_next *next)
+{
+    const pl_budget *b = self->user;
+    const char *bad = check_limits(b);
+    if (bad)
+        return pl_errorf(PL_EINVAL, "budget: %s", bad);
+    int64_t now;
+    const pl_steps *l = NULL;
+    int st = pl_ctx_now(&now, ctx);
+    if (!st)
+        st = pl_ctx_ledger(&l, ctx);
+    if (st)
+        return st;
+    char msg[200];
+    if (!spent(b, l, now, msg, sizeof msg))
+        return pl_next_call(next, ctx, action, out);
+    cJSON *err = NULL;
+    st = pl_json_pack(&err, "{s:b, s:s, s:s}", "error", 1, "code",
+                      PL_ERR_BUDGET_EXCEEDED, "message", msg);
+    if (!st)
+        st = pl_ctx_emit(ctx, out, PL_STEP_ERROR, "budget", err);
+    cJSON_Delete(err);
+    return st;
+}
+
+int pl_decorator_budget(pl_decorator *out, const pl_budget *limits)
+{
+    if (!out)
+        return pl_errorf(PL_EINVAL, "pl_decorator_budget: out is NULL");
+    const char *bad = check_limits(limits);
+    if (bad)
+        return pl_errorf(PL_EINVAL, "pl_decorator_budget: %s", bad);
+    pl_decorator d = PL_DECORATOR_INIT;
+    d.fn = budget_fn;
+    d.name = "budget";
+    d.user = (void *)limits;
+    *out = d;
+    return PL_OK;
+}

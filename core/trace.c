@@ -1,0 +1,158 @@
+/*
+ * trace.c -- the JSON-lines trace writer: one line per engine event.
+ *
+ * Written with the public API alone (include/policyledger.h): it is an
+ * event callback like any program's.  The line's members, in order (those
+ * that do not apply are left out):
+ *
+ *   member       from pl_event          present
+ *   ts_us        the real clock         always
+ *   trace_id     run_id                 always
+ *   event        pl_event_kind_name()   always
+ *   path         path                   when set
+ *   seq          seq                    step, call and commit events
+ *   policy       policy                 when set
+ *   step_type    step_type              step events
+ *   outcome      kind                   call and run ends
+ *   status       pl_status_name()       when status is not 0
+ *   detail       detail                 when set
+ *   elapsed_ns   elapsed_ns             call and run ends, commits
+ *
+ * A mutex keeps lines of concurrent runs whole; each line is flushed.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <policyledger.h>
+
+struct pl_trace {
+    FILE *f;
+    pthread_mutex_t lock;
+    unsigned long failed; /* lines not written */
+    int first_errno;      /* why the first one was not */
+};
+
+int pl_trace_open(pl_trace **out, const char *path)
+{
+    if (out)
+        *out = NULL;
+    if (!out || !path)
+        return pl_errorf(PL_EINVAL, "pl_trace_open: NULL argument");
+    pl_trace *t = calloc(1, sizeof *t);
+    if (!t)
+        return pl_errorf(PL_ENOMEM, "pl_trace_open: out of memory");
+    t->f = fopen(path, "a");
+    if (!t->f) {
+        int e = errno;
+        free(t);
+        return pl_errorf(PL_EIO, "pl_trace_open: cannot open '%s': %s", path,
+                         strerror(e));
+    }
+    if (pthread_mutex_init(&t->lock, NULL)) {
+        fclose(t->f);
+        free(t);
+        return pl_errorf(PL_ENOMEM, "pl_trace_open: cannot make a mutex");
+    }
+    *out = t;
+    return PL_OK;
+}
+
+static bool is_step(pl_event_kind k)
+{
+    return k == PL_EVENT_STEP_APPENDED || k == PL_EVENT_STEP_REPLAYED ||
+           k == PL_EVENT_CODE_CHANGED;
+}
+
+static bool is_call(pl_event_kind k)
+{
+    return k >= PL_EVENT_CALL_STARTED && k <= PL_EVENT_CALL_FAILED;
+}
+
+static const char *outcome(pl_event_kind k)
+{
+    switch (k) {
+    case PL_EVENT_CALL_SERVED: return "served";
+    case PL_EVENT_CALL_COMPLETED:
+    case PL_EVENT_RUN_COMPLETED: return "completed";
+    case PL_EVENT_CALL_FAILED:
+    case PL_EVENT_RUN_FAILED: return "failed";
+    case PL_EVENT_RUN_SUSPENDED: return "suspended";
+    default: return NULL;
+    }
+}
+
+static bool has_elapsed(pl_event_kind k)
+{
+    return outcome(k) != NULL || k == PL_EVENT_COMMIT;
+}
+
+/* The line for @p ev, or NULL when out of memory. */
+static char *line(const pl_event *ev)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    int64_t now_us = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+    pl_event_kind k = ev->kind;
+    const char *name = pl_event_kind_name(k);
+    const char *step = is_step(k) ? pl_step_type_name(ev->step_type) : NULL;
+    bool seq = is_step(k) || is_call(k) || k == PL_EVENT_COMMIT;
+    cJSON *o = NULL;
+    /* a member whose value is NULL is left out ("s*"); numbers apart */
+    if (pl_json_pack(&o, "{s:I, s:s, s:s, s:s*, s:s*, s:s*, s:s*, s:s*}",
+                     "ts_us", now_us, "trace_id", ev->run_id ? ev->run_id : "",
+                     "event", name ? name : "unknown", "path", ev->path,
+                     "policy", ev->policy, "step_type", step, "outcome",
+                     outcome(k), "detail", ev->detail))
+        return NULL;
+    bool ok = true;
+    if (seq)
+        ok = cJSON_AddNumberToObject(o, "seq", ev->seq) != NULL;
+    if (ok && ev->status)
+        ok = cJSON_AddStringToObject(o, "status", pl_status_name(ev->status)) !=
+             NULL;
+    if (ok && has_elapsed(k))
+        ok = cJSON_AddNumberToObject(o, "elapsed_ns", (double)ev->elapsed_ns) !=
+             NULL;
+    char *text = ok ? cJSON_PrintUnformatted(o) : NULL;
+    cJSON_Delete(o);
+    return text;
+}
+
+void pl_trace_event(const pl_event *ev, void *user)
+{
+    pl_trace *t = user;
+    if (!t || !ev)
+        return;
+    char *text = line(ev);
+    pthread_mutex_lock(&t->lock);
+    errno = 0;
+    bool ok = text && fputs(text, t->f) >= 0 && fputc('\n', t->f) != EOF &&
+              fflush(t->f) == 0;
+    if (!ok && t->failed++ == 0)
+        t->first_errno = text ? errno : ENOMEM;
+    pthread_mutex_unlock(&t->lock);
+    free(text);
+}
+
+int pl_trace_close(pl_trace *t)
+{
+    if (!t)
+        return PL_OK;
+    int st = PL_OK;
+    int closed = fclose(t->f);
+    if (t->failed)
+        st = pl_errorf(PL_EIO,
+                       "pl_trace_close: %lu trace lines could not "
+                       "be written (the first: %s)",
+                       t->failed, strerror(t->first_errno));
+    else if (closed)
+        st = pl_errorf(PL_EIO, "pl_trace_close: closing the trace: %s",
+                       strerror(errno));
+    pthread_mutex_destroy(&t->lock);
+    free(t);
+    return st;
+}

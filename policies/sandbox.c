@@ -1,0 +1,692 @@
+/*
+ * sandbox.c -- paths confined to a working directory, commands to an
+ * allowlist (the rules are in policyledger.h, "Sandbox").
+ *
+ * The directory is held open from pl_sandbox_new() on, so a rename of it
+ * or of its parents changes nothing: every lookup starts at that
+ * descriptor.  Two ways to look a path up, with the same rules:
+ *
+ *   openat2   pl_sandbox_open_file() asks the kernel for RESOLVE_BENEATH
+ *             (base/platform.c), which refuses ".." above the directory and
+ *             absolute or escaping symlinks at every step of its own walk.
+ *   the walk  everything else, and the open where openat2 is missing
+ *             (ENOSYS, or EPERM from a seccomp filter), or walk_only: one
+ *             component at a time, each opened with O_NOFOLLOW relative to
+ *             the directory before it, a symlink read with readlinkat() and
+ *             its target walked in its place by the same rules.  The walk
+ *             keeps its own stack of directory descriptors, so ".." pops
+ *             one (never the kernel's "..", which a moved directory could
+ *             turn into an escape) and cannot pop the root.
+ *
+ * Either way every symlink is checked where it is met, during the open
+ * itself (by the kernel's RESOLVE_BENEATH, or by the walk, for which the
+ * kernel never follows one), so a symlink swapped in between a check and an
+ * open is met by the open.
+ */
+#define _GNU_SOURCE /* O_PATH */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "platform.h"
+#include "policyledger.h"
+#include "util.h"
+
+#define SB_PATH_MAX 4095  /* bytes in a path, without its NUL */
+#define SB_NAME_MAX 255   /* bytes in one component */
+#define SB_MAX_LINKS 40   /* symlinks followed per path, as the kernel's */
+#define SB_MAX_DEPTH 2048 /* directories deep (a 4095-byte path has fewer) */
+
+struct pl_sandbox {
+    int dirfd;  /* the root, O_PATH | O_DIRECTORY */
+    char *root; /* its canonical absolute path */
+    size_t root_len;
+    char **commands; /* allowed program names */
+    size_t n_commands;
+    bool walk_only;
+};
+
+/* ---- checks on strings --------------------------------------------------- */
+
+static bool is_ctl(unsigned char c) { return c < 0x20 || c == 0x7f; }
+
+/* Check a path's bytes: 1..SB_PATH_MAX, no NUL, no control byte. */
+static int check_path_bytes(const char *path, size_t len)
+{
+    if (!path)
+        return pl__err(PL_EINVAL, "sandbox: NULL path");
+    if (len == 0)
+        return pl__err(PL_EINVAL, "sandbox: empty path");
+    if (len > SB_PATH_MAX)
+        return pl__err(PL_ELIMIT,
+                       "sandbox: path of %zu bytes is longer than %d", len,
+                       SB_PATH_MAX);
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)path[i];
+        if (c == 0)
+            return pl__err(PL_EINVAL,
+                           "sandbox: path '%.*s' holds a NUL byte at offset "
+                           "%zu",
+                           (int)i, path, i);
+        if (is_ctl(c))
+            return pl__err(PL_EINVAL,
+                           "sandbox: path '%.*s...' holds the control byte "
+                           "0x%02x at offset %zu",
+                           (int)i, path, c, i);
+    }
+    return PL_OK;
+}
+
+/* ---- the sandbox --------------------------------------------------------- */
+
+static bool command_name_ok(const char *s)
+{
+    if (!s || !*s || strlen(s) > SB_NAME_MAX)
+        return false;
+    for (const char *p = s; *p; p++)
+        if (*p == '/' || is_ctl((unsigned char)*p))
+            return false;
+    return true;
+}
+
+int pl_sandbox_new(pl_sandbox **out, const char *root,
+                   const pl_sandbox_options *opts)
+{
+    if (out)
+        *out = NULL;
+    if (!out || !root)
+        return pl__err(PL_EINVAL, "pl_sandbox_new: NULL argument");
+    pl_sandbox_options defaults = PL_SANDBOX_OPTIONS_INIT;
+    if (!opts)
+        opts = &defaults;
+    if (opts->version != PL_SANDBOX_OPTIONS_VERSION)
+        return pl__err(PL_EINVAL, "pl_sandbox_new: options version %u, not %u",
+                       opts->version, PL_SANDBOX_OPTIONS_VERSION);
+    if (opts->n_commands && !opts->commands)
+        return pl__err(PL_EINVAL, "pl_sandbox_new: %zu commands, NULL list",
+                       opts->n_commands);
+    for (size_t i = 0; i < opts->n_commands; i++)
+        if (!command_name_ok(opts->commands[i]))
+            return pl__err(PL_EINVAL,
+                           "pl_sandbox_new: command %zu is not a program name "
+                           "(empty, too long, or holds '/' or a control byte)",
+                           i);
+
+    int st = PL_OK;
+    pl_sandbox *sb = calloc(1, sizeof *sb);
+    if (!sb)
+        return pl__err(PL_ENOMEM, "pl_sandbox_new: out of memory");
+    sb->dirfd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (sb->dirfd < 0) {
+        int e = errno;
+        st = pl__err(e == ENOENT ? PL_ENOTFOUND : PL_EIO,
+                     "pl_sandbox_new: cannot open directory '%s': %s", root,
+                     strerror(e));
+        goto done;
+    }
+    /* The canonical path of what we hold open, not of the name (which
+     * could change between a realpath() and the open). */
+    char proc[64], buf[PATH_MAX];
+    snprintf(proc, sizeof proc, "/proc/self/fd/%d", sb->dirfd);
+    ssize_t n = readlink(proc, buf, sizeof buf - 1);
+    if (n <= 0 || buf[0] != '/') {
+        char *r = realpath(root, NULL);
+        if (!r) {
+            st = pl__err(PL_EIO, "pl_sandbox_new: cannot resolve '%s': %s",
+                         root, strerror(errno));
+            goto done;
+        }
+        sb->root = r;
+    } else {
+        sb->root = pl__strndup(buf, (size_t)n);
+    }
+    if (!sb->root) {
+        st = pl__err(PL_ENOMEM, "pl_sandbox_new: out of memory");
+        goto done;
+    }
+    sb->root_len = strlen(sb->root);
+    if (opts->n_commands) {
+        sb->commands = calloc(opts->n_commands, sizeof *sb->commands);
+        if (!sb->commands) {
+            st = pl__err(PL_ENOMEM, "pl_sandbox_new: out of memory");
+            goto done;
+        }
+        for (size_t i = 0; i < opts->n_commands; i++) {
+            sb->commands[i] = pl__strdup(opts->commands[i]);
+            if (!sb->commands[i]) {
+                st = pl__err(PL_ENOMEM, "pl_sandbox_new: out of memory");
+                goto done;
+            }
+            sb->n_commands++;
+        }
+    }
+    sb->walk_only = opts->walk_only;
+done:
+    if (st)
+        pl_sandbox_free(sb);
+    else
+        *out = sb;
+    return st;
+}
+
+void pl_sandbox_free(pl_sandbox *sb)
+{
+    if (!sb)
+        return;
+    if (sb->dirfd >= 0)
+        close(sb->dirfd);
+    free(sb->root);
+    for (size_t i = 0; i < sb->n_commands; i++)
+        free(sb->commands[i]);
+    free(sb->commands);
+    free(sb);
+}
+
+const char *pl_sandbox_root(const pl_sandbox *sb)
+{
+    return sb ? sb->root : NULL;
+}
+
+/*
+ * Turn the caller's path into one relative to the root: an absolute path
+ * must be the root or below it.  Sets *rel to the part after the root
+ * (possibly empty: the root itself).
+ */
+static int relative_part(const char **rel, size_t *rel_len,
+                         const pl_sandbox *sb, const char *path, size_t len)
+{
+    if (path[0] != '/') {
+        *rel = path;
+        *rel_len = len;
+        return PL_OK;
+    }
+    size_t rl = sb->root_len;
+    if (rl == 1) { /* the root is "/" */
+        size_t i = 0;
+        while (i < len && path[i] == '/')
+            i++;
+        *rel = path + i;
+        *rel_len = len - i;
+        return PL_OK;
+    }
+    if (len >= rl && memcmp(path, sb->root, rl) == 0 &&
+        (len == rl || path[rl] == '/')) {
+        size_t i = rl;
+        while (i < len && path[i] == '/')
+            i++;
+        *rel = path + i;
+        *rel_len = len - i;
+        return PL_OK;
+    }
+    return pl__err(PL_EFORBIDDEN,
+                   "sandbox: absolute path '%.*s' is outside '%s'", (int)len,
+                   path, sb->root);
+}
+
+/* ---- the walk ------------------------------------------------------------ */
+
+/*
+ * The state of one walk: a stack of open directories from the root down
+ * (fds[0] is a duplicate of the root's), their names (for the resolved
+ * path), and the path still to walk in a buffer of its own, since a
+ * symlink's target replaces the component that named it.
+ */
+typedef struct walk {
+    const pl_sandbox *sb;
+    const char *orig; /* the caller's path, for messages */
+    int orig_len;
+    int *fds;
+    char **names;
+    size_t depth, cap; /* fds[0..depth] are open */
+    char rest[SB_PATH_MAX + 1];
+    size_t rest_len;
+    unsigned links;
+} walk;
+
+static void walk_free(walk *w)
+{
+    for (size_t i = 0; i <= w->depth && w->fds; i++)
+        if (w->fds[i] >= 0)
+            close(w->fds[i]);
+    for (size_t i = 1; i <= w->depth && w->names; i++)
+        free(w->names[i]);
+    free(w->fds);
+    free(w->names);
+}
+
+static int walk_init(walk *w, const pl_sandbox *sb, const char *orig,
+                     size_t orig_len, const char *rel, size_t rel_len)
+{
+    memset(w, 0, sizeof *w);
+    w->sb = sb;
+    w->orig = orig;
+    w->orig_len = (int)orig_len;
+    w->cap = 16;
+    w->fds = malloc(w->cap * sizeof *w->fds);
+    w->names = calloc(w->cap, sizeof *w->names);
+    if (w->fds)
+        w->fds[0] = -1;
+    if (!w->fds || !w->names)
+        return pl__err(PL_ENOMEM, "sandbox: out of memory");
+    w->fds[0] = fcntl(sb->dirfd, F_DUPFD_CLOEXEC, 0);
+    if (w->fds[0] < 0)
+        return pl__err(PL_EIO, "sandbox: cannot duplicate the root: %s",
+                       strerror(errno));
+    memcpy(w->rest, rel, rel_len);
+    w->rest[rel_len] = '\0';
+    w->rest_len = rel_len;
+    return PL_OK;
+}
+
+/* Take the next component off w->rest into @p name (NUL-terminated).
+ * Returns false when none is left.  *last is set when it is the final one
+ * (only slashes may follow). */
+static int next_component(walk *w, char name[SB_NAME_MAX + 1], bool *got,
+                          bool *last)
+{
+    size_t i = 0;
+    while (i < w->rest_len && w->rest[i] == '/')
+        i++;
+    size_t start = i;
+    while (i < w->rest_len && w->rest[i] != '/')
+        i++;
+    size_t n = i - start;
+    *got = n > 0;
+    if (n > SB_NAME_MAX)
+        return pl__err(PL_ELIMIT,
+                       "sandbox: path '%.*s': a component of %zu bytes is "
+                       "longer than %d",
+                       w->orig_len, w->orig, n, SB_NAME_MAX);
+    memcpy(name, w->rest + start, n);
+    name[n] = '\0';
+    size_t j = i;
+    while (j < w->rest_len && w->rest[j] == '/')
+        j++;
+    *last = j == w->rest_len;
+    memmove(w->rest, w->rest + i, w->rest_len - i + 1);
+    w->rest_len -= i;
+    return PL_OK;
+}
+
+static int walk_push(walk *w, int fd, const char *name)
+{
+    if (w->depth + 1 >= SB_MAX_DEPTH) {
+        close(fd);
+        return pl__err(PL_ELIMIT, "sandbox: path '%.*s' is too deep",
+                       w->orig_len, w->orig);
+    }
+    if (w->depth + 1 >= w->cap) {
+        size_t cap = w->cap * 2;
+        int *fds = realloc(w->fds, cap * sizeof *fds);
+        if (fds)
+            w->fds = fds;
+        char **names = fds ? realloc(w->names, cap * sizeof *names) : NULL;
+        if (!names) {
+            close(fd);
+            return pl__err(PL_ENOMEM, "sandbox: out of memory");
+        }
+        w->names = names;
+        w->cap = cap;
+    }
+    char *copy = pl__strdup(name);
+    if (!copy) {
+        close(fd);
+        return pl__err(PL_ENOMEM, "sandbox: out of memory");
+    }
+    w->depth++;
+    w->fds[w->depth] = fd;
+    w->names[w->depth] = copy;
+    return PL_OK;
+}
+
+/*
+ * The component @p name (in the directory on top of the stack) is a
+ * symlink: read it and put its target in front of what is left to walk.
+ */
+static int follow_link(walk *w, const char *name)
+{
+    if (++w->links > SB_MAX_LINKS)
+        return pl__err(PL_ELIMIT, "sandbox: path '%.*s': more than %d symlinks",
+                       w->orig_len, w->orig, SB_MAX_LINKS);
+    char target[SB_PATH_MAX + 1];
+    ssize_t n = readlinkat(w->fds[w->depth], name, target, sizeof target - 1);
+    if (n < 0)
+        return pl__err(errno == ENOENT ? PL_ENOTFOUND : PL_EIO,
+                       "sandbox: path '%.*s': cannot read symlink '%s': %s",
+                       w->orig_len, w->orig, name, strerror(errno));
+    if (n == 0 || (size_t)n >= sizeof target - 1)
+        return pl__err(PL_ELIMIT,
+                       "sandbox: path '%.*s': symlink '%s' has an empty or "
+                       "over-long target",
+                       w->orig_len, w->orig, name);
+    target[n] = '\0';
+    if (target[0] == '/')
+        return pl__err(PL_EFORBIDDEN,
+                       "sandbox: path '%.*s': symlink '%s' points to the "
+                       "absolute path '%s'; only relative symlinks that stay "
+                       "inside are followed",
+                       w->orig_len, w->orig, name, target);
+    for (ssize_t i = 0; i < n; i++)
+        if (is_ctl((unsigned char)target[i]))
+            return pl__err(PL_EFORBIDDEN,
+                           "sandbox: path '%.*s': symlink '%s' has a control "
+                           "byte in its target",
+                           w->orig_len, w->orig, name);
+    size_t sep = w->rest_len ? 1 : 0; /* rest starts with '/' if not empty */
+    size_t need = (size_t)n + sep + w->rest_len;
+    if (need > SB_PATH_MAX)
+        return pl__err(PL_ELIMIT,
+                       "sandbox: path '%.*s': longer than %d bytes once "
+                       "symlink '%s' is expanded",
+                       w->orig_len, w->orig, SB_PATH_MAX, name);
+    memmove(w->rest + n + sep, w->rest, w->rest_len + 1);
+    memcpy(w->rest, target, (size_t)n);
+    if (sep)
+        w->rest[n] = '/';
+    w->rest_len = need;
+    return PL_OK;
+}
+
+/* The error for an openat() of @p name that failed with @p e. */
+static int walk_errno(const walk *w, const char *name, int e)
+{
+    if (e == ENOENT)
+        return pl__err(PL_ENOTFOUND, "sandbox: path '%.*s': '%s' not found",
+                       w->orig_len, w->orig, name);
+    if (e == ENOTDIR)
+        return pl__err(PL_ENOTFOUND,
+                       "sandbox: path '%.*s': a component before '%s' is not a "
+                       "directory",
+                       w->orig_len, w->orig, name);
+    if (e == ENAMETOOLONG)
+        return pl__err(PL_ELIMIT, "sandbox: path '%.*s': '%s' is too long",
+                       w->orig_len, w->orig, name);
+    return pl__err(PL_EIO, "sandbox: path '%.*s': cannot open '%s': %s",
+                   w->orig_len, w->orig, name, strerror(e));
+}
+
+/*
+ * Walk the path.  With @p open_flags < 0 (a resolve), the last component is
+ * looked at with O_PATH and may be missing; *out_fd is then -1 and
+ * *last_name holds it.  Otherwise the last component is opened with
+ * open_flags | O_NOFOLLOW, a symlink there followed unless @p nofollow,
+ * and *out_fd is the result.
+ */
+static int walk_run(walk *w, int open_flags, unsigned mode, bool nofollow,
+                    int *out_fd, char last_name[SB_NAME_MAX + 1])
+{
+    char name[SB_NAME_MAX + 1];
+    *out_fd = -1;
+    last_name[0] = '\0';
+    for (;;) {
+        bool got = false, last = false;
+        int st = next_component(w, name, &got, &last);
+        if (st)
+            return st;
+        if (!got) { /* nothing left: the path names a directory we hold */
+            if (open_flags < 0)
+                return PL_OK;
+            int fd = openat(w->fds[w->depth], ".",
+                            (open_flags | O_CLOEXEC) & ~O_CREAT, mode);
+            if (fd < 0)
+                return walk_errno(w, ".", errno);
+            *out_fd = fd;
+            return PL_OK;
+        }
+        if (strcmp(name, ".") == 0)
+            continue;
+        if (strcmp(name, "..") == 0) {
+            if (w->depth == 0)
+                return pl__err(PL_EFORBIDDEN,
+                               "sandbox: path '%.*s' climbs above '%s' with "
+                               "'..'",
+                               w->orig_len, w->orig, w->sb->root);
+            close(w->fds[w->depth]);
+            free(w->names[w->depth]);
+            w->depth--;
+            continue;
+        }
+        int dir = w->fds[w->depth];
+        if (last && open_flags >= 0) {
+            int fd = openat(dir, name, open_flags | O_NOFOLLOW | O_CLOEXEC,
+                            mode);
+            if (fd >= 0) {
+                *out_fd = fd;
+                snprintf(last_name, SB_NAME_MAX + 1, "%s", name);
+                return PL_OK;
+            }
+            int e = errno;
+            struct stat lst;
+            if ((e == ELOOP || e == EMLINK || e == ENOTDIR || e == EEXIST) &&
+                fstatat(dir, name, &lst, AT_SYMLINK_NOFOLLOW) == 0 &&
+                S_ISLNK(lst.st_mode)) {
+                if (nofollow || (open_flags & O_EXCL))
+                    return pl__err(PL_EFORBIDDEN,
+                                   "sandbox: path '%.*s': '%s' is a symlink "
+                                   "and O_NOFOLLOW or O_EXCL was asked",
+                                   w->orig_len, w->orig, name);
+                st = follow_link(w, name);
+                if (st)
+                    return st;
+                continue;
+            }
+            return walk_errno(w, name, e);
+        }
+        int fd = openat(dir, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0) {
+            int e = errno;
+            if (e == ENOENT && last) { /* a resolve: the last may be new */
+                snprintf(last_name, SB_NAME_MAX + 1, "%s", name);
+                return PL_OK;
+            }
+            return walk_errno(w, name, e);
+        }
+        struct stat sst;
+        if (fstat(fd, &sst) != 0) {
+            int e = errno;
+            close(fd);
+            return walk_errno(w, name, e);
+        }
+        if (S_ISLNK(sst.st_mode)) {
+            close(fd);
+            st = follow_link(w, name);
+            if (st)
+                return st;
+            continue;
+        }
+        if (last) { /* a resolve, and the last exists */
+            close(fd);
+            snprintf(last_name, SB_NAME_MAX + 1, "%s", name);
+            return PL_OK;
+        }
+        if (!S_ISDIR(sst.st_mode)) {
+            close(fd);
+            return pl__err(PL_ENOTFOUND,
+                           "sandbox: path '%.*s': '%s' is not a directory",
+                           w->orig_len, w->orig, name);
+        }
+        st = walk_push(w, fd, name);
+        if (st)
+            return st;
+    }
+}
+
+/* ---- resolve and open ---------------------------------------------------- */
+
+int pl_sandbox_resolve(char **out, const pl_sandbox *sb, const char *path,
+                       size_t len)
+{
+    if (out)
+        *out = NULL;
+    if (!out || !sb)
+        return pl__err(PL_EINVAL, "pl_sandbox_resolve: NULL argument");
+    int st = check_path_bytes(path, len);
+    if (st)
+        return st;
+    const char *rel;
+    size_t rel_len;
+    st = relative_part(&rel, &rel_len, sb, path, len);
+    if (st)
+        return st;
+    walk w;
+    int fd = -1;
+    char last[SB_NAME_MAX + 1] = "";
+    pl__buf b = {0};
+    st = walk_init(&w, sb, path, len, rel, rel_len);
+    if (!st)
+        st = walk_run(&w, -1, 0, false, &fd, last);
+    if (st) {
+        walk_free(&w);
+        return st;
+    }
+    for (size_t i = 1; !st && i <= w.depth; i++) {
+        if (b.len)
+            st = pl__buf_append(&b, "/", 1);
+        if (!st)
+            st = pl__buf_append(&b, w.names[i], strlen(w.names[i]));
+    }
+    if (!st && last[0]) {
+        if (b.len)
+            st = pl__buf_append(&b, "/", 1);
+        if (!st)
+            st = pl__buf_append(&b, last, strlen(last));
+    }
+    if (!st && !b.len)
+        st = pl__buf_append(&b, ".", 1);
+    if (!st)
+        st = pl__buf_append(&b, "", 1);
+    walk_free(&w);
+    if (st) {
+        pl__buf_free(&b);
+        return pl__err(PL_ENOMEM, "sandbox: out of memory");
+    }
+    *out = (char *)b.data;
+    return PL_OK;
+}
+
+/* The error for an openat2() that failed with @p e. */
+static int beneath_errno(const pl_sandbox *sb, const char *path, size_t len,
+                         int e, bool nofollow)
+{
+    int n = (int)len;
+    switch (e) {
+    case EXDEV:
+        return pl__err(PL_EFORBIDDEN,
+                       "sandbox: path '%.*s' leaves '%s' (through '..', an "
+                       "absolute symlink, or a symlink that points outside)",
+                       n, path, sb->root);
+    case ELOOP:
+        if (nofollow)
+            return pl__err(PL_EFORBIDDEN,
+                           "sandbox: path '%.*s' ends in a symlink and "
+                           "O_NOFOLLOW was asked",
+                           n, path);
+        return pl__err(PL_ELIMIT, "sandbox: path '%.*s': too many symlinks", n,
+                       path);
+    case ENOENT:
+        return pl__err(PL_ENOTFOUND, "sandbox: path '%.*s' not found", n, path);
+    case ENOTDIR:
+        return pl__err(PL_ENOTFOUND,
+                       "sandbox: path '%.*s': a component on the way is not "
+                       "a directory",
+                       n, path);
+    case ENAMETOOLONG:
+        return pl__err(PL_ELIMIT, "sandbox: path '%.*s' is too long", n, path);
+    default:
+        return pl__err(PL_EIO, "sandbox: cannot open '%.*s': %s", n, path,
+                       strerror(e));
+    }
+}
+
+int pl_sandbox_open_file(int *out_fd, const pl_sandbox *sb, const char *path,
+                         size_t len, int flags, unsigned mode)
+{
+    if (out_fd)
+        *out_fd = -1;
+    if (!out_fd || !sb)
+        return pl__err(PL_EINVAL, "pl_sandbox_open_file: NULL argument");
+    int st = check_path_bytes(path, len);
+    if (st)
+        return st;
+    const char *rel;
+    size_t rel_len;
+    st = relative_part(&rel, &rel_len, sb, path, len);
+    if (st)
+        return st;
+    bool nofollow = (flags & O_NOFOLLOW) != 0;
+    if (!sb->walk_only) {
+        char buf[SB_PATH_MAX + 2];
+        if (rel_len == 0) {
+            buf[0] = '.';
+            buf[1] = '\0';
+        } else {
+            memcpy(buf, rel, rel_len);
+            buf[rel_len] = '\0';
+        }
+        int fd = pl__openat_beneath(sb->dirfd, buf, flags | O_CLOEXEC, mode);
+        if (fd >= 0) {
+            *out_fd = fd;
+            return PL_OK;
+        }
+        /* No openat2 here (ENOSYS), or a seccomp filter that refuses
+         * syscalls it does not know with EPERM: walk instead, which is as
+         * strict. */
+        if (fd != -ENOSYS && fd != -EPERM)
+            return beneath_errno(sb, path, len, -fd, nofollow);
+    }
+    walk w;
+    char last[SB_NAME_MAX + 1] = "";
+    int fd = -1;
+    st = walk_init(&w, sb, path, len, rel, rel_len);
+    if (!st)
+        st = walk_run(&w, flags & ~O_NOFOLLOW, mode, nofollow, &fd, last);
+    walk_free(&w);
+    if (st) {
+        if (fd >= 0)
+            close(fd);
+        return st;
+    }
+    *out_fd = fd;
+    return PL_OK;
+}
+
+/* ---- commands ------------------------------------------------------------ */
+
+int pl_sandbox_check_command(const pl_sandbox *sb, const char *const *argv,
+                             size_t argc)
+{
+    if (!sb || !argv)
+        return pl__err(PL_EINVAL, "pl_sandbox_check_command: NULL argument");
+    if (argc == 0)
+        return pl__err(PL_EINVAL, "sandbox: empty command");
+    for (size_t i = 0; i < argc; i++) {
+        if (!argv[i])
+            return pl__err(PL_EINVAL, "sandbox: command argument %zu is NULL",
+                           i);
+        for (const char *p = argv[i]; *p; p++)
+            if (is_ctl((unsigned char)*p))
+                return pl__err(PL_EINVAL,
+                               "sandbox: command argument %zu holds the "
+                               "control byte 0x%02x",
+                               i, (unsigned)(unsigned char)*p);
+    }
+    const char *prog = argv[0];
+    if (!*prog)
+        return pl__err(PL_EINVAL, "sandbox: empty program name");
+    if (strchr(prog, '/'))
+        return pl__err(PL_EFORBIDDEN,
+                       "sandbox: program '%s' is a path; name an allowed "
+                       "program instead",
+                       prog);
+    for (size_t i = 0; i < sb->n_commands; i++)
+        if (strcmp(prog, sb->commands[i]) == 0)
+            return PL_OK;
+    return pl__err(PL_EFORBIDDEN,
+                   "sandbox: program '%s' is not allowed (%zu allowed)", prog,
+                   sb->n_commands);
+}
