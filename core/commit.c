@@ -60,7 +60,7 @@ int pl__run_write(pl__run *r, bool final)
      * always at the end */
     if (final || now - r->state_written_us >= PL__HEARTBEAT_US) {
         st->updated_us = st->heartbeat_us = now;
-        rc = pl__run_state_encode(&r->batch.state, st);
+        rc = pl__run_state_encode(&r->batch.state, r->id, st);
     }
     if (!rc)
         rc = pl__commit(r->e, &r->batch);

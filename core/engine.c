@@ -137,6 +137,9 @@ bool pl__owner_alive(pl_engine *e, const pl__run_state *st)
 
 /* ---- lifecycle -------------------------------------------------------------------- */
 
+/* The largest max_payload an engine takes: 1 GiB (see pl_engine_options). */
+#define PL_MAX_PAYLOAD_LIMIT ((size_t)1 << 30)
+
 int pl_engine_open(pl_engine **out, const char *path,
                    const pl_registry *registry, const pl_engine_options *opts)
 {
@@ -159,6 +162,14 @@ int pl_engine_open(pl_engine **out, const char *path,
     if (!pl_durability_name(opts->durability))
         return pl__err(PL_EINVAL, "pl_engine_open: unknown durability %d",
                        (int)opts->durability);
+    /* a stored record's length is 32 bits (the journal's, for one): a
+     * payload, with its record's header and the call that wraps it, must
+     * fit with room to spare */
+    if (opts->max_payload > PL_MAX_PAYLOAD_LIMIT)
+        return pl__err(PL_EINVAL,
+                       "pl_engine_open: max_payload %zu is larger than "
+                       "the most a store can hold, %zu bytes",
+                       opts->max_payload, (size_t)PL_MAX_PAYLOAD_LIMIT);
     pl_engine *e = calloc(1, sizeof *e);
     if (!e)
         return pl__err(PL_ENOMEM, "out of memory opening an engine");

@@ -227,8 +227,8 @@ static int rechain_step(rechain *w, uint64_t num, const uint8_t *key,
 
 /* ---- the fork --------------------------------------------------------------------- */
 
-static int encode_state(pl__buf *out, pl_run_status status, uint64_t steps,
-                        const char *reason)
+static int encode_state(pl__buf *out, const char *run_id, pl_run_status status,
+                        uint64_t steps, const char *reason)
 {
     pl__run_state rs = {0};
     rs.status = status;
@@ -238,7 +238,7 @@ static int encode_state(pl__buf *out, pl_run_status status, uint64_t steps,
         rs.error = PL_ESTATE;
         rs.reason = (char *)reason;
     }
-    return pl__run_state_encode(out, &rs);
+    return pl__run_state_encode(out, run_id, &rs);
 }
 
 int pl_run_fork(char **out_new_id, pl_engine *e, const char *run_id,
@@ -274,8 +274,8 @@ int pl_run_fork(char **out_new_id, pl_engine *e, const char *run_id,
     if ((st = pl__store_settle(e->store)) ||
         (st = pl__store_run_find(e->store, run_id, &num, &info)) ||
         (st = pl__store_state_get(e->store, num, &sb)) ||
-        (st = pl__run_state_decode(&rs, sb.data, sb.len)) ||
-        (st = pl__run_info_decode(&ri, info.data, info.len))) {
+        (st = pl__run_state_decode(&rs, run_id, sb.data, sb.len)) ||
+        (st = pl__run_info_decode(&ri, run_id, info.data, info.len))) {
         st = pl__err(st, "pl_run_fork: run '%s': %s", run_id, pl_errmsg());
         goto done;
     }
@@ -308,8 +308,8 @@ int pl_run_fork(char **out_new_id, pl_engine *e, const char *run_id,
         goto done;
     }
     ri.created_us = pl__now_us();
-    if ((st = pl__run_info_encode(&new_info, &ri)) ||
-        (st = encode_state(&create.state, PL_RUN_FAILED, 0, reason)))
+    if ((st = pl__run_info_encode(&new_info, new_id, &ri)) ||
+        (st = encode_state(&create.state, new_id, PL_RUN_FAILED, 0, reason)))
         goto done;
     create.create_id = new_id;
     create.create_info = &new_info;
@@ -333,7 +333,8 @@ int pl_run_fork(char **out_new_id, pl_engine *e, const char *run_id,
         goto done;
     }
     fill.run = new_num;
-    if ((st = encode_state(&fill.state, PL_RUN_RUNNING, w.steps, NULL)) ||
+    if ((st = encode_state(&fill.state, new_id, PL_RUN_RUNNING, w.steps,
+                           NULL)) ||
         (st = pl__engine_commit(e, &fill)))
         goto done;
     *out_new_id = id_copy;

@@ -47,11 +47,17 @@ static int info_build(pl_engine *e, const char *id, size_t id_len, uint64_t num,
         return pl__err(PL_ENOMEM, "out of memory");
     }
     pl__buf sb = {0};
-    int st = pl__run_info_decode(&in->ri, info, info_len);
+    int st = PL_OK;
+    /* the id is the runs key: bytes that are no run id (a NUL, say) are
+     * corruption, and the records' checksums bind them to the id */
+    if (strlen(in->id) != id_len || !pl__run_id_ok(in->id))
+        st = pl__err(PL_ECORRUPT, "a run's id is malformed");
+    if (!st)
+        st = pl__run_info_decode(&in->ri, in->id, info, info_len);
     if (!st)
         st = pl__store_state_get(e->store, num, &sb);
     if (!st)
-        st = pl__run_state_decode(&in->st, sb.data, sb.len);
+        st = pl__run_state_decode(&in->st, in->id, sb.data, sb.len);
     pl__buf_free(&sb);
     if (!st)
         st = pl__payload_decode(&in->payload, in->ri.payload,
@@ -121,13 +127,22 @@ int pl_engine_runs(pl_engine *e, pl_run_visit_fn visit, void *user)
     char after[PL_MAX_RUN_ID + 1] = "";
     int st = pl__store_settle(e->store);
     for (; !st;) {
+        /* the store hands out ids in strictly increasing order, each
+         * greater than after, or fails: no run is listed twice */
         st = pl__store_runs(e->store, after[0] ? after : NULL, CHUNK, &page);
-        if (st || !page.n)
+        if (st) {
+            st = pl__err(st, "listing runs after '%s': %s", after, pl_errmsg());
+            break;
+        }
+        if (!page.n)
             break;
         for (size_t i = 0; !st && i < page.n; i++) {
             const pl__kv *kv = &page.e[i];
             if (kv->vlen < 8 || kv->klen > PL_MAX_RUN_ID) {
-                st = pl__err(PL_ECORRUPT, "a run record is malformed");
+                st = pl__err(PL_ECORRUPT,
+                             "a run record after run '%s' is "
+                             "malformed",
+                             after);
                 break;
             }
             const uint8_t *v = pl__kvs_val(&page, i);
@@ -150,6 +165,8 @@ int pl_engine_runs(pl_engine *e, pl_run_visit_fn visit, void *user)
 }
 
 /* ---- ledgers ------------------------------------------------------------------------- */
+
+static int run_find_checked(pl_engine *e, const char *run_id, uint64_t *num);
 
 /*
  * The action_result answering the call that made ledger @p comps (depth
@@ -271,9 +288,7 @@ int pl_run_ledger(pl_steps **out, pl_engine *e, const char *run_id,
     uint64_t num;
     int st = pl__path_parse(path, comps, &depth);
     if (!st)
-        st = pl__store_settle(e->store);
-    if (!st)
-        st = pl__store_run_find(e->store, run_id, &num, NULL);
+        st = run_find_checked(e, run_id, &num);
     if (st)
         return st;
     char canon[PL__PATH_MAX];
@@ -289,12 +304,19 @@ int pl_run_ledger(pl_steps **out, pl_engine *e, const char *run_id,
     for (;;) {
         st = pl__store_read(e->store, prefix, plen, seq, CHUNK, (size_t)1 << 20,
                             &recs);
-        if (st || !recs.n)
+        if (st) {
+            st = pl__err(st, "run '%s', ledger %s, from step %u: %s", run_id,
+                         canon, seq, pl_errmsg());
+            break;
+        }
+        if (!recs.n)
             break;
         for (size_t i = 0; !st && i < recs.n; i++, seq++) {
             pl__rec rec;
             st = pl__rec_decode_lazy(&rec, pl__kvs_val(&recs, i),
                                      recs.e[i].vlen);
+            if (!st && rec.seq != seq)
+                st = pl__err(PL_ECORRUPT, "the record says step %u", rec.seq);
             if (!st && rec.mirrored) {
                 uint8_t key[PL__KEY_MAX];
                 memcpy(key, prefix, plen);
@@ -353,16 +375,23 @@ int pl_run_ledger(pl_steps **out, pl_engine *e, const char *run_id,
 typedef int (*rec_fn)(const uint8_t *key, size_t klen, const uint8_t *val,
                       size_t vlen, void *user);
 
-static int scan_run(pl_engine *e, uint64_t num, rec_fn fn, void *user)
+static int scan_run(pl_engine *e, const char *run_id, uint64_t num, rec_fn fn,
+                    void *user)
 {
     pl__kvs page = {0};
     uint8_t after[PL__KEY_MAX];
     size_t after_len = 0;
     int st;
     for (;;) {
+        /* every key the store hands out sorts after the one before it and
+         * after `after`, or it fails: no step is handed out twice */
         st = pl__store_scan(e->store, num, after_len ? after : NULL, after_len,
                             CHUNK, &page);
-        if (st || !page.n)
+        if (st) {
+            st = pl__err(st, "run '%s': %s", run_id, pl_errmsg());
+            break;
+        }
+        if (!page.n)
             break;
         for (size_t i = 0; !st && i < page.n; i++)
             st = fn(pl__kvs_key(&page, i), page.e[i].klen,
@@ -406,6 +435,8 @@ static int walk_rec(const uint8_t *key, size_t klen, const uint8_t *val,
     pl__path_format(path, comps, depth);
     pl__rec rec;
     int st = pl__rec_decode_lazy(&rec, val, vlen);
+    if (!st && rec.seq != seq)
+        st = pl__err(PL_ECORRUPT, "the record says step %u", rec.seq);
     if (!st && rec.mirrored)
         st = read_mirror(w->e, &w->hasher, w->num, comps, depth, key, klen, val,
                          vlen, &rec, &w->hold);
@@ -446,14 +477,12 @@ int pl_run_walk(pl_engine *e, const char *run_id, pl_step_visit_fn visit,
         return pl__err(PL_EINVAL, "pl_run_walk: engine, valid run id and "
                                   "visitor are required");
     uint64_t num;
-    int st = pl__store_settle(e->store);
-    if (!st)
-        st = pl__store_run_find(e->store, run_id, &num, NULL);
+    int st = run_find_checked(e, run_id, &num);
     if (st)
         return st;
     walk_ctx w = {
         .e = e, .id = run_id, .num = num, .visit = visit, .user = user};
-    st = scan_run(e, num, walk_rec, &w);
+    st = scan_run(e, run_id, num, walk_rec, &w);
     pl__kvs_free(&w.hold);
     pl__hasher_free(w.hasher);
     return st;
@@ -664,19 +693,37 @@ static int verify_rec(const uint8_t *key, size_t klen, const uint8_t *val,
     return PL_OK;
 }
 
-/* Read run @p run_id's number and state record (the journal settled). */
+/*
+ * Read run @p run_id's number, its run record and its state record (the
+ * journal settled), checking both records' checksums: a run number that
+ * changed finds no state, or another run's, which names another id.
+ */
 static int state_load(pl_engine *e, const char *run_id, uint64_t *num,
                       pl__run_state *rs)
 {
-    pl__buf sb = {0};
+    pl__buf ib = {0}, sb = {0};
+    pl__run_info ri;
     int st = pl__store_settle(e->store);
     if (!st)
-        st = pl__store_run_find(e->store, run_id, num, NULL);
+        st = pl__store_run_find(e->store, run_id, num, &ib);
+    if (!st && !(st = pl__run_info_decode(&ri, run_id, ib.data, ib.len)))
+        pl__run_info_clear(&ri);
     if (!st)
         st = pl__store_state_get(e->store, *num, &sb);
-    if (!st)
-        st = pl__run_state_decode(rs, sb.data, sb.len);
+    if (!st && (st = pl__run_state_decode(rs, run_id, sb.data, sb.len)))
+        pl__err(st, "run '%s' (#%llu): %s", run_id, (unsigned long long)*num,
+                pl_errmsg());
+    pl__buf_free(&ib);
     pl__buf_free(&sb);
+    return st;
+}
+
+/* Find a run to read its steps: its number, its records checked. */
+static int run_find_checked(pl_engine *e, const char *run_id, uint64_t *num)
+{
+    pl__run_state rs = {0};
+    int st = state_load(e, run_id, num, &rs);
+    pl__run_state_clear(&rs);
     return st;
 }
 
@@ -718,7 +765,7 @@ int pl_run_verify(pl_engine *e, const char *run_id)
     verify_ctx v = {.id = run_id};
     if (!(st = pl__hasher_new(&v.hasher)) &&
         !(st = pl__genesis_hash(v.hasher, run_id, v.genesis)))
-        st = scan_run(e, num, verify_rec, &v);
+        st = scan_run(e, run_id, num, verify_rec, &v);
     /* the ledgers open at the end: the root stays open for its head */
     for (unsigned d = PL__ARRAY_LEN(v.lv) - 1; !st && d > 0; d--)
         st = close_level(&v, d);

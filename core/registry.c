@@ -238,14 +238,22 @@ void pl__registry_truncate(pl_registry *reg, size_t n)
     index_rebuild(reg);
 }
 
-int pl__registry_adopt(pl_registry *reg, const pl_registry *from,
-                       const char *code, const char *origin)
+int pl__registry_adopt(pl_registry *reg, pl_registry *from, const char *code,
+                       const char *origin)
 {
     for (size_t i = 0; i < from->n; i++)
         if (pl_registry_find(reg, from->defs[i]->name))
             return pl__err(PL_EEXIST,
                            "%s: a policy named '%s' is registered already",
                            origin, from->defs[i]->name);
+    /* room for what @p from owns (its policies' data), taken over below */
+    while (reg->cap_owned < reg->n_owned + from->n_owned) {
+        owned *o = pl__grow(reg->owned, &reg->cap_owned, reg->cap_owned,
+                            sizeof *o, 4);
+        if (!o)
+            return pl__err(PL_ENOMEM, "out of memory");
+        reg->owned = o;
+    }
     size_t before = reg->n;
     for (size_t i = 0; i < from->n; i++) {
         pl_policy_def d = *from->defs[i];
@@ -256,6 +264,12 @@ int pl__registry_adopt(pl_registry *reg, const pl_registry *from,
             pl__registry_truncate(reg, before);
             return st;
         }
+    }
+    if (from->n_owned) {
+        memcpy(reg->owned + reg->n_owned, from->owned,
+               from->n_owned * sizeof *from->owned);
+        reg->n_owned += from->n_owned;
+        from->n_owned = 0;
     }
     return PL_OK;
 }

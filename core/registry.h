@@ -9,9 +9,10 @@
 /*
  * Copy every policy of @p from into @p reg, all or none: PL_EEXIST (naming
  * the policy and @p origin) when a name is taken, PL_ENOMEM.  A policy with
- * no code_version gets @p code.
+ * no code_version gets @p code.  On success @p reg takes over what @p from
+ * owns (the data of policies such as LLM policies), released with @p reg.
  */
-PL__HIDDEN int pl__registry_adopt(pl_registry *reg, const pl_registry *from,
+PL__HIDDEN int pl__registry_adopt(pl_registry *reg, pl_registry *from,
                                   const char *code,
                                   const char *origin) PL__MUST_CHECK;
 

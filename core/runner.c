@@ -120,7 +120,7 @@ static int root_load(pl_engine *e, const char *id, uint64_t *num,
     pl__buf info = {0};
     int st = pl__store_run_find(e->store, id, num, &info);
     if (!st)
-        st = pl__run_info_decode(&ra->info, info.data, info.len);
+        st = pl__run_info_decode(&ra->info, id, info.data, info.len);
     pl__buf_free(&info);
     if (!st)
         st = pl__payload_decode(&ra->payload, ra->info.payload,
@@ -404,7 +404,8 @@ int pl_run_start(pl_outcome **out, pl_engine *e, const pl_action *root,
     ri.seed_len = seed.len;
     ri.created_us = pl__now_us();
     ri.code = (char *)def->code_version;
-    if ((st = pl__run_info_encode(&info, &ri)) || (st = pl__run_new(e, id, &r)))
+    if ((st = pl__run_info_encode(&info, id, &ri)) ||
+        (st = pl__run_new(e, id, &r)))
         goto done;
     if (def->code_version && !(r->root_code = pl__strdup(def->code_version))) {
         st = pl__err(PL_ENOMEM, "out of memory");
@@ -417,7 +418,7 @@ int pl_run_start(pl_outcome **out, pl_engine *e, const pl_action *root,
      * with other runs' commits */
     create.create_id = id;
     create.create_info = &info;
-    if ((st = pl__run_state_encode(&create.state, &r->state)) ||
+    if ((st = pl__run_state_encode(&create.state, id, &r->state)) ||
         (st = pl__commit(e, &create)))
         goto done;
     if (create.rc) {
@@ -455,7 +456,7 @@ static int claim_fn(pl__buf *state, pl__kvs *extra, void *user)
 {
     claim_ctx *c = user;
     pl__run_state st;
-    int rc = pl__run_state_decode(&st, state->data, state->len);
+    int rc = pl__run_state_decode(&st, c->id, state->data, state->len);
     if (rc)
         return pl__err(rc, "run '%s': %s", c->id, pl_errmsg());
     c->before = st.status;
@@ -503,7 +504,7 @@ static int claim_fn(pl__buf *state, pl__kvs *extra, void *user)
     st.steps += c->steps ? c->steps->n : 0;
     set_owner(c->e, &st);
     pl__buf_reset(state);
-    rc = pl__run_state_encode(state, &st);
+    rc = pl__run_state_encode(state, c->id, &st);
     if (!rc)
         rc = pl__run_state_copy(c->out, &st);
     pl__run_state_clear(&st);
@@ -526,7 +527,7 @@ static int build_resume(pl__run *r, const char *token, const cJSON *answer,
     unsigned depth;
     int rc = pl__store_state_get(e->store, r->num, &sb);
     if (!rc)
-        rc = pl__run_state_decode(&st, sb.data, sb.len);
+        rc = pl__run_state_decode(&st, r->id, sb.data, sb.len);
     if (rc)
         goto done;
     if (st.status != PL_RUN_SUSPENDED) {
@@ -628,7 +629,7 @@ static int continue_run(pl_engine *e, const char *id, bool check,
     pl__buf sb = {0};
     st = pl__store_state_get(e->store, num, &sb);
     if (!st)
-        st = pl__run_state_decode(&r->state, sb.data, sb.len);
+        st = pl__run_state_decode(&r->state, id, sb.data, sb.len);
     pl__buf_free(&sb);
     if (st)
         goto done;

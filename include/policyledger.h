@@ -628,7 +628,8 @@ typedef struct pl_engine_options {
     size_t map_size;           /**< initial map size; 0 = 64 MiB */
     size_t map_size_max;       /**< growth limit; 0 = no limit */
     unsigned max_readers;      /**< LMDB reader slots; 0 = 126 */
-    size_t max_payload;        /**< largest encoded payload; 0 = 16 MiB */
+    size_t max_payload;        /**< largest encoded payload; 0 = 16 MiB;
+                                    at most 1 GiB (more is PL_EINVAL) */
     pl_event_fn on_event;      /**< may be NULL */
     void *event_user;          /**< passed to on_event */
 } pl_engine_options;
@@ -645,9 +646,10 @@ typedef struct pl_engine_options {
  * @param registry      borrowed: must outlive the engine and not change
  *                      while the engine runs.
  * @param opts          NULL for defaults.
- * @return PL_OK; PL_EINVAL; PL_EBUSY (this process has the store open
- *         already); PL_EVERSION (store written by an unknown format);
- *         PL_ECORRUPT (not a policyledger store); PL_ESTORE; PL_ENOMEM.
+ * @return PL_OK; PL_EINVAL (also max_payload over 1 GiB); PL_EBUSY (this
+ *         process has the store open already); PL_EVERSION (store written
+ *         by an unknown format); PL_ECORRUPT (not a policyledger store);
+ *         PL_ESTORE; PL_ENOMEM.
  */
 int pl_engine_open(pl_engine **out, const char *path,
                    const pl_registry *registry,
@@ -810,8 +812,9 @@ typedef struct pl_run_info {
 /**
  * Read one run's record.
  * @param[out] out caller owns; free with pl_run_info_free().
- * @return PL_OK; PL_ENOTFOUND; PL_ECORRUPT; PL_EVERSION (a record written
- *         by an unknown format); PL_ESTORE; PL_ENOMEM.
+ * @return PL_OK; PL_ENOTFOUND; PL_ECORRUPT (also: a run or state record
+ *         that fails its checksum, or is another run's); PL_EVERSION (a
+ *         record written by an unknown format); PL_ESTORE; PL_ENOMEM.
  */
 int pl_run_get(pl_run_info **out, pl_engine *engine, const char *run_id);
 
@@ -829,6 +832,9 @@ typedef int (*pl_run_visit_fn)(const pl_run_info *info, void *user);
  * clock's milliseconds) that is creation order, to the millisecond; ids
  * given in pl_run_options.run_id sort by their bytes among them.  A running
  * run's steps are counted as of its last heartbeat (see pl_run_info.steps).
+ * Each id listed sorts after the one before: a stored id out of that order
+ * (a changed key) ends the listing with PL_ECORRUPT naming the run after
+ * which it stands, so no run is visited twice.
  * @return PL_OK, the visitor's non-zero value, or an error as pl_run_get().
  */
 int pl_engine_runs(pl_engine *engine, pl_run_visit_fn visit, void *user);
@@ -839,7 +845,9 @@ int pl_engine_runs(pl_engine *engine, pl_run_visit_fn visit, void *user);
  * @param[out] out caller owns; free with pl_steps_free().  Empty if the
  *        invocation has no steps.
  * @return PL_OK; PL_ENOTFOUND (no such run); PL_EINVAL (bad path);
- *         PL_ECORRUPT; PL_EVERSION; PL_ESTORE; PL_ENOMEM.
+ *         PL_ECORRUPT (also: the run's records fail their checksums, a
+ *         step is missing, or a step key is out of order, named in
+ *         pl_errmsg()); PL_EVERSION; PL_ESTORE; PL_ENOMEM.
  */
 int pl_run_ledger(pl_steps **out, pl_engine *engine, const char *run_id, const char *path);
 
@@ -848,20 +856,26 @@ typedef int (*pl_step_visit_fn)(const pl_step *step, void *user);
 
 /**
  * Visit every step of every ledger of a run, in tree order: an invocation's
- * steps, each followed by the ledgers of the calls it made.
+ * steps, each followed by the ledgers of the calls it made.  Each step key
+ * sorts after the one before: a key out of order (a changed key) ends the
+ * walk with PL_ECORRUPT naming the run and the steps, and no step is
+ * visited twice.
  * @return PL_OK, the visitor's non-zero value, or an error as pl_run_ledger().
  */
 int pl_run_walk(pl_engine *engine, const char *run_id, pl_step_visit_fn visit,
                 void *user);
 
 /**
- * Verify a run: every stored step decodes, every ledger is gapless and hangs
+ * Verify a run: its run and state records match their checksums, every
+ * stored step decodes, every ledger is gapless and hangs
  * off the action_call that created it, every step's stored predecessor hash
  * matches, every executed call's action_result names its callee ledger's
  * last step, and (for a completed or suspended run) the run's record names
- * the root ledger's last step.  So no step of a completed or suspended run
- * can change or vanish unnoticed; of other runs, none but the root
- * ledger's last.
+ * the root ledger's last step.  So no step of a completed run can change
+ * or vanish unnoticed; of a suspended run, none but the last step of each
+ * ledger below the root still waiting for its call's result (the suspend
+ * step, for one); of other runs, none but the last of the root ledger and
+ * of each ledger whose call has no result yet.
  * @return PL_OK; PL_ECORRUPT or PL_EVERSION naming the first fault in
  *         pl_errmsg(); PL_ENOTFOUND; PL_ESTORE; PL_ENOMEM.
  */

@@ -72,3 +72,17 @@ int pl__hash_final(pl__hasher *h, uint8_t out[PL_HASH_LEN])
 {
     return SHA256_Final(out, &h->ctx) ? PL_OK : failed();
 }
+
+int pl__runrec_sum(char kind, const char *run_id, const uint8_t *rec,
+                   size_t len, uint8_t out[PL_HASH_LEN])
+{
+    static const char tag[] = "policyledger/runrec";
+    SHA256_CTX ctx;
+    uint8_t k = (uint8_t)kind;
+    return SHA256_Init(&ctx) && SHA256_Update(&ctx, tag, sizeof tag) &&
+                   SHA256_Update(&ctx, &k, 1) &&
+                   SHA256_Update(&ctx, run_id, strlen(run_id) + 1) &&
+                   SHA256_Update(&ctx, rec, len) && SHA256_Final(out, &ctx)
+               ? PL_OK
+               : failed();
+}

@@ -29,6 +29,15 @@ PL__HIDDEN int pl__step_hash(pl__hasher *h, const uint8_t *key, size_t klen,
 PL__HIDDEN int pl__genesis_hash(pl__hasher *h, const char *run_id,
                                 uint8_t out[PL_HASH_LEN]) PL__MUST_CHECK;
 
+/*
+ * The checksum of a run record (runrec.c): SHA-256 of "policyledger/runrec"
+ * NUL, @p kind ('i' info, 's' state), the run's id, NUL, and the record's
+ * bytes before its checksum field.  One call, no hasher to keep.
+ */
+PL__HIDDEN int pl__runrec_sum(char kind, const char *run_id, const uint8_t *rec,
+                              size_t len,
+                              uint8_t out[PL_HASH_LEN]) PL__MUST_CHECK;
+
 /* SHA-256 in parts: init, any number of updates, final. */
 PL__HIDDEN int pl__hash_init(pl__hasher *h) PL__MUST_CHECK;
 PL__HIDDEN int pl__hash_update(pl__hasher *h, const void *p,

@@ -132,11 +132,9 @@ static int adopt_map_size(pl__store *s)
 {
     pthread_rwlock_wrlock(&s->resize);
     int rc = mdb_env_set_mapsize(s->env, 0);
-    if (!rc) {
-        MDB_envinfo info;
-        mdb_env_info(s->env, &info);
+    MDB_envinfo info;
+    if (!rc && !(rc = mdb_env_info(s->env, &info)))
         s->map_size = info.me_mapsize;
-    }
     pthread_rwlock_unlock(&s->resize);
     return rc ? pl__lmdb_err(s, rc, "adopting the map size") : PL_OK;
 }
@@ -230,7 +228,8 @@ static int write_zeros(int fd, off_t from, off_t to)
 static void keep_tail(pl__store *s)
 {
     MDB_envinfo info;
-    mdb_env_info(s->env, &info);
+    if (mdb_env_info(s->env, &info))
+        return; /* no tail this time; the commit goes on */
     off_t used = ((off_t)info.me_last_pgno + 1) * s->psize;
     off_t tail = used / 8 < TAIL_MIN   ? TAIL_MIN
                  : used / 8 > TAIL_MAX ? TAIL_MAX
@@ -321,9 +320,11 @@ static int open_body(pl__store *s, MDB_txn *txn, void *user, int *st)
     rc = mdb_get(txn, s->meta, &k, &v);
     if (rc == MDB_NOTFOUND) {
         MDB_stat ms;
-        mdb_stat(txn, s->steps, &ms);
+        if ((rc = mdb_stat(txn, s->steps, &ms)))
+            return rc;
         size_t nsteps = ms.ms_entries;
-        mdb_stat(txn, s->runs, &ms);
+        if ((rc = mdb_stat(txn, s->runs, &ms)))
+            return rc;
         if (nsteps || ms.ms_entries) {
             *st = pl__err(PL_ECORRUPT,
                           "store '%s' holds runs but no format "
@@ -395,10 +396,14 @@ int pl__store_open(pl__store **out, const char *path,
         st = pl__lmdb_err(s, rc, "creating the environment");
         goto fail;
     }
-    mdb_env_set_maxdbs(s->env, 8);
-    mdb_env_set_mapsize(s->env, s->map_size);
-    if (opts->max_readers)
-        mdb_env_set_maxreaders(s->env, opts->max_readers);
+    if ((rc = mdb_env_set_maxdbs(s->env, 8)) ||
+        (rc = mdb_env_set_mapsize(s->env, s->map_size)) ||
+        (opts->max_readers &&
+         (rc = mdb_env_set_maxreaders(s->env, opts->max_readers)))) {
+        pthread_mutex_unlock(&g_open_mu);
+        st = pl__lmdb_err(s, rc, "configuring the environment");
+        goto fail;
+    }
     unsigned flags = MDB_NOTLS | (opts->nosync ? MDB_NOSYNC : 0) |
                      (dir ? 0 : MDB_NOSUBDIR);
     rc = mdb_env_open(s->env, path, flags, 0600);
@@ -428,10 +433,16 @@ int pl__store_open(pl__store **out, const char *path,
     }
     {
         MDB_envinfo info;
-        mdb_env_info(s->env, &info);
+        if ((rc = mdb_env_info(s->env, &info))) {
+            st = pl__lmdb_err(s, rc, "reading the environment");
+            goto fail;
+        }
         s->map_size = info.me_mapsize; /* may be larger than asked */
         MDB_stat ms;
-        mdb_env_stat(s->env, &ms);
+        if ((rc = mdb_env_stat(s->env, &ms))) {
+            st = pl__lmdb_err(s, rc, "reading the environment");
+            goto fail;
+        }
         s->psize = ms.ms_psize;
         /* its own file description, so that its fdatasync never takes
          * a write error that LMDB's next one must report */

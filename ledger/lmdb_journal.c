@@ -92,12 +92,31 @@ static int checkpoint_body(pl__store *s, MDB_txn *txn, void *user, int *st)
     MDB_val k, v;
     jstep *all = NULL;
     size_t n = 0, cap = 0;
+    /* LMDB's pointers into the journal's pages are valid only until the
+     * next update: the records are copied out before any step is put */
+    pl__buf copy = {0};
+    size_t *ends = NULL, n_recs = 0, cap_recs = 0;
     int rc = mdb_cursor_open(txn, s->journal, &cur);
     if (rc)
         return rc;
     for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); !rc;
          rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
-        const uint8_t *p = v.mv_data, *end = p + v.mv_size;
+        size_t *grown = pl__grow(ends, &cap_recs, n_recs, sizeof *grown, 16);
+        if (!grown || pl__buf_append(&copy, v.mv_data, v.mv_size)) {
+            free(grown ? grown : ends);
+            ends = NULL;
+            rc = ENOMEM;
+            break;
+        }
+        ends = grown;
+        ends[n_recs++] = copy.len;
+    }
+    mdb_cursor_close(cur);
+    if (rc == MDB_NOTFOUND)
+        rc = 0;
+    for (size_t j = 0; !rc && j < n_recs; j++) {
+        size_t from = j ? ends[j - 1] : 0;
+        const uint8_t *p = copy.data + from, *end = copy.data + ends[j];
         if (end - p < 4) {
             rc = MDB_CORRUPTED;
             break;
@@ -136,9 +155,6 @@ static int checkpoint_body(pl__store *s, MDB_txn *txn, void *user, int *st)
         if (rc)
             break;
     }
-    mdb_cursor_close(cur);
-    if (rc == MDB_NOTFOUND)
-        rc = 0;
     if (rc == MDB_CORRUPTED)
         *st = pl__err(PL_ECORRUPT,
                       "store '%s': a journal record is "
@@ -163,6 +179,8 @@ static int checkpoint_body(pl__store *s, MDB_txn *txn, void *user, int *st)
         }
     }
     free(all);
+    free(ends);
+    pl__buf_free(&copy);
     if (!rc)
         rc = mdb_drop(txn, s->journal, 0);
     return rc;

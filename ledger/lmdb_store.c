@@ -29,6 +29,7 @@
  */
 #include "lmdb_int.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 
 /* ---- commit -------------------------------------------------------------- */
@@ -71,7 +72,7 @@ static int put_state(pl__store *s, MDB_txn *txn, const pl__batch *bt)
  * Create the run a batch names: assign the next run number and store its
  * info and first state.  A taken id skips the batch (rc PL_EEXIST).
  */
-static int create_run(pl__store *s, MDB_txn *txn, pl__batch *bt)
+static int create_run(pl__store *s, MDB_txn *txn, pl__batch *bt, int *st)
 {
     MDB_val k = {strlen(bt->create_id), (void *)bt->create_id}, v;
     int rc = mdb_get(txn, s->runs, &k, &v);
@@ -88,6 +89,21 @@ static int create_run(pl__store *s, MDB_txn *txn, pl__batch *bt)
         num = pl__get_be64(v.mv_data);
     else if (rc != MDB_NOTFOUND)
         return rc ? rc : MDB_CORRUPTED;
+    /* a number already in use (a changed "next_run") would give the new
+     * run another run's state and steps */
+    uint8_t nkey[8];
+    pl__put_be64(nkey, num);
+    MDB_val sk = {8, nkey};
+    if (num == 0 || num == UINT64_MAX ||
+        (rc = mdb_get(txn, s->state, &sk, &v)) != MDB_NOTFOUND) {
+        if (rc && num && num != UINT64_MAX)
+            return rc;
+        *st = pl__err(PL_ECORRUPT,
+                      "store '%s': the next run number, %llu, is "
+                      "taken or invalid (its \"next_run\" record changed)",
+                      s->path, (unsigned long long)num);
+        return 0;
+    }
     uint8_t next[8];
     pl__put_be64(next, num + 1);
     v.mv_size = 8;
@@ -113,7 +129,7 @@ static int commit_body(pl__store *s, MDB_txn *txn, void *user, int *st)
         pl__batch *bt = c->batches[b];
         bt->rc = PL_OK;
         if (bt->create_id) {
-            if ((rc = create_run(s, txn, bt)))
+            if ((rc = create_run(s, txn, bt, st)) || *st)
                 return rc;
             if (bt->rc)
                 continue; /* a taken id skips the batch */
@@ -147,6 +163,57 @@ int pl__store_commit(pl__store *s, pl__batch *const *batches, size_t n,
 }
 
 /* ---- reading ------------------------------------------------------------- */
+
+/* LMDB's default key order: bytes, then length. */
+static int key_cmp(const void *a, size_t an, const void *b, size_t bn)
+{
+    int c = memcmp(a, b, an < bn ? an : bn);
+    return c ? c : (an > bn) - (an < bn);
+}
+
+/*
+ * Name a key for a message: a step key as "run #N, step 0.c.t:seq", a run
+ * id as itself (non-printable bytes as '?').
+ */
+static void key_name(char *out, size_t n, const pl__store *s, MDB_dbi dbi,
+                     const void *key, size_t klen)
+{
+    uint64_t run;
+    uint32_t comps[PL_MAX_DEPTH], seq;
+    unsigned depth;
+    if (dbi == s->steps &&
+        pl__key_parse(key, klen, &run, comps, &depth, &seq)) {
+        size_t w = (size_t)snprintf(out, n, "run #%llu, step 0",
+                                    (unsigned long long)run);
+        for (unsigned i = 0; i < depth && w < n; i++)
+            w += (size_t)snprintf(out + w, n - w, ".%u", comps[i]);
+        if (w < n)
+            snprintf(out + w, n - w, ":%u", seq);
+        return;
+    }
+    const uint8_t *p = key;
+    size_t w = 0;
+    if (dbi == s->runs && n > 2)
+        out[w++] = '\'';
+    for (size_t i = 0; i < klen && w + 2 < n && i < PL_MAX_RUN_ID; i++)
+        out[w++] = p[i] >= 0x20 && p[i] < 0x7f ? (char)p[i] : '?';
+    if (dbi == s->runs && w + 1 < n)
+        out[w++] = '\'';
+    out[w] = '\0';
+}
+
+/* A cursor that went back: @p key does not sort after @p prev. */
+static int out_of_order(const pl__store *s, MDB_dbi dbi, const MDB_val *key,
+                        const void *prev, size_t prev_len, const char *what)
+{
+    char a[160], b[160];
+    key_name(a, sizeof a, s, dbi, key->mv_data, key->mv_size);
+    key_name(b, sizeof b, s, dbi, prev, prev_len);
+    return pl__err(PL_ECORRUPT,
+                   "store '%s': %s: the key of %s comes after %s but "
+                   "does not sort after it (a key changed)",
+                   s->path, what, a, b);
+}
 
 /* Where the cursor stands relative to step want of a ledger. */
 typedef enum {
@@ -191,17 +258,38 @@ int pl__store_read(pl__store *s, const uint8_t *prefix, size_t prefix_len,
     int rc = mdb_cursor_open(txn, s->steps, &cur);
     bool seek = true;
     unsigned inside = 0;
+    /* the cursor only moves forward: each key sorts after the last one
+     * seen (kept in last), and a seek lands at or past its target */
+    uint8_t last[PL__KEY_MAX];
+    size_t last_len = 0;
     while (!rc) {
         if (seek) {
             pl__put_be32(key + prefix_len, want);
             k.mv_size = prefix_len + 4;
             k.mv_data = key;
             rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+            if (!rc && key_cmp(k.mv_data, k.mv_size, key, prefix_len + 4) < 0) {
+                st = out_of_order(s, s->steps, &k, key, prefix_len + 4,
+                                  "reading a ledger");
+                break;
+            }
         } else {
             rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
         }
         if (rc)
             break;
+        if (last_len && key_cmp(k.mv_data, k.mv_size, last, last_len) <= 0) {
+            st = out_of_order(s, s->steps, &k, last, last_len,
+                              "reading a ledger");
+            break;
+        }
+        if (k.mv_size > sizeof last) {
+            st = pl__err(PL_ECORRUPT, "store '%s': a step key of %zu bytes",
+                         s->path, k.mv_size);
+            break;
+        }
+        memcpy(last, k.mv_data, k.mv_size);
+        last_len = k.mv_size;
         where_t where = classify(&k, prefix, prefix_len, want);
         if (where == AT_END)
             break;
@@ -242,6 +330,13 @@ int pl__store_read(pl__store *s, const uint8_t *prefix, size_t prefix_len,
  * Copy up to @p max_n records of @p dbi whose keys start with @p prefix
  * (plen bytes, may be 0), from just after the key @p after (NULL: from the
  * first key with the prefix), in key order.
+ *
+ * Every key handed out sorts strictly after @p after and after the one
+ * before it, or the read fails with PL_ECORRUPT naming both: a key that
+ * changed in its page (a B-tree out of order) cannot make a caller that
+ * pages on from the last key it got see a key twice, or loop.  The first
+ * key past the prefix ends the list only if the key after it sorts after
+ * it too (else a changed key hid the rest of the range).
  */
 static int page(pl__store *s, MDB_dbi dbi, const void *prefix, size_t plen,
                 const void *after, size_t after_len, size_t max_n, pl__kvs *out,
@@ -256,6 +351,8 @@ static int page(pl__store *s, MDB_dbi dbi, const void *prefix, size_t plen,
         return st;
     MDB_val k = {after ? after_len : plen, (void *)(after ? after : prefix)};
     MDB_val v;
+    const void *prev = after; /* the last key handed out, or after */
+    size_t prev_len = after_len;
     int rc = mdb_cursor_open(txn, dbi, &cur);
     if (!rc)
         rc = mdb_cursor_get(cur, &k, &v, k.mv_size ? MDB_SET_RANGE : MDB_FIRST);
@@ -263,10 +360,24 @@ static int page(pl__store *s, MDB_dbi dbi, const void *prefix, size_t plen,
         memcmp(k.mv_data, after, after_len) == 0)
         rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
     while (!rc && out->n < max_n) {
-        if (k.mv_size < plen || memcmp(k.mv_data, prefix, plen) != 0)
+        if (prev && key_cmp(k.mv_data, k.mv_size, prev, prev_len) <= 0) {
+            st = out_of_order(s, dbi, &k, prev, prev_len, what);
             break;
+        }
+        if (k.mv_size < plen || memcmp(k.mv_data, prefix, plen) != 0) {
+            MDB_val past = k;
+            rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
+            if (!rc &&
+                key_cmp(k.mv_data, k.mv_size, past.mv_data, past.mv_size) <= 0)
+                st = out_of_order(s, dbi, &k, past.mv_data, past.mv_size, what);
+            if (rc == MDB_NOTFOUND)
+                rc = 0;
+            break;
+        }
         if ((st = pl__kvs_add(out, k.mv_data, k.mv_size, v.mv_data, v.mv_size)))
             break;
+        prev = k.mv_data;
+        prev_len = k.mv_size;
         rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
     }
     if (!st && rc && rc != MDB_NOTFOUND)
@@ -310,7 +421,19 @@ int pl__store_each_step(pl__store *s, uint64_t run, pl__step_fn fn, void *user)
             memcmp(k.mv_data, last, last_len) == 0)
             rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
         more = false;
+        /* strictly forward: after the last key handed out, and each key
+         * after the one before (a changed key cannot make a re-seek visit
+         * steps twice) */
+        const void *prev = last_len ? last : NULL;
+        size_t prev_len = last_len;
         while (!rc && k.mv_size >= 8 && memcmp(k.mv_data, first, 8) == 0) {
+            if (prev && key_cmp(k.mv_data, k.mv_size, prev, prev_len) <= 0) {
+                st = out_of_order(s, s->steps, &k, prev, prev_len,
+                                  "reading a run's steps");
+                break;
+            }
+            prev = k.mv_data;
+            prev_len = k.mv_size;
             if ((st = fn(k.mv_data, k.mv_size, v.mv_data, v.mv_size, user)))
                 break;
             if (++n == EACH_MAX) { /* go on after it in a new transaction */

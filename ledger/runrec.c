@@ -4,14 +4,23 @@
  *
  * RUN RECORDS are msgpack maps with short keys; readers ignore keys they do
  * not know, so fields can be added without a version bump.  A record's "v"
- * is the format version (PL__FORMAT_VERSION, 1); a reader fails any other
- * with PL_EVERSION.
+ * is the format version: 1, or 2 (PL__RUNREC_VERSION), which adds the
+ * checksum below; a reader fails any other with PL_EVERSION.  Version 1
+ * records stay readable: they simply have no checksum to check.
+ *
+ * CHECKSUM (version 2): the last pair of the map is "sum", a bin of
+ * PL_HASH_LEN bytes: SHA-256 of "policyledger/runrec" NUL, 'i' (info) or
+ * 's' (state), the run's id, NUL, and every byte of the record before the
+ * "sum" key (pl__runrec_sum, hash.c).  It binds the record to its run: a
+ * changed byte, a record moved to another run or under another number, a
+ * changed run id, all fail with PL_ECORRUPT naming the run.  A version 2
+ * record without it, or with pairs after it, is PL_ECORRUPT too.
  *
  * RUN INFO (stored after the run's number under its id, see lmdb_store.c)
  *
  *   | key     | msgpack type | meaning                                     |
  *   |---------|--------------|---------------------------------------------|
- *   | v       | uint         | format version (1)                          |
+ *   | v       | uint         | format version (1 or 2)                     |
  *   | policy  | str          | the root policy                             |
  *   | payload | map          | the root payload                            |
  *   | actions | [str]        | names the root policy may have invoked      |
@@ -20,12 +29,13 @@
  *   | created | int          | when the run started, Unix us               |
  *   | code    | str          | optional: the root policy's code identity   |
  *   |         |              | (code_version or plugin build id)           |
+ *   | sum     | bin (32)     | version 2, last: the checksum (above)       |
  *
  * RUN STATE (stored under the run's number)
  *
  *   | key       | msgpack type | meaning                                   |
  *   |-----------|--------------|-------------------------------------------|
- *   | v         | uint         | format version (1)                        |
+ *   | v         | uint         | format version (1 or 2)                   |
  *   | status    | uint         | pl_run_status                             |
  *   | steps     | uint         | its durable steps, all ledgers, as of     |
  *   |           |              | this record                               |
@@ -45,9 +55,11 @@
  *   | head      | bin (32)     | optional: the hash of the root ledger's   |
  *   |           |              | last step, written with that step (see    |
  *   |           |              | record.c)                                 |
+ *   | sum       | bin (32)     | version 2, last: the checksum (above)     |
  */
 #include "runrec.h"
 
+#include "hash.h"
 #include "mp.h"
 #include "record.h"
 
@@ -88,14 +100,30 @@ static int pack_key(msgpack_packer *pk, const char *k)
     return pack_cstr(pk, k);
 }
 
+/* Append the "sum" pair to the record begun at @p start of @p out. */
+static int pack_sum(msgpack_packer *pk, pl__buf *out, size_t start, char kind,
+                    const char *run_id)
+{
+    uint8_t sum[PL_HASH_LEN];
+    int rc = pl__runrec_sum(kind, run_id, out->data + start, out->len - start,
+                            sum);
+    if (rc)
+        return rc;
+    if (pack_key(pk, "sum") || msgpack_pack_bin_with_body(pk, sum, PL_HASH_LEN))
+        return pl__err(PL_ENOMEM, "out of memory encoding a run record");
+    return PL_OK;
+}
+
 /* A run info map: RUN INFO above. */
-int pl__run_info_encode(pl__buf *out, const pl__run_info *ri)
+int pl__run_info_encode(pl__buf *out, const char *run_id,
+                        const pl__run_info *ri)
 {
     msgpack_packer pk;
     packer_init(&pk, out);
-    int rc = msgpack_pack_map(&pk, 5 + (ri->seed != NULL) + (ri->code != NULL));
+    size_t start = out->len;
+    int rc = msgpack_pack_map(&pk, 6 + (ri->seed != NULL) + (ri->code != NULL));
     rc = rc ? rc : pack_key(&pk, "v");
-    rc = rc ? rc : msgpack_pack_uint32(&pk, PL__FORMAT_VERSION);
+    rc = rc ? rc : msgpack_pack_uint32(&pk, PL__RUNREC_VERSION);
     rc = rc ? rc : pack_key(&pk, "policy");
     rc = rc ? rc : pack_cstr(&pk, ri->policy);
     rc = rc ? rc : pack_key(&pk, "payload");
@@ -114,8 +142,13 @@ int pl__run_info_encode(pl__buf *out, const pl__run_info *ri)
         rc = pack_key(&pk, "code");
         rc = rc ? rc : pack_cstr(&pk, ri->code);
     }
-    return rc ? pl__err(PL_ENOMEM, "out of memory encoding a run record")
-              : PL_OK;
+    if (rc) {
+        out->len = start;
+        return pl__err(PL_ENOMEM, "out of memory encoding a run record");
+    }
+    if ((rc = pack_sum(&pk, out, start, 'i', run_id)))
+        out->len = start;
+    return rc;
 }
 
 static bool key_is(const uint8_t *k, size_t n, const char *want)
@@ -136,15 +169,45 @@ static uint8_t *dup_mem(const uint8_t *p, size_t n)
     return d;
 }
 
-/* A record's "v" field: PL_OK for the version this build reads. */
-static int read_version(rd *r, const char *what)
+/* A record's "v" field: PL_OK for a version this build reads (1 or 2). */
+static int read_version(rd *r, const char *run_id, const char *what,
+                        uint64_t *version)
 {
-    uint64_t u;
-    if (rd_uint(r, &u))
-        return pl__err(PL_ECORRUPT, "%s is malformed", what);
-    if (u != PL__FORMAT_VERSION)
-        return pl__err(PL_EVERSION, "%s has format version %llu", what,
-                       (unsigned long long)u);
+    if (rd_uint(r, version))
+        return pl__err(PL_ECORRUPT, "run '%s': its %s is malformed", run_id,
+                       what);
+    if (*version != PL__FORMAT_VERSION && *version != PL__RUNREC_VERSION)
+        return pl__err(PL_EVERSION,
+                       "run '%s': its %s has format version %llu; "
+                       "this build reads versions %u and %u",
+                       run_id, what, (unsigned long long)*version,
+                       PL__FORMAT_VERSION, PL__RUNREC_VERSION);
+    return PL_OK;
+}
+
+/*
+ * The "sum" pair at @p key (the start of its key; r is past the key): it
+ * must be the record's last pair (@p last) and match the bytes before it.
+ */
+static int read_sum(rd *r, const uint8_t *data, const uint8_t *key, bool last,
+                    char kind, const char *run_id, const char *what)
+{
+    const uint8_t *v;
+    size_t vn;
+    uint8_t want[PL_HASH_LEN];
+    if (!last || rd_bytes(r, T_BIN, &v, &vn) || vn != PL_HASH_LEN)
+        return pl__err(PL_ECORRUPT,
+                       "run '%s': its %s has a malformed "
+                       "checksum",
+                       run_id, what);
+    int rc = pl__runrec_sum(kind, run_id, data, (size_t)(key - data), want);
+    if (rc)
+        return rc;
+    if (memcmp(want, v, PL_HASH_LEN) != 0)
+        return pl__err(PL_ECORRUPT,
+                       "run '%s': its %s does not match its checksum "
+                       "(the record changed, or belongs to another run)",
+                       run_id, what);
     return PL_OK;
 }
 
@@ -180,26 +243,35 @@ static void value_span(rd *r, const uint8_t **v, size_t *n)
     *n = (size_t)(r->p - *v);
 }
 
-int pl__run_info_decode(pl__run_info *out, const uint8_t *data, size_t len)
+int pl__run_info_decode(pl__run_info *out, const char *run_id,
+                        const uint8_t *data, size_t len)
 {
     memset(out, 0, sizeof *out);
     rd r;
-    uint64_t n;
+    uint64_t n, version = 0;
     int rc = map_begin(&r, data, len, &n, "run record");
     if (rc)
-        return rc;
-    bool have_v = false;
+        return pl__err(rc, "run '%s': %s", run_id, pl_errmsg());
+    bool have_v = false, have_sum = false;
     for (uint64_t i = 0; i < n; i++) {
         const uint8_t *k, *v;
         size_t kn, vn;
+        const uint8_t *at = r.p;
         if (rd_bytes(&r, T_STR, &k, &kn))
             goto bad;
         if (key_is(k, kn, "v")) {
-            if ((rc = read_version(&r, "run record"))) {
+            if ((rc = read_version(&r, run_id, "run record", &version))) {
                 pl__run_info_clear(out);
                 return rc;
             }
             have_v = true;
+        } else if (key_is(k, kn, "sum")) {
+            if ((rc = read_sum(&r, data, at, i + 1 == n, 'i', run_id,
+                               "run record"))) {
+                pl__run_info_clear(out);
+                return rc;
+            }
+            have_sum = true;
         } else if (key_is(k, kn, "policy")) {
             if (rd_bytes(&r, T_STR, &v, &vn) || !pl__actor_ok(v, vn))
                 goto bad;
@@ -246,12 +318,20 @@ int pl__run_info_decode(pl__run_info *out, const uint8_t *data, size_t len)
             value_span(&r, &v, &vn); /* a newer field: skip */
         }
     }
+    if (have_v && version >= PL__RUNREC_VERSION && !have_sum) {
+        pl__run_info_clear(out);
+        return pl__err(PL_ECORRUPT,
+                       "run '%s': its run record has no "
+                       "checksum",
+                       run_id);
+    }
     if (!have_v || !out->policy || !out->payload)
         goto bad;
     return PL_OK;
 bad:
     pl__run_info_clear(out);
-    return pl__err(PL_ECORRUPT, "run record is malformed");
+    return pl__err(PL_ECORRUPT, "run '%s': its run record is malformed",
+                   run_id);
 oom:
     pl__run_info_clear(out);
     return pl__err(PL_ENOMEM, "out of memory reading a run record");
@@ -270,16 +350,18 @@ void pl__run_info_clear(pl__run_info *ri)
 }
 
 /* A run state map: RUN STATE above. */
-int pl__run_state_encode(pl__buf *out, const pl__run_state *st)
+int pl__run_state_encode(pl__buf *out, const char *run_id,
+                         const pl__run_state *st)
 {
     msgpack_packer pk;
     packer_init(&pk, out);
-    size_t n = 10 + (st->reason != NULL) + (st->token[0] != 0) +
+    size_t start = out->len;
+    size_t n = 11 + (st->reason != NULL) + (st->token[0] != 0) +
                (st->susp_path != NULL) * 2 + (st->prompt != NULL) +
                (st->result != NULL) + st->has_head;
     int rc = msgpack_pack_map(&pk, n);
     rc = rc ? rc : pack_key(&pk, "v");
-    rc = rc ? rc : msgpack_pack_uint32(&pk, PL__FORMAT_VERSION);
+    rc = rc ? rc : msgpack_pack_uint32(&pk, PL__RUNREC_VERSION);
     rc = rc ? rc : pack_key(&pk, "status");
     rc = rc ? rc : msgpack_pack_uint32(&pk, (uint32_t)st->status);
     rc = rc ? rc : pack_key(&pk, "steps");
@@ -326,31 +408,45 @@ int pl__run_state_encode(pl__buf *out, const pl__run_state *st)
         rc = pack_key(&pk, "head");
         rc = rc ? rc : msgpack_pack_bin_with_body(&pk, st->head, PL_HASH_LEN);
     }
-    return rc ? pl__err(PL_ENOMEM, "out of memory encoding a run state")
-              : PL_OK;
+    if (rc) {
+        out->len = start;
+        return pl__err(PL_ENOMEM, "out of memory encoding a run state");
+    }
+    if ((rc = pack_sum(&pk, out, start, 's', run_id)))
+        out->len = start;
+    return rc;
 }
 
-int pl__run_state_decode(pl__run_state *out, const uint8_t *data, size_t len)
+int pl__run_state_decode(pl__run_state *out, const char *run_id,
+                         const uint8_t *data, size_t len)
 {
     memset(out, 0, sizeof *out);
     rd r;
-    uint64_t n, u;
+    uint64_t n, u, version = 0;
     int64_t i64;
     int rc = map_begin(&r, data, len, &n, "run state");
     if (rc)
-        return rc;
-    bool have_v = false;
+        return pl__err(rc, "run '%s': %s", run_id, pl_errmsg());
+    bool have_v = false, have_sum = false;
     for (uint64_t i = 0; i < n; i++) {
         const uint8_t *k, *v;
         size_t kn, vn;
+        const uint8_t *at = r.p;
         if (rd_bytes(&r, T_STR, &k, &kn))
             goto bad;
         if (key_is(k, kn, "v")) {
-            if ((rc = read_version(&r, "run state"))) {
+            if ((rc = read_version(&r, run_id, "run state", &version))) {
                 pl__run_state_clear(out);
                 return rc;
             }
             have_v = true;
+        } else if (key_is(k, kn, "sum")) {
+            if ((rc = read_sum(&r, data, at, i + 1 == n, 's', run_id,
+                               "run state"))) {
+                pl__run_state_clear(out);
+                return rc;
+            }
+            have_sum = true;
         } else if (key_is(k, kn, "status")) {
             if (rd_uint(&r, &u) || u < PL_RUN_RUNNING || u > PL_RUN_FAILED)
                 goto bad;
@@ -423,12 +519,19 @@ int pl__run_state_decode(pl__run_state *out, const uint8_t *data, size_t len)
             value_span(&r, &v, &vn);
         }
     }
+    if (have_v && version >= PL__RUNREC_VERSION && !have_sum) {
+        pl__run_state_clear(out);
+        return pl__err(PL_ECORRUPT,
+                       "run '%s': its run state has no "
+                       "checksum",
+                       run_id);
+    }
     if (!have_v || !out->status)
         goto bad;
     return PL_OK;
 bad:
     pl__run_state_clear(out);
-    return pl__err(PL_ECORRUPT, "run state is malformed");
+    return pl__err(PL_ECORRUPT, "run '%s': its run state is malformed", run_id);
 oom:
     pl__run_state_clear(out);
     return pl__err(PL_ENOMEM, "out of memory reading a run state");

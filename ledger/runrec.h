@@ -7,6 +7,9 @@
 
 #include "util.h"
 
+/* Run records' format version 2 adds their checksum (see runrec.c). */
+#define PL__RUNREC_VERSION 2u
+
 /* The part of a run written once, when it starts. */
 typedef struct pl__run_info {
     char *policy;
@@ -53,15 +56,22 @@ typedef void (*pl__seed_item_fn)(const void *steps, size_t i,
 PL__HIDDEN int pl__seed_encode(pl__buf *out, const void *steps, size_t n,
                                pl__seed_item_fn item) PL__MUST_CHECK;
 
-PL__HIDDEN int pl__run_info_encode(pl__buf *out,
+/*
+ * Run records are checksummed and bound to their run's id (runrec.c): a
+ * decode checks the checksum of a version 2 record, and a changed byte or
+ * a record of another run is PL_ECORRUPT naming @p run_id.
+ */
+PL__HIDDEN int pl__run_info_encode(pl__buf *out, const char *run_id,
                                    const pl__run_info *ri) PL__MUST_CHECK;
-PL__HIDDEN int pl__run_info_decode(pl__run_info *out, const uint8_t *data,
+PL__HIDDEN int pl__run_info_decode(pl__run_info *out, const char *run_id,
+                                   const uint8_t *data,
                                    size_t len) PL__MUST_CHECK;
 PL__HIDDEN void pl__run_info_clear(pl__run_info *ri);
 
-PL__HIDDEN int pl__run_state_encode(pl__buf *out,
+PL__HIDDEN int pl__run_state_encode(pl__buf *out, const char *run_id,
                                     const pl__run_state *st) PL__MUST_CHECK;
-PL__HIDDEN int pl__run_state_decode(pl__run_state *out, const uint8_t *data,
+PL__HIDDEN int pl__run_state_decode(pl__run_state *out, const char *run_id,
+                                    const uint8_t *data,
                                     size_t len) PL__MUST_CHECK;
 PL__HIDDEN void pl__run_state_clear(pl__run_state *st);
 /* Deep copy (strings and buffers duplicated). */

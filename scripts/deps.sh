@@ -4,8 +4,9 @@
 #   scripts/deps.sh --test   and what the tests and checks need (Criterion,
 #                            valgrind, g++ for the header's C++ check,
 #                            clang-format for scripts/format.sh, python3 for
-#                            the HTTP server of tests/test_tools.c and the
-#                            tools' tests, the official JSON-Schema-Test-Suite)
+#                            the HTTP servers of tests/test_tools.c and the
+#                            LLM tests and the tools' tests, the official
+#                            JSON-Schema-Test-Suite)
 set -euo pipefail
 
 pkgs=(gcc libc6-dev make cmake pkg-config

@@ -1,5 +1,6 @@
-/* The public header compiles alone under -std=c11 -pedantic -Werror. */
+/* The public headers compile alone under -std=c11 -pedantic -Werror. */
 #include <policyledger.h>
+#include <policyledger_llm.h>
 
 int pl_header_check_dummy(void);
 int pl_header_check_dummy(void) { return PL_OK; }

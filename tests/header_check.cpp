@@ -4,6 +4,7 @@
  * macros initialise the option structs.  Compiled only, never run.
  */
 #include <policyledger.h>
+#include <policyledger_llm.h>
 
 int pl_header_check_cxx(void);
 
@@ -30,11 +31,15 @@ int pl_header_check_cxx(void)
                                  pl_decorator_invoke_action()};
     pl_decorator user_decorator = PL_DECORATOR_INIT;
     (void)user_decorator;
+    pl_llm_options lopts = PL_LLM_OPTIONS_INIT;
+    lopts.malformed = PL_LLM_MALFORMED_REPROMPT;
 
     pl_registry *reg = NULL;
     int st = pl_registry_new(&reg);
     if (st == PL_OK)
         st = pl_registry_add(reg, &def);
+    if (st == PL_OK)
+        st = pl_llm_register(reg, "model", "scripted://x.json", NULL, &lopts);
     pl_engine *engine = NULL;
     if (st == PL_OK)
         st = pl_engine_open(&engine, "/nonexistent", reg, &eopts);

@@ -1844,14 +1844,14 @@ static void fuzz_one(const uint8_t *p, size_t n, unsigned long iter)
 
     /* and the run record readers */
     pl__run_info ri;
-    st = pl__run_info_decode(&ri, c, n);
+    st = pl__run_info_decode(&ri, "r", c, n);
     cr_assert(st == PL_OK || st == PL_ECORRUPT || st == PL_EVERSION,
               "iteration %lu: pl__run_info_decode returned %s", iter,
               pl_status_name(st));
     if (st == PL_OK)
         pl__run_info_clear(&ri);
     pl__run_state rs;
-    st = pl__run_state_decode(&rs, c, n);
+    st = pl__run_state_decode(&rs, "r", c, n);
     cr_assert(st == PL_OK || st == PL_ECORRUPT || st == PL_EVERSION,
               "iteration %lu: pl__run_state_decode returned %s", iter,
               pl_status_name(st));
@@ -2131,9 +2131,9 @@ Test(codec, run_info_roundtrip)
         pl__run_info ri;
         info_sample(&ri, &payload, &seed, with_actions ? actions : NULL,
                     with_seed);
-        cr_assert_eq(pl__run_info_encode(&enc, &ri), PL_OK);
+        cr_assert_eq(pl__run_info_encode(&enc, "r", &ri), PL_OK);
         pl__run_info got;
-        int st = pl__run_info_decode(&got, enc.data, enc.len);
+        int st = pl__run_info_decode(&got, "r", enc.data, enc.len);
         cr_assert_eq(st, PL_OK, "variant %d: %s", variant, pl_errmsg());
         cr_assert_str_eq(got.policy, "root-policy");
         cr_assert_eq(got.payload_len, payload.len);
@@ -2202,7 +2202,7 @@ static void info_build(pl__buf *b, int spoil)
     }
     if (spoil != SPOIL_NO_V) {
         mp_cstr(b, "v");
-        mp_uint(b, spoil == SPOIL_V2 ? 2 : 1);
+        mp_uint(b, spoil == SPOIL_V2 ? 3 : 1);
     }
     if (spoil != SPOIL_NO_POLICY) {
         mp_cstr(b, "policy");
@@ -2271,7 +2271,7 @@ Test(codec, run_info_rejects_malformed)
         uint8_t *c = exact_copy(b.data, b.len);
         pl__run_info ri;
         set_sentinel();
-        int st = pl__run_info_decode(&ri, c, b.len);
+        int st = pl__run_info_decode(&ri, "r", c, b.len);
         cr_assert_eq(st, want, "spoil %d: %s (%s)", spoil, pl_status_name(st),
                      pl_errmsg());
         if (st == PL_OK) {
@@ -2297,34 +2297,34 @@ Test(codec, run_info_rejects_malformed)
     for (size_t len = 0; len < b.len; len++) {
         uint8_t *c = exact_copy(b.data, len);
         pl__run_info ri;
-        cr_assert_eq(pl__run_info_decode(&ri, c, len), PL_ECORRUPT,
+        cr_assert_eq(pl__run_info_decode(&ri, "r", c, len), PL_ECORRUPT,
                      "cut to %zu bytes", len);
         free(c);
     }
     /* not a map; forged counts; a bomb in an unknown field */
     static const uint8_t not_map[] = {0x92, 0xa1, 'v', 0x01};
     pl__run_info ri;
-    cr_assert_eq(pl__run_info_decode(&ri, not_map, sizeof not_map),
+    cr_assert_eq(pl__run_info_decode(&ri, "r", not_map, sizeof not_map),
                  PL_ECORRUPT);
     pl__buf_reset(&b);
     put_u8(&b, 0xdf);
     put_be(&b, 0xffffffffu, 4);
     mp_cstr(&b, "v");
     mp_uint(&b, 1);
-    cr_assert_eq(pl__run_info_decode(&ri, b.data, b.len), PL_ECORRUPT);
+    cr_assert_eq(pl__run_info_decode(&ri, "r", b.data, b.len), PL_ECORRUPT);
     pl__buf_reset(&b);
     mp_map(&b, 1);
     mp_cstr(&b, "actions");
     put_u8(&b, 0xdd);
     put_be(&b, 0xffffffffu, 4);
-    cr_assert_eq(pl__run_info_decode(&ri, b.data, b.len), PL_ECORRUPT);
+    cr_assert_eq(pl__run_info_decode(&ri, "r", b.data, b.len), PL_ECORRUPT);
     pl__buf_reset(&b);
     mp_map(&b, 1);
     mp_cstr(&b, "zz");
     for (int i = 0; i < 100000; i++)
         mp_array(&b, 1);
     mp_nil(&b);
-    cr_assert_eq(pl__run_info_decode(&ri, b.data, b.len), PL_ECORRUPT);
+    cr_assert_eq(pl__run_info_decode(&ri, "r", b.data, b.len), PL_ECORRUPT);
     pl__buf_free(&b);
 }
 
@@ -2392,8 +2392,8 @@ Test(codec, run_state_roundtrip)
         pl__run_state st, got, copy;
         state_full(&st, optional);
         pl__buf enc = {0};
-        cr_assert_eq(pl__run_state_encode(&enc, &st), PL_OK);
-        int rc = pl__run_state_decode(&got, enc.data, enc.len);
+        cr_assert_eq(pl__run_state_encode(&enc, "r", &st), PL_OK);
+        int rc = pl__run_state_decode(&got, "r", enc.data, enc.len);
         cr_assert_eq(rc, PL_OK, "%s", pl_errmsg());
         state_same(&st, &got);
         if (!optional) {
@@ -2463,7 +2463,7 @@ Test(codec, run_state_rejects_malformed)
         int want;
     } cases[] = {
         {"zz", "\xc0", 1, false, PL_OK}, /* unknown: skipped */
-        {"v", "\x02", 1, false, PL_EVERSION},
+        {"v", "\x03", 1, false, PL_EVERSION},
         {"v", "", 0, true, PL_ECORRUPT}, /* no version */
         {"v",
          "\xa1"
@@ -2514,7 +2514,7 @@ Test(codec, run_state_rejects_malformed)
         uint8_t *c = exact_copy(b.data, b.len);
         pl__run_state st;
         set_sentinel();
-        int rc = pl__run_state_decode(&st, c, b.len);
+        int rc = pl__run_state_decode(&st, "r", c, b.len);
         cr_assert_eq(rc, cases[i].want, "case %zu (%s): %s (%s)", i,
                      cases[i].key, pl_status_name(rc), pl_errmsg());
         if (rc == PL_OK) {
@@ -2536,19 +2536,19 @@ Test(codec, run_state_rejects_malformed)
     pl__run_state full;
     state_full(&full, true);
     pl__buf_reset(&b);
-    cr_assert_eq(pl__run_state_encode(&b, &full), PL_OK);
+    cr_assert_eq(pl__run_state_encode(&b, "r", &full), PL_OK);
     pl__run_state_clear(&full);
     for (size_t len = 0; len < b.len; len++) {
         uint8_t *c = exact_copy(b.data, len);
         pl__run_state st;
-        cr_assert_eq(pl__run_state_decode(&st, c, len), PL_ECORRUPT,
+        cr_assert_eq(pl__run_state_decode(&st, "r", c, len), PL_ECORRUPT,
                      "cut to %zu bytes", len);
         free(c);
     }
     /* trailing bytes after the map */
     put_u8(&b, 0xc0);
     pl__run_state st;
-    cr_assert_eq(pl__run_state_decode(&st, b.data, b.len), PL_ECORRUPT);
+    cr_assert_eq(pl__run_state_decode(&st, "r", b.data, b.len), PL_ECORRUPT);
     pl__buf_free(&b);
 }
 
@@ -2561,13 +2561,13 @@ Test(codec, fuzz_run_records, .timeout = 300)
     char *actions[] = {a0, a0, a0};
     pl__run_info ri;
     info_sample(&ri, &payload, &seedarr, actions, true);
-    cr_assert_eq(pl__run_info_encode(&seeds[0], &ri), PL_OK);
+    cr_assert_eq(pl__run_info_encode(&seeds[0], "r", &ri), PL_OK);
     pl__run_state st;
     state_full(&st, true);
-    cr_assert_eq(pl__run_state_encode(&seeds[1], &st), PL_OK);
+    cr_assert_eq(pl__run_state_encode(&seeds[1], "r", &st), PL_OK);
     pl__run_state_clear(&st);
     state_full(&st, false);
-    cr_assert_eq(pl__run_state_encode(&seeds[2], &st), PL_OK);
+    cr_assert_eq(pl__run_state_encode(&seeds[2], "r", &st), PL_OK);
     pl__run_state_clear(&st);
 
     pl__buf m = {0};

@@ -2356,19 +2356,19 @@ Test(store, damaged_run_records)
 
     raw r;
     raw_open(&r, path, false);
-    /* "newer": its info record says format version 2 */
+    /* "newer": its info record says format version 3 */
     MDB_val k = {5, "newer"}, v;
     cr_assert_eq(mdb_get(r.txn, r.runs, &k, &v), 0);
     uint8_t *info = malloc(v.mv_size);
     cr_assert_not_null(info);
     memcpy(info, v.mv_data, v.mv_size);
-    static const uint8_t v1[] = {0xa1, 'v', 0x01};
+    static const uint8_t v1[] = {0xa1, 'v', 0x02};
     uint8_t *at = NULL;
     for (size_t i = 8; i + sizeof v1 <= v.mv_size && !at; i++)
         if (!memcmp(info + i, v1, sizeof v1))
             at = info + i;
-    cr_assert_not_null(at, "no \"v\": 1 in the run record");
-    at[2] = 0x02;
+    cr_assert_not_null(at, "no \"v\": 2 in the run record");
+    at[2] = 0x03;
     MDB_val nv = {v.mv_size, info};
     cr_assert_eq(mdb_put(r.txn, r.runs, &k, &nv, 0), 0);
     free(info);

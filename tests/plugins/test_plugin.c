@@ -273,3 +273,35 @@ Test(plugin, bad_arguments)
     cr_expect_eq(pl_registry_count(reg), 0);
     pl_registry_free(reg);
 }
+
+Test(plugin, an_llm_policy_registered_by_a_plugin_outlives_its_loading)
+{
+    const char *text = "{\"responses\": [{\"text\": \"hello from a plugin\"}]}";
+    const char *script = tmpfile_with("script.json", text, strlen(text));
+    setenv("PL_TEST_LLM_SCRIPT", script, 1);
+    pl_registry *reg = NULL;
+    cr_assert_eq(pl_registry_new(&reg), PL_OK);
+    cr_assert_eq(pl_plugin_load(reg, plugin("plugin_llm")), PL_OK, "%s",
+                 pl_errmsg());
+    char store[512];
+    snprintf(store, sizeof store, "%s/store.db", g_dir);
+    pl_engine *e = NULL;
+    cr_assert_eq(pl_engine_open(&e, store, reg, NULL), PL_OK, "%s",
+                 pl_errmsg());
+    cJSON *p = cJSON_Parse("{\"text\": \"hi\"}");
+    pl_action a = PL_ACTION_INIT;
+    a.policy = "p_model";
+    a.payload = p;
+    pl_outcome *o = NULL;
+    cr_assert_eq(pl_run_start(&o, e, &a, NULL), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason ? o->reason : "");
+    const cJSON *r = pl_step_payload(pl_steps_at(o->steps,
+                                                 pl_steps_count(o->steps) - 1));
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(r, "text");
+    cr_expect(cJSON_IsString(t) &&
+              strcmp(t->valuestring, "hello from a plugin") == 0);
+    pl_outcome_free(o);
+    cJSON_Delete(p);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}

@@ -1,0 +1,105 @@
+/*
+ * llm_agent.c -- an LLM agent in a few lines: the model decides, the tools
+ * run, every model call and tool call is durable.
+ *
+ *   llm-agent STORE MODEL_URL QUESTION
+ *
+ * MODEL_URL is scripted://examples/llm/agent.json (offline), openai://MODEL
+ * (with OPENAI_API_KEY set), or openai+http://HOST:PORT/v1#MODEL.  Run it
+ * again with the same store: the finished run is replayed from the ledger,
+ * and the model is not asked again.
+ */
+#include <stdio.h>
+
+#include <policyledger_llm.h>
+
+static int add(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)ctx, (void)user;
+    double x, y;
+    if (pl_json_unpack(a->payload, "{s:f, s:f}", "a", &x, "b", &y))
+        return pl_steps_add_error(out, PL_ERR_INVALID_INPUT, pl_errmsg());
+    return pl_steps_add_resultf(out, "{s:f}", "sum", x + y);
+}
+
+/* The agent: the model with the tool "add", turn after turn (at most 8). */
+static int agent(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)user;
+    static const char *const tools[] = {"add"};
+    pl_action call = PL_ACTION_INIT;
+    call.policy = "model";
+    call.payload = a->payload; /* {"text": the question} */
+    call.actions = tools;
+    call.n_actions = 1;
+    pl_decorator d[2] = {pl_decorator_loop(8), pl_decorator_invoke_action()};
+    pl_step *answer = NULL;
+    int st = pl_ctx_call(&answer, ctx, &call, d, 2);
+    if (!st)
+        st = pl_steps_add_result(out, pl_step_payload(answer));
+    pl_step_free(answer);
+    return st;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 4) {
+        fprintf(stderr, "usage: llm-agent STORE MODEL_URL QUESTION\n");
+        return 2;
+    }
+    pl_registry *reg = NULL;
+    pl_engine *e = NULL;
+    pl_outcome *o = NULL;
+    cJSON *q = NULL;
+    pl_policy_def add_def = PL_POLICY_DEF_INIT, agent_def = PL_POLICY_DEF_INIT;
+    add_def.name = "add";
+    add_def.fn = add;
+    add_def.description = "Add two numbers.";
+    add_def.input_schema = "{\"type\":\"object\",\"properties\":{\"a\":"
+                           "{\"type\":\"number\"},\"b\":{\"type\":\"number\"}},"
+                           "\"required\":[\"a\",\"b\"]}";
+    agent_def.name = "agent";
+    agent_def.fn = agent;
+    int st = pl_registry_new(&reg);
+    if (!st)
+        st = pl_registry_add(reg, &add_def);
+    if (!st)
+        st = pl_registry_add(reg, &agent_def);
+    if (!st)
+        st = pl_llm_register(reg, "model", argv[2], "Use the tools.", NULL);
+    if (!st)
+        st = pl_engine_open(&e, argv[1], reg, NULL);
+    if (!st)
+        st = pl_json_pack(&q, "{s:s}", "text", argv[3]);
+    pl_action root = PL_ACTION_INIT;
+    root.policy = "agent";
+    root.payload = q;
+    pl_run_options ro = PL_RUN_OPTIONS_INIT;
+    ro.run_id = "question";
+    if (!st) { /* start the run, or finish (or replay) the one in the store */
+        st = pl_run_start(&o, e, &root, &ro);
+        if (st == PL_EEXIST)
+            st = pl_run_continue(&o, e, "question", NULL);
+    }
+    pl_llm_tokens tok = {0, 0, 0};
+    if (!st && o->status == PL_RUN_COMPLETED &&
+        !(st = pl_llm_run_tokens(&tok, e, "question"))) {
+        char *r = cJSON_PrintUnformatted(pl_step_payload(
+            pl_steps_at(o->steps, pl_steps_count(o->steps) - 1)));
+        printf("%s\n%llu model calls, %llu input and %llu output tokens\n",
+               r ? r : "?", (unsigned long long)tok.exchanges,
+               (unsigned long long)tok.input, (unsigned long long)tok.output);
+        cJSON_free(r);
+    } else if (!st) {
+        printf("run %s: %s\n", pl_run_status_name(o->status),
+               o->reason ? o->reason : "");
+        st = PL_EPOLICY;
+    } else {
+        fprintf(stderr, "llm-agent: %s\n", pl_errmsg());
+    }
+    pl_outcome_free(o);
+    cJSON_Delete(q);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+    return st ? 1 : 0;
+}

@@ -1,0 +1,212 @@
+/**
+ * @file policyledger_llm.h
+ * LLM policies: a model behind a policy name, its every call recorded.
+ *
+ * pl_llm_register() registers a policy that asks a model what to do next.
+ * Called with the allowed tools in action.actions, under the decorators
+ * pl_decorator_loop() and pl_decorator_invoke_action(), it is an agent whose
+ * every model call and tool call is durable:
+ *
+ *   - The conversation is rebuilt from the policy's own ledger on every turn:
+ *     the system prompt, the payload's "text" (or the payload as JSON) as the
+ *     user's message, seeded `text` steps as user messages, the model's own
+ *     `text` steps as assistant messages, `action_call` steps as the
+ *     assistant's tool calls (with the provider's call id, kept in the step
+ *     as "call_id"), and `action_result` steps as tool results bound to
+ *     those ids (error-as-data results too: the model reads them).
+ *   - The allowed actions become tool definitions from the registry: name,
+ *     pl_policy_def.description and .input_schema ({"type":"object"} when a
+ *     policy has none).
+ *   - Each model call is one `side_effect` step named "llm_exchange" in the
+ *     policy's ledger, durable before the answer is used: the answer
+ *     (normalised: text and tool calls), the token usage, and the SHA-256 of
+ *     the request body (never the request itself), so the store grows
+ *     linearly in the number of model calls and a replay never contacts the
+ *     model.
+ *   - The answer becomes a `text` step and one `action_call` per tool call
+ *     {"policy": tool, "payload": {arguments}, "call_id": id}.  Arguments
+ *     that are not a JSON object, or not valid against the tool's
+ *     input_schema, an unknown tool or a missing field make the answer
+ *     malformed (pl_llm_malformed), naming what came back.
+ *   - A model call that fails for good becomes an error-as-data result:
+ *     Unauthorized (401), Forbidden (403), NotFound (404), InvalidInput
+ *     (other 4xx), RateLimited, RetryableServer or Timeout (429, 5xx and
+ *     transport errors, once retries are spent), or InvalidModelAction
+ *     (see pl_llm_malformed).  A response body that is not the protocol's
+ *     JSON is InvalidInput, not retried.
+ *   - Retries happen inside one model call, before it is recorded: up to
+ *     max_attempts, waiting by decorrelated jitter and at least what a
+ *     Retry-After (in seconds) asks, never past total_timeout_ms.
+ *   - No API key for a provider's own server fails the run (PL_EINVAL, with
+ *     the variable's name): nothing is recorded, so set the key and continue
+ *     the run.
+ *   - Re-prompts (PL_LLM_MALFORMED_REPROMPT) happen within one turn of the
+ *     loop, each a recorded exchange after a `text` step
+ *     {"text": what was wrong and the tool catalog, "reprompt": true}.
+ *
+ * Model URLs:
+ *   openai://MODEL                 chat completions with tool calling;
+ *                                  base URL from options.base_url, else
+ *                                  $OPENAI_BASE_URL, else
+ *                                  https://api.openai.com/v1; the key from
+ *                                  $OPENAI_API_KEY (options.api_key_env
+ *                                  names another variable).
+ *   openai+http://HOST:PORT/PATH#MODEL
+ *   openai+https://HOST/PATH#MODEL any OpenAI-compatible server (llama.cpp,
+ *                                  vLLM) at that base URL; a key is sent
+ *                                  only when the key's variable is set.
+ *   anthropic://MODEL              the messages API with tool use; base URL
+ *                                  from options.base_url, else
+ *                                  $ANTHROPIC_BASE_URL, else
+ *                                  https://api.anthropic.com/v1; the key
+ *                                  from $ANTHROPIC_API_KEY (x-api-key).
+ *   gemini://MODEL                 generateContent with function calling;
+ *                                  base URL from options.base_url, else
+ *                                  $GEMINI_BASE_URL, else
+ *                                  https://generativelanguage.googleapis.com
+ *                                  /v1beta; the key from $GEMINI_API_KEY
+ *                                  (x-goog-api-key).
+ *   ollama://HOST:PORT/MODEL       Ollama's /api/chat (no key; a model may
+ *                                  hold ':', e.g. qwen3:8b).
+ *   scripted://PATH                a deterministic offline model playing
+ *                                  back the JSON script at PATH (below).
+ * Anything else (an unknown scheme, an empty model or path, a base URL
+ * without a host) is PL_EINVAL at registration, with a message.
+ *
+ * API keys are read from the environment when a request is made; they are
+ * never written to a ledger, an event, or an error message.
+ *
+ * The scripted model's script is a JSON object:
+ *
+ *   {"responses": [
+ *      {"text": "Let me add.",
+ *       "tool_calls": [{"id": "c1", "name": "add",
+ *                       "arguments": {"a": 1, "b": 2}}],
+ *       "usage": {"input": 12, "output": 7}},
+ *      {"tool_calls": [{"name": "add", "arguments": "{not json"}]},
+ *      {"status": 429},
+ *      {"text": "The sum is 3."}
+ *   ]}
+ *
+ * Each model call plays the next response: the first call the first, and
+ * every later call the one after the last played (the position is recorded
+ * in the exchange, so a crashed run continues where the script was).
+ * "arguments" is an object, or a string the model "wrote" (so a script can
+ * play arguments that are not JSON); a call without "id" gets one.  A
+ * response {"status": N} is an HTTP failure: 429 and 5xx are retried (the
+ * retry plays the next response, without waiting), any other status fails
+ * the call as above.  "usage" is optional (default: a quarter of the
+ * request's and the answer's bytes).  Past the last response, the call
+ * fails with InvalidInput.  Every response played is counted in the file
+ * PATH.served (one line per response), which pl_llm_scripted_served() reads.
+ */
+#ifndef POLICYLEDGER_LLM_H
+#define POLICYLEDGER_LLM_H
+
+#include <policyledger.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* clang-format off */
+
+/** The error code of a model answer that cannot become steps. */
+#define PL_LLM_ERR_INVALID_MODEL_ACTION "InvalidModelAction"
+
+/** What to do with a model answer that cannot become steps. */
+typedef enum pl_llm_malformed {
+    /** Fail the call at once with an InvalidModelAction error result that
+     *  names what came back (the default). */
+    PL_LLM_MALFORMED_FAIL = 0,
+    /** Ask again, telling the model what was wrong and which tools exist,
+     *  up to reprompt_limit times (each attempt a recorded exchange), then
+     *  fail as PL_LLM_MALFORMED_FAIL does. */
+    PL_LLM_MALFORMED_REPROMPT = 1
+} pl_llm_malformed;
+
+/** What to do when a tool the model called returned an error result. */
+typedef enum pl_llm_tool_errors {
+    /** Send the error to the model as the tool's result, and go on: the
+     *  model reads it and may try otherwise (the default). */
+    PL_LLM_TOOL_ERRORS_CONTINUE = 0,
+    /** End the call at once with the first such error as its result,
+     *  without asking the model again. */
+    PL_LLM_TOOL_ERRORS_FAIL = 1
+} pl_llm_tool_errors;
+
+#define PL_LLM_OPTIONS_VERSION 1
+
+/** Options of an LLM policy.  Start from PL_LLM_OPTIONS_INIT. */
+typedef struct pl_llm_options {
+    unsigned version;          /**< PL_LLM_OPTIONS_VERSION */
+    const char *description;   /**< the policy's description, or NULL */
+    double temperature;        /**< < 0: the provider's default */
+    unsigned max_tokens;       /**< 0: the provider's default */
+    /** JSON Schema text (an object) of the final answer, or NULL.  With no
+     *  tools it goes to the provider as the response format; with tools, a
+     *  tool "submit" with it as parameters is offered, whose call is the
+     *  final answer.  The answer must be JSON valid against the schema
+     *  (pl_schema_validate(); else it is a malformed answer); the final
+     *  `text` step is then {"text": the JSON text, "json": its value}.
+     *  A schema that does not compile is PL_EINVAL at registration. */
+    const char *output_schema;
+    pl_llm_malformed malformed; /**< default PL_LLM_MALFORMED_FAIL */
+    unsigned reprompt_limit;   /**< re-prompts per turn; default 2 */
+    const char *base_url;      /**< overrides the provider's base URL */
+    const char *api_key_env;   /**< the key's variable; NULL: the default */
+    unsigned connect_timeout_ms; /**< 0: 10 s */
+    unsigned timeout_ms;       /**< one attempt, in all; 0: 120 s */
+    unsigned max_attempts;     /**< attempts per model call; 0: 4 */
+    unsigned total_timeout_ms; /**< all attempts and waits; 0: 300 s */
+    unsigned backoff_base_ms;  /**< first retry's least wait; 0: 250 ms */
+    unsigned backoff_max_ms;   /**< longest wait; 0: 20 s */
+    size_t max_response_bytes; /**< larger bodies fail; 0: 8 MiB */
+    pl_llm_tool_errors tool_errors; /**< default: continue */
+} pl_llm_options;
+
+#define PL_LLM_OPTIONS_INIT                                                    \
+    { PL_LLM_OPTIONS_VERSION, NULL, -1.0, 0, NULL, PL_LLM_MALFORMED_FAIL, 2,   \
+      NULL, NULL, 0, 0, 0, 0, 0, 0, 0, PL_LLM_TOOL_ERRORS_CONTINUE }
+
+/**
+ * Register an LLM policy.
+ * @param name          the policy's name.
+ * @param model_url     see "Model URLs" above.
+ * @param system_prompt the system message, or NULL for none.
+ * @param opts          NULL for the defaults.
+ * @return PL_OK; PL_EINVAL (a NULL argument, a bad or unknown model URL,
+ *         bad options, an output schema that is not a JSON object); PL_EEXIST
+ *         and the rest as pl_registry_add(); PL_ENOMEM.
+ */
+int pl_llm_register(pl_registry *reg, const char *name, const char *model_url,
+                    const char *system_prompt, const pl_llm_options *opts);
+
+/** Token totals of a run's model calls. */
+typedef struct pl_llm_tokens {
+    uint64_t input;     /**< prompt tokens */
+    uint64_t output;    /**< completion tokens */
+    uint64_t exchanges; /**< recorded model calls */
+} pl_llm_tokens;
+
+/**
+ * Sum the token usage of every model call recorded in a run (all ledgers).
+ * @return PL_OK; PL_ENOTFOUND (no such run); as pl_run_walk().
+ */
+int pl_llm_run_tokens(pl_llm_tokens *out, pl_engine *engine,
+                      const char *run_id);
+
+/**
+ * How many responses the scripted model has played from the script at
+ * @p script_path (the lines of script_path.served; 0 when there is none).
+ * @return PL_OK; PL_EINVAL (NULL argument); PL_EIO (unreadable).
+ */
+int pl_llm_scripted_served(uint64_t *out, const char *script_path);
+
+/* clang-format on */
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* POLICYLEDGER_LLM_H */

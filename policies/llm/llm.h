@@ -1,0 +1,100 @@
+/*
+ * llm.h -- what the files of policies/llm share.
+ *
+ *   url.c        model URLs: provider, model, base URL
+ *   request.c    the ledger as a provider's request body
+ *   response.c   a provider's response body as a normalised answer, and a
+ *                normalised answer as steps
+ *   transport.c  one model call: HTTP with retries, or the scripted model
+ *   llm.c        registration, the policy, token totals
+ *
+ * A normalised answer, as recorded:
+ *   {"text": "..." (optional),
+ *    "tool_calls": [{"id": "...", "name": "...", "arguments": "raw text"}]}
+ */
+#ifndef PL_LLM_INTERNAL_H
+#define PL_LLM_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <policyledger_llm.h>
+
+#include "util.h"
+
+typedef enum pl__llm_provider {
+    PL__LLM_SCRIPTED = 1,
+    PL__LLM_OPENAI = 2,    /* chat completions */
+    PL__LLM_ANTHROPIC = 3, /* messages */
+    PL__LLM_OLLAMA = 4,    /* /api/chat */
+    PL__LLM_GEMINI = 5     /* generateContent */
+} pl__llm_provider;
+
+/* A parsed model URL. */
+typedef struct pl__llm_url {
+    pl__llm_provider provider;
+    char *model;    /* the model; scripted: the script's path */
+    char *base_url; /* without a trailing '/'; NULL: the provider's default */
+} pl__llm_url;
+
+PL__HIDDEN int pl__llm_url_parse(pl__llm_url *out, const char *url);
+PL__HIDDEN void pl__llm_url_free(pl__llm_url *u);
+
+/* A registered LLM policy's configuration (the policy's user pointer). */
+typedef struct pl__llm {
+    char *name;
+    pl__llm_url url;
+    char *system_prompt;
+    cJSON *output_schema;    /* NULL: none */
+    pl_schema *output_check; /* output_schema compiled */
+    char *api_key_env;
+    pl_llm_options o; /* strings in it are not used: copied above */
+} pl__llm;
+
+/* One tool the model may call. */
+typedef struct pl__llm_tool {
+    const char *name;
+    const char *description; /* may be NULL */
+    cJSON *parameters;       /* owned */
+    pl_schema *check;        /* parameters compiled, or NULL; owned */
+} pl__llm_tool;
+
+/* With an output schema and tools, the final answer comes as a call of this
+ * tool (unless a policy of that name is offered). */
+#define PL__LLM_SUBMIT "submit"
+PL__HIDDEN bool pl__llm_has_submit(const pl__llm *m, const pl_action *action);
+
+/* The conversation, provider-neutral: an array of
+ *   {"role": "system"|"user"|"assistant"|"tool", "content": "...",
+ *    "tool_calls": [{"id", "name", "arguments": "text"}], "tool_call_id"} */
+PL__HIDDEN int pl__llm_messages(cJSON **out, const pl__llm *m,
+                                const pl_action *action,
+                                const pl_steps *ledger);
+
+/* The request body for the provider. */
+PL__HIDDEN int pl__llm_request_body(char **out, const pl__llm *m,
+                                    const cJSON *messages,
+                                    const pl__llm_tool *tools, size_t n_tools);
+
+/* Parse a provider's response body into a normalised answer and usage. */
+PL__HIDDEN int pl__llm_parse_response(cJSON **answer, long *in_tokens,
+                                      long *out_tokens, const pl__llm *m,
+                                      const char *body, size_t len);
+
+/* Turn a normalised answer into steps; on a malformed answer return
+ * PL_EJSON with *why set (caller frees) naming what came back. */
+PL__HIDDEN int pl__llm_answer_steps(pl_steps *out, char **why, const pl__llm *m,
+                                    const cJSON *answer,
+                                    const pl_action *action,
+                                    const pl__llm_tool *tools, size_t n_tools,
+                                    unsigned exchange);
+
+/* One model call.  *out is the recorded exchange value:
+ *   {"request_sha256", "request_bytes", "attempts", "status",
+ *    "usage": {"input", "output"}, "answer": {...}}
+ * or with "error": {"code", "message"} instead of "answer".  A scripted
+ * exchange adds "script_next".  Fails only on a local error (memory). */
+PL__HIDDEN int pl__llm_exchange(cJSON **out, const pl__llm *m, const char *body,
+                                long script_pos);
+
+#endif

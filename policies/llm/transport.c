@@ -1,0 +1,546 @@
+/*
+ * transport.c -- one model call, with retries inside it: HTTP through
+ * libcurl, or the scripted model.
+ *
+ * Retries: 429, 5xx and transport errors (no connection, a dropped one, a
+ * timeout) are tried again up to max_attempts, waiting by decorrelated
+ * jitter (each wait drawn between the base and three times the last wait,
+ * at most backoff_max_ms), at least what Retry-After asks, never past
+ * total_timeout_ms.  Any other 4xx is final at once.  The API key goes in
+ * a header and nowhere else: a provider's error text that quotes it is
+ * redacted before it becomes part of a message.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <curl/curl.h>
+#include <openssl/evp.h>
+
+#include "llm.h"
+#include "platform.h"
+
+#define DEF_CONNECT_MS 10000u
+#define DEF_TIMEOUT_MS 120000u
+#define DEF_ATTEMPTS 4u
+#define DEF_TOTAL_MS 300000u
+#define DEF_BASE_MS 250u
+#define DEF_MAX_MS 20000u
+#define DEF_MAX_BODY ((size_t)8 << 20)
+
+static pthread_once_t g_curl_once = PTHREAD_ONCE_INIT;
+static void curl_init(void) { curl_global_init(CURL_GLOBAL_DEFAULT); }
+
+/* What one attempt came to. */
+typedef struct attempt {
+    long status; /* HTTP status, 0 for a transport error */
+    bool retryable;
+    bool timed_out;
+    long retry_after_ms; /* -1: none */
+    char *error_code;    /* final error, else NULL (static strings) */
+    char *message;       /* owned */
+    cJSON *answer;       /* owned */
+    long in_tokens, out_tokens;
+} attempt;
+
+static void attempt_clear(attempt *a)
+{
+    free(a->message);
+    cJSON_Delete(a->answer);
+    memset(a, 0, sizeof *a);
+    a->retry_after_ms = -1;
+}
+
+/* Replace every occurrence of @p key in @p s by "[redacted]". */
+static char *redact(char *s, const char *key)
+{
+    if (!s || !key || strlen(key) < 4)
+        return s;
+    size_t kl = strlen(key);
+    char *p;
+    while ((p = strstr(s, key)) != NULL) {
+        char *n = pl__asprintf("%.*s[redacted]%s", (int)(p - s), s, p + kl);
+        free(s);
+        if (!(s = n))
+            return NULL;
+    }
+    return s;
+}
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
+        ;
+}
+
+static long rand_between(long lo, long hi)
+{
+    uint64_t r = 0;
+    if (hi <= lo || pl__random(&r, sizeof r))
+        return lo;
+    return lo + (long)(r % (uint64_t)(hi - lo + 1));
+}
+
+static const char *code_for_status(long status)
+{
+    switch (status) {
+    case 401: return PL_ERR_UNAUTHORIZED;
+    case 403: return PL_ERR_FORBIDDEN;
+    case 404: return PL_ERR_NOT_FOUND;
+    case 429: return PL_ERR_RATE_LIMITED;
+    default:
+        return status >= 500 ? PL_ERR_RETRYABLE_SERVER : PL_ERR_INVALID_INPUT;
+    }
+}
+
+static unsigned or_default(unsigned v, unsigned d) { return v ? v : d; }
+
+/* What differs between the HTTP providers. */
+typedef struct provider {
+    const char *base;     /* default base URL */
+    const char *base_env; /* the variable that overrides it, or NULL */
+    const char *path;     /* the endpoint under the base */
+    const char *key_env;  /* the key's default variable, or NULL */
+    const char *key_hdr;  /* "Authorization: Bearer " or "x-api-key: " */
+} provider;
+
+static const provider *provider_of(const pl__llm *m)
+{
+    static const provider openai = {"https://api.openai.com/v1",
+                                    "OPENAI_BASE_URL", "/chat/completions",
+                                    "OPENAI_API_KEY", "Authorization: Bearer "};
+    static const provider anthropic = {"https://api.anthropic.com/v1",
+                                       "ANTHROPIC_BASE_URL", "/messages",
+                                       "ANTHROPIC_API_KEY", "x-api-key: "};
+    static const provider ollama = {"http://127.0.0.1:11434", NULL, "/api/chat",
+                                    NULL, "Authorization: Bearer "};
+    static const provider gemini = {
+        "https://generativelanguage.googleapis.com/v1beta", "GEMINI_BASE_URL",
+        NULL, "GEMINI_API_KEY", "x-goog-api-key: "};
+    return m->url.provider == PL__LLM_GEMINI      ? &gemini
+           : m->url.provider == PL__LLM_ANTHROPIC ? &anthropic
+           : m->url.provider == PL__LLM_OLLAMA    ? &ollama
+                                                  : &openai;
+}
+
+/* ------------------------------------------------------------------------ */
+/* HTTP                                                                     */
+/* ------------------------------------------------------------------------ */
+
+typedef struct sink {
+    pl__buf body;
+    size_t cap;
+    bool over;
+    long retry_after_ms;
+} sink;
+
+static size_t on_body(char *p, size_t size, size_t n, void *user)
+{
+    sink *s = user;
+    size_t len = size * n;
+    if (s->body.len + len > s->cap) {
+        s->over = true;
+        return 0; /* fails the transfer with CURLE_WRITE_ERROR */
+    }
+    return pl__buf_append(&s->body, p, len) ? 0 : len;
+}
+
+static size_t on_header(char *p, size_t size, size_t n, void *user)
+{
+    sink *s = user;
+    size_t len = size * n;
+    static const char name[] = "retry-after:";
+    if (len > sizeof name - 1 && strncasecmp(p, name, sizeof name - 1) == 0) {
+        char v[32];
+        size_t vl = len - (sizeof name - 1);
+        if (vl >= sizeof v)
+            vl = sizeof v - 1;
+        memcpy(v, p + sizeof name - 1, vl);
+        v[vl] = '\0';
+        char *end;
+        errno = 0;
+        double secs = strtod(v, &end);
+        if (!errno && end != v && secs >= 0 && secs < 86400)
+            s->retry_after_ms = (long)(secs * 1000);
+    }
+    return len;
+}
+
+/* The provider's error text from a body, redacted, short. */
+static char *error_text(const char *body, size_t len, const char *key)
+{
+    cJSON *r = cJSON_ParseWithLength(body, len);
+    const cJSON *e = cJSON_GetObjectItemCaseSensitive(r, "error");
+    const cJSON *msg = cJSON_IsObject(e)
+                           ? cJSON_GetObjectItemCaseSensitive(e, "message")
+                           : e;
+    char *t = cJSON_IsString(msg)
+                  ? pl__asprintf("%.200s", msg->valuestring)
+                  : pl__asprintf("%.*s", (int)(len > 120 ? 120 : len),
+                                 body ? body : "");
+    cJSON_Delete(r);
+    for (char *q = t; q && *q; q++)
+        if ((unsigned char)*q < 0x20)
+            *q = ' ';
+    return redact(t, key);
+}
+
+static void http_attempt(attempt *a, const pl__llm *m, const char *url,
+                         const char *key, const char *body, long timeout_ms)
+{
+    sink s = {{0},
+              m->o.max_response_bytes ? m->o.max_response_bytes : DEF_MAX_BODY,
+              false,
+              -1};
+    char errbuf[CURL_ERROR_SIZE] = "";
+    struct curl_slist *h = curl_slist_append(NULL,
+                                             "Content-Type: application/json");
+    char *auth = key && *key
+                     ? pl__asprintf("%s%s", provider_of(m)->key_hdr, key)
+                     : NULL;
+    struct curl_slist *h2 = h && auth ? curl_slist_append(h, auth) : h;
+    if (h2 && m->url.provider == PL__LLM_ANTHROPIC)
+        h2 = curl_slist_append(h2, "anthropic-version: 2023-06-01");
+    CURL *c = curl_easy_init();
+    if (!c || !h2) {
+        a->error_code = (char *)PL_ERR_RETRYABLE_SERVER;
+        a->message = pl__strdup("cannot set up the HTTP request (out of "
+                                "memory)");
+        goto done;
+    }
+    h = h2;
+    unsigned conn = or_default(m->o.connect_timeout_ms, DEF_CONNECT_MS);
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_POST, 1L);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(body));
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &s);
+    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(c, CURLOPT_HEADERDATA, &s);
+    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)conn);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout_ms);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
+    curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+    CURLcode rc = curl_easy_perform(c);
+    if (s.over) {
+        a->error_code = (char *)PL_ERR_INVALID_INPUT;
+        a->message = pl__asprintf("the model's response body is larger than "
+                                  "max_response_bytes (%zu bytes)",
+                                  s.cap);
+        goto done;
+    }
+    if (rc != CURLE_OK) {
+        a->retryable = true;
+        a->timed_out = rc == CURLE_OPERATION_TIMEDOUT;
+        a->error_code = (char *)(a->timed_out ? PL_ERR_TIMEOUT
+                                              : PL_ERR_RETRYABLE_SERVER);
+        a->message = redact(pl__asprintf("transport error: %s",
+                                         *errbuf ? errbuf
+                                                 : curl_easy_strerror(rc)),
+                            key);
+        goto done;
+    }
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &a->status);
+    a->retry_after_ms = s.retry_after_ms;
+    if (a->status >= 200 && a->status < 300) {
+        if (pl__llm_parse_response(&a->answer, &a->in_tokens, &a->out_tokens, m,
+                                   s.body.data ? (char *)s.body.data : "",
+                                   s.body.len)) {
+            a->error_code = (char *)PL_ERR_INVALID_INPUT;
+            a->message = redact(pl__strdup(pl_errmsg()), key);
+        }
+        goto done;
+    }
+    a->retryable = a->status == 429 || a->status >= 500;
+    a->error_code = (char *)code_for_status(a->status);
+    char *why = error_text((char *)s.body.data, s.body.len, key);
+    a->message = pl__asprintf("HTTP %ld from the model's server: %s", a->status,
+                              why ? why : "");
+    free(why);
+done:
+    curl_easy_cleanup(c);
+    curl_slist_free_all(h);
+    free(auth);
+    pl__buf_free(&s.body);
+}
+
+static int http_exchange(attempt *a, unsigned *attempts, const pl__llm *m,
+                         const char *body)
+{
+    pthread_once(&g_curl_once, curl_init);
+    const provider *pv = provider_of(m);
+    const char *base = m->o.base_url ? m->o.base_url : m->url.base_url;
+    const char *env_base = pv->base_env ? getenv(pv->base_env) : NULL;
+    if (!base)
+        base = env_base;
+    if (!base || !*base)
+        base = pv->base;
+    size_t bl = strlen(base);
+    while (bl > 0 && base[bl - 1] == '/')
+        bl--;
+    char *url = pv->path ? pl__asprintf("%.*s%s", (int)bl, base, pv->path)
+                         : pl__asprintf("%.*s/models/%s:generateContent",
+                                        (int)bl, base, m->url.model);
+    if (!url)
+        return pl__err(PL_ENOMEM, "out of memory");
+    const char *var = m->api_key_env ? m->api_key_env : pv->key_env;
+    const char *key = var ? getenv(var) : NULL;
+    if ((!key || !*key) && var && !m->url.base_url && !m->o.base_url &&
+        !(env_base && *env_base)) {
+        free(url);
+        return pl__err(PL_EINVAL,
+                       "LLM policy '%s': no API key: set %s in the "
+                       "environment",
+                       m->name, var);
+    }
+    unsigned max = or_default(m->o.max_attempts, DEF_ATTEMPTS);
+    unsigned per = or_default(m->o.timeout_ms, DEF_TIMEOUT_MS);
+    long base_ms = or_default(m->o.backoff_base_ms, DEF_BASE_MS);
+    long cap_ms = or_default(m->o.backoff_max_ms, DEF_MAX_MS);
+    uint64_t total_ns = (uint64_t)or_default(m->o.total_timeout_ms,
+                                             DEF_TOTAL_MS) *
+                        1000000u;
+    uint64_t t0 = pl__mono_ns();
+    long wait = base_ms;
+    for (unsigned i = 0;; i++) {
+        uint64_t used = pl__mono_ns() - t0;
+        long left_ms = used >= total_ns ? 0
+                                        : (long)((total_ns - used) / 1000000);
+        attempt_clear(a);
+        *attempts = i + 1;
+        http_attempt(a, m, url, key, body,
+                     left_ms < (long)per ? (left_ms > 0 ? left_ms : 1)
+                                         : (long)per);
+        if (!a->retryable || i + 1 >= max)
+            break;
+        wait = rand_between(base_ms, wait * 3);
+        if (wait > cap_ms)
+            wait = cap_ms;
+        if (a->retry_after_ms > wait)
+            wait = a->retry_after_ms;
+        used = pl__mono_ns() - t0;
+        if (used + (uint64_t)wait * 1000000u >= total_ns)
+            break; /* no time left for another attempt */
+        sleep_ms(wait);
+    }
+    free(url);
+    return PL_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The scripted model                                                       */
+/* ------------------------------------------------------------------------ */
+
+static int read_file(char **out, size_t *len, const char *path)
+{
+    *out = NULL;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return pl__err(PL_EIO, "scripted model: cannot open '%s': %s", path,
+                       strerror(errno));
+    pl__buf b = {0};
+    char chunk[4096];
+    size_t n;
+    int st = PL_OK;
+    while (!st && (n = fread(chunk, 1, sizeof chunk, f)) > 0)
+        st = pl__buf_append(&b, chunk, n);
+    if (!st && ferror(f))
+        st = pl__err(PL_EIO, "scripted model: cannot read '%s'", path);
+    fclose(f);
+    if (!st)
+        st = pl__buf_append(&b, "", 1);
+    if (st) {
+        pl__buf_free(&b);
+        return st;
+    }
+    *out = (char *)b.data;
+    *len = b.len - 1;
+    return PL_OK;
+}
+
+static int count_served(const char *script, long pos)
+{
+    char *path = pl__asprintf("%s.served", script);
+    if (!path)
+        return pl__err(PL_ENOMEM, "out of memory");
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    int st = PL_OK;
+    if (fd < 0)
+        st = pl__err(PL_EIO, "scripted model: cannot open '%s': %s", path,
+                     strerror(errno));
+    else {
+        char line[32];
+        int n = snprintf(line, sizeof line, "%ld\n", pos);
+        if (write(fd, line, (size_t)n) != n)
+            st = pl__err(PL_EIO, "scripted model: cannot write '%s'", path);
+        close(fd);
+    }
+    free(path);
+    return st;
+}
+
+int pl_llm_scripted_served(uint64_t *out, const char *script_path)
+{
+    if (!out || !script_path)
+        return pl__err(PL_EINVAL, "pl_llm_scripted_served: NULL argument");
+    *out = 0;
+    char *path = pl__asprintf("%s.served", script_path);
+    if (!path)
+        return pl__err(PL_ENOMEM, "out of memory");
+    FILE *f = fopen(path, "rb");
+    int st = PL_OK;
+    if (!f && errno != ENOENT)
+        st = pl__err(PL_EIO, "cannot open '%s': %s", path, strerror(errno));
+    for (int ch; f && (ch = getc(f)) != EOF;)
+        *out += ch == '\n';
+    if (f)
+        fclose(f);
+    free(path);
+    return st;
+}
+
+/* A script's response as a normalised answer. */
+static int scripted_answer(attempt *a, const cJSON *r, size_t body_len)
+{
+    cJSON *ans = cJSON_CreateObject();
+    const cJSON *text = cJSON_GetObjectItemCaseSensitive(r, "text");
+    const cJSON *calls = cJSON_GetObjectItemCaseSensitive(r, "tool_calls");
+    bool ok = ans != NULL;
+    if (ok && text)
+        ok = cJSON_AddItemToObject(ans, "text", cJSON_Duplicate(text, 1));
+    if (ok)
+        ok = cJSON_AddItemToObject(ans, "tool_calls",
+                                   calls ? cJSON_Duplicate(calls, 1)
+                                         : cJSON_CreateArray());
+    if (!ok) {
+        cJSON_Delete(ans);
+        return pl__err(PL_ENOMEM, "out of memory");
+    }
+    const cJSON *u = cJSON_GetObjectItemCaseSensitive(r, "usage");
+    const cJSON *ui = cJSON_GetObjectItemCaseSensitive(u, "input");
+    const cJSON *uo = cJSON_GetObjectItemCaseSensitive(u, "output");
+    char *t = cJSON_PrintUnformatted(ans);
+    a->in_tokens = cJSON_IsNumber(ui) && ui->valuedouble >= 0
+                       ? (long)ui->valuedouble
+                       : (long)(body_len / 4);
+    a->out_tokens = cJSON_IsNumber(uo) && uo->valuedouble >= 0
+                        ? (long)uo->valuedouble
+                        : (long)(t ? strlen(t) / 4 : 0);
+    free(t);
+    a->status = 200;
+    a->answer = ans;
+    return PL_OK;
+}
+
+static int scripted_exchange(attempt *a, unsigned *attempts, long *pos,
+                             const pl__llm *m, const char *body)
+{
+    char *text = NULL;
+    size_t len = 0;
+    int st = read_file(&text, &len, m->url.model);
+    if (st)
+        return st;
+    cJSON *script = cJSON_ParseWithLength(text, len);
+    free(text);
+    const cJSON *rs = cJSON_GetObjectItemCaseSensitive(script, "responses");
+    if (!cJSON_IsArray(rs)) {
+        cJSON_Delete(script);
+        return pl__err(PL_EJSON,
+                       "scripted model: '%s' is not a JSON object with a "
+                       "\"responses\" array",
+                       m->url.model);
+    }
+    unsigned max = or_default(m->o.max_attempts, DEF_ATTEMPTS);
+    for (unsigned i = 0; !st; i++) {
+        attempt_clear(a);
+        *attempts = i + 1;
+        const cJSON *r = cJSON_GetArrayItem(rs, (int)*pos);
+        if (!cJSON_IsObject(r)) {
+            a->error_code = (char *)PL_ERR_INVALID_INPUT;
+            a->message = pl__asprintf("the scripted model has no response %ld "
+                                      "(the script has %d)",
+                                      *pos, cJSON_GetArraySize(rs));
+            break;
+        }
+        if ((st = count_served(m->url.model, *pos)))
+            break;
+        (*pos)++;
+        const cJSON *status = cJSON_GetObjectItemCaseSensitive(r, "status");
+        if (cJSON_IsNumber(status) && status->valueint != 200) {
+            a->status = status->valueint;
+            a->retryable = a->status == 429 || a->status >= 500;
+            a->error_code = (char *)code_for_status(a->status);
+            a->message = pl__asprintf("HTTP %ld from the scripted model",
+                                      a->status);
+            if (a->retryable && i + 1 < max)
+                continue;
+            break;
+        }
+        st = scripted_answer(a, r, strlen(body));
+        break;
+    }
+    cJSON_Delete(script);
+    return st;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The recorded exchange                                                    */
+/* ------------------------------------------------------------------------ */
+
+int pl__llm_exchange(cJSON **out, const pl__llm *m, const char *body,
+                     long script_pos)
+{
+    *out = NULL;
+    uint8_t md[EVP_MAX_MD_SIZE];
+    unsigned mdlen = 0;
+    char hex[2 * EVP_MAX_MD_SIZE + 1];
+    if (!EVP_Digest(body, strlen(body), md, &mdlen, EVP_sha256(), NULL))
+        return pl__err(PL_ENOMEM, "cannot hash the request");
+    pl__hex(hex, md, mdlen);
+    attempt a;
+    memset(&a, 0, sizeof a);
+    a.retry_after_ms = -1;
+    unsigned attempts = 0;
+    long pos = script_pos;
+    int st = m->url.provider == PL__LLM_SCRIPTED
+                 ? scripted_exchange(&a, &attempts, &pos, m, body)
+                 : http_exchange(&a, &attempts, m, body);
+    cJSON *v = NULL;
+    if (!st && a.answer)
+        st = pl_json_pack(&v, "{s:s, s:I, s:i, s:i, s:{s:I, s:I}, s:O}",
+                          "request_sha256", hex, "request_bytes",
+                          (int64_t)strlen(body), "attempts", (int)attempts,
+                          "status", (int)a.status, "usage", "input",
+                          (int64_t)a.in_tokens, "output", (int64_t)a.out_tokens,
+                          "answer", a.answer);
+    else if (!st)
+        st = pl_json_pack(&v,
+                          "{s:s, s:I, s:i, s:i, s:{s:I, s:I}, s:{s:s, s:s}}",
+                          "request_sha256", hex, "request_bytes",
+                          (int64_t)strlen(body), "attempts", (int)attempts,
+                          "status", (int)a.status, "usage", "input", (int64_t)0,
+                          "output", (int64_t)0, "error", "code",
+                          a.error_code ? a.error_code : PL_ERR_INVALID_INPUT,
+                          "message",
+                          a.message ? a.message : "model call failed");
+    if (!st && m->url.provider == PL__LLM_SCRIPTED &&
+        !cJSON_AddNumberToObject(v, "script_next", (double)pos))
+        st = pl__err(PL_ENOMEM, "out of memory");
+    attempt_clear(&a);
+    if (st) {
+        cJSON_Delete(v);
+        return st;
+    }
+    *out = v;
+    return PL_OK;
+}

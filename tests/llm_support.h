@@ -1,0 +1,56 @@
+/*
+ * llm_support.h -- what the LLM policy tests share: the loopback model
+ * server (tests/llm_server.py), an agent, and a tool with a side effect.
+ */
+#ifndef PL_TEST_LLM_SUPPORT_H
+#define PL_TEST_LLM_SUPPORT_H
+
+#include <sys/types.h>
+
+#include <policyledger_llm.h>
+
+#include "support.h"
+
+typedef struct t_server {
+    pid_t pid;
+    int port;
+    char log[4200];
+    char base[64]; /* "http://127.0.0.1:PORT/v1" */
+} t_server;
+
+/* Start the server on a script ({"responses": [...]}, see llm_server.py). */
+void t_server_start(t_server *s, const char *script_json);
+/* Stop it (also done at exit). */
+void t_server_stop(t_server *s);
+/* The requests it received, a JSON array of log entries (caller frees). */
+cJSON *t_server_log(const t_server *s);
+/* How many requests it received. */
+int t_server_requests(const t_server *s);
+
+/* Write @p text to a new file @p name in a fresh temporary directory. */
+const char *t_write_file(const char *name, const char *text);
+/* The whole file, NUL-terminated (caller frees), and its length. */
+char *t_read_file(const char *path, size_t *len);
+
+/*
+ * A registry with t_registry()'s policies and:
+ *   "llm"    an LLM policy on @p model_url with @p opts and the system
+ *            prompt "You are terse."
+ *   "agent"  {"text", "actions": [...], "max_turns": n (default 6)}: calls
+ *            "llm" with payload {"text"} and those actions under loop and
+ *            invoke_action; its result is the llm call's result.
+ *   "effect" {"note": s} -> {"ok": true, "key": idempotency key}; appends
+ *            "<idempotency key>\n" to t_effects_path when that is set
+ *            (described, with an input schema).
+ */
+pl_registry *t_llm_registry(const char *model_url, const pl_llm_options *opts);
+extern char t_effects_path[4400];
+
+/* Run the agent on @p text with @p actions_json, e.g. "[\"add\"]". */
+pl_outcome *t_agent(pl_engine *e, const char *text, const char *actions_json,
+                    const char *run_id);
+
+/* A string member of a JSON object, or NULL. */
+const char *t_str(const cJSON *o, const char *key);
+
+#endif

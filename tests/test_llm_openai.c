@@ -1,0 +1,824 @@
+/*
+ * test_llm_openai.c -- LLM policies against an OpenAI-compatible server on
+ * loopback (tests/llm_server.py): tool-call round trips, request bodies
+ * field by field, retries, timeouts, failures as error results, malformed
+ * answers, replay without requests, and the API key kept out of the store.
+ */
+#include "llm_support.h"
+
+#include <dirent.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------------ */
+/* Scripts                                                                  */
+/* ------------------------------------------------------------------------ */
+
+/* A 200 whose message has @p text (may be NULL) and one tool call (name
+ * NULL: none) with raw @p args. */
+static cJSON *answer(const char *text, const char *id, const char *name,
+                     const char *args)
+{
+    cJSON *msg = NULL;
+    cr_assert_eq(pl_json_pack(&msg, "{s:s, s:s?}", "role", "assistant",
+                              "content", text),
+                 PL_OK);
+    if (name) {
+        cJSON *tc = NULL;
+        cr_assert_eq(pl_json_pack(&tc, "[{s:s, s:s, s:{s:s, s:s}}]", "id", id,
+                                  "type", "function", "function", "name", name,
+                                  "arguments", args),
+                     PL_OK);
+        cJSON_AddItemToObject(msg, "tool_calls", tc);
+    }
+    cJSON *r = NULL;
+    cr_assert_eq(pl_json_pack(&r, "{s:i, s:{s:[{s:o, s:s}], s:{s:i, s:i}}}",
+                              "status", 200, "body", "choices", "message", msg,
+                              "finish_reason", "stop", "usage", "prompt_tokens",
+                              20, "completion_tokens", 5),
+                 PL_OK);
+    return r;
+}
+
+static cJSON *raw(const char *json) { return t_json(json); }
+
+/* {"responses": [...]} as text, taking the items over. */
+static char *script(int n, ...)
+{
+    cJSON *arr = cJSON_CreateArray();
+    va_list ap;
+    va_start(ap, n);
+    for (int i = 0; i < n; i++)
+        cJSON_AddItemToArray(arr, va_arg(ap, cJSON *));
+    va_end(ap);
+    cJSON *s = cJSON_CreateObject();
+    cJSON_AddItemToObject(s, "responses", arr);
+    char *t = t_text(s);
+    cJSON_Delete(s);
+    return t;
+}
+
+static t_server g_srv;
+
+static void serve(char *script_text)
+{
+    t_server_start(&g_srv, script_text);
+    free(script_text);
+}
+
+/* Options pointing at the server, with short timeouts and waits. */
+static pl_llm_options opts(void)
+{
+    pl_llm_options o = PL_LLM_OPTIONS_INIT;
+    o.base_url = g_srv.base;
+    o.timeout_ms = 2000;
+    o.connect_timeout_ms = 2000;
+    o.backoff_base_ms = 10;
+    o.backoff_max_ms = 50;
+    return o;
+}
+
+static pl_engine *engine_for(pl_registry **reg, const pl_llm_options *o)
+{
+    *reg = t_llm_registry("openai://test-model", o);
+    return t_engine(t_store_path(), *reg, PL_DURABILITY_PROCESS);
+}
+
+static const cJSON *req(const cJSON *log, int i)
+{
+    const cJSON *e = cJSON_GetArrayItem(log, i);
+    cr_assert_not_null(e, "no request %d in the server's log", i);
+    const cJSON *b = cJSON_GetObjectItemCaseSensitive(e, "body");
+    cr_assert(cJSON_IsObject(b), "request %d's body is not a JSON object", i);
+    return b;
+}
+
+static const cJSON *at(const cJSON *o, const char *key)
+{
+    return cJSON_GetObjectItemCaseSensitive(o, key);
+}
+
+static void expect_str(const char *got, const char *want)
+{
+    cr_expect(got && strcmp(got, want) == 0, "expected \"%s\", got \"%s\"",
+              want, got ? got : "(null)");
+}
+
+static void expect_has(const char *hay, const char *needle)
+{
+    cr_expect(hay && strstr(hay, needle), "expected \"%s\" in \"%s\"", needle,
+              hay ? hay : "(null)");
+}
+
+/* The agent's result, an error: its code and message. */
+static void expect_error(const pl_outcome *o, const char *code,
+                         const char *in_message)
+{
+    cr_assert_eq(o->status, PL_RUN_COMPLETED, "run %s: %s",
+                 pl_run_status_name(o->status), o->reason ? o->reason : "");
+    const cJSON *r = t_result(o);
+    cr_expect(cJSON_IsTrue(at(r, "error")), "expected an error result");
+    expect_str(t_str(r, "code"), code);
+    if (in_message)
+        expect_has(t_str(r, "message"), in_message);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Round trips                                                              */
+/* ------------------------------------------------------------------------ */
+
+Test(llm_openai, tool_call_round_trip_binds_call_ids)
+{
+    serve(script(2, answer("Adding.", "call_A", "add", "{\"a\":1,\"b\":2}"),
+                 answer("The sum is 3.", NULL, NULL, NULL)));
+    pl_registry *reg;
+    pl_llm_options o = opts();
+    o.temperature = 0.25;
+    o.max_tokens = 300;
+    pl_engine *e = engine_for(&reg, &o);
+    pl_outcome *out = t_agent(e, "What is 1+2?", "[\"add\", \"effect\"]",
+                              "rt-1");
+    cr_assert_eq(out->status, PL_RUN_COMPLETED, "%s",
+                 out->reason ? out->reason : "");
+    expect_str(t_str(t_result(out), "text"), "The sum is 3.");
+    cr_expect_eq(t_calls.add, 1);
+
+    cJSON *log = t_server_log(&g_srv);
+    cr_assert_eq(cJSON_GetArraySize(log), 2);
+    expect_str(t_str(cJSON_GetArrayItem(log, 0), "path"),
+               "/v1/chat/completions");
+    expect_str(t_str(cJSON_GetArrayItem(log, 0), "auth"), "none");
+
+    /* request 1: model, options, system + user, tools from the registry */
+    const cJSON *b = req(log, 0);
+    expect_str(t_str(b, "model"), "test-model");
+    cr_expect_float_eq(at(b, "temperature")->valuedouble, 0.25, 1e-9);
+    cr_expect_eq(at(b, "max_tokens")->valueint, 300);
+    const cJSON *msgs = at(b, "messages");
+    cr_assert_eq(cJSON_GetArraySize(msgs), 2);
+    expect_str(t_str(cJSON_GetArrayItem(msgs, 0), "role"), "system");
+    expect_str(t_str(cJSON_GetArrayItem(msgs, 0), "content"), "You are terse.");
+    expect_str(t_str(cJSON_GetArrayItem(msgs, 1), "role"), "user");
+    expect_str(t_str(cJSON_GetArrayItem(msgs, 1), "content"), "What is 1+2?");
+    const cJSON *tools = at(b, "tools");
+    cr_assert_eq(cJSON_GetArraySize(tools), 2);
+    const cJSON *f0 = at(cJSON_GetArrayItem(tools, 0), "function");
+    expect_str(t_str(cJSON_GetArrayItem(tools, 0), "type"), "function");
+    expect_str(t_str(f0, "name"), "add");
+    cr_expect_null(at(f0, "description"));
+    char *p0 = t_text(at(f0, "parameters"));
+    expect_str(p0, "{\"type\":\"object\"}"); /* no schema registered */
+    free(p0);
+    const cJSON *f1 = at(cJSON_GetArrayItem(tools, 1), "function");
+    expect_str(t_str(f1, "name"), "effect");
+    expect_str(t_str(f1, "description"), "Record a note.");
+    expect_str(t_str(at(at(at(f1, "parameters"), "properties"), "note"),
+                     "type"),
+               "string");
+
+    /* request 2: the assistant's tool call and the tool's result, bound */
+    b = req(log, 1);
+    msgs = at(b, "messages");
+    cr_assert_eq(cJSON_GetArraySize(msgs), 4);
+    const cJSON *asst = cJSON_GetArrayItem(msgs, 2);
+    expect_str(t_str(asst, "role"), "assistant");
+    expect_str(t_str(asst, "content"), "Adding.");
+    const cJSON *tc = cJSON_GetArrayItem(at(asst, "tool_calls"), 0);
+    expect_str(t_str(tc, "id"), "call_A");
+    expect_str(t_str(tc, "type"), "function");
+    expect_str(t_str(at(tc, "function"), "name"), "add");
+    cJSON *args = cJSON_Parse(t_str(at(tc, "function"), "arguments"));
+    cr_expect_eq(at(args, "a")->valuedouble, 1);
+    cr_expect_eq(at(args, "b")->valuedouble, 2);
+    cJSON_Delete(args);
+    const cJSON *tool = cJSON_GetArrayItem(msgs, 3);
+    expect_str(t_str(tool, "role"), "tool");
+    expect_str(t_str(tool, "tool_call_id"), "call_A");
+    cJSON *content = cJSON_Parse(t_str(tool, "content"));
+    cr_expect_eq(at(content, "sum")->valuedouble, 3);
+    cJSON_Delete(content);
+    cJSON_Delete(log);
+
+    /* the ledger: exchange, text, action_call with the call id, result, ... */
+    pl_steps *l = NULL;
+    cr_assert_eq(pl_run_ledger(&l, e, "rt-1", "0.0"), PL_OK, "%s", pl_errmsg());
+    bool saw_call = false;
+    int exchanges = 0;
+    for (size_t i = 0; i < pl_steps_count(l); i++) {
+        const pl_step *s = pl_steps_at(l, i);
+        const cJSON *p = pl_step_payload(s);
+        if (pl_step_type_of(s) == PL_STEP_ACTION_CALL) {
+            saw_call = true;
+            expect_str(t_str(p, "call_id"), "call_A");
+            expect_str(t_str(p, "policy"), "add");
+        }
+        if (pl_step_type_of(s) == PL_STEP_SIDE_EFFECT) {
+            exchanges++;
+            const cJSON *v = at(p, "value");
+            cr_expect_eq(strlen(t_str(v, "request_sha256")), 64);
+            cr_expect_null(at(v, "request"), "the request is not recorded");
+        }
+    }
+    cr_expect(saw_call);
+    cr_expect_eq(exchanges, 2);
+    pl_steps_free(l);
+
+    pl_llm_tokens tok;
+    cr_assert_eq(pl_llm_run_tokens(&tok, e, "rt-1"), PL_OK);
+    cr_expect_eq(tok.input, 40);
+    cr_expect_eq(tok.output, 10);
+    cr_expect_eq(tok.exchanges, 2);
+
+    /* replay of the finished run: no request reaches the server */
+    pl_outcome *again = NULL;
+    cr_assert_eq(pl_run_continue(&again, e, "rt-1", NULL), PL_OK, "%s",
+                 pl_errmsg());
+    cr_expect_eq(again->status, PL_RUN_COMPLETED);
+    cr_expect_eq(t_server_requests(&g_srv), 2);
+    cr_expect_eq(t_calls.add, 1);
+    pl_outcome_free(again);
+    pl_outcome_free(out);
+    pl_engine_close(e);
+
+    /* and in a fresh process's view: a new engine on the same store */
+    e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+Test(llm_openai, check_mode_replays_without_the_server)
+{
+    serve(script(2, answer(NULL, "c1", "effect", "{\"note\":\"hi\"}"),
+                 answer("noted", NULL, NULL, NULL)));
+    pl_registry *reg;
+    pl_llm_options o = opts();
+    const char *store = t_store_path();
+    reg = t_llm_registry("openai://m", &o);
+    pl_engine *e = t_engine(store, reg, PL_DURABILITY_PROCESS);
+    pl_outcome *out = t_agent(e, "note hi", "[\"effect\"]", "ck-1");
+    cr_assert_eq(out->status, PL_RUN_COMPLETED);
+    pl_outcome_free(out);
+    t_server_stop(&g_srv); /* nothing listens any more */
+    pl_run_options ro = PL_RUN_OPTIONS_INIT;
+    ro.check = true;
+    cr_assert_eq(pl_run_continue(&out, e, "ck-1", &ro), PL_OK, "%s",
+                 pl_errmsg());
+    cr_expect_eq(out->status, PL_RUN_COMPLETED);
+    expect_str(t_str(t_result(out), "text"), "noted");
+    pl_outcome_free(out);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+Test(llm_openai, base_url_from_the_environment_and_key_header)
+{
+    setenv("PL_TEST_EXPECT_KEY", "sk-test-env-0123456789", 1);
+    serve(script(1, answer("hello", NULL, NULL, NULL)));
+    setenv("OPENAI_BASE_URL", g_srv.base, 1);
+    setenv("OPENAI_API_KEY", "sk-test-env-0123456789", 1);
+    pl_llm_options o = PL_LLM_OPTIONS_INIT;
+    pl_registry *reg;
+    pl_engine *e = engine_for(&reg, &o);
+    pl_outcome *out = t_agent(e, "hi", "[]", "env-1");
+    cr_assert_eq(out->status, PL_RUN_COMPLETED, "%s",
+                 out->reason ? out->reason : "");
+    expect_str(t_str(t_result(out), "text"), "hello");
+    cJSON *log = t_server_log(&g_srv);
+    expect_str(t_str(cJSON_GetArrayItem(log, 0), "auth"), "bearer");
+    cr_expect(cJSON_IsTrue(at(cJSON_GetArrayItem(log, 0), "auth_matches")));
+    cr_expect_null(at(req(log, 0), "tools"), "no tools offered: none sent");
+    cJSON_Delete(log);
+    pl_outcome_free(out);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Retries and failures                                                     */
+/* ------------------------------------------------------------------------ */
+
+static int attempts_of_first_exchange(pl_engine *e, const char *run)
+{
+    pl_steps *l = NULL;
+    cr_assert_eq(pl_run_ledger(&l, e, run, "0.0"), PL_OK, "%s", pl_errmsg());
+    int n = -1;
+    for (size_t i = 0; i < pl_steps_count(l) && n < 0; i++) {
+        const pl_step *s = pl_steps_at(l, i);
+        if (pl_step_type_of(s) == PL_STEP_SIDE_EFFECT)
+            n = at(at(pl_step_payload(s), "value"), "attempts")->valueint;
+    }
+    pl_steps_free(l);
+    return n;
+}
+
+Test(llm_openai, rate_limited_with_retry_after_then_success)
+{
+    serve(script(2,
+                 raw("{\"status\": 429, \"headers\": {\"Retry-After\": \"1\"},"
+                     " \"body\": {\"error\": {\"message\": \"slow down\"}}}"),
+                 answer("ok after waiting", NULL, NULL, NULL)));
+    pl_registry *reg;
+    pl_llm_options o = opts();
+    pl_engine *e = engine_for(&reg, &o);
+    pl_outcome *out = t_agent(e, "hi", "[]", "r429");
+    cr_assert_eq(out->status, PL_RUN_COMPLETED);
+    expect_str(t_str(t_result(out), "text"), "ok after waiting");
+    cr_expect_eq(t_server_requests(&g_srv), 2);
+    cr_expect_eq(attempts_of_first_exchange(e, "r429"), 2);
+    pl_outcome_free(out);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+Test(llm_openai, server_error_then_success)
+{
+    serve(script(2, raw("{\"status\": 500, \"body\": {\"error\": \"boom\"}}"),
+                 answer("recovered", NULL, NULL, NULL)));
+    pl_registry *reg;
+    pl_llm_options o = opts();
+    pl_engine *e = engine_for(&reg, &o);
+    pl_outcome *out = t_agent(e, "hi", "[]", "r500");
+    expect_str(t_str(t_result(out), "text"), "recovered");
+    cr_expect_eq(attempts_of_first_exchange(e, "r500"), 2);
+    pl_outcome_free(out);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+Test(llm_openai, retries_are_bounded_by_attempts)
+{
+    serve(script(3, raw("{\"status\": 503, \"body\": {}}"),
+                 raw("{\"status\": 502, \"body\": {}}"),
+                 raw("{\"status\": 500, \"body\": {}}")));
+    pl_registry *reg;
+    pl_llm_options o = opts();
+    o.max_attempts = 3;
+    pl_engine *e = engine_for(&reg, &o);
+    pl_outcome *out = t_agent(e, "hi", "[]", "rmax");
+    expect_error(out, PL_ERR_RETRYABLE_SERVER, "HTTP 500");
+    cr_expect_eq(t_server_requests(&g_srv), 3);
+    pl_outcome_free(out);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+Test(llm_openai, a_hanging_response_times_out)
+{
+    serve(script(2, raw("{\"hang\": 5}"), raw("{\"hang\": 5}")));
+    pl_registry *reg;
+    pl_llm_options o = opts();
+    o.timeout_ms = 300;
+    o.max_attempts = 2;
+    pl_engine *e = engine_for(&reg, &o);
+    pl_outcome *out = t_agent(e, "hi", "[]", "hang");
+    expect_error(out, PL_ERR_TIMEOUT, "transport error");
+    cr_expect_eq(t_server_requests(&g_srv), 2);
+    pl_outcome_free(out);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+Test(llm_openai, a_dropped_connection_is_retried)
+{
+    serve(script(2, raw("{\"drop\": true}"),
+                 answer("second try", NULL, NULL, NULL)));
+    pl_registry *reg;
+    pl_llm_options o = opts();
+    pl_engine *e = engine_for(&reg, &o);
+    pl_outcome *out = t_agent(e, "hi", "[]", "drop");
+    expect_str(t_str(t_result(out), "text"), "second try");
+    cr_expect_eq(t_server_requests(&g_srv), 2);
+    pl_outcome_free(out);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+Test(llm_openai, nothing_listening_fails_after_the_attempts)
+{
+    serve(script(0));
+    int port = g_srv.port;
+    t_server_stop(&g_srv);
+    char base[64];
+    snprintf(base, sizeof base, "http://127.0.0.1:%d/v1", port);
+    pl_registry *reg;
+    pl_llm_options o = opts();
+    o.base_url = base;
+    o.max_attempts = 2;
+    pl_engine *e = engine_for(&reg, &o);
+    pl_outcome *out = t_agent(e, "hi", "[]", "refused");
+    expect_error(out, PL_ERR_RETRYABLE_SERVER, "transport error");
+    pl_outcome_free(out);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+Test(llm_openai, malformed_json_body_is_an_error_result)
+{
+    serve(script(1, raw("{\"raw\": \"{not json at all\"}")));
+    pl_registry *reg;
+    pl_llm_options o = opts();
+    pl_engine *e = engine_for(&reg, &o);
+    pl_outcome *out = t_agent(e, "hi", "[]", "badjson");
+    expect_error(out, PL_ERR_INVALID_INPUT, "not JSON");
+    cr_expect_eq(t_server_requests(&g_srv), 1);
+    pl_outcome_free(out);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+Test(llm_openai, a_body_without_choices_is_an_error_result)
+{
+    serve(script(1, raw("{\"body\": {\"id\": \"x\"}}")));
+    pl_registry *reg;
+    pl_llm_options o = opts();
+    pl_engine *e = engine_for(&reg, &o);
+    pl_outcome *out = t_agent(e, "hi", "[]", "shape");
+    expect_error(out, PL_ERR_INVALID_INPUT, "choices[0].message");
+    pl_outcome_free(out);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+Test(llm_openai, an_oversized_body_is_refused)
+{
+    serve(script(1, raw("{\"size\": 200000}")));
+    pl_registry *reg;
+    pl_llm_options o = opts();
+    o.max_response_bytes = 4096;
+    pl_engine *e = engine_for(&reg, &o);
+    pl_outcome *out = t_agent(e, "hi", "[]", "big");
+    expect_error(out, PL_ERR_INVALID_INPUT, "max_response_bytes");
+    cr_expect_eq(t_server_requests(&g_srv), 1, "not retried");
+    pl_outcome_free(out);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+static void expect_status_maps(int status, const char *code)
+{
+    char r[160];
+    snprintf(r, sizeof r,
+             "{\"status\": %d, \"body\": {\"error\": {\"message\": "
+             "\"status %d\"}}}",
+             status, status);
+    serve(script(1, raw(r)));
+    pl_registry *reg;
+    pl_llm_options o = opts();
+    pl_engine *e = engine_for(&reg, &o);
+    pl_outcome *out = t_agent(e, "hi", "[]", "st");
+    char want[32];
+    snprintf(want, sizeof want, "HTTP %d", status);
+    expect_error(out, code, want);
+    cr_expect_eq(t_server_requests(&g_srv), 1, "a 4xx is not retried");
+    pl_outcome_free(out);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+Test(llm_openai, forbidden_maps_without_retry)
+{
+    expect_status_maps(403, PL_ERR_FORBIDDEN);
+}
+Test(llm_openai, not_found_maps_without_retry)
+{
+    expect_status_maps(404, PL_ERR_NOT_FOUND);
+}
+Test(llm_openai, bad_request_maps_without_retry)
+{
+    expect_status_maps(400, PL_ERR_INVALID_INPUT);
+}
+
+static bool contains(const char *hay, size_t n, const char *needle)
+{
+    size_t k = strlen(needle);
+    for (size_t i = 0; k && i + k <= n; i++)
+        if (memcmp(hay + i, needle, k) == 0)
+            return true;
+    return false;
+}
+
+/* Every file under @p dir holds no @p needle. */
+static void expect_not_in_files(const char *dir, const char *needle)
+{
+    DIR *d = opendir(dir);
+    cr_assert_not_null(d);
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        if (de->d_name[0] == '.')
+            continue;
+        char p[8192];
+        snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
+        size_t n = 0;
+        char *t = t_read_file(p, &n);
+        if (!t)
+            continue;
+        cr_expect(!contains(t, n, needle), "the key is in %s", p);
+        free(t);
+    }
+    closedir(d);
+}
+
+static char g_events[1 << 16];
+static size_t g_events_len;
+
+static void on_event(const pl_event *ev, void *user)
+{
+    (void)user;
+    int n = snprintf(g_events + g_events_len, sizeof g_events - g_events_len,
+                     "%s %s %s\n", pl_event_kind_name(ev->kind),
+                     ev->policy ? ev->policy : "",
+                     ev->detail ? ev->detail : "");
+    if (n > 0 && g_events_len + (size_t)n < sizeof g_events)
+        g_events_len += (size_t)n;
+}
+
+Test(llm_openai, unauthorized_and_the_key_goes_nowhere)
+{
+    const char *key = "sk-planted-SECRET-7f3a9c1e5b";
+    /* the server echoes the key in its error, as some providers do */
+    char r[300];
+    snprintf(r, sizeof r,
+             "{\"status\": 401, \"body\": {\"error\": {\"message\": "
+             "\"Incorrect API key provided: %s\"}}}",
+             key);
+    setenv("PL_TEST_EXPECT_KEY", key, 1);
+    serve(script(1, raw(r)));
+    setenv("MY_LLM_KEY", key, 1);
+    pl_llm_options o = opts();
+    o.api_key_env = "MY_LLM_KEY";
+    pl_registry *reg = t_llm_registry("openai://m", &o);
+    const char *store = t_store_path();
+    pl_engine_options eo = PL_ENGINE_OPTIONS_INIT;
+    eo.on_event = on_event;
+    pl_engine *e = NULL;
+    cr_assert_eq(pl_engine_open(&e, store, reg, &eo), PL_OK);
+    pl_outcome *out = t_agent(e, "hi", "[]", "auth");
+    expect_error(out, PL_ERR_UNAUTHORIZED, "[redacted]");
+    cJSON *log = t_server_log(&g_srv);
+    cr_expect(cJSON_IsTrue(at(cJSON_GetArrayItem(log, 0), "auth_matches")),
+              "the key was sent");
+    cJSON_Delete(log);
+    char *res = t_text(t_result(out));
+    cr_expect(!strstr(res, key), "the key is in the result: %s", res);
+    free(res);
+    cr_expect(!strstr(pl_errmsg(), key));
+    cr_expect(!contains(g_events, g_events_len, key), "the key is in an event");
+    pl_outcome_free(out);
+    pl_engine_close(e);
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s", store);
+    *strrchr(dir, '/') = '\0';
+    expect_not_in_files(dir, key);
+    pl_registry_free(reg);
+}
+
+Test(llm_openai, no_key_for_the_default_server_fails_the_run_clearly)
+{
+    unsetenv("OPENAI_API_KEY");
+    unsetenv("OPENAI_BASE_URL");
+    pl_llm_options o = PL_LLM_OPTIONS_INIT;
+    pl_registry *reg;
+    pl_engine *e = engine_for(&reg, &o);
+    cJSON *p = t_json("{\"text\": \"hi\", \"actions\": []}");
+    pl_action a = {PL_ACTION_VERSION, "agent", p, NULL, 0, NULL};
+    pl_outcome *out = NULL;
+    cr_assert_eq(pl_run_start(&out, e, &a, NULL), PL_OK);
+    cr_expect_eq(out->status, PL_RUN_FAILED);
+    expect_has(out->reason, "OPENAI_API_KEY");
+    pl_outcome_free(out);
+    cJSON_Delete(p);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Malformed answers                                                        */
+/* ------------------------------------------------------------------------ */
+
+Test(llm_openai, unknown_tool_fails_fast)
+{
+    serve(script(1, answer(NULL, "c9", "rm_rf", "{}")));
+    pl_registry *reg;
+    pl_llm_options o = opts();
+    pl_engine *e = engine_for(&reg, &o);
+    pl_outcome *out = t_agent(e, "hi", "[\"add\"]", "unk");
+    expect_error(out, PL_LLM_ERR_INVALID_MODEL_ACTION, "'rm_rf'");
+    cr_expect_eq(t_calls.add, 0);
+    cr_expect_eq(t_server_requests(&g_srv), 1);
+    pl_outcome_free(out);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+Test(llm_openai, arguments_not_json_fail_fast)
+{
+    serve(script(1, answer(NULL, "c1", "add", "{\"a\": 1,")));
+    pl_registry *reg;
+    pl_llm_options o = opts();
+    pl_engine *e = engine_for(&reg, &o);
+    pl_outcome *out = t_agent(e, "hi", "[\"add\"]", "args");
+    expect_error(out, PL_LLM_ERR_INVALID_MODEL_ACTION, "not JSON");
+    expect_has(t_str(t_result(out), "message"), "{\"a\": 1,");
+    pl_outcome_free(out);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+Test(llm_openai, arguments_not_an_object_fail_fast)
+{
+    serve(script(1, answer(NULL, "c1", "add", "[1, 2]")));
+    pl_registry *reg;
+    pl_llm_options o = opts();
+    pl_engine *e = engine_for(&reg, &o);
+    pl_outcome *out = t_agent(e, "hi", "[\"add\"]", "shape");
+    expect_error(out, PL_LLM_ERR_INVALID_MODEL_ACTION, "not a JSON object");
+    pl_outcome_free(out);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+Test(llm_openai, reprompt_recovers_and_is_recorded)
+{
+    serve(script(3, answer(NULL, "c1", "add", "oops"),
+                 answer(NULL, "c2", "add", "{\"a\":2,\"b\":2}"),
+                 answer("4", NULL, NULL, NULL)));
+    pl_registry *reg;
+    pl_llm_options o = opts();
+    o.malformed = PL_LLM_MALFORMED_REPROMPT;
+    o.reprompt_limit = 1;
+    pl_engine *e = engine_for(&reg, &o);
+    pl_outcome *out = t_agent(e, "2+2?", "[\"add\"]", "rp");
+    cr_assert_eq(out->status, PL_RUN_COMPLETED);
+    expect_str(t_str(t_result(out), "text"), "4");
+    cr_expect_eq(t_calls.add, 1);
+    cJSON *log = t_server_log(&g_srv);
+    cr_assert_eq(cJSON_GetArraySize(log), 3);
+    /* the re-prompt: the user's message names the fault and the catalog */
+    const cJSON *msgs = at(req(log, 1), "messages");
+    const cJSON *last = cJSON_GetArrayItem(msgs, cJSON_GetArraySize(msgs) - 1);
+    expect_str(t_str(last, "role"), "user");
+    expect_has(t_str(last, "content"), "not JSON");
+    expect_has(t_str(last, "content"), "- add");
+    cJSON_Delete(log);
+    pl_llm_tokens tok;
+    cr_assert_eq(pl_llm_run_tokens(&tok, e, "rp"), PL_OK);
+    cr_expect_eq(tok.exchanges, 3);
+    pl_outcome_free(out);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+Test(llm_openai, reprompts_are_bounded)
+{
+    serve(script(4, answer(NULL, "c1", "nope", "{}"),
+                 answer(NULL, "c2", "nope", "{}"),
+                 answer(NULL, "c3", "nope", "{}"),
+                 answer(NULL, "c4", "nope", "{}")));
+    pl_registry *reg;
+    pl_llm_options o = opts();
+    o.malformed = PL_LLM_MALFORMED_REPROMPT;
+    o.reprompt_limit = 2;
+    pl_engine *e = engine_for(&reg, &o);
+    pl_outcome *out = t_agent(e, "hi", "[\"add\"]", "rpmax");
+    expect_error(out, PL_LLM_ERR_INVALID_MODEL_ACTION, "'nope'");
+    cr_expect_eq(t_server_requests(&g_srv), 3, "1 call + 2 re-prompts");
+    pl_outcome_free(out);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+Test(llm_openai, output_schema_goes_to_the_server_and_is_checked)
+{
+    serve(script(1, answer("{\"city\": \"Oslo\"}", NULL, NULL, NULL)));
+    pl_registry *reg;
+    pl_llm_options o = opts();
+    o.output_schema = "{\"type\":\"object\",\"required\":[\"city\",\"temp\"]}";
+    pl_engine *e = engine_for(&reg, &o);
+    pl_outcome *out = t_agent(e, "weather?", "[]", "schema");
+    expect_error(out, PL_LLM_ERR_INVALID_MODEL_ACTION,
+                 "at the top (required): the required property \"temp\"");
+    cJSON *log = t_server_log(&g_srv);
+    const cJSON *rf = at(req(log, 0), "response_format");
+    expect_str(t_str(rf, "type"), "json_schema");
+    expect_str(t_str(at(at(rf, "json_schema"), "schema"), "type"), "object");
+    cJSON_Delete(log);
+    pl_outcome_free(out);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Registration                                                             */
+/* ------------------------------------------------------------------------ */
+
+Test(llm_openai, bad_model_urls_are_clear_errors)
+{
+    const char *bad[][2] = {
+        {"gpt-4o", "SCHEME://"},
+        {"foo://bar", "unknown scheme 'foo'"},
+        {"openai://", "openai://MODEL"},
+        {"openai://a/b", "openai://MODEL"},
+        {"openai+http://127.0.0.1:8080/v1", "no #MODEL"},
+        {"openai+http://#m", "no host"},
+        {"openai+http://127.0.0.1/v1#", "no #MODEL"},
+        {"scripted://", "no script path"},
+        {"://x", "SCHEME://"},
+    };
+    pl_registry *reg;
+    cr_assert_eq(pl_registry_new(&reg), PL_OK);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        cr_expect_eq(pl_llm_register(reg, "m", bad[i][0], NULL, NULL),
+                     PL_EINVAL, "%s", bad[i][0]);
+        expect_has(pl_errmsg(), bad[i][1]);
+    }
+    cr_expect_eq(pl_registry_count(reg), 0);
+    pl_llm_options o = PL_LLM_OPTIONS_INIT;
+    o.version = 99;
+    cr_expect_eq(pl_llm_register(reg, "m", "openai://x", NULL, &o), PL_EINVAL);
+    o = (pl_llm_options)PL_LLM_OPTIONS_INIT;
+    o.output_schema = "[1]";
+    cr_expect_eq(pl_llm_register(reg, "m", "openai://x", NULL, &o), PL_EINVAL);
+    o.output_schema = "{\"type\": 5}";
+    cr_expect_eq(pl_llm_register(reg, "m", "openai://x", NULL, &o), PL_EINVAL);
+    expect_has(pl_errmsg(), "output_schema");
+    o.output_schema = NULL;
+    o.base_url = "ftp://x";
+    cr_expect_eq(pl_llm_register(reg, "m", "openai://x", NULL, &o), PL_EINVAL);
+    cr_expect_eq(pl_llm_register(NULL, "m", "openai://x", NULL, NULL),
+                 PL_EINVAL);
+    cr_expect_eq(pl_llm_register(reg, "m", "openai+http://h:1/v1#x", NULL,
+                                 NULL),
+                 PL_OK, "%s", pl_errmsg());
+    cr_expect_eq(pl_llm_register(reg, "m", "openai://x", NULL, NULL),
+                 PL_EEXIST);
+    cr_expect_eq(pl_registry_count(reg), 1);
+    pl_registry_free(reg);
+}
+
+Test(llm_openai, structured_answer_is_parsed_when_it_fits)
+{
+    serve(script(1, answer("{\"city\": \"Oslo\", \"temp\": 4}", NULL, NULL,
+                           NULL)));
+    pl_registry *reg;
+    pl_llm_options o = opts();
+    o.output_schema = "{\"type\":\"object\",\"required\":[\"city\",\"temp\"]}";
+    pl_engine *e = engine_for(&reg, &o);
+    pl_outcome *out = t_agent(e, "weather?", "[]", "schema-ok");
+    cr_assert_eq(out->status, PL_RUN_COMPLETED);
+    const cJSON *json = at(t_result(out), "json");
+    expect_str(t_str(json, "city"), "Oslo");
+    cr_expect_eq(at(json, "temp")->valuedouble, 4);
+    pl_outcome_free(out);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+Test(llm_openai, with_tools_the_structured_answer_comes_by_submit)
+{
+    serve(script(2, answer(NULL, "c1", "add", "{\"a\":20,\"b\":1}"),
+                 answer(NULL, "c2", "submit", "{\"total\":21}")));
+    pl_registry *reg;
+    pl_llm_options o = opts();
+    o.output_schema = "{\"type\":\"object\",\"properties\":{\"total\":"
+                      "{\"type\":\"number\"}},\"required\":[\"total\"]}";
+    pl_engine *e = engine_for(&reg, &o);
+    pl_outcome *out = t_agent(e, "20+1?", "[\"add\"]", "submit");
+    cr_assert_eq(out->status, PL_RUN_COMPLETED);
+    cr_expect_eq(at(at(t_result(out), "json"), "total")->valuedouble, 21);
+    cr_expect_eq(t_calls.add, 1);
+    cJSON *log = t_server_log(&g_srv);
+    const cJSON *tools = at(req(log, 0), "tools");
+    cr_assert_eq(cJSON_GetArraySize(tools), 2);
+    const cJSON *f = at(cJSON_GetArrayItem(tools, 1), "function");
+    expect_str(t_str(f, "name"), "submit");
+    const cJSON *r0 = cJSON_GetArrayItem(at(at(f, "parameters"), "required"),
+                                         0);
+    expect_str(cJSON_IsString(r0) ? r0->valuestring : NULL, "total");
+    cr_expect_null(at(req(log, 0), "response_format"),
+                   "with tools the schema goes by submit");
+    cJSON_Delete(log);
+    pl_outcome_free(out);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+Test(llm_openai, a_retry_after_past_the_time_budget_is_not_waited_for)
+{
+    serve(script(2,
+                 raw("{\"status\": 429, \"headers\": {\"Retry-After\": "
+                     "\"3600\"}, \"body\": {\"error\": {\"message\": "
+                     "\"come back in an hour\"}}}"),
+                 answer("too late", NULL, NULL, NULL)));
+    pl_registry *reg;
+    pl_llm_options o = opts();
+    o.total_timeout_ms = 3000;
+    pl_engine *e = engine_for(&reg, &o);
+    pl_outcome *out = t_agent(e, "hi", "[]", "ra");
+    expect_error(out, PL_ERR_RATE_LIMITED, "come back in an hour");
+    cr_expect_eq(t_server_requests(&g_srv), 1);
+    pl_outcome_free(out);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}

@@ -1,0 +1,282 @@
+/*
+ * test_llm_providers.c -- the Anthropic (messages, tool use) and Ollama
+ * (/api/chat) protocols against the loopback server: request bodies field
+ * by field, tool-call round trips with their ids, token usage.
+ */
+#include "llm_support.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const cJSON *at(const cJSON *o, const char *key)
+{
+    return cJSON_GetObjectItemCaseSensitive(o, key);
+}
+
+static const cJSON *item(const cJSON *a, int i)
+{
+    const cJSON *v = cJSON_GetArrayItem(a, i);
+    cr_assert_not_null(v, "no item %d", i);
+    return v;
+}
+
+static void expect_str(const char *got, const char *want)
+{
+    cr_expect(got && strcmp(got, want) == 0, "expected \"%s\", got \"%s\"",
+              want, got ? got : "(null)");
+}
+
+static const cJSON *body_of(const cJSON *log, int i)
+{
+    const cJSON *b = at(item(log, i), "body");
+    cr_assert(cJSON_IsObject(b), "request %d's body is not an object", i);
+    return b;
+}
+
+static pl_llm_options quick(const char *base)
+{
+    pl_llm_options o = PL_LLM_OPTIONS_INIT;
+    o.base_url = base;
+    o.timeout_ms = 2000;
+    o.backoff_base_ms = 10;
+    o.backoff_max_ms = 50;
+    return o;
+}
+
+Test(llm_providers, anthropic_tool_use_round_trip)
+{
+    const char *key = "sk-ant-test-42424242";
+    setenv("PL_TEST_EXPECT_KEY", key, 1);
+    setenv("ANTHROPIC_API_KEY", key, 1);
+    t_server srv;
+    t_server_start(
+        &srv, "{\"responses\": ["
+              "{\"body\": {\"type\": \"message\", \"role\": \"assistant\", "
+              "\"content\": [{\"type\": \"text\", \"text\": \"Noting.\"}, "
+              "{\"type\": \"tool_use\", \"id\": \"toolu_01\", \"name\": "
+              "\"effect\", \"input\": {\"note\": \"x\"}}], \"usage\": "
+              "{\"input_tokens\": 30, \"output_tokens\": 8}}},"
+              "{\"body\": {\"content\": [{\"type\": \"text\", \"text\": "
+              "\"Noted.\"}], \"usage\": {\"input_tokens\": 50, "
+              "\"output_tokens\": 2}}}]}");
+    char base[80];
+    snprintf(base, sizeof base, "http://127.0.0.1:%d/v1", srv.port);
+    pl_llm_options o = quick(base);
+    o.temperature = 0;
+    pl_registry *reg = t_llm_registry("anthropic://claude-test", &o);
+    pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
+    pl_outcome *out = t_agent(e, "note x", "[\"effect\"]", "an");
+    cr_assert_eq(out->status, PL_RUN_COMPLETED, "%s",
+                 out->reason ? out->reason : "");
+    expect_str(t_str(t_result(out), "text"), "Noted.");
+
+    cJSON *log = t_server_log(&srv);
+    cr_assert_eq(cJSON_GetArraySize(log), 2);
+    expect_str(t_str(item(log, 0), "path"), "/v1/messages");
+    cr_expect(cJSON_IsTrue(at(item(log, 0), "x_api_key_matches")));
+    expect_str(t_str(item(log, 0), "auth"), "none");
+    expect_str(t_str(item(log, 0), "anthropic_version"), "2023-06-01");
+    const cJSON *b = body_of(log, 0);
+    expect_str(t_str(b, "model"), "claude-test");
+    expect_str(t_str(b, "system"), "You are terse.");
+    cr_expect_eq(at(b, "max_tokens")->valueint, 1024);
+    cr_expect_eq(at(b, "temperature")->valuedouble, 0);
+    const cJSON *msgs = at(b, "messages");
+    cr_assert_eq(cJSON_GetArraySize(msgs), 1);
+    expect_str(t_str(item(msgs, 0), "role"), "user");
+    expect_str(t_str(item(msgs, 0), "content"), "note x");
+    const cJSON *tool = item(at(b, "tools"), 0);
+    expect_str(t_str(tool, "name"), "effect");
+    expect_str(t_str(tool, "description"), "Record a note.");
+    const cJSON *req0 = item(at(at(tool, "input_schema"), "required"), 0);
+    expect_str(cJSON_IsString(req0) ? req0->valuestring : NULL, "note");
+    b = body_of(log, 1);
+    msgs = at(b, "messages");
+    cr_assert_eq(cJSON_GetArraySize(msgs), 3);
+    const cJSON *asst = item(msgs, 1);
+    expect_str(t_str(asst, "role"), "assistant");
+    expect_str(t_str(item(at(asst, "content"), 0), "type"), "text");
+    expect_str(t_str(item(at(asst, "content"), 0), "text"), "Noting.");
+    const cJSON *use = item(at(asst, "content"), 1);
+    expect_str(t_str(use, "type"), "tool_use");
+    expect_str(t_str(use, "id"), "toolu_01");
+    expect_str(t_str(use, "name"), "effect");
+    expect_str(t_str(at(use, "input"), "note"), "x");
+    const cJSON *user = item(msgs, 2);
+    expect_str(t_str(user, "role"), "user");
+    const cJSON *res = item(at(user, "content"), 0);
+    expect_str(t_str(res, "type"), "tool_result");
+    expect_str(t_str(res, "tool_use_id"), "toolu_01");
+    cJSON *content = cJSON_Parse(t_str(res, "content"));
+    cr_expect(cJSON_IsTrue(at(content, "ok")));
+    cJSON_Delete(content);
+    cJSON_Delete(log);
+
+    pl_llm_tokens tok;
+    cr_assert_eq(pl_llm_run_tokens(&tok, e, "an"), PL_OK);
+    cr_expect_eq(tok.input, 80);
+    cr_expect_eq(tok.output, 10);
+    pl_outcome_free(out);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+    t_server_stop(&srv);
+}
+
+Test(llm_providers, ollama_chat_round_trip)
+{
+    t_server srv;
+    t_server_start(
+        &srv,
+        "{\"responses\": ["
+        "{\"body\": {\"model\": \"qwen3:8b\", \"message\": {\"role\": "
+        "\"assistant\", \"content\": \"\", \"tool_calls\": [{\"function\": "
+        "{\"name\": \"add\", \"arguments\": {\"a\": 4, \"b\": 5}}}]}, "
+        "\"done\": true, \"prompt_eval_count\": 17, \"eval_count\": 6}},"
+        "{\"body\": {\"message\": {\"role\": \"assistant\", \"content\": "
+        "\"9\"}, \"done\": true, \"prompt_eval_count\": 25, "
+        "\"eval_count\": 1}}]}");
+    char url[80];
+    snprintf(url, sizeof url, "ollama://127.0.0.1:%d/qwen3:8b", srv.port);
+    pl_llm_options o = quick(NULL);
+    o.max_tokens = 64;
+    pl_registry *reg = t_llm_registry(url, &o);
+    pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
+    pl_outcome *out = t_agent(e, "4+5?", "[\"add\"]", "ol");
+    cr_assert_eq(out->status, PL_RUN_COMPLETED, "%s",
+                 out->reason ? out->reason : "");
+    expect_str(t_str(t_result(out), "text"), "9");
+    cr_expect_eq(t_calls.add, 1);
+
+    cJSON *log = t_server_log(&srv);
+    cr_assert_eq(cJSON_GetArraySize(log), 2);
+    expect_str(t_str(item(log, 0), "path"), "/api/chat");
+    const cJSON *b = body_of(log, 0);
+    expect_str(t_str(b, "model"), "qwen3:8b");
+    cr_expect(cJSON_IsFalse(at(b, "stream")));
+    cr_expect_eq(at(at(b, "options"), "num_predict")->valueint, 64);
+    expect_str(t_str(at(item(at(b, "tools"), 0), "function"), "name"), "add");
+    b = body_of(log, 1);
+    const cJSON *msgs = at(b, "messages");
+    cr_assert_eq(cJSON_GetArraySize(msgs), 4);
+    const cJSON *fn = at(item(at(item(msgs, 2), "tool_calls"), 0), "function");
+    expect_str(t_str(fn, "name"), "add");
+    cr_expect(cJSON_IsObject(at(fn, "arguments")), "arguments as an object");
+    cr_expect_eq(at(at(fn, "arguments"), "b")->valuedouble, 5);
+    const cJSON *tool = item(msgs, 3);
+    expect_str(t_str(tool, "role"), "tool");
+    expect_str(t_str(tool, "tool_name"), "add");
+    cJSON *content = cJSON_Parse(t_str(tool, "content"));
+    cr_expect_eq(at(content, "sum")->valuedouble, 9);
+    cJSON_Delete(content);
+    /* Ollama sends no call id: one is made, and the result binds to it */
+    expect_str(t_str(item(at(item(msgs, 2), "tool_calls"), 0), "id"),
+               t_str(tool, "tool_call_id"));
+    cJSON_Delete(log);
+
+    pl_llm_tokens tok;
+    cr_assert_eq(pl_llm_run_tokens(&tok, e, "ol"), PL_OK);
+    cr_expect_eq(tok.input, 42);
+    cr_expect_eq(tok.output, 7);
+    pl_outcome_free(out);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+    t_server_stop(&srv);
+}
+
+Test(llm_providers, anthropic_and_ollama_urls)
+{
+    pl_registry *reg;
+    cr_assert_eq(pl_registry_new(&reg), PL_OK);
+    const char *bad[] = {"anthropic://",    "anthropic://a/b",  "ollama://",
+                         "ollama://host:1", "ollama://host:1/", "ollama:///m",
+                         "ollama://:1/m"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        cr_expect_eq(pl_llm_register(reg, "m", bad[i], NULL, NULL), PL_EINVAL,
+                     "%s", bad[i]);
+        cr_expect(strstr(pl_errmsg(), bad[i][0] == 'a' ? "anthropic://MODEL"
+                                                       : "ollama://HOST:PORT"),
+                  "%s: %s", bad[i], pl_errmsg());
+    }
+    cr_expect_eq(pl_llm_register(reg, "a", "anthropic://claude-x", NULL, NULL),
+                 PL_OK, "%s", pl_errmsg());
+    cr_expect_eq(pl_llm_register(reg, "o", "ollama://localhost:11434/qwen3:8b",
+                                 NULL, NULL),
+                 PL_OK, "%s", pl_errmsg());
+    pl_registry_free(reg);
+}
+
+Test(llm_providers, gemini_function_calling_round_trip)
+{
+    const char *key = "gm-test-key-31337";
+    setenv("PL_TEST_EXPECT_KEY", key, 1);
+    setenv("GEMINI_API_KEY", key, 1);
+    t_server srv;
+    t_server_start(
+        &srv,
+        "{\"responses\": ["
+        "{\"body\": {\"candidates\": [{\"content\": {\"role\": \"model\", "
+        "\"parts\": [{\"functionCall\": {\"name\": \"add\", \"args\": "
+        "{\"a\": 1, \"b\": 1}}}]}}], \"usageMetadata\": "
+        "{\"promptTokenCount\": 12, \"candidatesTokenCount\": 3}}},"
+        "{\"body\": {\"candidates\": [{\"content\": {\"role\": \"model\", "
+        "\"parts\": [{\"text\": \"Two.\"}]}}], \"usageMetadata\": "
+        "{\"promptTokenCount\": 20, \"candidatesTokenCount\": 1}}}]}");
+    char base[80];
+    snprintf(base, sizeof base, "http://127.0.0.1:%d/v1beta", srv.port);
+    pl_llm_options o = quick(base);
+    o.max_tokens = 99;
+    pl_registry *reg = t_llm_registry("gemini://gemini-test", &o);
+    pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
+    pl_outcome *out = t_agent(e, "1+1?", "[\"add\"]", "gm");
+    cr_assert_eq(out->status, PL_RUN_COMPLETED, "%s",
+                 out->reason ? out->reason : "");
+    expect_str(t_str(t_result(out), "text"), "Two.");
+
+    cJSON *log = t_server_log(&srv);
+    cr_assert_eq(cJSON_GetArraySize(log), 2);
+    expect_str(t_str(item(log, 0), "path"),
+               "/v1beta/models/gemini-test:generateContent");
+    expect_str(t_str(item(log, 0), "auth"), "none");
+    const cJSON *b = body_of(log, 0);
+    expect_str(t_str(item(at(at(b, "systemInstruction"), "parts"), 0), "text"),
+               "You are terse.");
+    expect_str(t_str(item(at(b, "contents"), 0), "role"), "user");
+    expect_str(t_str(item(at(item(at(b, "contents"), 0), "parts"), 0), "text"),
+               "1+1?");
+    const cJSON *decl = item(at(item(at(b, "tools"), 0),
+                                "functionDeclarations"),
+                             0);
+    expect_str(t_str(decl, "name"), "add");
+    expect_str(t_str(at(decl, "parameters"), "type"), "object");
+    cr_expect_eq(at(at(b, "generationConfig"), "maxOutputTokens")->valueint,
+                 99);
+    b = body_of(log, 1);
+    const cJSON *contents = at(b, "contents");
+    cr_assert_eq(cJSON_GetArraySize(contents), 3);
+    const cJSON *call = at(item(at(item(contents, 1), "parts"), 0),
+                           "functionCall");
+    expect_str(t_str(item(contents, 1), "role"), "model");
+    expect_str(t_str(call, "name"), "add");
+    cr_expect_eq(at(at(call, "args"), "a")->valuedouble, 1);
+    const cJSON *resp = at(item(at(item(contents, 2), "parts"), 0),
+                           "functionResponse");
+    expect_str(t_str(item(contents, 2), "role"), "user");
+    expect_str(t_str(resp, "name"), "add");
+    cr_expect_eq(at(at(resp, "response"), "sum")->valuedouble, 2);
+    cJSON_Delete(log);
+
+    pl_llm_tokens tok;
+    cr_assert_eq(pl_llm_run_tokens(&tok, e, "gm"), PL_OK);
+    cr_expect_eq(tok.input, 32);
+    cr_expect_eq(tok.output, 4);
+    pl_outcome_free(out);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+    t_server_stop(&srv);
+    cr_assert_eq(pl_registry_new(&reg), PL_OK);
+    cr_expect_eq(pl_llm_register(reg, "g", "gemini://a:b", NULL, NULL),
+                 PL_EINVAL);
+    cr_expect(strstr(pl_errmsg(), "gemini://MODEL"));
+    pl_registry_free(reg);
+}

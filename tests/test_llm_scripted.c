@@ -1,0 +1,519 @@
+/*
+ * test_llm_scripted.c -- the scripted model (scripted://PATH), a human's
+ * approval inside an agent, and crash recovery: a child process runs an
+ * agent and kill -9s itself at a step boundary; continuing the run repeats
+ * no model request but the one in flight, and no tool side effect but the
+ * one in flight (against the scripted model and the loopback server).
+ */
+#include "llm_support.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static const char *SCRIPT =
+    "{\"responses\": ["
+    " {\"text\": \"Noting.\", \"tool_calls\": [{\"id\": \"n1\", \"name\": "
+    "\"effect\", \"arguments\": {\"note\": \"first\"}}],"
+    "  \"usage\": {\"input\": 11, \"output\": 3}},"
+    " {\"tool_calls\": [{\"id\": \"n2\", \"name\": \"effect\", "
+    "\"arguments\": {\"note\": \"second\"}}, {\"name\": \"add\", "
+    "\"arguments\": \"{\\\"a\\\": 2, \\\"b\\\": 5}\"}],"
+    "  \"usage\": {\"input\": 30, \"output\": 9}},"
+    " {\"text\": \"Done: 7.\", \"usage\": {\"input\": 50, \"output\": 4}}"
+    "]}";
+
+static char g_url[4300];
+static const char *g_script;
+
+static pl_registry *scripted_registry(const char *script_text)
+{
+    g_script = t_write_file("script.json", script_text);
+    snprintf(g_url, sizeof g_url, "scripted://%s", g_script);
+    return t_llm_registry(g_url, NULL);
+}
+
+static uint64_t served(void)
+{
+    uint64_t n = 0;
+    cr_assert_eq(pl_llm_scripted_served(&n, g_script), PL_OK, "%s",
+                 pl_errmsg());
+    return n;
+}
+
+Test(llm_scripted, plays_the_script_and_replays_without_it)
+{
+    pl_registry *reg = scripted_registry(SCRIPT);
+    pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
+    cr_expect_eq(served(), 0);
+    pl_outcome *o = t_agent(e, "note twice", "[\"effect\", \"add\"]", "s1");
+    cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason ? o->reason : "");
+    cr_expect_str_eq(t_str(t_result(o), "text"), "Done: 7.");
+    cr_expect_eq(served(), 3);
+    cr_expect_eq(t_calls.add, 1);
+    pl_llm_tokens tok;
+    cr_assert_eq(pl_llm_run_tokens(&tok, e, "s1"), PL_OK);
+    cr_expect_eq(tok.input, 91);
+    cr_expect_eq(tok.output, 16);
+    cr_expect_eq(tok.exchanges, 3);
+
+    /* the second answer's call without an id got one, and kept it */
+    pl_steps *l = NULL;
+    cr_assert_eq(pl_run_ledger(&l, e, "s1", "0.0"), PL_OK);
+    int calls = 0;
+    for (size_t i = 0; i < pl_steps_count(l); i++) {
+        const pl_step *s = pl_steps_at(l, i);
+        if (pl_step_type_of(s) != PL_STEP_ACTION_CALL)
+            continue;
+        const char *id = t_str(pl_step_payload(s), "call_id");
+        const char *want[] = {"n1", "n2", "call_1_1"};
+        cr_assert_lt(calls, 3);
+        cr_expect_str_eq(id, want[calls]);
+        calls++;
+    }
+    cr_expect_eq(calls, 3);
+    pl_steps_free(l);
+
+    pl_outcome *again = NULL;
+    cr_assert_eq(pl_run_continue(&again, e, "s1", NULL), PL_OK);
+    cr_expect_eq(again->status, PL_RUN_COMPLETED);
+    cr_expect_eq(served(), 3, "replay asks the model nothing");
+    cr_expect_eq(t_calls.add, 1);
+    pl_outcome_free(again);
+    pl_outcome_free(o);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+    cr_expect_eq(pl_llm_run_tokens(&tok, NULL, "s1"), PL_EINVAL);
+    e = t_engine(t_store_path(), reg = scripted_registry(SCRIPT),
+                 PL_DURABILITY_PROCESS);
+    cr_expect_eq(pl_llm_run_tokens(&tok, e, "no-such-run"), PL_ENOTFOUND);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+Test(llm_scripted, a_retryable_fault_plays_the_next_response)
+{
+    pl_registry *reg = scripted_registry(
+        "{\"responses\": [{\"status\": 503}, {\"text\": \"fine\"}, "
+        "{\"status\": 401}]}");
+    pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
+    pl_outcome *o = t_agent(e, "hi", "[]", "f1");
+    cr_expect_str_eq(t_str(t_result(o), "text"), "fine");
+    pl_outcome_free(o);
+    /* a second run starts the script over: its first response again */
+    o = t_agent(e, "hi", "[]", "f2");
+    cr_expect_str_eq(t_str(t_result(o), "text"), "fine");
+    cr_expect_eq(served(), 4);
+    pl_outcome_free(o);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+Test(llm_scripted, faults_and_the_end_of_the_script_are_error_results)
+{
+    pl_registry *reg = scripted_registry(
+        "{\"responses\": [{\"status\": 401}]}");
+    pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
+    pl_outcome *o = t_agent(e, "hi", "[]", "u1");
+    cr_expect_str_eq(t_str(t_result(o), "code"), PL_ERR_UNAUTHORIZED);
+    pl_outcome_free(o);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+
+    reg = scripted_registry(
+        "{\"responses\": [{\"tool_calls\": [{\"name\": "
+        "\"add\", \"arguments\": {\"a\": 1, \"b\": 1}}]}]}");
+    e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
+    o = t_agent(e, "hi", "[\"add\"]", "end");
+    cr_expect_str_eq(t_str(t_result(o), "code"), PL_ERR_INVALID_INPUT);
+    cr_expect(strstr(t_str(t_result(o), "message"), "no response 1"));
+    pl_outcome_free(o);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+Test(llm_scripted, a_bad_script_fails_the_run_clearly)
+{
+    pl_registry *reg = scripted_registry("{\"responses\": 3}");
+    pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
+    cJSON *p = t_json("{\"text\": \"hi\", \"actions\": []}");
+    pl_action a = {PL_ACTION_VERSION, "agent", p, NULL, 0, NULL};
+    pl_outcome *o = NULL;
+    cr_assert_eq(pl_run_start(&o, e, &a, NULL), PL_OK);
+    cr_expect_eq(o->status, PL_RUN_FAILED);
+    cr_expect(o->reason && strstr(o->reason, "\"responses\" array"), "%s",
+              o->reason ? o->reason : "");
+    pl_outcome_free(o);
+    cJSON_Delete(p);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+Test(llm_scripted, a_humans_approval_is_kept_across_the_suspension)
+{
+    pl_registry *reg = scripted_registry(
+        "{\"responses\": ["
+        " {\"tool_calls\": [{\"id\": \"h1\", \"name\": \"ask_human\", "
+        "\"arguments\": {\"question\": \"Ship it?\"}}]},"
+        " {\"text\": \"Shipped, as approved.\"}]}");
+    cr_assert_eq(pl_registry_add_human(reg, "ask_human"), PL_OK);
+    const char *store = t_store_path();
+    pl_engine *e = t_engine(store, reg, PL_DURABILITY_SYNC);
+    pl_outcome *o = t_agent(e, "ship?", "[\"ask_human\"]", "h");
+    cr_assert_eq(o->status, PL_RUN_SUSPENDED);
+    cr_expect_str_eq(t_str(o->prompt, "question"), "Ship it?");
+    char token[256];
+    snprintf(token, sizeof token, "%s", o->resume_token);
+    pl_outcome_free(o);
+    pl_engine_close(e);
+    cr_expect_eq(served(), 1);
+
+    e = t_engine(store, reg, PL_DURABILITY_SYNC);
+    cJSON *ans = t_json("{\"approved\": true}");
+    cr_assert_eq(pl_run_resume(&o, e, "h", token, ans), PL_OK, "%s",
+                 pl_errmsg());
+    cJSON_Delete(ans);
+    cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason ? o->reason : "");
+    cr_expect_str_eq(t_str(t_result(o), "text"), "Shipped, as approved.");
+    cr_expect_eq(served(), 2, "the first model call was not asked again");
+    pl_outcome_free(o);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Crashes                                                                  */
+/* ------------------------------------------------------------------------ */
+
+static int g_kill_at, g_appended;
+
+static void kill_on_append(const pl_event *ev, void *user)
+{
+    (void)user;
+    if (ev->kind == PL_EVENT_STEP_APPENDED && ++g_appended == g_kill_at)
+        kill(getpid(), SIGKILL);
+}
+
+/* Lines of a file, as a JSON array of strings. */
+static cJSON *lines(const char *path)
+{
+    cJSON *arr = cJSON_CreateArray();
+    char *t = t_read_file(path, NULL);
+    char *save = NULL;
+    for (char *l = t ? strtok_r(t, "\n", &save) : NULL; l;
+         l = strtok_r(NULL, "\n", &save))
+        cJSON_AddItemToArray(arr, cJSON_CreateString(l));
+    free(t);
+    return arr;
+}
+
+/* Items [from, to) of @p all are distinct, and of [to, end) too; the two
+ * share at most the last item before @p to: the one in flight at the kill. */
+static void expect_no_repeat_but_in_flight(const cJSON *all, int to,
+                                           const char *what, int k)
+{
+    int n = cJSON_GetArraySize(all);
+    for (int i = 0; i < n; i++)
+        for (int j = i + 1; j < n; j++) {
+            const char *a = cJSON_GetArrayItem(all, i)->valuestring;
+            const char *b = cJSON_GetArrayItem(all, j)->valuestring;
+            if (strcmp(a, b) != 0)
+                continue;
+            cr_expect(i == to - 1 && j >= to,
+                      "kill point %d: %s '%s' repeated (items %d and %d; %d "
+                      "before the kill)",
+                      k, what, a, i, j, to);
+        }
+}
+
+/* Kill a child running the agent at the k-th appended step, for k = 1, 2,
+ * ... until a child finishes; continue each run and check what repeated.
+ * @p model_url NULL: the scripted model. */
+static void crash_matrix(const char *model_url, const t_server *srv)
+{
+    const char *url = model_url ? model_url : g_url;
+    for (int k = 1; k < 200; k++) {
+        const char *dir = t_tmpdir();
+        char store[4300], effects[4300];
+        snprintf(store, sizeof store, "%s/store.db", dir);
+        snprintf(effects, sizeof effects, "%s/effects", dir);
+        snprintf(t_effects_path, sizeof t_effects_path, "%s", effects);
+        if (!model_url) { /* a fresh script, so its count starts at 0 */
+            g_script = t_write_file("script.json", SCRIPT);
+            snprintf(g_url, sizeof g_url, "scripted://%s", g_script);
+        }
+        int logged_before = srv ? t_server_requests(srv) : 0;
+        pid_t pid = fork();
+        cr_assert_neq(pid, -1);
+        if (pid == 0) {
+            pl_registry *reg = t_llm_registry(url, NULL);
+            pl_engine_options eo = PL_ENGINE_OPTIONS_INIT;
+            eo.on_event = kill_on_append;
+            g_kill_at = k;
+            pl_engine *e = NULL;
+            if (pl_engine_open(&e, store, reg, &eo))
+                _exit(2);
+            cJSON *p = cJSON_Parse("{\"text\": \"note twice\", \"actions\": "
+                                   "[\"effect\", \"add\"]}");
+            pl_action a = {PL_ACTION_VERSION, "agent", p, NULL, 0, NULL};
+            pl_run_options ro = PL_RUN_OPTIONS_INIT;
+            ro.run_id = "crash";
+            pl_outcome *o = NULL;
+            int st = pl_run_start(&o, e, &a, &ro);
+            _exit(st || o->status != PL_RUN_COMPLETED ? 3 : 0);
+        }
+        int wst;
+        cr_assert_eq(waitpid(pid, &wst, 0), pid);
+        bool killed = WIFSIGNALED(wst) && WTERMSIG(wst) == SIGKILL;
+        cr_assert(killed || (WIFEXITED(wst) && WEXITSTATUS(wst) == 0),
+                  "kill point %d: the child ended with status %d", k, wst);
+        cJSON *eff = lines(effects);
+        int eff_before = cJSON_GetArraySize(eff);
+        cJSON_Delete(eff);
+        uint64_t served_before = model_url ? 0 : served();
+        int logged_mid = srv ? t_server_requests(srv) : 0;
+
+        pl_registry *reg = t_llm_registry(url, NULL);
+        pl_engine *e = t_engine(store, reg, PL_DURABILITY_SYNC);
+        pl_outcome *o = NULL;
+        cr_assert_eq(pl_run_continue(&o, e, "crash", NULL), PL_OK,
+                     "kill point %d: %s", k, pl_errmsg());
+        cr_assert_eq(o->status, PL_RUN_COMPLETED, "kill point %d: %s", k,
+                     o->reason ? o->reason : "");
+        cr_expect_str_eq(t_str(t_result(o), "text"), "Done: 7.");
+        pl_outcome_free(o);
+        pl_engine_close(e);
+        pl_registry_free(reg);
+
+        eff = lines(effects);
+        cr_expect_geq(cJSON_GetArraySize(eff), 2, "kill point %d", k);
+        expect_no_repeat_but_in_flight(eff, eff_before, "tool side effect", k);
+        cJSON_Delete(eff);
+        cJSON *req = NULL;
+        int req_before = 0;
+        if (!model_url) {
+            char served_path[4400];
+            snprintf(served_path, sizeof served_path, "%s.served", g_script);
+            req = lines(served_path);
+            req_before = (int)served_before;
+        } else {
+            cJSON *log = t_server_log(srv);
+            req = cJSON_CreateArray();
+            for (int i = logged_before; i < cJSON_GetArraySize(log); i++) {
+                char t[32];
+                snprintf(t, sizeof t, "turn %d",
+                         cJSON_GetObjectItemCaseSensitive(
+                             cJSON_GetArrayItem(log, i), "turn")
+                             ->valueint);
+                cJSON_AddItemToArray(req, cJSON_CreateString(t));
+            }
+            cJSON_Delete(log);
+            req_before = logged_mid - logged_before;
+        }
+        cr_expect_geq(cJSON_GetArraySize(req), 3, "kill point %d", k);
+        expect_no_repeat_but_in_flight(req, req_before, "model request", k);
+        cJSON_Delete(req);
+        t_effects_path[0] = '\0';
+        if (!killed) { /* past the last step: every kill point is covered */
+            cr_expect_gt(k, 10, "the run has more step boundaries than %d", k);
+            return;
+        }
+    }
+    cr_assert_fail("the agent never finished within 200 steps");
+}
+
+Test(llm_scripted, crash_at_every_step_with_the_scripted_model, .timeout = 300)
+{
+    crash_matrix(NULL, NULL);
+}
+
+Test(llm_scripted, crash_at_every_step_with_the_loopback_server, .timeout = 300)
+{
+    t_server srv;
+    t_server_start(
+        &srv,
+        "{\"by_turn\": true, \"responses\": ["
+        "{\"body\": {\"choices\": [{\"message\": {\"role\": \"assistant\", "
+        "\"content\": \"Noting.\", \"tool_calls\": [{\"id\": \"n1\", "
+        "\"type\": \"function\", \"function\": {\"name\": \"effect\", "
+        "\"arguments\": \"{\\\"note\\\": \\\"first\\\"}\"}}]}}]}},"
+        "{\"body\": {\"choices\": [{\"message\": {\"role\": \"assistant\", "
+        "\"content\": null, \"tool_calls\": [{\"id\": \"n2\", "
+        "\"type\": \"function\", \"function\": {\"name\": \"effect\", "
+        "\"arguments\": \"{\\\"note\\\": \\\"second\\\"}\"}}, "
+        "{\"id\": \"a2\", \"type\": \"function\", \"function\": "
+        "{\"name\": \"add\", \"arguments\": "
+        "\"{\\\"a\\\": 2, \\\"b\\\": 5}\"}}]}}]}},"
+        "{\"body\": {\"choices\": [{\"message\": {\"role\": \"assistant\", "
+        "\"content\": \"Done: 7.\"}}], \"usage\": {\"prompt_tokens\": 9, "
+        "\"completion_tokens\": 2}}}]}");
+    char url[160];
+    snprintf(url, sizeof url, "openai+http://127.0.0.1:%d/v1#m", srv.port);
+    crash_matrix(url, &srv);
+    t_server_stop(&srv);
+}
+
+Test(llm_scripted,
+     the_record_of_a_model_call_does_not_grow_with_the_conversation)
+{
+    enum { TURNS = 15 };
+    char script[8192];
+    size_t len = (size_t)snprintf(script, sizeof script, "{\"responses\": [");
+    for (int i = 0; i < TURNS; i++)
+        len += (size_t)
+            snprintf(script + len, sizeof script - len,
+                     "{\"tool_calls\": [{\"id\": \"c%02d\", \"name\": "
+                     "\"add\", \"arguments\": {\"a\": %d, \"b\": "
+                     "1000}}]},",
+                     i, 100 + i);
+    snprintf(script + len, sizeof script - len, "{\"text\": \"done\"}]}");
+    pl_registry *reg = scripted_registry(script);
+    pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
+    cJSON *p = t_json("{\"text\": \"add many\", \"actions\": [\"add\"], "
+                      "\"max_turns\": 20}");
+    pl_action a = {PL_ACTION_VERSION, "agent", p, NULL, 0, NULL};
+    pl_outcome *o = NULL;
+    cr_assert_eq(pl_run_start(&o, e, &a, NULL), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason ? o->reason : "");
+    cr_expect_str_eq(t_str(t_result(o), "text"), "done");
+    cJSON_Delete(p);
+
+    pl_steps *l = NULL;
+    cr_assert_eq(pl_run_ledger(&l, e, o->run_id, "0.0"), PL_OK);
+    size_t first = 0, last = 0;
+    double req_first = 0, req_last = 0;
+    int n = 0;
+    for (size_t i = 0; i < pl_steps_count(l); i++) {
+        const pl_step *s = pl_steps_at(l, i);
+        if (pl_step_type_of(s) != PL_STEP_SIDE_EFFECT ||
+            !cJSON_GetObjectItemCaseSensitive(pl_step_payload(s), "value"))
+            continue;
+        char *t = t_text(pl_step_payload(s));
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(pl_step_payload(s),
+                                                          "value");
+        double rb = cJSON_GetObjectItemCaseSensitive(v, "request_bytes")
+                        ->valuedouble;
+        if (n++ == 1) { /* the first of the tool-call answers' followers */
+            first = strlen(t);
+            req_first = rb;
+        }
+        if (n == TURNS) { /* the last tool-call answer, same shape */
+            last = strlen(t);
+            req_last = rb;
+        }
+        free(t);
+    }
+    cr_assert_eq(n, TURNS + 1);
+    cr_expect_gt(req_last, req_first + 1000,
+                 "the requests grew with the conversation (%g -> %g bytes)",
+                 req_first, req_last);
+    cr_expect_leq(last, first + 8,
+                  "the recorded exchange grew from %zu to %zu bytes", first,
+                  last);
+    pl_steps_free(l);
+    pl_outcome_free(o);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+Test(llm_scripted, malformed_answers_of_every_shape_are_named)
+{
+    static const char *const cases[][2] = {
+        {"{\"text\": 5}", "wrong shape"},
+        {"{\"tool_calls\": \"add\"}", "wrong shape"},
+        {"{}", "neither text nor tool calls"},
+        {"{\"tool_calls\": [7]}", "not an object"},
+        {"{\"tool_calls\": [{\"arguments\": {}}]}", "no tool name"},
+        {"{\"tool_calls\": [{\"name\": \"add\"}]}", "has no arguments"},
+        {"{\"tool_calls\": [{\"name\": \"add\", \"arguments\": 5}]}",
+         "not a JSON object"},
+        {"{\"tool_calls\": [{\"name\": \"add\", \"arguments\": \"[1]\"}]}",
+         "not a JSON object"},
+        {"{\"tool_calls\": [{\"name\": \"add\", \"arguments\": \"{\\\"a\"}]}",
+         "not JSON"},
+        {"{\"tool_calls\": [{\"name\": \"submit\", \"arguments\": {}}]}",
+         "'submit', which is not among the tools offered"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char script[512];
+        snprintf(script, sizeof script, "{\"responses\": [%s]}", cases[i][0]);
+        pl_registry *reg = scripted_registry(script);
+        pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
+        pl_outcome *o = t_agent(e, "hi", "[\"add\"]", "bad");
+        cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s: %s", cases[i][0],
+                     o->reason ? o->reason : "");
+        const cJSON *r = t_result(o);
+        cr_expect_str_eq(t_str(r, "code"), PL_LLM_ERR_INVALID_MODEL_ACTION,
+                         "%s", cases[i][0]);
+        cr_expect(t_str(r, "message") &&
+                      strstr(t_str(r, "message"), cases[i][1]),
+                  "%s: %s", cases[i][0], t_str(r, "message"));
+        cr_expect_eq(t_calls.add, 0);
+        pl_outcome_free(o);
+        pl_engine_close(e);
+        pl_registry_free(reg);
+    }
+}
+
+static void tool_error_run(pl_llm_tool_errors rule, const char *want_code,
+                           uint64_t want_served)
+{
+    g_script = t_write_file(
+        "script.json",
+        "{\"responses\": [{\"tool_calls\": [{\"id\": \"b1\", \"name\": "
+        "\"add\", \"arguments\": {\"a\": \"one\"}}]}, "
+        "{\"text\": \"The tool failed; I give up.\"}]}");
+    snprintf(g_url, sizeof g_url, "scripted://%s", g_script);
+    pl_llm_options o = PL_LLM_OPTIONS_INIT;
+    o.tool_errors = rule;
+    pl_registry *reg = t_llm_registry(g_url, &o);
+    pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
+    pl_outcome *out = t_agent(e, "hi", "[\"add\"]", "te");
+    cr_assert_eq(out->status, PL_RUN_COMPLETED);
+    const cJSON *r = t_result(out);
+    if (want_code)
+        cr_expect_str_eq(t_str(r, "code"), want_code);
+    else
+        cr_expect_str_eq(t_str(r, "text"), "The tool failed; I give up.");
+    cr_expect_eq(served(), want_served);
+    pl_outcome_free(out);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+Test(llm_scripted, a_tool_error_goes_to_the_model_by_default)
+{
+    tool_error_run(PL_LLM_TOOL_ERRORS_CONTINUE, NULL, 2);
+}
+
+Test(llm_scripted, a_tool_error_ends_the_call_when_told_to_fail_fast)
+{
+    tool_error_run(PL_LLM_TOOL_ERRORS_FAIL, PL_ERR_INVALID_INPUT, 1);
+    pl_registry *reg = NULL;
+    cr_assert_eq(pl_registry_new(&reg), PL_OK);
+    pl_llm_options o = PL_LLM_OPTIONS_INIT;
+    o.tool_errors = (pl_llm_tool_errors)7;
+    cr_expect_eq(pl_llm_register(reg, "m", "scripted://x", NULL, &o),
+                 PL_EINVAL);
+    pl_registry_free(reg);
+}
+
+Test(llm_scripted, arguments_against_the_tools_input_schema)
+{
+    pl_registry *reg = scripted_registry(
+        "{\"responses\": [{\"tool_calls\": [{\"name\": \"effect\", "
+        "\"arguments\": {\"note\": 5}}]}]}");
+    pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
+    pl_outcome *o = t_agent(e, "hi", "[\"effect\"]", "sch");
+    const cJSON *r = t_result(o);
+    cr_expect_str_eq(t_str(r, "code"), PL_LLM_ERR_INVALID_MODEL_ACTION);
+    cr_expect(strstr(t_str(r, "message"), "'effect'") &&
+                  strstr(t_str(r, "message"), "/note"),
+              "%s", t_str(r, "message"));
+    pl_outcome_free(o);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
