@@ -37,6 +37,21 @@ static int outer(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     return st;
 }
 
+/* Calls echo, then asks a human. */
+static int ask(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)a;
+    (void)user;
+    cJSON *answer = NULL;
+    int st = pl_ctx_invokef(NULL, ctx, "echo", "{s:i}", "n", 1);
+    if (!st)
+        st = pl_ctx_invokef(&answer, ctx, "human", "{s:s}", "q", "ok?");
+    if (!st)
+        st = pl_steps_add_result(out, answer);
+    cJSON_Delete(answer);
+    return st;
+}
+
 /* Tries to fork its own run while running it. */
 static int self_forker(pl_ctx *ctx, const pl_action *a, pl_steps *out,
                        void *user)
@@ -58,6 +73,11 @@ static pl_registry *registry(void)
     d.fn = outer;
     d.code_version = "outer/1";
     cr_assert_eq(pl_registry_add(reg, &d), PL_OK);
+    d = (pl_policy_def)PL_POLICY_DEF_INIT;
+    d.name = "ask";
+    d.fn = ask;
+    cr_assert_eq(pl_registry_add(reg, &d), PL_OK);
+    cr_assert_eq(pl_registry_add_human(reg, "human"), PL_OK);
     d = (pl_policy_def)PL_POLICY_DEF_INIT;
     d.name = "self_forker";
     d.fn = self_forker;
@@ -298,6 +318,45 @@ Test(fork, refuses_a_run_that_is_running_here)
     pl_outcome_free(o);
     pl_run_info *info = NULL;
     cr_assert_eq(pl_run_get(&info, e, "inside"), PL_ENOTFOUND);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+    t_cleanup();
+}
+
+Test(fork, a_suspended_run_forks_into_a_run_that_asks_again)
+{
+    pl_registry *reg = registry();
+    pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
+    pl_outcome *o = t_start(e, "ask", "{}", "asked");
+    cr_assert_eq(o->status, PL_RUN_SUSPENDED);
+    char *id = NULL;
+    cr_assert_eq(pl_run_fork(&id, e, "asked", "0:2", "again"), PL_OK, "%s",
+                 pl_errmsg());
+    free(id);
+    pl_outcome *f = NULL;
+    cr_assert_eq(pl_run_continue(&f, e, "again", NULL), PL_OK, "%s",
+                 pl_errmsg());
+    cr_assert_eq(f->status, PL_RUN_SUSPENDED);
+    cr_assert_eq(f->calls_served, 1); /* echo */
+    cr_assert_eq(t_calls.echo, 1);
+    cr_assert_str_neq(f->resume_token, o->resume_token);
+    cJSON *answer = t_json("{\"yes\": true}");
+    pl_outcome *done = NULL;
+    cr_assert_eq(pl_run_resume(&done, e, "again", f->resume_token, answer),
+                 PL_OK);
+    cr_assert_eq(done->status, PL_RUN_COMPLETED);
+    cr_assert_eq(pl_run_verify(e, "again"), PL_OK, "%s", pl_errmsg());
+    /* the old run still waits for its own answer */
+    pl_run_info *info = NULL;
+    cr_assert_eq(pl_run_get(&info, e, "asked"), PL_OK);
+    cr_assert_eq(info->status, PL_RUN_SUSPENDED);
+    cr_assert_str_eq(info->resume_token, o->resume_token);
+    pl_run_info_free(info);
+    cr_assert_eq(pl_run_verify(e, "asked"), PL_OK, "%s", pl_errmsg());
+    cJSON_Delete(answer);
+    pl_outcome_free(done);
+    pl_outcome_free(f);
+    pl_outcome_free(o);
     pl_engine_close(e);
     pl_registry_free(reg);
     t_cleanup();
