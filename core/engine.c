@@ -153,7 +153,7 @@ int pl_engine_open(pl_engine **out, const char *path,
         return pl__err(PL_EINVAL, "pl_engine_open: a store path is required");
     if (!registry)
         return pl__err(PL_EINVAL, "pl_engine_open: a registry is required");
-    if (opts->version != PL_ENGINE_OPTIONS_VERSION)
+    if (opts->version != PL_ENGINE_OPTIONS_VERSION && opts->version != 1)
         return pl__err(PL_EINVAL,
                        "pl_engine_open: options version %u, this "
                        "library knows %d (use "
@@ -188,7 +188,9 @@ int pl_engine_open(pl_engine **out, const char *path,
 
     pl__store_options so = {opts->map_size, opts->map_size_max,
                             opts->max_readers,
-                            opts->durability == PL_DURABILITY_PROCESS};
+                            opts->durability == PL_DURABILITY_PROCESS,
+                            /* a version 1 struct ends before read_only */
+                            opts->version >= 2 && opts->read_only};
     int rc = pl__store_open(&e->store, path, &so);
     if (rc) {
         pl_engine_close(e);
@@ -210,6 +212,30 @@ void pl_engine_close(pl_engine *e)
 }
 
 const pl_registry *pl_engine_registry(const pl_engine *e) { return e->reg; }
+
+int pl_engine_stats(pl_store_stats *out, pl_engine *e)
+{
+    if (!out || !e)
+        return pl__err(PL_EINVAL, "pl_engine_stats: an output and an engine "
+                                  "are required");
+    if (out->version != PL_STORE_STATS_VERSION)
+        return pl__err(PL_EINVAL,
+                       "pl_engine_stats: stats version %u, this library "
+                       "knows %d",
+                       out->version, PL_STORE_STATS_VERSION);
+    pl__store_stats ss;
+    int st = pl__store_stats_get(e->store, &ss);
+    if (st)
+        return st;
+    out->file_bytes = ss.file_bytes;
+    out->map_bytes = ss.map_bytes;
+    out->page_size = ss.page_size;
+    out->used_pages = ss.used_pages;
+    out->free_pages = ss.free_pages;
+    out->runs = ss.runs;
+    out->step_records = ss.step_records;
+    return PL_OK;
+}
 pl_durability pl_engine_durability(const pl_engine *e) { return e->durability; }
 
 /* ---- the active set --------------------------------------------------------------- */

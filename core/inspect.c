@@ -331,8 +331,15 @@ int pl_run_ledger(pl_steps **out, pl_engine *e, const char *run_id,
                 break;
             }
             pl_step *s = NULL;
+            uint8_t key[PL__KEY_MAX];
+            memcpy(key, prefix, plen);
+            pl__put_be32(key + plen, seq);
             if ((st = pl__step_from_rec(&rec, canon, &s)) ||
-                (st = pl__steps_push(l, s))) {
+                (!hasher && (st = pl__hasher_new(&hasher))) ||
+                (st = pl__step_hash(hasher, key, plen + 4,
+                                    pl__kvs_val(&recs, i), recs.e[i].vlen,
+                                    s->hash)) ||
+                (s->has_hash = true, st = pl__steps_push(l, s))) {
                 pl_step_free(s);
                 st = pl__err(st, "run '%s', step %s:%u: %s", run_id, canon, seq,
                              pl_errmsg());
@@ -465,6 +472,12 @@ static int walk_rec(const uint8_t *key, size_t klen, const uint8_t *val,
     if ((st = pl__step_from_rec(&rec, path, &s)))
         return pl__err(st, "run '%s', step %s:%u: %s", w->id, path, seq,
                        pl_errmsg());
+    if ((!w->hasher && (st = pl__hasher_new(&w->hasher))) ||
+        (st = pl__step_hash(w->hasher, key, klen, val, vlen, s->hash))) {
+        pl_step_free(s);
+        return st;
+    }
+    s->has_hash = true;
     st = w->visit(s, w->user);
     pl_step_free(s);
     return st;
@@ -774,7 +787,14 @@ int pl_run_verify(pl_engine *e, const char *run_id)
     if (!st && rs.has_head && rs.status != PL_RUN_RUNNING) {
         /* the root ledger's last step is anchored in the run's record */
         const uint8_t *head = v.lv[0].open ? v.lv[0].prev : v.genesis;
-        if (memcmp(head, rs.head, PL_HASH_LEN) != 0)
+        if (memcmp(head, rs.head, PL_HASH_LEN) != 0 && v.lv[0].open &&
+            v.lv[0].next_seq > 0)
+            st = pl__err(PL_ECORRUPT,
+                         "run '%s', step 0:%u: the root ledger's last step "
+                         "does not match the run's record (it changed, or "
+                         "steps after it are missing)",
+                         run_id, v.lv[0].next_seq - 1);
+        else if (memcmp(head, rs.head, PL_HASH_LEN) != 0)
             st = pl__err(PL_ECORRUPT,
                          "run '%s': the root ledger's last step "
                          "does not match the run's record (it "

@@ -64,6 +64,8 @@ struct pl_step {
                          nodes in the step's allocation or in tree */
     void *tree;  /* the block a lazily decoded json lives in */
     uint8_t prev[PL_HASH_LEN];
+    bool has_hash; /* hash is known: read from the store on its own */
+    uint8_t hash[PL_HASH_LEN];
     char idbuf[40];
 };
 

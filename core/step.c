@@ -170,6 +170,20 @@ const char *pl_step_error_code(const pl_step *s)
     return cJSON_IsString(code) ? code->valuestring : NULL;
 }
 
+int pl_step_hash(uint8_t out[PL_HASH_LEN], const pl_step *s)
+{
+    if (!s || !out)
+        return pl__err(PL_EINVAL, "pl_step_hash: a step and an output "
+                                  "buffer are required");
+    if (!s->has_hash)
+        return pl__err(PL_ENOTFOUND,
+                       "step '%s' has no hash of its own: it "
+                       "is not stored on its own",
+                       pl_step_id(s));
+    memcpy(out, s->hash, PL_HASH_LEN);
+    return PL_OK;
+}
+
 int pl_step_prev_hash(uint8_t out[PL_HASH_LEN], const pl_step *s)
 {
     if (!s || !out)

@@ -267,6 +267,17 @@ const char *pl_step_error_code(const pl_step *step);
  */
 int pl_step_prev_hash(uint8_t out[PL_HASH_LEN], const pl_step *step);
 
+/**
+ * Copy the step's own hash: SHA-256 of its key (run, invocation, position)
+ * and its stored record, the value the next step of its ledger stores as
+ * its prev hash (and a call's action_result as its link).
+ * @return PL_OK; PL_ENOTFOUND for a step not read from a store (made by a
+ *         policy) or not stored on its own (a one-step callee ledger folded
+ *         into its caller's action_result, see pl_run_walk()); PL_EINVAL
+ *         for a NULL argument.
+ */
+int pl_step_hash(uint8_t out[PL_HASH_LEN], const pl_step *step);
+
 /** Free a step.  NULL does nothing. */
 void pl_step_free(pl_step *step);
 
@@ -619,7 +630,11 @@ const char *pl_durability_name(pl_durability d);
 /** Parse "sync", "group" or "process".  @return PL_OK or PL_EINVAL. */
 int pl_durability_parse(pl_durability *out, const char *name);
 
-#define PL_ENGINE_OPTIONS_VERSION 1
+/*
+ * Version 2 appended read_only; a version 1 struct (built before it) is
+ * still accepted and read as a writable engine.
+ */
+#define PL_ENGINE_OPTIONS_VERSION 2
 
 /** Engine options.  Initialise with PL_ENGINE_OPTIONS_INIT. */
 typedef struct pl_engine_options {
@@ -632,10 +647,21 @@ typedef struct pl_engine_options {
                                     at most 1 GiB (more is PL_EINVAL) */
     pl_event_fn on_event;      /**< may be NULL */
     void *event_user;          /**< passed to on_event */
+    /**
+     * Since version 2.  Open an existing store for reading only: never
+     * create one (a missing path is PL_ENOTFOUND, a file that is not a
+     * store PL_ECORRUPT), never write, never take a run's ownership.  Works
+     * while another process writes the store.  Starting, continuing or
+     * resuming a run fails with PL_ESTATE.  Steps a writer has committed in
+     * PL_DURABILITY_GROUP but not yet moved from its journal are not seen
+     * until the writer (or any writable engine) moves them.
+     */
+    bool read_only;
 } pl_engine_options;
 
 #define PL_ENGINE_OPTIONS_INIT                                                 \
-    { PL_ENGINE_OPTIONS_VERSION, PL_DURABILITY_SYNC, 0, 0, 0, 0, NULL, NULL }
+    { PL_ENGINE_OPTIONS_VERSION, PL_DURABILITY_SYNC, 0, 0, 0, 0, NULL, NULL,   \
+      false }
 
 /**
  * Open (creating if needed) a store and an engine on it.
@@ -666,6 +692,29 @@ const pl_registry *pl_engine_registry(const pl_engine *engine);
 
 /** @return the engine's durability mode. */
 pl_durability pl_engine_durability(const pl_engine *engine);
+
+#define PL_STORE_STATS_VERSION 1
+
+/** A store's size and contents, from pl_engine_stats().  Fields are only
+ *  ever appended; set version to PL_STORE_STATS_VERSION before the call. */
+typedef struct pl_store_stats {
+    unsigned version;     /**< PL_STORE_STATS_VERSION */
+    uint64_t file_bytes;  /**< the data file's size on disk */
+    uint64_t map_bytes;   /**< the store's current map size */
+    uint64_t page_size;   /**< bytes per page */
+    uint64_t used_pages;  /**< pages in use, free ones included */
+    uint64_t free_pages;  /**< pages freed and awaiting reuse */
+    uint64_t runs;        /**< run records */
+    uint64_t step_records; /**< stored step records (folded steps and
+                                steps still in the journal not counted) */
+} pl_store_stats;
+
+/**
+ * Read a store's statistics, in one read transaction.
+ * @param[out] out its version set to PL_STORE_STATS_VERSION by the caller.
+ * @return PL_OK; PL_EINVAL (NULL argument or unknown version); PL_ESTORE.
+ */
+int pl_engine_stats(pl_store_stats *out, pl_engine *engine);
 
 /* ------------------------------------------------------------------------ */
 /* Runs                                                                     */
@@ -806,7 +855,8 @@ typedef struct pl_run_info {
     const char *suspended_path; /**< suspended: where; else NULL */
     const cJSON *prompt;      /**< suspended: the prompt; else NULL */
     const char *resume_token; /**< suspended: the token pl_run_resume()
-                                   takes; else NULL */
+                                   takes; else NULL.  Anyone who can read
+                                   the store can read it. */
 } pl_run_info;
 
 /**

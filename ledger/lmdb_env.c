@@ -38,6 +38,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -260,6 +261,8 @@ static void keep_tail(pl__store *s)
 /* Run @p body in a write transaction: see lmdb_int.h. */
 int pl__lmdb_write(pl__store *s, write_body body, void *user)
 {
+    if (s->read_only)
+        return pl__err(PL_ESTATE, "store '%s' is open read-only", s->path);
     for (;;) {
         MDB_txn *txn;
         size_t seen;
@@ -354,6 +357,97 @@ static int open_body(pl__store *s, MDB_txn *txn, void *user, int *st)
     return 0;
 }
 
+/* A read-only open: the databases must be there already. */
+static int open_read_only(pl__store *s)
+{
+    MDB_txn *txn;
+    size_t seen;
+    int st = pl__lmdb_txn_begin(s, false, &txn, &seen);
+    if (st)
+        return st;
+    const char *names[] = {"meta", "runs", "state", "steps", "journal"};
+    MDB_dbi *dbis[] = {&s->meta, &s->runs, &s->state, &s->steps, &s->journal};
+    int rc = 0;
+    for (size_t i = 0; !rc && i < PL__ARRAY_LEN(names); i++)
+        rc = mdb_dbi_open(txn, names[i], 0, dbis[i]);
+    MDB_val k = {6, "format"}, v;
+    if (!rc)
+        rc = mdb_get(txn, s->meta, &k, &v);
+    if (rc == MDB_NOTFOUND || rc == MDB_INCOMPATIBLE)
+        st = pl__err(PL_ECORRUPT, "'%s' is not a policyledger store", s->path);
+    else if (rc)
+        st = pl__lmdb_err(s, rc, "opening databases");
+    else if (v.mv_size != 4)
+        st = pl__err(PL_ECORRUPT, "store '%s' has a malformed format record",
+                     s->path);
+    else if (pl__get_be32(v.mv_data) != 1)
+        st = pl__err(PL_EVERSION,
+                     "store '%s' has format %u; this build reads format 1",
+                     s->path, pl__get_be32(v.mv_data));
+    if (st) {
+        pl__lmdb_txn_abort(s, txn);
+        return st;
+    }
+    /* handles opened in a read transaction outlive it only by a commit */
+    rc = txn_commit(s, txn);
+    return rc ? pl__lmdb_err(s, rc, "opening databases") : PL_OK;
+}
+
+int pl__store_stats_get(pl__store *s, pl__store_stats *out)
+{
+    memset(out, 0, sizeof *out);
+    MDB_txn *txn;
+    size_t seen;
+    int st = pl__lmdb_txn_begin(s, false, &txn, &seen);
+    if (st)
+        return st;
+    MDB_envinfo info;
+    MDB_stat ms;
+    int rc = mdb_env_info(s->env, &info);
+    if (!rc) {
+        out->map_bytes = info.me_mapsize;
+        out->page_size = (uint64_t)s->psize;
+        out->used_pages = (uint64_t)info.me_last_pgno + 1;
+        rc = mdb_stat(txn, s->runs, &ms);
+    }
+    if (!rc) {
+        out->runs = ms.ms_entries;
+        rc = mdb_stat(txn, s->steps, &ms);
+    }
+    if (!rc)
+        out->step_records = ms.ms_entries;
+    /* the free list: database 0, each record a list of page numbers */
+    MDB_cursor *c = NULL;
+    if (!rc)
+        rc = mdb_cursor_open(txn, 0, &c);
+    MDB_val k, v;
+    for (int op = MDB_FIRST; !rc; op = MDB_NEXT) {
+        rc = mdb_cursor_get(c, &k, &v, op);
+        if (!rc && v.mv_size >= sizeof(size_t)) {
+            /* a list of page numbers led by its length, bounded by the
+             * record's size in case the length is damaged */
+            size_t n;
+            memcpy(&n, v.mv_data, sizeof n);
+            size_t room = v.mv_size / sizeof(size_t) - 1;
+            out->free_pages += n < room ? n : room;
+        }
+    }
+    if (rc == MDB_NOTFOUND)
+        rc = 0;
+    mdb_cursor_close(c);
+    pl__lmdb_txn_abort(s, txn);
+    if (rc)
+        return pl__lmdb_err(s, rc, "reading statistics");
+    struct stat sb;
+    char file[4096];
+    snprintf(file, sizeof file, "%s", s->path);
+    if (stat(s->path, &sb) == 0 && S_ISDIR(sb.st_mode))
+        snprintf(file, sizeof file, "%s/data.mdb", s->path);
+    if (stat(file, &sb) == 0)
+        out->file_bytes = (uint64_t)sb.st_size;
+    return PL_OK;
+}
+
 static void data_file(char *out, size_t n, const char *path, bool dir)
 {
     snprintf(out, n, dir ? "%s/data.mdb" : "%s", path);
@@ -369,6 +463,15 @@ int pl__store_open(pl__store **out, const char *path,
     if (strlen(path) + 10 > sizeof file)
         return pl__err(PL_EINVAL, "store path is too long");
     data_file(file, sizeof file, path, dir);
+    if (opts->read_only && stat(file, &sb) != 0)
+        return errno == ENOENT || errno == ENOTDIR
+                   ? pl__err(PL_ENOTFOUND, "store '%s' does not exist", path)
+                   : pl__err(PL_ESTORE, "store '%s': %s", path,
+                             strerror(errno));
+    if (opts->read_only && !S_ISREG(sb.st_mode))
+        return pl__err(PL_ECORRUPT, "'%s' is not a policyledger store", path);
+    if (opts->read_only && sb.st_size == 0)
+        return pl__err(PL_ECORRUPT, "'%s' is an empty file, not a store", path);
 
     pl__store *s = calloc(1, sizeof *s);
     if (!s || !(s->path = pl__strdup(path))) {
@@ -404,8 +507,10 @@ int pl__store_open(pl__store **out, const char *path,
         st = pl__lmdb_err(s, rc, "configuring the environment");
         goto fail;
     }
+    s->read_only = opts->read_only;
     unsigned flags = MDB_NOTLS | (opts->nosync ? MDB_NOSYNC : 0) |
-                     (dir ? 0 : MDB_NOSUBDIR);
+                     (dir ? 0 : MDB_NOSUBDIR) |
+                     (opts->read_only ? MDB_RDONLY : 0);
     rc = mdb_env_open(s->env, path, flags, 0600);
     if (!rc && stat(file, &sb) == 0) {
         open_entry *e = malloc(sizeof *e);
@@ -422,7 +527,7 @@ int pl__store_open(pl__store **out, const char *path,
     }
     pthread_mutex_unlock(&g_open_mu);
     if (rc) {
-        if (rc == MDB_INVALID)
+        if (rc == MDB_INVALID || (opts->read_only && rc == EINVAL))
             st = pl__err(PL_ECORRUPT, "'%s' is not an LMDB store", path);
         else if (rc == ENOENT)
             st = pl__err(PL_EINVAL, "store '%s': its directory does not exist",
@@ -446,11 +551,12 @@ int pl__store_open(pl__store **out, const char *path,
         s->psize = ms.ms_psize;
         /* its own file description, so that its fdatasync never takes
          * a write error that LMDB's next one must report */
-        if (!opts->nosync)
+        if (!opts->nosync && !opts->read_only)
             s->fd = open(file, O_WRONLY | O_CLOEXEC);
         s->tail = s->fd >= 0;
     }
-    if ((st = pl__lmdb_write(s, open_body, NULL)))
+    if ((st = opts->read_only ? open_read_only(s)
+                              : pl__lmdb_write(s, open_body, NULL)))
         goto fail;
     *out = s;
     return PL_OK;

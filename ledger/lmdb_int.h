@@ -30,6 +30,7 @@ struct pl__store {
     int fd;         /* the data file, opened apart from LMDB's own */
     off_t psize;    /* LMDB's page size */
     off_t file_end; /* the file's size when last seen */
+    bool read_only; /* opened with MDB_RDONLY: no write transaction */
 };
 
 /* ---- lmdb_env.c ---------------------------------------------------------- */

@@ -252,6 +252,8 @@ int pl__store_settle(pl__store *s)
     MDB_txn *txn;
     size_t seen;
     MDB_stat ms;
+    if (s->read_only)
+        return PL_OK; /* its writers move it */
     int st = pl__lmdb_txn_begin(s, false, &txn, &seen);
     if (st)
         return st;

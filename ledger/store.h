@@ -22,12 +22,23 @@ typedef struct pl__store_options {
     size_t map_size_max; /* 0 = unlimited */
     unsigned max_readers;
     bool nosync; /* skip fsync: survives process crashes only */
+    /* open an existing store only, and never write to it: every write
+     * fails with PL_ESTATE, and the journal is left to writers */
+    bool read_only;
 } pl__store_options;
 
 PL__HIDDEN int pl__store_open(pl__store **out, const char *path,
                               const pl__store_options *opts) PL__MUST_CHECK;
 PL__HIDDEN void pl__store_close(pl__store *s);
 PL__HIDDEN const char *pl__store_path(const pl__store *s);
+
+/* The store's size and contents (see pl_store_stats in the public header). */
+typedef struct pl__store_stats {
+    uint64_t file_bytes, map_bytes, page_size, used_pages, free_pages;
+    uint64_t runs, step_records;
+} pl__store_stats;
+PL__HIDDEN int pl__store_stats_get(pl__store *s,
+                                   pl__store_stats *out) PL__MUST_CHECK;
 
 /* ---- key/value lists (kvs.c) ------------------------------------------------- */
 

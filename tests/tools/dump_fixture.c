@@ -1,0 +1,265 @@
+/*
+ * dump_fixture -- makes the stores ledger-dump's tests read, with the real
+ * engine.
+ *
+ *   dump_fixture STORE build
+ *       runs with fixed ids: "r-completed" (nested calls, an error result,
+ *       a long payload), "r-failed", "r-suspended" (a human), and
+ *       "r-crashed" (a child process SIGKILLs itself inside a call that is
+ *       not idempotent, so the call is in doubt and the owner is gone).
+ *   dump_fixture STORE slow RUN_ID CALLS DELAY_MS GATE
+ *       one run whose root calls "leaf" CALLS times, sleeping DELAY_MS
+ *       before each call, and after the first call waiting until the file
+ *       GATE exists (at most a minute): a writer another process can
+ *       follow, which goes on only when the follower is there.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <policyledger.h>
+
+static long g_delay_ms;
+static const char *g_gate;
+
+static int leaf(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)ctx;
+    (void)user;
+    cJSON *r = cJSON_CreateObject();
+    const cJSON *n = cJSON_GetObjectItemCaseSensitive(a->payload, "n");
+    cJSON_AddNumberToObject(r, "leaf", cJSON_IsNumber(n) ? n->valuedouble : 0);
+    int st = pl_steps_add_result(out, r);
+    cJSON_Delete(r);
+    return st;
+}
+
+static int invoke_n(pl_ctx *ctx, const char *policy, int n)
+{
+    cJSON *p = cJSON_CreateObject();
+    cJSON_AddNumberToObject(p, "n", n);
+    int st = pl_ctx_invoke(NULL, ctx, policy, p);
+    cJSON_Delete(p);
+    return st;
+}
+
+static int mid(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)a;
+    (void)user;
+    int st;
+    if ((st = invoke_n(ctx, "leaf", 1)) || (st = invoke_n(ctx, "leaf", 2)))
+        return st;
+    return pl_steps_add_text(out, NULL, "mid done");
+}
+
+static int flaky(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)ctx;
+    (void)a;
+    (void)user;
+    return pl_steps_add_error(out, PL_ERR_RATE_LIMITED, "try again later");
+}
+
+static int order(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)a;
+    (void)user;
+    int st = invoke_n(ctx, "mid", 7);
+    if (st)
+        return st;
+    st = invoke_n(ctx, "flaky", 0);
+    if (st && st != PL_ERESULT)
+        return st;
+    char big[301];
+    memset(big, 'x', 300);
+    big[300] = '\0';
+    cJSON *r = cJSON_CreateObject();
+    cJSON_AddBoolToObject(r, "done", true);
+    cJSON_AddStringToObject(r, "note", big);
+    st = pl_steps_add_result(out, r);
+    cJSON_Delete(r);
+    return st;
+}
+
+static int boom(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)a;
+    (void)out;
+    (void)user;
+    int st = invoke_n(ctx, "leaf", 3);
+    return st ? st : pl_errorf(PL_EPOLICY, "the card was declined");
+}
+
+static int approve(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)a;
+    (void)user;
+    cJSON *p = cJSON_CreateObject();
+    cJSON_AddStringToObject(p, "question", "ship order 42?");
+    cJSON *answer = NULL;
+    int st = pl_ctx_invoke(&answer, ctx, "human", p);
+    cJSON_Delete(p);
+    if (st)
+        return st;
+    st = pl_steps_add_result(out, answer);
+    cJSON_Delete(answer);
+    return st;
+}
+
+static int die(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)ctx;
+    (void)a;
+    (void)out;
+    (void)user;
+    kill(getpid(), SIGKILL);
+    return PL_EPOLICY;
+}
+
+static int crasher(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)a;
+    (void)out;
+    (void)user;
+    int st = invoke_n(ctx, "leaf", 5);
+    return st ? st : invoke_n(ctx, "die", 0);
+}
+
+static int slow(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)user;
+    const cJSON *n = cJSON_GetObjectItemCaseSensitive(a->payload, "calls");
+    int calls = cJSON_IsNumber(n) ? n->valueint : 0;
+    for (int i = 0; i < calls; i++) {
+        struct timespec ts = {g_delay_ms / 1000, (g_delay_ms % 1000) * 1000000};
+        nanosleep(&ts, NULL);
+        int st = invoke_n(ctx, "leaf", i);
+        if (st)
+            return st;
+        for (int w = 0; i == 0 && access(g_gate, F_OK) != 0; w++) {
+            if (w == 3000)
+                return pl_errorf(PL_EPOLICY, "no gate file '%s'", g_gate);
+            struct timespec t = {0, 20 * 1000000};
+            nanosleep(&t, NULL);
+        }
+    }
+    return pl_steps_add_text(out, NULL, "slow done");
+}
+
+static int add(pl_registry *reg, const char *name, pl_policy_fn fn,
+               bool idempotent)
+{
+    pl_policy_def d = PL_POLICY_DEF_INIT;
+    d.name = name;
+    d.fn = fn;
+    d.idempotent = idempotent;
+    d.in_doubt = PL_IN_DOUBT_FAIL;
+    d.code_version = "fixture-1";
+    return pl_registry_add(reg, &d);
+}
+
+static pl_registry *registry(void)
+{
+    pl_registry *reg = NULL;
+    if (pl_registry_new(&reg) || add(reg, "leaf", leaf, true) ||
+        add(reg, "mid", mid, true) || add(reg, "flaky", flaky, true) ||
+        add(reg, "order", order, true) || add(reg, "boom", boom, true) ||
+        add(reg, "approve", approve, true) || add(reg, "die", die, false) ||
+        add(reg, "crasher", crasher, true) || add(reg, "slow", slow, true) ||
+        pl_registry_add_human(reg, "human")) {
+        fprintf(stderr, "registry: %s\n", pl_errmsg());
+        exit(1);
+    }
+    return reg;
+}
+
+static int start(pl_engine *e, const char *id, const char *policy,
+                 const cJSON *payload, pl_run_status want)
+{
+    pl_action root = PL_ACTION_INIT;
+    root.policy = policy;
+    root.payload = payload;
+    pl_run_options ro = PL_RUN_OPTIONS_INIT;
+    ro.run_id = id;
+    pl_outcome *o = NULL;
+    int st = pl_run_start(&o, e, &root, &ro);
+    if (st || o->status != want) {
+        fprintf(stderr, "run %s: %s (status %d)\n", id,
+                st ? pl_errmsg() : "unexpected outcome",
+                o ? (int)o->status : 0);
+        pl_outcome_free(o);
+        return 1;
+    }
+    pl_outcome_free(o);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 3) {
+        fprintf(stderr, "usage: dump_fixture STORE build | STORE slow ID "
+                        "CALLS DELAY_MS GATE\n");
+        return 1;
+    }
+    const char *path = argv[1];
+    pl_registry *reg = registry();
+    pl_engine *e = NULL;
+    int rc = 0;
+    if (!strcmp(argv[2], "slow") && argc == 7) {
+        g_delay_ms = strtol(argv[5], NULL, 10);
+        g_gate = argv[6];
+        if (pl_engine_open(&e, path, reg, NULL)) {
+            fprintf(stderr, "open: %s\n", pl_errmsg());
+            return 1;
+        }
+        cJSON *p = cJSON_CreateObject();
+        cJSON_AddNumberToObject(p, "calls", strtol(argv[4], NULL, 10));
+        rc = start(e, argv[3], "slow", p, PL_RUN_COMPLETED);
+        cJSON_Delete(p);
+        pl_engine_close(e);
+        pl_registry_free(reg);
+        return rc;
+    }
+    if (strcmp(argv[2], "build") != 0) {
+        fprintf(stderr, "unknown mode '%s'\n", argv[2]);
+        return 1;
+    }
+    if (pl_engine_open(&e, path, reg, NULL)) {
+        fprintf(stderr, "open: %s\n", pl_errmsg());
+        return 1;
+    }
+    cJSON *p = cJSON_CreateObject();
+    cJSON_AddStringToObject(p, "customer", "ada");
+    rc = start(e, "r-completed", "order", p, PL_RUN_COMPLETED) ||
+         start(e, "r-failed", "boom", p, PL_RUN_FAILED) ||
+         start(e, "r-suspended", "approve", p, PL_RUN_SUSPENDED);
+    pl_engine_close(e); /* a forked child opens its own */
+    if (rc) {
+        cJSON_Delete(p);
+        pl_registry_free(reg);
+        return 1;
+    }
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        pl_engine *ce = NULL;
+        if (pl_engine_open(&ce, path, reg, NULL))
+            _exit(2);
+        start(ce, "r-crashed", "crasher", p, PL_RUN_COMPLETED);
+        _exit(3); /* not reached: "die" kills the process */
+    }
+    int ws = 0;
+    if (pid < 0 || waitpid(pid, &ws, 0) != pid || !WIFSIGNALED(ws) ||
+        WTERMSIG(ws) != SIGKILL) {
+        fprintf(stderr, "the crashing child did not die by SIGKILL\n");
+        rc = 1;
+    }
+    cJSON_Delete(p);
+    pl_registry_free(reg);
+    return rc;
+}

@@ -1,0 +1,419 @@
+#!/usr/bin/env python3
+"""ledger-dump, run as an operator runs it, on stores the real engine makes.
+
+usage: test_ledger_dump.py LEDGER_DUMP DUMP_FIXTURE
+
+dump_fixture (tests/tools/dump_fixture.c) writes the runs: a completed one
+with nested calls and an error result, a failed one, a suspended one and one
+whose process SIGKILLed itself inside a call.  Every output format is parsed
+and checked field by field, and every exit code is provoked.
+"""
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+DUMP = FIXTURE = None
+ISO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
+ISO_US = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
+HEX = re.compile(r"^[0-9a-f]{64}$")
+RUNS = {"r-completed": "completed", "r-failed": "failed",
+        "r-suspended": "suspended", "r-crashed": "running"}
+
+
+def dump(*args, timeout=120):
+    p = subprocess.run([DUMP, *args], capture_output=True, text=True,
+                       timeout=timeout)
+    return p.returncode, p.stdout, p.stderr
+
+
+def jsonl(text):
+    return [json.loads(line) for line in text.splitlines()]
+
+
+class Base(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="pl-dump-")
+        cls.store = os.path.join(cls.tmp, "store")
+        os.mkdir(cls.store)
+        subprocess.run([FIXTURE, cls.store, "build"], check=True, timeout=120)
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def ok(self, *args):
+        rc, out, err = dump(*args)
+        self.assertEqual(rc, 0, err)
+        return out
+
+
+class ListTest(Base):
+    def test_text(self):
+        out = self.ok(self.store)
+        lines = out.splitlines()
+        self.assertIn("RUN", lines[0])
+        self.assertEqual(len(lines), 1 + len(RUNS))
+        for run, status in RUNS.items():
+            line = next(l for l in lines if l.startswith(run + " "))
+            self.assertIn(status, line)
+        crashed = next(l for l in lines if l.startswith("r-crashed "))
+        self.assertIn("running (owner gone: crashed)", crashed)
+        self.assertRegex(crashed, r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d")
+
+    def test_json(self):
+        doc = json.loads(self.ok(self.store, "--format", "json"))
+        runs = {r["id"]: r for r in doc["runs"]}
+        self.assertEqual(set(runs), set(RUNS))
+        for run, status in RUNS.items():
+            r = runs[run]
+            self.assertEqual(r["status"], status)
+            self.assertRegex(r["created"], ISO)
+            self.assertRegex(r["updated"], ISO)
+            self.assertGreaterEqual(r["updated_us"], r["created_us"])
+            self.assertIsInstance(r["steps"], int)
+            self.assertEqual(r["crashed"], run == "r-crashed")
+        self.assertEqual(runs["r-completed"]["policy"], "order")
+        self.assertEqual(runs["r-completed"]["payload"], {"customer": "ada"})
+        self.assertFalse(runs["r-crashed"]["owner_alive"])
+        self.assertIn("declined", runs["r-failed"]["reason"])
+        s = runs["r-suspended"]
+        self.assertEqual(s["prompt"], {"question": "ship order 42?"})
+        self.assertRegex(s["resume_token"], r"^[0-9a-f]{32}$")
+        self.assertEqual(s["suspended_path"], "0.0")
+
+    def test_jsonl(self):
+        rows = jsonl(self.ok(self.store, "--format", "jsonl"))
+        self.assertEqual({r["id"] for r in rows}, set(RUNS))
+
+    def test_filters(self):
+        for status in ("completed", "failed", "suspended", "running"):
+            rows = jsonl(self.ok(self.store, "--format", "jsonl",
+                                 "--status", status))
+            self.assertEqual([r["id"] for r in rows],
+                             [k for k, v in RUNS.items() if v == status])
+        rows = jsonl(self.ok(self.store, "--format=jsonl", "--policy=boom"))
+        self.assertEqual([r["id"] for r in rows], ["r-failed"])
+        rows = jsonl(self.ok(self.store, "--format", "jsonl", "--since", "1d"))
+        self.assertEqual(len(rows), len(RUNS))
+        rows = jsonl(self.ok(self.store, "--format", "jsonl", "--since",
+                             "2999-01-01"))
+        self.assertEqual(rows, [])
+        rows = jsonl(self.ok(self.store, "--format", "jsonl", "--since",
+                             "2000-01-01T00:00:00Z"))
+        self.assertEqual(len(rows), len(RUNS))
+
+
+class RunTest(Base):
+    def steps(self, run, *extra):
+        return jsonl(self.ok(self.store, "--run", run, "--format", "jsonl",
+                             *extra))
+
+    def test_text_marks(self):
+        out = self.ok(self.store, "--run", "r-crashed")
+        self.assertIn("owner gone: crashed", out)
+        line = next(l for l in out.splitlines() if '"die"' in l)
+        self.assertIn("IN DOUBT", line)
+        out = self.ok(self.store, "--run", "r-completed")
+        self.assertIn("ERROR result", out)
+        self.assertNotIn("IN DOUBT", out)
+        self.assertIn("xxx...", out)
+        self.assertNotIn("x" * 300, out)
+        full = self.ok(self.store, "--run", "r-completed", "--full")
+        self.assertIn("x" * 300, full)
+        out = self.ok(self.store, "--run", "r-failed")
+        self.assertIn("FAILED", out)
+        self.assertIn("the card was declined", out)
+        out = self.ok(self.store, "--run", "r-suspended")
+        self.assertIn("ship order 42?", out)
+        self.assertRegex(out, r"resume token\s+[0-9a-f]{32}")
+        self.assertIn("suspended here", out)
+        self.assertNotIn("IN DOUBT", out)
+
+    def test_jsonl_fields_and_chains(self):
+        for run in RUNS:
+            rows = self.steps(run)
+            self.assertTrue(rows)
+            genesis = hashlib.sha256(b"policyledger/run\0" +
+                                     run.encode()).hexdigest()
+            by_path = {}
+            for r in rows:
+                self.assertEqual(r["run"], run)
+                self.assertEqual(r["id"], "%s:%d" % (r["path"], r["seq"]))
+                self.assertIn(r["type"], ("text", "action_call",
+                                          "action_result", "suspend",
+                                          "resume", "side_effect", "error"))
+                self.assertIsInstance(r["payload"], dict)
+                self.assertRegex(r["time"], ISO_US)
+                self.assertEqual(int(r["time"][-7:-1]), r["time_us"] % 10**6)
+                self.assertTrue(r["code"] is None or
+                                isinstance(r["code"], str))
+                if r["type"] == "action_call":
+                    self.assertIsNotNone(r["code"])
+                self.assertTrue(r["hash"] is None or HEX.match(r["hash"]))
+                self.assertRegex(r["prev_hash"], HEX)
+                by_path.setdefault(r["path"], []).append(r)
+            for path, ledger in by_path.items():
+                self.assertEqual([r["seq"] for r in ledger],
+                                 list(range(len(ledger))))
+                self.assertEqual(ledger[0]["prev_hash"], genesis)
+                for a, b in zip(ledger, ledger[1:]):
+                    self.assertEqual(b["prev_hash"], a["hash"])
+        rows = self.steps("r-completed")
+        self.assertEqual(len(rows), 13)
+        err = [r for r in rows if r["payload"].get("error") is True]
+        self.assertTrue(err)
+        self.assertTrue(all(r.get("mark") == "error" for r in err))
+        crashed = self.steps("r-crashed")
+        self.assertEqual(crashed[-1]["payload"]["policy"], "die")
+        self.assertEqual(crashed[-1]["mark"], "in_doubt")
+
+    def test_json_document(self):
+        doc = json.loads(self.ok(self.store, "--run", "r-suspended",
+                                 "--format", "json"))
+        self.assertEqual(doc["run"]["id"], "r-suspended")
+        self.assertRegex(doc["run"]["resume_token"], r"^[0-9a-f]{32}$")
+        self.assertEqual([s["type"] for s in doc["steps"]],
+                         ["action_call", "suspend"])
+        self.assertEqual(doc["steps"][0]["mark"], "waiting")
+
+    def test_step_filters(self):
+        all_rows = self.steps("r-completed")
+        rows = self.steps("r-completed", "--type", "action_call")
+        self.assertEqual(rows, [r for r in all_rows
+                                if r["type"] == "action_call"])
+        rows = self.steps("r-completed", "--actor", "leaf")
+        self.assertTrue(rows)
+        self.assertEqual(rows, [r for r in all_rows if r["actor"] == "leaf"])
+        self.assertEqual(self.steps("r-completed", "--policy", "leaf"), rows)
+        rows = self.steps("r-completed", "--invocation", "0.0")
+        self.assertEqual(rows, [r for r in all_rows
+                                if r["path"] == "0.0" or
+                                r["path"].startswith("0.0.")])
+        self.assertTrue(all(r["path"] != "0" for r in rows))
+        self.assertEqual(self.steps("r-completed", "--since", "3d"), all_rows)
+        self.assertEqual(self.steps("r-completed", "--since", "2999-12-31"),
+                         [])
+
+
+class VerifyStatsTest(Base):
+    def test_verify_clean(self):
+        out = self.ok(self.store, "--verify")
+        self.assertIn("4 run(s) checked, 0 fault(s)", out)
+        self.ok(self.store, "--verify", "--run", "r-completed")
+        doc = json.loads(self.ok(self.store, "--verify", "--format", "json"))
+        self.assertEqual(doc["fault_count"], 0)
+        self.assertEqual(doc["runs_checked"], 4)
+
+    def test_verify_flipped_byte(self):
+        bad = os.path.join(self.tmp, "flipped")
+        shutil.copytree(self.store, bad)
+        data = os.path.join(bad, "data.mdb")
+        with open(data, "rb") as f:
+            raw = bytearray(f.read())
+        # the payload of step 0:2, {"policy": "flaky", ...}, in msgpack
+        needle = b"\xa6policy\xa5flaky"
+        at = raw.find(needle)
+        self.assertGreaterEqual(at, 0)
+        while at >= 0:  # stale copies on free pages too
+            raw[at + 10] ^= 0x20
+            at = raw.find(needle, at + 1)
+        with open(data, "wb") as f:
+            f.write(raw)
+        rc, out, err = dump(bad, "--verify")
+        self.assertEqual(rc, 3, out + err)
+        fault = [l for l in out.splitlines() if l.startswith("FAULT")]
+        self.assertEqual(len(fault), 1, out)
+        self.assertIn("r-completed", fault[0])
+        self.assertRegex(fault[0], r"\b0:[23]\b")
+        rc, out, _ = dump(bad, "--verify", "--run", "r-failed")
+        self.assertEqual(rc, 0)
+        rc, out, _ = dump(bad, "--verify", "--format", "json")
+        self.assertEqual(rc, 3)
+        doc = json.loads(out)
+        self.assertEqual(doc["faults"][0]["run"], "r-completed")
+
+    def test_verify_names_a_changed_last_step(self):
+        # the note of r-completed's last root step, 0:4; its bytes may be in
+        # the run's state record and on stale pages too, so each copy is
+        # changed alone, and the one in the step must be named
+        with open(os.path.join(self.store, "data.mdb"), "rb") as f:
+            raw = f.read()
+        needle = b"x" * 300
+        spots = []
+        at = raw.find(needle)
+        while at >= 0:
+            spots.append(at)
+            at = raw.find(needle, at + 1)
+        self.assertTrue(spots)
+        named = 0
+        for i, at in enumerate(spots):
+            bad = os.path.join(self.tmp, "flipped-last-%d" % i)
+            shutil.copytree(self.store, bad)
+            changed = bytearray(raw)
+            changed[at + 100] = ord("y")
+            with open(os.path.join(bad, "data.mdb"), "wb") as f:
+                f.write(changed)
+            rc, out, err = dump(bad, "--verify", "--run", "r-completed")
+            self.assertIn(rc, (0, 3), out + err)  # 0: a stale copy
+            if rc == 3:
+                self.assertIn("FAULT run r-completed", out)
+            named += "step 0:4" in out
+        self.assertEqual(named, 1)
+
+    def test_stats(self):
+        out = self.ok(self.store, "--stats")
+        self.assertRegex(out, r"runs\s+4")
+        self.assertIn("largest runs", out)
+        doc = json.loads(self.ok(self.store, "--stats", "--format", "json"))
+        self.assertEqual(doc["runs"], 4)
+        self.assertEqual(doc["by_status"], {"running": 1, "suspended": 1,
+                                            "completed": 1, "failed": 1})
+        self.assertEqual(doc["crashed"], 1)
+        self.assertGreater(doc["file_bytes"], 0)
+        self.assertGreater(doc["used_pages"], 0)
+        self.assertGreaterEqual(doc["free_pages"], 0)
+        self.assertEqual(doc["largest"][0]["id"], "r-completed")
+        self.assertEqual(doc["largest"][0]["steps"], 13)
+
+
+class BadInputTest(Base):
+    def expect(self, code, args, words):
+        rc, out, err = dump(*args)
+        self.assertEqual(rc, code, out + err)
+        for w in words:
+            self.assertIn(w, err)
+
+    def test_usage(self):
+        self.expect(1, [], ["no store"])
+        self.expect(1, [self.store, "--bogus"], ["unknown option '--bogus'"])
+        self.expect(1, [self.store, "--since", "yesterday"], ["bad --since"])
+        self.expect(1, [self.store, "--since", "2026-13-01"], ["bad --since"])
+        self.expect(1, [self.store, "--since", "99999999999999d"],
+                    ["bad --since"])
+        self.expect(1, [self.store, "--since", "10x"], ["bad --since"])
+        self.expect(1, [self.store, "--format", "xml"], ["unknown --format"])
+        self.expect(1, [self.store, "--status", "done"], ["unknown --status"])
+        self.expect(1, [self.store, "--run"], ["--run needs a value"])
+        self.expect(1, [self.store, "--type", "nope", "--run", "x"],
+                    ["unknown --type"])
+        self.expect(1, [self.store, "--invocation", "0..1", "--run", "x"],
+                    ["bad --invocation"])
+        self.expect(1, [self.store, "--follow"], ["need --run"])
+        self.expect(1, [self.store, "other"], ["unexpected argument"])
+
+    def test_help(self):
+        rc, out, _ = dump("--help")
+        self.assertEqual(rc, 0)
+        for w in ("usage: ledger-dump STORE", "Examples:", "--follow",
+                  "Exit codes"):
+            self.assertIn(w, out)
+
+    def test_missing_store_is_not_created(self):
+        missing = os.path.join(self.tmp, "nothing-here")
+        self.expect(2, [missing], ["does not exist"])
+        self.assertFalse(os.path.exists(missing))
+        self.assertFalse(os.path.exists(missing + "-lock"))
+        empty_dir = os.path.join(self.tmp, "empty-dir")
+        os.mkdir(empty_dir)
+        self.expect(2, [empty_dir], ["does not exist"])
+        self.assertEqual(os.listdir(empty_dir), [])
+
+    def test_not_a_store(self):
+        empty = os.path.join(self.tmp, "empty")
+        open(empty, "w").close()
+        self.expect(2, [empty], ["cannot open store"])
+        text = os.path.join(self.tmp, "text")
+        with open(text, "w") as f:
+            f.write("this is not an LMDB file\n" * 1000)
+        self.expect(2, [text], ["not an LMDB store"])
+
+    def test_no_permission(self):
+        if os.geteuid() == 0:
+            self.skipTest("running as root: permissions are not enforced")
+        locked = os.path.join(self.tmp, "locked")
+        shutil.copytree(self.store, locked)
+        os.chmod(locked, 0)
+        try:
+            self.expect(2, [locked], ["cannot open store"])
+        finally:
+            os.chmod(locked, 0o700)
+
+    def test_unknown_run(self):
+        self.expect(2, [self.store, "--run", "no-such-run"],
+                    ["no run 'no-such-run'"])
+        self.expect(2, [self.store, "--verify", "--run", "no-such-run"],
+                    ["no run 'no-such-run'"])
+
+
+class FollowTest(Base):
+    def test_follow_a_writer(self):
+        store = os.path.join(self.tmp, "slow")
+        gate = os.path.join(self.tmp, "go")
+        os.mkdir(store)
+        # the writer makes one call, then waits for the gate file
+        writer = subprocess.Popen([FIXTURE, store, "slow", "r-slow", "8",
+                                   "100", gate])
+        follower = None
+        try:
+            for _ in range(1200):  # until the first call is stored
+                rc, out, _ = dump(store, "--run", "r-slow", "--format",
+                                  "jsonl")
+                if rc == 0 and len(jsonl(out)) >= 2:
+                    break
+                time.sleep(0.05)
+            before = jsonl(out)
+            self.assertGreaterEqual(len(before), 2)
+            errfile = open(os.path.join(self.tmp, "follow.err"), "w+")
+            follower = subprocess.Popen(
+                [DUMP, store, "--run", "r-slow", "--follow", "--format",
+                 "jsonl"], stdout=subprocess.PIPE, stderr=errfile, text=True)
+            first = follower.stdout.readline()  # it is following now
+            self.assertEqual(json.loads(first), before[0])
+            open(gate, "w").close()  # let the writer go on
+            rest = follower.stdout.read()  # until it exits by itself
+            self.assertEqual(follower.wait(timeout=120), 0)
+            errfile.seek(0)
+            err = errfile.read()
+            errfile.close()
+            self.assertEqual(writer.wait(timeout=120), 0)
+        finally:
+            for p in (writer, follower):
+                if p and p.poll() is None:
+                    p.kill()
+                    p.wait()
+        rows = jsonl(first + rest)
+        final = jsonl(self.ok(store, "--run", "r-slow", "--format", "jsonl"))
+        self.assertEqual(rows, final)
+        self.assertLess(len(before), len(rows))
+        self.assertEqual(rows[:len(before)], before)
+        self.assertEqual(rows[-1]["payload"], {"text": "slow done"})
+        self.assertEqual(sum(1 for r in rows if r["path"] == "0" and
+                             r["type"] == "action_result"), 8)
+        self.assertIn("is completed", err)
+
+    def test_follow_a_crashed_run_stops(self):
+        rc, out, err = dump(self.store, "--run", "r-crashed", "--follow")
+        self.assertEqual(rc, 0, err)
+        self.assertIn("its owner", err)
+        self.assertIn("crashed", err)
+        self.assertIn("IN DOUBT", out)
+
+    def test_follow_an_ended_run_returns(self):
+        rc, out, err = dump(self.store, "--run", "r-suspended", "--follow",
+                            "--format", "jsonl")
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(len(jsonl(out)), 2)
+        self.assertIn("is suspended", err)
+
+
+if __name__ == "__main__":
+    DUMP, FIXTURE = sys.argv[1], sys.argv[2]
+    unittest.main(argv=sys.argv[:1], verbosity=2)

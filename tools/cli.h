@@ -1,0 +1,88 @@
+/*
+ * cli.h -- what the command-line tools share: option values, times, JSON
+ * output and opening a store for reading.  Uses only the public API.
+ */
+#ifndef PL_CLI_H
+#define PL_CLI_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <policyledger.h>
+
+/* Exit codes every tool uses. */
+enum {
+    CLI_EXIT_OK = 0,
+    CLI_EXIT_USAGE = 1, /* bad flags or values */
+    CLI_EXIT_STORE = 2, /* the store cannot be opened, or no such run */
+    CLI_EXIT_FAULT = 3  /* a check found a fault */
+};
+
+/* The tool's name for messages (set once from argv[0]'s last part). */
+void cli_set_name(const char *argv0);
+const char *cli_name(void);
+
+/* Print "NAME: message" and a newline on stderr. */
+void cli_error(const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 1, 2)))
+#endif
+    ;
+
+/*
+ * Take an option's value: for argv[*i] either "--name=value" or "--name"
+ * followed by the value in argv[*i + 1] (then *i advances).  Returns true
+ * when argv[*i] is this option; *value is NULL (and an error printed) when
+ * the value is missing.
+ */
+bool cli_option(int argc, char **argv, int *i, const char *name,
+                const char **value);
+
+/* Now, Unix microseconds (the wall clock). */
+int64_t cli_now_us(void);
+
+/*
+ * Parse a time given by a person: an ISO 8601 date ("2026-11-24"), a UTC
+ * date-time ("2026-11-24T15:04", "...:05", "...:05.123456", optional "Z"),
+ * or a time before @p now_us: "90s", "10m", "2h", "3d".  Returns false
+ * for anything else.
+ */
+bool cli_parse_time(int64_t *out_us, const char *text, int64_t now_us);
+
+/* Unix microseconds as ISO 8601 UTC: "2026-11-24T15:04:05Z", or with
+ * @p micro "2026-11-24T15:04:05.123456Z".  @p n at least 32. */
+void cli_time_iso(char *out, size_t n, int64_t us, bool micro);
+
+/* Unix microseconds for a person: "2026-11-24 15:04:05" (UTC). */
+void cli_time_human(char *out, size_t n, int64_t us);
+
+/* Hex of @p len bytes into @p out (2 * len + 1 bytes). */
+void cli_hex(char *out, const uint8_t *bytes, size_t len);
+
+/* Compact JSON of @p item, caller frees with free(); NULL on OOM. */
+char *cli_json_compact(const cJSON *item);
+
+/*
+ * Shorten @p text in place to at most @p max bytes, ending in "..." when
+ * cut (never inside a UTF-8 sequence).  @p max at least 8.
+ */
+void cli_shorten(char *text, size_t max);
+
+/* Print @p item as one line of JSON on @p f.  Returns false on OOM. */
+bool cli_json_line(FILE *f, const cJSON *item);
+
+/* Print @p item as an indented JSON document on @p f.  False on OOM. */
+bool cli_json_document(FILE *f, const cJSON *item);
+
+/*
+ * Open an existing store read-only, with an empty registry: nothing is
+ * created or written, no run is taken over.  On failure prints why and
+ * returns false.  Close with cli_close_store().
+ */
+bool cli_open_store(pl_engine **engine, pl_registry **registry,
+                    const char *path);
+void cli_close_store(pl_engine *engine, pl_registry *registry);
+
+#endif /* PL_CLI_H */
