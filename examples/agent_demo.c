@@ -293,8 +293,10 @@ int main(int argc, char **argv)
     } else if (st) {
         goto fail;
     } else if (answer) {
-        if (!token) {
-            st = pl_errorf(PL_EINVAL, "give the resume token with --token");
+        if (!token && !(token = info->resume_token)) {
+            st = pl_errorf(PL_ESTATE,
+                           "run '%s' is %s, not waiting for an answer",
+                           run_id, pl_run_status_name(info->status));
             goto fail;
         }
         printf("run %s: resuming with the answer %s\n", run_id, answer_text);
