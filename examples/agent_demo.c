@@ -295,8 +295,8 @@ int main(int argc, char **argv)
     } else if (answer) {
         if (!token && !(token = info->resume_token)) {
             st = pl_errorf(PL_ESTATE,
-                           "run '%s' is %s, not waiting for an answer",
-                           run_id, pl_run_status_name(info->status));
+                           "run '%s' is %s, not waiting for an answer", run_id,
+                           pl_run_status_name(info->status));
             goto fail;
         }
         printf("run %s: resuming with the answer %s\n", run_id, answer_text);

@@ -22,6 +22,6 @@ has '^run research-1: suspended'
 has '^run research-1: completed (resumed)'
 has "^answer: $expected_answer"
 has 'scripted model requests served: 4'
-has '1 run checked, 0 faults'
+has 'checked, 0 fault'
 db=agent.db check_run "$dir"
 echo "ok: the story ran, and its run holds"

@@ -42,7 +42,7 @@ $vg "$dump" "$c/s.db" --run research-1 >"$c/out" 2>&1 || { cat "$c/out"; exit 1;
 clean "$c"
 $vg "$dump" "$c/s.db" --verify --run research-1 >"$c/out" 2>&1 || { cat "$c/out"; exit 1; }
 clean "$c"
-grep -q '0 faults' "$c/out"
+grep -q 'checked, 0 fault' "$c/out"
 wrap=$vg
 check_run "$c"
 echo "ok: no leaks, no memory errors"
