@@ -22,6 +22,7 @@
 
 #include "callee.h"
 #include "ctx.h"
+#include "diverge.h"
 #include "indoubt.h"
 #include "invocation.h"
 #include "run.h"
@@ -47,6 +48,9 @@ static int resolve_call(pl_ctx *c, uint32_t call_seq, bool call_replayed,
             return pl__callee_serve(c, rec, call_seq, a->policy, t0, out);
         if (rec && pl__is_engine_suspend(rec))
             return pl__in_doubt(c, call_seq, a, def, decos, n_decos, t0, out);
+        if (rec)
+            pl__diverged(c, rec, PL_STEP_ACTION_RESULT, a->policy, NULL, 0,
+                         NULL);
         if (rec)
             return pl__run_fail(r, PL_ENONDET,
                                 "non-determinism in run %s: "

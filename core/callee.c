@@ -16,6 +16,7 @@
 
 #include "callee.h"
 #include "commit.h"
+#include "diverge.h"
 #include "invocation.h"
 #include "run.h"
 
@@ -199,13 +200,15 @@ int pl__callee_serve(pl_ctx *c, const pl__rec *rec, uint32_t call_seq,
     uint32_t seq = c->next_seq;
     int st;
     assert(c->peeked && rec == &c->rec); /* the result at the cursor */
-    if (!pl__rec_actor_is(rec, callee))
+    if (!pl__rec_actor_is(rec, callee)) {
+        pl__diverged(c, rec, PL_STEP_ACTION_RESULT, callee, NULL, 0, NULL);
         return pl__run_fail(r, PL_ENONDET,
                             "non-determinism in run %s: the "
                             "result at %s:%u is from '%.*s', "
                             "the call was to '%s'",
                             r->id, c->path, seq, (int)rec->actor_len,
                             rec->actor, callee);
+    }
     if (out && (st = pl__step_from_rec(rec, c->path, out)))
         return pl__run_fail(r, st, "run %s: the result at %s:%u: %s", r->id,
                             c->path, seq, pl_errmsg());

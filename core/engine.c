@@ -108,6 +108,7 @@ static const char *const event_names[] = {
     "run_suspended",
     "run_completed",
     "run_failed",
+    "diverged",
 };
 
 const char *pl_event_kind_name(pl_event_kind k)
@@ -425,7 +426,18 @@ void pl__emit(pl__run *r, pl_event_kind kind, const char *path, uint32_t seq,
     pl_engine *e = r->e;
     if (!e->on_event)
         return;
-    pl_event ev = {kind, r->id,  path,       seq,   policy,
-                   type, status, elapsed_ns, detail};
+    pl_event ev = {kind, r->id,  path,       seq,    policy,
+                   type, status, elapsed_ns, detail, NULL};
+    e->on_event(&ev, e->event_user);
+}
+
+void pl__emit_diff(pl__run *r, pl_event_kind kind, const char *path,
+                   uint32_t seq, const char *policy, pl_step_type type,
+                   const char *detail, const pl_replay_diff *diff)
+{
+    pl_engine *e = r->e;
+    if (!e->on_event)
+        return;
+    pl_event ev = {kind, r->id, path, seq, policy, type, 0, 0, detail, diff};
     e->on_event(&ev, e->event_user);
 }

@@ -26,6 +26,7 @@
 
 #include "callee.h"
 #include "indoubt.h"
+#include "diverge.h"
 #include "invocation.h"
 #include "run.h"
 #include "suspend.h"
@@ -149,6 +150,9 @@ int pl__in_doubt(pl_ctx *c, uint32_t call_seq, const pl_action *a,
             return pl__callee_serve(c, rec, call_seq, a->policy, t0, out);
         if (rec && pl__is_engine_suspend(rec))
             continue; /* the rerun was in doubt too */
+        if (rec)
+            pl__diverged(c, rec, PL_STEP_ACTION_RESULT, a->policy, NULL, 0,
+                         NULL);
         if (rec)
             return pl__run_fail(r, PL_ENONDET,
                                 "non-determinism in run %s: "

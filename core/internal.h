@@ -20,8 +20,11 @@
  *                 (commit.h)
  *   invocation.c  an invocation's ledger and cursor: append-or-compare, the
  *                 hash chain's head (invocation.h)
+ *   diverge.c     a replay that differs from its ledger, as events
+ *                 (diverge.h)
  *   ctx.c         a policy's context: is it the running one, its ledger
  *                 view, accessors (ctx.h)
+ *   fork.c        a new run from a prefix of another's ledgers
  *   run.c         a run in execution: create, fail, free (run.h)
  *   inspect.c     reading runs and ledgers, verification
  *   pool.c        many runs on a few threads; a task's commit (pl__commit)
@@ -173,6 +176,7 @@ typedef struct pl__run {
     int64_t state_written_us;
     bool check;          /* replay only; never write */
     bool crashed_before; /* the previous execution died while running */
+    char *root_code;     /* the root's code identity in the run's record */
 
     int stop;     /* 0 while going; else PL_ESUSPENDED or the failure */
     char *reason; /* the failure, recorded in the run state */
@@ -255,5 +259,10 @@ static inline uint64_t pl__ev_clock(const pl__run *r)
 PL__HIDDEN void pl__emit(pl__run *r, pl_event_kind kind, const char *path,
                          uint32_t seq, const char *policy, pl_step_type type,
                          int status, uint64_t elapsed_ns, const char *detail);
+/* An event that compares a recorded step with its replay (diverge.c). */
+PL__HIDDEN void pl__emit_diff(pl__run *r, pl_event_kind kind, const char *path,
+                              uint32_t seq, const char *policy,
+                              pl_step_type type, const char *detail,
+                              const pl_replay_diff *diff);
 
 #endif /* PL_INTERNAL_H */

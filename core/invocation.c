@@ -39,6 +39,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "diverge.h"
 #include "invocation.h"
 #include "path.h"
 #include "run.h"
@@ -273,6 +274,7 @@ int pl__inv_finish(pl_ctx *c)
     if (st || !rec)
         return st;
     pl__run *r = c->run;
+    pl__diverged(c, rec, 0, NULL, NULL, 0, NULL);
     char *was = pl__payload_text(rec->payload, rec->payload_len, 200);
     st = pl__run_fail(r, PL_ENONDET,
                       "non-determinism in run %s, invocation "
@@ -316,6 +318,7 @@ static int nondet(pl_ctx *c, const pl__rec *rec, pl_step_type type,
                             "the store: the step after it "
                             "does not link to it",
                             r->id, c->path, c->next_seq);
+    pl__diverged(c, rec, type, actor, mp, mp_len, code);
     char *was = pl__payload_text(rec->payload, rec->payload_len, 200);
     char *now = pl__payload_text(mp, mp_len, 200);
     int st = pl__run_fail(
@@ -339,18 +342,9 @@ static int nondet(pl_ctx *c, const pl__rec *rec, pl_step_type type,
  */
 void pl__inv_matched(pl_ctx *c, const char *actor, const char *code)
 {
-    pl__run *r = c->run;
     const pl__rec *rec = &c->rec;
-    if (rec->type == PL_STEP_ACTION_CALL && !rec_code_is(rec, code) &&
-        r->e->on_event) {
-        char *detail = pl__asprintf(
-            "step %s:%u was recorded by code '%.*s', replayed by '%s'", c->path,
-            c->next_seq, rec->code ? (int)rec->code_len : 1,
-            rec->code ? rec->code : "-", code ? code : "-");
-        pl__emit(r, PL_EVENT_CODE_CHANGED, c->path, c->next_seq, actor,
-                 rec->type, 0, 0, detail);
-        free(detail);
-    }
+    if (rec->type == PL_STEP_ACTION_CALL && !rec_code_is(rec, code))
+        pl__code_changed(c, rec, actor, code);
     inv_consume(c);
 }
 

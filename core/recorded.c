@@ -22,6 +22,7 @@
 
 #include "commit.h"
 #include "ctx.h"
+#include "diverge.h"
 #include "invocation.h"
 #include "run.h"
 
@@ -60,6 +61,8 @@ static int recorded(pl_ctx *c, const char *name, produce_fn fn, void *user,
                     pl__map_find(rec->payload, rec->payload_len, "value", &vv,
                                  &vvn);
         if (!same) {
+            pl__diverged(c, rec, PL_STEP_SIDE_EFFECT, c->def->name, NULL, 0,
+                         NULL);
             char *was = pl__payload_text(rec->payload, rec->payload_len, 200);
             st = pl__run_fail(r, PL_ENONDET,
                               "non-determinism in run %s, "

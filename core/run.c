@@ -57,6 +57,7 @@ void pl__run_free(pl__run *r)
     pl__hasher_free(r->hasher);
     pl__run_state_clear(&r->state);
     free(r->reason);
+    free(r->root_code);
     free(r);
 }
 

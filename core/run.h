@@ -10,6 +10,8 @@
  * free with pl__run_free().  PL_ENOMEM or the hasher's error. */
 PL__HIDDEN int pl__run_new(pl_engine *e, const char *id,
                            pl__run **out) PL__MUST_CHECK;
+/* A new run id, a UUIDv7 (runner.c). */
+PL__HIDDEN int pl__new_run_id(char out[PL_UUID_LEN + 1]) PL__MUST_CHECK;
 /* Free a run and all its invocations; NULL does nothing. */
 PL__HIDDEN void pl__run_free(pl__run *r);
 /* Fail the run (once): set stop and reason; returns the run's stop status. */

@@ -25,7 +25,7 @@
 /* ---- run ids -------------------------------------------------------------------- */
 
 /* A UUIDv7: 48 bits of Unix milliseconds, then random bits. */
-static int new_run_id(char out[PL_UUID_LEN + 1])
+int pl__new_run_id(char out[PL_UUID_LEN + 1])
 {
     uint8_t b[16];
     int st = pl__random(b, sizeof b);
@@ -381,7 +381,7 @@ int pl_run_start(pl_outcome **out, pl_engine *e, const pl_action *root,
                        "[A-Za-z0-9._:-])",
                        id, PL_MAX_RUN_ID);
     if (!id) {
-        if ((st = new_run_id(idbuf)))
+        if ((st = pl__new_run_id(idbuf)))
             return st;
         id = idbuf;
     }
@@ -403,9 +403,14 @@ int pl_run_start(pl_outcome **out, pl_engine *e, const pl_action *root,
     ri.seed = seed.len ? seed.data : NULL;
     ri.seed_len = seed.len;
     ri.created_us = pl__now_us();
+    ri.code = (char *)def->code_version;
     if ((st = pl__run_info_encode(&info, id, &ri)) ||
         (st = pl__run_new(e, id, &r)))
         goto done;
+    if (def->code_version && !(r->root_code = pl__strdup(def->code_version))) {
+        st = pl__err(PL_ENOMEM, "out of memory");
+        goto done;
+    }
     r->state.status = PL_RUN_RUNNING;
     r->state.attempts = 1;
     set_owner(e, &r->state);
@@ -619,6 +624,8 @@ static int continue_run(pl_engine *e, const char *id, bool check,
     if ((st = pl__run_new(e, id, &r)))
         goto done;
     r->num = num;
+    r->root_code = ra.info.code; /* the run takes it over */
+    ra.info.code = NULL;
     pl__buf sb = {0};
     st = pl__store_state_get(e->store, num, &sb);
     if (!st)

@@ -18,6 +18,7 @@
 #include <stdio.h>
 
 #include "ctx.h"
+#include "diverge.h"
 #include "invocation.h"
 #include "run.h"
 #include "suspend.h"
@@ -89,11 +90,13 @@ int pl_ctx_suspend(cJSON **out_answer, pl_ctx *c, const cJSON *prompt)
         return st;
     const uint8_t *v;
     size_t vn;
-    if (!pl__map_find(rec->payload, rec->payload_len, "answer", &v, &vn))
+    if (!pl__map_find(rec->payload, rec->payload_len, "answer", &v, &vn)) {
+        pl__diverged(c, rec, PL_STEP_RESUME, "human", NULL, 0, NULL);
         return pl__run_fail(r, PL_ENONDET,
                             "run %s: after the suspension at %s:%u the "
                             "ledger records a resume without an answer",
                             r->id, c->path, seq);
+    }
     if ((st = pl__payload_decode(out_answer, v, vn)))
         return pl__run_fail(r, st, "run %s: %s", r->id, pl_errmsg());
     if ((st = pl__inv_consume_checked(c))) {
@@ -117,11 +120,13 @@ int pl__suspend_answer(pl_ctx *c, uint32_t seq, const pl__rec **rec)
         pl__suspend_here(c, seq, NULL, 0); /* no answer yet: wait again */
         return r->stop;
     }
-    if ((*rec)->type != PL_STEP_RESUME)
+    if ((*rec)->type != PL_STEP_RESUME) {
+        pl__diverged(c, *rec, PL_STEP_RESUME, "human", NULL, 0, NULL);
         return pl__run_fail(r, PL_ENONDET,
                             "run %s: after the suspension at %s:%u the "
                             "ledger records %s, not a resume",
                             r->id, c->path, seq,
                             pl_step_type_name((*rec)->type));
+    }
     return PL_OK;
 }

@@ -550,14 +550,45 @@ typedef enum pl_event_kind {
     PL_EVENT_COMMIT = 8,         /**< appended steps became durable; seq is
                                       how many */
     PL_EVENT_CODE_CHANGED = 9,   /**< a replayed call was recorded by other
-                                      code (detail names both) */
+                                      code (detail and diff name both) */
     PL_EVENT_RUN_SUSPENDED = 10,
     PL_EVENT_RUN_COMPLETED = 11,
-    PL_EVENT_RUN_FAILED = 12
+    PL_EVENT_RUN_FAILED = 12,
+    PL_EVENT_DIVERGED = 13       /**< a replayed step differs from the one
+                                      recorded (diff says how); the run
+                                      stops with PL_ENONDET */
 } pl_event_kind;
 
 /** @return "run_started", "call_served", ... or NULL. */
 const char *pl_event_kind_name(pl_event_kind kind);
+
+/**
+ * A recorded step set beside what replay produced in its place, for
+ * PL_EVENT_DIVERGED (the first difference of a run) and
+ * PL_EVENT_CODE_CHANGED (a call that replays the same under other code).
+ *
+ * The code identities say which code stands behind the step: the step's own
+ * for an `action_call` (its callee's code_version or plugin build id), else
+ * that of the invocation that appended it (named by its caller's
+ * `action_call`, or for the root by the run's record).  recorded_code is
+ * what the ledger names, NULL when it names none; new_code what the
+ * registry has now, NULL when it has none.
+ */
+typedef struct pl_replay_diff {
+    const char *step_id;          /**< "<path>:<seq>" of the position */
+    pl_step_type recorded_type;   /**< the recorded step */
+    const char *recorded_actor;
+    const char *recorded_payload; /**< compact JSON, cut to about 200
+                                       bytes ("..."); NULL if unreadable */
+    const char *recorded_code;
+    pl_step_type new_type;        /**< the new step; 0 when the policy
+                                       ended there and appended none */
+    const char *new_actor;        /**< NULL when new_type is 0 */
+    const char *new_payload;      /**< as recorded_payload; NULL when the
+                                       engine expected a step of its own
+                                       (a call's result, a resume) */
+    const char *new_code;
+} pl_replay_diff;
 
 /** One transition.  Every pointer is borrowed for the callback's duration. */
 typedef struct pl_event {
@@ -573,6 +604,8 @@ typedef struct pl_event {
                                  result) */
     uint64_t elapsed_ns;    /**< call and run ends, commits */
     const char *detail;     /**< a reason, an error code, or NULL */
+    const pl_replay_diff *diff; /**< PL_EVENT_DIVERGED and
+                                     PL_EVENT_CODE_CHANGED; else NULL */
 } pl_event;
 
 /**
@@ -911,6 +944,40 @@ int pl_run_verify(pl_engine *engine, const char *run_id);
  */
 int pl_run_head(uint8_t out[PL_HASH_LEN], pl_engine *engine,
                 const char *run_id);
+
+/**
+ * Fork a run: make a new run whose ledgers are @p run_id's up to, not
+ * including, step @p at_step_id of its root ledger.  The new run holds the
+ * root steps before that step and the whole callee ledger of every call
+ * among them that was answered before it (a call whose result falls at or
+ * after the cut is copied without its callee's steps, so the new run runs
+ * it again).  Steps keep their records (times, payloads, code identities);
+ * their hashes are made anew, chained from the new run's own genesis hash,
+ * so pl_run_verify() checks the new run on its own.  The old run is only
+ * read.
+ *
+ * The new run has the old one's root policy, payload, actions and seed, and
+ * is left `running` with no owner: continue it with pl_run_continue() (a
+ * recovery tool's "finish every run whose owner is gone" finishes it too),
+ * and it replays the copied steps and goes on with the code loaded now.  A
+ * call at the cut whose `action_call` was copied without a result counts as
+ * in flight at a crash: its policy's in-doubt rule applies.
+ *
+ * The new run is written by two commits: should the process die between
+ * them, it is left `failed` with a reason saying the fork did not complete.
+ *
+ * @param[out] out_new_id the new run's id; caller owns, free with free().
+ * @param at_step_id a step of the root ledger, "0:<seq>"; "0:0" forks
+ *        before the first step (the same root action, run afresh).
+ * @param new_id the new run's id, or NULL for a new UUIDv7.
+ * @return PL_OK; PL_EINVAL (NULL argument, a bad run id, a step id that is
+ *         not "0:<seq>"); PL_ENOTFOUND (no such run, or its root ledger has
+ *         no such step); PL_EBUSY (the run is running in a live process);
+ *         PL_EEXIST (@p new_id is taken); PL_ECORRUPT; PL_EVERSION;
+ *         PL_ESTORE; PL_EMAPFULL; PL_ENOMEM.
+ */
+int pl_run_fork(char **out_new_id, pl_engine *engine, const char *run_id,
+                const char *at_step_id, const char *new_id);
 
 /* ------------------------------------------------------------------------ */
 /* Pool: many runs on a few threads                                         */

@@ -27,6 +27,8 @@
  *   | seed    | array        | optional: the steps that open the root      |
  *   |         |              | ledger, each [type, actor, payload]         |
  *   | created | int          | when the run started, Unix us               |
+ *   | code    | str          | optional: the root policy's code identity   |
+ *   |         |              | (code_version or plugin build id)           |
  *   | sum     | bin (32)     | version 2, last: the checksum (above)       |
  *
  * RUN STATE (stored under the run's number)
@@ -119,7 +121,7 @@ int pl__run_info_encode(pl__buf *out, const char *run_id,
     msgpack_packer pk;
     packer_init(&pk, out);
     size_t start = out->len;
-    int rc = msgpack_pack_map(&pk, ri->seed ? 7 : 6);
+    int rc = msgpack_pack_map(&pk, 6 + (ri->seed != NULL) + (ri->code != NULL));
     rc = rc ? rc : pack_key(&pk, "v");
     rc = rc ? rc : msgpack_pack_uint32(&pk, PL__RUNREC_VERSION);
     rc = rc ? rc : pack_key(&pk, "policy");
@@ -136,6 +138,10 @@ int pl__run_info_encode(pl__buf *out, const char *run_id,
     }
     rc = rc ? rc : pack_key(&pk, "created");
     rc = rc ? rc : msgpack_pack_int64(&pk, ri->created_us);
+    if (!rc && ri->code) {
+        rc = pack_key(&pk, "code");
+        rc = rc ? rc : pack_cstr(&pk, ri->code);
+    }
     if (rc) {
         out->len = start;
         return pl__err(PL_ENOMEM, "out of memory encoding a run record");
@@ -303,6 +309,11 @@ int pl__run_info_decode(pl__run_info *out, const char *run_id,
         } else if (key_is(k, kn, "created")) {
             if (rd_int(&r, &out->created_us))
                 goto bad;
+        } else if (key_is(k, kn, "code")) {
+            if (rd_bytes(&r, T_STR, &v, &vn) || vn > 4096 || out->code)
+                goto bad;
+            if (!(out->code = dup_bytes(v, vn)))
+                goto oom;
         } else {
             value_span(&r, &v, &vn); /* a newer field: skip */
         }
@@ -334,6 +345,7 @@ void pl__run_info_clear(pl__run_info *ri)
         free(ri->actions[i]);
     free(ri->actions);
     free(ri->seed);
+    free(ri->code);
     memset(ri, 0, sizeof *ri);
 }
 

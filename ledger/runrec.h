@@ -20,6 +20,7 @@ typedef struct pl__run_info {
     uint8_t *seed; /* msgpack array of [type, actor, payload] or NULL */
     size_t seed_len;
     int64_t created_us;
+    char *code; /* the root policy's code identity, or NULL */
 } pl__run_info;
 
 /* The part rewritten with every commit. */

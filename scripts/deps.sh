@@ -5,7 +5,8 @@
 #                            valgrind, g++ for the header's C++ check,
 #                            clang-format for scripts/format.sh, python3 for
 #                            the HTTP servers of tests/test_tools.c and the
-#                            LLM tests, the official JSON-Schema-Test-Suite)
+#                            LLM tests and the tools' tests, the official
+#                            JSON-Schema-Test-Suite)
 set -euo pipefail
 
 pkgs=(gcc libc6-dev make cmake pkg-config

@@ -1,0 +1,358 @@
+/*
+ * fork.c -- pl_run_fork: a new run made of a prefix of another run.
+ *
+ * The new run holds copies of the old run's steps before a step of its
+ * root ledger: the root steps before it, and the callee ledgers of the
+ * calls among them that were answered before it.  The callee ledger of a
+ * call whose result falls at or after the cut is left out: its last step
+ * may be a mirror of that result (ledger/record.c), and the new run runs
+ * the call again anyway.
+ *
+ * A copied step keeps its record but for two hashes, which name the run
+ * (a step's hash covers its key, and the key its run number; step 0 of
+ * every ledger links to the run's genesis hash, which covers its id):
+ *
+ *   | field                  | becomes                                   |
+ *   |------------------------|-------------------------------------------|
+ *   | 5, previous-step hash  | the hash of the new predecessor (its new  |
+ *   |                        | key and record), or the new genesis hash  |
+ *   | 7, an action_result's  | the new hash of its callee ledger's last  |
+ *   | link (not a folded one)| step, or the new genesis hash if it has   |
+ *   |                        | none                                      |
+ *
+ * Everything else (times, actors, payloads, code identities, folds and
+ * mirrors) is the old run's, byte for byte.  Steps are re-chained in key
+ * order, which is the run's tree in order, so a callee ledger is complete
+ * before the step that links to it.
+ *
+ * Writing takes two commits, because the store numbers a run when it
+ * creates it and the keys (so the hashes) need that number: the run is
+ * created `failed`, with a reason saying the fork did not complete, and the
+ * second commit writes its steps and makes it `running` with no owner.
+ * Continuing it (pl_run_continue()) replays the copied steps and goes on
+ * with the code loaded now.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "internal.h"
+#include "path.h"
+#include "run.h"
+
+/* Parse "0:<seq>", a step of the root ledger. */
+static int parse_root_step(const char *id, uint32_t *seq)
+{
+    if (!id || id[0] != '0' || id[1] != ':' || id[2] < '0' || id[2] > '9')
+        return pl__err(PL_EINVAL,
+                       "bad step id '%s': a fork is made at a "
+                       "step of the root ledger, \"0:<seq>\"",
+                       id ? id : "");
+    uint64_t v = 0;
+    const char *p = id + 2;
+    while (*p >= '0' && *p <= '9') {
+        v = v * 10 + (uint64_t)(*p++ - '0');
+        if (v >= UINT32_MAX)
+            break;
+    }
+    if (*p || v >= UINT32_MAX)
+        return pl__err(PL_EINVAL, "bad step id '%s' (expected \"0:<seq>\")",
+                       id);
+    *seq = (uint32_t)v;
+    return PL_OK;
+}
+
+/* ---- reading the old run --------------------------------------------------------- */
+
+typedef struct collect {
+    uint32_t at;          /* the cut: root steps before it are kept */
+    const bool *answered; /* root seq < at -> its call was answered */
+    pl__kvs *out;
+} collect;
+
+static int collect_step(const uint8_t *key, size_t klen, const uint8_t *val,
+                        size_t vlen, void *user)
+{
+    collect *c = user;
+    uint64_t run;
+    uint32_t comps[PL_MAX_DEPTH], seq;
+    unsigned depth;
+    if (!pl__key_parse(key, klen, &run, comps, &depth, &seq))
+        return pl__err(PL_ECORRUPT, "a step key is malformed");
+    bool keep = depth == 0 ? seq < c->at
+                           : comps[0] < c->at && c->answered[comps[0]];
+    return keep ? pl__kvs_add(c->out, key, klen, val, vlen) : PL_OK;
+}
+
+/* Which calls of the root ledger's first @p at steps are answered before
+ * the cut; fails unless step @p at exists.  *out: caller frees. */
+static int root_answers(pl_engine *e, uint64_t num, uint32_t at, const char *id,
+                        bool **out)
+{
+    uint8_t prefix[PL__PREFIX_MAX];
+    size_t plen = pl__ledger_prefix(prefix, num, NULL, 0);
+    pl__kvs got = {0};
+    bool *answered = calloc((size_t)at + 1, sizeof *answered);
+    if (!answered)
+        return pl__err(PL_ENOMEM, "out of memory");
+    int st = pl__store_read(e->store, prefix, plen, at, 1, 1, &got);
+    if (!st && got.n != 1)
+        st = pl__err(PL_ENOTFOUND,
+                     "run '%s' has no step 0:%u in its root "
+                     "ledger",
+                     id, at);
+    for (uint32_t seq = 0; !st && seq < at;) {
+        pl__kvs_reset(&got);
+        st = pl__store_read(e->store, prefix, plen, seq, 256, (size_t)1 << 20,
+                            &got);
+        if (!st && !got.n)
+            st = pl__err(PL_ECORRUPT, "run '%s': root step 0:%u is missing", id,
+                         seq);
+        for (size_t i = 0; !st && i < got.n && seq < at; i++, seq++) {
+            pl__rec rec;
+            st = pl__rec_decode_lazy(&rec, pl__kvs_val(&got, i), got.e[i].vlen);
+            if (st)
+                st = pl__err(st, "run '%s', step 0:%u: %s", id, seq,
+                             pl_errmsg());
+            else if (rec.has_link && rec.link_seq < at)
+                answered[rec.link_seq] = true;
+        }
+    }
+    pl__kvs_free(&got);
+    if (st) {
+        free(answered);
+        return st;
+    }
+    *out = answered;
+    return PL_OK;
+}
+
+/* ---- re-chaining ------------------------------------------------------------------ */
+
+typedef struct child {
+    uint32_t comp;
+    uint8_t head[PL_HASH_LEN];
+} child;
+
+/* The ledger open at one depth of the walk. */
+typedef struct level {
+    bool open;
+    uint32_t comps[PL_MAX_DEPTH];
+    uint8_t prev[PL_HASH_LEN]; /* the new hash of its last step */
+    child *children;           /* its callee ledgers, closed so far */
+    size_t n_children, cap_children;
+} level;
+
+typedef struct rechain {
+    pl__hasher *hasher;
+    uint8_t genesis[PL_HASH_LEN];
+    level lv[PL_MAX_DEPTH + 1];
+    uint64_t steps;
+} rechain;
+
+static int close_level(rechain *w, unsigned d)
+{
+    level *l = &w->lv[d];
+    if (!l->open)
+        return PL_OK;
+    l->open = false;
+    if (d == 0)
+        return PL_OK;
+    level *p = &w->lv[d - 1];
+    child *grown = pl__grow(p->children, &p->cap_children, p->n_children,
+                            sizeof *grown, 16);
+    if (!grown)
+        return pl__err(PL_ENOMEM, "out of memory");
+    p->children = grown;
+    child *c = &p->children[p->n_children++];
+    c->comp = l->comps[d - 1];
+    memcpy(c->head, l->prev, PL_HASH_LEN);
+    return PL_OK;
+}
+
+/* Copy one step of the old run into @p out under run number @p num, its
+ * hashes made anew. */
+static int rechain_step(rechain *w, uint64_t num, const uint8_t *key,
+                        size_t klen, const uint8_t *val, size_t vlen,
+                        pl__kvs *out)
+{
+    uint64_t run;
+    uint32_t comps[PL_MAX_DEPTH], seq;
+    unsigned d;
+    if (!pl__key_parse(key, klen, &run, comps, &d, &seq))
+        return pl__err(PL_ECORRUPT, "a step key is malformed");
+    pl__rec rec;
+    int st = pl__rec_decode_lazy(&rec, val, vlen);
+    if (st)
+        return st;
+    for (unsigned i = PL_MAX_DEPTH; i > d; i--) /* subtrees behind us */
+        if ((st = close_level(w, i)))
+            return st;
+    level *l = &w->lv[d];
+    if (!l->open || memcmp(l->comps, comps, d * sizeof *comps) != 0) {
+        if ((st = close_level(w, d)))
+            return st;
+        l->open = true;
+        memcpy(l->comps, comps, d * sizeof *comps);
+        memcpy(l->prev, w->genesis, PL_HASH_LEN);
+        l->n_children = 0;
+    }
+    size_t prev_at = (size_t)(rec.prev_hash - val);
+    size_t link_at = rec.link_hash ? (size_t)(rec.link_hash - val) : 0;
+    if ((st = pl__kvs_begin(out, key, klen)))
+        return st;
+    uint8_t *nk = out->data.data + out->e[out->n].koff;
+    pl__put_be64(nk, num);
+    if (pl__buf_append(&out->data, val, vlen)) {
+        pl__kvs_cancel(out);
+        return pl__err(PL_ENOMEM, "out of memory");
+    }
+    pl__kvs_end(out);
+    size_t i = out->n - 1;
+    uint8_t *nv = out->data.data + out->e[i].voff;
+    memcpy(nv + prev_at, l->prev, PL_HASH_LEN);
+    if (rec.link_hash) {
+        const uint8_t *head = w->genesis; /* a callee that recorded nothing */
+        for (size_t c = l->n_children; c-- > 0;) {
+            if (l->children[c].comp == rec.link_seq) {
+                head = l->children[c].head;
+                break;
+            }
+        }
+        memcpy(nv + link_at, head, PL_HASH_LEN);
+    }
+    w->steps += pl__rec_steps(nv, vlen);
+    return pl__step_hash(w->hasher, pl__kvs_key(out, i), klen, nv, vlen,
+                         l->prev);
+}
+
+/* ---- the fork --------------------------------------------------------------------- */
+
+static int encode_state(pl__buf *out, const char *run_id, pl_run_status status,
+                        uint64_t steps, const char *reason)
+{
+    pl__run_state rs = {0};
+    rs.status = status;
+    rs.steps = steps;
+    rs.updated_us = rs.heartbeat_us = pl__now_us();
+    if (status == PL_RUN_FAILED) {
+        rs.error = PL_ESTATE;
+        rs.reason = (char *)reason;
+    }
+    return pl__run_state_encode(out, run_id, &rs);
+}
+
+int pl_run_fork(char **out_new_id, pl_engine *e, const char *run_id,
+                const char *at_step_id, const char *new_id)
+{
+    if (!out_new_id)
+        return pl__err(PL_EINVAL, "pl_run_fork: out_new_id is NULL");
+    *out_new_id = NULL;
+    if (!e || !pl__run_id_ok(run_id))
+        return pl__err(PL_EINVAL, "pl_run_fork: an engine and a valid run id "
+                                  "are required");
+    if (new_id && !pl__run_id_ok(new_id))
+        return pl__err(PL_EINVAL,
+                       "pl_run_fork: bad new run id '%s' (1..%d "
+                       "bytes of [A-Za-z0-9._:-])",
+                       new_id, PL_MAX_RUN_ID);
+    uint32_t at = 0;
+    int st = parse_root_step(at_step_id, &at);
+    if (st)
+        return st;
+
+    char idbuf[PL_UUID_LEN + 1];
+    uint64_t num, new_num = 0;
+    pl__buf info = {0}, sb = {0}, new_info = {0};
+    pl__run_info ri = {0};
+    pl__run_state rs = {0};
+    pl__kvs old = {0};
+    pl__batch create = {0}, fill = {0};
+    bool *answered = NULL;
+    rechain w = {0};
+    char *reason = NULL, *id_copy = NULL;
+
+    if ((st = pl__store_settle(e->store)) ||
+        (st = pl__store_run_find(e->store, run_id, &num, &info)) ||
+        (st = pl__store_state_get(e->store, num, &sb)) ||
+        (st = pl__run_state_decode(&rs, run_id, sb.data, sb.len)) ||
+        (st = pl__run_info_decode(&ri, run_id, info.data, info.len))) {
+        st = pl__err(st, "pl_run_fork: run '%s': %s", run_id, pl_errmsg());
+        goto done;
+    }
+    if (rs.status == PL_RUN_RUNNING &&
+        (pl__owner_alive(e, &rs) || pl__engine_owns(e, num))) {
+        st = pl__err(PL_EBUSY,
+                     "pl_run_fork: run '%s' is running in live "
+                     "process %lld on %s: fork it once it stops",
+                     run_id, (long long)rs.owner_pid, rs.owner_host);
+        goto done;
+    }
+    if ((st = root_answers(e, num, at, run_id, &answered)))
+        goto done;
+    collect cc = {at, answered, &old};
+    if ((st = pl__store_each_step(e->store, num, collect_step, &cc))) {
+        st = pl__err(st, "pl_run_fork: reading run '%s': %s", run_id,
+                     pl_errmsg());
+        goto done;
+    }
+
+    if (!new_id) {
+        if ((st = pl__new_run_id(idbuf)))
+            goto done;
+        new_id = idbuf;
+    }
+    if (!(id_copy = pl__strdup(new_id)) ||
+        !(reason = pl__asprintf("fork of run '%s' at %s did not complete",
+                                run_id, at_step_id))) {
+        st = pl__err(PL_ENOMEM, "out of memory");
+        goto done;
+    }
+    ri.created_us = pl__now_us();
+    if ((st = pl__run_info_encode(&new_info, new_id, &ri)) ||
+        (st = encode_state(&create.state, new_id, PL_RUN_FAILED, 0, reason)))
+        goto done;
+    create.create_id = new_id;
+    create.create_info = &new_info;
+    if ((st = pl__engine_commit(e, &create)))
+        goto done;
+    if (create.rc) {
+        st = pl__err(PL_EEXIST, "pl_run_fork: run '%s' exists already", new_id);
+        goto done;
+    }
+    new_num = create.run;
+
+    if ((st = pl__hasher_new(&w.hasher)) ||
+        (st = pl__genesis_hash(w.hasher, new_id, w.genesis)))
+        goto done;
+    for (size_t i = 0; !st && i < old.n; i++)
+        st = rechain_step(&w, new_num, pl__kvs_key(&old, i), old.e[i].klen,
+                          pl__kvs_val(&old, i), old.e[i].vlen, &fill.steps);
+    if (st) {
+        st = pl__err(st, "pl_run_fork: copying run '%s': %s", run_id,
+                     pl_errmsg());
+        goto done;
+    }
+    fill.run = new_num;
+    if ((st = encode_state(&fill.state, new_id, PL_RUN_RUNNING, w.steps,
+                           NULL)) ||
+        (st = pl__engine_commit(e, &fill)))
+        goto done;
+    *out_new_id = id_copy;
+    id_copy = NULL;
+done:
+    for (size_t i = 0; i < PL__ARRAY_LEN(w.lv); i++)
+        free(w.lv[i].children);
+    pl__hasher_free(w.hasher);
+    free(answered);
+    free(reason);
+    free(id_copy);
+    pl__batch_free(&create);
+    pl__batch_free(&fill);
+    pl__kvs_free(&old);
+    pl__run_info_clear(&ri);
+    pl__run_state_clear(&rs);
+    pl__buf_free(&info);
+    pl__buf_free(&sb);
+    pl__buf_free(&new_info);
+    return st;
+}

@@ -1,0 +1,145 @@
+/*
+ * replay_helper.c -- what ledger-replay's tests need done to a store that
+ * the tool itself does not do (it never starts a run):
+ *
+ *   replay-helper start STORE PLUGIN POLICY RUN_ID JSON
+ *       start a run of POLICY (from PLUGIN) and print its status
+ *   replay-helper hold STORE RUN_ID
+ *       start a run that stays inside a call: it prints "waiting" and
+ *       blocks until its stdin is closed, then completes
+ *   replay-helper verify STORE RUN_ID
+ *       pl_run_verify(): print "ok", or the fault and exit 1
+ *   replay-helper head STORE RUN_ID
+ *       print the run's head hash in hex
+ *
+ * Exit: 0 done, 1 a check failed, 2 the store, plugin or run failed.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <policyledger.h>
+
+static int wait_for_stdin(pl_ctx *ctx, const pl_action *a, pl_steps *out,
+                          void *user)
+{
+    (void)ctx;
+    (void)a;
+    (void)user;
+    printf("waiting\n");
+    fflush(stdout);
+    char buf[256];
+    while (read(STDIN_FILENO, buf, sizeof buf) > 0)
+        ;
+    return pl_steps_add_resultf(out, "{s:b}", "released", 1);
+}
+
+static int hold(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)a;
+    (void)user;
+    cJSON *r = NULL;
+    int st = pl_ctx_invoke(&r, ctx, "wait", pl_json_empty());
+    if (!st)
+        st = pl_steps_add_result(out, r);
+    cJSON_Delete(r);
+    return st;
+}
+
+static int fail(const char *what)
+{
+    fprintf(stderr, "replay-helper: %s: %s\n", what, pl_errmsg());
+    return 2;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 4) {
+        fprintf(stderr, "usage: replay-helper start|hold|verify|head STORE "
+                        "...\n");
+        return 2;
+    }
+    const char *cmd = argv[1], *store = argv[2];
+    pl_registry *reg = NULL;
+    pl_engine *e = NULL;
+    pl_outcome *o = NULL;
+    cJSON *payload = NULL;
+    int rc = 2;
+    if (pl_registry_new(&reg)) {
+        rc = fail("registry");
+        goto done;
+    }
+    if (!strcmp(cmd, "start") && argc == 7 && pl_plugin_load(reg, argv[3])) {
+        rc = fail(argv[3]);
+        goto done;
+    }
+    if (!strcmp(cmd, "hold")) {
+        pl_policy_def d = PL_POLICY_DEF_INIT;
+        d.name = "hold";
+        d.fn = hold;
+        pl_policy_def w = PL_POLICY_DEF_INIT;
+        w.name = "wait";
+        w.fn = wait_for_stdin;
+        if (pl_registry_add(reg, &d) || pl_registry_add(reg, &w)) {
+            rc = fail("registry");
+            goto done;
+        }
+    }
+    if (pl_engine_open(&e, store, reg, NULL)) {
+        rc = fail(store);
+        goto done;
+    }
+    if (!strcmp(cmd, "start") && argc == 7) {
+        payload = cJSON_Parse(argv[6]);
+        pl_action root = PL_ACTION_INIT;
+        root.policy = argv[4];
+        root.payload = payload;
+        pl_run_options ro = PL_RUN_OPTIONS_INIT;
+        ro.run_id = argv[5];
+        if (!payload || pl_run_start(&o, e, &root, &ro)) {
+            rc = fail("start");
+            goto done;
+        }
+        printf("%s\n", pl_run_status_name(o->status));
+        rc = 0;
+    } else if (!strcmp(cmd, "hold") && argc == 4) {
+        pl_action root = PL_ACTION_INIT;
+        root.policy = "hold";
+        root.payload = pl_json_empty();
+        pl_run_options ro = PL_RUN_OPTIONS_INIT;
+        ro.run_id = argv[3];
+        if (pl_run_start(&o, e, &root, &ro)) {
+            rc = fail("hold");
+            goto done;
+        }
+        printf("%s\n", pl_run_status_name(o->status));
+        rc = o->status == PL_RUN_COMPLETED ? 0 : 2;
+    } else if (!strcmp(cmd, "verify") && argc == 4) {
+        if (pl_run_verify(e, argv[3])) {
+            printf("%s\n", pl_errmsg());
+            rc = 1;
+        } else {
+            printf("ok\n");
+            rc = 0;
+        }
+    } else if (!strcmp(cmd, "head") && argc == 4) {
+        uint8_t h[PL_HASH_LEN];
+        if (pl_run_head(h, e, argv[3])) {
+            rc = fail("head");
+            goto done;
+        }
+        for (size_t i = 0; i < PL_HASH_LEN; i++)
+            printf("%02x", h[i]);
+        printf("\n");
+        rc = 0;
+    } else {
+        fprintf(stderr, "replay-helper: bad arguments\n");
+    }
+done:
+    pl_outcome_free(o);
+    cJSON_Delete(payload);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+    return rc;
+}

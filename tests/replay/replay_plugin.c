@@ -1,0 +1,91 @@
+/*
+ * replay_plugin.c -- a plugin for ledger-replay's tests: a run that waits
+ * for a human.
+ *
+ *   "approval"  root: notes "asked", asks "human" (which suspends the run)
+ *               with {"question", "order"}, notes the answer, and returns
+ *               {"approved": <the answer's "approved">}; with {"fail":
+ *               true} it fails the run (PL_EPOLICY) before anything
+ *   "note"      a tool: appends "note <idempotency key> <text>" to the file
+ *               REPLAY_EFFECTS names (if set) and returns {"noted": text}
+ *   "human"     pl_registry_add_human()
+ *
+ * Built twice: BUILD_TAG changes a description only, so the two builds have
+ * different build-ids and replay the same ledgers the same way.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <policyledger.h>
+
+#ifndef BUILD_TAG
+#define BUILD_TAG "a"
+#endif
+
+PL_PLUGIN_DECLARE;
+
+int pl_plugin_init(pl_registry *reg);
+
+static int note(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)user;
+    const char *text = "";
+    if (pl_json_unpack(a->payload, "{s:s}", "text", &text))
+        return pl_steps_add_error(out, PL_ERR_INVALID_INPUT,
+                                  "note needs {\"text\": string}");
+    const char *path = getenv("REPLAY_EFFECTS");
+    if (path && *path) {
+        FILE *f = fopen(path, "a");
+        if (!f)
+            return pl_steps_add_error(out, PL_ERR_RETRYABLE_SERVER,
+                                      "cannot open the effects file");
+        fprintf(f, "note %s %s\n", pl_ctx_idempotency_key(ctx), text);
+        fclose(f);
+    }
+    return pl_steps_add_resultf(out, "{s:s}", "noted", text);
+}
+
+static int approval(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)user;
+    const char *order = "?";
+    bool fail = false;
+    (void)pl_json_unpack(a->payload, "{s?s, s?b}", "order", &order, "fail",
+                         &fail);
+    if (fail)
+        return PL_EPOLICY;
+    cJSON *answer = NULL;
+    int st = pl_ctx_invokef(NULL, ctx, "note", "{s:s}", "text", "asked");
+    if (!st)
+        st = pl_ctx_invokef(&answer, ctx, "human", "{s:s, s:s}", "question",
+                            "ship this order?", "order", order);
+    bool approved = false;
+    if (!st && pl_json_unpack(answer, "{s:b}", "approved", &approved))
+        approved = false;
+    if (!st)
+        st = pl_ctx_invokef(NULL, ctx, "note", "{s:s}", "text",
+                            approved ? "approved" : "refused");
+    if (!st)
+        st = pl_steps_add_resultf(out, "{s:b}", "approved", approved);
+    cJSON_Delete(answer);
+    return st;
+}
+
+int pl_plugin_init(pl_registry *reg)
+{
+    pl_policy_def d = PL_POLICY_DEF_INIT;
+    d.name = "approval";
+    d.fn = approval;
+    d.description = "Ask a human to approve an order (build " BUILD_TAG ").";
+    int st = pl_registry_add(reg, &d);
+    if (st)
+        return st;
+    d = (pl_policy_def)PL_POLICY_DEF_INIT;
+    d.name = "note";
+    d.fn = note;
+    d.description = "Note a line in the effects file.";
+    if ((st = pl_registry_add(reg, &d)))
+        return st;
+    return pl_registry_add_human(reg, "human");
+}

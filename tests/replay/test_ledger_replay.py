@@ -1,0 +1,616 @@
+#!/usr/bin/env python3
+"""ledger-replay on real stores: the executables of one build tree, run
+against LMDB stores this script makes (the order demo killed with SIGKILL, a
+process holding a run mid-call, runs waiting for a human).
+
+Every case checks the exit status, what the JSON summary says field by
+field, and the effects the policies leave in files (the outside world).
+Standard library only.  Exits 1 if any case fails.
+"""
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import traceback
+
+ARGS = None
+SANITIZER_MARKS = ("Sanitizer", "runtime error:")
+
+
+class Failure(Exception):
+    pass
+
+
+def check(cond, what, *context):
+    if not cond:
+        raise Failure(what + "".join("\n  " + str(c) for c in context))
+
+
+def run(argv, stdin=None, env=None, expect=None):
+    """Run a program; fail on a sanitizer report or an unexpected status."""
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    p = subprocess.run(argv, input=stdin, capture_output=True, text=True,
+                       env=full_env, timeout=120)
+    for mark in SANITIZER_MARKS:
+        check(mark not in p.stderr, "sanitizer report from %s" % argv[0],
+              p.stderr)
+    if expect is not None:
+        check(p.returncode == expect,
+              "%s exited %d, expected %d" % (" ".join(argv[1:]), p.returncode,
+                                             expect),
+              "stdout: " + p.stdout, "stderr: " + p.stderr)
+    return p
+
+
+class Store:
+    """A temporary directory with a store, an effects file and the tools."""
+
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="ledger-replay-")
+        self.path = os.path.join(self.dir, "store.db")
+        self.effects = os.path.join(self.dir, "effects.txt")
+        self.env = {"ORDER_EFFECTS": self.effects,
+                    "REPLAY_EFFECTS": self.effects}
+
+    def close(self):
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def tool(self, *args, plugins=None, expect=None, stdin=None, store=None):
+        argv = [ARGS.tool, store or self.path]
+        for p in plugins or [ARGS.order_plugin]:
+            argv += ["--plugin", p]
+        return run(argv + list(args), stdin=stdin, env=self.env,
+                   expect=expect)
+
+    def tool_json(self, *args, plugins=None, expect=None, stdin=None):
+        p = self.tool(*args, "--json", plugins=plugins, expect=expect,
+                      stdin=stdin)
+        try:
+            doc = json.loads(p.stdout)
+        except ValueError as e:
+            raise Failure("--json printed no JSON document: %s\n%s"
+                          % (e, p.stdout))
+        check(doc["exit"] == p.returncode, "the document's exit is not the "
+              "exit status", doc, p.returncode)
+        check(doc["store"] == self.path, "the document names another store",
+              doc)
+        return doc, p
+
+    def demo(self, order, crash_after=None, plugin=None):
+        argv = [ARGS.demo, "--store", self.path, "--effects", self.effects,
+                "--order", order, "--quiet",
+                "--plugin", plugin or ARGS.order_plugin]
+        if crash_after is not None:
+            argv += ["--crash-after", str(crash_after)]
+        return run(argv, env=self.env)
+
+    def helper(self, *args, expect=0):
+        return run([ARGS.helper, args[0], self.path] + list(args[1:]),
+                   env=self.env, expect=expect)
+
+    def effect_lines(self, prefix=""):
+        try:
+            with open(self.effects) as f:
+                return [l.rstrip("\n") for l in f if l.startswith(prefix)]
+        except FileNotFoundError:
+            return []
+
+    def data_digest(self):
+        with open(self.path, "rb") as f:
+            return hashlib.sha256(f.read()).hexdigest()
+
+
+def build_id(path):
+    """The GNU build-id of an ELF64 little-endian file, as pl_plugin_load()
+    names it ("build-id:<hex>")."""
+    with open(path, "rb") as f:
+        data = f.read()
+    check(data[:4] == b"\x7fELF" and data[4] == 2 and data[5] == 1,
+          "%s is not an ELF64 LE file" % path)
+    shoff, = struct.unpack_from("<Q", data, 0x28)
+    shentsize, shnum = struct.unpack_from("<HH", data, 0x3A)
+    for i in range(shnum):
+        sh = shoff + i * shentsize
+        sh_type, = struct.unpack_from("<I", data, sh + 4)
+        off, size = struct.unpack_from("<QQ", data, sh + 0x18)
+        if sh_type != 7:  # SHT_NOTE
+            continue
+        p = off
+        while p + 12 <= off + size:
+            namesz, descsz, ntype = struct.unpack_from("<III", data, p)
+            name = data[p + 12:p + 12 + namesz]
+            desc_at = p + 12 + ((namesz + 3) & ~3)
+            if ntype == 3 and name == b"GNU\x00":
+                return "build-id:" + data[desc_at:desc_at + descsz].hex()
+            p = desc_at + ((descsz + 3) & ~3)
+    raise Failure("%s has no build-id" % path)
+
+
+def charges_of(store, order):
+    return [l for l in store.effect_lines("charge_card ")
+            if l.endswith(" for " + order)]
+
+
+# ---- cases -----------------------------------------------------------------
+
+
+def case_usage():
+    s = Store()
+    try:
+        p = run([ARGS.tool, "--help"], expect=0)
+        for word in ("--run", "--all", "--resume", "--check", "--fork",
+                     "--json", "Examples", "Exit status"):
+            check(word in p.stdout, "--help does not explain " + word)
+        check(p.stderr == "", "--help wrote to stderr", p.stderr)
+        bad = [
+            [],                                           # nothing at all
+            [s.path],                                     # no plugin, no mode
+            [s.path, "--plugin", ARGS.order_plugin],      # no mode
+            [s.path, "--all"],                            # no plugin
+            [s.path, "--plugin", ARGS.order_plugin, "--bogus"],
+            [s.path, "--plugin", ARGS.order_plugin, "--run"],  # no value
+            [s.path, "--plugin", ARGS.order_plugin, "--all", "--run", "x"],
+            [s.path, "--plugin", ARGS.order_plugin, "--all", "--fork", "x",
+             "--at", "0:1"],
+            [s.path, "--plugin", ARGS.order_plugin, "--run", "x",
+             "--answer", "{}"],                           # answer without resume
+            [s.path, "--plugin", ARGS.order_plugin, "--resume", "x"],
+            [s.path, "--plugin", ARGS.order_plugin, "--fork", "x"],  # no --at
+            [s.path, "--plugin", ARGS.order_plugin, "--all", "--at", "0:1"],
+            [s.path, "extra", "--plugin", ARGS.order_plugin, "--all"],
+        ]
+        for argv in bad:
+            p = run([ARGS.tool] + argv, expect=1)
+            check(p.stderr.startswith("ledger-replay: "),
+                  "usage error without a message on stderr", argv, p.stderr)
+            check(p.stdout == "", "usage error printed on stdout", argv)
+        check(not os.path.exists(s.path), "a usage error created the store")
+    finally:
+        s.close()
+
+
+def case_bad_store():
+    s = Store()
+    try:
+        # no such path: an error, and nothing is created
+        p = s.tool("--all", expect=2)
+        check("no store" in p.stderr, "missing store not named", p.stderr)
+        check(not os.path.exists(s.path), "the tool created a store")
+        # an empty file
+        open(s.path, "w").close()
+        p = s.tool("--all", expect=2)
+        check("empty" in p.stderr, "empty store not named", p.stderr)
+        # a directory with no store in it: still nothing created
+        d = os.path.join(s.dir, "emptydir")
+        os.mkdir(d)
+        p = s.tool("--check", store=d, expect=2)
+        check(os.listdir(d) == [], "the tool created files in a directory",
+              os.listdir(d))
+        # not an LMDB file
+        with open(s.path, "w") as f:
+            f.write("this is not a store\n" * 500)
+        p = s.tool("--all", expect=2)
+        check("cannot open the store" in p.stderr, "bad store not named",
+              p.stderr)
+        # a real store, but no such run
+        os.unlink(s.path)
+        s.demo("A-1")
+        for args in (["--run", "nope"], ["--check", "--run", "nope"],
+                     ["--resume", "nope", "--answer", "{}"],
+                     ["--fork", "nope", "--at", "0:1"],
+                     ["--run", "bad id!"]):
+            p = s.tool(*args, expect=2)
+            check("no run" in p.stderr, "missing run not named", args,
+                  p.stderr)
+    finally:
+        s.close()
+
+
+def case_bad_plugin():
+    s = Store()
+    try:
+        s.demo("A-1")
+        not_so = os.path.join(s.dir, "not-a-plugin.so")
+        with open(not_so, "w") as f:
+            f.write("not a shared object\n")
+        for plugin, word in ((not_so, "not-a-plugin.so"),
+                             (os.path.join(s.dir, "missing.so"), "missing"),
+                             (ARGS.failing_plugin, "plugin"),
+                             (ARGS.no_entry_plugin, "pl_plugin_init")):
+            p = s.tool("--all", plugins=[plugin], expect=2)
+            check("cannot load plugin" in p.stderr and word in p.stderr,
+                  "plugin failure not explained", plugin, p.stderr)
+        # two plugins registering the same policies
+        p = s.tool("--all", plugins=[ARGS.order_plugin, ARGS.order_plugin_v2],
+                   expect=2)
+        check("cannot load plugin" in p.stderr, "duplicate not explained",
+              p.stderr)
+    finally:
+        s.close()
+
+
+def case_crash_then_run():
+    """order-demo killed at every step boundary; --run finishes it and no
+    finished call runs twice (one charge per order)."""
+    s = Store()
+    try:
+        crashed = 0
+        for n in range(1, 40):
+            order = "C-%d" % n
+            p = s.demo(order, crash_after=n)
+            if p.returncode == 0:
+                break  # past the run's last boundary
+            check(p.returncode == -signal.SIGKILL,
+                  "order-demo did not die of SIGKILL", n, p.returncode,
+                  p.stderr)
+            crashed += 1
+            run_id = "order-" + order
+            doc, _ = s.tool_json("--run", run_id, expect=0)
+            check(doc["mode"] == "run" and len(doc["runs"]) == 1,
+                  "one run expected", doc)
+            r = doc["runs"][0]
+            check(r["run_id"] == run_id and r["status"] == "completed",
+                  "crashed run not completed", n, r)
+            check(isinstance(r["calls_served"], int)
+                  and isinstance(r["calls_executed"], int)
+                  and r["calls_served"] + r["calls_executed"] >= 3,
+                  "counters missing", r)
+            check(isinstance(r["elapsed_ms"], (int, float))
+                  and r["elapsed_ms"] >= 0, "no time", r)
+            check(r["result"]["status"] == "shipped"
+                  and r["result"]["order_id"] == order, "wrong result", r)
+            check(len(charges_of(s, order)) == 1,
+                  "charge_card ran %d times for %s"
+                  % (len(charges_of(s, order)), order), s.effect_lines())
+            ships = [l for l in s.effect_lines("ship ")
+                     if " %s via " % order in l]
+            check(len(ships) >= 1, "never shipped", n)
+            s.helper("verify", run_id)
+            # a completed run is final: served, never executed again
+            p = s.tool("--run", run_id, expect=0)
+            check("completed" in p.stdout and "executed 0" in p.stdout,
+                  "a completed run executed again", p.stdout)
+            check(len(charges_of(s, order)) == 1, "charged again", order)
+        check(crashed >= 5, "too few crash points", crashed)
+    finally:
+        s.close()
+
+
+def case_all_skips_a_live_owner():
+    s = Store()
+    holder = None
+    try:
+        s.demo("A-1")  # completed: --all leaves it alone
+        for order, n in (("A-2", 4), ("A-3", 9)):
+            p = s.demo(order, crash_after=n)
+            check(p.returncode == -signal.SIGKILL, "demo did not crash", p)
+        holder = subprocess.Popen([ARGS.helper, "hold", s.path, "held"],
+                                  stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True)
+        line = holder.stdout.readline()
+        check(line == "waiting\n", "the holder did not start its call", line)
+
+        doc, p = s.tool_json("--all", expect=0)
+        ids = sorted(r["run_id"] for r in doc["runs"])
+        check(ids == ["order-A-2", "order-A-3"], "--all continued the wrong "
+              "runs", doc)
+        for r in doc["runs"]:
+            check(r["status"] == "completed", "not completed", r)
+            check(r["calls_served"] >= 1, "nothing served", r)
+        check(len(doc["skipped"]) == 1, "the live run was not skipped", doc)
+        sk = doc["skipped"][0]
+        check(sk["run_id"] == "held" and sk["owner_pid"] == holder.pid,
+              "skipped the wrong run or owner", sk, holder.pid)
+        for order in ("A-1", "A-2", "A-3"):
+            check(len(charges_of(s, order)) == 1, "charged twice", order)
+
+        # a run a live process owns is refused, not touched
+        p = s.tool("--run", "held", expect=1)
+        check("held" in p.stderr and "process" in p.stderr,
+              "busy run not explained", p.stderr)
+        p = s.tool("--fork", "held", "--at", "0:0", expect=1)
+        check("live" in p.stderr, "busy fork not explained", p.stderr)
+        # a second --all finds nothing to do
+        doc, _ = s.tool_json("--all", expect=0)
+        check(doc["runs"] == [] and len(doc["skipped"]) == 1,
+              "second --all did something", doc)
+
+        out, err = holder.communicate(input="", timeout=60)
+        check(holder.returncode == 0 and out == "completed\n",
+              "the holder did not finish its run", out, err)
+        holder = None
+        doc, _ = s.tool_json("--all", expect=0)
+        check(doc["runs"] == [] and doc["skipped"] == [],
+              "a finished run was continued", doc)
+    finally:
+        if holder is not None:
+            holder.kill()
+            holder.wait()
+        s.close()
+
+
+def case_check():
+    s = Store()
+    try:
+        s.demo("A-1")
+        s.demo("A-2")
+        p = s.demo("A-3", crash_after=5)  # running, owner gone
+        check(p.returncode == -signal.SIGKILL, "demo did not crash")
+        before_data = s.data_digest()
+        before_fx = s.effect_lines()
+
+        doc, _ = s.tool_json("--check", expect=0)
+        check(doc["mode"] == "check" and len(doc["runs"]) == 3,
+              "not every run checked", doc)
+        by = {r["run_id"]: r for r in doc["runs"]}
+        for rid in ("order-A-1", "order-A-2"):
+            check(by[rid]["check"] == "ok" and by[rid]["status"] == "completed"
+                  and by[rid]["code_changed"] == [], "unchanged code not ok",
+                  by[rid])
+            check(by[rid]["calls_served"] == 3, "not served", by[rid])
+        check(by["order-A-3"]["check"] == "ok"
+              and by["order-A-3"]["status"] == "running"
+              and "record ends" in by["order-A-3"]["note"],
+              "a crashed run does not check as clean so far", by["order-A-3"])
+
+        v1 = build_id(ARGS.order_plugin)
+        v2 = build_id(ARGS.order_plugin_v2)
+        check(v1 != v2, "the two plugins have one build-id")
+        doc, p = s.tool_json("--check", plugins=[ARGS.order_plugin_v2],
+                             expect=5)
+        by = {r["run_id"]: r for r in doc["runs"]}
+        for rid, order in (("order-A-1", "A-1"), ("order-A-2", "A-2")):
+            r = by[rid]
+            check(r["check"] == "diverged", "v2 does not diverge", r)
+            d = r["divergence"]
+            check(d["step_id"] == "0:4" and d["invocation"] == "0"
+                  and d["position"] == 4, "wrong divergence position", d)
+            rec, new = d["recorded"], d["new"]
+            check(rec["type"] == "action_call" and new["type"] == "action_call"
+                  and rec["actor"] == "order" and new["actor"] == "order",
+                  "wrong steps", d)
+            check(json.loads(rec["payload"]) ==
+                  {"policy": "ship",
+                   "payload": {"order_id": order, "reservation": "R-" + order}},
+                  "wrong recorded payload", rec)
+            check(json.loads(new["payload"])["payload"]["express"] is True,
+                  "wrong new payload", new)
+            check(rec["code"] == v1 and new["code"] == v2,
+                  "wrong code identities", d, v1, v2)
+            check(r["code_changed"][0]["recorded_code"] == v1
+                  and r["code_changed"][0]["new_code"] == v2,
+                  "code change not listed", r)
+            check("non-determinism" in r["message"], "no message", r)
+        # A-3 crashed before the changed call: it still replays cleanly
+        check(by["order-A-3"]["check"] == "ok", "A-3 diverged", by)
+        p = s.tool("--check", plugins=[ARGS.order_plugin_v2], expect=5)
+        check("first divergence at step 0:4" in p.stdout and v1 in p.stdout
+              and v2 in p.stdout, "text report lacks the divergence", p.stdout)
+
+        # one run only
+        doc, _ = s.tool_json("--check", "--run", "order-A-1", expect=0)
+        check([r["run_id"] for r in doc["runs"]] == ["order-A-1"],
+              "--check --run checked others", doc)
+        doc, _ = s.tool_json("--check", "--run", "order-A-2",
+                             plugins=[ARGS.order_plugin_v2], expect=5)
+        check(doc["runs"][0]["check"] == "diverged", "not diverged", doc)
+
+        # --run on a completed run under changed code: it diverges
+        p = s.tool("--run", "order-A-1", plugins=[ARGS.order_plugin_v2],
+                   expect=5)
+        check("non-determinism" in p.stderr, "divergence not explained",
+              p.stderr)
+
+        # nothing was executed or written by any of it
+        check(s.data_digest() == before_data, "a check wrote to the store")
+        check(s.effect_lines() == before_fx, "a check executed a call")
+    finally:
+        s.close()
+
+
+def case_check_code_changed_but_clean():
+    s = Store()
+    try:
+        s.helper("start", ARGS.plugin, "approval", "ap-1",
+                 '{"order": "A-1"}')
+        s.tool("--resume", "ap-1", "--answer", '{"approved": true}',
+               plugins=[ARGS.plugin], expect=0)
+        a, b = build_id(ARGS.plugin), build_id(ARGS.plugin_b)
+        check(a != b, "the two builds have one build-id")
+        doc, _ = s.tool_json("--check", plugins=[ARGS.plugin_b], expect=0)
+        r = doc["runs"][0]
+        check(r["check"] == "ok", "other code that replays the same is not "
+              "ok", r)
+        cc = r["code_changed"]
+        check(len(cc) == 1 and cc[0]["recorded_code"] == a
+              and cc[0]["new_code"] == b and cc[0]["calls"] == 2,
+              "the code change is not listed", cc, a, b)
+        p = s.tool("--check", plugins=[ARGS.plugin_b], expect=0)
+        check("recorded by other code that replays the same" in p.stdout,
+              "text report does not say so", p.stdout)
+    finally:
+        s.close()
+
+
+def case_resume():
+    s = Store()
+    try:
+        P = [ARGS.plugin]
+        for rid in ("ap-1", "ap-2", "ap-3", "ap-4"):
+            p = s.helper("start", ARGS.plugin, "approval", rid,
+                         '{"order": "%s"}' % rid)
+            check(p.stdout == "suspended\n", "did not suspend", p.stdout)
+        check(len(s.effect_lines("note ")) == 4, "notes before suspending")
+
+        # --run on a suspended run says how to resume it, exit 4
+        doc, p = s.tool_json("--run", "ap-1", plugins=P, expect=4)
+        r = doc["runs"][0]
+        check(r["status"] == "suspended" and r["suspended_path"] == "0.2"
+              and len(r["resume_token"]) == 32, "no token reported", r)
+        check("--resume" in p.stderr, "no hint to resume", p.stderr)
+        token = r["resume_token"]
+
+        # bad answers: exit 1, the run still waits
+        for answer, word in (('{"approved": tru', "not valid JSON"),
+                             ("[1, 2]", "JSON object"),
+                             ('"yes"', "JSON object"),
+                             ("", "not valid JSON"),
+                             ('{"a": 1} trailing', "not valid JSON")):
+            p = s.tool("--resume", "ap-1", "--answer", answer, plugins=P,
+                       expect=1)
+            check(word in p.stderr and "--answer" in p.stderr,
+                  "bad answer not explained", answer, p.stderr)
+        p = s.tool("--resume", "ap-1", "--answer", '{"approved": true}',
+                   "--token", "0" * 32, plugins=P, expect=1)
+        check("token" in p.stderr, "wrong token not explained", p.stderr)
+        p = s.tool("--resume", "ap-1", "--answer",
+                   "@" + os.path.join(s.dir, "missing.json"), plugins=P,
+                   expect=1)
+        check("missing.json" in p.stderr, "missing file not named", p.stderr)
+        doc, _ = s.tool_json("--run", "ap-1", plugins=P, expect=4)
+        check(doc["runs"][0]["resume_token"] == token, "the token changed")
+
+        # with the token given
+        doc, _ = s.tool_json("--resume", "ap-1", "--token", token, "--answer",
+                             '{"approved": true}', plugins=P, expect=0)
+        r = doc["runs"][0]
+        check(r["status"] == "completed" and r["result"] == {"approved": True},
+              "resume did not complete", r)
+        check(r["calls_served"] == 1 and r["calls_executed"] == 2,
+              "the note before the question ran again", r)
+        check(s.effect_lines("note ap-1/0:0 ") == ["note ap-1/0:0 asked"]
+              and s.effect_lines("note ap-1/0:4 ")
+              == ["note ap-1/0:4 approved"], "wrong notes", s.effect_lines())
+        s.helper("verify", "ap-1")
+        # resuming it again: it is not suspended
+        p = s.tool("--resume", "ap-1", "--answer", "{}", plugins=P, expect=1)
+        check("not suspended" in p.stderr, "not explained", p.stderr)
+
+        # without a token; the answer from a file
+        f = os.path.join(s.dir, "answer.json")
+        with open(f, "w") as fh:
+            fh.write('{"approved": false, "by": "ops"}\n')
+        doc, _ = s.tool_json("--resume", "ap-2", "--answer", "@" + f,
+                             plugins=P, expect=0)
+        check(doc["runs"][0]["result"] == {"approved": False}, "wrong result",
+              doc)
+        # the answer on stdin
+        doc, _ = s.tool_json("--resume", "ap-3", "--answer", "-", plugins=P,
+                             stdin='{"approved": true}', expect=0)
+        check(doc["runs"][0]["result"] == {"approved": True}, "wrong result",
+              doc)
+        p = s.tool("--resume", "ap-3", "--answer", "{}", plugins=P, expect=1)
+
+        # a run that fails: exit 5, with its reason
+        s.helper("start", ARGS.plugin, "approval", "bad", '{"fail": true}')
+        doc, p = s.tool_json("--run", "bad", plugins=P, expect=5)
+        r = doc["runs"][0]
+        check(r["status"] == "failed" and r["error"] == "PL_EPOLICY"
+              and r["reason"], "failure not reported", r)
+        # --all with a suspended run and a failed one: neither is running
+        doc, _ = s.tool_json("--all", plugins=P, expect=0)
+        check(doc["runs"] == [], "--all touched a run that is not running",
+              doc)
+        # the check passes over suspended and failed runs alike
+        doc, _ = s.tool_json("--check", plugins=P, expect=0)
+        by = {r["run_id"]: r for r in doc["runs"]}
+        check(by["ap-4"]["check"] == "ok" and by["bad"]["check"] == "ok",
+              "suspended or failed runs do not check", by)
+    finally:
+        s.close()
+
+
+def case_fork():
+    s = Store()
+    try:
+        s.demo("F-1")
+        run_id = "order-F-1"
+        head = s.helper("head", run_id).stdout
+        doc, _ = s.tool_json("--fork", run_id, "--at", "0:2", "--new-id",
+                             "fork-1", expect=0)
+        r = doc["runs"][0]
+        check(r["run_id"] == "fork-1" and r["status"] == "completed"
+              and r["forked_from"] == run_id and r["forked_at"] == "0:2",
+              "fork not reported", r)
+        check(r["calls_served"] == 1 and r["calls_executed"] == 2,
+              "the fork did not serve the reservation and run the rest", r)
+        check(len(charges_of(s, "F-1")) == 2, "the fork did not charge anew")
+        check(any(l.startswith("charge_card fork-1/0:2 ")
+                  for l in s.effect_lines()), "the fork's charge has the "
+              "fork's key", s.effect_lines())
+        check(not any(l.startswith("reserve_stock fork-1/")
+                      for l in s.effect_lines()),
+              "the fork reserved again", s.effect_lines())
+        s.helper("verify", "fork-1")
+        s.helper("verify", run_id)
+        check(s.helper("head", run_id).stdout == head, "the old run changed")
+        check(s.helper("head", "fork-1").stdout != head,
+              "the fork has the old run's head")
+
+        # continued with the code loaded now: v2 ships express
+        doc, _ = s.tool_json("--fork", run_id, "--at", "0:4", "--new-id",
+                             "fork-2", plugins=[ARGS.order_plugin_v2],
+                             expect=0)
+        check(doc["runs"][0]["calls_served"] == 2, "not served", doc)
+        s.tool("--check", "--run", "fork-2", plugins=[ARGS.order_plugin_v2],
+               expect=0)
+        s.tool("--check", "--run", "fork-2", expect=5)
+        s.tool("--check", "--run", run_id, expect=0)
+
+        # refusals
+        for args, code, word in (
+                (["--at", "0:99"], 1, "no step 0:99"),
+                (["--at", "0.1:0"], 1, "root ledger"),
+                (["--at", "banana"], 1, "bad step id"),
+                (["--at", "0:1", "--new-id", "fork-1"], 1, "exists"),
+                (["--at", "0:1", "--new-id", "bad id!"], 1, "bad new run id")):
+            p = s.tool("--fork", run_id, *args, expect=code)
+            check(word in p.stderr, "fork refusal not explained", args,
+                  p.stderr)
+        check(s.helper("head", run_id).stdout == head, "the old run changed")
+        p = s.tool("--fork", "nope", "--at", "0:1", expect=2)
+    finally:
+        s.close()
+
+
+CASES = [case_usage, case_bad_store, case_bad_plugin, case_crash_then_run,
+         case_all_skips_a_live_owner, case_check,
+         case_check_code_changed_but_clean, case_resume, case_fork]
+
+
+def main():
+    global ARGS
+    ap = argparse.ArgumentParser()
+    for name in ("tool", "demo", "order-plugin", "order-plugin-v2", "plugin",
+                 "plugin-b", "helper", "failing-plugin", "no-entry-plugin"):
+        ap.add_argument("--" + name, required=True)
+    ap.add_argument("cases", nargs="*")
+    ARGS = ap.parse_args()
+    failed = 0
+    for case in CASES:
+        if ARGS.cases and case.__name__ not in ARGS.cases:
+            continue
+        try:
+            case()
+            print("PASS", case.__name__)
+        except Failure as e:
+            failed += 1
+            print("FAIL", case.__name__ + ":", e)
+        except Exception:
+            failed += 1
+            print("FAIL", case.__name__ + ":")
+            traceback.print_exc(file=sys.stdout)
+    print("%d case(s) failed" % failed if failed else "all cases passed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

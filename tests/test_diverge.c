@@ -1,0 +1,332 @@
+/*
+ * test_diverge.c -- a replay that differs from its ledger, as events
+ * (core/diverge.c): PL_EVENT_DIVERGED and PL_EVENT_CODE_CHANGED carry a
+ * pl_replay_diff with both steps and both code identities.  Also the
+ * resume token in a suspended run's record (pl_run_info.resume_token).
+ *
+ * The policies change behaviour with a global "variant", standing in for a
+ * new build; their code identities come from the registry, so a test
+ * registers the "new code" under other code_versions.
+ */
+#include "support.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int variant; /* 0: as recorded; else the changed code */
+
+/* What a listener saw, copied out of the events. */
+typedef struct seen {
+    int diverged, code_changed;
+    char step_id[64], path[64];
+    uint32_t seq;
+    pl_step_type rec_type, new_type;
+    char rec_actor[64], new_actor[64];
+    char rec_payload[512], new_payload[512];
+    char rec_code[128], new_code[128];
+    char cc_rec[128], cc_new[128], cc_step[64];
+} seen;
+
+static void copy(char *dst, size_t n, const char *s)
+{
+    snprintf(dst, n, "%s", s ? s : "(null)");
+}
+
+static void on_event(const pl_event *ev, void *user)
+{
+    seen *s = user;
+    const pl_replay_diff *d = ev->diff;
+    if (ev->kind == PL_EVENT_DIVERGED) {
+        cr_assert_not_null(d);
+        s->diverged++;
+        copy(s->step_id, sizeof s->step_id, d->step_id);
+        copy(s->path, sizeof s->path, ev->path);
+        s->seq = ev->seq;
+        s->rec_type = d->recorded_type;
+        s->new_type = d->new_type;
+        copy(s->rec_actor, sizeof s->rec_actor, d->recorded_actor);
+        copy(s->new_actor, sizeof s->new_actor, d->new_actor);
+        copy(s->rec_payload, sizeof s->rec_payload, d->recorded_payload);
+        copy(s->new_payload, sizeof s->new_payload, d->new_payload);
+        copy(s->rec_code, sizeof s->rec_code, d->recorded_code);
+        copy(s->new_code, sizeof s->new_code, d->new_code);
+    } else if (ev->kind == PL_EVENT_CODE_CHANGED) {
+        cr_assert_not_null(d);
+        cr_assert_not_null(ev->detail);
+        s->code_changed++;
+        copy(s->cc_rec, sizeof s->cc_rec, d->recorded_code);
+        copy(s->cc_new, sizeof s->cc_new, d->new_code);
+        copy(s->cc_step, sizeof s->cc_step, d->step_id);
+    } else {
+        cr_assert_null(d, "event %s carries a diff",
+                       pl_event_kind_name(ev->kind));
+    }
+}
+
+/* root: calls "add" with a variant-dependent payload, then says "done". */
+static int root(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)a;
+    (void)user;
+    int st = pl_ctx_invokef(NULL, ctx, "add", "{s:i, s:i}", "a", 1, "b",
+                            variant == 1 ? 5 : 2);
+    if (!st && variant != 4) /* variant 4 ends before its text */
+        st = pl_steps_add_text(out, NULL, variant == 2 ? "changed" : "done");
+    return st;
+}
+
+static int seven(cJSON **out, void *user)
+{
+    (void)user;
+    *out = cJSON_CreateNumber(7);
+    return *out ? PL_OK : PL_ENOMEM;
+}
+
+/* inner: records a side effect (durable at once), then fails its first
+ * try; under variant 3 it asks for another side effect. */
+static int inner(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)a;
+    (void)user;
+    cJSON *v = NULL;
+    int st = pl_ctx_side_effect(&v, ctx, variant == 3 ? "second" : "first",
+                                seven, NULL);
+    cJSON_Delete(v);
+    if (st)
+        return st;
+    if (variant == 0)
+        return PL_EPOLICY;
+    return pl_steps_add_resultf(out, "{s:b}", "ok", 1);
+}
+
+static int outer(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)a;
+    (void)user;
+    cJSON *r = NULL;
+    int st = pl_ctx_invoke(&r, ctx, "inner", pl_json_empty());
+    if (!st)
+        st = pl_steps_add_result(out, r);
+    cJSON_Delete(r);
+    return st;
+}
+
+static pl_registry *registry(const char *code)
+{
+    pl_registry *reg = NULL;
+    cr_assert_eq(pl_registry_new(&reg), PL_OK);
+    const char *names[] = {"root", "inner", "outer", "add"};
+    pl_policy_fn fns[] = {root, inner, outer, NULL};
+    for (size_t i = 0; i < 3; i++) {
+        pl_policy_def d = PL_POLICY_DEF_INIT;
+        d.name = names[i];
+        d.fn = fns[i];
+        d.code_version = code;
+        cr_assert_eq(pl_registry_add(reg, &d), PL_OK);
+    }
+    /* "add" from the shared test registry, under this code */
+    pl_registry *t = t_registry();
+    pl_policy_def d = *pl_registry_find(t, "add");
+    d.code_version = code;
+    cr_assert_eq(pl_registry_add(reg, &d), PL_OK);
+    pl_registry_free(t);
+    return reg;
+}
+
+static pl_engine *engine(const char *path, const pl_registry *reg, seen *s)
+{
+    pl_engine_options o = PL_ENGINE_OPTIONS_INIT;
+    o.durability = PL_DURABILITY_PROCESS;
+    o.on_event = on_event;
+    o.event_user = s;
+    pl_engine *e = NULL;
+    cr_assert_eq(pl_engine_open(&e, path, reg, &o), PL_OK, "%s", pl_errmsg());
+    return e;
+}
+
+/* Record run @p id of @p policy under code "v1". */
+static void record(const char *path, const char *policy, const char *id)
+{
+    seen s = {0};
+    pl_registry *reg = registry("v1");
+    pl_engine *e = engine(path, reg, &s);
+    pl_outcome *o = t_start(e, policy, "{}", id);
+    cr_assert_eq(o->status, PL_RUN_COMPLETED);
+    pl_outcome_free(o);
+    cr_assert_eq(s.diverged, 0);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/* Check run @p id under code @p code; return the check's status. */
+static int check_under(const char *path, const char *code, const char *id,
+                       seen *s)
+{
+    pl_registry *reg = registry(code);
+    pl_engine *e = engine(path, reg, s);
+    pl_run_options ro = PL_RUN_OPTIONS_INIT;
+    ro.check = true;
+    pl_outcome *o = NULL;
+    int st = pl_run_continue(&o, e, id, &ro);
+    pl_outcome_free(o);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+    return st;
+}
+
+Test(diverge, a_changed_call_names_both_steps_and_both_codes)
+{
+    const char *path = t_store_path();
+    record(path, "root", "r");
+    variant = 1;
+    seen s = {0};
+    cr_assert_eq(check_under(path, "v2", "r", &s), PL_ENONDET);
+    cr_assert_eq(s.diverged, 1);
+    cr_assert_str_eq(s.step_id, "0:0");
+    cr_assert_str_eq(s.path, "0");
+    cr_assert_eq(s.seq, 0);
+    cr_assert_eq(s.rec_type, PL_STEP_ACTION_CALL);
+    cr_assert_eq(s.new_type, PL_STEP_ACTION_CALL);
+    cr_assert_str_eq(s.rec_actor, "root");
+    cr_assert_str_eq(s.new_actor, "root");
+    cr_assert_str_eq(s.rec_payload,
+                     "{\"policy\":\"add\",\"payload\":{\"a\":1,\"b\":2}}");
+    cr_assert_str_eq(s.new_payload,
+                     "{\"policy\":\"add\",\"payload\":{\"a\":1,\"b\":5}}");
+    cr_assert_str_eq(s.rec_code, "v1"); /* the call's callee, as recorded */
+    cr_assert_str_eq(s.new_code, "v2");
+    t_cleanup();
+}
+
+Test(diverge, a_changed_root_step_names_the_root_code_from_the_run_record)
+{
+    const char *path = t_store_path();
+    record(path, "root", "r");
+    variant = 2;
+    seen s = {0};
+    cr_assert_eq(check_under(path, "v2", "r", &s), PL_ENONDET);
+    cr_assert_eq(s.diverged, 1);
+    cr_assert_eq(s.code_changed, 1); /* the call to add replayed the same */
+    cr_assert_str_eq(s.cc_step, "0:0");
+    cr_assert_str_eq(s.cc_rec, "v1");
+    cr_assert_str_eq(s.cc_new, "v2");
+    cr_assert_str_eq(s.step_id, "0:2");
+    cr_assert_eq(s.rec_type, PL_STEP_TEXT);
+    cr_assert_str_eq(s.rec_payload, "{\"text\":\"done\"}");
+    cr_assert_str_eq(s.new_payload, "{\"text\":\"changed\"}");
+    cr_assert_str_eq(s.rec_code, "v1"); /* "code" in the run's record */
+    cr_assert_str_eq(s.new_code, "v2");
+    t_cleanup();
+}
+
+Test(diverge, a_changed_callee_step_names_the_code_its_caller_recorded)
+{
+    const char *path = t_store_path();
+    pl_registry *reg = registry("v1");
+    seen s = {0};
+    pl_engine *e = engine(path, reg, &s);
+    pl_outcome *o = t_start(e, "outer", "{}", "r");
+    cr_assert_eq(o->status, PL_RUN_FAILED); /* inner's side effect stays */
+    pl_outcome_free(o);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+
+    /* retried under new code, inner replays its own ledger and differs */
+    variant = 3;
+    reg = registry("v2");
+    e = engine(path, reg, &s);
+    cr_assert_eq(pl_run_continue(&o, e, "r", NULL), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(o->status, PL_RUN_FAILED);
+    cr_assert_eq(o->error, PL_ENONDET);
+    pl_outcome_free(o);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+    cr_assert_eq(s.diverged, 1);
+    cr_assert_str_eq(s.step_id, "0.0:0");
+    cr_assert_str_eq(s.path, "0.0");
+    cr_assert_eq(s.rec_type, PL_STEP_SIDE_EFFECT);
+    cr_assert_eq(s.new_type, PL_STEP_SIDE_EFFECT);
+    cr_assert_str_eq(s.rec_actor, "inner");
+    cr_assert_str_eq(s.new_actor, "inner");
+    cr_assert_str_eq(s.rec_payload, "{\"name\":\"first\",\"value\":7}");
+    cr_assert_str_eq(s.new_payload, "(null)"); /* the engine's own ask */
+    cr_assert_str_eq(s.rec_code, "v1"); /* outer's action_call names it */
+    cr_assert_str_eq(s.new_code, "v2");
+    t_cleanup();
+}
+
+Test(diverge, a_policy_that_ends_early_has_no_new_step)
+{
+    const char *path = t_store_path();
+    record(path, "root", "r");
+    variant = 4;
+    seen s = {0};
+    cr_assert_eq(check_under(path, "v1", "r", &s), PL_ENONDET);
+    cr_assert_eq(s.diverged, 1);
+    cr_assert_str_eq(s.step_id, "0:2");
+    cr_assert_eq(s.rec_type, PL_STEP_TEXT);
+    cr_assert_eq(s.new_type, 0);
+    cr_assert_str_eq(s.new_actor, "(null)");
+    cr_assert_str_eq(s.rec_code, "v1");
+    cr_assert_eq(s.code_changed, 0); /* same code */
+    t_cleanup();
+}
+
+Test(diverge, unchanged_code_replays_without_either_event)
+{
+    const char *path = t_store_path();
+    record(path, "root", "r");
+    seen s = {0};
+    cr_assert_eq(check_under(path, "v1", "r", &s), PL_OK);
+    cr_assert_eq(s.diverged, 0);
+    cr_assert_eq(s.code_changed, 0);
+    t_cleanup();
+}
+
+Test(diverge, without_a_listener_the_message_still_names_both_codes)
+{
+    const char *path = t_store_path();
+    record(path, "root", "r");
+    variant = 1;
+    pl_registry *reg = registry("v2");
+    pl_engine *e = t_engine(path, reg, PL_DURABILITY_PROCESS);
+    pl_run_options ro = PL_RUN_OPTIONS_INIT;
+    ro.check = true;
+    pl_outcome *o = NULL;
+    cr_assert_eq(pl_run_continue(&o, e, "r", &ro), PL_ENONDET);
+    cr_assert_null(o);
+    cr_assert(strstr(pl_errmsg(), "code v1") && strstr(pl_errmsg(), "code v2"),
+              "%s", pl_errmsg());
+    pl_engine_close(e);
+    pl_registry_free(reg);
+    t_cleanup();
+}
+
+Test(diverge, a_suspended_run_records_its_resume_token)
+{
+    pl_registry *reg = t_registry();
+    cr_assert_eq(pl_registry_add_human(reg, "human"), PL_OK);
+    pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
+    pl_outcome *o = t_start(e, "human", "{\"q\": 1}", "h");
+    cr_assert_eq(o->status, PL_RUN_SUSPENDED);
+    pl_run_info *info = NULL;
+    cr_assert_eq(pl_run_get(&info, e, "h"), PL_OK);
+    cr_assert_not_null(info->resume_token);
+    cr_assert_str_eq(info->resume_token, o->resume_token);
+    cJSON *answer = t_json("{\"a\": 2}");
+    pl_outcome *done = NULL;
+    cr_assert_eq(pl_run_resume(&done, e, "h", info->resume_token, answer),
+                 PL_OK);
+    cr_assert_eq(done->status, PL_RUN_COMPLETED);
+    pl_run_info_free(info);
+    cr_assert_eq(pl_run_get(&info, e, "h"), PL_OK);
+    cr_assert_null(info->resume_token); /* completed: nothing to resume */
+    pl_run_info_free(info);
+    cJSON_Delete(answer);
+    pl_outcome_free(done);
+    pl_outcome_free(o);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+    t_cleanup();
+}

@@ -1,0 +1,1190 @@
+/*
+ * ledger-replay -- finish, resume, check and fork the runs of a store, with
+ * the policies of the plugins given.
+ *
+ *   ledger-replay STORE --plugin LIB.so [--plugin LIB.so ...] MODE [--json]
+ *
+ * Everything it does goes through the public API: a run is finished by
+ * continuing it (pl_run_continue), resumed with pl_run_resume, checked
+ * with pl_run_options.check (every result served, nothing written; the
+ * first divergence arrives as PL_EVENT_DIVERGED), and forked with
+ * pl_run_fork.  `ledger-replay --help` is the manual.
+ *
+ * Exit codes:
+ *   0  every run completed (--check: every run replays cleanly)
+ *   1  bad usage, or a request the run's state refuses (resume a run that
+ *      is not suspended, a wrong token, fork at a step that is not there,
+ *      touch a run a live process owns)
+ *   2  the store or a plugin cannot be opened, or the run does not exist
+ *   4  a run ended suspended (and none failed)
+ *   5  a run failed or diverged
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include <policyledger.h>
+
+#define EXIT_USAGE 1
+#define EXIT_OPEN 2
+#define EXIT_SUSPENDED 4
+#define EXIT_FAILED 5
+
+/* The largest --answer read from a file or stdin. */
+#define ANSWER_MAX ((size_t)16 << 20)
+
+/* ---- command-line helpers ---------------------------------------------- */
+
+static const char *prog = "ledger-replay";
+
+static void errorf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* One line on stderr: "ledger-replay: <message>". */
+static void errorf(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "%s: ", prog);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+/*
+ * Read a whole file ("-" for stdin) of at most @p max bytes, NUL-terminated.
+ * Returns NULL (and says why on stderr) on any failure.  Caller frees.
+ */
+static char *read_all(const char *path, size_t max)
+{
+    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
+    if (!f) {
+        errorf("cannot open '%s': %s", path, strerror(errno));
+        return NULL;
+    }
+    size_t len = 0, cap = 4096;
+    char *buf = malloc(cap);
+    while (buf) {
+        if (cap - len < 2) {
+            char *grown = cap > max ? NULL : realloc(buf, cap * 2);
+            if (!grown) {
+                if (cap > max)
+                    errorf("'%s' is larger than %zu bytes", path, max);
+                else
+                    errorf("out of memory reading '%s'", path);
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            buf = grown;
+            cap *= 2;
+        }
+        size_t n = fread(buf + len, 1, cap - len - 1, f);
+        len += n;
+        if (n == 0) {
+            if (ferror(f)) {
+                errorf("cannot read '%s': %s", path, strerror(errno));
+                free(buf);
+                buf = NULL;
+            } else {
+                buf[len] = '\0';
+            }
+            break;
+        }
+    }
+    if (f != stdin)
+        fclose(f);
+    return buf;
+}
+
+/*
+ * Parse @p text as one JSON object.  On failure says what is wrong (and
+ * where) on stderr, naming @p what, and returns NULL.  Caller frees.
+ */
+static cJSON *parse_object(const char *text, const char *what)
+{
+    const char *end = NULL;
+    cJSON *v = cJSON_ParseWithOpts(text, &end, true);
+    if (!v) {
+        size_t at = end && end >= text ? (size_t)(end - text) : 0;
+        errorf("%s is not valid JSON (error near byte %zu)", what, at);
+        return NULL;
+    }
+    if (!cJSON_IsObject(v)) {
+        errorf("%s must be a JSON object, like {\"approved\": true}", what);
+        cJSON_Delete(v);
+        return NULL;
+    }
+    return v;
+}
+
+/* Does @p path name an existing, non-empty store?  (Opening creates one
+ * where there is none, and this tool must never create a store.) */
+static int store_exists(const char *path)
+{
+    struct stat sb;
+    if (stat(path, &sb) != 0) {
+        errorf("no store at '%s': %s", path, strerror(errno));
+        return -1;
+    }
+    if (S_ISDIR(sb.st_mode)) {
+        char data[4096];
+        if (snprintf(data, sizeof data, "%s/data.mdb", path) >=
+                (int)sizeof data ||
+            stat(data, &sb) != 0 || sb.st_size == 0) {
+            errorf("'%s' is a directory without a store in it (no "
+                   "data.mdb)",
+                   path);
+            return -1;
+        }
+    } else if (!S_ISREG(sb.st_mode)) {
+        errorf("'%s' is neither a store file nor a store directory", path);
+        return -1;
+    } else if (sb.st_size == 0) {
+        errorf("'%s' is empty: not a store", path);
+        return -1;
+    }
+    return 0;
+}
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* ---- options ------------------------------------------------------------ */
+
+enum mode { MODE_NONE, MODE_RUN, MODE_ALL, MODE_RESUME, MODE_CHECK, MODE_FORK };
+
+typedef struct options {
+    const char *store;
+    const char **plugins;
+    size_t n_plugins;
+    enum mode mode;
+    const char *run;    /* --run, --resume, --fork */
+    const char *answer; /* --answer */
+    const char *token;  /* --token */
+    const char *at;     /* --at */
+    const char *new_id; /* --new-id */
+    bool json;
+} options;
+
+static void usage(FILE *f)
+{
+    fputs(
+        "usage: ledger-replay STORE --plugin LIB.so [--plugin LIB.so ...] "
+        "MODE [--json]\n"
+        "\n"
+        "Finish, resume, check and fork the runs of a policyledger store, "
+        "replaying\n"
+        "their ledgers with the policies the plugins register.  A result "
+        "that is\n"
+        "in a ledger is served from it, never executed again.\n"
+        "\n"
+        "MODE is one of:\n"
+        "  --run ID              continue run ID to its end (or its next "
+        "suspension)\n"
+        "  --all                 continue every run that is `running` but "
+        "whose process\n"
+        "                        is gone (crashed); runs a live process owns "
+        "are skipped\n"
+        "  --resume ID --answer JSON [--token T]\n"
+        "                        answer a suspended run and continue it.  "
+        "JSON is an\n"
+        "                        object, or @FILE to read it from a file, or "
+        "- for stdin.\n"
+        "                        Without --token, the run's current token "
+        "is used.\n"
+        "  --check [--run ID]    replay every run (or run ID) with every "
+        "result served\n"
+        "                        from its ledger and nothing executed or "
+        "written; report\n"
+        "                        `ok` or the first divergence, with the code "
+        "that recorded\n"
+        "                        the step and the code loaded now.  The "
+        "deploy-safety check.\n"
+        "  --fork ID --at STEP [--new-id NEW]\n"
+        "                        make a new run from run ID's ledgers before "
+        "root step\n"
+        "                        STEP (\"0:<seq>\", as ledger-dump shows it) "
+        "and continue\n"
+        "                        it with the loaded code; run ID is not "
+        "changed\n"
+        "\n"
+        "Options:\n"
+        "  --plugin LIB.so       load a plugin's policies (repeatable; at "
+        "least one)\n"
+        "  --json                print the summaries as one JSON document on "
+        "stdout\n"
+        "  --help                this text\n"
+        "\n"
+        "Every run ends with a summary: its status, the calls served from the "
+        "ledger,\n"
+        "the calls executed, and the time it took.\n"
+        "\n"
+        "Exit status:\n"
+        "  0  every run completed (--check: every run replays cleanly)\n"
+        "  1  bad usage, or a request the run's state refuses (resuming a run "
+        "that is\n"
+        "     not suspended, a wrong token, a fork step that is not there, a "
+        "run that a\n"
+        "     live process owns)\n"
+        "  2  the store or a plugin cannot be opened, or the run does not "
+        "exist\n"
+        "  4  a run ended suspended (none failed)\n"
+        "  5  a run failed, or (--check) diverged\n"
+        "\n"
+        "Examples:\n"
+        "  # the order service crashed: finish every run it left behind\n"
+        "  ledger-replay orders.db --plugin ./order_plugin.so --all\n"
+        "\n"
+        "  # finish one run, and show what it cost\n"
+        "  ledger-replay orders.db --plugin ./order_plugin.so --run "
+        "order-A-1001\n"
+        "\n"
+        "  # a human approved the refund the run is waiting for\n"
+        "  ledger-replay orders.db --plugin ./refunds.so --resume r-17 "
+        "--answer '{\"approved\": true}'\n"
+        "\n"
+        "  # before deploying a new build: does it still replay every run?\n"
+        "  ledger-replay orders.db --plugin ./build/new/order_plugin.so "
+        "--check --json\n"
+        "\n"
+        "  # re-run order-A-1001 from its third step with today's code\n"
+        "  ledger-replay orders.db --plugin ./order_plugin.so --fork "
+        "order-A-1001 --at 0:2\n",
+        f);
+}
+
+static int set_mode(options *o, enum mode m, const char *flag)
+{
+    if (o->mode != MODE_NONE && o->mode != m) {
+        errorf("%s cannot be combined with another mode (--run, --all, "
+               "--resume, --check, --fork: pick one)",
+               flag);
+        return -1;
+    }
+    o->mode = m;
+    return 0;
+}
+
+/* Parse argv into @p o; 0, or an exit status (-1 for --help: exit 0). */
+static int parse_args(options *o, int argc, char **argv)
+{
+    bool check = false, run_flag = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return -1;
+        }
+        if (!strcmp(a, "--json")) {
+            o->json = true;
+            continue;
+        }
+        if (!strcmp(a, "--all")) {
+            if (set_mode(o, MODE_ALL, a))
+                return EXIT_USAGE;
+            continue;
+        }
+        if (!strcmp(a, "--check")) {
+            check = true;
+            continue;
+        }
+        if (a[0] != '-' || !strcmp(a, "-")) {
+            if (o->store) {
+                errorf("unexpected argument '%s' (the store is '%s')", a,
+                       o->store);
+                return EXIT_USAGE;
+            }
+            o->store = a;
+            continue;
+        }
+        static const char *const valued[] = {"--plugin", "--run",   "--resume",
+                                             "--answer", "--token", "--fork",
+                                             "--at",     "--new-id"};
+        bool known = false;
+        for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++)
+            known = known || !strcmp(a, valued[k]);
+        if (!known) {
+            errorf("unknown option '%s' (see --help)", a);
+            return EXIT_USAGE;
+        }
+        if (!v) {
+            errorf("%s needs a value", a);
+            return EXIT_USAGE;
+        }
+        i++;
+        if (!strcmp(a, "--plugin")) {
+            const char **grown = realloc(o->plugins,
+                                         (o->n_plugins + 1) * sizeof *grown);
+            if (!grown) {
+                errorf("out of memory");
+                return EXIT_USAGE;
+            }
+            o->plugins = grown;
+            o->plugins[o->n_plugins++] = v;
+        } else if (!strcmp(a, "--run")) {
+            run_flag = true;
+            o->run = v;
+        } else if (!strcmp(a, "--resume")) {
+            if (set_mode(o, MODE_RESUME, a))
+                return EXIT_USAGE;
+            o->run = v;
+        } else if (!strcmp(a, "--fork")) {
+            if (set_mode(o, MODE_FORK, a))
+                return EXIT_USAGE;
+            o->run = v;
+        } else if (!strcmp(a, "--answer")) {
+            o->answer = v;
+        } else if (!strcmp(a, "--token")) {
+            o->token = v;
+        } else if (!strcmp(a, "--at")) {
+            o->at = v;
+        } else if (!strcmp(a, "--new-id")) {
+            o->new_id = v;
+        }
+    }
+    if (check && set_mode(o, MODE_CHECK, "--check"))
+        return EXIT_USAGE;
+    if (run_flag && o->mode != MODE_CHECK && set_mode(o, MODE_RUN, "--run"))
+        return EXIT_USAGE;
+    if (!o->store) {
+        errorf("no store given (see --help)");
+        return EXIT_USAGE;
+    }
+    if (!o->n_plugins) {
+        errorf("no --plugin given: the policies to replay with come from "
+               "plugins");
+        return EXIT_USAGE;
+    }
+    if (o->mode == MODE_NONE) {
+        errorf("nothing to do: give --run ID, --all, --resume ID, --check "
+               "or --fork ID (see --help)");
+        return EXIT_USAGE;
+    }
+    if ((o->answer || o->token) && o->mode != MODE_RESUME) {
+        errorf("--answer and --token go with --resume");
+        return EXIT_USAGE;
+    }
+    if (o->mode == MODE_RESUME && !o->answer) {
+        errorf("--resume needs --answer JSON (or @FILE, or - for stdin)");
+        return EXIT_USAGE;
+    }
+    if ((o->at || o->new_id) && o->mode != MODE_FORK) {
+        errorf("--at and --new-id go with --fork");
+        return EXIT_USAGE;
+    }
+    if (o->mode == MODE_FORK && !o->at) {
+        errorf("--fork needs --at STEP (a root step id such as 0:2)");
+        return EXIT_USAGE;
+    }
+    return 0;
+}
+
+/* ---- what replay reports through events --------------------------------- */
+
+/* A change of code seen while replaying, once per pair of identities. */
+typedef struct code_change {
+    char *step_id; /* the first step it was seen at */
+    char *recorded, *now;
+    unsigned count;
+} code_change;
+
+/* The first divergence of a run, copied out of its event. */
+typedef struct divergence {
+    bool seen;
+    char *step_id, *path;
+    uint32_t seq;
+    pl_step_type rec_type, new_type;
+    char *rec_actor, *rec_payload, *rec_code;
+    char *new_actor, *new_payload, *new_code;
+} divergence;
+
+typedef struct watch {
+    code_change *changes;
+    size_t n_changes;
+    divergence div;
+    bool oom;
+} watch;
+
+static char *dup_or_null(const char *s, bool *oom)
+{
+    if (!s)
+        return NULL;
+    size_t n = strlen(s) + 1;
+    char *d = malloc(n);
+    if (d)
+        memcpy(d, s, n);
+    else
+        *oom = true;
+    return d;
+}
+
+static bool same_str(const char *a, const char *b)
+{
+    return a && b ? strcmp(a, b) == 0 : a == b;
+}
+
+static void watch_clear(watch *w)
+{
+    for (size_t i = 0; i < w->n_changes; i++) {
+        free(w->changes[i].step_id);
+        free(w->changes[i].recorded);
+        free(w->changes[i].now);
+    }
+    free(w->changes);
+    divergence *d = &w->div;
+    free(d->step_id);
+    free(d->path);
+    free(d->rec_actor);
+    free(d->rec_payload);
+    free(d->rec_code);
+    free(d->new_actor);
+    free(d->new_payload);
+    free(d->new_code);
+    memset(w, 0, sizeof *w);
+}
+
+static void on_event(const pl_event *ev, void *user)
+{
+    watch *w = user;
+    if (!w || !ev->diff)
+        return;
+    const pl_replay_diff *df = ev->diff;
+    if (ev->kind == PL_EVENT_CODE_CHANGED) {
+        for (size_t i = 0; i < w->n_changes; i++) {
+            code_change *c = &w->changes[i];
+            if (same_str(c->recorded, df->recorded_code) &&
+                same_str(c->now, df->new_code)) {
+                c->count++;
+                return;
+            }
+        }
+        code_change *grown = realloc(w->changes,
+                                     (w->n_changes + 1) * sizeof *grown);
+        if (!grown) {
+            w->oom = true;
+            return;
+        }
+        w->changes = grown;
+        code_change *c = &w->changes[w->n_changes++];
+        c->step_id = dup_or_null(df->step_id, &w->oom);
+        c->recorded = dup_or_null(df->recorded_code, &w->oom);
+        c->now = dup_or_null(df->new_code, &w->oom);
+        c->count = 1;
+    } else if (ev->kind == PL_EVENT_DIVERGED && !w->div.seen) {
+        divergence *d = &w->div;
+        d->seen = true;
+        d->step_id = dup_or_null(df->step_id, &w->oom);
+        d->path = dup_or_null(ev->path, &w->oom);
+        d->seq = ev->seq;
+        d->rec_type = df->recorded_type;
+        d->new_type = df->new_type;
+        d->rec_actor = dup_or_null(df->recorded_actor, &w->oom);
+        d->rec_payload = dup_or_null(df->recorded_payload, &w->oom);
+        d->rec_code = dup_or_null(df->recorded_code, &w->oom);
+        d->new_actor = dup_or_null(df->new_actor, &w->oom);
+        d->new_payload = dup_or_null(df->new_payload, &w->oom);
+        d->new_code = dup_or_null(df->new_code, &w->oom);
+    }
+}
+
+/* ---- reporting ------------------------------------------------------------ */
+
+typedef struct tool {
+    options opt;
+    pl_registry *reg;
+    pl_engine *engine;
+    watch w;
+    cJSON *runs;    /* --json: one summary per run */
+    cJSON *skipped; /* --json: runs --all left alone */
+    int exit;       /* the worst so far */
+    unsigned n_ok, n_suspended, n_failed, n_diverged, n_skipped;
+} tool;
+
+/* Raise the exit status: failures outrank suspensions outrank success. */
+static void worst(tool *t, int code)
+{
+    static const int rank[] = {[0] = 0,
+                               [EXIT_SUSPENDED] = 1,
+                               [EXIT_FAILED] = 2,
+                               [EXIT_OPEN] = 3,
+                               [EXIT_USAGE] = 4};
+    if (rank[code] > rank[t->exit])
+        t->exit = code;
+}
+
+static cJSON *json_str_or_null(const char *s)
+{
+    return s ? cJSON_CreateString(s) : cJSON_CreateNull();
+}
+
+static const char *or_dash(const char *s) { return s ? s : "-"; }
+
+/* The JSON object for one run, added to t->runs (NULL without --json). */
+static cJSON *json_run(tool *t, const char *id)
+{
+    if (!t->opt.json)
+        return NULL;
+    cJSON *o = cJSON_CreateObject();
+    if (o) {
+        cJSON_AddStringToObject(o, "run_id", id);
+        cJSON_AddItemToArray(t->runs, o);
+    }
+    return o;
+}
+
+static void json_counters(cJSON *j, const pl_outcome *o, double ms)
+{
+    cJSON_AddNumberToObject(j, "calls_served", (double)o->calls_served);
+    cJSON_AddNumberToObject(j, "calls_executed", (double)o->calls_executed);
+    cJSON_AddNumberToObject(j, "steps_replayed", (double)o->steps_replayed);
+    cJSON_AddNumberToObject(j, "steps_appended", (double)o->steps_appended);
+    cJSON_AddNumberToObject(j, "elapsed_ms", ms);
+}
+
+/* Report a run's outcome, and fold it into the exit status. */
+static void report_outcome(tool *t, const pl_outcome *o, double ms,
+                           const char *note)
+{
+    cJSON *j = json_run(t, o->run_id);
+    const char *status = pl_run_status_name(o->status);
+    if (j) {
+        cJSON_AddStringToObject(j, "status", status);
+        if (note)
+            cJSON_AddStringToObject(j, "note", note);
+        json_counters(j, o, ms);
+    }
+    if (!t->opt.json)
+        printf("run %s: %s%s%s\n  calls served from the ledger %llu, "
+               "executed %llu; %.2f ms\n",
+               o->run_id, status, note ? " " : "", note ? note : "",
+               (unsigned long long)o->calls_served,
+               (unsigned long long)o->calls_executed, ms);
+    switch (o->status) {
+    case PL_RUN_COMPLETED: {
+        size_t n = pl_steps_count(o->steps);
+        const pl_step *last = n ? pl_steps_at(o->steps, n - 1) : NULL;
+        const cJSON *res = last ? pl_step_payload(last) : NULL;
+        if (j && res)
+            cJSON_AddItemToObject(j, "result", cJSON_Duplicate(res, true));
+        if (!t->opt.json && res) {
+            char *text = cJSON_PrintUnformatted(res);
+            printf("  result %s\n", text ? text : "?");
+            free(text);
+        }
+        t->n_ok++;
+        break;
+    }
+    case PL_RUN_SUSPENDED: {
+        if (j) {
+            cJSON_AddStringToObject(j, "suspended_path",
+                                    or_dash(o->suspended_path));
+            cJSON_AddStringToObject(j, "resume_token",
+                                    or_dash(o->resume_token));
+            if (o->prompt)
+                cJSON_AddItemToObject(j, "prompt",
+                                      cJSON_Duplicate(o->prompt, true));
+        }
+        if (!t->opt.json) {
+            char *text = o->prompt ? cJSON_PrintUnformatted(o->prompt) : NULL;
+            printf("  waiting at %s for an answer to %s\n  resume with: "
+                   "--resume %s --answer JSON\n",
+                   or_dash(o->suspended_path), text ? text : "{}", o->run_id);
+            free(text);
+        }
+        t->n_suspended++;
+        worst(t, EXIT_SUSPENDED);
+        break;
+    }
+    default:
+        if (j) {
+            cJSON_AddStringToObject(j, "error", pl_status_name(o->error));
+            cJSON_AddStringToObject(j, "reason", or_dash(o->reason));
+        }
+        if (!t->opt.json)
+            printf("  reason: %s\n", or_dash(o->reason));
+        t->n_failed++;
+        worst(t, EXIT_FAILED);
+        break;
+    }
+}
+
+/* A run that could not be executed at all: say why, and fold it in. */
+static void report_refused(tool *t, const char *id, int st, int code)
+{
+    errorf("run %s: %s (%s)", id, pl_errmsg(), pl_status_name(st));
+    cJSON *j = json_run(t, id);
+    if (j) {
+        cJSON_AddStringToObject(j, "status", "not_run");
+        cJSON_AddStringToObject(j, "error", pl_status_name(st));
+        cJSON_AddStringToObject(j, "message", pl_errmsg());
+    }
+    if (code == EXIT_FAILED)
+        t->n_failed++;
+    worst(t, code);
+}
+
+/* The exit status for a run the engine refused to execute. */
+static int refused_code(int st)
+{
+    switch (st) {
+    case PL_ENOTFOUND: return EXIT_OPEN; /* no such run, root not loaded */
+    case PL_EBUSY:
+    case PL_ESTATE:
+    case PL_ETOKEN:
+    case PL_EINVAL: return EXIT_USAGE;
+    default: return EXIT_FAILED;
+    }
+}
+
+/* ---- modes ------------------------------------------------------------------ */
+
+/* Continue one run and report it.  @p note goes into the summary. */
+static void continue_one(tool *t, const char *id, const char *note)
+{
+    pl_run_info *owner = NULL;
+    if (!pl_run_get(&owner, t->engine, id) && owner->owner_alive) {
+        errorf("run %s is running in live process %lld on %s: not touched", id,
+               (long long)owner->owner_pid, or_dash(owner->owner_host));
+        cJSON *j = json_run(t, id);
+        if (j) {
+            cJSON_AddStringToObject(j, "status", "not_run");
+            cJSON_AddStringToObject(j, "error", "PL_EBUSY");
+        }
+        worst(t, EXIT_USAGE);
+        pl_run_info_free(owner);
+        return;
+    }
+    pl_run_info_free(owner);
+    pl_outcome *o = NULL;
+    double t0 = now_ms();
+    int st = pl_run_continue(&o, t->engine, id, NULL);
+    double ms = now_ms() - t0;
+    if (st == PL_ESTATE) {
+        /* suspended: there is nothing to continue until it is answered */
+        pl_run_info *info = NULL;
+        if (!pl_run_get(&info, t->engine, id) &&
+            info->status == PL_RUN_SUSPENDED) {
+            errorf("run %s is suspended at %s: answer it with --resume %s "
+                   "--answer JSON",
+                   id, or_dash(info->suspended_path), id);
+            cJSON *j = json_run(t, id);
+            if (j) {
+                cJSON_AddStringToObject(j, "status", "suspended");
+                cJSON_AddStringToObject(j, "suspended_path",
+                                        or_dash(info->suspended_path));
+                cJSON_AddStringToObject(j, "resume_token",
+                                        or_dash(info->resume_token));
+            }
+            t->n_suspended++;
+            worst(t, EXIT_SUSPENDED);
+            pl_run_info_free(info);
+            return;
+        }
+        pl_run_info_free(info);
+    }
+    if (st) {
+        report_refused(t, id, st, refused_code(st));
+        return;
+    }
+    report_outcome(t, o, ms, note);
+    pl_outcome_free(o);
+}
+
+/* A run must exist before anything is done to it: exit 2 if not. */
+static int need_run(tool *t, const char *id)
+{
+    pl_run_info *info = NULL;
+    int st = pl_run_get(&info, t->engine, id);
+    pl_run_info_free(info);
+    if (st == PL_ENOTFOUND || st == PL_EINVAL) {
+        errorf("no run '%s' in %s", id, t->opt.store);
+        worst(t, EXIT_OPEN);
+        return -1;
+    }
+    if (st) {
+        errorf("run %s: %s (%s)", id, pl_errmsg(), pl_status_name(st));
+        worst(t, EXIT_OPEN);
+        return -1;
+    }
+    return 0;
+}
+
+typedef struct id_list {
+    char **v;
+    size_t n;
+    bool oom;
+} id_list;
+
+static void ids_free(id_list *l)
+{
+    for (size_t i = 0; i < l->n; i++)
+        free(l->v[i]);
+    free(l->v);
+    memset(l, 0, sizeof *l);
+}
+
+static bool ids_push(id_list *l, const char *id)
+{
+    char **grown = realloc(l->v, (l->n + 1) * sizeof *grown);
+    char *d = grown ? dup_or_null(id, &l->oom) : NULL;
+    if (!grown || !d) {
+        if (grown)
+            l->v = grown;
+        l->oom = true;
+        return false;
+    }
+    l->v = grown;
+    l->v[l->n++] = d;
+    return true;
+}
+
+typedef struct all_ctx {
+    tool *t;
+    id_list todo;
+} all_ctx;
+
+static int visit_crashed(const pl_run_info *info, void *user)
+{
+    all_ctx *a = user;
+    if (info->status != PL_RUN_RUNNING)
+        return 0;
+    if (!info->owner_alive)
+        return ids_push(&a->todo, info->id) ? 0 : PL_ENOMEM;
+    tool *t = a->t;
+    t->n_skipped++;
+    if (t->opt.json) {
+        cJSON *s = cJSON_CreateObject();
+        if (s) {
+            cJSON_AddStringToObject(s, "run_id", info->id);
+            cJSON_AddNumberToObject(s, "owner_pid", (double)info->owner_pid);
+            cJSON_AddStringToObject(s, "owner_host", or_dash(info->owner_host));
+            cJSON_AddStringToObject(s, "reason", "owned by a live process");
+            cJSON_AddItemToArray(t->skipped, s);
+        }
+    } else {
+        printf("run %s: skipped: running in live process %lld on %s\n",
+               info->id, (long long)info->owner_pid, or_dash(info->owner_host));
+    }
+    return 0;
+}
+
+static void mode_all(tool *t)
+{
+    all_ctx a = {t, {0}};
+    int st = pl_engine_runs(t->engine, visit_crashed, &a);
+    if (st) {
+        errorf("listing the runs of %s: %s (%s)", t->opt.store,
+               st == PL_ENOMEM ? "out of memory" : pl_errmsg(),
+               pl_status_name(st));
+        worst(t, EXIT_OPEN);
+    }
+    for (size_t i = 0; !st && i < a.todo.n; i++)
+        continue_one(t, a.todo.v[i], "(was crashed)");
+    if (!st && !t->opt.json)
+        printf("%zu crashed run(s) continued, %u skipped (owned by a live "
+               "process)\n",
+               a.todo.n, t->n_skipped);
+    ids_free(&a.todo);
+}
+
+static void mode_resume(tool *t)
+{
+    const char *id = t->opt.run;
+    if (need_run(t, id))
+        return;
+    const char *src = t->opt.answer;
+    char *text = NULL;
+    if (src[0] == '@' || !strcmp(src, "-")) {
+        text = read_all(src[0] == '@' ? src + 1 : src, ANSWER_MAX);
+        if (!text) {
+            worst(t, EXIT_USAGE);
+            return;
+        }
+        src = text;
+    }
+    cJSON *answer = parse_object(src, "--answer");
+    free(text);
+    if (!answer) {
+        worst(t, EXIT_USAGE);
+        return;
+    }
+    char *token = NULL;
+    if (t->opt.token) {
+        bool oom = false;
+        token = dup_or_null(t->opt.token, &oom);
+    } else {
+        pl_run_info *info = NULL;
+        int st = pl_run_get(&info, t->engine, id);
+        if (!st && info->status != PL_RUN_SUSPENDED) {
+            errorf("run %s is %s, not suspended: there is nothing to resume",
+                   id, pl_run_status_name(info->status));
+            worst(t, EXIT_USAGE);
+        } else if (!st && !info->resume_token) {
+            errorf("run %s records no resume token: give --token", id);
+            worst(t, EXIT_USAGE);
+        } else if (st) {
+            errorf("run %s: %s", id, pl_errmsg());
+            worst(t, EXIT_OPEN);
+        } else {
+            bool oom = false;
+            token = dup_or_null(info->resume_token, &oom);
+        }
+        pl_run_info_free(info);
+    }
+    if (token) {
+        pl_outcome *o = NULL;
+        double t0 = now_ms();
+        int st = pl_run_resume(&o, t->engine, id, token, answer);
+        double ms = now_ms() - t0;
+        if (st)
+            report_refused(t, id, st, refused_code(st));
+        else
+            report_outcome(t, o, ms, "(resumed)");
+        pl_outcome_free(o);
+    } else if (!t->exit) {
+        errorf("out of memory");
+        worst(t, EXIT_FAILED);
+    }
+    free(token);
+    cJSON_Delete(answer);
+}
+
+static void mode_fork(tool *t)
+{
+    const char *id = t->opt.run;
+    if (need_run(t, id))
+        return;
+    char *new_id = NULL;
+    int st = pl_run_fork(&new_id, t->engine, id, t->opt.at, t->opt.new_id);
+    if (st) {
+        errorf("cannot fork run %s at %s: %s (%s)", id, t->opt.at, pl_errmsg(),
+               pl_status_name(st));
+        worst(t, st == PL_ENOTFOUND || st == PL_EINVAL || st == PL_EBUSY ||
+                         st == PL_EEXIST
+                     ? EXIT_USAGE
+                     : EXIT_FAILED);
+        return;
+    }
+    char note[PL_MAX_RUN_ID + 64];
+    snprintf(note, sizeof note, "(forked from %s at %s)", id, t->opt.at);
+    continue_one(t, new_id, note);
+    if (t->opt.json) {
+        cJSON *last = cJSON_GetArrayItem(t->runs,
+                                         cJSON_GetArraySize(t->runs) - 1);
+        if (last) {
+            cJSON_AddStringToObject(last, "forked_from", id);
+            cJSON_AddStringToObject(last, "forked_at", t->opt.at);
+        }
+    }
+    free(new_id);
+}
+
+/* ---- --check ---------------------------------------------------------------- */
+
+static cJSON *json_step(pl_step_type type, const char *actor,
+                        const char *payload, const char *code)
+{
+    cJSON *s = cJSON_CreateObject();
+    if (!s)
+        return NULL;
+    cJSON_AddItemToObject(s, "type",
+                          json_str_or_null(type ? pl_step_type_name(type)
+                                                : NULL));
+    cJSON_AddItemToObject(s, "actor", json_str_or_null(actor));
+    cJSON_AddItemToObject(s, "payload", json_str_or_null(payload));
+    cJSON_AddItemToObject(s, "code", json_str_or_null(code));
+    return s;
+}
+
+static void print_step(const char *label, pl_step_type type, const char *actor,
+                       const char *payload, const char *code)
+{
+    if (!type)
+        printf("    %s nothing: the policy ended here (code %s)\n", label,
+               or_dash(code));
+    else
+        printf("    %s %s by '%s' %s (code %s)\n", label,
+               pl_step_type_name(type), or_dash(actor),
+               payload ? payload : "(the engine's own step)", or_dash(code));
+}
+
+/* Check one run.  @p recorded is its status in the store. */
+static void check_one(tool *t, const char *id, pl_run_status recorded,
+                      int recorded_error)
+{
+    watch_clear(&t->w);
+    pl_outcome *o = NULL;
+    pl_run_options ro = PL_RUN_OPTIONS_INIT;
+    ro.check = true;
+    double t0 = now_ms();
+    int st = pl_run_continue(&o, t->engine, id, &ro);
+    double ms = now_ms() - t0;
+    const char *verdict = "ok", *note = NULL;
+    char *msg = st ? strdup(pl_errmsg()) : NULL;
+    if (st == PL_ECHECK)
+        note = "replays cleanly up to where its record ends";
+    else if (st == PL_ENONDET)
+        verdict = "diverged";
+    else if (st && recorded == PL_RUN_FAILED && st == recorded_error)
+        note = "fails as recorded";
+    else if (st)
+        verdict = "error";
+    const divergence *d = &t->w.div;
+
+    cJSON *j = json_run(t, id);
+    if (j) {
+        cJSON_AddStringToObject(j, "check", verdict);
+        cJSON_AddStringToObject(j, "status", pl_run_status_name(recorded));
+        if (note)
+            cJSON_AddStringToObject(j, "note", note);
+        if (o)
+            json_counters(j, o, ms);
+        else
+            cJSON_AddNumberToObject(j, "elapsed_ms", ms);
+        cJSON *cc = cJSON_AddArrayToObject(j, "code_changed");
+        for (size_t i = 0; cc && i < t->w.n_changes; i++) {
+            const code_change *c = &t->w.changes[i];
+            cJSON *x = cJSON_CreateObject();
+            if (!x)
+                break;
+            cJSON_AddItemToObject(x, "first_step",
+                                  json_str_or_null(c->step_id));
+            cJSON_AddItemToObject(x, "recorded_code",
+                                  json_str_or_null(c->recorded));
+            cJSON_AddItemToObject(x, "new_code", json_str_or_null(c->now));
+            cJSON_AddNumberToObject(x, "calls", c->count);
+            cJSON_AddItemToArray(cc, x);
+        }
+        if (st == PL_ENONDET) {
+            cJSON *dv = cJSON_AddObjectToObject(j, "divergence");
+            if (dv && d->seen) {
+                cJSON_AddItemToObject(dv, "step_id",
+                                      json_str_or_null(d->step_id));
+                cJSON_AddItemToObject(dv, "invocation",
+                                      json_str_or_null(d->path));
+                cJSON_AddNumberToObject(dv, "position", d->seq);
+                cJSON_AddItemToObject(dv, "recorded",
+                                      json_step(d->rec_type, d->rec_actor,
+                                                d->rec_payload, d->rec_code));
+                cJSON_AddItemToObject(dv, "new",
+                                      json_step(d->new_type, d->new_actor,
+                                                d->new_payload, d->new_code));
+            }
+        }
+        if (msg && strcmp(verdict, "ok") != 0)
+            cJSON_AddStringToObject(j, "message", msg);
+    }
+    if (!t->opt.json) {
+        printf("check %s (%s): %s%s%s\n", id, pl_run_status_name(recorded),
+               verdict, note ? ", " : "", note ? note : "");
+        for (size_t i = 0; i < t->w.n_changes; i++) {
+            const code_change *c = &t->w.changes[i];
+            printf("  recorded by other code%s: %s -> %s (%u call%s, first "
+                   "at %s)\n",
+                   st == PL_ENONDET ? "" : " that replays the same",
+                   or_dash(c->recorded), or_dash(c->now), c->count,
+                   c->count == 1 ? "" : "s", or_dash(c->step_id));
+        }
+        if (st == PL_ENONDET && d->seen) {
+            printf("  first divergence at step %s (invocation %s, position "
+                   "%u)\n",
+                   or_dash(d->step_id), or_dash(d->path), d->seq);
+            print_step("recorded:", d->rec_type, d->rec_actor, d->rec_payload,
+                       d->rec_code);
+            print_step("now:     ", d->new_type, d->new_actor, d->new_payload,
+                       d->new_code);
+        }
+        if (msg && strcmp(verdict, "ok") != 0 && !d->seen)
+            printf("  %s\n", msg);
+        if (o)
+            printf("  calls served from the ledger %llu; %.2f ms\n",
+                   (unsigned long long)o->calls_served, ms);
+    }
+    if (!strcmp(verdict, "ok")) {
+        t->n_ok++;
+    } else {
+        if (st == PL_ENONDET)
+            t->n_diverged++;
+        else
+            t->n_failed++;
+        worst(t, EXIT_FAILED);
+    }
+    free(msg);
+    pl_outcome_free(o);
+}
+
+typedef struct check_ctx {
+    id_list ids;
+    pl_run_status *status;
+    int *error;
+    size_t cap;
+} check_ctx;
+
+static int visit_any(const pl_run_info *info, void *user)
+{
+    check_ctx *c = user;
+    if (c->ids.n == c->cap) {
+        size_t cap = c->cap ? c->cap * 2 : 16;
+        pl_run_status *s = realloc(c->status, cap * sizeof *s);
+        if (s)
+            c->status = s;
+        int *e = s ? realloc(c->error, cap * sizeof *e) : NULL;
+        if (e)
+            c->error = e;
+        if (!s || !e)
+            return PL_ENOMEM;
+        c->cap = cap;
+    }
+    c->status[c->ids.n] = info->status;
+    c->error[c->ids.n] = info->error;
+    return ids_push(&c->ids, info->id) ? 0 : PL_ENOMEM;
+}
+
+static void mode_check(tool *t)
+{
+    check_ctx c = {{0}, NULL, NULL, 0};
+    int st;
+    if (t->opt.run) {
+        pl_run_info *info = NULL;
+        st = pl_run_get(&info, t->engine, t->opt.run);
+        if (!st)
+            st = visit_any(info, &c);
+        pl_run_info_free(info);
+        if (st == PL_ENOTFOUND) {
+            errorf("no run '%s' in %s", t->opt.run, t->opt.store);
+            worst(t, EXIT_OPEN);
+            goto done;
+        }
+    } else {
+        st = pl_engine_runs(t->engine, visit_any, &c);
+    }
+    if (st) {
+        errorf("reading the runs of %s: %s (%s)", t->opt.store,
+               st == PL_ENOMEM ? "out of memory" : pl_errmsg(),
+               pl_status_name(st));
+        worst(t, EXIT_OPEN);
+        goto done;
+    }
+    for (size_t i = 0; i < c.ids.n; i++)
+        check_one(t, c.ids.v[i], c.status[i], c.error[i]);
+    if (!t->opt.json)
+        printf("checked %zu run(s): %u ok, %u diverged, %u failed to "
+               "replay\n",
+               c.ids.n, t->n_ok, t->n_diverged, t->n_failed);
+done:
+    ids_free(&c.ids);
+    free(c.status);
+    free(c.error);
+}
+
+/* ---- main -------------------------------------------------------------------- */
+
+static const char *mode_name(enum mode m)
+{
+    switch (m) {
+    case MODE_RUN: return "run";
+    case MODE_ALL: return "all";
+    case MODE_RESUME: return "resume";
+    case MODE_CHECK: return "check";
+    case MODE_FORK: return "fork";
+    default: return "none";
+    }
+}
+
+int main(int argc, char **argv)
+{
+    tool t;
+    memset(&t, 0, sizeof t);
+    int rc = parse_args(&t.opt, argc, argv);
+    if (rc) {
+        free(t.opt.plugins);
+        return rc < 0 ? 0 : rc;
+    }
+    if (t.opt.json) {
+        t.runs = cJSON_CreateArray();
+        t.skipped = cJSON_CreateArray();
+        if (!t.runs || !t.skipped) {
+            errorf("out of memory");
+            rc = EXIT_FAILED;
+            goto done;
+        }
+    }
+    int st = pl_registry_new(&t.reg);
+    for (size_t i = 0; !st && i < t.opt.n_plugins; i++) {
+        st = pl_plugin_load(t.reg, t.opt.plugins[i]);
+        if (st)
+            errorf("cannot load plugin: %s (%s)", pl_errmsg(),
+                   pl_status_name(st));
+    }
+    if (st) {
+        rc = EXIT_OPEN;
+        goto done;
+    }
+    if (store_exists(t.opt.store)) {
+        rc = EXIT_OPEN;
+        goto done;
+    }
+    pl_engine_options eo = PL_ENGINE_OPTIONS_INIT;
+    eo.on_event = on_event;
+    eo.event_user = &t.w;
+    if ((st = pl_engine_open(&t.engine, t.opt.store, t.reg, &eo))) {
+        errorf("cannot open the store '%s': %s (%s)", t.opt.store, pl_errmsg(),
+               pl_status_name(st));
+        rc = EXIT_OPEN;
+        goto done;
+    }
+    switch (t.opt.mode) {
+    case MODE_RUN:
+        if (!need_run(&t, t.opt.run))
+            continue_one(&t, t.opt.run, NULL);
+        break;
+    case MODE_ALL: mode_all(&t); break;
+    case MODE_RESUME: mode_resume(&t); break;
+    case MODE_CHECK: mode_check(&t); break;
+    case MODE_FORK: mode_fork(&t); break;
+    default: break;
+    }
+    if (t.w.oom) {
+        errorf("out of memory recording what the replay reported");
+        worst(&t, EXIT_FAILED);
+    }
+    rc = t.exit;
+    if (t.opt.json) {
+        cJSON *doc = cJSON_CreateObject();
+        if (doc) {
+            cJSON_AddStringToObject(doc, "store", t.opt.store);
+            cJSON_AddStringToObject(doc, "mode", mode_name(t.opt.mode));
+            cJSON_AddItemToObject(doc, "runs", t.runs);
+            cJSON_AddItemToObject(doc, "skipped", t.skipped);
+            t.runs = t.skipped = NULL;
+            cJSON_AddNumberToObject(doc, "exit", rc);
+        }
+        char *text = doc ? cJSON_Print(doc) : NULL;
+        if (text)
+            printf("%s\n", text);
+        else {
+            errorf("out of memory printing the summary");
+            rc = EXIT_FAILED;
+        }
+        free(text);
+        cJSON_Delete(doc);
+    }
+done:
+    watch_clear(&t.w);
+    cJSON_Delete(t.runs);
+    cJSON_Delete(t.skipped);
+    pl_engine_close(t.engine);
+    pl_registry_free(t.reg);
+    free(t.opt.plugins);
+    return rc;
+}
