@@ -470,6 +470,7 @@ typedef struct import_ctx {
     /* a derived line waits for the action_result that folds it */
     bool pending;
     char pending_path[PL__PATH_MAX];
+    char pending_name[PL__PATH_MAX + 16]; /* its step id */
     uint32_t pending_seq;
     pl_step_type pending_type;
 } import_ctx;
@@ -564,7 +565,8 @@ static int take_step(import_ctx *x, const cJSON *o)
     int oom = 0;
     if (!hex_decode(&x->rec, hex, &oom))
         return oom ? pl__err(PL_ENOMEM, "out of memory")
-                   : pl__err(PL_EJSON, "line %lu: step %s: \"record\" is not hex",
+                   : pl__err(PL_EJSON,
+                             "line %lu: step %s: \"record\" is not hex",
                              x->rd.no, sid);
 
     uint8_t key[PL__KEY_MAX];
@@ -593,7 +595,8 @@ static int take_step(import_ctx *x, const cJSON *o)
                        x->rd.no, sid, (long long)x->records);
 
     pl__rec rec;
-    if ((st = pl__rec_decode(&rec, x->rec.data, x->rec.len)))
+    if ((st = pl__rec_decode_lazy(&rec, x->rec.data, x->rec.len)) ||
+        (!rec.mirrored && (st = pl__rec_check(&rec))))
         return pl__err(PL_ECORRUPT,
                        "step %s: its record does not decode (%s): the "
                        "export was changed",
@@ -613,7 +616,7 @@ static int take_step(import_ctx *x, const cJSON *o)
         if (!rec.has_link || !rec.link_folded ||
             strcmp(want, x->pending_path) || x->pending_seq != 0 ||
             rec.link_type != x->pending_type)
-            return refuse(x->pending_path,
+            return refuse(x->pending_name,
                           "a derived step that its next step does not fold");
         x->pending = false;
     } else if (rec.has_link && rec.link_folded) {
@@ -634,9 +637,8 @@ static int take_step(import_ctx *x, const cJSON *o)
                                  "or changed)"
                                : "its previous-step hash is not the run's "
                                  "genesis hash");
-    if (rec.link_hash &&
-        memcmp(again + (rec.link_hash - x->rec.data), rec.link_hash,
-               PL_HASH_LEN)) {
+    if (rec.link_hash && memcmp(again + (rec.link_hash - x->rec.data),
+                                rec.link_hash, PL_HASH_LEN)) {
         char callee[PL__PATH_MAX + 16];
         snprintf(callee, sizeof callee, "%s.%u", path, rec.link_seq);
         return pl__err(PL_ECORRUPT,
@@ -657,7 +659,7 @@ static int take_derived(import_ctx *x, const cJSON *o)
     uint32_t comps[PL_MAX_DEPTH];
     unsigned depth;
     if (x->pending)
-        return refuse(x->pending_path,
+        return refuse(x->pending_name,
                       "a derived step that its next step does not fold");
     if (!path || pl__path_parse(path, comps, &depth) || !depth ||
         strlen(path) >= sizeof x->pending_path)
@@ -670,6 +672,8 @@ static int take_derived(import_ctx *x, const cJSON *o)
         return pl__err(PL_EJSON, "line %lu: a derived step has no \"record\"",
                        x->rd.no);
     memcpy(x->pending_path, path, strlen(path) + 1);
+    snprintf(x->pending_name, sizeof x->pending_name, "%s:%u", path,
+             (unsigned)seq);
     x->pending_seq = (uint32_t)seq;
     x->pending = true;
     return PL_OK;
@@ -802,7 +806,7 @@ int pl_run_import(char **out_run_id, pl_engine *e, FILE *in, const char *new_id)
         }
     }
     if (x.pending) {
-        st = refuse(x.pending_path,
+        st = refuse(x.pending_name,
                     "a derived step that no step folds (the export is "
                     "truncated)");
         goto done;

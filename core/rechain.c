@@ -119,8 +119,7 @@ int pl__rechain_step(pl__rechain *w, uint64_t num, const uint8_t *key,
         memcpy(nv + link_at, head, PL_HASH_LEN);
     }
     w->steps += pl__rec_steps(nv, vlen);
-    st = pl__step_hash(w->hasher, pl__kvs_key(out, i), klen, nv, vlen,
-                       l->prev);
+    st = pl__step_hash(w->hasher, pl__kvs_key(out, i), klen, nv, vlen, l->prev);
     if (!st && hash)
         memcpy(hash, l->prev, PL_HASH_LEN);
     return st;

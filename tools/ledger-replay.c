@@ -327,10 +327,9 @@ static int parse_args(options *o, int argc, char **argv)
             o->store = a;
             continue;
         }
-        static const char *const valued[] = {"--plugin", "--run",   "--resume",
-                                             "--answer", "--token", "--fork",
-                                             "--at",     "--new-id",
-                                             "--import"};
+        static const char *const valued[] = {
+            "--plugin", "--run", "--resume", "--answer", "--token",
+            "--fork",   "--at",  "--new-id", "--import"};
         bool known = false;
         for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++)
             known = known || !strcmp(a, valued[k]);
@@ -1148,8 +1147,7 @@ static void mode_import(tool *t)
         return;
     }
     printf("%s: imported from %s: %s, %llu steps\n", id,
-           strcmp(path, "-") ? path : "stdin",
-           pl_run_status_name(info->status),
+           strcmp(path, "-") ? path : "stdin", pl_run_status_name(info->status),
            (unsigned long long)info->steps);
     cJSON *j = json_run(t, id);
     if (j) {
