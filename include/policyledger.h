@@ -669,7 +669,10 @@ typedef struct pl_engine_options {
  * @param[out] out      caller owns; close with pl_engine_close().
  * @param path          an existing directory (LMDB's data.mdb and lock.mdb
  *                      go inside), or a file path (the data file; the lock
- *                      file is PATH-lock).
+ *                      file is PATH-lock); or a postgresql:// (postgres://)
+ *                      connection URI, which opens a PostgreSQL store in
+ *                      the schema its `schema=NAME` parameter names
+ *                      (default "policyledger"), creating it if needed.
  * @param registry      borrowed: must outlive the engine and not change
  *                      while the engine runs.
  * @param opts          NULL for defaults.

@@ -104,7 +104,7 @@ static void open_remove(dev_t dev, ino_t ino)
 
 /* ---- errors -------------------------------------------------------------- */
 
-int pl__lmdb_err(const pl__store *s, int rc, const char *what)
+int pl__lmdb_err(const pl__lmdb_store *s, int rc, const char *what)
 {
     int st = PL_ESTORE;
     if (rc == MDB_MAP_FULL)
@@ -122,14 +122,17 @@ int pl__lmdb_err(const pl__store *s, int rc, const char *what)
 
 /* ---- transactions and growth --------------------------------------------- */
 
-static void resize_lock_shared(pl__store *s)
+static void resize_lock_shared(pl__lmdb_store *s)
 {
     pthread_rwlock_rdlock(&s->resize);
 }
-static void resize_unlock(pl__store *s) { pthread_rwlock_unlock(&s->resize); }
+static void resize_unlock(pl__lmdb_store *s)
+{
+    pthread_rwlock_unlock(&s->resize);
+}
 
 /* Adopt a map size grown by another process.  Called with no lock held. */
-static int adopt_map_size(pl__store *s)
+static int adopt_map_size(pl__lmdb_store *s)
 {
     pthread_rwlock_wrlock(&s->resize);
     int rc = mdb_env_set_mapsize(s->env, 0);
@@ -141,7 +144,7 @@ static int adopt_map_size(pl__store *s)
 }
 
 /* Grow the map after MDB_MAP_FULL was seen at size @p seen. */
-static int grow(pl__store *s, size_t seen)
+static int grow(pl__lmdb_store *s, size_t seen)
 {
     int st = PL_OK;
     pthread_rwlock_wrlock(&s->resize);
@@ -171,7 +174,7 @@ static int grow(pl__store *s, size_t seen)
     return st;
 }
 
-int pl__lmdb_txn_begin(pl__store *s, bool write, MDB_txn **txn,
+int pl__lmdb_txn_begin(pl__lmdb_store *s, bool write, MDB_txn **txn,
                        size_t *map_seen)
 {
     for (;;) {
@@ -191,13 +194,13 @@ int pl__lmdb_txn_begin(pl__store *s, bool write, MDB_txn **txn,
     }
 }
 
-void pl__lmdb_txn_abort(pl__store *s, MDB_txn *txn)
+void pl__lmdb_txn_abort(pl__lmdb_store *s, MDB_txn *txn)
 {
     mdb_txn_abort(txn);
     resize_unlock(s);
 }
 
-static int txn_commit(pl__store *s, MDB_txn *txn)
+static int txn_commit(pl__lmdb_store *s, MDB_txn *txn)
 {
     int rc = mdb_txn_commit(txn);
     resize_unlock(s);
@@ -226,7 +229,7 @@ static int write_zeros(int fd, off_t from, off_t to)
 }
 
 /* Called in a write transaction, which holds LMDB's writer lock. */
-static void keep_tail(pl__store *s)
+static void keep_tail(pl__lmdb_store *s)
 {
     MDB_envinfo info;
     if (mdb_env_info(s->env, &info))
@@ -259,7 +262,7 @@ static void keep_tail(pl__store *s)
 }
 
 /* Run @p body in a write transaction: see lmdb_int.h. */
-int pl__lmdb_write(pl__store *s, write_body body, void *user)
+int pl__lmdb_write(pl__lmdb_store *s, write_body body, void *user)
 {
     if (s->read_only)
         return pl__err(PL_ESTATE, "store '%s' is open read-only", s->path);
@@ -302,7 +305,7 @@ typedef struct open_ctx {
     bool fresh;
 } open_ctx;
 
-static int open_body(pl__store *s, MDB_txn *txn, void *user, int *st)
+static int open_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
 {
     (void)user;
     int rc;
@@ -358,7 +361,7 @@ static int open_body(pl__store *s, MDB_txn *txn, void *user, int *st)
 }
 
 /* A read-only open: the databases must be there already. */
-static int open_read_only(pl__store *s)
+static int open_read_only(pl__lmdb_store *s)
 {
     MDB_txn *txn;
     size_t seen;
@@ -393,7 +396,7 @@ static int open_read_only(pl__store *s)
     return rc ? pl__lmdb_err(s, rc, "opening databases") : PL_OK;
 }
 
-int pl__store_stats_get(pl__store *s, pl__store_stats *out)
+int pl__lmdb_stats_get(pl__lmdb_store *s, pl__store_stats *out)
 {
     memset(out, 0, sizeof *out);
     MDB_txn *txn;
@@ -453,8 +456,8 @@ static void data_file(char *out, size_t n, const char *path, bool dir)
     snprintf(out, n, dir ? "%s/data.mdb" : "%s", path);
 }
 
-int pl__store_open(pl__store **out, const char *path,
-                   const pl__store_options *opts)
+int pl__lmdb_open(pl__lmdb_store **out, const char *path,
+                  const pl__store_options *opts)
 {
     *out = NULL;
     struct stat sb;
@@ -473,7 +476,7 @@ int pl__store_open(pl__store **out, const char *path,
     if (opts->read_only && sb.st_size == 0)
         return pl__err(PL_ECORRUPT, "'%s' is an empty file, not a store", path);
 
-    pl__store *s = calloc(1, sizeof *s);
+    pl__lmdb_store *s = calloc(1, sizeof *s);
     if (!s || !(s->path = pl__strdup(path))) {
         free(s);
         return pl__err(PL_ENOMEM, "out of memory opening a store");
@@ -561,11 +564,11 @@ int pl__store_open(pl__store **out, const char *path,
     *out = s;
     return PL_OK;
 fail:
-    pl__store_close(s);
+    pl__lmdb_close(s);
     return st;
 }
 
-void pl__store_close(pl__store *s)
+void pl__lmdb_close(pl__lmdb_store *s)
 {
     if (!s)
         return;
@@ -583,4 +586,4 @@ void pl__store_close(pl__store *s)
     free(s);
 }
 
-const char *pl__store_path(const pl__store *s) { return s->path; }
+const char *pl__lmdb_path(const pl__lmdb_store *s) { return s->path; }

@@ -13,9 +13,9 @@
 
 #include <lmdb.h>
 
-#include "store.h"
+#include "lmdb_store.h"
 
-struct pl__store {
+struct pl__lmdb_store {
     MDB_env *env;
     MDB_dbi meta, runs, state, steps, journal;
     pthread_rwlock_t resize;  /* shared: any txn; exclusive: set_mapsize */
@@ -37,23 +37,23 @@ struct pl__store {
 
 /* Set a message for LMDB's code @p rc met doing @p what, and return the
  * status it maps to: LMDB's codes are mapped here only. */
-PL__HIDDEN int pl__lmdb_err(const pl__store *s, int rc, const char *what);
+PL__HIDDEN int pl__lmdb_err(const pl__lmdb_store *s, int rc, const char *what);
 
 /*
  * Begin a transaction holding the resize lock shared.  On success the caller
  * must end it with pl__lmdb_txn_abort() (a read), or it is a write that
  * pl__lmdb_write() runs.  *map_seen is the map size it began with.
  */
-PL__HIDDEN int pl__lmdb_txn_begin(pl__store *s, bool write, MDB_txn **txn,
+PL__HIDDEN int pl__lmdb_txn_begin(pl__lmdb_store *s, bool write, MDB_txn **txn,
                                   size_t *map_seen) PL__MUST_CHECK;
-PL__HIDDEN void pl__lmdb_txn_abort(pl__store *s, MDB_txn *txn);
+PL__HIDDEN void pl__lmdb_txn_abort(pl__lmdb_store *s, MDB_txn *txn);
 
 /*
  * Run @p body in a write transaction, retrying after growing the map when it
  * fills.  body returns an LMDB code (0 = commit) or, with *st set, a status.
  */
-typedef int (*write_body)(pl__store *s, MDB_txn *txn, void *user, int *st);
-PL__HIDDEN int pl__lmdb_write(pl__store *s, write_body body,
+typedef int (*write_body)(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st);
+PL__HIDDEN int pl__lmdb_write(pl__lmdb_store *s, write_body body,
                               void *user) PL__MUST_CHECK;
 
 /* ---- lmdb_store.c -------------------------------------------------------- */
@@ -66,7 +66,7 @@ typedef struct commit_ctx {
 } commit_ctx;
 
 /* Put one step in its place, refusing to change an existing one. */
-PL__HIDDEN int pl__lmdb_put_step(pl__store *s, MDB_txn *txn, MDB_val *k,
+PL__HIDDEN int pl__lmdb_put_step(pl__lmdb_store *s, MDB_txn *txn, MDB_val *k,
                                  const MDB_val *v, bool *append, uint64_t run,
                                  int *st);
 
@@ -74,7 +74,7 @@ PL__HIDDEN int pl__lmdb_put_step(pl__store *s, MDB_txn *txn, MDB_val *k,
 
 /* Append the steps of the batches of @p c to the journal as one record,
  * and note when the journal is due to be moved. */
-PL__HIDDEN int pl__lmdb_journal_append(pl__store *s, MDB_txn *txn,
+PL__HIDDEN int pl__lmdb_journal_append(pl__lmdb_store *s, MDB_txn *txn,
                                        const commit_ctx *c);
 
 #endif /* PL_LMDB_INT_H */

@@ -8,10 +8,10 @@
  * u16 key length, key, u32 value length, value): a few contiguous pages per
  * fsync.  (A lone batch is put in place: it dirties one leaf either way.)
  * Once the journal fills JOURNAL_MAX_PAGES pages, a transaction of its own
- * (pl__store_maintain, which the group's leader runs after it has woken the
+ * (pl__lmdb_maintain, which the group's leader runs after it has woken the
  * group) moves its steps, in key order, to `steps` and empties it, writing
  * each run's leaves once for many commits.  Readers never look in the
- * journal: the engine calls pl__store_settle() (which does that move)
+ * journal: the engine calls pl__lmdb_settle() (which does that move)
  * before reading steps that may be there.  So a run whose earlier steps
  * are journaled and later ones in place reads the same as any other: the
  * move puts each step at its own key.  Everything happens inside LMDB
@@ -85,7 +85,7 @@ static void sort_steps(jstep *all, size_t n)
 }
 
 /* Move every journal record to `steps`, in key order, and empty it. */
-static int checkpoint_body(pl__store *s, MDB_txn *txn, void *user, int *st)
+static int checkpoint_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
 {
     (void)user;
     MDB_cursor *cur;
@@ -188,7 +188,8 @@ static int checkpoint_body(pl__store *s, MDB_txn *txn, void *user, int *st)
 
 /* ---- appending ----------------------------------------------------------- */
 
-int pl__lmdb_journal_append(pl__store *s, MDB_txn *txn, const commit_ctx *c)
+int pl__lmdb_journal_append(pl__lmdb_store *s, MDB_txn *txn,
+                            const commit_ctx *c)
 {
     size_t size = 4, count = 0;
     for (size_t b = 0; b < c->n; b++) {
@@ -240,14 +241,14 @@ int pl__lmdb_journal_append(pl__store *s, MDB_txn *txn, const commit_ctx *c)
     return rc;
 }
 
-void pl__store_maintain(pl__store *s)
+void pl__lmdb_maintain(pl__lmdb_store *s)
 {
     if (atomic_load_explicit(&s->journal_full, memory_order_relaxed) &&
-        pl__store_settle(s) == PL_OK)
+        pl__lmdb_settle(s) == PL_OK)
         atomic_store_explicit(&s->journal_full, false, memory_order_relaxed);
 }
 
-int pl__store_settle(pl__store *s)
+int pl__lmdb_settle(pl__lmdb_store *s)
 {
     MDB_txn *txn;
     size_t seen;

@@ -23,7 +23,7 @@
  *     idempotent call writes one run of adjacent keys into one leaf page;
  *   - a run's steps, read in key order, are its execution tree in order;
  *   - one ledger is read by one cursor that steps over its calls' small
- *     subtrees and seeks past big ones (pl__store_read).
+ *     subtrees and seeks past big ones (pl__lmdb_read).
  *   All runs are listed from `runs` without touching `steps`, in the byte
  *   order of their ids: creation order for the engine's UUIDv7 ids.
  */
@@ -35,8 +35,8 @@
 /* ---- commit -------------------------------------------------------------- */
 
 /* Put one step in its place, refusing to change an existing one. */
-int pl__lmdb_put_step(pl__store *s, MDB_txn *txn, MDB_val *k, const MDB_val *v,
-                      bool *append, uint64_t run, int *st)
+int pl__lmdb_put_step(pl__lmdb_store *s, MDB_txn *txn, MDB_val *k,
+                      const MDB_val *v, bool *append, uint64_t run, int *st)
 {
     /* on MDB_KEYEXIST, LMDB points the value at the stored one: keep the
      * caller's (the journal move compares the two) */
@@ -58,7 +58,7 @@ int pl__lmdb_put_step(pl__store *s, MDB_txn *txn, MDB_val *k, const MDB_val *v,
     return rc;
 }
 
-static int put_state(pl__store *s, MDB_txn *txn, const pl__batch *bt)
+static int put_state(pl__lmdb_store *s, MDB_txn *txn, const pl__batch *bt)
 {
     if (!bt->state.len)
         return 0;
@@ -72,7 +72,7 @@ static int put_state(pl__store *s, MDB_txn *txn, const pl__batch *bt)
  * Create the run a batch names: assign the next run number and store its
  * info and first state.  A taken id skips the batch (rc PL_EEXIST).
  */
-static int create_run(pl__store *s, MDB_txn *txn, pl__batch *bt, int *st)
+static int create_run(pl__lmdb_store *s, MDB_txn *txn, pl__batch *bt, int *st)
 {
     MDB_val k = {strlen(bt->create_id), (void *)bt->create_id}, v;
     int rc = mdb_get(txn, s->runs, &k, &v);
@@ -121,7 +121,7 @@ static int create_run(pl__store *s, MDB_txn *txn, pl__batch *bt, int *st)
     return 0;
 }
 
-static int commit_body(pl__store *s, MDB_txn *txn, void *user, int *st)
+static int commit_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
 {
     commit_ctx *c = user;
     int rc;
@@ -155,8 +155,8 @@ static int commit_body(pl__store *s, MDB_txn *txn, void *user, int *st)
     return c->journal ? pl__lmdb_journal_append(s, txn, c) : 0;
 }
 
-int pl__store_commit(pl__store *s, pl__batch *const *batches, size_t n,
-                     bool journal)
+int pl__lmdb_commit(pl__lmdb_store *s, pl__batch *const *batches, size_t n,
+                    bool journal)
 {
     commit_ctx c = {batches, n, journal};
     return pl__lmdb_write(s, commit_body, &c);
@@ -175,7 +175,7 @@ static int key_cmp(const void *a, size_t an, const void *b, size_t bn)
  * Name a key for a message: a step key as "run #N, step 0.c.t:seq", a run
  * id as itself (non-printable bytes as '?').
  */
-static void key_name(char *out, size_t n, const pl__store *s, MDB_dbi dbi,
+static void key_name(char *out, size_t n, const pl__lmdb_store *s, MDB_dbi dbi,
                      const void *key, size_t klen)
 {
     uint64_t run;
@@ -203,8 +203,9 @@ static void key_name(char *out, size_t n, const pl__store *s, MDB_dbi dbi,
 }
 
 /* A cursor that went back: @p key does not sort after @p prev. */
-static int out_of_order(const pl__store *s, MDB_dbi dbi, const MDB_val *key,
-                        const void *prev, size_t prev_len, const char *what)
+static int out_of_order(const pl__lmdb_store *s, MDB_dbi dbi,
+                        const MDB_val *key, const void *prev, size_t prev_len,
+                        const char *what)
 {
     char a[160], b[160];
     key_name(a, sizeof a, s, dbi, key->mv_data, key->mv_size);
@@ -239,9 +240,9 @@ static where_t classify(const MDB_val *k, const uint8_t *prefix, size_t plen,
 /* Records of a subtree a ledger read steps through before it seeks past. */
 #define WALK_MAX 8
 
-int pl__store_read(pl__store *s, const uint8_t *prefix, size_t prefix_len,
-                   uint32_t from_seq, size_t max_n, size_t max_bytes,
-                   pl__kvs *out)
+int pl__lmdb_read(pl__lmdb_store *s, const uint8_t *prefix, size_t prefix_len,
+                  uint32_t from_seq, size_t max_n, size_t max_bytes,
+                  pl__kvs *out)
 {
     pl__kvs_reset(out);
     MDB_txn *txn;
@@ -338,7 +339,7 @@ int pl__store_read(pl__store *s, const uint8_t *prefix, size_t prefix_len,
  * key past the prefix ends the list only if the key after it sorts after
  * it too (else a changed key hid the rest of the range).
  */
-static int page(pl__store *s, MDB_dbi dbi, const void *prefix, size_t plen,
+static int page(pl__lmdb_store *s, MDB_dbi dbi, const void *prefix, size_t plen,
                 const void *after, size_t after_len, size_t max_n, pl__kvs *out,
                 const char *what)
 {
@@ -388,8 +389,8 @@ static int page(pl__store *s, MDB_dbi dbi, const void *prefix, size_t plen,
     return st;
 }
 
-int pl__store_scan(pl__store *s, uint64_t run, const uint8_t *after,
-                   size_t after_len, size_t max_n, pl__kvs *out)
+int pl__lmdb_scan(pl__lmdb_store *s, uint64_t run, const uint8_t *after,
+                  size_t after_len, size_t max_n, pl__kvs *out)
 {
     uint8_t prefix[8];
     pl__put_be64(prefix, run);
@@ -397,10 +398,11 @@ int pl__store_scan(pl__store *s, uint64_t run, const uint8_t *after,
                 "scanning a run");
 }
 
-/* Steps one read transaction of pl__store_each_step() hands out. */
+/* Steps one read transaction of pl__lmdb_each_step() hands out. */
 #define EACH_MAX 1024
 
-int pl__store_each_step(pl__store *s, uint64_t run, pl__step_fn fn, void *user)
+int pl__lmdb_each_step(pl__lmdb_store *s, uint64_t run, pl__step_fn fn,
+                       void *user)
 {
     uint8_t first[8], last[PL__KEY_MAX];
     size_t last_len = 0; /* the last key handed out; 0: none yet */
@@ -462,8 +464,8 @@ int pl__store_each_step(pl__store *s, uint64_t run, pl__step_fn fn, void *user)
 
 /* ---- runs ---------------------------------------------------------------- */
 
-int pl__store_run_find(pl__store *s, const char *id, uint64_t *num,
-                       pl__buf *info)
+int pl__lmdb_run_find(pl__lmdb_store *s, const char *id, uint64_t *num,
+                      pl__buf *info)
 {
     MDB_txn *txn;
     size_t seen;
@@ -489,7 +491,7 @@ int pl__store_run_find(pl__store *s, const char *id, uint64_t *num,
     return st;
 }
 
-int pl__store_state_get(pl__store *s, uint64_t num, pl__buf *state)
+int pl__lmdb_state_get(pl__lmdb_store *s, uint64_t num, pl__buf *state)
 {
     MDB_txn *txn;
     size_t seen;
@@ -521,7 +523,7 @@ typedef struct update_ctx {
     pl__kvs extra;
 } update_ctx;
 
-static int update_body(pl__store *s, MDB_txn *txn, void *user, int *st)
+static int update_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
 {
     update_ctx *c = user;
     uint8_t key[8];
@@ -560,8 +562,8 @@ static int update_body(pl__store *s, MDB_txn *txn, void *user, int *st)
     return 0;
 }
 
-int pl__store_state_update(pl__store *s, uint64_t num, pl__state_fn fn,
-                           void *user)
+int pl__lmdb_state_update(pl__lmdb_store *s, uint64_t num, pl__state_fn fn,
+                          void *user)
 {
     update_ctx c = {.num = num, .fn = fn, .user = user};
     int st = pl__lmdb_write(s, update_body, &c);
@@ -570,7 +572,8 @@ int pl__store_state_update(pl__store *s, uint64_t num, pl__state_fn fn,
     return st;
 }
 
-int pl__store_runs(pl__store *s, const char *after, size_t max_n, pl__kvs *out)
+int pl__lmdb_runs(pl__lmdb_store *s, const char *after, size_t max_n,
+                  pl__kvs *out)
 {
     return page(s, s->runs, "", 0, after, after ? strlen(after) : 0, max_n, out,
                 "listing runs");

@@ -6,14 +6,15 @@
 #                            clang-format for scripts/format.sh, python3 for
 #                            the HTTP servers of tests/test_tools.c and the
 #                            LLM tests and the tools' tests, the official
-#                            JSON-Schema-Test-Suite)
+#                            JSON-Schema-Test-Suite, the PostgreSQL server
+#                            tests/test_pg.c runs on)
 set -euo pipefail
 
 pkgs=(gcc libc6-dev make cmake pkg-config
-      liblmdb-dev libmsgpack-dev libcjson-dev libssl-dev libcurl4-openssl-dev)
+      liblmdb-dev libpq-dev libmsgpack-dev libcjson-dev libssl-dev libcurl4-openssl-dev)
 if [ "${1:-}" = "--test" ]; then
   pkgs+=(libcriterion-dev valgrind g++ clang-format python3
-         json-schema-test-suite)
+         json-schema-test-suite postgresql)
 fi
 
 missing=()

@@ -1,0 +1,42 @@
+/*
+ * lmdb_store.h -- the store on LMDB (lmdb_env.c, lmdb_store.c,
+ * lmdb_journal.c): the functions of store.h for a store named by a path.
+ * store.c chooses between it and the PostgreSQL store; nothing else
+ * includes this.
+ */
+#ifndef PL_LMDB_STORE_H
+#define PL_LMDB_STORE_H
+
+#include "store.h"
+
+typedef struct pl__lmdb_store pl__lmdb_store;
+
+PL__HIDDEN int pl__lmdb_open(pl__lmdb_store **out, const char *path,
+                             const pl__store_options *opts) PL__MUST_CHECK;
+PL__HIDDEN void pl__lmdb_close(pl__lmdb_store *s);
+PL__HIDDEN const char *pl__lmdb_path(const pl__lmdb_store *s);
+PL__HIDDEN int pl__lmdb_commit(pl__lmdb_store *s, pl__batch *const *batches,
+                               size_t n, bool journal) PL__MUST_CHECK;
+PL__HIDDEN int pl__lmdb_settle(pl__lmdb_store *s) PL__MUST_CHECK;
+PL__HIDDEN void pl__lmdb_maintain(pl__lmdb_store *s);
+PL__HIDDEN int pl__lmdb_read(pl__lmdb_store *s, const uint8_t *prefix,
+                             size_t prefix_len, uint32_t from_seq, size_t max_n,
+                             size_t max_bytes, pl__kvs *out) PL__MUST_CHECK;
+PL__HIDDEN int pl__lmdb_scan(pl__lmdb_store *s, uint64_t run,
+                             const uint8_t *after, size_t after_len,
+                             size_t max_n, pl__kvs *out) PL__MUST_CHECK;
+PL__HIDDEN int pl__lmdb_each_step(pl__lmdb_store *s, uint64_t run,
+                                  pl__step_fn fn, void *user) PL__MUST_CHECK;
+PL__HIDDEN int pl__lmdb_run_find(pl__lmdb_store *s, const char *id,
+                                 uint64_t *num, pl__buf *info) PL__MUST_CHECK;
+PL__HIDDEN int pl__lmdb_state_get(pl__lmdb_store *s, uint64_t num,
+                                  pl__buf *state) PL__MUST_CHECK;
+PL__HIDDEN int pl__lmdb_state_update(pl__lmdb_store *s, uint64_t num,
+                                     pl__state_fn fn,
+                                     void *user) PL__MUST_CHECK;
+PL__HIDDEN int pl__lmdb_stats_get(pl__lmdb_store *s,
+                                  pl__store_stats *out) PL__MUST_CHECK;
+PL__HIDDEN int pl__lmdb_runs(pl__lmdb_store *s, const char *after, size_t max_n,
+                             pl__kvs *out) PL__MUST_CHECK;
+
+#endif /* PL_LMDB_STORE_H */

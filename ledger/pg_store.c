@@ -1,0 +1,1053 @@
+/*
+ * pg_store.c -- the store on PostgreSQL, through libpq.
+ *
+ * URI: postgresql://[user[:password]@][host][:port][/dbname][?param=value&...]
+ * (or postgres://), as libpq reads it, plus one parameter of our own:
+ * `schema=NAME` ([a-z_][a-z0-9_]*, at most 63 bytes; default `policyledger`),
+ * which is taken out before libpq sees the URI.
+ *
+ * LAYOUT: the tables live in a schema of their own, created with them on
+ * the first open.  Keys are bytea, which PostgreSQL orders like memcmp (and
+ * a shorter key first), so the order is the LMDB store's: keys.c's layout.
+ *
+ *   | table  | columns                          | holds                    |
+ *   |--------|----------------------------------|--------------------------|
+ *   | meta   | k text PK, v bigint              | ('format', 1)            |
+ *   | runs   | id bytea PK, num bigint UNIQUE,  | run id -> number, info   |
+ *   |        | info bytea                       | record (runrec.c)        |
+ *   | state  | run bigint PK, v bytea           | run state (runrec.c)     |
+ *   | steps  | k bytea PK, v bytea              | step key (keys.c) ->     |
+ *   |        |                                  | step record (record.c)   |
+ *   | run_num (a sequence)                      | the next run number      |
+ *
+ *   A database whose `format` row is not 1 is refused (PL_EVERSION).
+ *
+ * COMMIT: a commit's batches are one transaction: its statements (a run's
+ * creation, multi-row INSERTs of steps, the state's upsert) are sent in
+ * libpq's pipeline mode with one Sync at the end, so they run as one
+ * implicit transaction that costs one round trip.  Steps are inserted, never
+ * updated: an existing key (unique_violation) fails the commit with
+ * PL_EBUSY, as on LMDB.  There is no journal: steps are in place at once.
+ *
+ * DURABILITY: sync and group commit with synchronous_commit = on (group
+ * relies on the server's own group commit of concurrent sessions, which
+ * commit_delay and commit_siblings tune); process commits with
+ * synchronous_commit = off: a commit is reported before its WAL is flushed,
+ * so a crash of the server or its machine may lose the commits of the last
+ * 3 x wal_writer_delay (600 ms by default); the database stays consistent,
+ * and a crash of the engine's process loses nothing.
+ *
+ * CONNECTIONS: a call takes an idle connection, or opens one, and gives it
+ * back when it is done, so calls on many threads run in parallel sessions.
+ * A connection that broke is closed, with the idle ones (a server that
+ * restarted broke them all), and the next call opens a new one: a call
+ * that met the loss fails with PL_ESTORE, and whatever it had not
+ * committed is rolled back by the server.  A child made by fork() never
+ * uses its parent's connections.
+ */
+#include "pg_store.h"
+
+#include <fcntl.h>
+#include <libpq-fe.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define FORMAT 1
+#define SCHEMA_DEFAULT "policyledger"
+#define SCHEMA_MAX 63
+#define IDLE_MAX 16
+#define ROWS_MAX 1000 /* rows per INSERT of steps */
+#define READ_MAX 1024 /* rows per SELECT */
+
+enum {
+    Q_RUN_FIND,
+    Q_STATE_GET,
+    Q_STATE_LOCK,
+    Q_STATE_PUT,
+    Q_CREATE,
+    Q_READ,
+    Q_SCAN,
+    Q_RUNS,
+    Q_FORMAT,
+    Q_EXISTS,
+    Q_STATS,
+    Q_N
+};
+
+struct pl__pg_store {
+    char *path;     /* as given, for messages */
+    char *conninfo; /* the URI without schema= */
+    char *schema;
+    char *q[Q_N];    /* the statements, naming the schema */
+    char *steps_sql; /* "INSERT INTO schema.steps (k, v) VALUES" */
+    bool nosync;
+    bool read_only; /* every write fails with PL_ESTATE */
+    pthread_mutex_t mu;
+    pid_t pid; /* the process the idle connections belong to */
+    PGconn *idle[IDLE_MAX];
+    size_t n_idle;
+};
+
+bool pl__pg_is_uri(const char *path)
+{
+    return path && (strncmp(path, "postgresql://", 13) == 0 ||
+                    strncmp(path, "postgres://", 11) == 0);
+}
+
+/* ---- errors -------------------------------------------------------------- */
+
+static void quiet(void *user, const char *message)
+{
+    (void)user;
+    (void)message;
+}
+
+/* libpq's message for @p c, without its trailing newline. */
+static const char *conn_msg(const PGconn *c, char *buf, size_t n)
+{
+    snprintf(buf, n, "%s", c ? PQerrorMessage(c) : "out of memory");
+    size_t len = strlen(buf);
+    while (len && (buf[len - 1] == '\n' || buf[len - 1] == ' '))
+        buf[--len] = '\0';
+    return buf;
+}
+
+static bool lost(const PGconn *c) { return PQstatus(c) != CONNECTION_OK; }
+
+/* The status for a failed statement (or a NULL result). */
+static int pg_err(const pl__pg_store *s, const PGconn *c, const PGresult *r,
+                  const char *what)
+{
+    char buf[512];
+    if (lost(c))
+        return pl__err(PL_ESTORE,
+                       "store '%s': %s: the connection to the server was "
+                       "lost (%s); nothing of this call was committed "
+                       "unless it was reported so, and the next call "
+                       "reconnects",
+                       s->path, what, conn_msg(c, buf, sizeof buf));
+    const char *m = r ? PQresultErrorMessage(r) : "";
+    snprintf(buf, sizeof buf, "%s", *m ? m : PQerrorMessage(c));
+    size_t len = strlen(buf);
+    while (len && buf[len - 1] == '\n')
+        buf[--len] = '\0';
+    return pl__err(PL_ESTORE, "store '%s': %s: %s", s->path, what, buf);
+}
+
+static bool is_unique_violation(const PGresult *r)
+{
+    const char *code = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
+    return code && strcmp(code, "23505") == 0;
+}
+
+static int read_only(const pl__pg_store *s)
+{
+    return pl__err(PL_ESTATE, "store '%s' is open read-only", s->path);
+}
+
+static int busy(void)
+{
+    return pl__err(PL_EBUSY, "a step exists already at the position being "
+                             "written: another process wrote to this run");
+}
+
+/* ---- connections --------------------------------------------------------- */
+
+/*
+ * Drop a connection a parent process made: PQfinish() would send the server
+ * a Terminate on the socket the parent still uses, so the socket is first
+ * pointed at /dev/null.
+ */
+static void conn_forget(PGconn *c)
+{
+    int fd = PQsocket(c);
+    int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    if (fd >= 0 && null >= 0)
+        dup2(null, fd);
+    if (null >= 0)
+        close(null);
+    PQfinish(c);
+}
+
+static int conn_open(pl__pg_store *s, PGconn **out)
+{
+    char buf[512];
+    PGconn *c = PQconnectdb(s->conninfo);
+    if (!c || PQstatus(c) != CONNECTION_OK) {
+        int st = pl__err(PL_ESTORE, "store '%s': cannot connect: %s", s->path,
+                         conn_msg(c, buf, sizeof buf));
+        PQfinish(c);
+        return st;
+    }
+    PQsetNoticeProcessor(c, quiet, NULL);
+    PGresult *r = PQexec(c, s->read_only
+                                ? "SET default_transaction_read_only = on"
+                            : s->nosync ? "SET synchronous_commit = off"
+                                        : "SET synchronous_commit = on");
+    if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+        int st = pg_err(s, c, r, "setting synchronous_commit");
+        PQclear(r);
+        PQfinish(c);
+        return st;
+    }
+    PQclear(r);
+    *out = c;
+    return PL_OK;
+}
+
+/* Take an idle connection, or open one. */
+static int conn_get(pl__pg_store *s, PGconn **out)
+{
+    PGconn *c = NULL;
+    pthread_mutex_lock(&s->mu);
+    if (s->pid != getpid()) {
+        while (s->n_idle)
+            conn_forget(s->idle[--s->n_idle]);
+        s->pid = getpid();
+    }
+    if (s->n_idle)
+        c = s->idle[--s->n_idle];
+    pthread_mutex_unlock(&s->mu);
+    if (c) {
+        *out = c;
+        return PL_OK;
+    }
+    return conn_open(s, out);
+}
+
+/* Give a connection back: kept if it is sound and outside a transaction. */
+static void conn_put(pl__pg_store *s, PGconn *c)
+{
+    if (!c)
+        return;
+    bool keep = !lost(c) && PQtransactionStatus(c) == PQTRANS_IDLE &&
+                PQpipelineStatus(c) == PQ_PIPELINE_OFF;
+    pthread_mutex_lock(&s->mu);
+    if (s->pid != getpid()) {
+        pthread_mutex_unlock(&s->mu);
+        conn_forget(c);
+        return;
+    }
+    /* a lost connection most often means a server restarted or gone: the
+     * idle ones are lost too, so drop them, and the next call reconnects
+     * instead of meeting another dead one */
+    PGconn *drop[IDLE_MAX];
+    size_t ndrop = 0;
+    if (lost(c)) {
+        memcpy(drop, s->idle, s->n_idle * sizeof *drop);
+        ndrop = s->n_idle;
+        s->n_idle = 0;
+    } else if (keep && s->n_idle < IDLE_MAX) {
+        s->idle[s->n_idle++] = c;
+        c = NULL;
+    }
+    pthread_mutex_unlock(&s->mu);
+    if (c)
+        PQfinish(c);
+    while (ndrop)
+        PQfinish(drop[--ndrop]);
+}
+
+/* Run one statement with binary parameters and results. */
+static PGresult *exec(PGconn *c, const char *sql, int n,
+                      const char *const *vals, const int *lens)
+{
+    int fmts[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+    return PQexecParams(c, sql, n, NULL, vals, lens, fmts, 1);
+}
+
+/* Run a statement without parameters that returns no rows. */
+static int command(pl__pg_store *s, PGconn *c, const char *sql,
+                   const char *what)
+{
+    PGresult *r = PQexec(c, sql);
+    int st = PQresultStatus(r) == PGRES_COMMAND_OK ? PL_OK
+                                                   : pg_err(s, c, r, what);
+    PQclear(r);
+    return st;
+}
+
+/* ---- open / close -------------------------------------------------------- */
+
+static bool schema_ok(const char *p, size_t n)
+{
+    if (n == 0 || n > SCHEMA_MAX || (p[0] >= '0' && p[0] <= '9'))
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!((p[i] >= 'a' && p[i] <= 'z') || (p[i] >= '0' && p[i] <= '9') ||
+              p[i] == '_'))
+            return false;
+    return true;
+}
+
+/* The URI for messages: its password, if any, shown as "***". */
+static char *masked(const char *uri)
+{
+    const char *user = strstr(uri, "://");
+    user = user ? user + 3 : uri;
+    size_t hostpart = strcspn(user, "/?");
+    const char *at = memchr(user, '@', hostpart);
+    const char *colon = at ? memchr(user, ':', (size_t)(at - user)) : NULL;
+    if (!colon)
+        return pl__strdup(uri);
+    return pl__asprintf("%.*s***%s", (int)(colon + 1 - uri), uri, at);
+}
+
+/*
+ * Split schema=NAME off the URI's query string, and give libpq a
+ * connect_timeout unless the URI has one: a host that does not answer
+ * fails the call instead of hanging it.
+ */
+static int parse_uri(pl__pg_store *s, const char *uri)
+{
+    const char *q = strchr(uri, '?');
+    pl__buf ci = {0};
+    const char *schema = SCHEMA_DEFAULT;
+    size_t schema_len = strlen(SCHEMA_DEFAULT);
+    int st = pl__buf_append(&ci, uri, q ? (size_t)(q - uri) : strlen(uri));
+    char sep = '?';
+    for (const char *p = q ? q + 1 : NULL; !st && p && *p;) {
+        const char *end = strchr(p, '&');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len >= 7 && memcmp(p, "schema=", 7) == 0) {
+            schema = p + 7;
+            schema_len = len - 7;
+            if (!schema_ok(schema, schema_len))
+                st = pl__err(PL_EINVAL,
+                             "store '%s': schema must be 1 to %d of a-z, 0-9 "
+                             "and _, not starting with a digit",
+                             uri, SCHEMA_MAX);
+        } else if (len) {
+            if (!(st = pl__buf_append(&ci, &sep, 1)))
+                st = pl__buf_append(&ci, p, len);
+            sep = '&';
+        }
+        p = end ? end + 1 : NULL;
+    }
+    if (!st && !strstr(uri, "connect_timeout="))
+        st = pl__buf_append(&ci,
+                            sep == '?' ? "?connect_timeout=30"
+                                       : "&connect_timeout=30",
+                            19);
+    if (!st)
+        st = pl__buf_append(&ci, "", 1);
+    if (!st && !(s->schema = pl__strndup(schema, schema_len)))
+        st = PL_ENOMEM;
+    if (!st) {
+        s->conninfo = (char *)ci.data;
+        return PL_OK;
+    }
+    pl__buf_free(&ci);
+    return st ? st : pl__err(PL_ENOMEM, "out of memory");
+}
+
+static int make_statements(pl__pg_store *s)
+{
+    const char *n = s->schema;
+    s->q[Q_RUN_FIND] = pl__asprintf(
+        "SELECT num, info FROM \"%s\".runs WHERE id = $1::bytea", n);
+    s->q[Q_STATE_GET] = pl__asprintf(
+        "SELECT v FROM \"%s\".state WHERE run = $1::bigint", n);
+    s->q[Q_STATE_LOCK] = pl__asprintf(
+        "SELECT v FROM \"%s\".state WHERE run = $1::bigint FOR UPDATE", n);
+    s->q[Q_STATE_PUT] = pl__asprintf(
+        "INSERT INTO \"%s\".state (run, v) VALUES ($1::bigint, $2::bytea) "
+        "ON CONFLICT (run) DO UPDATE SET v = excluded.v",
+        n);
+    s->q[Q_CREATE] = pl__asprintf(
+        "WITH r AS (INSERT INTO \"%s\".runs (id, num, info) "
+        "VALUES ($1::bytea, nextval('\"%s\".run_num'), $2::bytea) "
+        "ON CONFLICT (id) DO NOTHING RETURNING num), "
+        "s AS (INSERT INTO \"%s\".state (run, v) SELECT num, $3::bytea "
+        "FROM r WHERE length($3::bytea) > 0) SELECT num FROM r",
+        n, n, n);
+    s->q[Q_READ] = pl__asprintf(
+        "SELECT k, v FROM \"%s\".steps WHERE k >= $1::bytea AND "
+        "k <= $2::bytea AND length(k) = length($1::bytea) ORDER BY k "
+        "LIMIT $3::bigint",
+        n);
+    s->q[Q_SCAN] = pl__asprintf(
+        "SELECT k, v FROM \"%s\".steps WHERE k > $1::bytea AND "
+        "k <= $2::bytea ORDER BY k LIMIT $3::bigint",
+        n);
+    s->q[Q_RUNS] = pl__asprintf(
+        "SELECT id, int8send(num) || info FROM \"%s\".runs "
+        "WHERE id > $1::bytea ORDER BY id LIMIT $2::bigint",
+        n);
+    s->q[Q_FORMAT] = pl__asprintf(
+        "SELECT v FROM \"%s\".meta WHERE k = 'format'", n);
+    s->q[Q_EXISTS] = pl__asprintf("SELECT to_regclass('\"%s\".meta') IS NOT "
+                                  "NULL AND to_regclass('\"%s\".steps') IS "
+                                  "NOT NULL",
+                                  n, n);
+    /* one statement: one snapshot */
+    s->q[Q_STATS] = pl__asprintf(
+        "SELECT current_setting('block_size')::bigint, (SELECT "
+        "coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
+        "JOIN pg_namespace ns ON ns.oid = c.relnamespace WHERE ns.nspname = "
+        "'%s' AND c.relkind IN ('r', 'S'))::bigint, (SELECT count(*) FROM "
+        "\"%s\".runs), (SELECT count(*) FROM \"%s\".steps)",
+        n, n, n);
+    s->steps_sql = pl__asprintf("INSERT INTO \"%s\".steps (k, v) VALUES", n);
+    for (int i = 0; i < Q_N; i++)
+        if (!s->q[i])
+            return pl__err(PL_ENOMEM, "out of memory");
+    return s->steps_sql ? PL_OK : pl__err(PL_ENOMEM, "out of memory");
+}
+
+/* A read-only open: the schema must be there already. */
+static int exists(pl__pg_store *s, PGconn *c)
+{
+    PGresult *r = exec(c, s->q[Q_EXISTS], 0, NULL, NULL);
+    int st = PL_OK;
+    if (PQresultStatus(r) != PGRES_TUPLES_OK)
+        st = pg_err(s, c, r, "looking for the schema");
+    else if (PQgetlength(r, 0, 0) != 1 || !*PQgetvalue(r, 0, 0))
+        st = pl__err(PL_ENOTFOUND, "store '%s' does not exist (no schema %s)",
+                     s->path, s->schema);
+    PQclear(r);
+    return st;
+}
+
+/* Create the schema if it is not there (unless read-only), and check its
+ * format. */
+static int setup(pl__pg_store *s, PGconn *c)
+{
+    const char *n = s->schema;
+    char *sql = pl__asprintf(
+        "BEGIN;"
+        "SELECT pg_advisory_xact_lock(hashtext('policyledger store %s'));"
+        "CREATE SCHEMA IF NOT EXISTS \"%s\";"
+        "CREATE TABLE IF NOT EXISTS \"%s\".meta (k text PRIMARY KEY, "
+        "v bigint NOT NULL);"
+        "CREATE TABLE IF NOT EXISTS \"%s\".runs (id bytea PRIMARY KEY, "
+        "num bigint NOT NULL UNIQUE, info bytea NOT NULL);"
+        "CREATE TABLE IF NOT EXISTS \"%s\".state (run bigint PRIMARY KEY, "
+        "v bytea NOT NULL);"
+        "CREATE TABLE IF NOT EXISTS \"%s\".steps (k bytea PRIMARY KEY, "
+        "v bytea NOT NULL);"
+        "CREATE SEQUENCE IF NOT EXISTS \"%s\".run_num;"
+        "INSERT INTO \"%s\".meta (k, v) SELECT 'format', %d WHERE NOT EXISTS "
+        "(SELECT 1 FROM \"%s\".meta WHERE k = 'format') AND NOT EXISTS "
+        "(SELECT 1 FROM \"%s\".runs);"
+        "COMMIT",
+        n, n, n, n, n, n, n, n, FORMAT, n, n);
+    if (!sql)
+        return pl__err(PL_ENOMEM, "out of memory");
+    int st = s->read_only ? exists(s, c)
+                          : command(s, c, sql, "creating the schema");
+    free(sql);
+    if (st)
+        return st;
+    PGresult *r = exec(c, s->q[Q_FORMAT], 0, NULL, NULL);
+    if (PQresultStatus(r) != PGRES_TUPLES_OK)
+        st = pg_err(s, c, r, "reading the format");
+    else if (PQntuples(r) != 1)
+        st = pl__err(PL_ECORRUPT, "store '%s' holds runs but no format record",
+                     s->path);
+    else if (PQgetlength(r, 0, 0) != 8)
+        st = pl__err(PL_ECORRUPT, "store '%s' has a malformed format record",
+                     s->path);
+    else {
+        uint64_t f = pl__get_be64((const uint8_t *)PQgetvalue(r, 0, 0));
+        if (f != FORMAT)
+            st = pl__err(PL_EVERSION,
+                         "store '%s' has format %lld; this build reads "
+                         "format %d",
+                         s->path, (long long)f, FORMAT);
+    }
+    PQclear(r);
+    return st;
+}
+
+int pl__pg_open(pl__pg_store **out, const char *uri,
+                const pl__store_options *opts)
+{
+    pl__pg_store *s = calloc(1, sizeof *s);
+    if (!s)
+        return pl__err(PL_ENOMEM, "out of memory");
+    pthread_mutex_init(&s->mu, NULL);
+    s->pid = getpid();
+    s->nosync = opts && opts->nosync;
+    s->read_only = opts && opts->read_only;
+    PGconn *c = NULL;
+    int st = (s->path = masked(uri)) ? PL_OK
+                                     : pl__err(PL_ENOMEM, "out of memory");
+    if (!st)
+        st = parse_uri(s, uri);
+    if (!st)
+        st = make_statements(s);
+    if (!st)
+        st = conn_get(s, &c);
+    if (!st)
+        st = setup(s, c);
+    conn_put(s, c);
+    if (st) {
+        pl__pg_close(s);
+        return st;
+    }
+    *out = s;
+    return PL_OK;
+}
+
+void pl__pg_close(pl__pg_store *s)
+{
+    if (!s)
+        return;
+    bool mine = s->pid == getpid();
+    while (s->n_idle) {
+        PGconn *c = s->idle[--s->n_idle];
+        if (mine)
+            PQfinish(c);
+        else
+            conn_forget(c);
+    }
+    for (int i = 0; i < Q_N; i++)
+        free(s->q[i]);
+    free(s->steps_sql);
+    free(s->schema);
+    free(s->conninfo);
+    free(s->path);
+    pthread_mutex_destroy(&s->mu);
+    free(s);
+}
+
+const char *pl__pg_path(const pl__pg_store *s) { return s->path; }
+
+/* ---- commit -------------------------------------------------------------- */
+
+/* What a statement sent in the pipeline was. */
+typedef enum { SENT_CREATE, SENT_STEPS, SENT_STATE } sent_kind;
+
+typedef struct sent {
+    sent_kind kind;
+    pl__batch *batch;
+} sent;
+
+typedef struct params {
+    const char **vals;
+    int *lens, *fmts;
+    size_t cap;
+} params;
+
+static int params_room(params *p, size_t n)
+{
+    if (n <= p->cap)
+        return PL_OK;
+    const char **v = realloc(p->vals, n * sizeof *v);
+    if (v)
+        p->vals = v;
+    int *l = v ? realloc(p->lens, n * sizeof *l) : NULL;
+    if (l)
+        p->lens = l;
+    int *f = l ? realloc(p->fmts, n * sizeof *f) : NULL;
+    if (!f)
+        return pl__err(PL_ENOMEM, "out of memory");
+    p->fmts = f;
+    for (size_t i = p->cap; i < n; i++)
+        f[i] = 1;
+    p->cap = n;
+    return PL_OK;
+}
+
+static void params_free(params *p)
+{
+    free(p->vals);
+    free(p->lens);
+    free(p->fmts);
+}
+
+/*
+ * Build the multi-row INSERT of steps [from, from + n) of @p l into @p sql
+ * and @p p.  Called in pipeline mode (send) or not.
+ */
+static int steps_insert(const pl__pg_store *s, const pl__kvs *l, size_t from,
+                        size_t n, pl__buf *sql, params *p)
+{
+    pl__buf_reset(sql);
+    int st = params_room(p, 2 * n);
+    if (!st)
+        st = pl__buf_append(sql, s->steps_sql, strlen(s->steps_sql));
+    for (size_t i = 0; !st && i < n; i++) {
+        char row[48];
+        int len = snprintf(row, sizeof row, "%s($%zu::bytea,$%zu::bytea)",
+                           i ? "," : " ", 2 * i + 1, 2 * i + 2);
+        st = pl__buf_append(sql, row, (size_t)len);
+        const pl__kv *e = &l->e[from + i];
+        p->vals[2 * i] = (const char *)pl__kvs_key(l, from + i);
+        p->lens[2 * i] = (int)e->klen;
+        p->vals[2 * i + 1] = (const char *)pl__kvs_val(l, from + i);
+        p->lens[2 * i + 1] = (int)e->vlen;
+    }
+    return st ? st : pl__buf_append(sql, "", 1);
+}
+
+/* Send the statements of the commit; *nsent is how many were sent. */
+static int commit_send(pl__pg_store *s, PGconn *c, pl__batch *const *batches,
+                       size_t n, sent **out, size_t *nsent)
+{
+    sent *q = NULL;
+    size_t nq = 0, cap = 0;
+    pl__buf sql = {0};
+    params p = {0};
+    int st = PL_OK;
+    for (size_t b = 0; !st && b < n; b++) {
+        pl__batch *bt = batches[b];
+        bt->rc = PL_OK;
+        size_t want = nq + 2 + (bt->steps.n + ROWS_MAX - 1) / ROWS_MAX;
+        sent *g = pl__grow(q, &cap, want, sizeof *q, 16);
+        if (!g) {
+            st = pl__err(PL_ENOMEM, "out of memory");
+            break;
+        }
+        q = g;
+        if (bt->create_id) {
+            if (bt->steps.n) {
+                st = pl__err(PL_EINVAL,
+                             "store '%s': a batch that creates a "
+                             "run carries no steps",
+                             s->path);
+                break;
+            }
+            const char *vals[3] = {bt->create_id,
+                                   (const char *)bt->create_info->data,
+                                   (const char *)bt->state.data};
+            int lens[3] = {(int)strlen(bt->create_id),
+                           (int)bt->create_info->len, (int)bt->state.len};
+            int fmts[3] = {1, 1, 1};
+            if (!PQsendQueryParams(c, s->q[Q_CREATE], 3, NULL, vals, lens, fmts,
+                                   1)) {
+                st = pg_err(s, c, NULL, "sending a run's creation");
+                break;
+            }
+            q[nq++] = (sent){SENT_CREATE, bt};
+            continue;
+        }
+        for (size_t i = 0; !st && i < bt->steps.n; i += ROWS_MAX) {
+            size_t k = bt->steps.n - i < ROWS_MAX ? bt->steps.n - i : ROWS_MAX;
+            if ((st = steps_insert(s, &bt->steps, i, k, &sql, &p)))
+                break;
+            if (!PQsendQueryParams(c, (const char *)sql.data, (int)(2 * k),
+                                   NULL, p.vals, p.lens, p.fmts, 1))
+                st = pg_err(s, c, NULL, "sending steps");
+            else
+                q[nq++] = (sent){SENT_STEPS, bt};
+        }
+        if (!st && bt->state.len) {
+            uint8_t run[8];
+            pl__put_be64(run, bt->run);
+            const char *vals[2] = {(const char *)run,
+                                   (const char *)bt->state.data};
+            int lens[2] = {8, (int)bt->state.len}, fmts[2] = {1, 1};
+            if (!PQsendQueryParams(c, s->q[Q_STATE_PUT], 2, NULL, vals, lens,
+                                   fmts, 1))
+                st = pg_err(s, c, NULL, "sending a run state");
+            else
+                q[nq++] = (sent){SENT_STATE, bt};
+        }
+    }
+    pl__buf_free(&sql);
+    params_free(&p);
+    *out = q;
+    *nsent = nq;
+    return st;
+}
+
+/* Read the results of the commit's statements and of its Sync. */
+static int commit_results(pl__pg_store *s, PGconn *c, const sent *q, size_t nq)
+{
+    int st = PL_OK;
+    for (size_t i = 0; i < nq; i++) {
+        PGresult *r = PQgetResult(c);
+        if (!r)
+            return st ? st : pg_err(s, c, NULL, "committing");
+        ExecStatusType es = PQresultStatus(r);
+        if (es == PGRES_TUPLES_OK && q[i].kind == SENT_CREATE) {
+            pl__batch *bt = q[i].batch;
+            if (PQntuples(r) == 0)
+                bt->rc = PL_EEXIST;
+            else if (PQgetlength(r, 0, 0) == 8)
+                bt->run = pl__get_be64((const uint8_t *)PQgetvalue(r, 0, 0));
+            else if (!st)
+                st = pl__err(PL_ECORRUPT,
+                             "store '%s': a run number is "
+                             "malformed",
+                             s->path);
+        } else if (es != PGRES_TUPLES_OK && es != PGRES_COMMAND_OK &&
+                   es != PGRES_PIPELINE_ABORTED && !st) {
+            st = q[i].kind == SENT_STEPS && is_unique_violation(r)
+                     ? busy()
+                     : pg_err(s, c, r, "committing");
+        }
+        PQclear(r);
+        if (lost(c))
+            return st ? st : pg_err(s, c, NULL, "committing");
+        if ((r = PQgetResult(c))) { /* the NULL that ends each statement's */
+            PQclear(r);
+            return st ? st : pg_err(s, c, NULL, "committing: out of step");
+        }
+    }
+    PGresult *r = PQgetResult(c);
+    ExecStatusType es = PQresultStatus(r);
+    PQclear(r);
+    if (es != PGRES_PIPELINE_SYNC && !st)
+        st = pg_err(s, c, NULL, "committing");
+    return st;
+}
+
+int pl__pg_commit(pl__pg_store *s, pl__batch *const *batches, size_t n,
+                  bool journal)
+{
+    (void)journal; /* no journal: steps go to their place at once */
+    if (s->read_only)
+        return read_only(s);
+    PGconn *c;
+    int st = conn_get(s, &c);
+    if (st)
+        return st;
+    sent *q = NULL;
+    size_t nq = 0;
+    if (PQenterPipelineMode(c) != 1) {
+        st = pg_err(s, c, NULL, "entering pipeline mode");
+        goto done;
+    }
+    st = commit_send(s, c, batches, n, &q, &nq);
+    /* the Sync ends the implicit transaction: commits it, or rolls back
+     * everything after an error; after a failed send nothing is synced,
+     * and the connection is dropped, which rolls it back too */
+    if (!st && PQpipelineSync(c) != 1)
+        st = pg_err(s, c, NULL, "committing");
+    if (!st)
+        st = commit_results(s, c, q, nq);
+    if (!lost(c) && PQpipelineStatus(c) != PQ_PIPELINE_OFF &&
+        PQexitPipelineMode(c) != 1) {
+        PQfinish(c); /* left in a state no other call can use */
+        c = NULL;
+    }
+done:
+    free(q);
+    conn_put(s, c);
+    return st;
+}
+
+int pl__pg_settle(pl__pg_store *s)
+{
+    (void)s;
+    return PL_OK;
+}
+
+void pl__pg_maintain(pl__pg_store *s) { (void)s; }
+
+/* ---- reading ------------------------------------------------------------- */
+
+/* Run a query that returns rows of (key, value) or (value) into @p out. */
+static int query(pl__pg_store *s, const char *sql, int nparams,
+                 const char *const *vals, const int *lens, PGresult **out,
+                 const char *what)
+{
+    PGconn *c;
+    int st = conn_get(s, &c);
+    if (st)
+        return st;
+    PGresult *r = exec(c, sql, nparams, vals, lens);
+    if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+        st = pg_err(s, c, r, what);
+        PQclear(r);
+        r = NULL;
+    }
+    conn_put(s, c);
+    *out = r;
+    return st;
+}
+
+int pl__pg_read(pl__pg_store *s, const uint8_t *prefix, size_t prefix_len,
+                uint32_t from_seq, size_t max_n, size_t max_bytes, pl__kvs *out)
+{
+    pl__kvs_reset(out);
+    uint8_t lo[PL__KEY_MAX], hi[PL__KEY_MAX], lim[8];
+    memcpy(lo, prefix, prefix_len);
+    memcpy(hi, prefix, prefix_len);
+    pl__put_be32(lo + prefix_len, from_seq);
+    pl__put_be32(hi + prefix_len, UINT32_MAX);
+    pl__put_be64(lim, max_n < READ_MAX ? (max_n ? max_n : 1) : READ_MAX);
+    const char *vals[3] = {(const char *)lo, (const char *)hi,
+                           (const char *)lim};
+    int lens[3] = {(int)prefix_len + 4, (int)prefix_len + 4, 8};
+    PGresult *r = NULL;
+    int st = query(s, s->q[Q_READ], 3, vals, lens, &r, "reading a ledger");
+    if (st)
+        return st;
+    uint32_t want = from_seq;
+    size_t bytes = 0;
+    for (int i = 0; i < PQntuples(r); i++) {
+        const uint8_t *k = (const uint8_t *)PQgetvalue(r, i, 0);
+        if (pl__get_be32(k + prefix_len) != want) {
+            st = pl__err(PL_ECORRUPT,
+                         "store '%s': a ledger is missing its step %u", s->path,
+                         want);
+            break;
+        }
+        int vlen = PQgetlength(r, i, 1);
+        if ((st = pl__kvs_begin(out, NULL, 0)) ||
+            (st = pl__buf_append(&out->data, PQgetvalue(r, i, 1),
+                                 (size_t)vlen)))
+            break;
+        pl__kvs_end(out);
+        bytes += (size_t)vlen;
+        if (++want == 0 || out->n >= max_n || bytes >= max_bytes)
+            break;
+    }
+    PQclear(r);
+    return st;
+}
+
+/* Copy rows of (key, value) to @p out. */
+static int rows_to_kvs(PGresult *r, pl__kvs *out)
+{
+    int st = PL_OK;
+    for (int i = 0; !st && i < PQntuples(r); i++)
+        st = pl__kvs_add(out, (const uint8_t *)PQgetvalue(r, i, 0),
+                         (size_t)PQgetlength(r, i, 0),
+                         (const uint8_t *)PQgetvalue(r, i, 1),
+                         (size_t)PQgetlength(r, i, 1));
+    return st;
+}
+
+static int scan(pl__pg_store *s, uint64_t run, const uint8_t *after,
+                size_t after_len, size_t max_n, PGresult **out)
+{
+    uint8_t first[8], hi[PL__KEY_MAX], lim[8];
+    pl__put_be64(first, run);
+    memcpy(hi, first, 8);
+    memset(hi + 8, 0xff, sizeof hi - 8);
+    pl__put_be64(lim, max_n > INT64_MAX ? INT64_MAX : max_n);
+    const char *vals[3] = {(const char *)(after ? after : first),
+                           (const char *)hi, (const char *)lim};
+    int lens[3] = {after ? (int)after_len : 8, (int)sizeof hi, 8};
+    return query(s, s->q[Q_SCAN], 3, vals, lens, out, "scanning a run");
+}
+
+int pl__pg_scan(pl__pg_store *s, uint64_t run, const uint8_t *after,
+                size_t after_len, size_t max_n, pl__kvs *out)
+{
+    pl__kvs_reset(out);
+    if (after && after_len > PL__KEY_MAX)
+        return pl__err(PL_EINVAL, "store '%s': a step key of %zu bytes",
+                       s->path, after_len);
+    PGresult *r = NULL;
+    int st = scan(s, run, after, after_len, max_n, &r);
+    if (!st)
+        st = rows_to_kvs(r, out);
+    PQclear(r);
+    return st;
+}
+
+int pl__pg_each_step(pl__pg_store *s, uint64_t run, pl__step_fn fn, void *user)
+{
+    uint8_t last[PL__KEY_MAX];
+    size_t last_len = 0;
+    for (;;) {
+        PGresult *r = NULL;
+        int st = scan(s, run, last_len ? last : NULL, last_len, READ_MAX, &r);
+        if (st)
+            return st;
+        int n = PQntuples(r);
+        for (int i = 0; !st && i < n; i++) {
+            size_t klen = (size_t)PQgetlength(r, i, 0);
+            const uint8_t *k = (const uint8_t *)PQgetvalue(r, i, 0);
+            st = fn(k, klen, (const uint8_t *)PQgetvalue(r, i, 1),
+                    (size_t)PQgetlength(r, i, 1), user);
+            if (!st && i == n - 1) {
+                if (klen > sizeof last)
+                    st = pl__err(PL_ECORRUPT,
+                                 "store '%s': run #%llu has a step key of "
+                                 "%zu bytes",
+                                 s->path, (unsigned long long)run, klen);
+                else {
+                    memcpy(last, k, klen);
+                    last_len = klen;
+                }
+            }
+        }
+        PQclear(r);
+        if (st || n < READ_MAX)
+            return st;
+    }
+}
+
+/* ---- runs ---------------------------------------------------------------- */
+
+int pl__pg_run_find(pl__pg_store *s, const char *id, uint64_t *num,
+                    pl__buf *info)
+{
+    const char *vals[1] = {id};
+    int lens[1] = {(int)strlen(id)};
+    PGresult *r = NULL;
+    int st = query(s, s->q[Q_RUN_FIND], 1, vals, lens, &r, "reading a run");
+    if (st)
+        return st;
+    if (PQntuples(r) == 0)
+        st = pl__err(PL_ENOTFOUND, "no run '%s' in store '%s'", id, s->path);
+    else if (PQgetlength(r, 0, 0) != 8)
+        st = pl__err(PL_ECORRUPT, "run '%s' has a malformed record", id);
+    else {
+        *num = pl__get_be64((const uint8_t *)PQgetvalue(r, 0, 0));
+        if (info) {
+            pl__buf_reset(info);
+            st = pl__buf_append(info, PQgetvalue(r, 0, 1),
+                                (size_t)PQgetlength(r, 0, 1));
+        }
+    }
+    PQclear(r);
+    return st;
+}
+
+int pl__pg_state_get(pl__pg_store *s, uint64_t num, pl__buf *state)
+{
+    uint8_t key[8];
+    pl__put_be64(key, num);
+    const char *vals[1] = {(const char *)key};
+    int lens[1] = {8};
+    PGresult *r = NULL;
+    int st = query(s, s->q[Q_STATE_GET], 1, vals, lens, &r,
+                   "reading a run state");
+    if (st)
+        return st;
+    if (PQntuples(r) == 0)
+        st = pl__err(PL_ECORRUPT, "run #%llu has no state record",
+                     (unsigned long long)num);
+    else {
+        pl__buf_reset(state);
+        st = pl__buf_append(state, PQgetvalue(r, 0, 0),
+                            (size_t)PQgetlength(r, 0, 0));
+    }
+    PQclear(r);
+    return st;
+}
+
+/* The body of pl__pg_state_update(), inside its transaction. */
+static int update_body(pl__pg_store *s, PGconn *c, uint64_t num,
+                       pl__state_fn fn, void *user, pl__buf *state,
+                       pl__kvs *extra)
+{
+    uint8_t key[8];
+    pl__put_be64(key, num);
+    const char *vals[2] = {(const char *)key, NULL};
+    int lens[2] = {8, 0};
+    PGresult *r = exec(c, s->q[Q_STATE_LOCK], 1, vals, lens);
+    int st = PL_OK;
+    if (PQresultStatus(r) != PGRES_TUPLES_OK)
+        st = pg_err(s, c, r, "reading a run state");
+    else if (PQntuples(r) == 0)
+        st = pl__err(PL_ECORRUPT, "run #%llu has no state record",
+                     (unsigned long long)num);
+    else
+        st = pl__buf_append(state, PQgetvalue(r, 0, 0),
+                            (size_t)PQgetlength(r, 0, 0));
+    PQclear(r);
+    if (st || (st = fn(state, extra, user)))
+        return st;
+    vals[1] = (const char *)state->data;
+    lens[1] = (int)state->len;
+    r = exec(c, s->q[Q_STATE_PUT], 2, vals, lens);
+    if (PQresultStatus(r) != PGRES_COMMAND_OK)
+        st = pg_err(s, c, r, "writing a run state");
+    PQclear(r);
+    pl__buf sql = {0};
+    params p = {0};
+    for (size_t i = 0; !st && i < extra->n; i += ROWS_MAX) {
+        size_t k = extra->n - i < ROWS_MAX ? extra->n - i : ROWS_MAX;
+        if ((st = steps_insert(s, extra, i, k, &sql, &p)))
+            break;
+        r = PQexecParams(c, (const char *)sql.data, (int)(2 * k), NULL, p.vals,
+                         p.lens, p.fmts, 1);
+        if (PQresultStatus(r) != PGRES_COMMAND_OK)
+            st = is_unique_violation(r) ? busy()
+                                        : pg_err(s, c, r, "writing steps");
+        PQclear(r);
+    }
+    pl__buf_free(&sql);
+    params_free(&p);
+    return st;
+}
+
+int pl__pg_state_update(pl__pg_store *s, uint64_t num, pl__state_fn fn,
+                        void *user)
+{
+    if (s->read_only)
+        return read_only(s);
+    PGconn *c;
+    int st = conn_get(s, &c);
+    if (st)
+        return st;
+    pl__buf state = {0};
+    pl__kvs extra = {0};
+    st = command(s, c, "BEGIN", "beginning a transaction");
+    if (!st)
+        st = update_body(s, c, num, fn, user, &state, &extra);
+    if (!st)
+        st = command(s, c, "COMMIT", "committing");
+    else if (!lost(c)) {
+        char saved[PL__ERRMSG_MAX];
+        pl__errmsg_save(saved);
+        if (command(s, c, "ROLLBACK", "rolling back")) {
+            PQfinish(c);
+            c = NULL;
+        }
+        pl__errmsg_restore(saved);
+    }
+    conn_put(s, c);
+    pl__buf_free(&state);
+    pl__kvs_free(&extra);
+    return st;
+}
+
+int pl__pg_runs(pl__pg_store *s, const char *after, size_t max_n, pl__kvs *out)
+{
+    pl__kvs_reset(out);
+    uint8_t lim[8];
+    pl__put_be64(lim, max_n > INT64_MAX ? INT64_MAX : max_n);
+    const char *vals[2] = {after ? after : "", (const char *)lim};
+    int lens[2] = {after ? (int)strlen(after) : 0, 8};
+    PGresult *r = NULL;
+    int st = query(s, s->q[Q_RUNS], 2, vals, lens, &r, "listing runs");
+    if (!st)
+        st = rows_to_kvs(r, out);
+    PQclear(r);
+    return st;
+}
+
+/* ---- statistics ---------------------------------------------------------- */
+
+/*
+ * PostgreSQL has no map and no free list of ours: file_bytes and map_bytes
+ * are the schema's tables with their indexes and TOAST, used_pages that
+ * in the server's pages, free_pages 0.
+ */
+int pl__pg_stats_get(pl__pg_store *s, pl__store_stats *out)
+{
+    memset(out, 0, sizeof *out);
+    PGresult *r = NULL;
+    int st = query(s, s->q[Q_STATS], 0, NULL, NULL, &r, "reading statistics");
+    if (st)
+        return st;
+    uint64_t v[4];
+    for (int i = 0; i < 4; i++) {
+        if (PQgetlength(r, 0, i) != 8) {
+            PQclear(r);
+            return pl__err(PL_ESTORE, "store '%s': malformed statistics",
+                           s->path);
+        }
+        v[i] = pl__get_be64((const uint8_t *)PQgetvalue(r, 0, i));
+    }
+    PQclear(r);
+    out->page_size = v[0];
+    out->file_bytes = out->map_bytes = v[1];
+    out->used_pages = v[0] ? (v[1] + v[0] - 1) / v[0] : 0;
+    out->runs = v[2];
+    out->step_records = v[3];
+    return PL_OK;
+}

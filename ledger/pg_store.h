@@ -1,0 +1,43 @@
+/*
+ * pg_store.h -- the store on PostgreSQL (pg_store.c): the functions of
+ * store.h for a store named by a postgresql:// or postgres:// URI.
+ * store.c chooses between it and the LMDB store; nothing else includes this.
+ */
+#ifndef PL_PG_STORE_H
+#define PL_PG_STORE_H
+
+#include "store.h"
+
+typedef struct pl__pg_store pl__pg_store;
+
+/* Whether @p path names a PostgreSQL store (a postgresql:// URI). */
+PL__HIDDEN bool pl__pg_is_uri(const char *path);
+
+PL__HIDDEN int pl__pg_open(pl__pg_store **out, const char *uri,
+                           const pl__store_options *opts) PL__MUST_CHECK;
+PL__HIDDEN void pl__pg_close(pl__pg_store *s);
+PL__HIDDEN const char *pl__pg_path(const pl__pg_store *s);
+PL__HIDDEN int pl__pg_commit(pl__pg_store *s, pl__batch *const *batches,
+                             size_t n, bool journal) PL__MUST_CHECK;
+PL__HIDDEN int pl__pg_settle(pl__pg_store *s) PL__MUST_CHECK;
+PL__HIDDEN void pl__pg_maintain(pl__pg_store *s);
+PL__HIDDEN int pl__pg_read(pl__pg_store *s, const uint8_t *prefix,
+                           size_t prefix_len, uint32_t from_seq, size_t max_n,
+                           size_t max_bytes, pl__kvs *out) PL__MUST_CHECK;
+PL__HIDDEN int pl__pg_scan(pl__pg_store *s, uint64_t run, const uint8_t *after,
+                           size_t after_len, size_t max_n,
+                           pl__kvs *out) PL__MUST_CHECK;
+PL__HIDDEN int pl__pg_each_step(pl__pg_store *s, uint64_t run, pl__step_fn fn,
+                                void *user) PL__MUST_CHECK;
+PL__HIDDEN int pl__pg_run_find(pl__pg_store *s, const char *id, uint64_t *num,
+                               pl__buf *info) PL__MUST_CHECK;
+PL__HIDDEN int pl__pg_state_get(pl__pg_store *s, uint64_t num,
+                                pl__buf *state) PL__MUST_CHECK;
+PL__HIDDEN int pl__pg_state_update(pl__pg_store *s, uint64_t num,
+                                   pl__state_fn fn, void *user) PL__MUST_CHECK;
+PL__HIDDEN int pl__pg_stats_get(pl__pg_store *s,
+                                pl__store_stats *out) PL__MUST_CHECK;
+PL__HIDDEN int pl__pg_runs(pl__pg_store *s, const char *after, size_t max_n,
+                           pl__kvs *out) PL__MUST_CHECK;
+
+#endif /* PL_PG_STORE_H */

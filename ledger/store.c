@@ -1,0 +1,116 @@
+/*
+ * store.c -- the store's two backends behind store.h: a postgresql:// or
+ * postgres:// URI opens the PostgreSQL store (pg_store.c), anything else
+ * the LMDB store (lmdb_*.c).  Each function hands its call to the backend
+ * the store was opened with; neither backend knows of the other.
+ */
+#include "lmdb_store.h"
+#include "pg_store.h"
+
+#include <stdlib.h>
+
+struct pl__store {
+    pl__lmdb_store *lmdb; /* exactly one of the two */
+    pl__pg_store *pg;
+};
+
+/* Call the backend's function @p fn: pl__pg_fn or pl__lmdb_fn. */
+#define CALL(s, fn, ...)                                                       \
+    ((s)->pg ? pl__pg_##fn((s)->pg, __VA_ARGS__)                               \
+             : pl__lmdb_##fn((s)->lmdb, __VA_ARGS__))
+
+int pl__store_open(pl__store **out, const char *path,
+                   const pl__store_options *opts)
+{
+    pl__store *s = calloc(1, sizeof *s);
+    if (!s)
+        return pl__err(PL_ENOMEM, "out of memory");
+    int st = pl__pg_is_uri(path) ? pl__pg_open(&s->pg, path, opts)
+                                 : pl__lmdb_open(&s->lmdb, path, opts);
+    if (st) {
+        free(s);
+        return st;
+    }
+    *out = s;
+    return PL_OK;
+}
+
+void pl__store_close(pl__store *s)
+{
+    if (!s)
+        return;
+    if (s->pg)
+        pl__pg_close(s->pg);
+    else
+        pl__lmdb_close(s->lmdb);
+    free(s);
+}
+
+const char *pl__store_path(const pl__store *s)
+{
+    return s->pg ? pl__pg_path(s->pg) : pl__lmdb_path(s->lmdb);
+}
+
+int pl__store_stats_get(pl__store *s, pl__store_stats *out)
+{
+    return CALL(s, stats_get, out);
+}
+
+int pl__store_commit(pl__store *s, pl__batch *const *batches, size_t n,
+                     bool journal)
+{
+    return CALL(s, commit, batches, n, journal);
+}
+
+int pl__store_settle(pl__store *s)
+{
+    return s->pg ? pl__pg_settle(s->pg) : pl__lmdb_settle(s->lmdb);
+}
+
+void pl__store_maintain(pl__store *s)
+{
+    if (s->pg)
+        pl__pg_maintain(s->pg);
+    else
+        pl__lmdb_maintain(s->lmdb);
+}
+
+int pl__store_read(pl__store *s, const uint8_t *prefix, size_t prefix_len,
+                   uint32_t from_seq, size_t max_n, size_t max_bytes,
+                   pl__kvs *out)
+{
+    return CALL(s, read, prefix, prefix_len, from_seq, max_n, max_bytes, out);
+}
+
+int pl__store_scan(pl__store *s, uint64_t run, const uint8_t *after,
+                   size_t after_len, size_t max_n, pl__kvs *out)
+{
+    return CALL(s, scan, run, after, after_len, max_n, out);
+}
+
+int pl__store_each_step(pl__store *s, uint64_t run, pl__step_fn fn, void *user)
+{
+    return CALL(s, each_step, run, fn, user);
+}
+
+int pl__store_run_find(pl__store *s, const char *id, uint64_t *num,
+                       pl__buf *info)
+{
+    return CALL(s, run_find, id, num, info);
+}
+
+int pl__store_state_get(pl__store *s, uint64_t num, pl__buf *state)
+{
+    return CALL(s, state_get, num, state);
+}
+
+int pl__store_state_update(pl__store *s, uint64_t num, pl__state_fn fn,
+                           void *user)
+{
+    return CALL(s, state_update, num, fn, user);
+}
+
+int pl__store_runs(pl__store *s, const char *after, size_t max_n, pl__kvs *out)
+{
+    return CALL(s, runs, after, max_n, out);
+}

@@ -1,0 +1,64 @@
+#!/bin/sh
+# pg_run.sh -- run a command against a throwaway PostgreSQL server.
+#   sh tests/pg_run.sh COMMAND [ARG...]
+# initdb's a cluster in a new temporary directory, starts it listening on a
+# Unix socket in that directory only (no TCP), runs COMMAND with
+# PL_TEST_PG_URI set to a postgresql:// URI for it (and PL_TEST_PG_RESTART
+# to a command that restarts it), then stops the server
+# and removes the directory.  The server refuses to run as root, so as root
+# it runs as the `postgres` user the Debian package creates.  Missing server
+# binaries fail (scripts/deps.sh --test installs them).
+set -eu
+
+bindir=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1 || true)
+if [ -z "$bindir" ] || [ ! -x "$bindir/initdb" ] || [ ! -x "$bindir/pg_ctl" ]; then
+  echo "pg_run: no PostgreSQL server under /usr/lib/postgresql/*/bin;" \
+       "install it with scripts/deps.sh --test (package postgresql)" >&2
+  exit 1
+fi
+
+dir=$(mktemp -d "${TMPDIR:-/tmp}/pl-pg.XXXXXX")
+as=""
+user=$(id -un)
+if [ "$(id -u)" -eq 0 ]; then
+  id postgres >/dev/null 2>&1 || {
+    echo "pg_run: running as root, and there is no postgres user" \
+         "to run the server as" >&2
+    rm -rf "$dir"; exit 1; }
+  chown postgres: "$dir"
+  as="runuser -u postgres --"
+  user=postgres
+fi
+
+started=0
+finish() {
+  rc=$?
+  if [ "$started" = 1 ]; then
+    $as "$bindir/pg_ctl" -D "$dir/data" -m immediate -w stop >/dev/null 2>&1 || true
+  fi
+  if [ "$rc" -ne 0 ] && [ -f "$dir/log" ]; then
+    echo "pg_run: server log:" >&2; tail -n 30 "$dir/log" >&2
+  fi
+  rm -rf "$dir"
+  exit "$rc"
+}
+trap finish EXIT
+trap 'exit 130' INT TERM
+
+$as "$bindir/initdb" -D "$dir/data" -A trust -U "$user" --no-sync \
+    -E UTF8 --locale=C >"$dir/initdb.log" 2>&1 || {
+  echo "pg_run: initdb failed:" >&2; cat "$dir/initdb.log" >&2; exit 1; }
+started=1
+$as "$bindir/pg_ctl" -D "$dir/data" -l "$dir/log" -w -t 60 \
+    -o "-h '' -k $dir -c max_connections=200" start >/dev/null || {
+  echo "pg_run: the server did not start" >&2; exit 1; }
+
+PL_TEST_PG_URI="postgresql:///postgres?host=$dir&user=$user"
+# the command that restarts the server as a crash would (test_pg_restart.c)
+PL_TEST_PG_RESTART="$as $bindir/pg_ctl -D $dir/data -l $dir/log -w -t 60 -m immediate restart"
+export PL_TEST_PG_URI PL_TEST_PG_RESTART
+set +e
+"$@"
+rc=$?
+set -e
+exit "$rc"
