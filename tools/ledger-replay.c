@@ -1146,9 +1146,11 @@ static void mode_import(tool *t)
         free(id);
         return;
     }
-    printf("%s: imported from %s: %s, %llu steps\n", id,
-           strcmp(path, "-") ? path : "stdin", pl_run_status_name(info->status),
-           (unsigned long long)info->steps);
+    if (!t->opt.json)
+        printf("%s: imported from %s: %s, %llu steps\n", id,
+               strcmp(path, "-") ? path : "stdin",
+               pl_run_status_name(info->status),
+               (unsigned long long)info->steps);
     cJSON *j = json_run(t, id);
     if (j) {
         cJSON_AddStringToObject(j, "status", pl_run_status_name(info->status));
