@@ -367,34 +367,33 @@ typedef struct reader {
  * PL_EIO. */
 static int read_line(reader *r)
 {
-    char chunk[65536];
     pl__buf_reset(&r->line);
     r->no++;
-    for (;;) {
-        if (!fgets(chunk, sizeof chunk, r->in)) {
-            if (ferror(r->in))
-                return pl__err(PL_EIO, "line %lu: reading the export failed",
-                               r->no);
-            if (!r->line.len) {
-                r->eof = true;
-                return PL_OK;
-            }
-            return pl__err(PL_EJSON,
-                           "line %lu: the line has no end: the export is "
-                           "truncated",
-                           r->no);
-        }
-        size_t n = strlen(chunk);
-        bool end = n && chunk[n - 1] == '\n';
-        if (r->line.len + n > LINE_MAX_BYTES)
+    bool nul = false;
+    int c;
+    while ((c = getc(r->in)) != EOF && c != '\n') {
+        if (r->line.len >= LINE_MAX_BYTES)
             return pl__err(PL_ELIMIT, "line %lu: longer than %zu bytes", r->no,
                            LINE_MAX_BYTES);
-        if (pl__buf_append(&r->line, chunk, end ? n - 1 : n))
+        uint8_t b = (uint8_t)c;
+        nul = nul || !b;
+        if (pl__buf_append(&r->line, &b, 1))
             return pl__err(PL_ENOMEM, "out of memory");
-        if (end)
-            break;
     }
-    if (memchr(r->line.data, '\0', r->line.len))
+    if (c == EOF) {
+        if (ferror(r->in))
+            return pl__err(PL_EIO, "line %lu: reading the export failed",
+                           r->no);
+        if (!r->line.len) {
+            r->eof = true;
+            return PL_OK;
+        }
+        return pl__err(PL_EJSON,
+                       "line %lu: the line has no end: the export is "
+                       "truncated",
+                       r->no);
+    }
+    if (nul)
         return pl__err(PL_EJSON, "line %lu: holds a NUL byte", r->no);
     if (pl__buf_append(&r->line, "", 1))
         return pl__err(PL_ENOMEM, "out of memory");

@@ -707,6 +707,59 @@ Test(import_refuses, a_changed_run_line)
     tamper_teardown(&f);
 }
 
+static int stop_at_second(cJSON *line, void *user)
+{
+    int *seen = user;
+    cr_assert(cJSON_IsObject(line));
+    return ++*seen == 2 ? PL_ELIMIT : 0;
+}
+
+static int stop_odd(cJSON *line, void *user)
+{
+    (void)line;
+    (void)user;
+    return 7;
+}
+
+Test(import, export_lines_go_to_a_visitor_that_may_stop)
+{
+    pl_registry *reg = registry();
+    pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
+    completed_run(e);
+    int seen = 0;
+    cr_assert_eq(pl_run_export_each(e, "old", stop_at_second, &seen),
+                 PL_ELIMIT);
+    cr_assert_eq(seen, 2);
+    cr_assert_eq(pl_run_export_each(e, "old", stop_odd, NULL), PL_EINVAL);
+    cr_assert(strstr(pl_errmsg(), "stopped"), "%s", pl_errmsg());
+    cr_assert_eq(pl_run_export_each(e, "old", NULL, NULL), PL_EINVAL);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+    t_cleanup();
+}
+
+Test(import_refuses, a_line_with_a_nul_byte)
+{
+    tamper_fixture f;
+    tamper_setup(&f);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/nul.jsonl", t_tmpdir());
+    FILE *w = fopen(path, "wb");
+    cr_assert(w);
+    fputs(f.l.v[0], w);
+    fputc('\n', w);
+    fwrite("{\"a\":\0}\n", 1, 8, w);
+    cr_assert_eq(fclose(w), 0);
+    FILE *in = fopen(path, "rb");
+    char *id = NULL;
+    cr_assert_eq(pl_run_import(&id, f.b, in, NULL), PL_EJSON);
+    cr_assert(strstr(pl_errmsg(), "line 2: holds a NUL byte"), "%s",
+              pl_errmsg());
+    fclose(in);
+    cr_assert_eq(run_count(f.b), 0);
+    tamper_teardown(&f);
+}
+
 Test(import_refuses, bad_arguments)
 {
     pl_registry *reg = registry();
