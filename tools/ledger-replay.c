@@ -7,8 +7,8 @@
  * Everything it does goes through the public API: a run is finished by
  * continuing it (pl_run_continue), resumed with pl_run_resume, checked
  * with pl_run_options.check (every result served, nothing written; the
- * first divergence arrives as PL_EVENT_DIVERGED), and forked with
- * pl_run_fork.  `ledger-replay --help` is the manual.
+ * first divergence arrives as PL_EVENT_DIVERGED), forked with pl_run_fork,
+ * and an exported run is imported with pl_run_import.  `ledger-replay --help` is the manual.
  *
  * Exit codes:
  *   0  every run completed (--check: every run replays cleanly)
@@ -17,7 +17,7 @@
  *      touch a run a live process owns)
  *   2  the store or a plugin cannot be opened, or the run does not exist
  *   4  a run ended suspended (and none failed)
- *   5  a run failed or diverged
+ *   5  a run failed or diverged, or an export to import was changed
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
@@ -238,7 +238,8 @@ static void usage(FILE *f)
         "\n"
         "Options:\n"
         "  --plugin LIB.so       load a plugin's policies (repeatable; at "
-        "least one)\n"
+        "least one but\n"
+        "                        for --import)\n"
         "  --json                print the summaries as one JSON document on "
         "stdout\n"
         "  --help                this text\n"
