@@ -122,10 +122,14 @@ static cJSON *parse_object(const char *text, const char *what)
     return v;
 }
 
-/* Does @p path name an existing, non-empty store?  (Opening creates one
- * where there is none, and this tool must never create a store.) */
+/* Does @p path name an existing, non-empty LMDB store?  (Opening creates
+ * one where there is none, and this tool must never create a store.) */
 static int store_exists(const char *path)
 {
+    /* a PostgreSQL store is a server's: opening it creates no file */
+    if (!strncmp(path, "postgresql://", 13) ||
+        !strncmp(path, "postgres://", 11))
+        return 0;
     struct stat sb;
     if (stat(path, &sb) != 0) {
         errorf("no store at '%s': %s", path, strerror(errno));
