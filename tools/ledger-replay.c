@@ -7,8 +7,8 @@
  * Everything it does goes through the public API: a run is finished by
  * continuing it (pl_run_continue), resumed with pl_run_resume, checked
  * with pl_run_options.check (every result served, nothing written; the
- * first divergence arrives as PL_EVENT_DIVERGED), and forked with
- * pl_run_fork.  `ledger-replay --help` is the manual.
+ * first divergence arrives as PL_EVENT_DIVERGED), forked with pl_run_fork,
+ * and an exported run is imported with pl_run_import.  `ledger-replay --help` is the manual.
  *
  * Exit codes:
  *   0  every run completed (--check: every run replays cleanly)
@@ -17,7 +17,7 @@
  *      touch a run a live process owns)
  *   2  the store or a plugin cannot be opened, or the run does not exist
  *   4  a run ended suspended (and none failed)
- *   5  a run failed or diverged
+ *   5  a run failed or diverged, or an export to import was changed
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
@@ -164,7 +164,15 @@ static double now_ms(void)
 
 /* ---- options ------------------------------------------------------------ */
 
-enum mode { MODE_NONE, MODE_RUN, MODE_ALL, MODE_RESUME, MODE_CHECK, MODE_FORK };
+enum mode {
+    MODE_NONE,
+    MODE_RUN,
+    MODE_ALL,
+    MODE_RESUME,
+    MODE_CHECK,
+    MODE_FORK,
+    MODE_IMPORT
+};
 
 typedef struct options {
     const char *store;
@@ -176,6 +184,7 @@ typedef struct options {
     const char *token;  /* --token */
     const char *at;     /* --at */
     const char *new_id; /* --new-id */
+    const char *import; /* --import FILE */
     bool json;
 } options;
 
@@ -220,10 +229,21 @@ static void usage(FILE *f)
         "and continue\n"
         "                        it with the loaded code; run ID is not "
         "changed\n"
+        "  --import FILE [--new-id NEW]\n"
+        "                        load a run exported by `ledger-dump STORE "
+        "--run ID\n"
+        "                        --format jsonl` (FILE, or - for stdin) into "
+        "STORE,\n"
+        "                        created if need be; every hash is checked "
+        "first and a\n"
+        "                        changed export is refused, naming the step, "
+        "with\n"
+        "                        nothing written.  Needs no --plugin.\n"
         "\n"
         "Options:\n"
         "  --plugin LIB.so       load a plugin's policies (repeatable; at "
-        "least one)\n"
+        "least one but\n"
+        "                        for --import)\n"
         "  --json                print the summaries as one JSON document on "
         "stdout\n"
         "  --help                this text\n"
@@ -242,7 +262,8 @@ static void usage(FILE *f)
         "  2  the store or a plugin cannot be opened, or the run does not "
         "exist\n"
         "  4  a run ended suspended (none failed)\n"
-        "  5  a run failed, or (--check) diverged\n"
+        "  5  a run failed, or (--check) diverged, or (--import) the export "
+        "was changed\n"
         "\n"
         "Examples:\n"
         "  # the order service crashed: finish every run it left behind\n"
@@ -270,7 +291,7 @@ static int set_mode(options *o, enum mode m, const char *flag)
 {
     if (o->mode != MODE_NONE && o->mode != m) {
         errorf("%s cannot be combined with another mode (--run, --all, "
-               "--resume, --check, --fork: pick one)",
+               "--resume, --check, --fork, --import: pick one)",
                flag);
         return -1;
     }
@@ -311,9 +332,9 @@ static int parse_args(options *o, int argc, char **argv)
             o->store = a;
             continue;
         }
-        static const char *const valued[] = {"--plugin", "--run",   "--resume",
-                                             "--answer", "--token", "--fork",
-                                             "--at",     "--new-id"};
+        static const char *const valued[] = {
+            "--plugin", "--run", "--resume", "--answer", "--token",
+            "--fork",   "--at",  "--new-id", "--import"};
         bool known = false;
         for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++)
             known = known || !strcmp(a, valued[k]);
@@ -354,6 +375,10 @@ static int parse_args(options *o, int argc, char **argv)
             o->at = v;
         } else if (!strcmp(a, "--new-id")) {
             o->new_id = v;
+        } else if (!strcmp(a, "--import")) {
+            if (set_mode(o, MODE_IMPORT, a))
+                return EXIT_USAGE;
+            o->import = v;
         }
     }
     if (check && set_mode(o, MODE_CHECK, "--check"))
@@ -364,7 +389,7 @@ static int parse_args(options *o, int argc, char **argv)
         errorf("no store given (see --help)");
         return EXIT_USAGE;
     }
-    if (!o->n_plugins) {
+    if (!o->n_plugins && o->mode != MODE_IMPORT) {
         errorf("no --plugin given: the policies to replay with come from "
                "plugins");
         return EXIT_USAGE;
@@ -382,8 +407,12 @@ static int parse_args(options *o, int argc, char **argv)
         errorf("--resume needs --answer JSON (or @FILE, or - for stdin)");
         return EXIT_USAGE;
     }
-    if ((o->at || o->new_id) && o->mode != MODE_FORK) {
-        errorf("--at and --new-id go with --fork");
+    if (o->new_id && o->mode != MODE_FORK && o->mode != MODE_IMPORT) {
+        errorf("--new-id goes with --fork or --import");
+        return EXIT_USAGE;
+    }
+    if (o->at && o->mode != MODE_FORK) {
+        errorf("--at goes with --fork");
         return EXIT_USAGE;
     }
     if (o->mode == MODE_FORK && !o->at) {
@@ -1091,6 +1120,52 @@ done:
     free(c.error);
 }
 
+static void mode_import(tool *t)
+{
+    const char *path = t->opt.import;
+    FILE *in = strcmp(path, "-") ? fopen(path, "rb") : stdin;
+    if (!in) {
+        errorf("cannot open the export '%s': %s", path, strerror(errno));
+        worst(t, EXIT_USAGE);
+        return;
+    }
+    char *id = NULL;
+    int st = pl_run_import(&id, t->engine, in, t->opt.new_id);
+    if (in != stdin)
+        fclose(in);
+    if (st) {
+        errorf("cannot import '%s': %s (%s)", path, pl_errmsg(),
+               pl_status_name(st));
+        /* a changed export is refused; anything else is a bad request */
+        worst(t, st == PL_ECORRUPT ? EXIT_FAILED
+                 : st == PL_ESTORE || st == PL_EMAPFULL || st == PL_ENOMEM ||
+                         st == PL_EIO
+                     ? EXIT_OPEN
+                     : EXIT_USAGE);
+        return;
+    }
+    pl_run_info *info = NULL;
+    if ((st = pl_run_get(&info, t->engine, id))) {
+        errorf("run %s: %s (%s)", id, pl_errmsg(), pl_status_name(st));
+        worst(t, EXIT_OPEN);
+        free(id);
+        return;
+    }
+    if (!t->opt.json)
+        printf("%s: imported from %s: %s, %llu steps\n", id,
+               strcmp(path, "-") ? path : "stdin",
+               pl_run_status_name(info->status),
+               (unsigned long long)info->steps);
+    cJSON *j = json_run(t, id);
+    if (j) {
+        cJSON_AddStringToObject(j, "status", pl_run_status_name(info->status));
+        cJSON_AddNumberToObject(j, "steps", (double)info->steps);
+        cJSON_AddStringToObject(j, "imported_from", path);
+    }
+    pl_run_info_free(info);
+    free(id);
+}
+
 /* ---- main -------------------------------------------------------------------- */
 
 static const char *mode_name(enum mode m)
@@ -1101,6 +1176,7 @@ static const char *mode_name(enum mode m)
     case MODE_RESUME: return "resume";
     case MODE_CHECK: return "check";
     case MODE_FORK: return "fork";
+    case MODE_IMPORT: return "import";
     default: return "none";
     }
 }
@@ -1134,7 +1210,7 @@ int main(int argc, char **argv)
         rc = EXIT_OPEN;
         goto done;
     }
-    if (store_exists(t.opt.store)) {
+    if (t.opt.mode != MODE_IMPORT && store_exists(t.opt.store)) {
         rc = EXIT_OPEN;
         goto done;
     }
@@ -1156,6 +1232,7 @@ int main(int argc, char **argv)
     case MODE_RESUME: mode_resume(&t); break;
     case MODE_CHECK: mode_check(&t); break;
     case MODE_FORK: mode_fork(&t); break;
+    case MODE_IMPORT: mode_import(&t); break;
     default: break;
     }
     if (t.w.oom) {
