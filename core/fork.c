@@ -8,22 +8,8 @@
  * may be a mirror of that result (ledger/record.c), and the new run runs
  * the call again anyway.
  *
- * A copied step keeps its record but for two hashes, which name the run
- * (a step's hash covers its key, and the key its run number; step 0 of
- * every ledger links to the run's genesis hash, which covers its id):
- *
- *   | field                  | becomes                                   |
- *   |------------------------|-------------------------------------------|
- *   | 5, previous-step hash  | the hash of the new predecessor (its new  |
- *   |                        | key and record), or the new genesis hash  |
- *   | 7, an action_result's  | the new hash of its callee ledger's last  |
- *   | link (not a folded one)| step, or the new genesis hash if it has   |
- *   |                        | none                                      |
- *
- * Everything else (times, actors, payloads, code identities, folds and
- * mirrors) is the old run's, byte for byte.  Steps are re-chained in key
- * order, which is the run's tree in order, so a callee ledger is complete
- * before the step that links to it.
+ * A copied step keeps its record but for the hashes that name the run,
+ * made anew as rechain.c says.
  *
  * Writing takes two commits, because the store numbers a run when it
  * creates it and the keys (so the hashes) need that number: the run is
@@ -37,6 +23,7 @@
 
 #include "internal.h"
 #include "path.h"
+#include "rechain.h"
 #include "run.h"
 
 /* Parse "0:<seq>", a step of the root ledger. */
@@ -126,105 +113,6 @@ static int root_answers(pl_engine *e, uint64_t num, uint32_t at, const char *id,
     return PL_OK;
 }
 
-/* ---- re-chaining ------------------------------------------------------------------ */
-
-typedef struct child {
-    uint32_t comp;
-    uint8_t head[PL_HASH_LEN];
-} child;
-
-/* The ledger open at one depth of the walk. */
-typedef struct level {
-    bool open;
-    uint32_t comps[PL_MAX_DEPTH];
-    uint8_t prev[PL_HASH_LEN]; /* the new hash of its last step */
-    child *children;           /* its callee ledgers, closed so far */
-    size_t n_children, cap_children;
-} level;
-
-typedef struct rechain {
-    pl__hasher *hasher;
-    uint8_t genesis[PL_HASH_LEN];
-    level lv[PL_MAX_DEPTH + 1];
-    uint64_t steps;
-} rechain;
-
-static int close_level(rechain *w, unsigned d)
-{
-    level *l = &w->lv[d];
-    if (!l->open)
-        return PL_OK;
-    l->open = false;
-    if (d == 0)
-        return PL_OK;
-    level *p = &w->lv[d - 1];
-    child *grown = pl__grow(p->children, &p->cap_children, p->n_children,
-                            sizeof *grown, 16);
-    if (!grown)
-        return pl__err(PL_ENOMEM, "out of memory");
-    p->children = grown;
-    child *c = &p->children[p->n_children++];
-    c->comp = l->comps[d - 1];
-    memcpy(c->head, l->prev, PL_HASH_LEN);
-    return PL_OK;
-}
-
-/* Copy one step of the old run into @p out under run number @p num, its
- * hashes made anew. */
-static int rechain_step(rechain *w, uint64_t num, const uint8_t *key,
-                        size_t klen, const uint8_t *val, size_t vlen,
-                        pl__kvs *out)
-{
-    uint64_t run;
-    uint32_t comps[PL_MAX_DEPTH], seq;
-    unsigned d;
-    if (!pl__key_parse(key, klen, &run, comps, &d, &seq))
-        return pl__err(PL_ECORRUPT, "a step key is malformed");
-    pl__rec rec;
-    int st = pl__rec_decode_lazy(&rec, val, vlen);
-    if (st)
-        return st;
-    for (unsigned i = PL_MAX_DEPTH; i > d; i--) /* subtrees behind us */
-        if ((st = close_level(w, i)))
-            return st;
-    level *l = &w->lv[d];
-    if (!l->open || memcmp(l->comps, comps, d * sizeof *comps) != 0) {
-        if ((st = close_level(w, d)))
-            return st;
-        l->open = true;
-        memcpy(l->comps, comps, d * sizeof *comps);
-        memcpy(l->prev, w->genesis, PL_HASH_LEN);
-        l->n_children = 0;
-    }
-    size_t prev_at = (size_t)(rec.prev_hash - val);
-    size_t link_at = rec.link_hash ? (size_t)(rec.link_hash - val) : 0;
-    if ((st = pl__kvs_begin(out, key, klen)))
-        return st;
-    uint8_t *nk = out->data.data + out->e[out->n].koff;
-    pl__put_be64(nk, num);
-    if (pl__buf_append(&out->data, val, vlen)) {
-        pl__kvs_cancel(out);
-        return pl__err(PL_ENOMEM, "out of memory");
-    }
-    pl__kvs_end(out);
-    size_t i = out->n - 1;
-    uint8_t *nv = out->data.data + out->e[i].voff;
-    memcpy(nv + prev_at, l->prev, PL_HASH_LEN);
-    if (rec.link_hash) {
-        const uint8_t *head = w->genesis; /* a callee that recorded nothing */
-        for (size_t c = l->n_children; c-- > 0;) {
-            if (l->children[c].comp == rec.link_seq) {
-                head = l->children[c].head;
-                break;
-            }
-        }
-        memcpy(nv + link_at, head, PL_HASH_LEN);
-    }
-    w->steps += pl__rec_steps(nv, vlen);
-    return pl__step_hash(w->hasher, pl__kvs_key(out, i), klen, nv, vlen,
-                         l->prev);
-}
-
 /* ---- the fork --------------------------------------------------------------------- */
 
 static int encode_state(pl__buf *out, const char *run_id, pl_run_status status,
@@ -268,7 +156,7 @@ int pl_run_fork(char **out_new_id, pl_engine *e, const char *run_id,
     pl__kvs old = {0};
     pl__batch create = {0}, fill = {0};
     bool *answered = NULL;
-    rechain w = {0};
+    pl__rechain w = {0};
     char *reason = NULL, *id_copy = NULL;
 
     if ((st = pl__store_settle(e->store)) ||
@@ -321,12 +209,12 @@ int pl_run_fork(char **out_new_id, pl_engine *e, const char *run_id,
     }
     new_num = create.run;
 
-    if ((st = pl__hasher_new(&w.hasher)) ||
-        (st = pl__genesis_hash(w.hasher, new_id, w.genesis)))
+    if ((st = pl__rechain_init(&w, new_id)))
         goto done;
     for (size_t i = 0; !st && i < old.n; i++)
-        st = rechain_step(&w, new_num, pl__kvs_key(&old, i), old.e[i].klen,
-                          pl__kvs_val(&old, i), old.e[i].vlen, &fill.steps);
+        st = pl__rechain_step(&w, new_num, pl__kvs_key(&old, i), old.e[i].klen,
+                              pl__kvs_val(&old, i), old.e[i].vlen, &fill.steps,
+                              NULL);
     if (st) {
         st = pl__err(st, "pl_run_fork: copying run '%s': %s", run_id,
                      pl_errmsg());
@@ -340,9 +228,7 @@ int pl_run_fork(char **out_new_id, pl_engine *e, const char *run_id,
     *out_new_id = id_copy;
     id_copy = NULL;
 done:
-    for (size_t i = 0; i < PL__ARRAY_LEN(w.lv); i++)
-        free(w.lv[i].children);
-    pl__hasher_free(w.hasher);
+    pl__rechain_free(&w);
     free(answered);
     free(reason);
     free(id_copy);

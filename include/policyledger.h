@@ -72,6 +72,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include <cjson/cJSON.h>
 
@@ -981,6 +982,67 @@ int pl_run_head(uint8_t out[PL_HASH_LEN], pl_engine *engine,
  */
 int pl_run_fork(char **out_new_id, pl_engine *engine, const char *run_id,
                 const char *at_step_id, const char *new_id);
+
+/**
+ * Export a run as JSON lines to @p out: a first line describing the run
+ * ({"kind":"run","format":1,"run":id,"run_number":N,"policy",...,"status",
+ * "created_us","records":R,"head","info","state"}: its two run records as
+ * stored, in hex), then one line per step in key order (the run's tree in
+ * order) with run, path, seq, id, actor, type, payload, time, time_us,
+ * code, hash and prev_hash, and either "record" (the stored step record,
+ * hex) or "derived":true (a folded callee's step, which has no record of
+ * its own).  The format is written down at the top of core/export.c.
+ * The export is complete: pl_run_import() makes the run again from it.
+ * A run being written meanwhile may fail with PL_EBUSY: export it once it
+ * stops.  The store is only read (a read-only engine will do).
+ * @return PL_OK; PL_EINVAL; PL_ENOTFOUND; PL_EBUSY; PL_EIO (writing to
+ *         @p out failed); PL_ECORRUPT; PL_EVERSION; PL_ESTORE; PL_ENOMEM.
+ */
+int pl_run_export(pl_engine *engine, const char *run_id, FILE *out);
+
+/**
+ * The lines of pl_run_export(), handed to a visitor instead of printed.
+ * @p line is borrowed for the call; the visitor may add fields to it (an
+ * import ignores fields it does not know).  It returns 0 to go on; a
+ * negative pl_status, or any other value, stops the export, which returns
+ * that status (PL_EINVAL for a value that is none).
+ */
+typedef int (*pl_export_fn)(cJSON *line, void *user);
+int pl_run_export_each(pl_engine *engine, const char *run_id,
+                       pl_export_fn visit, void *user);
+
+/**
+ * Import a run exported by pl_run_export() from @p in into this engine's
+ * store, as run @p new_id (NULL: the exported run's id).  Every line is
+ * parsed and bound-checked, and every step's hash is recomputed from its
+ * key in the exporting store and its record and checked against the
+ * exported hash, its chain (previous-step hashes, step 0 against the run's
+ * genesis hash, action_result links against their callee ledgers' last
+ * steps), and its human fields; the first fault refuses the import, naming
+ * the line and the step, and nothing is written.  Then the run is written
+ * under the number this store gives it, its hashes made anew as
+ * pl_run_fork() makes them, with its records restored: root policy,
+ * payload, actions, seed, creation time, and status (completed, suspended
+ * with its prompt and token, failed with its reason, or running with no
+ * owner, for pl_run_continue() to finish).  pl_run_verify() passes on it.
+ *
+ * Writing takes two commits (the store numbers a run when it creates it):
+ * should the process die between them, the run is left `failed` with a
+ * reason saying the import did not complete, and its id stays taken.
+ *
+ * @param[out] out_run_id the imported run's id; caller owns, free with
+ *        free().  NULL on failure.
+ * @return PL_OK; PL_EINVAL (NULL argument, bad @p new_id); PL_EJSON (a
+ *         malformed line, a missing or mistyped field, a truncated line);
+ *         PL_ECORRUPT (a record that does not decode, a hash or chain that
+ *         does not match, lines out of key order, a duplicate or missing
+ *         step: the export was changed); PL_EVERSION (another export
+ *         format); PL_ELIMIT (a line longer than 64 MiB); PL_EEXIST (the
+ *         run id is taken); PL_EIO; PL_ESTATE (a read-only engine);
+ *         PL_ESTORE; PL_EMAPFULL; PL_ENOMEM.
+ */
+int pl_run_import(char **out_run_id, pl_engine *engine, FILE *in,
+                  const char *new_id);
 
 /* ------------------------------------------------------------------------ */
 /* Pool: many runs on a few threads                                         */

@@ -3,9 +3,11 @@
  */
 #include "cli.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 static const char *g_name = "policyledger";
@@ -278,4 +280,105 @@ void cli_close_store(pl_engine *engine, pl_registry *registry)
 {
     pl_engine_close(engine);
     pl_registry_free(registry);
+}
+
+/* ---- input ---------------------------------------------------------------- */
+
+/*
+ * Read a whole file ("-" for stdin) of at most @p max bytes, NUL-terminated.
+ * Returns NULL (and says why on stderr) on any failure.  Caller frees.
+ */
+char *cli_read_all(const char *path, size_t max)
+{
+    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
+    if (!f) {
+        cli_error("cannot open '%s': %s", path, strerror(errno));
+        return NULL;
+    }
+    size_t len = 0, cap = 4096;
+    char *buf = malloc(cap);
+    while (buf) {
+        if (cap - len < 2) {
+            char *grown = cap > max ? NULL : realloc(buf, cap * 2);
+            if (!grown) {
+                if (cap > max)
+                    cli_error("'%s' is larger than %zu bytes", path, max);
+                else
+                    cli_error("out of memory reading '%s'", path);
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            buf = grown;
+            cap *= 2;
+        }
+        size_t n = fread(buf + len, 1, cap - len - 1, f);
+        len += n;
+        if (n == 0) {
+            if (ferror(f)) {
+                cli_error("cannot read '%s': %s", path, strerror(errno));
+                free(buf);
+                buf = NULL;
+            } else {
+                buf[len] = '\0';
+            }
+            break;
+        }
+    }
+    if (f != stdin)
+        fclose(f);
+    return buf;
+}
+
+/*
+ * Parse @p text as one JSON object.  On failure says what is wrong (and
+ * where) on stderr, naming @p what, and returns NULL.  Caller frees.
+ */
+cJSON *cli_parse_object(const char *text, const char *what)
+{
+    const char *end = NULL;
+    cJSON *v = cJSON_ParseWithOpts(text, &end, true);
+    if (!v) {
+        size_t at = end && end >= text ? (size_t)(end - text) : 0;
+        cli_error("%s is not valid JSON (error near byte %zu)", what, at);
+        return NULL;
+    }
+    if (!cJSON_IsObject(v)) {
+        cli_error("%s must be a JSON object, like {\"approved\": true}", what);
+        cJSON_Delete(v);
+        return NULL;
+    }
+    return v;
+}
+
+/* see cli.h */
+int cli_store_exists(const char *path)
+{
+    /* a PostgreSQL store is a server's: opening it creates no file */
+    if (!strncmp(path, "postgresql://", 13) ||
+        !strncmp(path, "postgres://", 11))
+        return 0;
+    struct stat sb;
+    if (stat(path, &sb) != 0) {
+        cli_error("no store at '%s': %s", path, strerror(errno));
+        return -1;
+    }
+    if (S_ISDIR(sb.st_mode)) {
+        char data[4096];
+        if (snprintf(data, sizeof data, "%s/data.mdb", path) >=
+                (int)sizeof data ||
+            stat(data, &sb) != 0 || sb.st_size == 0) {
+            cli_error("'%s' is a directory without a store in it (no "
+                      "data.mdb)",
+                      path);
+            return -1;
+        }
+    } else if (!S_ISREG(sb.st_mode)) {
+        cli_error("'%s' is neither a store file nor a store directory", path);
+        return -1;
+    } else if (sb.st_size == 0) {
+        cli_error("'%s' is empty: not a store", path);
+        return -1;
+    }
+    return 0;
 }

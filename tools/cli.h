@@ -85,4 +85,21 @@ bool cli_open_store(pl_engine **engine, pl_registry **registry,
                     const char *path);
 void cli_close_store(pl_engine *engine, pl_registry *registry);
 
+/*
+ * Read a whole file ("-" for stdin) of at most @p max bytes, NUL-terminated.
+ * Returns NULL (and says why on stderr) on any failure.  Caller frees.
+ */
+char *cli_read_all(const char *path, size_t max);
+
+/*
+ * Parse @p text as one JSON object.  On failure says what is wrong (and
+ * where) on stderr, naming @p what, and returns NULL.  Caller frees.
+ */
+cJSON *cli_parse_object(const char *text, const char *what);
+
+/* 0 when @p path names an existing, non-empty store (a PostgreSQL URI is
+ * taken as one); else says why on stderr and returns -1.  For a tool that
+ * opens a store to write and must never create one. */
+int cli_store_exists(const char *path);
+
 #endif /* PL_CLI_H */

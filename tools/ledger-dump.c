@@ -54,7 +54,12 @@ static void usage(FILE *f)
         "  --format FORMAT     text (default), json (one document) or jsonl (one\n"
         "                      object per line: per step with --run, else per run).\n"
         "                      With --run, jsonl fields are run, path, seq, id, actor,\n"
-        "                      type, payload, time, time_us, code, hash, prev_hash\n"
+        "                      type, payload, time, time_us, code, hash, prev_hash,\n"
+        "                      mark; with no filter and no --follow, the output is the\n"
+        "                      run's complete export: a first line describing the run\n"
+        "                      (\"kind\":\"run\") and each step's stored \"record\"\n"
+        "                      (or \"derived\":true), which ledger-replay --import\n"
+        "                      loads; with filters or --follow, step lines only\n"
         "  --status STATUS     runs with this status: running, suspended, completed,\n"
         "                      failed\n"
         "  --policy NAME       runs whose root policy is NAME; with --run, steps whose\n"
@@ -666,6 +671,35 @@ static void sleep_ms(long ms)
     }
 }
 
+/* jsonl with no filter: the run's export (pl_run_export()), its step
+ * lines marked as the other formats mark them. */
+typedef struct export_marks {
+    const rows *r;
+    const pl_run_info *ri;
+    size_t next;
+} export_marks;
+
+static int export_line(cJSON *line, void *user)
+{
+    export_marks *m = user;
+    const cJSON *id = cJSON_GetObjectItemCaseSensitive(line, "id");
+    if (cJSON_IsString(id) && m->next < m->r->n) {
+        size_t i = m->next++;
+        const char *mark = !strcmp(id->valuestring, m->r->v[i].id)
+                               ? mark_name(m->r, i, m->ri)
+                               : NULL;
+        if (mark && !cJSON_AddStringToObject(line, "mark", mark))
+            return PL_ENOMEM;
+    }
+    return cli_json_line(stdout, line) ? 0 : PL_EIO;
+}
+
+static bool filtered(const opts *o)
+{
+    return o->has_type || o->actor || o->policy || o->invocation ||
+           o->has_since;
+}
+
 static int cmd_run(pl_engine *e, const opts *o)
 {
     pl_run_info *ri = NULL;
@@ -681,6 +715,14 @@ static int cmd_run(pl_engine *e, const opts *o)
         return CLI_EXIT_STORE;
     }
     rc = CLI_EXIT_OK;
+    if (o->format == FMT_JSONL && !o->follow && !filtered(o)) {
+        export_marks m = {&r, ri, 0};
+        if (pl_run_export_each(e, o->run, export_line, &m)) {
+            cli_error("cannot export run '%s': %s", o->run, pl_errmsg());
+            rc = CLI_EXIT_STORE;
+        }
+        goto done;
+    }
     if (o->format == FMT_JSON) {
         cJSON *doc = cJSON_CreateObject(), *steps = cJSON_CreateArray();
         cJSON *run = run_json(ri);

@@ -7,8 +7,8 @@
  * Everything it does goes through the public API: a run is finished by
  * continuing it (pl_run_continue), resumed with pl_run_resume, checked
  * with pl_run_options.check (every result served, nothing written; the
- * first divergence arrives as PL_EVENT_DIVERGED), and forked with
- * pl_run_fork.  `ledger-replay --help` is the manual.
+ * first divergence arrives as PL_EVENT_DIVERGED), forked with pl_run_fork,
+ * and an exported run is imported with pl_run_import.  `ledger-replay --help` is the manual.
  *
  * Exit codes:
  *   0  every run completed (--check: every run replays cleanly)
@@ -17,21 +17,18 @@
  *      touch a run a live process owns)
  *   2  the store or a plugin cannot be opened, or the run does not exist
  *   4  a run ended suspended (and none failed)
- *   5  a run failed or diverged
+ *   5  a run failed or diverged, or an export to import was changed
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <time.h>
 
-#include <policyledger.h>
+#include "cli.h"
 
-#define EXIT_USAGE 1
-#define EXIT_OPEN 2
+#define EXIT_USAGE CLI_EXIT_USAGE
+#define EXIT_OPEN CLI_EXIT_STORE
 #define EXIT_SUSPENDED 4
 #define EXIT_FAILED 5
 
@@ -40,131 +37,19 @@
 
 /* ---- command-line helpers ---------------------------------------------- */
 
-static const char *prog = "ledger-replay";
-
-static void errorf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-/* One line on stderr: "ledger-replay: <message>". */
-static void errorf(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "%s: ", prog);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-}
-
-/*
- * Read a whole file ("-" for stdin) of at most @p max bytes, NUL-terminated.
- * Returns NULL (and says why on stderr) on any failure.  Caller frees.
- */
-static char *read_all(const char *path, size_t max)
-{
-    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
-    if (!f) {
-        errorf("cannot open '%s': %s", path, strerror(errno));
-        return NULL;
-    }
-    size_t len = 0, cap = 4096;
-    char *buf = malloc(cap);
-    while (buf) {
-        if (cap - len < 2) {
-            char *grown = cap > max ? NULL : realloc(buf, cap * 2);
-            if (!grown) {
-                if (cap > max)
-                    errorf("'%s' is larger than %zu bytes", path, max);
-                else
-                    errorf("out of memory reading '%s'", path);
-                free(buf);
-                buf = NULL;
-                break;
-            }
-            buf = grown;
-            cap *= 2;
-        }
-        size_t n = fread(buf + len, 1, cap - len - 1, f);
-        len += n;
-        if (n == 0) {
-            if (ferror(f)) {
-                errorf("cannot read '%s': %s", path, strerror(errno));
-                free(buf);
-                buf = NULL;
-            } else {
-                buf[len] = '\0';
-            }
-            break;
-        }
-    }
-    if (f != stdin)
-        fclose(f);
-    return buf;
-}
-
-/*
- * Parse @p text as one JSON object.  On failure says what is wrong (and
- * where) on stderr, naming @p what, and returns NULL.  Caller frees.
- */
-static cJSON *parse_object(const char *text, const char *what)
-{
-    const char *end = NULL;
-    cJSON *v = cJSON_ParseWithOpts(text, &end, true);
-    if (!v) {
-        size_t at = end && end >= text ? (size_t)(end - text) : 0;
-        errorf("%s is not valid JSON (error near byte %zu)", what, at);
-        return NULL;
-    }
-    if (!cJSON_IsObject(v)) {
-        errorf("%s must be a JSON object, like {\"approved\": true}", what);
-        cJSON_Delete(v);
-        return NULL;
-    }
-    return v;
-}
-
-/* Does @p path name an existing, non-empty LMDB store?  (Opening creates
- * one where there is none, and this tool must never create a store.) */
-static int store_exists(const char *path)
-{
-    /* a PostgreSQL store is a server's: opening it creates no file */
-    if (!strncmp(path, "postgresql://", 13) ||
-        !strncmp(path, "postgres://", 11))
-        return 0;
-    struct stat sb;
-    if (stat(path, &sb) != 0) {
-        errorf("no store at '%s': %s", path, strerror(errno));
-        return -1;
-    }
-    if (S_ISDIR(sb.st_mode)) {
-        char data[4096];
-        if (snprintf(data, sizeof data, "%s/data.mdb", path) >=
-                (int)sizeof data ||
-            stat(data, &sb) != 0 || sb.st_size == 0) {
-            errorf("'%s' is a directory without a store in it (no "
-                   "data.mdb)",
-                   path);
-            return -1;
-        }
-    } else if (!S_ISREG(sb.st_mode)) {
-        errorf("'%s' is neither a store file nor a store directory", path);
-        return -1;
-    } else if (sb.st_size == 0) {
-        errorf("'%s' is empty: not a store", path);
-        return -1;
-    }
-    return 0;
-}
-
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
+static double now_ms(void) { return (double)cli_now_us() / 1e3; }
 
 /* ---- options ------------------------------------------------------------ */
 
-enum mode { MODE_NONE, MODE_RUN, MODE_ALL, MODE_RESUME, MODE_CHECK, MODE_FORK };
+enum mode {
+    MODE_NONE,
+    MODE_RUN,
+    MODE_ALL,
+    MODE_RESUME,
+    MODE_CHECK,
+    MODE_FORK,
+    MODE_IMPORT
+};
 
 typedef struct options {
     const char *store;
@@ -176,6 +61,7 @@ typedef struct options {
     const char *token;  /* --token */
     const char *at;     /* --at */
     const char *new_id; /* --new-id */
+    const char *import; /* --import FILE */
     bool json;
 } options;
 
@@ -220,10 +106,21 @@ static void usage(FILE *f)
         "and continue\n"
         "                        it with the loaded code; run ID is not "
         "changed\n"
+        "  --import FILE [--new-id NEW]\n"
+        "                        load a run exported by `ledger-dump STORE "
+        "--run ID\n"
+        "                        --format jsonl` (FILE, or - for stdin) into "
+        "STORE,\n"
+        "                        created if need be; every hash is checked "
+        "first and a\n"
+        "                        changed export is refused, naming the step, "
+        "with\n"
+        "                        nothing written.  Needs no --plugin.\n"
         "\n"
         "Options:\n"
         "  --plugin LIB.so       load a plugin's policies (repeatable; at "
-        "least one)\n"
+        "least one but\n"
+        "                        for --import)\n"
         "  --json                print the summaries as one JSON document on "
         "stdout\n"
         "  --help                this text\n"
@@ -242,7 +139,8 @@ static void usage(FILE *f)
         "  2  the store or a plugin cannot be opened, or the run does not "
         "exist\n"
         "  4  a run ended suspended (none failed)\n"
-        "  5  a run failed, or (--check) diverged\n"
+        "  5  a run failed, or (--check) diverged, or (--import) the export "
+        "was changed\n"
         "\n"
         "Examples:\n"
         "  # the order service crashed: finish every run it left behind\n"
@@ -269,9 +167,9 @@ static void usage(FILE *f)
 static int set_mode(options *o, enum mode m, const char *flag)
 {
     if (o->mode != MODE_NONE && o->mode != m) {
-        errorf("%s cannot be combined with another mode (--run, --all, "
-               "--resume, --check, --fork: pick one)",
-               flag);
+        cli_error("%s cannot be combined with another mode (--run, --all, "
+                  "--resume, --check, --fork, --import: pick one)",
+                  flag);
         return -1;
     }
     o->mode = m;
@@ -304,25 +202,25 @@ static int parse_args(options *o, int argc, char **argv)
         }
         if (a[0] != '-' || !strcmp(a, "-")) {
             if (o->store) {
-                errorf("unexpected argument '%s' (the store is '%s')", a,
-                       o->store);
+                cli_error("unexpected argument '%s' (the store is '%s')", a,
+                          o->store);
                 return EXIT_USAGE;
             }
             o->store = a;
             continue;
         }
-        static const char *const valued[] = {"--plugin", "--run",   "--resume",
-                                             "--answer", "--token", "--fork",
-                                             "--at",     "--new-id"};
+        static const char *const valued[] = {
+            "--plugin", "--run", "--resume", "--answer", "--token",
+            "--fork",   "--at",  "--new-id", "--import"};
         bool known = false;
         for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++)
             known = known || !strcmp(a, valued[k]);
         if (!known) {
-            errorf("unknown option '%s' (see --help)", a);
+            cli_error("unknown option '%s' (see --help)", a);
             return EXIT_USAGE;
         }
         if (!v) {
-            errorf("%s needs a value", a);
+            cli_error("%s needs a value", a);
             return EXIT_USAGE;
         }
         i++;
@@ -330,7 +228,7 @@ static int parse_args(options *o, int argc, char **argv)
             const char **grown = realloc(o->plugins,
                                          (o->n_plugins + 1) * sizeof *grown);
             if (!grown) {
-                errorf("out of memory");
+                cli_error("out of memory");
                 return EXIT_USAGE;
             }
             o->plugins = grown;
@@ -354,6 +252,10 @@ static int parse_args(options *o, int argc, char **argv)
             o->at = v;
         } else if (!strcmp(a, "--new-id")) {
             o->new_id = v;
+        } else if (!strcmp(a, "--import")) {
+            if (set_mode(o, MODE_IMPORT, a))
+                return EXIT_USAGE;
+            o->import = v;
         }
     }
     if (check && set_mode(o, MODE_CHECK, "--check"))
@@ -361,33 +263,37 @@ static int parse_args(options *o, int argc, char **argv)
     if (run_flag && o->mode != MODE_CHECK && set_mode(o, MODE_RUN, "--run"))
         return EXIT_USAGE;
     if (!o->store) {
-        errorf("no store given (see --help)");
+        cli_error("no store given (see --help)");
         return EXIT_USAGE;
     }
-    if (!o->n_plugins) {
-        errorf("no --plugin given: the policies to replay with come from "
-               "plugins");
+    if (!o->n_plugins && o->mode != MODE_IMPORT) {
+        cli_error("no --plugin given: the policies to replay with come from "
+                  "plugins");
         return EXIT_USAGE;
     }
     if (o->mode == MODE_NONE) {
-        errorf("nothing to do: give --run ID, --all, --resume ID, --check "
-               "or --fork ID (see --help)");
+        cli_error("nothing to do: give --run ID, --all, --resume ID, --check "
+                  "or --fork ID (see --help)");
         return EXIT_USAGE;
     }
     if ((o->answer || o->token) && o->mode != MODE_RESUME) {
-        errorf("--answer and --token go with --resume");
+        cli_error("--answer and --token go with --resume");
         return EXIT_USAGE;
     }
     if (o->mode == MODE_RESUME && !o->answer) {
-        errorf("--resume needs --answer JSON (or @FILE, or - for stdin)");
+        cli_error("--resume needs --answer JSON (or @FILE, or - for stdin)");
         return EXIT_USAGE;
     }
-    if ((o->at || o->new_id) && o->mode != MODE_FORK) {
-        errorf("--at and --new-id go with --fork");
+    if (o->new_id && o->mode != MODE_FORK && o->mode != MODE_IMPORT) {
+        cli_error("--new-id goes with --fork or --import");
+        return EXIT_USAGE;
+    }
+    if (o->at && o->mode != MODE_FORK) {
+        cli_error("--at goes with --fork");
         return EXIT_USAGE;
     }
     if (o->mode == MODE_FORK && !o->at) {
-        errorf("--fork needs --at STEP (a root step id such as 0:2)");
+        cli_error("--fork needs --at STEP (a root step id such as 0:2)");
         return EXIT_USAGE;
     }
     return 0;
@@ -625,7 +531,7 @@ static void report_outcome(tool *t, const pl_outcome *o, double ms,
 /* A run that could not be executed at all: say why, and fold it in. */
 static void report_refused(tool *t, const char *id, int st, int code)
 {
-    errorf("run %s: %s (%s)", id, pl_errmsg(), pl_status_name(st));
+    cli_error("run %s: %s (%s)", id, pl_errmsg(), pl_status_name(st));
     cJSON *j = json_run(t, id);
     if (j) {
         cJSON_AddStringToObject(j, "status", "not_run");
@@ -657,8 +563,8 @@ static void continue_one(tool *t, const char *id, const char *note)
 {
     pl_run_info *owner = NULL;
     if (!pl_run_get(&owner, t->engine, id) && owner->owner_alive) {
-        errorf("run %s is running in live process %lld on %s: not touched", id,
-               (long long)owner->owner_pid, or_dash(owner->owner_host));
+        cli_error("run %s is running in live process %lld on %s: not touched",
+                  id, (long long)owner->owner_pid, or_dash(owner->owner_host));
         cJSON *j = json_run(t, id);
         if (j) {
             cJSON_AddStringToObject(j, "status", "not_run");
@@ -678,9 +584,9 @@ static void continue_one(tool *t, const char *id, const char *note)
         pl_run_info *info = NULL;
         if (!pl_run_get(&info, t->engine, id) &&
             info->status == PL_RUN_SUSPENDED) {
-            errorf("run %s is suspended at %s: answer it with --resume %s "
-                   "--answer JSON",
-                   id, or_dash(info->suspended_path), id);
+            cli_error("run %s is suspended at %s: answer it with --resume %s "
+                      "--answer JSON",
+                      id, or_dash(info->suspended_path), id);
             cJSON *j = json_run(t, id);
             if (j) {
                 cJSON_AddStringToObject(j, "status", "suspended");
@@ -711,12 +617,12 @@ static int need_run(tool *t, const char *id)
     int st = pl_run_get(&info, t->engine, id);
     pl_run_info_free(info);
     if (st == PL_ENOTFOUND || st == PL_EINVAL) {
-        errorf("no run '%s' in %s", id, t->opt.store);
+        cli_error("no run '%s' in %s", id, t->opt.store);
         worst(t, EXIT_OPEN);
         return -1;
     }
     if (st) {
-        errorf("run %s: %s (%s)", id, pl_errmsg(), pl_status_name(st));
+        cli_error("run %s: %s (%s)", id, pl_errmsg(), pl_status_name(st));
         worst(t, EXIT_OPEN);
         return -1;
     }
@@ -787,9 +693,9 @@ static void mode_all(tool *t)
     all_ctx a = {t, {0}};
     int st = pl_engine_runs(t->engine, visit_crashed, &a);
     if (st) {
-        errorf("listing the runs of %s: %s (%s)", t->opt.store,
-               st == PL_ENOMEM ? "out of memory" : pl_errmsg(),
-               pl_status_name(st));
+        cli_error("listing the runs of %s: %s (%s)", t->opt.store,
+                  st == PL_ENOMEM ? "out of memory" : pl_errmsg(),
+                  pl_status_name(st));
         worst(t, EXIT_OPEN);
     }
     for (size_t i = 0; !st && i < a.todo.n; i++)
@@ -809,14 +715,14 @@ static void mode_resume(tool *t)
     const char *src = t->opt.answer;
     char *text = NULL;
     if (src[0] == '@' || !strcmp(src, "-")) {
-        text = read_all(src[0] == '@' ? src + 1 : src, ANSWER_MAX);
+        text = cli_read_all(src[0] == '@' ? src + 1 : src, ANSWER_MAX);
         if (!text) {
             worst(t, EXIT_USAGE);
             return;
         }
         src = text;
     }
-    cJSON *answer = parse_object(src, "--answer");
+    cJSON *answer = cli_parse_object(src, "--answer");
     free(text);
     if (!answer) {
         worst(t, EXIT_USAGE);
@@ -830,14 +736,14 @@ static void mode_resume(tool *t)
         pl_run_info *info = NULL;
         int st = pl_run_get(&info, t->engine, id);
         if (!st && info->status != PL_RUN_SUSPENDED) {
-            errorf("run %s is %s, not suspended: there is nothing to resume",
-                   id, pl_run_status_name(info->status));
+            cli_error("run %s is %s, not suspended: there is nothing to resume",
+                      id, pl_run_status_name(info->status));
             worst(t, EXIT_USAGE);
         } else if (!st && !info->resume_token) {
-            errorf("run %s records no resume token: give --token", id);
+            cli_error("run %s records no resume token: give --token", id);
             worst(t, EXIT_USAGE);
         } else if (st) {
-            errorf("run %s: %s", id, pl_errmsg());
+            cli_error("run %s: %s", id, pl_errmsg());
             worst(t, EXIT_OPEN);
         } else {
             bool oom = false;
@@ -856,7 +762,7 @@ static void mode_resume(tool *t)
             report_outcome(t, o, ms, "(resumed)");
         pl_outcome_free(o);
     } else if (!t->exit) {
-        errorf("out of memory");
+        cli_error("out of memory");
         worst(t, EXIT_FAILED);
     }
     free(token);
@@ -871,8 +777,8 @@ static void mode_fork(tool *t)
     char *new_id = NULL;
     int st = pl_run_fork(&new_id, t->engine, id, t->opt.at, t->opt.new_id);
     if (st) {
-        errorf("cannot fork run %s at %s: %s (%s)", id, t->opt.at, pl_errmsg(),
-               pl_status_name(st));
+        cli_error("cannot fork run %s at %s: %s (%s)", id, t->opt.at,
+                  pl_errmsg(), pl_status_name(st));
         worst(t, st == PL_ENOTFOUND || st == PL_EINVAL || st == PL_EBUSY ||
                          st == PL_EEXIST
                      ? EXIT_USAGE
@@ -1065,7 +971,7 @@ static void mode_check(tool *t)
             st = visit_any(info, &c);
         pl_run_info_free(info);
         if (st == PL_ENOTFOUND) {
-            errorf("no run '%s' in %s", t->opt.run, t->opt.store);
+            cli_error("no run '%s' in %s", t->opt.run, t->opt.store);
             worst(t, EXIT_OPEN);
             goto done;
         }
@@ -1073,9 +979,9 @@ static void mode_check(tool *t)
         st = pl_engine_runs(t->engine, visit_any, &c);
     }
     if (st) {
-        errorf("reading the runs of %s: %s (%s)", t->opt.store,
-               st == PL_ENOMEM ? "out of memory" : pl_errmsg(),
-               pl_status_name(st));
+        cli_error("reading the runs of %s: %s (%s)", t->opt.store,
+                  st == PL_ENOMEM ? "out of memory" : pl_errmsg(),
+                  pl_status_name(st));
         worst(t, EXIT_OPEN);
         goto done;
     }
@@ -1091,6 +997,52 @@ done:
     free(c.error);
 }
 
+static void mode_import(tool *t)
+{
+    const char *path = t->opt.import;
+    FILE *in = strcmp(path, "-") ? fopen(path, "rb") : stdin;
+    if (!in) {
+        cli_error("cannot open the export '%s': %s", path, strerror(errno));
+        worst(t, EXIT_USAGE);
+        return;
+    }
+    char *id = NULL;
+    int st = pl_run_import(&id, t->engine, in, t->opt.new_id);
+    if (in != stdin)
+        fclose(in);
+    if (st) {
+        cli_error("cannot import '%s': %s (%s)", path, pl_errmsg(),
+                  pl_status_name(st));
+        /* a changed export is refused; anything else is a bad request */
+        worst(t, st == PL_ECORRUPT ? EXIT_FAILED
+                 : st == PL_ESTORE || st == PL_EMAPFULL || st == PL_ENOMEM ||
+                         st == PL_EIO
+                     ? EXIT_OPEN
+                     : EXIT_USAGE);
+        return;
+    }
+    pl_run_info *info = NULL;
+    if ((st = pl_run_get(&info, t->engine, id))) {
+        cli_error("run %s: %s (%s)", id, pl_errmsg(), pl_status_name(st));
+        worst(t, EXIT_OPEN);
+        free(id);
+        return;
+    }
+    if (!t->opt.json)
+        printf("%s: imported from %s: %s, %llu steps\n", id,
+               strcmp(path, "-") ? path : "stdin",
+               pl_run_status_name(info->status),
+               (unsigned long long)info->steps);
+    cJSON *j = json_run(t, id);
+    if (j) {
+        cJSON_AddStringToObject(j, "status", pl_run_status_name(info->status));
+        cJSON_AddNumberToObject(j, "steps", (double)info->steps);
+        cJSON_AddStringToObject(j, "imported_from", path);
+    }
+    pl_run_info_free(info);
+    free(id);
+}
+
 /* ---- main -------------------------------------------------------------------- */
 
 static const char *mode_name(enum mode m)
@@ -1101,6 +1053,7 @@ static const char *mode_name(enum mode m)
     case MODE_RESUME: return "resume";
     case MODE_CHECK: return "check";
     case MODE_FORK: return "fork";
+    case MODE_IMPORT: return "import";
     default: return "none";
     }
 }
@@ -1109,6 +1062,7 @@ int main(int argc, char **argv)
 {
     tool t;
     memset(&t, 0, sizeof t);
+    cli_set_name(argv[0]);
     int rc = parse_args(&t.opt, argc, argv);
     if (rc) {
         free(t.opt.plugins);
@@ -1118,7 +1072,7 @@ int main(int argc, char **argv)
         t.runs = cJSON_CreateArray();
         t.skipped = cJSON_CreateArray();
         if (!t.runs || !t.skipped) {
-            errorf("out of memory");
+            cli_error("out of memory");
             rc = EXIT_FAILED;
             goto done;
         }
@@ -1127,14 +1081,14 @@ int main(int argc, char **argv)
     for (size_t i = 0; !st && i < t.opt.n_plugins; i++) {
         st = pl_plugin_load(t.reg, t.opt.plugins[i]);
         if (st)
-            errorf("cannot load plugin: %s (%s)", pl_errmsg(),
-                   pl_status_name(st));
+            cli_error("cannot load plugin: %s (%s)", pl_errmsg(),
+                      pl_status_name(st));
     }
     if (st) {
         rc = EXIT_OPEN;
         goto done;
     }
-    if (store_exists(t.opt.store)) {
+    if (t.opt.mode != MODE_IMPORT && cli_store_exists(t.opt.store)) {
         rc = EXIT_OPEN;
         goto done;
     }
@@ -1142,8 +1096,8 @@ int main(int argc, char **argv)
     eo.on_event = on_event;
     eo.event_user = &t.w;
     if ((st = pl_engine_open(&t.engine, t.opt.store, t.reg, &eo))) {
-        errorf("cannot open the store '%s': %s (%s)", t.opt.store, pl_errmsg(),
-               pl_status_name(st));
+        cli_error("cannot open the store '%s': %s (%s)", t.opt.store,
+                  pl_errmsg(), pl_status_name(st));
         rc = EXIT_OPEN;
         goto done;
     }
@@ -1156,10 +1110,11 @@ int main(int argc, char **argv)
     case MODE_RESUME: mode_resume(&t); break;
     case MODE_CHECK: mode_check(&t); break;
     case MODE_FORK: mode_fork(&t); break;
+    case MODE_IMPORT: mode_import(&t); break;
     default: break;
     }
     if (t.w.oom) {
-        errorf("out of memory recording what the replay reported");
+        cli_error("out of memory recording what the replay reported");
         worst(&t, EXIT_FAILED);
     }
     rc = t.exit;
@@ -1177,7 +1132,7 @@ int main(int argc, char **argv)
         if (text)
             printf("%s\n", text);
         else {
-            errorf("out of memory printing the summary");
+            cli_error("out of memory printing the summary");
             rc = EXIT_FAILED;
         }
         free(text);
