@@ -1,12 +1,20 @@
 #!/usr/bin/env bash
-# Install what is missing, build, and run the demo: a durable order workflow
-# (reserve stock, charge a card, ship) on an LMDB file, killed with SIGKILL
-# in the middle and finished by running it again.
+# Install what is missing, build, and run the demos: first the durable
+# research-and-approve agent (scripts/agent-demo.sh: a model and its tools,
+# killed mid-run, finished by ledger-replay, approved by a human), offline;
+# then a durable order workflow (reserve stock, charge a card, ship) on an
+# LMDB file, killed with SIGKILL in the middle and finished by running it
+# again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh
 cmake -S . -B build -DPL_BUILD_TESTS=OFF >/dev/null
 cmake --build build -j"$(nproc)" >/dev/null
+
+echo "######## The agent: research, a crash, recovery, approval ########"
+scripts/agent-demo.sh build
+echo
+echo "######## The order workflow: a crash and its recovery ########"
 
 demo=build/examples/order-demo
 dir=$(mktemp -d "${TMPDIR:-/tmp}/policyledger-demo.XXXXXX")

@@ -1,0 +1,32 @@
+/*
+ * agent.h -- a research-and-approve agent: a model researches a question
+ * with tools (calculator, read_file, http_get, ask_human), then a human
+ * approves or rejects its answer.  Every model call, tool call and the
+ * approval are durable steps of the run.
+ */
+#ifndef AGENT_H
+#define AGENT_H
+
+#include <policyledger_llm.h>
+
+/** The root policy: payload {"question": "..."}. */
+#define AGENT_ROOT "agent"
+/** The model's policy, called by the root under loop + invoke_action. */
+#define AGENT_MODEL_POLICY "researcher"
+/** The human who approves (pl_registry_add_human()). */
+#define AGENT_HUMAN "ask_human"
+/** Turns the model may take before the loop gives up. */
+#define AGENT_MAX_TURNS 12
+/** Times the human is asked when an answer is neither yes nor no. */
+#define AGENT_MAX_ASKS 3
+
+/**
+ * Register the agent's policies in @p reg: the model at @p model_url, the
+ * tools of @p tools (pl_tools_register()), ask_human and the root.
+ * @param tools borrowed: must outlive every engine using @p reg.
+ * @return PL_OK, or the first registration's failure.
+ */
+int agent_register(pl_registry *reg, const char *model_url,
+                   const pl_tools *tools);
+
+#endif /* AGENT_H */

@@ -1,0 +1,337 @@
+/*
+ * agent-demo -- a research-and-approve agent whose every model call, tool
+ * call and approval is durable.  Kill it at any point and run it again (or
+ * let ledger-replay finish it): no model call is paid for twice, no tool
+ * call repeats, and the human's approval is never lost.
+ *
+ *   agent-demo [--store PATH] [--model URL] [--data DIR] [--question TEXT]
+ *              [--run ID] [--crash-after-steps N] [--answer JSON]
+ *              [--token T] [--plugin LIB.so]
+ *
+ * The agent's policies come from agent-plugin.so (next to this program),
+ * loaded as ledger-replay loads it, configured through AGENT_MODEL and
+ * AGENT_DATA, which this program sets from --model and --data.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <policyledger_llm.h>
+
+#define DEFAULT_QUESTION                                                       \
+    "What will maintaining our delivery fleet cost over the next three "       \
+    "years?"
+
+typedef struct demo {
+    long crash_after;
+    long boundary;
+} demo;
+
+static void on_event(const pl_event *ev, void *user)
+{
+    demo *d = user;
+    if (ev->kind != PL_EVENT_STEP_APPENDED && ev->kind != PL_EVENT_COMMIT)
+        return;
+    d->boundary++;
+    if (d->crash_after > 0 && d->boundary == d->crash_after) {
+        const char *type = ev->kind == PL_EVENT_STEP_APPENDED
+                               ? pl_step_type_name(ev->step_type)
+                               : NULL;
+        printf("*** SIGKILL at step boundary %ld (%s%s%s%s%s%s%s) ***\n",
+               d->boundary, pl_event_kind_name(ev->kind), type ? " " : "",
+               type ? type : "", type && ev->policy ? " by " : "",
+               type && ev->policy ? ev->policy : "", ev->path ? " in " : "",
+               ev->path ? ev->path : "");
+        fflush(stdout);
+        raise(SIGKILL);
+    }
+}
+
+static void usage(FILE *f)
+{
+    fprintf(
+        f,
+        "usage: agent-demo [--store PATH] [--model URL] [--data DIR]\n"
+        "                  [--question TEXT] [--run ID] "
+        "[--crash-after-steps N]\n"
+        "                  [--answer JSON] [--token T] [--plugin LIB.so]\n"
+        "\n"
+        "Researches a question with a model and tools (calculator, read_file,\n"
+        "http_get), then waits for a human to approve the answer.  Every "
+        "model\ncall, tool call and the approval is a durable step: run it "
+        "again\n(same --store and --run) to continue where it stopped.\n"
+        "\n"
+        "  --store PATH     LMDB store file (default agent-demo.db)\n"
+        "  --model URL      the model (default: scripted://agent/script.json "
+        "next to\n"
+        "                   this program, offline; or openai://gpt-4o-mini "
+        "with\n"
+        "                   OPENAI_API_KEY set)\n"
+        "  --data DIR       the data the tools may read (default: agent/data "
+        "next\n"
+        "                   to this program)\n"
+        "  --question TEXT  the question (default: the fleet's maintenance "
+        "cost)\n"
+        "  --run ID         the run's id (default research-1)\n"
+        "  --crash-after-steps N\n"
+        "                   SIGKILL this process at step boundary N (a step\n"
+        "                   appended or a commit made)\n"
+        "  --answer JSON    resume the suspended run with the human's answer,\n"
+        "                   e.g. '{\"approved\": true}'\n"
+        "  --token T        the resume token (default: the run's own)\n"
+        "  --plugin LIB.so  the agent's plugin (default: agent-plugin.so "
+        "next to\n"
+        "                   this program)\n"
+        "\n"
+        "Exit status: 0 completed or waiting for approval, 1 failed (or "
+        "ended in\nan error result), 2 bad usage.\n");
+}
+
+static int parse_long(const char *s, long *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < 0)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+/* NAME in this program's directory. */
+static int beside_self(char *out, size_t cap, const char *prefix,
+                       const char *name)
+{
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0)
+        return -1;
+    self[n] = '\0';
+    char *slash = strrchr(self, '/');
+    if (!slash)
+        return -1;
+    *slash = '\0';
+    int w = snprintf(out, cap, "%s%s/%s", prefix, self, name);
+    return w < 0 || (size_t)w >= cap ? -1 : 0;
+}
+
+static void print_json(const char *label, const cJSON *v)
+{
+    char *s = v ? cJSON_PrintUnformatted(v) : NULL;
+    printf("%s%s\n", label, s ? s : "?");
+    cJSON_free(s);
+}
+
+/* The result of a completed run, or NULL. */
+static const pl_step *last_step(const pl_outcome *o)
+{
+    size_t n = o->steps ? pl_steps_count(o->steps) : 0;
+    return n ? pl_steps_at(o->steps, n - 1) : NULL;
+}
+
+/* What the run came to, and what its model calls cost. */
+static void report(pl_engine *e, const pl_outcome *o, const char *run_id,
+                   const char *model, const char *store)
+{
+    if (o->status == PL_RUN_COMPLETED) {
+        const cJSON *r = pl_step_payload(pl_steps_at(o->steps,
+                                                     pl_steps_count(o->steps) -
+                                                         1));
+        const cJSON *ans = cJSON_GetObjectItemCaseSensitive(r, "answer");
+        if (cJSON_IsString(ans))
+            printf("answer: %s\n", ans->valuestring);
+        print_json("result: ", r);
+    } else if (o->status == PL_RUN_SUSPENDED) {
+        print_json("waiting for approval: ", o->prompt);
+        printf("resume token: %s\n", o->resume_token);
+        printf("resume with: agent-demo --store %s --run %s --answer "
+               "'{\"approved\": true}'\n",
+               store, run_id);
+    } else if (o->status == PL_RUN_FAILED) {
+        printf("reason: %s\n", o->reason ? o->reason : "?");
+    }
+    printf("run %s: %s\n", run_id, pl_run_status_name(o->status));
+    pl_llm_tokens tok = {0, 0, 0};
+    if (!pl_llm_run_tokens(&tok, e, run_id))
+        printf("model calls recorded: %llu (%llu input, %llu output "
+               "tokens)\n",
+               (unsigned long long)tok.exchanges, (unsigned long long)tok.input,
+               (unsigned long long)tok.output);
+    uint64_t served = 0;
+    if (!strncmp(model, "scripted://", 11) &&
+        !pl_llm_scripted_served(&served, model + 11))
+        printf("scripted model requests served: %llu\n",
+               (unsigned long long)served);
+    printf("this execution: calls executed %llu, served from the ledger "
+           "%llu\n",
+           (unsigned long long)o->calls_executed,
+           (unsigned long long)o->calls_served);
+}
+
+int main(int argc, char **argv)
+{
+    const char *store = "agent-demo.db", *model = NULL, *data = NULL;
+    const char *question = DEFAULT_QUESTION, *run_id = "research-1";
+    const char *answer_text = NULL, *token = NULL, *plugin = NULL;
+    char model_buf[PATH_MAX + 16], data_buf[PATH_MAX], plugin_buf[PATH_MAX];
+    demo d = {0, 0};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        }
+        if (!v) {
+            fprintf(stderr, "agent-demo: %s needs a value (or is unknown)\n",
+                    a);
+            usage(stderr);
+            return 2;
+        }
+        i++;
+        if (!strcmp(a, "--store"))
+            store = v;
+        else if (!strcmp(a, "--model"))
+            model = v;
+        else if (!strcmp(a, "--data"))
+            data = v;
+        else if (!strcmp(a, "--question"))
+            question = v;
+        else if (!strcmp(a, "--run"))
+            run_id = v;
+        else if (!strcmp(a, "--answer"))
+            answer_text = v;
+        else if (!strcmp(a, "--token"))
+            token = v;
+        else if (!strcmp(a, "--plugin"))
+            plugin = v;
+        else if (!strcmp(a, "--crash-after-steps")) {
+            if (parse_long(v, &d.crash_after)) {
+                fprintf(stderr,
+                        "agent-demo: --crash-after-steps needs a number, "
+                        "not '%s'\n",
+                        v);
+                return 2;
+            }
+        } else {
+            fprintf(stderr, "agent-demo: unknown option '%s'\n", a);
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (!*question) {
+        fprintf(stderr, "agent-demo: --question needs some text\n");
+        return 2;
+    }
+    if (token && !answer_text) {
+        fprintf(stderr, "agent-demo: --token goes with --answer\n");
+        return 2;
+    }
+    if ((!model && beside_self(model_buf, sizeof model_buf, "scripted://",
+                               "agent/script.json")) ||
+        (!data && beside_self(data_buf, sizeof data_buf, "", "agent/data")) ||
+        (!plugin &&
+         beside_self(plugin_buf, sizeof plugin_buf, "", "agent-plugin.so"))) {
+        fprintf(stderr, "agent-demo: cannot find this program's directory; "
+                        "give --model, --data and --plugin\n");
+        return 2;
+    }
+    model = model ? model : model_buf;
+    data = data ? data : data_buf;
+    plugin = plugin ? plugin : plugin_buf;
+    cJSON *answer = NULL;
+    if (answer_text) {
+        answer = cJSON_Parse(answer_text);
+        if (!cJSON_IsObject(answer)) {
+            fprintf(stderr,
+                    "agent-demo: --answer needs a JSON object, e.g. "
+                    "'{\"approved\": true}', not '%s'\n",
+                    answer_text);
+            cJSON_Delete(answer);
+            return 2;
+        }
+    }
+    /* the plugin reads its configuration from here when it is loaded */
+    if (setenv("AGENT_MODEL", model, 1) || setenv("AGENT_DATA", data, 1)) {
+        fprintf(stderr, "agent-demo: cannot set AGENT_MODEL/AGENT_DATA\n");
+        cJSON_Delete(answer);
+        return 2;
+    }
+
+    pl_registry *reg = NULL;
+    pl_engine *e = NULL;
+    pl_outcome *o = NULL;
+    pl_run_info *info = NULL;
+    cJSON *payload = NULL;
+    int rc = 1, st;
+    pl_engine_options eo = PL_ENGINE_OPTIONS_INIT;
+    eo.on_event = on_event;
+    eo.event_user = &d;
+    if ((st = pl_registry_new(&reg)) || (st = pl_plugin_load(reg, plugin)) ||
+        (st = pl_engine_open(&e, store, reg, &eo)))
+        goto fail;
+
+    st = pl_run_get(&info, e, run_id);
+    if (st == PL_ENOTFOUND && answer) {
+        st = pl_errorf(PL_ENOTFOUND, "no run '%s' to answer", run_id);
+        goto fail;
+    } else if (st == PL_ENOTFOUND) {
+        printf("run %s: starting; question: %s\n", run_id, question);
+        if ((st = pl_json_pack(&payload, "{s:s}", "question", question)))
+            goto fail;
+        pl_action root = PL_ACTION_INIT;
+        root.policy = "agent";
+        root.payload = payload;
+        pl_run_options ro = PL_RUN_OPTIONS_INIT;
+        ro.run_id = run_id;
+        st = pl_run_start(&o, e, &root, &ro);
+    } else if (st) {
+        goto fail;
+    } else if (answer) {
+        if (!token && !(token = info->resume_token)) {
+            st = pl_errorf(PL_ESTATE,
+                           "run '%s' is %s, not waiting for an answer", run_id,
+                           pl_run_status_name(info->status));
+            goto fail;
+        }
+        printf("run %s: resuming with the answer %s\n", run_id, answer_text);
+        st = pl_run_resume(&o, e, run_id, token, answer);
+    } else if (info->status == PL_RUN_SUSPENDED) {
+        print_json("waiting for approval: ", info->prompt);
+        printf("run %s: suspended; resume with --answer JSON\n", run_id);
+        rc = 0;
+        goto done;
+    } else {
+        printf("run %s: found %s with %llu durable steps%s; continuing\n",
+               run_id, pl_run_status_name(info->status),
+               (unsigned long long)info->steps,
+               info->status == PL_RUN_RUNNING && !info->owner_alive
+                   ? " (its process died)"
+                   : "");
+        st = pl_run_continue(&o, e, run_id, NULL);
+    }
+    if (st)
+        goto fail;
+    report(e, o, run_id, model, store);
+    rc = 0;
+    if (o->status == PL_RUN_FAILED ||
+        (o->status == PL_RUN_COMPLETED && last_step(o) &&
+         pl_step_is_error(last_step(o))))
+        rc = 1; /* failed, or completed with an error as its result */
+    goto done;
+fail:
+    fprintf(stderr, "agent-demo: %s (%s)\n", pl_errmsg(), pl_status_name(st));
+done:
+    pl_run_info_free(info);
+    pl_outcome_free(o);
+    cJSON_Delete(payload);
+    cJSON_Delete(answer);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+    return rc;
+}

@@ -1,0 +1,86 @@
+#!/bin/sh
+# The research-and-approve agent given bad input: wrong flags, a bad answer,
+# missing configuration, a model that misbehaves, tools asked to leave the
+# sandbox.  Each gets a clear message or an error result, never a crash.
+#   agent_errors.sh AGENT_DEMO AGENT_PLUGIN AGENT_CHECK BUILD/examples/agent
+set -eu
+demo=$1 plugin=$2 check=$3 agent_dir=$4
+. "$(dirname "$0")/agent_lib.sh"
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+
+# fails STATUS PATTERN CMD...: CMD exits with STATUS, saying PATTERN.
+fails() {
+  want=$1 pat=$2; shift 2
+  set +e; "$@" >"$dir/o" 2>&1; got=$?; set -e
+  if [ "$got" -ne "$want" ] || ! grep -q -- "$pat" "$dir/o"; then
+    echo "FAIL: $* exited $got (expected $want) saying:"; cat "$dir/o"
+    echo "(expected: $pat)"; exit 1
+  fi
+}
+opts="--store $dir/x.db --plugin $plugin --data $agent_dir/data"
+fails 2 "unknown option '--bogus'" "$demo" $opts --bogus 1
+fails 2 "needs a value" "$demo" $opts --run
+fails 2 "needs a number, not 'x'" "$demo" $opts --crash-after-steps x
+fails 2 "needs a JSON object" "$demo" $opts --answer '[1]'
+fails 2 "needs a JSON object" "$demo" $opts --answer '{"approved":'
+fails 2 "needs some text" "$demo" $opts --question ''
+fails 2 "goes with --answer" "$demo" $opts --token abc
+fails 1 "no run 'research-1' to answer" "$demo" $opts --answer '{"approved": true}'
+fails 1 "unknown\|scheme" "$demo" $opts --model 'bogus://x'
+fails 1 "no-such-dir" "$demo" --store "$dir/x.db" --plugin "$plugin" --data "$dir/no-such-dir"
+fails 1 "no such file" "$demo" --store "$dir/x.db" --plugin "$dir/none.so"
+# The plugin without its configuration refuses to load, and says why.
+fails 1 "set AGENT_MODEL" env -u AGENT_MODEL AGENT_DATA="$agent_dir/data" "$check" "$dir/x.db" "$plugin" r
+fails 1 "set AGENT_DATA" env -u AGENT_DATA AGENT_MODEL=scripted://x "$check" "$dir/x.db" "$plugin" r
+[ ! -e "$dir/x.db" ] || [ -z "$(ls "$dir"/x.db* 2>/dev/null | head -1)" ] || true
+
+# An answer that is neither yes nor no is asked again; a no withholds the
+# answer, with the human's comment.
+c="$dir/no"; new_case "$c"
+run_demo "$c"
+grep -q "^run research-1: suspended" "$c/out" || { cat "$c/out"; exit 1; }
+answer_with() { run_demo "$c" --answer "$1"; }
+answer_with '{"approved": "yes"}'
+grep -q "^run research-1: suspended" "$c/out" || { cat "$c/out"; exit 1; }
+grep -q 'please answer again' "$c/out"
+answer_with '{"approved": false, "comment": "use the 2027 rates"}'
+grep -q '^run research-1: completed' "$c/out"
+grep -q '"approved":false,"withheld":"Maintaining the fleet' "$c/out"
+grep -q '"comment":"use the 2027 rates"' "$c/out"
+# three answers that say nothing end it with an error result (exit 1)
+c="$dir/never"; new_case "$c"
+run_demo "$c"
+for a in '{}' '{"approved": 1}' '{"approved": null}'; do answer_with "$a"; done
+grep -q '"code":"InvalidInput"' "$c/out"
+grep -q 'no approval' "$c/out"
+set +e; run_demo "$c"; set -e
+fails 1 "InvalidInput" "$demo" --store "$c/s.db" --model "scripted://$c/script.json" --data "$agent_dir/data" --plugin "$plugin"
+
+# Tools asked to leave the sandbox answer Forbidden to the model, which
+# reads the errors and answers; a model that calls an unknown tool ends the
+# research with InvalidModelAction.
+c="$dir/escape"; mkdir -p "$c"
+cat >"$c/script.json" <<'JSON'
+{"responses": [
+  {"tool_calls": [{"name": "read_file", "arguments": {"path": "../../../../etc/passwd"}}]},
+  {"tool_calls": [{"name": "http_get", "arguments": {"url": "file:///etc/passwd"}}]},
+  {"text": "I cannot read those files."}
+]}
+JSON
+run_demo "$c"
+grep -q "^run research-1: suspended" "$c/out" || { cat "$c/out"; exit 1; }
+run_demo "$c" --answer '{"approved": true}'
+grep -q '^answer: I cannot read those files.' "$c/out"
+AGENT_MODEL="scripted://$c/script.json" AGENT_DATA="$agent_dir/data" \
+  "$check" "$c/s.db" "$plugin" research-1 >"$c/check"
+expect "$c" verify ok
+expect "$c" "results read_file" 1
+expect "$c" "results http_get" 1
+expect "$c" tool_errors 2
+c="$dir/rogue"; mkdir -p "$c"
+cat >"$c/script.json" <<'JSON'
+{"responses": [{"tool_calls": [{"name": "rm", "arguments": {"path": "/"}}]}]}
+JSON
+fails 1 "InvalidModelAction" "$demo" --store "$c/s.db" --model "scripted://$c/script.json" --data "$agent_dir/data" --plugin "$plugin"
+echo "ok: every bad input got a clear error"

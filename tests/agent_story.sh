@@ -1,0 +1,27 @@
+#!/bin/sh
+# The README's first story, scripts/agent-demo.sh, run as it is: killed
+# mid-run, finished by ledger-replay, approved, dumped.  Then its store is
+# read back: the approved answer, a ledger that verifies, four model
+# exchanges each served once, every tool run once.
+#   agent_story.sh SOURCE_DIR BUILD_DIR AGENT_CHECK
+set -eu
+src=$1 build=$2 check=$3
+demo=$build/examples/agent-demo plugin=$build/examples/agent-plugin.so
+agent_dir=$build/examples/agent
+. "$src/tests/agent_lib.sh"
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+AGENT_DEMO_DIR="$dir" "$src/scripts/agent-demo.sh" "$build" >"$dir/log" 2>&1 || {
+  cat "$dir/log"; echo "FAIL: the story script failed"; exit 1; }
+cat "$dir/log"
+has() { grep -q -- "$1" "$dir/log" || { echo "FAIL: the story did not say: $1"; exit 1; }; }
+has '^\*\*\* SIGKILL at step boundary 8 (commit)'
+has 'the model has been asked 1 time(s) so far'
+has 'the model was asked 1 time(s) before, 4 in all'
+has '^run research-1: suspended'
+has '^run research-1: completed (resumed)'
+has "^answer: $expected_answer"
+has 'scripted model requests served: 4'
+has 'checked, 0 fault'
+db=agent.db check_run "$dir"
+echo "ok: the story ran, and its run holds"
