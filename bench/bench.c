@@ -37,6 +37,13 @@
  *                  until turn K; time per turn at K = 10, 100, 1000, in
  *                  process mode (no fsync, so reading shows).  Flat is the
  *                  goal: a turn must not cost more as the ledger grows.
+ *                  Over HTTP: the LLM policy (openai+http) against a
+ *                  loopback model server run by a thread of pl-bench, K =
+ *                  10, 100, 1000 turns in sync and process mode, next to a
+ *                  bare libcurl + cJSON loop making the same requests;
+ *                  what the engine adds per turn, commits per turn, the
+ *                  replay's requests (counted at the server) and time, and
+ *                  store bytes per turn.
  *
  * W1 and W3 run in each durability mode (sync, group, process).  Every
  * workload and its floor are repeated, interleaved, and the medians shown;
