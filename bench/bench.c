@@ -1114,8 +1114,9 @@ static struct {
     atomic_int tools;     /* tool-call answers left to give */
     atomic_long requests; /* requests served */
     atomic_bool stop;
+    atomic_int conn; /* the connection being served, or -1 */
     pthread_t th;
-} g_srv = {.fd = -1};
+} g_srv = {.fd = -1, .conn = -1};
 
 static bool srv_write(int fd, const char *p, size_t n)
 {
@@ -1221,7 +1222,11 @@ static void *srv_main(void *arg)
             continue;
         int one = 1;
         setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        atomic_store(&g_srv.conn, c);
+        if (atomic_load(&g_srv.stop))
+            shutdown(c, SHUT_RDWR);
         srv_conn(c);
+        atomic_store(&g_srv.conn, -1);
     }
     return NULL;
 }
@@ -1246,6 +1251,10 @@ static void srv_stop(void)
 {
     atomic_store(&g_srv.stop, true);
     shutdown(g_srv.fd, SHUT_RDWR);
+    /* a client may keep its connection open (a connection cache) */
+    int open_conn = atomic_load(&g_srv.conn);
+    if (open_conn >= 0)
+        shutdown(open_conn, SHUT_RDWR);
     /* wake accept() with a connection of our own */
     struct sockaddr_in a = {0};
     a.sin_family = AF_INET;
