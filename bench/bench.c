@@ -37,6 +37,13 @@
  *                  until turn K; time per turn at K = 10, 100, 1000, in
  *                  process mode (no fsync, so reading shows).  Flat is the
  *                  goal: a turn must not cost more as the ledger grows.
+ *                  Over HTTP: the LLM policy (openai+http) against a
+ *                  loopback model server run by a thread of pl-bench, K =
+ *                  10, 100, 1000 turns in sync and process mode, next to a
+ *                  bare libcurl + cJSON loop making the same requests;
+ *                  what the engine adds per turn, commits per turn, the
+ *                  replay's requests (counted at the server) and time, and
+ *                  store bytes per turn.
  *
  * W1 and W3 run in each durability mode (sync, group, process).  Every
  * workload and its floor are repeated, interleaved, and the medians shown;
@@ -66,8 +73,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <arpa/inet.h>
+#include <curl/curl.h>
 #include <lmdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <policyledger.h>
+#include <policyledger_llm.h>
+#include <sys/socket.h>
 
 /* ---- clocks and memory ------------------------------------------------------ */
 
@@ -1087,6 +1100,398 @@ static void w5_child(const void *varg, void *vres)
     remove_store(path);
 }
 
+/* ---- W5 over HTTP: an agent against a loopback model server ------------------------ */
+
+/*
+ * The model server: a thread serving canned OpenAI chat-completions
+ * answers over loopback, HTTP/1.1 with keep-alive and Content-Length, one
+ * connection at a time (its clients are sequential).  While g_srv.tools is
+ * above 0 an answer is a call of "tool"; then a final text.  It counts
+ * every request, so a replay is seen to make none.
+ */
+static struct {
+    int fd, port;
+    atomic_int tools;     /* tool-call answers left to give */
+    atomic_long requests; /* requests served */
+    atomic_bool stop;
+    atomic_int conn; /* the connection being served, or -1 */
+    pthread_t th;
+} g_srv = {.fd = -1, .conn = -1};
+
+static bool srv_write(int fd, const char *p, size_t n)
+{
+    while (n) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return false;
+        p += w;
+        n -= (size_t)w;
+    }
+    return true;
+}
+
+/* Serve one connection's requests until the client closes it. */
+static void srv_conn(int fd)
+{
+    size_t cap = 1 << 16, len = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        char *end = NULL;
+        size_t body = 0;
+        bool continued = false;
+        for (;;) { /* the headers, then Content-Length bytes */
+            if (!end && len >= 4) {
+                buf[len] = '\0';
+                char *h = strstr(buf, "\r\n\r\n");
+                if (h) {
+                    end = h + 4;
+                    const char *cl = strcasestr(buf, "\r\ncontent-length:");
+                    body = cl && cl < h ? strtoul(cl + 17, NULL, 10) : 0;
+                }
+            }
+            if (end && len >= (size_t)(end - buf) + body)
+                break;
+            if (end && !continued) { /* curl asks before a large body */
+                continued = true;
+                const char *ex = strcasestr(buf, "\r\nexpect: 100-continue");
+                if (ex && ex < end &&
+                    !srv_write(fd, "HTTP/1.1 100 Continue\r\n\r\n", 25))
+                    goto done;
+            }
+            if (len + 1 >= cap) {
+                char *g = realloc(buf, cap * 2);
+                if (!g)
+                    goto done;
+                buf = g;
+                cap *= 2;
+                end = NULL;
+                continue;
+            }
+            ssize_t r = read(fd, buf + len, cap - len - 1);
+            if (r < 0 && errno == EINTR)
+                continue;
+            if (r <= 0)
+                goto done;
+            len += (size_t)r;
+        }
+        size_t used = (size_t)(end - buf) + body;
+        long n = atomic_fetch_add(&g_srv.requests, 1);
+        char msg[600], head[160];
+        if (atomic_fetch_sub(&g_srv.tools, 1) > 0)
+            snprintf(msg, sizeof msg,
+                     "{\"id\":\"b%ld\",\"object\":\"chat.completion\","
+                     "\"choices\":[{\"index\":0,\"message\":{\"role\":"
+                     "\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":"
+                     "\"call_%ld\",\"type\":\"function\",\"function\":{"
+                     "\"name\":\"tool\",\"arguments\":\"{\\\"i\\\":%ld}\"}}]},"
+                     "\"finish_reason\":\"tool_calls\"}],\"usage\":{"
+                     "\"prompt_tokens\":20,\"completion_tokens\":8,"
+                     "\"total_tokens\":28}}",
+                     n, n, n);
+        else
+            snprintf(msg, sizeof msg,
+                     "{\"id\":\"b%ld\",\"object\":\"chat.completion\","
+                     "\"choices\":[{\"index\":0,\"message\":{\"role\":"
+                     "\"assistant\",\"content\":\"done\"},\"finish_reason\":"
+                     "\"stop\"}],\"usage\":{\"prompt_tokens\":20,"
+                     "\"completion_tokens\":1,\"total_tokens\":21}}",
+                     n);
+        int hl = snprintf(head, sizeof head,
+                          "HTTP/1.1 200 OK\r\nContent-Type: application/json"
+                          "\r\nContent-Length: %zu\r\n\r\n",
+                          strlen(msg));
+        if (!srv_write(fd, head, (size_t)hl) ||
+            !srv_write(fd, msg, strlen(msg)))
+            break;
+        memmove(buf, buf + used, len - used);
+        len -= used;
+    }
+done:
+    free(buf);
+    close(fd);
+}
+
+static void *srv_main(void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&g_srv.stop)) {
+        int c = accept(g_srv.fd, NULL, NULL);
+        if (c < 0)
+            continue;
+        int one = 1;
+        setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        atomic_store(&g_srv.conn, c);
+        if (atomic_load(&g_srv.stop))
+            shutdown(c, SHUT_RDWR);
+        srv_conn(c);
+        atomic_store(&g_srv.conn, -1);
+    }
+    return NULL;
+}
+
+static void srv_start(void)
+{
+    struct sockaddr_in a = {0};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t al = sizeof a;
+    g_srv.fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (g_srv.fd < 0 || bind(g_srv.fd, (struct sockaddr *)&a, sizeof a) ||
+        listen(g_srv.fd, 16) ||
+        getsockname(g_srv.fd, (struct sockaddr *)&a, &al))
+        die("W5 model server");
+    g_srv.port = ntohs(a.sin_port);
+    if (pthread_create(&g_srv.th, NULL, srv_main, NULL))
+        die("W5 model server thread");
+}
+
+static void srv_stop(void)
+{
+    atomic_store(&g_srv.stop, true);
+    shutdown(g_srv.fd, SHUT_RDWR);
+    /* a client may keep its connection open (a connection cache) */
+    int open_conn = atomic_load(&g_srv.conn);
+    if (open_conn >= 0)
+        shutdown(open_conn, SHUT_RDWR);
+    /* wake accept() with a connection of our own */
+    struct sockaddr_in a = {0};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons((uint16_t)g_srv.port);
+    int c = socket(AF_INET, SOCK_STREAM, 0);
+    if (c >= 0) {
+        if (connect(c, (struct sockaddr *)&a, sizeof a) == 0)
+            close(c);
+        else
+            close(c);
+    }
+    pthread_join(g_srv.th, NULL);
+    close(g_srv.fd);
+}
+
+typedef struct pl_buf_like {
+    char *data;
+    size_t len, cap;
+} pl_buf_like;
+
+static size_t on_body(char *p, size_t size, size_t n, void *user)
+{
+    pl_buf_like *b = user;
+    size_t len = size * n;
+    if (b->len + len + 1 > b->cap) {
+        size_t cap = (b->len + len + 1) * 2;
+        char *g = realloc(b->data, cap);
+        if (!g)
+            return 0;
+        b->data = g;
+        b->cap = cap;
+    }
+    memcpy(b->data + b->len, p, len);
+    b->len += len;
+    b->data[b->len] = '\0';
+    return len;
+}
+
+/* The bare loop: the same K + 1 requests with libcurl and cJSON alone, on
+ * one keep-alive handle, the conversation kept in memory; each turn runs
+ * the tool's work (the same ~100 B result) and sends it back. */
+static double bare_loop(int turns)
+{
+    char url[64];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/chat/completions",
+             g_srv.port);
+    CURL *c = curl_easy_init();
+    struct curl_slist *h = curl_slist_append(NULL, "Content-Type: "
+                                                   "application/json");
+    pl_buf_like b = {0};
+    cJSON *req = cJSON_CreateObject();
+    cJSON_AddStringToObject(req, "model", "bench");
+    cJSON *msgs = cJSON_AddArrayToObject(req, "messages");
+    cJSON *u = cJSON_CreateObject();
+    cJSON_AddStringToObject(u, "role", "user");
+    cJSON_AddStringToObject(u, "content", "{\"turns\":1}");
+    cJSON_AddItemToArray(msgs, u);
+    cJSON *tools = cJSON_Parse("[{\"type\":\"function\",\"function\":{"
+                               "\"name\":\"tool\",\"parameters\":{\"type\":"
+                               "\"object\"}}}]");
+    cJSON_AddItemToObject(req, "tools", tools);
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    atomic_store(&g_srv.tools, turns);
+    double t0 = now_s();
+    for (int t = 0; t <= turns; t++) {
+        char *body = cJSON_PrintUnformatted(req);
+        b.len = 0;
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+        if (curl_easy_perform(c) != CURLE_OK)
+            die("W5 bare loop");
+        free(body);
+        cJSON *r = cJSON_Parse(b.data);
+        cJSON *m = cJSON_GetObjectItemCaseSensitive(
+            cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(r, "choices"),
+                               0),
+            "message");
+        cJSON *calls = cJSON_GetObjectItemCaseSensitive(m, "tool_calls");
+        cJSON *call = cJSON_GetArrayItem(calls, 0);
+        if (!call) {
+            cJSON_Delete(r);
+            break;
+        }
+        cJSON *args = cJSON_Parse(
+            cJSON_GetObjectItemCaseSensitive(
+                cJSON_GetObjectItemCaseSensitive(call, "function"), "arguments")
+                ->valuestring);
+        const cJSON *i = cJSON_GetObjectItemCaseSensitive(args, "i");
+        cJSON *res = cJSON_CreateObject();
+        cJSON_AddNumberToObject(res, "i",
+                                cJSON_IsNumber(i) ? i->valuedouble : -1);
+        cJSON_AddStringToObject(res, "status", "ok");
+        cJSON_AddStringToObject(res, "message",
+                                "the quick brown fox jumps over the lazy dog");
+        cJSON *items = cJSON_AddArrayToObject(res, "items");
+        for (int k = 1; k <= 3; k++)
+            cJSON_AddItemToArray(items, cJSON_CreateNumber(k));
+        char *out = cJSON_PrintUnformatted(res);
+        cJSON *tm = cJSON_CreateObject();
+        cJSON_AddStringToObject(tm, "role", "tool");
+        cJSON_AddStringToObject(tm, "tool_call_id",
+                                cJSON_GetObjectItemCaseSensitive(call, "id")
+                                    ->valuestring);
+        cJSON_AddStringToObject(tm, "content", out);
+        cJSON_DetachItemViaPointer(
+            r, cJSON_GetObjectItemCaseSensitive(
+                   cJSON_GetArrayItem(
+                       cJSON_GetObjectItemCaseSensitive(r, "choices"), 0),
+                   "message"));
+        cJSON_AddItemToArray(msgs, m);
+        cJSON_AddItemToArray(msgs, tm);
+        free(out);
+        cJSON_Delete(res);
+        cJSON_Delete(args);
+        cJSON_Delete(r);
+    }
+    double dt = now_s() - t0;
+    cJSON_Delete(req);
+    free(b.data);
+    curl_slist_free_all(h);
+    curl_easy_cleanup(c);
+    return dt;
+}
+
+/* The engine's agent: "model" (the LLM policy against the loopback
+ * server) under loop(K + 1) + invoke_action with the tool. */
+static int bench_llm_root(pl_ctx *ctx, const pl_action *a, pl_steps *out,
+                          void *user)
+{
+    (void)user;
+    const cJSON *k = cJSON_GetObjectItemCaseSensitive(a->payload, "turns");
+    const char *tools[] = {"tool"};
+    pl_decorator decos[2] = {
+        pl_decorator_loop(cJSON_IsNumber(k) ? (unsigned)k->valueint + 1 : 1),
+        pl_decorator_invoke_action()};
+    pl_action call = PL_ACTION_INIT;
+    call.policy = "model";
+    call.payload = a->payload;
+    call.actions = tools;
+    call.n_actions = 1;
+    pl_step *res = NULL;
+    int st = pl_ctx_call(&res, ctx, &call, decos, 2);
+    if (!st)
+        st = pl_steps_add_result(out, pl_step_payload(res));
+    pl_step_free(res);
+    return st;
+}
+
+typedef struct w5h_arg {
+    int turns;
+    pl_durability mode;
+} w5h_arg;
+
+typedef struct w5h_res {
+    double engine_us, bare_us; /* per turn */
+    double commits;            /* per turn */
+    double floor_us;           /* one synced commit of the W1 floor */
+    double replay_us;          /* per replayed turn */
+    long replay_requests;      /* requests the replay made */
+    double bytes;              /* store pages in use per turn */
+} w5h_res;
+
+static void w5h_child(const void *varg, void *vres)
+{
+    const w5h_arg *a = varg;
+    w5h_res *r = vres;
+    char path[1100];
+    path_in(path, sizeof path, "w5h.db");
+    remove_store(path);
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    srv_start();
+    pl_registry *reg = make_registry(false);
+    char url[96];
+    snprintf(url, sizeof url, "openai+http://127.0.0.1:%d/v1#bench",
+             g_srv.port);
+    pl_policy_def d = PL_POLICY_DEF_INIT;
+    d.name = "llm_root";
+    d.fn = bench_llm_root;
+    if (pl_llm_register(reg, "model", url, NULL, NULL) ||
+        pl_registry_add(reg, &d))
+        die("W5 registry");
+    /* the bare loop first, then the engine, then its replay */
+    r->bare_us = bare_loop(a->turns) * 1e6 / a->turns;
+    g_commits = 0;
+    pl_engine *e = open_engine(path, reg, a->mode, count_commits);
+    cJSON *p = cJSON_CreateObject();
+    cJSON_AddNumberToObject(p, "turns", a->turns);
+    pl_action root = PL_ACTION_INIT;
+    root.policy = "llm_root";
+    root.payload = p;
+    pl_run_options ro = PL_RUN_OPTIONS_INIT;
+    ro.run_id = "agent";
+    pl_outcome *o = NULL;
+    atomic_store(&g_srv.tools, a->turns);
+    double t0 = now_s();
+    if (pl_run_start(&o, e, &root, &ro) || o->status != PL_RUN_COMPLETED) {
+        fprintf(stderr, "pl-bench: W5: %s\n",
+                o && o->reason ? o->reason : pl_errmsg());
+        die("W5 agent run");
+    }
+    r->engine_us = (now_s() - t0) * 1e6 / a->turns;
+    r->commits = (double)g_commits / a->turns;
+    pl_outcome_free(o);
+    long before = atomic_load(&g_srv.requests);
+    t0 = now_s();
+    if (pl_run_continue(&o, e, "agent", NULL) ||
+        o->status != PL_RUN_COMPLETED || o->calls_executed != 0)
+        die("W5 replay");
+    r->replay_us = (now_s() - t0) * 1e6 / a->turns;
+    r->replay_requests = atomic_load(&g_srv.requests) - before;
+    pl_outcome_free(o);
+    pl_engine_close(e);
+    MDB_env *env = raw_env(path, PL_DURABILITY_PROCESS);
+    MDB_envinfo info;
+    MDB_stat ms;
+    mdb_env_info(env, &info);
+    mdb_env_stat(env, &ms);
+    r->bytes = (double)(info.me_last_pgno + 1) * ms.ms_psize / a->turns;
+    mdb_env_close(env);
+    cJSON_Delete(p);
+    pl_registry_free(reg);
+    srv_stop();
+    remove_store(path);
+    /* the W1 floor, a synced commit of one record, in the same run */
+    r->floor_us = 0;
+    if (a->mode == PL_DURABILITY_SYNC) {
+        floor_arg fa = {PL_DURABILITY_SYNC, 200, 1, false};
+        floor_res fr;
+        floor_puts(&fa, &fr);
+        r->floor_us = fr.per_record_s * 1e6;
+    }
+}
+
 /* ---- reporting -------------------------------------------------------------------- */
 
 static cJSON *g_json;
@@ -1122,7 +1527,7 @@ typedef struct goal {
     double target;
 } goal;
 
-static goal g_goals[16];
+static goal g_goals[40];
 static int g_ngoals;
 
 static void add_goal(const char *what, double value, const char *unit,
@@ -1492,7 +1897,112 @@ static int report_w4(bool quick)
     return failures;
 }
 
-static int report_w5(void)
+/* W5 over HTTP: the engine's agent against the bare libcurl loop. */
+static int report_w5_http(bool quick)
+{
+    static const int full[] = {10, 100, 1000}, small[] = {10, 100};
+    const int *sizes = quick ? small : full;
+    int n = quick ? 2 : 3, reps = quick ? 1 : 3;
+    static const pl_durability hmodes[] = {PL_DURABILITY_SYNC,
+                                           PL_DURABILITY_PROCESS};
+    say("\nW5 agent over HTTP: K turns, each a model call to a loopback "
+        "server (canned\n  OpenAI answers, keep-alive) and a tool call; the "
+        "engine's LLM policy under\n  loop + invoke_action vs a bare libcurl + "
+        "cJSON loop making the same requests\n");
+    say("  %-8s %5s %10s %10s %10s %8s %8s %10s %8s %10s\n", "mode", "K",
+        "engine us", "bare us", "added us", "commits", "floor us", "replay us",
+        "req", "bytes");
+    cJSON *arr = cJSON_AddArrayToObject(g_json, "w5_agent_http");
+    for (int m = 0; m < 2; m++) {
+        w5h_res med[3];
+        double added_med[3] = {0};
+        for (int s = 0; s < n; s++) {
+            double eng[REPS_MAX], bare[REPS_MAX], add[REPS_MAX], rep[REPS_MAX];
+            w5h_res r = {0};
+            int ok = 0;
+            long reqs = 0;
+            for (int k = 0; k < reps; k++) {
+                w5h_arg a = {sizes[s], hmodes[m]};
+                if (in_child(w5h_child, &a, &r, sizeof r))
+                    continue;
+                eng[ok] = r.engine_us;
+                bare[ok] = r.bare_us;
+                add[ok] = r.engine_us - r.bare_us;
+                rep[ok] = r.replay_us;
+                reqs += r.replay_requests;
+                ok++;
+            }
+            if (!ok) {
+                say("  %-8s %5d failed\n", pl_durability_name(hmodes[m]),
+                    sizes[s]);
+                return 1;
+            }
+            med[s] = r;
+            med[s].engine_us = median(eng, ok);
+            med[s].bare_us = median(bare, ok);
+            med[s].replay_us = median(rep, ok);
+            med[s].replay_requests = reqs;
+            double added = median(add, ok);
+            say("  %-8s %5d %10.1f %10.1f %10.1f %8.2f %8.1f %10.2f %8ld "
+                "%10.0f\n",
+                pl_durability_name(hmodes[m]), sizes[s], med[s].engine_us,
+                med[s].bare_us, added, r.commits, r.floor_us, med[s].replay_us,
+                reqs, r.bytes);
+            cJSON *o = cJSON_CreateObject();
+            cJSON_AddStringToObject(o, "mode", pl_durability_name(hmodes[m]));
+            jnum(o, "turns", sizes[s]);
+            jnum(o, "engine_us_per_turn", med[s].engine_us);
+            jnum(o, "bare_us_per_turn", med[s].bare_us);
+            jnum(o, "added_us_per_turn", added);
+            jnum(o, "commits_per_turn", r.commits);
+            jnum(o, "floor_commit_us", r.floor_us);
+            jnum(o, "replay_us_per_turn", med[s].replay_us);
+            jnum(o, "replay_requests", (double)reqs);
+            jnum(o, "store_bytes_per_turn", r.bytes);
+            cJSON_AddItemToArray(arr, o);
+            added_med[s] = added;
+        }
+        const char *mn = pl_durability_name(hmodes[m]);
+        char what[96];
+        int last = n - 1;
+        if (hmodes[m] == PL_DURABILITY_SYNC) {
+            snprintf(what, sizeof what, "W5 http sync, K=%d: added - commits",
+                     sizes[last]);
+            /* what a turn's commits cost at the W1 floor */
+            w5h_res *x = &med[last];
+            floor_arg fa = {PL_DURABILITY_SYNC, 200, 1, false};
+            floor_res fr;
+            double floor_us = in_child(floor_puts, &fa, &fr, sizeof fr)
+                                  ? 0
+                                  : fr.per_record_s * 1e6;
+            add_goal(what, added_med[last] - x->commits * floor_us, "us", true,
+                     50);
+        } else {
+            snprintf(what, sizeof what, "W5 http process, K=%d: added",
+                     sizes[last]);
+            add_goal(what, added_med[last], "us", true, 50);
+        }
+        snprintf(what, sizeof what, "W5 http %s: turn at K=%d / K=10", mn,
+                 sizes[last]);
+        add_goal(what, med[last].engine_us / med[0].engine_us, "x", true, 1.5);
+        snprintf(what, sizeof what, "W5 http %s: replayed turn K=%d / K=10", mn,
+                 sizes[last]);
+        add_goal(what, med[last].replay_us / med[0].replay_us, "x", true, 1.5);
+        snprintf(what, sizeof what, "W5 http %s: replay requests", mn);
+        long total = 0;
+        for (int s = 0; s < n; s++)
+            total += med[s].replay_requests;
+        add_goal(what, (double)total, "", true, 0);
+        snprintf(what, sizeof what, "W5 http %s: replayed turns/s, K=100", mn);
+        add_goal(what, 1e6 / med[1].replay_us, "", false, 50000);
+        snprintf(what, sizeof what, "W5 http %s: bytes/turn K=%d / K=10", mn,
+                 sizes[last]);
+        add_goal(what, med[last].bytes / med[0].bytes, "x", true, 1.1);
+    }
+    return 0;
+}
+
+static int report_w5(bool quick)
 {
     static const int sizes[] = {10, 100, 1000};
     double per_turn[3] = {0};
@@ -1523,7 +2033,7 @@ static int report_w5(void)
     }
     add_goal("W5: a turn at 1,000 turns vs at 10 (flat)",
              per_turn[2] / per_turn[0], "x", true, 1.5);
-    return 0;
+    return report_w5_http(quick);
 }
 
 static void usage(FILE *f)
@@ -1627,7 +2137,7 @@ int main(int argc, char **argv)
     if (only & 1u << 4)
         failures += report_w4(quick);
     if (only & 1u << 5)
-        failures += report_w5();
+        failures += report_w5(quick);
     report_goals(quick);
 
     jnum(g_json, "failures", failures);

@@ -1,6 +1,6 @@
 /*
  * call.c -- calling a sub-policy: pl_ctx_call, pl_ctx_invoke and
- * pl_ctx_call_step.
+ * pl_ctx_call_step(_with).
  *
  * A call appends its `action_call` (compared or written, like any step; its
  * payload is pl__call_payload_encode()'s, ledger/record.c).  The step after it then
@@ -129,6 +129,25 @@ static int check_action(pl__run *r, pl_ctx *c, const pl_action *a)
     return PL_OK;
 }
 
+/* A call's decorator list: each made with PL_DECORATOR_INIT and a function. */
+static int check_decos(pl__run *r, pl_ctx *c, const char *policy,
+                       const pl_decorator *decos, size_t n_decos)
+{
+    if (n_decos && !decos)
+        return pl__run_fail(r, PL_EINVAL,
+                            "run %s: call to '%s' at %s: "
+                            "n_decorators without decorators",
+                            r->id, policy, c->path);
+    for (size_t i = 0; i < n_decos; i++)
+        if (decos[i].version != PL_DECORATOR_VERSION || !decos[i].fn)
+            return pl__run_fail(r, PL_EINVAL,
+                                "run %s: call to '%s' at %s: "
+                                "decorator %zu has no function "
+                                "or is not PL_DECORATOR_INIT'd",
+                                r->id, policy, c->path, i);
+    return PL_OK;
+}
+
 /*
  * A call records a digest of its seed steps, so that a call served from the
  * ledger (whose callee does not run, so its seed is not compared) still
@@ -166,18 +185,8 @@ int pl_ctx_call(pl_step **out, pl_ctx *c, const pl_action *a,
         return r->stop;
     if ((st = check_action(r, c, a)))
         return st;
-    if (n_decos && !decos)
-        return pl__run_fail(r, PL_EINVAL,
-                            "run %s: call to '%s' at %s: "
-                            "n_decorators without decorators",
-                            r->id, a->policy, c->path);
-    for (size_t i = 0; i < n_decos; i++)
-        if (decos[i].version != PL_DECORATOR_VERSION || !decos[i].fn)
-            return pl__run_fail(r, PL_EINVAL,
-                                "run %s: call to '%s' at %s: "
-                                "decorator %zu has no function "
-                                "or is not PL_DECORATOR_INIT'd",
-                                r->id, a->policy, c->path, i);
+    if ((st = check_decos(r, c, a->policy, decos, n_decos)))
+        return st;
     const pl_policy_def *def = pl_registry_find(r->e->reg, a->policy);
     char seed_hex[2 * PL_HASH_LEN + 1];
     if (a->seed && a->seed->n && (st = seed_digest(r, a->seed, seed_hex)))
@@ -252,6 +261,21 @@ int pl_ctx_invoke(cJSON **out, pl_ctx *c, const char *policy,
 int pl_ctx_call_step(pl_step **out, pl_ctx *c, const pl_step *call,
                      const pl_action *allowed)
 {
+    return pl_ctx_call_step_with(out, c, call, allowed, NULL, 0);
+}
+
+/*
+ * The decorators wrap the callee exactly as pl_ctx_call()'s do: they are
+ * passed to the same resolve_call(), so a served result skips them, an
+ * executed call runs them in the callee's invocation (whose ledger records
+ * what they emit), and an in-doubt call re-run under its rule runs them
+ * again.  A call refused before that (malformed, not allowed, not found)
+ * never reaches them.
+ */
+int pl_ctx_call_step_with(pl_step **out, pl_ctx *c, const pl_step *call,
+                          const pl_action *allowed, const pl_decorator *decos,
+                          size_t n_decos)
+{
     if (out)
         *out = NULL;
     int st = pl__ctx_check(c, "pl_ctx_call_step");
@@ -288,6 +312,8 @@ int pl_ctx_call_step(pl_step **out, pl_ctx *c, const pl_step *call,
                        ((pv[0] >= 0x80 && pv[0] <= 0x8f) || pv[0] == 0xde ||
                         pv[0] == 0xdf);
     const char *callee = pl__name_ok(policy) ? policy : "unknown";
+    if ((st = check_decos(r, c, callee, decos, n_decos)))
+        return st;
     if (!pl__name_ok(policy) || !has_payload)
         return pl__callee_finish_error(c, call->seq, callee,
                                        PL_ERR_INVALID_INPUT,
@@ -315,7 +341,8 @@ int pl_ctx_call_step(pl_step **out, pl_ctx *c, const pl_step *call,
     a.policy = policy;
     a.payload = payload;
     const pl_policy_def *def = pl_registry_find(r->e->reg, policy);
-    st = resolve_call(c, call->seq, call->replayed, &a, def, NULL, 0, out);
+    st = resolve_call(c, call->seq, call->replayed, &a, def, decos, n_decos,
+                      out);
     cJSON_Delete(payload);
     return st;
 }

@@ -96,10 +96,14 @@ int pl__callee_finish_error(pl_ctx *c, uint32_t call_seq, const char *callee,
  * store its payload once, in the action_result (see ledger/record.c): fold a
  * callee whose ledger is that one step, by the callee, into the
  * action_result (*link says so), or make a longer ledger's last step a
- * mirror.  A mirror of a one-byte result ({}) is not worth it.
+ * mirror.  A mirror of a one-byte result ({}) is not worth it.  A mirror
+ * is read from the step after the call (ledger/record.c), so none is made
+ * when the result will not be that step (@p adjacent false):
+ * pl_ctx_call_step() answers calls recorded earlier, with other calls of
+ * the same turn between a call and its result.
  */
 static void store_result_once(pl_ctx *child, const pl_step *last,
-                              pl__link *link)
+                              pl__link *link, bool adjacent)
 {
     pl__run *r = child->run;
     pl__kvs *l = &r->batch.steps;
@@ -121,7 +125,7 @@ static void store_result_once(pl_ctx *child, const pl_step *last,
         r->folded++;
         return;
     }
-    if (last->mp_len <= 1)
+    if (last->mp_len <= 1 || !adjacent)
         return;
     size_t header_len = (size_t)(rec.payload - val);
     pl__rec_make_mirror(&l->data, e->voff, header_len);
@@ -180,7 +184,7 @@ int pl__callee_execute(pl_ctx *c, uint32_t call_seq, bool call_replayed,
     const pl_step *last = res.n ? res.v[res.n - 1] : NULL;
     pl__link link = {call_seq, {0}, 0};
     if (last)
-        store_result_once(child, last, &link);
+        store_result_once(child, last, &link, c->next_seq == call_seq + 1);
     st = link.folded ? PL_OK : pl__inv_head(child, link.head);
     if (!st)
         st = pl__callee_finish(c, call_seq, def->name,

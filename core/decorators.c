@@ -1,5 +1,6 @@
 /*
- * decorators.c -- loop(max_turns) and invoke_action.
+ * decorators.c -- loop(max_turns) and invoke_action (with decorators for
+ * each call it makes, or without).
  *
  * Both are written with the public API alone (include/policyledger.h), as
  * any user's decorator would be: what these do, a user can do.
@@ -75,7 +76,9 @@ pl_decorator pl_decorator_loop(unsigned max_turns)
 static int invoke_action_fn(pl_ctx *ctx, const pl_action *action, pl_steps *out,
                             const pl_decorator *self, pl_next *next)
 {
-    (void)self;
+    /* pl_decorator_invoke_action_with(): the per-call list and its length */
+    const pl_decorator *per_call = self->user;
+    size_t n_per_call = per_call ? (size_t)self->arg : 0;
     pl_steps *turn = NULL, *results = NULL;
     int st = pl_steps_new(&turn);
     if (!st)
@@ -87,7 +90,8 @@ static int invoke_action_fn(pl_ctx *ctx, const pl_action *action, pl_steps *out,
         if (pl_step_type_of(call) != PL_STEP_ACTION_CALL)
             continue;
         pl_step *result = NULL;
-        if (!(st = pl_ctx_call_step(&result, ctx, call, action)))
+        if (!(st = pl_ctx_call_step_with(&result, ctx, call, action, per_call,
+                                         n_per_call)))
             st = pl_steps_push(results, result);
     }
     if (!st)
@@ -105,4 +109,29 @@ pl_decorator pl_decorator_invoke_action(void)
     d.fn = invoke_action_fn;
     d.name = "invoke_action";
     return d;
+}
+
+int pl_decorator_invoke_action_with(pl_decorator *out,
+                                    const pl_decorator *per_call, size_t n)
+{
+    if (!out)
+        return pl_errorf(PL_EINVAL, "pl_decorator_invoke_action_with: out is "
+                                    "NULL");
+    if (n && !per_call)
+        return pl_errorf(PL_EINVAL,
+                         "pl_decorator_invoke_action_with: %zu "
+                         "decorators but the list is NULL",
+                         n);
+    for (size_t i = 0; i < n; i++)
+        if (per_call[i].version != PL_DECORATOR_VERSION || !per_call[i].fn)
+            return pl_errorf(PL_EINVAL,
+                             "pl_decorator_invoke_action_with: decorator "
+                             "%zu has no function or is not "
+                             "PL_DECORATOR_INIT'd",
+                             i);
+    pl_decorator d = pl_decorator_invoke_action();
+    d.user = n ? (void *)per_call : NULL;
+    d.arg = n;
+    *out = d;
+    return PL_OK;
 }

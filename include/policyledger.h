@@ -1185,6 +1185,25 @@ int pl_ctx_call_step(pl_step **out, pl_ctx *ctx, const pl_step *call,
                      const pl_action *allowed);
 
 /**
+ * pl_ctx_call_step() with @p decorators wrapping the callee, outermost
+ * first, exactly as pl_ctx_call() applies its own: a result recorded in
+ * the ledger is served without running them; an executed call runs them in
+ * the callee's invocation, whose ledger records every step they emit (a
+ * validate refusal, each retry attempt and backoff, a cap's replacement),
+ * so a replay serves the same result.  A call refused before it would run
+ * (malformed, NotAllowed, NotFound) never reaches them.  What
+ * pl_decorator_invoke_action_with() does for each call.
+ * @param decorators borrowed; NULL when @p n_decorators is 0.
+ * @return as pl_ctx_call_step(); PL_EINVAL (stopping the run, as
+ *         pl_ctx_call() does) for a decorator not made with
+ *         PL_DECORATOR_INIT or without a function.
+ */
+int pl_ctx_call_step_with(pl_step **out, pl_ctx *ctx, const pl_step *call,
+                          const pl_action *allowed,
+                          const pl_decorator *decorators,
+                          size_t n_decorators);
+
+/**
  * This invocation's whole ledger as it stands (recorded and new steps).
  * The list is read once and extended as the ledger grows, so a policy that
  * reads it every turn pays for each step once.
@@ -1357,6 +1376,32 @@ pl_decorator pl_decorator_loop(unsigned max_turns);
  * malformed call "InvalidInput": never a call.
  */
 pl_decorator pl_decorator_invoke_action(void);
+
+/**
+ * invoke_action with decorators on each call it makes: every tool call of
+ * the inner chain goes through pl_ctx_call_step_with() wrapped by
+ * @p per_call, outermost first.  This is where a model's tool calls get
+ * validate (its arguments checked against the tool's input_schema: an
+ * invalid one becomes an "InvalidInput" result the model reads, and the
+ * tool does not run), retry, timeout, budget and cap:
+ *
+ *     pl_decorator per[3], d[2];
+ *     pl_decorator_validate(&per[0], cache);
+ *     pl_decorator_retry(&per[1], NULL);
+ *     pl_decorator_cap(&per[2], 16 * 1024);
+ *     d[0] = pl_decorator_loop(20);
+ *     pl_decorator_invoke_action_with(&d[1], per, 3);
+ *     pl_ctx_call(&res, ctx, &agent, d, 2);
+ *
+ * @param[out] out the decorator.
+ * @param per_call borrowed: the list (and what
+ *        its decorators point to) must outlive every call made with the
+ *        decorator.  NULL when @p n is 0 (then it is invoke_action).
+ * @return PL_OK; PL_EINVAL (NULL @p out, @p n without a list, a decorator
+ *         in it not made with PL_DECORATOR_INIT or without a function).
+ */
+int pl_decorator_invoke_action_with(pl_decorator *out,
+                                    const pl_decorator *per_call, size_t n);
 
 /*
  * The tool adapter: retry, timeout, budget and cap.  Each is written with
