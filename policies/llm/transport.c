@@ -45,7 +45,8 @@ static void curl_init(void) { curl_global_init(CURL_GLOBAL_DEFAULT); }
  */
 struct pl__llm_conn {
     pthread_mutex_t mu;
-    CURL *c; /* NULL until the first request */
+    CURL *c;     /* NULL until the first request */
+    pid_t owner; /* the process whose connection it is */
 };
 
 struct pl__llm_conn *pl__llm_conn_new(void)
@@ -55,6 +56,8 @@ struct pl__llm_conn *pl__llm_conn_new(void)
         free(k);
         return NULL;
     }
+    if (k)
+        k->owner = getpid();
     return k;
 }
 
@@ -62,19 +65,21 @@ void pl__llm_conn_free(struct pl__llm_conn *k)
 {
     if (!k)
         return;
-    if (k->c)
+    if (k->c && k->owner == getpid()) /* a fork()ed child leaves it */
         curl_easy_cleanup(k->c);
     pthread_mutex_destroy(&k->mu);
     free(k);
 }
 
 /* A handle for one request: the kept one if no other thread holds it
- * (*kept set), else a new one.  NULL: out of memory. */
+ * (*kept set), else a new one.  A child made by fork() never uses its
+ * parent's: the connection's socket is shared with the parent.  NULL: out
+ * of memory. */
 static CURL *handle_take(const pl__llm *m, bool *kept)
 {
     struct pl__llm_conn *k = m->conn;
     *kept = false;
-    if (k && pthread_mutex_trylock(&k->mu) == 0) {
+    if (k && k->owner == getpid() && pthread_mutex_trylock(&k->mu) == 0) {
         if (!k->c)
             k->c = curl_easy_init();
         if (k->c) {
