@@ -86,3 +86,12 @@ int pl__runrec_sum(char kind, const char *run_id, const uint8_t *rec,
                ? PL_OK
                : failed();
 }
+
+int pl__sha256(const void *p, size_t n, uint8_t out[PL_HASH_LEN])
+{
+    SHA256_CTX ctx;
+    return SHA256_Init(&ctx) && SHA256_Update(&ctx, p, n) &&
+                   SHA256_Final(out, &ctx)
+               ? PL_OK
+               : failed();
+}

@@ -45,4 +45,12 @@ PL__HIDDEN int pl__hash_update(pl__hasher *h, const void *p,
 PL__HIDDEN int pl__hash_final(pl__hasher *h,
                               uint8_t out[PL_HASH_LEN]) PL__MUST_CHECK;
 
+/*
+ * SHA-256 of @p n bytes at @p p, in one call.  Not through EVP_Digest(),
+ * whose implicit fetch of the algorithm costs more than hashing a few
+ * kilobytes (see hash.c).
+ */
+PL__HIDDEN int pl__sha256(const void *p, size_t n,
+                          uint8_t out[PL_HASH_LEN]) PL__MUST_CHECK;
+
 #endif /* PL_HASH_H */

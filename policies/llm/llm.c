@@ -28,6 +28,7 @@ static void llm_free(void *p)
     cJSON_Delete(m->output_schema);
     pl_schema_free(m->output_check);
     free(m->api_key_env);
+    pl__llm_conn_free(m->conn);
     free(m);
 }
 
@@ -312,6 +313,7 @@ int pl_llm_register(pl_registry *reg, const char *name, const char *model_url,
         return st;
     }
     m->o = o;
+    m->conn = pl__llm_conn_new();
     m->name = pl__strdup(name);
     m->system_prompt = system_prompt ? pl__strdup(system_prompt) : NULL;
     m->api_key_env = o.api_key_env ? pl__strdup(o.api_key_env) : NULL;
@@ -320,7 +322,7 @@ int pl_llm_register(pl_registry *reg, const char *name, const char *model_url,
     m->o.api_key_env = NULL;
     m->o.output_schema = NULL;
     m->o.description = NULL;
-    if (!m->name || (system_prompt && !m->system_prompt) ||
+    if (!m->conn || !m->name || (system_prompt && !m->system_prompt) ||
         (o.api_key_env && !m->api_key_env) || (o.base_url && !base)) {
         free(base);
         llm_free(m);

@@ -48,8 +48,14 @@ typedef struct pl__llm {
     cJSON *output_schema;    /* NULL: none */
     pl_schema *output_check; /* output_schema compiled */
     char *api_key_env;
-    pl_llm_options o; /* strings in it are not used: copied above */
+    pl_llm_options o;          /* strings in it are not used: copied above */
+    struct pl__llm_conn *conn; /* the kept HTTP handle (transport.c) */
 } pl__llm;
+
+/* The policy's kept HTTP handle: one libcurl handle reused by its calls, so
+ * they share a keep-alive connection instead of each opening its own. */
+PL__HIDDEN struct pl__llm_conn *pl__llm_conn_new(void);
+PL__HIDDEN void pl__llm_conn_free(struct pl__llm_conn *c);
 
 /* One tool the model may call. */
 typedef struct pl__llm_tool {

@@ -21,8 +21,8 @@
 #include <unistd.h>
 
 #include <curl/curl.h>
-#include <openssl/evp.h>
 
+#include "hash.h"
 #include "llm.h"
 #include "platform.h"
 
@@ -36,6 +36,81 @@
 
 static pthread_once_t g_curl_once = PTHREAD_ONCE_INIT;
 static void curl_init(void) { curl_global_init(CURL_GLOBAL_DEFAULT); }
+
+/*
+ * The policy's kept handle.  A libcurl handle keeps its connections open
+ * between requests, so reusing one saves a handle's setup and a TCP (and
+ * TLS) handshake per model call.  Calls of the policy on other threads at
+ * the same time take a handle of their own for that request.
+ */
+struct pl__llm_conn {
+    pthread_mutex_t mu;
+    CURL *c;     /* NULL until the first request */
+    pid_t owner; /* the process whose connection it is */
+};
+
+struct pl__llm_conn *pl__llm_conn_new(void)
+{
+    struct pl__llm_conn *k = calloc(1, sizeof *k);
+    if (k && pthread_mutex_init(&k->mu, NULL)) {
+        free(k);
+        return NULL;
+    }
+    if (k)
+        k->owner = getpid();
+    return k;
+}
+
+void pl__llm_conn_free(struct pl__llm_conn *k)
+{
+    if (!k)
+        return;
+    if (k->c && k->owner == getpid()) /* a fork()ed child leaves it */
+        curl_easy_cleanup(k->c);
+    pthread_mutex_destroy(&k->mu);
+    free(k);
+}
+
+/* A handle for one request: the kept one if no other thread holds it
+ * (*kept set), else a new one.  A child made by fork() never uses its
+ * parent's: the connection's socket is shared with the parent.  NULL: out
+ * of memory. */
+static CURL *handle_take(const pl__llm *m, bool *kept)
+{
+    struct pl__llm_conn *k = m->conn;
+    *kept = false;
+    if (k && k->owner == getpid() && pthread_mutex_trylock(&k->mu) == 0) {
+        if (!k->c)
+            k->c = curl_easy_init();
+        if (k->c) {
+            *kept = true;
+            return k->c;
+        }
+        pthread_mutex_unlock(&k->mu);
+    }
+    return curl_easy_init();
+}
+
+/* Give back what handle_take() gave.  The kept handle's options are reset
+ * (they point at this request's buffers), its open connection stays; after
+ * a transport error it is dropped, so the next request starts afresh. */
+static void handle_give(const pl__llm *m, CURL *c, bool kept, bool failed)
+{
+    if (!c)
+        return;
+    if (!kept) {
+        curl_easy_cleanup(c);
+        return;
+    }
+    struct pl__llm_conn *k = m->conn;
+    if (failed) {
+        curl_easy_cleanup(c);
+        k->c = NULL;
+    } else {
+        curl_easy_reset(c);
+    }
+    pthread_mutex_unlock(&k->mu);
+}
 
 /* What one attempt came to. */
 typedef struct attempt {
@@ -208,7 +283,8 @@ static void http_attempt(attempt *a, const pl__llm *m, const char *url,
     struct curl_slist *h2 = h && auth ? curl_slist_append(h, auth) : h;
     if (h2 && m->url.provider == PL__LLM_ANTHROPIC)
         h2 = curl_slist_append(h2, "anthropic-version: 2023-06-01");
-    CURL *c = curl_easy_init();
+    bool kept = false, failed = true;
+    CURL *c = handle_take(m, &kept);
     if (!c || !h2) {
         a->error_code = (char *)PL_ERR_RETRYABLE_SERVER;
         a->message = pl__strdup("cannot set up the HTTP request (out of "
@@ -250,6 +326,7 @@ static void http_attempt(attempt *a, const pl__llm *m, const char *url,
                             key);
         goto done;
     }
+    failed = false;
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &a->status);
     a->retry_after_ms = s.retry_after_ms;
     if (a->status >= 200 && a->status < 300) {
@@ -268,7 +345,7 @@ static void http_attempt(attempt *a, const pl__llm *m, const char *url,
                               why ? why : "");
     free(why);
 done:
-    curl_easy_cleanup(c);
+    handle_give(m, c, kept, failed);
     curl_slist_free_all(h);
     free(auth);
     pl__buf_free(&s.body);
@@ -501,12 +578,11 @@ int pl__llm_exchange(cJSON **out, const pl__llm *m, const char *body,
                      long script_pos)
 {
     *out = NULL;
-    uint8_t md[EVP_MAX_MD_SIZE];
-    unsigned mdlen = 0;
-    char hex[2 * EVP_MAX_MD_SIZE + 1];
-    if (!EVP_Digest(body, strlen(body), md, &mdlen, EVP_sha256(), NULL))
+    uint8_t md[PL_HASH_LEN];
+    char hex[2 * PL_HASH_LEN + 1];
+    if (pl__sha256(body, strlen(body), md))
         return pl__err(PL_ENOMEM, "cannot hash the request");
-    pl__hex(hex, md, mdlen);
+    pl__hex(hex, md, sizeof md);
     attempt a;
     memset(&a, 0, sizeof a);
     a.retry_after_ms = -1;
