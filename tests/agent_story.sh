@@ -24,4 +24,15 @@ has "^answer: $expected_answer"
 has 'scripted model requests served: 4'
 has 'checked, 0 fault'
 db=agent.db check_run "$dir"
+# ledger-dump shows the run's token totals: the four recorded exchanges'
+dump=$build/tools/ledger-dump
+"$dump" "$dir/agent.db" --run research-1 >"$dir/tree" || {
+  echo "FAIL: ledger-dump --run failed"; exit 1; }
+grep -q '^  tokens   1681 in, 120 out, over 4 model call(s)$' "$dir/tree" || {
+  cat "$dir/tree"; echo "FAIL: ledger-dump did not show the token totals"; exit 1; }
+"$dump" "$dir/agent.db" --run research-1 --format json | python3 -c '
+import json, sys
+t = json.load(sys.stdin)["run"]["tokens"]
+assert t == {"input": 1681, "output": 120, "model_calls": 4}, t
+' || { echo "FAIL: ledger-dump --format json has wrong token totals"; exit 1; }
 echo "ok: the story ran, and its run holds"

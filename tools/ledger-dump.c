@@ -10,6 +10,8 @@
 #include <string.h>
 #include <time.h>
 
+#include <policyledger_llm.h>
+
 #include "cli.h"
 
 #define SHORT_PAYLOAD 120 /* bytes of payload shown without --full */
@@ -49,7 +51,8 @@ static void usage(FILE *f)
         "Options:\n"
         "  --run ID            show run ID as a tree of invocations and their steps;\n"
         "                      in-doubt calls, error results, a failed run's reason\n"
-        "                      and a suspended run's prompt and resume token are marked\n"
+        "                      and a suspended run's prompt and resume token are marked;\n"
+        "                      an LLM agent's run shows its model calls' token totals\n"
         "  --full              print payloads whole (default: shortened to %d bytes)\n"
         "  --format FORMAT     text (default), json (one document) or jsonl (one\n"
         "                      object per line: per step with --run, else per run).\n"
@@ -587,8 +590,26 @@ static void print_row_text(const opts *o, const srow *w, const char *mark)
     free(payload);
 }
 
-static void print_run_header(const pl_run_info *ri, size_t stored)
+/* The token totals of the run's model calls (none: nothing is added). */
+static bool run_tokens(pl_llm_tokens *t, pl_engine *e, const char *id)
 {
+    return pl_llm_run_tokens(t, e, id) == PL_OK && t->exchanges > 0;
+}
+
+static bool add_tokens(cJSON *run, pl_engine *e, const char *id)
+{
+    pl_llm_tokens t;
+    if (!run_tokens(&t, e, id))
+        return true;
+    cJSON *o = cJSON_AddObjectToObject(run, "tokens");
+    return o && cJSON_AddNumberToObject(o, "input", (double)t.input) &&
+           cJSON_AddNumberToObject(o, "output", (double)t.output) &&
+           cJSON_AddNumberToObject(o, "model_calls", (double)t.exchanges);
+}
+
+static void print_run_header(pl_engine *e, const pl_run_info *ri, size_t stored)
+{
+    pl_llm_tokens t;
     char created[40], updated[40];
     cli_time_human(created, sizeof created, ri->created_us);
     cli_time_human(updated, sizeof updated, ri->updated_us);
@@ -606,6 +627,10 @@ static void print_run_header(const pl_run_info *ri, size_t stored)
     printf("  owner    pid %lld on %s, %u attempt(s)\n",
            (long long)ri->owner_pid, ri->owner_host ? ri->owner_host : "?",
            ri->attempts);
+    if (run_tokens(&t, e, ri->id))
+        printf("  tokens   %llu in, %llu out, over %llu model call(s)\n",
+               (unsigned long long)t.input, (unsigned long long)t.output,
+               (unsigned long long)t.exchanges);
     if (ri->status == PL_RUN_FAILED)
         printf("  FAILED   %s: %s\n", pl_strerror(ri->error),
                ri->reason ? ri->reason : "(no reason recorded)");
@@ -726,7 +751,8 @@ static int cmd_run(pl_engine *e, const opts *o)
     if (o->format == FMT_JSON) {
         cJSON *doc = cJSON_CreateObject(), *steps = cJSON_CreateArray();
         cJSON *run = run_json(ri);
-        bool ok = doc && steps && run && print_rows(o, &r, 0, ri, steps);
+        bool ok = doc && steps && run && add_tokens(run, e, ri->id) &&
+                  print_rows(o, &r, 0, ri, steps);
         if (ok) {
             cJSON_AddItemToObject(doc, "run", run);
             cJSON_AddItemToObject(doc, "steps", steps);
@@ -743,7 +769,7 @@ static int cmd_run(pl_engine *e, const opts *o)
         goto done;
     }
     if (o->format == FMT_TEXT)
-        print_run_header(ri, r.n);
+        print_run_header(e, ri, r.n);
     if (!print_rows(o, &r, 0, ri, NULL)) {
         cli_error("out of memory");
         rc = CLI_EXIT_STORE;
