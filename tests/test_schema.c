@@ -20,7 +20,7 @@
 #define PL_SCHEMA_SUITE_DIR "/usr/share/json-schema-test-suite/tests/draft7"
 #endif
 
-/* The suite's files for the keywords we claim (README lists them). */
+/* The suite's files for the keywords we claim (docs/guide.md lists them). */
 static const char *const suite_files[] = {
     "additionalItems",
     "additionalProperties",

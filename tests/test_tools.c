@@ -400,7 +400,7 @@ Test(tools, calculator_evaluates)
     expect_calc("-0", 0);
     expect_calc("8 - 3 - 2", 3);
     expect_calc("64 / 4 / 2", 8);
-    expect_calc("(1 + 2) * -3 ^ 2", -27); /* the README's */
+    expect_calc("(1 + 2) * -3 ^ 2", -27); /* the guide's example */
     expect_calc("2 * (3 + 4) ^ 2", 98);   /* the header's */
     close_all();
 }
