@@ -5,7 +5,7 @@ a script of responses, for the LLM policy tests.  Standard library only.
   llm_server.py --script FILE --log FILE --port-file FILE
 
 The script is {"responses": [R, ...]}; the n-th POST gets R[n] (past the end,
-a 500).  With "by_turn": true, a request gets R[t] instead, t the number of
+the script's "rest" response, else a 500).  With "by_turn": true, a request gets R[t] instead, t the number of
 assistant messages it carries: the same conversation, the same answer, as
 a model that is asked again after a crash.  R is one of:
   {"status": 200, "body": {...}, "headers": {"Retry-After": "1"}}
@@ -17,7 +17,8 @@ Each request is logged before it is answered, one JSON line:
   {"n": index, "path": ..., "auth": "none"|"bearer"|"other",
    "auth_matches": bool (the key equals $PL_TEST_EXPECT_KEY),
    "x_api_key_matches": bool (so does the x-api-key header),
-   "anthropic_version": header or null, "body": {...}}
+   "anthropic_version": header or null, "content_type": header or null,
+   "body": {...}}
 The key itself is never logged.  The port is written to --port-file once
 the server listens.
 """
@@ -84,10 +85,12 @@ def main():
                                               xkey is not None
                                               and xkey == expect,
                                           "anthropic_version": version,
+                                          "content_type": self.headers.get(
+                                              "Content-Type"),
                                           "body": body}) + "\n")
             i = turn if by_turn else n
-            r = responses[i] if i < len(responses) else {
-                "status": 500, "body": {"error": {"message": "script ended"}}}
+            r = responses[i] if i < len(responses) else script.get("rest", {
+                "status": 500, "body": {"error": {"message": "script ended"}}})
             if "hang" in r:
                 time.sleep(r["hang"])
                 self.close_connection = True
