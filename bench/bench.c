@@ -2093,8 +2093,7 @@ static int fan_root(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     return st ? st : pl_steps_add_text(out, NULL, "done");
 }
 
-static int wrap_root(pl_ctx *ctx, const pl_action *a, pl_steps *out,
-                     void *user)
+static int wrap_root(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
 {
     pl_schema_cache *cache = user;
     int n = cJSON_GetObjectItemCaseSensitive(a->payload, "n")->valueint;
@@ -2136,7 +2135,8 @@ static void fan_child(const void *varg, void *vres)
     remove_store(path);
     pl_schema_cache *cache = NULL;
     pl_registry *reg = NULL;
-    if (pl_schema_cache_new(&cache) || pl_registry_new(&reg) || pipe(g_fan_pipe))
+    if (pl_schema_cache_new(&cache) || pl_registry_new(&reg) ||
+        pipe(g_fan_pipe))
         die("fan-out setup");
     static const struct {
         const char *name;

@@ -114,6 +114,18 @@ static int later(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     return st;
 }
 
+/* Dies (SIGKILL) while g_die_in_charge is set: in flight at a crash. */
+static bool g_die_in_charge;
+
+static int charge(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)ctx, (void)user;
+    add_effect(9);
+    if (g_die_in_charge)
+        raise(SIGKILL);
+    return pl_steps_add_result(out, a->payload);
+}
+
 static int no_sleep(int64_t ms, void *user)
 {
     (void)ms, (void)user;
@@ -218,6 +230,20 @@ static pl_registry *registry(void)
         pl_policy_def d = PL_POLICY_DEF_INIT;
         d.name = defs[i].name;
         d.fn = defs[i].fn;
+        cr_assert_eq(pl_registry_add(reg, &d), PL_OK, "%s", pl_errmsg());
+    }
+    /* not idempotent: after a crash inside, its in-doubt rule decides */
+    static const struct {
+        const char *name;
+        pl_in_doubt rule;
+    } charges[] = {{"charge_fail", PL_IN_DOUBT_FAIL},
+                   {"charge_ask", PL_IN_DOUBT_SUSPEND}};
+    for (size_t i = 0; i < 2; i++) {
+        pl_policy_def d = PL_POLICY_DEF_INIT;
+        d.name = charges[i].name;
+        d.fn = charge;
+        d.idempotent = false;
+        d.in_doubt = charges[i].rule;
         cr_assert_eq(pl_registry_add(reg, &d), PL_OK, "%s", pl_errmsg());
     }
     return reg;
@@ -524,6 +550,93 @@ Test(fanout, a_failing_callee_fails_the_run_after_the_others_stop)
     cr_expect_eq(counts[1], 1);
     cr_expect_eq(atomic_load(&sleeper_runs), 1);
     pl_outcome_free(o);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/* Start the fan-out in a child that dies inside the charge call. */
+static void crash_in_charge(const char *store, const pl_registry *reg,
+                            const char *p, const char *id)
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    cr_assert_neq(pid, -1);
+    if (pid == 0) {
+        g_die_in_charge = true;
+        pl_engine *e = NULL;
+        if (pl_engine_open(&e, store, reg, NULL))
+            _exit(1);
+        cJSON *payload = cJSON_Parse(p);
+        pl_action a = PL_ACTION_INIT;
+        a.policy = "fan";
+        a.payload = payload;
+        pl_run_options ro = PL_RUN_OPTIONS_INIT;
+        ro.run_id = id;
+        pl_outcome *o = NULL;
+        pl_run_start(&o, e, &a, &ro);
+        _exit(2);
+    }
+    int status;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+}
+
+Test(fanout, in_doubt_rules_apply_to_each_call)
+{
+    use_effects();
+    pl_registry *reg = registry();
+    const char *store = t_store_path();
+    /* InDoubt error: the call in flight fails, the others go on */
+    crash_in_charge(store, reg,
+                    "{\"calls\": [{\"policy\": \"sleeper\", \"payload\": "
+                    "{\"id\": 0, \"ms\": 0}}, {\"policy\": \"charge_fail\","
+                    " \"payload\": {\"amount\": 5}}]}",
+                    "doubt-fail");
+    pl_engine *e = t_engine(store, reg, PL_DURABILITY_SYNC);
+    pl_outcome *o = NULL;
+    cr_assert_eq(pl_run_continue(&o, e, "doubt-fail", NULL), PL_OK, "%s",
+                 pl_errmsg());
+    cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason ? o->reason : "");
+    const cJSON *rs = cJSON_GetObjectItem(t_result(o), "results");
+    expect_json(cJSON_GetArrayItem(rs, 0), "{\"id\": 0}");
+    cr_expect_str_eq(cJSON_GetObjectItem(cJSON_GetArrayItem(rs, 1), "code")
+                         ->valuestring,
+                     "InDoubt");
+    pl_outcome_free(o);
+    cr_expect_eq(pl_run_verify(e, "doubt-fail"), PL_OK, "%s", pl_errmsg());
+    int counts[10];
+    count_effects(counts, 10);
+    cr_expect_eq(counts[9], 1, "the in-doubt charge never ran again");
+
+    /* suspend to ask: the operator gives the result */
+    pl_engine_close(e);
+    crash_in_charge(store, reg,
+                    "{\"calls\": [{\"policy\": \"charge_ask\", \"payload\":"
+                    " {\"amount\": 7}}, {\"policy\": \"later\"}]}",
+                    "doubt-ask");
+    e = t_engine(store, reg, PL_DURABILITY_SYNC);
+    o = NULL;
+    cr_assert_eq(pl_run_continue(&o, e, "doubt-ask", NULL), PL_OK, "%s",
+                 pl_errmsg());
+    cr_assert_eq(o->status, PL_RUN_SUSPENDED, "%s", o->reason ? o->reason : "");
+    cr_expect(cJSON_IsTrue(cJSON_GetObjectItem(o->prompt, "in_doubt")));
+    char *token = strdup(o->resume_token);
+    pl_outcome_free(o);
+    cJSON *ans = t_json(
+        "{\"decision\": \"result\", \"result\": {\"paid\": 7}}");
+    o = NULL;
+    cr_assert_eq(pl_run_resume(&o, e, "doubt-ask", token, ans), PL_OK, "%s",
+                 pl_errmsg());
+    cJSON_Delete(ans);
+    free(token);
+    cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason ? o->reason : "");
+    expect_json(t_result(o),
+                "{\"results\": [{\"paid\": 7}, {\"done\": true}]}");
+    pl_outcome_free(o);
+    cr_expect_leq(atomic_load(&later_runs), 1, "its effect is recorded once");
+    cr_expect_eq(pl_run_verify(e, "doubt-ask"), PL_OK, "%s", pl_errmsg());
+    count_effects(counts, 10);
+    cr_expect_eq(counts[9], 2, "each charge ran once, in its crashed run");
     pl_engine_close(e);
     pl_registry_free(reg);
 }
