@@ -325,7 +325,7 @@ static int call_all(pl_step **out, pl_ctx *c, const pl_call_spec *calls,
 int pl_ctx_call_all(pl_step **out, pl_ctx *c, const pl_call_spec *calls,
                     size_t n)
 {
-    if (out && calls)
+    if (out)
         for (size_t i = 0; i < n && i < PL_CALL_ALL_MAX; i++)
             out[i] = NULL;
     int st = pl__ctx_check(c, "pl_ctx_call_all");

@@ -306,6 +306,23 @@ static void expect_json(const cJSON *got, const char *want_json)
     cJSON_Delete(want);
 }
 
+/* Start run @p id of @p policy with the payload @p json: pl_run_start()'s
+ * status (no test assertion: forked children and pool tasks use it too). */
+static int start_as(pl_outcome **o, pl_engine *e, const char *policy,
+                    const char *json, const char *id)
+{
+    cJSON *payload = cJSON_Parse(json);
+    pl_action a = PL_ACTION_INIT;
+    a.policy = policy;
+    a.payload = payload;
+    pl_run_options ro = PL_RUN_OPTIONS_INIT;
+    ro.run_id = id;
+    *o = NULL;
+    int st = payload ? pl_run_start(o, e, &a, &ro) : PL_EJSON;
+    cJSON_Delete(payload);
+    return st;
+}
+
 /* The root ledger: n action_calls, then n action_results from @p callee
  * with ids 0..n-1, then the root's result. */
 static void expect_fan_ledger(pl_engine *e, const char *id, int n,
@@ -453,15 +470,8 @@ static void expect_bad(pl_engine *e, const char *which, int want,
     char p[64], id[64];
     snprintf(p, sizeof p, "{\"case\": \"%s\"}", which);
     snprintf(id, sizeof id, "bad-%s", which);
-    cJSON *payload = t_json(p);
-    pl_action a = PL_ACTION_INIT;
-    a.policy = "badargs";
-    a.payload = payload;
-    pl_run_options ro = PL_RUN_OPTIONS_INIT;
-    ro.run_id = id;
-    pl_outcome *o = NULL;
-    cr_assert_eq(pl_run_start(&o, e, &a, &ro), PL_OK, "%s", pl_errmsg());
-    cJSON_Delete(payload);
+    pl_outcome *o;
+    cr_assert_eq(start_as(&o, e, "badargs", p, id), PL_OK, "%s", pl_errmsg());
     if (want == PL_OK) {
         cr_expect_eq(o->status, PL_RUN_COMPLETED, "%s: %s", which,
                      o->reason ? o->reason : "");
@@ -529,17 +539,13 @@ Test(fanout, a_failing_callee_fails_the_run_after_the_others_stop)
     use_effects();
     pl_registry *reg = registry();
     pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
-    cJSON *p = t_json("{\"calls\": [{\"policy\": \"fail\"}, {\"policy\": "
-                      "\"sleeper\", \"payload\": {\"id\": 1, \"ms\": "
-                      "30}}]}");
-    pl_action a = PL_ACTION_INIT;
-    a.policy = "fan";
-    a.payload = p;
-    pl_run_options ro = PL_RUN_OPTIONS_INIT;
-    ro.run_id = "fan-fail";
-    pl_outcome *o = NULL;
-    cr_assert_eq(pl_run_start(&o, e, &a, &ro), PL_OK, "%s", pl_errmsg());
-    cJSON_Delete(p);
+    pl_outcome *o;
+    cr_assert_eq(start_as(&o, e, "fan",
+                          "{\"calls\": [{\"policy\": \"fail\"}, {\"policy\": "
+                          "\"sleeper\", \"payload\": {\"id\": 1, \"ms\": "
+                          "30}}]}",
+                          "fan-fail"),
+                 PL_OK, "%s", pl_errmsg());
     cr_expect_eq(o->status, PL_RUN_FAILED);
     cr_expect_eq(o->error, PL_EPOLICY, "%s", pl_status_name(o->error));
     cr_expect(o->reason && strstr(o->reason, "fail"), "%s",
@@ -566,14 +572,8 @@ static void crash_in_charge(const char *store, const pl_registry *reg,
         pl_engine *e = NULL;
         if (pl_engine_open(&e, store, reg, NULL))
             _exit(1);
-        cJSON *payload = cJSON_Parse(p);
-        pl_action a = PL_ACTION_INIT;
-        a.policy = "fan";
-        a.payload = payload;
-        pl_run_options ro = PL_RUN_OPTIONS_INIT;
-        ro.run_id = id;
-        pl_outcome *o = NULL;
-        pl_run_start(&o, e, &a, &ro);
+        pl_outcome *o;
+        start_as(&o, e, "fan", p, id);
         _exit(2);
     }
     int status;
@@ -651,14 +651,7 @@ typedef struct pool_job {
 static void pool_task(pl_engine *e, void *user)
 {
     pool_job *j = user;
-    cJSON *p = cJSON_Parse(j->payload);
-    pl_action a = PL_ACTION_INIT;
-    a.policy = "fan";
-    a.payload = p;
-    pl_run_options ro = PL_RUN_OPTIONS_INIT;
-    ro.run_id = j->id;
-    j->st = pl_run_start(&j->o, e, &a, &ro);
-    cJSON_Delete(p);
+    j->st = start_as(&j->o, e, "fan", j->payload, j->id);
 }
 
 static void fan_on_pool(pl_durability d)
@@ -748,17 +741,10 @@ static int run_fan(const char *store, const pl_registry *reg, const char *p,
     pl_engine *e = crash_engine(store, reg);
     if (!e)
         return 1;
-    cJSON *payload = cJSON_Parse(p);
-    pl_action a = PL_ACTION_INIT;
-    a.policy = "fan";
-    a.payload = payload;
-    pl_run_options ro = PL_RUN_OPTIONS_INIT;
-    ro.run_id = "crash";
-    pl_outcome *o = NULL;
-    int st = pl_run_start(&o, e, &a, &ro);
+    pl_outcome *o;
+    int st = start_as(&o, e, "fan", p, "crash");
     int rc = st || o->status != PL_RUN_COMPLETED ? 2 : 0;
     pl_outcome_free(o);
-    cJSON_Delete(payload);
     pl_engine_close(e);
     return rc;
 }
@@ -851,14 +837,8 @@ Test(fanout, crash_matrix_at_every_boundary, .timeout = 300)
             cr_assert_eq(pl_run_continue(&o, e, "crash", NULL), PL_OK,
                          "boundary %ld: %s", k, pl_errmsg());
         } else { /* killed before the run's record was written */
-            cJSON *payload = t_json(p);
-            pl_action a = PL_ACTION_INIT;
-            a.policy = "fan";
-            a.payload = payload;
-            pl_run_options ro = PL_RUN_OPTIONS_INIT;
-            ro.run_id = "crash";
-            cr_assert_eq(pl_run_start(&o, e, &a, &ro), PL_OK);
-            cJSON_Delete(payload);
+            cr_assert_eq(start_as(&o, e, "fan", p, "crash"), PL_OK, "%s",
+                         pl_errmsg());
         }
         cr_assert_eq(o->status, PL_RUN_COMPLETED, "boundary %ld: %s", k,
                      o->reason ? o->reason : "");
