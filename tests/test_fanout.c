@@ -411,6 +411,53 @@ Test(fanout, replay_serves_every_call)
     pl_registry_free(reg);
 }
 
+Test(fanout, a_fanout_inside_a_fanout)
+{
+    use_effects();
+    pl_registry *reg = registry();
+    pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_GROUP);
+    int ms[3] = {10, 0, 5};
+    char *inner = sleepers_payload(ms, 3);
+    char outer[1024];
+    snprintf(outer, sizeof outer,
+             "{\"calls\": [{\"policy\": \"fan\", \"payload\": %s}, "
+             "{\"policy\": \"ask\"}, {\"policy\": \"fan\", "
+             "\"payload\": %s}]}",
+             inner, inner);
+    pl_outcome *o = t_start(e, "fan", outer, "nested");
+    cr_assert_eq(o->status, PL_RUN_SUSPENDED, "%s", o->reason ? o->reason : "");
+    cr_expect_str_eq(o->suspended_path, "0.1");
+    char *token = strdup(o->resume_token);
+    pl_outcome_free(o);
+    cJSON *ans = t_json("{\"ok\": 1}");
+    o = NULL;
+    cr_assert_eq(pl_run_resume(&o, e, "nested", token, ans), PL_OK, "%s",
+                 pl_errmsg());
+    cJSON_Delete(ans);
+    free(token);
+    cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason ? o->reason : "");
+    const char
+        *want_inner = "{\"results\": [{\"id\": 0}, {\"id\": 1}, {\"id\": 2}]}";
+    const cJSON *rs = cJSON_GetObjectItem(t_result(o), "results");
+    expect_json(cJSON_GetArrayItem(rs, 0), want_inner);
+    expect_json(cJSON_GetArrayItem(rs, 1), "{\"ok\": 1}");
+    expect_json(cJSON_GetArrayItem(rs, 2), want_inner);
+    pl_outcome_free(o);
+    pl_steps *l = ledger(e, "nested", "0.2");
+    cr_expect_eq(pl_steps_count(l), 7, "the inner fan-out's ledger");
+    pl_steps_free(l);
+    cr_expect_eq(pl_run_verify(e, "nested"), PL_OK, "%s", pl_errmsg());
+    /* six sleeper calls in all; those of the third call ran before the
+     * suspension and were served after it, never run again */
+    int counts[3];
+    count_effects(counts, 3);
+    for (int i = 0; i < 3; i++)
+        cr_expect_eq(counts[i], 2, "sleeper %d: %d", i, counts[i]);
+    free(inner);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
 Test(fanout, decorators_apply_per_call)
 {
     pl_registry *reg = registry();
