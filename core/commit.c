@@ -26,9 +26,9 @@
  * batch already dropped (a failed run) leaves nothing to hash. */
 static int settle_hashes(pl__run *r)
 {
-    for (size_t d = 0; d < PL__ARRAY_LEN(r->inv) && r->inv[d]; d++) {
+    for (size_t d = 0; d < PL__ARRAY_LEN(r->inv); d++) {
         pl_ctx *c = r->inv[d];
-        if (!c->hash_pending)
+        if (!c || !c->hash_pending) /* a fan-out branch starts deeper */
             continue;
         if (c->pending_at >= r->batch.steps.n) {
             c->hash_pending = false;
@@ -57,8 +57,9 @@ int pl__run_write(pl__run *r, bool final)
     pl__buf_reset(&r->batch.state);
     /* the state record is the heartbeat: rewrite it at most once a second,
      * not with every commit (it would cost a B-tree page per fsync), and
-     * always at the end */
-    if (final || now - r->state_written_us >= PL__HEARTBEAT_US) {
+     * always at the end; a fan-out branch leaves it to its run's thread */
+    if (!r->branch &&
+        (final || now - r->state_written_us >= PL__HEARTBEAT_US)) {
         st->updated_us = st->heartbeat_us = now;
         rc = pl__run_state_encode(&r->batch.state, r->id, st);
     }

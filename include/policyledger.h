@@ -610,8 +610,9 @@ typedef struct pl_event {
 } pl_event;
 
 /**
- * Event callback.  Called synchronously on the thread running the run; it
- * must not call back into the engine for the same run.
+ * Event callback.  Called synchronously on the thread running the run (and
+ * on a fan-out's threads, concurrently: pl_ctx_call_all()); it must not
+ * call back into the engine for the same run.
  */
 typedef void (*pl_event_fn)(const pl_event *event, void *user);
 
@@ -1202,6 +1203,83 @@ int pl_ctx_call_step_with(pl_step **out, pl_ctx *ctx, const pl_step *call,
                           const pl_action *allowed,
                           const pl_decorator *decorators,
                           size_t n_decorators);
+
+/* ---- fan-out -------------------------------------------------------- */
+
+#define PL_CALL_SPEC_VERSION 1
+
+/**
+ * One call of pl_ctx_call_all(): what pl_ctx_call() takes for one call.
+ * Initialise with PL_CALL_SPEC_INIT and set fields by name.
+ */
+typedef struct pl_call_spec {
+    unsigned version;                /**< PL_CALL_SPEC_VERSION */
+    const pl_action *action;         /**< made with PL_ACTION_INIT */
+    const pl_decorator *decorators;  /**< outermost first; may be NULL */
+    size_t n_decorators;
+} pl_call_spec;
+
+#define PL_CALL_SPEC_INIT { PL_CALL_SPEC_VERSION, NULL, NULL, 0 }
+
+/** The most calls one pl_ctx_call_all() takes. */
+#define PL_CALL_ALL_MAX 1024
+
+/**
+ * Several calls at once (fan-out / join).  Appends the `action_call` of
+ * every call to this invocation's ledger, in argument order; runs the
+ * callees that have no recorded result concurrently, each in its own
+ * invocation wrapped by its own decorators; then appends their
+ * `action_result`s in argument order, so the ledger, and every replay of
+ * it, is the same whichever callee finished first:
+ *
+ *     k .. k+n-1     action_call   calls[0] .. calls[n-1]
+ *     k+n .. k+2n-1  action_result results[0] .. results[n-1]
+ *
+ * Each call behaves as pl_ctx_call() would, on its own: a recorded result
+ * is served without running anything; an unregistered policy gives a
+ * "NotFound" error result; a callee's error-as-data result is that call's
+ * result and does not affect the others.
+ *
+ * Threads.  The callees run on threads the engine starts for this call
+ * (at most 16; more calls queue on them), also when the run is a task of a
+ * pl_pool, whose thread waits meanwhile.  A callee's context, and every
+ * context under it, is used by the callee's thread only; the caller's
+ * ledger is appended by the caller's thread only.  The engine's event
+ * callback is called from those threads too, concurrently.  When this
+ * returns, every thread it started has ended.
+ *
+ * Durability.  All the `action_call`s are durable before any callee runs.
+ * A callee's own steps are made durable on its thread as it goes.  Results
+ * become durable in argument order, each as soon as it and every result
+ * before it are known.  A call whose result is durable is never executed
+ * again; after a crash the others are continued: a callee whose ledger is
+ * complete replays it (its recorded steps are compared, its calls served),
+ * one cut short continues, and the in-doubt rules of a non-idempotent
+ * policy apply to every call without a durable result, exactly as to a
+ * single call in flight.
+ *
+ * Suspension and failure.  When a callee suspends (pl_ctx_suspend(), or
+ * an in-doubt call asks), the fan-out waits for the other callees, appends
+ * the results before the suspended call's, and returns PL_ESUSPENDED; the
+ * resumed run replays to here, serves what is recorded and continues the
+ * rest.  Calls after it whose callees finished replay their ledgers then.
+ * When a callee fails the run (a store error, non-determinism), the
+ * fan-out waits for all the others to stop and returns that status: the
+ * first, in argument order.
+ *
+ * @param[out] out_results an array of @p n_calls: the `action_result` of
+ *             each call, in argument order; caller owns each, free with
+ *             pl_step_free().  All NULL on failure.  May be NULL to
+ *             discard them.
+ * @param calls @p n_calls call specs, borrowed until this returns.
+ * @param n_calls 1 .. PL_CALL_ALL_MAX.
+ * @return as pl_ctx_call(); PL_EINVAL (without stopping the run) for NULL
+ *         @p calls or zero calls, PL_ELIMIT for more than
+ *         PL_CALL_ALL_MAX; PL_EINVAL (stopping the run) for a spec not made
+ *         with PL_CALL_SPEC_INIT, or a bad action or decorator in one.
+ */
+int pl_ctx_call_all(pl_step **out_results, pl_ctx *ctx,
+                    const pl_call_spec *calls, size_t n_calls);
 
 /**
  * This invocation's whole ledger as it stands (recorded and new steps).
