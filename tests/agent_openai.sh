@@ -68,16 +68,20 @@ PY
 # kills finished by ledger-replay, even ones by agent-demo.  Each case runs
 # the agent and its tools to the same answer (check_ledger: every tool
 # called once, every exchange recorded once).
-n=1 phase1=0 repaid_kills=0
+repaid_kills=0
+finish_case() {
+  if [ $(($2 % 2)) -eq 1 ]; then finish_replay "$1"; else finish "$1"; fi
+  check_ledger "$1"
+  check_turns "$1" "$1"
+  repaid_kills=$((repaid_kills + $(repaid "$1")))
+  rm -rf "$1"
+}
+n=1 phase1=0
 while :; do
   c="$dir/a$n"; mkdir -p "$c"; : >"$dir/log"
   run_demo "$c" --crash-after-steps "$n"
   if ! crashed "$c"; then rm -rf "$c"; break; fi
-  if [ $((n % 2)) -eq 1 ]; then finish_replay "$c"; else finish "$c"; fi
-  check_ledger "$c"
-  check_turns "$c" "$n"
-  repaid_kills=$((repaid_kills + $(repaid "$c")))
-  rm -rf "$c"
+  finish_case "$c" "$n"
   n=$((n + 1)) phase1=$((phase1 + 1))
 done
 n=1 phase2=0
@@ -86,11 +90,7 @@ while :; do
   run_demo "$c"
   answer "$c" --crash-after-steps "$n"
   if ! crashed "$c"; then rm -rf "$c"; break; fi
-  if [ $((n % 2)) -eq 1 ]; then finish_replay "$c"; else finish "$c"; fi
-  check_ledger "$c"
-  check_turns "$c" "b$n"
-  repaid_kills=$((repaid_kills + $(repaid "$c")))
-  rm -rf "$c"
+  finish_case "$c" "$n"
   n=$((n + 1)) phase2=$((phase2 + 1))
 done
 [ "$phase1" -ge 10 ] && [ "$phase2" -ge 2 ] && [ "$repaid_kills" -ge 1 ] || {

@@ -792,77 +792,76 @@ Test(llm_faults, retry_after_as_an_http_date)
 /* Failures                                                                 */
 /* ------------------------------------------------------------------------ */
 
+/* The agent, offered @p actions, gets @p response (with @p o, or the
+ * defaults) and ends in an error result @p code naming @p in_message,
+ * after one request: none of these is retried, and no tool runs. */
+static void fails_with(const proto *p, const char *response,
+                       const pl_llm_options *o, const char *actions,
+                       const char *code, const char *in_message)
+{
+    char *r = malloc(strlen(response) + 1);
+    cr_assert_not_null(r);
+    memcpy(r, response, strlen(response) + 1);
+    serve(p, list(1, r));
+    free(r);
+    fixture f = {0};
+    run(&f, o, "hi", actions, "fails");
+    expect_error(&f, code, in_message);
+    cr_expect_eq(t_server_requests(&g_srv), 1, "%s: not retried", p->name);
+    cr_expect_eq(t_calls.add, 0);
+    fixture_free(&f);
+}
+
 PROTO_TEST(a_body_that_is_not_json_is_an_error_result)
 {
-    serve(&g_protos[*ix], list(1, "{\"raw\": \"{not json at all\"}"));
-    fixture f = {0};
-    run(&f, NULL, "hi", "[]", "badjson");
-    expect_error(&f, PL_ERR_INVALID_INPUT, "not JSON");
-    cr_expect_eq(t_server_requests(&g_srv), 1, "%s: not retried", g_p->name);
-    fixture_free(&f);
+    fails_with(&g_protos[*ix], "{\"raw\": \"{not json at all\"}", NULL, "[]",
+               PL_ERR_INVALID_INPUT, "not JSON");
 }
 
 PROTO_TEST(a_body_of_another_shape_is_an_error_result)
 {
-    serve(&g_protos[*ix], list(1, "{\"body\": {\"id\": \"x\"}}"));
-    fixture f = {0};
-    run(&f, NULL, "hi", "[]", "shape");
-    expect_error(&f, PL_ERR_INVALID_INPUT, "the model's response has no");
-    fixture_free(&f);
+    fails_with(&g_protos[*ix], "{\"body\": {\"id\": \"x\"}}", NULL, "[]",
+               PL_ERR_INVALID_INPUT, "the model's response has no");
 }
 
 PROTO_TEST(an_unknown_tool_fails_fast)
 {
-    serve(&g_protos[*ix],
-          list(1, "{\"answer\": {\"tool_calls\": [{\"id\": \"c9\", "
-                  "\"name\": \"rm_rf\", \"arguments\": {}}]}}"));
-    fixture f = {0};
-    run(&f, NULL, "hi", "[\"add\"]", "unk");
-    expect_error(&f, PL_LLM_ERR_INVALID_MODEL_ACTION, "'rm_rf'");
-    cr_expect_eq(t_calls.add, 0);
-    fixture_free(&f);
+    fails_with(&g_protos[*ix],
+               "{\"answer\": {\"tool_calls\": [{\"id\": \"c9\", \"name\": "
+               "\"rm_rf\", \"arguments\": {}}]}}",
+               NULL, "[\"add\"]", PL_LLM_ERR_INVALID_MODEL_ACTION, "'rm_rf'");
 }
 
 PROTO_TEST(malformed_arguments_fail_fast)
 {
-    const proto *p = &g_protos[*ix];
     /* OpenAI sends arguments as text, which may not be JSON; the others
      * send a JSON value, which may not be an object */
-    serve(p, list(1, p->text_args
-                         ? "{\"answer\": {\"tool_calls\": [{\"id\": \"c1\", "
-                           "\"name\": \"add\", \"raw_arguments\": "
-                           "\"{\\\"a\\\": 1,\"}]}}"
-                         : "{\"answer\": {\"tool_calls\": [{\"id\": \"c1\", "
-                           "\"name\": \"add\", \"arguments\": [1, 2]}]}}"));
-    fixture f = {0};
-    run(&f, NULL, "hi", "[\"add\"]", "args");
-    expect_error(&f, PL_LLM_ERR_INVALID_MODEL_ACTION,
-                 p->text_args ? "not JSON" : "not a JSON object");
-    cr_expect_eq(t_calls.add, 0);
-    fixture_free(&f);
+    const proto *p = &g_protos[*ix];
+    fails_with(p,
+               p->text_args ? "{\"answer\": {\"tool_calls\": [{\"id\": \"c1\", "
+                              "\"name\": \"add\", \"raw_arguments\": "
+                              "\"{\\\"a\\\": 1,\"}]}}"
+                            : "{\"answer\": {\"tool_calls\": [{\"id\": \"c1\", "
+                              "\"name\": \"add\", \"arguments\": [1, 2]}]}}",
+               NULL, "[\"add\"]", PL_LLM_ERR_INVALID_MODEL_ACTION,
+               p->text_args ? "not JSON" : "not a JSON object");
 }
 
 PROTO_TEST(arguments_against_the_tools_schema_fail_fast)
 {
-    serve(&g_protos[*ix],
-          list(1, "{\"answer\": {\"tool_calls\": [{\"id\": \"c1\", "
-                  "\"name\": \"effect\", \"arguments\": {\"note\": 5}}]}}"));
-    fixture f = {0};
-    run(&f, NULL, "hi", "[\"effect\"]", "schema");
-    expect_error(&f, PL_LLM_ERR_INVALID_MODEL_ACTION, "does not match");
-    fixture_free(&f);
+    fails_with(&g_protos[*ix],
+               "{\"answer\": {\"tool_calls\": [{\"id\": \"c1\", \"name\": "
+               "\"effect\", \"arguments\": {\"note\": 5}}]}}",
+               NULL, "[\"effect\"]", PL_LLM_ERR_INVALID_MODEL_ACTION,
+               "does not match");
 }
 
 PROTO_TEST(an_oversized_body_is_refused)
 {
-    serve(&g_protos[*ix], list(1, "{\"size\": 200000}"));
     pl_llm_options o = PL_LLM_OPTIONS_INIT;
     o.max_response_bytes = 4096;
-    fixture f = {0};
-    run(&f, &o, "hi", "[]", "big");
-    expect_error(&f, PL_ERR_INVALID_INPUT, "max_response_bytes");
-    cr_expect_eq(t_server_requests(&g_srv), 1, "%s: not retried", g_p->name);
-    fixture_free(&f);
+    fails_with(&g_protos[*ix], "{\"size\": 200000}", &o, "[]",
+               PL_ERR_INVALID_INPUT, "max_response_bytes");
 }
 
 PROTO_TEST(unauthorized_maps_without_retry_and_hides_the_key)
