@@ -140,7 +140,7 @@ int pl__callee_execute(pl_ctx *c, uint32_t call_seq, bool call_replayed,
 {
     pl__run *r = c->run;
     int st;
-    if (!def->idempotent && (st = pl__run_commit(r)))
+    if (!def->idempotent && (st = pl__run_commit_state(r)))
         return st; /* its action_call is durable before it runs */
     pl_ctx *child = NULL;
     if ((st = pl__inv_open(r, c, call_seq, call_replayed, def, &child)))
