@@ -383,7 +383,9 @@ static int open_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
         (rc = mdb_dbi_open(txn, "runs", MDB_CREATE, &s->runs)) ||
         (rc = mdb_dbi_open(txn, "state", MDB_CREATE, &s->state)) ||
         (rc = mdb_dbi_open(txn, "steps", MDB_CREATE, &s->steps)) ||
-        (rc = mdb_dbi_open(txn, "journal", MDB_CREATE, &s->journal))) {
+        (rc = mdb_dbi_open(txn, "journal", MDB_CREATE, &s->journal)) ||
+        (rc = mdb_dbi_open(txn, "writers", MDB_CREATE, &s->writers)) ||
+        (rc = mdb_dbi_open(txn, "held", MDB_CREATE, &s->held))) {
         *st = rc == MDB_INCOMPATIBLE
                   ? pl__err(PL_ECORRUPT,
                             "'%s' is an LMDB store but not a "
@@ -392,6 +394,7 @@ static int open_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
                   : pl__lmdb_err(s, rc, "opening databases");
         return rc;
     }
+    s->has_held = true;
     MDB_val k = {6, "format"}, v;
     rc = mdb_get(txn, s->meta, &k, &v);
     if (rc == MDB_NOTFOUND) {
@@ -443,6 +446,9 @@ static int open_read_only(pl__lmdb_store *s)
     int rc = 0;
     for (size_t i = 0; !rc && i < PL__ARRAY_LEN(names); i++)
         rc = mdb_dbi_open(txn, names[i], 0, dbis[i]);
+    /* stores of older builds have no held runs to look for */
+    s->has_held = !rc && !mdb_dbi_open(txn, "writers", 0, &s->writers) &&
+                  !mdb_dbi_open(txn, "held", 0, &s->held);
     MDB_val k = {6, "format"}, v;
     if (!rc)
         rc = mdb_get(txn, s->meta, &k, &v);
@@ -553,6 +559,13 @@ int pl__lmdb_open(pl__lmdb_store **out, const char *path,
         return pl__err(PL_ENOMEM, "out of memory opening a store");
     }
     s->fd = -1;
+    uint64_t pstart = 0;
+    bool zombie;
+    int64_t pid = (int64_t)getpid();
+    if (!pl__proc_stat(pid, &pstart, &zombie))
+        pstart = 0;
+    pl__put_be64(s->writer, (uint64_t)pid);
+    pl__put_be64(s->writer + 8, pstart);
     pl__rwlock_init_writer_first(&s->resize);
     s->map_size = opts->map_size ? opts->map_size : DEFAULT_MAP_SIZE;
     s->map_size_max = opts->map_size_max;
