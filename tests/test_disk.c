@@ -15,6 +15,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -269,5 +271,189 @@ Test(disk, a_store_that_may_not_be_written_is_eacces)
     pl_outcome_free(t_start(e, "chain", "{\"n\": 1}", "after"));
     pl_engine_close(e);
     t_rmtree(dir);
+    pl_registry_free(reg);
+}
+
+/* ---- a real full disk, a real read-only file system ------------------------ */
+
+/*
+ * In a child: a mount namespace of its own (as root, or as the owner of a
+ * user namespace), with a tmpfs of @p size at @p dir.  false when the
+ * system allows neither.
+ */
+static bool own_tmpfs(const char *dir, const char *size)
+{
+    if (unshare(CLONE_NEWNS) &&
+        (errno != EPERM || unshare(CLONE_NEWUSER | CLONE_NEWNS)))
+        return false;
+    if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL))
+        return false;
+    char opts[64];
+    snprintf(opts, sizeof opts, "size=%s", size);
+    return mount("tmpfs", dir, "tmpfs", 0, opts) == 0;
+}
+
+static bool remount(const char *dir, unsigned long flags, const char *opts)
+{
+    return mount("tmpfs", dir, "tmpfs", MS_REMOUNT | flags, opts) == 0;
+}
+
+/* The child's report when it could not have a tmpfs of its own. */
+#define NO_NAMESPACE 1000
+
+/*
+ * A tmpfs of 2 MiB fills up under the run: PL_ENOSPC naming "no space
+ * left on device" and the store; grown to 64 MiB, the same engine goes on
+ * and finishes the run, each call once but the one in flight.
+ */
+Test(disk, a_full_file_system_is_enospc_and_the_run_goes_on, .timeout = 300)
+{
+    const char *dir = t_tmpdir();
+    char path[4200];
+    snprintf(path, sizeof path, "%s/store.db", dir);
+    snprintf(g_log, sizeof g_log, "%s.effects", dir); /* outside the tmpfs */
+    pl_registry *reg = registry();
+    int fds[2];
+    cr_assert_eq(pipe(fds), 0);
+    pid_t pid = fork();
+    cr_assert_neq(pid, -1);
+    if (pid == 0) {
+        close(fds[0]);
+        report r;
+        memset(&r, 0, sizeof r);
+        if (!own_tmpfs(dir, "2m")) {
+            r.first = NO_NAMESPACE;
+            snprintf(r.msg, sizeof r.msg, "%s", strerror(errno));
+            send_report(fds[1], &r);
+        }
+        pl_engine *e = NULL;
+        if (pl_engine_open(&e, path, reg, NULL))
+            _exit(4);
+        cJSON *p = cJSON_CreateObject();
+        pl_action a = {PL_ACTION_VERSION, "many", p, NULL, 0, NULL};
+        pl_run_options ro = PL_RUN_OPTIONS_INIT;
+        ro.run_id = "full";
+        pl_outcome *out = NULL;
+        r.first = pl_run_start(&out, e, &a, &ro);
+        snprintf(r.msg, sizeof r.msg, "%s", pl_errmsg());
+        pl_outcome_free(out);
+        out = NULL;
+        cJSON_Delete(p);
+        if (!remount(dir, 0, "size=64m"))
+            _exit(5);
+        r.then = pl_run_continue(&out, e, "full", NULL);
+        if (!r.then && (r.then = pl_run_verify(e, "full")))
+            snprintf(r.msg, sizeof r.msg, "verify: %s", pl_errmsg());
+        r.done = out ? out->status : 0;
+        if (r.then)
+            snprintf(r.msg, sizeof r.msg, "continue: %s", pl_errmsg());
+        pl_outcome_free(out);
+        pl_engine_close(e);
+        send_report(fds[1], &r);
+    }
+    close(fds[1]);
+    report r = receive(fds[0], pid);
+    if (r.first == NO_NAMESPACE) {
+        pl_registry_free(reg);
+        cr_skip_test("no mount namespace of its own for a tmpfs (%s): the "
+                     "file size limit test stands in for a full disk",
+                     r.msg);
+    }
+    cr_assert_eq(r.first, PL_ENOSPC, "the start gave %s: %s",
+                 pl_status_name(r.first), r.msg);
+    cr_assert(strstr(r.msg, "no space left on device") && strstr(r.msg, path),
+              "the message names the cause and the store: %s", r.msg);
+    cr_log_info("%s", r.msg);
+    cr_assert_eq(r.then, PL_OK, "%s", r.msg);
+    cr_assert_eq(r.done, PL_RUN_COMPLETED);
+    int counts[N_CALLS], twice = 0;
+    count_effects(counts);
+    for (int i = 0; i < N_CALLS; i++) {
+        cr_assert(counts[i] == 1 || counts[i] == 2, "call %d ran %d times", i,
+                  counts[i]);
+        twice += counts[i] == 2;
+    }
+    cr_assert_eq(twice, 1, "only the call in flight at the failure ran again");
+    pl_registry_free(reg);
+}
+
+/*
+ * A store on a file system remounted read-only: opening it to write is
+ * PL_EACCES naming "read-only (EROFS)" and the store; it opens read-only
+ * and reads whole; remounted writable, it takes runs again.
+ */
+Test(disk, a_read_only_file_system_is_eacces)
+{
+    const char *dir = t_tmpdir();
+    char path[4200];
+    snprintf(path, sizeof path, "%s/store.db", dir);
+    pl_registry *reg = registry();
+    int fds[2];
+    cr_assert_eq(pipe(fds), 0);
+    pid_t pid = fork();
+    cr_assert_neq(pid, -1);
+    if (pid == 0) {
+        close(fds[0]);
+        report r;
+        memset(&r, 0, sizeof r);
+        if (!own_tmpfs(dir, "16m")) {
+            r.first = NO_NAMESPACE;
+            snprintf(r.msg, sizeof r.msg, "%s", strerror(errno));
+            send_report(fds[1], &r);
+        }
+        pl_engine *e = NULL;
+        pl_outcome *out = NULL;
+        cJSON *p = cJSON_Parse("{\"n\": 2}");
+        pl_action a = {PL_ACTION_VERSION, "chain", p, NULL, 0, NULL};
+        pl_run_options ro = PL_RUN_OPTIONS_INIT;
+        ro.run_id = "kept";
+        if (pl_engine_open(&e, path, reg, NULL) ||
+            pl_run_start(&out, e, &a, &ro))
+            _exit(4);
+        pl_outcome_free(out);
+        pl_engine_close(e);
+        if (!remount(dir, MS_RDONLY, NULL))
+            _exit(5);
+        e = NULL;
+        r.first = pl_engine_open(&e, path, reg, NULL);
+        snprintf(r.msg, sizeof r.msg, "%s", pl_errmsg());
+        pl_engine_close(e);
+        pl_engine_options o = PL_ENGINE_OPTIONS_INIT;
+        o.read_only = true;
+        e = NULL;
+        r.then = pl_engine_open(&e, path, reg, &o);
+        if (!r.then)
+            r.then = pl_run_verify(e, "kept");
+        pl_engine_close(e);
+        /* writable again: it takes runs */
+        if (!remount(dir, 0, NULL))
+            _exit(6);
+        e = NULL;
+        ro.run_id = "after";
+        out = NULL;
+        int st = pl_engine_open(&e, path, reg, NULL);
+        if (!st)
+            st = pl_run_start(&out, e, &a, &ro);
+        r.done = st ? 0 : out->status;
+        pl_outcome_free(out);
+        pl_engine_close(e);
+        cJSON_Delete(p);
+        send_report(fds[1], &r);
+    }
+    close(fds[1]);
+    report r = receive(fds[0], pid);
+    if (r.first == NO_NAMESPACE) {
+        pl_registry_free(reg);
+        cr_skip_test("no mount namespace of its own for a tmpfs (%s): the "
+                     "permission test stands in for a read-only store",
+                     r.msg);
+    }
+    cr_assert_eq(r.first, PL_EACCES, "opening to write gave %s: %s",
+                 pl_status_name(r.first), r.msg);
+    cr_assert(strstr(r.msg, "read-only (EROFS)") && strstr(r.msg, path),
+              "the message names the cause and the store: %s", r.msg);
+    cr_log_info("%s", r.msg);
+    cr_assert_eq(r.then, PL_OK, "read-only, the run reads whole");
+    cr_assert_eq(r.done, PL_RUN_COMPLETED, "writable again, a run completes");
     pl_registry_free(reg);
 }
