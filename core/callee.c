@@ -146,7 +146,7 @@ int pl__callee_run(pl__run *r, pl_ctx *c, uint32_t call_seq, bool call_replayed,
                    bool adjacent, pl_steps *res, pl__link *link)
 {
     int st;
-    if (!def->idempotent && (st = pl__run_commit(r)))
+    if (!def->idempotent && (st = pl__run_commit_state(r)))
         return st; /* its action_call is durable before it runs */
     pl_ctx *child = NULL;
     if ((st = pl__inv_open(r, c, call_seq, call_replayed, def, &child)))

@@ -110,6 +110,14 @@ const char *pl_version(void);
 /*
  * Every function that can fail returns int: PL_OK (0) or a negative
  * pl_status.  Codes are append-only: a code is never renumbered or removed.
+ *
+ * A store's own failures: PL_ENOSPC when its file system is full, a quota
+ * or the process's file size limit (RLIMIT_FSIZE) is reached, PL_EACCES
+ * when it is read-only (EROFS) or not permitted (EACCES, EPERM), PL_EMAPFULL
+ * when it may not grow past map_size_max, PL_ESTORE for anything else (a
+ * failing disk's EIO, say); each message names the cause and the store's
+ * path.  None loses anything durable: a run that met one continues with
+ * pl_run_continue() once the cause is gone.
  */
 #define PL_STATUS_MAP(X)                                                       \
     X(OK, 0, "success")                                                        \
@@ -133,7 +141,9 @@ const char *pl_version(void);
     X(ECHECK, -18, "check mode: replay would have to execute")               \
     X(ERESULT, -19, "the called policy returned an error result")            \
     X(EPLUGIN, -20, "plugin cannot be loaded")                                 \
-    X(EFORBIDDEN, -21, "refused by the sandbox")
+    X(EFORBIDDEN, -21, "refused by the sandbox")                               \
+    X(ENOSPC, -22, "no space left for the store")                              \
+    X(EACCES, -23, "store is read-only or not accessible")
 
 typedef enum pl_status {
 #define PL__STATUS_ENUM(name, value, text) PL_##name = value,
@@ -680,7 +690,9 @@ typedef struct pl_engine_options {
  * @return PL_OK; PL_EINVAL (also max_payload over 1 GiB); PL_EBUSY (this
  *         process has the store open already); PL_EVERSION (store written
  *         by an unknown format); PL_ECORRUPT (not a policyledger store);
- *         PL_ESTORE; PL_ENOMEM.
+ *         PL_EACCES (the store cannot be written: a read-only file
+ *         system or no permission; open it with read_only to read it);
+ *         PL_ENOSPC; PL_ESTORE; PL_ENOMEM.
  */
 int pl_engine_open(pl_engine **out, const char *path,
                    const pl_registry *registry,
@@ -799,8 +811,9 @@ void pl_outcome_free(pl_outcome *outcome);
  *         outcome and: PL_EINVAL (bad action or options); PL_EEXIST (run id
  *         taken); PL_ENOTFOUND (root policy not registered); PL_EJSON;
  *         PL_ELIMIT (root payload larger than max_payload);
- *         PL_ESTORE / PL_EMAPFULL (the store failed; nothing durable was
- *         lost); PL_ENOMEM.
+ *         PL_ESTORE / PL_EMAPFULL / PL_ENOSPC / PL_EACCES (the store
+ *         failed; nothing durable was lost, and pl_run_continue() goes on
+ *         once the cause is gone); PL_ENOMEM.
  */
 int pl_run_start(pl_outcome **out, pl_engine *engine, const pl_action *root,
                  const pl_run_options *opts);

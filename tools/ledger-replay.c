@@ -1043,7 +1043,7 @@ static void mode_import(tool *t)
         /* a changed export is refused; anything else is a bad request */
         worst(t, st == PL_ECORRUPT ? EXIT_FAILED
                  : st == PL_ESTORE || st == PL_EMAPFULL || st == PL_ENOMEM ||
-                         st == PL_EIO
+                         st == PL_EIO || st == PL_ENOSPC || st == PL_EACCES
                      ? EXIT_OPEN
                      : EXIT_USAGE);
         return;
