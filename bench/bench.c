@@ -1421,15 +1421,8 @@ typedef struct w5h_res {
     double bytes;              /* store pages in use per turn */
 } w5h_res;
 
-static void w5h_child(const void *varg, void *vres)
+static pl_registry *w5h_registry(void)
 {
-    const w5h_arg *a = varg;
-    w5h_res *r = vres;
-    char path[1100];
-    path_in(path, sizeof path, "w5h.db");
-    remove_store(path);
-    curl_global_init(CURL_GLOBAL_DEFAULT);
-    srv_start();
     pl_registry *reg = make_registry(false);
     char url[96];
     snprintf(url, sizeof url, "openai+http://127.0.0.1:%d/v1#bench",
@@ -1440,7 +1433,53 @@ static void w5h_child(const void *varg, void *vres)
     if (pl_llm_register(reg, "model", url, NULL, NULL) ||
         pl_registry_add(reg, &d))
         die("W5 registry");
-    /* the bare loop first, then the engine, then its replay */
+    return reg;
+}
+
+/* The process that dies: when the model's final answer is appended, its
+ * exchange is durable and the call's result is not. */
+static void w5h_die_at_answer(const pl_event *ev, void *user)
+{
+    (void)user;
+    if (ev->kind == PL_EVENT_STEP_APPENDED && ev->step_type == PL_STEP_TEXT &&
+        ev->policy && strcmp(ev->policy, "model") == 0)
+        _exit(0);
+}
+
+/* Run "agent-r" in a child process that dies at the model's final answer,
+ * so that finishing it replays the model's loop turn by turn. */
+static void w5h_crashed_run(const char *path, const w5h_arg *a,
+                            const pl_action *root)
+{
+    pid_t pid = fork();
+    if (pid < 0)
+        die("W5 fork");
+    if (pid == 0) {
+        pl_registry *reg = w5h_registry();
+        pl_engine *e = open_engine(path, reg, a->mode, w5h_die_at_answer);
+        pl_run_options ro = PL_RUN_OPTIONS_INIT;
+        ro.run_id = "agent-r";
+        pl_outcome *o = NULL;
+        pl_run_start(&o, e, root, &ro);
+        _exit(3); /* it should have died before its end */
+    }
+    int status = 0;
+    if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) ||
+        WEXITSTATUS(status) != 0)
+        die("W5 crashed run");
+}
+
+static void w5h_child(const void *varg, void *vres)
+{
+    const w5h_arg *a = varg;
+    w5h_res *r = vres;
+    char path[1100];
+    path_in(path, sizeof path, "w5h.db");
+    remove_store(path);
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    srv_start();
+    pl_registry *reg = w5h_registry();
+    /* the bare loop first, then the engine */
     r->bare_us = bare_loop(a->turns) * 1e6 / a->turns;
     g_commits = 0;
     pl_engine *e = open_engine(path, reg, a->mode, count_commits);
@@ -1462,15 +1501,8 @@ static void w5h_child(const void *varg, void *vres)
     r->engine_us = (now_s() - t0) * 1e6 / a->turns;
     r->commits = (double)g_commits / a->turns;
     pl_outcome_free(o);
-    long before = atomic_load(&g_srv.requests);
-    t0 = now_s();
-    if (pl_run_continue(&o, e, "agent", NULL) ||
-        o->status != PL_RUN_COMPLETED || o->calls_executed != 0)
-        die("W5 replay");
-    r->replay_us = (now_s() - t0) * 1e6 / a->turns;
-    r->replay_requests = atomic_load(&g_srv.requests) - before;
-    pl_outcome_free(o);
     pl_engine_close(e);
+    /* the store as the run left it, before the replay's run adds to it */
     MDB_env *env = raw_env(path, PL_DURABILITY_PROCESS);
     MDB_envinfo info;
     MDB_stat ms;
@@ -1478,6 +1510,26 @@ static void w5h_child(const void *varg, void *vres)
     mdb_env_stat(env, &ms);
     r->bytes = (double)(info.me_last_pgno + 1) * ms.ms_psize / a->turns;
     mdb_env_close(env);
+    pl_registry_free(reg); /* closes its connection: the server serves one */
+
+    /* the replay: the same agent, crashed at its final answer, finished;
+     * every turn's exchange and tool call is served from the ledger */
+    atomic_store(&g_srv.tools, a->turns);
+    w5h_crashed_run(path, a, &root);
+    reg = w5h_registry();
+    e = open_engine(path, reg, a->mode, NULL);
+    long before = atomic_load(&g_srv.requests);
+    t0 = now_s();
+    if (pl_run_continue(&o, e, "agent-r", NULL) ||
+        o->status != PL_RUN_COMPLETED) {
+        fprintf(stderr, "pl-bench: W5 replay: %s\n",
+                o && o->reason ? o->reason : pl_errmsg());
+        die("W5 replay");
+    }
+    r->replay_us = (now_s() - t0) * 1e6 / (a->turns + 1);
+    r->replay_requests = atomic_load(&g_srv.requests) - before;
+    pl_outcome_free(o);
+    pl_engine_close(e);
     cJSON_Delete(p);
     pl_registry_free(reg);
     srv_stop();

@@ -53,8 +53,8 @@ static int loop_fn(pl_ctx *ctx, const pl_action *action, pl_steps *out,
         snprintf(msg, sizeof msg, "loop: max_turns is 0, so no turn ran");
     else
         snprintf(msg, sizeof msg,
-                 "loop: the policy still called actions "
-                 "after max_turns=%llu turns",
+                 "loop: the policy still called actions (or asked "
+                 "for another turn) after max_turns=%llu turns",
                  (unsigned long long)max);
     cJSON *err = cJSON_CreateObject();
     if (!err || !cJSON_AddTrueToObject(err, "error") ||

@@ -1394,7 +1394,9 @@ int pl_next_call(pl_next *next, pl_ctx *ctx, const pl_action *action,
 
 /**
  * loop(max_turns): run the inner chain again while its last turn returned
- * `action_call` steps, at most @p max_turns times.  All turns share the
+ * `action_call` steps, or a `text` step whose payload has "again": true (a
+ * turn asking for another: an LLM policy's re-prompt), at most
+ * @p max_turns times.  All turns share the
  * invocation's ledger.  Running out of turns appends an `error` step with
  * code "BudgetExceeded", which becomes the call's result.
  */

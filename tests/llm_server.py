@@ -17,11 +17,13 @@ Each request is logged before it is answered, one JSON line:
   {"n": index, "path": ..., "auth": "none"|"bearer"|"other",
    "auth_matches": bool (the key equals $PL_TEST_EXPECT_KEY),
    "x_api_key_matches": bool (so does the x-api-key header),
-   "anthropic_version": header or null, "body": {...}}
+   "anthropic_version": header or null, "sha256": the body's SHA-256 in
+   hex, "bytes": its length, "body": {...}}
 The key itself is never logged.  The port is written to --port-file once
 the server listens.
 """
 import argparse
+import hashlib
 import json
 import os
 import socket
@@ -84,6 +86,9 @@ def main():
                                               xkey is not None
                                               and xkey == expect,
                                           "anthropic_version": version,
+                                          "sha256":
+                                              hashlib.sha256(raw).hexdigest(),
+                                          "bytes": len(raw),
                                           "body": body}) + "\n")
             i = turn if by_turn else n
             r = responses[i] if i < len(responses) else {

@@ -112,10 +112,12 @@ PL__HIDDEN int pl__llm_body_frame(char **out, size_t *head_len,
                                   const pl__llm *m, const pl__llm_tool *tools,
                                   size_t n_tools);
 PL__HIDDEN bool pl__llm_system_apart(const pl__llm *m);
+/* Does the provider join a run of tool results into one message? */
+PL__HIDDEN bool pl__llm_joins_tool_results(const pl__llm *m);
 
 /* Append @p messages, encoded for the provider, to @p out (after a ','
  * when @p comma and the encoding is not empty).  A run of "tool" messages
- * must not be split across two calls: some providers join them. */
+ * must not be split across two calls where the provider joins them. */
 PL__HIDDEN int pl__llm_encode_messages(pl__buf *out, const pl__llm *m,
                                        const cJSON *messages, bool comma);
 

@@ -19,8 +19,11 @@
  *   n            how many ledger steps it has taken in
  *   prev, last   step n-1's chain link (pl_step_prev_hash(): the hash of
  *                step n-2, which covers steps 0..n-2) and its own
- *                fingerprint (type, actor, payload)
- *   user         the action's payload as text (the user's message)
+ *                fingerprint (type, actor, stored payload)
+ *   user         the action's payload (the user's message)
+ *   frame, sig   the body's head and tail (pl__llm_body_frame()) and what
+ *                they were made from: the offered tools' names,
+ *                descriptions and schemas as registered
  *
  * A turn takes its invocation's state out of the cache, checks it still
  * describes the ledger's first n steps (link, fingerprint, head, user),
@@ -41,6 +44,7 @@
 #include <string.h>
 
 #include "hash.h"
+#include "internal.h"
 #include "llm.h"
 
 #define CACHE_MAX 64
@@ -51,14 +55,17 @@ typedef struct pl__llm_reqstate {
     char *key;
     pl__buf text;
     size_t sealed;
-    size_t head_len;
-    bool any; /* a message is sealed: the next one follows a ',' */
+    size_t head_len; /* of the head text starts with */
+    bool any;        /* a message is sealed: the next one follows a ',' */
     pl__hasher *sha, *turn;
     pl__llm_conv conv;
     size_t n;
     uint8_t prev[PL_HASH_LEN];
-    char *last; /* NULL: the state cannot be checked, start afresh */
-    char *user;
+    pl__buf last; /* empty: the state cannot be checked, start afresh */
+    cJSON *user;
+    char *frame;       /* the body of no messages */
+    size_t frame_head; /* its head's length */
+    pl__buf sig;
     unsigned n_exchanges;
     long script_pos;
 } pl__llm_reqstate;
@@ -78,8 +85,10 @@ static void state_free(pl__llm_reqstate *s)
     pl__hasher_free(s->sha);
     pl__hasher_free(s->turn);
     pl__llm_conv_free(&s->conv);
-    free(s->last);
-    free(s->user);
+    pl__buf_free(&s->last);
+    cJSON_Delete(s->user);
+    free(s->frame);
+    pl__buf_free(&s->sig);
     free(s);
 }
 
@@ -141,16 +150,53 @@ static void put(struct pl__llm_reqcache *c, pl__llm_reqstate *s)
     state_free(drop);
 }
 
-/* A step as text enough to tell it from any other at its position. */
-static char *fingerprint(const pl_step *s)
+/* A step's fingerprint: enough to tell it from any other at its place. */
+static int fingerprint(pl__buf *out, const pl_step *s)
 {
-    const cJSON *p = pl_step_payload(s);
-    char *j = p ? cJSON_PrintUnformatted(p) : NULL;
-    char *f = j ? pl__asprintf("%d %s %s", (int)pl_step_type_of(s),
-                               pl_step_actor(s), j)
-                : NULL;
-    free(j);
-    return f;
+    size_t n;
+    const uint8_t *mp = pl__step_mp(s, &n);
+    uint8_t type = (uint8_t)pl_step_type_of(s);
+    const char *actor = pl_step_actor(s);
+    pl__buf_reset(out);
+    int st = pl__buf_append(out, &type, 1);
+    if (!st)
+        st = pl__buf_append(out, actor, strlen(actor) + 1);
+    if (!st)
+        st = pl__buf_append(out, mp, n);
+    return st;
+}
+
+static bool same_fingerprint(const pl__buf *f, const pl_step *s)
+{
+    size_t n;
+    const uint8_t *mp = pl__step_mp(s, &n);
+    const char *actor = pl_step_actor(s);
+    size_t al = strlen(actor) + 1;
+    return f->len == 1 + al + n && f->data[0] == (uint8_t)pl_step_type_of(s) &&
+           memcmp(f->data + 1, actor, al) == 0 &&
+           memcmp(f->data + 1 + al, mp, n) == 0;
+}
+
+/* What the body's frame is made of, besides the policy itself: the offered
+ * tools as registered (see make_tools() in llm.c). */
+static int tools_sig(pl__buf *out, pl_ctx *ctx, const pl__llm *m,
+                     const pl_action *a)
+{
+    const pl_registry *reg = pl_engine_registry(pl_ctx_engine(ctx));
+    pl__buf_reset(out);
+    int st = PL_OK;
+    for (size_t i = 0; !st && i < a->n_actions; i++) {
+        const pl_policy_def *d = pl_registry_find(reg, a->actions[i]);
+        const char *parts[3] = {a->actions[i],
+                                d && d->description ? d->description : "\1",
+                                d && d->input_schema ? d->input_schema : "\1"};
+        for (int k = 0; !st && k < 3; k++)
+            st = pl__buf_append(out, parts[k], strlen(parts[k]) + 1);
+    }
+    char submit = a->n_actions && pl__llm_has_submit(m, a) ? 's' : '-';
+    if (!st)
+        st = pl__buf_append(out, &submit, 1);
+    return st ? pl__err(st, "out of memory") : PL_OK;
 }
 
 /* Start @p s afresh: the body's head, the first messages. */
@@ -158,8 +204,7 @@ static int state_fresh(pl__llm_reqstate *s, const pl__llm *m,
                        const pl_action *a, const char *frame, size_t head_len)
 {
     pl__llm_conv_free(&s->conv);
-    free(s->last);
-    s->last = NULL;
+    pl__buf_reset(&s->last);
     s->n = 0;
     s->any = false;
     s->n_exchanges = 0;
@@ -187,9 +232,11 @@ static bool is_tool(const cJSON *msg)
 }
 
 /*
- * Seal the messages that can no longer change: all but the last (which a
- * tool call may still join), and not within a run of tool results.  Not
- * while a tool call waits for its result: the queue points into them.
+ * Seal the messages that can no longer change: all but an assistant message
+ * that tool calls may still join, and, for a provider that joins a run of
+ * tool results into one message (Anthropic, Gemini), a run of them at the
+ * end.  Not while a tool call waits for its result: the queue points into
+ * the messages.
  */
 static int seal(pl__llm_reqstate *s, const pl__llm *m)
 {
@@ -197,10 +244,12 @@ static int seal(pl__llm_reqstate *s, const pl__llm *m)
     if (cv->head < cv->n)
         return PL_OK;
     cv->head = cv->n = 0;
-    int j = cJSON_GetArraySize(cv->msgs) - 1;
-    while (j > 0 && is_tool(cJSON_GetArrayItem(cv->msgs, j - 1)) &&
-           is_tool(cJSON_GetArrayItem(cv->msgs, j)))
+    int len = cJSON_GetArraySize(cv->msgs), j = len;
+    if (j > 0 && cv->open == cJSON_GetArrayItem(cv->msgs, j - 1))
         j--;
+    if (pl__llm_joins_tool_results(m))
+        while (j > 0 && is_tool(cJSON_GetArrayItem(cv->msgs, j - 1)))
+            j--;
     if (j <= 0)
         return PL_OK;
     cJSON *seg = cJSON_CreateArray();
@@ -222,24 +271,21 @@ static int seal(pl__llm_reqstate *s, const pl__llm *m)
 
 /* Does @p s still describe the first s->n steps of @p ledger? */
 static bool state_fits(const pl__llm_reqstate *s, const pl_steps *ledger,
-                       const char *frame, size_t head_len, const char *user)
+                       const char *frame, size_t head_len, const cJSON *user)
 {
-    if (!s->sha || !s->user || strcmp(s->user, user) != 0 ||
+    if (!s->sha || !s->user || !cJSON_Compare(s->user, user, true) ||
         s->n > pl_steps_count(ledger) || s->head_len != head_len ||
         s->text.len < head_len || memcmp(s->text.data, frame, head_len) != 0)
         return false;
     if (!s->n)
         return true;
-    if (!s->last)
+    if (!s->last.len)
         return false;
     const pl_step *last = pl_steps_at(ledger, s->n - 1);
     uint8_t prev[PL_HASH_LEN];
     if (pl_step_prev_hash(prev, last) || memcmp(prev, s->prev, sizeof prev))
         return false;
-    char *f = fingerprint(last);
-    bool same = f && strcmp(f, s->last) == 0;
-    free(f);
-    return same;
+    return same_fingerprint(&s->last, last);
 }
 
 /* Take in steps [s->n, count) of @p ledger. */
@@ -266,12 +312,11 @@ static int take_in(pl__llm_reqstate *s, const pl__llm *m,
     if (st)
         return st;
     s->n = count;
-    free(s->last);
-    s->last = NULL;
+    pl__buf_reset(&s->last);
     if (count) { /* without a link or a fingerprint: afresh next turn */
         const pl_step *last = pl_steps_at(ledger, count - 1);
-        if (!pl_step_prev_hash(s->prev, last))
-            s->last = fingerprint(last);
+        if (pl_step_prev_hash(s->prev, last) || fingerprint(&s->last, last))
+            pl__buf_reset(&s->last);
         pl__err_clear();
     }
     return PL_OK;
@@ -283,17 +328,16 @@ int pl__llm_request_build(pl__llm_request *out, pl_ctx *ctx, const pl__llm *m,
 {
     memset(out, 0, sizeof *out);
     const pl_steps *ledger = NULL;
-    char *frame = NULL, *user = NULL, *key = NULL;
-    size_t head_len = 0;
+    char *key = NULL;
+    pl__buf sig = {0};
     pl__llm_reqstate *s = NULL;
     int st = pl_ctx_ledger(&ledger, ctx);
     if (!st)
-        st = pl__llm_body_frame(&frame, &head_len, m, tools, n_tools);
+        st = tools_sig(&sig, ctx, m, a);
     if (st)
         goto done;
-    user = a->payload ? cJSON_PrintUnformatted(a->payload) : pl__strdup("");
     key = pl__asprintf("%s\n%s", pl_ctx_run_id(ctx), pl_ctx_path(ctx));
-    if (!user || !key) {
+    if (!key) {
         st = pl__err(PL_ENOMEM, "out of memory");
         goto done;
     }
@@ -306,17 +350,35 @@ int pl__llm_request_build(pl__llm_request *out, pl_ctx *ctx, const pl__llm *m,
         s->key = key;
         key = NULL;
     }
-    if (!state_fits(s, ledger, frame, head_len, user)) {
-        free(s->user);
-        s->user = user;
-        user = NULL;
-        if ((st = state_fresh(s, m, a, frame, head_len)))
+    /* the frame, made again when the tools are not the ones it was made of */
+    if (!s->frame || s->sig.len != sig.len ||
+        memcmp(s->sig.data, sig.data, sig.len) != 0) {
+        char *frame = NULL;
+        size_t head_len = 0;
+        if ((st = pl__llm_body_frame(&frame, &head_len, m, tools, n_tools)))
+            goto done;
+        free(s->frame);
+        s->frame = frame;
+        s->frame_head = head_len;
+        pl__buf_free(&s->sig);
+        s->sig = sig;
+        memset(&sig, 0, sizeof sig);
+    }
+    if (!state_fits(s, ledger, s->frame, s->frame_head, a->payload)) {
+        cJSON_Delete(s->user);
+        s->user = a->payload ? cJSON_Duplicate(a->payload, 1)
+                             : cJSON_CreateObject();
+        if (!s->user) {
+            st = pl__err(PL_ENOMEM, "out of memory");
+            goto done;
+        }
+        if ((st = state_fresh(s, m, a, s->frame, s->frame_head)))
             goto done;
     }
     if ((st = take_in(s, m, ledger)))
         goto done;
     /* the turn's part: the open messages and the tail, after the sealed */
-    const char *tail = frame + head_len;
+    const char *tail = s->frame + s->frame_head;
     st = pl__llm_encode_messages(&s->text, m, s->conv.msgs, s->any);
     if (!st && (st = pl__buf_append(&s->text, tail, strlen(tail) + 1)))
         st = pl__err(st, "out of memory");
@@ -338,8 +400,7 @@ int pl__llm_request_build(pl__llm_request *out, pl_ctx *ctx, const pl__llm *m,
     s = NULL;
 done:
     state_free(s);
-    free(frame);
-    free(user);
+    pl__buf_free(&sig);
     free(key);
     return st;
 }

@@ -114,9 +114,13 @@ void pl__llm_conv_free(pl__llm_conv *cv)
 
 int pl__llm_conv_step(pl__llm_conv *cv, const pl__llm *m, const pl_step *s)
 {
+    pl_step_type type = pl_step_type_of(s);
+    if (type != PL_STEP_TEXT && type != PL_STEP_ACTION_CALL &&
+        type != PL_STEP_ACTION_RESULT)
+        return PL_OK; /* exchanges, suspends, errors: not the conversation */
     const cJSON *sp = pl_step_payload(s);
     int st = sp ? PL_OK : PL_ENOMEM;
-    switch (sp ? pl_step_type_of(s) : PL_STEP_ERROR) {
+    switch (sp ? type : PL_STEP_ERROR) {
     case PL_STEP_TEXT: {
         const char *t = str_of(sp, "text");
         bool mine = strcmp(pl_step_actor(s), m->name) == 0 &&
@@ -149,7 +153,7 @@ int pl__llm_conv_step(pl__llm_conv *cv, const pl__llm *m, const pl_step *s)
         free(j);
         break;
     }
-    default: /* exchanges, suspends, errors: not the conversation */ break;
+    default: break;
     }
     return st ? pl__err(st, "out of memory") : PL_OK;
 }
@@ -558,6 +562,12 @@ int pl__llm_request_body(char **out, const pl__llm *m, const cJSON *messages,
 /* ------------------------------------------------------------------------ */
 
 bool pl__llm_system_apart(const pl__llm *m)
+{
+    return m->url.provider == PL__LLM_ANTHROPIC ||
+           m->url.provider == PL__LLM_GEMINI;
+}
+
+bool pl__llm_joins_tool_results(const pl__llm *m)
 {
     return m->url.provider == PL__LLM_ANTHROPIC ||
            m->url.provider == PL__LLM_GEMINI;
