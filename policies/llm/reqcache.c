@@ -36,12 +36,15 @@
  * The cache is the policy's (freed with the registry) and holds at most
  * CACHE_MAX states, the least recently used going first, none larger than
  * STATE_MAX_BYTES.  Its mutex guards only the list: a state taken out is
- * its turn's alone, so the runs of a pool build their requests at once.
+ * its turn's alone, so the runs of a pool build their requests at once.  A
+ * child made by fork() builds every request afresh and keeps nothing (its
+ * copy of the mutex may have been held by another thread at the fork).
  */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "hash.h"
 #include "internal.h"
@@ -74,6 +77,7 @@ struct pl__llm_reqcache {
     pthread_mutex_t mu;
     pl__llm_reqstate *head; /* the most recently used first */
     size_t n;
+    pid_t owner; /* a fork()ed child keeps nothing: the mutex may be held */
 };
 
 static void state_free(pl__llm_reqstate *s)
@@ -99,6 +103,8 @@ struct pl__llm_reqcache *pl__llm_reqcache_new(void)
         free(c);
         c = NULL;
     }
+    if (c)
+        c->owner = getpid();
     return c;
 }
 
@@ -117,6 +123,8 @@ void pl__llm_reqcache_free(struct pl__llm_reqcache *c)
 /* Take the state of @p key out of the cache, or NULL. */
 static pl__llm_reqstate *take(struct pl__llm_reqcache *c, const char *key)
 {
+    if (c->owner != getpid())
+        return NULL;
     pthread_mutex_lock(&c->mu);
     pl__llm_reqstate **p = &c->head, *s;
     while ((s = *p) && strcmp(s->key, key) != 0)
@@ -134,6 +142,10 @@ static pl__llm_reqstate *take(struct pl__llm_reqcache *c, const char *key)
 static void put(struct pl__llm_reqcache *c, pl__llm_reqstate *s)
 {
     pl__llm_reqstate *drop = NULL;
+    if (c->owner != getpid()) {
+        state_free(s);
+        return;
+    }
     pthread_mutex_lock(&c->mu);
     s->next = c->head;
     c->head = s;
