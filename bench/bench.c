@@ -1417,6 +1417,7 @@ typedef struct w5h_res {
     double commits;            /* per turn */
     double floor_us;           /* one synced commit of the W1 floor */
     double replay_us;          /* per replayed turn, the agent's loop */
+    double replay_wall_us;     /* the same on the wall clock */
     double replay_total_us;    /* the whole continue, per turn */
     long replay_requests;      /* requests the replay made */
     double bytes;              /* store pages in use per turn */
@@ -1447,16 +1448,28 @@ static void w5h_die_at_answer(const pl_event *ev, void *user)
         _exit(0);
 }
 
-/* The replay's clock: its first and last replayed step of the agent. */
-static double g_replay_first, g_replay_last;
+/* The replay's clocks at its first and last replayed step of the agent:
+ * the wall clock, and the replaying thread's CPU time (what the replay
+ * costs, whatever else the host runs meanwhile). */
+static double g_replay_first, g_replay_last, g_replay_cpu0, g_replay_cpu1;
+
+static double thread_cpu_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
 
 static void w5h_replayed(const pl_event *ev, void *user)
 {
     (void)user;
     if (ev->kind == PL_EVENT_STEP_REPLAYED && strcmp(ev->path, "0.0") == 0) {
         g_replay_last = now_s();
-        if (g_replay_first == 0)
+        g_replay_cpu1 = thread_cpu_s();
+        if (g_replay_first == 0) {
             g_replay_first = g_replay_last;
+            g_replay_cpu0 = g_replay_cpu1;
+        }
     }
 }
 
@@ -1545,7 +1558,8 @@ static void w5h_child(const void *varg, void *vres)
     /* from the first replayed step of the agent to its last: the turns
      * alone, without the continue's own commits (claiming the run, the
      * results past the crash) */
-    r->replay_us = (g_replay_last - g_replay_first) * 1e6 / a->turns;
+    r->replay_us = (g_replay_cpu1 - g_replay_cpu0) * 1e6 / a->turns;
+    r->replay_wall_us = (g_replay_last - g_replay_first) * 1e6 / a->turns;
     r->replay_requests = atomic_load(&g_srv.requests) - before;
     pl_outcome_free(o);
     pl_engine_close(e);
@@ -1979,9 +1993,9 @@ static int report_w5_http(bool quick)
     say("\nW5 agent over HTTP: K turns, each a model call to a loopback "
         "server (canned\n  OpenAI answers, keep-alive) and a tool call; the "
         "engine's LLM policy under\n  loop + invoke_action vs a bare libcurl + "
-        "cJSON loop making the same requests; replay: a turn of the same "
-        "agent's loop\n  replayed, the run having died at the model's final "
-        "answer\n");
+        "cJSON loop making the same requests; replay: the CPU time of a "
+        "turn of\n  the same agent's loop replayed, the run having died at "
+        "the model's final answer\n");
     say("  %-8s %5s %10s %10s %10s %8s %8s %10s %8s %10s\n", "mode", "K",
         "engine us", "bare us", "added us", "commits", "floor us", "replay us",
         "req", "bytes");
@@ -2030,6 +2044,7 @@ static int report_w5_http(bool quick)
             jnum(o, "commits_per_turn", r.commits);
             jnum(o, "floor_commit_us", r.floor_us);
             jnum(o, "replay_us_per_turn", med[s].replay_us);
+            jnum(o, "replay_wall_us_per_turn", r.replay_wall_us);
             jnum(o, "replay_total_us_per_turn", r.replay_total_us);
             jnum(o, "replay_requests", (double)reqs);
             jnum(o, "store_bytes_per_turn", r.bytes);
