@@ -1037,3 +1037,86 @@ Test(llm_openai, a_changed_system_prompt_is_a_divergence_on_replay)
     pl_engine_close(e);
     pl_registry_free(reg);
 }
+
+typedef struct pool_run {
+    char id[16], payload[96];
+    int status;
+    char text[32];
+} pool_run;
+
+static void pool_agent(pl_engine *e, void *user)
+{
+    pool_run *r = user;
+    cJSON *p = cJSON_Parse(r->payload);
+    pl_action a = PL_ACTION_INIT;
+    a.policy = "agent";
+    a.payload = p;
+    pl_run_options ro = PL_RUN_OPTIONS_INIT;
+    ro.run_id = r->id;
+    pl_outcome *o = NULL;
+    r->status = pl_run_start(&o, e, &a, &ro) ? -1 : (int)o->status;
+    const char *t = o ? t_str(t_result(o), "text") : NULL;
+    snprintf(r->text, sizeof r->text, "%s", t ? t : "");
+    pl_outcome_free(o);
+    cJSON_Delete(p);
+}
+
+Test(llm_openai, runs_on_a_pool_build_their_own_requests)
+{
+    /* every run gets the same answers by its turn: add, add, done */
+    char *s = script(3, answer(NULL, "p1", "add", "{\"a\": 1, \"b\": 1}"),
+                     answer(NULL, "p2", "add", "{\"a\": 2, \"b\": 2}"),
+                     answer("done", NULL, NULL, NULL));
+    cJSON *sj = cJSON_Parse(s);
+    cJSON_AddTrueToObject(sj, "by_turn");
+    free(s);
+    serve(t_text(sj));
+    cJSON_Delete(sj);
+    pl_registry *reg;
+    pl_llm_options o = opts();
+    pl_engine *e = engine_for(&reg, &o);
+    pl_pool *pool = NULL;
+    pl_pool_options po = PL_POOL_OPTIONS_INIT;
+    po.threads = 2;
+    cr_assert_eq(pl_pool_new(&pool, e, &po), PL_OK, "%s", pl_errmsg());
+    enum { N = 6 };
+    pool_run runs[N];
+    for (int i = 0; i < N; i++) {
+        snprintf(runs[i].id, sizeof runs[i].id, "pool-%d", i);
+        snprintf(runs[i].payload, sizeof runs[i].payload,
+                 "{\"text\": \"run %d\", \"actions\": [\"add\"]}", i);
+        cr_assert_eq(pl_pool_submit(pool, pool_agent, &runs[i]), PL_OK);
+    }
+    cr_assert_eq(pl_pool_wait(pool), PL_OK);
+    pl_pool_free(pool);
+    for (int i = 0; i < N; i++) {
+        cr_expect_eq(runs[i].status, PL_RUN_COMPLETED, "%s", runs[i].id);
+        expect_str(runs[i].text, "done");
+    }
+    /* each request carries its own run's conversation, turn by turn */
+    cJSON *log = t_server_log(&g_srv);
+    cr_assert_eq(cJSON_GetArraySize(log), 3 * N);
+    int seen[N][3] = {{0}};
+    const cJSON *entry;
+    cJSON_ArrayForEach(entry, log)
+    {
+        const cJSON *msgs = at(at(entry, "body"), "messages");
+        int turn = at(entry, "turn")->valueint, k = -1;
+        const char *user = t_str(cJSON_GetArrayItem(msgs, 1), "content");
+        cr_assert(user && sscanf(user, "run %d", &k) == 1 && k >= 0 && k < N,
+                  "the user's message: %s", user ? user : "(none)");
+        cr_assert(turn >= 0 && turn < 3);
+        seen[k][turn]++;
+        cr_expect_eq(cJSON_GetArraySize(msgs), 2 + 2 * turn);
+        for (int t = 0; t < turn; t++)
+            expect_str(t_str(cJSON_GetArrayItem(msgs, 3 + 2 * t),
+                             "tool_call_id"),
+                       t ? "p2" : "p1");
+    }
+    for (int k = 0; k < N; k++)
+        for (int t = 0; t < 3; t++)
+            cr_expect_eq(seen[k][t], 1, "run %d, turn %d", k, t);
+    cJSON_Delete(log);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
