@@ -34,8 +34,8 @@
  * costs, never the bytes it sends.
  *
  * The cache is the policy's (freed with the registry) and holds at most
- * CACHE_MAX states, the least recently used going first, none larger than
- * STATE_MAX_BYTES.  Its mutex guards only the list: a state taken out is
+ * CACHE_MAX states and CACHE_MAX_BYTES of bodies, the least recently used
+ * going first, none larger than STATE_MAX_BYTES.  Its mutex guards only the list: a state taken out is
  * its turn's alone, so the runs of a pool build their requests at once.  A
  * child made by fork() builds every request afresh and keeps nothing (its
  * copy of the mutex may have been held by another thread at the fork).
@@ -51,6 +51,7 @@
 #include "llm.h"
 
 #define CACHE_MAX 64
+#define CACHE_MAX_BYTES ((size_t)256 << 20)
 #define STATE_MAX_BYTES ((size_t)64 << 20)
 
 typedef struct pl__llm_reqstate {
@@ -76,7 +77,7 @@ typedef struct pl__llm_reqstate {
 struct pl__llm_reqcache {
     pthread_mutex_t mu;
     pl__llm_reqstate *head; /* the most recently used first */
-    size_t n;
+    size_t n, bytes;        /* states, and their bodies' buffers */
     pid_t owner; /* a fork()ed child keeps nothing: the mutex may be held */
 };
 
@@ -133,12 +134,13 @@ static pl__llm_reqstate *take(struct pl__llm_reqcache *c, const char *key)
         *p = s->next;
         s->next = NULL;
         c->n--;
+        c->bytes -= s->text.cap;
     }
     pthread_mutex_unlock(&c->mu);
     return s;
 }
 
-/* Put @p s first; the least recently used state past CACHE_MAX goes. */
+/* Put @p s first; the least recently used states past the bounds go. */
 static void put(struct pl__llm_reqcache *c, pl__llm_reqstate *s)
 {
     pl__llm_reqstate *drop = NULL;
@@ -150,16 +152,24 @@ static void put(struct pl__llm_reqcache *c, pl__llm_reqstate *s)
     s->next = c->head;
     c->head = s;
     c->n++;
-    if (c->n > CACHE_MAX) {
+    c->bytes += s->text.cap;
+    while (c->n > CACHE_MAX || (c->n > 1 && c->bytes > CACHE_MAX_BYTES)) {
         pl__llm_reqstate **p = &c->head;
         while ((*p)->next)
             p = &(*p)->next;
-        drop = *p;
+        pl__llm_reqstate *last = *p;
         *p = NULL;
         c->n--;
+        c->bytes -= last->text.cap;
+        last->next = drop;
+        drop = last;
     }
     pthread_mutex_unlock(&c->mu);
-    state_free(drop);
+    while (drop) {
+        pl__llm_reqstate *next = drop->next;
+        state_free(drop);
+        drop = next;
+    }
 }
 
 /* A step's fingerprint: enough to tell it from any other at its place. */
