@@ -1422,20 +1422,15 @@ typedef struct w5h_res {
     double engine_us, bare_us; /* per turn */
     double commits;            /* per turn */
     double floor_us;           /* one synced commit of the W1 floor */
-    double replay_us;          /* per replayed turn */
+    double replay_us;          /* per replayed turn, the agent's loop */
+    double replay_wall_us;     /* the same on the wall clock */
+    double replay_total_us;    /* the whole continue, per turn */
     long replay_requests;      /* requests the replay made */
     double bytes;              /* store pages in use per turn */
 } w5h_res;
 
-static void w5h_child(const void *varg, void *vres)
+static pl_registry *w5h_registry(void)
 {
-    const w5h_arg *a = varg;
-    w5h_res *r = vres;
-    char path[1100];
-    path_in(path, sizeof path, "w5h.db");
-    remove_store(path);
-    curl_global_init(CURL_GLOBAL_DEFAULT);
-    srv_start();
     pl_registry *reg = make_registry(false);
     char url[96];
     snprintf(url, sizeof url, "openai+http://127.0.0.1:%d/v1#bench",
@@ -1446,7 +1441,78 @@ static void w5h_child(const void *varg, void *vres)
     if (pl_llm_register(reg, "model", url, NULL, NULL) ||
         pl_registry_add(reg, &d))
         die("W5 registry");
-    /* the bare loop first, then the engine, then its replay */
+    return reg;
+}
+
+/* The process that dies: when the model's final answer is appended, its
+ * exchange is durable and the call's result is not. */
+static void w5h_die_at_answer(const pl_event *ev, void *user)
+{
+    (void)user;
+    if (ev->kind == PL_EVENT_STEP_APPENDED && ev->step_type == PL_STEP_TEXT &&
+        ev->policy && strcmp(ev->policy, "model") == 0)
+        _exit(0);
+}
+
+/* The replay's clocks at its first and last replayed step of the agent:
+ * the wall clock, and the replaying thread's CPU time (what the replay
+ * costs, whatever else the host runs meanwhile). */
+static double g_replay_first, g_replay_last, g_replay_cpu0, g_replay_cpu1;
+
+static double thread_cpu_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void w5h_replayed(const pl_event *ev, void *user)
+{
+    (void)user;
+    if (ev->kind == PL_EVENT_STEP_REPLAYED && strcmp(ev->path, "0.0") == 0) {
+        g_replay_last = now_s();
+        g_replay_cpu1 = thread_cpu_s();
+        if (g_replay_first == 0) {
+            g_replay_first = g_replay_last;
+            g_replay_cpu0 = g_replay_cpu1;
+        }
+    }
+}
+
+/* Run "agent-r" in a child process that dies at the model's final answer,
+ * so that finishing it replays the model's loop turn by turn. */
+static void w5h_crashed_run(const char *path, const w5h_arg *a,
+                            const pl_action *root)
+{
+    pid_t pid = fork();
+    if (pid < 0)
+        die("W5 fork");
+    if (pid == 0) {
+        pl_registry *reg = w5h_registry();
+        pl_engine *e = open_engine(path, reg, a->mode, w5h_die_at_answer);
+        pl_run_options ro = PL_RUN_OPTIONS_INIT;
+        ro.run_id = "agent-r";
+        pl_outcome *o = NULL;
+        pl_run_start(&o, e, root, &ro);
+        _exit(3); /* it should have died before its end */
+    }
+    int status = 0;
+    if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) ||
+        WEXITSTATUS(status) != 0)
+        die("W5 crashed run");
+}
+
+static void w5h_child(const void *varg, void *vres)
+{
+    const w5h_arg *a = varg;
+    w5h_res *r = vres;
+    char path[1100];
+    path_in(path, sizeof path, "w5h.db");
+    remove_store(path);
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    srv_start();
+    pl_registry *reg = w5h_registry();
+    /* the bare loop first, then the engine */
     r->bare_us = bare_loop(a->turns) * 1e6 / a->turns;
     g_commits = 0;
     pl_engine *e = open_engine(path, reg, a->mode, count_commits);
@@ -1468,15 +1534,8 @@ static void w5h_child(const void *varg, void *vres)
     r->engine_us = (now_s() - t0) * 1e6 / a->turns;
     r->commits = (double)g_commits / a->turns;
     pl_outcome_free(o);
-    long before = atomic_load(&g_srv.requests);
-    t0 = now_s();
-    if (pl_run_continue(&o, e, "agent", NULL) ||
-        o->status != PL_RUN_COMPLETED || o->calls_executed != 0)
-        die("W5 replay");
-    r->replay_us = (now_s() - t0) * 1e6 / a->turns;
-    r->replay_requests = atomic_load(&g_srv.requests) - before;
-    pl_outcome_free(o);
     pl_engine_close(e);
+    /* the store as the run left it, before the replay's run adds to it */
     MDB_env *env = raw_env(path, PL_DURABILITY_PROCESS);
     MDB_envinfo info;
     MDB_stat ms;
@@ -1484,6 +1543,32 @@ static void w5h_child(const void *varg, void *vres)
     mdb_env_stat(env, &ms);
     r->bytes = (double)(info.me_last_pgno + 1) * ms.ms_psize / a->turns;
     mdb_env_close(env);
+    pl_registry_free(reg); /* closes its connection: the server serves one */
+
+    /* the replay: the same agent, crashed at its final answer, finished;
+     * every turn's exchange and tool call is served from the ledger */
+    atomic_store(&g_srv.tools, a->turns);
+    w5h_crashed_run(path, a, &root);
+    reg = w5h_registry();
+    e = open_engine(path, reg, a->mode, w5h_replayed);
+    long before = atomic_load(&g_srv.requests);
+    g_replay_first = g_replay_last = 0;
+    t0 = now_s();
+    if (pl_run_continue(&o, e, "agent-r", NULL) ||
+        o->status != PL_RUN_COMPLETED) {
+        fprintf(stderr, "pl-bench: W5 replay: %s\n",
+                o && o->reason ? o->reason : pl_errmsg());
+        die("W5 replay");
+    }
+    r->replay_total_us = (now_s() - t0) * 1e6 / (a->turns + 1);
+    /* from the first replayed step of the agent to its last: the turns
+     * alone, without the continue's own commits (claiming the run, the
+     * results past the crash) */
+    r->replay_us = (g_replay_cpu1 - g_replay_cpu0) * 1e6 / a->turns;
+    r->replay_wall_us = (g_replay_last - g_replay_first) * 1e6 / a->turns;
+    r->replay_requests = atomic_load(&g_srv.requests) - before;
+    pl_outcome_free(o);
+    pl_engine_close(e);
     cJSON_Delete(p);
     pl_registry_free(reg);
     srv_stop();
@@ -1914,7 +1999,9 @@ static int report_w5_http(bool quick)
     say("\nW5 agent over HTTP: K turns, each a model call to a loopback "
         "server (canned\n  OpenAI answers, keep-alive) and a tool call; the "
         "engine's LLM policy under\n  loop + invoke_action vs a bare libcurl + "
-        "cJSON loop making the same requests\n");
+        "cJSON loop making the same requests; replay: the CPU time of a "
+        "turn of\n  the same agent's loop replayed, the run having died at "
+        "the model's final answer\n");
     say("  %-8s %5s %10s %10s %10s %8s %8s %10s %8s %10s\n", "mode", "K",
         "engine us", "bare us", "added us", "commits", "floor us", "replay us",
         "req", "bytes");
@@ -1963,6 +2050,8 @@ static int report_w5_http(bool quick)
             jnum(o, "commits_per_turn", r.commits);
             jnum(o, "floor_commit_us", r.floor_us);
             jnum(o, "replay_us_per_turn", med[s].replay_us);
+            jnum(o, "replay_wall_us_per_turn", r.replay_wall_us);
+            jnum(o, "replay_total_us_per_turn", r.replay_total_us);
             jnum(o, "replay_requests", (double)reqs);
             jnum(o, "store_bytes_per_turn", r.bytes);
             cJSON_AddItemToArray(arr, o);

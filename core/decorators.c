@@ -9,16 +9,24 @@
 
 #include <policyledger.h>
 
+/* Does the turn @p l want another: an action_call step, or a text step
+ * asking for one ({"again": true}, an LLM policy's re-prompt)? */
 static bool has_calls(const pl_steps *l)
 {
-    for (size_t i = 0; i < pl_steps_count(l); i++)
-        if (pl_step_type_of(pl_steps_at(l, i)) == PL_STEP_ACTION_CALL)
+    for (size_t i = 0; i < pl_steps_count(l); i++) {
+        const pl_step *s = pl_steps_at(l, i);
+        if (pl_step_type_of(s) == PL_STEP_ACTION_CALL ||
+            (pl_step_type_of(s) == PL_STEP_TEXT &&
+             cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(pl_step_payload(s),
+                                                           "again"))))
             return true;
+    }
     return false;
 }
 
 /*
- * Run the inner chain while its turn returned action_call steps.  The steps
+ * Run the inner chain while its turn returned action_call steps (or asked
+ * for another turn).  The steps
  * of the last turn are the decorator's output; running out of turns adds a
  * recorded BudgetExceeded error, which becomes the call's result.
  */
@@ -45,8 +53,8 @@ static int loop_fn(pl_ctx *ctx, const pl_action *action, pl_steps *out,
         snprintf(msg, sizeof msg, "loop: max_turns is 0, so no turn ran");
     else
         snprintf(msg, sizeof msg,
-                 "loop: the policy still called actions "
-                 "after max_turns=%llu turns",
+                 "loop: the policy still called actions (or asked "
+                 "for another turn) after max_turns=%llu turns",
                  (unsigned long long)max);
     cJSON *err = cJSON_CreateObject();
     if (!err || !cJSON_AddTrueToObject(err, "error") ||

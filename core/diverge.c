@@ -85,6 +85,17 @@ void pl__diverged(pl_ctx *c, const pl__rec *rec, pl_step_type type,
     free(now);
 }
 
+void pl__diverged_text(pl_ctx *c, const pl__rec *rec, pl_step_type type,
+                       const char *actor, const char *now_text,
+                       const char *detail)
+{
+    if (!c->run->e->on_event || !rec)
+        return;
+    char *now = now_text ? pl__strdup(now_text) : NULL;
+    emit_diff(c, PL_EVENT_DIVERGED, rec, type, actor, now, NULL, detail);
+    free(now);
+}
+
 void pl__code_changed(pl_ctx *c, const pl__rec *rec, const char *actor,
                       const char *code)
 {

@@ -17,6 +17,12 @@ PL__HIDDEN void pl__diverged(pl_ctx *c, const pl__rec *rec, pl_step_type type,
                              const char *actor, const uint8_t *mp,
                              size_t mp_len, const char *code);
 
+/* As pl__diverged(), the new step described by @p now_text (JSON), the
+ * difference by @p detail (the event's detail). */
+PL__HIDDEN void pl__diverged_text(pl_ctx *c, const pl__rec *rec,
+                                  pl_step_type type, const char *actor,
+                                  const char *now_text, const char *detail);
+
 /* The recorded call @p rec at the cursor replays the same under the code
  * @p code: emit PL_EVENT_CODE_CHANGED when the recorded code differs. */
 PL__HIDDEN void pl__code_changed(pl_ctx *c, const pl__rec *rec,

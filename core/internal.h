@@ -88,6 +88,8 @@ PL__HIDDEN int pl__step_from_rec(const pl__rec *rec, const char *path,
 PL__HIDDEN int pl__step_place(pl_step *s, const char *path, uint32_t seq,
                               int64_t time_us) PL__MUST_CHECK;
 PL__HIDDEN int pl__steps_push(pl_steps *l, pl_step *s) PL__MUST_CHECK;
+/* The step's payload as stored (a msgpack map); borrowed, as the step. */
+PL__HIDDEN const uint8_t *pl__step_mp(const pl_step *s, size_t *len);
 /* Add a step with an already encoded payload. */
 PL__HIDDEN int pl__steps_add_mp(pl_steps *l, pl_step_type type,
                                 const char *actor, const uint8_t *mp,

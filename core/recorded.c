@@ -29,11 +29,13 @@
 typedef int (*produce_fn)(cJSON **out, void *user);
 
 /*
- * Record a value once: on replay return the recorded one.  @p durable makes
- * it durable before returning (for values that came from the outside world).
+ * Record a value once: on replay return the recorded one, if @p match (when
+ * given) accepts it.  @p durable makes it durable before returning (for
+ * values that came from the outside world).
  */
-static int recorded(pl_ctx *c, const char *name, produce_fn fn, void *user,
-                    bool durable, cJSON **out)
+static int recorded_checked(pl_ctx *c, const char *name, produce_fn fn,
+                            void *user, const pl_side_effect_match *match,
+                            bool durable, cJSON **out)
 {
     *out = NULL;
     int st = pl__ctx_check(c, name);
@@ -78,6 +80,26 @@ static int recorded(pl_ctx *c, const char *name, produce_fn fn, void *user,
         }
         if ((st = pl__payload_decode(out, vv, vvn)))
             return pl__run_fail(r, st, "run %s: %s", r->id, pl_errmsg());
+        char why[256] = "";
+        if (match && !match->fn(*out, why, sizeof why, match->user)) {
+            why[sizeof why - 1] = '\0';
+            cJSON *now = NULL;
+            char *now_text = NULL;
+            if (!pl_json_pack(&now, "{s:s, s:s}", "name", name, "mismatch",
+                              why))
+                now_text = cJSON_PrintUnformatted(now);
+            cJSON_Delete(now);
+            pl__diverged_text(c, rec, PL_STEP_SIDE_EFFECT, c->def->name,
+                              now_text, why);
+            free(now_text);
+            cJSON_Delete(*out);
+            *out = NULL;
+            return pl__run_fail(r, PL_ENONDET,
+                                "non-determinism in run %s, invocation %s, "
+                                "step %u: the recorded side effect '%s' does "
+                                "not fit this call: %s",
+                                r->id, c->path, c->next_seq, name, why);
+        }
         if ((st = pl__inv_consume_checked(c))) {
             cJSON_Delete(*out);
             *out = NULL;
@@ -121,6 +143,12 @@ static int recorded(pl_ctx *c, const char *name, produce_fn fn, void *user,
     }
     *out = value;
     return PL_OK;
+}
+
+static int recorded(pl_ctx *c, const char *name, produce_fn fn, void *user,
+                    bool durable, cJSON **out)
+{
+    return recorded_checked(c, name, fn, user, NULL, durable, out);
 }
 
 static int produce_now(cJSON **out, void *user)
@@ -246,4 +274,18 @@ int pl_ctx_side_effect(cJSON **out, pl_ctx *c, const char *name,
                                   "and out are required");
     user_effect u = {fn, user};
     return recorded(c, name, produce_user, &u, true, out);
+}
+
+int pl_ctx_side_effect_checked(cJSON **out, pl_ctx *c, const char *name,
+                               pl_side_effect_fn fn,
+                               const pl_side_effect_match *match, void *user)
+{
+    if (out)
+        *out = NULL;
+    if (!c || !fn || !out || !pl__name_ok(name) || !match || !match->fn)
+        return pl__err(PL_EINVAL, "pl_ctx_side_effect_checked: ctx, a valid "
+                                  "name, fn, match with its fn and out are "
+                                  "required");
+    user_effect u = {fn, user};
+    return recorded_checked(c, name, produce_user, &u, match, true, out);
 }

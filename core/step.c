@@ -184,6 +184,12 @@ int pl_step_hash(uint8_t out[PL_HASH_LEN], const pl_step *s)
     return PL_OK;
 }
 
+const uint8_t *pl__step_mp(const pl_step *s, size_t *len)
+{
+    *len = s->mp_len;
+    return s->mp;
+}
+
 int pl_step_prev_hash(uint8_t out[PL_HASH_LEN], const pl_step *s)
 {
     if (!s || !out)

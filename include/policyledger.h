@@ -1356,6 +1356,37 @@ int pl_ctx_side_effect(cJSON **out_value, pl_ctx *ctx, const char *name, pl_side
                        void *user);
 
 /**
+ * Whether a recorded side effect's value still fits the call replaying it
+ * (for pl_ctx_side_effect_checked()).  Return true when it does; else
+ * false, with a short description of the difference written into @p why
+ * (@p why_size bytes, NUL-terminated; no allocation).
+ * @param recorded_value borrowed for the call.
+ */
+typedef bool (*pl_side_effect_match_fn)(const cJSON *recorded_value, char *why,
+                                        size_t why_size, void *user);
+
+/** The match of pl_ctx_side_effect_checked(): its function and user. */
+typedef struct pl_side_effect_match {
+    pl_side_effect_match_fn fn;
+    void *user;
+} pl_side_effect_match;
+
+/**
+ * As pl_ctx_side_effect(), and on replay @p match is asked whether the
+ * recorded value fits this call (say the value records a digest of the
+ * request that produced it).  A value that does not fit is a divergence,
+ * like a step that differs: PL_EVENT_DIVERGED (its diff's new_payload
+ * {"name": name, "mismatch": why}, its detail why), and the run fails with
+ * PL_ENONDET.  On the first execution @p match is not called.
+ * @param user passed to @p fn; @p match carries its own.
+ * @return as pl_ctx_side_effect(); PL_EINVAL also when @p match or its fn
+ *         is NULL.
+ */
+int pl_ctx_side_effect_checked(cJSON **out_value, pl_ctx *ctx, const char *name,
+                               pl_side_effect_fn fn,
+                               const pl_side_effect_match *match, void *user);
+
+/**
  * Suspend the run for a human.  The first time, records a `suspend` step with
  * @p prompt and returns PL_ESUSPENDED: return it from the policy, and every
  * caller unwinds.  After pl_run_resume(), the replay reaches this call again
@@ -1454,7 +1485,9 @@ int pl_next_call(pl_next *next, pl_ctx *ctx, const pl_action *action,
 
 /**
  * loop(max_turns): run the inner chain again while its last turn returned
- * `action_call` steps, at most @p max_turns times.  All turns share the
+ * `action_call` steps, or a `text` step whose payload has "again": true (a
+ * turn asking for another: an LLM policy's re-prompt), at most
+ * @p max_turns times.  All turns share the
  * invocation's ledger.  Running out of turns appends an `error` step with
  * code "BudgetExceeded", which becomes the call's result.
  */

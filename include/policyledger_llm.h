@@ -55,9 +55,21 @@
  *   - No API key for a provider's own server fails the run (PL_EINVAL, with
  *     the variable's name): nothing is recorded, so set the key and continue
  *     the run.
- *   - Re-prompts (PL_LLM_MALFORMED_REPROMPT) happen within one turn of the
- *     loop, each a recorded exchange after a `text` step
- *     {"text": what was wrong and the tool catalog, "reprompt": true}.
+ *   - Each re-prompt (PL_LLM_MALFORMED_REPROMPT) is a turn of the loop and
+ *     counts against loop(N): the turn ends with a `text` step
+ *     {"text": what was wrong and the tool catalog, "reprompt": true,
+ *      "again": true} (loop() goes on after it), and the next turn's
+ *     exchange sends it as the user's message.  Without loop() the call
+ *     ends with that step.
+ *   - Replay rebuilds each request and compares its SHA-256 with the one
+ *     recorded: a request that differs (another system prompt, other
+ *     tools, another conversation) is a divergence (PL_EVENT_DIVERGED, the
+ *     run fails with PL_ENONDET), never an answer served for it.
+ *   - Under loop(N) a turn's request is built on the earlier turns': each
+ *     step is encoded and hashed once, so a turn costs the same at turn
+ *     1,000 as at turn 10.  The policy keeps this for up to 64 invocations
+ *     at a time (the least recently used go first; a state is checked
+ *     against the ledger's hash chain before it is used).
  *
  * Model URLs:
  *   openai://MODEL                 chat completions with tool calling;
@@ -167,7 +179,8 @@ typedef struct pl_llm_options {
      *  A schema that does not compile is PL_EINVAL at registration. */
     const char *output_schema;
     pl_llm_malformed malformed; /**< default PL_LLM_MALFORMED_FAIL */
-    unsigned reprompt_limit;   /**< re-prompts per turn; default 2 */
+    unsigned reprompt_limit;   /**< re-prompts in a row, each a turn of
+                                    the loop; default 2 */
     const char *base_url;      /**< overrides the provider's base URL */
     const char *api_key_env;   /**< the key's variable; NULL: the default */
     unsigned connect_timeout_ms; /**< 0: 10 s */

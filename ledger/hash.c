@@ -34,6 +34,8 @@ int pl__hasher_new(pl__hasher **out)
 
 void pl__hasher_free(pl__hasher *h) { free(h); }
 
+void pl__hasher_copy(pl__hasher *dst, const pl__hasher *src) { *dst = *src; }
+
 static int failed(void) { return pl__err(PL_ENOMEM, "SHA-256 failed"); }
 
 static int digest(pl__hasher *h, const void *a, size_t an, const void *b,

@@ -11,6 +11,8 @@ typedef struct pl__hasher pl__hasher;
 
 PL__HIDDEN int pl__hasher_new(pl__hasher **out) PL__MUST_CHECK;
 PL__HIDDEN void pl__hasher_free(pl__hasher *h);
+/* Make @p dst's state @p src's: a digest of a prefix, saved to go on from. */
+PL__HIDDEN void pl__hasher_copy(pl__hasher *dst, const pl__hasher *src);
 
 /*
  * The hash of a stored step: SHA-256 of its key (which names its run,

@@ -36,12 +36,14 @@ Each request is logged before it is answered, one JSON line:
    "content_type": header or null,
    "t": seconds since the epoch, "tool_names": the names the body carries
    (definitions, calls, results), "bad_names": those P refuses,
+   "sha256": the body's SHA-256 in hex, "bytes": its length,
    "body": {...}}
 The key itself is never logged.  The port is written to --port-file once
 the server listens.
 """
 import argparse
 import email.utils
+import hashlib
 import json
 import os
 import re
@@ -222,6 +224,9 @@ def main():
                                           "t": now,
                                           "tool_names": defs + used,
                                           "bad_names": bad,
+                                          "sha256":
+                                              hashlib.sha256(raw).hexdigest(),
+                                          "bytes": len(raw),
                                           "body": body}) + "\n")
             i = turn if by_turn else n
             r = responses[i] if i < len(responses) else script.get("rest", {

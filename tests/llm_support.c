@@ -206,6 +206,13 @@ static int effect(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
 
 pl_registry *t_llm_registry(const char *model_url, const pl_llm_options *opts)
 {
+    return t_llm_registry_prompt(model_url, "You are terse.", opts);
+}
+
+pl_registry *t_llm_registry_prompt(const char *model_url,
+                                   const char *system_prompt,
+                                   const pl_llm_options *opts)
+{
     pl_registry *reg = t_registry();
     pl_policy_def d = PL_POLICY_DEF_INIT;
     d.name = "agent";
@@ -217,7 +224,7 @@ pl_registry *t_llm_registry(const char *model_url, const pl_llm_options *opts)
     d.input_schema = "{\"type\":\"object\",\"properties\":{\"note\":"
                      "{\"type\":\"string\"}},\"required\":[\"note\"]}";
     cr_assert_eq(pl_registry_add(reg, &d), PL_OK, "%s", pl_errmsg());
-    int st = pl_llm_register(reg, "llm", model_url, "You are terse.", opts);
+    int st = pl_llm_register(reg, "llm", model_url, system_prompt, opts);
     cr_assert_eq(st, PL_OK, "pl_llm_register(%s): %s", model_url, pl_errmsg());
     return reg;
 }

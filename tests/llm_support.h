@@ -44,6 +44,10 @@ char *t_read_file(const char *path, size_t *len);
  *            (described, with an input schema).
  */
 pl_registry *t_llm_registry(const char *model_url, const pl_llm_options *opts);
+/* As t_llm_registry(), the model's system prompt @p system_prompt. */
+pl_registry *t_llm_registry_prompt(const char *model_url,
+                                   const char *system_prompt,
+                                   const pl_llm_options *opts);
 extern char t_effects_path[4400];
 
 /* Run the agent on @p text with @p actions_json, e.g. "[\"add\"]". */

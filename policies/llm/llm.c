@@ -1,12 +1,15 @@
 /*
  * llm.c -- LLM policies: registration, the policy itself, token totals.
  *
- * Each turn the policy rebuilds the request from its ledger, makes one
- * recorded exchange (pl_ctx_side_effect(), so it is durable before the
- * answer is used and replayed, never repeated), and returns the answer as
- * steps.  A malformed answer fails the call, or is re-prompted within the
- * same turn, up to the limit (each re-prompt a `text` step with
- * "reprompt": true, sent to the model as the user's message).
+ * Each turn the policy builds the request from its ledger (on what it kept
+ * of the earlier turns, reqcache.c), makes one recorded exchange
+ * (pl_ctx_side_effect_checked(), so it is durable before the answer is
+ * used, and replayed, never repeated, for the same request only), and
+ * returns the answer as steps.  A malformed answer fails the call, or is
+ * re-prompted, up to the limit: the turn ends with a `text` step
+ * {"text", "reprompt": true, "again": true}, sent to the model as the
+ * user's message in the next turn, so each re-prompt is a turn of the
+ * loop.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,8 +17,6 @@
 
 #include "llm.h"
 #include "registry.h"
-
-#define EXCHANGE "llm_exchange"
 
 static void llm_free(void *p)
 {
@@ -29,6 +30,7 @@ static void llm_free(void *p)
     pl_schema_free(m->output_check);
     free(m->api_key_env);
     pl__llm_conn_free(m->conn);
+    pl__llm_reqcache_free(m->cache);
     free(m);
 }
 
@@ -97,28 +99,47 @@ static int make_tools(pl__llm_tool **out, size_t *n, pl_ctx *ctx,
     return PL_OK;
 }
 
-/* The recorded exchange's value, if @p s is one. */
-static const cJSON *exchange_of(const pl_step *s)
+const cJSON *pl__llm_exchange_of(const pl_step *s)
 {
     if (pl_step_type_of(s) != PL_STEP_SIDE_EFFECT)
         return NULL;
     const cJSON *p = pl_step_payload(s);
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(p, "name");
-    if (!cJSON_IsString(name) || strcmp(name->valuestring, EXCHANGE) != 0)
+    if (!cJSON_IsString(name) ||
+        strcmp(name->valuestring, PL__LLM_EXCHANGE) != 0)
         return NULL;
     return cJSON_GetObjectItemCaseSensitive(p, "value");
 }
 
 typedef struct exchange_args {
     const pl__llm *m;
-    const char *body;
-    long script_pos;
+    const pl__llm_request *req;
 } exchange_args;
 
 static int do_exchange(cJSON **out, void *user)
 {
     exchange_args *x = user;
-    return pl__llm_exchange(out, x->m, x->body, x->script_pos);
+    return pl__llm_exchange(out, x->m, x->req->body, x->req->len,
+                            x->req->sha256, x->req->script_pos);
+}
+
+/* On replay: the recorded exchange answered this very request. */
+static bool same_request(const cJSON *recorded, char *why, size_t why_size,
+                         void *user)
+{
+    const pl__llm_request *req = user;
+    const cJSON *sha = cJSON_GetObjectItemCaseSensitive(recorded,
+                                                        "request_sha256");
+    if (!cJSON_IsString(sha)) /* recorded before requests had digests */
+        return true;
+    if (strcmp(sha->valuestring, req->sha256) == 0)
+        return true;
+    snprintf(why, why_size,
+             "the model was asked another request (SHA-256 %.64s, "
+             "recorded %.64s): the system prompt, the tools or the "
+             "conversation changed",
+             req->sha256, sha->valuestring);
+    return false;
 }
 
 /* The tool catalog, for a re-prompt. */
@@ -148,39 +169,43 @@ static char *catalog(const pl__llm_tool *tools, size_t n)
     return (char *)b.data;
 }
 
-/* One model call, as a recorded exchange; *value is borrowed-free owned. */
+/* One model call, as a recorded exchange; caller frees *value.  On replay
+ * the request is built all the same, and must be the one recorded. */
 static int one_exchange(cJSON **value, pl_ctx *ctx, const pl__llm *m,
                         const pl_action *a, const pl__llm_tool *tools,
                         size_t n_tools, unsigned *n_exchanges)
 {
-    const pl_steps *ledger = NULL;
-    int st = pl_ctx_ledger(&ledger, ctx);
+    pl__llm_request req;
+    int st = pl__llm_request_build(&req, ctx, m, a, tools, n_tools);
     if (st)
         return st;
-    long pos = 0;
-    *n_exchanges = 0;
-    for (size_t i = 0; i < pl_steps_count(ledger); i++) {
-        const cJSON *x = exchange_of(pl_steps_at(ledger, i));
-        if (!x)
-            continue;
-        (*n_exchanges)++;
-        const cJSON *next = cJSON_GetObjectItemCaseSensitive(x, "script_next");
-        if (cJSON_IsNumber(next) && next->valuedouble >= 0 &&
-            next->valuedouble < 1e9)
-            pos = (long)next->valuedouble;
-    }
-    cJSON *msgs = NULL;
-    char *body = NULL;
-    if ((st = pl__llm_messages(&msgs, m, a, ledger)))
-        return st;
-    st = pl__llm_request_body(&body, m, msgs, tools, n_tools);
-    cJSON_Delete(msgs);
-    if (st)
-        return st;
-    exchange_args x = {m, body, pos};
-    st = pl_ctx_side_effect(value, ctx, EXCHANGE, do_exchange, &x);
-    free(body);
+    *n_exchanges = req.n_exchanges;
+    exchange_args x = {m, &req};
+    pl_side_effect_match match = {same_request, &req};
+    st = pl_ctx_side_effect_checked(value, ctx, PL__LLM_EXCHANGE, do_exchange,
+                                    &match, &x);
+    pl__llm_request_done(&req, m, st == PL_OK);
     return st;
+}
+
+/* How many re-prompts in a row end the ledger (each a turn of its own). */
+static unsigned reprompts_in_a_row(pl_ctx *ctx)
+{
+    const pl_steps *ledger = NULL;
+    unsigned n = 0;
+    if (pl_ctx_ledger(&ledger, ctx))
+        return 0; /* the exchange will fail the same way */
+    for (size_t i = pl_steps_count(ledger); i > 0; i--) {
+        const pl_step *s = pl_steps_at(ledger, i - 1);
+        if (pl__llm_exchange_of(s))
+            continue;
+        if (pl_step_type_of(s) != PL_STEP_TEXT ||
+            !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(pl_step_payload(s),
+                                                           "reprompt")))
+            break;
+        n++;
+    }
+    return n;
 }
 
 /* The first error result of the last turn's tool calls, if any: the
@@ -193,7 +218,7 @@ static int last_turn_error(const pl_step **out, pl_ctx *ctx)
     if (st)
         return st;
     size_t i = pl_steps_count(ledger);
-    while (i > 0 && !exchange_of(pl_steps_at(ledger, i - 1)))
+    while (i > 0 && !pl__llm_exchange_of(pl_steps_at(ledger, i - 1)))
         i--;
     for (; i < pl_steps_count(ledger); i++) {
         const pl_step *s = pl_steps_at(ledger, i);
@@ -206,6 +231,12 @@ static int last_turn_error(const pl_step **out, pl_ctx *ctx)
     return PL_OK;
 }
 
+/*
+ * One turn: one model call.  A malformed answer, with re-prompts allowed
+ * and left, ends the turn with the re-prompt (a text step asking for
+ * another turn), so that each re-prompt is a turn of the loop and counts
+ * against its budget.
+ */
 static int llm_policy(pl_ctx *ctx, const pl_action *a, pl_steps *out,
                       void *user)
 {
@@ -218,64 +249,59 @@ static int llm_policy(pl_ctx *ctx, const pl_action *a, pl_steps *out,
     }
     pl__llm_tool *tools = NULL;
     size_t n_tools = 0;
+    cJSON *v = NULL;
+    unsigned n = 0;
+    char *why = NULL;
     int st = make_tools(&tools, &n_tools, ctx, m, a);
-    for (unsigned attempt = 0; !st; attempt++) {
-        cJSON *v = NULL;
-        unsigned n = 0;
-        if ((st = one_exchange(&v, ctx, m, a, tools, n_tools, &n)))
-            break;
-        const cJSON *err = cJSON_GetObjectItemCaseSensitive(v, "error");
-        const cJSON *ans = cJSON_GetObjectItemCaseSensitive(v, "answer");
-        if (err) {
-            const cJSON *code = cJSON_GetObjectItemCaseSensitive(err, "code");
-            const cJSON *msg = cJSON_GetObjectItemCaseSensitive(err, "message");
-            st = pl_steps_add_error(out,
-                                    cJSON_IsString(code) ? code->valuestring
-                                                         : "ModelError",
-                                    cJSON_IsString(msg) ? msg->valuestring
-                                                        : "model call failed");
-            cJSON_Delete(v);
-            break;
-        }
-        char *why = NULL;
-        st = ans ? pl__llm_answer_steps(out, &why, m, ans, a, tools, n_tools, n)
-                 : (why = pl__strdup("the recorded exchange has no answer"),
-                    PL_EJSON);
-        cJSON_Delete(v);
-        if (st != PL_EJSON || !why) {
-            free(why);
-            break;
-        }
-        bool again = m->o.malformed == PL_LLM_MALFORMED_REPROMPT &&
-                     attempt < m->o.reprompt_limit;
-        if (!again) {
-            char *msg = pl__asprintf("the model's answer cannot become steps: "
-                                     "%s",
-                                     why);
-            st = msg ? pl_steps_add_error(out, PL_LLM_ERR_INVALID_MODEL_ACTION,
-                                          msg)
-                     : PL_ENOMEM;
-            free(msg);
-            free(why);
-            break;
-        }
-        char *cat = catalog(tools, n_tools);
-        char *text = cat ? pl__asprintf("Your last answer could not be used: "
-                                        "%s. Answer again, with text or with "
-                                        "calls of these tools, arguments a "
-                                        "JSON object:%s",
-                                        why, cat)
-                         : NULL;
-        cJSON *p = NULL;
-        st = text ? pl_json_pack(&p, "{s:s, s:b}", "text", text, "reprompt", 1)
-                  : PL_ENOMEM;
-        if (!st)
-            st = pl_ctx_emit(ctx, out, PL_STEP_TEXT, NULL, p);
-        cJSON_Delete(p);
-        free(text);
-        free(cat);
-        free(why);
+    if (!st)
+        st = one_exchange(&v, ctx, m, a, tools, n_tools, &n);
+    if (st)
+        goto done;
+    const cJSON *err = cJSON_GetObjectItemCaseSensitive(v, "error");
+    const cJSON *ans = cJSON_GetObjectItemCaseSensitive(v, "answer");
+    if (err) {
+        const cJSON *code = cJSON_GetObjectItemCaseSensitive(err, "code");
+        const cJSON *msg = cJSON_GetObjectItemCaseSensitive(err, "message");
+        st = pl_steps_add_error(out,
+                                cJSON_IsString(code) ? code->valuestring
+                                                     : "ModelError",
+                                cJSON_IsString(msg) ? msg->valuestring
+                                                    : "model call failed");
+        goto done;
     }
+    st = ans ? pl__llm_answer_steps(out, &why, m, ans, a, tools, n_tools, n)
+             : (why = pl__strdup("the recorded exchange has no answer"),
+                PL_EJSON);
+    if (st != PL_EJSON || !why)
+        goto done;
+    if (m->o.malformed != PL_LLM_MALFORMED_REPROMPT ||
+        reprompts_in_a_row(ctx) >= m->o.reprompt_limit) {
+        char *msg = pl__asprintf("the model's answer cannot become steps: %s",
+                                 why);
+        st = msg ? pl_steps_add_error(out, PL_LLM_ERR_INVALID_MODEL_ACTION, msg)
+                 : PL_ENOMEM;
+        free(msg);
+        goto done;
+    }
+    char *cat = catalog(tools, n_tools);
+    char *text = cat ? pl__asprintf("Your last answer could not be used: "
+                                    "%s. Answer again, with text or with "
+                                    "calls of these tools, arguments a "
+                                    "JSON object:%s",
+                                    why, cat)
+                     : NULL;
+    cJSON *p = NULL;
+    st = text ? pl_json_pack(&p, "{s:s, s:b, s:b}", "text", text, "reprompt", 1,
+                             "again", 1)
+              : PL_ENOMEM;
+    if (!st)
+        st = pl_ctx_emit(ctx, out, PL_STEP_TEXT, NULL, p);
+    cJSON_Delete(p);
+    free(text);
+    free(cat);
+done:
+    free(why);
+    cJSON_Delete(v);
     free_tools(tools, n_tools);
     return st;
 }
@@ -320,6 +346,7 @@ int pl_llm_register(pl_registry *reg, const char *name, const char *model_url,
     }
     m->o = o;
     m->conn = pl__llm_conn_new();
+    m->cache = pl__llm_reqcache_new();
     m->name = pl__strdup(name);
     m->system_prompt = system_prompt ? pl__strdup(system_prompt) : NULL;
     m->api_key_env = o.api_key_env ? pl__strdup(o.api_key_env) : NULL;
@@ -328,7 +355,8 @@ int pl_llm_register(pl_registry *reg, const char *name, const char *model_url,
     m->o.api_key_env = NULL;
     m->o.output_schema = NULL;
     m->o.description = NULL;
-    if (!m->conn || !m->name || (system_prompt && !m->system_prompt) ||
+    if (!m->conn || !m->cache || !m->name ||
+        (system_prompt && !m->system_prompt) ||
         (o.api_key_env && !m->api_key_env) || (o.base_url && !base)) {
         free(base);
         llm_free(m);
@@ -388,7 +416,7 @@ int pl_llm_register(pl_registry *reg, const char *name, const char *model_url,
 static int count_tokens(const pl_step *s, void *user)
 {
     pl_llm_tokens *t = user;
-    const cJSON *x = exchange_of(s);
+    const cJSON *x = pl__llm_exchange_of(s);
     if (!x)
         return 0;
     const cJSON *u = cJSON_GetObjectItemCaseSensitive(x, "usage");

@@ -7,6 +7,8 @@
  *                normalised answer as steps
  *   names.c      policy names as the tool names each provider accepts
  *   transport.c  one model call: HTTP with retries, or the scripted model
+ *   reqcache.c   the request of a loop's turn, built on the last turn's
+ *                (each earlier step encoded and hashed once)
  *   llm.c        registration, the policy, token totals
  *
  * A normalised answer, as recorded:
@@ -52,6 +54,7 @@ typedef struct pl__llm {
     char *api_key_env;
     pl_llm_options o;          /* strings in it are not used: copied above */
     struct pl__llm_conn *conn; /* the kept HTTP handle (transport.c) */
+    struct pl__llm_reqcache *cache; /* the turns' requests (reqcache.c) */
 } pl__llm;
 
 /* The policy's kept HTTP handle: one libcurl handle reused by its calls, so
@@ -99,7 +102,24 @@ PL__HIDDEN bool pl__llm_has_submit(const pl__llm *m, const pl_action *action);
 
 /* The conversation, provider-neutral: an array of
  *   {"role": "system"|"user"|"assistant"|"tool", "content": "...",
- *    "tool_calls": [{"id", "name", "arguments": "text"}], "tool_call_id"} */
+ *    "tool_calls": [{"id", "name", "arguments": "text"}], "tool_call_id"}
+ * built step by step: start, then one call per ledger step. */
+typedef struct pl__llm_conv {
+    cJSON *msgs;         /* the messages (an array) */
+    cJSON *open;         /* the assistant message tool calls join, or NULL */
+    const cJSON **calls; /* tool calls waiting for results, in msgs */
+    size_t n, head, cap; /* calls[head..n) wait */
+} pl__llm_conv;
+
+/* The system prompt (unless @p with_system is false) and the user's
+ * message from the action.  On failure *cv is empty. */
+PL__HIDDEN int pl__llm_conv_start(pl__llm_conv *cv, const pl__llm *m,
+                                  const pl_action *action, bool with_system);
+PL__HIDDEN int pl__llm_conv_step(pl__llm_conv *cv, const pl__llm *m,
+                                 const pl_step *s);
+PL__HIDDEN void pl__llm_conv_free(pl__llm_conv *cv);
+
+/* The whole conversation of a ledger, at once. */
 PL__HIDDEN int pl__llm_messages(cJSON **out, const pl__llm *m,
                                 const pl_action *action,
                                 const pl_steps *ledger);
@@ -108,6 +128,25 @@ PL__HIDDEN int pl__llm_messages(cJSON **out, const pl__llm *m,
 PL__HIDDEN int pl__llm_request_body(char **out, const pl__llm *m,
                                     const cJSON *messages,
                                     const pl__llm_tool *tools, size_t n_tools);
+
+/* The body in parts: a body is its head (*out up to *head_len, ending in
+ * the conversation array's '['), the encoded messages joined by ',', and
+ * its tail (*out from *head_len: ']' and all that follows).  The frame is
+ * the body of no messages, but for a provider that keeps the system prompt
+ * apart (pl__llm_system_apart()): there it is in the tail, and the
+ * conversation to encode starts without it.  *out: caller frees. */
+PL__HIDDEN int pl__llm_body_frame(char **out, size_t *head_len,
+                                  const pl__llm *m, const pl__llm_tool *tools,
+                                  size_t n_tools);
+PL__HIDDEN bool pl__llm_system_apart(const pl__llm *m);
+/* Does the provider join a run of tool results into one message? */
+PL__HIDDEN bool pl__llm_joins_tool_results(const pl__llm *m);
+
+/* Append @p messages, encoded for the provider, to @p out (after a ','
+ * when @p comma and the encoding is not empty).  A run of "tool" messages
+ * must not be split across two calls where the provider joins them. */
+PL__HIDDEN int pl__llm_encode_messages(pl__buf *out, const pl__llm *m,
+                                       const cJSON *messages, bool comma);
 
 /* Parse a provider's response body into a normalised answer and usage. */
 PL__HIDDEN int pl__llm_parse_response(cJSON **answer, long *in_tokens,
@@ -130,12 +169,39 @@ PL__HIDDEN int pl__llm_answer_steps(pl_steps *out, char **why, const pl__llm *m,
 PL__HIDDEN int pl__llm_retry_after(long *out_ms, const char *value,
                                    int64_t now_ms);
 
+/* The recorded exchange's value, if @p s is one. */
+#define PL__LLM_EXCHANGE "llm_exchange"
+PL__HIDDEN const cJSON *pl__llm_exchange_of(const pl_step *s);
+
 /* One model call.  *out is the recorded exchange value:
  *   {"request_sha256", "request_bytes", "attempts", "status",
  *    "usage": {"input", "output"}, "answer": {...}}
  * or with "error": {"code", "message"} instead of "answer".  A scripted
- * exchange adds "script_next".  Fails only on a local error (memory). */
+ * exchange adds "script_next".  @p body is @p len bytes and a NUL;
+ * @p sha256_hex its SHA-256 in hex.  Fails only on a local error (memory). */
 PL__HIDDEN int pl__llm_exchange(cJSON **out, const pl__llm *m, const char *body,
+                                size_t len, const char *sha256_hex,
                                 long script_pos);
+
+/* A turn's request, built on what the policy kept of the invocation's
+ * earlier turns (reqcache.c). */
+typedef struct pl__llm_request {
+    const char *body; /* borrowed: valid until pl__llm_request_done() */
+    size_t len;
+    char sha256[2 * PL_HASH_LEN + 1]; /* the body's, in hex */
+    unsigned n_exchanges;             /* exchanges in the ledger */
+    long script_pos;                  /* the scripted model's next answer */
+    struct pl__llm_reqstate *state;   /* the kept state, checked out */
+} pl__llm_request;
+
+PL__HIDDEN int pl__llm_request_build(pl__llm_request *out, pl_ctx *ctx,
+                                     const pl__llm *m, const pl_action *a,
+                                     const pl__llm_tool *tools, size_t n_tools);
+/* Give the state back for the next turn (@p keep) or drop it. */
+PL__HIDDEN void pl__llm_request_done(pl__llm_request *r, const pl__llm *m,
+                                     bool keep);
+
+PL__HIDDEN struct pl__llm_reqcache *pl__llm_reqcache_new(void);
+PL__HIDDEN void pl__llm_reqcache_free(struct pl__llm_reqcache *c);
 
 #endif

@@ -30,39 +30,35 @@ static const char *str_of(const cJSON *o, const char *key)
     return cJSON_IsString(v) ? v->valuestring : NULL;
 }
 
-/* Tool calls waiting for their results, oldest first. */
-typedef struct pending {
-    const cJSON **calls;
-    size_t n, head, cap;
-} pending;
-
-static int pending_push(pending *p, const cJSON *call)
+/* A tool call waiting for its result (pl__llm_conv.pending). */
+static int pending_push(pl__llm_conv *cv, const cJSON *call)
 {
-    const cJSON **v = pl__grow((void *)p->calls, &p->cap, p->n, sizeof *v, 8);
+    const cJSON **v = pl__grow((void *)cv->calls, &cv->cap, cv->n, sizeof *v,
+                               8);
     if (!v)
         return PL_ENOMEM;
-    p->calls = v;
-    p->calls[p->n++] = call;
+    cv->calls = v;
+    cv->calls[cv->n++] = call;
     return PL_OK;
 }
 
 /* An action_call step as the assistant's tool call. */
-static int add_call(cJSON *msgs, cJSON **open, const pl_step *s, pending *p,
-                    char *idbuf, size_t idcap)
+static int add_call(pl__llm_conv *cv, const pl_step *s)
 {
+    char idbuf[64];
     const cJSON *pay = pl_step_payload(s);
     const char *name = str_of(pay, "policy");
     const char *id = str_of(pay, "call_id");
     if (!pay || !name)
         return PL_OK; /* a malformed call got an error result: no tool call */
     if (!id) {
-        snprintf(idbuf, idcap, "call_%s", pl_step_id(s));
+        snprintf(idbuf, sizeof idbuf, "call_%s", pl_step_id(s));
         id = idbuf;
     }
-    if (!*open && !(*open = message(msgs, "assistant", NULL)))
+    if (!cv->open && !(cv->open = message(cv->msgs, "assistant", NULL)))
         return PL_ENOMEM;
-    cJSON *calls = cJSON_GetObjectItemCaseSensitive(*open, "tool_calls");
-    if (!calls && !(calls = cJSON_AddArrayToObject(*open, "tool_calls")))
+    cJSON *calls = cJSON_GetObjectItemCaseSensitive(cv->open, "tool_calls");
+    if (!calls && !(calls = cJSON_AddArrayToObject(cv->open, "tool_calls")))
         return PL_ENOMEM;
     const cJSON *args = cJSON_GetObjectItemCaseSensitive(pay, "payload");
     char *text = args ? cJSON_PrintUnformatted(args) : pl__strdup("{}");
@@ -74,91 +70,109 @@ static int add_call(cJSON *msgs, cJSON **open, const pl_step *s, pending *p,
                      cJSON_AddStringToObject(c, "arguments", text)
                  ? PL_OK
                  : PL_ENOMEM;
+        if (!st) /* the call lives in the message: the queue points at it */
+            st = pending_push(cv, c);
         c = NULL;
     }
     cJSON_Delete(c);
     free(text);
-    if (!st) {
-        /* the call lives in the message: the queue points at it */
-        st = pending_push(p, cJSON_GetArrayItem(calls,
-                                                cJSON_GetArraySize(calls) - 1));
-    }
     return st;
+}
+
+int pl__llm_conv_start(pl__llm_conv *cv, const pl__llm *m,
+                       const pl_action *action, bool with_system)
+{
+    memset(cv, 0, sizeof *cv);
+    cv->msgs = cJSON_CreateArray();
+    int st = cv->msgs ? PL_OK : PL_ENOMEM;
+    if (!st && with_system && m->system_prompt &&
+        !message(cv->msgs, "system", m->system_prompt))
+        st = PL_ENOMEM;
+    const cJSON *pay = action->payload;
+    const char *text = str_of(pay, "text");
+    if (!st && text && !message(cv->msgs, "user", text))
+        st = PL_ENOMEM;
+    if (!st && !text && pay && pay->child) {
+        char *j = cJSON_PrintUnformatted(pay);
+        if (!j || !message(cv->msgs, "user", j))
+            st = PL_ENOMEM;
+        free(j);
+    }
+    if (st) {
+        pl__llm_conv_free(cv);
+        return pl__err(st, "out of memory");
+    }
+    return PL_OK;
+}
+
+void pl__llm_conv_free(pl__llm_conv *cv)
+{
+    cJSON_Delete(cv->msgs);
+    free((void *)cv->calls);
+    memset(cv, 0, sizeof *cv);
+}
+
+int pl__llm_conv_step(pl__llm_conv *cv, const pl__llm *m, const pl_step *s)
+{
+    pl_step_type type = pl_step_type_of(s);
+    if (type != PL_STEP_TEXT && type != PL_STEP_ACTION_CALL &&
+        type != PL_STEP_ACTION_RESULT)
+        return PL_OK; /* exchanges, suspends, errors: not the conversation */
+    const cJSON *sp = pl_step_payload(s);
+    int st = sp ? PL_OK : PL_ENOMEM;
+    switch (sp ? type : PL_STEP_ERROR) {
+    case PL_STEP_TEXT: {
+        const char *t = str_of(sp, "text");
+        bool mine = strcmp(pl_step_actor(s), m->name) == 0 &&
+                    !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(sp,
+                                                                   "reprompt"));
+        char *j = NULL;
+        if (!t)
+            t = j = cJSON_PrintUnformatted(sp);
+        cJSON *msg = t ? message(cv->msgs, mine ? "assistant" : "user", t)
+                       : NULL;
+        free(j);
+        if (!msg)
+            st = PL_ENOMEM;
+        cv->open = mine ? msg : NULL;
+        break;
+    }
+    case PL_STEP_ACTION_CALL: st = add_call(cv, s); break;
+    case PL_STEP_ACTION_RESULT: {
+        cv->open = NULL;
+        if (cv->head >= cv->n)
+            break; /* no call of the model's: nothing to bind to */
+        const cJSON *call = cv->calls[cv->head++];
+        char *j = cJSON_PrintUnformatted(sp);
+        cJSON *msg = j ? message(cv->msgs, "tool", j) : NULL;
+        if (!msg ||
+            !cJSON_AddStringToObject(msg, "tool_call_id", str_of(call, "id")) ||
+            !cJSON_AddStringToObject(msg, "name", str_of(call, "name")) ||
+            (pl_step_is_error(s) && !cJSON_AddTrueToObject(msg, "error")))
+            st = PL_ENOMEM;
+        free(j);
+        break;
+    }
+    default: break;
+    }
+    return st ? pl__err(st, "out of memory") : PL_OK;
 }
 
 int pl__llm_messages(cJSON **out, const pl__llm *m, const pl_action *action,
                      const pl_steps *ledger)
 {
     *out = NULL;
-    cJSON *msgs = cJSON_CreateArray();
-    pending p = {0};
-    int st = msgs ? PL_OK : PL_ENOMEM;
-    if (!st && m->system_prompt && !message(msgs, "system", m->system_prompt))
-        st = PL_ENOMEM;
-    const cJSON *pay = action->payload;
-    const char *text = str_of(pay, "text");
-    if (!st && text && !message(msgs, "user", text))
-        st = PL_ENOMEM;
-    if (!st && !text && pay && pay->child) {
-        char *j = cJSON_PrintUnformatted(pay);
-        if (!j || !message(msgs, "user", j))
-            st = PL_ENOMEM;
-        free(j);
-    }
-    cJSON *open = NULL; /* the assistant message tool calls join */
-    for (size_t i = 0; !st && i < pl_steps_count(ledger); i++) {
-        const pl_step *s = pl_steps_at(ledger, i);
-        const cJSON *sp = pl_step_payload(s);
-        if (!sp) {
-            st = PL_ENOMEM;
-            break;
-        }
-        char idbuf[64];
-        switch (pl_step_type_of(s)) {
-        case PL_STEP_TEXT: {
-            const char *t = str_of(sp, "text");
-            bool mine = strcmp(pl_step_actor(s), m->name) == 0 &&
-                        !cJSON_IsTrue(
-                            cJSON_GetObjectItemCaseSensitive(sp, "reprompt"));
-            char *j = NULL;
-            if (!t)
-                t = j = cJSON_PrintUnformatted(sp);
-            cJSON *msg = t ? message(msgs, mine ? "assistant" : "user", t)
-                           : NULL;
-            free(j);
-            if (!msg)
-                st = PL_ENOMEM;
-            open = mine ? msg : NULL;
-            break;
-        }
-        case PL_STEP_ACTION_CALL:
-            st = add_call(msgs, &open, s, &p, idbuf, sizeof idbuf);
-            break;
-        case PL_STEP_ACTION_RESULT: {
-            open = NULL;
-            if (p.head >= p.n)
-                break; /* no call of the model's: nothing to bind to */
-            const cJSON *call = p.calls[p.head++];
-            char *j = cJSON_PrintUnformatted(sp);
-            cJSON *msg = j ? message(msgs, "tool", j) : NULL;
-            if (!msg ||
-                !cJSON_AddStringToObject(msg, "tool_call_id",
-                                         str_of(call, "id")) ||
-                !cJSON_AddStringToObject(msg, "name", str_of(call, "name")) ||
-                (pl_step_is_error(s) && !cJSON_AddTrueToObject(msg, "error")))
-                st = PL_ENOMEM;
-            free(j);
-            break;
-        }
-        default: /* exchanges, suspends, errors: not the conversation */ break;
-        }
-    }
-    free((void *)p.calls);
+    pl__llm_conv cv;
+    int st = pl__llm_conv_start(&cv, m, action, true);
+    for (size_t i = 0; !st && i < pl_steps_count(ledger); i++)
+        st = pl__llm_conv_step(&cv, m, pl_steps_at(ledger, i));
     if (st) {
-        cJSON_Delete(msgs);
-        return pl__err(st, "out of memory");
+        pl__llm_conv_free(&cv);
+        return st;
     }
-    *out = msgs;
+    *out = cv.msgs;
+    cv.msgs = NULL;
+    pl__llm_conv_free(&cv);
     return PL_OK;
 }
 
@@ -540,21 +554,99 @@ static cJSON *gemini_body(const pl__llm *m, const cJSON *messages,
     return b;
 }
 
+static cJSON *body_of(const pl__llm *m, const cJSON *messages,
+                      const pl__llm_tool *tools, size_t n_tools)
+{
+    return m->url.provider == PL__LLM_ANTHROPIC
+               ? anthropic_body(m, messages, tools, n_tools)
+           : m->url.provider == PL__LLM_OLLAMA
+               ? ollama_body(m, messages, tools, n_tools)
+           : m->url.provider == PL__LLM_GEMINI
+               ? gemini_body(m, messages, tools, n_tools)
+               : openai_body(m, messages, tools, n_tools);
+}
+
 int pl__llm_request_body(char **out, const pl__llm *m, const cJSON *messages,
                          const pl__llm_tool *tools, size_t n_tools)
 {
     *out = NULL;
-    cJSON *b = m->url.provider == PL__LLM_ANTHROPIC
-                   ? anthropic_body(m, messages, tools, n_tools)
-               : m->url.provider == PL__LLM_OLLAMA
-                   ? ollama_body(m, messages, tools, n_tools)
-               : m->url.provider == PL__LLM_GEMINI
-                   ? gemini_body(m, messages, tools, n_tools)
-                   : openai_body(m, messages, tools, n_tools);
+    cJSON *b = body_of(m, messages, tools, n_tools);
     char *text = b ? cJSON_PrintUnformatted(b) : NULL;
     cJSON_Delete(b);
     if (!text)
         return pl__err(PL_ENOMEM, "out of memory");
     *out = text;
     return PL_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The body in parts                                                        */
+/* ------------------------------------------------------------------------ */
+
+bool pl__llm_system_apart(const pl__llm *m)
+{
+    return m->url.provider == PL__LLM_ANTHROPIC ||
+           m->url.provider == PL__LLM_GEMINI;
+}
+
+bool pl__llm_joins_tool_results(const pl__llm *m)
+{
+    return m->url.provider == PL__LLM_ANTHROPIC ||
+           m->url.provider == PL__LLM_GEMINI;
+}
+
+/* The key of the conversation's array in a body. */
+static const char *array_key(const pl__llm *m)
+{
+    return m->url.provider == PL__LLM_GEMINI ? "contents" : "messages";
+}
+
+int pl__llm_body_frame(char **out, size_t *head_len, const pl__llm *m,
+                       const pl__llm_tool *tools, size_t n_tools)
+{
+    *out = NULL;
+    *head_len = 0;
+    cJSON *none = cJSON_CreateArray();
+    if (none && pl__llm_system_apart(m) && m->system_prompt &&
+        !message(none, "system", m->system_prompt)) {
+        cJSON_Delete(none);
+        none = NULL;
+    }
+    cJSON *b = none ? body_of(m, none, tools, n_tools) : NULL;
+    cJSON_Delete(none);
+    char *text = b ? cJSON_PrintUnformatted(b) : NULL;
+    cJSON_Delete(b);
+    if (!text)
+        return pl__err(PL_ENOMEM, "out of memory");
+    /* inside a JSON string every '"' is escaped, so the first match is the
+     * key itself */
+    char marker[32];
+    snprintf(marker, sizeof marker, "\"%s\":[]", array_key(m));
+    const char *at = strstr(text, marker);
+    if (!at) {
+        free(text);
+        return pl__err(PL_EINVAL, "the request body has no %s array",
+                       array_key(m));
+    }
+    *head_len = (size_t)(at - text) + strlen(marker) - 1;
+    *out = text;
+    return PL_OK;
+}
+
+int pl__llm_encode_messages(pl__buf *out, const pl__llm *m,
+                            const cJSON *messages, bool comma)
+{
+    cJSON *b = body_of(m, messages, NULL, 0);
+    char *text = b ? cJSON_PrintUnformatted(
+                         cJSON_GetObjectItemCaseSensitive(b, array_key(m)))
+                   : NULL;
+    cJSON_Delete(b);
+    size_t n = text ? strlen(text) : 0;
+    int st = text && n >= 2 ? PL_OK : PL_ENOMEM;
+    if (!st && n > 2) /* "[...]": the inside */
+        st = comma ? pl__buf_append(out, ",", 1) : PL_OK;
+    if (!st && n > 2)
+        st = pl__buf_append(out, text + 1, n - 2);
+    free(text);
+    return st ? pl__err(PL_ENOMEM, "out of memory") : PL_OK;
 }

@@ -761,14 +761,9 @@ static int scripted_exchange(attempt *a, unsigned *attempts, long *pos,
 /* ------------------------------------------------------------------------ */
 
 int pl__llm_exchange(cJSON **out, const pl__llm *m, const char *body,
-                     long script_pos)
+                     size_t len, const char *hex, long script_pos)
 {
     *out = NULL;
-    uint8_t md[PL_HASH_LEN];
-    char hex[2 * PL_HASH_LEN + 1];
-    if (pl__sha256(body, strlen(body), md))
-        return pl__err(PL_ENOMEM, "cannot hash the request");
-    pl__hex(hex, md, sizeof md);
     attempt a;
     memset(&a, 0, sizeof a);
     a.retry_after_ms = -1;
@@ -780,18 +775,17 @@ int pl__llm_exchange(cJSON **out, const pl__llm *m, const char *body,
     cJSON *v = NULL;
     if (!st && a.answer)
         st = pl_json_pack(&v, "{s:s, s:I, s:i, s:i, s:{s:I, s:I}, s:O}",
-                          "request_sha256", hex, "request_bytes",
-                          (int64_t)strlen(body), "attempts", (int)attempts,
-                          "status", (int)a.status, "usage", "input",
-                          (int64_t)a.in_tokens, "output", (int64_t)a.out_tokens,
-                          "answer", a.answer);
+                          "request_sha256", hex, "request_bytes", (int64_t)len,
+                          "attempts", (int)attempts, "status", (int)a.status,
+                          "usage", "input", (int64_t)a.in_tokens, "output",
+                          (int64_t)a.out_tokens, "answer", a.answer);
     else if (!st)
         st = pl_json_pack(&v,
                           "{s:s, s:I, s:i, s:i, s:{s:I, s:I}, s:{s:s, s:s}}",
-                          "request_sha256", hex, "request_bytes",
-                          (int64_t)strlen(body), "attempts", (int)attempts,
-                          "status", (int)a.status, "usage", "input", (int64_t)0,
-                          "output", (int64_t)0, "error", "code",
+                          "request_sha256", hex, "request_bytes", (int64_t)len,
+                          "attempts", (int)attempts, "status", (int)a.status,
+                          "usage", "input", (int64_t)0, "output", (int64_t)0,
+                          "error", "code",
                           a.error_code ? a.error_code : PL_ERR_INVALID_INPUT,
                           "message",
                           a.message ? a.message : "model call failed");
