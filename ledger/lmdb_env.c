@@ -313,7 +313,8 @@ static int open_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
         (rc = mdb_dbi_open(txn, "runs", MDB_CREATE, &s->runs)) ||
         (rc = mdb_dbi_open(txn, "state", MDB_CREATE, &s->state)) ||
         (rc = mdb_dbi_open(txn, "steps", MDB_CREATE, &s->steps)) ||
-        (rc = mdb_dbi_open(txn, "journal", MDB_CREATE, &s->journal))) {
+        (rc = mdb_dbi_open(txn, "journal", MDB_CREATE, &s->journal)) ||
+        (rc = pl__lmdb_lease_open(s, txn, true))) {
         *st = rc == MDB_INCOMPATIBLE
                   ? pl__err(PL_ECORRUPT,
                             "'%s' is an LMDB store but not a "
@@ -373,6 +374,8 @@ static int open_read_only(pl__lmdb_store *s)
     int rc = 0;
     for (size_t i = 0; !rc && i < PL__ARRAY_LEN(names); i++)
         rc = mdb_dbi_open(txn, names[i], 0, dbis[i]);
+    if (!rc)
+        rc = pl__lmdb_lease_open(s, txn, false);
     MDB_val k = {6, "format"}, v;
     if (!rc)
         rc = mdb_get(txn, s->meta, &k, &v);

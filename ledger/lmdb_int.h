@@ -31,6 +31,8 @@ struct pl__lmdb_store {
     off_t psize;    /* LMDB's page size */
     off_t file_end; /* the file's size when last seen */
     bool read_only; /* opened with MDB_RDONLY: no write transaction */
+    MDB_dbi leases;  /* lmdb_lease.c */
+    bool has_leases; /* leases is open (not so read-only on an old store) */
 };
 
 /* ---- lmdb_env.c ---------------------------------------------------------- */
@@ -76,5 +78,18 @@ PL__HIDDEN int pl__lmdb_put_step(pl__lmdb_store *s, MDB_txn *txn, MDB_val *k,
  * and note when the journal is due to be moved. */
 PL__HIDDEN int pl__lmdb_journal_append(pl__lmdb_store *s, MDB_txn *txn,
                                        const commit_ctx *c);
+
+/* ---- lmdb_lease.c -------------------------------------------------------- */
+
+/* Open the `leases` database in the store's opening transaction, creating
+ * it when @p create; read-only, a store without one has no leases. */
+PL__HIDDEN int pl__lmdb_lease_open(pl__lmdb_store *s, MDB_txn *txn,
+                                   bool create);
+
+/* A commit's lease work for batch @p bt, in its transaction: the lease of
+ * a run it creates, the fence check of its generation, the drop of a
+ * finished execution's lease.  An LMDB code, or *st set. */
+PL__HIDDEN int pl__lmdb_lease_batch(pl__lmdb_store *s, MDB_txn *txn,
+                                    const pl__batch *bt, int *st);
 
 #endif /* PL_LMDB_INT_H */

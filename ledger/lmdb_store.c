@@ -134,6 +134,8 @@ static int commit_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
             if (bt->rc)
                 continue; /* a taken id skips the batch */
         }
+        if ((rc = pl__lmdb_lease_batch(s, txn, bt, st)) || *st)
+            return rc;
         const pl__kvs *l = &bt->steps;
         /*
          * A run appends in key order, and the newest run's keys are the
