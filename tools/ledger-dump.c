@@ -64,7 +64,7 @@ static void usage(FILE *f)
         "                      (or \"derived\":true), which ledger-replay --import\n"
         "                      loads; with filters or --follow, step lines only\n"
         "  --status STATUS     runs with this status: running, suspended, completed,\n"
-        "                      failed\n"
+        "                      failed, submitted\n"
         "  --policy NAME       runs whose root policy is NAME; with --run, steps whose\n"
         "                      actor is NAME\n"
         "  --type TYPE         steps of this type (text, action_call, action_result,\n"
