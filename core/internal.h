@@ -200,6 +200,7 @@ typedef struct pl__run {
     int64_t state_written_us;
     bool check;          /* replay only; never write */
     atomic_bool lease_lost; /* a renewal found the lease taken over */
+    bool worker;            /* taken from the queue by pl_worker_run() */
     bool crashed_before; /* the previous execution died while running */
     char *root_code;     /* the root's code identity in the run's record */
 

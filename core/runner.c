@@ -743,6 +743,7 @@ static int continue_run(pl_engine *e, const char *id, bool check,
     if (!leased && (st = take_lease(e, num, id, &gen, &had)))
         goto done;
     r->batch.gen = gen;
+    r->worker = leased != NULL;
     if ((st = pl__engine_lease(e, num, gen, &r->lease_lost)) ||
         (token && (st = build_resume(r, token, answer, &resume)))) {
         drop_lease(e, num, gen);

@@ -8,8 +8,10 @@
  * one write transaction; PostgreSQL: UPDATE ... FOR UPDATE SKIP LOCKED),
  * executes its run through the runner, as pl_run_continue() does, and
  * takes the next.  pl_worker_stop() sets a flag that every thread checks
- * before it takes a run and while it waits, so a stop lets the executions
- * under way end and takes nothing more.
+ * before it takes a run and while it waits, and that a run taken from the
+ * queue checks before each call it starts (call.c): a stop lets the calls
+ * under way finish, stops their runs before their next call, and hands
+ * those runs back to the queue for another worker.
  */
 #include <errno.h>
 #include <signal.h>
@@ -22,6 +24,8 @@
 #define CONCURRENCY_MAX 256
 #define POLL_MS_DEFAULT 100
 #define NAP_MS 20 /* the longest a waiting thread sleeps between checks */
+/* a lease handed back expires this long ago: first in the queue */
+#define HAND_BACK_US (-((int64_t)1 << 60))
 
 typedef struct worker {
     pl_engine *e;
@@ -72,6 +76,16 @@ static void *work(void *arg)
         }
         pl_outcome *o = NULL;
         st = pl__run_continue_leased(&o, e, &lease);
+        if (st && stopping(e)) {
+            /* stopped between two calls (call.c): hand the run back, so
+             * that another worker takes it now, not once the lease has
+             * run out; a lease taken over meanwhile is left alone */
+            bool lost;
+            if (pl__store_lease_renew(e->store, &lease.run, &lease.gen, 1,
+                                      HAND_BACK_US, &lost)) {
+                /* it expires on its own */
+            }
+        }
         pthread_mutex_lock(&w->mu);
         if (st || !o)
             w->skipped++;

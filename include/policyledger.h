@@ -1034,7 +1034,8 @@ typedef struct pl_worker_options {
                                looks for work again; 0 = 100 */
     /** Counters, written when pl_worker_run() returns (may be NULL):
      *  executions that ended completed, suspended and failed, and runs
-     *  taken that could not be executed (another worker's, or an error). */
+     *  taken but not finished here (handed back at a stop, taken over, or
+     *  not executable: a policy not registered here, a store failure). */
     uint64_t *completed, *suspended, *failed, *skipped;
 } pl_worker_options;
 
@@ -1058,8 +1059,9 @@ typedef struct pl_worker_options {
  *       PostgreSQL (many hosts); give each host its own
  *       pl_engine_options.host_id.
  * @param opts NULL for defaults.
- * @return PL_OK once stopped, after the runs it was executing have ended
- *         (completed, suspended, failed, or stopped by a store failure);
+ * @return PL_OK once stopped: the calls under way have finished and their
+ *         runs have stopped before their next call, handed back to the
+ *         queue (durable up to that call) for another worker to go on with;
  *         PL_EINVAL (bad options); PL_ESTATE (a read-only engine);
  *         PL_ENOMEM (or threads could not be started).
  */
@@ -1067,7 +1069,8 @@ int pl_worker_run(pl_engine *engine, const pl_worker_options *opts);
 
 /**
  * Ask every pl_worker_run() on @p engine to stop: they take no more runs,
- * finish the ones they are executing, and return.  Async-signal-safe (it
+ * let the calls under way finish, hand their runs back to the queue before
+ * their next call, and return.  Async-signal-safe (it
  * sets a flag), so it may be called from a SIGTERM or SIGINT handler.  The
  * request is consumed when pl_worker_run() returns; a stop asked before it
  * starts makes it return at once.  NULL does nothing.

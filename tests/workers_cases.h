@@ -620,3 +620,40 @@ Test(W_SUITE, a_stalled_worker_is_fenced_off)
     pl_engine_close(e);
     pl_registry_free(reg);
 }
+
+/*
+ * A stopping worker lets the call under way finish, stops the run before
+ * its next call and hands it back to the queue; the next worker goes on.
+ */
+Test(W_SUITE, a_stopping_worker_hands_its_run_back_between_calls)
+{
+    const char *path = w_store();
+    pl_registry *reg = w_registry();
+    pl_engine *e = w_engine(path, reg, "host-a");
+    w_submit(e, "fenced", "{}", "handed");
+    w_touch("block");
+    w_worker w;
+    w_worker_start(&w, e, 1);
+    w_await("in"); /* in the gate, the first add durable */
+    pl_worker_stop(e);
+    w_remove("block"); /* the gate call finishes */
+    cr_assert_eq(pthread_join(w.th, NULL), 0);
+    cr_assert_eq(w.rc, PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(w.skipped, 1);
+    cr_assert_eq(w.completed, 0);
+    cr_assert_eq(t_calls.add, 1, "the call after the stop ran");
+    cr_assert_eq(w_status(e, "handed"), PL_RUN_RUNNING);
+    pl__lease l;
+    cr_assert_eq(pl__store_lease_get(e->store, 1, &l), PL_OK, "%s",
+                 pl_errmsg());
+    cr_assert_leq(l.expires_in_us, 0, "the run was not handed back");
+    /* the next worker goes on from the durable calls */
+    w_worker_start(&w, e, 1);
+    w_await_status(e, "handed", PL_RUN_COMPLETED);
+    w_worker_stop(&w);
+    cr_assert_eq(w.completed, 1);
+    cr_assert_eq(t_calls.add, 2);
+    cr_assert_eq(pl_run_verify(e, "handed"), PL_OK, "%s", pl_errmsg());
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
