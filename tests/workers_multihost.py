@@ -82,6 +82,27 @@ def main():
                                   capture_output=True, text=True,
                                   timeout=BOUND_S)
 
+        # the flags: --help tells them, bad values are usage errors
+        p = subprocess.run([a.replay, "--help"], capture_output=True,
+                           text=True, timeout=BOUND_S)
+        if p.returncode != 0 or "--worker" not in p.stdout or \
+                "--submit" not in p.stdout:
+            fail("--help does not tell of --worker and --submit")
+        for args, says in (
+                (["--worker", "--concurrency", "0"], "--concurrency needs"),
+                (["--worker", "--concurrency", "x9"], "--concurrency needs"),
+                (["--worker", "--lease-ms", "50"], "--lease-ms needs"),
+                (["--worker", "--lease-ms", "-1"], "--lease-ms needs"),
+                (["--run", "r", "--lease-ms", "500"], "go with --worker"),
+                (["--submit", "job"], "needs --payload"),
+                (["--submit", "job", "--payload", "[1]"], "--payload"),
+                (["--worker", "--payload", "{}"], "goes with --submit"),
+                (["--worker", "--all"], "cannot be combined")):
+            p = tool(*args, check=False)
+            if p.returncode != 1 or says not in p.stderr:
+                fail("ledger-replay %s: exit %d, %r" %
+                     (" ".join(args), p.returncode, p.stderr))
+
         ids = ["job-%02d" % i for i in range(RUNS)]
         for rid in ids:
             out = tool("--submit", "job", "--payload",
