@@ -279,8 +279,8 @@ int pl__engine_claim(pl_engine *e, uint64_t num, const char *id)
             goto done;
         }
     }
-    pl__active *a = pl__grow(e->active, &e->cap_active, e->n_active,
-                             sizeof *a, 16);
+    pl__active *a = pl__grow(e->active, &e->cap_active, e->n_active, sizeof *a,
+                             16);
     if (!a) {
         rc = pl__err(PL_ENOMEM, "out of memory");
         goto done;

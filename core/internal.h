@@ -129,7 +129,7 @@ struct pl_engine {
     pl_event_fn on_event;
     void *event_user;
 
-    pthread_mutex_t mu;  /* guards the active set and the renewer */
+    pthread_mutex_t mu; /* guards the active set and the renewer */
     pl__active *active; /* runs executing in this engine */
     size_t n_active, cap_active;
 
@@ -199,10 +199,12 @@ typedef struct pl__run {
                             end, and with a commit once per heartbeat */
     int64_t state_written_us;
     bool check;          /* replay only; never write */
-    atomic_bool lease_lost; /* a renewal found the lease taken over */
-    bool worker;            /* taken from the queue by pl_worker_run() */
     bool crashed_before; /* the previous execution died while running */
     char *root_code;     /* the root's code identity in the run's record */
+
+    /* its lease (lease.c) */
+    atomic_bool lease_lost; /* a renewal found it taken over */
+    bool worker;            /* taken from the queue by pl_worker_run() */
 
     int stop;     /* 0 while going; else PL_ESUSPENDED or the failure */
     char *reason; /* the failure, recorded in the run state */

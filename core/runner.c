@@ -649,8 +649,8 @@ static int count_steps(pl_engine *e, uint64_t num, uint64_t *out)
  * Take run @p num's lease for this worker: free, expired, or held by a
  * dead process of this host.  *had says whether the run had a lease.
  */
-static int take_lease(pl_engine *e, uint64_t num, const char *id,
-                      uint64_t *gen, bool *had)
+static int take_lease(pl_engine *e, uint64_t num, const char *id, uint64_t *gen,
+                      bool *had)
 {
     pl__lease held = {0};
     int st = pl__store_lease_acquire(e->store, num, id, e->worker, e->lease_us,
@@ -729,8 +729,9 @@ static int continue_run(pl_engine *e, const char *id, bool check,
     }
     pl__run_state_clear(&r->state);
     if (leased && leased->run != num) {
-        st = pl__err(PL_ECORRUPT, "the lease of run #%llu names run '%s', "
-                                  "which is run #%llu",
+        st = pl__err(PL_ECORRUPT,
+                     "the lease of run #%llu names run '%s', "
+                     "which is run #%llu",
                      (unsigned long long)leased->run, id,
                      (unsigned long long)num);
         goto done;
@@ -749,8 +750,8 @@ static int continue_run(pl_engine *e, const char *id, bool check,
         drop_lease(e, num, gen);
         goto done;
     }
-    claim_ctx cc = {e,          id,  token != NULL, token, had, leased != NULL,
-                    &r->state, 0,   &resume};
+    claim_ctx cc = {e,         id, token != NULL, token, had, leased != NULL,
+                    &r->state, 0,  &resume};
     if ((st = pl__store_state_update(e->store, num, claim_fn, &cc))) {
         drop_lease(e, num, gen);
         goto done;

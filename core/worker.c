@@ -32,7 +32,7 @@ typedef struct worker {
     unsigned poll_ms;
     pthread_mutex_t mu; /* guards the counters and fatal */
     uint64_t completed, suspended, failed, skipped;
-    int fatal;            /* a read-only engine: no thread can work */
+    int fatal; /* a read-only engine: no thread can work */
     char fatal_msg[PL__ERRMSG_MAX];
 } worker;
 
@@ -117,8 +117,8 @@ int pl_worker_run(pl_engine *e, const pl_worker_options *opts)
         return pl__err(PL_EINVAL,
                        "pl_worker_run: concurrency %u is more than %d",
                        opts->concurrency, CONCURRENCY_MAX);
-    worker w = {.e = e, .poll_ms = opts->poll_ms ? opts->poll_ms
-                                                 : POLL_MS_DEFAULT};
+    worker w = {.e = e,
+                .poll_ms = opts->poll_ms ? opts->poll_ms : POLL_MS_DEFAULT};
     unsigned n = opts->concurrency ? opts->concurrency : 1;
     pthread_t *th = calloc(n, sizeof *th);
     if (!th)

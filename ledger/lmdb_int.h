@@ -31,8 +31,10 @@ struct pl__lmdb_store {
     off_t psize;    /* LMDB's page size */
     off_t file_end; /* the file's size when last seen */
     bool read_only; /* opened with MDB_RDONLY: no write transaction */
-    MDB_dbi leases;  /* lmdb_lease.c */
-    bool has_leases; /* leases is open (not so read-only on an old store) */
+
+    /* run leases (lmdb_lease.c): open unless read-only on an older store */
+    MDB_dbi leases;
+    bool has_leases;
 };
 
 /* ---- lmdb_env.c ---------------------------------------------------------- */

@@ -46,8 +46,9 @@ static int decode(const pl__lmdb_store *s, uint64_t run, const MDB_val *v,
     size_t olen = v->mv_size >= HEAD ? (size_t)p[16] << 8 | p[17] : 0;
     if (v->mv_size < HEAD || olen >= sizeof out->owner ||
         v->mv_size - HEAD - olen > PL_MAX_RUN_ID)
-        return pl__err(PL_ECORRUPT, "store '%s': the lease of run #%llu is "
-                                    "malformed",
+        return pl__err(PL_ECORRUPT,
+                       "store '%s': the lease of run #%llu is "
+                       "malformed",
                        s->path, (unsigned long long)run);
     size_t ilen = v->mv_size - HEAD - olen;
     out->run = run;
@@ -118,9 +119,8 @@ int pl__lmdb_lease_batch(pl__lmdb_store *s, MDB_txn *txn, const pl__batch *bt,
         *st = pl__err(PL_EBUSY,
                       "run #%llu: this worker's lease (generation %llu) "
                       "was taken over by %s; nothing more is written",
-                      (unsigned long long)bt->run,
-                      (unsigned long long)bt->gen,
-                      rc ? "nobody (it was dropped)"
+                      (unsigned long long)bt->run, (unsigned long long)bt->gen,
+                      rc         ? "nobody (it was dropped)"
                       : *l.owner ? l.owner
                                  : "the queue");
         return 0;
@@ -249,9 +249,9 @@ static int renew_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
         if (*st)
             return 0;
         c->lost[i] = rc || l.gen != c->gens[i];
-        if (!c->lost[i] && (rc = put(s, txn, l.run, l.gen,
-                                     pl__now_us() + c->lease_us, l.owner,
-                                     l.id)))
+        if (!c->lost[i] &&
+            (rc = put(s, txn, l.run, l.gen, pl__now_us() + c->lease_us, l.owner,
+                      l.id)))
             return rc;
     }
     return 0;

@@ -1186,8 +1186,7 @@ static int pg_lease_setup(pl__pg_store *s, PGconn *c)
 
 /* Run a lease statement with text parameters and text results. */
 static int lease_exec(pl__pg_store *s, int which, int n,
-                      const char *const *vals, PGresult **out,
-                      const char *what)
+                      const char *const *vals, PGresult **out, const char *what)
 {
     *out = NULL;
     if (s->read_only && which != L_GET)
@@ -1336,8 +1335,7 @@ int pl__pg_lease_renew(pl__pg_store *s, const uint64_t *runs,
         st = int_array(&ga, gens, n);
     PGresult *r = NULL;
     if (!st) {
-        const char *vals[3] = {(const char *)ra.data, (const char *)ga.data,
-                               d};
+        const char *vals[3] = {(const char *)ra.data, (const char *)ga.data, d};
         st = lease_exec(s, L_RENEW, 3, vals, &r, "renewing leases");
     }
     for (size_t i = 0; !st && i < n; i++) {
@@ -1412,6 +1410,8 @@ static int pg_lease_failed(pl__pg_store *s, PGconn *c, const PGresult *r)
     if (!code || strcmp(code, FENCE_STATE) != 0)
         return pg_err(s, c, r, "committing");
     const char *m = PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY);
-    return pl__err(PL_EBUSY, "%s", m ? m : "this worker's lease was taken "
-                                           "over");
+    return pl__err(PL_EBUSY, "%s",
+                   m ? m
+                     : "this worker's lease was taken "
+                       "over");
 }

@@ -181,10 +181,7 @@ static pl_engine *w_engine(const char *path, const pl_registry *reg,
     return e;
 }
 
-static void w_setup(void)
-{
-    snprintf(w_dir, sizeof w_dir, "%s", t_tmpdir());
-}
+static void w_setup(void) { snprintf(w_dir, sizeof w_dir, "%s", t_tmpdir()); }
 
 static void w_submit(pl_engine *e, const char *policy, const char *json,
                      const char *id)
@@ -436,8 +433,7 @@ Test(W_SUITE, a_queued_run_is_taken_exactly_once)
             while (!w_exists("start"))
                 w_nap(5);
             pl__lease l;
-            int st = pl__store_lease_next(ce->store, host, 60000000,
-                                          &l);
+            int st = pl__store_lease_next(ce->store, host, 60000000, &l);
             if (!st && strcmp(l.id, "once") != 0)
                 _exit(3);
             _exit(st == PL_OK ? 0 : st == PL_ENOTFOUND ? 1 : 2);
@@ -491,8 +487,9 @@ Test(W_SUITE, a_call_longer_than_the_lease_keeps_its_run)
             pl_outcome_free(o);
             break;
         }
-        cr_assert_eq(st, PL_EBUSY, "host-b took a run whose call still "
-                                   "blocks: %s",
+        cr_assert_eq(st, PL_EBUSY,
+                     "host-b took a run whose call still "
+                     "blocks: %s",
                      pl_errmsg());
         cr_assert(strstr(pl_errmsg(), "host-a"), "%s", pl_errmsg());
         tries++;
@@ -586,8 +583,8 @@ Test(W_SUITE, a_stalled_worker_is_fenced_off)
     /* wait for the stalled worker's lease to expire, then take the run */
     pl_outcome *o = NULL;
     int st;
-    for (int ms = 0; (st = pl_run_continue(&o, e, "contested", NULL)) ==
-                     PL_EBUSY;
+    for (int ms = 0;
+         (st = pl_run_continue(&o, e, "contested", NULL)) == PL_EBUSY;
          ms += 20) {
         cr_assert_lt(ms, W_BOUND_MS, "the stalled lease never expired");
         w_nap(20);

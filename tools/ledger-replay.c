@@ -214,8 +214,8 @@ static int parse_count(unsigned *out, const char *flag, const char *v,
     errno = 0;
     unsigned long n = strtoul(v, &end, 10);
     if (errno || end == v || *end || v[0] == '-' || n < lo || n > hi) {
-        cli_error("%s needs a whole number from %lu to %lu, not '%s'", flag,
-                  lo, hi, v);
+        cli_error("%s needs a whole number from %lu to %lu, not '%s'", flag, lo,
+                  hi, v);
         return -1;
     }
     *out = (unsigned)n;
@@ -223,6 +223,12 @@ static int parse_count(unsigned *out, const char *flag, const char *v,
 }
 
 static int set_mode(options *o, enum mode m, const char *flag);
+
+static bool is_queue_flag(const char *a)
+{
+    return !strcmp(a, "--concurrency") || !strcmp(a, "--lease-ms") ||
+           !strcmp(a, "--submit") || !strcmp(a, "--payload");
+}
 
 /* The valued flags of --worker and --submit; -1 after a usage error. */
 static int parse_queue_flag(options *o, const char *a, const char *v)
@@ -291,11 +297,19 @@ static int parse_args(options *o, int argc, char **argv)
             o->store = a;
             continue;
         }
+        if (is_queue_flag(a)) {
+            if (!v) {
+                cli_error("%s needs a value", a);
+                return EXIT_USAGE;
+            }
+            i++;
+            if (parse_queue_flag(o, a, v))
+                return EXIT_USAGE;
+            continue;
+        }
         static const char *const valued[] = {
             "--plugin", "--run", "--resume", "--answer", "--token",
-            "--fork",   "--at",  "--new-id", "--import",
-            /* the queue */
-            "--concurrency", "--lease-ms", "--submit", "--payload"};
+            "--fork",   "--at",  "--new-id", "--import"};
         bool known = false;
         for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++)
             known = known || !strcmp(a, valued[k]);
@@ -340,8 +354,6 @@ static int parse_args(options *o, int argc, char **argv)
             if (set_mode(o, MODE_IMPORT, a))
                 return EXIT_USAGE;
             o->import = v;
-        } else if (parse_queue_flag(o, a, v)) {
-            return EXIT_USAGE;
         }
     }
     if (check && set_mode(o, MODE_CHECK, "--check"))
@@ -1178,9 +1190,8 @@ static void mode_worker(tool *t)
         fprintf(stderr,
                 "%s: worker stopped: %llu completed, %llu suspended, %llu "
                 "failed, %llu not executed\n",
-                cli_name(), (unsigned long long)done,
-                (unsigned long long)susp, (unsigned long long)failed,
-                (unsigned long long)skipped);
+                cli_name(), (unsigned long long)done, (unsigned long long)susp,
+                (unsigned long long)failed, (unsigned long long)skipped);
     else if (t->runs) {
         cJSON *j = cJSON_CreateObject();
         if (j) {
