@@ -408,6 +408,11 @@ Test(W_SUITE, submit_and_worker_refuse_bad_arguments)
     eo.host_id = "";
     cr_assert_eq(pl_engine_open(&e, path, reg, &eo), PL_EINVAL);
     cr_assert(strstr(pl_errmsg(), "host id"), "%s", pl_errmsg());
+    /* a version 2 struct ends before host_id and lease_ms: not read */
+    eo.version = 2;
+    eo.lease_ms = 5;
+    cr_assert_eq(pl_engine_open(&e, path, reg, &eo), PL_OK, "%s", pl_errmsg());
+    pl_engine_close(e);
     pl_registry_free(reg);
 }
 
