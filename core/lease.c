@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "internal.h"
 
@@ -107,7 +108,8 @@ void pl__engine_lease_stop(pl_engine *e)
 {
     pthread_mutex_lock(&e->mu);
     e->renew_stop = true;
-    bool join = e->renewing;
+    /* a child made by fork() has no renewer, whatever its copy says */
+    bool join = e->renewing && e->pid == getpid();
     e->renewing = false;
     pthread_cond_broadcast(&e->renew_cv);
     pthread_mutex_unlock(&e->mu);

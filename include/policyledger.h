@@ -870,7 +870,9 @@ typedef struct pl_run_info {
     int64_t heartbeat_us;     /**< last time its owner wrote */
     int64_t owner_pid;        /**< last process to run it */
     const char *owner_host;
-    bool owner_alive;         /**< that process still runs it */
+    bool owner_alive;         /**< that process still runs it: it holds
+                                   the run's lease, unexpired (and, on this
+                                   host, its process lives) */
     uint32_t attempts;        /**< executions so far */
     int error;                /**< failed: the pl_status */
     const char *reason;       /**< failed: why; else NULL */

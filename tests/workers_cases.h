@@ -483,6 +483,13 @@ Test(W_SUITE, a_call_longer_than_the_lease_keeps_its_run)
     }
     w_await("in");
     e = w_engine(path, reg, "host-b");
+    /* another host sees the run's owner alive while its call blocks */
+    pl_run_info *info = NULL;
+    bool blocking = !w_exists("out");
+    cr_assert_eq(pl_run_get(&info, e, "long"), PL_OK, "%s", pl_errmsg());
+    if (blocking && info->status == PL_RUN_RUNNING)
+        cr_assert(info->owner_alive, "a blocked call's owner shows dead");
+    pl_run_info_free(info);
     int tries = 0;
     for (;;) {
         bool call_over = w_exists("out"); /* before the attempt */
@@ -536,6 +543,17 @@ Test(W_SUITE, a_dead_workers_run_is_taken_after_its_lease_expires)
     w_remove("block");
     e = w_engine(path, reg, "host-b");
     cr_assert_eq(w_status(e, "orphan"), PL_RUN_RUNNING);
+    /* once its lease expires, the run shows its owner gone */
+    for (int ms = 0;; ms += 10) {
+        pl_run_info *info = NULL;
+        cr_assert_eq(pl_run_get(&info, e, "orphan"), PL_OK);
+        bool alive = info->owner_alive;
+        pl_run_info_free(info);
+        if (!alive)
+            break;
+        cr_assert_lt(ms, W_BOUND_MS, "a dead worker's run shows it alive");
+        w_nap(10);
+    }
     w_worker w;
     w_worker_start(&w, e, 1);
     w_await_status(e, "orphan", PL_RUN_COMPLETED);
