@@ -817,7 +817,9 @@ void pl_outcome_free(pl_outcome *outcome);
  *         taken); PL_ENOTFOUND (root policy not registered); PL_EJSON;
  *         PL_ELIMIT (root payload larger than max_payload);
  *         PL_ESTORE / PL_EMAPFULL (the store failed; nothing durable was
- *         lost); PL_ENOMEM.
+ *         lost); PL_EBUSY (this process stalled longer than the run's
+ *         lease and another worker took the run over: nothing more was
+ *         written, see pl_engine_options.lease_ms); PL_ENOMEM.
  */
 int pl_run_start(pl_outcome **out, pl_engine *engine, const pl_action *root,
                  const pl_run_options *opts);
@@ -829,7 +831,8 @@ int pl_run_start(pl_outcome **out, pl_engine *engine, const pl_action *root,
  * gives the same outcome (or PL_ENONDET / PL_ECHECK when today's code no
  * longer replays it).
  * @return as pl_run_start(), plus PL_ENOTFOUND (no such run), PL_EBUSY
- *         (another live process or thread is running it), PL_ESTATE (it is
+ *         (another live process or thread is running it: another worker
+ *         holds its lease), PL_ESTATE (it is
  *         suspended: use pl_run_resume()).  With opts->check, PL_ECHECK and
  *         PL_ENONDET are returned as such (and *out is NULL).
  */
