@@ -219,11 +219,48 @@ static int next_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
     return put(s, txn, l->run, l->gen, expiry(l), l->owner, l->id);
 }
 
+/* Whether any lease is expired, in a read transaction: an idle worker
+ * looks often, and must not take the writer's lock to find nothing. */
+static int any_expired(pl__lmdb_store *s, bool *found)
+{
+    MDB_txn *txn;
+    size_t seen;
+    *found = false;
+    int st = pl__lmdb_txn_begin(s, false, &txn, &seen);
+    if (st)
+        return st;
+    MDB_cursor *cur = NULL;
+    MDB_val k, v;
+    int64_t now = pl__now_us();
+    int rc = mdb_cursor_open(txn, s->leases, &cur);
+    if (rc)
+        cur = NULL;
+    for (rc = rc ? rc : mdb_cursor_get(cur, &k, &v, MDB_FIRST); !rc;
+         rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+        /* a malformed row counts as expired: the write reports it */
+        if (v.mv_size < HEAD ||
+            (int64_t)pl__get_be64((const uint8_t *)v.mv_data + 8) <= now) {
+            *found = true;
+            break;
+        }
+    }
+    if (rc && rc != MDB_NOTFOUND)
+        st = pl__lmdb_err(s, rc, "reading the leases");
+    if (cur)
+        mdb_cursor_close(cur);
+    pl__lmdb_txn_abort(s, txn);
+    return st;
+}
+
 int pl__lmdb_lease_next(pl__lmdb_store *s, const char *owner, int64_t lease_us,
                         pl__lease *out)
 {
     if (!s->has_leases)
         return no_leases(s);
+    bool found;
+    int rc = any_expired(s, &found);
+    if (rc || !found)
+        return rc ? rc : PL_ENOTFOUND;
     next_ctx c = {owner, lease_us, out, false};
     int st = pl__lmdb_write(s, next_body, &c);
     if (!st && !c.found)
