@@ -1121,11 +1121,18 @@ static int lease_sql(const pl__pg_store *s, int which, char **out)
             n, n);
         break;
     case L_RENEW:
+        /* rows a commit has locked (its fence) are skipped, not waited
+         * for: renewed next time, never a deadlock with a group commit */
         *out = pl__asprintf(
-            "UPDATE \"%s\".leases l SET expires = " NOW_US " + $3::bigint "
-            "FROM unnest($1::bigint[], $2::bigint[]) AS u(run, gen) WHERE "
-            "l.run = u.run AND l.gen = u.gen RETURNING l.run",
-            n);
+            "WITH mine AS (SELECT * FROM unnest($1::bigint[], $2::bigint[]) "
+            "AS u(run, gen)), locked AS (SELECT l.run FROM \"%s\".leases l "
+            "JOIN mine ON l.run = mine.run AND l.gen = mine.gen ORDER BY "
+            "l.run FOR UPDATE OF l SKIP LOCKED), upd AS (UPDATE \"%s\".leases "
+            "l SET expires = " NOW_US " + $3::bigint FROM locked WHERE "
+            "l.run = locked.run RETURNING l.run) SELECT mine.run FROM mine "
+            "WHERE NOT EXISTS (SELECT 1 FROM \"%s\".leases l WHERE l.run = "
+            "mine.run AND l.gen = mine.gen)",
+            n, n, n);
         break;
     case L_RELEASE:
         *out = pl__asprintf("DELETE FROM \"%s\".leases WHERE run = $1::bigint "
@@ -1338,12 +1345,13 @@ int pl__pg_lease_renew(pl__pg_store *s, const uint64_t *runs,
         const char *vals[3] = {(const char *)ra.data, (const char *)ga.data, d};
         st = lease_exec(s, L_RENEW, 3, vals, &r, "renewing leases");
     }
+    /* the rows returned are the leases no longer held */
     for (size_t i = 0; !st && i < n; i++) {
-        lost[i] = true;
+        lost[i] = false;
         for (int j = 0; j < PQntuples(r); j++) {
             int64_t v;
             if (parse_i64(PQgetvalue(r, j, 0), &v) && (uint64_t)v == runs[i])
-                lost[i] = false;
+                lost[i] = true;
         }
     }
     PQclear(r);
