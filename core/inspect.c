@@ -22,8 +22,11 @@ static bool lease_alive(pl_engine *e, uint64_t num, bool by_record)
     pl__errmsg_save(saved);
     pl__lease l;
     bool alive = by_record;
+    /* this engine's own lease, of a run it no longer executes (the
+     * caller checked), is a run nobody runs: its execution stopped */
     if (pl__store_lease_get(e->store, num, &l) == PL_OK)
-        alive = l.expires_in_us > 0 && *l.owner && !pl__worker_dead(e, l.owner);
+        alive = l.expires_in_us > 0 && *l.owner &&
+                strcmp(l.owner, e->worker) != 0 && !pl__worker_dead(e, l.owner);
     pl__errmsg_restore(saved);
     return alive;
 }
