@@ -259,6 +259,11 @@ int pl_ctx_call(pl_step **out, pl_ctx *c, const pl_action *a,
     pl__run *r = c->run;
     if (r->stop)
         return r->stop;
+    if (r->worker && atomic_load(&r->e->worker_stop)) /* worker.c */
+        return pl__run_fail(r, PL_EBUSY,
+                            "run %s: the worker is stopping: the run goes "
+                            "back to the queue after its last call",
+                            r->id);
     if ((st = pl__call_check_action(r, c, a)))
         return st;
     if ((st = pl__call_check_decos(r, c, a->policy, decos, n_decos)))

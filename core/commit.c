@@ -98,12 +98,19 @@ static int write_batch(pl__run *r, bool final, bool with_state)
     int rc = settle_hashes(r);
     if (rc)
         return rc;
+    if (atomic_load(&r->lease_lost))
+        return pl__err(PL_EBUSY,
+                       "run %s: this worker's lease was taken over by "
+                       "another worker (this process stalled longer than "
+                       "the lease); nothing more is written",
+                       r->id);
     uint64_t t0 = pl__ev_clock(r);
     pl__run_state *st = &r->state;
     uint64_t n = r->batch.steps.n + r->folded;
     int64_t now = pl__now_us();
     st->steps += n;
     r->batch.run = r->num;
+    r->batch.release = final; /* the execution ends: drop its lease */
     pl__buf_reset(&r->batch.state);
     /* the state record is the heartbeat: rewrite it at most once a second,
      * not with every commit (it would cost a B-tree page per fsync), and

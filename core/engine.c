@@ -31,6 +31,8 @@
 
 #define LEAD_MAX 8 /* groups one leader commits before handing on */
 #define REMOTE_LEASE_US (60 * 1000000LL)
+#define LEASE_MS_DEFAULT 30000u
+#define LEASE_MS_MIN 100u
 
 enum { W_WAITING = 0, W_DONE = 1, W_LEAD = 2 };
 
@@ -85,8 +87,8 @@ int pl_durability_parse(pl_durability *out, const char *name)
                    name ? name : "");
 }
 
-static const char *const run_status_names[] = {NULL, "running", "suspended",
-                                               "completed", "failed"};
+static const char *const run_status_names[] = {
+    NULL, "running", "suspended", "completed", "failed", "submitted"};
 
 const char *pl_run_status_name(pl_run_status s)
 {
@@ -153,7 +155,8 @@ int pl_engine_open(pl_engine **out, const char *path,
         return pl__err(PL_EINVAL, "pl_engine_open: a store path is required");
     if (!registry)
         return pl__err(PL_EINVAL, "pl_engine_open: a registry is required");
-    if (opts->version != PL_ENGINE_OPTIONS_VERSION && opts->version != 1)
+    if (opts->version != PL_ENGINE_OPTIONS_VERSION && opts->version != 1 &&
+        opts->version != 2)
         return pl__err(PL_EINVAL,
                        "pl_engine_open: options version %u, this "
                        "library knows %d (use "
@@ -170,9 +173,25 @@ int pl_engine_open(pl_engine **out, const char *path,
                        "pl_engine_open: max_payload %zu is larger than "
                        "the most a store can hold, %zu bytes",
                        opts->max_payload, (size_t)PL_MAX_PAYLOAD_LIMIT);
+    /* a version 1 or 2 struct ends before host_id */
+    const char *host_id = opts->version >= 3 ? opts->host_id : NULL;
+    unsigned lease_ms = opts->version >= 3 ? opts->lease_ms : 0;
+    if (!host_id)
+        host_id = getenv("PL_WORKER_HOST");
+    if (host_id && (!*host_id || strlen(host_id) > 255))
+        return pl__err(PL_EINVAL, "pl_engine_open: a host id is 1 to 255 "
+                                  "bytes (host_id or PL_WORKER_HOST)");
+    if (lease_ms && lease_ms < LEASE_MS_MIN)
+        return pl__err(PL_EINVAL,
+                       "pl_engine_open: lease_ms %u is shorter than "
+                       "the shortest lease, %u ms",
+                       lease_ms, LEASE_MS_MIN);
     pl_engine *e = calloc(1, sizeof *e);
     if (!e)
         return pl__err(PL_ENOMEM, "out of memory opening an engine");
+    e->lease_us = (int64_t)(lease_ms ? lease_ms : LEASE_MS_DEFAULT) * 1000;
+    pthread_cond_init(&e->renew_cv, NULL);
+    atomic_init(&e->worker_stop, 0);
     e->reg = registry;
     e->durability = opts->durability;
     e->max_payload = opts->max_payload ? opts->max_payload : (size_t)16 << 20;
@@ -184,7 +203,12 @@ int pl_engine_open(pl_engine **out, const char *path,
     bool zombie;
     if (!pl__proc_stat(e->pid, &e->pstart, &zombie))
         e->pstart = 0;
-    pl__host_name(e->host, sizeof e->host);
+    if (host_id)
+        snprintf(e->host, sizeof e->host, "%s", host_id);
+    else
+        pl__host_name(e->host, sizeof e->host);
+    snprintf(e->worker, sizeof e->worker, "%lld.%llu@%s", (long long)e->pid,
+             (unsigned long long)e->pstart, e->host);
 
     pl__store_options so = {opts->map_size, opts->map_size_max,
                             opts->max_readers,
@@ -204,7 +228,9 @@ void pl_engine_close(pl_engine *e)
 {
     if (!e)
         return;
+    pl__engine_lease_stop(e);
     pl__store_close(e->store);
+    pthread_cond_destroy(&e->renew_cv);
     pthread_mutex_destroy(&e->mu);
     pthread_mutex_destroy(&e->gc_mu);
     free(e->active);
@@ -245,7 +271,7 @@ int pl__engine_claim(pl_engine *e, uint64_t num, const char *id)
     int rc = PL_OK;
     pthread_mutex_lock(&e->mu);
     for (size_t i = 0; i < e->n_active; i++) {
-        if (e->active[i] == num) {
+        if (e->active[i].num == num) {
             rc = pl__err(PL_EBUSY,
                          "run '%s' is being executed by another "
                          "thread of this process",
@@ -253,14 +279,14 @@ int pl__engine_claim(pl_engine *e, uint64_t num, const char *id)
             goto done;
         }
     }
-    uint64_t *a = pl__grow(e->active, &e->cap_active, e->n_active, sizeof *a,
-                           16);
+    pl__active *a = pl__grow(e->active, &e->cap_active, e->n_active, sizeof *a,
+                             16);
     if (!a) {
         rc = pl__err(PL_ENOMEM, "out of memory");
         goto done;
     }
     e->active = a;
-    e->active[e->n_active++] = num;
+    e->active[e->n_active++] = (pl__active){num, 0, NULL};
 done:
     pthread_mutex_unlock(&e->mu);
     return rc;
@@ -270,7 +296,7 @@ void pl__engine_release(pl_engine *e, uint64_t num)
 {
     pthread_mutex_lock(&e->mu);
     for (size_t i = 0; i < e->n_active; i++) {
-        if (e->active[i] == num) {
+        if (e->active[i].num == num) {
             e->active[i] = e->active[--e->n_active];
             break;
         }
@@ -283,7 +309,7 @@ bool pl__engine_owns(pl_engine *e, uint64_t num)
     bool found = false;
     pthread_mutex_lock(&e->mu);
     for (size_t i = 0; i < e->n_active && !found; i++)
-        found = e->active[i] == num;
+        found = e->active[i].num == num;
     pthread_mutex_unlock(&e->mu);
     return found;
 }

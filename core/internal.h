@@ -40,6 +40,7 @@
 #define PL_INTERNAL_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 
 #include "codec.h"
 #include "hash.h"
@@ -108,6 +109,12 @@ PL__HIDDEN const pl_policy_def *pl__registry_find_n(const pl_registry *reg,
 
 typedef struct pl__writer pl__writer; /* batches waiting for group commit */
 
+/* A run executing in this engine, and its lease (generation 0: none). */
+typedef struct pl__active {
+    uint64_t num, gen;
+    atomic_bool *lost; /* the run's: set when a renewal finds it taken */
+} pl__active;
+
 /* A batch in a group commit, and what became of it. */
 typedef struct pl__gc_item {
     pl__batch *batch;
@@ -125,8 +132,8 @@ struct pl_engine {
     pl_event_fn on_event;
     void *event_user;
 
-    pthread_mutex_t mu; /* guards the active set */
-    uint64_t *active;   /* run numbers executing in this engine */
+    pthread_mutex_t mu; /* guards the active set and the renewer */
+    pl__active *active; /* runs executing in this engine */
     size_t n_active, cap_active;
 
     pthread_mutex_t gc_mu; /* group commit queue */
@@ -135,7 +142,15 @@ struct pl_engine {
 
     int64_t pid;
     uint64_t pstart;
-    char host[256];
+    char host[256]; /* the host id (pl_engine_options.host_id) */
+
+    /* leases (lease.c) */
+    char worker[PL__WORKER_ID_MAX]; /* "pid.start@host" */
+    int64_t lease_us;
+    pthread_cond_t renew_cv;
+    pthread_t renewer;
+    bool renewing, renew_stop; /* under mu */
+    atomic_int worker_stop;    /* pl_worker_stop() */
 };
 
 /*
@@ -159,6 +174,15 @@ PL__HIDDEN int pl__engine_claim(pl_engine *e, uint64_t num,
                                 const char *id) PL__MUST_CHECK;
 PL__HIDDEN void pl__engine_release(pl_engine *e, uint64_t num);
 PL__HIDDEN bool pl__engine_owns(pl_engine *e, uint64_t num);
+/* Note that run @p num, executing here, holds its lease's generation
+ * @p gen: the engine renews it until pl__engine_release(), and sets
+ * *lost if a renewal finds it taken over (lease.c). */
+PL__HIDDEN int pl__engine_lease(pl_engine *e, uint64_t num, uint64_t gen,
+                                atomic_bool *lost) PL__MUST_CHECK;
+/* Stop the renewer thread, if one runs (lease.c). */
+PL__HIDDEN void pl__engine_lease_stop(pl_engine *e);
+/* Whether worker id @p owner names a dead process on this host. */
+PL__HIDDEN bool pl__worker_dead(pl_engine *e, const char *owner);
 /* Is the owner recorded in @p st a live process other than this one? */
 PL__HIDDEN bool pl__owner_alive(pl_engine *e, const pl__run_state *st);
 
@@ -180,6 +204,10 @@ typedef struct pl__run {
     bool check;          /* replay only; never write */
     bool crashed_before; /* the previous execution died while running */
     char *root_code;     /* the root's code identity in the run's record */
+
+    /* its lease (lease.c) */
+    atomic_bool lease_lost; /* a renewal found it taken over */
+    bool worker;            /* taken from the queue by pl_worker_run() */
 
     int stop;     /* 0 while going; else PL_ESUSPENDED or the failure */
     char *reason; /* the failure, recorded in the run state */

@@ -18,4 +18,11 @@ PL__HIDDEN void pl__run_free(pl__run *r);
 PL__HIDDEN int pl__run_fail(pl__run *r, int status, const char *fmt, ...)
     PL__PRINTF(3, 4);
 
+/*
+ * Execute run @p lease->id, whose lease this worker has just taken from
+ * the queue (generation lease->gen), as pl_run_continue() would (runner.c).
+ */
+PL__HIDDEN int pl__run_continue_leased(pl_outcome **out, pl_engine *e,
+                                       const pl__lease *lease) PL__MUST_CHECK;
+
 #endif /* PL_RUN_H */

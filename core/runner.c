@@ -350,25 +350,32 @@ static int run_execute(pl__run *r, const pl_policy_def *def,
 
 /* ---- start ---------------------------------------------------------------------------- */
 
-int pl_run_start(pl_outcome **out, pl_engine *e, const pl_action *root,
-                 const pl_run_options *opts)
+/*
+ * Start a run (@p submit false: execute it now, under a lease of this
+ * worker's) or queue it (@p submit: `submitted`, with a lease nobody holds,
+ * for a worker to take).  *out is the outcome of the execution; with
+ * @p submit, *out_id is the new run's id.
+ */
+static int start_run(pl_outcome **out, char **out_id, pl_engine *e,
+                     const pl_action *root, const pl_run_options *opts,
+                     bool submit)
 {
-    if (!out)
-        return pl__err(PL_EINVAL, "pl_run_start: out is NULL");
-    *out = NULL;
+    const char *fn = submit ? "pl_run_submit" : "pl_run_start";
     if (!e)
-        return pl__err(PL_EINVAL, "pl_run_start: engine is NULL");
+        return pl__err(PL_EINVAL, "%s: engine is NULL", fn);
     pl_run_options defaults = PL_RUN_OPTIONS_INIT;
     if (!opts)
         opts = &defaults;
     if (opts->version != PL_RUN_OPTIONS_VERSION)
         return pl__err(PL_EINVAL,
-                       "pl_run_start: options version %u, this "
+                       "%s: options version %u, this "
                        "library knows %d",
-                       opts->version, PL_RUN_OPTIONS_VERSION);
+                       fn, opts->version, PL_RUN_OPTIONS_VERSION);
     if (opts->check)
-        return pl__err(PL_EINVAL, "pl_run_start: check applies to "
-                                  "pl_run_continue only");
+        return pl__err(PL_EINVAL,
+                       "%s: check applies to "
+                       "pl_run_continue only",
+                       fn);
     const pl_policy_def *def;
     int st = check_root(e, root, &def);
     if (st)
@@ -411,13 +418,18 @@ int pl_run_start(pl_outcome **out, pl_engine *e, const pl_action *root,
         st = pl__err(PL_ENOMEM, "out of memory");
         goto done;
     }
-    r->state.status = PL_RUN_RUNNING;
-    r->state.attempts = 1;
-    set_owner(e, &r->state);
+    r->state.status = submit ? PL_RUN_SUBMITTED : PL_RUN_RUNNING;
+    r->state.attempts = submit ? 0 : 1;
+    if (submit)
+        r->state.updated_us = r->state.heartbeat_us = pl__now_us();
+    else
+        set_owner(e, &r->state);
     /* the run is created by a commit of its own, which group commit shares
-     * with other runs' commits */
+     * with other runs' commits; its lease with it */
     create.create_id = id;
     create.create_info = &info;
+    create.lease_owner = submit ? "" : e->worker;
+    create.lease_us = e->lease_us;
     if ((st = pl__run_state_encode(&create.state, id, &r->state)) ||
         (st = pl__commit(e, &create)))
         goto done;
@@ -426,10 +438,18 @@ int pl_run_start(pl_outcome **out, pl_engine *e, const pl_action *root,
         goto done;
     }
     r->num = create.run;
+    if (submit) {
+        if (out_id && !(*out_id = pl__strdup(id)))
+            st = pl__err(PL_ENOMEM, "out of memory");
+        goto done;
+    }
     if ((st = pl__engine_claim(e, r->num, id)))
         goto done;
+    r->batch.gen = 1; /* the lease the creation took */
+    st = pl__engine_lease(e, r->num, 1, &r->lease_lost);
     r->state_written_us = pl__now_us();
-    st = run_execute(r, def, root, false, out);
+    if (!st)
+        st = run_execute(r, def, root, false, out);
     pl__engine_release(e, r->num);
 done:
     pl__buf_free(&info);
@@ -440,6 +460,27 @@ done:
     return st;
 }
 
+int pl_run_start(pl_outcome **out, pl_engine *e, const pl_action *root,
+                 const pl_run_options *opts)
+{
+    if (!out)
+        return pl__err(PL_EINVAL, "pl_run_start: out is NULL");
+    *out = NULL;
+    return start_run(out, NULL, e, root, opts, false);
+}
+
+int pl_run_submit(char **out, pl_engine *e, const pl_action *root,
+                  const pl_run_options *opts)
+{
+    if (out)
+        *out = NULL;
+    if (!out && !(opts && opts->run_id))
+        return pl__err(PL_EINVAL, "pl_run_submit: out is NULL and no run id "
+                                  "is given");
+    pl_outcome *none = NULL;
+    return start_run(&none, out, e, root, opts, true);
+}
+
 /* ---- continue --------------------------------------------------------------------------- */
 
 typedef struct claim_ctx {
@@ -447,6 +488,8 @@ typedef struct claim_ctx {
     const char *id;
     bool resume;
     const char *token;
+    bool leased;          /* the run's lease is ours: no other owner */
+    bool worker;          /* taken from the queue: running or submitted */
     pl__run_state *out;   /* the state as claimed */
     pl_run_status before; /* status found */
     const pl__kvs *steps; /* resume: the answer record to write */
@@ -475,7 +518,12 @@ static int claim_fn(pl__buf *state, pl__kvs *extra, void *user)
                      "run '%s' is suspended at %s: resume it with "
                      "its token",
                      c->id, st.susp_path ? st.susp_path : "?");
-    } else if (st.status == PL_RUN_RUNNING && pl__owner_alive(c->e, &st)) {
+    } else if (c->worker && st.status != PL_RUN_RUNNING &&
+               st.status != PL_RUN_SUBMITTED) {
+        rc = pl__err(PL_ESTATE, "run '%s' is %s: nothing to execute", c->id,
+                     pl_run_status_name(st.status));
+    } else if (st.status == PL_RUN_RUNNING && !c->leased &&
+               pl__owner_alive(c->e, &st)) {
         rc = pl__err(PL_EBUSY,
                      "run '%s' is running in process %lld on %s "
                      "(last write %.1f s ago)",
@@ -597,9 +645,42 @@ static int count_steps(pl_engine *e, uint64_t num, uint64_t *out)
 }
 
 /* Claim a run for execution (or resume) and execute it. */
+/*
+ * Take run @p num's lease for this worker: free, expired, or held by a
+ * dead process of this host.  *had says whether the run had a lease.
+ */
+static int take_lease(pl_engine *e, uint64_t num, const char *id, uint64_t *gen,
+                      bool *had)
+{
+    pl__lease held = {0};
+    int st = pl__store_lease_acquire(e->store, num, id, e->worker, e->lease_us,
+                                     0, gen, had, &held);
+    if (st == PL_EBUSY && pl__worker_dead(e, held.owner))
+        st = pl__store_lease_acquire(e->store, num, id, e->worker, e->lease_us,
+                                     held.gen, gen, had, &held);
+    if (st == PL_EBUSY)
+        st = pl__err(PL_EBUSY,
+                     "run '%s' is leased to worker %s for %.1f s more "
+                     "(it is running there)",
+                     id, held.owner, (double)held.expires_in_us / 1e6);
+    return st;
+}
+
+/* Drop a lease taken for an execution that did not start, keeping the
+ * message of why it did not. */
+static void drop_lease(pl_engine *e, uint64_t num, uint64_t gen)
+{
+    char saved[PL__ERRMSG_MAX];
+    pl__errmsg_save(saved);
+    if (pl__store_lease_release(e->store, num, gen)) {
+        /* it expires on its own */
+    }
+    pl__errmsg_restore(saved);
+}
+
 static int continue_run(pl_engine *e, const char *id, bool check,
                         const char *token, const cJSON *answer,
-                        pl_outcome **out)
+                        pl_outcome **out, const pl__lease *leased)
 {
     uint64_t num;
     root_action ra;
@@ -633,6 +714,13 @@ static int continue_run(pl_engine *e, const char *id, bool check,
     pl__buf_free(&sb);
     if (st)
         goto done;
+    if (leased && r->state.status != PL_RUN_RUNNING &&
+        r->state.status != PL_RUN_SUBMITTED) {
+        drop_lease(e, num, leased->gen); /* a stale lease: nothing to do */
+        st = pl__err(PL_ESTATE, "run '%s' is %s: nothing to execute", id,
+                     pl_run_status_name(r->state.status));
+        goto done;
+    }
     /* a completed run is final: replaying it writes nothing */
     r->check = check || (!token && r->state.status == PL_RUN_COMPLETED);
     if (r->check) {
@@ -640,14 +728,34 @@ static int continue_run(pl_engine *e, const char *id, bool check,
         goto done;
     }
     pl__run_state_clear(&r->state);
+    if (leased && leased->run != num) {
+        st = pl__err(PL_ECORRUPT,
+                     "the lease of run #%llu names run '%s', "
+                     "which is run #%llu",
+                     (unsigned long long)leased->run, id,
+                     (unsigned long long)num);
+        goto done;
+    }
     if ((st = pl__engine_claim(e, num, id)))
         goto done;
     claimed = true;
-    if (token && (st = build_resume(r, token, answer, &resume)))
+    bool had = true;
+    uint64_t gen = leased ? leased->gen : 0;
+    if (!leased && (st = take_lease(e, num, id, &gen, &had)))
         goto done;
-    claim_ctx cc = {e, id, token != NULL, token, &r->state, 0, &resume};
-    if ((st = pl__store_state_update(e->store, num, claim_fn, &cc)))
+    r->batch.gen = gen;
+    r->worker = leased != NULL;
+    if ((st = pl__engine_lease(e, num, gen, &r->lease_lost)) ||
+        (token && (st = build_resume(r, token, answer, &resume)))) {
+        drop_lease(e, num, gen);
         goto done;
+    }
+    claim_ctx cc = {e,         id, token != NULL, token, had, leased != NULL,
+                    &r->state, 0,  &resume};
+    if ((st = pl__store_state_update(e->store, num, claim_fn, &cc))) {
+        drop_lease(e, num, gen);
+        goto done;
+    }
     r->state_written_us = pl__now_us();
     r->crashed_before = cc.before == PL_RUN_RUNNING;
     /* a crashed run's step count is as of its last heartbeat */
@@ -677,7 +785,7 @@ int pl_run_continue(pl_outcome **out, pl_engine *e, const char *run_id,
                        "pl_run_continue: options version %u, this "
                        "library knows %d",
                        opts->version, PL_RUN_OPTIONS_VERSION);
-    return continue_run(e, run_id, opts && opts->check, NULL, NULL, out);
+    return continue_run(e, run_id, opts && opts->check, NULL, NULL, out, NULL);
 }
 
 int pl_run_resume(pl_outcome **out, pl_engine *e, const char *run_id,
@@ -692,5 +800,14 @@ int pl_run_resume(pl_outcome **out, pl_engine *e, const char *run_id,
     if (!cJSON_IsObject(answer))
         return pl__err(PL_EJSON, "pl_run_resume: the answer must be a JSON "
                                  "object");
-    return continue_run(e, run_id, false, token, answer, out);
+    return continue_run(e, run_id, false, token, answer, out, NULL);
+}
+
+int pl__run_continue_leased(pl_outcome **out, pl_engine *e,
+                            const pl__lease *lease)
+{
+    *out = NULL;
+    /* a run this worker cannot execute (its policy is not registered
+     * here) keeps its lease until it expires: another worker may */
+    return continue_run(e, lease->id, false, NULL, NULL, out, lease);
 }

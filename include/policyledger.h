@@ -643,10 +643,10 @@ const char *pl_durability_name(pl_durability d);
 int pl_durability_parse(pl_durability *out, const char *name);
 
 /*
- * Version 2 appended read_only; a version 1 struct (built before it) is
- * still accepted and read as a writable engine.
+ * Version 2 appended read_only, version 3 host_id and lease_ms; an older
+ * struct (built before them) is still accepted, with their defaults.
  */
-#define PL_ENGINE_OPTIONS_VERSION 2
+#define PL_ENGINE_OPTIONS_VERSION 3
 
 /** Engine options.  Initialise with PL_ENGINE_OPTIONS_INIT. */
 typedef struct pl_engine_options {
@@ -669,11 +669,27 @@ typedef struct pl_engine_options {
      * until the writer (or any writable engine) moves them.
      */
     bool read_only;
+    /**
+     * Since version 3.  This engine's host in its worker id (host id, pid
+     * and process start time), which names the holder of every run lease
+     * it takes: NULL = the PL_WORKER_HOST environment variable, else the
+     * host name.  Engines on different machines sharing a PostgreSQL store
+     * need distinct host ids; at most 255 bytes.
+     */
+    const char *host_id;
+    /**
+     * Since version 3.  How long a run's lease lasts, in milliseconds: 0 =
+     * 30000.  The engine renews its leases every lease_ms / 3 from a thread
+     * of its own, also while a call blocks; a run whose lease has expired
+     * (its worker died or stopped renewing) may be taken by any worker.
+     * At least 100.
+     */
+    unsigned lease_ms;
 } pl_engine_options;
 
 #define PL_ENGINE_OPTIONS_INIT                                                 \
     { PL_ENGINE_OPTIONS_VERSION, PL_DURABILITY_SYNC, 0, 0, 0, 0, NULL, NULL,   \
-      false }
+      false, NULL, 0 }
 
 /**
  * Open (creating if needed) a store and an engine on it.
@@ -742,10 +758,12 @@ typedef enum pl_run_status {
     PL_RUN_RUNNING = 1,   /**< executing now, or its owner crashed */
     PL_RUN_SUSPENDED = 2, /**< waiting for pl_run_resume() */
     PL_RUN_COMPLETED = 3,
-    PL_RUN_FAILED = 4     /**< failed with a recorded reason */
+    PL_RUN_FAILED = 4,    /**< failed with a recorded reason */
+    PL_RUN_SUBMITTED = 5  /**< queued by pl_run_submit(), not yet taken */
 } pl_run_status;
 
-/** @return "running", "suspended", "completed", "failed" or NULL. */
+/** @return "running", "suspended", "completed", "failed", "submitted" or
+ *  NULL. */
 const char *pl_run_status_name(pl_run_status status);
 
 #define PL_RUN_OPTIONS_VERSION 1
@@ -813,7 +831,10 @@ void pl_outcome_free(pl_outcome *outcome);
  *         PL_ELIMIT (root payload larger than max_payload);
  *         PL_ESTORE / PL_EMAPFULL / PL_ENOSPC / PL_EACCES (the store
  *         failed; nothing durable was lost, and pl_run_continue() goes on
- *         once the cause is gone); PL_ENOMEM.
+ *         once the cause is gone); PL_EBUSY (this process stalled longer
+ *         than the run's lease and another worker took the run over:
+ *         nothing more was written, see pl_engine_options.lease_ms);
+ *         PL_ENOMEM.
  */
 int pl_run_start(pl_outcome **out, pl_engine *engine, const pl_action *root,
                  const pl_run_options *opts);
@@ -825,7 +846,8 @@ int pl_run_start(pl_outcome **out, pl_engine *engine, const pl_action *root,
  * gives the same outcome (or PL_ENONDET / PL_ECHECK when today's code no
  * longer replays it).
  * @return as pl_run_start(), plus PL_ENOTFOUND (no such run), PL_EBUSY
- *         (another live process or thread is running it), PL_ESTATE (it is
+ *         (another live process or thread is running it: another worker
+ *         holds its lease), PL_ESTATE (it is
  *         suspended: use pl_run_resume()).  With opts->check, PL_ECHECK and
  *         PL_ENONDET are returned as such (and *out is NULL).
  */
@@ -866,7 +888,9 @@ typedef struct pl_run_info {
     int64_t heartbeat_us;     /**< last time its owner wrote */
     int64_t owner_pid;        /**< last process to run it */
     const char *owner_host;
-    bool owner_alive;         /**< that process still runs it */
+    bool owner_alive;         /**< that process still runs it: it holds
+                                   the run's lease, unexpired (and, on this
+                                   host, its process lives) */
     uint32_t attempts;        /**< executions so far */
     int error;                /**< failed: the pl_status */
     const char *reason;       /**< failed: why; else NULL */
@@ -996,6 +1020,82 @@ int pl_run_head(uint8_t out[PL_HASH_LEN], pl_engine *engine,
  */
 int pl_run_fork(char **out_new_id, pl_engine *engine, const char *run_id,
                 const char *at_step_id, const char *new_id);
+
+/* ------------------------------------------------------------------------ */
+/* The queue and workers                                                    */
+/* ------------------------------------------------------------------------ */
+
+/**
+ * Record a run of @p root to be executed later by a worker
+ * (pl_worker_run(), in this process or any other sharing the store),
+ * without executing it.  The run is created `submitted`, with a lease
+ * nobody holds, in one commit; the first worker to take the lease executes
+ * it.  pl_run_continue() executes a submitted run at once, as a worker
+ * would.
+ * @param[out] out the run's id; caller owns, free with free().  May be
+ *        NULL when opts->run_id names it.
+ * @param root and @p opts as for pl_run_start(); the root policy must be
+ *        registered here too (its code identity is recorded).
+ * @return PL_OK; PL_EINVAL; PL_EEXIST (run id taken); PL_ENOTFOUND (root
+ *         policy not registered); PL_EJSON; PL_ELIMIT; PL_ESTATE (a
+ *         read-only engine); PL_ESTORE / PL_EMAPFULL; PL_ENOMEM.
+ */
+int pl_run_submit(char **out, pl_engine *engine, const pl_action *root,
+                  const pl_run_options *opts);
+
+#define PL_WORKER_OPTIONS_VERSION 1
+
+/** Worker options.  Initialise with PL_WORKER_OPTIONS_INIT. */
+typedef struct pl_worker_options {
+    unsigned version;     /**< PL_WORKER_OPTIONS_VERSION */
+    unsigned concurrency; /**< runs executed at once, each on a thread of
+                               its own; 0 = 1, at most 256 */
+    unsigned poll_ms;     /**< how long an idle worker waits before it
+                               looks for work again; 0 = 100 */
+    /** Counters, written when pl_worker_run() returns (may be NULL):
+     *  executions that ended completed, suspended and failed, and runs
+     *  taken but not finished here (handed back at a stop, taken over, or
+     *  not executable: a policy not registered here, a store failure). */
+    uint64_t *completed, *suspended, *failed, *skipped;
+} pl_worker_options;
+
+#define PL_WORKER_OPTIONS_INIT                                                 \
+    { PL_WORKER_OPTIONS_VERSION, 0, 0, NULL, NULL, NULL, NULL }
+
+/**
+ * Execute queued and crashed runs until pl_worker_stop().  Each of
+ * opts->concurrency threads takes a run whose lease is free or expired (a
+ * submitted run, or a run whose worker died: one conditional update, so
+ * exactly one worker takes it), executes it as pl_run_continue() would,
+ * and takes the next; with nothing to take it waits opts->poll_ms.
+ * Suspended runs are never taken: they wait for pl_run_resume().
+ *
+ * While it executes a run the engine renews the run's lease (see
+ * pl_engine_options.lease_ms); a worker whose lease was taken over anyway
+ * (it stalled longer than the lease) stops that run at its next commit
+ * with PL_EBUSY, writing nothing into it.
+ *
+ * @note Same API on both stores: LMDB (many processes on one host) and
+ *       PostgreSQL (many hosts); give each host its own
+ *       pl_engine_options.host_id.
+ * @param opts NULL for defaults.
+ * @return PL_OK once stopped: the calls under way have finished and their
+ *         runs have stopped before their next call, handed back to the
+ *         queue (durable up to that call) for another worker to go on with;
+ *         PL_EINVAL (bad options); PL_ESTATE (a read-only engine);
+ *         PL_ENOMEM (or threads could not be started).
+ */
+int pl_worker_run(pl_engine *engine, const pl_worker_options *opts);
+
+/**
+ * Ask every pl_worker_run() on @p engine to stop: they take no more runs,
+ * let the calls under way finish, hand their runs back to the queue before
+ * their next call, and return.  Async-signal-safe (it
+ * sets a flag), so it may be called from a SIGTERM or SIGINT handler.  The
+ * request is consumed when pl_worker_run() returns; a stop asked before it
+ * starts makes it return at once.  NULL does nothing.
+ */
+void pl_worker_stop(pl_engine *engine);
 
 /**
  * Export a run as JSON lines to @p out: a first line describing the run

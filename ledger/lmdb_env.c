@@ -385,7 +385,8 @@ static int open_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
         (rc = mdb_dbi_open(txn, "steps", MDB_CREATE, &s->steps)) ||
         (rc = mdb_dbi_open(txn, "journal", MDB_CREATE, &s->journal)) ||
         (rc = mdb_dbi_open(txn, "writers", MDB_CREATE, &s->writers)) ||
-        (rc = mdb_dbi_open(txn, "held", MDB_CREATE, &s->held))) {
+        (rc = mdb_dbi_open(txn, "held", MDB_CREATE, &s->held)) ||
+        (rc = pl__lmdb_lease_open(s, txn, true))) {
         *st = rc == MDB_INCOMPATIBLE
                   ? pl__err(PL_ECORRUPT,
                             "'%s' is an LMDB store but not a "
@@ -449,6 +450,8 @@ static int open_read_only(pl__lmdb_store *s)
     /* stores of older builds have no held runs to look for */
     s->has_held = !rc && !mdb_dbi_open(txn, "writers", 0, &s->writers) &&
                   !mdb_dbi_open(txn, "held", 0, &s->held);
+    if (!rc)
+        rc = pl__lmdb_lease_open(s, txn, false);
     MDB_val k = {6, "format"}, v;
     if (!rc)
         rc = mdb_get(txn, s->meta, &k, &v);

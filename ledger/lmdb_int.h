@@ -35,6 +35,10 @@ struct pl__lmdb_store {
     off_t psize;    /* LMDB's page size */
     off_t file_end; /* the file's size when last seen */
     bool read_only; /* opened with MDB_RDONLY: no write transaction */
+
+    /* run leases (lmdb_lease.c): open unless read-only on an older store */
+    MDB_dbi leases;
+    bool has_leases;
 };
 
 /* ---- lmdb_env.c ---------------------------------------------------------- */
@@ -90,5 +94,18 @@ PL__HIDDEN int pl__lmdb_may_write(pl__lmdb_store *s, MDB_txn *txn, uint64_t run,
  * (PL_EBUSY, naming the run) when it is. */
 PL__HIDDEN int pl__lmdb_held(pl__lmdb_store *s, MDB_txn *txn, uint64_t run,
                              int *st);
+
+/* ---- lmdb_lease.c -------------------------------------------------------- */
+
+/* Open the `leases` database in the store's opening transaction, creating
+ * it when @p create; read-only, a store without one has no leases. */
+PL__HIDDEN int pl__lmdb_lease_open(pl__lmdb_store *s, MDB_txn *txn,
+                                   bool create);
+
+/* A commit's lease work for batch @p bt, in its transaction: the lease of
+ * a run it creates, the fence check of its generation, the drop of a
+ * finished execution's lease.  An LMDB code, or *st set. */
+PL__HIDDEN int pl__lmdb_lease_batch(pl__lmdb_store *s, MDB_txn *txn,
+                                    const pl__batch *bt, int *st);
 
 #endif /* PL_LMDB_INT_H */

@@ -40,4 +40,21 @@ PL__HIDDEN int pl__pg_stats_get(pl__pg_store *s,
 PL__HIDDEN int pl__pg_runs(pl__pg_store *s, const char *after, size_t max_n,
                            pl__kvs *out) PL__MUST_CHECK;
 
+/* leases (store.h) */
+PL__HIDDEN int pl__pg_lease_acquire(pl__pg_store *s, uint64_t run,
+                                    const char *run_id, const char *owner,
+                                    int64_t lease_us, uint64_t steal_gen,
+                                    uint64_t *gen, bool *had,
+                                    pl__lease *held) PL__MUST_CHECK;
+PL__HIDDEN int pl__pg_lease_next(pl__pg_store *s, const char *owner,
+                                 int64_t lease_us,
+                                 pl__lease *out) PL__MUST_CHECK;
+PL__HIDDEN int pl__pg_lease_renew(pl__pg_store *s, const uint64_t *runs,
+                                  const uint64_t *gens, size_t n,
+                                  int64_t lease_us, bool *lost) PL__MUST_CHECK;
+PL__HIDDEN int pl__pg_lease_release(pl__pg_store *s, uint64_t run,
+                                    uint64_t gen) PL__MUST_CHECK;
+PL__HIDDEN int pl__pg_lease_get(pl__pg_store *s, uint64_t run,
+                                pl__lease *out) PL__MUST_CHECK;
+
 #endif /* PL_PG_STORE_H */

@@ -510,7 +510,7 @@ int pl__run_state_decode(pl__run_state *out, const char *run_id,
             }
             have_sum = true;
         } else if (key_is(k, kn, "status")) {
-            if (rd_uint(&r, &u) || u < PL_RUN_RUNNING || u > PL_RUN_FAILED)
+            if (rd_uint(&r, &u) || u < PL_RUN_RUNNING || u > PL_RUN_SUBMITTED)
                 goto bad;
             out->status = (pl_run_status)u;
         } else if (key_is(k, kn, "steps")) {

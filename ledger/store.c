@@ -114,3 +114,37 @@ int pl__store_runs(pl__store *s, const char *after, size_t max_n, pl__kvs *out)
 {
     return CALL(s, runs, after, max_n, out);
 }
+
+/* ---- leases ---------------------------------------------------------------- */
+
+int pl__store_lease_acquire(pl__store *s, uint64_t run, const char *run_id,
+                            const char *owner, int64_t lease_us,
+                            uint64_t steal_gen, uint64_t *gen, bool *had,
+                            pl__lease *held)
+{
+    return CALL(s, lease_acquire, run, run_id, owner, lease_us, steal_gen, gen,
+                had, held);
+}
+
+int pl__store_lease_next(pl__store *s, const char *owner, int64_t lease_us,
+                         pl__lease *out)
+{
+    return CALL(s, lease_next, owner, lease_us, out);
+}
+
+int pl__store_lease_renew(pl__store *s, const uint64_t *runs,
+                          const uint64_t *gens, size_t n, int64_t lease_us,
+                          bool *lost)
+{
+    return CALL(s, lease_renew, runs, gens, n, lease_us, lost);
+}
+
+int pl__store_lease_release(pl__store *s, uint64_t run, uint64_t gen)
+{
+    return CALL(s, lease_release, run, gen);
+}
+
+int pl__store_lease_get(pl__store *s, uint64_t run, pl__lease *out)
+{
+    return CALL(s, lease_get, run, out);
+}

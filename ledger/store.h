@@ -92,6 +92,15 @@ typedef struct pl__batch {
     const pl__buf *create_info; /* its info record */
     int rc; /* set by pl__store_commit(): PL_EEXIST when create_id is taken
                (the batch is skipped; the others are written) */
+    /* the run's lease (see LEASES below), checked and changed in the same
+     * transaction: */
+    uint64_t gen;            /* fence: nonzero = the run's lease must still
+                                have this generation, else PL_EBUSY */
+    bool release;            /* the execution ended: drop the run's lease */
+    const char *lease_owner; /* create: the new run's lease, held by this
+                                worker (generation 1), or "" = queued:
+                                generation 0, claimable at once */
+    int64_t lease_us;        /* create: how long the lease lasts */
 } pl__batch;
 
 PL__HIDDEN void pl__batch_free(pl__batch *b);
@@ -183,5 +192,63 @@ PL__HIDDEN int pl__store_state_update(pl__store *s, uint64_t num,
  */
 PL__HIDDEN int pl__store_runs(pl__store *s, const char *after, size_t max_n,
                               pl__kvs *out) PL__MUST_CHECK;
+
+/* ---- leases ------------------------------------------------------------------ */
+
+/*
+ * LEASES.  A run being executed, or queued for execution, has a lease: a
+ * row of its own beside the run's records (LMDB: the `leases` database;
+ * PostgreSQL: the `leases` table), never inside the state record.  A lease
+ * names its holder (a worker id, "" while queued), a generation that every
+ * change of holder increments, and an expiry on the store's clock (LMDB:
+ * this host's; PostgreSQL: the server's).  An expired lease is a crashed or
+ * queued run that any worker may take, exactly once: a take is one
+ * conditional update.  A commit that carries a generation (pl__batch.gen)
+ * checks it in its own transaction, so a worker whose lease was taken over
+ * never writes into the run again.  A finished execution drops the lease
+ * (pl__batch.release).
+ */
+#define PL__WORKER_ID_MAX 300
+
+typedef struct pl__lease {
+    uint64_t run, gen;
+    int64_t expires_in_us; /* from now, by the store's clock; <= 0: expired */
+    char owner[PL__WORKER_ID_MAX];
+    char id[PL_MAX_RUN_ID + 1];
+} pl__lease;
+
+/*
+ * Take run @p run's lease for @p owner, for @p lease_us: when there is
+ * none, when it expired, when @p owner holds it, or when its generation
+ * is @p steal_gen (nonzero: a holder known to be dead).  *gen is the new
+ * generation and *had whether a lease was there.  A lease held by another
+ * is PL_EBUSY with the holder in @p held (no message set).
+ */
+PL__HIDDEN int pl__store_lease_acquire(pl__store *s, uint64_t run,
+                                       const char *run_id, const char *owner,
+                                       int64_t lease_us, uint64_t steal_gen,
+                                       uint64_t *gen, bool *had,
+                                       pl__lease *held) PL__MUST_CHECK;
+
+/* Take any expired lease (a queued or crashed run) for @p owner: its run,
+ * new generation and id in @p out.  PL_ENOTFOUND when none is expired. */
+PL__HIDDEN int pl__store_lease_next(pl__store *s, const char *owner,
+                                    int64_t lease_us,
+                                    pl__lease *out) PL__MUST_CHECK;
+
+/* Extend the leases of runs @p runs whose generation is still @p gens[i] by
+ * @p lease_us from now, in one transaction; lost[i] says which are not. */
+PL__HIDDEN int pl__store_lease_renew(pl__store *s, const uint64_t *runs,
+                                     const uint64_t *gens, size_t n,
+                                     int64_t lease_us,
+                                     bool *lost) PL__MUST_CHECK;
+
+/* Drop run @p run's lease if its generation is still @p gen. */
+PL__HIDDEN int pl__store_lease_release(pl__store *s, uint64_t run,
+                                       uint64_t gen) PL__MUST_CHECK;
+
+/* Read run @p run's lease: PL_ENOTFOUND when it has none. */
+PL__HIDDEN int pl__store_lease_get(pl__store *s, uint64_t run,
+                                   pl__lease *out) PL__MUST_CHECK;
 
 #endif /* PL_STORE_H */

@@ -2490,7 +2490,7 @@ Test(codec, run_state_rejects_malformed)
          2, false, PL_ECORRUPT},
         {"status", "", 0, true, PL_ECORRUPT}, /* no status */
         {"status", "\x00", 1, false, PL_ECORRUPT},
-        {"status", "\x05", 1, false, PL_ECORRUPT},
+        {"status", "\x06", 1, false, PL_ECORRUPT},
         {"status", "\xff", 1, false, PL_ECORRUPT},
         {"steps", "\xff", 1, false, PL_ECORRUPT}, /* negative */
         {"attempts", "\xcf\x00\x00\x00\x01\x00\x00\x00\x00", 9, false,

@@ -180,7 +180,7 @@ Test(readonly, version_1_options_still_open_writable, .fini = t_cleanup)
     cr_assert_eq(pl_engine_open(&e, path, reg, &o), PL_OK, "%s", pl_errmsg());
     pl_outcome_free(t_start(e, "echo", "{}", "r1"));
     pl_engine_close(e);
-    o.version = 3;
+    o.version = PL_ENGINE_OPTIONS_VERSION + 1;
     cr_assert_eq(pl_engine_open(&e, path, reg, &o), PL_EINVAL);
     pl_registry_free(reg);
 }

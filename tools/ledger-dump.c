@@ -64,7 +64,7 @@ static void usage(FILE *f)
         "                      (or \"derived\":true), which ledger-replay --import\n"
         "                      loads; with filters or --follow, step lines only\n"
         "  --status STATUS     runs with this status: running, suspended, completed,\n"
-        "                      failed\n"
+        "                      failed, submitted\n"
         "  --policy NAME       runs whose root policy is NAME; with --run, steps whose\n"
         "                      actor is NAME\n"
         "  --type TYPE         steps of this type (text, action_call, action_result,\n"
@@ -159,7 +159,7 @@ static int parse_args(opts *o, int argc, char **argv)
             if (!v)
                 return CLI_EXIT_USAGE;
             bool found = false;
-            for (int s = PL_RUN_RUNNING; s <= PL_RUN_FAILED; s++)
+            for (int s = PL_RUN_RUNNING; s <= PL_RUN_SUBMITTED; s++)
                 if (!strcmp(v, pl_run_status_name((pl_run_status)s))) {
                     o->status = (pl_run_status)s;
                     found = true;

@@ -21,6 +21,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,7 +49,9 @@ enum mode {
     MODE_RESUME,
     MODE_CHECK,
     MODE_FORK,
-    MODE_IMPORT
+    MODE_IMPORT,
+    MODE_WORKER,
+    MODE_SUBMIT
 };
 
 typedef struct options {
@@ -65,6 +68,11 @@ typedef struct options {
     const char *trace;  /* --trace FILE */
     const char *otel;   /* --otel URL */
     bool json;
+    /* the queue: --worker, --submit */
+    unsigned concurrency; /* --concurrency N */
+    unsigned lease_ms;    /* --lease-ms MS */
+    const char *submit;   /* --submit POLICY */
+    const char *payload;  /* --payload JSON */
 } options;
 
 static void usage(FILE *f)
@@ -118,6 +126,31 @@ static void usage(FILE *f)
         "                        changed export is refused, naming the step, "
         "with\n"
         "                        nothing written.  Needs no --plugin.\n"
+        "  --worker [--concurrency N] [--lease-ms MS]\n"
+        "                        be a worker: take submitted runs, and runs "
+        "whose worker\n"
+        "                        died (lease expired), and execute them, N at "
+        "a time\n"
+        "                        (default 1), until SIGINT or SIGTERM; then "
+        "let the\n"
+        "                        calls under way finish, hand their runs back "
+        "to the\n"
+        "                        queue, and exit 0.  Any number of "
+        "workers, on\n"
+        "                        any hosts, may share a store (PostgreSQL), "
+        "or the\n"
+        "                        processes of one host (LMDB); give each host "
+        "its own\n"
+        "                        PL_WORKER_HOST.  MS: a lease's length "
+        "(default 30000,\n"
+        "                        at least 100); a dead worker's runs are "
+        "taken once it\n"
+        "                        has run out\n"
+        "  --submit POLICY --payload JSON [--new-id ID]\n"
+        "                        queue a run of POLICY for a worker, without "
+        "executing\n"
+        "                        it (the store is created if need be); prints "
+        "its id\n"
         "\n"
         "Options:\n"
         "  --plugin LIB.so       load a plugin's policies (repeatable; at "
@@ -175,17 +208,67 @@ static void usage(FILE *f)
         "  ledger-replay orders.db --plugin ./build/new/order_plugin.so "
         "--check --json\n"
         "\n"
+        "  # three hosts drain one queue; one submits\n"
+        "  ledger-replay postgresql://db/orders --plugin ./order_plugin.so "
+        "--submit order \\\n"
+        "      --payload '{\"order_id\": \"A-1\", \"items\": [], "
+        "\"amount_cents\": 100}'\n"
+        "  PL_WORKER_HOST=web-2 ledger-replay postgresql://db/orders "
+        "--plugin \\\n"
+        "      ./order_plugin.so --worker --concurrency 8\n"
+        "\n"
         "  # re-run order-A-1001 from its third step with today's code\n"
         "  ledger-replay orders.db --plugin ./order_plugin.so --fork "
         "order-A-1001 --at 0:2\n",
         f);
 }
 
+/* A count for --concurrency (1..256) or --lease-ms (100..86400000). */
+static int parse_count(unsigned *out, const char *flag, const char *v,
+                       unsigned long lo, unsigned long hi)
+{
+    char *end;
+    errno = 0;
+    unsigned long n = strtoul(v, &end, 10);
+    if (errno || end == v || *end || v[0] == '-' || n < lo || n > hi) {
+        cli_error("%s needs a whole number from %lu to %lu, not '%s'", flag, lo,
+                  hi, v);
+        return -1;
+    }
+    *out = (unsigned)n;
+    return 0;
+}
+
+static int set_mode(options *o, enum mode m, const char *flag);
+
+static bool is_queue_flag(const char *a)
+{
+    return !strcmp(a, "--concurrency") || !strcmp(a, "--lease-ms") ||
+           !strcmp(a, "--submit") || !strcmp(a, "--payload");
+}
+
+/* The valued flags of --worker and --submit; -1 after a usage error. */
+static int parse_queue_flag(options *o, const char *a, const char *v)
+{
+    if (!strcmp(a, "--concurrency"))
+        return parse_count(&o->concurrency, a, v, 1, 256);
+    if (!strcmp(a, "--lease-ms"))
+        return parse_count(&o->lease_ms, a, v, 100, 86400000);
+    if (!strcmp(a, "--submit")) {
+        o->submit = v;
+        return set_mode(o, MODE_SUBMIT, a);
+    }
+    if (!strcmp(a, "--payload"))
+        o->payload = v;
+    return 0;
+}
+
 static int set_mode(options *o, enum mode m, const char *flag)
 {
     if (o->mode != MODE_NONE && o->mode != m) {
         cli_error("%s cannot be combined with another mode (--run, --all, "
-                  "--resume, --check, --fork, --import: pick one)",
+                  "--resume, --check, --fork, --import, --worker, --submit: "
+                  "pick one)",
                   flag);
         return -1;
     }
@@ -217,6 +300,11 @@ static int parse_args(options *o, int argc, char **argv)
             check = true;
             continue;
         }
+        if (!strcmp(a, "--worker")) {
+            if (set_mode(o, MODE_WORKER, a))
+                return EXIT_USAGE;
+            continue;
+        }
         if (a[0] != '-' || !strcmp(a, "-")) {
             if (o->store) {
                 cli_error("unexpected argument '%s' (the store is '%s')", a,
@@ -224,6 +312,16 @@ static int parse_args(options *o, int argc, char **argv)
                 return EXIT_USAGE;
             }
             o->store = a;
+            continue;
+        }
+        if (is_queue_flag(a)) {
+            if (!v) {
+                cli_error("%s needs a value", a);
+                return EXIT_USAGE;
+            }
+            i++;
+            if (parse_queue_flag(o, a, v))
+                return EXIT_USAGE;
             continue;
         }
         static const char *const valued[] = {
@@ -305,8 +403,18 @@ static int parse_args(options *o, int argc, char **argv)
         cli_error("--resume needs --answer JSON (or @FILE, or - for stdin)");
         return EXIT_USAGE;
     }
-    if (o->new_id && o->mode != MODE_FORK && o->mode != MODE_IMPORT) {
-        cli_error("--new-id goes with --fork or --import");
+    if (o->new_id && o->mode != MODE_FORK && o->mode != MODE_IMPORT &&
+        o->mode != MODE_SUBMIT) {
+        cli_error("--new-id goes with --fork, --import or --submit");
+        return EXIT_USAGE;
+    }
+    if ((o->concurrency || o->lease_ms) && o->mode != MODE_WORKER) {
+        cli_error("--concurrency and --lease-ms go with --worker");
+        return EXIT_USAGE;
+    }
+    if (!o->payload != (o->mode != MODE_SUBMIT)) {
+        cli_error(o->payload ? "--payload goes with --submit"
+                             : "--submit needs --payload JSON");
         return EXIT_USAGE;
     }
     if (o->at && o->mode != MODE_FORK) {
@@ -1070,6 +1178,91 @@ static void mode_import(tool *t)
     free(id);
 }
 
+/* ---- the queue: --worker and --submit ---------------------------------------- */
+
+static pl_engine *worker_engine; /* for the signal handler */
+
+static void on_stop_signal(int sig)
+{
+    (void)sig;
+    pl_worker_stop(worker_engine); /* async-signal-safe: sets a flag */
+}
+
+static void mode_worker(tool *t)
+{
+    worker_engine = t->engine;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(SIGINT, &sa, NULL) || sigaction(SIGTERM, &sa, NULL)) {
+        cli_error("cannot catch SIGINT and SIGTERM: %s", strerror(errno));
+        worst(t, EXIT_USAGE);
+        return;
+    }
+    uint64_t done = 0, susp = 0, failed = 0, skipped = 0;
+    pl_worker_options wo = PL_WORKER_OPTIONS_INIT;
+    wo.concurrency = t->opt.concurrency;
+    wo.completed = &done;
+    wo.suspended = &susp;
+    wo.failed = &failed;
+    wo.skipped = &skipped;
+    int st = pl_worker_run(t->engine, &wo);
+    if (st) {
+        cli_error("the worker stopped: %s (%s)", pl_errmsg(),
+                  pl_status_name(st));
+        worst(t, EXIT_OPEN);
+    }
+    if (!t->opt.json)
+        fprintf(stderr,
+                "%s: worker stopped: %llu completed, %llu suspended, %llu "
+                "failed, %llu not executed\n",
+                cli_name(), (unsigned long long)done, (unsigned long long)susp,
+                (unsigned long long)failed, (unsigned long long)skipped);
+    else if (t->runs) {
+        cJSON *j = cJSON_CreateObject();
+        if (j) {
+            cJSON_AddNumberToObject(j, "completed", (double)done);
+            cJSON_AddNumberToObject(j, "suspended", (double)susp);
+            cJSON_AddNumberToObject(j, "failed", (double)failed);
+            cJSON_AddNumberToObject(j, "not_executed", (double)skipped);
+            cJSON_AddItemToArray(t->runs, j);
+        }
+    }
+}
+
+static void mode_submit(tool *t)
+{
+    cJSON *payload = cli_parse_object(t->opt.payload, "--payload");
+    if (!payload) {
+        worst(t, EXIT_USAGE);
+        return;
+    }
+    pl_action root = PL_ACTION_INIT;
+    root.policy = t->opt.submit;
+    root.payload = payload;
+    pl_run_options ro = PL_RUN_OPTIONS_INIT;
+    ro.run_id = t->opt.new_id;
+    char *id = NULL;
+    int st = pl_run_submit(&id, t->engine, &root, &ro);
+    if (st) {
+        cli_error("cannot submit a run of '%s': %s (%s)", t->opt.submit,
+                  pl_errmsg(), pl_status_name(st));
+        worst(t, st == PL_ESTORE || st == PL_EMAPFULL ? EXIT_OPEN : EXIT_USAGE);
+    } else if (t->opt.json && t->runs) {
+        cJSON *j = cJSON_CreateObject();
+        if (j) {
+            cJSON_AddStringToObject(j, "run", id);
+            cJSON_AddStringToObject(j, "status", "submitted");
+            cJSON_AddItemToArray(t->runs, j);
+        }
+    } else {
+        printf("%s\n", id);
+    }
+    free(id);
+    cJSON_Delete(payload);
+}
+
 /* ---- --trace and --otel --------------------------------------------------- */
 
 /* Open the trace file and the exporter the options ask for; 0 or -1. */
@@ -1122,6 +1315,8 @@ static const char *mode_name(enum mode m)
     case MODE_CHECK: return "check";
     case MODE_FORK: return "fork";
     case MODE_IMPORT: return "import";
+    case MODE_WORKER: return "worker";
+    case MODE_SUBMIT: return "submit";
     default: return "none";
     }
 }
@@ -1156,7 +1351,8 @@ int main(int argc, char **argv)
         rc = EXIT_OPEN;
         goto done;
     }
-    if (t.opt.mode != MODE_IMPORT && cli_store_exists(t.opt.store)) {
+    if (t.opt.mode != MODE_IMPORT && t.opt.mode != MODE_SUBMIT &&
+        cli_store_exists(t.opt.store)) {
         rc = EXIT_OPEN;
         goto done;
     }
@@ -1167,6 +1363,7 @@ int main(int argc, char **argv)
     pl_engine_options eo = PL_ENGINE_OPTIONS_INIT;
     eo.on_event = on_event;
     eo.event_user = &t.w;
+    eo.lease_ms = t.opt.lease_ms;
     if ((st = pl_engine_open(&t.engine, t.opt.store, t.reg, &eo))) {
         cli_error("cannot open the store '%s': %s (%s)", t.opt.store,
                   pl_errmsg(), pl_status_name(st));
@@ -1183,6 +1380,8 @@ int main(int argc, char **argv)
     case MODE_CHECK: mode_check(&t); break;
     case MODE_FORK: mode_fork(&t); break;
     case MODE_IMPORT: mode_import(&t); break;
+    case MODE_WORKER: mode_worker(&t); break;
+    case MODE_SUBMIT: mode_submit(&t); break;
     default: break;
     }
     if (t.w.oom) {

@@ -1,0 +1,140 @@
+/*
+ * lease.c -- keeping the leases of the runs this engine executes.
+ *
+ * A run's owner is a worker id, "pid.start@host" (the process, its start
+ * time in clock ticks, and the engine's host id), holding the run's lease
+ * in the store (see LEASES in ledger/store.h).  The lease is renewed by a
+ * thread of the engine's own, every third of the lease, for every run in
+ * the active set, in one store transaction: so a call that blocks for
+ * minutes keeps its run, and a lease expires only when its process died
+ * or stopped (SIGSTOP, a frozen machine, a lost network).  Renewal tied to
+ * commits would take a run from a worker whose call merely took long;
+ * renewal tied to the process's liveness is what "crashed" means.
+ *
+ * A renewal that finds a lease taken over (its generation changed: the
+ * process stalled longer than the lease) marks the run lost; the run's next
+ * commit fails with PL_EBUSY before it writes, and the store's fence check
+ * in the commit transaction catches whatever a renewal has not seen yet.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+#define RENEW_MAX 1024 /* leases renewed per transaction */
+
+/* Wait until @p us from now, or until the renewer is asked to stop. */
+static void renew_wait(pl_engine *e, int64_t us)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    int64_t ns = (int64_t)ts.tv_nsec + (us % 1000000) * 1000;
+    ts.tv_sec += (time_t)(us / 1000000 + ns / 1000000000);
+    ts.tv_nsec = (long)(ns % 1000000000);
+    while (!e->renew_stop &&
+           pthread_cond_timedwait(&e->renew_cv, &e->mu, &ts) != ETIMEDOUT)
+        ;
+}
+
+static void *renewer(void *arg)
+{
+    pl_engine *e = arg;
+    uint64_t runs[RENEW_MAX], gens[RENEW_MAX];
+    bool lost[RENEW_MAX];
+    pthread_mutex_lock(&e->mu);
+    for (;;) {
+        renew_wait(e, e->lease_us / 3);
+        if (e->renew_stop)
+            break;
+        size_t n = 0;
+        for (size_t i = 0; i < e->n_active && n < RENEW_MAX; i++) {
+            if (e->active[i].gen) {
+                runs[n] = e->active[i].num;
+                gens[n++] = e->active[i].gen;
+            }
+        }
+        pthread_mutex_unlock(&e->mu);
+        /* a failed renewal is tried again next time; the leases expire
+         * only if the store stays unreachable for a whole lease */
+        int st = pl__store_lease_renew(e->store, runs, gens, n, e->lease_us,
+                                       lost);
+        pthread_mutex_lock(&e->mu);
+        for (size_t j = 0; !st && j < n; j++) {
+            if (!lost[j])
+                continue;
+            for (size_t i = 0; i < e->n_active; i++)
+                if (e->active[i].num == runs[j] &&
+                    e->active[i].gen == gens[j] && e->active[i].lost)
+                    atomic_store(e->active[i].lost, true);
+        }
+    }
+    pthread_mutex_unlock(&e->mu);
+    return NULL;
+}
+
+int pl__engine_lease(pl_engine *e, uint64_t num, uint64_t gen,
+                     atomic_bool *lost)
+{
+    int rc = PL_OK;
+    pthread_mutex_lock(&e->mu);
+    for (size_t i = 0; i < e->n_active; i++) {
+        if (e->active[i].num == num) {
+            e->active[i].gen = gen;
+            e->active[i].lost = lost;
+        }
+    }
+    if (!e->renewing && !e->renew_stop) {
+        /* the renewer blocks no signal a caller means for its own threads */
+        sigset_t all, old;
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &old);
+        int err = pthread_create(&e->renewer, NULL, renewer, e);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        if (err)
+            rc = pl__err(PL_ENOMEM, "cannot start the lease renewer: %s",
+                         strerror(err));
+        else
+            e->renewing = true;
+    }
+    pthread_mutex_unlock(&e->mu);
+    return rc;
+}
+
+void pl__engine_lease_stop(pl_engine *e)
+{
+    pthread_mutex_lock(&e->mu);
+    e->renew_stop = true;
+    /* a child made by fork() has no renewer, whatever its copy says */
+    bool join = e->renewing && e->pid == getpid();
+    e->renewing = false;
+    pthread_cond_broadcast(&e->renew_cv);
+    pthread_mutex_unlock(&e->mu);
+    if (join)
+        pthread_join(e->renewer, NULL);
+}
+
+bool pl__worker_dead(pl_engine *e, const char *owner)
+{
+    char *end;
+    errno = 0;
+    long long pid = strtoll(owner, &end, 10);
+    if (errno || end == owner || *end != '.' || pid <= 0)
+        return false;
+    const char *p = end + 1;
+    unsigned long long start = strtoull(p, &end, 10);
+    if (errno || end == p || *end != '@' || strcmp(end + 1, e->host) != 0)
+        return false; /* another host's: only its lease tells */
+    if (pid == e->pid)
+        return start != e->pstart; /* an earlier process with this pid */
+    uint64_t now_start;
+    bool zombie;
+    if (kill((pid_t)pid, 0) != 0 && errno == ESRCH)
+        return true;
+    if (!pl__proc_stat(pid, &now_start, &zombie))
+        return true;
+    return zombie || now_start != start;
+}

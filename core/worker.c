@@ -1,0 +1,169 @@
+/*
+ * worker.c -- the worker loop: take queued and crashed runs from the store
+ * and execute them, until asked to stop.
+ *
+ * A run waits in the queue as a lease nobody holds (pl_run_submit()) or a
+ * lease whose holder stopped renewing it (a crashed worker).  Each of the
+ * worker's threads takes one such lease in one conditional update (LMDB:
+ * one write transaction; PostgreSQL: UPDATE ... FOR UPDATE SKIP LOCKED),
+ * executes its run through the runner, as pl_run_continue() does, and
+ * takes the next.  pl_worker_stop() sets a flag that every thread checks
+ * before it takes a run and while it waits, and that a run taken from the
+ * queue checks before each call it starts (call.c): a stop lets the calls
+ * under way finish, stops their runs before their next call, and hands
+ * those runs back to the queue for another worker.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "internal.h"
+#include "run.h"
+
+#define CONCURRENCY_MAX 256
+#define POLL_MS_DEFAULT 100
+#define NAP_MS 20 /* the longest a waiting thread sleeps between checks */
+/* a lease handed back expires this long ago: first in the queue */
+#define HAND_BACK_US (-((int64_t)1 << 60))
+
+typedef struct worker {
+    pl_engine *e;
+    unsigned poll_ms;
+    pthread_mutex_t mu; /* guards the counters and fatal */
+    uint64_t completed, suspended, failed, skipped;
+    int fatal; /* a read-only engine: no thread can work */
+    char fatal_msg[PL__ERRMSG_MAX];
+} worker;
+
+static bool stopping(const pl_engine *e)
+{
+    return atomic_load(&((pl_engine *)e)->worker_stop) != 0;
+}
+
+/* Sleep @p ms, in short naps, unless a stop is asked for. */
+static void idle(const pl_engine *e, unsigned ms)
+{
+    while (ms && !stopping(e)) {
+        unsigned nap = ms < NAP_MS ? ms : NAP_MS;
+        struct timespec ts = {0, (long)nap * 1000000L};
+        while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
+            ;
+        ms -= nap;
+    }
+}
+
+static void *work(void *arg)
+{
+    worker *w = arg;
+    pl_engine *e = w->e;
+    while (!stopping(e)) {
+        pl__lease lease;
+        int st = pl__store_lease_next(e->store, e->worker, e->lease_us, &lease);
+        if (st == PL_ESTATE) { /* read-only: it never will */
+            pthread_mutex_lock(&w->mu);
+            w->fatal = st;
+            pl__errmsg_save(w->fatal_msg);
+            pthread_mutex_unlock(&w->mu);
+            atomic_store(&e->worker_stop, 1);
+            break;
+        }
+        if (st) {
+            /* nothing queued, or the store failed (a server restarting):
+             * look again later */
+            idle(e, w->poll_ms);
+            continue;
+        }
+        pl_outcome *o = NULL;
+        st = pl__run_continue_leased(&o, e, &lease);
+        if (st && stopping(e)) {
+            /* stopped between two calls (call.c): hand the run back, so
+             * that another worker takes it now, not once the lease has
+             * run out; a lease taken over meanwhile is left alone */
+            bool lost;
+            if (pl__store_lease_renew(e->store, &lease.run, &lease.gen, 1,
+                                      HAND_BACK_US, &lost)) {
+                /* it expires on its own */
+            }
+        }
+        pthread_mutex_lock(&w->mu);
+        if (st || !o)
+            w->skipped++;
+        else if (o->status == PL_RUN_COMPLETED)
+            w->completed++;
+        else if (o->status == PL_RUN_SUSPENDED)
+            w->suspended++;
+        else
+            w->failed++;
+        pthread_mutex_unlock(&w->mu);
+        pl_outcome_free(o);
+    }
+    return NULL;
+}
+
+int pl_worker_run(pl_engine *e, const pl_worker_options *opts)
+{
+    if (!e)
+        return pl__err(PL_EINVAL, "pl_worker_run: engine is NULL");
+    pl_worker_options defaults = PL_WORKER_OPTIONS_INIT;
+    if (!opts)
+        opts = &defaults;
+    if (opts->version != PL_WORKER_OPTIONS_VERSION)
+        return pl__err(PL_EINVAL,
+                       "pl_worker_run: options version %u, this library "
+                       "knows %d",
+                       opts->version, PL_WORKER_OPTIONS_VERSION);
+    if (opts->concurrency > CONCURRENCY_MAX)
+        return pl__err(PL_EINVAL,
+                       "pl_worker_run: concurrency %u is more than %d",
+                       opts->concurrency, CONCURRENCY_MAX);
+    worker w = {.e = e,
+                .poll_ms = opts->poll_ms ? opts->poll_ms : POLL_MS_DEFAULT};
+    unsigned n = opts->concurrency ? opts->concurrency : 1;
+    pthread_t *th = calloc(n, sizeof *th);
+    if (!th)
+        return pl__err(PL_ENOMEM, "out of memory");
+    pthread_mutex_init(&w.mu, NULL);
+    int st = PL_OK;
+    unsigned started = 0;
+    sigset_t all, old;
+    sigfillset(&all);
+    /* the caller's thread takes the signals it asked for, not ours */
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    for (; started + 1 < n; started++) {
+        int err = pthread_create(&th[started], NULL, work, &w);
+        if (err) {
+            st = pl__err(PL_ENOMEM, "pl_worker_run: cannot start a thread: %s",
+                         strerror(err));
+            atomic_store(&e->worker_stop, 1);
+            break;
+        }
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (!st)
+        work(&w);
+    for (unsigned i = 0; i < started; i++)
+        pthread_join(th[i], NULL);
+    atomic_store(&e->worker_stop, 0); /* the stop is consumed */
+    if (!st && w.fatal) {
+        pl__errmsg_restore(w.fatal_msg);
+        st = w.fatal;
+    }
+    pthread_mutex_destroy(&w.mu);
+    free(th);
+    if (opts->completed)
+        *opts->completed = w.completed;
+    if (opts->suspended)
+        *opts->suspended = w.suspended;
+    if (opts->failed)
+        *opts->failed = w.failed;
+    if (opts->skipped)
+        *opts->skipped = w.skipped;
+    return st;
+}
+
+void pl_worker_stop(pl_engine *e)
+{
+    if (e)
+        atomic_store(&e->worker_stop, 1);
+}

@@ -1,0 +1,349 @@
+/*
+ * lmdb_lease.c -- run leases on the LMDB store (see LEASES in store.h).
+ *
+ * LAYOUT: the `leases` database, beside the five of lmdb_store.c, created
+ * on the first writable open (a store made before it simply has no leases).
+ *
+ *   | key              | value                                            |
+ *   |------------------|--------------------------------------------------|
+ *   | u64 BE run number| u64 BE generation, i64 BE expiry (Unix us, this  |
+ *   |                  | host's clock), u16 BE owner length, the owner    |
+ *   |                  | (worker id; "" while queued), the run id (rest)  |
+ *
+ * LMDB has one writer at a time: a take, a renewal and a commit's fence
+ * check are each one write transaction, so two workers can never both take
+ * the same expired lease, and a commit sees the generation as it is.
+ */
+#include "lmdb_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#define HEAD 18 /* generation, expiry, owner length */
+
+int pl__lmdb_lease_open(pl__lmdb_store *s, MDB_txn *txn, bool create)
+{
+    int rc = mdb_dbi_open(txn, "leases", create ? MDB_CREATE : 0, &s->leases);
+    if (rc == MDB_NOTFOUND && !create) {
+        s->has_leases = false; /* a read-only open of an older store */
+        return 0;
+    }
+    s->has_leases = !rc;
+    return rc;
+}
+
+static int no_leases(const pl__lmdb_store *s)
+{
+    return pl__err(PL_ESTATE, "store '%s' is open read-only: it takes no lease",
+                   s->path);
+}
+
+/* Decode a lease row; PL_ECORRUPT when it is malformed. */
+static int decode(const pl__lmdb_store *s, uint64_t run, const MDB_val *v,
+                  pl__lease *out)
+{
+    const uint8_t *p = v->mv_data;
+    size_t olen = v->mv_size >= HEAD ? (size_t)p[16] << 8 | p[17] : 0;
+    if (v->mv_size < HEAD || olen >= sizeof out->owner ||
+        v->mv_size - HEAD - olen > PL_MAX_RUN_ID)
+        return pl__err(PL_ECORRUPT,
+                       "store '%s': the lease of run #%llu is "
+                       "malformed",
+                       s->path, (unsigned long long)run);
+    size_t ilen = v->mv_size - HEAD - olen;
+    out->run = run;
+    out->gen = pl__get_be64(p);
+    out->expires_in_us = (int64_t)pl__get_be64(p + 8) - pl__now_us();
+    memcpy(out->owner, p + HEAD, olen);
+    out->owner[olen] = '\0';
+    memcpy(out->id, p + HEAD + olen, ilen);
+    out->id[ilen] = '\0';
+    return PL_OK;
+}
+
+static int64_t expiry(const pl__lease *l)
+{
+    return l->expires_in_us + pl__now_us();
+}
+
+/* Write a lease row for run @p run. */
+static int put(pl__lmdb_store *s, MDB_txn *txn, uint64_t run, uint64_t gen,
+               int64_t expires, const char *owner, const char *id)
+{
+    size_t olen = strlen(owner), ilen = strlen(id);
+    uint8_t key[8];
+    pl__put_be64(key, run);
+    MDB_val k = {8, key}, v = {HEAD + olen + ilen, NULL};
+    int rc = mdb_put(txn, s->leases, &k, &v, MDB_RESERVE);
+    if (rc)
+        return rc;
+    uint8_t *p = v.mv_data;
+    pl__put_be64(p, gen);
+    pl__put_be64(p + 8, (uint64_t)expires);
+    p[16] = (uint8_t)(olen >> 8);
+    p[17] = (uint8_t)olen;
+    memcpy(p + HEAD, owner, olen);
+    memcpy(p + HEAD + olen, id, ilen);
+    return 0;
+}
+
+/* Read run @p run's lease in @p txn: MDB_NOTFOUND when it has none. */
+static int get(pl__lmdb_store *s, MDB_txn *txn, uint64_t run, pl__lease *out,
+               int *st)
+{
+    uint8_t key[8];
+    pl__put_be64(key, run);
+    MDB_val k = {8, key}, v;
+    int rc = mdb_get(txn, s->leases, &k, &v);
+    if (!rc)
+        *st = decode(s, run, &v, out);
+    return rc;
+}
+
+/* ---- in a commit's transaction ------------------------------------------- */
+
+int pl__lmdb_lease_batch(pl__lmdb_store *s, MDB_txn *txn, const pl__batch *bt,
+                         int *st)
+{
+    if (bt->create_id && bt->lease_owner) {
+        bool queued = !*bt->lease_owner;
+        return put(s, txn, bt->run, queued ? 0 : 1,
+                   queued ? 0 : pl__now_us() + bt->lease_us, bt->lease_owner,
+                   bt->create_id);
+    }
+    if (!bt->gen)
+        return 0;
+    pl__lease l;
+    int rc = get(s, txn, bt->run, &l, st);
+    if (rc == MDB_NOTFOUND || (!rc && !*st && l.gen != bt->gen)) {
+        *st = pl__err(PL_EBUSY,
+                      "run #%llu: this worker's lease (generation %llu) "
+                      "was taken over by %s; nothing more is written",
+                      (unsigned long long)bt->run, (unsigned long long)bt->gen,
+                      rc         ? "nobody (it was dropped)"
+                      : *l.owner ? l.owner
+                                 : "the queue");
+        return 0;
+    }
+    if (rc || *st || !bt->release)
+        return rc;
+    uint8_t key[8];
+    pl__put_be64(key, bt->run);
+    MDB_val k = {8, key};
+    return mdb_del(txn, s->leases, &k, NULL);
+}
+
+/* ---- taking, renewing, dropping ------------------------------------------ */
+
+typedef struct acquire_ctx {
+    uint64_t run;
+    const char *run_id, *owner;
+    int64_t lease_us;
+    uint64_t steal_gen;
+    uint64_t *gen;
+    bool *had;
+    pl__lease *held;
+} acquire_ctx;
+
+static int acquire_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
+{
+    acquire_ctx *c = user;
+    pl__lease l;
+    int rc = get(s, txn, c->run, &l, st);
+    if (rc && rc != MDB_NOTFOUND)
+        return rc;
+    if (*st)
+        return 0;
+    *c->had = !rc;
+    if (!rc && l.expires_in_us > 0 && strcmp(l.owner, c->owner) != 0 &&
+        !(c->steal_gen && l.gen == c->steal_gen)) {
+        *c->held = l;
+        *st = pl__err(PL_EBUSY, "run #%llu is leased to %s",
+                      (unsigned long long)c->run, l.owner);
+        return 0;
+    }
+    *c->gen = rc ? 1 : l.gen + 1;
+    return put(s, txn, c->run, *c->gen, pl__now_us() + c->lease_us, c->owner,
+               c->run_id);
+}
+
+int pl__lmdb_lease_acquire(pl__lmdb_store *s, uint64_t run, const char *run_id,
+                           const char *owner, int64_t lease_us,
+                           uint64_t steal_gen, uint64_t *gen, bool *had,
+                           pl__lease *held)
+{
+    if (!s->has_leases)
+        return no_leases(s);
+    acquire_ctx c = {run, run_id, owner, lease_us, steal_gen, gen, had, held};
+    return pl__lmdb_write(s, acquire_body, &c);
+}
+
+typedef struct next_ctx {
+    const char *owner;
+    int64_t lease_us;
+    pl__lease *out;
+    bool found;
+} next_ctx;
+
+static int next_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
+{
+    next_ctx *c = user;
+    MDB_cursor *cur;
+    int rc = mdb_cursor_open(txn, s->leases, &cur);
+    if (rc)
+        return rc;
+    MDB_val k, v;
+    c->found = false;
+    /* the leases database holds only queued and executing runs: few */
+    for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); !rc;
+         rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+        if (k.mv_size != 8) {
+            *st = pl__err(PL_ECORRUPT, "store '%s': a lease key is malformed",
+                          s->path);
+            break;
+        }
+        if ((*st = decode(s, pl__get_be64(k.mv_data), &v, c->out)))
+            break;
+        if (c->out->expires_in_us <= 0) {
+            c->found = true;
+            break;
+        }
+    }
+    mdb_cursor_close(cur);
+    if (*st || !c->found)
+        return rc == MDB_NOTFOUND ? 0 : rc;
+    pl__lease *l = c->out;
+    l->gen++;
+    snprintf(l->owner, sizeof l->owner, "%s", c->owner);
+    l->expires_in_us = c->lease_us;
+    return put(s, txn, l->run, l->gen, expiry(l), l->owner, l->id);
+}
+
+/* Whether any lease is expired, in a read transaction: an idle worker
+ * looks often, and must not take the writer's lock to find nothing. */
+static int any_expired(pl__lmdb_store *s, bool *found)
+{
+    MDB_txn *txn;
+    size_t seen;
+    *found = false;
+    int st = pl__lmdb_txn_begin(s, false, &txn, &seen);
+    if (st)
+        return st;
+    MDB_cursor *cur = NULL;
+    MDB_val k, v;
+    int64_t now = pl__now_us();
+    int rc = mdb_cursor_open(txn, s->leases, &cur);
+    if (rc)
+        cur = NULL;
+    for (rc = rc ? rc : mdb_cursor_get(cur, &k, &v, MDB_FIRST); !rc;
+         rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+        /* a malformed row counts as expired: the write reports it */
+        if (v.mv_size < HEAD ||
+            (int64_t)pl__get_be64((const uint8_t *)v.mv_data + 8) <= now) {
+            *found = true;
+            break;
+        }
+    }
+    if (rc && rc != MDB_NOTFOUND)
+        st = pl__lmdb_err(s, rc, "reading the leases");
+    if (cur)
+        mdb_cursor_close(cur);
+    pl__lmdb_txn_abort(s, txn);
+    return st;
+}
+
+int pl__lmdb_lease_next(pl__lmdb_store *s, const char *owner, int64_t lease_us,
+                        pl__lease *out)
+{
+    if (!s->has_leases)
+        return no_leases(s);
+    bool found;
+    int rc = any_expired(s, &found);
+    if (rc || !found)
+        return rc ? rc : PL_ENOTFOUND;
+    next_ctx c = {owner, lease_us, out, false};
+    int st = pl__lmdb_write(s, next_body, &c);
+    if (!st && !c.found)
+        return PL_ENOTFOUND;
+    return st;
+}
+
+typedef struct renew_ctx {
+    const uint64_t *runs, *gens;
+    size_t n;
+    int64_t lease_us;
+    bool *lost;
+} renew_ctx;
+
+static int renew_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
+{
+    renew_ctx *c = user;
+    for (size_t i = 0; i < c->n; i++) {
+        pl__lease l;
+        int rc = get(s, txn, c->runs[i], &l, st);
+        if (rc && rc != MDB_NOTFOUND)
+            return rc;
+        if (*st)
+            return 0;
+        c->lost[i] = rc || l.gen != c->gens[i];
+        if (!c->lost[i] &&
+            (rc = put(s, txn, l.run, l.gen, pl__now_us() + c->lease_us, l.owner,
+                      l.id)))
+            return rc;
+    }
+    return 0;
+}
+
+int pl__lmdb_lease_renew(pl__lmdb_store *s, const uint64_t *runs,
+                         const uint64_t *gens, size_t n, int64_t lease_us,
+                         bool *lost)
+{
+    if (!s->has_leases)
+        return no_leases(s);
+    renew_ctx c = {runs, gens, n, lease_us, lost};
+    return n ? pl__lmdb_write(s, renew_body, &c) : PL_OK;
+}
+
+typedef struct release_ctx {
+    uint64_t run, gen;
+} release_ctx;
+
+static int release_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
+{
+    release_ctx *c = user;
+    pl__lease l;
+    int rc = get(s, txn, c->run, &l, st);
+    if (rc == MDB_NOTFOUND || *st || (!rc && l.gen != c->gen))
+        return rc == MDB_NOTFOUND ? 0 : rc;
+    uint8_t key[8];
+    pl__put_be64(key, c->run);
+    MDB_val k = {8, key};
+    return rc ? rc : mdb_del(txn, s->leases, &k, NULL);
+}
+
+int pl__lmdb_lease_release(pl__lmdb_store *s, uint64_t run, uint64_t gen)
+{
+    if (!s->has_leases)
+        return no_leases(s);
+    release_ctx c = {run, gen};
+    return pl__lmdb_write(s, release_body, &c);
+}
+
+int pl__lmdb_lease_get(pl__lmdb_store *s, uint64_t run, pl__lease *out)
+{
+    if (!s->has_leases)
+        return pl__err(PL_ENOTFOUND, "store '%s' holds no leases", s->path);
+    MDB_txn *txn;
+    size_t seen;
+    int st = pl__lmdb_txn_begin(s, false, &txn, &seen);
+    if (st)
+        return st;
+    int rc = get(s, txn, run, out, &st);
+    if (rc == MDB_NOTFOUND)
+        st = pl__err(PL_ENOTFOUND, "run #%llu holds no lease",
+                     (unsigned long long)run);
+    else if (rc)
+        st = pl__lmdb_err(s, rc, "reading a lease");
+    pl__lmdb_txn_abort(s, txn);
+    return st;
+}
