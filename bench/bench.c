@@ -2121,41 +2121,35 @@ static void pg_remove(const char *path)
     PQfinish(c);
 }
 
-typedef struct pg_floor_thread {
-    const floor_arg *a;
-    const char *schema;
-    int id;
-} pg_floor_thread;
-
-/* One session of the floor: a->n records, each its own transaction. */
-static void *pg_floor_commits(void *arg)
+/* A floor session: the mode's synchronous_commit, the INSERT prepared. */
+static PGconn *pg_floor_session(pl_durability mode, const char *schema)
 {
-    const pg_floor_thread *t = arg;
     PGconn *c = pg_connect();
-    pg_sql(c, t->a->mode == PL_DURABILITY_PROCESS
-                  ? "SET synchronous_commit = off"
-                  : "SET synchronous_commit = on");
+    pg_sql(c, mode == PL_DURABILITY_PROCESS ? "SET synchronous_commit = off"
+                                            : "SET synchronous_commit = on");
     char sql[256];
     snprintf(sql, sizeof sql, "INSERT INTO \"%s\".r (k, v) VALUES ($1, $2)",
-             t->schema);
+             schema);
     PGresult *r = PQprepare(c, "put", sql, 2, NULL);
     if (PQresultStatus(r) != PGRES_COMMAND_OK) {
         fprintf(stderr, "pl-bench: %s: %s", sql, PQresultErrorMessage(r));
         _exit(1);
     }
     PQclear(r);
+    return c;
+}
+
+/* Writer @p id's records from .. from+n-1, each committed alone. */
+static void pg_floor_puts(PGconn *c, int id, int from, int n)
+{
     char key[12], val[160];
     memset(val, 'v', sizeof val);
     const char *vals[2] = {key, val};
     int lens[2] = {sizeof key, sizeof val}, fmts[2] = {1, 1};
-    for (int i = 0; i < t->a->n; i++) {
-        uint32_t id = htonl((uint32_t)t->id);
-        uint32_t hi = htonl((uint32_t)((uint64_t)i >> 32));
-        uint32_t lo = htonl((uint32_t)i);
-        memcpy(key, &id, 4);
-        memcpy(key + 4, &hi, 4);
-        memcpy(key + 8, &lo, 4);
-        r = PQexecPrepared(c, "put", 2, vals, lens, fmts, 0);
+    for (int i = from; i < from + n; i++) {
+        uint32_t be[3] = {htonl((uint32_t)id), 0, htonl((uint32_t)i)};
+        memcpy(key, be, sizeof key);
+        PGresult *r = PQexecPrepared(c, "put", 2, vals, lens, fmts, 0);
         if (PQresultStatus(r) != PGRES_COMMAND_OK) {
             fprintf(stderr, "pl-bench: floor insert: %s",
                     PQresultErrorMessage(r));
@@ -2163,6 +2157,33 @@ static void *pg_floor_commits(void *arg)
         }
         PQclear(r);
     }
+}
+
+/* A fresh floor table in @p schema (a pg_schema() of "floor"). */
+static void pg_floor_create(const char *path, const char *schema)
+{
+    char sql[512];
+    pg_remove(path);
+    PGconn *c = pg_connect();
+    snprintf(sql, sizeof sql,
+             "CREATE SCHEMA \"%s\"; CREATE TABLE \"%s\".r (k bytea PRIMARY "
+             "KEY, v bytea NOT NULL)",
+             schema, schema);
+    pg_sql(c, sql);
+    PQfinish(c);
+}
+
+typedef struct pg_floor_thread {
+    const floor_arg *a;
+    const char *schema;
+    int id;
+} pg_floor_thread;
+
+static void *pg_floor_commits(void *arg)
+{
+    const pg_floor_thread *t = arg;
+    PGconn *c = pg_floor_session(t->a->mode, t->schema);
+    pg_floor_puts(c, t->id, 0, t->a->n);
     PQfinish(c);
     return NULL;
 }
@@ -2172,17 +2193,10 @@ static void pg_floor(const void *varg, void *vres)
 {
     const floor_arg *a = varg;
     floor_res *r = vres;
-    char path[1100], schema[128], sql[512];
+    char path[1100], schema[128];
     path_in(path, sizeof path, "floor");
     pg_schema(schema, sizeof schema, "floor");
-    pg_remove(path);
-    PGconn *c = pg_connect();
-    snprintf(sql, sizeof sql,
-             "CREATE SCHEMA \"%s\"; CREATE TABLE \"%s\".r (k bytea PRIMARY "
-             "KEY, v bytea NOT NULL)",
-             schema, schema);
-    pg_sql(c, sql);
-    PQfinish(c);
+    pg_floor_create(path, schema);
     pthread_t th[256];
     pg_floor_thread args[256];
     int threads = a->threads < 1 ? 1 : a->threads > 256 ? 256 : a->threads;
@@ -2203,35 +2217,99 @@ static void pg_floor(const void *varg, void *vres)
     pg_remove(path);
 }
 
+/* The floor's side of W1's turns (see w1_turns) on PostgreSQL. */
+static void pg_floor_in_turns(const void *varg, void *vres)
+{
+    const w1_arg *a = varg;
+    turns_res *r = vres;
+    signal(SIGPIPE, SIG_IGN);
+    close(a->turns->to_floors[1]);
+    close(a->turns->to_run[0]);
+    char path[1100], schema[128];
+    path_in(path, sizeof path, "floor");
+    pg_schema(schema, sizeof schema, "floor");
+    pg_floor_create(path, schema);
+    PGconn *c = pg_floor_session(a->mode, schema);
+    int n;
+    while (read(a->turns->to_floors[0], &n, sizeof n) == (ssize_t)sizeof n) {
+        double t0 = now_s();
+        pg_floor_puts(c, 0, r->n, n);
+        r->floor_s += now_s() - t0;
+        r->n += n;
+        char done = 1;
+        if (write(a->turns->to_run[1], &done, 1) != 1)
+            break;
+    }
+    PQfinish(c);
+    pg_remove(path);
+}
+
+/* One repetition of W1 on PostgreSQL: sync and group take turns with the
+ * floor every TURN calls, process runs back to back, first in turn (k). */
+static int pg_w1_rep(const w1_arg *a, int k, w1_res *run, double *floor_s)
+{
+    if (a->mode == PL_DURABILITY_PROCESS) {
+        floor_arg fa = {a->mode, a->n, 1, false};
+        floor_res fr;
+        int rc = k % 2 ? in_child(pg_floor, &fa, &fr, sizeof fr) ||
+                             in_child(w1_child, a, run, sizeof *run)
+                       : in_child(w1_child, a, run, sizeof *run) ||
+                             in_child(pg_floor, &fa, &fr, sizeof fr);
+        *floor_s = fr.per_record_s;
+        return rc;
+    }
+    w1_turns t;
+    if (pipe(t.to_floors))
+        return -1;
+    if (pipe(t.to_run)) {
+        close(t.to_floors[0]);
+        close(t.to_floors[1]);
+        return -1;
+    }
+    w1_arg ta = *a;
+    ta.turns = &t;
+    turns_res floors;
+    int from_floor, from_run;
+    pid_t fpid = child_start(pg_floor_in_turns, &ta, &floors, sizeof floors,
+                             &from_floor);
+    pid_t rpid = fpid < 0
+                     ? -1
+                     : child_start(w1_child, &ta, run, sizeof *run, &from_run);
+    /* only the two children hold the pipes now */
+    close(t.to_floors[0]);
+    close(t.to_floors[1]);
+    close(t.to_run[0]);
+    close(t.to_run[1]);
+    int rc = rpid < 0 ? -1 : child_finish(rpid, from_run, run, sizeof *run);
+    if (fpid < 0 ||
+        child_finish(fpid, from_floor, &floors, sizeof floors) != 0 ||
+        floors.n != a->n)
+        return -1;
+    *floor_s = floors.floor_s / a->n;
+    return rc;
+}
+
 /* W1 on PostgreSQL in every mode, next to the floor; returns the failures. */
 static int report_pg_w1(bool quick)
 {
     int failures = 0, n = quick ? 300 : 2000;
     cJSON *jw1 = cJSON_AddArrayToObject(g_json, "pg_w1_sequential");
     say("W1 sequential on PostgreSQL: one run, %d calls; floor: a 160 B "
-        "INSERT committed alone\n  (same synchronous_commit), measured back "
-        "to back with the run\n",
-        n);
+        "INSERT committed alone\n  (same synchronous_commit), measured in "
+        "turns with the run every %d calls (sync,\n  group) or back to back "
+        "(process)\n",
+        n, TURN);
     say("  %-8s %6s %11s %9s %9s %9s %10s %9s %8s\n", "mode", "N", "calls/s",
         "us/call", "p50 us", "p95 us", "floor us", "ratio", "commits");
     for (size_t m = 0; m < 3; m++) {
         w1_arg a = {modes[m], n, NULL};
-        floor_arg fa = {modes[m], n, 1, false};
         w1_res runs[REPS_MAX];
         double eng[REPS_MAX], flo[REPS_MAX], pair[REPS_MAX];
         int ok = 0;
         for (int k = 0; k < g_reps; k++) {
-            floor_res fr;
-            int rc = k % 2
-                         ? in_child(pg_floor, &fa, &fr, sizeof fr) ||
-                               in_child(w1_child, &a, &runs[ok],
-                                        sizeof runs[ok])
-                         : in_child(w1_child, &a, &runs[ok], sizeof runs[ok]) ||
-                               in_child(pg_floor, &fa, &fr, sizeof fr);
-            if (rc)
+            if (pg_w1_rep(&a, k, &runs[ok], &flo[ok]))
                 continue;
             eng[ok] = runs[ok].per_call_s;
-            flo[ok] = fr.per_record_s;
             pair[ok] = eng[ok] / flo[ok];
             ok++;
         }
