@@ -79,8 +79,8 @@ static const char *pg_server(void)
     return uri;
 }
 
-/* A schema no other store on the server has: tests of many binaries share
- * one server, and a pid may come back. */
+/* A schema no other store on the server has: a binary's tests, each in a
+ * process of its own, share one server, and a pid may come back. */
 static void pg_schema_new(char *out, size_t n)
 {
     static unsigned counter;
