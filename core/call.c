@@ -20,12 +20,80 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "call.h"
 #include "callee.h"
 #include "ctx.h"
 #include "diverge.h"
 #include "indoubt.h"
 #include "invocation.h"
 #include "run.h"
+
+/*
+ * The record ends after the action_call at @p call_seq (or it was just
+ * written): what becomes of the call.  PL_OK with *fate set, or the run's
+ * failure (check mode: it would execute).
+ */
+int pl__call_fate(pl_ctx *c, uint32_t call_seq, bool call_replayed,
+                  const pl_action *a, const pl_policy_def *def, pl__fate *fate)
+{
+    pl__run *r = c->run;
+    *fate = PL__FATE_EXECUTE;
+    if (call_replayed && r->check)
+        return pl__run_fail(r, PL_ECHECK,
+                            "check: run %s: the call at "
+                            "%s:%u to '%s' has no recorded "
+                            "result; replay would execute it",
+                            r->id, c->path, call_seq, a->policy);
+    if (call_replayed && def && !def->idempotent && r->crashed_before) {
+        if (def->in_doubt == PL_IN_DOUBT_FAIL)
+            *fate = PL__FATE_IN_DOUBT_FAIL;
+        else if (def->in_doubt == PL_IN_DOUBT_SUSPEND)
+            *fate = PL__FATE_IN_DOUBT_ASK;
+    }
+    if (!def)
+        *fate = PL__FATE_NOT_FOUND;
+    return PL_OK;
+}
+
+/* End the call at @p call_seq as @p fate says (anything but execute). */
+int pl__call_settle(pl_ctx *c, uint32_t call_seq, pl__fate fate,
+                    const pl_action *a, const pl_policy_def *def,
+                    const pl_decorator *decos, size_t n_decos, uint64_t t0,
+                    pl_step **out)
+{
+    assert(fate != PL__FATE_EXECUTE);
+    if (fate == PL__FATE_IN_DOUBT_ASK)
+        return pl__in_doubt(c, call_seq, a, def, decos, n_decos, t0, out);
+    char msg[1024];
+    if (fate == PL__FATE_IN_DOUBT_FAIL) {
+        snprintf(msg, sizeof msg,
+                 "call %s:%u to '%s' was in flight "
+                 "when run %s crashed; its effect is "
+                 "unknown",
+                 c->path, call_seq, a->policy, c->run->id);
+        return pl__callee_finish_error(c, call_seq, a->policy, PL_ERR_IN_DOUBT,
+                                       msg, t0, out);
+    }
+    snprintf(msg, sizeof msg, "no policy named '%s' is registered", a->policy);
+    return pl__callee_finish_error(c, call_seq, a->policy, PL_ERR_NOT_FOUND,
+                                   msg, t0, out);
+}
+
+/* The step @p rec follows the action_call at @p call_seq where its result
+ * belongs: non-determinism. */
+int pl__call_not_result(pl_ctx *c, const pl__rec *rec, uint32_t call_seq,
+                        const char *policy)
+{
+    pl__run *r = c->run;
+    pl__diverged(c, rec, PL_STEP_ACTION_RESULT, policy, NULL, 0, NULL);
+    return pl__run_fail(r, PL_ENONDET,
+                        "non-determinism in run %s: "
+                        "after the action_call at %s:%u"
+                        " the ledger records %s by "
+                        "'%.*s', not its result",
+                        r->id, c->path, call_seq, pl_step_type_name(rec->type),
+                        (int)rec->actor_len, rec->actor);
+}
 
 /*
  * After the action_call at @p call_seq: serve its recorded result, handle an
@@ -36,10 +104,8 @@ static int resolve_call(pl_ctx *c, uint32_t call_seq, bool call_replayed,
                         const pl_decorator *decos, size_t n_decos,
                         pl_step **out)
 {
-    pl__run *r = c->run;
-    uint64_t t0 = pl__ev_clock(r);
+    uint64_t t0 = pl__ev_clock(c->run);
     if (call_replayed) {
-        bool was_replaying = c->replaying;
         const pl__rec *rec;
         int st = pl__inv_peek(c, &rec);
         if (st)
@@ -49,52 +115,21 @@ static int resolve_call(pl_ctx *c, uint32_t call_seq, bool call_replayed,
         if (rec && pl__is_engine_suspend(rec))
             return pl__in_doubt(c, call_seq, a, def, decos, n_decos, t0, out);
         if (rec)
-            pl__diverged(c, rec, PL_STEP_ACTION_RESULT, a->policy, NULL, 0,
-                         NULL);
-        if (rec)
-            return pl__run_fail(r, PL_ENONDET,
-                                "non-determinism in run %s: "
-                                "after the action_call at %s:%u"
-                                " the ledger records %s by "
-                                "'%.*s', not its result",
-                                r->id, c->path, call_seq,
-                                pl_step_type_name(rec->type),
-                                (int)rec->actor_len, rec->actor);
+            return pl__call_not_result(c, rec, call_seq, a->policy);
         /* the record ends after the call: it was in flight at the stop */
-        if (r->check)
-            return pl__run_fail(r, PL_ECHECK,
-                                "check: run %s: the call at "
-                                "%s:%u to '%s' has no recorded "
-                                "result; replay would execute it",
-                                r->id, c->path, call_seq, a->policy);
-        if (was_replaying && def && !def->idempotent && r->crashed_before) {
-            if (def->in_doubt == PL_IN_DOUBT_FAIL) {
-                char msg[1024];
-                snprintf(msg, sizeof msg,
-                         "call %s:%u to '%s' was in flight "
-                         "when run %s crashed; its effect is "
-                         "unknown",
-                         c->path, call_seq, a->policy, r->id);
-                return pl__callee_finish_error(c, call_seq, a->policy,
-                                               PL_ERR_IN_DOUBT, msg, t0, out);
-            }
-            if (def->in_doubt == PL_IN_DOUBT_SUSPEND)
-                return pl__in_doubt(c, call_seq, a, def, decos, n_decos, t0,
-                                    out);
-        }
     }
-    if (!def) {
-        char msg[PL_MAX_NAME + 64];
-        snprintf(msg, sizeof msg, "no policy named '%s' is registered",
-                 a->policy);
-        return pl__callee_finish_error(c, call_seq, a->policy, PL_ERR_NOT_FOUND,
-                                       msg, t0, out);
-    }
+    pl__fate fate;
+    int st = pl__call_fate(c, call_seq, call_replayed, a, def, &fate);
+    if (st)
+        return st;
+    if (fate != PL__FATE_EXECUTE)
+        return pl__call_settle(c, call_seq, fate, a, def, decos, n_decos, t0,
+                               out);
     return pl__callee_execute(c, call_seq, call_replayed, a, def, decos,
                               n_decos, t0, out);
 }
 
-static int check_action(pl__run *r, pl_ctx *c, const pl_action *a)
+int pl__call_check_action(pl__run *r, pl_ctx *c, const pl_action *a)
 {
     if (!a || a->version != PL_ACTION_VERSION)
         return pl__run_fail(r, PL_EINVAL,
@@ -130,8 +165,8 @@ static int check_action(pl__run *r, pl_ctx *c, const pl_action *a)
 }
 
 /* A call's decorator list: each made with PL_DECORATOR_INIT and a function. */
-static int check_decos(pl__run *r, pl_ctx *c, const char *policy,
-                       const pl_decorator *decos, size_t n_decos)
+int pl__call_check_decos(pl__run *r, pl_ctx *c, const char *policy,
+                         const pl_decorator *decos, size_t n_decos)
 {
     if (n_decos && !decos)
         return pl__run_fail(r, PL_EINVAL,
@@ -172,6 +207,47 @@ static int seed_digest(pl__run *r, const pl_steps *seed, char hex[])
     return PL_OK;
 }
 
+/*
+ * Append the action_call of @p a (to @p def, NULL when not registered):
+ * compared with the recorded one, or written.  *call_seq is its place,
+ * *replayed whether it was recorded.
+ */
+int pl__call_append(pl_ctx *c, const pl_action *a, const pl_policy_def *def,
+                    uint32_t *call_seq, bool *replayed)
+{
+    pl__run *r = c->run;
+    int st;
+    char seed_hex[2 * PL_HASH_LEN + 1];
+    if (a->seed && a->seed->n && (st = seed_digest(r, a->seed, seed_hex)))
+        return st;
+    const char *seed = a->seed && a->seed->n ? seed_hex : NULL;
+    const char *code = def ? def->code_version : NULL;
+    *call_seq = c->next_seq;
+    *replayed = false;
+    /* a call found recorded needs no encoding; anything else is appended,
+     * which compares it the thorough way or writes it */
+    const pl__rec *rec;
+    if ((st = pl__inv_peek(c, &rec)))
+        return st;
+    if (rec && rec->type == PL_STEP_ACTION_CALL &&
+        pl__rec_actor_is(rec, c->def->name) &&
+        pl__call_payload_same(rec->payload, rec->payload_len, a->policy,
+                              a->payload, a->actions, a->n_actions, seed,
+                              r->e->max_payload)) {
+        *replayed = true;
+        pl__inv_matched(c, c->def->name, code);
+        return PL_OK;
+    }
+    pl__buf_reset(&r->scratch);
+    st = pl__call_payload_encode(&r->scratch, a->policy, a->payload, a->actions,
+                                 a->n_actions, seed, r->e->max_payload);
+    if (st)
+        return pl__run_fail(r, st, "run %s: call to '%s' at %s: %s", r->id,
+                            a->policy, c->path, pl_errmsg());
+    return pl__inv_append(c, PL_STEP_ACTION_CALL, c->def->name, r->scratch.data,
+                          r->scratch.len, code, NULL, replayed, NULL);
+}
+
 int pl_ctx_call(pl_step **out, pl_ctx *c, const pl_action *a,
                 const pl_decorator *decos, size_t n_decos)
 {
@@ -183,44 +259,15 @@ int pl_ctx_call(pl_step **out, pl_ctx *c, const pl_action *a,
     pl__run *r = c->run;
     if (r->stop)
         return r->stop;
-    if ((st = check_action(r, c, a)))
+    if ((st = pl__call_check_action(r, c, a)))
         return st;
-    if ((st = check_decos(r, c, a->policy, decos, n_decos)))
+    if ((st = pl__call_check_decos(r, c, a->policy, decos, n_decos)))
         return st;
     const pl_policy_def *def = pl_registry_find(r->e->reg, a->policy);
-    char seed_hex[2 * PL_HASH_LEN + 1];
-    if (a->seed && a->seed->n && (st = seed_digest(r, a->seed, seed_hex)))
+    uint32_t call_seq;
+    bool replayed;
+    if ((st = pl__call_append(c, a, def, &call_seq, &replayed)))
         return st;
-    const char *seed = a->seed && a->seed->n ? seed_hex : NULL;
-    const char *code = def ? def->code_version : NULL;
-    uint32_t call_seq = c->next_seq;
-    bool replayed = false;
-    /* a call found recorded needs no encoding; anything else is appended,
-     * which compares it the thorough way or writes it */
-    const pl__rec *rec;
-    if ((st = pl__inv_peek(c, &rec)))
-        return st;
-    if (rec && rec->type == PL_STEP_ACTION_CALL &&
-        pl__rec_actor_is(rec, c->def->name) &&
-        pl__call_payload_same(rec->payload, rec->payload_len, a->policy,
-                              a->payload, a->actions, a->n_actions, seed,
-                              r->e->max_payload)) {
-        replayed = true;
-        pl__inv_matched(c, c->def->name, code);
-    } else {
-        pl__buf_reset(&r->scratch);
-        st = pl__call_payload_encode(&r->scratch, a->policy, a->payload,
-                                     a->actions, a->n_actions, seed,
-                                     r->e->max_payload);
-        if (st)
-            return pl__run_fail(r, st, "run %s: call to '%s' at %s: %s", r->id,
-                                a->policy, c->path, pl_errmsg());
-        st = pl__inv_append(c, PL_STEP_ACTION_CALL, c->def->name,
-                            r->scratch.data, r->scratch.len, code, NULL,
-                            &replayed, NULL);
-        if (st)
-            return st;
-    }
     assert(call_seq + 1 == c->next_seq); /* the cursor is past the call */
     return resolve_call(c, call_seq, replayed, a, def, decos, n_decos, out);
 }
@@ -312,7 +359,7 @@ int pl_ctx_call_step_with(pl_step **out, pl_ctx *c, const pl_step *call,
                        ((pv[0] >= 0x80 && pv[0] <= 0x8f) || pv[0] == 0xde ||
                         pv[0] == 0xdf);
     const char *callee = pl__name_ok(policy) ? policy : "unknown";
-    if ((st = check_decos(r, c, callee, decos, n_decos)))
+    if ((st = pl__call_check_decos(r, c, callee, decos, n_decos)))
         return st;
     if (!pl__name_ok(policy) || !has_payload)
         return pl__callee_finish_error(c, call->seq, callee,

@@ -132,15 +132,21 @@ static void store_result_once(pl_ctx *child, const pl_step *last,
     e->vlen = header_len + 1; /* still pending: pl__inv_head() hashes it */
 }
 
-/* Run the callee in a new invocation and append its result. */
-int pl__callee_execute(pl_ctx *c, uint32_t call_seq, bool call_replayed,
-                       const pl_action *a, const pl_policy_def *def,
-                       const pl_decorator *decos, size_t n_decos, uint64_t t0,
-                       pl_step **out)
+/*
+ * Run the callee in a new invocation of run @p r, whose running invocation
+ * must be @p c: c's own run, or a fan-out's branch (fanout.c), whose
+ * callee runs on a thread of its own with its own batch while @p c's run
+ * waits.  On success *res holds the steps it returned (caller frees them
+ * with free_steps()) and *link its ledger's link; the result is not yet
+ * appended.
+ */
+int pl__callee_run(pl__run *r, pl_ctx *c, uint32_t call_seq, bool call_replayed,
+                   const pl_action *a, const pl_policy_def *def,
+                   const pl_decorator *decos, size_t n_decos, uint64_t t0,
+                   bool adjacent, pl_steps *res, pl__link *link)
 {
-    pl__run *r = c->run;
     int st;
-    if (!def->idempotent && (st = pl__run_commit(r)))
+    if (!def->idempotent && (st = pl__run_commit_state(r)))
         return st; /* its action_call is durable before it runs */
     pl_ctx *child = NULL;
     if ((st = pl__inv_open(r, c, call_seq, call_replayed, def, &child)))
@@ -151,10 +157,10 @@ int pl__callee_execute(pl_ctx *c, uint32_t call_seq, bool call_replayed,
         r->cur = c; /* the caller is running again */
         return st;
     }
-    pl_steps res = {.default_actor = def->name};
+    *res = (pl_steps){.default_actor = def->name};
     pl_next next = {decos, n_decos, 0};
     pl__err_clear();
-    st = pl_next_call(&next, child, a, &res);
+    st = pl_next_call(&next, child, a, res);
     if (!st && r->stop)
         st = r->stop;
     if (!st)
@@ -175,24 +181,46 @@ int pl__callee_execute(pl_ctx *c, uint32_t call_seq, bool call_replayed,
         if (st != PL_ESUSPENDED)
             pl__emit(r, PL_EVENT_CALL_FAILED, c->path, call_seq, def->name,
                      PL_STEP_ACTION_CALL, st, pl__ev_clock(r) - t0, r->reason);
-        for (size_t i = 0; i < res.n; i++)
-            pl_step_free(res.v[i]);
-        free(res.v);
+        pl__callee_free_steps(res);
         return st;
     }
     r->executed++;
-    const pl_step *last = res.n ? res.v[res.n - 1] : NULL;
-    pl__link link = {call_seq, {0}, 0};
+    const pl_step *last = res->n ? res->v[res->n - 1] : NULL;
+    *link = (pl__link){call_seq, {0}, 0};
     if (last)
-        store_result_once(child, last, &link, c->next_seq == call_seq + 1);
-    st = link.folded ? PL_OK : pl__inv_head(child, link.head);
-    if (!st)
-        st = pl__callee_finish(c, call_seq, def->name,
-                               last ? last->mp : (const uint8_t *)"\x80",
-                               last ? last->mp_len : 1, &link, t0, out);
-    for (size_t i = 0; i < res.n; i++)
-        pl_step_free(res.v[i]);
-    free(res.v);
+        store_result_once(child, last, link, adjacent);
+    st = link->folded ? PL_OK : pl__inv_head(child, link->head);
+    if (st)
+        pl__callee_free_steps(res);
+    return st;
+}
+
+void pl__callee_free_steps(pl_steps *res)
+{
+    for (size_t i = 0; i < res->n; i++)
+        pl_step_free(res->v[i]);
+    free(res->v);
+    *res = (pl_steps){0};
+}
+
+/* Run the callee in a new invocation and append its result. */
+int pl__callee_execute(pl_ctx *c, uint32_t call_seq, bool call_replayed,
+                       const pl_action *a, const pl_policy_def *def,
+                       const pl_decorator *decos, size_t n_decos, uint64_t t0,
+                       pl_step **out)
+{
+    pl_steps res;
+    pl__link link;
+    int st = pl__callee_run(c->run, c, call_seq, call_replayed, a, def, decos,
+                            n_decos, t0, c->next_seq == call_seq + 1, &res,
+                            &link);
+    if (st)
+        return st;
+    const pl_step *last = res.n ? res.v[res.n - 1] : NULL;
+    st = pl__callee_finish(c, call_seq, def->name,
+                           last ? last->mp : (const uint8_t *)"\x80",
+                           last ? last->mp_len : 1, &link, t0, out);
+    pl__callee_free_steps(&res);
     return st;
 }
 

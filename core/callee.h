@@ -14,6 +14,19 @@ PL__HIDDEN int pl__callee_execute(pl_ctx *c, uint32_t call_seq,
                                   const pl_policy_def *def,
                                   const pl_decorator *decos, size_t n_decos,
                                   uint64_t t0, pl_step **out) PL__MUST_CHECK;
+/* Run the callee @p def of the action_call at @p call_seq of @p c in a new
+ * invocation of run @p r (c's run, or a fan-out branch whose running
+ * invocation is @p c), through @p decos, without appending its result: on
+ * PL_OK *res holds the steps it returned (free them with
+ * pl__callee_free_steps()) and *link what its action_result links.
+ * @p adjacent: the result will be the step right after the call. */
+PL__HIDDEN int pl__callee_run(pl__run *r, pl_ctx *c, uint32_t call_seq,
+                              bool call_replayed, const pl_action *a,
+                              const pl_policy_def *def,
+                              const pl_decorator *decos, size_t n_decos,
+                              uint64_t t0, bool adjacent, pl_steps *res,
+                              pl__link *link) PL__MUST_CHECK;
+PL__HIDDEN void pl__callee_free_steps(pl_steps *res);
 /* The recorded action_result @p rec at the cursor answers the call: hand
  * it to the caller. */
 PL__HIDDEN int pl__callee_serve(pl_ctx *c, const pl__rec *rec,

@@ -13,10 +13,21 @@
  *
  * A commit first hashes the steps whose hash is still pending (an
  * invocation's head may be an entry of the batch it empties), then writes
- * the batch, and the run's state record when the heartbeat is due or the
- * execution ends.  A run in check mode never gets here: it only compares.
+ * the batch, and the run's state record when the heartbeat is due, before a
+ * call that is not idempotent runs, or when the execution ends.  A run in
+ * check mode never gets here: it only compares.
+ *
+ * ANCHORS.  Each state record written holds the heads of the ledgers open
+ * at that moment (runrec.c, OPEN LEDGERS): while the run goes, the running
+ * invocation and its callers; when it suspends, the suspended one and its
+ * callers.  So the newest steps of a suspended run, and of a run that dies
+ * inside a call that is not idempotent, are hashed by a checked record;
+ * those a crash leaves after the last state record (at most one heartbeat
+ * of steps) are anchored by nothing until the run continues.  A completed
+ * run's head covers every ledger, and a failed run records none.
  */
 #include <assert.h>
+#include <stdlib.h>
 
 #include "commit.h"
 #include "invocation.h"
@@ -26,9 +37,9 @@
  * batch already dropped (a failed run) leaves nothing to hash. */
 static int settle_hashes(pl__run *r)
 {
-    for (size_t d = 0; d < PL__ARRAY_LEN(r->inv) && r->inv[d]; d++) {
+    for (size_t d = 0; d < PL__ARRAY_LEN(r->inv); d++) {
         pl_ctx *c = r->inv[d];
-        if (!c->hash_pending)
+        if (!c || !c->hash_pending) /* a fan-out branch starts deeper */
             continue;
         if (c->pending_at >= r->batch.steps.n) {
             c->hash_pending = false;
@@ -42,7 +53,46 @@ static int settle_hashes(pl__run *r)
     return PL_OK;
 }
 
-int pl__run_write(pl__run *r, bool final)
+/* The heads of the open ledgers (ANCHORS above) into the run's state. */
+static int set_anchors(pl__run *r, bool final)
+{
+    pl__run_state *st = &r->state;
+    pl_ctx *chain[PL__ANCHORS_MAX];
+    size_t n = 0;
+    st->n_open = 0; /* every entry is recomputed: the ledgers open now */
+    if (!final) {
+        for (pl_ctx *c = r->cur; c && n < PL__ARRAY_LEN(chain); c = c->parent)
+            chain[n++] = c;
+    } else if (st->status == PL_RUN_SUSPENDED) {
+        /* unwound: the invocations of the suspended path are still those
+         * at its depths, as nothing opened after the run stopped */
+        unsigned depth = 0;
+        for (const char *p = r->susp_path; *p; p++)
+            depth += *p == '.';
+        for (unsigned d = 0; depth < PL__ARRAY_LEN(r->inv) && d <= depth; d++)
+            chain[n++] = r->inv[depth - d];
+    }
+    free(st->open); /* a decoded state's array holds only its own */
+    st->open = NULL;
+    if (n && !(st->open = calloc(n, sizeof *st->open)))
+        return pl__err(PL_ENOMEM, "out of memory");
+    while (n-- > 0) { /* root first */
+        pl_ctx *c = chain[n];
+        if (!c || c->replaying || c->next_seq == 0)
+            continue; /* nothing of its own durable, or not yet known */
+        pl__anchor *a = &st->open[st->n_open];
+        int rc = pl__inv_head(c, a->hash);
+        if (rc)
+            return rc;
+        memcpy(a->comps, c->comps, c->depth * sizeof *c->comps);
+        a->depth = c->depth;
+        a->seq = c->next_seq - 1;
+        st->n_open++;
+    }
+    return PL_OK;
+}
+
+static int write_batch(pl__run *r, bool final, bool with_state)
 {
     assert(!r->check); /* check mode compares; it has nothing to write */
     int rc = settle_hashes(r);
@@ -57,10 +107,13 @@ int pl__run_write(pl__run *r, bool final)
     pl__buf_reset(&r->batch.state);
     /* the state record is the heartbeat: rewrite it at most once a second,
      * not with every commit (it would cost a B-tree page per fsync), and
-     * always at the end */
-    if (final || now - r->state_written_us >= PL__HEARTBEAT_US) {
+     * always at the end; a fan-out branch leaves it to its run's thread */
+    if (!r->branch && (final || with_state ||
+                       now - r->state_written_us >= PL__HEARTBEAT_US)) {
         st->updated_us = st->heartbeat_us = now;
-        rc = pl__run_state_encode(&r->batch.state, r->id, st);
+        rc = set_anchors(r, final);
+        if (!rc)
+            rc = pl__run_state_encode(&r->batch.state, r->id, st);
     }
     if (!rc)
         rc = pl__commit(r->e, &r->batch);
@@ -77,15 +130,24 @@ int pl__run_write(pl__run *r, bool final)
     return PL_OK;
 }
 
-int pl__run_commit(pl__run *r)
+int pl__run_write(pl__run *r, bool final)
+{
+    return write_batch(r, final, false);
+}
+
+static int commit(pl__run *r, bool with_state)
 {
     if (!r->batch.steps.n && !r->folded)
         return PL_OK;
-    int rc = pl__run_write(r, false);
+    int rc = write_batch(r, false, with_state);
     return rc ? pl__run_fail(r, rc, "run %s: commit failed: %s", r->id,
                              pl_errmsg())
               : PL_OK;
 }
+
+int pl__run_commit(pl__run *r) { return commit(r, false); }
+
+int pl__run_commit_state(pl__run *r) { return commit(r, true); }
 
 int pl__run_head(pl__run *r, uint8_t out[PL_HASH_LEN])
 {

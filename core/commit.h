@@ -9,6 +9,10 @@
 /* Commit the steps appended since the last commit (a sync point); a
  * failure fails the run. */
 PL__HIDDEN int pl__run_commit(pl__run *r) PL__MUST_CHECK;
+/* The same, with the run's state record whatever the heartbeat: the heads
+ * of the open ledgers are anchored before code runs that may not return
+ * (a call that is not idempotent). */
+PL__HIDDEN int pl__run_commit_state(pl__run *r) PL__MUST_CHECK;
 /* Commit the pending steps with the run's state: when the heartbeat is due,
  * or always when @p final (an execution's end).  Returns the store's error
  * and leaves the run as it was on failure. */

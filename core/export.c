@@ -744,6 +744,24 @@ static int take_run(import_ctx *x, const cJSON *o, pl__run_info *ri,
 
 /* ---- import ----------------------------------------------------------------------- */
 
+/* The open ledgers' heads an imported state records are hashed anew with
+ * their steps: the step at the old @p key now hashes to @p h. */
+static void rechain_anchor(pl__run_state *rs, const uint8_t *key, size_t klen,
+                           const uint8_t h[PL_HASH_LEN])
+{
+    uint64_t run;
+    uint32_t comps[PL_MAX_DEPTH], seq;
+    unsigned d;
+    if (!rs->n_open || !pl__key_parse(key, klen, &run, comps, &d, &seq))
+        return;
+    for (size_t i = 0; i < rs->n_open; i++) {
+        pl__anchor *a = &rs->open[i];
+        if (a->seq == seq && a->depth == d &&
+            !memcmp(a->comps, comps, d * sizeof *comps))
+            memcpy(a->hash, h, PL_HASH_LEN);
+    }
+}
+
 int pl_run_import(char **out_run_id, pl_engine *e, FILE *in, const char *new_id)
 {
     if (!out_run_id)
@@ -857,10 +875,14 @@ int pl_run_import(char **out_run_id, pl_engine *e, FILE *in, const char *new_id)
     }
     if ((st = pl__rechain_init(&w, id)))
         goto done;
-    for (size_t i = 0; !st && i < x.recs.n; i++)
+    for (size_t i = 0; !st && i < x.recs.n; i++) {
+        uint8_t h[PL_HASH_LEN];
         st = pl__rechain_step(&w, create.run, pl__kvs_key(&x.recs, i),
                               x.recs.e[i].klen, pl__kvs_val(&x.recs, i),
-                              x.recs.e[i].vlen, &fill.steps, NULL);
+                              x.recs.e[i].vlen, &fill.steps, h);
+        if (!st)
+            rechain_anchor(&rs, pl__kvs_key(&x.recs, i), x.recs.e[i].klen, h);
+    }
     if (st)
         goto done;
     /* the exported state, with no owner: a running run is left for

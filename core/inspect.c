@@ -534,7 +534,52 @@ typedef struct verify_ctx {
     uint8_t genesis[PL_HASH_LEN];
     vlevel lv[PL_MAX_DEPTH + 1];
     uint64_t steps;
+    const pl__run_state *rs;        /* its open ledgers' heads */
+    bool anchored[PL__ANCHORS_MAX]; /* found in the walk */
 } verify_ctx;
+
+/*
+ * The step @p seq of the ledger at @p comps (depth @p d), whose hash is
+ * @p hash: where the run's state records it as an open ledger's head, the
+ * hashes must agree.
+ */
+static int check_anchor(verify_ctx *v, const uint32_t *comps, unsigned d,
+                        uint32_t seq, const uint8_t hash[PL_HASH_LEN],
+                        const char *path)
+{
+    for (size_t i = 0; i < v->rs->n_open; i++) {
+        const pl__anchor *a = &v->rs->open[i];
+        if (a->seq != seq || a->depth != d ||
+            memcmp(a->comps, comps, d * sizeof *comps) != 0)
+            continue;
+        v->anchored[i] = true;
+        if (memcmp(a->hash, hash, PL_HASH_LEN) != 0)
+            return pl__err(PL_ECORRUPT,
+                           "run '%s', step %s:%u does not match the head "
+                           "of its ledger that the run's state records "
+                           "(the step changed)",
+                           v->id, path, seq);
+    }
+    return PL_OK;
+}
+
+/* Every open ledger's head the run's state records was found. */
+static int anchors_found(const verify_ctx *v)
+{
+    for (size_t i = 0; i < v->rs->n_open; i++) {
+        if (v->anchored[i])
+            continue;
+        const pl__anchor *a = &v->rs->open[i];
+        char path[PL__PATH_MAX];
+        pl__path_format(path, a->comps, a->depth);
+        return pl__err(PL_ECORRUPT,
+                       "run '%s': its state records step %s:%u as the head "
+                       "of an open ledger, but the ledger holds no such "
+                       "step (it is missing or changed)",
+                       v->id, path, a->seq);
+    }
+    return PL_OK;
+}
 
 /*
  * A callee ledger that ends in a mirror leaves its caller owing the result:
@@ -699,6 +744,8 @@ static int verify_rec(const uint8_t *key, size_t klen, const uint8_t *val,
         return st;
     if ((st = pl__step_hash(v->hasher, key, klen, val, vlen, l->prev)))
         return st;
+    if ((st = check_anchor(v, comps, d, seq, l->prev, path)))
+        return st;
     l->last_type = rec.type;
     l->last_mirror = rec.mirrored;
     l->next_seq++;
@@ -775,7 +822,7 @@ int pl_run_verify(pl_engine *e, const char *run_id)
         pl__run_state_clear(&rs);
         return st;
     }
-    verify_ctx v = {.id = run_id};
+    verify_ctx v = {.id = run_id, .rs = &rs};
     if (!(st = pl__hasher_new(&v.hasher)) &&
         !(st = pl__genesis_hash(v.hasher, run_id, v.genesis)))
         st = scan_run(e, run_id, num, verify_rec, &v);
@@ -784,6 +831,8 @@ int pl_run_verify(pl_engine *e, const char *run_id)
         st = close_level(&v, d);
     if (!st && v.lv[0].open)
         st = mirror_answered(&v, 0, NULL);
+    if (!st)
+        st = anchors_found(&v);
     if (!st && rs.has_head && rs.status != PL_RUN_RUNNING) {
         /* the root ledger's last step is anchored in the run's record */
         const uint8_t *head = v.lv[0].open ? v.lv[0].prev : v.genesis;

@@ -8,7 +8,8 @@
  *   runner.c      the runner: start, continue, resume, ownership, outcomes
  *   decorators.c  loop, invoke_action (the public API only)
  *   validate.c    the validate decorator (the public API only)
- *   call.c        pl_ctx_call and friends: how a call resolves
+ *   fanout.c      pl_ctx_call_all: several calls at once, on threads
+ *   call.c        pl_ctx_call and friends: how a call resolves (call.h)
  *   indoubt.c     recovering a call in flight at a crash (indoubt.h)
  *   callee.c      serve or execute a callee; the result ends the call
  *                 (callee.h)
@@ -194,6 +195,10 @@ typedef struct pl__run {
     char susp_path[PL__PATH_MAX];
     uint32_t susp_seq;
     pl__buf prompt;
+
+    bool branch; /* a fan-out branch (fanout.c): one callee on a thread of
+                    its own, its steps in its own batch; never writes the
+                    run's state */
 
     uint64_t served, executed, replayed, appended;
     uint64_t folded; /* steps of the batch folded into a caller's record */

@@ -203,7 +203,7 @@ static pl_outcome *outcome_new(pl__run *r, pl_run_status status)
 static bool store_failure(int st)
 {
     return st == PL_ESTORE || st == PL_EMAPFULL || st == PL_EBUSY ||
-           st == PL_EIO;
+           st == PL_EIO || st == PL_ENOSPC || st == PL_EACCES;
 }
 
 /*

@@ -108,8 +108,15 @@ static char *line(const pl_event *ev)
                      "policy", ev->policy, "step_type", step, "outcome",
                      outcome(k), "detail", ev->detail))
         return NULL;
-    bool ok = true;
-    if (seq)
+    /* cJSON prints a 16-digit number in exponent form when that reads back
+     * the same (1.79554459164534e+15): write the digits */
+    char us[24];
+    snprintf(us, sizeof us, "%lld", (long long)now_us);
+    cJSON *raw = cJSON_CreateRaw(us);
+    bool ok = raw && cJSON_ReplaceItemInObjectCaseSensitive(o, "ts_us", raw);
+    if (!ok)
+        cJSON_Delete(raw);
+    if (ok && seq)
         ok = cJSON_AddNumberToObject(o, "seq", ev->seq) != NULL;
     if (ok && ev->status)
         ok = cJSON_AddStringToObject(o, "status", pl_status_name(ev->status)) !=

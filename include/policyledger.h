@@ -110,6 +110,14 @@ const char *pl_version(void);
 /*
  * Every function that can fail returns int: PL_OK (0) or a negative
  * pl_status.  Codes are append-only: a code is never renumbered or removed.
+ *
+ * A store's own failures: PL_ENOSPC when its file system is full, a quota
+ * or the process's file size limit (RLIMIT_FSIZE) is reached, PL_EACCES
+ * when it is read-only (EROFS) or not permitted (EACCES, EPERM), PL_EMAPFULL
+ * when it may not grow past map_size_max, PL_ESTORE for anything else (a
+ * failing disk's EIO, say); each message names the cause and the store's
+ * path.  None loses anything durable: a run that met one continues with
+ * pl_run_continue() once the cause is gone.
  */
 #define PL_STATUS_MAP(X)                                                       \
     X(OK, 0, "success")                                                        \
@@ -133,7 +141,9 @@ const char *pl_version(void);
     X(ECHECK, -18, "check mode: replay would have to execute")               \
     X(ERESULT, -19, "the called policy returned an error result")            \
     X(EPLUGIN, -20, "plugin cannot be loaded")                                 \
-    X(EFORBIDDEN, -21, "refused by the sandbox")
+    X(EFORBIDDEN, -21, "refused by the sandbox")                               \
+    X(ENOSPC, -22, "no space left for the store")                              \
+    X(EACCES, -23, "store is read-only or not accessible")
 
 typedef enum pl_status {
 #define PL__STATUS_ENUM(name, value, text) PL_##name = value,
@@ -610,8 +620,9 @@ typedef struct pl_event {
 } pl_event;
 
 /**
- * Event callback.  Called synchronously on the thread running the run; it
- * must not call back into the engine for the same run.
+ * Event callback.  Called synchronously on the thread running the run (and
+ * on a fan-out's threads, concurrently: pl_ctx_call_all()); it must not
+ * call back into the engine for the same run.
  */
 typedef void (*pl_event_fn)(const pl_event *event, void *user);
 
@@ -679,7 +690,9 @@ typedef struct pl_engine_options {
  * @return PL_OK; PL_EINVAL (also max_payload over 1 GiB); PL_EBUSY (this
  *         process has the store open already); PL_EVERSION (store written
  *         by an unknown format); PL_ECORRUPT (not a policyledger store);
- *         PL_ESTORE; PL_ENOMEM.
+ *         PL_EACCES (the store cannot be written: a read-only file
+ *         system or no permission; open it with read_only to read it);
+ *         PL_ENOSPC; PL_ESTORE; PL_ENOMEM.
  */
 int pl_engine_open(pl_engine **out, const char *path,
                    const pl_registry *registry,
@@ -798,8 +811,9 @@ void pl_outcome_free(pl_outcome *outcome);
  *         outcome and: PL_EINVAL (bad action or options); PL_EEXIST (run id
  *         taken); PL_ENOTFOUND (root policy not registered); PL_EJSON;
  *         PL_ELIMIT (root payload larger than max_payload);
- *         PL_ESTORE / PL_EMAPFULL (the store failed; nothing durable was
- *         lost); PL_ENOMEM.
+ *         PL_ESTORE / PL_EMAPFULL / PL_ENOSPC / PL_EACCES (the store
+ *         failed; nothing durable was lost, and pl_run_continue() goes on
+ *         once the cause is gone); PL_ENOMEM.
  */
 int pl_run_start(pl_outcome **out, pl_engine *engine, const pl_action *root,
                  const pl_run_options *opts);
@@ -1203,6 +1217,83 @@ int pl_ctx_call_step_with(pl_step **out, pl_ctx *ctx, const pl_step *call,
                           const pl_decorator *decorators,
                           size_t n_decorators);
 
+/* ---- fan-out -------------------------------------------------------- */
+
+#define PL_CALL_SPEC_VERSION 1
+
+/**
+ * One call of pl_ctx_call_all(): what pl_ctx_call() takes for one call.
+ * Initialise with PL_CALL_SPEC_INIT and set fields by name.
+ */
+typedef struct pl_call_spec {
+    unsigned version;                /**< PL_CALL_SPEC_VERSION */
+    const pl_action *action;         /**< made with PL_ACTION_INIT */
+    const pl_decorator *decorators;  /**< outermost first; may be NULL */
+    size_t n_decorators;
+} pl_call_spec;
+
+#define PL_CALL_SPEC_INIT { PL_CALL_SPEC_VERSION, NULL, NULL, 0 }
+
+/** The most calls one pl_ctx_call_all() takes. */
+#define PL_CALL_ALL_MAX 1024
+
+/**
+ * Several calls at once (fan-out / join).  Appends the `action_call` of
+ * every call to this invocation's ledger, in argument order; runs the
+ * callees that have no recorded result concurrently, each in its own
+ * invocation wrapped by its own decorators; then appends their
+ * `action_result`s in argument order, so the ledger, and every replay of
+ * it, is the same whichever callee finished first:
+ *
+ *     k .. k+n-1     action_call   calls[0] .. calls[n-1]
+ *     k+n .. k+2n-1  action_result results[0] .. results[n-1]
+ *
+ * Each call behaves as pl_ctx_call() would, on its own: a recorded result
+ * is served without running anything; an unregistered policy gives a
+ * "NotFound" error result; a callee's error-as-data result is that call's
+ * result and does not affect the others.
+ *
+ * Threads.  The callees run on threads the engine starts for this call
+ * (at most 16; more calls queue on them), also when the run is a task of a
+ * pl_pool, whose thread waits meanwhile.  A callee's context, and every
+ * context under it, is used by the callee's thread only; the caller's
+ * ledger is appended by the caller's thread only.  The engine's event
+ * callback is called from those threads too, concurrently.  When this
+ * returns, every thread it started has ended.
+ *
+ * Durability.  All the `action_call`s are durable before any callee runs.
+ * A callee's own steps are made durable on its thread as it goes.  Results
+ * become durable in argument order, each as soon as it and every result
+ * before it are known.  A call whose result is durable is never executed
+ * again; after a crash the others are continued: a callee whose ledger is
+ * complete replays it (its recorded steps are compared, its calls served),
+ * one cut short continues, and the in-doubt rules of a non-idempotent
+ * policy apply to every call without a durable result, exactly as to a
+ * single call in flight.
+ *
+ * Suspension and failure.  When a callee suspends (pl_ctx_suspend(), or
+ * an in-doubt call asks), the fan-out waits for the other callees, appends
+ * the results before the suspended call's, and returns PL_ESUSPENDED; the
+ * resumed run replays to here, serves what is recorded and continues the
+ * rest.  Calls after it whose callees finished replay their ledgers then.
+ * When a callee fails the run (a store error, non-determinism), the
+ * fan-out waits for all the others to stop and returns that status: the
+ * first, in argument order.
+ *
+ * @param[out] out_results an array of @p n_calls: the `action_result` of
+ *             each call, in argument order; caller owns each, free with
+ *             pl_step_free().  All NULL on failure.  May be NULL to
+ *             discard them.
+ * @param calls @p n_calls call specs, borrowed until this returns.
+ * @param n_calls 1 .. PL_CALL_ALL_MAX.
+ * @return as pl_ctx_call(); PL_EINVAL (without stopping the run) for NULL
+ *         @p calls or zero calls, PL_ELIMIT for more than
+ *         PL_CALL_ALL_MAX; PL_EINVAL (stopping the run) for a spec not made
+ *         with PL_CALL_SPEC_INIT, or a bad action or decorator in one.
+ */
+int pl_ctx_call_all(pl_step **out_results, pl_ctx *ctx,
+                    const pl_call_spec *calls, size_t n_calls);
+
 /**
  * This invocation's whole ledger as it stands (recorded and new steps).
  * The list is read once and extended as the ledger grows, so a policy that
@@ -1590,6 +1681,126 @@ void pl_trace_event(const pl_event *event, void *trace);
  *         could not be closed (pl_errmsg() says how many and why).
  */
 int pl_trace_close(pl_trace *trace);
+
+/* ------------------------------------------------------------------------ */
+/* OpenTelemetry                                                            */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * An OpenTelemetry exporter on the event callback: a span per run and per
+ * call, sent as OTLP/HTTP JSON (POST .../v1/traces) by a background thread.
+ *
+ *   span      name         parent               span id
+ *   the run   "run " root  none (the root)      of (run id, "0")
+ *   a call    the callee   the caller's span    of (run id, callee's path)
+ *
+ * Ids are derived, never random: the trace id is the first 16 bytes of
+ * SHA-256 of the run id, a span id the first 8 of SHA-256 of "run id NUL
+ * path".  So every execution of a run (a replay after a crash, a resume)
+ * sends its spans in the same trace under the same ids, and a served call
+ * (a result the ledger returned) carries the id of the execution that
+ * recorded it.  Attributes (all spans): policyledger.run_id,
+ * policyledger.path, policyledger.policy, policyledger.outcome
+ * ("completed", "failed", "served", "suspended"); calls add
+ * policyledger.step (the action_call's position in the caller) and
+ * policyledger.served (true for a served call); a failure adds
+ * policyledger.status (the pl_status name) or policyledger.error_code (an
+ * error result's code) and the span's status is ERROR with the detail as
+ * its message.  Spans still open when a run suspends or fails end with it.
+ *
+ * Attach it like pl_trace (the event callback, with the exporter as user):
+ *
+ *     pl_otel *x;
+ *     pl_otel_options oo = PL_OTEL_OPTIONS_INIT;
+ *     oo.endpoint = "http://127.0.0.1:4318";
+ *     pl_otel_open(&x, &oo);
+ *     opts.on_event = pl_otel_event;
+ *     opts.event_user = x;
+ *
+ * @note The event path never waits on the network: a finished span goes to
+ * a bounded queue (a full queue drops it and counts it), and the thread
+ * sends batches.  A receiver that fails, hangs or is down never blocks a
+ * call or fails a run; its spans are counted as dropped.  Safe from many
+ * threads at once (concurrent runs, fan-out).  No exporter attached costs
+ * nothing.
+ */
+typedef struct pl_otel pl_otel;
+
+#define PL_OTEL_OPTIONS_VERSION 1
+
+/** Exporter options.  Initialise with PL_OTEL_OPTIONS_INIT. */
+typedef struct pl_otel_options {
+    unsigned version;     /**< PL_OTEL_OPTIONS_VERSION */
+    /**
+     * The OTLP/HTTP base URL; spans go to ENDPOINT/v1/traces.  NULL: the
+     * environment's OTEL_EXPORTER_OTLP_TRACES_ENDPOINT (used as it is),
+     * else OTEL_EXPORTER_OTLP_ENDPOINT (plus /v1/traces).
+     */
+    const char *endpoint;
+    /**
+     * Extra request headers, "key=value,key2=value2" (values may be
+     * percent-encoded).  NULL: OTEL_EXPORTER_OTLP_HEADERS.  Their values
+     * never appear in a message.
+     */
+    const char *headers;
+    /** The resource's service.name; NULL: OTEL_SERVICE_NAME, else
+     *  "policyledger". */
+    const char *service_name;
+    size_t max_queue;             /**< spans waiting; 0 = 2048 */
+    size_t max_batch;             /**< spans per request; 0 = 512 */
+    unsigned flush_interval_ms;   /**< longest wait to send; 0 = 1000 */
+    unsigned timeout_ms;          /**< per request; 0 = 10000 */
+    unsigned shutdown_timeout_ms; /**< pl_otel_close()'s flush; 0 = 5000 */
+} pl_otel_options;
+
+#define PL_OTEL_OPTIONS_INIT                                                   \
+    { PL_OTEL_OPTIONS_VERSION, NULL, NULL, NULL, 0, 0, 0, 0, 0 }
+
+/** What an exporter did so far (pl_otel_stats()). */
+typedef struct pl_otel_counts {
+    uint64_t spans;    /**< finished spans handed to the queue */
+    uint64_t sent;     /**< spans the receiver accepted (HTTP 2xx) */
+    uint64_t dropped;  /**< spans lost: queue full, a request that failed
+                            or timed out, or left at shutdown */
+    uint64_t requests; /**< HTTP requests made */
+    uint64_t failures; /**< requests that failed */
+} pl_otel_counts;
+
+/**
+ * Open an exporter and start its thread.
+ * @param[out] out caller owns; close with pl_otel_close() after the last
+ *             engine using it has closed.
+ * @param opts NULL for defaults (the endpoint from the environment).
+ * @return PL_OK; PL_ENOTFOUND (no endpoint: none given, none in the
+ *         environment); PL_EINVAL (NULL @p out, a bad version, an endpoint
+ *         that is not http:// or https://, a header without '=');
+ *         PL_ENOMEM; PL_EIO (libcurl or the thread could not start).
+ */
+int pl_otel_open(pl_otel **out, const pl_otel_options *opts);
+
+/** Take one event: a pl_event_fn whose user is the pl_otel. */
+void pl_otel_event(const pl_event *event, void *otel);
+
+/** Copy the exporter's counters.  @return PL_OK; PL_EINVAL (NULL). */
+int pl_otel_stats(pl_otel_counts *out, const pl_otel *otel);
+
+/**
+ * Wait until every span queued so far has been sent (or dropped), at most
+ * @p timeout_ms.  Never needed for correctness: pl_otel_close() flushes.
+ * @return PL_OK; PL_EINVAL (NULL); PL_EBUSY (spans still waiting when the
+ *         time ran out).
+ */
+int pl_otel_flush(pl_otel *otel, unsigned timeout_ms);
+
+/**
+ * Send what is queued (waiting at most shutdown_timeout_ms: a request in
+ * flight past it is cut off), stop the thread and free the exporter.
+ * NULL does nothing.
+ * @return PL_OK; PL_EIO when spans were dropped over the exporter's life
+ *         (pl_errmsg() says how many and the first reason, never a header
+ *         value).
+ */
+int pl_otel_close(pl_otel *otel);
 
 /*
  * validate: JSON Schema checks of a callee's input and result, written with

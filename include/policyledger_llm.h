@@ -16,7 +16,19 @@
  *     those ids (error-as-data results too: the model reads them).
  *   - The allowed actions become tool definitions from the registry: name,
  *     pl_policy_def.description and .input_schema ({"type":"object"} when a
- *     policy has none).
+ *     policy has none).  A policy name the provider refuses as a tool name
+ *     (OpenAI, Anthropic, Ollama: [a-zA-Z0-9_-]{1,64}; Gemini: a letter or
+ *     '_', then [a-zA-Z0-9_.:-], 64 at most), such as "orders.charge", is
+ *     sent as a valid name of its own (the refused bytes as '_', cut, and a
+ *     hash of the name after it: the same name always, distinct names
+ *     apart), and the model's calls of it map back: steps, the ledger and
+ *     the tools see the policy's own name.  The scripted model uses policy
+ *     names as they are.
+ *   - Gemini's requests carry no call ids: a result binds to its call by
+ *     place and name (the functionResponse parts follow the model's
+ *     functionCall parts in order, each under its call's name); a call
+ *     that comes without an id (Gemini's, Ollama's) gets one made for its
+ *     step, "call_EXCHANGE_INDEX".
  *   - Each model call is one `side_effect` step named "llm_exchange" in the
  *     policy's ledger, durable before the answer is used: the answer
  *     (normalised: text and tool calls), the token usage, and the SHA-256 of
@@ -35,8 +47,11 @@
  *     (see pl_llm_malformed).  A response body that is not the protocol's
  *     JSON is InvalidInput, not retried.
  *   - Retries happen inside one model call, before it is recorded: up to
- *     max_attempts, waiting by decorrelated jitter and at least what a
- *     Retry-After (in seconds) asks, never past total_timeout_ms.
+ *     max_attempts, waiting by decorrelated jitter, or what a Retry-After
+ *     asks when the server sends one (seconds, or an HTTP date in any of
+ *     RFC 9110's three forms; a date past means at once; one that is
+ *     neither is ignored), never past total_timeout_ms: a wait that would
+ *     end past it ends the call with the last error instead.
  *   - No API key for a provider's own server fails the run (PL_EINVAL, with
  *     the variable's name): nothing is recorded, so set the key and continue
  *     the run.

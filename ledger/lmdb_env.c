@@ -39,7 +39,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #define DEFAULT_MAP_SIZE ((size_t)64 << 20)
@@ -104,9 +106,77 @@ static void open_remove(dev_t dev, ino_t ino)
 
 /* ---- errors -------------------------------------------------------------- */
 
+/* Below this many bytes free, a file system is full for a store: LMDB
+ * writes pages of a few kB, many at a time. */
+#define FULL_BELOW ((uint64_t)1 << 20)
+
+/*
+ * Why a write failed with the file-system error @p rc, when the cause is
+ * one a user can remove: a full file system, a quota, the process's file
+ * size limit (RLIMIT_FSIZE), a read-only file system, no permission.  LMDB
+ * reports a short write as EIO, as a failing disk would, so for EIO the
+ * free space and the file size limit are looked at.  Returns the status
+ * (PL_ENOSPC, PL_EACCES, or 0 when no such cause is known) and the cause
+ * in @p why.
+ */
+static int fs_cause(const pl__lmdb_store *s, int rc, char *why, size_t n)
+{
+    struct rlimit rl;
+    struct statvfs vs;
+    int fd;
+    struct stat sb;
+    switch (rc) {
+    case ENOSPC:
+        snprintf(why, n, "no space left on device (ENOSPC)");
+        return PL_ENOSPC;
+    case EDQUOT:
+        snprintf(why, n, "the disk quota is exceeded (EDQUOT)");
+        return PL_ENOSPC;
+    case EROFS:
+        snprintf(why, n, "the file system is read-only (EROFS)");
+        return PL_EACCES;
+    case EACCES:
+    case EPERM:
+        snprintf(why, n, "permission denied (%s)",
+                 rc == EACCES ? "EACCES" : "EPERM");
+        return PL_EACCES;
+    case EFBIG:
+    case EIO: break;
+    default: return 0;
+    }
+    if (s && s->env && !getrlimit(RLIMIT_FSIZE, &rl) &&
+        rl.rlim_cur != RLIM_INFINITY && !mdb_env_get_fd(s->env, &fd) &&
+        !fstat(fd, &sb) && (uint64_t)sb.st_size + FULL_BELOW >= rl.rlim_cur) {
+        snprintf(why, n,
+                 "the data file reached the process's file size limit "
+                 "(RLIMIT_FSIZE, %llu bytes; EFBIG)",
+                 (unsigned long long)rl.rlim_cur);
+        return PL_ENOSPC;
+    }
+    if (s && !statvfs(s->path, &vs) &&
+        (uint64_t)vs.f_bavail * vs.f_frsize < FULL_BELOW) {
+        snprintf(why, n,
+                 "no space left on device (ENOSPC: %llu bytes free; LMDB "
+                 "saw %s)",
+                 (unsigned long long)vs.f_bavail * vs.f_frsize,
+                 rc == EIO ? "a short write" : "EFBIG");
+        return PL_ENOSPC;
+    }
+    if (rc == EFBIG) {
+        snprintf(why, n, "the file is too large (EFBIG)");
+        return PL_ENOSPC;
+    }
+    return 0;
+}
+
 int pl__lmdb_err(const pl__lmdb_store *s, int rc, const char *what)
 {
-    int st = PL_ESTORE;
+    char why[192];
+    int st = fs_cause(s, rc, why, sizeof why);
+    if (st)
+        return pl__err(st, "store '%s': %s: %s; nothing durable was lost",
+                       s ? s->path : "?", what, why);
+    st = PL_ESTORE;
     if (rc == MDB_MAP_FULL)
         st = PL_EMAPFULL;
     else if (rc == ENOMEM)
@@ -313,7 +383,9 @@ static int open_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
         (rc = mdb_dbi_open(txn, "runs", MDB_CREATE, &s->runs)) ||
         (rc = mdb_dbi_open(txn, "state", MDB_CREATE, &s->state)) ||
         (rc = mdb_dbi_open(txn, "steps", MDB_CREATE, &s->steps)) ||
-        (rc = mdb_dbi_open(txn, "journal", MDB_CREATE, &s->journal))) {
+        (rc = mdb_dbi_open(txn, "journal", MDB_CREATE, &s->journal)) ||
+        (rc = mdb_dbi_open(txn, "writers", MDB_CREATE, &s->writers)) ||
+        (rc = mdb_dbi_open(txn, "held", MDB_CREATE, &s->held))) {
         *st = rc == MDB_INCOMPATIBLE
                   ? pl__err(PL_ECORRUPT,
                             "'%s' is an LMDB store but not a "
@@ -322,6 +394,7 @@ static int open_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
                   : pl__lmdb_err(s, rc, "opening databases");
         return rc;
     }
+    s->has_held = true;
     MDB_val k = {6, "format"}, v;
     rc = mdb_get(txn, s->meta, &k, &v);
     if (rc == MDB_NOTFOUND) {
@@ -373,6 +446,9 @@ static int open_read_only(pl__lmdb_store *s)
     int rc = 0;
     for (size_t i = 0; !rc && i < PL__ARRAY_LEN(names); i++)
         rc = mdb_dbi_open(txn, names[i], 0, dbis[i]);
+    /* stores of older builds have no held runs to look for */
+    s->has_held = !rc && !mdb_dbi_open(txn, "writers", 0, &s->writers) &&
+                  !mdb_dbi_open(txn, "held", 0, &s->held);
     MDB_val k = {6, "format"}, v;
     if (!rc)
         rc = mdb_get(txn, s->meta, &k, &v);
@@ -469,8 +545,9 @@ int pl__lmdb_open(pl__lmdb_store **out, const char *path,
     if (opts->read_only && stat(file, &sb) != 0)
         return errno == ENOENT || errno == ENOTDIR
                    ? pl__err(PL_ENOTFOUND, "store '%s' does not exist", path)
-                   : pl__err(PL_ESTORE, "store '%s': %s", path,
-                             strerror(errno));
+                   : pl__err(errno == EACCES || errno == EPERM ? PL_EACCES
+                                                               : PL_ESTORE,
+                             "store '%s': %s", path, strerror(errno));
     if (opts->read_only && !S_ISREG(sb.st_mode))
         return pl__err(PL_ECORRUPT, "'%s' is not a policyledger store", path);
     if (opts->read_only && sb.st_size == 0)
@@ -482,6 +559,13 @@ int pl__lmdb_open(pl__lmdb_store **out, const char *path,
         return pl__err(PL_ENOMEM, "out of memory opening a store");
     }
     s->fd = -1;
+    uint64_t pstart = 0;
+    bool zombie;
+    int64_t pid = (int64_t)getpid();
+    if (!pl__proc_stat(pid, &pstart, &zombie))
+        pstart = 0;
+    pl__put_be64(s->writer, (uint64_t)pid);
+    pl__put_be64(s->writer + 8, pstart);
     pl__rwlock_init_writer_first(&s->resize);
     s->map_size = opts->map_size ? opts->map_size : DEFAULT_MAP_SIZE;
     s->map_size_max = opts->map_size_max;

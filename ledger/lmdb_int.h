@@ -18,6 +18,10 @@
 struct pl__lmdb_store {
     MDB_env *env;
     MDB_dbi meta, runs, state, steps, journal;
+    MDB_dbi writers, held;    /* the journal's writer per run; runs stopped */
+    bool has_held;            /* both exist (a read-only open of an older
+                              store may lack them) */
+    uint8_t writer[16];       /* this process: pid, start time (u64 BE each) */
     pthread_rwlock_t resize;  /* shared: any txn; exclusive: set_mapsize */
     atomic_bool journal_full; /* the journal is due to be moved */
     size_t map_size;
@@ -73,8 +77,18 @@ PL__HIDDEN int pl__lmdb_put_step(pl__lmdb_store *s, MDB_txn *txn, MDB_val *k,
 /* ---- lmdb_journal.c ------------------------------------------------------ */
 
 /* Append the steps of the batches of @p c to the journal as one record,
- * and note when the journal is due to be moved. */
+ * and note when the journal is due to be moved.  A step that could not be
+ * moved into place later (see CONFLICTS in lmdb_journal.c) sets *st. */
 PL__HIDDEN int pl__lmdb_journal_append(pl__lmdb_store *s, MDB_txn *txn,
-                                       const commit_ctx *c);
+                                       const commit_ctx *c, int *st);
+/* May this process write steps of run @p run in place?  Not when the
+ * run's steps are held apart, or another process has some in the journal
+ * (*st set, PL_EBUSY). */
+PL__HIDDEN int pl__lmdb_may_write(pl__lmdb_store *s, MDB_txn *txn, uint64_t run,
+                                  int *st);
+/* Is run @p run stopped, its conflicting steps held apart?  Sets *st
+ * (PL_EBUSY, naming the run) when it is. */
+PL__HIDDEN int pl__lmdb_held(pl__lmdb_store *s, MDB_txn *txn, uint64_t run,
+                             int *st);
 
 #endif /* PL_LMDB_INT_H */

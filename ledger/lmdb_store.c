@@ -2,7 +2,7 @@
  * lmdb_store.c -- the store on LMDB: committing batches, reading ledgers
  * and runs.  The environment is lmdb_env.c's, the journal lmdb_journal.c's.
  *
- * LAYOUT: one LMDB environment (lmdb_env.c), five named databases.
+ * LAYOUT: one LMDB environment (lmdb_env.c), seven named databases.
  *
  *   | database | key                           | value                      |
  *   |----------|-------------------------------|----------------------------|
@@ -16,6 +16,11 @@
  *   | journal  | u64 BE sequence               | steps of group commits,    |
  *   |          |                               | not yet moved to `steps`   |
  *   |          |                               | (lmdb_journal.c)           |
+ *   | writers  | u64 BE run number             | the process whose steps of |
+ *   |          |                               | it are in the journal      |
+ *   | held     | u64 BE run, u64 BE journal    | journaled steps that could |
+ *   |          | sequence, u32 BE position     | not be moved: the run is   |
+ *   |          |                               | stopped (lmdb_journal.c)   |
  *
  *   A step's key is its position in the run's tree (keys.c), so:
  *   - a whole call -- its action_call, everything the callee did, and its
@@ -135,6 +140,9 @@ static int commit_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
                 continue; /* a taken id skips the batch */
         }
         const pl__kvs *l = &bt->steps;
+        if (l->n && !c->journal &&
+            ((rc = pl__lmdb_may_write(s, txn, bt->run, st)) || *st))
+            return rc;
         /*
          * A run appends in key order, and the newest run's keys are the
          * largest: pl__lmdb_put_step() tries MDB_APPEND, which fills pages
@@ -152,7 +160,7 @@ static int commit_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
         if ((rc = put_state(s, txn, bt)))
             return rc;
     }
-    return c->journal ? pl__lmdb_journal_append(s, txn, c) : 0;
+    return c->journal ? pl__lmdb_journal_append(s, txn, c, st) : 0;
 }
 
 int pl__lmdb_commit(pl__lmdb_store *s, pl__batch *const *batches, size_t n,
@@ -251,6 +259,11 @@ int pl__lmdb_read(pl__lmdb_store *s, const uint8_t *prefix, size_t prefix_len,
     int st = pl__lmdb_txn_begin(s, false, &txn, &seen);
     if (st)
         return st;
+    int hrc = pl__lmdb_held(s, txn, pl__get_be64(prefix), &st);
+    if (hrc || st) {
+        pl__lmdb_txn_abort(s, txn);
+        return st ? st : pl__lmdb_err(s, hrc, "reading a ledger");
+    }
     uint8_t key[PL__KEY_MAX];
     memcpy(key, prefix, prefix_len);
     MDB_val k, v;
@@ -350,6 +363,13 @@ static int page(pl__lmdb_store *s, MDB_dbi dbi, const void *prefix, size_t plen,
     int st = pl__lmdb_txn_begin(s, false, &txn, &seen);
     if (st)
         return st;
+    int hrc = dbi == s->steps && plen >= 8
+                  ? pl__lmdb_held(s, txn, pl__get_be64(prefix), &st)
+                  : 0;
+    if (hrc || st) {
+        pl__lmdb_txn_abort(s, txn);
+        return st ? st : pl__lmdb_err(s, hrc, what);
+    }
     MDB_val k = {after ? after_len : plen, (void *)(after ? after : prefix)};
     MDB_val v;
     const void *prev = after; /* the last key handed out, or after */
@@ -416,10 +436,12 @@ int pl__lmdb_each_step(pl__lmdb_store *s, uint64_t run, pl__step_fn fn,
         if ((st = pl__lmdb_txn_begin(s, false, &txn, &seen)))
             return st;
         MDB_val k = {last_len ? last_len : 8, last_len ? last : first}, v;
-        int rc = mdb_cursor_open(txn, s->steps, &cur);
-        if (!rc)
+        int rc = pl__lmdb_held(s, txn, run, &st);
+        if (!rc && !st)
+            rc = mdb_cursor_open(txn, s->steps, &cur);
+        if (!rc && !st)
             rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
-        if (!rc && last_len && k.mv_size == last_len &&
+        if (!rc && !st && last_len && k.mv_size == last_len &&
             memcmp(k.mv_data, last, last_len) == 0)
             rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
         more = false;
@@ -428,7 +450,8 @@ int pl__lmdb_each_step(pl__lmdb_store *s, uint64_t run, pl__step_fn fn,
          * steps twice) */
         const void *prev = last_len ? last : NULL;
         size_t prev_len = last_len;
-        while (!rc && k.mv_size >= 8 && memcmp(k.mv_data, first, 8) == 0) {
+        while (!rc && !st && k.mv_size >= 8 &&
+               memcmp(k.mv_data, first, 8) == 0) {
             if (prev && key_cmp(k.mv_data, k.mv_size, prev, prev_len) <= 0) {
                 st = out_of_order(s, s->steps, &k, prev, prev_len,
                                   "reading a run's steps");
@@ -529,7 +552,12 @@ static int update_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
     uint8_t key[8];
     pl__put_be64(key, c->num);
     MDB_val k = {8, key}, v;
-    int rc = mdb_get(txn, s->state, &k, &v);
+    /* the writer of journaled steps may have died: whoever claims the run
+     * next settles the journal before it writes steps */
+    int rc = pl__lmdb_held(s, txn, c->num, st);
+    if (rc || *st)
+        return rc;
+    rc = mdb_get(txn, s->state, &k, &v);
     if (rc == MDB_NOTFOUND) {
         *st = pl__err(PL_ECORRUPT, "run #%llu has no state record",
                       (unsigned long long)c->num);

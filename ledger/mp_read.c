@@ -221,6 +221,11 @@ int pl__payload_measure(const uint8_t *mp, size_t len, unsigned outer,
                        "decode here",
                        len);
     ts->bytes = ts->nodes * sizeof(cJSON) + ts->text;
+    if (ts->bytes > PL__TREE_MAX)
+        return pl__err(PL_ELIMIT,
+                       "a payload of %zu bytes would decode to %zu bytes of "
+                       "JSON, more than the limit of %zu",
+                       len, ts->bytes, PL__TREE_MAX);
     return PL_OK;
 }
 

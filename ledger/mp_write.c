@@ -95,6 +95,20 @@ int pl__json_encode(pl__buf *out, const cJSON *v)
     return pl__pack_json(&pk, v, 1);
 }
 
+/*
+ * The value just encoded at @p start of @p out, holding a policy's value
+ * @p outer containers deep, decodes within PL__TREE_MAX (see payload.h).  A value decodes to at most one node per byte, so only
+ * a big one needs measuring.
+ */
+static int tree_fits(const pl__buf *out, size_t start, unsigned outer)
+{
+    pl__tree_size ts;
+    size_t n = out->len - start;
+    if (n <= PL__TREE_MAX / (sizeof(cJSON) + 1))
+        return PL_OK;
+    return pl__payload_measure(out->data + start, n, outer, &ts);
+}
+
 int pl__payload_encode(pl__buf *out, const cJSON *obj, size_t max_bytes)
 {
     size_t start = out->len;
@@ -115,7 +129,9 @@ int pl__payload_encode(pl__buf *out, const cJSON *obj, size_t max_bytes)
                        "%zu bytes",
                        n, max_bytes);
     }
-    return PL_OK;
+    if ((rc = tree_fits(out, start, 0)))
+        out->len = start;
+    return rc;
 }
 
 int pl__call_payload_encode(pl__buf *out, const char *policy,
@@ -189,6 +205,8 @@ int pl__named_value_encode(pl__buf *out, const char *name, const cJSON *value,
                      "side effect value of %zu bytes exceeds the "
                      "limit of %zu bytes",
                      out->len - start, max_bytes);
+    if (!st)
+        st = tree_fits(out, start, 1);
     if (st)
         out->len = start;
     return st;

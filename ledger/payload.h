@@ -8,12 +8,22 @@
 
 #include "util.h"
 
+/*
+ * The most memory the cJSON tree of one decoded payload may take.  A stored
+ * byte can cost a 64-byte node, so without a bound a crafted stored payload
+ * would make a reader allocate 64 times its size.  Every payload within the
+ * default max_payload (16 MiB) fits; a bigger tree is PL_ELIMIT on both
+ * sides: a writer refuses the payload, and a reader refuses a stored one
+ * (which no writer made) before it allocates anything.
+ */
+#define PL__TREE_MAX ((size_t)2 << 30)
+
 /* ---- writing (mp_write.c) ------------------------------------------------ */
 
 /*
  * Encode a JSON object as a msgpack map, appended to @p out.  NULL encodes
  * {}.  PL_EJSON for a non-object, non-finite number or raw item; PL_ELIMIT
- * past PL_MAX_JSON_DEPTH or @p max_bytes.
+ * past PL_MAX_JSON_DEPTH, @p max_bytes or PL__TREE_MAX.
  */
 PL__HIDDEN int pl__payload_encode(pl__buf *out, const cJSON *obj,
                                   size_t max_bytes) PL__MUST_CHECK;
@@ -62,7 +72,8 @@ typedef struct pl__tree_size {
 /*
  * Check a payload as pl__payload_check() does, for a value that holds a
  * policy's value @p outer containers deep (see pl__payload_decode_in()),
- * and measure the tree it decodes to.  PL_ECORRUPT or PL_ENOMEM.
+ * and measure the tree it decodes to.  PL_ECORRUPT, PL_ELIMIT (a tree
+ * larger than PL__TREE_MAX) or PL_ENOMEM.
  */
 PL__HIDDEN int pl__payload_measure(const uint8_t *mp, size_t len,
                                    unsigned outer,
@@ -79,7 +90,7 @@ PL__HIDDEN cJSON *pl__payload_build(const uint8_t *mp, size_t len,
                                     const pl__tree_size *ts, void *block);
 
 /* Decode a msgpack value into a new cJSON the caller owns, checking it as
- * pl__payload_check() does.  PL_ECORRUPT or PL_ENOMEM. */
+ * pl__payload_check() does.  PL_ECORRUPT, PL_ELIMIT or PL_ENOMEM. */
 PL__HIDDEN int pl__payload_decode(cJSON **out, const uint8_t *mp,
                                   size_t len) PL__MUST_CHECK;
 

@@ -134,7 +134,15 @@ static int pg_err(const pl__pg_store *s, const PGconn *c, const PGresult *r,
     size_t len = strlen(buf);
     while (len && buf[len - 1] == '\n')
         buf[--len] = '\0';
-    return pl__err(PL_ESTORE, "store '%s': %s: %s", s->path, what, buf);
+    /* the causes a user can remove, as the LMDB store names them: the
+     * server's disk is full (53100), the database or transaction is
+     * read-only (25006), or the role may not write (42501) */
+    const char *code = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
+    int st = !code                                              ? PL_ESTORE
+             : !strcmp(code, "53100")                           ? PL_ENOSPC
+             : !strcmp(code, "25006") || !strcmp(code, "42501") ? PL_EACCES
+                                                                : PL_ESTORE;
+    return pl__err(st, "store '%s': %s: %s", s->path, what, buf);
 }
 
 static bool is_unique_violation(const PGresult *r)

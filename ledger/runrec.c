@@ -5,8 +5,10 @@
  * RUN RECORDS are msgpack maps with short keys; readers ignore keys they do
  * not know, so fields can be added without a version bump.  A record's "v"
  * is the format version: 1, or 2 (PL__RUNREC_VERSION), which adds the
- * checksum below; a reader fails any other with PL_EVERSION.  Version 1
- * records stay readable: they simply have no checksum to check.
+ * checksum below, or for a run state 3 (PL__RUNSTATE_VERSION), which adds
+ * "open"; a reader fails any other with PL_EVERSION.  Version 1 records stay
+ * readable: they simply have no checksum to check; version 2 states, no
+ * open ledgers to check.
  *
  * CHECKSUM (version 2): the last pair of the map is "sum", a bin of
  * PL_HASH_LEN bytes: SHA-256 of "policyledger/runrec" NUL, 'i' (info) or
@@ -55,7 +57,18 @@
  *   | head      | bin (32)     | optional: the hash of the root ledger's   |
  *   |           |              | last step, written with that step (see    |
  *   |           |              | record.c)                                 |
- *   | sum       | bin (32)     | version 2, last: the checksum (above)     |
+ *   | open      | array        | optional, version 3: the ledgers open     |
+ *   |           |              | when the record was written, each         |
+ *   |           |              | [[comp...], seq, bin (32)]: its path      |
+ *   |           |              | below the root, its last step's seq and   |
+ *   |           |              | that step's hash (at most 33)             |
+ *   | sum       | bin (32)     | version 2 and 3, last: the checksum       |
+ *
+ * OPEN LEDGERS.  A ledger's last step is hashed by nothing in its run until
+ * a later step, a caller's result or "head" links it; "open" closes that
+ * gap for the ledgers open when the state is written (commit.c says when).
+ * The steps an entry names were durable before or with the record, and a
+ * durable step never changes, so an entry stays true as its ledger grows.
  */
 #include "runrec.h"
 
@@ -63,6 +76,7 @@
 #include "mp.h"
 #include "record.h"
 
+#include <assert.h>
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -171,17 +185,17 @@ static uint8_t *dup_mem(const uint8_t *p, size_t n)
 
 /* A record's "v" field: PL_OK for a version this build reads (1 or 2). */
 static int read_version(rd *r, const char *run_id, const char *what,
-                        uint64_t *version)
+                        unsigned max, uint64_t *version)
 {
     if (rd_uint(r, version))
         return pl__err(PL_ECORRUPT, "run '%s': its %s is malformed", run_id,
                        what);
-    if (*version != PL__FORMAT_VERSION && *version != PL__RUNREC_VERSION)
+    if (*version < PL__FORMAT_VERSION || *version > max)
         return pl__err(PL_EVERSION,
                        "run '%s': its %s has format version %llu; "
-                       "this build reads versions %u and %u",
+                       "this build reads versions %u to %u",
                        run_id, what, (unsigned long long)*version,
-                       PL__FORMAT_VERSION, PL__RUNREC_VERSION);
+                       PL__FORMAT_VERSION, max);
     return PL_OK;
 }
 
@@ -260,7 +274,8 @@ int pl__run_info_decode(pl__run_info *out, const char *run_id,
         if (rd_bytes(&r, T_STR, &k, &kn))
             goto bad;
         if (key_is(k, kn, "v")) {
-            if ((rc = read_version(&r, run_id, "run record", &version))) {
+            if ((rc = read_version(&r, run_id, "run record", PL__RUNREC_VERSION,
+                                   &version))) {
                 pl__run_info_clear(out);
                 return rc;
             }
@@ -358,10 +373,11 @@ int pl__run_state_encode(pl__buf *out, const char *run_id,
     size_t start = out->len;
     size_t n = 11 + (st->reason != NULL) + (st->token[0] != 0) +
                (st->susp_path != NULL) * 2 + (st->prompt != NULL) +
-               (st->result != NULL) + st->has_head;
+               (st->result != NULL) + st->has_head + (st->n_open != 0);
+    assert(st->n_open <= PL__ANCHORS_MAX);
     int rc = msgpack_pack_map(&pk, n);
     rc = rc ? rc : pack_key(&pk, "v");
-    rc = rc ? rc : msgpack_pack_uint32(&pk, PL__RUNREC_VERSION);
+    rc = rc ? rc : msgpack_pack_uint32(&pk, PL__RUNSTATE_VERSION);
     rc = rc ? rc : pack_key(&pk, "status");
     rc = rc ? rc : msgpack_pack_uint32(&pk, (uint32_t)st->status);
     rc = rc ? rc : pack_key(&pk, "steps");
@@ -408,6 +424,19 @@ int pl__run_state_encode(pl__buf *out, const char *run_id,
         rc = pack_key(&pk, "head");
         rc = rc ? rc : msgpack_pack_bin_with_body(&pk, st->head, PL_HASH_LEN);
     }
+    if (!rc && st->n_open) {
+        rc = pack_key(&pk, "open");
+        rc = rc ? rc : msgpack_pack_array(&pk, st->n_open);
+    }
+    for (size_t i = 0; !rc && i < st->n_open; i++) {
+        const pl__anchor *a = &st->open[i];
+        rc = msgpack_pack_array(&pk, 3);
+        rc = rc ? rc : msgpack_pack_array(&pk, a->depth);
+        for (unsigned d = 0; !rc && d < a->depth; d++)
+            rc = msgpack_pack_uint32(&pk, a->comps[d]);
+        rc = rc ? rc : msgpack_pack_uint32(&pk, a->seq);
+        rc = rc ? rc : msgpack_pack_bin_with_body(&pk, a->hash, PL_HASH_LEN);
+    }
     if (rc) {
         out->len = start;
         return pl__err(PL_ENOMEM, "out of memory encoding a run state");
@@ -415,6 +444,38 @@ int pl__run_state_encode(pl__buf *out, const char *run_id,
     if ((rc = pack_sum(&pk, out, start, 's', run_id)))
         out->len = start;
     return rc;
+}
+
+/* A run state's "open" array (OPEN LEDGERS above) into @p st. */
+static int read_open(rd *r, pl__run_state *st)
+{
+    head h, c;
+    uint64_t u;
+    const uint8_t *v;
+    size_t vn;
+    if (rd_head(r, &h) || h.t != T_ARRAY || h.u == 0 || h.u > PL__ANCHORS_MAX)
+        return PL_ECORRUPT;
+    if (!(st->open = calloc(h.u, sizeof *st->open)))
+        return PL_ENOMEM;
+    for (uint64_t i = 0; i < h.u; i++) {
+        pl__anchor *a = &st->open[i];
+        if (rd_head(r, &c) || c.t != T_ARRAY || c.u != 3 || rd_head(r, &c) ||
+            c.t != T_ARRAY || c.u > PL_MAX_DEPTH)
+            return PL_ECORRUPT;
+        a->depth = (unsigned)c.u;
+        for (unsigned d = 0; d < a->depth; d++) {
+            if (rd_uint(r, &u) || u > UINT32_MAX)
+                return PL_ECORRUPT;
+            a->comps[d] = (uint32_t)u;
+        }
+        if (rd_uint(r, &u) || u > UINT32_MAX || rd_bytes(r, T_BIN, &v, &vn) ||
+            vn != PL_HASH_LEN)
+            return PL_ECORRUPT;
+        a->seq = (uint32_t)u;
+        memcpy(a->hash, v, PL_HASH_LEN);
+        st->n_open++;
+    }
+    return PL_OK;
 }
 
 int pl__run_state_decode(pl__run_state *out, const char *run_id,
@@ -435,7 +496,8 @@ int pl__run_state_decode(pl__run_state *out, const char *run_id,
         if (rd_bytes(&r, T_STR, &k, &kn))
             goto bad;
         if (key_is(k, kn, "v")) {
-            if ((rc = read_version(&r, run_id, "run state", &version))) {
+            if ((rc = read_version(&r, run_id, "run state",
+                                   PL__RUNSTATE_VERSION, &version))) {
                 pl__run_state_clear(out);
                 return rc;
             }
@@ -505,6 +567,9 @@ int pl__run_state_decode(pl__run_state *out, const char *run_id,
                 goto bad;
             memcpy(out->head, v, PL_HASH_LEN);
             out->has_head = true;
+        } else if (key_is(k, kn, "open")) {
+            if (out->open || (rc = read_open(&r, out)))
+                goto fail;
         } else if (key_is(k, kn, "prompt") || key_is(k, kn, "result")) {
             bool prompt = key_is(k, kn, "prompt");
             value_span(&r, &v, &vn);
@@ -526,9 +591,12 @@ int pl__run_state_decode(pl__run_state *out, const char *run_id,
                        "checksum",
                        run_id);
     }
-    if (!have_v || !out->status)
+    if (!have_v || !out->status || (out->open && version < 3))
         goto bad;
     return PL_OK;
+fail:
+    if (rc == PL_ENOMEM)
+        goto oom;
 bad:
     pl__run_state_clear(out);
     return pl__err(PL_ECORRUPT, "run '%s': its run state is malformed", run_id);
@@ -543,6 +611,7 @@ void pl__run_state_clear(pl__run_state *st)
     free(st->susp_path);
     free(st->prompt);
     free(st->result);
+    free(st->open);
     memset(st, 0, sizeof *st);
 }
 
@@ -553,7 +622,11 @@ int pl__run_state_copy(pl__run_state *dst, const pl__run_state *src)
     dst->susp_path = NULL;
     dst->prompt = NULL;
     dst->result = NULL;
-    if ((src->reason && !(dst->reason = pl__strdup(src->reason))) ||
+    dst->open = NULL;
+    if ((src->n_open && !(dst->open = (pl__anchor *)
+                              dup_mem((const uint8_t *)src->open,
+                                      src->n_open * sizeof *src->open))) ||
+        (src->reason && !(dst->reason = pl__strdup(src->reason))) ||
         (src->susp_path && !(dst->susp_path = pl__strdup(src->susp_path))) ||
         (src->prompt &&
          !(dst->prompt = dup_mem(src->prompt, src->prompt_len))) ||

@@ -9,6 +9,20 @@
 
 /* Run records' format version 2 adds their checksum (see runrec.c). */
 #define PL__RUNREC_VERSION 2u
+/* A run state's format version 3 adds the heads of its open ledgers. */
+#define PL__RUNSTATE_VERSION 3u
+/* At most one open ledger per depth, the root's included. */
+#define PL__ANCHORS_MAX (PL_MAX_DEPTH + 1)
+
+/* An open ledger's head as a run state records it: the ledger (its
+ * invocation path below the root as components), its last step's seq and
+ * that step's hash. */
+typedef struct pl__anchor {
+    uint32_t comps[PL_MAX_DEPTH];
+    unsigned depth;
+    uint32_t seq;
+    uint8_t hash[PL_HASH_LEN];
+} pl__anchor;
 
 /* The part of a run written once, when it starts. */
 typedef struct pl__run_info {
@@ -44,6 +58,8 @@ typedef struct pl__run_state {
     size_t result_len;
     bool has_head;             /* head: hash of the root ledger's last step, */
     uint8_t head[PL_HASH_LEN]; /* when written after it (not failed) */
+    pl__anchor *open;          /* the open ledgers' heads when it was written */
+    size_t n_open;             /* at most PL__ANCHORS_MAX */
 } pl__run_state;
 
 /*

@@ -1,12 +1,12 @@
 #!/bin/sh
 # The same agent plugin against a model over the OpenAI chat completions
-# protocol (tests/llm_server.py on loopback), killed mid-run: the server
-# sees each conversation turn once, except the one turn a kill cut off
-# before its answer was recorded; the tool catalog it is sent names the
-# agent's tools.
-#   agent_openai.sh AGENT_DEMO AGENT_PLUGIN AGENT_CHECK BUILD/examples/agent LLM_SERVER
+# protocol (tests/llm_server.py on loopback), killed at every step boundary
+# in turn: the server sees each conversation turn once, except the one turn
+# a kill cut off before its answer was recorded; no tool runs twice; the
+# tool catalog it is sent names the agent's tools.
+#   agent_openai.sh AGENT_DEMO AGENT_PLUGIN AGENT_CHECK BUILD/examples/agent LLM_SERVER LEDGER_REPLAY
 set -eu
-demo=$1 plugin=$2 check=$3 agent_dir=$4 server=$5
+demo=$1 plugin=$2 check=$3 agent_dir=$4 server=$5 replay=$6
 . "$(dirname "$0")/agent_lib.sh"
 dir=$(mktemp -d)
 pid=
@@ -44,24 +44,59 @@ while [ ! -s "$dir/port" ]; do
 done
 model="openai+http://127.0.0.1:$(cat "$dir/port")/v1#gpt-4o-mini"
 
-# turns LOG: the assistant turns of the requests logged, one line each.
-turns() { python3 -c 'import json,sys; [print(json.loads(l)["turn"]) for l in open(sys.argv[1])]' "$1"; }
+# check_turns CASE KILL: the server saw turns 0 1 2 3 in order, each once,
+# but the one a kill cut off between its answer and its record (when
+# repaid), which it saw twice.
+check_turns() {
+  r=$(repaid "$1")
+  python3 - "$dir/log" "$r" <<'PY' || { echo "FAIL: kill $2"; cat "$1/log"; exit 1; }
+import json, sys
+turns = [json.loads(l)["turn"] for l in open(sys.argv[1])]
+repaid = int(sys.argv[2])
+seen = sorted(set(turns))
+twice = [t for t in seen if turns.count(t) > 1]
+ok = (turns == sorted(turns) and seen == [0, 1, 2, 3]
+      and len(twice) == repaid and len(turns) == 4 + repaid)
+if not ok:
+    print("the server saw turns %s (a model call repaid: %d)" % (turns, repaid))
+sys.exit(0 if ok else 1)
+PY
+}
 
-for n in 8 9; do
-  c="$dir/k$n"; mkdir -p "$c"; : >"$dir/log"
+# The crash matrix over the protocol: killed at each step boundary on the
+# way to the approval, then at each while the approval is resumed; odd
+# kills finished by ledger-replay, even ones by agent-demo.  Each case runs
+# the agent and its tools to the same answer (check_ledger: every tool
+# called once, every exchange recorded once).
+repaid_kills=0
+finish_case() {
+  if [ $(($2 % 2)) -eq 1 ]; then finish_replay "$1"; else finish "$1"; fi
+  check_ledger "$1"
+  check_turns "$1" "$1"
+  repaid_kills=$((repaid_kills + $(repaid "$1")))
+  rm -rf "$1"
+}
+n=1 phase1=0
+while :; do
+  c="$dir/a$n"; mkdir -p "$c"; : >"$dir/log"
   run_demo "$c" --crash-after-steps "$n"
-  crashed "$c"
-  finish "$c"
-  check_ledger "$c"
-  expect "$c" exchanges 4
-  # kill 8 struck after turn 0's answer was durable: each turn asked once;
-  # kill 9 struck between turn 1's answer and its record: turn 1 twice.
-  want="0 1 2 3"; [ "$n" -eq 9 ] && want="0 1 1 2 3"
-  got=$(turns "$dir/log" | tr '\n' ' ' | sed 's/ $//')
-  if [ "$got" != "$want" ]; then
-    echo "FAIL: kill at $n: the server saw turns '$got', expected '$want'"; cat "$c/log"; exit 1
-  fi
+  if ! crashed "$c"; then rm -rf "$c"; break; fi
+  finish_case "$c" "$n"
+  n=$((n + 1)) phase1=$((phase1 + 1))
 done
+n=1 phase2=0
+while :; do
+  c="$dir/b$n"; mkdir -p "$c"; : >"$dir/log"
+  run_demo "$c"
+  answer "$c" --crash-after-steps "$n"
+  if ! crashed "$c"; then rm -rf "$c"; break; fi
+  finish_case "$c" "$n"
+  n=$((n + 1)) phase2=$((phase2 + 1))
+done
+[ "$phase1" -ge 10 ] && [ "$phase2" -ge 2 ] && [ "$repaid_kills" -ge 1 ] || {
+  echo "FAIL: too few boundaries ($phase1, $phase2, $repaid_kills repaid)"; exit 1; }
+c="$dir/clean"; mkdir -p "$c"; : >"$dir/log"
+run_demo "$c"
 python3 - "$dir/log" <<'PY'
 import json, sys
 first = json.loads(open(sys.argv[1]).readline())
@@ -72,4 +107,4 @@ names = sorted(t["function"]["name"] for t in body["tools"])
 assert names == ["ask_human", "calculator", "http_get", "read_file"], names
 assert body["messages"][0]["role"] == "system"
 PY
-echo "ok: over the OpenAI protocol, every turn asked once but the one a kill cut off"
+echo "ok: over the OpenAI protocol, killed at each of $phase1 boundaries before the approval and $phase2 after it: every turn asked once but the one a kill cut off ($repaid_kills such kills)"

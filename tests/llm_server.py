@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
-"""A loopback HTTP server speaking the OpenAI chat completions protocol from
-a script of responses, for the LLM policy tests.  Standard library only.
+"""A loopback HTTP server speaking a model provider's protocol (OpenAI chat
+completions, Anthropic messages, Gemini generateContent, Ollama chat) from a
+script of responses, for the LLM policy tests.  Standard library only.
 
   llm_server.py --script FILE --log FILE --port-file FILE
 
-The script is {"responses": [R, ...]}; the n-th POST gets R[n] (past the end,
-a 500).  With "by_turn": true, a request gets R[t] instead, t the number of
+The script is {"protocol": P, "responses": [R, ...]}, P one of "openai"
+(the default), "anthropic", "gemini", "ollama"; the n-th POST gets R[n]
+(past the end, the script's "rest" response, else a 500).  With "by_turn":
+true, a request gets R[t] instead, t the number of
 assistant messages it carries: the same conversation, the same answer, as
 a model that is asked again after a crash.  R is one of:
   {"status": 200, "body": {...}, "headers": {"Retry-After": "1"}}
@@ -13,17 +16,35 @@ a model that is asked again after a crash.  R is one of:
   {"hang": SECONDS}                   answer nothing for that long
   {"drop": true}                      close the connection, no response
   {"size": N}                         a 200 whose body is N bytes
+  {"answer": {"text": T, "tool_calls": [C, ...]}, "usage": [IN, OUT]}
+                                      a 200 in P's shape; C is {"id", "name",
+                                      "arguments": a JSON value} ("id" is
+                                      dropped for Gemini and Ollama, whose
+                                      protocols have none), "tool": K
+                                      instead of "name" takes the name of
+                                      the K-th tool the request defined,
+                                      "raw_arguments": TEXT sends OpenAI's
+                                      arguments text as it is
+  "retry_after_in": S                 (with any R) a Retry-After header
+                                      holding the HTTP date S seconds after
+                                      the request's whole second
 Each request is logged before it is answered, one JSON line:
   {"n": index, "path": ..., "auth": "none"|"bearer"|"other",
    "auth_matches": bool (the key equals $PL_TEST_EXPECT_KEY),
    "x_api_key_matches": bool (so does the x-api-key header),
-   "anthropic_version": header or null, "body": {...}}
+   "x_goog_api_key_matches": bool, "anthropic_version": header or null,
+   "content_type": header or null,
+   "t": seconds since the epoch, "tool_names": the names the body carries
+   (definitions, calls, results), "bad_names": those P refuses,
+   "body": {...}}
 The key itself is never logged.  The port is written to --port-file once
 the server listens.
 """
 import argparse
+import email.utils
 import json
 import os
+import re
 import socket
 import sys
 import threading
@@ -32,6 +53,112 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 lock = threading.Lock()
 state = {"n": 0}
+
+# The tool names each protocol accepts.
+NAME_RULES = {
+    "openai": re.compile(r"[a-zA-Z0-9_-]{1,64}"),
+    "anthropic": re.compile(r"[a-zA-Z0-9_-]{1,64}"),
+    "ollama": re.compile(r"[a-zA-Z0-9_-]{1,64}"),
+    "gemini": re.compile(r"[a-zA-Z_][a-zA-Z0-9_.:-]{0,63}"),
+}
+
+
+def items(v):
+    return v if isinstance(v, list) else []
+
+
+def tool_names(proto, body):
+    """The tool names a request body carries: definitions first, in order,
+    then those in messages (tool calls, results)."""
+    defs, used = [], []
+    if not isinstance(body, dict):
+        return defs, used
+    if proto == "gemini":
+        for t in items(body.get("tools")):
+            for d in items(t.get("functionDeclarations")):
+                defs.append(d.get("name"))
+        for c in items(body.get("contents")):
+            for p in items(c.get("parts")):
+                for k in ("functionCall", "functionResponse"):
+                    if isinstance(p.get(k), dict):
+                        used.append(p[k].get("name"))
+    elif proto == "anthropic":
+        defs = [t.get("name") for t in items(body.get("tools"))]
+        for m in items(body.get("messages")):
+            for b in items(m.get("content")):
+                if isinstance(b, dict) and b.get("type") == "tool_use":
+                    used.append(b.get("name"))
+    else:
+        defs = [t.get("function", {}).get("name")
+                for t in items(body.get("tools"))]
+        for m in items(body.get("messages")):
+            for c in items(m.get("tool_calls")):
+                used.append(c.get("function", {}).get("name"))
+            if "tool_name" in m:
+                used.append(m["tool_name"])
+    return defs, used
+
+
+def turn_of(proto, body):
+    """How many times the model has spoken in this conversation."""
+    if not isinstance(body, dict):
+        return 0
+    if proto == "gemini":
+        return sum(1 for c in items(body.get("contents"))
+                   if isinstance(c, dict) and c.get("role") == "model")
+    return sum(1 for m in items(body.get("messages"))
+               if isinstance(m, dict) and m.get("role") == "assistant")
+
+
+def render(proto, answer, usage, defs):
+    """A neutral answer as a response body of the protocol."""
+    text = answer.get("text")
+    calls = []
+    for c in answer.get("tool_calls", []):
+        c = dict(c)
+        if "tool" in c:
+            k = c.pop("tool")
+            c["name"] = defs[k] if k < len(defs) else "no-such-tool"
+        calls.append(c)
+    n_in, n_out = usage
+    if proto == "anthropic":
+        content = [{"type": "text", "text": text}] if text is not None else []
+        for c in calls:
+            content.append({"type": "tool_use", "id": c.get("id"),
+                            "name": c["name"], "input": c.get("arguments")})
+        return {"type": "message", "role": "assistant", "content": content,
+                "stop_reason": "tool_use" if calls else "end_turn",
+                "usage": {"input_tokens": n_in, "output_tokens": n_out}}
+    if proto == "gemini":
+        parts = [{"text": text}] if text is not None else []
+        for c in calls:
+            parts.append({"functionCall": {"name": c["name"],
+                                           "args": c.get("arguments")}})
+        return {"candidates": [{"content": {"role": "model",
+                                            "parts": parts},
+                                "finishReason": "STOP"}],
+                "usageMetadata": {"promptTokenCount": n_in,
+                                  "candidatesTokenCount": n_out}}
+    if proto == "ollama":
+        msg = {"role": "assistant", "content": text or ""}
+        if calls:
+            msg["tool_calls"] = [{"function": {"name": c["name"],
+                                               "arguments":
+                                                   c.get("arguments")}}
+                                 for c in calls]
+        return {"model": "m", "message": msg, "done": True,
+                "prompt_eval_count": n_in, "eval_count": n_out}
+    msg = {"role": "assistant", "content": text}
+    if calls:
+        msg["tool_calls"] = [
+            {"id": c.get("id"), "type": "function",
+             "function": {"name": c["name"],
+                          "arguments": c["raw_arguments"]
+                          if "raw_arguments" in c
+                          else json.dumps(c.get("arguments"))}}
+            for c in calls]
+    return {"choices": [{"message": msg, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": n_in, "completion_tokens": n_out}}
 
 
 def main():
@@ -44,6 +171,8 @@ def main():
         script = json.load(f)
     responses = script["responses"]
     by_turn = script.get("by_turn", False)
+    proto = script.get("protocol", "openai")
+    rule = NAME_RULES[proto]
     expect = os.environ.get("PL_TEST_EXPECT_KEY", "")
 
     class Handler(BaseHTTPRequestHandler):
@@ -65,12 +194,13 @@ def main():
             if auth is not None:
                 kind = "bearer" if auth.startswith("Bearer ") else "other"
                 matches = auth == "Bearer " + expect
-            turn = 0
-            if isinstance(body, dict):
-                turn = sum(1 for m in body.get("messages", [])
-                           if isinstance(m, dict)
-                           and m.get("role") == "assistant")
+            now = time.time()
+            turn = turn_of(proto, body)
+            defs, used = tool_names(proto, body)
+            bad = [x for x in defs + used
+                   if not isinstance(x, str) or not rule.fullmatch(x)]
             xkey = self.headers.get("x-api-key")
+            gkey = self.headers.get("x-goog-api-key")
             version = self.headers.get("anthropic-version")
             with lock:
                 n = state["n"]
@@ -83,11 +213,19 @@ def main():
                                           "x_api_key_matches":
                                               xkey is not None
                                               and xkey == expect,
+                                          "x_goog_api_key_matches":
+                                              gkey is not None
+                                              and gkey == expect,
                                           "anthropic_version": version,
+                                          "content_type": self.headers.get(
+                                              "Content-Type"),
+                                          "t": now,
+                                          "tool_names": defs + used,
+                                          "bad_names": bad,
                                           "body": body}) + "\n")
             i = turn if by_turn else n
-            r = responses[i] if i < len(responses) else {
-                "status": 500, "body": {"error": {"message": "script ended"}}}
+            r = responses[i] if i < len(responses) else script.get("rest", {
+                "status": 500, "body": {"error": {"message": "script ended"}}})
             if "hang" in r:
                 time.sleep(r["hang"])
                 self.close_connection = True
@@ -100,6 +238,10 @@ def main():
                 data = b"x" * r["size"]
             elif "raw" in r:
                 data = r["raw"].encode()
+            elif "answer" in r:
+                data = json.dumps(render(proto, r["answer"],
+                                         r.get("usage", [0, 0]),
+                                         defs)).encode()
             else:
                 data = json.dumps(r.get("body", {})).encode()
             self.send_response(r.get("status", 200))
@@ -107,6 +249,9 @@ def main():
             self.send_header("Content-Length", str(len(data)))
             for k, v in r.get("headers", {}).items():
                 self.send_header(k, v)
+            if "retry_after_in" in r:
+                self.send_header("Retry-After", email.utils.formatdate(
+                    int(now) + r["retry_after_in"], usegmt=True))
             self.end_headers()
             try:
                 self.wfile.write(data)

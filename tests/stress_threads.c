@@ -8,7 +8,9 @@
  *   - plain threads, each running runs of its own (group commit's futex
  *     protocol in group mode);
  *   - a pl_pool, whose tasks run runs on fibers and whose threads commit
- *     many tasks' batches at once; some tasks queue more tasks.
+ *     many tasks' batches at once; some tasks queue more tasks;
+ *   - fan-outs (pl_ctx_call_all) on both, whose callees call on threads of
+ *     their own and commit beside everyone else.
  * Afterwards every run must have completed with every call executed once,
  * and pl_run_verify() must pass on every run.  Exit status 0, or 1 with
  * the first failure on stderr.
@@ -28,6 +30,9 @@
 #define RUNS_PER_THREAD 3
 #define POOL_RUNS 48
 #define CALLS 40
+#define FAN 8       /* calls in a fan-out ... */
+#define FAN_SUB 2   /* ... each making this many tool calls */
+#define POOL_FANS 4 /* pool tasks that also run a fan-out */
 
 static atomic_int g_failures;
 static atomic_long g_tool_calls;
@@ -77,9 +82,57 @@ static int root(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     return st ? st : pl_steps_add_text(out, NULL, "done");
 }
 
-static void run_one(pl_engine *e, const char *id)
+/* A fan-out's callee: FAN_SUB tool calls. */
+static int mid(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
 {
-    pl_action a = {PL_ACTION_VERSION, "root", pl_json_empty(), NULL, 0, NULL};
+    (void)user;
+    const cJSON *k = cJSON_GetObjectItemCaseSensitive(a->payload, "i");
+    int st = PL_OK;
+    for (int j = 0; !st && j < FAN_SUB; j++) {
+        cJSON *twice = NULL;
+        st = pl_ctx_invoke(&twice, ctx, "tool", a->payload);
+        const cJSON *t = cJSON_GetObjectItemCaseSensitive(twice, "twice");
+        if (!st && (!cJSON_IsNumber(t) || t->valuedouble != 2 * k->valuedouble))
+            st = PL_EPOLICY;
+        cJSON_Delete(twice);
+    }
+    return st ? st : pl_steps_add_result(out, a->payload);
+}
+
+/* FAN calls to mid at once; checks every result is its own call's. */
+static int fanroot(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)a;
+    (void)user;
+    cJSON *p[FAN];
+    pl_action acts[FAN];
+    pl_call_spec specs[FAN];
+    pl_step *res[FAN];
+    for (int i = 0; i < FAN; i++) {
+        p[i] = cJSON_CreateObject();
+        cJSON_AddNumberToObject(p[i], "i", i);
+        acts[i] = (pl_action)PL_ACTION_INIT;
+        acts[i].policy = "mid";
+        acts[i].payload = p[i];
+        specs[i] = (pl_call_spec)PL_CALL_SPEC_INIT;
+        specs[i].action = &acts[i];
+    }
+    int st = pl_ctx_call_all(res, ctx, specs, FAN);
+    for (int i = 0; i < FAN; i++) {
+        if (!st && !cJSON_Compare(pl_step_payload(res[i]), p[i], true))
+            st = PL_EPOLICY;
+        pl_step_free(res[i]); /* NULL when the fan-out failed */
+        cJSON_Delete(p[i]);
+    }
+    return st ? st : pl_steps_add_text(out, NULL, "fanned");
+}
+
+/* Run @p policy as run @p id: it must complete, having executed @p calls
+ * calls once each. */
+static void run_as(pl_engine *e, const char *policy, const char *id,
+                   uint64_t calls)
+{
+    pl_action a = {PL_ACTION_VERSION, policy, pl_json_empty(), NULL, 0, NULL};
     pl_run_options ro = PL_RUN_OPTIONS_INIT;
     ro.run_id = id;
     pl_outcome *o = NULL;
@@ -88,9 +141,22 @@ static void run_one(pl_engine *e, const char *id)
         fail("starting run", id, pl_errmsg());
     else if (o->status != PL_RUN_COMPLETED)
         fail("run", id, o->reason);
-    else if (o->calls_executed != CALLS)
+    else if (o->calls_executed != calls)
         fail("run", id, "did not execute every call once");
     pl_outcome_free(o);
+}
+
+static void run_one(pl_engine *e, const char *id)
+{
+    run_as(e, "root", id, CALLS);
+}
+
+/* A fan-out run, verified at once (verify_all() knows only the others). */
+static void run_fan(pl_engine *e, const char *id)
+{
+    run_as(e, "fanroot", id, FAN * (1 + FAN_SUB));
+    if (pl_run_verify(e, id))
+        fail("verifying run", id, pl_errmsg());
 }
 
 typedef struct job {
@@ -98,6 +164,7 @@ typedef struct job {
     pl_pool *pool; /* for tasks that queue another */
     char id[32];
     struct job *then; /* queued by this job's task when it ends */
+    bool fan;         /* the task runs a fan-out too */
 } job;
 
 static void *thread_main(void *arg)
@@ -108,6 +175,9 @@ static void *thread_main(void *arg)
         snprintf(id, sizeof id, "%s-%d", j->id, k);
         run_one(j->e, id);
     }
+    char id[48];
+    snprintf(id, sizeof id, "%s-fan", j->id);
+    run_fan(j->e, id);
     return NULL;
 }
 
@@ -115,6 +185,11 @@ static void task_main(pl_engine *e, void *user)
 {
     job *j = user;
     run_one(e, j->id);
+    if (j->fan) {
+        char id[48];
+        snprintf(id, sizeof id, "%s-fan", j->id);
+        run_fan(e, id);
+    }
     if (j->then && pl_pool_submit(j->pool, task_main, j->then))
         fail("queueing a task after", j->id, pl_errmsg());
 }
@@ -156,7 +231,7 @@ static void stress(const char *dir, pl_registry *reg, pl_durability mode)
     }
     job tasks[POOL_RUNS], threads[THREADS];
     for (int i = 0; i < POOL_RUNS; i++) {
-        tasks[i] = (job){e, pool, "", NULL};
+        tasks[i] = (job){e, pool, "", NULL, i < POOL_FANS};
         snprintf(tasks[i].id, sizeof tasks[i].id, "task-%d", i);
     }
     /* the last quarter is queued by tasks of the first quarter */
@@ -168,7 +243,7 @@ static void stress(const char *dir, pl_registry *reg, pl_durability mode)
     pthread_t th[THREADS];
     bool started[THREADS];
     for (int i = 0; i < THREADS; i++) {
-        threads[i] = (job){e, NULL, "", NULL};
+        threads[i] = (job){e, NULL, "", NULL, false};
         snprintf(threads[i].id, sizeof threads[i].id, "thread-%d", i);
         started[i] = !pthread_create(&th[i], NULL, thread_main, &threads[i]);
         if (!started[i])
@@ -211,6 +286,16 @@ int main(int argc, char **argv)
     d = (pl_policy_def)PL_POLICY_DEF_INIT;
     d.name = "root";
     d.fn = root;
+    if (!st)
+        st = pl_registry_add(reg, &d);
+    d = (pl_policy_def)PL_POLICY_DEF_INIT;
+    d.name = "mid";
+    d.fn = mid;
+    if (!st)
+        st = pl_registry_add(reg, &d);
+    d = (pl_policy_def)PL_POLICY_DEF_INIT;
+    d.name = "fanroot";
+    d.fn = fanroot;
     if (st || pl_registry_add(reg, &d)) {
         fprintf(stderr, "stress_threads: %s\n", pl_errmsg());
         return 1;
@@ -221,7 +306,8 @@ int main(int argc, char **argv)
         stress(dir, reg, modes[m]);
     pl_registry_free(reg);
     long want = (long)(sizeof modes / sizeof *modes) *
-                (POOL_RUNS + THREADS * RUNS_PER_THREAD) * CALLS;
+                ((POOL_RUNS + THREADS * RUNS_PER_THREAD) * CALLS +
+                 (POOL_FANS + THREADS) * FAN * FAN_SUB);
     if (atomic_load(&g_tool_calls) != want)
         fail("counting", "tool calls", "a call ran twice or not at all");
     /* the stores go; a failure leaves them for a look */

@@ -2354,6 +2354,16 @@ static void state_full(pl__run_state *st, bool optional)
         payload_of(&r, "{\"sum\": 3}");
         st->result = r.data;
         st->result_len = r.len;
+        st->open = calloc(2, sizeof *st->open);
+        cr_assert_not_null(st->open);
+        st->n_open = 2;
+        st->open[0].seq = 4; /* the root */
+        memset(st->open[0].hash, 0xab, PL_HASH_LEN);
+        st->open[1].depth = 2; /* 0.3.5 */
+        st->open[1].comps[0] = 3;
+        st->open[1].comps[1] = 5;
+        st->open[1].seq = 16;
+        memset(st->open[1].hash, 0xcd, PL_HASH_LEN);
     }
 }
 
@@ -2384,6 +2394,15 @@ static void state_same(const pl__run_state *a, const pl__run_state *b)
     cr_assert_eq(!a->result, !b->result);
     if (a->result)
         cr_assert_eq(memcmp(a->result, b->result, a->result_len), 0);
+    cr_assert_eq(a->n_open, b->n_open);
+    for (size_t i = 0; i < a->n_open; i++) {
+        cr_assert_eq(a->open[i].depth, b->open[i].depth);
+        cr_assert_eq(a->open[i].seq, b->open[i].seq);
+        cr_assert_eq(memcmp(a->open[i].comps, b->open[i].comps,
+                            a->open[i].depth * sizeof a->open[i].comps[0]),
+                     0);
+        cr_assert_eq(memcmp(a->open[i].hash, b->open[i].hash, PL_HASH_LEN), 0);
+    }
 }
 
 Test(codec, run_state_roundtrip)
@@ -2462,9 +2481,9 @@ Test(codec, run_state_rejects_malformed)
         bool drop;
         int want;
     } cases[] = {
-        {"zz", "\xc0", 1, false, PL_OK}, /* unknown: skipped */
-        {"v", "\x03", 1, false, PL_EVERSION},
-        {"v", "", 0, true, PL_ECORRUPT}, /* no version */
+        {"zz", "\xc0", 1, false, PL_OK},      /* unknown: skipped */
+        {"v", "\x04", 1, false, PL_EVERSION}, /* 3 is the newest */
+        {"v", "", 0, true, PL_ECORRUPT},      /* no version */
         {"v",
          "\xa1"
          "1",
@@ -2552,6 +2571,96 @@ Test(codec, run_state_rejects_malformed)
     pl__buf_free(&b);
 }
 
+/*
+ * A checksummed run state of format @p v by hand: "v", "status" and, when
+ * @p key is not NULL, @p key with the raw value @p val, then "sum".
+ */
+static void state_v(pl__buf *b, unsigned v, const char *key, const pl__buf *val)
+{
+    mp_map(b, 3 + (key != NULL));
+    mp_cstr(b, "v");
+    mp_uint(b, v);
+    mp_cstr(b, "status");
+    mp_uint(b, PL_RUN_RUNNING);
+    if (key) {
+        mp_cstr(b, key);
+        put(b, val->data, val->len);
+    }
+    uint8_t sum[PL_HASH_LEN];
+    cr_assert_eq(pl__runrec_sum('s', "r", b->data, b->len, sum), PL_OK);
+    mp_cstr(b, "sum");
+    put_u8(b, 0xc4);
+    put_u8(b, PL_HASH_LEN);
+    put(b, sum, PL_HASH_LEN);
+}
+
+/* One "open" entry: [[comps...], seq, bin of hash_len bytes]. */
+static void open_entry(pl__buf *b, unsigned depth, uint64_t seq,
+                       size_t hash_len)
+{
+    put_u8(b, 0x93);
+    mp_array(b, depth);
+    for (unsigned d = 0; d < depth; d++)
+        mp_uint(b, d);
+    mp_uint(b, seq);
+    put_u8(b, 0xc4);
+    put_u8(b, (uint8_t)hash_len);
+    for (size_t i = 0; i < hash_len; i++)
+        put_u8(b, 0x5a);
+}
+
+Test(codec, run_state_open_ledgers_are_checked)
+{
+    static const struct {
+        unsigned v, n, depth;
+        uint64_t seq;
+        size_t hash_len;
+        int want;
+    } cases[] = {
+        {3, 1, 2, 7, PL_HASH_LEN, PL_OK},
+        {3, PL_MAX_DEPTH + 1, PL_MAX_DEPTH, 7, PL_HASH_LEN, PL_OK},
+        {3, 0, 0, 0, PL_HASH_LEN, PL_ECORRUPT},                /* empty */
+        {3, PL_MAX_DEPTH + 2, 1, 0, PL_HASH_LEN, PL_ECORRUPT}, /* too many */
+        {3, 1, PL_MAX_DEPTH + 1, 0, PL_HASH_LEN, PL_ECORRUPT}, /* too deep */
+        {3, 1, 1, 1ull << 32, PL_HASH_LEN, PL_ECORRUPT},       /* past u32 */
+        {3, 1, 1, 0, PL_HASH_LEN - 1, PL_ECORRUPT},            /* short */
+        {2, 1, 1, 0, PL_HASH_LEN, PL_ECORRUPT}, /* not in format 2 */
+    };
+    pl__buf val = {0}, b = {0};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        pl__buf_reset(&val);
+        pl__buf_reset(&b);
+        mp_array(&val, cases[i].n);
+        for (unsigned j = 0; j < cases[i].n; j++)
+            open_entry(&val, cases[i].depth, cases[i].seq, cases[i].hash_len);
+        state_v(&b, cases[i].v, "open", &val);
+        uint8_t *c = exact_copy(b.data, b.len);
+        pl__run_state st;
+        int rc = pl__run_state_decode(&st, "r", c, b.len);
+        cr_assert_eq(rc, cases[i].want, "case %zu: %s (%s)", i,
+                     pl_status_name(rc), pl_errmsg());
+        if (!rc) {
+            cr_assert_eq(st.n_open, cases[i].n);
+            cr_assert_eq(st.open[0].depth, cases[i].depth);
+            cr_assert_eq(st.open[0].seq, cases[i].seq);
+        }
+        pl__run_state_clear(&st);
+        free(c);
+    }
+    /* format 2 without open ledgers stays readable; 4 is not */
+    for (unsigned v = 2; v <= 4; v++) {
+        pl__buf_reset(&b);
+        state_v(&b, v, NULL, NULL);
+        pl__run_state st;
+        int rc = pl__run_state_decode(&st, "r", b.data, b.len);
+        cr_assert_eq(rc, v == 4 ? PL_EVERSION : PL_OK, "v %u: %s", v,
+                     pl_errmsg());
+        pl__run_state_clear(&st);
+    }
+    pl__buf_free(&val);
+    pl__buf_free(&b);
+}
+
 Test(codec, fuzz_run_records, .timeout = 300)
 {
     rng_state = 0x2545f4914f6cdd1dull;
@@ -2580,4 +2689,44 @@ Test(codec, fuzz_run_records, .timeout = 300)
     pl__buf_free(&payload);
     pl__buf_free(&seedarr);
     pl__buf_free(&m);
+}
+
+/*
+ * A stored payload of one-byte values decodes to a 64-byte cJSON node per
+ * byte: past PL__TREE_MAX the reader refuses it (PL_ELIMIT) before it
+ * allocates anything, and a smaller one still decodes.
+ */
+Test(codec, a_payload_that_would_decode_too_big_is_refused)
+{
+    size_t n = PL__TREE_MAX / sizeof(cJSON) + 1000; /* {"a": [0, 0, ...]} */
+    pl__buf b = {0};
+    mp_map(&b, 1);
+    mp_cstr(&b, "a");
+    put_u8(&b, 0xdd);
+    for (int i = 3; i >= 0; i--)
+        put_u8(&b, (uint8_t)(n >> (8 * i)));
+    uint8_t *zeros = calloc(n, 1);
+    cr_assert_not_null(zeros);
+    put(&b, zeros, n);
+    free(zeros);
+    cJSON *j = NULL;
+    int st = pl__payload_decode(&j, b.data, b.len);
+    cr_assert_eq(st, PL_ELIMIT, "%s: %s", pl_status_name(st), pl_errmsg());
+    cr_assert_null(j);
+    cr_assert(strstr(pl_errmsg(), "would decode to"), "%s", pl_errmsg());
+    pl__tree_size ts;
+    cr_assert_eq(pl__payload_measure(b.data, b.len, 0, &ts), PL_ELIMIT);
+
+    /* the same shape, 100000 values: decodes */
+    pl__buf_reset(&b);
+    mp_map(&b, 1);
+    mp_cstr(&b, "a");
+    mp_array(&b, 100000);
+    for (int i = 0; i < 100000; i++)
+        put_u8(&b, 0);
+    cr_assert_eq(pl__payload_decode(&j, b.data, b.len), PL_OK, "%s",
+                 pl_errmsg());
+    cr_assert_eq(cJSON_GetArraySize(cJSON_GetObjectItem(j, "a")), 100000);
+    cJSON_Delete(j);
+    pl__buf_free(&b);
 }

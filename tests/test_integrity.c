@@ -82,13 +82,16 @@ static const char *two_runs(pl_registry *reg)
 /* ---- checksums ----------------------------------------------------------- */
 
 /*
- * A version 2 record made version 1: "v" 1 and no "sum" (its last pair:
- * the key "sum" and a bin 8 of 32 bytes, 38 bytes in all).
+ * A version 2 record (or a version 3 run state without open ledgers) made
+ * version 1: "v" 1 and no "sum" (its last pair: the key "sum" and a bin 8
+ * of 32 bytes, 38 bytes in all).
  */
 static size_t make_v1(uint8_t *rec, size_t len)
 {
     cr_assert(rec[0] >= 0x81 && rec[0] <= 0x8f, "a fixmap record");
-    cr_assert_eq(memcmp(rec + 1, "\xa1v\x02", 3), 0, "\"v\": 2 first");
+    cr_assert(!memcmp(rec + 1, "\xa1v\x02", 3) ||
+                  !memcmp(rec + 1, "\xa1v\x03", 3),
+              "\"v\": 2 or 3 first");
     cr_assert_eq(memcmp(rec + len - 38, "\xa3sum\xc4\x20", 6), 0,
                  "\"sum\" last");
     rec[0]--;

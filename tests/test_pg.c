@@ -631,6 +631,52 @@ Test(pg, verify_finds_a_tampered_step)
     free(uri);
 }
 
+/* approver: asks the human "approve" and returns the answer. */
+static int approver(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)a;
+    (void)user;
+    cJSON *y = NULL;
+    int st = pl_ctx_invokef(&y, ctx, "approve", "{s:b}", "ok?", 1);
+    if (!st)
+        st = pl_steps_add_resultf(out, "{s:O}", "answer", y);
+    cJSON_Delete(y);
+    return st;
+}
+
+/*
+ * A suspended run's suspend step is in its callee's ledger, 0.0, which is
+ * open: the run's state records its head (written and read back as the
+ * same bytes as on LMDB), so a changed byte of it is reported.
+ */
+Test(pg, a_suspended_runs_open_ledger_is_anchored)
+{
+    char *uri = store_uri("t_anchor");
+    pl_registry *reg = registry();
+    pl_policy_def d = PL_POLICY_DEF_INIT;
+    d.name = "approver";
+    d.fn = approver;
+    cr_assert_eq(pl_registry_add(reg, &d), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(pl_registry_add_human(reg, "approve"), PL_OK);
+    pl_engine *e = t_engine(uri, reg, PL_DURABILITY_SYNC);
+    pl_outcome *o = t_start(e, "approver", "{}", "a-1");
+    cr_assert_eq(o->status, PL_RUN_SUSPENDED);
+    cr_assert_str_eq(o->suspended_path, "0.0");
+    pl_outcome_free(o);
+    cr_assert_eq(pl_run_verify(e, "a-1"), PL_OK, "%s", pl_errmsg());
+    /* the suspend step, 0.0:0, its last byte (in the prompt) changed */
+    admin_exec("UPDATE t_anchor.steps SET v = set_byte(v, length(v) - 1, "
+               "get_byte(v, length(v) - 1) # 1) WHERE k = int8send((SELECT "
+               "num FROM t_anchor.runs WHERE id = 'a-1'::bytea)) || "
+               "'\\x0000000000000000'::bytea");
+    int st = pl_run_verify(e, "a-1");
+    cr_expect_eq(st, PL_ECORRUPT, "verify gave %s", pl_status_name(st));
+    cr_expect(strstr(pl_errmsg(), "0.0:0"), "names the step: %s", pl_errmsg());
+    pl_engine_close(e);
+    pl_registry_free(reg);
+    free(uri);
+}
+
 typedef struct seen_runs {
     char ids[8][16];
     int n;

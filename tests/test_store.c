@@ -14,6 +14,7 @@
 
 #include "codec.h"
 #include "hash.h"
+#include "store.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -2691,26 +2692,148 @@ static void journal_refused(const char *path, const pl_registry *reg,
 
 /*
  * A journaled step whose key holds another value in `steps` already (as if
- * another process had written it) is refused with PL_EBUSY: the journal is
- * kept, not moved with that step dropped.
+ * another process had written it, or a build that did not look) cannot be
+ * moved.  The move holds that run's journaled steps apart and moves all the
+ * rest: the run is stopped, PL_EBUSY naming it, while its twin, journaled
+ * in the same records, reads, verifies and replays whole, and a new run in
+ * the same store works.
  */
-Test(store, a_journaled_step_that_conflicts_is_refused_and_kept)
+Test(store, a_journaled_step_that_conflicts_stops_only_its_run)
 {
     const char *path = t_store_path();
     pl_registry *reg = registry();
     leave_in_journal(path, reg, "clash");
-    size_t journaled = raw_entries(path, "journal");
 
     raw r;
     raw_open(&r, path, false);
     uint8_t key[64];
-    size_t kl = step_key(key, raw_run_num(&r, "clash"), NULL, 0, 0);
+    uint64_t num = raw_run_num(&r, "clash");
+    size_t kl = step_key(key, num, NULL, 0, 0);
     static const uint8_t other[] = {0x80}; /* not the journaled record */
     raw_put_step(&r, key, kl, other, sizeof other);
     raw_close(&r);
 
-    journal_refused(path, reg, "clash", journaled, PL_EBUSY, NULL);
+    pl_engine *e = t_engine(path, reg, PL_DURABILITY_SYNC);
+    pl_run_info *info = NULL;
+    cr_assert_eq(pl_run_get(&info, e, "clash"), PL_OK, "%s", pl_errmsg());
+    pl_run_info_free(info); /* listed as it is */
+    int st = pl_run_verify(e, "clash");
+    cr_assert_eq(st, PL_EBUSY, "%s: %s", pl_status_name(st), pl_errmsg());
+    char num_text[32];
+    snprintf(num_text, sizeof num_text, "run #%llu", (unsigned long long)num);
+    cr_assert(strstr(pl_errmsg(), "'clash'") && strstr(pl_errmsg(), num_text) &&
+                  strstr(pl_errmsg(), "held apart"),
+              "names the run and why: %s", pl_errmsg());
+    pl_outcome *o = NULL;
+    st = pl_run_continue(&o, e, "clash", NULL);
+    cr_assert_eq(st, PL_EBUSY, "%s: %s", pl_status_name(st), pl_errmsg());
+    cr_assert_null(o);
+
+    /* the twin, journaled in the same records, is whole */
+    cr_assert_eq(pl_run_verify(e, "clash-twin"), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(pl_run_continue(&o, e, "clash-twin", NULL), PL_OK, "%s",
+                 pl_errmsg());
+    cr_assert_eq(o->status, PL_RUN_COMPLETED);
+    pl_outcome_free(o);
+    /* and a new run goes */
+    o = t_start(e, "bulk", "{\"n\": 2, \"size\": 10}", "after");
+    cr_assert_eq(o->status, PL_RUN_COMPLETED);
+    pl_outcome_free(o);
+    cr_assert_eq(pl_run_verify(e, "after"), PL_OK, "%s", pl_errmsg());
+    pl_engine_close(e);
+    cr_expect_eq(raw_entries(path, "journal"), 0, "the journal was moved");
+    size_t held = raw_entries(path, "held");
+    cr_expect_eq(held, 41, "clash's 41 step records (61 steps, 20 folded): %zu",
+                 held);
     pl_registry_free(reg);
+}
+
+/* A batch of one step, @p val, at seq @p seq of run @p run's root ledger. */
+static void one_step(pl__batch *b, uint64_t run, uint32_t seq, uint8_t val)
+{
+    uint8_t key[64];
+    size_t kl = step_key(key, run, NULL, 0, seq);
+    pl__kvs_reset(&b->steps);
+    cr_assert_eq(pl__kvs_add(&b->steps, key, kl, &val, 1), PL_OK);
+    b->run = run;
+}
+
+static pl__store *store_open(const char *path)
+{
+    pl__store *s = NULL;
+    pl__store_options o = {0};
+    o.nosync = true;
+    cr_assert_eq(pl__store_open(&s, path, &o), PL_OK, "%s", pl_errmsg());
+    return s;
+}
+
+/*
+ * A group commit is refused, and nothing of it journaled, when a step of
+ * it could not be moved into place later: its key is in place already, or
+ * another process has steps of its run in the journal (two writers on one
+ * run).  The caller learns it at once, never told the step is durable.
+ */
+Test(store, a_journaled_step_that_could_not_be_placed_is_refused_at_once)
+{
+    const char *path = t_store_path();
+    pl__store *s = store_open(path);
+    pl__batch a = {0}, b = {0};
+    pl__batch *one[] = {&a}, *two[] = {&a, &b};
+    one_step(&a, 7, 0, 1);
+    cr_assert_eq(pl__store_commit(s, one, 1, false), PL_OK, "%s", pl_errmsg());
+    /* run 7's step 0 again, another value, with run 8's first step */
+    one_step(&a, 7, 0, 2);
+    one_step(&b, 8, 0, 3);
+    int st = pl__store_commit(s, two, 2, true);
+    cr_assert_eq(st, PL_EBUSY, "%s: %s", pl_status_name(st), pl_errmsg());
+    cr_assert(strstr(pl_errmsg(), "run #7") && strstr(pl_errmsg(), path), "%s",
+              pl_errmsg());
+    /* run 8 alone goes to the journal; this process is its writer */
+    pl__batch *eight[] = {&b};
+    cr_assert_eq(pl__store_commit(s, eight, 1, true), PL_OK, "%s", pl_errmsg());
+    one_step(&b, 8, 1, 4);
+    cr_assert_eq(pl__store_commit(s, eight, 1, true), PL_OK, "%s", pl_errmsg());
+    pl__store_close(s);
+    cr_assert_eq(raw_entries(path, "journal"), 2, "run 8's two commits");
+    cr_assert_eq(raw_entries(path, "writers"), 1);
+
+    /* another process is run 8's writer now (its record, by hand) */
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi dbi;
+    cr_assert_eq(mdb_env_create(&env), 0);
+    mdb_env_set_maxdbs(env, 8);
+    cr_assert_eq(mdb_env_open(env, path, MDB_NOSUBDIR, 0600), 0);
+    cr_assert_eq(mdb_txn_begin(env, NULL, 0, &txn), 0);
+    cr_assert_eq(mdb_dbi_open(txn, "writers", 0, &dbi), 0);
+    uint8_t rk[8] = {0, 0, 0, 0, 0, 0, 0, 8}, other[16] = {0xff};
+    MDB_val k = {8, rk}, v = {16, other};
+    cr_assert_eq(mdb_put(txn, dbi, &k, &v, 0), 0);
+    cr_assert_eq(mdb_txn_commit(txn), 0);
+    mdb_env_close(env);
+
+    s = store_open(path);
+    one_step(&b, 8, 2, 5);
+    for (int journal = 0; journal < 2; journal++) {
+        st = pl__store_commit(s, eight, 1, journal);
+        cr_assert_eq(st, PL_EBUSY, "journal %d: %s: %s", journal,
+                     pl_status_name(st), pl_errmsg());
+        cr_assert(strstr(pl_errmsg(), "run #8") &&
+                      strstr(pl_errmsg(), "another process"),
+                  "%s", pl_errmsg());
+    }
+    /* another run is not concerned */
+    one_step(&a, 9, 0, 6);
+    cr_assert_eq(pl__store_commit(s, one, 1, true), PL_OK, "%s", pl_errmsg());
+    /* once the journal is moved, the run's next writer may write */
+    cr_assert_eq(pl__store_settle(s), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(pl__store_commit(s, eight, 1, false), PL_OK, "%s",
+                 pl_errmsg());
+    pl__store_close(s);
+    cr_assert_eq(raw_entries(path, "journal"), 0);
+    cr_assert_eq(raw_entries(path, "steps"), 5, "7:0, 8:0-2, 9:0");
+    pl__batch_free(&a);
+    pl__batch_free(&b);
 }
 
 /* A journal record with a byte after its last step is malformed: reading

@@ -62,6 +62,8 @@ typedef struct options {
     const char *at;     /* --at */
     const char *new_id; /* --new-id */
     const char *import; /* --import FILE */
+    const char *trace;  /* --trace FILE */
+    const char *otel;   /* --otel URL */
     bool json;
 } options;
 
@@ -123,6 +125,21 @@ static void usage(FILE *f)
         "                        for --import)\n"
         "  --json                print the summaries as one JSON document on "
         "stdout\n"
+        "  --trace FILE          append one JSON line per engine event to FILE "
+        "(- for\n"
+        "                        stderr), flushed per line: trace_id (the run "
+        "id), event,\n"
+        "                        path, policy, outcome (served or executed), "
+        "elapsed_ns\n"
+        "  --otel URL            send spans (a run's and each call's) to an "
+        "OpenTelemetry\n"
+        "                        collector as OTLP/HTTP JSON (URL/v1/traces); "
+        "without it,\n"
+        "                        OTEL_EXPORTER_OTLP_ENDPOINT (or "
+        "..._TRACES_ENDPOINT) turns\n"
+        "                        it on.  OTEL_EXPORTER_OTLP_HEADERS adds "
+        "headers.  A\n"
+        "                        collector that is down never fails a run\n"
         "  --help                this text\n"
         "\n"
         "Every run ends with a summary: its status, the calls served from the "
@@ -210,8 +227,8 @@ static int parse_args(options *o, int argc, char **argv)
             continue;
         }
         static const char *const valued[] = {
-            "--plugin", "--run", "--resume", "--answer", "--token",
-            "--fork",   "--at",  "--new-id", "--import"};
+            "--plugin", "--run",    "--resume", "--answer", "--token", "--fork",
+            "--at",     "--new-id", "--import", "--trace",  "--otel"};
         bool known = false;
         for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++)
             known = known || !strcmp(a, valued[k]);
@@ -256,6 +273,10 @@ static int parse_args(options *o, int argc, char **argv)
             if (set_mode(o, MODE_IMPORT, a))
                 return EXIT_USAGE;
             o->import = v;
+        } else if (!strcmp(a, "--trace")) {
+            o->trace = v;
+        } else if (!strcmp(a, "--otel")) {
+            o->otel = v;
         }
     }
     if (check && set_mode(o, MODE_CHECK, "--check"))
@@ -323,6 +344,8 @@ typedef struct watch {
     size_t n_changes;
     divergence div;
     bool oom;
+    pl_trace *trace; /* --trace */
+    pl_otel *otel;   /* --otel */
 } watch;
 
 static char *dup_or_null(const char *s, bool *oom)
@@ -366,6 +389,10 @@ static void watch_clear(watch *w)
 static void on_event(const pl_event *ev, void *user)
 {
     watch *w = user;
+    if (w && w->trace)
+        pl_trace_event(ev, w->trace);
+    if (w && w->otel)
+        pl_otel_event(ev, w->otel);
     if (!w || !ev->diff)
         return;
     const pl_replay_diff *df = ev->diff;
@@ -1016,7 +1043,7 @@ static void mode_import(tool *t)
         /* a changed export is refused; anything else is a bad request */
         worst(t, st == PL_ECORRUPT ? EXIT_FAILED
                  : st == PL_ESTORE || st == PL_EMAPFULL || st == PL_ENOMEM ||
-                         st == PL_EIO
+                         st == PL_EIO || st == PL_ENOSPC || st == PL_EACCES
                      ? EXIT_OPEN
                      : EXIT_USAGE);
         return;
@@ -1041,6 +1068,47 @@ static void mode_import(tool *t)
     }
     pl_run_info_free(info);
     free(id);
+}
+
+/* ---- --trace and --otel --------------------------------------------------- */
+
+/* Open the trace file and the exporter the options ask for; 0 or -1. */
+static int open_observers(tool *t)
+{
+    const char *trace = t->opt.trace;
+    if (trace) {
+        const char *path = strcmp(trace, "-") ? trace : "/dev/stderr";
+        int st = pl_trace_open(&t->w.trace, path);
+        if (st) {
+            cli_error("--trace: %s (%s)", pl_errmsg(), pl_status_name(st));
+            return -1;
+        }
+    }
+    const char *env_url = getenv("OTEL_EXPORTER_OTLP_ENDPOINT");
+    const char *env_traces = getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT");
+    if (t->opt.otel || (env_url && *env_url) || (env_traces && *env_traces)) {
+        pl_otel_options oo = PL_OTEL_OPTIONS_INIT;
+        oo.endpoint = t->opt.otel;
+        oo.service_name = getenv("OTEL_SERVICE_NAME") ? NULL : "ledger-replay";
+        int st = pl_otel_open(&t->w.otel, &oo);
+        if (st) {
+            cli_error("--otel: %s (%s)", pl_errmsg(), pl_status_name(st));
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Send what is left and close both; a loss is a warning, never a failure
+ * of the runs. */
+static void close_observers(tool *t)
+{
+    if (t->w.otel && pl_otel_close(t->w.otel))
+        cli_error("warning: %s", pl_errmsg());
+    if (t->w.trace && pl_trace_close(t->w.trace))
+        cli_error("warning: %s", pl_errmsg());
+    t->w.otel = NULL;
+    t->w.trace = NULL;
 }
 
 /* ---- main -------------------------------------------------------------------- */
@@ -1092,6 +1160,10 @@ int main(int argc, char **argv)
         rc = EXIT_OPEN;
         goto done;
     }
+    if (open_observers(&t)) {
+        rc = EXIT_USAGE;
+        goto done;
+    }
     pl_engine_options eo = PL_ENGINE_OPTIONS_INIT;
     eo.on_event = on_event;
     eo.event_user = &t.w;
@@ -1139,6 +1211,9 @@ int main(int argc, char **argv)
         cJSON_Delete(doc);
     }
 done:
+    pl_engine_close(t.engine);
+    t.engine = NULL;
+    close_observers(&t);
     watch_clear(&t.w);
     cJSON_Delete(t.runs);
     cJSON_Delete(t.skipped);

@@ -41,7 +41,8 @@ static void free_tools(pl__llm_tool *t, size_t n)
     free(t);
 }
 
-/* The offered tools, from the registry's metadata, and "submit". */
+/* The offered tools, from the registry's metadata, and "submit", each with
+ * the name its provider sees. */
 static int make_tools(pl__llm_tool **out, size_t *n, pl_ctx *ctx,
                       const pl__llm *m, const pl_action *a)
 {
@@ -86,6 +87,11 @@ static int make_tools(pl__llm_tool **out, size_t *n, pl_ctx *ctx,
             return pl__err(PL_ENOMEM, "out of memory");
         }
     }
+    int st = pl__llm_tool_names(t, k, m->url.provider);
+    if (st) {
+        free_tools(t, k);
+        return st;
+    }
     *out = t;
     *n = k;
     return PL_OK;
@@ -124,7 +130,7 @@ static char *catalog(const pl__llm_tool *tools, size_t n)
         st = pl__buf_append(&b, " (none: answer with text)", 25);
     for (size_t i = 0; !st && i < n; i++) {
         char *schema = cJSON_PrintUnformatted(tools[i].parameters);
-        char *line = pl__asprintf("\n- %s%s%s, arguments: %s", tools[i].name,
+        char *line = pl__asprintf("\n- %s%s%s, arguments: %s", tools[i].wire,
                                   tools[i].description ? ": " : "",
                                   tools[i].description ? tools[i].description
                                                        : "",

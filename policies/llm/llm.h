@@ -5,6 +5,7 @@
  *   request.c    the ledger as a provider's request body
  *   response.c   a provider's response body as a normalised answer, and a
  *                normalised answer as steps
+ *   names.c      policy names as the tool names each provider accepts
  *   transport.c  one model call: HTTP with retries, or the scripted model
  *   llm.c        registration, the policy, token totals
  *
@@ -17,6 +18,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include <policyledger_llm.h>
 
@@ -57,13 +59,38 @@ typedef struct pl__llm {
 PL__HIDDEN struct pl__llm_conn *pl__llm_conn_new(void);
 PL__HIDDEN void pl__llm_conn_free(struct pl__llm_conn *c);
 
+/* The longest tool name the HTTP providers take, and room for any name. */
+#define PL__LLM_WIRE_MAX 64
+#define PL__LLM_WIRE_CAP (PL_MAX_NAME + 1)
+
 /* One tool the model may call. */
 typedef struct pl__llm_tool {
-    const char *name;
-    const char *description; /* may be NULL */
-    cJSON *parameters;       /* owned */
-    pl_schema *check;        /* parameters compiled, or NULL; owned */
+    const char *name;            /* the policy's name */
+    char wire[PL__LLM_WIRE_CAP]; /* the name the provider sees (names.c) */
+    const char *description;     /* may be NULL */
+    cJSON *parameters;           /* owned */
+    pl_schema *check;            /* parameters compiled, or NULL; owned */
 } pl__llm_tool;
+
+/* names.c: whether @p name is a tool name provider @p p accepts. */
+PL__HIDDEN bool pl__llm_wire_ok(pl__llm_provider p, const char *name);
+/* The name provider @p p sees for the policy @p name, on its own (the
+ * name, or a narrowed form with a hash of the name; see names.c). */
+PL__HIDDEN int pl__llm_wire_name(char out[PL__LLM_WIRE_CAP], pl__llm_provider p,
+                                 const char *name);
+/* Set every tool's wire name, kept apart within the set; PL_EINVAL (with a
+ * message) if two cannot be. */
+PL__HIDDEN int pl__llm_tool_names(pl__llm_tool *tools, size_t n,
+                                  pl__llm_provider p);
+/* The wire name of policy @p name: its tool's, or (a tool not offered
+ * this turn) computed into @p buf.  Borrowed from @p tools or @p buf. */
+PL__HIDDEN const char *pl__llm_wire_of(char buf[PL__LLM_WIRE_CAP],
+                                       pl__llm_provider p,
+                                       const pl__llm_tool *tools, size_t n,
+                                       const char *name);
+/* The tool whose wire name is @p wire, or NULL. */
+PL__HIDDEN const pl__llm_tool *pl__llm_tool_by_wire(const pl__llm_tool *tools,
+                                                    size_t n, const char *wire);
 
 /* With an output schema and tools, the final answer comes as a call of this
  * tool (unless a policy of that name is offered). */
@@ -94,6 +121,14 @@ PL__HIDDEN int pl__llm_answer_steps(pl_steps *out, char **why, const pl__llm *m,
                                     const pl_action *action,
                                     const pl__llm_tool *tools, size_t n_tools,
                                     unsigned exchange);
+
+/* transport.c: a Retry-After value (RFC 9110 10.2.3) as milliseconds
+ * from @p now_ms (Unix milliseconds): delay-seconds, or an HTTP-date in
+ * any of its three forms (IMF-fixdate, RFC 850, asctime); a date in the
+ * past gives 0, and anything past a day is a day.  PL_EINVAL (with a
+ * message) for anything else. */
+PL__HIDDEN int pl__llm_retry_after(long *out_ms, const char *value,
+                                   int64_t now_ms);
 
 /* One model call.  *out is the recorded exchange value:
  *   {"request_sha256", "request_bytes", "attempts", "status",

@@ -162,9 +162,20 @@ int pl__llm_messages(cJSON **out, const pl__llm *m, const pl_action *action,
     return PL_OK;
 }
 
-/* A neutral message as an OpenAI chat message. */
-static cJSON *openai_message(const cJSON *n)
+/* The name the provider sees for a tool the conversation names (names.c):
+ * a tool call of an earlier turn, or the tool a result answers. */
+static const char *wire(char buf[PL__LLM_WIRE_CAP], const pl__llm *m,
+                        const pl__llm_tool *tools, size_t n_tools,
+                        const char *name)
 {
+    return pl__llm_wire_of(buf, m->url.provider, tools, n_tools, name);
+}
+
+/* A neutral message as an OpenAI chat message. */
+static cJSON *openai_message(const cJSON *n, const pl__llm *m,
+                             const pl__llm_tool *tools, size_t n_tools)
+{
+    char wb[PL__LLM_WIRE_CAP];
     cJSON *o = cJSON_CreateObject();
     const char *role = str_of(n, "role");
     const char *content = str_of(n, "content");
@@ -183,10 +194,12 @@ static cJSON *openai_message(const cJSON *n)
         cJSON_ArrayForEach(c, calls)
         {
             cJSON *tc = NULL;
-            if (ok && pl_json_pack(&tc, "{s:s, s:s, s:{s:s, s:s}}", "id",
-                                   str_of(c, "id"), "type", "function",
-                                   "function", "name", str_of(c, "name"),
-                                   "arguments", str_of(c, "arguments")))
+            if (ok &&
+                pl_json_pack(&tc, "{s:s, s:s, s:{s:s, s:s}}", "id",
+                             str_of(c, "id"), "type", "function", "function",
+                             "name",
+                             wire(wb, m, tools, n_tools, str_of(c, "name")),
+                             "arguments", str_of(c, "arguments")))
                 ok = false;
             if (ok && !cJSON_AddItemToArray(arr, tc)) {
                 cJSON_Delete(tc);
@@ -211,7 +224,7 @@ static cJSON *openai_body(const pl__llm *m, const cJSON *messages,
     const cJSON *n;
     cJSON_ArrayForEach(n, messages)
     {
-        cJSON *o = ok ? openai_message(n) : NULL;
+        cJSON *o = ok ? openai_message(n, m, tools, n_tools) : NULL;
         if (!o || !cJSON_AddItemToArray(msgs, o)) {
             cJSON_Delete(o);
             ok = false;
@@ -223,7 +236,7 @@ static cJSON *openai_body(const pl__llm *m, const cJSON *messages,
         for (size_t i = 0; ok && i < n_tools; i++) {
             cJSON *t = NULL;
             if (pl_json_pack(&t, "{s:s, s:{s:s, s:s*, s:O}}", "type",
-                             "function", "function", "name", tools[i].name,
+                             "function", "function", "name", tools[i].wire,
                              "description", tools[i].description, "parameters",
                              tools[i].parameters) ||
                 !cJSON_AddItemToArray(arr, t)) {
@@ -318,14 +331,16 @@ static cJSON *anthropic_body(const pl__llm *m, const cJSON *messages,
                                content) &&
                  cJSON_AddItemToArray(blocks, blk);
         const cJSON *c;
+        char wb[PL__LLM_WIRE_CAP];
         cJSON_ArrayForEach(c, calls)
         {
             blk = NULL;
             if (ok)
                 ok = !pl_json_pack(&blk, "{s:s, s:s, s:s, s:o}", "type",
                                    "tool_use", "id", str_of(c, "id"), "name",
-                                   str_of(c, "name"), "input",
-                                   args_object(c)) &&
+                                   wire(wb, m, tools, n_tools,
+                                        str_of(c, "name")),
+                                   "input", args_object(c)) &&
                      cJSON_AddItemToArray(blocks, blk);
         }
     }
@@ -334,7 +349,7 @@ static cJSON *anthropic_body(const pl__llm *m, const cJSON *messages,
         ok = arr != NULL;
         for (size_t i = 0; ok && i < n_tools; i++) {
             cJSON *t = NULL;
-            ok = !pl_json_pack(&t, "{s:s, s:s*, s:O}", "name", tools[i].name,
+            ok = !pl_json_pack(&t, "{s:s, s:s*, s:O}", "name", tools[i].wire,
                                "description", tools[i].description,
                                "input_schema", tools[i].parameters) &&
                  cJSON_AddItemToArray(arr, t);
@@ -374,9 +389,11 @@ static cJSON *ollama_body(const pl__llm *m, const cJSON *messages,
             ok = ok && obj &&
                  cJSON_ReplaceItemInObjectCaseSensitive(fn, "arguments", obj);
         }
+        char wb[PL__LLM_WIRE_CAP];
         if (ok && str_of(msg, "tool_call_id"))
-            ok = cJSON_AddStringToObject(msg, "tool_name", str_of(n, "name")) !=
-                 NULL;
+            ok = cJSON_AddStringToObject(msg, "tool_name",
+                                         wire(wb, m, tools, n_tools,
+                                              str_of(n, "name"))) != NULL;
     }
     cJSON *opts = ok ? cJSON_CreateObject() : NULL;
     if (opts && m->o.temperature >= 0)
@@ -434,6 +451,7 @@ static cJSON *gemini_body(const pl__llm *m, const cJSON *messages,
     cJSON *contents = b ? cJSON_AddArrayToObject(b, "contents") : NULL;
     bool ok = contents != NULL;
     cJSON *results = NULL; /* the user turn function responses join */
+    char wb[PL__LLM_WIRE_CAP];
     const cJSON *n;
     cJSON_ArrayForEach(n, messages)
     {
@@ -459,7 +477,9 @@ static cJSON *gemini_body(const pl__llm *m, const cJSON *messages,
             cJSON *part = NULL;
             ok = results && resp &&
                  !pl_json_pack(&part, "{s:{s:s, s:o}}", "functionResponse",
-                               "name", str_of(n, "name"), "response", resp) &&
+                               "name",
+                               wire(wb, m, tools, n_tools, str_of(n, "name")),
+                               "response", resp) &&
                  cJSON_AddItemToArray(results, part);
             continue;
         }
@@ -475,8 +495,10 @@ static cJSON *gemini_body(const pl__llm *m, const cJSON *messages,
             cJSON *part = NULL;
             if (ok)
                 ok = !pl_json_pack(&part, "{s:{s:s, s:o}}", "functionCall",
-                                   "name", str_of(c, "name"), "args",
-                                   args_object(c)) &&
+                                   "name",
+                                   wire(wb, m, tools, n_tools,
+                                        str_of(c, "name")),
+                                   "args", args_object(c)) &&
                      cJSON_AddItemToArray(parts, part);
         }
     }
@@ -489,7 +511,7 @@ static cJSON *gemini_body(const pl__llm *m, const cJSON *messages,
                    : NULL;
         for (size_t i = 0; ok && i < n_tools; i++) {
             cJSON *d = NULL;
-            ok = !pl_json_pack(&d, "{s:s, s:s*, s:O}", "name", tools[i].name,
+            ok = !pl_json_pack(&d, "{s:s, s:s*, s:O}", "name", tools[i].wire,
                                "description", tools[i].description,
                                "parameters", tools[i].parameters) &&
                  cJSON_AddItemToArray(decls, d);

@@ -194,12 +194,6 @@ bool pl__llm_has_submit(const pl__llm *m, const pl_action *action)
            !offered(action, PL__LLM_SUBMIT);
 }
 
-static bool allowed(const pl__llm *m, const pl_action *action, const char *name)
-{
-    return offered(action, name) ||
-           (strcmp(name, PL__LLM_SUBMIT) == 0 && pl__llm_has_submit(m, action));
-}
-
 /* A short, printable quote of what the model sent. */
 static char *quote(const cJSON *v)
 {
@@ -242,16 +236,12 @@ static char *check_schema(const pl__llm *m, const char *text)
     return why;
 }
 
-static const pl__llm_tool *tool_named(const pl__llm_tool *tools, size_t n,
-                                      const char *name);
-
 /* A tool call's arguments against the tool's input schema.  "submit" is
  * checked as the final answer instead. */
-static char *check_args(const pl__llm_tool *tools, size_t n, const char *name,
+static char *check_args(const pl__llm_tool *t, const char *name,
                         const cJSON *args, int i)
 {
-    const pl__llm_tool *t = tool_named(tools, n, name);
-    if (!t || !t->check || strcmp(name, PL__LLM_SUBMIT) == 0)
+    if (!t || !t->check || strcmp(t->name, PL__LLM_SUBMIT) == 0)
         return NULL;
     char what[160];
     snprintf(what, sizeof what, "tool call %d ('%.100s'): its arguments", i,
@@ -259,13 +249,14 @@ static char *check_args(const pl__llm_tool *tools, size_t n, const char *name,
     return mismatch(t->check, args, what);
 }
 
-static const pl__llm_tool *tool_named(const pl__llm_tool *tools, size_t n,
-                                      const char *name)
+/* The policy a tool call names: the model calls tools by the names the
+ * provider saw (names.c); NULL for a name no offered tool has. */
+static const char *policy_of(const pl__llm_tool *tools, size_t n,
+                             const cJSON *call)
 {
-    for (size_t i = 0; i < n; i++)
-        if (strcmp(tools[i].name, name) == 0)
-            return &tools[i];
-    return NULL;
+    const pl__llm_tool *t = pl__llm_tool_by_wire(tools, n,
+                                                 str_of(call, "name"));
+    return t ? t->name : NULL;
 }
 
 int pl__llm_answer_steps(pl_steps *out, char **why, const pl__llm *m,
@@ -291,12 +282,13 @@ int pl__llm_answer_steps(pl_steps *out, char **why, const pl__llm *m,
     {
         const char *name = str_of(c, "name");
         const cJSON *args = cJSON_GetObjectItemCaseSensitive(c, "arguments");
+        const pl__llm_tool *t = pl__llm_tool_by_wire(tools, n_tools, name);
         char *q = NULL;
         if (!cJSON_IsObject(c))
             *why = pl__asprintf("tool call %d is not an object", i);
         else if (!name)
             *why = pl__asprintf("tool call %d has no tool name", i);
-        else if (!allowed(m, action, name))
+        else if (!t)
             *why = pl__asprintf("tool call %d names the tool '%.100s', which "
                                 "is not among the tools offered",
                                 i, name);
@@ -312,14 +304,14 @@ int pl__llm_answer_steps(pl_steps *out, char **why, const pl__llm *m,
                                     parsed ? "not a JSON object" : "not JSON",
                                     (q = quote(args)) ? q : "?");
             else
-                *why = check_args(tools, n_tools, name, parsed, i);
+                *why = check_args(t, name, parsed, i);
             cJSON_Delete(parsed);
         } else if (!cJSON_IsObject(args))
             *why = pl__asprintf("tool call %d ('%.100s') has arguments that "
                                 "are not a JSON object: '%s'",
                                 i, name, (q = quote(args)) ? q : "?");
         else
-            *why = check_args(tools, n_tools, name, args, i);
+            *why = check_args(t, name, args, i);
         free(q);
         if (*why)
             return PL_EJSON;
@@ -329,7 +321,7 @@ int pl__llm_answer_steps(pl_steps *out, char **why, const pl__llm *m,
     const cJSON *final = NULL; /* the submit call */
     cJSON_ArrayForEach(c, calls)
     {
-        if (submit && strcmp(str_of(c, "name"), PL__LLM_SUBMIT) == 0)
+        if (submit && strcmp(policy_of(tools, n_tools, c), PL__LLM_SUBMIT) == 0)
             final = c;
     }
     if (final && i > 1) {
@@ -388,7 +380,8 @@ int pl__llm_answer_steps(pl_steps *out, char **why, const pl__llm *m,
             st = PL_ENOMEM;
         else
             st = pl_json_pack(&step, "{s:s, s:o, s:s}", "policy",
-                              str_of(c, "name"), "payload", obj, "call_id", id);
+                              policy_of(tools, n_tools, c), "payload", obj,
+                              "call_id", id);
         if (!st)
             st = pl_steps_add(out, PL_STEP_ACTION_CALL, NULL, step);
         cJSON_Delete(step);

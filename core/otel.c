@@ -1,0 +1,860 @@
+/*
+ * otel.c -- the OpenTelemetry exporter: engine events become spans, sent as
+ * OTLP/HTTP JSON by a background thread over libcurl.
+ *
+ * The event path (pl_otel_event, on the thread running the call) does no
+ * I/O: it opens a span in a table on CALL_STARTED / RUN_STARTED, and on the
+ * matching end moves the finished span into a bounded queue (full: dropped
+ * and counted).  The thread wakes when a batch is full, a flush is asked
+ * for, or flush_interval_ms passed, and POSTs one request per batch:
+ *
+ *   {"resourceSpans": [{"resource": {"attributes": [service.name]},
+ *     "scopeSpans": [{"scope": {"name": "policyledger"},
+ *                     "spans": [span, ...]}]}]}
+ *
+ *   span member        value
+ *   traceId            hex of SHA-256(run id)[0..16]
+ *   spanId             hex of SHA-256(run id NUL path)[0..8]; the run's
+ *                      path is "0", a call's is its callee's path
+ *   parentSpanId       a call's: its caller's span ("0" is the run's);
+ *                      left out for the run
+ *   name, kind         the callee (the run: "run " root policy), 1
+ *                      (SPAN_KIND_INTERNAL)
+ *   start/endTimeUnixNano   decimal strings
+ *   attributes         policyledger.* (see the header), typed values
+ *   status             {"code": 2, "message": detail} when failed
+ *
+ * Times come from one monotonic clock set against the real clock when the
+ * exporter opens, so a child's span always sits inside its parent's.  A
+ * span whose start was not seen (a served call, a call that failed before
+ * it ran) starts at its end minus the event's elapsed_ns.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <curl/curl.h>
+
+#include "hash.h"
+#include "util.h"
+
+#define DEF_QUEUE 2048
+#define DEF_BATCH 512
+#define DEF_INTERVAL_MS 1000
+#define DEF_TIMEOUT_MS 10000
+#define DEF_SHUTDOWN_MS 5000
+#define URL_MAX 4096
+#define PATH_BUF (16 + PL_MAX_DEPTH * 11) /* a callee's path and NUL */
+
+/* A span: open in the table, then finished in the queue. */
+typedef struct span {
+    char *run_id, *path, *policy, *detail;
+    int64_t start_ns, end_ns;
+    uint32_t step;
+    bool is_call, served;
+    const char *outcome; /* static */
+    int status;          /* pl_status of a failure; 0 */
+} span;
+
+struct pl_otel {
+    /* settings, fixed after open */
+    char url[URL_MAX];
+    char *service;
+    struct curl_slist *headers;
+    CURL *curl;
+    size_t max_queue, max_batch;
+    unsigned interval_ms, timeout_ms, shutdown_ms;
+    int64_t base_real_ns, base_mono_ns;
+
+    /* open spans (call and run starts), under open_lock */
+    pthread_mutex_t open_lock;
+    span *open;
+    size_t n_open, cap_open;
+
+    /* the queue and counters, under lock */
+    pthread_mutex_t lock;
+    pthread_cond_t wake; /* the thread: work, a flush, or stop */
+    pthread_cond_t idle; /* flushers: a batch is done */
+    span **queue;        /* a ring of max_queue */
+    size_t head, n;
+    unsigned flushers;
+    bool stop;
+    pl_otel_counts c;
+    char first_reason[160];
+    _Atomic int64_t abort_at; /* mono ns past which a request stops; 0 */
+    pthread_t thread;
+};
+
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+static CURLcode curl_init_rc;
+static void curl_init(void)
+{
+    curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+static int64_t clock_ns(clockid_t id)
+{
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static int64_t now_ns(const pl_otel *x)
+{
+    return x->base_real_ns + (clock_ns(CLOCK_MONOTONIC) - x->base_mono_ns);
+}
+
+static char *dup(const char *s)
+{
+    if (!s)
+        return NULL;
+    size_t n = strlen(s) + 1;
+    char *d = malloc(n);
+    if (d)
+        memcpy(d, s, n);
+    return d;
+}
+
+static void span_clear(span *s)
+{
+    free(s->run_id);
+    free(s->path);
+    free(s->policy);
+    free(s->detail);
+    memset(s, 0, sizeof *s);
+}
+
+/* Why the first lost spans were lost (never a header value). */
+static void note_loss(pl_otel *x, uint64_t k, const char *why)
+{
+    if (!x->c.dropped && !x->first_reason[0])
+        snprintf(x->first_reason, sizeof x->first_reason, "%s", why);
+    x->c.dropped += k;
+}
+
+/* ---- the event path ------------------------------------------------------ */
+
+/* Hand a finished span to the queue; takes @p s's strings. */
+static void enqueue(pl_otel *x, span *s)
+{
+    span *heap = malloc(sizeof *heap);
+    pthread_mutex_lock(&x->lock);
+    x->c.spans++;
+    if (!heap || x->n == x->max_queue || x->stop) {
+        note_loss(x, 1, heap ? "the queue was full" : "out of memory");
+        pthread_mutex_unlock(&x->lock);
+        free(heap);
+        span_clear(s);
+        return;
+    }
+    *heap = *s;
+    memset(s, 0, sizeof *s);
+    x->queue[(x->head + x->n) % x->max_queue] = heap;
+    x->n++;
+    if (x->n == 1 || x->n == x->max_batch)
+        pthread_cond_signal(&x->wake);
+    pthread_mutex_unlock(&x->lock);
+}
+
+static int open_add(pl_otel *x, const pl_event *ev, const char *path,
+                    int64_t now)
+{
+    span s = {0};
+    s.run_id = dup(ev->run_id);
+    s.path = dup(path);
+    s.policy = dup(ev->policy ? ev->policy : "");
+    s.start_ns = now;
+    s.step = ev->seq;
+    s.is_call = ev->kind == PL_EVENT_CALL_STARTED;
+    if (!s.run_id || !s.path || !s.policy)
+        goto oom;
+    pthread_mutex_lock(&x->open_lock);
+    if (x->n_open == x->cap_open) {
+        size_t cap = x->cap_open ? 2 * x->cap_open : 16;
+        span *grown = realloc(x->open, cap * sizeof *grown);
+        if (!grown) {
+            pthread_mutex_unlock(&x->open_lock);
+            goto oom;
+        }
+        x->open = grown;
+        x->cap_open = cap;
+    }
+    x->open[x->n_open++] = s;
+    pthread_mutex_unlock(&x->open_lock);
+    return 0;
+oom:
+    span_clear(&s);
+    pthread_mutex_lock(&x->lock);
+    x->c.spans++;
+    note_loss(x, 1, "out of memory");
+    pthread_mutex_unlock(&x->lock);
+    return -1;
+}
+
+/* Take the open span of (@p run, @p path) into @p out; false if none. */
+static bool open_take(pl_otel *x, const char *run, const char *path, span *out)
+{
+    bool found = false;
+    pthread_mutex_lock(&x->open_lock);
+    for (size_t i = x->n_open; i-- > 0;) {
+        span *s = &x->open[i];
+        if (!strcmp(s->run_id, run) && !strcmp(s->path, path)) {
+            *out = *s;
+            x->open[i] = x->open[--x->n_open];
+            found = true;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&x->open_lock);
+    return found;
+}
+
+/* End every open call span of @p run with the run's outcome. */
+static void end_open_calls(pl_otel *x, const pl_event *ev, const char *outcome,
+                           int64_t now)
+{
+    for (;;) {
+        span s;
+        bool found = false;
+        pthread_mutex_lock(&x->open_lock);
+        for (size_t i = x->n_open; i-- > 0;) {
+            if (x->open[i].is_call && !strcmp(x->open[i].run_id, ev->run_id)) {
+                s = x->open[i];
+                x->open[i] = x->open[--x->n_open];
+                found = true;
+                break;
+            }
+        }
+        pthread_mutex_unlock(&x->open_lock);
+        if (!found)
+            return;
+        s.end_ns = now;
+        s.outcome = outcome;
+        s.status = ev->kind == PL_EVENT_RUN_FAILED ? ev->status : 0;
+        enqueue(x, &s);
+    }
+}
+
+static const char *outcome_of(pl_event_kind k)
+{
+    switch (k) {
+    case PL_EVENT_CALL_SERVED: return "served";
+    case PL_EVENT_CALL_COMPLETED:
+    case PL_EVENT_RUN_COMPLETED: return "completed";
+    case PL_EVENT_CALL_FAILED:
+    case PL_EVENT_RUN_FAILED: return "failed";
+    case PL_EVENT_RUN_SUSPENDED: return "suspended";
+    default: return NULL;
+    }
+}
+
+/* The end of a call or a run: finish its span and queue it. */
+static void end_span(pl_otel *x, const pl_event *ev, const char *path,
+                     int64_t now)
+{
+    span s;
+    if (!open_take(x, ev->run_id, path, &s)) {
+        memset(&s, 0, sizeof s);
+        s.run_id = dup(ev->run_id);
+        s.path = dup(path);
+        s.policy = dup(ev->policy ? ev->policy : "");
+        s.start_ns = now - (int64_t)ev->elapsed_ns;
+        s.step = ev->seq;
+        s.is_call = strcmp(path, "0") != 0;
+        if (!s.run_id || !s.path || !s.policy) {
+            span_clear(&s);
+            pthread_mutex_lock(&x->lock);
+            x->c.spans++;
+            note_loss(x, 1, "out of memory");
+            pthread_mutex_unlock(&x->lock);
+            return;
+        }
+    }
+    s.end_ns = now < s.start_ns ? s.start_ns : now;
+    s.outcome = outcome_of(ev->kind);
+    s.served = ev->kind == PL_EVENT_CALL_SERVED;
+    s.status = ev->status;
+    if (ev->detail &&
+        (ev->kind == PL_EVENT_CALL_FAILED || ev->kind == PL_EVENT_RUN_FAILED))
+        s.detail = dup(ev->detail); /* NULL when out of memory: left out */
+    enqueue(x, &s);
+}
+
+void pl_otel_event(const pl_event *ev, void *user)
+{
+    pl_otel *x = user;
+    if (!x || !ev || !ev->run_id)
+        return;
+    int64_t now = now_ns(x);
+    char path[PATH_BUF];
+    const char *callee = path;
+    switch (ev->kind) {
+    case PL_EVENT_CALL_STARTED:
+    case PL_EVENT_CALL_SERVED:
+    case PL_EVENT_CALL_COMPLETED:
+    case PL_EVENT_CALL_FAILED:
+        if (!ev->path || (size_t)snprintf(path, sizeof path, "%s.%u", ev->path,
+                                          ev->seq) >= sizeof path)
+            return; /* no path, or deeper than paths go */
+        break;
+    default: callee = "0"; break;
+    }
+    switch (ev->kind) {
+    case PL_EVENT_RUN_STARTED:
+    case PL_EVENT_CALL_STARTED: open_add(x, ev, callee, now); break;
+    case PL_EVENT_CALL_SERVED:
+    case PL_EVENT_CALL_COMPLETED:
+    case PL_EVENT_CALL_FAILED: end_span(x, ev, callee, now); break;
+    case PL_EVENT_RUN_SUSPENDED:
+    case PL_EVENT_RUN_COMPLETED:
+    case PL_EVENT_RUN_FAILED:
+        end_open_calls(x, ev, outcome_of(ev->kind), now);
+        end_span(x, ev, "0", now);
+        break;
+    default: break;
+    }
+}
+
+/* ---- encoding ------------------------------------------------------------ */
+
+static bool hex_id(char *out, const char *run, const char *path, size_t bytes)
+{
+    uint8_t md[PL_HASH_LEN];
+    size_t rn = strlen(run), pn = path ? strlen(path) : 0;
+    char *buf = malloc(rn + 1 + pn);
+    if (!buf)
+        return false;
+    memcpy(buf, run, rn);
+    size_t n = rn;
+    if (path) {
+        buf[n++] = '\0';
+        memcpy(buf + n, path, pn);
+        n += pn;
+    }
+    int st = pl__sha256(buf, n, md);
+    free(buf);
+    if (st)
+        return false;
+    pl__hex(out, md, bytes);
+    return true;
+}
+
+static bool add_attr(cJSON *arr, const char *key, const char *type,
+                     cJSON *value)
+{
+    cJSON *kv = cJSON_CreateObject();
+    cJSON *v = cJSON_CreateObject();
+    if (!kv || !v || !value || !cJSON_AddItemToArray(arr, kv)) {
+        cJSON_Delete(kv);
+        cJSON_Delete(v);
+        cJSON_Delete(value);
+        return false;
+    }
+    if (!cJSON_AddStringToObject(kv, "key", key) ||
+        !cJSON_AddItemToObject(kv, "value", v)) {
+        cJSON_Delete(v);
+        cJSON_Delete(value);
+        return false;
+    }
+    return cJSON_AddItemToObject(v, type, value);
+}
+
+static bool attr_str(cJSON *arr, const char *key, const char *s)
+{
+    return add_attr(arr, key, "stringValue", cJSON_CreateString(s));
+}
+
+static bool attr_int(cJSON *arr, const char *key, int64_t v)
+{
+    char num[24];
+    snprintf(num, sizeof num, "%lld", (long long)v);
+    return add_attr(arr, key, "intValue", cJSON_CreateString(num));
+}
+
+static bool add_time(cJSON *o, const char *key, int64_t ns)
+{
+    char num[24];
+    snprintf(num, sizeof num, "%lld", (long long)(ns < 0 ? 0 : ns));
+    return cJSON_AddStringToObject(o, key, num) != NULL;
+}
+
+static cJSON *span_json(const span *s)
+{
+    char trace[33], id[17], parent[17];
+    const char *slash = s->is_call ? strrchr(s->path, '.') : NULL;
+    char ppath[PATH_BUF];
+    if (slash)
+        snprintf(ppath, sizeof ppath, "%.*s", (int)(slash - s->path), s->path);
+    if (!hex_id(trace, s->run_id, NULL, 16) ||
+        !hex_id(id, s->run_id, s->path, 8) ||
+        (slash && !hex_id(parent, s->run_id, ppath, 8)))
+        return NULL;
+    char name[PL_MAX_NAME + 8];
+    snprintf(name, sizeof name, "%s%s", s->is_call ? "" : "run ", s->policy);
+    cJSON *o = cJSON_CreateObject();
+    cJSON *attrs = cJSON_CreateArray();
+    bool ok = o && attrs && cJSON_AddItemToObject(o, "attributes", attrs);
+    if (!ok)
+        cJSON_Delete(attrs);
+    ok = ok && cJSON_AddStringToObject(o, "traceId", trace) &&
+         cJSON_AddStringToObject(o, "spanId", id) &&
+         (!slash || cJSON_AddStringToObject(o, "parentSpanId", parent)) &&
+         cJSON_AddStringToObject(o, "name", name) &&
+         cJSON_AddNumberToObject(o, "kind", 1) &&
+         add_time(o, "startTimeUnixNano", s->start_ns) &&
+         add_time(o, "endTimeUnixNano", s->end_ns);
+    ok = ok && attr_str(attrs, "policyledger.run_id", s->run_id) &&
+         attr_str(attrs, "policyledger.path", s->path) &&
+         attr_str(attrs, "policyledger.policy", s->policy) &&
+         attr_str(attrs, "policyledger.outcome",
+                  s->outcome ? s->outcome : "unknown");
+    if (ok && s->is_call)
+        ok = attr_int(attrs, "policyledger.step", s->step) &&
+             add_attr(attrs, "policyledger.served", "boolValue",
+                      cJSON_CreateBool(s->served));
+    bool failed = s->outcome && !strcmp(s->outcome, "failed");
+    if (ok && s->status)
+        ok = attr_str(attrs, "policyledger.status", pl_status_name(s->status));
+    else if (ok && failed && s->detail && s->is_call)
+        ok = attr_str(attrs, "policyledger.error_code", s->detail);
+    if (ok) {
+        cJSON *st = cJSON_AddObjectToObject(o, "status");
+        ok = st && cJSON_AddNumberToObject(st, "code", failed ? 2 : 0) &&
+             (!failed || !s->detail ||
+              cJSON_AddStringToObject(st, "message", s->detail));
+    }
+    if (!ok) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    return o;
+}
+
+/* The request body for @p k spans, or NULL when out of memory. */
+static char *body_of(const pl_otel *x, span *const *v, size_t k)
+{
+    cJSON *doc = cJSON_CreateObject();
+    cJSON *rss = cJSON_AddArrayToObject(doc, "resourceSpans");
+    cJSON *rs = cJSON_CreateObject();
+    if (!cJSON_AddItemToArray(rss, rs)) {
+        cJSON_Delete(rs);
+        rs = NULL;
+    }
+    cJSON *res = cJSON_AddObjectToObject(rs, "resource");
+    cJSON *rattrs = cJSON_AddArrayToObject(res, "attributes");
+    cJSON *sss = cJSON_AddArrayToObject(rs, "scopeSpans");
+    cJSON *ss = cJSON_CreateObject();
+    if (!cJSON_AddItemToArray(sss, ss)) {
+        cJSON_Delete(ss);
+        ss = NULL;
+    }
+    cJSON *scope = cJSON_AddObjectToObject(ss, "scope");
+    cJSON *spans = cJSON_AddArrayToObject(ss, "spans");
+    if (!rattrs || !attr_str(rattrs, "service.name", x->service) ||
+        !cJSON_AddStringToObject(scope, "name", "policyledger"))
+        spans = NULL;
+    bool ok = spans != NULL;
+    for (size_t i = 0; ok && i < k; i++) {
+        cJSON *s = span_json(v[i]);
+        ok = s && cJSON_AddItemToArray(spans, s);
+        if (!ok)
+            cJSON_Delete(s);
+    }
+    char *text = ok ? cJSON_PrintUnformatted(doc) : NULL;
+    cJSON_Delete(doc);
+    return text;
+}
+
+/* ---- the thread ---------------------------------------------------------- */
+
+static size_t discard(char *p, size_t size, size_t n, void *user)
+{
+    (void)p;
+    (void)user;
+    return size * n;
+}
+
+static int progress(void *user, curl_off_t dt, curl_off_t dn, curl_off_t ut,
+                    curl_off_t un)
+{
+    (void)dt;
+    (void)dn;
+    (void)ut;
+    (void)un;
+    pl_otel *x = user;
+    int64_t at = atomic_load(&x->abort_at);
+    return at && clock_ns(CLOCK_MONOTONIC) > at; /* non-zero aborts */
+}
+
+/* POST one batch; @return NULL when the receiver took it, else why not. */
+static const char *post(pl_otel *x, const char *body, char *why, size_t n)
+{
+    CURL *h = x->curl;
+    curl_easy_reset(h);
+    CURLcode rc;
+    if ((rc = curl_easy_setopt(h, CURLOPT_URL, x->url)) ||
+        (rc = curl_easy_setopt(h, CURLOPT_HTTPHEADER, x->headers)) ||
+        (rc = curl_easy_setopt(h, CURLOPT_POSTFIELDS, body)) ||
+        (rc = curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L)) ||
+        (rc = curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)x->timeout_ms)) ||
+        (rc = curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, discard)) ||
+        (rc = curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L)) ||
+        (rc = curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, progress)) ||
+        (rc = curl_easy_setopt(h, CURLOPT_XFERINFODATA, x)) ||
+        (rc = curl_easy_perform(h))) {
+        snprintf(why, n, "the request failed: %s", curl_easy_strerror(rc));
+        return why;
+    }
+    long code = 0;
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
+    if (code < 200 || code > 299) {
+        snprintf(why, n, "the receiver answered HTTP %ld", code);
+        return why;
+    }
+    return NULL;
+}
+
+static void *exporter(void *arg)
+{
+    pl_otel *x = arg;
+    span **batch = malloc(x->max_batch * sizeof *batch);
+    pthread_mutex_lock(&x->lock);
+    for (;;) {
+        if (!x->n) {
+            if (x->stop)
+                break;
+            pthread_cond_wait(&x->wake, &x->lock);
+            continue;
+        }
+        if (!x->stop && !x->flushers && x->n < x->max_batch) {
+            struct timespec dl;
+            clock_gettime(CLOCK_REALTIME, &dl);
+            dl.tv_sec += x->interval_ms / 1000;
+            dl.tv_nsec += (long)(x->interval_ms % 1000) * 1000000;
+            if (dl.tv_nsec >= 1000000000) {
+                dl.tv_sec++;
+                dl.tv_nsec -= 1000000000;
+            }
+            int rc = 0;
+            while (!x->stop && !x->flushers && x->n < x->max_batch &&
+                   rc != ETIMEDOUT)
+                rc = pthread_cond_timedwait(&x->wake, &x->lock, &dl);
+        }
+        int64_t at = atomic_load(&x->abort_at);
+        size_t k = x->n < x->max_batch ? x->n : x->max_batch;
+        if (!batch || (at && clock_ns(CLOCK_MONOTONIC) > at)) {
+            /* no memory for a batch, or shutdown's time is up: drop */
+            for (size_t i = 0; i < x->n; i++) {
+                span *s = x->queue[(x->head + i) % x->max_queue];
+                span_clear(s);
+                free(s);
+            }
+            note_loss(x, x->n,
+                      batch ? "the shutdown timeout passed" : "out of memory");
+            x->head = x->n = 0;
+            pthread_cond_broadcast(&x->idle);
+            continue;
+        }
+        for (size_t i = 0; i < k; i++)
+            batch[i] = x->queue[(x->head + i) % x->max_queue];
+        x->head = (x->head + k) % x->max_queue;
+        x->n -= k;
+        x->c.requests++;
+        pthread_mutex_unlock(&x->lock);
+
+        char whybuf[160];
+        char *body = body_of(x, batch, k);
+        const char *why = body ? post(x, body, whybuf, sizeof whybuf)
+                               : "out of memory encoding spans";
+        free(body);
+        for (size_t i = 0; i < k; i++) {
+            span_clear(batch[i]);
+            free(batch[i]);
+        }
+
+        pthread_mutex_lock(&x->lock);
+        if (why) {
+            x->c.failures++;
+            note_loss(x, k, why);
+        } else {
+            x->c.sent += k;
+        }
+        pthread_cond_broadcast(&x->idle);
+    }
+    pthread_mutex_unlock(&x->lock);
+    free(batch);
+    return NULL;
+}
+
+/* ---- open, flush, close -------------------------------------------------- */
+
+static const char *env(const char *name)
+{
+    const char *v = getenv(name);
+    return v && *v ? v : NULL;
+}
+
+static int set_url(pl_otel *x, const pl_otel_options *o)
+{
+    const char *base = o->endpoint, *exact = NULL;
+    if (!base) {
+        exact = env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT");
+        base = exact ? NULL : env("OTEL_EXPORTER_OTLP_ENDPOINT");
+    }
+    const char *u = exact ? exact : base;
+    if (!u)
+        return pl__err(PL_ENOTFOUND,
+                       "pl_otel_open: no endpoint: give one in the options "
+                       "or set OTEL_EXPORTER_OTLP_ENDPOINT");
+    if (strncmp(u, "http://", 7) && strncmp(u, "https://", 8))
+        return pl__err(PL_EINVAL,
+                       "pl_otel_open: the endpoint '%.200s' is not an "
+                       "http:// or https:// URL",
+                       u);
+    size_t n = strlen(u);
+    if (!exact)
+        while (n && u[n - 1] == '/')
+            n--;
+    int w = snprintf(x->url, sizeof x->url, "%.*s%s", (int)n, u,
+                     exact ? "" : "/v1/traces");
+    if (w < 0 || (size_t)w >= sizeof x->url)
+        return pl__err(PL_EINVAL, "pl_otel_open: the endpoint is too long");
+    return PL_OK;
+}
+
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+/* "k=v,k2=v2" (values percent-decoded) into x->headers. */
+static int set_headers(pl_otel *x, const char *spec)
+{
+    struct curl_slist *l = curl_slist_append(NULL,
+                                             "Content-Type: application/json");
+    if (!l)
+        return pl__err(PL_ENOMEM, "pl_otel_open: out of memory");
+    x->headers = l;
+    if (!spec)
+        return PL_OK;
+    size_t len = strlen(spec);
+    char *line = malloc(len + 3);
+    if (!line)
+        return pl__err(PL_ENOMEM, "pl_otel_open: out of memory");
+    int st = PL_OK;
+    unsigned index = 0;
+    for (const char *p = spec; *p && !st;) {
+        const char *end = strchr(p, ',');
+        if (!end)
+            end = p + strlen(p);
+        index++;
+        const char *eq = memchr(p, '=', (size_t)(end - p));
+        while (p < end && (*p == ' ' || *p == '\t'))
+            p++;
+        if (p == end) {
+            p = *end ? end + 1 : end;
+            continue; /* an empty member */
+        }
+        size_t kl = eq ? (size_t)(eq - p) : 0;
+        while (kl && (p[kl - 1] == ' ' || p[kl - 1] == '\t'))
+            kl--;
+        bool key_ok = kl > 0;
+        for (size_t i = 0; key_ok && i < kl; i++)
+            key_ok = p[i] > ' ' && p[i] < 127 && p[i] != ':';
+        if (!eq || !key_ok) {
+            st = pl__err(PL_EINVAL,
+                         "pl_otel_open: header %u of the OTLP headers is not "
+                         "key=value",
+                         index);
+            break;
+        }
+        size_t o = 0;
+        memcpy(line, p, kl);
+        o = kl;
+        line[o++] = ':';
+        line[o++] = ' ';
+        const char *v = eq + 1;
+        while (v < end && (*v == ' ' || *v == '\t'))
+            v++;
+        for (; v < end; v++) {
+            char ch = *v;
+            if (ch == '%' && end - v >= 3 && hexval(v[1]) >= 0 &&
+                hexval(v[2]) >= 0) {
+                ch = (char)(hexval(v[1]) * 16 + hexval(v[2]));
+                v += 2;
+            }
+            if (ch == '\r' || ch == '\n' || ch == '\0') {
+                st = pl__err(PL_EINVAL,
+                             "pl_otel_open: header %u of the OTLP headers "
+                             "has a control character in its value",
+                             index);
+                break;
+            }
+            line[o++] = ch;
+        }
+        line[o] = '\0';
+        if (!st) {
+            struct curl_slist *g = curl_slist_append(x->headers, line);
+            if (!g)
+                st = pl__err(PL_ENOMEM, "pl_otel_open: out of memory");
+            else
+                x->headers = g;
+        }
+        p = *end ? end + 1 : end;
+    }
+    memset(line, 0, len + 3); /* a header value may be a secret */
+    free(line);
+    return st;
+}
+
+static void otel_free(pl_otel *x)
+{
+    for (size_t i = 0; i < x->n_open; i++)
+        span_clear(&x->open[i]);
+    free(x->open);
+    for (size_t i = 0; i < x->n; i++) {
+        span *s = x->queue[(x->head + i) % x->max_queue];
+        span_clear(s);
+        free(s);
+    }
+    free(x->queue);
+    curl_slist_free_all(x->headers);
+    if (x->curl)
+        curl_easy_cleanup(x->curl);
+    free(x->service);
+    pthread_mutex_destroy(&x->open_lock);
+    pthread_mutex_destroy(&x->lock);
+    pthread_cond_destroy(&x->wake);
+    pthread_cond_destroy(&x->idle);
+    free(x);
+}
+
+int pl_otel_open(pl_otel **out, const pl_otel_options *opts)
+{
+    if (out)
+        *out = NULL;
+    pl_otel_options def = PL_OTEL_OPTIONS_INIT;
+    const pl_otel_options *o = opts ? opts : &def;
+    if (!out)
+        return pl__err(PL_EINVAL, "pl_otel_open: NULL out");
+    if (o->version != PL_OTEL_OPTIONS_VERSION)
+        return pl__err(PL_EINVAL,
+                       "pl_otel_open: options version %u (this "
+                       "library knows %u)",
+                       o->version, PL_OTEL_OPTIONS_VERSION);
+    pl_otel *x = calloc(1, sizeof *x);
+    if (!x)
+        return pl__err(PL_ENOMEM, "pl_otel_open: out of memory");
+    pthread_mutex_init(&x->open_lock, NULL);
+    pthread_mutex_init(&x->lock, NULL);
+    pthread_cond_init(&x->wake, NULL);
+    pthread_cond_init(&x->idle, NULL);
+    x->max_queue = o->max_queue ? o->max_queue : DEF_QUEUE;
+    x->max_batch = o->max_batch ? o->max_batch : DEF_BATCH;
+    if (x->max_batch > x->max_queue)
+        x->max_batch = x->max_queue;
+    x->interval_ms = o->flush_interval_ms ? o->flush_interval_ms
+                                          : DEF_INTERVAL_MS;
+    x->timeout_ms = o->timeout_ms ? o->timeout_ms : DEF_TIMEOUT_MS;
+    x->shutdown_ms = o->shutdown_timeout_ms ? o->shutdown_timeout_ms
+                                            : DEF_SHUTDOWN_MS;
+    const char *svc = o->service_name ? o->service_name
+                                      : env("OTEL_SERVICE_NAME");
+    int st = set_url(x, o);
+    if (!st)
+        st = set_headers(x, o->headers ? o->headers
+                                       : env("OTEL_EXPORTER_OTLP_HEADERS"));
+    if (!st && (!(x->service = dup(svc ? svc : "policyledger")) ||
+                !(x->queue = calloc(x->max_queue, sizeof *x->queue))))
+        st = pl__err(PL_ENOMEM, "pl_otel_open: out of memory");
+    if (!st) {
+        pthread_once(&curl_once, curl_init);
+        if (curl_init_rc != CURLE_OK || !(x->curl = curl_easy_init()))
+            st = pl__err(PL_EIO, "pl_otel_open: libcurl cannot start");
+    }
+    x->base_real_ns = clock_ns(CLOCK_REALTIME);
+    x->base_mono_ns = clock_ns(CLOCK_MONOTONIC);
+    if (!st && pthread_create(&x->thread, NULL, exporter, x))
+        st = pl__err(PL_EIO, "pl_otel_open: cannot start the thread");
+    if (st) {
+        otel_free(x);
+        return st;
+    }
+    *out = x;
+    return PL_OK;
+}
+
+int pl_otel_stats(pl_otel_counts *out, const pl_otel *otel)
+{
+    if (!out || !otel)
+        return pl__err(PL_EINVAL, "pl_otel_stats: NULL argument");
+    pl_otel *x = (pl_otel *)otel; /* the lock; the counters stay as they are */
+    pthread_mutex_lock(&x->lock);
+    *out = x->c;
+    pthread_mutex_unlock(&x->lock);
+    return PL_OK;
+}
+
+int pl_otel_flush(pl_otel *x, unsigned timeout_ms)
+{
+    if (!x)
+        return pl__err(PL_EINVAL, "pl_otel_flush: NULL exporter");
+    struct timespec dl;
+    clock_gettime(CLOCK_REALTIME, &dl);
+    dl.tv_sec += timeout_ms / 1000;
+    dl.tv_nsec += (long)(timeout_ms % 1000) * 1000000;
+    if (dl.tv_nsec >= 1000000000) {
+        dl.tv_sec++;
+        dl.tv_nsec -= 1000000000;
+    }
+    pthread_mutex_lock(&x->lock);
+    uint64_t target = x->c.spans;
+    x->flushers++;
+    pthread_cond_signal(&x->wake);
+    int rc = 0;
+    while (x->c.sent + x->c.dropped < target && rc != ETIMEDOUT)
+        rc = pthread_cond_timedwait(&x->idle, &x->lock, &dl);
+    bool done = x->c.sent + x->c.dropped >= target;
+    uint64_t left = target - x->c.sent - x->c.dropped;
+    x->flushers--;
+    pthread_mutex_unlock(&x->lock);
+    if (!done)
+        return pl__err(PL_EBUSY,
+                       "pl_otel_flush: %llu spans not sent after %u ms",
+                       (unsigned long long)left, timeout_ms);
+    return PL_OK;
+}
+
+int pl_otel_close(pl_otel *x)
+{
+    if (!x)
+        return PL_OK;
+    atomic_store(&x->abort_at,
+                 clock_ns(CLOCK_MONOTONIC) + (int64_t)x->shutdown_ms * 1000000);
+    pthread_mutex_lock(&x->lock);
+    x->stop = true;
+    pthread_cond_broadcast(&x->wake);
+    pthread_mutex_unlock(&x->lock);
+    pthread_join(x->thread, NULL);
+    /* spans a run left open (a run still going) are never sent */
+    uint64_t dropped = x->c.dropped;
+    char why[sizeof x->first_reason];
+    memcpy(why, x->first_reason, sizeof why);
+    otel_free(x);
+    if (dropped)
+        return pl__err(PL_EIO,
+                       "pl_otel_close: %llu spans were not delivered (the "
+                       "first: %s)",
+                       (unsigned long long)dropped, why);
+    return PL_OK;
+}

@@ -1,0 +1,767 @@
+/*
+ * test_otel.c -- the OpenTelemetry exporter (core/otel.c) against a
+ * loopback receiver this test starts (tests/llm_server.py, which logs every
+ * request body).
+ *
+ * Covers: the OTLP/HTTP JSON shape, span names and attributes, parent ids
+ * that form the call tree, one trace id per run, timing order (start <=
+ * end, a child inside its parent), an error result, a suspend and resume
+ * (the same ids), a crash and its replay (served calls marked), concurrent
+ * runs; a receiver that fails, hangs or is down never blocks or fails a
+ * run and its spans are counted as dropped; bad options; the endpoint and
+ * headers from the environment.
+ */
+#include "llm_support.h"
+
+#include <netinet/in.h>
+#include <openssl/sha.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* ---- policies ------------------------------------------------------------ */
+
+static int call_simple(pl_ctx *ctx, const char *policy, const char *payload)
+{
+    cJSON *p = t_json(payload);
+    pl_action a = {PL_ACTION_VERSION, policy, p, NULL, 0, NULL};
+    int st = pl_ctx_call(NULL, ctx, &a, NULL, 0);
+    cJSON_Delete(p);
+    return st;
+}
+
+/* outer: chain (which calls add twice), oops (an error result), echo. */
+static int outer(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)a;
+    (void)user;
+    int st = call_simple(ctx, "chain", "{\"n\": 2}");
+    if (!st)
+        st = call_simple(ctx, "oops", "{}");
+    if (!st)
+        st = call_simple(ctx, "echo", "{\"x\": 1}");
+    return st ? st : pl_steps_add_text(out, "outer", "done");
+}
+
+/* approve: suspends for a human; its result is the answer. */
+static int approve(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)a;
+    (void)user;
+    cJSON *prompt = t_json("{\"question\": \"ok?\"}");
+    cJSON *answer = NULL;
+    int st = pl_ctx_suspend(&answer, ctx, prompt);
+    cJSON_Delete(prompt);
+    if (!st)
+        st = pl_steps_add_result(out, answer);
+    cJSON_Delete(answer);
+    return st;
+}
+
+/* asker: echo, approve (suspends), add. */
+static int asker(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)a;
+    (void)user;
+    int st = call_simple(ctx, "echo", "{}");
+    if (!st)
+        st = call_simple(ctx, "approve", "{}");
+    if (!st)
+        st = call_simple(ctx, "add", "{\"a\": 1, \"b\": 2}");
+    return st ? st : pl_steps_add_text(out, "asker", "done");
+}
+
+/* die: kills its process while g_die is set (the first execution). */
+static volatile int g_die;
+static int die(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)ctx;
+    (void)a;
+    (void)user;
+    if (g_die)
+        raise(SIGKILL);
+    return pl_steps_add_text(out, "die", "survived");
+}
+
+/* crashy: echo, then die. */
+static int crashy(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)a;
+    (void)user;
+    int st = call_simple(ctx, "echo", "{}");
+    if (!st)
+        st = call_simple(ctx, "die", "{}");
+    return st ? st : pl_steps_add_text(out, "crashy", "done");
+}
+
+static pl_registry *registry(void)
+{
+    pl_registry *reg = t_registry();
+    static const struct {
+        const char *name;
+        pl_policy_fn fn;
+    } defs[] = {{"outer", outer},
+                {"approve", approve},
+                {"asker", asker},
+                {"die", die},
+                {"crashy", crashy}};
+    for (size_t i = 0; i < sizeof defs / sizeof defs[0]; i++) {
+        pl_policy_def d = PL_POLICY_DEF_INIT;
+        d.name = defs[i].name;
+        d.fn = defs[i].fn;
+        cr_assert_eq(pl_registry_add(reg, &d), PL_OK, "%s", pl_errmsg());
+    }
+    return reg;
+}
+
+/* ---- the receiver and the exporter ---------------------------------------- */
+
+static void receiver(t_server *s, const char *rest)
+{
+    char script[256];
+    snprintf(script, sizeof script, "{\"responses\": [], \"rest\": %s}", rest);
+    t_server_start(s, script);
+}
+
+static const char *endpoint(const t_server *s)
+{
+    static char url[64];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", s->port);
+    return url;
+}
+
+static pl_otel *exporter(const char *url)
+{
+    pl_otel_options oo = PL_OTEL_OPTIONS_INIT;
+    oo.endpoint = url;
+    oo.flush_interval_ms = 50;
+    pl_otel *x = NULL;
+    int st = pl_otel_open(&x, &oo);
+    cr_assert_eq(st, PL_OK, "pl_otel_open: %s", pl_errmsg());
+    return x;
+}
+
+static pl_engine *engine_with(const char *path, const pl_registry *reg,
+                              pl_otel *x)
+{
+    pl_engine_options eo = PL_ENGINE_OPTIONS_INIT;
+    eo.durability = PL_DURABILITY_PROCESS;
+    eo.on_event = x ? pl_otel_event : NULL;
+    eo.event_user = x;
+    pl_engine *e = NULL;
+    int st = pl_engine_open(&e, path, reg, &eo);
+    cr_assert_eq(st, PL_OK, "pl_engine_open: %s", pl_errmsg());
+    return e;
+}
+
+static pl_outcome *start(pl_engine *e, const char *policy, const char *id)
+{
+    pl_outcome *o = t_start(e, policy, "{}", id);
+    cr_assert_not_null(o);
+    return o;
+}
+
+/* Every span the receiver got so far (caller frees): an array. */
+static cJSON *received_spans(const t_server *s)
+{
+    cJSON *log = t_server_log(s);
+    cJSON *all = cJSON_CreateArray();
+    const cJSON *req;
+    cJSON_ArrayForEach(req, log)
+    {
+        cr_expect_str_eq(t_str(req, "path"), "/v1/traces");
+        cr_expect_str_eq(t_str(req, "content_type"), "application/json");
+        const cJSON *body = cJSON_GetObjectItemCaseSensitive(req, "body");
+        const cJSON *rs = cJSON_GetArrayItem(
+            cJSON_GetObjectItemCaseSensitive(body, "resourceSpans"), 0);
+        cr_assert_not_null(rs, "a request without resourceSpans");
+        const cJSON *rattr = cJSON_GetArrayItem(
+            cJSON_GetObjectItemCaseSensitive(
+                cJSON_GetObjectItemCaseSensitive(rs, "resource"), "attributes"),
+            0);
+        cr_expect_str_eq(t_str(rattr, "key"), "service.name");
+        const cJSON *ss = cJSON_GetArrayItem(
+            cJSON_GetObjectItemCaseSensitive(rs, "scopeSpans"), 0);
+        cr_expect_str_eq(t_str(cJSON_GetObjectItemCaseSensitive(ss, "scope"),
+                               "name"),
+                         "policyledger");
+        const cJSON *sp;
+        cJSON_ArrayForEach(sp, cJSON_GetObjectItemCaseSensitive(ss, "spans"))
+            cJSON_AddItemToArray(all, cJSON_Duplicate(sp, true));
+    }
+    cJSON_Delete(log);
+    return all;
+}
+
+/* The attribute @p key of span @p sp: its typed value object, or NULL. */
+static const cJSON *attr(const cJSON *sp, const char *key)
+{
+    const cJSON *kv;
+    cJSON_ArrayForEach(kv, cJSON_GetObjectItemCaseSensitive(sp, "attributes"))
+    {
+        const char *k = t_str(kv, "key");
+        if (k && !strcmp(k, key))
+            return cJSON_GetObjectItemCaseSensitive(kv, "value");
+    }
+    return NULL;
+}
+
+static const char *attr_s(const cJSON *sp, const char *key)
+{
+    return t_str(attr(sp, key), "stringValue");
+}
+
+/* The span of @p run at @p path, the last one received; NULL if none. */
+static const cJSON *span_at(const cJSON *spans, const char *run,
+                            const char *path)
+{
+    const cJSON *sp, *found = NULL;
+    cJSON_ArrayForEach(sp, spans)
+    {
+        const char *r = attr_s(sp, "policyledger.run_id");
+        const char *p = attr_s(sp, "policyledger.path");
+        if (r && p && !strcmp(r, run) && !strcmp(p, path))
+            found = sp;
+    }
+    return found;
+}
+
+static unsigned long long ns(const cJSON *sp, const char *key)
+{
+    const char *t = t_str(sp, key);
+    cr_assert_not_null(t, "span without %s", key);
+    char *end;
+    unsigned long long v = strtoull(t, &end, 10);
+    cr_assert(*t && !*end, "%s is not a decimal string: %s", key, t);
+    return v;
+}
+
+static void hex_of(char *out, const char *run, const char *path, size_t n)
+{
+    unsigned char md[SHA256_DIGEST_LENGTH];
+    char buf[512];
+    size_t len = strlen(run);
+    memcpy(buf, run, len);
+    if (path) {
+        buf[len++] = '\0';
+        memcpy(buf + len, path, strlen(path));
+        len += strlen(path);
+    }
+    SHA256((const unsigned char *)buf, len, md);
+    for (size_t i = 0; i < n; i++)
+        snprintf(out + 2 * i, 3, "%02x", md[i]);
+}
+
+/*
+ * Check every span of @p run in @p spans: the derived trace and span ids,
+ * the parent is the caller's span, kind, times in order and inside the
+ * parent's.  @return how many spans the run has.
+ */
+static int check_tree(const cJSON *spans, const char *run)
+{
+    char trace[33], root_id[17];
+    hex_of(trace, run, NULL, 16);
+    hex_of(root_id, run, "0", 8);
+    int n = 0;
+    const cJSON *sp;
+    cJSON_ArrayForEach(sp, spans)
+    {
+        const char *r = attr_s(sp, "policyledger.run_id");
+        if (!r || strcmp(r, run))
+            continue;
+        n++;
+        const char *path = attr_s(sp, "policyledger.path");
+        cr_assert_not_null(path);
+        cr_expect_str_eq(t_str(sp, "traceId"), trace, "one trace per run");
+        char id[17];
+        hex_of(id, run, path, 8);
+        cr_expect_str_eq(t_str(sp, "spanId"), id, "span id of %s", path);
+        cr_expect_eq(cJSON_GetObjectItemCaseSensitive(sp, "kind")->valueint, 1);
+        cr_expect_leq(ns(sp, "startTimeUnixNano"), ns(sp, "endTimeUnixNano"),
+                      "span %s ends before it starts", path);
+        const char *dot = strrchr(path, '.');
+        if (!dot) {
+            cr_expect_null(cJSON_GetObjectItemCaseSensitive(sp, "parentSpanId"),
+                           "the run's span is the root");
+            cr_expect_null(attr(sp, "policyledger.served"));
+            continue;
+        }
+        char ppath[256];
+        snprintf(ppath, sizeof ppath, "%.*s", (int)(dot - path), path);
+        char pid[17];
+        hex_of(pid, run, ppath, 8);
+        cr_expect_str_eq(t_str(sp, "parentSpanId"), pid,
+                         "the parent of %s is %s's span", path, ppath);
+        cr_expect_not_null(attr(sp, "policyledger.served"));
+        cr_expect_not_null(t_str(attr(sp, "policyledger.step"), "intValue"));
+        /* inside its parent, when the parent executed in the same batch of
+         * events (a served call's parent may be the run of another process) */
+        const cJSON *parent = span_at(spans, run, ppath);
+        cr_assert_not_null(parent, "no span for %s, the parent of %s", ppath,
+                           path);
+        if (ns(sp, "startTimeUnixNano") >= ns(parent, "startTimeUnixNano")) {
+            cr_expect_leq(ns(sp, "endTimeUnixNano"),
+                          ns(parent, "endTimeUnixNano"),
+                          "%s ends after its parent", path);
+        }
+    }
+    return n;
+}
+
+static void flush(pl_otel *x)
+{
+    int st = pl_otel_flush(x, 60000);
+    cr_assert_eq(st, PL_OK, "pl_otel_flush: %s", pl_errmsg());
+}
+
+TestSuite(otel, .fini = t_cleanup);
+
+/* ---- the spans of a run ---------------------------------------------------- */
+
+Test(otel, nested_calls_and_an_error_result)
+{
+    t_server s;
+    receiver(&s, "{\"status\": 200, \"body\": {}}");
+    pl_otel *x = exporter(endpoint(&s));
+    pl_registry *reg = registry();
+    pl_engine *e = engine_with(t_store_path(), reg, x);
+    pl_outcome *o = start(e, "outer", "run-nested");
+    cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason);
+    pl_outcome_free(o);
+    flush(x);
+    pl_otel_counts c;
+    cr_assert_eq(pl_otel_stats(&c, x), PL_OK);
+    cr_expect_eq(c.spans, 6); /* run, chain, add, add, oops, echo */
+    cr_expect_eq(c.sent, 6);
+    cr_expect_eq(c.dropped, 0);
+
+    cJSON *spans = received_spans(&s);
+    cr_expect_eq(check_tree(spans, "run-nested"), 6);
+    static const struct {
+        const char *path, *name, *outcome;
+    } want[] = {{"0", "run outer", "completed"}, {"0.0", "chain", "completed"},
+                {"0.0.0", "add", "completed"},   {"0.0.2", "add", "completed"},
+                {"0.2", "oops", "failed"},       {"0.4", "echo", "completed"}};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        const cJSON *sp = span_at(spans, "run-nested", want[i].path);
+        cr_assert_not_null(sp, "no span at %s", want[i].path);
+        cr_expect_str_eq(t_str(sp, "name"), want[i].name);
+        cr_expect_str_eq(attr_s(sp, "policyledger.outcome"), want[i].outcome,
+                         "outcome at %s", want[i].path);
+        const cJSON *served = attr(sp, "policyledger.served");
+        if (served)
+            cr_expect(cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(
+                          served, "boolValue")),
+                      "executed, not served");
+    }
+    const cJSON *add = span_at(spans, "run-nested", "0.0.2");
+    cr_expect_str_eq(attr_s(add, "policyledger.policy"), "add");
+    cr_expect_str_eq(t_str(attr(add, "policyledger.step"), "intValue"), "2");
+    const cJSON *bad = span_at(spans, "run-nested", "0.2");
+    cr_expect_str_eq(attr_s(bad, "policyledger.error_code"), "ToolBug");
+    const cJSON *status = cJSON_GetObjectItemCaseSensitive(bad, "status");
+    cr_expect_eq(cJSON_GetObjectItemCaseSensitive(status, "code")->valueint, 2);
+    cr_expect_str_eq(t_str(status, "message"), "ToolBug");
+    const cJSON *ok = cJSON_GetObjectItemCaseSensitive(span_at(spans,
+                                                               "run-nested",
+                                                               "0.4"),
+                                                       "status");
+    cr_expect_eq(cJSON_GetObjectItemCaseSensitive(ok, "code")->valueint, 0);
+    cJSON_Delete(spans);
+
+    /* continuing the completed run replays it: every call served, the same
+     * ids, marked */
+    pl_outcome *again = NULL;
+    cr_assert_eq(pl_run_continue(&again, e, "run-nested", NULL), PL_OK);
+    cr_expect_eq(again->calls_executed, 0);
+    pl_outcome_free(again);
+    flush(x);
+    spans = received_spans(&s);
+    /* the run and its three calls, served: chain's own calls are not
+     * replayed */
+    cr_expect_eq(check_tree(spans, "run-nested"), 6 + 4);
+    const cJSON *served = span_at(spans, "run-nested", "0.0");
+    cr_expect_str_eq(attr_s(served, "policyledger.outcome"), "served");
+    cr_expect(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(
+        attr(served, "policyledger.served"), "boolValue")));
+    cJSON_Delete(spans);
+
+    pl_engine_close(e);
+    cr_expect_eq(pl_otel_close(x), PL_OK, "%s", pl_errmsg());
+    pl_registry_free(reg);
+}
+
+Test(otel, a_failed_run)
+{
+    t_server s;
+    receiver(&s, "{\"status\": 200, \"body\": {}}");
+    pl_otel *x = exporter(endpoint(&s));
+    pl_registry *reg = registry();
+    pl_engine *e = engine_with(t_store_path(), reg, x);
+    pl_outcome *o = start(e, "fail", "run-fail");
+    cr_assert_eq(o->status, PL_RUN_FAILED);
+    pl_outcome_free(o);
+    flush(x);
+    cJSON *spans = received_spans(&s);
+    cr_expect_eq(check_tree(spans, "run-fail"), 1);
+    const cJSON *root = span_at(spans, "run-fail", "0");
+    cr_assert_not_null(root);
+    cr_expect_str_eq(attr_s(root, "policyledger.outcome"), "failed");
+    cr_expect_str_eq(attr_s(root, "policyledger.status"), "PL_EPOLICY");
+    const cJSON *status = cJSON_GetObjectItemCaseSensitive(root, "status");
+    cr_expect_eq(cJSON_GetObjectItemCaseSensitive(status, "code")->valueint, 2);
+    cJSON_Delete(spans);
+    pl_engine_close(e);
+    cr_expect_eq(pl_otel_close(x), PL_OK);
+    pl_registry_free(reg);
+}
+
+Test(otel, suspend_and_resume_continue_the_trace)
+{
+    t_server s;
+    receiver(&s, "{\"status\": 200, \"body\": {}}");
+    pl_otel *x = exporter(endpoint(&s));
+    pl_registry *reg = registry();
+    pl_engine *e = engine_with(t_store_path(), reg, x);
+    pl_outcome *o = start(e, "asker", "run-ask");
+    cr_assert_eq(o->status, PL_RUN_SUSPENDED);
+    char *token = strdup(o->resume_token);
+    pl_outcome_free(o);
+    flush(x);
+    cJSON *spans = received_spans(&s);
+    cr_expect_eq(check_tree(spans, "run-ask"), 3); /* run, echo, approve */
+    cr_expect_str_eq(attr_s(span_at(spans, "run-ask", "0"),
+                            "policyledger.outcome"),
+                     "suspended");
+    cr_expect_str_eq(attr_s(span_at(spans, "run-ask", "0.2"),
+                            "policyledger.outcome"),
+                     "suspended", "the waiting call ends with the run");
+    char *first_id = t_text(cJSON_GetObjectItemCaseSensitive(
+        span_at(spans, "run-ask", "0.2"), "spanId"));
+    cJSON_Delete(spans);
+
+    cJSON *answer = t_json("{\"approved\": true}");
+    o = NULL;
+    cr_assert_eq(pl_run_resume(&o, e, "run-ask", token, answer), PL_OK, "%s",
+                 pl_errmsg());
+    cJSON_Delete(answer);
+    cr_assert_eq(o->status, PL_RUN_COMPLETED);
+    pl_outcome_free(o);
+    free(token);
+    flush(x);
+    spans = received_spans(&s);
+    cr_expect_eq(check_tree(spans, "run-ask"), 3 + 4);
+    const cJSON *again = span_at(spans, "run-ask", "0.2");
+    char *second_id = t_text(cJSON_GetObjectItemCaseSensitive(again, "spanId"));
+    cr_expect_str_eq(second_id, first_id, "the resumed call keeps its id");
+    cr_expect_str_eq(attr_s(again, "policyledger.outcome"), "completed");
+    cr_expect_str_eq(attr_s(span_at(spans, "run-ask", "0.0"),
+                            "policyledger.outcome"),
+                     "served");
+    cr_expect_str_eq(attr_s(span_at(spans, "run-ask", "0.4"), "policyledger"
+                                                              ".policy"),
+                     "add");
+    free(first_id);
+    free(second_id);
+    cJSON_Delete(spans);
+    pl_engine_close(e);
+    cr_expect_eq(pl_otel_close(x), PL_OK);
+    pl_registry_free(reg);
+}
+
+Test(otel, a_crash_and_its_replay)
+{
+    t_server s;
+    receiver(&s, "{\"status\": 200, \"body\": {}}");
+    const char *path = t_store_path();
+    pl_registry *reg = registry();
+    pid_t pid = fork();
+    cr_assert_neq(pid, -1);
+    if (pid == 0) { /* dies of SIGKILL inside "die" */
+        g_die = 1;
+        pl_otel *x = exporter(endpoint(&s));
+        pl_engine *e = engine_with(path, reg, x);
+        pl_outcome *o = t_start(e, "crashy", "{}", "run-crash");
+        (void)o;
+        _exit(3);
+    }
+    int wst;
+    cr_assert_eq(waitpid(pid, &wst, 0), pid);
+    cr_assert(WIFSIGNALED(wst) && WTERMSIG(wst) == SIGKILL,
+              "the child did not die of SIGKILL");
+
+    pl_otel *x = exporter(endpoint(&s));
+    pl_engine *e = engine_with(path, reg, x);
+    pl_outcome *o = NULL;
+    cr_assert_eq(pl_run_continue(&o, e, "run-crash", NULL), PL_OK, "%s",
+                 pl_errmsg());
+    cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason);
+    cr_expect_eq(o->calls_served, 1);
+    pl_outcome_free(o);
+    flush(x);
+    cJSON *spans = received_spans(&s);
+    check_tree(spans, "run-crash");
+    const cJSON *echo = span_at(spans, "run-crash", "0.0");
+    cr_assert_not_null(echo);
+    cr_expect_str_eq(attr_s(echo, "policyledger.outcome"), "served");
+    cr_expect(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(
+        attr(echo, "policyledger.served"), "boolValue")));
+    const cJSON *d = span_at(spans, "run-crash", "0.2");
+    cr_assert_not_null(d);
+    cr_expect_str_eq(attr_s(d, "policyledger.outcome"), "completed");
+    cr_expect_str_eq(attr_s(span_at(spans, "run-crash", "0"),
+                            "policyledger.outcome"),
+                     "completed");
+    cJSON_Delete(spans);
+    pl_engine_close(e);
+    cr_expect_eq(pl_otel_close(x), PL_OK);
+    pl_registry_free(reg);
+}
+
+/* ---- many threads ------------------------------------------------------------ */
+
+typedef struct worker {
+    pl_engine *e;
+    char id[32];
+} worker;
+
+static void *run_outer(void *arg)
+{
+    worker *w = arg;
+    for (int i = 0; i < 5; i++) {
+        char id[48];
+        snprintf(id, sizeof id, "%s-%d", w->id, i);
+        pl_outcome *o = t_start(w->e, "outer", "{}", id);
+        cr_expect_eq(o->status, PL_RUN_COMPLETED);
+        pl_outcome_free(o);
+    }
+    return NULL;
+}
+
+Test(otel, concurrent_runs_share_one_exporter)
+{
+    t_server s;
+    receiver(&s, "{\"status\": 200, \"body\": {}}");
+    pl_otel *x = exporter(endpoint(&s));
+    pl_registry *reg = registry();
+    pl_engine_options eo = PL_ENGINE_OPTIONS_INIT;
+    eo.durability = PL_DURABILITY_GROUP;
+    eo.on_event = pl_otel_event;
+    eo.event_user = x;
+    pl_engine *e = NULL;
+    cr_assert_eq(pl_engine_open(&e, t_store_path(), reg, &eo), PL_OK);
+    worker w[4];
+    pthread_t th[4];
+    for (int i = 0; i < 4; i++) {
+        w[i].e = e;
+        snprintf(w[i].id, sizeof w[i].id, "t%d", i);
+        cr_assert_eq(pthread_create(&th[i], NULL, run_outer, &w[i]), 0);
+    }
+    for (int i = 0; i < 4; i++)
+        pthread_join(th[i], NULL);
+    flush(x);
+    cJSON *spans = received_spans(&s);
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 5; j++) {
+            char id[48];
+            snprintf(id, sizeof id, "t%d-%d", i, j);
+            cr_expect_eq(check_tree(spans, id), 6, "run %s", id);
+        }
+    cJSON_Delete(spans);
+    pl_engine_close(e);
+    cr_expect_eq(pl_otel_close(x), PL_OK);
+    pl_registry_free(reg);
+}
+
+/* ---- receivers that do not receive ------------------------------------------ */
+
+/* Run "outer" with @p x attached; the run completes whatever the receiver
+ * does. */
+static void run_outer_with(pl_otel *x, const char *id)
+{
+    pl_registry *reg = registry();
+    pl_engine *e = engine_with(t_store_path(), reg, x);
+    pl_outcome *o = start(e, "outer", id);
+    cr_expect_eq(o->status, PL_RUN_COMPLETED,
+                 "the run does not depend on "
+                 "the receiver");
+    pl_outcome_free(o);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+Test(otel, a_receiver_that_fails)
+{
+    t_server s;
+    receiver(&s, "{\"status\": 500, \"body\": {}}");
+    pl_otel *x = exporter(endpoint(&s));
+    run_outer_with(x, "run-500");
+    flush(x);
+    pl_otel_counts c;
+    cr_assert_eq(pl_otel_stats(&c, x), PL_OK);
+    cr_expect_eq(c.spans, 6);
+    cr_expect_eq(c.sent, 0);
+    cr_expect_eq(c.dropped, 6);
+    cr_expect_geq(c.failures, 1);
+    cr_expect_eq(c.failures, c.requests);
+    cr_expect_geq(t_server_requests(&s), 1, "it did try");
+    cr_expect_eq(pl_otel_close(x), PL_EIO);
+    cr_expect(strstr(pl_errmsg(), "6 spans") && strstr(pl_errmsg(), "HTTP 500"),
+              "%s", pl_errmsg());
+}
+
+Test(otel, a_receiver_that_hangs)
+{
+    t_server s;
+    receiver(&s, "{\"hang\": 60}");
+    pl_otel_options oo = PL_OTEL_OPTIONS_INIT;
+    oo.endpoint = endpoint(&s);
+    oo.flush_interval_ms = 10;
+    oo.shutdown_timeout_ms = 200;
+    pl_otel *x = NULL;
+    cr_assert_eq(pl_otel_open(&x, &oo), PL_OK);
+    run_outer_with(x, "run-hang");
+    /* the request is in flight and hangs: close cuts it off */
+    cr_expect_eq(pl_otel_close(x), PL_EIO);
+    cr_expect(strstr(pl_errmsg(), "6 spans"), "%s", pl_errmsg());
+}
+
+Test(otel, a_receiver_that_is_down)
+{
+    /* a port nobody listens on: bound, then closed */
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {0};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    cr_assert_eq(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+    socklen_t len = sizeof a;
+    cr_assert_eq(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+    close(fd);
+    char url[64];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", ntohs(a.sin_port));
+    pl_otel *x = exporter(url);
+    run_outer_with(x, "run-down");
+    flush(x);
+    pl_otel_counts c;
+    cr_assert_eq(pl_otel_stats(&c, x), PL_OK);
+    cr_expect_eq(c.dropped, 6);
+    cr_expect_eq(c.sent, 0);
+    cr_expect_eq(pl_otel_close(x), PL_EIO);
+    cr_expect(strstr(pl_errmsg(), "request failed"), "%s", pl_errmsg());
+}
+
+Test(otel, a_full_queue_drops_and_counts)
+{
+    t_server s;
+    receiver(&s, "{\"hang\": 60}");
+    pl_otel_options oo = PL_OTEL_OPTIONS_INIT;
+    oo.endpoint = endpoint(&s);
+    oo.max_queue = 1;
+    oo.timeout_ms = 100;
+    pl_otel *x = NULL;
+    cr_assert_eq(pl_otel_open(&x, &oo), PL_OK);
+    run_outer_with(x, "run-full");
+    flush(x);
+    pl_otel_counts c;
+    cr_assert_eq(pl_otel_stats(&c, x), PL_OK);
+    cr_expect_eq(c.spans, 6);
+    cr_expect_eq(c.sent, 0);
+    cr_expect_eq(c.dropped, 6);
+    cr_expect_eq(pl_otel_close(x), PL_EIO);
+}
+
+/* ---- options and the environment --------------------------------------------- */
+
+Test(otel, bad_options)
+{
+    pl_otel *x = (pl_otel *)1;
+    pl_otel_options oo = PL_OTEL_OPTIONS_INIT;
+    unsetenv("OTEL_EXPORTER_OTLP_ENDPOINT");
+    unsetenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT");
+    unsetenv("OTEL_EXPORTER_OTLP_HEADERS");
+    cr_expect_eq(pl_otel_open(&x, &oo), PL_ENOTFOUND);
+    cr_expect_null(x);
+    cr_expect_eq(pl_otel_open(&x, NULL), PL_ENOTFOUND);
+    cr_expect_eq(pl_otel_open(NULL, &oo), PL_EINVAL);
+    oo.endpoint = "ftp://127.0.0.1:1";
+    cr_expect_eq(pl_otel_open(&x, &oo), PL_EINVAL);
+    cr_expect(strstr(pl_errmsg(), "http"), "%s", pl_errmsg());
+    oo.endpoint = "http://127.0.0.1:1";
+    oo.headers = "api-key=SECRET-VALUE,broken";
+    cr_expect_eq(pl_otel_open(&x, &oo), PL_EINVAL);
+    cr_expect(strstr(pl_errmsg(), "header 2"), "%s", pl_errmsg());
+    cr_expect_null(strstr(pl_errmsg(), "SECRET"), "a header value leaked");
+    oo.headers = "=value";
+    cr_expect_eq(pl_otel_open(&x, &oo), PL_EINVAL);
+    oo.headers = "k=a%0Ab";
+    cr_expect_eq(pl_otel_open(&x, &oo), PL_EINVAL);
+    cr_expect_null(strstr(pl_errmsg(), "a%0Ab"));
+    oo.headers = NULL;
+    oo.version = 99;
+    cr_expect_eq(pl_otel_open(&x, &oo), PL_EINVAL);
+    cr_expect_null(x);
+    cr_expect_eq(pl_otel_close(NULL), PL_OK);
+    cr_expect_eq(pl_otel_flush(NULL, 1), PL_EINVAL);
+    pl_otel_counts c;
+    cr_expect_eq(pl_otel_stats(&c, NULL), PL_EINVAL);
+    pl_otel_event(NULL, NULL); /* nothing to do, no crash */
+}
+
+Test(otel, endpoint_and_headers_from_the_environment)
+{
+    t_server s;
+    setenv("PL_TEST_EXPECT_KEY", "sekrit token", 1);
+    receiver(&s, "{\"status\": 200, \"body\": {}}");
+    char url[96];
+    snprintf(url, sizeof url, "%s/", endpoint(&s));
+    setenv("OTEL_EXPORTER_OTLP_ENDPOINT", url, 1);
+    setenv("OTEL_EXPORTER_OTLP_HEADERS",
+           "x-other=1, Authorization = Bearer%20sekrit%20token", 1);
+    setenv("OTEL_SERVICE_NAME", "orders", 1);
+    pl_otel *x = NULL;
+    cr_assert_eq(pl_otel_open(&x, NULL), PL_OK, "%s", pl_errmsg());
+    run_outer_with(x, "run-env");
+    flush(x);
+    cJSON *log = t_server_log(&s);
+    cr_assert_geq(cJSON_GetArraySize(log), 1);
+    const cJSON *req = cJSON_GetArrayItem(log, 0);
+    cr_expect_str_eq(t_str(req, "path"), "/v1/traces");
+    cr_expect_str_eq(t_str(req, "auth"), "bearer");
+    cr_expect(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(req,
+                                                            "auth_matches")),
+              "the header from the environment was sent, decoded");
+    const cJSON *svc = cJSON_GetArrayItem(
+        cJSON_GetObjectItemCaseSensitive(
+            cJSON_GetObjectItemCaseSensitive(
+                cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(
+                                       cJSON_GetObjectItemCaseSensitive(req,
+                                                                        "body"),
+                                       "resourceSpans"),
+                                   0),
+                "resource"),
+            "attributes"),
+        0);
+    cr_expect_str_eq(t_str(cJSON_GetObjectItemCaseSensitive(svc, "value"),
+                           "stringValue"),
+                     "orders");
+    cJSON_Delete(log);
+    cr_expect_eq(pl_otel_close(x), PL_OK);
+
+    /* the traces endpoint is used as it is */
+    char exact[128];
+    snprintf(exact, sizeof exact, "%s/custom/traces", endpoint(&s));
+    setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", exact, 1);
+    cr_assert_eq(pl_otel_open(&x, NULL), PL_OK, "%s", pl_errmsg());
+    run_outer_with(x, "run-env2");
+    flush(x);
+    log = t_server_log(&s);
+    const cJSON *last = cJSON_GetArrayItem(log, cJSON_GetArraySize(log) - 1);
+    cr_expect_str_eq(t_str(last, "path"), "/custom/traces");
+    cJSON_Delete(log);
+    cr_expect_eq(pl_otel_close(x), PL_OK);
+}
