@@ -6,7 +6,8 @@
 # PL_TEST_PG_URI set to a postgresql:// URI for it (and PL_TEST_PG_RESTART
 # to a command that restarts it), then stops the server
 # and removes the directory.  The server refuses to run as root, so as root
-# it runs as the `postgres` user the Debian package creates.  Missing server
+# it runs as the `postgres` user the Debian package creates.  PL_PG_FSYNC
+# (on or off, default off) is the server's fsync setting.  Missing server
 # binaries fail (scripts/deps.sh --test installs them).
 set -eu
 
@@ -49,8 +50,12 @@ $as "$bindir/initdb" -D "$dir/data" -A trust -U "$user" --no-sync \
     -E UTF8 --locale=C >"$dir/initdb.log" 2>&1 || {
   echo "pg_run: initdb failed:" >&2; cat "$dir/initdb.log" >&2; exit 1; }
 started=1
+# The tests kill clients and restart the server, never the machine: the
+# server's writes reach the page cache either way, so they run without
+# fsync (PL_PG_FSYNC=on keeps it, as scripts/bench-pg.sh does for figures).
+fsync=${PL_PG_FSYNC:-off}
 $as "$bindir/pg_ctl" -D "$dir/data" -l "$dir/log" -w -t 60 \
-    -o "-h '' -k $dir -c max_connections=200" start >/dev/null || {
+    -o "-h '' -k $dir -c max_connections=200 -c fsync=$fsync" start >/dev/null || {
   echo "pg_run: the server did not start" >&2; exit 1; }
 
 PL_TEST_PG_URI="postgresql:///postgres?host=$dir&user=$user"

@@ -4,10 +4,15 @@
 #define _XOPEN_SOURCE 700
 #include "support.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <ftw.h>
+#include <libpq-fe.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 t_counters t_calls;
 
@@ -52,11 +57,149 @@ const char *t_tmpdir(void)
     return dirs[n_dirs++];
 }
 
+/* ---- the backend ---------------------------------------------------------- */
+
+bool t_on_pg(void)
+{
+    const char *b = getenv("PL_TEST_STORE");
+    if (!b || !*b || strcmp(b, "lmdb") == 0)
+        return false;
+    cr_assert_str_eq(b, "postgresql",
+                     "PL_TEST_STORE is lmdb or postgresql, not '%s'", b);
+    return true;
+}
+
+static const char *pg_server(void)
+{
+    const char *uri = getenv("PL_TEST_PG_URI");
+    cr_assert(uri && *uri && strchr(uri, '?'),
+              "PL_TEST_STORE=postgresql needs PL_TEST_PG_URI (with a query "
+              "string): run the test through tests/pg_run.sh, which starts a "
+              "server and sets it");
+    return uri;
+}
+
+/* A schema no other store on the server has: a binary's tests, each in a
+ * process of its own, share one server, and a pid may come back. */
+static void pg_schema_new(char *out, size_t n)
+{
+    static unsigned counter;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    snprintf(out, n, "t%ld_%u_%lx", (long)getpid(), counter++,
+             (unsigned long)ts.tv_sec * 1000000000ul +
+                 (unsigned long)ts.tv_nsec);
+}
+
+void t_store_in(char *out, size_t n, const char *dir, const char *name)
+{
+    int len;
+    if (t_on_pg()) {
+        char schema[64];
+        pg_schema_new(schema, sizeof schema);
+        len = snprintf(out, n, "%s&schema=%s", pg_server(), schema);
+    } else {
+        len = snprintf(out, n, "%s/%s", dir, name);
+    }
+    cr_assert(len > 0 && (size_t)len < n, "a store path is too long");
+}
+
 const char *t_store_path(void)
 {
     static char path[4200];
-    snprintf(path, sizeof path, "%s/store.db", t_tmpdir());
+    t_store_in(path, sizeof path, t_on_pg() ? NULL : t_tmpdir(), "store.db");
     return path;
+}
+
+void t_lmdb_only(const char *why)
+{
+    if (t_on_pg())
+        cr_skip_test("LMDB only: %s", why);
+}
+
+void t_copy_file(const char *from, const char *to)
+{
+    int in = open(from, O_RDONLY);
+    if (in < 0 && errno == ENOENT)
+        return;
+    cr_assert_geq(in, 0, "open %s: %s", from, strerror(errno));
+    int out = open(to, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    cr_assert_geq(out, 0, "open %s: %s", to, strerror(errno));
+    char buf[65536];
+    ssize_t n;
+    while ((n = read(in, buf, sizeof buf)) > 0)
+        cr_assert_eq(write(out, buf, (size_t)n), n, "write %s", to);
+    cr_assert_eq(n, 0, "read %s: %s", from, strerror(errno));
+    close(in);
+    close(out);
+}
+
+static PGresult *pg_exec(PGconn *c, const char *sql, ExecStatusType want)
+{
+    PGresult *r = PQexec(c, sql);
+    cr_assert_eq(PQresultStatus(r), want, "%s: %s", sql,
+                 PQresultErrorMessage(r));
+    return r;
+}
+
+const char *t_pg_schema(const char *store)
+{
+    const char *s = strstr(store, "&schema=");
+    cr_assert_not_null(s, "not a test store on PostgreSQL: %s", store);
+    return s + 8;
+}
+
+PGconn *t_pg_admin(void)
+{
+    PGconn *c = PQconnectdb(pg_server());
+    cr_assert_eq(PQstatus(c), CONNECTION_OK, "connect: %s", PQerrorMessage(c));
+    return c;
+}
+
+/* Every table and sequence of the schema in @p from, with their rows and
+ * values, into the schema in @p to (which must not exist yet). */
+static void pg_copy(const char *to, const char *from)
+{
+    const char *fs = t_pg_schema(from), *ts = t_pg_schema(to);
+    PGconn *c = t_pg_admin();
+    char sql[1024];
+    snprintf(sql, sizeof sql, "CREATE SCHEMA \"%s\"", ts);
+    PQclear(pg_exec(c, sql, PGRES_COMMAND_OK));
+    snprintf(sql, sizeof sql,
+             "SELECT c.relname, c.relkind FROM pg_class c JOIN pg_namespace "
+             "n ON n.oid = c.relnamespace WHERE n.nspname = '%s' AND "
+             "c.relkind IN ('r', 'S') ORDER BY c.relkind DESC",
+             fs);
+    PGresult *rel = pg_exec(c, sql, PGRES_TUPLES_OK);
+    for (int i = 0; i < PQntuples(rel); i++) {
+        const char *name = PQgetvalue(rel, i, 0);
+        if (*PQgetvalue(rel, i, 1) == 'S')
+            snprintf(sql, sizeof sql,
+                     "CREATE SEQUENCE \"%s\".\"%s\"; SELECT setval('\"%s\"."
+                     "\"%s\"', last_value, is_called) FROM \"%s\".\"%s\"",
+                     ts, name, ts, name, fs, name);
+        else
+            snprintf(sql, sizeof sql,
+                     "CREATE TABLE \"%s\".\"%s\" (LIKE \"%s\".\"%s\" "
+                     "INCLUDING ALL); INSERT INTO \"%s\".\"%s\" SELECT * "
+                     "FROM \"%s\".\"%s\"",
+                     ts, name, fs, name, ts, name, fs, name);
+        PGresult *r = PQexec(c, sql);
+        ExecStatusType es = PQresultStatus(r);
+        cr_assert(es == PGRES_COMMAND_OK || es == PGRES_TUPLES_OK, "%s: %s",
+                  sql, PQresultErrorMessage(r));
+        PQclear(r);
+    }
+    PQclear(rel);
+    PQfinish(c);
+}
+
+void t_store_copy(const char *to, const char *from)
+{
+    if (t_on_pg())
+        pg_copy(to, from);
+    else
+        t_copy_file(from, to);
 }
 
 cJSON *t_json(const char *text)

@@ -16,8 +16,29 @@
 
 /* A new empty directory under $TMPDIR (or /tmp); removed by t_cleanup(). */
 const char *t_tmpdir(void);
-/* A store path inside a fresh temporary directory ("<dir>/store.db"). */
+/* A new store's path: "<a fresh temporary directory>/store.db" on LMDB, a
+ * new schema's URI on PostgreSQL (see t_on_pg()). */
 const char *t_store_path(void);
+/*
+ * The backend the tests run on.  PL_TEST_STORE=postgresql: the PostgreSQL
+ * server tests/pg_run.sh started (its URI in PL_TEST_PG_URI), each store a
+ * schema of its own; unset or "lmdb": LMDB files in temporary directories.
+ */
+bool t_on_pg(void);
+/* A new store's path: "<dir>/<name>" on LMDB, a new schema's URI on
+ * PostgreSQL (@p dir and @p name unused). */
+void t_store_in(char *out, size_t n, const char *dir, const char *name);
+/* Copy the store at @p from to the new store path @p to (its file on LMDB,
+ * its tables on PostgreSQL); a missing LMDB file copies nothing. */
+void t_store_copy(const char *to, const char *from);
+/* PostgreSQL: the schema of the store @p store (a t_store_in() path), and
+ * a plain connection to the server (close with PQfinish()). */
+const char *t_pg_schema(const char *store);
+struct pg_conn *t_pg_admin(void);
+/* Copy a file (a missing @p from copies nothing). */
+void t_copy_file(const char *from, const char *to);
+/* Skip the test on PostgreSQL: it is about LMDB, for the reason @p why. */
+void t_lmdb_only(const char *why);
 /* Remove every temporary directory this process made. */
 void t_cleanup(void);
 /* Remove a directory tree. */

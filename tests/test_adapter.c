@@ -741,7 +741,7 @@ static char *reference_shape(const pl_registry *reg, long *boundaries)
     char dir[4200];
     snprintf(dir, sizeof dir, "%s", t_tmpdir());
     char store[4400];
-    snprintf(store, sizeof store, "%s/ref.db", dir);
+    t_store_in(store, sizeof store, dir, "ref.db");
     fresh_fx(dir);
     g_boundaries = 0;
     pl_engine *e = open_engine(store, reg, kill_at_boundary, NULL);
@@ -771,7 +771,7 @@ Test(retry_crash, kill_at_every_boundary, .fini = t_cleanup)
     for (long k = 1; k <= k_max; k++) {
         char dir[4200], store[4400];
         snprintf(dir, sizeof dir, "%s", t_tmpdir());
-        snprintf(store, sizeof store, "%s/store.db", dir);
+        t_store_in(store, sizeof store, dir, "store.db");
         fresh_fx(dir);
         g_kill_at_boundary = k;
         g_kill_at_sleep = 0;
@@ -802,7 +802,7 @@ Test(retry_crash, kill_in_every_wait, .fini = t_cleanup)
     for (int w = 1; w <= 3; w++) {
         char dir[4200], store[4400];
         snprintf(dir, sizeof dir, "%s", t_tmpdir());
-        snprintf(store, sizeof store, "%s/store.db", dir);
+        t_store_in(store, sizeof store, dir, "store.db");
         fresh_fx(dir);
         g_sleeps = 0;
         g_kill_at_sleep = w;

@@ -323,7 +323,7 @@ static void make_reference(const char *base, pl_durability mode, reference *ref)
 {
     memset(ref, 0, sizeof *ref);
     char store[4200], fx[4200];
-    snprintf(store, sizeof store, "%s/reference.db", base);
+    t_store_in(store, sizeof store, base, "reference.db");
     snprintf(fx, sizeof fx, "%s/reference.effects", base);
     pl_registry *reg = order_registry(fx);
     pl_engine *e = open_engine(store, reg, mode, &ref->rec);
@@ -450,23 +450,6 @@ static void crash_child(const char *store, const char *fx, pl_durability mode,
 
 /* ---- files ------------------------------------------------------------------ */
 
-static void copy_file(const char *from, const char *to)
-{
-    int in = open(from, O_RDONLY);
-    if (in < 0 && errno == ENOENT)
-        return;
-    cr_assert_geq(in, 0, "open %s: %s", from, strerror(errno));
-    int out = open(to, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    cr_assert_geq(out, 0, "open %s: %s", to, strerror(errno));
-    char buf[65536];
-    ssize_t n;
-    while ((n = read(in, buf, sizeof buf)) > 0)
-        cr_assert_eq(write(out, buf, (size_t)n), n, "write %s", to);
-    cr_assert_eq(n, 0, "read %s: %s", from, strerror(errno));
-    close(in);
-    close(out);
-}
-
 typedef struct place {
     char dir[4200];
     char store[4300];
@@ -476,7 +459,7 @@ typedef struct place {
 static void place_make(place *p, const char *base, const char *name)
 {
     snprintf(p->dir, sizeof p->dir, "%s/%s", base, name);
-    snprintf(p->store, sizeof p->store, "%s/store.db", p->dir);
+    t_store_in(p->store, sizeof p->store, p->dir, "store.db");
     snprintf(p->fx, sizeof p->fx, "%s/effects", p->dir);
     cr_assert_eq(mkdir(p->dir, 0700), 0, "mkdir %s: %s", p->dir,
                  strerror(errno));
@@ -484,8 +467,8 @@ static void place_make(place *p, const char *base, const char *name)
 
 static void place_copy(const place *to, const place *from)
 {
-    copy_file(from->store, to->store);
-    copy_file(from->fx, to->fx);
+    t_store_copy(to->store, from->store);
+    t_copy_file(from->fx, to->fx);
 }
 
 /* ---- recovery and its checks ---------------------------------------------------- */

@@ -475,8 +475,15 @@ Test(errors, engine_open_bad_paths)
     cr_expect_neq(st, PL_OK);
     cr_expect_null(e);
     expect_has(pl_errmsg(), "no/such/dir");
+    pl_registry_free(reg);
+}
 
-    /* the same store twice in one process */
+Test(errors, engine_open_twice_in_one_process)
+{
+    t_lmdb_only("an LMDB environment may be open once in a process; a "
+                "PostgreSQL store may be opened by many engines");
+    pl_registry *reg = registry();
+    pl_engine *e = NULL;
     char path[4300];
     snprintf(path, sizeof path, "%s", t_store_path());
     pl_engine *e1 = t_engine(path, reg, PL_DURABILITY_SYNC);

@@ -47,7 +47,7 @@ typedef struct world {
 static void world_init(world *w)
 {
     const char *dir = t_tmpdir();
-    snprintf(w->store, sizeof w->store, "%s/store.db", dir);
+    t_store_in(w->store, sizeof w->store, dir, "store.db");
     snprintf(w->effects, sizeof w->effects, "%s/effects", dir);
     snprintf(w->marker, sizeof w->marker, "%s/risky.died", dir);
     snprintf(w->kill_marker, sizeof w->kill_marker, "%s/killer.died", dir);

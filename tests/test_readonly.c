@@ -37,12 +37,18 @@ static void make_store(const char *path)
 Test(readonly, a_missing_store_is_not_created, .fini = t_cleanup)
 {
     pl_registry *reg = t_registry();
-    char missing[4096];
-    snprintf(missing, sizeof missing, "%s/none.db", t_tmpdir());
+    char missing[4300];
+    t_store_in(missing, sizeof missing, t_tmpdir(), "none.db");
     int st;
-    cr_assert_null(open_ro(missing, reg, &st));
-    cr_assert_eq(st, PL_ENOTFOUND, "%s", pl_errmsg());
-    cr_assert(strstr(pl_errmsg(), "does not exist"), "%s", pl_errmsg());
+    for (int i = 0; i < 2; i++) { /* the second open: nothing was created */
+        cr_assert_null(open_ro(missing, reg, &st));
+        cr_assert_eq(st, PL_ENOTFOUND, "%s", pl_errmsg());
+        cr_assert(strstr(pl_errmsg(), "does not exist"), "%s", pl_errmsg());
+    }
+    if (t_on_pg()) {
+        pl_registry_free(reg);
+        return;
+    }
     struct stat sb;
     cr_assert_neq(stat(missing, &sb), 0, "nothing was created");
 
@@ -58,6 +64,7 @@ Test(readonly, a_missing_store_is_not_created, .fini = t_cleanup)
 
 Test(readonly, a_file_that_is_not_a_store_is_refused, .fini = t_cleanup)
 {
+    t_lmdb_only("a file that is not an LMDB store");
     pl_registry *reg = t_registry();
     char p[4096];
     snprintf(p, sizeof p, "%s/junk", t_tmpdir());
