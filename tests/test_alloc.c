@@ -150,8 +150,8 @@ static int flow(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     if (!st)
         st = pl_ctx_invokef(&answer, ctx, "approve", "{s:i}", "total", total);
     if (!st)
-        st = pl_steps_add_resultf(out, "{s:i, s:O}", "total", total,
-                                  "answer", answer);
+        st = pl_steps_add_resultf(out, "{s:i, s:O}", "total", total, "answer",
+                                  answer);
     cJSON_Delete(answer);
     return st;
 }
@@ -306,11 +306,11 @@ static bool finish(const char *path, char *why, size_t wn)
     if (st)
         snprintf(why, wn, "finishing the run: %s", pl_errmsg());
     else if (o->status != PL_RUN_COMPLETED)
-        snprintf(why, wn, "the run ended %s: %s",
-                 pl_run_status_name(o->status),
+        snprintf(why, wn, "the run ended %s: %s", pl_run_status_name(o->status),
                  o->reason ? o->reason : "(no reason)");
-    else if (!(res = pl_step_payload(
-                   pl_steps_at(o->steps, pl_steps_count(o->steps) - 1))) ||
+    else if (!(res = pl_step_payload(pl_steps_at(o->steps,
+                                                 pl_steps_count(o->steps) -
+                                                     1))) ||
              cJSON_GetObjectItemCaseSensitive(res, "total")->valueint != 303)
         snprintf(why, wn, "the run completed with a wrong result");
     else if ((st = pl_run_verify(w.e, "r")))
@@ -362,15 +362,17 @@ static void child(long fail_at, int report)
     char why[800] = "";
     if (st && (st >= 0 || !pl_strerror(st) || !msg[0] ||
                strcmp(msg, "no error") == 0))
-        snprintf(why, sizeof why, "status %d with no clear message ('%s')",
-                 st, msg);
+        snprintf(why, sizeof why, "status %d with no clear message ('%s')", st,
+                 msg);
     else if (st == PL_ESTATE)
         snprintf(why, sizeof why, "the run reached a wrong state: %s", msg);
     else if (fail_at && !g_failed)
         why[0] = '\0'; /* fewer allocations this time: nothing failed */
     else if (!fail_at && st)
-        snprintf(why, sizeof why, "the scenario fails with nothing failing: "
-                                  "%s", msg);
+        snprintf(why, sizeof why,
+                 "the scenario fails with nothing failing: "
+                 "%s",
+                 msg);
     if (!why[0] && live != 0)
         snprintf(why, sizeof why,
                  "%ld allocations not freed after the failure (%s)", live,
