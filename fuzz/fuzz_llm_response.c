@@ -12,17 +12,7 @@
 
 #include "internal.h"
 #include "llm.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(cond)                                                            \
-    do {                                                                       \
-        if (!(cond)) {                                                         \
-            fprintf(stderr, "%s:%d: %s failed (%s)\n", __FILE__, __LINE__,     \
-                    #cond, pl_errmsg());                                       \
-            abort();                                                           \
-        }                                                                      \
-    } while (0)
+#include "fuzz.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -20,16 +20,7 @@
 
 #include <policyledger.h>
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(cond)                                                            \
-    do {                                                                       \
-        if (!(cond)) {                                                         \
-            fprintf(stderr, "fuzz_store: %s failed: %s\n", #cond,              \
-                    pl_errmsg());                                              \
-            abort();                                                           \
-        }                                                                      \
-    } while (0)
+#include "fuzz.h"
 
 /* ---- the policies -------------------------------------------------------- */
 
