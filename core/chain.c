@@ -28,7 +28,9 @@ static int run_policy(pl_ctx *c, const pl_action *a, pl_steps *out)
         st = r->stop;
     } else if (st) {
         bool said = pl__errmsg_set();
-        st = pl__run_fail(r, PL_EPOLICY,
+        /* out of memory is this process's failure, not the policy's: the
+         * run is not failed for it (see runner.c) */
+        st = pl__run_fail(r, st == PL_ENOMEM ? PL_ENOMEM : PL_EPOLICY,
                           "run %s: policy '%s' at %s returned "
                           "%s%s%s",
                           r->id, c->def->name, c->path, pl_status_name(st),

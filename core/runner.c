@@ -200,10 +200,15 @@ static pl_outcome *outcome_new(pl__run *r, pl_run_status status)
 
 /* ---- executing ----------------------------------------------------------------------- */
 
+/* A failure of this process or its store, not of the run: nothing about it
+ * is recorded, the run stays as it was, and continuing it later goes on
+ * from its last durable step.  Out of memory is one: a run must not end
+ * failed, for good, because one allocation failed once. */
 static bool store_failure(int st)
 {
     return st == PL_ESTORE || st == PL_EMAPFULL || st == PL_EBUSY ||
-           st == PL_EIO || st == PL_ENOSPC || st == PL_EACCES;
+           st == PL_EIO || st == PL_ENOSPC || st == PL_EACCES ||
+           st == PL_ENOMEM;
 }
 
 /*
@@ -221,9 +226,9 @@ static int run_execute(pl__run *r, const pl_policy_def *def,
         st = pl__run_root(r, def, root, replaying, steps);
         if (!st && r->stop)
             st = r->stop;
-        if (st && !r->stop)
-            pl__run_fail(r, st, "run %s: %s", r->id, pl_errmsg());
     }
+    if (st && !r->stop) /* also when the step list could not be made */
+        pl__run_fail(r, st, "run %s: %s", r->id, pl_errmsg());
     pl__run_state *rs = &r->state;
     pl_outcome *o = NULL;
 
@@ -236,7 +241,7 @@ static int run_execute(pl__run *r, const pl_policy_def *def,
         o = outcome_new(r, PL_RUN_COMPLETED);
         if (!o) {
             pl_steps_free(steps);
-            return PL_ENOMEM;
+            return pl__err(PL_ENOMEM, "out of memory");
         }
         pl__emit(r, PL_EVENT_RUN_COMPLETED, "0", 0, def->name, 0, 0,
                  pl__ev_clock(r) - t0, NULL);
@@ -270,7 +275,7 @@ static int run_execute(pl__run *r, const pl_policy_def *def,
                  pl__ev_clock(r) - t0, NULL);
         if (!(o = outcome_new(r, PL_RUN_COMPLETED))) {
             pl_steps_free(steps);
-            return PL_ENOMEM;
+            return pl__err(PL_ENOMEM, "out of memory");
         }
         o->steps = steps;
         *out = o;
@@ -304,13 +309,13 @@ static int run_execute(pl__run *r, const pl_policy_def *def,
         pl__emit(r, PL_EVENT_RUN_SUSPENDED, r->susp_path, r->susp_seq,
                  def->name, PL_STEP_SUSPEND, 0, pl__ev_clock(r) - t0, NULL);
         if (!(o = outcome_new(r, PL_RUN_SUSPENDED)))
-            return PL_ENOMEM;
+            return pl__err(PL_ENOMEM, "out of memory");
         o->resume_token = pl__strdup(r->token);
         o->suspended_path = pl__strdup(r->susp_path);
         if (r->prompt.len &&
             pl__payload_decode(&o->prompt, r->prompt.data, r->prompt.len)) {
             pl_outcome_free(o);
-            return PL_ENOMEM;
+            return pl__err(PL_ENOMEM, "out of memory");
         }
         if (!o->resume_token || !o->suspended_path) {
             pl_outcome_free(o);
@@ -340,7 +345,7 @@ static int run_execute(pl__run *r, const pl_policy_def *def,
     pl__emit(r, PL_EVENT_RUN_FAILED, "0", 0, def->name, 0, st,
              pl__ev_clock(r) - t0, r->reason);
     if (!(o = outcome_new(r, PL_RUN_FAILED)))
-        return PL_ENOMEM;
+        return pl__err(PL_ENOMEM, "out of memory");
     o->error = st;
     o->reason = pl__strdup(r->reason ? r->reason : pl_strerror(st));
     *out = o;

@@ -120,6 +120,8 @@ bool pl__actor_ok(const uint8_t *p, size_t n)
 
 int pl__rec_decode_lazy(pl__rec *out, const uint8_t *data, size_t len)
 {
+    if (!data || !len) /* an empty value (LMDB may give no pointer) */
+        return pl__err(PL_ECORRUPT, "step record is empty");
     rd r = {data, data + len};
     head h;
     uint64_t version, seq, type;

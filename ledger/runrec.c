@@ -237,6 +237,8 @@ static int read_sum(rd *r, const uint8_t *data, const uint8_t *key, bool last,
 static int map_begin(rd *r, const uint8_t *data, size_t len, uint64_t *n,
                      const char *what)
 {
+    if (!data || !len) /* an empty value (LMDB may give no pointer) */
+        return pl__err(PL_ECORRUPT, "%s is empty", what);
     rd chk = {data, data + len};
     head h;
     if (pl__mp_walk(&chk, 1 - RECORD_OUTER, MODE_ANY, NULL) || chk.p != chk.end)

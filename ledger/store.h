@@ -67,14 +67,16 @@ PL__HIDDEN int pl__kvs_add(pl__kvs *l, const uint8_t *key, size_t klen,
 PL__HIDDEN void pl__kvs_reset(pl__kvs *l);
 PL__HIDDEN void pl__kvs_free(pl__kvs *l);
 
+/* Entry @p i's key and value; NULL while no byte has been stored (empty
+ * entries only), which the decoders take for an empty record. */
 static inline const uint8_t *pl__kvs_key(const pl__kvs *l, size_t i)
 {
-    return l->data.data + l->e[i].koff;
+    return l->data.data ? l->data.data + l->e[i].koff : NULL;
 }
 
 static inline const uint8_t *pl__kvs_val(const pl__kvs *l, size_t i)
 {
-    return l->data.data + l->e[i].voff;
+    return l->data.data ? l->data.data + l->e[i].voff : NULL;
 }
 
 /* ---- batches ----------------------------------------------------------------- */

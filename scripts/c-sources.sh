@@ -14,7 +14,7 @@ case "${1:-}" in
 esac
 
 dirs=()
-for d in core ledger base policies tools examples tests bench; do
+for d in core ledger base policies tools examples tests bench fuzz; do
   [ -d "$d" ] && dirs+=("$d")
 done
 {

@@ -8,6 +8,7 @@
 #                            LLM tests and the tools' tests, the official
 #                            JSON-Schema-Test-Suite, the PostgreSQL server
 #                            tests/test_pg.c runs on)
+#   scripts/deps.sh --fuzz   and clang with libFuzzer (scripts/fuzz.sh)
 set -euo pipefail
 
 pkgs=(gcc libc6-dev make cmake pkg-config
@@ -15,6 +16,9 @@ pkgs=(gcc libc6-dev make cmake pkg-config
 if [ "${1:-}" = "--test" ]; then
   pkgs+=(libcriterion-dev valgrind g++ clang-format python3
          json-schema-test-suite postgresql)
+fi
+if [ "${1:-}" = "--fuzz" ]; then
+  pkgs+=(clang-14 libclang-rt-14-dev)
 fi
 
 missing=()

@@ -1,0 +1,92 @@
+/*
+ * fuzz_run_record.c -- the run record decoders (ledger/runrec.c), the run's
+ * info and its state, over arbitrary bytes.  Whatever the bytes: a status,
+ * no read outside them, no leak; a record that decodes encodes again to a
+ * record that decodes to the same fields (a version 1 record, which has no
+ * checksum, is how the fuzzer reaches past the checksum check).
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runrec.h"
+#include "fuzz.h"
+
+#define RUN_ID "run-1"
+
+static bool same_bytes(const uint8_t *a, size_t an, const uint8_t *b, size_t bn)
+{
+    return an == bn && (!an || memcmp(a, b, an) == 0);
+}
+
+static bool same_str(const char *a, const char *b)
+{
+    return (!a && !b) || (a && b && strcmp(a, b) == 0);
+}
+
+static void info(const uint8_t *data, size_t size)
+{
+    pl__run_info ri;
+    int rc = pl__run_info_decode(&ri, RUN_ID, data, size);
+    CHECK(rc == PL_OK || rc == PL_ECORRUPT || rc == PL_EVERSION);
+    if (rc)
+        return;
+    pl__buf b = {0};
+    CHECK(pl__run_info_encode(&b, RUN_ID, &ri) == PL_OK);
+    pl__run_info back;
+    CHECK(pl__run_info_decode(&back, RUN_ID, b.data, b.len) == PL_OK);
+    CHECK(strcmp(ri.policy, back.policy) == 0);
+    CHECK(same_bytes(ri.payload, ri.payload_len, back.payload,
+                     back.payload_len));
+    CHECK(same_bytes(ri.seed, ri.seed_len, back.seed, back.seed_len));
+    CHECK(ri.n_actions == back.n_actions && ri.created_us == back.created_us);
+    for (size_t i = 0; i < ri.n_actions; i++)
+        CHECK(strcmp(ri.actions[i], back.actions[i]) == 0);
+    CHECK(same_str(ri.code, back.code));
+    /* bound to its run: the same bytes under another id do not read */
+    CHECK(pl__run_info_decode(&back, "run-2", b.data, b.len) != PL_OK);
+    pl__buf_free(&b);
+    pl__run_info_clear(&ri);
+}
+
+static void state(const uint8_t *data, size_t size)
+{
+    pl__run_state st;
+    int rc = pl__run_state_decode(&st, RUN_ID, data, size);
+    CHECK(rc == PL_OK || rc == PL_ECORRUPT || rc == PL_EVERSION);
+    if (rc)
+        return;
+    pl__run_state copy;
+    CHECK(pl__run_state_copy(&copy, &st) == PL_OK);
+    pl__buf b = {0};
+    CHECK(pl__run_state_encode(&b, RUN_ID, &copy) == PL_OK);
+    pl__run_state back;
+    CHECK(pl__run_state_decode(&back, RUN_ID, b.data, b.len) == PL_OK);
+    CHECK(back.status == st.status && back.steps == st.steps &&
+          back.updated_us == st.updated_us &&
+          back.heartbeat_us == st.heartbeat_us &&
+          back.owner_pid == st.owner_pid &&
+          back.owner_start == st.owner_start &&
+          strcmp(back.owner_host, st.owner_host) == 0 &&
+          back.attempts == st.attempts && back.error == st.error &&
+          strcmp(back.token, st.token) == 0 && back.has_head == st.has_head);
+    CHECK(same_str(back.reason, st.reason) &&
+          same_str(back.susp_path, st.susp_path));
+    /* the suspend step's seq belongs to its path: written only with it */
+    CHECK(!st.susp_path || back.susp_seq == st.susp_seq);
+    CHECK(!st.has_head || memcmp(back.head, st.head, PL_HASH_LEN) == 0);
+    CHECK(same_bytes(back.prompt, back.prompt_len, st.prompt, st.prompt_len));
+    CHECK(same_bytes(back.result, back.result_len, st.result, st.result_len));
+    pl__buf_free(&b);
+    pl__run_state_clear(&back);
+    pl__run_state_clear(&copy);
+    pl__run_state_clear(&st);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    info(data, size);
+    state(data, size);
+    return 0;
+}

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Build the libFuzzer harnesses (fuzz/, clang, ASan + UBSan, build-fuzz/)
+# and run each for SECONDS (default 30), one after the other, on a copy of
+# its seed corpus (fuzz/corpus/NAME/).  A finding stops the script: the
+# input is left as build-fuzz/crash-* (add it to the corpus once fixed).
+#   scripts/fuzz.sh [SECONDS]          build and run every harness
+#   scripts/fuzz.sh SECONDS NAME...    only these harnesses
+#   scripts/fuzz.sh --seeds            rewrite the seeds that come from a
+#                                      real store (the step, run-record and
+#                                      store harnesses')
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/deps.sh --fuzz
+
+cc=$(command -v clang-14 || command -v clang)
+dir=build-fuzz
+cmake -S . -B "$dir" -DCMAKE_C_COMPILER="$cc" -DPL_FUZZ=ON \
+  -DPL_BUILD_TESTS=OFF -DPL_BUILD_EXAMPLES=OFF -DPL_BUILD_BENCH=OFF >/dev/null
+all=(fuzz_step_record fuzz_run_record fuzz_payload fuzz_store
+     fuzz_llm_response fuzz_cli_args)
+cmake --build "$dir" -j"$(nproc)" --target "${all[@]}" >/dev/null
+
+if [ "${1:-}" = "--seeds" ]; then
+  for n in fuzz_step_record fuzz_run_record fuzz_store; do
+    rm -f fuzz/corpus/$n/seed-*
+    mkdir -p fuzz/corpus/$n
+  done
+  PL_FUZZ_SEEDS="$PWD/fuzz/corpus" "$dir/fuzz/fuzz_store" -runs=0 \
+    fuzz/corpus/fuzz_store >/dev/null 2>&1
+  exit 0
+fi
+
+secs=${1:-30}
+shift || true
+names=("$@")
+[ ${#names[@]} -eq 0 ] && names=("${all[@]}")
+export ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+log=$(mktemp)
+trap 'rm -f "$log"; rm -rf "${work:-}"' EXIT
+for n in "${names[@]}"; do
+  # new inputs go to a scratch folder; the seeds are only read
+  work=$(mktemp -d)
+  echo "fuzz: $n for ${secs}s"
+  # stderr of the code under test (the tools' messages) is closed; the
+  # fuzzer's own output and any report still print
+  if ! "$dir/fuzz/$n" -max_total_time="$secs" -max_len=4096 -timeout=20 \
+       -rss_limit_mb=2048 -close_fd_mask=2 -print_final_stats=1 \
+       -artifact_prefix="$dir/$n-" "$work" "fuzz/corpus/$n" >"$log" 2>&1; then
+    tail -n 60 "$log"
+    echo "fuzz: $n found a fault; the input is $dir/$n-crash-* (or leak-, timeout-)" >&2
+    exit 1
+  fi
+  grep -E '^stat::(number_of_executed_units|peak_rss_mb)' "$log" | tr '\n' ' '
+  echo
+  rm -rf "$work"
+done
