@@ -480,10 +480,13 @@ Test(W_SUITE, a_call_longer_than_the_lease_keeps_its_run)
     pid_t kid = fork();
     cr_assert_geq(kid, 0);
     if (kid == 0) {
-        pl_engine *ce = w_engine_lease(path, reg, "host-a", 1000);
+        /* a lease long enough that a loaded machine (a sanitizer build
+         * sharing two cores) still renews it in time: renewal comes every
+         * third of it */
+        pl_engine *ce = w_engine_lease(path, reg, "host-a", 2000);
         pl_action root = PL_ACTION_INIT;
         root.policy = "slow";
-        root.payload = t_json("{\"ms\": 3000}"); /* 3 leases */
+        root.payload = t_json("{\"ms\": 6000}"); /* 3 leases */
         pl_run_options ro = PL_RUN_OPTIONS_INIT;
         ro.run_id = "long";
         pl_outcome *o = NULL;
