@@ -1733,6 +1733,15 @@ typedef struct pl_budget {
  * steps' payloads carry at the top level (the hook for model policies:
  * record a step's usage as "tokens": n, and the budget counts it).
  *
+ * Model tokens: an LLM policy (policyledger_llm.h) ends each turn with a
+ * step carrying "tokens": the input + output tokens of that turn's model
+ * call, once per call, so [loop, budget, invoke_action] around an LLM
+ * policy counts every model call (re-prompts included) turn by turn, and
+ * the turn that finds max_tokens spent does not ask the model.  The same
+ * step carries "tokens_in" and "tokens_out", the policy's input and output
+ * tokens so far (not summed here).  Model calls recorded before steps
+ * carried "tokens" count nothing, so their runs replay as they ran.
+ *
  * Put it inside the decorators that repeat the chain, so every repetition
  * is checked: [retry, budget] checks each attempt, [loop, budget,
  * invoke_action] each turn.  On the call that runs a whole agent it
