@@ -68,9 +68,18 @@ int pl__callee_finish(pl_ctx *c, uint32_t call_seq, const char *callee,
         char codebuf[64];
         snprintf(codebuf, sizeof codebuf, "%.*s", (int)code_len,
                  code ? code : "");
-        pl__emit(r, err ? PL_EVENT_CALL_FAILED : PL_EVENT_CALL_COMPLETED,
-                 c->path, call_seq, callee, PL_STEP_ACTION_RESULT, 0,
-                 pl__ev_clock(r) - t0, err ? codebuf : NULL);
+        /* a model's usage (policyledger_llm.h): one lookup for a result
+         * without it */
+        uint64_t tin = 0, tout = 0;
+        if (pl__map_find(mp, mp_len, "tokens_in", &v, &vn) &&
+            pl__mp_uint(v, vn, &tin) &&
+            !(pl__map_find(mp, mp_len, "tokens_out", &v, &vn) &&
+              pl__mp_uint(v, vn, &tout)))
+            tin = 0; /* both or neither */
+        pl__emit_call_end(r,
+                          err ? PL_EVENT_CALL_FAILED : PL_EVENT_CALL_COMPLETED,
+                          c->path, call_seq, callee, pl__ev_clock(r) - t0,
+                          err ? codebuf : NULL, tin, tout);
     }
     return make_result(c, seq, time_us, callee, mp, mp_len, out);
 }

@@ -25,6 +25,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -445,6 +446,23 @@ int pl__engine_commit(pl_engine *e, pl__batch *b)
 
 /* ---- events ----------------------------------------------------------------------- */
 
+/* The fields every event has; the rest start 0 or NULL. */
+static pl_event event_of(const pl__run *r, pl_event_kind kind, const char *path,
+                         uint32_t seq, const char *policy, pl_step_type type,
+                         const char *detail)
+{
+    pl_event ev;
+    memset(&ev, 0, sizeof ev);
+    ev.kind = kind;
+    ev.run_id = r->id;
+    ev.path = path;
+    ev.seq = seq;
+    ev.policy = policy;
+    ev.step_type = type;
+    ev.detail = detail;
+    return ev;
+}
+
 void pl__emit(pl__run *r, pl_event_kind kind, const char *path, uint32_t seq,
               const char *policy, pl_step_type type, int status,
               uint64_t elapsed_ns, const char *detail)
@@ -452,8 +470,25 @@ void pl__emit(pl__run *r, pl_event_kind kind, const char *path, uint32_t seq,
     pl_engine *e = r->e;
     if (!e->on_event)
         return;
-    pl_event ev = {kind, r->id,  path,       seq,    policy,
-                   type, status, elapsed_ns, detail, NULL};
+    pl_event ev = event_of(r, kind, path, seq, policy, type, detail);
+    ev.status = status;
+    ev.elapsed_ns = elapsed_ns;
+    e->on_event(&ev, e->event_user);
+}
+
+void pl__emit_call_end(pl__run *r, pl_event_kind kind, const char *path,
+                       uint32_t seq, const char *policy, uint64_t elapsed_ns,
+                       const char *detail, uint64_t tokens_in,
+                       uint64_t tokens_out)
+{
+    pl_engine *e = r->e;
+    if (!e->on_event)
+        return;
+    pl_event ev = event_of(r, kind, path, seq, policy, PL_STEP_ACTION_RESULT,
+                           detail);
+    ev.elapsed_ns = elapsed_ns;
+    ev.tokens_in = tokens_in;
+    ev.tokens_out = tokens_out;
     e->on_event(&ev, e->event_user);
 }
 
@@ -464,6 +499,7 @@ void pl__emit_diff(pl__run *r, pl_event_kind kind, const char *path,
     pl_engine *e = r->e;
     if (!e->on_event)
         return;
-    pl_event ev = {kind, r->id, path, seq, policy, type, 0, 0, detail, diff};
+    pl_event ev = event_of(r, kind, path, seq, policy, type, detail);
+    ev.diff = diff;
     e->on_event(&ev, e->event_user);
 }

@@ -294,6 +294,13 @@ static inline uint64_t pl__ev_clock(const pl__run *r)
 PL__HIDDEN void pl__emit(pl__run *r, pl_event_kind kind, const char *path,
                          uint32_t seq, const char *policy, pl_step_type type,
                          int status, uint64_t elapsed_ns, const char *detail);
+/* A call's end (PL_EVENT_CALL_COMPLETED or _FAILED) with the model tokens
+ * its result carries. */
+PL__HIDDEN void pl__emit_call_end(pl__run *r, pl_event_kind kind,
+                                  const char *path, uint32_t seq,
+                                  const char *policy, uint64_t elapsed_ns,
+                                  const char *detail, uint64_t tokens_in,
+                                  uint64_t tokens_out);
 /* An event that compares a recorded step with its replay (diverge.c). */
 PL__HIDDEN void pl__emit_diff(pl__run *r, pl_event_kind kind, const char *path,
                               uint32_t seq, const char *policy,

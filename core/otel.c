@@ -21,7 +21,9 @@
  *   name, kind         the callee (the run: "run " root policy), 1
  *                      (SPAN_KIND_INTERNAL)
  *   start/endTimeUnixNano   decimal strings
- *   attributes         policyledger.* (see the header), typed values
+ *   attributes         policyledger.* (see the header), typed values;
+ *                      gen_ai.usage.input_tokens / output_tokens on a
+ *                      call whose end event carries a model's tokens
  *   status             {"code": 2, "message": detail} when failed
  *
  * Times come from one monotonic clock set against the real clock when the
@@ -56,8 +58,9 @@ typedef struct span {
     int64_t start_ns, end_ns;
     uint32_t step;
     bool is_call, served;
-    const char *outcome; /* static */
-    int status;          /* pl_status of a failure; 0 */
+    const char *outcome;            /* static */
+    int status;                     /* pl_status of a failure; 0 */
+    uint64_t tokens_in, tokens_out; /* a model's usage; 0 when none */
 } span;
 
 struct pl_otel {
@@ -278,6 +281,8 @@ static void end_span(pl_otel *x, const pl_event *ev, const char *path,
     s.outcome = outcome_of(ev->kind);
     s.served = ev->kind == PL_EVENT_CALL_SERVED;
     s.status = ev->status;
+    s.tokens_in = ev->tokens_in;
+    s.tokens_out = ev->tokens_out;
     if (ev->detail &&
         (ev->kind == PL_EVENT_CALL_FAILED || ev->kind == PL_EVENT_RUN_FAILED))
         s.detail = dup(ev->detail); /* NULL when out of memory: left out */
@@ -416,6 +421,13 @@ static cJSON *span_json(const span *s)
         ok = attr_int(attrs, "policyledger.step", s->step) &&
              add_attr(attrs, "policyledger.served", "boolValue",
                       cJSON_CreateBool(s->served));
+    if (ok && (s->tokens_in || s->tokens_out))
+        ok = attr_int(attrs, "gen_ai.usage.input_tokens",
+                      s->tokens_in > INT64_MAX ? INT64_MAX
+                                               : (int64_t)s->tokens_in) &&
+             attr_int(attrs, "gen_ai.usage.output_tokens",
+                      s->tokens_out > INT64_MAX ? INT64_MAX
+                                                : (int64_t)s->tokens_out);
     bool failed = s->outcome && !strcmp(s->outcome, "failed");
     if (ok && s->status)
         ok = attr_str(attrs, "policyledger.status", pl_status_name(s->status));

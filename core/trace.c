@@ -17,6 +17,8 @@
  *   status       pl_status_name()       when status is not 0
  *   detail       detail                 when set
  *   elapsed_ns   elapsed_ns             call and run ends, commits
+ *   tokens       {"input": tokens_in,   call ends whose result carries a
+ *                 "output": tokens_out}  model's tokens
  *
  * A mutex keeps lines of concurrent runs whole; each line is flushed.
  */
@@ -124,6 +126,14 @@ static char *line(const pl_event *ev)
     if (ok && has_elapsed(k))
         ok = cJSON_AddNumberToObject(o, "elapsed_ns", (double)ev->elapsed_ns) !=
              NULL;
+    if (ok && (ev->tokens_in || ev->tokens_out)) {
+        cJSON *tok = NULL;
+        ok = !pl_json_pack(&tok, "{s:f, s:f}", "input", (double)ev->tokens_in,
+                           "output", (double)ev->tokens_out) &&
+             cJSON_AddItemToObject(o, "tokens", tok);
+        if (!ok)
+            cJSON_Delete(tok);
+    }
     char *text = ok ? cJSON_PrintUnformatted(o) : NULL;
     cJSON_Delete(o);
     return text;

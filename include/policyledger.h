@@ -617,6 +617,12 @@ typedef struct pl_event {
     const char *detail;     /**< a reason, an error code, or NULL */
     const pl_replay_diff *diff; /**< PL_EVENT_DIVERGED and
                                      PL_EVENT_CODE_CHANGED; else NULL */
+    uint64_t tokens_in;  /**< PL_EVENT_CALL_COMPLETED and _FAILED of an
+                              executed call whose result carries the
+                              numbers "tokens_in" and "tokens_out" (an
+                              LLM policy's usage, policyledger_llm.h):
+                              the model's input tokens; else 0 */
+    uint64_t tokens_out; /**< likewise, the output tokens */
 } pl_event;
 
 /**
@@ -1735,6 +1741,15 @@ typedef struct pl_budget {
  * steps' payloads carry at the top level (the hook for model policies:
  * record a step's usage as "tokens": n, and the budget counts it).
  *
+ * Model tokens: an LLM policy (policyledger_llm.h) ends each turn with a
+ * step carrying "tokens": the input + output tokens of that turn's model
+ * call, once per call, so [loop, budget, invoke_action] around an LLM
+ * policy counts every model call (re-prompts included) turn by turn, and
+ * the turn that finds max_tokens spent does not ask the model.  The same
+ * step carries "tokens_in" and "tokens_out", the policy's input and output
+ * tokens so far (not summed here).  Model calls recorded before steps
+ * carried "tokens" count nothing, so their runs replay as they ran.
+ *
  * Put it inside the decorators that repeat the chain, so every repetition
  * is checked: [retry, budget] checks each attempt, [loop, budget,
  * invoke_action] each turn.  On the call that runs a whole agent it
@@ -1781,6 +1796,8 @@ int pl_decorator_cap(pl_decorator *out, size_t max_bytes);
  *   status      a failure's pl_status name, e.g. "PL_EPOLICY"
  *   detail      an error code or reason
  *   elapsed_ns  call and run ends, commits
+ *   tokens      a call's end that carries a model's tokens
+ *               (pl_event.tokens_in / tokens_out): {"input", "output"}
  *
  * Install it as the engine's event callback:
  *
@@ -1842,6 +1859,9 @@ int pl_trace_close(pl_trace *trace);
  * policyledger.status (the pl_status name) or policyledger.error_code (an
  * error result's code) and the span's status is ERROR with the detail as
  * its message.  Spans still open when a run suspends or fails end with it.
+ * An executed call whose end event carries a model's tokens (an LLM
+ * policy's result: pl_event.tokens_in / tokens_out) adds
+ * gen_ai.usage.input_tokens and gen_ai.usage.output_tokens.
  *
  * Attach it like pl_trace (the event callback, with the exporter as user):
  *

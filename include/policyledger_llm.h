@@ -36,7 +36,15 @@
  *     linearly in the number of model calls and a replay never contacts the
  *     model.
  *   - The answer becomes a `text` step and one `action_call` per tool call
- *     {"policy": tool, "payload": {arguments}, "call_id": id}.  Arguments
+ *     {"policy": tool, "payload": {arguments}, "call_id": id}.  The last
+ *     step of each turn (that call, the text, the re-prompt or the error
+ *     result) also carries the turn's tokens: "tokens", the model call's
+ *     input + output tokens (what pl_decorator_budget() counts), and
+ *     "tokens_in", "tokens_out", the invocation's input and output tokens
+ *     so far, that call included: on the call's result, its usage (and
+ *     what PL_EVENT_CALL_COMPLETED reports).  Model calls recorded before
+ *     turns carried them (no top-level "tokens" in the recorded exchange)
+ *     make the steps they made then, so those runs replay.  Arguments
  *     that are not a JSON object, or not valid against the tool's
  *     input_schema, an unknown tool or a missing field make the answer
  *     malformed (pl_llm_malformed), naming what came back.

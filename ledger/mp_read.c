@@ -419,6 +419,12 @@ bool pl__map_find(const uint8_t *mp, size_t len, const char *key,
     return false;
 }
 
+bool pl__mp_uint(const uint8_t *mp, size_t len, uint64_t *v)
+{
+    rd r = {mp, mp + len};
+    return rd_uint(&r, v) == PL_OK;
+}
+
 bool pl__mp_str(const uint8_t *mp, size_t len, const char **s, size_t *n)
 {
     rd r = {mp, mp + len};

@@ -113,6 +113,10 @@ PL__HIDDEN bool pl__map_find(const uint8_t *mp, size_t len, const char *key,
 PL__HIDDEN bool pl__mp_str(const uint8_t *mp, size_t len, const char **s,
                            size_t *n);
 
+/* A checked msgpack integer that is not negative, or false if the value is
+ * none. */
+PL__HIDDEN bool pl__mp_uint(const uint8_t *mp, size_t len, uint64_t *v);
+
 /* Render a checked payload as compact JSON, cut to @p max chars ("..."). */
 PL__HIDDEN char *pl__payload_text(const uint8_t *mp, size_t len, size_t max);
 

@@ -170,16 +170,28 @@ static int agent(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
                                                     : "");
     if (st)
         return st;
-    pl_decorator d[2] = {
+    /* "max_tokens": n puts budget(max_tokens = n) inside the loop */
+    const cJSON *mx = cJSON_GetObjectItemCaseSensitive(a->payload,
+                                                       "max_tokens");
+    pl_budget b = PL_BUDGET_INIT;
+    b.max_tokens = cJSON_IsNumber(mx) ? (uint64_t)mx->valueint : 0;
+    /* [loop, invoke_action], or [loop, budget, invoke_action] */
+    pl_decorator d[3] = {
         pl_decorator_loop(cJSON_IsNumber(mt) ? (unsigned)mt->valueint : 6),
-        pl_decorator_invoke_action()};
+        pl_decorator_invoke_action(), pl_decorator_invoke_action()};
+    size_t n_d = 2;
+    if (b.max_tokens) {
+        st = pl_decorator_budget(&d[1], &b);
+        n_d = 3;
+    }
     pl_action call = PL_ACTION_INIT;
     call.policy = "llm";
     call.payload = p;
     call.actions = names;
     call.n_actions = n;
     pl_step *res = NULL;
-    st = pl_ctx_call(&res, ctx, &call, d, 2);
+    if (!st)
+        st = pl_ctx_call(&res, ctx, &call, d, n_d);
     cJSON_Delete(p);
     if (st)
         return st;

@@ -39,6 +39,7 @@ char *t_read_file(const char *path, size_t *len);
  *   "agent"  {"text", "actions": [...], "max_turns": n (default 6)}: calls
  *            "llm" with payload {"text"} and those actions under loop and
  *            invoke_action; its result is the llm call's result.
+ *            "max_tokens": n adds budget(max_tokens = n) between them.
  *   "effect" {"note": s} -> {"ok": true, "key": idempotency key}; appends
  *            "<idempotency key>\n" to t_effects_path when that is set
  *            (described, with an input schema).

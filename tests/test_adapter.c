@@ -1409,8 +1409,10 @@ Test(trace, open_and_close_errors, .fini = t_cleanup)
     /* a line that cannot be written is reported at close */
     if (access("/dev/full", W_OK) == 0) {
         cr_assert_eq(pl_trace_open(&t, "/dev/full"), PL_OK);
-        pl_event ev = {
-            PL_EVENT_RUN_STARTED, "r", "0", 0, "caller", 0, 0, 0, NULL, NULL};
+        pl_event ev = {.kind = PL_EVENT_RUN_STARTED,
+                       .run_id = "r",
+                       .path = "0",
+                       .policy = "caller"};
         pl_trace_event(&ev, t);
         cr_expect_eq(pl_trace_close(t), PL_EIO);
         expect_msg("could not be written");

@@ -517,3 +517,273 @@ Test(llm_scripted, arguments_against_the_tools_input_schema)
     pl_engine_close(e);
     pl_registry_free(reg);
 }
+
+/* ------------------------------------------------------------------------ */
+/* Model tokens against a budget                                            */
+/* ------------------------------------------------------------------------ */
+
+/* The number member @p key of @p o, or -1. */
+static double num(const cJSON *o, const char *key)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    return cJSON_IsNumber(v) ? v->valuedouble : -1;
+}
+
+/* The steps of the llm's ledger (run @p id, "0.0") that carry "tokens",
+ * as [tokens, tokens_in, tokens_out] triples into @p got; how many. */
+static int turn_tokens_of(pl_engine *e, const char *id, double got[][3],
+                          int max)
+{
+    pl_steps *l = NULL;
+    cr_assert_eq(pl_run_ledger(&l, e, id, "0.0"), PL_OK, "%s", pl_errmsg());
+    int n = 0;
+    for (size_t i = 0; i < pl_steps_count(l); i++) {
+        const cJSON *p = pl_step_payload(pl_steps_at(l, i));
+        if (num(p, "tokens") < 0 ||
+            pl_step_type_of(pl_steps_at(l, i)) == PL_STEP_ACTION_RESULT)
+            continue;
+        cr_assert_lt(n, max);
+        got[n][0] = num(p, "tokens");
+        got[n][1] = num(p, "tokens_in");
+        got[n][2] = num(p, "tokens_out");
+        n++;
+    }
+    pl_steps_free(l);
+    return n;
+}
+
+/*
+ * The three turns of SCRIPT (or of the loopback server's same script) use
+ * 11 + 3, 30 + 9 and 50 + 4 tokens.  Under budget(max_tokens = 50) the
+ * third turn finds 53 spent and does not run: the call's result is a
+ * recorded BudgetExceeded, two model requests were made, and a replay of
+ * the run makes none and ends the same.  With 60 the third turn runs.
+ * @p requests counts the model's requests so far.
+ */
+static void budget_of_tokens(pl_registry *reg, int (*requests)(void))
+{
+    pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
+    pl_outcome *o = t_start(e, "agent",
+                            "{\"text\": \"note twice\", \"actions\": "
+                            "[\"effect\", \"add\"], \"max_tokens\": 50}",
+                            "b50");
+    cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason ? o->reason : "");
+    cr_expect_str_eq(t_str(t_result(o), "code"), PL_ERR_BUDGET_EXCEEDED);
+    cr_expect(strstr(t_str(t_result(o), "message"), "53 tokens used, the "
+                                                    "limit is 50"),
+              "%s", t_str(t_result(o), "message"));
+    cr_expect_eq(requests(), 2);
+    cr_expect_eq(t_calls.add, 1, "the second turn's calls ran");
+
+    /* each turn's last step: its exchange's tokens, the totals so far */
+    double got[4][3];
+    cr_assert_eq(turn_tokens_of(e, "b50", got, 4), 2);
+    cr_expect(got[0][0] == 14 && got[0][1] == 11 && got[0][2] == 3, "%g %g %g",
+              got[0][0], got[0][1], got[0][2]);
+    cr_expect(got[1][0] == 39 && got[1][1] == 41 && got[1][2] == 12, "%g %g %g",
+              got[1][0], got[1][1], got[1][2]);
+
+    pl_outcome *again = NULL;
+    cr_assert_eq(pl_run_continue(&again, e, "b50", NULL), PL_OK, "%s",
+                 pl_errmsg());
+    cr_expect_eq(again->status, PL_RUN_COMPLETED);
+    cr_expect_str_eq(t_str(t_result(again), "code"), PL_ERR_BUDGET_EXCEEDED);
+    cr_expect_eq(requests(), 2, "the replay asks the model nothing");
+    cr_expect_eq(t_calls.add, 1);
+    pl_outcome_free(again);
+    pl_outcome_free(o);
+
+    o = t_start(e, "agent",
+                "{\"text\": \"note twice\", \"actions\": [\"effect\", "
+                "\"add\"], \"max_tokens\": 60}",
+                "b60");
+    cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason ? o->reason : "");
+    const cJSON *r = t_result(o);
+    cr_expect_str_eq(t_str(r, "text"), "Done: 7.");
+    cr_expect(num(r, "tokens") == 54 && num(r, "tokens_in") == 91 &&
+                  num(r, "tokens_out") == 16,
+              "the result carries the call's tokens");
+    cr_expect_eq(requests(), 5);
+    pl_llm_tokens tok;
+    cr_assert_eq(pl_llm_run_tokens(&tok, e, "b60"), PL_OK);
+    cr_expect(tok.input == 91 && tok.output == 16);
+    pl_outcome_free(o);
+    pl_engine_close(e);
+}
+
+static int scripted_requests(void) { return (int)served(); }
+
+Test(llm_scripted, a_token_budget_stops_the_agent_at_the_turn_that_spends_it)
+{
+    pl_registry *reg = scripted_registry(SCRIPT);
+    budget_of_tokens(reg, scripted_requests);
+    pl_registry_free(reg);
+}
+
+static t_server g_srv;
+
+static int server_requests(void) { return t_server_requests(&g_srv); }
+
+Test(llm_scripted, a_token_budget_on_the_loopback_server)
+{
+    t_server_start(
+        &g_srv,
+        "{\"responses\": ["
+        " {\"answer\": {\"text\": \"Noting.\", \"tool_calls\": [{\"id\": "
+        "\"n1\", \"name\": \"effect\", \"arguments\": {\"note\": "
+        "\"first\"}}]}, \"usage\": [11, 3]},"
+        " {\"answer\": {\"tool_calls\": [{\"id\": \"n2\", \"name\": "
+        "\"effect\", \"arguments\": {\"note\": \"second\"}}, {\"id\": "
+        "\"a2\", \"name\": \"add\", \"arguments\": {\"a\": 2, \"b\": 5}}]}, "
+        "\"usage\": [30, 9]},"
+        " {\"answer\": {\"text\": \"Noting.\", \"tool_calls\": [{\"id\": "
+        "\"n1\", \"name\": \"effect\", \"arguments\": {\"note\": "
+        "\"first\"}}]}, \"usage\": [11, 3]},"
+        " {\"answer\": {\"tool_calls\": [{\"id\": \"n2\", \"name\": "
+        "\"effect\", \"arguments\": {\"note\": \"second\"}}, {\"id\": "
+        "\"a2\", \"name\": \"add\", \"arguments\": {\"a\": 2, \"b\": 5}}]}, "
+        "\"usage\": [30, 9]},"
+        " {\"answer\": {\"text\": \"Done: 7.\"}, \"usage\": [50, 4]}]}");
+    char url[160];
+    snprintf(url, sizeof url, "openai+http://127.0.0.1:%d/v1#m", g_srv.port);
+    pl_registry *reg = t_llm_registry(url, NULL);
+    budget_of_tokens(reg, server_requests);
+    pl_registry_free(reg);
+    t_server_stop(&g_srv);
+}
+
+/*
+ * A ledger recorded before turns carried tokens still replays.  A child
+ * records, as that code did, an LLM policy's first turn (an exchange with
+ * no "tokens", the tool call it made, the tool's result) and is killed at
+ * its second exchange; the real policy then continues the run: the first
+ * turn replays to the same steps (no token fields: a divergence would fail
+ * the run), and the run ends with no model request for that turn.
+ */
+static int old_exchange(cJSON **out, void *user)
+{
+    *out = cJSON_Parse(user);
+    return *out ? PL_OK : PL_ENOMEM;
+}
+
+static int old_llm(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)a;
+    (void)user;
+    const pl_steps *l = NULL;
+    int st = pl_ctx_ledger(&l, ctx);
+    bool second = false;
+    for (size_t i = 0; !st && i < pl_steps_count(l); i++)
+        second |= pl_step_type_of(pl_steps_at(l, i)) == PL_STEP_ACTION_RESULT;
+    cJSON *v = NULL;
+    if (!st)
+        st = pl_ctx_side_effect(
+            &v, ctx, "llm_exchange", old_exchange,
+            second ? "{\"status\": 200, \"usage\": {\"input\": 20, "
+                     "\"output\": 2}, \"answer\": {\"text\": \"Seven.\", "
+                     "\"tool_calls\": []}}"
+                   : "{\"status\": 200, \"usage\": {\"input\": 10, "
+                     "\"output\": 4}, \"answer\": {\"tool_calls\": [{\"id\": "
+                     "\"c1\", \"name\": \"add\", \"arguments\": {\"a\": 2, "
+                     "\"b\": 5}}]}}");
+    cJSON_Delete(v);
+    cJSON *p = NULL;
+    if (!st && second)
+        st = pl_steps_add_text(out, NULL, "Seven.");
+    else if (!st && !(st = pl_json_pack(&p, "{s:s, s:{s:i, s:i}, s:s}",
+                                        "policy", "add", "payload", "a", 2, "b",
+                                        5, "call_id", "c1")))
+        st = pl_steps_add(out, PL_STEP_ACTION_CALL, NULL, p);
+    cJSON_Delete(p);
+    return st;
+}
+
+static int old_agent(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)a;
+    (void)user;
+    static const char *const tools[] = {"add"};
+    cJSON *p = NULL;
+    int st = pl_json_pack(&p, "{s:s}", "text", "2 + 5?");
+    pl_decorator d[2] = {pl_decorator_loop(4), pl_decorator_invoke_action()};
+    pl_action call = PL_ACTION_INIT;
+    call.policy = "llm";
+    call.payload = p;
+    call.actions = tools;
+    call.n_actions = 1;
+    pl_step *res = NULL;
+    if (!st)
+        st = pl_ctx_call(&res, ctx, &call, d, 2);
+    cJSON_Delete(p);
+    if (!st)
+        st = pl_steps_add_result(out, pl_step_payload(res));
+    pl_step_free(res);
+    return st;
+}
+
+static pl_registry *old_registry(bool recorded_then)
+{
+    pl_registry *reg = t_registry();
+    pl_policy_def d = PL_POLICY_DEF_INIT;
+    d.name = "old_agent";
+    d.fn = old_agent;
+    cr_assert_eq(pl_registry_add(reg, &d), PL_OK, "%s", pl_errmsg());
+    if (recorded_then) {
+        d.name = "llm";
+        d.fn = old_llm;
+        cr_assert_eq(pl_registry_add(reg, &d), PL_OK, "%s", pl_errmsg());
+    } else {
+        g_script = t_write_file("script.json",
+                                "{\"responses\": [{\"text\": \"Seven.\", "
+                                "\"usage\": {\"input\": 20, \"output\": "
+                                "2}}]}");
+        snprintf(g_url, sizeof g_url, "scripted://%s", g_script);
+        cr_assert_eq(pl_llm_register(reg, "llm", g_url, NULL, NULL), PL_OK,
+                     "%s", pl_errmsg());
+    }
+    return reg;
+}
+
+static void kill_at_second_exchange(const pl_event *ev, void *user)
+{
+    (void)user;
+    if (ev->kind == PL_EVENT_STEP_APPENDED &&
+        ev->step_type == PL_STEP_SIDE_EFFECT && ++g_appended == 2)
+        kill(getpid(), SIGKILL);
+}
+
+Test(llm_scripted, a_ledger_recorded_before_turns_carried_tokens_replays)
+{
+    const char *store = t_store_path();
+    pid_t pid = fork();
+    cr_assert_neq(pid, -1);
+    if (pid == 0) {
+        pl_registry *reg = old_registry(true);
+        pl_engine_options eo = PL_ENGINE_OPTIONS_INIT;
+        eo.on_event = kill_at_second_exchange;
+        pl_engine *e = NULL;
+        if (pl_engine_open(&e, store, reg, &eo))
+            _exit(2);
+        pl_outcome *o = t_start(e, "old_agent", "{}", "old");
+        _exit(o ? 3 : 4); /* not reached: killed */
+    }
+    int wst;
+    cr_assert_eq(waitpid(pid, &wst, 0), pid);
+    cr_assert(WIFSIGNALED(wst) && WTERMSIG(wst) == SIGKILL, "status %d", wst);
+
+    pl_registry *reg = old_registry(false);
+    pl_engine *e = t_engine(store, reg, PL_DURABILITY_SYNC);
+    pl_outcome *o = NULL;
+    cr_assert_eq(pl_run_continue(&o, e, "old", NULL), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason ? o->reason : "");
+    cr_expect_str_eq(t_str(t_result(o), "text"), "Seven.");
+    cr_expect_eq(t_calls.add, 0, "the tool's recorded result was served");
+    cr_expect_leq(served(), 1, "the first turn asked the model nothing");
+    /* the first turn's call carries no tokens, as it was recorded */
+    double got[4][3];
+    int n = turn_tokens_of(e, "old", got, 4);
+    cr_expect_leq(n, 1);
+    pl_outcome_free(o);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}

@@ -765,3 +765,134 @@ Test(otel, endpoint_and_headers_from_the_environment)
     cJSON_Delete(log);
     cr_expect_eq(pl_otel_close(x), PL_OK);
 }
+
+/* ---- model tokens ---------------------------------------------------------- */
+
+typedef struct both {
+    pl_otel *x;
+    pl_trace *t;
+} both;
+
+static void to_both(const pl_event *ev, void *user)
+{
+    both *b = user;
+    pl_otel_event(ev, b->x);
+    pl_trace_event(ev, b->t);
+}
+
+/* The trace line of the llm call's end (path "0", seq 0) of run @p run. */
+static cJSON *llm_call_line(const char *trace_path, const char *run)
+{
+    char *text = t_read_file(trace_path, NULL);
+    cr_assert_not_null(text);
+    cJSON *found = NULL;
+    char *save = NULL;
+    for (char *l = strtok_r(text, "\n", &save); l;
+         l = strtok_r(NULL, "\n", &save)) {
+        cJSON *o = cJSON_Parse(l);
+        cr_assert_not_null(o, "a trace line that is not JSON: %s", l);
+        const char *ev = t_str(o, "event"), *id = t_str(o, "trace_id");
+        const char *path = t_str(o, "path");
+        const cJSON *seq = cJSON_GetObjectItemCaseSensitive(o, "seq");
+        if (id && !strcmp(id, run) && path && !strcmp(path, "0") && ev &&
+            strstr(ev, "call_") && strcmp(ev, "call_started") &&
+            cJSON_IsNumber(seq) && seq->valueint == 0) {
+            cJSON_Delete(found);
+            found = o;
+        } else {
+            cJSON_Delete(o);
+        }
+    }
+    free(text);
+    return found;
+}
+
+/*
+ * An LLM agent on the scripted model (three model calls: 11 + 3, 30 + 9,
+ * 50 + 4 tokens): the llm call's span carries the call's usage as
+ * gen_ai.usage.*, its tools' spans and the run's none; the trace line of
+ * the call's end has "tokens".  Under budget(max_tokens = 50) the call's
+ * result is the budget's error, which carries no tokens: nor does its span.
+ */
+Test(otel, an_llm_calls_span_carries_its_model_tokens)
+{
+    t_server s;
+    receiver(&s, "{\"status\": 200, \"body\": {}}");
+    both b = {exporter(endpoint(&s)), NULL};
+    const char *trace = t_write_file("trace.jsonl", "");
+    cr_assert_eq(pl_trace_open(&b.t, trace), PL_OK, "%s", pl_errmsg());
+    const char *script = t_write_file(
+        "script.json",
+        "{\"responses\": ["
+        " {\"text\": \"Noting.\", \"tool_calls\": [{\"id\": \"n1\", \"name\": "
+        "\"effect\", \"arguments\": {\"note\": \"first\"}}],"
+        "  \"usage\": {\"input\": 11, \"output\": 3}},"
+        " {\"tool_calls\": [{\"id\": \"n2\", \"name\": \"effect\", "
+        "\"arguments\": {\"note\": \"second\"}}, {\"name\": \"add\", "
+        "\"arguments\": {\"a\": 2, \"b\": 5}}],"
+        "  \"usage\": {\"input\": 30, \"output\": 9}},"
+        " {\"text\": \"Done: 7.\", \"usage\": {\"input\": 50, \"output\": 4}}"
+        "]}");
+    char url[4400];
+    snprintf(url, sizeof url, "scripted://%s", script);
+    pl_registry *reg = t_llm_registry(url, NULL);
+    pl_engine_options eo = PL_ENGINE_OPTIONS_INIT;
+    eo.durability = PL_DURABILITY_PROCESS;
+    eo.on_event = to_both;
+    eo.event_user = &b;
+    pl_engine *e = NULL;
+    cr_assert_eq(pl_engine_open(&e, t_store_path(), reg, &eo), PL_OK, "%s",
+                 pl_errmsg());
+    pl_outcome *o = t_agent(e, "note twice", "[\"effect\", \"add\"]", "tok");
+    cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason ? o->reason : "");
+    pl_outcome_free(o);
+    o = t_start(e, "agent",
+                "{\"text\": \"note twice\", \"actions\": [\"effect\", "
+                "\"add\"], \"max_tokens\": 50}",
+                "tok-budget");
+    cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason ? o->reason : "");
+    cr_expect_str_eq(t_str(t_result(o), "code"), PL_ERR_BUDGET_EXCEEDED);
+    pl_outcome_free(o);
+    flush(b.x);
+
+    cJSON *spans = received_spans(&s);
+    cr_expect_eq(check_tree(spans, "tok"), 5); /* run, llm, 3 tools */
+    const cJSON *llm = span_at(spans, "tok", "0.0");
+    cr_assert_not_null(llm);
+    cr_expect_str_eq(t_str(llm, "name"), "llm");
+    cr_expect_str_eq(t_str(attr(llm, "gen_ai.usage.input_tokens"), "intValue"),
+                     "91");
+    cr_expect_str_eq(t_str(attr(llm, "gen_ai.usage.output_tokens"), "intValue"),
+                     "16");
+    const char *others[] = {"0", "0.0.2", "0.0.5", "0.0.6"};
+    for (size_t i = 0; i < sizeof others / sizeof others[0]; i++) {
+        const cJSON *sp = span_at(spans, "tok", others[i]);
+        cr_assert_not_null(sp, "no span at %s", others[i]);
+        cr_expect_null(attr(sp, "gen_ai.usage.input_tokens"), "at %s",
+                       others[i]);
+    }
+    const cJSON *spent = span_at(spans, "tok-budget", "0.0");
+    cr_assert_not_null(spent);
+    cr_expect_null(attr(spent, "gen_ai.usage.input_tokens"));
+    cJSON_Delete(spans);
+
+    pl_engine_close(e);
+    cr_expect_eq(pl_otel_close(b.x), PL_OK, "%s", pl_errmsg());
+    cr_expect_eq(pl_trace_close(b.t), PL_OK, "%s", pl_errmsg());
+    cJSON *line = llm_call_line(trace, "tok");
+    cr_assert_not_null(line, "no trace line for the llm call's end");
+    cr_expect_str_eq(t_str(line, "event"), "call_completed");
+    const cJSON *tok = cJSON_GetObjectItemCaseSensitive(line, "tokens");
+    cr_expect(cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(tok, "input")) &&
+                  cJSON_GetObjectItemCaseSensitive(tok, "input")->valueint ==
+                      91 &&
+                  cJSON_GetObjectItemCaseSensitive(tok, "output")->valueint ==
+                      16,
+              "tokens on the call's trace line");
+    cJSON_Delete(line);
+    line = llm_call_line(trace, "tok-budget");
+    cr_assert_not_null(line);
+    cr_expect_null(cJSON_GetObjectItemCaseSensitive(line, "tokens"));
+    cJSON_Delete(line);
+    pl_registry_free(reg);
+}

@@ -30,5 +30,5 @@ while [ ! -s "$dir/port" ]; do
 done
 out=$($vg "$agent" "$dir/h.db" "openai+http://127.0.0.1:$(cat "$dir/port")/v1#m" "What is 19 + 23?")
 echo "$out"
-echo "$out" | grep -q '{"text":"42"}'
+echo "$out" | grep -q '{"text":"42","tokens":10,"tokens_in":9,"tokens_out":1}'
 echo "ok: no leaks, no memory errors"

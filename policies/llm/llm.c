@@ -111,6 +111,112 @@ const cJSON *pl__llm_exchange_of(const pl_step *s)
     return cJSON_GetObjectItemCaseSensitive(p, "value");
 }
 
+/* Token counts and their sums are held to 10^15 (the bound on what a
+ * response may report, response.c): ledger bytes come from outside. */
+#define MAX_COUNT ((uint64_t)1000000000000000)
+
+/* A token count read from the ledger: what is not a positive number
+ * counts 0. */
+static uint64_t count_of(const cJSON *v)
+{
+    if (!cJSON_IsNumber(v) || !(v->valuedouble > 0))
+        return 0;
+    return v->valuedouble < 1e15 ? (uint64_t)v->valuedouble : MAX_COUNT;
+}
+
+static void add_count(uint64_t *sum, uint64_t n)
+{
+    *sum = *sum + n < MAX_COUNT ? *sum + n : MAX_COUNT; /* both <= 10^15 */
+}
+
+/* A recorded exchange's token usage, {"usage": {"input", "output"}}. */
+static void exchange_usage(const cJSON *x, uint64_t *in, uint64_t *out)
+{
+    const cJSON *u = cJSON_GetObjectItemCaseSensitive(x, "usage");
+    *in = count_of(cJSON_GetObjectItemCaseSensitive(u, "input"));
+    *out = count_of(cJSON_GetObjectItemCaseSensitive(u, "output"));
+}
+
+/*
+ * The token fields for the step that ends this turn, into *tok (caller
+ * frees): {"tokens": this exchange's input + output, "tokens_in",
+ * "tokens_out": the invocation's input and output tokens so far, this
+ * exchange included}.  The totals are the last own step that carries them
+ * plus the exchanges after it, so a turn reads back only to the turn
+ * before.  *tok stays NULL for an exchange recorded before turns carried
+ * tokens (its value has no top-level "tokens"): a ledger recorded then
+ * replays to the same steps.
+ */
+static int turn_tokens(cJSON **tok, pl_ctx *ctx, const pl__llm *m,
+                       const cJSON *x)
+{
+    *tok = NULL;
+    if (!cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(x, "tokens")))
+        return PL_OK;
+    const pl_steps *l = NULL;
+    int st = pl_ctx_ledger(&l, ctx);
+    if (st)
+        return st;
+    uint64_t xin, xout, in = 0, out = 0, a, b;
+    exchange_usage(x, &xin, &xout);
+    for (size_t i = pl_steps_count(l); i > 0; i--) {
+        const pl_step *s = pl_steps_at(l, i - 1);
+        const cJSON *e = pl__llm_exchange_of(s);
+        if (e) {
+            exchange_usage(e, &a, &b);
+            add_count(&in, a);
+            add_count(&out, b);
+            continue;
+        }
+        /* a tool's result may be another model's answer: not ours */
+        if (pl_step_type_of(s) == PL_STEP_ACTION_RESULT ||
+            strcmp(pl_step_actor(s), m->name) != 0)
+            continue;
+        const cJSON *p = pl_step_payload(s);
+        const cJSON *ti = cJSON_GetObjectItemCaseSensitive(p, "tokens_in");
+        const cJSON *to = cJSON_GetObjectItemCaseSensitive(p, "tokens_out");
+        if (cJSON_IsNumber(ti) && cJSON_IsNumber(to)) {
+            add_count(&in, count_of(ti));
+            add_count(&out, count_of(to));
+            break;
+        }
+    }
+    return pl_json_pack(tok, "{s:I, s:I, s:I}", "tokens", (int64_t)(xin + xout),
+                        "tokens_in", (int64_t)in, "tokens_out", (int64_t)out);
+}
+
+int pl__llm_add_tokens(cJSON *payload, const cJSON *tok)
+{
+    const cJSON *f;
+    cJSON_ArrayForEach(f, tok)
+    {
+        cJSON *d = cJSON_Duplicate(f, 1);
+        if (!d || !cJSON_AddItemToObject(payload, f->string, d)) {
+            cJSON_Delete(d);
+            return pl__err(PL_ENOMEM, "out of memory");
+        }
+    }
+    return PL_OK;
+}
+
+/* An error result ending the turn, with the turn's tokens when it has
+ * them. */
+static int add_error(pl_steps *out, const char *code, const char *msg,
+                     const cJSON *tok)
+{
+    if (!tok)
+        return pl_steps_add_error(out, code, msg);
+    cJSON *p = NULL;
+    int st = pl_json_pack(&p, "{s:b, s:s, s:s}", "error", 1, "code", code,
+                          "message", msg);
+    if (!st)
+        st = pl__llm_add_tokens(p, tok);
+    if (!st)
+        st = pl_steps_add(out, PL_STEP_ACTION_RESULT, NULL, p);
+    cJSON_Delete(p);
+    return st;
+}
+
 typedef struct exchange_args {
     const pl__llm *m;
     const pl__llm_request *req;
@@ -249,12 +355,14 @@ static int llm_policy(pl_ctx *ctx, const pl_action *a, pl_steps *out,
     }
     pl__llm_tool *tools = NULL;
     size_t n_tools = 0;
-    cJSON *v = NULL;
+    cJSON *v = NULL, *tok = NULL;
     unsigned n = 0;
     char *why = NULL;
     int st = make_tools(&tools, &n_tools, ctx, m, a);
     if (!st)
         st = one_exchange(&v, ctx, m, a, tools, n_tools, &n);
+    if (!st)
+        st = turn_tokens(&tok, ctx, m, v);
     if (st)
         goto done;
     const cJSON *err = cJSON_GetObjectItemCaseSensitive(v, "error");
@@ -262,14 +370,15 @@ static int llm_policy(pl_ctx *ctx, const pl_action *a, pl_steps *out,
     if (err) {
         const cJSON *code = cJSON_GetObjectItemCaseSensitive(err, "code");
         const cJSON *msg = cJSON_GetObjectItemCaseSensitive(err, "message");
-        st = pl_steps_add_error(out,
-                                cJSON_IsString(code) ? code->valuestring
-                                                     : "ModelError",
-                                cJSON_IsString(msg) ? msg->valuestring
-                                                    : "model call failed");
+        st = add_error(out,
+                       cJSON_IsString(code) ? code->valuestring : "ModelError",
+                       cJSON_IsString(msg) ? msg->valuestring
+                                           : "model call failed",
+                       tok);
         goto done;
     }
-    st = ans ? pl__llm_answer_steps(out, &why, m, ans, a, tools, n_tools, n)
+    st = ans ? pl__llm_answer_steps(out, &why, m, ans, a, tools, n_tools, n,
+                                    tok)
              : (why = pl__strdup("the recorded exchange has no answer"),
                 PL_EJSON);
     if (st != PL_EJSON || !why)
@@ -278,7 +387,7 @@ static int llm_policy(pl_ctx *ctx, const pl_action *a, pl_steps *out,
         reprompts_in_a_row(ctx) >= m->o.reprompt_limit) {
         char *msg = pl__asprintf("the model's answer cannot become steps: %s",
                                  why);
-        st = msg ? pl_steps_add_error(out, PL_LLM_ERR_INVALID_MODEL_ACTION, msg)
+        st = msg ? add_error(out, PL_LLM_ERR_INVALID_MODEL_ACTION, msg, tok)
                  : PL_ENOMEM;
         free(msg);
         goto done;
@@ -294,6 +403,8 @@ static int llm_policy(pl_ctx *ctx, const pl_action *a, pl_steps *out,
     st = text ? pl_json_pack(&p, "{s:s, s:b, s:b}", "text", text, "reprompt", 1,
                              "again", 1)
               : PL_ENOMEM;
+    if (!st && tok)
+        st = pl__llm_add_tokens(p, tok);
     if (!st)
         st = pl_ctx_emit(ctx, out, PL_STEP_TEXT, NULL, p);
     cJSON_Delete(p);
@@ -301,6 +412,7 @@ static int llm_policy(pl_ctx *ctx, const pl_action *a, pl_steps *out,
     free(cat);
 done:
     free(why);
+    cJSON_Delete(tok);
     cJSON_Delete(v);
     free_tools(tools, n_tools);
     return st;
@@ -419,14 +531,11 @@ static int count_tokens(const pl_step *s, void *user)
     const cJSON *x = pl__llm_exchange_of(s);
     if (!x)
         return 0;
-    const cJSON *u = cJSON_GetObjectItemCaseSensitive(x, "usage");
-    const cJSON *in = cJSON_GetObjectItemCaseSensitive(u, "input");
-    const cJSON *outp = cJSON_GetObjectItemCaseSensitive(u, "output");
+    uint64_t in, outp;
+    exchange_usage(x, &in, &outp);
     t->exchanges++;
-    if (cJSON_IsNumber(in) && in->valuedouble > 0)
-        t->input += (uint64_t)in->valuedouble;
-    if (cJSON_IsNumber(outp) && outp->valuedouble > 0)
-        t->output += (uint64_t)outp->valuedouble;
+    t->input += in;
+    t->output += outp;
     return 0;
 }
 

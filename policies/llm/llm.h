@@ -154,12 +154,16 @@ PL__HIDDEN int pl__llm_parse_response(cJSON **answer, long *in_tokens,
                                       const char *body, size_t len);
 
 /* Turn a normalised answer into steps; on a malformed answer return
- * PL_EJSON with *why set (caller frees) naming what came back. */
+ * PL_EJSON with *why set (caller frees) naming what came back.  The last
+ * step gets the fields of @p tok (the turn's tokens) when it is not NULL. */
 PL__HIDDEN int pl__llm_answer_steps(pl_steps *out, char **why, const pl__llm *m,
                                     const cJSON *answer,
                                     const pl_action *action,
                                     const pl__llm_tool *tools, size_t n_tools,
-                                    unsigned exchange);
+                                    unsigned exchange, const cJSON *tok);
+
+/* llm.c: add copies of @p tok's fields to @p payload. */
+PL__HIDDEN int pl__llm_add_tokens(cJSON *payload, const cJSON *tok);
 
 /* transport.c: a Retry-After value (RFC 9110 10.2.3) as milliseconds
  * from @p now_ms (Unix milliseconds): delay-seconds, or an HTTP-date in

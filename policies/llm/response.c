@@ -262,7 +262,7 @@ static const char *policy_of(const pl__llm_tool *tools, size_t n,
 int pl__llm_answer_steps(pl_steps *out, char **why, const pl__llm *m,
                          const cJSON *answer, const pl_action *action,
                          const pl__llm_tool *tools, size_t n_tools,
-                         unsigned exchange)
+                         unsigned exchange, const cJSON *tok)
 {
     *why = NULL;
     const cJSON *text = cJSON_GetObjectItemCaseSensitive(answer, "text");
@@ -353,14 +353,26 @@ int pl__llm_answer_steps(pl_steps *out, char **why, const pl__llm *m,
         st = json ? pl_json_pack(&p, "{s:s, s:o}", "text", answer_text, "json",
                                  json)
                   : PL_ENOMEM;
+        if (!st && tok)
+            st = pl__llm_add_tokens(p, tok);
         if (!st)
             st = pl_steps_add(out, PL_STEP_TEXT, NULL, p);
         cJSON_Delete(p);
         free(args_text);
         return st;
     }
-    if (cJSON_IsString(text) && *text->valuestring)
-        st = pl_steps_add_text(out, NULL, text->valuestring);
+    if (cJSON_IsString(text) && *text->valuestring) {
+        cJSON *p = NULL;
+        /* the turn's last step when there are no calls */
+        const cJSON *t = cJSON_GetArraySize(calls) ? NULL : tok;
+        st = pl_json_pack(&p, "{s:s}", "text", text->valuestring);
+        if (!st && t)
+            st = pl__llm_add_tokens(p, t);
+        if (!st)
+            st = pl_steps_add(out, PL_STEP_TEXT, NULL, p);
+        cJSON_Delete(p);
+    }
+    int last = cJSON_GetArraySize(calls) - 1;
     i = 0;
     cJSON_ArrayForEach(c, calls)
     {
@@ -382,6 +394,8 @@ int pl__llm_answer_steps(pl_steps *out, char **why, const pl__llm *m,
             st = pl_json_pack(&step, "{s:s, s:o, s:s}", "policy",
                               policy_of(tools, n_tools, c), "payload", obj,
                               "call_id", id);
+        if (!st && tok && i == last)
+            st = pl__llm_add_tokens(step, tok);
         if (!st)
             st = pl_steps_add(out, PL_STEP_ACTION_CALL, NULL, step);
         cJSON_Delete(step);

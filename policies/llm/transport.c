@@ -789,6 +789,14 @@ int pl__llm_exchange(cJSON **out, const pl__llm *m, const char *body,
                           a.error_code ? a.error_code : PL_ERR_INVALID_INPUT,
                           "message",
                           a.message ? a.message : "model call failed");
+    /* "tokens" (input + output) also says the turn's last step carries
+     * its tokens (llm.c, turn_tokens()); exchanges recorded without it
+     * make the steps they made before */
+    if (!st && !cJSON_AddNumberToObject(v, "tokens",
+                                        a.answer ? (double)a.in_tokens +
+                                                       (double)a.out_tokens
+                                                 : 0))
+        st = pl__err(PL_ENOMEM, "out of memory");
     if (!st && m->url.provider == PL__LLM_SCRIPTED &&
         !cJSON_AddNumberToObject(v, "script_next", (double)pos))
         st = pl__err(PL_ENOMEM, "out of memory");
