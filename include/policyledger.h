@@ -1445,8 +1445,7 @@ int pl_ctx_random(uint64_t *out, pl_ctx *ctx);
 int pl_ctx_uuid(char out[PL_UUID_LEN + 1], pl_ctx *ctx);
 
 /**
- * A side effect's function: produce a value (any JSON, nested at most
- * PL_MAX_JSON_DEPTH - 1 deep: it is stored inside a record).
+ * A side effect's function: produce a value (any JSON).
  * @param[out] out_value a new cJSON the engine takes ownership of.
  * @return PL_OK, or a status that fails the run.
  */
@@ -1457,8 +1456,7 @@ typedef int (*pl_side_effect_fn)(cJSON **out_value, void *user);
  * returned and fn is not called.  The value is durable before this returns.
  * @param name a short label, compared on replay.
  * @param[out] out_value caller owns; free with cJSON_Delete().
- * @return PL_OK; fn's status; PL_ELIMIT (the value is too big or too deep,
- *         and fails the run); the run-stopping statuses of pl_ctx_call().
+ * @return PL_OK; fn's status; the run-stopping statuses of pl_ctx_call().
  */
 int pl_ctx_side_effect(cJSON **out_value, pl_ctx *ctx, const char *name, pl_side_effect_fn fn,
                        void *user);

@@ -199,8 +199,7 @@ int pl__named_value_encode(pl__buf *out, const char *name, const cJSON *value,
         out->len = start;
         return pl__err(PL_ENOMEM, "out of memory encoding a payload");
     }
-    /* the value sits inside the record's map (level 1), as it is read */
-    int st = pl__pack_json(&pk, value, 2);
+    int st = pl__pack_json(&pk, value, 1);
     if (!st && max_bytes && out->len - start > max_bytes)
         st = pl__err(PL_ELIMIT,
                      "side effect value of %zu bytes exceeds the "

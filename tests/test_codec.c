@@ -969,34 +969,6 @@ Test(codec, payload_size_limit)
     cJSON_Delete(j);
 }
 
-/* A named value nests one level inside its record, and is read back so: the
- * deepest value the writer accepts is one the reader accepts (a value one
- * level deeper is refused when written, never stored unreadable). */
-Test(codec, named_value_depth_is_counted_as_it_is_read)
-{
-    char deep[2 * PL_MAX_JSON_DEPTH + 1];
-    for (int n = PL_MAX_JSON_DEPTH - 1; n <= PL_MAX_JSON_DEPTH; n++) {
-        memset(deep, '[', (size_t)n);
-        memset(deep + n, ']', (size_t)n);
-        deep[2 * n] = '\0';
-        cJSON *j = t_json(deep);
-        pl__buf b = {0};
-        int rc = pl__named_value_encode(&b, "v", j, 0);
-        if (n < PL_MAX_JSON_DEPTH) {
-            cr_assert_eq(rc, PL_OK, "%d levels: %s", n, pl_errmsg());
-            cJSON *back = NULL;
-            cr_assert_eq(pl__payload_decode(&back, b.data, b.len), PL_OK,
-                         "%d levels: %s", n, pl_errmsg());
-            cJSON_Delete(back);
-        } else {
-            cr_assert_eq(rc, PL_ELIMIT, "%d levels", n);
-            cr_assert_eq(b.len, 0);
-        }
-        pl__buf_free(&b);
-        cJSON_Delete(j);
-    }
-}
-
 Test(codec, wrappers_encode_their_documented_shapes)
 {
     cJSON *p = t_json("{\"a\": 1}");
