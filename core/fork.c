@@ -167,8 +167,11 @@ int pl_run_fork(char **out_new_id, pl_engine *e, const char *run_id,
         st = pl__err(st, "pl_run_fork: run '%s': %s", run_id, pl_errmsg());
         goto done;
     }
+    /* alive as pl_run_get() says: by the run's lease, which its owner's
+     * engine renews while a call blocks, not by its last write */
     if (rs.status == PL_RUN_RUNNING &&
-        (pl__owner_alive(e, &rs) || pl__engine_owns(e, num))) {
+        (pl__engine_owns(e, num) ||
+         pl__run_lease_alive(e, num, pl__owner_alive(e, &rs)))) {
         st = pl__err(PL_EBUSY,
                      "pl_run_fork: run '%s' is running in live "
                      "process %lld on %s: fork it once it stops",

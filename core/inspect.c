@@ -11,26 +11,6 @@
 #include "internal.h"
 #include "path.h"
 
-/*
- * Whether a running run's owner is alive, by its lease (lease.c): held and
- * not expired, by a process that is not known dead.  A run without a lease
- * (made before leases) keeps @p by_record, what its state record says.
- */
-static bool lease_alive(pl_engine *e, uint64_t num, bool by_record)
-{
-    char saved[PL__ERRMSG_MAX];
-    pl__errmsg_save(saved);
-    pl__lease l;
-    bool alive = by_record;
-    /* this engine's own lease, of a run it no longer executes (the
-     * caller checked), is a run nobody runs: its execution stopped */
-    if (pl__store_lease_get(e->store, num, &l) == PL_OK)
-        alive = l.expires_in_us > 0 && *l.owner &&
-                strcmp(l.owner, e->worker) != 0 && !pl__worker_dead(e, l.owner);
-    pl__errmsg_restore(saved);
-    return alive;
-}
-
 #define CHUNK 256
 
 /* ---- run records ------------------------------------------------------------------- */
@@ -107,7 +87,7 @@ static int info_build(pl_engine *e, const char *id, size_t id_len, uint64_t num,
                        !strcmp(in->st.owner_host, e->host) &&
                        pl__engine_owns(e, num)));
     if (p->status == PL_RUN_RUNNING && !pl__engine_owns(e, num))
-        p->owner_alive = lease_alive(e, num, p->owner_alive);
+        p->owner_alive = pl__run_lease_alive(e, num, p->owner_alive);
     p->attempts = in->st.attempts;
     p->error = in->st.error;
     p->reason = in->st.reason;

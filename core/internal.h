@@ -181,6 +181,10 @@ PL__HIDDEN int pl__engine_lease(pl_engine *e, uint64_t num, uint64_t gen,
                                 atomic_bool *lost) PL__MUST_CHECK;
 /* Stop the renewer thread, if one runs (lease.c). */
 PL__HIDDEN void pl__engine_lease_stop(pl_engine *e);
+/* Whether a running run that this engine does not execute has a live
+ * owner by its lease; @p by_record (pl__owner_alive()) for a run without
+ * a lease (lease.c). */
+PL__HIDDEN bool pl__run_lease_alive(pl_engine *e, uint64_t num, bool by_record);
 /* Whether worker id @p owner names a dead process on this host. */
 PL__HIDDEN bool pl__worker_dead(pl_engine *e, const char *owner);
 /* Is the owner recorded in @p st a live process other than this one? */

@@ -117,6 +117,26 @@ void pl__engine_lease_stop(pl_engine *e)
         pthread_join(e->renewer, NULL);
 }
 
+/*
+ * Whether a running run's owner is alive, by its lease: held and
+ * not expired, by a process that is not known dead.  A run without a lease
+ * (made before leases) keeps @p by_record, what its state record says.
+ */
+bool pl__run_lease_alive(pl_engine *e, uint64_t num, bool by_record)
+{
+    char saved[PL__ERRMSG_MAX];
+    pl__errmsg_save(saved);
+    pl__lease l;
+    bool alive = by_record;
+    /* this engine's own lease, of a run it no longer executes (the
+     * caller checked), is a run nobody runs: its execution stopped */
+    if (pl__store_lease_get(e->store, num, &l) == PL_OK)
+        alive = l.expires_in_us > 0 && *l.owner &&
+                strcmp(l.owner, e->worker) != 0 && !pl__worker_dead(e, l.owner);
+    pl__errmsg_restore(saved);
+    return alive;
+}
+
 bool pl__worker_dead(pl_engine *e, const char *owner)
 {
     char *end;

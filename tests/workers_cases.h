@@ -570,6 +570,12 @@ Test(W_SUITE, a_dead_workers_run_is_taken_after_its_lease_expires)
         cr_assert_lt(ms, W_BOUND_MS, "a dead worker's run shows it alive");
         w_nap(10);
     }
+    /* and may be forked, as a run whose owner is gone (its last write is
+     * recent, but its lease says the owner is dead) */
+    char *forked = NULL;
+    cr_assert_eq(pl_run_fork(&forked, e, "orphan", "0:0", "orphan-copy"), PL_OK,
+                 "%s", pl_errmsg());
+    free(forked);
     w_worker w;
     w_worker_start(&w, e, 1);
     w_await_status(e, "orphan", PL_RUN_COMPLETED);
