@@ -248,6 +248,18 @@ int pl__call_append(pl_ctx *c, const pl_action *a, const pl_policy_def *def,
                           r->scratch.len, code, NULL, replayed, NULL);
 }
 
+int pl__call_may_start(pl__run *r)
+{
+    if (r->stop)
+        return r->stop;
+    if (r->worker && atomic_load(&r->e->worker_stop)) /* worker.c */
+        return pl__run_fail(r, PL_EBUSY,
+                            "run %s: the worker is stopping: the run goes "
+                            "back to the queue after its last call",
+                            r->id);
+    return PL_OK;
+}
+
 int pl_ctx_call(pl_step **out, pl_ctx *c, const pl_action *a,
                 const pl_decorator *decos, size_t n_decos)
 {
@@ -257,13 +269,8 @@ int pl_ctx_call(pl_step **out, pl_ctx *c, const pl_action *a,
     if (st)
         return st;
     pl__run *r = c->run;
-    if (r->stop)
-        return r->stop;
-    if (r->worker && atomic_load(&r->e->worker_stop)) /* worker.c */
-        return pl__run_fail(r, PL_EBUSY,
-                            "run %s: the worker is stopping: the run goes "
-                            "back to the queue after its last call",
-                            r->id);
+    if ((st = pl__call_may_start(r)))
+        return st;
     if ((st = pl__call_check_action(r, c, a)))
         return st;
     if ((st = pl__call_check_decos(r, c, a->policy, decos, n_decos)))

@@ -14,6 +14,10 @@ typedef enum pl__fate {
     PL__FATE_IN_DOUBT_ASK   /* in flight at a crash: suspend to ask */
 } pl__fate;
 
+/* Whether a run may start a call now: PL_OK, the status that stopped the
+ * run, or PL_EBUSY failing it when its worker is stopping (worker.c hands
+ * the run back to the queue). */
+PL__HIDDEN int pl__call_may_start(pl__run *r) PL__MUST_CHECK;
 /* A call's action: PL_ACTION_INIT'd, a valid name, a payload, valid
  * actions.  Otherwise PL_EINVAL, failing the run. */
 PL__HIDDEN int pl__call_check_action(pl__run *r, pl_ctx *c,

@@ -339,8 +339,8 @@ int pl_ctx_call_all(pl_step **out, pl_ctx *c, const pl_call_spec *calls,
                        "pl_ctx_call_all: %zu calls; at most %d at once", n,
                        PL_CALL_ALL_MAX);
     pl__run *r = c->run;
-    if (r->stop)
-        return r->stop;
+    if ((st = pl__call_may_start(r)))
+        return st;
     if ((st = check_specs(r, c, calls, n)))
         return st;
     fanout f = {.n = n};

@@ -135,6 +135,33 @@ static int fenced(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     return st ? st : pl_steps_add_resultf(out, "{s:s}", "done", "yes");
 }
 
+/* fenced's first two calls, then two adds at once */
+static int fanned(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)a;
+    (void)user;
+    int st = call_simple(ctx, "add", "{\"a\": 1, \"b\": 1}");
+    if (!st)
+        st = call_simple(ctx, "gate", "{}");
+    pl_action adds[2] = {PL_ACTION_INIT, PL_ACTION_INIT};
+    pl_call_spec specs[2] = {PL_CALL_SPEC_INIT, PL_CALL_SPEC_INIT};
+    pl_step *res[2] = {NULL, NULL};
+    cJSON *pay[2] = {t_json("{\"a\": 3, \"b\": 3}"),
+                     t_json("{\"a\": 2, \"b\": 2}")};
+    for (int i = 0; i < 2; i++) {
+        adds[i].policy = "add";
+        adds[i].payload = pay[i];
+        specs[i].action = &adds[i];
+    }
+    if (!st)
+        st = pl_ctx_call_all(res, ctx, specs, 2);
+    for (int i = 0; i < 2; i++) {
+        pl_step_free(res[i]);
+        cJSON_Delete(pay[i]);
+    }
+    return st ? st : pl_steps_add_resultf(out, "{s:s}", "done", "yes");
+}
+
 static int ask(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
 {
     (void)a;
@@ -155,11 +182,8 @@ static pl_registry *w_registry(void)
     struct {
         const char *name;
         pl_policy_fn fn;
-    } defs[] = {{"nap", nap},
-                {"gate", gate},
-                {"slow", slow},
-                {"fenced", fenced},
-                {"ask", ask}};
+    } defs[] = {{"nap", nap},       {"gate", gate},     {"slow", slow},
+                {"fenced", fenced}, {"fanned", fanned}, {"ask", ask}};
     for (size_t i = 0; i < sizeof defs / sizeof defs[0]; i++) {
         pl_policy_def d = PL_POLICY_DEF_INIT;
         d.name = defs[i].name;
@@ -696,6 +720,34 @@ Test(W_SUITE, a_stopping_worker_hands_its_run_back_between_calls)
     cr_assert_eq(w.completed, 1);
     cr_assert_eq(t_calls.add, 2);
     cr_assert_eq(pl_run_verify(e, "handed"), PL_OK, "%s", pl_errmsg());
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/* The same when the next call is a fan-out: none of it starts. */
+Test(W_SUITE, a_stopping_worker_starts_no_fan_out)
+{
+    const char *path = w_store();
+    pl_registry *reg = w_registry();
+    pl_engine *e = w_engine(path, reg, "host-a");
+    w_submit(e, "fanned", "{}", "fanned");
+    w_touch("block");
+    w_worker w;
+    w_worker_start(&w, e, 1);
+    w_await("in");
+    pl_worker_stop(e);
+    w_remove("block");
+    cr_assert_eq(pthread_join(w.th, NULL), 0);
+    cr_assert_eq(w.rc, PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(w.skipped, 1);
+    cr_assert_eq(t_calls.add, 1, "a call of the fan-out ran after the stop");
+    cr_assert_eq(w_status(e, "fanned"), PL_RUN_RUNNING);
+    w_worker_start(&w, e, 1);
+    w_await_status(e, "fanned", PL_RUN_COMPLETED);
+    w_worker_stop(&w);
+    cr_assert_eq(w.completed, 1);
+    cr_assert_eq(t_calls.add, 3);
+    cr_assert_eq(pl_run_verify(e, "fanned"), PL_OK, "%s", pl_errmsg());
     pl_engine_close(e);
     pl_registry_free(reg);
 }
