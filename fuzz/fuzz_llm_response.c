@@ -40,8 +40,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     CHECK(pl_steps_new(&steps) == PL_OK);
     steps->default_actor = "model"; /* as the engine gives a policy's */
     char *why = NULL;
-    rc = pl__llm_answer_steps(steps, &why, &m, answer, &action, NULL, 0, 1);
+    /* the turn's tokens, as llm.c gives them, on the turn's last step */
+    cJSON *tok = NULL;
+    if (pl_json_pack(&tok, "{s:f, s:f, s:f}", "tokens",
+                     (double)in + (double)out, "tokens_in", (double)in,
+                     "tokens_out", (double)out)) {
+        tok = NULL; /* out of memory: the steps without them */
+    }
+    rc = pl__llm_answer_steps(steps, &why, &m, answer, &action, NULL, 0, 1,
+                              tok);
     CHECK(rc == PL_OK || rc == PL_EJSON || rc == PL_ENOMEM || rc == PL_ELIMIT);
+    cJSON_Delete(tok);
     free(why);
     pl_steps_free(steps);
     cJSON_Delete(payload);
