@@ -3,7 +3,9 @@
 # round after round for SECONDS (default 300), the process SIGKILLed at a
 # random instant every 1 to 4 seconds and restarted.  Then a last clean
 # restart, built with AddressSanitizer (LeakSanitizer at its exit), finishes
-# the runs begun, and the check: every run completed and verifies, every
+# the runs begun and works one more whole round (so LeakSanitizer sees runs
+# started, called, committed and completed, not only a replay); then the
+# check: every run completed and verifies, every
 # call made its effect, none that finished made it twice; and memory flat
 # across restarts: each killed process's peak RSS (VmHWM, which counts the
 # store's mapped pages too, so grows with the store) and its anonymous
@@ -54,9 +56,9 @@ while [ "$(date +%s)" -lt "$deadline" ]; do
   gen=$((gen + 1))
 done
 
-echo "soak: last restart ($gen), under AddressSanitizer, finishes the runs begun"
+echo "soak: last restart ($gen), under AddressSanitizer, finishes the runs begun and works a round"
 ASAN_OPTIONS=detect_leaks=1 build-asan/tests/pl-soak run "$store" "$effects" \
-  "$gen" 0
+  "$gen" -1
 build/tests/pl-soak check "$store" "$effects"
 
 # memory flat: the anonymous memory of the last quarter of the restarts

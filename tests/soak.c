@@ -7,7 +7,8 @@
  *       appends "R I CALL GEN" to the file EFFECTS (O_APPEND, one write)
  *       before it returns.  A round whose runs exist is continued (every
  *       run not completed yet is continued, the others skipped); a new
- *       round starts only before DEADLINE (Unix seconds; 0: none starts).
+ *       round starts only before DEADLINE (Unix seconds; 0: none starts;
+ *       -1: exactly one starts, after the rounds begun).
  *       GEN is the process's generation (the script's restart number).
  *       Exits 0 once every round it met or began is completed; prints its
  *       peak RSS.
@@ -172,11 +173,16 @@ static int cmd_run(const char *store, const char *effects, long gen,
     if (!st)
         st = pl_pool_new(&pool, e, &po);
     long rounds = 0, continued = 0;
+    bool one_more = deadline < 0; /* -1: one new round, whenever */
     for (int round = 0; !st && !g_failed; round++) {
         pl_run_status s;
         int found = status_of(e, round, 0, &s);
-        if (found == PL_ENOTFOUND && (deadline == 0 || time(NULL) >= deadline))
-            break;
+        if (found == PL_ENOTFOUND) {
+            if (one_more)
+                one_more = false;
+            else if (deadline <= 0 || time(NULL) >= deadline)
+                break;
+        }
         if (found && found != PL_ENOTFOUND) {
             st = found;
             break;
