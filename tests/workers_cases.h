@@ -690,13 +690,15 @@ Test(W_SUITE, a_stalled_worker_is_fenced_off)
 /*
  * A stopping worker lets the call under way finish, stops the run before
  * its next call and hands it back to the queue; the next worker goes on.
+ * @p policy: an add, the gate, then @p adds_after more adds (fenced: one
+ * call; fanned: a fan-out of two, none of which may start after the stop).
  */
-Test(W_SUITE, a_stopping_worker_hands_its_run_back_between_calls)
+static void stop_between_calls(const char *policy, int adds_after)
 {
     const char *path = w_store();
     pl_registry *reg = w_registry();
     pl_engine *e = w_engine(path, reg, "host-a");
-    w_submit(e, "fenced", "{}", "handed");
+    w_submit(e, policy, "{}", "handed");
     w_touch("block");
     w_worker w;
     w_worker_start(&w, e, 1);
@@ -707,7 +709,7 @@ Test(W_SUITE, a_stopping_worker_hands_its_run_back_between_calls)
     cr_assert_eq(w.rc, PL_OK, "%s", pl_errmsg());
     cr_assert_eq(w.skipped, 1);
     cr_assert_eq(w.completed, 0);
-    cr_assert_eq(t_calls.add, 1, "the call after the stop ran");
+    cr_assert_eq(t_calls.add, 1, "%s: a call after the stop ran", policy);
     cr_assert_eq(w_status(e, "handed"), PL_RUN_RUNNING);
     pl__lease l;
     cr_assert_eq(pl__store_lease_get(e->store, 1, &l), PL_OK, "%s",
@@ -718,36 +720,18 @@ Test(W_SUITE, a_stopping_worker_hands_its_run_back_between_calls)
     w_await_status(e, "handed", PL_RUN_COMPLETED);
     w_worker_stop(&w);
     cr_assert_eq(w.completed, 1);
-    cr_assert_eq(t_calls.add, 2);
+    cr_assert_eq(t_calls.add, 1 + adds_after);
     cr_assert_eq(pl_run_verify(e, "handed"), PL_OK, "%s", pl_errmsg());
     pl_engine_close(e);
     pl_registry_free(reg);
 }
 
-/* The same when the next call is a fan-out: none of it starts. */
+Test(W_SUITE, a_stopping_worker_hands_its_run_back_between_calls)
+{
+    stop_between_calls("fenced", 1);
+}
+
 Test(W_SUITE, a_stopping_worker_starts_no_fan_out)
 {
-    const char *path = w_store();
-    pl_registry *reg = w_registry();
-    pl_engine *e = w_engine(path, reg, "host-a");
-    w_submit(e, "fanned", "{}", "fanned");
-    w_touch("block");
-    w_worker w;
-    w_worker_start(&w, e, 1);
-    w_await("in");
-    pl_worker_stop(e);
-    w_remove("block");
-    cr_assert_eq(pthread_join(w.th, NULL), 0);
-    cr_assert_eq(w.rc, PL_OK, "%s", pl_errmsg());
-    cr_assert_eq(w.skipped, 1);
-    cr_assert_eq(t_calls.add, 1, "a call of the fan-out ran after the stop");
-    cr_assert_eq(w_status(e, "fanned"), PL_RUN_RUNNING);
-    w_worker_start(&w, e, 1);
-    w_await_status(e, "fanned", PL_RUN_COMPLETED);
-    w_worker_stop(&w);
-    cr_assert_eq(w.completed, 1);
-    cr_assert_eq(t_calls.add, 3);
-    cr_assert_eq(pl_run_verify(e, "fanned"), PL_OK, "%s", pl_errmsg());
-    pl_engine_close(e);
-    pl_registry_free(reg);
+    stop_between_calls("fanned", 2);
 }
