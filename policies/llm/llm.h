@@ -119,16 +119,6 @@ PL__HIDDEN int pl__llm_conv_step(pl__llm_conv *cv, const pl__llm *m,
                                  const pl_step *s);
 PL__HIDDEN void pl__llm_conv_free(pl__llm_conv *cv);
 
-/* The whole conversation of a ledger, at once. */
-PL__HIDDEN int pl__llm_messages(cJSON **out, const pl__llm *m,
-                                const pl_action *action,
-                                const pl_steps *ledger);
-
-/* The request body for the provider. */
-PL__HIDDEN int pl__llm_request_body(char **out, const pl__llm *m,
-                                    const cJSON *messages,
-                                    const pl__llm_tool *tools, size_t n_tools);
-
 /* The body in parts: a body is its head (*out up to *head_len, ending in
  * the conversation array's '['), the encoded messages joined by ',', and
  * its tail (*out from *head_len: ']' and all that follows).  The frame is

@@ -158,24 +158,6 @@ int pl__llm_conv_step(pl__llm_conv *cv, const pl__llm *m, const pl_step *s)
     return st ? pl__err(st, "out of memory") : PL_OK;
 }
 
-int pl__llm_messages(cJSON **out, const pl__llm *m, const pl_action *action,
-                     const pl_steps *ledger)
-{
-    *out = NULL;
-    pl__llm_conv cv;
-    int st = pl__llm_conv_start(&cv, m, action, true);
-    for (size_t i = 0; !st && i < pl_steps_count(ledger); i++)
-        st = pl__llm_conv_step(&cv, m, pl_steps_at(ledger, i));
-    if (st) {
-        pl__llm_conv_free(&cv);
-        return st;
-    }
-    *out = cv.msgs;
-    cv.msgs = NULL;
-    pl__llm_conv_free(&cv);
-    return PL_OK;
-}
-
 /* The name the provider sees for a tool the conversation names (names.c):
  * a tool call of an earlier turn, or the tool a result answers. */
 static const char *wire(char buf[PL__LLM_WIRE_CAP], const pl__llm *m,
@@ -564,19 +546,6 @@ static cJSON *body_of(const pl__llm *m, const cJSON *messages,
            : m->url.provider == PL__LLM_GEMINI
                ? gemini_body(m, messages, tools, n_tools)
                : openai_body(m, messages, tools, n_tools);
-}
-
-int pl__llm_request_body(char **out, const pl__llm *m, const cJSON *messages,
-                         const pl__llm_tool *tools, size_t n_tools)
-{
-    *out = NULL;
-    cJSON *b = body_of(m, messages, tools, n_tools);
-    char *text = b ? cJSON_PrintUnformatted(b) : NULL;
-    cJSON_Delete(b);
-    if (!text)
-        return pl__err(PL_ENOMEM, "out of memory");
-    *out = text;
-    return PL_OK;
 }
 
 /* ------------------------------------------------------------------------ */
