@@ -577,29 +577,40 @@ static void *raw_puts(void *arg)
     return NULL;
 }
 
+/* Run fn on each of @p threads arguments (args, @p size bytes apart), on
+ * threads of their own, or on this one when there is one, each making @p n
+ * records: the floor's records per second, and time per record, to @p r. */
+static void timed_threads(void *(*fn)(void *), void *args, size_t size,
+                          int threads, int n, floor_res *r)
+{
+    pthread_t th[256];
+    double t0 = now_s();
+    for (int i = 0; i < threads; i++) {
+        void *arg = (char *)args + (size_t)i * size;
+        if (threads == 1)
+            fn(arg);
+        else
+            pthread_create(&th[i], NULL, fn, arg);
+    }
+    for (int i = 0; threads > 1 && i < threads; i++)
+        pthread_join(th[i], NULL);
+    double dt = now_s() - t0;
+    double total = (double)n * threads;
+    r->per_record_s = dt / total;
+    r->records_per_s = total / dt;
+}
+
 static void floor_puts(const void *varg, void *vres)
 {
     const floor_arg *a = varg;
     floor_res *r = vres;
     MDB_dbi dbi;
     MDB_env *env = raw_open("floor.mdb", a->mode, &dbi);
-    pthread_t th[256];
     raw_thread args[256];
     int threads = a->threads < 1 ? 1 : a->threads > 256 ? 256 : a->threads;
-    double t0 = now_s();
-    for (int i = 0; i < threads; i++) {
+    for (int i = 0; i < threads; i++)
         args[i] = (raw_thread){env, dbi, a->n, i, a->call, threads == 1};
-        if (threads == 1)
-            raw_puts(&args[i]);
-        else
-            pthread_create(&th[i], NULL, raw_puts, &args[i]);
-    }
-    for (int i = 0; threads > 1 && i < threads; i++)
-        pthread_join(th[i], NULL);
-    double dt = now_s() - t0;
-    double total = (double)a->n * threads;
-    r->per_record_s = dt / total;
-    r->records_per_s = total / dt;
+    timed_threads(raw_puts, args, sizeof *args, threads, a->n, r);
     raw_close(env, "floor.mdb");
 }
 
@@ -2760,23 +2771,11 @@ static void pg_floor(const void *varg, void *vres)
     path_in(path, sizeof path, "floor");
     pg_schema(schema, sizeof schema, "floor");
     pg_floor_create(path, schema);
-    pthread_t th[256];
     pg_floor_thread args[256];
     int threads = a->threads < 1 ? 1 : a->threads > 256 ? 256 : a->threads;
-    double t0 = now_s();
-    for (int i = 0; i < threads; i++) {
+    for (int i = 0; i < threads; i++)
         args[i] = (pg_floor_thread){a, schema, i};
-        if (threads == 1)
-            pg_floor_commits(&args[i]);
-        else
-            pthread_create(&th[i], NULL, pg_floor_commits, &args[i]);
-    }
-    for (int i = 0; threads > 1 && i < threads; i++)
-        pthread_join(th[i], NULL);
-    double dt = now_s() - t0;
-    double total = (double)a->n * threads;
-    r->per_record_s = dt / total;
-    r->records_per_s = total / dt;
+    timed_threads(pg_floor_commits, args, sizeof *args, threads, a->n, r);
     pg_remove(path);
 }
 
