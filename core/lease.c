@@ -50,26 +50,32 @@ static void *renewer(void *arg)
         renew_wait(e, e->lease_us / 3);
         if (e->renew_stop)
             break;
-        size_t n = 0;
-        for (size_t i = 0; i < e->n_active && n < RENEW_MAX; i++) {
-            if (e->active[i].gen) {
-                runs[n] = e->active[i].num;
-                gens[n++] = e->active[i].gen;
+        /* every lease, RENEW_MAX to a transaction; a run released
+         * meanwhile moves the last entry into its slot, which may then be
+         * passed over this time: the next period renews it, well within
+         * the lease */
+        for (size_t from = 0; from < e->n_active && !e->renew_stop;) {
+            size_t n = 0;
+            for (; from < e->n_active && n < RENEW_MAX; from++) {
+                if (e->active[from].gen) {
+                    runs[n] = e->active[from].num;
+                    gens[n++] = e->active[from].gen;
+                }
             }
-        }
-        pthread_mutex_unlock(&e->mu);
-        /* a failed renewal is tried again next time; the leases expire
-         * only if the store stays unreachable for a whole lease */
-        int st = pl__store_lease_renew(e->store, runs, gens, n, e->lease_us,
-                                       lost);
-        pthread_mutex_lock(&e->mu);
-        for (size_t j = 0; !st && j < n; j++) {
-            if (!lost[j])
-                continue;
-            for (size_t i = 0; i < e->n_active; i++)
-                if (e->active[i].num == runs[j] &&
-                    e->active[i].gen == gens[j] && e->active[i].lost)
-                    atomic_store(e->active[i].lost, true);
+            pthread_mutex_unlock(&e->mu);
+            /* a failed renewal is tried again next time; the leases expire
+             * only if the store stays unreachable for a whole lease */
+            int st = pl__store_lease_renew(e->store, runs, gens, n, e->lease_us,
+                                           lost);
+            pthread_mutex_lock(&e->mu);
+            for (size_t j = 0; !st && j < n; j++) {
+                if (!lost[j])
+                    continue;
+                for (size_t i = 0; i < e->n_active; i++)
+                    if (e->active[i].num == runs[j] &&
+                        e->active[i].gen == gens[j] && e->active[i].lost)
+                        atomic_store(e->active[i].lost, true);
+            }
         }
     }
     pthread_mutex_unlock(&e->mu);
