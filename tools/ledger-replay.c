@@ -691,6 +691,22 @@ static int refused_code(int st)
     }
 }
 
+/* The exit status when writing to the store failed: the store's fault (it
+ * cannot be written: full, read-only, failing, out of memory), or else the
+ * request's. */
+static int write_code(int st)
+{
+    switch (st) {
+    case PL_ESTORE:
+    case PL_EMAPFULL:
+    case PL_ENOMEM:
+    case PL_EIO:
+    case PL_ENOSPC:
+    case PL_EACCES: return EXIT_OPEN;
+    default: return EXIT_USAGE;
+    }
+}
+
 /* ---- modes ------------------------------------------------------------------ */
 
 /* Continue one run and report it.  @p note goes into the summary. */
@@ -1149,11 +1165,7 @@ static void mode_import(tool *t)
         cli_error("cannot import '%s': %s (%s)", path, pl_errmsg(),
                   pl_status_name(st));
         /* a changed export is refused; anything else is a bad request */
-        worst(t, st == PL_ECORRUPT ? EXIT_FAILED
-                 : st == PL_ESTORE || st == PL_EMAPFULL || st == PL_ENOMEM ||
-                         st == PL_EIO || st == PL_ENOSPC || st == PL_EACCES
-                     ? EXIT_OPEN
-                     : EXIT_USAGE);
+        worst(t, st == PL_ECORRUPT ? EXIT_FAILED : write_code(st));
         return;
     }
     pl_run_info *info = NULL;
@@ -1248,7 +1260,7 @@ static void mode_submit(tool *t)
     if (st) {
         cli_error("cannot submit a run of '%s': %s (%s)", t->opt.submit,
                   pl_errmsg(), pl_status_name(st));
-        worst(t, st == PL_ESTORE || st == PL_EMAPFULL ? EXIT_OPEN : EXIT_USAGE);
+        worst(t, write_code(st));
     } else if (t->opt.json && t->runs) {
         cJSON *j = cJSON_CreateObject();
         if (j) {

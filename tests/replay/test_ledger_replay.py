@@ -11,6 +11,7 @@ import argparse
 import hashlib
 import json
 import os
+import resource
 import shutil
 import signal
 import struct
@@ -32,12 +33,12 @@ def check(cond, what, *context):
         raise Failure(what + "".join("\n  " + str(c) for c in context))
 
 
-def run(argv, stdin=None, env=None, expect=None):
+def run(argv, stdin=None, env=None, expect=None, preexec=None):
     """Run a program; fail on a sanitizer report or an unexpected status."""
     full_env = dict(os.environ)
     full_env.update(env or {})
     p = subprocess.run(argv, input=stdin, capture_output=True, text=True,
-                       env=full_env, timeout=120)
+                       env=full_env, timeout=120, preexec_fn=preexec)
     for mark in SANITIZER_MARKS:
         check(mark not in p.stderr, "sanitizer report from %s" % argv[0],
               p.stderr)
@@ -62,12 +63,13 @@ class Store:
     def close(self):
         shutil.rmtree(self.dir, ignore_errors=True)
 
-    def tool(self, *args, plugins=None, expect=None, stdin=None, store=None):
+    def tool(self, *args, plugins=None, expect=None, stdin=None, store=None,
+             preexec=None):
         argv = [ARGS.tool, store or self.path]
         for p in plugins or [ARGS.order_plugin]:
             argv += ["--plugin", p]
         return run(argv + list(args), stdin=stdin, env=self.env,
-                   expect=expect)
+                   expect=expect, preexec=preexec)
 
     def tool_json(self, *args, plugins=None, expect=None, stdin=None):
         p = self.tool(*args, "--json", plugins=plugins, expect=expect,
@@ -581,9 +583,36 @@ def case_fork():
         s.close()
 
 
+def case_submit_to_a_full_store():
+    """A store that cannot grow (the file size limit standing in for a full
+    disk) refuses --submit with exit 2, the store's fault, naming the cause;
+    nothing is queued, and once the limit is gone the same submit works."""
+    s = Store()
+    try:
+        order = '{"order_id": "A-1", "items": [1], "amount_cents": 100}'
+        s.tool("--submit", "order", "--payload", order, expect=0)
+        big = ('{"order_id": "A-2", "items": [1], "amount_cents": 100, '
+               '"note": "%s"}' % ("x" * 100000))
+
+        def small_files():
+            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+            resource.setrlimit(resource.RLIMIT_FSIZE,
+                               (65536, resource.RLIM_INFINITY))
+
+        p = s.tool("--submit", "order", "--payload", big, "--new-id", "A-2",
+                   preexec=small_files, expect=2)
+        check("EFBIG" in p.stderr and "PL_ENOSPC" in p.stderr,
+              "the message does not name the cause", p.stderr)
+        s.tool("--submit", "order", "--payload", big, "--new-id", "A-2",
+               expect=0)
+    finally:
+        s.close()
+
+
 CASES = [case_usage, case_bad_store, case_bad_plugin, case_crash_then_run,
          case_all_skips_a_live_owner, case_check,
-         case_check_code_changed_but_clean, case_resume, case_fork]
+         case_check_code_changed_but_clean, case_resume, case_fork,
+         case_submit_to_a_full_store]
 
 
 def main():
