@@ -99,27 +99,11 @@ static void curl_init(void)
     curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
 }
 
-static int64_t clock_ns(clockid_t id)
-{
-    struct timespec ts;
-    clock_gettime(id, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
+static int64_t mono_ns(void) { return (int64_t)pl__mono_ns(); }
 
 static int64_t now_ns(const pl_otel *x)
 {
-    return x->base_real_ns + (clock_ns(CLOCK_MONOTONIC) - x->base_mono_ns);
-}
-
-static char *dup(const char *s)
-{
-    if (!s)
-        return NULL;
-    size_t n = strlen(s) + 1;
-    char *d = malloc(n);
-    if (d)
-        memcpy(d, s, n);
-    return d;
+    return x->base_real_ns + (mono_ns() - x->base_mono_ns);
 }
 
 static void span_clear(span *s)
@@ -167,9 +151,9 @@ static int open_add(pl_otel *x, const pl_event *ev, const char *path,
                     int64_t now)
 {
     span s = {0};
-    s.run_id = dup(ev->run_id);
-    s.path = dup(path);
-    s.policy = dup(ev->policy ? ev->policy : "");
+    s.run_id = pl__strdup(ev->run_id);
+    s.path = pl__strdup(path);
+    s.policy = pl__strdup(ev->policy ? ev->policy : "");
     s.start_ns = now;
     s.step = ev->seq;
     s.is_call = ev->kind == PL_EVENT_CALL_STARTED;
@@ -262,9 +246,9 @@ static void end_span(pl_otel *x, const pl_event *ev, const char *path,
     span s;
     if (!open_take(x, ev->run_id, path, &s)) {
         memset(&s, 0, sizeof s);
-        s.run_id = dup(ev->run_id);
-        s.path = dup(path);
-        s.policy = dup(ev->policy ? ev->policy : "");
+        s.run_id = pl__strdup(ev->run_id);
+        s.path = pl__strdup(path);
+        s.policy = pl__strdup(ev->policy ? ev->policy : "");
         s.start_ns = now - (int64_t)ev->elapsed_ns;
         s.step = ev->seq;
         s.is_call = strcmp(path, "0") != 0;
@@ -285,7 +269,8 @@ static void end_span(pl_otel *x, const pl_event *ev, const char *path,
     s.tokens_out = ev->tokens_out;
     if (ev->detail &&
         (ev->kind == PL_EVENT_CALL_FAILED || ev->kind == PL_EVENT_RUN_FAILED))
-        s.detail = dup(ev->detail); /* NULL when out of memory: left out */
+        s.detail = pl__strdup(
+            ev->detail); /* NULL when out of memory: left out */
     enqueue(x, &s);
 }
 
@@ -499,7 +484,7 @@ static int progress(void *user, curl_off_t dt, curl_off_t dn, curl_off_t ut,
     (void)un;
     pl_otel *x = user;
     int64_t at = atomic_load(&x->abort_at);
-    return at && clock_ns(CLOCK_MONOTONIC) > at; /* non-zero aborts */
+    return at && mono_ns() > at; /* non-zero aborts */
 }
 
 /* POST one batch; @return NULL when the receiver took it, else why not. */
@@ -558,7 +543,7 @@ static void *exporter(void *arg)
         }
         int64_t at = atomic_load(&x->abort_at);
         size_t k = x->n < x->max_batch ? x->n : x->max_batch;
-        if (!batch || (at && clock_ns(CLOCK_MONOTONIC) > at)) {
+        if (!batch || (at && mono_ns() > at)) {
             /* no memory for a batch, or shutdown's time is up: drop */
             for (size_t i = 0; i < x->n; i++) {
                 span *s = x->queue[(x->head + i) % x->max_queue];
@@ -786,7 +771,7 @@ int pl_otel_open(pl_otel **out, const pl_otel_options *opts)
     if (!st)
         st = set_headers(x, o->headers ? o->headers
                                        : env("OTEL_EXPORTER_OTLP_HEADERS"));
-    if (!st && (!(x->service = dup(svc ? svc : "policyledger")) ||
+    if (!st && (!(x->service = pl__strdup(svc ? svc : "policyledger")) ||
                 !(x->queue = calloc(x->max_queue, sizeof *x->queue))))
         st = pl__err(PL_ENOMEM, "pl_otel_open: out of memory");
     if (!st) {
@@ -794,8 +779,8 @@ int pl_otel_open(pl_otel **out, const pl_otel_options *opts)
         if (curl_init_rc != CURLE_OK || !(x->curl = curl_easy_init()))
             st = pl__err(PL_EIO, "pl_otel_open: libcurl cannot start");
     }
-    x->base_real_ns = clock_ns(CLOCK_REALTIME);
-    x->base_mono_ns = clock_ns(CLOCK_MONOTONIC);
+    x->base_real_ns = pl__now_us() * 1000;
+    x->base_mono_ns = mono_ns();
     if (!st && pthread_create(&x->thread, NULL, exporter, x))
         st = pl__err(PL_EIO, "pl_otel_open: cannot start the thread");
     if (st) {
@@ -851,8 +836,7 @@ int pl_otel_close(pl_otel *x)
 {
     if (!x)
         return PL_OK;
-    atomic_store(&x->abort_at,
-                 clock_ns(CLOCK_MONOTONIC) + (int64_t)x->shutdown_ms * 1000000);
+    atomic_store(&x->abort_at, mono_ns() + (int64_t)x->shutdown_ms * 1000000);
     pthread_mutex_lock(&x->lock);
     x->stop = true;
     pthread_cond_broadcast(&x->wake);
