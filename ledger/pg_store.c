@@ -78,11 +78,15 @@ enum {
     Q_N
 };
 
+/* The lease statements (lease_sql()). */
+enum { L_ACQUIRE, L_GET, L_NEXT, L_RENEW, L_RELEASE, L_FENCE, L_CREATE, L_N };
+
 struct pl__pg_store {
     char *path;     /* as given, for messages */
     char *conninfo; /* the URI without schema= */
     char *schema;
     char *q[Q_N];    /* the statements, naming the schema */
+    char *lq[L_N];   /* the lease statements, likewise */
     char *steps_sql; /* "INSERT INTO schema.steps (k, v) VALUES" */
     bool nosync;
     bool read_only; /* every write fails with PL_ESTATE */
@@ -353,6 +357,8 @@ static int parse_uri(pl__pg_store *s, const char *uri)
     return st ? st : pl__err(PL_ENOMEM, "out of memory");
 }
 
+static int lease_sql(const pl__pg_store *s, int which, char **out);
+
 static int make_statements(pl__pg_store *s)
 {
     const char *n = s->schema;
@@ -404,6 +410,9 @@ static int make_statements(pl__pg_store *s)
     for (int i = 0; i < Q_N; i++)
         if (!s->q[i])
             return pl__err(PL_ENOMEM, "out of memory");
+    for (int i = 0; i < L_N; i++)
+        if (lease_sql(s, i, &s->lq[i]))
+            return PL_ENOMEM;
     return s->steps_sql ? PL_OK : pl__err(PL_ENOMEM, "out of memory");
 }
 
@@ -521,6 +530,8 @@ void pl__pg_close(pl__pg_store *s)
     }
     for (int i = 0; i < Q_N; i++)
         free(s->q[i]);
+    for (int i = 0; i < L_N; i++)
+        free(s->lq[i]);
     free(s->steps_sql);
     free(s->schema);
     free(s->conninfo);
@@ -1098,8 +1109,6 @@ int pl__pg_stats_get(pl__pg_store *s, pl__store_stats *out)
 #define NOW_US "(extract(epoch from clock_timestamp()) * 1000000)::bigint"
 #define FENCE_STATE "PLOWN"
 
-enum { L_ACQUIRE, L_GET, L_NEXT, L_RENEW, L_RELEASE, L_FENCE, L_CREATE, L_N };
-
 static int lease_sql(const pl__pg_store *s, int which, char **out)
 {
     const char *n = s->schema;
@@ -1206,23 +1215,17 @@ static int lease_exec(pl__pg_store *s, int which, int n,
     *out = NULL;
     if (s->read_only && which != L_GET)
         return read_only(s);
-    char *sql;
-    int st = lease_sql(s, which, &sql);
+    PGconn *c;
+    int st = conn_get(s, &c);
     if (st)
         return st;
-    PGconn *c;
-    if ((st = conn_get(s, &c))) {
-        free(sql);
-        return st;
-    }
-    PGresult *r = PQexecParams(c, sql, n, NULL, vals, NULL, NULL, 0);
+    PGresult *r = PQexecParams(c, s->lq[which], n, NULL, vals, NULL, NULL, 0);
     ExecStatusType es = PQresultStatus(r);
     if (es != PGRES_TUPLES_OK && es != PGRES_COMMAND_OK) {
         st = pg_err(s, c, r, what);
         PQclear(r);
         r = NULL;
     }
-    free(sql);
     conn_put(s, c);
     *out = r;
     return st;
@@ -1392,11 +1395,8 @@ static int pg_lease_send(pl__pg_store *s, PGconn *c, const pl__batch *bt,
     *sent_any = false;
     if (!(bt->create_id && bt->lease_owner) && !bt->gen)
         return PL_OK;
-    char *sql;
     int which = bt->gen ? L_FENCE : L_CREATE;
-    int st = lease_sql(s, which, &sql);
-    if (st)
-        return st;
+    int st = PL_OK;
     char a[24], b[24];
     const char *vals[3];
     if (which == L_FENCE) {
@@ -1411,11 +1411,10 @@ static int pg_lease_send(pl__pg_store *s, PGconn *c, const pl__batch *bt,
         vals[1] = bt->lease_owner;
         vals[2] = a;
     }
-    if (!PQsendQueryParams(c, sql, 3, NULL, vals, NULL, NULL, 0))
+    if (!PQsendQueryParams(c, s->lq[which], 3, NULL, vals, NULL, NULL, 0))
         st = pg_err(s, c, NULL, "sending a lease");
     else
         *sent_any = true;
-    free(sql);
     return st;
 }
 
