@@ -1,5 +1,5 @@
 /*
- * fuzz_payload.c -- payload encoding (ledger/mp_write.c) from arbitrary JSON
+ * fuzz_payload.c -- payload encoding (ledger/codec/mp_write.c) from arbitrary JSON
  * text.  Whatever cJSON makes of the text: encoding returns a status; a
  * payload that encodes passes the reader's check and decodes back to JSON
  * equal to what was encoded (what is written can always be read).

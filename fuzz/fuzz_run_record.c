@@ -1,5 +1,5 @@
 /*
- * fuzz_run_record.c -- the run record decoders (ledger/runrec.c), the run's
+ * fuzz_run_record.c -- the run record decoders (ledger/codec/runrec.c), the run's
  * info and its state, over arbitrary bytes.  Whatever the bytes: a status,
  * no read outside them, no leak; a record that decodes encodes again to a
  * record that decodes to the same fields (a version 1 record, which has no

@@ -1,5 +1,5 @@
 /*
- * fuzz_step_record.c -- the step record decoder (ledger/record.c) over
+ * fuzz_step_record.c -- the step record decoder (ledger/codec/record.c) over
  * arbitrary bytes.  Whatever the bytes, decoding returns a status and never
  * reads outside them; a record that decodes has a payload that decodes to
  * JSON, and that JSON encodes and decodes back to itself.

@@ -1111,7 +1111,7 @@ void pl_worker_stop(pl_engine *engine);
  * order) with run, path, seq, id, actor, type, payload, time, time_us,
  * code, hash and prev_hash, and either "record" (the stored step record,
  * hex) or "derived":true (a folded callee's step, which has no record of
- * its own).  The format is written down at the top of core/export.c.
+ * its own).  The format is written down at the top of core/ops/export.c.
  * The export is complete: pl_run_import() makes the run again from it.
  * A run being written meanwhile may fail with PL_EBUSY: export it once it
  * stops.  The store is only read (a read-only engine will do).
@@ -1957,7 +1957,7 @@ int pl_otel_close(pl_otel *otel);
 
 /*
  * validate: JSON Schema checks of a callee's input and result, written with
- * this header alone too (core/validate.c; the validator is in the "JSON
+ * this header alone too (core/ext/validate.c; the validator is in the "JSON
  * Schema" section below).
  */
 

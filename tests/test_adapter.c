@@ -1,7 +1,7 @@
 /*
  * test_adapter.c -- the tool adapter's decorators (retry, timeout, budget,
  * cap; core/decorator_*.c), the cooperative deadline (pl_ctx_deadline())
- * and the JSON-lines trace writer (core/trace.c).
+ * and the JSON-lines trace writer (core/ext/trace.c).
  *
  * A root policy "caller" calls the tool named in its payload through the
  * decorators the test put in g_decos, and returns the tool's result.  The

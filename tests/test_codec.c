@@ -1,5 +1,5 @@
 /*
- * test_codec.c -- the msgpack step and run records (ledger/record.c,
+ * test_codec.c -- the msgpack step and run records (ledger/codec/record.c,
  * runrec.c, and the payloads of mp_write.c, mp_read.c and payload_cmp.c),
  * through their internal header codec.h: step records of every type round-trip field by field;
  * JSON payloads of every kind round-trip through cJSON with their key order;

@@ -1,6 +1,6 @@
 /*
  * test_diverge.c -- a replay that differs from its ledger, as events
- * (core/diverge.c): PL_EVENT_DIVERGED and PL_EVENT_CODE_CHANGED carry a
+ * (core/replay/diverge.c): PL_EVENT_DIVERGED and PL_EVENT_CODE_CHANGED carry a
  * pl_replay_diff with both steps and both code identities.  Also the
  * resume token in a suspended run's record (pl_run_info.resume_token).
  *

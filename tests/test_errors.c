@@ -1,8 +1,8 @@
 /*
  * test_errors.c -- bad input to the public API never crashes and gives clear
- * errors (DESIGN.md section 7 and 14; the argument checks of core/runner.c,
- * the pl_ctx_* functions in core/call.c, chain.c, ctx.c, recorded.c and
- * suspend.c, and core/step.c, core/engine.c and core/inspect.c).
+ * errors (DESIGN.md section 7 and 14; the argument checks of core/replay/runner.c,
+ * the pl_ctx_* functions in core/replay/call.c, chain.c, ctx.c, recorded.c and
+ * suspend.c, and core/replay/step.c, core/engine/engine.c and core/ops/inspect.c).
  *
  * Covers: NULL out-parameters and NULL engines, invalid run ids, wrong
  * option versions, bad root actions (non-object payload, unregistered

@@ -1,6 +1,6 @@
 /*
  * test_events.c -- the engine's event callback (DESIGN.md section 13;
- * pl__emit() in core/engine.c, its call sites in core/invocation.c,
+ * pl__emit() in core/engine/engine.c, its call sites in core/replay/invocation.c,
  * commit.c, callee.c and runner.c).
  *
  * A recorder copies every event (kind, run id, path, seq, policy, step type,

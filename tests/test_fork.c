@@ -1,5 +1,5 @@
 /*
- * test_fork.c -- pl_run_fork (core/fork.c): a new run from a prefix of an
+ * test_fork.c -- pl_run_fork (core/ops/fork.c): a new run from a prefix of an
  * old run's root ledger.
  *
  * The root policy "outer" calls "chain" (whose callee ledger holds three

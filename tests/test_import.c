@@ -1,5 +1,5 @@
 /*
- * test_import.c -- pl_run_export and pl_run_import (core/export.c): a run
+ * test_import.c -- pl_run_export and pl_run_import (core/ops/export.c): a run
  * as JSON lines, and back into a store.
  *
  * The root policy "outer" calls "chain" (whose callee ledger holds calls of

@@ -1,7 +1,7 @@
 /*
  * test_invoke_with.c -- decorators on the tool calls a model makes:
  * pl_decorator_invoke_action_with() and pl_ctx_call_step_with()
- * (core/decorators.c, core/call.c).
+ * (core/ext/decorators.c, core/replay/call.c).
  *
  * An agent-shaped loop: a scripted "model" returns the action_calls its
  * payload lists, one turn at a time, under loop + invoke_action_with

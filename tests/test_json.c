@@ -1,5 +1,5 @@
 /*
- * test_json.c -- building and reading JSON from a format (core/json.c).
+ * test_json.c -- building and reading JSON from a format (core/ext/json.c).
  *
  * Covers: every letter in both directions, nested objects and arrays, the
  * ignored separators, pack's '?' and '*' modifiers, unpack's optional keys

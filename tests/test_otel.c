@@ -1,5 +1,5 @@
 /*
- * test_otel.c -- the OpenTelemetry exporter (core/otel.c) against a
+ * test_otel.c -- the OpenTelemetry exporter (core/ext/otel.c) against a
  * loopback receiver this test starts (tests/llm_server.py, which logs every
  * request body).
  *

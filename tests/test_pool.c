@@ -1,6 +1,6 @@
 /*
- * test_pool.c -- many runs on a few threads (core/pool.c, and the batched
- * commits it makes in core/engine.c).
+ * test_pool.c -- many runs on a few threads (core/engine/pool.c, and the batched
+ * commits it makes in core/engine/engine.c).
  *
  *   (a) in group and process mode, runs on a 2-thread pool all complete and
  *       verify, more runs are in flight at once than there are threads, no

@@ -1,5 +1,5 @@
 /*
- * test_registry.c -- policies by name (core/registry.c).
+ * test_registry.c -- policies by name (core/engine/registry.c).
  */
 #include "support.h"
 

@@ -1,6 +1,6 @@
 /*
  * test_replay.c -- replay by comparison (DESIGN.md section 3;
- * core/invocation.c, core/call.c and core/runner.c).
+ * core/replay/invocation.c, core/replay/call.c and core/replay/runner.c).
  *
  * Covers: a finished run continued executes nothing and returns the same
  * result; step ids derive from position; a policy that behaves differently on

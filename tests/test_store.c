@@ -1,6 +1,6 @@
 /*
  * test_store.c -- the LMDB store (ledger/lmdb_*.c, keys.c) and the public read
- * and verify API on it (core/inspect.c), against real LMDB files in
+ * and verify API on it (core/ops/inspect.c), against real LMDB files in
  * temporary directories: ledger order and step ids, tree-order walks, run
  * listing and run records, the hash chain and what verification and replay
  * make of a store tampered with through the LMDB C API (changed payloads,

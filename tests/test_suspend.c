@@ -1,6 +1,6 @@
 /*
  * test_suspend.c -- suspend and resume (DESIGN.md section 8; pl_ctx_suspend
- * in core/suspend.c, pl_run_resume in core/runner.c).
+ * in core/replay/suspend.c, pl_run_resume in core/replay/runner.c).
  *
  * A root policy calls tools and a "human" policy that suspends with a prompt.
  * Covers: the suspended outcome and run record, continue/resume state and

@@ -1,5 +1,5 @@
 /*
- * test_validate.c -- the validate decorator (core/validate.c): a callee's
+ * test_validate.c -- the validate decorator (core/ext/validate.c): a callee's
  * input refused before it runs, its result checked after, both recorded so
  * that a replay after a real crash (fork + SIGKILL) serves them.
  */

@@ -19,13 +19,13 @@
  *   |                | of step lines with a record that follow            |
  *   | head           | hex hash of its root ledger's last step, or null   |
  *   | code           | the root policy's code identity, or null           |
- *   | info, state    | hex: its two run records (ledger/runrec.c) as      |
+ *   | info, state    | hex: its two run records (ledger/codec/runrec.c) as      |
  *   |                | stored; they are checksummed and bound to its id   |
  *
  *   then one line a step, in key order (the run's tree in order), with the
  *   fields ledger-dump's jsonl prints: run, path, seq, id, actor, type,
  *   payload, time, time_us, code, hash, prev_hash; and either
- *   | record         | hex: the stored step record (ledger/record.c)      |
+ *   | record         | hex: the stored step record (ledger/codec/record.c)      |
  *   or
  *   | derived        | true: a folded callee's one step, which has no     |
  *   |                | record of its own (its caller's action_result      |

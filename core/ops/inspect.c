@@ -214,7 +214,7 @@ static int find_answer(pl_engine *e, uint64_t num, const uint32_t *comps,
 }
 
 /*
- * A mirror's payload is its caller's action_result's (see ledger/record.c): find
+ * A mirror's payload is its caller's action_result's (see ledger/codec/record.c): find
  * it, check that it links to the mirror (key @p key, record @p val), and
  * lend its payload to @p rec.  @p hold keeps the caller's record.
  */
@@ -252,7 +252,7 @@ static int read_mirror(pl_engine *e, pl__hasher **hasher, uint64_t num,
 
 /*
  * The one step of callee ledger @p callee_path that the folded
- * action_result @p answer stands for (see ledger/record.c).
+ * action_result @p answer stands for (see ledger/codec/record.c).
  */
 static int folded_step(const pl__rec *answer, const uint8_t *genesis,
                        const char *callee_path, pl_step **out)

@@ -5,7 +5,7 @@
  * root ledger: the root steps before it, and the callee ledgers of the
  * calls among them that were answered before it.  The callee ledger of a
  * call whose result falls at or after the cut is left out: its last step
- * may be a mirror of that result (ledger/record.c), and the new run runs
+ * may be a mirror of that result (ledger/codec/record.c), and the new run runs
  * the call again anyway.
  *
  * A copied step keeps its record but for the hashes that name the run,

@@ -2,8 +2,8 @@
  * rechain.c -- a run's steps copied under another run number and id.
  *
  * A step's hash covers its key, whose first 8 bytes are the run's number
- * (ledger/keys.c), and step 0 of every ledger links to the run's genesis
- * hash, which covers its id (ledger/hash.c).  A step copied into another
+ * (ledger/codec/keys.c), and step 0 of every ledger links to the run's genesis
+ * hash, which covers its id (ledger/codec/hash.c).  A step copied into another
  * run keeps its record but for two hashes:
  *
  *   | field                  | becomes                                   |

@@ -8,7 +8,7 @@
  * step, so a run's ledgers form one tree of hashes (DESIGN.md section 4).
  * While the callee's last step is still pending in the batch the result
  * joins, its payload is stored once: folded into the action_result, or
- * the last step made a mirror of it (store_result_once(), ledger/record.c).
+ * the last step made a mirror of it (store_result_once(), ledger/codec/record.c).
  */
 #include <assert.h>
 #include <stdio.h>
@@ -102,11 +102,11 @@ int pl__callee_finish_error(pl_ctx *c, uint32_t call_seq, const char *callee,
 /*
  * The callee's last step is the result its caller is about to record.  When
  * that step is still in the batch the caller's action_result will join,
- * store its payload once, in the action_result (see ledger/record.c): fold a
+ * store its payload once, in the action_result (see ledger/codec/record.c): fold a
  * callee whose ledger is that one step, by the callee, into the
  * action_result (*link says so), or make a longer ledger's last step a
  * mirror.  A mirror of a one-byte result ({}) is not worth it.  A mirror
- * is read from the step after the call (ledger/record.c), so none is made
+ * is read from the step after the call (ledger/codec/record.c), so none is made
  * when the result will not be that step (@p adjacent false):
  * pl_ctx_call_step() answers calls recorded earlier, with other calls of
  * the same turn between a call and its result.

@@ -3,7 +3,7 @@
  * pl_ctx_call_step(_with).
  *
  * A call appends its `action_call` (compared or written, like any step; its
- * payload is pl__call_payload_encode()'s, ledger/record.c).  The step after it then
+ * payload is pl__call_payload_encode()'s, ledger/codec/record.c).  The step after it then
  * decides how the call resolves:
  *
  *   after the action_call       the call
