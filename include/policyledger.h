@@ -1772,6 +1772,153 @@ int pl_decorator_budget(pl_decorator *out, const pl_budget *limits);
  */
 int pl_decorator_cap(pl_decorator *out, size_t max_bytes);
 
+#define PL_PAGINATE_OPTIONS_VERSION 1
+
+/** paginate's options.  Initialise with PL_PAGINATE_OPTIONS_INIT. */
+typedef struct pl_paginate_options {
+    unsigned version;   /**< PL_PAGINATE_OPTIONS_VERSION */
+    /** JSON pointer (RFC 6901) to the continuation in a page's result:
+     *  "/next_token", "/next_page", "/cursor/next", ...  A missing member,
+     *  null, false or "" means no more pages.  Default "/next_token". */
+    const char *next;
+    /** JSON pointer to where the continuation goes in the next request's
+     *  payload (objects on the way are made); NULL: the same as next. */
+    const char *param;
+    /** JSON pointer to the array of items in a page's result, which the
+     *  merged result concatenates; NULL: each page's result is kept whole
+     *  in "results". */
+    const char *items;
+    unsigned max_pages; /**< pages read at most; 0 = 100 */
+    size_t max_bytes;   /**< merged items' compact JSON bytes; 0 = 512000 */
+    /** decorators on each page's call, outermost first (validate, retry,
+     *  timeout per page); may be NULL.  Borrowed. */
+    const pl_decorator *per_page;
+    size_t n_per_page;
+} pl_paginate_options;
+
+#define PL_PAGINATE_OPTIONS_INIT                                               \
+    { PL_PAGINATE_OPTIONS_VERSION, "/next_token", NULL, NULL, 0, 0, NULL, 0 }
+
+/**
+ * paginate: read every page of a tool whose result carries a continuation.
+ * The decorator ends its chain: each page is a call of its own,
+ * pl_ctx_call() of the same policy wrapped by opts->per_page, in the
+ * call's invocation (decorators after paginate in a list never run: give
+ * them to it as per_page).  The first page is asked with the call's
+ * payload, each later one with the continuation the page before returned
+ * put at opts->param.  Every page's result is recorded where it was read,
+ * so a replay serves each, and a run that crashed after page 7 reads only
+ * page 8 onwards.
+ *
+ * A first page that is an error result, has no continuation, or whose
+ * items are not an array is the call's result as it is: paginate may wrap
+ * every tool of a model.  Otherwise pages are read until one has no
+ * continuation, opts->max_pages were read, or the merged items reach
+ * opts->max_bytes (the first page is always merged; a later one that
+ * would pass the cap is read but not merged), and the call's result is a
+ * recorded `action_result` by "paginate": the first page's result without
+ * its continuation, its items array holding every merged page's items in
+ * order (with no items pointer: {"results": [each page's result]}), and
+ *     "pagination": {"pages": read, "merged": n, "complete": bool,
+ *                    "stopped": why, "bytes": merged bytes,
+ *                    "max_pages", "max_bytes",
+ *                    "next": the continuation of the first page not
+ *                            merged, "note": "incomplete: ...",
+ *                    "error": a failed page's error result}
+ * where "stopped" is "end" (complete: no continuation left), "page_limit",
+ * "byte_cap", "error" (a later page's result was an error: the pages
+ * before it are merged), "malformed_page" (a later page's items are not an
+ * array) or "repeated_continuation" (a page returned the continuation
+ * that asked for it).  "next", "note" and "error" are there only when they
+ * apply.  Never a silent cut: every page read is in the ledger whole.
+ * @param[out] out the decorator.
+ * @param opts NULL for defaults; borrowed (see above).
+ * @return PL_OK; PL_EINVAL (NULL @p out, wrong version, a pointer that is
+ *         not "/..." or badly escaped, n_per_page without per_page, a
+ *         per-page decorator not made with PL_DECORATOR_INIT).
+ */
+int pl_decorator_paginate(pl_decorator *out, const pl_paginate_options *opts);
+
+/**
+ * A normaliser: make @p *out, a new JSON object (the engine frees it), the
+ * observation a model is shown for a tool's raw result.  It runs in the
+ * call's invocation and may call policies through @p ctx (a cheap model
+ * that summarises a long page): those calls are recorded as any call is.
+ * It must be deterministic given its arguments and what its calls return.
+ * @param action the tool's call (its policy and payload).
+ * @param raw the tool's result, never an error result; borrowed.
+ * @return PL_OK; the status of a pl_ctx_* call that failed (return it
+ *         unchanged); any other non-zero value fails the run.
+ */
+typedef int (*pl_normalize_fn)(cJSON **out, pl_ctx *ctx,
+                               const pl_action *action, const cJSON *raw,
+                               void *user);
+
+#define PL_OBSERVE_OPTIONS_VERSION 1
+
+/** observe's options.  Initialise with PL_OBSERVE_OPTIONS_INIT. */
+typedef struct pl_observe_options {
+    unsigned version;          /**< PL_OBSERVE_OPTIONS_VERSION */
+    pl_normalize_fn fn;        /**< NULL: pl_observation_default() */
+    void *user;                /**< passed to fn */
+    const char *const *tools;  /**< the policies it observes; NULL: all */
+    size_t n_tools;            /**< entries in tools */
+    /** The built-in normaliser only: a policy (an LLM policy, say) asked
+     *  for the summary of a raw result longer than summarize_over bytes,
+     *  with {"text": an instruction and the raw JSON, cut at 32 KiB}; the
+     *  "text" of its result becomes the summary.  NULL: none. */
+    const char *summarizer;
+    size_t summarize_over;     /**< 0 = 2048 */
+} pl_observe_options;
+
+#define PL_OBSERVE_OPTIONS_INIT                                                \
+    { PL_OBSERVE_OPTIONS_VERSION, NULL, NULL, NULL, 0, NULL, 0 }
+
+/**
+ * observe: turn a tool's raw result into the observation a model sees.
+ * For a call of one of opts->tools, it runs the rest of the chain, and
+ * when the result (its last step) is not an error result, calls the
+ * normaliser and records an `action_result` by "observe":
+ *     {"observation": {...the normaliser's object...}, "raw": {...}}
+ * which becomes the call's result.  The raw result stays where the chain
+ * recorded it too, so `ledger-dump` shows what the tool returned and what
+ * the model was shown; an LLM policy (policyledger_llm.h) sends the
+ * observation, not the raw result, as the tool's answer.  Error results
+ * and calls of other policies pass unchanged.
+ *
+ * The built-in normaliser's observation (pl_observation_default()):
+ *     {"summary": "one sentence", "key_facts": {"name": "value", ...},
+ *      "affordances": ["next_page", ...]}
+ *
+ * A normaliser that calls policies makes the raw result durable before its
+ * first call; a crash after it replays the inner chain.  So over a tool
+ * whose result is not the same on every run (an HTTP page), put paginate
+ * inside observe, [observe, paginate]: paginate makes the tool's result a
+ * recorded call that the replay serves.
+ * @param opts NULL for defaults; borrowed.
+ * @return PL_OK; PL_EINVAL (NULL @p out, wrong version, n_tools without
+ *         tools, a NULL or empty tool name, an empty summarizer name).
+ */
+int pl_decorator_observe(pl_decorator *out, const pl_observe_options *opts);
+
+/**
+ * The built-in observation of a tool's result @p raw (an object) for the
+ * policy @p tool:
+ *   summary      "'TOOL' returned N fields: a, b, c", with what its
+ *                "pagination" says (pages read, complete or why not) and a
+ *                "truncated" flag's note;
+ *   key_facts    every top-level member but "pagination", as a string:
+ *                scalars as their text (cut at 200 bytes, "..." after),
+ *                arrays as "N items", objects as "N fields"; at most 24;
+ *   affordances  "next_page" (pagination stopped with a "next"),
+ *                "read_more" (a member "truncated": true), "refine_query"
+ *                (an array of items with 20 or more of them).
+ * Deterministic: the same raw result gives the same observation.
+ * @param[out] out caller owns; free with cJSON_Delete().
+ * @return PL_OK; PL_EINVAL (NULL argument); PL_ENOMEM.
+ */
+int pl_observation_default(cJSON **out, const char *tool, const cJSON *raw);
+
 /* ------------------------------------------------------------------------ */
 /* Traces                                                                   */
 /* ------------------------------------------------------------------------ */
