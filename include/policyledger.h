@@ -2321,7 +2321,8 @@ int pl_ctx_invokef(cJSON **out, pl_ctx *ctx, const char *policy,
 /** A working directory and a command allowlist.  Opaque. */
 typedef struct pl_sandbox pl_sandbox;
 
-#define PL_SANDBOX_OPTIONS_VERSION 1
+/** Version 2 appended path_commands; a version 1 struct is still taken. */
+#define PL_SANDBOX_OPTIONS_VERSION 2
 
 /** Sandbox options.  Initialise with PL_SANDBOX_OPTIONS_INIT. */
 typedef struct pl_sandbox_options {
@@ -2331,9 +2332,15 @@ typedef struct pl_sandbox_options {
     /** true: never use openat2(2), always walk paths component by
         component (the fallback for kernels without it). */
     bool walk_only;
+    /** Since version 2: programs allowed too, whose arguments are paths
+     *  that must stay under the root (see pl_sandbox_check_command()):
+     *  "cat", "ls", "wc", ...  May be NULL. */
+    const char *const *path_commands;
+    size_t n_path_commands;       /**< entries in path_commands */
 } pl_sandbox_options;
 
-#define PL_SANDBOX_OPTIONS_INIT { PL_SANDBOX_OPTIONS_VERSION, NULL, 0, false }
+#define PL_SANDBOX_OPTIONS_INIT                                                \
+    { PL_SANDBOX_OPTIONS_VERSION, NULL, 0, false, NULL, 0 }
 
 /**
  * Create a sandbox on the directory @p root (which must exist), with the
@@ -2396,16 +2403,38 @@ int pl_sandbox_open_file(int *out_fd, const pl_sandbox *sb, const char *path,
  * program name exactly, and no argument may hold a control byte.  Nothing
  * is run; a command that passes is to be run with execvp()-like calls,
  * never through a shell.
+ *
+ * For a program of path_commands, its path arguments must stay under the
+ * root: every argument that does not start with '-' ("-" alone is standard
+ * input), every argument after "--", and the value of "--name=value".
+ * Relative ones are taken from the root.  A path is refused when it is
+ * absolute and elsewhere, when its ".." climb above the root as written
+ * (even through parts that do not exist yet: a program may make them), or
+ * when a symlink on its way leaves the root (pl_sandbox_resolve()); a
+ * missing part is left for the program to meet.  A short option with a
+ * '/' in its attached value ("-f/etc/x") is refused: give the path as an
+ * argument of its own.  This checks the arguments as given: it does not
+ * confine what the program then opens.
  * @param argv @p argc C strings, argc >= 1.
- * @return PL_OK; PL_EFORBIDDEN (program not allowed, or given as a path);
- *         PL_EINVAL (NULL argument, argc 0, an empty program name, a
- *         control byte in an argument).
+ * @return PL_OK; PL_EFORBIDDEN (program not allowed, or given as a path; a
+ *         path argument outside the root); PL_EINVAL (NULL argument, argc
+ *         0, an empty program name, a control byte in an argument);
+ *         PL_ELIMIT (a path argument too long).
  */
 int pl_sandbox_check_command(const pl_sandbox *sb, const char *const *argv,
                              size_t argc);
 
+/**
+ * pl_sandbox_check_command() for a command run in the directory @p cwd
+ * under the root (a path pl_sandbox_resolve() gave, or NULL for the root):
+ * relative path arguments are taken from it.
+ * @return as pl_sandbox_check_command().
+ */
+int pl_sandbox_check_command_in(const pl_sandbox *sb, const char *cwd,
+                                const char *const *argv, size_t argc);
+
 /* ------------------------------------------------------------------------ */
-/* Tools for models: calculator, read_file, http_get                        */
+/* Tools for models: calculator, read_file, http_get, run_command          */
 /* ------------------------------------------------------------------------ */
 
 /*
@@ -2444,10 +2473,50 @@ int pl_sandbox_check_command(const pl_sandbox *sb, const char *const *argv,
  *               allowlist Forbidden.  file:// URLs read through the
  *               sandbox, as read_file does.
  *
- * All three are registered idempotent: none changes anything outside
+ *   run_command {"argv": ["ls", "-l", "notes"], "cwd": "sub",
+ *               "stdin": "text", "timeout_ms": 5000}
+ *               -> {"exit_code": 0, "signal": null, "timed_out": false,
+ *                   "stdout": "...", "stderr": "...", "stdout_bytes": N,
+ *                   "stderr_bytes": N, "truncated": false}
+ *               One program, run as an argument vector, never through a
+ *               shell, only when the sandbox allows it
+ *               (pl_sandbox_check_command_in(): argv[0] one of commands
+ *               or path_commands, and for the latter every path argument
+ *               under the root: "..", absolute paths and symlinks that
+ *               leave it are refused), before anything runs.  It runs in
+ *               its own process group, in the directory cwd under the
+ *               root (default the root), with only the environment
+ *               variables the options allow, standard input the given
+ *               "stdin" or /dev/null, every other descriptor closed, and
+ *               is killed (SIGKILL) with it if the engine's process dies.
+ *               Its output is read until every process of the group has
+ *               closed it and the program has ended, at most the timeout
+ *               (the least of "timeout_ms", command_timeout_ms and the
+ *               call's deadline, pl_ctx_deadline()); then, or at the
+ *               timeout, the whole group is killed, so nothing it started
+ *               outlives the call (but a process that left the group).
+ *               Each of stdout and stderr is kept up to max_output_bytes
+ *               (the rest is read and counted, not kept: memory stays
+ *               bounded); "truncated" and a "note" say so; bytes that are
+ *               not UTF-8 become U+FFFD.  A program that exits non-zero or
+ *               dies of a signal is a result ("exit_code" null and
+ *               "signal": "SIGSEGV"), for the caller to read.  Forbidden
+ *               (the sandbox refused it: the message says why);
+ *               InvalidInput (bad arguments, a cwd that is not a
+ *               directory); NotFound (no such program on the allowed
+ *               PATH, or no such cwd); Timeout (killed at the timeout:
+ *               the error result carries every field above, with the
+ *               output read until then).  Registered only with a root and
+ *               allowed commands.
+ *
+ * The first three are registered idempotent: none changes anything outside
  * itself (the calculator is pure, read_file reads, a GET is safe by HTTP's
- * rules), so re-running one after a crash is harmless.  Their results are
- * recorded like any call's: replay serves them and does not run the tool.
+ * rules), so re-running one after a crash is harmless.  run_command is
+ * not (command_idempotent false by default): its action_call is durable
+ * before the program starts, and a crash while it runs gives its call the
+ * in-doubt rule (command_in_doubt, by default PL_IN_DOUBT_FAIL: an
+ * "InDoubt" error result), never a second run.  Results are recorded like
+ * any call's: replay serves them and does not run the tool.
  */
 
 #define PL_TOOLS_MAX_EXPRESSION 4096 /**< longest calculator input, bytes */
@@ -2457,7 +2526,9 @@ int pl_sandbox_check_command(const pl_sandbox *sb, const char *const *argv,
 /** The tools' shared settings.  Opaque. */
 typedef struct pl_tools pl_tools;
 
-#define PL_TOOLS_OPTIONS_VERSION 1
+/** Version 2 appended the run_command fields; a version 1 struct is still
+ *  taken (no run_command). */
+#define PL_TOOLS_OPTIONS_VERSION 2
 
 /** Tool options.  Initialise with PL_TOOLS_OPTIONS_INIT. */
 typedef struct pl_tools_options {
@@ -2481,10 +2552,28 @@ typedef struct pl_tools_options {
     long timeout_ms;           /**< whole request; 0 = 30000 */
     size_t max_body_bytes;     /**< http_get's cap; as max_file_bytes */
     int max_redirects;         /**< redirects followed; -1 = 5, 0 = none */
+    /* Since version 2: run_command, registered when root is set and a
+     * program is allowed (the sandbox's commands and path_commands). */
+    const char *const *commands;      /**< programs run_command may run */
+    size_t n_commands;
+    const char *const *path_commands; /**< ... whose arguments are paths
+                                           under the root */
+    size_t n_path_commands;
+    /** Environment variables a command gets from the engine's process, by
+     *  name; NULL (n_env 0): PATH, LANG, LC_ALL, TZ.  Every other variable
+     *  is left out. */
+    const char *const *env;
+    size_t n_env;
+    long command_timeout_ms;   /**< the longest a command runs; 0 = 10000 */
+    size_t max_output_bytes;   /**< kept of each of stdout and stderr;
+                                    0 = 64 KiB, at most 16 MiB */
+    bool command_idempotent;   /**< default false (see above) */
+    pl_in_doubt command_in_doubt; /**< default PL_IN_DOUBT_FAIL */
 } pl_tools_options;
 
 #define PL_TOOLS_OPTIONS_INIT                                                  \
-    { PL_TOOLS_OPTIONS_VERSION, NULL, 0, NULL, 0, 0, 0, 0, -1 }
+    { PL_TOOLS_OPTIONS_VERSION, NULL, 0, NULL, 0, 0, 0, 0, -1, NULL, 0, NULL, \
+      0, NULL, 0, 0, 0, false, PL_IN_DOUBT_FAIL }
 
 /**
  * Check the options and make the tools' settings (opening the sandbox).
@@ -2505,8 +2594,8 @@ int pl_tools_new(pl_tools **out, const pl_tools_options *opts);
 void pl_tools_free(pl_tools *tools);
 
 /**
- * Register "calculator", "http_get" and, with a root, "read_file" in
- * @p reg.  Every name is checked first, so PL_EEXIST registers none.
+ * Register "calculator", "http_get" and, with a root, "read_file" (and,
+ * with allowed commands, "run_command") in @p reg.  Every name is checked first, so PL_EEXIST registers none.
  * @param tools borrowed: must outlive every engine using @p reg.
  * @return PL_OK; PL_EINVAL (NULL argument); PL_EEXIST (a name is taken);
  *         PL_ENOMEM.
