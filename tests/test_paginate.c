@@ -70,7 +70,7 @@ static int pages(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     if (number)
         page = (int)num(p, "page", 1);
     else if (str(p, "page_token"))
-        page = atoi(str(p, "page_token") + 1);
+        page = (int)strtol(str(p, "page_token") + 1, NULL, 10);
     if (g_kill_page && page == g_kill_page)
         raise(SIGKILL);
     FILE *f = fopen(g_fx, "a");

@@ -304,6 +304,15 @@ Test(run_command, path_arguments_stay_under_the_root, .fini = close_all)
     pl_outcome_free(r);
 }
 
+/* The pid a command printed on its stdout, or 0. */
+static long pid_of(const cJSON *g)
+{
+    const char *s = str(g, "stdout");
+    char *end = NULL;
+    long v = s ? strtol(s, &end, 10) : 0;
+    return end && end != s ? v : 0;
+}
+
 /* Has the process @p pid ended (gone, or a zombie nobody reaped)? */
 static bool gone(long pid)
 {
@@ -340,7 +349,7 @@ Test(run_command, a_timeout_kills_the_whole_group, .fini = close_all)
     cr_expect_str_eq(str(g, "code"), PL_ERR_TIMEOUT);
     cr_expect(cJSON_IsTrue(cJSON_GetObjectItem(g, "timed_out")));
     cr_expect_str_eq(str(g, "signal"), "SIGKILL");
-    long child = atol(str(g, "stdout") ? str(g, "stdout") : "0");
+    long child = pid_of(g);
     cr_assert_gt(child, 1, "the child's pid: %s", t_text(g));
     cr_expect(ends(child), "the child %ld outlived the timeout", child);
     pl_outcome_free(r);
@@ -349,7 +358,7 @@ Test(run_command, a_timeout_kills_the_whole_group, .fini = close_all)
                  "\"timeout_ms\": 300}");
     g = got(r);
     cr_expect(cJSON_IsTrue(cJSON_GetObjectItem(g, "timed_out")));
-    child = atol(str(g, "stdout") ? str(g, "stdout") : "0");
+    child = pid_of(g);
     cr_assert_gt(child, 1);
     cr_expect(ends(child), "the orphan %ld outlived the timeout", child);
     pl_outcome_free(r);
@@ -360,7 +369,7 @@ Test(run_command, a_timeout_kills_the_whole_group, .fini = close_all)
     cr_expect(cJSON_IsFalse(cJSON_GetObjectItem(g, "timed_out")), "%s",
               t_text(g));
     cr_expect_eq(num(g, "exit_code"), 0);
-    child = atol(str(g, "stdout") ? str(g, "stdout") : "0");
+    child = pid_of(g);
     cr_assert_gt(child, 1);
     cr_expect(ends(child), "the detached %ld outlived the call", child);
     pl_outcome_free(r);

@@ -84,9 +84,10 @@ static cJSON *child(const cJSON *o, const char *tok)
 {
     if (cJSON_IsObject(o))
         return cJSON_GetObjectItemCaseSensitive(o, tok);
-    if (!cJSON_IsArray(o) || !*tok || strspn(tok, "0123456789") != strlen(tok))
+    size_t n = strlen(tok);
+    if (!cJSON_IsArray(o) || !n || n > 9 || strspn(tok, "0123456789") != n)
         return NULL;
-    return cJSON_GetArrayItem(o, atoi(tok));
+    return cJSON_GetArrayItem(o, (int)strtol(tok, NULL, 10)); /* < 10^9 */
 }
 
 /* The value @p ptr names in @p doc, or NULL. */
