@@ -1634,9 +1634,10 @@ int pl_decorator_invoke_action_with(pl_decorator *out,
                                     const pl_decorator *per_call, size_t n);
 
 /*
- * The tool adapter: retry, timeout, budget and cap.  Each is written with
- * this header alone, as a user's decorator would be, and composes in a
- * call's decorator list, outermost first:
+ * The tool adapter: retry, timeout, budget, cap, paginate and observe.
+ * Each is written with this header alone, as a user's decorator would be,
+ * and composes in a call's decorator list, outermost first (paginate ends
+ * its list: see pl_decorator_paginate()):
  *
  *     pl_decorator d[3];
  *     pl_decorator_timeout(&d[0], 30000);        // 30 s for all attempts
