@@ -298,7 +298,7 @@ static int run(outcome *r, const pl_tools *t, char *const *argv, int dirfd,
             pf[n++] = (struct pollfd){pin[1], POLLOUT, 0};
         /* the leader's end is not a descriptor: look again now and then */
         int wait = (int)(left < 50 ? left : 50);
-        if (poll(pf, n, n ? wait : wait) < 0 && errno != EINTR) {
+        if (poll(pf, n, wait) < 0 && errno != EINTR) {
             st = pl__err(PL_EIO, "run_command: poll: %s", strerror(errno));
             r->timed_out = true; /* so the group is killed below */
             break;
