@@ -94,6 +94,27 @@ static bool drain(stream *s, size_t cap)
     }
 }
 
+/* Put the output streams still open in @p pf; how many. */
+static nfds_t output_fds(struct pollfd *pf, const stream *out,
+                         const stream *err)
+{
+    nfds_t n = 0;
+    if (out->fd >= 0)
+        pf[n++] = (struct pollfd){out->fd, POLLIN, 0};
+    if (err->fd >= 0)
+        pf[n++] = (struct pollfd){err->fd, POLLIN, 0};
+    return n;
+}
+
+/* Read what both streams have. */
+static void drain_both(stream *out, stream *err, size_t cap)
+{
+    if (out->fd >= 0)
+        drain(out, cap);
+    if (err->fd >= 0)
+        drain(err, cap);
+}
+
 /* The signal's name, "SIGKILL", or "SIG<number>". */
 static const char *signal_name(char buf[16], int sig)
 {
@@ -289,11 +310,7 @@ static int run(outcome *r, const pl_tools *t, char *const *argv, int dirfd,
             break;
         }
         struct pollfd pf[3];
-        nfds_t n = 0;
-        if (r->out.fd >= 0)
-            pf[n++] = (struct pollfd){r->out.fd, POLLIN, 0};
-        if (r->err.fd >= 0)
-            pf[n++] = (struct pollfd){r->err.fd, POLLIN, 0};
+        nfds_t n = output_fds(pf, &r->out, &r->err);
         if (pin[1] >= 0)
             pf[n++] = (struct pollfd){pin[1], POLLOUT, 0};
         /* the leader's end is not a descriptor: look again now and then */
@@ -303,10 +320,7 @@ static int run(outcome *r, const pl_tools *t, char *const *argv, int dirfd,
             r->timed_out = true; /* so the group is killed below */
             break;
         }
-        if (r->out.fd >= 0)
-            drain(&r->out, cap);
-        if (r->err.fd >= 0)
-            drain(&r->err, cap);
+        drain_both(&r->out, &r->err, cap);
         while (pin[1] >= 0 && in_off < in_len) {
             ssize_t w = send(pin[1], input + in_off, in_len - in_off,
                              MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -329,16 +343,8 @@ static int run(outcome *r, const pl_tools *t, char *const *argv, int dirfd,
     int64_t drain_end = mono_ms() + DRAIN_MS;
     while ((r->out.fd >= 0 || r->err.fd >= 0) && mono_ms() < drain_end) {
         struct pollfd pf[2];
-        nfds_t n = 0;
-        if (r->out.fd >= 0)
-            pf[n++] = (struct pollfd){r->out.fd, POLLIN, 0};
-        if (r->err.fd >= 0)
-            pf[n++] = (struct pollfd){r->err.fd, POLLIN, 0};
-        poll(pf, n, 50);
-        if (r->out.fd >= 0)
-            drain(&r->out, cap);
-        if (r->err.fd >= 0)
-            drain(&r->err, cap);
+        poll(pf, output_fds(pf, &r->out, &r->err), 50);
+        drain_both(&r->out, &r->err, cap);
     }
     close_fd(&r->out.fd);
     close_fd(&r->err.fd);
