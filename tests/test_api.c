@@ -148,7 +148,8 @@ static int versions(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
         g_version_status[0] = pl_ctx_call(NULL, ctx, &call, NULL, 0);
         return g_version_status[0];
     }
-    pl_decorator d = pl_decorator_invoke_action();
+    pl_decorator d;
+    cr_assert_eq(pl_decorator_invoke_action(&d), PL_OK);
     d.version = 0;
     g_version_status[1] = pl_ctx_call(NULL, ctx, &call, &d, 1);
     (void)out;
@@ -186,10 +187,8 @@ static pl_registry *registry(void)
                 {"invoker", invoker},   {"viewer", viewer},
                 {"versions", versions}, {"invokerf", invokerf}};
     for (size_t i = 0; i < sizeof defs / sizeof defs[0]; i++) {
-        pl_policy_def d = PL_POLICY_DEF_INIT;
-        d.name = defs[i].name;
-        d.fn = defs[i].fn;
-        cr_assert_eq(pl_registry_add(reg, &d), PL_OK, "%s", pl_errmsg());
+        cr_assert_eq(pl_registry_add_fn(reg, defs[i].name, defs[i].fn, NULL),
+                     PL_OK, "%s", pl_errmsg());
     }
     return reg;
 }
@@ -241,7 +240,7 @@ Test(api, invoke_returns_an_owned_result)
                             "inv-ok");
     cr_expect_eq(g_invoke_status, PL_OK);
     cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason);
-    char *text = t_text(t_result(o));
+    char *text = t_text(pl_outcome_result(o));
     cr_expect_str_eq(text, "{\"sum\":5}");
     cJSON_free(text);
     pl_outcome_free(o);

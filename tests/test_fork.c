@@ -179,7 +179,7 @@ Test(fork, after_a_whole_call_serves_it_and_runs_the_rest)
     cr_assert_eq(o->calls_executed, 1); /* echo */
     cr_assert_eq(t_calls.chain, 1);     /* chain did not run again */
     cr_assert_eq(t_calls.echo, 2);
-    char *got = t_text(t_result(o));
+    char *got = t_text(pl_outcome_result(o));
     cr_assert_str_eq(got,
                      "{\"chain\":{\"total\":3},\"echo\":{\"say\":\"hi\"}}");
     free(got);

@@ -53,10 +53,12 @@ static int agent(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     call.payload = text;
     call.actions = model_tools;
     call.n_actions = sizeof model_tools / sizeof *model_tools;
-    pl_decorator d[2] = {pl_decorator_loop(AGENT_MAX_TURNS),
-                         pl_decorator_invoke_action()};
+    pl_decorator d[2];
+    if ((st = pl_decorator_loop(&d[0], AGENT_MAX_TURNS)) ||
+        (st = pl_decorator_invoke_action(&d[1])))
+        goto done;
     st = pl_ctx_call(&res, ctx, &call, d, 2);
-    if (st)
+    if (st && st != PL_ERESULT)
         goto done;
     /* The model failed for good (error-as-data): that is the answer. */
     if (pl_step_is_error(res)) {
