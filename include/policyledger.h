@@ -261,8 +261,8 @@ const cJSON *pl_step_payload(const pl_step *step);
 
 /**
  * @return the step's id, "<invocation path>:<seq>" (e.g. "0.3:1"), or "" for
- *         a step that is not in a ledger yet (or a NULL step).  Borrowed.  Ids derive from
- *         position, so a replay reproduces them.
+ *         a step that is not in a ledger yet (or a NULL step).  Borrowed.
+ *         Ids derive from position, so a replay reproduces them.
  */
 const char *pl_step_id(const pl_step *step);
 
@@ -803,8 +803,8 @@ const char *pl_run_status_name(pl_run_status status);
 
 /**
  * What pl_run_start() does when pl_run_options.run_id names a run that
- * exists already.  Unless it fails, the existing run's root must be the
- * policy and payload asked for, or it is PL_EEXIST all the same.
+ * exists already.  In every mode but PL_IF_EXISTS_FAIL the existing run's
+ * root must be the policy and payload asked for: another root is PL_EEXIST.
  */
 typedef enum pl_if_exists {
     /** PL_EEXIST, and no outcome (the default). */
@@ -850,7 +850,8 @@ typedef struct pl_run_options {
 typedef struct pl_outcome {
     pl_run_status status;
     char *run_id;
-    /** completed: the steps the root policy returned (last = result). */
+    /** completed: the steps the root policy returned (last = result:
+     *  pl_outcome_result()). */
     pl_steps *steps;
     /** suspended: pass to pl_run_resume(). */
     char *resume_token;

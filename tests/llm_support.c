@@ -232,10 +232,9 @@ pl_registry *t_llm_registry_prompt(const char *model_url,
                                    const pl_llm_options *opts)
 {
     pl_registry *reg = t_registry();
+    cr_assert_eq(pl_registry_add_fn(reg, "agent", agent, NULL), PL_OK, "%s",
+                 pl_errmsg());
     pl_policy_def d = PL_POLICY_DEF_INIT;
-    d.name = "agent";
-    d.fn = agent;
-    cr_assert_eq(pl_registry_add(reg, &d), PL_OK, "%s", pl_errmsg());
     d.name = "effect";
     d.fn = effect;
     d.description = "Record a note.";

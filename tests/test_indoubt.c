@@ -820,11 +820,7 @@ static void add_extra(pl_registry *reg, world *w, pl_in_doubt rule)
     d.idempotent = false;
     d.in_doubt = rule;
     cr_assert_eq(pl_registry_add(reg, &d), PL_OK);
-    d = (pl_policy_def)PL_POLICY_DEF_INIT;
-    d.name = "wrapper";
-    d.fn = wrapper;
-    d.user = w;
-    cr_assert_eq(pl_registry_add(reg, &d), PL_OK);
+    cr_assert_eq(pl_registry_add_fn(reg, "wrapper", wrapper, w), PL_OK);
 }
 
 static int child_resume(const world *w, const pl_registry *reg,

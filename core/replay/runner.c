@@ -363,12 +363,6 @@ static int run_execute(pl__run *r, const pl_policy_def *def,
 
 /* ---- start ---------------------------------------------------------------------------- */
 
-/*
- * Start a run (@p submit false: execute it now, under a lease of this
- * worker's) or queue it (@p submit: `submitted`, with a lease nobody holds,
- * for a worker to take).  *out is the outcome of the execution; with
- * @p submit, *out_id is the new run's id.
- */
 static int start_existing(pl_outcome **out, pl_engine *e, const char *id,
                           const pl_action *root, pl_if_exists how);
 
@@ -399,6 +393,13 @@ static int run_options(pl_run_options *dst, const pl_run_options *src,
     return PL_OK;
 }
 
+/*
+ * Start a run (@p submit false: execute it now, under a lease of this
+ * worker's) or queue it (@p submit: `submitted`, with a lease nobody holds,
+ * for a worker to take).  *out is the outcome of the execution; with
+ * @p submit, *out_id is the new run's id.  *exists is set when the run id
+ * is taken (PL_EEXIST).
+ */
 static int start_run(pl_outcome **out, char **out_id, pl_engine *e,
                      const pl_action *root, const pl_run_options *opts,
                      bool submit, bool *exists)
@@ -512,8 +513,8 @@ int pl_run_start(pl_outcome **out, pl_engine *e, const pl_action *root,
     int st = run_options(&o, opts, "pl_run_start");
     if (!st)
         st = start_run(out, NULL, e, root, &o, false, &exists);
-    if (!exists || o.if_exists == PL_IF_EXISTS_FAIL)
-        return st;
+    if (!exists || !o.run_id || o.if_exists == PL_IF_EXISTS_FAIL)
+        return st; /* (a new UUIDv7 taken already is PL_EEXIST, always) */
     return start_existing(out, e, o.run_id, root, o.if_exists);
 }
 
@@ -910,7 +911,7 @@ static int start_existing(pl_outcome **out, pl_engine *e, const char *id,
         !cJSON_Compare(ra.payload, root->payload, true))
         st = pl__err(PL_EEXIST,
                      "run '%s' exists already with another root (policy "
-                     "'%s' and its payload): it is not the run asked for",
+                     "'%s', or another payload): not the run asked for",
                      id, ra.action.policy);
     root_clear(&ra);
     if (st)
@@ -926,7 +927,7 @@ static int start_existing(pl_outcome **out, pl_engine *e, const char *id,
                      rs.status != PL_RUN_COMPLETED);
     if (!st && recorded)
         st = recorded_outcome(out, id, &rs);
-    else if (!st) /* a completed run is replayed without writing */
+    else if (!st) /* as pl_run_continue(): a completed run is replayed */
         st = continue_run(e, id, false, NULL, NULL, out, NULL);
     pl__run_state_clear(&rs);
     return st;
