@@ -18,31 +18,19 @@
 /* ---- policies ------------------------------------------------------------ */
 
 static atomic_int g_runs; /* root policy executions in this process */
-static bool g_fail;       /* "flaky" fails while this is set */
-static bool g_crash;      /* "crasher" kills its process when set */
+static bool g_fail;       /* "adder" fails while this is set */
+static bool g_crash;      /* "adder" kills its process when set */
 
-/* flaky: adds 1 and 2; fails (a run-stopping status) while g_fail is set. */
-static int flaky(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+/* adder: adds 1 and 2 and returns the sum; fails (a run-stopping status)
+ * while g_fail is set, and kills its process after the call when g_crash
+ * is. */
+static int adder(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
 {
     (void)a;
     (void)user;
     atomic_fetch_add(&g_runs, 1);
     if (g_fail)
-        return pl_errorf(PL_EPOLICY, "flaky: told to fail");
-    cJSON *r = NULL;
-    int st = pl_ctx_invokef(&r, ctx, "add", "{s:i, s:i}", "a", 1, "b", 2);
-    if (!st)
-        st = pl_steps_add_result(out, r);
-    cJSON_Delete(r);
-    return st;
-}
-
-/* crasher: adds 1 and 2, then dies of SIGKILL when g_crash is set. */
-static int crasher(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
-{
-    (void)a;
-    (void)user;
-    atomic_fetch_add(&g_runs, 1);
+        return pl_errorf(PL_EPOLICY, "adder: told to fail");
     cJSON *r = NULL;
     int st = pl_ctx_invokef(&r, ctx, "add", "{s:i, s:i}", "a", 1, "b", 2);
     if (!st && g_crash)
@@ -72,8 +60,7 @@ static int asker(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
 static pl_registry *registry(void)
 {
     pl_registry *reg = t_registry();
-    cr_assert_eq(pl_registry_add_fn(reg, "flaky", flaky, NULL), PL_OK);
-    cr_assert_eq(pl_registry_add_fn(reg, "crasher", crasher, NULL), PL_OK);
+    cr_assert_eq(pl_registry_add_fn(reg, "adder", adder, NULL), PL_OK);
     cr_assert_eq(pl_registry_add_fn(reg, "asker", asker, NULL), PL_OK);
     return reg;
 }
@@ -109,21 +96,21 @@ Test(start, a_completed_run_in_each_mode)
     pl_registry *reg = registry();
     pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
     pl_outcome *o = NULL;
-    cr_assert_eq(start(&o, e, "flaky", "done", PL_IF_EXISTS_FAIL), PL_OK);
+    cr_assert_eq(start(&o, e, "adder", "done", PL_IF_EXISTS_FAIL), PL_OK);
     cr_assert_eq(o->status, PL_RUN_COMPLETED);
     cr_expect_eq(sum_of(o), 3);
     pl_outcome_free(o);
     cr_assert_eq(t_calls.add, 1);
 
     /* FAIL (the default): PL_EEXIST and no outcome */
-    cr_expect_eq(start(&o, e, "flaky", "done", PL_IF_EXISTS_FAIL), PL_EEXIST);
+    cr_expect_eq(start(&o, e, "adder", "done", PL_IF_EXISTS_FAIL), PL_EEXIST);
     cr_expect_null(o);
     cr_expect(strstr(pl_errmsg(), "'done' exists already"), "%s", pl_errmsg());
 
     /* CONTINUE and OUTCOME: the same outcome, nothing executed again */
     const pl_if_exists modes[] = {PL_IF_EXISTS_CONTINUE, PL_IF_EXISTS_OUTCOME};
     for (size_t i = 0; i < 2; i++) {
-        cr_assert_eq(start(&o, e, "flaky", "done", modes[i]), PL_OK, "%s",
+        cr_assert_eq(start(&o, e, "adder", "done", modes[i]), PL_OK, "%s",
                      pl_errmsg());
         cr_expect_eq(o->status, PL_RUN_COMPLETED);
         cr_expect_str_eq(o->run_id, "done");
@@ -147,19 +134,19 @@ Test(start, another_root_under_the_same_id_is_refused_in_every_mode)
     pl_registry *reg = registry();
     pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
     pl_outcome *o = NULL;
-    cr_assert_eq(start(&o, e, "flaky", "mine", PL_IF_EXISTS_FAIL), PL_OK);
+    cr_assert_eq(start(&o, e, "adder", "mine", PL_IF_EXISTS_FAIL), PL_OK);
     pl_outcome_free(o);
     for (int how = PL_IF_EXISTS_CONTINUE; how <= PL_IF_EXISTS_OUTCOME; how++) {
         /* another policy */
-        cr_expect_eq(start(&o, e, "crasher", "mine", (pl_if_exists)how),
+        cr_expect_eq(start(&o, e, "asker", "mine", (pl_if_exists)how),
                      PL_EEXIST);
         cr_expect_null(o);
         cr_expect(strstr(pl_errmsg(), "another root") &&
-                      strstr(pl_errmsg(), "'flaky'"),
+                      strstr(pl_errmsg(), "'adder'"),
                   "%s", pl_errmsg());
         /* the same policy, another payload */
         pl_action a = PL_ACTION_INIT;
-        a.policy = "flaky";
+        a.policy = "adder";
         a.payload = pl_json_empty();
         pl_run_options ro = PL_RUN_OPTIONS_INIT;
         ro.run_id = "mine";
@@ -219,15 +206,15 @@ Test(start, a_failed_run_is_retried_by_continue_and_reported_by_outcome)
     pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
     pl_outcome *o = NULL;
     g_fail = true;
-    cr_assert_eq(start(&o, e, "flaky", "fl", PL_IF_EXISTS_FAIL), PL_OK);
+    cr_assert_eq(start(&o, e, "adder", "fl", PL_IF_EXISTS_FAIL), PL_OK);
     cr_assert_eq(o->status, PL_RUN_FAILED);
     char *reason = strdup(o->reason);
     cr_assert_not_null(reason);
     pl_outcome_free(o);
-    cr_expect_eq(start(&o, e, "flaky", "fl", PL_IF_EXISTS_FAIL), PL_EEXIST);
+    cr_expect_eq(start(&o, e, "adder", "fl", PL_IF_EXISTS_FAIL), PL_EEXIST);
 
     /* OUTCOME: the recorded failure, executing nothing */
-    cr_assert_eq(start(&o, e, "flaky", "fl", PL_IF_EXISTS_OUTCOME), PL_OK, "%s",
+    cr_assert_eq(start(&o, e, "adder", "fl", PL_IF_EXISTS_OUTCOME), PL_OK, "%s",
                  pl_errmsg());
     cr_expect_eq(o->status, PL_RUN_FAILED);
     cr_expect_eq(o->error, PL_EPOLICY);
@@ -238,7 +225,7 @@ Test(start, a_failed_run_is_retried_by_continue_and_reported_by_outcome)
 
     /* CONTINUE: retried, as pl_run_continue() does */
     g_fail = false;
-    cr_assert_eq(start(&o, e, "flaky", "fl", PL_IF_EXISTS_CONTINUE), PL_OK,
+    cr_assert_eq(start(&o, e, "adder", "fl", PL_IF_EXISTS_CONTINUE), PL_OK,
                  "%s", pl_errmsg());
     cr_expect_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason);
     cr_expect_eq(sum_of(o), 3);
@@ -255,8 +242,8 @@ Test(start, a_failed_run_is_retried_by_continue_and_reported_by_outcome)
 
 /* ---- a crashed run ------------------------------------------------------- */
 
-/* In a child process with an engine of its own: start "crasher", which
- * dies of SIGKILL after its call to add is durable. */
+/* In a child process with an engine of its own: start "adder", which
+ * dies of SIGKILL (g_crash) after its call to add is durable. */
 static void crash_in_child(const char *path)
 {
     pid_t pid = fork();
@@ -270,7 +257,7 @@ static void crash_in_child(const char *path)
         if (pl_engine_open(&e, path, reg, &eo))
             _exit(3);
         pl_outcome *o = NULL;
-        start(&o, e, "crasher", "cr", PL_IF_EXISTS_FAIL);
+        start(&o, e, "adder", "cr", PL_IF_EXISTS_FAIL);
         _exit(4); /* not reached: the policy kills the process */
     }
     int status = 0;
@@ -296,12 +283,12 @@ Test(start, a_crashed_run_is_finished_by_continue_and_reported_by_outcome)
 
     /* FAIL: PL_EEXIST */
     pl_outcome *o = NULL;
-    cr_expect_eq(start(&o, e, "crasher", "cr", PL_IF_EXISTS_FAIL), PL_EEXIST);
+    cr_expect_eq(start(&o, e, "adder", "cr", PL_IF_EXISTS_FAIL), PL_EEXIST);
     cr_expect_null(o);
 
     /* OUTCOME: "running", and nothing else: nothing executed or written */
-    cr_assert_eq(start(&o, e, "crasher", "cr", PL_IF_EXISTS_OUTCOME), PL_OK,
-                 "%s", pl_errmsg());
+    cr_assert_eq(start(&o, e, "adder", "cr", PL_IF_EXISTS_OUTCOME), PL_OK, "%s",
+                 pl_errmsg());
     cr_expect_eq(o->status, PL_RUN_RUNNING);
     cr_expect_str_eq(o->run_id, "cr");
     cr_expect_null(o->steps);
@@ -316,7 +303,7 @@ Test(start, a_crashed_run_is_finished_by_continue_and_reported_by_outcome)
     pl_run_info_free(info);
 
     /* CONTINUE: finished from its ledger, add served, not run again */
-    cr_assert_eq(start(&o, e, "crasher", "cr", PL_IF_EXISTS_CONTINUE), PL_OK,
+    cr_assert_eq(start(&o, e, "adder", "cr", PL_IF_EXISTS_CONTINUE), PL_OK,
                  "%s", pl_errmsg());
     cr_expect_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason);
     cr_expect_eq(sum_of(o), 3);
@@ -337,7 +324,7 @@ Test(start, a_submitted_run_is_reported_as_such)
     pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
     cJSON *p = t_json("{\"n\": 1}");
     pl_action a = PL_ACTION_INIT;
-    a.policy = "flaky";
+    a.policy = "adder";
     a.payload = p;
     pl_run_options ro = PL_RUN_OPTIONS_INIT;
     ro.run_id = "queued";
@@ -371,7 +358,7 @@ Test(start, a_version_1_options_struct_is_read_without_if_exists)
     pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
     cJSON *p = t_json("{\"n\": 1}");
     pl_action a = PL_ACTION_INIT;
-    a.policy = "flaky";
+    a.policy = "adder";
     a.payload = p;
     /* a heap block of exactly the old size: reading past it is a bug
      * AddressSanitizer reports */
