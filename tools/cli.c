@@ -216,6 +216,15 @@ void cli_hex(char *out, const uint8_t *b, size_t len)
     out[2 * len] = '\0';
 }
 
+char *cli_strdup(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *d = malloc(n);
+    if (d)
+        memcpy(d, s, n);
+    return d;
+}
+
 char *cli_json_compact(const cJSON *item)
 {
     return cJSON_PrintUnformatted(item);

@@ -61,6 +61,9 @@ void cli_time_human(char *out, size_t n, int64_t us);
 /* Hex of @p len bytes into @p out (2 * len + 1 bytes). */
 void cli_hex(char *out, const uint8_t *bytes, size_t len);
 
+/* A copy of @p s, caller frees with free(); NULL on OOM. */
+char *cli_strdup(const char *s);
+
 /* Compact JSON of @p item, caller frees with free(); NULL on OOM. */
 char *cli_json_compact(const cJSON *item);
 
