@@ -469,11 +469,14 @@ int main(int argc, char **argv)
         rc = EXIT_OPEN;
         goto done;
     }
-    if (t.opt.mode != MODE_IMPORT && t.opt.mode != MODE_SUBMIT &&
-        cli_store_exists(t.opt.store)) {
-        rc = EXIT_OPEN;
+    /* everything is checked before the store is opened, and only
+     * --submit and --import create one */
+    rc = t.opt.mode == MODE_SUBMIT   ? prepare_submit(&t)
+         : t.opt.mode == MODE_IMPORT ? prepare_import(&t)
+         : t.opt.mode == MODE_RESUME ? prepare_resume(&t)
+                                     : 0;
+    if (rc)
         goto done;
-    }
     if (open_observers(&t)) {
         rc = EXIT_USAGE;
         goto done;
@@ -482,9 +485,20 @@ int main(int argc, char **argv)
     eo.on_event = on_event;
     eo.event_user = &t.w;
     eo.lease_ms = t.opt.lease_ms;
+    eo.no_create = t.opt.mode != MODE_SUBMIT && t.opt.mode != MODE_IMPORT;
+    /* --check writes nothing: a read-only store or file system will do */
+    eo.read_only = t.opt.mode == MODE_CHECK;
     if ((st = pl_engine_open(&t.engine, t.opt.store, t.reg, &eo))) {
-        cli_error("cannot open the store '%s': %s (%s)", t.opt.store,
-                  pl_errmsg(), pl_status_name(st));
+        char q[CLI_QUOTE_MAX];
+        if (st == PL_ENOTFOUND && eo.no_create)
+            cli_error("no store at %s: --%s needs an existing store, and "
+                      "nothing was created (PL_ENOTFOUND)",
+                      cli_quote(q, sizeof q, t.opt.store),
+                      mode_name(t.opt.mode));
+        else
+            cli_error("cannot open the store %s: %s (%s)",
+                      cli_quote(q, sizeof q, t.opt.store), pl_errmsg(),
+                      pl_status_name(st));
         rc = EXIT_OPEN;
         goto done;
     }
@@ -534,6 +548,10 @@ done:
     watch_clear(&t.w);
     cJSON_Delete(t.runs);
     cJSON_Delete(t.skipped);
+    cJSON_Delete(t.payload);
+    cJSON_Delete(t.answer);
+    if (t.import_in)
+        fclose(t.import_in);
     pl_engine_close(t.engine);
     pl_registry_free(t.reg);
     free(t.opt.plugins);

@@ -87,6 +87,10 @@ typedef struct tool {
     cJSON *runs;    /* --json: one summary per run */
     cJSON *skipped; /* --json: runs --all left alone */
     int exit;       /* the worst so far */
+    /* inputs checked before the store is opened (see prepare_*) */
+    cJSON *payload;  /* --submit's */
+    cJSON *answer;   /* --resume's */
+    FILE *import_in; /* --import's, checked and rewound */
     unsigned n_ok, n_suspended, n_failed, n_diverged, n_skipped;
 } tool;
 
@@ -116,6 +120,14 @@ void ids_free(id_list *l);
 bool ids_push(id_list *l, const char *id);
 
 /* ---- the modes ---- */
+
+/*
+ * Check a mode's inputs before the store is opened, so that a refused
+ * command opens, creates and writes nothing: 0, or the exit status.
+ */
+int prepare_resume(tool *t);
+int prepare_submit(tool *t);
+int prepare_import(tool *t);
 
 void continue_one(tool *t, const char *id, const char *note);
 int need_run(tool *t, const char *id);

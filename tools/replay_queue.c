@@ -10,19 +10,57 @@
 
 #include "replay.h"
 
+/* Copy stdin to a file of its own, so that it can be read twice. */
+static FILE *spool_stdin(void)
+{
+    FILE *f = tmpfile();
+    char buf[65536];
+    size_t n;
+    while (f && (n = fread(buf, 1, sizeof buf, stdin)) > 0)
+        if (fwrite(buf, 1, n, f) != n) {
+            fclose(f);
+            return NULL;
+        }
+    if (f && (ferror(stdin) || fflush(f) || fseek(f, 0, SEEK_SET))) {
+        fclose(f);
+        return NULL;
+    }
+    return f;
+}
+
+/* The whole export is checked (every hash and chain) before the store is
+ * opened, let alone created: a refused import leaves no file behind. */
+int prepare_import(tool *t)
+{
+    const char *path = t->opt.import;
+    FILE *in = strcmp(path, "-") ? fopen(path, "rb") : spool_stdin();
+    if (!in) {
+        cli_error("cannot open the export '%s': %s", path,
+                  errno ? strerror(errno) : "cannot copy stdin");
+        return EXIT_USAGE;
+    }
+    char *id = NULL;
+    int st = pl_run_import(&id, NULL, in, t->opt.new_id);
+    free(id);
+    if (!st && fseek(in, 0, SEEK_SET))
+        st = pl_errorf(PL_EIO, "cannot read the export again: %s",
+                       strerror(errno));
+    if (st) {
+        fclose(in);
+        cli_error("cannot import '%s': %s (%s)", path, pl_errmsg(),
+                  pl_status_name(st));
+        /* a changed export is refused; anything else is a bad request */
+        return st == PL_ECORRUPT ? EXIT_FAILED : EXIT_USAGE;
+    }
+    t->import_in = in;
+    return 0;
+}
+
 void mode_import(tool *t)
 {
     const char *path = t->opt.import;
-    FILE *in = strcmp(path, "-") ? fopen(path, "rb") : stdin;
-    if (!in) {
-        cli_error("cannot open the export '%s': %s", path, strerror(errno));
-        worst(t, EXIT_USAGE);
-        return;
-    }
     char *id = NULL;
-    int st = pl_run_import(&id, t->engine, in, t->opt.new_id);
-    if (in != stdin)
-        fclose(in);
+    int st = pl_run_import(&id, t->engine, t->import_in, t->opt.new_id);
     if (st) {
         cli_error("cannot import '%s': %s (%s)", path, pl_errmsg(),
                   pl_status_name(st));
@@ -105,16 +143,48 @@ void mode_worker(tool *t)
     }
 }
 
+/* How deep @p item nests: 1 for an object of scalars. */
+static int json_depth(const cJSON *item)
+{
+    int most = 0;
+    for (const cJSON *c = item->child; c; c = c->next) {
+        int d = json_depth(c);
+        most = d > most ? d : most;
+    }
+    return cJSON_IsObject(item) || cJSON_IsArray(item) ? most + 1 : 0;
+}
+
+/* The payload, policy and id are checked before the store is opened, let
+ * alone created: a refused submit leaves no file behind. */
+int prepare_submit(tool *t)
+{
+    char q[CLI_QUOTE_MAX];
+    if (!pl_registry_find(t->reg, t->opt.submit)) {
+        cli_error("no policy %s in the plugins given",
+                  cli_quote(q, sizeof q, t->opt.submit));
+        return EXIT_USAGE;
+    }
+    if (t->opt.new_id && !cli_run_id_ok(t->opt.new_id)) {
+        cli_error("bad --new-id %s: a run id is 1 to %d bytes of "
+                  "[A-Za-z0-9._:-]",
+                  cli_quote(q, sizeof q, t->opt.new_id), PL_MAX_RUN_ID);
+        return EXIT_USAGE;
+    }
+    t->payload = cli_parse_object(t->opt.payload, "--payload");
+    if (!t->payload)
+        return EXIT_USAGE;
+    if (json_depth(t->payload) > PL_MAX_JSON_DEPTH) {
+        cli_error("--payload nests deeper than %d levels", PL_MAX_JSON_DEPTH);
+        return EXIT_USAGE;
+    }
+    return 0;
+}
+
 void mode_submit(tool *t)
 {
-    cJSON *payload = cli_parse_object(t->opt.payload, "--payload");
-    if (!payload) {
-        worst(t, EXIT_USAGE);
-        return;
-    }
     pl_action root = PL_ACTION_INIT;
     root.policy = t->opt.submit;
-    root.payload = payload;
+    root.payload = t->payload;
     pl_run_options ro = PL_RUN_OPTIONS_INIT;
     ro.run_id = t->opt.new_id;
     char *id = NULL;
@@ -134,5 +204,4 @@ void mode_submit(tool *t)
         printf("%s\n", id);
     }
     free(id);
-    cJSON_Delete(payload);
 }

@@ -132,27 +132,27 @@ void mode_all(tool *t)
     ids_free(&a.todo);
 }
 
+int prepare_resume(tool *t)
+{
+    const char *src = t->opt.answer;
+    char *text = NULL;
+    if (src[0] == '@' || !strcmp(src, "-")) {
+        text = cli_read_all(src[0] == '@' ? src + 1 : src, ANSWER_MAX);
+        if (!text)
+            return EXIT_USAGE;
+        src = text;
+    }
+    t->answer = cli_parse_object(src, "--answer");
+    free(text);
+    return t->answer ? 0 : EXIT_USAGE;
+}
+
 void mode_resume(tool *t)
 {
     const char *id = t->opt.run;
     if (need_run(t, id))
         return;
-    const char *src = t->opt.answer;
-    char *text = NULL;
-    if (src[0] == '@' || !strcmp(src, "-")) {
-        text = cli_read_all(src[0] == '@' ? src + 1 : src, ANSWER_MAX);
-        if (!text) {
-            worst(t, EXIT_USAGE);
-            return;
-        }
-        src = text;
-    }
-    cJSON *answer = cli_parse_object(src, "--answer");
-    free(text);
-    if (!answer) {
-        worst(t, EXIT_USAGE);
-        return;
-    }
+    const cJSON *answer = t->answer;
     char *token = NULL;
     if (t->opt.token) {
         bool oom = false;
@@ -191,7 +191,6 @@ void mode_resume(tool *t)
         worst(t, EXIT_FAILED);
     }
     free(token);
-    cJSON_Delete(answer);
 }
 
 void mode_fork(tool *t)
