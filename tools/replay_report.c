@@ -211,7 +211,17 @@ void report_outcome(tool *t, const pl_outcome *o, double ms, const char *note)
 /* A run that could not be executed at all: say why, and fold it in. */
 void report_refused(tool *t, const char *id, int st, int code)
 {
-    cli_error("run %s: %s (%s)", id, pl_errmsg(), pl_status_name(st));
+    /* the engine's message names the run already, as "run ID: ..." or
+     * "run 'ID' ...": say it once */
+    const char *msg = pl_errmsg();
+    char q[CLI_QUOTE_MAX], plain[PL_MAX_RUN_ID + 8], quoted[PL_MAX_RUN_ID + 8];
+    snprintf(plain, sizeof plain, "run %s:", id);
+    snprintf(quoted, sizeof quoted, "run '%s'", id);
+    if (!strncmp(msg, plain, strlen(plain)) || strstr(msg, quoted))
+        cli_error("%s (%s)", msg, pl_status_name(st));
+    else
+        cli_error("run %s: %s (%s)", cli_quote(q, sizeof q, id), msg,
+                  pl_status_name(st));
     cJSON *j = json_run(t, id);
     if (j) {
         cJSON_AddStringToObject(j, "status", "not_run");
@@ -223,9 +233,13 @@ void report_refused(tool *t, const char *id, int st, int code)
     worst(t, code);
 }
 
-/* The exit status for a run the engine refused to execute. */
+/* The exit status for a run the engine refused to execute, or stopped
+ * executing: a store that cannot be written (full, read-only, failing)
+ * is the store's fault, and the run is left as it was, to be continued. */
 int refused_code(int st)
 {
+    if (write_code(st) == EXIT_OPEN)
+        return EXIT_OPEN;
     switch (st) {
     case PL_ENOTFOUND: return EXIT_OPEN; /* no such run, root not loaded */
     case PL_EBUSY:

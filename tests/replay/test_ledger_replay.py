@@ -609,10 +609,39 @@ def case_submit_to_a_full_store():
         s.close()
 
 
+def case_run_on_a_full_store():
+    """A store that cannot be written mid-run (the file size limit, below
+    every data page, standing in for a full disk) stops --run with exit 2,
+    the store's fault, naming the run once; the run is left running, and
+    once the limit is gone --run finishes it."""
+    s = Store()
+    try:
+        p = s.demo("F-1", crash_after=3)
+        check(p.returncode == -signal.SIGKILL, "order-demo did not crash",
+              p.returncode, p.stderr)
+
+        def no_room():
+            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+            resource.setrlimit(resource.RLIMIT_FSIZE,
+                               (8192, resource.RLIM_INFINITY))
+
+        p = s.tool("--run", "order-F-1", preexec=no_room, expect=2)
+        check("PL_ENOSPC" in p.stderr, "the cause is not named", p.stderr)
+        check(p.stderr.count("order-F-1") == 1,
+              "the run is named more than once", p.stderr)
+        check(len(p.stderr.strip().splitlines()) == 1, "not one line",
+              p.stderr)
+        doc, _ = s.tool_json("--run", "order-F-1", expect=0)
+        check(doc["runs"][0]["status"] == "completed", "not finished", doc)
+        check(len(charges_of(s, "F-1")) == 1, "charged twice")
+    finally:
+        s.close()
+
+
 CASES = [case_usage, case_bad_store, case_bad_plugin, case_crash_then_run,
          case_all_skips_a_live_owner, case_check,
          case_check_code_changed_but_clean, case_resume, case_fork,
-         case_submit_to_a_full_store]
+         case_submit_to_a_full_store, case_run_on_a_full_store]
 
 
 def main():

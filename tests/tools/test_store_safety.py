@@ -358,6 +358,96 @@ class Refused(Base):
                 self.assertEqual(os.listdir(d), [], args)
 
 
+PG = os.environ.get("PL_TEST_PG_URI")
+
+
+@unittest.skipUnless(PG, "no PostgreSQL server (run under tests/pg_run.sh)")
+class Pg(unittest.TestCase):
+    """The same promises on PostgreSQL: a schema is a store's only if it
+    carries the identity; a missing one is created only on purpose."""
+
+    def sql(self, query):
+        p = subprocess.run(["psql", "-XAtq", "-v", "ON_ERROR_STOP=1", PG,
+                            "-c", query], capture_output=True, text=True,
+                           timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        return p.stdout.strip()
+
+    def schemas(self):
+        return self.sql("SELECT string_agg(nspname, ',' ORDER BY nspname) "
+                        "FROM pg_namespace")
+
+    def store(self, schema):
+        return PG + "&schema=" + schema
+
+    def test_missing_schema_is_refused_and_not_created(self):
+        before = self.schemas()
+        tmp = tempfile.mkdtemp(prefix="pl-safety-")
+        try:
+            for args in (["--check"], ["--all"], ["--run", "x"],
+                         ["--resume", "x", "--answer", "{}"],
+                         ["--fork", "x", "--at", "0:1"], ["--worker"]):
+                rc, out, pg_err = replay(self.store("typo"), *args,
+                                         timeout=60)
+                self.assertEqual(rc, 2, "%s: %s" % (args, pg_err))
+                self.assertEqual(self.schemas(), before, args)
+                # the same words as for a missing file
+                f = os.path.join(tmp, "missing.db")
+                rc2, _, lmdb_err = replay(f, *args, timeout=60)
+                self.assertEqual(rc2, rc)
+                self.assertIn("no store at", pg_err)
+                self.assertEqual(pg_err.split('"')[-1],
+                                 lmdb_err.split('"')[-1], args)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        # refused submits create no schema either
+        for payload in ("[1]", "{", '{"a":' * 40 + "1" + "}" * 40):
+            rc, _, err = replay(self.store("typo"), "--submit", "approval",
+                                "--payload", payload)
+            self.assertEqual(rc, 1, err)
+        self.assertEqual(self.schemas(), before)
+        # a submit creates it, with the identity
+        rc, out, err = replay(self.store("fresh"), "--submit", "approval",
+                              "--payload", '{"order":"A"}', "--new-id", "p1")
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(self.sql("SELECT v FROM fresh.meta WHERE k = "
+                                  "'identity'"), "8101813454559079524")
+
+    def test_foreign_schema_is_never_written(self):
+        self.sql("CREATE SCHEMA other; CREATE TABLE other.things (x int); "
+                 "INSERT INTO other.things VALUES (1)")
+        tables = "SELECT string_agg(relname, ',' ORDER BY relname) FROM " \
+                 "pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace " \
+                 "WHERE nspname = 'other'"
+        before = self.sql(tables)
+        for cmd in ([A.dump, self.store("other")],
+                    [A.replay, self.store("other"), "--plugin", A.plugin,
+                     "--all"],
+                    [A.replay, self.store("other"), "--plugin", A.plugin,
+                     "--submit", "approval", "--payload", '{"order":"A"}'],
+                    [A.probe, self.store("other"), "rw"],
+                    [A.probe, self.store("other"), "ro"]):
+            rc, out, err = run(*cmd)
+            self.assertNotEqual(rc, 0, cmd)
+            self.assertIn("another program", out + err)
+            self.assertEqual(self.sql(tables), before, cmd)
+
+    def test_store_made_before_the_identity(self):
+        rc, out, err = replay(self.store("older"), "--submit", "approval",
+                              "--payload", '{"order":"A"}', "--new-id", "o1")
+        self.assertEqual(rc, 0, err)
+        self.sql("DELETE FROM older.meta WHERE k = 'identity'")
+        rc, out, err = run(A.dump, self.store("older"))
+        self.assertEqual(rc, 0, err)
+        self.assertIn("o1", out)
+        self.assertEqual(self.sql("SELECT count(*) FROM older.meta WHERE k = "
+                                  "'identity'"), "0")
+        rc, out, err = run(A.probe, self.store("older"), "rw-existing")
+        self.assertEqual(rc, 0, out + err)
+        self.assertEqual(self.sql("SELECT count(*) FROM older.meta WHERE k = "
+                                  "'identity'"), "1")
+
+
 def main():
     global A
     ap = argparse.ArgumentParser()
