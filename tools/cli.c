@@ -22,14 +22,51 @@ void cli_set_name(const char *argv0)
 
 const char *cli_name(void) { return g_name; }
 
+/* The longest message cli_error() prints, before "... (N bytes)". */
+#define MESSAGE_MAX 1024
+
 void cli_error(const char *fmt, ...)
 {
+    char small[MESSAGE_MAX + 1];
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "%s: ", g_name);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    int n = vsnprintf(small, sizeof small, fmt, ap);
     va_end(ap);
+    if (n < 0)
+        n = 0;
+    /* one line whatever it holds: a library's line breaks (libpq's
+     * "\n\t") become spaces, any other control character an escape, and a
+     * long message is cut */
+    fprintf(stderr, "%s: ", g_name);
+    size_t len = strlen(small);
+    if ((size_t)n > len) { /* cut before a character, not inside one */
+        while (len && ((unsigned char)small[len - 1] & 0xc0) == 0x80)
+            len--;
+        if (len && (unsigned char)small[len - 1] >= 0xc0)
+            len--;
+    }
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)small[i];
+        if (c == '\n' || c == '\r' || c == '\t') {
+            while (i + 1 < len &&
+                   (small[i + 1] == '\n' || small[i + 1] == '\r' ||
+                    small[i + 1] == '\t' || small[i + 1] == ' '))
+                i++;
+            if (i + 1 < len)
+                fputc(' ', stderr);
+        } else if (c < 0x20 || c == 0x7f) {
+            fprintf(stderr, "\\x%02x", c);
+        } else if (c == 0xc2 && i + 1 < len &&
+                   (unsigned char)small[i + 1] >= 0x80 &&
+                   (unsigned char)small[i + 1] <= 0x9f) {
+            fprintf(stderr, "\\u%04x", (unsigned char)small[++i]);
+        } else {
+            fputc(c, stderr);
+        }
+    }
+    if ((size_t)n > len)
+        fprintf(stderr, "... (%d bytes)", n);
+    fputc('\n', stderr);
 }
 
 bool cli_option(int argc, char **argv, int *i, const char *name,
@@ -334,7 +371,9 @@ bool cli_open_store(pl_engine **engine, pl_registry **registry,
     opts.read_only = true;
     st = pl_engine_open(engine, path, *registry, &opts);
     if (st) {
-        cli_error("cannot open store '%s': %s", path, pl_errmsg());
+        char q[CLI_QUOTE_MAX];
+        cli_error("cannot open store %s: %s", cli_quote(q, sizeof q, path),
+                  pl_errmsg());
         pl_registry_free(*registry);
         *registry = NULL;
         return false;

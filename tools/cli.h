@@ -75,6 +75,11 @@ void cli_hex(char *out, const uint8_t *bytes, size_t len);
  */
 const char *cli_quote(char *out, size_t n, const char *s);
 
+/* cli_quote() into a buffer of the calling expression's own: for one
+ * argument of a message (a compound literal lives to the end of the
+ * enclosing block). */
+#define QUOTE(s) cli_quote((char[CLI_QUOTE_MAX]){0}, CLI_QUOTE_MAX, (s))
+
 /* Is @p id a run id: 1..PL_MAX_RUN_ID bytes of [A-Za-z0-9._:-]? */
 bool cli_run_id_ok(const char *id);
 

@@ -303,11 +303,11 @@ static int get_run(pl_engine *e, const char *id, pl_run_info **out)
 {
     int st = pl_run_get(out, e, id);
     if (st == PL_ENOTFOUND || st == PL_EINVAL) {
-        cli_error("no run '%s' in the store", id);
+        cli_error("no run %s in the store", QUOTE(id));
         return CLI_EXIT_STORE;
     }
     if (st) {
-        cli_error("cannot read run '%s': %s", id, pl_errmsg());
+        cli_error("cannot read run %s: %s", QUOTE(id), pl_errmsg());
         return CLI_EXIT_STORE;
     }
     return CLI_EXIT_OK;
@@ -358,7 +358,7 @@ int cmd_run(pl_engine *e, const opts *o)
     rows r = {0};
     int st = read_rows(e, o->run, &r);
     if (st) {
-        cli_error("cannot read run '%s': %s", o->run, pl_errmsg());
+        cli_error("cannot read run %s: %s", QUOTE(o->run), pl_errmsg());
         rows_free(&r);
         pl_run_info_free(ri);
         return CLI_EXIT_STORE;
@@ -367,7 +367,7 @@ int cmd_run(pl_engine *e, const opts *o)
     if (o->format == FMT_JSONL && !o->follow && !filtered(o)) {
         export_marks m = {&r, ri, 0};
         if (pl_run_export_each(e, o->run, export_line, &m)) {
-            cli_error("cannot export run '%s': %s", o->run, pl_errmsg());
+            cli_error("cannot export run %s: %s", QUOTE(o->run), pl_errmsg());
             rc = CLI_EXIT_STORE;
         }
         goto done;
@@ -418,7 +418,7 @@ int cmd_run(pl_engine *e, const opts *o)
         pl_run_info_free(ri);
         ri = next;
         if ((st = read_rows(e, o->run, &r))) {
-            cli_error("cannot read run '%s': %s", o->run, pl_errmsg());
+            cli_error("cannot read run %s: %s", QUOTE(o->run), pl_errmsg());
             rc = CLI_EXIT_STORE;
             break;
         }

@@ -96,7 +96,7 @@ int cmd_verify(pl_engine *e, const opts *o)
         int st = pl_run_get(&ri, e, o->run);
         pl_run_info_free(ri);
         if (st == PL_ENOTFOUND || st == PL_EINVAL) {
-            cli_error("no run '%s' in the store", o->run);
+            cli_error("no run %s in the store", QUOTE(o->run));
             cJSON_Delete(v.faults_json);
             return CLI_EXIT_STORE;
         }

@@ -192,13 +192,13 @@ static int parse_args(opts *o, int argc, char **argv)
             }
             o->has_since = true;
         } else if (a[0] == '-' && a[1] != '\0') {
-            cli_error("unknown option '%s' (see --help)", a);
+            cli_error("unknown option %s (see --help)", QUOTE(a));
             return CLI_EXIT_USAGE;
         } else if (!o->store) {
             o->store = a;
         } else {
-            cli_error("unexpected argument '%s': give one store (see --help)",
-                      a);
+            cli_error("unexpected argument %s: give one store (see --help)",
+                      QUOTE(a));
             return CLI_EXIT_USAGE;
         }
     }

@@ -284,7 +284,7 @@ static int parse_args(options *o, int argc, char **argv)
         for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++)
             known = known || !strcmp(a, valued[k]);
         if (!known) {
-            cli_error("unknown option '%s' (see --help)", a);
+            cli_error("unknown option %s (see --help)", QUOTE(a));
             return EXIT_USAGE;
         }
         if (!v) {

@@ -183,7 +183,7 @@ void mode_check(tool *t)
             st = visit_any(info, &c);
         pl_run_info_free(info);
         if (st == PL_ENOTFOUND) {
-            cli_error("no run '%s' in %s", t->opt.run, t->opt.store);
+            cli_error("no run %s in the store", QUOTE(t->opt.run));
             worst(t, EXIT_OPEN);
             goto done;
         }

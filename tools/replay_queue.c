@@ -35,7 +35,7 @@ int prepare_import(tool *t)
     const char *path = t->opt.import;
     FILE *in = strcmp(path, "-") ? fopen(path, "rb") : spool_stdin();
     if (!in) {
-        cli_error("cannot open the export '%s': %s", path,
+        cli_error("cannot open the export %s: %s", QUOTE(path),
                   errno ? strerror(errno) : "cannot copy stdin");
         return EXIT_USAGE;
     }
@@ -47,7 +47,7 @@ int prepare_import(tool *t)
                        strerror(errno));
     if (st) {
         fclose(in);
-        cli_error("cannot import '%s': %s (%s)", path, pl_errmsg(),
+        cli_error("cannot import %s: %s (%s)", QUOTE(path), pl_errmsg(),
                   pl_status_name(st));
         /* a changed export is refused; anything else is a bad request */
         return st == PL_ECORRUPT ? EXIT_FAILED : EXIT_USAGE;
@@ -62,7 +62,7 @@ void mode_import(tool *t)
     char *id = NULL;
     int st = pl_run_import(&id, t->engine, t->import_in, t->opt.new_id);
     if (st) {
-        cli_error("cannot import '%s': %s (%s)", path, pl_errmsg(),
+        cli_error("cannot import %s: %s (%s)", QUOTE(path), pl_errmsg(),
                   pl_status_name(st));
         /* a changed export is refused; anything else is a bad request */
         worst(t, st == PL_ECORRUPT ? EXIT_FAILED : write_code(st));
@@ -190,7 +190,7 @@ void mode_submit(tool *t)
     char *id = NULL;
     int st = pl_run_submit(&id, t->engine, &root, &ro);
     if (st) {
-        cli_error("cannot submit a run of '%s': %s (%s)", t->opt.submit,
+        cli_error("cannot submit a run of %s: %s (%s)", QUOTE(t->opt.submit),
                   pl_errmsg(), pl_status_name(st));
         worst(t, write_code(st));
     } else if (t->opt.json && t->runs) {

@@ -71,7 +71,7 @@ int need_run(tool *t, const char *id)
     int st = pl_run_get(&info, t->engine, id);
     pl_run_info_free(info);
     if (st == PL_ENOTFOUND || st == PL_EINVAL) {
-        cli_error("no run '%s' in %s", id, t->opt.store);
+        cli_error("no run %s in the store", QUOTE(id));
         worst(t, EXIT_OPEN);
         return -1;
     }
@@ -201,7 +201,7 @@ void mode_fork(tool *t)
     char *new_id = NULL;
     int st = pl_run_fork(&new_id, t->engine, id, t->opt.at, t->opt.new_id);
     if (st) {
-        cli_error("cannot fork run %s at %s: %s (%s)", id, t->opt.at,
+        cli_error("cannot fork run %s at %s: %s (%s)", id, QUOTE(t->opt.at),
                   pl_errmsg(), pl_status_name(st));
         worst(t, st == PL_ENOTFOUND || st == PL_EINVAL || st == PL_EBUSY ||
                          st == PL_EEXIST

@@ -358,6 +358,46 @@ class Refused(Base):
                 self.assertEqual(os.listdir(d), [], args)
 
 
+class Messages(Base):
+    """User strings in messages are quoted, escaped and cut: a message is
+    one line, sends no control sequence to the terminal, stays short."""
+
+    def one_line(self, err, what):
+        lines = err.splitlines()
+        self.assertEqual(len(lines), 1, "%s: %r" % (what, err))
+        self.assertNotIn("\x1b", err, what)
+        self.assertNotIn("\t", err, what)
+        self.assertLess(len(err), 1400, what)
+
+    def test_hostile_strings(self):
+        src = self.path("s.db")
+        rc, _, err = replay(src, "--submit", "approval", "--payload",
+                            '{"order":"A"}', "--new-id", "a1")
+        self.assertEqual(rc, 0, err)
+        for bad in ("x\ny", "\x1b[31mred\x1b[0m", "é" * 5000 + "\n",
+                    "r" * 10000, "\u009b31m"):
+            for cmd in ([A.dump, src, "--run", bad],
+                        [A.dump, src, "--run", bad, "--verify"],
+                        [A.dump, src, "--bogus" + bad],
+                        [A.replay, src, "--plugin", A.plugin, "--run", bad],
+                        [A.replay, src, "--plugin", A.plugin, "--check",
+                         "--run", bad],
+                        [A.replay, src, "--plugin", A.plugin, "--resume", bad,
+                         "--answer", "{}"],
+                        [A.replay, src, "--plugin", A.plugin, "--fork", "a1",
+                         "--at", bad],
+                        [A.replay, src, "--plugin", A.plugin, "--submit", bad,
+                         "--payload", "{}"],
+                        [A.replay, src, "--plugin", A.plugin, "--submit",
+                         "approval", "--payload", "{}", "--new-id", bad],
+                        [A.replay, self.path(bad[:200]), "--plugin", A.plugin,
+                         "--all"],
+                        [A.dump, self.path(bad[:200])]):
+                rc, out, err = run(*cmd)
+                self.assertIn(rc, (1, 2), err)
+                self.one_line(err, "%r" % cmd[1:4])
+
+
 PG = os.environ.get("PL_TEST_PG_URI")
 
 
@@ -412,6 +452,15 @@ class Pg(unittest.TestCase):
         self.assertEqual(rc, 0, err)
         self.assertEqual(self.sql("SELECT v FROM fresh.meta WHERE k = "
                                   "'identity'"), "8101813454559079524")
+
+    def test_connection_error_is_one_line(self):
+        bad = "postgresql:///postgres?host=/nonexistent-dir&user=nobody"
+        for cmd in ([A.dump, bad], [A.replay, bad, "--plugin", A.plugin,
+                                    "--all"]):
+            rc, out, err = run(*cmd)
+            self.assertEqual(rc, 2, err)
+            self.assertEqual(len(err.splitlines()), 1, err)
+            self.assertNotIn("\t", err)
 
     def test_foreign_schema_is_never_written(self):
         self.sql("CREATE SCHEMA other; CREATE TABLE other.things (x int); "
