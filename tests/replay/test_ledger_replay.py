@@ -609,6 +609,27 @@ def case_submit_to_a_full_store():
         s.close()
 
 
+def case_plugin_crashes_in_init():
+    """A plugin that dies in pl_plugin_init takes the tool down with exit 2
+    and a line naming the plugin, not a bare SIGSEGV; the store is not
+    opened, let alone written."""
+    s = Store()
+    try:
+        s.demo("K-1")
+        with open(s.path, "rb") as f:
+            before = f.read()
+        crash = ARGS.crash_plugin
+        for mode in (["--all"], ["--check"], ["--worker"]):
+            p = s.tool(*mode, plugins=[ARGS.order_plugin, crash], expect=2)
+            check("plugin_crash_init" in p.stderr and "SIGSEGV" in p.stderr
+                  and "pl_plugin_init" in p.stderr,
+                  "the crash does not name the plugin", p.stderr)
+        with open(s.path, "rb") as f:
+            check(f.read() == before, "the store changed")
+    finally:
+        s.close()
+
+
 def case_run_on_a_full_store():
     """A store that cannot be written mid-run (the file size limit, below
     every data page, standing in for a full disk) stops --run with exit 2,
@@ -641,14 +662,16 @@ def case_run_on_a_full_store():
 CASES = [case_usage, case_bad_store, case_bad_plugin, case_crash_then_run,
          case_all_skips_a_live_owner, case_check,
          case_check_code_changed_but_clean, case_resume, case_fork,
-         case_submit_to_a_full_store, case_run_on_a_full_store]
+         case_submit_to_a_full_store, case_run_on_a_full_store,
+         case_plugin_crashes_in_init]
 
 
 def main():
     global ARGS
     ap = argparse.ArgumentParser()
     for name in ("tool", "demo", "order-plugin", "order-plugin-v2", "plugin",
-                 "plugin-b", "helper", "failing-plugin", "no-entry-plugin"):
+                 "plugin-b", "helper", "failing-plugin", "no-entry-plugin",
+                 "crash-plugin"):
         ap.add_argument("--" + name, required=True)
     ap.add_argument("cases", nargs="*")
     ARGS = ap.parse_args()
