@@ -46,8 +46,12 @@
  *     turns carried them (no top-level "tokens" in the recorded exchange)
  *     make the steps they made then, so those runs replay.  Arguments
  *     that are not a JSON object, or not valid against the tool's
- *     input_schema, an unknown tool or a missing field make the answer
- *     malformed (pl_llm_malformed), naming what came back.
+ *     input_schema, arguments nested deeper than a tool call's step can
+ *     hold (29 levels: a payload nests at most PL_MAX_JSON_DEPTH), an
+ *     unknown tool or a missing field make the answer malformed
+ *     (pl_llm_malformed), naming what came back; the model call is
+ *     recorded all the same (deep arguments as their JSON text), so a
+ *     continue never asks the model again.
  *   - A model call that fails for good becomes an error-as-data result:
  *     Unauthorized (401), Forbidden (403), NotFound (404), InvalidInput
  *     (other 4xx), RateLimited, RetryableServer or Timeout (429, 5xx and

@@ -25,6 +25,26 @@ static long tokens(const cJSON *usage, const char *key)
 
 /* Add a tool call {"id", "name", "arguments"} to @p calls; missing fields
  * stay missing, for answer_steps to name. */
+/* How deep @p v nests: 1 for an object or array of scalars, 0 for a
+ * scalar. */
+static int depth_of(const cJSON *v)
+{
+    int most = 0;
+    for (const cJSON *c = v ? v->child : NULL; c; c = c->next) {
+        int d = depth_of(c);
+        most = d > most ? d : most;
+    }
+    return cJSON_IsObject(v) || cJSON_IsArray(v) ? most + 1 : 0;
+}
+
+/* A tool call's step holds its arguments one level down ({"policy",
+ * "payload": ARGS}), so they nest one level less than a payload may. */
+#define ARGS_DEPTH_MAX (PL_MAX_JSON_DEPTH - 1)
+/* The recorded exchange holds arguments a few levels down ({"answer":
+ * {"calls": [{"arguments": ...}]}}): deeper ones are kept as their JSON
+ * text, as OpenAI sends them, so that every answer can be recorded. */
+#define STORED_DEPTH_MAX (PL_MAX_JSON_DEPTH - 8)
+
 static bool add_call(cJSON *calls, const char *id, const char *name,
                      const cJSON *args)
 {
@@ -38,7 +58,11 @@ static bool add_call(cJSON *calls, const char *id, const char *name,
         ok = cJSON_AddStringToObject(c, "name", name) != NULL;
     if (ok && cJSON_IsString(args))
         ok = cJSON_AddStringToObject(c, "arguments", args->valuestring) != NULL;
-    else if (ok && args) /* an object (Anthropic, Ollama), or a wrong shape */
+    else if (ok && args && depth_of(args) > STORED_DEPTH_MAX) {
+        char *text = cJSON_PrintUnformatted(args);
+        ok = text && cJSON_AddStringToObject(c, "arguments", text);
+        free(text);
+    } else if (ok && args) /* an object (Anthropic, Ollama), or a wrong shape */
         ok = cJSON_AddItemToObject(c, "arguments", cJSON_Duplicate(args, 1));
     return ok;
 }
@@ -259,6 +283,18 @@ static const char *policy_of(const pl__llm_tool *tools, size_t n,
     return t ? t->name : NULL;
 }
 
+/* Arguments too deep for a tool call's step: NULL, or why (caller frees). */
+static char *too_deep(const cJSON *args, const char *name, int i)
+{
+    int d = depth_of(args);
+    if (d <= ARGS_DEPTH_MAX)
+        return NULL;
+    return pl__asprintf("tool call %d ('%.100s') has arguments nested %d "
+                        "levels deep, past the nesting limit: a tool call's "
+                        "arguments nest at most %d levels (a payload %d)",
+                        i, name, d, ARGS_DEPTH_MAX, PL_MAX_JSON_DEPTH);
+}
+
 int pl__llm_answer_steps(pl_steps *out, char **why, const pl__llm *m,
                          const cJSON *answer, const pl_action *action,
                          const pl__llm_tool *tools, size_t n_tools,
@@ -304,13 +340,15 @@ int pl__llm_answer_steps(pl_steps *out, char **why, const pl__llm *m,
                                     parsed ? "not a JSON object" : "not JSON",
                                     (q = quote(args)) ? q : "?");
             else
+                *why = too_deep(parsed, name, i);
+            if (!*why)
                 *why = check_args(t, name, parsed, i);
             cJSON_Delete(parsed);
         } else if (!cJSON_IsObject(args))
             *why = pl__asprintf("tool call %d ('%.100s') has arguments that "
                                 "are not a JSON object: '%s'",
                                 i, name, (q = quote(args)) ? q : "?");
-        else
+        else if (!(*why = too_deep(args, name, i)))
             *why = check_args(t, name, args, i);
         free(q);
         if (*why)
