@@ -54,13 +54,16 @@
  *     continue never asks the model again.
  *   - A model call that fails for good becomes an error-as-data result:
  *     Unauthorized (401), Forbidden (403), NotFound (404), InvalidInput
- *     (other 4xx), RateLimited, RetryableServer or Timeout (429, 5xx and
- *     transport errors, once retries are spent), or InvalidModelAction
+ *     (other 4xx), RateLimited, RetryableServer or Timeout (429, 409,
+ *     408, 5xx and transport errors, once retries are spent; the message
+ *     then says why no further attempt was made and after how many), or
+ *     InvalidModelAction
  *     (see pl_llm_malformed).  A response body that is not the protocol's
  *     JSON is InvalidInput, not retried.
  *   - Retries happen inside one model call, before it is recorded: up to
- *     max_attempts, waiting by decorrelated jitter, or what a Retry-After
- *     asks when the server sends one (seconds, or an HTTP date in any of
+ *     max_attempts, waiting by decorrelated jitter, or what the server
+ *     asks: retry-after-ms (milliseconds, as OpenAI and Anthropic send it)
+ *     first, else Retry-After (seconds, or an HTTP date in any of
  *     RFC 9110's three forms; a date past means at once; one that is
  *     neither is ignored), never past total_timeout_ms: a wait that would
  *     end past it ends the call with the last error instead.

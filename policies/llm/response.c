@@ -132,12 +132,41 @@ static bool gemini_answer(cJSON *a, cJSON *calls, const cJSON *parts)
     return ok;
 }
 
+/* Do the brackets of @p text (outside its strings) nest past @p limit? */
+static bool nests_past(const char *text, size_t len, int limit)
+{
+    int depth = 0;
+    bool in_string = false;
+    for (size_t i = 0; i < len; i++) {
+        char c = text[i];
+        if (in_string) {
+            if (c == '\\')
+                i++;
+            else if (c == '"')
+                in_string = false;
+        } else if (c == '"') {
+            in_string = true;
+        } else if (c == '[' || c == '{') {
+            if (++depth > limit)
+                return true;
+        } else if (c == ']' || c == '}') {
+            depth--;
+        }
+    }
+    return false;
+}
+
 int pl__llm_parse_response(cJSON **answer, long *in_tokens, long *out_tokens,
                            const pl__llm *m, const char *body, size_t len)
 {
     *answer = NULL;
     *in_tokens = *out_tokens = 0;
     cJSON *r = cJSON_ParseWithLength(body, len);
+    if (!r && nests_past(body, len, CJSON_NESTING_LIMIT))
+        return pl__err(PL_EJSON,
+                       "the model's response nests deeper than %d levels, "
+                       "the most this build parses (%zu bytes)",
+                       CJSON_NESTING_LIMIT, len);
     if (!r)
         return pl__err(PL_EJSON,
                        "the model's response is not JSON "
@@ -148,7 +177,7 @@ int pl__llm_parse_response(cJSON **answer, long *in_tokens, long *out_tokens,
     switch (m->url.provider) {
     case PL__LLM_ANTHROPIC:
         content = cJSON_GetObjectItemCaseSensitive(r, "content");
-        want = cJSON_IsArray(content) ? NULL : "a content array";
+        want = cJSON_IsArray(content) ? NULL : "content array";
         *in_tokens = tokens(cJSON_GetObjectItemCaseSensitive(r, "usage"),
                             "input_tokens");
         *out_tokens = tokens(cJSON_GetObjectItemCaseSensitive(r, "usage"),
@@ -162,7 +191,7 @@ int pl__llm_parse_response(cJSON **answer, long *in_tokens, long *out_tokens,
             "content");
         parts = cJSON_GetObjectItemCaseSensitive(c, "parts");
         want = cJSON_IsArray(parts) ? NULL
-                                    : "a candidates[0].content.parts array";
+                                    : "candidates[0].content.parts array";
         const cJSON *u = cJSON_GetObjectItemCaseSensitive(r, "usageMetadata");
         *in_tokens = tokens(u, "promptTokenCount");
         *out_tokens = tokens(u, "candidatesTokenCount");
@@ -170,7 +199,7 @@ int pl__llm_parse_response(cJSON **answer, long *in_tokens, long *out_tokens,
     }
     case PL__LLM_OLLAMA:
         msg = cJSON_GetObjectItemCaseSensitive(r, "message");
-        want = cJSON_IsObject(msg) ? NULL : "a message object";
+        want = cJSON_IsObject(msg) ? NULL : "message object";
         *in_tokens = tokens(r, "prompt_eval_count");
         *out_tokens = tokens(r, "eval_count");
         break;
@@ -179,7 +208,7 @@ int pl__llm_parse_response(cJSON **answer, long *in_tokens, long *out_tokens,
             cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(r, "choices"),
                                0),
             "message");
-        want = cJSON_IsObject(msg) ? NULL : "a choices[0].message object";
+        want = cJSON_IsObject(msg) ? NULL : "choices[0].message object";
         *in_tokens = tokens(cJSON_GetObjectItemCaseSensitive(r, "usage"),
                             "prompt_tokens");
         *out_tokens = tokens(cJSON_GetObjectItemCaseSensitive(r, "usage"),
