@@ -565,9 +565,18 @@ typedef enum pl_event_kind {
     PL_EVENT_RUN_SUSPENDED = 10,
     PL_EVENT_RUN_COMPLETED = 11,
     PL_EVENT_RUN_FAILED = 12,
-    PL_EVENT_DIVERGED = 13       /**< a replayed step differs from the one
+    PL_EVENT_DIVERGED = 13,      /**< a replayed step differs from the one
                                       recorded (diff says how); the run
                                       stops with PL_ENONDET */
+    PL_EVENT_STORE_LOST = 14,    /**< pl_worker_run(): the store stopped
+                                      answering; detail is the cause, status
+                                      the pl_status; no run_id.  Once per
+                                      outage */
+    PL_EVENT_STORE_BACK = 15     /**< pl_worker_run(): the store answers
+                                      again (detail says after how long);
+                                      the runs the outage cut off are taken
+                                      back at once, their leases being the
+                                      worker's own */
 } pl_event_kind;
 
 /** @return "run_started", "call_served", ... or NULL. */

@@ -60,6 +60,13 @@ void on_event(const pl_event *ev, void *user)
         pl_trace_event(ev, w->trace);
     if (w && w->otel)
         pl_otel_event(ev, w->otel);
+    /* a worker's store going away and coming back: one line each */
+    if (ev->kind == PL_EVENT_STORE_LOST)
+        cli_error("worker: lost the store: %s (%s)",
+                  ev->detail ? ev->detail : "?", pl_status_name(ev->status));
+    else if (ev->kind == PL_EVENT_STORE_BACK)
+        cli_error("worker: the store is back: %s",
+                  ev->detail ? ev->detail : "");
     if (!w || !ev->diff)
         return;
     const pl_replay_diff *df = ev->diff;

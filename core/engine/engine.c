@@ -112,6 +112,8 @@ static const char *const event_names[] = {
     "run_completed",
     "run_failed",
     "diverged",
+    "store_lost",
+    "store_back",
 };
 
 const char *pl_event_kind_name(pl_event_kind k)

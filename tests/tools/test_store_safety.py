@@ -23,6 +23,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 
 A = None
@@ -462,6 +463,68 @@ class Pg(unittest.TestCase):
             self.assertEqual(len(err.splitlines()), 1, err)
             self.assertNotIn("\t", err)
 
+    def test_worker_outlives_an_outage(self):
+        """The server restarts under a worker with two runs in flight: the
+        worker says once that it lost the store and once that it is back,
+        with the cause, and finishes both runs at once, long before their
+        leases (two minutes) would let anyone take them."""
+        store = self.store("outage")
+        tmp = tempfile.mkdtemp(prefix="pl-outage-")
+        effects = os.path.join(tmp, "effects")
+        env = dict(os.environ, WORK_EFFECTS=effects, WORK_MS="200")
+        try:
+            for job in ("j1", "j2"):
+                rc, _, err = run(A.replay, store, "--plugin", A.workers_plugin,
+                                 "--submit", "job", "--payload",
+                                 '{"job": "%s", "calls": 12}' % job,
+                                 "--new-id", job)
+                self.assertEqual(rc, 0, err)
+            errf = open(os.path.join(tmp, "worker.err"), "w+")
+            w = subprocess.Popen([A.replay, store, "--plugin",
+                                  A.workers_plugin, "--worker",
+                                  "--concurrency", "2", "--lease-ms",
+                                  "120000"], env=env, stdout=subprocess.DEVNULL,
+                                 stderr=errf)
+            try:
+                def lines():
+                    try:
+                        with open(effects) as f:
+                            return len(f.read().splitlines())
+                    except OSError:
+                        return 0
+                deadline = time.monotonic() + 60
+                while lines() < 4 and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                self.assertGreaterEqual(lines(), 4, "the runs did not start")
+                subprocess.run(os.environ["PL_TEST_PG_RESTART"], shell=True,
+                               check=True, timeout=120,
+                               stdout=subprocess.DEVNULL)
+                deadline = time.monotonic() + 90
+                done = ""
+                while time.monotonic() < deadline:
+                    rc, done, _ = run(A.dump, store, "--status", "completed")
+                    if rc == 0 and "j1" in done and "j2" in done:
+                        break
+                    time.sleep(0.2)
+                self.assertIn("j1", done, "a cut-off run was left to its "
+                              "lease")
+                self.assertIn("j2", done, "a cut-off run was left to its "
+                              "lease")
+            finally:
+                w.terminate()
+                w.wait(timeout=60)
+            errf.seek(0)
+            err = errf.read()
+            errf.close()
+            self.assertEqual(err.count("lost the store"), 1, err)
+            self.assertEqual(err.count("the store is back"), 1, err)
+            import re
+            m = re.search(r"; (\d+) run\(s\) it cut off are taken back", err)
+            self.assertTrue(m and int(m.group(1)) >= 1, err)
+            print(err.strip())
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
     def test_foreign_schema_is_never_written(self):
         self.sql("CREATE SCHEMA other; CREATE TABLE other.things (x int); "
                  "INSERT INTO other.things VALUES (1)")
@@ -500,7 +563,8 @@ class Pg(unittest.TestCase):
 def main():
     global A
     ap = argparse.ArgumentParser()
-    for o in ("dump", "replay", "probe", "fixture", "plugin", "golden"):
+    for o in ("dump", "replay", "probe", "fixture", "plugin", "golden",
+              "workers-plugin"):
         ap.add_argument("--" + o, required=True)
     A, rest = ap.parse_known_args()
     unittest.main(argv=[sys.argv[0]] + rest, verbosity=2)
