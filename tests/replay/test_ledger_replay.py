@@ -630,6 +630,29 @@ def case_plugin_crashes_in_init():
         s.close()
 
 
+def case_check_on_a_read_only_file_system():
+    """--check writes nothing, so a store on a read-only file system (a
+    read-only bind mount in a mount namespace of its own) checks as any
+    other.  Needs unshare(1) and the right to mount (root)."""
+    probe = subprocess.run(["unshare", "-m", "true"], capture_output=True)
+    if shutil.which("unshare") is None or probe.returncode != 0:
+        print("  (no mount namespace to be had: read-only case left out)")
+        return
+    s = Store()
+    try:
+        s.demo("R-1")
+        tool = [ARGS.tool, s.path, "--plugin", ARGS.order_plugin, "--check"]
+        script = ('mount --bind "$1" "$1" && mount -o remount,bind,ro "$1" '
+                  '&& touch "$1/probe" 2>/dev/null && exit 9; shift; '
+                  'exec "$@"')
+        p = run(["unshare", "-m", "sh", "-c", script, "sh", s.dir] + tool)
+        check(p.returncode == 0 and "1 ok" in p.stdout,
+              "--check on a read-only file system", p.returncode, p.stdout,
+              p.stderr)
+    finally:
+        s.close()
+
+
 def case_run_on_a_full_store():
     """A store that cannot be written mid-run (the file size limit, below
     every data page, standing in for a full disk) stops --run with exit 2,
@@ -663,7 +686,7 @@ CASES = [case_usage, case_bad_store, case_bad_plugin, case_crash_then_run,
          case_all_skips_a_live_owner, case_check,
          case_check_code_changed_but_clean, case_resume, case_fork,
          case_submit_to_a_full_store, case_run_on_a_full_store,
-         case_plugin_crashes_in_init]
+         case_plugin_crashes_in_init, case_check_on_a_read_only_file_system]
 
 
 def main():
