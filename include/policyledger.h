@@ -476,6 +476,17 @@ void pl_registry_free(pl_registry *reg);
 int pl_registry_add(pl_registry *reg, const pl_policy_def *def);
 
 /**
+ * Register a policy whose data (@p def->user) the registry owns: when the
+ * registry is freed, after its policies, it calls @p release(def->user).
+ * For a policy made at run time with data of its own (an LLM policy, a
+ * plugin's).  On failure nothing is registered and @p release is not
+ * called: the caller still owns def->user.
+ * @return as pl_registry_add(); PL_EINVAL also for a NULL @p release.
+ */
+int pl_registry_add_owned(pl_registry *reg, const pl_policy_def *def,
+                          void (*release)(void *user));
+
+/**
  * @return the registration of @p name (borrowed, valid until the registry is
  *         freed), or NULL.  Its strings are the registry's copies.
  */

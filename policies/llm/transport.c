@@ -23,7 +23,7 @@
 
 #include <curl/curl.h>
 
-#include "hash.h"
+#include "sha256.h"
 #include "llm.h"
 #include "platform.h"
 
