@@ -456,6 +456,17 @@ int pl_llm_register(pl_registry *reg, const char *name, const char *model_url,
         free(m);
         return st;
     }
+#if !PL_WITH_CURL
+    if (m->url.provider != PL__LLM_SCRIPTED) {
+        pl__llm_url_free(&m->url);
+        free(m);
+        return pl__err(PL_EINVAL,
+                       "pl_llm_register: model '%.200s' is reached over HTTP, "
+                       "and policyledger was built without libcurl "
+                       "(PL_WITH_CURL=OFF): only scripted:// models work",
+                       model_url);
+    }
+#endif
     m->o = o;
     m->conn = pl__llm_conn_new();
     m->cache = pl__llm_reqcache_new();
