@@ -43,10 +43,10 @@ int pl__store_open(pl__store **out, const char *path,
 {
 #if !PL_WITH_POSTGRESQL
     if (is_pg_uri(path))
-        return pl__err(PL_EINVAL,
-                       "cannot open '%.200s': policyledger was built without "
-                       "PostgreSQL support (PL_WITH_POSTGRESQL=OFF)",
-                       path);
+        return pl__err(
+            PL_EINVAL,
+            "cannot open '%.200s': policyledger was built without PostgreSQL support (PL_WITH_POSTGRESQL=OFF)",
+            path);
 #endif
     pl__store *s = calloc(1, sizeof *s);
     if (!s)

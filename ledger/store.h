@@ -96,11 +96,13 @@ PL__HIDDEN void pl__kvs_free(pl__kvs *l);
  * entries only), which the decoders take for an empty record. */
 static inline const uint8_t *pl__kvs_key(const pl__kvs *l, size_t i)
 {
+    assert(i < l->n);
     return l->data.data ? l->data.data + l->e[i].koff : NULL;
 }
 
 static inline const uint8_t *pl__kvs_val(const pl__kvs *l, size_t i)
 {
+    assert(i < l->n);
     return l->data.data ? l->data.data + l->e[i].voff : NULL;
 }
 
