@@ -45,6 +45,7 @@ int pl__lmdb_put_step(pl__lmdb_store *s, MDB_txn *txn, MDB_val *k,
 {
     /* on MDB_KEYEXIST, LMDB points the value at the stored one: keep the
      * caller's (the journal move compares the two) */
+    assert(k->mv_size >= 12 && k->mv_size <= PL__KEY_MAX); /* a step key */
     MDB_val data = *v;
     int rc = MDB_KEYEXIST;
     if (*append)
@@ -167,6 +168,7 @@ static int commit_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
 int pl__lmdb_commit(pl__lmdb_store *s, pl__batch *const *batches, size_t n,
                     bool journal)
 {
+    assert(n > 0 && batches);
     commit_ctx c = {batches, n, journal};
     return pl__lmdb_write(s, commit_body, &c);
 }
@@ -253,6 +255,9 @@ int pl__lmdb_read(pl__lmdb_store *s, const uint8_t *prefix, size_t prefix_len,
                   uint32_t from_seq, size_t max_n, size_t max_bytes,
                   pl__kvs *out)
 {
+    /* the caller's ledger prefix: a run and at most PL_MAX_DEPTH + 1
+     * components, so the key copied below has room for a seq */
+    assert(prefix_len >= 8 && prefix_len + 4 <= PL__KEY_MAX);
     pl__kvs_reset(out);
     MDB_txn *txn;
     MDB_cursor *cur = NULL;
