@@ -717,6 +717,9 @@ typedef struct pl_engine_options {
  *                      connection URI, which opens a PostgreSQL store in
  *                      the schema its `schema=NAME` parameter names
  *                      (default "policyledger"), creating it if needed.
+ *                      A library built without PostgreSQL
+ *                      (PL_WITH_POSTGRESQL=OFF) refuses such a URI with
+ *                      PL_EINVAL, saying so.
  * @param registry      borrowed: must outlive the engine and not change
  *                      while the engine runs.
  * @param opts          NULL for defaults.
@@ -1938,7 +1941,8 @@ typedef struct pl_otel_counts {
  * @return PL_OK; PL_ENOTFOUND (no endpoint: none given, none in the
  *         environment); PL_EINVAL (NULL @p out, a bad version, an endpoint
  *         that is not http:// or https://, a header without '=');
- *         PL_ENOMEM; PL_EIO (libcurl or the thread could not start).
+ *         PL_ENOMEM; PL_EIO (libcurl or the thread could not start; or
+ *         a library built without libcurl, PL_WITH_CURL=OFF, saying so).
  */
 int pl_otel_open(pl_otel **out, const pl_otel_options *opts);
 
@@ -2370,7 +2374,9 @@ void pl_tools_free(pl_tools *tools);
 
 /**
  * Register "calculator", "http_get" and, with a root, "read_file" in
- * @p reg.  Every name is checked first, so PL_EEXIST registers none.
+ * @p reg.  A library built without libcurl (PL_WITH_CURL=OFF) has no
+ * "http_get": pl_tools_new() refuses an http:// or https:// allow entry
+ * there, saying so.  Every name is checked first, so PL_EEXIST registers none.
  * @param tools borrowed: must outlive every engine using @p reg.
  * @return PL_OK; PL_EINVAL (NULL argument); PL_EEXIST (a name is taken);
  *         PL_ENOMEM.
