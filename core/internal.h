@@ -52,6 +52,8 @@
  *     decorator_timeout.c  timeout: a cooperative deadline
  *     decorator_budget.c   budget: steps, time and model tokens
  *     decorator_cap.c      cap: a result too large for its caller
+ *     decorator_paginate.c paginate: every page a recorded call
+ *     decorator_observe.c  observe: a raw result and what a model sees
  *     validate.c     the validate decorator
  *     schema_compile.c     JSON Schema: compiling (schema.h, draft 7)
  *     schema_eval.c  JSON Schema: validating
