@@ -185,10 +185,8 @@ static pl_registry *w_registry(void)
     } defs[] = {{"nap", nap},       {"gate", gate},     {"slow", slow},
                 {"fenced", fenced}, {"fanned", fanned}, {"ask", ask}};
     for (size_t i = 0; i < sizeof defs / sizeof defs[0]; i++) {
-        pl_policy_def d = PL_POLICY_DEF_INIT;
-        d.name = defs[i].name;
-        d.fn = defs[i].fn;
-        cr_assert_eq(pl_registry_add(reg, &d), PL_OK, "%s", pl_errmsg());
+        cr_assert_eq(pl_registry_add_fn(reg, defs[i].name, defs[i].fn, NULL),
+                     PL_OK, "%s", pl_errmsg());
     }
     return reg;
 }
@@ -788,10 +786,8 @@ Test(workers, more_runs_than_one_renewal_holds_keep_their_leases,
     t_lmdb_only("1,100 runs at once, each with a connection of its own");
     const char *path = w_store();
     pl_registry *reg = w_registry();
-    pl_policy_def d = PL_POLICY_DEF_INIT;
-    d.name = "hold";
-    d.fn = hold;
-    cr_assert_eq(pl_registry_add(reg, &d), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(pl_registry_add_fn(reg, "hold", hold, NULL), PL_OK, "%s",
+                 pl_errmsg());
     pl_engine_options o = PL_ENGINE_OPTIONS_INIT;
     o.durability = PL_DURABILITY_PROCESS;
     o.host_id = "host-a";
