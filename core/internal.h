@@ -58,8 +58,10 @@
  *     schema_compile.c     JSON Schema: compiling (schema.h, draft 7)
  *     schema_eval.c  JSON Schema: validating
  *     json.c         pl_json_pack / pl_json_unpack
+ *     json_calls.c   pl_steps_add_resultf, pl_ctx_invokef
  *     trace.c        the JSON-lines trace writer
- *     otel.c         the OpenTelemetry exporter
+ *     otel.c         the OpenTelemetry exporter (PL_WITH_CURL)
+ *     otel_none.c    its stand-in without libcurl: it refuses to open
  *
  * The store (ledger/) is beneath all of these; its map is in store.h.
  */

@@ -22,4 +22,8 @@
 
 #define PL__EXT_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
+/* "object", "array", "string", ...: what a value is, for messages
+ * (json.c). */
+PL__EXT_HIDDEN const char *pl__json_type_name(const cJSON *v);
+
 #endif /* PL_EXT_H */

@@ -362,7 +362,7 @@ static void number_text(double d, char out[32])
         snprintf(out, 32, "%.17g", d);
 }
 
-static const char *type_name(const cJSON *v)
+const char *pl__json_type_name(const cJSON *v)
 {
     if (cJSON_IsObject(v))
         return "an object";
@@ -601,7 +601,8 @@ static int unpack_value(walk *w, const cJSON *v);
 
 static int mismatch(walk *w, const cJSON *v, const char *want)
 {
-    return fail(w, PL_EJSON, "expected %s, got %s", want, type_name(v));
+    return fail(w, PL_EJSON, "expected %s, got %s", want,
+                pl__json_type_name(v));
 }
 
 /* Does the container whose members start at @p p end in '!'?  The format is
@@ -877,50 +878,5 @@ int pl_json_unpack(const cJSON *json, const char *fmt, ...)
     va_start(ap, fmt);
     int rc = pl_json_vunpack(json, fmt, ap);
     va_end(ap);
-    return rc;
-}
-
-/* ---- results ------------------------------------------------------------- */
-
-int pl_steps_add_resultf(pl_steps *steps, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    cJSON *v;
-    int rc = pl_json_vpack(&v, fmt, ap);
-    va_end(ap);
-    if (rc)
-        return rc;
-    if (!cJSON_IsObject(v))
-        rc = pl_errorf(PL_EJSON,
-                       "pl_steps_add_resultf: format \"%s\" builds "
-                       "%s; a result must be an object",
-                       fmt, type_name(v));
-    else
-        rc = pl_steps_add_result(steps, v);
-    cJSON_Delete(v);
-    return rc;
-}
-
-int pl_ctx_invokef(cJSON **out, pl_ctx *ctx, const char *policy,
-                   const char *fmt, ...)
-{
-    if (out)
-        *out = NULL;
-    va_list ap;
-    va_start(ap, fmt);
-    cJSON *payload;
-    int rc = pl_json_vpack(&payload, fmt, ap);
-    va_end(ap);
-    if (rc)
-        return rc;
-    if (!cJSON_IsObject(payload))
-        rc = pl_errorf(PL_EJSON,
-                       "pl_ctx_invokef: format \"%s\" builds %s; a "
-                       "payload must be an object",
-                       fmt, type_name(payload));
-    else
-        rc = pl_ctx_invoke(out, ctx, policy, payload);
-    cJSON_Delete(payload);
     return rc;
 }
