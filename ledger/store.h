@@ -24,6 +24,8 @@
  *                    (hash.h, on base/sha256.h)
  *
  *   lmdb/            the embedded default (lmdb_store.h, lmdb_int.h)
+ *     lmdb_ident.c   what a file must be before LMDB maps it, and what
+ *                    makes an environment a policyledger store
  *     lmdb_env.c     opening and closing the environment, its growth
  *     lmdb_store.c   committing batches, reading ledgers and runs
  *     lmdb_journal.c the group commit journal
@@ -52,6 +54,8 @@ typedef struct pl__store_options {
     /* open an existing store only, and never write to it: every write
      * fails with PL_ESTATE, and the journal is left to writers */
     bool read_only;
+    /* never create a store: a missing one is PL_ENOTFOUND */
+    bool no_create;
 } pl__store_options;
 
 PL__HIDDEN int pl__store_open(pl__store **out, const char *path,

@@ -27,7 +27,7 @@ static char *hex_new(const uint8_t *p, size_t n)
 }
 
 /* "2026-11-24T15:04:05.123456Z" (proleptic Gregorian, UTC). */
-static void time_iso(char *out, size_t n, int64_t us)
+void pl__export_time_iso(char *out, size_t n, int64_t us)
 {
     int64_t secs = us / 1000000, frac = us % 1000000;
     if (frac < 0) {
@@ -124,7 +124,7 @@ static int export_step(const pl_step *s, void *user)
     bool stored = pl_step_hash(h, s) == PL_OK;
     if (pl_step_prev_hash(prev, s))
         memset(prev, 0, sizeof prev);
-    time_iso(t, sizeof t, pl_step_time_us(s));
+    pl__export_time_iso(t, sizeof t, pl_step_time_us(s));
     cJSON *o = cJSON_CreateObject();
     const cJSON *p = pl_step_payload(s);
     bool ok = o && cJSON_AddStringToObject(o, "run", x->id) &&

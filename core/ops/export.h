@@ -37,6 +37,12 @@
 #ifndef PL_EXPORT_H
 #define PL_EXPORT_H
 
+#include "util.h"
+
 #define PL__EXPORT_FORMAT 1
+
+/* "2026-11-24T15:04:05.123456Z" (proleptic Gregorian, UTC): a line's
+ * "time" (export.c). */
+PL__HIDDEN void pl__export_time_iso(char *out, size_t n, int64_t us);
 
 #endif /* PL_EXPORT_H */
