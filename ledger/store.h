@@ -4,7 +4,7 @@
  * The engine sees keys, values, runs and atomic batches; nothing here names
  * LMDB, so another backend can implement this header.  The LMDB files
  * (lmdb_env.c, lmdb_store.c, lmdb_journal.c) are the embedded default;
- * pg_store.c is the store on PostgreSQL, for a postgresql:// path.  store.c
+ * ledger/pg/ is the store on PostgreSQL, for a postgresql:// path.  store.c
  * implements these functions by handing each call to the store's backend.
  * The key layout (keys.h) and the containers (kvs.c) are every backend's.
  *

@@ -1,5 +1,5 @@
 /*
- * test_pg.c -- the PostgreSQL store (ledger/pg/pg_store.c), against a real
+ * test_pg.c -- the PostgreSQL store (ledger/pg/), against a real
  * server that tests/pg_run.sh starts for this binary (PL_TEST_PG_URI).  Each
  * test works in a schema of its own.  Covers the store's functions directly
  * (run creation and numbering, steps refused twice, ledger reads with a gap,

@@ -1,7 +1,8 @@
 /*
- * pg_store.h -- the store on PostgreSQL (pg_store.c): the functions of
- * store.h for a store named by a postgresql:// or postgres:// URI.
- * store.c chooses between it and the LMDB store; nothing else includes this.
+ * pg_store.h -- the store on PostgreSQL (ledger/pg/, its files listed in
+ * pg_int.h): the functions of store.h for a store named by a postgresql://
+ * or postgres:// URI.  store.c chooses between it and the LMDB store;
+ * nothing else includes this.
  */
 #ifndef PL_PG_STORE_H
 #define PL_PG_STORE_H
