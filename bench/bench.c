@@ -94,6 +94,8 @@
 #include <policyledger_llm.h>
 #include <sys/socket.h>
 
+#include "pg_store.h" /* pl__pg_counts_get(): round trips to the server */
+
 /* ---- clocks and memory ------------------------------------------------------ */
 
 static double now_s(void)
@@ -759,6 +761,9 @@ typedef struct w1_res {
     long peak_rss_kb;
     long anon_rss_kb;
     double commits_per_call;
+    /* on PostgreSQL, what one call more costs: round trips to the server
+     * and statements (a run of 2k calls less one of k) */
+    double round_trips_per_call, statements_per_call;
 } w1_res;
 
 static void w1_child(const void *varg, void *vres)
@@ -806,6 +811,23 @@ static void w1_child(const void *varg, void *vres)
     if (start_run(e, n, "w1-commits"))
         die("W1 commit count");
     r->commits_per_call = (double)(g_commits - 1) / n; /* minus the end */
+    if (g_pg_uri) {
+        pl__pg_counts c0, c1, c2;
+        pl__pg_counts_get(&c0);
+        if (start_run(e, n / 2, "w1-rt-half"))
+            die("W1 round trips");
+        pl__pg_counts_get(&c1);
+        if (start_run(e, n, "w1-rt-whole"))
+            die("W1 round trips");
+        pl__pg_counts_get(&c2);
+        double k = n - n / 2;
+        r->round_trips_per_call = ((double)(c2.round_trips - c1.round_trips) -
+                                   (double)(c1.round_trips - c0.round_trips)) /
+                                  k;
+        r->statements_per_call = ((double)(c2.statements - c1.statements) -
+                                  (double)(c1.statements - c0.statements)) /
+                                 k;
+    }
     pl_engine_close(e);
     pl_registry_free(reg);
     remove_store(path);
@@ -951,6 +973,7 @@ typedef struct w3_arg {
 
 typedef struct w3_res {
     double calls_per_s;
+    double round_trips_per_call; /* on PostgreSQL */
 } w3_res;
 
 typedef struct w3_pool {
@@ -1013,6 +1036,8 @@ static void w3_child(const void *varg, void *vres)
     pl_registry *reg = make_registry(false);
     pl_engine *e = open_engine(path, reg, a->mode, NULL);
     w3_pool pool = {e, a, 0, 0};
+    pl__pg_counts c0, c1;
+    pl__pg_counts_get(&c0);
     pthread_t th[256];
     int threads = a->threads > 256 ? 256 : a->threads;
     double t0 = now_s();
@@ -1029,6 +1054,8 @@ static void w3_child(const void *varg, void *vres)
         die("W3");
     double calls = (double)a->runs * a->calls;
     r->calls_per_s = calls / dt;
+    pl__pg_counts_get(&c1);
+    r->round_trips_per_call = (double)(c1.round_trips - c0.round_trips) / calls;
     pl_engine_close(e);
     pl_registry_free(reg);
     remove_store(path);
@@ -2576,6 +2603,45 @@ static int w6(w6_arg *a, w6_res *r)
     return 0;
 }
 
+/* W6's round trips a run: one worker in this child drains W6_COUNT runs. */
+#define W6_COUNT 20
+
+static int g_w6_left;
+
+static void w6_count_event(const pl_event *ev, void *user)
+{
+    (void)user;
+    if (ev->kind == PL_EVENT_RUN_COMPLETED && --g_w6_left == 0)
+        pl_worker_stop(g_w6_engine);
+}
+
+static void w6_count_child(const void *varg, void *vres)
+{
+    const w6_arg *a = varg;
+    double *per_run = vres;
+    w6_res none;
+    w6_submit_child(a, &none);
+    pl_registry *reg = make_registry(false);
+    pl_engine_options o = PL_ENGINE_OPTIONS_INIT;
+    o.durability = a->mode;
+    o.on_event = w6_count_event;
+    o.host_id = "bench-count";
+    if (pl_engine_open(&g_w6_engine, a->path, reg, &o))
+        die("W6 count open");
+    g_w6_left = a->runs;
+    pl_worker_options wo = PL_WORKER_OPTIONS_INIT;
+    wo.poll_ms = 5;
+    pl__pg_counts c0, c1;
+    pl__pg_counts_get(&c0);
+    if (pl_worker_run(g_w6_engine, &wo))
+        die("W6 count worker");
+    pl__pg_counts_get(&c1);
+    *per_run = (double)(c1.round_trips - c0.round_trips) / a->runs;
+    pl_engine_close(g_w6_engine);
+    pl_registry_free(reg);
+    remove_store(a->path);
+}
+
 /* W6 with 1, 2 and 4 workers; returns the failures. */
 static int report_w6(bool quick)
 {
@@ -2600,6 +2666,17 @@ static int report_w6(bool quick)
                 rate[w][ok[w]++] = r.runs_per_s;
         }
     double one = ok[0] ? median(rate[0], ok[0]) : 0;
+    if (g_pg_uri) { /* round trips a run (deterministic but for polls) */
+        w6_arg a = {mode, W6_COUNT, 1, ""};
+        path_in(a.path, sizeof a.path, "w6count");
+        double per_run = 0;
+        if (in_child(w6_count_child, &a, &per_run, sizeof per_run))
+            failures++;
+        else {
+            say("  round trips a run, one worker: %.1f\n", per_run);
+            jnum(g_json, "pg_w6_round_trips_per_run", per_run);
+        }
+    }
     for (size_t w = 0; w < 3; w++) {
         if (!ok[w]) {
             say("  %-8d failed\n", counts[w]);
@@ -2861,8 +2938,9 @@ static int report_pg_w1(bool quick)
         "turns with the run every %d calls (sync,\n  group) or back to back "
         "(process)\n",
         n, TURN);
-    say("  %-8s %6s %11s %9s %9s %9s %10s %9s %8s\n", "mode", "N", "calls/s",
-        "us/call", "p50 us", "p95 us", "floor us", "ratio", "commits");
+    say("  %-8s %6s %11s %9s %9s %9s %10s %9s %8s %6s %6s\n", "mode", "N",
+        "calls/s", "us/call", "p50 us", "p95 us", "floor us", "ratio",
+        "commits", "rt", "stmts");
     for (size_t m = 0; m < 3; m++) {
         w1_arg a = {modes[m], n, NULL};
         w1_res runs[REPS_MAX];
@@ -2886,10 +2964,11 @@ static int report_pg_w1(bool quick)
         for (int k = 0; k < ok; k++) /* the run with the median time */
             if (runs[k].per_call_s == eng_s)
                 r = runs[k];
-        say("  %-8s %6d %11.0f %9.1f %9.1f %9.1f %10.1f %8.2fx %8.2f\n",
+        say("  %-8s %6d %11.0f %9.1f %9.1f %9.1f %10.1f %8.2fx %8.2f %6.2f "
+            "%6.2f\n",
             pl_durability_name(modes[m]), n, r.calls_per_s, eng_s * 1e6,
             r.p50_s * 1e6, r.p95_s * 1e6, floor_s * 1e6, ratio,
-            r.commits_per_call);
+            r.commits_per_call, r.round_trips_per_call, r.statements_per_call);
         if (modes[m] == PL_DURABILITY_SYNC)
             add_goal("PostgreSQL W1 sync: time per call / floor", ratio, "x",
                      true, 1.2);
@@ -2901,6 +2980,8 @@ static int report_pg_w1(bool quick)
         jnum(o, "p50_us", r.p50_s * 1e6);
         jnum(o, "p95_us", r.p95_s * 1e6);
         jnum(o, "commits_per_call", r.commits_per_call);
+        jnum(o, "round_trips_per_call", r.round_trips_per_call);
+        jnum(o, "statements_per_call", r.statements_per_call);
         jnum(o, "floor_us_per_record", floor_s * 1e6);
         jnum(o, "ratio_to_floor", ratio);
         cJSON_AddItemToArray(jw1, o);
@@ -2919,8 +3000,9 @@ static int report_pg_w3(bool quick)
         "pl_pool of %d threads;\n  floor: %d sessions, each a 160 B INSERT "
         "committed alone\n",
         runs, calls, threads, threads);
-    say("  %-8s %11s %12s %10s\n", "mode", "calls/s", "floor rec/s", "ratio");
-    double eng[3][REPS_MAX], flo[3][REPS_MAX], pair[REPS_MAX];
+    say("  %-8s %11s %12s %10s %8s\n", "mode", "calls/s", "floor rec/s",
+        "ratio", "rt/call");
+    double eng[3][REPS_MAX], flo[3][REPS_MAX], pair[REPS_MAX], rt[3] = {0};
     int ok[3] = {0}, pairs = 0;
     for (int k = 0; k < g_reps; k++) {
         double got[3];
@@ -2935,6 +3017,7 @@ static int report_pg_w3(bool quick)
                 continue;
             eng[m][ok[m]] = got[m] = r.calls_per_s;
             flo[m][ok[m]++] = fr.records_per_s;
+            rt[m] = r.round_trips_per_call; /* the last repetition's */
             have[m] = true;
         }
         if (have[0] && have[1])
@@ -2947,8 +3030,8 @@ static int report_pg_w3(bool quick)
             continue;
         }
         double rate = median(eng[m], ok[m]), floor_rate = median(flo[m], ok[m]);
-        say("  %-8s %11.0f %12.0f %9.2fx\n", pl_durability_name(modes[m]), rate,
-            floor_rate, rate / floor_rate);
+        say("  %-8s %11.0f %12.0f %9.2fx %8.3f\n", pl_durability_name(modes[m]),
+            rate, floor_rate, rate / floor_rate, rt[m]);
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "durability", pl_durability_name(modes[m]));
         jnum(o, "runs", runs);
@@ -2957,6 +3040,7 @@ static int report_pg_w3(bool quick)
         jnum(o, "calls_per_s", rate);
         jnum(o, "floor_records_per_s", floor_rate);
         jnum(o, "ratio_to_floor", rate / floor_rate);
+        jnum(o, "round_trips_per_call", rt[m]);
         cJSON_AddItemToArray(jw3, o);
     }
     if (pairs) {

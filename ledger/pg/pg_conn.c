@@ -50,11 +50,29 @@
 #include "pg_int.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+static _Atomic uint64_t g_round_trips, g_statements, g_connects;
+
+void pl__pg_count(unsigned round_trips, unsigned statements)
+{
+    atomic_fetch_add_explicit(&g_round_trips, round_trips,
+                              memory_order_relaxed);
+    atomic_fetch_add_explicit(&g_statements, statements, memory_order_relaxed);
+}
+
+void pl__pg_counts_get(pl__pg_counts *out)
+{
+    out->round_trips = atomic_load_explicit(&g_round_trips,
+                                            memory_order_relaxed);
+    out->statements = atomic_load_explicit(&g_statements, memory_order_relaxed);
+    out->connects = atomic_load_explicit(&g_connects, memory_order_relaxed);
+}
 
 bool pl__pg_is_uri(const char *path)
 {
@@ -145,9 +163,37 @@ static void conn_forget(PGconn *c)
     PQfinish(c);
 }
 
+static int prepared_result(size_t i, PGresult *r, void *user)
+{
+    pl__pg_store *s = user;
+    return PQresultStatus(r) == PGRES_COMMAND_OK
+               ? PL_OK
+               : pl__err(PL_ESTORE, "store '%s': preparing statement %zu: %s",
+                         s->path, i, PQresultErrorMessage(r));
+}
+
+/* Prepare statements q[0 .. n_prepared) on @p c, named "pl<i>", in one
+ * round trip. */
+static int prepare(pl__pg_store *s, PGconn *c)
+{
+    if (!s->n_prepared)
+        return PL_OK;
+    if (PQenterPipelineMode(c) != 1)
+        return pl__pg_err(s, c, NULL, "entering pipeline mode");
+    for (int i = 0; i < s->n_prepared; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "pl%d", i);
+        if (!PQsendPrepare(c, name, s->q[i], 0, NULL))
+            return pl__pg_err(s, c, NULL, "preparing statements");
+    }
+    return pl__pg_pipeline_finish(s, c, (size_t)s->n_prepared, prepared_result,
+                                  s, "preparing statements");
+}
+
 static int conn_open(pl__pg_store *s, PGconn **out)
 {
     char buf[512];
+    atomic_fetch_add_explicit(&g_connects, 1, memory_order_relaxed);
     PGconn *c = PQconnectdb(s->conninfo);
     if (!c || PQstatus(c) != CONNECTION_OK) {
         int st = pl__err(PL_ESTORE, "store '%s': cannot connect: %s", s->path,
@@ -167,6 +213,11 @@ static int conn_open(pl__pg_store *s, PGconn **out)
         return st;
     }
     PQclear(r);
+    int st = prepare(s, c);
+    if (st) {
+        PQfinish(c);
+        return st;
+    }
     *out = c;
     return PL_OK;
 }
@@ -229,13 +280,85 @@ PGresult *pl__pg_exec(PGconn *c, const char *sql, int n,
                       const char *const *vals, const int *lens)
 {
     int fmts[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+    pl__pg_count(1, 1);
     return PQexecParams(c, sql, n, NULL, vals, lens, fmts, 1);
+}
+
+/* Lease statements answer in text (pg_lease.c parses it), others binary. */
+static int result_format(int which)
+{
+    return which >= L_ACQUIRE && which <= L_CREATE ? 0 : 1;
+}
+
+PGresult *pl__pg_exec_q(pl__pg_store *s, PGconn *c, int which, int n,
+                        const char *const *vals, const int *lens,
+                        const int *fmts)
+{
+    pl__pg_count(1, 1);
+    if (which >= s->n_prepared)
+        return PQexecParams(c, s->q[which], n, NULL, vals, lens, fmts,
+                            result_format(which));
+    char name[16];
+    snprintf(name, sizeof name, "pl%d", which);
+    return PQexecPrepared(c, name, n, vals, lens, fmts, result_format(which));
+}
+
+int pl__pg_send(pl__pg_store *s, PGconn *c, int which, int n,
+                const char *const *vals, const int *lens, const int *fmts,
+                const char *what)
+{
+    int ok;
+    if (which >= s->n_prepared)
+        ok = PQsendQueryParams(c, s->q[which], n, NULL, vals, lens, fmts,
+                               result_format(which));
+    else {
+        char name[16];
+        snprintf(name, sizeof name, "pl%d", which);
+        ok = PQsendQueryPrepared(c, name, n, vals, lens, fmts,
+                                 result_format(which));
+    }
+    return ok ? PL_OK : pl__pg_err(s, c, NULL, what);
+}
+
+int pl__pg_pipeline_finish(pl__pg_store *s, PGconn *c, size_t n,
+                           pl__pg_result_fn fn, void *user, const char *what)
+{
+    pl__pg_count(1, (unsigned)n);
+    if (PQpipelineSync(c) != 1)
+        return pl__pg_err(s, c, NULL, what);
+    int st = PL_OK;
+    for (size_t i = 0; i < n; i++) {
+        PGresult *r = PQgetResult(c);
+        if (!r)
+            return st ? st : pl__pg_err(s, c, NULL, what);
+        /* after an error, the server skips the rest until the Sync */
+        if (PQresultStatus(r) != PGRES_PIPELINE_ABORTED && !st)
+            st = fn(i, r, user);
+        PQclear(r);
+        if (pl__pg_lost(c))
+            return st ? st : pl__pg_err(s, c, NULL, what);
+        if ((r = PQgetResult(c))) { /* the NULL that ends each statement's */
+            PQclear(r);
+            return st ? st
+                      : pl__err(PL_ESTORE, "store '%s': %s: out of step",
+                                s->path, what);
+        }
+    }
+    PGresult *r = PQgetResult(c);
+    ExecStatusType es = PQresultStatus(r);
+    PQclear(r);
+    if (es != PGRES_PIPELINE_SYNC)
+        return st ? st : pl__pg_err(s, c, NULL, what);
+    if (PQexitPipelineMode(c) != 1 && !st)
+        st = pl__pg_err(s, c, NULL, what);
+    return st;
 }
 
 /* Run a statement without parameters that returns no rows. */
 int pl__pg_command(pl__pg_store *s, PGconn *c, const char *sql,
                    const char *what)
 {
+    pl__pg_count(1, 1);
     PGresult *r = PQexec(c, sql);
     int st = PQresultStatus(r) == PGRES_COMMAND_OK ? PL_OK
                                                    : pl__pg_err(s, c, r, what);
@@ -326,10 +449,6 @@ static int make_statements(pl__pg_store *s)
         "SELECT v FROM \"%s\".state WHERE run = $1::bigint", n);
     s->q[Q_STATE_LOCK] = pl__asprintf(
         "SELECT v FROM \"%s\".state WHERE run = $1::bigint FOR UPDATE", n);
-    s->q[Q_STATE_PUT] = pl__asprintf(
-        "INSERT INTO \"%s\".state (run, v) VALUES ($1::bigint, $2::bytea) "
-        "ON CONFLICT (run) DO UPDATE SET v = excluded.v",
-        n);
     s->q[Q_CREATE] = pl__asprintf(
         "WITH r AS (INSERT INTO \"%s\".runs (id, num, info) "
         "VALUES ($1::bytea, nextval('\"%s\".run_num'), $2::bytea) "
@@ -364,14 +483,28 @@ static int make_statements(pl__pg_store *s)
         "'%s' AND c.relkind IN ('r', 'S'))::bigint, (SELECT count(*) FROM "
         "\"%s\".runs), (SELECT count(*) FROM \"%s\".steps)",
         n, n, n);
-    s->steps_sql = pl__asprintf("INSERT INTO \"%s\".steps (k, v) VALUES", n);
+    /* a commit's writes (pg_commit.c): the fence runs first, as the main
+     * query; the data-modifying CTEs after it, to completion */
+    s->q[Q_WRITE] = pl__asprintf(
+        "WITH f AS (SELECT \"%s\".pl_fences($1::bigint[], $2::bigint[], "
+        "$3::boolean[])), k AS (INSERT INTO \"%s\".steps (k, v) SELECT * "
+        "FROM unnest($4::bytea[], $5::bytea[])), t AS (INSERT INTO "
+        "\"%s\".state (run, v) SELECT * FROM unnest($6::bigint[], "
+        "$7::bytea[]) ON CONFLICT (run) DO UPDATE SET v = excluded.v) "
+        "SELECT * FROM f",
+        n, n, n);
+    s->q[Q_STEPS] = pl__asprintf("INSERT INTO \"%s\".steps (k, v) SELECT * "
+                                 "FROM unnest($1::bytea[], $2::bytea[])",
+                                 n);
+    s->q[Q_BEGIN] = pl__strdup("BEGIN");
+    s->q[Q_COMMIT] = pl__strdup("COMMIT");
+    for (int i = L_ACQUIRE; i <= L_CREATE; i++)
+        if (pl__pg_lease_sql(s, i, &s->q[i]))
+            return PL_ENOMEM;
     for (int i = 0; i < Q_N; i++)
         if (!s->q[i])
             return pl__err(PL_ENOMEM, "out of memory");
-    for (int i = 0; i < L_N; i++)
-        if (pl__pg_lease_sql(s, i, &s->lq[i]))
-            return PL_ENOMEM;
-    return s->steps_sql ? PL_OK : pl__err(PL_ENOMEM, "out of memory");
+    return PL_OK;
 }
 
 /* A read-only open: the schema must be there already. */
@@ -462,6 +595,12 @@ int pl__pg_open(pl__pg_store **out, const char *uri,
         st = setup(s, c);
     if (!st && !s->read_only)
         st = pl__pg_lease_setup(s, c);
+    /* the schema is there: prepare the statements on this connection and
+     * every one opened from now on */
+    if (!st) {
+        s->n_prepared = s->read_only ? Q_PREPARED_RO : Q_PREPARED;
+        st = prepare(s, c);
+    }
     pl__pg_conn_put(s, c);
     if (st) {
         pl__pg_close(s);
@@ -485,9 +624,6 @@ void pl__pg_close(pl__pg_store *s)
     }
     for (int i = 0; i < Q_N; i++)
         free(s->q[i]);
-    for (int i = 0; i < L_N; i++)
-        free(s->lq[i]);
-    free(s->steps_sql);
     free(s->schema);
     free(s->conninfo);
     free(s->path);

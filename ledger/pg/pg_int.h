@@ -27,34 +27,50 @@
 #define SCHEMA_DEFAULT "policyledger"
 #define SCHEMA_MAX 63
 #define IDLE_MAX 16
-#define ROWS_MAX 1000 /* rows per INSERT of steps */
 #define READ_MAX 1024 /* rows per SELECT */
 
+/*
+ * The statements (s->q[]), naming the schema, in three ranges: the first
+ * prepared on every connection (pg_conn.c), then the lease statements
+ * and the writes, prepared too unless the store is read-only (an older
+ * store opened read-only may lack the leases table and pl_fences()), then
+ * those sent unprepared: rare, or transaction control.
+ */
 enum {
     Q_RUN_FIND,
     Q_STATE_GET,
     Q_STATE_LOCK,
-    Q_STATE_PUT,
-    Q_CREATE,
     Q_READ,
     Q_SCAN,
     Q_RUNS,
+    /* prepared unless read-only (lease statements: pg_lease.c) */
+    L_ACQUIRE,
+    L_GET,
+    L_NEXT,
+    L_RENEW,
+    L_RELEASE,
+    L_CREATE,
+    Q_CREATE,
+    Q_WRITE, /* a commit's fences, steps and states (pg_commit.c) */
+    Q_STEPS, /* more steps */
+    /* unprepared */
+    Q_BEGIN,
+    Q_COMMIT,
     Q_FORMAT,
     Q_EXISTS,
     Q_STATS,
     Q_N
 };
-
-/* The lease statements (lease_sql()). */
-enum { L_ACQUIRE, L_GET, L_NEXT, L_RENEW, L_RELEASE, L_FENCE, L_CREATE, L_N };
+#define Q_PREPARED_RO L_ACQUIRE /* those prepared on a read-only store */
+#define Q_PREPARED Q_BEGIN      /* on a writable one */
 
 struct pl__pg_store {
     char *path;     /* as given, for messages */
     char *conninfo; /* the URI without schema= */
     char *schema;
-    char *q[Q_N];    /* the statements, naming the schema */
-    char *lq[L_N];   /* the lease statements, likewise */
-    char *steps_sql; /* "INSERT INTO schema.steps (k, v) VALUES" */
+    char *q[Q_N];   /* the statements, naming the schema */
+    int n_prepared; /* q[0 .. n_prepared) are prepared on every
+                          connection (0 until the schema is there) */
     bool nosync;
     bool read_only; /* every write fails with PL_ESTATE */
     pthread_mutex_t mu;
@@ -62,6 +78,10 @@ struct pl__pg_store {
     PGconn *idle[IDLE_MAX];
     size_t n_idle;
 };
+
+/* Count @p round_trips waits for the server and @p statements sent
+ * (pl__pg_counts_get()). */
+PL__HIDDEN void pl__pg_count(unsigned round_trips, unsigned statements);
 
 /* ---- errors (pg_conn.c) -------------------------------------------------- */
 
@@ -85,6 +105,31 @@ PL__HIDDEN void pl__pg_conn_put(pl__pg_store *s, PGconn *c);
 /* Run one statement with binary parameters and results. */
 PL__HIDDEN PGresult *pl__pg_exec(PGconn *c, const char *sql, int n,
                                  const char *const *vals, const int *lens);
+/*
+ * Run statement @p which (Q_* or L_*): prepared, or unprepared past
+ * s->n_prepared.  @p fmts NULL: every parameter is text.  Lease statements
+ * return text, the others binary.
+ */
+PL__HIDDEN PGresult *pl__pg_exec_q(pl__pg_store *s, PGconn *c, int which, int n,
+                                   const char *const *vals, const int *lens,
+                                   const int *fmts);
+/* Send statement @p which in pipeline mode, as pl__pg_exec_q() runs it. */
+PL__HIDDEN int pl__pg_send(pl__pg_store *s, PGconn *c, int which, int n,
+                           const char *const *vals, const int *lens,
+                           const int *fmts, const char *what) PL__MUST_CHECK;
+/* The result of statement @p i of a pipeline (not of one the pipeline
+ * skipped after an error): PL_OK, or a status with its message set. */
+typedef int (*pl__pg_result_fn)(size_t i, PGresult *r, void *user);
+/*
+ * End a pipeline of @p n statements sent: send its Sync (one round trip
+ * for them all), hand each statement's result to @p fn, read the Sync's,
+ * and leave pipeline mode.  Returns the first failure (@p what names the
+ * call in messages); a connection it cannot bring back out of pipeline
+ * mode is left in it, and pl__pg_conn_put() drops it.
+ */
+PL__HIDDEN int pl__pg_pipeline_finish(pl__pg_store *s, PGconn *c, size_t n,
+                                      pl__pg_result_fn fn, void *user,
+                                      const char *what) PL__MUST_CHECK;
 /* Run a statement without parameters that returns no rows. */
 PL__HIDDEN int pl__pg_command(pl__pg_store *s, PGconn *c, const char *sql,
                               const char *what);
@@ -95,11 +140,8 @@ PL__HIDDEN int pl__pg_command(pl__pg_store *s, PGconn *c, const char *sql,
 PL__HIDDEN int pl__pg_lease_sql(const pl__pg_store *s, int which, char **out);
 /* Make the leases table and the fence function if they are not there. */
 PL__HIDDEN int pl__pg_lease_setup(pl__pg_store *s, PGconn *c);
-/* Send batch @p bt's lease statement in a commit's pipeline, if it has one:
- * *sent_any says whether it did. */
-PL__HIDDEN int pl__pg_lease_send(pl__pg_store *s, PGconn *c,
-                                 const pl__batch *bt, bool *sent_any);
-/* The status of a commit's failed lease statement. */
+/* The status of a commit's failed statement: PL_EBUSY for a fence that
+ * failed (the lease was taken over), else the server's error. */
 PL__HIDDEN int pl__pg_lease_failed(pl__pg_store *s, PGconn *c,
                                    const PGresult *r);
 

@@ -13,13 +13,16 @@
 /* ---- leases -------------------------------------------------------------- */
 
 /*
- * LEASES (store.h) on PostgreSQL: one more table and one function in the
+ * LEASES (store.h) on PostgreSQL: one more table and two functions in the
  * store's schema, made on every writable open (an older store gains them).
  *
  *   | leases | run bigint PK, gen bigint, owner text, id text,          |
  *   |        | expires bigint (Unix us by the server's clock)          |
- *   | pl_fence(run, gen, drop) | raises SQLSTATE PLOWN unless run's lease |
- *   |        | has generation gen (locking its row); drops it if drop   |
+ *   | pl_fences(runs[], gens[], drops[]) | for each run, in run order:  |
+ *   |        | raises SQLSTATE PLOWN unless its lease has that          |
+ *   |        | generation (locking its row); drops it if drop           |
+ *   | pl_fence(run, gen, drop) | the same for one run (what stores    |
+ *   |        | written by earlier versions call)                        |
  *
  * Every expiry is the server's clock_timestamp(): hosts need not agree on
  * the time.  A worker takes a queued or expired lease with one UPDATE whose
@@ -78,11 +81,6 @@ int pl__pg_lease_sql(const pl__pg_store *s, int which, char **out)
                             "AND gen = $2::bigint",
                             n);
         break;
-    case L_FENCE:
-        *out = pl__asprintf("SELECT \"%s\".pl_fence($1::bigint, $2::bigint, "
-                            "$3::boolean)",
-                            n);
-        break;
     default: /* L_CREATE: after the run's creation, in its transaction */
         *out = pl__asprintf(
             "INSERT INTO \"%s\".leases (run, gen, owner, id, expires) SELECT "
@@ -121,8 +119,26 @@ int pl__pg_lease_setup(pl__pg_store *s, PGconn *c)
         "USING ERRCODE = '" FENCE_STATE "'; END IF; "
         "IF dropit THEN DELETE FROM \"%s\".leases WHERE run = r; END IF; "
         "END $f$;"
+        /* the fences of a commit's batches (pg_commit.c), in the order
+         * of their runs, so that two commits lock rows in one order */
+        "CREATE OR REPLACE FUNCTION \"%s\".pl_fences(rs bigint[], gs bigint[], "
+        "ds boolean[]) RETURNS void LANGUAGE plpgsql AS $f$ "
+        "DECLARE i bigint; holder text; BEGIN "
+        "FOR i IN SELECT o FROM unnest(rs) WITH ORDINALITY AS u(r, o) "
+        "ORDER BY r, o LOOP "
+        "PERFORM 1 FROM \"%s\".leases WHERE run = rs[i] AND gen = gs[i] "
+        "FOR UPDATE; "
+        "IF NOT FOUND THEN "
+        "SELECT owner INTO holder FROM \"%s\".leases WHERE run = rs[i]; "
+        "RAISE EXCEPTION 'run #%%: this worker''s lease (generation %%) was "
+        "taken over by %%; nothing more is written', rs[i], gs[i], "
+        "CASE WHEN holder IS NULL THEN 'nobody (it was dropped)' WHEN "
+        "holder = '' THEN 'the queue' ELSE holder END "
+        "USING ERRCODE = '" FENCE_STATE "'; END IF; "
+        "IF ds[i] THEN DELETE FROM \"%s\".leases WHERE run = rs[i]; END IF; "
+        "END LOOP; END $f$;"
         "COMMIT",
-        n, n, n, n, n, n, n);
+        n, n, n, n, n, n, n, n, n, n, n);
     if (!sql)
         return pl__err(PL_ENOMEM, "out of memory");
     int st = pl__pg_command(s, c, sql, "creating the leases table");
@@ -141,7 +157,7 @@ static int lease_exec(pl__pg_store *s, int which, int n,
     int st = pl__pg_conn_get(s, &c);
     if (st)
         return st;
-    PGresult *r = PQexecParams(c, s->lq[which], n, NULL, vals, NULL, NULL, 0);
+    PGresult *r = pl__pg_exec_q(s, c, which, n, vals, NULL, NULL);
     ExecStatusType es = PQresultStatus(r);
     if (es != PGRES_TUPLES_OK && es != PGRES_COMMAND_OK) {
         st = pl__pg_err(s, c, r, what);
@@ -302,41 +318,6 @@ int pl__pg_lease_release(pl__pg_store *s, uint64_t run, uint64_t gen)
     PGresult *r;
     int st = lease_exec(s, L_RELEASE, 2, vals, &r, "dropping a lease");
     PQclear(r);
-    return st;
-}
-
-/*
- * A commit's lease statements for batch @p bt, sent in its pipeline: the
- * lease of a run it creates (after the creation), or the fence of its
- * generation (which also drops the lease of a finished execution).
- * *sent_fence says whether a fence was sent; nothing sent is not an error.
- */
-int pl__pg_lease_send(pl__pg_store *s, PGconn *c, const pl__batch *bt,
-                      bool *sent_any)
-{
-    *sent_any = false;
-    if (!(bt->create_id && bt->lease_owner) && !bt->gen)
-        return PL_OK;
-    int which = bt->gen ? L_FENCE : L_CREATE;
-    int st = PL_OK;
-    char a[24], b[24];
-    const char *vals[3];
-    if (which == L_FENCE) {
-        snprintf(a, sizeof a, "%llu", (unsigned long long)bt->run);
-        snprintf(b, sizeof b, "%llu", (unsigned long long)bt->gen);
-        vals[0] = a;
-        vals[1] = b;
-        vals[2] = bt->release ? "true" : "false";
-    } else {
-        snprintf(a, sizeof a, "%lld", (long long)bt->lease_us);
-        vals[0] = bt->create_id;
-        vals[1] = bt->lease_owner;
-        vals[2] = a;
-    }
-    if (!PQsendQueryParams(c, s->lq[which], 3, NULL, vals, NULL, NULL, 0))
-        st = pl__pg_err(s, c, NULL, "sending a lease");
-    else
-        *sent_any = true;
     return st;
 }
 

@@ -14,7 +14,7 @@
 /* ---- reading ------------------------------------------------------------- */
 
 /* Run a query that returns rows of (key, value) or (value) into @p out. */
-static int query(pl__pg_store *s, const char *sql, int nparams,
+static int query(pl__pg_store *s, int which, int nparams,
                  const char *const *vals, const int *lens, PGresult **out,
                  const char *what)
 {
@@ -22,7 +22,8 @@ static int query(pl__pg_store *s, const char *sql, int nparams,
     int st = pl__pg_conn_get(s, &c);
     if (st)
         return st;
-    PGresult *r = pl__pg_exec(c, sql, nparams, vals, lens);
+    int fmts[3] = {1, 1, 1};
+    PGresult *r = pl__pg_exec_q(s, c, which, nparams, vals, lens, fmts);
     if (PQresultStatus(r) != PGRES_TUPLES_OK) {
         st = pl__pg_err(s, c, r, what);
         PQclear(r);
@@ -47,7 +48,7 @@ int pl__pg_read(pl__pg_store *s, const uint8_t *prefix, size_t prefix_len,
                            (const char *)lim};
     int lens[3] = {(int)prefix_len + 4, (int)prefix_len + 4, 8};
     PGresult *r = NULL;
-    int st = query(s, s->q[Q_READ], 3, vals, lens, &r, "reading a ledger");
+    int st = query(s, Q_READ, 3, vals, lens, &r, "reading a ledger");
     if (st)
         return st;
     uint32_t want = from_seq;
@@ -97,7 +98,7 @@ static int scan(pl__pg_store *s, uint64_t run, const uint8_t *after,
     const char *vals[3] = {(const char *)(after ? after : first),
                            (const char *)hi, (const char *)lim};
     int lens[3] = {after ? (int)after_len : 8, (int)sizeof hi, 8};
-    return query(s, s->q[Q_SCAN], 3, vals, lens, out, "scanning a run");
+    return query(s, Q_SCAN, 3, vals, lens, out, "scanning a run");
 }
 
 int pl__pg_scan(pl__pg_store *s, uint64_t run, const uint8_t *after,
@@ -156,7 +157,7 @@ int pl__pg_run_find(pl__pg_store *s, const char *id, uint64_t *num,
     const char *vals[1] = {id};
     int lens[1] = {(int)strlen(id)};
     PGresult *r = NULL;
-    int st = query(s, s->q[Q_RUN_FIND], 1, vals, lens, &r, "reading a run");
+    int st = query(s, Q_RUN_FIND, 1, vals, lens, &r, "reading a run");
     if (st)
         return st;
     if (PQntuples(r) == 0)
@@ -182,8 +183,7 @@ int pl__pg_state_get(pl__pg_store *s, uint64_t num, pl__buf *state)
     const char *vals[1] = {(const char *)key};
     int lens[1] = {8};
     PGresult *r = NULL;
-    int st = query(s, s->q[Q_STATE_GET], 1, vals, lens, &r,
-                   "reading a run state");
+    int st = query(s, Q_STATE_GET, 1, vals, lens, &r, "reading a run state");
     if (st)
         return st;
     if (PQntuples(r) == 0)
@@ -206,7 +206,7 @@ int pl__pg_runs(pl__pg_store *s, const char *after, size_t max_n, pl__kvs *out)
     const char *vals[2] = {after ? after : "", (const char *)lim};
     int lens[2] = {after ? (int)strlen(after) : 0, 8};
     PGresult *r = NULL;
-    int st = query(s, s->q[Q_RUNS], 2, vals, lens, &r, "listing runs");
+    int st = query(s, Q_RUNS, 2, vals, lens, &r, "listing runs");
     if (!st)
         st = rows_to_kvs(r, out);
     PQclear(r);
@@ -224,7 +224,7 @@ int pl__pg_stats_get(pl__pg_store *s, pl__store_stats *out)
 {
     memset(out, 0, sizeof *out);
     PGresult *r = NULL;
-    int st = query(s, s->q[Q_STATS], 0, NULL, NULL, &r, "reading statistics");
+    int st = query(s, Q_STATS, 0, NULL, NULL, &r, "reading statistics");
     if (st)
         return st;
     uint64_t v[4];

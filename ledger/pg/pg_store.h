@@ -58,4 +58,18 @@ PL__HIDDEN int pl__pg_lease_release(pl__pg_store *s, uint64_t run,
 PL__HIDDEN int pl__pg_lease_get(pl__pg_store *s, uint64_t run,
                                 pl__lease *out) PL__MUST_CHECK;
 
+/*
+ * What this process's PostgreSQL stores have asked of their servers, all
+ * stores together: round trips (each wait for the server's answers),
+ * statements sent, and connections opened (each a few round trips of its
+ * own, not counted in round_trips).  For the tests and pl-bench, which
+ * read how many round trips a commit costs; relaxed atomics, so nearly
+ * free.
+ */
+typedef struct pl__pg_counts {
+    uint64_t round_trips, statements, connects;
+} pl__pg_counts;
+
+PL__HIDDEN void pl__pg_counts_get(pl__pg_counts *out);
+
 #endif /* PL_PG_STORE_H */
