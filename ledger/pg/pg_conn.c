@@ -57,7 +57,13 @@
 #include <string.h>
 #include <unistd.h>
 
-static _Atomic uint64_t g_round_trips, g_statements, g_connects;
+static _Atomic uint64_t g_round_trips, g_statements, g_connects, g_wait_ns;
+
+void pl__pg_count_wait(uint64_t t0)
+{
+    atomic_fetch_add_explicit(&g_wait_ns, pl__mono_ns() - t0,
+                              memory_order_relaxed);
+}
 
 void pl__pg_count(unsigned round_trips, unsigned statements)
 {
@@ -72,6 +78,7 @@ void pl__pg_counts_get(pl__pg_counts *out)
                                             memory_order_relaxed);
     out->statements = atomic_load_explicit(&g_statements, memory_order_relaxed);
     out->connects = atomic_load_explicit(&g_connects, memory_order_relaxed);
+    out->wait_ns = atomic_load_explicit(&g_wait_ns, memory_order_relaxed);
 }
 
 bool pl__pg_is_uri(const char *path)
@@ -295,12 +302,18 @@ PGresult *pl__pg_exec_q(pl__pg_store *s, PGconn *c, int which, int n,
                         const int *fmts)
 {
     pl__pg_count(1, 1);
+    uint64_t t0 = pl__mono_ns();
+    PGresult *r;
     if (which >= s->n_prepared)
-        return PQexecParams(c, s->q[which], n, NULL, vals, lens, fmts,
-                            result_format(which));
-    char name[16];
-    snprintf(name, sizeof name, "pl%d", which);
-    return PQexecPrepared(c, name, n, vals, lens, fmts, result_format(which));
+        r = PQexecParams(c, s->q[which], n, NULL, vals, lens, fmts,
+                         result_format(which));
+    else {
+        char name[16];
+        snprintf(name, sizeof name, "pl%d", which);
+        r = PQexecPrepared(c, name, n, vals, lens, fmts, result_format(which));
+    }
+    pl__pg_count_wait(t0);
+    return r;
 }
 
 int pl__pg_send(pl__pg_store *s, PGconn *c, int which, int n,
@@ -320,10 +333,9 @@ int pl__pg_send(pl__pg_store *s, PGconn *c, int which, int n,
     return ok ? PL_OK : pl__pg_err(s, c, NULL, what);
 }
 
-int pl__pg_pipeline_finish(pl__pg_store *s, PGconn *c, size_t n,
-                           pl__pg_result_fn fn, void *user, const char *what)
+static int pipeline_sync(pl__pg_store *s, PGconn *c, size_t n,
+                         pl__pg_result_fn fn, void *user, const char *what)
 {
-    pl__pg_count(1, (unsigned)n);
     if (PQpipelineSync(c) != 1)
         return pl__pg_err(s, c, NULL, what);
     int st = PL_OK;
@@ -351,6 +363,16 @@ int pl__pg_pipeline_finish(pl__pg_store *s, PGconn *c, size_t n,
         return st ? st : pl__pg_err(s, c, NULL, what);
     if (PQexitPipelineMode(c) != 1 && !st)
         st = pl__pg_err(s, c, NULL, what);
+    return st;
+}
+
+int pl__pg_pipeline_finish(pl__pg_store *s, PGconn *c, size_t n,
+                           pl__pg_result_fn fn, void *user, const char *what)
+{
+    pl__pg_count(1, (unsigned)n);
+    uint64_t t0 = pl__mono_ns();
+    int st = pipeline_sync(s, c, n, fn, user, what);
+    pl__pg_count_wait(t0);
     return st;
 }
 

@@ -82,6 +82,8 @@ struct pl__pg_store {
 /* Count @p round_trips waits for the server and @p statements sent
  * (pl__pg_counts_get()). */
 PL__HIDDEN void pl__pg_count(unsigned round_trips, unsigned statements);
+/* Count the time since @p t0 (pl__mono_ns()) as spent in round trips. */
+PL__HIDDEN void pl__pg_count_wait(uint64_t t0);
 
 /* ---- errors (pg_conn.c) -------------------------------------------------- */
 

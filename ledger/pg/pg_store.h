@@ -61,13 +61,16 @@ PL__HIDDEN int pl__pg_lease_get(pl__pg_store *s, uint64_t run,
 /*
  * What this process's PostgreSQL stores have asked of their servers, all
  * stores together: round trips (each wait for the server's answers),
- * statements sent, and connections opened (each a few round trips of its
- * own, not counted in round_trips).  For the tests and pl-bench, which
- * read how many round trips a commit costs; relaxed atomics, so nearly
- * free.
+ * statements sent, connections opened (each a few round trips of its
+ * own, not counted in round_trips), and the time spent in round trips,
+ * from the first statement sent to the last answer read (the server's
+ * work, the socket and libpq; the engine's own work is the rest).  For
+ * the tests and pl-bench, which read what a commit costs; relaxed
+ * atomics, so nearly free.
  */
 typedef struct pl__pg_counts {
     uint64_t round_trips, statements, connects;
+    uint64_t wait_ns;
 } pl__pg_counts;
 
 PL__HIDDEN void pl__pg_counts_get(pl__pg_counts *out);
