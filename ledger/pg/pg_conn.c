@@ -24,12 +24,17 @@
  *
  *   A database whose `format` row is not 1 is refused (PL_EVERSION).
  *
- * COMMIT: a commit's batches are one transaction: its statements (a run's
- * creation, multi-row INSERTs of steps, the state's upsert) are sent in
- * libpq's pipeline mode with one Sync at the end, so they run as one
- * implicit transaction that costs one round trip.  Steps are inserted, never
- * updated: an existing key (unique_violation) fails the commit with
- * PL_EBUSY, as on LMDB.  There is no journal: steps are in place at once.
+ * COMMIT: a commit's batches are one transaction and one round trip: one
+ * prepared statement carries the fences, steps and states of all of them
+ * as arrays, sent in libpq's pipeline mode after any creations of runs,
+ * with one Sync at the end (pg_commit.c has the statements, and how a new
+ * record type joins them).  Steps are inserted, never updated: an existing
+ * key (unique_violation) fails the commit with PL_EBUSY, as on LMDB.
+ * There is no journal: steps are in place at once.
+ *
+ * STATEMENTS: every statement on the hot path (commits, reads, leases, the
+ * queue, renewals) is prepared on each connection when it opens, all in
+ * one round trip, and run by name from then on (pg_int.h lists them).
  *
  * DURABILITY: sync and group commit with synchronous_commit = on (group
  * relies on the server's own group commit of concurrent sessions, which
