@@ -1748,11 +1748,14 @@ static void report_goals(bool quick)
  * PostgreSQL the libpq INSERT), and the medians compared.  A move larger
  * than the probes' own spread (the larger relative range of the two sets
  * of repetitions) and than NOISE_MIN marks the workload's figures: "floor
- * moved 23%: noisy host" beside them, and their goals not judged.
+ * moved 23%: noisy host" beside them, and their goals not judged; so does
+ * a spread above UNSTEADY_MAX ("floor unsteady (spread 60%)"), a floor
+ * that does not hold still for a second, before or after.
  */
 #define PROBE_N 100
 #define PROBE_REPS 3
 #define NOISE_MIN 0.05
+#define UNSTEADY_MAX 0.25
 
 typedef struct drift {
     pl_durability mode;
@@ -1808,6 +1811,9 @@ static const char *drift_end(drift *d, cJSON *o)
     if (moved > spread && moved > NOISE_MIN)
         snprintf(d->note, sizeof d->note, "floor moved %.0f%%: noisy host",
                  moved * 100);
+    else if (spread > UNSTEADY_MAX)
+        snprintf(d->note, sizeof d->note,
+                 "floor unsteady (spread %.0f%%): noisy host", spread * 100);
     if (o) {
         jnum(o, "floor_probe_before_us", b * 1e6);
         jnum(o, "floor_probe_after_us", a * 1e6);
