@@ -53,6 +53,16 @@
  *     a function says it takes ownership.  Returned memory says who frees it.
  *   - Error messages: every failing call sets a one-line message for the
  *     calling thread, read with pl_errmsg().
+ *   - Calls (pl_ctx_call(), pl_ctx_call_step(), pl_ctx_call_step_with(),
+ *     pl_ctx_call_all(), pl_ctx_invoke(), pl_ctx_invokef()) share one rule:
+ *     a callee's error-as-data result returns PL_ERESULT, with the result
+ *     handed out as on PL_OK and the run still going (handle it, or return
+ *     PL_ERESULT from the policy to fail the run with that error as its
+ *     reason); any other non-zero status has stopped the run, except
+ *     PL_EINVAL for a stale context or an argument refused before the call.
+ *   - Decorator constructors all read `int pl_decorator_X(pl_decorator *out,
+ *     ...)`: PL_OK, or PL_EINVAL (with a message) for a NULL out or a bad
+ *     configuration.
  *
  * LIMITS
  *
@@ -227,10 +237,16 @@ typedef struct pl_step pl_step;
 /** An ordered list of steps.  Opaque. */
 typedef struct pl_steps pl_steps;
 
-/** @return the step's type. */
+/*
+ * The step accessors below are NULL-safe: a NULL step gives 0, NULL, ""
+ * or false, as each says, and never crashes.
+ */
+
+/** @return the step's type; 0 (no type) for a NULL step. */
 pl_step_type pl_step_type_of(const pl_step *step);
 
-/** @return the step's actor; borrowed, valid until the step is freed. */
+/** @return the step's actor; borrowed, valid until the step is freed.  NULL
+ *  for a NULL step. */
 const char *pl_step_actor(const pl_step *step);
 
 /**
@@ -238,35 +254,38 @@ const char *pl_step_actor(const pl_step *step);
  *         is freed, and read-only: its nodes share one allocation with the
  *         step, so never pass it to cJSON_Delete() or any cJSON function
  *         that changes or detaches an item (cJSON_Duplicate() it for a
- *         copy of your own).  Decoded on first use; NULL only when out of
- *         memory.
+ *         copy of your own).  Decoded on first use; NULL only for a NULL
+ *         step or when out of memory.
  */
 const cJSON *pl_step_payload(const pl_step *step);
 
 /**
  * @return the step's id, "<invocation path>:<seq>" (e.g. "0.3:1"), or "" for
- *         a step that is not in a ledger yet.  Borrowed.  Ids derive from
- *         position, so a replay reproduces them.
+ *         a step that is not in a ledger yet (or a NULL step).  Borrowed.
+ *         Ids derive from position, so a replay reproduces them.
  */
 const char *pl_step_id(const pl_step *step);
 
-/** @return the step's sequence number in its ledger (0-based). */
+/** @return the step's sequence number in its ledger (0-based); 0 for NULL. */
 uint32_t pl_step_seq(const pl_step *step);
 
-/** @return when the step was first appended (Unix microseconds), or 0. */
+/** @return when the step was first appended (Unix microseconds), or 0 (and
+ *  for a NULL step). */
 int64_t pl_step_time_us(const pl_step *step);
 
 /**
  * @return for an `action_call`, the code identity of the callee when it was
- *         recorded (a policy's code_version or a plugin's build id), or NULL.
- *         Borrowed.
+ *         recorded (a policy's code_version or a plugin's build id), or NULL
+ *         (and for a NULL step).  Borrowed.
  */
 const char *pl_step_code(const pl_step *step);
 
-/** @return true when the step's payload is an error-as-data object. */
+/** @return true when the step's payload is an error-as-data object; false
+ *  for a NULL step. */
 bool pl_step_is_error(const pl_step *step);
 
-/** @return the error code of an error-as-data step, or NULL.  Borrowed. */
+/** @return the error code of an error-as-data step, or NULL (and for a NULL
+ *  step).  Borrowed. */
 const char *pl_step_error_code(const pl_step *step);
 
 /**
@@ -321,7 +340,7 @@ int pl_steps_move(pl_steps *dst, pl_steps *src);
  */
 int pl_steps_push(pl_steps *steps, pl_step *step);
 
-/** @return the number of steps in the list. */
+/** @return the number of steps in the list; 0 for a NULL list. */
 size_t pl_steps_count(const pl_steps *steps);
 
 /** @return step @p i (borrowed, valid until the list is freed), or NULL. */
@@ -476,6 +495,19 @@ void pl_registry_free(pl_registry *reg);
 int pl_registry_add(pl_registry *reg, const pl_policy_def *def);
 
 /**
+ * Register @p fn as policy @p name, passing it @p user, every other field
+ * at its PL_POLICY_DEF_INIT default (idempotent, no description, no
+ * schema): the common case in one call.  For metadata, fill a
+ * pl_policy_def and use pl_registry_add().
+ *
+ *     pl_registry_add_fn(reg, "add", add, NULL);
+ *
+ * @return as pl_registry_add().
+ */
+int pl_registry_add_fn(pl_registry *reg, const char *name, pl_policy_fn fn,
+                       void *user);
+
+/**
  * @return the registration of @p name (borrowed, valid until the registry is
  *         freed), or NULL.  Its strings are the registry's copies.
  */
@@ -500,10 +532,7 @@ const pl_policy_def *pl_registry_at(const pl_registry *reg, size_t i);
  *     PL_PLUGIN_DECLARE;                    // the ABI it was built for
  *     int pl_plugin_init(pl_registry *reg)  // its entry point
  *     {
- *         pl_policy_def d = PL_POLICY_DEF_INIT;
- *         d.name = "charge";
- *         d.fn = charge;
- *         return pl_registry_add(reg, &d);
+ *         return pl_registry_add_fn(reg, "charge", charge, NULL);
  *     }
  *
  * Build it with `cc -shared -fPIC` and link it against libpolicyledger.
@@ -772,7 +801,32 @@ typedef enum pl_run_status {
  *  NULL. */
 const char *pl_run_status_name(pl_run_status status);
 
-#define PL_RUN_OPTIONS_VERSION 1
+/**
+ * What pl_run_start() does when pl_run_options.run_id names a run that
+ * exists already.  In every mode but PL_IF_EXISTS_FAIL the existing run's
+ * root must be the policy and payload asked for: another root is PL_EEXIST.
+ */
+typedef enum pl_if_exists {
+    /** PL_EEXIST, and no outcome (the default). */
+    PL_IF_EXISTS_FAIL = 0,
+    /** Continue it as pl_run_continue() does (finish a crashed run, retry a
+     *  failed one, replay a completed one; PL_EBUSY while another owner runs
+     *  it); a suspended run gives its suspended outcome, as recorded. */
+    PL_IF_EXISTS_CONTINUE = 1,
+    /** Execute nothing new: a completed run gives the outcome
+     *  pl_run_continue() gives (a replay that writes nothing); a suspended or
+     *  failed one its recorded outcome; one not ended (running, its owner
+     *  alive or dead, or submitted) an outcome whose status says so
+     *  (PL_RUN_RUNNING or PL_RUN_SUBMITTED) and that holds nothing else:
+     *  pl_run_continue() finishes it. */
+    PL_IF_EXISTS_OUTCOME = 2
+} pl_if_exists;
+
+/**
+ * Version 2 appended if_exists; a version 1 struct (built before it) is
+ * still accepted, read with if_exists at its default.
+ */
+#define PL_RUN_OPTIONS_VERSION 2
 
 /** Options for starting or continuing a run.  Use PL_RUN_OPTIONS_INIT. */
 typedef struct pl_run_options {
@@ -785,15 +839,19 @@ typedef struct pl_run_options {
      * The run's record is not touched.
      */
     bool check;
+    /** pl_run_start() only: what to do when run_id exists (elsewhere only
+     *  PL_IF_EXISTS_FAIL is accepted).  Since version 2. */
+    pl_if_exists if_exists;
 } pl_run_options;
 
-#define PL_RUN_OPTIONS_INIT { PL_RUN_OPTIONS_VERSION, NULL, false }
+#define PL_RUN_OPTIONS_INIT { PL_RUN_OPTIONS_VERSION, NULL, false, PL_IF_EXISTS_FAIL }
 
 /** What a run execution ended in.  Free with pl_outcome_free(). */
 typedef struct pl_outcome {
     pl_run_status status;
     char *run_id;
-    /** completed: the steps the root policy returned (last = result). */
+    /** completed: the steps the root policy returned (last = result:
+     *  pl_outcome_result()). */
     pl_steps *steps;
     /** suspended: pass to pl_run_resume(). */
     char *resume_token;
@@ -815,6 +873,17 @@ typedef struct pl_outcome {
 void pl_outcome_free(pl_outcome *outcome);
 
 /**
+ * The result of a completed run: the payload of the last step its root
+ * policy returned.
+ * @return never NULL: borrowed from @p outcome, valid until
+ *         pl_outcome_free(), read-only (as pl_step_payload()).  A NULL
+ *         outcome, one not completed or a root that returned no steps gives
+ *         the static empty object pl_json_empty() (so does running out of
+ *         memory decoding the payload).
+ */
+const cJSON *pl_outcome_result(const pl_outcome *outcome);
+
+/**
  * Start a new run of @p root.
  *
  * Two channels, never to be confused: the returned status says whether the
@@ -833,7 +902,10 @@ void pl_outcome_free(pl_outcome *outcome);
  * @return PL_OK when the run reached an outcome (completed, suspended, or
  *         failed with a recorded reason: see (*out)->status); otherwise no
  *         outcome and: PL_EINVAL (bad action or options); PL_EEXIST (run id
- *         taken); PL_ENOTFOUND (root policy not registered); PL_EJSON;
+ *         taken, and opts->if_exists is PL_IF_EXISTS_FAIL or that run has
+ *         another root; otherwise what opts->if_exists says, with the
+ *         statuses of pl_run_continue()); PL_ENOTFOUND (root policy not
+ *         registered); PL_EJSON;
  *         PL_ELIMIT (root payload larger than max_payload);
  *         PL_ESTORE / PL_EMAPFULL / PL_ENOSPC / PL_EACCES (the store
  *         failed; nothing durable was lost, and pl_run_continue() goes on
@@ -1260,13 +1332,15 @@ void pl_pool_free(pl_pool *pool);
  * @param[out] out_result the `action_result` step; caller owns, free with
  *             pl_step_free().  May be NULL to discard it.
  * @param action made with PL_ACTION_INIT; its payload must not be NULL.
- * @return PL_OK (the result may still be error-as-data: pl_step_is_error());
- *         PL_ESUSPENDED (return it from the policy); PL_ENONDET; PL_ECHECK;
+ * @return PL_OK; PL_ERESULT (the result is error-as-data, "NotFound" for
+ *         an unregistered callee, and *out_result holds it; the run goes
+ *         on: see the overview); PL_ESUSPENDED (return it from the
+ *         policy); PL_ENONDET; PL_ECHECK;
  *         PL_EINVAL / PL_EJSON / PL_ELIMIT (bad action, NULL payload, wrong
  *         action or decorator version, a stale context); PL_ESTORE;
- *         PL_ENOMEM; or the status that failed the run.  On any error but a
- *         stale context the run has stopped: return the status from the
- *         policy.
+ *         PL_ENOMEM; or the status that failed the run.  On any error but
+ *         PL_ERESULT and a stale context the run has stopped: return the
+ *         status from the policy.
  */
 int pl_ctx_call(pl_step **out_result, pl_ctx *ctx, const pl_action *action,
                 const pl_decorator *decorators, size_t n_decorators);
@@ -1278,11 +1352,8 @@ int pl_ctx_call(pl_step **out_result, pl_ctx *ctx, const pl_action *action,
  *             cJSON_Delete().  NULL on failure but PL_ERESULT.  May be NULL
  *             to discard it.
  * @param payload a JSON object, borrowed; never NULL (pl_json_empty()).
- * @return as pl_ctx_call(), plus PL_ERESULT: the callee returned an
- *         error-as-data result, which *out holds ({"error": true, "code",
- *         "message"}) and pl_errmsg() describes.  The run has NOT stopped on
- *         PL_ERESULT: handle it, or return it from the policy to fail the
- *         run with that error as its reason.
+ * @return as pl_ctx_call(): on PL_ERESULT *out holds the error object
+ *         ({"error": true, "code", "message"}) and pl_errmsg() describes it.
  */
 int pl_ctx_invoke(cJSON **out, pl_ctx *ctx, const char *policy,
                   const cJSON *payload);
@@ -1299,7 +1370,8 @@ int pl_ctx_invoke(cJSON **out, pl_ctx *ctx, const char *policy,
  * @param call an `action_call` step already recorded in this invocation's
  *             ledger; borrowed.
  * @param allowed the invocation's action (whose actions are allowed).
- * @return as pl_ctx_call(); PL_EINVAL for a step that is not such a call.
+ * @return as pl_ctx_call() (PL_ERESULT for those error results too, *out
+ *         holding them); PL_EINVAL for a step that is not such a call.
  */
 int pl_ctx_call_step(pl_step **out, pl_ctx *ctx, const pl_step *call,
                      const pl_action *allowed);
@@ -1388,11 +1460,13 @@ typedef struct pl_call_spec {
  *
  * @param[out] out_results an array of @p n_calls: the `action_result` of
  *             each call, in argument order; caller owns each, free with
- *             pl_step_free().  All NULL on failure.  May be NULL to
- *             discard them.
+ *             pl_step_free().  All NULL on failure but PL_ERESULT.  May be
+ *             NULL to discard them.
  * @param calls @p n_calls call specs, borrowed until this returns.
  * @param n_calls 1 .. PL_CALL_ALL_MAX.
- * @return as pl_ctx_call(); PL_EINVAL (without stopping the run) for NULL
+ * @return as pl_ctx_call(): PL_ERESULT when one result or more is
+ *         error-as-data (pl_step_is_error() says which; every result is
+ *         handed out); PL_EINVAL (without stopping the run) for NULL
  *         @p calls or zero calls, PL_ELIMIT for more than
  *         PL_CALL_ALL_MAX; PL_EINVAL (stopping the run) for a spec not made
  *         with PL_CALL_SPEC_INIT, or a bad action or decorator in one.
@@ -1596,16 +1670,21 @@ int pl_next_call(pl_next *next, pl_ctx *ctx, const pl_action *action,
  * @p max_turns times.  All turns share the
  * invocation's ledger.  Running out of turns appends an `error` step with
  * code "BudgetExceeded", which becomes the call's result.
+ * @param[out] out the decorator.
+ * @return PL_OK; PL_EINVAL (NULL @p out).
  */
-pl_decorator pl_decorator_loop(unsigned max_turns);
+int pl_decorator_loop(pl_decorator *out, unsigned max_turns);
 
 /**
  * invoke_action: for every `action_call` the inner chain returned, call that
  * policy and append its `action_result`.  A name outside action->actions
  * gives a "NotAllowed" error result, an unregistered one "NotFound", a
- * malformed call "InvalidInput": never a call.
+ * malformed call "InvalidInput": never a call.  Error results are the
+ * turn's data: the decorator passes them on and goes on.
+ * @param[out] out the decorator.
+ * @return PL_OK; PL_EINVAL (NULL @p out).
  */
-pl_decorator pl_decorator_invoke_action(void);
+int pl_decorator_invoke_action(pl_decorator *out);
 
 /**
  * invoke_action with decorators on each call it makes: every tool call of
@@ -1619,7 +1698,7 @@ pl_decorator pl_decorator_invoke_action(void);
  *     pl_decorator_validate(&per[0], cache);
  *     pl_decorator_retry(&per[1], NULL);
  *     pl_decorator_cap(&per[2], 16 * 1024);
- *     d[0] = pl_decorator_loop(20);
+ *     pl_decorator_loop(&d[0], 20);
  *     pl_decorator_invoke_action_with(&d[1], per, 3);
  *     pl_ctx_call(&res, ctx, &agent, d, 2);
  *
@@ -1634,9 +1713,10 @@ int pl_decorator_invoke_action_with(pl_decorator *out,
                                     const pl_decorator *per_call, size_t n);
 
 /*
- * The tool adapter: retry, timeout, budget and cap.  Each is written with
- * this header alone, as a user's decorator would be, and composes in a
- * call's decorator list, outermost first:
+ * The tool adapter: retry, timeout, budget, cap, paginate and observe.
+ * Each is written with this header alone, as a user's decorator would be,
+ * and composes in a call's decorator list, outermost first (paginate ends
+ * its list: see pl_decorator_paginate()):
  *
  *     pl_decorator d[3];
  *     pl_decorator_timeout(&d[0], 30000);        // 30 s for all attempts
@@ -1771,6 +1851,153 @@ int pl_decorator_budget(pl_decorator *out, const pl_budget *limits);
  * @return PL_OK; PL_EINVAL (NULL @p out, @p max_bytes 0).
  */
 int pl_decorator_cap(pl_decorator *out, size_t max_bytes);
+
+#define PL_PAGINATE_OPTIONS_VERSION 1
+
+/** paginate's options.  Initialise with PL_PAGINATE_OPTIONS_INIT. */
+typedef struct pl_paginate_options {
+    unsigned version;   /**< PL_PAGINATE_OPTIONS_VERSION */
+    /** JSON pointer (RFC 6901) to the continuation in a page's result:
+     *  "/next_token", "/next_page", "/cursor/next", ...  A missing member,
+     *  null, false or "" means no more pages.  Default "/next_token". */
+    const char *next;
+    /** JSON pointer to where the continuation goes in the next request's
+     *  payload (objects on the way are made); NULL: the same as next. */
+    const char *param;
+    /** JSON pointer to the array of items in a page's result, which the
+     *  merged result concatenates; NULL: each page's result is kept whole
+     *  in "results". */
+    const char *items;
+    unsigned max_pages; /**< pages read at most; 0 = 100 */
+    size_t max_bytes;   /**< merged items' compact JSON bytes; 0 = 512000 */
+    /** decorators on each page's call, outermost first (validate, retry,
+     *  timeout per page); may be NULL.  Borrowed. */
+    const pl_decorator *per_page;
+    size_t n_per_page;
+} pl_paginate_options;
+
+#define PL_PAGINATE_OPTIONS_INIT                                               \
+    { PL_PAGINATE_OPTIONS_VERSION, "/next_token", NULL, NULL, 0, 0, NULL, 0 }
+
+/**
+ * paginate: read every page of a tool whose result carries a continuation.
+ * The decorator ends its chain: each page is a call of its own,
+ * pl_ctx_call() of the same policy wrapped by opts->per_page, in the
+ * call's invocation (decorators after paginate in a list never run: give
+ * them to it as per_page).  The first page is asked with the call's
+ * payload, each later one with the continuation the page before returned
+ * put at opts->param.  Every page's result is recorded where it was read,
+ * so a replay serves each, and a run that crashed after page 7 reads only
+ * page 8 onwards.
+ *
+ * A first page that is an error result, has no continuation, or whose
+ * items are not an array is the call's result as it is: paginate may wrap
+ * every tool of a model.  Otherwise pages are read until one has no
+ * continuation, opts->max_pages were read, or the merged items reach
+ * opts->max_bytes (the first page is always merged; a later one that
+ * would pass the cap is read but not merged), and the call's result is a
+ * recorded `action_result` by "paginate": the first page's result without
+ * its continuation, its items array holding every merged page's items in
+ * order (with no items pointer: {"results": [each page's result]}), and
+ *     "pagination": {"pages": read, "merged": n, "complete": bool,
+ *                    "stopped": why, "bytes": merged bytes,
+ *                    "max_pages", "max_bytes",
+ *                    "next": the continuation of the first page not
+ *                            merged, "note": "incomplete: ...",
+ *                    "error": a failed page's error result}
+ * where "stopped" is "end" (complete: no continuation left), "page_limit",
+ * "byte_cap", "error" (a later page's result was an error: the pages
+ * before it are merged), "malformed_page" (a later page's items are not an
+ * array) or "repeated_continuation" (a page returned the continuation
+ * that asked for it).  "next", "note" and "error" are there only when they
+ * apply.  Never a silent cut: every page read is in the ledger whole.
+ * @param[out] out the decorator.
+ * @param opts NULL for defaults; borrowed (see above).
+ * @return PL_OK; PL_EINVAL (NULL @p out, wrong version, a pointer that is
+ *         not "/..." or badly escaped, n_per_page without per_page, a
+ *         per-page decorator not made with PL_DECORATOR_INIT).
+ */
+int pl_decorator_paginate(pl_decorator *out, const pl_paginate_options *opts);
+
+/**
+ * A normaliser: make @p *out, a new JSON object (the engine frees it), the
+ * observation a model is shown for a tool's raw result.  It runs in the
+ * call's invocation and may call policies through @p ctx (a cheap model
+ * that summarises a long page): those calls are recorded as any call is.
+ * It must be deterministic given its arguments and what its calls return.
+ * @param action the tool's call (its policy and payload).
+ * @param raw the tool's result, never an error result; borrowed.
+ * @return PL_OK; the status of a pl_ctx_* call that failed (return it
+ *         unchanged); any other non-zero value fails the run.
+ */
+typedef int (*pl_normalize_fn)(cJSON **out, pl_ctx *ctx,
+                               const pl_action *action, const cJSON *raw,
+                               void *user);
+
+#define PL_OBSERVE_OPTIONS_VERSION 1
+
+/** observe's options.  Initialise with PL_OBSERVE_OPTIONS_INIT. */
+typedef struct pl_observe_options {
+    unsigned version;          /**< PL_OBSERVE_OPTIONS_VERSION */
+    pl_normalize_fn fn;        /**< NULL: pl_observation_default() */
+    void *user;                /**< passed to fn */
+    const char *const *tools;  /**< the policies it observes; NULL: all */
+    size_t n_tools;            /**< entries in tools */
+    /** The built-in normaliser only: a policy (an LLM policy, say) asked
+     *  for the summary of a raw result longer than summarize_over bytes,
+     *  with {"text": an instruction and the raw JSON, cut at 32 KiB}; the
+     *  "text" of its result becomes the summary.  NULL: none. */
+    const char *summarizer;
+    size_t summarize_over;     /**< 0 = 2048 */
+} pl_observe_options;
+
+#define PL_OBSERVE_OPTIONS_INIT                                                \
+    { PL_OBSERVE_OPTIONS_VERSION, NULL, NULL, NULL, 0, NULL, 0 }
+
+/**
+ * observe: turn a tool's raw result into the observation a model sees.
+ * For a call of one of opts->tools, it runs the rest of the chain, and
+ * when the result (its last step) is not an error result, calls the
+ * normaliser and records an `action_result` by "observe":
+ *     {"observation": {...the normaliser's object...}, "raw": {...}}
+ * which becomes the call's result.  The raw result stays where the chain
+ * recorded it too, so `ledger-dump` shows what the tool returned and what
+ * the model was shown; an LLM policy (policyledger_llm.h) sends the
+ * observation, not the raw result, as the tool's answer.  Error results
+ * and calls of other policies pass unchanged.
+ *
+ * The built-in normaliser's observation (pl_observation_default()):
+ *     {"summary": "one sentence", "key_facts": {"name": "value", ...},
+ *      "affordances": ["next_page", ...]}
+ *
+ * A normaliser that calls policies makes the raw result durable before its
+ * first call; a crash after it replays the inner chain.  So over a tool
+ * whose result is not the same on every run (an HTTP page), put paginate
+ * inside observe, [observe, paginate]: paginate makes the tool's result a
+ * recorded call that the replay serves.
+ * @param opts NULL for defaults; borrowed.
+ * @return PL_OK; PL_EINVAL (NULL @p out, wrong version, n_tools without
+ *         tools, a NULL or empty tool name, an empty summarizer name).
+ */
+int pl_decorator_observe(pl_decorator *out, const pl_observe_options *opts);
+
+/**
+ * The built-in observation of a tool's result @p raw (an object) for the
+ * policy @p tool:
+ *   summary      "'TOOL' returned N fields: a, b, c", with what its
+ *                "pagination" says (pages read, complete or why not) and a
+ *                "truncated" flag's note;
+ *   key_facts    every top-level member but "pagination", as a string:
+ *                scalars as their text (cut at 200 bytes, "..." after),
+ *                arrays as "N items", objects as "N fields"; at most 24;
+ *   affordances  "next_page" (pagination stopped with a "next"),
+ *                "read_more" (a member "truncated": true), "refine_query"
+ *                (an array of items with 20 or more of them).
+ * Deterministic: the same raw result gives the same observation.
+ * @param[out] out caller owns; free with cJSON_Delete().
+ * @return PL_OK; PL_EINVAL (NULL argument); PL_ENOMEM.
+ */
+int pl_observation_default(cJSON **out, const char *tool, const cJSON *raw);
 
 /* ------------------------------------------------------------------------ */
 /* Traces                                                                   */
@@ -2174,7 +2401,8 @@ int pl_ctx_invokef(cJSON **out, pl_ctx *ctx, const char *policy,
 /** A working directory and a command allowlist.  Opaque. */
 typedef struct pl_sandbox pl_sandbox;
 
-#define PL_SANDBOX_OPTIONS_VERSION 1
+/** Version 2 appended path_commands; a version 1 struct is still taken. */
+#define PL_SANDBOX_OPTIONS_VERSION 2
 
 /** Sandbox options.  Initialise with PL_SANDBOX_OPTIONS_INIT. */
 typedef struct pl_sandbox_options {
@@ -2184,9 +2412,15 @@ typedef struct pl_sandbox_options {
     /** true: never use openat2(2), always walk paths component by
         component (the fallback for kernels without it). */
     bool walk_only;
+    /** Since version 2: programs allowed too, whose arguments are paths
+     *  that must stay under the root (see pl_sandbox_check_command()):
+     *  "cat", "ls", "wc", ...  May be NULL. */
+    const char *const *path_commands;
+    size_t n_path_commands;       /**< entries in path_commands */
 } pl_sandbox_options;
 
-#define PL_SANDBOX_OPTIONS_INIT { PL_SANDBOX_OPTIONS_VERSION, NULL, 0, false }
+#define PL_SANDBOX_OPTIONS_INIT                                                \
+    { PL_SANDBOX_OPTIONS_VERSION, NULL, 0, false, NULL, 0 }
 
 /**
  * Create a sandbox on the directory @p root (which must exist), with the
@@ -2249,16 +2483,38 @@ int pl_sandbox_open_file(int *out_fd, const pl_sandbox *sb, const char *path,
  * program name exactly, and no argument may hold a control byte.  Nothing
  * is run; a command that passes is to be run with execvp()-like calls,
  * never through a shell.
+ *
+ * For a program of path_commands, its path arguments must stay under the
+ * root: every argument that does not start with '-' ("-" alone is standard
+ * input), every argument after "--", and the value of "--name=value".
+ * Relative ones are taken from the root.  A path is refused when it is
+ * absolute and elsewhere, when its ".." climb above the root as written
+ * (even through parts that do not exist yet: a program may make them), or
+ * when a symlink on its way leaves the root (pl_sandbox_resolve()); a
+ * missing part is left for the program to meet.  A short option with a
+ * '/' in its attached value ("-f/etc/x") is refused: give the path as an
+ * argument of its own.  This checks the arguments as given: it does not
+ * confine what the program then opens.
  * @param argv @p argc C strings, argc >= 1.
- * @return PL_OK; PL_EFORBIDDEN (program not allowed, or given as a path);
- *         PL_EINVAL (NULL argument, argc 0, an empty program name, a
- *         control byte in an argument).
+ * @return PL_OK; PL_EFORBIDDEN (program not allowed, or given as a path; a
+ *         path argument outside the root); PL_EINVAL (NULL argument, argc
+ *         0, an empty program name, a control byte in an argument);
+ *         PL_ELIMIT (a path argument too long).
  */
 int pl_sandbox_check_command(const pl_sandbox *sb, const char *const *argv,
                              size_t argc);
 
+/**
+ * pl_sandbox_check_command() for a command run in the directory @p cwd
+ * under the root (a path pl_sandbox_resolve() gave, or NULL for the root):
+ * relative path arguments are taken from it.
+ * @return as pl_sandbox_check_command().
+ */
+int pl_sandbox_check_command_in(const pl_sandbox *sb, const char *cwd,
+                                const char *const *argv, size_t argc);
+
 /* ------------------------------------------------------------------------ */
-/* Tools for models: calculator, read_file, http_get                        */
+/* Tools for models: calculator, read_file, http_get, run_command          */
 /* ------------------------------------------------------------------------ */
 
 /*
@@ -2297,10 +2553,50 @@ int pl_sandbox_check_command(const pl_sandbox *sb, const char *const *argv,
  *               allowlist Forbidden.  file:// URLs read through the
  *               sandbox, as read_file does.
  *
- * All three are registered idempotent: none changes anything outside
+ *   run_command {"argv": ["ls", "-l", "notes"], "cwd": "sub",
+ *               "stdin": "text", "timeout_ms": 5000}
+ *               -> {"exit_code": 0, "signal": null, "timed_out": false,
+ *                   "stdout": "...", "stderr": "...", "stdout_bytes": N,
+ *                   "stderr_bytes": N, "truncated": false}
+ *               One program, run as an argument vector, never through a
+ *               shell, only when the sandbox allows it
+ *               (pl_sandbox_check_command_in(): argv[0] one of commands
+ *               or path_commands, and for the latter every path argument
+ *               under the root: "..", absolute paths and symlinks that
+ *               leave it are refused), before anything runs.  It runs in
+ *               its own process group, in the directory cwd under the
+ *               root (default the root), with only the environment
+ *               variables the options allow, standard input the given
+ *               "stdin" or /dev/null, every other descriptor closed, and
+ *               is killed (SIGKILL) with it if the engine's process dies.
+ *               Its output is read until every process of the group has
+ *               closed it and the program has ended, at most the timeout
+ *               (the least of "timeout_ms", command_timeout_ms and the
+ *               call's deadline, pl_ctx_deadline()); then, or at the
+ *               timeout, the whole group is killed, so nothing it started
+ *               outlives the call (but a process that left the group).
+ *               Each of stdout and stderr is kept up to max_output_bytes
+ *               (the rest is read and counted, not kept: memory stays
+ *               bounded); "truncated" and a "note" say so; bytes that are
+ *               not UTF-8 become U+FFFD.  A program that exits non-zero or
+ *               dies of a signal is a result ("exit_code" null and
+ *               "signal": "SIGSEGV"), for the caller to read.  Forbidden
+ *               (the sandbox refused it: the message says why);
+ *               InvalidInput (bad arguments, a cwd that is not a
+ *               directory); NotFound (no such program on the allowed
+ *               PATH, or no such cwd); Timeout (killed at the timeout:
+ *               the error result carries every field above, with the
+ *               output read until then).  Registered only with a root and
+ *               allowed commands.
+ *
+ * The first three are registered idempotent: none changes anything outside
  * itself (the calculator is pure, read_file reads, a GET is safe by HTTP's
- * rules), so re-running one after a crash is harmless.  Their results are
- * recorded like any call's: replay serves them and does not run the tool.
+ * rules), so re-running one after a crash is harmless.  run_command is
+ * not (command_idempotent false by default): its action_call is durable
+ * before the program starts, and a crash while it runs gives its call the
+ * in-doubt rule (command_in_doubt, by default PL_IN_DOUBT_FAIL: an
+ * "InDoubt" error result), never a second run.  Results are recorded like
+ * any call's: replay serves them and does not run the tool.
  */
 
 #define PL_TOOLS_MAX_EXPRESSION 4096 /**< longest calculator input, bytes */
@@ -2310,7 +2606,9 @@ int pl_sandbox_check_command(const pl_sandbox *sb, const char *const *argv,
 /** The tools' shared settings.  Opaque. */
 typedef struct pl_tools pl_tools;
 
-#define PL_TOOLS_OPTIONS_VERSION 1
+/** Version 2 appended the run_command fields; a version 1 struct is still
+ *  taken (no run_command). */
+#define PL_TOOLS_OPTIONS_VERSION 2
 
 /** Tool options.  Initialise with PL_TOOLS_OPTIONS_INIT. */
 typedef struct pl_tools_options {
@@ -2334,10 +2632,28 @@ typedef struct pl_tools_options {
     long timeout_ms;           /**< whole request; 0 = 30000 */
     size_t max_body_bytes;     /**< http_get's cap; as max_file_bytes */
     int max_redirects;         /**< redirects followed; -1 = 5, 0 = none */
+    /* Since version 2: run_command, registered when root is set and a
+     * program is allowed (the sandbox's commands and path_commands). */
+    const char *const *commands;      /**< programs run_command may run */
+    size_t n_commands;
+    const char *const *path_commands; /**< ... whose arguments are paths
+                                           under the root */
+    size_t n_path_commands;
+    /** Environment variables a command gets from the engine's process, by
+     *  name; NULL (n_env 0): PATH, LANG, LC_ALL, TZ.  Every other variable
+     *  is left out. */
+    const char *const *env;
+    size_t n_env;
+    long command_timeout_ms;   /**< the longest a command runs; 0 = 10000 */
+    size_t max_output_bytes;   /**< kept of each of stdout and stderr;
+                                    0 = 64 KiB, at most 16 MiB */
+    bool command_idempotent;   /**< default false (see above) */
+    pl_in_doubt command_in_doubt; /**< default PL_IN_DOUBT_FAIL */
 } pl_tools_options;
 
 #define PL_TOOLS_OPTIONS_INIT                                                  \
-    { PL_TOOLS_OPTIONS_VERSION, NULL, 0, NULL, 0, 0, 0, 0, -1 }
+    { PL_TOOLS_OPTIONS_VERSION, NULL, 0, NULL, 0, 0, 0, 0, -1, NULL, 0, NULL, \
+      0, NULL, 0, 0, 0, false, PL_IN_DOUBT_FAIL }
 
 /**
  * Check the options and make the tools' settings (opening the sandbox).
@@ -2358,8 +2674,8 @@ int pl_tools_new(pl_tools **out, const pl_tools_options *opts);
 void pl_tools_free(pl_tools *tools);
 
 /**
- * Register "calculator", "http_get" and, with a root, "read_file" in
- * @p reg.  Every name is checked first, so PL_EEXIST registers none.
+ * Register "calculator", "http_get" and, with a root, "read_file" (and,
+ * with allowed commands, "run_command") in @p reg.  Every name is checked first, so PL_EEXIST registers none.
  * @param tools borrowed: must outlive every engine using @p reg.
  * @return PL_OK; PL_EINVAL (NULL argument); PL_EEXIST (a name is taken);
  *         PL_ENOMEM.
