@@ -24,6 +24,7 @@
 #include <sys/types.h>
 
 #define FORMAT 1
+#define IDENTITY 8101813454559079524LL /* "policyld", big-endian */
 #define SCHEMA_DEFAULT "policyledger"
 #define SCHEMA_MAX 63
 #define IDLE_MAX 16
@@ -73,6 +74,7 @@ struct pl__pg_store {
                           connection (0 until the schema is there) */
     bool nosync;
     bool read_only; /* every write fails with PL_ESTATE */
+    bool no_create; /* a missing schema is PL_ENOTFOUND */
     pthread_mutex_t mu;
     pid_t pid; /* the process the idle connections belong to */
     PGconn *idle[IDLE_MAX];
