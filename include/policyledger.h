@@ -1,6 +1,6 @@
 /*
- * policyledger.h -- a durable, ledger-based policy engine with event-sourced
- * replay.
+ * policyledger.h -- durable execution for C programs and LLM agents: every
+ * call recorded in a ledger, a crashed run finished by replaying it.
  *
  * This header is the manual.  Read the overview and caveats first; every
  * function below lists what it returns, who owns what, and its thread rules.
@@ -9,11 +9,11 @@
  *
  *   A *policy* is a C function registered by name in a *registry*.  The engine
  *   runs a policy as one *invocation* with its own append-only *ledger* of
- *   immutable *steps*, stored in LMDB.  Through its *context* a policy calls
- *   other policies (each call appends an `action_call` step, runs the callee in
- *   a new invocation, and appends an `action_result` step), reads its ledger,
- *   and uses recorded helpers for anything non-deterministic (clock,
- *   randomness, external I/O).
+ *   immutable *steps*, stored in LMDB or PostgreSQL.  Through its *context* a
+ *   policy calls other policies (each call appends an `action_call` step, runs
+ *   the callee in a new invocation, and appends an `action_result` step),
+ *   reads its ledger, and uses recorded helpers for anything
+ *   non-deterministic (clock, randomness, external I/O).
  *
  *   A *run* is one top-level execution.  A run that crashed, failed or was
  *   suspended is continued by running it again: every append is compared with

@@ -1,7 +1,7 @@
 /*
  * lmdb_lease.c -- run leases on the LMDB store (see LEASES in store.h).
  *
- * LAYOUT: the `leases` database, beside the five of lmdb_store.c, created
+ * LAYOUT: the `leases` database, beside the seven of lmdb_store.c, created
  * on the first writable open (a store made before it simply has no leases).
  *
  *   | key              | value                                            |
