@@ -8,7 +8,8 @@ misbehaving server).
 Every line received is appended to DIR/log.  MODE:
     ok          initialize; tools/list in two pages; tools "echo" (returns
                 its arguments and the call's _meta as structuredContent),
-                "fail" (isError with the text of arguments.text), "slow"
+                "fail" (isError with the text of arguments.text;
+                with arguments.rpc, a JSON-RPC error of that code), "slow"
                 (never answers while DIR/hold exists), "asks" (sends the
                 client a ping and a made-up request before answering)
     garbage     answers initialize and tools/list, then prints lines that
@@ -93,6 +94,9 @@ for line in sys.stdin:
             result(i, {"content": [{"type": "text", "text": json.dumps(args)}],
                        "structuredContent": {"args": args,
                                              "meta": params.get("_meta")}})
+        elif name == "fail" and "rpc" in args:
+            send({"jsonrpc": "2.0", "id": i,
+                  "error": {"code": args["rpc"], "message": args.get("text")}})
         elif name == "fail":
             result(i, {"content": [{"type": "text", "text": args.get("text")}],
                        "isError": True})

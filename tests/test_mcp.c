@@ -579,8 +579,14 @@ Test(mcp, tool_list_pages_are_followed_and_server_requests_answered)
                      " {\"tool\": \"fake.fail\", \"args\": {\"text\": "
                      "\"File not found: x\"}},"
                      " {\"tool\": \"fake.fail\", \"args\": {\"text\": "
-                     "\"Something broke\"}}]",
-                     4);
+                     "\"Something broke\"}},"
+                     " {\"tool\": \"fake.fail\", \"args\": {\"text\": "
+                     "\"bad params\", \"rpc\": -32602}},"
+                     " {\"tool\": \"fake.fail\", \"args\": {\"text\": "
+                     "\"late\", \"rpc\": -32001}},"
+                     " {\"tool\": \"fake.fail\", \"args\": {\"text\": "
+                     "\"internal\", \"rpc\": -32603}}]",
+                     7);
     cr_expect_str_eq(first_text(at(got, 0)), "asked");
     const cJSON *sc = cJSON_GetObjectItemCaseSensitive(at(got, 1),
                                                        "structuredContent");
@@ -588,6 +594,9 @@ Test(mcp, tool_list_pages_are_followed_and_server_requests_answered)
                      "hi");
     expect_error(at(got, 2), PL_ERR_NOT_FOUND, "File not found: x");
     expect_error(at(got, 3), PL_ERR_TOOL_BUG, "Something broke");
+    expect_error(at(got, 4), PL_ERR_INVALID_INPUT, "error -32602: bad params");
+    expect_error(at(got, 5), PL_ERR_TIMEOUT, "error -32001: late");
+    expect_error(at(got, 6), PL_ERR_TOOL_BUG, "error -32603: internal");
     cJSON_Delete(got);
     close_all();
     char log[4300];

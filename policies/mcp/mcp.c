@@ -38,8 +38,6 @@
 #include "platform.h"
 #include "util.h"
 
-extern char **environ;
-
 #define MAX_ARGS 256
 #define MAX_TOOLS 1024
 #define MAX_PAGES 100
@@ -127,29 +125,6 @@ static void stop(pl_mcp *m)
     m->pid = 0;
 }
 
-static void child(pid_t parent, int in, int out, int err, int errfd,
-                  char *const *argv, char **env)
-{
-    int e = 0;
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, NULL);
-    signal(SIGPIPE, SIG_DFL);
-    if (setpgid(0, 0) != 0 || !pl__child_prepare(parent))
-        e = errno ? errno : ECHILD;
-    if (!e &&
-        (dup2(in, 0) < 0 || dup2(out, 1) < 0 || (err >= 0 && dup2(err, 2) < 0)))
-        e = errno;
-    if (!e) {
-        environ = env;
-        execvp(argv[0], argv);
-        e = errno;
-    }
-    ssize_t w = write(errfd, &e, sizeof e);
-    (void)w;
-    _exit(127);
-}
-
 /* Start the server.  T_OK, or T_DEAD with @p why set. */
 static int spawn(pl_mcp *m, char *why, size_t n)
 {
@@ -171,7 +146,8 @@ static int spawn(pl_mcp *m, char *why, size_t n)
         goto fail;
     }
     if (pid == 0)
-        child(parent, sin[1], sout[1], m->err_fd, ep[1], m->argv, m->env);
+        pl__child_exec(parent, sin[1], sout[1], m->err_fd, -1, ep[1], m->argv,
+                       m->env);
     close_fd(&sin[1]);
     close_fd(&sout[1]);
     close_fd(&ep[1]);
