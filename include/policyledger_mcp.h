@@ -62,6 +62,12 @@
  * (by default PL_IN_DOUBT_FAIL: an "InDoubt" error result, never a
  * second request).
  *
+ * Each call records, before its request, the side effect "mcp.tools"
+ * {"server": name, "protocol": version, "tools": count, "fingerprint":
+ * "fnv1a64:<16 hex digits>"}: which server, speaking which version, with
+ * which tool list (its fingerprint covers every name, description and
+ * schema as listed), the call was made against.
+ *
  * The tool list is read once, at registration; a server that changes its
  * tools later is not followed.  A server restarted after it died is sent
  * the handshake again, not asked for its tools again.

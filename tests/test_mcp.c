@@ -744,3 +744,35 @@ Test(mcp, a_name_taken_registers_none)
     cr_expect_eq(pl_mcp_register(&F.mcp, F.reg, "fake", spec, &o), PL_EEXIST);
     cr_expect_eq(pl_registry_count(F.reg), 1);
 }
+
+Test(mcp, a_call_records_the_tool_list_it_was_made_against)
+{
+    pl_mcp_options o = quiet();
+    open_fake("ok", &o);
+    cJSON *got = run("r1", "[{\"tool\": \"fake.echo\"}]", 1);
+    cJSON_Delete(got);
+    const cJSON *snap = NULL;
+    pl_steps *s = NULL;
+    for (int i = 0; i < 4 && !snap; i++) {
+        char path[16];
+        snprintf(path, sizeof path, "0.%d", i);
+        pl_steps_free(s);
+        s = NULL;
+        if (pl_run_ledger(&s, F.engine, "r1", path) != PL_OK)
+            continue;
+        for (size_t k = 0; k < pl_steps_count(s); k++) {
+            const pl_step *st = pl_steps_at(s, k);
+            if (pl_step_type_of(st) == PL_STEP_SIDE_EFFECT)
+                snap = pl_step_payload(st);
+        }
+    }
+    cr_assert_not_null(snap, "no side effect in the tool's ledger");
+    cr_expect_str_eq(s_of(snap, "name"), "mcp.tools");
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(snap, "value");
+    cr_expect_str_eq(s_of(v, "server"), "fake");
+    cr_expect_str_eq(s_of(v, "protocol"), "2025-06-18");
+    cr_expect_eq(cJSON_GetObjectItemCaseSensitive(v, "tools")->valuedouble, 5);
+    cr_expect_eq(strncmp(s_of(v, "fingerprint"), "fnv1a64:", 8), 0);
+    cr_expect_eq(strlen(s_of(v, "fingerprint")), 24);
+    pl_steps_free(s);
+}

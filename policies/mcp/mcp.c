@@ -72,6 +72,7 @@ struct pl_mcp {
     size_t len;
     int64_t next_id;
     char version[16];
+    char fingerprint[32]; /* "fnv1a64:" and 16 hex digits: the tool list */
     tool *tools;
     size_t n_tools;
 };
@@ -654,10 +655,32 @@ static int add_rpc_error(pl_steps *out, const pl_mcp *m, const char *tname,
 /* The policy                                                               */
 /* ------------------------------------------------------------------------ */
 
+/* The side effect "mcp.tools": what the server was when the call was
+ * made. */
+static int snapshot(cJSON **out, void *user)
+{
+    const pl_mcp *m = user;
+    cJSON *v = cJSON_CreateObject();
+    if (!v || !cJSON_AddStringToObject(v, "server", m->name) ||
+        !cJSON_AddStringToObject(v, "protocol", m->version) ||
+        !cJSON_AddNumberToObject(v, "tools", (double)m->n_tools) ||
+        !cJSON_AddStringToObject(v, "fingerprint", m->fingerprint)) {
+        cJSON_Delete(v);
+        return PL_ENOMEM;
+    }
+    *out = v;
+    return PL_OK;
+}
+
 static int call_tool(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
 {
     tool *t = user;
     pl_mcp *m = t->mcp;
+    cJSON *snap = NULL;
+    int sst = pl_ctx_side_effect(&snap, ctx, "mcp.tools", snapshot, m);
+    cJSON_Delete(snap);
+    if (sst)
+        return sst;
     int64_t wait = m->timeout_ms;
     int64_t dl = pl_ctx_deadline(ctx);
     if (dl > 0) {
@@ -925,6 +948,21 @@ static int register_tools(pl_mcp *m, pl_registry *reg, const cJSON *list,
     return st;
 }
 
+/* FNV-1a (64 bits) of the tool list as the server listed it. */
+static int fingerprint(pl_mcp *m, const cJSON *list)
+{
+    char *text = cJSON_PrintUnformatted(list);
+    if (!text)
+        return PL_ENOMEM;
+    uint64_t h = 0xcbf29ce484222325u;
+    for (const unsigned char *p = (const unsigned char *)text; *p; p++)
+        h = (h ^ *p) * 0x100000001b3u;
+    free(text);
+    snprintf(m->fingerprint, sizeof m->fingerprint, "fnv1a64:%016llx",
+             (unsigned long long)h);
+    return PL_OK;
+}
+
 static int check_options(const pl_mcp_options *o)
 {
     if (o->version != PL_MCP_OPTIONS_VERSION)
@@ -994,7 +1032,7 @@ int pl_mcp_register(pl_mcp **out, pl_registry *reg, const char *name,
                  : pl__err(PL_EIO, "MCP server %s (%s): %s", name, spec, why);
         goto done;
     }
-    if ((st = list_tools(&list, m, deadline)) ||
+    if ((st = list_tools(&list, m, deadline)) || (st = fingerprint(m, list)) ||
         (st = register_tools(m, reg, list, o)))
         goto done;
     *out = m;
