@@ -118,12 +118,16 @@ typedef struct pl_mcp_options {
     bool ignore_hints;
     pl_in_doubt in_doubt; /**< the rule of the other tools; default
                                PL_IN_DOUBT_FAIL */
+    /** HTTP: the environment variable whose value is sent as
+     *  "Authorization: Bearer <value>" (read at each request, never
+     *  recorded); NULL: none. */
+    const char *token_env;
 } pl_mcp_options;
 
 #define PL_MCP_OPTIONS_INIT                                                    \
     {                                                                          \
         PL_MCP_OPTIONS_VERSION, NULL, 0, NULL, 0, 0, 0, 0, NULL, 0, false,     \
-            PL_IN_DOUBT_FAIL                                                   \
+            PL_IN_DOUBT_FAIL, NULL                                             \
     }
 
 /**
@@ -134,7 +138,9 @@ typedef struct pl_mcp_options {
  * @param name the prefix of the policies' names (1..64 bytes, no dot or
  *             control character).
  * @param spec "stdio:COMMAND ARG...": the program (looked up in PATH) and
- *             its arguments, split at spaces (no quoting).
+ *             its arguments, split at spaces (no quoting); or
+ *             "http://HOST:PORT/PATH" or "https://...": a Streamable HTTP
+ *             endpoint (in a build with libcurl; else PL_EINVAL).
  * @param opts NULL for defaults.
  * @return PL_OK; PL_EINVAL (a bad name, spec or option; a server that
  *         answers `initialize` with a protocol version this library does

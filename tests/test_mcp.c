@@ -776,3 +776,132 @@ Test(mcp, a_call_records_the_tool_list_it_was_made_against)
     cr_expect_eq(strlen(s_of(v, "fingerprint")), 24);
     pl_steps_free(s);
 }
+
+/* ------------------------------------------------------------------------ */
+/* Streamable HTTP                                                          */
+/* ------------------------------------------------------------------------ */
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+static pid_t http_pid;
+
+static int free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    cr_assert(bind(fd, (struct sockaddr *)&a, sizeof a) == 0);
+    cr_assert(getsockname(fd, (struct sockaddr *)&a, &len) == 0);
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+static bool listening(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons((uint16_t)port);
+    bool ok = connect(fd, (struct sockaddr *)&a, sizeof a) == 0;
+    close(fd);
+    return ok;
+}
+
+/* server-everything in its Streamable HTTP mode; its URL. */
+static void start_http(char *url, size_t n)
+{
+    need(EVERYTHING);
+    int port = free_port();
+    char env[32], log[1100];
+    snprintf(env, sizeof env, "%d", port);
+    snprintf(log, sizeof log, "%s/http.log", F.dir);
+    fflush(NULL);
+    http_pid = fork();
+    cr_assert_neq(http_pid, -1);
+    if (http_pid == 0) {
+        setenv("PORT", env, 1);
+        if (!freopen(log, "a", stdout) || !freopen(log, "a", stderr))
+            _exit(126);
+        execlp("node", "node", EVERYTHING, "streamableHttp", (char *)NULL);
+        _exit(127);
+    }
+    for (int i = 0; i < 3000 && !listening(port); i++) {
+        struct timespec ts = {0, 10000000};
+        nanosleep(&ts, NULL);
+    }
+    cr_assert(listening(port), "server-everything did not listen on %d", port);
+    snprintf(url, n, "http://127.0.0.1:%d/mcp", port);
+}
+
+static bool contains(const char *data, size_t len, const char *word)
+{
+    size_t w = strlen(word);
+    for (size_t i = 0; i + w <= len; i++)
+        if (memcmp(data + i, word, w) == 0)
+            return true;
+    return false;
+}
+
+static void stop_http(void)
+{
+    teardown();
+    if (http_pid > 0) {
+        kill(http_pid, SIGKILL);
+        waitpid(http_pid, NULL, 0);
+    }
+}
+
+Test(mcp, everything_over_streamable_http, .fini = stop_http)
+{
+    char url[128];
+    start_http(url, sizeof url);
+    setenv("PL_TEST_MCP_TOKEN", "s3cret-token-value", 1);
+    pl_mcp_options o = quiet();
+    o.token_env = "PL_TEST_MCP_TOKEN";
+    open_all("evh", url, &o);
+    cr_expect_str_eq(pl_mcp_protocol_version(F.mcp), "2025-06-18");
+    cr_assert_not_null(pl_registry_find(F.reg, "evh.get-sum"));
+    cJSON *got = run(
+        "r1",
+        "[{\"tool\": \"evh.echo\", \"args\": {\"message\": \"over http\"}},"
+        " {\"tool\": \"evh.get-sum\", \"args\": {\"a\": 20, \"b\": 22}},"
+        " {\"tool\": \"evh.get-sum\", \"args\": {\"a\": \"x\"}}]",
+        3);
+    cr_expect(strstr(first_text(at(got, 0)), "over http"), "%s", t_text(got));
+    cr_expect(strstr(first_text(at(got, 1)), "42"), "%s", t_text(got));
+    expect_error(at(got, 2), PL_ERR_INVALID_INPUT, NULL);
+    cJSON_Delete(got);
+    pl_outcome *r = NULL;
+    cr_assert_eq(pl_run_continue(&r, F.engine, "r1", NULL), PL_OK);
+    cr_expect_eq(r->calls_executed, 0);
+    pl_outcome_free(r);
+    close_all();
+    /* the token went in a header, never into the store */
+    if (!t_on_pg()) {
+        FILE *f = fopen(F.store, "rb");
+        cr_assert_not_null(f, "%s", F.store);
+        static char data[64 << 20];
+        size_t len = fread(data, 1, sizeof data, f);
+        fclose(f);
+        cr_expect_gt(len, 0);
+        cr_expect(!contains(data, len, "s3cret-token"));
+        cr_expect(contains(data, len, "over http"));
+    }
+}
+
+Test(mcp, an_http_endpoint_that_is_not_there_fails_registration)
+{
+    pl_mcp_options o = quiet();
+    o.start_timeout_ms = 5000;
+    char url[64];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/mcp", free_port());
+    int st = open_reg("evh", url, &o);
+    cr_expect_eq(st, PL_EIO);
+    cr_expect(strstr(pl_errmsg(), "initialize") ||
+                  strstr(pl_errmsg(), "onnect"),
+              "%s", pl_errmsg());
+    cr_expect_null(F.mcp);
+}

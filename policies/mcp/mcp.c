@@ -35,8 +35,8 @@
 
 #include <policyledger_mcp.h>
 
+#include "mcp.h"
 #include "platform.h"
-#include "util.h"
 
 #define MAX_ARGS 256
 #define MAX_TOOLS 1024
@@ -49,9 +49,6 @@ static const char *const versions[] = {"2025-06-18", "2025-03-26",
                                        "2024-11-05"};
 static const char *const base_env[] = {"HOME", "LOGNAME", "PATH", "SHELL",
                                        "TERM", "USER",    "LANG"};
-
-/* How a transport exchange ended. */
-enum { T_OK = 0, T_DEAD, T_TIMEOUT, T_TOOBIG, T_NOMEM };
 
 typedef struct tool {
     pl_mcp *mcp;
@@ -66,7 +63,9 @@ struct pl_mcp {
     long timeout_ms, start_timeout_ms;
     size_t max_msg, max_inline;
     pthread_mutex_t lock;
-    pid_t pid; /* 0: not running */
+    pl__mcp_http *http; /* Streamable HTTP; NULL: stdio */
+    bool up;            /* HTTP: initialized */
+    pid_t pid;          /* stdio: 0 when not running */
     int wfd, rfd;
     char *buf; /* what was read and not yet taken: max_msg + 1 bytes */
     size_t len;
@@ -111,6 +110,7 @@ static bool reap_within(pid_t pid, int64_t ms)
  * its process group. */
 static void stop(pl_mcp *m)
 {
+    m->up = false;
     close_fd(&m->wfd);
     close_fd(&m->rfd);
     m->len = 0;
@@ -320,8 +320,13 @@ static void notify(pl_mcp *m, const char *method, cJSON *params)
 {
     cJSON *msg = message(method, params);
     char why[128];
-    if (msg)
+    cJSON *none = NULL;
+    if (msg && m->http)
+        pl__mcp_http_post(m->http, msg, 0, m->version, 1000, &none, why,
+                          sizeof why);
+    else if (msg)
         send_msg(m, msg, mono_ms() + 1000, why, sizeof why);
+    cJSON_Delete(none);
     cJSON_Delete(msg);
 }
 
@@ -341,8 +346,26 @@ static int rpc(pl_mcp *m, const char *method, cJSON *params, int64_t deadline,
         cJSON_Delete(msg);
         return T_NOMEM;
     }
-    int t = send_msg(m, msg, deadline, why, n);
-    cJSON_Delete(msg);
+    int t;
+    if (m->http) {
+        cJSON *in = NULL;
+        t = pl__mcp_http_post(m->http, msg, id, m->version,
+                              deadline - mono_ms(), &in, why, n);
+        cJSON_Delete(msg);
+        if (t == T_OK) {
+            *result = cJSON_DetachItemFromObjectCaseSensitive(in, "result");
+            *error = cJSON_DetachItemFromObjectCaseSensitive(in, "error");
+            cJSON_Delete(in);
+            if (*result || *error)
+                return T_OK;
+            snprintf(why, n, "an answer with neither result nor error");
+            t = T_DEAD;
+        }
+        msg = NULL;
+    } else {
+        t = send_msg(m, msg, deadline, why, n);
+        cJSON_Delete(msg);
+    }
     size_t garbage = 0;
     while (t == T_OK) {
         cJSON *in = NULL;
@@ -396,7 +419,11 @@ static bool known_version(const char *v)
 /* Start the server if it is not running, and perform the handshake. */
 static int ensure(pl_mcp *m, int64_t deadline, char *why, size_t n)
 {
-    if (m->pid > 0) {
+    if (m->http && m->up)
+        return T_OK;
+    if (m->http) {
+        /* a new session */
+    } else if (m->pid > 0) {
         /* an exit noticed here rather than on the next read */
         if (waitpid(m->pid, NULL, WNOHANG) == m->pid) {
             m->pid = 0;
@@ -405,7 +432,7 @@ static int ensure(pl_mcp *m, int64_t deadline, char *why, size_t n)
             return T_OK;
         }
     }
-    int t = spawn(m, why, n);
+    int t = m->http ? T_OK : spawn(m, why, n);
     if (t != T_OK)
         return t;
     cJSON *p = cJSON_CreateObject();
@@ -446,6 +473,7 @@ static int ensure(pl_mcp *m, int64_t deadline, char *why, size_t n)
         return t;
     }
     notify(m, "notifications/initialized", NULL);
+    m->up = true;
     return T_OK;
 }
 
@@ -721,6 +749,7 @@ static int call_tool(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
         st = pl_steps_add_error(out,
                                 tr == T_TIMEOUT  ? PL_ERR_TIMEOUT
                                 : tr == T_TOOBIG ? PL_ERR_TOOL_BUG
+                                : tr == T_AUTH   ? PL_ERR_UNAUTHORIZED
                                                  : PL_ERR_RETRYABLE_SERVER,
                                 text);
     }
@@ -1012,8 +1041,29 @@ int pl_mcp_register(pl_mcp **out, pl_registry *reg, const char *name,
         st = PL_ENOMEM;
         goto done;
     }
-    if ((st = parse_spec(&m->argv, spec)) || (st = make_env(&m->env, o)))
+    if (spec && (strncmp(spec, "http://", 7) == 0 ||
+                 strncmp(spec, "https://", 8) == 0)) {
+#ifdef PL_MCP_HTTP
+        if (o->token_env && (!*o->token_env || strchr(o->token_env, '='))) {
+            st = pl__err(PL_EINVAL, "MCP options: bad token_env");
+            goto done;
+        }
+        if (!(m->http = pl__mcp_http_new(spec, o->token_env, m->max_msg))) {
+            st = pl__err(PL_ENOMEM, "MCP server %s: cannot start libcurl",
+                         name);
+            goto done;
+        }
+#else
+        st = pl__err(PL_EINVAL,
+                     "MCP server %s: built without libcurl, "
+                     "so without the HTTP transport",
+                     name);
         goto done;
+#endif
+    } else if ((st = parse_spec(&m->argv, spec)) ||
+               (st = make_env(&m->env, o))) {
+        goto done;
+    }
     if (o->stderr_path) {
         m->err_fd = open(o->stderr_path, O_WRONLY | O_CREAT | O_APPEND, 0644);
         if (m->err_fd < 0) {
@@ -1059,6 +1109,9 @@ void pl_mcp_close(pl_mcp *m)
     if (!m)
         return;
     stop(m);
+#ifdef PL_MCP_HTTP
+    pl__mcp_http_free(m->http);
+#endif
     close_fd(&m->err_fd);
     pthread_mutex_destroy(&m->lock);
     for (size_t i = 0; m->tools && m->tools[i].name; i++)
