@@ -42,6 +42,14 @@
  *     output that are not JSON-RPC are skipped (a server that prints only
  *     garbage ends in Timeout, the message counts the lines skipped).
  *
+ * Streamable HTTP (a spec "http://..." or "https://...", built with
+ * libcurl): each message is one POST; the Mcp-Session-Id the server gives
+ * at initialize is sent with every later request (after a 404 for it, the
+ * next call starts a new session), the negotiated version as
+ * MCP-Protocol-Version; an answer is read from a JSON body or an event
+ * stream (left once the answer has come); a 401 or 403 is Unauthorized.
+ * No server process is started: the endpoint must be running.
+ *
  * Requests the server sends to the client are answered: "ping" with {},
  * any other with JSON-RPC error -32601.  Notifications (logs, progress)
  * are read and dropped.  One request is in flight per server at a time:
