@@ -905,3 +905,56 @@ Test(mcp, an_http_endpoint_that_is_not_there_fails_registration)
               "%s", pl_errmsg());
     cr_expect_null(F.mcp);
 }
+
+/* ------------------------------------------------------------------------ */
+/* ledger-replay --mcp                                                      */
+/* ------------------------------------------------------------------------ */
+
+/* Run ledger-replay with @p args; its exit status. */
+static int replay_tool(const char *const *args)
+{
+    const char *argv[16] = {PL_TEST_BIN_DIR "/tools/ledger-replay"};
+    size_t n = 1;
+    for (; args[n - 1] && n < 15; n++)
+        argv[n] = args[n - 1];
+    argv[n] = NULL;
+    fflush(NULL);
+    pid_t pid = fork();
+    cr_assert_neq(pid, -1);
+    if (pid == 0) {
+        if (!freopen("/dev/null", "w", stdout))
+            _exit(126);
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    int status;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    cr_assert(WIFEXITED(status));
+    return WEXITSTATUS(status);
+}
+
+Test(mcp, ledger_replay_checks_a_run_of_mcp_tools_without_calling_them)
+{
+    t_lmdb_only("ledger-replay opens the store by its path");
+    pl_mcp_options o = quiet();
+    open_fake("ok", &o);
+    pl_outcome *r = t_start(F.engine, "fake.echo", "{\"text\": \"x\"}", "r1");
+    cr_assert_eq(r->status, PL_RUN_COMPLETED);
+    pl_outcome_free(r);
+    close_all();
+    char log[1100], spec[2200];
+    snprintf(log, sizeof log, "%s/log", F.dir);
+    cr_assert_eq(count_lines(log, "tools/call", NULL), 1);
+    snprintf(spec, sizeof spec, "fake=stdio:python3 " FAKE " ok %s", F.dir);
+    const char *check[] = {F.store, "--mcp", spec, "--check", NULL};
+    cr_expect_eq(replay_tool(check), 0);
+    cr_expect_eq(count_lines(log, "\"initialize\"", NULL), 2);
+    cr_expect_eq(count_lines(log, "tools/call", NULL), 1,
+                 "a recorded call was sent again");
+    const char *bad[] = {F.store, "--mcp", "fake", "--check", NULL};
+    cr_expect_eq(replay_tool(bad), 1);
+    const char *none[] = {F.store, "--mcp", "fake=stdio:/nonexistent/x",
+                          "--check", NULL};
+    cr_expect_eq(replay_tool(none), 2);
+}
