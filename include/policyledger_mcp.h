@@ -51,7 +51,8 @@
  * No server process is started: the endpoint must be running.
  *
  * Requests the server sends to the client are answered: "ping" with {},
- * any other with JSON-RPC error -32601.  Notifications (logs, progress)
+ * any other with JSON-RPC error -32601 (over stdio; over HTTP they are
+ * dropped).  Notifications (logs, progress)
  * are read and dropped.  One request is in flight per server at a time:
  * calls from several workers queue on the handle's lock.
  *

@@ -422,7 +422,7 @@ static int ensure(pl_mcp *m, int64_t deadline, char *why, size_t n)
     if (m->http && m->up)
         return T_OK;
     if (m->http) {
-        /* a new session */
+        pl__mcp_http_forget(m->http); /* a new session */
     } else if (m->pid > 0) {
         /* an exit noticed here rather than on the next read */
         if (waitpid(m->pid, NULL, WNOHANG) == m->pid) {
@@ -1144,9 +1144,7 @@ void pl_mcp_close(pl_mcp *m)
     if (!m)
         return;
     stop(m);
-#ifdef PL_MCP_HTTP
     pl__mcp_http_free(m->http);
-#endif
     close_fd(&m->err_fd);
     pthread_mutex_destroy(&m->lock);
     for (size_t i = 0; m->tools && m->tools[i].name; i++)

@@ -7,6 +7,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include <cjson/cJSON.h>
 
@@ -16,6 +17,8 @@
 enum { T_OK = 0, T_DEAD, T_TIMEOUT, T_TOOBIG, T_NOMEM, T_AUTH };
 
 typedef struct pl__mcp_http pl__mcp_http;
+
+#ifdef PL_MCP_HTTP
 
 /* A connection to the endpoint @p url; the bearer token, if any, is read
  * from the environment variable @p token_env at each request.  NULL when
@@ -36,7 +39,27 @@ PL__HIDDEN int pl__mcp_http_post(pl__mcp_http *h, const cJSON *msg, int64_t id,
                                  const char *version, int64_t timeout_ms,
                                  cJSON **answer, char *why, size_t n);
 
+/* Forget the session, to start a new one with the next initialize. */
+PL__HIDDEN void pl__mcp_http_forget(pl__mcp_http *h);
+
 /* Forget the session (sending DELETE for it) and free.  NULL: nothing. */
 PL__HIDDEN void pl__mcp_http_free(pl__mcp_http *h);
+
+#else /* built without libcurl: no connection is ever made */
+
+static inline int pl__mcp_http_post(pl__mcp_http *h, const cJSON *msg,
+                                    int64_t id, const char *version,
+                                    int64_t timeout_ms, cJSON **answer,
+                                    char *why, size_t n)
+{
+    (void)h, (void)msg, (void)id, (void)version, (void)timeout_ms;
+    *answer = NULL;
+    snprintf(why, n, "built without libcurl");
+    return T_DEAD;
+}
+static inline void pl__mcp_http_forget(pl__mcp_http *h) { (void)h; }
+static inline void pl__mcp_http_free(pl__mcp_http *h) { (void)h; }
+
+#endif
 
 #endif

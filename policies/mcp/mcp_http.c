@@ -264,6 +264,8 @@ int pl__mcp_http_post(pl__mcp_http *h, const cJSON *msg, int64_t id,
     return t;
 }
 
+void pl__mcp_http_forget(pl__mcp_http *h) { h->session[0] = '\0'; }
+
 void pl__mcp_http_free(pl__mcp_http *h)
 {
     if (!h)
