@@ -387,7 +387,9 @@ Test(mcp, filesystem_reads_lists_and_refuses_a_path_outside_its_roots)
     const char *list = first_text(at(got, 1));
     cr_expect(strstr(list, "a.txt") && strstr(list, "b.txt"), "%s", list);
     expect_error(at(got, 2), PL_ERR_FORBIDDEN, "outside");
-    cr_expect(!strstr(t_text(at(got, 2)), "secret\n"));
+    char *refused = t_text(at(got, 2));
+    cr_expect(!strstr(refused, "secret\n"), "%s", refused);
+    free(refused);
     cr_expect_str_neq(s_of(at(got, 3), "code"), PL_ERR_TOOL_BUG, "%s",
                       t_text(at(got, 3)));
     cJSON_Delete(got);
