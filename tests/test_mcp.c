@@ -57,7 +57,7 @@ static int use(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
             act.payload = args ? args : pl_json_empty();
             pl_step *s = NULL;
             st = pl_ctx_call(&s, ctx, &act, &per_call, 1);
-            if (!st)
+            if (s) /* PL_OK, or PL_ERESULT with the error result */
                 r = cJSON_Duplicate(pl_step_payload(s), 1);
             pl_step_free(s);
         } else {
@@ -170,9 +170,8 @@ static cJSON *run(const char *id, const char *calls, int executed)
                  o->reason ? o->reason : "");
     if (executed >= 0)
         cr_expect_eq(o->calls_executed, (uint64_t)executed);
-    cJSON *got = cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(t_result(o),
-                                                                  "got"),
-                                 1);
+    cJSON *got = cJSON_Duplicate(
+        cJSON_GetObjectItemCaseSensitive(pl_outcome_result(o), "got"), 1);
     pl_outcome_free(o);
     return got;
 }
@@ -454,9 +453,8 @@ static cJSON *continue_c(int executed)
                  pl_errmsg());
     cr_assert_eq(r->status, PL_RUN_COMPLETED, "%s", r->reason ? r->reason : "");
     cr_expect_eq(r->calls_executed, (uint64_t)executed);
-    cJSON *got = cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(t_result(r),
-                                                                  "got"),
-                                 1);
+    cJSON *got = cJSON_Duplicate(
+        cJSON_GetObjectItemCaseSensitive(pl_outcome_result(r), "got"), 1);
     pl_outcome_free(r);
     return got;
 }
