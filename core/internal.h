@@ -85,6 +85,12 @@ PL__HIDDEN pl_step *pl__step_new(pl_step_type type, const char *actor,
  * checks it), with its id "<path>:<seq>".  PL_ECORRUPT or PL_ENOMEM. */
 PL__HIDDEN int pl__step_from_rec(const pl__rec *rec, const char *path,
                                  pl_step **out) PL__MUST_CHECK;
+/* The callee's one step that the result @p answer folds (its ledger
+ * @p callee_path, first step, chained to the run's @p genesis hash), as
+ * pl__step_from_rec() makes it.  PL_ECORRUPT or PL_ENOMEM. */
+PL__HIDDEN int pl__step_folded(const pl__rec *answer, const uint8_t *genesis,
+                               const char *callee_path,
+                               pl_step **out) PL__MUST_CHECK;
 /* Give a step its place in a ledger. */
 PL__HIDDEN int pl__step_place(pl_step *s, const char *path, uint32_t seq,
                               int64_t time_us) PL__MUST_CHECK;

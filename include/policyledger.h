@@ -594,9 +594,18 @@ typedef enum pl_event_kind {
     PL_EVENT_RUN_SUSPENDED = 10,
     PL_EVENT_RUN_COMPLETED = 11,
     PL_EVENT_RUN_FAILED = 12,
-    PL_EVENT_DIVERGED = 13       /**< a replayed step differs from the one
+    PL_EVENT_DIVERGED = 13,      /**< a replayed step differs from the one
                                       recorded (diff says how); the run
                                       stops with PL_ENONDET */
+    PL_EVENT_STORE_LOST = 14,    /**< pl_worker_run(): the store stopped
+                                      answering; detail is the cause, status
+                                      the pl_status; no run_id.  Once per
+                                      outage */
+    PL_EVENT_STORE_BACK = 15     /**< pl_worker_run(): the store answers
+                                      again (detail says after how long);
+                                      the runs the outage cut off are taken
+                                      back at once, their leases being the
+                                      worker's own */
 } pl_event_kind;
 
 /** @return "run_started", "call_served", ... or NULL. */
@@ -681,7 +690,7 @@ int pl_durability_parse(pl_durability *out, const char *name);
  * Version 2 appended read_only, version 3 host_id and lease_ms; an older
  * struct (built before them) is still accepted, with their defaults.
  */
-#define PL_ENGINE_OPTIONS_VERSION 3
+#define PL_ENGINE_OPTIONS_VERSION 4
 
 /** Engine options.  Initialise with PL_ENGINE_OPTIONS_INIT. */
 typedef struct pl_engine_options {
@@ -720,11 +729,18 @@ typedef struct pl_engine_options {
      * At least 100.
      */
     unsigned lease_ms;
+    /**
+     * Since version 4.  Open an existing store only, for writing: never
+     * create one.  A missing file, directory or PostgreSQL schema is
+     * PL_ENOTFOUND, an empty file PL_ECORRUPT, and nothing is created.
+     * false (the default) creates the store when it is missing.
+     */
+    bool no_create;
 } pl_engine_options;
 
 #define PL_ENGINE_OPTIONS_INIT                                                 \
     { PL_ENGINE_OPTIONS_VERSION, PL_DURABILITY_SYNC, 0, 0, 0, 0, NULL, NULL,   \
-      false, NULL, 0 }
+      false, NULL, 0, false }
 
 /**
  * Open (creating if needed) a store and an engine on it.
@@ -740,7 +756,11 @@ typedef struct pl_engine_options {
  * @param opts          NULL for defaults.
  * @return PL_OK; PL_EINVAL (also max_payload over 1 GiB); PL_EBUSY (this
  *         process has the store open already); PL_EVERSION (store written
- *         by an unknown format); PL_ECORRUPT (not a policyledger store);
+ *         by an unknown format); PL_ECORRUPT (not a policyledger store:
+ *         another program's file, LMDB environment or schema, in which
+ *         nothing is created; or a store file shorter than LMDB's record
+ *         of its last page, which is never mapped); PL_ENOTFOUND (no
+ *         store there, with no_create or read_only);
  *         PL_EACCES (the store cannot be written: a read-only file
  *         system or no permission; open it with read_only to read it);
  *         PL_ENOSPC; PL_ESTORE; PL_ENOMEM.
@@ -1221,6 +1241,11 @@ int pl_run_export_each(pl_engine *engine, const char *run_id,
  * Writing takes two commits (the store numbers a run when it creates it):
  * should the process die between them, the run is left `failed` with a
  * reason saying the import did not complete, and its id stays taken.
+ *
+ * With a NULL @p engine the export is only checked, as above, and
+ * nothing is opened or written: PL_OK means it would import (unless its
+ * id is taken), *out_run_id the id it would take.  A tool checks an
+ * export this way before it creates a store for it.
  *
  * @param[out] out_run_id the imported run's id; caller owns, free with
  *        free().  NULL on failure.

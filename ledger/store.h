@@ -27,6 +27,8 @@ typedef struct pl__store_options {
     /* open an existing store only, and never write to it: every write
      * fails with PL_ESTATE, and the journal is left to writers */
     bool read_only;
+    /* never create a store: a missing one is PL_ENOTFOUND */
+    bool no_create;
 } pl__store_options;
 
 PL__HIDDEN int pl__store_open(pl__store **out, const char *path,

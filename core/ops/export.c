@@ -472,6 +472,8 @@ typedef struct import_ctx {
     char pending_name[PL__PATH_MAX + 16]; /* its step id */
     uint32_t pending_seq;
     pl_step_type pending_type;
+    cJSON *pending_line; /* the derived line, checked with its folder */
+    unsigned long pending_no;
 } import_ctx;
 
 static int refuse(const char *step, const char *what)
@@ -485,6 +487,69 @@ static int key_cmp(const uint8_t *a, size_t an, const uint8_t *b, size_t bn)
 {
     int c = memcmp(a, b, an < bn ? an : bn);
     return c ? c : (an > bn) - (an < bn);
+}
+
+/* Does the line's "time" say its "time_us"? */
+static bool time_matches(const cJSON *o, int64_t us)
+{
+    const char *text = get_str(o, "time");
+    char t[48];
+    time_iso(t, sizeof t, us);
+    return text && !strcmp(text, t);
+}
+
+/*
+ * A derived line is the callee's one step, folded into the result @p rec
+ * holds: every field must be what the export makes of that record
+ * (pl__step_folded()), or the line was edited.  Refusals name
+ * the derived line.
+ */
+static int check_derived(import_ctx *x, const pl__rec *rec)
+{
+    const cJSON *o = x->pending_line;
+    const char *sid = x->pending_name, *why = NULL;
+    const char *actor = get_str(o, "actor"), *id = get_str(o, "id");
+    const char *run = get_str(o, "run");
+    const cJSON *code = cJSON_GetObjectItemCaseSensitive(o, "code");
+    const cJSON *hash = cJSON_GetObjectItemCaseSensitive(o, "hash");
+    const cJSON *payload = cJSON_GetObjectItemCaseSensitive(o, "payload");
+    uint8_t genesis[PL_HASH_LEN], prev[PL_HASH_LEN];
+    int64_t t;
+    int st = pl__genesis_hash(x->hasher, x->src_id, genesis);
+    if (st)
+        return st;
+    if (!run || strcmp(run, x->src_id))
+        why = "\"run\" is not the run of line 1";
+    else if (!id || strcmp(id, sid))
+        why = "\"id\" is not \"<path>:<seq>\"";
+    else if (!actor || strlen(actor) != rec->actor_len ||
+             memcmp(actor, rec->actor, rec->actor_len))
+        why = "\"actor\" does not match the result that folds it";
+    else if (!get_int(o, "time_us", INT64_MIN / 2, INT64_MAX / 2, &t) ||
+             t != rec->time_us || !time_matches(o, t))
+        why = "\"time_us\" or \"time\" does not match the result that folds "
+              "it";
+    else if (!cJSON_IsNull(code) || !cJSON_IsNull(hash))
+        why = "\"code\" and \"hash\" of a derived step are null";
+    else if (!get_hash(o, "prev_hash", prev) ||
+             memcmp(prev, genesis, PL_HASH_LEN))
+        why = "\"prev_hash\" is not the run's genesis hash";
+    else if (!cJSON_IsObject(payload))
+        why = "\"payload\" is not an object";
+    if (!why && !rec->mirrored) {
+        pl_step *s = NULL;
+        if ((st = pl__step_folded(rec, genesis, x->pending_path, &s)))
+            return pl__err(st, "step %s: %s", sid, pl_errmsg());
+        const cJSON *mine = pl_step_payload(s);
+        if (!mine || !cJSON_Compare(mine, payload, 1))
+            why = "\"payload\" does not match the result that folds it";
+        pl_step_free(s);
+    }
+    if (why)
+        return pl__err(PL_ECORRUPT,
+                       "line %lu: step %s: %s: the export was changed",
+                       x->pending_no, sid, why);
+    return PL_OK;
 }
 
 /* Do a step line's human fields say what its record says? */
@@ -513,6 +578,8 @@ static int check_fields(import_ctx *x, const cJSON *o, const char *sid,
         return refuse(sid, "\"actor\" does not match its record");
     if (t != rec->time_us)
         return refuse(sid, "\"time_us\" does not match its record");
+    if (!time_matches(o, t))
+        return refuse(sid, "\"time\" does not match its record");
     if (cJSON_IsNull(code) != !rec->code ||
         (rec->code && (strlen(code->valuestring) != rec->code_len ||
                        memcmp(code->valuestring, rec->code, rec->code_len))))
@@ -617,6 +684,8 @@ static int take_step(import_ctx *x, const cJSON *o)
             rec.link_type != x->pending_type)
             return refuse(x->pending_name,
                           "a derived step that its next step does not fold");
+        if ((st = check_derived(x, &rec)))
+            return st;
         x->pending = false;
     } else if (rec.has_link && rec.link_folded) {
         return refuse(sid, "the folded step before it is missing");
@@ -674,7 +743,49 @@ static int take_derived(import_ctx *x, const cJSON *o)
     snprintf(x->pending_name, sizeof x->pending_name, "%s:%u", path,
              (unsigned)seq);
     x->pending_seq = (uint32_t)seq;
+    cJSON_Delete(x->pending_line);
+    if (!(x->pending_line = cJSON_Duplicate(o, 1)))
+        return pl__err(PL_ENOMEM, "out of memory");
+    x->pending_no = x->rd.no;
     x->pending = true;
+    return PL_OK;
+}
+
+/* The run line's other human fields, against its decoded records. */
+static int run_fields(const cJSON *o, const pl__run_info *ri,
+                      const pl__run_state *rs)
+{
+    const cJSON *payload = cJSON_GetObjectItemCaseSensitive(o, "payload");
+    const cJSON *code = cJSON_GetObjectItemCaseSensitive(o, "code");
+    const cJSON *head = cJSON_GetObjectItemCaseSensitive(o, "head");
+    cJSON *mine = NULL;
+    int64_t updated, steps;
+    uint8_t h[PL_HASH_LEN];
+    const char *what = NULL;
+    if (pl__payload_decode(&mine, ri->payload, ri->payload_len) ||
+        !cJSON_Compare(mine, payload, 1))
+        what = "payload";
+    else if (!get_int(o, "updated_us", INT64_MIN / 2, INT64_MAX / 2,
+                      &updated) ||
+             updated != rs->updated_us)
+        what = "updated_us";
+    else if (!get_int(o, "steps", 0, INT64_MAX, &steps) ||
+             (uint64_t)steps != rs->steps)
+        what = "steps";
+    else if (rs->has_head
+                 ? !get_hash(o, "head", h) || memcmp(h, rs->head, PL_HASH_LEN)
+                 : !cJSON_IsNull(head))
+        what = "head";
+    else if (ri->code
+                 ? !cJSON_IsString(code) || strcmp(code->valuestring, ri->code)
+                 : !cJSON_IsNull(code))
+        what = "code";
+    cJSON_Delete(mine);
+    if (what)
+        return pl__err(PL_ECORRUPT,
+                       "line 1: \"%s\" does not match the run's records: the "
+                       "export was changed",
+                       what);
     return PL_OK;
 }
 
@@ -739,7 +850,7 @@ static int take_run(import_ctx *x, const cJSON *o, pl__run_info *ri,
         return pl__err(PL_ECORRUPT,
                        "line 1: \"status\", \"policy\" or \"created_us\" does "
                        "not match the run's records: the export was changed");
-    return PL_OK;
+    return run_fields(o, ri, rs);
 }
 
 /* ---- import ----------------------------------------------------------------------- */
@@ -767,9 +878,8 @@ int pl_run_import(char **out_run_id, pl_engine *e, FILE *in, const char *new_id)
     if (!out_run_id)
         return pl__err(PL_EINVAL, "pl_run_import: out_run_id is NULL");
     *out_run_id = NULL;
-    if (!e || !in)
-        return pl__err(PL_EINVAL, "pl_run_import: an engine and a stream are "
-                                  "required");
+    if (!in)
+        return pl__err(PL_EINVAL, "pl_run_import: a stream is required");
     if (new_id && !pl__run_id_ok(new_id))
         return pl__err(PL_EINVAL,
                        "pl_run_import: bad new run id '%s' (1..%d "
@@ -847,6 +957,11 @@ int pl_run_import(char **out_run_id, pl_engine *e, FILE *in, const char *new_id)
     /* write: create the run, then its steps and state */
     const char *id = new_id ? new_id : x.src_id;
     uint64_t num;
+    if (!e) { /* a check only */
+        if (!(*out_run_id = pl__strdup(id)))
+            st = pl__err(PL_ENOMEM, "out of memory");
+        goto done;
+    }
     if (!pl__store_run_find(e->store, id, &num, NULL)) {
         st = pl__err(PL_EEXIST, "pl_run_import: run '%s' exists already", id);
         goto done;
@@ -904,6 +1019,7 @@ done:
     if (st && !strstr(pl_errmsg(), "pl_run_import"))
         st = pl__err(st, "pl_run_import: %s", pl_errmsg());
     cJSON_Delete(o);
+    cJSON_Delete(x.pending_line);
     pl__rechain_free(&x.check);
     pl__rechain_free(&w);
     pl__hasher_free(x.hasher);
