@@ -1,6 +1,6 @@
 /*
- * policyledger.h -- a durable, ledger-based policy engine with event-sourced
- * replay.
+ * policyledger.h -- durable execution for C programs and LLM agents: every
+ * call recorded in a ledger, a crashed run finished by replaying it.
  *
  * This header is the manual.  Read the overview and caveats first; every
  * function below lists what it returns, who owns what, and its thread rules.
@@ -9,11 +9,11 @@
  *
  *   A *policy* is a C function registered by name in a *registry*.  The engine
  *   runs a policy as one *invocation* with its own append-only *ledger* of
- *   immutable *steps*, stored in LMDB.  Through its *context* a policy calls
- *   other policies (each call appends an `action_call` step, runs the callee in
- *   a new invocation, and appends an `action_result` step), reads its ledger,
- *   and uses recorded helpers for anything non-deterministic (clock,
- *   randomness, external I/O).
+ *   immutable *steps*, stored in LMDB or PostgreSQL.  Through its *context* a
+ *   policy calls other policies (each call appends an `action_call` step, runs
+ *   the callee in a new invocation, and appends an `action_result` step),
+ *   reads its ledger, and uses recorded helpers for anything
+ *   non-deterministic (clock, randomness, external I/O).
  *
  *   A *run* is one top-level execution.  A run that crashed, failed or was
  *   suspended is continued by running it again: every append is compared with
@@ -495,6 +495,17 @@ void pl_registry_free(pl_registry *reg);
 int pl_registry_add(pl_registry *reg, const pl_policy_def *def);
 
 /**
+ * Register a policy whose data (@p def->user) the registry owns: when the
+ * registry is freed, after its policies, it calls @p release(def->user).
+ * For a policy made at run time with data of its own (an LLM policy, a
+ * plugin's).  On failure nothing is registered and @p release is not
+ * called: the caller still owns def->user.
+ * @return as pl_registry_add(); PL_EINVAL also for a NULL @p release.
+ */
+int pl_registry_add_owned(pl_registry *reg, const pl_policy_def *def,
+                          void (*release)(void *user));
+
+/**
  * Register @p fn as policy @p name, passing it @p user, every other field
  * at its PL_POLICY_DEF_INIT default (idempotent, no description, no
  * schema): the common case in one call.  For metadata, fill a
@@ -751,6 +762,9 @@ typedef struct pl_engine_options {
  *                      connection URI, which opens a PostgreSQL store in
  *                      the schema its `schema=NAME` parameter names
  *                      (default "policyledger"), creating it if needed.
+ *                      A library built without PostgreSQL
+ *                      (PL_WITH_POSTGRESQL=OFF) refuses such a URI with
+ *                      PL_EINVAL, saying so.
  * @param registry      borrowed: must outlive the engine and not change
  *                      while the engine runs.
  * @param opts          NULL for defaults.
@@ -2179,7 +2193,8 @@ typedef struct pl_otel_counts {
  * @return PL_OK; PL_ENOTFOUND (no endpoint: none given, none in the
  *         environment); PL_EINVAL (NULL @p out, a bad version, an endpoint
  *         that is not http:// or https://, a header without '=');
- *         PL_ENOMEM; PL_EIO (libcurl or the thread could not start).
+ *         PL_ENOMEM; PL_EIO (libcurl or the thread could not start; or
+ *         a library built without libcurl, PL_WITH_CURL=OFF, saying so).
  */
 int pl_otel_open(pl_otel **out, const pl_otel_options *opts);
 
@@ -2700,7 +2715,10 @@ void pl_tools_free(pl_tools *tools);
 
 /**
  * Register "calculator", "http_get" and, with a root, "read_file" (and,
- * with allowed commands, "run_command") in @p reg.  Every name is checked first, so PL_EEXIST registers none.
+ * with allowed commands, "run_command") in @p reg.  A library built
+ * without libcurl (PL_WITH_CURL=OFF) has no "http_get": pl_tools_new()
+ * refuses an http:// or https:// allow entry there, saying so.  Every name
+ * is checked first, so PL_EEXIST registers none.
  * @param tools borrowed: must outlive every engine using @p reg.
  * @return PL_OK; PL_EINVAL (NULL argument); PL_EEXIST (a name is taken);
  *         PL_ENOMEM.

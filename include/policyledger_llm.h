@@ -232,7 +232,9 @@ typedef struct pl_llm_options {
  * @param system_prompt the system message, or NULL for none.
  * @param opts          NULL for the defaults.
  * @return PL_OK; PL_EINVAL (a NULL argument, a bad or unknown model URL,
- *         bad options, an output schema that is not a JSON object); PL_EEXIST
+ *         bad options, an output schema that is not a JSON object; a model
+ *         over HTTP in a library built without libcurl, PL_WITH_CURL=OFF,
+ *         where only scripted:// models work); PL_EEXIST
  *         and the rest as pl_registry_add(); PL_ENOMEM.
  */
 int pl_llm_register(pl_registry *reg, const char *name, const char *model_url,

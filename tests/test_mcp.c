@@ -777,6 +777,7 @@ Test(mcp, a_call_records_the_tool_list_it_was_made_against)
     pl_steps_free(s);
 }
 
+#if PL_WITH_CURL /* the HTTP transport is built with libcurl */
 /* ------------------------------------------------------------------------ */
 /* Streamable HTTP                                                          */
 /* ------------------------------------------------------------------------ */
@@ -905,6 +906,8 @@ Test(mcp, an_http_endpoint_that_is_not_there_fails_registration)
               "%s", pl_errmsg());
     cr_expect_null(F.mcp);
 }
+
+#endif
 
 /* ------------------------------------------------------------------------ */
 /* ledger-replay --mcp                                                      */

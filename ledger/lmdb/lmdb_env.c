@@ -147,19 +147,19 @@ static int fs_cause(const pl__lmdb_store *s, int rc, char *why, size_t n)
     if (s && s->env && !getrlimit(RLIMIT_FSIZE, &rl) &&
         rl.rlim_cur != RLIM_INFINITY && !mdb_env_get_fd(s->env, &fd) &&
         !fstat(fd, &sb) && (uint64_t)sb.st_size + FULL_BELOW >= rl.rlim_cur) {
-        snprintf(why, n,
-                 "the data file reached the process's file size limit "
-                 "(RLIMIT_FSIZE, %llu bytes; EFBIG)",
-                 (unsigned long long)rl.rlim_cur);
+        snprintf(
+            why, n,
+            "the data file reached the process's file size limit (RLIMIT_FSIZE, %llu bytes; EFBIG)",
+            (unsigned long long)rl.rlim_cur);
         return PL_ENOSPC;
     }
     if (s && !statvfs(s->path, &vs) &&
         (uint64_t)vs.f_bavail * vs.f_frsize < FULL_BELOW) {
-        snprintf(why, n,
-                 "no space left on device (ENOSPC: %llu bytes free; LMDB "
-                 "saw %s)",
-                 (unsigned long long)vs.f_bavail * vs.f_frsize,
-                 rc == EIO ? "a short write" : "EFBIG");
+        snprintf(
+            why, n,
+            "no space left on device (ENOSPC: %llu bytes free; LMDB saw %s)",
+            (unsigned long long)vs.f_bavail * vs.f_frsize,
+            rc == EIO ? "a short write" : "EFBIG");
         return PL_ENOSPC;
     }
     if (rc == EFBIG) {
@@ -223,19 +223,17 @@ static int grow(pl__lmdb_store *s, size_t seen)
         if (s->map_size_max && next > s->map_size_max)
             next = s->map_size_max;
         if (next <= seen) {
-            st = pl__err(PL_EMAPFULL,
-                         "store '%s' is full at %zu bytes and "
-                         "may not grow past map_size_max (%zu "
-                         "bytes); nothing written was lost",
-                         s->path, seen, s->map_size_max);
+            st = pl__err(
+                PL_EMAPFULL,
+                "store '%s' is full at %zu bytes and may not grow past map_size_max (%zu bytes); nothing written was lost",
+                s->path, seen, s->map_size_max);
         } else {
             int rc = mdb_env_set_mapsize(s->env, next);
             if (rc)
-                st = pl__err(PL_EMAPFULL,
-                             "store '%s' is full at %zu bytes and "
-                             "cannot grow to %zu: %s; nothing "
-                             "written was lost",
-                             s->path, seen, next, mdb_strerror(rc));
+                st = pl__err(
+                    PL_EMAPFULL,
+                    "store '%s' is full at %zu bytes and cannot grow to %zu: %s; nothing written was lost",
+                    s->path, seen, next, mdb_strerror(rc));
             else
                 s->map_size = next;
         }
@@ -397,10 +395,10 @@ static int open_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
         (rc = mdb_dbi_open(txn, "held", MDB_CREATE, &s->held)) ||
         (rc = pl__lmdb_lease_open(s, txn, true))) {
         *st = rc == MDB_INCOMPATIBLE
-                  ? pl__err(PL_ECORRUPT,
-                            "'%s' is an LMDB store but not a "
-                            "policyledger store",
-                            s->path)
+                  ? pl__err(
+                        PL_ECORRUPT,
+                        "'%s' is an LMDB store but not a policyledger store",
+                        s->path)
                   : pl__lmdb_err(s, rc, "opening databases");
         return rc;
     }
@@ -422,8 +420,7 @@ static int open_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
             return rc;
         if (nsteps || ms.ms_entries) {
             *st = pl__err(PL_ECORRUPT,
-                          "store '%s' holds runs but no format "
-                          "record",
+                          "store '%s' holds runs but no format record",
                           s->path);
             return 0;
         }
@@ -443,8 +440,7 @@ static int open_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
     uint32_t fmt = pl__get_be32(v.mv_data);
     if (fmt != 1)
         *st = pl__err(PL_EVERSION,
-                      "store '%s' has format %u; this build "
-                      "reads format 1",
+                      "store '%s' has format %u; this build reads format 1",
                       s->path, fmt);
     return 0;
 }

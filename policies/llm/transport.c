@@ -23,9 +23,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#if PL_WITH_CURL
 #include <curl/curl.h>
+#endif
 
-#include "hash.h"
+#include "sha256.h"
 #include "llm.h"
 #include "platform.h"
 
@@ -37,8 +39,10 @@
 #define DEF_MAX_MS 20000u
 #define DEF_MAX_BODY ((size_t)8 << 20)
 
+#if PL_WITH_CURL
 static pthread_once_t g_curl_once = PTHREAD_ONCE_INIT;
 static void curl_init(void) { curl_global_init(CURL_GLOBAL_DEFAULT); }
+#endif
 
 /*
  * The policy's kept handle.  A libcurl handle keeps its connections open
@@ -48,7 +52,9 @@ static void curl_init(void) { curl_global_init(CURL_GLOBAL_DEFAULT); }
  */
 struct pl__llm_conn {
     pthread_mutex_t mu;
-    CURL *c;     /* NULL until the first request */
+#if PL_WITH_CURL
+    CURL *c; /* NULL until the first request */
+#endif
     pid_t owner; /* the process whose connection it is */
 };
 
@@ -68,12 +74,15 @@ void pl__llm_conn_free(struct pl__llm_conn *k)
 {
     if (!k)
         return;
+#if PL_WITH_CURL
     if (k->c && k->owner == getpid()) /* a fork()ed child leaves it */
         curl_easy_cleanup(k->c);
+#endif
     pthread_mutex_destroy(&k->mu);
     free(k);
 }
 
+#if PL_WITH_CURL
 /* A handle for one request: the kept one if no other thread holds it
  * (*kept set), else a new one.  A child made by fork() never uses its
  * parent's: the connection's socket is shared with the parent.  NULL: out
@@ -115,6 +124,8 @@ static void handle_give(const pl__llm *m, CURL *c, bool kept, bool failed)
     pthread_mutex_unlock(&k->mu);
 }
 
+#endif /* PL_WITH_CURL */
+
 /* What one attempt came to. */
 typedef struct attempt {
     long status; /* HTTP status, 0 for a transport error */
@@ -136,6 +147,7 @@ static void attempt_clear(attempt *a)
 }
 
 /* Replace every occurrence of @p key in @p s by "[redacted]". */
+#if PL_WITH_CURL
 static char *redact(char *s, const char *key)
 {
     if (!s || !key || strlen(key) < 4)
@@ -166,6 +178,8 @@ static long rand_between(long lo, long hi)
     return lo + (long)(r % (uint64_t)(hi - lo + 1));
 }
 
+#endif /* PL_WITH_CURL */
+
 static const char *code_for_status(long status)
 {
     switch (status) {
@@ -189,6 +203,7 @@ static bool retryable_status(long status)
 
 static unsigned or_default(unsigned v, unsigned d) { return v ? v : d; }
 
+#if PL_WITH_CURL
 /* What differs between the HTTP providers. */
 typedef struct provider {
     const char *base;     /* default base URL */
@@ -239,6 +254,8 @@ static size_t on_body(char *p, size_t size, size_t n, void *user)
     }
     return pl__buf_append(&s->body, p, len) ? 0 : len;
 }
+
+#endif /* PL_WITH_CURL */
 
 /* ------------------------------------------------------------------------ */
 /* Retry-After                                                              */
@@ -425,6 +442,7 @@ int pl__llm_retry_after(long *out_ms, const char *value, int64_t now_ms)
     return PL_OK;
 }
 
+#if PL_WITH_CURL
 /* A Retry-After the server sent that is neither form is left aside: the
  * backoff's own waits apply, as if it had sent none. */
 /* retry-after-ms (OpenAI's and Anthropic's): milliseconds, whole or not;
@@ -674,6 +692,8 @@ static int http_exchange(attempt *a, unsigned *attempts, const pl__llm *m,
     return PL_OK;
 }
 
+#endif /* PL_WITH_CURL */
+
 /* ------------------------------------------------------------------------ */
 /* The scripted model                                                       */
 /* ------------------------------------------------------------------------ */
@@ -843,9 +863,13 @@ int pl__llm_exchange(cJSON **out, const pl__llm *m, const char *body,
     a.retry_after_ms = -1;
     unsigned attempts = 0;
     long pos = script_pos;
+#if PL_WITH_CURL
     int st = m->url.provider == PL__LLM_SCRIPTED
                  ? scripted_exchange(&a, &attempts, &pos, m, body)
                  : http_exchange(&a, &attempts, m, body);
+#else /* pl_llm_register() takes scripted:// models alone */
+    int st = scripted_exchange(&a, &attempts, &pos, m, body);
+#endif
     cJSON *v = NULL;
     if (!st && a.answer)
         st = pl_json_pack(&v, "{s:s, s:I, s:i, s:i, s:{s:I, s:I}, s:O}",
