@@ -1,6 +1,6 @@
 /*
- * mcp.h -- what mcp.c (the protocol, the stdio transport, registration)
- * and mcp_http.c (the Streamable HTTP transport, over libcurl) share.
+ * mcp.h -- what the protocol (mcp.c, mcp_rpc.c, mcp_call.c) and
+ * mcp_http.c (the Streamable HTTP transport, over libcurl) share.
  */
 #ifndef PL_MCP_INTERNAL_H
 #define PL_MCP_INTERNAL_H
