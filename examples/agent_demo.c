@@ -156,7 +156,7 @@ static void report(pl_engine *e, const pl_outcome *o, const char *run_id,
         printf("reason: %s\n", o->reason ? o->reason : "?");
     }
     printf("run %s: %s\n", run_id, pl_run_status_name(o->status));
-    pl_llm_tokens tok = {0, 0, 0};
+    pl_llm_tokens tok = PL_LLM_TOKENS_INIT;
     if (!pl_llm_run_tokens(&tok, e, run_id))
         printf("model calls recorded: %llu (%llu input, %llu output "
                "tokens)\n",

@@ -81,7 +81,7 @@ int main(int argc, char **argv)
         if (st == PL_EEXIST)
             st = pl_run_continue(&o, e, "question", NULL);
     }
-    pl_llm_tokens tok = {0, 0, 0};
+    pl_llm_tokens tok = PL_LLM_TOKENS_INIT;
     if (!st && o->status == PL_RUN_COMPLETED &&
         !(st = pl_llm_run_tokens(&tok, e, "question"))) {
         char *r = cJSON_PrintUnformatted(pl_step_payload(

@@ -218,16 +218,24 @@ typedef struct pl_llm_options {
 int pl_llm_register(pl_registry *reg, const char *name, const char *model_url,
                     const char *system_prompt, const pl_llm_options *opts);
 
-/** Token totals of a run's model calls. */
+#define PL_LLM_TOKENS_VERSION 1
+
+/** Token totals of a run's model calls.  Initialise with
+ *  PL_LLM_TOKENS_INIT. */
 typedef struct pl_llm_tokens {
+    unsigned version;   /**< PL_LLM_TOKENS_VERSION */
     uint64_t input;     /**< prompt tokens */
     uint64_t output;    /**< completion tokens */
     uint64_t exchanges; /**< recorded model calls */
 } pl_llm_tokens;
 
+#define PL_LLM_TOKENS_INIT { PL_LLM_TOKENS_VERSION, 0, 0, 0 }
+
 /**
  * Sum the token usage of every model call recorded in a run (all ledgers).
- * @return PL_OK; PL_ENOTFOUND (no such run); as pl_run_walk().
+ * @param[out] out made with PL_LLM_TOKENS_INIT.
+ * @return PL_OK; PL_EINVAL (a NULL argument, a bad version); PL_ENOTFOUND
+ *         (no such run); as pl_run_walk().
  */
 int pl_llm_run_tokens(pl_llm_tokens *out, pl_engine *engine,
                       const char *run_id);

@@ -101,12 +101,10 @@ int pl_sandbox_new(pl_sandbox **out, const char *root,
         *out = NULL;
     if (!out || !root)
         return pl__err(PL_EINVAL, "pl_sandbox_new: NULL argument");
-    pl_sandbox_options defaults = PL_SANDBOX_OPTIONS_INIT;
-    if (!opts)
-        opts = &defaults;
-    if (opts->version != PL_SANDBOX_OPTIONS_VERSION)
-        return pl__err(PL_EINVAL, "pl_sandbox_new: options version %u, not %u",
-                       opts->version, PL_SANDBOX_OPTIONS_VERSION);
+    pl_sandbox_options o;
+    if (pl__struct_in(&o, opts, &pl__sandbox_options_layout, "pl_sandbox_new"))
+        return PL_EINVAL;
+    opts = &o;
     if (opts->n_commands && !opts->commands)
         return pl__err(PL_EINVAL, "pl_sandbox_new: %zu commands, NULL list",
                        opts->n_commands);

@@ -69,7 +69,7 @@ int pl_header_check_cxx(void)
 
     def.output_schema = "{\"type\": \"object\"}";
     pl_schema *schema = NULL;
-    pl_schema_error serr = pl_schema_error();
+    pl_schema_error serr = PL_SCHEMA_ERROR_INIT;
     if (pl_schema_compile_text(&schema, def.output_schema) == PL_OK)
         (void)pl_schema_validate(&serr, schema, pl_json_empty());
     pl_schema_free(schema);

@@ -54,7 +54,7 @@ Test(llm_scripted, plays_the_script_and_replays_without_it)
     cr_expect_str_eq(t_str(t_result(o), "text"), "Done: 7.");
     cr_expect_eq(served(), 3);
     cr_expect_eq(t_calls.add, 1);
-    pl_llm_tokens tok;
+    pl_llm_tokens tok = PL_LLM_TOKENS_INIT;
     cr_assert_eq(pl_llm_run_tokens(&tok, e, "s1"), PL_OK);
     cr_expect_eq(tok.input, 91);
     cr_expect_eq(tok.output, 16);
@@ -604,7 +604,7 @@ static void budget_of_tokens(pl_registry *reg, int (*requests)(void))
                   num(r, "tokens_out") == 16,
               "the result carries the call's tokens");
     cr_expect_eq(requests(), 5);
-    pl_llm_tokens tok;
+    pl_llm_tokens tok = PL_LLM_TOKENS_INIT;
     cr_assert_eq(pl_llm_run_tokens(&tok, e, "b60"), PL_OK);
     cr_expect(tok.input == 91 && tok.output == 16);
     pl_outcome_free(o);

@@ -3,11 +3,15 @@
  * each call it makes, or without).
  *
  * Both are written with the public API alone (include/policyledger.h), as
- * any user's decorator would be: what these do, a user can do.
+ * any user's decorator would be: what these do, a user can do.  (Only the
+ * check of a decorator list's version is the library's own, util.h's.)
  */
 #include <stdio.h>
+#include <stdlib.h>
 
 #include <policyledger.h>
+
+#include "util.h"
 
 /* Does the turn @p l want another: an action_call step, or a text step
  * asking for one ({"again": true}, an LLM policy's re-prompt)? */
@@ -130,13 +134,24 @@ int pl_decorator_invoke_action_with(pl_decorator *out,
                          "pl_decorator_invoke_action_with: %zu "
                          "decorators but the list is NULL",
                          n);
-    for (size_t i = 0; i < n; i++)
-        if (per_call[i].version != PL_DECORATOR_VERSION || !per_call[i].fn)
-            return pl_errorf(PL_EINVAL,
-                             "pl_decorator_invoke_action_with: decorator "
-                             "%zu has no function or is not "
-                             "PL_DECORATOR_INIT'd",
-                             i);
+    const void *current;
+    void *owned;
+    int st = pl__struct_array_in(&current, &owned, per_call, n,
+                                 &pl__decorator_layout,
+                                 "pl_decorator_invoke_action_with");
+    if (st)
+        return st;
+    const pl_decorator *list = current;
+    size_t no_fn = n;
+    for (size_t i = n; i-- > 0;)
+        if (!list[i].fn)
+            no_fn = i;
+    free(owned);
+    if (no_fn < n)
+        return pl_errorf(PL_EINVAL,
+                         "pl_decorator_invoke_action_with: decorator %zu "
+                         "has no function",
+                         no_fn);
     pl_decorator d = pl_decorator_invoke_action();
     d.user = n ? (void *)per_call : NULL;
     d.arg = n;

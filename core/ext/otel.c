@@ -740,15 +740,13 @@ int pl_otel_open(pl_otel **out, const pl_otel_options *opts)
 {
     if (out)
         *out = NULL;
-    pl_otel_options def = PL_OTEL_OPTIONS_INIT;
-    const pl_otel_options *o = opts ? opts : &def;
     if (!out)
         return pl__err(PL_EINVAL, "pl_otel_open: NULL out");
-    if (o->version != PL_OTEL_OPTIONS_VERSION)
-        return pl__err(PL_EINVAL,
-                       "pl_otel_open: options version %u (this "
-                       "library knows %u)",
-                       o->version, PL_OTEL_OPTIONS_VERSION);
+    pl_otel_options current;
+    if (pl__struct_in(&current, opts, &pl__otel_options_layout,
+                      "pl_otel_open"))
+        return PL_EINVAL;
+    const pl_otel_options *o = &current;
     pl_otel *x = calloc(1, sizeof *x);
     if (!x)
         return pl__err(PL_ENOMEM, "pl_otel_open: out of memory");
@@ -795,10 +793,15 @@ int pl_otel_stats(pl_otel_counts *out, const pl_otel *otel)
 {
     if (!out || !otel)
         return pl__err(PL_EINVAL, "pl_otel_stats: NULL argument");
+    if (pl__struct_version_ok(out->version, &pl__otel_counts_layout,
+                              "pl_otel_stats"))
+        return PL_EINVAL;
     pl_otel *x = (pl_otel *)otel; /* the lock; the counters stay as they are */
     pthread_mutex_lock(&x->lock);
-    *out = x->c;
+    pl_otel_counts c = x->c;
     pthread_mutex_unlock(&x->lock);
+    c.version = PL_OTEL_COUNTS_VERSION;
+    pl__struct_out(out, &c, &pl__otel_counts_layout);
     return PL_OK;
 }
 

@@ -1221,19 +1221,24 @@ done:
 int pl_schema_validate(pl_schema_error *out, const pl_schema *schema,
                        const cJSON *instance)
 {
+    if (out && pl__struct_version_ok(out->version, &pl__schema_error_layout,
+                                     "pl_schema_validate"))
+        return PL_EINVAL;
+    pl_schema_error e = PL_SCHEMA_ERROR_INIT;
     if (out)
-        memset(out, 0, sizeof *out);
+        pl__struct_out(out, &e, &pl__schema_error_layout);
     if (!schema || !instance)
         return pl__err(PL_EINVAL, "pl_schema_validate: NULL %s",
                        schema ? "instance" : "schema");
-    pl_schema_error scratch;
-    vctx v = {schema, out ? out : &scratch, 0, false, 0, 0, PL_OK};
+    vctx v = {schema, &e, 0, false, 0, 0, PL_OK};
     int r = eval(&v, schema->root, instance, NULL);
     if (v.status || r < 0)
         return v.status ? v.status : PL_ELIMIT;
     if (!r)
         return PL_OK;
     assert(v.have);
-    return pl__err(PL_EJSON, "%s%s: %s: %s", v.err->path[0] ? "" : "(root)",
-                   v.err->path, v.err->keyword, v.err->message);
+    if (out)
+        pl__struct_out(out, &e, &pl__schema_error_layout);
+    return pl__err(PL_EJSON, "%s%s: %s: %s", e.path[0] ? "" : "(root)", e.path,
+                   e.keyword, e.message);
 }

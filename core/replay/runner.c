@@ -140,14 +140,15 @@ static int root_load(pl_engine *e, const char *id, uint64_t *num,
     return PL_OK;
 }
 
-static int check_root(pl_engine *e, const pl_action *a,
-                      const pl_policy_def **def)
+/* Check the root action @p in, read into @p a (of the current version). */
+static int check_root(pl_engine *e, const pl_action *in, pl_action *a,
+                      const pl_policy_def **def, const char *fn)
 {
-    if (!a || a->version != PL_ACTION_VERSION)
-        return pl__err(PL_EINVAL, "the root action %s",
-                       a ? "was not made "
-                           "with PL_ACTION_INIT (wrong version)"
-                         : "is NULL: it needs a valid policy name");
+    if (!in)
+        return pl__err(PL_EINVAL, "the root action is NULL: it needs a "
+                                  "valid policy name");
+    if (pl__struct_in(a, in, &pl__action_layout, fn))
+        return PL_EINVAL;
     if (!pl__name_ok(a->policy))
         return pl__err(PL_EINVAL, "the root action needs a valid policy name");
     if (!a->payload)
@@ -368,23 +369,21 @@ static int start_run(pl_outcome **out, char **out_id, pl_engine *e,
     const char *fn = submit ? "pl_run_submit" : "pl_run_start";
     if (!e)
         return pl__err(PL_EINVAL, "%s: engine is NULL", fn);
-    pl_run_options defaults = PL_RUN_OPTIONS_INIT;
-    if (!opts)
-        opts = &defaults;
-    if (opts->version != PL_RUN_OPTIONS_VERSION)
-        return pl__err(PL_EINVAL,
-                       "%s: options version %u, this "
-                       "library knows %d",
-                       fn, opts->version, PL_RUN_OPTIONS_VERSION);
+    pl_run_options o;
+    if (pl__struct_in(&o, opts, &pl__run_options_layout, fn))
+        return PL_EINVAL;
+    opts = &o;
     if (opts->check)
         return pl__err(PL_EINVAL,
                        "%s: check applies to "
                        "pl_run_continue only",
                        fn);
     const pl_policy_def *def;
-    int st = check_root(e, root, &def);
+    pl_action a;
+    int st = check_root(e, root, &a, &def, fn);
     if (st)
         return st;
+    root = &a;
     char idbuf[PL_UUID_LEN + 1];
     const char *id = opts->run_id;
     if (id && !pl__run_id_ok(id))
@@ -785,12 +784,10 @@ int pl_run_continue(pl_outcome **out, pl_engine *e, const char *run_id,
     if (!e || !pl__run_id_ok(run_id))
         return pl__err(PL_EINVAL, "pl_run_continue: an engine and a valid run "
                                   "id are required");
-    if (opts && opts->version != PL_RUN_OPTIONS_VERSION)
-        return pl__err(PL_EINVAL,
-                       "pl_run_continue: options version %u, this "
-                       "library knows %d",
-                       opts->version, PL_RUN_OPTIONS_VERSION);
-    return continue_run(e, run_id, opts && opts->check, NULL, NULL, out, NULL);
+    pl_run_options o;
+    if (pl__struct_in(&o, opts, &pl__run_options_layout, "pl_run_continue"))
+        return PL_EINVAL;
+    return continue_run(e, run_id, o.check, NULL, NULL, out, NULL);
 }
 
 int pl_run_resume(pl_outcome **out, pl_engine *e, const char *run_id,

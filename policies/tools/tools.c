@@ -180,12 +180,10 @@ int pl_tools_new(pl_tools **out, const pl_tools_options *opts)
         *out = NULL;
     if (!out)
         return pl__err(PL_EINVAL, "pl_tools_new: NULL argument");
-    pl_tools_options defaults = PL_TOOLS_OPTIONS_INIT;
-    if (!opts)
-        opts = &defaults;
-    if (opts->version != PL_TOOLS_OPTIONS_VERSION)
-        return pl__err(PL_EINVAL, "pl_tools_new: options version %u, not %u",
-                       opts->version, PL_TOOLS_OPTIONS_VERSION);
+    pl_tools_options o;
+    if (pl__struct_in(&o, opts, &pl__tools_options_layout, "pl_tools_new"))
+        return PL_EINVAL;
+    opts = &o;
     if (opts->connect_timeout_ms < 0 || opts->timeout_ms < 0 ||
         opts->max_redirects < -1)
         return pl__err(PL_EINVAL,
