@@ -25,14 +25,16 @@
 /* The bytes of a struct up to the end of @p field. */
 #define END(type, field) (offsetof(type, field) + sizeof(((type *)0)->field))
 
+/* clang-format off */
 #define LAYOUT(var, type, NAME, ...)                                           \
     static const size_t var##_sizes[] = {__VA_ARGS__};                         \
     static const type var##_init = NAME##_INIT;                                \
     _Static_assert(PL__ARRAY_LEN(var##_sizes) == NAME##_VERSION,               \
-                   #type ": one size per version, 1.." #NAME "_VERSION");       \
-    const pl__layout pl__##var##_layout = {#type,         #NAME "_INIT",       \
-                                           NAME##_VERSION, var##_sizes,        \
-                                           alignof(type), &var##_init}
+                   #type ": one size per version, 1.." #NAME "_VERSION");      \
+    const pl__layout pl__##var##_layout = {                                    \
+        #type, #NAME "_INIT", NAME##_VERSION, var##_sizes, alignof(type),      \
+        &var##_init}
+/* clang-format on */
 
 LAYOUT(action, pl_action, PL_ACTION, sizeof(pl_action));
 LAYOUT(policy_def, pl_policy_def, PL_POLICY_DEF,
@@ -44,8 +46,7 @@ LAYOUT(store_stats, pl_store_stats, PL_STORE_STATS, sizeof(pl_store_stats));
 LAYOUT(run_options, pl_run_options, PL_RUN_OPTIONS, sizeof(pl_run_options));
 LAYOUT(worker_options, pl_worker_options, PL_WORKER_OPTIONS,
        sizeof(pl_worker_options));
-LAYOUT(pool_options, pl_pool_options, PL_POOL_OPTIONS,
-       sizeof(pl_pool_options));
+LAYOUT(pool_options, pl_pool_options, PL_POOL_OPTIONS, sizeof(pl_pool_options));
 LAYOUT(call_spec, pl_call_spec, PL_CALL_SPEC, sizeof(pl_call_spec));
 LAYOUT(decorator, pl_decorator, PL_DECORATOR, sizeof(pl_decorator));
 LAYOUT(side_effect_match, pl_side_effect_match, PL_SIDE_EFFECT_MATCH,
@@ -53,29 +54,25 @@ LAYOUT(side_effect_match, pl_side_effect_match, PL_SIDE_EFFECT_MATCH,
 LAYOUT(retry_options, pl_retry_options, PL_RETRY_OPTIONS,
        sizeof(pl_retry_options));
 LAYOUT(budget, pl_budget, PL_BUDGET, sizeof(pl_budget));
-LAYOUT(otel_options, pl_otel_options, PL_OTEL_OPTIONS,
-       sizeof(pl_otel_options));
+LAYOUT(otel_options, pl_otel_options, PL_OTEL_OPTIONS, sizeof(pl_otel_options));
 LAYOUT(otel_counts, pl_otel_counts, PL_OTEL_COUNTS, sizeof(pl_otel_counts));
 LAYOUT(sandbox_options, pl_sandbox_options, PL_SANDBOX_OPTIONS,
        sizeof(pl_sandbox_options));
 LAYOUT(tools_options, pl_tools_options, PL_TOOLS_OPTIONS,
        sizeof(pl_tools_options));
-LAYOUT(schema_error, pl_schema_error, PL_SCHEMA_ERROR,
-       sizeof(pl_schema_error));
+LAYOUT(schema_error, pl_schema_error, PL_SCHEMA_ERROR, sizeof(pl_schema_error));
 LAYOUT(llm_options, pl_llm_options, PL_LLM_OPTIONS, sizeof(pl_llm_options));
 LAYOUT(llm_tokens, pl_llm_tokens, PL_LLM_TOKENS, sizeof(pl_llm_tokens));
 
 /* ---- the rule ------------------------------------------------------------- */
 
-int pl__struct_version_ok(unsigned version, const pl__layout *l,
-                          const char *fn)
+int pl__struct_version_ok(unsigned version, const pl__layout *l, const char *fn)
 {
     if (version >= 1 && version <= l->current)
         return PL_OK;
     if (version == 0)
-        return pl__err(PL_EINVAL,
-                       "%s: %s version 0: it was not made with %s", fn,
-                       l->name, l->init);
+        return pl__err(PL_EINVAL, "%s: %s version 0: it was not made with %s",
+                       fn, l->name, l->init);
     return pl__err(PL_EINVAL,
                    "%s: %s version %u is newer than this library's (it "
                    "takes 1..%u): built against a newer header",
@@ -110,8 +107,7 @@ void pl__struct_out(void *out, const void *full, const pl__layout *l)
     unsigned v = version_of(out);
     assert(v >= 1 && v <= l->current);
     size_t n = l->sizes[v - 1];
-    memcpy((char *)out + sizeof v, (const char *)full + sizeof v,
-           n - sizeof v);
+    memcpy((char *)out + sizeof v, (const char *)full + sizeof v, n - sizeof v);
 }
 
 int pl__struct_array_in(const void **out, void **owned, const void *in,
@@ -141,8 +137,7 @@ int pl__struct_array_in(const void **out, void **owned, const void *in,
         return pl__err(PL_ENOMEM, "%s: out of memory", fn);
     for (size_t i = 0; i < n; i++) {
         memcpy(copy + i * full, l->defaults, full);
-        memcpy(copy + i * full, (const char *)in + i * stride,
-               l->sizes[v - 1]);
+        memcpy(copy + i * full, (const char *)in + i * stride, l->sizes[v - 1]);
         memcpy(copy + i * full, &l->current, sizeof l->current);
     }
     *out = copy;

@@ -132,8 +132,13 @@
  * retry plays the next response, without waiting), any other status fails
  * the call as above.  "usage" is optional (default: a quarter of the
  * request's and the answer's bytes).  Past the last response, the call
- * fails with InvalidInput.  Every response played is counted in the file
- * PATH.served (one line per response), which pl_llm_scripted_served() reads.
+ * fails with InvalidInput.
+ *
+ * For tests and demos, every response played is counted in the file
+ * PATH.served beside the script: one line per response, appended as it is
+ * played (its number in the script).  Its lines say how many requests the
+ * model answered; a replay that serves every answer from the ledger adds
+ * none.  Delete the file to count afresh.
  */
 #ifndef POLICYLEDGER_LLM_H
 #define POLICYLEDGER_LLM_H
@@ -239,13 +244,6 @@ typedef struct pl_llm_tokens {
  */
 int pl_llm_run_tokens(pl_llm_tokens *out, pl_engine *engine,
                       const char *run_id);
-
-/**
- * How many responses the scripted model has played from the script at
- * @p script_path (the lines of script_path.served; 0 when there is none).
- * @return PL_OK; PL_EINVAL (NULL argument); PL_EIO (unreadable).
- */
-int pl_llm_scripted_served(uint64_t *out, const char *script_path);
 
 /* clang-format on */
 

@@ -204,10 +204,9 @@ int pl_engine_open(pl_engine **out, const char *path,
     snprintf(e->worker, sizeof e->worker, "%lld.%llu@%s", (long long)e->pid,
              (unsigned long long)e->pstart, e->host);
 
-    pl__store_options so = {opts->map_size, opts->map_size_max,
-                            opts->max_readers,
-                            opts->durability == PL_DURABILITY_PROCESS,
-                            opts->read_only};
+    pl__store_options so = {
+        opts->map_size, opts->map_size_max, opts->max_readers,
+        opts->durability == PL_DURABILITY_PROCESS, opts->read_only};
     int rc = pl__store_open(&e->store, path, &so);
     if (rc) {
         pl_engine_close(e);
@@ -244,10 +243,9 @@ int pl_engine_stats(pl_store_stats *out, pl_engine *e)
         st = pl__store_stats_get(e->store, &ss);
     if (st)
         return st;
-    pl_store_stats full = {PL_STORE_STATS_VERSION, ss.file_bytes,
-                           ss.map_bytes,           ss.page_size,
-                           ss.used_pages,          ss.free_pages,
-                           ss.runs,                ss.step_records};
+    pl_store_stats full = {
+        PL_STORE_STATS_VERSION, ss.file_bytes, ss.map_bytes, ss.page_size,
+        ss.used_pages,          ss.free_pages, ss.runs,      ss.step_records};
     pl__struct_out(out, &full, &pl__store_stats_layout);
     return PL_OK;
 }

@@ -156,8 +156,7 @@ int pl_registry_add(pl_registry *reg, const pl_policy_def *def)
         return pl__err(PL_EINVAL, "pl_registry_add: registry and def are "
                                   "required");
     pl_policy_def in;
-    int st = pl__struct_in(&in, def, &pl__policy_def_layout,
-                           "pl_registry_add");
+    int st = pl__struct_in(&in, def, &pl__policy_def_layout, "pl_registry_add");
     if (st)
         return st;
     def = &in;

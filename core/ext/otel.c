@@ -743,8 +743,7 @@ int pl_otel_open(pl_otel **out, const pl_otel_options *opts)
     if (!out)
         return pl__err(PL_EINVAL, "pl_otel_open: NULL out");
     pl_otel_options current;
-    if (pl__struct_in(&current, opts, &pl__otel_options_layout,
-                      "pl_otel_open"))
+    if (pl__struct_in(&current, opts, &pl__otel_options_layout, "pl_otel_open"))
         return PL_EINVAL;
     const pl_otel_options *o = &current;
     pl_otel *x = calloc(1, sizeof *x);

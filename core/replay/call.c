@@ -287,8 +287,7 @@ int pl_ctx_call(pl_step **out, pl_ctx *c, const pl_action *in,
     if ((st = pl__call_check_action(r, c, in, &act)))
         return st;
     void *owned;
-    if ((st = pl__call_check_decos(r, c, act.policy, &decos, n_decos,
-                                   &owned)))
+    if ((st = pl__call_check_decos(r, c, act.policy, &decos, n_decos, &owned)))
         return st;
     const pl_policy_def *def = pl_registry_find(r->e->reg, act.policy);
     uint32_t call_seq;
@@ -400,8 +399,7 @@ int pl_ctx_call_step_with(pl_step **out, pl_ctx *c, const pl_step *call,
         ok = strcmp(allow.actions[i], policy) == 0;
     cJSON *payload = NULL;
     if (!pl__name_ok(policy) || !has_payload)
-        st = pl__callee_finish_error(c, call->seq, callee,
-                                     PL_ERR_INVALID_INPUT,
+        st = pl__callee_finish_error(c, call->seq, callee, PL_ERR_INVALID_INPUT,
                                      "malformed action_call: it needs "
                                      "{\"policy\": name, \"payload\": "
                                      "{...}}",
@@ -421,8 +419,8 @@ int pl_ctx_call_step_with(pl_step **out, pl_ctx *c, const pl_step *call,
         a.policy = policy;
         a.payload = payload;
         const pl_policy_def *def = pl_registry_find(r->e->reg, policy);
-        st = resolve_call(c, call->seq, call->replayed, &a, def, decos,
-                          n_decos, out);
+        st = resolve_call(c, call->seq, call->replayed, &a, def, decos, n_decos,
+                          out);
     }
     cJSON_Delete(payload);
     free(owned);

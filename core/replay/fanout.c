@@ -177,13 +177,13 @@ static int pass_on_stop(pl__run *r, fanout *f, size_t from)
 
 /* Check the arguments, and read each call into its branch at the current
  * versions; PL_OK or the run's failure. */
-static int check_specs(pl__run *r, pl_ctx *c, const pl_call_spec *in,
-                       size_t n, branch *b)
+static int check_specs(pl__run *r, pl_ctx *c, const pl_call_spec *in, size_t n,
+                       branch *b)
 {
     const void *current;
     void *owned;
-    int st = pl__struct_array_in(&current, &owned, in, n,
-                                 &pl__call_spec_layout, "pl_ctx_call_all");
+    int st = pl__struct_array_in(&current, &owned, in, n, &pl__call_spec_layout,
+                                 "pl_ctx_call_all");
     if (st)
         return pl__run_fail(r, st, "run %s: policy '%s' at %s: %s", r->id,
                             c->def->name, c->path, pl_errmsg());
@@ -192,8 +192,7 @@ static int check_specs(pl__run *r, pl_ctx *c, const pl_call_spec *in,
         b[i].a = &b[i].action;
         b[i].decos = calls[i].decorators;
         b[i].n_decos = calls[i].n_decorators;
-        if (!(st = pl__call_check_action(r, c, calls[i].action,
-                                         &b[i].action)))
+        if (!(st = pl__call_check_action(r, c, calls[i].action, &b[i].action)))
             st = pl__call_check_decos(r, c, b[i].action.policy, &b[i].decos,
                                       b[i].n_decos, &b[i].decos_owned);
     }

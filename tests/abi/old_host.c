@@ -42,7 +42,7 @@ static void run_options(pl_run_options *o, const char *run_id, bool check)
 static char *result_of(const pl_outcome *o)
 {
     size_t n = o && o->status == PL_RUN_COMPLETED ? pl_steps_count(o->steps)
-                                                   : 0;
+                                                  : 0;
     const cJSON *p = n ? pl_step_payload(pl_steps_at(o->steps, n - 1)) : NULL;
     return p ? cJSON_PrintUnformatted(p) : NULL;
 }

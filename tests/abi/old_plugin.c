@@ -22,7 +22,8 @@ static int add(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     if (!cJSON_IsNumber(x) || !cJSON_IsNumber(y))
         return pl_steps_add_error(out, "InvalidInput", "a and b are numbers");
     cJSON *r = cJSON_CreateObject();
-    if (!r || !cJSON_AddNumberToObject(r, "sum", x->valuedouble + y->valuedouble)) {
+    if (!r ||
+        !cJSON_AddNumberToObject(r, "sum", x->valuedouble + y->valuedouble)) {
         cJSON_Delete(r);
         return -2; /* PL_ENOMEM */
     }

@@ -52,10 +52,13 @@ typedef struct pl_action {
     const pl_steps *seed;
 } pl_action;
 
-#define PL_ACTION_INIT { PL_ACTION_VERSION, NULL, NULL, NULL, 0, NULL }
+#define PL_ACTION_INIT                                                         \
+    {                                                                          \
+        PL_ACTION_VERSION, NULL, NULL, NULL, 0, NULL                           \
+    }
 
-typedef int (*pl_policy_fn)(pl_ctx *ctx, const pl_action *action,
-                            pl_steps *out, void *user);
+typedef int (*pl_policy_fn)(pl_ctx *ctx, const pl_action *action, pl_steps *out,
+                            void *user);
 
 typedef enum pl_in_doubt {
     PL_IN_DOUBT_RERUN = 0,
@@ -78,8 +81,10 @@ typedef struct pl_policy_def {
 } pl_policy_def;
 
 #define PL_POLICY_DEF_INIT                                                     \
-    { PL_POLICY_DEF_VERSION, NULL, NULL, NULL, NULL, NULL, true,               \
-      PL_IN_DOUBT_RERUN, NULL }
+    {                                                                          \
+        PL_POLICY_DEF_VERSION, NULL, NULL, NULL, NULL, NULL, true,             \
+            PL_IN_DOUBT_RERUN, NULL                                            \
+    }
 
 int pl_registry_add(pl_registry *reg, const pl_policy_def *def);
 
@@ -131,8 +136,10 @@ typedef struct pl_engine_options {
 } pl_engine_options;
 
 #define PL_ENGINE_OPTIONS_INIT                                                 \
-    { PL_ENGINE_OPTIONS_VERSION, PL_DURABILITY_SYNC, 0, 0, 0, 0, NULL, NULL,   \
-      false }
+    {                                                                          \
+        PL_ENGINE_OPTIONS_VERSION, PL_DURABILITY_SYNC, 0, 0, 0, 0, NULL, NULL, \
+            false                                                              \
+    }
 
 int pl_engine_open(pl_engine **out, const char *path,
                    const pl_registry *registry, const pl_engine_options *opts);
@@ -146,7 +153,10 @@ typedef struct pl_run_options {
     bool check;
 } pl_run_options;
 
-#define PL_RUN_OPTIONS_INIT { PL_RUN_OPTIONS_VERSION, NULL, false }
+#define PL_RUN_OPTIONS_INIT                                                    \
+    {                                                                          \
+        PL_RUN_OPTIONS_VERSION, NULL, false                                    \
+    }
 
 typedef struct pl_outcome {
     pl_run_status status;

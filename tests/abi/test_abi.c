@@ -78,12 +78,11 @@ static char *run(pl_engine *e, const char *policy, const char *payload,
     ro.run_id = run_id;
     pl_outcome *o = NULL;
     cr_assert_eq(pl_run_start(&o, e, &a, &ro), PL_OK, "%s", pl_errmsg());
-    cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s",
-                 o->reason ? o->reason : "");
+    cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason ? o->reason : "");
     size_t n = pl_steps_count(o->steps);
     cr_assert(n > 0);
-    char *text =
-        cJSON_PrintUnformatted(pl_step_payload(pl_steps_at(o->steps, n - 1)));
+    char *text = cJSON_PrintUnformatted(pl_step_payload(pl_steps_at(o->steps,
+                                                                    n - 1)));
     pl_outcome_free(o);
     cJSON_Delete(p);
     return text;
@@ -192,8 +191,10 @@ Test(abi, a_plugin_of_another_abi_is_refused_naming_both_versions)
     cr_expect_eq(pl_plugin_load(reg, path), PL_EVERSION);
     const char *m = pl_errmsg();
     char want[200];
-    snprintf(want, sizeof want, "built for ABI version 1, this library (%s) "
-             "has ABI version %d", PL_VERSION_STRING, PL_ABI_VERSION);
+    snprintf(want, sizeof want,
+             "built for ABI version 1, this library (%s) "
+             "has ABI version %d",
+             PL_VERSION_STRING, PL_ABI_VERSION);
     cr_expect(strstr(m, path) && strstr(m, want), "%s", m);
     cr_expect_eq(pl_registry_count(reg), 0);
     pl_registry_free(reg);
@@ -204,11 +205,12 @@ static void expect_refused(int st, const char *name, unsigned version)
 {
     char want[120];
     if (version)
-        snprintf(want, sizeof want, "%s version %u is newer than this "
-                 "library's", name, version);
+        snprintf(want, sizeof want,
+                 "%s version %u is newer than this "
+                 "library's",
+                 name, version);
     else
-        snprintf(want, sizeof want, "%s version 0: it was not made with",
-                 name);
+        snprintf(want, sizeof want, "%s version 0: it was not made with", name);
     cr_expect_eq(st, PL_EINVAL, "%s", name);
     cr_expect(strstr(pl_errmsg(), want), "%s: %s", want, pl_errmsg());
 }
@@ -271,8 +273,7 @@ Test(abi, every_struct_is_refused_at_version_0_and_past_the_current)
                        po.version);
         pl_worker_options wo = PL_WORKER_OPTIONS_INIT;
         wo.version = BAD(PL_WORKER_OPTIONS);
-        expect_refused(pl_worker_run(e, &wo), "pl_worker_options",
-                       wo.version);
+        expect_refused(pl_worker_run(e, &wo), "pl_worker_options", wo.version);
 
         pl_store_stats ss = PL_STORE_STATS_INIT;
         ss.version = BAD(PL_STORE_STATS);
@@ -301,8 +302,7 @@ Test(abi, every_struct_is_refused_at_version_0_and_past_the_current)
         oo.endpoint = "http://127.0.0.1:9";
         oo.version = BAD(PL_OTEL_OPTIONS);
         pl_otel *otel = NULL;
-        expect_refused(pl_otel_open(&otel, &oo), "pl_otel_options",
-                       oo.version);
+        expect_refused(pl_otel_open(&otel, &oo), "pl_otel_options", oo.version);
         pl_sandbox_options so = PL_SANDBOX_OPTIONS_INIT;
         so.version = BAD(PL_SANDBOX_OPTIONS);
         pl_sandbox *sb = NULL;
@@ -315,8 +315,8 @@ Test(abi, every_struct_is_refused_at_version_0_and_past_the_current)
                        to.version);
         pl_llm_options lo = PL_LLM_OPTIONS_INIT;
         lo.version = BAD(PL_LLM_OPTIONS);
-        expect_refused(pl_llm_register(reg, "llm", "scripted:///dev/null",
-                                       NULL, &lo),
+        expect_refused(pl_llm_register(reg, "llm", "scripted:///dev/null", NULL,
+                                       &lo),
                        "pl_llm_options", lo.version);
 #undef BAD
     }

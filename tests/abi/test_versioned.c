@@ -30,8 +30,8 @@ typedef struct v3 {
 #define END(type, field) (offsetof(type, field) + sizeof(((type *)0)->field))
 static const size_t sizes[] = {END(v3, b), END(v3, c), sizeof(v3)};
 static const v3 defaults = {3, 1, 'B', 'C', (void *)&defaults, 5};
-static const pl__layout layout = {"v3", "V3_INIT", 3, sizes, alignof(v3),
-                                  &defaults};
+static const pl__layout layout = {"v3",  "V3_INIT",   3,
+                                  sizes, alignof(v3), &defaults};
 
 Test(versioned, an_older_struct_is_read_to_its_last_field)
 {
@@ -112,8 +112,7 @@ Test(versioned, an_array_of_an_older_version_is_read_at_its_stride)
     }
     const void *cur;
     void *owned;
-    cr_assert_eq(pl__struct_array_in(&cur, &owned, in, 3, &layout, "f"),
-                 PL_OK);
+    cr_assert_eq(pl__struct_array_in(&cur, &owned, in, 3, &layout, "f"), PL_OK);
     cr_assert(owned && cur == owned);
     const v3 *v = cur;
     for (unsigned i = 0; i < 3; i++) {
@@ -138,8 +137,7 @@ Test(versioned, an_array_of_the_current_version_is_used_as_it_is)
     v3 in[2] = {defaults, defaults};
     const void *cur;
     void *owned;
-    cr_assert_eq(pl__struct_array_in(&cur, &owned, in, 2, &layout, "f"),
-                 PL_OK);
+    cr_assert_eq(pl__struct_array_in(&cur, &owned, in, 2, &layout, "f"), PL_OK);
     cr_expect_eq(cur, in);
     cr_expect_null(owned);
     cr_assert_eq(pl__struct_array_in(&cur, &owned, NULL, 0, &layout, "f"),
