@@ -65,27 +65,31 @@ static pl_registry *loaded(const char *name)
     return reg;
 }
 
-/* Run @p policy on @p payload with today's API; the result as JSON text. */
-static char *run(pl_engine *e, const char *policy, const char *payload,
-                 const char *run_id)
+/* Run @p policy of @p reg on @p payload with today's API, in a store of its
+ * own, and expect @p want, the result as JSON text. */
+static void expect_result(const pl_registry *reg, const char *policy,
+                          const char *payload, const char *want)
 {
+    pl_engine *e = NULL;
+    cr_assert_eq(pl_engine_open(&e, store(), reg, NULL), PL_OK, "%s",
+                 pl_errmsg());
     cJSON *p = cJSON_Parse(payload);
     cr_assert(p);
     pl_action a = PL_ACTION_INIT;
     a.policy = policy;
     a.payload = p;
-    pl_run_options ro = PL_RUN_OPTIONS_INIT;
-    ro.run_id = run_id;
     pl_outcome *o = NULL;
-    cr_assert_eq(pl_run_start(&o, e, &a, &ro), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(pl_run_start(&o, e, &a, NULL), PL_OK, "%s", pl_errmsg());
     cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason ? o->reason : "");
     size_t n = pl_steps_count(o->steps);
     cr_assert(n > 0);
     char *text = cJSON_PrintUnformatted(pl_step_payload(pl_steps_at(o->steps,
                                                                     n - 1)));
+    cr_expect_str_eq(text, want);
+    free(text);
     pl_outcome_free(o);
     cJSON_Delete(p);
-    return text;
+    pl_engine_close(e);
 }
 
 Test(abi, a_plugin_built_against_earlier_struct_versions_runs)
@@ -101,13 +105,7 @@ Test(abi, a_plugin_built_against_earlier_struct_versions_runs)
     cr_expect_null(add->output_schema);
     cr_expect_null(pl_registry_find(reg, "old_sum")->output_schema);
 
-    pl_engine *e = NULL;
-    cr_assert_eq(pl_engine_open(&e, store(), reg, NULL), PL_OK, "%s",
-                 pl_errmsg());
-    char *r = run(e, "old_sum", "{\"a\": 2, \"b\": 3}", "sum-1");
-    cr_expect_str_eq(r, "{\"total\":5}");
-    free(r);
-    pl_engine_close(e);
+    expect_result(reg, "old_sum", "{\"a\": 2, \"b\": 3}", "{\"total\":5}");
     pl_registry_free(reg);
 }
 
@@ -142,13 +140,8 @@ Test(abi, a_cxx_plugin_loads_and_runs)
     const pl_policy_def *d = pl_registry_find(reg, "cxx_greet");
     cr_assert(d);
     cr_expect_str_eq(d->description, "Greets by name.");
-    pl_engine *e = NULL;
-    cr_assert_eq(pl_engine_open(&e, store(), reg, NULL), PL_OK, "%s",
-                 pl_errmsg());
-    char *r = run(e, "cxx_greet", "{\"name\": \"ada\"}", "cxx-1");
-    cr_expect_str_eq(r, "{\"greeting\":\"hello, ada\"}");
-    free(r);
-    pl_engine_close(e);
+    expect_result(reg, "cxx_greet", "{\"name\": \"ada\"}",
+                  "{\"greeting\":\"hello, ada\"}");
     pl_registry_free(reg);
 }
 
@@ -156,14 +149,8 @@ Test(abi, a_plugin_built_with_hidden_visibility_loads_and_runs)
 {
     pl_registry *reg = loaded("plugin_hidden");
     cr_expect_eq(pl_registry_count(reg), 3);
-    pl_engine *e = NULL;
-    cr_assert_eq(pl_engine_open(&e, store(), reg, NULL), PL_OK, "%s",
-                 pl_errmsg());
     /* h_root calls h_echo through the context */
-    char *r = run(e, "h_root", "{\"x\": [1, 2]}", "hidden-1");
-    cr_expect_str_eq(r, "{\"x\":[1,2]}");
-    free(r);
-    pl_engine_close(e);
+    expect_result(reg, "h_root", "{\"x\": [1, 2]}", "{\"x\":[1,2]}");
     pl_registry_free(reg);
 }
 
