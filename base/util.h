@@ -159,15 +159,23 @@ PL__HIDDEN int pl__struct_array_in(const void **out, void **owned,
                                    const pl__layout *l,
                                    const char *fn) PL__MUST_CHECK;
 
+/*
+ * A decorator list a decorator keeps for later calls: @p n decorators of
+ * one of pl_decorator's versions, each with a function.
+ * @return PL_OK; PL_EINVAL (the message names @p fn); PL_ENOMEM.
+ */
+PL__HIDDEN int pl__decorators_ok(const pl_decorator *list, size_t n,
+                                 const char *fn) PL__MUST_CHECK;
+
 /* Every versioned public struct's layout. */
 PL__HIDDEN extern const pl__layout pl__action_layout, pl__policy_def_layout,
     pl__engine_options_layout, pl__store_stats_layout, pl__run_options_layout,
     pl__worker_options_layout, pl__pool_options_layout, pl__call_spec_layout,
     pl__decorator_layout, pl__side_effect_match_layout,
-    pl__retry_options_layout, pl__budget_layout, pl__otel_options_layout,
-    pl__otel_counts_layout, pl__sandbox_options_layout,
-    pl__tools_options_layout, pl__schema_error_layout, pl__llm_options_layout,
-    pl__llm_tokens_layout;
+    pl__retry_options_layout, pl__budget_layout, pl__paginate_options_layout,
+    pl__observe_options_layout, pl__otel_options_layout, pl__otel_counts_layout,
+    pl__sandbox_options_layout, pl__tools_options_layout,
+    pl__schema_error_layout, pl__llm_options_layout, pl__llm_tokens_layout;
 
 /* ---- strings ------------------------------------------------------------- */
 

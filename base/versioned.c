@@ -54,14 +54,19 @@ LAYOUT(side_effect_match, pl_side_effect_match, PL_SIDE_EFFECT_MATCH,
 LAYOUT(retry_options, pl_retry_options, PL_RETRY_OPTIONS,
        sizeof(pl_retry_options));
 LAYOUT(budget, pl_budget, PL_BUDGET, sizeof(pl_budget));
+LAYOUT(paginate_options, pl_paginate_options, PL_PAGINATE_OPTIONS,
+       sizeof(pl_paginate_options));
+LAYOUT(observe_options, pl_observe_options, PL_OBSERVE_OPTIONS,
+       sizeof(pl_observe_options));
 LAYOUT(otel_options, pl_otel_options, PL_OTEL_OPTIONS, sizeof(pl_otel_options));
 LAYOUT(otel_counts, pl_otel_counts, PL_OTEL_COUNTS, sizeof(pl_otel_counts));
 LAYOUT(sandbox_options, pl_sandbox_options, PL_SANDBOX_OPTIONS,
-       sizeof(pl_sandbox_options));
+       END(pl_sandbox_options, walk_only), sizeof(pl_sandbox_options));
 LAYOUT(tools_options, pl_tools_options, PL_TOOLS_OPTIONS,
-       sizeof(pl_tools_options));
+       END(pl_tools_options, max_redirects), sizeof(pl_tools_options));
 LAYOUT(schema_error, pl_schema_error, PL_SCHEMA_ERROR, sizeof(pl_schema_error));
-LAYOUT(llm_options, pl_llm_options, PL_LLM_OPTIONS, sizeof(pl_llm_options));
+LAYOUT(llm_options, pl_llm_options, PL_LLM_OPTIONS,
+       END(pl_llm_options, tool_errors), sizeof(pl_llm_options));
 LAYOUT(llm_tokens, pl_llm_tokens, PL_LLM_TOKENS, sizeof(pl_llm_tokens));
 
 /* ---- the rule ------------------------------------------------------------- */
@@ -142,5 +147,26 @@ int pl__struct_array_in(const void **out, void **owned, const void *in,
     }
     *out = copy;
     *owned = copy;
+    return PL_OK;
+}
+
+int pl__decorators_ok(const pl_decorator *list, size_t n, const char *fn)
+{
+    if (n && !list)
+        return pl__err(PL_EINVAL, "%s: %zu decorators but the list is NULL", fn,
+                       n);
+    const void *current;
+    void *owned;
+    int st = pl__struct_array_in(&current, &owned, list, n,
+                                 &pl__decorator_layout, fn);
+    if (st)
+        return st;
+    const pl_decorator *d = current;
+    size_t i = 0;
+    while (i < n && d[i].fn)
+        i++;
+    free(owned);
+    if (i < n)
+        return pl__err(PL_EINVAL, "%s: decorator %zu has no function", fn, i);
     return PL_OK;
 }

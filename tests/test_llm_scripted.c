@@ -7,7 +7,6 @@
  */
 #include "llm_support.h"
 
-#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,20 +36,7 @@ static pl_registry *scripted_registry(const char *script_text)
     return t_llm_registry(g_url, NULL);
 }
 
-/* The responses the scripted model played: the lines of SCRIPT.served. */
-static uint64_t served(void)
-{
-    char path[4200];
-    snprintf(path, sizeof path, "%s.served", g_script);
-    FILE *f = fopen(path, "rb");
-    cr_assert(f || errno == ENOENT, "%s: %s", path, strerror(errno));
-    uint64_t n = 0;
-    for (int ch; f && (ch = getc(f)) != EOF;)
-        n += ch == '\n';
-    if (f)
-        fclose(f);
-    return n;
-}
+static uint64_t served(void) { return t_scripted_served(g_script); }
 
 Test(llm_scripted, plays_the_script_and_replays_without_it)
 {

@@ -129,29 +129,9 @@ int pl_decorator_invoke_action_with(pl_decorator *out,
     if (!out)
         return pl_errorf(PL_EINVAL, "pl_decorator_invoke_action_with: out is "
                                     "NULL");
-    if (n && !per_call)
-        return pl_errorf(PL_EINVAL,
-                         "pl_decorator_invoke_action_with: %zu "
-                         "decorators but the list is NULL",
-                         n);
-    const void *current;
-    void *owned;
-    int st = pl__struct_array_in(&current, &owned, per_call, n,
-                                 &pl__decorator_layout,
-                                 "pl_decorator_invoke_action_with");
+    int st = pl__decorators_ok(per_call, n, "pl_decorator_invoke_action_with");
     if (st)
         return st;
-    const pl_decorator *list = current;
-    size_t no_fn = n;
-    for (size_t i = n; i-- > 0;)
-        if (!list[i].fn)
-            no_fn = i;
-    free(owned);
-    if (no_fn < n)
-        return pl_errorf(PL_EINVAL,
-                         "pl_decorator_invoke_action_with: decorator %zu "
-                         "has no function",
-                         no_fn);
     pl_decorator d = pl_decorator_invoke_action();
     d.user = n ? (void *)per_call : NULL;
     d.arg = n;

@@ -11,6 +11,7 @@
  * user's message in the next turn, so each re-prompt is a turn of the
  * loop.
  */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -285,6 +285,15 @@ Test(abi, every_struct_is_refused_at_version_0_and_past_the_current)
         expect_refused(pl_decorator_budget(&deco, &bu), "pl_budget",
                        bu.version);
 
+        pl_paginate_options pg = PL_PAGINATE_OPTIONS_INIT;
+        pg.version = BAD(PL_PAGINATE_OPTIONS);
+        expect_refused(pl_decorator_paginate(&deco, &pg), "pl_paginate_options",
+                       pg.version);
+        pl_observe_options ob = PL_OBSERVE_OPTIONS_INIT;
+        ob.version = BAD(PL_OBSERVE_OPTIONS);
+        expect_refused(pl_decorator_observe(&deco, &ob), "pl_observe_options",
+                       ob.version);
+
         pl_otel_options oo = PL_OTEL_OPTIONS_INIT;
         oo.endpoint = "http://127.0.0.1:9";
         oo.version = BAD(PL_OTEL_OPTIONS);
