@@ -41,7 +41,7 @@ LAYOUT(policy_def, pl_policy_def, PL_POLICY_DEF,
        END(pl_policy_def, code_version), sizeof(pl_policy_def));
 LAYOUT(engine_options, pl_engine_options, PL_ENGINE_OPTIONS,
        END(pl_engine_options, event_user), END(pl_engine_options, read_only),
-       sizeof(pl_engine_options));
+       END(pl_engine_options, lease_ms), sizeof(pl_engine_options));
 LAYOUT(store_stats, pl_store_stats, PL_STORE_STATS, sizeof(pl_store_stats));
 LAYOUT(run_options, pl_run_options, PL_RUN_OPTIONS, END(pl_run_options, check),
        sizeof(pl_run_options));

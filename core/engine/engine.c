@@ -112,6 +112,8 @@ static const char *const event_names[] = {
     "run_completed",
     "run_failed",
     "diverged",
+    "store_lost",
+    "store_back",
 };
 
 const char *pl_event_kind_name(pl_event_kind k)
@@ -205,8 +207,9 @@ int pl_engine_open(pl_engine **out, const char *path,
              (unsigned long long)e->pstart, e->host);
 
     pl__store_options so = {
-        opts->map_size, opts->map_size_max, opts->max_readers,
-        opts->durability == PL_DURABILITY_PROCESS, opts->read_only};
+        opts->map_size,    opts->map_size_max,
+        opts->max_readers, opts->durability == PL_DURABILITY_PROCESS,
+        opts->read_only,   opts->no_create};
     int rc = pl__store_open(&e->store, path, &so);
     if (rc) {
         pl_engine_close(e);

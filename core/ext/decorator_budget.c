@@ -20,7 +20,7 @@
 
 #include <policyledger.h>
 
-#include "util.h"
+#include "ext.h"
 
 /* Read @p in into @p b, at the current version, and check it: PL_OK, or
  * PL_EINVAL with a message that starts with @p fn. */
@@ -28,8 +28,10 @@ static int read_limits(pl_budget *b, const pl_budget *in, const char *fn)
 {
     if (!in)
         return pl_errorf(PL_EINVAL, "%s: no limits given", fn);
-    if (pl__struct_in(b, in, &pl__budget_layout, fn))
+    PL__EXT_ONE_VERSION(PL_BUDGET);
+    if (PL__EXT_VERSION_OK(in->version, pl_budget, PL_BUDGET, fn))
         return PL_EINVAL;
+    *b = *in;
     if (b->max_wall_ms < 0)
         return pl_errorf(PL_EINVAL, "%s: max_wall_ms is negative", fn);
     if (!b->max_steps && !b->max_wall_ms && !b->max_tokens)

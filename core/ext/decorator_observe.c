@@ -22,7 +22,7 @@
 
 #include <policyledger.h>
 
-#include "util.h"
+#include "ext.h"
 
 #define FACT_MAX 200          /* bytes of one key fact's text */
 #define FACTS_MAX 24          /* key facts at most */
@@ -47,8 +47,12 @@ static const char *check_options(const pl_observe_options *o)
 static int read_options(pl_observe_options *o, const pl_observe_options *in,
                         const char *fn)
 {
-    if (pl__struct_in(o, in, &pl__observe_options_layout, fn))
+    PL__EXT_ONE_VERSION(PL_OBSERVE_OPTIONS);
+    const pl_observe_options def = PL_OBSERVE_OPTIONS_INIT;
+    if (in && PL__EXT_VERSION_OK(in->version, pl_observe_options,
+                                 PL_OBSERVE_OPTIONS, fn))
         return PL_EINVAL;
+    *o = in ? *in : def;
     const char *bad = check_options(o);
     return bad ? pl_errorf(PL_EINVAL, "%s: %s", fn, bad) : PL_OK;
 }

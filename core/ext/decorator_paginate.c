@@ -35,7 +35,7 @@
 
 #include <policyledger.h>
 
-#include "util.h"
+#include "ext.h"
 
 #define DEFAULT_MAX_PAGES 100
 #define DEFAULT_MAX_BYTES 512000
@@ -164,14 +164,18 @@ static const char *check_options(const pl_paginate_options *o)
 static int read_options(pl_paginate_options *o, const pl_paginate_options *in,
                         const char *fn)
 {
-    if (pl__struct_in(o, in, &pl__paginate_options_layout, fn))
+    PL__EXT_ONE_VERSION(PL_PAGINATE_OPTIONS);
+    const pl_paginate_options def = PL_PAGINATE_OPTIONS_INIT;
+    if (in && PL__EXT_VERSION_OK(in->version, pl_paginate_options,
+                                 PL_PAGINATE_OPTIONS, fn))
         return PL_EINVAL;
+    *o = in ? *in : def;
     const char *bad = check_options(o);
     if (bad)
         return pl_errorf(PL_EINVAL, "%s: %s", fn, bad);
     char where[64];
     snprintf(where, sizeof where, "%s: per-page", fn);
-    return pl__decorators_ok(o->per_page, o->n_per_page, where);
+    return pl__ext_decorators_ok(o->per_page, o->n_per_page, where);
 }
 
 /* A continuation: anything but a missing member, null, false or "". */

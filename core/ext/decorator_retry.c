@@ -29,7 +29,7 @@
 
 #include <policyledger.h>
 
-#include "util.h"
+#include "ext.h"
 
 static const char *const default_codes[] = {
     PL_ERR_TIMEOUT, PL_ERR_RETRYABLE_SERVER, PL_ERR_RATE_LIMITED};
@@ -54,8 +54,12 @@ static const char *check_options(const pl_retry_options *o)
 static int read_options(pl_retry_options *o, const pl_retry_options *in,
                         const char *fn)
 {
-    if (pl__struct_in(o, in, &pl__retry_options_layout, fn))
+    PL__EXT_ONE_VERSION(PL_RETRY_OPTIONS);
+    const pl_retry_options def = PL_RETRY_OPTIONS_INIT;
+    if (in &&
+        PL__EXT_VERSION_OK(in->version, pl_retry_options, PL_RETRY_OPTIONS, fn))
         return PL_EINVAL;
+    *o = in ? *in : def;
     const char *bad = check_options(o);
     return bad ? pl_errorf(PL_EINVAL, "%s: %s", fn, bad) : PL_OK;
 }

@@ -11,7 +11,7 @@
 
 #include <policyledger.h>
 
-#include "util.h"
+#include "ext.h"
 
 /* Does the turn @p l want another: an action_call step, or a text step
  * asking for one ({"again": true}, an LLM policy's re-prompt)? */
@@ -126,13 +126,35 @@ int pl_decorator_invoke_action(pl_decorator *out)
     return pl_decorator_invoke_action_with(out, NULL, 0);
 }
 
+int pl__ext_decorators_ok(const pl_decorator *list, size_t n, const char *fn)
+{
+    PL__EXT_ONE_VERSION(PL_DECORATOR);
+    if (n && !list)
+        return pl_errorf(PL_EINVAL, "%s: %zu decorators but the list is NULL",
+                         fn, n);
+    for (size_t i = 0; i < n; i++) {
+        if (list[i].version != list[0].version)
+            return pl_errorf(PL_EINVAL,
+                             "%s: pl_decorator %zu has version %u, the first "
+                             "has %u: an array's elements are of one version",
+                             fn, i, list[i].version, list[0].version);
+        if (PL__EXT_VERSION_OK(list[i].version, pl_decorator, PL_DECORATOR, fn))
+            return PL_EINVAL;
+        if (!list[i].fn)
+            return pl_errorf(PL_EINVAL, "%s: decorator %zu has no function", fn,
+                             i);
+    }
+    return PL_OK;
+}
+
 int pl_decorator_invoke_action_with(pl_decorator *out,
                                     const pl_decorator *per_call, size_t n)
 {
     if (!out)
         return pl_errorf(PL_EINVAL, "pl_decorator_invoke_action_with: out is "
                                     "NULL");
-    int st = pl__decorators_ok(per_call, n, "pl_decorator_invoke_action_with");
+    int st = pl__ext_decorators_ok(per_call, n,
+                                   "pl_decorator_invoke_action_with");
     if (st)
         return st;
     pl_decorator d = PL_DECORATOR_INIT;
