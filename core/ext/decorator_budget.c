@@ -26,9 +26,10 @@
  * PL_EINVAL with a message that starts with @p fn. */
 static int read_limits(pl_budget *b, const pl_budget *in, const char *fn)
 {
+    PL__EXT_ONE_VERSION(PL_BUDGET);
+    *b = (pl_budget)PL_BUDGET_INIT;
     if (!in)
         return pl_errorf(PL_EINVAL, "%s: no limits given", fn);
-    PL__EXT_ONE_VERSION(PL_BUDGET);
     if (PL__EXT_VERSION_OK(in->version, pl_budget, PL_BUDGET, fn))
         return PL_EINVAL;
     *b = *in;
