@@ -24,6 +24,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+extern char **environ;
+
 /* ---- loaded objects ------------------------------------------------------ */
 
 bool pl__symbol_elsewhere(void *handle, const char *symbol, const char **where)
@@ -115,6 +117,31 @@ bool pl__child_prepare(pid_t parent)
             fcntl(fd, F_SETFD, fl | FD_CLOEXEC);
     }
     return true;
+}
+
+void pl__child_exec(pid_t parent, int in, int out, int err, int dirfd,
+                    int errfd, char *const *argv, char **env)
+{
+    int e = 0;
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    signal(SIGPIPE, SIG_DFL);
+    if (setpgid(0, 0) != 0 || !pl__child_prepare(parent))
+        e = errno ? errno : ECHILD;
+    if (!e &&
+        (dup2(in, 0) < 0 || dup2(out, 1) < 0 || (err >= 0 && dup2(err, 2) < 0)))
+        e = errno;
+    if (!e && dirfd >= 0 && fchdir(dirfd) != 0)
+        e = errno;
+    if (!e) {
+        environ = env;
+        execvp(argv[0], argv);
+        e = errno;
+    }
+    ssize_t w = write(errfd, &e, sizeof e);
+    (void)w;
+    _exit(127);
 }
 
 /* ---- randomness ---------------------------------------------------------- */

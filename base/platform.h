@@ -76,6 +76,18 @@ PL__HIDDEN void pl__host_name(char *out, size_t n);
  */
 PL__HIDDEN bool pl__child_prepare(pid_t parent);
 
+/*
+ * In a child just forked: unblock every signal, restore SIGPIPE, become a
+ * process group of its own, pl__child_prepare(), take @p in, @p out and
+ * @p err (-1: keep the parent's) as the standard streams, go to @p dirfd
+ * (-1: stay), and execvp() @p argv with the environment @p env.  On
+ * failure, write errno (an int) to @p errfd and _exit(127).  Never
+ * returns.
+ */
+PL__HIDDEN _Noreturn void pl__child_exec(pid_t parent, int in, int out, int err,
+                                         int dirfd, int errfd,
+                                         char *const *argv, char **env);
+
 /* ---- randomness ---------------------------------------------------------- */
 
 /* Fill @p out with random bytes from the kernel.  PL_OK or PL_EIO. */

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 
 #include "policyledger_llm.h"
+#include "policyledger_mcp.h"
 #include "util.h"
 
 /* The bytes of a struct up to the end of @p field. */
@@ -69,6 +70,7 @@ LAYOUT(schema_error, pl_schema_error, PL_SCHEMA_ERROR, sizeof(pl_schema_error));
 LAYOUT(llm_options, pl_llm_options, PL_LLM_OPTIONS,
        END(pl_llm_options, tool_errors), sizeof(pl_llm_options));
 LAYOUT(llm_tokens, pl_llm_tokens, PL_LLM_TOKENS, sizeof(pl_llm_tokens));
+LAYOUT(mcp_options, pl_mcp_options, PL_MCP_OPTIONS, sizeof(pl_mcp_options));
 
 /* ---- the rule ------------------------------------------------------------- */
 

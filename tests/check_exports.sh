@@ -16,7 +16,7 @@ trap 'rm -rf "$tmp"' EXIT
 nm -D --defined-only "$lib" | awk '{print $3}' | grep '^pl_' | sort -u >"$tmp/exported"
 # Declarations, from the preprocessed headers: a name right before "(",
 # after a type (function pointer types are "(*name)" and do not match).
-printf '#include <policyledger.h>\n#include <policyledger_llm.h>\n' |
+printf '#include <policyledger.h>\n#include <policyledger_llm.h>\n#include <policyledger_mcp.h>\n' |
   ${CC:-cc} -E -P -I"$inc" "$@" -x c - | tr -s ' \n' ' ' |
   grep -oE '[A-Za-z0-9_*] +\**pl_[a-z][a-z0-9_]* *\(' |
   sed -E 's/.*(pl_[a-z][a-z0-9_]*) *\(/\1/' | grep -vx 'pl_plugin_init' |

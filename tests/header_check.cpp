@@ -5,6 +5,7 @@
  */
 #include <policyledger.h>
 #include <policyledger_llm.h>
+#include <policyledger_mcp.h>
 
 int pl_header_check_cxx(void);
 

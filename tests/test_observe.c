@@ -318,6 +318,7 @@ static char *tool_message(const t_server *srv, int i)
 
 static void agent_run(size_t max_tool_bytes, bool observed, char **sent)
 {
+    t_needs_curl(); /* the model is served over HTTP */
     t_server srv;
     t_server_start(&srv,
                    "{\"responses\": ["
