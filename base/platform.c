@@ -4,10 +4,11 @@
  *
  * The one file of the library that needs _GNU_SOURCE.
  */
-#define _GNU_SOURCE /* syscall, gethostname, getrandom, MAP_STACK,
+#define _GNU_SOURCE /* syscall, gethostname, getrandom, MAP_STACK, dladdr,
                        pthread_getattr_np, pthread_rwlockattr_setkind_np */
 #include "platform.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/futex.h>
@@ -24,6 +25,25 @@
 #include <unistd.h>
 
 extern char **environ;
+
+/* ---- loaded objects ------------------------------------------------------ */
+
+bool pl__symbol_elsewhere(void *handle, const char *symbol, const char **where)
+{
+    /* a function of this file: its address is in this object, whatever
+     * the program's symbol bindings */
+    bool (*self)(void *, const char *, const char **) = pl__symbol_elsewhere;
+    void *here;
+    memcpy(&here, &self, sizeof here);
+    Dl_info ours, theirs;
+    dlerror();
+    void *addr = dlsym(handle, symbol);
+    if (!addr || !dladdr(here, &ours) || !dladdr(addr, &theirs) ||
+        theirs.dli_fbase == ours.dli_fbase)
+        return false;
+    *where = theirs.dli_fname ? theirs.dli_fname : "(unnamed)";
+    return true;
+}
 
 /* ---- waiting on a word --------------------------------------------------- */
 

@@ -10,6 +10,7 @@
  *   | the host's name         | gethostname(2)                              |
  *   | random bytes            | getrandom(2)                                |
  *   | a writer-first rwlock   | pthread_rwlockattr_setkind_np()             |
+ *   | who defines a symbol    | dlsym(3), dladdr(3)                         |
  *   | a command's child       | prctl(PR_SET_PDEATHSIG), close_range(2)     |
  *   | fibers                  | ucontext (getcontext, makecontext,          |
  *   |                         | swapcontext, setcontext), mmap'd stacks,    |
@@ -27,6 +28,17 @@
 #include <ucontext.h>
 
 #include "util.h"
+
+/* ---- loaded objects ------------------------------------------------------ */
+
+/*
+ * Whether @p symbol, looked up in a dlopen()ed object @p handle and its
+ * dependencies, is defined in another object than the one this library's
+ * code is in: then true, with *@p where (borrowed, static) naming that
+ * object's file.  false when they define it in this one, or not at all.
+ */
+PL__HIDDEN bool pl__symbol_elsewhere(void *handle, const char *symbol,
+                                     const char **where);
 
 /* ---- waiting on a word --------------------------------------------------- */
 

@@ -140,14 +140,15 @@ static int root_load(pl_engine *e, const char *id, uint64_t *num,
     return PL_OK;
 }
 
-static int check_root(pl_engine *e, const pl_action *a,
-                      const pl_policy_def **def)
+/* Check the root action @p in, read into @p a (of the current version). */
+static int check_root(pl_engine *e, const pl_action *in, pl_action *a,
+                      const pl_policy_def **def, const char *fn)
 {
-    if (!a || a->version != PL_ACTION_VERSION)
-        return pl__err(PL_EINVAL, "the root action %s",
-                       a ? "was not made "
-                           "with PL_ACTION_INIT (wrong version)"
-                         : "is NULL: it needs a valid policy name");
+    if (!in)
+        return pl__err(PL_EINVAL, "the root action is NULL: it needs a "
+                                  "valid policy name");
+    if (pl__struct_in(a, in, &pl__action_layout, fn))
+        return PL_EINVAL;
     if (!pl__name_ok(a->policy))
         return pl__err(PL_EINVAL, "the root action needs a valid policy name");
     if (!a->payload)
@@ -366,27 +367,13 @@ static int run_execute(pl__run *r, const pl_policy_def *def,
 static int start_existing(pl_outcome **out, pl_engine *e, const char *id,
                           const pl_action *root, pl_if_exists how);
 
-/*
- * The caller's options, of version 1 or 2, as a version 2 struct in @p dst
- * (NULL: the defaults).  A version 1 struct ends before if_exists: read no
- * further.
- */
+/* The caller's options, of any of their versions, as a current struct in
+ * @p dst (NULL: the defaults), by util.h's one rule. */
 static int run_options(pl_run_options *dst, const pl_run_options *src,
                        const char *fn)
 {
-    pl_run_options defaults = PL_RUN_OPTIONS_INIT;
-    *dst = defaults;
-    if (!src)
-        return PL_OK;
-    if (src->version != PL_RUN_OPTIONS_VERSION && src->version != 1)
-        return pl__err(PL_EINVAL,
-                       "%s: options version %u, this library knows 1..%d "
-                       "(use PL_RUN_OPTIONS_INIT)",
-                       fn, src->version, PL_RUN_OPTIONS_VERSION);
-    memcpy(dst, src,
-           src->version == 1 ? offsetof(pl_run_options, if_exists)
-                             : sizeof *dst);
-    dst->version = PL_RUN_OPTIONS_VERSION;
+    if (pl__struct_in(dst, src, &pl__run_options_layout, fn))
+        return PL_EINVAL;
     if ((unsigned)dst->if_exists > PL_IF_EXISTS_OUTCOME)
         return pl__err(PL_EINVAL, "%s: unknown if_exists %d", fn,
                        (int)dst->if_exists);
@@ -418,9 +405,11 @@ static int start_run(pl_outcome **out, char **out_id, pl_engine *e,
                        "pl_run_continue only",
                        fn);
     const pl_policy_def *def;
-    int st = check_root(e, root, &def);
+    pl_action a;
+    int st = check_root(e, root, &a, &def, fn);
     if (st)
         return st;
+    root = &a;
     char idbuf[PL_UUID_LEN + 1];
     const char *id = opts->run_id;
     if (id && !pl__run_id_ok(id))

@@ -332,9 +332,6 @@ static int fingerprint(pl_mcp *m, const cJSON *list)
 
 static int check_options(const pl_mcp_options *o)
 {
-    if (o->version != PL_MCP_OPTIONS_VERSION)
-        return pl__err(PL_EINVAL, "pl_mcp_options: version %u, expected %u",
-                       o->version, PL_MCP_OPTIONS_VERSION);
     if (o->timeout_ms < 0 || o->start_timeout_ms < 0)
         return pl__err(PL_EINVAL, "pl_mcp_options: a negative timeout");
     if (o->max_message_bytes > (size_t)256 << 20)
@@ -351,11 +348,14 @@ static int check_options(const pl_mcp_options *o)
 int pl_mcp_register(pl_mcp **out, pl_registry *reg, const char *name,
                     const char *spec, const pl_mcp_options *opts)
 {
-    pl_mcp_options defaults = PL_MCP_OPTIONS_INIT;
-    const pl_mcp_options *o = opts ? opts : &defaults;
     if (!out || !reg)
         return pl__err(PL_EINVAL, "pl_mcp_register: NULL argument");
     *out = NULL;
+    pl_mcp_options current;
+    if (pl__struct_in(&current, opts, &pl__mcp_options_layout,
+                      "pl_mcp_register"))
+        return PL_EINVAL;
+    const pl_mcp_options *o = &current;
     int st = check_options(o);
     if (st)
         return st;
