@@ -6,7 +6,8 @@
  * declares what it shares in the header named after it.
  *
  *   replay/          the replay engine, from the public entry points down
- *     runner.c       the runner: start, continue, resume, ownership, outcomes
+ *     runner.c       the runner: start, continue, resume, ownership
+ *     outcome.c      new run ids; outcomes freed and their result read
  *     fanout.c       pl_ctx_call_all: several calls at once, on threads
  *     call.c         pl_ctx_call and friends: how a call resolves (call.h)
  *     indoubt.c      recovering a call in flight at a crash (indoubt.h)

@@ -25,4 +25,8 @@ PL__HIDDEN int pl__run_fail(pl__run *r, int status, const char *fmt, ...)
 PL__HIDDEN int pl__run_continue_leased(pl_outcome **out, pl_engine *e,
                                        const pl__lease *lease) PL__MUST_CHECK;
 
+/* A new outcome of run @p r with @p status (outcome.c); NULL when out of
+ * memory. */
+PL__HIDDEN pl_outcome *pl__outcome_new(pl__run *r, pl_run_status status);
+
 #endif /* PL_RUN_H */

@@ -10,7 +10,7 @@
  *
  * A failed execution records its reason but drops the steps appended since
  * the last sync point: nobody has seen them, and keeping them would pin the
- * fixed code to the broken code's output.
+ * fixed code to the broken code's output.  Outcomes are freed in outcome.c.
  */
 #include <assert.h>
 #include <stdio.h>
@@ -21,27 +21,6 @@
 #include "internal.h"
 #include "path.h"
 #include "run.h"
-
-/* ---- run ids -------------------------------------------------------------------- */
-
-/* A UUIDv7: 48 bits of Unix milliseconds, then random bits. */
-int pl__new_run_id(char out[PL_UUID_LEN + 1])
-{
-    uint8_t b[16];
-    int st = pl__random(b, sizeof b);
-    if (st)
-        return st;
-    uint64_t ms = (uint64_t)(pl__now_us() / 1000);
-    for (int i = 0; i < 6; i++)
-        b[i] = (uint8_t)(ms >> (40 - 8 * i));
-    b[6] = (uint8_t)((b[6] & 0x0f) | 0x70);
-    b[8] = (uint8_t)((b[8] & 0x3f) | 0x80);
-    char hex[33];
-    pl__hex(hex, b, sizeof b);
-    snprintf(out, PL_UUID_LEN + 1, "%.8s-%.4s-%.4s-%.4s-%.12s", hex, hex + 8,
-             hex + 12, hex + 16, hex + 20);
-    return PL_OK;
-}
 
 /* ---- ownership --------------------------------------------------------------------- */
 
@@ -170,43 +149,6 @@ static int check_root(pl_engine *e, const pl_action *in, pl_action *a,
 
 /* ---- outcomes ------------------------------------------------------------------------ */
 
-void pl_outcome_free(pl_outcome *o)
-{
-    if (!o)
-        return;
-    free(o->run_id);
-    pl_steps_free(o->steps);
-    free(o->resume_token);
-    cJSON_Delete(o->prompt);
-    free(o->suspended_path);
-    free(o->reason);
-    free(o);
-}
-
-const cJSON *pl_outcome_result(const pl_outcome *o)
-{
-    size_t n = o && o->status == PL_RUN_COMPLETED ? pl_steps_count(o->steps)
-                                                  : 0;
-    const cJSON *p = n ? pl_step_payload(pl_steps_at(o->steps, n - 1)) : NULL;
-    return p ? p : pl_json_empty();
-}
-
-static pl_outcome *outcome_new(pl__run *r, pl_run_status status)
-{
-    pl_outcome *o = calloc(1, sizeof *o);
-    if (!o || !(o->run_id = pl__strdup(r->id))) {
-        free(o);
-        pl__err(PL_ENOMEM, "out of memory");
-        return NULL;
-    }
-    o->status = status;
-    o->calls_served = r->served;
-    o->calls_executed = r->executed;
-    o->steps_replayed = r->replayed;
-    o->steps_appended = r->appended;
-    return o;
-}
-
 /* ---- executing ----------------------------------------------------------------------- */
 
 /* A failure of this process or its store, not of the run: nothing about it
@@ -247,7 +189,7 @@ static int run_execute(pl__run *r, const pl_policy_def *def,
             pl_steps_free(steps);
             return r->stop;
         }
-        o = outcome_new(r, PL_RUN_COMPLETED);
+        o = pl__outcome_new(r, PL_RUN_COMPLETED);
         if (!o) {
             pl_steps_free(steps);
             return pl__err(PL_ENOMEM, "out of memory");
@@ -282,7 +224,7 @@ static int run_execute(pl__run *r, const pl_policy_def *def,
         }
         pl__emit(r, PL_EVENT_RUN_COMPLETED, "0", 0, def->name, 0, 0,
                  pl__ev_clock(r) - t0, NULL);
-        if (!(o = outcome_new(r, PL_RUN_COMPLETED))) {
+        if (!(o = pl__outcome_new(r, PL_RUN_COMPLETED))) {
             pl_steps_free(steps);
             return pl__err(PL_ENOMEM, "out of memory");
         }
@@ -317,7 +259,7 @@ static int run_execute(pl__run *r, const pl_policy_def *def,
             return st;
         pl__emit(r, PL_EVENT_RUN_SUSPENDED, r->susp_path, r->susp_seq,
                  def->name, PL_STEP_SUSPEND, 0, pl__ev_clock(r) - t0, NULL);
-        if (!(o = outcome_new(r, PL_RUN_SUSPENDED)))
+        if (!(o = pl__outcome_new(r, PL_RUN_SUSPENDED)))
             return pl__err(PL_ENOMEM, "out of memory");
         o->resume_token = pl__strdup(r->token);
         o->suspended_path = pl__strdup(r->susp_path);
@@ -353,7 +295,7 @@ static int run_execute(pl__run *r, const pl_policy_def *def,
         return wst;
     pl__emit(r, PL_EVENT_RUN_FAILED, "0", 0, def->name, 0, st,
              pl__ev_clock(r) - t0, r->reason);
-    if (!(o = outcome_new(r, PL_RUN_FAILED)))
+    if (!(o = pl__outcome_new(r, PL_RUN_FAILED)))
         return pl__err(PL_ENOMEM, "out of memory");
     o->error = st;
     o->reason = pl__strdup(r->reason ? r->reason : pl_strerror(st));
