@@ -45,7 +45,7 @@ LAYOUT(engine_options, pl_engine_options, PL_ENGINE_OPTIONS,
        END(pl_engine_options, lease_ms), sizeof(pl_engine_options));
 LAYOUT(store_stats, pl_store_stats, PL_STORE_STATS, sizeof(pl_store_stats));
 LAYOUT(run_options, pl_run_options, PL_RUN_OPTIONS, END(pl_run_options, check),
-       sizeof(pl_run_options));
+       END(pl_run_options, if_exists), sizeof(pl_run_options));
 LAYOUT(worker_options, pl_worker_options, PL_WORKER_OPTIONS,
        sizeof(pl_worker_options));
 LAYOUT(pool_options, pl_pool_options, PL_POOL_OPTIONS, sizeof(pl_pool_options));
@@ -56,6 +56,8 @@ LAYOUT(side_effect_match, pl_side_effect_match, PL_SIDE_EFFECT_MATCH,
 LAYOUT(retry_options, pl_retry_options, PL_RETRY_OPTIONS,
        sizeof(pl_retry_options));
 LAYOUT(budget, pl_budget, PL_BUDGET, sizeof(pl_budget));
+LAYOUT(rate_limit_options, pl_rate_limit_options, PL_RATE_LIMIT_OPTIONS,
+       sizeof(pl_rate_limit_options));
 LAYOUT(paginate_options, pl_paginate_options, PL_PAGINATE_OPTIONS,
        sizeof(pl_paginate_options));
 LAYOUT(observe_options, pl_observe_options, PL_OBSERVE_OPTIONS,
