@@ -107,6 +107,12 @@ static void usage(FILE *f)
         "executing\n"
         "                        it (the store is created if need be); prints "
         "its id\n"
+        "    [--priority N]      its priority, -1000..1000 (default 0): "
+        "higher first\n"
+        "    [--key K --key-limit N]\n"
+        "                        its concurrency key: at most N runs with key "
+        "K execute\n"
+        "                        at once, on every worker sharing the store\n"
         "\n"
         "Options:\n"
         "  --plugin LIB.so       load a plugin's policies (repeatable; at "
@@ -209,7 +215,9 @@ static int set_mode(options *o, enum mode m, const char *flag);
 static bool is_queue_flag(const char *a)
 {
     return !strcmp(a, "--concurrency") || !strcmp(a, "--lease-ms") ||
-           !strcmp(a, "--submit") || !strcmp(a, "--payload");
+           !strcmp(a, "--submit") || !strcmp(a, "--payload") ||
+           !strcmp(a, "--priority") || !strcmp(a, "--key") ||
+           !strcmp(a, "--key-limit");
 }
 
 /* The valued flags of --worker and --submit; -1 after a usage error. */
@@ -225,6 +233,24 @@ static int parse_queue_flag(options *o, const char *a, const char *v)
     }
     if (!strcmp(a, "--payload"))
         o->payload = v;
+    if (!strcmp(a, "--key"))
+        o->key = v;
+    if (!strcmp(a, "--key-limit"))
+        return parse_count(&o->key_limit, a, v, 1, 1000000);
+    if (!strcmp(a, "--priority")) {
+        /* kept shifted by MAX + 1, so that 0 says "not given" */
+        char *end;
+        errno = 0;
+        long n = strtol(v, &end, 10);
+        if (errno || end == v || *end || n < -PL_PRIORITY_MAX ||
+            n > PL_PRIORITY_MAX) {
+            cli_error("--priority needs a whole number from %d to %d, not "
+                      "'%s'",
+                      -PL_PRIORITY_MAX, PL_PRIORITY_MAX, v);
+            return -1;
+        }
+        o->priority = (int)n + PL_PRIORITY_MAX + 1;
+    }
     return 0;
 }
 
@@ -382,6 +408,15 @@ static int parse_args(options *o, int argc, char **argv)
     if (!o->payload != (o->mode != MODE_SUBMIT)) {
         cli_error(o->payload ? "--payload goes with --submit"
                              : "--submit needs --payload JSON");
+        return EXIT_USAGE;
+    }
+    if ((o->priority || o->key || o->key_limit) && o->mode != MODE_SUBMIT) {
+        cli_error("--priority, --key and --key-limit go with --submit");
+        return EXIT_USAGE;
+    }
+    if (!o->key != !o->key_limit) {
+        cli_error(o->key ? "--key needs --key-limit N"
+                         : "--key-limit goes with --key");
         return EXIT_USAGE;
     }
     if (o->at && o->mode != MODE_FORK) {

@@ -51,6 +51,10 @@ typedef struct options {
     unsigned lease_ms;    /* --lease-ms MS */
     const char *submit;   /* --submit POLICY */
     const char *payload;  /* --payload JSON */
+    int priority;         /* --priority N (offset by PL_PRIORITY_MAX + 1:
+                             0 = not given) */
+    const char *key;      /* --key K */
+    unsigned key_limit;   /* --key-limit N */
 } options;
 
 /* ---- what replay reports through events --------------------------------- */
