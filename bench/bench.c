@@ -1,7 +1,7 @@
 /*
  * pl-bench -- policyledger against the physical floor.
  *
- *   pl-bench [--quick] [--json] [--dir DIR] [--only w1,w2,w3,w4,w5,w6,fanout]
+ *   pl-bench [--quick] [--json] [--dir DIR] [--only w1,...,w6,fanout,rate]
  *   pl-bench [--quick] [--json] --store postgresql://...   (see report_pg)
  *
  * Every workload runs in a fresh child process (so peak RSS is its own),
@@ -54,6 +54,7 @@
  *                  worker processes (pl_worker_run) sharing the store, in
  *                  sync mode; runs/s and the scaling over one worker.  No
  *                  floor: the figures are ratios to each other.
+ *   rate           one rate limit shared by three processes (bench_rate.c).
  *
  * W1 and W3 run in each durability mode (sync, group, process).  Every
  * workload and its floor are repeated, interleaved, and the medians shown;
@@ -94,6 +95,7 @@
 #include <policyledger_llm.h>
 #include <sys/socket.h>
 
+#include "bench.h"
 #include "pg_store.h" /* pl__pg_counts_get(): round trips to the server */
 
 /* ---- clocks and memory ------------------------------------------------------ */
@@ -3177,7 +3179,21 @@ static int report_pg_w3(bool quick)
     return failures;
 }
 
-/* W1, W3 and W6 (as @p only selects them) on PostgreSQL; returns the
+#define ONLY_FANOUT (1u << 16) /* --only fanout */
+#define ONLY_RATE (1u << 17)   /* --only rate */
+
+/* The rate workload (bench_rate.c) on a store of its own. */
+static int report_rate(bool quick)
+{
+    char path[1200];
+    path_in(path, sizeof path, "rate");
+    bench_out out = {say, g_json, add_goal};
+    int failures = bench_rate(quick, path, &out);
+    remove_store(path);
+    return failures;
+}
+
+/* W1, W3, W6 and rate (as @p only selects them) on PostgreSQL; returns the
  * failures. */
 static int report_pg(bool quick, unsigned only)
 {
@@ -3185,7 +3201,8 @@ static int report_pg(bool quick, unsigned only)
     cJSON_AddStringToObject(g_json, "store", "postgresql");
     return (only & 1u << 1 ? report_pg_w1(quick) : 0) +
            (only & 1u << 3 ? report_pg_w3(quick) : 0) +
-           (only & 1u << 6 ? report_w6(quick) : 0);
+           (only & 1u << 6 ? report_w6(quick) : 0) +
+           (only & ONLY_RATE ? report_rate(quick) : 0);
 }
 
 static void usage(FILE *f)
@@ -3198,18 +3215,23 @@ static void usage(FILE *f)
                "under $TMPDIR or /tmp)\n"
                "  --only LIST the workloads to run, e.g. w1,w4 or fanout "
                "(default: all)\n"
-               "  --store URI W1, W3 and W6 on PostgreSQL (a postgresql:// "
-               "URI), W1 and W3\n"
-               "              next to a libpq floor\n");
+               "  --store URI W1, W3, W6 and rate on PostgreSQL (a "
+               "postgresql:// URI), W1\n"
+               "              and W3 next to a libpq floor\n");
 }
-
-#define ONLY_FANOUT (1u << 16) /* --only fanout */
 
 /* "w1,w3" -> a bit per workload (1 << 1 | 1 << 3); 0 when malformed. */
 static unsigned parse_only(const char *list)
 {
     unsigned mask = 0;
     for (const char *p = list;; p += 3) {
+        if (!strncmp(p, "rate", 4) && (p[4] == ',' || p[4] == '\0')) {
+            mask |= ONLY_RATE;
+            if (p[4] == '\0')
+                return mask;
+            p += 2; /* and 3 more: past "rate," */
+            continue;
+        }
         if (!strncmp(p, "fanout", 6) && (p[6] == ',' || p[6] == '\0')) {
             mask |= ONLY_FANOUT;
             if (p[6] == '\0')
@@ -3228,7 +3250,7 @@ static unsigned parse_only(const char *list)
 
 int main(int argc, char **argv)
 {
-    unsigned only = 0x7e | ONLY_FANOUT; /* w1..w6, fanout */
+    unsigned only = 0x7e | ONLY_FANOUT | ONLY_RATE; /* w1..w6, fanout, rate */
     bool quick = false;
     const char *dir = NULL;
     for (int i = 1; i < argc; i++) {
@@ -3244,8 +3266,8 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--only") && i + 1 < argc) {
             if (!(only = parse_only(argv[++i]))) {
                 fprintf(stderr,
-                        "pl-bench: --only takes workloads w1..w6 and fanout, "
-                        "comma-separated, not '%s'\n",
+                        "pl-bench: --only takes workloads w1..w6, fanout and "
+                        "rate, comma-separated, not '%s'\n",
                         argv[i]);
                 return 2;
             }
@@ -3321,6 +3343,8 @@ int main(int argc, char **argv)
         failures += report_fanout(quick);
     if (only & 1u << 6)
         failures += report_w6(quick);
+    if (only & ONLY_RATE)
+        failures += report_rate(quick);
     report_goals(quick);
 
     jnum(g_json, "failures", failures);
