@@ -2,15 +2,17 @@
  * test_bitflip.c -- hostile store bytes: every bit of every key, and every
  * bit of every value, of a small store, flipped in turn.
  *
- * The store holds three runs: a completed one with nested calls ("done"), a
- * suspended one ("waiting") and one whose process was killed (SIGKILL)
- * inside a non-idempotent call ("crashed").  Each flip is made in a copy of
+ * The store holds four runs: a completed one with nested calls ("done"), a
+ * suspended one ("waiting"), one whose process was killed (SIGKILL)
+ * inside a non-idempotent call ("crashed"), and one queued with a priority
+ * and a concurrency key ("queued"); and a rate limit's budget.  Each flip
+ * is made in a copy of
  * the data file, in place, at the bytes LMDB itself points to (so a changed
  * key stays where it was in its page, out of order in the B-tree, as real
  * corruption would leave it).  A forked child then opens the copy and runs
  * pl_engine_runs, and for each run pl_run_walk, pl_run_ledger, pl_run_verify,
- * pl_run_continue with the check option and pl_run_continue for real,
- * reporting through a pipe which call it is in.  A child stuck in one call
+ * pl_run_continue with the check option and pl_run_continue for real, then
+ * pl_rate_take, reporting through a pipe which call it is in.  A child stuck in one call
  * for a minute is killed and fails the test (a hang), as
  * does one that dies of a signal (a crash) or a sanitizer report.
  *
@@ -64,8 +66,10 @@
  */
 #define HANG_MS 60000
 
-static const char *const g_runs[] = {"done", "waiting", "crashed"};
-#define N_RUNS 3
+static const char *const g_runs[] = {"done", "waiting", "crashed", "queued"};
+#define N_RUNS 4
+#define BUDGET "bitflip-budget" /* a rate limit's, taken once in build() */
+#define BUDGET_WINDOW_MS 3600000
 
 /* ---- the policies -------------------------------------------------------- */
 
@@ -200,6 +204,24 @@ static uint8_t *build(const char *path, const pl_registry *reg, size_t *len)
     cr_assert(WIFSIGNALED(ws) && WTERMSIG(ws) == SIGKILL,
               "the run was to be killed inside 'die'");
 
+    /* a queued run with its flow record, and a rate budget */
+    e = open_engine(path, reg);
+    cr_assert_not_null(e, "%s", pl_errmsg());
+    cJSON *qp = cJSON_CreateObject();
+    pl_action qa = {PL_ACTION_VERSION, "outer", qp, NULL, 0, NULL};
+    pl_run_options qo = PL_RUN_OPTIONS_INIT;
+    qo.run_id = "queued";
+    qo.priority = 3;
+    qo.concurrency_key = "tenant";
+    qo.concurrency_limit = 1;
+    cr_assert_eq(pl_run_submit(NULL, e, &qa, &qo), PL_OK, "%s", pl_errmsg());
+    cJSON_Delete(qp);
+    bool ok;
+    int64_t at, retry;
+    cr_assert_eq(pl_rate_take(&ok, &at, &retry, e, BUDGET, 5, BUDGET_WINDOW_MS),
+                 PL_OK);
+    pl_engine_close(e);
+
     FILE *f = fopen(path, "rb");
     cr_assert_not_null(f);
     struct stat sb;
@@ -278,10 +300,10 @@ static void find_targets(const char *path, targets *keys, targets *vals,
     cr_assert_eq(mdb_env_stat(env, &ms), 0);
     size_t psize = ms.ms_psize;
     cr_assert_eq(mdb_txn_begin(env, NULL, MDB_RDONLY, &txn), 0);
-    static const char *const dbs[] = {"meta", "runs", "state", "steps",
-                                      "journal"};
+    static const char *const dbs[] = {"meta",  "runs",    "state",
+                                      "steps", "journal", "flow"};
     (void)crashed_num;
-    for (size_t d = 0; d < 5; d++) {
+    for (size_t d = 0; d < sizeof dbs / sizeof *dbs; d++) {
         MDB_dbi dbi;
         cr_assert_eq(mdb_dbi_open(txn, dbs[d], 0, &dbi), 0);
         MDB_cursor *cur;
@@ -440,6 +462,13 @@ static void child(const char *path, const pl_registry *reg, int fd)
                 r.reported = true;
             pl_outcome_free(o);
         }
+        /* the rate budget: read and counted */
+        stage(fd, 'b');
+        bool ok = false;
+        int64_t at, retry;
+        note(&r,
+             pl_rate_take(&ok, &at, &retry, e, BUDGET, 5, BUDGET_WINDOW_MS));
+        mix(&r.digest, &ok, sizeof ok);
         pl_engine_close(e);
     }
     stage(fd, '=');
@@ -458,6 +487,7 @@ static const char *stage_name(char c)
     case 'v': return "pl_run_verify";
     case 'c': return "pl_run_continue (check)";
     case 'r': return "pl_run_continue";
+    case 'b': return "pl_rate_take";
     default: return "?";
     }
 }

@@ -234,9 +234,13 @@ int pl__lmdb_flow_pick(pl__lmdb_store *s, MDB_txn *txn, uint64_t *out, int *st)
             break;
         if (ls != PL__LEASE_EXPIRED)
             continue; /* executing; or gone (dropped with it, never) */
-        pl__flow f;
-        if ((rc = flow_get(s, txn, run, &f, st)) || *st)
+        pl__flow f = {0};
+        rc = flow_get(s, txn, run, &f, st);
+        if (rc == MDB_NOTFOUND)
+            f.key[0] = '\0'; /* its record gone: no key to wait for */
+        else if (rc || *st)
             break;
+        rc = 0;
         bool room = true;
         if (*f.key && ((rc = key_room(s, txn, w, &f, &room, st)) || *st))
             break;
