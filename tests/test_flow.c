@@ -312,7 +312,7 @@ Test(flow, priorities_drain_in_order)
     static const int prios[] = {0, 5, -2, 1, 1, 0, 5, -2};
     int prio_of[N];
     for (int i = 0; i < N; i++) {
-        char id[16], json[32];
+        char id[24], json[48];
         snprintf(id, sizeof id, "p-%02d", i);
         snprintf(json, sizeof json, "{\"n\": %d}", i);
         prio_of[i] = prios[(i * 3) % 8];
@@ -357,7 +357,7 @@ Test(flow, a_run_waiting_for_its_key_holds_no_worker)
     f_submit(e, "gate", "{\"name\": \"a1\"}", "a1", 0, "a", 1);
     f_submit(e, "gate", "{\"name\": \"a2\"}", "a2", 0, "a", 1);
     for (int i = 0; i < 6; i++) {
-        char id[8], json[40];
+        char id[24], json[64];
         snprintf(id, sizeof id, "b%d", i);
         snprintf(json, sizeof json, "{\"name\": \"%s\"}", id);
         f_submit(e, "gate", json, id, 0, "b", 2);
@@ -365,7 +365,7 @@ Test(flow, a_run_waiting_for_its_key_holds_no_worker)
     f_worker w;
     f_worker_start(&w, e, 2);
     for (int i = 0; i < 6; i++) {
-        char id[8];
+        char id[24];
         snprintf(id, sizeof id, "b%d", i);
         f_await_status(e, id, PL_RUN_COMPLETED);
     }
@@ -392,7 +392,7 @@ Test(flow, a_run_waiting_for_its_key_holds_no_worker)
 
 static void k_worker(const char *path, const pl_registry *reg, int i)
 {
-    char host[16];
+    char host[24];
     snprintf(host, sizeof host, "host-%d", i);
     pl_engine *e = f_engine(path, reg, host);
     pl_worker_options o = PL_WORKER_OPTIONS_INIT;
@@ -473,7 +473,7 @@ static int k_cmp(const void *a, const void *b)
  * service does, holds each run once; a line more only for a call cut
  * short by a kill.
  */
-Test(flow, keys_hold_across_killed_workers, .timeout = 600)
+Test(flow, keys_hold_across_killed_workers)
 {
     const char *path = t_store_path();
     pl_registry *reg = f_registry();
@@ -481,7 +481,7 @@ Test(flow, keys_hold_across_killed_workers, .timeout = 600)
     /* each key's runs together: without the limit, the workers would take
      * one key's runs all at once */
     for (int i = 0; i < K_RUNS; i++) {
-        char id[16], json[48], key[8];
+        char id[24], json[64], key[24];
         snprintf(id, sizeof id, "k-%04d", i);
         snprintf(json, sizeof json, "{\"run\": \"%s\"}", id);
         snprintf(key, sizeof key, "key%d", i / (K_RUNS / K_KEYS));
@@ -505,7 +505,7 @@ Test(flow, keys_hold_across_killed_workers, .timeout = 600)
         f_nap(10);
     }
     for (int i = 0; i < K_RUNS; i++) {
-        char id[16];
+        char id[24];
         snprintf(id, sizeof id, "k-%04d", i);
         f_await_status(e, id, PL_RUN_COMPLETED);
     }
@@ -517,7 +517,7 @@ Test(flow, keys_hold_across_killed_workers, .timeout = 600)
     size_t cap = K_RUNS * 4, n = 0;
     k_span *spans = calloc(cap, sizeof *spans);
     for (int i = 0; i < K_RUNS; i++) {
-        char id[16];
+        char id[24];
         snprintf(id, sizeof id, "k-%04d", i);
         n += k_spans(e, id, i / (K_RUNS / K_KEYS), spans + n, cap - n);
     }

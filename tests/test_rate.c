@@ -292,7 +292,7 @@ Test(rate, processes_share_one_budget)
         cr_assert_geq(kids[i], 0);
         if (kids[i] == 0) {
             pl_engine *ce = r_engine(path, reg);
-            char id[16], json[32];
+            char id[24], json[48];
             snprintf(id, sizeof id, "proc-%d", i);
             snprintf(json, sizeof json, "{\"n\": %d}", N);
             cJSON *p = cJSON_Parse(json);
@@ -315,7 +315,7 @@ Test(rate, processes_share_one_budget)
     int64_t at[P * N];
     size_t admitted = 0, denied = 0;
     for (int i = 0; i < P; i++) {
-        char id[16];
+        char id[24];
         snprintf(id, sizeof id, "proc-%d", i);
         r_takes(e, id, at, P * N, &admitted, &denied);
     }
