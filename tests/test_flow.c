@@ -12,6 +12,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <lmdb.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -378,6 +379,50 @@ Test(flow, a_run_waiting_for_its_key_holds_no_worker)
     f_await_status(e, "a2", PL_RUN_COMPLETED);
     f_worker_stop(&w);
     cr_assert_eq(f_status(e, "a1"), PL_RUN_COMPLETED);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/* ---- an older store -------------------------------------------------------- */
+
+/*
+ * A store made before the queue had an order (no `flow` database, its
+ * queued runs' leases alone) gains one at its first writable open, its
+ * leases indexed: the queued run is taken as before.
+ */
+Test(flow, an_older_store_gains_its_queue_order)
+{
+    t_lmdb_only("the upgrade of an LMDB file");
+    pl_registry *reg = f_registry();
+    const char *path = t_store_path();
+    pl_engine *e = f_engine(path, reg, "host-a");
+    f_submit(e, "order", "{\"n\": 7}", "old-queued", 0, NULL, 0);
+    pl_engine_close(e);
+    /* as an older build left it: no flow database */
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi dbi;
+    cr_assert_eq(mdb_env_create(&env), 0);
+    cr_assert_eq(mdb_env_set_maxdbs(env, 16), 0);
+    cr_assert_eq(mdb_env_open(env, path, MDB_NOSUBDIR, 0600), 0);
+    cr_assert_eq(mdb_txn_begin(env, NULL, 0, &txn), 0);
+    cr_assert_eq(mdb_dbi_open(txn, "flow", 0, &dbi), 0);
+    cr_assert_eq(mdb_drop(txn, dbi, 1), 0);
+    cr_assert_eq(mdb_txn_commit(txn), 0);
+    mdb_env_close(env);
+    /* read-only, it stays as it is and reads */
+    pl_engine_options ro = PL_ENGINE_OPTIONS_INIT;
+    ro.read_only = true;
+    cr_assert_eq(pl_engine_open(&e, path, reg, &ro), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(f_status(e, "old-queued"), PL_RUN_SUBMITTED);
+    pl_engine_close(e);
+    e = f_engine(path, reg, "host-a");
+    f_worker w;
+    f_worker_start(&w, e, 1);
+    f_await_status(e, "old-queued", PL_RUN_COMPLETED);
+    f_worker_stop(&w);
+    cr_assert_eq(f_n_seen, 1);
+    cr_assert_eq(f_seen[0], 7);
     pl_engine_close(e);
     pl_registry_free(reg);
 }
