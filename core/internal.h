@@ -151,6 +151,9 @@ struct pl_engine {
     pthread_t renewer;
     bool renewing, renew_stop; /* under mu */
     atomic_int worker_stop;    /* pl_worker_stop() */
+
+    /* time (wait.c): waits shorter than this hold their thread */
+    atomic_llong wait_in_place_ms;
 };
 
 /*
@@ -223,6 +226,15 @@ typedef struct pl__run {
 
     pl_ctx *inv[PL_MAX_DEPTH + 1]; /* the invocation at each depth */
     pl_ctx *cur; /* the innermost running one: the only usable context */
+
+    /* time (wait.c) */
+    int64_t deadline_ms; /* the run's deadline, Unix ms; 0 = none */
+    bool cancelled;      /* its cancellation was seen (a cancel step) */
+    char *cancel_reason;
+    bool parked;            /* stop is PL_ESUSPENDED for a wait: the run
+                               parks (susp_path, susp_seq: the wait step) */
+    int64_t wait_until_ms;  /* parked: wakes then (0: an event only) */
+    char *wait_event;       /* parked: for this event; NULL: a sleep */
 
     /* set when the run suspends */
     char token[33];

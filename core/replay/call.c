@@ -27,6 +27,7 @@
 #include "indoubt.h"
 #include "invocation.h"
 #include "run.h"
+#include "wait.h"
 
 /*
  * The record ends after the action_call at @p call_seq (or it was just
@@ -269,7 +270,7 @@ int pl_ctx_call(pl_step **out, pl_ctx *c, const pl_action *a,
     if (st)
         return st;
     pl__run *r = c->run;
-    if ((st = pl__call_may_start(r)))
+    if ((st = pl__call_may_start(r)) || (st = pl__wait_boundary(c)))
         return st;
     if ((st = pl__call_check_action(r, c, a)))
         return st;
@@ -281,7 +282,27 @@ int pl_ctx_call(pl_step **out, pl_ctx *c, const pl_action *a,
     if ((st = pl__call_append(c, a, def, &call_seq, &replayed)))
         return st;
     assert(call_seq + 1 == c->next_seq); /* the cursor is past the call */
-    return resolve_call(c, call_seq, replayed, a, def, decos, n_decos, out);
+    pl_step *res = NULL;
+    st = resolve_call(c, call_seq, replayed, a, def, decos, n_decos, &res);
+    const char *code = !st && res ? pl_step_error_code(res) : NULL;
+    if (code && strcmp(code, PL_ERR_CANCELLED) == 0) {
+        /* the callee saw the run's cancellation and handed it on */
+        if (!r->cancelled) {
+            const cJSON *m = cJSON_GetObjectItemCaseSensitive(
+                pl_step_payload(res), "message");
+            free(r->cancel_reason);
+            r->cancel_reason =
+                pl__strdup(cJSON_IsString(m) ? m->valuestring : "");
+            r->cancelled = true;
+        }
+        st = pl__err(PL_ECANCELLED, "run %s is cancelled: %s", r->id,
+                     r->cancel_reason ? r->cancel_reason : "");
+    }
+    if (out)
+        *out = res;
+    else
+        pl_step_free(res);
+    return st;
 }
 
 int pl_ctx_invoke(cJSON **out, pl_ctx *c, const char *policy,

@@ -26,6 +26,12 @@ static int run_policy(pl_ctx *c, const pl_action *a, pl_steps *out)
     int st = c->def->fn(c, a, &ret, c->def->user);
     if (r->stop) {
         st = r->stop;
+    } else if (st == PL_ECANCELLED && r->cancelled) {
+        /* the run's cancellation, handed on to the caller (wait.c) */
+        for (size_t i = 0; i < ret.n; i++)
+            pl_step_free(ret.v[i]);
+        free(ret.v);
+        return st;
     } else if (st) {
         bool said = pl__errmsg_set();
         /* out of memory is this process's failure, not the policy's: the

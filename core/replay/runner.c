@@ -179,6 +179,7 @@ void pl_outcome_free(pl_outcome *o)
     cJSON_Delete(o->prompt);
     free(o->suspended_path);
     free(o->reason);
+    free(o->wait_event);
     free(o);
 }
 
@@ -211,6 +212,88 @@ static bool store_failure(int st)
            st == PL_ENOMEM;
 }
 
+/* The run's root returned after its cancellation was seen: it ends
+ * cancelled, with the steps it made since (compensating calls). */
+static int end_cancelled(pl__run *r, const pl_policy_def *def, uint64_t t0,
+                         pl_outcome **out)
+{
+    pl__run_state *rs = &r->state;
+    const char *why = r->cancel_reason ? r->cancel_reason : "";
+    if (r->check) { /* replayed: nothing is written */
+        pl_outcome *o = outcome_new(r, PL_RUN_CANCELLED);
+        if (!o || !(o->reason = pl__strdup(why))) {
+            pl_outcome_free(o);
+            return pl__err(PL_ENOMEM, "out of memory");
+        }
+        o->error = PL_ECANCELLED;
+        *out = o;
+        return PL_OK;
+    }
+    rs->status = PL_RUN_CANCELLED;
+    rs->error = PL_ECANCELLED;
+    free(rs->reason);
+    if (!(rs->reason = pl__strdup(why)))
+        return pl__err(PL_ENOMEM, "out of memory");
+    int st = pl__run_head(r, rs->head);
+    if (st)
+        return st;
+    rs->has_head = true;
+    if ((st = pl__run_write(r, true)))
+        return st;
+    pl__emit(r, PL_EVENT_RUN_FAILED, "0", 0, def->name, 0, PL_ECANCELLED,
+             pl__ev_clock(r) - t0, why);
+    pl_outcome *o = outcome_new(r, PL_RUN_CANCELLED);
+    if (!o || !(o->reason = pl__strdup(why))) {
+        pl_outcome_free(o);
+        return pl__err(PL_ENOMEM, "out of memory");
+    }
+    o->error = PL_ECANCELLED;
+    *out = o;
+    return PL_OK;
+}
+
+/* The run parked at a wait (wait.c): record it waiting, with its timer. */
+static int end_waiting(pl__run *r, const pl_policy_def *def, uint64_t t0,
+                       pl_outcome **out)
+{
+    pl__run_state *rs = &r->state;
+    rs->status = PL_RUN_WAITING;
+    int st = pl__run_head(r, rs->head);
+    if (st)
+        return st;
+    rs->has_head = true;
+    free(rs->susp_path);
+    free(rs->wait_event);
+    rs->wait_event = NULL;
+    rs->susp_path = pl__strdup(r->susp_path);
+    rs->susp_seq = r->susp_seq;
+    rs->wait_until_ms = r->wait_until_ms;
+    if (!rs->susp_path ||
+        (r->wait_event && !(rs->wait_event = pl__strdup(r->wait_event))))
+        return pl__err(PL_ENOMEM, "out of memory");
+    /* woken at its time, or at its deadline to end */
+    int64_t due = r->wait_until_ms;
+    if (r->deadline_ms && (!due || r->deadline_ms < due))
+        due = r->deadline_ms;
+    r->batch.timer_us = due > 0 ? due * 1000 : 0;
+    r->batch.timer_id = r->id;
+    st = pl__run_write(r, true);
+    r->batch.timer_us = 0;
+    if (st)
+        return st;
+    pl__emit(r, PL_EVENT_RUN_SUSPENDED, r->susp_path, r->susp_seq, def->name,
+             PL_STEP_WAIT, 0, pl__ev_clock(r) - t0, r->wait_event);
+    pl_outcome *o = outcome_new(r, PL_RUN_WAITING);
+    if (!o || !(o->suspended_path = pl__strdup(r->susp_path)) ||
+        (r->wait_event && !(o->wait_event = pl__strdup(r->wait_event)))) {
+        pl_outcome_free(o);
+        return pl__err(PL_ENOMEM, "out of memory");
+    }
+    o->wake_ms = r->wait_until_ms;
+    *out = o;
+    return PL_OK;
+}
+
 /*
  * Execute the root invocation of @p r and record the end.  Returns PL_OK with
  * an outcome, or a status when the end could not be recorded.
@@ -226,6 +309,10 @@ static int run_execute(pl__run *r, const pl_policy_def *def,
         st = pl__run_root(r, def, root, replaying, steps);
         if (!st && r->stop)
             st = r->stop;
+    }
+    if (r->cancelled && (!st || st == PL_ECANCELLED) && !r->stop) {
+        pl_steps_free(steps);
+        return end_cancelled(r, def, t0, out);
     }
     if (st && !r->stop) /* also when the step list could not be made */
         pl__run_fail(r, st, "run %s: %s", r->id, pl_errmsg());
@@ -283,6 +370,8 @@ static int run_execute(pl__run *r, const pl_policy_def *def,
     }
     pl_steps_free(steps);
 
+    if (r->stop == PL_ESUSPENDED && r->parked)
+        return end_waiting(r, def, t0, out);
     if (r->stop == PL_ESUSPENDED) {
         rs->status = PL_RUN_SUSPENDED;
         if ((st = pl__run_head(r, rs->head)))
@@ -371,11 +460,23 @@ static int start_run(pl_outcome **out, char **out_id, pl_engine *e,
     pl_run_options defaults = PL_RUN_OPTIONS_INIT;
     if (!opts)
         opts = &defaults;
-    if (opts->version != PL_RUN_OPTIONS_VERSION)
+    if (opts->version < 1 || opts->version > PL_RUN_OPTIONS_VERSION)
         return pl__err(PL_EINVAL,
                        "%s: options version %u, this "
-                       "library knows %d",
+                       "library knows 1 to %d",
                        fn, opts->version, PL_RUN_OPTIONS_VERSION);
+    int64_t deadline = 0;
+    if (opts->version >= 2) {
+        if (opts->deadline_ms < 0 || opts->deadline_in_ms < 0 ||
+            opts->deadline_in_ms > INT64_MAX / 4)
+            return pl__err(PL_EINVAL, "%s: a negative or huge deadline", fn);
+        deadline = opts->deadline_ms;
+        int64_t rel =
+            opts->deadline_in_ms ? pl__now_us() / 1000 + opts->deadline_in_ms
+                                 : 0;
+        if (rel && (!deadline || rel < deadline))
+            deadline = rel;
+    }
     if (opts->check)
         return pl__err(PL_EINVAL,
                        "%s: check applies to "
@@ -416,9 +517,11 @@ static int start_run(pl_outcome **out, char **out_id, pl_engine *e,
     ri.seed_len = seed.len;
     ri.created_us = pl__now_us();
     ri.code = (char *)def->code_version;
+    ri.deadline_ms = deadline;
     if ((st = pl__run_info_encode(&info, id, &ri)) ||
         (st = pl__run_new(e, id, &r)))
         goto done;
+    r->deadline_ms = deadline;
     if (def->code_version && !(r->root_code = pl__strdup(def->code_version))) {
         st = pl__err(PL_ENOMEM, "out of memory");
         goto done;
@@ -524,7 +627,7 @@ static int claim_fn(pl__buf *state, pl__kvs *extra, void *user)
                      "its token",
                      c->id, st.susp_path ? st.susp_path : "?");
     } else if (c->worker && st.status != PL_RUN_RUNNING &&
-               st.status != PL_RUN_SUBMITTED) {
+               st.status != PL_RUN_SUBMITTED && st.status != PL_RUN_WAITING) {
         rc = pl__err(PL_ESTATE, "run '%s' is %s: nothing to execute", c->id,
                      pl_run_status_name(st.status));
     } else if (st.status == PL_RUN_RUNNING && !c->leased &&
@@ -551,6 +654,9 @@ static int claim_fn(pl__buf *state, pl__kvs *extra, void *user)
     free(st.prompt);
     st.prompt = NULL;
     st.prompt_len = 0;
+    st.wait_until_ms = 0;
+    free(st.wait_event);
+    st.wait_event = NULL;
     free(st.result);
     st.result = NULL;
     st.result_len = 0;
@@ -719,11 +825,18 @@ static int continue_run(pl_engine *e, const char *id, bool check,
     pl__buf_free(&sb);
     if (st)
         goto done;
+    r->deadline_ms = ra.info.deadline_ms;
     if (leased && r->state.status != PL_RUN_RUNNING &&
-        r->state.status != PL_RUN_SUBMITTED) {
+        r->state.status != PL_RUN_SUBMITTED &&
+        r->state.status != PL_RUN_WAITING) {
         drop_lease(e, num, leased->gen); /* a stale lease: nothing to do */
         st = pl__err(PL_ESTATE, "run '%s' is %s: nothing to execute", id,
                      pl_run_status_name(r->state.status));
+        goto done;
+    }
+    if (!check && r->state.status == PL_RUN_CANCELLED) {
+        st = pl__err(PL_ESTATE, "run '%s' is cancelled: %s", id,
+                     r->state.reason ? r->state.reason : "");
         goto done;
     }
     /* a completed run is final: replaying it writes nothing */
@@ -785,10 +898,10 @@ int pl_run_continue(pl_outcome **out, pl_engine *e, const char *run_id,
     if (!e || !pl__run_id_ok(run_id))
         return pl__err(PL_EINVAL, "pl_run_continue: an engine and a valid run "
                                   "id are required");
-    if (opts && opts->version != PL_RUN_OPTIONS_VERSION)
+    if (opts && (opts->version < 1 || opts->version > PL_RUN_OPTIONS_VERSION))
         return pl__err(PL_EINVAL,
                        "pl_run_continue: options version %u, this "
-                       "library knows %d",
+                       "library knows 1 to %d",
                        opts->version, PL_RUN_OPTIONS_VERSION);
     return continue_run(e, run_id, opts && opts->check, NULL, NULL, out, NULL);
 }

@@ -46,6 +46,7 @@
  * uses its parent's connections.
  */
 #include "pg_store.h"
+#include "runrec.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -81,12 +82,17 @@ enum {
 /* The lease statements (lease_sql()). */
 enum { L_ACQUIRE, L_GET, L_NEXT, L_RENEW, L_RELEASE, L_FENCE, L_CREATE, L_N };
 
+/* The timer and inbox statements (time_sql()). */
+enum { T_SET, T_TAKE, T_NEXT, T_GET, T_INBOX_DEL, T_INBOX_PUT, T_INBOX_READ,
+       T_N };
+
 struct pl__pg_store {
     char *path;     /* as given, for messages */
     char *conninfo; /* the URI without schema= */
     char *schema;
     char *q[Q_N];    /* the statements, naming the schema */
     char *lq[L_N];   /* the lease statements, likewise */
+    char *tq[T_N];   /* the timer and inbox statements, likewise */
     char *steps_sql; /* "INSERT INTO schema.steps (k, v) VALUES" */
     bool nosync;
     bool read_only; /* every write fails with PL_ESTATE */
@@ -358,6 +364,7 @@ static int parse_uri(pl__pg_store *s, const char *uri)
 }
 
 static int lease_sql(const pl__pg_store *s, int which, char **out);
+static int time_sql(const pl__pg_store *s, int which, char **out);
 
 static int make_statements(pl__pg_store *s)
 {
@@ -412,6 +419,9 @@ static int make_statements(pl__pg_store *s)
             return pl__err(PL_ENOMEM, "out of memory");
     for (int i = 0; i < L_N; i++)
         if (lease_sql(s, i, &s->lq[i]))
+            return PL_ENOMEM;
+    for (int i = 0; i < T_N; i++)
+        if (time_sql(s, i, &s->tq[i]))
             return PL_ENOMEM;
     return s->steps_sql ? PL_OK : pl__err(PL_ENOMEM, "out of memory");
 }
@@ -483,6 +493,8 @@ static int setup(pl__pg_store *s, PGconn *c)
 
 /* the leases table (see LEASES at the end of this file) */
 static int pg_lease_setup(pl__pg_store *s, PGconn *c);
+/* the timers and inboxes (see TIMERS at the end of this file) */
+static int pg_time_setup(pl__pg_store *s, PGconn *c);
 
 int pl__pg_open(pl__pg_store **out, const char *uri,
                 const pl__store_options *opts)
@@ -507,6 +519,8 @@ int pl__pg_open(pl__pg_store **out, const char *uri,
         st = setup(s, c);
     if (!st && !s->read_only)
         st = pg_lease_setup(s, c);
+    if (!st && !s->read_only)
+        st = pg_time_setup(s, c);
     conn_put(s, c);
     if (st) {
         pl__pg_close(s);
@@ -532,6 +546,8 @@ void pl__pg_close(pl__pg_store *s)
         free(s->q[i]);
     for (int i = 0; i < L_N; i++)
         free(s->lq[i]);
+    for (int i = 0; i < T_N; i++)
+        free(s->tq[i]);
     free(s->steps_sql);
     free(s->schema);
     free(s->conninfo);
@@ -545,12 +561,22 @@ const char *pl__pg_path(const pl__pg_store *s) { return s->path; }
 /* ---- commit -------------------------------------------------------------- */
 
 /* What a statement sent in the pipeline was. */
-typedef enum { SENT_CREATE, SENT_STEPS, SENT_STATE, SENT_LEASE } sent_kind;
+typedef enum {
+    SENT_CREATE,
+    SENT_STEPS,
+    SENT_STATE,
+    SENT_LEASE,
+    SENT_TIMER,
+    SENT_INBOX
+} sent_kind;
 
 /* the commit's lease statements (see LEASES at the end of this file) */
 static int pg_lease_send(pl__pg_store *s, PGconn *c, const pl__batch *bt,
                          bool *sent_any);
 static int pg_lease_failed(pl__pg_store *s, PGconn *c, const PGresult *r);
+/* the commit's timer and inbox statements (see TIMERS at the end) */
+static int pg_time_send(pl__pg_store *s, PGconn *c, const pl__batch *bt,
+                        bool *timer, bool *inbox);
 
 typedef struct sent {
     sent_kind kind;
@@ -627,7 +653,7 @@ static int commit_send(pl__pg_store *s, PGconn *c, pl__batch *const *batches,
     for (size_t b = 0; !st && b < n; b++) {
         pl__batch *bt = batches[b];
         bt->rc = PL_OK;
-        size_t want = nq + 3 + (bt->steps.n + ROWS_MAX - 1) / ROWS_MAX;
+        size_t want = nq + 5 + (bt->steps.n + ROWS_MAX - 1) / ROWS_MAX;
         sent *g = pl__grow(q, &cap, want, sizeof *q, 16);
         if (!g) {
             st = pl__err(PL_ENOMEM, "out of memory");
@@ -671,6 +697,13 @@ static int commit_send(pl__pg_store *s, PGconn *c, pl__batch *const *batches,
                 st = pg_err(s, c, NULL, "sending steps");
             else
                 q[nq++] = (sent){SENT_STEPS, bt};
+        }
+        bool timer, inbox;
+        if (!st && !(st = pg_time_send(s, c, bt, &timer, &inbox))) {
+            if (timer)
+                q[nq++] = (sent){SENT_TIMER, bt};
+            if (inbox)
+                q[nq++] = (sent){SENT_INBOX, bt};
         }
         if (!st && bt->state.len) {
             uint8_t run[8];
@@ -716,6 +749,11 @@ static int commit_results(pl__pg_store *s, PGconn *c, const sent *q, size_t nq)
                    es != PGRES_PIPELINE_ABORTED && !st) {
             st = q[i].kind == SENT_STEPS && is_unique_violation(r) ? busy()
                  : q[i].kind == SENT_LEASE ? pg_lease_failed(s, c, r)
+                 : q[i].kind == SENT_INBOX
+                     ? pl__err(PL_EBUSY,
+                               "run #%llu: an inbox record it consumes was "
+                               "consumed by another execution",
+                               (unsigned long long)q[i].batch->run)
                                            : pg_err(s, c, r, "committing");
         }
         PQclear(r);
@@ -1429,4 +1467,376 @@ static int pg_lease_failed(pl__pg_store *s, PGconn *c, const PGresult *r)
                    m ? m
                      : "this worker's lease was taken "
                        "over");
+}
+
+/* ---- timers and inboxes -------------------------------------------------- */
+
+/*
+ * TIMERS and INBOXES (store.h) on PostgreSQL: two more tables in the
+ * store's schema, made on every writable open (an older store gains them).
+ *
+ *   | timers | run bigint PK, due bigint (Unix us, indexed), id text,   |
+ *   |        | rec bytea (the timer record, runrec.c)                   |
+ *   | inbox  | run bigint, seq bigint, rec bytea (the inbox record);    |
+ *   |        | PK (run, seq)                                            |
+ *
+ * A take is one statement: the earliest due timer whose run holds no live
+ * lease, locked with FOR UPDATE SKIP LOCKED, deleted, and the run's lease
+ * taken for the worker, so two workers never take the same timer and
+ * neither waits for the other.  A delivery locks the run's state row (as a
+ * claim does) and then writes, so it never slips between a run's look at
+ * its inbox and its parking: the parking commit, which writes the state,
+ * waits for it and keeps the earlier due time it set.  A consumption is
+ * a DELETE in the consuming commit's transaction that fails the whole
+ * commit (a division by zero) when the record is gone.
+ *
+ * Due times are written on the writing host's clock (a wake time from the
+ * recorded clock, a delivery's "now") and compared with the server's: a
+ * host whose clock runs ahead of the server's has its wakes that much late.
+ */
+static int time_sql(const pl__pg_store *s, int which, char **out)
+{
+    const char *n = s->schema;
+    switch (which) {
+    case T_SET:
+        *out = pl__asprintf(
+            "INSERT INTO \"%s\".timers AS t (run, due, id, rec) VALUES "
+            "($1::bigint, $2::bigint, $3, $4::bytea) ON CONFLICT (run) DO "
+            "UPDATE SET due = excluded.due, id = excluded.id, rec = "
+            "excluded.rec WHERE excluded.due < t.due",
+            n);
+        break;
+    case T_TAKE:
+        *out = pl__asprintf(
+            "WITH t AS (SELECT tm.run, tm.due, tm.id, tm.rec FROM \"%s\".timers "
+            "tm WHERE tm.due <= " NOW_US " AND NOT EXISTS (SELECT 1 FROM "
+            "\"%s\".leases l WHERE l.run = tm.run AND l.expires > " NOW_US
+            ") ORDER BY tm.due, tm.run LIMIT 1 FOR UPDATE OF tm SKIP LOCKED), "
+            "d AS (DELETE FROM \"%s\".timers x USING t WHERE x.run = t.run "
+            "RETURNING t.run, t.due, t.id, t.rec), "
+            "l AS (INSERT INTO \"%s\".leases AS y (run, gen, owner, id, "
+            "expires) SELECT run, 1, $1, id, " NOW_US " + $2::bigint FROM d "
+            "ON CONFLICT (run) DO UPDATE SET gen = y.gen + 1, owner = "
+            "excluded.owner, id = excluded.id, expires = excluded.expires "
+            "RETURNING y.run, y.gen) "
+            "SELECT d.run, l.gen, d.due, d.rec FROM d JOIN l ON l.run = d.run",
+            n, n, n, n);
+        break;
+    case T_NEXT:
+        *out = pl__asprintf("SELECT min(due) FROM \"%s\".timers", n);
+        break;
+    case T_GET:
+        *out = pl__asprintf("SELECT due, rec FROM \"%s\".timers WHERE run = "
+                            "$1::bigint",
+                            n);
+        break;
+    case T_INBOX_DEL:
+        *out = pl__asprintf(
+            "WITH d AS (DELETE FROM \"%s\".inbox WHERE run = $1::bigint AND "
+            "seq = $2::bigint RETURNING 1) SELECT 1 / (SELECT count(*) FROM "
+            "d)::int",
+            n);
+        break;
+    case T_INBOX_PUT:
+        *out = pl__asprintf(
+            "INSERT INTO \"%s\".inbox (run, seq, rec) SELECT $1::bigint, "
+            "coalesce(max(seq), 0) + 1, $2::bytea FROM \"%s\".inbox WHERE "
+            "run = $1::bigint RETURNING seq",
+            n, n);
+        break;
+    default: /* T_INBOX_READ */
+        *out = pl__asprintf("SELECT seq, rec FROM \"%s\".inbox WHERE run = "
+                            "$1::bigint ORDER BY seq",
+                            n);
+        break;
+    }
+    return *out ? PL_OK : pl__err(PL_ENOMEM, "out of memory");
+}
+
+static int pg_time_setup(pl__pg_store *s, PGconn *c)
+{
+    const char *n = s->schema;
+    char *sql = pl__asprintf(
+        "BEGIN;"
+        "SELECT pg_advisory_xact_lock(hashtext('policyledger store %s'));"
+        "CREATE TABLE IF NOT EXISTS \"%s\".timers (run bigint PRIMARY KEY, "
+        "due bigint NOT NULL, id text NOT NULL, rec bytea NOT NULL);"
+        "CREATE INDEX IF NOT EXISTS timers_due ON \"%s\".timers (due);"
+        "CREATE TABLE IF NOT EXISTS \"%s\".inbox (run bigint NOT NULL, "
+        "seq bigint NOT NULL, rec bytea NOT NULL, PRIMARY KEY (run, seq));"
+        "COMMIT",
+        n, n, n, n);
+    if (!sql)
+        return pl__err(PL_ENOMEM, "out of memory");
+    int st = command(s, c, sql, "creating the timers and inbox tables");
+    free(sql);
+    return st;
+}
+
+/* Send the timer statement of a batch into @p c (a pipeline or not), with
+ * the text of its numbers in @p a, @p b. */
+static int timer_send(pl__pg_store *s, PGconn *c, uint64_t run,
+                      const char *id, int64_t due, pl__buf *rec)
+{
+    char a[24], b[24];
+    int st = pl__timer_encode(rec, id, due);
+    if (st)
+        return st;
+    snprintf(a, sizeof a, "%llu", (unsigned long long)run);
+    snprintf(b, sizeof b, "%lld", (long long)due);
+    const char *vals[4] = {a, b, id, (const char *)rec->data};
+    int lens[4] = {0, 0, 0, (int)rec->len}, fmts[4] = {0, 0, 0, 1};
+    if (!PQsendQueryParams(c, s->tq[T_SET], 4, NULL, vals, lens, fmts, 0))
+        return pg_err(s, c, NULL, "sending a timer");
+    return PL_OK;
+}
+
+static int pg_time_send(pl__pg_store *s, PGconn *c, const pl__batch *bt,
+                        bool *timer, bool *inbox)
+{
+    *timer = *inbox = false;
+    if (bt->timer_us) {
+        pl__buf rec = {0};
+        int st = timer_send(s, c, bt->run, bt->timer_id, bt->timer_us, &rec);
+        pl__buf_free(&rec);
+        if (st)
+            return st;
+        *timer = true;
+    }
+    if (bt->inbox_del) {
+        char a[24], b[24];
+        snprintf(a, sizeof a, "%llu", (unsigned long long)bt->run);
+        snprintf(b, sizeof b, "%llu", (unsigned long long)bt->inbox_del);
+        const char *vals[2] = {a, b};
+        if (!PQsendQueryParams(c, s->tq[T_INBOX_DEL], 2, NULL, vals, NULL, NULL,
+                               0))
+            return pg_err(s, c, NULL, "sending an inbox consumption");
+        *inbox = true;
+    }
+    return PL_OK;
+}
+
+/* Run a timer or inbox statement outside a pipeline. */
+static int time_exec(pl__pg_store *s, PGconn *c, int which, int n,
+                     const char *const *vals, const int *lens, const int *fmts,
+                     PGresult **out, const char *what)
+{
+    PGresult *r = PQexecParams(c, s->tq[which], n, NULL, vals, lens, fmts, 0);
+    ExecStatusType es = PQresultStatus(r);
+    if (es != PGRES_TUPLES_OK && es != PGRES_COMMAND_OK) {
+        int st = pg_err(s, c, r, what);
+        PQclear(r);
+        *out = NULL;
+        return st;
+    }
+    *out = r;
+    return PL_OK;
+}
+
+int pl__pg_timer_set(pl__pg_store *s, uint64_t run, const char *run_id,
+                     int64_t due_us)
+{
+    if (s->read_only)
+        return read_only(s);
+    PGconn *c;
+    int st = conn_get(s, &c);
+    if (st)
+        return st;
+    pl__buf rec = {0};
+    st = pl__timer_encode(&rec, run_id, due_us);
+    if (!st) {
+        char a[24], b[24];
+        snprintf(a, sizeof a, "%llu", (unsigned long long)run);
+        snprintf(b, sizeof b, "%lld", (long long)due_us);
+        const char *vals[4] = {a, b, run_id, (const char *)rec.data};
+        int lens[4] = {0, 0, 0, (int)rec.len}, fmts[4] = {0, 0, 0, 1};
+        PGresult *r;
+        st = time_exec(s, c, T_SET, 4, vals, lens, fmts, &r, "setting a timer");
+        PQclear(r);
+    }
+    pl__buf_free(&rec);
+    conn_put(s, c);
+    return st;
+}
+
+int pl__pg_timer_take(pl__pg_store *s, const char *owner, int64_t lease_us,
+                      pl__lease *out, int64_t *next_due_us)
+{
+    *next_due_us = 0;
+    if (s->read_only)
+        return read_only(s);
+    PGconn *c;
+    int st = conn_get(s, &c);
+    if (st)
+        return st;
+    char d[24];
+    snprintf(d, sizeof d, "%lld", (long long)lease_us);
+    const char *vals[2] = {owner, d};
+    PGresult *r;
+    st = time_exec(s, c, T_TAKE, 2, vals, NULL, NULL, &r, "taking a timer");
+    if (!st && PQntuples(r) == 0) {
+        PQclear(r);
+        st = time_exec(s, c, T_NEXT, 0, NULL, NULL, NULL, &r,
+                       "reading the timers");
+        int64_t due = 0;
+        /* due times are written on the writers' clocks (TIMERS above) */
+        if (!st && !PQgetisnull(r, 0, 0) &&
+            parse_i64(PQgetvalue(r, 0, 0), &due))
+            *next_due_us = due;
+        if (!st)
+            st = PL_ENOTFOUND;
+    } else if (!st) {
+        int64_t run, gen, due, tdue;
+        char id[PL_MAX_RUN_ID + 1];
+        unsigned char *rec = NULL;
+        size_t rec_len = 0;
+        if (!parse_i64(PQgetvalue(r, 0, 0), &run) ||
+            !parse_i64(PQgetvalue(r, 0, 1), &gen) ||
+            !parse_i64(PQgetvalue(r, 0, 2), &due) ||
+            !(rec = PQunescapeBytea((const unsigned char *)PQgetvalue(r, 0, 3),
+                                    &rec_len)) ||
+            pl__timer_decode(&tdue, id, rec, rec_len) || tdue != due) {
+            st = pl__err(PL_ECORRUPT,
+                         "store '%s': the timer of run #%s is malformed or "
+                         "does not match its checksum",
+                         s->path, PQgetvalue(r, 0, 0));
+        } else {
+            out->run = (uint64_t)run;
+            out->gen = (uint64_t)gen;
+            out->expires_in_us = lease_us;
+            snprintf(out->owner, sizeof out->owner, "%s", owner);
+            snprintf(out->id, sizeof out->id, "%s", id);
+        }
+        PQfreemem(rec);
+    }
+    PQclear(r);
+    conn_put(s, c);
+    return st;
+}
+
+int pl__pg_timer_get(pl__pg_store *s, uint64_t run, int64_t *due_us)
+{
+    PGconn *c;
+    int st = conn_get(s, &c);
+    if (st)
+        return st;
+    char a[24];
+    snprintf(a, sizeof a, "%llu", (unsigned long long)run);
+    const char *vals[1] = {a};
+    PGresult *r;
+    st = time_exec(s, c, T_GET, 1, vals, NULL, NULL, &r, "reading a timer");
+    if (!st && PQntuples(r) == 0)
+        st = pl__err(PL_ENOTFOUND, "run #%llu has no timer",
+                     (unsigned long long)run);
+    else if (!st && !parse_i64(PQgetvalue(r, 0, 0), due_us))
+        st = pl__err(PL_ECORRUPT, "store '%s': a timer is malformed", s->path);
+    PQclear(r);
+    conn_put(s, c);
+    return st;
+}
+
+int pl__pg_inbox_put(pl__pg_store *s, uint64_t run, const char *run_id,
+                     pl__inbox_check_fn check, void *user, const uint8_t *rec,
+                     size_t len, uint64_t *seq)
+{
+    if (s->read_only)
+        return read_only(s);
+    PGconn *c;
+    int st = conn_get(s, &c);
+    if (st)
+        return st;
+    st = command(s, c, "BEGIN", "beginning a transaction");
+    PGresult *r = NULL;
+    if (!st) {
+        uint8_t key[8];
+        pl__put_be64(key, run);
+        const char *vals[1] = {(const char *)key};
+        int lens[1] = {8};
+        r = exec(c, s->q[Q_STATE_LOCK], 1, vals, lens);
+        if (PQresultStatus(r) != PGRES_TUPLES_OK)
+            st = pg_err(s, c, r, "reading a run state");
+        else if (PQntuples(r) == 0)
+            st = pl__err(PL_ECORRUPT, "run #%llu has no state record",
+                         (unsigned long long)run);
+        else
+            st = check((const uint8_t *)PQgetvalue(r, 0, 0),
+                       (size_t)PQgetlength(r, 0, 0), user);
+        PQclear(r);
+        r = NULL;
+    }
+    if (!st) {
+        char a[24];
+        snprintf(a, sizeof a, "%llu", (unsigned long long)run);
+        const char *vals[2] = {a, (const char *)rec};
+        int lens[2] = {0, (int)len}, fmts[2] = {0, 1};
+        int64_t v;
+        st = time_exec(s, c, T_INBOX_PUT, 2, vals, lens, fmts, &r,
+                       "delivering to an inbox");
+        if (!st && (PQntuples(r) != 1 || !parse_i64(PQgetvalue(r, 0, 0), &v)))
+            st = pl__err(PL_ECORRUPT, "store '%s': an inbox seq is malformed",
+                         s->path);
+        else if (!st)
+            *seq = (uint64_t)v;
+        PQclear(r);
+    }
+    if (!st) {
+        /* due now, on this host's clock: a wake is asked for */
+        pl__buf tr = {0};
+        st = timer_send(s, c, run, run_id, pl__now_us(), &tr);
+        pl__buf_free(&tr);
+        if (!st) {
+            r = PQgetResult(c);
+            if (PQresultStatus(r) != PGRES_COMMAND_OK)
+                st = pg_err(s, c, r, "setting a timer");
+            PQclear(r);
+            while ((r = PQgetResult(c)))
+                PQclear(r);
+        }
+    }
+    if (!st)
+        st = command(s, c, "COMMIT", "committing");
+    else if (!lost(c)) {
+        char saved[PL__ERRMSG_MAX];
+        pl__errmsg_save(saved);
+        if (command(s, c, "ROLLBACK", "rolling back")) {
+            PQfinish(c);
+            c = NULL;
+        }
+        pl__errmsg_restore(saved);
+    }
+    conn_put(s, c);
+    return st;
+}
+
+int pl__pg_inbox_read(pl__pg_store *s, uint64_t run, pl__kvs *out)
+{
+    pl__kvs_reset(out);
+    PGconn *c;
+    int st = conn_get(s, &c);
+    if (st)
+        return st;
+    char a[24];
+    snprintf(a, sizeof a, "%llu", (unsigned long long)run);
+    const char *vals[1] = {a};
+    PGresult *r;
+    st = time_exec(s, c, T_INBOX_READ, 1, vals, NULL, NULL, &r,
+                   "reading an inbox");
+    for (int i = 0; !st && i < PQntuples(r); i++) {
+        int64_t seq;
+        size_t n = 0;
+        unsigned char *rec = PQunescapeBytea(
+            (const unsigned char *)PQgetvalue(r, i, 1), &n);
+        uint8_t key[8];
+        if (!rec || !parse_i64(PQgetvalue(r, i, 0), &seq))
+            st = pl__err(rec ? PL_ECORRUPT : PL_ENOMEM,
+                         "store '%s': reading an inbox record", s->path);
+        else {
+            pl__put_be64(key, (uint64_t)seq);
+            st = pl__kvs_add(out, key, 8, rec, n);
+        }
+        PQfreemem(rec);
+    }
+    PQclear(r);
+    conn_put(s, c);
+    return st;
 }
