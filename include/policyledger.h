@@ -349,7 +349,8 @@ const pl_step *pl_steps_at(const pl_steps *steps, size_t i);
  *                cJSON_CreateObject(), so it is refused rather than
  *                recorded as {}; an empty payload is pl_json_empty()).
  * @return PL_OK; PL_EINVAL (NULL list or payload, bad type or actor, no
- *         default actor); PL_EJSON
+ *         default actor; wait, event and cancel are the engine's own
+ *         types); PL_EJSON
  *         (payload not an object, or holds a non-finite number); PL_ELIMIT
  *         (payload too large or too deep); PL_ENOMEM.
  */
