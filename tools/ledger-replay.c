@@ -51,7 +51,10 @@ enum mode {
     MODE_FORK,
     MODE_IMPORT,
     MODE_WORKER,
-    MODE_SUBMIT
+    MODE_SUBMIT,
+    MODE_SIGNAL,
+    MODE_CANCEL,
+    MODE_WAKE
 };
 
 typedef struct options {
@@ -73,6 +76,9 @@ typedef struct options {
     unsigned lease_ms;    /* --lease-ms MS */
     const char *submit;   /* --submit POLICY */
     const char *payload;  /* --payload JSON */
+    /* time: --signal, --cancel */
+    const char *name;   /* --name EVENT */
+    const char *reason; /* --reason TEXT */
 } options;
 
 static void usage(FILE *f)
@@ -116,6 +122,22 @@ static void usage(FILE *f)
         "and continue\n"
         "                        it with the loaded code; run ID is not "
         "changed\n"
+        "  --signal ID --name EVENT --payload JSON\n"
+        "                        send the event EVENT to run ID (durable in "
+        "its inbox);\n"
+        "                        with --plugin, a run waiting for it is "
+        "continued here\n"
+        "  --cancel ID [--reason TEXT]\n"
+        "                        cancel run ID: a waiting run is continued "
+        "at once (its\n"
+        "                        wait returns PL_ECANCELLED), a running one "
+        "sees it at its\n"
+        "                        next call, a suspended one ends now\n"
+        "  --wake                continue every waiting run whose time has "
+        "come, once;\n"
+        "                        print when the next one is due (--worker "
+        "wakes them as\n"
+        "                        they come due)\n"
         "  --import FILE [--new-id NEW]\n"
         "                        load a run exported by `ledger-dump STORE "
         "--run ID\n"
@@ -267,8 +289,8 @@ static int set_mode(options *o, enum mode m, const char *flag)
 {
     if (o->mode != MODE_NONE && o->mode != m) {
         cli_error("%s cannot be combined with another mode (--run, --all, "
-                  "--resume, --check, --fork, --import, --worker, --submit: "
-                  "pick one)",
+                  "--resume, --check, --fork, --import, --worker, --submit, "
+                  "--signal, --cancel, --wake: pick one)",
                   flag);
         return -1;
     }
@@ -305,6 +327,11 @@ static int parse_args(options *o, int argc, char **argv)
                 return EXIT_USAGE;
             continue;
         }
+        if (!strcmp(a, "--wake")) {
+            if (set_mode(o, MODE_WAKE, a))
+                return EXIT_USAGE;
+            continue;
+        }
         if (a[0] != '-' || !strcmp(a, "-")) {
             if (o->store) {
                 cli_error("unexpected argument '%s' (the store is '%s')", a,
@@ -326,7 +353,8 @@ static int parse_args(options *o, int argc, char **argv)
         }
         static const char *const valued[] = {
             "--plugin", "--run",    "--resume", "--answer", "--token", "--fork",
-            "--at",     "--new-id", "--import", "--trace",  "--otel"};
+            "--at",     "--new-id", "--import", "--trace",  "--otel",
+            "--signal", "--cancel", "--name",   "--reason"};
         bool known = false;
         for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++)
             known = known || !strcmp(a, valued[k]);
@@ -375,6 +403,14 @@ static int parse_args(options *o, int argc, char **argv)
             o->trace = v;
         } else if (!strcmp(a, "--otel")) {
             o->otel = v;
+        } else if (!strcmp(a, "--signal") || !strcmp(a, "--cancel")) {
+            if (set_mode(o, a[2] == 's' ? MODE_SIGNAL : MODE_CANCEL, a))
+                return EXIT_USAGE;
+            o->run = v;
+        } else if (!strcmp(a, "--name")) {
+            o->name = v;
+        } else if (!strcmp(a, "--reason")) {
+            o->reason = v;
         }
     }
     if (check && set_mode(o, MODE_CHECK, "--check"))
@@ -385,7 +421,8 @@ static int parse_args(options *o, int argc, char **argv)
         cli_error("no store given (see --help)");
         return EXIT_USAGE;
     }
-    if (!o->n_plugins && o->mode != MODE_IMPORT) {
+    if (!o->n_plugins && o->mode != MODE_IMPORT && o->mode != MODE_SIGNAL &&
+        o->mode != MODE_CANCEL) {
         cli_error("no --plugin given: the policies to replay with come from "
                   "plugins");
         return EXIT_USAGE;
@@ -412,9 +449,21 @@ static int parse_args(options *o, int argc, char **argv)
         cli_error("--concurrency and --lease-ms go with --worker");
         return EXIT_USAGE;
     }
-    if (!o->payload != (o->mode != MODE_SUBMIT)) {
-        cli_error(o->payload ? "--payload goes with --submit"
-                             : "--submit needs --payload JSON");
+    bool wants_payload = o->mode == MODE_SUBMIT || o->mode == MODE_SIGNAL;
+    if (!o->payload != !wants_payload) {
+        cli_error(o->payload ? "--payload goes with --submit or --signal"
+                  : o->mode == MODE_SIGNAL
+                      ? "--signal needs --payload JSON"
+                      : "--submit needs --payload JSON");
+        return EXIT_USAGE;
+    }
+    if (!o->name != (o->mode != MODE_SIGNAL)) {
+        cli_error(o->name ? "--name goes with --signal"
+                          : "--signal needs --name EVENT");
+        return EXIT_USAGE;
+    }
+    if (o->reason && o->mode != MODE_CANCEL) {
+        cli_error("--reason goes with --cancel");
         return EXIT_USAGE;
     }
     if (o->at && o->mode != MODE_FORK) {
@@ -646,6 +695,23 @@ static void report_outcome(tool *t, const pl_outcome *o, double ms,
                    or_dash(o->suspended_path), text ? text : "{}", o->run_id);
             free(text);
         }
+        t->n_suspended++;
+        worst(t, EXIT_SUSPENDED);
+        break;
+    }
+    case PL_RUN_WAITING: {
+        char what[PL_MAX_NAME + 96];
+        cli_wait_text(what, sizeof what, o->wake_ms, o->wait_event,
+                      cli_now_us());
+        if (j) {
+            cJSON_AddStringToObject(j, "waiting_path",
+                                    or_dash(o->suspended_path));
+            cJSON_AddNumberToObject(j, "wake_ms", (double)o->wake_ms);
+            if (o->wait_event)
+                cJSON_AddStringToObject(j, "wait_event", o->wait_event);
+        }
+        if (!t->opt.json)
+            printf("  waiting at %s %s\n", or_dash(o->suspended_path), what);
         t->n_suspended++;
         worst(t, EXIT_SUSPENDED);
         break;
@@ -1275,6 +1341,84 @@ static void mode_submit(tool *t)
     cJSON_Delete(payload);
 }
 
+/* ---- time: --signal, --cancel, --wake ------------------------------------- */
+
+/* A delivery's result: the run's outcome when it was continued here. */
+static void report_delivery(tool *t, const char *what, int st, pl_outcome *o,
+                            double t0)
+{
+    if (st) {
+        cli_error("cannot %s run %s: %s (%s)", what, t->opt.run, pl_errmsg(),
+                  pl_status_name(st));
+        worst(t, st == PL_ESTATE || st == PL_EINVAL || st == PL_EJSON ||
+                         st == PL_ELIMIT
+                     ? EXIT_USAGE
+                 : st == PL_ENOTFOUND ? EXIT_OPEN
+                                      : write_code(st));
+        return;
+    }
+    if (o) {
+        report_outcome(t, o, now_ms() - t0, NULL);
+        return;
+    }
+    cJSON *j = json_run(t, t->opt.run);
+    if (j)
+        cJSON_AddStringToObject(j, "status", "delivered");
+    if (!t->opt.json)
+        printf("run %s: %s delivered\n", t->opt.run, what);
+}
+
+static void mode_signal(tool *t)
+{
+    cJSON *payload = cli_parse_object(t->opt.payload, "--payload");
+    if (!payload) {
+        worst(t, EXIT_USAGE);
+        return;
+    }
+    double t0 = now_ms();
+    pl_outcome *o = NULL;
+    /* with policies loaded, a run waiting for it goes on here */
+    int st = pl_run_signal(t->opt.n_plugins ? &o : NULL, t->engine,
+                           t->opt.run, t->opt.name, payload);
+    report_delivery(t, "signal", st, o, t0);
+    pl_outcome_free(o);
+    cJSON_Delete(payload);
+}
+
+static void mode_cancel(tool *t)
+{
+    double t0 = now_ms();
+    int st = pl_run_cancel(t->engine, t->opt.run,
+                           t->opt.reason ? t->opt.reason : "");
+    report_delivery(t, "cancel", st, NULL, t0);
+    pl_run_info *ri = NULL;
+    if (!st && !pl_run_get(&ri, t->engine, t->opt.run) && !t->opt.json)
+        printf("  now %s\n", pl_run_status_name(ri->status));
+    pl_run_info_free(ri);
+}
+
+static void mode_wake(tool *t)
+{
+    int64_t next = 0;
+    int st = pl_engine_wake(t->engine, &next);
+    if (st) {
+        cli_error("cannot wake the waiting runs: %s (%s)", pl_errmsg(),
+                  pl_status_name(st));
+        worst(t, write_code(st));
+        return;
+    }
+    char when[40] = "none";
+    if (next)
+        cli_time_human(when, sizeof when, next * 1000);
+    if (t->opt.json) {
+        cJSON *j = json_run(t, "next_due");
+        if (j)
+            cJSON_AddNumberToObject(j, "due_ms", (double)next);
+    } else {
+        printf("next due: %s%s\n", when, next ? " UTC" : "");
+    }
+}
+
 /* ---- --trace and --otel --------------------------------------------------- */
 
 /* Open the trace file and the exporter the options ask for; 0 or -1. */
@@ -1329,6 +1473,9 @@ static const char *mode_name(enum mode m)
     case MODE_IMPORT: return "import";
     case MODE_WORKER: return "worker";
     case MODE_SUBMIT: return "submit";
+    case MODE_SIGNAL: return "signal";
+    case MODE_CANCEL: return "cancel";
+    case MODE_WAKE: return "wake";
     default: return "none";
     }
 }
@@ -1394,6 +1541,9 @@ int main(int argc, char **argv)
     case MODE_IMPORT: mode_import(&t); break;
     case MODE_WORKER: mode_worker(&t); break;
     case MODE_SUBMIT: mode_submit(&t); break;
+    case MODE_SIGNAL: mode_signal(&t); break;
+    case MODE_CANCEL: mode_cancel(&t); break;
+    case MODE_WAKE: mode_wake(&t); break;
     default: break;
     }
     if (t.w.oom) {
