@@ -88,11 +88,10 @@ static int timer_put(pl__lmdb_store *s, MDB_txn *txn, uint64_t run,
     int64_t old;
     char oid[PL_MAX_RUN_ID + 1];
     int rc = timer_get(s, txn, run, &old, oid, st);
-    if (rc && rc != MDB_NOTFOUND)
-        return rc;
-    if (!rc && !*st && old <= due)
+    if ((rc && rc != MDB_NOTFOUND) || *st) /* a malformed timer is reported */
+        return rc == MDB_NOTFOUND ? 0 : rc;
+    if (!rc && old <= due)
         return 0;
-    *st = 0; /* a malformed timer is replaced */
     if (!rc && (rc = timer_del(s, txn, run, old)))
         return rc;
     pl__buf b = {0};
@@ -183,7 +182,8 @@ int pl__lmdb_timer_get(pl__lmdb_store *s, uint64_t run, int64_t *due_us)
 }
 
 /* The earliest timer's due time (0: none), in a read transaction: an idle
- * worker looks often, and must not take the writer's lock to find nothing. */
+ * worker looks often, and must not take the writer's lock to find nothing.
+ * The index entry is checked against its timer record. */
 static int earliest(pl__lmdb_store *s, int64_t *due)
 {
     MDB_txn *txn;
@@ -197,13 +197,21 @@ static int earliest(pl__lmdb_store *s, int64_t *due)
     int rc = mdb_cursor_open(txn, s->due, &cur);
     if (!rc) {
         rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST);
-        if (!rc && k.mv_size == 16)
+        if (!rc && k.mv_size == 16) {
             *due = (int64_t)pl__get_be64(k.mv_data);
-        else if (!rc)
-            *due = 1; /* malformed: the take reports it */
+            int64_t tdue;
+            char id[PL_MAX_RUN_ID + 1];
+            uint64_t run = pl__get_be64((const uint8_t *)k.mv_data + 8);
+            rc = timer_get(s, txn, run, &tdue, id, &st);
+            if (rc == MDB_NOTFOUND || (!rc && !st && tdue != *due))
+                rc = 0; /* stale: the take drops it */
+        } else if (!rc) {
+            st = pl__err(PL_ECORRUPT, "store '%s': a timer key is malformed",
+                         s->path);
+        }
         mdb_cursor_close(cur);
     }
-    if (rc && rc != MDB_NOTFOUND)
+    if (rc && rc != MDB_NOTFOUND && !st)
         st = pl__lmdb_err(s, rc, "reading the timers");
     pl__lmdb_txn_abort(s, txn);
     return st;
