@@ -696,3 +696,131 @@ Test(time, a_worker_wakes_every_sleeping_run_once, .timeout = 120)
     pl_engine_close(e);
     pl_registry_free(reg);
 }
+
+/* ------------------------------------------------------------------------ */
+/* Races                                                                    */
+/* ------------------------------------------------------------------------ */
+
+typedef struct racer {
+    pl_engine *e;
+    const char *id;
+    long delay_us;
+    int st;
+    bool stop;
+} racer;
+
+/* Send the event "n" to run r->id after r->delay_us. */
+static void *signal_later(void *arg)
+{
+    racer *r = arg;
+    struct timespec ts = {0, r->delay_us * 1000L};
+    nanosleep(&ts, NULL);
+    cJSON *p = t_json("{\"late\":true}");
+    r->st = pl_run_signal(NULL, r->e, r->id, "n", p);
+    cJSON_Delete(p);
+    return NULL;
+}
+
+Test(time, a_timeout_racing_a_signal_ends_one_way_only, .timeout = 300)
+{
+    pl_registry *reg = registry();
+    pl_engine *e = engine_parking(reg);
+    int timeouts = 0, events = 0;
+    for (int i = 0; i < 20; i++) {
+        char id[16];
+        snprintf(id, sizeof id, "race%d", i);
+        pl_outcome *o =
+            t_start(e, "waiter", "{\"name\":\"n\",\"timeout\":20}", id);
+        cr_assert_eq(o->status, PL_RUN_WAITING);
+        pl_outcome_free(o);
+        racer r = {e, id, (i * 2371) % 40000, 0, false};
+        pthread_t th;
+        cr_assert_eq(pthread_create(&th, NULL, signal_later, &r), 0);
+        wake_until_done(e, id);
+        pthread_join(th, NULL);
+        wake_until_done(e, id); /* a signal may have made it due again */
+        cr_assert_eq(status_of(e, id), PL_RUN_COMPLETED);
+        cr_assert_eq(pl_run_continue(&o, e, id, NULL), PL_OK);
+        char *res = t_text(result_of(o));
+        pl_outcome_free(o);
+        if (!strcmp(res, "{\"timeout\":true}")) {
+            timeouts++;
+            /* the event came too late: refused, or left unconsumed */
+            cr_expect(r.st == PL_OK || r.st == PL_ESTATE, "%s",
+                      pl_status_name(r.st));
+        } else {
+            events++;
+            cr_expect_str_eq(res, "{\"got\":[{\"late\":true}]}");
+            cr_expect_eq(r.st, PL_OK, "a consumed event was delivered");
+        }
+        free(res);
+        /* a check replay agrees with the record, whatever happened */
+        pl_run_options ro = PL_RUN_OPTIONS_INIT;
+        ro.check = true;
+        cr_expect_eq(pl_run_continue(&o, e, id, &ro), PL_OK, "%s",
+                     pl_errmsg());
+        pl_outcome_free(o);
+    }
+    fprintf(stderr, "timeout vs signal: %d timeouts, %d events\n", timeouts,
+            events);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/* Cancel run r->id after r->delay_us. */
+static void *cancel_later(void *arg)
+{
+    racer *r = arg;
+    struct timespec ts = {0, r->delay_us * 1000L};
+    nanosleep(&ts, NULL);
+    r->st = pl_run_cancel(r->e, r->id, "race");
+    return NULL;
+}
+
+Test(time, a_cancel_racing_completion_ends_one_way_only, .timeout = 300)
+{
+    pl_registry *reg = registry();
+    pl_engine *e = engine_parking(reg);
+    int cancelled = 0, completed = 0;
+    for (int i = 0; i < 20; i++) {
+        char id[16];
+        snprintf(id, sizeof id, "cr%d", i);
+        cJSON *p = t_json("{\"n\":40}");
+        pl_action a = {PL_ACTION_VERSION, "chain", p, NULL, 0, NULL};
+        pl_run_options ro = PL_RUN_OPTIONS_INIT;
+        ro.run_id = id;
+        racer r = {e, id, (i * 997) % 8000, 0, false};
+        pthread_t th;
+        cr_assert_eq(pthread_create(&th, NULL, cancel_later, &r), 0);
+        pl_outcome *o = NULL;
+        int st = pl_run_start(&o, e, &a, &ro);
+        pthread_join(th, NULL);
+        cJSON_Delete(p);
+        if (r.st == PL_ENOTFOUND) { /* before the run existed: again */
+            pl_outcome_free(o);
+            r.st = pl_run_cancel(e, id, "race");
+            o = NULL;
+            st = PL_OK;
+        }
+        cr_assert_eq(st, PL_OK, "%s", pl_errmsg());
+        pl_outcome_free(o);
+        pl_run_info *info = info_of(e, id);
+        if (info->status == PL_RUN_CANCELLED) {
+            cancelled++;
+            cr_expect_eq(r.st, PL_OK, "a cancelled run's cancel succeeded");
+            cr_expect_str_eq(info->reason, "race");
+        } else {
+            completed++;
+            cr_expect_eq(info->status, PL_RUN_COMPLETED);
+            /* accepted too late to be seen, or refused: it had ended */
+            cr_expect(r.st == PL_OK || r.st == PL_ESTATE, "%s",
+                      pl_status_name(r.st));
+        }
+        pl_run_info_free(info);
+        cr_expect_eq(pl_run_verify(e, id), PL_OK, "%s", pl_errmsg());
+    }
+    fprintf(stderr, "cancel vs completion: %d cancelled, %d completed\n",
+            cancelled, completed);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
