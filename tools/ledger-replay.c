@@ -1393,7 +1393,13 @@ static void mode_cancel(tool *t)
     report_delivery(t, "cancel", st, NULL, t0);
     pl_run_info *ri = NULL;
     if (!st && !pl_run_get(&ri, t->engine, t->opt.run) && !t->opt.json)
-        printf("  now %s\n", pl_run_status_name(ri->status));
+        printf("  now %s%s\n", pl_run_status_name(ri->status),
+               ri->status == PL_RUN_WAITING
+                   ? " (its policies are not loaded here: a worker, or "
+                     "--wake with its plugin, ends it)"
+               : ri->status == PL_RUN_RUNNING
+                   ? " (it sees the cancellation at its next call)"
+                   : "");
     pl_run_info_free(ri);
 }
 
