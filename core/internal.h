@@ -231,10 +231,10 @@ typedef struct pl__run {
     int64_t deadline_ms; /* the run's deadline, Unix ms; 0 = none */
     bool cancelled;      /* its cancellation was seen (a cancel step) */
     char *cancel_reason;
-    bool parked;            /* stop is PL_ESUSPENDED for a wait: the run
+    bool parked;           /* stop is PL_ESUSPENDED for a wait: the run
                                parks (susp_path, susp_seq: the wait step) */
-    int64_t wait_until_ms;  /* parked: wakes then (0: an event only) */
-    char *wait_event;       /* parked: for this event; NULL: a sleep */
+    int64_t wait_until_ms; /* parked: wakes then (0: an event only) */
+    char *wait_event;      /* parked: for this event; NULL: a sleep */
 
     /* set when the run suspends */
     char token[33];

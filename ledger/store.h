@@ -104,7 +104,7 @@ typedef struct pl__batch {
                                 generation 0, claimable at once */
     int64_t lease_us;        /* create: how long the lease lasts */
     /* time (TIMERS and INBOXES below), in the same transaction: */
-    int64_t timer_us;    /* > 0: the run's timer is due then, or at the
+    int64_t timer_us;     /* > 0: the run's timer is due then, or at the
                             earlier time it has (a run that parks) */
     const char *timer_id; /* with timer_us: the run's id */
     uint64_t inbox_del;   /* nonzero: the inbox record of the run with this
@@ -303,8 +303,7 @@ PL__HIDDEN int pl__store_timer_get(pl__store *s, uint64_t run,
 
 /* Whether a delivery may go in (see pl__store_inbox_put()): PL_OK, or a
  * status that refuses it (message set).  @p state is the run's state. */
-typedef int (*pl__inbox_check_fn)(const uint8_t *state, size_t len,
-                                  void *user);
+typedef int (*pl__inbox_check_fn)(const uint8_t *state, size_t len, void *user);
 
 /*
  * In one transaction: @p check run @p run's state, append @p rec to its

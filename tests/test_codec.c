@@ -13,7 +13,6 @@
  */
 #include "support.h"
 
-
 #include "codec.h"
 #include "internal.h"
 
@@ -2815,8 +2814,8 @@ Test(codec, inbox_and_timer_records_round_trip_and_are_bound_to_their_run)
                  pl_errmsg());
     read_seed("seed-state-waiting", &b);
     pl__run_state st;
-    cr_assert_eq(pl__run_state_decode(&st, "run-1", b.data, b.len), PL_OK,
-                 "%s", pl_errmsg());
+    cr_assert_eq(pl__run_state_decode(&st, "run-1", b.data, b.len), PL_OK, "%s",
+                 pl_errmsg());
     cr_expect_eq(st.status, PL_RUN_WAITING);
     cr_expect_str_eq(st.wait_event, "approved");
     cr_expect_eq(st.wait_until_ms, 1764300000000);

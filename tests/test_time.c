@@ -139,8 +139,8 @@ static pl_registry *registry(void)
     struct {
         const char *name;
         pl_policy_fn fn;
-    } defs[] = {{"sleeper", sleeper}, {"undo", undo},
-                {"waiter", waiter},   {"inflight", inflight},
+    } defs[] = {{"sleeper", sleeper},     {"undo", undo},
+                {"waiter", waiter},       {"inflight", inflight},
                 {"cancel_me", cancel_me}, {"nested", nested}};
     for (size_t i = 0; i < sizeof defs / sizeof *defs; i++) {
         pl_policy_def d = PL_POLICY_DEF_INIT;
@@ -236,9 +236,9 @@ Test(time, sleep_parks_the_run_and_wake_continues_it)
     const pl_step *now = pl_steps_at(l, pl_steps_count(l) - 2);
     const cJSON *nv = cJSON_GetObjectItem(pl_step_payload(now), "value");
     cr_expect_eq((int64_t)nv->valuedouble + 300, wake);
-    cr_expect_eq(
-        (int64_t)cJSON_GetObjectItem(pl_step_payload(w), "until")->valuedouble,
-        wake);
+    cr_expect_eq((int64_t)cJSON_GetObjectItem(pl_step_payload(w), "until")
+                     ->valuedouble,
+                 wake);
     pl_steps_free(l);
 
     wake_until_done(e, "s1");
@@ -404,8 +404,7 @@ Test(time, an_event_sent_before_the_wait_is_buffered)
     signal_ok(e, "w2", "x", "{\"i\":0}");
     signal_ok(e, "w2", "n", "{\"i\":2}");
     pl_outcome *o = NULL;
-    cr_assert_eq(pl_run_continue(&o, e, "w2", NULL), PL_OK, "%s",
-                 pl_errmsg());
+    cr_assert_eq(pl_run_continue(&o, e, "w2", NULL), PL_OK, "%s", pl_errmsg());
     cr_expect_eq(o->status, PL_RUN_COMPLETED);
     char *r = t_text(result_of(o));
     cr_expect_str_eq(r, "{\"got\":[{\"i\":1},{\"i\":2}]}");
@@ -419,8 +418,8 @@ Test(time, a_wait_times_out_and_the_timeout_is_recorded)
 {
     pl_registry *reg = registry();
     pl_engine *e = engine_parking(reg);
-    pl_outcome *o =
-        t_start(e, "waiter", "{\"name\":\"n\",\"timeout\":100}", "w3");
+    pl_outcome *o = t_start(e, "waiter", "{\"name\":\"n\",\"timeout\":100}",
+                            "w3");
     cr_assert_eq(o->status, PL_RUN_WAITING);
     cr_expect_gt(o->wake_ms, 0);
     pl_outcome_free(o);
@@ -443,7 +442,8 @@ Test(time, an_event_delivered_before_the_timeout_is_looked_at_wins)
 {
     pl_registry *reg = registry();
     pl_engine *e = engine_parking(reg);
-    pl_outcome *o = t_start(e, "waiter", "{\"name\":\"n\",\"timeout\":50}", "w4");
+    pl_outcome *o = t_start(e, "waiter", "{\"name\":\"n\",\"timeout\":50}",
+                            "w4");
     int64_t wake = o->wake_ms;
     pl_outcome_free(o);
     while (now_ms() <= wake)
@@ -590,8 +590,7 @@ Test(time, a_run_past_its_deadline_fails_at_its_next_call)
     pl_outcome *o = start_with_deadline(e, "chain", "{}", "d1", 1, 0);
     cr_expect_eq(o->status, PL_RUN_FAILED);
     cr_expect_eq(o->error, PL_EDEADLINE);
-    cr_expect(strncmp(o->reason, "DeadlineExceeded", 16) == 0, "%s",
-              o->reason);
+    cr_expect(strncmp(o->reason, "DeadlineExceeded", 16) == 0, "%s", o->reason);
     pl_outcome_free(o);
     cr_expect_eq(t_calls.add, 0);
     pl_run_info *info = info_of(e, "d1");
@@ -605,8 +604,8 @@ Test(time, a_waiting_run_is_woken_at_its_deadline_to_end)
 {
     pl_registry *reg = registry();
     pl_engine *e = engine_parking(reg);
-    pl_outcome *o =
-        start_with_deadline(e, "sleeper", "{\"ms\":600000}", "d2", 0, 100);
+    pl_outcome *o = start_with_deadline(e, "sleeper", "{\"ms\":600000}", "d2",
+                                        0, 100);
     cr_assert_eq(o->status, PL_RUN_WAITING);
     pl_outcome_free(o);
     int64_t next = 0;
@@ -729,8 +728,8 @@ Test(time, a_timeout_racing_a_signal_ends_one_way_only, .timeout = 300)
     for (int i = 0; i < 20; i++) {
         char id[16];
         snprintf(id, sizeof id, "race%d", i);
-        pl_outcome *o =
-            t_start(e, "waiter", "{\"name\":\"n\",\"timeout\":20}", id);
+        pl_outcome *o = t_start(e, "waiter", "{\"name\":\"n\",\"timeout\":20}",
+                                id);
         cr_assert_eq(o->status, PL_RUN_WAITING);
         pl_outcome_free(o);
         racer r = {e, id, (i * 2371) % 40000, 0, false};
@@ -757,8 +756,7 @@ Test(time, a_timeout_racing_a_signal_ends_one_way_only, .timeout = 300)
         /* a check replay agrees with the record, whatever happened */
         pl_run_options ro = PL_RUN_OPTIONS_INIT;
         ro.check = true;
-        cr_expect_eq(pl_run_continue(&o, e, id, &ro), PL_OK, "%s",
-                     pl_errmsg());
+        cr_expect_eq(pl_run_continue(&o, e, id, &ro), PL_OK, "%s", pl_errmsg());
         pl_outcome_free(o);
     }
     fprintf(stderr, "timeout vs signal: %d timeouts, %d events\n", timeouts,

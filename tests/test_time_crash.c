@@ -141,8 +141,8 @@ static int drive(pl_engine *e)
     pl_outcome *o = NULL;
     int st = pl_run_continue(&o, e, RUN_ID, NULL); /* also: no such run */
     if (st == PL_ENOTFOUND) {
-        pl_action a = {PL_ACTION_VERSION, "trip", pl_json_empty(), NULL, 0,
-                       NULL};
+        pl_action a = {
+            PL_ACTION_VERSION, "trip", pl_json_empty(), NULL, 0, NULL};
         pl_run_options ro = PL_RUN_OPTIONS_INIT;
         ro.run_id = RUN_ID;
         st = pl_run_start(&o, e, &a, &ro);
@@ -206,8 +206,7 @@ static int collect(const pl_step *s, void *user)
 static void shape_of(pl_engine *e, shape *sh)
 {
     memset(sh, 0, sizeof *sh);
-    cr_assert_eq(pl_run_walk(e, RUN_ID, collect, sh), PL_OK, "%s",
-                 pl_errmsg());
+    cr_assert_eq(pl_run_walk(e, RUN_ID, collect, sh), PL_OK, "%s", pl_errmsg());
 }
 
 static void shape_free(shape *sh)
@@ -275,8 +274,8 @@ Test(time_crash, killed_at_every_boundary_around_sleep_wait_and_cancel,
         while (waitpid(pid, &ws, 0) == -1 && errno == EINTR)
             ;
         cr_assert(WIFSIGNALED(ws) && WTERMSIG(ws) == SIGKILL,
-                  "k=%ld: the child was to die at its boundary (status %#x)",
-                  k, ws);
+                  "k=%ld: the child was to die at its boundary (status %#x)", k,
+                  ws);
         g_kill_at = 0;
         e = open_engine(store, reg);
         cr_assert_not_null(e, "%s", pl_errmsg());
@@ -303,8 +302,7 @@ Test(time_crash, killed_at_every_boundary_around_sleep_wait_and_cancel,
             cr_expect(n == 1 || n == 2, "k=%ld: %s %d times", k, tools[i], n);
             twice += n == 2;
         }
-        cr_expect_leq(twice, 1, "k=%ld: at most the call in flight repeats",
-                      k);
+        cr_expect_leq(twice, 1, "k=%ld: at most the call in flight repeats", k);
         pl_engine_close(e);
     }
     shape_free(&ref);

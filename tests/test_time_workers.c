@@ -81,8 +81,7 @@ static pl_engine *open_engine(const char *store, const pl_registry *reg)
     o.durability = PL_DURABILITY_SYNC;
     o.lease_ms = 600;
     pl_engine *e = NULL;
-    cr_assert_eq(pl_engine_open(&e, store, reg, &o), PL_OK, "%s",
-                 pl_errmsg());
+    cr_assert_eq(pl_engine_open(&e, store, reg, &o), PL_OK, "%s", pl_errmsg());
     cr_assert_eq(pl_engine_set_wait_in_place(e, 0), PL_OK);
     return e;
 }
@@ -137,8 +136,7 @@ static bool all_ended(pl_engine *e)
         pl_run_info *ri = NULL;
         cr_assert_eq(pl_run_get(&ri, e, id), PL_OK, "%s", pl_errmsg());
         bool ended = ri->status == PL_RUN_COMPLETED;
-        cr_assert(ri->status != PL_RUN_FAILED, "%s failed: %s", id,
-                  ri->reason);
+        cr_assert(ri->status != PL_RUN_FAILED, "%s failed: %s", id, ri->reason);
         pl_run_info_free(ri);
         if (!ended)
             return false;

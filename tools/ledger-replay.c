@@ -352,9 +352,9 @@ static int parse_args(options *o, int argc, char **argv)
             continue;
         }
         static const char *const valued[] = {
-            "--plugin", "--run",    "--resume", "--answer", "--token", "--fork",
-            "--at",     "--new-id", "--import", "--trace",  "--otel",
-            "--signal", "--cancel", "--name",   "--reason"};
+            "--plugin", "--run",    "--resume", "--answer", "--token",
+            "--fork",   "--at",     "--new-id", "--import", "--trace",
+            "--otel",   "--signal", "--cancel", "--name",   "--reason"};
         bool known = false;
         for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++)
             known = known || !strcmp(a, valued[k]);
@@ -452,9 +452,8 @@ static int parse_args(options *o, int argc, char **argv)
     bool wants_payload = o->mode == MODE_SUBMIT || o->mode == MODE_SIGNAL;
     if (!o->payload != !wants_payload) {
         cli_error(o->payload ? "--payload goes with --submit or --signal"
-                  : o->mode == MODE_SIGNAL
-                      ? "--signal needs --payload JSON"
-                      : "--submit needs --payload JSON");
+                  : o->mode == MODE_SIGNAL ? "--signal needs --payload JSON"
+                                           : "--submit needs --payload JSON");
         return EXIT_USAGE;
     }
     if (!o->name != (o->mode != MODE_SIGNAL)) {
@@ -1378,8 +1377,8 @@ static void mode_signal(tool *t)
     double t0 = now_ms();
     pl_outcome *o = NULL;
     /* with policies loaded, a run waiting for it goes on here */
-    int st = pl_run_signal(t->opt.n_plugins ? &o : NULL, t->engine,
-                           t->opt.run, t->opt.name, payload);
+    int st = pl_run_signal(t->opt.n_plugins ? &o : NULL, t->engine, t->opt.run,
+                           t->opt.name, payload);
     report_delivery(t, "signal", st, o, t0);
     pl_outcome_free(o);
     cJSON_Delete(payload);

@@ -101,8 +101,7 @@ static void *work(void *arg)
             w->skipped++;
         else if (o->status == PL_RUN_COMPLETED)
             w->completed++;
-        else if (o->status == PL_RUN_SUSPENDED ||
-                 o->status == PL_RUN_WAITING)
+        else if (o->status == PL_RUN_SUSPENDED || o->status == PL_RUN_WAITING)
             w->suspended++;
         else
             w->failed++;

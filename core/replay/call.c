@@ -291,8 +291,8 @@ int pl_ctx_call(pl_step **out, pl_ctx *c, const pl_action *a,
             const cJSON *m = cJSON_GetObjectItemCaseSensitive(
                 pl_step_payload(res), "message");
             free(r->cancel_reason);
-            r->cancel_reason =
-                pl__strdup(cJSON_IsString(m) ? m->valuestring : "");
+            r->cancel_reason = pl__strdup(cJSON_IsString(m) ? m->valuestring
+                                                            : "");
             r->cancelled = true;
         }
         st = pl__err(PL_ECANCELLED, "run %s is cancelled: %s", r->id,

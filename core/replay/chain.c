@@ -141,8 +141,7 @@ int pl_ctx_emit(pl_ctx *c, pl_steps *out, pl_step_type type, const char *actor,
         return r->stop;
     if (!actor)
         actor = c->def->name;
-    if (!pl_step_type_name(type) || type > PL_STEP_ERROR ||
-        !pl__name_ok(actor))
+    if (!pl_step_type_name(type) || type > PL_STEP_ERROR || !pl__name_ok(actor))
         return pl__err(PL_EINVAL, "pl_ctx_emit: bad type or actor");
     pl__buf b = {0};
     st = pl__payload_encode(&b, payload, r->e->max_payload);

@@ -16,9 +16,8 @@
 #include "path.h"
 
 static const char *const type_names[] = {
-    NULL,      "text",   "action_call", "action_result",
-    "suspend", "resume", "side_effect", "error",
-    "wait",    "event",  "cancel",
+    NULL,          "text",  "action_call", "action_result", "suspend", "resume",
+    "side_effect", "error", "wait",        "event",         "cancel",
 };
 
 const char *pl_step_type_name(pl_step_type type)

@@ -84,8 +84,8 @@ static int rec_json(pl_ctx *c, const pl__rec *rec, cJSON **out)
 {
     int st = pl__payload_decode_in(out, rec->payload, rec->payload_len, 1);
     if (st)
-        return pl__run_fail(c->run, st, "run %s, invocation %s: %s",
-                            c->run->id, c->path, pl_errmsg());
+        return pl__run_fail(c->run, st, "run %s, invocation %s: %s", c->run->id,
+                            c->path, pl_errmsg());
     return PL_OK;
 }
 
@@ -281,8 +281,7 @@ static int park(pl_ctx *c, uint32_t seq, int64_t until_ms, const char *event)
         return pl__run_fail(r, PL_ENOMEM, "out of memory");
     r->parked = true;
     r->stop = PL_ESUSPENDED;
-    return pl__err(PL_ESUSPENDED, "run %s waits at %s:%u", r->id, c->path,
-                   seq);
+    return pl__err(PL_ESUSPENDED, "run %s waits at %s:%u", r->id, c->path, seq);
 }
 
 /* Wait on this thread until @p until_ms, the wait step durable first.
@@ -396,8 +395,7 @@ static int take_event_step(pl_ctx *c, const pl__rec *rec, const char *name,
         return st;
     const cJSON *n = cJSON_GetObjectItemCaseSensitive(j, "name");
     const cJSON *p = cJSON_GetObjectItemCaseSensitive(j, "payload");
-    bool timeout =
-        cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "timeout"));
+    bool timeout = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "timeout"));
     if (!cJSON_IsString(n) || strcmp(n->valuestring, name) != 0 ||
         (!timeout && !cJSON_IsObject(p))) {
         cJSON_Delete(j);
@@ -417,15 +415,16 @@ static int take_event_step(pl_ctx *c, const pl__rec *rec, const char *name,
         return st;
     }
     if (timeout)
-        return pl__err(PL_ETIMEDOUT, "run %s: the wait for '%s' at %s timed out",
-                       r->id, name, c->path);
+        return pl__err(PL_ETIMEDOUT,
+                       "run %s: the wait for '%s' at %s timed out", r->id, name,
+                       c->path);
     return PL_OK;
 }
 
 /* Consume inbox record @p i, an event named @p name: record it, durably,
  * with the record's removal. */
-static int consume_event(pl_ctx *c, const inbox *ib, size_t i,
-                         const char *name, cJSON **out)
+static int consume_event(pl_ctx *c, const inbox *ib, size_t i, const char *name,
+                         cJSON **out)
 {
     pl__run *r = c->run;
     cJSON *payload = NULL;
@@ -460,8 +459,7 @@ static int wait_event(pl_ctx *c, const char *name, int64_t until_ms,
     if (r->branch)
         return no_branch(r, "pl_ctx_wait_event");
     cJSON *j = NULL;
-    if (pl_json_pack(&j, "{s:s, s:I}", "event", name, "until",
-                     until_ms))
+    if (pl_json_pack(&j, "{s:s, s:I}", "event", name, "until", until_ms))
         return pl__run_fail(r, PL_ENOMEM, "out of memory");
     uint32_t seq = c->next_seq;
     int st = append_json(c, PL_STEP_WAIT, c->def->name, j);
@@ -687,8 +685,7 @@ int pl_run_cancel(pl_engine *e, const char *run_id, const char *reason)
         pl_outcome *o = NULL;
         int cst = pl_run_continue(&o, e, run_id, NULL);
         pl_outcome_free(o);
-        if (cst && cst != PL_ENOTFOUND && cst != PL_EBUSY &&
-            cst != PL_ESTATE)
+        if (cst && cst != PL_ENOTFOUND && cst != PL_EBUSY && cst != PL_ESTATE)
             return cst;
         pl__err_clear();
     }

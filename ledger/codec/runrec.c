@@ -141,7 +141,7 @@ int pl__run_info_encode(pl__buf *out, const char *run_id,
     packer_init(&pk, out);
     size_t start = out->len;
     int rc = msgpack_pack_map(&pk, 6 + (ri->seed != NULL) + (ri->code != NULL) +
-                                        (ri->deadline_ms != 0));
+                                       (ri->deadline_ms != 0));
     rc = rc ? rc : pack_key(&pk, "v");
     rc = rc ? rc : msgpack_pack_uint32(&pk, PL__RUNREC_VERSION);
     rc = rc ? rc : pack_key(&pk, "policy");
@@ -663,8 +663,7 @@ int pl__run_state_copy(pl__run_state *dst, const pl__run_state *src)
                                       src->n_open * sizeof *src->open))) ||
         (src->reason && !(dst->reason = pl__strdup(src->reason))) ||
         (src->susp_path && !(dst->susp_path = pl__strdup(src->susp_path))) ||
-        (src->wait_event &&
-         !(dst->wait_event = pl__strdup(src->wait_event))) ||
+        (src->wait_event && !(dst->wait_event = pl__strdup(src->wait_event))) ||
         (src->prompt &&
          !(dst->prompt = dup_mem(src->prompt, src->prompt_len))) ||
         (src->result &&
@@ -799,8 +798,7 @@ int pl__inbox_decode(pl__inbox_rec *out, const char *run_id,
     }
     /* exactly one of an event (name and payload) and a cancellation */
     if (!have_v || !have_sum || !have_sent ||
-        (out->reason ? out->name || out->payload
-                     : !out->name || !out->payload))
+        (out->reason ? out->name || out->payload : !out->name || !out->payload))
         goto bad;
     return PL_OK;
 bad:
@@ -874,10 +872,11 @@ int pl__timer_decode(int64_t *due_us, char id[PL_MAX_RUN_ID + 1],
             if ((rc = read_sum(&r, data, at, i + 1 == n, 't', id,
                                "timer record")))
                 return rc;
-            return have_v && have_due ? PL_OK : pl__err(PL_ECORRUPT,
-                                                        "run '%s': its timer "
-                                                        "record is malformed",
-                                                        id);
+            return have_v && have_due ? PL_OK
+                                      : pl__err(PL_ECORRUPT,
+                                                "run '%s': its timer "
+                                                "record is malformed",
+                                                id);
         } else {
             value_span(&r, &v, &vn);
         }

@@ -34,7 +34,7 @@ typedef struct pl__run_info {
     uint8_t *seed; /* msgpack array of [type, actor, payload] or NULL */
     size_t seed_len;
     int64_t created_us;
-    char *code; /* the root policy's code identity, or NULL */
+    char *code;          /* the root policy's code identity, or NULL */
     int64_t deadline_ms; /* Unix ms past which the run fails; 0 = none */
 } pl__run_info;
 
@@ -49,15 +49,15 @@ typedef struct pl__run_state {
     char owner_host[256];
     uint32_t attempts;
     int error;
-    char *reason;      /* failed */
-    char token[33];    /* suspended: resume token (hex) or "" */
-    char *susp_path;   /* suspended: invocation path */
-    uint32_t susp_seq; /* suspended: the suspend step's seq; waiting: the
+    char *reason;          /* failed */
+    char token[33];        /* suspended: resume token (hex) or "" */
+    char *susp_path;       /* suspended: invocation path */
+    uint32_t susp_seq;     /* suspended: the suspend step's seq; waiting: the
                           wait step's (in the ledger at susp_path) */
     int64_t wait_until_ms; /* waiting: wakes at this Unix ms; 0 = never
                               (an event only) */
     char *wait_event;      /* waiting for this event; NULL: a sleep */
-    uint8_t *prompt;   /* suspended: msgpack map */
+    uint8_t *prompt;       /* suspended: msgpack map */
     size_t prompt_len;
     uint8_t *result; /* completed: msgpack map of the root's result */
     size_t result_len;
@@ -112,8 +112,7 @@ typedef struct pl__inbox_rec {
 PL__HIDDEN int pl__inbox_encode(pl__buf *out, const char *run_id,
                                 const pl__inbox_rec *ib) PL__MUST_CHECK;
 PL__HIDDEN int pl__inbox_decode(pl__inbox_rec *out, const char *run_id,
-                                const uint8_t *data,
-                                size_t len) PL__MUST_CHECK;
+                                const uint8_t *data, size_t len) PL__MUST_CHECK;
 PL__HIDDEN void pl__inbox_clear(pl__inbox_rec *ib);
 
 /* A timer record (runrec.c, TIMER RECORDS): the run's id and due time. */

@@ -127,8 +127,7 @@ PL__HIDDEN int pl__lmdb_lease_take(pl__lmdb_store *s, MDB_txn *txn,
 
 /* Open the timers, their index and the inboxes in the store's opening
  * transaction, creating them when @p create. */
-PL__HIDDEN int pl__lmdb_time_open(pl__lmdb_store *s, MDB_txn *txn,
-                                  bool create);
+PL__HIDDEN int pl__lmdb_time_open(pl__lmdb_store *s, MDB_txn *txn, bool create);
 /* A commit's timer and inbox work for batch @p bt, in its transaction. */
 PL__HIDDEN int pl__lmdb_time_batch(pl__lmdb_store *s, MDB_txn *txn,
                                    const pl__batch *bt, int *st);

@@ -359,8 +359,8 @@ int pl__lmdb_lease_peek(pl__lmdb_store *s, MDB_txn *txn, uint64_t run,
 }
 
 int pl__lmdb_lease_take(pl__lmdb_store *s, MDB_txn *txn, uint64_t run,
-                        const char *run_id, const char *owner,
-                        int64_t lease_us, pl__lease *out, int *st)
+                        const char *run_id, const char *owner, int64_t lease_us,
+                        pl__lease *out, int *st)
 {
     pl__lease l;
     int rc = get(s, txn, run, &l, st);

@@ -68,8 +68,7 @@ static void due_key(uint8_t out[16], int64_t due, uint64_t run)
     pl__put_be64(out + 8, run);
 }
 
-static int timer_del(pl__lmdb_store *s, MDB_txn *txn, uint64_t run,
-                     int64_t due)
+static int timer_del(pl__lmdb_store *s, MDB_txn *txn, uint64_t run, int64_t due)
 {
     uint8_t key[8], dk[16];
     pl__put_be64(key, run);
@@ -363,8 +362,8 @@ static int put_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
 }
 
 int pl__lmdb_inbox_put(pl__lmdb_store *s, uint64_t run, const char *run_id,
-                       pl__inbox_check_fn check, void *user,
-                       const uint8_t *rec, size_t len, uint64_t *seq)
+                       pl__inbox_check_fn check, void *user, const uint8_t *rec,
+                       size_t len, uint64_t *seq)
 {
     if (!s->has_time)
         return no_time(s, true);
@@ -396,8 +395,8 @@ int pl__lmdb_inbox_read(pl__lmdb_store *s, uint64_t run, pl__kvs *out)
              rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
             if (k.mv_size != 16 || pl__get_be64(k.mv_data) != run)
                 break;
-            st = pl__kvs_add(out, (const uint8_t *)k.mv_data + 8, 8,
-                             v.mv_data, v.mv_size);
+            st = pl__kvs_add(out, (const uint8_t *)k.mv_data + 8, 8, v.mv_data,
+                             v.mv_size);
         }
         mdb_cursor_close(cur);
     }

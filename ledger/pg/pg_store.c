@@ -83,8 +83,16 @@ enum {
 enum { L_ACQUIRE, L_GET, L_NEXT, L_RENEW, L_RELEASE, L_FENCE, L_CREATE, L_N };
 
 /* The timer and inbox statements (time_sql()). */
-enum { T_SET, T_TAKE, T_NEXT, T_GET, T_INBOX_DEL, T_INBOX_PUT, T_INBOX_READ,
-       T_N };
+enum {
+    T_SET,
+    T_TAKE,
+    T_NEXT,
+    T_GET,
+    T_INBOX_DEL,
+    T_INBOX_PUT,
+    T_INBOX_READ,
+    T_N
+};
 
 struct pl__pg_store {
     char *path;     /* as given, for messages */
@@ -754,7 +762,7 @@ static int commit_results(pl__pg_store *s, PGconn *c, const sent *q, size_t nq)
                                "run #%llu: an inbox record it consumes was "
                                "consumed by another execution",
                                (unsigned long long)q[i].batch->run)
-                                           : pg_err(s, c, r, "committing");
+                     : pg_err(s, c, r, "committing");
         }
         PQclear(r);
         if (lost(c))
@@ -1575,8 +1583,8 @@ static int pg_time_setup(pl__pg_store *s, PGconn *c)
 
 /* Send the timer statement of a batch into @p c (a pipeline or not), with
  * the text of its numbers in @p a, @p b. */
-static int timer_send(pl__pg_store *s, PGconn *c, uint64_t run,
-                      const char *id, int64_t due, pl__buf *rec)
+static int timer_send(pl__pg_store *s, PGconn *c, uint64_t run, const char *id,
+                      int64_t due, pl__buf *rec)
 {
     char a[24], b[24];
     int st = pl__timer_encode(rec, id, due);
@@ -1824,8 +1832,9 @@ int pl__pg_inbox_read(pl__pg_store *s, uint64_t run, pl__kvs *out)
     for (int i = 0; !st && i < PQntuples(r); i++) {
         int64_t seq;
         size_t n = 0;
-        unsigned char *rec = PQunescapeBytea(
-            (const unsigned char *)PQgetvalue(r, i, 1), &n);
+        unsigned char *rec = PQunescapeBytea((const unsigned char *)
+                                                 PQgetvalue(r, i, 1),
+                                             &n);
         uint8_t key[8];
         if (!rec || !parse_i64(PQgetvalue(r, i, 0), &seq))
             st = pl__err(rec ? PL_ECORRUPT : PL_ENOMEM,
