@@ -219,29 +219,21 @@ static int end_cancelled(pl__run *r, const pl_policy_def *def, uint64_t t0,
 {
     pl__run_state *rs = &r->state;
     const char *why = r->cancel_reason ? r->cancel_reason : "";
-    if (r->check) { /* replayed: nothing is written */
-        pl_outcome *o = outcome_new(r, PL_RUN_CANCELLED);
-        if (!o || !(o->reason = pl__strdup(why))) {
-            pl_outcome_free(o);
+    if (!r->check) { /* a check replay writes nothing */
+        rs->status = PL_RUN_CANCELLED;
+        rs->error = PL_ECANCELLED;
+        free(rs->reason);
+        if (!(rs->reason = pl__strdup(why)))
             return pl__err(PL_ENOMEM, "out of memory");
-        }
-        o->error = PL_ECANCELLED;
-        *out = o;
-        return PL_OK;
+        int st = pl__run_head(r, rs->head);
+        if (st)
+            return st;
+        rs->has_head = true;
+        if ((st = pl__run_write(r, true)))
+            return st;
+        pl__emit(r, PL_EVENT_RUN_FAILED, "0", 0, def->name, 0, PL_ECANCELLED,
+                 pl__ev_clock(r) - t0, why);
     }
-    rs->status = PL_RUN_CANCELLED;
-    rs->error = PL_ECANCELLED;
-    free(rs->reason);
-    if (!(rs->reason = pl__strdup(why)))
-        return pl__err(PL_ENOMEM, "out of memory");
-    int st = pl__run_head(r, rs->head);
-    if (st)
-        return st;
-    rs->has_head = true;
-    if ((st = pl__run_write(r, true)))
-        return st;
-    pl__emit(r, PL_EVENT_RUN_FAILED, "0", 0, def->name, 0, PL_ECANCELLED,
-             pl__ev_clock(r) - t0, why);
     pl_outcome *o = outcome_new(r, PL_RUN_CANCELLED);
     if (!o || !(o->reason = pl__strdup(why))) {
         pl_outcome_free(o);

@@ -306,6 +306,17 @@ static int wait_in_place(pl__run *r, int64_t until_ms)
 
 /* ---- sleeping ----------------------------------------------------------------- */
 
+/* Append (or replay) the wait step @p j at *seq; *rec is the recorded step
+ * after it, NULL at the ledger's end. */
+static int wait_step(pl_ctx *c, cJSON *j, uint32_t *seq, const pl__rec **rec)
+{
+    if (!j)
+        return pl__run_fail(c->run, PL_ENOMEM, "out of memory");
+    *seq = c->next_seq;
+    int st = append_json(c, PL_STEP_WAIT, c->def->name, j);
+    return st ? st : pl__inv_peek(c, rec);
+}
+
 /* A wait on a fan-out's branch thread could not park its run. */
 static int no_branch(pl__run *r, const char *fn)
 {
@@ -321,14 +332,12 @@ static int sleep_until(pl_ctx *c, int64_t until_ms)
     if (r->branch)
         return no_branch(r, "pl_ctx_sleep");
     cJSON *j = NULL;
-    if (pl_json_pack(&j, "{s:I}", "until", until_ms))
-        return pl__run_fail(r, PL_ENOMEM, "out of memory");
-    uint32_t seq = c->next_seq;
-    int st = append_json(c, PL_STEP_WAIT, c->def->name, j);
-    if (st)
-        return st;
+    uint32_t seq;
     const pl__rec *rec;
-    if ((st = pl__inv_peek(c, &rec)))
+    int st = wait_step(c,
+                       pl_json_pack(&j, "{s:I}", "until", until_ms) ? NULL : j,
+                       &seq, &rec);
+    if (st)
         return st;
     if (rec) /* the ledger goes on: the sleep is over */
         return rec->type == PL_STEP_CANCEL ? take_cancel_step(c, rec) : PL_OK;
@@ -459,14 +468,15 @@ static int wait_event(pl_ctx *c, const char *name, int64_t until_ms,
     if (r->branch)
         return no_branch(r, "pl_ctx_wait_event");
     cJSON *j = NULL;
-    if (pl_json_pack(&j, "{s:s, s:I}", "event", name, "until", until_ms))
-        return pl__run_fail(r, PL_ENOMEM, "out of memory");
-    uint32_t seq = c->next_seq;
-    int st = append_json(c, PL_STEP_WAIT, c->def->name, j);
-    if (st)
-        return st;
+    uint32_t seq;
     const pl__rec *rec;
-    if ((st = pl__inv_peek(c, &rec)))
+    int st = wait_step(c,
+                       pl_json_pack(&j, "{s:s, s:I}", "event", name, "until",
+                                    until_ms)
+                           ? NULL
+                           : j,
+                       &seq, &rec);
+    if (st)
         return st;
     if (rec)
         return take_event_step(c, rec, name, out);
