@@ -822,3 +822,72 @@ Test(time, a_cancel_racing_completion_ends_one_way_only, .timeout = 300)
     pl_engine_close(e);
     pl_registry_free(reg);
 }
+
+/* ------------------------------------------------------------------------ */
+/* Edges                                                                    */
+/* ------------------------------------------------------------------------ */
+
+/* "fan": two "waiter" calls at once: a branch cannot wait. */
+static int fan(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *u)
+{
+    (void)u;
+    pl_call_spec specs[2] = {PL_CALL_SPEC_INIT, PL_CALL_SPEC_INIT};
+    pl_action acts[2] = {PL_ACTION_INIT, PL_ACTION_INIT};
+    for (int i = 0; i < 2; i++) {
+        acts[i].policy = "waiter";
+        acts[i].payload = a->payload;
+        specs[i].action = &acts[i];
+    }
+    pl_step *res[2] = {NULL, NULL};
+    int st = pl_ctx_call_all(res, ctx, specs, 2);
+    pl_step_free(res[0]);
+    pl_step_free(res[1]);
+    return st ? st : pl_steps_add_resultf(out, "{}");
+}
+
+/* "past": sleeps until a time long gone, then calls "add". */
+static int past(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *u)
+{
+    (void)a;
+    (void)u;
+    int st = pl_ctx_sleep_until(ctx, 1000);
+    if (!st)
+        st = pl_ctx_invokef(NULL, ctx, "add", "{s:i, s:i}", "a", 1, "b", 1);
+    return st ? st : pl_steps_add_resultf(out, "{}");
+}
+
+Test(time, a_call_of_a_fan_out_cannot_wait)
+{
+    pl_registry *reg = registry();
+    pl_policy_def d = PL_POLICY_DEF_INIT;
+    d.name = "fan";
+    d.fn = fan;
+    cr_assert_eq(pl_registry_add(reg, &d), PL_OK);
+    pl_engine *e = engine_parking(reg);
+    pl_outcome *o = t_start(e, "fan", "{\"name\":\"n\"}", "f1");
+    cr_expect_eq(o->status, PL_RUN_FAILED);
+    cr_expect(o->reason && strstr(o->reason, "cannot wait"), "%s", o->reason);
+    pl_outcome_free(o);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+Test(time, a_sleep_until_a_time_gone_goes_on_at_once)
+{
+    pl_registry *reg = registry();
+    pl_policy_def d = PL_POLICY_DEF_INIT;
+    d.name = "past";
+    d.fn = past;
+    cr_assert_eq(pl_registry_add(reg, &d), PL_OK);
+    pl_engine *e = engine_parking(reg);
+    pl_outcome *o = t_start(e, "past", "{}", "p1");
+    cr_expect_eq(o->status, PL_RUN_COMPLETED);
+    pl_outcome_free(o);
+    pl_run_options ro = PL_RUN_OPTIONS_INIT;
+    ro.check = true;
+    cr_expect_eq(pl_run_continue(&o, e, "p1", &ro), PL_OK, "%s", pl_errmsg());
+    pl_outcome_free(o);
+    cr_expect_eq(t_calls.add, 1);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
