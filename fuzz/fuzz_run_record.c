@@ -105,6 +105,7 @@ static void inbox(const uint8_t *data, size_t size)
           back.sent_us == ib.sent_us &&
           same_bytes(ib.payload, ib.payload_len, back.payload,
                      back.payload_len));
+    pl__inbox_clear(&back);
     CHECK(pl__inbox_decode(&back, "run-2", b.data, b.len) != PL_OK);
     pl__buf_free(&b);
     pl__inbox_clear(&ib);
