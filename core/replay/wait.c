@@ -203,8 +203,6 @@ static int cancel_here(pl_ctx *c, const char *reason)
     if (!(r->cancel_reason = pl__strdup(reason)))
         return pl__run_fail(r, PL_ENOMEM, "out of memory");
     r->cancelled = true;
-    pl__emit(r, PL_EVENT_STEP_APPENDED, c->path, c->next_seq - 1, c->def->name,
-             PL_STEP_CANCEL, PL_ECANCELLED, 0, reason);
     return pl__err(PL_ECANCELLED, "run %s is cancelled: %s", r->id, reason);
 }
 
@@ -284,8 +282,9 @@ static int park(pl_ctx *c, uint32_t seq, int64_t until_ms, const char *event)
     return pl__err(PL_ESUSPENDED, "run %s waits at %s:%u", r->id, c->path, seq);
 }
 
-/* Wait on this thread until @p until_ms, the wait step durable first.
- * Stops early (false) when a worker stop is asked for. */
+/* Wait on this thread until @p until_ms, the wait step durable first; a
+ * worker's stop ends the wait early (the caller then parks the run).  A
+ * cancellation is seen when the wait ends. */
 static int wait_in_place(pl__run *r, int64_t until_ms)
 {
     int st = pl__run_commit(r);
