@@ -309,9 +309,10 @@ static int wait_in_place(pl__run *r, int64_t until_ms)
  * after it, NULL at the ledger's end. */
 static int wait_step(pl_ctx *c, cJSON *j, uint32_t *seq, const pl__rec **rec)
 {
+    *seq = c->next_seq;
+    *rec = NULL;
     if (!j)
         return pl__run_fail(c->run, PL_ENOMEM, "out of memory");
-    *seq = c->next_seq;
     int st = append_json(c, PL_STEP_WAIT, c->def->name, j);
     return st ? st : pl__inv_peek(c, rec);
 }
