@@ -12,9 +12,13 @@
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <linux/openat2.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <linux/close_range.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/random.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -72,6 +76,25 @@ void pl__host_name(char *out, size_t n)
     out[n - 1] = '\0';
     if (gethostname(out, n - 1) != 0)
         snprintf(out, n, "localhost");
+}
+
+bool pl__child_prepare(pid_t parent)
+{
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent)
+        return false;
+    if (syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC) == 0)
+        return true;
+    /* before Linux 5.11: one descriptor at a time */
+    struct rlimit rl;
+    int max = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < 65536
+                  ? (int)rl.rlim_cur
+                  : 65536;
+    for (int fd = 3; fd < max; fd++) {
+        int fl = fcntl(fd, F_GETFD);
+        if (fl >= 0)
+            fcntl(fd, F_SETFD, fl | FD_CLOEXEC);
+    }
+    return true;
 }
 
 /* ---- randomness ---------------------------------------------------------- */

@@ -10,6 +10,7 @@
  *   | the host's name         | gethostname(2)                              |
  *   | random bytes            | getrandom(2)                                |
  *   | a writer-first rwlock   | pthread_rwlockattr_setkind_np()             |
+ *   | a command's child       | prctl(PR_SET_PDEATHSIG), close_range(2)     |
  *   | fibers                  | ucontext (getcontext, makecontext,          |
  *   |                         | swapcontext, setcontext), mmap'd stacks,    |
  *   |                         | pthread_getattr_np() for a thread's stack   |
@@ -21,6 +22,7 @@
 #define PL_PLATFORM_H
 
 #include <pthread.h>
+#include <sys/types.h>
 #include <stdatomic.h>
 #include <ucontext.h>
 
@@ -52,6 +54,15 @@ PL__HIDDEN bool pl__proc_stat(int64_t pid, uint64_t *start, bool *zombie);
 /* This host's name into @p out, @p n bytes with the NUL; "localhost" if it
  * cannot be read. */
 PL__HIDDEN void pl__host_name(char *out, size_t n);
+
+/*
+ * In a child just forked to exec a command (async-signal-safe calls only):
+ * have it killed when the thread that forked it ends (the engine's process
+ * dies), and mark every descriptor from 3 up close-on-exec, so that the
+ * command inherits only its standard streams.  false when the parent is
+ * gone already.
+ */
+PL__HIDDEN bool pl__child_prepare(pid_t parent);
 
 /* ---- randomness ---------------------------------------------------------- */
 

@@ -1808,9 +1808,10 @@ int pl_decorator_invoke_action_with(pl_decorator *out,
                                     const pl_decorator *per_call, size_t n);
 
 /*
- * The tool adapter: retry, timeout, budget and cap.  Each is written with
- * this header alone, as a user's decorator would be, and composes in a
- * call's decorator list, outermost first:
+ * The tool adapter: retry, timeout, budget, cap, paginate and observe.
+ * Each is written with this header alone, as a user's decorator would be,
+ * and composes in a call's decorator list, outermost first (paginate ends
+ * its list: see pl_decorator_paginate()):
  *
  *     pl_decorator d[3];
  *     pl_decorator_timeout(&d[0], 30000);        // 30 s for all attempts
@@ -1945,6 +1946,153 @@ int pl_decorator_budget(pl_decorator *out, const pl_budget *limits);
  * @return PL_OK; PL_EINVAL (NULL @p out, @p max_bytes 0).
  */
 int pl_decorator_cap(pl_decorator *out, size_t max_bytes);
+
+#define PL_PAGINATE_OPTIONS_VERSION 1
+
+/** paginate's options.  Initialise with PL_PAGINATE_OPTIONS_INIT. */
+typedef struct pl_paginate_options {
+    unsigned version;   /**< PL_PAGINATE_OPTIONS_VERSION */
+    /** JSON pointer (RFC 6901) to the continuation in a page's result:
+     *  "/next_token", "/next_page", "/cursor/next", ...  A missing member,
+     *  null, false or "" means no more pages.  Default "/next_token". */
+    const char *next;
+    /** JSON pointer to where the continuation goes in the next request's
+     *  payload (objects on the way are made); NULL: the same as next. */
+    const char *param;
+    /** JSON pointer to the array of items in a page's result, which the
+     *  merged result concatenates; NULL: each page's result is kept whole
+     *  in "results". */
+    const char *items;
+    unsigned max_pages; /**< pages read at most; 0 = 100 */
+    size_t max_bytes;   /**< merged items' compact JSON bytes; 0 = 512000 */
+    /** decorators on each page's call, outermost first (validate, retry,
+     *  timeout per page); may be NULL.  Borrowed. */
+    const pl_decorator *per_page;
+    size_t n_per_page;
+} pl_paginate_options;
+
+#define PL_PAGINATE_OPTIONS_INIT                                               \
+    { PL_PAGINATE_OPTIONS_VERSION, "/next_token", NULL, NULL, 0, 0, NULL, 0 }
+
+/**
+ * paginate: read every page of a tool whose result carries a continuation.
+ * The decorator ends its chain: each page is a call of its own,
+ * pl_ctx_call() of the same policy wrapped by opts->per_page, in the
+ * call's invocation (decorators after paginate in a list never run: give
+ * them to it as per_page).  The first page is asked with the call's
+ * payload, each later one with the continuation the page before returned
+ * put at opts->param.  Every page's result is recorded where it was read,
+ * so a replay serves each, and a run that crashed after page 7 reads only
+ * page 8 onwards.
+ *
+ * A first page that is an error result, has no continuation, or whose
+ * items are not an array is the call's result as it is: paginate may wrap
+ * every tool of a model.  Otherwise pages are read until one has no
+ * continuation, opts->max_pages were read, or the merged items reach
+ * opts->max_bytes (the first page is always merged; a later one that
+ * would pass the cap is read but not merged), and the call's result is a
+ * recorded `action_result` by "paginate": the first page's result without
+ * its continuation, its items array holding every merged page's items in
+ * order (with no items pointer: {"results": [each page's result]}), and
+ *     "pagination": {"pages": read, "merged": n, "complete": bool,
+ *                    "stopped": why, "bytes": merged bytes,
+ *                    "max_pages", "max_bytes",
+ *                    "next": the continuation of the first page not
+ *                            merged, "note": "incomplete: ...",
+ *                    "error": a failed page's error result}
+ * where "stopped" is "end" (complete: no continuation left), "page_limit",
+ * "byte_cap", "error" (a later page's result was an error: the pages
+ * before it are merged), "malformed_page" (a later page's items are not an
+ * array) or "repeated_continuation" (a page returned the continuation
+ * that asked for it).  "next", "note" and "error" are there only when they
+ * apply.  Never a silent cut: every page read is in the ledger whole.
+ * @param[out] out the decorator.
+ * @param opts NULL for defaults; borrowed (see above).
+ * @return PL_OK; PL_EINVAL (NULL @p out, wrong version, a pointer that is
+ *         not "/..." or badly escaped, n_per_page without per_page, a
+ *         per-page decorator not made with PL_DECORATOR_INIT).
+ */
+int pl_decorator_paginate(pl_decorator *out, const pl_paginate_options *opts);
+
+/**
+ * A normaliser: make @p *out, a new JSON object (the engine frees it), the
+ * observation a model is shown for a tool's raw result.  It runs in the
+ * call's invocation and may call policies through @p ctx (a cheap model
+ * that summarises a long page): those calls are recorded as any call is.
+ * It must be deterministic given its arguments and what its calls return.
+ * @param action the tool's call (its policy and payload).
+ * @param raw the tool's result, never an error result; borrowed.
+ * @return PL_OK; the status of a pl_ctx_* call that failed (return it
+ *         unchanged); any other non-zero value fails the run.
+ */
+typedef int (*pl_normalize_fn)(cJSON **out, pl_ctx *ctx,
+                               const pl_action *action, const cJSON *raw,
+                               void *user);
+
+#define PL_OBSERVE_OPTIONS_VERSION 1
+
+/** observe's options.  Initialise with PL_OBSERVE_OPTIONS_INIT. */
+typedef struct pl_observe_options {
+    unsigned version;          /**< PL_OBSERVE_OPTIONS_VERSION */
+    pl_normalize_fn fn;        /**< NULL: pl_observation_default() */
+    void *user;                /**< passed to fn */
+    const char *const *tools;  /**< the policies it observes; NULL: all */
+    size_t n_tools;            /**< entries in tools */
+    /** The built-in normaliser only: a policy (an LLM policy, say) asked
+     *  for the summary of a raw result longer than summarize_over bytes,
+     *  with {"text": an instruction and the raw JSON, cut at 32 KiB}; the
+     *  "text" of its result becomes the summary.  NULL: none. */
+    const char *summarizer;
+    size_t summarize_over;     /**< 0 = 2048 */
+} pl_observe_options;
+
+#define PL_OBSERVE_OPTIONS_INIT                                                \
+    { PL_OBSERVE_OPTIONS_VERSION, NULL, NULL, NULL, 0, NULL, 0 }
+
+/**
+ * observe: turn a tool's raw result into the observation a model sees.
+ * For a call of one of opts->tools, it runs the rest of the chain, and
+ * when the result (its last step) is not an error result, calls the
+ * normaliser and records an `action_result` by "observe":
+ *     {"observation": {...the normaliser's object...}, "raw": {...}}
+ * which becomes the call's result.  The raw result stays where the chain
+ * recorded it too, so `ledger-dump` shows what the tool returned and what
+ * the model was shown; an LLM policy (policyledger_llm.h) sends the
+ * observation, not the raw result, as the tool's answer.  Error results
+ * and calls of other policies pass unchanged.
+ *
+ * The built-in normaliser's observation (pl_observation_default()):
+ *     {"summary": "one sentence", "key_facts": {"name": "value", ...},
+ *      "affordances": ["next_page", ...]}
+ *
+ * A normaliser that calls policies makes the raw result durable before its
+ * first call; a crash after it replays the inner chain.  So over a tool
+ * whose result is not the same on every run (an HTTP page), put paginate
+ * inside observe, [observe, paginate]: paginate makes the tool's result a
+ * recorded call that the replay serves.
+ * @param opts NULL for defaults; borrowed.
+ * @return PL_OK; PL_EINVAL (NULL @p out, wrong version, n_tools without
+ *         tools, a NULL or empty tool name, an empty summarizer name).
+ */
+int pl_decorator_observe(pl_decorator *out, const pl_observe_options *opts);
+
+/**
+ * The built-in observation of a tool's result @p raw (an object) for the
+ * policy @p tool:
+ *   summary      "'TOOL' returned N fields: a, b, c", with what its
+ *                "pagination" says (pages read, complete or why not) and a
+ *                "truncated" flag's note;
+ *   key_facts    every top-level member but "pagination", as a string:
+ *                scalars as their text (cut at 200 bytes, "..." after),
+ *                arrays as "N items", objects as "N fields"; at most 24;
+ *   affordances  "next_page" (pagination stopped with a "next"),
+ *                "read_more" (a member "truncated": true), "refine_query"
+ *                (an array of items with 20 or more of them).
+ * Deterministic: the same raw result gives the same observation.
+ * @param[out] out caller owns; free with cJSON_Delete().
+ * @return PL_OK; PL_EINVAL (NULL argument); PL_ENOMEM.
+ */
+int pl_observation_default(cJSON **out, const char *tool, const cJSON *raw);
 
 /* ------------------------------------------------------------------------ */
 /* Traces                                                                   */
@@ -2348,7 +2496,8 @@ int pl_ctx_invokef(cJSON **out, pl_ctx *ctx, const char *policy,
 /** A working directory and a command allowlist.  Opaque. */
 typedef struct pl_sandbox pl_sandbox;
 
-#define PL_SANDBOX_OPTIONS_VERSION 1
+/** Version 2 appended path_commands; a version 1 struct is still taken. */
+#define PL_SANDBOX_OPTIONS_VERSION 2
 
 /** Sandbox options.  Initialise with PL_SANDBOX_OPTIONS_INIT. */
 typedef struct pl_sandbox_options {
@@ -2358,9 +2507,15 @@ typedef struct pl_sandbox_options {
     /** true: never use openat2(2), always walk paths component by
         component (the fallback for kernels without it). */
     bool walk_only;
+    /** Since version 2: programs allowed too, whose arguments are paths
+     *  that must stay under the root (see pl_sandbox_check_command()):
+     *  "cat", "ls", "wc", ...  May be NULL. */
+    const char *const *path_commands;
+    size_t n_path_commands;       /**< entries in path_commands */
 } pl_sandbox_options;
 
-#define PL_SANDBOX_OPTIONS_INIT { PL_SANDBOX_OPTIONS_VERSION, NULL, 0, false }
+#define PL_SANDBOX_OPTIONS_INIT                                                \
+    { PL_SANDBOX_OPTIONS_VERSION, NULL, 0, false, NULL, 0 }
 
 /**
  * Create a sandbox on the directory @p root (which must exist), with the
@@ -2423,16 +2578,38 @@ int pl_sandbox_open_file(int *out_fd, const pl_sandbox *sb, const char *path,
  * program name exactly, and no argument may hold a control byte.  Nothing
  * is run; a command that passes is to be run with execvp()-like calls,
  * never through a shell.
+ *
+ * For a program of path_commands, its path arguments must stay under the
+ * root: every argument that does not start with '-' ("-" alone is standard
+ * input), every argument after "--", and the value of "--name=value".
+ * Relative ones are taken from the root.  A path is refused when it is
+ * absolute and elsewhere, when its ".." climb above the root as written
+ * (even through parts that do not exist yet: a program may make them), or
+ * when a symlink on its way leaves the root (pl_sandbox_resolve()); a
+ * missing part is left for the program to meet.  A short option with a
+ * '/' in its attached value ("-f/etc/x") is refused: give the path as an
+ * argument of its own.  This checks the arguments as given: it does not
+ * confine what the program then opens.
  * @param argv @p argc C strings, argc >= 1.
- * @return PL_OK; PL_EFORBIDDEN (program not allowed, or given as a path);
- *         PL_EINVAL (NULL argument, argc 0, an empty program name, a
- *         control byte in an argument).
+ * @return PL_OK; PL_EFORBIDDEN (program not allowed, or given as a path; a
+ *         path argument outside the root); PL_EINVAL (NULL argument, argc
+ *         0, an empty program name, a control byte in an argument);
+ *         PL_ELIMIT (a path argument too long).
  */
 int pl_sandbox_check_command(const pl_sandbox *sb, const char *const *argv,
                              size_t argc);
 
+/**
+ * pl_sandbox_check_command() for a command run in the directory @p cwd
+ * under the root (a path pl_sandbox_resolve() gave, or NULL for the root):
+ * relative path arguments are taken from it.
+ * @return as pl_sandbox_check_command().
+ */
+int pl_sandbox_check_command_in(const pl_sandbox *sb, const char *cwd,
+                                const char *const *argv, size_t argc);
+
 /* ------------------------------------------------------------------------ */
-/* Tools for models: calculator, read_file, http_get                        */
+/* Tools for models: calculator, read_file, http_get, run_command          */
 /* ------------------------------------------------------------------------ */
 
 /*
@@ -2471,10 +2648,50 @@ int pl_sandbox_check_command(const pl_sandbox *sb, const char *const *argv,
  *               allowlist Forbidden.  file:// URLs read through the
  *               sandbox, as read_file does.
  *
- * All three are registered idempotent: none changes anything outside
+ *   run_command {"argv": ["ls", "-l", "notes"], "cwd": "sub",
+ *               "stdin": "text", "timeout_ms": 5000}
+ *               -> {"exit_code": 0, "signal": null, "timed_out": false,
+ *                   "stdout": "...", "stderr": "...", "stdout_bytes": N,
+ *                   "stderr_bytes": N, "truncated": false}
+ *               One program, run as an argument vector, never through a
+ *               shell, only when the sandbox allows it
+ *               (pl_sandbox_check_command_in(): argv[0] one of commands
+ *               or path_commands, and for the latter every path argument
+ *               under the root: "..", absolute paths and symlinks that
+ *               leave it are refused), before anything runs.  It runs in
+ *               its own process group, in the directory cwd under the
+ *               root (default the root), with only the environment
+ *               variables the options allow, standard input the given
+ *               "stdin" or /dev/null, every other descriptor closed, and
+ *               is killed (SIGKILL) with it if the engine's process dies.
+ *               Its output is read until every process of the group has
+ *               closed it and the program has ended, at most the timeout
+ *               (the least of "timeout_ms", command_timeout_ms and the
+ *               call's deadline, pl_ctx_deadline()); then, or at the
+ *               timeout, the whole group is killed, so nothing it started
+ *               outlives the call (but a process that left the group).
+ *               Each of stdout and stderr is kept up to max_output_bytes
+ *               (the rest is read and counted, not kept: memory stays
+ *               bounded); "truncated" and a "note" say so; bytes that are
+ *               not UTF-8 become U+FFFD.  A program that exits non-zero or
+ *               dies of a signal is a result ("exit_code" null and
+ *               "signal": "SIGSEGV"), for the caller to read.  Forbidden
+ *               (the sandbox refused it: the message says why);
+ *               InvalidInput (bad arguments, a cwd that is not a
+ *               directory); NotFound (no such program on the allowed
+ *               PATH, or no such cwd); Timeout (killed at the timeout:
+ *               the error result carries every field above, with the
+ *               output read until then).  Registered only with a root and
+ *               allowed commands.
+ *
+ * The first three are registered idempotent: none changes anything outside
  * itself (the calculator is pure, read_file reads, a GET is safe by HTTP's
- * rules), so re-running one after a crash is harmless.  Their results are
- * recorded like any call's: replay serves them and does not run the tool.
+ * rules), so re-running one after a crash is harmless.  run_command is
+ * not (command_idempotent false by default): its action_call is durable
+ * before the program starts, and a crash while it runs gives its call the
+ * in-doubt rule (command_in_doubt, by default PL_IN_DOUBT_FAIL: an
+ * "InDoubt" error result), never a second run.  Results are recorded like
+ * any call's: replay serves them and does not run the tool.
  */
 
 #define PL_TOOLS_MAX_EXPRESSION 4096 /**< longest calculator input, bytes */
@@ -2484,7 +2701,9 @@ int pl_sandbox_check_command(const pl_sandbox *sb, const char *const *argv,
 /** The tools' shared settings.  Opaque. */
 typedef struct pl_tools pl_tools;
 
-#define PL_TOOLS_OPTIONS_VERSION 1
+/** Version 2 appended the run_command fields; a version 1 struct is still
+ *  taken (no run_command). */
+#define PL_TOOLS_OPTIONS_VERSION 2
 
 /** Tool options.  Initialise with PL_TOOLS_OPTIONS_INIT. */
 typedef struct pl_tools_options {
@@ -2508,10 +2727,28 @@ typedef struct pl_tools_options {
     long timeout_ms;           /**< whole request; 0 = 30000 */
     size_t max_body_bytes;     /**< http_get's cap; as max_file_bytes */
     int max_redirects;         /**< redirects followed; -1 = 5, 0 = none */
+    /* Since version 2: run_command, registered when root is set and a
+     * program is allowed (the sandbox's commands and path_commands). */
+    const char *const *commands;      /**< programs run_command may run */
+    size_t n_commands;
+    const char *const *path_commands; /**< ... whose arguments are paths
+                                           under the root */
+    size_t n_path_commands;
+    /** Environment variables a command gets from the engine's process, by
+     *  name; NULL (n_env 0): PATH, LANG, LC_ALL, TZ.  Every other variable
+     *  is left out. */
+    const char *const *env;
+    size_t n_env;
+    long command_timeout_ms;   /**< the longest a command runs; 0 = 10000 */
+    size_t max_output_bytes;   /**< kept of each of stdout and stderr;
+                                    0 = 64 KiB, at most 16 MiB */
+    bool command_idempotent;   /**< default false (see above) */
+    pl_in_doubt command_in_doubt; /**< default PL_IN_DOUBT_FAIL */
 } pl_tools_options;
 
 #define PL_TOOLS_OPTIONS_INIT                                                  \
-    { PL_TOOLS_OPTIONS_VERSION, NULL, 0, NULL, 0, 0, 0, 0, -1 }
+    { PL_TOOLS_OPTIONS_VERSION, NULL, 0, NULL, 0, 0, 0, 0, -1, NULL, 0, NULL, \
+      0, NULL, 0, 0, 0, false, PL_IN_DOUBT_FAIL }
 
 /**
  * Check the options and make the tools' settings (opening the sandbox).
@@ -2532,8 +2769,8 @@ int pl_tools_new(pl_tools **out, const pl_tools_options *opts);
 void pl_tools_free(pl_tools *tools);
 
 /**
- * Register "calculator", "http_get" and, with a root, "read_file" in
- * @p reg.  Every name is checked first, so PL_EEXIST registers none.
+ * Register "calculator", "http_get" and, with a root, "read_file" (and,
+ * with allowed commands, "run_command") in @p reg.  Every name is checked first, so PL_EEXIST registers none.
  * @param tools borrowed: must outlive every engine using @p reg.
  * @return PL_OK; PL_EINVAL (NULL argument); PL_EEXIST (a name is taken);
  *         PL_ENOMEM.

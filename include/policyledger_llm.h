@@ -13,7 +13,11 @@
  *     `text` steps as assistant messages, `action_call` steps as the
  *     assistant's tool calls (with the provider's call id, kept in the step
  *     as "call_id"), and `action_result` steps as tool results bound to
- *     those ids (error-as-data results too: the model reads them).
+ *     those ids (error-as-data results too: the model reads them).  A
+ *     result that carries an observation ({"observation": {...}, "raw":
+ *     ...}, pl_decorator_observe()) is sent as its observation, not its raw
+ *     result; any result larger than max_tool_result_bytes is sent cut,
+ *     with a note, as pl_decorator_cap() cuts it.
  *   - The allowed actions become tool definitions from the registry: name,
  *     pl_policy_def.description and .input_schema ({"type":"object"} when a
  *     policy has none).  A policy name the provider refuses as a tool name
@@ -170,7 +174,9 @@ typedef enum pl_llm_tool_errors {
     PL_LLM_TOOL_ERRORS_FAIL = 1
 } pl_llm_tool_errors;
 
-#define PL_LLM_OPTIONS_VERSION 1
+/** Version 2 appended max_tool_result_bytes; a version 1 struct is still
+ *  taken (with its default). */
+#define PL_LLM_OPTIONS_VERSION 2
 
 /** Options of an LLM policy.  Start from PL_LLM_OPTIONS_INIT. */
 typedef struct pl_llm_options {
@@ -199,11 +205,18 @@ typedef struct pl_llm_options {
     unsigned backoff_max_ms;   /**< longest wait; 0: 20 s */
     size_t max_response_bytes; /**< larger bodies fail; 0: 8 MiB */
     pl_llm_tool_errors tool_errors; /**< default: continue */
+    /** Since version 2: the most bytes of one tool result sent to the
+     *  model (its compact JSON text; the observation when the result has
+     *  one, see pl_decorator_observe()).  A larger one is sent as cap sends
+     *  it (pl_decorator_cap()): {"truncated": true, "original_bytes",
+     *  "max_bytes", "note", "preview"}, within the cap; the ledger keeps it
+     *  whole.  0: 512000. */
+    size_t max_tool_result_bytes;
 } pl_llm_options;
 
 #define PL_LLM_OPTIONS_INIT                                                    \
     { PL_LLM_OPTIONS_VERSION, NULL, -1.0, 0, NULL, PL_LLM_MALFORMED_FAIL, 2,   \
-      NULL, NULL, 0, 0, 0, 0, 0, 0, 0, PL_LLM_TOOL_ERRORS_CONTINUE }
+      NULL, NULL, 0, 0, 0, 0, 0, 0, 0, PL_LLM_TOOL_ERRORS_CONTINUE, 0 }
 
 /**
  * Register an LLM policy.

@@ -48,6 +48,7 @@ struct pl_sandbox {
     size_t root_len;
     char **commands; /* allowed program names */
     size_t n_commands;
+    bool *paths; /* commands[i]'s operands are paths under the root */
     bool walk_only;
 };
 
@@ -104,14 +105,19 @@ int pl_sandbox_new(pl_sandbox **out, const char *root,
     pl_sandbox_options defaults = PL_SANDBOX_OPTIONS_INIT;
     if (!opts)
         opts = &defaults;
-    if (opts->version != PL_SANDBOX_OPTIONS_VERSION)
+    if (opts->version != PL_SANDBOX_OPTIONS_VERSION && opts->version != 1)
         return pl__err(PL_EINVAL, "pl_sandbox_new: options version %u, not %u",
                        opts->version, PL_SANDBOX_OPTIONS_VERSION);
-    if (opts->n_commands && !opts->commands)
+    /* version 1 ends before path_commands */
+    const char *const *pcmds = opts->version >= 2 ? opts->path_commands : NULL;
+    size_t n_pcmds = opts->version >= 2 ? opts->n_path_commands : 0;
+    if ((opts->n_commands && !opts->commands) || (n_pcmds && !pcmds))
         return pl__err(PL_EINVAL, "pl_sandbox_new: %zu commands, NULL list",
-                       opts->n_commands);
-    for (size_t i = 0; i < opts->n_commands; i++)
-        if (!command_name_ok(opts->commands[i]))
+                       opts->n_commands ? opts->n_commands : n_pcmds);
+    for (size_t i = 0; i < opts->n_commands + n_pcmds; i++)
+        if (!command_name_ok(i < opts->n_commands
+                                 ? opts->commands[i]
+                                 : pcmds[i - opts->n_commands]))
             return pl__err(PL_EINVAL,
                            "pl_sandbox_new: command %zu is not a program name "
                            "(empty, too long, or holds '/' or a control byte)",
@@ -150,14 +156,19 @@ int pl_sandbox_new(pl_sandbox **out, const char *root,
         goto done;
     }
     sb->root_len = strlen(sb->root);
-    if (opts->n_commands) {
-        sb->commands = calloc(opts->n_commands, sizeof *sb->commands);
-        if (!sb->commands) {
+    size_t n_all = opts->n_commands + n_pcmds;
+    if (n_all) {
+        sb->commands = calloc(n_all, sizeof *sb->commands);
+        sb->paths = calloc(n_all, sizeof *sb->paths);
+        if (!sb->commands || !sb->paths) {
             st = pl__err(PL_ENOMEM, "pl_sandbox_new: out of memory");
             goto done;
         }
-        for (size_t i = 0; i < opts->n_commands; i++) {
-            sb->commands[i] = pl__strdup(opts->commands[i]);
+        for (size_t i = 0; i < n_all; i++) {
+            bool path = i >= opts->n_commands;
+            sb->commands[i] = pl__strdup(path ? pcmds[i - opts->n_commands]
+                                              : opts->commands[i]);
+            sb->paths[i] = path;
             if (!sb->commands[i]) {
                 st = pl__err(PL_ENOMEM, "pl_sandbox_new: out of memory");
                 goto done;
@@ -184,6 +195,7 @@ void pl_sandbox_free(pl_sandbox *sb)
     for (size_t i = 0; i < sb->n_commands; i++)
         free(sb->commands[i]);
     free(sb->commands);
+    free(sb->paths);
     free(sb);
 }
 
@@ -657,8 +669,109 @@ int pl_sandbox_open_file(int *out_fd, const pl_sandbox *sb, const char *path,
 
 /* ---- commands ------------------------------------------------------------ */
 
-int pl_sandbox_check_command(const pl_sandbox *sb, const char *const *argv,
-                             size_t argc)
+/*
+ * Does @p rel (a path relative to the root) climb above the root, read as
+ * written (before any symlink)?  "a/../../x" does, even when "a" does not
+ * exist yet: a program may make it.
+ */
+static bool climbs_out(const char *rel, size_t len)
+{
+    long depth = 0;
+    for (size_t i = 0; i < len;) {
+        size_t j = i;
+        while (j < len && rel[j] != '/')
+            j++;
+        size_t n = j - i;
+        if (n == 2 && rel[i] == '.' && rel[i + 1] == '.') {
+            if (--depth < 0)
+                return true;
+        } else if (n && !(n == 1 && rel[i] == '.')) {
+            depth++;
+        }
+        i = j + 1;
+    }
+    return false;
+}
+
+/* Check one path argument @p arg (argument @p i), relative to @p cwd (a
+ * resolved directory under the root, or NULL for the root). */
+static int check_path_arg(const pl_sandbox *sb, const char *cwd, size_t i,
+                          const char *arg)
+{
+    char joined[SB_PATH_MAX + 1];
+    const char *path = arg;
+    if (arg[0] != '/' && cwd && strcmp(cwd, ".") != 0) {
+        int n = snprintf(joined, sizeof joined, "%s/%s", cwd, arg);
+        if (n < 0 || (size_t)n >= sizeof joined)
+            return pl__err(PL_ELIMIT,
+                           "sandbox: argument %zu, '%.200s', makes a path "
+                           "longer than %d bytes",
+                           i, arg, SB_PATH_MAX);
+        path = joined;
+    }
+    size_t len = strlen(path);
+    const char *rel;
+    size_t rel_len;
+    int st = check_path_bytes(path, len);
+    if (!st)
+        st = relative_part(&rel, &rel_len, sb, path, len);
+    if (!st && climbs_out(rel, rel_len))
+        st = pl__err(PL_EFORBIDDEN,
+                     "sandbox: argument %zu, '%.200s', climbs above '%s' "
+                     "with '..'",
+                     i, arg, sb->root);
+    char *resolved = NULL;
+    if (!st) {
+        /* symlinks on the way; a missing part is the program's to meet */
+        st = pl_sandbox_resolve(&resolved, sb, path, len);
+        free(resolved);
+        if (st == PL_ENOTFOUND)
+            st = PL_OK;
+    }
+    if (st == PL_EFORBIDDEN)
+        return pl__err(PL_EFORBIDDEN,
+                       "sandbox: argument %zu is a path outside the sandbox: "
+                       "%s",
+                       i, pl_errmsg());
+    return st;
+}
+
+/* Check the path arguments of a command whose operands are paths: every
+ * argument not starting with '-' ("-" alone is standard input), all after
+ * "--", and the value of "--name=value"; a short option with a '/' in
+ * its attached value ("-f/etc/x") cannot be told apart, so is refused. */
+static int check_path_args(const pl_sandbox *sb, const char *cwd,
+                           const char *const *argv, size_t argc)
+{
+    bool operands = false;
+    for (size_t i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int st = PL_OK;
+        if (operands || a[0] != '-') {
+            st = *a ? check_path_arg(sb, cwd, i, a) : PL_OK;
+        } else if (strcmp(a, "--") == 0) {
+            operands = true;
+        } else if (strcmp(a, "-") == 0) {
+            continue;
+        } else if (a[1] == '-') {
+            const char *eq = strchr(a, '=');
+            if (eq && eq[1])
+                st = check_path_arg(sb, cwd, i, eq + 1);
+        } else if (strchr(a, '/')) {
+            st = pl__err(PL_EFORBIDDEN,
+                         "sandbox: argument %zu, '%.200s', is an option with "
+                         "a path attached; give the path as an argument of "
+                         "its own",
+                         i, a);
+        }
+        if (st)
+            return st;
+    }
+    return PL_OK;
+}
+
+int pl_sandbox_check_command_in(const pl_sandbox *sb, const char *cwd,
+                                const char *const *argv, size_t argc)
 {
     if (!sb || !argv)
         return pl__err(PL_EINVAL, "pl_sandbox_check_command: NULL argument");
@@ -685,8 +798,14 @@ int pl_sandbox_check_command(const pl_sandbox *sb, const char *const *argv,
                        prog);
     for (size_t i = 0; i < sb->n_commands; i++)
         if (strcmp(prog, sb->commands[i]) == 0)
-            return PL_OK;
+            return sb->paths[i] ? check_path_args(sb, cwd, argv, argc) : PL_OK;
     return pl__err(PL_EFORBIDDEN,
                    "sandbox: program '%s' is not allowed (%zu allowed)", prog,
                    sb->n_commands);
+}
+
+int pl_sandbox_check_command(const pl_sandbox *sb, const char *const *argv,
+                             size_t argc)
+{
+    return pl_sandbox_check_command_in(sb, NULL, argv, argc);
 }

@@ -28,11 +28,12 @@ AGENT_DATA="$(cd "$build/examples/agent/data" && pwd)"
 export AGENT_DATA
 served() { if [ -f "$dir/script.json.served" ]; then wc -l <"$dir/script.json.served" | tr -d ' '; else echo 0; fi; }
 
-echo "== 1. The agent researches.  Kill it (SIGKILL) at step boundary 8: its"
-echo "==    first model call and its first tool call (read_file) are durable."
+echo "== 1. The agent researches.  Kill it (SIGKILL) at step boundary 24: its"
+echo "==    first model call and its first tool calls are durable: search_notes"
+echo "==    (two pages, each a recorded call) and read_file."
 # (the braces keep the shell's own "Killed" notice off the screen)
 { "$demo" --store "$store" --run "$run" --model "$AGENT_MODEL" \
-    --data "$AGENT_DATA" --crash-after-steps 8 2>&1; } 2>/dev/null ||
+    --data "$AGENT_DATA" --crash-after-steps 24 2>&1; } 2>/dev/null ||
   echo "   (the process died: exit status $?)"
 before=$(served)
 echo "   the model has been asked $before time(s) so far"

@@ -77,14 +77,15 @@ int main(int argc, char **argv)
     pl_engine *e = NULL;
     pl_run_info *info = NULL;
     pl_steps *root = NULL;
-    tally t = {{"calculator", "read_file", "http_get", "ask_human"},
-               {0},
-               {0},
-               4,
-               0,
-               0,
-               0,
-               0};
+    tally t = {
+        {"calculator", "read_file", "http_get", "search_notes", "ask_human"},
+        {0},
+        {0},
+        5,
+        0,
+        0,
+        0,
+        0};
     pl_llm_tokens tok = {0, 0, 0};
     int st;
     if ((st = pl_registry_new(&reg)) || (st = pl_plugin_load(reg, argv[2])) ||

@@ -73,7 +73,7 @@ check_ledger() {
   expect "$1" status completed
   expect "$1" verify ok
   expect "$1" exchanges 4
-  for t in calculator read_file http_get; do
+  for t in calculator read_file http_get search_notes; do
     expect "$1" "calls $t" 1
     expect "$1" "results $t" 1
   done

@@ -104,7 +104,8 @@ body = first["body"]
 assert first["auth"] == "none", first["auth"]
 assert body["model"] == "gpt-4o-mini", body["model"]
 names = sorted(t["function"]["name"] for t in body["tools"])
-assert names == ["ask_human", "calculator", "http_get", "read_file"], names
+assert names == ["ask_human", "calculator", "http_get", "read_file",
+                 "search_notes"], names
 assert body["messages"][0]["role"] == "system"
 PY
 echo "ok: over the OpenAI protocol, killed at each of $phase1 boundaries before the approval and $phase2 after it: every turn asked once but the one a kill cut off ($repaid_kills such kills)"

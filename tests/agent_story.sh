@@ -15,7 +15,7 @@ AGENT_DEMO_DIR="$dir" "$src/scripts/agent-demo.sh" "$build" >"$dir/log" 2>&1 || 
   cat "$dir/log"; echo "FAIL: the story script failed"; exit 1; }
 cat "$dir/log"
 has() { grep -q -- "$1" "$dir/log" || { echo "FAIL: the story did not say: $1"; exit 1; }; }
-has '^\*\*\* SIGKILL at step boundary 8 (commit)'
+has '^\*\*\* SIGKILL at step boundary 24 (commit)'
 has 'the model has been asked 1 time(s) so far'
 has 'the model was asked 1 time(s) before, 4 in all'
 has '^run research-1: suspended'

@@ -7,16 +7,126 @@
  * result: {"approved": true} publishes the answer, anything else withholds
  * it.  A crash at any point is continued from the ledger: no model call,
  * tool call or approval is made twice.
+ *
+ * The model's tool calls go through the tool adapter: paginate reads every
+ * page of a tool that has pages (search_notes), each page a recorded call,
+ * and observe shows the model a normalised observation of a search, not
+ * its raw pages; both stay in the ledger.
  */
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
 #include "agent.h"
 
-static const char *const model_tools[] = {"calculator", "read_file", "http_get",
-                                          AGENT_HUMAN};
+static const char *const model_tools[] = {"search_notes", "calculator",
+                                          "read_file", "http_get", AGENT_HUMAN};
+
+/* The files search_notes reads, and the matches on one of its pages. */
+static const char *const note_files[] = {"fleet.md", "rates.json"};
+#define NOTES_PER_PAGE 2
+#define NOTES_MAX_BYTES 65536
+
+/* The text of a data file (at most NOTES_MAX_BYTES), or NULL. */
+static char *read_note(const pl_sandbox *data, const char *name)
+{
+    int fd = -1;
+    if (pl_sandbox_open_file(&fd, data, name, strlen(name), O_RDONLY, 0))
+        return NULL;
+    char *buf = malloc(NOTES_MAX_BYTES + 1);
+    size_t n = 0;
+    ssize_t got = 0;
+    while (buf && n < NOTES_MAX_BYTES &&
+           (got = read(fd, buf + n, NOTES_MAX_BYTES - n)) > 0)
+        n += (size_t)got;
+    close(fd);
+    if (buf)
+        buf[n] = '\0';
+    return buf;
+}
+
+/*
+ * search_notes: {"query": q, "page_token": "pN"} -> {"query", "matches":
+ * [{"file", "line", "text"}], "total": all matches, "next_token": "pN+1"
+ * while more follow}: the lines of the data files that hold q (case
+ * ignored), NOTES_PER_PAGE a page.
+ */
+static int search_notes(pl_ctx *ctx, const pl_action *a, pl_steps *out,
+                        void *user)
+{
+    (void)ctx;
+    const pl_sandbox *data = user;
+    const char *q = NULL, *tok = NULL;
+    if (pl_json_unpack(a->payload, "{s:s, s?s !}", "query", &q, "page_token",
+                       &tok) ||
+        !*q)
+        return pl_steps_add_error(out, PL_ERR_INVALID_INPUT,
+                                  "search_notes takes {\"query\": a "
+                                  "non-empty string, \"page_token\"}");
+    long page = tok && tok[0] == 'p' ? strtol(tok + 1, NULL, 10) : 1;
+    if (page < 1)
+        return pl_steps_add_error(out, PL_ERR_INVALID_INPUT, "bad page_token");
+    cJSON *r = NULL, *matches = NULL;
+    int st = pl_json_pack(&r, "{s:s, s:[]}", "query", q, "matches");
+    matches = r ? cJSON_GetObjectItemCaseSensitive(r, "matches") : NULL;
+    long total = 0, first = (page - 1) * NOTES_PER_PAGE;
+    size_t qlen = strlen(q);
+    for (size_t f = 0; !st && f < sizeof note_files / sizeof *note_files; f++) {
+        char *text = read_note(data, note_files[f]);
+        int line = 0;
+        for (char *l = text, *next; l && *l; l = next) {
+            next = strchr(l, '\n');
+            if (next)
+                *next++ = '\0';
+            else
+                next = l + strlen(l);
+            line++;
+            bool hit = false;
+            for (const char *p = l; !hit && strlen(p) >= qlen; p++)
+                hit = strncasecmp(p, q, qlen) == 0;
+            if (!hit || total++ < first || total > first + NOTES_PER_PAGE)
+                continue;
+            cJSON *m = NULL;
+            if ((st = pl_json_pack(&m, "{s:s, s:i, s:s}", "file", note_files[f],
+                                   "line", line, "text", l)))
+                break;
+            cJSON_AddItemToArray(matches, m);
+        }
+        free(text);
+    }
+    char next_tok[32];
+    snprintf(next_tok, sizeof next_tok, "p%ld", page + 1);
+    if (!st && !(cJSON_AddNumberToObject(r, "total", (double)total) &&
+                 (total <= first + NOTES_PER_PAGE ||
+                  cJSON_AddStringToObject(r, "next_token", next_tok))))
+        st = PL_ENOMEM;
+    if (!st)
+        st = pl_steps_add_result(out, r);
+    cJSON_Delete(r);
+    return st;
+}
+
+/* The adapter on every tool call of the model: observe (search_notes),
+ * then paginate (a tool without pages passes through). */
+static const pl_paginate_options paginate_opts = {PL_PAGINATE_OPTIONS_VERSION,
+                                                  "/next_token",
+                                                  "/page_token",
+                                                  "/matches",
+                                                  10,
+                                                  0,
+                                                  NULL,
+                                                  0};
+static const char *const observed[] = {"search_notes"};
+static const pl_observe_options observe_opts = {
+    PL_OBSERVE_OPTIONS_VERSION, NULL, NULL, observed, 1, NULL, 0};
 
 static const char system_prompt[] =
     "You are a careful research assistant.  Answer the user's question "
-    "from the data you can reach: read_file reads files of the data "
-    "directory (start with fleet.md), http_get fetches URLs, calculator "
+    "from the data you can reach: search_notes finds lines in the notes, "
+    "read_file reads files of the data directory (start with fleet.md), "
+    "http_get fetches URLs, calculator "
     "does arithmetic.  Call ask_human only for a question the data cannot "
     "answer.  Finish with a short answer that names the figures you used; "
     "a human reviews it before it is published.";
@@ -53,9 +163,11 @@ static int agent(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     call.payload = text;
     call.actions = model_tools;
     call.n_actions = sizeof model_tools / sizeof *model_tools;
-    pl_decorator d[2] = {pl_decorator_loop(AGENT_MAX_TURNS),
-                         pl_decorator_invoke_action()};
-    st = pl_ctx_call(&res, ctx, &call, d, 2);
+    pl_decorator per_call[2], d[2] = {pl_decorator_loop(AGENT_MAX_TURNS)};
+    if (!(st = pl_decorator_observe(&per_call[0], &observe_opts)) &&
+        !(st = pl_decorator_paginate(&per_call[1], &paginate_opts)) &&
+        !(st = pl_decorator_invoke_action_with(&d[1], per_call, 2)))
+        st = pl_ctx_call(&res, ctx, &call, d, 2);
     if (st)
         goto done;
     /* The model failed for good (error-as-data): that is the answer. */
@@ -111,7 +223,7 @@ done:
 }
 
 int agent_register(pl_registry *reg, const char *model_url,
-                   const pl_tools *tools)
+                   const pl_tools *tools, const pl_sandbox *data)
 {
     pl_llm_options lo = PL_LLM_OPTIONS_INIT;
     lo.description = "Researches a question with the tools.";
@@ -125,6 +237,17 @@ int agent_register(pl_registry *reg, const char *model_url,
     if (st)
         return st;
     pl_policy_def def = PL_POLICY_DEF_INIT;
+    def.name = "search_notes";
+    def.fn = search_notes;
+    def.user = (void *)data;
+    def.description = "Search the data directory's notes for a word or "
+                      "phrase; returns the matching lines.";
+    def.input_schema = "{\"type\":\"object\",\"properties\":{\"query\":"
+                       "{\"type\":\"string\",\"minLength\":1}},"
+                       "\"required\":[\"query\"]}";
+    if ((st = pl_registry_add(reg, &def)))
+        return st;
+    def = (pl_policy_def)PL_POLICY_DEF_INIT;
     def.name = AGENT_ROOT;
     def.fn = agent;
     def.description = "Research a question, then have a human approve the "

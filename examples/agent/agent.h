@@ -1,7 +1,8 @@
 /*
  * agent.h -- a research-and-approve agent: a model researches a question
  * with tools (calculator, read_file, http_get, ask_human), then a human
- * approves or rejects its answer.  Every model call, tool call and the
+ * approves or rejects its answer.  search_notes, a search of the notes,
+ * answers in pages; the model sees a normalised observation of them.  Every model call, tool call and the
  * approval are durable steps of the run.
  */
 #ifndef AGENT_H
@@ -22,11 +23,12 @@
 
 /**
  * Register the agent's policies in @p reg: the model at @p model_url, the
- * tools of @p tools (pl_tools_register()), ask_human and the root.
- * @param tools borrowed: must outlive every engine using @p reg.
+ * tools of @p tools (pl_tools_register()), search_notes (a paginated
+ * search of the notes in @p data), ask_human and the root.
+ * @param tools, data borrowed: must outlive every engine using @p reg.
  * @return PL_OK, or the first registration's failure.
  */
 int agent_register(pl_registry *reg, const char *model_url,
-                   const pl_tools *tools);
+                   const pl_tools *tools, const pl_sandbox *data);
 
 #endif /* AGENT_H */

@@ -25,11 +25,14 @@ int pl_plugin_init(pl_registry *reg);
 /* The tools' settings must outlive every engine on the registry: they live
  * as long as the plugin, and are freed when the registry unloads it. */
 static pl_tools *tools;
+static pl_sandbox *data_dir; /* search_notes' */
 
 __attribute__((destructor)) static void agent_plugin_unload(void)
 {
     pl_tools_free(tools);
     tools = NULL;
+    pl_sandbox_free(data_dir);
+    data_dir = NULL;
 }
 
 static const char *env(const char *name)
@@ -58,5 +61,10 @@ int pl_plugin_init(pl_registry *reg)
         if (st)
             return st;
     }
-    return agent_register(reg, model, tools);
+    if (!data_dir) {
+        int st = pl_sandbox_new(&data_dir, data, NULL);
+        if (st)
+            return st;
+    }
+    return agent_register(reg, model, tools, data_dir);
 }

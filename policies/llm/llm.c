@@ -11,6 +11,7 @@
  * user's message in the next turn, so each re-prompt is a turn of the
  * loop.
  */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -426,12 +427,16 @@ int pl_llm_register(pl_registry *reg, const char *name, const char *model_url,
                                   "are required");
     pl_llm_options o = PL_LLM_OPTIONS_INIT;
     if (opts) {
-        if (opts->version != PL_LLM_OPTIONS_VERSION)
+        if (opts->version != PL_LLM_OPTIONS_VERSION && opts->version != 1)
             return pl__err(PL_EINVAL,
                            "pl_llm_register: options version %u, expected %u "
                            "(start from PL_LLM_OPTIONS_INIT)",
                            opts->version, PL_LLM_OPTIONS_VERSION);
-        o = *opts;
+        /* version 1 ends before max_tool_result_bytes */
+        memcpy(&o, opts,
+               opts->version == 1
+                   ? offsetof(pl_llm_options, max_tool_result_bytes)
+                   : sizeof o);
     }
     if (o.tool_errors != PL_LLM_TOOL_ERRORS_CONTINUE &&
         o.tool_errors != PL_LLM_TOOL_ERRORS_FAIL)

@@ -79,6 +79,59 @@ static int add_call(pl__llm_conv *cv, const pl_step *s)
     return st;
 }
 
+/* The most bytes of one tool result sent, by default. */
+#define DEFAULT_TOOL_RESULT 512000
+
+/* Back @p n off a UTF-8 continuation byte of @p s. */
+static size_t char_start(const char *s, size_t n)
+{
+    while (n > 0 && ((unsigned char)s[n] & 0xc0) == 0x80)
+        n--;
+    return n;
+}
+
+/*
+ * What the model is sent for a tool's result @p r: its observation when it
+ * has one (pl_decorator_observe()), else the result, as compact JSON; over
+ * @p cap bytes, the shape pl_decorator_cap() gives, within the cap (with a
+ * cap smaller than its note, an empty preview).  Caller frees; NULL when
+ * out of memory.
+ */
+static char *tool_content(const cJSON *r, size_t cap)
+{
+    const cJSON *obs = cJSON_GetObjectItemCaseSensitive(r, "observation");
+    if (cJSON_IsObject(obs) && cJSON_GetObjectItemCaseSensitive(r, "raw"))
+        r = obs;
+    char *text = cJSON_PrintUnformatted(r);
+    size_t len = text ? strlen(text) : 0;
+    if (!text || len <= cap)
+        return text;
+    char note[160];
+    snprintf(note, sizeof note,
+             "truncated: the tool's result is %zu bytes of JSON, the most "
+             "sent is %zu; the ledger keeps it whole",
+             len, cap);
+    char *out = NULL;
+    for (size_t keep = char_start(text, cap);;) {
+        char saved = text[keep];
+        text[keep] = '\0';
+        cJSON *c = NULL;
+        int st = pl_json_pack(&c, "{s:b, s:I, s:I, s:s, s:s}", "truncated", 1,
+                              "original_bytes", (int64_t)len, "max_bytes",
+                              (int64_t)cap, "note", note, "preview", text);
+        text[keep] = saved;
+        free(out);
+        out = st ? NULL : cJSON_PrintUnformatted(c);
+        cJSON_Delete(c);
+        size_t olen = out ? strlen(out) : 0;
+        if (!out || olen <= cap || keep == 0)
+            break;
+        keep = char_start(text, olen - cap < keep ? keep - (olen - cap) : 0);
+    }
+    free(text);
+    return out;
+}
+
 int pl__llm_conv_start(pl__llm_conv *cv, const pl__llm *m,
                        const pl_action *action, bool with_system)
 {
@@ -143,7 +196,9 @@ int pl__llm_conv_step(pl__llm_conv *cv, const pl__llm *m, const pl_step *s)
         if (cv->head >= cv->n)
             break; /* no call of the model's: nothing to bind to */
         const cJSON *call = cv->calls[cv->head++];
-        char *j = cJSON_PrintUnformatted(sp);
+        char *j = tool_content(sp, m->o.max_tool_result_bytes
+                                       ? m->o.max_tool_result_bytes
+                                       : DEFAULT_TOOL_RESULT);
         cJSON *msg = j ? message(cv->msgs, "tool", j) : NULL;
         if (!msg ||
             !cJSON_AddStringToObject(msg, "tool_call_id", str_of(call, "id")) ||

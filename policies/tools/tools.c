@@ -3,6 +3,7 @@
  * description and input JSON Schema a model sees for each.
  */
 #include <curl/curl.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,6 +14,9 @@
 #define DEFAULT_TIMEOUT_MS 30000
 #define DEFAULT_REDIRECTS 5
 #define MAX_CAP (1 << 30)
+#define DEFAULT_COMMAND_MS 10000
+#define DEFAULT_OUTPUT (64 * 1024)
+#define MAX_OUTPUT (16 * 1024 * 1024)
 
 static const char calculator_schema[] =
     "{\"type\":\"object\","
@@ -28,6 +32,22 @@ static const char read_file_schema[] =
     "\"description\":\"A path relative to the working directory (or "
     "absolute inside it)\",\"minLength\":1,\"maxLength\":4095}},"
     "\"required\":[\"path\"],\"additionalProperties\":false}";
+
+static const char run_command_schema[] =
+    "{\"type\":\"object\","
+    "\"properties\":{"
+    "\"argv\":{\"type\":\"array\",\"items\":{\"type\":\"string\","
+    "\"maxLength\":4095},\"minItems\":1,\"maxItems\":256,"
+    "\"description\":\"The program (an allowed name, no path) and its "
+    "arguments; no shell\"},"
+    "\"cwd\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":4095,"
+    "\"description\":\"The directory to run in, under the working "
+    "directory\"},"
+    "\"stdin\":{\"type\":\"string\",\"maxLength\":16777216,"
+    "\"description\":\"Text given as standard input\"},"
+    "\"timeout_ms\":{\"type\":\"integer\",\"minimum\":1,"
+    "\"description\":\"At most this long, in milliseconds\"}},"
+    "\"required\":[\"argv\"],\"additionalProperties\":false}";
 
 static const char http_get_schema[] =
     "{\"type\":\"object\","
@@ -183,9 +203,39 @@ int pl_tools_new(pl_tools **out, const pl_tools_options *opts)
     pl_tools_options defaults = PL_TOOLS_OPTIONS_INIT;
     if (!opts)
         opts = &defaults;
-    if (opts->version != PL_TOOLS_OPTIONS_VERSION)
+    if (opts->version != PL_TOOLS_OPTIONS_VERSION && opts->version != 1)
         return pl__err(PL_EINVAL, "pl_tools_new: options version %u, not %u",
                        opts->version, PL_TOOLS_OPTIONS_VERSION);
+    pl_tools_options o2 = PL_TOOLS_OPTIONS_INIT; /* version 1: no commands */
+    memcpy(&o2, opts,
+           opts->version == 1 ? offsetof(pl_tools_options, commands)
+                              : sizeof o2);
+    opts = &o2;
+    size_t n_cmds = opts->n_commands + opts->n_path_commands;
+    if ((opts->n_commands && !opts->commands) ||
+        (opts->n_path_commands && !opts->path_commands) ||
+        (opts->n_env && !opts->env))
+        return pl__err(PL_EINVAL, "pl_tools_new: a count of commands or "
+                                  "variables without its list");
+    if (n_cmds && !opts->root)
+        return pl__err(PL_EINVAL, "pl_tools_new: run_command's commands "
+                                  "need a root to run in");
+    if (opts->command_timeout_ms < 0 || opts->max_output_bytes > MAX_OUTPUT)
+        return pl__err(PL_EINVAL,
+                       "pl_tools_new: a negative command_timeout_ms, or "
+                       "max_output_bytes past %d bytes",
+                       MAX_OUTPUT);
+    if (opts->command_in_doubt != PL_IN_DOUBT_RERUN &&
+        opts->command_in_doubt != PL_IN_DOUBT_FAIL &&
+        opts->command_in_doubt != PL_IN_DOUBT_SUSPEND)
+        return pl__err(PL_EINVAL, "pl_tools_new: unknown command_in_doubt %d",
+                       (int)opts->command_in_doubt);
+    for (size_t i = 0; i < opts->n_env; i++)
+        if (!opts->env[i] || !opts->env[i][0] || strchr(opts->env[i], '='))
+            return pl__err(PL_EINVAL,
+                           "pl_tools_new: environment variable name %zu is "
+                           "NULL, empty or holds '='",
+                           i);
     if (opts->connect_timeout_ms < 0 || opts->timeout_ms < 0 ||
         opts->max_redirects < -1)
         return pl__err(PL_EINVAL,
@@ -218,11 +268,35 @@ int pl_tools_new(pl_tools **out, const pl_tools_options *opts)
         goto done;
     }
     t->curl_ready = true;
+    t->command_timeout_ms = opts->command_timeout_ms ? opts->command_timeout_ms
+                                                     : DEFAULT_COMMAND_MS;
+    t->max_output_bytes = opts->max_output_bytes ? opts->max_output_bytes
+                                                 : DEFAULT_OUTPUT;
+    t->command_idempotent = opts->command_idempotent;
+    t->command_in_doubt = opts->command_in_doubt;
+    t->commands = n_cmds > 0;
     if (opts->root) {
-        st = pl_sandbox_new(&t->sb, opts->root, NULL);
+        pl_sandbox_options so = PL_SANDBOX_OPTIONS_INIT;
+        so.commands = opts->commands;
+        so.n_commands = opts->n_commands;
+        so.path_commands = opts->path_commands;
+        so.n_path_commands = opts->n_path_commands;
+        st = pl_sandbox_new(&t->sb, opts->root, &so);
         if (st)
             goto done;
     }
+    static const char *const default_env[] = {"PATH", "LANG", "LC_ALL", "TZ"};
+    const char *const *env = opts->n_env ? opts->env : default_env;
+    size_t n_env = opts->n_env ? opts->n_env : PL__ARRAY_LEN(default_env);
+    if (!(t->env = calloc(n_env, sizeof *t->env))) {
+        st = pl__err(PL_ENOMEM, "pl_tools_new: out of memory");
+        goto done;
+    }
+    for (; t->n_env < n_env; t->n_env++)
+        if (!(t->env[t->n_env] = pl__strdup(env[t->n_env]))) {
+            st = pl__err(PL_ENOMEM, "pl_tools_new: out of memory");
+            goto done;
+        }
     const char *const *list = opts->allow;
     size_t n = opts->n_allow;
     if (!n) {
@@ -255,6 +329,9 @@ void pl_tools_free(pl_tools *tools)
     for (size_t i = 0; i < tools->n_allow; i++)
         allow_free(&tools->allow[i]);
     free(tools->allow);
+    for (size_t i = 0; i < tools->n_env; i++)
+        free(tools->env[i]);
+    free(tools->env);
     pl_sandbox_free(tools->sb);
     if (tools->curl_ready)
         curl_global_cleanup();
@@ -267,7 +344,7 @@ int pl_tools_register(pl_registry *reg, const pl_tools *tools)
 {
     if (!reg || !tools)
         return pl__err(PL_EINVAL, "pl_tools_register: NULL argument");
-    pl_policy_def defs[3];
+    pl_policy_def defs[4];
     size_t n = 0;
 
     pl_policy_def d = PL_POLICY_DEF_INIT;
@@ -297,6 +374,19 @@ int pl_tools_register(pl_registry *reg, const pl_tools *tools)
                         "and return its content (cut at a size cap).";
         d.input_schema = read_file_schema;
         d.code_version = "policyledger/read_file/1";
+        defs[n++] = d;
+    }
+    if (tools->sb && tools->commands) {
+        d.name = "run_command";
+        d.fn = pl__tool_run_command;
+        d.user = (void *)tools;
+        d.description = "Run an allowed program (an argument vector, no "
+                        "shell) in the working directory and return its "
+                        "exit status and output (cut at a size cap).";
+        d.input_schema = run_command_schema;
+        d.code_version = "policyledger/run_command/1";
+        d.idempotent = tools->command_idempotent;
+        d.in_doubt = tools->command_in_doubt;
         defs[n++] = d;
     }
     /* All or none: the registry cannot take one back, so check first. */

@@ -30,6 +30,14 @@ struct pl_tools {
     pl__allow *allow;
     size_t n_allow;
     bool curl_ready; /* curl_global_init() succeeded */
+    /* run_command */
+    bool commands; /* a program is allowed: register run_command */
+    char **env;    /* "NAME" of each variable passed on */
+    size_t n_env;
+    long command_timeout_ms;
+    size_t max_output_bytes;
+    bool command_idempotent;
+    pl_in_doubt command_in_doubt;
 };
 
 /* The policies, with a const pl_tools * as their user pointer. */
@@ -39,6 +47,8 @@ PL__HIDDEN int pl__tool_read_file(pl_ctx *ctx, const pl_action *action,
                                   pl_steps *out, void *user);
 PL__HIDDEN int pl__tool_http_get(pl_ctx *ctx, const pl_action *action,
                                  pl_steps *out, void *user);
+PL__HIDDEN int pl__tool_run_command(pl_ctx *ctx, const pl_action *action,
+                                    pl_steps *out, void *user);
 
 /*
  * Evaluate an arithmetic expression (calculator.c).  Returns PL_OK with

@@ -1,0 +1,415 @@
+/*
+ * test_observe.c -- the observe decorator (core/ext/decorator_observe.c):
+ * a tool's raw result and the observation a model sees, both recorded; the
+ * built-in normaliser, a user's, one that asks a (scripted) model for the
+ * summary; and an LLM policy that sends the observation, capped, not the
+ * raw result (over loopback HTTP, tests/llm_server.py).
+ */
+#include "llm_support.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static pl_decorator g_decos[4];
+static size_t g_n_decos;
+static int g_search_runs;
+
+static const cJSON *member(const cJSON *o, const char *k)
+{
+    return cJSON_GetObjectItemCaseSensitive(o, k);
+}
+
+/* search: {"q": s, "n": items, "fail": true} -> {"results": [...],
+ * "total": n, "query": q, "truncated": true, "blob": 3000 bytes} */
+static int search(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)ctx;
+    (void)user;
+    g_search_runs++;
+    if (cJSON_IsTrue(member(a->payload, "fail")))
+        return pl_steps_add_error(out, PL_ERR_RATE_LIMITED, "slow down");
+    int n = cJSON_IsNumber(member(a->payload, "n"))
+                ? member(a->payload, "n")->valueint
+                : 3;
+    cJSON *r = cJSON_CreateObject();
+    cJSON *items = cJSON_AddArrayToObject(r, "results");
+    for (int i = 0; i < n; i++) {
+        char t[32];
+        snprintf(t, sizeof t, "result %d", i + 1);
+        cJSON_AddItemToArray(items, cJSON_CreateString(t));
+    }
+    cJSON_AddNumberToObject(r, "total", n);
+    cJSON_AddStringToObject(r, "query", t_str(a->payload, "q"));
+    cJSON_AddTrueToObject(r, "truncated");
+    char blob[3001];
+    memset(blob, 'z', 3000);
+    blob[3000] = '\0';
+    cJSON_AddStringToObject(r, "blob", blob);
+    int st = pl_steps_add_result(out, r);
+    cJSON_Delete(r);
+    return st;
+}
+
+/* caller: {"tool": name, "args": {...}} -> the tool's result through
+ * g_decos. */
+static int caller(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)user;
+    static const char *const allowed[] = {"search"};
+    pl_action c = PL_ACTION_INIT;
+    c.policy = t_str(a->payload, "tool");
+    c.payload = member(a->payload, "args");
+    c.actions = allowed;
+    c.n_actions = 1;
+    pl_step *res = NULL;
+    int st = pl_ctx_call(&res, ctx, &c, g_decos, g_n_decos);
+    if (st)
+        return st;
+    st = pl_steps_add_result(out, pl_step_payload(res));
+    pl_step_free(res);
+    return st;
+}
+
+static void add(pl_registry *reg, const char *name, pl_policy_fn fn)
+{
+    pl_policy_def d = PL_POLICY_DEF_INIT;
+    d.name = name;
+    d.fn = fn;
+    cr_assert_eq(pl_registry_add(reg, &d), PL_OK, "%s", pl_errmsg());
+}
+
+static pl_registry *registry(void)
+{
+    pl_registry *reg = NULL;
+    cr_assert_eq(pl_registry_new(&reg), PL_OK);
+    add(reg, "caller", caller);
+    add(reg, "search", search);
+    return reg;
+}
+
+static pl_outcome *run(pl_engine *e, const char *id, const char *tool,
+                       const char *args)
+{
+    char payload[2048];
+    snprintf(payload, sizeof payload, "{\"tool\": \"%s\", \"args\": %s}", tool,
+             args);
+    pl_outcome *o = t_start(e, "caller", payload, id);
+    cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason ? o->reason : "");
+    return o;
+}
+
+static void use(const pl_observe_options *oo)
+{
+    cr_assert_eq(pl_decorator_observe(&g_decos[0], oo), PL_OK, "%s",
+                 pl_errmsg());
+    g_n_decos = 1;
+}
+
+Test(observe, the_raw_result_and_the_observation_are_both_recorded,
+     .fini = t_cleanup)
+{
+    use(NULL);
+    pl_registry *reg = registry();
+    pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
+    pl_outcome *o = run(e, "o", "search", "{\"q\": \"lmdb\", \"n\": 25}");
+    const cJSON *r = t_result(o);
+    const cJSON *obs = member(r, "observation");
+    cr_assert(cJSON_IsObject(obs), "%s", t_text(r));
+    const char *sum = t_str(obs, "summary");
+    cr_assert_not_null(sum);
+    cr_expect(strstr(sum, "'search' returned 5 fields"), "%s", sum);
+    cr_expect(strstr(sum, "truncated"), "%s", sum);
+    const cJSON *facts = member(obs, "key_facts");
+    cr_expect_str_eq(t_str(facts, "query"), "lmdb");
+    cr_expect_str_eq(t_str(facts, "total"), "25");
+    cr_expect_str_eq(t_str(facts, "results"), "25 items");
+    cr_expect_str_eq(t_str(facts, "truncated"), "true");
+    cr_expect_eq(strlen(t_str(facts, "blob")), 203, "cut at 200, then ...");
+    char *aff = t_text(member(obs, "affordances"));
+    cr_expect_str_eq(aff, "[\"read_more\",\"refine_query\"]");
+    free(aff);
+    /* the raw result whole, in the result and in the call's ledger */
+    const cJSON *raw = member(r, "raw");
+    cr_expect_eq(cJSON_GetArraySize(member(raw, "results")), 25);
+    pl_steps *l = NULL;
+    cr_assert_eq(pl_run_ledger(&l, e, "o", "0.0"), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(pl_steps_count(l), 2);
+    const pl_step *tool = pl_steps_at(l, 0), *shown = pl_steps_at(l, 1);
+    cr_expect_str_eq(pl_step_actor(tool), "search");
+    cr_expect(cJSON_Compare(pl_step_payload(tool), raw, true));
+    cr_expect_str_eq(pl_step_actor(shown), "observe");
+    cr_expect(cJSON_IsObject(member(pl_step_payload(shown), "observation")));
+    pl_steps_free(l);
+    /* replay serves it */
+    int runs = g_search_runs;
+    pl_outcome *again = NULL;
+    cr_assert_eq(pl_run_continue(&again, e, "o", NULL), PL_OK);
+    cr_expect_eq(again->calls_executed, 0);
+    cr_expect_eq(g_search_runs, runs);
+    pl_outcome_free(again);
+    pl_outcome_free(o);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+Test(observe, errors_and_other_tools_pass_unchanged, .fini = t_cleanup)
+{
+    static const char *const only[] = {"other"};
+    static pl_observe_options oo;
+    oo = (pl_observe_options)PL_OBSERVE_OPTIONS_INIT;
+    use(&oo);
+    pl_registry *reg = registry();
+    pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
+    pl_outcome *o = run(e, "err", "search", "{\"fail\": true}");
+    cr_expect_str_eq(t_str(t_result(o), "code"), PL_ERR_RATE_LIMITED);
+    cr_expect_null(member(t_result(o), "observation"));
+    pl_outcome_free(o);
+    oo.tools = only;
+    oo.n_tools = 1;
+    o = run(e, "other", "search", "{\"q\": \"x\"}");
+    cr_expect_null(member(t_result(o), "observation"));
+    cr_expect_str_eq(t_str(t_result(o), "query"), "x");
+    pl_outcome_free(o);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/* A user's normaliser: its own shape. */
+static int titles(cJSON **out, pl_ctx *ctx, const pl_action *action,
+                  const cJSON *raw, void *user)
+{
+    (void)ctx;
+    (void)user;
+    return pl_json_pack(out, "{s:s, s:i, s:O}", "tool", action->policy, "count",
+                        cJSON_GetArraySize(member(raw, "results")), "first",
+                        cJSON_GetArrayItem(member(raw, "results"), 0));
+}
+
+static int not_an_object(cJSON **out, pl_ctx *ctx, const pl_action *action,
+                         const cJSON *raw, void *user)
+{
+    (void)ctx;
+    (void)action;
+    (void)raw;
+    (void)user;
+    *out = cJSON_CreateString("a summary");
+    return *out ? PL_OK : PL_ENOMEM;
+}
+
+Test(observe, a_users_normaliser, .fini = t_cleanup)
+{
+    static pl_observe_options oo;
+    oo = (pl_observe_options)PL_OBSERVE_OPTIONS_INIT;
+    oo.fn = titles;
+    use(&oo);
+    pl_registry *reg = registry();
+    pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
+    pl_outcome *o = run(e, "u", "search", "{\"q\": \"x\", \"n\": 2}");
+    char *got = t_text(member(t_result(o), "observation"));
+    cr_expect_str_eq(
+        got, "{\"tool\":\"search\",\"count\":2,\"first\":\"result 1\"}");
+    free(got);
+    pl_outcome_free(o);
+    /* one that makes no object fails the run, saying so */
+    oo.fn = not_an_object;
+    o = t_start(e, "caller", "{\"tool\": \"search\", \"args\": {\"q\": \"x\"}}",
+                "bad");
+    cr_expect_eq(o->status, PL_RUN_FAILED);
+    cr_expect(o->reason && strstr(o->reason, "no JSON object"), "%s",
+              o->reason ? o->reason : "");
+    pl_outcome_free(o);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+Test(observe, a_model_writes_the_summary_recorded_like_any_call,
+     .fini = t_cleanup)
+{
+    const char *script = t_write_file(
+        "script.json",
+        "{\"responses\": [{\"text\": \"Three results about LMDB.\"}]}");
+    char url[4400];
+    snprintf(url, sizeof url, "scripted://%s", script);
+    static pl_observe_options oo;
+    oo = (pl_observe_options)PL_OBSERVE_OPTIONS_INIT;
+    oo.summarizer = "summariser";
+    oo.summarize_over = 100;
+    use(&oo);
+    pl_registry *reg = registry();
+    cr_assert_eq(pl_llm_register(reg, "summariser", url, "Be brief.", NULL),
+                 PL_OK, "%s", pl_errmsg());
+    pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
+    pl_outcome *o = run(e, "m", "search", "{\"q\": \"lmdb\"}");
+    const cJSON *obs = member(t_result(o), "observation");
+    cr_expect_str_eq(t_str(obs, "summary"), "Three results about LMDB.");
+    cr_expect_str_eq(t_str(member(obs, "key_facts"), "query"), "lmdb");
+    /* the model's call is in the tool call's ledger, between the raw
+     * result and the observation */
+    pl_steps *l = NULL;
+    cr_assert_eq(pl_run_ledger(&l, e, "m", "0.0"), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(pl_steps_count(l), 4);
+    cr_expect_str_eq(pl_step_actor(pl_steps_at(l, 0)), "search");
+    cr_expect_eq(pl_step_type_of(pl_steps_at(l, 1)), PL_STEP_ACTION_CALL);
+    cr_expect_str_eq(pl_step_actor(pl_steps_at(l, 2)), "summariser");
+    cr_expect_str_eq(pl_step_actor(pl_steps_at(l, 3)), "observe");
+    const char *asked = t_str(member(pl_step_payload(pl_steps_at(l, 1)),
+                                     "payload"),
+                              "text");
+    cr_expect(asked && strstr(asked, "\"query\":\"lmdb\""), "%s",
+              asked ? asked : "");
+    pl_steps_free(l);
+    uint64_t served = 0;
+    cr_assert_eq(pl_llm_scripted_served(&served, script), PL_OK);
+    cr_expect_eq(served, 1);
+    /* a replay asks the model nothing */
+    pl_outcome *again = NULL;
+    cr_assert_eq(pl_run_continue(&again, e, "m", NULL), PL_OK);
+    cr_expect_eq(again->calls_executed, 0);
+    cr_assert_eq(pl_llm_scripted_served(&served, script), PL_OK);
+    cr_expect_eq(served, 1);
+    pl_outcome_free(again);
+    pl_outcome_free(o);
+    /* a short result is not sent to the model */
+    oo.summarize_over = 100000;
+    o = run(e, "s", "search", "{\"q\": \"lmdb\"}");
+    cr_expect(strstr(t_str(member(t_result(o), "observation"), "summary"),
+                     "'search' returned"));
+    cr_assert_eq(pl_llm_scripted_served(&served, script), PL_OK);
+    cr_expect_eq(served, 1);
+    pl_outcome_free(o);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/* ---- what an LLM policy sends ------------------------------------------- */
+
+static pl_decorator g_agent_decos[2];
+
+/* agent: {"text"} -> the llm's answer, its tool calls made through
+ * g_agent_decos. */
+static int agent(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)user;
+    static const char *const tools[] = {"search"};
+    pl_action c = PL_ACTION_INIT;
+    c.policy = "llm";
+    c.payload = a->payload;
+    c.actions = tools;
+    c.n_actions = 1;
+    pl_step *res = NULL;
+    int st = pl_ctx_call(&res, ctx, &c, g_agent_decos, 2);
+    if (st)
+        return st;
+    st = pl_steps_add_result(out, pl_step_payload(res));
+    pl_step_free(res);
+    return st;
+}
+
+/* The content of the first "tool" message of request @p i. */
+static char *tool_message(const t_server *srv, int i)
+{
+    cJSON *log = t_server_log(srv);
+    const cJSON *body = member(cJSON_GetArrayItem(log, i), "body");
+    const cJSON *m;
+    char *content = NULL;
+    cJSON_ArrayForEach(m, member(body, "messages"))
+    {
+        if (t_str(m, "role") && strcmp(t_str(m, "role"), "tool") == 0) {
+            content = strdup(t_str(m, "content"));
+            break;
+        }
+    }
+    cJSON_Delete(log);
+    cr_assert_not_null(content, "no tool message in request %d", i);
+    return content;
+}
+
+static void agent_run(size_t max_tool_bytes, bool observed, char **sent)
+{
+    t_server srv;
+    t_server_start(&srv,
+                   "{\"responses\": ["
+                   "{\"answer\": {\"tool_calls\": [{\"id\": \"c1\", \"name\": "
+                   "\"search\", \"arguments\": {\"q\": \"lmdb\", \"n\": 4}}]},"
+                   " \"usage\": [10, 5]},"
+                   "{\"answer\": {\"text\": \"done\"}, \"usage\": [20, 2]}]}");
+    setenv("OPENAI_API_KEY", "sk-test", 1);
+    pl_llm_options lo = PL_LLM_OPTIONS_INIT;
+    lo.base_url = srv.base;
+    lo.max_tool_result_bytes = max_tool_bytes;
+    static pl_observe_options oo;
+    oo = (pl_observe_options)PL_OBSERVE_OPTIONS_INIT;
+    static pl_decorator per[1];
+    cr_assert_eq(pl_decorator_observe(&per[0], &oo), PL_OK);
+    g_agent_decos[0] = pl_decorator_loop(4);
+    cr_assert_eq(pl_decorator_invoke_action_with(&g_agent_decos[1], per,
+                                                 observed ? 1 : 0),
+                 PL_OK);
+    pl_registry *reg = registry();
+    add(reg, "agent", agent);
+    cr_assert_eq(pl_llm_register(reg, "llm", "openai://m", NULL, &lo), PL_OK,
+                 "%s", pl_errmsg());
+    pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
+    pl_outcome *o = t_start(e, "agent", "{\"text\": \"find lmdb\"}", NULL);
+    cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason ? o->reason : "");
+    cr_expect_str_eq(t_str(t_result(o), "text"), "done");
+    *sent = tool_message(&srv, 1);
+    pl_outcome_free(o);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+    t_server_stop(&srv);
+}
+
+Test(observe, an_llm_policy_sends_the_observation_capped, .fini = t_cleanup)
+{
+    char *sent = NULL;
+    agent_run(0, true, &sent);
+    cJSON *j = cJSON_Parse(sent);
+    cr_assert(cJSON_IsObject(j), "%s", sent);
+    cr_expect(t_str(j, "summary") != NULL, "the observation: %s", sent);
+    cr_expect_null(member(j, "raw"), "not the raw result: %s", sent);
+    cr_expect_null(strstr(sent, "zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz"
+                                "zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz"
+                                "zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz"
+                                "zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz"
+                                "zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz"),
+                   "the raw blob was sent");
+    cJSON_Delete(j);
+    free(sent);
+    /* without observe, the raw result; over the cap, cut with a note */
+    agent_run(1000, false, &sent);
+    j = cJSON_Parse(sent);
+    cr_assert(cJSON_IsObject(j), "%s", sent);
+    cr_expect(cJSON_IsTrue(member(j, "truncated")), "%s", sent);
+    cr_expect_leq(strlen(sent), 1000);
+    cr_expect_gt(member(j, "original_bytes")->valuedouble, 3000);
+    cr_expect(strncmp(t_str(j, "preview"), "{\"results\"", 10) == 0, "%s",
+              sent);
+    cJSON_Delete(j);
+    free(sent);
+}
+
+Test(observe, bad_configurations, .fini = t_cleanup)
+{
+    pl_decorator d;
+    cr_expect_eq(pl_decorator_observe(NULL, NULL), PL_EINVAL);
+    pl_observe_options oo = PL_OBSERVE_OPTIONS_INIT;
+    oo.version = 0;
+    cr_expect_eq(pl_decorator_observe(&d, &oo), PL_EINVAL);
+    oo = (pl_observe_options)PL_OBSERVE_OPTIONS_INIT;
+    oo.n_tools = 2;
+    cr_expect_eq(pl_decorator_observe(&d, &oo), PL_EINVAL);
+    static const char *const names[] = {"a", ""};
+    oo.tools = names;
+    cr_expect_eq(pl_decorator_observe(&d, &oo), PL_EINVAL);
+    oo = (pl_observe_options)PL_OBSERVE_OPTIONS_INIT;
+    oo.summarizer = "";
+    cr_expect_eq(pl_decorator_observe(&d, &oo), PL_EINVAL);
+    cJSON *out = NULL;
+    cr_expect_eq(pl_observation_default(&out, "t", NULL), PL_EINVAL);
+    cr_expect_null(out);
+    cJSON *arr = cJSON_CreateArray();
+    cr_expect_eq(pl_observation_default(&out, "t", arr), PL_EINVAL);
+    cJSON_Delete(arr);
+}
