@@ -383,9 +383,9 @@ static int bench_agent_root(pl_ctx *ctx, const pl_action *a, pl_steps *out,
     (void)user;
     const cJSON *k = cJSON_GetObjectItemCaseSensitive(a->payload, "turns");
     const char *tools[] = {"tool"};
-    pl_decorator decos[2] = {
-        pl_decorator_loop(cJSON_IsNumber(k) ? (unsigned)k->valueint : 1),
-        pl_decorator_invoke_action()};
+    pl_decorator decos[2];
+    pl_decorator_loop(&decos[0], cJSON_IsNumber(k) ? (unsigned)k->valueint : 1);
+    pl_decorator_invoke_action(&decos[1]);
     pl_action call = PL_ACTION_INIT;
     call.policy = "agent";
     call.payload = a->payload;
@@ -393,7 +393,7 @@ static int bench_agent_root(pl_ctx *ctx, const pl_action *a, pl_steps *out,
     call.n_actions = 1;
     pl_step *res = NULL;
     int st = pl_ctx_call(&res, ctx, &call, decos, 2);
-    if (!st)
+    if (!st || st == PL_ERESULT)
         st = pl_steps_add_result(out, pl_step_payload(res));
     pl_step_free(res);
     return st;
@@ -413,24 +413,11 @@ static pl_registry *make_registry(bool killer)
     pl_registry *reg;
     if (pl_registry_new(&reg))
         die("registry");
-    pl_policy_def d = PL_POLICY_DEF_INIT;
-    d.name = "tool";
-    d.fn = bench_tool;
-    d.user = killer ? &g_kill_at : NULL;
-    if (pl_registry_add(reg, &d))
-        die("registry");
-    d = (pl_policy_def)PL_POLICY_DEF_INIT;
-    d.name = "root";
-    d.fn = bench_root;
-    if (pl_registry_add(reg, &d))
-        die("registry");
-    d.name = "agent";
-    d.fn = bench_agent;
-    if (pl_registry_add(reg, &d))
-        die("registry");
-    d.name = "agent_root";
-    d.fn = bench_agent_root;
-    if (pl_registry_add(reg, &d))
+    if (pl_registry_add_fn(reg, "tool", bench_tool,
+                           killer ? &g_kill_at : NULL) ||
+        pl_registry_add_fn(reg, "root", bench_root, NULL) ||
+        pl_registry_add_fn(reg, "agent", bench_agent, NULL) ||
+        pl_registry_add_fn(reg, "agent_root", bench_agent_root, NULL))
         die("registry");
     return reg;
 }
@@ -1438,9 +1425,10 @@ static int bench_llm_root(pl_ctx *ctx, const pl_action *a, pl_steps *out,
     (void)user;
     const cJSON *k = cJSON_GetObjectItemCaseSensitive(a->payload, "turns");
     const char *tools[] = {"tool"};
-    pl_decorator decos[2] = {
-        pl_decorator_loop(cJSON_IsNumber(k) ? (unsigned)k->valueint + 1 : 1),
-        pl_decorator_invoke_action()};
+    pl_decorator decos[2];
+    pl_decorator_loop(&decos[0],
+                      cJSON_IsNumber(k) ? (unsigned)k->valueint + 1 : 1);
+    pl_decorator_invoke_action(&decos[1]);
     pl_action call = PL_ACTION_INIT;
     call.policy = "model";
     call.payload = a->payload;
@@ -1448,7 +1436,7 @@ static int bench_llm_root(pl_ctx *ctx, const pl_action *a, pl_steps *out,
     call.n_actions = 1;
     pl_step *res = NULL;
     int st = pl_ctx_call(&res, ctx, &call, decos, 2);
-    if (!st)
+    if (!st || st == PL_ERESULT)
         st = pl_steps_add_result(out, pl_step_payload(res));
     pl_step_free(res);
     return st;
@@ -1476,11 +1464,8 @@ static pl_registry *w5h_registry(void)
     char url[96];
     snprintf(url, sizeof url, "openai+http://127.0.0.1:%d/v1#bench",
              g_srv.port);
-    pl_policy_def d = PL_POLICY_DEF_INIT;
-    d.name = "llm_root";
-    d.fn = bench_llm_root;
     if (pl_llm_register(reg, "model", url, NULL, NULL) ||
-        pl_registry_add(reg, &d))
+        pl_registry_add_fn(reg, "llm_root", bench_llm_root, NULL))
         die("W5 registry");
     return reg;
 }

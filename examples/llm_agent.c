@@ -32,10 +32,14 @@ static int agent(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     call.payload = a->payload; /* {"text": the question} */
     call.actions = tools;
     call.n_actions = 1;
-    pl_decorator d[2] = {pl_decorator_loop(8), pl_decorator_invoke_action()};
+    pl_decorator d[2];
     pl_step *answer = NULL;
-    int st = pl_ctx_call(&answer, ctx, &call, d, 2);
+    int st = pl_decorator_loop(&d[0], 8);
     if (!st)
+        st = pl_decorator_invoke_action(&d[1]);
+    if (!st)
+        st = pl_ctx_call(&answer, ctx, &call, d, 2);
+    if (!st || st == PL_ERESULT) /* an error result is the answer too */
         st = pl_steps_add_result(out, pl_step_payload(answer));
     pl_step_free(answer);
     return st;
@@ -51,20 +55,18 @@ int main(int argc, char **argv)
     pl_engine *e = NULL;
     pl_outcome *o = NULL;
     cJSON *q = NULL;
-    pl_policy_def add_def = PL_POLICY_DEF_INIT, agent_def = PL_POLICY_DEF_INIT;
+    pl_policy_def add_def = PL_POLICY_DEF_INIT;
     add_def.name = "add";
     add_def.fn = add;
     add_def.description = "Add two numbers.";
     add_def.input_schema = "{\"type\":\"object\",\"properties\":{\"a\":"
                            "{\"type\":\"number\"},\"b\":{\"type\":\"number\"}},"
                            "\"required\":[\"a\",\"b\"]}";
-    agent_def.name = "agent";
-    agent_def.fn = agent;
     int st = pl_registry_new(&reg);
     if (!st)
         st = pl_registry_add(reg, &add_def);
     if (!st)
-        st = pl_registry_add(reg, &agent_def);
+        st = pl_registry_add_fn(reg, "agent", agent, NULL);
     if (!st)
         st = pl_llm_register(reg, "model", argv[2], "Use the tools.", NULL);
     if (!st)
@@ -76,16 +78,13 @@ int main(int argc, char **argv)
     root.payload = q;
     pl_run_options ro = PL_RUN_OPTIONS_INIT;
     ro.run_id = "question";
-    if (!st) { /* start the run, or finish (or replay) the one in the store */
+    ro.if_exists = PL_IF_EXISTS_CONTINUE; /* or finish (or replay) it */
+    if (!st)
         st = pl_run_start(&o, e, &root, &ro);
-        if (st == PL_EEXIST)
-            st = pl_run_continue(&o, e, "question", NULL);
-    }
     pl_llm_tokens tok = {0, 0, 0};
     if (!st && o->status == PL_RUN_COMPLETED &&
         !(st = pl_llm_run_tokens(&tok, e, "question"))) {
-        char *r = cJSON_PrintUnformatted(pl_step_payload(
-            pl_steps_at(o->steps, pl_steps_count(o->steps) - 1)));
+        char *r = cJSON_PrintUnformatted(pl_outcome_result(o));
         printf("%s\n%llu model calls, %llu input and %llu output tokens\n",
                r ? r : "?", (unsigned long long)tok.exchanges,
                (unsigned long long)tok.input, (unsigned long long)tok.output);

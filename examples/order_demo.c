@@ -233,12 +233,9 @@ int main(int argc, char **argv)
     if (st)
         goto fail;
 
-    char *result = NULL;
-    if (o->status == PL_RUN_COMPLETED) {
-        const pl_step *last = pl_steps_at(o->steps,
-                                          pl_steps_count(o->steps) - 1);
-        result = last ? cJSON_PrintUnformatted(pl_step_payload(last)) : NULL;
-    }
+    char *result = o->status == PL_RUN_COMPLETED
+                       ? cJSON_PrintUnformatted(pl_outcome_result(o))
+                       : NULL;
     printf("run %s: %s%s%s\n", run_id, pl_run_status_name(o->status),
            result ? " " : "", result ? result : "");
     if (o->status == PL_RUN_FAILED)

@@ -55,14 +55,9 @@ int main(int argc, char **argv)
     pl_outcome *outcome = NULL;
     int st;
 
-    pl_policy_def add_def = PL_POLICY_DEF_INIT, sum_def = PL_POLICY_DEF_INIT;
-    add_def.name = "add";
-    add_def.fn = add;
-    add_def.description = "Add two numbers.";
-    sum_def.name = "sum3";
-    sum_def.fn = sum3;
-    if ((st = pl_registry_new(&reg)) || (st = pl_registry_add(reg, &add_def)) ||
-        (st = pl_registry_add(reg, &sum_def)) ||
+    if ((st = pl_registry_new(&reg)) ||
+        (st = pl_registry_add_fn(reg, "add", add, NULL)) ||
+        (st = pl_registry_add_fn(reg, "sum3", sum3, NULL)) ||
         (st = pl_engine_open(&engine, store, reg, NULL)))
         goto done;
 
@@ -72,17 +67,13 @@ int main(int argc, char **argv)
     root.payload = pl_json_empty();
     pl_run_options opts = PL_RUN_OPTIONS_INIT;
     opts.run_id = "quickstart";
-    st = pl_run_start(&outcome, engine, &root, &opts);
-    if (st == PL_EEXIST)
-        st = pl_run_continue(&outcome, engine, "quickstart", NULL);
-    if (st) /* the engine could not run it: no outcome */
+    opts.if_exists = PL_IF_EXISTS_CONTINUE;
+    if ((st = pl_run_start(&outcome, engine, &root, &opts))) /* no outcome */
         goto done;
 
     /* It ran: the outcome says how it ended (a failure is recorded). */
     if (outcome->status == PL_RUN_COMPLETED) {
-        const pl_step *last = pl_steps_at(outcome->steps,
-                                          pl_steps_count(outcome->steps) - 1);
-        char *json = cJSON_PrintUnformatted(pl_step_payload(last));
+        char *json = cJSON_PrintUnformatted(pl_outcome_result(outcome));
         printf("completed %s: calls executed %llu, served from the ledger "
                "%llu\n",
                json ? json : "?", (unsigned long long)outcome->calls_executed,

@@ -170,19 +170,10 @@ static void setup(void)
     snprintf(g_template, sizeof g_template, "%s/template.db", g_dir);
     snprintf(g_work, sizeof g_work, "%s/work.db", g_dir);
     CHECK(pl_registry_new(&g_reg) == PL_OK);
-    pl_policy_def d = PL_POLICY_DEF_INIT;
-    d.name = "echo";
-    d.fn = echo;
-    CHECK(pl_registry_add(g_reg, &d) == PL_OK);
-    d.name = "chain";
-    d.fn = chain;
-    CHECK(pl_registry_add(g_reg, &d) == PL_OK);
-    d.name = "outer";
-    d.fn = outer;
-    CHECK(pl_registry_add(g_reg, &d) == PL_OK);
-    d.name = "ask";
-    d.fn = ask;
-    CHECK(pl_registry_add(g_reg, &d) == PL_OK);
+    CHECK(pl_registry_add_fn(g_reg, "echo", echo, NULL) == PL_OK);
+    CHECK(pl_registry_add_fn(g_reg, "chain", chain, NULL) == PL_OK);
+    CHECK(pl_registry_add_fn(g_reg, "outer", outer, NULL) == PL_OK);
+    CHECK(pl_registry_add_fn(g_reg, "ask", ask, NULL) == PL_OK);
     CHECK(pl_registry_add_human(g_reg, "approve") == PL_OK);
 
     pl_engine *e = open_engine(g_template);

@@ -53,6 +53,16 @@
  *     a function says it takes ownership.  Returned memory says who frees it.
  *   - Error messages: every failing call sets a one-line message for the
  *     calling thread, read with pl_errmsg().
+ *   - Calls (pl_ctx_call(), pl_ctx_call_step(), pl_ctx_call_step_with(),
+ *     pl_ctx_call_all(), pl_ctx_invoke(), pl_ctx_invokef()) share one rule:
+ *     a callee's error-as-data result returns PL_ERESULT, with the result
+ *     handed out as on PL_OK and the run still going (handle it, or return
+ *     PL_ERESULT from the policy to fail the run with that error as its
+ *     reason); any other non-zero status has stopped the run, except
+ *     PL_EINVAL for a stale context or an argument refused before the call.
+ *   - Decorator constructors all read `int pl_decorator_X(pl_decorator *out,
+ *     ...)`: PL_OK, or PL_EINVAL (with a message) for a NULL out or a bad
+ *     configuration.
  *
  * LIMITS
  *
@@ -239,10 +249,16 @@ typedef struct pl_step pl_step;
 /** An ordered list of steps.  Opaque. */
 typedef struct pl_steps pl_steps;
 
-/** @return the step's type. */
+/*
+ * The step accessors below are NULL-safe: a NULL step gives 0, NULL, ""
+ * or false, as each says, and never crashes.
+ */
+
+/** @return the step's type; 0 (no type) for a NULL step. */
 pl_step_type pl_step_type_of(const pl_step *step);
 
-/** @return the step's actor; borrowed, valid until the step is freed. */
+/** @return the step's actor; borrowed, valid until the step is freed.  NULL
+ *  for a NULL step. */
 const char *pl_step_actor(const pl_step *step);
 
 /**
@@ -250,35 +266,38 @@ const char *pl_step_actor(const pl_step *step);
  *         is freed, and read-only: its nodes share one allocation with the
  *         step, so never pass it to cJSON_Delete() or any cJSON function
  *         that changes or detaches an item (cJSON_Duplicate() it for a
- *         copy of your own).  Decoded on first use; NULL only when out of
- *         memory.
+ *         copy of your own).  Decoded on first use; NULL only for a NULL
+ *         step or when out of memory.
  */
 const cJSON *pl_step_payload(const pl_step *step);
 
 /**
  * @return the step's id, "<invocation path>:<seq>" (e.g. "0.3:1"), or "" for
- *         a step that is not in a ledger yet.  Borrowed.  Ids derive from
- *         position, so a replay reproduces them.
+ *         a step that is not in a ledger yet (or a NULL step).  Borrowed.
+ *         Ids derive from position, so a replay reproduces them.
  */
 const char *pl_step_id(const pl_step *step);
 
-/** @return the step's sequence number in its ledger (0-based). */
+/** @return the step's sequence number in its ledger (0-based); 0 for NULL. */
 uint32_t pl_step_seq(const pl_step *step);
 
-/** @return when the step was first appended (Unix microseconds), or 0. */
+/** @return when the step was first appended (Unix microseconds), or 0 (and
+ *  for a NULL step). */
 int64_t pl_step_time_us(const pl_step *step);
 
 /**
  * @return for an `action_call`, the code identity of the callee when it was
- *         recorded (a policy's code_version or a plugin's build id), or NULL.
- *         Borrowed.
+ *         recorded (a policy's code_version or a plugin's build id), or NULL
+ *         (and for a NULL step).  Borrowed.
  */
 const char *pl_step_code(const pl_step *step);
 
-/** @return true when the step's payload is an error-as-data object. */
+/** @return true when the step's payload is an error-as-data object; false
+ *  for a NULL step. */
 bool pl_step_is_error(const pl_step *step);
 
-/** @return the error code of an error-as-data step, or NULL.  Borrowed. */
+/** @return the error code of an error-as-data step, or NULL (and for a NULL
+ *  step).  Borrowed. */
 const char *pl_step_error_code(const pl_step *step);
 
 /**
@@ -333,7 +352,7 @@ int pl_steps_move(pl_steps *dst, pl_steps *src);
  */
 int pl_steps_push(pl_steps *steps, pl_step *step);
 
-/** @return the number of steps in the list. */
+/** @return the number of steps in the list; 0 for a NULL list. */
 size_t pl_steps_count(const pl_steps *steps);
 
 /** @return step @p i (borrowed, valid until the list is freed), or NULL. */
@@ -489,6 +508,19 @@ void pl_registry_free(pl_registry *reg);
 int pl_registry_add(pl_registry *reg, const pl_policy_def *def);
 
 /**
+ * Register @p fn as policy @p name, passing it @p user, every other field
+ * at its PL_POLICY_DEF_INIT default (idempotent, no description, no
+ * schema): the common case in one call.  For metadata, fill a
+ * pl_policy_def and use pl_registry_add().
+ *
+ *     pl_registry_add_fn(reg, "add", add, NULL);
+ *
+ * @return as pl_registry_add().
+ */
+int pl_registry_add_fn(pl_registry *reg, const char *name, pl_policy_fn fn,
+                       void *user);
+
+/**
  * @return the registration of @p name (borrowed, valid until the registry is
  *         freed), or NULL.  Its strings are the registry's copies.
  */
@@ -513,10 +545,7 @@ const pl_policy_def *pl_registry_at(const pl_registry *reg, size_t i);
  *     PL_PLUGIN_DECLARE;                    // the ABI it was built for
  *     int pl_plugin_init(pl_registry *reg)  // its entry point
  *     {
- *         pl_policy_def d = PL_POLICY_DEF_INIT;
- *         d.name = "charge";
- *         d.fn = charge;
- *         return pl_registry_add(reg, &d);
+ *         return pl_registry_add_fn(reg, "charge", charge, NULL);
  *     }
  *
  * Build it with `cc -shared -fPIC` and link it against libpolicyledger.
@@ -788,7 +817,33 @@ typedef enum pl_run_status {
  *  "waiting", "cancelled" or NULL. */
 const char *pl_run_status_name(pl_run_status status);
 
-#define PL_RUN_OPTIONS_VERSION 2
+/**
+ * What pl_run_start() does when pl_run_options.run_id names a run that
+ * exists already.  In every mode but PL_IF_EXISTS_FAIL the existing run's
+ * root must be the policy and payload asked for: another root is PL_EEXIST.
+ */
+typedef enum pl_if_exists {
+    /** PL_EEXIST, and no outcome (the default). */
+    PL_IF_EXISTS_FAIL = 0,
+    /** Continue it as pl_run_continue() does (finish a crashed run, retry a
+     *  failed one, replay a completed one; PL_EBUSY while another owner runs
+     *  it); a suspended run gives its suspended outcome, as recorded. */
+    PL_IF_EXISTS_CONTINUE = 1,
+    /** Execute nothing new: a completed run gives the outcome
+     *  pl_run_continue() gives (a replay that writes nothing); a suspended or
+     *  failed one its recorded outcome; one not ended (running, its owner
+     *  alive or dead, or submitted) an outcome whose status says so
+     *  (PL_RUN_RUNNING or PL_RUN_SUBMITTED) and that holds nothing else:
+     *  pl_run_continue() finishes it. */
+    PL_IF_EXISTS_OUTCOME = 2
+} pl_if_exists;
+
+/**
+ * Version 2 appended if_exists, version 3 the deadline; an older struct
+ * (built before them) is still accepted, read with what it lacks at its
+ * default.
+ */
+#define PL_RUN_OPTIONS_VERSION 3
 
 /** Options for starting or continuing a run.  Use PL_RUN_OPTIONS_INIT. */
 typedef struct pl_run_options {
@@ -801,9 +856,12 @@ typedef struct pl_run_options {
      * The run's record is not touched.
      */
     bool check;
+    /** pl_run_start() only: what to do when run_id exists (elsewhere only
+     *  PL_IF_EXISTS_FAIL is accepted).  Since version 2. */
+    pl_if_exists if_exists;
     /**
-     * start and submit only (version 2): the run's deadline, recorded with
-     * the run.  Past it the run fails with PL_EDEADLINE, its reason
+     * start and submit only (since version 3): the run's deadline, recorded
+     * with the run.  Past it the run fails with PL_EDEADLINE, its reason
      * beginning "DeadlineExceeded", at its next call boundary or wait; a
      * waiting run is woken for it.  deadline_ms is absolute (Unix ms),
      * deadline_in_ms relative to the start; the earlier of the two set
@@ -814,13 +872,15 @@ typedef struct pl_run_options {
     int64_t deadline_in_ms;
 } pl_run_options;
 
-#define PL_RUN_OPTIONS_INIT { PL_RUN_OPTIONS_VERSION, NULL, false, 0, 0 }
+#define PL_RUN_OPTIONS_INIT                                                    \
+    { PL_RUN_OPTIONS_VERSION, NULL, false, PL_IF_EXISTS_FAIL, 0, 0 }
 
 /** What a run execution ended in.  Free with pl_outcome_free(). */
 typedef struct pl_outcome {
     pl_run_status status;
     char *run_id;
-    /** completed: the steps the root policy returned (last = result). */
+    /** completed: the steps the root policy returned (last = result:
+     *  pl_outcome_result()). */
     pl_steps *steps;
     /** suspended: pass to pl_run_resume(). */
     char *resume_token;
@@ -846,6 +906,17 @@ typedef struct pl_outcome {
 void pl_outcome_free(pl_outcome *outcome);
 
 /**
+ * The result of a completed run: the payload of the last step its root
+ * policy returned.
+ * @return never NULL: borrowed from @p outcome, valid until
+ *         pl_outcome_free(), read-only (as pl_step_payload()).  A NULL
+ *         outcome, one not completed or a root that returned no steps gives
+ *         the static empty object pl_json_empty() (so does running out of
+ *         memory decoding the payload).
+ */
+const cJSON *pl_outcome_result(const pl_outcome *outcome);
+
+/**
  * Start a new run of @p root.
  *
  * Two channels, never to be confused: the returned status says whether the
@@ -864,7 +935,10 @@ void pl_outcome_free(pl_outcome *outcome);
  * @return PL_OK when the run reached an outcome (completed, suspended, or
  *         failed with a recorded reason: see (*out)->status); otherwise no
  *         outcome and: PL_EINVAL (bad action or options); PL_EEXIST (run id
- *         taken); PL_ENOTFOUND (root policy not registered); PL_EJSON;
+ *         taken, and opts->if_exists is PL_IF_EXISTS_FAIL or that run has
+ *         another root; otherwise what opts->if_exists says, with the
+ *         statuses of pl_run_continue()); PL_ENOTFOUND (root policy not
+ *         registered); PL_EJSON;
  *         PL_ELIMIT (root payload larger than max_payload);
  *         PL_ESTORE / PL_EMAPFULL / PL_ENOSPC / PL_EACCES (the store
  *         failed; nothing durable was lost, and pl_run_continue() goes on
@@ -1434,13 +1508,15 @@ void pl_pool_free(pl_pool *pool);
  * @param[out] out_result the `action_result` step; caller owns, free with
  *             pl_step_free().  May be NULL to discard it.
  * @param action made with PL_ACTION_INIT; its payload must not be NULL.
- * @return PL_OK (the result may still be error-as-data: pl_step_is_error());
- *         PL_ESUSPENDED (return it from the policy); PL_ENONDET; PL_ECHECK;
+ * @return PL_OK; PL_ERESULT (the result is error-as-data, "NotFound" for
+ *         an unregistered callee, and *out_result holds it; the run goes
+ *         on: see the overview); PL_ESUSPENDED (return it from the
+ *         policy); PL_ENONDET; PL_ECHECK;
  *         PL_EINVAL / PL_EJSON / PL_ELIMIT (bad action, NULL payload, wrong
  *         action or decorator version, a stale context); PL_ESTORE;
- *         PL_ENOMEM; or the status that failed the run.  On any error but a
- *         stale context the run has stopped: return the status from the
- *         policy.
+ *         PL_ENOMEM; or the status that failed the run.  On any error but
+ *         PL_ERESULT and a stale context the run has stopped: return the
+ *         status from the policy.
  */
 int pl_ctx_call(pl_step **out_result, pl_ctx *ctx, const pl_action *action,
                 const pl_decorator *decorators, size_t n_decorators);
@@ -1452,11 +1528,8 @@ int pl_ctx_call(pl_step **out_result, pl_ctx *ctx, const pl_action *action,
  *             cJSON_Delete().  NULL on failure but PL_ERESULT.  May be NULL
  *             to discard it.
  * @param payload a JSON object, borrowed; never NULL (pl_json_empty()).
- * @return as pl_ctx_call(), plus PL_ERESULT: the callee returned an
- *         error-as-data result, which *out holds ({"error": true, "code",
- *         "message"}) and pl_errmsg() describes.  The run has NOT stopped on
- *         PL_ERESULT: handle it, or return it from the policy to fail the
- *         run with that error as its reason.
+ * @return as pl_ctx_call(): on PL_ERESULT *out holds the error object
+ *         ({"error": true, "code", "message"}) and pl_errmsg() describes it.
  */
 int pl_ctx_invoke(cJSON **out, pl_ctx *ctx, const char *policy,
                   const cJSON *payload);
@@ -1473,7 +1546,8 @@ int pl_ctx_invoke(cJSON **out, pl_ctx *ctx, const char *policy,
  * @param call an `action_call` step already recorded in this invocation's
  *             ledger; borrowed.
  * @param allowed the invocation's action (whose actions are allowed).
- * @return as pl_ctx_call(); PL_EINVAL for a step that is not such a call.
+ * @return as pl_ctx_call() (PL_ERESULT for those error results too, *out
+ *         holding them); PL_EINVAL for a step that is not such a call.
  */
 int pl_ctx_call_step(pl_step **out, pl_ctx *ctx, const pl_step *call,
                      const pl_action *allowed);
@@ -1562,11 +1636,13 @@ typedef struct pl_call_spec {
  *
  * @param[out] out_results an array of @p n_calls: the `action_result` of
  *             each call, in argument order; caller owns each, free with
- *             pl_step_free().  All NULL on failure.  May be NULL to
- *             discard them.
+ *             pl_step_free().  All NULL on failure but PL_ERESULT.  May be
+ *             NULL to discard them.
  * @param calls @p n_calls call specs, borrowed until this returns.
  * @param n_calls 1 .. PL_CALL_ALL_MAX.
- * @return as pl_ctx_call(); PL_EINVAL (without stopping the run) for NULL
+ * @return as pl_ctx_call(): PL_ERESULT when one result or more is
+ *         error-as-data (pl_step_is_error() says which; every result is
+ *         handed out); PL_EINVAL (without stopping the run) for NULL
  *         @p calls or zero calls, PL_ELIMIT for more than
  *         PL_CALL_ALL_MAX; PL_EINVAL (stopping the run) for a spec not made
  *         with PL_CALL_SPEC_INIT, or a bad action or decorator in one.
@@ -1770,16 +1846,21 @@ int pl_next_call(pl_next *next, pl_ctx *ctx, const pl_action *action,
  * @p max_turns times.  All turns share the
  * invocation's ledger.  Running out of turns appends an `error` step with
  * code "BudgetExceeded", which becomes the call's result.
+ * @param[out] out the decorator.
+ * @return PL_OK; PL_EINVAL (NULL @p out).
  */
-pl_decorator pl_decorator_loop(unsigned max_turns);
+int pl_decorator_loop(pl_decorator *out, unsigned max_turns);
 
 /**
  * invoke_action: for every `action_call` the inner chain returned, call that
  * policy and append its `action_result`.  A name outside action->actions
  * gives a "NotAllowed" error result, an unregistered one "NotFound", a
- * malformed call "InvalidInput": never a call.
+ * malformed call "InvalidInput": never a call.  Error results are the
+ * turn's data: the decorator passes them on and goes on.
+ * @param[out] out the decorator.
+ * @return PL_OK; PL_EINVAL (NULL @p out).
  */
-pl_decorator pl_decorator_invoke_action(void);
+int pl_decorator_invoke_action(pl_decorator *out);
 
 /**
  * invoke_action with decorators on each call it makes: every tool call of
@@ -1793,7 +1874,7 @@ pl_decorator pl_decorator_invoke_action(void);
  *     pl_decorator_validate(&per[0], cache);
  *     pl_decorator_retry(&per[1], NULL);
  *     pl_decorator_cap(&per[2], 16 * 1024);
- *     d[0] = pl_decorator_loop(20);
+ *     pl_decorator_loop(&d[0], 20);
  *     pl_decorator_invoke_action_with(&d[1], per, 3);
  *     pl_ctx_call(&res, ctx, &agent, d, 2);
  *

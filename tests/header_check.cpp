@@ -27,8 +27,9 @@ int pl_header_check_cxx(void)
     ropts.run_id = "r1";
     pl_pool_options popts = PL_POOL_OPTIONS_INIT;
     popts.threads = 2;
-    pl_decorator decorators[] = {pl_decorator_loop(4),
-                                 pl_decorator_invoke_action()};
+    pl_decorator decorators[2];
+    pl_decorator_loop(&decorators[0], 4);
+    pl_decorator_invoke_action(&decorators[1]);
     pl_decorator user_decorator = PL_DECORATOR_INIT;
     (void)user_decorator;
     pl_llm_options lopts = PL_LLM_OPTIONS_INIT;

@@ -176,10 +176,16 @@ static int agent(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     pl_budget b = PL_BUDGET_INIT;
     b.max_tokens = cJSON_IsNumber(mx) ? (uint64_t)mx->valueint : 0;
     /* [loop, invoke_action], or [loop, budget, invoke_action] */
-    pl_decorator d[3] = {
-        pl_decorator_loop(cJSON_IsNumber(mt) ? (unsigned)mt->valueint : 6),
-        pl_decorator_invoke_action(), pl_decorator_invoke_action()};
+    pl_decorator d[3];
     size_t n_d = 2;
+    if ((st = pl_decorator_loop(&d[0], cJSON_IsNumber(mt)
+                                           ? (unsigned)mt->valueint
+                                           : 6)) ||
+        (st = pl_decorator_invoke_action(&d[1])) ||
+        (st = pl_decorator_invoke_action(&d[2]))) {
+        cJSON_Delete(p);
+        return st;
+    }
     if (b.max_tokens) {
         st = pl_decorator_budget(&d[1], &b);
         n_d = 3;
@@ -193,7 +199,7 @@ static int agent(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     if (!st)
         st = pl_ctx_call(&res, ctx, &call, d, n_d);
     cJSON_Delete(p);
-    if (st)
+    if (st && st != PL_ERESULT)
         return st;
     st = pl_steps_add_result(out, pl_step_payload(res));
     pl_step_free(res);
@@ -226,10 +232,9 @@ pl_registry *t_llm_registry_prompt(const char *model_url,
                                    const pl_llm_options *opts)
 {
     pl_registry *reg = t_registry();
+    cr_assert_eq(pl_registry_add_fn(reg, "agent", agent, NULL), PL_OK, "%s",
+                 pl_errmsg());
     pl_policy_def d = PL_POLICY_DEF_INIT;
-    d.name = "agent";
-    d.fn = agent;
-    cr_assert_eq(pl_registry_add(reg, &d), PL_OK, "%s", pl_errmsg());
     d.name = "effect";
     d.fn = effect;
     d.description = "Record a note.";

@@ -85,14 +85,9 @@ static pl_registry *registry(void)
     pl_registry *reg = NULL;
     if (pl_registry_new(&reg))
         return NULL;
-    pl_policy_def d = PL_POLICY_DEF_INIT;
-    d.name = "soak";
-    d.fn = soak;
-    int st = pl_registry_add(reg, &d);
-    d.name = "effect";
-    d.fn = effect;
+    int st = pl_registry_add_fn(reg, "soak", soak, NULL);
     if (!st)
-        st = pl_registry_add(reg, &d);
+        st = pl_registry_add_fn(reg, "effect", effect, NULL);
     if (st) {
         pl_registry_free(reg);
         return NULL;

@@ -277,26 +277,12 @@ int main(int argc, char **argv)
         return 1;
     }
     pl_registry *reg;
-    pl_policy_def d = PL_POLICY_DEF_INIT;
     if (pl_registry_new(&reg))
         return 1;
-    d.name = "tool";
-    d.fn = tool;
-    int st = pl_registry_add(reg, &d);
-    d = (pl_policy_def)PL_POLICY_DEF_INIT;
-    d.name = "root";
-    d.fn = root;
-    if (!st)
-        st = pl_registry_add(reg, &d);
-    d = (pl_policy_def)PL_POLICY_DEF_INIT;
-    d.name = "mid";
-    d.fn = mid;
-    if (!st)
-        st = pl_registry_add(reg, &d);
-    d = (pl_policy_def)PL_POLICY_DEF_INIT;
-    d.name = "fanroot";
-    d.fn = fanroot;
-    if (st || pl_registry_add(reg, &d)) {
+    if (pl_registry_add_fn(reg, "tool", tool, NULL) ||
+        pl_registry_add_fn(reg, "root", root, NULL) ||
+        pl_registry_add_fn(reg, "mid", mid, NULL) ||
+        pl_registry_add_fn(reg, "fanroot", fanroot, NULL)) {
         fprintf(stderr, "stress_threads: %s\n", pl_errmsg());
         return 1;
     }

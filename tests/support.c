@@ -295,10 +295,8 @@ pl_registry *t_registry(void)
                 {"oops", oops},
                 {"chain", chain}};
     for (size_t i = 0; i < sizeof defs / sizeof defs[0]; i++) {
-        pl_policy_def d = PL_POLICY_DEF_INIT;
-        d.name = defs[i].name;
-        d.fn = defs[i].fn;
-        cr_assert_eq(pl_registry_add(reg, &d), PL_OK, "%s", pl_errmsg());
+        cr_assert_eq(pl_registry_add_fn(reg, defs[i].name, defs[i].fn, NULL),
+                     PL_OK, "%s", pl_errmsg());
     }
     return reg;
 }
@@ -327,11 +325,4 @@ pl_outcome *t_start(pl_engine *e, const char *policy, const char *payload_json,
     cr_assert_eq(st, PL_OK, "pl_run_start(%s): %s", policy, pl_errmsg());
     cr_assert_not_null(o);
     return o;
-}
-
-const cJSON *t_result(const pl_outcome *o)
-{
-    size_t n = pl_steps_count(o->steps);
-    cr_assert_gt(n, 0, "the outcome has no steps");
-    return pl_step_payload(pl_steps_at(o->steps, n - 1));
 }

@@ -71,7 +71,5 @@ char *t_text(const cJSON *v);
 /* Start a run of @p policy with @p payload_json, expecting PL_OK. */
 pl_outcome *t_start(pl_engine *e, const char *policy, const char *payload_json,
                     const char *run_id);
-/* The outcome's result payload (its last step), borrowed. */
-const cJSON *t_result(const pl_outcome *o);
 
 #endif

@@ -161,7 +161,7 @@ static int nest(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     c.policy = "flaky";
     c.payload = a->payload;
     int st = pl_ctx_call(&res, ctx, &c, NULL, 0);
-    if (!st)
+    if (!st || st == PL_ERESULT)
         st = pl_steps_add_result(out, pl_step_payload(res));
     pl_step_free(res);
     return st;
@@ -190,7 +190,7 @@ static int caller(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     c.payload = cJSON_IsObject(args) ? args : pl_json_empty();
     pl_step *res = NULL;
     int st = pl_ctx_call(&res, ctx, &c, g_decos, g_n_decos);
-    if (st)
+    if (st && st != PL_ERESULT)
         return st;
     st = pl_steps_add_result(out, pl_step_payload(res));
     pl_step_free(res);
@@ -229,10 +229,8 @@ static pl_registry *registry(void)
     } defs[] = {
         {"caller", caller}, {"flaky", flaky}, {"nest", nest}, {"setdl", setdl}};
     for (size_t i = 0; i < sizeof defs / sizeof defs[0]; i++) {
-        pl_policy_def d = PL_POLICY_DEF_INIT;
-        d.name = defs[i].name;
-        d.fn = defs[i].fn;
-        cr_assert_eq(pl_registry_add(reg, &d), PL_OK, "%s", pl_errmsg());
+        cr_assert_eq(pl_registry_add_fn(reg, defs[i].name, defs[i].fn, NULL),
+                     PL_OK, "%s", pl_errmsg());
     }
     return reg;
 }
@@ -304,7 +302,7 @@ static void expect_code(const pl_outcome *o, const char *code)
 {
     cr_assert_eq(o->status, PL_RUN_COMPLETED, "run: %s",
                  o->reason ? o->reason : "?");
-    const char *got = str_member(t_result(o), "code");
+    const char *got = str_member(pl_outcome_result(o), "code");
     cr_expect(got && strcmp(got, code) == 0, "expected %s, got %s", code,
               got ? got : "(no code)");
 }
@@ -313,8 +311,8 @@ static void expect_ok(const pl_outcome *o)
 {
     cr_assert_eq(o->status, PL_RUN_COMPLETED, "run: %s",
                  o->reason ? o->reason : "?");
-    cr_expect(cJSON_IsTrue(member(t_result(o), "ok")), "result: %s",
-              t_text(t_result(o)));
+    cr_expect(cJSON_IsTrue(member(pl_outcome_result(o), "ok")), "result: %s",
+              t_text(pl_outcome_result(o)));
 }
 
 static void expect_msg(const char *needle)
@@ -333,7 +331,8 @@ static void expect_replay_still(pl_engine *e, const char *id,
     pl_outcome *o = NULL;
     cr_assert_eq(pl_run_continue(&o, e, id, NULL), PL_OK, "%s", pl_errmsg());
     cr_assert_eq(o->status, PL_RUN_COMPLETED);
-    char *a = t_text(t_result(o)), *b = t_text(t_result(first));
+    char *a = t_text(pl_outcome_result(o)),
+         *b = t_text(pl_outcome_result(first));
     cr_expect_str_eq(a, b);
     free(a);
     free(b);
@@ -368,7 +367,7 @@ Test(retry, retries_until_success_and_replay_never_waits, .fini = t_cleanup)
     pl_engine *e = open_engine(store, reg, NULL, NULL);
     pl_outcome *o = run_tool(e, "r1", "flaky", "{\"fail\": 2}");
     expect_ok(o);
-    cr_expect_eq(num_member(t_result(o), "attempt", 0), 3);
+    cr_expect_eq(num_member(pl_outcome_result(o), "attempt", 0), 3);
     cr_expect_eq(file_size(g_fx), 3, "three attempts executed");
     cr_expect_eq(g_sleeps, 2, "one wait between two attempts");
     pl_steps *l = ledger(e, "r1", "0.0");
@@ -703,7 +702,7 @@ static void recover_and_check(const char *store, const pl_registry *reg,
     pl_outcome *o = NULL;
     cr_assert_eq(pl_run_continue(&o, e, "c", NULL), PL_OK, "%s", pl_errmsg());
     expect_ok(o);
-    cr_expect_eq(num_member(t_result(o), "attempt", 0), 4);
+    cr_expect_eq(num_member(pl_outcome_result(o), "attempt", 0), 4);
     pl_steps *l = ledger(e, "c", "0.0");
     char *got = shape(l);
     cr_expect_str_eq(got, ref,
@@ -885,7 +884,8 @@ Test(timeout, a_late_result_becomes_a_recorded_timeout, .fini = t_cleanup)
     /* flaky waits until 20 ms past the deadline it was given */
     pl_outcome *o = run_tool(e, "late", "flaky", "{\"past_deadline\": true}");
     expect_code(o, PL_ERR_TIMEOUT);
-    cr_expect(strstr(str_member(t_result(o), "message"), "past its deadline"));
+    cr_expect(strstr(str_member(pl_outcome_result(o), "message"),
+                     "past its deadline"));
     pl_steps *l = ledger(e, "late", "0.0");
     /* the callee's own result stays in its ledger, the error after it */
     size_t n = pl_steps_count(l);
@@ -947,7 +947,7 @@ Test(timeout, bad_configurations, .fini = t_cleanup)
     o = run_tool(e, "s", "setdl", "{}");
     cr_assert_eq(o->status, PL_RUN_COMPLETED);
     cr_expect_eq(g_setdl_status, PL_EINVAL);
-    cr_expect_eq(num_member(t_result(o), "deadline", -1), 0);
+    cr_expect_eq(num_member(pl_outcome_result(o), "deadline", -1), 0);
     pl_outcome_free(o);
     pl_engine_close(e);
     pl_registry_free(reg);
@@ -973,7 +973,7 @@ Test(budget, steps_bound_the_retries, .fini = t_cleanup)
     pl_engine *e = open_engine(t_store_path(), reg, NULL, NULL);
     pl_outcome *o = run_tool(e, "s", "flaky", "{\"fail\": 1000}");
     expect_code(o, PL_ERR_BUDGET_EXCEEDED);
-    cr_expect(strstr(str_member(t_result(o), "message"), "steps"));
+    cr_expect(strstr(str_member(pl_outcome_result(o), "message"), "steps"));
     /* per attempt: budget's clock, the hit, the result, then random, now
      * and the backoff: 6 steps; the 4th attempt's check sees 18 + 1 */
     long hits = file_size(g_fx);
@@ -1009,8 +1009,8 @@ Test(budget, tokens_recorded_by_steps_count, .fini = t_cleanup)
     pl_outcome *o = run_tool(e, "t", "flaky",
                              "{\"fail\": 1000, \"tokens\": 40}");
     expect_code(o, PL_ERR_BUDGET_EXCEEDED);
-    cr_expect(strstr(str_member(t_result(o), "message"), "120 tokens"), "%s",
-              str_member(t_result(o), "message"));
+    cr_expect(strstr(str_member(pl_outcome_result(o), "message"), "120 tokens"),
+              "%s", str_member(pl_outcome_result(o), "message"));
     cr_expect_eq(file_size(g_fx), 3);
     expect_replay_still(e, "t", o);
     pl_outcome_free(o);
@@ -1045,7 +1045,7 @@ Test(budget, wall_clock, .fini = t_cleanup)
     pl_outcome *o = run_tool(e, "w", "flaky",
                              "{\"fail\": 1000, \"sleep_ms\": 10}");
     expect_code(o, PL_ERR_BUDGET_EXCEEDED);
-    cr_expect(strstr(str_member(t_result(o), "message"), " ms used"));
+    cr_expect(strstr(str_member(pl_outcome_result(o), "message"), " ms used"));
     cr_expect_eq(file_size(g_fx), 1);
     expect_replay_still(e, "w", o);
     pl_outcome_free(o);
@@ -1146,7 +1146,7 @@ Test(cap, over_the_cap_is_truncated_with_a_note, .fini = t_cleanup)
     pl_engine *e = open_engine(t_store_path(), reg, NULL, NULL);
     pl_outcome *o = capped(e, "big", 200, "{\"big\": 1000}");
     cr_assert_eq(o->status, PL_RUN_COMPLETED);
-    const cJSON *r = t_result(o);
+    const cJSON *r = pl_outcome_result(o);
     char *text = t_text(r);
     cr_expect_leq(strlen(text), 200, "the replacement fits: %s", text);
     free(text);
@@ -1170,15 +1170,15 @@ Test(cap, over_the_cap_is_truncated_with_a_note, .fini = t_cleanup)
 
     /* within the cap: untouched */
     o = capped(e, "small", 2000, "{\"big\": 1000}");
-    cr_expect_eq(strlen(str_member(t_result(o), "data")), 1000);
-    cr_expect_null(member(t_result(o), "truncated"));
+    cr_expect_eq(strlen(str_member(pl_outcome_result(o), "data")), 1000);
+    cr_expect_null(member(pl_outcome_result(o), "truncated"));
     pl_outcome_free(o);
     /* exactly at the cap: untouched */
     o = capped(e, "edge", 1011, "{\"big\": 1000}");
-    cr_expect_null(member(t_result(o), "truncated"));
+    cr_expect_null(member(pl_outcome_result(o), "truncated"));
     pl_outcome_free(o);
     o = capped(e, "over", 1010, "{\"big\": 1000}");
-    cr_expect(cJSON_IsTrue(member(t_result(o), "truncated")));
+    cr_expect(cJSON_IsTrue(member(pl_outcome_result(o), "truncated")));
     pl_outcome_free(o);
     pl_engine_close(e);
     pl_registry_free(reg);
@@ -1199,7 +1199,7 @@ Test(cap, utf8_and_escapes_are_cut_cleanly, .fini = t_cleanup)
             snprintf(id, sizeof id, "u%zu-%zu", u, cap);
             pl_outcome *o = capped(e, id, cap, args);
             cr_assert_eq(o->status, PL_RUN_COMPLETED);
-            const cJSON *r = t_result(o);
+            const cJSON *r = pl_outcome_result(o);
             char *text = t_text(r);
             cr_expect_leq(strlen(text), cap, "%s", text);
             free(text);
@@ -1211,8 +1211,8 @@ Test(cap, utf8_and_escapes_are_cut_cleanly, .fini = t_cleanup)
     }
     /* a cap smaller than the note: an empty preview, and a note */
     pl_outcome *o = capped(e, "tiny", 10, "{\"big\": 100}");
-    cr_expect_str_eq(str_member(t_result(o), "preview"), "");
-    cr_expect(cJSON_IsTrue(member(t_result(o), "truncated")));
+    cr_expect_str_eq(str_member(pl_outcome_result(o), "preview"), "");
+    cr_expect(cJSON_IsTrue(member(pl_outcome_result(o), "truncated")));
     pl_outcome_free(o);
     pl_engine_close(e);
     pl_registry_free(reg);
@@ -1260,7 +1260,7 @@ Test(adapter, the_decorators_compose, .fini = t_cleanup)
     pl_engine *e = open_engine(t_store_path(), reg, NULL, NULL);
     pl_outcome *o = run_tool(e, "all", "flaky", "{\"fail\": 2, \"big\": 500}");
     cr_assert_eq(o->status, PL_RUN_COMPLETED);
-    cr_expect(cJSON_IsTrue(member(t_result(o), "truncated")));
+    cr_expect(cJSON_IsTrue(member(pl_outcome_result(o), "truncated")));
     cr_expect_eq(file_size(g_fx), 3);
     cr_expect_eq(g_sleeps, 2);
     expect_replay_still(e, "all", o);

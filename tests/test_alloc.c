@@ -174,15 +174,10 @@ static void world_close(world *w)
 static int world_open(world *w, const char *path)
 {
     int st = pl_registry_new(&w->reg);
-    pl_policy_def d = PL_POLICY_DEF_INIT;
-    d.name = "flow";
-    d.fn = flow;
     if (!st)
-        st = pl_registry_add(w->reg, &d);
-    d.name = "pay";
-    d.fn = pay;
+        st = pl_registry_add_fn(w->reg, "flow", flow, NULL);
     if (!st)
-        st = pl_registry_add(w->reg, &d);
+        st = pl_registry_add_fn(w->reg, "pay", pay, NULL);
     if (!st)
         st = pl_registry_add_human(w->reg, "approve");
     pl_engine_options o = PL_ENGINE_OPTIONS_INIT;

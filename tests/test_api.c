@@ -1,8 +1,10 @@
 /*
  * test_api.c -- the API's guard rails and short forms: stale and foreign
- * contexts are refused, pl_ctx_invoke() and PL_ERESULT, the versioned
- * input structs, the incremental ledger view, step lists for decorators,
- * and pl_run_head().
+ * contexts are refused, pl_ctx_invoke() and PL_ERESULT, the one rule of
+ * the call functions, the versioned input structs, the incremental ledger
+ * view, step lists for decorators, pl_run_head(), pl_registry_add_fn(),
+ * pl_outcome_result(), NULL-safe step accessors and decorator constructors.
+ * (pl_run_start()'s if_exists: test_start.c.)
  */
 #include "support.h"
 
@@ -148,11 +150,53 @@ static int versions(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
         g_version_status[0] = pl_ctx_call(NULL, ctx, &call, NULL, 0);
         return g_version_status[0];
     }
-    pl_decorator d = pl_decorator_invoke_action();
+    pl_decorator d;
+    cr_assert_eq(pl_decorator_invoke_action(&d), PL_OK);
     d.version = 0;
     g_version_status[1] = pl_ctx_call(NULL, ctx, &call, &d, 1);
     (void)out;
     return g_version_status[1];
+}
+
+/* ------------------------------------------------------------------------ */
+/* The call rule: an error result is PL_ERESULT, handed out                 */
+/* ------------------------------------------------------------------------ */
+
+static int g_rule_status[5];
+static bool g_rule_handed_out[5];
+
+/* rules: pl_ctx_call() of "oops" (an error result) with and without an out,
+ * of "nosuch" (NotFound), of "echo" (a result); pl_ctx_call_all() of echo
+ * and oops.  Handles every error result and completes. */
+static int rules(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)a;
+    (void)user;
+    const char *names[] = {"oops", "oops", "nosuch", "echo"};
+    for (int i = 0; i < 4; i++) {
+        pl_action call = PL_ACTION_INIT;
+        call.policy = names[i];
+        call.payload = pl_json_empty();
+        pl_step *res = NULL;
+        g_rule_status[i] = pl_ctx_call(i == 1 ? NULL : &res, ctx, &call, NULL,
+                                       0);
+        g_rule_handed_out[i] = res != NULL;
+        pl_step_free(res);
+    }
+    pl_action echo = PL_ACTION_INIT, oops = PL_ACTION_INIT;
+    echo.policy = "echo";
+    oops.policy = "oops";
+    echo.payload = oops.payload = pl_json_empty();
+    pl_call_spec specs[2] = {PL_CALL_SPEC_INIT, PL_CALL_SPEC_INIT};
+    specs[0].action = &echo;
+    specs[1].action = &oops;
+    pl_step *res[2] = {NULL, NULL};
+    g_rule_status[4] = pl_ctx_call_all(res, ctx, specs, 2);
+    g_rule_handed_out[4] = res[0] && !pl_step_is_error(res[0]) && res[1] &&
+                           pl_step_is_error(res[1]);
+    pl_step_free(res[0]);
+    pl_step_free(res[1]);
+    return pl_steps_add_text(out, NULL, "handled");
 }
 
 static int g_invokef_status[3];
@@ -184,12 +228,11 @@ static pl_registry *registry(void)
     } defs[] = {{"keeper", keeper},     {"stale", stale},
                 {"foreign", foreign},   {"foreign_child", foreign_child},
                 {"invoker", invoker},   {"viewer", viewer},
-                {"versions", versions}, {"invokerf", invokerf}};
+                {"versions", versions}, {"invokerf", invokerf},
+                {"rules", rules}};
     for (size_t i = 0; i < sizeof defs / sizeof defs[0]; i++) {
-        pl_policy_def d = PL_POLICY_DEF_INIT;
-        d.name = defs[i].name;
-        d.fn = defs[i].fn;
-        cr_assert_eq(pl_registry_add(reg, &d), PL_OK, "%s", pl_errmsg());
+        cr_assert_eq(pl_registry_add_fn(reg, defs[i].name, defs[i].fn, NULL),
+                     PL_OK, "%s", pl_errmsg());
     }
     return reg;
 }
@@ -241,7 +284,7 @@ Test(api, invoke_returns_an_owned_result)
                             "inv-ok");
     cr_expect_eq(g_invoke_status, PL_OK);
     cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason);
-    char *text = t_text(t_result(o));
+    char *text = t_text(pl_outcome_result(o));
     cr_expect_str_eq(text, "{\"sum\":5}");
     cJSON_free(text);
     pl_outcome_free(o);
@@ -399,4 +442,179 @@ Test(api, invokef_packs_the_payload)
     pl_outcome_free(o);
     pl_engine_close(e);
     pl_registry_free(reg);
+}
+
+Test(api, every_call_function_returns_eresult_for_an_error_result)
+{
+    pl_registry *reg = registry();
+    pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
+    pl_outcome *o = t_start(e, "rules", NULL, "rules");
+    cr_assert_eq(o->status, PL_RUN_COMPLETED, "the run went on: %s",
+                 o->reason ? o->reason : "");
+    cr_expect_eq(g_rule_status[0], PL_ERESULT);
+    cr_expect(g_rule_handed_out[0], "the error result is handed out");
+    cr_expect_eq(g_rule_status[1], PL_ERESULT, "also when it is discarded");
+    cr_expect_eq(g_rule_status[2], PL_ERESULT, "NotFound is an error result");
+    cr_expect(g_rule_handed_out[2]);
+    cr_expect_eq(g_rule_status[3], PL_OK);
+    cr_expect_eq(g_rule_status[4], PL_ERESULT, "one of the fan-out's results");
+    cr_expect(g_rule_handed_out[4], "every fan-out result is handed out");
+    pl_outcome_free(o);
+    /* a replay serves the same results with the same statuses */
+    memset(g_rule_status, 0, sizeof g_rule_status);
+    pl_outcome *again = NULL;
+    cr_assert_eq(pl_run_continue(&again, e, "rules", NULL), PL_OK);
+    cr_expect_eq(again->calls_executed, 0);
+    cr_expect_eq(g_rule_status[0], PL_ERESULT);
+    cr_expect_eq(g_rule_status[2], PL_ERESULT);
+    cr_expect_eq(g_rule_status[4], PL_ERESULT);
+    pl_outcome_free(again);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+static int noop(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)ctx;
+    (void)a;
+    (void)out;
+    (void)user;
+    return PL_OK;
+}
+
+Test(api, registry_add_fn_registers_with_the_defaults)
+{
+    pl_registry *reg = NULL;
+    cr_assert_eq(pl_registry_new(&reg), PL_OK);
+    int token = 0;
+    cr_assert_eq(pl_registry_add_fn(reg, "p", noop, &token), PL_OK);
+    const pl_policy_def *d = pl_registry_find(reg, "p");
+    cr_assert_not_null(d);
+    cr_expect_eq(d->fn, noop);
+    cr_expect_eq(d->user, &token);
+    cr_expect(d->idempotent, "PL_POLICY_DEF_INIT's default");
+    cr_expect_eq(d->in_doubt, PL_IN_DOUBT_RERUN);
+    cr_expect_null(d->description);
+    cr_expect_null(d->input_schema);
+    cr_expect_null(d->code_version);
+    /* and every refusal of pl_registry_add() */
+    cr_expect_eq(pl_registry_add_fn(reg, "p", noop, NULL), PL_EEXIST);
+    cr_expect_eq(pl_registry_add_fn(reg, "q", NULL, NULL), PL_EINVAL);
+    cr_expect(strstr(pl_errmsg(), "no function"), "%s", pl_errmsg());
+    cr_expect_eq(pl_registry_add_fn(reg, NULL, noop, NULL), PL_EINVAL);
+    cr_expect_eq(pl_registry_add_fn(reg, "", noop, NULL), PL_EINVAL);
+    cr_expect_eq(pl_registry_add_fn(reg, "a\nb", noop, NULL), PL_EINVAL);
+    cr_expect_eq(pl_registry_add_fn(NULL, "r", noop, NULL), PL_EINVAL);
+    cr_expect_eq(pl_registry_count(reg), 1);
+    pl_registry_free(reg);
+}
+
+/* empty: returns no steps at all (its result is {}). */
+static int empty(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    return noop(ctx, a, out, user);
+}
+
+/* asks: suspends. */
+static int asks(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)user;
+    (void)out;
+    cJSON *answer = NULL;
+    int st = pl_ctx_suspend(&answer, ctx, a->payload);
+    cJSON_Delete(answer);
+    return st;
+}
+
+Test(api, outcome_result_is_the_last_step_or_the_empty_object)
+{
+    cr_expect_eq(pl_outcome_result(NULL), pl_json_empty());
+    pl_registry *reg = registry();
+    cr_assert_eq(pl_registry_add_fn(reg, "empty", empty, NULL), PL_OK);
+    cr_assert_eq(pl_registry_add_fn(reg, "asks", asks, NULL), PL_OK);
+    pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
+
+    pl_outcome *o = t_start(e, "echo", "{\"x\": 1}", "res-echo");
+    cr_assert_eq(o->status, PL_RUN_COMPLETED);
+    const cJSON *r = pl_outcome_result(o);
+    cr_expect_eq(r, pl_step_payload(pl_steps_at(o->steps, 0)),
+                 "borrowed from the outcome's last step");
+    cr_expect_eq(cJSON_GetObjectItemCaseSensitive(r, "x")->valuedouble, 1);
+    pl_outcome_free(o);
+
+    o = t_start(e, "empty", NULL, "res-empty");
+    cr_assert_eq(o->status, PL_RUN_COMPLETED);
+    cr_expect_eq(pl_steps_count(o->steps), 0);
+    cr_expect_eq(pl_outcome_result(o), pl_json_empty());
+    pl_outcome_free(o);
+
+    o = t_start(e, "fail", NULL, "res-failed");
+    cr_assert_eq(o->status, PL_RUN_FAILED);
+    cr_expect_eq(pl_outcome_result(o), pl_json_empty());
+    pl_outcome_free(o);
+
+    o = t_start(e, "asks", NULL, "res-suspended");
+    cr_assert_eq(o->status, PL_RUN_SUSPENDED);
+    cr_expect_eq(pl_outcome_result(o), pl_json_empty());
+    pl_outcome_free(o);
+
+    /* an error result is still the result */
+    o = t_start(e, "oops", NULL, "res-oops");
+    cr_assert_eq(o->status, PL_RUN_COMPLETED);
+    cr_expect(cJSON_IsTrue(
+        cJSON_GetObjectItemCaseSensitive(pl_outcome_result(o), "error")));
+    pl_outcome_free(o);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+Test(api, step_accessors_take_null)
+{
+    cr_expect_eq((int)pl_step_type_of(NULL), 0);
+    cr_expect_null(pl_step_actor(NULL));
+    cr_expect_null(pl_step_payload(NULL));
+    cr_expect_str_eq(pl_step_id(NULL), "");
+    cr_expect_eq(pl_step_seq(NULL), 0);
+    cr_expect_eq(pl_step_time_us(NULL), 0);
+    cr_expect_null(pl_step_code(NULL));
+    cr_expect(!pl_step_is_error(NULL));
+    cr_expect_null(pl_step_error_code(NULL));
+    cr_expect_eq(pl_steps_count(NULL), 0);
+    cr_expect_null(pl_steps_at(NULL, 0));
+    uint8_t h[PL_HASH_LEN];
+    cr_expect_eq(pl_step_hash(h, NULL), PL_EINVAL);
+    cr_expect_eq(pl_step_prev_hash(h, NULL), PL_EINVAL);
+    /* the accessors chain: the last step of an empty list */
+    pl_steps *l = NULL;
+    cr_assert_eq(pl_steps_new(&l), PL_OK);
+    cr_expect_null(pl_step_payload(pl_steps_at(l, pl_steps_count(l) - 1)));
+    pl_steps_free(l);
+}
+
+Test(api, decorator_constructors_take_out_first_and_return_a_status)
+{
+    pl_decorator d = PL_DECORATOR_INIT;
+    cr_expect_eq(pl_decorator_loop(NULL, 3), PL_EINVAL);
+    cr_expect(strstr(pl_errmsg(), "pl_decorator_loop"), "%s", pl_errmsg());
+    cr_assert_eq(pl_decorator_loop(&d, 3), PL_OK);
+    cr_expect_eq(d.version, PL_DECORATOR_VERSION);
+    cr_expect_not_null(d.fn);
+    cr_expect_str_eq(d.name, "loop");
+    cr_expect_eq(d.arg, 3);
+
+    cr_expect_eq(pl_decorator_invoke_action(NULL), PL_EINVAL);
+    cr_expect(strstr(pl_errmsg(), "pl_decorator_invoke_action"), "%s",
+              pl_errmsg());
+    cr_assert_eq(pl_decorator_invoke_action(&d), PL_OK);
+    cr_expect_not_null(d.fn);
+    cr_expect_str_eq(d.name, "invoke_action");
+    cr_expect_null(d.user);
+
+    /* the rest share the form */
+    cr_expect_eq(pl_decorator_invoke_action_with(NULL, NULL, 0), PL_EINVAL);
+    cr_expect_eq(pl_decorator_retry(NULL, NULL), PL_EINVAL);
+    cr_expect_eq(pl_decorator_timeout(NULL, 10), PL_EINVAL);
+    cr_expect_eq(pl_decorator_cap(NULL, 10), PL_EINVAL);
+    cr_expect_eq(pl_decorator_budget(NULL, NULL), PL_EINVAL);
+    cr_expect_eq(pl_decorator_validate(NULL, NULL), PL_EINVAL);
 }

@@ -153,7 +153,7 @@ static int call_one(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
                       NULL};
     pl_step *res = NULL;
     int st = pl_ctx_call(&res, ctx, &call, NULL, 0);
-    if (!st)
+    if (!st || st == PL_ERESULT)
         st = pl_steps_add_result(out, pl_step_payload(res));
     pl_step_free(res);
     return st;
@@ -172,10 +172,8 @@ static pl_registry *conc_registry(void)
                 {"block", block},
                 {"call_one", call_one}};
     for (size_t i = 0; i < sizeof defs / sizeof defs[0]; i++) {
-        pl_policy_def d = PL_POLICY_DEF_INIT;
-        d.name = defs[i].name;
-        d.fn = defs[i].fn;
-        cr_assert_eq(pl_registry_add(reg, &d), PL_OK, "%s", pl_errmsg());
+        cr_assert_eq(pl_registry_add_fn(reg, defs[i].name, defs[i].fn, NULL),
+                     PL_OK, "%s", pl_errmsg());
     }
     return reg;
 }
@@ -778,7 +776,8 @@ Test(concurrency, other_process_busy_until_owner_dies)
     cr_assert_eq(st, PL_OK, "%s", pl_errmsg());
     cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason ? o->reason : "");
     cr_assert_eq(o->calls_executed, 1);
-    cr_assert_str_eq(cJSON_GetObjectItemCaseSensitive(t_result(o), "text")
+    cr_assert_str_eq(cJSON_GetObjectItemCaseSensitive(pl_outcome_result(o),
+                                                      "text")
                          ->valuestring,
                      "unblocked");
     pl_outcome_free(o);
@@ -886,10 +885,8 @@ Test(concurrency, two_processes_recover_one_crashed_run)
         pl_policy_fn fn;
     } defs[] = {{"call_one", call_one}, {"block", pblock}};
     for (size_t i = 0; i < 2; i++) {
-        pl_policy_def dd = PL_POLICY_DEF_INIT;
-        dd.name = defs[i].name;
-        dd.fn = defs[i].fn;
-        cr_assert_eq(pl_registry_add(rreg, &dd), PL_OK);
+        cr_assert_eq(pl_registry_add_fn(rreg, defs[i].name, defs[i].fn, NULL),
+                     PL_OK);
     }
     int report[2], release[2], go[2];
     cr_assert_eq(pipe(report), 0);

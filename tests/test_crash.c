@@ -317,7 +317,10 @@ static pl_engine *open_engine(const char *store, const pl_registry *reg,
     return e;
 }
 
-static char *result_text(const pl_outcome *o) { return t_text(t_result(o)); }
+static char *result_text(const pl_outcome *o)
+{
+    return t_text(pl_outcome_result(o));
+}
 
 static void make_reference(const char *base, pl_durability mode, reference *ref)
 {

@@ -154,14 +154,17 @@ static int agent(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
         mp, "script",
         cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(a->payload, "script"),
                         1));
-    pl_decorator decos[2] = {
-        pl_decorator_loop(cJSON_IsNumber(mt) ? (unsigned)mt->valueint : 10),
-        pl_decorator_invoke_action()};
+    pl_decorator decos[2];
+    cr_assert_eq(pl_decorator_loop(&decos[0], cJSON_IsNumber(mt)
+                                                  ? (unsigned)mt->valueint
+                                                  : 10),
+                 PL_OK);
+    cr_assert_eq(pl_decorator_invoke_action(&decos[1]), PL_OK);
     pl_action call = {PL_ACTION_VERSION, "model", mp, names, n, NULL};
     pl_step *res = NULL;
     int st = pl_ctx_call(&res, ctx, &call, decos, 2);
     cJSON_Delete(mp);
-    if (st)
+    if (st && st != PL_ERESULT)
         return st;
     g_result_is_error = pl_step_is_error(res);
     snprintf(g_result_code, sizeof g_result_code, "%s",
@@ -252,7 +255,7 @@ static int audited(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     pl_step *res = NULL;
     int st = pl_ctx_call(&res, ctx, &call, &d, 1);
     cJSON_Delete(p);
-    if (st)
+    if (st && st != PL_ERESULT)
         return st;
     st = pl_steps_add_result(out, pl_step_payload(res));
     pl_step_free(res);
@@ -283,10 +286,8 @@ static pl_registry *registry(void)
     } defs[] = {{"model", model}, {"agent", agent},     {"flaky", flaky},
                 {"human", human}, {"audited", audited}, {"emitter", emitter}};
     for (size_t i = 0; i < sizeof defs / sizeof defs[0]; i++) {
-        pl_policy_def d = PL_POLICY_DEF_INIT;
-        d.name = defs[i].name;
-        d.fn = defs[i].fn;
-        cr_assert_eq(pl_registry_add(reg, &d), PL_OK, "%s", pl_errmsg());
+        cr_assert_eq(pl_registry_add_fn(reg, defs[i].name, defs[i].fn, NULL),
+                     PL_OK, "%s", pl_errmsg());
     }
     return reg;
 }
@@ -307,7 +308,7 @@ Test(decorators, loop_runs_tool_calls_until_the_model_answers)
         e, "agent", "{\"max_turns\": 5, \"actions\": [\"add\"], " TWO_ADDS "}",
         "d-loop");
     cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason);
-    expect_str(json_str(t_result(o), "text"), "done: 3 7");
+    expect_str(json_str(pl_outcome_result(o), "text"), "done: 3 7");
     cr_expect_eq(t_calls.add, 2);
     cr_expect_eq(g_model_runs, 3, "two turns with calls, one final");
     cr_expect(!g_result_is_error);
@@ -380,7 +381,7 @@ Test(decorators, exhausting_max_turns_is_a_recorded_budget_error)
                  o->reason);
     cr_expect(g_result_is_error, "the caller gets an error result");
     expect_str(g_result_code, PL_ERR_BUDGET_EXCEEDED);
-    const cJSON *r = t_result(o);
+    const cJSON *r = pl_outcome_result(o);
     cr_expect(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "error")));
     expect_str(json_str(r, "code"), PL_ERR_BUDGET_EXCEEDED);
     expect_has(json_str(r, "message"), "max_turns=2");
@@ -408,7 +409,7 @@ Test(decorators, exhausting_max_turns_is_a_recorded_budget_error)
     pl_outcome *o2 = NULL;
     cr_assert_eq(pl_run_continue(&o2, e, "d-budget", NULL), PL_OK);
     cr_expect_eq(o2->calls_executed, 0);
-    char *a = t_text(t_result(o)), *b = t_text(t_result(o2));
+    char *a = t_text(pl_outcome_result(o)), *b = t_text(pl_outcome_result(o2));
     cr_expect_str_eq(a, b);
     free(a);
     free(b);
@@ -450,7 +451,7 @@ Test(decorators, action_outside_the_allowed_set_is_not_allowed)
         "d-deny");
     cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason);
     cr_expect_eq(t_calls.echo, 0, "echo was never called");
-    expect_str(json_str(t_result(o), "text"), "done: NotAllowed");
+    expect_str(json_str(pl_outcome_result(o), "text"), "done: NotAllowed");
 
     pl_steps *l = ledger(e, "d-deny", "0.0");
     cr_assert_eq(pl_steps_count(l), 3);
@@ -471,7 +472,7 @@ Test(decorators, action_outside_the_allowed_set_is_not_allowed)
         "\"b\": 1}}]}",
         "d-deny-all");
     cr_assert_eq(o2->status, PL_RUN_COMPLETED, "%s", o2->reason);
-    expect_str(json_str(t_result(o2), "text"), "done: NotAllowed");
+    expect_str(json_str(pl_outcome_result(o2), "text"), "done: NotAllowed");
     cr_expect_eq(t_calls.add, 0);
     pl_outcome_free(o);
     pl_outcome_free(o2);
@@ -490,7 +491,7 @@ Test(decorators, unregistered_allowed_action_is_not_found)
         "{\"policy\": \"add\", \"payload\": {\"a\": 2, \"b\": 3}}]}",
         "d-ghost");
     cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason);
-    expect_str(json_str(t_result(o), "text"), "done: NotFound 5");
+    expect_str(json_str(pl_outcome_result(o), "text"), "done: NotFound 5");
     pl_steps *l = ledger(e, "d-ghost", "0.0");
     cr_assert_geq(pl_steps_count(l), 2);
     const pl_step *res = pl_steps_at(l, 1);
@@ -514,7 +515,7 @@ Test(decorators, malformed_action_call_is_invalid_input)
                             "{\"raw\": {\"policy\": 7, \"payload\": {}}}]}",
                             "d-bad");
     cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason);
-    expect_str(json_str(t_result(o), "text"),
+    expect_str(json_str(pl_outcome_result(o), "text"),
                "done: InvalidInput InvalidInput InvalidInput InvalidInput");
     cr_expect_eq(t_calls.add, 0, "a malformed call is never a call");
     pl_steps *l = ledger(e, "d-bad", "0.0");
@@ -553,7 +554,7 @@ Test(decorators, completed_agent_replays_from_the_ledger)
     cr_expect_eq(o2->steps_appended, 0);
     cr_expect_eq(t_calls.add, 2);
     cr_expect_eq(g_model_runs, model_runs, "no model call is paid twice");
-    char *a = t_text(t_result(o)), *b = t_text(t_result(o2));
+    char *a = t_text(pl_outcome_result(o)), *b = t_text(pl_outcome_result(o2));
     cr_expect_str_eq(a, b);
     free(a);
     free(b);
@@ -586,7 +587,7 @@ Test(decorators, interrupted_agent_replays_its_tool_calls_from_the_ledger)
     cr_assert_eq(pl_run_continue(&o2, e, "d-crash", NULL), PL_OK, "%s",
                  pl_errmsg());
     cr_assert_eq(o2->status, PL_RUN_COMPLETED, "%s", o2->reason);
-    expect_str(json_str(t_result(o2), "text"), "done: 2 4 ok 6");
+    expect_str(json_str(pl_outcome_result(o2), "text"), "done: 2 4 ok 6");
     cr_expect_eq(o2->calls_served, 2, "both earlier adds came from the ledger");
     cr_expect_eq(o2->calls_executed, 3, "flaky, the last add, the model");
     cr_expect_eq(t_calls.add, 3, "only the new add ran");
@@ -619,7 +620,7 @@ Test(decorators, agent_suspends_inside_the_loop_and_resumes)
                  "%s", pl_errmsg());
     cJSON_Delete(ans);
     cr_assert_eq(o2->status, PL_RUN_COMPLETED, "%s", o2->reason);
-    expect_str(json_str(t_result(o2), "text"), "done: 2 ok 10");
+    expect_str(json_str(pl_outcome_result(o2), "text"), "done: 2 ok 10");
     cr_expect_eq(t_calls.add, 2, "the first add was served");
     cr_expect_eq(o2->calls_served, 1);
     cr_expect_eq(g_model_runs, model_runs + 4, "turns 1-2 replayed, 3-4 new");
@@ -643,7 +644,7 @@ Test(decorators, user_decorator_wraps_a_call_and_emits_a_step)
     cr_expect_eq(g_audit_runs, 1);
     expect_str(g_audit_ids[0], "0.0:0");
     /* the wrapped policy saw the changed action */
-    const cJSON *r = t_result(o);
+    const cJSON *r = pl_outcome_result(o);
     cr_expect(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "stamped")));
     expect_str(json_str(r, "question"), "ok?");
 

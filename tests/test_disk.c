@@ -68,13 +68,10 @@ static int many(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
 static pl_registry *registry(void)
 {
     pl_registry *reg = t_registry();
-    pl_policy_def d = PL_POLICY_DEF_INIT;
-    d.name = "effect";
-    d.fn = effect;
-    cr_assert_eq(pl_registry_add(reg, &d), PL_OK, "%s", pl_errmsg());
-    d.name = "many";
-    d.fn = many;
-    cr_assert_eq(pl_registry_add(reg, &d), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(pl_registry_add_fn(reg, "effect", effect, NULL), PL_OK, "%s",
+                 pl_errmsg());
+    cr_assert_eq(pl_registry_add_fn(reg, "many", many, NULL), PL_OK, "%s",
+                 pl_errmsg());
     return reg;
 }
 

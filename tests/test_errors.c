@@ -212,7 +212,7 @@ static int deep(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     pl_step *res = NULL;
     int st = pl_ctx_call(&res, ctx, &call, NULL, 0);
     cJSON_Delete(np);
-    if (st)
+    if (st && st != PL_ERESULT)
         return st;
     st = pl_steps_add_result(out, pl_step_payload(res));
     pl_step_free(res);
@@ -262,10 +262,8 @@ static pl_registry *registry(void)
         pl_policy_fn fn;
     } defs[] = {{"misuse", misuse}, {"deep", deep}, {"nulls", nulls}};
     for (size_t i = 0; i < sizeof defs / sizeof defs[0]; i++) {
-        pl_policy_def d = PL_POLICY_DEF_INIT;
-        d.name = defs[i].name;
-        d.fn = defs[i].fn;
-        cr_assert_eq(pl_registry_add(reg, &d), PL_OK, "%s", pl_errmsg());
+        cr_assert_eq(pl_registry_add_fn(reg, defs[i].name, defs[i].fn, NULL),
+                     PL_OK, "%s", pl_errmsg());
     }
     return reg;
 }

@@ -162,13 +162,19 @@ static int fan(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     }
     pl_step *res[MAX_CALLS];
     int st = pl_ctx_call_all(res, ctx, specs, (size_t)n);
-    if (st) {
+    if (st && st != PL_ERESULT) { /* error results are data here */
         for (int i = 0; i < n; i++)
             cr_assert_null(res[i], "no results on failure");
         return st;
     }
     cJSON *o = cJSON_CreateObject();
     cJSON *arr = cJSON_AddArrayToObject(o, "results");
+    bool errors = false;
+    for (int i = 0; i < n; i++)
+        errors = errors || pl_step_is_error(res[i]);
+    cr_assert_eq(st == PL_ERESULT, errors,
+                 "PL_ERESULT exactly when a "
+                 "result is an error");
     for (int i = 0; i < n; i++) {
         cr_assert_not_null(res[i]);
         cJSON_AddItemToArray(arr,
@@ -227,10 +233,8 @@ static pl_registry *registry(void)
     } defs[] = {{"fan", fan}, {"sleeper", sleeper}, {"flaky", flaky},
                 {"ask", ask}, {"later", later},     {"badargs", badargs}};
     for (size_t i = 0; i < sizeof defs / sizeof defs[0]; i++) {
-        pl_policy_def d = PL_POLICY_DEF_INIT;
-        d.name = defs[i].name;
-        d.fn = defs[i].fn;
-        cr_assert_eq(pl_registry_add(reg, &d), PL_OK, "%s", pl_errmsg());
+        cr_assert_eq(pl_registry_add_fn(reg, defs[i].name, defs[i].fn, NULL),
+                     PL_OK, "%s", pl_errmsg());
     }
     /* not idempotent: after a crash inside, its in-doubt rule decides */
     static const struct {
@@ -361,7 +365,7 @@ Test(fanout, results_in_argument_order_whatever_finishes_first)
     int ms[4] = {60, 0, 30, 10}; /* they finish 1, 3, 2, 0 */
     char *p = sleepers_payload(ms, 4);
     pl_outcome *o = t_start(e, "fan", p, "fan-1");
-    expect_json(t_result(o), want4);
+    expect_json(pl_outcome_result(o), want4);
     cr_expect_eq(o->calls_executed, 4, "executed %llu",
                  (unsigned long long)o->calls_executed);
     expect_fan_ledger(e, "fan-1", 4, "sleeper");
@@ -391,7 +395,7 @@ Test(fanout, replay_serves_every_call)
     cr_assert_eq(pl_run_continue(&o, e, "fan-2", NULL), PL_OK, "%s",
                  pl_errmsg());
     cr_expect_eq(o->status, PL_RUN_COMPLETED);
-    expect_json(t_result(o), want4);
+    expect_json(pl_outcome_result(o), want4);
     cr_expect_eq(o->calls_executed, 0, "no callee runs again: %llu",
                  (unsigned long long)o->calls_executed);
     cr_expect_eq(o->calls_served, 4, "served %llu",
@@ -438,7 +442,7 @@ Test(fanout, a_fanout_inside_a_fanout)
     cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason ? o->reason : "");
     const char
         *want_inner = "{\"results\": [{\"id\": 0}, {\"id\": 1}, {\"id\": 2}]}";
-    const cJSON *rs = cJSON_GetObjectItem(t_result(o), "results");
+    const cJSON *rs = cJSON_GetObjectItem(pl_outcome_result(o), "results");
     expect_json(cJSON_GetArrayItem(rs, 0), want_inner);
     expect_json(cJSON_GetArrayItem(rs, 1), "{\"ok\": 1}");
     expect_json(cJSON_GetArrayItem(rs, 2), want_inner);
@@ -467,7 +471,8 @@ Test(fanout, decorators_apply_per_call)
                             "true}, {\"policy\": \"echo\", \"payload\": "
                             "{\"x\": 1}}]}",
                             "fan-3");
-    expect_json(t_result(o), "{\"results\": [{\"ok\": true}, {\"x\": 1}]}");
+    expect_json(pl_outcome_result(o),
+                "{\"results\": [{\"ok\": true}, {\"x\": 1}]}");
     cr_expect_eq(atomic_load(&flaky_runs), 2, "retried once");
     pl_outcome_free(o);
     /* the retry's attempts are in the flaky call's ledger only */
@@ -496,7 +501,8 @@ Test(fanout, an_error_result_is_that_calls_result)
                             " \"nosuch\"}, {\"policy\": \"echo\", "
                             "\"payload\": {\"y\": 2}}]}",
                             "fan-4");
-    const cJSON *rs = cJSON_GetObjectItemCaseSensitive(t_result(o), "results");
+    const cJSON *rs = cJSON_GetObjectItemCaseSensitive(pl_outcome_result(o),
+                                                       "results");
     cr_assert_eq(cJSON_GetArraySize(rs), 3);
     const cJSON *r0 = cJSON_GetArrayItem(rs, 0),
                 *r1 = cJSON_GetArrayItem(rs, 1);
@@ -571,8 +577,9 @@ Test(fanout, a_suspended_callee_suspends_the_fanout)
     cJSON_Delete(ans);
     free(token);
     cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason ? o->reason : "");
-    expect_json(t_result(o), "{\"results\": [{\"id\": 0}, {\"yes\": true}, "
-                             "{\"done\": true}]}");
+    expect_json(pl_outcome_result(o),
+                "{\"results\": [{\"id\": 0}, {\"yes\": true}, "
+                "{\"done\": true}]}");
     pl_outcome_free(o);
     cr_expect_eq(atomic_load(&sleeper_runs), 1, "the served call never ran");
     cr_expect_eq(atomic_load(&later_runs), 1, "its effect happened once");
@@ -644,7 +651,7 @@ Test(fanout, in_doubt_rules_apply_to_each_call)
     cr_assert_eq(pl_run_continue(&o, e, "doubt-fail", NULL), PL_OK, "%s",
                  pl_errmsg());
     cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason ? o->reason : "");
-    const cJSON *rs = cJSON_GetObjectItem(t_result(o), "results");
+    const cJSON *rs = cJSON_GetObjectItem(pl_outcome_result(o), "results");
     expect_json(cJSON_GetArrayItem(rs, 0), "{\"id\": 0}");
     cr_expect_str_eq(cJSON_GetObjectItem(cJSON_GetArrayItem(rs, 1), "code")
                          ->valuestring,
@@ -677,7 +684,7 @@ Test(fanout, in_doubt_rules_apply_to_each_call)
     cJSON_Delete(ans);
     free(token);
     cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason ? o->reason : "");
-    expect_json(t_result(o),
+    expect_json(pl_outcome_result(o),
                 "{\"results\": [{\"paid\": 7}, {\"done\": true}]}");
     pl_outcome_free(o);
     cr_expect_leq(atomic_load(&later_runs), 1, "its effect is recorded once");
@@ -723,7 +730,7 @@ static void fan_on_pool(pl_durability d)
         cr_assert_eq(jobs[i].st, PL_OK, "%s", pl_status_name(jobs[i].st));
         cr_expect_eq(jobs[i].o->status, PL_RUN_COMPLETED, "%s",
                      jobs[i].o->reason ? jobs[i].o->reason : "");
-        expect_json(t_result(jobs[i].o), want4);
+        expect_json(pl_outcome_result(jobs[i].o), want4);
         pl_outcome_free(jobs[i].o);
         expect_fan_ledger(e, jobs[i].id, 4, "sleeper");
         cr_expect_eq(pl_run_verify(e, jobs[i].id), PL_OK, "%s", pl_errmsg());
@@ -743,7 +750,7 @@ Test(fanout, in_sync_mode)
     int ms[4] = {10, 0, 5, 1};
     char *p = sleepers_payload(ms, 4);
     pl_outcome *o = t_start(e, "fan", p, "fan-sync");
-    expect_json(t_result(o), want4);
+    expect_json(pl_outcome_result(o), want4);
     pl_outcome_free(o);
     expect_fan_ledger(e, "fan-sync", 4, "sleeper");
     cr_expect_eq(pl_run_verify(e, "fan-sync"), PL_OK, "%s", pl_errmsg());
@@ -889,7 +896,7 @@ Test(fanout, crash_matrix_at_every_boundary, .timeout = 300)
         }
         cr_assert_eq(o->status, PL_RUN_COMPLETED, "boundary %ld: %s", k,
                      o->reason ? o->reason : "");
-        expect_json(t_result(o), want4);
+        expect_json(pl_outcome_result(o), want4);
         pl_outcome_free(o);
         cr_expect_eq(pl_run_verify(e, "crash"), PL_OK,
                      "boundary %ld: the recovered run verifies: %s", k,

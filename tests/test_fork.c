@@ -73,15 +73,10 @@ static pl_registry *registry(void)
     d.fn = outer;
     d.code_version = "outer/1";
     cr_assert_eq(pl_registry_add(reg, &d), PL_OK);
-    d = (pl_policy_def)PL_POLICY_DEF_INIT;
-    d.name = "ask";
-    d.fn = ask;
-    cr_assert_eq(pl_registry_add(reg, &d), PL_OK);
+    cr_assert_eq(pl_registry_add_fn(reg, "ask", ask, NULL), PL_OK);
     cr_assert_eq(pl_registry_add_human(reg, "human"), PL_OK);
-    d = (pl_policy_def)PL_POLICY_DEF_INIT;
-    d.name = "self_forker";
-    d.fn = self_forker;
-    cr_assert_eq(pl_registry_add(reg, &d), PL_OK);
+    cr_assert_eq(pl_registry_add_fn(reg, "self_forker", self_forker, NULL),
+                 PL_OK);
     return reg;
 }
 
@@ -179,7 +174,7 @@ Test(fork, after_a_whole_call_serves_it_and_runs_the_rest)
     cr_assert_eq(o->calls_executed, 1); /* echo */
     cr_assert_eq(t_calls.chain, 1);     /* chain did not run again */
     cr_assert_eq(t_calls.echo, 2);
-    char *got = t_text(t_result(o));
+    char *got = t_text(pl_outcome_result(o));
     cr_assert_str_eq(got,
                      "{\"chain\":{\"total\":3},\"echo\":{\"say\":\"hi\"}}");
     free(got);

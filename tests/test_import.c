@@ -65,14 +65,8 @@ static pl_registry *registry(void)
     d.fn = outer;
     d.code_version = "outer/1";
     cr_assert_eq(pl_registry_add(reg, &d), PL_OK);
-    d = (pl_policy_def)PL_POLICY_DEF_INIT;
-    d.name = "ask";
-    d.fn = ask;
-    cr_assert_eq(pl_registry_add(reg, &d), PL_OK);
-    d = (pl_policy_def)PL_POLICY_DEF_INIT;
-    d.name = "breaks";
-    d.fn = breaks;
-    cr_assert_eq(pl_registry_add(reg, &d), PL_OK);
+    cr_assert_eq(pl_registry_add_fn(reg, "ask", ask, NULL), PL_OK);
+    cr_assert_eq(pl_registry_add_fn(reg, "breaks", breaks, NULL), PL_OK);
     cr_assert_eq(pl_registry_add_human(reg, "human"), PL_OK);
     return reg;
 }

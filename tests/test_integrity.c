@@ -312,10 +312,7 @@ static pl_outcome *replay_time(double value, pl_registry *reg)
 static pl_registry *clock_registry(void)
 {
     pl_registry *reg = t_registry();
-    pl_policy_def d = PL_POLICY_DEF_INIT;
-    d.name = "clock";
-    d.fn = clock_policy;
-    cr_assert_eq(pl_registry_add(reg, &d), PL_OK);
+    cr_assert_eq(pl_registry_add_fn(reg, "clock", clock_policy, NULL), PL_OK);
     cr_assert_eq(pl_registry_add_human(reg, "approve"), PL_OK);
     return reg;
 }

@@ -734,10 +734,8 @@ static int packs_an_array(pl_ctx *ctx, const pl_action *action, pl_steps *out,
 Test(json, steps_add_resultf_appends_the_packed_object)
 {
     pl_registry *reg = t_registry();
-    pl_policy_def def = PL_POLICY_DEF_INIT;
-    def.name = "packer";
-    def.fn = packs_its_result;
-    cr_assert_eq(pl_registry_add(reg, &def), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(pl_registry_add_fn(reg, "packer", packs_its_result, NULL),
+                 PL_OK, "%s", pl_errmsg());
     pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
 
     pl_outcome *o = t_start(e, "packer", "{\"x\": 21}", NULL);
@@ -779,10 +777,8 @@ Test(json, steps_add_resultf_needs_an_object)
 
     /* inside a policy too: the failure fails the run */
     pl_registry *reg = t_registry();
-    pl_policy_def def = PL_POLICY_DEF_INIT;
-    def.name = "arrayer";
-    def.fn = packs_an_array;
-    cr_assert_eq(pl_registry_add(reg, &def), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(pl_registry_add_fn(reg, "arrayer", packs_an_array, NULL),
+                 PL_OK, "%s", pl_errmsg());
     pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
     pl_outcome *o = t_start(e, "arrayer", NULL, NULL);
     cr_expect_eq(o->status, PL_RUN_FAILED);

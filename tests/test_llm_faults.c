@@ -418,7 +418,7 @@ static void expect_text(const fixture *f, const char *want)
     cr_assert_eq(f->out->status, PL_RUN_COMPLETED, "%s: run %s: %s", g_p->name,
                  pl_run_status_name(f->out->status),
                  f->out->reason ? f->out->reason : "");
-    const char *got = t_str(t_result(f->out), "text");
+    const char *got = t_str(pl_outcome_result(f->out), "text");
     cr_expect(got && strcmp(got, want) == 0, "%s: answer \"%s\", not \"%s\"",
               g_p->name, got ? got : "(none)", want);
 }
@@ -429,7 +429,7 @@ static void expect_error(const fixture *f, const char *code,
     cr_assert_eq(f->out->status, PL_RUN_COMPLETED, "%s: run %s: %s", g_p->name,
                  pl_run_status_name(f->out->status),
                  f->out->reason ? f->out->reason : "");
-    const cJSON *r = t_result(f->out);
+    const cJSON *r = pl_outcome_result(f->out);
     cr_expect(cJSON_IsTrue(at(r, "error")), "%s: expected an error result",
               g_p->name);
     const char *c = t_str(r, "code"), *m = t_str(r, "message");
@@ -633,11 +633,8 @@ PROTO_TEST(tool_names_the_providers_refuse_round_trip)
     const char *names[] = {"orders.charge", "tools/read_file", LONG_NAME,
                            "1st"};
     for (size_t i = 0; i < 4; i++) {
-        pl_policy_def d = PL_POLICY_DEF_INIT;
-        d.name = names[i];
-        d.fn = odd;
-        d.user = (void *)names[i];
-        cr_assert_eq(pl_registry_add(f.reg, &d), PL_OK, "%s", pl_errmsg());
+        cr_assert_eq(pl_registry_add_fn(f.reg, names[i], odd, (void *)names[i]),
+                     PL_OK, "%s", pl_errmsg());
     }
     f.e = t_engine(t_store_path(), f.reg, PL_DURABILITY_PROCESS);
     f.out = t_agent(f.e, "charge",
@@ -698,11 +695,9 @@ PROTO_TEST(a_policy_name_called_as_is_is_an_unknown_tool)
     pl_llm_options o = PL_LLM_OPTIONS_INIT;
     fixture f = {0};
     f.reg = registry_for(g_p, &o);
-    pl_policy_def d = PL_POLICY_DEF_INIT;
-    d.name = "tools/read_file";
-    d.fn = odd;
-    d.user = "tools/read_file";
-    cr_assert_eq(pl_registry_add(f.reg, &d), PL_OK);
+    cr_assert_eq(pl_registry_add_fn(f.reg, "tools/read_file", odd,
+                                    "tools/read_file"),
+                 PL_OK);
     f.e = t_engine(t_store_path(), f.reg, PL_DURABILITY_PROCESS);
     f.out = t_agent(f.e, "read", "[\"tools/read_file\"]", "unk");
     expect_error(&f, PL_LLM_ERR_INVALID_MODEL_ACTION,
@@ -879,7 +874,7 @@ PROTO_TEST(unauthorized_maps_without_retry_and_hides_the_key)
     run(&f, NULL, "hi", "[]", "401");
     expect_error(&f, PL_ERR_UNAUTHORIZED, "HTTP 401");
     cr_expect_eq(t_server_requests(&g_srv), 1, "%s: not retried", g_p->name);
-    char *res = t_text(t_result(f.out));
+    char *res = t_text(pl_outcome_result(f.out));
     if (g_p->key_env) /* Ollama sends no key: its echo is no secret */
         cr_expect(!strstr(res, g_key), "%s: the key is in the result: %s",
                   g_p->name, res);

@@ -118,7 +118,7 @@ static void expect_error(const pl_outcome *o, const char *code,
 {
     cr_assert_eq(o->status, PL_RUN_COMPLETED, "run %s: %s",
                  pl_run_status_name(o->status), o->reason ? o->reason : "");
-    const cJSON *r = t_result(o);
+    const cJSON *r = pl_outcome_result(o);
     cr_expect(cJSON_IsTrue(at(r, "error")), "expected an error result");
     expect_str(t_str(r, "code"), code);
     if (in_message)
@@ -142,7 +142,7 @@ Test(llm_openai, tool_call_round_trip_binds_call_ids)
                               "rt-1");
     cr_assert_eq(out->status, PL_RUN_COMPLETED, "%s",
                  out->reason ? out->reason : "");
-    expect_str(t_str(t_result(out), "text"), "The sum is 3.");
+    expect_str(t_str(pl_outcome_result(out), "text"), "The sum is 3.");
     cr_expect_eq(t_calls.add, 1);
 
     cJSON *log = t_server_log(&g_srv);
@@ -266,7 +266,7 @@ Test(llm_openai, check_mode_replays_without_the_server)
     cr_assert_eq(pl_run_continue(&out, e, "ck-1", &ro), PL_OK, "%s",
                  pl_errmsg());
     cr_expect_eq(out->status, PL_RUN_COMPLETED);
-    expect_str(t_str(t_result(out), "text"), "noted");
+    expect_str(t_str(pl_outcome_result(out), "text"), "noted");
     pl_outcome_free(out);
     pl_engine_close(e);
     pl_registry_free(reg);
@@ -284,7 +284,7 @@ Test(llm_openai, base_url_from_the_environment_and_key_header)
     pl_outcome *out = t_agent(e, "hi", "[]", "env-1");
     cr_assert_eq(out->status, PL_RUN_COMPLETED, "%s",
                  out->reason ? out->reason : "");
-    expect_str(t_str(t_result(out), "text"), "hello");
+    expect_str(t_str(pl_outcome_result(out), "text"), "hello");
     cJSON *log = t_server_log(&g_srv);
     expect_str(t_str(cJSON_GetArrayItem(log, 0), "auth"), "bearer");
     cr_expect(cJSON_IsTrue(at(cJSON_GetArrayItem(log, 0), "auth_matches")));
@@ -324,7 +324,7 @@ Test(llm_openai, rate_limited_with_retry_after_then_success)
     pl_engine *e = engine_for(&reg, &o);
     pl_outcome *out = t_agent(e, "hi", "[]", "r429");
     cr_assert_eq(out->status, PL_RUN_COMPLETED);
-    expect_str(t_str(t_result(out), "text"), "ok after waiting");
+    expect_str(t_str(pl_outcome_result(out), "text"), "ok after waiting");
     cr_expect_eq(t_server_requests(&g_srv), 2);
     cr_expect_eq(attempts_of_first_exchange(e, "r429"), 2);
     pl_outcome_free(out);
@@ -340,7 +340,7 @@ Test(llm_openai, server_error_then_success)
     pl_llm_options o = opts();
     pl_engine *e = engine_for(&reg, &o);
     pl_outcome *out = t_agent(e, "hi", "[]", "r500");
-    expect_str(t_str(t_result(out), "text"), "recovered");
+    expect_str(t_str(pl_outcome_result(out), "text"), "recovered");
     cr_expect_eq(attempts_of_first_exchange(e, "r500"), 2);
     pl_outcome_free(out);
     pl_engine_close(e);
@@ -388,7 +388,7 @@ Test(llm_openai, a_dropped_connection_is_retried)
     pl_llm_options o = opts();
     pl_engine *e = engine_for(&reg, &o);
     pl_outcome *out = t_agent(e, "hi", "[]", "drop");
-    expect_str(t_str(t_result(out), "text"), "second try");
+    expect_str(t_str(pl_outcome_result(out), "text"), "second try");
     cr_expect_eq(t_server_requests(&g_srv), 2);
     pl_outcome_free(out);
     pl_engine_close(e);
@@ -560,7 +560,7 @@ Test(llm_openai, unauthorized_and_the_key_goes_nowhere)
     cr_expect(cJSON_IsTrue(at(cJSON_GetArrayItem(log, 0), "auth_matches")),
               "the key was sent");
     cJSON_Delete(log);
-    char *res = t_text(t_result(out));
+    char *res = t_text(pl_outcome_result(out));
     cr_expect(!strstr(res, key), "the key is in the result: %s", res);
     free(res);
     cr_expect(!strstr(pl_errmsg(), key));
@@ -620,7 +620,7 @@ Test(llm_openai, arguments_not_json_fail_fast)
     pl_engine *e = engine_for(&reg, &o);
     pl_outcome *out = t_agent(e, "hi", "[\"add\"]", "args");
     expect_error(out, PL_LLM_ERR_INVALID_MODEL_ACTION, "not JSON");
-    expect_has(t_str(t_result(out), "message"), "{\"a\": 1,");
+    expect_has(t_str(pl_outcome_result(out), "message"), "{\"a\": 1,");
     pl_outcome_free(out);
     pl_engine_close(e);
     pl_registry_free(reg);
@@ -651,7 +651,7 @@ Test(llm_openai, reprompt_recovers_and_is_recorded)
     pl_engine *e = engine_for(&reg, &o);
     pl_outcome *out = t_agent(e, "2+2?", "[\"add\"]", "rp");
     cr_assert_eq(out->status, PL_RUN_COMPLETED);
-    expect_str(t_str(t_result(out), "text"), "4");
+    expect_str(t_str(pl_outcome_result(out), "text"), "4");
     cr_expect_eq(t_calls.add, 1);
     cJSON *log = t_server_log(&g_srv);
     cr_assert_eq(cJSON_GetArraySize(log), 3);
@@ -767,7 +767,7 @@ Test(llm_openai, structured_answer_is_parsed_when_it_fits)
     pl_engine *e = engine_for(&reg, &o);
     pl_outcome *out = t_agent(e, "weather?", "[]", "schema-ok");
     cr_assert_eq(out->status, PL_RUN_COMPLETED);
-    const cJSON *json = at(t_result(out), "json");
+    const cJSON *json = at(pl_outcome_result(out), "json");
     expect_str(t_str(json, "city"), "Oslo");
     cr_expect_eq(at(json, "temp")->valuedouble, 4);
     pl_outcome_free(out);
@@ -786,7 +786,8 @@ Test(llm_openai, with_tools_the_structured_answer_comes_by_submit)
     pl_engine *e = engine_for(&reg, &o);
     pl_outcome *out = t_agent(e, "20+1?", "[\"add\"]", "submit");
     cr_assert_eq(out->status, PL_RUN_COMPLETED);
-    cr_expect_eq(at(at(t_result(out), "json"), "total")->valuedouble, 21);
+    cr_expect_eq(at(at(pl_outcome_result(out), "json"), "total")->valuedouble,
+                 21);
     cr_expect_eq(t_calls.add, 1);
     cJSON *log = t_server_log(&g_srv);
     const cJSON *tools = at(req(log, 0), "tools");
@@ -843,7 +844,7 @@ Test(llm_openai, reprompts_count_against_the_loops_turns)
                               "\"max_turns\": 3}",
                               "rp3");
     cr_assert_eq(out->status, PL_RUN_COMPLETED);
-    expect_str(t_str(t_result(out), "text"), "4");
+    expect_str(t_str(pl_outcome_result(out), "text"), "4");
     cr_expect_eq(t_server_requests(&g_srv), 3, "two re-prompts, one answer");
     pl_outcome_free(out);
 
@@ -909,7 +910,7 @@ Test(llm_openai, each_request_is_recorded_with_the_digest_of_what_was_sent)
     pl_outcome *out = t_agent(e, "add them", "[\"add\"]", "dg");
     cr_assert_eq(out->status, PL_RUN_COMPLETED, "%s",
                  out->reason ? out->reason : "");
-    expect_str(t_str(t_result(out), "text"), "done");
+    expect_str(t_str(pl_outcome_result(out), "text"), "done");
     cr_expect_eq(t_calls.add, 5);
     pl_outcome_free(out);
 
@@ -1027,7 +1028,7 @@ Test(llm_openai, a_changed_system_prompt_is_a_divergence_on_replay)
                  pl_errmsg());
     cr_expect_eq(out->status, PL_RUN_COMPLETED, "%s",
                  out->reason ? out->reason : "");
-    expect_str(t_str(t_result(out), "text"), "shipped");
+    expect_str(t_str(pl_outcome_result(out), "text"), "shipped");
     cr_expect_eq(d.n, 0);
     cr_expect_eq(t_server_requests(&g_srv), 3);
     pl_outcome_free(out);
@@ -1055,7 +1056,7 @@ static void pool_agent(pl_engine *e, void *user)
     ro.run_id = r->id;
     pl_outcome *o = NULL;
     r->status = pl_run_start(&o, e, &a, &ro) ? -1 : (int)o->status;
-    const char *t = o ? t_str(t_result(o), "text") : NULL;
+    const char *t = o ? t_str(pl_outcome_result(o), "text") : NULL;
     snprintf(r->text, sizeof r->text, "%s", t ? t : "");
     pl_outcome_free(o);
     cJSON_Delete(p);

@@ -69,7 +69,7 @@ Test(llm_providers, anthropic_tool_use_round_trip)
     pl_outcome *out = t_agent(e, "note x", "[\"effect\"]", "an");
     cr_assert_eq(out->status, PL_RUN_COMPLETED, "%s",
                  out->reason ? out->reason : "");
-    expect_str(t_str(t_result(out), "text"), "Noted.");
+    expect_str(t_str(pl_outcome_result(out), "text"), "Noted.");
 
     cJSON *log = t_server_log(&srv);
     cr_assert_eq(cJSON_GetArraySize(log), 2);
@@ -145,7 +145,7 @@ Test(llm_providers, ollama_chat_round_trip)
     pl_outcome *out = t_agent(e, "4+5?", "[\"add\"]", "ol");
     cr_assert_eq(out->status, PL_RUN_COMPLETED, "%s",
                  out->reason ? out->reason : "");
-    expect_str(t_str(t_result(out), "text"), "9");
+    expect_str(t_str(pl_outcome_result(out), "text"), "9");
     cr_expect_eq(t_calls.add, 1);
 
     cJSON *log = t_server_log(&srv);
@@ -231,7 +231,7 @@ Test(llm_providers, gemini_function_calling_round_trip)
     pl_outcome *out = t_agent(e, "1+1?", "[\"add\"]", "gm");
     cr_assert_eq(out->status, PL_RUN_COMPLETED, "%s",
                  out->reason ? out->reason : "");
-    expect_str(t_str(t_result(out), "text"), "Two.");
+    expect_str(t_str(pl_outcome_result(out), "text"), "Two.");
 
     cJSON *log = t_server_log(&srv);
     cr_assert_eq(cJSON_GetArraySize(log), 2);

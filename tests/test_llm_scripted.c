@@ -51,7 +51,7 @@ Test(llm_scripted, plays_the_script_and_replays_without_it)
     cr_expect_eq(served(), 0);
     pl_outcome *o = t_agent(e, "note twice", "[\"effect\", \"add\"]", "s1");
     cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason ? o->reason : "");
-    cr_expect_str_eq(t_str(t_result(o), "text"), "Done: 7.");
+    cr_expect_str_eq(t_str(pl_outcome_result(o), "text"), "Done: 7.");
     cr_expect_eq(served(), 3);
     cr_expect_eq(t_calls.add, 1);
     pl_llm_tokens tok;
@@ -101,11 +101,11 @@ Test(llm_scripted, a_retryable_fault_plays_the_next_response)
         "{\"status\": 401}]}");
     pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
     pl_outcome *o = t_agent(e, "hi", "[]", "f1");
-    cr_expect_str_eq(t_str(t_result(o), "text"), "fine");
+    cr_expect_str_eq(t_str(pl_outcome_result(o), "text"), "fine");
     pl_outcome_free(o);
     /* a second run starts the script over: its first response again */
     o = t_agent(e, "hi", "[]", "f2");
-    cr_expect_str_eq(t_str(t_result(o), "text"), "fine");
+    cr_expect_str_eq(t_str(pl_outcome_result(o), "text"), "fine");
     cr_expect_eq(served(), 4);
     pl_outcome_free(o);
     pl_engine_close(e);
@@ -118,7 +118,7 @@ Test(llm_scripted, faults_and_the_end_of_the_script_are_error_results)
         "{\"responses\": [{\"status\": 401}]}");
     pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
     pl_outcome *o = t_agent(e, "hi", "[]", "u1");
-    cr_expect_str_eq(t_str(t_result(o), "code"), PL_ERR_UNAUTHORIZED);
+    cr_expect_str_eq(t_str(pl_outcome_result(o), "code"), PL_ERR_UNAUTHORIZED);
     pl_outcome_free(o);
     pl_engine_close(e);
     pl_registry_free(reg);
@@ -128,8 +128,8 @@ Test(llm_scripted, faults_and_the_end_of_the_script_are_error_results)
         "\"add\", \"arguments\": {\"a\": 1, \"b\": 1}}]}]}");
     e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
     o = t_agent(e, "hi", "[\"add\"]", "end");
-    cr_expect_str_eq(t_str(t_result(o), "code"), PL_ERR_INVALID_INPUT);
-    cr_expect(strstr(t_str(t_result(o), "message"), "no response 1"));
+    cr_expect_str_eq(t_str(pl_outcome_result(o), "code"), PL_ERR_INVALID_INPUT);
+    cr_expect(strstr(t_str(pl_outcome_result(o), "message"), "no response 1"));
     pl_outcome_free(o);
     pl_engine_close(e);
     pl_registry_free(reg);
@@ -177,7 +177,8 @@ Test(llm_scripted, a_humans_approval_is_kept_across_the_suspension)
                  pl_errmsg());
     cJSON_Delete(ans);
     cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason ? o->reason : "");
-    cr_expect_str_eq(t_str(t_result(o), "text"), "Shipped, as approved.");
+    cr_expect_str_eq(t_str(pl_outcome_result(o), "text"),
+                     "Shipped, as approved.");
     cr_expect_eq(served(), 2, "the first model call was not asked again");
     pl_outcome_free(o);
     pl_engine_close(e);
@@ -283,7 +284,7 @@ static void crash_matrix(const char *model_url, const t_server *srv)
                      "kill point %d: %s", k, pl_errmsg());
         cr_assert_eq(o->status, PL_RUN_COMPLETED, "kill point %d: %s", k,
                      o->reason ? o->reason : "");
-        cr_expect_str_eq(t_str(t_result(o), "text"), "Done: 7.");
+        cr_expect_str_eq(t_str(pl_outcome_result(o), "text"), "Done: 7.");
         pl_outcome_free(o);
         pl_engine_close(e);
         pl_registry_free(reg);
@@ -378,7 +379,7 @@ Test(llm_scripted,
     pl_outcome *o = NULL;
     cr_assert_eq(pl_run_start(&o, e, &a, NULL), PL_OK, "%s", pl_errmsg());
     cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason ? o->reason : "");
-    cr_expect_str_eq(t_str(t_result(o), "text"), "done");
+    cr_expect_str_eq(t_str(pl_outcome_result(o), "text"), "done");
     cJSON_Delete(p);
 
     pl_steps *l = NULL;
@@ -445,7 +446,7 @@ Test(llm_scripted, malformed_answers_of_every_shape_are_named)
         pl_outcome *o = t_agent(e, "hi", "[\"add\"]", "bad");
         cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s: %s", cases[i][0],
                      o->reason ? o->reason : "");
-        const cJSON *r = t_result(o);
+        const cJSON *r = pl_outcome_result(o);
         cr_expect_str_eq(t_str(r, "code"), PL_LLM_ERR_INVALID_MODEL_ACTION,
                          "%s", cases[i][0]);
         cr_expect(t_str(r, "message") &&
@@ -473,7 +474,7 @@ static void tool_error_run(pl_llm_tool_errors rule, const char *want_code,
     pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
     pl_outcome *out = t_agent(e, "hi", "[\"add\"]", "te");
     cr_assert_eq(out->status, PL_RUN_COMPLETED);
-    const cJSON *r = t_result(out);
+    const cJSON *r = pl_outcome_result(out);
     if (want_code)
         cr_expect_str_eq(t_str(r, "code"), want_code);
     else
@@ -508,7 +509,7 @@ Test(llm_scripted, arguments_against_the_tools_input_schema)
         "\"arguments\": {\"note\": 5}}]}]}");
     pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
     pl_outcome *o = t_agent(e, "hi", "[\"effect\"]", "sch");
-    const cJSON *r = t_result(o);
+    const cJSON *r = pl_outcome_result(o);
     cr_expect_str_eq(t_str(r, "code"), PL_LLM_ERR_INVALID_MODEL_ACTION);
     cr_expect(strstr(t_str(r, "message"), "'effect'") &&
                   strstr(t_str(r, "message"), "/note"),
@@ -568,10 +569,12 @@ static void budget_of_tokens(pl_registry *reg, int (*requests)(void))
                             "[\"effect\", \"add\"], \"max_tokens\": 50}",
                             "b50");
     cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason ? o->reason : "");
-    cr_expect_str_eq(t_str(t_result(o), "code"), PL_ERR_BUDGET_EXCEEDED);
-    cr_expect(strstr(t_str(t_result(o), "message"), "53 tokens used, the "
-                                                    "limit is 50"),
-              "%s", t_str(t_result(o), "message"));
+    cr_expect_str_eq(t_str(pl_outcome_result(o), "code"),
+                     PL_ERR_BUDGET_EXCEEDED);
+    cr_expect(strstr(t_str(pl_outcome_result(o), "message"),
+                     "53 tokens used, the "
+                     "limit is 50"),
+              "%s", t_str(pl_outcome_result(o), "message"));
     cr_expect_eq(requests(), 2);
     cr_expect_eq(t_calls.add, 1, "the second turn's calls ran");
 
@@ -587,7 +590,8 @@ static void budget_of_tokens(pl_registry *reg, int (*requests)(void))
     cr_assert_eq(pl_run_continue(&again, e, "b50", NULL), PL_OK, "%s",
                  pl_errmsg());
     cr_expect_eq(again->status, PL_RUN_COMPLETED);
-    cr_expect_str_eq(t_str(t_result(again), "code"), PL_ERR_BUDGET_EXCEEDED);
+    cr_expect_str_eq(t_str(pl_outcome_result(again), "code"),
+                     PL_ERR_BUDGET_EXCEEDED);
     cr_expect_eq(requests(), 2, "the replay asks the model nothing");
     cr_expect_eq(t_calls.add, 1);
     pl_outcome_free(again);
@@ -598,7 +602,7 @@ static void budget_of_tokens(pl_registry *reg, int (*requests)(void))
                 "\"add\"], \"max_tokens\": 60}",
                 "b60");
     cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason ? o->reason : "");
-    const cJSON *r = t_result(o);
+    const cJSON *r = pl_outcome_result(o);
     cr_expect_str_eq(t_str(r, "text"), "Done: 7.");
     cr_expect(num(r, "tokens") == 54 && num(r, "tokens_in") == 91 &&
                   num(r, "tokens_out") == 16,
@@ -705,7 +709,9 @@ static int old_agent(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     static const char *const tools[] = {"add"};
     cJSON *p = NULL;
     int st = pl_json_pack(&p, "{s:s}", "text", "2 + 5?");
-    pl_decorator d[2] = {pl_decorator_loop(4), pl_decorator_invoke_action()};
+    pl_decorator d[2];
+    cr_assert_eq(pl_decorator_loop(&d[0], 4), PL_OK);
+    cr_assert_eq(pl_decorator_invoke_action(&d[1]), PL_OK);
     pl_action call = PL_ACTION_INIT;
     call.policy = "llm";
     call.payload = p;
@@ -715,7 +721,7 @@ static int old_agent(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     if (!st)
         st = pl_ctx_call(&res, ctx, &call, d, 2);
     cJSON_Delete(p);
-    if (!st)
+    if (!st || st == PL_ERESULT)
         st = pl_steps_add_result(out, pl_step_payload(res));
     pl_step_free(res);
     return st;
@@ -724,14 +730,11 @@ static int old_agent(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
 static pl_registry *old_registry(bool recorded_then)
 {
     pl_registry *reg = t_registry();
-    pl_policy_def d = PL_POLICY_DEF_INIT;
-    d.name = "old_agent";
-    d.fn = old_agent;
-    cr_assert_eq(pl_registry_add(reg, &d), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(pl_registry_add_fn(reg, "old_agent", old_agent, NULL), PL_OK,
+                 "%s", pl_errmsg());
     if (recorded_then) {
-        d.name = "llm";
-        d.fn = old_llm;
-        cr_assert_eq(pl_registry_add(reg, &d), PL_OK, "%s", pl_errmsg());
+        cr_assert_eq(pl_registry_add_fn(reg, "llm", old_llm, NULL), PL_OK, "%s",
+                     pl_errmsg());
     } else {
         g_script = t_write_file("script.json",
                                 "{\"responses\": [{\"text\": \"Seven.\", "
@@ -776,7 +779,7 @@ Test(llm_scripted, a_ledger_recorded_before_turns_carried_tokens_replays)
     pl_outcome *o = NULL;
     cr_assert_eq(pl_run_continue(&o, e, "old", NULL), PL_OK, "%s", pl_errmsg());
     cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason ? o->reason : "");
-    cr_expect_str_eq(t_str(t_result(o), "text"), "Seven.");
+    cr_expect_str_eq(t_str(pl_outcome_result(o), "text"), "Seven.");
     cr_expect_eq(t_calls.add, 0, "the tool's recorded result was served");
     cr_expect_leq(served(), 1, "the first turn asked the model nothing");
     /* the first turn's call carries no tokens, as it was recorded */

@@ -103,14 +103,9 @@ static pl_registry *registry(void)
     pl_registry *reg = NULL;
     if (pl_registry_new(&reg))
         return NULL;
-    pl_policy_def d = PL_POLICY_DEF_INIT;
-    d.name = "job";
-    d.fn = job;
-    int st = pl_registry_add(reg, &d);
-    d.name = "effect";
-    d.fn = effect;
+    int st = pl_registry_add_fn(reg, "job", job, NULL);
     if (!st)
-        st = pl_registry_add(reg, &d);
+        st = pl_registry_add_fn(reg, "effect", effect, NULL);
     if (st) {
         pl_registry_free(reg);
         return NULL;
@@ -282,8 +277,8 @@ Test(multiproc, four_processes_killed_and_restarted, .timeout = 600)
         cr_assert_eq(pl_run_continue(&o, e, id, &ro), PL_OK, "%s: %s", id,
                      pl_errmsg());
         int sum = 0;
-        cr_assert_eq(pl_json_unpack(t_result(o), "{s:i}", "sum", &sum), PL_OK,
-                     "%s: %s", id, pl_errmsg());
+        cr_assert_eq(pl_json_unpack(pl_outcome_result(o), "{s:i}", "sum", &sum),
+                     PL_OK, "%s: %s", id, pl_errmsg());
         cr_assert_eq(sum, CALLS * (CALLS - 1) / 2, "%s: sum %d", id, sum);
         pl_outcome_free(o);
     }

@@ -64,27 +64,21 @@ static int caller(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     c.n_actions = 1;
     pl_step *res = NULL;
     int st = pl_ctx_call(&res, ctx, &c, g_decos, g_n_decos);
-    if (st)
+    if (st && st != PL_ERESULT)
         return st;
     st = pl_steps_add_result(out, pl_step_payload(res));
     pl_step_free(res);
     return st;
 }
 
-static void add(pl_registry *reg, const char *name, pl_policy_fn fn)
-{
-    pl_policy_def d = PL_POLICY_DEF_INIT;
-    d.name = name;
-    d.fn = fn;
-    cr_assert_eq(pl_registry_add(reg, &d), PL_OK, "%s", pl_errmsg());
-}
-
 static pl_registry *registry(void)
 {
     pl_registry *reg = NULL;
     cr_assert_eq(pl_registry_new(&reg), PL_OK);
-    add(reg, "caller", caller);
-    add(reg, "search", search);
+    cr_assert_eq(pl_registry_add_fn(reg, "caller", caller, NULL), PL_OK, "%s",
+                 pl_errmsg());
+    cr_assert_eq(pl_registry_add_fn(reg, "search", search, NULL), PL_OK, "%s",
+                 pl_errmsg());
     return reg;
 }
 
@@ -113,7 +107,7 @@ Test(observe, the_raw_result_and_the_observation_are_both_recorded,
     pl_registry *reg = registry();
     pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
     pl_outcome *o = run(e, "o", "search", "{\"q\": \"lmdb\", \"n\": 25}");
-    const cJSON *r = t_result(o);
+    const cJSON *r = pl_outcome_result(o);
     const cJSON *obs = member(r, "observation");
     cr_assert(cJSON_IsObject(obs), "%s", t_text(r));
     const char *sum = t_str(obs, "summary");
@@ -162,14 +156,14 @@ Test(observe, errors_and_other_tools_pass_unchanged, .fini = t_cleanup)
     pl_registry *reg = registry();
     pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
     pl_outcome *o = run(e, "err", "search", "{\"fail\": true}");
-    cr_expect_str_eq(t_str(t_result(o), "code"), PL_ERR_RATE_LIMITED);
-    cr_expect_null(member(t_result(o), "observation"));
+    cr_expect_str_eq(t_str(pl_outcome_result(o), "code"), PL_ERR_RATE_LIMITED);
+    cr_expect_null(member(pl_outcome_result(o), "observation"));
     pl_outcome_free(o);
     oo.tools = only;
     oo.n_tools = 1;
     o = run(e, "other", "search", "{\"q\": \"x\"}");
-    cr_expect_null(member(t_result(o), "observation"));
-    cr_expect_str_eq(t_str(t_result(o), "query"), "x");
+    cr_expect_null(member(pl_outcome_result(o), "observation"));
+    cr_expect_str_eq(t_str(pl_outcome_result(o), "query"), "x");
     pl_outcome_free(o);
     pl_engine_close(e);
     pl_registry_free(reg);
@@ -206,7 +200,7 @@ Test(observe, a_users_normaliser, .fini = t_cleanup)
     pl_registry *reg = registry();
     pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
     pl_outcome *o = run(e, "u", "search", "{\"q\": \"x\", \"n\": 2}");
-    char *got = t_text(member(t_result(o), "observation"));
+    char *got = t_text(member(pl_outcome_result(o), "observation"));
     cr_expect_str_eq(
         got, "{\"tool\":\"search\",\"count\":2,\"first\":\"result 1\"}");
     free(got);
@@ -241,7 +235,7 @@ Test(observe, a_model_writes_the_summary_recorded_like_any_call,
                  PL_OK, "%s", pl_errmsg());
     pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
     pl_outcome *o = run(e, "m", "search", "{\"q\": \"lmdb\"}");
-    const cJSON *obs = member(t_result(o), "observation");
+    const cJSON *obs = member(pl_outcome_result(o), "observation");
     cr_expect_str_eq(t_str(obs, "summary"), "Three results about LMDB.");
     cr_expect_str_eq(t_str(member(obs, "key_facts"), "query"), "lmdb");
     /* the model's call is in the tool call's ledger, between the raw
@@ -273,7 +267,8 @@ Test(observe, a_model_writes_the_summary_recorded_like_any_call,
     /* a short result is not sent to the model */
     oo.summarize_over = 100000;
     o = run(e, "s", "search", "{\"q\": \"lmdb\"}");
-    cr_expect(strstr(t_str(member(t_result(o), "observation"), "summary"),
+    cr_expect(strstr(t_str(member(pl_outcome_result(o), "observation"),
+                           "summary"),
                      "'search' returned"));
     cr_assert_eq(pl_llm_scripted_served(&served, script), PL_OK);
     cr_expect_eq(served, 1);
@@ -299,7 +294,7 @@ static int agent(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     c.n_actions = 1;
     pl_step *res = NULL;
     int st = pl_ctx_call(&res, ctx, &c, g_agent_decos, 2);
-    if (st)
+    if (st && st != PL_ERESULT)
         return st;
     st = pl_steps_add_result(out, pl_step_payload(res));
     pl_step_free(res);
@@ -342,18 +337,19 @@ static void agent_run(size_t max_tool_bytes, bool observed, char **sent)
     oo = (pl_observe_options)PL_OBSERVE_OPTIONS_INIT;
     static pl_decorator per[1];
     cr_assert_eq(pl_decorator_observe(&per[0], &oo), PL_OK);
-    g_agent_decos[0] = pl_decorator_loop(4);
+    cr_assert_eq(pl_decorator_loop(&g_agent_decos[0], 4), PL_OK);
     cr_assert_eq(pl_decorator_invoke_action_with(&g_agent_decos[1], per,
                                                  observed ? 1 : 0),
                  PL_OK);
     pl_registry *reg = registry();
-    add(reg, "agent", agent);
+    cr_assert_eq(pl_registry_add_fn(reg, "agent", agent, NULL), PL_OK, "%s",
+                 pl_errmsg());
     cr_assert_eq(pl_llm_register(reg, "llm", "openai://m", NULL, &lo), PL_OK,
                  "%s", pl_errmsg());
     pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
     pl_outcome *o = t_start(e, "agent", "{\"text\": \"find lmdb\"}", NULL);
     cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason ? o->reason : "");
-    cr_expect_str_eq(t_str(t_result(o), "text"), "done");
+    cr_expect_str_eq(t_str(pl_outcome_result(o), "text"), "done");
     *sent = tool_message(&srv, 1);
     pl_outcome_free(o);
     pl_engine_close(e);

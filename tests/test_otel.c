@@ -32,7 +32,7 @@ static int call_simple(pl_ctx *ctx, const char *policy, const char *payload)
     pl_action a = {PL_ACTION_VERSION, policy, p, NULL, 0, NULL};
     int st = pl_ctx_call(NULL, ctx, &a, NULL, 0);
     cJSON_Delete(p);
-    return st;
+    return st == PL_ERESULT ? PL_OK : st; /* an error result is data */
 }
 
 /* outer: chain (which calls add twice), oops (an error result), echo. */
@@ -111,10 +111,8 @@ static pl_registry *registry(void)
                 {"die", die},
                 {"crashy", crashy}};
     for (size_t i = 0; i < sizeof defs / sizeof defs[0]; i++) {
-        pl_policy_def d = PL_POLICY_DEF_INIT;
-        d.name = defs[i].name;
-        d.fn = defs[i].fn;
-        cr_assert_eq(pl_registry_add(reg, &d), PL_OK, "%s", pl_errmsg());
+        cr_assert_eq(pl_registry_add_fn(reg, defs[i].name, defs[i].fn, NULL),
+                     PL_OK, "%s", pl_errmsg());
     }
     return reg;
 }
@@ -851,7 +849,8 @@ Test(otel, an_llm_calls_span_carries_its_model_tokens)
                 "\"add\"], \"max_tokens\": 50}",
                 "tok-budget");
     cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason ? o->reason : "");
-    cr_expect_str_eq(t_str(t_result(o), "code"), PL_ERR_BUDGET_EXCEEDED);
+    cr_expect_str_eq(t_str(pl_outcome_result(o), "code"),
+                     PL_ERR_BUDGET_EXCEEDED);
     pl_outcome_free(o);
     flush(b.x);
 

@@ -135,7 +135,7 @@ static int caller(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     c.payload = cJSON_IsObject(args) ? args : pl_json_empty();
     pl_step *res = NULL;
     int st = pl_ctx_call(&res, ctx, &c, g_decos, g_n_decos);
-    if (st)
+    if (st && st != PL_ERESULT)
         return st;
     st = pl_steps_add_result(out, pl_step_payload(res));
     pl_step_free(res);
@@ -172,10 +172,8 @@ static pl_registry *registry(void)
         pl_policy_fn fn;
     } defs[] = {{"caller", caller}, {"pages", pages}, {"agent", agent}};
     for (size_t i = 0; i < sizeof defs / sizeof defs[0]; i++) {
-        pl_policy_def d = PL_POLICY_DEF_INIT;
-        d.name = defs[i].name;
-        d.fn = defs[i].fn;
-        cr_assert_eq(pl_registry_add(reg, &d), PL_OK, "%s", pl_errmsg());
+        cr_assert_eq(pl_registry_add_fn(reg, defs[i].name, defs[i].fn, NULL),
+                     PL_OK, "%s", pl_errmsg());
     }
     return reg;
 }
@@ -230,8 +228,9 @@ static int count_type(const pl_steps *l, pl_step_type type)
 
 static const cJSON *pagination(const pl_outcome *o)
 {
-    const cJSON *p = member(t_result(o), "pagination");
-    cr_assert(cJSON_IsObject(p), "no pagination in %s", t_text(t_result(o)));
+    const cJSON *p = member(pl_outcome_result(o), "pagination");
+    cr_assert(cJSON_IsObject(p), "no pagination in %s",
+              t_text(pl_outcome_result(o)));
     return p;
 }
 
@@ -242,7 +241,8 @@ static void expect_replay_still(pl_engine *e, const char *id,
     int before = ran(0);
     pl_outcome *o = NULL;
     cr_assert_eq(pl_run_continue(&o, e, id, NULL), PL_OK, "%s", pl_errmsg());
-    char *a = t_text(t_result(o)), *b = t_text(t_result(first));
+    char *a = t_text(pl_outcome_result(o)),
+         *b = t_text(pl_outcome_result(first));
     cr_expect_str_eq(a, b);
     free(a);
     free(b);
@@ -260,7 +260,7 @@ Test(paginate, reads_every_page_each_a_recorded_call, .fini = t_cleanup)
     pl_registry *reg = registry();
     pl_engine *e = open_engine(t_store_path(), reg);
     pl_outcome *o = run(e, "p", "{\"total\": 5, \"per\": 3}");
-    const cJSON *r = t_result(o);
+    const cJSON *r = pl_outcome_result(o);
     const cJSON *items = member(r, "items");
     cr_assert_eq(cJSON_GetArraySize(items), 15, "%s", t_text(r));
     cr_expect_str_eq(cJSON_GetArrayItem(items, 0)->valuestring, "1.1");
@@ -304,7 +304,7 @@ Test(paginate, a_single_page_passes_unchanged, .fini = t_cleanup)
     pl_registry *reg = registry();
     pl_engine *e = open_engine(t_store_path(), reg);
     pl_outcome *o = run(e, "p", "{\"total\": 1, \"per\": 2}");
-    char *got = t_text(t_result(o));
+    char *got = t_text(pl_outcome_result(o));
     cr_expect_str_eq(got, "{\"items\":[\"1.1\",\"1.2\"],\"query\":\"q\"}");
     free(got);
     pl_outcome_free(o);
@@ -312,8 +312,8 @@ Test(paginate, a_single_page_passes_unchanged, .fini = t_cleanup)
     o = run(e, "f",
             "{\"total\": 3, \"fail_page\": 1, \"fail_times\": 9, "
             "\"code\": \"NotFound\"}");
-    cr_expect_str_eq(str(t_result(o), "code"), "NotFound");
-    cr_expect_null(member(t_result(o), "pagination"));
+    cr_expect_str_eq(str(pl_outcome_result(o), "code"), "NotFound");
+    cr_expect_null(member(pl_outcome_result(o), "pagination"));
     pl_outcome_free(o);
     pl_engine_close(e);
     pl_registry_free(reg);
@@ -329,7 +329,7 @@ Test(paginate, the_page_limit_stops_with_a_note_and_the_next, .fini = t_cleanup)
     pl_registry *reg = registry();
     pl_engine *e = open_engine(t_store_path(), reg);
     pl_outcome *o = run(e, "p", "{\"total\": 10, \"per\": 2}");
-    cr_expect_eq(cJSON_GetArraySize(member(t_result(o), "items")), 6);
+    cr_expect_eq(cJSON_GetArraySize(member(pl_outcome_result(o), "items")), 6);
     const cJSON *pg = pagination(o);
     cr_expect_eq(num(pg, "pages", 0), 3);
     cr_expect(cJSON_IsFalse(member(pg, "complete")));
@@ -368,7 +368,7 @@ Test(paginate, the_byte_cap_stops_before_a_page_that_would_pass_it,
     cr_expect_str_eq(str(pg, "stopped"), "byte_cap");
     cr_expect_str_eq(str(pg, "next"), "t3", "what reads the unmerged page");
     cr_expect_leq(num(pg, "bytes", 1e9), 2500);
-    cr_expect_eq(cJSON_GetArraySize(member(t_result(o), "items")), 4);
+    cr_expect_eq(cJSON_GetArraySize(member(pl_outcome_result(o), "items")), 4);
     cr_expect_eq(ran(3), 1);
     cr_expect_eq(ran(4), 0);
     pl_outcome_free(o);
@@ -376,7 +376,7 @@ Test(paginate, the_byte_cap_stops_before_a_page_that_would_pass_it,
     o = run(e, "q",
             "{\"total\": 4, \"per\": 2, \"item_bytes\": 500, "
             "\"page_token\": \"t3\"}");
-    cr_expect_eq(cJSON_GetArraySize(member(t_result(o), "items")), 4);
+    cr_expect_eq(cJSON_GetArraySize(member(pl_outcome_result(o), "items")), 4);
     cr_expect(cJSON_IsTrue(member(pagination(o), "complete")));
     pl_outcome_free(o);
     pl_engine_close(e);
@@ -402,8 +402,9 @@ Test(paginate, page_numbers_and_whole_pages, .fini = t_cleanup)
     po.param = "/page";
     use(&po);
     o = run(e, "q", "{\"total\": 3, \"mode\": \"number\"}");
-    const cJSON *results = member(t_result(o), "results");
-    cr_assert_eq(cJSON_GetArraySize(results), 3, "%s", t_text(t_result(o)));
+    const cJSON *results = member(pl_outcome_result(o), "results");
+    cr_assert_eq(cJSON_GetArraySize(results), 3, "%s",
+                 t_text(pl_outcome_result(o)));
     cr_expect_eq(num(cJSON_GetArrayItem(results, 1), "next_page", 0), 3,
                  "pages are kept whole without an items pointer");
     cr_expect(cJSON_IsTrue(member(pagination(o), "complete")));
@@ -463,8 +464,8 @@ Test(paginate, retry_and_timeout_per_page, .fini = t_cleanup)
     pl_outcome *o = run(e, "p",
                         "{\"total\": 4, \"fail_page\": 2, \"fail_times\": 2}");
     cr_expect(cJSON_IsTrue(member(pagination(o), "complete")), "%s",
-              t_text(t_result(o)));
-    cr_expect_eq(cJSON_GetArraySize(member(t_result(o), "items")), 8);
+              t_text(pl_outcome_result(o)));
+    cr_expect_eq(cJSON_GetArraySize(member(pl_outcome_result(o), "items")), 8);
     cr_expect_eq(ran(2), 3, "page 2 took three attempts");
     cr_expect_eq(ran(3), 1);
     expect_replay_still(e, "p", o);
@@ -480,7 +481,7 @@ Test(paginate, a_models_tool_calls_under_invoke_action_with, .fini = t_cleanup)
     po = token_opts();
     static pl_decorator per[1];
     cr_assert_eq(pl_decorator_paginate(&per[0], &po), PL_OK);
-    g_decos[0] = pl_decorator_loop(5);
+    cr_assert_eq(pl_decorator_loop(&g_decos[0], 5), PL_OK);
     cr_assert_eq(pl_decorator_invoke_action_with(&g_decos[1], per, 1), PL_OK);
     g_n_decos = 2;
     pl_registry *reg = registry();
@@ -491,7 +492,7 @@ Test(paginate, a_models_tool_calls_under_invoke_action_with, .fini = t_cleanup)
                             "{\"total\": 4, \"per\": 2}}}",
                             "a");
     cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason ? o->reason : "");
-    cr_expect_str_eq(str(t_result(o), "text"), "read 8 items");
+    cr_expect_str_eq(str(pl_outcome_result(o), "text"), "read 8 items");
     cr_expect_eq(ran(0), 4);
     /* the model's call of "pages" ran under paginate: its pages are calls
      * in the tool call's own ledger */
@@ -568,7 +569,8 @@ Test(paginate_crash, a_crash_after_page_7_reads_only_page_8_on,
                      pl_errmsg());
         cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s",
                      o->reason ? o->reason : "");
-        cr_expect_eq(cJSON_GetArraySize(member(t_result(o), "items")), 20);
+        cr_expect_eq(cJSON_GetArraySize(member(pl_outcome_result(o), "items")),
+                     20);
         cr_expect(cJSON_IsTrue(member(pagination(o), "complete")));
         for (int p = 1; p <= 10; p++)
             cr_expect_eq(ran(p), 1, "crash at %d: page %d ran %d times", k, p,

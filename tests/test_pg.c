@@ -156,17 +156,12 @@ static int ask(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
 static pl_registry *registry(void)
 {
     pl_registry *reg = t_registry();
-    pl_policy_def d1 = PL_POLICY_DEF_INIT, d2 = PL_POLICY_DEF_INIT,
-                  d3 = PL_POLICY_DEF_INIT;
-    d1.name = "tick";
-    d1.fn = tick;
-    d2.name = "ticks";
-    d2.fn = ticks;
-    d3.name = "ask";
-    d3.fn = ask;
-    cr_assert_eq(pl_registry_add(reg, &d1), PL_OK, "%s", pl_errmsg());
-    cr_assert_eq(pl_registry_add(reg, &d2), PL_OK, "%s", pl_errmsg());
-    cr_assert_eq(pl_registry_add(reg, &d3), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(pl_registry_add_fn(reg, "tick", tick, NULL), PL_OK, "%s",
+                 pl_errmsg());
+    cr_assert_eq(pl_registry_add_fn(reg, "ticks", ticks, NULL), PL_OK, "%s",
+                 pl_errmsg());
+    cr_assert_eq(pl_registry_add_fn(reg, "ask", ask, NULL), PL_OK, "%s",
+                 pl_errmsg());
     return reg;
 }
 
@@ -367,7 +362,7 @@ Test(pg, start_complete_and_replay)
     pl_outcome *o = t_start(e, "chain", "{\"n\": 3}", "run-1");
     cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason);
     cr_expect_eq(t_calls.add, 3);
-    char *first = t_text(t_result(o));
+    char *first = t_text(pl_outcome_result(o));
     pl_outcome_free(o);
     cr_expect_eq(pl_run_verify(e, "run-1"), PL_OK, "%s", pl_errmsg());
 
@@ -377,7 +372,7 @@ Test(pg, start_complete_and_replay)
     cr_expect_eq(o->calls_executed, 0);
     cr_expect_eq(o->calls_served, 3);
     cr_expect_eq(t_calls.add, 3);
-    char *again = t_text(t_result(o));
+    char *again = t_text(pl_outcome_result(o));
     cr_expect_str_eq(first, again);
     pl_outcome_free(o);
 
@@ -592,7 +587,7 @@ Test(pg, suspend_and_resume)
                  "%s", pl_errmsg());
     cr_expect_eq(o2->status, PL_RUN_COMPLETED, "%s", o2->reason);
     cr_expect_eq(t_calls.add, 1);
-    char *r = t_text(t_result(o2));
+    char *r = t_text(pl_outcome_result(o2));
     cr_expect_str_eq(r, "{\"answer\":{\"yes\":true}}");
     free(r);
     cr_expect_eq(pl_run_verify(e, "s-1"), PL_OK, "%s", pl_errmsg());
@@ -653,10 +648,8 @@ Test(pg, a_suspended_runs_open_ledger_is_anchored)
 {
     char *uri = store_uri("t_anchor");
     pl_registry *reg = registry();
-    pl_policy_def d = PL_POLICY_DEF_INIT;
-    d.name = "approver";
-    d.fn = approver;
-    cr_assert_eq(pl_registry_add(reg, &d), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(pl_registry_add_fn(reg, "approver", approver, NULL), PL_OK,
+                 "%s", pl_errmsg());
     cr_assert_eq(pl_registry_add_human(reg, "approve"), PL_OK);
     pl_engine *e = t_engine(uri, reg, PL_DURABILITY_SYNC);
     pl_outcome *o = t_start(e, "approver", "{}", "a-1");

@@ -70,13 +70,10 @@ Test(pg_restart, a_server_crash_mid_run_loses_nothing_durable)
     snprintf(uri, sizeof uri, "%s&schema=t_restart", base);
     snprintf(g_effects, sizeof g_effects, "%s/effects", t_tmpdir());
     pl_registry *reg = t_registry();
-    pl_policy_def d1 = PL_POLICY_DEF_INIT, d2 = PL_POLICY_DEF_INIT;
-    d1.name = "step";
-    d1.fn = step;
-    d2.name = "steps";
-    d2.fn = steps;
-    cr_assert_eq(pl_registry_add(reg, &d1), PL_OK, "%s", pl_errmsg());
-    cr_assert_eq(pl_registry_add(reg, &d2), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(pl_registry_add_fn(reg, "step", step, NULL), PL_OK, "%s",
+                 pl_errmsg());
+    cr_assert_eq(pl_registry_add_fn(reg, "steps", steps, NULL), PL_OK, "%s",
+                 pl_errmsg());
     pl_engine *e = t_engine(uri, reg, PL_DURABILITY_SYNC);
 
     g_restart = true;

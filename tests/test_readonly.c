@@ -277,10 +277,7 @@ Test(run_info, carries_a_suspended_runs_resume_token, .fini = t_cleanup)
 {
     const char *path = t_store_path();
     pl_registry *reg = t_registry();
-    pl_policy_def d = PL_POLICY_DEF_INIT;
-    d.name = "ask";
-    d.fn = human_root;
-    cr_assert_eq(pl_registry_add(reg, &d), PL_OK);
+    cr_assert_eq(pl_registry_add_fn(reg, "ask", human_root, NULL), PL_OK);
     cr_assert_eq(pl_registry_add_human(reg, "human"), PL_OK);
     pl_engine *e = t_engine(path, reg, PL_DURABILITY_SYNC);
     pl_outcome *o = t_start(e, "ask", "{}", "r1");

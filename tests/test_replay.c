@@ -81,7 +81,10 @@ static pl_steps *ledger(pl_engine *e, const char *id, const char *path)
 }
 
 /* Compact text of the outcome's result; caller frees. */
-static char *result_text(const pl_outcome *o) { return t_text(t_result(o)); }
+static char *result_text(const pl_outcome *o)
+{
+    return t_text(pl_outcome_result(o));
+}
 
 static void expect_str(const char *got, const char *want)
 {
@@ -95,16 +98,6 @@ static void expect_has(const char *hay, const char *needle)
               needle, hay ? hay : "(null)");
 }
 
-static void add_policy(pl_registry *reg, const char *name, pl_policy_fn fn,
-                       const char *code_version)
-{
-    pl_policy_def d = PL_POLICY_DEF_INIT;
-    d.name = name;
-    d.fn = fn;
-    d.code_version = code_version;
-    cr_assert_eq(pl_registry_add(reg, &d), PL_OK, "%s", pl_errmsg());
-}
-
 static int call_json(pl_ctx *ctx, const char *policy, const char *json,
                      pl_step **res)
 {
@@ -112,7 +105,7 @@ static int call_json(pl_ctx *ctx, const char *policy, const char *json,
     pl_action a = {PL_ACTION_VERSION, policy, p, NULL, 0, NULL};
     int st = pl_ctx_call(res, ctx, &a, NULL, 0);
     cJSON_Delete(p);
-    return st;
+    return st == PL_ERESULT ? PL_OK : st; /* an error result is data */
 }
 
 /* ------------------------------------------------------------------------ */
@@ -144,7 +137,7 @@ static int drift(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     pl_step *res = NULL;
     int st = pl_ctx_call(&res, ctx, &call, NULL, 0);
     cJSON_Delete(p);
-    if (st)
+    if (st && st != PL_ERESULT)
         return st;
     st = pl_steps_add_result(out, pl_step_payload(res));
     pl_step_free(res);
@@ -364,7 +357,7 @@ static int seeder(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
         st = pl_ctx_call(&res, ctx, &call, NULL, 0);
     }
     pl_steps_free(seed);
-    if (st)
+    if (st && st != PL_ERESULT)
         return st;
     st = pl_steps_add_result(out, pl_step_payload(res));
     pl_step_free(res);
@@ -413,7 +406,7 @@ static int seeded_wait(pl_ctx *ctx, const pl_action *a, pl_steps *out,
         st = pl_ctx_call(&res, ctx, &call, NULL, 0);
     }
     pl_steps_free(seed);
-    if (st)
+    if (st && st != PL_ERESULT)
         return st;
     st = pl_steps_add_result(out, pl_step_payload(res));
     pl_step_free(res);
@@ -471,8 +464,10 @@ static int probe(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
                       NULL};
     pl_step *res = NULL;
     int st = pl_ctx_call(&res, ctx, &call, NULL, 0);
-    if (st)
+    if (st && st != PL_ERESULT)
         return st;
+    cr_assert_eq(st == PL_ERESULT, pl_step_is_error(res),
+                 "PL_ERESULT exactly for an error result");
     cJSON *r = cJSON_CreateObject();
     cJSON_AddBoolToObject(r, "is_error", pl_step_is_error(res));
     const char *code = pl_step_error_code(res);
@@ -553,21 +548,24 @@ static int deep(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
 static pl_registry *registry(void)
 {
     pl_registry *reg = t_registry();
-    add_policy(reg, "drift", drift, NULL);
-    add_policy(reg, "gate", gate, NULL);
-    add_policy(reg, "drift_gate", drift_gate, NULL);
-    add_policy(reg, "outer", outer, NULL);
-    add_policy(reg, "helpers", helpers, NULL);
-    add_policy(reg, "reader", reader, NULL);
-    add_policy(reg, "peek", peek, NULL);
-    add_policy(reg, "seeder", seeder, NULL);
-    add_policy(reg, "peek_wait", peek_wait, NULL);
-    add_policy(reg, "seeded_wait", seeded_wait, NULL);
-    add_policy(reg, "keyed", keyed, NULL);
-    add_policy(reg, "keyed_root", keyed_root, NULL);
-    add_policy(reg, "probe", probe, NULL);
-    add_policy(reg, "talky", talky, NULL);
-    add_policy(reg, "deep", deep, NULL);
+    cr_assert_eq(pl_registry_add_fn(reg, "drift", drift, NULL), PL_OK);
+    cr_assert_eq(pl_registry_add_fn(reg, "gate", gate, NULL), PL_OK);
+    cr_assert_eq(pl_registry_add_fn(reg, "drift_gate", drift_gate, NULL),
+                 PL_OK);
+    cr_assert_eq(pl_registry_add_fn(reg, "outer", outer, NULL), PL_OK);
+    cr_assert_eq(pl_registry_add_fn(reg, "helpers", helpers, NULL), PL_OK);
+    cr_assert_eq(pl_registry_add_fn(reg, "reader", reader, NULL), PL_OK);
+    cr_assert_eq(pl_registry_add_fn(reg, "peek", peek, NULL), PL_OK);
+    cr_assert_eq(pl_registry_add_fn(reg, "seeder", seeder, NULL), PL_OK);
+    cr_assert_eq(pl_registry_add_fn(reg, "peek_wait", peek_wait, NULL), PL_OK);
+    cr_assert_eq(pl_registry_add_fn(reg, "seeded_wait", seeded_wait, NULL),
+                 PL_OK);
+    cr_assert_eq(pl_registry_add_fn(reg, "keyed", keyed, NULL), PL_OK);
+    cr_assert_eq(pl_registry_add_fn(reg, "keyed_root", keyed_root, NULL),
+                 PL_OK);
+    cr_assert_eq(pl_registry_add_fn(reg, "probe", probe, NULL), PL_OK);
+    cr_assert_eq(pl_registry_add_fn(reg, "talky", talky, NULL), PL_OK);
+    cr_assert_eq(pl_registry_add_fn(reg, "deep", deep, NULL), PL_OK);
     return reg;
 }
 
@@ -864,7 +862,7 @@ Test(replay, appending_fewer_steps_than_recorded_is_nondeterminism)
     pl_outcome *o1 = t_start(e, "talky", NULL, "nd-short");
     cr_assert_eq(o1->status, PL_RUN_COMPLETED);
     cr_assert_eq(pl_steps_count(o1->steps), 3);
-    expect_str(cJSON_GetObjectItemCaseSensitive(t_result(o1), "text")
+    expect_str(cJSON_GetObjectItemCaseSensitive(pl_outcome_result(o1), "text")
                    ->valuestring,
                "final");
 
@@ -911,8 +909,12 @@ static pl_registry *versioned_registry(const char *version)
 {
     pl_registry *reg;
     cr_assert_eq(pl_registry_new(&reg), PL_OK);
-    add_policy(reg, "tool", tool, version);
-    add_policy(reg, "callv", callv, NULL);
+    pl_policy_def d = PL_POLICY_DEF_INIT;
+    d.name = "tool";
+    d.fn = tool;
+    d.code_version = version;
+    cr_assert_eq(pl_registry_add(reg, &d), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(pl_registry_add_fn(reg, "callv", callv, NULL), PL_OK);
     return reg;
 }
 
@@ -1319,7 +1321,7 @@ Test(replay, values_at_the_depth_limit_read_back_inside_every_record)
                  pl_errmsg());
     free(token);
     cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason ? o->reason : "");
-    got = t_text(t_result(o));
+    got = t_text(pl_outcome_result(o));
     cr_expect_str_eq(got, want, "the answer came back");
     free(got);
     free(want);
@@ -1525,7 +1527,7 @@ Test(replay, unregistered_callee_gives_a_notfound_result)
                             "nf-1");
     cr_assert_eq(o->status, PL_RUN_COMPLETED, "not a failed run: %s",
                  o->reason);
-    const cJSON *r = t_result(o);
+    const cJSON *r = pl_outcome_result(o);
     cr_expect(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "is_error")));
     const cJSON *code = cJSON_GetObjectItemCaseSensitive(r, "code");
     cr_expect(cJSON_IsString(code) &&
@@ -1561,7 +1563,7 @@ Test(replay, error_as_data_reaches_the_caller)
     pl_engine *e = open_engine(t_store_path(), reg);
     pl_outcome *o = t_start(e, "probe", "{\"call\": \"oops\"}", "oops-1");
     cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason);
-    const cJSON *r = t_result(o);
+    const cJSON *r = pl_outcome_result(o);
     cr_expect(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "is_error")));
     const cJSON *code = cJSON_GetObjectItemCaseSensitive(r, "code");
     cr_expect(cJSON_IsString(code) &&

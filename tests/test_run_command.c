@@ -94,10 +94,7 @@ static void open_with(pl_tools_options *o)
     cr_assert_eq(pl_tools_new(&F.tools, o), PL_OK, "%s", pl_errmsg());
     cr_assert_eq(pl_registry_new(&F.reg), PL_OK);
     cr_assert_eq(pl_tools_register(F.reg, F.tools), PL_OK, "%s", pl_errmsg());
-    pl_policy_def d = PL_POLICY_DEF_INIT;
-    d.name = "use";
-    d.fn = use;
-    cr_assert_eq(pl_registry_add(F.reg, &d), PL_OK);
+    cr_assert_eq(pl_registry_add_fn(F.reg, "use", use, NULL), PL_OK);
     F.engine = t_engine(F.store, F.reg, PL_DURABILITY_PROCESS);
 }
 
@@ -122,7 +119,7 @@ static pl_outcome *run(const char *id, const char *args)
 
 static const cJSON *got(const pl_outcome *o)
 {
-    return cJSON_GetObjectItemCaseSensitive(t_result(o), "got");
+    return cJSON_GetObjectItemCaseSensitive(pl_outcome_result(o), "got");
 }
 
 static const char *str(const cJSON *o, const char *k)

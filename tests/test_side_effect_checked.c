@@ -73,10 +73,8 @@ static void on_event(const pl_event *ev, void *user)
 static pl_engine *engine(const char *path, pl_registry **reg, seen *s)
 {
     *reg = t_registry();
-    pl_policy_def d = PL_POLICY_DEF_INIT;
-    d.name = "fetch";
-    d.fn = fetch;
-    cr_assert_eq(pl_registry_add(*reg, &d), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(pl_registry_add_fn(*reg, "fetch", fetch, NULL), PL_OK, "%s",
+                 pl_errmsg());
     pl_engine_options o = PL_ENGINE_OPTIONS_INIT;
     o.durability = PL_DURABILITY_PROCESS;
     o.on_event = on_event;

@@ -799,7 +799,7 @@ Test(store, run_get_reports_the_record)
 
     /* while running, the run is its own live owner */
     o = t_start(e, "self_get", NULL, "r3");
-    const cJSON *seen_inside = t_result(o);
+    const cJSON *seen_inside = pl_outcome_result(o);
     cr_assert_eq(cJSON_GetObjectItemCaseSensitive(seen_inside, "status")
                      ->valueint,
                  PL_RUN_RUNNING);

@@ -88,7 +88,7 @@ static int call_json(pl_ctx *ctx, const char *policy, const char *json,
     pl_action a = {PL_ACTION_VERSION, policy, p, NULL, 0, NULL};
     int st = pl_ctx_call(res, ctx, &a, NULL, 0);
     cJSON_Delete(p);
-    return st;
+    return st == PL_ERESULT ? PL_OK : st; /* an error result is data */
 }
 
 /* ------------------------------------------------------------------------ */
@@ -181,10 +181,8 @@ static pl_registry *registry(void)
         pl_policy_fn fn;
     } defs[] = {{"human", human}, {"approve", approve}, {"twice", twice}};
     for (size_t i = 0; i < sizeof defs / sizeof defs[0]; i++) {
-        pl_policy_def d = PL_POLICY_DEF_INIT;
-        d.name = defs[i].name;
-        d.fn = defs[i].fn;
-        cr_assert_eq(pl_registry_add(reg, &d), PL_OK, "%s", pl_errmsg());
+        cr_assert_eq(pl_registry_add_fn(reg, defs[i].name, defs[i].fn, NULL),
+                     PL_OK, "%s", pl_errmsg());
     }
     return reg;
 }
@@ -307,9 +305,10 @@ Test(suspend, resume_completes_without_re_executing_earlier_tools)
     /* the policy received the answer */
     cr_assert_eq(g_nanswers, 1);
     cr_expect_str_eq(g_answers[0], "{\"approved\":true,\"by\":\"alice\"}");
-    expect_json(t_result(o2), "{\"echo\": {\"order\": 1}, "
-                              "\"human\": {\"answer\": {\"approved\": true, "
-                              "\"by\": \"alice\"}}, \"add\": {\"sum\": 3}}");
+    expect_json(pl_outcome_result(o2),
+                "{\"echo\": {\"order\": 1}, "
+                "\"human\": {\"answer\": {\"approved\": true, "
+                "\"by\": \"alice\"}}, \"add\": {\"sum\": 3}}");
     /* the tool before the suspension was served, not executed */
     cr_expect_eq(t_calls.echo, 1);
     cr_expect_eq(t_calls.add, 1);
@@ -331,7 +330,7 @@ Test(suspend, resume_completes_without_re_executing_earlier_tools)
     cr_expect_eq(o3->calls_served, 3);
     cr_expect_eq(o3->calls_executed, 0);
     cr_expect_eq(g_human_runs, 2, "human is served on this replay");
-    char *a = t_text(t_result(o2)), *b = t_text(t_result(o3));
+    char *a = t_text(pl_outcome_result(o2)), *b = t_text(pl_outcome_result(o3));
     cr_expect_str_eq(a, b);
     free(a);
     free(b);
@@ -412,8 +411,8 @@ Test(suspend, two_suspensions_in_one_run)
 
     pl_outcome *o3 = resume_ok(e, "s-two", o2->resume_token, "{\"n\": 2}");
     cr_assert_eq(o3->status, PL_RUN_COMPLETED, "%s", o3->reason);
-    expect_json(t_result(o3), "{\"first\": {\"answer\": {\"n\": 1}}, "
-                              "\"second\": {\"answer\": {\"n\": 2}}}");
+    expect_json(pl_outcome_result(o3), "{\"first\": {\"answer\": {\"n\": 1}}, "
+                                       "\"second\": {\"answer\": {\"n\": 2}}}");
     cr_expect_eq(t_calls.echo, 1, "echo ran once over three executions");
     cr_expect_eq(o3->calls_served, 2, "echo and the first human call");
     cr_expect_eq(pl_run_verify(e, "s-two"), PL_OK, "%s", pl_errmsg());
@@ -581,7 +580,7 @@ Test(suspend, the_root_itself_may_suspend)
     expect_json(o->prompt, "{\"q\": \"root?\"}");
     pl_outcome *o2 = resume_ok(e, "s-root", o->resume_token, "{\"a\": 1}");
     cr_assert_eq(o2->status, PL_RUN_COMPLETED, "%s", o2->reason);
-    expect_json(t_result(o2), "{\"answer\": {\"a\": 1}}");
+    expect_json(pl_outcome_result(o2), "{\"answer\": {\"a\": 1}}");
     pl_steps *l = NULL;
     cr_assert_eq(pl_run_ledger(&l, e, "s-root", "0"), PL_OK);
     cr_assert_eq(pl_steps_count(l), 3);
@@ -608,7 +607,7 @@ static int ship(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     pl_step *answer = NULL;
     int st = pl_ctx_call(&answer, ctx, &ask, NULL, 0);
     cJSON_Delete(q);
-    if (st)
+    if (st && st != PL_ERESULT)
         return st;
     st = pl_steps_add_result(out, pl_step_payload(answer));
     pl_step_free(answer);
@@ -621,10 +620,7 @@ Test(suspend, the_human_policy_asks_and_returns_the_answer)
     cr_assert_eq(pl_registry_add_human(reg, "approve"), PL_OK, "%s",
                  pl_errmsg());
     cr_assert_eq(pl_registry_add_human(reg, "approve"), PL_EEXIST);
-    pl_policy_def d = PL_POLICY_DEF_INIT;
-    d.name = "ship";
-    d.fn = ship;
-    cr_assert_eq(pl_registry_add(reg, &d), PL_OK);
+    cr_assert_eq(pl_registry_add_fn(reg, "ship", ship, NULL), PL_OK);
     pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
 
     pl_outcome *o1 = t_start(e, "ship", NULL, "human-1");
@@ -639,7 +635,7 @@ Test(suspend, the_human_policy_asks_and_returns_the_answer)
     cr_assert_eq(pl_run_resume(&o2, e, "human-1", o1->resume_token, answer),
                  PL_OK, "%s", pl_errmsg());
     cr_assert_eq(o2->status, PL_RUN_COMPLETED, "%s", o2->reason);
-    char *result = t_text(t_result(o2));
+    char *result = t_text(pl_outcome_result(o2));
     cr_expect_str_eq(result, "{\"approved\":true,\"by\":\"alice\"}");
     free(result);
     cr_expect_eq(pl_run_verify(e, "human-1"), PL_OK, "%s", pl_errmsg());

@@ -82,10 +82,7 @@ static void open_with(pl_tools_options *o)
     cr_assert_eq(pl_registry_new(&F.reg), PL_OK);
     st = pl_tools_register(F.reg, F.tools);
     cr_assert_eq(st, PL_OK, "%s", pl_errmsg());
-    pl_policy_def def = PL_POLICY_DEF_INIT;
-    def.name = "use_tool";
-    def.fn = use_tool;
-    cr_assert_eq(pl_registry_add(F.reg, &def), PL_OK);
+    cr_assert_eq(pl_registry_add_fn(F.reg, "use_tool", use_tool, NULL), PL_OK);
     F.engine = t_engine(t_store_path(), F.reg, PL_DURABILITY_PROCESS);
 }
 
@@ -120,9 +117,8 @@ static cJSON *run_tool_id(const char *tool, const char *args, char *run_id)
     cr_assert_eq(o->status, PL_RUN_COMPLETED, "run %s: %s", run_id,
                  o->reason ? o->reason : "");
     cr_assert_eq(o->calls_executed, 1);
-    cJSON *got = cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(t_result(o),
-                                                                  "got"),
-                                 1);
+    cJSON *got = cJSON_Duplicate(
+        cJSON_GetObjectItemCaseSensitive(pl_outcome_result(o), "got"), 1);
     cr_assert_not_null(got);
     pl_outcome_free(o);
     return got;
@@ -143,9 +139,8 @@ static cJSON *continue_served(const char *run_id)
     cr_assert_eq(o->status, PL_RUN_COMPLETED);
     cr_expect_eq(o->calls_executed, 0, "the tool ran again");
     cr_expect_eq(o->calls_served, 1);
-    cJSON *got = cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(t_result(o),
-                                                                  "got"),
-                                 1);
+    cJSON *got = cJSON_Duplicate(
+        cJSON_GetObjectItemCaseSensitive(pl_outcome_result(o), "got"), 1);
     pl_outcome_free(o);
     return got;
 }
@@ -797,8 +792,9 @@ static int agent(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
 {
     (void)a, (void)user;
     static const char *const allowed[] = {"calculator", "read_file"};
-    pl_decorator decos[2] = {pl_decorator_loop(4),
-                             pl_decorator_invoke_action()};
+    pl_decorator decos[2];
+    cr_assert_eq(pl_decorator_loop(&decos[0], 4), PL_OK);
+    cr_assert_eq(pl_decorator_invoke_action(&decos[1]), PL_OK);
     pl_action call = PL_ACTION_INIT;
     call.policy = "model";
     call.payload = pl_json_empty();
@@ -806,7 +802,7 @@ static int agent(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     call.n_actions = 2;
     pl_step *res = NULL;
     int st = pl_ctx_call(&res, ctx, &call, decos, 2);
-    if (st)
+    if (st && st != PL_ERESULT)
         return st;
     st = pl_steps_add_result(out, pl_step_payload(res));
     pl_step_free(res);
@@ -817,17 +813,13 @@ Test(tools, a_model_loop_calls_only_the_allowed_tools)
 {
     open_with(NULL);
     make_file(F.dir, "notes.txt", "tea", 3);
-    pl_policy_def def = PL_POLICY_DEF_INIT;
-    def.name = "model";
-    def.fn = model;
-    cr_assert_eq(pl_registry_add(F.reg, &def), PL_OK);
-    def.name = "agent";
-    def.fn = agent;
-    cr_assert_eq(pl_registry_add(F.reg, &def), PL_OK);
+    cr_assert_eq(pl_registry_add_fn(F.reg, "model", model, NULL), PL_OK);
+    cr_assert_eq(pl_registry_add_fn(F.reg, "agent", agent, NULL), PL_OK);
 
     pl_outcome *o = t_start(F.engine, "agent", "{}", "agent-1");
     cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason ? o->reason : "");
-    cr_expect_str_eq(str_of(t_result(o), "text"), "[42][tea][NotAllowed]");
+    cr_expect_str_eq(str_of(pl_outcome_result(o), "text"),
+                     "[42][tea][NotAllowed]");
     cr_expect_eq(o->calls_executed, 3, "model and the two allowed tools: %llu",
                  (unsigned long long)o->calls_executed);
     pl_outcome_free(o);
@@ -839,7 +831,8 @@ Test(tools, a_model_loop_calls_only_the_allowed_tools)
     cr_assert_eq(pl_run_continue(&o, F.engine, "agent-1", NULL), PL_OK, "%s",
                  pl_errmsg());
     cr_expect_eq(o->status, PL_RUN_COMPLETED);
-    cr_expect_str_eq(str_of(t_result(o), "text"), "[42][tea][NotAllowed]");
+    cr_expect_str_eq(str_of(pl_outcome_result(o), "text"),
+                     "[42][tea][NotAllowed]");
     cr_expect_eq(o->calls_executed, 0);
     pl_outcome_free(o);
     close_all();

@@ -78,7 +78,10 @@ static int agent(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
         if (g_clear_user)
             d.user = NULL; /* a decorator changed after it was made */
         pl_step *r = NULL;
-        if ((st = pl_ctx_call(&r, ctx, &call, &d, 1)))
+        st = pl_ctx_call(&r, ctx, &call, &d, 1);
+        if (st == PL_ERESULT) /* a refusal is the result to collect */
+            st = PL_OK;
+        if (st)
             break;
         cJSON_AddItemToArray(results, cJSON_Duplicate(pl_step_payload(r), 1));
         pl_step_free(r);
@@ -123,7 +126,7 @@ static const cJSON *result_at(const pl_outcome *o, int i)
     cr_assert_eq(o->status, PL_RUN_COMPLETED, "run: %s",
                  o->reason ? o->reason : "");
     const cJSON *r = cJSON_GetArrayItem(
-        cJSON_GetObjectItemCaseSensitive(t_result(o), "results"), i);
+        cJSON_GetObjectItemCaseSensitive(pl_outcome_result(o), "results"), i);
     cr_assert_not_null(r);
     return r;
 }
@@ -403,9 +406,7 @@ static void *work(void *arg)
         pl_outcome *o = NULL;
         if (!pl_run_start(&o, w->e, &a, &ro) && o->status == PL_RUN_COMPLETED) {
             const cJSON *rs = cJSON_GetObjectItemCaseSensitive(
-                pl_step_payload(pl_steps_at(o->steps,
-                                            pl_steps_count(o->steps) - 1)),
-                "results");
+                pl_outcome_result(o), "results");
             const cJSON *sum = cJSON_GetObjectItemCaseSensitive(
                 cJSON_GetArrayItem(rs, 0), "sum");
             w->ok += cJSON_IsNumber(sum) && sum->valuedouble == i + 1;
@@ -469,14 +470,17 @@ static int outer(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     call.payload = a->payload;
     call.actions = tools;
     call.n_actions = 1;
-    pl_decorator d[] = {PL_DECORATOR_INIT, pl_decorator_loop(3),
-                        pl_decorator_invoke_action()};
+    pl_decorator d[3];
     int st = pl_decorator_validate(&d[0], g_cache);
+    if (!st)
+        st = pl_decorator_loop(&d[1], 3);
+    if (!st)
+        st = pl_decorator_invoke_action(&d[2]);
     if (st)
         return st;
     pl_step *r = NULL;
     st = pl_ctx_call(&r, ctx, &call, d, 3);
-    if (!st)
+    if (!st || st == PL_ERESULT)
         st = pl_steps_add_result(out, pl_step_payload(r));
     pl_step_free(r);
     return st;
@@ -492,21 +496,20 @@ Test(validate, composes_with_loop_and_invoke_action)
                      "{\"type\":\"string\",\"minLength\":1}}}";
     d.output_schema = "{\"required\":[\"text\"]}";
     cr_assert_eq(pl_registry_add(reg, &d), PL_OK, "%s", pl_errmsg());
-    pl_policy_def o = PL_POLICY_DEF_INIT;
-    o.name = "outer";
-    o.fn = outer;
-    cr_assert_eq(pl_registry_add(reg, &o), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(pl_registry_add_fn(reg, "outer", outer, NULL), PL_OK, "%s",
+                 pl_errmsg());
     pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
 
     pl_outcome *ok = t_start(e, "outer", "{\"goal\":\"add\"}", "good");
     cr_assert_eq(ok->status, PL_RUN_COMPLETED, "%s",
                  ok->reason ? ok->reason : "");
-    cr_expect_str_eq(str(t_result(ok), "text"), "done");
+    cr_expect_str_eq(str(pl_outcome_result(ok), "text"), "done");
     cr_expect_eq(atomic_load(&g_tool_runs), 1);
 
     pl_outcome *bad = t_start(e, "outer", "{\"goal\":\"\"}", "empty");
     cr_assert_eq(bad->status, PL_RUN_COMPLETED);
-    expect_error(t_result(bad), PL_ERR_INVALID_INPUT, "/goal", "minLength");
+    expect_error(pl_outcome_result(bad), PL_ERR_INVALID_INPUT, "/goal",
+                 "minLength");
     cr_expect_eq(atomic_load(&g_tool_runs), 1, "no turn ran");
     pl_outcome_free(ok);
     pl_outcome_free(bad);

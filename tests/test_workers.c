@@ -60,10 +60,8 @@ Test(workers, more_runs_than_one_renewal_holds_keep_their_leases,
 {
     const char *path = w_store();
     pl_registry *reg = w_registry();
-    pl_policy_def d = PL_POLICY_DEF_INIT;
-    d.name = "hold";
-    d.fn = hold;
-    cr_assert_eq(pl_registry_add(reg, &d), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(pl_registry_add_fn(reg, "hold", hold, NULL), PL_OK, "%s",
+                 pl_errmsg());
     pl_engine_options o = PL_ENGINE_OPTIONS_INIT;
     o.durability = PL_DURABILITY_PROCESS;
     o.host_id = "host-a";

@@ -185,10 +185,8 @@ static pl_registry *w_registry(void)
     } defs[] = {{"nap", nap},       {"gate", gate},     {"slow", slow},
                 {"fenced", fenced}, {"fanned", fanned}, {"ask", ask}};
     for (size_t i = 0; i < sizeof defs / sizeof defs[0]; i++) {
-        pl_policy_def d = PL_POLICY_DEF_INIT;
-        d.name = defs[i].name;
-        d.fn = defs[i].fn;
-        cr_assert_eq(pl_registry_add(reg, &d), PL_OK, "%s", pl_errmsg());
+        cr_assert_eq(pl_registry_add_fn(reg, defs[i].name, defs[i].fn, NULL),
+                     PL_OK, "%s", pl_errmsg());
     }
     return reg;
 }

@@ -93,11 +93,6 @@ static int job(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
 
 int pl_plugin_init(pl_registry *reg)
 {
-    pl_policy_def d = PL_POLICY_DEF_INIT;
-    d.name = "work";
-    d.fn = work;
-    int st = pl_registry_add(reg, &d);
-    d.name = "job";
-    d.fn = job;
-    return st ? st : pl_registry_add(reg, &d);
+    int st = pl_registry_add_fn(reg, "work", work, NULL);
+    return st ? st : pl_registry_add_fn(reg, "job", job, NULL);
 }

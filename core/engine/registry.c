@@ -86,6 +86,16 @@ const pl_policy_def *pl__registry_find_n(const pl_registry *reg,
     }
 }
 
+int pl_registry_add_fn(pl_registry *reg, const char *name, pl_policy_fn fn,
+                       void *user)
+{
+    pl_policy_def d = PL_POLICY_DEF_INIT;
+    d.name = name;
+    d.fn = fn;
+    d.user = user;
+    return pl_registry_add(reg, &d);
+}
+
 const pl_policy_def *pl_registry_find(const pl_registry *reg, const char *name)
 {
     return name ? pl__registry_find_n(reg, name, strlen(name)) : NULL;

@@ -216,6 +216,8 @@ static int ask_summarizer(char **out, pl_ctx *ctx, const char *summarizer,
     pl_step *res = NULL;
     st = pl_ctx_call(&res, ctx, &a, NULL, 0);
     cJSON_Delete(p);
+    if (st == PL_ERESULT) /* no summary: the observation goes without */
+        st = PL_OK;
     if (st)
         return st;
     const cJSON *t = cJSON_GetObjectItemCaseSensitive(pl_step_payload(res),

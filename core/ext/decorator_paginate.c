@@ -336,7 +336,7 @@ static int paginate_fn(pl_ctx *ctx, const pl_action *action, pl_steps *out,
     pl_action page = *action;
     pl_step *res = NULL;
     int st = pl_ctx_call(&res, ctx, &page, o->per_page, o->n_per_page);
-    if (st)
+    if (st && st != PL_ERESULT) /* an error result is passed on below */
         return st;
     const cJSON *first = pl_step_payload(res);
     if (!first) {
@@ -380,7 +380,10 @@ static int paginate_fn(pl_ctx *ctx, const pl_action *action, pl_steps *out,
         if ((st = page_payload(&payload, action->payload, param, cont)))
             break;
         page.payload = payload;
-        if ((st = pl_ctx_call(&res, ctx, &page, o->per_page, o->n_per_page)))
+        st = pl_ctx_call(&res, ctx, &page, o->per_page, o->n_per_page);
+        if (st == PL_ERESULT) /* an error page ends the merge, below */
+            st = PL_OK;
+        if (st)
             break;
         m.read++;
         const cJSON *r = pl_step_payload(res);

@@ -68,13 +68,16 @@ static int loop_fn(pl_ctx *ctx, const pl_action *action, pl_steps *out,
     return st;
 }
 
-pl_decorator pl_decorator_loop(unsigned max_turns)
+int pl_decorator_loop(pl_decorator *out, unsigned max_turns)
 {
+    if (!out)
+        return pl_errorf(PL_EINVAL, "pl_decorator_loop: out is NULL");
     pl_decorator d = PL_DECORATOR_INIT;
     d.fn = loop_fn;
     d.name = "loop";
     d.arg = max_turns;
-    return d;
+    *out = d;
+    return PL_OK;
 }
 
 /*
@@ -98,8 +101,9 @@ static int invoke_action_fn(pl_ctx *ctx, const pl_action *action, pl_steps *out,
         if (pl_step_type_of(call) != PL_STEP_ACTION_CALL)
             continue;
         pl_step *result = NULL;
-        if (!(st = pl_ctx_call_step_with(&result, ctx, call, action, per_call,
-                                         n_per_call)))
+        st = pl_ctx_call_step_with(&result, ctx, call, action, per_call,
+                                   n_per_call);
+        if (!st || st == PL_ERESULT) /* an error result is the turn's data */
             st = pl_steps_push(results, result);
     }
     if (!st)
@@ -111,12 +115,11 @@ static int invoke_action_fn(pl_ctx *ctx, const pl_action *action, pl_steps *out,
     return st;
 }
 
-pl_decorator pl_decorator_invoke_action(void)
+int pl_decorator_invoke_action(pl_decorator *out)
 {
-    pl_decorator d = PL_DECORATOR_INIT;
-    d.fn = invoke_action_fn;
-    d.name = "invoke_action";
-    return d;
+    if (!out)
+        return pl_errorf(PL_EINVAL, "pl_decorator_invoke_action: out is NULL");
+    return pl_decorator_invoke_action_with(out, NULL, 0);
 }
 
 int pl_decorator_invoke_action_with(pl_decorator *out,
@@ -137,7 +140,9 @@ int pl_decorator_invoke_action_with(pl_decorator *out,
                              "%zu has no function or is not "
                              "PL_DECORATOR_INIT'd",
                              i);
-    pl_decorator d = pl_decorator_invoke_action();
+    pl_decorator d = PL_DECORATOR_INIT;
+    d.fn = invoke_action_fn;
+    d.name = "invoke_action";
     d.user = n ? (void *)per_call : NULL;
     d.arg = n;
     *out = d;

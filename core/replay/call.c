@@ -261,6 +261,25 @@ int pl__call_may_start(pl__run *r)
     return PL_OK;
 }
 
+/*
+ * The rule every call function keeps (the header's overview): a result that
+ * is error-as-data is PL_ERESULT, handed out all the same, with a message
+ * that names the call; the run goes on.
+ */
+int pl__call_status(const pl_ctx *c, uint32_t call_seq, const char *policy,
+                    const pl_step *res)
+{
+    if (!pl_step_is_error(res))
+        return PL_OK;
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(pl_step_payload(res),
+                                                      "message");
+    const char *code = pl_step_error_code(res);
+    return pl__err(PL_ERESULT, "run %s: call to '%s' at %s:%u returned %s: %s",
+                   c->run->id, policy ? policy : "?", c->path, call_seq,
+                   code ? code : "an error",
+                   cJSON_IsString(m) ? m->valuestring : "(no message)");
+}
+
 int pl_ctx_call(pl_step **out, pl_ctx *c, const pl_action *a,
                 const pl_decorator *decos, size_t n_decos)
 {
@@ -297,6 +316,8 @@ int pl_ctx_call(pl_step **out, pl_ctx *c, const pl_action *a,
         }
         st = pl__err(PL_ECANCELLED, "run %s is cancelled: %s", r->id,
                      r->cancel_reason ? r->cancel_reason : "");
+    } else if (!st) {
+        st = pl__call_status(c, call_seq, a->policy, res);
     }
     if (out)
         *out = res;
@@ -315,21 +336,13 @@ int pl_ctx_invoke(cJSON **out, pl_ctx *c, const char *policy,
     a.payload = payload;
     pl_step *res = NULL;
     int st = pl_ctx_call(&res, c, &a, NULL, 0);
-    if (st)
+    if (st && st != PL_ERESULT)
         return st;
     const cJSON *p = pl_step_payload(res);
     cJSON *copy = p ? cJSON_Duplicate(p, true) : NULL;
     if (!copy)
         st = pl__err(PL_ENOMEM, "out of memory copying the result of '%s'",
                      policy);
-    else if (pl_step_is_error(res)) {
-        const cJSON *m = cJSON_GetObjectItemCaseSensitive(p, "message");
-        st = pl__err(PL_ERESULT, "call to '%s' at %s:%u returned %s: %s",
-                     policy, c->path, pl_step_seq(res) - 1,
-                     pl_step_error_code(res) ? pl_step_error_code(res)
-                                             : "an error",
-                     cJSON_IsString(m) ? m->valuestring : "(no message)");
-    }
     pl_step_free(res);
     if (out)
         *out = copy;
@@ -352,12 +365,10 @@ int pl_ctx_call_step(pl_step **out, pl_ctx *c, const pl_step *call,
  * again.  A call refused before that (malformed, not allowed, not found)
  * never reaches them.
  */
-int pl_ctx_call_step_with(pl_step **out, pl_ctx *c, const pl_step *call,
+static int call_step_with(pl_step **out, pl_ctx *c, const pl_step *call,
                           const pl_action *allowed, const pl_decorator *decos,
                           size_t n_decos)
 {
-    if (out)
-        *out = NULL;
     int st = pl__ctx_check(c, "pl_ctx_call_step");
     if (st)
         return st;
@@ -425,4 +436,20 @@ int pl_ctx_call_step_with(pl_step **out, pl_ctx *c, const pl_step *call,
                       out);
     cJSON_Delete(payload);
     return st;
+}
+
+int pl_ctx_call_step_with(pl_step **out, pl_ctx *c, const pl_step *call,
+                          const pl_action *allowed, const pl_decorator *decos,
+                          size_t n_decos)
+{
+    if (out)
+        *out = NULL;
+    int st = call_step_with(out, c, call, allowed, decos, n_decos);
+    if (st || !pl_step_is_error(*out))
+        return st;
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(pl_step_payload(call),
+                                                         "policy");
+    return pl__call_status(c, call->seq,
+                           cJSON_IsString(name) ? name->valuestring : NULL,
+                           *out);
 }

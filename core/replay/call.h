@@ -18,6 +18,11 @@ typedef enum pl__fate {
  * run, or PL_EBUSY failing it when its worker is stopping (worker.c hands
  * the run back to the queue). */
 PL__HIDDEN int pl__call_may_start(pl__run *r) PL__MUST_CHECK;
+/* The call rule: PL_ERESULT (with a message naming the call, at @p call_seq
+ * of @p c's ledger) for an error-as-data result @p res, else PL_OK.  NULL is
+ * PL_OK. */
+PL__HIDDEN int pl__call_status(const pl_ctx *c, uint32_t call_seq,
+                               const char *policy, const pl_step *res);
 /* A call's action: PL_ACTION_INIT'd, a valid name, a payload, valid
  * actions.  Otherwise PL_EINVAL, failing the run. */
 PL__HIDDEN int pl__call_check_action(pl__run *r, pl_ctx *c,

@@ -344,20 +344,25 @@ int pl_ctx_call_all(pl_step **out, pl_ctx *c, const pl_call_spec *calls,
         return st;
     if ((st = check_specs(r, c, calls, n)))
         return st;
+    /* the results are read for PL_ERESULT even when the caller drops them */
+    pl_step **res = out ? out : calloc(n, sizeof *res);
     fanout f = {.n = n};
-    f.b = calloc(n, sizeof *f.b);
-    if (!f.b)
+    f.b = res ? calloc(n, sizeof *f.b) : NULL;
+    if (!f.b) {
+        if (res != out)
+            free(res);
         return pl__run_fail(r, PL_ENOMEM, "out of memory");
+    }
     if (pthread_mutex_init(&f.mu, NULL)) {
-        free(f.b);
-        return pl__run_fail(r, PL_ENOMEM, "pl_ctx_call_all: no mutex");
+        st = pl__run_fail(r, PL_ENOMEM, "pl_ctx_call_all: no mutex");
+        goto done;
     }
     if (pthread_cond_init(&f.cv, NULL)) {
         pthread_mutex_destroy(&f.mu);
-        free(f.b);
-        return pl__run_fail(r, PL_ENOMEM, "pl_ctx_call_all: no condition");
+        st = pl__run_fail(r, PL_ENOMEM, "pl_ctx_call_all: no condition");
+        goto done;
     }
-    st = call_all(out, c, calls, n, &f);
+    st = call_all(res, c, calls, n, &f);
     for (size_t i = 0; i < n; i++) {
         if (f.b[i].run) /* a callee folded into a result never appended */
             f.b[i].run->folded = 0;
@@ -367,11 +372,17 @@ int pl_ctx_call_all(pl_step **out, pl_ctx *c, const pl_call_spec *calls,
     }
     pthread_cond_destroy(&f.cv);
     pthread_mutex_destroy(&f.mu);
+    /* the first error result; calls k..k+n-1 have results k+n..k+2n-1 */
+    for (size_t i = 0; i < n && !st; i++)
+        st = pl__call_status(c, pl_step_seq(res[i]) - (uint32_t)n,
+                             calls[i].action->policy, res[i]);
+done:
     free(f.b);
-    if (st && out)
-        for (size_t i = 0; i < n; i++) {
-            pl_step_free(out[i]);
-            out[i] = NULL;
-        }
+    for (size_t i = 0; i < n && (res != out || (st && st != PL_ERESULT)); i++) {
+        pl_step_free(res[i]);
+        res[i] = NULL;
+    }
+    if (res != out)
+        free(res);
     return st;
 }

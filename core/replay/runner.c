@@ -183,6 +183,14 @@ void pl_outcome_free(pl_outcome *o)
     free(o);
 }
 
+const cJSON *pl_outcome_result(const pl_outcome *o)
+{
+    size_t n = o && o->status == PL_RUN_COMPLETED ? pl_steps_count(o->steps)
+                                                  : 0;
+    const cJSON *p = n ? pl_step_payload(pl_steps_at(o->steps, n - 1)) : NULL;
+    return p ? p : pl_json_empty();
+}
+
 static pl_outcome *outcome_new(pl__run *r, pl_run_status status)
 {
     pl_outcome *o = calloc(1, sizeof *o);
@@ -436,39 +444,65 @@ static int run_execute(pl__run *r, const pl_policy_def *def,
 
 /* ---- start ---------------------------------------------------------------------------- */
 
+static int start_existing(pl_outcome **out, pl_engine *e, const char *id,
+                          const pl_action *root, pl_if_exists how);
+
+/*
+ * The caller's options, of version 1 or 2, as a version 2 struct in @p dst
+ * (NULL: the defaults).  A version 1 struct ends before if_exists: read no
+ * further.
+ */
+static int run_options(pl_run_options *dst, const pl_run_options *src,
+                       const char *fn)
+{
+    pl_run_options defaults = PL_RUN_OPTIONS_INIT;
+    *dst = defaults;
+    if (!src)
+        return PL_OK;
+    if (src->version < 1 || src->version > PL_RUN_OPTIONS_VERSION)
+        return pl__err(PL_EINVAL,
+                       "%s: options version %u, this library knows 1..%d "
+                       "(use PL_RUN_OPTIONS_INIT)",
+                       fn, src->version, PL_RUN_OPTIONS_VERSION);
+    /* each version appended fields: read those it has */
+    memcpy(dst, src,
+           src->version == 1   ? offsetof(pl_run_options, if_exists)
+           : src->version == 2 ? offsetof(pl_run_options, deadline_ms)
+                               : sizeof *dst);
+    dst->version = PL_RUN_OPTIONS_VERSION;
+    if ((unsigned)dst->if_exists > PL_IF_EXISTS_OUTCOME)
+        return pl__err(PL_EINVAL, "%s: unknown if_exists %d", fn,
+                       (int)dst->if_exists);
+    return PL_OK;
+}
+
 /*
  * Start a run (@p submit false: execute it now, under a lease of this
  * worker's) or queue it (@p submit: `submitted`, with a lease nobody holds,
  * for a worker to take).  *out is the outcome of the execution; with
- * @p submit, *out_id is the new run's id.
+ * @p submit, *out_id is the new run's id.  *exists is set when the run id
+ * is taken (PL_EEXIST).
  */
 static int start_run(pl_outcome **out, char **out_id, pl_engine *e,
                      const pl_action *root, const pl_run_options *opts,
-                     bool submit)
+                     bool submit, bool *exists)
 {
     const char *fn = submit ? "pl_run_submit" : "pl_run_start";
     if (!e)
         return pl__err(PL_EINVAL, "%s: engine is NULL", fn);
-    pl_run_options defaults = PL_RUN_OPTIONS_INIT;
-    if (!opts)
-        opts = &defaults;
-    if (opts->version < 1 || opts->version > PL_RUN_OPTIONS_VERSION)
+    if (submit && opts->if_exists != PL_IF_EXISTS_FAIL)
         return pl__err(PL_EINVAL,
-                       "%s: options version %u, this "
-                       "library knows 1 to %d",
-                       fn, opts->version, PL_RUN_OPTIONS_VERSION);
-    int64_t deadline = 0;
-    if (opts->version >= 2) {
-        if (opts->deadline_ms < 0 || opts->deadline_in_ms < 0 ||
-            opts->deadline_in_ms > INT64_MAX / 4)
-            return pl__err(PL_EINVAL, "%s: a negative or huge deadline", fn);
-        deadline = opts->deadline_ms;
-        int64_t rel = opts->deadline_in_ms
-                          ? pl__now_us() / 1000 + opts->deadline_in_ms
-                          : 0;
-        if (rel && (!deadline || rel < deadline))
-            deadline = rel;
-    }
+                       "%s: if_exists applies to pl_run_start "
+                       "only",
+                       fn);
+    if (opts->deadline_ms < 0 || opts->deadline_in_ms < 0 ||
+        opts->deadline_in_ms > INT64_MAX / 4)
+        return pl__err(PL_EINVAL, "%s: a negative or huge deadline", fn);
+    int64_t deadline = opts->deadline_ms;
+    int64_t rel =
+        opts->deadline_in_ms ? pl__now_us() / 1000 + opts->deadline_in_ms : 0;
+    if (rel && (!deadline || rel < deadline))
+        deadline = rel;
     if (opts->check)
         return pl__err(PL_EINVAL,
                        "%s: check applies to "
@@ -534,6 +568,7 @@ static int start_run(pl_outcome **out, char **out_id, pl_engine *e,
         (st = pl__commit(e, &create)))
         goto done;
     if (create.rc) {
+        *exists = true;
         st = pl__err(PL_EEXIST, "run '%s' exists already", id);
         goto done;
     }
@@ -566,7 +601,14 @@ int pl_run_start(pl_outcome **out, pl_engine *e, const pl_action *root,
     if (!out)
         return pl__err(PL_EINVAL, "pl_run_start: out is NULL");
     *out = NULL;
-    return start_run(out, NULL, e, root, opts, false);
+    pl_run_options o;
+    bool exists = false;
+    int st = run_options(&o, opts, "pl_run_start");
+    if (!st)
+        st = start_run(out, NULL, e, root, &o, false, &exists);
+    if (!exists || !o.run_id || o.if_exists == PL_IF_EXISTS_FAIL)
+        return st; /* (a new UUIDv7 taken already is PL_EEXIST, always) */
+    return start_existing(out, e, o.run_id, root, o.if_exists);
 }
 
 int pl_run_submit(char **out, pl_engine *e, const pl_action *root,
@@ -578,7 +620,10 @@ int pl_run_submit(char **out, pl_engine *e, const pl_action *root,
         return pl__err(PL_EINVAL, "pl_run_submit: out is NULL and no run id "
                                   "is given");
     pl_outcome *none = NULL;
-    return start_run(&none, out, e, root, opts, true);
+    pl_run_options o;
+    bool exists = false;
+    int st = run_options(&o, opts, "pl_run_submit");
+    return st ? st : start_run(&none, out, e, root, &o, true, &exists);
 }
 
 /* ---- continue --------------------------------------------------------------------------- */
@@ -890,12 +935,14 @@ int pl_run_continue(pl_outcome **out, pl_engine *e, const char *run_id,
     if (!e || !pl__run_id_ok(run_id))
         return pl__err(PL_EINVAL, "pl_run_continue: an engine and a valid run "
                                   "id are required");
-    if (opts && (opts->version < 1 || opts->version > PL_RUN_OPTIONS_VERSION))
-        return pl__err(PL_EINVAL,
-                       "pl_run_continue: options version %u, this "
-                       "library knows 1 to %d",
-                       opts->version, PL_RUN_OPTIONS_VERSION);
-    return continue_run(e, run_id, opts && opts->check, NULL, NULL, out, NULL);
+    pl_run_options o;
+    int st = run_options(&o, opts, "pl_run_continue");
+    if (st)
+        return st;
+    if (o.if_exists != PL_IF_EXISTS_FAIL)
+        return pl__err(PL_EINVAL, "pl_run_continue: if_exists applies to "
+                                  "pl_run_start only");
+    return continue_run(e, run_id, o.check, NULL, NULL, out, NULL);
 }
 
 int pl_run_resume(pl_outcome **out, pl_engine *e, const char *run_id,
@@ -911,6 +958,82 @@ int pl_run_resume(pl_outcome **out, pl_engine *e, const char *run_id,
         return pl__err(PL_EJSON, "pl_run_resume: the answer must be a JSON "
                                  "object");
     return continue_run(e, run_id, false, token, answer, out, NULL);
+}
+
+/*
+ * The outcome a run's state record holds, executing nothing: a suspended
+ * run's prompt and token, a failed run's reason, or just the status of one
+ * not ended.  Counters are 0: nothing ran.
+ */
+static int recorded_outcome(pl_outcome **out, const char *id,
+                            const pl__run_state *rs)
+{
+    pl_outcome *o = calloc(1, sizeof *o);
+    int st = o && (o->run_id = pl__strdup(id)) ? PL_OK : PL_ENOMEM;
+    if (o)
+        o->status = rs->status;
+    if (!st && rs->status == PL_RUN_SUSPENDED) {
+        if (!(o->resume_token = pl__strdup(rs->token)) ||
+            !(o->suspended_path = pl__strdup(rs->susp_path ? rs->susp_path
+                                                           : "")))
+            st = PL_ENOMEM;
+        else if (rs->prompt_len)
+            st = pl__payload_decode(&o->prompt, rs->prompt, rs->prompt_len);
+    }
+    if (!st && rs->status == PL_RUN_FAILED) {
+        o->error = rs->error;
+        if (!(o->reason = pl__strdup(rs->reason ? rs->reason
+                                                : pl_strerror(rs->error))))
+            st = PL_ENOMEM;
+    }
+    if (st) {
+        pl_outcome_free(o);
+        return st == PL_ENOMEM ? pl__err(st, "out of memory") : st;
+    }
+    *out = o;
+    return PL_OK;
+}
+
+/*
+ * pl_run_start() found run @p id there already, and @p how says what to do:
+ * continue it (a suspended one gives its recorded outcome) or give its
+ * outcome without executing anything new.  Either way its root must be the
+ * one asked for.
+ */
+static int start_existing(pl_outcome **out, pl_engine *e, const char *id,
+                          const pl_action *root, pl_if_exists how)
+{
+    uint64_t num;
+    root_action ra;
+    int st = pl__store_settle(e->store);
+    if (!st)
+        st = root_load(e, id, &num, &ra);
+    if (st)
+        return st;
+    if (strcmp(ra.action.policy, root->policy) != 0 ||
+        !cJSON_Compare(ra.payload, root->payload, true))
+        st = pl__err(PL_EEXIST,
+                     "run '%s' exists already with another root (policy "
+                     "'%s', or another payload): not the run asked for",
+                     id, ra.action.policy);
+    root_clear(&ra);
+    if (st)
+        return st;
+    pl__run_state rs = {0};
+    pl__buf sb = {0};
+    st = pl__store_state_get(e->store, num, &sb);
+    if (!st)
+        st = pl__run_state_decode(&rs, id, sb.data, sb.len);
+    pl__buf_free(&sb);
+    bool recorded = rs.status == PL_RUN_SUSPENDED ||
+                    (how == PL_IF_EXISTS_OUTCOME &&
+                     rs.status != PL_RUN_COMPLETED);
+    if (!st && recorded)
+        st = recorded_outcome(out, id, &rs);
+    else if (!st) /* as pl_run_continue(): a completed run is replayed */
+        st = continue_run(e, id, false, NULL, NULL, out, NULL);
+    pl__run_state_clear(&rs);
+    return st;
 }
 
 int pl__run_continue_leased(pl_outcome **out, pl_engine *e,

@@ -131,16 +131,21 @@ int pl__step_place(pl_step *s, const char *path, uint32_t seq, int64_t time_us)
     return PL_OK;
 }
 
-pl_step_type pl_step_type_of(const pl_step *s) { return s->type; }
-const char *pl_step_actor(const pl_step *s) { return s->actor; }
-const char *pl_step_id(const pl_step *s) { return s->id ? s->id : ""; }
-uint32_t pl_step_seq(const pl_step *s) { return s->seq; }
-int64_t pl_step_time_us(const pl_step *s) { return s->time_us; }
-const char *pl_step_code(const pl_step *s) { return s->code; }
+pl_step_type pl_step_type_of(const pl_step *s)
+{
+    return s ? s->type : (pl_step_type)0;
+}
+const char *pl_step_actor(const pl_step *s) { return s ? s->actor : NULL; }
+const char *pl_step_id(const pl_step *s) { return s && s->id ? s->id : ""; }
+uint32_t pl_step_seq(const pl_step *s) { return s ? s->seq : 0; }
+int64_t pl_step_time_us(const pl_step *s) { return s ? s->time_us : 0; }
+const char *pl_step_code(const pl_step *s) { return s ? s->code : NULL; }
 
 const cJSON *pl_step_payload(const pl_step *cs)
 {
     pl_step *s = (pl_step *)cs; /* the decoded form is a cache */
+    if (!s)
+        return NULL;
     if (!s->decoded) {
         pl__tree_size ts;
         if (pl__payload_measure(s->mp, s->mp_len, pl__step_wrapping(s->type),
@@ -157,7 +162,7 @@ bool pl_step_is_error(const pl_step *s)
 {
     const uint8_t *v;
     size_t n;
-    return pl__map_find(s->mp, s->mp_len, "error", &v, &n) && n == 1 &&
+    return s && pl__map_find(s->mp, s->mp_len, "error", &v, &n) && n == 1 &&
            v[0] == 0xc3;
 }
 

@@ -163,12 +163,13 @@ static int agent(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     call.payload = text;
     call.actions = model_tools;
     call.n_actions = sizeof model_tools / sizeof *model_tools;
-    pl_decorator per_call[2], d[2] = {pl_decorator_loop(AGENT_MAX_TURNS)};
-    if (!(st = pl_decorator_observe(&per_call[0], &observe_opts)) &&
+    pl_decorator per_call[2], d[2];
+    if (!(st = pl_decorator_loop(&d[0], AGENT_MAX_TURNS)) &&
+        !(st = pl_decorator_observe(&per_call[0], &observe_opts)) &&
         !(st = pl_decorator_paginate(&per_call[1], &paginate_opts)) &&
         !(st = pl_decorator_invoke_action_with(&d[1], per_call, 2)))
         st = pl_ctx_call(&res, ctx, &call, d, 2);
-    if (st)
+    if (st && st != PL_ERESULT)
         goto done;
     /* The model failed for good (error-as-data): that is the answer. */
     if (pl_step_is_error(res)) {

@@ -295,9 +295,8 @@ Test(plugin, an_llm_policy_registered_by_a_plugin_outlives_its_loading)
     pl_outcome *o = NULL;
     cr_assert_eq(pl_run_start(&o, e, &a, NULL), PL_OK, "%s", pl_errmsg());
     cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason ? o->reason : "");
-    const cJSON *r = pl_step_payload(pl_steps_at(o->steps,
-                                                 pl_steps_count(o->steps) - 1));
-    const cJSON *t = cJSON_GetObjectItemCaseSensitive(r, "text");
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(pl_outcome_result(o),
+                                                      "text");
     cr_expect(cJSON_IsString(t) &&
               strcmp(t->valuestring, "hello from a plugin") == 0);
     pl_outcome_free(o);

@@ -75,13 +75,8 @@ int main(int argc, char **argv)
         goto done;
     }
     if (!strcmp(cmd, "hold")) {
-        pl_policy_def d = PL_POLICY_DEF_INIT;
-        d.name = "hold";
-        d.fn = hold;
-        pl_policy_def w = PL_POLICY_DEF_INIT;
-        w.name = "wait";
-        w.fn = wait_for_stdin;
-        if (pl_registry_add(reg, &d) || pl_registry_add(reg, &w)) {
+        if (pl_registry_add_fn(reg, "hold", hold, NULL) ||
+            pl_registry_add_fn(reg, "wait", wait_for_stdin, NULL)) {
             rc = fail("registry");
             goto done;
         }
