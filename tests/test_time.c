@@ -202,7 +202,10 @@ static void wake_until_done(pl_engine *e, const char *id)
     }
 }
 
-static const cJSON *result_of(const pl_outcome *o) { return t_result(o); }
+static const cJSON *result_of(const pl_outcome *o)
+{
+    return pl_outcome_result(o);
+}
 
 /* ------------------------------------------------------------------------ */
 /* Durable timers                                                           */

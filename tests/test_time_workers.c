@@ -191,7 +191,8 @@ Test(time_workers, timers_fire_once_with_workers_killed_at_random,
         snprintf(id, sizeof id, "t%d", i);
         pl_outcome *o = NULL;
         cr_assert_eq(pl_run_continue(&o, e, id, NULL), PL_OK);
-        bool doubt = cJSON_IsTrue(cJSON_GetObjectItem(t_result(o), "in_doubt"));
+        bool doubt = cJSON_IsTrue(cJSON_GetObjectItem(pl_outcome_result(o),
+                                                      "in_doubt"));
         pl_outcome_free(o);
         int n = lines_of(id);
         cr_expect_leq(n, 1, "%s fired %d times", id, n);

@@ -499,8 +499,9 @@ static int start_run(pl_outcome **out, char **out_id, pl_engine *e,
         opts->deadline_in_ms > INT64_MAX / 4)
         return pl__err(PL_EINVAL, "%s: a negative or huge deadline", fn);
     int64_t deadline = opts->deadline_ms;
-    int64_t rel =
-        opts->deadline_in_ms ? pl__now_us() / 1000 + opts->deadline_in_ms : 0;
+    int64_t rel = opts->deadline_in_ms
+                      ? pl__now_us() / 1000 + opts->deadline_in_ms
+                      : 0;
     if (rel && (!deadline || rel < deadline))
         deadline = rel;
     if (opts->check)
