@@ -30,6 +30,31 @@
 
 #define PL__ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
+/*
+ * Invariants.  assert() states what the code guarantees by itself (an
+ * argument its callers always pass right, a state it always leaves); the
+ * default and the sanitizer builds check them, a Release build drops them.
+ * ALWAYS(X) and NEVER(X) mark a defensive branch: a condition the code
+ * makes impossible by an earlier check, but whose branch is kept because
+ * the bytes or the transaction come from outside (a store file, a
+ * journal).  Where asserts are on they assert it; in a Release build they
+ * evaluate X and the branch handles it:
+ *
+ *     if (NEVER(len > left))
+ *         return pl__err(PL_ECORRUPT, "...");
+ *
+ * A condition that hostile input can bring about is no invariant: it gets
+ * a plain if and an error, never these.
+ */
+#include <assert.h>
+#ifdef NDEBUG
+#define ALWAYS(X) (X)
+#define NEVER(X) (X)
+#else
+#define ALWAYS(X) ((X) ? 1 : (assert(0 && "ALWAYS(" #X ")"), 0))
+#define NEVER(X) ((X) ? (assert(0 && "NEVER(" #X ")"), 1) : 0)
+#endif
+
 /* ---- growable byte buffer ------------------------------------------------ */
 
 typedef struct pl__buf {

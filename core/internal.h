@@ -1,40 +1,71 @@
 /*
  * internal.h -- the engine's data structures, shared by the core modules.
  *
- * The modules, from the public entry points down.  Each calls only modules
- * listed below it; a module others call declares what it shares in the
- * header named after it.
+ * The module map: every file of core/, by folder (tests/module_map.sh
+ * checks that it names each one, and nothing else).  A module others call
+ * declares what it shares in the header named after it.
  *
- *   runner.c      the runner: start, continue, resume, ownership, outcomes
- *   decorators.c  loop, invoke_action (the public API only)
- *   validate.c    the validate decorator (the public API only)
- *   fanout.c      pl_ctx_call_all: several calls at once, on threads
- *   call.c        pl_ctx_call and friends: how a call resolves (call.h)
- *   indoubt.c     recovering a call in flight at a crash (indoubt.h)
- *   callee.c      serve or execute a callee; the result ends the call
- *                 (callee.h)
- *   chain.c       the decorator chain, the policy at its end, the root
- *                 invocation (chain.h)
- *   recorded.c    now, random, uuid and side effects, recorded once
- *   suspend.c     suspending a run for an answer from outside (suspend.h)
- *   commit.c      a run's pending steps made durable; the sync points
- *                 (commit.h)
- *   invocation.c  an invocation's ledger and cursor: append-or-compare, the
- *                 hash chain's head (invocation.h)
- *   diverge.c     a replay that differs from its ledger, as events
- *                 (diverge.h)
- *   ctx.c         a policy's context: is it the running one, its ledger
- *                 view, accessors (ctx.h)
- *   fork.c        a new run from a prefix of another's ledgers
- *   run.c         a run in execution: create, fail, free (run.h)
- *   inspect.c     reading runs and ledgers, verification
- *   pool.c        many runs on a few threads; a task's commit (pl__commit)
- *   engine.c      engine lifecycle, commits (including group commit), events
- *   plugin.c      policies from a shared object (registry.h)
- *   registry.c    policies by name
- *   schema.c      JSON Schema: compile, validate (draft 7)
- *   step.c        pl_step / pl_steps
- *   path.c        invocation paths and step ids (path.h)
+ *   replay/          the replay engine, from the public entry points down
+ *     runner.c       the runner: start, continue, resume, ownership, outcomes
+ *     fanout.c       pl_ctx_call_all: several calls at once, on threads
+ *     call.c         pl_ctx_call and friends: how a call resolves (call.h)
+ *     indoubt.c      recovering a call in flight at a crash (indoubt.h)
+ *     callee.c       serve or execute a callee; the result ends the call
+ *                    (callee.h)
+ *     chain.c        the decorator chain, the policy at its end, the root
+ *                    invocation (chain.h)
+ *     recorded.c     now, random, uuid and side effects, recorded once
+ *     suspend.c      suspending a run for an answer from outside (suspend.h)
+ *     wait.c         sleeps, waits for events, cancellation, deadlines and
+ *                    waking waiting runs (wait.h)
+ *     commit.c       a run's pending steps made durable; the sync points
+ *                    (commit.h)
+ *     invocation.c   an invocation's ledger and cursor: append-or-compare,
+ *                    the hash chain's head (invocation.h)
+ *     diverge.c      a replay that differs from its ledger, as events
+ *                    (diverge.h)
+ *     ctx.c          a policy's context: is it the running one, its ledger
+ *                    view, accessors (ctx.h)
+ *     run.c          a run in execution: create, fail, free (run.h)
+ *     step.c         pl_step / pl_steps
+ *     path.c         invocation paths and step ids (path.h)
+ *
+ *   engine/          the engine's lifecycle and what it owns
+ *     pool.c         many runs on a few threads; a task's commit (pl__commit)
+ *     worker.c       the worker loop: queued and crashed runs taken and run
+ *     lease.c        the leases of the runs this engine executes, renewed
+ *     engine.c       engine lifecycle, commits (including group commit),
+ *                    events
+ *     plugin.c       policies from a shared object (registry.h)
+ *     registry.c     policies by name
+ *
+ *   ops/             operations on stored runs
+ *     inspect.c      reading runs and ledgers, verification
+ *     fork.c         a new run from a prefix of another's ledgers
+ *     export.c       a run as JSON lines (the format: export.h)
+ *     import.c       an export back into a store, checked before written
+ *     rechain.c      steps copied under another run number and id, their
+ *                    hashes made anew (rechain.h)
+ *
+ *   ext/             extensions on the public API alone (the build gives
+ *                    them include/ and no header of ours besides ext/'s)
+ *     decorators.c   loop, invoke_action
+ *     decorator_retry.c    retry: bounded attempts, recorded backoff
+ *     decorator_timeout.c  timeout: a cooperative deadline
+ *     decorator_budget.c   budget: steps, time and model tokens
+ *     decorator_cap.c      cap: a result too large for its caller
+ *     decorator_paginate.c paginate: every page a recorded call
+ *     decorator_observe.c  observe: a raw result and what a model sees
+ *     validate.c     the validate decorator
+ *     schema_compile.c     JSON Schema: compiling (schema.h, draft 7)
+ *     schema_eval.c  JSON Schema: validating
+ *     json.c         pl_json_pack / pl_json_unpack
+ *     json_calls.c   pl_steps_add_resultf, pl_ctx_invokef
+ *     trace.c        the JSON-lines trace writer
+ *     otel.c         the OpenTelemetry exporter (PL_WITH_CURL)
+ *     otel_none.c    its stand-in without libcurl: it refuses to open
+ *
+ * The store (ledger/) is beneath all of these; its map is in store.h.
  */
 #ifndef PL_INTERNAL_H
 #define PL_INTERNAL_H
@@ -85,6 +116,12 @@ PL__HIDDEN pl_step *pl__step_new(pl_step_type type, const char *actor,
  * checks it), with its id "<path>:<seq>".  PL_ECORRUPT or PL_ENOMEM. */
 PL__HIDDEN int pl__step_from_rec(const pl__rec *rec, const char *path,
                                  pl_step **out) PL__MUST_CHECK;
+/* The callee's one step that the result @p answer folds (its ledger
+ * @p callee_path, first step, chained to the run's @p genesis hash), as
+ * pl__step_from_rec() makes it.  PL_ECORRUPT or PL_ENOMEM. */
+PL__HIDDEN int pl__step_folded(const pl__rec *answer, const uint8_t *genesis,
+                               const char *callee_path,
+                               pl_step **out) PL__MUST_CHECK;
 /* Give a step its place in a ledger. */
 PL__HIDDEN int pl__step_place(pl_step *s, const char *path, uint32_t seq,
                               int64_t time_us) PL__MUST_CHECK;

@@ -1,6 +1,6 @@
 /*
- * policyledger.h -- a durable, ledger-based policy engine with event-sourced
- * replay.
+ * policyledger.h -- durable execution for C programs and LLM agents: every
+ * call recorded in a ledger, a crashed run finished by replaying it.
  *
  * This header is the manual.  Read the overview and caveats first; every
  * function below lists what it returns, who owns what, and its thread rules.
@@ -9,11 +9,11 @@
  *
  *   A *policy* is a C function registered by name in a *registry*.  The engine
  *   runs a policy as one *invocation* with its own append-only *ledger* of
- *   immutable *steps*, stored in LMDB.  Through its *context* a policy calls
- *   other policies (each call appends an `action_call` step, runs the callee in
- *   a new invocation, and appends an `action_result` step), reads its ledger,
- *   and uses recorded helpers for anything non-deterministic (clock,
- *   randomness, external I/O).
+ *   immutable *steps*, stored in LMDB or PostgreSQL.  Through its *context* a
+ *   policy calls other policies (each call appends an `action_call` step, runs
+ *   the callee in a new invocation, and appends an `action_result` step),
+ *   reads its ledger, and uses recorded helpers for anything
+ *   non-deterministic (clock, randomness, external I/O).
  *
  *   A *run* is one top-level execution.  A run that crashed, failed or was
  *   suspended is continued by running it again: every append is compared with
@@ -508,6 +508,17 @@ void pl_registry_free(pl_registry *reg);
 int pl_registry_add(pl_registry *reg, const pl_policy_def *def);
 
 /**
+ * Register a policy whose data (@p def->user) the registry owns: when the
+ * registry is freed, after its policies, it calls @p release(def->user).
+ * For a policy made at run time with data of its own (an LLM policy, a
+ * plugin's).  On failure nothing is registered and @p release is not
+ * called: the caller still owns def->user.
+ * @return as pl_registry_add(); PL_EINVAL also for a NULL @p release.
+ */
+int pl_registry_add_owned(pl_registry *reg, const pl_policy_def *def,
+                          void (*release)(void *user));
+
+/**
  * Register @p fn as policy @p name, passing it @p user, every other field
  * at its PL_POLICY_DEF_INIT default (idempotent, no description, no
  * schema): the common case in one call.  For metadata, fill a
@@ -607,9 +618,18 @@ typedef enum pl_event_kind {
     PL_EVENT_RUN_SUSPENDED = 10,
     PL_EVENT_RUN_COMPLETED = 11,
     PL_EVENT_RUN_FAILED = 12,
-    PL_EVENT_DIVERGED = 13       /**< a replayed step differs from the one
+    PL_EVENT_DIVERGED = 13,      /**< a replayed step differs from the one
                                       recorded (diff says how); the run
                                       stops with PL_ENONDET */
+    PL_EVENT_STORE_LOST = 14,    /**< pl_worker_run(): the store stopped
+                                      answering; detail is the cause, status
+                                      the pl_status; no run_id.  Once per
+                                      outage */
+    PL_EVENT_STORE_BACK = 15     /**< pl_worker_run(): the store answers
+                                      again (detail says after how long);
+                                      the runs the outage cut off are taken
+                                      back at once, their leases being the
+                                      worker's own */
 } pl_event_kind;
 
 /** @return "run_started", "call_served", ... or NULL. */
@@ -694,7 +714,7 @@ int pl_durability_parse(pl_durability *out, const char *name);
  * Version 2 appended read_only, version 3 host_id and lease_ms; an older
  * struct (built before them) is still accepted, with their defaults.
  */
-#define PL_ENGINE_OPTIONS_VERSION 3
+#define PL_ENGINE_OPTIONS_VERSION 4
 
 /** Engine options.  Initialise with PL_ENGINE_OPTIONS_INIT. */
 typedef struct pl_engine_options {
@@ -733,11 +753,18 @@ typedef struct pl_engine_options {
      * At least 100.
      */
     unsigned lease_ms;
+    /**
+     * Since version 4.  Open an existing store only, for writing: never
+     * create one.  A missing file, directory or PostgreSQL schema is
+     * PL_ENOTFOUND, an empty file PL_ECORRUPT, and nothing is created.
+     * false (the default) creates the store when it is missing.
+     */
+    bool no_create;
 } pl_engine_options;
 
 #define PL_ENGINE_OPTIONS_INIT                                                 \
     { PL_ENGINE_OPTIONS_VERSION, PL_DURABILITY_SYNC, 0, 0, 0, 0, NULL, NULL,   \
-      false, NULL, 0 }
+      false, NULL, 0, false }
 
 /**
  * Open (creating if needed) a store and an engine on it.
@@ -748,12 +775,19 @@ typedef struct pl_engine_options {
  *                      connection URI, which opens a PostgreSQL store in
  *                      the schema its `schema=NAME` parameter names
  *                      (default "policyledger"), creating it if needed.
+ *                      A library built without PostgreSQL
+ *                      (PL_WITH_POSTGRESQL=OFF) refuses such a URI with
+ *                      PL_EINVAL, saying so.
  * @param registry      borrowed: must outlive the engine and not change
  *                      while the engine runs.
  * @param opts          NULL for defaults.
  * @return PL_OK; PL_EINVAL (also max_payload over 1 GiB); PL_EBUSY (this
  *         process has the store open already); PL_EVERSION (store written
- *         by an unknown format); PL_ECORRUPT (not a policyledger store);
+ *         by an unknown format); PL_ECORRUPT (not a policyledger store:
+ *         another program's file, LMDB environment or schema, in which
+ *         nothing is created; or a store file shorter than LMDB's record
+ *         of its last page, which is never mapped); PL_ENOTFOUND (no
+ *         store there, with no_create or read_only);
  *         PL_EACCES (the store cannot be written: a read-only file
  *         system or no permission; open it with read_only to read it);
  *         PL_ENOSPC; PL_ESTORE; PL_ENOMEM.
@@ -1397,6 +1431,11 @@ int pl_run_export_each(pl_engine *engine, const char *run_id,
  * Writing takes two commits (the store numbers a run when it creates it):
  * should the process die between them, the run is left `failed` with a
  * reason saying the import did not complete, and its id stays taken.
+ *
+ * With a NULL @p engine the export is only checked, as above, and
+ * nothing is opened or written: PL_OK means it would import (unless its
+ * id is taken), *out_run_id the id it would take.  A tool checks an
+ * export this way before it creates a store for it.
  *
  * @param[out] out_run_id the imported run's id; caller owns, free with
  *        free().  NULL on failure.
@@ -2330,7 +2369,8 @@ typedef struct pl_otel_counts {
  * @return PL_OK; PL_ENOTFOUND (no endpoint: none given, none in the
  *         environment); PL_EINVAL (NULL @p out, a bad version, an endpoint
  *         that is not http:// or https://, a header without '=');
- *         PL_ENOMEM; PL_EIO (libcurl or the thread could not start).
+ *         PL_ENOMEM; PL_EIO (libcurl or the thread could not start; or
+ *         a library built without libcurl, PL_WITH_CURL=OFF, saying so).
  */
 int pl_otel_open(pl_otel **out, const pl_otel_options *opts);
 
@@ -2851,7 +2891,10 @@ void pl_tools_free(pl_tools *tools);
 
 /**
  * Register "calculator", "http_get" and, with a root, "read_file" (and,
- * with allowed commands, "run_command") in @p reg.  Every name is checked first, so PL_EEXIST registers none.
+ * with allowed commands, "run_command") in @p reg.  A library built
+ * without libcurl (PL_WITH_CURL=OFF) has no "http_get": pl_tools_new()
+ * refuses an http:// or https:// allow entry there, saying so.  Every name
+ * is checked first, so PL_EEXIST registers none.
  * @param tools borrowed: must outlive every engine using @p reg.
  * @return PL_OK; PL_EINVAL (NULL argument); PL_EEXIST (a name is taken);
  *         PL_ENOMEM.

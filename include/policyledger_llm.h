@@ -50,17 +50,24 @@
  *     turns carried them (no top-level "tokens" in the recorded exchange)
  *     make the steps they made then, so those runs replay.  Arguments
  *     that are not a JSON object, or not valid against the tool's
- *     input_schema, an unknown tool or a missing field make the answer
- *     malformed (pl_llm_malformed), naming what came back.
+ *     input_schema, arguments nested deeper than a tool call's step can
+ *     hold (29 levels: a payload nests at most PL_MAX_JSON_DEPTH), an
+ *     unknown tool or a missing field make the answer malformed
+ *     (pl_llm_malformed), naming what came back; the model call is
+ *     recorded all the same (deep arguments as their JSON text), so a
+ *     continue never asks the model again.
  *   - A model call that fails for good becomes an error-as-data result:
  *     Unauthorized (401), Forbidden (403), NotFound (404), InvalidInput
- *     (other 4xx), RateLimited, RetryableServer or Timeout (429, 5xx and
- *     transport errors, once retries are spent), or InvalidModelAction
+ *     (other 4xx), RateLimited, RetryableServer or Timeout (429, 409,
+ *     408, 5xx and transport errors, once retries are spent; the message
+ *     then says why no further attempt was made and after how many), or
+ *     InvalidModelAction
  *     (see pl_llm_malformed).  A response body that is not the protocol's
  *     JSON is InvalidInput, not retried.
  *   - Retries happen inside one model call, before it is recorded: up to
- *     max_attempts, waiting by decorrelated jitter, or what a Retry-After
- *     asks when the server sends one (seconds, or an HTTP date in any of
+ *     max_attempts, waiting by decorrelated jitter, or what the server
+ *     asks: retry-after-ms (milliseconds, as OpenAI and Anthropic send it)
+ *     first, else Retry-After (seconds, or an HTTP date in any of
  *     RFC 9110's three forms; a date past means at once; one that is
  *     neither is ignored), never past total_timeout_ms: a wait that would
  *     end past it ends the call with the last error instead.
@@ -225,7 +232,9 @@ typedef struct pl_llm_options {
  * @param system_prompt the system message, or NULL for none.
  * @param opts          NULL for the defaults.
  * @return PL_OK; PL_EINVAL (a NULL argument, a bad or unknown model URL,
- *         bad options, an output schema that is not a JSON object); PL_EEXIST
+ *         bad options, an output schema that is not a JSON object; a model
+ *         over HTTP in a library built without libcurl, PL_WITH_CURL=OFF,
+ *         where only scripted:// models work); PL_EEXIST
  *         and the rest as pl_registry_add(); PL_ENOMEM.
  */
 int pl_llm_register(pl_registry *reg, const char *name, const char *model_url,

@@ -26,12 +26,18 @@ int pl__kvs_begin(pl__kvs *l, const uint8_t *key, size_t klen)
 
 void pl__kvs_end(pl__kvs *l)
 {
+    assert(l->n < l->cap); /* after a pl__kvs_begin() that succeeded */
     pl__kv *e = &l->e[l->n];
+    assert(e->voff <= l->data.len);
     e->vlen = l->data.len - e->voff;
     l->n++;
 }
 
-void pl__kvs_cancel(pl__kvs *l) { l->data.len = l->e[l->n].koff; }
+void pl__kvs_cancel(pl__kvs *l)
+{
+    assert(l->n < l->cap && l->e[l->n].koff <= l->data.len);
+    l->data.len = l->e[l->n].koff;
+}
 
 int pl__kvs_add(pl__kvs *l, const uint8_t *key, size_t klen, const uint8_t *val,
                 size_t vlen)

@@ -2,31 +2,62 @@
  * store.c -- the store's two backends behind store.h: a postgresql:// or
  * postgres:// URI opens the PostgreSQL store (pg_store.c), anything else
  * the LMDB store (lmdb_*.c).  Each function hands its call to the backend
- * the store was opened with; neither backend knows of the other.
+ * the store was opened with; neither backend knows of the other.  Built
+ * without PostgreSQL (PL_WITH_POSTGRESQL 0), a URI is refused at open and
+ * every store is LMDB.
  */
 #include "lmdb_store.h"
+#if PL_WITH_POSTGRESQL
 #include "pg_store.h"
+#endif
 
 #include <stdlib.h>
 
 struct pl__store {
     pl__lmdb_store *lmdb; /* exactly one of the two */
+#if PL_WITH_POSTGRESQL
     pl__pg_store *pg;
+#endif
 };
 
-/* Call the backend's function @p fn: pl__pg_fn or pl__lmdb_fn. */
+/* Call the backend's function @p fn: pl__pg_fn or pl__lmdb_fn (CALL0: with
+ * no argument but the store). */
+#if PL_WITH_POSTGRESQL
 #define CALL(s, fn, ...)                                                       \
     ((s)->pg ? pl__pg_##fn((s)->pg, __VA_ARGS__)                               \
              : pl__lmdb_##fn((s)->lmdb, __VA_ARGS__))
+#define CALL0(s, fn) ((s)->pg ? pl__pg_##fn((s)->pg) : pl__lmdb_##fn((s)->lmdb))
+#else
+#define CALL(s, fn, ...) pl__lmdb_##fn((s)->lmdb, __VA_ARGS__)
+#define CALL0(s, fn) pl__lmdb_##fn((s)->lmdb)
+#endif
+
+static bool is_pg_uri(const char *path)
+{
+    return path && (strncmp(path, "postgresql://", 13) == 0 ||
+                    strncmp(path, "postgres://", 11) == 0);
+}
 
 int pl__store_open(pl__store **out, const char *path,
                    const pl__store_options *opts)
 {
+#if !PL_WITH_POSTGRESQL
+    if (is_pg_uri(path))
+        return pl__err(
+            PL_EINVAL,
+            "cannot open '%.200s': policyledger was built without PostgreSQL support (PL_WITH_POSTGRESQL=OFF)",
+            path);
+#endif
     pl__store *s = calloc(1, sizeof *s);
     if (!s)
         return pl__err(PL_ENOMEM, "out of memory");
-    int st = pl__pg_is_uri(path) ? pl__pg_open(&s->pg, path, opts)
-                                 : pl__lmdb_open(&s->lmdb, path, opts);
+    int st;
+#if PL_WITH_POSTGRESQL
+    if (is_pg_uri(path))
+        st = pl__pg_open(&s->pg, path, opts);
+    else
+#endif
+        st = pl__lmdb_open(&s->lmdb, path, opts);
     if (st) {
         free(s);
         return st;
@@ -39,17 +70,11 @@ void pl__store_close(pl__store *s)
 {
     if (!s)
         return;
-    if (s->pg)
-        pl__pg_close(s->pg);
-    else
-        pl__lmdb_close(s->lmdb);
+    CALL0(s, close);
     free(s);
 }
 
-const char *pl__store_path(const pl__store *s)
-{
-    return s->pg ? pl__pg_path(s->pg) : pl__lmdb_path(s->lmdb);
-}
+const char *pl__store_path(const pl__store *s) { return CALL0(s, path); }
 
 int pl__store_stats_get(pl__store *s, pl__store_stats *out)
 {
@@ -62,18 +87,9 @@ int pl__store_commit(pl__store *s, pl__batch *const *batches, size_t n,
     return CALL(s, commit, batches, n, journal);
 }
 
-int pl__store_settle(pl__store *s)
-{
-    return s->pg ? pl__pg_settle(s->pg) : pl__lmdb_settle(s->lmdb);
-}
+int pl__store_settle(pl__store *s) { return CALL0(s, settle); }
 
-void pl__store_maintain(pl__store *s)
-{
-    if (s->pg)
-        pl__pg_maintain(s->pg);
-    else
-        pl__lmdb_maintain(s->lmdb);
-}
+void pl__store_maintain(pl__store *s) { CALL0(s, maintain); }
 
 int pl__store_read(pl__store *s, const uint8_t *prefix, size_t prefix_len,
                    uint32_t from_seq, size_t max_n, size_t max_bytes,

@@ -2,11 +2,39 @@
  * store.h -- the storage interface the engine is written against.
  *
  * The engine sees keys, values, runs and atomic batches; nothing here names
- * LMDB, so another backend can implement this header.  The LMDB files
- * (lmdb_env.c, lmdb_store.c, lmdb_journal.c) are the embedded default;
- * pg_store.c is the store on PostgreSQL, for a postgresql:// path.  store.c
- * implements these functions by handing each call to the store's backend.
- * The key layout (keys.h) and the containers (kvs.c) are every backend's.
+ * LMDB, so another backend can implement this header.  store.c implements
+ * these functions by handing each call to the store's backend.  The key
+ * layout (keys.h) and the containers (kvs.c) are every backend's.
+ *
+ * The module map: every file of ledger/, by folder (tests/module_map.sh
+ * checks that it names each one, and nothing else).
+ *
+ *   store.c          which backend a path opens; each call handed to it
+ *   kvs.c            key/value lists and batches (below)
+ *
+ *   codec/           records and keys, every backend's (codec.h)
+ *     record.c       the step record: what a step is, as stored (record.h)
+ *     runrec.c       run records: a run's info and state (runrec.h)
+ *     mp_write.c     the msgpack writer (mp.h)
+ *     mp_read.c      the checked msgpack reader, and payloads decoded
+ *     payload_cmp.c  payloads compared without encoding them again
+ *                    (payload.h)
+ *     keys.c         step keys: where each step of a run sits (keys.h)
+ *     hash.c         the hash chain's digests, the run records' checksums
+ *                    (hash.h, on base/sha256.h)
+ *
+ *   lmdb/            the embedded default (lmdb_store.h, lmdb_int.h)
+ *     lmdb_ident.c   what a file must be before LMDB maps it, and what
+ *                    makes an environment a policyledger store
+ *     lmdb_env.c     opening and closing the environment, its growth
+ *     lmdb_store.c   committing batches, reading ledgers and runs
+ *     lmdb_journal.c the group commit journal
+ *     lmdb_lease.c   run leases (LEASES below)
+ *     lmdb_time.c    timers and inboxes (TIMERS below)
+ *
+ *   pg/              the store on PostgreSQL, for a postgresql:// path
+ *                    (pg_store.h; built with PL_WITH_POSTGRESQL)
+ *     pg_store.c     the store through libpq
  *
  * Thread rules: one store per process and path; all functions may be called
  * from any thread at once.
@@ -27,6 +55,8 @@ typedef struct pl__store_options {
     /* open an existing store only, and never write to it: every write
      * fails with PL_ESTATE, and the journal is left to writers */
     bool read_only;
+    /* never create a store: a missing one is PL_ENOTFOUND */
+    bool no_create;
 } pl__store_options;
 
 PL__HIDDEN int pl__store_open(pl__store **out, const char *path,
@@ -71,11 +101,13 @@ PL__HIDDEN void pl__kvs_free(pl__kvs *l);
  * entries only), which the decoders take for an empty record. */
 static inline const uint8_t *pl__kvs_key(const pl__kvs *l, size_t i)
 {
+    assert(i < l->n);
     return l->data.data ? l->data.data + l->e[i].koff : NULL;
 }
 
 static inline const uint8_t *pl__kvs_val(const pl__kvs *l, size_t i)
 {
+    assert(i < l->n);
     return l->data.data ? l->data.data + l->e[i].voff : NULL;
 }
 

@@ -4,6 +4,8 @@
 #   scripts/test.sh --sanitize   the suite built with ASan + UBSan (build-asan/)
 #   scripts/test.sh --tsan       the threads' stress test under ThreadSanitizer
 #                                (build-tsan/; Criterion cannot run under it)
+#   scripts/test.sh --minimal    the suite built without libpq and libcurl
+#                                (build-min/; what needs them is left out)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh --test
@@ -13,7 +15,10 @@ case "${1:-}" in
   "") ;;
   --sanitize) dir=build-asan flags=(-DPL_BUILD_TESTS=ON -DPL_SANITIZE=ON) ;;
   --tsan) dir=build-tsan flags=(-DPL_BUILD_TESTS=ON -DPL_TSAN=ON) ;;
-  *) echo "usage: scripts/test.sh [--sanitize | --tsan]" >&2; exit 2 ;;
+  --minimal) dir=build-min flags=(-DPL_BUILD_TESTS=ON -DPL_SANITIZE=OFF
+                                  -DPL_WITH_POSTGRESQL=OFF -DPL_WITH_CURL=OFF) ;;
+  *) echo "usage: scripts/test.sh [--sanitize | --tsan | --minimal]" >&2
+     exit 2 ;;
 esac
 cmake -S . -B "$dir" "${flags[@]}" >/dev/null
 cmake --build "$dir" -j"$(nproc)"

@@ -7,7 +7,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
-#include <libpq-fe.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,10 +65,13 @@ bool t_on_pg(void)
         return false;
     cr_assert_str_eq(b, "postgresql",
                      "PL_TEST_STORE is lmdb or postgresql, not '%s'", b);
+    cr_assert(PL_WITH_POSTGRESQL, "PL_TEST_STORE is postgresql, and this "
+                                  "build has no PostgreSQL store "
+                                  "(PL_WITH_POSTGRESQL=OFF)");
     return true;
 }
 
-static const char *pg_server(void)
+const char *t_pg_server(void)
 {
     const char *uri = getenv("PL_TEST_PG_URI");
     cr_assert(uri && *uri && strchr(uri, '?'),
@@ -97,7 +99,7 @@ void t_store_in(char *out, size_t n, const char *dir, const char *name)
     if (t_on_pg()) {
         char schema[64];
         pg_schema_new(schema, sizeof schema);
-        len = snprintf(out, n, "%s&schema=%s", pg_server(), schema);
+        len = snprintf(out, n, "%s&schema=%s", t_pg_server(), schema);
     } else {
         len = snprintf(out, n, "%s/%s", dir, name);
     }
@@ -134,72 +136,15 @@ void t_copy_file(const char *from, const char *to)
     close(out);
 }
 
-static PGresult *pg_exec(PGconn *c, const char *sql, ExecStatusType want)
-{
-    PGresult *r = PQexec(c, sql);
-    cr_assert_eq(PQresultStatus(r), want, "%s: %s", sql,
-                 PQresultErrorMessage(r));
-    return r;
-}
-
-const char *t_pg_schema(const char *store)
-{
-    const char *s = strstr(store, "&schema=");
-    cr_assert_not_null(s, "not a test store on PostgreSQL: %s", store);
-    return s + 8;
-}
-
-PGconn *t_pg_admin(void)
-{
-    PGconn *c = PQconnectdb(pg_server());
-    cr_assert_eq(PQstatus(c), CONNECTION_OK, "connect: %s", PQerrorMessage(c));
-    return c;
-}
-
-/* Every table and sequence of the schema in @p from, with their rows and
- * values, into the schema in @p to (which must not exist yet). */
-static void pg_copy(const char *to, const char *from)
-{
-    const char *fs = t_pg_schema(from), *ts = t_pg_schema(to);
-    PGconn *c = t_pg_admin();
-    char sql[1024];
-    snprintf(sql, sizeof sql, "CREATE SCHEMA \"%s\"", ts);
-    PQclear(pg_exec(c, sql, PGRES_COMMAND_OK));
-    snprintf(sql, sizeof sql,
-             "SELECT c.relname, c.relkind FROM pg_class c JOIN pg_namespace "
-             "n ON n.oid = c.relnamespace WHERE n.nspname = '%s' AND "
-             "c.relkind IN ('r', 'S') ORDER BY c.relkind DESC",
-             fs);
-    PGresult *rel = pg_exec(c, sql, PGRES_TUPLES_OK);
-    for (int i = 0; i < PQntuples(rel); i++) {
-        const char *name = PQgetvalue(rel, i, 0);
-        if (*PQgetvalue(rel, i, 1) == 'S')
-            snprintf(sql, sizeof sql,
-                     "CREATE SEQUENCE \"%s\".\"%s\"; SELECT setval('\"%s\"."
-                     "\"%s\"', last_value, is_called) FROM \"%s\".\"%s\"",
-                     ts, name, ts, name, fs, name);
-        else
-            snprintf(sql, sizeof sql,
-                     "CREATE TABLE \"%s\".\"%s\" (LIKE \"%s\".\"%s\" "
-                     "INCLUDING ALL); INSERT INTO \"%s\".\"%s\" SELECT * "
-                     "FROM \"%s\".\"%s\"",
-                     ts, name, fs, name, ts, name, fs, name);
-        PGresult *r = PQexec(c, sql);
-        ExecStatusType es = PQresultStatus(r);
-        cr_assert(es == PGRES_COMMAND_OK || es == PGRES_TUPLES_OK, "%s: %s",
-                  sql, PQresultErrorMessage(r));
-        PQclear(r);
-    }
-    PQclear(rel);
-    PQfinish(c);
-}
-
 void t_store_copy(const char *to, const char *from)
 {
-    if (t_on_pg())
-        pg_copy(to, from);
-    else
-        t_copy_file(from, to);
+#if PL_WITH_POSTGRESQL
+    if (t_on_pg()) {
+        t_pg_copy(to, from);
+        return;
+    }
+#endif
+    t_copy_file(from, to);
 }
 
 cJSON *t_json(const char *text)

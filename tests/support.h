@@ -34,9 +34,20 @@ void t_store_copy(const char *to, const char *from);
 /* PostgreSQL: the schema of the store @p store (a t_store_in() path), and
  * a plain connection to the server (close with PQfinish()). */
 const char *t_pg_schema(const char *store);
+/* The server's URI (PL_TEST_PG_URI, which pg_run.sh sets). */
+const char *t_pg_server(void);
 struct pg_conn *t_pg_admin(void);
+/* Copy the store's tables (see t_store_copy()); support_pg.c. */
+void t_pg_copy(const char *to, const char *from);
 /* Copy a file (a missing @p from copies nothing). */
 void t_copy_file(const char *from, const char *to);
+/* Skip the test in a build without libcurl (PL_WITH_CURL=OFF): it speaks
+ * HTTP. */
+#define t_needs_curl()                                                         \
+    do {                                                                       \
+        if (!PL_WITH_CURL)                                                     \
+            cr_skip_test("needs libcurl: built with PL_WITH_CURL=OFF");        \
+    } while (0)
 /* Skip the test on PostgreSQL: it is about LMDB, for the reason @p why. */
 void t_lmdb_only(const char *why);
 /* Remove every temporary directory this process made. */

@@ -28,6 +28,7 @@
  */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <execinfo.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -407,8 +408,30 @@ static int run_child(long fail_at, int report)
     return WEXITSTATUS(ws);
 }
 
-Test(alloc, every_allocation_of_a_run_fails_in_turn, .timeout = 1500)
+/*
+ * PL_ALLOC_SHARD="k/N" takes the allocations n with n % N == k alone: the
+ * suite runs the sweep as N tests (test_alloc_k), each a slice of it.
+ */
+static void shard_of(long *k, long *n)
 {
+    const char *s = getenv("PL_ALLOC_SHARD");
+    *k = 0;
+    *n = 1;
+    if (!s || !*s)
+        return;
+    char *end;
+    errno = 0;
+    *k = strtol(s, &end, 10);
+    cr_assert(errno == 0 && *end == '/', "PL_ALLOC_SHARD '%s' is not k/N", s);
+    *n = strtol(end + 1, &end, 10);
+    cr_assert(errno == 0 && !*end && *n > 0 && *k >= 0 && *k < *n,
+              "PL_ALLOC_SHARD '%s' is not k/N with 0 <= k < N", s);
+}
+
+Test(alloc, every_allocation_of_a_run_fails_in_turn, .timeout = 900)
+{
+    long shard, shards;
+    shard_of(&shard, &shards);
     int fds[2];
     cr_assert_eq(pipe(fds), 0);
     cr_assert_eq(run_child(0, fds[1]), 0, "the scenario fails unprovoked");
@@ -417,15 +440,23 @@ Test(alloc, every_allocation_of_a_run_fails_in_turn, .timeout = 1500)
     close(fds[0]);
     close(fds[1]);
     cr_assert_gt(total, 100, "the wrapper sees the run's allocations");
-    printf("alloc: a whole run makes %ld allocations; each fails in turn\n",
-           total);
+    printf("alloc: a whole run makes %ld allocations; each fails in turn "
+           "(slice %ld of %ld)\n",
+           total, shard, shards);
     fflush(stdout);
-    long bad = 0, from = 1;
+    long bad = 0, tried = 0, from = 1;
     const char *at = getenv("PL_ALLOC_AT"); /* one n alone, to look at it */
-    if (at && *at)
+    if (at && *at) {
         from = total = strtol(at, NULL, 10);
+        shards = 1;
+        shard = 0;
+    }
     for (long n = from; n <= total; n++)
-        bad += run_child(n, -1) != 0;
+        if (n % shards == shard) {
+            bad += run_child(n, -1) != 0;
+            tried++;
+        }
+    cr_assert_gt(tried, 0, "the slice holds no allocation");
     cr_assert_eq(bad, 0, "%ld of %ld failing allocations mishandled (above)",
-                 bad, total);
+                 bad, tried);
 }

@@ -1,7 +1,8 @@
 /*
- * test_concurrency.c -- many writers at once (DESIGN §4 durability modes and
- * group commit, §5 several processes on one store; core/engine/engine.c group
- * commit and the active set; core/replay/runner.c run ownership).
+ * test_concurrency.c -- many writers at once (docs/design.md §9 durability
+ * modes and group commit, §7.6 several processes on one store;
+ * core/engine/engine.c group commit and the active set;
+ * core/replay/runner.c run ownership).
  *
  *   (a) two processes, each with its own engine on the SAME store file, run
  *       their own runs at the same time: every run completes, verifies and

@@ -1,6 +1,7 @@
 /*
  * test_crash.c -- the crash matrix: SIGKILL at every step boundary, then
- * recovery by replay (DESIGN §3, §4; core/replay/commit.c SYNC POINTS).
+ * recovery by replay (docs/design.md §3, §8; core/replay/commit.c SYNC
+ * POINTS).
  *
  * The order workflow (examples/order: reserve_stock, charge_card, ship) runs
  * once, uncrashed, in its own store; an event callback records its boundary

@@ -1,6 +1,7 @@
 /*
  * test_decorators.c -- loop(max_turns), invoke_action and user decorators
- * (DESIGN.md section 6; core/ext/decorators.c and the chain in core/replay/chain.c).
+ * (docs/design.md §11; core/ext/decorators.c and the chain in
+ * core/replay/chain.c).
  *
  * A scripted fake "model" policy stands in for an LLM: it is deterministic
  * given its ledger (it counts the action_result steps there to know its turn)

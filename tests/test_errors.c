@@ -1,8 +1,9 @@
 /*
  * test_errors.c -- bad input to the public API never crashes and gives clear
- * errors (DESIGN.md section 7 and 14; the argument checks of core/replay/runner.c,
- * the pl_ctx_* functions in core/replay/call.c, chain.c, ctx.c, recorded.c and
- * suspend.c, and core/replay/step.c, core/engine/engine.c and core/ops/inspect.c).
+ * errors (docs/design.md §10 and §19; the argument checks of
+ * core/replay/runner.c, the pl_ctx_* functions in core/replay/call.c,
+ * chain.c, ctx.c, recorded.c and suspend.c, and core/replay/step.c,
+ * core/engine/engine.c and core/ops/inspect.c).
  *
  * Covers: NULL out-parameters and NULL engines, invalid run ids, wrong
  * option versions, bad root actions (non-object payload, unregistered

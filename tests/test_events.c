@@ -1,5 +1,5 @@
 /*
- * test_events.c -- the engine's event callback (DESIGN.md section 13;
+ * test_events.c -- the engine's event callback (docs/design.md §18;
  * pl__emit() in core/engine/engine.c, its call sites in core/replay/invocation.c,
  * commit.c, callee.c and runner.c).
  *

@@ -1,5 +1,5 @@
 /*
- * test_fanout.c -- pl_ctx_call_all (core/replay/fanout.c; DESIGN.md section 9).
+ * test_fanout.c -- pl_ctx_call_all (core/replay/fanout.c; docs/design.md §13).
  *
  * A root policy "fan" takes {"calls": [{"policy", "payload", "retry"}...]}
  * and makes them all at once; its result lists the callees' results in

@@ -1,6 +1,7 @@
 /*
- * test_indoubt.c -- in-doubt calls (DESIGN §3; pl_policy_def.idempotent and
- * .in_doubt in policyledger.h; core/replay/call.c resolve_call, core/replay/indoubt.c).
+ * test_indoubt.c -- in-doubt calls (docs/design.md §5;
+ * pl_policy_def.idempotent and .in_doubt in policyledger.h;
+ * core/replay/call.c resolve_call, core/replay/indoubt.c).
  *
  * A non-idempotent tool ("risky") appends a line to an effects file and, on
  * its first execution only (a marker file remembers it across the process

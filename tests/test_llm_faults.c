@@ -786,6 +786,105 @@ Test(llm_faults, retry_after_as_an_http_date)
     fixture_free(&f);
 }
 
+/* retry-after-ms (OpenAI's and Anthropic's) wins over Retry-After: here
+ * Retry-After alone (an hour) would be past the total time, and the call
+ * would give up after one request. */
+Test(llm_faults, retry_after_ms_wins_over_retry_after)
+{
+    serve(&g_protos[0],
+          list(2,
+               "{\"status\": 429, \"headers\": {\"Retry-After\": \"3600\", "
+               "\"retry-after-ms\": \"5\"}, \"body\": {\"error\": "
+               "{\"message\": \"slow down\"}}}",
+               TEXT_ANSWER));
+    pl_llm_options o = PL_LLM_OPTIONS_INIT;
+    o.max_attempts = 3;
+    o.total_timeout_ms = 60000;
+    fixture f = {0};
+    run(&f, &o, "hi", "[]", "ms");
+    expect_text(&f, "fine");
+    cr_expect_eq(t_server_requests(&g_srv), 2);
+    fixture_free(&f);
+}
+
+/* 408 and 409 are tried again, as the official SDKs do. */
+Test(llm_faults, timeout_and_conflict_are_retried)
+{
+    serve(&g_protos[0],
+          list(3, "{\"status\": 408, \"body\": {\"error\": \"slow\"}}",
+               "{\"status\": 409, \"body\": {\"error\": \"busy\"}}",
+               TEXT_ANSWER));
+    pl_llm_options o = PL_LLM_OPTIONS_INIT;
+    o.max_attempts = 3;
+    o.backoff_base_ms = 1;
+    o.backoff_max_ms = 2;
+    fixture f = {0};
+    run(&f, &o, "hi", "[]", "408");
+    expect_text(&f, "fine");
+    cr_expect_eq(t_server_requests(&g_srv), 3);
+    cr_expect_eq(attempts(&f, "408"), 3);
+    fixture_free(&f);
+}
+
+/* A retry that is not made says why, and after how many attempts. */
+Test(llm_faults, a_skipped_retry_says_why)
+{
+    serve(&g_protos[0],
+          list(2,
+               "{\"status\": 429, \"headers\": {\"Retry-After\": "
+               "\"3600\"}, \"body\": {\"error\": {\"message\": \"slow "
+               "down\"}}}",
+               TEXT_ANSWER));
+    pl_llm_options o = PL_LLM_OPTIONS_INIT;
+    o.total_timeout_ms = 60000;
+    fixture f = {0};
+    run(&f, &o, "hi", "[]", "budget");
+    expect_error(&f, PL_ERR_RATE_LIMITED,
+                 "not tried again after 1 attempt: "
+                 "the wait of 3600000 ms the server "
+                 "asked for is past the");
+    fixture_free(&f);
+    serve(&g_protos[0],
+          list(2, "{\"status\": 500, \"body\": {\"error\": \"boom\"}}",
+               "{\"status\": 500, \"body\": {\"error\": \"boom\"}}"));
+    o.max_attempts = 2;
+    o.backoff_base_ms = 1;
+    o.backoff_max_ms = 2;
+    fixture g = {0};
+    run(&g, &o, "hi", "[]", "spent");
+    expect_error(&g, PL_ERR_RETRYABLE_SERVER,
+                 "not tried again after 2 attempts: no attempt was left "
+                 "(max_attempts 2)");
+    fixture_free(&g);
+}
+
+/* A response nested past what the parser takes says so, not "not JSON";
+ * a body of another shape names what it lacks in plain words. */
+Test(llm_faults, deep_and_misshapen_responses_say_what_they_are)
+{
+    size_t n = 2 * 1200 + 64;
+    char *r = malloc(n);
+    cr_assert_not_null(r);
+    size_t at = (size_t)snprintf(r, n, "{\"raw\": \"");
+    for (int i = 0; i < 1200; i++)
+        r[at++] = '[';
+    for (int i = 0; i < 1200; i++)
+        r[at++] = ']';
+    snprintf(r + at, n - at, "\"}");
+    serve(&g_protos[0], list(1, r));
+    free(r);
+    fixture f = {0};
+    run(&f, NULL, "hi", "[]", "deep");
+    expect_error(&f, PL_ERR_INVALID_INPUT, "nests deeper than 1000 levels");
+    fixture_free(&f);
+    serve(&g_protos[0], list(1, "{\"body\": {\"id\": \"x\"}}"));
+    fixture g = {0};
+    run(&g, NULL, "hi", "[]", "shape");
+    expect_error(&g, PL_ERR_INVALID_INPUT,
+                 "the model's response has no choices[0].message object");
+    fixture_free(&g);
+}
+
 /* ------------------------------------------------------------------------ */
 /* Failures                                                                 */
 /* ------------------------------------------------------------------------ */

@@ -280,3 +280,108 @@ Test(llm_providers, gemini_function_calling_round_trip)
     cr_expect(strstr(pl_errmsg(), "gemini://MODEL"));
     pl_registry_free(reg);
 }
+
+/* Arguments {"note": "x", "deep": {"a": {"a": ... 1}}} nesting @p depth
+ * levels, the arguments object included. */
+static char *deep_args(int depth)
+{
+    size_t n = (size_t)depth * 8 + 64;
+    char *s = malloc(n);
+    cr_assert_not_null(s);
+    size_t at = (size_t)snprintf(s, n, "{\"note\": \"x\", \"deep\": ");
+    for (int i = 2; i < depth; i++)
+        at += (size_t)snprintf(s + at, n - at, "{\"a\": ");
+    at += (size_t)snprintf(s + at, n - at, "{\"a\": 1}");
+    for (int i = 1; i < depth; i++)
+        at += (size_t)snprintf(s + at, n - at, "}");
+    return s;
+}
+
+/* One run whose model calls "effect" with arguments @p depth deep, then
+ * answers "Done.".  Returns the run's outcome; *requests the model calls. */
+static pl_outcome *deep_run(const char *proto, int depth, int *requests,
+                            bool again)
+{
+    char *args = deep_args(depth);
+    size_t n = strlen(args) + 512;
+    char *script = malloc(n);
+    cr_assert_not_null(script);
+    snprintf(script, n,
+             "{\"protocol\": \"%s\", \"by_turn\": true, \"responses\": ["
+             "{\"answer\": {\"tool_calls\": [{\"id\": \"c1\", \"name\": "
+             "\"effect\", \"arguments\": %s}]}, \"usage\": [5, 5]},"
+             "{\"answer\": {\"text\": \"Done.\"}, \"usage\": [5, 1]}]}",
+             proto, args);
+    t_server srv;
+    t_server_start(&srv, script);
+    char url[96], base[80];
+    snprintf(base, sizeof base, "http://127.0.0.1:%d/v1", srv.port);
+    pl_llm_options o = quick(base);
+    o.malformed = PL_LLM_MALFORMED_FAIL;
+    if (!strcmp(proto, "ollama")) {
+        snprintf(url, sizeof url, "ollama://127.0.0.1:%d/m", srv.port);
+        o.base_url = NULL;
+    } else {
+        snprintf(url, sizeof url, "%s://m", proto);
+    }
+    pl_registry *reg = t_llm_registry(url, &o);
+    pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
+    pl_outcome *out = t_agent(e, "note it", "[\"effect\"]", "deep");
+    if (again) { /* a continue of the finished run asks the model nothing */
+        pl_outcome *next = NULL;
+        int st = pl_run_continue(&next, e, "deep", NULL);
+        cr_expect(st == PL_OK || st == PL_ESTATE, "continue: %s", pl_errmsg());
+        pl_outcome_free(next);
+    }
+    *requests = t_server_requests(&srv);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+    t_server_stop(&srv);
+    free(script);
+    free(args);
+    return out;
+}
+
+/* Tool arguments as deep as a tool call's step can hold (29 levels) work
+ * on every protocol; deeper ones are a malformed model action like any
+ * other: the model's answer is recorded, the run fails with
+ * InvalidModelAction naming the nesting limit, and continuing it asks the
+ * model nothing again. */
+static void deep_arguments(const char *proto)
+{
+    for (int depth = 27; depth <= 29; depth += 2) {
+        int requests = 0;
+        pl_outcome *out = deep_run(proto, depth, &requests, false);
+        cr_expect_eq(out->status, PL_RUN_COMPLETED, "%s, %d levels: %s", proto,
+                     depth, out->reason ? out->reason : "");
+        cr_expect_eq(requests, 2, "%s, %d levels", proto, depth);
+        pl_outcome_free(out);
+    }
+    for (int depth = 30; depth <= 31; depth++) {
+        int requests = 0;
+        pl_outcome *out = deep_run(proto, depth, &requests, true);
+        /* the agent's result is the error result of the model call */
+        size_t ns = pl_steps_count(out->steps);
+        const pl_step *last = ns ? pl_steps_at(out->steps, ns - 1) : NULL;
+        cr_assert(last && pl_step_is_error(last), "%s, %d levels: status %d",
+                  proto, depth, out->status);
+        const char *code = t_str(pl_step_payload(last), "code");
+        const char *why = t_str(pl_step_payload(last), "message");
+        expect_str(code, PL_LLM_ERR_INVALID_MODEL_ACTION);
+        cr_expect(why && strstr(why, "nesting limit") &&
+                      !strstr(why, "not JSON"),
+                  "%s, %d levels: %s", proto, depth, why ? why : "-");
+        cr_expect_eq(requests, 1, "%s, %d levels: the model was asked again",
+                     proto, depth);
+        pl_outcome_free(out);
+    }
+}
+
+Test(llm_providers, deep_tool_arguments_openai) { deep_arguments("openai"); }
+
+Test(llm_providers, deep_tool_arguments_anthropic)
+{
+    deep_arguments("anthropic");
+}
+
+Test(llm_providers, deep_tool_arguments_ollama) { deep_arguments("ollama"); }

@@ -333,6 +333,7 @@ Test(llm_scripted, crash_at_every_step_with_the_scripted_model, .timeout = 300)
 
 Test(llm_scripted, crash_at_every_step_with_the_loopback_server, .timeout = 300)
 {
+    t_needs_curl();
     t_server srv;
     t_server_start(
         &srv,
@@ -630,6 +631,7 @@ static int server_requests(void) { return t_server_requests(&g_srv); }
 
 Test(llm_scripted, a_token_budget_on_the_loopback_server)
 {
+    t_needs_curl();
     t_server_start(
         &g_srv,
         "{\"responses\": ["

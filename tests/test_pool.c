@@ -25,7 +25,9 @@
 #include "support.h"
 
 #include <errno.h>
+#if PL_WITH_POSTGRESQL
 #include <libpq-fe.h>
+#endif
 #include <lmdb.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -132,6 +134,7 @@ static pl_pool *pool_of(pl_engine *e, unsigned threads, unsigned per)
     return p;
 }
 
+#if PL_WITH_POSTGRESQL
 /* PostgreSQL: the transactions that wrote the run and step rows there. */
 static size_t pg_txns(const char *path)
 {
@@ -150,13 +153,16 @@ static size_t pg_txns(const char *path)
     PQfinish(c);
     return n;
 }
+#endif
 
 /* The transactions the store committed (the engine is closed): on LMDB all
  * ever committed, on PostgreSQL those that wrote the rows there. */
 static size_t store_txns(const char *path)
 {
+#if PL_WITH_POSTGRESQL
     if (t_on_pg())
         return pg_txns(path);
+#endif
     MDB_env *env;
     cr_assert_eq(mdb_env_create(&env), 0);
     cr_assert_eq(mdb_env_set_maxdbs(env, 16), 0);

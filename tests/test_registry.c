@@ -128,3 +128,42 @@ Test(registry, status_table)
     cr_assert_str_eq(pl_event_kind_name(PL_EVENT_CALL_SERVED), "call_served");
     cr_assert_str_eq(pl_version(), PL_VERSION_STRING);
 }
+
+static int released;
+static void release_counter(void *user)
+{
+    cr_assert_str_eq(user, "data", "release gets the policy's user data");
+    released++;
+    free(user);
+}
+
+Test(registry, owned_data_released_with_the_registry)
+{
+    pl_registry *reg;
+    cr_assert_eq(pl_registry_new(&reg), PL_OK);
+    released = 0;
+    pl_policy_def d = PL_POLICY_DEF_INIT;
+    d.name = "owner";
+    d.fn = noop;
+    d.user = strdup("data");
+    cr_assert_not_null(d.user);
+    cr_assert_eq(pl_registry_add_owned(reg, &d, release_counter), PL_OK, "%s",
+                 pl_errmsg());
+    cr_assert_eq(pl_registry_find(reg, "owner")->user, d.user);
+
+    /* refused: nothing registered, nothing released, the caller owns it */
+    pl_policy_def again = d;
+    again.user = strdup("data");
+    cr_assert_eq(pl_registry_add_owned(reg, &again, release_counter),
+                 PL_EEXIST);
+    cr_assert_eq(pl_registry_count(reg), 1);
+    again.name = "other";
+    cr_assert_eq(pl_registry_add_owned(reg, &again, NULL), PL_EINVAL);
+    cr_assert(strstr(pl_errmsg(), "release"), "%s", pl_errmsg());
+    cr_assert_null(pl_registry_find(reg, "other"));
+    cr_assert_eq(released, 0);
+    free(again.user);
+
+    pl_registry_free(reg);
+    cr_assert_eq(released, 1, "released once, with the registry");
+}

@@ -1,5 +1,5 @@
 /*
- * test_replay.c -- replay by comparison (DESIGN.md section 3;
+ * test_replay.c -- replay by comparison (docs/design.md §3;
  * core/replay/invocation.c, core/replay/call.c and core/replay/runner.c).
  *
  * Covers: a finished run continued executes nothing and returns the same

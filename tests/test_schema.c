@@ -1,5 +1,5 @@
 /*
- * test_schema.c -- the JSON Schema validator (core/ext/schema.c) against the
+ * test_schema.c -- the JSON Schema validator (core/ext/schema_*.c) against the
  * official JSON-Schema-Test-Suite (Debian package json-schema-test-suite,
  * draft 7 files, read at run time), plus its bounds on hostile input and
  * its errors.

@@ -1,5 +1,5 @@
 /*
- * test_suspend.c -- suspend and resume (DESIGN.md section 8; pl_ctx_suspend
+ * test_suspend.c -- suspend and resume (docs/design.md §12; pl_ctx_suspend
  * in core/replay/suspend.c, pl_run_resume in core/replay/runner.c).
  *
  * A root policy calls tools and a "human" policy that suspends with a prompt.

@@ -22,14 +22,51 @@ void cli_set_name(const char *argv0)
 
 const char *cli_name(void) { return g_name; }
 
+/* The longest message cli_error() prints, before "... (N bytes)". */
+#define MESSAGE_MAX 1024
+
 void cli_error(const char *fmt, ...)
 {
+    char small[MESSAGE_MAX + 1];
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "%s: ", g_name);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    int n = vsnprintf(small, sizeof small, fmt, ap);
     va_end(ap);
+    if (n < 0)
+        n = 0;
+    /* one line whatever it holds: a library's line breaks (libpq's
+     * "\n\t") become spaces, any other control character an escape, and a
+     * long message is cut */
+    fprintf(stderr, "%s: ", g_name);
+    size_t len = strlen(small);
+    if ((size_t)n > len) { /* cut before a character, not inside one */
+        while (len && ((unsigned char)small[len - 1] & 0xc0) == 0x80)
+            len--;
+        if (len && (unsigned char)small[len - 1] >= 0xc0)
+            len--;
+    }
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)small[i];
+        if (c == '\n' || c == '\r' || c == '\t') {
+            while (i + 1 < len &&
+                   (small[i + 1] == '\n' || small[i + 1] == '\r' ||
+                    small[i + 1] == '\t' || small[i + 1] == ' '))
+                i++;
+            if (i + 1 < len)
+                fputc(' ', stderr);
+        } else if (c < 0x20 || c == 0x7f) {
+            fprintf(stderr, "\\x%02x", c);
+        } else if (c == 0xc2 && i + 1 < len &&
+                   (unsigned char)small[i + 1] >= 0x80 &&
+                   (unsigned char)small[i + 1] <= 0x9f) {
+            fprintf(stderr, "\\u%04x", (unsigned char)small[++i]);
+        } else {
+            fputc(c, stderr);
+        }
+    }
+    if ((size_t)n > len)
+        fprintf(stderr, "... (%d bytes)", n);
+    fputc('\n', stderr);
 }
 
 bool cli_option(int argc, char **argv, int *i, const char *name,
@@ -256,6 +293,72 @@ void cli_hex(char *out, const uint8_t *b, size_t len)
     out[2 * len] = '\0';
 }
 
+const char *cli_quote(char *out, size_t n, const char *s)
+{
+    if (!s) {
+        snprintf(out, n, "(null)");
+        return out;
+    }
+    size_t len = strlen(s), o = 0, shown = 0;
+    /* room for the closing quote, "...", " (N bytes)" and the NUL */
+    size_t limit = n > 40 ? n - 32 : n / 2;
+    out[o++] = '"';
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        unsigned c = *p;
+        char esc[8];
+        if (c == '"' || c == '\\')
+            snprintf(esc, sizeof esc, "\\%c", c);
+        else if (c == '\n')
+            snprintf(esc, sizeof esc, "\\n");
+        else if (c == '\t')
+            snprintf(esc, sizeof esc, "\\t");
+        else if (c == '\r')
+            snprintf(esc, sizeof esc, "\\r");
+        else if (c < 0x20 || c == 0x7f)
+            snprintf(esc, sizeof esc, "\\x%02x", c);
+        else if (c == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f) /* C1 */
+            snprintf(esc, sizeof esc, "\\u%04x", (unsigned)*++p);
+        else {
+            esc[0] = (char)c;
+            esc[1] = '\0';
+        }
+        size_t el = strlen(esc);
+        /* never cut inside a UTF-8 sequence */
+        bool lead = c < 0x80 || c >= 0xc0;
+        if (lead && o + el > limit)
+            break;
+        memcpy(out + o, esc, el);
+        o += el;
+        shown = (size_t)((const char *)p - s) + 1;
+    }
+    out[o++] = '"';
+    out[o] = '\0';
+    if (shown < len)
+        snprintf(out + o, n - o, "... (%zu bytes)", len);
+    return out;
+}
+
+bool cli_run_id_ok(const char *id)
+{
+    size_t n = strlen(id);
+    if (!n || n > PL_MAX_RUN_ID)
+        return false;
+    for (const char *p = id; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+              (*p >= '0' && *p <= '9') || strchr("._:-", *p)))
+            return false;
+    return true;
+}
+
+char *cli_strdup(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *d = malloc(n);
+    if (d)
+        memcpy(d, s, n);
+    return d;
+}
+
 char *cli_json_compact(const cJSON *item)
 {
     return cJSON_PrintUnformatted(item);
@@ -308,7 +411,9 @@ bool cli_open_store(pl_engine **engine, pl_registry **registry,
     opts.read_only = true;
     st = pl_engine_open(engine, path, *registry, &opts);
     if (st) {
-        cli_error("cannot open store '%s': %s", path, pl_errmsg());
+        char q[CLI_QUOTE_MAX];
+        cli_error("cannot open store %s: %s", cli_quote(q, sizeof q, path),
+                  pl_errmsg());
         pl_registry_free(*registry);
         *registry = NULL;
         return false;
@@ -392,33 +497,3 @@ cJSON *cli_parse_object(const char *text, const char *what)
 }
 
 /* see cli.h */
-int cli_store_exists(const char *path)
-{
-    /* a PostgreSQL store is a server's: opening it creates no file */
-    if (!strncmp(path, "postgresql://", 13) ||
-        !strncmp(path, "postgres://", 11))
-        return 0;
-    struct stat sb;
-    if (stat(path, &sb) != 0) {
-        cli_error("no store at '%s': %s", path, strerror(errno));
-        return -1;
-    }
-    if (S_ISDIR(sb.st_mode)) {
-        char data[4096];
-        if (snprintf(data, sizeof data, "%s/data.mdb", path) >=
-                (int)sizeof data ||
-            stat(data, &sb) != 0 || sb.st_size == 0) {
-            cli_error("'%s' is a directory without a store in it (no "
-                      "data.mdb)",
-                      path);
-            return -1;
-        }
-    } else if (!S_ISREG(sb.st_mode)) {
-        cli_error("'%s' is neither a store file nor a store directory", path);
-        return -1;
-    } else if (sb.st_size == 0) {
-        cli_error("'%s' is empty: not a store", path);
-        return -1;
-    }
-    return 0;
-}

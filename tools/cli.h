@@ -67,6 +67,31 @@ void cli_wait_text(char *out, size_t n, int64_t wake_ms, const char *event,
 /* Hex of @p len bytes into @p out (2 * len + 1 bytes). */
 void cli_hex(char *out, const uint8_t *bytes, size_t len);
 
+/* The room cli_quote() needs at most. */
+#define CLI_QUOTE_MAX 112
+
+/*
+ * A user's string (a run id, a policy name, a path, a server's message) as
+ * a message shows it: in double quotes, every control character (newline,
+ * tab, escape, C1) and every quote and backslash escaped C-style, and cut
+ * after about 64 bytes with "..." and its length, so that it can neither
+ * split a one-line message, reach the terminal as a control sequence, nor
+ * make a line of kilobytes.  Writes into @p out (at least 16 bytes;
+ * CLI_QUOTE_MAX holds every answer) and returns it.  NULL is "(null)".
+ */
+const char *cli_quote(char *out, size_t n, const char *s);
+
+/* cli_quote() into a buffer of the calling expression's own: for one
+ * argument of a message (a compound literal lives to the end of the
+ * enclosing block). */
+#define QUOTE(s) cli_quote((char[CLI_QUOTE_MAX]){0}, CLI_QUOTE_MAX, (s))
+
+/* Is @p id a run id: 1..PL_MAX_RUN_ID bytes of [A-Za-z0-9._:-]? */
+bool cli_run_id_ok(const char *id);
+
+/* A copy of @p s, caller frees with free(); NULL on OOM. */
+char *cli_strdup(const char *s);
+
 /* Compact JSON of @p item, caller frees with free(); NULL on OOM. */
 char *cli_json_compact(const cJSON *item);
 
@@ -102,10 +127,5 @@ char *cli_read_all(const char *path, size_t max);
  * where) on stderr, naming @p what, and returns NULL.  Caller frees.
  */
 cJSON *cli_parse_object(const char *text, const char *what);
-
-/* 0 when @p path names an existing, non-empty store (a PostgreSQL URI is
- * taken as one); else says why on stderr and returns -1.  For a tool that
- * opens a store to write and must never create one. */
-int cli_store_exists(const char *path);
 
 #endif /* PL_CLI_H */

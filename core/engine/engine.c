@@ -113,6 +113,8 @@ static const char *const event_names[] = {
     "run_completed",
     "run_failed",
     "diverged",
+    "store_lost",
+    "store_back",
 };
 
 const char *pl_event_kind_name(pl_event_kind k)
@@ -157,8 +159,7 @@ int pl_engine_open(pl_engine **out, const char *path,
         return pl__err(PL_EINVAL, "pl_engine_open: a store path is required");
     if (!registry)
         return pl__err(PL_EINVAL, "pl_engine_open: a registry is required");
-    if (opts->version != PL_ENGINE_OPTIONS_VERSION && opts->version != 1 &&
-        opts->version != 2)
+    if (opts->version < 1 || opts->version > PL_ENGINE_OPTIONS_VERSION)
         return pl__err(PL_EINVAL,
                        "pl_engine_open: options version %u, this "
                        "library knows %d (use "
@@ -217,7 +218,9 @@ int pl_engine_open(pl_engine **out, const char *path,
                             opts->max_readers,
                             opts->durability == PL_DURABILITY_PROCESS,
                             /* a version 1 struct ends before read_only */
-                            opts->version >= 2 && opts->read_only};
+                            opts->version >= 2 && opts->read_only,
+                            /* a version 3 struct ends before no_create */
+                            opts->version >= 4 && opts->no_create};
     int rc = pl__store_open(&e->store, path, &so);
     if (rc) {
         pl_engine_close(e);

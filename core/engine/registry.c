@@ -294,3 +294,15 @@ int pl__registry_own(pl_registry *reg, void *resource, void (*release)(void *))
     reg->owned[reg->n_owned++] = (owned){resource, release};
     return PL_OK;
 }
+
+int pl_registry_add_owned(pl_registry *reg, const pl_policy_def *def,
+                          void (*release)(void *user))
+{
+    if (!release)
+        return pl__err(PL_EINVAL, "pl_registry_add_owned: release is NULL");
+    size_t before = reg ? reg->n : 0;
+    int st = pl_registry_add(reg, def);
+    if (!st && (st = pl__registry_own(reg, def->user, release)))
+        pl__registry_truncate(reg, before);
+    return st;
+}

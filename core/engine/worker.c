@@ -13,10 +13,20 @@
  * queue checks before each call it starts (call.c): a stop lets the calls
  * under way finish, stops their runs before their next call, and hands
  * those runs back to the queue for another worker.
+ *
+ * A store that stops answering (a PostgreSQL server restarting, a network
+ * gone) is reported once, as PL_EVENT_STORE_LOST with the cause, and its
+ * coming back once, as PL_EVENT_STORE_BACK.  The runs the worker was
+ * executing when it failed are still its own (their leases hold until they
+ * run out): it takes them back as soon as the store answers again, before
+ * anything from the queue, instead of leaving them `running` until their
+ * leases expire.
  */
 #include <errno.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "internal.h"
@@ -35,7 +45,84 @@ typedef struct worker {
     uint64_t completed, suspended, failed, skipped;
     int fatal; /* a read-only engine: no thread can work */
     char fatal_msg[PL__ERRMSG_MAX];
+    /* the store (guarded by mu) */
+    bool down;         /* its last answer was a failure */
+    uint64_t down_ns;  /* since when */
+    pl__lease *retake; /* runs cut off by the failure: still ours */
+    size_t n_retake, cap_retake;
+    unsigned retaken;
 } worker;
+
+/* A failure of the store itself, not of the request. */
+static bool store_fault(int st) { return st == PL_ESTORE || st == PL_EIO; }
+
+static void store_event(pl_engine *e, pl_event_kind kind, int st,
+                        const char *detail)
+{
+    if (!e->on_event)
+        return;
+    pl_event ev;
+    memset(&ev, 0, sizeof ev);
+    ev.kind = kind;
+    ev.status = st;
+    ev.detail = detail;
+    e->on_event(&ev, e->event_user);
+}
+
+/* The store failed with @p st: say so once; keep @p cut (a run it cut
+ * off, or NULL) to take back. */
+static void store_lost(worker *w, int st, const pl__lease *cut)
+{
+    char msg[PL__ERRMSG_MAX];
+    pl__errmsg_save(msg);
+    pthread_mutex_lock(&w->mu);
+    if (cut && w->n_retake == w->cap_retake) {
+        size_t cap = w->cap_retake ? 2 * w->cap_retake : 8;
+        pl__lease *g = realloc(w->retake, cap * sizeof *g);
+        if (g) {
+            w->retake = g;
+            w->cap_retake = cap;
+        }
+    }
+    if (cut && w->n_retake < w->cap_retake)
+        w->retake[w->n_retake++] = *cut; /* else it expires on its own */
+    if (!w->down) {
+        w->down = true;
+        w->down_ns = pl__mono_ns();
+        store_event(w->e, PL_EVENT_STORE_LOST, st, msg);
+    }
+    pthread_mutex_unlock(&w->mu);
+}
+
+/* The store answered: say so once after a failure. */
+static void store_back(worker *w)
+{
+    pthread_mutex_lock(&w->mu);
+    if (w->down) {
+        w->down = false;
+        char msg[160];
+        snprintf(msg, sizeof msg,
+                 "the store answers again after %llu ms; %zu run(s) it cut "
+                 "off are taken back now",
+                 (unsigned long long)((pl__mono_ns() - w->down_ns) / 1000000),
+                 w->n_retake);
+        store_event(w->e, PL_EVENT_STORE_BACK, 0, msg);
+    }
+    pthread_mutex_unlock(&w->mu);
+}
+
+/* A run the store's failure cut off, to take back now; false if none. */
+static bool next_retake(worker *w, pl__lease *out)
+{
+    pthread_mutex_lock(&w->mu);
+    bool any = !w->down && w->n_retake > 0;
+    if (any) {
+        *out = w->retake[--w->n_retake];
+        w->retaken++;
+    }
+    pthread_mutex_unlock(&w->mu);
+    return any;
+}
 
 static bool stopping(const pl_engine *e)
 {
@@ -60,11 +147,14 @@ static void *work(void *arg)
     pl_engine *e = w->e;
     while (!stopping(e)) {
         pl__lease lease;
-        int st = pl__store_lease_next(e->store, e->worker, e->lease_us, &lease);
+        int st = PL_OK;
         int64_t next_due = 0;
-        if (st == PL_ENOTFOUND) /* no queued run: a waiting one now due? */
-            st = pl__store_timer_take(e->store, e->worker, e->lease_us, &lease,
-                                      &next_due);
+        if (!next_retake(w, &lease)) {
+            st = pl__store_lease_next(e->store, e->worker, e->lease_us, &lease);
+            if (st == PL_ENOTFOUND) /* no queued run: a waiting one now due? */
+                st = pl__store_timer_take(e->store, e->worker, e->lease_us,
+                                          &lease, &next_due);
+        }
         if (st == PL_ESTATE) { /* read-only: it never will */
             pthread_mutex_lock(&w->mu);
             w->fatal = st;
@@ -73,6 +163,10 @@ static void *work(void *arg)
             atomic_store(&e->worker_stop, 1);
             break;
         }
+        if (st == PL_ENOTFOUND || !st)
+            store_back(w);
+        else if (store_fault(st))
+            store_lost(w, st, NULL);
         if (st) {
             /* nothing queued or due, or the store failed (a server
              * restarting): look again later, or when the next timer is
@@ -86,6 +180,10 @@ static void *work(void *arg)
         }
         pl_outcome *o = NULL;
         st = pl__run_continue_leased(&o, e, &lease);
+        if (store_fault(st) && !stopping(e)) {
+            store_lost(w, st, &lease);
+            continue; /* not counted: it goes on once the store is back */
+        }
         if (st && stopping(e)) {
             /* stopped between two calls (call.c): hand the run back, so
              * that another worker takes it now, not once the lease has
@@ -160,6 +258,7 @@ int pl_worker_run(pl_engine *e, const pl_worker_options *opts)
         st = w.fatal;
     }
     pthread_mutex_destroy(&w.mu);
+    free(w.retake); /* leases not taken back expire on their own */
     free(th);
     if (opts->completed)
         *opts->completed = w.completed;

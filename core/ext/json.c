@@ -57,10 +57,29 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
-#include "util.h"
+#include "ext.h"
+
+/* Room for one more element in a doubling array of @p n elements of @p size
+ * bytes: @p items while n < *cap, else the array reallocated (first to
+ * @p first elements) and *cap updated; NULL when out of memory. */
+static void *grow(void *items, size_t *cap, size_t n, size_t size, size_t first)
+{
+    if (n < *cap)
+        return items;
+    size_t next = *cap ? *cap * 2 : first;
+    if (next < *cap || next > SIZE_MAX / size)
+        return NULL;
+    void *p = realloc(items, next * size);
+    if (p)
+        *cap = next;
+    return p;
+}
 
 /* 2^53: integers up to this magnitude are exact in a double. */
 #define EXACT_INT_MAX (INT64_C(1) << 53)
@@ -111,7 +130,7 @@ static const char *shown(const scan *s, char buf[8])
 
 /* A failure of the format at s->p. */
 static int fmt_err(const scan *s, int status, const char *fmt, ...)
-    PL__PRINTF(3, 4);
+    PL__EXT_PRINTF(3, 4);
 static int fmt_err(const scan *s, int status, const char *fmt, ...)
 {
     char why[128];
@@ -119,8 +138,8 @@ static int fmt_err(const scan *s, int status, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(why, sizeof why, fmt, ap);
     va_end(ap);
-    return pl__err(status, "%s: format \"%s\", offset %zu: %s", s->verb, s->fmt,
-                   (size_t)(s->p - s->fmt), why);
+    return pl_errorf(status, "%s: format \"%s\", offset %zu: %s", s->verb,
+                     s->fmt, (size_t)(s->p - s->fmt), why);
 }
 
 static int check_value(scan *s, bool unpack, int depth, bool in_container);
@@ -308,7 +327,7 @@ static void path_text(const walk *w, char *buf, size_t size)
 
 /* Record the walk's first failure, at the current path, and return it.  A
  * later failure keeps the first one's status and message. */
-static int fail(walk *w, int status, const char *fmt, ...) PL__PRINTF(3, 4);
+static int fail(walk *w, int status, const char *fmt, ...) PL__EXT_PRINTF(3, 4);
 static int fail(walk *w, int status, const char *fmt, ...)
 {
     if (w->rc)
@@ -320,7 +339,7 @@ static int fail(walk *w, int status, const char *fmt, ...)
     vsnprintf(why, sizeof why, fmt, ap);
     va_end(ap);
     w->rc = status;
-    return pl__err(status, "%s: %s: %s", w->s.verb, path, why);
+    return pl_errorf(status, "%s: %s: %s", w->s.verb, path, why);
 }
 
 /* Enter a member or item: the path of the values read until leave(). */
@@ -343,7 +362,7 @@ static void number_text(double d, char out[32])
         snprintf(out, 32, "%.17g", d);
 }
 
-static const char *type_name(const cJSON *v)
+const char *pl__json_type_name(const cJSON *v)
 {
     if (cJSON_IsObject(v))
         return "an object";
@@ -547,14 +566,14 @@ int pl_json_vpack(cJSON **out, const char *fmt, va_list ap)
     if (out)
         *out = NULL;
     if (!fmt)
-        return pl__err(PL_EINVAL, "pack: fmt is NULL");
+        return pl_errorf(PL_EINVAL, "pack: fmt is NULL");
     int rc = check_format(fmt, "pack", false);
     if (rc)
         return rc;
     walk w = {.s = {fmt, fmt, "pack"}};
     va_copy(w.ap, ap);
     if (!out)
-        w.rc = pl__err(PL_EINVAL, "pack: out is NULL");
+        w.rc = pl_errorf(PL_EINVAL, "pack: out is NULL");
     bool omitted;
     cJSON *v = pack_value(&w, &omitted);
     va_end(w.ap);
@@ -582,7 +601,8 @@ static int unpack_value(walk *w, const cJSON *v);
 
 static int mismatch(walk *w, const cJSON *v, const char *want)
 {
-    return fail(w, PL_EJSON, "expected %s, got %s", want, type_name(v));
+    return fail(w, PL_EJSON, "expected %s, got %s", want,
+                pl__json_type_name(v));
 }
 
 /* Does the container whose members start at @p p end in '!'?  The format is
@@ -639,7 +659,7 @@ static int unpack_object(walk *w, const cJSON *v)
             goto done;
         }
         if (strict) {
-            const char **k = pl__grow(keys, &cap_keys, n_keys, sizeof *keys, 8);
+            const char **k = grow(keys, &cap_keys, n_keys, sizeof *keys, 8);
             if (!k) {
                 rc = fail(w, PL_ENOMEM, "out of memory");
                 goto done;
@@ -716,7 +736,7 @@ static int unpack_array(walk *w, const cJSON *v)
 /* Remember a copy 'O' made, to free it on failure. */
 static int keep_dup(walk *w, cJSON **var, cJSON *copy)
 {
-    copied *d = pl__grow(w->dups, &w->cap_dups, w->n_dups, sizeof *d, 4);
+    copied *d = grow(w->dups, &w->cap_dups, w->n_dups, sizeof *d, 4);
     if (!d) {
         cJSON_Delete(copy);
         return fail(w, PL_ENOMEM, "out of memory");
@@ -833,9 +853,9 @@ static int unpack_value(walk *w, const cJSON *v)
 int pl_json_vunpack(const cJSON *json, const char *fmt, va_list ap)
 {
     if (!fmt)
-        return pl__err(PL_EINVAL, "unpack: fmt is NULL");
+        return pl_errorf(PL_EINVAL, "unpack: fmt is NULL");
     if (!json)
-        return pl__err(PL_EINVAL, "unpack: json is NULL");
+        return pl_errorf(PL_EINVAL, "unpack: json is NULL");
     int rc = check_format(fmt, "unpack", true);
     if (rc)
         return rc;
@@ -858,50 +878,5 @@ int pl_json_unpack(const cJSON *json, const char *fmt, ...)
     va_start(ap, fmt);
     int rc = pl_json_vunpack(json, fmt, ap);
     va_end(ap);
-    return rc;
-}
-
-/* ---- results ------------------------------------------------------------- */
-
-int pl_steps_add_resultf(pl_steps *steps, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    cJSON *v;
-    int rc = pl_json_vpack(&v, fmt, ap);
-    va_end(ap);
-    if (rc)
-        return rc;
-    if (!cJSON_IsObject(v))
-        rc = pl__err(PL_EJSON,
-                     "pl_steps_add_resultf: format \"%s\" builds "
-                     "%s; a result must be an object",
-                     fmt, type_name(v));
-    else
-        rc = pl_steps_add_result(steps, v);
-    cJSON_Delete(v);
-    return rc;
-}
-
-int pl_ctx_invokef(cJSON **out, pl_ctx *ctx, const char *policy,
-                   const char *fmt, ...)
-{
-    if (out)
-        *out = NULL;
-    va_list ap;
-    va_start(ap, fmt);
-    cJSON *payload;
-    int rc = pl_json_vpack(&payload, fmt, ap);
-    va_end(ap);
-    if (rc)
-        return rc;
-    if (!cJSON_IsObject(payload))
-        rc = pl__err(PL_EJSON,
-                     "pl_ctx_invokef: format \"%s\" builds %s; a "
-                     "payload must be an object",
-                     fmt, type_name(payload));
-    else
-        rc = pl_ctx_invoke(out, ctx, policy, payload);
-    cJSON_Delete(payload);
     return rc;
 }

@@ -39,10 +39,10 @@
 #include <string.h>
 #include <time.h>
 
-#include <curl/curl.h>
+#include <policyledger.h>
 
-#include "hash.h"
-#include "util.h"
+#include <curl/curl.h>
+#include <openssl/sha.h>
 
 #define DEF_QUEUE 2048
 #define DEF_BATCH 512
@@ -99,7 +99,17 @@ static void curl_init(void)
     curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
 }
 
-static int64_t mono_ns(void) { return (int64_t)pl__mono_ns(); }
+static int64_t clock_ns(clockid_t id)
+{
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static int64_t mono_ns(void) { return clock_ns(CLOCK_MONOTONIC); }
+
+/* A copy of @p s; NULL for NULL or when out of memory. */
+static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
 
 static int64_t now_ns(const pl_otel *x)
 {
@@ -151,9 +161,9 @@ static int open_add(pl_otel *x, const pl_event *ev, const char *path,
                     int64_t now)
 {
     span s = {0};
-    s.run_id = pl__strdup(ev->run_id);
-    s.path = pl__strdup(path);
-    s.policy = pl__strdup(ev->policy ? ev->policy : "");
+    s.run_id = dup_or_null(ev->run_id);
+    s.path = dup_or_null(path);
+    s.policy = dup_or_null(ev->policy ? ev->policy : "");
     s.start_ns = now;
     s.step = ev->seq;
     s.is_call = ev->kind == PL_EVENT_CALL_STARTED;
@@ -246,9 +256,9 @@ static void end_span(pl_otel *x, const pl_event *ev, const char *path,
     span s;
     if (!open_take(x, ev->run_id, path, &s)) {
         memset(&s, 0, sizeof s);
-        s.run_id = pl__strdup(ev->run_id);
-        s.path = pl__strdup(path);
-        s.policy = pl__strdup(ev->policy ? ev->policy : "");
+        s.run_id = dup_or_null(ev->run_id);
+        s.path = dup_or_null(path);
+        s.policy = dup_or_null(ev->policy ? ev->policy : "");
         s.start_ns = now - (int64_t)ev->elapsed_ns;
         s.step = ev->seq;
         s.is_call = strcmp(path, "0") != 0;
@@ -269,7 +279,7 @@ static void end_span(pl_otel *x, const pl_event *ev, const char *path,
     s.tokens_out = ev->tokens_out;
     if (ev->detail &&
         (ev->kind == PL_EVENT_CALL_FAILED || ev->kind == PL_EVENT_RUN_FAILED))
-        s.detail = pl__strdup(
+        s.detail = dup_or_null(
             ev->detail); /* NULL when out of memory: left out */
     enqueue(x, &s);
 }
@@ -313,7 +323,7 @@ void pl_otel_event(const pl_event *ev, void *user)
 
 static bool hex_id(char *out, const char *run, const char *path, size_t bytes)
 {
-    uint8_t md[PL_HASH_LEN];
+    uint8_t md[SHA256_DIGEST_LENGTH];
     size_t rn = strlen(run), pn = path ? strlen(path) : 0;
     char *buf = malloc(rn + 1 + pn);
     if (!buf)
@@ -325,11 +335,16 @@ static bool hex_id(char *out, const char *run, const char *path, size_t bytes)
         memcpy(buf + n, path, pn);
         n += pn;
     }
-    int st = pl__sha256(buf, n, md);
+    bool ok = SHA256((const unsigned char *)buf, n, md) != NULL;
     free(buf);
-    if (st)
+    if (!ok)
         return false;
-    pl__hex(out, md, bytes);
+    static const char digits[] = "0123456789abcdef";
+    for (size_t i = 0; i < bytes; i++) {
+        out[2 * i] = digits[md[i] >> 4];
+        out[2 * i + 1] = digits[md[i] & 15];
+    }
+    out[2 * bytes] = '\0';
     return true;
 }
 
@@ -604,14 +619,14 @@ static int set_url(pl_otel *x, const pl_otel_options *o)
     }
     const char *u = exact ? exact : base;
     if (!u)
-        return pl__err(PL_ENOTFOUND,
-                       "pl_otel_open: no endpoint: give one in the options "
-                       "or set OTEL_EXPORTER_OTLP_ENDPOINT");
+        return pl_errorf(PL_ENOTFOUND,
+                         "pl_otel_open: no endpoint: give one in the options "
+                         "or set OTEL_EXPORTER_OTLP_ENDPOINT");
     if (strncmp(u, "http://", 7) && strncmp(u, "https://", 8))
-        return pl__err(PL_EINVAL,
-                       "pl_otel_open: the endpoint '%.200s' is not an "
-                       "http:// or https:// URL",
-                       u);
+        return pl_errorf(PL_EINVAL,
+                         "pl_otel_open: the endpoint '%.200s' is not an "
+                         "http:// or https:// URL",
+                         u);
     size_t n = strlen(u);
     if (!exact)
         while (n && u[n - 1] == '/')
@@ -619,7 +634,7 @@ static int set_url(pl_otel *x, const pl_otel_options *o)
     int w = snprintf(x->url, sizeof x->url, "%.*s%s", (int)n, u,
                      exact ? "" : "/v1/traces");
     if (w < 0 || (size_t)w >= sizeof x->url)
-        return pl__err(PL_EINVAL, "pl_otel_open: the endpoint is too long");
+        return pl_errorf(PL_EINVAL, "pl_otel_open: the endpoint is too long");
     return PL_OK;
 }
 
@@ -640,14 +655,14 @@ static int set_headers(pl_otel *x, const char *spec)
     struct curl_slist *l = curl_slist_append(NULL,
                                              "Content-Type: application/json");
     if (!l)
-        return pl__err(PL_ENOMEM, "pl_otel_open: out of memory");
+        return pl_errorf(PL_ENOMEM, "pl_otel_open: out of memory");
     x->headers = l;
     if (!spec)
         return PL_OK;
     size_t len = strlen(spec);
     char *line = malloc(len + 3);
     if (!line)
-        return pl__err(PL_ENOMEM, "pl_otel_open: out of memory");
+        return pl_errorf(PL_ENOMEM, "pl_otel_open: out of memory");
     int st = PL_OK;
     unsigned index = 0;
     for (const char *p = spec; *p && !st;) {
@@ -669,10 +684,10 @@ static int set_headers(pl_otel *x, const char *spec)
         for (size_t i = 0; key_ok && i < kl; i++)
             key_ok = p[i] > ' ' && p[i] < 127 && p[i] != ':';
         if (!eq || !key_ok) {
-            st = pl__err(PL_EINVAL,
-                         "pl_otel_open: header %u of the OTLP headers is not "
-                         "key=value",
-                         index);
+            st = pl_errorf(PL_EINVAL,
+                           "pl_otel_open: header %u of the OTLP headers is not "
+                           "key=value",
+                           index);
             break;
         }
         size_t o = 0;
@@ -691,10 +706,10 @@ static int set_headers(pl_otel *x, const char *spec)
                 v += 2;
             }
             if (ch == '\r' || ch == '\n' || ch == '\0') {
-                st = pl__err(PL_EINVAL,
-                             "pl_otel_open: header %u of the OTLP headers "
-                             "has a control character in its value",
-                             index);
+                st = pl_errorf(PL_EINVAL,
+                               "pl_otel_open: header %u of the OTLP headers "
+                               "has a control character in its value",
+                               index);
                 break;
             }
             line[o++] = ch;
@@ -703,7 +718,7 @@ static int set_headers(pl_otel *x, const char *spec)
         if (!st) {
             struct curl_slist *g = curl_slist_append(x->headers, line);
             if (!g)
-                st = pl__err(PL_ENOMEM, "pl_otel_open: out of memory");
+                st = pl_errorf(PL_ENOMEM, "pl_otel_open: out of memory");
             else
                 x->headers = g;
         }
@@ -743,15 +758,15 @@ int pl_otel_open(pl_otel **out, const pl_otel_options *opts)
     pl_otel_options def = PL_OTEL_OPTIONS_INIT;
     const pl_otel_options *o = opts ? opts : &def;
     if (!out)
-        return pl__err(PL_EINVAL, "pl_otel_open: NULL out");
+        return pl_errorf(PL_EINVAL, "pl_otel_open: NULL out");
     if (o->version != PL_OTEL_OPTIONS_VERSION)
-        return pl__err(PL_EINVAL,
-                       "pl_otel_open: options version %u (this "
-                       "library knows %u)",
-                       o->version, PL_OTEL_OPTIONS_VERSION);
+        return pl_errorf(PL_EINVAL,
+                         "pl_otel_open: options version %u (this "
+                         "library knows %u)",
+                         o->version, PL_OTEL_OPTIONS_VERSION);
     pl_otel *x = calloc(1, sizeof *x);
     if (!x)
-        return pl__err(PL_ENOMEM, "pl_otel_open: out of memory");
+        return pl_errorf(PL_ENOMEM, "pl_otel_open: out of memory");
     pthread_mutex_init(&x->open_lock, NULL);
     pthread_mutex_init(&x->lock, NULL);
     pthread_cond_init(&x->wake, NULL);
@@ -771,18 +786,18 @@ int pl_otel_open(pl_otel **out, const pl_otel_options *opts)
     if (!st)
         st = set_headers(x, o->headers ? o->headers
                                        : env("OTEL_EXPORTER_OTLP_HEADERS"));
-    if (!st && (!(x->service = pl__strdup(svc ? svc : "policyledger")) ||
+    if (!st && (!(x->service = dup_or_null(svc ? svc : "policyledger")) ||
                 !(x->queue = calloc(x->max_queue, sizeof *x->queue))))
-        st = pl__err(PL_ENOMEM, "pl_otel_open: out of memory");
+        st = pl_errorf(PL_ENOMEM, "pl_otel_open: out of memory");
     if (!st) {
         pthread_once(&curl_once, curl_init);
         if (curl_init_rc != CURLE_OK || !(x->curl = curl_easy_init()))
-            st = pl__err(PL_EIO, "pl_otel_open: libcurl cannot start");
+            st = pl_errorf(PL_EIO, "pl_otel_open: libcurl cannot start");
     }
-    x->base_real_ns = pl__now_us() * 1000;
+    x->base_real_ns = clock_ns(CLOCK_REALTIME);
     x->base_mono_ns = mono_ns();
     if (!st && pthread_create(&x->thread, NULL, exporter, x))
-        st = pl__err(PL_EIO, "pl_otel_open: cannot start the thread");
+        st = pl_errorf(PL_EIO, "pl_otel_open: cannot start the thread");
     if (st) {
         otel_free(x);
         return st;
@@ -794,7 +809,7 @@ int pl_otel_open(pl_otel **out, const pl_otel_options *opts)
 int pl_otel_stats(pl_otel_counts *out, const pl_otel *otel)
 {
     if (!out || !otel)
-        return pl__err(PL_EINVAL, "pl_otel_stats: NULL argument");
+        return pl_errorf(PL_EINVAL, "pl_otel_stats: NULL argument");
     pl_otel *x = (pl_otel *)otel; /* the lock; the counters stay as they are */
     pthread_mutex_lock(&x->lock);
     *out = x->c;
@@ -805,7 +820,7 @@ int pl_otel_stats(pl_otel_counts *out, const pl_otel *otel)
 int pl_otel_flush(pl_otel *x, unsigned timeout_ms)
 {
     if (!x)
-        return pl__err(PL_EINVAL, "pl_otel_flush: NULL exporter");
+        return pl_errorf(PL_EINVAL, "pl_otel_flush: NULL exporter");
     struct timespec dl;
     clock_gettime(CLOCK_REALTIME, &dl);
     dl.tv_sec += timeout_ms / 1000;
@@ -826,9 +841,9 @@ int pl_otel_flush(pl_otel *x, unsigned timeout_ms)
     x->flushers--;
     pthread_mutex_unlock(&x->lock);
     if (!done)
-        return pl__err(PL_EBUSY,
-                       "pl_otel_flush: %llu spans not sent after %u ms",
-                       (unsigned long long)left, timeout_ms);
+        return pl_errorf(PL_EBUSY,
+                         "pl_otel_flush: %llu spans not sent after %u ms",
+                         (unsigned long long)left, timeout_ms);
     return PL_OK;
 }
 
@@ -848,9 +863,9 @@ int pl_otel_close(pl_otel *x)
     memcpy(why, x->first_reason, sizeof why);
     otel_free(x);
     if (dropped)
-        return pl__err(PL_EIO,
-                       "pl_otel_close: %llu spans were not delivered (the "
-                       "first: %s)",
-                       (unsigned long long)dropped, why);
+        return pl_errorf(PL_EIO,
+                         "pl_otel_close: %llu spans were not delivered (the "
+                         "first: %s)",
+                         (unsigned long long)dropped, why);
     return PL_OK;
 }

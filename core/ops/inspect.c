@@ -257,8 +257,8 @@ static int read_mirror(pl_engine *e, pl__hasher **hasher, uint64_t num,
  * The one step of callee ledger @p callee_path that the folded
  * action_result @p answer stands for (see ledger/codec/record.c).
  */
-static int folded_step(const pl__rec *answer, const uint8_t *genesis,
-                       const char *callee_path, pl_step **out)
+int pl__step_folded(const pl__rec *answer, const uint8_t *genesis,
+                    const char *callee_path, pl_step **out)
 {
     pl__rec one = *answer;
     one.seq = 0;
@@ -364,7 +364,7 @@ int pl_run_ledger(pl_steps **out, pl_engine *e, const char *run_id,
         st = find_answer(e, num, comps, depth, &hold, &answer, &found, at);
         if (!st && found && answer.link_folded &&
             !(st = genesis_of(&hasher, run_id, genesis)) &&
-            !(st = folded_step(&answer, genesis, canon, &s)))
+            !(st = pl__step_folded(&answer, genesis, canon, &s)))
             st = pl__steps_push(l, s);
         if (st) {
             pl_step_free(s);
@@ -464,7 +464,7 @@ static int walk_rec(const uint8_t *key, size_t klen, const uint8_t *val,
             !(st = genesis_of(&w->hasher, w->id, w->genesis)))
             w->have_genesis = true;
         if (!st)
-            st = folded_step(&rec, w->genesis, callee, &one);
+            st = pl__step_folded(&rec, w->genesis, callee, &one);
         if (st)
             return pl__err(st, "run '%s', step %s:0: %s", w->id, callee,
                            pl_errmsg());

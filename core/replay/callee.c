@@ -5,7 +5,7 @@
  * point, commit.c), and the caller gets a copy.
  *
  * An executed call's action_result links the hash of its callee's last
- * step, so a run's ledgers form one tree of hashes (DESIGN.md section 4).
+ * step, so a run's ledgers form one tree of hashes (docs/design.md §8.7).
  * While the callee's last step is still pending in the batch the result
  * joins, its payload is stored once: folded into the action_result, or
  * the last step made a mirror of it (store_result_once(), ledger/codec/record.c).

@@ -1,5 +1,5 @@
 /*
- * fanout.c -- pl_ctx_call_all: several calls at once (DESIGN.md section 9).
+ * fanout.c -- pl_ctx_call_all: several calls at once (docs/design.md §13).
  *
  * The caller's ledger, for n calls made at its step k:
  *

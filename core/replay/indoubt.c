@@ -1,6 +1,6 @@
 /*
  * indoubt.c -- a call that was in flight when its run stopped, recovered by
- * asking a human (DESIGN.md section 3, "In-doubt calls").
+ * asking a human (docs/design.md §5).
  *
  * A non-idempotent call whose action_call is durable but whose result is not
  * may or may not have had its effect.  Its policy's rule says what recovery

@@ -1,6 +1,6 @@
 /*
  * invocation.c -- an invocation's ledger and its cursor: the one rule of
- * replay (DESIGN.md section 3).
+ * replay (docs/design.md §3).
  *
  * Every append goes through pl__inv_append(): while the invocation's ledger
  * has a recorded step at the cursor, the new step is compared with it (type,

@@ -2,7 +2,7 @@
  * path.c -- the names of invocations and steps, derived from position.
  *
  * Identity comes from where a thing sits in the run's tree, never from a
- * clock or a random id (DESIGN.md section 3), so the same program replaying
+ * clock or a random id (docs/design.md §4), so the same program replaying
  * the same ledger names everything the same way:
  *
  *   what                    form                       example

@@ -1,6 +1,6 @@
 /*
  * recorded.c -- values from the outside world, recorded once: the clock,
- * randomness, uuids, and a user's side effects (DESIGN.md section 3).
+ * randomness, uuids, and a user's side effects (docs/design.md §3).
  *
  * The first execution produces the value and appends it as a `side_effect`
  * step; every replay reads the recorded value back instead of producing it

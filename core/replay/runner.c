@@ -883,6 +883,17 @@ static int continue_run(pl_engine *e, const char *id, bool check,
         st = run_execute(r, def, &ra.action, true, out);
         goto done;
     }
+    /* a resume the run refuses is refused before its lease is taken, so
+     * that it writes nothing (build_resume checks again under the lease) */
+    if (token && r->state.status != PL_RUN_SUSPENDED) {
+        st = pl__err(PL_ESTATE, "run '%s' is %s, not suspended", id,
+                     pl_run_status_name(r->state.status));
+        goto done;
+    }
+    if (token && strcmp(token, r->state.token) != 0) {
+        st = pl__err(PL_ETOKEN, "wrong resume token for run '%s'", id);
+        goto done;
+    }
     pl__run_state_clear(&r->state);
     if (leased && leased->run != num) {
         st = pl__err(PL_ECORRUPT,

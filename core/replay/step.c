@@ -85,8 +85,8 @@ int pl__step_from_rec(const pl__rec *rec, const char *path, pl_step **out)
     /* decoding checks the stored bytes; the policy reads them next, from a
      * tree in the step's own allocation */
     pl__tree_size ts;
-    int st = pl__payload_measure(rec->payload, rec->payload_len,
-                                 pl__step_wrapping(rec->type), &ts);
+    int st = pl__payload_measure(&ts, rec->payload, rec->payload_len,
+                                 pl__step_wrapping(rec->type));
     if (st)
         return pl__err(st, "step record %u: %s", rec->seq, pl_errmsg());
     void *tree;
@@ -148,8 +148,8 @@ const cJSON *pl_step_payload(const pl_step *cs)
         return NULL;
     if (!s->decoded) {
         pl__tree_size ts;
-        if (pl__payload_measure(s->mp, s->mp_len, pl__step_wrapping(s->type),
-                                &ts) ||
+        if (pl__payload_measure(&ts, s->mp, s->mp_len,
+                                pl__step_wrapping(s->type)) ||
             !(s->tree = malloc(ts.bytes)))
             return NULL;
         s->json = pl__payload_build(s->mp, s->mp_len, &ts, s->tree);

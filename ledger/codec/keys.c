@@ -34,6 +34,7 @@
 size_t pl__ledger_prefix(uint8_t *out, uint64_t run, const uint32_t *comps,
                          unsigned depth)
 {
+    assert(depth <= PL_MAX_DEPTH + 1 && (depth == 0 || comps));
     pl__put_be64(out, run);
     for (unsigned i = 0; i < depth; i++)
         pl__put_be32(out + 8 + 4 * i, comps[i]);
@@ -47,6 +48,7 @@ bool pl__key_parse(const uint8_t *key, size_t len, uint64_t *run,
         return false;
     *run = pl__get_be64(key);
     unsigned d = (unsigned)((len - 8) / 4 - 1);
+    assert(d <= PL_MAX_DEPTH + 1); /* len <= PL__KEY_MAX */
     for (unsigned i = 0; i < d; i++)
         comps[i] = pl__get_be32(key + 8 + 4 * i);
     *depth = d;

@@ -162,13 +162,13 @@ PL__HIDDEN int pl__mp_walk(rd *r, int depth, int mode, pl__tree_size *ts);
 
 /* Walk a whole payload that holds a policy's value @p outer containers
  * deep; the errors carry a message. */
-PL__HIDDEN int pl__payload_walk(const uint8_t *mp, size_t len, bool want_map,
-                                unsigned outer, pl__tree_size *ts);
+PL__HIDDEN int pl__payload_walk(pl__tree_size *ts, const uint8_t *mp,
+                                size_t len, bool want_map, unsigned outer);
 
 /* Decode into one new block: *out is the tree in it, read-only.  Free the
  * block with free(). */
-PL__HIDDEN int pl__payload_decode_block(const uint8_t *mp, size_t len,
-                                        unsigned outer, void **block,
-                                        const cJSON **out) PL__MUST_CHECK;
+PL__HIDDEN int pl__payload_decode_block(const cJSON **out, void **block,
+                                        const uint8_t *mp, size_t len,
+                                        unsigned outer) PL__MUST_CHECK;
 
 #endif /* PL_MP_H */

@@ -184,8 +184,8 @@ int pl__mp_walk(rd *r, int depth, int mode, pl__tree_size *ts)
 
 /* Walk a whole payload that holds a policy's value @p outer containers
  * deep; the errors carry a message. */
-int pl__payload_walk(const uint8_t *mp, size_t len, bool want_map,
-                     unsigned outer, pl__tree_size *ts)
+int pl__payload_walk(pl__tree_size *ts, const uint8_t *mp, size_t len,
+                     bool want_map, unsigned outer)
 {
     rd r = {mp, mp + len};
     if (!len)
@@ -194,10 +194,10 @@ int pl__payload_walk(const uint8_t *mp, size_t len, bool want_map,
         !((mp[0] >= 0x80 && mp[0] <= 0x8f) || mp[0] == 0xde || mp[0] == 0xdf))
         return pl__err(PL_ECORRUPT, "payload is not a map");
     if (pl__mp_walk(&r, 1 - (int)outer, MODE_JSON, ts))
-        return pl__err(PL_ECORRUPT,
-                       "malformed or truncated payload, or one "
-                       "nested deeper than %d levels",
-                       PL_MAX_JSON_DEPTH);
+        return pl__err(
+            PL_ECORRUPT,
+            "malformed or truncated payload, or one nested deeper than %d levels",
+            PL_MAX_JSON_DEPTH);
     if (r.p != r.end)
         return pl__err(PL_ECORRUPT, "%zu stray bytes after the payload",
                        rd_left(&r));
@@ -206,26 +206,24 @@ int pl__payload_walk(const uint8_t *mp, size_t len, bool want_map,
 
 /* ---- payloads: checking and decoding ------------------------------------- */
 
-int pl__payload_measure(const uint8_t *mp, size_t len, unsigned outer,
-                        pl__tree_size *ts)
+int pl__payload_measure(pl__tree_size *ts, const uint8_t *mp, size_t len,
+                        unsigned outer)
 {
     *ts = (pl__tree_size){0, 0, 0};
-    int st = pl__payload_walk(mp, len, false, outer, ts);
+    int st = pl__payload_walk(ts, mp, len, false, outer);
     if (st)
         return st;
     /* both are at most a few times len, so only a 32-bit size_t can
      * overflow */
     if (ts->nodes > (SIZE_MAX - ts->text) / sizeof(cJSON))
         return pl__err(PL_ENOMEM,
-                       "a payload of %zu bytes is too big to "
-                       "decode here",
-                       len);
+                       "a payload of %zu bytes is too big to decode here", len);
     ts->bytes = ts->nodes * sizeof(cJSON) + ts->text;
     if (ts->bytes > PL__TREE_MAX)
-        return pl__err(PL_ELIMIT,
-                       "a payload of %zu bytes would decode to %zu bytes of "
-                       "JSON, more than the limit of %zu",
-                       len, ts->bytes, PL__TREE_MAX);
+        return pl__err(
+            PL_ELIMIT,
+            "a payload of %zu bytes would decode to %zu bytes of JSON, more than the limit of %zu",
+            len, ts->bytes, PL__TREE_MAX);
     return PL_OK;
 }
 
@@ -329,7 +327,7 @@ cJSON *pl__payload_build(const uint8_t *mp, size_t len, const pl__tree_size *ts,
 
 int pl__payload_check(const uint8_t *mp, size_t len, bool want_map)
 {
-    return pl__payload_walk(mp, len, want_map, 0, NULL);
+    return pl__payload_walk(NULL, mp, len, want_map, 0);
 }
 
 int pl__payload_decode(cJSON **out, const uint8_t *mp, size_t len)
@@ -337,17 +335,18 @@ int pl__payload_decode(cJSON **out, const uint8_t *mp, size_t len)
     return pl__payload_decode_in(out, mp, len, 0);
 }
 
-int pl__payload_decode_block(const uint8_t *mp, size_t len, unsigned outer,
-                             void **block, const cJSON **out)
+int pl__payload_decode_block(const cJSON **out, void **block, const uint8_t *mp,
+                             size_t len, unsigned outer)
 {
     pl__tree_size ts;
     *block = NULL;
-    int st = pl__payload_measure(mp, len, outer, &ts);
+    int st = pl__payload_measure(&ts, mp, len, outer);
     if (st)
         return st;
     if (!(*block = malloc(ts.bytes)))
         return pl__err(PL_ENOMEM, "out of memory decoding a payload");
-    if (!(*out = pl__payload_build(mp, len, &ts, *block))) {
+    /* the bytes pl__payload_measure() accepted build, or they changed */
+    if (NEVER(!(*out = pl__payload_build(mp, len, &ts, *block)))) {
         free(*block);
         *block = NULL;
         return pl__err(PL_ECORRUPT, "a payload changed while decoding it");
@@ -361,15 +360,14 @@ int pl__payload_decode_in(cJSON **out, const uint8_t *mp, size_t len,
     void *block;
     const cJSON *root;
     *out = NULL;
-    int st = pl__payload_decode_block(mp, len, outer, &block, &root);
+    int st = pl__payload_decode_block(&root, &block, mp, len, outer);
     if (st)
         return st;
     /* a tree the caller owns is one cJSON_Delete() can free */
     *out = cJSON_Duplicate(root, true);
     free(block);
     return *out ? PL_OK
-                : pl__err(PL_ENOMEM, "out of memory decoding a "
-                                     "payload");
+                : pl__err(PL_ENOMEM, "out of memory decoding a payload");
 }
 
 char *pl__payload_text(const uint8_t *mp, size_t len, size_t max)

@@ -70,8 +70,8 @@ int pl__pack_json(msgpack_packer *pk, const cJSON *v, unsigned depth)
         rc = msgpack_pack_map(pk, n);
         for (const cJSON *c = v->child; c && !rc; c = c->next) {
             if (!c->string)
-                return pl__err(PL_EJSON, "payload object member without a "
-                                         "name");
+                return pl__err(PL_EJSON,
+                               "payload object member without a name");
             rc = pack_cstr(pk, c->string);
             if (rc)
                 break;
@@ -82,8 +82,9 @@ int pl__pack_json(msgpack_packer *pk, const cJSON *v, unsigned depth)
         break;
     }
     default:
-        return pl__err(PL_EJSON, "payload holds a value JSON cannot express "
-                                 "(raw or invalid cJSON item)");
+        return pl__err(
+            PL_EJSON,
+            "payload holds a value JSON cannot express (raw or invalid cJSON item)");
     }
     return rc ? pl__err(PL_ENOMEM, "out of memory encoding a payload") : PL_OK;
 }
@@ -106,7 +107,7 @@ static int tree_fits(const pl__buf *out, size_t start, unsigned outer)
     size_t n = out->len - start;
     if (n <= PL__TREE_MAX / (sizeof(cJSON) + 1))
         return PL_OK;
-    return pl__payload_measure(out->data + start, n, outer, &ts);
+    return pl__payload_measure(&ts, out->data + start, n, outer);
 }
 
 int pl__payload_encode(pl__buf *out, const cJSON *obj, size_t max_bytes)
@@ -125,9 +126,8 @@ int pl__payload_encode(pl__buf *out, const cJSON *obj, size_t max_bytes)
         size_t n = out->len - start;
         out->len = start;
         return pl__err(PL_ELIMIT,
-                       "payload of %zu bytes exceeds the limit of "
-                       "%zu bytes",
-                       n, max_bytes);
+                       "payload of %zu bytes exceeds the limit of %zu bytes", n,
+                       max_bytes);
     }
     if ((rc = tree_fits(out, start, 0)))
         out->len = start;
@@ -201,10 +201,10 @@ int pl__named_value_encode(pl__buf *out, const char *name, const cJSON *value,
     }
     int st = pl__pack_json(&pk, value, 1);
     if (!st && max_bytes && out->len - start > max_bytes)
-        st = pl__err(PL_ELIMIT,
-                     "side effect value of %zu bytes exceeds the "
-                     "limit of %zu bytes",
-                     out->len - start, max_bytes);
+        st = pl__err(
+            PL_ELIMIT,
+            "side effect value of %zu bytes exceeds the limit of %zu bytes",
+            out->len - start, max_bytes);
     if (!st)
         st = tree_fits(out, start, 1);
     if (st)

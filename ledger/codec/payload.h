@@ -75,9 +75,8 @@ typedef struct pl__tree_size {
  * and measure the tree it decodes to.  PL_ECORRUPT, PL_ELIMIT (a tree
  * larger than PL__TREE_MAX) or PL_ENOMEM.
  */
-PL__HIDDEN int pl__payload_measure(const uint8_t *mp, size_t len,
-                                   unsigned outer,
-                                   pl__tree_size *ts) PL__MUST_CHECK;
+PL__HIDDEN int pl__payload_measure(pl__tree_size *ts, const uint8_t *mp,
+                                   size_t len, unsigned outer) PL__MUST_CHECK;
 
 /*
  * Build the tree of a payload pl__payload_measure() accepted in @p block,

@@ -103,8 +103,8 @@ bool pl__payload_equal(const uint8_t *a, size_t alen, const uint8_t *b,
         return true;
     void *ba = NULL, *bb = NULL;
     const cJSON *ja, *jb;
-    bool eq = !pl__payload_decode_block(a, alen, 1, &ba, &ja) &&
-              !pl__payload_decode_block(b, blen, 1, &bb, &jb) &&
+    bool eq = !pl__payload_decode_block(&ja, &ba, a, alen, 1) &&
+              !pl__payload_decode_block(&jb, &bb, b, blen, 1) &&
               json_equal(ja, jb);
     free(ba);
     free(bb);

@@ -129,20 +129,18 @@ int pl__rec_decode_lazy(pl__rec *out, const uint8_t *data, size_t len)
     size_t n;
 
     if (rd_head(&r, &h) || h.t != T_ARRAY || h.u < 1)
-        return pl__err(PL_ECORRUPT, "step record does not start with a "
-                                    "header array");
+        return pl__err(PL_ECORRUPT,
+                       "step record does not start with a header array");
     if (rd_uint(&r, &version))
         return pl__err(PL_ECORRUPT, "step record has no format version");
     if (version != PL__FORMAT_VERSION && version != PL__FORMAT_V2)
-        return pl__err(PL_EVERSION,
-                       "step record has format version %llu; "
-                       "this build reads versions %u and %u",
-                       (unsigned long long)version, PL__FORMAT_VERSION,
-                       PL__FORMAT_V2);
+        return pl__err(
+            PL_EVERSION,
+            "step record has format version %llu; this build reads versions %u and %u",
+            (unsigned long long)version, PL__FORMAT_VERSION, PL__FORMAT_V2);
     if (h.u != 7 && h.u != 8)
         return pl__err(PL_ECORRUPT,
-                       "step header has %llu fields, expected 7 "
-                       "or 8",
+                       "step header has %llu fields, expected 7 or 8",
                        (unsigned long long)h.u);
     if (rd_uint(&r, &seq) || seq > UINT32_MAX)
         return pl__err(PL_ECORRUPT, "step record has a bad sequence number");
@@ -157,8 +155,7 @@ int pl__rec_decode_lazy(pl__rec *out, const uint8_t *data, size_t len)
     out->actor = (const char *)s;
     out->actor_len = n;
     if (rd_bytes(&r, T_BIN, &s, &n) || n != PL_HASH_LEN)
-        return pl__err(PL_ECORRUPT, "step record has a bad previous-step "
-                                    "hash");
+        return pl__err(PL_ECORRUPT, "step record has a bad previous-step hash");
     out->prev_hash = s;
     if (rd_left(&r) && *r.p == 0xc0) {
         r.p++;
@@ -166,8 +163,7 @@ int pl__rec_decode_lazy(pl__rec *out, const uint8_t *data, size_t len)
         out->code_len = 0;
     } else {
         if (rd_bytes(&r, T_STR, &s, &n) || n > 4096)
-            return pl__err(PL_ECORRUPT, "step record has a bad code "
-                                        "identity");
+            return pl__err(PL_ECORRUPT, "step record has a bad code identity");
         out->code = (const char *)s;
         out->code_len = n;
     }
@@ -185,8 +181,8 @@ int pl__rec_decode_lazy(pl__rec *out, const uint8_t *data, size_t len)
         if (*r.p <= 0x7f) { /* a positive fixint: a folded callee's type */
             if (version != PL__FORMAT_V2 || rd_uint(&r, &ft) ||
                 ft < PL_STEP_TEXT || ft > PL_STEP_CANCEL)
-                return pl__err(PL_ECORRUPT, "step record has a bad folded "
-                                            "link");
+                return pl__err(PL_ECORRUPT,
+                               "step record has a bad folded link");
             out->link_folded = true;
             out->link_type = (pl_step_type)ft;
         } else if (rd_bytes(&r, T_BIN, &s, &n) || n != PL_HASH_LEN) {
@@ -200,18 +196,16 @@ int pl__rec_decode_lazy(pl__rec *out, const uint8_t *data, size_t len)
     out->mirrored = out->payload_len == 1 && *r.p == 0xc0;
     if (out->mirrored) {
         if (version != PL__FORMAT_V2 || out->link_folded)
-            return pl__err(PL_ECORRUPT,
-                           "step record %llu: only a version "
-                           "%u record may hold its caller's "
-                           "result",
-                           (unsigned long long)seq, PL__FORMAT_V2);
+            return pl__err(
+                PL_ECORRUPT,
+                "step record %llu: only a version %u record may hold its caller's result",
+                (unsigned long long)seq, PL__FORMAT_V2);
         return PL_OK;
     }
     if (!out->payload_len ||
         !((*r.p >= 0x80 && *r.p <= 0x8f) || *r.p == 0xde || *r.p == 0xdf))
         return pl__err(PL_ECORRUPT,
-                       "step record %llu: the payload is not a "
-                       "map",
+                       "step record %llu: the payload is not a map",
                        (unsigned long long)seq);
     return PL_OK;
 }
@@ -234,12 +228,12 @@ void pl__rec_mirror(pl__rec *rec, const pl__rec *caller)
 int pl__rec_check(const pl__rec *rec)
 {
     if (rec->mirrored)
-        return pl__err(PL_ECORRUPT,
-                       "step record %u holds its caller's "
-                       "result, which was not read with it",
-                       rec->seq);
-    int rc = pl__payload_walk(rec->payload, rec->payload_len, true,
-                              pl__step_wrapping(rec->type), NULL);
+        return pl__err(
+            PL_ECORRUPT,
+            "step record %u holds its caller's result, which was not read with it",
+            rec->seq);
+    int rc = pl__payload_walk(NULL, rec->payload, rec->payload_len, true,
+                              pl__step_wrapping(rec->type));
     if (rc)
         return pl__err(rc, "step record %u: %s", rec->seq, pl_errmsg());
     return PL_OK;

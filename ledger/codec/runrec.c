@@ -201,11 +201,11 @@ static int read_version(rd *r, const char *run_id, const char *what,
         return pl__err(PL_ECORRUPT, "run '%s': its %s is malformed", run_id,
                        what);
     if (*version < PL__FORMAT_VERSION || *version > max)
-        return pl__err(PL_EVERSION,
-                       "run '%s': its %s has format version %llu; "
-                       "this build reads versions %u to %u",
-                       run_id, what, (unsigned long long)*version,
-                       PL__FORMAT_VERSION, max);
+        return pl__err(
+            PL_EVERSION,
+            "run '%s': its %s has format version %llu; this build reads versions %u to %u",
+            run_id, what, (unsigned long long)*version, PL__FORMAT_VERSION,
+            max);
     return PL_OK;
 }
 
@@ -220,18 +220,16 @@ static int read_sum(rd *r, const uint8_t *data, const uint8_t *key, bool last,
     size_t vn;
     uint8_t want[PL_HASH_LEN];
     if (!last || rd_bytes(r, T_BIN, &v, &vn) || vn != PL_HASH_LEN)
-        return pl__err(PL_ECORRUPT,
-                       "run '%s': its %s has a malformed "
-                       "checksum",
+        return pl__err(PL_ECORRUPT, "run '%s': its %s has a malformed checksum",
                        run_id, what);
     int rc = pl__runrec_sum(kind, run_id, data, (size_t)(key - data), want);
     if (rc)
         return rc;
     if (memcmp(want, v, PL_HASH_LEN) != 0)
-        return pl__err(PL_ECORRUPT,
-                       "run '%s': its %s does not match its checksum "
-                       "(the record changed, or belongs to another run)",
-                       run_id, what);
+        return pl__err(
+            PL_ECORRUPT,
+            "run '%s': its %s does not match its checksum (the record changed, or belongs to another run)",
+            run_id, what);
     return PL_OK;
 }
 
@@ -350,9 +348,7 @@ int pl__run_info_decode(pl__run_info *out, const char *run_id,
     }
     if (have_v && version >= PL__RUNREC_VERSION && !have_sum) {
         pl__run_info_clear(out);
-        return pl__err(PL_ECORRUPT,
-                       "run '%s': its run record has no "
-                       "checksum",
+        return pl__err(PL_ECORRUPT, "run '%s': its run record has no checksum",
                        run_id);
     }
     if (!have_v || !out->policy || !out->payload)
@@ -619,9 +615,7 @@ int pl__run_state_decode(pl__run_state *out, const char *run_id,
     }
     if (have_v && version >= PL__RUNREC_VERSION && !have_sum) {
         pl__run_state_clear(out);
-        return pl__err(PL_ECORRUPT,
-                       "run '%s': its run state has no "
-                       "checksum",
+        return pl__err(PL_ECORRUPT, "run '%s': its run state has no checksum",
                        run_id);
     }
     if (!have_v || !out->status || (out->open && version < 3))

@@ -147,19 +147,19 @@ static int fs_cause(const pl__lmdb_store *s, int rc, char *why, size_t n)
     if (s && s->env && !getrlimit(RLIMIT_FSIZE, &rl) &&
         rl.rlim_cur != RLIM_INFINITY && !mdb_env_get_fd(s->env, &fd) &&
         !fstat(fd, &sb) && (uint64_t)sb.st_size + FULL_BELOW >= rl.rlim_cur) {
-        snprintf(why, n,
-                 "the data file reached the process's file size limit "
-                 "(RLIMIT_FSIZE, %llu bytes; EFBIG)",
-                 (unsigned long long)rl.rlim_cur);
+        snprintf(
+            why, n,
+            "the data file reached the process's file size limit (RLIMIT_FSIZE, %llu bytes; EFBIG)",
+            (unsigned long long)rl.rlim_cur);
         return PL_ENOSPC;
     }
     if (s && !statvfs(s->path, &vs) &&
         (uint64_t)vs.f_bavail * vs.f_frsize < FULL_BELOW) {
-        snprintf(why, n,
-                 "no space left on device (ENOSPC: %llu bytes free; LMDB "
-                 "saw %s)",
-                 (unsigned long long)vs.f_bavail * vs.f_frsize,
-                 rc == EIO ? "a short write" : "EFBIG");
+        snprintf(
+            why, n,
+            "no space left on device (ENOSPC: %llu bytes free; LMDB saw %s)",
+            (unsigned long long)vs.f_bavail * vs.f_frsize,
+            rc == EIO ? "a short write" : "EFBIG");
         return PL_ENOSPC;
     }
     if (rc == EFBIG) {
@@ -223,19 +223,17 @@ static int grow(pl__lmdb_store *s, size_t seen)
         if (s->map_size_max && next > s->map_size_max)
             next = s->map_size_max;
         if (next <= seen) {
-            st = pl__err(PL_EMAPFULL,
-                         "store '%s' is full at %zu bytes and "
-                         "may not grow past map_size_max (%zu "
-                         "bytes); nothing written was lost",
-                         s->path, seen, s->map_size_max);
+            st = pl__err(
+                PL_EMAPFULL,
+                "store '%s' is full at %zu bytes and may not grow past map_size_max (%zu bytes); nothing written was lost",
+                s->path, seen, s->map_size_max);
         } else {
             int rc = mdb_env_set_mapsize(s->env, next);
             if (rc)
-                st = pl__err(PL_EMAPFULL,
-                             "store '%s' is full at %zu bytes and "
-                             "cannot grow to %zu: %s; nothing "
-                             "written was lost",
-                             s->path, seen, next, mdb_strerror(rc));
+                st = pl__err(
+                    PL_EMAPFULL,
+                    "store '%s' is full at %zu bytes and cannot grow to %zu: %s; nothing written was lost",
+                    s->path, seen, next, mdb_strerror(rc));
             else
                 s->map_size = next;
         }
@@ -372,13 +370,22 @@ int pl__lmdb_write(pl__lmdb_store *s, write_body body, void *user)
 /* ---- open / close -------------------------------------------------------- */
 
 typedef struct open_ctx {
-    bool fresh;
+    bool must_exist;
 } open_ctx;
 
+/* A read-write open: create what a new store needs, or add what an older
+ * store lacks; never anything in another program's environment. */
 static int open_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
 {
-    (void)user;
-    int rc;
+    const open_ctx *oc = user;
+    pl__lmdb_kind kind;
+    int rc = pl__lmdb_identify(txn, &kind);
+    if (rc) {
+        *st = pl__lmdb_err(s, rc, "reading the environment");
+        return rc;
+    }
+    if ((*st = pl__lmdb_refuse_kind(s->path, kind, oc->must_exist)))
+        return 0;
     if ((rc = mdb_dbi_open(txn, "meta", MDB_CREATE, &s->meta)) ||
         (rc = mdb_dbi_open(txn, "runs", MDB_CREATE, &s->runs)) ||
         (rc = mdb_dbi_open(txn, "state", MDB_CREATE, &s->state)) ||
@@ -389,12 +396,18 @@ static int open_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
         (rc = pl__lmdb_lease_open(s, txn, true)) ||
         (rc = pl__lmdb_time_open(s, txn, true))) {
         *st = rc == MDB_INCOMPATIBLE
-                  ? pl__err(PL_ECORRUPT,
-                            "'%s' is an LMDB store but not a "
-                            "policyledger store",
-                            s->path)
+                  ? pl__err(
+                        PL_ECORRUPT,
+                        "'%s' is an LMDB store but not a policyledger store",
+                        s->path)
                   : pl__lmdb_err(s, rc, "opening databases");
         return rc;
+    }
+    if (kind != PL__LMDB_STORE) {
+        MDB_val ik = {8, "identity"};
+        MDB_val iv = {strlen(pl__lmdb_identity), (void *)pl__lmdb_identity};
+        if ((rc = mdb_put(txn, s->meta, &ik, &iv, 0)))
+            return rc;
     }
     s->has_held = true;
     MDB_val k = {6, "format"}, v;
@@ -408,8 +421,7 @@ static int open_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
             return rc;
         if (nsteps || ms.ms_entries) {
             *st = pl__err(PL_ECORRUPT,
-                          "store '%s' holds runs but no format "
-                          "record",
+                          "store '%s' holds runs but no format record",
                           s->path);
             return 0;
         }
@@ -429,10 +441,25 @@ static int open_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
     uint32_t fmt = pl__get_be32(v.mv_data);
     if (fmt != 1)
         *st = pl__err(PL_EVERSION,
-                      "store '%s' has format %u; this build "
-                      "reads format 1",
+                      "store '%s' has format %u; this build reads format 1",
                       s->path, fmt);
     return 0;
+}
+
+/* Refuse another program's environment before anything is written. */
+static int identify_read(pl__lmdb_store *s, bool must_exist)
+{
+    MDB_txn *txn;
+    size_t seen;
+    pl__lmdb_kind kind;
+    int st = pl__lmdb_txn_begin(s, false, &txn, &seen);
+    if (st)
+        return st;
+    int rc = pl__lmdb_identify(txn, &kind);
+    pl__lmdb_txn_abort(s, txn);
+    if (rc)
+        return pl__lmdb_err(s, rc, "reading the environment");
+    return pl__lmdb_refuse_kind(s->path, kind, must_exist);
 }
 
 /* A read-only open: the databases must be there already. */
@@ -445,7 +472,12 @@ static int open_read_only(pl__lmdb_store *s)
         return st;
     const char *names[] = {"meta", "runs", "state", "steps", "journal"};
     MDB_dbi *dbis[] = {&s->meta, &s->runs, &s->state, &s->steps, &s->journal};
-    int rc = 0;
+    pl__lmdb_kind kind;
+    int rc = pl__lmdb_identify(txn, &kind);
+    if (!rc && kind == PL__LMDB_FOREIGN) {
+        pl__lmdb_txn_abort(s, txn);
+        return pl__lmdb_refuse_kind(s->path, kind, true);
+    }
     for (size_t i = 0; !rc && i < PL__ARRAY_LEN(names); i++)
         rc = mdb_dbi_open(txn, names[i], 0, dbis[i]);
     /* stores of older builds have no held runs to look for */
@@ -548,16 +580,27 @@ int pl__lmdb_open(pl__lmdb_store **out, const char *path,
     if (strlen(path) + 10 > sizeof file)
         return pl__err(PL_EINVAL, "store path is too long");
     data_file(file, sizeof file, path, dir);
-    if (opts->read_only && stat(file, &sb) != 0)
+    bool must_exist = opts->read_only || opts->no_create;
+    if (must_exist && stat(file, &sb) != 0)
         return errno == ENOENT || errno == ENOTDIR
                    ? pl__err(PL_ENOTFOUND, "store '%s' does not exist", path)
                    : pl__err(errno == EACCES || errno == EPERM ? PL_EACCES
                                                                : PL_ESTORE,
                              "store '%s': %s", path, strerror(errno));
-    if (opts->read_only && !S_ISREG(sb.st_mode))
+    if (must_exist && !S_ISREG(sb.st_mode))
         return pl__err(PL_ECORRUPT, "'%s' is not a policyledger store", path);
-    if (opts->read_only && sb.st_size == 0)
+    if (must_exist && sb.st_size == 0)
         return pl__err(PL_ECORRUPT, "'%s' is an empty file, not a store", path);
+    /* nothing is mapped, and no lock file made, before the file is known
+     * to be whole, and to be a store if it holds anything */
+    int st = pl__lmdb_check_file(path, file);
+    if (st)
+        return st;
+    char lock[4096 + 16];
+    snprintf(lock, sizeof lock, dir ? "%s/lock.mdb" : "%s-lock", path);
+    if (stat(file, &sb) == 0 && sb.st_size > 0 && stat(lock, &sb) != 0 &&
+        errno == ENOENT && (st = pl__lmdb_probe(path, dir, must_exist)))
+        return st;
 
     pl__lmdb_store *s = calloc(1, sizeof *s);
     if (!s || !(s->path = pl__strdup(path))) {
@@ -578,7 +621,7 @@ int pl__lmdb_open(pl__lmdb_store **out, const char *path,
     if (s->map_size_max && s->map_size > s->map_size_max)
         s->map_size = s->map_size_max;
 
-    int st = PL_OK, rc;
+    int rc;
     pthread_once(&g_open_once, open_once);
     pthread_mutex_lock(&g_open_mu);
     if (stat(file, &sb) == 0 && open_find(sb.st_dev, sb.st_ino)) {
@@ -646,10 +689,14 @@ int pl__lmdb_open(pl__lmdb_store **out, const char *path,
          * a write error that LMDB's next one must report */
         if (!opts->nosync && !opts->read_only)
             s->fd = open(file, O_WRONLY | O_CLOEXEC);
-        s->tail = s->fd >= 0;
     }
+    /* no tail is written until the store is known to be one */
+    if (!opts->read_only && (st = identify_read(s, must_exist)))
+        goto fail;
+    s->tail = s->fd >= 0;
+    open_ctx oc = {must_exist};
     if ((st = opts->read_only ? open_read_only(s)
-                              : pl__lmdb_write(s, open_body, NULL)))
+                              : pl__lmdb_write(s, open_body, &oc)))
         goto fail;
     *out = s;
     return PL_OK;

@@ -46,6 +46,38 @@ struct pl__lmdb_store {
     bool has_time;
 };
 
+/* ---- lmdb_ident.c ---------------------------------------------------------- */
+
+/* What an environment holds (see lmdb_ident.c). */
+typedef enum pl__lmdb_kind {
+    PL__LMDB_EMPTY,     /* nothing: a new environment */
+    PL__LMDB_STORE,     /* a store, with its identity */
+    PL__LMDB_OLD_STORE, /* a store made before the identity was written */
+    PL__LMDB_FOREIGN    /* another program's */
+} pl__lmdb_kind;
+
+/* The value of the `identity` record in a store's `meta` database. */
+PL__HIDDEN extern const char pl__lmdb_identity[];
+
+/* Refuse a data file LMDB must not map: not LMDB, damaged meta pages, or
+ * shorter than its last page.  PL_OK for a missing or empty file. */
+PL__HIDDEN int pl__lmdb_check_file(const char *path,
+                                   const char *file) PL__MUST_CHECK;
+
+/* What the environment of @p txn holds; an LMDB code. */
+PL__HIDDEN int pl__lmdb_identify(MDB_txn *txn, pl__lmdb_kind *kind);
+
+/* PL_ECORRUPT for another program's environment, PL_ENOTFOUND for an
+ * empty one when @p must_exist; else PL_OK. */
+PL__HIDDEN int pl__lmdb_refuse_kind(const char *path, pl__lmdb_kind kind,
+                                    bool must_exist);
+
+/* Identify the environment at @p path without its lock file (for one that
+ * has none: no process has it open), creating nothing; then as
+ * pl__lmdb_refuse_kind(). */
+PL__HIDDEN int pl__lmdb_probe(const char *path, bool dir,
+                              bool must_exist) PL__MUST_CHECK;
+
 /* ---- lmdb_env.c ---------------------------------------------------------- */
 
 /* Set a message for LMDB's code @p rc met doing @p what, and return the

@@ -105,12 +105,10 @@ int pl__lmdb_held(pl__lmdb_store *s, MDB_txn *txn, uint64_t run, int *st)
     if (rc && rc != MDB_NOTFOUND)
         return rc;
     if (held)
-        *st = pl__err(PL_EBUSY,
-                      "store '%s': run #%llu is stopped: steps of it that a "
-                      "group commit journaled conflict with steps in place "
-                      "(two writers on one run) and are held apart; its "
-                      "other steps, and every other run, are unaffected",
-                      s->path, (unsigned long long)run);
+        *st = pl__err(
+            PL_EBUSY,
+            "store '%s': run #%llu is stopped: steps of it that a group commit journaled conflict with steps in place (two writers on one run) and are held apart; its other steps, and every other run, are unaffected",
+            s->path, (unsigned long long)run);
     return 0;
 }
 
@@ -133,11 +131,10 @@ static int check_writer(pl__lmdb_store *s, MDB_txn *txn, uint64_t run,
         return rc == MDB_NOTFOUND ? 0 : rc;
     MDB_val me = {sizeof s->writer, s->writer};
     if (!(*mine = same_val(&v, &me)))
-        *st = pl__err(PL_EBUSY,
-                      "store '%s': run #%llu: another process has steps of "
-                      "this run in the group-commit journal (two writers on "
-                      "one run); nothing of this commit was written",
-                      s->path, (unsigned long long)run);
+        *st = pl__err(
+            PL_EBUSY,
+            "store '%s': run #%llu: another process has steps of this run in the group-commit journal (two writers on one run); nothing of this commit was written",
+            s->path, (unsigned long long)run);
     return 0;
 }
 
@@ -313,9 +310,7 @@ static int checkpoint_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
             break;
     }
     if (rc == MDB_CORRUPTED)
-        *st = pl__err(PL_ECORRUPT,
-                      "store '%s': a journal record is "
-                      "malformed",
+        *st = pl__err(PL_ECORRUPT, "store '%s': a journal record is malformed",
                       s->path);
     if (!rc && n) {
         sort_steps(all, n);
@@ -341,12 +336,13 @@ static int checkpoint_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
                     rc = 0;
                 } else if (!m->careful) {
                     m->conflict = true; /* abort; a careful move follows */
-                } else { /* find_conflicts() held its run: not reached */
+                } else if (NEVER(m->careful)) {
+                    /* find_conflicts() held its run */
                     rc = 0;
-                    *st = pl__err(PL_ECORRUPT,
-                                  "store '%s': a journaled step of run "
-                                  "#%llu cannot be moved",
-                                  s->path, (unsigned long long)all[i].run);
+                    *st = pl__err(
+                        PL_ECORRUPT,
+                        "store '%s': a journaled step of run #%llu cannot be moved",
+                        s->path, (unsigned long long)all[i].run);
                 }
             }
         }
@@ -383,12 +379,10 @@ static int may_journal(pl__lmdb_store *s, MDB_txn *txn, const pl__batch *bt,
         MDB_val k = {l->e[i].klen, (void *)pl__kvs_key(l, i)}, have;
         rc = mdb_get(txn, s->steps, &k, &have);
         if (!rc) {
-            *st = pl__err(PL_EBUSY,
-                          "store '%s': run #%llu: a step exists already at "
-                          "the position being appended (another process "
-                          "wrote to this run); nothing of this commit was "
-                          "written",
-                          s->path, (unsigned long long)bt->run);
+            *st = pl__err(
+                PL_EBUSY,
+                "store '%s': run #%llu: a step exists already at the position being appended (another process wrote to this run); nothing of this commit was written",
+                s->path, (unsigned long long)bt->run);
             return 0;
         }
         if (rc != MDB_NOTFOUND)

@@ -1,7 +1,7 @@
 /*
  * lmdb_lease.c -- run leases on the LMDB store (see LEASES in store.h).
  *
- * LAYOUT: the `leases` database, beside the five of lmdb_store.c, created
+ * LAYOUT: the `leases` database, beside the seven of lmdb_store.c, created
  * on the first writable open (a store made before it simply has no leases).
  *
  *   | key              | value                                            |
@@ -47,8 +47,7 @@ static int decode(const pl__lmdb_store *s, uint64_t run, const MDB_val *v,
     if (v->mv_size < HEAD || olen >= sizeof out->owner ||
         v->mv_size - HEAD - olen > PL_MAX_RUN_ID)
         return pl__err(PL_ECORRUPT,
-                       "store '%s': the lease of run #%llu is "
-                       "malformed",
+                       "store '%s': the lease of run #%llu is malformed",
                        s->path, (unsigned long long)run);
     size_t ilen = v->mv_size - HEAD - olen;
     out->run = run;
@@ -116,13 +115,13 @@ int pl__lmdb_lease_batch(pl__lmdb_store *s, MDB_txn *txn, const pl__batch *bt,
     pl__lease l;
     int rc = get(s, txn, bt->run, &l, st);
     if (rc == MDB_NOTFOUND || (!rc && !*st && l.gen != bt->gen)) {
-        *st = pl__err(PL_EBUSY,
-                      "run #%llu: this worker's lease (generation %llu) "
-                      "was taken over by %s; nothing more is written",
-                      (unsigned long long)bt->run, (unsigned long long)bt->gen,
-                      rc         ? "nobody (it was dropped)"
-                      : *l.owner ? l.owner
-                                 : "the queue");
+        *st = pl__err(
+            PL_EBUSY,
+            "run #%llu: this worker's lease (generation %llu) was taken over by %s; nothing more is written",
+            (unsigned long long)bt->run, (unsigned long long)bt->gen,
+            rc         ? "nobody (it was dropped)"
+            : *l.owner ? l.owner
+                       : "the queue");
         return 0;
     }
     if (rc || *st || !bt->release)

@@ -45,6 +45,7 @@ int pl__lmdb_put_step(pl__lmdb_store *s, MDB_txn *txn, MDB_val *k,
 {
     /* on MDB_KEYEXIST, LMDB points the value at the stored one: keep the
      * caller's (the journal move compares the two) */
+    assert(k->mv_size >= 12 && k->mv_size <= PL__KEY_MAX); /* a step key */
     MDB_val data = *v;
     int rc = MDB_KEYEXIST;
     if (*append)
@@ -55,11 +56,10 @@ int pl__lmdb_put_step(pl__lmdb_store *s, MDB_txn *txn, MDB_val *k,
         rc = mdb_put(txn, s->steps, k, &data, MDB_NOOVERWRITE);
     }
     if (rc == MDB_KEYEXIST)
-        *st = pl__err(PL_EBUSY,
-                      "a step of run #%llu exists already at the "
-                      "position being appended: another process "
-                      "wrote to this run",
-                      (unsigned long long)run);
+        *st = pl__err(
+            PL_EBUSY,
+            "a step of run #%llu exists already at the position being appended: another process wrote to this run",
+            (unsigned long long)run);
     return rc;
 }
 
@@ -103,10 +103,10 @@ static int create_run(pl__lmdb_store *s, MDB_txn *txn, pl__batch *bt, int *st)
         (rc = mdb_get(txn, s->state, &sk, &v)) != MDB_NOTFOUND) {
         if (rc && num && num != UINT64_MAX)
             return rc;
-        *st = pl__err(PL_ECORRUPT,
-                      "store '%s': the next run number, %llu, is "
-                      "taken or invalid (its \"next_run\" record changed)",
-                      s->path, (unsigned long long)num);
+        *st = pl__err(
+            PL_ECORRUPT,
+            "store '%s': the next run number, %llu, is taken or invalid (its \"next_run\" record changed)",
+            s->path, (unsigned long long)num);
         return 0;
     }
     uint8_t next[8];
@@ -170,6 +170,7 @@ static int commit_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
 int pl__lmdb_commit(pl__lmdb_store *s, pl__batch *const *batches, size_t n,
                     bool journal)
 {
+    assert(n > 0 && batches);
     commit_ctx c = {batches, n, journal};
     return pl__lmdb_write(s, commit_body, &c);
 }
@@ -222,10 +223,10 @@ static int out_of_order(const pl__lmdb_store *s, MDB_dbi dbi,
     char a[160], b[160];
     key_name(a, sizeof a, s, dbi, key->mv_data, key->mv_size);
     key_name(b, sizeof b, s, dbi, prev, prev_len);
-    return pl__err(PL_ECORRUPT,
-                   "store '%s': %s: the key of %s comes after %s but "
-                   "does not sort after it (a key changed)",
-                   s->path, what, a, b);
+    return pl__err(
+        PL_ECORRUPT,
+        "store '%s': %s: the key of %s comes after %s but does not sort after it (a key changed)",
+        s->path, what, a, b);
 }
 
 /* Where the cursor stands relative to step want of a ledger. */
@@ -256,6 +257,9 @@ int pl__lmdb_read(pl__lmdb_store *s, const uint8_t *prefix, size_t prefix_len,
                   uint32_t from_seq, size_t max_n, size_t max_bytes,
                   pl__kvs *out)
 {
+    /* the caller's ledger prefix: a run and at most PL_MAX_DEPTH + 1
+     * components, so the key copied below has room for a seq */
+    assert(prefix_len >= 8 && prefix_len + 4 <= PL__KEY_MAX);
     pl__kvs_reset(out);
     MDB_txn *txn;
     MDB_cursor *cur = NULL;
@@ -321,9 +325,8 @@ int pl__lmdb_read(pl__lmdb_store *s, const uint8_t *prefix, size_t prefix_len,
         }
         if (where != AT_STEP) { /* AT_GAP */
             st = pl__err(PL_ECORRUPT,
-                         "store '%s': a ledger is missing its "
-                         "step %u",
-                         s->path, want);
+                         "store '%s': a ledger is missing its step %u", s->path,
+                         want);
             break;
         }
         if ((st = pl__kvs_begin(out, NULL, 0)) ||
@@ -467,10 +470,10 @@ int pl__lmdb_each_step(pl__lmdb_store *s, uint64_t run, pl__step_fn fn,
                 break;
             if (++n == EACH_MAX) { /* go on after it in a new transaction */
                 if (k.mv_size > sizeof last) {
-                    st = pl__err(PL_ECORRUPT,
-                                 "store '%s': run #%llu has a "
-                                 "step key of %zu bytes",
-                                 s->path, (unsigned long long)run, k.mv_size);
+                    st = pl__err(
+                        PL_ECORRUPT,
+                        "store '%s': run #%llu has a step key of %zu bytes",
+                        s->path, (unsigned long long)run, k.mv_size);
                     break;
                 }
                 memcpy(last, k.mv_data, k.mv_size);
@@ -584,8 +587,9 @@ static int update_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
         MDB_val ev = {c->extra.e[i].vlen, (void *)pl__kvs_val(&c->extra, i)};
         rc = mdb_put(txn, s->steps, &ek, &ev, MDB_NOOVERWRITE);
         if (rc == MDB_KEYEXIST) {
-            *st = pl__err(PL_EBUSY, "a step exists already at the position "
-                                    "being written");
+            *st = pl__err(
+                PL_EBUSY,
+                "a step exists already at the position being written");
             return 0;
         }
         if (rc)

@@ -12,7 +12,9 @@
  *
  *   | table  | columns                          | holds                    |
  *   |--------|----------------------------------|--------------------------|
- *   | meta   | k text PK, v bigint              | ('format', 1)            |
+ *   | meta   | k text PK, v bigint              | ('format', 1), and the   |
+ *   |        |                                  | identity ('identity',    |
+ *   |        |                                  | IDENTITY: "policyld")    |
  *   | runs   | id bytea PK, num bigint UNIQUE,  | run id -> number, info   |
  *   |        | info bytea                       | record (runrec.c)        |
  *   | state  | run bigint PK, v bytea           | run state (runrec.c)     |
@@ -20,7 +22,11 @@
  *   |        |                                  | step record (record.c)   |
  *   | run_num (a sequence)                      | the next run number      |
  *
- *   A database whose `format` row is not 1 is refused (PL_EVERSION).
+ *   A database whose `format` row is not 1 is refused (PL_EVERSION).  A
+ *   schema that holds anything but a store (its identity, or for a store
+ *   made before the identity was written its format and tables, to which
+ *   a read-write open adds the identity) is another program's: it is
+ *   refused (PL_ECORRUPT), and nothing is created in it.
  *
  * COMMIT: a commit's batches are one transaction: its statements (a run's
  * creation, multi-row INSERTs of steps, the state's upsert) are sent in
@@ -58,6 +64,7 @@
 #include <unistd.h>
 
 #define FORMAT 1
+#define IDENTITY 8101813454559079524LL /* "policyld", big-endian */
 #define SCHEMA_DEFAULT "policyledger"
 #define SCHEMA_MAX 63
 #define IDLE_MAX 16
@@ -104,6 +111,7 @@ struct pl__pg_store {
     char *steps_sql; /* "INSERT INTO schema.steps (k, v) VALUES" */
     bool nosync;
     bool read_only; /* every write fails with PL_ESTATE */
+    bool no_create; /* a missing schema is PL_ENOTFOUND */
     pthread_mutex_t mu;
     pid_t pid; /* the process the idle connections belong to */
     PGconn *idle[IDLE_MAX];
@@ -409,10 +417,17 @@ static int make_statements(pl__pg_store *s)
         n);
     s->q[Q_FORMAT] = pl__asprintf(
         "SELECT v FROM \"%s\".meta WHERE k = 'format'", n);
-    s->q[Q_EXISTS] = pl__asprintf("SELECT to_regclass('\"%s\".meta') IS NOT "
-                                  "NULL AND to_regclass('\"%s\".steps') IS "
-                                  "NOT NULL",
-                                  n, n);
+    /* what the schema holds: relations; our tables; the identity and the
+     * format (only looked for when meta is ours: the subqueries are
+     * planned only if the CASE reaches them) */
+    s->q[Q_EXISTS] = pl__asprintf(
+        "SELECT (SELECT count(*) FROM pg_class c JOIN pg_namespace ns ON "
+        "ns.oid = c.relnamespace WHERE ns.nspname = '%s'), "
+        "to_regclass('\"%s\".meta') IS NOT NULL AND "
+        "to_regclass('\"%s\".runs') IS NOT NULL AND "
+        "to_regclass('\"%s\".state') IS NOT NULL AND "
+        "to_regclass('\"%s\".steps') IS NOT NULL",
+        n, n, n, n, n);
     /* one statement: one snapshot */
     s->q[Q_STATS] = pl__asprintf(
         "SELECT current_setting('block_size')::bigint, (SELECT "
@@ -434,18 +449,52 @@ static int make_statements(pl__pg_store *s)
     return s->steps_sql ? PL_OK : pl__err(PL_ENOMEM, "out of memory");
 }
 
-/* A read-only open: the schema must be there already. */
-static int exists(pl__pg_store *s, PGconn *c)
+/* What the schema holds (see LAYOUT), before anything is created in it:
+ * PL_ECORRUPT for another program's, PL_ENOTFOUND for none when it must
+ * exist. */
+static int identify(pl__pg_store *s, PGconn *c, bool must_exist)
 {
     PGresult *r = exec(c, s->q[Q_EXISTS], 0, NULL, NULL);
     int st = PL_OK;
-    if (PQresultStatus(r) != PGRES_TUPLES_OK)
+    bool empty = false, tables = false;
+    /* results come in binary: a bigint, a bool */
+    if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1 ||
+        PQgetlength(r, 0, 0) != 8 || PQgetlength(r, 0, 1) != 1)
         st = pg_err(s, c, r, "looking for the schema");
-    else if (PQgetlength(r, 0, 0) != 1 || !*PQgetvalue(r, 0, 0))
-        st = pl__err(PL_ENOTFOUND, "store '%s' does not exist (no schema %s)",
-                     s->path, s->schema);
+    else {
+        empty = !pl__get_be64((const uint8_t *)PQgetvalue(r, 0, 0));
+        tables = *PQgetvalue(r, 0, 1) != 0;
+    }
     PQclear(r);
-    return st;
+    if (st || empty)
+        return st ? st
+               : must_exist
+                   ? pl__err(PL_ENOTFOUND,
+                             "store '%s' does not exist (no schema %s)",
+                             s->path, s->schema)
+                   : PL_OK;
+    bool marked = false;
+    if (tables) {
+        char *sql = pl__asprintf(
+            "SELECT EXISTS (SELECT 1 FROM \"%s\".meta WHERE k = 'identity' "
+            "AND v = %lld) OR EXISTS (SELECT 1 FROM \"%s\".meta WHERE k = "
+            "'format')",
+            s->schema, IDENTITY, s->schema);
+        if (!sql)
+            return pl__err(PL_ENOMEM, "out of memory");
+        r = exec(c, sql, 0, NULL, NULL);
+        free(sql);
+        /* a meta table of another shape is another program's */
+        marked = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1 &&
+                 PQgetlength(r, 0, 0) == 1 && *PQgetvalue(r, 0, 0) != 0;
+        PQclear(r);
+    }
+    if (!marked)
+        return pl__err(PL_ECORRUPT,
+                       "schema %s of '%s' holds another program's tables, "
+                       "not a policyledger store: nothing was created in it",
+                       s->schema, s->path);
+    return PL_OK;
 }
 
 /* Create the schema if it is not there (unless read-only), and check its
@@ -469,12 +518,15 @@ static int setup(pl__pg_store *s, PGconn *c)
         "INSERT INTO \"%s\".meta (k, v) SELECT 'format', %d WHERE NOT EXISTS "
         "(SELECT 1 FROM \"%s\".meta WHERE k = 'format') AND NOT EXISTS "
         "(SELECT 1 FROM \"%s\".runs);"
+        "INSERT INTO \"%s\".meta (k, v) VALUES ('identity', %lld) "
+        "ON CONFLICT (k) DO NOTHING;"
         "COMMIT",
-        n, n, n, n, n, n, n, n, FORMAT, n, n);
+        n, n, n, n, n, n, n, n, FORMAT, n, n, n, IDENTITY);
     if (!sql)
         return pl__err(PL_ENOMEM, "out of memory");
-    int st = s->read_only ? exists(s, c)
-                          : command(s, c, sql, "creating the schema");
+    int st = identify(s, c, s->read_only || s->no_create);
+    if (!st && !s->read_only)
+        st = command(s, c, sql, "creating the schema");
     free(sql);
     if (st)
         return st;
@@ -514,6 +566,7 @@ int pl__pg_open(pl__pg_store **out, const char *uri,
     s->pid = getpid();
     s->nosync = opts && opts->nosync;
     s->read_only = opts && opts->read_only;
+    s->no_create = opts && opts->no_create;
     PGconn *c = NULL;
     int st = (s->path = masked(uri)) ? PL_OK
                                      : pl__err(PL_ENOMEM, "out of memory");

@@ -17,7 +17,6 @@
 #include <string.h>
 
 #include "llm.h"
-#include "registry.h"
 
 static void llm_free(void *p)
 {
@@ -30,6 +29,7 @@ static void llm_free(void *p)
     cJSON_Delete(m->output_schema);
     pl_schema_free(m->output_check);
     free(m->api_key_env);
+    free((char *)m->o.base_url); /* the policy's copy */
     pl__llm_conn_free(m->conn);
     pl__llm_reqcache_free(m->cache);
     free(m);
@@ -461,6 +461,17 @@ int pl_llm_register(pl_registry *reg, const char *name, const char *model_url,
         free(m);
         return st;
     }
+#if !PL_WITH_CURL
+    if (m->url.provider != PL__LLM_SCRIPTED) {
+        pl__llm_url_free(&m->url);
+        free(m);
+        return pl__err(PL_EINVAL,
+                       "pl_llm_register: model '%.200s' is reached over HTTP, "
+                       "and policyledger was built without libcurl "
+                       "(PL_WITH_CURL=OFF): only scripted:// models work",
+                       model_url);
+    }
+#endif
     m->o = o;
     m->conn = pl__llm_conn_new();
     m->cache = pl__llm_reqcache_new();
@@ -475,13 +486,11 @@ int pl_llm_register(pl_registry *reg, const char *name, const char *model_url,
     if (!m->conn || !m->cache || !m->name ||
         (system_prompt && !m->system_prompt) ||
         (o.api_key_env && !m->api_key_env) || (o.base_url && !base)) {
-        free(base);
         llm_free(m);
         return pl__err(PL_ENOMEM, "out of memory");
     }
     if (base && strncmp(base, "http://", 7) != 0 &&
         strncmp(base, "https://", 8) != 0) {
-        free(base);
         llm_free(m);
         return pl__err(PL_EINVAL,
                        "pl_llm_register: base_url '%.200s' is not an http:// "
@@ -491,7 +500,6 @@ int pl_llm_register(pl_registry *reg, const char *name, const char *model_url,
     if (o.output_schema) {
         m->output_schema = cJSON_Parse(o.output_schema);
         if (!cJSON_IsObject(m->output_schema)) {
-            free(base);
             llm_free(m);
             return pl__err(PL_EINVAL, "pl_llm_register: output_schema is not "
                                       "a JSON object");
@@ -499,35 +507,19 @@ int pl_llm_register(pl_registry *reg, const char *name, const char *model_url,
         if ((st = pl_schema_compile(&m->output_check, m->output_schema))) {
             char why[200];
             snprintf(why, sizeof why, "%s", pl_errmsg());
-            free(base);
             llm_free(m);
             return pl__err(st == PL_ENOMEM ? st : PL_EINVAL,
                            "pl_llm_register: output_schema: %s", why);
         }
     }
-    size_t before = pl_registry_count(reg);
     pl_policy_def d = PL_POLICY_DEF_INIT;
     d.name = name;
     d.fn = llm_policy;
     d.user = m;
     d.description = o.description;
-    if ((st = pl_registry_add(reg, &d))) {
-        free(base);
+    if ((st = pl_registry_add_owned(reg, &d, llm_free)))
         llm_free(m);
-        return st;
-    }
-    if ((st = pl__registry_own(reg, base, free))) {
-        pl__registry_truncate(reg, before);
-        free(base);
-        llm_free(m);
-        return st;
-    }
-    if ((st = pl__registry_own(reg, m, llm_free))) {
-        pl__registry_truncate(reg, before);
-        llm_free(m);
-        return st;
-    }
-    return PL_OK;
+    return st;
 }
 
 static int count_tokens(const pl_step *s, void *user)

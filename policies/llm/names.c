@@ -31,7 +31,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "hash.h"
+#include "sha256.h"
 #include "llm.h"
 
 #define HASH_HEX 10

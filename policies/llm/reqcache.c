@@ -19,7 +19,7 @@
  *   n            how many ledger steps it has taken in
  *   prev, last   step n-1's chain link (pl_step_prev_hash(): the hash of
  *                step n-2, which covers steps 0..n-2) and its own
- *                fingerprint (type, actor, stored payload)
+ *                fingerprint (type, actor, payload as JSON text)
  *   user         the action's payload (the user's message)
  *   frame, sig   the body's head and tail (pl__llm_body_frame()) and what
  *                they were made from: the offered tools' names,
@@ -46,9 +46,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "hash.h"
-#include "internal.h"
 #include "llm.h"
+#include "sha256.h"
 
 #define CACHE_MAX 64
 #define CACHE_MAX_BYTES ((size_t)256 << 20)
@@ -172,11 +171,17 @@ static void put(struct pl__llm_reqcache *c, pl__llm_reqstate *s)
     }
 }
 
-/* A step's fingerprint: enough to tell it from any other at its place. */
+/*
+ * A step's fingerprint: enough to tell it from any other at its place: its
+ * type, actor and payload as the request is built from it (the payload
+ * printed: equal text, equal messages).  PL_OK or PL_ENOMEM.
+ */
 static int fingerprint(pl__buf *out, const pl_step *s)
 {
-    size_t n;
-    const uint8_t *mp = pl__step_mp(s, &n);
+    const cJSON *payload = pl_step_payload(s);
+    char *text = payload ? cJSON_PrintUnformatted(payload) : NULL;
+    if (!text)
+        return pl__err(PL_ENOMEM, "out of memory fingerprinting a step");
     uint8_t type = (uint8_t)pl_step_type_of(s);
     const char *actor = pl_step_actor(s);
     pl__buf_reset(out);
@@ -184,19 +189,18 @@ static int fingerprint(pl__buf *out, const pl_step *s)
     if (!st)
         st = pl__buf_append(out, actor, strlen(actor) + 1);
     if (!st)
-        st = pl__buf_append(out, mp, n);
+        st = pl__buf_append(out, text, strlen(text));
+    free(text);
     return st;
 }
 
 static bool same_fingerprint(const pl__buf *f, const pl_step *s)
 {
-    size_t n;
-    const uint8_t *mp = pl__step_mp(s, &n);
-    const char *actor = pl_step_actor(s);
-    size_t al = strlen(actor) + 1;
-    return f->len == 1 + al + n && f->data[0] == (uint8_t)pl_step_type_of(s) &&
-           memcmp(f->data + 1, actor, al) == 0 &&
-           memcmp(f->data + 1 + al, mp, n) == 0;
+    pl__buf now = {0};
+    bool same = !fingerprint(&now, s) && now.len == f->len &&
+                memcmp(now.data, f->data, f->len) == 0;
+    pl__buf_free(&now);
+    return same;
 }
 
 /* What the body's frame is made of, besides the policy itself: the offered

@@ -25,6 +25,26 @@ static long tokens(const cJSON *usage, const char *key)
 
 /* Add a tool call {"id", "name", "arguments"} to @p calls; missing fields
  * stay missing, for answer_steps to name. */
+/* How deep @p v nests: 1 for an object or array of scalars, 0 for a
+ * scalar. */
+static int depth_of(const cJSON *v)
+{
+    int most = 0;
+    for (const cJSON *c = v ? v->child : NULL; c; c = c->next) {
+        int d = depth_of(c);
+        most = d > most ? d : most;
+    }
+    return cJSON_IsObject(v) || cJSON_IsArray(v) ? most + 1 : 0;
+}
+
+/* A tool call's step holds its arguments one level down ({"policy",
+ * "payload": ARGS}), so they nest one level less than a payload may. */
+#define ARGS_DEPTH_MAX (PL_MAX_JSON_DEPTH - 1)
+/* The recorded exchange holds arguments a few levels down ({"answer":
+ * {"calls": [{"arguments": ...}]}}): deeper ones are kept as their JSON
+ * text, as OpenAI sends them, so that every answer can be recorded. */
+#define STORED_DEPTH_MAX (PL_MAX_JSON_DEPTH - 8)
+
 static bool add_call(cJSON *calls, const char *id, const char *name,
                      const cJSON *args)
 {
@@ -38,7 +58,11 @@ static bool add_call(cJSON *calls, const char *id, const char *name,
         ok = cJSON_AddStringToObject(c, "name", name) != NULL;
     if (ok && cJSON_IsString(args))
         ok = cJSON_AddStringToObject(c, "arguments", args->valuestring) != NULL;
-    else if (ok && args) /* an object (Anthropic, Ollama), or a wrong shape */
+    else if (ok && args && depth_of(args) > STORED_DEPTH_MAX) {
+        char *text = cJSON_PrintUnformatted(args);
+        ok = text && cJSON_AddStringToObject(c, "arguments", text);
+        free(text);
+    } else if (ok && args) /* an object (Anthropic, Ollama), or a wrong shape */
         ok = cJSON_AddItemToObject(c, "arguments", cJSON_Duplicate(args, 1));
     return ok;
 }
@@ -108,12 +132,41 @@ static bool gemini_answer(cJSON *a, cJSON *calls, const cJSON *parts)
     return ok;
 }
 
+/* Do the brackets of @p text (outside its strings) nest past @p limit? */
+static bool nests_past(const char *text, size_t len, int limit)
+{
+    int depth = 0;
+    bool in_string = false;
+    for (size_t i = 0; i < len; i++) {
+        char c = text[i];
+        if (in_string) {
+            if (c == '\\')
+                i++;
+            else if (c == '"')
+                in_string = false;
+        } else if (c == '"') {
+            in_string = true;
+        } else if (c == '[' || c == '{') {
+            if (++depth > limit)
+                return true;
+        } else if (c == ']' || c == '}') {
+            depth--;
+        }
+    }
+    return false;
+}
+
 int pl__llm_parse_response(cJSON **answer, long *in_tokens, long *out_tokens,
                            const pl__llm *m, const char *body, size_t len)
 {
     *answer = NULL;
     *in_tokens = *out_tokens = 0;
     cJSON *r = cJSON_ParseWithLength(body, len);
+    if (!r && nests_past(body, len, CJSON_NESTING_LIMIT))
+        return pl__err(PL_EJSON,
+                       "the model's response nests deeper than %d levels, "
+                       "the most this build parses (%zu bytes)",
+                       CJSON_NESTING_LIMIT, len);
     if (!r)
         return pl__err(PL_EJSON,
                        "the model's response is not JSON "
@@ -124,7 +177,7 @@ int pl__llm_parse_response(cJSON **answer, long *in_tokens, long *out_tokens,
     switch (m->url.provider) {
     case PL__LLM_ANTHROPIC:
         content = cJSON_GetObjectItemCaseSensitive(r, "content");
-        want = cJSON_IsArray(content) ? NULL : "a content array";
+        want = cJSON_IsArray(content) ? NULL : "content array";
         *in_tokens = tokens(cJSON_GetObjectItemCaseSensitive(r, "usage"),
                             "input_tokens");
         *out_tokens = tokens(cJSON_GetObjectItemCaseSensitive(r, "usage"),
@@ -138,7 +191,7 @@ int pl__llm_parse_response(cJSON **answer, long *in_tokens, long *out_tokens,
             "content");
         parts = cJSON_GetObjectItemCaseSensitive(c, "parts");
         want = cJSON_IsArray(parts) ? NULL
-                                    : "a candidates[0].content.parts array";
+                                    : "candidates[0].content.parts array";
         const cJSON *u = cJSON_GetObjectItemCaseSensitive(r, "usageMetadata");
         *in_tokens = tokens(u, "promptTokenCount");
         *out_tokens = tokens(u, "candidatesTokenCount");
@@ -146,7 +199,7 @@ int pl__llm_parse_response(cJSON **answer, long *in_tokens, long *out_tokens,
     }
     case PL__LLM_OLLAMA:
         msg = cJSON_GetObjectItemCaseSensitive(r, "message");
-        want = cJSON_IsObject(msg) ? NULL : "a message object";
+        want = cJSON_IsObject(msg) ? NULL : "message object";
         *in_tokens = tokens(r, "prompt_eval_count");
         *out_tokens = tokens(r, "eval_count");
         break;
@@ -155,7 +208,7 @@ int pl__llm_parse_response(cJSON **answer, long *in_tokens, long *out_tokens,
             cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(r, "choices"),
                                0),
             "message");
-        want = cJSON_IsObject(msg) ? NULL : "a choices[0].message object";
+        want = cJSON_IsObject(msg) ? NULL : "choices[0].message object";
         *in_tokens = tokens(cJSON_GetObjectItemCaseSensitive(r, "usage"),
                             "prompt_tokens");
         *out_tokens = tokens(cJSON_GetObjectItemCaseSensitive(r, "usage"),
@@ -259,6 +312,18 @@ static const char *policy_of(const pl__llm_tool *tools, size_t n,
     return t ? t->name : NULL;
 }
 
+/* Arguments too deep for a tool call's step: NULL, or why (caller frees). */
+static char *too_deep(const cJSON *args, const char *name, int i)
+{
+    int d = depth_of(args);
+    if (d <= ARGS_DEPTH_MAX)
+        return NULL;
+    return pl__asprintf("tool call %d ('%.100s') has arguments nested %d "
+                        "levels deep, past the nesting limit: a tool call's "
+                        "arguments nest at most %d levels (a payload %d)",
+                        i, name, d, ARGS_DEPTH_MAX, PL_MAX_JSON_DEPTH);
+}
+
 int pl__llm_answer_steps(pl_steps *out, char **why, const pl__llm *m,
                          const cJSON *answer, const pl_action *action,
                          const pl__llm_tool *tools, size_t n_tools,
@@ -304,13 +369,15 @@ int pl__llm_answer_steps(pl_steps *out, char **why, const pl__llm *m,
                                     parsed ? "not a JSON object" : "not JSON",
                                     (q = quote(args)) ? q : "?");
             else
+                *why = too_deep(parsed, name, i);
+            if (!*why)
                 *why = check_args(t, name, parsed, i);
             cJSON_Delete(parsed);
         } else if (!cJSON_IsObject(args))
             *why = pl__asprintf("tool call %d ('%.100s') has arguments that "
                                 "are not a JSON object: '%s'",
                                 i, name, (q = quote(args)) ? q : "?");
-        else
+        else if (!(*why = too_deep(args, name, i)))
             *why = check_args(t, name, args, i);
         free(q);
         if (*why)

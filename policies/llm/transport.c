@@ -2,18 +2,20 @@
  * transport.c -- one model call, with retries inside it: HTTP through
  * libcurl, or the scripted model.
  *
- * Retries: 429, 5xx and transport errors (no connection, a dropped one, a
- * timeout) are tried again up to max_attempts, waiting by decorrelated
- * jitter (each wait drawn between the base and three times the last wait,
- * at most backoff_max_ms), or as long as Retry-After asks when the server
- * sends one (seconds or an HTTP date; a date past is no wait), never past
- * total_timeout_ms.  Any other 4xx is final at once.  The API key goes in
+ * Retries: 408, 409, 429, 5xx and transport errors (no connection, a
+ * dropped one, a timeout) are tried again up to max_attempts, as the
+ * official SDKs do, waiting by decorrelated jitter (each wait drawn between
+ * the base and three times the last wait, at most backoff_max_ms), or as
+ * long as the server asks: retry-after-ms, else Retry-After (seconds or an
+ * HTTP date; a date past is no wait), never past total_timeout_ms; a retry
+ * not made says why in the message.  Any other 4xx is final at once.  The API key goes in
  * a header and nowhere else: a provider's error text that quotes it is
  * redacted before it becomes part of a message.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,9 +23,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#if PL_WITH_CURL
 #include <curl/curl.h>
+#endif
 
-#include "hash.h"
+#include "sha256.h"
 #include "llm.h"
 #include "platform.h"
 
@@ -35,8 +39,10 @@
 #define DEF_MAX_MS 20000u
 #define DEF_MAX_BODY ((size_t)8 << 20)
 
+#if PL_WITH_CURL
 static pthread_once_t g_curl_once = PTHREAD_ONCE_INIT;
 static void curl_init(void) { curl_global_init(CURL_GLOBAL_DEFAULT); }
+#endif
 
 /*
  * The policy's kept handle.  A libcurl handle keeps its connections open
@@ -46,7 +52,9 @@ static void curl_init(void) { curl_global_init(CURL_GLOBAL_DEFAULT); }
  */
 struct pl__llm_conn {
     pthread_mutex_t mu;
-    CURL *c;     /* NULL until the first request */
+#if PL_WITH_CURL
+    CURL *c; /* NULL until the first request */
+#endif
     pid_t owner; /* the process whose connection it is */
 };
 
@@ -66,12 +74,15 @@ void pl__llm_conn_free(struct pl__llm_conn *k)
 {
     if (!k)
         return;
+#if PL_WITH_CURL
     if (k->c && k->owner == getpid()) /* a fork()ed child leaves it */
         curl_easy_cleanup(k->c);
+#endif
     pthread_mutex_destroy(&k->mu);
     free(k);
 }
 
+#if PL_WITH_CURL
 /* A handle for one request: the kept one if no other thread holds it
  * (*kept set), else a new one.  A child made by fork() never uses its
  * parent's: the connection's socket is shared with the parent.  NULL: out
@@ -113,6 +124,8 @@ static void handle_give(const pl__llm *m, CURL *c, bool kept, bool failed)
     pthread_mutex_unlock(&k->mu);
 }
 
+#endif /* PL_WITH_CURL */
+
 /* What one attempt came to. */
 typedef struct attempt {
     long status; /* HTTP status, 0 for a transport error */
@@ -134,6 +147,7 @@ static void attempt_clear(attempt *a)
 }
 
 /* Replace every occurrence of @p key in @p s by "[redacted]". */
+#if PL_WITH_CURL
 static char *redact(char *s, const char *key)
 {
     if (!s || !key || strlen(key) < 4)
@@ -164,20 +178,32 @@ static long rand_between(long lo, long hi)
     return lo + (long)(r % (uint64_t)(hi - lo + 1));
 }
 
+#endif /* PL_WITH_CURL */
+
 static const char *code_for_status(long status)
 {
     switch (status) {
     case 401: return PL_ERR_UNAUTHORIZED;
     case 403: return PL_ERR_FORBIDDEN;
     case 404: return PL_ERR_NOT_FOUND;
+    case 408: return PL_ERR_TIMEOUT;
     case 429: return PL_ERR_RATE_LIMITED;
+    case 409: return PL_ERR_RETRYABLE_SERVER;
     default:
         return status >= 500 ? PL_ERR_RETRYABLE_SERVER : PL_ERR_INVALID_INPUT;
     }
 }
 
+/* As the official SDKs retry: a timeout (408), a conflict (409), a rate
+ * limit (429), and the server's errors. */
+static bool retryable_status(long status)
+{
+    return status == 408 || status == 409 || status == 429 || status >= 500;
+}
+
 static unsigned or_default(unsigned v, unsigned d) { return v ? v : d; }
 
+#if PL_WITH_CURL
 /* What differs between the HTTP providers. */
 typedef struct provider {
     const char *base;     /* default base URL */
@@ -214,7 +240,8 @@ typedef struct sink {
     pl__buf body;
     size_t cap;
     bool over;
-    long retry_after_ms;
+    long retry_after_ms;     /* Retry-After; -1: none */
+    long retry_after_ms_hdr; /* retry-after-ms, which wins; -1: none */
 } sink;
 
 static size_t on_body(char *p, size_t size, size_t n, void *user)
@@ -227,6 +254,8 @@ static size_t on_body(char *p, size_t size, size_t n, void *user)
     }
     return pl__buf_append(&s->body, p, len) ? 0 : len;
 }
+
+#endif /* PL_WITH_CURL */
 
 /* ------------------------------------------------------------------------ */
 /* Retry-After                                                              */
@@ -413,12 +442,39 @@ int pl__llm_retry_after(long *out_ms, const char *value, int64_t now_ms)
     return PL_OK;
 }
 
+#if PL_WITH_CURL
 /* A Retry-After the server sent that is neither form is left aside: the
  * backoff's own waits apply, as if it had sent none. */
+/* retry-after-ms (OpenAI's and Anthropic's): milliseconds, whole or not;
+ * -1 for anything else. */
+static long retry_after_ms_value(const char *v)
+{
+    char *end;
+    errno = 0;
+    double ms = strtod(v, &end);
+    while (*end == ' ' || *end == '\t' || *end == '\r' || *end == '\n')
+        end++;
+    if (errno || end == v || *end || !(ms >= 0))
+        return -1;
+    return ms > RETRY_AFTER_MAX_MS ? RETRY_AFTER_MAX_MS : (long)ms;
+}
+
 static size_t on_header(char *p, size_t size, size_t n, void *user)
 {
     sink *s = user;
     size_t len = size * n;
+    static const char ms_name[] = "retry-after-ms:";
+    if (len > sizeof ms_name - 1 &&
+        strncasecmp(p, ms_name, sizeof ms_name - 1) == 0) {
+        char v[64];
+        size_t vl = len - (sizeof ms_name - 1);
+        if (vl < sizeof v) {
+            memcpy(v, p + sizeof ms_name - 1, vl);
+            v[vl] = '\0';
+            s->retry_after_ms_hdr = retry_after_ms_value(v);
+        }
+        return len;
+    }
     static const char name[] = "retry-after:";
     if (len > sizeof name - 1 && strncasecmp(p, name, sizeof name - 1) == 0) {
         char v[64];
@@ -459,6 +515,7 @@ static void http_attempt(attempt *a, const pl__llm *m, const char *url,
     sink s = {{0},
               m->o.max_response_bytes ? m->o.max_response_bytes : DEF_MAX_BODY,
               false,
+              -1,
               -1};
     char errbuf[CURL_ERROR_SIZE] = "";
     struct curl_slist *h = curl_slist_append(NULL,
@@ -514,7 +571,8 @@ static void http_attempt(attempt *a, const pl__llm *m, const char *url,
     }
     failed = false;
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &a->status);
-    a->retry_after_ms = s.retry_after_ms;
+    a->retry_after_ms = s.retry_after_ms_hdr >= 0 ? s.retry_after_ms_hdr
+                                                  : s.retry_after_ms;
     if (a->status >= 200 && a->status < 300) {
         if (pl__llm_parse_response(&a->answer, &a->in_tokens, &a->out_tokens, m,
                                    s.body.data ? (char *)s.body.data : "",
@@ -524,7 +582,7 @@ static void http_attempt(attempt *a, const pl__llm *m, const char *url,
         }
         goto done;
     }
-    a->retryable = a->status == 429 || a->status >= 500;
+    a->retryable = retryable_status(a->status);
     a->error_code = (char *)code_for_status(a->status);
     char *why = error_text((char *)s.body.data, s.body.len, key);
     a->message = pl__asprintf("HTTP %ld from the model's server: %s", a->status,
@@ -535,6 +593,24 @@ done:
     curl_slist_free_all(h);
     free(auth);
     pl__buf_free(&s.body);
+}
+
+/* Say in a retryable failure's message why it was not tried again, and
+ * after how many attempts. */
+static void gave_up(attempt *a, const char *fmt, unsigned attempts, ...)
+{
+    char why[200];
+    va_list ap;
+    va_start(ap, attempts);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    char *msg = pl__asprintf("%s (not tried again after %u attempt%s: %s)",
+                             a->message ? a->message : "model call failed",
+                             attempts, attempts == 1 ? "" : "s", why);
+    if (msg) {
+        free(a->message);
+        a->message = msg;
+    }
 }
 
 static int http_exchange(attempt *a, unsigned *attempts, const pl__llm *m,
@@ -584,21 +660,39 @@ static int http_exchange(attempt *a, unsigned *attempts, const pl__llm *m,
         http_attempt(a, m, url, key, body,
                      left_ms < (long)per ? (left_ms > 0 ? left_ms : 1)
                                          : (long)per);
-        if (!a->retryable || i + 1 >= max)
+        if (!a->retryable)
             break;
+        if (i + 1 >= max) {
+            gave_up(a, "no attempt was left (max_attempts %u)", i + 1, max);
+            break;
+        }
         wait = rand_between(base_ms, wait * 3);
         if (wait > cap_ms)
             wait = cap_ms;
         /* the server's word, when it gave one, over the backoff's */
         long pause = a->retry_after_ms >= 0 ? a->retry_after_ms : wait;
         used = pl__mono_ns() - t0;
-        if (used + (uint64_t)pause * 1000000u >= total_ns)
-            break; /* no time left for another attempt */
+        if (used + (uint64_t)pause * 1000000u >= total_ns) {
+            /* no time left for another attempt */
+            long left = used >= total_ns ? 0
+                                         : (long)((total_ns - used) / 1000000u);
+            char why[160];
+            snprintf(why, sizeof why,
+                     "the wait of %ld ms%s is past the %ld ms left of "
+                     "total_timeout_ms",
+                     pause,
+                     a->retry_after_ms >= 0 ? " the server asked for" : "",
+                     left);
+            gave_up(a, "%s", i + 1, why);
+            break;
+        }
         sleep_ms(pause);
     }
     free(url);
     return PL_OK;
 }
+
+#endif /* PL_WITH_CURL */
 
 /* ------------------------------------------------------------------------ */
 /* The scripted model                                                       */
@@ -741,7 +835,7 @@ static int scripted_exchange(attempt *a, unsigned *attempts, long *pos,
         const cJSON *status = cJSON_GetObjectItemCaseSensitive(r, "status");
         if (cJSON_IsNumber(status) && status->valueint != 200) {
             a->status = status->valueint;
-            a->retryable = a->status == 429 || a->status >= 500;
+            a->retryable = retryable_status(a->status);
             a->error_code = (char *)code_for_status(a->status);
             a->message = pl__asprintf("HTTP %ld from the scripted model",
                                       a->status);
@@ -769,9 +863,13 @@ int pl__llm_exchange(cJSON **out, const pl__llm *m, const char *body,
     a.retry_after_ms = -1;
     unsigned attempts = 0;
     long pos = script_pos;
+#if PL_WITH_CURL
     int st = m->url.provider == PL__LLM_SCRIPTED
                  ? scripted_exchange(&a, &attempts, &pos, m, body)
                  : http_exchange(&a, &attempts, m, body);
+#else /* pl_llm_register() takes scripted:// models alone */
+    int st = scripted_exchange(&a, &attempts, &pos, m, body);
+#endif
     cJSON *v = NULL;
     if (!st && a.answer)
         st = pl_json_pack(&v, "{s:s, s:I, s:i, s:i, s:{s:I, s:I}, s:O}",

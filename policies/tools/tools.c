@@ -2,12 +2,15 @@
  * tools.c -- the tool policies' settings and their registration, with the
  * description and input JSON Schema a model sees for each.
  */
-#include <curl/curl.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "tools.h"
+
+#if PL_WITH_CURL
+#include <curl/curl.h>
+#endif
 
 #define DEFAULT_CAP (1024 * 1024)
 #define DEFAULT_CONNECT_MS 5000
@@ -49,12 +52,14 @@ static const char run_command_schema[] =
     "\"description\":\"At most this long, in milliseconds\"}},"
     "\"required\":[\"argv\"],\"additionalProperties\":false}";
 
+#if PL_WITH_CURL
 static const char http_get_schema[] =
     "{\"type\":\"object\","
     "\"properties\":{\"url\":{\"type\":\"string\","
     "\"description\":\"The URL to fetch; only allowed hosts and schemes "
     "answer\",\"minLength\":1,\"maxLength\":8192}},"
     "\"required\":[\"url\"],\"additionalProperties\":false}";
+#endif
 
 /* ---- text ---------------------------------------------------------------- */
 
@@ -135,6 +140,14 @@ static int allow_parse(pl__allow *a, const char *entry, bool have_root)
         a->file = true;
         return PL_OK;
     }
+#if !PL_WITH_CURL
+    return pl__err(PL_EINVAL,
+                   "pl_tools_new: allow entry '%s' is for http_get, which is "
+                   "absent: policyledger was built without libcurl "
+                   "(PL_WITH_CURL=OFF)",
+                   entry);
+}
+#else
     int st = PL_OK;
     CURLU *u = curl_url();
     char *scheme = NULL, *host = NULL, *port = NULL, *path = NULL,
@@ -191,6 +204,7 @@ done:
         allow_free(a);
     return st;
 }
+#endif /* PL_WITH_CURL */
 
 int pl_tools_new(pl_tools **out, const pl_tools_options *opts)
 {
@@ -263,11 +277,13 @@ int pl_tools_new(pl_tools **out, const pl_tools_options *opts)
     t->timeout_ms = opts->timeout_ms ? opts->timeout_ms : DEFAULT_TIMEOUT_MS;
     t->max_redirects = opts->max_redirects < 0 ? DEFAULT_REDIRECTS
                                                : opts->max_redirects;
+#if PL_WITH_CURL
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
         st = pl__err(PL_EIO, "pl_tools_new: libcurl cannot be initialised");
         goto done;
     }
     t->curl_ready = true;
+#endif
     t->command_timeout_ms = opts->command_timeout_ms ? opts->command_timeout_ms
                                                      : DEFAULT_COMMAND_MS;
     t->max_output_bytes = opts->max_output_bytes ? opts->max_output_bytes
@@ -302,9 +318,13 @@ int pl_tools_new(pl_tools **out, const pl_tools_options *opts)
     if (!n) {
         list = loopback;
         n = opts->root ? PL__ARRAY_LEN(loopback) : PL__ARRAY_LEN(loopback) - 1;
+#if !PL_WITH_CURL /* no http_get: file:// alone */
+        list = loopback + PL__ARRAY_LEN(loopback) - 1;
+        n = opts->root ? 1 : 0;
+#endif
     }
-    t->allow = calloc(n, sizeof *t->allow);
-    if (!t->allow) {
+    t->allow = n ? calloc(n, sizeof *t->allow) : NULL;
+    if (n && !t->allow) {
         st = pl__err(PL_ENOMEM, "pl_tools_new: out of memory");
         goto done;
     }
@@ -333,8 +353,10 @@ void pl_tools_free(pl_tools *tools)
         free(tools->env[i]);
     free(tools->env);
     pl_sandbox_free(tools->sb);
+#if PL_WITH_CURL
     if (tools->curl_ready)
         curl_global_cleanup();
+#endif
     free(tools);
 }
 
@@ -356,6 +378,7 @@ int pl_tools_register(pl_registry *reg, const pl_tools *tools)
     d.code_version = "policyledger/calculator/1";
     defs[n++] = d;
 
+#if PL_WITH_CURL /* else absent: pl_tools_new() says why */
     d.name = "http_get";
     d.fn = pl__tool_http_get;
     d.user = (void *)tools;
@@ -365,6 +388,7 @@ int pl_tools_register(pl_registry *reg, const pl_tools *tools)
     d.input_schema = http_get_schema;
     d.code_version = "policyledger/http_get/1";
     defs[n++] = d;
+#endif
 
     if (tools->sb) {
         d.name = "read_file";

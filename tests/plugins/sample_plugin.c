@@ -10,7 +10,10 @@
  *   FAIL_AFTER_ONE    registers one policy, then fails with PL_EINVAL
  *   FAIL_ODD          fails with 42, which is not a pl_status
  *   UNDEFINED         calls a function no library defines
+ *   CRASH_INIT        dies of SIGSEGV in pl_plugin_init
  */
+#include <signal.h>
+
 #include <policyledger.h>
 
 #ifndef PREFIX
@@ -62,7 +65,10 @@ int pl_plugin_init(pl_registry *reg)
     d.fn = echo;
     d.description = "Returns its payload.";
     int st = pl_registry_add(reg, &d);
-#ifdef FAIL_AFTER_ONE
+#ifdef CRASH_INIT
+    raise(SIGSEGV); /* as a stray pointer would */
+    return st;
+#elif defined(FAIL_AFTER_ONE)
     return st ? st : PL_EINVAL;
 #elif defined(FAIL_ODD)
     return st ? st : 42;

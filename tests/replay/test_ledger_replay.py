@@ -671,17 +671,92 @@ def case_time():
         s.close()
 
 
+def case_plugin_crashes_in_init():
+    """A plugin that dies in pl_plugin_init takes the tool down with exit 2
+    and a line naming the plugin, not a bare SIGSEGV; the store is not
+    opened, let alone written."""
+    s = Store()
+    try:
+        s.demo("K-1")
+        with open(s.path, "rb") as f:
+            before = f.read()
+        crash = ARGS.crash_plugin
+        for mode in (["--all"], ["--check"], ["--worker"]):
+            p = s.tool(*mode, plugins=[ARGS.order_plugin, crash], expect=2)
+            check("plugin_crash_init" in p.stderr and "SIGSEGV" in p.stderr
+                  and "pl_plugin_init" in p.stderr,
+                  "the crash does not name the plugin", p.stderr)
+        with open(s.path, "rb") as f:
+            check(f.read() == before, "the store changed")
+    finally:
+        s.close()
+
+
+def case_check_on_a_read_only_file_system():
+    """--check writes nothing, so a store on a read-only file system (a
+    read-only bind mount in a mount namespace of its own) checks as any
+    other.  Needs unshare(1) and the right to mount (root)."""
+    probe = subprocess.run(["unshare", "-m", "true"], capture_output=True)
+    if shutil.which("unshare") is None or probe.returncode != 0:
+        print("  (no mount namespace to be had: read-only case left out)")
+        return
+    s = Store()
+    try:
+        s.demo("R-1")
+        tool = [ARGS.tool, s.path, "--plugin", ARGS.order_plugin, "--check"]
+        script = ('mount --bind "$1" "$1" && mount -o remount,bind,ro "$1" '
+                  '&& touch "$1/probe" 2>/dev/null && exit 9; shift; '
+                  'exec "$@"')
+        p = run(["unshare", "-m", "sh", "-c", script, "sh", s.dir] + tool)
+        check(p.returncode == 0 and "1 ok" in p.stdout,
+              "--check on a read-only file system", p.returncode, p.stdout,
+              p.stderr)
+    finally:
+        s.close()
+
+
+def case_run_on_a_full_store():
+    """A store that cannot be written mid-run (the file size limit, below
+    every data page, standing in for a full disk) stops --run with exit 2,
+    the store's fault, naming the run once; the run is left running, and
+    once the limit is gone --run finishes it."""
+    s = Store()
+    try:
+        p = s.demo("F-1", crash_after=3)
+        check(p.returncode == -signal.SIGKILL, "order-demo did not crash",
+              p.returncode, p.stderr)
+
+        def no_room():
+            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+            resource.setrlimit(resource.RLIMIT_FSIZE,
+                               (8192, resource.RLIM_INFINITY))
+
+        p = s.tool("--run", "order-F-1", preexec=no_room, expect=2)
+        check("PL_ENOSPC" in p.stderr, "the cause is not named", p.stderr)
+        check(p.stderr.count("order-F-1") == 1,
+              "the run is named more than once", p.stderr)
+        check(len(p.stderr.strip().splitlines()) == 1, "not one line",
+              p.stderr)
+        doc, _ = s.tool_json("--run", "order-F-1", expect=0)
+        check(doc["runs"][0]["status"] == "completed", "not finished", doc)
+        check(len(charges_of(s, "F-1")) == 1, "charged twice")
+    finally:
+        s.close()
+
+
 CASES = [case_time, case_usage, case_bad_store, case_bad_plugin, case_crash_then_run,
          case_all_skips_a_live_owner, case_check,
          case_check_code_changed_but_clean, case_resume, case_fork,
-         case_submit_to_a_full_store]
+         case_submit_to_a_full_store, case_run_on_a_full_store,
+         case_plugin_crashes_in_init, case_check_on_a_read_only_file_system]
 
 
 def main():
     global ARGS
     ap = argparse.ArgumentParser()
     for name in ("tool", "demo", "order-plugin", "order-plugin-v2", "plugin",
-                 "plugin-b", "helper", "failing-plugin", "no-entry-plugin"):
+                 "plugin-b", "helper", "failing-plugin", "no-entry-plugin",
+                 "crash-plugin"):
         ap.add_argument("--" + name, required=True)
     ap.add_argument("cases", nargs="*")
     ARGS = ap.parse_args()

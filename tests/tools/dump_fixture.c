@@ -225,6 +225,24 @@ int main(int argc, char **argv)
         pl_registry_free(reg);
         return rc;
     }
+    if (!strcmp(argv[2], "many") && argc == 4) {
+        if (pl_engine_open(&e, path, reg, NULL)) {
+            fprintf(stderr, "open: %s\n", pl_errmsg());
+            return 1;
+        }
+        cJSON *p = cJSON_CreateObject();
+        cJSON_AddStringToObject(p, "customer", "ada");
+        long n = strtol(argv[3], NULL, 10);
+        for (long i = 1; !rc && i <= n; i++) {
+            char id[32];
+            snprintf(id, sizeof id, "m-%ld", i);
+            rc = start(e, id, "order", p, PL_RUN_COMPLETED);
+        }
+        cJSON_Delete(p);
+        pl_engine_close(e);
+        pl_registry_free(reg);
+        return rc;
+    }
     if (strcmp(argv[2], "build") != 0) {
         fprintf(stderr, "unknown mode '%s'\n", argv[2]);
         return 1;

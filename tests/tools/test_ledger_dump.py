@@ -305,7 +305,7 @@ class BadInputTest(Base):
 
     def test_usage(self):
         self.expect(1, [], ["no store"])
-        self.expect(1, [self.store, "--bogus"], ["unknown option '--bogus'"])
+        self.expect(1, [self.store, "--bogus"], ['unknown option "--bogus"'])
         self.expect(1, [self.store, "--since", "yesterday"], ["bad --since"])
         self.expect(1, [self.store, "--since", "2026-13-01"], ["bad --since"])
         self.expect(1, [self.store, "--since", "99999999999999d"],
@@ -360,9 +360,9 @@ class BadInputTest(Base):
 
     def test_unknown_run(self):
         self.expect(2, [self.store, "--run", "no-such-run"],
-                    ["no run 'no-such-run'"])
+                    ['no run "no-such-run"'])
         self.expect(2, [self.store, "--verify", "--run", "no-such-run"],
-                    ["no run 'no-such-run'"])
+                    ['no run "no-such-run"'])
 
 
 class FollowTest(Base):

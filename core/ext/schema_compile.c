@@ -1,0 +1,581 @@
+/*
+ * schema_compile.c -- compiling a JSON Schema (schema.h): its side table,
+ * its patterns translated to POSIX and compiled, its "$ref"s resolved, its
+ * keywords checked.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "schema.h"
+
+static size_t ptr_hash(const void *p)
+{
+    uint64_t x = (uint64_t)(uintptr_t)p;
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    return (size_t)x;
+}
+
+pl__schema_aux *pl__schema_aux_find(const pl_schema *s, const cJSON *node)
+{
+    if (!s->n_slots)
+        return NULL;
+    size_t mask = s->n_slots - 1;
+    for (size_t i = ptr_hash(node) & mask;; i = (i + 1) & mask) {
+        if (!s->slots[i].node)
+            return NULL;
+        if (s->slots[i].node == node)
+            return &s->slots[i];
+    }
+}
+
+/* The entry for @p node, added empty if new; NULL when out of memory. */
+static pl__schema_aux *aux_get(pl_schema *s, const cJSON *node, bool *added)
+{
+    *added = false;
+    pl__schema_aux *a = pl__schema_aux_find(s, node);
+    if (a)
+        return a;
+    if ((s->n + 1) * 2 > s->n_slots) {
+        size_t ns = s->n_slots ? s->n_slots * 2 : 64;
+        pl__schema_aux *slots = calloc(ns, sizeof *slots);
+        if (!slots)
+            return NULL;
+        for (size_t i = 0; i < s->n_slots; i++) {
+            if (!s->slots[i].node)
+                continue;
+            size_t j = ptr_hash(s->slots[i].node) & (ns - 1);
+            while (slots[j].node)
+                j = (j + 1) & (ns - 1);
+            slots[j] = s->slots[i];
+        }
+        free(s->slots);
+        s->slots = slots;
+        s->n_slots = ns;
+    }
+    size_t mask = s->n_slots - 1;
+    size_t i = ptr_hash(node) & mask;
+    while (s->slots[i].node)
+        i = (i + 1) & mask;
+    s->slots[i].node = node;
+    s->n++;
+    *added = true;
+    return &s->slots[i];
+}
+
+void pl_schema_free(pl_schema *s)
+{
+    if (!s)
+        return;
+    for (size_t i = 0; i < s->n_slots; i++)
+        if (s->slots[i].re) {
+            regfree(s->slots[i].re);
+            free(s->slots[i].re);
+        }
+    free(s->slots);
+    cJSON_Delete(s->root);
+    free(s);
+}
+
+/* ---- compiling ----------------------------------------------------------- */
+
+/* Where in the schema compiling is, for messages: "#/properties/a". */
+typedef struct where {
+    const struct where *up;
+    const char *key; /* NULL: idx */
+    size_t idx;
+} where;
+
+static void where_render(char *buf, size_t cap, const where *w)
+{
+    const where *chain[PL_SCHEMA_MAX_DEPTH * 2 + 8];
+    size_t n = 0;
+    for (; w && n < PL__EXT_ARRAY_LEN(chain); w = w->up)
+        chain[n++] = w;
+    size_t len = (size_t)snprintf(buf, cap, "#");
+    while (n-- > 0 && len < cap) {
+        if (chain[n]->key)
+            len += (size_t)snprintf(buf + len, cap - len, "/%s", chain[n]->key);
+        else
+            len += (size_t)snprintf(buf + len, cap - len, "/%zu",
+                                    chain[n]->idx);
+    }
+}
+
+static int schema_err(int st, const where *w, const char *fmt, ...)
+    PL__EXT_PRINTF(3, 4);
+
+static int schema_err(int st, const where *w, const char *fmt, ...)
+{
+    char at[256], what[256];
+    where_render(at, sizeof at, w);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    return pl_errorf(st, "JSON Schema at %s: %s", at, what);
+}
+
+/* Translate an ECMA-262 pattern's escapes to POSIX ERE.  NULL on OOM; sets
+ * *bad for a construct that POSIX cannot express safely. */
+static char *ecma_to_posix(const char *src, const char **bad)
+{
+    /* one character becomes at most REP_MAX: "[^A-Za-z0-9_]" is the longest */
+    enum { REP_MAX = 16 };
+    size_t n = strlen(src), len = 0;
+    *bad = NULL;
+    char *out = n < (SIZE_MAX - 1) / REP_MAX ? malloc(n * REP_MAX + 1) : NULL;
+    if (!out)
+        return NULL;
+    bool in_class = false;
+    for (const char *p = src; *p && !*bad; p++) {
+        const char *rep = NULL;
+        char one[2] = {*p, 0}, esc[3] = {'\\', 0, 0};
+        if (*p == '\\' && p[1]) {
+            char c = *++p;
+            switch (c) {
+            case 'd': rep = in_class ? "0-9" : "[0-9]"; break;
+            case 'w': rep = in_class ? "A-Za-z0-9_" : "[A-Za-z0-9_]"; break;
+            case 's': rep = in_class ? "[:space:]" : "[[:space:]]"; break;
+            case 'D': rep = in_class ? NULL : "[^0-9]"; break;
+            case 'W': rep = in_class ? NULL : "[^A-Za-z0-9_]"; break;
+            case 'S': rep = in_class ? NULL : "[^[:space:]]"; break;
+            case 'n': rep = "\n"; break;
+            case 't': rep = "\t"; break;
+            case 'r': rep = "\r"; break;
+            default:
+                if (c >= '1' && c <= '9') {
+                    *bad = "backreferences are not supported";
+                    continue;
+                }
+                if (c == 'p' || c == 'P' || c == 'u' || c == 'x' || c == 'b' ||
+                    c == 'B') {
+                    *bad = "\\p, \\u, \\x and \\b escapes are not supported";
+                    continue;
+                }
+                break;
+            }
+            if (!rep && in_class && (c == 'D' || c == 'W' || c == 'S')) {
+                *bad = "negated class escapes inside brackets are not "
+                       "supported";
+                continue;
+            }
+            if (!rep) {
+                /* an escaped character: itself, escaped outside brackets */
+                esc[1] = c;
+                one[0] = c;
+                rep = in_class ? one : esc;
+            }
+        } else if (*p == '(' && p[1] == '?') {
+            *bad = "lookaround and (?...) groups are not supported";
+            continue;
+        } else if ((*p == '*' || *p == '+' || *p == '?' || *p == '}') &&
+                   p[1] == '?' && !in_class) {
+            *bad = "lazy quantifiers are not supported";
+            continue;
+        } else if (*p == '[' && !in_class) {
+            in_class = true;
+            out[len++] = *p;
+            if (p[1] == '^')
+                out[len++] = *++p;
+            if (p[1] == ']') /* a literal ] first in the class */
+                out[len++] = *++p;
+            continue;
+        } else if (*p == ']' && in_class) {
+            in_class = false;
+        }
+        if (!rep)
+            rep = one;
+        size_t rn = strlen(rep);
+        memcpy(out + len, rep, rn);
+        len += rn;
+    }
+    out[len] = '\0';
+    if (*bad) {
+        free(out);
+        return (char *)"";
+    }
+    return out;
+}
+
+static int compile_regex(pl_schema *s, const cJSON *node, const char *pattern,
+                         const where *w)
+{
+    const char *bad = NULL;
+    char *posix = ecma_to_posix(pattern, &bad);
+    if (bad)
+        return schema_err(PL_EINVAL, w, "pattern \"%.80s\": %s", pattern, bad);
+    if (!posix)
+        return pl_errorf(PL_ENOMEM, "out of memory compiling a JSON Schema");
+    regex_t *re = malloc(sizeof *re);
+    int rc = re ? regcomp(re, posix, REG_EXTENDED | REG_NOSUB) : REG_ESPACE;
+    free(posix);
+    if (rc) {
+        char why[128] = "out of memory";
+        if (re)
+            regerror(rc, re, why, sizeof why);
+        free(re);
+        return rc == REG_ESPACE
+                   ? pl_errorf(PL_ENOMEM, "out of memory compiling a pattern")
+                   : schema_err(PL_EINVAL, w, "pattern \"%.80s\": %s", pattern,
+                                why);
+    }
+    bool added;
+    pl__schema_aux *a = aux_get(s, node, &added);
+    if (!a) {
+        regfree(re);
+        free(re);
+        return pl_errorf(PL_ENOMEM, "out of memory compiling a JSON Schema");
+    }
+    if (a->re) { /* compiled already (a schema reached twice) */
+        regfree(re);
+        free(re);
+        return PL_OK;
+    }
+    a->re = re;
+    return PL_OK;
+}
+
+/* Decode one JSON pointer token (percent- then ~-escapes) into buf. */
+static bool pointer_token(char *buf, size_t cap, const char *p, size_t n)
+{
+    size_t len = 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = p[i];
+        if (c == '%') {
+            if (i + 2 >= n)
+                return false;
+            char hex[3] = {p[i + 1], p[i + 2], 0};
+            char *end;
+            long v = strtol(hex, &end, 16);
+            if (*end || v <= 0)
+                return false;
+            c = (char)v;
+            i += 2;
+        }
+        if (len + 2 > cap)
+            return false;
+        buf[len++] = c;
+    }
+    buf[len] = 0;
+    /* ~1 -> /, ~0 -> ~ */
+    size_t o = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (buf[i] == '~') {
+            if (buf[i + 1] == '1')
+                buf[o++] = '/';
+            else if (buf[i + 1] == '0')
+                buf[o++] = '~';
+            else
+                return false;
+            i++;
+        } else {
+            buf[o++] = buf[i];
+        }
+    }
+    buf[o] = 0;
+    return true;
+}
+
+static const cJSON *resolve_ref(const cJSON *root, const char *ref)
+{
+    if (ref[0] != '#')
+        return NULL;
+    const cJSON *node = root;
+    const char *p = ref + 1;
+    if (!*p)
+        return root;
+    if (*p != '/')
+        return NULL;
+    while (*p == '/' && node) {
+        p++;
+        size_t n = strcspn(p, "/");
+        char tok[512];
+        if (!pointer_token(tok, sizeof tok, p, n))
+            return NULL;
+        if (cJSON_IsArray(node)) {
+            char *end;
+            errno = 0;
+            unsigned long idx = strtoul(tok, &end, 10);
+            if (!*tok || *end || errno || (tok[0] == '0' && tok[1]))
+                return NULL;
+            node = idx > INT32_MAX ? NULL : cJSON_GetArrayItem(node, (int)idx);
+        } else if (cJSON_IsObject(node)) {
+            node = cJSON_GetObjectItemCaseSensitive(node, tok);
+        } else {
+            return NULL;
+        }
+        p += n;
+    }
+    return node;
+}
+
+static int compile_node(pl_schema *s, const cJSON *node, const where *w,
+                        unsigned depth);
+
+static bool is_schema(const cJSON *v)
+{
+    return cJSON_IsObject(v) || cJSON_IsBool(v);
+}
+
+static int sub(pl_schema *s, const cJSON *v, const where *w, const char *key,
+               unsigned depth)
+{
+    where here = {w, key, 0};
+    return compile_node(s, v, &here, depth + 1);
+}
+
+static int schema_array(pl_schema *s, const cJSON *v, const where *w,
+                        const char *key, unsigned depth, bool nonempty)
+{
+    where here = {w, key, 0};
+    if (!cJSON_IsArray(v) || (nonempty && !v->child))
+        return schema_err(PL_EINVAL, &here, "expected %sarray of schemas",
+                          nonempty ? "a non-empty " : "an ");
+    size_t i = 0;
+    for (const cJSON *it = v->child; it; it = it->next, i++) {
+        where at = {&here, NULL, i};
+        int st = compile_node(s, it, &at, depth + 1);
+        if (st)
+            return st;
+    }
+    return PL_OK;
+}
+
+static int schema_map(pl_schema *s, const cJSON *v, const where *w,
+                      const char *key, unsigned depth, bool regex_keys)
+{
+    where here = {w, key, 0};
+    if (!cJSON_IsObject(v))
+        return schema_err(PL_EINVAL, &here, "expected an object of schemas");
+    for (const cJSON *it = v->child; it; it = it->next) {
+        where at = {&here, it->string, 0};
+        int st = regex_keys ? compile_regex(s, it, it->string, &at) : 0;
+        if (!st)
+            st = compile_node(s, it, &at, depth + 1);
+        if (st)
+            return st;
+    }
+    return PL_OK;
+}
+
+static bool is_count(const cJSON *v)
+{
+    return cJSON_IsNumber(v) && v->valuedouble >= 0 &&
+           v->valuedouble <= 9007199254740992.0 &&
+           floor(v->valuedouble) == v->valuedouble;
+}
+
+static bool is_string_array(const cJSON *v)
+{
+    if (!cJSON_IsArray(v))
+        return false;
+    for (const cJSON *it = v->child; it; it = it->next)
+        if (!cJSON_IsString(it))
+            return false;
+    return true;
+}
+
+static const char *const type_names[] = {"null",   "boolean", "object", "array",
+                                         "number", "string",  "integer"};
+
+static bool type_name_ok(const cJSON *v)
+{
+    if (!cJSON_IsString(v))
+        return false;
+    for (size_t i = 0; i < PL__EXT_ARRAY_LEN(type_names); i++)
+        if (strcmp(v->valuestring, type_names[i]) == 0)
+            return true;
+    return false;
+}
+
+static int json_depth_ok(const cJSON *v, unsigned depth)
+{
+    if (depth > PL_SCHEMA_MAX_DEPTH)
+        return false;
+    for (const cJSON *it = v->child; it; it = it->next)
+        if ((cJSON_IsArray(it) || cJSON_IsObject(it)) &&
+            !json_depth_ok(it, depth + 1))
+            return false;
+    return true;
+}
+
+static int compile_node(pl_schema *s, const cJSON *node, const where *w,
+                        unsigned depth)
+{
+    if (cJSON_IsBool(node))
+        return PL_OK;
+    if (!cJSON_IsObject(node))
+        return schema_err(PL_EINVAL, w,
+                          "a schema must be an object or a boolean");
+    if (depth > PL_SCHEMA_MAX_DEPTH)
+        return schema_err(PL_ELIMIT, w, "schemas nest deeper than %d",
+                          PL_SCHEMA_MAX_DEPTH);
+    bool added;
+    pl__schema_aux *self = aux_get(s, node, &added);
+    if (!self)
+        return pl_errorf(PL_ENOMEM, "out of memory compiling a JSON Schema");
+    if (self->checked)
+        return PL_OK; /* reached before, through a $ref */
+    self->checked = true;
+
+    int st = PL_OK;
+    for (const cJSON *kw = node->child; kw && !st; kw = kw->next) {
+        const char *k = kw->string;
+        where at = {w, k, 0};
+        if (!strcmp(k, "type")) {
+            bool ok = type_name_ok(kw);
+            if (cJSON_IsArray(kw)) {
+                ok = true;
+                for (const cJSON *t = kw->child; t; t = t->next)
+                    ok = ok && type_name_ok(t);
+            }
+            if (!ok)
+                st = schema_err(PL_EINVAL, &at,
+                                "expected a type name or an array of them "
+                                "(null, boolean, object, array, number, "
+                                "string, integer)");
+        } else if (!strcmp(k, "enum")) {
+            if (!cJSON_IsArray(kw))
+                st = schema_err(PL_EINVAL, &at, "expected an array");
+        } else if (!strcmp(k, "multipleOf")) {
+            if (!cJSON_IsNumber(kw) || !(kw->valuedouble > 0) ||
+                !isfinite(kw->valuedouble))
+                st = schema_err(PL_EINVAL, &at,
+                                "expected a number greater than 0");
+        } else if (!strcmp(k, "maximum") || !strcmp(k, "minimum") ||
+                   !strcmp(k, "exclusiveMaximum") ||
+                   !strcmp(k, "exclusiveMinimum")) {
+            if (!cJSON_IsNumber(kw) || !isfinite(kw->valuedouble))
+                st = schema_err(PL_EINVAL, &at, "expected a number");
+        } else if (!strcmp(k, "maxLength") || !strcmp(k, "minLength") ||
+                   !strcmp(k, "maxItems") || !strcmp(k, "minItems") ||
+                   !strcmp(k, "maxProperties") || !strcmp(k, "minProperties")) {
+            if (!is_count(kw))
+                st = schema_err(PL_EINVAL, &at,
+                                "expected a non-negative integer");
+        } else if (!strcmp(k, "pattern")) {
+            st = cJSON_IsString(kw)
+                     ? compile_regex(s, kw, kw->valuestring, &at)
+                     : schema_err(PL_EINVAL, &at, "expected a string");
+        } else if (!strcmp(k, "uniqueItems")) {
+            if (!cJSON_IsBool(kw))
+                st = schema_err(PL_EINVAL, &at, "expected a boolean");
+        } else if (!strcmp(k, "items")) {
+            st = cJSON_IsArray(kw) ? schema_array(s, kw, w, k, depth, false)
+                                   : sub(s, kw, w, k, depth);
+        } else if (!strcmp(k, "prefixItems")) {
+            st = schema_array(s, kw, w, k, depth, false);
+        } else if (!strcmp(k, "additionalItems") || !strcmp(k, "contains") ||
+                   !strcmp(k, "additionalProperties") ||
+                   !strcmp(k, "propertyNames") || !strcmp(k, "not") ||
+                   !strcmp(k, "if") || !strcmp(k, "then") ||
+                   !strcmp(k, "else")) {
+            st = sub(s, kw, w, k, depth);
+        } else if (!strcmp(k, "required")) {
+            if (!is_string_array(kw))
+                st = schema_err(PL_EINVAL, &at, "expected an array of strings");
+        } else if (!strcmp(k, "properties") || !strcmp(k, "definitions") ||
+                   !strcmp(k, "$defs") || !strcmp(k, "dependentSchemas")) {
+            st = schema_map(s, kw, w, k, depth, false);
+        } else if (!strcmp(k, "patternProperties")) {
+            st = schema_map(s, kw, w, k, depth, true);
+        } else if (!strcmp(k, "dependencies") ||
+                   !strcmp(k, "dependentRequired")) {
+            bool schemas = !strcmp(k, "dependencies");
+            if (!cJSON_IsObject(kw))
+                st = schema_err(PL_EINVAL, &at, "expected an object");
+            for (const cJSON *d = kw->child; d && !st; d = d->next) {
+                where dat = {&at, d->string, 0};
+                if (is_string_array(d))
+                    continue;
+                st = schemas && is_schema(d)
+                         ? compile_node(s, d, &dat, depth + 1)
+                         : schema_err(PL_EINVAL, &dat,
+                                      "expected an array of strings%s",
+                                      schemas ? " or a schema" : "");
+            }
+        } else if (!strcmp(k, "allOf") || !strcmp(k, "anyOf") ||
+                   !strcmp(k, "oneOf")) {
+            st = schema_array(s, kw, w, k, depth, true);
+        } else if (!strcmp(k, "$ref")) {
+            if (!cJSON_IsString(kw)) {
+                st = schema_err(PL_EINVAL, &at, "expected a string");
+                break;
+            }
+            const cJSON *t = resolve_ref(s->root, kw->valuestring);
+            if (!t) {
+                st = schema_err(PL_EINVAL, &at,
+                                "\"%.120s\" does not name a schema in this "
+                                "document (only \"#\" and \"#/pointer\" "
+                                "references are supported)",
+                                kw->valuestring);
+                break;
+            }
+            bool fresh;
+            pl__schema_aux *a = aux_get(s, kw, &fresh);
+            if (!a)
+                return pl_errorf(PL_ENOMEM,
+                                 "out of memory compiling a JSON Schema");
+            a->target = t;
+            where tat = {NULL, kw->valuestring + 2, 0};
+            st = compile_node(s, t, kw->valuestring[1] ? &tat : NULL,
+                              depth + 1);
+            if (!st && !cJSON_IsObject(t) && !cJSON_IsBool(t))
+                st = schema_err(PL_EINVAL, &at, "\"%.120s\" is not a schema",
+                                kw->valuestring);
+        }
+    }
+    return st;
+}
+
+int pl_schema_compile(pl_schema **out, const cJSON *schema)
+{
+    if (!out)
+        return pl_errorf(PL_EINVAL, "pl_schema_compile: out is NULL");
+    *out = NULL;
+    if (!schema)
+        return pl_errorf(PL_EINVAL, "pl_schema_compile: schema is NULL");
+    if (!is_schema(schema))
+        return pl_errorf(PL_EJSON, "JSON Schema at #: a schema must be an "
+                                   "object or a boolean");
+    if (!json_depth_ok(schema, 1))
+        return pl_errorf(PL_ELIMIT, "JSON Schema nests deeper than %d levels",
+                         PL_SCHEMA_MAX_DEPTH);
+    pl_schema *s = calloc(1, sizeof *s);
+    if (!s || !(s->root = cJSON_Duplicate(schema, true))) {
+        free(s);
+        return pl_errorf(PL_ENOMEM, "out of memory compiling a JSON Schema");
+    }
+    int st = compile_node(s, s->root, NULL, 0);
+    if (st) {
+        pl_schema_free(s);
+        return st;
+    }
+    *out = s;
+    return PL_OK;
+}
+
+int pl_schema_compile_text(pl_schema **out, const char *text)
+{
+    if (!out)
+        return pl_errorf(PL_EINVAL, "pl_schema_compile_text: out is NULL");
+    *out = NULL;
+    if (!text)
+        return pl_errorf(PL_EINVAL, "pl_schema_compile_text: text is NULL");
+    cJSON *json = cJSON_ParseWithOpts(text, NULL, true);
+    if (!json)
+        return pl_errorf(PL_EJSON,
+                         "JSON Schema is not valid JSON (near byte "
+                         "%td)",
+                         cJSON_GetErrorPtr() ? cJSON_GetErrorPtr() - text : 0);
+    int st = pl_schema_compile(out, json);
+    cJSON_Delete(json);
+    return st;
+}

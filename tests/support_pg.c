@@ -1,0 +1,69 @@
+/*
+ * support_pg.c -- the test helpers of the PostgreSQL store (built with
+ * PL_WITH_POSTGRESQL alone).
+ */
+#include "support.h"
+
+#include <libpq-fe.h>
+#include <stdio.h>
+#include <string.h>
+
+static PGresult *pg_exec(PGconn *c, const char *sql, ExecStatusType want)
+{
+    PGresult *r = PQexec(c, sql);
+    cr_assert_eq(PQresultStatus(r), want, "%s: %s", sql,
+                 PQresultErrorMessage(r));
+    return r;
+}
+
+const char *t_pg_schema(const char *store)
+{
+    const char *s = strstr(store, "&schema=");
+    cr_assert_not_null(s, "not a test store on PostgreSQL: %s", store);
+    return s + 8;
+}
+
+PGconn *t_pg_admin(void)
+{
+    PGconn *c = PQconnectdb(t_pg_server());
+    cr_assert_eq(PQstatus(c), CONNECTION_OK, "connect: %s", PQerrorMessage(c));
+    return c;
+}
+
+/* Every table and sequence of the schema in @p from, with their rows and
+ * values, into the schema in @p to (which must not exist yet). */
+void t_pg_copy(const char *to, const char *from)
+{
+    const char *fs = t_pg_schema(from), *ts = t_pg_schema(to);
+    PGconn *c = t_pg_admin();
+    char sql[1024];
+    snprintf(sql, sizeof sql, "CREATE SCHEMA \"%s\"", ts);
+    PQclear(pg_exec(c, sql, PGRES_COMMAND_OK));
+    snprintf(sql, sizeof sql,
+             "SELECT c.relname, c.relkind FROM pg_class c JOIN pg_namespace "
+             "n ON n.oid = c.relnamespace WHERE n.nspname = '%s' AND "
+             "c.relkind IN ('r', 'S') ORDER BY c.relkind DESC",
+             fs);
+    PGresult *rel = pg_exec(c, sql, PGRES_TUPLES_OK);
+    for (int i = 0; i < PQntuples(rel); i++) {
+        const char *name = PQgetvalue(rel, i, 0);
+        if (*PQgetvalue(rel, i, 1) == 'S')
+            snprintf(sql, sizeof sql,
+                     "CREATE SEQUENCE \"%s\".\"%s\"; SELECT setval('\"%s\"."
+                     "\"%s\"', last_value, is_called) FROM \"%s\".\"%s\"",
+                     ts, name, ts, name, fs, name);
+        else
+            snprintf(sql, sizeof sql,
+                     "CREATE TABLE \"%s\".\"%s\" (LIKE \"%s\".\"%s\" "
+                     "INCLUDING ALL); INSERT INTO \"%s\".\"%s\" SELECT * "
+                     "FROM \"%s\".\"%s\"",
+                     ts, name, fs, name, ts, name, fs, name);
+        PGresult *r = PQexec(c, sql);
+        ExecStatusType es = PQresultStatus(r);
+        cr_assert(es == PGRES_COMMAND_OK || es == PGRES_TUPLES_OK, "%s: %s",
+                  sql, PQresultErrorMessage(r));
+        PQclear(r);
+    }
+    PQclear(rel);
+    PQfinish(c);
+}

@@ -1,0 +1,270 @@
+/*
+ * dump_list.c -- ledger-dump's run list and --stats.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <policyledger_llm.h>
+
+#include "dump.h"
+
+/* ---- runs ------------------------------------------------------------------- */
+
+const char *status_text(const pl_run_info *ri)
+{
+    static _Thread_local char buf[PL_MAX_NAME + 128];
+    if (ri->status == PL_RUN_RUNNING)
+        return ri->owner_alive ? "running (owner alive)"
+                               : "running (owner gone: crashed)";
+    if (ri->status == PL_RUN_WAITING) {
+        char what[PL_MAX_NAME + 96];
+        cli_wait_text(what, sizeof what, ri->wake_ms, ri->wait_event,
+                      cli_now_us());
+        snprintf(buf, sizeof buf, "waiting %s", what);
+        return buf;
+    }
+    return pl_run_status_name(ri->status);
+}
+
+bool crashed(const pl_run_info *ri)
+{
+    return ri->status == PL_RUN_RUNNING && !ri->owner_alive;
+}
+
+cJSON *run_json(const pl_run_info *ri)
+{
+    char created[40], updated[40], hb[40];
+    cli_time_iso(created, sizeof created, ri->created_us, false);
+    cli_time_iso(updated, sizeof updated, ri->updated_us, false);
+    cli_time_iso(hb, sizeof hb, ri->heartbeat_us, false);
+    cJSON *o = cJSON_CreateObject();
+    if (!o)
+        return NULL;
+    cJSON_AddStringToObject(o, "id", ri->id);
+    cJSON_AddStringToObject(o, "policy", ri->policy);
+    cJSON_AddStringToObject(o, "status", pl_run_status_name(ri->status));
+    cJSON_AddNumberToObject(o, "steps", (double)ri->steps);
+    cJSON_AddStringToObject(o, "created", created);
+    cJSON_AddNumberToObject(o, "created_us", (double)ri->created_us);
+    cJSON_AddStringToObject(o, "updated", updated);
+    cJSON_AddNumberToObject(o, "updated_us", (double)ri->updated_us);
+    cJSON_AddStringToObject(o, "heartbeat", hb);
+    cJSON_AddNumberToObject(o, "owner_pid", (double)ri->owner_pid);
+    cJSON_AddStringToObject(o, "owner_host",
+                            ri->owner_host ? ri->owner_host : "");
+    cJSON_AddBoolToObject(o, "owner_alive", ri->owner_alive);
+    cJSON_AddBoolToObject(o, "crashed", crashed(ri));
+    cJSON_AddNumberToObject(o, "attempts", ri->attempts);
+    if (ri->payload)
+        cJSON_AddItemToObject(o, "payload", cJSON_Duplicate(ri->payload, 1));
+    if (ri->status == PL_RUN_FAILED || ri->status == PL_RUN_CANCELLED) {
+        cJSON_AddStringToObject(o, "reason", ri->reason ? ri->reason : "");
+        cJSON_AddStringToObject(o, "error", pl_strerror(ri->error));
+    }
+    if (ri->status == PL_RUN_WAITING) {
+        cJSON_AddStringToObject(o, "waiting_path",
+                                ri->suspended_path ? ri->suspended_path : "");
+        if (ri->wake_ms) {
+            char wake[40];
+            cli_time_iso(wake, sizeof wake, ri->wake_ms * 1000, false);
+            cJSON_AddStringToObject(o, "wake", wake);
+            cJSON_AddNumberToObject(o, "wake_ms", (double)ri->wake_ms);
+        }
+        if (ri->wait_event)
+            cJSON_AddStringToObject(o, "wait_event", ri->wait_event);
+    }
+    if (ri->deadline_ms)
+        cJSON_AddNumberToObject(o, "deadline_ms", (double)ri->deadline_ms);
+    if (ri->status == PL_RUN_SUSPENDED) {
+        cJSON_AddStringToObject(o, "suspended_path",
+                                ri->suspended_path ? ri->suspended_path : "");
+        if (ri->prompt)
+            cJSON_AddItemToObject(o, "prompt", cJSON_Duplicate(ri->prompt, 1));
+        if (ri->resume_token)
+            cJSON_AddStringToObject(o, "resume_token", ri->resume_token);
+    }
+    return o;
+}
+
+typedef struct list_ctx {
+    const opts *o;
+    cJSON *all; /* json: the array */
+    size_t shown;
+    bool oom;
+} list_ctx;
+
+static int list_visit(const pl_run_info *ri, void *user)
+{
+    list_ctx *c = user;
+    const opts *o = c->o;
+    if ((o->has_status && ri->status != o->status) ||
+        (o->policy && strcmp(ri->policy, o->policy) != 0) ||
+        (o->has_since && ri->updated_us < o->since_us))
+        return 0;
+    c->shown++;
+    if (o->format == FMT_TEXT) {
+        char created[40], updated[40];
+        cli_time_human(created, sizeof created, ri->created_us);
+        cli_time_human(updated, sizeof updated, ri->updated_us);
+        printf("%-36s  %-16s  %-30s  %6llu  %s  %s\n", ri->id, ri->policy,
+               status_text(ri), (unsigned long long)ri->steps, created,
+               updated);
+        return 0;
+    }
+    cJSON *j = run_json(ri);
+    if (!j) {
+        c->oom = true;
+        return 1;
+    }
+    if (o->format == FMT_JSONL) {
+        c->oom = !cli_json_line(stdout, j);
+        cJSON_Delete(j);
+    } else {
+        cJSON_AddItemToArray(c->all, j);
+    }
+    return c->oom;
+}
+
+int cmd_list(pl_engine *e, const opts *o)
+{
+    list_ctx c = {o, NULL, 0, false};
+    if (o->format == FMT_JSON && !(c.all = cJSON_CreateArray()))
+        c.oom = true;
+    if (o->format == FMT_TEXT)
+        printf("%-36s  %-16s  %-30s  %6s  %-19s  %s\n", "RUN", "POLICY",
+               "STATUS", "STEPS", "CREATED (UTC)", "UPDATED (UTC)");
+    int st = c.oom ? PL_ENOMEM : pl_engine_runs(e, list_visit, &c);
+    if (c.oom) {
+        cli_error("out of memory");
+        cJSON_Delete(c.all);
+        return CLI_EXIT_STORE;
+    }
+    if (st) {
+        cli_error("cannot list the runs: %s", pl_errmsg());
+        cJSON_Delete(c.all);
+        return CLI_EXIT_STORE;
+    }
+    if (o->format == FMT_JSON) {
+        cJSON *doc = cJSON_CreateObject();
+        if (doc) {
+            cJSON_AddItemToObject(doc, "runs", c.all);
+            c.all = NULL;
+            cli_json_document(stdout, doc);
+        }
+        cJSON_Delete(doc);
+    }
+    cJSON_Delete(c.all);
+    return CLI_EXIT_OK;
+}
+
+/* ---- stats --------------------------------------------------------------------- */
+
+typedef struct top_run {
+    char id[PL_MAX_RUN_ID + 1];
+    char policy[PL_MAX_NAME + 1];
+    uint64_t steps;
+} top_run;
+
+typedef struct stats_ctx {
+    uint64_t by_status[PL_RUN_CANCELLED + 1];
+    uint64_t crashed, steps, runs;
+    top_run top[TOP_RUNS];
+    size_t n_top;
+} stats_ctx;
+
+static int stats_visit(const pl_run_info *ri, void *user)
+{
+    stats_ctx *c = user;
+    c->runs++;
+    if (ri->status >= PL_RUN_RUNNING && ri->status <= PL_RUN_CANCELLED)
+        c->by_status[ri->status]++;
+    c->crashed += crashed(ri);
+    c->steps += ri->steps;
+    size_t at = c->n_top;
+    while (at > 0 && c->top[at - 1].steps < ri->steps)
+        at--;
+    if (at >= TOP_RUNS)
+        return 0;
+    size_t last = c->n_top < TOP_RUNS ? c->n_top : TOP_RUNS - 1;
+    memmove(&c->top[at + 1], &c->top[at], (last - at) * sizeof c->top[0]);
+    snprintf(c->top[at].id, sizeof c->top[at].id, "%s", ri->id);
+    snprintf(c->top[at].policy, sizeof c->top[at].policy, "%s", ri->policy);
+    c->top[at].steps = ri->steps;
+    if (c->n_top < TOP_RUNS)
+        c->n_top++;
+    return 0;
+}
+
+int cmd_stats(pl_engine *e, const opts *o)
+{
+    stats_ctx c;
+    memset(&c, 0, sizeof c);
+    pl_store_stats ss = {.version = PL_STORE_STATS_VERSION};
+    int st = pl_engine_stats(&ss, e);
+    if (!st)
+        st = pl_engine_runs(e, stats_visit, &c);
+    if (st) {
+        cli_error("cannot read the store's statistics: %s", pl_errmsg());
+        return CLI_EXIT_STORE;
+    }
+    if (o->format == FMT_TEXT) {
+        printf("runs         %llu\n", (unsigned long long)c.runs);
+        for (int s = PL_RUN_RUNNING; s <= PL_RUN_CANCELLED; s++)
+            printf("  %-10s %llu\n", pl_run_status_name((pl_run_status)s),
+                   (unsigned long long)c.by_status[s]);
+        printf("  (crashed)  %llu\n", (unsigned long long)c.crashed);
+        printf("steps        %llu (as the run records count them; a running "
+               "run's as of its last heartbeat)\n",
+               (unsigned long long)c.steps);
+        printf("file size    %llu bytes\n", (unsigned long long)ss.file_bytes);
+        printf("map size     %llu bytes\n", (unsigned long long)ss.map_bytes);
+        printf("pages        %llu used, %llu free, %llu bytes each\n",
+               (unsigned long long)ss.used_pages,
+               (unsigned long long)ss.free_pages,
+               (unsigned long long)ss.page_size);
+        printf("largest runs:\n");
+        for (size_t i = 0; i < c.n_top; i++)
+            printf("  %-36s  %-16s  %llu steps\n", c.top[i].id, c.top[i].policy,
+                   (unsigned long long)c.top[i].steps);
+        return CLI_EXIT_OK;
+    }
+    cJSON *doc = cJSON_CreateObject(), *by = cJSON_CreateObject(),
+          *top = cJSON_CreateArray();
+    if (!doc || !by || !top) {
+        cJSON_Delete(doc);
+        cJSON_Delete(by);
+        cJSON_Delete(top);
+        cli_error("out of memory");
+        return CLI_EXIT_STORE;
+    }
+    cJSON_AddNumberToObject(doc, "runs", (double)c.runs);
+    for (int s = PL_RUN_RUNNING; s <= PL_RUN_CANCELLED; s++)
+        cJSON_AddNumberToObject(by, pl_run_status_name((pl_run_status)s),
+                                (double)c.by_status[s]);
+    cJSON_AddItemToObject(doc, "by_status", by);
+    cJSON_AddNumberToObject(doc, "crashed", (double)c.crashed);
+    cJSON_AddNumberToObject(doc, "steps", (double)c.steps);
+    cJSON_AddNumberToObject(doc, "file_bytes", (double)ss.file_bytes);
+    cJSON_AddNumberToObject(doc, "map_bytes", (double)ss.map_bytes);
+    cJSON_AddNumberToObject(doc, "page_size", (double)ss.page_size);
+    cJSON_AddNumberToObject(doc, "used_pages", (double)ss.used_pages);
+    cJSON_AddNumberToObject(doc, "free_pages", (double)ss.free_pages);
+    cJSON_AddNumberToObject(doc, "step_records", (double)ss.step_records);
+    for (size_t i = 0; i < c.n_top; i++) {
+        cJSON *t = cJSON_CreateObject();
+        if (!t)
+            break;
+        cJSON_AddStringToObject(t, "id", c.top[i].id);
+        cJSON_AddStringToObject(t, "policy", c.top[i].policy);
+        cJSON_AddNumberToObject(t, "steps", (double)c.top[i].steps);
+        cJSON_AddItemToArray(top, t);
+    }
+    cJSON_AddItemToObject(doc, "largest", top);
+    if (o->format == FMT_JSONL)
+        cli_json_line(stdout, doc);
+    else
+        cli_json_document(stdout, doc);
+    cJSON_Delete(doc);
+    return CLI_EXIT_OK;
+}

@@ -1,0 +1,153 @@
+/*
+ * replay.h -- what the files of ledger-replay share: its options, the state
+ * of one invocation, how it reports runs, and one function per mode.
+ * ledger-replay.c parses the command line and dispatches; replay_report.c
+ * reports; replay_run.c continues, resumes and forks; replay_check.c is
+ * --check; replay_queue.c is --import, --submit and --worker;
+ * replay_time.c is --signal, --cancel and --wake.
+ */
+#ifndef PL_REPLAY_H
+#define PL_REPLAY_H
+
+#include "cli.h"
+
+#define EXIT_USAGE CLI_EXIT_USAGE
+#define EXIT_OPEN CLI_EXIT_STORE
+#define EXIT_SUSPENDED 4
+#define EXIT_FAILED 5
+
+/* The largest --answer read from a file or stdin. */
+#define ANSWER_MAX ((size_t)16 << 20)
+
+enum mode {
+    MODE_NONE,
+    MODE_RUN,
+    MODE_ALL,
+    MODE_RESUME,
+    MODE_CHECK,
+    MODE_FORK,
+    MODE_IMPORT,
+    MODE_WORKER,
+    MODE_SUBMIT,
+    MODE_SIGNAL,
+    MODE_CANCEL,
+    MODE_WAKE
+};
+
+typedef struct options {
+    const char *store;
+    const char **plugins;
+    size_t n_plugins;
+    enum mode mode;
+    const char *run;    /* --run, --resume, --fork */
+    const char *answer; /* --answer */
+    const char *token;  /* --token */
+    const char *at;     /* --at */
+    const char *new_id; /* --new-id */
+    const char *import; /* --import FILE */
+    const char *trace;  /* --trace FILE */
+    const char *otel;   /* --otel URL */
+    bool json;
+    /* the queue: --worker, --submit */
+    unsigned concurrency; /* --concurrency N */
+    unsigned lease_ms;    /* --lease-ms MS */
+    const char *submit;   /* --submit POLICY */
+    const char *payload;  /* --payload JSON */
+    /* time: --signal, --cancel */
+    const char *name;   /* --name EVENT */
+    const char *reason; /* --reason TEXT */
+} options;
+
+/* ---- what replay reports through events --------------------------------- */
+
+/* A change of code seen while replaying, once per pair of identities. */
+typedef struct code_change {
+    char *step_id; /* the first step it was seen at */
+    char *recorded, *now;
+    unsigned count;
+} code_change;
+
+/* The first divergence of a run, copied out of its event. */
+typedef struct divergence {
+    bool seen;
+    char *step_id, *path;
+    uint32_t seq;
+    pl_step_type rec_type, new_type;
+    char *rec_actor, *rec_payload, *rec_code;
+    char *new_actor, *new_payload, *new_code;
+} divergence;
+
+typedef struct watch {
+    code_change *changes;
+    size_t n_changes;
+    divergence div;
+    bool oom;
+    pl_trace *trace; /* --trace */
+    pl_otel *otel;   /* --otel */
+} watch;
+
+typedef struct tool {
+    options opt;
+    pl_registry *reg;
+    pl_engine *engine;
+    watch w;
+    cJSON *runs;    /* --json: one summary per run */
+    cJSON *skipped; /* --json: runs --all left alone */
+    int exit;       /* the worst so far */
+    /* inputs checked before the store is opened (see prepare_*) */
+    cJSON *payload;  /* --submit's and --signal's */
+    cJSON *answer;   /* --resume's */
+    FILE *import_in; /* --import's, checked and rewound */
+    unsigned n_ok, n_suspended, n_failed, n_diverged, n_skipped;
+} tool;
+
+typedef struct id_list {
+    char **v;
+    size_t n;
+    bool oom;
+} id_list;
+
+/* ---- replay_report.c ---- */
+
+double now_ms(void);
+char *dup_or_null(const char *s, bool *oom);
+void watch_clear(watch *w);
+/* The engine's event callback: the trace, the exporter, what --check shows. */
+void on_event(const pl_event *ev, void *user);
+void worst(tool *t, int code);
+cJSON *json_str_or_null(const char *s);
+const char *or_dash(const char *s);
+cJSON *json_run(tool *t, const char *id);
+void json_counters(cJSON *j, const pl_outcome *o, double ms);
+void report_outcome(tool *t, const pl_outcome *o, double ms, const char *note);
+void report_refused(tool *t, const char *id, int st, int code);
+int refused_code(int st);
+int write_code(int st);
+void ids_free(id_list *l);
+bool ids_push(id_list *l, const char *id);
+
+/* ---- the modes ---- */
+
+/*
+ * Check a mode's inputs before the store is opened, so that a refused
+ * command opens, creates and writes nothing: 0, or the exit status.
+ */
+int prepare_resume(tool *t);
+int prepare_submit(tool *t);
+int prepare_import(tool *t);
+int prepare_signal(tool *t);
+
+void continue_one(tool *t, const char *id, const char *note);
+int need_run(tool *t, const char *id);
+void mode_all(tool *t);
+void mode_resume(tool *t);
+void mode_fork(tool *t);
+void mode_check(tool *t);
+void mode_import(tool *t);
+void mode_worker(tool *t);
+void mode_submit(tool *t);
+void mode_signal(tool *t);
+void mode_cancel(tool *t);
+void mode_wake(tool *t);
+
+#endif /* PL_REPLAY_H */

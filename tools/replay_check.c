@@ -1,0 +1,210 @@
+/*
+ * replay_check.c -- ledger-replay --check: replay every recorded result,
+ * execute and write nothing, report the first divergence.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "replay.h"
+
+/* ---- --check ---------------------------------------------------------------- */
+
+static cJSON *json_step(pl_step_type type, const char *actor,
+                        const char *payload, const char *code)
+{
+    cJSON *s = cJSON_CreateObject();
+    if (!s)
+        return NULL;
+    cJSON_AddItemToObject(s, "type",
+                          json_str_or_null(type ? pl_step_type_name(type)
+                                                : NULL));
+    cJSON_AddItemToObject(s, "actor", json_str_or_null(actor));
+    cJSON_AddItemToObject(s, "payload", json_str_or_null(payload));
+    cJSON_AddItemToObject(s, "code", json_str_or_null(code));
+    return s;
+}
+
+static void print_step(const char *label, pl_step_type type, const char *actor,
+                       const char *payload, const char *code)
+{
+    if (!type)
+        printf("    %s nothing: the policy ended here (code %s)\n", label,
+               or_dash(code));
+    else
+        printf("    %s %s by '%s' %s (code %s)\n", label,
+               pl_step_type_name(type), or_dash(actor),
+               payload ? payload : "(the engine's own step)", or_dash(code));
+}
+
+/* Check one run.  @p recorded is its status in the store. */
+static void check_one(tool *t, const char *id, pl_run_status recorded,
+                      int recorded_error)
+{
+    watch_clear(&t->w);
+    pl_outcome *o = NULL;
+    pl_run_options ro = PL_RUN_OPTIONS_INIT;
+    ro.check = true;
+    double t0 = now_ms();
+    int st = pl_run_continue(&o, t->engine, id, &ro);
+    double ms = now_ms() - t0;
+    const char *verdict = "ok", *note = NULL;
+    char *msg = st ? strdup(pl_errmsg()) : NULL;
+    if (st == PL_ECHECK)
+        note = "replays cleanly up to where its record ends";
+    else if (st == PL_ENONDET)
+        verdict = "diverged";
+    else if (st && recorded == PL_RUN_FAILED && st == recorded_error)
+        note = "fails as recorded";
+    else if (st)
+        verdict = "error";
+    const divergence *d = &t->w.div;
+
+    cJSON *j = json_run(t, id);
+    if (j) {
+        cJSON_AddStringToObject(j, "check", verdict);
+        cJSON_AddStringToObject(j, "status", pl_run_status_name(recorded));
+        if (note)
+            cJSON_AddStringToObject(j, "note", note);
+        if (o)
+            json_counters(j, o, ms);
+        else
+            cJSON_AddNumberToObject(j, "elapsed_ms", ms);
+        cJSON *cc = cJSON_AddArrayToObject(j, "code_changed");
+        for (size_t i = 0; cc && i < t->w.n_changes; i++) {
+            const code_change *c = &t->w.changes[i];
+            cJSON *x = cJSON_CreateObject();
+            if (!x)
+                break;
+            cJSON_AddItemToObject(x, "first_step",
+                                  json_str_or_null(c->step_id));
+            cJSON_AddItemToObject(x, "recorded_code",
+                                  json_str_or_null(c->recorded));
+            cJSON_AddItemToObject(x, "new_code", json_str_or_null(c->now));
+            cJSON_AddNumberToObject(x, "calls", c->count);
+            cJSON_AddItemToArray(cc, x);
+        }
+        if (st == PL_ENONDET) {
+            cJSON *dv = cJSON_AddObjectToObject(j, "divergence");
+            if (dv && d->seen) {
+                cJSON_AddItemToObject(dv, "step_id",
+                                      json_str_or_null(d->step_id));
+                cJSON_AddItemToObject(dv, "invocation",
+                                      json_str_or_null(d->path));
+                cJSON_AddNumberToObject(dv, "position", d->seq);
+                cJSON_AddItemToObject(dv, "recorded",
+                                      json_step(d->rec_type, d->rec_actor,
+                                                d->rec_payload, d->rec_code));
+                cJSON_AddItemToObject(dv, "new",
+                                      json_step(d->new_type, d->new_actor,
+                                                d->new_payload, d->new_code));
+            }
+        }
+        if (msg && strcmp(verdict, "ok") != 0)
+            cJSON_AddStringToObject(j, "message", msg);
+    }
+    if (!t->opt.json) {
+        printf("check %s (%s): %s%s%s\n", id, pl_run_status_name(recorded),
+               verdict, note ? ", " : "", note ? note : "");
+        for (size_t i = 0; i < t->w.n_changes; i++) {
+            const code_change *c = &t->w.changes[i];
+            printf("  recorded by other code%s: %s -> %s (%u call%s, first "
+                   "at %s)\n",
+                   st == PL_ENONDET ? "" : " that replays the same",
+                   or_dash(c->recorded), or_dash(c->now), c->count,
+                   c->count == 1 ? "" : "s", or_dash(c->step_id));
+        }
+        if (st == PL_ENONDET && d->seen) {
+            printf("  first divergence at step %s (invocation %s, position "
+                   "%u)\n",
+                   or_dash(d->step_id), or_dash(d->path), d->seq);
+            print_step("recorded:", d->rec_type, d->rec_actor, d->rec_payload,
+                       d->rec_code);
+            print_step("now:     ", d->new_type, d->new_actor, d->new_payload,
+                       d->new_code);
+        }
+        if (msg && strcmp(verdict, "ok") != 0 && !d->seen)
+            printf("  %s\n", msg);
+        if (o)
+            printf("  calls served from the ledger %llu; %.2f ms\n",
+                   (unsigned long long)o->calls_served, ms);
+    }
+    if (!strcmp(verdict, "ok")) {
+        t->n_ok++;
+    } else {
+        if (st == PL_ENONDET)
+            t->n_diverged++;
+        else
+            t->n_failed++;
+        worst(t, EXIT_FAILED);
+    }
+    free(msg);
+    pl_outcome_free(o);
+}
+
+typedef struct check_ctx {
+    id_list ids;
+    pl_run_status *status;
+    int *error;
+    size_t cap;
+} check_ctx;
+
+static int visit_any(const pl_run_info *info, void *user)
+{
+    check_ctx *c = user;
+    if (c->ids.n == c->cap) {
+        size_t cap = c->cap ? c->cap * 2 : 16;
+        pl_run_status *s = realloc(c->status, cap * sizeof *s);
+        if (s)
+            c->status = s;
+        int *e = s ? realloc(c->error, cap * sizeof *e) : NULL;
+        if (e)
+            c->error = e;
+        if (!s || !e)
+            return PL_ENOMEM;
+        c->cap = cap;
+    }
+    c->status[c->ids.n] = info->status;
+    c->error[c->ids.n] = info->error;
+    return ids_push(&c->ids, info->id) ? 0 : PL_ENOMEM;
+}
+
+void mode_check(tool *t)
+{
+    check_ctx c = {{0}, NULL, NULL, 0};
+    int st;
+    if (t->opt.run) {
+        pl_run_info *info = NULL;
+        st = pl_run_get(&info, t->engine, t->opt.run);
+        if (!st)
+            st = visit_any(info, &c);
+        pl_run_info_free(info);
+        if (st == PL_ENOTFOUND) {
+            cli_error("no run %s in the store", QUOTE(t->opt.run));
+            worst(t, EXIT_OPEN);
+            goto done;
+        }
+    } else {
+        st = pl_engine_runs(t->engine, visit_any, &c);
+    }
+    if (st) {
+        cli_error("reading the runs of %s: %s (%s)", t->opt.store,
+                  st == PL_ENOMEM ? "out of memory" : pl_errmsg(),
+                  pl_status_name(st));
+        worst(t, EXIT_OPEN);
+        goto done;
+    }
+    for (size_t i = 0; i < c.ids.n; i++)
+        check_one(t, c.ids.v[i], c.status[i], c.error[i]);
+    if (!t->opt.json)
+        printf("checked %zu run(s): %u ok, %u diverged, %u failed to "
+               "replay\n",
+               c.ids.n, t->n_ok, t->n_diverged, t->n_failed);
+done:
+    ids_free(&c.ids);
+    free(c.status);
+    free(c.error);
+}

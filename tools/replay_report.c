@@ -1,0 +1,314 @@
+/*
+ * replay_report.c -- how ledger-replay reports: what the engine's events say,
+ * each run's summary and the exit status.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "replay.h"
+
+/* ---- command-line helpers ---------------------------------------------- */
+
+double now_ms(void) { return (double)cli_now_us() / 1e3; }
+
+char *dup_or_null(const char *s, bool *oom)
+{
+    if (!s)
+        return NULL;
+    size_t n = strlen(s) + 1;
+    char *d = malloc(n);
+    if (d)
+        memcpy(d, s, n);
+    else
+        *oom = true;
+    return d;
+}
+
+static bool same_str(const char *a, const char *b)
+{
+    return a && b ? strcmp(a, b) == 0 : a == b;
+}
+
+void watch_clear(watch *w)
+{
+    for (size_t i = 0; i < w->n_changes; i++) {
+        free(w->changes[i].step_id);
+        free(w->changes[i].recorded);
+        free(w->changes[i].now);
+    }
+    free(w->changes);
+    divergence *d = &w->div;
+    free(d->step_id);
+    free(d->path);
+    free(d->rec_actor);
+    free(d->rec_payload);
+    free(d->rec_code);
+    free(d->new_actor);
+    free(d->new_payload);
+    free(d->new_code);
+    memset(w, 0, sizeof *w);
+}
+
+void on_event(const pl_event *ev, void *user)
+{
+    watch *w = user;
+    if (w && w->trace)
+        pl_trace_event(ev, w->trace);
+    if (w && w->otel)
+        pl_otel_event(ev, w->otel);
+    /* a worker's store going away and coming back: one line each */
+    if (ev->kind == PL_EVENT_STORE_LOST)
+        cli_error("worker: lost the store: %s (%s)",
+                  ev->detail ? ev->detail : "?", pl_status_name(ev->status));
+    else if (ev->kind == PL_EVENT_STORE_BACK)
+        cli_error("worker: the store is back: %s",
+                  ev->detail ? ev->detail : "");
+    if (!w || !ev->diff)
+        return;
+    const pl_replay_diff *df = ev->diff;
+    if (ev->kind == PL_EVENT_CODE_CHANGED) {
+        for (size_t i = 0; i < w->n_changes; i++) {
+            code_change *c = &w->changes[i];
+            if (same_str(c->recorded, df->recorded_code) &&
+                same_str(c->now, df->new_code)) {
+                c->count++;
+                return;
+            }
+        }
+        code_change *grown = realloc(w->changes,
+                                     (w->n_changes + 1) * sizeof *grown);
+        if (!grown) {
+            w->oom = true;
+            return;
+        }
+        w->changes = grown;
+        code_change *c = &w->changes[w->n_changes++];
+        c->step_id = dup_or_null(df->step_id, &w->oom);
+        c->recorded = dup_or_null(df->recorded_code, &w->oom);
+        c->now = dup_or_null(df->new_code, &w->oom);
+        c->count = 1;
+    } else if (ev->kind == PL_EVENT_DIVERGED && !w->div.seen) {
+        divergence *d = &w->div;
+        d->seen = true;
+        d->step_id = dup_or_null(df->step_id, &w->oom);
+        d->path = dup_or_null(ev->path, &w->oom);
+        d->seq = ev->seq;
+        d->rec_type = df->recorded_type;
+        d->new_type = df->new_type;
+        d->rec_actor = dup_or_null(df->recorded_actor, &w->oom);
+        d->rec_payload = dup_or_null(df->recorded_payload, &w->oom);
+        d->rec_code = dup_or_null(df->recorded_code, &w->oom);
+        d->new_actor = dup_or_null(df->new_actor, &w->oom);
+        d->new_payload = dup_or_null(df->new_payload, &w->oom);
+        d->new_code = dup_or_null(df->new_code, &w->oom);
+    }
+}
+
+/* Raise the exit status: failures outrank suspensions outrank success. */
+void worst(tool *t, int code)
+{
+    static const int rank[] = {[0] = 0,
+                               [EXIT_SUSPENDED] = 1,
+                               [EXIT_FAILED] = 2,
+                               [EXIT_OPEN] = 3,
+                               [EXIT_USAGE] = 4};
+    if (rank[code] > rank[t->exit])
+        t->exit = code;
+}
+
+cJSON *json_str_or_null(const char *s)
+{
+    return s ? cJSON_CreateString(s) : cJSON_CreateNull();
+}
+
+const char *or_dash(const char *s) { return s ? s : "-"; }
+
+/* The JSON object for one run, added to t->runs (NULL without --json). */
+cJSON *json_run(tool *t, const char *id)
+{
+    if (!t->opt.json)
+        return NULL;
+    cJSON *o = cJSON_CreateObject();
+    if (o) {
+        cJSON_AddStringToObject(o, "run_id", id);
+        cJSON_AddItemToArray(t->runs, o);
+    }
+    return o;
+}
+
+void json_counters(cJSON *j, const pl_outcome *o, double ms)
+{
+    cJSON_AddNumberToObject(j, "calls_served", (double)o->calls_served);
+    cJSON_AddNumberToObject(j, "calls_executed", (double)o->calls_executed);
+    cJSON_AddNumberToObject(j, "steps_replayed", (double)o->steps_replayed);
+    cJSON_AddNumberToObject(j, "steps_appended", (double)o->steps_appended);
+    cJSON_AddNumberToObject(j, "elapsed_ms", ms);
+}
+
+/* Report a run's outcome, and fold it into the exit status. */
+void report_outcome(tool *t, const pl_outcome *o, double ms, const char *note)
+{
+    cJSON *j = json_run(t, o->run_id);
+    const char *status = pl_run_status_name(o->status);
+    if (j) {
+        cJSON_AddStringToObject(j, "status", status);
+        if (note)
+            cJSON_AddStringToObject(j, "note", note);
+        json_counters(j, o, ms);
+    }
+    if (!t->opt.json)
+        printf("run %s: %s%s%s\n  calls served from the ledger %llu, "
+               "executed %llu; %.2f ms\n",
+               o->run_id, status, note ? " " : "", note ? note : "",
+               (unsigned long long)o->calls_served,
+               (unsigned long long)o->calls_executed, ms);
+    switch (o->status) {
+    case PL_RUN_COMPLETED: {
+        size_t n = pl_steps_count(o->steps);
+        const pl_step *last = n ? pl_steps_at(o->steps, n - 1) : NULL;
+        const cJSON *res = last ? pl_step_payload(last) : NULL;
+        if (j && res)
+            cJSON_AddItemToObject(j, "result", cJSON_Duplicate(res, true));
+        if (!t->opt.json && res) {
+            char *text = cJSON_PrintUnformatted(res);
+            printf("  result %s\n", text ? text : "?");
+            free(text);
+        }
+        t->n_ok++;
+        break;
+    }
+    case PL_RUN_SUSPENDED: {
+        if (j) {
+            cJSON_AddStringToObject(j, "suspended_path",
+                                    or_dash(o->suspended_path));
+            cJSON_AddStringToObject(j, "resume_token",
+                                    or_dash(o->resume_token));
+            if (o->prompt)
+                cJSON_AddItemToObject(j, "prompt",
+                                      cJSON_Duplicate(o->prompt, true));
+        }
+        if (!t->opt.json) {
+            char *text = o->prompt ? cJSON_PrintUnformatted(o->prompt) : NULL;
+            printf("  waiting at %s for an answer to %s\n  resume with: "
+                   "--resume %s --answer JSON\n",
+                   or_dash(o->suspended_path), text ? text : "{}", o->run_id);
+            free(text);
+        }
+        t->n_suspended++;
+        worst(t, EXIT_SUSPENDED);
+        break;
+    }
+    case PL_RUN_WAITING: {
+        char what[PL_MAX_NAME + 96];
+        cli_wait_text(what, sizeof what, o->wake_ms, o->wait_event,
+                      cli_now_us());
+        if (j) {
+            cJSON_AddStringToObject(j, "waiting_path",
+                                    or_dash(o->suspended_path));
+            cJSON_AddNumberToObject(j, "wake_ms", (double)o->wake_ms);
+            if (o->wait_event)
+                cJSON_AddStringToObject(j, "wait_event", o->wait_event);
+        }
+        if (!t->opt.json)
+            printf("  waiting at %s %s\n", or_dash(o->suspended_path), what);
+        t->n_suspended++;
+        worst(t, EXIT_SUSPENDED);
+        break;
+    }
+    default:
+        if (j) {
+            cJSON_AddStringToObject(j, "error", pl_status_name(o->error));
+            cJSON_AddStringToObject(j, "reason", or_dash(o->reason));
+        }
+        if (!t->opt.json)
+            printf("  reason: %s\n", or_dash(o->reason));
+        t->n_failed++;
+        worst(t, EXIT_FAILED);
+        break;
+    }
+}
+
+/* A run that could not be executed at all: say why, and fold it in. */
+void report_refused(tool *t, const char *id, int st, int code)
+{
+    /* the engine's message names the run already, as "run ID: ..." or
+     * "run 'ID' ...": say it once */
+    const char *msg = pl_errmsg();
+    char q[CLI_QUOTE_MAX], plain[PL_MAX_RUN_ID + 8], quoted[PL_MAX_RUN_ID + 8];
+    snprintf(plain, sizeof plain, "run %s:", id);
+    snprintf(quoted, sizeof quoted, "run '%s'", id);
+    if (!strncmp(msg, plain, strlen(plain)) || strstr(msg, quoted))
+        cli_error("%s (%s)", msg, pl_status_name(st));
+    else
+        cli_error("run %s: %s (%s)", cli_quote(q, sizeof q, id), msg,
+                  pl_status_name(st));
+    cJSON *j = json_run(t, id);
+    if (j) {
+        cJSON_AddStringToObject(j, "status", "not_run");
+        cJSON_AddStringToObject(j, "error", pl_status_name(st));
+        cJSON_AddStringToObject(j, "message", pl_errmsg());
+    }
+    if (code == EXIT_FAILED)
+        t->n_failed++;
+    worst(t, code);
+}
+
+/* The exit status for a run the engine refused to execute, or stopped
+ * executing: a store that cannot be written (full, read-only, failing)
+ * is the store's fault, and the run is left as it was, to be continued. */
+int refused_code(int st)
+{
+    if (write_code(st) == EXIT_OPEN)
+        return EXIT_OPEN;
+    switch (st) {
+    case PL_ENOTFOUND: return EXIT_OPEN; /* no such run, root not loaded */
+    case PL_EBUSY:
+    case PL_ESTATE:
+    case PL_ETOKEN:
+    case PL_EINVAL: return EXIT_USAGE;
+    default: return EXIT_FAILED;
+    }
+}
+
+/* The exit status when writing to the store failed: the store's fault (it
+ * cannot be written: full, read-only, failing, out of memory), or else the
+ * request's. */
+int write_code(int st)
+{
+    switch (st) {
+    case PL_ESTORE:
+    case PL_EMAPFULL:
+    case PL_ENOMEM:
+    case PL_EIO:
+    case PL_ENOSPC:
+    case PL_EACCES: return EXIT_OPEN;
+    default: return EXIT_USAGE;
+    }
+}
+
+void ids_free(id_list *l)
+{
+    for (size_t i = 0; i < l->n; i++)
+        free(l->v[i]);
+    free(l->v);
+    memset(l, 0, sizeof *l);
+}
+
+bool ids_push(id_list *l, const char *id)
+{
+    char **grown = realloc(l->v, (l->n + 1) * sizeof *grown);
+    char *d = grown ? dup_or_null(id, &l->oom) : NULL;
+    if (!grown || !d) {
+        if (grown)
+            l->v = grown;
+        l->oom = true;
+        return false;
+    }
+    l->v = grown;
+    l->v[l->n++] = d;
+    return true;
+}
