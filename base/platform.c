@@ -4,10 +4,11 @@
  *
  * The one file of the library that needs _GNU_SOURCE.
  */
-#define _GNU_SOURCE /* syscall, gethostname, getrandom, MAP_STACK,
+#define _GNU_SOURCE /* syscall, gethostname, getrandom, MAP_STACK, dladdr,
                        pthread_getattr_np, pthread_rwlockattr_setkind_np */
 #include "platform.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/futex.h>
@@ -22,6 +23,27 @@
 #include <sys/random.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+
+extern char **environ;
+
+/* ---- loaded objects ------------------------------------------------------ */
+
+bool pl__symbol_elsewhere(void *handle, const char *symbol, const char **where)
+{
+    /* a function of this file: its address is in this object, whatever
+     * the program's symbol bindings */
+    bool (*self)(void *, const char *, const char **) = pl__symbol_elsewhere;
+    void *here;
+    memcpy(&here, &self, sizeof here);
+    Dl_info ours, theirs;
+    dlerror();
+    void *addr = dlsym(handle, symbol);
+    if (!addr || !dladdr(here, &ours) || !dladdr(addr, &theirs) ||
+        theirs.dli_fbase == ours.dli_fbase)
+        return false;
+    *where = theirs.dli_fname ? theirs.dli_fname : "(unnamed)";
+    return true;
+}
 
 /* ---- waiting on a word --------------------------------------------------- */
 
@@ -95,6 +117,31 @@ bool pl__child_prepare(pid_t parent)
             fcntl(fd, F_SETFD, fl | FD_CLOEXEC);
     }
     return true;
+}
+
+void pl__child_exec(pid_t parent, int in, int out, int err, int dirfd,
+                    int errfd, char *const *argv, char **env)
+{
+    int e = 0;
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    signal(SIGPIPE, SIG_DFL);
+    if (setpgid(0, 0) != 0 || !pl__child_prepare(parent))
+        e = errno ? errno : ECHILD;
+    if (!e &&
+        (dup2(in, 0) < 0 || dup2(out, 1) < 0 || (err >= 0 && dup2(err, 2) < 0)))
+        e = errno;
+    if (!e && dirfd >= 0 && fchdir(dirfd) != 0)
+        e = errno;
+    if (!e) {
+        environ = env;
+        execvp(argv[0], argv);
+        e = errno;
+    }
+    ssize_t w = write(errfd, &e, sizeof e);
+    (void)w;
+    _exit(127);
 }
 
 /* ---- randomness ---------------------------------------------------------- */

@@ -10,6 +10,7 @@
  *   | the host's name         | gethostname(2)                              |
  *   | random bytes            | getrandom(2)                                |
  *   | a writer-first rwlock   | pthread_rwlockattr_setkind_np()             |
+ *   | who defines a symbol    | dlsym(3), dladdr(3)                         |
  *   | a command's child       | prctl(PR_SET_PDEATHSIG), close_range(2)     |
  *   | fibers                  | ucontext (getcontext, makecontext,          |
  *   |                         | swapcontext, setcontext), mmap'd stacks,    |
@@ -27,6 +28,17 @@
 #include <ucontext.h>
 
 #include "util.h"
+
+/* ---- loaded objects ------------------------------------------------------ */
+
+/*
+ * Whether @p symbol, looked up in a dlopen()ed object @p handle and its
+ * dependencies, is defined in another object than the one this library's
+ * code is in: then true, with *@p where (borrowed, static) naming that
+ * object's file.  false when they define it in this one, or not at all.
+ */
+PL__HIDDEN bool pl__symbol_elsewhere(void *handle, const char *symbol,
+                                     const char **where);
 
 /* ---- waiting on a word --------------------------------------------------- */
 
@@ -63,6 +75,18 @@ PL__HIDDEN void pl__host_name(char *out, size_t n);
  * gone already.
  */
 PL__HIDDEN bool pl__child_prepare(pid_t parent);
+
+/*
+ * In a child just forked: unblock every signal, restore SIGPIPE, become a
+ * process group of its own, pl__child_prepare(), take @p in, @p out and
+ * @p err (-1: keep the parent's) as the standard streams, go to @p dirfd
+ * (-1: stay), and execvp() @p argv with the environment @p env.  On
+ * failure, write errno (an int) to @p errfd and _exit(127).  Never
+ * returns.
+ */
+PL__HIDDEN _Noreturn void pl__child_exec(pid_t parent, int in, int out, int err,
+                                         int dirfd, int errfd,
+                                         char *const *argv, char **env);
 
 /* ---- randomness ---------------------------------------------------------- */
 

@@ -129,6 +129,80 @@ PL__HIDDEN char *pl__errmsg_dup(void);
 PL__HIDDEN void pl__errmsg_save(char out[PL__ERRMSG_MAX]);
 PL__HIDDEN void pl__errmsg_restore(const char saved[PL__ERRMSG_MAX]);
 
+/* ---- versioned structs --------------------------------------------------- */
+
+/*
+ * The rule of the public header's VERSIONS AND THE ABI, kept here alone: a
+ * versioned struct is accepted at every version from 1 to the current one.
+ * A struct's versions are one pl__layout (base/versioned.c lists them all):
+ * the bytes a caller built against each version has, and the _INIT values
+ * that stand for the fields an older version lacks.
+ */
+typedef struct pl__layout {
+    const char *name;     /* "pl_run_options" */
+    const char *init;     /* "PL_RUN_OPTIONS_INIT", for messages */
+    unsigned current;     /* its PL_*_VERSION */
+    const size_t *sizes;  /* sizes[v - 1]: the bytes of version v */
+    size_t align;         /* its alignment, for arrays of it */
+    const void *defaults; /* a current struct as its _INIT makes it */
+} pl__layout;
+
+/*
+ * Read a caller's struct @p in (whose first field is its version) into
+ * @p out, a struct of the current version: the fields @p in has are
+ * copied, the rest take their defaults, and out's version is the current
+ * one.  A NULL @p in gives the defaults.  @p fn names the caller's
+ * function in the message.
+ * @return PL_OK; PL_EINVAL (version 0 or newer than the library's: the
+ *         message names @p fn, the struct and both versions).
+ */
+PL__HIDDEN int pl__struct_in(void *out, const void *in, const pl__layout *l,
+                             const char *fn) PL__MUST_CHECK;
+
+/* PL_OK when @p version is one of @p l's, else PL_EINVAL as above. */
+PL__HIDDEN int pl__struct_version_ok(unsigned version, const pl__layout *l,
+                                     const char *fn) PL__MUST_CHECK;
+
+/*
+ * Write a current-version struct @p full into a caller's @p out, whose
+ * version pl__struct_version_ok() has accepted: only the fields of out's
+ * version are written, and out's version stays.
+ */
+PL__HIDDEN void pl__struct_out(void *out, const void *full,
+                               const pl__layout *l);
+
+/*
+ * An array of @p n structs of one version (the first element's) as an array
+ * of the current version: @p in itself when it is current, else a copy in
+ * *@p owned, which the caller frees.  NULL @p in with n == 0 gives NULL.
+ * @return PL_OK; PL_EINVAL (a bad version, or an element whose version is
+ *         not the first's: the message names @p fn and the index);
+ *         PL_ENOMEM.
+ */
+PL__HIDDEN int pl__struct_array_in(const void **out, void **owned,
+                                   const void *in, size_t n,
+                                   const pl__layout *l,
+                                   const char *fn) PL__MUST_CHECK;
+
+/*
+ * A decorator list a decorator keeps for later calls: @p n decorators of
+ * one of pl_decorator's versions, each with a function.
+ * @return PL_OK; PL_EINVAL (the message names @p fn); PL_ENOMEM.
+ */
+PL__HIDDEN int pl__decorators_ok(const pl_decorator *list, size_t n,
+                                 const char *fn) PL__MUST_CHECK;
+
+/* Every versioned public struct's layout. */
+PL__HIDDEN extern const pl__layout pl__action_layout, pl__policy_def_layout,
+    pl__engine_options_layout, pl__store_stats_layout, pl__run_options_layout,
+    pl__worker_options_layout, pl__pool_options_layout, pl__call_spec_layout,
+    pl__decorator_layout, pl__side_effect_match_layout,
+    pl__retry_options_layout, pl__budget_layout, pl__paginate_options_layout,
+    pl__observe_options_layout, pl__otel_options_layout, pl__otel_counts_layout,
+    pl__sandbox_options_layout, pl__tools_options_layout,
+    pl__schema_error_layout, pl__llm_options_layout, pl__llm_tokens_layout,
+    pl__mcp_options_layout;
+
 /* ---- strings ------------------------------------------------------------- */
 
 PL__HIDDEN char *pl__strdup(const char *s);

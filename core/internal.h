@@ -6,7 +6,9 @@
  * declares what it shares in the header named after it.
  *
  *   replay/          the replay engine, from the public entry points down
- *     runner.c       the runner: start, continue, resume, ownership, outcomes
+ *     runner.c       the runner: start, continue, resume, ownership
+ *     outcome.c      new run ids; outcomes freed and their result read,
+ *                    the outcome a state record holds
  *     fanout.c       pl_ctx_call_all: several calls at once, on threads
  *     call.c         pl_ctx_call and friends: how a call resolves (call.h)
  *     indoubt.c      recovering a call in flight at a crash (indoubt.h)
@@ -16,8 +18,9 @@
  *                    invocation (chain.h)
  *     recorded.c     now, random, uuid and side effects, recorded once
  *     suspend.c      suspending a run for an answer from outside (suspend.h)
- *     wait.c         sleeps, waits for events, cancellation, deadlines and
- *                    waking waiting runs (wait.h)
+ *     wait.c         sleeps, waits for events, cancellation, deadlines,
+ *                    waking waiting runs, a cancelled or parked run's end
+ *                    (wait.h)
  *     commit.c       a run's pending steps made durable; the sync points
  *                    (commit.h)
  *     invocation.c   an invocation's ledger and cursor: append-or-compare,

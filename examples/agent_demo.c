@@ -135,6 +135,21 @@ static const pl_step *last_step(const pl_outcome *o)
 }
 
 /* What the run came to, and what its model calls cost. */
+/* The requests the scripted model at @p script answered: the lines of its
+ * counter file, SCRIPT.served (policyledger_llm.h). */
+static unsigned long long scripted_served(const char *script)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s.served", script);
+    FILE *f = fopen(path, "rb");
+    unsigned long long n = 0;
+    for (int ch; f && (ch = getc(f)) != EOF;)
+        n += ch == '\n';
+    if (f)
+        fclose(f);
+    return n;
+}
+
 static void report(pl_engine *e, const pl_outcome *o, const char *run_id,
                    const char *model, const char *store)
 {
@@ -156,17 +171,15 @@ static void report(pl_engine *e, const pl_outcome *o, const char *run_id,
         printf("reason: %s\n", o->reason ? o->reason : "?");
     }
     printf("run %s: %s\n", run_id, pl_run_status_name(o->status));
-    pl_llm_tokens tok = {0, 0, 0};
+    pl_llm_tokens tok = PL_LLM_TOKENS_INIT;
     if (!pl_llm_run_tokens(&tok, e, run_id))
         printf("model calls recorded: %llu (%llu input, %llu output "
                "tokens)\n",
                (unsigned long long)tok.exchanges, (unsigned long long)tok.input,
                (unsigned long long)tok.output);
-    uint64_t served = 0;
-    if (!strncmp(model, "scripted://", 11) &&
-        !pl_llm_scripted_served(&served, model + 11))
+    if (!strncmp(model, "scripted://", 11))
         printf("scripted model requests served: %llu\n",
-               (unsigned long long)served);
+               scripted_served(model + 11));
     printf("this execution: calls executed %llu, served from the ledger "
            "%llu\n",
            (unsigned long long)o->calls_executed,

@@ -81,7 +81,7 @@ int main(int argc, char **argv)
     ro.if_exists = PL_IF_EXISTS_CONTINUE; /* or finish (or replay) it */
     if (!st)
         st = pl_run_start(&o, e, &root, &ro);
-    pl_llm_tokens tok = {0, 0, 0};
+    pl_llm_tokens tok = PL_LLM_TOKENS_INIT;
     if (!st && o->status == PL_RUN_COMPLETED &&
         !(st = pl_llm_run_tokens(&tok, e, "question"))) {
         char *r = cJSON_PrintUnformatted(pl_outcome_result(o));

@@ -64,6 +64,42 @@
  *     ...)`: PL_OK, or PL_EINVAL (with a message) for a NULL out or a bad
  *     configuration.
  *
+ * VERSIONS AND THE ABI
+ *
+ *   Every struct a caller allocates and passes in or out has an `unsigned
+ *   version` first field and an _INIT macro (PL_RUN_OPTIONS_INIT,
+ *   PL_SCHEMA_ERROR_INIT, ...): declare it with the macro and set fields by
+ *   name.  The rule for all of them:
+ *
+ *   - A struct only grows: fields are appended, never removed, reordered or
+ *     retyped, and each append raises its PL_<STRUCT>_VERSION by one.
+ *   - The library accepts every version from 1 to the one in this header.
+ *     A struct passed in is read up to the last field of its own version;
+ *     the fields it does not have take their _INIT values.  A struct filled
+ *     in (pl_schema_error, pl_otel_counts, pl_store_stats, pl_llm_tokens)
+ *     gets only the fields of its version; its version is left as it is.
+ *   - Version 0 (a struct not made with its _INIT) and a version newer than
+ *     the library's are refused with PL_EINVAL; pl_errmsg() names the
+ *     function, the struct, its version and the versions this library
+ *     takes.  In an array (decorators, call specs) every element has the
+ *     first element's version.
+ *
+ *   So code built against an older header keeps working with a newer
+ *   library of the same ABI, without a rebuild.  Structs the library hands
+ *   to a callback (pl_action, pl_event, pl_replay_diff, pl_run_info) also
+ *   only grow at their end: a callback reads the fields its header knows.
+ *
+ *   PL_ABI_VERSION changes only when a function's signature or the meaning
+ *   of an existing field changes; it is the shared library's SONAME major.
+ *   A plugin records the ABI it was built for (PL_PLUGIN_DECLARE), and
+ *   pl_plugin_load() refuses one built for another.
+ *
+ *   A host that loads plugins links the shared library (libpolicyledger.so),
+ *   never the static one: a plugin links the shared library, and a static
+ *   host would run a second copy of it beside its own, with its own state
+ *   (errors, registries, engines).  pl_plugin_load() refuses a plugin that
+ *   would bind to another copy than the host's, with PL_EPLUGIN.
+ *
  * LIMITS
  *
  *   Payloads are JSON objects of at most pl_engine_options.max_payload bytes
@@ -94,13 +130,17 @@ extern "C" {
 /* Versions and limits                                                      */
 /* ------------------------------------------------------------------------ */
 
-#define PL_VERSION_MAJOR 0
-#define PL_VERSION_MINOR 1
+#define PL_VERSION_MAJOR 2
+#define PL_VERSION_MINOR 0
 #define PL_VERSION_PATCH 0
-#define PL_VERSION_STRING "0.1.0"
+#define PL_VERSION_STRING "2.0.0"
 
-/** Bumped whenever a public struct or function signature changes. */
-#define PL_ABI_VERSION 1
+/**
+ * The binary interface: the shared library's SONAME major
+ * (libpolicyledger.so.2), which is PL_VERSION_MAJOR.  See VERSIONS AND THE
+ * ABI above: a struct that grows does not change it.
+ */
+#define PL_ABI_VERSION 2
 
 #define PL_MAX_DEPTH 32      /**< deepest invocation nesting below the root */
 #define PL_MAX_NAME 255      /**< longest policy or actor name, in bytes */
@@ -413,8 +453,8 @@ typedef struct pl_decorator pl_decorator;
 
 /**
  * What is passed into a policy: the edge of the graph.  Initialise with
- * PL_ACTION_INIT and set fields by name; an action of another version is
- * refused with PL_EINVAL.  Every pointer is borrowed for the call.
+ * PL_ACTION_INIT and set fields by name (VERSIONS AND THE ABI above).
+ * Every pointer is borrowed for the call.
  */
 typedef struct pl_action {
     unsigned version;            /**< PL_ACTION_VERSION */
@@ -453,10 +493,7 @@ typedef enum pl_in_doubt {
     PL_IN_DOUBT_SUSPEND = 2 /**< suspend the run for a human to decide */
 } pl_in_doubt;
 
-/**
- * Version 2 appended output_schema; a version 1 def (built before it) is
- * still accepted and read without that field.
- */
+/** Version 2 appended output_schema. */
 #define PL_POLICY_DEF_VERSION 2
 
 /** A policy's registration.  Initialise with PL_POLICY_DEF_INIT. */
@@ -549,8 +586,10 @@ const pl_policy_def *pl_registry_at(const pl_registry *reg, size_t i);
 /* ------------------------------------------------------------------------ */
 
 /*
- * A plugin is a shared object that registers policies.  It exports two
- * symbols (with default visibility):
+ * A plugin is a shared object that registers policies.  It defines two
+ * symbols, which this header declares with C linkage and default
+ * visibility (so a plugin may be C++, and may be built with
+ * -fvisibility=hidden):
  *
  *     #include <policyledger.h>
  *     PL_PLUGIN_DECLARE;                    // the ABI it was built for
@@ -559,7 +598,9 @@ const pl_policy_def *pl_registry_at(const pl_registry *reg, size_t i);
  *         return pl_registry_add_fn(reg, "charge", charge, NULL);
  *     }
  *
- * Build it with `cc -shared -fPIC` and link it against libpolicyledger.
+ * Build it with `cc -shared -fPIC` (or c++) and link it against the shared
+ * libpolicyledger.  The program that loads it must link the shared library
+ * too: see VERSIONS AND THE ABI above.
  */
 
 /** The name of a plugin's entry point, a pl_plugin_init_fn. */
@@ -567,6 +608,21 @@ const pl_policy_def *pl_registry_at(const pl_registry *reg, size_t i);
 
 /** The name of the constant that declares a plugin's ABI version. */
 #define PL_PLUGIN_ABI_SYMBOL "pl_plugin_abi"
+
+/** Default visibility for a plugin's two symbols (nothing where the
+ *  compiler has no visibility attribute). */
+#if defined(__GNUC__) || defined(__clang__)
+#define PL_PLUGIN_EXPORT __attribute__((visibility("default")))
+#else
+#define PL_PLUGIN_EXPORT
+#endif
+
+/** A plugin's ABI version, which PL_PLUGIN_DECLARE defines. */
+PL_PLUGIN_EXPORT extern const unsigned pl_plugin_abi;
+
+/** A plugin's entry point, which the plugin defines: see
+ *  pl_plugin_init_fn. */
+PL_PLUGIN_EXPORT int pl_plugin_init(pl_registry *reg);
 
 /** Put once, at file scope, in every plugin. */
 #define PL_PLUGIN_DECLARE const unsigned pl_plugin_abi = PL_ABI_VERSION
@@ -589,8 +645,11 @@ typedef int (*pl_plugin_init_fn)(pl_registry *reg);
  * recorded them (pl_step_code()).
  *
  * @return PL_OK; PL_ENOTFOUND (no such file); PL_EPLUGIN (not a loadable
- *         shared object, or no PL_PLUGIN_ENTRY or PL_PLUGIN_ABI_SYMBOL);
- *         PL_EVERSION (built for another ABI version); PL_EEXIST (a policy
+ *         shared object, or no PL_PLUGIN_ENTRY or PL_PLUGIN_ABI_SYMBOL, or
+ *         it would use another copy of this library than the caller's: a
+ *         host linked with the static library); PL_EVERSION (built for
+ *         another ABI version: the message names the plugin and both
+ *         versions); PL_EEXIST (a policy
  *         name is registered already); the entry point's own status when
  *         it fails (PL_EPLUGIN if that is not a pl_status); PL_EINVAL;
  *         PL_ENOMEM.  pl_errmsg() names the file and the problem.
@@ -710,10 +769,8 @@ const char *pl_durability_name(pl_durability d);
 /** Parse "sync", "group" or "process".  @return PL_OK or PL_EINVAL. */
 int pl_durability_parse(pl_durability *out, const char *name);
 
-/*
- * Version 2 appended read_only, version 3 host_id and lease_ms; an older
- * struct (built before them) is still accepted, with their defaults.
- */
+/* Version 2 appended read_only, version 3 host_id and lease_ms, version 4
+ * no_create. */
 #define PL_ENGINE_OPTIONS_VERSION 4
 
 /** Engine options.  Initialise with PL_ENGINE_OPTIONS_INIT. */
@@ -810,8 +867,8 @@ pl_durability pl_engine_durability(const pl_engine *engine);
 
 #define PL_STORE_STATS_VERSION 1
 
-/** A store's size and contents, from pl_engine_stats().  Fields are only
- *  ever appended; set version to PL_STORE_STATS_VERSION before the call. */
+/** A store's size and contents, from pl_engine_stats().  Initialise with
+ *  PL_STORE_STATS_INIT. */
 typedef struct pl_store_stats {
     unsigned version;     /**< PL_STORE_STATS_VERSION */
     uint64_t file_bytes;  /**< the data file's size on disk */
@@ -824,9 +881,11 @@ typedef struct pl_store_stats {
                                 steps still in the journal not counted) */
 } pl_store_stats;
 
+#define PL_STORE_STATS_INIT { PL_STORE_STATS_VERSION, 0, 0, 0, 0, 0, 0, 0 }
+
 /**
  * Read a store's statistics, in one read transaction.
- * @param[out] out its version set to PL_STORE_STATS_VERSION by the caller.
+ * @param[out] out made with PL_STORE_STATS_INIT.
  * @return PL_OK; PL_EINVAL (NULL argument or unknown version); PL_ESTORE.
  */
 int pl_engine_stats(pl_store_stats *out, pl_engine *engine);
@@ -1760,11 +1819,17 @@ int pl_ctx_side_effect(cJSON **out_value, pl_ctx *ctx, const char *name, pl_side
 typedef bool (*pl_side_effect_match_fn)(const cJSON *recorded_value, char *why,
                                         size_t why_size, void *user);
 
-/** The match of pl_ctx_side_effect_checked(): its function and user. */
+#define PL_SIDE_EFFECT_MATCH_VERSION 1
+
+/** The match of pl_ctx_side_effect_checked(): its function and user.
+ *  Initialise with PL_SIDE_EFFECT_MATCH_INIT. */
 typedef struct pl_side_effect_match {
+    unsigned version;           /**< PL_SIDE_EFFECT_MATCH_VERSION */
     pl_side_effect_match_fn fn;
     void *user;
 } pl_side_effect_match;
+
+#define PL_SIDE_EFFECT_MATCH_INIT { PL_SIDE_EFFECT_MATCH_VERSION, NULL, NULL }
 
 /**
  * As pl_ctx_side_effect(), and on replay @p match is asked whether the
@@ -2351,8 +2416,12 @@ typedef struct pl_otel_options {
 #define PL_OTEL_OPTIONS_INIT                                                   \
     { PL_OTEL_OPTIONS_VERSION, NULL, NULL, NULL, 0, 0, 0, 0, 0 }
 
-/** What an exporter did so far (pl_otel_stats()). */
+#define PL_OTEL_COUNTS_VERSION 1
+
+/** What an exporter did so far (pl_otel_stats()).  Initialise with
+ *  PL_OTEL_COUNTS_INIT. */
 typedef struct pl_otel_counts {
+    unsigned version;  /**< PL_OTEL_COUNTS_VERSION */
     uint64_t spans;    /**< finished spans handed to the queue */
     uint64_t sent;     /**< spans the receiver accepted (HTTP 2xx) */
     uint64_t dropped;  /**< spans lost: queue full, a request that failed
@@ -2360,6 +2429,8 @@ typedef struct pl_otel_counts {
     uint64_t requests; /**< HTTP requests made */
     uint64_t failures; /**< requests that failed */
 } pl_otel_counts;
+
+#define PL_OTEL_COUNTS_INIT { PL_OTEL_COUNTS_VERSION, 0, 0, 0, 0, 0 }
 
 /**
  * Open an exporter and start its thread.
@@ -2377,7 +2448,8 @@ int pl_otel_open(pl_otel **out, const pl_otel_options *opts);
 /** Take one event: a pl_event_fn whose user is the pl_otel. */
 void pl_otel_event(const pl_event *event, void *otel);
 
-/** Copy the exporter's counters.  @return PL_OK; PL_EINVAL (NULL). */
+/** Copy the exporter's counters into @p out, made with PL_OTEL_COUNTS_INIT.
+ *  @return PL_OK; PL_EINVAL (NULL, a bad version). */
 int pl_otel_stats(pl_otel_counts *out, const pl_otel *otel);
 
 /**
@@ -2938,8 +3010,12 @@ int pl_tools_register(pl_registry *reg, const pl_tools *tools);
 /** A compiled JSON Schema.  Opaque; immutable, so thread-safe to share. */
 typedef struct pl_schema pl_schema;
 
-/** The first reason an instance does not match a schema. */
+#define PL_SCHEMA_ERROR_VERSION 1
+
+/** The first reason an instance does not match a schema.  Initialise with
+ *  PL_SCHEMA_ERROR_INIT. */
 typedef struct pl_schema_error {
+    unsigned version;              /**< PL_SCHEMA_ERROR_VERSION */
     char path[PL_SCHEMA_PATH_MAX]; /**< JSON pointer to the failing value in
                                         the instance, "" for the whole;
                                         truncated if longer */
@@ -2948,6 +3024,8 @@ typedef struct pl_schema_error {
                                         schema */
     char message[256];             /**< what failed, in words */
 } pl_schema_error;
+
+#define PL_SCHEMA_ERROR_INIT { PL_SCHEMA_ERROR_VERSION, "", "", "" }
 
 /**
  * Compile a schema.  @p schema is copied.
@@ -2967,11 +3045,13 @@ int pl_schema_compile_text(pl_schema **out, const char *text);
 
 /**
  * Validate @p instance against @p schema.
- * @param[out] out the first error when the instance does not match; zeroed
- *             otherwise.  May be NULL.
+ * @param[out] out made with PL_SCHEMA_ERROR_INIT: the first error when the
+ *             instance does not match; empty strings otherwise.  May be
+ *             NULL.
  * @return PL_OK (it matches); PL_EJSON (it does not: *out says where and why,
  *         and so does pl_errmsg()); PL_ELIMIT (a bound above was hit, no
- *         verdict); PL_EINVAL (NULL schema or instance).
+ *         verdict); PL_EINVAL (NULL schema or instance, a bad version of
+ *         @p out).
  */
 int pl_schema_validate(pl_schema_error *out, const pl_schema *schema,
                        const cJSON *instance);

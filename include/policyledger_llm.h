@@ -143,8 +143,13 @@
  * retry plays the next response, without waiting), any other status fails
  * the call as above.  "usage" is optional (default: a quarter of the
  * request's and the answer's bytes).  Past the last response, the call
- * fails with InvalidInput.  Every response played is counted in the file
- * PATH.served (one line per response), which pl_llm_scripted_served() reads.
+ * fails with InvalidInput.
+ *
+ * For tests and demos, every response played is counted in the file
+ * PATH.served beside the script: one line per response, appended as it is
+ * played (its number in the script).  Its lines say how many requests the
+ * model answered; a replay that serves every answer from the ledger adds
+ * none.  Delete the file to count afresh.
  */
 #ifndef POLICYLEDGER_LLM_H
 #define POLICYLEDGER_LLM_H
@@ -240,26 +245,27 @@ typedef struct pl_llm_options {
 int pl_llm_register(pl_registry *reg, const char *name, const char *model_url,
                     const char *system_prompt, const pl_llm_options *opts);
 
-/** Token totals of a run's model calls. */
+#define PL_LLM_TOKENS_VERSION 1
+
+/** Token totals of a run's model calls.  Initialise with
+ *  PL_LLM_TOKENS_INIT. */
 typedef struct pl_llm_tokens {
+    unsigned version;   /**< PL_LLM_TOKENS_VERSION */
     uint64_t input;     /**< prompt tokens */
     uint64_t output;    /**< completion tokens */
     uint64_t exchanges; /**< recorded model calls */
 } pl_llm_tokens;
 
+#define PL_LLM_TOKENS_INIT { PL_LLM_TOKENS_VERSION, 0, 0, 0 }
+
 /**
  * Sum the token usage of every model call recorded in a run (all ledgers).
- * @return PL_OK; PL_ENOTFOUND (no such run); as pl_run_walk().
+ * @param[out] out made with PL_LLM_TOKENS_INIT.
+ * @return PL_OK; PL_EINVAL (a NULL argument, a bad version); PL_ENOTFOUND
+ *         (no such run); as pl_run_walk().
  */
 int pl_llm_run_tokens(pl_llm_tokens *out, pl_engine *engine,
                       const char *run_id);
-
-/**
- * How many responses the scripted model has played from the script at
- * @p script_path (the lines of script_path.served; 0 when there is none).
- * @return PL_OK; PL_EINVAL (NULL argument); PL_EIO (unreadable).
- */
-int pl_llm_scripted_served(uint64_t *out, const char *script_path);
 
 /* clang-format on */
 

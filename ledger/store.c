@@ -1,6 +1,6 @@
 /*
  * store.c -- the store's two backends behind store.h: a postgresql:// or
- * postgres:// URI opens the PostgreSQL store (pg_store.c), anything else
+ * postgres:// URI opens the PostgreSQL store (ledger/pg/), anything else
  * the LMDB store (lmdb_*.c).  Each function hands its call to the backend
  * the store was opened with; neither backend knows of the other.  Built
  * without PostgreSQL (PL_WITH_POSTGRESQL 0), a URI is refused at open and

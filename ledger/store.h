@@ -34,7 +34,11 @@
  *
  *   pg/              the store on PostgreSQL, for a postgresql:// path
  *                    (pg_store.h; built with PL_WITH_POSTGRESQL)
- *     pg_store.c     the store through libpq
+ *     pg_conn.c      connections, the URI, open, the schema (pg_int.h)
+ *     pg_commit.c    a commit: one prepared statement, one round trip
+ *     pg_read.c      reading ledgers, runs and states
+ *     pg_lease.c     leases and the queue
+ *     pg_time.c      timers and inboxes (TIMERS below)
  *
  * Thread rules: one store per process and path; all functions may be called
  * from any thread at once.

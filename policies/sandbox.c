@@ -102,15 +102,12 @@ int pl_sandbox_new(pl_sandbox **out, const char *root,
         *out = NULL;
     if (!out || !root)
         return pl__err(PL_EINVAL, "pl_sandbox_new: NULL argument");
-    pl_sandbox_options defaults = PL_SANDBOX_OPTIONS_INIT;
-    if (!opts)
-        opts = &defaults;
-    if (opts->version != PL_SANDBOX_OPTIONS_VERSION && opts->version != 1)
-        return pl__err(PL_EINVAL, "pl_sandbox_new: options version %u, not %u",
-                       opts->version, PL_SANDBOX_OPTIONS_VERSION);
-    /* version 1 ends before path_commands */
-    const char *const *pcmds = opts->version >= 2 ? opts->path_commands : NULL;
-    size_t n_pcmds = opts->version >= 2 ? opts->n_path_commands : 0;
+    pl_sandbox_options o;
+    if (pl__struct_in(&o, opts, &pl__sandbox_options_layout, "pl_sandbox_new"))
+        return PL_EINVAL;
+    opts = &o;
+    const char *const *pcmds = opts->path_commands;
+    size_t n_pcmds = opts->n_path_commands;
     if ((opts->n_commands && !opts->commands) || (n_pcmds && !pcmds))
         return pl__err(PL_EINVAL, "pl_sandbox_new: %zu commands, NULL list",
                        opts->n_commands ? opts->n_commands : n_pcmds);

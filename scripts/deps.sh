@@ -7,7 +7,8 @@
 #                            the HTTP servers of tests/test_tools.c and the
 #                            LLM tests and the tools' tests, the official
 #                            JSON-Schema-Test-Suite, the PostgreSQL server
-#                            tests/test_pg.c runs on)
+#                            tests/test_pg.c runs on, node and npm for the
+#                            reference MCP servers of tests/test_mcp.c)
 #   scripts/deps.sh --fuzz   and clang with libFuzzer (scripts/fuzz.sh)
 set -euo pipefail
 
@@ -15,7 +16,9 @@ pkgs=(gcc libc6-dev make cmake pkg-config
       liblmdb-dev libpq-dev libmsgpack-dev libcjson-dev libssl-dev libcurl4-openssl-dev)
 if [ "${1:-}" = "--test" ]; then
   pkgs+=(libcriterion-dev valgrind g++ clang-format python3
-         json-schema-test-suite postgresql)
+         json-schema-test-suite postgresql nodejs)
+  # npm is Debian's own package, unless the nodejs installed brings it
+  command -v npm >/dev/null || pkgs+=(npm)
 fi
 if [ "${1:-}" = "--fuzz" ]; then
   pkgs+=(clang-14 libclang-rt-14-dev)

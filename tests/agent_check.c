@@ -86,7 +86,7 @@ int main(int argc, char **argv)
         0,
         0,
         0};
-    pl_llm_tokens tok = {0, 0, 0};
+    pl_llm_tokens tok = PL_LLM_TOKENS_INIT;
     int st;
     if ((st = pl_registry_new(&reg)) || (st = pl_plugin_load(reg, argv[2])) ||
         (st = pl_engine_open(&e, argv[1], reg, NULL)) ||

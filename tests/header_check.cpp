@@ -5,6 +5,7 @@
  */
 #include <policyledger.h>
 #include <policyledger_llm.h>
+#include <policyledger_mcp.h>
 
 int pl_header_check_cxx(void);
 
@@ -70,7 +71,7 @@ int pl_header_check_cxx(void)
 
     def.output_schema = "{\"type\": \"object\"}";
     pl_schema *schema = NULL;
-    pl_schema_error serr = pl_schema_error();
+    pl_schema_error serr = PL_SCHEMA_ERROR_INIT;
     if (pl_schema_compile_text(&schema, def.output_schema) == PL_OK)
         (void)pl_schema_validate(&serr, schema, pl_json_empty());
     pl_schema_free(schema);
@@ -79,6 +80,12 @@ int pl_header_check_cxx(void)
     if (pl_schema_cache_new(&cache) == PL_OK)
         (void)pl_decorator_validate(&validate, cache);
     pl_schema_cache_free(cache);
+    pl_store_stats stats = PL_STORE_STATS_INIT;
+    pl_otel_counts counts = PL_OTEL_COUNTS_INIT;
+    pl_llm_tokens tokens = PL_LLM_TOKENS_INIT;
+    pl_side_effect_match match = PL_SIDE_EFFECT_MATCH_INIT;
+    if (stats.version + counts.version + tokens.version + match.version != 4)
+        return PL_EINVAL;
 
     pl_status status = PL_ENONDET;
     pl_step_type type = PL_STEP_ACTION_RESULT;
@@ -87,3 +94,8 @@ int pl_header_check_cxx(void)
                ? st
                : PL_EINVAL;
 }
+
+// A plugin's two symbols, defined as a C++ plugin does: they keep the C
+// linkage and default visibility the header declares.
+PL_PLUGIN_DECLARE;
+int pl_plugin_init(pl_registry *reg) { return reg ? PL_OK : PL_EINVAL; }

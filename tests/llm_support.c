@@ -254,3 +254,17 @@ pl_outcome *t_agent(pl_engine *e, const char *text, const char *actions_json,
              text, actions_json);
     return t_start(e, "agent", payload, run_id);
 }
+
+uint64_t t_scripted_served(const char *script)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s.served", script);
+    FILE *f = fopen(path, "rb");
+    cr_assert(f || errno == ENOENT, "%s: %s", path, strerror(errno));
+    uint64_t n = 0;
+    for (int ch; f && (ch = getc(f)) != EOF;)
+        n += ch == '\n';
+    if (f)
+        fclose(f);
+    return n;
+}

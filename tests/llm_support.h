@@ -32,6 +32,10 @@ const char *t_write_file(const char *name, const char *text);
 /* The whole file, NUL-terminated (caller frees), and its length. */
 char *t_read_file(const char *path, size_t *len);
 
+/* The responses the scripted model at @p script played: the lines of its
+ * counter file, SCRIPT.served (0 when there is none). */
+uint64_t t_scripted_served(const char *script);
+
 /*
  * A registry with t_registry()'s policies and:
  *   "llm"    an LLM policy on @p model_url with @p opts and the system

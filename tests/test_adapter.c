@@ -588,7 +588,10 @@ Test(retry, bad_configurations, .fini = t_cleanup)
     o = (pl_retry_options)PL_RETRY_OPTIONS_INIT;
     o.version = 99;
     cr_expect_eq(pl_decorator_retry(&d, &o), PL_EINVAL);
-    expect_msg("wrong version");
+    expect_msg("pl_retry_options version 99 is newer");
+    o.version = 0;
+    cr_expect_eq(pl_decorator_retry(&d, &o), PL_EINVAL);
+    expect_msg("not made with PL_RETRY_OPTIONS_INIT");
 
     /* changed after creation: refused at first use, failing the run */
     fresh_fx(t_tmpdir());
@@ -1087,7 +1090,7 @@ Test(budget, bad_configurations, .fini = t_cleanup)
     b.max_steps = 3;
     b.version = 7;
     cr_expect_eq(pl_decorator_budget(&d, &b), PL_EINVAL);
-    expect_msg("wrong version");
+    expect_msg("pl_budget version 7 is newer");
     /* emptied after creation: refused at first use */
     static pl_budget lim = PL_BUDGET_INIT;
     lim.max_steps = 5;

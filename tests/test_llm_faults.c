@@ -590,7 +590,7 @@ PROTO_TEST(tool_calls_round_trip_with_their_ids)
     }
     cr_expect_eq(k, 2);
     pl_steps_free(l);
-    pl_llm_tokens tok;
+    pl_llm_tokens tok = PL_LLM_TOKENS_INIT;
     cr_assert_eq(pl_llm_run_tokens(&tok, f.e, "rt"), PL_OK);
     cr_expect_eq(tok.input, 60, "%s", g_p->name);
     cr_expect_eq(tok.output, 7, "%s", g_p->name);

@@ -225,7 +225,7 @@ Test(llm_openai, tool_call_round_trip_binds_call_ids)
     cr_expect_eq(exchanges, 2);
     pl_steps_free(l);
 
-    pl_llm_tokens tok;
+    pl_llm_tokens tok = PL_LLM_TOKENS_INIT;
     cr_assert_eq(pl_llm_run_tokens(&tok, e, "rt-1"), PL_OK);
     cr_expect_eq(tok.input, 40);
     cr_expect_eq(tok.output, 10);
@@ -662,7 +662,7 @@ Test(llm_openai, reprompt_recovers_and_is_recorded)
     expect_has(t_str(last, "content"), "not JSON");
     expect_has(t_str(last, "content"), "- add");
     cJSON_Delete(log);
-    pl_llm_tokens tok;
+    pl_llm_tokens tok = PL_LLM_TOKENS_INIT;
     cr_assert_eq(pl_llm_run_tokens(&tok, e, "rp"), PL_OK);
     cr_expect_eq(tok.exchanges, 3);
     pl_outcome_free(out);

@@ -113,7 +113,7 @@ Test(llm_providers, anthropic_tool_use_round_trip)
     cJSON_Delete(content);
     cJSON_Delete(log);
 
-    pl_llm_tokens tok;
+    pl_llm_tokens tok = PL_LLM_TOKENS_INIT;
     cr_assert_eq(pl_llm_run_tokens(&tok, e, "an"), PL_OK);
     cr_expect_eq(tok.input, 80);
     cr_expect_eq(tok.output, 10);
@@ -174,7 +174,7 @@ Test(llm_providers, ollama_chat_round_trip)
                t_str(tool, "tool_call_id"));
     cJSON_Delete(log);
 
-    pl_llm_tokens tok;
+    pl_llm_tokens tok = PL_LLM_TOKENS_INIT;
     cr_assert_eq(pl_llm_run_tokens(&tok, e, "ol"), PL_OK);
     cr_expect_eq(tok.input, 42);
     cr_expect_eq(tok.output, 7);
@@ -266,7 +266,7 @@ Test(llm_providers, gemini_function_calling_round_trip)
     cr_expect_eq(at(at(resp, "response"), "sum")->valuedouble, 2);
     cJSON_Delete(log);
 
-    pl_llm_tokens tok;
+    pl_llm_tokens tok = PL_LLM_TOKENS_INIT;
     cr_assert_eq(pl_llm_run_tokens(&tok, e, "gm"), PL_OK);
     cr_expect_eq(tok.input, 32);
     cr_expect_eq(tok.output, 4);

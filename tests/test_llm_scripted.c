@@ -36,13 +36,7 @@ static pl_registry *scripted_registry(const char *script_text)
     return t_llm_registry(g_url, NULL);
 }
 
-static uint64_t served(void)
-{
-    uint64_t n = 0;
-    cr_assert_eq(pl_llm_scripted_served(&n, g_script), PL_OK, "%s",
-                 pl_errmsg());
-    return n;
-}
+static uint64_t served(void) { return t_scripted_served(g_script); }
 
 Test(llm_scripted, plays_the_script_and_replays_without_it)
 {
@@ -54,7 +48,7 @@ Test(llm_scripted, plays_the_script_and_replays_without_it)
     cr_expect_str_eq(t_str(pl_outcome_result(o), "text"), "Done: 7.");
     cr_expect_eq(served(), 3);
     cr_expect_eq(t_calls.add, 1);
-    pl_llm_tokens tok;
+    pl_llm_tokens tok = PL_LLM_TOKENS_INIT;
     cr_assert_eq(pl_llm_run_tokens(&tok, e, "s1"), PL_OK);
     cr_expect_eq(tok.input, 91);
     cr_expect_eq(tok.output, 16);
@@ -609,7 +603,7 @@ static void budget_of_tokens(pl_registry *reg, int (*requests)(void))
                   num(r, "tokens_out") == 16,
               "the result carries the call's tokens");
     cr_expect_eq(requests(), 5);
-    pl_llm_tokens tok;
+    pl_llm_tokens tok = PL_LLM_TOKENS_INIT;
     cr_assert_eq(pl_llm_run_tokens(&tok, e, "b60"), PL_OK);
     cr_expect(tok.input == 91 && tok.output == 16);
     pl_outcome_free(o);

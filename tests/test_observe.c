@@ -253,15 +253,12 @@ Test(observe, a_model_writes_the_summary_recorded_like_any_call,
     cr_expect(asked && strstr(asked, "\"query\":\"lmdb\""), "%s",
               asked ? asked : "");
     pl_steps_free(l);
-    uint64_t served = 0;
-    cr_assert_eq(pl_llm_scripted_served(&served, script), PL_OK);
-    cr_expect_eq(served, 1);
+    cr_expect_eq(t_scripted_served(script), 1);
     /* a replay asks the model nothing */
     pl_outcome *again = NULL;
     cr_assert_eq(pl_run_continue(&again, e, "m", NULL), PL_OK);
     cr_expect_eq(again->calls_executed, 0);
-    cr_assert_eq(pl_llm_scripted_served(&served, script), PL_OK);
-    cr_expect_eq(served, 1);
+    cr_expect_eq(t_scripted_served(script), 1);
     pl_outcome_free(again);
     pl_outcome_free(o);
     /* a short result is not sent to the model */
@@ -270,8 +267,7 @@ Test(observe, a_model_writes_the_summary_recorded_like_any_call,
     cr_expect(strstr(t_str(member(pl_outcome_result(o), "observation"),
                            "summary"),
                      "'search' returned"));
-    cr_assert_eq(pl_llm_scripted_served(&served, script), PL_OK);
-    cr_expect_eq(served, 1);
+    cr_expect_eq(t_scripted_served(script), 1);
     pl_outcome_free(o);
     pl_engine_close(e);
     pl_registry_free(reg);
@@ -322,6 +318,7 @@ static char *tool_message(const t_server *srv, int i)
 
 static void agent_run(size_t max_tool_bytes, bool observed, char **sent)
 {
+    t_needs_curl(); /* the model is served over HTTP */
     t_server srv;
     t_server_start(&srv,
                    "{\"responses\": ["

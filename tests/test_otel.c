@@ -332,7 +332,7 @@ Test(otel, nested_calls_and_an_error_result)
     cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason);
     pl_outcome_free(o);
     flush(x);
-    pl_otel_counts c;
+    pl_otel_counts c = PL_OTEL_COUNTS_INIT;
     cr_assert_eq(pl_otel_stats(&c, x), PL_OK);
     cr_expect_eq(c.spans, 6); /* run, chain, add, add, oops, echo */
     cr_expect_eq(c.sent, 6);
@@ -600,7 +600,7 @@ Test(otel, a_receiver_that_fails)
     pl_otel *x = exporter(endpoint(&s));
     run_outer_with(x, "run-500");
     flush(x);
-    pl_otel_counts c;
+    pl_otel_counts c = PL_OTEL_COUNTS_INIT;
     cr_assert_eq(pl_otel_stats(&c, x), PL_OK);
     cr_expect_eq(c.spans, 6);
     cr_expect_eq(c.sent, 0);
@@ -645,7 +645,7 @@ Test(otel, a_receiver_that_is_down)
     pl_otel *x = exporter(url);
     run_outer_with(x, "run-down");
     flush(x);
-    pl_otel_counts c;
+    pl_otel_counts c = PL_OTEL_COUNTS_INIT;
     cr_assert_eq(pl_otel_stats(&c, x), PL_OK);
     cr_expect_eq(c.dropped, 6);
     cr_expect_eq(c.sent, 0);
@@ -665,7 +665,7 @@ Test(otel, a_full_queue_drops_and_counts)
     cr_assert_eq(pl_otel_open(&x, &oo), PL_OK);
     run_outer_with(x, "run-full");
     flush(x);
-    pl_otel_counts c;
+    pl_otel_counts c = PL_OTEL_COUNTS_INIT;
     cr_assert_eq(pl_otel_stats(&c, x), PL_OK);
     cr_expect_eq(c.spans, 6);
     cr_expect_eq(c.sent, 0);
@@ -705,7 +705,7 @@ Test(otel, bad_options)
     cr_expect_null(x);
     cr_expect_eq(pl_otel_close(NULL), PL_OK);
     cr_expect_eq(pl_otel_flush(NULL, 1), PL_EINVAL);
-    pl_otel_counts c;
+    pl_otel_counts c = PL_OTEL_COUNTS_INIT;
     cr_expect_eq(pl_otel_stats(&c, NULL), PL_EINVAL);
     pl_otel_event(NULL, NULL); /* nothing to do, no crash */
 }

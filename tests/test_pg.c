@@ -1,5 +1,5 @@
 /*
- * test_pg.c -- the PostgreSQL store (ledger/pg/pg_store.c), against a real
+ * test_pg.c -- the PostgreSQL store (ledger/pg/), against a real
  * server that tests/pg_run.sh starts for this binary (PL_TEST_PG_URI).  Each
  * test works in a schema of its own.  Covers the store's functions directly
  * (run creation and numbering, steps refused twice, ledger reads with a gap,
@@ -349,6 +349,192 @@ Test(pg, store_many_steps)
     pl__kvs_free(&out);
     pl__batch_free(&w);
     pl__pg_close(s);
+    free(uri);
+}
+
+/* ---- round trips ---------------------------------------------------------- */
+
+static pl__pg_counts counts(void)
+{
+    pl__pg_counts c;
+    pl__pg_counts_get(&c);
+    return c;
+}
+
+static size_t steps_of(pl__pg_store *s, uint64_t run)
+{
+    int n = 0;
+    cr_assert_eq(pl__pg_each_step(s, run, count_step, &n), PL_OK, "%s",
+                 pl_errmsg());
+    return (size_t)n;
+}
+
+static int set_state(pl__buf *state, pl__kvs *extra, void *user)
+{
+    (void)extra;
+    pl__buf_reset(state);
+    return pl__buf_append(state, user, strlen(user));
+}
+
+/*
+ * A commit is one round trip, however many runs (a group commit), steps
+ * (more than one statement's worth) and leases it carries; a fence that
+ * fails, or a step that exists, fails the whole commit and keeps nothing
+ * of it; a state's read-modify-write is two round trips, a lease's take
+ * one.
+ */
+Test(pg, a_commit_is_one_round_trip)
+{
+    char *uri = store_uri("t_rtrip");
+    pl__pg_store *s = NULL;
+    cr_assert_eq(pl__pg_open(&s, uri, NULL), PL_OK, "%s", pl_errmsg());
+    pl__buf info = {0};
+    cr_assert_eq(pl__buf_append(&info, "info", 4), PL_OK);
+
+    /* two leased creations */
+    pl__batch a = {0}, b = {0};
+    a.create_id = "rt-a";
+    b.create_id = "rt-b";
+    a.create_info = b.create_info = &info;
+    a.lease_owner = b.lease_owner = "w1";
+    a.lease_us = b.lease_us = 60 * 1000000LL;
+    cr_assert_eq(pl__buf_append(&a.state, "s0", 2), PL_OK);
+    cr_assert_eq(pl__buf_append(&b.state, "s0", 2), PL_OK);
+    pl__batch *both[2] = {&a, &b};
+    pl__pg_counts c0 = counts();
+    cr_assert_eq(pl__pg_commit(s, both, 2, false), PL_OK, "%s", pl_errmsg());
+    pl__pg_counts c1 = counts();
+    cr_expect_eq(c1.round_trips - c0.round_trips, 1);
+    cr_expect_eq(c1.connects, c0.connects, "the open's connection is reused");
+    cr_expect_eq(c1.statements - c0.statements, 4, "2 creations, 2 leases");
+
+    /* a group of both runs: 2,500 steps of a (three statements' worth) and
+     * one of b, both states, both fences, b's execution ending */
+    pl__batch wa = {0}, wb = {0};
+    wa.run = a.run;
+    wb.run = b.run;
+    wa.gen = wb.gen = 1;
+    wb.release = true;
+    uint8_t key[12];
+    for (uint32_t i = 0; i < 2500; i++) {
+        step_key(key, a.run, i);
+        cr_assert_eq(pl__kvs_add(&wa.steps, key, 12, key, 12), PL_OK);
+    }
+    step_key(key, b.run, 0);
+    cr_assert_eq(pl__kvs_add(&wb.steps, key, 12, (uint8_t *)"b0", 2), PL_OK);
+    cr_assert_eq(pl__buf_append(&wa.state, "sa", 2), PL_OK);
+    cr_assert_eq(pl__buf_append(&wb.state, "sb", 2), PL_OK);
+    pl__batch *group[2] = {&wa, &wb};
+    c0 = counts();
+    cr_assert_eq(pl__pg_commit(s, group, 2, false), PL_OK, "%s", pl_errmsg());
+    c1 = counts();
+    cr_expect_eq(c1.round_trips - c0.round_trips, 1);
+    cr_expect_eq(c1.statements - c0.statements, 3, "1,000 steps a statement");
+    cr_expect_eq(steps_of(s, a.run), 2500);
+    cr_expect_eq(steps_of(s, b.run), 1);
+    pl__buf got = {0};
+    cr_assert_eq(pl__pg_state_get(s, b.run, &got), PL_OK, "%s", pl_errmsg());
+    cr_expect(got.len == 2 && memcmp(got.data, "sb", 2) == 0);
+    pl__lease l;
+    cr_expect_eq(pl__pg_lease_get(s, b.run, &l), PL_ENOTFOUND,
+                 "b's execution ended: its lease is dropped");
+    cr_assert_eq(pl__pg_lease_get(s, a.run, &l), PL_OK, "%s", pl_errmsg());
+    cr_expect_eq(l.gen, 1);
+
+    /* a fence of a lease taken over fails the group: nothing of it stays,
+     * the other run's steps and state neither */
+    pl__kvs_reset(&wa.steps);
+    pl__kvs_reset(&wb.steps);
+    step_key(key, a.run, 2500);
+    cr_assert_eq(pl__kvs_add(&wa.steps, key, 12, key, 12), PL_OK);
+    step_key(key, b.run, 1);
+    cr_assert_eq(pl__kvs_add(&wb.steps, key, 12, key, 12), PL_OK);
+    wb.gen = 0; /* b unleased now; a's fence names a generation gone */
+    wb.release = false;
+    wa.gen = 7;
+    pl__buf_reset(&wb.state);
+    cr_assert_eq(pl__buf_append(&wb.state, "sX", 2), PL_OK);
+    pl__batch *stale[2] = {&wb, &wa};
+    c0 = counts();
+    cr_expect_eq(pl__pg_commit(s, stale, 2, false), PL_EBUSY);
+    cr_expect(strstr(pl_errmsg(), "taken over by w1") != NULL, "%s",
+              pl_errmsg());
+    c1 = counts();
+    cr_expect_eq(c1.round_trips - c0.round_trips, 1);
+    cr_expect_eq(steps_of(s, a.run), 2500);
+    cr_expect_eq(steps_of(s, b.run), 1);
+    cr_assert_eq(pl__pg_state_get(s, b.run, &got), PL_OK, "%s", pl_errmsg());
+    cr_expect(got.len == 2 && memcmp(got.data, "sb", 2) == 0);
+
+    /* a step that exists, in the last statement of three: the same */
+    wa.gen = 1;
+    pl__kvs_reset(&wa.steps);
+    for (uint32_t i = 2500; i < 4500; i++) {
+        step_key(key, a.run, i);
+        cr_assert_eq(pl__kvs_add(&wa.steps, key, 12, key, 12), PL_OK);
+    }
+    step_key(key, a.run, 0); /* there since the group */
+    cr_assert_eq(pl__kvs_add(&wa.steps, key, 12, key, 12), PL_OK);
+    cr_expect_eq(pl__pg_commit(s, stale, 2, false), PL_EBUSY);
+    cr_expect(strstr(pl_errmsg(), "exists already") != NULL, "%s", pl_errmsg());
+    cr_expect_eq(steps_of(s, a.run), 2500);
+    cr_expect_eq(steps_of(s, b.run), 1);
+    cr_assert_eq(pl__pg_lease_get(s, a.run, &l), PL_OK, "%s", pl_errmsg());
+    cr_expect_eq(l.gen, 1, "the lease is as it was");
+
+    /* the connection came through both failures usable */
+    c0 = counts();
+    cr_assert_eq(pl__pg_state_update(s, a.run, set_state, "su"), PL_OK, "%s",
+                 pl_errmsg());
+    c1 = counts();
+    cr_expect_eq(c1.connects, c0.connects);
+    cr_expect_eq(c1.round_trips - c0.round_trips, 2,
+                 "a read-modify-write is two round trips");
+    cr_assert_eq(pl__pg_state_get(s, a.run, &got), PL_OK, "%s", pl_errmsg());
+    cr_expect(got.len == 2 && memcmp(got.data, "su", 2) == 0);
+    /* a failing one keeps nothing */
+    cr_expect_eq(pl__pg_state_update(s, 999999, set_state, "sv"), PL_ECORRUPT);
+    cr_assert_eq(pl__pg_state_get(s, a.run, &got), PL_OK, "%s", pl_errmsg());
+    cr_expect(got.len == 2 && memcmp(got.data, "su", 2) == 0);
+
+    pl__kvs_free(&wa.steps);
+    pl__kvs_free(&wb.steps);
+    pl__buf_free(&wa.state);
+    pl__buf_free(&wb.state);
+    pl__batch_free(&a);
+    pl__batch_free(&b);
+    pl__buf_free(&info);
+    pl__buf_free(&got);
+    pl__pg_close(s);
+    free(uri);
+}
+
+/* Through the engine: every call more is one round trip more (its commit). */
+Test(pg, a_call_is_one_round_trip)
+{
+    char *uri = store_uri("t_rtcall");
+    pl_registry *reg = registry();
+    pl_engine *e = t_engine(uri, reg, PL_DURABILITY_SYNC);
+    pl__pg_counts c[3];
+    c[0] = counts();
+    pl_outcome *o = t_start(e, "chain", "{\"n\": 10}", "rt-10");
+    cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason);
+    pl_outcome_free(o);
+    c[1] = counts();
+    o = t_start(e, "chain", "{\"n\": 30}", "rt-30");
+    cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason);
+    pl_outcome_free(o);
+    c[2] = counts();
+    uint64_t ten = c[1].round_trips - c[0].round_trips,
+             thirty = c[2].round_trips - c[1].round_trips;
+    cr_expect_eq(c[2].connects, c[0].connects);
+    cr_expect_eq(thirty - ten, 20, "%llu round trips for 10 calls, %llu for 30",
+                 (unsigned long long)ten, (unsigned long long)thirty);
+    cr_expect_eq(c[2].statements - c[1].statements -
+                     (c[1].statements - c[0].statements),
+                 20, "one statement a call");
+    pl_engine_close(e);
+    pl_registry_free(reg);
     free(uri);
 }
 

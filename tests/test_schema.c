@@ -147,7 +147,7 @@ Test(schema, official_suite_draft7)
                     ok = false;
                     snprintf(why, sizeof why, "schema refused: %s", cmsg);
                 } else {
-                    pl_schema_error e;
+                    pl_schema_error e = PL_SCHEMA_ERROR_INIT;
                     int vst = pl_schema_validate(&e, s, data);
                     ok = (vst == PL_OK) == want &&
                          (vst == PL_OK || vst == PL_EJSON);
@@ -219,7 +219,7 @@ static void expect_fail(const char *schema, const char *inst, const char *path,
                         const char *keyword)
 {
     pl_schema *s = compile(schema);
-    pl_schema_error e;
+    pl_schema_error e = PL_SCHEMA_ERROR_INIT;
     cr_expect_eq(check(&e, s, inst), PL_EJSON, "%s should fail %s", inst,
                  schema);
     cr_expect_str_eq(e.path, path, "%s against %s", inst, schema);
@@ -231,7 +231,7 @@ static void expect_fail(const char *schema, const char *inst, const char *path,
 static void expect_pass(const char *schema, const char *inst)
 {
     pl_schema *s = compile(schema);
-    pl_schema_error e;
+    pl_schema_error e = PL_SCHEMA_ERROR_INIT;
     cr_expect_eq(check(&e, s, inst), PL_OK, "%s against %s: %s %s %s", inst,
                  schema, e.path, e.keyword, e.message);
     cr_expect_str_eq(e.keyword, "");
@@ -244,7 +244,7 @@ Test(schema, first_error_names_path_keyword_and_reason)
                       "\"type\":\"array\",\"items\":{\"type\":\"object\","
                       "\"required\":[\"name\"]}}}}";
     pl_schema *s = compile(sch);
-    pl_schema_error e;
+    pl_schema_error e = PL_SCHEMA_ERROR_INIT;
     cr_assert_eq(check(&e, s, "{\"items\":[{\"name\":1},{}]}"), PL_EJSON);
     cr_expect_str_eq(e.path, "/items/1");
     cr_expect_str_eq(e.keyword, "required");
@@ -418,7 +418,7 @@ Test(schema, deep_schemas_hit_the_depth_limit)
 Test(schema, ref_cycles_end_at_the_bound)
 {
     pl_schema *s = compile("{\"$ref\":\"#\"}");
-    pl_schema_error e;
+    pl_schema_error e = PL_SCHEMA_ERROR_INIT;
     cr_expect_eq(check(&e, s, "1"), PL_ELIMIT);
     cr_expect(strstr(pl_errmsg(), "deeper") != NULL, "%s", pl_errmsg());
     pl_schema_free(s);
@@ -451,7 +451,7 @@ Test(schema, exponential_schemas_hit_the_work_bound)
     snprintf(text + len, sizeof text - len,
              "\"d40\":false},\"$ref\":\"#/definitions/d0\"}");
     pl_schema *s = compile(text);
-    pl_schema_error e;
+    pl_schema_error e = PL_SCHEMA_ERROR_INIT;
     cr_expect_eq(check(&e, s, "1"), PL_ELIMIT);
     cr_expect(strstr(pl_errmsg(), "work") != NULL, "%s", pl_errmsg());
     pl_schema_free(s);
@@ -484,7 +484,7 @@ Test(schema, huge_numbers_and_long_strings)
     cJSON *str = cJSON_CreateString(big);
     free(big);
     s = compile("{\"maxLength\":10,\"pattern\":\"b\"}");
-    pl_schema_error e;
+    pl_schema_error e = PL_SCHEMA_ERROR_INIT;
     cr_expect_eq(pl_schema_validate(&e, s, str), PL_EJSON);
     cr_expect_str_eq(e.keyword, "maxLength");
     pl_schema_free(s);
@@ -519,7 +519,7 @@ Test(schema, large_and_deep_instances_are_bounded)
         cJSON_AddItemToArray(many, cJSON_CreateNumber(i));
     cr_expect_eq(pl_schema_validate(NULL, s, many), PL_OK, "%s", pl_errmsg());
     cJSON_AddItemToArray(many, cJSON_CreateNumber(7));
-    pl_schema_error e;
+    pl_schema_error e = PL_SCHEMA_ERROR_INIT;
     cr_expect_eq(pl_schema_validate(&e, s, many), PL_EJSON);
     cr_expect(strstr(e.message, "7 and 2000") != NULL, "%s", e.message);
     cJSON_Delete(many);

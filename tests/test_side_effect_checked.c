@@ -37,7 +37,7 @@ static int fetch(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     (void)a;
     (void)user;
     cJSON *v = NULL;
-    pl_side_effect_match no_fn = {NULL, NULL};
+    pl_side_effect_match no_fn = PL_SIDE_EFFECT_MATCH_INIT;
     /* the argument checks, before the real call */
     if (pl_ctx_side_effect_checked(&v, ctx, "fetch", produce, NULL, NULL) ==
             PL_EINVAL &&
@@ -45,7 +45,9 @@ static int fetch(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
             PL_EINVAL &&
         !v)
         g_bad_args++;
-    pl_side_effect_match m = {same_key, (void *)g_key};
+    pl_side_effect_match m = PL_SIDE_EFFECT_MATCH_INIT;
+    m.fn = same_key;
+    m.user = (void *)g_key;
     int st = pl_ctx_side_effect_checked(&v, ctx, "fetch", produce, &m, NULL);
     if (st)
         return st;

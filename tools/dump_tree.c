@@ -222,7 +222,7 @@ static bool run_tokens(pl_llm_tokens *t, pl_engine *e, const char *id)
 
 static bool add_tokens(cJSON *run, pl_engine *e, const char *id)
 {
-    pl_llm_tokens t;
+    pl_llm_tokens t = PL_LLM_TOKENS_INIT;
     if (!run_tokens(&t, e, id))
         return true;
     cJSON *o = cJSON_AddObjectToObject(run, "tokens");
@@ -233,7 +233,7 @@ static bool add_tokens(cJSON *run, pl_engine *e, const char *id)
 
 static void print_run_header(pl_engine *e, const pl_run_info *ri, size_t stored)
 {
-    pl_llm_tokens t;
+    pl_llm_tokens t = PL_LLM_TOKENS_INIT;
     char created[40], updated[40];
     cli_time_human(created, sizeof created, ri->created_us);
     cli_time_human(updated, sizeof updated, ri->updated_us);

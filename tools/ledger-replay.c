@@ -27,6 +27,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <policyledger_mcp.h>
+
 #include "replay.h"
 
 static void usage(FILE *f)
@@ -126,6 +128,11 @@ static void usage(FILE *f)
         "  --plugin LIB.so       load a plugin's policies (repeatable; at "
         "least one but\n"
         "                        for --import)\n"
+        "  --mcp NAME=SPEC       register the tools of an MCP server as "
+        "NAME.TOOL\n"
+        "                        (SPEC \"stdio:COMMAND ARG...\" or an "
+        "http(s):// URL;\n"
+        "                        repeatable; may stand for --plugin)\n"
         "  --json                print the summaries as one JSON document on "
         "stdout\n"
         "  --trace FILE          append one JSON line per engine event to FILE "
@@ -306,7 +313,8 @@ static int parse_args(options *o, int argc, char **argv)
         static const char *const valued[] = {
             "--plugin", "--run",    "--resume", "--answer", "--token",
             "--fork",   "--at",     "--new-id", "--import", "--trace",
-            "--otel",   "--signal", "--cancel", "--name",   "--reason"};
+            "--otel",   "--mcp",    "--signal", "--cancel", "--name",
+            "--reason"};
         bool known = false;
         for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++)
             known = known || !strcmp(a, valued[k]);
@@ -319,15 +327,17 @@ static int parse_args(options *o, int argc, char **argv)
             return EXIT_USAGE;
         }
         i++;
-        if (!strcmp(a, "--plugin")) {
-            const char **grown = realloc(o->plugins,
-                                         (o->n_plugins + 1) * sizeof *grown);
+        if (!strcmp(a, "--plugin") || !strcmp(a, "--mcp")) {
+            bool plugin = !strcmp(a, "--plugin");
+            const char ***list = plugin ? &o->plugins : &o->mcp;
+            size_t *n = plugin ? &o->n_plugins : &o->n_mcp;
+            const char **grown = realloc(*list, (*n + 1) * sizeof *grown);
             if (!grown) {
                 cli_error("out of memory");
                 return EXIT_USAGE;
             }
-            o->plugins = grown;
-            o->plugins[o->n_plugins++] = v;
+            *list = grown;
+            grown[(*n)++] = v;
         } else if (!strcmp(a, "--run")) {
             run_flag = true;
             o->run = v;
@@ -373,8 +383,8 @@ static int parse_args(options *o, int argc, char **argv)
         cli_error("no store given (see --help)");
         return EXIT_USAGE;
     }
-    if (!o->n_plugins && o->mode != MODE_IMPORT && o->mode != MODE_SIGNAL &&
-        o->mode != MODE_CANCEL) {
+    if (!o->n_plugins && !o->n_mcp && o->mode != MODE_IMPORT &&
+        o->mode != MODE_SIGNAL && o->mode != MODE_CANCEL) {
         cli_error("no --plugin given: the policies to replay with come from "
                   "plugins");
         return EXIT_USAGE;
@@ -549,8 +559,10 @@ int main(int argc, char **argv)
     memset(&t, 0, sizeof t);
     cli_set_name(argv[0]);
     int rc = parse_args(&t.opt, argc, argv);
+    pl_mcp **mcps = NULL;
     if (rc) {
         free(t.opt.plugins);
+        free(t.opt.mcp);
         return rc < 0 ? 0 : rc;
     }
     if (t.opt.json) {
@@ -570,6 +582,24 @@ int main(int argc, char **argv)
         if (st)
             cli_error("cannot load plugin: %s (%s)", pl_errmsg(),
                       pl_status_name(st));
+    }
+    if (!st && t.opt.n_mcp && !(mcps = calloc(t.opt.n_mcp, sizeof *mcps)))
+        st = PL_ENOMEM;
+    for (size_t i = 0; !st && i < t.opt.n_mcp; i++) {
+        const char *eq = strchr(t.opt.mcp[i], '=');
+        char name[80];
+        if (!eq || eq == t.opt.mcp[i] ||
+            (size_t)(eq - t.opt.mcp[i]) >= sizeof name) {
+            cli_error("--mcp '%s': expected NAME=SPEC", t.opt.mcp[i]);
+            rc = EXIT_USAGE;
+            goto done;
+        }
+        snprintf(name, sizeof name, "%.*s", (int)(eq - t.opt.mcp[i]),
+                 t.opt.mcp[i]);
+        st = pl_mcp_register(&mcps[i], t.reg, name, eq + 1, NULL);
+        if (st)
+            cli_error("cannot register the MCP server '%s': %s (%s)", name,
+                      pl_errmsg(), pl_status_name(st));
     }
     if (st) {
         rc = EXIT_OPEN;
@@ -663,7 +693,11 @@ done:
     if (t.import_in)
         fclose(t.import_in);
     pl_engine_close(t.engine);
+    for (size_t i = 0; mcps && i < t.opt.n_mcp; i++)
+        pl_mcp_close(mcps[i]);
+    free(mcps);
     pl_registry_free(t.reg);
     free(t.opt.plugins);
+    free(t.opt.mcp);
     return rc;
 }

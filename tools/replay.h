@@ -38,6 +38,8 @@ typedef struct options {
     const char *store;
     const char **plugins;
     size_t n_plugins;
+    const char **mcp; /* --mcp NAME=SPEC */
+    size_t n_mcp;
     enum mode mode;
     const char *run;    /* --run, --resume, --fork */
     const char *answer; /* --answer */

@@ -152,19 +152,14 @@ int pl_engine_open(pl_engine **out, const char *path,
     if (!out)
         return pl__err(PL_EINVAL, "pl_engine_open: out is NULL");
     *out = NULL;
-    pl_engine_options defaults = PL_ENGINE_OPTIONS_INIT;
-    if (!opts)
-        opts = &defaults;
     if (!path || !*path)
         return pl__err(PL_EINVAL, "pl_engine_open: a store path is required");
     if (!registry)
         return pl__err(PL_EINVAL, "pl_engine_open: a registry is required");
-    if (opts->version < 1 || opts->version > PL_ENGINE_OPTIONS_VERSION)
-        return pl__err(PL_EINVAL,
-                       "pl_engine_open: options version %u, this "
-                       "library knows %d (use "
-                       "PL_ENGINE_OPTIONS_INIT)",
-                       opts->version, PL_ENGINE_OPTIONS_VERSION);
+    pl_engine_options o;
+    if (pl__struct_in(&o, opts, &pl__engine_options_layout, "pl_engine_open"))
+        return PL_EINVAL;
+    opts = &o;
     if (!pl_durability_name(opts->durability))
         return pl__err(PL_EINVAL, "pl_engine_open: unknown durability %d",
                        (int)opts->durability);
@@ -176,9 +171,8 @@ int pl_engine_open(pl_engine **out, const char *path,
                        "pl_engine_open: max_payload %zu is larger than "
                        "the most a store can hold, %zu bytes",
                        opts->max_payload, (size_t)PL_MAX_PAYLOAD_LIMIT);
-    /* a version 1 or 2 struct ends before host_id */
-    const char *host_id = opts->version >= 3 ? opts->host_id : NULL;
-    unsigned lease_ms = opts->version >= 3 ? opts->lease_ms : 0;
+    const char *host_id = opts->host_id;
+    unsigned lease_ms = opts->lease_ms;
     if (!host_id)
         host_id = getenv("PL_WORKER_HOST");
     if (host_id && (!*host_id || strlen(host_id) > 255))
@@ -214,13 +208,10 @@ int pl_engine_open(pl_engine **out, const char *path,
     snprintf(e->worker, sizeof e->worker, "%lld.%llu@%s", (long long)e->pid,
              (unsigned long long)e->pstart, e->host);
 
-    pl__store_options so = {opts->map_size, opts->map_size_max,
-                            opts->max_readers,
-                            opts->durability == PL_DURABILITY_PROCESS,
-                            /* a version 1 struct ends before read_only */
-                            opts->version >= 2 && opts->read_only,
-                            /* a version 3 struct ends before no_create */
-                            opts->version >= 4 && opts->no_create};
+    pl__store_options so = {
+        opts->map_size,    opts->map_size_max,
+        opts->max_readers, opts->durability == PL_DURABILITY_PROCESS,
+        opts->read_only,   opts->no_create};
     int rc = pl__store_open(&e->store, path, &so);
     if (rc) {
         pl_engine_close(e);
@@ -250,22 +241,17 @@ int pl_engine_stats(pl_store_stats *out, pl_engine *e)
     if (!out || !e)
         return pl__err(PL_EINVAL, "pl_engine_stats: an output and an engine "
                                   "are required");
-    if (out->version != PL_STORE_STATS_VERSION)
-        return pl__err(PL_EINVAL,
-                       "pl_engine_stats: stats version %u, this library "
-                       "knows %d",
-                       out->version, PL_STORE_STATS_VERSION);
+    int st = pl__struct_version_ok(out->version, &pl__store_stats_layout,
+                                   "pl_engine_stats");
     pl__store_stats ss;
-    int st = pl__store_stats_get(e->store, &ss);
+    if (!st)
+        st = pl__store_stats_get(e->store, &ss);
     if (st)
         return st;
-    out->file_bytes = ss.file_bytes;
-    out->map_bytes = ss.map_bytes;
-    out->page_size = ss.page_size;
-    out->used_pages = ss.used_pages;
-    out->free_pages = ss.free_pages;
-    out->runs = ss.runs;
-    out->step_records = ss.step_records;
+    pl_store_stats full = {
+        PL_STORE_STATS_VERSION, ss.file_bytes, ss.map_bytes, ss.page_size,
+        ss.used_pages,          ss.free_pages, ss.runs,      ss.step_records};
+    pl__struct_out(out, &full, &pl__store_stats_layout);
     return PL_OK;
 }
 pl_durability pl_engine_durability(const pl_engine *e) { return e->durability; }

@@ -6,6 +6,12 @@
  * is taken, are its policies copied into the caller's registry.  The shared
  * object then belongs to that registry and is closed when it is freed.
  *
+ * A plugin must use the library that loads it: a host linked with the
+ * static library would give a plugin (linked with the shared one) a second
+ * copy, with its own state.  So before its entry point runs, the object
+ * that defines pl_version in the plugin's own scope (itself and its
+ * dependencies) must be the one this code is in, or define none.
+ *
  * A plugin's code identity is its GNU build-id, read from the file's
  * PT_NOTE segments (every read bounds-checked: the file is untrusted until
  * the dynamic loader has accepted it, and read again after), or the
@@ -21,6 +27,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "platform.h"
 #include "registry.h"
 
 #if UINTPTR_MAX > 0xffffffffu
@@ -202,6 +209,21 @@ static void *open_shared(const char *path)
     return h;
 }
 
+/* PL_OK when the plugin binds to this copy of the library (or to none of
+ * its own, using the host's). */
+static int check_same_library(void *handle, const char *path)
+{
+    const char *where = NULL;
+    if (!pl__symbol_elsewhere(handle, "pl_version", &where))
+        return PL_OK;
+    return pl__err(PL_EPLUGIN,
+                   "plugin '%s': it uses the policyledger library at '%s', "
+                   "a second copy beside the one loading it: a program "
+                   "that loads plugins must link the shared library "
+                   "(libpolicyledger.so.%d), not the static one",
+                   path, where, PL_ABI_VERSION);
+}
+
 static int run_entry(pl_registry **out, void *handle, const char *path)
 {
     dlerror();
@@ -214,9 +236,12 @@ static int run_entry(pl_registry **out, void *handle, const char *path)
     if (*abi != PL_ABI_VERSION)
         return pl__err(PL_EVERSION,
                        "plugin '%s': built for ABI version %u, this library "
-                       "has ABI version %d: rebuild it against this "
+                       "(%s) has ABI version %d: rebuild it against this "
                        "library's header",
-                       path, *abi, PL_ABI_VERSION);
+                       path, *abi, PL_VERSION_STRING, PL_ABI_VERSION);
+    int st = check_same_library(handle, path);
+    if (st)
+        return st;
     /* A data pointer converted to a function pointer: dlsym's contract. */
     pl_plugin_init_fn init;
     void *sym = dlsym(handle, PL_PLUGIN_ENTRY);
@@ -226,8 +251,7 @@ static int run_entry(pl_registry **out, void *handle, const char *path)
     memcpy(&init, &sym, sizeof init);
 
     pl_registry *scratch = NULL;
-    int st = pl_registry_new(&scratch);
-    if (st)
+    if ((st = pl_registry_new(&scratch)))
         return st;
     pl__err_clear();
     st = init(scratch);

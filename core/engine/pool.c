@@ -337,16 +337,12 @@ int pl_pool_new(pl_pool **out, pl_engine *engine, const pl_pool_options *opts)
     if (!out)
         return pl__err(PL_EINVAL, "pl_pool_new: out is NULL");
     *out = NULL;
-    pl_pool_options defaults = PL_POOL_OPTIONS_INIT;
-    if (!opts)
-        opts = &defaults;
     if (!engine)
         return pl__err(PL_EINVAL, "pl_pool_new: engine is NULL");
-    if (opts->version != PL_POOL_OPTIONS_VERSION)
-        return pl__err(PL_EINVAL,
-                       "pl_pool_new: options version %u, this "
-                       "library knows %d (use PL_POOL_OPTIONS_INIT)",
-                       opts->version, PL_POOL_OPTIONS_VERSION);
+    pl_pool_options o;
+    if (pl__struct_in(&o, opts, &pl__pool_options_layout, "pl_pool_new"))
+        return PL_EINVAL;
+    opts = &o;
     /* one per CPU, and at least two: one can run tasks while one commits */
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     unsigned threads = opts->threads                    ? opts->threads

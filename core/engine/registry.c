@@ -165,17 +165,10 @@ int pl_registry_add(pl_registry *reg, const pl_policy_def *def)
     if (!reg || !def)
         return pl__err(PL_EINVAL, "pl_registry_add: registry and def are "
                                   "required");
-    if (def->version != PL_POLICY_DEF_VERSION && def->version != 1)
-        return pl__err(PL_EINVAL,
-                       "pl_registry_add: def version %u, this "
-                       "library knows 1..%d (use PL_POLICY_DEF_INIT)",
-                       def->version, PL_POLICY_DEF_VERSION);
-    /* A version 1 def ends before output_schema: read no further. */
-    pl_policy_def in = PL_POLICY_DEF_INIT;
-    memcpy(&in, def,
-           def->version == 1 ? offsetof(pl_policy_def, output_schema)
-                             : sizeof in);
-    in.version = PL_POLICY_DEF_VERSION;
+    pl_policy_def in;
+    int st = pl__struct_in(&in, def, &pl__policy_def_layout, "pl_registry_add");
+    if (st)
+        return st;
     def = &in;
     if (!pl__name_ok(def->name))
         return pl__err(PL_EINVAL,
@@ -197,7 +190,7 @@ int pl_registry_add(pl_registry *reg, const pl_policy_def *def)
                        "a policy named '%s' is registered "
                        "already",
                        def->name);
-    int st = schema_check(def->name, "input_schema", def->input_schema);
+    st = schema_check(def->name, "input_schema", def->input_schema);
     if (!st)
         st = schema_check(def->name, "output_schema", def->output_schema);
     if (st)

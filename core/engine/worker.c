@@ -213,14 +213,10 @@ int pl_worker_run(pl_engine *e, const pl_worker_options *opts)
 {
     if (!e)
         return pl__err(PL_EINVAL, "pl_worker_run: engine is NULL");
-    pl_worker_options defaults = PL_WORKER_OPTIONS_INIT;
-    if (!opts)
-        opts = &defaults;
-    if (opts->version != PL_WORKER_OPTIONS_VERSION)
-        return pl__err(PL_EINVAL,
-                       "pl_worker_run: options version %u, this library "
-                       "knows %d",
-                       opts->version, PL_WORKER_OPTIONS_VERSION);
+    pl_worker_options o;
+    if (pl__struct_in(&o, opts, &pl__worker_options_layout, "pl_worker_run"))
+        return PL_EINVAL;
+    opts = &o;
     if (opts->concurrency > CONCURRENCY_MAX)
         return pl__err(PL_EINVAL,
                        "pl_worker_run: concurrency %u is more than %d",

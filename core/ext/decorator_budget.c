@@ -20,18 +20,27 @@
 
 #include <policyledger.h>
 
-static const char *check_limits(const pl_budget *b)
+#include "ext.h"
+
+/* Read @p in into @p b, at the current version, and check it: PL_OK, or
+ * PL_EINVAL with a message that starts with @p fn. */
+static int read_limits(pl_budget *b, const pl_budget *in, const char *fn)
 {
-    if (!b)
-        return "no limits given";
-    if (b->version != PL_BUDGET_VERSION)
-        return "the limits are not PL_BUDGET_INIT'd (wrong version)";
+    PL__EXT_ONE_VERSION(PL_BUDGET);
+    *b = (pl_budget)PL_BUDGET_INIT;
+    if (!in)
+        return pl_errorf(PL_EINVAL, "%s: no limits given", fn);
+    if (PL__EXT_VERSION_OK(in->version, pl_budget, PL_BUDGET, fn))
+        return PL_EINVAL;
+    *b = *in;
     if (b->max_wall_ms < 0)
-        return "max_wall_ms is negative";
+        return pl_errorf(PL_EINVAL, "%s: max_wall_ms is negative", fn);
     if (!b->max_steps && !b->max_wall_ms && !b->max_tokens)
-        return "no limit is set: give max_steps, max_wall_ms or "
-               "max_tokens";
-    return NULL;
+        return pl_errorf(PL_EINVAL,
+                         "%s: no limit is set: give max_steps, max_wall_ms "
+                         "or max_tokens",
+                         fn);
+    return PL_OK;
 }
 
 /* Why the budget is spent (into @p msg), or false while it is not. */
@@ -73,13 +82,14 @@ static bool spent(const pl_budget *b, const pl_steps *l, int64_t now, char *msg,
 static int budget_fn(pl_ctx *ctx, const pl_action *action, pl_steps *out,
                      const pl_decorator *self, pl_next *next)
 {
-    const pl_budget *b = self->user;
-    const char *bad = check_limits(b);
-    if (bad)
-        return pl_errorf(PL_EINVAL, "budget: %s", bad);
+    pl_budget current;
+    int st = read_limits(&current, self->user, "budget");
+    if (st)
+        return st;
+    const pl_budget *b = &current;
     int64_t now;
     const pl_steps *l = NULL;
-    int st = pl_ctx_now(&now, ctx);
+    st = pl_ctx_now(&now, ctx);
     if (!st)
         st = pl_ctx_ledger(&l, ctx);
     if (st)
@@ -100,9 +110,10 @@ int pl_decorator_budget(pl_decorator *out, const pl_budget *limits)
 {
     if (!out)
         return pl_errorf(PL_EINVAL, "pl_decorator_budget: out is NULL");
-    const char *bad = check_limits(limits);
-    if (bad)
-        return pl_errorf(PL_EINVAL, "pl_decorator_budget: %s", bad);
+    pl_budget current;
+    int st = read_limits(&current, limits, "pl_decorator_budget");
+    if (st)
+        return st;
     pl_decorator d = PL_DECORATOR_INIT;
     d.fn = budget_fn;
     d.name = "budget";

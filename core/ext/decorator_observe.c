@@ -3,7 +3,8 @@
  * model is shown, both recorded.
  *
  * Written with the public API alone (include/policyledger.h), as any
- * user's decorator would be.
+ * user's decorator would be; only the reading of its options' version is
+ * the library's own (util.h).
  *
  * For a call it observes, the decorator runs the rest of the chain (whose
  * result, the raw one, is recorded where the chain put it), asks the
@@ -21,7 +22,7 @@
 
 #include <policyledger.h>
 
-static const pl_observe_options defaults = PL_OBSERVE_OPTIONS_INIT;
+#include "ext.h"
 
 #define FACT_MAX 200          /* bytes of one key fact's text */
 #define FACTS_MAX 24          /* key facts at most */
@@ -31,9 +32,6 @@ static const pl_observe_options defaults = PL_OBSERVE_OPTIONS_INIT;
 
 static const char *check_options(const pl_observe_options *o)
 {
-    if (o->version != PL_OBSERVE_OPTIONS_VERSION)
-        return "the options are not PL_OBSERVE_OPTIONS_INIT'd (wrong "
-               "version)";
     if (o->n_tools && !o->tools)
         return "n_tools without tools";
     for (size_t i = 0; i < o->n_tools; i++)
@@ -42,6 +40,21 @@ static const char *check_options(const pl_observe_options *o)
     if (o->summarizer && !o->summarizer[0])
         return "the summarizer's name is empty";
     return NULL;
+}
+
+/* Read @p in (NULL: the defaults) into @p o, at the current version, and
+ * check it: PL_OK, or PL_EINVAL with a message that starts with @p fn. */
+static int read_options(pl_observe_options *o, const pl_observe_options *in,
+                        const char *fn)
+{
+    PL__EXT_ONE_VERSION(PL_OBSERVE_OPTIONS);
+    const pl_observe_options def = PL_OBSERVE_OPTIONS_INIT;
+    if (in && PL__EXT_VERSION_OK(in->version, pl_observe_options,
+                                 PL_OBSERVE_OPTIONS, fn))
+        return PL_EINVAL;
+    *o = in ? *in : def;
+    const char *bad = check_options(o);
+    return bad ? pl_errorf(PL_EINVAL, "%s: %s", fn, bad) : PL_OK;
 }
 
 static bool observes(const pl_observe_options *o, const char *policy)
@@ -258,10 +271,10 @@ static int builtin(cJSON **out, pl_ctx *ctx, const pl_action *action,
 static int observe_fn(pl_ctx *ctx, const pl_action *action, pl_steps *out,
                       const pl_decorator *self, pl_next *next)
 {
-    const pl_observe_options *o = self->user ? self->user : &defaults;
-    const char *bad = check_options(o);
-    if (bad)
-        return pl_errorf(PL_EINVAL, "observe: %s", bad);
+    pl_observe_options current;
+    if (read_options(&current, self->user, "observe"))
+        return PL_EINVAL;
+    const pl_observe_options *o = &current;
     if (!observes(o, action->policy))
         return pl_next_call(next, ctx, action, out);
     size_t before = pl_steps_count(out);
@@ -311,9 +324,9 @@ int pl_decorator_observe(pl_decorator *out, const pl_observe_options *opts)
 {
     if (!out)
         return pl_errorf(PL_EINVAL, "pl_decorator_observe: out is NULL");
-    const char *bad = check_options(opts ? opts : &defaults);
-    if (bad)
-        return pl_errorf(PL_EINVAL, "pl_decorator_observe: %s", bad);
+    pl_observe_options current;
+    if (read_options(&current, opts, "pl_decorator_observe"))
+        return PL_EINVAL;
     pl_decorator d = PL_DECORATOR_INIT;
     d.fn = observe_fn;
     d.name = "observe";

@@ -3,7 +3,8 @@
  * carries a continuation, each page a recorded call of its own.
  *
  * Written with the public API alone (include/policyledger.h), as any
- * user's decorator would be.
+ * user's decorator would be; only the reading of its options' version is
+ * the library's own (util.h).
  *
  * The decorator runs in the call's invocation and ends its chain: instead
  * of running the rest of the chain it calls the same policy once per page
@@ -34,7 +35,7 @@
 
 #include <policyledger.h>
 
-static const pl_paginate_options defaults = PL_PAGINATE_OPTIONS_INIT;
+#include "ext.h"
 
 #define DEFAULT_MAX_PAGES 100
 #define DEFAULT_MAX_BYTES 512000
@@ -147,9 +148,6 @@ static void pointer_remove(cJSON *doc, const char *ptr)
 
 static const char *check_options(const pl_paginate_options *o)
 {
-    if (o->version != PL_PAGINATE_OPTIONS_VERSION)
-        return "the options are not PL_PAGINATE_OPTIONS_INIT'd (wrong "
-               "version)";
     if (!pointer_ok(o->next))
         return "next is not a JSON pointer such as \"/next_token\"";
     if (o->param && !pointer_ok(o->param))
@@ -158,12 +156,26 @@ static const char *check_options(const pl_paginate_options *o)
         return "items is not a JSON pointer such as \"/results\"";
     if (o->n_per_page && !o->per_page)
         return "n_per_page without per_page";
-    for (size_t i = 0; i < o->n_per_page; i++)
-        if (o->per_page[i].version != PL_DECORATOR_VERSION ||
-            !o->per_page[i].fn)
-            return "a per-page decorator has no function or is not "
-                   "PL_DECORATOR_INIT'd";
     return NULL;
+}
+
+/* Read @p in (NULL: the defaults) into @p o, at the current version, and
+ * check it: PL_OK, or PL_EINVAL with a message that starts with @p fn. */
+static int read_options(pl_paginate_options *o, const pl_paginate_options *in,
+                        const char *fn)
+{
+    PL__EXT_ONE_VERSION(PL_PAGINATE_OPTIONS);
+    const pl_paginate_options def = PL_PAGINATE_OPTIONS_INIT;
+    if (in && PL__EXT_VERSION_OK(in->version, pl_paginate_options,
+                                 PL_PAGINATE_OPTIONS, fn))
+        return PL_EINVAL;
+    *o = in ? *in : def;
+    const char *bad = check_options(o);
+    if (bad)
+        return pl_errorf(PL_EINVAL, "%s: %s", fn, bad);
+    char where[64];
+    snprintf(where, sizeof where, "%s: per-page", fn);
+    return pl__ext_decorators_ok(o->per_page, o->n_per_page, where);
 }
 
 /* A continuation: anything but a missing member, null, false or "". */
@@ -325,10 +337,10 @@ static int paginate_fn(pl_ctx *ctx, const pl_action *action, pl_steps *out,
                        const pl_decorator *self, pl_next *next)
 {
     (void)next; /* the pages are calls of their own: the chain ends here */
-    const pl_paginate_options *o = self->user ? self->user : &defaults;
-    const char *bad = check_options(o);
-    if (bad)
-        return pl_errorf(PL_EINVAL, "paginate: %s", bad);
+    pl_paginate_options current;
+    if (read_options(&current, self->user, "paginate"))
+        return PL_EINVAL;
+    const pl_paginate_options *o = &current;
     unsigned max_pages = o->max_pages ? o->max_pages : DEFAULT_MAX_PAGES;
     size_t max_bytes = o->max_bytes ? o->max_bytes : DEFAULT_MAX_BYTES;
     const char *param = o->param ? o->param : o->next;
@@ -436,9 +448,9 @@ int pl_decorator_paginate(pl_decorator *out, const pl_paginate_options *opts)
 {
     if (!out)
         return pl_errorf(PL_EINVAL, "pl_decorator_paginate: out is NULL");
-    const char *bad = check_options(opts ? opts : &defaults);
-    if (bad)
-        return pl_errorf(PL_EINVAL, "pl_decorator_paginate: %s", bad);
+    pl_paginate_options current;
+    if (read_options(&current, opts, "pl_decorator_paginate"))
+        return PL_EINVAL;
     pl_decorator d = PL_DECORATOR_INIT;
     d.fn = paginate_fn;
     d.name = "paginate";

@@ -29,16 +29,14 @@
 
 #include <policyledger.h>
 
+#include "ext.h"
+
 static const char *const default_codes[] = {
     PL_ERR_TIMEOUT, PL_ERR_RETRYABLE_SERVER, PL_ERR_RATE_LIMITED};
-
-static const pl_retry_options defaults = PL_RETRY_OPTIONS_INIT;
 
 /* A message for a bad configuration, or NULL when it is good. */
 static const char *check_options(const pl_retry_options *o)
 {
-    if (o->version != PL_RETRY_OPTIONS_VERSION)
-        return "the options are not PL_RETRY_OPTIONS_INIT'd (wrong version)";
     if (o->max_attempts == 0)
         return "max_attempts is 0: at least one attempt is needed";
     if (o->max_backoff_ms < o->base_ms)
@@ -49,6 +47,21 @@ static const char *check_options(const pl_retry_options *o)
         if (!o->codes[i] || !o->codes[i][0])
             return "a retryable code is NULL or empty";
     return NULL;
+}
+
+/* Read @p in (NULL: the defaults) into @p o, at the current version, and
+ * check it: PL_OK, or PL_EINVAL with a message that starts with @p fn. */
+static int read_options(pl_retry_options *o, const pl_retry_options *in,
+                        const char *fn)
+{
+    PL__EXT_ONE_VERSION(PL_RETRY_OPTIONS);
+    const pl_retry_options def = PL_RETRY_OPTIONS_INIT;
+    if (in &&
+        PL__EXT_VERSION_OK(in->version, pl_retry_options, PL_RETRY_OPTIONS, fn))
+        return PL_EINVAL;
+    *o = in ? *in : def;
+    const char *bad = check_options(o);
+    return bad ? pl_errorf(PL_EINVAL, "%s: %s", fn, bad) : PL_OK;
 }
 
 static bool retryable(const pl_retry_options *o, const char *code)
@@ -166,12 +179,13 @@ static int backoff(pl_ctx *ctx, const pl_retry_options *o, unsigned attempt,
 static int retry_fn(pl_ctx *ctx, const pl_action *action, pl_steps *out,
                     const pl_decorator *self, pl_next *next)
 {
-    const pl_retry_options *o = self->user ? self->user : &defaults;
-    const char *bad = check_options(o);
-    if (bad)
-        return pl_errorf(PL_EINVAL, "retry: %s", bad);
+    pl_retry_options current;
+    int st = read_options(&current, self->user, "retry");
+    if (st)
+        return st;
+    const pl_retry_options *o = &current;
     pl_steps *turn = NULL;
-    int st = pl_steps_new(&turn);
+    st = pl_steps_new(&turn);
     uint64_t prev = o->base_ms;
     for (unsigned attempt = 1; !st; attempt++) {
         pl_steps_clear(turn);
@@ -209,9 +223,10 @@ int pl_decorator_retry(pl_decorator *out, const pl_retry_options *opts)
 {
     if (!out)
         return pl_errorf(PL_EINVAL, "pl_decorator_retry: out is NULL");
-    const char *bad = check_options(opts ? opts : &defaults);
-    if (bad)
-        return pl_errorf(PL_EINVAL, "pl_decorator_retry: %s", bad);
+    pl_retry_options current;
+    int st = read_options(&current, opts, "pl_decorator_retry");
+    if (st)
+        return st;
     pl_decorator d = PL_DECORATOR_INIT;
     d.fn = retry_fn;
     d.name = "retry";

@@ -3,11 +3,15 @@
  * each call it makes, or without).
  *
  * Both are written with the public API alone (include/policyledger.h), as
- * any user's decorator would be: what these do, a user can do.
+ * any user's decorator would be: what these do, a user can do.  (Only the
+ * check of a decorator list's version is the library's own, util.h's.)
  */
 #include <stdio.h>
+#include <stdlib.h>
 
 #include <policyledger.h>
+
+#include "ext.h"
 
 /* Does the turn @p l want another: an action_call step, or a text step
  * asking for one ({"again": true}, an LLM policy's re-prompt)? */
@@ -122,24 +126,37 @@ int pl_decorator_invoke_action(pl_decorator *out)
     return pl_decorator_invoke_action_with(out, NULL, 0);
 }
 
+int pl__ext_decorators_ok(const pl_decorator *list, size_t n, const char *fn)
+{
+    PL__EXT_ONE_VERSION(PL_DECORATOR);
+    if (n && !list)
+        return pl_errorf(PL_EINVAL, "%s: %zu decorators but the list is NULL",
+                         fn, n);
+    for (size_t i = 0; i < n; i++) {
+        if (list[i].version != list[0].version)
+            return pl_errorf(PL_EINVAL,
+                             "%s: pl_decorator %zu has version %u, the first "
+                             "has %u: an array's elements are of one version",
+                             fn, i, list[i].version, list[0].version);
+        if (PL__EXT_VERSION_OK(list[i].version, pl_decorator, PL_DECORATOR, fn))
+            return PL_EINVAL;
+        if (!list[i].fn)
+            return pl_errorf(PL_EINVAL, "%s: decorator %zu has no function", fn,
+                             i);
+    }
+    return PL_OK;
+}
+
 int pl_decorator_invoke_action_with(pl_decorator *out,
                                     const pl_decorator *per_call, size_t n)
 {
     if (!out)
         return pl_errorf(PL_EINVAL, "pl_decorator_invoke_action_with: out is "
                                     "NULL");
-    if (n && !per_call)
-        return pl_errorf(PL_EINVAL,
-                         "pl_decorator_invoke_action_with: %zu "
-                         "decorators but the list is NULL",
-                         n);
-    for (size_t i = 0; i < n; i++)
-        if (per_call[i].version != PL_DECORATOR_VERSION || !per_call[i].fn)
-            return pl_errorf(PL_EINVAL,
-                             "pl_decorator_invoke_action_with: decorator "
-                             "%zu has no function or is not "
-                             "PL_DECORATOR_INIT'd",
-                             i);
+    int st = pl__ext_decorators_ok(per_call, n,
+                                   "pl_decorator_invoke_action_with");
+    if (st)
+        return st;
     pl_decorator d = PL_DECORATOR_INIT;
     d.fn = invoke_action_fn;
     d.name = "invoke_action";

@@ -26,4 +26,49 @@
  * (json.c). */
 PL__EXT_HIDDEN const char *pl__json_type_name(const cJSON *v);
 
+/* ---- versioned structs --------------------------------------------------- */
+
+/*
+ * The header's VERSIONS AND THE ABI for the structs core/ext reads, on the
+ * public API alone (base/versioned.c keeps the rule for the rest of the
+ * library, and lists these structs' versions too): a struct is taken at
+ * every version from 1 to its PL_*_VERSION.  Each struct read here has one
+ * version so far, so one accepted is read whole; PL__EXT_ONE_VERSION()
+ * beside its reader stops the build when the struct grows, until the reader
+ * takes an older version's bytes as base/versioned.c's table has them.
+ */
+#define PL__EXT_ONE_VERSION(NAME)                                              \
+    _Static_assert(NAME##_VERSION == 1,                                        \
+                   #NAME "_VERSION grew: read the older versions' bytes as "   \
+                         "base/versioned.c's table has them")
+
+/* PL_OK when @p version is one of 1..@p current, else PL_EINVAL: the
+ * message names @p fn, the struct @p type, its @p init and both versions. */
+static inline int pl__ext_version_ok(unsigned version, unsigned current,
+                                     const char *type, const char *init,
+                                     const char *fn)
+{
+    if (version >= 1 && version <= current)
+        return PL_OK;
+    if (version == 0)
+        return pl_errorf(PL_EINVAL, "%s: %s version 0: it was not made with %s",
+                         fn, type, init);
+    return pl_errorf(PL_EINVAL,
+                     "%s: %s version %u is newer than this library's (it "
+                     "takes 1..%u): built against a newer header",
+                     fn, type, version, current);
+}
+
+/* pl__ext_version_ok() for struct @p type, whose macros start with NAME. */
+#define PL__EXT_VERSION_OK(version, type, NAME, fn)                            \
+    pl__ext_version_ok((version), NAME##_VERSION, #type, #NAME "_INIT", (fn))
+
+/*
+ * A decorator list a decorator keeps for later calls: @p n decorators of
+ * one version, each with a function (decorators.c).
+ * @return PL_OK; PL_EINVAL (the message names @p fn and the index).
+ */
+PL__EXT_HIDDEN int pl__ext_decorators_ok(const pl_decorator *list, size_t n,
+                                         const char *fn);
+
 #endif /* PL_EXT_H */

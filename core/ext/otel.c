@@ -44,6 +44,8 @@
 #include <curl/curl.h>
 #include <openssl/sha.h>
 
+#include "ext.h"
+
 #define DEF_QUEUE 2048
 #define DEF_BATCH 512
 #define DEF_INTERVAL_MS 1000
@@ -755,15 +757,14 @@ int pl_otel_open(pl_otel **out, const pl_otel_options *opts)
 {
     if (out)
         *out = NULL;
-    pl_otel_options def = PL_OTEL_OPTIONS_INIT;
-    const pl_otel_options *o = opts ? opts : &def;
     if (!out)
         return pl_errorf(PL_EINVAL, "pl_otel_open: NULL out");
-    if (o->version != PL_OTEL_OPTIONS_VERSION)
-        return pl_errorf(PL_EINVAL,
-                         "pl_otel_open: options version %u (this "
-                         "library knows %u)",
-                         o->version, PL_OTEL_OPTIONS_VERSION);
+    PL__EXT_ONE_VERSION(PL_OTEL_OPTIONS);
+    if (opts && PL__EXT_VERSION_OK(opts->version, pl_otel_options,
+                                   PL_OTEL_OPTIONS, "pl_otel_open"))
+        return PL_EINVAL;
+    const pl_otel_options def = PL_OTEL_OPTIONS_INIT;
+    const pl_otel_options *o = opts ? opts : &def;
     pl_otel *x = calloc(1, sizeof *x);
     if (!x)
         return pl_errorf(PL_ENOMEM, "pl_otel_open: out of memory");
@@ -810,10 +811,15 @@ int pl_otel_stats(pl_otel_counts *out, const pl_otel *otel)
 {
     if (!out || !otel)
         return pl_errorf(PL_EINVAL, "pl_otel_stats: NULL argument");
+    PL__EXT_ONE_VERSION(PL_OTEL_COUNTS);
+    if (PL__EXT_VERSION_OK(out->version, pl_otel_counts, PL_OTEL_COUNTS,
+                           "pl_otel_stats"))
+        return PL_EINVAL;
     pl_otel *x = (pl_otel *)otel; /* the lock; the counters stay as they are */
     pthread_mutex_lock(&x->lock);
     *out = x->c;
     pthread_mutex_unlock(&x->lock);
+    out->version = PL_OTEL_COUNTS_VERSION;
     return PL_OK;
 }
 

@@ -606,12 +606,16 @@ done:
 int pl_schema_validate(pl_schema_error *out, const pl_schema *schema,
                        const cJSON *instance)
 {
+    PL__EXT_ONE_VERSION(PL_SCHEMA_ERROR);
+    if (out && PL__EXT_VERSION_OK(out->version, pl_schema_error,
+                                  PL_SCHEMA_ERROR, "pl_schema_validate"))
+        return PL_EINVAL;
     if (out)
-        memset(out, 0, sizeof *out);
+        *out = (pl_schema_error)PL_SCHEMA_ERROR_INIT;
     if (!schema || !instance)
         return pl_errorf(PL_EINVAL, "pl_schema_validate: NULL %s",
                          schema ? "instance" : "schema");
-    pl_schema_error scratch;
+    pl_schema_error scratch = PL_SCHEMA_ERROR_INIT;
     vctx v = {schema, out ? out : &scratch, 0, false, 0, 0, PL_OK};
     int r = eval(&v, schema->root, instance, NULL);
     if (v.status || r < 0)

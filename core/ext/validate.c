@@ -138,7 +138,7 @@ static int validate_fn(pl_ctx *ctx, const pl_action *action, pl_steps *out,
     int st = lookup(&c, cache, def);
     if (st)
         return st;
-    pl_schema_error e;
+    pl_schema_error e = PL_SCHEMA_ERROR_INIT;
     if (c->in) {
         st = pl_schema_validate(&e, c->in, action->payload);
         if (st == PL_EJSON) /* refused: the callee does not run */

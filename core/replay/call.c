@@ -130,16 +130,17 @@ static int resolve_call(pl_ctx *c, uint32_t call_seq, bool call_replayed,
                               n_decos, t0, out);
 }
 
-int pl__call_check_action(pl__run *r, pl_ctx *c, const pl_action *a)
+int pl__call_check_action(pl__run *r, pl_ctx *c, const pl_action *in,
+                          pl_action *a)
 {
-    if (!a || a->version != PL_ACTION_VERSION)
+    if (!in)
         return pl__run_fail(r, PL_EINVAL,
-                            "run %s: policy '%s' at %s made a "
-                            "call with %s",
-                            r->id, c->def->name, c->path,
-                            a ? "an action not made with "
-                                "PL_ACTION_INIT (wrong version)"
-                              : "no action: no valid policy name");
+                            "run %s: policy '%s' at %s made a call with no "
+                            "action: no valid policy name",
+                            r->id, c->def->name, c->path);
+    if (pl__struct_in(a, in, &pl__action_layout, "pl_ctx_call"))
+        return pl__run_fail(r, PL_EINVAL, "run %s: policy '%s' at %s: %s",
+                            r->id, c->def->name, c->path, pl_errmsg());
     if (!pl__name_ok(a->policy))
         return pl__run_fail(r, PL_EINVAL,
                             "run %s: policy '%s' at %s made a "
@@ -167,20 +168,31 @@ int pl__call_check_action(pl__run *r, pl_ctx *c, const pl_action *a)
 
 /* A call's decorator list: each made with PL_DECORATOR_INIT and a function. */
 int pl__call_check_decos(pl__run *r, pl_ctx *c, const char *policy,
-                         const pl_decorator *decos, size_t n_decos)
+                         const pl_decorator **decos, size_t n_decos,
+                         void **owned)
 {
-    if (n_decos && !decos)
+    *owned = NULL;
+    if (n_decos && !*decos)
         return pl__run_fail(r, PL_EINVAL,
                             "run %s: call to '%s' at %s: "
                             "n_decorators without decorators",
                             r->id, policy, c->path);
+    const void *current;
+    int st = pl__struct_array_in(&current, owned, *decos, n_decos,
+                                 &pl__decorator_layout, "decorators");
+    if (st)
+        return pl__run_fail(r, st, "run %s: call to '%s' at %s: %s", r->id,
+                            policy, c->path, pl_errmsg());
+    *decos = current;
     for (size_t i = 0; i < n_decos; i++)
-        if (decos[i].version != PL_DECORATOR_VERSION || !decos[i].fn)
+        if (!(*decos)[i].fn) {
+            free(*owned);
+            *owned = NULL;
             return pl__run_fail(r, PL_EINVAL,
                                 "run %s: call to '%s' at %s: "
-                                "decorator %zu has no function "
-                                "or is not PL_DECORATOR_INIT'd",
+                                "decorator %zu has no function",
                                 r->id, policy, c->path, i);
+        }
     return PL_OK;
 }
 
@@ -280,7 +292,22 @@ int pl__call_status(const pl_ctx *c, uint32_t call_seq, const char *policy,
                    cJSON_IsString(m) ? m->valuestring : "(no message)");
 }
 
-int pl_ctx_call(pl_step **out, pl_ctx *c, const pl_action *a,
+/* The callee saw the run's cancellation and handed it on in @p res: the
+ * run is cancelled (with the callee's reason, if it had none yet). */
+static int callee_cancelled(pl__run *r, const pl_step *res)
+{
+    if (!r->cancelled) {
+        const cJSON *m = cJSON_GetObjectItemCaseSensitive(pl_step_payload(res),
+                                                          "message");
+        free(r->cancel_reason);
+        r->cancel_reason = pl__strdup(cJSON_IsString(m) ? m->valuestring : "");
+        r->cancelled = true;
+    }
+    return pl__err(PL_ECANCELLED, "run %s is cancelled: %s", r->id,
+                   r->cancel_reason ? r->cancel_reason : "");
+}
+
+int pl_ctx_call(pl_step **out, pl_ctx *c, const pl_action *in,
                 const pl_decorator *decos, size_t n_decos)
 {
     if (out)
@@ -291,38 +318,31 @@ int pl_ctx_call(pl_step **out, pl_ctx *c, const pl_action *a,
     pl__run *r = c->run;
     if ((st = pl__call_may_start(r)) || (st = pl__wait_boundary(c)))
         return st;
-    if ((st = pl__call_check_action(r, c, a)))
+    pl_action act;
+    if ((st = pl__call_check_action(r, c, in, &act)))
         return st;
-    if ((st = pl__call_check_decos(r, c, a->policy, decos, n_decos)))
+    void *owned;
+    if ((st = pl__call_check_decos(r, c, act.policy, &decos, n_decos, &owned)))
         return st;
-    const pl_policy_def *def = pl_registry_find(r->e->reg, a->policy);
+    const pl_policy_def *def = pl_registry_find(r->e->reg, act.policy);
     uint32_t call_seq;
     bool replayed;
-    if ((st = pl__call_append(c, a, def, &call_seq, &replayed)))
-        return st;
-    assert(call_seq + 1 == c->next_seq); /* the cursor is past the call */
-    pl_step *res = NULL;
-    st = resolve_call(c, call_seq, replayed, a, def, decos, n_decos, &res);
-    const char *code = !st && res ? pl_step_error_code(res) : NULL;
-    if (code && strcmp(code, PL_ERR_CANCELLED) == 0) {
-        /* the callee saw the run's cancellation and handed it on */
-        if (!r->cancelled) {
-            const cJSON *m = cJSON_GetObjectItemCaseSensitive(
-                pl_step_payload(res), "message");
-            free(r->cancel_reason);
-            r->cancel_reason = pl__strdup(cJSON_IsString(m) ? m->valuestring
-                                                            : "");
-            r->cancelled = true;
-        }
-        st = pl__err(PL_ECANCELLED, "run %s is cancelled: %s", r->id,
-                     r->cancel_reason ? r->cancel_reason : "");
-    } else if (!st) {
-        st = pl__call_status(c, call_seq, a->policy, res);
+    if (!(st = pl__call_append(c, &act, def, &call_seq, &replayed))) {
+        assert(call_seq + 1 == c->next_seq); /* the cursor is past the call */
+        pl_step *res = NULL;
+        st = resolve_call(c, call_seq, replayed, &act, def, decos, n_decos,
+                          &res);
+        const char *code = !st && res ? pl_step_error_code(res) : NULL;
+        if (code && strcmp(code, PL_ERR_CANCELLED) == 0)
+            st = callee_cancelled(r, res);
+        else if (!st)
+            st = pl__call_status(c, call_seq, act.policy, res);
+        if (out)
+            *out = res;
+        else
+            pl_step_free(res);
     }
-    if (out)
-        *out = res;
-    else
-        pl_step_free(res);
+    free(owned);
     return st;
 }
 
@@ -374,6 +394,9 @@ static int call_step_with(pl_step **out, pl_ctx *c, const pl_step *call,
         return st;
     if (!out || !call || !allowed)
         return pl__err(PL_EINVAL, "pl_ctx_call_step: NULL argument");
+    pl_action allow;
+    if (pl__struct_in(&allow, allowed, &pl__action_layout, "pl_ctx_call_step"))
+        return PL_EINVAL;
     pl__run *r = c->run;
     if (r->stop)
         return r->stop;
@@ -403,38 +426,39 @@ static int call_step_with(pl_step **out, pl_ctx *c, const pl_step *call,
                        ((pv[0] >= 0x80 && pv[0] <= 0x8f) || pv[0] == 0xde ||
                         pv[0] == 0xdf);
     const char *callee = pl__name_ok(policy) ? policy : "unknown";
-    if ((st = pl__call_check_decos(r, c, callee, decos, n_decos)))
+    void *owned;
+    if ((st = pl__call_check_decos(r, c, callee, &decos, n_decos, &owned)))
         return st;
-    if (!pl__name_ok(policy) || !has_payload)
-        return pl__callee_finish_error(c, call->seq, callee,
-                                       PL_ERR_INVALID_INPUT,
-                                       "malformed action_call: it needs "
-                                       "{\"policy\": name, \"payload\": "
-                                       "{...}}",
-                                       t0, out);
     bool ok = false;
-    for (size_t i = 0; i < allowed->n_actions && !ok; i++)
-        ok = strcmp(allowed->actions[i], policy) == 0;
-    if (!ok) {
+    for (size_t i = 0; i < allow.n_actions && !ok; i++)
+        ok = strcmp(allow.actions[i], policy) == 0;
+    cJSON *payload = NULL;
+    if (!pl__name_ok(policy) || !has_payload)
+        st = pl__callee_finish_error(c, call->seq, callee, PL_ERR_INVALID_INPUT,
+                                     "malformed action_call: it needs "
+                                     "{\"policy\": name, \"payload\": "
+                                     "{...}}",
+                                     t0, out);
+    else if (!ok) {
         char msg[PL_MAX_NAME + 80];
         snprintf(msg, sizeof msg,
                  "'%s' is not among the actions this policy "
                  "may invoke",
                  policy);
-        return pl__callee_finish_error(c, call->seq, policy, PL_ERR_NOT_ALLOWED,
-                                       msg, t0, out);
+        st = pl__callee_finish_error(c, call->seq, policy, PL_ERR_NOT_ALLOWED,
+                                     msg, t0, out);
+    } else if ((st = pl__payload_decode(&payload, pv, pn)))
+        st = pl__run_fail(r, st, "run %s: %s", r->id, pl_errmsg());
+    else {
+        pl_action a = PL_ACTION_INIT;
+        a.policy = policy;
+        a.payload = payload;
+        const pl_policy_def *def = pl_registry_find(r->e->reg, policy);
+        st = resolve_call(c, call->seq, call->replayed, &a, def, decos, n_decos,
+                          out);
     }
-    cJSON *payload = NULL;
-    st = pl__payload_decode(&payload, pv, pn);
-    if (st)
-        return pl__run_fail(r, st, "run %s: %s", r->id, pl_errmsg());
-    pl_action a = PL_ACTION_INIT;
-    a.policy = policy;
-    a.payload = payload;
-    const pl_policy_def *def = pl_registry_find(r->e->reg, policy);
-    st = resolve_call(c, call->seq, call->replayed, &a, def, decos, n_decos,
-                      out);
     cJSON_Delete(payload);
+    free(owned);
     return st;
 }
 

@@ -23,14 +23,17 @@ PL__HIDDEN int pl__call_may_start(pl__run *r) PL__MUST_CHECK;
  * PL_OK. */
 PL__HIDDEN int pl__call_status(const pl_ctx *c, uint32_t call_seq,
                                const char *policy, const pl_step *res);
-/* A call's action: PL_ACTION_INIT'd, a valid name, a payload, valid
- * actions.  Otherwise PL_EINVAL, failing the run. */
-PL__HIDDEN int pl__call_check_action(pl__run *r, pl_ctx *c,
-                                     const pl_action *a) PL__MUST_CHECK;
-/* A call's decorator list: each PL_DECORATOR_INIT'd with a function. */
+/* A call's action @p in, read into @p a (of the current version): one of
+ * pl_action's versions, a valid name, a payload, valid actions.  Otherwise
+ * PL_EINVAL, failing the run. */
+PL__HIDDEN int pl__call_check_action(pl__run *r, pl_ctx *c, const pl_action *in,
+                                     pl_action *a) PL__MUST_CHECK;
+/* A call's decorator list: one of pl_decorator's versions, each with a
+ * function.  *decos becomes the list at the current version; *owned, when
+ * not NULL, is a copy that the caller frees once the call is over. */
 PL__HIDDEN int pl__call_check_decos(pl__run *r, pl_ctx *c, const char *policy,
-                                    const pl_decorator *decos,
-                                    size_t n_decos) PL__MUST_CHECK;
+                                    const pl_decorator **decos, size_t n_decos,
+                                    void **owned) PL__MUST_CHECK;
 /* Append the action_call of @p a (to @p def; NULL: not registered) at the
  * cursor of @p c: *call_seq is its place, *replayed whether the ledger
  * recorded it. */

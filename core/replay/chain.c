@@ -90,13 +90,18 @@ static int run_policy(pl_ctx *c, const pl_action *a, pl_steps *out)
     return st;
 }
 
-int pl_next_call(pl_next *next, pl_ctx *c, const pl_action *a, pl_steps *out)
+int pl_next_call(pl_next *next, pl_ctx *c, const pl_action *in, pl_steps *out)
 {
     int st = pl__ctx_check(c, "pl_next_call");
     if (st)
         return st;
-    if (!next || !a || !out)
+    if (!next || !in || !out)
         return pl__err(PL_EINVAL, "pl_next_call: NULL argument");
+    /* a decorator may pass on an action of its own, of its version */
+    pl_action current;
+    if (pl__struct_in(&current, in, &pl__action_layout, "pl_next_call"))
+        return PL_EINVAL;
+    const pl_action *a = &current;
     if (c->run->stop)
         return c->run->stop;
     assert(next->i <= next->n); /* each link passes on the rest */

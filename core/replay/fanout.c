@@ -39,10 +39,12 @@
 #define FANOUT_THREADS 16
 
 typedef struct branch {
-    const pl_action *a;
+    const pl_action *a; /* &action */
+    pl_action action;   /* the call's action at the current version */
     const pl_policy_def *def;
     const pl_decorator *decos;
     size_t n_decos;
+    void *decos_owned; /* decos, when a copy of an older version's */
     uint32_t call_seq;
     bool call_replayed;
     pl__fate fate;
@@ -174,25 +176,29 @@ static int pass_on_stop(pl__run *r, fanout *f, size_t from)
     return PL_OK;
 }
 
-/* Check the arguments; PL_OK or the run's failure. */
-static int check_specs(pl__run *r, pl_ctx *c, const pl_call_spec *calls,
-                       size_t n)
+/* Check the arguments, and read each call into its branch at the current
+ * versions; PL_OK or the run's failure. */
+static int check_specs(pl__run *r, pl_ctx *c, const pl_call_spec *in, size_t n,
+                       branch *b)
 {
-    for (size_t i = 0; i < n; i++) {
-        const pl_call_spec *s = &calls[i];
-        int st;
-        if (s->version != PL_CALL_SPEC_VERSION)
-            return pl__run_fail(r, PL_EINVAL,
-                                "run %s: policy '%s' at %s: call %zu of "
-                                "pl_ctx_call_all() is not made with "
-                                "PL_CALL_SPEC_INIT",
-                                r->id, c->def->name, c->path, i);
-        if ((st = pl__call_check_action(r, c, s->action)) ||
-            (st = pl__call_check_decos(r, c, s->action->policy, s->decorators,
-                                       s->n_decorators)))
-            return st;
+    const void *current;
+    void *owned;
+    int st = pl__struct_array_in(&current, &owned, in, n, &pl__call_spec_layout,
+                                 "pl_ctx_call_all");
+    if (st)
+        return pl__run_fail(r, st, "run %s: policy '%s' at %s: %s", r->id,
+                            c->def->name, c->path, pl_errmsg());
+    const pl_call_spec *calls = current;
+    for (size_t i = 0; !st && i < n; i++) {
+        b[i].a = &b[i].action;
+        b[i].decos = calls[i].decorators;
+        b[i].n_decos = calls[i].n_decorators;
+        if (!(st = pl__call_check_action(r, c, calls[i].action, &b[i].action)))
+            st = pl__call_check_decos(r, c, b[i].action.policy, &b[i].decos,
+                                      b[i].n_decos, &b[i].decos_owned);
     }
-    return PL_OK;
+    free(owned);
+    return st;
 }
 
 /* Start up to FANOUT_THREADS threads for the branches to execute; with
@@ -271,16 +277,12 @@ static int serve_recorded(pl_ctx *c, branch *b, size_t n, size_t *from,
     return PL_OK;
 }
 
-static int call_all(pl_step **out, pl_ctx *c, const pl_call_spec *calls,
-                    size_t n, fanout *f)
+static int call_all(pl_step **out, pl_ctx *c, size_t n, fanout *f)
 {
     pl__run *r = c->run;
     branch *b = f->b;
     int st;
     for (size_t i = 0; i < n; i++) {
-        b[i].a = calls[i].action;
-        b[i].decos = calls[i].decorators;
-        b[i].n_decos = calls[i].n_decorators;
         b[i].def = pl_registry_find(r->e->reg, b[i].a->policy);
         b[i].t0 = pl__ev_clock(r);
         if ((st = pl__call_append(c, b[i].a, b[i].def, &b[i].call_seq,
@@ -342,8 +344,6 @@ int pl_ctx_call_all(pl_step **out, pl_ctx *c, const pl_call_spec *calls,
     pl__run *r = c->run;
     if ((st = pl__call_may_start(r)) || (st = pl__wait_boundary(c)))
         return st;
-    if ((st = check_specs(r, c, calls, n)))
-        return st;
     /* the results are read for PL_ERESULT even when the caller drops them */
     pl_step **res = out ? out : calloc(n, sizeof *res);
     fanout f = {.n = n};
@@ -353,6 +353,8 @@ int pl_ctx_call_all(pl_step **out, pl_ctx *c, const pl_call_spec *calls,
             free(res);
         return pl__run_fail(r, PL_ENOMEM, "out of memory");
     }
+    if ((st = check_specs(r, c, calls, n, f.b)))
+        goto done;
     if (pthread_mutex_init(&f.mu, NULL)) {
         st = pl__run_fail(r, PL_ENOMEM, "pl_ctx_call_all: no mutex");
         goto done;
@@ -362,7 +364,7 @@ int pl_ctx_call_all(pl_step **out, pl_ctx *c, const pl_call_spec *calls,
         st = pl__run_fail(r, PL_ENOMEM, "pl_ctx_call_all: no condition");
         goto done;
     }
-    st = call_all(res, c, calls, n, &f);
+    st = call_all(res, c, n, &f);
     for (size_t i = 0; i < n; i++) {
         if (f.b[i].run) /* a callee folded into a result never appended */
             f.b[i].run->folded = 0;
@@ -375,8 +377,10 @@ int pl_ctx_call_all(pl_step **out, pl_ctx *c, const pl_call_spec *calls,
     /* the first error result; calls k..k+n-1 have results k+n..k+2n-1 */
     for (size_t i = 0; i < n && !st; i++)
         st = pl__call_status(c, pl_step_seq(res[i]) - (uint32_t)n,
-                             calls[i].action->policy, res[i]);
+                             f.b[i].action.policy, res[i]);
 done:
+    for (size_t i = 0; i < n; i++)
+        free(f.b[i].decos_owned);
     free(f.b);
     for (size_t i = 0; i < n && (res != out || (st && st != PL_ERESULT)); i++) {
         pl_step_free(res[i]);

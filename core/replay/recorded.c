@@ -282,10 +282,14 @@ int pl_ctx_side_effect_checked(cJSON **out, pl_ctx *c, const char *name,
 {
     if (out)
         *out = NULL;
-    if (!c || !fn || !out || !pl__name_ok(name) || !match || !match->fn)
+    pl_side_effect_match m;
+    if (match && pl__struct_in(&m, match, &pl__side_effect_match_layout,
+                               "pl_ctx_side_effect_checked"))
+        return PL_EINVAL;
+    if (!c || !fn || !out || !pl__name_ok(name) || !match || !m.fn)
         return pl__err(PL_EINVAL, "pl_ctx_side_effect_checked: ctx, a valid "
                                   "name, fn, match with its fn and out are "
                                   "required");
     user_effect u = {fn, user};
-    return recorded_checked(c, name, produce_user, &u, match, true, out);
+    return recorded_checked(c, name, produce_user, &u, &m, true, out);
 }

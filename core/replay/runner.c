@@ -10,7 +10,7 @@
  *
  * A failed execution records its reason but drops the steps appended since
  * the last sync point: nobody has seen them, and keeping them would pin the
- * fixed code to the broken code's output.
+ * fixed code to the broken code's output.  Outcomes are freed in outcome.c.
  */
 #include <assert.h>
 #include <stdio.h>
@@ -21,27 +21,7 @@
 #include "internal.h"
 #include "path.h"
 #include "run.h"
-
-/* ---- run ids -------------------------------------------------------------------- */
-
-/* A UUIDv7: 48 bits of Unix milliseconds, then random bits. */
-int pl__new_run_id(char out[PL_UUID_LEN + 1])
-{
-    uint8_t b[16];
-    int st = pl__random(b, sizeof b);
-    if (st)
-        return st;
-    uint64_t ms = (uint64_t)(pl__now_us() / 1000);
-    for (int i = 0; i < 6; i++)
-        b[i] = (uint8_t)(ms >> (40 - 8 * i));
-    b[6] = (uint8_t)((b[6] & 0x0f) | 0x70);
-    b[8] = (uint8_t)((b[8] & 0x3f) | 0x80);
-    char hex[33];
-    pl__hex(hex, b, sizeof b);
-    snprintf(out, PL_UUID_LEN + 1, "%.8s-%.4s-%.4s-%.4s-%.12s", hex, hex + 8,
-             hex + 12, hex + 16, hex + 20);
-    return PL_OK;
-}
+#include "wait.h"
 
 /* ---- ownership --------------------------------------------------------------------- */
 
@@ -140,14 +120,15 @@ static int root_load(pl_engine *e, const char *id, uint64_t *num,
     return PL_OK;
 }
 
-static int check_root(pl_engine *e, const pl_action *a,
-                      const pl_policy_def **def)
+/* Check the root action @p in, read into @p a (of the current version). */
+static int check_root(pl_engine *e, const pl_action *in, pl_action *a,
+                      const pl_policy_def **def, const char *fn)
 {
-    if (!a || a->version != PL_ACTION_VERSION)
-        return pl__err(PL_EINVAL, "the root action %s",
-                       a ? "was not made "
-                           "with PL_ACTION_INIT (wrong version)"
-                         : "is NULL: it needs a valid policy name");
+    if (!in)
+        return pl__err(PL_EINVAL, "the root action is NULL: it needs a "
+                                  "valid policy name");
+    if (pl__struct_in(a, in, &pl__action_layout, fn))
+        return PL_EINVAL;
     if (!pl__name_ok(a->policy))
         return pl__err(PL_EINVAL, "the root action needs a valid policy name");
     if (!a->payload)
@@ -167,46 +148,6 @@ static int check_root(pl_engine *e, const pl_action *a,
     return PL_OK;
 }
 
-/* ---- outcomes ------------------------------------------------------------------------ */
-
-void pl_outcome_free(pl_outcome *o)
-{
-    if (!o)
-        return;
-    free(o->run_id);
-    pl_steps_free(o->steps);
-    free(o->resume_token);
-    cJSON_Delete(o->prompt);
-    free(o->suspended_path);
-    free(o->reason);
-    free(o->wait_event);
-    free(o);
-}
-
-const cJSON *pl_outcome_result(const pl_outcome *o)
-{
-    size_t n = o && o->status == PL_RUN_COMPLETED ? pl_steps_count(o->steps)
-                                                  : 0;
-    const cJSON *p = n ? pl_step_payload(pl_steps_at(o->steps, n - 1)) : NULL;
-    return p ? p : pl_json_empty();
-}
-
-static pl_outcome *outcome_new(pl__run *r, pl_run_status status)
-{
-    pl_outcome *o = calloc(1, sizeof *o);
-    if (!o || !(o->run_id = pl__strdup(r->id))) {
-        free(o);
-        pl__err(PL_ENOMEM, "out of memory");
-        return NULL;
-    }
-    o->status = status;
-    o->calls_served = r->served;
-    o->calls_executed = r->executed;
-    o->steps_replayed = r->replayed;
-    o->steps_appended = r->appended;
-    return o;
-}
-
 /* ---- executing ----------------------------------------------------------------------- */
 
 /* A failure of this process or its store, not of the run: nothing about it
@@ -218,80 +159,6 @@ static bool store_failure(int st)
     return st == PL_ESTORE || st == PL_EMAPFULL || st == PL_EBUSY ||
            st == PL_EIO || st == PL_ENOSPC || st == PL_EACCES ||
            st == PL_ENOMEM;
-}
-
-/* The run's root returned after its cancellation was seen: it ends
- * cancelled, with the steps it made since (compensating calls). */
-static int end_cancelled(pl__run *r, const pl_policy_def *def, uint64_t t0,
-                         pl_outcome **out)
-{
-    pl__run_state *rs = &r->state;
-    const char *why = r->cancel_reason ? r->cancel_reason : "";
-    if (!r->check) { /* a check replay writes nothing */
-        rs->status = PL_RUN_CANCELLED;
-        rs->error = PL_ECANCELLED;
-        free(rs->reason);
-        if (!(rs->reason = pl__strdup(why)))
-            return pl__err(PL_ENOMEM, "out of memory");
-        int st = pl__run_head(r, rs->head);
-        if (st)
-            return st;
-        rs->has_head = true;
-        if ((st = pl__run_write(r, true)))
-            return st;
-        pl__emit(r, PL_EVENT_RUN_FAILED, "0", 0, def->name, 0, PL_ECANCELLED,
-                 pl__ev_clock(r) - t0, why);
-    }
-    pl_outcome *o = outcome_new(r, PL_RUN_CANCELLED);
-    if (!o || !(o->reason = pl__strdup(why))) {
-        pl_outcome_free(o);
-        return pl__err(PL_ENOMEM, "out of memory");
-    }
-    o->error = PL_ECANCELLED;
-    *out = o;
-    return PL_OK;
-}
-
-/* The run parked at a wait (wait.c): record it waiting, with its timer. */
-static int end_waiting(pl__run *r, const pl_policy_def *def, uint64_t t0,
-                       pl_outcome **out)
-{
-    pl__run_state *rs = &r->state;
-    rs->status = PL_RUN_WAITING;
-    int st = pl__run_head(r, rs->head);
-    if (st)
-        return st;
-    rs->has_head = true;
-    free(rs->susp_path);
-    free(rs->wait_event);
-    rs->wait_event = NULL;
-    rs->susp_path = pl__strdup(r->susp_path);
-    rs->susp_seq = r->susp_seq;
-    rs->wait_until_ms = r->wait_until_ms;
-    if (!rs->susp_path ||
-        (r->wait_event && !(rs->wait_event = pl__strdup(r->wait_event))))
-        return pl__err(PL_ENOMEM, "out of memory");
-    /* woken at its time, or at its deadline to end */
-    int64_t due = r->wait_until_ms;
-    if (r->deadline_ms && (!due || r->deadline_ms < due))
-        due = r->deadline_ms;
-    r->batch.timer_us = due > 0 ? due * 1000 : 0;
-    r->batch.timer_id = r->id;
-    st = pl__run_write(r, true);
-    r->batch.timer_us = 0;
-    if (st)
-        return st;
-    pl__emit(r, PL_EVENT_RUN_SUSPENDED, r->susp_path, r->susp_seq, def->name,
-             PL_STEP_WAIT, 0, pl__ev_clock(r) - t0, r->wait_event);
-    pl_outcome *o = outcome_new(r, PL_RUN_WAITING);
-    if (!o || !(o->suspended_path = pl__strdup(r->susp_path)) ||
-        (r->wait_event && !(o->wait_event = pl__strdup(r->wait_event)))) {
-        pl_outcome_free(o);
-        return pl__err(PL_ENOMEM, "out of memory");
-    }
-    o->wake_ms = r->wait_until_ms;
-    *out = o;
-    return PL_OK;
 }
 
 /*
@@ -312,7 +179,7 @@ static int run_execute(pl__run *r, const pl_policy_def *def,
     }
     if (r->cancelled && (!st || st == PL_ECANCELLED) && !r->stop) {
         pl_steps_free(steps);
-        return end_cancelled(r, def, t0, out);
+        return pl__end_cancelled(r, def, t0, out);
     }
     if (st && !r->stop) /* also when the step list could not be made */
         pl__run_fail(r, st, "run %s: %s", r->id, pl_errmsg());
@@ -325,7 +192,7 @@ static int run_execute(pl__run *r, const pl_policy_def *def,
             pl_steps_free(steps);
             return r->stop;
         }
-        o = outcome_new(r, PL_RUN_COMPLETED);
+        o = pl__outcome_new(r, PL_RUN_COMPLETED);
         if (!o) {
             pl_steps_free(steps);
             return pl__err(PL_ENOMEM, "out of memory");
@@ -360,7 +227,7 @@ static int run_execute(pl__run *r, const pl_policy_def *def,
         }
         pl__emit(r, PL_EVENT_RUN_COMPLETED, "0", 0, def->name, 0, 0,
                  pl__ev_clock(r) - t0, NULL);
-        if (!(o = outcome_new(r, PL_RUN_COMPLETED))) {
+        if (!(o = pl__outcome_new(r, PL_RUN_COMPLETED))) {
             pl_steps_free(steps);
             return pl__err(PL_ENOMEM, "out of memory");
         }
@@ -371,7 +238,7 @@ static int run_execute(pl__run *r, const pl_policy_def *def,
     pl_steps_free(steps);
 
     if (r->stop == PL_ESUSPENDED && r->parked)
-        return end_waiting(r, def, t0, out);
+        return pl__end_waiting(r, def, t0, out);
     if (r->stop == PL_ESUSPENDED) {
         rs->status = PL_RUN_SUSPENDED;
         if ((st = pl__run_head(r, rs->head)))
@@ -397,7 +264,7 @@ static int run_execute(pl__run *r, const pl_policy_def *def,
             return st;
         pl__emit(r, PL_EVENT_RUN_SUSPENDED, r->susp_path, r->susp_seq,
                  def->name, PL_STEP_SUSPEND, 0, pl__ev_clock(r) - t0, NULL);
-        if (!(o = outcome_new(r, PL_RUN_SUSPENDED)))
+        if (!(o = pl__outcome_new(r, PL_RUN_SUSPENDED)))
             return pl__err(PL_ENOMEM, "out of memory");
         o->resume_token = pl__strdup(r->token);
         o->suspended_path = pl__strdup(r->susp_path);
@@ -433,7 +300,7 @@ static int run_execute(pl__run *r, const pl_policy_def *def,
         return wst;
     pl__emit(r, PL_EVENT_RUN_FAILED, "0", 0, def->name, 0, st,
              pl__ev_clock(r) - t0, r->reason);
-    if (!(o = outcome_new(r, PL_RUN_FAILED)))
+    if (!(o = pl__outcome_new(r, PL_RUN_FAILED)))
         return pl__err(PL_ENOMEM, "out of memory");
     o->error = st;
     o->reason = pl__strdup(r->reason ? r->reason : pl_strerror(st));
@@ -447,29 +314,13 @@ static int run_execute(pl__run *r, const pl_policy_def *def,
 static int start_existing(pl_outcome **out, pl_engine *e, const char *id,
                           const pl_action *root, pl_if_exists how);
 
-/*
- * The caller's options, of version 1 or 2, as a version 2 struct in @p dst
- * (NULL: the defaults).  A version 1 struct ends before if_exists: read no
- * further.
- */
+/* The caller's options, of any of their versions, as a current struct in
+ * @p dst (NULL: the defaults), by util.h's one rule. */
 static int run_options(pl_run_options *dst, const pl_run_options *src,
                        const char *fn)
 {
-    pl_run_options defaults = PL_RUN_OPTIONS_INIT;
-    *dst = defaults;
-    if (!src)
-        return PL_OK;
-    if (src->version < 1 || src->version > PL_RUN_OPTIONS_VERSION)
-        return pl__err(PL_EINVAL,
-                       "%s: options version %u, this library knows 1..%d "
-                       "(use PL_RUN_OPTIONS_INIT)",
-                       fn, src->version, PL_RUN_OPTIONS_VERSION);
-    /* each version appended fields: read those it has */
-    memcpy(dst, src,
-           src->version == 1   ? offsetof(pl_run_options, if_exists)
-           : src->version == 2 ? offsetof(pl_run_options, deadline_ms)
-                               : sizeof *dst);
-    dst->version = PL_RUN_OPTIONS_VERSION;
+    if (pl__struct_in(dst, src, &pl__run_options_layout, fn))
+        return PL_EINVAL;
     if ((unsigned)dst->if_exists > PL_IF_EXISTS_OUTCOME)
         return pl__err(PL_EINVAL, "%s: unknown if_exists %d", fn,
                        (int)dst->if_exists);
@@ -510,9 +361,11 @@ static int start_run(pl_outcome **out, char **out_id, pl_engine *e,
                        "pl_run_continue only",
                        fn);
     const pl_policy_def *def;
-    int st = check_root(e, root, &def);
+    pl_action a;
+    int st = check_root(e, root, &a, &def, fn);
     if (st)
         return st;
+    root = &a;
     char idbuf[PL_UUID_LEN + 1];
     const char *id = opts->run_id;
     if (id && !pl__run_id_ok(id))
@@ -973,40 +826,6 @@ int pl_run_resume(pl_outcome **out, pl_engine *e, const char *run_id,
 }
 
 /*
- * The outcome a run's state record holds, executing nothing: a suspended
- * run's prompt and token, a failed run's reason, or just the status of one
- * not ended.  Counters are 0: nothing ran.
- */
-static int recorded_outcome(pl_outcome **out, const char *id,
-                            const pl__run_state *rs)
-{
-    pl_outcome *o = calloc(1, sizeof *o);
-    int st = o && (o->run_id = pl__strdup(id)) ? PL_OK : PL_ENOMEM;
-    if (o)
-        o->status = rs->status;
-    if (!st && rs->status == PL_RUN_SUSPENDED) {
-        if (!(o->resume_token = pl__strdup(rs->token)) ||
-            !(o->suspended_path = pl__strdup(rs->susp_path ? rs->susp_path
-                                                           : "")))
-            st = PL_ENOMEM;
-        else if (rs->prompt_len)
-            st = pl__payload_decode(&o->prompt, rs->prompt, rs->prompt_len);
-    }
-    if (!st && rs->status == PL_RUN_FAILED) {
-        o->error = rs->error;
-        if (!(o->reason = pl__strdup(rs->reason ? rs->reason
-                                                : pl_strerror(rs->error))))
-            st = PL_ENOMEM;
-    }
-    if (st) {
-        pl_outcome_free(o);
-        return st == PL_ENOMEM ? pl__err(st, "out of memory") : st;
-    }
-    *out = o;
-    return PL_OK;
-}
-
-/*
  * pl_run_start() found run @p id there already, and @p how says what to do:
  * continue it (a suspended one gives its recorded outcome) or give its
  * outcome without executing anything new.  Either way its root must be the
@@ -1041,7 +860,7 @@ static int start_existing(pl_outcome **out, pl_engine *e, const char *id,
                     (how == PL_IF_EXISTS_OUTCOME &&
                      rs.status != PL_RUN_COMPLETED);
     if (!st && recorded)
-        st = recorded_outcome(out, id, &rs);
+        st = pl__recorded_outcome(out, id, &rs);
     else if (!st) /* as pl_run_continue(): a completed run is replayed */
         st = continue_run(e, id, false, NULL, NULL, out, NULL);
     pl__run_state_clear(&rs);

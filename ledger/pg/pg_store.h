@@ -1,7 +1,8 @@
 /*
- * pg_store.h -- the store on PostgreSQL (pg_store.c): the functions of
- * store.h for a store named by a postgresql:// or postgres:// URI.
- * store.c chooses between it and the LMDB store; nothing else includes this.
+ * pg_store.h -- the store on PostgreSQL (ledger/pg/, its files listed in
+ * pg_int.h): the functions of store.h for a store named by a postgresql://
+ * or postgres:// URI.  store.c chooses between it and the LMDB store;
+ * nothing else includes this.
  */
 #ifndef PL_PG_STORE_H
 #define PL_PG_STORE_H
@@ -72,5 +73,22 @@ PL__HIDDEN int pl__pg_inbox_put(pl__pg_store *s, uint64_t run,
                                 uint64_t *seq) PL__MUST_CHECK;
 PL__HIDDEN int pl__pg_inbox_read(pl__pg_store *s, uint64_t run,
                                  pl__kvs *out) PL__MUST_CHECK;
+
+/*
+ * What this process's PostgreSQL stores have asked of their servers, all
+ * stores together: round trips (each wait for the server's answers),
+ * statements sent, connections opened (each a few round trips of its
+ * own, not counted in round_trips), and the time spent in round trips,
+ * from the first statement sent to the last answer read (the server's
+ * work, the socket and libpq; the engine's own work is the rest).  For
+ * the tests and pl-bench, which read what a commit costs; relaxed
+ * atomics, so nearly free.
+ */
+typedef struct pl__pg_counts {
+    uint64_t round_trips, statements, connects;
+    uint64_t wait_ns;
+} pl__pg_counts;
+
+PL__HIDDEN void pl__pg_counts_get(pl__pg_counts *out);
 
 #endif /* PL_PG_STORE_H */

@@ -288,7 +288,9 @@ static int one_exchange(cJSON **value, pl_ctx *ctx, const pl__llm *m,
         return st;
     *n_exchanges = req.n_exchanges;
     exchange_args x = {m, &req};
-    pl_side_effect_match match = {same_request, &req};
+    pl_side_effect_match match = PL_SIDE_EFFECT_MATCH_INIT;
+    match.fn = same_request;
+    match.user = &req;
     st = pl_ctx_side_effect_checked(value, ctx, PL__LLM_EXCHANGE, do_exchange,
                                     &match, &x);
     pl__llm_request_done(&req, m, st == PL_OK);
@@ -425,19 +427,9 @@ int pl_llm_register(pl_registry *reg, const char *name, const char *model_url,
     if (!reg || !name || !model_url)
         return pl__err(PL_EINVAL, "pl_llm_register: reg, name and model_url "
                                   "are required");
-    pl_llm_options o = PL_LLM_OPTIONS_INIT;
-    if (opts) {
-        if (opts->version != PL_LLM_OPTIONS_VERSION && opts->version != 1)
-            return pl__err(PL_EINVAL,
-                           "pl_llm_register: options version %u, expected %u "
-                           "(start from PL_LLM_OPTIONS_INIT)",
-                           opts->version, PL_LLM_OPTIONS_VERSION);
-        /* version 1 ends before max_tool_result_bytes */
-        memcpy(&o, opts,
-               opts->version == 1
-                   ? offsetof(pl_llm_options, max_tool_result_bytes)
-                   : sizeof o);
-    }
+    pl_llm_options o;
+    if (pl__struct_in(&o, opts, &pl__llm_options_layout, "pl_llm_register"))
+        return PL_EINVAL;
     if (o.tool_errors != PL_LLM_TOOL_ERRORS_CONTINUE &&
         o.tool_errors != PL_LLM_TOOL_ERRORS_FAIL)
         return pl__err(PL_EINVAL,
@@ -540,10 +532,13 @@ int pl_llm_run_tokens(pl_llm_tokens *out, pl_engine *engine, const char *run_id)
 {
     if (!out || !engine || !run_id)
         return pl__err(PL_EINVAL, "pl_llm_run_tokens: NULL argument");
-    memset(out, 0, sizeof *out);
-    pl_llm_tokens t = {0, 0, 0};
+    if (pl__struct_version_ok(out->version, &pl__llm_tokens_layout,
+                              "pl_llm_run_tokens"))
+        return PL_EINVAL;
+    pl_llm_tokens t = PL_LLM_TOKENS_INIT;
+    pl__struct_out(out, &t, &pl__llm_tokens_layout);
     int st = pl_run_walk(engine, run_id, count_tokens, &t);
     if (!st)
-        *out = t;
+        pl__struct_out(out, &t, &pl__llm_tokens_layout);
     return st;
 }

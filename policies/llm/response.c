@@ -264,7 +264,7 @@ static char *quote(const cJSON *v)
 static char *mismatch(const pl_schema *check, const cJSON *value,
                       const char *what)
 {
-    pl_schema_error e;
+    pl_schema_error e = PL_SCHEMA_ERROR_INIT;
     int st = pl_schema_validate(&e, check, value);
     if (st == PL_OK)
         return NULL;

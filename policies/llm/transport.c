@@ -746,26 +746,6 @@ static int count_served(const char *script, long pos)
     return st;
 }
 
-int pl_llm_scripted_served(uint64_t *out, const char *script_path)
-{
-    if (!out || !script_path)
-        return pl__err(PL_EINVAL, "pl_llm_scripted_served: NULL argument");
-    *out = 0;
-    char *path = pl__asprintf("%s.served", script_path);
-    if (!path)
-        return pl__err(PL_ENOMEM, "out of memory");
-    FILE *f = fopen(path, "rb");
-    int st = PL_OK;
-    if (!f && errno != ENOENT)
-        st = pl__err(PL_EIO, "cannot open '%s': %s", path, strerror(errno));
-    for (int ch; f && (ch = getc(f)) != EOF;)
-        *out += ch == '\n';
-    if (f)
-        fclose(f);
-    free(path);
-    return st;
-}
-
 /* A script's response as a normalised answer. */
 static int scripted_answer(attempt *a, const cJSON *r, size_t body_len)
 {

@@ -4,9 +4,10 @@
  * with a reduced environment, a wall-clock timeout that kills the group,
  * and its output kept up to a cap (the rules are in policyledger.h).
  *
- * The child is made with fork() and execvp() (POSIX); what Linux adds, a
- * death signal tied to the engine and closing inherited descriptors, is
- * base/platform.c's pl__child_prepare().  The parent reads stdout and
+ * The child is made with fork() and execvp() (POSIX), in
+ * base/platform.c's pl__child_exec(); what Linux adds, a death signal tied
+ * to the engine and closing inherited descriptors, is its
+ * pl__child_prepare().  The parent reads stdout and
  * stderr and writes stdin with poll(), keeping at most the cap of each
  * stream: past it, bytes are read and counted only.
  */
@@ -25,8 +26,6 @@
 
 #include "platform.h"
 #include "tools.h"
-
-extern char **environ;
 
 #define MAX_ARGS 256
 #define DRAIN_MS 2000 /* after a kill, the longest wait for the pipes */
@@ -193,35 +192,6 @@ typedef struct outcome {
 } outcome;
 
 /*
- * In the child: become a process group of its own, take the standard
- * streams, go to the directory, and exec.  On failure, write errno to
- * @p errfd and exit.
- */
-static void child(pid_t parent, int in, int out, int err, int dirfd, int errfd,
-                  char *const *argv, char **env)
-{
-    int e = 0;
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, NULL);
-    signal(SIGPIPE, SIG_DFL);
-    if (setpgid(0, 0) != 0 || !pl__child_prepare(parent))
-        e = errno ? errno : ECHILD;
-    if (!e && (dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0))
-        e = errno;
-    if (!e && fchdir(dirfd) != 0)
-        e = errno;
-    if (!e) {
-        environ = env;
-        execvp(argv[0], argv);
-        e = errno;
-    }
-    ssize_t w = write(errfd, &e, sizeof e);
-    (void)w;
-    _exit(127);
-}
-
-/*
  * Run @p argv in @p dirfd with @p input (or /dev/null), for at most
  * @p timeout_ms, into @p r.  PL_OK (the outcome says how it went) or a
  * local failure (out of memory, no pipes, no fork).
@@ -261,7 +231,7 @@ static int run(outcome *r, const pl_tools *t, char *const *argv, int dirfd,
         goto fail;
     }
     if (pid == 0)
-        child(parent, pin[0], po[1], pe[1], dirfd, px[1], argv, env);
+        pl__child_exec(parent, pin[0], po[1], pe[1], dirfd, px[1], argv, env);
     setpgid(pid, pid); /* also here: no race with the kill below */
     close_fd(&po[1]);
     close_fd(&pe[1]);

@@ -214,17 +214,10 @@ int pl_tools_new(pl_tools **out, const pl_tools_options *opts)
         *out = NULL;
     if (!out)
         return pl__err(PL_EINVAL, "pl_tools_new: NULL argument");
-    pl_tools_options defaults = PL_TOOLS_OPTIONS_INIT;
-    if (!opts)
-        opts = &defaults;
-    if (opts->version != PL_TOOLS_OPTIONS_VERSION && opts->version != 1)
-        return pl__err(PL_EINVAL, "pl_tools_new: options version %u, not %u",
-                       opts->version, PL_TOOLS_OPTIONS_VERSION);
-    pl_tools_options o2 = PL_TOOLS_OPTIONS_INIT; /* version 1: no commands */
-    memcpy(&o2, opts,
-           opts->version == 1 ? offsetof(pl_tools_options, commands)
-                              : sizeof o2);
-    opts = &o2;
+    pl_tools_options o;
+    if (pl__struct_in(&o, opts, &pl__tools_options_layout, "pl_tools_new"))
+        return PL_EINVAL;
+    opts = &o;
     size_t n_cmds = opts->n_commands + opts->n_path_commands;
     if ((opts->n_commands && !opts->commands) ||
         (opts->n_path_commands && !opts->path_commands) ||

@@ -1,0 +1,187 @@
+/*
+ * policyledger_mcp.h -- tools of Model Context Protocol servers as
+ * policies.
+ *
+ * pl_mcp_register() starts an MCP server as a child process (the "stdio"
+ * transport: JSON-RPC 2.0, one message a line, on the child's standard
+ * input and output), performs the handshake, lists its tools and
+ * registers each one as the policy "<name>.<tool>", with the tool's
+ * description and inputSchema as the policy's description and
+ * input_schema: the validate decorator checks arguments against it and
+ * the LLM policies describe it to a model like any other tool.  A call of
+ * the policy is one `tools/call`; its payload is the tool's arguments.
+ *
+ * Results.  A successful call returns
+ *     {"content": [...], "structuredContent": {...}}
+ * ("structuredContent" only when the server sent one).  Each content item
+ * keeps its "type": "text" items their "text"; "resource_link" items as
+ * sent; "image" and "audio" items their "mimeType" and "bytes" (the size
+ * of the decoded data), and their base64 "data" only up to
+ * max_inline_bytes (else "omitted": true); embedded "resource" items
+ * their "uri", "mimeType" and "text" (cut at max_inline_bytes, with
+ * "truncated": true) and a "blob" as an image's data.
+ *
+ * Errors are error-as-data results {"error": true, "code", "message"},
+ * never statuses, so the calling policy (a model) can read them:
+ *   - a result with "isError": true: the message is its text content; the
+ *     code is read from that text: NotFound ("not found", "no such",
+ *     ENOENT), Forbidden ("access denied", "outside", "permission",
+ *     "not allowed"), Unauthorized, Timeout ("timed out", "timeout"),
+ *     InvalidInput ("invalid", "validation", "required"), else ToolBug.
+ *     MCP gives tool errors no codes: this reading is a heuristic;
+ *   - a JSON-RPC error: -32602 (invalid params; unknown tool) InvalidInput,
+ *     -32601 (no such method) and -32002 (no such resource) NotFound,
+ *     -32001 (request timeout) Timeout, anything else ToolBug;
+ *   - the transport: a server that cannot be started, exits, or closes its
+ *     output: RetryableServer (the next call starts it again); no answer
+ *     before the timeout (timeout_ms, or the call's deadline,
+ *     pl_ctx_deadline(), if sooner): Timeout, after the server is sent
+ *     `notifications/cancelled` for the request; a message longer than
+ *     max_message_bytes: ToolBug, and the server is stopped (memory stays
+ *     bounded: nothing past the cap is kept).  Lines on the server's
+ *     output that are not JSON-RPC are skipped (a server that prints only
+ *     garbage ends in Timeout, the message counts the lines skipped).
+ *
+ * Streamable HTTP (a spec "http://..." or "https://...", built with
+ * libcurl): each message is one POST; the Mcp-Session-Id the server gives
+ * at initialize is sent with every later request (after a 404 for it, the
+ * next call starts a new session), the negotiated version as
+ * MCP-Protocol-Version; an answer is read from a JSON body or an event
+ * stream (left once the answer has come); a 401 or 403 is Unauthorized.
+ * No server process is started: the endpoint must be running.
+ *
+ * Requests the server sends to the client are answered: "ping" with {},
+ * any other with JSON-RPC error -32601 (over stdio; over HTTP they are
+ * dropped).  Notifications (logs, progress)
+ * are read and dropped.  One request is in flight per server at a time:
+ * calls from several workers queue on the handle's lock.
+ *
+ * Durability.  Calls are recorded like every policy's: a replay or a
+ * continued run serves a recorded result and never sends that call to the
+ * server.  (pl_mcp_register() itself talks to the server, to list its
+ * tools, every time a process registers them.)  Each tools/call carries
+ * the call's idempotency key (pl_ctx_idempotency_key()) in its "_meta" as
+ * "policyledger/idempotencyKey".  MCP has no standard idempotency: a
+ * server is free to ignore that key.  So a tool is registered idempotent
+ * (a call in flight at a crash is sent again, with the same key) only
+ * when it is named in the options' `idempotent` list, or its annotations
+ * say "readOnlyHint": true (unless ignore_hints).  Every other tool is
+ * registered not idempotent: its action_call is durable before the
+ * request is sent, and a crash while it is in flight applies `in_doubt`
+ * (by default PL_IN_DOUBT_FAIL: an "InDoubt" error result, never a
+ * second request).
+ *
+ * Each call records, before its request, the side effect "mcp.tools"
+ * {"server": name, "protocol": version, "tools": count, "fingerprint":
+ * "fnv1a64:<16 hex digits>"}: which server, speaking which version, with
+ * which tool list (its fingerprint covers every name, description and
+ * schema as listed), the call was made against.
+ *
+ * The tool list is read once, at registration; a server that changes its
+ * tools later is not followed.  A server restarted after it died is sent
+ * the handshake again, not asked for its tools again.
+ */
+#ifndef POLICYLEDGER_MCP_H
+#define POLICYLEDGER_MCP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <policyledger.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** The protocol version sent in `initialize`. */
+#define PL_MCP_PROTOCOL_VERSION "2025-06-18"
+
+/** One MCP server and the tools it registered.  Opaque. */
+typedef struct pl_mcp pl_mcp;
+
+#define PL_MCP_OPTIONS_VERSION 1
+
+/** Options.  Initialise with PL_MCP_OPTIONS_INIT. */
+typedef struct pl_mcp_options {
+    unsigned version; /**< PL_MCP_OPTIONS_VERSION */
+    /** Environment variables the server gets from the engine's process,
+     *  by name, beside HOME, LOGNAME, PATH, SHELL, TERM, USER and LANG,
+     *  which it always gets (when set).  Every other variable is left
+     *  out. */
+    const char *const *env;
+    size_t n_env;
+    /** A file the server's standard error is appended to; NULL: the
+     *  engine's own standard error. */
+    const char *stderr_path;
+    long timeout_ms;       /**< one request's longest wait; 0 = 30000 */
+    long start_timeout_ms; /**< the handshake's and tools/list's; 0 = 60000 */
+    size_t max_message_bytes; /**< longest message read; 0 = 4 MiB, at most
+                                   256 MiB.  Keep results below the
+                                   engine's max_payload. */
+    size_t max_inline_bytes;  /**< base64 data and resource text kept in a
+                                   result; 0 = 64 KiB */
+    /** Tools registered idempotent, by their name on the server. */
+    const char *const *idempotent;
+    size_t n_idempotent;
+    /** Do not read "readOnlyHint" as idempotent. */
+    bool ignore_hints;
+    pl_in_doubt in_doubt; /**< the rule of the other tools; default
+                               PL_IN_DOUBT_FAIL */
+    /** HTTP: the environment variable whose value is sent as
+     *  "Authorization: Bearer <value>" (read at each request, never
+     *  recorded); NULL: none. */
+    const char *token_env;
+} pl_mcp_options;
+
+#define PL_MCP_OPTIONS_INIT                                                    \
+    {                                                                          \
+        PL_MCP_OPTIONS_VERSION, NULL, 0, NULL, 0, 0, 0, 0, NULL, 0, false,     \
+            PL_IN_DOUBT_FAIL, NULL                                             \
+    }
+
+/**
+ * Start the MCP server @p spec, list its tools and register each one in
+ * @p reg as "<name>.<tool>".
+ * @param[out] out caller owns; close with pl_mcp_close() after every
+ *             engine whose registry holds the tools is closed.
+ * @param name the prefix of the policies' names (1..64 bytes, no dot or
+ *             control character).
+ * @param spec "stdio:COMMAND ARG...": the program (looked up in PATH) and
+ *             its arguments, split at spaces (no quoting); or
+ *             "http://HOST:PORT/PATH" or "https://...": a Streamable HTTP
+ *             endpoint (in a build with libcurl; else PL_EINVAL).
+ * @param opts NULL for defaults.
+ * @return PL_OK; PL_EINVAL (a bad name, spec or option; a server that
+ *         answers `initialize` with a protocol version this library does
+ *         not speak, "2024-11-05", "2025-03-26" or "2025-06-18"; a tool
+ *         name that makes a bad policy name); PL_EIO (the server cannot be
+ *         started, exits, answers with an error or garbage, or does not
+ *         answer within start_timeout_ms); PL_EEXIST (a policy of that
+ *         name exists: none is registered); the errors of
+ *         pl_registry_add() (a tool's inputSchema this library refuses);
+ *         PL_ENOMEM.  On failure *out is NULL and the server is stopped.
+ */
+int pl_mcp_register(pl_mcp **out, pl_registry *reg, const char *name,
+                    const char *spec, const pl_mcp_options *opts);
+
+/**
+ * @return the protocol version the server answered (borrowed, valid until
+ *         pl_mcp_close()).
+ */
+const char *pl_mcp_protocol_version(const pl_mcp *mcp);
+
+/** @return the number of tools registered. */
+size_t pl_mcp_tool_count(const pl_mcp *mcp);
+
+/**
+ * Stop the server (its standard input closed; SIGTERM to its process
+ * group after a second; SIGKILL after another) and free the handle.
+ * NULL does nothing.
+ */
+void pl_mcp_close(pl_mcp *mcp);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

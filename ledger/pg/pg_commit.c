@@ -1,0 +1,543 @@
+/*
+ * pg_commit.c -- writing to the store on PostgreSQL: a commit's batches in
+ * one round trip, and the read-modify-write of a run's state in two.
+ *
+ * A COMMIT is one pipeline (libpq's pipeline mode) ended by one Sync, so
+ * its statements run as one implicit transaction and cost one round trip,
+ * whatever the number of batches (a group commit's runs) or steps:
+ *
+ *   | statement        | sent                                             |
+ *   |------------------|--------------------------------------------------|
+ *   | Q_CREATE         | once per batch that creates a run: the run, its  |
+ *   |                  | first state                                      |
+ *   | L_CREATE         | after it, when the new run is leased or queued   |
+ *   | Q_WRITE          | once, for every other batch together: the fences |
+ *   |                  | of their leases (pl_fences(), which also drops   |
+ *   |                  | the leases of finished executions), their steps, |
+ *   |                  | their states, their timers and the inbox records |
+ *   |                  | they consume (pl_consumed() fails the commit     |
+ *   |                  | when one is gone), each as arrays that unnest()  |
+ *   |                  | turns into rows                                  |
+ *   | Q_STEPS          | only past STEPS_ROWS rows or STEPS_BYTES bytes   |
+ *   |                  | of steps: the rest, as many as it takes          |
+ *
+ * Every one is a prepared statement (pg_conn.c prepares them on each
+ * connection), so the server parses and plans none of them again.  The
+ * arrays travel in PostgreSQL's binary array format (arr_*() below).
+ *
+ * A NEW RECORD TYPE written with a commit goes in the same round trip:
+ * give pl__batch a field for it, add an array (or two) for its rows to
+ * Q_WRITE's statement in pg_conn.c (another data-modifying CTE, `INSERT
+ * ... SELECT * FROM unnest($8::..., $9::...)`), and fill the array here in
+ * write_arrays(), as the states are; or, for rows that must come before
+ * the others, another prepared statement sent in pl__pg_commit() before the
+ * Sync.  Either way the commit stays one transaction and one round trip,
+ * and an error in any statement rolls all of it back.
+ *
+ * Errors: an existing step key (unique_violation) fails the commit with
+ * PL_EBUSY, as on LMDB; a fence that fails (SQLSTATE PLOWN) is PL_EBUSY
+ * naming the lease's new holder, and so is an inbox record consumed by
+ * another execution first (pg_time.c); anything else is the server's
+ * error.
+ * After an error the Sync rolls back everything before it: nothing of the
+ * commit is durable.  A connection lost before the Sync's answer leaves
+ * the outcome unknown to this process (PL_ESTORE says so), never partial.
+ */
+#include "pg_int.h"
+#include "runrec.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define STEPS_ROWS 1000         /* rows of steps per statement */
+#define STEPS_BYTES (32u << 20) /* bytes of steps per statement */
+
+/* Element types of the arrays sent (pg_type.oid). */
+#define OID_BOOL 16
+#define OID_BYTEA 17
+#define OID_INT8 20
+#define OID_TEXT 25
+
+/* ---- arrays in PostgreSQL's binary format -------------------------------- */
+
+/*
+ * A one-dimensional array without NULLs:
+ *
+ *   | offset | size | field                                        |
+ *   |--------|------|----------------------------------------------|
+ *   | 0      | 4    | number of dimensions (1; 0 when empty)       |
+ *   | 4      | 4    | flags (0: no NULLs)                          |
+ *   | 8      | 4    | element type oid                             |
+ *   | 12     | 4    | number of elements (absent when empty)       |
+ *   | 16     | 4    | lower bound, 1 (absent when empty)           |
+ *   | 20     | ...  | each element: its length (4), its bytes      |
+ *
+ * All integers big-endian.  arr_begin() writes the header for one
+ * dimension, arr_add() an element, arr_end() the count (or the empty
+ * form).
+ */
+typedef struct arr {
+    pl__buf b;
+    size_t n;
+} arr;
+
+static int arr_begin(arr *a, uint32_t oid)
+{
+    uint8_t h[20];
+    pl__put_be32(h, 1);
+    pl__put_be32(h + 4, 0);
+    pl__put_be32(h + 8, oid);
+    pl__put_be32(h + 12, 0);
+    pl__put_be32(h + 16, 1);
+    pl__buf_reset(&a->b);
+    a->n = 0;
+    return pl__buf_append(&a->b, h, sizeof h);
+}
+
+static int arr_add(arr *a, const void *p, size_t len)
+{
+    if (len > INT32_MAX)
+        return pl__err(PL_EINVAL,
+                       "a value of %zu bytes is too long for the "
+                       "server",
+                       len);
+    uint8_t l[4];
+    pl__put_be32(l, (uint32_t)len);
+    int st = pl__buf_append(&a->b, l, 4);
+    if (!st && len)
+        st = pl__buf_append(&a->b, p, len);
+    if (!st)
+        a->n++;
+    return st;
+}
+
+static int arr_add_i64(arr *a, uint64_t v)
+{
+    uint8_t x[8];
+    pl__put_be64(x, v);
+    return arr_add(a, x, 8);
+}
+
+static void arr_end(arr *a)
+{
+    if (a->n) {
+        pl__put_be32(a->b.data + 12, (uint32_t)a->n);
+        return;
+    }
+    pl__put_be32(a->b.data, 0); /* empty: no dimensions */
+    a->b.len = 12;
+}
+
+/* The arrays of one Q_WRITE or Q_STEPS statement. */
+enum {
+    A_FENCE_RUN,
+    A_FENCE_GEN,
+    A_FENCE_DROP,
+    A_KEY,
+    A_VAL,
+    A_STATE_RUN,
+    A_STATE,
+    A_TIMER_RUN,
+    A_TIMER_DUE,
+    A_TIMER_ID,
+    A_TIMER_REC,
+    A_INBOX_RUN,
+    A_INBOX_SEQ,
+    A_N
+};
+
+static const uint32_t arr_oid[A_N] = {
+    OID_INT8, OID_INT8,  OID_BOOL, OID_BYTEA, OID_BYTEA, OID_INT8, OID_BYTEA,
+    OID_INT8, OID_INT8,  OID_TEXT, OID_BYTEA, OID_INT8,  OID_INT8};
+
+typedef struct write_set {
+    arr a[A_N];
+} write_set;
+
+static void write_set_free(write_set *w)
+{
+    for (int i = 0; i < A_N; i++)
+        pl__buf_free(&w->a[i].b);
+}
+
+/* Send Q_WRITE (@p first) or Q_STEPS with the arrays of @p w. */
+static int write_send(pl__pg_store *s, PGconn *c, write_set *w, bool first)
+{
+    const char *vals[A_N];
+    int lens[A_N], fmts[A_N];
+    int from = first ? 0 : A_KEY, to = first ? A_N : A_VAL + 1;
+    for (int i = from; i < to; i++) {
+        arr_end(&w->a[i]);
+        if (w->a[i].b.len > INT32_MAX)
+            return pl__err(PL_EINVAL,
+                           "store '%s': a commit too large for "
+                           "the server",
+                           s->path);
+        vals[i - from] = (const char *)w->a[i].b.data;
+        lens[i - from] = (int)w->a[i].b.len;
+        fmts[i - from] = 1;
+    }
+    return pl__pg_send(s, c, first ? Q_WRITE : Q_STEPS, to - from, vals, lens,
+                       fmts, "sending a commit");
+}
+
+/* Begin the arrays of a statement: all of them (@p first) or the steps'. */
+static int write_begin(write_set *w, bool first)
+{
+    int st = PL_OK;
+    for (int i = first ? 0 : A_KEY; !st && i < (first ? A_N : A_VAL + 1); i++)
+        st = arr_begin(&w->a[i], arr_oid[i]);
+    return st;
+}
+
+/* Whether a later batch than @p b of @p batches writes the same run's
+ * state: only the last of them is written (one row per run). */
+static bool state_overwritten(pl__batch *const *batches, size_t n, size_t b)
+{
+    for (size_t j = b + 1; j < n; j++)
+        if (!batches[j]->create_id && batches[j]->state.len &&
+            batches[j]->run == batches[b]->run)
+            return true;
+    return false;
+}
+
+/* Whether another batch of @p batches sets the same run's timer to an
+ * earlier time than @p b does (or the same, before it): one row per run,
+ * the earliest (store.h, TIMERS). */
+static bool timer_overridden(pl__batch *const *batches, size_t n, size_t b)
+{
+    const pl__batch *x = batches[b];
+    for (size_t j = 0; j < n; j++) {
+        const pl__batch *y = batches[j];
+        if (j != b && !y->create_id && y->timer_us && y->run == x->run &&
+            (y->timer_us < x->timer_us ||
+             (y->timer_us == x->timer_us && j < b)))
+            return true;
+    }
+    return false;
+}
+
+/* Add batch @p bt's timer and inbox consumption to @p w's arrays. */
+static int time_add(write_set *w, const pl__batch *bt, bool timer)
+{
+    int st = PL_OK;
+    if (timer) {
+        pl__buf rec = {0};
+        st = pl__timer_encode(&rec, bt->timer_id, bt->timer_us);
+        if (!st && !(st = arr_add_i64(&w->a[A_TIMER_RUN], bt->run)) &&
+            !(st = arr_add_i64(&w->a[A_TIMER_DUE], (uint64_t)bt->timer_us)) &&
+            !(st = arr_add(&w->a[A_TIMER_ID], bt->timer_id,
+                           strlen(bt->timer_id))))
+            st = arr_add(&w->a[A_TIMER_REC], rec.data, rec.len);
+        pl__buf_free(&rec);
+    }
+    if (!st && bt->inbox_del &&
+        !(st = arr_add_i64(&w->a[A_INBOX_RUN], bt->run)))
+        st = arr_add_i64(&w->a[A_INBOX_SEQ], bt->inbox_del);
+    return st;
+}
+
+/*
+ * Send the steps, states, fences, timers and inbox consumptions of every
+ * batch that creates no run: Q_WRITE, and Q_STEPS for steps past its
+ * limits.  *nsent counts the statements sent.
+ */
+static int write_all(pl__pg_store *s, PGconn *c, pl__batch *const *batches,
+                     size_t n, size_t *nsent)
+{
+    write_set w = {0};
+    int st = write_begin(&w, true);
+    /* the fences and states first: they all go with Q_WRITE, which the
+     * steps' first chunk completes */
+    for (size_t b = 0; !st && b < n; b++) {
+        const pl__batch *bt = batches[b];
+        if (bt->create_id)
+            continue;
+        if (bt->gen) {
+            uint8_t drop = bt->release;
+            if (!(st = arr_add_i64(&w.a[A_FENCE_RUN], bt->run)) &&
+                !(st = arr_add_i64(&w.a[A_FENCE_GEN], bt->gen)))
+                st = arr_add(&w.a[A_FENCE_DROP], &drop, 1);
+        }
+        if (!st && bt->state.len && !state_overwritten(batches, n, b) &&
+            !(st = arr_add_i64(&w.a[A_STATE_RUN], bt->run)))
+            st = arr_add(&w.a[A_STATE], bt->state.data, bt->state.len);
+        if (!st)
+            st = time_add(&w, bt,
+                          bt->timer_us && !timer_overridden(batches, n, b));
+    }
+    bool first = true;
+    size_t rows = 0, bytes = 0;
+    for (size_t b = 0; !st && b < n; b++) {
+        const pl__batch *bt = batches[b];
+        for (size_t i = 0; !st && !bt->create_id && i < bt->steps.n; i++) {
+            const pl__kv *e = &bt->steps.e[i];
+            if (rows && (rows == STEPS_ROWS ||
+                         bytes + e->klen + e->vlen > STEPS_BYTES)) {
+                if ((st = write_send(s, c, &w, first)))
+                    break;
+                ++*nsent;
+                first = false;
+                rows = bytes = 0;
+                if ((st = write_begin(&w, false)))
+                    break;
+            }
+            if (!(st = arr_add(&w.a[A_KEY], pl__kvs_key(&bt->steps, i),
+                               e->klen)))
+                st = arr_add(&w.a[A_VAL], pl__kvs_val(&bt->steps, i), e->vlen);
+            rows++;
+            bytes += e->klen + e->vlen;
+        }
+    }
+    /* the last chunk: Q_WRITE if none went yet, else Q_STEPS; a commit of
+     * nothing but creations sends neither */
+    bool any = !first || w.a[A_FENCE_RUN].n || w.a[A_STATE_RUN].n ||
+               w.a[A_KEY].n || w.a[A_TIMER_RUN].n || w.a[A_INBOX_RUN].n;
+    if (!st && any && (st = write_send(s, c, &w, first)) == PL_OK)
+        ++*nsent;
+    write_set_free(&w);
+    return st;
+}
+
+/* What a statement sent in the pipeline was. */
+typedef enum { SENT_CREATE, SENT_LEASE, SENT_WRITE } sent_kind;
+
+typedef struct sent {
+    sent_kind kind;
+    pl__batch *batch;
+} sent;
+
+typedef struct commit_ctx {
+    pl__pg_store *s;
+    PGconn *c;
+    sent *q;   /* the creations' statements, in order */
+    size_t nq; /* how many; every statement after them is a write */
+} commit_ctx;
+
+/* Send the creation of a run: Q_CREATE, and L_CREATE for its lease. */
+static int create_send(commit_ctx *x, pl__batch *bt)
+{
+    if (bt->steps.n || bt->timer_us || bt->inbox_del)
+        return pl__err(PL_EINVAL,
+                       "store '%s': a batch that creates a run carries no "
+                       "steps, timer or inbox consumption",
+                       x->s->path);
+    const char *vals[3] = {bt->create_id, (const char *)bt->create_info->data,
+                           (const char *)bt->state.data};
+    int lens[3] = {(int)strlen(bt->create_id), (int)bt->create_info->len,
+                   (int)bt->state.len};
+    int fmts[3] = {1, 1, 1};
+    int st = pl__pg_send(x->s, x->c, Q_CREATE, 3, vals, lens, fmts,
+                         "sending a run's creation");
+    if (st)
+        return st;
+    x->q[x->nq++] = (sent){SENT_CREATE, bt};
+    if (!bt->lease_owner)
+        return PL_OK;
+    char d[24];
+    snprintf(d, sizeof d, "%lld", (long long)bt->lease_us);
+    const char *lv[3] = {bt->create_id, bt->lease_owner, d};
+    if ((st = pl__pg_send(x->s, x->c, L_CREATE, 3, lv, NULL, NULL,
+                          "sending a lease")))
+        return st;
+    x->q[x->nq++] = (sent){SENT_LEASE, bt};
+    return PL_OK;
+}
+
+/* The result of the commit's statement @p i (pl__pg_pipeline_finish()). */
+static int commit_result(size_t i, PGresult *r, void *user)
+{
+    commit_ctx *x = user;
+    sent_kind kind = i < x->nq ? x->q[i].kind : SENT_WRITE;
+    ExecStatusType es = PQresultStatus(r);
+    if (es == PGRES_TUPLES_OK && kind == SENT_CREATE) {
+        pl__batch *bt = x->q[i].batch;
+        if (PQntuples(r) == 0)
+            bt->rc = PL_EEXIST;
+        else if (PQgetlength(r, 0, 0) == 8)
+            bt->run = pl__get_be64((const uint8_t *)PQgetvalue(r, 0, 0));
+        else
+            return pl__err(PL_ECORRUPT, "store '%s': a run number is malformed",
+                           x->s->path);
+        return PL_OK;
+    }
+    if (es == PGRES_TUPLES_OK || es == PGRES_COMMAND_OK)
+        return PL_OK;
+    if (kind == SENT_WRITE && pl__pg_unique_violation(r))
+        return pl__pg_busy();
+    int st = kind == SENT_WRITE ? pl__pg_time_failed(r) : PL_OK;
+    /* else a fence, or any error */
+    return st ? st : pl__pg_lease_failed(x->s, x->c, r);
+}
+
+int pl__pg_commit(pl__pg_store *s, pl__batch *const *batches, size_t n,
+                  bool journal)
+{
+    (void)journal; /* no journal: steps go to their place at once */
+    if (s->read_only)
+        return pl__pg_read_only(s);
+    size_t creates = 0;
+    for (size_t b = 0; b < n; b++) {
+        batches[b]->rc = PL_OK;
+        creates += batches[b]->create_id != NULL;
+    }
+    commit_ctx x = {s, NULL, NULL, 0};
+    if (creates && !(x.q = calloc(2 * creates, sizeof *x.q)))
+        return pl__err(PL_ENOMEM, "out of memory");
+    int st = pl__pg_conn_get(s, &x.c);
+    if (st) {
+        free(x.q);
+        return st;
+    }
+    size_t writes = 0;
+    if (PQenterPipelineMode(x.c) != 1)
+        st = pl__pg_err(s, x.c, NULL, "entering pipeline mode");
+    for (size_t b = 0; !st && b < n; b++)
+        if (batches[b]->create_id)
+            st = create_send(&x, batches[b]);
+    if (!st)
+        st = write_all(s, x.c, batches, n, &writes);
+    /* the Sync ends the implicit transaction: commits it, or rolls back
+     * everything after an error; after a failed send nothing is synced,
+     * and the connection, left in pipeline mode, is dropped, which rolls
+     * it back too */
+    if (!st && x.nq + writes)
+        st = pl__pg_pipeline_finish(s, x.c, x.nq + writes, commit_result, &x,
+                                    "committing");
+    else if (!st)
+        PQexitPipelineMode(x.c);
+    free(x.q);
+    pl__pg_conn_put(s, x.c);
+    return st;
+}
+
+int pl__pg_settle(pl__pg_store *s)
+{
+    (void)s;
+    return PL_OK;
+}
+
+void pl__pg_maintain(pl__pg_store *s) { (void)s; }
+
+/* ---- read-modify-write of a state ---------------------------------------- */
+
+typedef struct lock_ctx {
+    pl__pg_store *s;
+    PGconn *c;
+    uint64_t num;
+    pl__buf *state;
+} lock_ctx;
+
+/* The results of BEGIN and of the SELECT ... FOR UPDATE. */
+static int lock_result(size_t i, PGresult *r, void *user)
+{
+    lock_ctx *x = user;
+    if (PQresultStatus(r) != (i ? PGRES_TUPLES_OK : PGRES_COMMAND_OK))
+        return pl__pg_err(x->s, x->c, r,
+                          i ? "reading a run state"
+                            : "beginning a transaction");
+    if (!i)
+        return PL_OK;
+    if (PQntuples(r) == 0)
+        return pl__err(PL_ECORRUPT, "run #%llu has no state record",
+                       (unsigned long long)x->num);
+    return pl__buf_append(x->state, PQgetvalue(r, 0, 0),
+                          (size_t)PQgetlength(r, 0, 0));
+}
+
+/* BEGIN and the SELECT ... FOR UPDATE in one pipeline. */
+int pl__pg_lock_state(pl__pg_store *s, PGconn *c, uint64_t num, pl__buf *state)
+{
+    uint8_t key[8];
+    pl__put_be64(key, num);
+    const char *vals[1] = {(const char *)key};
+    int lens[1] = {8}, fmts[1] = {1};
+    if (PQenterPipelineMode(c) != 1)
+        return pl__pg_err(s, c, NULL, "entering pipeline mode");
+    int st = pl__pg_send(s, c, Q_BEGIN, 0, NULL, NULL, NULL,
+                         "beginning a transaction");
+    if (!st)
+        st = pl__pg_send(s, c, Q_STATE_LOCK, 1, vals, lens, fmts,
+                         "reading a run state");
+    lock_ctx x = {s, c, num, state};
+    return st ? st
+              : pl__pg_pipeline_finish(s, c, 2, lock_result, &x,
+                                       "reading a run state");
+}
+
+/* The results of the writes and of COMMIT. */
+static int put_result(size_t i, PGresult *r, void *user)
+{
+    lock_ctx *x = user;
+    (void)i;
+    ExecStatusType es = PQresultStatus(r);
+    if (es == PGRES_COMMAND_OK || es == PGRES_TUPLES_OK)
+        return PL_OK;
+    return pl__pg_unique_violation(r)
+               ? pl__pg_busy()
+               : pl__pg_err(x->s, x->c, r, "writing a run state");
+}
+
+/* Write the new state and @p extra's steps, and COMMIT, in one round trip. */
+static int put_state(pl__pg_store *s, PGconn *c, uint64_t num,
+                     const pl__buf *state, const pl__kvs *extra)
+{
+    pl__batch b = {0};
+    b.run = num;
+    b.steps = *extra; /* borrowed: not freed here */
+    b.state = *state;
+    pl__batch *one[1] = {&b};
+    size_t nq = 0;
+    if (PQenterPipelineMode(c) != 1)
+        return pl__pg_err(s, c, NULL, "entering pipeline mode");
+    int st = write_all(s, c, one, 1, &nq);
+    if (!st)
+        st = pl__pg_send(s, c, Q_COMMIT, 0, NULL, NULL, NULL, "committing");
+    lock_ctx x = {s, c, num, NULL};
+    return st ? st
+              : pl__pg_pipeline_finish(s, c, nq + 1, put_result, &x,
+                                       "writing a run state");
+}
+
+PGconn *pl__pg_rollback(pl__pg_store *s, PGconn *c)
+{
+    /* a failure leaves the transaction open, or aborted: roll it back
+     * (unless the connection is left in pipeline mode: dropped, it rolls
+     * back by itself) */
+    if (!pl__pg_lost(c) && PQpipelineStatus(c) == PQ_PIPELINE_OFF &&
+        PQtransactionStatus(c) != PQTRANS_IDLE) {
+        char saved[PL__ERRMSG_MAX];
+        pl__errmsg_save(saved);
+        if (pl__pg_command(s, c, "ROLLBACK", "rolling back")) {
+            PQfinish(c);
+            c = NULL;
+        }
+        pl__errmsg_restore(saved);
+    }
+    return c;
+}
+
+int pl__pg_state_update(pl__pg_store *s, uint64_t num, pl__state_fn fn,
+                        void *user)
+{
+    if (s->read_only)
+        return pl__pg_read_only(s);
+    PGconn *c;
+    int st = pl__pg_conn_get(s, &c);
+    if (st)
+        return st;
+    pl__buf state = {0};
+    pl__kvs extra = {0};
+    st = pl__pg_lock_state(s, c, num, &state);
+    if (!st)
+        st = fn(&state, &extra, user);
+    if (!st)
+        st = put_state(s, c, num, &state, &extra);
+    if (st)
+        c = pl__pg_rollback(s, c);
+    pl__pg_conn_put(s, c);
+    pl__buf_free(&state);
+    pl__kvs_free(&extra);
+    return st;
+}

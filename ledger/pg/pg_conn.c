@@ -1,0 +1,729 @@
+/*
+ * pg_conn.c -- the store on PostgreSQL, through libpq: errors,
+ * connections, the URI, opening and closing, and the schema.  The other
+ * files of ledger/pg/ are listed in pg_int.h.
+ *
+ * URI: postgresql://[user[:password]@][host][:port][/dbname][?param=value&...]
+ * (or postgres://), as libpq reads it, plus one parameter of our own:
+ * `schema=NAME` ([a-z_][a-z0-9_]*, at most 63 bytes; default `policyledger`),
+ * which is taken out before libpq sees the URI.
+ *
+ * LAYOUT: the tables live in a schema of their own, created with them on
+ * the first open.  Keys are bytea, which PostgreSQL orders like memcmp (and
+ * a shorter key first), so the order is the LMDB store's: keys.c's layout.
+ *
+ *   | table  | columns                          | holds                    |
+ *   |--------|----------------------------------|--------------------------|
+ *   | meta   | k text PK, v bigint              | ('format', 1), and the   |
+ *   |        |                                  | identity ('identity',    |
+ *   |        |                                  | IDENTITY: "policyld")    |
+ *   | runs   | id bytea PK, num bigint UNIQUE,  | run id -> number, info   |
+ *   |        | info bytea                       | record (runrec.c)        |
+ *   | state  | run bigint PK, v bytea           | run state (runrec.c)     |
+ *   | steps  | k bytea PK, v bytea              | step key (keys.c) ->     |
+ *   |        |                                  | step record (record.c)   |
+ *   | run_num (a sequence)                      | the next run number      |
+ *
+ *   A database whose `format` row is not 1 is refused (PL_EVERSION).  A
+ *   schema that holds anything but a store (its identity, or for a store
+ *   made before the identity was written its format and tables, to which
+ *   a read-write open adds the identity) is another program's: it is
+ *   refused (PL_ECORRUPT), and nothing is created in it.
+ *
+ * COMMIT: a commit's batches are one transaction and one round trip: one
+ * prepared statement carries the fences, steps and states of all of them
+ * as arrays, sent in libpq's pipeline mode after any creations of runs,
+ * with one Sync at the end (pg_commit.c has the statements, and how a new
+ * record type joins them).  Steps are inserted, never updated: an existing
+ * key (unique_violation) fails the commit with PL_EBUSY, as on LMDB.
+ * There is no journal: steps are in place at once.
+ *
+ * STATEMENTS: every statement on the hot path (commits, reads, leases, the
+ * queue, renewals) is prepared on each connection when it opens, all in
+ * one round trip, and run by name from then on (pg_int.h lists them).
+ *
+ * DURABILITY: sync and group commit with synchronous_commit = on (group
+ * relies on the server's own group commit of concurrent sessions, which
+ * commit_delay and commit_siblings tune); process commits with
+ * synchronous_commit = off: a commit is reported before its WAL is flushed,
+ * so a crash of the server or its machine may lose the commits of the last
+ * 3 x wal_writer_delay (600 ms by default); the database stays consistent,
+ * and a crash of the engine's process loses nothing.
+ *
+ * CONNECTIONS: a call takes an idle connection, or opens one, and gives it
+ * back when it is done, so calls on many threads run in parallel sessions.
+ * A connection that broke is closed, with the idle ones (a server that
+ * restarted broke them all), and the next call opens a new one: a call
+ * that met the loss fails with PL_ESTORE, and whatever it had not
+ * committed is rolled back by the server.  A child made by fork() never
+ * uses its parent's connections.
+ */
+#include "pg_int.h"
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static _Atomic uint64_t g_round_trips, g_statements, g_connects, g_wait_ns;
+
+void pl__pg_count_wait(uint64_t t0)
+{
+    atomic_fetch_add_explicit(&g_wait_ns, pl__mono_ns() - t0,
+                              memory_order_relaxed);
+}
+
+void pl__pg_count(unsigned round_trips, unsigned statements)
+{
+    atomic_fetch_add_explicit(&g_round_trips, round_trips,
+                              memory_order_relaxed);
+    atomic_fetch_add_explicit(&g_statements, statements, memory_order_relaxed);
+}
+
+void pl__pg_counts_get(pl__pg_counts *out)
+{
+    out->round_trips = atomic_load_explicit(&g_round_trips,
+                                            memory_order_relaxed);
+    out->statements = atomic_load_explicit(&g_statements, memory_order_relaxed);
+    out->connects = atomic_load_explicit(&g_connects, memory_order_relaxed);
+    out->wait_ns = atomic_load_explicit(&g_wait_ns, memory_order_relaxed);
+}
+
+bool pl__pg_is_uri(const char *path)
+{
+    return path && (strncmp(path, "postgresql://", 13) == 0 ||
+                    strncmp(path, "postgres://", 11) == 0);
+}
+
+/* ---- errors -------------------------------------------------------------- */
+
+static void quiet(void *user, const char *message)
+{
+    (void)user;
+    (void)message;
+}
+
+/* libpq's message for @p c, without its trailing newline. */
+static const char *conn_msg(const PGconn *c, char *buf, size_t n)
+{
+    snprintf(buf, n, "%s", c ? PQerrorMessage(c) : "out of memory");
+    size_t len = strlen(buf);
+    while (len && (buf[len - 1] == '\n' || buf[len - 1] == ' '))
+        buf[--len] = '\0';
+    return buf;
+}
+
+bool pl__pg_lost(const PGconn *c) { return PQstatus(c) != CONNECTION_OK; }
+
+/* The status for a failed statement (or a NULL result). */
+int pl__pg_err(const pl__pg_store *s, const PGconn *c, const PGresult *r,
+               const char *what)
+{
+    char buf[512];
+    if (pl__pg_lost(c))
+        return pl__err(PL_ESTORE,
+                       "store '%s': %s: the connection to the server was "
+                       "lost (%s); nothing of this call was committed "
+                       "unless it was reported so, and the next call "
+                       "reconnects",
+                       s->path, what, conn_msg(c, buf, sizeof buf));
+    const char *m = r ? PQresultErrorMessage(r) : "";
+    snprintf(buf, sizeof buf, "%s", *m ? m : PQerrorMessage(c));
+    size_t len = strlen(buf);
+    while (len && buf[len - 1] == '\n')
+        buf[--len] = '\0';
+    /* the causes a user can remove, as the LMDB store names them: the
+     * server's disk is full (53100), the database or transaction is
+     * read-only (25006), or the role may not write (42501) */
+    const char *code = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
+    int st = !code                                              ? PL_ESTORE
+             : !strcmp(code, "53100")                           ? PL_ENOSPC
+             : !strcmp(code, "25006") || !strcmp(code, "42501") ? PL_EACCES
+                                                                : PL_ESTORE;
+    return pl__err(st, "store '%s': %s: %s", s->path, what, buf);
+}
+
+bool pl__pg_unique_violation(const PGresult *r)
+{
+    const char *code = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
+    return code && strcmp(code, "23505") == 0;
+}
+
+int pl__pg_read_only(const pl__pg_store *s)
+{
+    return pl__err(PL_ESTATE, "store '%s' is open read-only", s->path);
+}
+
+int pl__pg_busy(void)
+{
+    return pl__err(PL_EBUSY, "a step exists already at the position being "
+                             "written: another process wrote to this run");
+}
+
+/* ---- connections --------------------------------------------------------- */
+
+/*
+ * Drop a connection a parent process made: PQfinish() would send the server
+ * a Terminate on the socket the parent still uses, so the socket is first
+ * pointed at /dev/null.
+ */
+static void conn_forget(PGconn *c)
+{
+    int fd = PQsocket(c);
+    int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    if (fd >= 0 && null >= 0)
+        dup2(null, fd);
+    if (null >= 0)
+        close(null);
+    PQfinish(c);
+}
+
+static int prepared_result(size_t i, PGresult *r, void *user)
+{
+    pl__pg_store *s = user;
+    return PQresultStatus(r) == PGRES_COMMAND_OK
+               ? PL_OK
+               : pl__err(PL_ESTORE, "store '%s': preparing statement %zu: %s",
+                         s->path, i, PQresultErrorMessage(r));
+}
+
+/* Prepare statements q[0 .. n_prepared) on @p c, named "pl<i>", in one
+ * round trip. */
+static int prepare(pl__pg_store *s, PGconn *c)
+{
+    if (!s->n_prepared)
+        return PL_OK;
+    if (PQenterPipelineMode(c) != 1)
+        return pl__pg_err(s, c, NULL, "entering pipeline mode");
+    for (int i = 0; i < s->n_prepared; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "pl%d", i);
+        if (!PQsendPrepare(c, name, s->q[i], 0, NULL))
+            return pl__pg_err(s, c, NULL, "preparing statements");
+    }
+    return pl__pg_pipeline_finish(s, c, (size_t)s->n_prepared, prepared_result,
+                                  s, "preparing statements");
+}
+
+static int conn_open(pl__pg_store *s, PGconn **out)
+{
+    char buf[512];
+    atomic_fetch_add_explicit(&g_connects, 1, memory_order_relaxed);
+    PGconn *c = PQconnectdb(s->conninfo);
+    if (!c || PQstatus(c) != CONNECTION_OK) {
+        int st = pl__err(PL_ESTORE, "store '%s': cannot connect: %s", s->path,
+                         conn_msg(c, buf, sizeof buf));
+        PQfinish(c);
+        return st;
+    }
+    PQsetNoticeProcessor(c, quiet, NULL);
+    PGresult *r = PQexec(c, s->read_only
+                                ? "SET default_transaction_read_only = on"
+                            : s->nosync ? "SET synchronous_commit = off"
+                                        : "SET synchronous_commit = on");
+    if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+        int st = pl__pg_err(s, c, r, "setting synchronous_commit");
+        PQclear(r);
+        PQfinish(c);
+        return st;
+    }
+    PQclear(r);
+    int st = prepare(s, c);
+    if (st) {
+        PQfinish(c);
+        return st;
+    }
+    *out = c;
+    return PL_OK;
+}
+
+/* Take an idle connection, or open one. */
+int pl__pg_conn_get(pl__pg_store *s, PGconn **out)
+{
+    PGconn *c = NULL;
+    pthread_mutex_lock(&s->mu);
+    if (s->pid != getpid()) {
+        while (s->n_idle)
+            conn_forget(s->idle[--s->n_idle]);
+        s->pid = getpid();
+    }
+    if (s->n_idle)
+        c = s->idle[--s->n_idle];
+    pthread_mutex_unlock(&s->mu);
+    if (c) {
+        *out = c;
+        return PL_OK;
+    }
+    return conn_open(s, out);
+}
+
+/* Give a connection back: kept if it is sound and outside a transaction. */
+void pl__pg_conn_put(pl__pg_store *s, PGconn *c)
+{
+    if (!c)
+        return;
+    bool keep = !pl__pg_lost(c) && PQtransactionStatus(c) == PQTRANS_IDLE &&
+                PQpipelineStatus(c) == PQ_PIPELINE_OFF;
+    pthread_mutex_lock(&s->mu);
+    if (s->pid != getpid()) {
+        pthread_mutex_unlock(&s->mu);
+        conn_forget(c);
+        return;
+    }
+    /* a lost connection most often means a server restarted or gone: the
+     * idle ones are lost too, so drop them, and the next call reconnects
+     * instead of meeting another dead one */
+    PGconn *drop[IDLE_MAX];
+    size_t ndrop = 0;
+    if (pl__pg_lost(c)) {
+        memcpy(drop, s->idle, s->n_idle * sizeof *drop);
+        ndrop = s->n_idle;
+        s->n_idle = 0;
+    } else if (keep && s->n_idle < IDLE_MAX) {
+        s->idle[s->n_idle++] = c;
+        c = NULL;
+    }
+    pthread_mutex_unlock(&s->mu);
+    if (c)
+        PQfinish(c);
+    while (ndrop)
+        PQfinish(drop[--ndrop]);
+}
+
+/* Run one statement with binary parameters and results. */
+PGresult *pl__pg_exec(PGconn *c, const char *sql, int n,
+                      const char *const *vals, const int *lens)
+{
+    int fmts[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+    pl__pg_count(1, 1);
+    return PQexecParams(c, sql, n, NULL, vals, lens, fmts, 1);
+}
+
+/* Lease, timer and inbox statements answer in text (pg_lease.c and
+ * pg_time.c parse it), the others binary. */
+static int result_format(int which)
+{
+    return which >= Q_TEXT_FIRST && which <= Q_TEXT_LAST ? 0 : 1;
+}
+
+PGresult *pl__pg_exec_q(pl__pg_store *s, PGconn *c, int which, int n,
+                        const char *const *vals, const int *lens,
+                        const int *fmts)
+{
+    pl__pg_count(1, 1);
+    uint64_t t0 = pl__mono_ns();
+    PGresult *r;
+    if (which >= s->n_prepared)
+        r = PQexecParams(c, s->q[which], n, NULL, vals, lens, fmts,
+                         result_format(which));
+    else {
+        char name[16];
+        snprintf(name, sizeof name, "pl%d", which);
+        r = PQexecPrepared(c, name, n, vals, lens, fmts, result_format(which));
+    }
+    pl__pg_count_wait(t0);
+    return r;
+}
+
+int pl__pg_send(pl__pg_store *s, PGconn *c, int which, int n,
+                const char *const *vals, const int *lens, const int *fmts,
+                const char *what)
+{
+    int ok;
+    if (which >= s->n_prepared)
+        ok = PQsendQueryParams(c, s->q[which], n, NULL, vals, lens, fmts,
+                               result_format(which));
+    else {
+        char name[16];
+        snprintf(name, sizeof name, "pl%d", which);
+        ok = PQsendQueryPrepared(c, name, n, vals, lens, fmts,
+                                 result_format(which));
+    }
+    return ok ? PL_OK : pl__pg_err(s, c, NULL, what);
+}
+
+static int pipeline_sync(pl__pg_store *s, PGconn *c, size_t n,
+                         pl__pg_result_fn fn, void *user, const char *what)
+{
+    if (PQpipelineSync(c) != 1)
+        return pl__pg_err(s, c, NULL, what);
+    int st = PL_OK;
+    for (size_t i = 0; i < n; i++) {
+        PGresult *r = PQgetResult(c);
+        if (!r)
+            return st ? st : pl__pg_err(s, c, NULL, what);
+        /* after an error, the server skips the rest until the Sync */
+        if (PQresultStatus(r) != PGRES_PIPELINE_ABORTED && !st)
+            st = fn(i, r, user);
+        PQclear(r);
+        if (pl__pg_lost(c))
+            return st ? st : pl__pg_err(s, c, NULL, what);
+        if ((r = PQgetResult(c))) { /* the NULL that ends each statement's */
+            PQclear(r);
+            return st ? st
+                      : pl__err(PL_ESTORE, "store '%s': %s: out of step",
+                                s->path, what);
+        }
+    }
+    PGresult *r = PQgetResult(c);
+    ExecStatusType es = PQresultStatus(r);
+    PQclear(r);
+    if (es != PGRES_PIPELINE_SYNC)
+        return st ? st : pl__pg_err(s, c, NULL, what);
+    if (PQexitPipelineMode(c) != 1 && !st)
+        st = pl__pg_err(s, c, NULL, what);
+    return st;
+}
+
+int pl__pg_pipeline_finish(pl__pg_store *s, PGconn *c, size_t n,
+                           pl__pg_result_fn fn, void *user, const char *what)
+{
+    pl__pg_count(1, (unsigned)n);
+    uint64_t t0 = pl__mono_ns();
+    int st = pipeline_sync(s, c, n, fn, user, what);
+    pl__pg_count_wait(t0);
+    return st;
+}
+
+/* Run a statement without parameters that returns no rows. */
+int pl__pg_command(pl__pg_store *s, PGconn *c, const char *sql,
+                   const char *what)
+{
+    pl__pg_count(1, 1);
+    PGresult *r = PQexec(c, sql);
+    int st = PQresultStatus(r) == PGRES_COMMAND_OK ? PL_OK
+                                                   : pl__pg_err(s, c, r, what);
+    PQclear(r);
+    return st;
+}
+
+/* ---- open / close -------------------------------------------------------- */
+
+static bool schema_ok(const char *p, size_t n)
+{
+    if (n == 0 || n > SCHEMA_MAX || (p[0] >= '0' && p[0] <= '9'))
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!((p[i] >= 'a' && p[i] <= 'z') || (p[i] >= '0' && p[i] <= '9') ||
+              p[i] == '_'))
+            return false;
+    return true;
+}
+
+/* The URI for messages: its password, if any, shown as "***". */
+static char *masked(const char *uri)
+{
+    const char *user = strstr(uri, "://");
+    user = user ? user + 3 : uri;
+    size_t hostpart = strcspn(user, "/?");
+    const char *at = memchr(user, '@', hostpart);
+    const char *colon = at ? memchr(user, ':', (size_t)(at - user)) : NULL;
+    if (!colon)
+        return pl__strdup(uri);
+    return pl__asprintf("%.*s***%s", (int)(colon + 1 - uri), uri, at);
+}
+
+/*
+ * Split schema=NAME off the URI's query string, and give libpq a
+ * connect_timeout unless the URI has one: a host that does not answer
+ * fails the call instead of hanging it.
+ */
+static int parse_uri(pl__pg_store *s, const char *uri)
+{
+    const char *q = strchr(uri, '?');
+    pl__buf ci = {0};
+    const char *schema = SCHEMA_DEFAULT;
+    size_t schema_len = strlen(SCHEMA_DEFAULT);
+    int st = pl__buf_append(&ci, uri, q ? (size_t)(q - uri) : strlen(uri));
+    char sep = '?';
+    for (const char *p = q ? q + 1 : NULL; !st && p && *p;) {
+        const char *end = strchr(p, '&');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len >= 7 && memcmp(p, "schema=", 7) == 0) {
+            schema = p + 7;
+            schema_len = len - 7;
+            if (!schema_ok(schema, schema_len))
+                st = pl__err(PL_EINVAL,
+                             "store '%s': schema must be 1 to %d of a-z, 0-9 "
+                             "and _, not starting with a digit",
+                             uri, SCHEMA_MAX);
+        } else if (len) {
+            if (!(st = pl__buf_append(&ci, &sep, 1)))
+                st = pl__buf_append(&ci, p, len);
+            sep = '&';
+        }
+        p = end ? end + 1 : NULL;
+    }
+    if (!st && !strstr(uri, "connect_timeout="))
+        st = pl__buf_append(&ci,
+                            sep == '?' ? "?connect_timeout=30"
+                                       : "&connect_timeout=30",
+                            19);
+    if (!st)
+        st = pl__buf_append(&ci, "", 1);
+    if (!st && !(s->schema = pl__strndup(schema, schema_len)))
+        st = PL_ENOMEM;
+    if (!st) {
+        s->conninfo = (char *)ci.data;
+        return PL_OK;
+    }
+    pl__buf_free(&ci);
+    return st ? st : pl__err(PL_ENOMEM, "out of memory");
+}
+
+static int make_statements(pl__pg_store *s)
+{
+    const char *n = s->schema;
+    s->q[Q_RUN_FIND] = pl__asprintf(
+        "SELECT num, info FROM \"%s\".runs WHERE id = $1::bytea", n);
+    s->q[Q_STATE_GET] = pl__asprintf(
+        "SELECT v FROM \"%s\".state WHERE run = $1::bigint", n);
+    s->q[Q_STATE_LOCK] = pl__asprintf(
+        "SELECT v FROM \"%s\".state WHERE run = $1::bigint FOR UPDATE", n);
+    s->q[Q_CREATE] = pl__asprintf(
+        "WITH r AS (INSERT INTO \"%s\".runs (id, num, info) "
+        "VALUES ($1::bytea, nextval('\"%s\".run_num'), $2::bytea) "
+        "ON CONFLICT (id) DO NOTHING RETURNING num), "
+        "s AS (INSERT INTO \"%s\".state (run, v) SELECT num, $3::bytea "
+        "FROM r WHERE length($3::bytea) > 0) SELECT num FROM r",
+        n, n, n);
+    s->q[Q_READ] = pl__asprintf(
+        "SELECT k, v FROM \"%s\".steps WHERE k >= $1::bytea AND "
+        "k <= $2::bytea AND length(k) = length($1::bytea) ORDER BY k "
+        "LIMIT $3::bigint",
+        n);
+    s->q[Q_SCAN] = pl__asprintf(
+        "SELECT k, v FROM \"%s\".steps WHERE k > $1::bytea AND "
+        "k <= $2::bytea ORDER BY k LIMIT $3::bigint",
+        n);
+    s->q[Q_RUNS] = pl__asprintf(
+        "SELECT id, int8send(num) || info FROM \"%s\".runs "
+        "WHERE id > $1::bytea ORDER BY id LIMIT $2::bigint",
+        n);
+    s->q[Q_FORMAT] = pl__asprintf(
+        "SELECT v FROM \"%s\".meta WHERE k = 'format'", n);
+    /* what the schema holds: relations; our tables; the identity and the
+     * format (only looked for when meta is ours: the subqueries are
+     * planned only if the CASE reaches them) */
+    s->q[Q_EXISTS] = pl__asprintf(
+        "SELECT (SELECT count(*) FROM pg_class c JOIN pg_namespace ns ON "
+        "ns.oid = c.relnamespace WHERE ns.nspname = '%s'), "
+        "to_regclass('\"%s\".meta') IS NOT NULL AND "
+        "to_regclass('\"%s\".runs') IS NOT NULL AND "
+        "to_regclass('\"%s\".state') IS NOT NULL AND "
+        "to_regclass('\"%s\".steps') IS NOT NULL",
+        n, n, n, n, n);
+    /* one statement: one snapshot */
+    s->q[Q_STATS] = pl__asprintf(
+        "SELECT current_setting('block_size')::bigint, (SELECT "
+        "coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
+        "JOIN pg_namespace ns ON ns.oid = c.relnamespace WHERE ns.nspname = "
+        "'%s' AND c.relkind IN ('r', 'S'))::bigint, (SELECT count(*) FROM "
+        "\"%s\".runs), (SELECT count(*) FROM \"%s\".steps)",
+        n, n, n);
+    /* a commit's writes (pg_commit.c): the fence runs first, as the main
+     * query; then the check that every inbox record consumed was there
+     * (it reads d); the other data-modifying CTEs after, to completion */
+    s->q[Q_WRITE] = pl__asprintf(
+        "WITH f AS (SELECT \"%s\".pl_fences($1::bigint[], $2::bigint[], "
+        "$3::boolean[])), k AS (INSERT INTO \"%s\".steps (k, v) SELECT * "
+        "FROM unnest($4::bytea[], $5::bytea[])), t AS (INSERT INTO "
+        "\"%s\".state (run, v) SELECT * FROM unnest($6::bigint[], "
+        "$7::bytea[]) ON CONFLICT (run) DO UPDATE SET v = excluded.v), "
+        /* timers keep an earlier due time (store.h, TIMERS) */
+        "m AS (INSERT INTO \"%s\".timers AS x (run, due, id, rec) SELECT * "
+        "FROM unnest($8::bigint[], $9::bigint[], $10::text[], $11::bytea[]) "
+        "ON CONFLICT (run) DO UPDATE SET due = excluded.due, id = "
+        "excluded.id, rec = excluded.rec WHERE excluded.due < x.due), "
+        /* inbox records consumed: each must still be there */
+        "d AS (DELETE FROM \"%s\".inbox x USING unnest($12::bigint[], "
+        "$13::bigint[]) AS u(run, seq) WHERE x.run = u.run AND x.seq = "
+        "u.seq RETURNING 1) "
+        "SELECT \"%s\".pl_consumed(cardinality($12::bigint[]), (SELECT "
+        "count(*) FROM d)) FROM f",
+        n, n, n, n, n, n);
+    s->q[Q_STEPS] = pl__asprintf("INSERT INTO \"%s\".steps (k, v) SELECT * "
+                                 "FROM unnest($1::bytea[], $2::bytea[])",
+                                 n);
+    s->q[Q_BEGIN] = pl__strdup("BEGIN");
+    s->q[Q_COMMIT] = pl__strdup("COMMIT");
+    for (int i = L_ACQUIRE; i <= L_CREATE; i++)
+        if (pl__pg_lease_sql(s, i, &s->q[i]))
+            return PL_ENOMEM;
+    for (int i = T_SET; i <= T_INBOX_READ; i++)
+        if (pl__pg_time_sql(s, i, &s->q[i]))
+            return PL_ENOMEM;
+    for (int i = 0; i < Q_N; i++)
+        if (!s->q[i])
+            return pl__err(PL_ENOMEM, "out of memory");
+    return PL_OK;
+}
+
+/* What the schema holds (see LAYOUT), before anything is created in it:
+ * PL_ECORRUPT for another program's, PL_ENOTFOUND for none when it must
+ * exist. */
+static int identify(pl__pg_store *s, PGconn *c, bool must_exist)
+{
+    PGresult *r = pl__pg_exec(c, s->q[Q_EXISTS], 0, NULL, NULL);
+    int st = PL_OK;
+    bool empty = false, tables = false;
+    /* results come in binary: a bigint, a bool */
+    if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1 ||
+        PQgetlength(r, 0, 0) != 8 || PQgetlength(r, 0, 1) != 1)
+        st = pl__pg_err(s, c, r, "looking for the schema");
+    else {
+        empty = !pl__get_be64((const uint8_t *)PQgetvalue(r, 0, 0));
+        tables = *PQgetvalue(r, 0, 1) != 0;
+    }
+    PQclear(r);
+    if (st || empty)
+        return st ? st
+               : must_exist
+                   ? pl__err(PL_ENOTFOUND,
+                             "store '%s' does not exist (no schema %s)",
+                             s->path, s->schema)
+                   : PL_OK;
+    bool marked = false;
+    if (tables) {
+        char *sql = pl__asprintf(
+            "SELECT EXISTS (SELECT 1 FROM \"%s\".meta WHERE k = 'identity' "
+            "AND v = %lld) OR EXISTS (SELECT 1 FROM \"%s\".meta WHERE k = "
+            "'format')",
+            s->schema, IDENTITY, s->schema);
+        if (!sql)
+            return pl__err(PL_ENOMEM, "out of memory");
+        r = pl__pg_exec(c, sql, 0, NULL, NULL);
+        free(sql);
+        /* a meta table of another shape is another program's */
+        marked = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1 &&
+                 PQgetlength(r, 0, 0) == 1 && *PQgetvalue(r, 0, 0) != 0;
+        PQclear(r);
+    }
+    if (!marked)
+        return pl__err(PL_ECORRUPT,
+                       "schema %s of '%s' holds another program's tables, "
+                       "not a policyledger store: nothing was created in it",
+                       s->schema, s->path);
+    return PL_OK;
+}
+
+/* Create the schema if it is not there (unless read-only), and check its
+ * format. */
+static int setup(pl__pg_store *s, PGconn *c)
+{
+    const char *n = s->schema;
+    char *sql = pl__asprintf(
+        "BEGIN;"
+        "SELECT pg_advisory_xact_lock(hashtext('policyledger store %s'));"
+        "CREATE SCHEMA IF NOT EXISTS \"%s\";"
+        "CREATE TABLE IF NOT EXISTS \"%s\".meta (k text PRIMARY KEY, "
+        "v bigint NOT NULL);"
+        "CREATE TABLE IF NOT EXISTS \"%s\".runs (id bytea PRIMARY KEY, "
+        "num bigint NOT NULL UNIQUE, info bytea NOT NULL);"
+        "CREATE TABLE IF NOT EXISTS \"%s\".state (run bigint PRIMARY KEY, "
+        "v bytea NOT NULL);"
+        "CREATE TABLE IF NOT EXISTS \"%s\".steps (k bytea PRIMARY KEY, "
+        "v bytea NOT NULL);"
+        "CREATE SEQUENCE IF NOT EXISTS \"%s\".run_num;"
+        "INSERT INTO \"%s\".meta (k, v) SELECT 'format', %d WHERE NOT EXISTS "
+        "(SELECT 1 FROM \"%s\".meta WHERE k = 'format') AND NOT EXISTS "
+        "(SELECT 1 FROM \"%s\".runs);"
+        "INSERT INTO \"%s\".meta (k, v) VALUES ('identity', %lld) "
+        "ON CONFLICT (k) DO NOTHING;"
+        "COMMIT",
+        n, n, n, n, n, n, n, n, FORMAT, n, n, n, IDENTITY);
+    if (!sql)
+        return pl__err(PL_ENOMEM, "out of memory");
+    int st = identify(s, c, s->read_only || s->no_create);
+    if (!st && !s->read_only)
+        st = pl__pg_command(s, c, sql, "creating the schema");
+    free(sql);
+    if (st)
+        return st;
+    PGresult *r = pl__pg_exec(c, s->q[Q_FORMAT], 0, NULL, NULL);
+    if (PQresultStatus(r) != PGRES_TUPLES_OK)
+        st = pl__pg_err(s, c, r, "reading the format");
+    else if (PQntuples(r) != 1)
+        st = pl__err(PL_ECORRUPT, "store '%s' holds runs but no format record",
+                     s->path);
+    else if (PQgetlength(r, 0, 0) != 8)
+        st = pl__err(PL_ECORRUPT, "store '%s' has a malformed format record",
+                     s->path);
+    else {
+        uint64_t f = pl__get_be64((const uint8_t *)PQgetvalue(r, 0, 0));
+        if (f != FORMAT)
+            st = pl__err(PL_EVERSION,
+                         "store '%s' has format %lld; this build reads "
+                         "format %d",
+                         s->path, (long long)f, FORMAT);
+    }
+    PQclear(r);
+    return st;
+}
+
+int pl__pg_open(pl__pg_store **out, const char *uri,
+                const pl__store_options *opts)
+{
+    pl__pg_store *s = calloc(1, sizeof *s);
+    if (!s)
+        return pl__err(PL_ENOMEM, "out of memory");
+    pthread_mutex_init(&s->mu, NULL);
+    s->pid = getpid();
+    s->nosync = opts && opts->nosync;
+    s->read_only = opts && opts->read_only;
+    s->no_create = opts && opts->no_create;
+    PGconn *c = NULL;
+    int st = (s->path = masked(uri)) ? PL_OK
+                                     : pl__err(PL_ENOMEM, "out of memory");
+    if (!st)
+        st = parse_uri(s, uri);
+    if (!st)
+        st = make_statements(s);
+    if (!st)
+        st = pl__pg_conn_get(s, &c);
+    if (!st)
+        st = setup(s, c);
+    if (!st && !s->read_only)
+        st = pl__pg_lease_setup(s, c);
+    if (!st && !s->read_only)
+        st = pl__pg_time_setup(s, c);
+    /* the schema is there: prepare the statements on this connection and
+     * every one opened from now on */
+    if (!st) {
+        s->n_prepared = s->read_only ? Q_PREPARED_RO : Q_PREPARED;
+        st = prepare(s, c);
+    }
+    pl__pg_conn_put(s, c);
+    if (st) {
+        pl__pg_close(s);
+        return st;
+    }
+    *out = s;
+    return PL_OK;
+}
+
+void pl__pg_close(pl__pg_store *s)
+{
+    if (!s)
+        return;
+    bool mine = s->pid == getpid();
+    while (s->n_idle) {
+        PGconn *c = s->idle[--s->n_idle];
+        if (mine)
+            PQfinish(c);
+        else
+            conn_forget(c);
+    }
+    for (int i = 0; i < Q_N; i++)
+        free(s->q[i]);
+    free(s->schema);
+    free(s->conninfo);
+    free(s->path);
+    pthread_mutex_destroy(&s->mu);
+    free(s);
+}
+
+const char *pl__pg_path(const pl__pg_store *s) { return s->path; }

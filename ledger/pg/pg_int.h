@@ -1,0 +1,188 @@
+/*
+ * pg_int.h -- what the files of the PostgreSQL store share: the store's
+ * struct, its statements, and the helpers for errors and connections.
+ *
+ *   | file         | its job                                            |
+ *   |--------------|----------------------------------------------------|
+ *   | pg_conn.c    | errors, the connection pool, the URI, open/close   |
+ *   |              | and the schema                                     |
+ *   | pg_commit.c  | writing: commits and read-modify-write of a state  |
+ *   | pg_read.c    | reading: ledgers, runs, states, statistics         |
+ *   | pg_lease.c   | leases and the queue                               |
+ *   | pg_time.c    | timers and inboxes                                 |
+ *
+ * The store as a whole (its tables, commits, durability and connections)
+ * is described at the top of pg_conn.c.  Nothing outside ledger/pg/
+ * includes this.
+ */
+#ifndef PL_PG_INT_H
+#define PL_PG_INT_H
+
+#include "pg_store.h"
+
+#include <libpq-fe.h>
+#include <pthread.h>
+#include <sys/types.h>
+
+#define FORMAT 1
+#define IDENTITY 8101813454559079524LL /* "policyld", big-endian */
+#define SCHEMA_DEFAULT "policyledger"
+#define SCHEMA_MAX 63
+#define IDLE_MAX 16
+#define READ_MAX 1024 /* rows per SELECT */
+
+/*
+ * The statements (s->q[]), naming the schema, in three ranges: the first
+ * prepared on every connection (pg_conn.c), then the lease statements
+ * and the writes, prepared too unless the store is read-only (an older
+ * store opened read-only may lack the leases table and pl_fences()), then
+ * those sent unprepared: rare, or transaction control.
+ */
+enum {
+    Q_RUN_FIND,
+    Q_STATE_GET,
+    Q_STATE_LOCK,
+    Q_READ,
+    Q_SCAN,
+    Q_RUNS,
+    /* prepared unless read-only (lease statements: pg_lease.c) */
+    L_ACQUIRE,
+    L_GET,
+    L_NEXT,
+    L_RENEW,
+    L_RELEASE,
+    L_CREATE,
+    T_SET, /* timers and inboxes: pg_time.c */
+    T_TAKE,
+    T_NEXT,
+    T_GET,
+    T_INBOX_PUT,
+    T_INBOX_READ,
+    Q_CREATE,
+    Q_WRITE, /* a commit's fences, steps, states, timers and inbox
+                consumptions (pg_commit.c) */
+    Q_STEPS, /* more steps */
+    /* unprepared */
+    Q_BEGIN,
+    Q_COMMIT,
+    Q_FORMAT,
+    Q_EXISTS,
+    Q_STATS,
+    Q_N
+};
+#define Q_PREPARED_RO L_ACQUIRE /* those prepared on a read-only store */
+#define Q_PREPARED Q_BEGIN      /* on a writable one */
+#define Q_TEXT_FIRST L_ACQUIRE  /* those answering in text, not binary */
+#define Q_TEXT_LAST T_INBOX_READ
+
+struct pl__pg_store {
+    char *path;     /* as given, for messages */
+    char *conninfo; /* the URI without schema= */
+    char *schema;
+    char *q[Q_N];   /* the statements, naming the schema */
+    int n_prepared; /* q[0 .. n_prepared) are prepared on every
+                          connection (0 until the schema is there) */
+    bool nosync;
+    bool read_only; /* every write fails with PL_ESTATE */
+    bool no_create; /* a missing schema is PL_ENOTFOUND */
+    pthread_mutex_t mu;
+    pid_t pid; /* the process the idle connections belong to */
+    PGconn *idle[IDLE_MAX];
+    size_t n_idle;
+};
+
+/* Count @p round_trips waits for the server and @p statements sent
+ * (pl__pg_counts_get()). */
+PL__HIDDEN void pl__pg_count(unsigned round_trips, unsigned statements);
+/* Count the time since @p t0 (pl__mono_ns()) as spent in round trips. */
+PL__HIDDEN void pl__pg_count_wait(uint64_t t0);
+
+/* ---- errors (pg_conn.c) -------------------------------------------------- */
+
+/* Whether @p c is no longer connected. */
+PL__HIDDEN bool pl__pg_lost(const PGconn *c);
+/* The status for a failed statement (or a NULL result), its message set. */
+PL__HIDDEN int pl__pg_err(const pl__pg_store *s, const PGconn *c,
+                          const PGresult *r, const char *what);
+PL__HIDDEN bool pl__pg_unique_violation(const PGresult *r);
+/* PL_ESTATE: the store is open read-only. */
+PL__HIDDEN int pl__pg_read_only(const pl__pg_store *s);
+/* PL_EBUSY: a step exists already where one is being written. */
+PL__HIDDEN int pl__pg_busy(void);
+
+/* ---- connections (pg_conn.c) --------------------------------------------- */
+
+/* Take an idle connection, or open one. */
+PL__HIDDEN int pl__pg_conn_get(pl__pg_store *s, PGconn **out) PL__MUST_CHECK;
+/* Give a connection back: kept if it is sound and outside a transaction. */
+PL__HIDDEN void pl__pg_conn_put(pl__pg_store *s, PGconn *c);
+/* Run one statement with binary parameters and results. */
+PL__HIDDEN PGresult *pl__pg_exec(PGconn *c, const char *sql, int n,
+                                 const char *const *vals, const int *lens);
+/*
+ * Run statement @p which (Q_*, L_* or T_*): prepared, or unprepared past
+ * s->n_prepared.  @p fmts NULL: every parameter is text.  Lease, timer and
+ * inbox statements return text, the others binary.
+ */
+PL__HIDDEN PGresult *pl__pg_exec_q(pl__pg_store *s, PGconn *c, int which, int n,
+                                   const char *const *vals, const int *lens,
+                                   const int *fmts);
+/* Send statement @p which in pipeline mode, as pl__pg_exec_q() runs it. */
+PL__HIDDEN int pl__pg_send(pl__pg_store *s, PGconn *c, int which, int n,
+                           const char *const *vals, const int *lens,
+                           const int *fmts, const char *what) PL__MUST_CHECK;
+/* The result of statement @p i of a pipeline (not of one the pipeline
+ * skipped after an error): PL_OK, or a status with its message set. */
+typedef int (*pl__pg_result_fn)(size_t i, PGresult *r, void *user);
+/*
+ * End a pipeline of @p n statements sent: send its Sync (one round trip
+ * for them all), hand each statement's result to @p fn, read the Sync's,
+ * and leave pipeline mode.  Returns the first failure (@p what names the
+ * call in messages); a connection it cannot bring back out of pipeline
+ * mode is left in it, and pl__pg_conn_put() drops it.
+ */
+PL__HIDDEN int pl__pg_pipeline_finish(pl__pg_store *s, PGconn *c, size_t n,
+                                      pl__pg_result_fn fn, void *user,
+                                      const char *what) PL__MUST_CHECK;
+/* Run a statement without parameters that returns no rows. */
+PL__HIDDEN int pl__pg_command(pl__pg_store *s, PGconn *c, const char *sql,
+                              const char *what);
+
+/* ---- leases (pg_lease.c) ------------------------------------------------- */
+
+/* Format lease statement @p which (L_*) for the store's schema. */
+PL__HIDDEN int pl__pg_lease_sql(const pl__pg_store *s, int which, char **out);
+/* Make the leases table and the fence function if they are not there. */
+PL__HIDDEN int pl__pg_lease_setup(pl__pg_store *s, PGconn *c);
+/* The status of a commit's failed statement: PL_EBUSY for a fence that
+ * failed (the lease was taken over), else the server's error. */
+PL__HIDDEN int pl__pg_lease_failed(pl__pg_store *s, PGconn *c,
+                                   const PGresult *r);
+
+/* Parse a whole decimal integer. */
+PL__HIDDEN bool pl__pg_parse_i64(const char *p, int64_t *out);
+
+/* ---- commits (pg_commit.c) ----------------------------------------------- */
+
+/*
+ * BEGIN a transaction and read the state of run @p num into @p state,
+ * locked until the transaction ends, in one round trip.
+ */
+PL__HIDDEN int pl__pg_lock_state(pl__pg_store *s, PGconn *c, uint64_t num,
+                                 pl__buf *state) PL__MUST_CHECK;
+/* After a failure in a transaction pl__pg_lock_state() began: roll it back
+ * (the message kept).  Returns @p c, or NULL when it had to be closed. */
+PL__HIDDEN PGconn *pl__pg_rollback(pl__pg_store *s, PGconn *c);
+
+/* ---- timers and inboxes (pg_time.c) -------------------------------------- */
+
+/* Format timer or inbox statement @p which (T_*) for the store's schema. */
+PL__HIDDEN int pl__pg_time_sql(const pl__pg_store *s, int which, char **out);
+/* Make the timers and inbox tables and pl_consumed() if they are not
+ * there (Q_WRITE uses them). */
+PL__HIDDEN int pl__pg_time_setup(pl__pg_store *s, PGconn *c);
+/* The status of a commit's failed statement when it consumed an inbox
+ * record another execution consumed first (PL_EBUSY); PL_OK otherwise. */
+PL__HIDDEN int pl__pg_time_failed(const PGresult *r);
+
+#endif /* PL_PG_INT_H */

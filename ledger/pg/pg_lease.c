@@ -1,0 +1,335 @@
+/*
+ * pg_lease.c -- leases and the queue on the store on PostgreSQL.
+ */
+#include "pg_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* ---- leases -------------------------------------------------------------- */
+
+/*
+ * LEASES (store.h) on PostgreSQL: one more table and two functions in the
+ * store's schema, made on every writable open (an older store gains them).
+ *
+ *   | leases | run bigint PK, gen bigint, owner text, id text,          |
+ *   |        | expires bigint (Unix us by the server's clock)          |
+ *   | pl_fences(runs[], gens[], drops[]) | for each run, in run order:  |
+ *   |        | raises SQLSTATE PLOWN unless its lease has that          |
+ *   |        | generation (locking its row); drops it if drop           |
+ *   | pl_fence(run, gen, drop) | the same for one run (what stores    |
+ *   |        | written by earlier versions call)                        |
+ *
+ * Every expiry is the server's clock_timestamp(): hosts need not agree on
+ * the time.  A worker takes a queued or expired lease with one UPDATE whose
+ * row comes from SELECT ... FOR UPDATE SKIP LOCKED, so two workers never
+ * take the same row and neither waits for the other.  A commit's fence
+ * locks the lease row until the commit ends, so a take waits for it and
+ * then finds the generation it must increment.
+ */
+#define NOW_US "(extract(epoch from clock_timestamp()) * 1000000)::bigint"
+#define FENCE_STATE "PLOWN"
+
+int pl__pg_lease_sql(const pl__pg_store *s, int which, char **out)
+{
+    const char *n = s->schema;
+    switch (which) {
+    case L_ACQUIRE:
+        *out = pl__asprintf(
+            "INSERT INTO \"%s\".leases AS l (run, gen, owner, id, expires) "
+            "VALUES ($1::bigint, 1, $2, $3, " NOW_US " + $4::bigint) "
+            "ON CONFLICT (run) DO UPDATE SET gen = l.gen + 1, owner = "
+            "excluded.owner, id = excluded.id, expires = excluded.expires "
+            "WHERE l.expires <= " NOW_US " OR l.owner = excluded.owner OR "
+            "l.gen = $5::bigint RETURNING gen, (xmax <> 0)::int",
+            n);
+        break;
+    case L_GET:
+        *out = pl__asprintf("SELECT run, gen, expires - " NOW_US ", owner, id "
+                            "FROM \"%s\".leases WHERE run = $1::bigint",
+                            n);
+        break;
+    case L_NEXT:
+        *out = pl__asprintf(
+            "UPDATE \"%s\".leases l SET gen = l.gen + 1, owner = $1, "
+            "expires = " NOW_US " + $2::bigint WHERE l.run = (SELECT run "
+            "FROM \"%s\".leases WHERE expires <= " NOW_US " ORDER BY "
+            "expires, run LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING l.run, "
+            "l.gen, l.expires - " NOW_US ", l.owner, l.id",
+            n, n);
+        break;
+    case L_RENEW:
+        /* rows a commit has locked (its fence) are skipped, not waited
+         * for: renewed next time, never a deadlock with a group commit */
+        *out = pl__asprintf(
+            "WITH mine AS (SELECT * FROM unnest($1::bigint[], $2::bigint[]) "
+            "AS u(run, gen)), locked AS (SELECT l.run FROM \"%s\".leases l "
+            "JOIN mine ON l.run = mine.run AND l.gen = mine.gen ORDER BY "
+            "l.run FOR UPDATE OF l SKIP LOCKED), upd AS (UPDATE \"%s\".leases "
+            "l SET expires = " NOW_US " + $3::bigint FROM locked WHERE "
+            "l.run = locked.run RETURNING l.run) SELECT mine.run FROM mine "
+            "WHERE NOT EXISTS (SELECT 1 FROM \"%s\".leases l WHERE l.run = "
+            "mine.run AND l.gen = mine.gen)",
+            n, n, n);
+        break;
+    case L_RELEASE:
+        *out = pl__asprintf("DELETE FROM \"%s\".leases WHERE run = $1::bigint "
+                            "AND gen = $2::bigint",
+                            n);
+        break;
+    default: /* L_CREATE: after the run's creation, in its transaction */
+        *out = pl__asprintf(
+            "INSERT INTO \"%s\".leases (run, gen, owner, id, expires) SELECT "
+            "num, CASE WHEN $2 = '' THEN 0 ELSE 1 END, $2, $1, CASE WHEN $2 "
+            "= '' THEN 0 ELSE " NOW_US " + $3::bigint END FROM \"%s\".runs "
+            "WHERE id = convert_to($1, 'UTF8') AND num = "
+            "currval('\"%s\".run_num')",
+            n, n, n);
+        break;
+    }
+    return *out ? PL_OK : pl__err(PL_ENOMEM, "out of memory");
+}
+
+/* Make the leases table and the fence function if they are not there. */
+int pl__pg_lease_setup(pl__pg_store *s, PGconn *c)
+{
+    const char *n = s->schema;
+    char *sql = pl__asprintf(
+        "BEGIN;"
+        "SELECT pg_advisory_xact_lock(hashtext('policyledger store %s'));"
+        "CREATE TABLE IF NOT EXISTS \"%s\".leases (run bigint PRIMARY KEY, "
+        "gen bigint NOT NULL, owner text NOT NULL, id text NOT NULL, "
+        "expires bigint NOT NULL);"
+        "CREATE INDEX IF NOT EXISTS leases_expires ON \"%s\".leases "
+        "(expires);"
+        "CREATE OR REPLACE FUNCTION \"%s\".pl_fence(r bigint, g bigint, "
+        "dropit boolean) RETURNS void LANGUAGE plpgsql AS $f$ "
+        "DECLARE holder text; BEGIN "
+        "PERFORM 1 FROM \"%s\".leases WHERE run = r AND gen = g FOR UPDATE; "
+        "IF NOT FOUND THEN "
+        "SELECT owner INTO holder FROM \"%s\".leases WHERE run = r; "
+        "RAISE EXCEPTION 'run #%%: this worker''s lease (generation %%) was "
+        "taken over by %%; nothing more is written', r, g, "
+        "CASE WHEN holder IS NULL THEN 'nobody (it was dropped)' WHEN "
+        "holder = '' THEN 'the queue' ELSE holder END "
+        "USING ERRCODE = '" FENCE_STATE "'; END IF; "
+        "IF dropit THEN DELETE FROM \"%s\".leases WHERE run = r; END IF; "
+        "END $f$;"
+        /* the fences of a commit's batches (pg_commit.c), in the order
+         * of their runs, so that two commits lock rows in one order */
+        "CREATE OR REPLACE FUNCTION \"%s\".pl_fences(rs bigint[], gs bigint[], "
+        "ds boolean[]) RETURNS void LANGUAGE plpgsql AS $f$ "
+        "DECLARE i bigint; holder text; BEGIN "
+        "FOR i IN SELECT o FROM unnest(rs) WITH ORDINALITY AS u(r, o) "
+        "ORDER BY r, o LOOP "
+        "PERFORM 1 FROM \"%s\".leases WHERE run = rs[i] AND gen = gs[i] "
+        "FOR UPDATE; "
+        "IF NOT FOUND THEN "
+        "SELECT owner INTO holder FROM \"%s\".leases WHERE run = rs[i]; "
+        "RAISE EXCEPTION 'run #%%: this worker''s lease (generation %%) was "
+        "taken over by %%; nothing more is written', rs[i], gs[i], "
+        "CASE WHEN holder IS NULL THEN 'nobody (it was dropped)' WHEN "
+        "holder = '' THEN 'the queue' ELSE holder END "
+        "USING ERRCODE = '" FENCE_STATE "'; END IF; "
+        "IF ds[i] THEN DELETE FROM \"%s\".leases WHERE run = rs[i]; END IF; "
+        "END LOOP; END $f$;"
+        "COMMIT",
+        n, n, n, n, n, n, n, n, n, n, n);
+    if (!sql)
+        return pl__err(PL_ENOMEM, "out of memory");
+    int st = pl__pg_command(s, c, sql, "creating the leases table");
+    free(sql);
+    return st;
+}
+
+/* Run a lease statement with text parameters and text results. */
+static int lease_exec(pl__pg_store *s, int which, int n,
+                      const char *const *vals, PGresult **out, const char *what)
+{
+    *out = NULL;
+    if (s->read_only && which != L_GET)
+        return pl__pg_read_only(s);
+    PGconn *c;
+    int st = pl__pg_conn_get(s, &c);
+    if (st)
+        return st;
+    PGresult *r = pl__pg_exec_q(s, c, which, n, vals, NULL, NULL);
+    ExecStatusType es = PQresultStatus(r);
+    if (es != PGRES_TUPLES_OK && es != PGRES_COMMAND_OK) {
+        st = pl__pg_err(s, c, r, what);
+        PQclear(r);
+        r = NULL;
+    }
+    pl__pg_conn_put(s, c);
+    *out = r;
+    return st;
+}
+
+bool pl__pg_parse_i64(const char *p, int64_t *out)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(p, &end, 10);
+    if (errno || end == p || *end)
+        return false;
+    *out = v;
+    return true;
+}
+
+/* Row @p i of (run, gen, expires_in, owner, id) into @p out. */
+static int lease_row(const pl__pg_store *s, PGresult *r, int i, pl__lease *out)
+{
+    int64_t run, gen, in;
+    const char *owner = PQgetvalue(r, i, 3), *id = PQgetvalue(r, i, 4);
+    if (PQnfields(r) != 5 || !pl__pg_parse_i64(PQgetvalue(r, i, 0), &run) ||
+        !pl__pg_parse_i64(PQgetvalue(r, i, 1), &gen) ||
+        !pl__pg_parse_i64(PQgetvalue(r, i, 2), &in) ||
+        strlen(owner) >= sizeof out->owner || strlen(id) >= sizeof out->id)
+        return pl__err(PL_ECORRUPT, "store '%s': a lease row is malformed",
+                       s->path);
+    out->run = (uint64_t)run;
+    out->gen = (uint64_t)gen;
+    out->expires_in_us = in;
+    snprintf(out->owner, sizeof out->owner, "%s", owner);
+    snprintf(out->id, sizeof out->id, "%s", id);
+    return PL_OK;
+}
+
+int pl__pg_lease_get(pl__pg_store *s, uint64_t run, pl__lease *out)
+{
+    char a[24];
+    snprintf(a, sizeof a, "%llu", (unsigned long long)run);
+    const char *vals[1] = {a};
+    PGresult *r;
+    int st = lease_exec(s, L_GET, 1, vals, &r, "reading a lease");
+    if (!st && PQntuples(r) == 0)
+        st = pl__err(PL_ENOTFOUND, "run #%llu holds no lease",
+                     (unsigned long long)run);
+    else if (!st)
+        st = lease_row(s, r, 0, out);
+    PQclear(r);
+    return st;
+}
+
+int pl__pg_lease_acquire(pl__pg_store *s, uint64_t run, const char *run_id,
+                         const char *owner, int64_t lease_us,
+                         uint64_t steal_gen, uint64_t *gen, bool *had,
+                         pl__lease *held)
+{
+    char a[24], d[24], g[24];
+    snprintf(a, sizeof a, "%llu", (unsigned long long)run);
+    snprintf(d, sizeof d, "%lld", (long long)lease_us);
+    snprintf(g, sizeof g, "%llu", (unsigned long long)steal_gen);
+    const char *vals[5] = {a, owner, run_id, d, g};
+    PGresult *r;
+    int st = lease_exec(s, L_ACQUIRE, 5, vals, &r, "taking a lease");
+    if (st)
+        return st;
+    int64_t v = 0, x = 0;
+    if (PQntuples(r) == 1) {
+        if (!pl__pg_parse_i64(PQgetvalue(r, 0, 0), &v) ||
+            !pl__pg_parse_i64(PQgetvalue(r, 0, 1), &x))
+            st = pl__err(PL_ECORRUPT, "store '%s': a lease row is malformed",
+                         s->path);
+        *gen = (uint64_t)v;
+        *had = x != 0;
+        PQclear(r);
+        return st;
+    }
+    PQclear(r);
+    /* held by another: say by whom (it may have gone meanwhile) */
+    st = pl__pg_lease_get(s, run, held);
+    if (st == PL_ENOTFOUND)
+        snprintf(held->owner, sizeof held->owner, "another worker");
+    return pl__err(PL_EBUSY, "run #%llu is leased to %s",
+                   (unsigned long long)run, held->owner);
+}
+
+int pl__pg_lease_next(pl__pg_store *s, const char *owner, int64_t lease_us,
+                      pl__lease *out)
+{
+    char d[24];
+    snprintf(d, sizeof d, "%lld", (long long)lease_us);
+    const char *vals[2] = {owner, d};
+    PGresult *r;
+    int st = lease_exec(s, L_NEXT, 2, vals, &r, "taking a queued run");
+    if (st)
+        return st;
+    st = PQntuples(r) == 0 ? PL_ENOTFOUND : lease_row(s, r, 0, out);
+    PQclear(r);
+    return st;
+}
+
+/* Append "{a,b,...}" of @p n numbers to @p b, NUL-terminated. */
+static int int_array(pl__buf *b, const uint64_t *v, size_t n)
+{
+    int st = pl__buf_append(b, "{", 1);
+    for (size_t i = 0; !st && i < n; i++) {
+        char x[24];
+        int len = snprintf(x, sizeof x, "%s%llu", i ? "," : "",
+                           (unsigned long long)v[i]);
+        st = pl__buf_append(b, x, (size_t)len);
+    }
+    return st ? st : pl__buf_append(b, "}", 2);
+}
+
+int pl__pg_lease_renew(pl__pg_store *s, const uint64_t *runs,
+                       const uint64_t *gens, size_t n, int64_t lease_us,
+                       bool *lost)
+{
+    if (!n)
+        return PL_OK;
+    pl__buf ra = {0}, ga = {0};
+    char d[24];
+    snprintf(d, sizeof d, "%lld", (long long)lease_us);
+    int st = int_array(&ra, runs, n);
+    if (!st)
+        st = int_array(&ga, gens, n);
+    PGresult *r = NULL;
+    if (!st) {
+        const char *vals[3] = {(const char *)ra.data, (const char *)ga.data, d};
+        st = lease_exec(s, L_RENEW, 3, vals, &r, "renewing leases");
+    }
+    /* the rows returned are the leases no longer held */
+    for (size_t i = 0; !st && i < n; i++) {
+        lost[i] = false;
+        for (int j = 0; j < PQntuples(r); j++) {
+            int64_t v;
+            if (pl__pg_parse_i64(PQgetvalue(r, j, 0), &v) && (uint64_t)v == runs[i])
+                lost[i] = true;
+        }
+    }
+    PQclear(r);
+    pl__buf_free(&ra);
+    pl__buf_free(&ga);
+    return st;
+}
+
+int pl__pg_lease_release(pl__pg_store *s, uint64_t run, uint64_t gen)
+{
+    char a[24], g[24];
+    snprintf(a, sizeof a, "%llu", (unsigned long long)run);
+    snprintf(g, sizeof g, "%llu", (unsigned long long)gen);
+    const char *vals[2] = {a, g};
+    PGresult *r;
+    int st = lease_exec(s, L_RELEASE, 2, vals, &r, "dropping a lease");
+    PQclear(r);
+    return st;
+}
+
+/* The status of a failed lease statement of a commit. */
+int pl__pg_lease_failed(pl__pg_store *s, PGconn *c, const PGresult *r)
+{
+    const char *code = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
+    if (!code || strcmp(code, FENCE_STATE) != 0)
+        return pl__pg_err(s, c, r, "committing");
+    const char *m = PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY);
+    return pl__err(PL_EBUSY, "%s",
+                   m ? m
+                     : "this worker's lease was taken "
+                       "over");
+}

@@ -1,0 +1,246 @@
+/*
+ * pg_read.c -- reading the store on PostgreSQL: ledgers, runs, states
+ * and statistics.
+ */
+#include "pg_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* ---- reading ------------------------------------------------------------- */
+
+/* Run a query that returns rows of (key, value) or (value) into @p out. */
+static int query(pl__pg_store *s, int which, int nparams,
+                 const char *const *vals, const int *lens, PGresult **out,
+                 const char *what)
+{
+    PGconn *c;
+    int st = pl__pg_conn_get(s, &c);
+    if (st)
+        return st;
+    int fmts[3] = {1, 1, 1};
+    PGresult *r = pl__pg_exec_q(s, c, which, nparams, vals, lens, fmts);
+    if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+        st = pl__pg_err(s, c, r, what);
+        PQclear(r);
+        r = NULL;
+    }
+    pl__pg_conn_put(s, c);
+    *out = r;
+    return st;
+}
+
+int pl__pg_read(pl__pg_store *s, const uint8_t *prefix, size_t prefix_len,
+                uint32_t from_seq, size_t max_n, size_t max_bytes, pl__kvs *out)
+{
+    pl__kvs_reset(out);
+    uint8_t lo[PL__KEY_MAX], hi[PL__KEY_MAX], lim[8];
+    memcpy(lo, prefix, prefix_len);
+    memcpy(hi, prefix, prefix_len);
+    pl__put_be32(lo + prefix_len, from_seq);
+    pl__put_be32(hi + prefix_len, UINT32_MAX);
+    pl__put_be64(lim, max_n < READ_MAX ? (max_n ? max_n : 1) : READ_MAX);
+    const char *vals[3] = {(const char *)lo, (const char *)hi,
+                           (const char *)lim};
+    int lens[3] = {(int)prefix_len + 4, (int)prefix_len + 4, 8};
+    PGresult *r = NULL;
+    int st = query(s, Q_READ, 3, vals, lens, &r, "reading a ledger");
+    if (st)
+        return st;
+    uint32_t want = from_seq;
+    size_t bytes = 0;
+    for (int i = 0; i < PQntuples(r); i++) {
+        const uint8_t *k = (const uint8_t *)PQgetvalue(r, i, 0);
+        if (pl__get_be32(k + prefix_len) != want) {
+            st = pl__err(PL_ECORRUPT,
+                         "store '%s': a ledger is missing its step %u", s->path,
+                         want);
+            break;
+        }
+        int vlen = PQgetlength(r, i, 1);
+        if ((st = pl__kvs_begin(out, NULL, 0)) ||
+            (st = pl__buf_append(&out->data, PQgetvalue(r, i, 1),
+                                 (size_t)vlen)))
+            break;
+        pl__kvs_end(out);
+        bytes += (size_t)vlen;
+        if (++want == 0 || out->n >= max_n || bytes >= max_bytes)
+            break;
+    }
+    PQclear(r);
+    return st;
+}
+
+/* Copy rows of (key, value) to @p out. */
+static int rows_to_kvs(PGresult *r, pl__kvs *out)
+{
+    int st = PL_OK;
+    for (int i = 0; !st && i < PQntuples(r); i++)
+        st = pl__kvs_add(out, (const uint8_t *)PQgetvalue(r, i, 0),
+                         (size_t)PQgetlength(r, i, 0),
+                         (const uint8_t *)PQgetvalue(r, i, 1),
+                         (size_t)PQgetlength(r, i, 1));
+    return st;
+}
+
+static int scan(pl__pg_store *s, uint64_t run, const uint8_t *after,
+                size_t after_len, size_t max_n, PGresult **out)
+{
+    uint8_t first[8], hi[PL__KEY_MAX], lim[8];
+    pl__put_be64(first, run);
+    memcpy(hi, first, 8);
+    memset(hi + 8, 0xff, sizeof hi - 8);
+    pl__put_be64(lim, max_n > INT64_MAX ? INT64_MAX : max_n);
+    const char *vals[3] = {(const char *)(after ? after : first),
+                           (const char *)hi, (const char *)lim};
+    int lens[3] = {after ? (int)after_len : 8, (int)sizeof hi, 8};
+    return query(s, Q_SCAN, 3, vals, lens, out, "scanning a run");
+}
+
+int pl__pg_scan(pl__pg_store *s, uint64_t run, const uint8_t *after,
+                size_t after_len, size_t max_n, pl__kvs *out)
+{
+    pl__kvs_reset(out);
+    if (after && after_len > PL__KEY_MAX)
+        return pl__err(PL_EINVAL, "store '%s': a step key of %zu bytes",
+                       s->path, after_len);
+    PGresult *r = NULL;
+    int st = scan(s, run, after, after_len, max_n, &r);
+    if (!st)
+        st = rows_to_kvs(r, out);
+    PQclear(r);
+    return st;
+}
+
+int pl__pg_each_step(pl__pg_store *s, uint64_t run, pl__step_fn fn, void *user)
+{
+    uint8_t last[PL__KEY_MAX];
+    size_t last_len = 0;
+    for (;;) {
+        PGresult *r = NULL;
+        int st = scan(s, run, last_len ? last : NULL, last_len, READ_MAX, &r);
+        if (st)
+            return st;
+        int n = PQntuples(r);
+        for (int i = 0; !st && i < n; i++) {
+            size_t klen = (size_t)PQgetlength(r, i, 0);
+            const uint8_t *k = (const uint8_t *)PQgetvalue(r, i, 0);
+            st = fn(k, klen, (const uint8_t *)PQgetvalue(r, i, 1),
+                    (size_t)PQgetlength(r, i, 1), user);
+            if (!st && i == n - 1) {
+                if (klen > sizeof last)
+                    st = pl__err(PL_ECORRUPT,
+                                 "store '%s': run #%llu has a step key of "
+                                 "%zu bytes",
+                                 s->path, (unsigned long long)run, klen);
+                else {
+                    memcpy(last, k, klen);
+                    last_len = klen;
+                }
+            }
+        }
+        PQclear(r);
+        if (st || n < READ_MAX)
+            return st;
+    }
+}
+
+/* ---- runs ---------------------------------------------------------------- */
+
+int pl__pg_run_find(pl__pg_store *s, const char *id, uint64_t *num,
+                    pl__buf *info)
+{
+    const char *vals[1] = {id};
+    int lens[1] = {(int)strlen(id)};
+    PGresult *r = NULL;
+    int st = query(s, Q_RUN_FIND, 1, vals, lens, &r, "reading a run");
+    if (st)
+        return st;
+    if (PQntuples(r) == 0)
+        st = pl__err(PL_ENOTFOUND, "no run '%s' in store '%s'", id, s->path);
+    else if (PQgetlength(r, 0, 0) != 8)
+        st = pl__err(PL_ECORRUPT, "run '%s' has a malformed record", id);
+    else {
+        *num = pl__get_be64((const uint8_t *)PQgetvalue(r, 0, 0));
+        if (info) {
+            pl__buf_reset(info);
+            st = pl__buf_append(info, PQgetvalue(r, 0, 1),
+                                (size_t)PQgetlength(r, 0, 1));
+        }
+    }
+    PQclear(r);
+    return st;
+}
+
+int pl__pg_state_get(pl__pg_store *s, uint64_t num, pl__buf *state)
+{
+    uint8_t key[8];
+    pl__put_be64(key, num);
+    const char *vals[1] = {(const char *)key};
+    int lens[1] = {8};
+    PGresult *r = NULL;
+    int st = query(s, Q_STATE_GET, 1, vals, lens, &r, "reading a run state");
+    if (st)
+        return st;
+    if (PQntuples(r) == 0)
+        st = pl__err(PL_ECORRUPT, "run #%llu has no state record",
+                     (unsigned long long)num);
+    else {
+        pl__buf_reset(state);
+        st = pl__buf_append(state, PQgetvalue(r, 0, 0),
+                            (size_t)PQgetlength(r, 0, 0));
+    }
+    PQclear(r);
+    return st;
+}
+
+int pl__pg_runs(pl__pg_store *s, const char *after, size_t max_n, pl__kvs *out)
+{
+    pl__kvs_reset(out);
+    uint8_t lim[8];
+    pl__put_be64(lim, max_n > INT64_MAX ? INT64_MAX : max_n);
+    const char *vals[2] = {after ? after : "", (const char *)lim};
+    int lens[2] = {after ? (int)strlen(after) : 0, 8};
+    PGresult *r = NULL;
+    int st = query(s, Q_RUNS, 2, vals, lens, &r, "listing runs");
+    if (!st)
+        st = rows_to_kvs(r, out);
+    PQclear(r);
+    return st;
+}
+
+/* ---- statistics ---------------------------------------------------------- */
+
+/*
+ * PostgreSQL has no map and no free list of ours: file_bytes and map_bytes
+ * are the schema's tables with their indexes and TOAST, used_pages that
+ * in the server's pages, free_pages 0.
+ */
+int pl__pg_stats_get(pl__pg_store *s, pl__store_stats *out)
+{
+    memset(out, 0, sizeof *out);
+    PGresult *r = NULL;
+    int st = query(s, Q_STATS, 0, NULL, NULL, &r, "reading statistics");
+    if (st)
+        return st;
+    uint64_t v[4];
+    for (int i = 0; i < 4; i++) {
+        if (PQgetlength(r, 0, i) != 8) {
+            PQclear(r);
+            return pl__err(PL_ESTORE, "store '%s': malformed statistics",
+                           s->path);
+        }
+        v[i] = pl__get_be64((const uint8_t *)PQgetvalue(r, 0, i));
+    }
+    PQclear(r);
+    out->page_size = v[0];
+    out->file_bytes = out->map_bytes = v[1];
+    out->used_pages = v[0] ? (v[1] + v[0] - 1) / v[0] : 0;
+    out->runs = v[2];
+    out->step_records = v[3];
+    return PL_OK;
+}

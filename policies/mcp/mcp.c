@@ -1,0 +1,461 @@
+/*
+ * mcp.c -- tools of a Model Context Protocol server as policies
+ * (policyledger_mcp.h has the rules): the handshake, the tool list and
+ * registration.  The transports are in mcp_rpc.c (stdio) and mcp_http.c
+ * (Streamable HTTP); a tool call is in mcp_call.c.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "mcp_int.h"
+#include "platform.h"
+
+#define MAX_ARGS 256
+#define MAX_TOOLS 1024
+#define MAX_PAGES 100
+#define MAX_PREFIX 64
+
+static const char *const versions[] = {"2025-06-18", "2025-03-26",
+                                       "2024-11-05"};
+static const char *const base_env[] = {"HOME", "LOGNAME", "PATH", "SHELL",
+                                       "TERM", "USER",    "LANG"};
+
+static bool known_version(const char *v)
+{
+    for (size_t i = 0; i < sizeof versions / sizeof versions[0]; i++)
+        if (strcmp(v, versions[i]) == 0)
+            return true;
+    return false;
+}
+
+/* Start the server if it is not running, and perform the handshake. */
+int pl__mcp_ensure(pl_mcp *m, int64_t deadline, char *why, size_t n)
+{
+    if (m->http && m->up)
+        return T_OK;
+    if (m->http) {
+        pl__mcp_http_forget(m->http); /* a new session */
+    } else if (m->pid > 0) {
+        /* an exit noticed here rather than on the next read */
+        if (waitpid(m->pid, NULL, WNOHANG) == m->pid) {
+            m->pid = 0;
+            pl__mcp_stop(m);
+        } else {
+            return T_OK;
+        }
+    }
+    int t = m->http ? T_OK : pl__mcp_spawn(m, why, n);
+    if (t != T_OK)
+        return t;
+    cJSON *p = cJSON_CreateObject();
+    cJSON *info = p ? cJSON_AddObjectToObject(p, "clientInfo") : NULL;
+    if (!info ||
+        !cJSON_AddStringToObject(p, "protocolVersion",
+                                 PL_MCP_PROTOCOL_VERSION) ||
+        !cJSON_AddObjectToObject(p, "capabilities") ||
+        !cJSON_AddStringToObject(info, "name", "policyledger") ||
+        !cJSON_AddStringToObject(info, "version", "0.1.0")) {
+        cJSON_Delete(p);
+        pl__mcp_stop(m);
+        return T_NOMEM;
+    }
+    cJSON *r = NULL, *e = NULL;
+    t = pl__mcp_rpc(m, "initialize", p, deadline, &r, &e, why, n);
+    if (t == T_OK && e) {
+        const cJSON *msg = cJSON_GetObjectItemCaseSensitive(e, "message");
+        snprintf(why, n, "initialize failed: %s",
+                 cJSON_IsString(msg) ? msg->valuestring : "(no message)");
+        t = T_DEAD;
+    } else if (t == T_OK) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(r, "protocolVersion");
+        if (!cJSON_IsString(v) || !known_version(v->valuestring)) {
+            snprintf(why, n,
+                     "the server speaks protocol version %.40s, "
+                     "not one of 2024-11-05, 2025-03-26, 2025-06-18",
+                     cJSON_IsString(v) ? v->valuestring : "(none)");
+            t = T_DEAD;
+        } else {
+            snprintf(m->version, sizeof m->version, "%s", v->valuestring);
+        }
+    }
+    cJSON_Delete(r);
+    cJSON_Delete(e);
+    if (t != T_OK) {
+        pl__mcp_stop(m);
+        return t;
+    }
+    pl__mcp_notify(m, "notifications/initialized", NULL);
+    m->up = true;
+    return T_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Registration                                                             */
+/* ------------------------------------------------------------------------ */
+
+static void free_strv(char **v)
+{
+    for (size_t i = 0; v && v[i]; i++)
+        free(v[i]);
+    free(v);
+}
+
+/* "stdio:COMMAND ARG..." as an argument vector. */
+static int parse_spec(char ***out, const char *spec)
+{
+    *out = NULL;
+    if (!spec || strncmp(spec, "stdio:", 6) != 0)
+        return pl__err(PL_EINVAL,
+                       "MCP server spec '%.80s': expected "
+                       "\"stdio:COMMAND ARG...\"",
+                       spec ? spec : "(null)");
+    char **v = calloc(MAX_ARGS + 1, sizeof *v);
+    if (!v)
+        return PL_ENOMEM;
+    size_t n = 0;
+    for (const char *p = spec + 6; *p;) {
+        while (*p == ' ')
+            p++;
+        size_t k = strcspn(p, " ");
+        if (!k)
+            break;
+        if (n == MAX_ARGS) {
+            free_strv(v);
+            return pl__err(PL_EINVAL, "MCP server spec: more than %d words",
+                           MAX_ARGS);
+        }
+        if (!(v[n++] = pl__strndup(p, k))) {
+            free_strv(v);
+            return PL_ENOMEM;
+        }
+        p += k;
+    }
+    if (!n) {
+        free(v);
+        return pl__err(PL_EINVAL, "MCP server spec '%s': no command", spec);
+    }
+    *out = v;
+    return PL_OK;
+}
+
+static int make_env(char ***out, const pl_mcp_options *o)
+{
+    size_t nb = sizeof base_env / sizeof base_env[0];
+    char **env = calloc(nb + o->n_env + 1, sizeof *env);
+    if (!env)
+        return PL_ENOMEM;
+    size_t n = 0;
+    for (size_t i = 0; i < nb + o->n_env; i++) {
+        const char *k = i < nb ? base_env[i] : o->env[i - nb];
+        if (!k || !*k || strchr(k, '=')) {
+            free_strv(env);
+            return pl__err(PL_EINVAL, "MCP options: bad variable name '%s'",
+                           k ? k : "(null)");
+        }
+        const char *v = getenv(k);
+        if (v && !(env[n++] = pl__asprintf("%s=%s", k, v))) {
+            free_strv(env);
+            return PL_ENOMEM;
+        }
+    }
+    *out = env;
+    return PL_OK;
+}
+
+static bool listed(const char *name, const char *const *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (v[i] && strcmp(v[i], name) == 0)
+            return true;
+    return false;
+}
+
+/* Every tool of the server, following nextCursor.  Caller frees. */
+static int list_tools(cJSON **out, pl_mcp *m, int64_t deadline)
+{
+    *out = cJSON_CreateArray();
+    if (!*out)
+        return PL_ENOMEM;
+    char *cursor = NULL;
+    char why[256];
+    int st = PL_OK;
+    for (int page = 0;; page++) {
+        if (page == MAX_PAGES) {
+            st = pl__err(PL_EIO, "MCP server %s: more than %d pages of tools",
+                         m->name, MAX_PAGES);
+            break;
+        }
+        cJSON *p = cJSON_CreateObject();
+        if (!p || (cursor && !cJSON_AddStringToObject(p, "cursor", cursor))) {
+            cJSON_Delete(p);
+            st = PL_ENOMEM;
+            break;
+        }
+        cJSON *r = NULL, *e = NULL;
+        int t = pl__mcp_rpc(m, "tools/list", p, deadline, &r, &e, why,
+                            sizeof why);
+        if (t != T_OK || e) {
+            const char *msg = e ? pl__mcp_str(e, "message") : why;
+            st = t == T_NOMEM ? PL_ENOMEM
+                              : pl__err(PL_EIO, "MCP server %s: tools/list: %s",
+                                        m->name, msg ? msg : "an error");
+            cJSON_Delete(r);
+            cJSON_Delete(e);
+            break;
+        }
+        cJSON *tools = cJSON_GetObjectItemCaseSensitive(r, "tools");
+        cJSON *it;
+        cJSON_ArrayForEach(it, tools)
+        {
+            if (cJSON_GetArraySize(*out) >= MAX_TOOLS) {
+                st = pl__err(PL_EIO, "MCP server %s: more than %d tools",
+                             m->name, MAX_TOOLS);
+                break;
+            }
+            cJSON_AddItemToArray(*out, cJSON_Duplicate(it, 1));
+        }
+        const char *next = pl__mcp_str(r, "nextCursor");
+        free(cursor);
+        cursor = next && *next ? pl__strdup(next) : NULL;
+        bool more = next && *next;
+        cJSON_Delete(r);
+        if (st || !more)
+            break;
+        if (!cursor) {
+            st = PL_ENOMEM;
+            break;
+        }
+    }
+    free(cursor);
+    if (st) {
+        cJSON_Delete(*out);
+        *out = NULL;
+    }
+    return st;
+}
+
+/* Register @p list's tools; every name and schema is checked first. */
+static int register_tools(pl_mcp *m, pl_registry *reg, const cJSON *list,
+                          const pl_mcp_options *o)
+{
+    size_t n = (size_t)cJSON_GetArraySize(list);
+    char **names = calloc(n + 1, sizeof *names);
+    char **schemas = calloc(n + 1, sizeof *schemas);
+    m->tools = calloc(n + 1, sizeof *m->tools);
+    int st = names && schemas && m->tools ? PL_OK : PL_ENOMEM;
+    size_t i = 0;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, list)
+    {
+        if (st)
+            break;
+        const char *tn = pl__mcp_str(it, "name");
+        const cJSON *in = cJSON_GetObjectItemCaseSensitive(it, "inputSchema");
+        if (!tn || !*tn) {
+            st = pl__err(PL_EIO, "MCP server %s: a tool without a name",
+                         m->name);
+            break;
+        }
+        names[i] = pl__asprintf("%s.%s", m->name, tn);
+        m->tools[i].mcp = m;
+        m->tools[i].name = pl__strdup(tn);
+        if (!names[i] || !m->tools[i].name) {
+            st = PL_ENOMEM;
+            break;
+        }
+        if (!pl__name_ok(names[i]))
+            st = pl__err(PL_EINVAL,
+                         "MCP server %s: tool name '%.80s' "
+                         "makes a bad policy name",
+                         m->name, tn);
+        else if (pl_registry_find(reg, names[i]))
+            st = pl__err(PL_EEXIST, "MCP server %s: policy '%s' exists",
+                         m->name, names[i]);
+        if (!st && cJSON_IsObject(in)) {
+            pl_schema *s = NULL;
+            if (!(schemas[i] = cJSON_PrintUnformatted(in)))
+                st = PL_ENOMEM;
+            else if ((st = pl_schema_compile_text(&s, schemas[i])))
+                st = pl_errorf(st, "MCP server %s, tool %s: inputSchema: %s",
+                               m->name, tn, pl_errmsg());
+            pl_schema_free(s);
+        }
+        i++;
+    }
+    m->n_tools = st ? 0 : n;
+    for (i = 0; !st && i < n; i++) {
+        const cJSON *t = cJSON_GetArrayItem(list, (int)i);
+        const cJSON *ann = cJSON_GetObjectItemCaseSensitive(t, "annotations");
+        bool ro = !o->ignore_hints &&
+                  cJSON_IsTrue(
+                      cJSON_GetObjectItemCaseSensitive(ann, "readOnlyHint"));
+        pl_policy_def d = PL_POLICY_DEF_INIT;
+        d.name = names[i];
+        d.fn = pl__mcp_call_tool;
+        d.user = &m->tools[i];
+        d.description = pl__mcp_str(t, "description");
+        d.input_schema = schemas[i];
+        d.idempotent = ro ||
+                       listed(m->tools[i].name, o->idempotent, o->n_idempotent);
+        d.in_doubt = o->in_doubt;
+        st = pl_registry_add(reg, &d);
+    }
+    for (i = 0; i < n; i++) {
+        free(names ? names[i] : NULL);
+        free(schemas ? schemas[i] : NULL);
+    }
+    free(names);
+    free(schemas);
+    return st;
+}
+
+/* FNV-1a (64 bits) of the tool list as the server listed it. */
+static int fingerprint(pl_mcp *m, const cJSON *list)
+{
+    char *text = cJSON_PrintUnformatted(list);
+    if (!text)
+        return PL_ENOMEM;
+    uint64_t h = 0xcbf29ce484222325u;
+    for (const unsigned char *p = (const unsigned char *)text; *p; p++)
+        h = (h ^ *p) * 0x100000001b3u;
+    free(text);
+    snprintf(m->fingerprint, sizeof m->fingerprint, "fnv1a64:%016llx",
+             (unsigned long long)h);
+    return PL_OK;
+}
+
+static int check_options(const pl_mcp_options *o)
+{
+    if (o->timeout_ms < 0 || o->start_timeout_ms < 0)
+        return pl__err(PL_EINVAL, "pl_mcp_options: a negative timeout");
+    if (o->max_message_bytes > (size_t)256 << 20)
+        return pl__err(PL_EINVAL,
+                       "pl_mcp_options: max_message_bytes past 256 MiB");
+    if ((o->n_env && !o->env) || (o->n_idempotent && !o->idempotent))
+        return pl__err(PL_EINVAL, "pl_mcp_options: a count without its list");
+    if (o->in_doubt != PL_IN_DOUBT_RERUN && o->in_doubt != PL_IN_DOUBT_FAIL &&
+        o->in_doubt != PL_IN_DOUBT_SUSPEND)
+        return pl__err(PL_EINVAL, "pl_mcp_options: bad in_doubt");
+    return PL_OK;
+}
+
+int pl_mcp_register(pl_mcp **out, pl_registry *reg, const char *name,
+                    const char *spec, const pl_mcp_options *opts)
+{
+    if (!out || !reg)
+        return pl__err(PL_EINVAL, "pl_mcp_register: NULL argument");
+    *out = NULL;
+    pl_mcp_options current;
+    if (pl__struct_in(&current, opts, &pl__mcp_options_layout,
+                      "pl_mcp_register"))
+        return PL_EINVAL;
+    const pl_mcp_options *o = &current;
+    int st = check_options(o);
+    if (st)
+        return st;
+    if (!name || !*name || strlen(name) > MAX_PREFIX || strchr(name, '.') ||
+        !pl__name_ok(name))
+        return pl__err(PL_EINVAL,
+                       "MCP server name '%.80s': 1..%d bytes, no "
+                       "dot or control character",
+                       name ? name : "(null)", MAX_PREFIX);
+    pl_mcp *m = calloc(1, sizeof *m);
+    if (!m)
+        return PL_ENOMEM;
+    m->wfd = m->rfd = m->err_fd = -1;
+    m->timeout_ms = o->timeout_ms ? o->timeout_ms : 30000;
+    m->start_timeout_ms = o->start_timeout_ms ? o->start_timeout_ms : 60000;
+    m->max_msg = o->max_message_bytes ? o->max_message_bytes : 4 << 20;
+    m->max_inline = o->max_inline_bytes ? o->max_inline_bytes : 64 << 10;
+    pthread_mutex_init(&m->lock, NULL);
+    cJSON *list = NULL;
+    if (!(m->name = pl__strdup(name)) || !(m->buf = malloc(m->max_msg + 1))) {
+        st = PL_ENOMEM;
+        goto done;
+    }
+    if (spec && (strncmp(spec, "http://", 7) == 0 ||
+                 strncmp(spec, "https://", 8) == 0)) {
+#ifdef PL_MCP_HTTP
+        if (o->token_env && (!*o->token_env || strchr(o->token_env, '='))) {
+            st = pl__err(PL_EINVAL, "MCP options: bad token_env");
+            goto done;
+        }
+        if (!(m->http = pl__mcp_http_new(spec, o->token_env, m->max_msg))) {
+            st = pl__err(PL_ENOMEM, "MCP server %s: cannot start libcurl",
+                         name);
+            goto done;
+        }
+#else
+        st = pl__err(PL_EINVAL,
+                     "MCP server %s: built without libcurl, "
+                     "so without the HTTP transport",
+                     name);
+        goto done;
+#endif
+    } else if ((st = parse_spec(&m->argv, spec)) ||
+               (st = make_env(&m->env, o))) {
+        goto done;
+    }
+    if (o->stderr_path) {
+        m->err_fd = open(o->stderr_path, O_WRONLY | O_CREAT | O_APPEND, 0644);
+        if (m->err_fd < 0) {
+            st = pl__err(PL_EIO, "MCP server %s: cannot open %s: %s", name,
+                         o->stderr_path, strerror(errno));
+            goto done;
+        }
+        pl__mcp_cloexec(m->err_fd);
+    }
+    char why[256] = "";
+    int64_t deadline = pl__mcp_mono_ms() + m->start_timeout_ms;
+    int t = pl__mcp_ensure(m, deadline, why, sizeof why);
+    if (t != T_OK) {
+        st = t == T_NOMEM
+                 ? PL_ENOMEM
+                 : pl__err(PL_EIO, "MCP server %s (%s): %s", name, spec, why);
+        goto done;
+    }
+    if ((st = list_tools(&list, m, deadline)) || (st = fingerprint(m, list)) ||
+        (st = register_tools(m, reg, list, o)))
+        goto done;
+    *out = m;
+done:
+    cJSON_Delete(list);
+    if (st) {
+        char saved[PL__ERRMSG_MAX];
+        pl__errmsg_save(saved);
+        pl_mcp_close(m);
+        pl__errmsg_restore(saved);
+    }
+    return st;
+}
+
+const char *pl_mcp_protocol_version(const pl_mcp *mcp)
+{
+    return mcp ? mcp->version : NULL;
+}
+
+size_t pl_mcp_tool_count(const pl_mcp *mcp) { return mcp ? mcp->n_tools : 0; }
+
+void pl_mcp_close(pl_mcp *m)
+{
+    if (!m)
+        return;
+    pl__mcp_stop(m);
+    pl__mcp_http_free(m->http);
+    pl__mcp_close_fd(&m->err_fd);
+    pthread_mutex_destroy(&m->lock);
+    for (size_t i = 0; m->tools && m->tools[i].name; i++)
+        free(m->tools[i].name);
+    free(m->tools);
+    free_strv(m->argv);
+    free_strv(m->env);
+    free(m->buf);
+    free(m->name);
+    free(m);
+}

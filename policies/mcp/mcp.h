@@ -1,0 +1,65 @@
+/*
+ * mcp.h -- what the protocol (mcp.c, mcp_rpc.c, mcp_call.c) and
+ * mcp_http.c (the Streamable HTTP transport, over libcurl) share.
+ */
+#ifndef PL_MCP_INTERNAL_H
+#define PL_MCP_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <cjson/cJSON.h>
+
+#include "util.h"
+
+/* How a transport exchange ended. */
+enum { T_OK = 0, T_DEAD, T_TIMEOUT, T_TOOBIG, T_NOMEM, T_AUTH };
+
+typedef struct pl__mcp_http pl__mcp_http;
+
+#ifdef PL_MCP_HTTP
+
+/* A connection to the endpoint @p url; the bearer token, if any, is read
+ * from the environment variable @p token_env at each request.  NULL when
+ * out of memory or libcurl cannot start. */
+PL__HIDDEN pl__mcp_http *pl__mcp_http_new(const char *url,
+                                          const char *token_env,
+                                          size_t max_msg);
+
+/*
+ * POST @p msg.  For a request (@p id > 0) read the answer of that id,
+ * from a JSON body or an event stream, into *answer (the whole message;
+ * caller frees).  The session id the server gives is kept and sent, and
+ * @p version (once known) as MCP-Protocol-Version.  A T_ code; @p why
+ * says what failed.  T_DEAD after a 404 of a session: the session is
+ * forgotten (initialize again).
+ */
+PL__HIDDEN int pl__mcp_http_post(pl__mcp_http *h, const cJSON *msg, int64_t id,
+                                 const char *version, int64_t timeout_ms,
+                                 cJSON **answer, char *why, size_t n);
+
+/* Forget the session, to start a new one with the next initialize. */
+PL__HIDDEN void pl__mcp_http_forget(pl__mcp_http *h);
+
+/* Forget the session (sending DELETE for it) and free.  NULL: nothing. */
+PL__HIDDEN void pl__mcp_http_free(pl__mcp_http *h);
+
+#else /* built without libcurl: no connection is ever made */
+
+static inline int pl__mcp_http_post(pl__mcp_http *h, const cJSON *msg,
+                                    int64_t id, const char *version,
+                                    int64_t timeout_ms, cJSON **answer,
+                                    char *why, size_t n)
+{
+    (void)h, (void)msg, (void)id, (void)version, (void)timeout_ms;
+    *answer = NULL;
+    snprintf(why, n, "built without libcurl");
+    return T_DEAD;
+}
+static inline void pl__mcp_http_forget(pl__mcp_http *h) { (void)h; }
+static inline void pl__mcp_http_free(pl__mcp_http *h) { (void)h; }
+
+#endif
+
+#endif

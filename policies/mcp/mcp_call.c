@@ -1,0 +1,328 @@
+/*
+ * mcp_call.c -- a tool call: the policy, and the tools/call result or
+ * error as steps, errors read as the taxonomy (policyledger_mcp.h).
+ */
+#include <ctype.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mcp_int.h"
+#include "platform.h"
+
+#define MAX_ERROR_TEXT 4096
+#define META_KEY "policyledger/idempotencyKey"
+
+/* ------------------------------------------------------------------------ */
+/* Results                                                                  */
+/* ------------------------------------------------------------------------ */
+
+static bool has_ci(const char *text, const char *word)
+{
+    size_t w = strlen(word);
+    for (const char *p = text; *p; p++) {
+        size_t i = 0;
+        while (i < w && p[i] &&
+               tolower((unsigned char)p[i]) == (unsigned char)word[i])
+            i++;
+        if (i == w)
+            return true;
+    }
+    return false;
+}
+
+/* The error code a tool's error text reads as (see the header). */
+static const char *classify(const char *text)
+{
+    static const struct {
+        const char *word, *code;
+    } rules[] = {
+        {"not found", PL_ERR_NOT_FOUND},
+        {"no such", PL_ERR_NOT_FOUND},
+        {"enoent", PL_ERR_NOT_FOUND},
+        {"access denied", PL_ERR_FORBIDDEN},
+        {"outside", PL_ERR_FORBIDDEN},
+        {"permission", PL_ERR_FORBIDDEN},
+        {"not allowed", PL_ERR_FORBIDDEN},
+        {"unauthorized", PL_ERR_UNAUTHORIZED},
+        {"timed out", PL_ERR_TIMEOUT},
+        {"timeout", PL_ERR_TIMEOUT},
+        {"invalid", PL_ERR_INVALID_INPUT},
+        {"validation", PL_ERR_INVALID_INPUT},
+        {"required", PL_ERR_INVALID_INPUT},
+    };
+    for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++)
+        if (has_ci(text, rules[i].word))
+            return rules[i].code;
+    return PL_ERR_TOOL_BUG;
+}
+
+/* Copy @p key of @p from to @p to if it is a string. */
+static bool copy_str(cJSON *to, const cJSON *from, const char *key)
+{
+    const char *s = pl__mcp_str(from, key);
+    return !s || cJSON_AddStringToObject(to, key, s);
+}
+
+/* Base64 data: its "bytes" (decoded size) and, up to the cap, itself. */
+static bool add_data(cJSON *to, const char *key, const char *b64, size_t cap)
+{
+    size_t len = strlen(b64);
+    size_t pad = len >= 2 && b64[len - 1] == '=' ? (b64[len - 2] == '=' ? 2 : 1)
+                                                 : 0;
+    if (!cJSON_AddNumberToObject(to, "bytes", (double)(len / 4 * 3 - pad)))
+        return false;
+    if (len <= cap)
+        return cJSON_AddStringToObject(to, key, b64) != NULL;
+    return cJSON_AddTrueToObject(to, "omitted") != NULL;
+}
+
+/* One content item as the result keeps it (see the header). */
+static cJSON *content_item(const cJSON *it, size_t cap)
+{
+    const char *type = pl__mcp_str(it, "type");
+    if (!type)
+        return NULL;
+    cJSON *o = cJSON_CreateObject();
+    if (!o || !cJSON_AddStringToObject(o, "type", type))
+        goto fail;
+    if (strcmp(type, "text") == 0) {
+        if (!copy_str(o, it, "text"))
+            goto fail;
+    } else if (strcmp(type, "image") == 0 || strcmp(type, "audio") == 0) {
+        const char *d = pl__mcp_str(it, "data");
+        if (!copy_str(o, it, "mimeType") || (d && !add_data(o, "data", d, cap)))
+            goto fail;
+    } else if (strcmp(type, "resource") == 0) {
+        const cJSON *res = cJSON_GetObjectItemCaseSensitive(it, "resource");
+        cJSON *r = cJSON_AddObjectToObject(o, "resource");
+        const char *text = pl__mcp_str(res, "text"),
+                   *blob = pl__mcp_str(res, "blob");
+        if (!r || !copy_str(r, res, "uri") || !copy_str(r, res, "mimeType"))
+            goto fail;
+        if (text && strlen(text) > cap) {
+            size_t k = cap; /* cut at a character boundary */
+            while (k > 0 && ((unsigned char)text[k] & 0xC0) == 0x80)
+                k--;
+            char *cut = pl__strndup(text, k);
+            bool ok = cut && cJSON_AddStringToObject(r, "text", cut) &&
+                      cJSON_AddTrueToObject(r, "truncated");
+            free(cut);
+            if (!ok)
+                goto fail;
+        } else if (text && !cJSON_AddStringToObject(r, "text", text)) {
+            goto fail;
+        }
+        if (blob && !add_data(r, "blob", blob, cap))
+            goto fail;
+    } else {
+        /* resource_link and later types: as sent */
+        cJSON_Delete(o);
+        return cJSON_Duplicate(it, 1);
+    }
+    return o;
+fail:
+    cJSON_Delete(o);
+    return NULL;
+}
+
+/* The text items of @p content joined by newlines, cut at a cap. */
+static char *joined_text(const cJSON *content)
+{
+    pl__buf b = {0};
+    const cJSON *it;
+    cJSON_ArrayForEach(it, content)
+    {
+        const char *t = pl__mcp_str(it, "text");
+        if (!t || (pl__mcp_str(it, "type") &&
+                   strcmp(pl__mcp_str(it, "type"), "text") != 0))
+            continue;
+        size_t room = MAX_ERROR_TEXT - b.len;
+        size_t k = strlen(t) < room ? strlen(t) : room;
+        if ((b.len && pl__buf_append(&b, "\n", 1)) ||
+            pl__buf_append(&b, t, k)) {
+            pl__buf_free(&b);
+            return NULL;
+        }
+        if (b.len >= MAX_ERROR_TEXT - 1)
+            break;
+    }
+    if (pl__buf_append(&b, "", 1)) {
+        pl__buf_free(&b);
+        return NULL;
+    }
+    return (char *)b.data;
+}
+
+/* Add the steps of a tools/call result. */
+static int add_result(pl_steps *out, const cJSON *r, size_t cap)
+{
+    const cJSON *content = cJSON_GetObjectItemCaseSensitive(r, "content");
+    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "isError"))) {
+        char *text = joined_text(content);
+        if (!text)
+            return PL_ENOMEM;
+        int st = pl_steps_add_error(out, classify(text),
+                                    *text ? text : "the tool failed");
+        free(text);
+        return st;
+    }
+    if (content && !cJSON_IsArray(content))
+        return pl_steps_add_error(out, PL_ERR_TOOL_BUG,
+                                  "the server's result has a \"content\" "
+                                  "that is not an array");
+    cJSON *res = cJSON_CreateObject();
+    cJSON *items = res ? cJSON_AddArrayToObject(res, "content") : NULL;
+    int st = items ? PL_OK : PL_ENOMEM;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, content)
+    {
+        if (st)
+            break;
+        cJSON *c = content_item(it, cap);
+        if (c)
+            cJSON_AddItemToArray(items, c);
+    }
+    const cJSON *sc = cJSON_GetObjectItemCaseSensitive(r, "structuredContent");
+    if (!st && cJSON_IsObject(sc) &&
+        !cJSON_AddItemToObject(res, "structuredContent",
+                               cJSON_Duplicate(sc, 1)))
+        st = PL_ENOMEM;
+    if (!st)
+        st = pl_steps_add_result(out, res);
+    cJSON_Delete(res);
+    return st;
+}
+
+static int add_rpc_error(pl_steps *out, const pl_mcp *m, const char *tname,
+                         const cJSON *e)
+{
+    const cJSON *c = cJSON_GetObjectItemCaseSensitive(e, "code");
+    const char *msg = pl__mcp_str(e, "message");
+    int code = cJSON_IsNumber(c) ? (int)c->valuedouble : 0;
+    const char *kind = code == -32602   ? PL_ERR_INVALID_INPUT
+                       : code == -32601 ? PL_ERR_NOT_FOUND
+                       : code == -32002 ? PL_ERR_NOT_FOUND
+                       : code == -32001 ? PL_ERR_TIMEOUT
+                                        : PL_ERR_TOOL_BUG;
+    char text[1024];
+    snprintf(text, sizeof text, "MCP server %s, tool %s: error %d: %.900s",
+             m->name, tname, code, msg ? msg : "(no message)");
+    return pl_steps_add_error(out, kind, text);
+}
+
+/* ------------------------------------------------------------------------ */
+/* The policy                                                               */
+/* ------------------------------------------------------------------------ */
+
+/* The side effect "mcp.tools": what the server was when the call was
+ * made. */
+static int snapshot(cJSON **out, void *user)
+{
+    const pl_mcp *m = user;
+    cJSON *v = cJSON_CreateObject();
+    if (!v || !cJSON_AddStringToObject(v, "server", m->name) ||
+        !cJSON_AddStringToObject(v, "protocol", m->version) ||
+        !cJSON_AddNumberToObject(v, "tools", (double)m->n_tools) ||
+        !cJSON_AddStringToObject(v, "fingerprint", m->fingerprint)) {
+        cJSON_Delete(v);
+        return PL_ENOMEM;
+    }
+    *out = v;
+    return PL_OK;
+}
+
+/*
+ * Add the result this invocation recorded, when a replay of it has
+ * reached it: the stored step after its "mcp.tools" side effect.  *found
+ * false if there is none.
+ */
+static int add_recorded(bool *found, pl_steps *out, pl_ctx *ctx)
+{
+    *found = false;
+    pl_steps *l = NULL;
+    int st = pl_run_ledger(&l, pl_ctx_engine(ctx), pl_ctx_run_id(ctx),
+                           pl_ctx_path(ctx));
+    size_t n = st ? 0 : pl_steps_count(l);
+    for (size_t i = 0; i + 1 < n; i++) {
+        const pl_step *s = pl_steps_at(l, i);
+        const char *name = pl__mcp_str(pl_step_payload(s), "name");
+        if (pl_step_type_of(s) == PL_STEP_SIDE_EFFECT && name &&
+            strcmp(name, "mcp.tools") == 0) {
+            const pl_step *r = pl_steps_at(l, i + 1);
+            st = pl_steps_add(out, pl_step_type_of(r), pl_step_actor(r),
+                              pl_step_payload(r));
+            *found = !st;
+            break;
+        }
+    }
+    pl_steps_free(l);
+    return st;
+}
+
+int pl__mcp_call_tool(pl_ctx *ctx, const pl_action *a, pl_steps *out,
+                      void *user)
+{
+    tool *t = user;
+    pl_mcp *m = t->mcp;
+    cJSON *snap = NULL;
+    int sst = pl_ctx_side_effect(&snap, ctx, "mcp.tools", snapshot, m);
+    cJSON_Delete(snap);
+    if (sst)
+        return sst;
+    if (pl_ctx_replaying(ctx)) {
+        /* this policy itself is replayed (a run whose root is the tool, a
+         * check replay): its recorded result is served, never asked for */
+        bool found = false;
+        if ((sst = add_recorded(&found, out, ctx)) || found)
+            return sst;
+    }
+    int64_t wait = m->timeout_ms;
+    int64_t dl = pl_ctx_deadline(ctx);
+    if (dl > 0) {
+        int64_t left = dl - pl__now_us() / 1000;
+        if (left < wait)
+            wait = left > 0 ? left : 0;
+    }
+    cJSON *p = cJSON_CreateObject();
+    cJSON *meta = p ? cJSON_AddObjectToObject(p, "_meta") : NULL;
+    if (!meta || !cJSON_AddStringToObject(p, "name", t->name) ||
+        !cJSON_AddItemToObject(p, "arguments",
+                               cJSON_Duplicate(a->payload, 1)) ||
+        !cJSON_AddStringToObject(meta, META_KEY, pl_ctx_idempotency_key(ctx))) {
+        cJSON_Delete(p);
+        return PL_ENOMEM;
+    }
+    char why[256] = "";
+    cJSON *r = NULL, *e = NULL;
+    int64_t deadline = pl__mcp_mono_ms() + wait;
+    pthread_mutex_lock(&m->lock);
+    int tr = pl__mcp_ensure(m, deadline, why, sizeof why);
+    if (tr == T_OK)
+        tr = pl__mcp_rpc(m, "tools/call", p, deadline, &r, &e, why, sizeof why);
+    else
+        cJSON_Delete(p);
+    pthread_mutex_unlock(&m->lock);
+    int st;
+    if (tr == T_OK && e) {
+        st = add_rpc_error(out, m, t->name, e);
+    } else if (tr == T_OK) {
+        st = add_result(out, r, m->max_inline);
+    } else if (tr == T_NOMEM) {
+        st = PL_ENOMEM;
+    } else {
+        char text[512];
+        snprintf(text, sizeof text, "MCP server %s, tool %s: %s", m->name,
+                 t->name, why);
+        st = pl_steps_add_error(out,
+                                tr == T_TIMEOUT  ? PL_ERR_TIMEOUT
+                                : tr == T_TOOBIG ? PL_ERR_TOOL_BUG
+                                : tr == T_AUTH   ? PL_ERR_UNAUTHORIZED
+                                                 : PL_ERR_RETRYABLE_SERVER,
+                                text);
+    }
+    cJSON_Delete(r);
+    cJSON_Delete(e);
+    return st;
+}

@@ -1,0 +1,95 @@
+/*
+ * mcp_int.h -- what mcp.c (handshake, tool list, registration),
+ * mcp_rpc.c (JSON-RPC, the stdio transport) and mcp_call.c (a tool call
+ * and its result) share.
+ */
+#ifndef PL_MCP_INT_H
+#define PL_MCP_INT_H
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include <policyledger_mcp.h>
+
+#include "mcp.h"
+#include "platform.h"
+
+typedef struct tool {
+    pl_mcp *mcp;
+    char *name; /* on the server */
+} tool;
+
+struct pl_mcp {
+    char *name;
+    char **argv;
+    char **env;
+    int err_fd; /* the server's stderr; -1: ours */
+    long timeout_ms, start_timeout_ms;
+    size_t max_msg, max_inline;
+    pthread_mutex_t lock;
+    pl__mcp_http *http; /* Streamable HTTP; NULL: stdio */
+    bool up;            /* HTTP: initialized */
+    pid_t pid;          /* stdio: 0 when not running */
+    int wfd, rfd;
+    char *buf; /* what was read and not yet taken: max_msg + 1 bytes */
+    size_t len;
+    int64_t next_id;
+    char version[16];
+    char fingerprint[32]; /* "fnv1a64:" and 16 hex digits: the tool list */
+    tool *tools;
+    size_t n_tools;
+};
+
+static inline int64_t pl__mcp_mono_ms(void)
+{
+    return (int64_t)(pl__mono_ns() / 1000000);
+}
+
+static inline void pl__mcp_close_fd(int *fd)
+{
+    if (*fd >= 0)
+        close(*fd);
+    *fd = -1;
+}
+
+static inline int pl__mcp_cloexec(int fd)
+{
+    return fcntl(fd, F_SETFD, FD_CLOEXEC);
+}
+
+static inline const char *pl__mcp_str(const cJSON *o, const char *key)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+/* Stop the server: its input closed, then SIGTERM, then SIGKILL, each to
+ * its process group (mcp_rpc.c). */
+PL__HIDDEN void pl__mcp_stop(pl_mcp *m);
+
+/* Start the stdio server.  T_OK, or T_DEAD with @p why set. */
+PL__HIDDEN int pl__mcp_spawn(pl_mcp *m, char *why, size_t n);
+
+/* Send the notification @p method with @p params (taken). */
+PL__HIDDEN void pl__mcp_notify(pl_mcp *m, const char *method, cJSON *params);
+
+/*
+ * Send the request @p method with @p params (taken) and read its answer:
+ * *result or *error, one of them set on T_OK; caller frees (mcp_rpc.c).
+ */
+PL__HIDDEN int pl__mcp_rpc(pl_mcp *m, const char *method, cJSON *params,
+                           int64_t deadline, cJSON **result, cJSON **error,
+                           char *why, size_t n);
+
+/* Start the server if it is not running, and perform the handshake. */
+PL__HIDDEN int pl__mcp_ensure(pl_mcp *m, int64_t deadline, char *why, size_t n);
+
+/* The policy of every tool; @p user is its tool (mcp_call.c). */
+PL__HIDDEN int pl__mcp_call_tool(pl_ctx *ctx, const pl_action *a, pl_steps *out,
+                                 void *user);
+
+#endif

@@ -1,0 +1,353 @@
+/*
+ * mcp_rpc.c -- JSON-RPC with an MCP server: the stdio transport, and a
+ * request over either transport.
+ *
+ * The stdio transport: the server is a child process in a process group
+ * of its own, killed with the engine's process (pl__child_prepare()).
+ * Its standard input and output are Unix sockets, so a write to a server
+ * that is gone is EPIPE (MSG_NOSIGNAL), never SIGPIPE.  Messages are
+ * JSON-RPC 2.0 objects, one a line:
+ *
+ *   client -> server   {"jsonrpc": "2.0", "id": N, "method": M, "params": P}
+ *                      {"jsonrpc": "2.0", "method": "notifications/..."}
+ *                      {"jsonrpc": "2.0", "id": X, "result"|"error": ...}
+ *                      (the answer to a request of the server)
+ *   server -> client   the same three shapes
+ *
+ * Reading keeps at most max_message_bytes of a line: a longer one stops
+ * the server.  One request is in flight at a time (the handle's lock);
+ * answers to other ids (a request that timed out) are dropped.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "mcp_int.h"
+#include "platform.h"
+
+/* ------------------------------------------------------------------------ */
+/* The process                                                              */
+/* ------------------------------------------------------------------------ */
+
+/* Wait up to @p ms for the server to exit; true when it was reaped. */
+static bool reap_within(pid_t pid, int64_t ms)
+{
+    int64_t end = pl__mcp_mono_ms() + ms;
+    for (;;) {
+        pid_t r = waitpid(pid, NULL, WNOHANG);
+        if (r == pid || (r < 0 && errno == ECHILD))
+            return true;
+        if (pl__mcp_mono_ms() >= end)
+            return false;
+        struct timespec ts = {0, 10 * 1000000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* Stop the server: its input closed, then SIGTERM, then SIGKILL, each to
+ * its process group. */
+void pl__mcp_stop(pl_mcp *m)
+{
+    m->up = false;
+    pl__mcp_close_fd(&m->wfd);
+    pl__mcp_close_fd(&m->rfd);
+    m->len = 0;
+    if (m->pid <= 0)
+        return;
+    if (!reap_within(m->pid, 1000)) {
+        kill(-m->pid, SIGTERM);
+        if (!reap_within(m->pid, 1000)) {
+            kill(-m->pid, SIGKILL);
+            waitpid(m->pid, NULL, 0);
+        }
+    }
+    m->pid = 0;
+}
+
+/* Start the server.  T_OK, or T_DEAD with @p why set. */
+int pl__mcp_spawn(pl_mcp *m, char *why, size_t n)
+{
+    int sin[2] = {-1, -1}, sout[2] = {-1, -1}, ep[2] = {-1, -1};
+    if (socketpair(AF_UNIX, SOCK_STREAM, 0, sin) != 0 ||
+        socketpair(AF_UNIX, SOCK_STREAM, 0, sout) != 0 || pipe(ep) != 0) {
+        snprintf(why, n, "cannot make pipes: %s", strerror(errno));
+        goto fail;
+    }
+    for (int i = 0; i < 2; i++) {
+        pl__mcp_cloexec(sin[i]);
+        pl__mcp_cloexec(sout[i]);
+        pl__mcp_cloexec(ep[i]);
+    }
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid < 0) {
+        snprintf(why, n, "cannot fork: %s", strerror(errno));
+        goto fail;
+    }
+    if (pid == 0)
+        pl__child_exec(parent, sin[1], sout[1], m->err_fd, -1, ep[1], m->argv,
+                       m->env);
+    pl__mcp_close_fd(&sin[1]);
+    pl__mcp_close_fd(&sout[1]);
+    pl__mcp_close_fd(&ep[1]);
+    int e = 0;
+    ssize_t r;
+    do
+        r = read(ep[0], &e, sizeof e);
+    while (r < 0 && errno == EINTR);
+    pl__mcp_close_fd(&ep[0]);
+    if (r == (ssize_t)sizeof e) {
+        waitpid(pid, NULL, 0);
+        snprintf(why, n, "cannot run '%s': %s", m->argv[0], strerror(e));
+        goto fail;
+    }
+    m->pid = pid;
+    m->wfd = sin[0];
+    m->rfd = sout[0];
+    m->len = 0;
+    fcntl(m->rfd, F_SETFL, fcntl(m->rfd, F_GETFL) | O_NONBLOCK);
+    return T_OK;
+fail:
+    for (int i = 0; i < 2; i++) {
+        pl__mcp_close_fd(&sin[i]);
+        pl__mcp_close_fd(&sout[i]);
+        pl__mcp_close_fd(&ep[i]);
+    }
+    return T_DEAD;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Messages                                                                 */
+/* ------------------------------------------------------------------------ */
+
+/* Write @p msg and a newline before @p deadline (monotonic ms). */
+static int send_msg(pl_mcp *m, const cJSON *msg, int64_t deadline, char *why,
+                    size_t n)
+{
+    char *text = cJSON_PrintUnformatted(msg);
+    if (!text)
+        return T_NOMEM;
+    size_t len = strlen(text);
+    text[len] = '\n'; /* replaces the NUL: written by length */
+    size_t off = 0;
+    int t = T_OK;
+    while (off < len + 1) {
+        ssize_t w = send(m->wfd, text + off, len + 1 - off,
+                         MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (w > 0) {
+            off += (size_t)w;
+            continue;
+        }
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            int64_t left = deadline - pl__mcp_mono_ms();
+            if (left <= 0) {
+                snprintf(why, n, "the server does not read its input");
+                t = T_TIMEOUT;
+                break;
+            }
+            struct pollfd pf = {m->wfd, POLLOUT, 0};
+            poll(&pf, 1, left > 1000 ? 1000 : (int)left);
+            continue;
+        }
+        snprintf(why, n, "the server exited or closed its input: %s",
+                 strerror(errno));
+        t = T_DEAD;
+        break;
+    }
+    free(text);
+    return t;
+}
+
+/*
+ * Read the next JSON object the server writes, before @p deadline.  Lines
+ * that are not JSON objects are skipped and counted in @p *garbage.
+ */
+static int read_msg(pl_mcp *m, cJSON **out, int64_t deadline, size_t *garbage,
+                    char *why, size_t n)
+{
+    *out = NULL;
+    for (;;) {
+        char *nl = memchr(m->buf, '\n', m->len);
+        if (nl) {
+            size_t line = (size_t)(nl - m->buf);
+            cJSON *v = cJSON_ParseWithLength(m->buf, line);
+            memmove(m->buf, nl + 1, m->len - line - 1);
+            m->len -= line + 1;
+            if (v && cJSON_IsObject(v)) {
+                *out = v;
+                return T_OK;
+            }
+            cJSON_Delete(v);
+            if (line > 0 && !(line == 1 && m->buf[0] == '\r'))
+                (*garbage)++;
+            continue;
+        }
+        if (m->len > m->max_msg) {
+            snprintf(why, n,
+                     "the server sent a message longer than %zu bytes "
+                     "(max_message_bytes)",
+                     m->max_msg);
+            return T_TOOBIG;
+        }
+        int64_t left = deadline - pl__mcp_mono_ms();
+        if (left <= 0) {
+            if (*garbage)
+                snprintf(why, n,
+                         "no answer in time (%zu lines that are not "
+                         "JSON-RPC were skipped)",
+                         *garbage);
+            else
+                snprintf(why, n, "no answer in time");
+            return T_TIMEOUT;
+        }
+        struct pollfd pf = {m->rfd, POLLIN, 0};
+        int p = poll(&pf, 1, left > 1000 ? 1000 : (int)left);
+        if (p <= 0)
+            continue;
+        ssize_t r = read(m->rfd, m->buf + m->len, m->max_msg + 1 - m->len);
+        if (r < 0 && (errno == EINTR || errno == EAGAIN))
+            continue;
+        if (r <= 0) {
+            snprintf(why, n, "the server exited or closed its output");
+            return T_DEAD;
+        }
+        m->len += (size_t)r;
+    }
+}
+
+/* Answer a request the server sent: "ping" with {}, others -32601. */
+static void answer_server(pl_mcp *m, const cJSON *req, int64_t deadline)
+{
+    const cJSON *method = cJSON_GetObjectItemCaseSensitive(req, "method");
+    cJSON *a = cJSON_CreateObject();
+    if (!a)
+        return;
+    cJSON_AddStringToObject(a, "jsonrpc", "2.0");
+    cJSON_AddItemToObject(
+        a, "id",
+        cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(req, "id"), 1));
+    if (cJSON_IsString(method) && strcmp(method->valuestring, "ping") == 0) {
+        cJSON_AddObjectToObject(a, "result");
+    } else {
+        cJSON *e = cJSON_AddObjectToObject(a, "error");
+        cJSON_AddNumberToObject(e, "code", -32601);
+        cJSON_AddStringToObject(e, "message", "Method not found");
+    }
+    char why[64];
+    send_msg(m, a, deadline, why, sizeof why);
+    cJSON_Delete(a);
+}
+
+static cJSON *message(const char *method, cJSON *params)
+{
+    cJSON *msg = cJSON_CreateObject();
+    if (!msg) {
+        cJSON_Delete(params);
+        return NULL;
+    }
+    cJSON_AddStringToObject(msg, "jsonrpc", "2.0");
+    cJSON_AddStringToObject(msg, "method", method);
+    if (params)
+        cJSON_AddItemToObject(msg, "params", params);
+    return msg;
+}
+
+void pl__mcp_notify(pl_mcp *m, const char *method, cJSON *params)
+{
+    cJSON *msg = message(method, params);
+    char why[128];
+    cJSON *none = NULL;
+    if (msg && m->http)
+        pl__mcp_http_post(m->http, msg, 0, m->version, 1000, &none, why,
+                          sizeof why);
+    else if (msg)
+        send_msg(m, msg, pl__mcp_mono_ms() + 1000, why, sizeof why);
+    cJSON_Delete(none);
+    cJSON_Delete(msg);
+}
+
+/*
+ * Send the request @p method with @p params (taken) and read its answer:
+ * *result (the "result" member) or *error (the "error" member), one of
+ * them set on T_OK; caller frees.  A timeout sends notifications/cancelled;
+ * a dead server or a message too long stops the server.
+ */
+int pl__mcp_rpc(pl_mcp *m, const char *method, cJSON *params, int64_t deadline,
+                cJSON **result, cJSON **error, char *why, size_t n)
+{
+    *result = *error = NULL;
+    int64_t id = ++m->next_id;
+    cJSON *msg = message(method, params);
+    if (!msg || !cJSON_AddNumberToObject(msg, "id", (double)id)) {
+        cJSON_Delete(msg);
+        return T_NOMEM;
+    }
+    int t;
+    if (m->http) {
+        cJSON *in = NULL;
+        t = pl__mcp_http_post(m->http, msg, id, m->version,
+                              deadline - pl__mcp_mono_ms(), &in, why, n);
+        cJSON_Delete(msg);
+        if (t == T_OK) {
+            *result = cJSON_DetachItemFromObjectCaseSensitive(in, "result");
+            *error = cJSON_DetachItemFromObjectCaseSensitive(in, "error");
+            cJSON_Delete(in);
+            if (*result || *error)
+                return T_OK;
+            snprintf(why, n, "an answer with neither result nor error");
+            t = T_DEAD;
+        }
+        msg = NULL;
+    } else {
+        t = send_msg(m, msg, deadline, why, n);
+        cJSON_Delete(msg);
+    }
+    size_t garbage = 0;
+    while (t == T_OK) {
+        cJSON *in = NULL;
+        t = read_msg(m, &in, deadline, &garbage, why, n);
+        if (t != T_OK)
+            break;
+        const cJSON *mid = cJSON_GetObjectItemCaseSensitive(in, "id");
+        if (cJSON_GetObjectItemCaseSensitive(in, "method")) {
+            if (mid)
+                answer_server(m, in, deadline);
+        } else if (cJSON_IsNumber(mid) && mid->valuedouble == (double)id) {
+            cJSON *r = cJSON_DetachItemFromObjectCaseSensitive(in, "result");
+            cJSON *e = cJSON_DetachItemFromObjectCaseSensitive(in, "error");
+            cJSON_Delete(in);
+            if (e) {
+                cJSON_Delete(r);
+                *error = e;
+                return T_OK;
+            }
+            if (r) {
+                *result = r;
+                return T_OK;
+            }
+            snprintf(why, n, "an answer with neither result nor error");
+            garbage++;
+            continue;
+        }
+        cJSON_Delete(in);
+    }
+    if (t == T_TIMEOUT) {
+        cJSON *p = cJSON_CreateObject();
+        if (p) {
+            cJSON_AddNumberToObject(p, "requestId", (double)id);
+            cJSON_AddStringToObject(p, "reason", "timeout");
+        }
+        pl__mcp_notify(m, "notifications/cancelled", p);
+    } else if (t == T_DEAD || t == T_TOOBIG) {
+        pl__mcp_stop(m);
+    }
+    return t;
+}

@@ -1,0 +1,121 @@
+#!/usr/bin/env python3
+"""A small MCP server over stdio for tests/test_mcp.c: the cases the
+reference servers do not show (an answer in pieces, a server request, a
+misbehaving server).
+
+    mcp_fake_server.py MODE DIR
+
+Every line received is appended to DIR/log.  MODE:
+    ok          initialize; tools/list in two pages; tools "echo" (returns
+                its arguments and the call's _meta as structuredContent),
+                "fail" (isError with the text of arguments.text;
+                with arguments.rpc, a JSON-RPC error of that code), "slow"
+                (never answers while DIR/hold exists), "asks" (sends the
+                client a ping and a made-up request before answering)
+    garbage     answers initialize and tools/list, then prints lines that
+                are not JSON-RPC and never answers a call
+    exit        exits at once
+    silent      reads and never answers
+    huge        as ok, but a call is answered with a 50 MB line
+    badversion  answers initialize with an unknown protocol version
+"""
+import json
+import os
+import sys
+
+mode, d = sys.argv[1], sys.argv[2]
+log = open(os.path.join(d, "log"), "a")
+if mode == "exit":
+    sys.exit(3)
+
+
+def send(msg):
+    sys.stdout.write(json.dumps(msg) + "\n")
+    sys.stdout.flush()
+
+
+def result(i, r):
+    send({"jsonrpc": "2.0", "id": i, "result": r})
+
+
+TOOLS = [
+    {"name": "echo", "description": "Echo the arguments.",
+     "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}}},
+    {"name": "fail", "description": "Fail with the given text.",
+     "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}},
+                     "required": ["text"]}},
+    {"name": "slow", "description": "Answer once DIR/hold is gone.",
+     "inputSchema": {"type": "object"}},
+    {"name": "asks", "description": "Ask the client first.",
+     "inputSchema": {"type": "object"}},
+    {"name": "die", "description": "Exit.", "inputSchema": {"type": "object"}},
+]
+
+for line in sys.stdin:
+    log.write(line)
+    log.flush()
+    if mode == "silent":
+        continue
+    try:
+        msg = json.loads(line)
+    except ValueError:
+        continue
+    i, method = msg.get("id"), msg.get("method")
+    params = msg.get("params") or {}
+    if method is None or i is None:
+        continue  # a notification or an answer
+    if method == "initialize":
+        v = "1999-01-01" if mode == "badversion" else "2025-06-18"
+        result(i, {"protocolVersion": v, "capabilities": {"tools": {}},
+                   "serverInfo": {"name": "fake", "version": "1"}})
+    elif method == "tools/list":
+        if params.get("cursor") == "page2":
+            result(i, {"tools": TOOLS[2:]})
+        else:
+            result(i, {"tools": TOOLS[:2], "nextCursor": "page2"})
+    elif method == "tools/call":
+        if mode == "garbage":
+            for k in range(5):
+                sys.stdout.write("this is not JSON %d\n" % k)
+            sys.stdout.write("[1, 2]\n")
+            sys.stdout.flush()
+            continue
+        if mode == "huge":
+            sys.stdout.write('{"jsonrpc": "2.0", "id": %d, "result": {"content": '
+                             '[{"type": "text", "text": "' % i)
+            chunk = "x" * (1 << 20)
+            for k in range(50):
+                sys.stdout.write(chunk)
+            sys.stdout.write('"}]}}\n')
+            sys.stdout.flush()
+            continue
+        name, args = params.get("name"), params.get("arguments") or {}
+        if name == "echo":
+            result(i, {"content": [{"type": "text", "text": json.dumps(args)}],
+                       "structuredContent": {"args": args,
+                                             "meta": params.get("_meta")}})
+        elif name == "fail" and "rpc" in args:
+            send({"jsonrpc": "2.0", "id": i,
+                  "error": {"code": args["rpc"], "message": args.get("text")}})
+        elif name == "fail":
+            result(i, {"content": [{"type": "text", "text": args.get("text")}],
+                       "isError": True})
+        elif name == "slow":
+            if os.path.exists(os.path.join(d, "hold")):
+                continue
+            result(i, {"content": [{"type": "text", "text": "done"}]})
+        elif name == "die":
+            sys.exit(0)
+        elif name == "asks":
+            send({"jsonrpc": "2.0", "id": "s1", "method": "ping"})
+            send({"jsonrpc": "2.0", "id": "s2", "method": "sampling/createMessage",
+                  "params": {}})
+            send({"jsonrpc": "2.0", "method": "notifications/message",
+                  "params": {"level": "info", "data": "hello"}})
+            result(i, {"content": [{"type": "text", "text": "asked"}]})
+        else:
+            send({"jsonrpc": "2.0", "id": i,
+                  "error": {"code": -32602, "message": "Unknown tool: %s" % name}})
+    else:
+        send({"jsonrpc": "2.0", "id": i,
+              "error": {"code": -32601, "message": "Method not found"}})
