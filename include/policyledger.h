@@ -1335,7 +1335,9 @@ int pl_run_signal(pl_outcome **out, pl_engine *engine, const char *run_id,
 /**
  * Cancel run @p run_id, from any process; the request is durable when
  * this returns.  A running run sees it at its next call boundary (see
- * Time and events); a waiting run is continued at once, here when its
+ * Time and events; on PostgreSQL, one that arrives after a call's result
+ * was committed is seen at the boundary after the next commit); a
+ * waiting run is continued at once, here when its
  * root policy is registered in @p engine (else by the worker its timer
  * wakes), and its wait returns PL_ECANCELLED; a suspended or submitted
  * run, whose policies are not running, ends `cancelled` at once.  A run

@@ -145,6 +145,12 @@ typedef struct pl__batch {
     const char *timer_id; /* with timer_us: the run's id */
     uint64_t inbox_del;   /* nonzero: the inbox record of the run with this
                              seq is consumed: drop it (gone: PL_EBUSY) */
+    /* set by a commit that looks in the run's inbox as it writes (the
+     * PostgreSQL store, in the commit's one statement): whether a
+     * cancellation waits there.  The LMDB store leaves inbox_known false:
+     * the engine reads the inbox itself. */
+    bool inbox_known;
+    bool inbox_cancel;
 } pl__batch;
 
 PL__HIDDEN void pl__batch_free(pl__batch *b);

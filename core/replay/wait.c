@@ -217,7 +217,8 @@ static int deadline_passed(pl__run *r)
 /*
  * At the ledger's end of @p c: has the run a cancellation to see (it is
  * recorded here, PL_ECANCELLED) or passed its deadline (the run fails)?
- * @p ib, when given, is the inbox already read.
+ * @p ib, when given, is the inbox already read; else it is read, unless
+ * the store answered with the run's last commit (pl__batch.inbox_known).
  */
 static int boundary_at_end(pl_ctx *c, const inbox *ib)
 {
@@ -226,6 +227,10 @@ static int boundary_at_end(pl_ctx *c, const inbox *ib)
         return PL_OK;
     if (r->deadline_ms && pl__now_us() / 1000 >= r->deadline_ms)
         return deadline_passed(r);
+    /* the store said, with the run's last commit, that no cancellation
+     * waits: one that came since is seen after its next */
+    if (!ib && r->batch.inbox_known && !r->batch.inbox_cancel)
+        return PL_OK;
     inbox own;
     int st = PL_OK;
     if (!ib) {

@@ -144,12 +144,13 @@ enum {
     A_TIMER_REC,
     A_INBOX_RUN,
     A_INBOX_SEQ,
+    A_RUNS, /* every run written: whose inbox to look in */
     A_N
 };
 
 static const uint32_t arr_oid[A_N] = {
     OID_INT8, OID_INT8,  OID_BOOL, OID_BYTEA, OID_BYTEA, OID_INT8, OID_BYTEA,
-    OID_INT8, OID_INT8,  OID_TEXT, OID_BYTEA, OID_INT8,  OID_INT8};
+    OID_INT8, OID_INT8,  OID_TEXT, OID_BYTEA, OID_INT8,  OID_INT8, OID_INT8};
 
 typedef struct write_set {
     arr a[A_N];
@@ -266,6 +267,8 @@ static int write_all(pl__pg_store *s, PGconn *c, pl__batch *const *batches,
         if (!st)
             st = time_add(&w, bt,
                           bt->timer_us && !timer_overridden(batches, n, b));
+        if (!st)
+            st = arr_add_i64(&w.a[A_RUNS], bt->run);
     }
     bool first = true;
     size_t rows = 0, bytes = 0;
@@ -313,7 +316,36 @@ typedef struct commit_ctx {
     PGconn *c;
     sent *q;   /* the creations' statements, in order */
     size_t nq; /* how many; every statement after them is a write */
+    pl__batch *const *batches;
+    size_t n;
 } commit_ctx;
+
+/* Q_WRITE's answer: the runs written with a cancellation in their inbox,
+ * "3,17" (NULL: none). */
+static int cancels_seen(commit_ctx *x, PGresult *r)
+{
+    if (PQntuples(r) != 1 || PQnfields(r) != 2)
+        return pl__err(PL_ECORRUPT, "store '%s': a commit's answer is malformed",
+                       x->s->path);
+    const char *p = PQgetisnull(r, 0, 1) ? "" : PQgetvalue(r, 0, 1);
+    for (size_t b = 0; b < x->n; b++) {
+        x->batches[b]->inbox_known = !x->batches[b]->create_id;
+        x->batches[b]->inbox_cancel = false;
+    }
+    while (*p) {
+        char *end;
+        unsigned long long run = strtoull(p, &end, 10);
+        if (end == p || (*end && *end != ','))
+            return pl__err(PL_ECORRUPT,
+                           "store '%s': a commit's answer is malformed",
+                           x->s->path);
+        for (size_t b = 0; b < x->n; b++)
+            if (x->batches[b]->inbox_known && x->batches[b]->run == run)
+                x->batches[b]->inbox_cancel = true;
+        p = *end ? end + 1 : end;
+    }
+    return PL_OK;
+}
 
 /* Send the creation of a run: Q_CREATE, and L_CREATE for its lease. */
 static int create_send(commit_ctx *x, pl__batch *bt)
@@ -362,6 +394,8 @@ static int commit_result(size_t i, PGresult *r, void *user)
                            x->s->path);
         return PL_OK;
     }
+    if (es == PGRES_TUPLES_OK && kind == SENT_WRITE) /* Q_WRITE's */
+        return cancels_seen(x, r);
     if (es == PGRES_TUPLES_OK || es == PGRES_COMMAND_OK)
         return PL_OK;
     if (kind == SENT_WRITE && pl__pg_unique_violation(r))
@@ -382,7 +416,7 @@ int pl__pg_commit(pl__pg_store *s, pl__batch *const *batches, size_t n,
         batches[b]->rc = PL_OK;
         creates += batches[b]->create_id != NULL;
     }
-    commit_ctx x = {s, NULL, NULL, 0};
+    commit_ctx x = {s, NULL, NULL, 0, batches, n};
     if (creates && !(x.q = calloc(2 * creates, sizeof *x.q)))
         return pl__err(PL_ENOMEM, "out of memory");
     int st = pl__pg_conn_get(s, &x.c);

@@ -526,7 +526,8 @@ static int make_statements(pl__pg_store *s)
         n, n, n);
     /* a commit's writes (pg_commit.c): the fence runs first, as the main
      * query; then the check that every inbox record consumed was there
-     * (it reads d); the other data-modifying CTEs after, to completion */
+     * (it reads d); the other data-modifying CTEs after, to completion.
+     * It answers with the runs of $14 with a cancellation in their inbox */
     s->q[Q_WRITE] = pl__asprintf(
         "WITH f AS (SELECT \"%s\".pl_fences($1::bigint[], $2::bigint[], "
         "$3::boolean[])), k AS (INSERT INTO \"%s\".steps (k, v) SELECT * "
@@ -543,8 +544,10 @@ static int make_statements(pl__pg_store *s)
         "$13::bigint[]) AS u(run, seq) WHERE x.run = u.run AND x.seq = "
         "u.seq RETURNING 1) "
         "SELECT \"%s\".pl_consumed(cardinality($12::bigint[]), (SELECT "
-        "count(*) FROM d)) FROM f",
-        n, n, n, n, n, n);
+        "count(*) FROM d)), (SELECT string_agg(DISTINCT i.run::text, ',') "
+        "FROM \"%s\".inbox i WHERE i.cancel AND i.run = ANY($14::bigint[])) "
+        "FROM f",
+        n, n, n, n, n, n, n);
     s->q[Q_STEPS] = pl__asprintf("INSERT INTO \"%s\".steps (k, v) SELECT * "
                                  "FROM unnest($1::bytea[], $2::bytea[])",
                                  n);

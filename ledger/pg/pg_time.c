@@ -7,15 +7,17 @@
  *
  *   | timers | run bigint PK, due bigint (Unix us, indexed), id text,   |
  *   |        | rec bytea (the timer record, runrec.c)                   |
- *   | inbox  | run bigint, seq bigint, rec bytea (the inbox record);    |
- *   |        | PK (run, seq)                                            |
+ *   | inbox  | run bigint, seq bigint, rec bytea (the inbox record),    |
+ *   |        | cancel boolean (a cancellation); PK (run, seq)           |
  *   | pl_consumed(want, got) | raises SQLSTATE PLINB when got < want    |
  *
  * A commit's timers and inbox consumptions go with its other writes, in
  * its one statement (pg_commit.c): a timer keeps an earlier due time; a
  * consumption is a DELETE whose rows pl_consumed() counts, failing the
  * whole commit when a record is gone (PL_EBUSY: another execution
- * consumed it).
+ * consumed it).  The same statement answers whether the inbox of each run
+ * it writes holds a cancellation (pl__batch.inbox_cancel), so a run looks
+ * for one at its call boundaries without a round trip of its own.
  *
  * A take is one statement: the earliest due timer whose run holds no live
  * lease, locked with FOR UPDATE SKIP LOCKED, deleted, and the run's lease
@@ -83,8 +85,9 @@ int pl__pg_time_sql(const pl__pg_store *s, int which, char **out)
     case T_INBOX_PUT:
         /* the record, and the timer due now (keeping an earlier one) */
         *out = pl__asprintf(
-            "WITH i AS (INSERT INTO \"%s\".inbox (run, seq, rec) SELECT "
-            "$1::bigint, coalesce(max(seq), 0) + 1, $2::bytea FROM "
+            "WITH i AS (INSERT INTO \"%s\".inbox (run, seq, rec, cancel) "
+            "SELECT $1::bigint, coalesce(max(seq), 0) + 1, $2::bytea, "
+            "$6::boolean FROM "
             "\"%s\".inbox WHERE run = $1::bigint RETURNING seq), "
             "t AS (INSERT INTO \"%s\".timers AS t (run, due, id, rec) VALUES "
             "($1::bigint, $3::bigint, $4, $5::bytea) ON CONFLICT (run) DO "
@@ -111,7 +114,8 @@ int pl__pg_time_setup(pl__pg_store *s, PGconn *c)
         "due bigint NOT NULL, id text NOT NULL, rec bytea NOT NULL);"
         "CREATE INDEX IF NOT EXISTS timers_due ON \"%s\".timers (due);"
         "CREATE TABLE IF NOT EXISTS \"%s\".inbox (run bigint NOT NULL, "
-        "seq bigint NOT NULL, rec bytea NOT NULL, PRIMARY KEY (run, seq));"
+        "seq bigint NOT NULL, rec bytea NOT NULL, cancel boolean NOT NULL "
+        "DEFAULT false, PRIMARY KEY (run, seq));"
         "CREATE OR REPLACE FUNCTION \"%s\".pl_consumed(want integer, got "
         "bigint) RETURNS void LANGUAGE plpgsql AS $f$ BEGIN "
         "IF got < want THEN RAISE EXCEPTION 'an inbox record this commit "
@@ -308,12 +312,18 @@ static int put_send(pl__pg_store *s, PGconn *c, uint64_t run,
     int st = timer_row_make(&t, run, run_id, pl__now_us());
     if (!st && PQenterPipelineMode(c) != 1)
         st = pl__pg_err(s, c, NULL, "entering pipeline mode");
+    /* a cancellation is marked as one, for the commits that look */
+    pl__inbox_rec ib = {0};
+    if (!st)
+        st = pl__inbox_decode(&ib, run_id, rec, len);
+    const char *cancel = ib.reason ? "t" : "f";
+    pl__inbox_clear(&ib);
     if (!st) {
-        const char *vals[5] = {t.run, (const char *)rec, t.due, run_id,
-                               (const char *)t.rec.data};
-        int lens[5] = {0, (int)len, 0, 0, (int)t.rec.len};
-        int fmts[5] = {0, 1, 0, 0, 1};
-        st = pl__pg_send(s, c, T_INBOX_PUT, 5, vals, lens, fmts,
+        const char *vals[6] = {t.run, (const char *)rec, t.due, run_id,
+                               (const char *)t.rec.data, cancel};
+        int lens[6] = {0, (int)len, 0, 0, (int)t.rec.len, 0};
+        int fmts[6] = {0, 1, 0, 0, 1, 0};
+        st = pl__pg_send(s, c, T_INBOX_PUT, 6, vals, lens, fmts,
                          "delivering to an inbox");
     }
     if (!st)
