@@ -543,8 +543,8 @@ Test(pg, timers_and_consumptions_go_in_the_commit)
     /* a delivery: two round trips; its record is seq 1, its timer due */
     uint64_t seq = 0;
     pl__buf ev = {0};
-    pl__inbox_rec er = {.name = "go", .payload = (uint8_t *)"\x80",
-                        .payload_len = 1};
+    pl__inbox_rec er = {
+        .name = "go", .payload = (uint8_t *)"\x80", .payload_len = 1};
     cr_assert_eq(pl__inbox_encode(&ev, "tm-a", &er), PL_OK, "%s", pl_errmsg());
     pl__pg_counts c0 = counts();
     cr_assert_eq(pl__pg_inbox_put(s, a.run, "tm-a", inbox_open, NULL, ev.data,

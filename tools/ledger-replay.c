@@ -311,10 +311,9 @@ static int parse_args(options *o, int argc, char **argv)
             continue;
         }
         static const char *const valued[] = {
-            "--plugin", "--run",    "--resume", "--answer", "--token",
-            "--fork",   "--at",     "--new-id", "--import", "--trace",
-            "--otel",   "--mcp",    "--signal", "--cancel", "--name",
-            "--reason"};
+            "--plugin", "--run",    "--resume", "--answer", "--token", "--fork",
+            "--at",     "--new-id", "--import", "--trace",  "--otel",  "--mcp",
+            "--signal", "--cancel", "--name",   "--reason"};
         bool known = false;
         for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++)
             known = known || !strcmp(a, valued[k]);

@@ -149,8 +149,8 @@ enum {
 };
 
 static const uint32_t arr_oid[A_N] = {
-    OID_INT8, OID_INT8,  OID_BOOL, OID_BYTEA, OID_BYTEA, OID_INT8, OID_BYTEA,
-    OID_INT8, OID_INT8,  OID_TEXT, OID_BYTEA, OID_INT8,  OID_INT8, OID_INT8};
+    OID_INT8, OID_INT8, OID_BOOL, OID_BYTEA, OID_BYTEA, OID_INT8, OID_BYTEA,
+    OID_INT8, OID_INT8, OID_TEXT, OID_BYTEA, OID_INT8,  OID_INT8, OID_INT8};
 
 typedef struct write_set {
     arr a[A_N];
@@ -325,7 +325,8 @@ typedef struct commit_ctx {
 static int cancels_seen(commit_ctx *x, PGresult *r)
 {
     if (PQntuples(r) != 1 || PQnfields(r) != 2)
-        return pl__err(PL_ECORRUPT, "store '%s': a commit's answer is malformed",
+        return pl__err(PL_ECORRUPT,
+                       "store '%s': a commit's answer is malformed",
                        x->s->path);
     const char *p = PQgetisnull(r, 0, 1) ? "" : PQgetvalue(r, 0, 1);
     for (size_t b = 0; b < x->n; b++) {

@@ -299,7 +299,8 @@ int pl__pg_lease_renew(pl__pg_store *s, const uint64_t *runs,
         lost[i] = false;
         for (int j = 0; j < PQntuples(r); j++) {
             int64_t v;
-            if (pl__pg_parse_i64(PQgetvalue(r, j, 0), &v) && (uint64_t)v == runs[i])
+            if (pl__pg_parse_i64(PQgetvalue(r, j, 0), &v) &&
+                (uint64_t)v == runs[i])
                 lost[i] = true;
         }
     }

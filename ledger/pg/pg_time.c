@@ -319,8 +319,8 @@ static int put_send(pl__pg_store *s, PGconn *c, uint64_t run,
     const char *cancel = ib.reason ? "t" : "f";
     pl__inbox_clear(&ib);
     if (!st) {
-        const char *vals[6] = {t.run, (const char *)rec, t.due, run_id,
-                               (const char *)t.rec.data, cancel};
+        const char *vals[6] = {t.run,  (const char *)rec,        t.due,
+                               run_id, (const char *)t.rec.data, cancel};
         int lens[6] = {0, (int)len, 0, 0, (int)t.rec.len, 0};
         int fmts[6] = {0, 1, 0, 0, 1, 0};
         st = pl__pg_send(s, c, T_INBOX_PUT, 6, vals, lens, fmts,
@@ -378,8 +378,9 @@ int pl__pg_inbox_read(pl__pg_store *s, uint64_t run, pl__kvs *out)
     for (int i = 0; !st && i < PQntuples(r); i++) {
         int64_t seq;
         size_t n = 0;
-        unsigned char *rec = PQunescapeBytea(
-            (const unsigned char *)PQgetvalue(r, i, 1), &n);
+        unsigned char *rec = PQunescapeBytea((const unsigned char *)
+                                                 PQgetvalue(r, i, 1),
+                                             &n);
         if (!rec || !pl__pg_parse_i64(PQgetvalue(r, i, 0), &seq))
             st = pl__err(rec ? PL_ECORRUPT : PL_ENOMEM,
                          "store '%s': reading an inbox record", s->path);
