@@ -258,17 +258,28 @@ int pl__pg_timer_take(pl__pg_store *s, const char *owner, int64_t lease_us,
     return st;
 }
 
-int pl__pg_timer_get(pl__pg_store *s, uint64_t run, int64_t *due_us)
+/* Run statement @p which for run @p run on a connection taken for it
+ * (given back by the caller, also on a failure but the first). */
+static int exec_run(pl__pg_store *s, PGconn **c, int which, uint64_t run,
+                    PGresult **r, const char *what)
 {
-    PGconn *c;
-    int st = pl__pg_conn_get(s, &c);
+    *r = NULL;
+    int st = pl__pg_conn_get(s, c);
     if (st)
         return st;
     char a[24];
     snprintf(a, sizeof a, "%llu", (unsigned long long)run);
     const char *vals[1] = {a};
+    return time_exec(s, *c, which, 1, vals, NULL, NULL, r, what);
+}
+
+int pl__pg_timer_get(pl__pg_store *s, uint64_t run, int64_t *due_us)
+{
+    PGconn *c = NULL;
     PGresult *r;
-    st = time_exec(s, c, T_GET, 1, vals, NULL, NULL, &r, "reading a timer");
+    int st = exec_run(s, &c, T_GET, run, &r, "reading a timer");
+    if (!c)
+        return st;
     if (!st && PQntuples(r) == 0)
         st = pl__err(PL_ENOTFOUND, "run #%llu has no timer",
                      (unsigned long long)run);
@@ -365,16 +376,11 @@ int pl__pg_inbox_put(pl__pg_store *s, uint64_t run, const char *run_id,
 int pl__pg_inbox_read(pl__pg_store *s, uint64_t run, pl__kvs *out)
 {
     pl__kvs_reset(out);
-    PGconn *c;
-    int st = pl__pg_conn_get(s, &c);
-    if (st)
-        return st;
-    char a[24];
-    snprintf(a, sizeof a, "%llu", (unsigned long long)run);
-    const char *vals[1] = {a};
+    PGconn *c = NULL;
     PGresult *r;
-    st = time_exec(s, c, T_INBOX_READ, 1, vals, NULL, NULL, &r,
-                   "reading an inbox");
+    int st = exec_run(s, &c, T_INBOX_READ, run, &r, "reading an inbox");
+    if (!c)
+        return st;
     for (int i = 0; !st && i < PQntuples(r); i++) {
         int64_t seq;
         size_t n = 0;
