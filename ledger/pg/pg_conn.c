@@ -31,8 +31,9 @@
  *   refused (PL_ECORRUPT), and nothing is created in it.
  *
  * COMMIT: a commit's batches are one transaction and one round trip: one
- * prepared statement carries the fences, steps and states of all of them
- * as arrays, sent in libpq's pipeline mode after any creations of runs,
+ * prepared statement carries the fences, steps, states, timers and inbox
+ * consumptions of all of them (timers and inboxes: pg_time.c) as arrays,
+ * sent in libpq's pipeline mode after any creations of runs,
  * with one Sync at the end (pg_commit.c has the statements, and how a new
  * record type joins them).  Steps are inserted, never updated: an existing
  * key (unique_violation) fails the commit with PL_EBUSY, as on LMDB.
