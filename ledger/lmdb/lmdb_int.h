@@ -40,6 +40,10 @@ struct pl__lmdb_store {
     MDB_dbi leases;
     bool has_leases;
 
+    /* timers and inboxes (lmdb_time.c): open unless read-only on an older
+     * store */
+    MDB_dbi timers, due, inbox;
+    bool has_time;
     /* the queue's order, keys and rate budgets (lmdb_flow.c): open unless
      * read-only on an older store */
     MDB_dbi flow;
@@ -145,6 +149,24 @@ PL__HIDDEN int pl__lmdb_lease_open(pl__lmdb_store *s, MDB_txn *txn,
 PL__HIDDEN int pl__lmdb_lease_batch(pl__lmdb_store *s, MDB_txn *txn,
                                     const pl__batch *bt, int *st);
 
+/* Run @p run's lease in @p txn (MDB_NOTFOUND: none; *st: malformed). */
+PL__HIDDEN int pl__lmdb_lease_peek(pl__lmdb_store *s, MDB_txn *txn,
+                                   uint64_t run, pl__lease *out, int *st);
+/* Take run @p run's lease for @p owner in @p txn, whoever held it (the
+ * caller checked), with the next generation; the new lease in @p out. */
+PL__HIDDEN int pl__lmdb_lease_take(pl__lmdb_store *s, MDB_txn *txn,
+                                   uint64_t run, const char *run_id,
+                                   const char *owner, int64_t lease_us,
+                                   pl__lease *out, int *st);
+
+/* ---- lmdb_time.c --------------------------------------------------------- */
+
+/* Open the timers, their index and the inboxes in the store's opening
+ * transaction, creating them when @p create. */
+PL__HIDDEN int pl__lmdb_time_open(pl__lmdb_store *s, MDB_txn *txn, bool create);
+/* A commit's timer and inbox work for batch @p bt, in its transaction. */
+PL__HIDDEN int pl__lmdb_time_batch(pl__lmdb_store *s, MDB_txn *txn,
+                                   const pl__batch *bt, int *st);
 /* What a run's lease is, for the queue (lmdb_flow.c). */
 typedef enum pl__lease_state {
     PL__LEASE_NONE,   /* the run has none */
