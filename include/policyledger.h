@@ -1458,8 +1458,11 @@ typedef struct pl_worker_options {
  *     another key; within a key, the runs start in rank order;
  *   - a crashed run keeps its rank: it is taken again before the runs
  *     queued after it.
- * The limit binds runs taken by workers; pl_run_continue() of a queued
- * run executes it at once (an operator's override), and counts.
+ * The limit binds runs taken from the queue; pl_run_continue() of a queued
+ * run executes it at once (an operator's override), and counts.  A run
+ * that parks (a durable sleep, a wait for an event) leaves the queue while
+ * it waits: woken by its timer, it is executed without waiting for its
+ * key.
  *
  * While it executes a run the engine renews the run's lease (see
  * pl_engine_options.lease_ms); a worker whose lease was taken over anyway
@@ -2209,7 +2212,8 @@ typedef struct pl_rate_limit_options {
                                1..PL_MAX_FLOW_KEY bytes; required */
     uint32_t limit;       /**< calls per window, 1 or more; required */
     int64_t window_ms;    /**< the window, 1 ms or more; default 1000 */
-    pl_sleep_fn sleep;    /**< how to wait; NULL: a real sleep */
+    pl_sleep_fn sleep;    /**< how to wait; NULL: the engine's durable
+                               sleep, pl_ctx_sleep_until() */
     void *sleep_user;     /**< passed to sleep */
 } pl_rate_limit_options;
 
@@ -2223,10 +2227,15 @@ typedef struct pl_rate_limit_options {
  * Every take is recorded, before any wait, as a durable side effect
  * "rate_limit" with {"resource", "admitted", "at_ms" (the store's clock),
  * "window_ms", "limit"} and, when not admitted, "delay_ms" and "until_ms"
- * (this host's clock): a replay serves them and neither takes nor waits,
- * and a run that crashed mid-wait waits only what is left of it and takes
- * again.  A wait that would pass the deadline (pl_ctx_deadline()) is not
- * waited: the call ends with a recorded "Timeout" error.
+ * (this host's clock).  The wait is pl_ctx_sleep_until(until_ms): a `wait`
+ * step, on the thread when short (pl_engine_set_wait_in_place()), else the
+ * run parks (PL_ESUSPENDED: the policy returns it) and its worker is free
+ * until a worker wakes it; in a call of a pl_ctx_call_all() fan-out, which
+ * cannot park, and with opts->sleep, it waits in place.  A replay serves
+ * the takes and waits and neither takes nor waits, and a run that crashed
+ * mid-wait waits only what is left of it and takes again.  A wait that
+ * would pass the deadline (pl_ctx_deadline()) is not waited: the call ends
+ * with a recorded "Timeout" error.
  *
  * Put it where each repetition should count: [retry, rate_limit] takes
  * budget for every attempt; around invoke_action's per-call list, every

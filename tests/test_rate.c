@@ -66,6 +66,27 @@ static int limited(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     return st ? st : pl_steps_add_resultf(out, "{}");
 }
 
+static pl_rate_limit_options r_durable_opts;
+
+/* "durable": as "limited", waiting with the engine's durable sleep. */
+static int durable(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)user;
+    const cJSON *n = cJSON_GetObjectItemCaseSensitive(a->payload, "n");
+    pl_decorator d;
+    int st = pl_decorator_rate_limit(&d, &r_durable_opts);
+    for (int i = 0; !st && i < n->valueint; i++) {
+        pl_action call = PL_ACTION_INIT;
+        call.policy = "echo";
+        call.payload = cJSON_CreateObject();
+        pl_step *res = NULL;
+        st = pl_ctx_call(&res, ctx, &call, &d, 1);
+        pl_step_free(res);
+        cJSON_Delete((cJSON *)call.payload);
+    }
+    return st ? st : pl_steps_add_resultf(out, "{}");
+}
+
 static pl_registry *r_registry(void)
 {
     r_opts = (pl_rate_limit_options)PL_RATE_LIMIT_OPTIONS_INIT;
@@ -73,8 +94,12 @@ static pl_registry *r_registry(void)
     r_opts.limit = R_LIMIT;
     r_opts.window_ms = R_WINDOW_MS;
     r_opts.sleep = r_sleep;
+    r_durable_opts = r_opts;
+    r_durable_opts.resource = "durable-provider";
+    r_durable_opts.sleep = NULL;
     pl_registry *reg = t_registry();
     cr_assert_eq(pl_registry_add_fn(reg, "limited", limited, NULL), PL_OK);
+    cr_assert_eq(pl_registry_add_fn(reg, "durable", durable, NULL), PL_OK);
     return reg;
 }
 
@@ -371,6 +396,54 @@ Test(rate, a_wait_survives_a_kill)
     cr_assert_eq(a2, 4 * R_LIMIT);
     cr_assert_geq(d2, denied);
     r_check_windows(at, a2);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+static int r_count_waits(const pl_step *s, void *user)
+{
+    *(int *)user += pl_step_type_of(s) == PL_STEP_WAIT;
+    return 0;
+}
+
+/* Waiting with the engine's durable sleep: a wait longer than the engine
+ * waits in place parks the run, freeing its thread; woken, it takes again
+ * and completes, within the budget. */
+Test(rate, a_long_wait_parks_the_run)
+{
+    pl_registry *reg = r_registry();
+    pl_engine *e = r_engine(t_store_path(), reg);
+    cr_assert_eq(pl_engine_set_wait_in_place(e, 0), PL_OK);
+    enum { N = 2 * R_LIMIT + 1 };
+    char json[32];
+    snprintf(json, sizeof json, "{\"n\": %d}", N);
+    pl_outcome *o = t_start(e, "durable", json, "parks");
+    cr_assert_eq(o->status, PL_RUN_WAITING, "%s",
+                 pl_run_status_name(o->status));
+    pl_outcome_free(o);
+    for (int ms = 0;; ms += 10) {
+        int64_t next = 0;
+        cr_assert_eq(pl_engine_wake(e, &next), PL_OK, "%s", pl_errmsg());
+        pl_run_info *info = NULL;
+        cr_assert_eq(pl_run_get(&info, e, "parks"), PL_OK);
+        pl_run_status st = info->status;
+        pl_run_info_free(info);
+        if (st == PL_RUN_COMPLETED)
+            break;
+        cr_assert_eq(st, PL_RUN_WAITING);
+        cr_assert_lt(ms, 60000, "the run never completed");
+        struct timespec ts = {0, 10000000};
+        nanosleep(&ts, NULL);
+    }
+    int64_t at[N];
+    size_t admitted = 0, denied = 0;
+    r_takes(e, "parks", at, N, &admitted, &denied);
+    cr_assert_eq(admitted, N);
+    cr_assert_geq(denied, 2);
+    r_check_windows(at, admitted);
+    int waits = 0;
+    cr_assert_eq(pl_run_walk(e, "parks", r_count_waits, &waits), PL_OK);
+    cr_assert_geq(waits, 2, "no wait step recorded");
     pl_engine_close(e);
     pl_registry_free(reg);
 }

@@ -14,7 +14,11 @@
  *   side_effect "rate_limit" {"admitted": true, "at_ms", ...}
  *   ... the inner chain's steps ...
  *
- * A replay serves every take and waits for none.  A run that crashed in a
+ * and the wait itself is the engine's durable sleep (pl_ctx_sleep_until():
+ * a `wait` step; a short one on the thread, a long one parks the run and
+ * frees its worker), or, with options' own sleep function (or in a call of
+ * a pl_ctx_call_all() fan-out, which cannot park), a wait in place.  A
+ * replay serves every take and waits for none.  A run that crashed in a
  * wait finds the denial recorded, waits what is left of it (until_ms on
  * this host's clock) and takes again: budget is counted once per recorded
  * admission, except for a crash between the store's count and the record
@@ -135,11 +139,26 @@ static int rate_fn(pl_ctx *ctx, const pl_action *action, pl_steps *out,
         int64_t deadline = pl_ctx_deadline(ctx);
         if (deadline && (int64_t)until > deadline)
             return add_timeout(ctx, out, o.resource);
+        if (!o.sleep) {
+            /* the engine's durable sleep: a short one on this thread, a
+             * long one parks the run (PL_ESUSPENDED climbs to the policy,
+             * which returns it) and frees its worker; a call of a
+             * pl_ctx_call_all() fan-out cannot park (PL_EINVAL): it waits
+             * here */
+            st = pl_ctx_sleep_until(ctx, (int64_t)until);
+            if (st != PL_EINVAL) {
+                if (st)
+                    return st;
+                continue;
+            }
+            st = PL_OK;
+        }
         if (!pl_ctx_replaying(ctx)) {
             int64_t left = (int64_t)until - pl__ext_now_ms();
             if (left > 0 &&
                 (st = (o.sleep ? o.sleep : pl__ext_sleep)(left, o.sleep_user)))
                 return st;
+            st = PL_OK;
         }
     }
     return pl_next_call(next, ctx, action, out);
