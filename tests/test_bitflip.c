@@ -233,8 +233,6 @@ static uint8_t *build(const char *path, const pl_registry *reg, size_t *len)
                  pl_errmsg());
     cJSON_Delete(ev);
     /* a queued run with its flow record, and a rate budget */
-    e = open_engine(path, reg);
-    cr_assert_not_null(e, "%s", pl_errmsg());
     cJSON *qp = cJSON_CreateObject();
     pl_action qa = {PL_ACTION_VERSION, "outer", qp, NULL, 0, NULL};
     pl_run_options qo = PL_RUN_OPTIONS_INIT;
