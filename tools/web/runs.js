@@ -76,7 +76,7 @@
     let total = typeof c.total === 'number' ? c.total : null;
     if (total === null) {
       total = 0;
-      for (const [k, v] of Object.entries(c)) if (k !== 'crashed' && k !== 'in_doubt') total += v;
+      for (const [k, v] of Object.entries(c)) if (k !== 'in_doubt') total += v;
     }
     const chip = (key, label, n) => {
       const a = h('a', {
@@ -85,6 +85,7 @@
         title: key ? 'show only ' + label + ' runs' : 'show every run',
       }, h('span', { class: 'chip-label', text: label }), h('span', { class: 'chip-n', text: PL.compact(n) }));
       a.dataset.status = key || 'all';
+      a.dataset.n = String(n);
       if (key && n > 0 && (key === 'crashed' || key === 'in_doubt' || key === 'failed')) a.classList.add('hot');
       return a;
     };
