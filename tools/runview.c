@@ -139,7 +139,6 @@ bool under(const char *path, const char *top)
     return !strncmp(path, top, n) && (path[n] == '\0' || path[n] == '.');
 }
 
-
 call_mark call_mark_of(const rows *r, size_t i, const pl_run_info *ri)
 {
     const srow *w = &r->v[i];
@@ -212,7 +211,6 @@ const char *mark_name(const rows *r, size_t i, const pl_run_info *ri)
     return NULL;
 }
 
-
 /* The token totals of the run's model calls (none: nothing is added). */
 bool run_tokens(pl_llm_tokens *t, pl_engine *e, const char *id)
 {
@@ -229,4 +227,3 @@ bool add_tokens(cJSON *run, pl_engine *e, const char *id)
            cJSON_AddNumberToObject(o, "output", (double)t.output) &&
            cJSON_AddNumberToObject(o, "model_calls", (double)t.exchanges);
 }
-

@@ -153,8 +153,8 @@ int pl_engine_runs_from(pl_engine *e, const pl_runs_options *opts,
         /* the store hands out ids in strictly increasing (reverse:
          * decreasing) order, each past after, or fails: no run is listed
          * twice */
-        st = pl__store_runs(e->store, after[0] ? after : NULL, o.reverse,
-                            CHUNK, &page);
+        st = pl__store_runs(e->store, after[0] ? after : NULL, o.reverse, CHUNK,
+                            &page);
         if (st) {
             st = pl__err(st, "listing runs after '%s': %s", after, pl_errmsg());
             break;

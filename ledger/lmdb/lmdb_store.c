@@ -663,8 +663,8 @@ static int runs_desc(pl__lmdb_store *s, const char *before, size_t max_n,
     return st;
 }
 
-int pl__lmdb_runs(pl__lmdb_store *s, const char *after, bool desc,
-                  size_t max_n, pl__kvs *out)
+int pl__lmdb_runs(pl__lmdb_store *s, const char *after, bool desc, size_t max_n,
+                  pl__kvs *out)
 {
     if (desc)
         return runs_desc(s, after, max_n, out);
