@@ -11,60 +11,6 @@
 
 /* ---- runs ------------------------------------------------------------------- */
 
-const char *status_text(const pl_run_info *ri)
-{
-    if (ri->status == PL_RUN_RUNNING)
-        return ri->owner_alive ? "running (owner alive)"
-                               : "running (owner gone: crashed)";
-    return pl_run_status_name(ri->status);
-}
-
-bool crashed(const pl_run_info *ri)
-{
-    return ri->status == PL_RUN_RUNNING && !ri->owner_alive;
-}
-
-cJSON *run_json(const pl_run_info *ri)
-{
-    char created[40], updated[40], hb[40];
-    cli_time_iso(created, sizeof created, ri->created_us, false);
-    cli_time_iso(updated, sizeof updated, ri->updated_us, false);
-    cli_time_iso(hb, sizeof hb, ri->heartbeat_us, false);
-    cJSON *o = cJSON_CreateObject();
-    if (!o)
-        return NULL;
-    cJSON_AddStringToObject(o, "id", ri->id);
-    cJSON_AddStringToObject(o, "policy", ri->policy);
-    cJSON_AddStringToObject(o, "status", pl_run_status_name(ri->status));
-    cJSON_AddNumberToObject(o, "steps", (double)ri->steps);
-    cJSON_AddStringToObject(o, "created", created);
-    cJSON_AddNumberToObject(o, "created_us", (double)ri->created_us);
-    cJSON_AddStringToObject(o, "updated", updated);
-    cJSON_AddNumberToObject(o, "updated_us", (double)ri->updated_us);
-    cJSON_AddStringToObject(o, "heartbeat", hb);
-    cJSON_AddNumberToObject(o, "owner_pid", (double)ri->owner_pid);
-    cJSON_AddStringToObject(o, "owner_host",
-                            ri->owner_host ? ri->owner_host : "");
-    cJSON_AddBoolToObject(o, "owner_alive", ri->owner_alive);
-    cJSON_AddBoolToObject(o, "crashed", crashed(ri));
-    cJSON_AddNumberToObject(o, "attempts", ri->attempts);
-    if (ri->payload)
-        cJSON_AddItemToObject(o, "payload", cJSON_Duplicate(ri->payload, 1));
-    if (ri->status == PL_RUN_FAILED) {
-        cJSON_AddStringToObject(o, "reason", ri->reason ? ri->reason : "");
-        cJSON_AddStringToObject(o, "error", pl_strerror(ri->error));
-    }
-    if (ri->status == PL_RUN_SUSPENDED) {
-        cJSON_AddStringToObject(o, "suspended_path",
-                                ri->suspended_path ? ri->suspended_path : "");
-        if (ri->prompt)
-            cJSON_AddItemToObject(o, "prompt", cJSON_Duplicate(ri->prompt, 1));
-        if (ri->resume_token)
-            cJSON_AddStringToObject(o, "resume_token", ri->resume_token);
-    }
-    return o;
-}
-
 typedef struct list_ctx {
     const opts *o;
     cJSON *all; /* json: the array */
