@@ -73,6 +73,7 @@ PL.runHref = (id) => '#/run/' + encodeURIComponent(id);
  * gone is crashed. */
 PL.statusOf = function (r) {
   if (!r) return 'unknown';
+  if (typeof r.state === 'string' && r.state) return r.state;
   if (r.crashed && (r.status === 'running' || !r.status)) return 'crashed';
   return String(r.status || 'unknown');
 };
@@ -244,10 +245,48 @@ PL.outcome = function (box, data, err) {
     box.appendChild(document.createTextNode(err.message));
     return;
   }
-  const s = data && (data.summary !== undefined ? data.summary : data.output);
-  if (typeof s === 'string') box.appendChild(PL.h('pre', { class: 'summary', text: s }));
-  else if (Array.isArray(s)) box.appendChild(PL.h('pre', { class: 'summary', text: s.join('\n') }));
-  else box.appendChild(PL.jsonBlock(s !== undefined ? s : data));
+  const text = PL.summary(data);
+  if (text) box.appendChild(PL.h('pre', { class: 'summary', text }));
+  else box.appendChild(PL.jsonBlock(data));
+  if (data && (data.status === 'not_run' || data.check === 'diverged' || data.check === 'error' ||
+      data.verify === 'fault' || data.status === 'failed' || data.refused > 0)) box.className = 'outcome bad';
+};
+
+/* An action's answer in the words ledger-replay prints. */
+PL.summary = function (d) {
+  if (!d || typeof d !== 'object') return '';
+  const ms = (v) => (typeof v === 'number' ? v.toFixed(2) + ' ms' : '');
+  const one = (o) => {
+    if (!o || typeof o !== 'object') return '';
+    const id = String(o.run_id || '');
+    if (o.verify) {
+      return o.verify === 'ok' ? `verify ${id}: ok, every value decodes and every hash chain links (${ms(o.elapsed_ms)})`
+        : `verify ${id}: FAULT ${o.message || o.error || ''}`;
+    }
+    if (o.check) {
+      let t = `check ${id} (${o.status}): ${o.check}` + (o.note ? ' ' + o.note : '');
+      if (typeof o.calls_served === 'number') t += `\n  calls served from the ledger ${o.calls_served}, steps replayed ${o.steps_replayed}; ${ms(o.elapsed_ms)}`;
+      if (Array.isArray(o.code_changed) && o.code_changed.length) t += '\n  recorded by other code: ' + PL.preview(o.code_changed, 300);
+      if (o.divergence) t += '\n  first divergence: ' + PL.preview(o.divergence, 600);
+      if (o.message) t += '\n  ' + o.message;
+      return t;
+    }
+    if (o.status === 'not_run') return `run ${id}: not run: ${o.message || o.error || ''}`;
+    let t = `run ${id}: ${o.status}` + (o.note ? ' ' + o.note : '');
+    if (typeof o.calls_served === 'number') t += `\n  calls served from the ledger ${o.calls_served}, executed ${o.calls_executed}; ${ms(o.elapsed_ms)}`;
+    if (o.status === 'completed' && o.result !== undefined) t += '\n  result ' + PL.preview(o.result, 400);
+    if (o.status === 'suspended') t += `\n  waiting at ${o.suspended_path} for an answer to ` + PL.preview(o.prompt, 400);
+    if (o.status === 'failed') t += `\n  ${o.error || ''}: ${o.reason || ''}`;
+    return t;
+  };
+  if (typeof d.continued === 'number') {
+    const runs = Array.isArray(d.runs) ? d.runs : [];
+    return runs.map(one).join('\n') + (runs.length ? '\n' : '') +
+      `${d.continued} crashed run(s) continued, ${d.refused || 0} refused` + (d.truncated ? ' (more may match: run it again)' : '');
+  }
+  let t = one(d);
+  if (d.new_run) t = `forked ${d.forked_from} at ${d.forked_at} into ${d.new_run}\n` + t;
+  return t;
 };
 
 /* Runs an action from a button: disables it while the request is out. */
@@ -345,7 +384,7 @@ PL.connectEvents = function () {
       PL.onEvent(ev);
     };
     es.onmessage = onMessage;
-    for (const t of ['run', 'runs', 'step', 'status', 'change', 'created', 'updated']) es.addEventListener(t, onMessage);
+    for (const t of ['run', 'change', 'reset']) es.addEventListener(t, onMessage);
   };
   open();
 };

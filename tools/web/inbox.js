@@ -7,7 +7,7 @@
 
 (function () {
   const { h } = PL;
-  const st = { main: null, list: null, drafts: new Map(), loading: false };
+  const st = { main: null, list: null, answered: null, drafts: new Map(), loading: false };
 
   const TEMPLATES = ['{"approved": true}', '{"approved": false, "comment": ""}'];
 
@@ -55,12 +55,16 @@
       }
       try {
         value = JSON.parse(t);
+        if (!value || typeof value !== 'object' || Array.isArray(value)) {
+          value = undefined;
+          throw new Error('the answer must be a JSON object, {...}');
+        }
         msg.textContent = 'valid JSON';
         msg.className = 'json-msg ok';
         text.classList.remove('invalid');
         send.disabled = ro;
       } catch (e) {
-        msg.textContent = 'not JSON: ' + where(t, e);
+        msg.textContent = (/JSON object/.test(e.message) ? '' : 'not JSON: ') + where(t, e);
         msg.className = 'json-msg bad';
         text.classList.add('invalid');
         send.disabled = true;
@@ -84,11 +88,12 @@
       if (value === undefined || ro) return;
       send.disabled = true;
       try {
-        const d = await PL.api('/api/runs/' + encodeURIComponent(id) + '/answer', { method: 'POST', body: { answer: value } });
+        const d = await PL.api('/api/runs/' + encodeURIComponent(id) + '/answer', { method: 'POST', body: value });
         st.drafts.delete(id);
         PL.outcome(outcome, d, null);
         form.classList.add('answered');
-        if (after) after(d);
+        for (const el of form.querySelectorAll('textarea, button')) el.disabled = true;
+        if (after) after(d, card);
       } catch (err) {
         PL.outcome(outcome, null, err);
         send.disabled = false;
@@ -130,7 +135,8 @@
 
   function listOf(d) {
     const l = Array.isArray(d) ? d : d && Array.isArray(d.runs) ? d.runs : [];
-    return l.filter((r) => r && typeof r === 'object' && r.id !== undefined);
+    const t = (r) => (typeof r.updated_us === 'number' ? r.updated_us : 0);
+    return l.filter((r) => r && typeof r === 'object' && r.id !== undefined).sort((a, b) => t(a) - t(b));
   }
 
   async function load() {
@@ -148,8 +154,7 @@
       if (!runs.length) list.appendChild(h('p', { class: 'empty', id: 'inbox-empty', text: 'Nobody is waited for: no run is waiting for an answer.' }));
       for (const r of runs) {
         const old = keep.get(String(r.id));
-        const answered = old && old.querySelector('form.answered');
-        list.appendChild(old && !answered && old.contains(active) ? old : PL.answerCard(r, () => setTimeout(load, 300)));
+        list.appendChild(old && old.contains(active) ? old : PL.answerCard(r, moveAnswered));
       }
       document.getElementById('inbox-total').textContent = runs.length ? runs.length + ' waiting, oldest first' : '';
     } catch (e) {
@@ -159,16 +164,27 @@
     }
   }
 
+  /* An answered card leaves the list for the answers given, with the
+   * server's summary. */
+  function moveAnswered(d, card) {
+    if (!st.answered) return;
+    card.classList.add('done');
+    st.answered.hidden = false;
+    st.answered.insertBefore(card, st.answered.children[1] || null);
+    load();
+  }
+
   const refresh = PL.throttle(load, 1000);
 
   PL.views.inbox = {
     enter(main) {
       st.main = main;
       st.list = h('div', { class: 'inbox', id: 'inbox' }, h('p', { class: 'muted', text: 'Loading…' }));
-      main.append(h('div', { class: 'page-head' }, h('h1', { text: 'Inbox' }), h('span', { class: 'muted', id: 'inbox-total' })), st.list);
+      st.answered = h('section', { class: 'answered-list', id: 'answered', hidden: true }, h('h2', { text: 'Answered here' }));
+      main.append(h('div', { class: 'page-head' }, h('h1', { text: 'Inbox' }), h('span', { class: 'muted', id: 'inbox-total' })), st.list, st.answered);
       load();
     },
     onEvent() { refresh(); },
-    leave() { st.main = null; st.list = null; },
+    leave() { st.main = null; st.list = null; st.answered = null; },
   };
 })();

@@ -25,7 +25,7 @@
 
   /* [{t, counts: {status: n}}] from the shapes the server may give. */
   function throughput(d) {
-    const src = arr(d.runs_per_minute || d.throughput || d.minutes);
+    const src = arr(d.buckets || d.runs_per_minute || d.throughput);
     const by = new Map();
     for (const p of src) {
       const t = tOf(p);
@@ -65,7 +65,13 @@
     if (Array.isArray(src)) {
       for (const x of arr(src)) {
         const model = String(x.model || x.name || '?');
-        if (Array.isArray(x.points || x.series)) for (const p of arr(x.points || x.series)) add(model, p);
+        if (Array.isArray(x.input) && num(d.from_us) !== null && num(d.bucket_us) !== null) {
+          /* per bucket of the window: input[k] and output[k] */
+          x.input.forEach((v, k) => {
+            const o = Array.isArray(x.output) ? num(x.output[k]) || 0 : 0;
+            add(model, { t_us: d.from_us + k * d.bucket_us, tokens: (num(v) || 0) + o });
+          });
+        } else if (Array.isArray(x.points || x.series)) for (const p of arr(x.points || x.series)) add(model, p);
         else add(model, x);
       }
     } else if (src && typeof src === 'object') {
@@ -76,7 +82,7 @@
   }
 
   function waiting(d) {
-    return arr(d.oldest_waiting || d.oldest || d.waiting).slice(0, 20);
+    return arr(d.waiting || d.oldest_waiting).slice(0, 20);
   }
 
   const width = () => {
@@ -174,7 +180,7 @@
       h('thead', null, h('tr', null, ['Status', 'Run', 'Policy', 'Waiting'].map((t) => h('th', { text: t })))),
       h('tbody', null, rows.map((r) => {
         const since = PL.toDate(r.since || r.updated || r.waiting_since, r.since_us || r.updated_us);
-        return h('tr', null, h('td', null, PL.badge(PL.statusOf(r))),
+        return h('tr', null, h('td', null, PL.badge(r.state || r.status ? PL.statusOf(r) : 'suspended')),
           h('td', { class: 'mono id' }, h('a', { href: PL.runHref(String(r.id)), text: PL.preview(String(r.id), 60) })),
           h('td', { class: 'mono', text: PL.preview(r.root_policy || r.policy || '', 40) }),
           h('td', { title: since ? since.toISOString() : '', text: since ? PL.ago(since).replace(/ ago$/, '') : '–' }));

@@ -102,8 +102,8 @@
   function forkButton(run, s) {
     const b = h('button', { type: 'button', class: 'tiny ghost fork', title: 'fork a new run from the ledger before this step', text: 'fork' });
     b.addEventListener('click', () => {
-      PL.act(b, st.outcome, '/api/runs/' + encodeURIComponent(run.id) + '/fork', { at: s.seq }, (d) => {
-        const nid = d && (d.new_id || d.id || (d.run && (d.run.id || d.run)));
+      PL.act(b, st.outcome, '/api/runs/' + encodeURIComponent(run.id) + '/fork', { at: stepId(s) }, (d) => {
+        const nid = d && d.new_run;
         if (typeof nid === 'string') st.outcome.appendChild(h('p', null, 'New run: ', h('a', { href: PL.runHref(nid), text: nid })));
       });
     });
@@ -187,21 +187,18 @@
     return bar;
   }
 
+  /* Verify: the run's values decode and its hash chains link; else the
+   * first fault. */
   async function verify(b, id) {
     b.disabled = true;
     try {
-      let d;
-      try { d = await PL.api('/api/runs/' + id + '/verify', { method: 'POST', body: {} }); } catch (e) {
-        if (e.status === 405 || e.status === 404) d = await PL.api('/api/runs/' + id + '/verify'); else throw e;
-      }
+      const d = await PL.api('/api/runs/' + id + '/verify', { method: 'POST', body: {} });
+      const ok = d && d.verify === 'ok';
       PL.clear(st.outcome);
       st.outcome.hidden = false;
-      const faults = d && (Array.isArray(d.faults) ? d.faults : d.fault ? [d.fault] : []);
-      const ok = d && (d.ok === true || (faults && faults.length === 0 && d.ok !== false));
       st.outcome.className = 'outcome ' + (ok ? 'good' : 'bad');
       st.outcome.appendChild(h('strong', { id: 'verify-result', text: ok ? 'Verified: every value decodes, every hash chain links.' : 'Verify found a fault:' }));
-      if (!ok && faults && faults.length) st.outcome.appendChild(h('pre', { class: 'summary', text: typeof faults[0] === 'string' ? faults[0] : JSON.stringify(faults[0], null, 2) }));
-      if (d && typeof d.summary === 'string') st.outcome.appendChild(h('pre', { class: 'summary', text: d.summary }));
+      if (!ok) st.outcome.appendChild(h('pre', { class: 'summary', text: String((d && (d.message || d.error)) || 'unknown fault') }));
     } catch (e) {
       PL.outcome(st.outcome, null, e);
     } finally {
@@ -221,7 +218,7 @@
     const status = PL.statusOf(run);
     main.append(h('nav', { class: 'crumbs' }, h('a', { href: '#/runs', text: '‹ Runs' })), header(run, steps), st.outcome);
     if (status === 'suspended' || status === 'waiting') {
-      const card = PL.answerCard(run, () => load(true));
+      const card = PL.answerCard(run, (d) => { PL.outcome(st.outcome, d, null); load(true); });
       if (card) main.appendChild(h('section', { class: 'panel' }, h('h2', { text: 'Waiting for an answer' }), card));
     }
     main.appendChild(h('section', { class: 'panel' }, h('h2', { text: 'Timeline' }),

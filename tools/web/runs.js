@@ -73,7 +73,7 @@
     const c = countsOf(st.data);
     const cur = st.params.get('status') || '';
     PL.clear(st.counts);
-    let total = typeof c.total === 'number' ? c.total : null;
+    let total = typeof st.data.counts_total === 'number' ? st.data.counts_total : typeof c.total === 'number' ? c.total : null;
     if (total === null) {
       total = 0;
       for (const [k, v] of Object.entries(c)) if (k !== 'in_doubt') total += v;
@@ -154,14 +154,14 @@
     const f = apiFilters();
     const cont = PL.confirmButton('Continue crashed (' + PL.compact(crashed) + ')',
       () => 'Continue every crashed run that matches the filter?', 'primary', (btn) => {
-        PL.act(btn, st.outcome, '/api/batch/continue', Object.assign({}, f, { status: 'crashed' }), () => load(true));
+        PL.act(btn, st.outcome, '/api/batch/continue' + PL.query(Object.assign({}, f, { status: 'crashed' })), {}, () => load(true));
       });
     cont.querySelector('button').disabled = crashed === 0;
     cont.querySelector('button').id = 'batch-continue';
     st.batch.appendChild(cont);
     if (PL.can('cancel')) {
       const cancel = PL.confirmButton('Cancel matching', () => 'Cancel every unfinished run that matches the filter?', 'danger-outline', (btn) => {
-        PL.act(btn, st.outcome, '/api/batch/cancel', f, () => load(true));
+        PL.act(btn, st.outcome, '/api/batch/cancel' + PL.query(f), {}, () => load(true));
       });
       cancel.querySelector('button').id = 'batch-cancel';
       st.batch.appendChild(cancel);

@@ -46,7 +46,9 @@
       let end = usOf(c, ['end_us', 'end']);
       const d = num(c.duration_us);
       if (end === null && d !== null) end = start + d;
-      const path = typeof c.path === 'string' ? c.path : '';
+      const state = String(c.state || c.status || c.mark || '');
+      if (end === null && state !== 'running' && num(t.end_us) !== null) end = t.end_us;
+      const path = typeof c.callee_path === 'string' ? c.callee_path : typeof c.path === 'string' ? c.path : '';
       const kind = c.kind === 'model' || c.model || c.type === 'model' ? 'model' : 'call';
       rows.push({
         label: String(c.policy || c.name || c.actor || c.model || '?'),
@@ -54,8 +56,8 @@
         depth: num(c.depth) !== null ? c.depth : path ? path.split('.').length - 1 : 0,
         start, end, kind,
         model: typeof c.model === 'string' ? c.model : null,
-        status: String(c.status || c.outcome || c.mark || (end === null ? 'open' : 'ok')),
-        tokens: tokensOf(c.tokens !== undefined ? c.tokens : c.usage),
+        status: String(c.state || c.status || c.mark || (end === null ? 'open' : 'ok')).replace(/^running$/, 'open'),
+        tokens: num(c.tokens_in) !== null ? tokensOf({ input: c.tokens_in, output: c.tokens_out }) : tokensOf(c.tokens !== undefined ? c.tokens : c.usage),
       });
     }
     return rows.length ? rows : null;
@@ -123,7 +125,11 @@
   }
 
   PL.timeline = function (server, steps, run) {
-    let rows = fromServer(server) || fromSteps(steps, run);
+    /* the server's calls, with the model exchanges the steps hold */
+    const mine = fromSteps(steps, run);
+    const theirs = fromServer(server);
+    let rows = theirs ? theirs.concat(mine.filter((r) => r.kind === 'model')) : mine;
+    if (theirs) rows = rows.map((r, i) => [r, i]).sort((a, b) => a[0].start - b[0].start || a[1] - b[1]).map((x) => x[0]);
     const wrap = h('div', { class: 'timeline', id: 'timeline' });
     if (!rows.length) {
       wrap.appendChild(h('p', { class: 'empty', text: 'No call yet.' }));
