@@ -123,7 +123,7 @@ function request(base, method, p, headers, body) {
 /* ---- the browser ---- */
 
 function loadPlaywright() {
-  const mod = path.join(opt.modules, 'node_modules', 'playwright-core');
+  const mod = path.resolve(opt.modules, 'node_modules', 'playwright-core');
   if (!fs.existsSync(mod)) {
     log(`SKIP: playwright-core is not installed in ${opt.modules} (tests/web/web_setup.sh could not reach npm)`);
     process.exit(SKIP);
@@ -400,7 +400,6 @@ async function hostile() {
     await page.waitForSelector('.run-head');
     await page.waitForSelector('#timeline');
     for (const b2 of await page.locator('#tree .pv').all()) await b2.click();
-    for (let i = 0; i < 20 && await page.locator('#tree button.link').count(); i++) await page.locator('#tree button.link').first().click();
     const text = await page.locator('main').textContent();
     ok(HOSTILE.some((s) => text.includes(s)), `run ${r.id}: its hostile strings show as text`);
     await noScriptRan(page, `on run ${r.id}, every payload unfolded`);

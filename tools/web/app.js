@@ -403,6 +403,26 @@ PL.onEvent = function (ev) {
   if (PL.view && PL.view.onEvent) PL.view.onEvent(ev);
 };
 
+/* A view's loader: one request out at a time; asked again while one is
+ * out, it loads once more after it; a view left (reset) drops the answer
+ * of the request under way and loads afresh.  apply(data, error, quiet). */
+PL.loader = function (fetcher, apply) {
+  let busy = false, again = false, quietAgain = true, gen = 0;
+  const load = async (quiet) => {
+    if (busy) { again = true; quietAgain = quietAgain && !!quiet; return; }
+    busy = true;
+    again = false;
+    quietAgain = true;
+    const g = gen;
+    let data = null, err = null;
+    try { data = await fetcher(); } catch (e) { err = e; }
+    busy = false;
+    if (g === gen) apply(data, err, !!quiet);
+    if (again || g !== gen) load(g !== gen ? false : quietAgain);
+  };
+  return { load, reset() { gen++; } };
+};
+
 /* Calls f at most once per wait ms, the last call always coming through. */
 PL.throttle = function (f, wait) {
   let timer = null, again = false;

@@ -7,7 +7,7 @@
 
 (function () {
   const { h } = PL;
-  const st = { main: null, list: null, answered: null, drafts: new Map(), loading: false };
+  const st = { main: null, list: null, answered: null, drafts: new Map() };
 
   const TEMPLATES = ['{"approved": true}', '{"approved": false, "comment": ""}'];
 
@@ -139,30 +139,27 @@
     return l.filter((r) => r && typeof r === 'object' && r.id !== undefined).sort((a, b) => t(a) - t(b));
   }
 
-  async function load() {
-    if (st.loading || !st.list) return;
-    st.loading = true;
-    try {
-      const runs = listOf(await PL.api('/api/inbox'));
-      const list = st.list;
-      if (!list) return;
-      /* Keep the cards being edited; add and remove the others. */
-      const keep = new Map();
-      for (const c of list.querySelectorAll('.inbox-card')) keep.set(c.dataset.id, c);
-      const active = document.activeElement;
-      PL.clear(list);
-      if (!runs.length) list.appendChild(h('p', { class: 'empty', id: 'inbox-empty', text: 'Nobody is waited for: no run is waiting for an answer.' }));
-      for (const r of runs) {
-        const old = keep.get(String(r.id));
-        list.appendChild(old && old.contains(active) ? old : PL.answerCard(r, moveAnswered));
-      }
-      document.getElementById('inbox-total').textContent = runs.length ? runs.length + ' waiting, oldest first' : '';
-    } catch (e) {
-      PL.clear(st.list).appendChild(h('div', { class: 'outcome bad', text: 'Could not read the inbox: ' + e.message }));
-    } finally {
-      st.loading = false;
+  const loader = PL.loader(() => PL.api('/api/inbox'), (d, e) => {
+    const list = st.list;
+    if (!list) return;
+    if (e) {
+      PL.clear(list).appendChild(h('div', { class: 'outcome bad', text: 'Could not read the inbox: ' + e.message }));
+      return;
     }
-  }
+    const runs = listOf(d);
+    /* Keep the card being edited; make the others afresh. */
+    const keep = new Map();
+    for (const c of list.querySelectorAll('.inbox-card')) keep.set(c.dataset.id, c);
+    const active = document.activeElement;
+    PL.clear(list);
+    if (!runs.length) list.appendChild(h('p', { class: 'empty', id: 'inbox-empty', text: 'Nobody is waited for: no run is waiting for an answer.' }));
+    for (const r of runs) {
+      const old = keep.get(String(r.id));
+      list.appendChild(old && old.contains(active) ? old : PL.answerCard(r, moveAnswered));
+    }
+    document.getElementById('inbox-total').textContent = runs.length ? runs.length + ' waiting, oldest first' : '';
+  });
+  const load = loader.load;
 
   /* An answered card leaves the list for the answers given, with the
    * server's summary. */
@@ -179,6 +176,7 @@
   PL.views.inbox = {
     enter(main) {
       st.main = main;
+      loader.reset();
       st.list = h('div', { class: 'inbox', id: 'inbox' }, h('p', { class: 'muted', text: 'Loading…' }));
       st.answered = h('section', { class: 'answered-list', id: 'answered', hidden: true }, h('h2', { text: 'Answered here' }));
       main.append(h('div', { class: 'page-head' }, h('h1', { text: 'Inbox' }), h('span', { class: 'muted', id: 'inbox-total' })), st.list, st.answered);

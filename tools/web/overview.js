@@ -7,7 +7,7 @@
 
 (function () {
   const { h, svg } = PL;
-  const st = { main: null, body: null, window: 'hour', data: null, loading: false };
+  const st = { main: null, body: null, window: 'hour', data: null };
   const FINAL = ['completed', 'failed', 'cancelled', 'diverged'];
   const SERIES = 8;
 
@@ -201,24 +201,23 @@
       panel('Waiting longest', 'suspended or waiting runs, oldest first', waitingTable(waiting(d))));
   }
 
-  async function load() {
-    if (st.loading) return;
-    st.loading = true;
-    try {
-      st.data = await PL.api('/api/overview' + PL.query({ window: st.window }));
-      draw();
-    } catch (e) {
-      if (st.body) PL.clear(st.body).appendChild(h('div', { class: 'outcome bad', text: 'Could not read the overview: ' + e.message }));
-    } finally {
-      st.loading = false;
+  const loader = PL.loader(() => PL.api('/api/overview' + PL.query({ window: st.window })), (d, e) => {
+    if (!st.body) return;
+    if (e) {
+      PL.clear(st.body).appendChild(h('div', { class: 'outcome bad', text: 'Could not read the overview: ' + e.message }));
+      return;
     }
-  }
+    st.data = d;
+    draw();
+  });
+  const load = loader.load;
 
   const refresh = PL.throttle(load, 5000);
 
   PL.views.overview = {
     enter(main, r) {
       st.main = main;
+      loader.reset();
       st.window = r.params.get('window') === 'day' ? 'day' : 'hour';
       const seg = h('div', { class: 'seg-ctl', role: 'group', 'aria-label': 'window' },
         [['hour', 'Last hour'], ['day', 'Last day']].map(([v, t]) => h('a', { class: 'seg-btn' + (st.window === v ? ' active' : ''), href: '#/overview?window=' + v, text: t })));

@@ -7,7 +7,7 @@
 
 (function () {
   const { h } = PL;
-  const st = { id: null, main: null, data: null, timeline: null, open: new Set(), shut: new Set(), outcome: null, loading: false, gone: false };
+  const st = { id: null, main: null, data: null, timeline: null, open: new Set(), shut: new Set(), outcome: null };
 
   const MARKS = {
     in_doubt: 'in doubt: no result recorded',
@@ -235,30 +235,22 @@
     window.scrollTo(0, y);
   }
 
-  async function load(quiet) {
-    if (st.loading) return;
-    st.loading = true;
+  const loader = PL.loader(() => {
     const id = encodeURIComponent(st.id);
-    const want = st.id;
-    try {
-      const [d, t] = await Promise.all([
-        PL.api('/api/runs/' + id),
-        PL.api('/api/runs/' + id + '/timeline').catch(() => null),
-      ]);
-      if (want !== st.id) return;
-      st.data = d;
-      st.timeline = t;
+    return Promise.all([PL.api('/api/runs/' + id), PL.api('/api/runs/' + id + '/timeline').catch(() => null)]);
+  }, (d, e, quiet) => {
+    if (!st.main) return;
+    if (!e) {
+      st.data = d[0];
+      st.timeline = d[1];
       draw();
-    } catch (e) {
-      if (!quiet || !st.data) {
-        PL.clear(st.main).append(h('nav', { class: 'crumbs' }, h('a', { href: '#/runs', text: '‹ Runs' })),
-          h('div', { class: 'outcome bad' }, h('strong', { text: e.status === 404 ? 'No such run: ' : 'Could not read the run: ' }),
-            e.status === 404 ? PL.preview(st.id, 200) : e.message));
-      }
-    } finally {
-      st.loading = false;
+    } else if (!quiet || !st.data) {
+      PL.clear(st.main).append(h('nav', { class: 'crumbs' }, h('a', { href: '#/runs', text: '‹ Runs' })),
+        h('div', { class: 'outcome bad' }, h('strong', { text: e.status === 404 ? 'No such run: ' : 'Could not read the run: ' }),
+          e.status === 404 ? PL.preview(st.id, 200) : e.message));
     }
-  }
+  });
+  const load = loader.load;
 
   const refresh = PL.throttle(() => load(true), 500);
 
@@ -268,6 +260,7 @@
       st.id = r.arg || '';
       st.main = main;
       st.data = null;
+      loader.reset();
       st.outcome = h('div', { class: 'outcome', id: 'outcome', hidden: true });
       main.appendChild(h('p', { class: 'muted', text: 'Loading…' }));
       load(false);

@@ -13,7 +13,7 @@
 
   const st = {
     main: null, params: null, data: null, cursors: [], filterKey: '',
-    tbody: null, counts: null, pager: null, batch: null, outcome: null, loading: false,
+    tbody: null, counts: null, pager: null, batch: null, outcome: null,
   };
 
   function filters() {
@@ -36,27 +36,25 @@
   /* The server takes ages (1h) and UTC times alike. */
   const apiFilters = filters;
 
-  async function load(quiet) {
-    if (st.loading) return;
-    st.loading = true;
-    const q = Object.assign(apiFilters(), { limit: 50, cursor: st.params.get('cursor') || '' });
-    try {
-      const d = await PL.api('/api/runs' + PL.query(q));
+  const loader = PL.loader(
+    () => PL.api('/api/runs' + PL.query(Object.assign(apiFilters(), { limit: 50, cursor: st.params.get('cursor') || '' }))),
+    (d, e, quiet) => {
+      if (!st.main) return;
+      if (e) {
+        if (!quiet) {
+          PL.clear(st.tbody).appendChild(h('tr', null,
+            h('td', { colspan: 7, class: 'error-cell', text: 'Could not list the runs: ' + e.message })));
+        }
+        return;
+      }
       const old = st.data;
       st.data = d || { runs: [] };
       drawCounts();
       drawRows(old);
       drawPager();
       drawBatch();
-    } catch (e) {
-      if (!quiet) {
-        PL.clear(st.tbody).appendChild(h('tr', null,
-          h('td', { colspan: 7, class: 'error-cell', text: 'Could not list the runs: ' + e.message })));
-      }
-    } finally {
-      st.loading = false;
-    }
-  }
+    });
+  const load = loader.load;
 
   function countsOf(d) {
     const c = d && d.counts;
@@ -232,6 +230,7 @@
       if (!cur) st.cursors = [];
       else if (st.cursors[st.cursors.length - 1] !== cur) st.cursors = st.cursors.filter((c) => c !== cur).concat([cur]);
       st.data = null;
+      loader.reset();
       st.counts = h('div', { class: 'counts', id: 'counts' });
       st.tbody = h('tbody', { id: 'runs-body' }, h('tr', null, h('td', { colspan: 7, class: 'empty', text: 'Loading…' })));
       st.pager = h('div', { class: 'pager', id: 'pager' });

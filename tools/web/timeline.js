@@ -81,10 +81,21 @@
     const live = run.status === 'running' && !run.crashed;
     const walk = (path, depth, since) => {
       const list = paths.get(path) || [];
+      const used = new Set();
       for (let i = 0; i < list.length; i++) {
         const s = list[i];
         if (s.type === 'action_call') {
-          const res = list.slice(i + 1).find((x) => x.type === 'action_result' || x.type === 'error');
+          /* its result: the first one after it from the policy it called
+           * (calls made together have their results in turn) */
+          const callee = s.payload && typeof s.payload === 'object' ? s.payload.policy : null;
+          let res = null;
+          for (let j = i + 1; j < list.length && !res; j++) {
+            const x = list[j];
+            if (!used.has(j) && (x.type === 'action_result' || x.type === 'error') && (x.actor === callee || x.actor === s.actor || !callee)) {
+              res = x;
+              used.add(j);
+            }
+          }
           const start = tOf(s);
           const end = res ? tOf(res) : null;
           const pol = s.payload && typeof s.payload === 'object' && typeof s.payload.policy === 'string' ? s.payload.policy : String(s.actor || '?');
@@ -93,10 +104,11 @@
           else if (s.mark === 'waiting' || s.mark === 'suspended') status = 'waiting';
           else if (!res) status = 'open';
           else if (res.mark === 'error') status = 'error';
-          if (start !== null && rows.length < MAX_ROWS * 4) {
-            rows.push({ label: pol, path: path + '.' + s.seq, depth, start, end: end !== null ? end : live ? null : runEnd, kind: 'call', status, tokens: null });
-          }
           const child = path + '.' + s.seq;
+          const human = (paths.get(child) || []).some((x) => x.type === 'suspend');
+          if (start !== null && rows.length < MAX_ROWS * 4) {
+            rows.push({ label: pol, path: child, depth, start, end: end !== null ? end : live ? null : runEnd, kind: human ? 'human' : 'call', status, tokens: null });
+          }
           if (paths.has(child)) walk(child, depth + 1, start);
         } else if (s.type === 'side_effect' && s.payload && s.payload.name === 'llm_exchange') {
           const v = s.payload.value && typeof s.payload.value === 'object' ? s.payload.value : {};
@@ -125,11 +137,9 @@
   }
 
   PL.timeline = function (server, steps, run) {
-    /* the server's calls, with the model exchanges the steps hold */
-    const mine = fromSteps(steps, run);
-    const theirs = fromServer(server);
-    let rows = theirs ? theirs.concat(mine.filter((r) => r.kind === 'model')) : mine;
-    if (theirs) rows = rows.map((r, i) => [r, i]).sort((a, b) => a[0].start - b[0].start || a[1] - b[1]).map((x) => x[0]);
+    /* what the steps tell (with the model exchanges), else the server's calls */
+    let rows = fromSteps(steps, run);
+    if (!rows.length) rows = fromServer(server) || [];
     const wrap = h('div', { class: 'timeline', id: 'timeline' });
     if (!rows.length) {
       wrap.appendChild(h('p', { class: 'empty', text: 'No call yet.' }));
