@@ -285,6 +285,12 @@ async function story() {
   await page.waitForSelector('#overview .chart-panel');
   ok(await page.locator('#overview .chart-panel').count() === 4, 'the overview shows its four panels');
   await shot(page, 'overview');
+  const bg = () => page.evaluate(() => getComputedStyle(document.body).backgroundColor);
+  const light = await bg();
+  await page.click('#theme');
+  ok(await page.evaluate(() => document.documentElement.dataset.theme) === 'dark' && await bg() !== light, 'the theme button turns the page dark');
+  await page.click('#theme');
+  ok(await bg() === light, 'and light again');
   clean(page, 'on the story\'s pages');
   await b.close();
 }

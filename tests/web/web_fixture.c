@@ -148,8 +148,7 @@ static int many(pl_engine *e, long n)
         snprintf(id, sizeof id, "job-%06ld", i);
         cJSON *p = NULL;
         if (pl_json_pack(&p, "{s:i, s:s}", "n", (int)i, "note",
-                         i % 1000 == 0 ? "a needle in the haystack"
-                                       : "hay") ||
+                         i % 1000 == 0 ? "a needle in the haystack" : "hay") ||
             start(e, id, "job", p))
             return 1;
     }
@@ -160,8 +159,8 @@ static int write_script(const char *path)
 {
     cJSON *doc = NULL;
     if (pl_json_pack(&doc, "{s:[{s:s, s:{s:i, s:i}}]}", "responses", "text",
-                     "Here is the link: " S_ALL " [click](" S_URL ")",
-                     "usage", "input", 120, "output", 48))
+                     "Here is the link: " S_ALL " [click](" S_URL ")", "usage",
+                     "input", 120, "output", 48))
         return 1;
     char *text = cJSON_Print(doc);
     cJSON_Delete(doc);
@@ -179,17 +178,18 @@ static int hostile(pl_engine *e)
     cJSON *p = NULL;
     int bad = !big;
     /* ids hold only [A-Za-z0-9._:-]: a "javascript:" one is possible */
-    bad = bad || pl_json_pack(&p, "{s:s, s:s, s:s, s:s, s:s}", "script",
-                              S_SCRIPT, "attr", S_ATTR, "img", S_IMG, "url",
-                              S_URL, "svg", S_SVG) ||
+    bad = bad ||
+          pl_json_pack(&p, "{s:s, s:s, s:s, s:s, s:s}", "script", S_SCRIPT,
+                       "attr", S_ATTR, "img", S_IMG, "url", S_URL, "svg",
+                       S_SVG) ||
           start(e, "javascript:window.__xss", "echo", p);
     bad = bad || pl_json_pack(&p, "{s:s, s:s}", "big", big, "url", S_URL) ||
           start(e, "hostile-big", "echo", p);
     bad = bad || pl_json_pack(&p, "{s:s}", "text", S_ALL) ||
           start(e, "hostile-failed", "boom", p);
-    bad = bad || pl_json_pack(&p, "{s:s, s:s, s:s, s:s}", "question",
-                              S_SCRIPT, "draft", S_IMG, "ask", S_URL, "big",
-                              big) ||
+    bad = bad ||
+          pl_json_pack(&p, "{s:s, s:s, s:s, s:s}", "question", S_SCRIPT,
+                       "draft", S_IMG, "ask", S_URL, "big", big) ||
           start(e, "hostile-suspended", "ask", p);
     bad = bad || pl_json_pack(&p, "{s:s}", "text", S_ALL) ||
           start(e, "hostile-model", "chat", p);

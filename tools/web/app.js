@@ -158,6 +158,19 @@ PL.tokens = function (t) {
   return { total: null, title: '' };
 };
 
+/* A run's steps by invocation path, each list in step order. */
+PL.byPath = function (steps) {
+  const m = new Map();
+  for (const s of steps) {
+    if (!s || typeof s !== 'object') continue;
+    const p = String(s.path !== undefined ? s.path : '0');
+    if (!m.has(p)) m.set(p, []);
+    m.get(p).push(s);
+  }
+  for (const list of m.values()) list.sort((a, b) => (a.seq || 0) - (b.seq || 0));
+  return m;
+};
+
 /* A value shown in one line, cut at max characters. */
 PL.preview = function (v, max = 140) {
   let s;

@@ -166,7 +166,7 @@
       const pts = series.get(m);
       const d = pts.map((p, j) => (j ? 'L' : 'M') + x(p.t).toFixed(1) + ' ' + y(p.v).toFixed(1)).join(' ');
       g.appendChild(svg('path', { class: 'line c' + i, d }));
-      for (const p of pts) g.appendChild(svg('circle', { class: 'dot c' + i, cx: x(p.t), cy: y(p.v), r: 2.5 }, svg('title', { text: m + ' · ' + axisLabel(p.t) + ' · ' + PL.num(p.v) + ' tokens' })));
+      for (const p of pts.filter((q) => q.v > 0)) g.appendChild(svg('circle', { class: 'dot c' + i, cx: x(p.t), cy: y(p.v), r: 2.5 }, svg('title', { text: m + ' · ' + axisLabel(p.t) + ' · ' + PL.num(p.v) + ' tokens' })));
     });
     g.append(svg('text', { class: 'axis', x: L, y: H - 4, text: axisLabel(new Date(t0)) }),
       svg('text', { class: 'axis', x: W - 2, y: H - 4, 'text-anchor': 'end', text: axisLabel(new Date(t1)) }));

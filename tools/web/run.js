@@ -39,18 +39,6 @@
     return out;
   }
 
-  function byPath(steps) {
-    const m = new Map();
-    for (const s of steps) {
-      if (!s || typeof s !== 'object') continue;
-      const p = String(s.path !== undefined ? s.path : '0');
-      if (!m.has(p)) m.set(p, []);
-      m.get(p).push(s);
-    }
-    for (const list of m.values()) list.sort((a, b) => (a.seq || 0) - (b.seq || 0));
-    return m;
-  }
-
   function stepId(s) { return s.id !== undefined ? String(s.id) : String(s.path) + ':' + s.seq; }
 
   function typeBadge(t) {
@@ -212,7 +200,7 @@
     const d = st.data;
     const run = runOf(d);
     const steps = stepsOf(d);
-    const paths = byPath(steps);
+    const paths = PL.byPath(steps);
     const y = window.scrollY;
     PL.clear(main);
     const status = PL.statusOf(run);

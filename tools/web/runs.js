@@ -84,6 +84,7 @@
       }, h('span', { class: 'chip-label', text: label }), h('span', { class: 'chip-n', text: PL.compact(n) }));
       a.dataset.status = key || 'all';
       a.dataset.n = String(n);
+      if (!n && key) a.classList.add('zero');
       if (key && n > 0 && (key === 'crashed' || key === 'in_doubt' || key === 'failed')) a.classList.add('hot');
       return a;
     };

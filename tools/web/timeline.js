@@ -67,14 +67,7 @@
    * the caller's ledger, in tree order; each model exchange (a
    * side_effect named llm_exchange) from the step before it. */
   function fromSteps(steps, run) {
-    const paths = new Map();
-    for (const s of steps) {
-      if (!s || typeof s !== 'object') continue;
-      const p = String(s.path !== undefined ? s.path : '0');
-      if (!paths.has(p)) paths.set(p, []);
-      paths.get(p).push(s);
-    }
-    for (const l of paths.values()) l.sort((a, b) => (a.seq || 0) - (b.seq || 0));
+    const paths = PL.byPath(steps);
     const rows = [];
     const tOf = (s) => usOf(s, ['time_us', 'time']);
     const runEnd = usOf(run, ['updated_us', 'updated']);
