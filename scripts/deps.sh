@@ -15,7 +15,8 @@
 set -euo pipefail
 
 pkgs=(gcc libc6-dev make cmake pkg-config
-      liblmdb-dev libpq-dev libmsgpack-dev libcjson-dev libssl-dev libcurl4-openssl-dev)
+      liblmdb-dev libpq-dev libmsgpack-dev libcjson-dev libssl-dev libcurl4-openssl-dev
+      libmicrohttpd-dev)
 if [ "${1:-}" = "--test" ]; then
   pkgs+=(libcriterion-dev valgrind g++ clang-format python3
          json-schema-test-suite postgresql nodejs chromium)

@@ -92,11 +92,45 @@ static enum MHD_Result send_bytes(struct MHD_Connection *c, int status,
     return r;
 }
 
+/*
+ * @p text with every '<', '>' and '&' as a \u escape: they occur in JSON
+ * only inside strings, where the escape means the same, and so no answer
+ * holds markup, whatever reads it.  Takes @p text; NULL on OOM.
+ */
+static char *inert(char *text)
+{
+    size_t n = 0, len = strlen(text);
+    for (size_t i = 0; i < len; i++)
+        n += text[i] == '<' || text[i] == '>' || text[i] == '&';
+    if (!n)
+        return text;
+    char *out = malloc(len + 5 * n + 1), *o = out;
+    for (size_t i = 0; out && i < len; i++) {
+        char ch = text[i];
+        if (ch == '<' || ch == '>' || ch == '&') {
+            memcpy(o,
+                   ch == '<'   ? "\\u003c"
+                   : ch == '>' ? "\\u003e"
+                               : "\\u0026",
+                   6);
+            o += 6;
+        } else {
+            *o++ = ch;
+        }
+    }
+    if (out)
+        *o = '\0';
+    free(text);
+    return out;
+}
+
 static enum MHD_Result send_json(struct MHD_Connection *c, int status,
                                  cJSON *doc)
 {
     char *text = doc ? cJSON_PrintUnformatted(doc) : NULL;
     cJSON_Delete(doc);
+    if (text)
+        text = inert(text);
     if (!text) {
         static char oom[] = "{\"error\":\"PL_ENOMEM\",\"message\":\"out of "
                             "memory\"}";
