@@ -49,8 +49,23 @@ function ok(cond, msg) {
 }
 
 function cleanup() {
-  for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGTERM');
+  for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
   fs.rmSync(tmp, { recursive: true, force: true });
+}
+
+/* Stops ledger-web as an operator would (SIGTERM) and shows what it said
+ * on stderr, where a sanitizer reports (which fails the test); it must
+ * exit 0. */
+async function stopWeb(web) {
+  const c = web.child;
+  const code = await new Promise((resolve) => {
+    if (c.exitCode !== null || c.signalCode !== null) return resolve(c.exitCode);
+    const t = setTimeout(() => { c.kill('SIGKILL'); }, 10000);
+    c.on('exit', (st, sig) => { clearTimeout(t); resolve(sig ? sig : st); });
+    c.kill('SIGTERM');
+  });
+  for (const l of web.errors().split('\n').filter(Boolean).slice(0, 200)) log('ledger-web: ' + l.slice(0, 300));
+  ok(code === 0, `ledger-web stops on SIGTERM with status 0 (${code})`);
 }
 
 function run(bin, args, env, okCodes) {
@@ -96,7 +111,7 @@ async function startWeb(store, args, env) {
     check();
   });
   log(`ledger-web serves ${store} on ${base}`);
-  return { child, base, output: () => out + err };
+  return { child, base, output: () => out + err, errors: () => err };
 }
 
 /* One HTTP request to ledger-web: {status, headers, body, json}. */
@@ -310,6 +325,7 @@ async function story() {
   ok(await bg() === light, 'and light again');
   clean(page, 'on the story\'s pages');
   await b.close();
+  await stopWeb(web);
 }
 
 async function paging() {
@@ -384,6 +400,7 @@ async function paging() {
   ok(await page.locator('.inbox-card textarea').isDisabled(), 'and its answer');
   clean(page, 'while paging');
   await b.close();
+  await stopWeb(web);
 }
 
 const HOSTILE = ['<script>', 'onerror=', 'javascript:', '<svg onload', '<img src=x'];
@@ -453,6 +470,7 @@ async function hostile() {
   ok(/168/.test(await page.locator('#timeline').textContent()), 'the model run\'s timeline shows its tokens');
   clean(page, 'on every hostile page');
   await b.close();
+  await stopWeb(web);
 }
 
 async function refusals() {
@@ -495,7 +513,7 @@ async function refusals() {
   ok(r && r.status === 'running' && r.crashed === true, 'the run is still crashed');
   const good = await request(web.base, 'POST', url, Object.assign({ 'X-CSRF-Token': sess.json.csrf }, json), {});
   ok(good.status === 200, `with the token, continue is done: ${good.body.slice(0, 120)}`);
-  web.child.kill('SIGTERM');
+  await stopWeb(web);
 
   /* with a token: nothing without it; the login URL sets the cookie */
   const tokenFile = path.join(tmp, 'token');
@@ -519,6 +537,7 @@ async function refusals() {
   page.problems = page.problems.filter((p) => !/40[13]/.test(p));
   clean(page, 'logging in');
   await b.close();
+  await stopWeb(web2);
 }
 
 const CASES = { story, paging, hostile, refusals };

@@ -171,7 +171,7 @@
       bar.appendChild(PL.confirmButton('Cancel', 'Cancel this run?', 'danger-outline', (b) =>
         PL.act(b, st.outcome, '/api/runs/' + id + '/cancel', {}, () => load(true))));
     }
-    bar.appendChild(h('a', { class: 'button', id: 'export', href: '/api/runs/' + id + '/export', download: 'run.jsonl', text: 'Export JSONL' }));
+    bar.appendChild(h('a', { class: 'button', id: 'export', href: '/api/runs/' + id + '/export', download: String(run.id).replace(/[^A-Za-z0-9._-]/g, '_') + '.jsonl', text: 'Export JSONL' }));
     return bar;
   }
 

@@ -172,7 +172,9 @@
     const status = h('select', { name: 'status', 'aria-label': 'status' }, h('option', { value: '', text: 'any status' }),
       STATUSES.map((s) => h('option', { value: s, text: s, selected: f.status === s })));
     if (f.status && !STATUSES.includes(f.status)) status.appendChild(h('option', { value: f.status, text: f.status, selected: true }));
-    const policy = h('input', { name: 'policy', placeholder: 'root policy', value: f.policy || '', size: 12, 'aria-label': 'root policy' });
+    const policy = h('input', { name: 'policy', placeholder: 'root policy', value: f.policy || '', size: 12, 'aria-label': 'root policy', list: 'policies' });
+    const names = Array.isArray(PL.session.policies) ? PL.session.policies.filter((p) => typeof p === 'string') : [];
+    const datalist = h('datalist', { id: 'policies' }, names.slice(0, 500).map((p) => h('option', { value: p })));
     const prefix = h('input', { name: 'prefix', placeholder: 'run id prefix', value: f.prefix || '', size: 14, class: 'mono', 'aria-label': 'run id prefix' });
     const q = h('input', { name: 'q', type: 'search', placeholder: 'search payloads', value: f.q || '', size: 18, 'aria-label': 'search text' });
     const range = h('select', { name: 'range', 'aria-label': 'time range' },
@@ -188,7 +190,7 @@
     custom.hidden = range.value !== 'custom';
     const clear = h('button', { type: 'button', class: 'ghost', text: 'Clear' });
     const form = h('form', { class: 'filters', id: 'filters', autocomplete: 'off' },
-      status, policy, prefix, q, range, custom, h('button', { type: 'submit', text: 'Apply' }), clear);
+      status, policy, datalist, prefix, q, range, custom, h('button', { type: 'submit', text: 'Apply' }), clear);
     const apply = () => {
       const nf = {
         status: status.value, policy: policy.value.trim(), prefix: prefix.value.trim(), q: q.value.trim(),
