@@ -16,7 +16,8 @@ case "${1:-}" in
   --sanitize) dir=build-asan flags=(-DPL_BUILD_TESTS=ON -DPL_SANITIZE=ON) ;;
   --tsan) dir=build-tsan flags=(-DPL_BUILD_TESTS=ON -DPL_TSAN=ON) ;;
   --minimal) dir=build-min flags=(-DPL_BUILD_TESTS=ON -DPL_SANITIZE=OFF
-                                  -DPL_WITH_POSTGRESQL=OFF -DPL_WITH_CURL=OFF) ;;
+                                  -DPL_WITH_POSTGRESQL=OFF -DPL_WITH_CURL=OFF
+                                  -DPL_WITH_WEB=OFF) ;;
   *) echo "usage: scripts/test.sh [--sanitize | --tsan | --minimal]" >&2
      exit 2 ;;
 esac
