@@ -49,17 +49,24 @@ def check(cond, what):
 
 class Server:
     def __init__(self, store, *args, env=None):
+        # stderr to a file: a pipe nobody reads could fill and stop it
+        self.err = tempfile.TemporaryFile(mode="w+")
         self.proc = subprocess.Popen(
             [WEB, store, "--listen", "127.0.0.1:0", *args],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            env=env)
+            stdout=subprocess.PIPE, stderr=self.err, text=True, env=env)
         line = self.proc.stdout.readline()
+        if "http://" not in line:
+            self.proc.wait()
         check("http://" in line, "ledger-web prints its URL: %r %s" %
-              (line, self.proc.stderr.read() if not line else ""))
+              (line, self.stderr()))
         url = line.split()[-1]
         u = urllib.parse.urlparse(url)
         self.host, self.port = u.hostname, u.port
         self.csrf = None
+
+    def stderr(self):
+        self.err.seek(0)
+        return self.err.read()
 
     def req(self, method, path, body=None, headers=None, raw=False):
         c = http.client.HTTPConnection(self.host, self.port, timeout=60)
@@ -90,7 +97,9 @@ class Server:
     def stop(self):
         self.proc.send_signal(signal.SIGTERM)
         rc = self.proc.wait(timeout=30)
-        check(rc == 0, "ledger-web stops with 0 on SIGTERM (got %d)" % rc)
+        check(rc == 0, "ledger-web stops with 0 on SIGTERM (got %d): %s" %
+              (rc, self.stderr()))
+        print(self.stderr(), end="")
 
 
 def run(*cmd, ok=(0,), env=None, cwd=None):
@@ -369,14 +378,15 @@ def api(s, total):
     st, doc, _ = s.post("/api/runs/order-2/continue")
     check(st == 200 and doc["status"] == "completed" and
           doc["calls_served"] >= 1, "continue the crashed run: %s" % doc)
-    seen = False
+    seen, got = False, []
     deadline = time.time() + 20
     while not seen and time.time() < deadline:
         line = er.readline()
+        got.append(line)
         if line.startswith(b"data:") and b'"order-2"' in line and \
                 b'"completed"' in line:
             seen = True
-    check(seen, "the stream announces order-2 completed")
+    check(seen, "the stream announces order-2 completed: %s" % got)
     ev.close()
 
     st, doc, _ = s.post("/api/runs/agent-1/answer",
