@@ -311,15 +311,8 @@ typedef struct exporter {
 static int export_line(cJSON *line, void *user)
 {
     exporter *x = user;
-    const cJSON *id = cJSON_GetObjectItemCaseSensitive(line, "id");
-    if (x->rs && cJSON_IsString(id) && x->next < x->rs->n) {
-        size_t i = x->next++;
-        const char *mark = !strcmp(id->valuestring, x->rs->v[i].id)
-                               ? mark_name(x->rs, i, x->ri)
-                               : NULL;
-        if (mark && !cJSON_AddStringToObject(line, "mark", mark))
-            return PL_ENOMEM;
-    }
+    if (x->rs && !mark_export_line(line, x->rs, x->ri, &x->next))
+        return PL_ENOMEM;
     if (!cli_json_line(x->f, line))
         return PL_EIO;
     return ftell(x->f) > (long)WEB_EXPORT_MAX ? PL_ELIMIT : 0;
