@@ -195,6 +195,21 @@ def test(tmp):
     finally:
         ro.stop()
 
+    # --- a check against changed code: the first divergence ---
+    v2 = Server(store, "--plugin", os.path.join(EX, "order-plugin-v2.so"),
+                env=env)
+    try:
+        st, doc, _ = v2.get("/api/session")
+        v2.csrf = doc["csrf"]
+        st, doc, _ = v2.post("/api/runs/order-1/check")
+        check(st == 200 and doc["check"] == "diverged" and
+              doc["divergence"]["step"] and
+              doc["divergence"]["recorded"]["payload"] !=
+              doc["divergence"]["now"]["payload"],
+              "check against changed code diverges: %s" % doc)
+    finally:
+        v2.stop()
+
     # --- a token ---
     token = "t0ken-" + "x" * 20
     tf = os.path.join(tmp, "token")
