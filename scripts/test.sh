@@ -20,7 +20,7 @@ case "${1:-}" in
                                 -DPL_BROWSER_TESTS=OFF) ;;
   --minimal) dir=build-min flags=(-DPL_BUILD_TESTS=ON -DPL_SANITIZE=OFF
                                   -DPL_WITH_POSTGRESQL=OFF -DPL_WITH_CURL=OFF
-                                  -DPL_BROWSER_TESTS=OFF) ;;
+                                  -DPL_WITH_WEB=OFF -DPL_BROWSER_TESTS=OFF) ;;
   *) echo "usage: scripts/test.sh [--sanitize | --tsan | --minimal]" >&2
      exit 2 ;;
 esac

@@ -157,15 +157,8 @@ typedef struct export_marks {
 static int export_line(cJSON *line, void *user)
 {
     export_marks *m = user;
-    const cJSON *id = cJSON_GetObjectItemCaseSensitive(line, "id");
-    if (cJSON_IsString(id) && m->next < m->r->n) {
-        size_t i = m->next++;
-        const char *mark = !strcmp(id->valuestring, m->r->v[i].id)
-                               ? mark_name(m->r, i, m->ri)
-                               : NULL;
-        if (mark && !cJSON_AddStringToObject(line, "mark", mark))
-            return PL_ENOMEM;
-    }
+    if (!mark_export_line(line, m->r, m->ri, &m->next))
+        return PL_ENOMEM;
     return cli_json_line(stdout, line) ? 0 : PL_EIO;
 }
 

@@ -89,6 +89,23 @@ cJSON *run_json(const pl_run_info *ri)
     return o;
 }
 
+/* ---- a check's verdict -------------------------------------------------------- */
+
+const char *check_verdict(int st, pl_run_status recorded, int recorded_error,
+                          const char **note)
+{
+    *note = NULL;
+    if (st == PL_ECHECK)
+        *note = "replays cleanly up to where its record ends";
+    else if (st == PL_ENONDET)
+        return "diverged";
+    else if (st && recorded == PL_RUN_FAILED && st == recorded_error)
+        *note = "fails as recorded";
+    else if (st)
+        return "error";
+    return "ok";
+}
+
 /* ---- its steps ---------------------------------------------------------------- */
 
 void rows_free(rows *r)
@@ -248,4 +265,17 @@ bool add_tokens(cJSON *run, pl_engine *e, const char *id)
     return o && cJSON_AddNumberToObject(o, "input", (double)t.input) &&
            cJSON_AddNumberToObject(o, "output", (double)t.output) &&
            cJSON_AddNumberToObject(o, "model_calls", (double)t.exchanges);
+}
+
+bool mark_export_line(cJSON *line, const rows *r, const pl_run_info *ri,
+                      size_t *next)
+{
+    const cJSON *id = cJSON_GetObjectItemCaseSensitive(line, "id");
+    if (!cJSON_IsString(id) || *next >= r->n)
+        return true;
+    size_t i = (*next)++;
+    const char *mark = !strcmp(id->valuestring, r->v[i].id)
+                           ? mark_name(r, i, ri)
+                           : NULL;
+    return !mark || cJSON_AddStringToObject(line, "mark", mark);
 }

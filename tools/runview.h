@@ -54,6 +54,19 @@ const char *mark_name(const rows *r, size_t i, const pl_run_info *ri);
 /* Row @p w of run @p run as JSON, with its mark if any; NULL on OOM. */
 cJSON *row_json(const char *run, const srow *w, const char *mark);
 
+/* The export's lines marked as the run's rows are (pl_run_export_each()
+ * hands them in the rows' order): add "mark" to @p line if its step has
+ * one.  @p next is where the last line left off (start at 0).  False on
+ * OOM. */
+bool mark_export_line(cJSON *line, const rows *r, const pl_run_info *ri,
+                      size_t *next);
+
+/* What a check (pl_run_continue() with check) that returned @p st says of
+ * a run recorded as @p recorded (failed with @p recorded_error): "ok",
+ * "diverged" or "error", and in *note why it is ok (or NULL). */
+const char *check_verdict(int st, pl_run_status recorded, int recorded_error,
+                          const char **note);
+
 /* The token totals of the run's model calls (none: false). */
 bool run_tokens(pl_llm_tokens *t, pl_engine *e, const char *id);
 /* Add "tokens" to @p run when it made model calls.  False on OOM. */

@@ -27,6 +27,7 @@
 #define WEB_WATCH_MAX 1000   /* unfinished runs watched for changes */
 #define WEB_OLDEST_MAX 10    /* oldest suspended runs kept by the counts */
 #define WEB_STEPS_MAX 200000 /* most steps a run view reads */
+#define WEB_EXPORT_MAX (64 << 20) /* largest export served */
 
 /* Counted statuses: pl_run_status values, and crashed (running, its owner
  * gone) apart from running. */
@@ -150,8 +151,9 @@ typedef struct web_filter {
 int web_filter_parse(web_filter *f, const web_req *r, cJSON **out);
 /* Does run @p ri pass @p f (but for the cursor and the limit)? */
 bool web_filter_match(const web_filter *f, const pl_run_info *ri);
-/* A run as the list shows it; NULL on OOM. */
-cJSON *web_run_summary(web *w, const pl_run_info *ri);
+/* A run as the list shows it, reading its steps (for its tokens and
+ * in-doubt calls) if @p budget has room for them; NULL on OOM. */
+cJSON *web_run_summary(web *w, const pl_run_info *ri, size_t *budget);
 /* The status the list names: "crashed" for a run whose owner is gone. */
 const char *web_status_name(const pl_run_info *ri);
 

@@ -310,15 +310,8 @@ static int do_check(web *w, const char *id, cJSON **out)
     st = pl_run_continue(&o, w->engine, id, &ro);
     double ms = ms_since(t0);
     g_seen = NULL;
-    const char *verdict = "ok", *note = NULL;
-    if (st == PL_ECHECK)
-        note = "replays cleanly up to where its record ends";
-    else if (st == PL_ENONDET)
-        verdict = "diverged";
-    else if (st && recorded == PL_RUN_FAILED && st == recorded_error)
-        note = "fails as recorded";
-    else if (st)
-        verdict = "error";
+    const char *note;
+    const char *verdict = check_verdict(st, recorded, recorded_error, &note);
     cJSON *j = cJSON_CreateObject();
     if (j) {
         cJSON_AddStringToObject(j, "run_id", id);

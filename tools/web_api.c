@@ -299,27 +299,56 @@ int api_timeline(web *w, const char *id, cJSON **out)
 
 /* ---- the export ------------------------------------------------------------------ */
 
+/* The export's lines, marked as ledger-dump --format jsonl marks them
+ * (the rows are read only for a run of at most WEB_STEPS_MAX steps). */
+typedef struct exporter {
+    FILE *f;
+    const rows *rs;
+    const pl_run_info *ri;
+    size_t next;
+} exporter;
+
 static int export_line(cJSON *line, void *user)
 {
-    return cli_json_line(user, line) ? 0 : PL_EIO;
+    exporter *x = user;
+    if (x->rs && !mark_export_line(line, x->rs, x->ri, &x->next))
+        return PL_ENOMEM;
+    if (!cli_json_line(x->f, line))
+        return PL_EIO;
+    return ftell(x->f) > (long)WEB_EXPORT_MAX ? PL_ELIMIT : 0;
 }
 
 int api_export(web *w, const char *id, char **text, size_t *len, cJSON **out)
 {
     *text = NULL;
     *len = 0;
-    FILE *f = open_memstream(text, len);
-    if (!f)
-        return web_fail(out, 500, "PL_ENOMEM", "out of memory");
-    int st = pl_run_export_each(w->engine, id, export_line, f);
-    if (fclose(f) != 0 && !st)
+    pl_run_info *ri = NULL;
+    rows rs = {0};
+    int st = pl_run_get(&ri, w->engine, id);
+    if (st == PL_ENOTFOUND)
+        return web_fail(out, 404, "not_found", "no run %s in the store",
+                        QUOTE(id));
+    if (st)
+        return web_fail_status(out, st, "reading the run");
+    bool marked = ri->steps <= WEB_STEPS_MAX &&
+                  read_rows(w->engine, id, &rs) == PL_OK;
+    exporter x = {open_memstream(text, len), marked ? &rs : NULL, ri, 0};
+    if (!x.f)
         st = PL_ENOMEM;
+    else
+        st = pl_run_export_each(w->engine, id, export_line, &x);
+    if (x.f && fclose(x.f) != 0 && !st)
+        st = PL_ENOMEM;
+    rows_free(&rs);
+    pl_run_info_free(ri);
     if (st) {
         free(*text);
         *text = NULL;
-        if (st == PL_ENOTFOUND)
-            return web_fail(out, 404, "not_found", "no run %s in the store",
-                            QUOTE(id));
+        if (st == PL_ELIMIT)
+            return web_fail(out, 413, "too_large",
+                            "the export of run %s is over %d MiB: take it "
+                            "with ledger-dump --run ID --format jsonl",
+                            QUOTE(id), WEB_EXPORT_MAX >> 20);
         return web_fail_status(out, st, "exporting the run");
     }
     return 200;

@@ -15,6 +15,7 @@
 #include "web.h"
 
 #define WALK_MAX 2000   /* runs of more steps show no tokens in the list */
+#define PAGE_WALK 50000 /* steps a page reads for tokens, at most */
 #define PREVIEW_MAX 200 /* bytes of a root payload the list shows */
 
 const char *web_status_name(const pl_run_info *ri)
@@ -134,8 +135,11 @@ bool web_filter_match(const web_filter *f, const pl_run_info *ri)
 
 /* ---- a run as the list shows it ------------------------------------------------ */
 
-cJSON *web_run_summary(web *w, const pl_run_info *ri)
+cJSON *web_run_summary(web *w, const pl_run_info *ri, size_t *budget)
 {
+    bool walk = ri->steps <= WALK_MAX && ri->steps <= *budget;
+    if (walk)
+        *budget -= ri->steps;
     cJSON *o = run_json(ri);
     if (!o)
         return NULL;
@@ -152,10 +156,10 @@ cJSON *web_run_summary(web *w, const pl_run_info *ri)
                                       preview ? preview : "");
     free(preview);
     /* tokens and in-doubt calls need the steps: read for runs small
-     * enough, else null (the run's page has them) */
+     * enough while the page's budget lasts, else null (the run's page
+     * has them) */
     pl_llm_tokens t = PL_LLM_TOKENS_INIT;
-    if (ok && ri->steps <= WALK_MAX &&
-        pl_llm_run_tokens(&t, w->engine, ri->id) == PL_OK) {
+    if (ok && walk && pl_llm_run_tokens(&t, w->engine, ri->id) == PL_OK) {
         cJSON *tk = cJSON_AddObjectToObject(o, "tokens");
         ok = tk && cJSON_AddNumberToObject(tk, "input", (double)t.input) &&
              cJSON_AddNumberToObject(tk, "output", (double)t.output) &&
@@ -163,7 +167,7 @@ cJSON *web_run_summary(web *w, const pl_run_info *ri)
     } else if (ok) {
         ok = cJSON_AddNullToObject(o, "tokens") != NULL;
     }
-    if (ok && crashed(ri) && ri->steps <= WALK_MAX) {
+    if (ok && crashed(ri) && walk) {
         rows rs = {0};
         bool doubt = false;
         if (read_rows(w->engine, ri->id, &rs) == PL_OK)
@@ -171,8 +175,10 @@ cJSON *web_run_summary(web *w, const pl_run_info *ri)
                 doubt = call_mark_of(&rs, i, ri) == MARK_IN_DOUBT;
         rows_free(&rs);
         ok = cJSON_AddBoolToObject(o, "in_doubt", doubt) != NULL;
-    } else if (ok) {
-        ok = cJSON_AddBoolToObject(o, "in_doubt", false) != NULL;
+    } else if (ok) { /* not crashed: none; crashed but not read: unknown */
+        ok = (crashed(ri)
+                  ? cJSON_AddNullToObject(o, "in_doubt")
+                  : cJSON_AddBoolToObject(o, "in_doubt", false)) != NULL;
     }
     if (!ok) {
         cJSON_Delete(o);
@@ -192,6 +198,7 @@ typedef struct page {
     char last[PL_MAX_RUN_ID + 1]; /* the last id read */
     bool more;                    /* stopped before the end */
     bool truncated;               /* stopped by WEB_SCAN_MAX */
+    size_t budget;                /* steps left to read for tokens */
     bool oom;
 } page;
 
@@ -213,7 +220,7 @@ static int page_visit(const pl_run_info *ri, void *user)
     snprintf(p->last, sizeof p->last, "%s", ri->id);
     if (!web_filter_match(f, ri))
         return 0;
-    cJSON *j = web_run_summary(p->w, ri);
+    cJSON *j = web_run_summary(p->w, ri, &p->budget);
     if (j && p->with_prompt && ri->prompt)
         cJSON_AddItemToObject(j, "prompt", cJSON_Duplicate(ri->prompt, 1));
     if (!j) {
@@ -251,7 +258,7 @@ static void start_at(const web_filter *f, char *out, size_t n)
 
 static int list(web *w, const web_filter *f, bool with_prompt, cJSON **out)
 {
-    page p = {.w = w, .f = f, .with_prompt = with_prompt};
+    page p = {.w = w, .f = f, .with_prompt = with_prompt, .budget = PAGE_WALK};
     cJSON *doc = cJSON_CreateObject();
     p.runs = cJSON_CreateArray();
     if (!doc || !p.runs) {

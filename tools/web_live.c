@@ -137,25 +137,25 @@ static void count_once(web *w)
         w->counts_as_of_us = t0;
         memcpy(w->oldest, c.oldest, sizeof c.oldest);
         w->n_oldest = c.n_oldest;
-        /* the watched set: the newest unfinished runs as of this count */
-        web_watch *old = w->watch;
-        size_t n_old = w->n_watch;
-        w->watch = c.watch;
-        w->n_watch = WEB_WATCH_MAX;
-        c.watch = old;
-        c.n_watch = n_old;
-        /* compact: the ring has holes while not full */
-        size_t k = 0;
-        for (size_t i = 0; i < WEB_WATCH_MAX; i++)
-            if (w->watch[i].id)
-                w->watch[k++] = w->watch[i];
-        w->n_watch = k;
-        for (size_t i = k; i < WEB_WATCH_MAX; i++)
-            w->watch[i] = (web_watch){0};
+        /* the watched set gains the unfinished runs this count found (the
+         * newest first) while there is room; a run watched already keeps
+         * what was last announced of it, so that a change this count saw
+         * first is still announced by the poller */
+        for (size_t k = 0; k < c.n_watch && w->n_watch < WEB_WATCH_MAX; k++) {
+            web_watch
+                *e = &c.watch[(c.next + WEB_WATCH_MAX - 1 - k) % WEB_WATCH_MAX];
+            bool known = false;
+            for (size_t i = 0; !known && i < w->n_watch; i++)
+                known = !strcmp(w->watch[i].id, e->id);
+            if (!known) {
+                w->watch[w->n_watch++] = *e;
+                e->id = NULL; /* moved */
+            }
+        }
     }
     w->counts_scan_us = t1 - t0;
     pthread_mutex_unlock(&w->mu);
-    watch_free(c.watch, c.watch == w->watch ? 0 : c.n_watch);
+    watch_free(c.watch, WEB_WATCH_MAX);
 }
 
 static void *counter_main(void *arg)
@@ -366,6 +366,14 @@ static void recheck(web *w)
     free(ids);
 }
 
+/* The newest run's id, where the poller starts looking for new ones. */
+static int newest_visit(const pl_run_info *ri, void *user)
+{
+    web *w = user;
+    snprintf(w->newest, sizeof w->newest, "%s", ri->id);
+    return 1;
+}
+
 static void *poller_main(void *arg)
 {
     web *w = arg;
@@ -388,6 +396,15 @@ static void *poller_main(void *arg)
             o.after = after;
             fresh f = {w, 0};
             (void)pl_engine_runs_from(w->engine, &o, fresh_visit, &f);
+            if (f.n > NEW_MAX) {
+                /* more than a poll announces: the rest only as the
+                 * "change" below, and the next poll starts at the newest */
+                o.after = NULL;
+                o.reverse = true;
+                pthread_mutex_lock(&w->mu);
+                (void)pl_engine_runs_from(w->engine, &o, newest_visit, w);
+                pthread_mutex_unlock(&w->mu);
+            }
         }
         if (moved || ++polls % RECHECK_POLLS == 0)
             recheck(w);
@@ -408,14 +425,6 @@ static void *poller_main(void *arg)
         pthread_mutex_unlock(&w->mu);
     }
     return NULL;
-}
-
-/* The newest run's id, where the poller starts looking for new ones. */
-static int newest_visit(const pl_run_info *ri, void *user)
-{
-    web *w = user;
-    snprintf(w->newest, sizeof w->newest, "%s", ri->id);
-    return 1;
 }
 
 bool web_live_start(web *w)

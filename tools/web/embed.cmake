@@ -17,8 +17,9 @@ foreach(name IN LISTS names)
   string(LENGTH "${hex}" hex_len)
   math(EXPR len "${hex_len} / 2")
   string(REGEX REPLACE "([0-9a-f][0-9a-f])" "0x\\1," bytes "${hex}")
-  # a line break every 32 bytes, for the compiler's sake
-  string(REGEX REPLACE "((0x..,){32})" "\\1\n" bytes "${bytes}")
+  # a line break every 16 bytes, for the compiler's sake
+  string(REPEAT "0x..," 16 line)
+  string(REGEX REPLACE "(${line})" "\\1\n" bytes "${bytes}")
   string(APPEND arrays "static const unsigned char a${i}[] = {\n${bytes}0};\n")
   string(APPEND table "    {\"/${name}\", a${i}, ${len}},\n")
   math(EXPR i "${i} + 1")
