@@ -6,7 +6,7 @@
 With --pg the store is the PostgreSQL server pg_run.sh started
 (PL_TEST_PG_URI); else an LMDB store in a temporary directory.  The store is filled by
 the order demo (a completed run, and one killed with SIGKILL mid-way), the
-agent demo (a run suspended for approval), web_gen (10,000 runs, 2,000 on
+agent demo (a run suspended for approval), web_gen (10,000 runs, 500 on
 PostgreSQL, and runs with hostile strings); then every endpoint is asked, every action taken,
 and every refusal checked.  Exits non-zero at the first failure.
 """
@@ -26,8 +26,9 @@ PG = os.environ["PL_TEST_PG_URI"] if sys.argv[2:] == ["--pg"] else None
 WEB = os.path.join(BUILD, "tools", "ledger-web")
 EX = os.path.join(BUILD, "examples")
 # the pages over 10,000 runs on LMDB; on PostgreSQL, where each run made
-# costs round trips, over 2,000
-N_GEN = 2000 if PG else 10000
+# costs round trips, over 500 runs, in smaller pages
+N_GEN = 500 if PG else 10000
+PAGE = 50 if PG else 500
 HOSTILE = [
     "<script>alert(1)</script>",
     "\"onerror=alert(1) x=\"",
@@ -276,12 +277,12 @@ def api(s, total):
     c = doc["counts"]
     check(c["crashed"] == 1 and c["suspended"] == 3 and
           c["failed"] == N_GEN // 10 + 2, "counts: %s" % c)
-    ids, pages, _ = all_pages(s, "limit=500")
+    ids, pages, _ = all_pages(s, "limit=%d" % PAGE)
     check(len(ids) == total and len(set(ids)) == total,
           "every run listed once: %d of %d" % (len(set(ids)), total))
     check(ids == sorted(ids, reverse=True), "newest first (id order)")
-    check(pages == (total + 499) // 500, "pages: %d" % pages)
-    asc, _, _ = all_pages(s, "limit=500&order=asc")
+    check(pages == (total + PAGE - 1) // PAGE, "pages: %d" % pages)
+    asc, _, _ = all_pages(s, "limit=%d&order=asc" % PAGE)
     check(asc == list(reversed(ids)), "ascending is the same, reversed")
 
     # filters
