@@ -6,7 +6,7 @@
 With --pg the store is the PostgreSQL server pg_run.sh started
 (PL_TEST_PG_URI); else an LMDB store in a temporary directory.  The store is filled by
 the order demo (a completed run, and one killed with SIGKILL mid-way), the
-agent demo (a run suspended for approval), web_gen (10,000 runs, 2,000 on
+agent demo (a run suspended for approval), web_gen (10,000 runs, 500 on
 PostgreSQL, and runs with hostile strings); then every endpoint is asked, every action taken,
 and every refusal checked.  Exits non-zero at the first failure.
 """
@@ -26,8 +26,9 @@ PG = os.environ["PL_TEST_PG_URI"] if sys.argv[2:] == ["--pg"] else None
 WEB = os.path.join(BUILD, "tools", "ledger-web")
 EX = os.path.join(BUILD, "examples")
 # the pages over 10,000 runs on LMDB; on PostgreSQL, where each run made
-# costs round trips, over 2,000
-N_GEN = 2000 if PG else 10000
+# costs round trips, over 500 runs, in smaller pages
+N_GEN = 500 if PG else 10000
+PAGE = 50 if PG else 500
 HOSTILE = [
     "<script>alert(1)</script>",
     "\"onerror=alert(1) x=\"",
@@ -116,8 +117,9 @@ def fill(store, tmp, agent_env):
     # killed by SIGKILL in the middle of a call: crashed, a call in doubt
     run(os.path.join(EX, "order-demo"), "--store", store, "--order", "2",
         "--crash-after", "7", "--quiet", ok=(-9, 137))
-    run(os.path.join(EX, "agent-demo"), "--store", store, "--run",
-        "agent-1", ok=(0, 4), env=agent_env)
+    for run_id in ["agent-1", "agent-2", "agent-3"]:
+        run(os.path.join(EX, "agent-demo"), "--store", store, "--run",
+            run_id, ok=(0, 4), env=agent_env)
     run(os.path.join(BUILD, "tests", "web_gen"), store, str(N_GEN))
     run(os.path.join(BUILD, "tests", "web_gen"), store, "--hostile")
 
@@ -155,7 +157,7 @@ def test(tmp):
                AGENT_DATA=os.path.join(agent, "data"))
     env.pop("PL_WEB_TOKEN", None)
     fill(store, tmp, env)
-    total = N_GEN + 3 + len(HOSTILE) + 1 + 3
+    total = N_GEN + 5 + len(HOSTILE) + 1 + 3
     plugins = ["--plugin", os.path.join(EX, "order-plugin.so"),
                "--plugin", os.path.join(EX, "agent-plugin.so")]
 
@@ -273,14 +275,14 @@ def api(s, total):
     check(doc["counts_total"] == total, "counts_total %d, want %d" %
           (doc["counts_total"], total))
     c = doc["counts"]
-    check(c["crashed"] == 1 and c["suspended"] == 1 and
+    check(c["crashed"] == 1 and c["suspended"] == 3 and
           c["failed"] == N_GEN // 10 + 2, "counts: %s" % c)
-    ids, pages, _ = all_pages(s, "limit=500")
+    ids, pages, _ = all_pages(s, "limit=%d" % PAGE)
     check(len(ids) == total and len(set(ids)) == total,
           "every run listed once: %d of %d" % (len(set(ids)), total))
     check(ids == sorted(ids, reverse=True), "newest first (id order)")
-    check(pages == (total + 499) // 500, "pages: %d" % pages)
-    asc, _, _ = all_pages(s, "limit=500&order=asc")
+    check(pages == (total + PAGE - 1) // PAGE, "pages: %d" % pages)
+    asc, _, _ = all_pages(s, "limit=%d&order=asc" % PAGE)
     check(asc == list(reversed(ids)), "ascending is the same, reversed")
 
     # filters
@@ -352,8 +354,9 @@ def api(s, total):
     check(st == 403 and doc["error"] == "host", "a foreign Host: 403")
 
     st, doc, _ = s.get("/api/inbox")
-    check([r["id"] for r in doc["runs"]] == ["agent-1"] and
-          "ask" in doc["runs"][0]["prompt"], "the inbox: %s" % doc["runs"])
+    check([r["id"] for r in doc["runs"]] == ["agent-1", "agent-2", "agent-3"]
+          and "ask" in doc["runs"][0]["prompt"], "the inbox, oldest first: %s"
+          % doc["runs"])
     st, doc, _ = s.get("/api/overview")
     check(st == 200 and len(doc["buckets"]) == 60 and doc["latency"] and
           doc["waiting"][0]["id"] == "agent-1", "overview")
@@ -380,7 +383,14 @@ def api(s, total):
     st, doc, _ = s.post("/api/runs/order-1/explode")
     check(st == 404, "an unknown action: 404")
     st, doc, _ = s.post("/api/batch/cancel")
-    check(st in (200, 501), "batch cancel")
+    check(st == 400 and doc["error"] == "no_filter",
+          "a batch cancel without a filter: 400")
+    st, doc, _ = s.post("/api/runs/agent-2/signal", body={"payload": {}})
+    check(st == 400, "a signal without a name: 400")
+    st, doc, _ = s.post("/api/runs/order-1/signal", body={"name": "poke"})
+    check(st == 409, "signalling a completed run: 409 (%d %s)" % (st, doc))
+    st, doc, _ = s.post("/api/runs/order-1/cancel")
+    check(st == 409, "cancelling a completed run: 409 (%d %s)" % (st, doc))
 
     # --- live: an event stream, then the actions ---
     ev = http.client.HTTPConnection(s.host, s.port, timeout=30)
@@ -408,6 +418,23 @@ def api(s, total):
                         body={"approved": True})
     check(st == 200 and doc["status"] == "completed" and
           doc["note"] == "(resumed)", "answer the suspended run: %s" % doc)
+    st, doc, _ = s.post("/api/runs/agent-2/signal",
+                        body={"name": "poke", "payload": {"n": 1}})
+    check(st == 200 and doc["status"] == "delivered",
+          "a signal delivered to a suspended run: %s" % doc)
+    st, doc, _ = s.post("/api/runs/agent-2/cancel",
+                        body={"reason": "<b>not needed</b>"})
+    check(st == 200 and doc["now"] == "cancelled",
+          "cancel a suspended run: %s" % doc)
+    st, doc, _ = s.get("/api/runs/agent-2")
+    check(doc["run"]["status"] == "cancelled" and
+          doc["run"]["reason"] == "<b>not needed</b>", "recorded cancelled")
+    st, doc, _ = s.post("/api/batch/cancel?prefix=agent-&reason=batch")
+    check(st == 200 and doc["cancelled"] == 1 and
+          doc["runs"][0]["run_id"] == "agent-3", "batch cancel: %s" % doc)
+    st, doc, _ = s.get("/api/runs?status=cancelled")
+    check(sorted(r["id"] for r in doc["runs"]) == ["agent-2", "agent-3"],
+          "status=cancelled lists them")
     st, doc, _ = s.get("/api/inbox")
     check(doc["runs"] == [], "the inbox is empty")
     st, doc, _ = s.post("/api/runs/order-1/check")

@@ -4,6 +4,7 @@
  * results, the suspension), its model tokens.  ledger-dump and ledger-web
  * share it, so that both give the same objects.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 

@@ -151,6 +151,10 @@ typedef struct web_filter {
 int web_filter_parse(web_filter *f, const web_req *r, cJSON **out);
 /* Does run @p ri pass @p f (but for the cursor and the limit)? */
 bool web_filter_match(const web_filter *f, const pl_run_info *ri);
+/* Where a listing with @p f starts (pl_runs_options.after): its cursor,
+ * else just outside its prefix's range; "" for the start.  @p n at least
+ * PL_MAX_RUN_ID + 3. */
+void web_filter_start(const web_filter *f, char *out, size_t n);
 /* A run as the list shows it, reading its steps (for its tokens and
  * in-doubt calls) if @p budget has room for them; NULL on OOM. */
 cJSON *web_run_summary(web *w, const pl_run_info *ri, size_t *budget);

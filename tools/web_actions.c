@@ -11,8 +11,15 @@
  *                          continued at once, as ledger-replay does
  *   /api/runs/ID/check     --check ID: replay, execute and write nothing
  *   /api/runs/ID/verify    ledger-dump --verify ID: the hash chains
+ *   /api/runs/ID/signal    --signal ID --name NAME --payload JSON: body
+ *                          {"name": ..., "payload": {...}}; a run waiting
+ *                          for it goes on here
+ *   /api/runs/ID/cancel    --cancel ID [--reason TEXT]: body {"reason":
+ *                          optional}
  *   /api/batch/continue    --all, on the runs a filter selects (crashed
  *                          ones only are continued)
+ *   /api/batch/cancel      --cancel, on the unfinished runs a filter (one
+ *                          at least) selects
  */
 #include <stdlib.h>
 #include <string.h>
@@ -367,6 +374,81 @@ static int do_verify(web *w, const char *id, cJSON **out)
     return 200;
 }
 
+/* What a delivery (a signal, a cancellation) says when no run went on
+ * here: as ledger-replay --json, and the run's status now. */
+static cJSON *delivered_json(web *w, const char *id)
+{
+    cJSON *j = cJSON_CreateObject();
+    if (!j)
+        return NULL;
+    cJSON_AddStringToObject(j, "run_id", id);
+    cJSON_AddStringToObject(j, "status", "delivered");
+    pl_run_info *ri = NULL;
+    if (!pl_run_get(&ri, w->engine, id))
+        cJSON_AddStringToObject(j, "now", web_status_name(ri));
+    pl_run_info_free(ri);
+    return j;
+}
+
+static int do_signal(web *w, const char *id, const web_req *r, cJSON **out)
+{
+    cJSON *body;
+    int http = body_object(r, &body, out);
+    if (http != 200)
+        return http;
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(body, "name");
+    const cJSON *payload = cJSON_GetObjectItemCaseSensitive(body, "payload");
+    if (!cJSON_IsString(name) || !name->valuestring[0] ||
+        (payload && !cJSON_IsObject(payload))) {
+        cJSON_Delete(body);
+        return web_fail(out, 400, "bad_request",
+                        "signal: {\"name\": the event's name, \"payload\": "
+                        "a JSON object (optional)}");
+    }
+    pl_outcome *o = NULL;
+    int64_t t0 = cli_now_us();
+    int st = pl_run_signal(&o, w->engine, id, name->valuestring,
+                           payload ? payload : pl_json_empty());
+    cJSON_Delete(body);
+    if (st)
+        return web_fail(out, http_of(st), pl_status_name(st),
+                        "cannot signal run %s: %s", QUOTE(id), pl_errmsg());
+    *out = o ? outcome_json(o, ms_since(t0), "(signalled)")
+             : delivered_json(w, id);
+    pl_outcome_free(o);
+    return *out ? 200 : web_fail(out, 500, "PL_ENOMEM", "out of memory");
+}
+
+/* Cancel run @p id for @p reason; its summary in *out. */
+static int cancel_run(web *w, const char *id, const char *reason, cJSON **out)
+{
+    int st = pl_run_cancel(w->engine, id, reason);
+    if (st)
+        return web_fail(out, http_of(st), pl_status_name(st),
+                        "cannot cancel run %s: %s", QUOTE(id), pl_errmsg());
+    *out = delivered_json(w, id);
+    return *out ? 200 : web_fail(out, 500, "PL_ENOMEM", "out of memory");
+}
+
+static int do_cancel(web *w, const char *id, const web_req *r, cJSON **out)
+{
+    cJSON *body = NULL;
+    if (r->len) {
+        int http = body_object(r, &body, out);
+        if (http != 200)
+            return http;
+    }
+    const cJSON *reason = cJSON_GetObjectItemCaseSensitive(body, "reason");
+    if (reason && !cJSON_IsString(reason)) {
+        cJSON_Delete(body);
+        return web_fail(out, 400, "bad_request",
+                        "cancel: {\"reason\": a string (optional)}");
+    }
+    int http = cancel_run(w, id, reason ? reason->valuestring : "", out);
+    cJSON_Delete(body);
+    return http;
+}
+
 int api_action(web *w, const char *id, const char *action, const web_req *r,
                cJSON **out)
 {
@@ -380,8 +462,13 @@ int api_action(web *w, const char *id, const char *action, const web_req *r,
         return do_check(w, id, out);
     if (!strcmp(action, "verify"))
         return do_verify(w, id, out);
+    if (!strcmp(action, "signal"))
+        return do_signal(w, id, r, out);
+    if (!strcmp(action, "cancel"))
+        return do_cancel(w, id, r, out);
     return web_fail(out, 404, "not_found",
-                    "no action %s: answer, continue, fork, check or verify",
+                    "no action %s: answer, continue, fork, check, verify, "
+                    "signal or cancel",
                     QUOTE(action));
 }
 
@@ -389,6 +476,7 @@ int api_action(web *w, const char *id, const char *action, const web_req *r,
 
 typedef struct pick {
     const web_filter *f;
+    bool cancel; /* pick the unfinished runs, else the crashed ones */
     char **ids;
     size_t n, scanned;
     bool truncated, oom;
@@ -402,7 +490,9 @@ static int pick_visit(const pl_run_info *ri, void *user)
         return 1;
     }
     p->scanned++;
-    if (!crashed(ri) || !web_filter_match(p->f, ri))
+    bool ended = ri->status == PL_RUN_COMPLETED ||
+                 ri->status == PL_RUN_FAILED || ri->status == PL_RUN_CANCELLED;
+    if ((p->cancel ? ended : !crashed(ri)) || !web_filter_match(p->f, ri))
         return 0;
     if (!(p->ids[p->n] = cli_strdup(ri->id))) {
         p->oom = true;
@@ -414,24 +504,31 @@ static int pick_visit(const pl_run_info *ri, void *user)
 
 int api_batch(web *w, const char *action, const web_req *r, cJSON **out)
 {
-    if (!strcmp(action, "cancel"))
-        return web_fail(out, 501, "unsupported",
-                        "cancelling runs needs a library that can cancel "
-                        "them: this one cannot");
-    if (strcmp(action, "continue") != 0)
-        return web_fail(out, 404, "not_found", "no batch action %s: continue",
+    bool cancel = !strcmp(action, "cancel");
+    if (!cancel && strcmp(action, "continue") != 0)
+        return web_fail(out, 404, "not_found",
+                        "no batch action %s: continue or cancel",
                         QUOTE(action));
     web_filter f;
     int http = web_filter_parse(&f, r, out);
     if (http != 200)
         return http;
-    if (!web_arg(r, "limit") || f.limit > BATCH_MAX)
-        f.limit = f.limit > BATCH_MAX ? BATCH_MAX : f.limit;
-    pick p = {.f = &f, .ids = calloc(f.limit, sizeof(char *))};
+    if (cancel && !f.status && !f.policy && !f.prefix && !f.q && !f.since_us &&
+        !f.until_us)
+        return web_fail(out, 400, "no_filter",
+                        "a batch cancel needs a filter (status, policy, "
+                        "prefix, q, since or until): it would cancel every "
+                        "unfinished run");
+    if (f.limit > BATCH_MAX)
+        f.limit = BATCH_MAX;
+    pick p = {
+        .f = &f, .cancel = cancel, .ids = calloc(f.limit, sizeof(char *))};
     if (!p.ids)
         return web_fail(out, 500, "PL_ENOMEM", "out of memory");
+    char start[PL_MAX_RUN_ID + 3];
+    web_filter_start(&f, start, sizeof start);
     pl_runs_options o = PL_RUNS_OPTIONS_INIT;
-    o.after = f.cursor;
+    o.after = start;
     o.reverse = !f.asc;
     int st = pl_engine_runs_from(w->engine, &o, pick_visit, &p);
     cJSON *doc = NULL, *runs = NULL;
@@ -443,7 +540,9 @@ int api_batch(web *w, const char *action, const web_req *r, cJSON **out)
     unsigned done = 0, refused = 0;
     for (size_t i = 0; http == 200 && i < p.n; i++) {
         cJSON *one = NULL;
-        int h = continue_run(w, p.ids[i], "(was crashed)", &one);
+        const char *reason = web_arg(r, "reason");
+        int h = cancel ? cancel_run(w, p.ids[i], reason ? reason : "", &one)
+                       : continue_run(w, p.ids[i], "(was crashed)", &one);
         if (h == 200)
             done++;
         else
@@ -452,7 +551,7 @@ int api_batch(web *w, const char *action, const web_req *r, cJSON **out)
             cJSON_AddItemToArray(runs, one);
     }
     if (http == 200) {
-        cJSON_AddNumberToObject(doc, "continued", done);
+        cJSON_AddNumberToObject(doc, cancel ? "cancelled" : "continued", done);
         cJSON_AddNumberToObject(doc, "refused", refused);
         cJSON_AddNumberToObject(doc, "scanned", (double)p.scanned);
         cJSON_AddBoolToObject(doc, "truncated", p.truncated);

@@ -29,9 +29,10 @@ int api_session(web *w, const web_req *r, cJSON **out)
         cJSON_AddItemToArray(pols,
                              cJSON_CreateString(pl_registry_at(reg, i)->name));
     cJSON *acts = cJSON_AddArrayToObject(o, "actions");
-    static const char *const names[] = {"answer", "continue", "fork",
-                                        "check",  "verify",   "batch_continue"};
-    for (size_t i = 0; acts && !w->read_only && i < 6; i++)
+    static const char *const names[] = {
+        "answer", "continue",       "fork",   "check",       "verify",
+        "signal", "batch_continue", "cancel", "batch_cancel"};
+    for (size_t i = 0; acts && !w->read_only && i < 9; i++)
         cJSON_AddItemToArray(acts, cJSON_CreateString(names[i]));
     *out = o;
     return 200;

@@ -51,7 +51,8 @@ int web_filter_parse(web_filter *f, const web_req *r, cJSON **out)
             if (!f->status)
                 return web_fail(out, 400, "bad_status",
                                 "status: one of running, crashed, suspended, "
-                                "completed, failed, submitted");
+                                "completed, failed, submitted, waiting, "
+                                "cancelled");
         }
     }
     if ((v = web_arg(r, "policy")) && *v)
@@ -238,7 +239,7 @@ static int page_visit(const pl_run_info *ri, void *user)
  * after every byte a run id holds), descending just past it (the prefix
  * and '~').
  */
-static void start_at(const web_filter *f, char *out, size_t n)
+void web_filter_start(const web_filter *f, char *out, size_t n)
 {
     out[0] = '\0';
     if (f->cursor) {
@@ -268,7 +269,7 @@ static int list(web *w, const web_filter *f, bool with_prompt, cJSON **out)
     }
     cJSON_AddItemToObject(doc, "runs", p.runs);
     char start[PL_MAX_RUN_ID + 3];
-    start_at(f, start, sizeof start);
+    web_filter_start(f, start, sizeof start);
     pl_runs_options o = PL_RUNS_OPTIONS_INIT;
     o.after = start;
     o.reverse = !f->asc;

@@ -54,7 +54,8 @@ static bool stopping(web *w)
 
 static bool unfinished(const pl_run_info *ri)
 {
-    return ri->status != PL_RUN_COMPLETED && ri->status != PL_RUN_FAILED;
+    return ri->status != PL_RUN_COMPLETED && ri->status != PL_RUN_FAILED &&
+           ri->status != PL_RUN_CANCELLED;
 }
 
 /* ---- counts -------------------------------------------------------------------- */
@@ -77,7 +78,8 @@ static int count_visit(const pl_run_info *ri, void *user)
     else if ((unsigned)ri->status < WEB_STATUS_N)
         c->counts[ri->status]++;
     c->total++;
-    if ((ri->status == PL_RUN_SUSPENDED || ri->status == PL_RUN_SUBMITTED) &&
+    if ((ri->status == PL_RUN_SUSPENDED || ri->status == PL_RUN_SUBMITTED ||
+         ri->status == PL_RUN_WAITING) &&
         c->n_oldest < WEB_OLDEST_MAX) {
         web_oldest *o = &c->oldest[c->n_oldest++];
         snprintf(o->id, sizeof o->id, "%s", ri->id);

@@ -39,8 +39,9 @@ static void usage(FILE *f)
         "Serve a web view of STORE (an LMDB store or a postgresql:// URI):\n"
         "its runs, each run's steps and timeline, an overview, the inbox of\n"
         "runs waiting for an answer, and the operators' actions (answer,\n"
-        "continue, fork, check, verify, batch continue), with the JSON API\n"
-        "under /api/ that the page uses (docs/tools.md).\n"
+        "continue, fork, check, verify, signal, cancel; continue and cancel\n"
+        "in batches), with the JSON API under /api/ that the page uses\n"
+        "(docs/tools.md).\n"
         "\n"
         "  --plugin LIB.so     load a plugin's policies (repeatable): what\n"
         "                      continuing, answering and checking runs need\n"
@@ -287,6 +288,22 @@ int main(int argc, char **argv)
         rc = CLI_EXIT_STORE;
         goto done;
     }
+    /* SIGINT and SIGTERM are blocked in every thread (the server's
+     * inherit the mask) and taken by the main thread's sigsuspend() */
+    sigset_t stop, orig;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGINT);
+    sigaddset(&stop, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &stop, &orig);
+    sigdelset(&orig, SIGINT);
+    sigdelset(&orig, SIGTERM);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
     w.store = a.store;
     w.read_only = a.read_only;
     if ((rc = open_store(&w, &a)))
@@ -299,13 +316,6 @@ int main(int argc, char **argv)
         rc = CLI_EXIT_STORE;
         goto done;
     }
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    signal(SIGPIPE, SIG_IGN);
     printf("ledger-web: serving %s%s on %s\n", a.store,
            w.read_only ? " (read-only)" : "", w.url);
     if (w.token)
@@ -314,7 +324,7 @@ int main(int argc, char **argv)
                w.url);
     fflush(stdout);
     while (!stop_signal)
-        pause();
+        sigsuspend(&orig);
     fprintf(stderr, "ledger-web: stopping (signal %d)\n", (int)stop_signal);
     rc = CLI_EXIT_OK;
 done:

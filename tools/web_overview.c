@@ -3,13 +3,13 @@
  * looks at first.
  *
  *   buckets     runs per time bucket (a minute over the last hour, 15
- *               minutes over the last day) by the status they ended in
- *               (completed, failed, suspended, crashed), by their last
- *               update
+ *               minutes over the last day) by the status they are in
+ *               (completed, failed, cancelled, suspended, waiting,
+ *               crashed), by their last update
  *   latency     p50 and p95 of call durations per called policy
  *   tokens      model tokens per model per bucket
- *   waiting     the oldest runs waiting (suspended or submitted), from
- *               the counts (web_live.c)
+ *   waiting     the oldest runs waiting (suspended, submitted, or waiting
+ *               for a time or an event), from the counts (web_live.c)
  *
  * Bounded: the newest WEB_SCAN_MAX runs are read (newest first: for the
  * engine's ids, creation order) and the steps of at most STEP_RUNS of
@@ -37,7 +37,8 @@ typedef struct ov {
     web *w;
     int64_t from_us, now_us, bucket_us;
     unsigned n_buckets;
-    uint64_t ended[BUCKETS_MAX][4]; /* completed, failed, suspended, crashed */
+    /* completed, failed, suspended, crashed, cancelled, waiting */
+    uint64_t ended[BUCKETS_MAX][6];
     size_t scanned, sampled, samples;
     char (*sample_ids)[PL_MAX_RUN_ID + 1];
     size_t n_sample;
@@ -81,6 +82,8 @@ static int ov_visit(const pl_run_info *ri, void *user)
                 : ri->status == PL_RUN_COMPLETED ? 0
                 : ri->status == PL_RUN_FAILED    ? 1
                 : ri->status == PL_RUN_SUSPENDED ? 2
+                : ri->status == PL_RUN_CANCELLED ? 4
+                : ri->status == PL_RUN_WAITING   ? 5
                                                  : -1;
         if (k >= 0)
             o->ended[b][k]++;
@@ -154,6 +157,8 @@ static bool add_json(ov *o, cJSON *doc)
         cJSON_AddNumberToObject(e, "failed", (double)o->ended[i][1]);
         cJSON_AddNumberToObject(e, "suspended", (double)o->ended[i][2]);
         cJSON_AddNumberToObject(e, "crashed", (double)o->ended[i][3]);
+        cJSON_AddNumberToObject(e, "cancelled", (double)o->ended[i][4]);
+        cJSON_AddNumberToObject(e, "waiting", (double)o->ended[i][5]);
     }
     cJSON *lat = cJSON_AddArrayToObject(doc, "latency");
     for (size_t i = 0; lat && i < o->n_lat; i++) {
