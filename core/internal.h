@@ -33,6 +33,7 @@
  *     pool.c         many runs on a few threads; a task's commit (pl__commit)
  *     worker.c       the worker loop: queued and crashed runs taken and run
  *     lease.c        the leases of the runs this engine executes, renewed
+ *     schedule.c     schedules: cron ticks that start runs, exactly once
  *     engine.c       engine lifecycle, commits (including group commit),
  *                    events
  *     plugin.c       policies from a shared object (registry.h)

@@ -164,3 +164,8 @@ int pl__store_lease_get(pl__store *s, uint64_t run, pl__lease *out)
 {
     return CALL(s, lease_get, run, out);
 }
+
+int pl__store_scheds(pl__store *s, pl__kvs *out)
+{
+    return CALL(s, scheds, out);
+}

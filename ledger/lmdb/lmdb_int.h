@@ -39,6 +39,10 @@ struct pl__lmdb_store {
     /* run leases (lmdb_lease.c): open unless read-only on an older store */
     MDB_dbi leases;
     bool has_leases;
+
+    /* schedules (lmdb_sched.c): the same */
+    MDB_dbi schedules;
+    bool has_schedules;
 };
 
 /* ---- lmdb_ident.c ---------------------------------------------------------- */
@@ -139,5 +143,16 @@ PL__HIDDEN int pl__lmdb_lease_open(pl__lmdb_store *s, MDB_txn *txn,
  * finished execution's lease.  An LMDB code, or *st set. */
 PL__HIDDEN int pl__lmdb_lease_batch(pl__lmdb_store *s, MDB_txn *txn,
                                     const pl__batch *bt, int *st);
+
+/* ---- lmdb_sched.c -------------------------------------------------------- */
+
+/* Open the `schedules` database, as pl__lmdb_lease_open() the leases. */
+PL__HIDDEN int pl__lmdb_sched_open(pl__lmdb_store *s, MDB_txn *txn,
+                                   bool create);
+
+/* A commit's schedule write for batch @p bt, in its transaction (an LMDB
+ * code). */
+PL__HIDDEN int pl__lmdb_sched_batch(pl__lmdb_store *s, MDB_txn *txn,
+                                    const pl__batch *bt);
 
 #endif /* PL_LMDB_INT_H */

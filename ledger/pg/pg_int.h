@@ -9,6 +9,7 @@
  *   | pg_commit.c  | writing: commits and read-modify-write of a state  |
  *   | pg_read.c    | reading: ledgers, runs, states, statistics         |
  *   | pg_lease.c   | leases and the queue                               |
+ *   | pg_sched.c   | schedules                                          |
  *
  * The store as a whole (its tables, commits, durability and connections)
  * is described at the top of pg_conn.c.  Nothing outside ledger/pg/
@@ -60,6 +61,8 @@ enum {
     Q_FORMAT,
     Q_EXISTS,
     Q_STATS,
+    Q_SCHED,  /* a commit's schedule write (pg_sched.c) */
+    Q_SCHEDS, /* every schedule */
     Q_N
 };
 #define Q_PREPARED_RO L_ACQUIRE /* those prepared on a read-only store */
@@ -148,5 +151,15 @@ PL__HIDDEN int pl__pg_lease_setup(pl__pg_store *s, PGconn *c);
  * failed (the lease was taken over), else the server's error. */
 PL__HIDDEN int pl__pg_lease_failed(pl__pg_store *s, PGconn *c,
                                    const PGresult *r);
+
+/* ---- schedules (pg_sched.c) ---------------------------------------------- */
+
+/* Format schedule statement @p which (Q_SCHED, Q_SCHEDS). */
+PL__HIDDEN int pl__pg_sched_sql(const pl__pg_store *s, int which, char **out);
+/* Make the schedules table if it is not there. */
+PL__HIDDEN int pl__pg_sched_setup(pl__pg_store *s, PGconn *c);
+/* Send batch @p bt's schedule write (Q_SCHED) in a commit's pipeline. */
+PL__HIDDEN int pl__pg_sched_send(pl__pg_store *s, PGconn *c,
+                                 const pl__batch *bt) PL__MUST_CHECK;
 
 #endif /* PL_PG_INT_H */
