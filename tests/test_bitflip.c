@@ -65,6 +65,8 @@
 #define HANG_MS 60000
 
 static const char *const g_runs[] = {"done", "waiting", "crashed"};
+/* the store's one schedule is listed as of this time (2026-01-01) */
+#define SCHED_NOW_MS 1767225600000LL
 #define N_RUNS 3
 
 /* ---- the policies -------------------------------------------------------- */
@@ -179,6 +181,15 @@ static uint8_t *build(const char *path, const pl_registry *reg, size_t *len)
     o = t_start(e, "ask", "{}", "waiting");
     cr_assert_eq(o->status, PL_RUN_SUSPENDED);
     pl_outcome_free(o);
+    pl_schedule sc = PL_SCHEDULE_INIT;
+    sc.name = "nightly";
+    sc.cron = "30 2 * * 1-5";
+    sc.zone = "Europe/London";
+    sc.policy = "outer";
+    sc.catch_up = PL_CATCH_UP_ALL;
+    sc.catch_up_max = 3;
+    sc.start_ms = SCHED_NOW_MS;
+    cr_assert_eq(pl_schedule_put(e, &sc), PL_OK, "%s", pl_errmsg());
     pl_engine_close(e);
 
     pid_t pid = fork();
@@ -272,16 +283,16 @@ static void find_targets(const char *path, targets *keys, targets *vals,
     MDB_env *env;
     MDB_txn *txn;
     cr_assert_eq(mdb_env_create(&env), 0);
-    cr_assert_eq(mdb_env_set_maxdbs(env, 8), 0);
+    cr_assert_eq(mdb_env_set_maxdbs(env, 16), 0);
     cr_assert_eq(mdb_env_open(env, path, MDB_RDONLY | MDB_NOSUBDIR, 0600), 0);
     MDB_stat ms;
     cr_assert_eq(mdb_env_stat(env, &ms), 0);
     size_t psize = ms.ms_psize;
     cr_assert_eq(mdb_txn_begin(env, NULL, MDB_RDONLY, &txn), 0);
-    static const char *const dbs[] = {"meta", "runs", "state", "steps",
-                                      "journal"};
+    static const char *const dbs[] = {"meta",  "runs",    "state",
+                                      "steps", "journal", "schedules"};
     (void)crashed_num;
-    for (size_t d = 0; d < 5; d++) {
+    for (size_t d = 0; d < sizeof dbs / sizeof dbs[0]; d++) {
         MDB_dbi dbi;
         cr_assert_eq(mdb_dbi_open(txn, dbs[d], 0, &dbi), 0);
         MDB_cursor *cur;
@@ -408,6 +419,11 @@ static void child(const char *path, const pl_registry *reg, int fd)
     } else {
         stage(fd, 'l'); /* list */
         note(&r, pl_engine_runs(e, visit_run, &r.digest));
+        stage(fd, 's');
+        cJSON *scheds = NULL;
+        note(&r, pl_schedule_list(&scheds, e, SCHED_NOW_MS));
+        mix_json(&r.digest, scheds);
+        cJSON_Delete(scheds);
         for (size_t i = 0; i < N_RUNS; i++) {
             stage(fd, 'w');
             note(&r, pl_run_walk(e, g_runs[i], visit_step, &r.digest));
@@ -453,6 +469,7 @@ static const char *stage_name(char c)
     switch (c) {
     case 'o': return "pl_engine_open";
     case 'l': return "pl_engine_runs";
+    case 's': return "pl_schedule_list";
     case 'w': return "pl_run_walk";
     case 'g': return "pl_run_ledger";
     case 'v': return "pl_run_verify";
