@@ -1411,6 +1411,17 @@ int pl_schedule_fire(pl_engine *engine, int64_t now_ms, size_t *started,
                      int64_t *next_ms);
 
 /**
+ * The first tick of cron expression @p cron in zone @p zone strictly after
+ * @p after_ms (Unix ms, from 0 to the year 9000), by the rules above; no
+ * engine needed.  Thread-safe (no setenv(), no localtime()).
+ * @param zone "UTC", a tz database name, or NULL for UTC.
+ * @return PL_OK; PL_EINVAL (a bad expression or zone, a time out of range:
+ *         the message says which and why); PL_ENOMEM.
+ */
+int pl_cron_next(int64_t *out_ms, const char *cron, const char *zone,
+                 int64_t after_ms);
+
+/**
  * Export a run as JSON lines to @p out: a first line describing the run
  * ({"kind":"run","format":1,"run":id,"run_number":N,"policy",...,"status",
  * "created_us","records":R,"head","info","state"}: its two run records as

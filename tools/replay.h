@@ -3,7 +3,8 @@
  * of one invocation, how it reports runs, and one function per mode.
  * ledger-replay.c parses the command line and dispatches; replay_report.c
  * reports; replay_run.c continues, resumes and forks; replay_check.c is
- * --check; replay_queue.c is --import, --submit and --worker.
+ * --check; replay_queue.c is --import, --submit and --worker;
+ * replay_sched.c --schedule-put and --schedule-delete.
  */
 #ifndef PL_REPLAY_H
 #define PL_REPLAY_H
@@ -27,7 +28,9 @@ enum mode {
     MODE_FORK,
     MODE_IMPORT,
     MODE_WORKER,
-    MODE_SUBMIT
+    MODE_SUBMIT,
+    MODE_SCHED_PUT,
+    MODE_SCHED_DELETE
 };
 
 typedef struct options {
@@ -51,6 +54,10 @@ typedef struct options {
     unsigned lease_ms;    /* --lease-ms MS */
     const char *submit;   /* --submit POLICY */
     const char *payload;  /* --payload JSON */
+    /* schedules: --schedule-put, --schedule-delete */
+    const char *sched_put, *sched_delete; /* the schedule's name */
+    const char *cron, *zone, *policy;     /* --cron, --zone, --policy */
+    const char *overlap, *catch_up;       /* --overlap, --catch-up */
 } options;
 
 /* ---- what replay reports through events --------------------------------- */
@@ -90,9 +97,10 @@ typedef struct tool {
     cJSON *skipped; /* --json: runs --all left alone */
     int exit;       /* the worst so far */
     /* inputs checked before the store is opened (see prepare_*) */
-    cJSON *payload;  /* --submit's */
-    cJSON *answer;   /* --resume's */
-    FILE *import_in; /* --import's, checked and rewound */
+    cJSON *payload;       /* --submit's */
+    cJSON *answer;        /* --resume's */
+    FILE *import_in;      /* --import's, checked and rewound */
+    pl_schedule schedule; /* --schedule-put's */
     unsigned n_ok, n_suspended, n_failed, n_diverged, n_skipped;
 } tool;
 
@@ -130,6 +138,9 @@ bool ids_push(id_list *l, const char *id);
 int prepare_resume(tool *t);
 int prepare_submit(tool *t);
 int prepare_import(tool *t);
+int prepare_schedule(tool *t);
+/* replay_sched.c: --schedule-put, --schedule-delete */
+void mode_schedule(tool *t);
 
 void continue_one(tool *t, const char *id, const char *note);
 int need_run(tool *t, const char *id);

@@ -453,3 +453,11 @@ int pl_schedule_fire(pl_engine *e, int64_t now_ms, size_t *started,
     }
     return st;
 }
+
+int pl_cron_next(int64_t *out_ms, const char *cron, const char *zone,
+                 int64_t after_ms)
+{
+    if (!out_ms)
+        return pl__err(PL_EINVAL, "pl_cron_next: out_ms is NULL");
+    return pl__cron_next_fire(out_ms, cron, zone, after_ms);
+}
