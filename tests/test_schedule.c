@@ -374,3 +374,24 @@ Test(schedule, worker_fires)
     cJSON_Delete(list);
     pl_engine_close(e);
 }
+
+/* An embedder without workers: pl_engine_wake() fires the due ticks and
+ * executes their runs in the caller's thread, and says when the next is. */
+Test(schedule, engine_wake_fires_and_runs)
+{
+    pl_engine *e = s_engine(t_store_path());
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    int64_t now_ms = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000;
+    put(e, "w", "* * * * *", PL_CATCH_UP_ALL, 2, PL_OVERLAP_ALLOW,
+        now_ms - 5 * MIN_MS);
+    int64_t next = 0;
+    cr_assert_eq(pl_engine_wake(e, &next), PL_OK, "%s", pl_errmsg());
+    completed = 0;
+    cr_assert_eq(pl_engine_runs(e, count_completed, NULL), PL_OK);
+    cr_expect_eq(completed, 2, "the last two missed ticks ran here");
+    cr_expect_eq(atomic_load(&t_calls.echo), 2);
+    cr_expect_gt(next, now_ms, "the next tick");
+    cr_expect_leq(next, now_ms + 2 * MIN_MS);
+    pl_engine_close(e);
+}

@@ -4,7 +4,8 @@
  * ledger-replay.c parses the command line and dispatches; replay_report.c
  * reports; replay_run.c continues, resumes and forks; replay_check.c is
  * --check; replay_queue.c is --import, --submit and --worker;
- * replay_sched.c --schedule-put and --schedule-delete.
+ * replay_time.c is --signal, --cancel and --wake; replay_sched.c
+ * --schedule-put and --schedule-delete.
  */
 #ifndef PL_REPLAY_H
 #define PL_REPLAY_H
@@ -30,7 +31,10 @@ enum mode {
     MODE_WORKER,
     MODE_SUBMIT,
     MODE_SCHED_PUT,
-    MODE_SCHED_DELETE
+    MODE_SCHED_DELETE,
+    MODE_SIGNAL,
+    MODE_CANCEL,
+    MODE_WAKE
 };
 
 typedef struct options {
@@ -58,6 +62,9 @@ typedef struct options {
     const char *sched_put, *sched_delete; /* the schedule's name */
     const char *cron, *zone, *policy;     /* --cron, --zone, --policy */
     const char *overlap, *catch_up;       /* --overlap, --catch-up */
+    /* time: --signal, --cancel */
+    const char *name;   /* --name EVENT */
+    const char *reason; /* --reason TEXT */
 } options;
 
 /* ---- what replay reports through events --------------------------------- */
@@ -97,7 +104,7 @@ typedef struct tool {
     cJSON *skipped; /* --json: runs --all left alone */
     int exit;       /* the worst so far */
     /* inputs checked before the store is opened (see prepare_*) */
-    cJSON *payload;       /* --submit's */
+    cJSON *payload;       /* --submit's, --signal's, --schedule-put's */
     cJSON *answer;        /* --resume's */
     FILE *import_in;      /* --import's, checked and rewound */
     pl_schedule schedule; /* --schedule-put's */
@@ -141,6 +148,7 @@ int prepare_import(tool *t);
 int prepare_schedule(tool *t);
 /* replay_sched.c: --schedule-put, --schedule-delete */
 void mode_schedule(tool *t);
+int prepare_signal(tool *t);
 
 void continue_one(tool *t, const char *id, const char *note);
 int need_run(tool *t, const char *id);
@@ -151,5 +159,8 @@ void mode_check(tool *t);
 void mode_import(tool *t);
 void mode_worker(tool *t);
 void mode_submit(tool *t);
+void mode_signal(tool *t);
+void mode_cancel(tool *t);
+void mode_wake(tool *t);
 
 #endif /* PL_REPLAY_H */

@@ -303,7 +303,8 @@ static void tick_id(char out[PL_MAX_RUN_ID + 1], const char *name,
              (long long)y, mo, d, (int)(rem / 3600), (int)(rem / 60 % 60));
 }
 
-/* Is run @p id live: submitted, running or suspended (not ended)? */
+/* Is run @p id live: submitted, running, suspended or waiting (not
+ * completed, failed or cancelled)? */
 static bool live(pl_engine *e, const char *id)
 {
     uint64_t num;
@@ -314,7 +315,8 @@ static bool live(pl_engine *e, const char *id)
         return false;
     if (!pl__store_state_get(e->store, num, &state) &&
         !pl__run_state_decode(&rs, id, state.data, state.len)) {
-        alive = rs.status != PL_RUN_COMPLETED && rs.status != PL_RUN_FAILED;
+        alive = rs.status != PL_RUN_COMPLETED && rs.status != PL_RUN_FAILED &&
+                rs.status != PL_RUN_CANCELLED;
         pl__run_state_clear(&rs);
     }
     pl__buf_free(&state);
@@ -326,8 +328,14 @@ static bool live(pl_engine *e, const char *id)
  * submitted, its cursor moved.  *started counts the runs this call made;
  * *next the schedule's next tick after now.
  */
+typedef struct fired {
+    size_t n;
+    pl__schedule_run_fn fn; /* each run created, or NULL */
+    void *user;
+} fired;
+
 static int fire_one(pl_engine *e, const char *name, const uint8_t *bytes,
-                    size_t len, int64_t now_ms, size_t *started, int64_t *next)
+                    size_t len, int64_t now_ms, fired *f, int64_t *next)
 {
     pl__sched_rec r;
     pl__cron c;
@@ -380,8 +388,8 @@ static int fire_one(pl_engine *e, const char *name, const uint8_t *bytes,
         st = pl_run_submit(NULL, e, &a, &o);
         if (st == PL_EEXIST)
             st = PL_OK; /* another process fired it first */
-        else if (!st)
-            ++*started;
+        else if (!st && ++f->n && f->fn)
+            f->fn(id, f->user);
         if (!st) {
             memcpy(fired_id, id, sizeof id);
             last_run = fired_id;
@@ -409,8 +417,8 @@ done:
     return st;
 }
 
-int pl_schedule_fire(pl_engine *e, int64_t now_ms, size_t *started,
-                     int64_t *next_ms)
+int pl__schedule_fire(pl_engine *e, int64_t now_ms, pl__schedule_run_fn fn,
+                      void *user, size_t *started, int64_t *next_ms)
 {
     if (started)
         *started = 0;
@@ -422,7 +430,7 @@ int pl_schedule_fire(pl_engine *e, int64_t now_ms, size_t *started,
     pl__kvs all = {0};
     int st = pl__store_scheds(e->store, &all), first = PL_OK;
     char msg[PL__ERRMSG_MAX] = "";
-    size_t n = 0;
+    fired f = {0, fn, user};
     int64_t soonest = 0;
     for (size_t i = 0; !st && i < all.n; i++) {
         char *name = name_of(&all, i);
@@ -433,7 +441,7 @@ int pl_schedule_fire(pl_engine *e, int64_t now_ms, size_t *started,
         int64_t next = 0;
         /* one schedule's failure (a damaged record) stops no other */
         int one = fire_one(e, name, pl__kvs_val(&all, i), all.e[i].vlen, now_ms,
-                           &n, &next);
+                           &f, &next);
         if (one && !first) {
             first = one;
             pl__errmsg_save(msg);
@@ -444,13 +452,60 @@ int pl_schedule_fire(pl_engine *e, int64_t now_ms, size_t *started,
     }
     pl__kvs_free(&all);
     if (started)
-        *started = n;
+        *started = f.n;
     if (next_ms)
         *next_ms = soonest;
     if (!st && first) {
         pl__errmsg_restore(msg);
         st = first;
     }
+    return st;
+}
+
+int pl_schedule_fire(pl_engine *e, int64_t now_ms, size_t *started,
+                     int64_t *next_ms)
+{
+    return pl__schedule_fire(e, now_ms, NULL, NULL, started, next_ms);
+}
+
+/* pl_engine_wake()'s part: the runs the due ticks start, executed here. */
+typedef struct woken {
+    char **ids;
+    size_t n, cap;
+    bool oom;
+} woken;
+
+static void keep_id(const char *id, void *user)
+{
+    woken *w = user;
+    char **g = pl__grow(w->ids, &w->cap, w->n, sizeof *g, 8);
+    char *copy = g ? pl__strdup(id) : NULL;
+    if (!copy) {
+        w->oom = true; /* a worker, or pl_run_continue(), runs it later */
+        if (g)
+            w->ids = g;
+        return;
+    }
+    w->ids = g;
+    w->ids[w->n++] = copy;
+}
+
+int pl__schedules_wake(pl_engine *e, int64_t *next_ms)
+{
+    woken w = {0};
+    int st = pl__schedule_fire(e, pl__now_us() / 1000, keep_id, &w, NULL,
+                               next_ms);
+    for (size_t i = 0; i < w.n; i++) {
+        pl_outcome *o = NULL;
+        int one = pl_run_continue(&o, e, w.ids[i], NULL);
+        pl_outcome_free(o);
+        /* taken by a worker meanwhile, or a failure the run records: the
+         * run is in the store either way */
+        if (one && !st && one != PL_EBUSY)
+            st = one;
+        free(w.ids[i]);
+    }
+    free(w.ids);
     return st;
 }
 
