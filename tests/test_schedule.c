@@ -24,9 +24,19 @@
 #define T0 1767225600000LL
 #define BOUND_MS 60000
 
+static pl_registry *s_reg; /* the open engine's */
+
 static pl_engine *s_engine(const char *path)
 {
-    return t_engine(path, t_registry(), PL_DURABILITY_SYNC);
+    s_reg = t_registry();
+    return t_engine(path, s_reg, PL_DURABILITY_SYNC);
+}
+
+static void s_close(pl_engine *e)
+{
+    pl_engine_close(e);
+    pl_registry_free(s_reg);
+    s_reg = NULL;
 }
 
 static void put(pl_engine *e, const char *name, const char *cron,
@@ -118,7 +128,7 @@ Test(schedule, catch_up_rules)
     cr_expect_str_eq(ticks_every(e, "latest", 6, 2), "000011");
     cr_expect_str_eq(ticks_every(e, "all3", 6, 2), "001111");
     cr_expect_str_eq(ticks_every(e, "all10", 6, 2), "111111");
-    pl_engine_close(e);
+    s_close(e);
 }
 
 /* PL_CATCH_UP_SKIP starts a tick that is less than a minute late. */
@@ -128,7 +138,7 @@ Test(schedule, skip_keeps_the_tick_on_time)
     put(e, "s", "* * * * *", PL_CATCH_UP_SKIP, 0, PL_OVERLAP_ALLOW, T0);
     cr_expect_eq(fire(e, T0 + 5 * MIN_MS + 30000), 1);
     cr_expect_str_eq(ticks(e, "s", 5), "00001");
-    pl_engine_close(e);
+    s_close(e);
 }
 
 Test(schedule, overlap_rules)
@@ -152,7 +162,7 @@ Test(schedule, overlap_rules)
     pl_outcome_free(o);
     cr_expect_eq(fire(e, T0 + 7 * MIN_MS + 1000), 2);
     cr_expect_str_eq(ticks(e, "one", 7), "1000001");
-    pl_engine_close(e);
+    s_close(e);
 }
 
 /* Nothing refused writes anything; each refusal says why. */
@@ -212,7 +222,7 @@ Test(schedule, refused)
     cr_expect_eq(pl_schedule_delete(e, "nope"), PL_ENOTFOUND);
     cr_expect_eq(pl_schedule_delete(e, "../x"), PL_EINVAL);
     cr_expect_eq(pl_schedule_fire(e, -1, NULL, NULL), PL_EINVAL);
-    pl_engine_close(e);
+    s_close(e);
 }
 
 Test(schedule, list_replace_delete)
@@ -255,7 +265,7 @@ Test(schedule, list_replace_delete)
     cr_assert_eq(pl_schedule_list(&list, e, s.start_ms), PL_OK);
     cr_expect_eq(cJSON_GetArraySize(list), 0);
     cJSON_Delete(list);
-    pl_engine_close(e);
+    s_close(e);
 }
 
 /* Four processes fire the same ten minutes at once, each at its own pace:
@@ -265,7 +275,7 @@ Test(schedule, exactly_once_across_processes)
     const char *path = t_store_path();
     pl_engine *e = s_engine(path);
     put(e, "many", "* * * * *", PL_CATCH_UP_ALL, 100, PL_OVERLAP_ALLOW, T0);
-    pl_engine_close(e);
+    s_close(e);
     enum { KIDS = 4 };
     int fds[2];
     cr_assert_eq(pipe(fds), 0);
@@ -277,7 +287,8 @@ Test(schedule, exactly_once_across_processes)
             close(fds[0]);
             pl_engine *ce = NULL;
             pl_engine_options eo = PL_ENGINE_OPTIONS_INIT;
-            int st = pl_engine_open(&ce, path, t_registry(), &eo);
+            pl_registry *reg = t_registry();
+            int st = pl_engine_open(&ce, path, reg, &eo);
             unsigned long total = 0;
             /* child k steps by (k + 1) * 7 s up to ten minutes */
             for (int64_t t = T0; !st && t <= T0 + 10 * MIN_MS + 1000;
@@ -292,6 +303,7 @@ Test(schedule, exactly_once_across_processes)
                 total += n;
             }
             pl_engine_close(ce);
+            pl_registry_free(reg);
             char line[64];
             int len = snprintf(line, sizeof line, "%d %lu\n", st, total);
             if (write(fds[1], line, (size_t)len) != len)
@@ -324,7 +336,7 @@ Test(schedule, exactly_once_across_processes)
     cr_expect_eq(sum, 10, "each of ten ticks created once, not %lu", sum);
     e = s_engine(path);
     cr_expect_str_eq(ticks(e, "many", 11), "11111111110");
-    pl_engine_close(e);
+    s_close(e);
 }
 
 static void *run_worker(void *arg)
@@ -372,7 +384,7 @@ Test(schedule, worker_fires)
         cJSON_GetObjectItem(cJSON_GetArrayItem(list, 0), "last_run"));
     cr_expect(last && strncmp(last, "w@", 2) == 0, "last run '%s'", last);
     cJSON_Delete(list);
-    pl_engine_close(e);
+    s_close(e);
 }
 
 /* An embedder without workers: pl_engine_wake() fires the due ticks and
@@ -393,5 +405,5 @@ Test(schedule, engine_wake_fires_and_runs)
     cr_expect_eq(atomic_load(&t_calls.echo), 2);
     cr_expect_gt(next, now_ms, "the next tick");
     cr_expect_leq(next, now_ms + 2 * MIN_MS);
-    pl_engine_close(e);
+    s_close(e);
 }
