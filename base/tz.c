@@ -462,8 +462,8 @@ int pl__tz_parse(pl__tz **out, const char *name, const uint8_t *data,
     if (!z)
         return pl__err(PL_ENOMEM, "out of memory reading a zone");
     snprintf(z->name, sizeof z->name, "%s", name);
-    tz_counts c;
-    int version, rc = read_header(z, data, len, &c, &version);
+    tz_counts c = {0};
+    int version = 0, rc = read_header(z, data, len, &c, &version);
     if (rc)
         goto done;
     size_t need = 44 + block_size(&c, 4), tsize = 4;
@@ -471,7 +471,7 @@ int pl__tz_parse(pl__tz **out, const char *name, const uint8_t *data,
     if (need > len)
         goto short_file;
     if (version >= 2) {
-        int v2;
+        int v2 = 0;
         if ((rc = read_header(z, data + need, len - need, &c, &v2)))
             goto done;
         p = data + need + 44;

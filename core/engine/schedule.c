@@ -191,12 +191,10 @@ static const char *catch_up_name(unsigned v)
                                      : "skip";
 }
 
-/* The next tick of @p r after @p after_ms: 0 when there is none. */
-static int64_t next_tick(const pl__sched_rec *r, const pl__cron *c,
-                         const pl__tz *z, int64_t after_ms)
+/* The next tick of @p c in @p z after @p after_ms: 0 when there is none. */
+static int64_t next_tick(const pl__cron *c, const pl__tz *z, int64_t after_ms)
 {
     int64_t t;
-    (void)r;
     return pl__cron_next(&t, c, z, after_ms < 0 ? 0 : after_ms) ? 0 : t;
 }
 
@@ -261,10 +259,9 @@ int pl_schedule_list(cJSON **out, pl_engine *e, int64_t now_ms)
              !cJSON_AddNumberToObject(o, "created_ms", (double)r.created_ms) ||
              !cJSON_AddNumberToObject(o, "cursor_ms", (double)r.cursor_ms) ||
              !cJSON_AddNumberToObject(o, "due_ms",
-                                      (double)next_tick(&r, &c, z,
-                                                        r.cursor_ms)) ||
+                                      (double)next_tick(&c, z, r.cursor_ms)) ||
              !cJSON_AddNumberToObject(o, "next_ms",
-                                      (double)next_tick(&r, &c, z, after)) ||
+                                      (double)next_tick(&c, z, after)) ||
              !cJSON_AddStringToObject(o, "last_run", r.last_run))) {
             st = pl__err(PL_ENOMEM, "out of memory");
         }
@@ -345,7 +342,7 @@ static int fire_one(pl_engine *e, const char *name, const uint8_t *bytes,
         return st;
     if ((st = prepare(name, &r, &c, &z)))
         goto done;
-    *next = next_tick(&r, &c, z, r.cursor_ms > now_ms ? r.cursor_ms : now_ms);
+    *next = next_tick(&c, z, r.cursor_ms > now_ms ? r.cursor_ms : now_ms);
     if (!pl_registry_find(e->reg, r.policy))
         goto done; /* a process that has the policy fires it */
     /* the due ticks: the last `keep` of them, and the last one */
@@ -356,7 +353,7 @@ static int fire_one(pl_engine *e, const char *name, const uint8_t *bytes,
         goto done;
     }
     for (size_t walked = 0; walked < TICKS_SCAN_MAX; walked++) {
-        int64_t u = next_tick(&r, &c, z, t);
+        int64_t u = next_tick(&c, z, t);
         if (!u || u > now_ms)
             break;
         ring[n++ % keep] = last = t = u;
@@ -409,7 +406,7 @@ static int fire_one(pl_engine *e, const char *name, const uint8_t *bytes,
             st = write_rec(e, name, &rec, &old);
         pl__buf_free(&rec);
         pl__buf_free(&old);
-        *next = next_tick(&r, &c, z, now_ms);
+        *next = next_tick(&c, z, now_ms);
     }
 done:
     pl__tz_free(z);
