@@ -46,6 +46,7 @@ enum {
     Q_READ,
     Q_SCAN,
     Q_RUNS,
+    Q_RUNS_DESC,
     /* prepared unless read-only (lease statements: pg_lease.c) */
     L_ACQUIRE,
     L_GET,
@@ -71,6 +72,7 @@ enum {
     Q_STATS,
     Q_SCHED,  /* a commit's schedule write (pg_sched.c) */
     Q_SCHEDS, /* every schedule */
+    Q_MARK,
     Q_N
 };
 #define Q_PREPARED_RO L_ACQUIRE /* those prepared on a read-only store */
