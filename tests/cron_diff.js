@@ -13,8 +13,8 @@ const path = require('path');
 const [fires, npmDir, casesArg, seedArg] = process.argv.slice(2);
 let parser, luxon;
 try {
-  parser = require(path.join(npmDir, 'node_modules', 'cron-parser'));
-  luxon = require(path.join(npmDir, 'node_modules', 'luxon'));
+  parser = require(path.resolve(npmDir, 'node_modules', 'cron-parser'));
+  luxon = require(path.resolve(npmDir, 'node_modules', 'luxon'));
 } catch (e) {
   console.log(`cron_diff: cron-parser is not installed in ${npmDir}: skipped`);
   process.exit(77);
