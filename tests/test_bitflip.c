@@ -5,8 +5,9 @@
  * The store holds four runs: a completed one with nested calls ("done"), a
  * suspended one ("waiting"), one whose process was killed (SIGKILL)
  * inside a non-idempotent call ("crashed"), and one parked waiting for an
- * event ("parked", with its timer, and an event of another name in its
- * inbox).  Each flip is made in a copy of
+ * event ("parked", with its timer, an event of another name and a
+ * cancellation in its inbox: continued, it is cancelled and makes a
+ * compensating call).  Each flip is made in a copy of
  * the data file, in place, at the bytes LMDB itself points to (so a changed
  * key stays where it was in its page, out of order in the B-tree, as real
  * corruption would leave it).  A forked child then opens the copy and runs
@@ -140,13 +141,18 @@ static int boom(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     return st;
 }
 
-/* waitev: waits a day for the event "go". */
+/* waitev: waits a day for the event "go"; cancelled, it makes a
+ * compensating call. */
 static int waitev(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
 {
     (void)a;
     (void)user;
     cJSON *p = NULL;
     int st = pl_ctx_wait_event(&p, ctx, "go", 86400000);
+    if (st == PL_ECANCELLED) {
+        st = call_one(ctx, "echo", "{\"undo\": 1}", NULL);
+        return st ? st : PL_ECANCELLED;
+    }
     if (!st)
         st = pl_steps_add_resultf(out, "{s:O}", "got", p);
     cJSON_Delete(p);
@@ -228,6 +234,14 @@ static uint8_t *build(const char *path, const pl_registry *reg, size_t *len)
                  pl_errmsg());
     cJSON_Delete(ev);
     pl_engine_close(e);
+    /* where waitev is not registered, a cancellation waits in the inbox */
+    pl_registry *bare = NULL;
+    cr_assert_eq(pl_registry_new(&bare), PL_OK);
+    e = open_engine(path, bare);
+    cr_assert_not_null(e, "%s", pl_errmsg());
+    cr_assert_eq(pl_run_cancel(e, "parked", "stop"), PL_OK, "%s", pl_errmsg());
+    pl_engine_close(e);
+    pl_registry_free(bare);
 
     FILE *f = fopen(path, "rb");
     cr_assert_not_null(f);
@@ -396,6 +410,9 @@ static int visit_run(const pl_run_info *info, void *user)
     mix_str(h, info->reason);
     mix_str(h, info->suspended_path);
     mix_json(h, info->prompt);
+    mix(h, &info->wake_ms, sizeof info->wake_ms);
+    mix_str(h, info->wait_event);
+    mix(h, &info->deadline_ms, sizeof info->deadline_ms);
     return 0;
 }
 
