@@ -31,7 +31,7 @@
 #endif
 #endif
 #ifndef STRIDE
-#define STRIDE 13
+#define STRIDE 23
 #endif
 
 /* waitev: waits a day for "go"; cancelled, it makes a compensating call. */
