@@ -450,7 +450,7 @@ static void child(const char *path, const pl_registry *reg, int fd)
         stage(fd, 's');
         cJSON *scheds = NULL;
         note(&r, pl_schedule_list(&scheds, e, SCHED_NOW_MS));
-        mix_json(&r.digest, scheds);
+        t_mix_json(&r.digest, scheds);
         cJSON_Delete(scheds);
         for (size_t i = 0; i < N_RUNS; i++) {
             stage(fd, 'w');
