@@ -139,13 +139,13 @@ static int rate_visit(const pl_step *s, void *user)
     return 0;
 }
 
-int bench_rate(bool quick, const char *path, const bench_out *out)
+int bench_rate(bool quick, const char *path)
 {
     int secs = quick ? 3 : 30;
     pl_registry *reg = rate_registry();
     pl_engine *e = NULL;
     if (!reg || pl_engine_open(&e, path, reg, NULL)) {
-        out->say("rate: cannot open %s: %s\n", path, pl_errmsg());
+        say("rate: cannot open %s: %s\n", path, pl_errmsg());
         pl_registry_free(reg);
         return 1;
     }
@@ -170,7 +170,7 @@ int bench_rate(bool quick, const char *path, const bench_out *out)
             failures++;
     }
     if (failures) {
-        out->say("rate: %d of %d processes failed\n", failures, RATE_PROCS);
+        say("rate: %d of %d processes failed\n", failures, RATE_PROCS);
         pl_registry_free(reg);
         return 1;
     }
@@ -199,13 +199,13 @@ int bench_rate(bool quick, const char *path, const bench_out *out)
     }
     double per_s = (double)c.admitted / secs;
     double off = fabs(per_s - RATE_LIMIT) / RATE_LIMIT * 100;
-    out->say("\nrate: one limit of %d calls/s shared by %d processes (sync), "
-             "over %d s\n",
-             RATE_LIMIT, RATE_PROCS, secs);
-    out->say("  admitted %.2f calls/s (%ld calls), %.1f%% off the limit; "
-             "%d..%d a window; %ld waits recorded\n",
-             per_s, c.admitted, off, fewest, most, c.waits);
-    cJSON *j = cJSON_AddObjectToObject(out->json, "rate_shared");
+    say("\nrate: one limit of %d calls/s shared by %d processes (sync), "
+        "over %d s\n",
+        RATE_LIMIT, RATE_PROCS, secs);
+    say("  admitted %.2f calls/s (%ld calls), %.1f%% off the limit; "
+        "%d..%d a window; %ld waits recorded\n",
+        per_s, c.admitted, off, fewest, most, c.waits);
+    cJSON *j = cJSON_AddObjectToObject(g_json, "rate_shared");
     cJSON_AddNumberToObject(j, "limit_per_s", RATE_LIMIT);
     cJSON_AddNumberToObject(j, "processes", RATE_PROCS);
     cJSON_AddNumberToObject(j, "seconds", secs);
@@ -214,6 +214,6 @@ int bench_rate(bool quick, const char *path, const bench_out *out)
     cJSON_AddNumberToObject(j, "fewest_in_window", fewest);
     cJSON_AddNumberToObject(j, "most_in_window", most);
     cJSON_AddNumberToObject(j, "waits", (double)c.waits);
-    out->goal("rate limit shared by 3 processes: off by", off, "%", true, 10);
+    add_goal("rate limit shared by 3 processes: off by", off, "%", true, 10);
     return failures ? 1 : 0;
 }
