@@ -193,7 +193,8 @@ const char *pl_version(void);
     X(EPLUGIN, -20, "plugin cannot be loaded")                                 \
     X(EFORBIDDEN, -21, "refused by the sandbox")                               \
     X(ENOSPC, -22, "no space left for the store")                              \
-    X(EACCES, -23, "store is read-only or not accessible")
+    X(EACCES, -23, "store is read-only or not accessible")                    \
+    X(ECODEVERSION, -27, "run recorded by a code version this code does not support")
 
 typedef enum pl_status {
 #define PL__STATUS_ENUM(name, value, text) PL_##name = value,
@@ -671,11 +672,18 @@ typedef enum pl_event_kind {
                                       answering; detail is the cause, status
                                       the pl_status; no run_id.  Once per
                                       outage */
-    PL_EVENT_STORE_BACK = 15     /**< pl_worker_run(): the store answers
+    PL_EVENT_STORE_BACK = 15,    /**< pl_worker_run(): the store answers
                                       again (detail says after how long);
                                       the runs the outage cut off are taken
                                       back at once, their leases being the
                                       worker's own */
+    PL_EVENT_VERSION = 16        /**< a pl_ctx_version() point: detail is
+                                      the change id, version the version
+                                      the run takes; step_type is
+                                      PL_STEP_SIDE_EFFECT when its marker
+                                      is recorded (seq: the marker), 0 when
+                                      the run was recorded before the
+                                      change (PL_VERSION_DEFAULT) */
 } pl_event_kind;
 
 /** @return "run_started", "call_served", ... or NULL. */
@@ -731,6 +739,7 @@ typedef struct pl_event {
                               LLM policy's usage, policyledger_llm.h):
                               the model's input tokens; else 0 */
     uint64_t tokens_out; /**< likewise, the output tokens */
+    int version;         /**< PL_EVENT_VERSION: the version; else 0 */
 } pl_event;
 
 /**
@@ -1669,6 +1678,56 @@ typedef struct pl_side_effect_match {
 int pl_ctx_side_effect_checked(cJSON **out_value, pl_ctx *ctx, const char *name,
                                pl_side_effect_fn fn,
                                const pl_side_effect_match *match, void *user);
+
+/**
+ * The version a run takes at a version point: what a run recorded before
+ * the point existed gets (Temporal's DEFAULT_VERSION, DBOS's unpatched).
+ */
+#define PL_VERSION_DEFAULT 0
+
+/**
+ * A code version inside a policy, so that code can change while runs
+ * recorded by the old code are still live:
+ *
+ *     int v;
+ *     int st = pl_ctx_version(&v, ctx, "express-shipping",
+ *                             PL_VERSION_DEFAULT, 1);
+ *     if (st) return st;
+ *     if (v >= 1) ... the new way ... else ... the old way ...
+ *
+ * A run that reaches this point for the first time records @p max_supported
+ * here, in a marker step (`side_effect` {"name": "version", "change",
+ * "version"}), and gets it.  A replay gets what the run recorded: the
+ * marker's version when the step at this position is this change's marker;
+ * PL_VERSION_DEFAULT when it is any other step (the run was recorded
+ * before the change, and nothing is consumed).  So every run takes the
+ * branch it was recorded with, and new runs take the newest.
+ *
+ * A run whose version is below @p min_supported (or above
+ * @p max_supported) fails at once with PL_ECODEVERSION, its message naming
+ * the change, the version recorded and the versions this code supports;
+ * raise min_supported once no live run needs an old branch
+ * (`ledger-replay --check` lists who needs which), then delete that
+ * branch.  Keep the call itself, with min_supported == max_supported:
+ * removing it makes the recorded markers diverge.
+ *
+ * Points are matched by position, like every step; each change id is
+ * named once per invocation it guards.
+ *
+ * @param[out] out_version the version to follow (PL_VERSION_DEFAULT on any
+ *        failure).
+ * @param change_id 1..PL_MAX_NAME bytes, no control characters.
+ * @param min_supported PL_VERSION_DEFAULT (0) or more, at most
+ *        @p max_supported.
+ * @param max_supported the newest version, at least 1.
+ * @return PL_OK; PL_EINVAL (a NULL or stale argument, a bad change id or
+ *         versions); PL_ECODEVERSION (the run has stopped, failed); PL_ECHECK
+ *         (a check replay reached the point past its record); the
+ *         run-stopping statuses of pl_ctx_call().  A PL_EVENT_VERSION event
+ *         reports each point a run passes.
+ */
+int pl_ctx_version(int *out_version, pl_ctx *ctx, const char *change_id,
+                   int min_supported, int max_supported);
 
 /**
  * Suspend the run for a human.  The first time, records a `suspend` step with

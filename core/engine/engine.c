@@ -114,6 +114,7 @@ static const char *const event_names[] = {
     "diverged",
     "store_lost",
     "store_back",
+    "version",
 };
 
 const char *pl_event_kind_name(pl_event_kind k)
@@ -490,5 +491,19 @@ void pl__emit_diff(pl__run *r, pl_event_kind kind, const char *path,
         return;
     pl_event ev = event_of(r, kind, path, seq, policy, type, detail);
     ev.diff = diff;
+    e->on_event(&ev, e->event_user);
+}
+
+void pl__emit_version(pl__run *r, const char *path, uint32_t seq,
+                      const char *policy, const char *change, int version,
+                      bool recorded)
+{
+    pl_engine *e = r->e;
+    if (!e->on_event)
+        return;
+    pl_event ev = event_of(r, PL_EVENT_VERSION, path, seq, policy,
+                           recorded ? PL_STEP_SIDE_EFFECT : (pl_step_type)0,
+                           change);
+    ev.version = version;
     e->on_event(&ev, e->event_user);
 }
