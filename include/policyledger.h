@@ -896,11 +896,13 @@ typedef enum pl_run_status {
     PL_RUN_SUSPENDED = 2, /**< waiting for pl_run_resume() */
     PL_RUN_COMPLETED = 3,
     PL_RUN_FAILED = 4,    /**< failed with a recorded reason */
-    PL_RUN_SUBMITTED = 5  /**< queued by pl_run_submit(), not yet taken */
+    PL_RUN_SUBMITTED = 5, /**< queued by pl_run_submit(), not yet taken */
+    PL_RUN_SUPERSEDED = 8 /**< final: replaced by a successor that goes on
+                               with newer code (pl_run_upgrade()) */
 } pl_run_status;
 
-/** @return "running", "suspended", "completed", "failed", "submitted" or
- *  NULL. */
+/** @return "running", "suspended", "completed", "failed", "submitted",
+ *  "superseded" or NULL. */
 const char *pl_run_status_name(pl_run_status status);
 
 /**
@@ -1079,6 +1081,13 @@ typedef struct pl_run_info {
     const char *resume_token; /**< suspended: the token pl_run_resume()
                                    takes; else NULL.  Anyone who can read
                                    the store can read it. */
+    const char *code;         /**< the root policy's code identity when the
+                                   run started (its code_version or plugin
+                                   build id), or NULL */
+    const char *successor;    /**< superseded: the run that continues it;
+                                   else NULL */
+    const char *predecessor;  /**< the run this one supersedes (it was made
+                                   by pl_run_upgrade()), or NULL */
 } pl_run_info;
 
 /**
@@ -1200,6 +1209,34 @@ int pl_run_head(uint8_t out[PL_HASH_LEN], pl_engine *engine,
  */
 int pl_run_fork(char **out_new_id, pl_engine *engine, const char *run_id,
                 const char *at_step_id, const char *new_id);
+
+/**
+ * Upgrade a run that new code cannot replay (a "stranded" run): fork it as
+ * pl_run_fork() does, at @p at_step_id (the root step before which its
+ * replay first differs: `ledger-replay --upgrade` finds it), and end
+ * @p run_id with the final status PL_RUN_SUPERSEDED.  The old run's
+ * record names its successor (pl_run_info.successor) and the new run's
+ * names it (pl_run_info.predecessor).  The new run is left `running` with
+ * no owner: continue it with pl_run_continue(), under the new code.
+ *
+ * Side effects: every call the old run recorded at or after the cut ran
+ * once already; the new run makes again those that the new code makes
+ * again, under its own run id (so with other idempotency keys).  List
+ * them before upgrading (`ledger-replay --upgrade ID --dry-run`).
+ *
+ * The new run's steps, the old run's end and both links are written by
+ * one transaction, which also drops the old run's lease (taken before it
+ * is read, so that nobody runs or resumes it meanwhile): a crash leaves
+ * the old run untouched, or superseded with its successor complete.  (A
+ * crash before that commit may leave the new run `failed`, its reason
+ * saying the upgrade did not complete, and the old run as it was.)
+ *
+ * @return as pl_run_fork(), plus PL_ESTATE (the run is completed, which
+ *         is final, or superseded already) and PL_EBUSY also when another
+ *         worker holds the run's lease.
+ */
+int pl_run_upgrade(char **out_new_id, pl_engine *engine, const char *run_id,
+                   const char *at_step_id, const char *new_id);
 
 /* ------------------------------------------------------------------------ */
 /* The queue and workers                                                    */

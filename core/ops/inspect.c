@@ -96,6 +96,9 @@ static int info_build(pl_engine *e, const char *id, size_t id_len, uint64_t num,
     p->resume_token = in->st.status == PL_RUN_SUSPENDED && in->st.token[0]
                           ? in->st.token
                           : NULL;
+    p->code = in->ri.code;
+    p->successor = in->st.succ;
+    p->predecessor = in->st.pred;
     *out = p;
     return PL_OK;
 }

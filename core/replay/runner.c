@@ -704,6 +704,11 @@ static int continue_run(pl_engine *e, const char *id, bool check,
                      pl_run_status_name(r->state.status));
         goto done;
     }
+    if (!check && r->state.status == PL_RUN_SUPERSEDED) {
+        st = pl__err(PL_ESTATE, "run '%s' was superseded by run '%s'", id,
+                     r->state.succ);
+        goto done;
+    }
     /* a completed run is final: replaying it writes nothing */
     r->check = check || (!token && r->state.status == PL_RUN_COMPLETED);
     if (r->check) {

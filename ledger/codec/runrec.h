@@ -60,6 +60,8 @@ typedef struct pl__run_state {
     uint8_t head[PL_HASH_LEN]; /* when written after it (not failed) */
     pl__anchor *open;          /* the open ledgers' heads when it was written */
     size_t n_open;             /* at most PL__ANCHORS_MAX */
+    char *succ; /* superseded: the run that continues it, or NULL */
+    char *pred; /* a successor: the run it supersedes, or NULL */
 } pl__run_state;
 
 /*
