@@ -683,7 +683,10 @@ typedef enum pl_event_kind {
                                       PL_STEP_SIDE_EFFECT when its marker
                                       is recorded (seq: the marker), 0 when
                                       the run was recorded before the
-                                      change (PL_VERSION_DEFAULT) */
+                                      change (PL_VERSION_DEFAULT); status
+                                      PL_ECODEVERSION when this code does
+                                      not support that version (the run
+                                      stops there) */
 } pl_event_kind;
 
 /** @return "run_started", "call_served", ... or NULL. */

@@ -497,7 +497,7 @@ void pl__emit_diff(pl__run *r, pl_event_kind kind, const char *path,
 
 void pl__emit_version(pl__run *r, const char *path, uint32_t seq,
                       const char *policy, const char *change, int version,
-                      bool recorded)
+                      bool recorded, int status)
 {
     pl_engine *e = r->e;
     if (!e->on_event)
@@ -506,5 +506,6 @@ void pl__emit_version(pl__run *r, const char *path, uint32_t seq,
                            recorded ? PL_STEP_SIDE_EFFECT : (pl_step_type)0,
                            change);
     ev.version = version;
+    ev.status = status;
     e->on_event(&ev, e->event_user);
 }

@@ -64,6 +64,7 @@ typedef struct collect {
     uint32_t at;          /* the cut: root steps before it are kept */
     const bool *answered; /* root seq < at -> its call was answered */
     pl__kvs *out;
+    uint64_t total; /* every step of the old run, folded ones counted */
 } collect;
 
 static int collect_step(const uint8_t *key, size_t klen, const uint8_t *val,
@@ -77,6 +78,7 @@ static int collect_step(const uint8_t *key, size_t klen, const uint8_t *val,
         return pl__err(PL_ECORRUPT, "a step key is malformed");
     bool keep = depth == 0 ? seq < c->at
                            : comps[0] < c->at && c->answered[comps[0]];
+    c->total += pl__rec_steps(val, vlen);
     return keep ? pl__kvs_add(c->out, key, klen, val, vlen) : PL_OK;
 }
 
@@ -270,7 +272,7 @@ static int fork_run(char **out_new_id, pl_engine *e, const char *run_id,
     if ((upgrade && (st = upgradable(run_id, &rs))) ||
         (st = root_answers(e, num, at, run_id, &answered)))
         goto done;
-    collect cc = {at, answered, &old};
+    collect cc = {at, answered, &old, 0};
     if ((st = pl__store_each_step(e->store, num, collect_step, &cc))) {
         st = pl__err(st, "%s: reading run '%s': %s", fn, run_id, pl_errmsg());
         goto done;
@@ -289,6 +291,17 @@ static int fork_run(char **out_new_id, pl_engine *e, const char *run_id,
         goto done;
     }
     ri.created_us = pl__now_us();
+    /* the successor is the loaded code's: its root's identity is */
+    const pl_policy_def *root = upgrade ? pl_registry_find(e->reg, ri.policy)
+                                        : NULL;
+    if (root) {
+        free(ri.code);
+        ri.code = NULL;
+        if (root->code_version && !(ri.code = pl__strdup(root->code_version))) {
+            st = pl__err(PL_ENOMEM, "out of memory");
+            goto done;
+        }
+    }
     if ((st = pl__run_info_encode(&new_info, new_id, &ri)) ||
         (st = encode_state(&create.state, new_id, PL_RUN_FAILED, 0, reason,
                            NULL)))
@@ -327,6 +340,7 @@ static int fork_run(char **out_new_id, pl_engine *e, const char *run_id,
         end.gen = gen;
         end.release = true;
         pl__batch *both[2] = {&fill, &end};
+        rs.steps = cc.total; /* exact: a crashed run's is a heartbeat's */
         if (!(st = encode_superseded(&end.state, run_id, &rs, new_id)))
             st = pl__store_commit(e->store, both, 2, false);
         if (!st)

@@ -53,6 +53,10 @@ static int unsupported(pl_ctx *c, const char *change, unsigned long long got,
                        bool recorded, int min, int max)
 {
     pl__run *r = c->run;
+    pl__emit_version(r, c->path, c->next_seq, c->def->name, change,
+                     recorded ? (int)(got > INT32_MAX ? INT32_MAX : got)
+                              : PL_VERSION_DEFAULT,
+                     recorded, PL_ECODEVERSION);
     if (recorded)
         return pl__run_fail(r, PL_ECODEVERSION,
                             "run %s, invocation %s, step %u: change '%s' was "
@@ -122,7 +126,7 @@ int pl_ctx_version(int *out, pl_ctx *c, const char *change, int min, int max)
                                 r->id, c->path, change);
         if ((st = append_marker(c, change, max)))
             return st;
-        pl__emit_version(r, c->path, seq, c->def->name, change, max, true);
+        pl__emit_version(r, c->path, seq, c->def->name, change, max, true, 0);
         *out = max;
         return PL_OK;
     }
@@ -136,7 +140,8 @@ int pl_ctx_version(int *out, pl_ctx *c, const char *change, int min, int max)
                                max);
         if ((st = pl__inv_consume_checked(c)))
             return st;
-        pl__emit_version(r, c->path, seq, c->def->name, change, (int)v, true);
+        pl__emit_version(r, c->path, seq, c->def->name, change, (int)v, true,
+                         0);
         *out = (int)v;
         return PL_OK;
     }
@@ -144,7 +149,7 @@ int pl_ctx_version(int *out, pl_ctx *c, const char *change, int min, int max)
     if (min > PL_VERSION_DEFAULT)
         return unsupported(c, change, PL_VERSION_DEFAULT, false, min, max);
     pl__emit_version(r, c->path, seq, c->def->name, change, PL_VERSION_DEFAULT,
-                     false);
+                     false, 0);
     *out = PL_VERSION_DEFAULT;
     return PL_OK;
 }
