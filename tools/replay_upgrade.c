@@ -77,13 +77,13 @@ static int find_cut(tool *t, const char *id, plan *p)
         seq = d->seq;
         snprintf(p->why, sizeof p->why,
                  "first divergence at %s: recorded %s by '%s' (code %s), now "
-                 "%s (code %s)",
+                 "%s by '%s' (code %s)",
                  or_dash(d->step_id),
                  d->rec_type ? pl_step_type_name(d->rec_type) : "nothing",
                  or_dash(d->rec_actor), or_dash(d->rec_code),
                  d->new_type ? pl_step_type_name(d->new_type)
                              : "nothing (the policy ends there)",
-                 or_dash(d->new_code));
+                 or_dash(d->new_actor), or_dash(d->new_code));
     } else if (st == PL_ECODEVERSION) {
         for (size_t i = 0; i < t->w.n_versions && !path; i++) {
             const version_seen *v = &t->w.versions[i];
