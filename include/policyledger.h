@@ -1032,8 +1032,9 @@ int pl_run_start(pl_outcome **out, pl_engine *engine, const pl_action *root,
  * longer replays it).
  * @return as pl_run_start(), plus PL_ENOTFOUND (no such run), PL_EBUSY
  *         (another live process or thread is running it: another worker
- *         holds its lease), PL_ESTATE (it is
- *         suspended: use pl_run_resume()).  With opts->check, PL_ECHECK and
+ *         holds its lease), PL_ESTATE (it is suspended: use
+ *         pl_run_resume(); or superseded: continue its successor,
+ *         pl_run_info.successor).  With opts->check, PL_ECHECK and
  *         PL_ENONDET are returned as such (and *out is NULL).
  */
 int pl_run_continue(pl_outcome **out, pl_engine *engine, const char *run_id,

@@ -143,13 +143,18 @@ static int root_answers(tool *t, plan *p)
     return PL_OK;
 }
 
-/* Is the step at @p step_id ("path:seq") dropped by the cut? */
-static bool dropped(const plan *p, const char *step_id)
+/*
+ * Is the step at @p step_id ("path:seq") one the new run may make again: a
+ * step after the cut, a step in the callee ledger of a call that was not
+ * answered before it, or such a call itself (in doubt at the cut, it runs
+ * again as its policy's in-doubt rule says)?
+ */
+static bool dropped(const plan *p, const char *step_id, bool call)
 {
+    unsigned long k = strtoul(step_id + 2, NULL, 10);
     if (!strncmp(step_id, "0:", 2))
-        return strtoul(step_id + 2, NULL, 10) >= p->at;
-    unsigned long k = strtoul(step_id + 2, NULL, 10); /* "0.<k>..." */
-    return k >= p->at || !p->answered[k];
+        return k >= p->at || (call && !p->answered[k]);
+    return k >= p->at || !p->answered[k]; /* "0.<k>...": a callee's */
 }
 
 static int collect(const pl_step *s, void *user)
@@ -157,7 +162,7 @@ static int collect(const pl_step *s, void *user)
     plan *p = user;
     pl_step_type ty = pl_step_type_of(s);
     if ((ty != PL_STEP_ACTION_CALL && ty != PL_STEP_SIDE_EFFECT) ||
-        !dropped(p, pl_step_id(s)))
+        !dropped(p, pl_step_id(s), ty == PL_STEP_ACTION_CALL))
         return 0;
     const cJSON *pl = pl_step_payload(s);
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(
@@ -199,10 +204,11 @@ static void print_plan(const tool *t, const plan *p)
                p->at_id);
         return;
     }
-    printf("  may repeat: %zu call(s) and side effect(s) recorded after %s "
-           "ran under %s; each runs again if the new code makes it again, "
-           "under the new run's id (another idempotency key):\n",
-           p->n, p->at_id, p->id);
+    printf("  may repeat: %zu call(s) and side effect(s) that %s recorded "
+           "after %s (or had in flight there) ran once; each runs again if "
+           "the new code makes it again, under the new run's id (another "
+           "idempotency key):\n",
+           p->n, p->id, p->at_id);
     for (size_t i = 0; i < p->n; i++)
         printf("    %-10s %-8s %-24s idempotency key %s/%s\n", p->v[i].step_id,
                p->v[i].call ? "call" : "effect", p->v[i].name, p->id,
@@ -248,7 +254,8 @@ static int mark_repeats(const pl_step *s, void *user)
 {
     repeat_ctx *rc = user;
     plan *p = rc->p;
-    if (pl_step_type_of(s) != PL_STEP_ACTION_CALL || !dropped(p, pl_step_id(s)))
+    if (pl_step_type_of(s) != PL_STEP_ACTION_CALL ||
+        !dropped(p, pl_step_id(s), true))
         return 0;
     const cJSON *pl = pl_step_payload(s);
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(pl, "policy");

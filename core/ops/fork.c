@@ -142,26 +142,6 @@ static int encode_state(pl__buf *out, const char *run_id, pl_run_status status,
     return pl__run_state_encode(out, run_id, &rs);
 }
 
-/* Take run @p num's lease for an upgrade: free, expired, or held by a dead
- * process of this host. */
-static int upgrade_lease(pl_engine *e, uint64_t num, const char *id,
-                         uint64_t *gen)
-{
-    pl__lease held = {0};
-    bool had;
-    int st = pl__store_lease_acquire(e->store, num, id, e->worker, e->lease_us,
-                                     0, gen, &had, &held);
-    if (st == PL_EBUSY && pl__worker_dead(e, held.owner))
-        st = pl__store_lease_acquire(e->store, num, id, e->worker, e->lease_us,
-                                     held.gen, gen, &had, &held);
-    if (st == PL_EBUSY)
-        st = pl__err(PL_EBUSY,
-                     "pl_run_upgrade: run '%s' is leased to worker %s for "
-                     "%.1f s more (it is running there)",
-                     id, held.owner, (double)held.expires_in_us / 1e6);
-    return st;
-}
-
 /* The state that ends run @p id as superseded by @p succ. */
 static int encode_superseded(pl__buf *out, const char *id,
                              const pl__run_state *was, const char *succ)
@@ -248,7 +228,8 @@ static int fork_run(char **out_new_id, pl_engine *e, const char *run_id,
     }
     /* an upgrade holds the old run's lease from here to the commit that
      * ends it, so nobody executes or resumes it meanwhile */
-    if (upgrade && (st = upgrade_lease(e, num, run_id, &gen)))
+    bool had;
+    if (upgrade && (st = pl__run_take_lease(e, num, run_id, &gen, &had)))
         goto done;
     if ((st = pl__store_state_get(e->store, num, &sb)) ||
         (st = pl__run_state_decode(&rs, run_id, sb.data, sb.len)) ||
