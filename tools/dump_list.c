@@ -13,9 +13,17 @@
 
 const char *status_text(const pl_run_info *ri)
 {
+    static _Thread_local char buf[PL_MAX_NAME + 128];
     if (ri->status == PL_RUN_RUNNING)
         return ri->owner_alive ? "running (owner alive)"
                                : "running (owner gone: crashed)";
+    if (ri->status == PL_RUN_WAITING) {
+        char what[PL_MAX_NAME + 96];
+        cli_wait_text(what, sizeof what, ri->wake_ms, ri->wait_event,
+                      cli_now_us());
+        snprintf(buf, sizeof buf, "waiting %s", what);
+        return buf;
+    }
     return pl_run_status_name(ri->status);
 }
 
@@ -56,10 +64,24 @@ cJSON *run_json(const pl_run_info *ri)
         cJSON_AddStringToObject(o, "successor", ri->successor);
     if (ri->predecessor)
         cJSON_AddStringToObject(o, "predecessor", ri->predecessor);
-    if (ri->status == PL_RUN_FAILED) {
+    if (ri->status == PL_RUN_FAILED || ri->status == PL_RUN_CANCELLED) {
         cJSON_AddStringToObject(o, "reason", ri->reason ? ri->reason : "");
         cJSON_AddStringToObject(o, "error", pl_strerror(ri->error));
     }
+    if (ri->status == PL_RUN_WAITING) {
+        cJSON_AddStringToObject(o, "waiting_path",
+                                ri->suspended_path ? ri->suspended_path : "");
+        if (ri->wake_ms) {
+            char wake[40];
+            cli_time_iso(wake, sizeof wake, ri->wake_ms * 1000, false);
+            cJSON_AddStringToObject(o, "wake", wake);
+            cJSON_AddNumberToObject(o, "wake_ms", (double)ri->wake_ms);
+        }
+        if (ri->wait_event)
+            cJSON_AddStringToObject(o, "wait_event", ri->wait_event);
+    }
+    if (ri->deadline_ms)
+        cJSON_AddNumberToObject(o, "deadline_ms", (double)ri->deadline_ms);
     if (ri->status == PL_RUN_SUSPENDED) {
         cJSON_AddStringToObject(o, "suspended_path",
                                 ri->suspended_path ? ri->suspended_path : "");
@@ -195,8 +217,7 @@ int cmd_stats(pl_engine *e, const opts *o)
     if (o->format == FMT_TEXT) {
         printf("runs         %llu\n", (unsigned long long)c.runs);
         for (int s = PL_RUN_RUNNING; s <= STATUS_MAX; s++)
-            if (pl_run_status_name((pl_run_status)s) &&
-                (s <= PL_RUN_FAILED || c.by_status[s]))
+            if (pl_run_status_name((pl_run_status)s))
                 printf("  %-10s %llu\n", pl_run_status_name((pl_run_status)s),
                        (unsigned long long)c.by_status[s]);
         printf("  (crashed)  %llu\n", (unsigned long long)c.crashed);
@@ -226,8 +247,7 @@ int cmd_stats(pl_engine *e, const opts *o)
     }
     cJSON_AddNumberToObject(doc, "runs", (double)c.runs);
     for (int s = PL_RUN_RUNNING; s <= STATUS_MAX; s++)
-        if (pl_run_status_name((pl_run_status)s) &&
-            (s <= PL_RUN_FAILED || c.by_status[s]))
+        if (pl_run_status_name((pl_run_status)s))
             cJSON_AddNumberToObject(by, pl_run_status_name((pl_run_status)s),
                                     (double)c.by_status[s]);
     cJSON_AddItemToObject(doc, "by_status", by);

@@ -147,7 +147,8 @@ static int parse_args(opts *o, int argc, char **argv)
                 }
             if (!found) {
                 cli_error("unknown --status '%s' (running, suspended, "
-                          "completed, failed, submitted or superseded)",
+                          "completed, failed, submitted, waiting, "
+                          "cancelled or superseded)",
                           v);
                 return CLI_EXIT_USAGE;
             }

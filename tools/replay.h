@@ -5,7 +5,8 @@
  * reports; replay_run.c continues, resumes and forks; replay_check.c is
  * --check; replay_versions.c tallies what --check saw of code versions and
  * code identities (and the deploy gate, --check --live); replay_upgrade.c
- * is --upgrade; replay_queue.c is --import, --submit and --worker.
+ * is --upgrade; replay_queue.c is --import, --submit and --worker;
+ * replay_time.c is --signal, --cancel and --wake.
  */
 #ifndef PL_REPLAY_H
 #define PL_REPLAY_H
@@ -30,7 +31,10 @@ enum mode {
     MODE_IMPORT,
     MODE_WORKER,
     MODE_SUBMIT,
-    MODE_UPGRADE
+    MODE_UPGRADE,
+    MODE_SIGNAL,
+    MODE_CANCEL,
+    MODE_WAKE
 };
 
 typedef struct options {
@@ -58,6 +62,9 @@ typedef struct options {
     bool live;         /* --live: only runs not yet final */
     bool all_diverged; /* --all-diverged */
     bool dry_run;      /* --dry-run */
+    /* time: --signal, --cancel */
+    const char *name;   /* --name EVENT */
+    const char *reason; /* --reason TEXT */
 } options;
 
 /* ---- what replay reports through events --------------------------------- */
@@ -129,7 +136,7 @@ typedef struct tool {
     cJSON *skipped; /* --json: runs --all left alone */
     int exit;       /* the worst so far */
     /* inputs checked before the store is opened (see prepare_*) */
-    cJSON *payload;  /* --submit's */
+    cJSON *payload;  /* --submit's and --signal's */
     cJSON *answer;   /* --resume's */
     FILE *import_in; /* --import's, checked and rewound */
     unsigned n_ok, n_suspended, n_failed, n_diverged, n_skipped;
@@ -168,6 +175,7 @@ bool ids_push(id_list *l, const char *id);
 int prepare_resume(tool *t);
 int prepare_submit(tool *t);
 int prepare_import(tool *t);
+int prepare_signal(tool *t);
 
 void continue_one(tool *t, const char *id, const char *note);
 int need_run(tool *t, const char *id);
@@ -191,5 +199,8 @@ void report_tallies(tool *t);
 void tallies_free(tool *t);
 /* The versions the replay of a run passed, for its JSON summary. */
 cJSON *json_versions(const watch *w);
+void mode_signal(tool *t);
+void mode_cancel(tool *t);
+void mode_wake(tool *t);
 
 #endif /* PL_REPLAY_H */

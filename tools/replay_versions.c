@@ -22,7 +22,7 @@
 bool is_live(pl_run_status s)
 {
     return s == PL_RUN_RUNNING || s == PL_RUN_SUSPENDED ||
-           s == PL_RUN_SUBMITTED;
+           s == PL_RUN_SUBMITTED || s == PL_RUN_WAITING;
 }
 
 /* Count run @p id under (@p key, @p version, @p is_default), once. */

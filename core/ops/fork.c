@@ -153,6 +153,9 @@ static int encode_superseded(pl__buf *out, const char *id,
     free(rs.reason);
     free(rs.susp_path);
     free(rs.prompt);
+    free(rs.wait_event);
+    rs.wait_event = NULL;
+    rs.wait_until_ms = 0;
     rs.reason = rs.susp_path = NULL;
     rs.prompt = NULL;
     rs.prompt_len = 0;
@@ -175,6 +178,11 @@ static int upgradable(const char *id, const pl__run_state *rs)
         return pl__err(PL_ESTATE,
                        "pl_run_upgrade: run '%s' is completed: a completed "
                        "run is final, and nothing of it is left to run",
+                       id);
+    if (rs->status == PL_RUN_CANCELLED)
+        return pl__err(PL_ESTATE,
+                       "pl_run_upgrade: run '%s' is cancelled: a cancelled "
+                       "run is final",
                        id);
     if (rs->status == PL_RUN_SUPERSEDED)
         return pl__err(PL_ESTATE,
