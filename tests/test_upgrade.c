@@ -137,6 +137,11 @@ Test(upgrade, the_old_run_is_superseded_and_the_new_goes_on)
     cr_expect(strstr(pl_errmsg(), "superseded by run 'o1-v2' already"), "%s",
               pl_errmsg());
     cr_expect_null(nid);
+    /* an event or a cancellation is refused, naming where to send it */
+    cr_expect_eq(pl_run_signal(&o, e, "o1", "go", yes), PL_ESTATE);
+    cr_expect(strstr(pl_errmsg(), "superseded by run 'o1-v2'"), "%s",
+              pl_errmsg());
+    cr_expect_eq(pl_run_cancel(e, "o1", "stop"), PL_ESTATE);
 
     /* the new run goes on under the new code, and its predecessor link
      * outlives every state it writes */
