@@ -12,10 +12,14 @@ the tallies of versions and code identities, --upgrade's plan, --dry-run
 writing nothing (the store's bytes checked), the upgrade itself (the old
 run superseded, the links both ways in ledger-dump, the successor
 finished by the new code, the repeated call named), --all-diverged, and
-the refusals.  Reuses test_ledger_replay.py's helpers.  Standard library
+the refusals.  With --pg, the same cases on PostgreSQL (run under
+tests/pg_run.sh: a schema per case, and "nothing written" checked on every
+table's rows).  Reuses test_ledger_replay.py's helpers.  Standard library
 only; exits 1 if any case fails.
 """
 import argparse
+import hashlib
+import itertools
 import json
 import os
 import subprocess
@@ -28,15 +32,44 @@ import test_ledger_replay as base  # noqa: E402
 from test_ledger_replay import Failure, Store, build_id, check  # noqa: E402
 
 ARGS = None
+PG = None  # --pg: the server's URI
+SCHEMAS = itertools.count(1)
 
 SHIP_LIVE = 13  # order-demo's boundary after ship's result, before the end
 EARLY = 10      # after charge_card's result: ship not reached
 
 
+def psql(query):
+    p = subprocess.run(["psql", "-XAtq", "-v", "ON_ERROR_STOP=1", PG, "-c",
+                        query], capture_output=True, text=True, timeout=60)
+    check(p.returncode == 0, "psql failed", query, p.stderr)
+    return p.stdout
+
+
+def new_store():
+    """A store: an LMDB file, or with --pg a schema of its own."""
+    s = Store()
+    if PG:
+        schema = "deploy_%d" % next(SCHEMAS)
+        s.path = PG + "&schema=" + schema
+
+        def digest():
+            tables = psql("SELECT table_name FROM information_schema.tables "
+                          "WHERE table_schema = '%s' ORDER BY 1" % schema)
+            h = hashlib.sha256()
+            for t in tables.split():
+                h.update(psql("SELECT md5(coalesce(string_agg(x::text, ',' "
+                              "ORDER BY x::text), '')) FROM %s.%s x"
+                              % (schema, t)).encode())
+            return h.hexdigest()
+        s.data_digest = digest
+    return s
+
+
 def live_store():
     """Three runs by v1: SHIP (live, ship recorded), EARLY (live, before
     ship) and DONE (completed)."""
-    s = Store()
+    s = new_store()
     p = s.demo("SHIP", crash_after=SHIP_LIVE)
     check(p.returncode == -9, "demo did not crash", p.stdout, p.stderr)
     p = s.demo("EARLY", crash_after=EARLY)
@@ -217,13 +250,17 @@ CASES = [case_gate_fails_v2_and_passes_the_version_gate,
 
 
 def main():
-    global ARGS
+    global ARGS, PG
     ap = argparse.ArgumentParser()
     for name in ("tool", "dump", "demo", "order-plugin", "order-plugin-v2",
                  "order-plugin-v2-gated"):
         ap.add_argument("--" + name, required=True)
+    ap.add_argument("--pg", action="store_true")
     ap.add_argument("cases", nargs="*")
     ARGS = ap.parse_args()
+    if ARGS.pg:
+        PG = os.environ.get("PL_TEST_PG_URI")
+        check(PG, "--pg needs PL_TEST_PG_URI (run under tests/pg_run.sh)")
     base.ARGS = argparse.Namespace(tool=ARGS.tool, demo=ARGS.demo,
                                    order_plugin=ARGS.order_plugin,
                                    order_plugin_v2=ARGS.order_plugin_v2)
