@@ -70,16 +70,6 @@ typedef struct pl__run_state {
 } pl__run_state;
 
 /*
- * Encode seed steps as an array of [type, actor, payload]: @p n steps whose
- * types, actors and already-encoded payloads are given by the callback.
- */
-typedef void (*pl__seed_item_fn)(const void *steps, size_t i,
-                                 pl_step_type *type, const char **actor,
-                                 const uint8_t **mp, size_t *mp_len);
-PL__HIDDEN int pl__seed_encode(pl__buf *out, const void *steps, size_t n,
-                               pl__seed_item_fn item) PL__MUST_CHECK;
-
-/*
  * Run records are checksummed and bound to their run's id (runrec.c): a
  * decode checks the checksum of a version 2 record, and a changed byte or
  * a record of another run is PL_ECORRUPT naming @p run_id.
