@@ -6,7 +6,8 @@
  * --check; replay_versions.c tallies what --check saw of code versions and
  * code identities (and the deploy gate, --check --live); replay_upgrade.c
  * is --upgrade; replay_queue.c is --import, --submit and --worker;
- * replay_time.c is --signal, --cancel and --wake.
+ * replay_time.c is --signal, --cancel and --wake; replay_sched.c
+ * --schedule-put and --schedule-delete.
  */
 #ifndef PL_REPLAY_H
 #define PL_REPLAY_H
@@ -32,6 +33,8 @@ enum mode {
     MODE_WORKER,
     MODE_SUBMIT,
     MODE_UPGRADE,
+    MODE_SCHED_PUT,
+    MODE_SCHED_DELETE,
     MODE_SIGNAL,
     MODE_CANCEL,
     MODE_WAKE
@@ -62,6 +65,10 @@ typedef struct options {
     bool live;         /* --live: only runs not yet final */
     bool all_diverged; /* --all-diverged */
     bool dry_run;      /* --dry-run */
+    /* schedules: --schedule-put, --schedule-delete */
+    const char *sched_put, *sched_delete; /* the schedule's name */
+    const char *cron, *zone, *policy;     /* --cron, --zone, --policy */
+    const char *overlap, *catch_up;       /* --overlap, --catch-up */
     /* time: --signal, --cancel */
     const char *name;   /* --name EVENT */
     const char *reason; /* --reason TEXT */
@@ -136,9 +143,10 @@ typedef struct tool {
     cJSON *skipped; /* --json: runs --all left alone */
     int exit;       /* the worst so far */
     /* inputs checked before the store is opened (see prepare_*) */
-    cJSON *payload;  /* --submit's and --signal's */
-    cJSON *answer;   /* --resume's */
-    FILE *import_in; /* --import's, checked and rewound */
+    cJSON *payload;       /* --submit's, --signal's, --schedule-put's */
+    cJSON *answer;        /* --resume's */
+    FILE *import_in;      /* --import's, checked and rewound */
+    pl_schedule schedule; /* --schedule-put's */
     unsigned n_ok, n_suspended, n_failed, n_diverged, n_skipped;
     /* --check: live runs by version and by code identity; the gate */
     tally versions, codes;
@@ -175,6 +183,9 @@ bool ids_push(id_list *l, const char *id);
 int prepare_resume(tool *t);
 int prepare_submit(tool *t);
 int prepare_import(tool *t);
+int prepare_schedule(tool *t);
+/* replay_sched.c: --schedule-put, --schedule-delete */
+void mode_schedule(tool *t);
 int prepare_signal(tool *t);
 
 void continue_one(tool *t, const char *id, const char *note);
