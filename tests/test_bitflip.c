@@ -68,6 +68,8 @@
 
 static const char *const g_runs[] = {"done", "waiting", "crashed", "parked"};
 #define N_RUNS 4
+/* the store's one schedule is listed as of this time (2026-01-01) */
+#define SCHED_NOW_MS 1767225600000LL
 
 /* ---- the policies -------------------------------------------------------- */
 
@@ -195,6 +197,15 @@ static uint8_t *build(const char *path, const pl_registry *reg, size_t *len)
     o = t_start(e, "ask", "{}", "waiting");
     cr_assert_eq(o->status, PL_RUN_SUSPENDED);
     pl_outcome_free(o);
+    pl_schedule sc = PL_SCHEDULE_INIT;
+    sc.name = "nightly";
+    sc.cron = "30 2 * * 1-5";
+    sc.zone = "Europe/London";
+    sc.policy = "outer";
+    sc.catch_up = PL_CATCH_UP_ALL;
+    sc.catch_up_max = 3;
+    sc.start_ms = SCHED_NOW_MS;
+    cr_assert_eq(pl_schedule_put(e, &sc), PL_OK, "%s", pl_errmsg());
     pl_engine_close(e);
 
     pid_t pid = fork();
@@ -307,8 +318,9 @@ static void find_targets(const char *path, targets *keys, targets *vals,
     cr_assert_eq(mdb_env_stat(env, &ms), 0);
     size_t psize = ms.ms_psize;
     cr_assert_eq(mdb_txn_begin(env, NULL, MDB_RDONLY, &txn), 0);
-    static const char *const dbs[] = {"meta",    "runs",   "state", "steps",
-                                      "journal", "timers", "due",   "inbox"};
+    static const char *const dbs[] = {"meta",  "runs",    "state",
+                                      "steps", "journal", "timers",
+                                      "due",   "inbox",   "schedules"};
     (void)crashed_num;
     for (size_t d = 0; d < sizeof dbs / sizeof *dbs; d++) {
         MDB_dbi dbi;
@@ -437,6 +449,11 @@ static void child(const char *path, const pl_registry *reg, int fd)
     } else {
         stage(fd, 'l'); /* list */
         note(&r, pl_engine_runs(e, visit_run, &r.digest));
+        stage(fd, 's');
+        cJSON *scheds = NULL;
+        note(&r, pl_schedule_list(&scheds, e, SCHED_NOW_MS));
+        mix_json(&r.digest, scheds);
+        cJSON_Delete(scheds);
         for (size_t i = 0; i < N_RUNS; i++) {
             stage(fd, 'w');
             note(&r, pl_run_walk(e, g_runs[i], visit_step, &r.digest));
@@ -489,6 +506,7 @@ static const char *stage_name(char c)
     switch (c) {
     case 'o': return "pl_engine_open";
     case 'l': return "pl_engine_runs";
+    case 's': return "pl_schedule_list";
     case 'w': return "pl_run_walk";
     case 'g': return "pl_run_ledger";
     case 'v': return "pl_run_verify";
