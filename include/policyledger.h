@@ -1681,8 +1681,12 @@ int pl_run_export_each(pl_engine *engine, const char *run_id,
  * under the number this store gives it, its hashes made anew as
  * pl_run_fork() makes them, with its records restored: root policy,
  * payload, actions, seed, creation time, and status (completed, suspended
- * with its prompt and token, failed with its reason, or running with no
- * owner, for pl_run_continue() to finish).  pl_run_verify() passes on it.
+ * with its prompt and token, failed with its reason, cancelled with its
+ * reason, waiting with its timer (due at its wake time or deadline, as
+ * the wait set it), or running with no owner, for pl_run_continue() to
+ * finish).  pl_run_verify() passes on it.  What waits in a run's inbox
+ * (events not yet consumed, a cancellation not yet seen) is not part of
+ * the run's ledger: it is neither exported nor imported.
  *
  * Writing takes two commits (the store numbers a run when it creates it):
  * should the process die between them, the run is left `failed` with a
