@@ -548,10 +548,14 @@ int pl__llm_stream_feed(pl__llm_stream *s, const char *p, size_t n)
 
 /* A call's arguments: whole, or the text written parsed (empty: the
  * block's start, else {}), or the text itself when it is not JSON. */
-static cJSON *args_value(const call *c, bool want_text)
+static cJSON *args_value(call *c, bool want_text)
 {
     if (c->whole)
         return cJSON_Duplicate(c->whole, 1);
+    if (c->args.len && pl__buf_reserve(&c->args, 1))
+        return NULL;
+    if (c->args.len)
+        c->args.data[c->args.len] = '\0'; /* the text, for a string */
     const char *t = c->args.len ? (const char *)c->args.data : "";
     if (want_text)
         return cJSON_CreateString(t);
@@ -584,7 +588,7 @@ static cJSON *whole_response(pl__llm_stream *s)
                        : cJSON_AddItemToObject(r, "content", t));
     }
     for (size_t i = 0; ok && i < s->n_calls; i++) {
-        const call *c = &s->calls[i];
+        call *c = &s->calls[i];
         if (!c->used)
             continue;
         cJSON *args = args_value(c, p == PL__LLM_OPENAI);
