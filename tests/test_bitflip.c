@@ -2,15 +2,17 @@
  * test_bitflip.c -- hostile store bytes: every bit of every key, and every
  * bit of every value, of a small store, flipped in turn.
  *
- * The store holds three runs: a completed one with nested calls ("done"), a
- * suspended one ("waiting") and one whose process was killed (SIGKILL)
- * inside a non-idempotent call ("crashed").  Each flip is made in a copy of
+ * The store holds four runs: a completed one with nested calls ("done"), a
+ * suspended one ("waiting"), one whose process was killed (SIGKILL)
+ * inside a non-idempotent call ("crashed"), and one parked waiting for an
+ * event ("parked", with its timer, and an event of another name in its
+ * inbox).  Each flip is made in a copy of
  * the data file, in place, at the bytes LMDB itself points to (so a changed
  * key stays where it was in its page, out of order in the B-tree, as real
  * corruption would leave it).  A forked child then opens the copy and runs
  * pl_engine_runs, and for each run pl_run_walk, pl_run_ledger, pl_run_verify,
  * pl_run_continue with the check option and pl_run_continue for real,
- * reporting through a pipe which call it is in.  A child stuck in one call
+ * then pl_engine_wake, reporting through a pipe which call it is in.  A child stuck in one call
  * for a minute is killed and fails the test (a hang), as
  * does one that dies of a signal (a crash) or a sanitizer report.
  *
@@ -64,8 +66,8 @@
  */
 #define HANG_MS 60000
 
-static const char *const g_runs[] = {"done", "waiting", "crashed"};
-#define N_RUNS 3
+static const char *const g_runs[] = {"done", "waiting", "crashed", "parked"};
+#define N_RUNS 4
 
 /* ---- the policies -------------------------------------------------------- */
 
@@ -138,6 +140,19 @@ static int boom(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     return st;
 }
 
+/* waitev: waits a day for the event "go". */
+static int waitev(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)a;
+    (void)user;
+    cJSON *p = NULL;
+    int st = pl_ctx_wait_event(&p, ctx, "go", 86400000);
+    if (!st)
+        st = pl_steps_add_resultf(out, "{s:O}", "got", p);
+    cJSON_Delete(p);
+    return st;
+}
+
 static pl_registry *registry(void)
 {
     pl_registry *reg = t_registry();
@@ -148,7 +163,8 @@ static pl_registry *registry(void)
     } defs[] = {{"outer", outer, true},
                 {"ask", ask, true},
                 {"boom", boom, true},
-                {"die", die, false}};
+                {"die", die, false},
+                {"waitev", waitev, true}};
     for (size_t i = 0; i < sizeof defs / sizeof defs[0]; i++) {
         pl_policy_def d = PL_POLICY_DEF_INIT;
         d.name = defs[i].name;
@@ -199,6 +215,19 @@ static uint8_t *build(const char *path, const pl_registry *reg, size_t *len)
     cr_assert_eq(waitpid(pid, &ws, 0), pid);
     cr_assert(WIFSIGNALED(ws) && WTERMSIG(ws) == SIGKILL,
               "the run was to be killed inside 'die'");
+
+    /* a parked run, its timer, and an event it does not wait for */
+    e = open_engine(path, reg);
+    cr_assert_not_null(e, "%s", pl_errmsg());
+    cr_assert_eq(pl_engine_set_wait_in_place(e, 0), PL_OK);
+    o = t_start(e, "waitev", "{}", "parked");
+    cr_assert_eq(o->status, PL_RUN_WAITING);
+    pl_outcome_free(o);
+    cJSON *ev = cJSON_Parse("{\"x\": 1}");
+    cr_assert_eq(pl_run_signal(NULL, e, "parked", "other", ev), PL_OK, "%s",
+                 pl_errmsg());
+    cJSON_Delete(ev);
+    pl_engine_close(e);
 
     FILE *f = fopen(path, "rb");
     cr_assert_not_null(f);
@@ -272,16 +301,16 @@ static void find_targets(const char *path, targets *keys, targets *vals,
     MDB_env *env;
     MDB_txn *txn;
     cr_assert_eq(mdb_env_create(&env), 0);
-    cr_assert_eq(mdb_env_set_maxdbs(env, 8), 0);
+    cr_assert_eq(mdb_env_set_maxdbs(env, 16), 0);
     cr_assert_eq(mdb_env_open(env, path, MDB_RDONLY | MDB_NOSUBDIR, 0600), 0);
     MDB_stat ms;
     cr_assert_eq(mdb_env_stat(env, &ms), 0);
     size_t psize = ms.ms_psize;
     cr_assert_eq(mdb_txn_begin(env, NULL, MDB_RDONLY, &txn), 0);
-    static const char *const dbs[] = {"meta", "runs", "state", "steps",
-                                      "journal"};
+    static const char *const dbs[] = {"meta",    "runs",   "state", "steps",
+                                      "journal", "timers", "due",   "inbox"};
     (void)crashed_num;
-    for (size_t d = 0; d < 5; d++) {
+    for (size_t d = 0; d < sizeof dbs / sizeof *dbs; d++) {
         MDB_dbi dbi;
         cr_assert_eq(mdb_dbi_open(txn, dbs[d], 0, &dbi), 0);
         MDB_cursor *cur;
@@ -436,10 +465,17 @@ static void child(const char *path, const pl_registry *reg, int fd)
             stage(fd, 'r');
             pl_outcome *o = NULL;
             int st = pl_run_continue(&o, e, g_runs[i], NULL);
-            if (st == PL_ECORRUPT || st == PL_EVERSION)
+            if (st == PL_ECORRUPT || st == PL_EVERSION ||
+                (o && o->status == PL_RUN_FAILED &&
+                 (o->error == PL_ECORRUPT || o->error == PL_EVERSION)))
                 r.reported = true;
             pl_outcome_free(o);
         }
+        /* the timers: the earliest is read, the due ones taken */
+        stage(fd, 't');
+        int64_t next = 0;
+        note(&r, pl_engine_wake(e, &next));
+        mix(&r.digest, &next, sizeof next);
         pl_engine_close(e);
     }
     stage(fd, '=');
@@ -458,6 +494,7 @@ static const char *stage_name(char c)
     case 'v': return "pl_run_verify";
     case 'c': return "pl_run_continue (check)";
     case 'r': return "pl_run_continue";
+    case 't': return "pl_engine_wake";
     default: return "?";
     }
 }

@@ -72,6 +72,22 @@ static void usage(FILE *f)
         "and continue\n"
         "                        it with the loaded code; run ID is not "
         "changed\n"
+        "  --signal ID --name EVENT --payload JSON\n"
+        "                        send the event EVENT to run ID (durable in "
+        "its inbox);\n"
+        "                        with --plugin, a run waiting for it is "
+        "continued here\n"
+        "  --cancel ID [--reason TEXT]\n"
+        "                        cancel run ID: a waiting run is continued "
+        "at once (its\n"
+        "                        wait returns PL_ECANCELLED), a running one "
+        "sees it at its\n"
+        "                        next call, a suspended one ends now\n"
+        "  --wake                continue every waiting run whose time has "
+        "come, once;\n"
+        "                        print when the next one is due (--worker "
+        "wakes them as\n"
+        "                        they come due)\n"
         "  --import FILE [--new-id NEW]\n"
         "                        load a run exported by `ledger-dump STORE "
         "--run ID\n"
@@ -232,8 +248,8 @@ static int set_mode(options *o, enum mode m, const char *flag)
 {
     if (o->mode != MODE_NONE && o->mode != m) {
         cli_error("%s cannot be combined with another mode (--run, --all, "
-                  "--resume, --check, --fork, --import, --worker, --submit: "
-                  "pick one)",
+                  "--resume, --check, --fork, --import, --worker, --submit, "
+                  "--signal, --cancel, --wake: pick one)",
                   flag);
         return -1;
     }
@@ -270,6 +286,11 @@ static int parse_args(options *o, int argc, char **argv)
                 return EXIT_USAGE;
             continue;
         }
+        if (!strcmp(a, "--wake")) {
+            if (set_mode(o, MODE_WAKE, a))
+                return EXIT_USAGE;
+            continue;
+        }
         if (a[0] != '-' || !strcmp(a, "-")) {
             if (o->store) {
                 cli_error("unexpected argument '%s' (the store is '%s')", a,
@@ -291,7 +312,8 @@ static int parse_args(options *o, int argc, char **argv)
         }
         static const char *const valued[] = {
             "--plugin", "--run",    "--resume", "--answer", "--token", "--fork",
-            "--at",     "--new-id", "--import", "--trace",  "--otel",  "--mcp"};
+            "--at",     "--new-id", "--import", "--trace",  "--otel",  "--mcp",
+            "--signal", "--cancel", "--name",   "--reason"};
         bool known = false;
         for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++)
             known = known || !strcmp(a, valued[k]);
@@ -342,6 +364,14 @@ static int parse_args(options *o, int argc, char **argv)
             o->trace = v;
         } else if (!strcmp(a, "--otel")) {
             o->otel = v;
+        } else if (!strcmp(a, "--signal") || !strcmp(a, "--cancel")) {
+            if (set_mode(o, a[2] == 's' ? MODE_SIGNAL : MODE_CANCEL, a))
+                return EXIT_USAGE;
+            o->run = v;
+        } else if (!strcmp(a, "--name")) {
+            o->name = v;
+        } else if (!strcmp(a, "--reason")) {
+            o->reason = v;
         }
     }
     if (check && set_mode(o, MODE_CHECK, "--check"))
@@ -352,7 +382,8 @@ static int parse_args(options *o, int argc, char **argv)
         cli_error("no store given (see --help)");
         return EXIT_USAGE;
     }
-    if (!o->n_plugins && !o->n_mcp && o->mode != MODE_IMPORT) {
+    if (!o->n_plugins && !o->n_mcp && o->mode != MODE_IMPORT &&
+        o->mode != MODE_SIGNAL && o->mode != MODE_CANCEL) {
         cli_error("no --plugin given: the policies to replay with come from "
                   "plugins");
         return EXIT_USAGE;
@@ -379,9 +410,20 @@ static int parse_args(options *o, int argc, char **argv)
         cli_error("--concurrency and --lease-ms go with --worker");
         return EXIT_USAGE;
     }
-    if (!o->payload != (o->mode != MODE_SUBMIT)) {
-        cli_error(o->payload ? "--payload goes with --submit"
-                             : "--submit needs --payload JSON");
+    bool wants_payload = o->mode == MODE_SUBMIT || o->mode == MODE_SIGNAL;
+    if (!o->payload != !wants_payload) {
+        cli_error(o->payload ? "--payload goes with --submit or --signal"
+                  : o->mode == MODE_SIGNAL ? "--signal needs --payload JSON"
+                                           : "--submit needs --payload JSON");
+        return EXIT_USAGE;
+    }
+    if (!o->name != (o->mode != MODE_SIGNAL)) {
+        cli_error(o->name ? "--name goes with --signal"
+                          : "--signal needs --name EVENT");
+        return EXIT_USAGE;
+    }
+    if (o->reason && o->mode != MODE_CANCEL) {
+        cli_error("--reason goes with --cancel");
         return EXIT_USAGE;
     }
     if (o->at && o->mode != MODE_FORK) {
@@ -503,6 +545,9 @@ static const char *mode_name(enum mode m)
     case MODE_IMPORT: return "import";
     case MODE_WORKER: return "worker";
     case MODE_SUBMIT: return "submit";
+    case MODE_SIGNAL: return "signal";
+    case MODE_CANCEL: return "cancel";
+    case MODE_WAKE: return "wake";
     default: return "none";
     }
 }
@@ -564,6 +609,7 @@ int main(int argc, char **argv)
     rc = t.opt.mode == MODE_SUBMIT   ? prepare_submit(&t)
          : t.opt.mode == MODE_IMPORT ? prepare_import(&t)
          : t.opt.mode == MODE_RESUME ? prepare_resume(&t)
+         : t.opt.mode == MODE_SIGNAL ? prepare_signal(&t)
                                      : 0;
     if (rc)
         goto done;
@@ -604,6 +650,9 @@ int main(int argc, char **argv)
     case MODE_IMPORT: mode_import(&t); break;
     case MODE_WORKER: mode_worker(&t); break;
     case MODE_SUBMIT: mode_submit(&t); break;
+    case MODE_SIGNAL: mode_signal(&t); break;
+    case MODE_CANCEL: mode_cancel(&t); break;
+    case MODE_WAKE: mode_wake(&t); break;
     default: break;
     }
     if (t.w.oom) {

@@ -89,7 +89,8 @@ int pl_durability_parse(pl_durability *out, const char *name)
 }
 
 static const char *const run_status_names[] = {
-    NULL, "running", "suspended", "completed", "failed", "submitted"};
+    NULL,     "running",   "suspended", "completed",
+    "failed", "submitted", "waiting",   "cancelled"};
 
 const char *pl_run_status_name(pl_run_status s)
 {
@@ -188,6 +189,7 @@ int pl_engine_open(pl_engine **out, const char *path,
     e->lease_us = (int64_t)(lease_ms ? lease_ms : LEASE_MS_DEFAULT) * 1000;
     pthread_cond_init(&e->renew_cv, NULL);
     atomic_init(&e->worker_stop, 0);
+    atomic_init(&e->wait_in_place_ms, -1);
     e->reg = registry;
     e->durability = opts->durability;
     e->max_payload = opts->max_payload ? opts->max_payload : (size_t)16 << 20;

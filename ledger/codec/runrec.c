@@ -31,6 +31,8 @@
  *   | created | int          | when the run started, Unix us               |
  *   | code    | str          | optional: the root policy's code identity   |
  *   |         |              | (code_version or plugin build id)           |
+ *   | deadline| int          | optional: Unix ms past which the run fails  |
+ *   |         |              | (pl_run_options.deadline_ms)                |
  *   | sum     | bin (32)     | version 2, last: the checksum (above)       |
  *
  * RUN STATE (stored under the run's number)
@@ -52,6 +54,9 @@
  *   | token     | str          | optional; suspended: resume token (hex)   |
  *   | spath     | str          | optional; suspended: invocation path      |
  *   | sseq      | uint         | with spath: the suspend step's seq        |
+ *   |           |              | (waiting: the wait step's)                |
+ *   | until     | int          | optional; waiting: wakes at, Unix ms      |
+ *   | wevent    | str          | optional; waiting: for this event         |
  *   | prompt    | map          | optional; suspended: the prompt           |
  *   | result    | map          | optional; completed: the root's result    |
  *   | head      | bin (32)     | optional: the hash of the root ledger's   |
@@ -135,7 +140,8 @@ int pl__run_info_encode(pl__buf *out, const char *run_id,
     msgpack_packer pk;
     packer_init(&pk, out);
     size_t start = out->len;
-    int rc = msgpack_pack_map(&pk, 6 + (ri->seed != NULL) + (ri->code != NULL));
+    int rc = msgpack_pack_map(&pk, 6 + (ri->seed != NULL) + (ri->code != NULL) +
+                                       (ri->deadline_ms != 0));
     rc = rc ? rc : pack_key(&pk, "v");
     rc = rc ? rc : msgpack_pack_uint32(&pk, PL__RUNREC_VERSION);
     rc = rc ? rc : pack_key(&pk, "policy");
@@ -155,6 +161,10 @@ int pl__run_info_encode(pl__buf *out, const char *run_id,
     if (!rc && ri->code) {
         rc = pack_key(&pk, "code");
         rc = rc ? rc : pack_cstr(&pk, ri->code);
+    }
+    if (!rc && ri->deadline_ms) {
+        rc = pack_key(&pk, "deadline");
+        rc = rc ? rc : msgpack_pack_int64(&pk, ri->deadline_ms);
     }
     if (rc) {
         out->len = start;
@@ -329,6 +339,9 @@ int pl__run_info_decode(pl__run_info *out, const char *run_id,
                 goto bad;
             if (!(out->code = dup_bytes(v, vn)))
                 goto oom;
+        } else if (key_is(k, kn, "deadline")) {
+            if (rd_int(&r, &out->deadline_ms) || out->deadline_ms <= 0)
+                goto bad;
         } else {
             value_span(&r, &v, &vn); /* a newer field: skip */
         }
@@ -370,6 +383,7 @@ int pl__run_state_encode(pl__buf *out, const char *run_id,
     packer_init(&pk, out);
     size_t start = out->len;
     size_t n = 11 + (st->reason != NULL) + (st->token[0] != 0) +
+               (st->wait_until_ms != 0) + (st->wait_event != NULL) +
                (st->susp_path != NULL) * 2 + (st->prompt != NULL) +
                (st->result != NULL) + st->has_head + (st->n_open != 0);
     assert(st->n_open <= PL__ANCHORS_MAX);
@@ -407,6 +421,14 @@ int pl__run_state_encode(pl__buf *out, const char *run_id,
         rc = rc ? rc : pack_cstr(&pk, st->susp_path);
         rc = rc ? rc : pack_key(&pk, "sseq");
         rc = rc ? rc : msgpack_pack_uint32(&pk, st->susp_seq);
+    }
+    if (!rc && st->wait_until_ms) {
+        rc = pack_key(&pk, "until");
+        rc = rc ? rc : msgpack_pack_int64(&pk, st->wait_until_ms);
+    }
+    if (!rc && st->wait_event) {
+        rc = pack_key(&pk, "wevent");
+        rc = rc ? rc : pack_cstr(&pk, st->wait_event);
     }
     if (!rc && st->prompt) {
         rc = pack_key(&pk, "prompt");
@@ -508,7 +530,7 @@ int pl__run_state_decode(pl__run_state *out, const char *run_id,
             }
             have_sum = true;
         } else if (key_is(k, kn, "status")) {
-            if (rd_uint(&r, &u) || u < PL_RUN_RUNNING || u > PL_RUN_SUBMITTED)
+            if (rd_uint(&r, &u) || u < PL_RUN_RUNNING || u > PL_RUN_CANCELLED)
                 goto bad;
             out->status = (pl_run_status)u;
         } else if (key_is(k, kn, "steps")) {
@@ -560,6 +582,15 @@ int pl__run_state_decode(pl__run_state *out, const char *run_id,
             if (rd_uint(&r, &u) || u > UINT32_MAX)
                 goto bad;
             out->susp_seq = (uint32_t)u;
+        } else if (key_is(k, kn, "until")) {
+            if (rd_int(&r, &out->wait_until_ms) || out->wait_until_ms <= 0)
+                goto bad;
+        } else if (key_is(k, kn, "wevent")) {
+            if (rd_bytes(&r, T_STR, &v, &vn) || !pl__actor_ok(v, vn) ||
+                out->wait_event)
+                goto bad;
+            if (!(out->wait_event = dup_bytes(v, vn)))
+                goto oom;
         } else if (key_is(k, kn, "head")) {
             if (rd_bytes(&r, T_BIN, &v, &vn) || vn != PL_HASH_LEN)
                 goto bad;
@@ -605,6 +636,7 @@ void pl__run_state_clear(pl__run_state *st)
 {
     free(st->reason);
     free(st->susp_path);
+    free(st->wait_event);
     free(st->prompt);
     free(st->result);
     free(st->open);
@@ -616,6 +648,7 @@ int pl__run_state_copy(pl__run_state *dst, const pl__run_state *src)
     *dst = *src;
     dst->reason = NULL;
     dst->susp_path = NULL;
+    dst->wait_event = NULL;
     dst->prompt = NULL;
     dst->result = NULL;
     dst->open = NULL;
@@ -624,6 +657,7 @@ int pl__run_state_copy(pl__run_state *dst, const pl__run_state *src)
                                       src->n_open * sizeof *src->open))) ||
         (src->reason && !(dst->reason = pl__strdup(src->reason))) ||
         (src->susp_path && !(dst->susp_path = pl__strdup(src->susp_path))) ||
+        (src->wait_event && !(dst->wait_event = pl__strdup(src->wait_event))) ||
         (src->prompt &&
          !(dst->prompt = dup_mem(src->prompt, src->prompt_len))) ||
         (src->result &&
@@ -632,4 +666,215 @@ int pl__run_state_copy(pl__run_state *dst, const pl__run_state *src)
         return pl__err(PL_ENOMEM, "out of memory copying a run state");
     }
     return PL_OK;
+}
+
+/* ---- inbox and timer records --------------------------------------------- */
+
+/*
+ * INBOX RECORDS: what pl_run_signal() and pl_run_cancel() deliver to a run,
+ * kept beside its records until a wait consumes it (store.h, INBOXES).
+ * Checksummed as run records are, kind 'e', bound to the run's id.
+ *
+ *   | key     | msgpack type | meaning                                     |
+ *   |---------|--------------|---------------------------------------------|
+ *   | v       | uint         | 1                                           |
+ *   | sent    | int          | when it was delivered, Unix us              |
+ *   | name    | str          | an event: its name                          |
+ *   | payload | map          | an event: its payload                       |
+ *   | cancel  | str          | a cancellation: its reason                  |
+ *   | sum     | bin (32)     | last: the checksum                          |
+ *
+ * TIMER RECORDS: a waiting run's wake time (store.h, TIMERS), kind 't'.
+ *
+ *   | v   | uint     | 1                                                    |
+ *   | due | int      | Unix us, by the store's clock                        |
+ *   | id  | str      | the run's id, which the checksum binds               |
+ *   | sum | bin (32) | last: the checksum                                   |
+ */
+#define TIMEREC_VERSION 1u
+
+int pl__inbox_encode(pl__buf *out, const char *run_id, const pl__inbox_rec *ib)
+{
+    msgpack_packer pk;
+    packer_init(&pk, out);
+    size_t start = out->len;
+    bool cancel = ib->reason != NULL;
+    int rc = msgpack_pack_map(&pk, cancel ? 4 : 5);
+    rc = rc ? rc : pack_key(&pk, "v");
+    rc = rc ? rc : msgpack_pack_uint32(&pk, TIMEREC_VERSION);
+    rc = rc ? rc : pack_key(&pk, "sent");
+    rc = rc ? rc : msgpack_pack_int64(&pk, ib->sent_us);
+    if (cancel) {
+        rc = rc ? rc : pack_key(&pk, "cancel");
+        rc = rc ? rc : pack_cstr(&pk, ib->reason);
+    } else {
+        rc = rc ? rc : pack_key(&pk, "name");
+        rc = rc ? rc : pack_cstr(&pk, ib->name);
+        rc = rc ? rc : pack_key(&pk, "payload");
+        rc = rc ? rc
+                : (pl__buf_append(out, ib->payload, ib->payload_len) ? -1 : 0);
+    }
+    if (rc) {
+        out->len = start;
+        return pl__err(PL_ENOMEM, "out of memory encoding an inbox record");
+    }
+    if ((rc = pack_sum(&pk, out, start, 'e', run_id)))
+        out->len = start;
+    return rc;
+}
+
+void pl__inbox_clear(pl__inbox_rec *ib)
+{
+    free(ib->name);
+    free(ib->payload);
+    free(ib->reason);
+    memset(ib, 0, sizeof *ib);
+}
+
+int pl__inbox_decode(pl__inbox_rec *out, const char *run_id,
+                     const uint8_t *data, size_t len)
+{
+    memset(out, 0, sizeof *out);
+    rd r;
+    uint64_t n, version = 0;
+    int rc = map_begin(&r, data, len, &n, "inbox record");
+    if (rc)
+        return pl__err(rc, "run '%s': %s", run_id, pl_errmsg());
+    bool have_v = false, have_sum = false, have_sent = false;
+    for (uint64_t i = 0; i < n; i++) {
+        const uint8_t *k, *v;
+        size_t kn, vn;
+        const uint8_t *at = r.p;
+        if (rd_bytes(&r, T_STR, &k, &kn))
+            goto bad;
+        if (key_is(k, kn, "v")) {
+            if (rd_uint(&r, &version) || version != TIMEREC_VERSION) {
+                pl__inbox_clear(out);
+                return pl__err(PL_EVERSION,
+                               "run '%s': an inbox record has format "
+                               "version %llu; this build reads version %u",
+                               run_id, (unsigned long long)version,
+                               TIMEREC_VERSION);
+            }
+            have_v = true;
+        } else if (key_is(k, kn, "sum")) {
+            if ((rc = read_sum(&r, data, at, i + 1 == n, 'e', run_id,
+                               "inbox record"))) {
+                pl__inbox_clear(out);
+                return rc;
+            }
+            have_sum = true;
+        } else if (key_is(k, kn, "sent")) {
+            if (rd_int(&r, &out->sent_us))
+                goto bad;
+            have_sent = true;
+        } else if (key_is(k, kn, "name")) {
+            if (rd_bytes(&r, T_STR, &v, &vn) || !pl__actor_ok(v, vn) ||
+                out->name)
+                goto bad;
+            if (!(out->name = dup_bytes(v, vn)))
+                goto oom;
+        } else if (key_is(k, kn, "cancel")) {
+            if (rd_bytes(&r, T_STR, &v, &vn) || vn > 4096 || out->reason)
+                goto bad;
+            if (!(out->reason = dup_bytes(v, vn)))
+                goto oom;
+        } else if (key_is(k, kn, "payload")) {
+            value_span(&r, &v, &vn);
+            if (out->payload || pl__payload_check(v, vn, true))
+                goto bad;
+            if (!(out->payload = dup_mem(v, vn)))
+                goto oom;
+            out->payload_len = vn;
+        } else {
+            value_span(&r, &v, &vn);
+        }
+    }
+    /* exactly one of an event (name and payload) and a cancellation */
+    if (!have_v || !have_sum || !have_sent ||
+        (out->reason ? out->name || out->payload : !out->name || !out->payload))
+        goto bad;
+    return PL_OK;
+bad:
+    pl__inbox_clear(out);
+    return pl__err(PL_ECORRUPT, "run '%s': an inbox record is malformed",
+                   run_id);
+oom:
+    pl__inbox_clear(out);
+    return pl__err(PL_ENOMEM, "out of memory reading an inbox record");
+}
+
+int pl__timer_encode(pl__buf *out, const char *run_id, int64_t due_us)
+{
+    msgpack_packer pk;
+    packer_init(&pk, out);
+    size_t start = out->len;
+    int rc = msgpack_pack_map(&pk, 4);
+    rc = rc ? rc : pack_key(&pk, "v");
+    rc = rc ? rc : msgpack_pack_uint32(&pk, TIMEREC_VERSION);
+    rc = rc ? rc : pack_key(&pk, "due");
+    rc = rc ? rc : msgpack_pack_int64(&pk, due_us);
+    rc = rc ? rc : pack_key(&pk, "id");
+    rc = rc ? rc : pack_cstr(&pk, run_id);
+    if (rc) {
+        out->len = start;
+        return pl__err(PL_ENOMEM, "out of memory encoding a timer");
+    }
+    if ((rc = pack_sum(&pk, out, start, 't', run_id)))
+        out->len = start;
+    return rc;
+}
+
+int pl__timer_decode(int64_t *due_us, char id[PL_MAX_RUN_ID + 1],
+                     const uint8_t *data, size_t len)
+{
+    rd r;
+    uint64_t n, version = 0;
+    int rc = map_begin(&r, data, len, &n, "timer record");
+    if (rc)
+        return rc;
+    bool have_v = false, have_due = false;
+    id[0] = '\0';
+    for (uint64_t i = 0; i < n; i++) {
+        const uint8_t *k, *v;
+        size_t kn, vn;
+        const uint8_t *at = r.p;
+        if (rd_bytes(&r, T_STR, &k, &kn))
+            goto bad;
+        if (key_is(k, kn, "v")) {
+            if (rd_uint(&r, &version) || version != TIMEREC_VERSION)
+                return pl__err(PL_EVERSION,
+                               "a timer record has format version %llu; "
+                               "this build reads version %u",
+                               (unsigned long long)version, TIMEREC_VERSION);
+            have_v = true;
+        } else if (key_is(k, kn, "due")) {
+            if (rd_int(&r, due_us) || *due_us < 0)
+                goto bad;
+            have_due = true;
+        } else if (key_is(k, kn, "id")) {
+            if (rd_bytes(&r, T_STR, &v, &vn) || vn == 0 || vn > PL_MAX_RUN_ID)
+                goto bad;
+            memcpy(id, v, vn);
+            id[vn] = '\0';
+            if (!pl__run_id_ok(id))
+                goto bad;
+        } else if (key_is(k, kn, "sum")) {
+            /* the id comes before the sum, which binds it */
+            if (!id[0])
+                goto bad;
+            if ((rc = read_sum(&r, data, at, i + 1 == n, 't', id,
+                               "timer record")))
+                return rc;
+            return have_v && have_due ? PL_OK
+                                      : pl__err(PL_ECORRUPT,
+                                                "run '%s': its timer "
+                                                "record is malformed",
+                                                id);
+        } else {
+            value_span(&r, &v, &vn);
+        }
+    }
+bad:
+    return pl__err(PL_ECORRUPT, "a timer record is malformed");
 }

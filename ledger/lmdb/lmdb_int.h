@@ -39,6 +39,11 @@ struct pl__lmdb_store {
     /* run leases (lmdb_lease.c): open unless read-only on an older store */
     MDB_dbi leases;
     bool has_leases;
+
+    /* timers and inboxes (lmdb_time.c): open unless read-only on an older
+     * store */
+    MDB_dbi timers, due, inbox;
+    bool has_time;
 };
 
 /* ---- lmdb_ident.c ---------------------------------------------------------- */
@@ -139,5 +144,24 @@ PL__HIDDEN int pl__lmdb_lease_open(pl__lmdb_store *s, MDB_txn *txn,
  * finished execution's lease.  An LMDB code, or *st set. */
 PL__HIDDEN int pl__lmdb_lease_batch(pl__lmdb_store *s, MDB_txn *txn,
                                     const pl__batch *bt, int *st);
+
+/* Run @p run's lease in @p txn (MDB_NOTFOUND: none; *st: malformed). */
+PL__HIDDEN int pl__lmdb_lease_peek(pl__lmdb_store *s, MDB_txn *txn,
+                                   uint64_t run, pl__lease *out, int *st);
+/* Take run @p run's lease for @p owner in @p txn, whoever held it (the
+ * caller checked), with the next generation; the new lease in @p out. */
+PL__HIDDEN int pl__lmdb_lease_take(pl__lmdb_store *s, MDB_txn *txn,
+                                   uint64_t run, const char *run_id,
+                                   const char *owner, int64_t lease_us,
+                                   pl__lease *out, int *st);
+
+/* ---- lmdb_time.c --------------------------------------------------------- */
+
+/* Open the timers, their index and the inboxes in the store's opening
+ * transaction, creating them when @p create. */
+PL__HIDDEN int pl__lmdb_time_open(pl__lmdb_store *s, MDB_txn *txn, bool create);
+/* A commit's timer and inbox work for batch @p bt, in its transaction. */
+PL__HIDDEN int pl__lmdb_time_batch(pl__lmdb_store *s, MDB_txn *txn,
+                                   const pl__batch *bt, int *st);
 
 #endif /* PL_LMDB_INT_H */
