@@ -6,7 +6,7 @@
  *
  *   agent-demo [--store PATH] [--model URL] [--data DIR] [--question TEXT]
  *              [--run ID] [--crash-after-steps N] [--answer JSON]
- *              [--token T] [--plugin LIB.so]
+ *              [--token T] [--plugin LIB.so] [--stream]
  *
  * The agent's policies come from agent-plugin.so (next to this program),
  * loaded as ledger-replay loads it, configured through AGENT_MODEL and
@@ -60,6 +60,7 @@ static void usage(FILE *f)
         "                  [--question TEXT] [--run ID] "
         "[--crash-after-steps N]\n"
         "                  [--answer JSON] [--token T] [--plugin LIB.so]\n"
+        "                  [--stream]\n"
         "\n"
         "Researches a question with a model and tools (calculator, read_file,\n"
         "http_get), then waits for a human to approve the answer.  Every "
@@ -87,6 +88,9 @@ static void usage(FILE *f)
         "  --plugin LIB.so  the agent's plugin (default: agent-plugin.so "
         "next to\n"
         "                   this program)\n"
+        "  --stream         print the model's answers as they are written "
+        "(a turn\n"
+        "                   served from the ledger comes whole)\n"
         "\n"
         "Exit status: 0 completed or waiting for approval, 1 failed (or "
         "ended in\nan error result), 2 bad usage.\n");
@@ -193,12 +197,17 @@ int main(int argc, char **argv)
     const char *answer_text = NULL, *token = NULL, *plugin = NULL;
     char model_buf[PATH_MAX + 16], data_buf[PATH_MAX], plugin_buf[PATH_MAX];
     demo d = {0, 0};
+    bool stream = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
             return 0;
+        }
+        if (!strcmp(a, "--stream")) {
+            stream = true;
+            continue;
         }
         if (!v) {
             fprintf(stderr, "agent-demo: %s needs a value (or is unknown)\n",
@@ -270,7 +279,8 @@ int main(int argc, char **argv)
         }
     }
     /* the plugin reads its configuration from here when it is loaded */
-    if (setenv("AGENT_MODEL", model, 1) || setenv("AGENT_DATA", data, 1)) {
+    if (setenv("AGENT_MODEL", model, 1) || setenv("AGENT_DATA", data, 1) ||
+        (stream && setenv("AGENT_STREAM", "1", 1))) {
         fprintf(stderr, "agent-demo: cannot set AGENT_MODEL/AGENT_DATA\n");
         cJSON_Delete(answer);
         return 2;

@@ -168,9 +168,10 @@
  *     true, Gemini's finishReason) or an error event in it is a failed
  *     attempt, retried as a failed request is; nothing of it is recorded.
  *     If it had delivered deltas, PL_LLM_DELTA_RESTARTED follows them.
+ *   - Once the answer is recorded, PL_LLM_DELTA_END says it is whole.
  *   - A turn served from the ledger (a replay, a continued run) delivers
  *     its recorded answer at once, with replayed set: its text as one
- *     delta, each tool call's arguments as one.
+ *     delta, each tool call's arguments as one, then PL_LLM_DELTA_END.
  *   - A stream is held to max_response_bytes in all, as a body is; a
  *     stream that is not the protocol's (a line that is neither an SSE
  *     field nor a comment, data that is not JSON, an NDJSON line that is
@@ -230,7 +231,11 @@ typedef enum pl_llm_delta_kind {
     /** The deltas delivered so far for this turn are void: the stream was
      *  cut, and the model call is tried again (or, attempts spent, fails
      *  as a failed request does).  A viewer clears what it showed. */
-    PL_LLM_DELTA_RESTARTED = 2
+    PL_LLM_DELTA_RESTARTED = 2,
+    /** The turn's answer is whole and recorded: the deltas since the last
+     *  PL_LLM_DELTA_RESTARTED are the answer.  A call that fails for good
+     *  ends with PL_LLM_DELTA_RESTARTED instead (when it delivered any). */
+    PL_LLM_DELTA_END = 3
 } pl_llm_delta_kind;
 
 /** One streamed delta (see pl_llm_options.on_delta).  Everything in it is
@@ -244,7 +249,7 @@ typedef struct pl_llm_delta {
                                from 1: the exchanges its ledger holds,
                                this one included */
     const char *text;     /**< the piece (not NUL-terminated; "" for
-                               PL_LLM_DELTA_RESTARTED) */
+                               PL_LLM_DELTA_RESTARTED and _END) */
     size_t len;           /**< its bytes */
     const char *tool;     /**< PL_LLM_DELTA_TOOL_ARGS: the policy the call
                                is of, once the model has named it; else
@@ -257,7 +262,7 @@ typedef struct pl_llm_delta {
 
 /** The delta callback: called on the thread running the policy, in the
  *  order the model wrote; it must not call back into the engine for the
- *  same run. */
+ *  same run.  Kinds may be added: ignore those you do not know. */
 typedef void (*pl_llm_delta_fn)(const pl_llm_delta *delta, void *user);
 
 /** Version 2 appended max_tool_result_bytes, version 3 on_delta and

@@ -184,6 +184,11 @@ static void expect_deltas_make(const cJSON *x, unsigned turn, bool split,
     } else {
         cr_expect_eq(n_args, 0);
     }
+    size_t last = g_n;
+    for (size_t i = 0; i < g_n; i++)
+        last = g_recs[i].turn == turn ? i : last;
+    cr_expect(last < g_n && g_recs[last].kind == PL_LLM_DELTA_END,
+              "turn %u ends with its end", turn);
     for (size_t i = 0; i < g_n; i++) {
         if (g_recs[i].turn != turn)
             continue;
@@ -313,6 +318,8 @@ Test(llm_stream, a_replayed_turn_is_one_delta_a_part)
     char *a1 = joined(1, PL_LLM_DELTA_TOOL_ARGS, &n);
     cr_expect_str_eq(a1, "{\"n\": 1234567}", "the arguments as recorded");
     cr_expect_eq(n, 1);
+    cr_expect_eq(g_recs[2].kind, PL_LLM_DELTA_END, "then the turn's end");
+    cr_expect_eq(g_recs[g_n - 1].kind, PL_LLM_DELTA_END);
     for (size_t i = 0; i < g_n; i++) {
         cr_expect_eq(g_recs[i].replayed, g_recs[i].turn == 1);
         if (g_recs[i].kind == PL_LLM_DELTA_TOOL_ARGS)

@@ -304,11 +304,14 @@ static int one_exchange(cJSON **value, pl_ctx *ctx, const pl__llm *m,
     st = pl_ctx_side_effect_checked(value, ctx, PL__LLM_EXCHANGE, do_exchange,
                                     &match, &x);
     pl__llm_request_done(&req, m, st == PL_OK);
-    /* a turn served from the ledger: its answer, whole */
-    if (!st && x.deltas && !x.ran)
-        pl__llm_delta_whole(x.deltas,
-                            cJSON_GetObjectItemCaseSensitive(*value, "answer"),
-                            true);
+    /* a turn served from the ledger: its answer, whole; and the end of a
+     * turn answered */
+    const cJSON *ans = st ? NULL
+                          : cJSON_GetObjectItemCaseSensitive(*value, "answer");
+    if (ans && x.deltas && !x.ran)
+        pl__llm_delta_whole(x.deltas, ans, true);
+    if (ans && x.deltas)
+        pl__llm_delta_send(x.deltas, PL_LLM_DELTA_END, "", 0, NULL, 0, !x.ran);
     return st;
 }
 

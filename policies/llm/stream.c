@@ -110,7 +110,8 @@ void pl__llm_delta_send(pl__llm_deltas *d, pl_llm_delta_kind kind,
                         const char *p, size_t n, const char *wire,
                         unsigned index, bool replayed)
 {
-    if (!d || !d->m->o.on_delta || (kind != PL_LLM_DELTA_RESTARTED && !n))
+    bool mark = kind == PL_LLM_DELTA_RESTARTED || kind == PL_LLM_DELTA_END;
+    if (!d || !d->m->o.on_delta || (!mark && !n))
         return;
     const pl__llm_tool *t = wire ? pl__llm_tool_by_wire(d->tools, d->n_tools,
                                                         wire)
@@ -127,7 +128,7 @@ void pl__llm_delta_send(pl__llm_deltas *d, pl_llm_delta_kind kind,
     x.tool_index = index;
     x.replayed = replayed;
     d->m->o.on_delta(&x, d->m->o.delta_user);
-    d->sent = kind != PL_LLM_DELTA_RESTARTED;
+    d->sent = !mark;
 }
 
 const char *pl__llm_args_text(const cJSON *tc, char **printed)
