@@ -276,7 +276,10 @@ static int flaky(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     (void)ctx, (void)a, (void)user;
     if (g_flaky_calls++ == 0)
         return pl_errorf(PL_EIO, "flaky: the first call fails the run");
-    return pl_steps_add_result(out, t_json("{\"ok\": true}"));
+    cJSON *ok = t_json("{\"ok\": true}");
+    int st = pl_steps_add_result(out, ok);
+    cJSON_Delete(ok);
+    return st;
 }
 
 /* A turn served from the ledger delivers its recorded answer whole:
