@@ -4,7 +4,6 @@
  *   bench.c         the workloads W1..W6 and fanout, the goals, main()
  *   model_server.c  the loopback model server W5 talks to
  *   bench_stream.c  W5 streamed: time to the first delta
- *   bench_mcp.c     a recorded MCP tool call against a bare JSON-RPC one
  */
 #ifndef PL_BENCH_H
 #define PL_BENCH_H
@@ -72,9 +71,7 @@ extern bench_srv g_srv;
 void srv_start(void);
 void srv_stop(void);
 
-/* bench_stream.c: W5 streamed; bench_mcp.c: the MCP figure.  Each returns
- * the number of failures. */
+/* bench_stream.c: W5 streamed; the number of failures. */
 int report_w5_stream(bool quick);
-int report_mcp(bool quick);
 
 #endif
