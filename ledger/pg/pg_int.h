@@ -45,6 +45,7 @@ enum {
     Q_READ,
     Q_SCAN,
     Q_RUNS,
+    Q_RUNS_DESC,
     /* prepared unless read-only (lease statements: pg_lease.c) */
     L_ACQUIRE,
     L_GET,
@@ -68,6 +69,7 @@ enum {
     Q_FORMAT,
     Q_EXISTS,
     Q_STATS,
+    Q_MARK,
     Q_N
 };
 #define Q_PREPARED_RO L_ACQUIRE /* those prepared on a read-only store */
