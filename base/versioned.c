@@ -49,6 +49,7 @@ LAYOUT(run_options, pl_run_options, PL_RUN_OPTIONS, END(pl_run_options, check),
        END(pl_run_options, if_exists), sizeof(pl_run_options));
 LAYOUT(worker_options, pl_worker_options, PL_WORKER_OPTIONS,
        sizeof(pl_worker_options));
+LAYOUT(schedule, pl_schedule, PL_SCHEDULE, sizeof(pl_schedule));
 LAYOUT(pool_options, pl_pool_options, PL_POOL_OPTIONS, sizeof(pl_pool_options));
 LAYOUT(call_spec, pl_call_spec, PL_CALL_SPEC, sizeof(pl_call_spec));
 LAYOUT(decorator, pl_decorator, PL_DECORATOR, sizeof(pl_decorator));

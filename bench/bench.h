@@ -1,13 +1,17 @@
 /*
- * bench.h -- what pl-bench's files share:
+ * bench.h -- what pl-bench's files share: clocks, child processes, stores,
+ * the raw-LMDB floor, the report and its goals, the noise probe, the
+ * loopback model server.
  *
  *   bench.c         the workloads W1..W6 and fanout, the goals, main()
+ *   bench_time.c    W7 (parked timers) and W8 (a signal to a waiting run)
  *   model_server.c  the loopback model server W5 talks to
  *   bench_stream.c  W5 streamed: time to the first delta
  */
 #ifndef PL_BENCH_H
 #define PL_BENCH_H
 
+#include <lmdb.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -22,40 +26,63 @@
 #define SHORT_REPS 3
 #define REPS_MAX (REPS * SHORT_REPS)
 
-/* The monotonic clock, in seconds. */
-double now_s(void);
+/* ---- clocks and memory ---- */
+double now_s(void);                /* monotonic, s */
+long status_kb(const char *field); /* /proc/self/status: "VmHWM", ... */
+double median(double *v, int n);   /* of n values, at most REPS_MAX */
+double percentile(double *v, size_t n, double p); /* sorts v */
 /* Say what failed (with pl_errmsg()) and end the process. */
 void die(const char *what) __attribute__((noreturn));
-/* The median of n values (at most REPS_MAX). */
-double median(double *v, int n);
 
-/* Run fn(arg, result) in a child process; result is size bytes sent back.
- * 0, or -1 if the child failed. */
+/* ---- child processes: fn(arg, result) in a child; 0 when it succeeded ---- */
 typedef void (*child_fn)(const void *arg, void *result);
 int in_child(child_fn fn, const void *arg, void *result, size_t size);
 
-/* A store named @p name in the run's directory, and its removal. */
-void path_in(char *out, size_t n, const char *name);
+/* ---- stores ---- */
+extern const char *g_pg_uri; /* --store postgresql://..., or NULL */
+void path_in(char *out, size_t n, const char *name); /* a store's path */
 void remove_store(const char *path);
+pl_registry *make_registry(bool killer); /* "tool" and the bench roots */
 pl_engine *open_engine(const char *path, pl_registry *reg, pl_durability d,
                        pl_event_fn fn);
 
-/* The report: the JSON document, a line of the table (not with --json),
- * a number in an object, a goal (a ceiling when @p at_most). */
+/* ---- the raw-LMDB floor ---- */
+MDB_env *raw_open(const char *name, pl_durability mode, MDB_dbi *dbi);
+void raw_close(MDB_env *env, const char *name);
+void raw_commits(MDB_env *env, MDB_dbi dbi, int id, int from, int n, bool call,
+                 bool alone);
+
+/* ---- the report: the JSON document, a line of the table (not with
+ * --json), a number in an object, a goal (a ceiling when @p at_most) ---- */
 extern cJSON *g_json;
 extern bool g_print_json;
-void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void jnum(cJSON *o, const char *k, double v);
+void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void add_goal(const char *what, double value, const char *unit, bool at_most,
               double target);
+/* A goal not judged when @p noise is a drift_end() note. */
+void add_goal_noted(const char *what, double value, const char *unit,
+                    bool at_most, double target, const char *noise);
+
+/* ---- noise: the floor probed before and after a workload ---- */
+#define PROBE_REPS 3
+typedef struct drift {
+    pl_durability mode;
+    double before[PROBE_REPS];
+    int nb;
+    char note[64]; /* "" or "floor moved N%: noisy host" */
+} drift;
+void drift_begin(drift *d, pl_durability mode);
+const char *drift_end(drift *d, cJSON *o);
 
 /*
- * model_server.c: a thread serving canned OpenAI chat-completions answers
- * over loopback, HTTP/1.1 with keep-alive, each connection (SRV_CONNS at
- * most) on a thread of its own.  While tools is above 0 an answer is a call of
- * "tool"; then a final text.  A request with "stream":true is answered
- * with a stream of server-sent events (chunked): a text in STREAM_DELTAS
- * deltas, its usage and [DONE].  It counts every request.
+ * ---- model_server.c ----
+ * A thread serving canned OpenAI chat-completions answers over loopback,
+ * HTTP/1.1 with keep-alive, each connection (SRV_CONNS at most) on a thread
+ * of its own.  While tools is above 0 an answer is a call of "tool"; then a
+ * final text.  A request with "stream":true is answered with a stream of
+ * server-sent events (chunked): a text in STREAM_DELTAS deltas, its usage
+ * and [DONE].  It counts every request.
  */
 #define STREAM_DELTAS 8
 #define SRV_CONNS 8
@@ -71,7 +98,11 @@ extern bench_srv g_srv;
 void srv_start(void);
 void srv_stop(void);
 
-/* bench_stream.c: W5 streamed; the number of failures. */
+/* ---- bench_stream.c: W5 streamed; the number of failures ---- */
 int report_w5_stream(bool quick);
 
-#endif
+/* ---- bench_time.c: W7 and W8; the number of failures ---- */
+int report_w7(bool quick);
+int report_w8(void);
+
+#endif /* PL_BENCH_H */

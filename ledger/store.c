@@ -168,6 +168,11 @@ int pl__store_lease_get(pl__store *s, uint64_t run, pl__lease *out)
     return CALL(s, lease_get, run, out);
 }
 
+int pl__store_scheds(pl__store *s, pl__kvs *out)
+{
+    return CALL(s, scheds, out);
+}
+
 int pl__store_timer_set(pl__store *s, uint64_t run, const char *run_id,
                         int64_t due_us)
 {

@@ -4,7 +4,8 @@
  * ledger-replay.c parses the command line and dispatches; replay_report.c
  * reports; replay_run.c continues, resumes and forks; replay_check.c is
  * --check; replay_queue.c is --import, --submit and --worker;
- * replay_time.c is --signal, --cancel and --wake.
+ * replay_time.c is --signal, --cancel and --wake; replay_sched.c
+ * --schedule-put and --schedule-delete.
  */
 #ifndef PL_REPLAY_H
 #define PL_REPLAY_H
@@ -29,6 +30,8 @@ enum mode {
     MODE_IMPORT,
     MODE_WORKER,
     MODE_SUBMIT,
+    MODE_SCHED_PUT,
+    MODE_SCHED_DELETE,
     MODE_SIGNAL,
     MODE_CANCEL,
     MODE_WAKE
@@ -55,6 +58,10 @@ typedef struct options {
     unsigned lease_ms;    /* --lease-ms MS */
     const char *submit;   /* --submit POLICY */
     const char *payload;  /* --payload JSON */
+    /* schedules: --schedule-put, --schedule-delete */
+    const char *sched_put, *sched_delete; /* the schedule's name */
+    const char *cron, *zone, *policy;     /* --cron, --zone, --policy */
+    const char *overlap, *catch_up;       /* --overlap, --catch-up */
     /* time: --signal, --cancel */
     const char *name;   /* --name EVENT */
     const char *reason; /* --reason TEXT */
@@ -97,9 +104,10 @@ typedef struct tool {
     cJSON *skipped; /* --json: runs --all left alone */
     int exit;       /* the worst so far */
     /* inputs checked before the store is opened (see prepare_*) */
-    cJSON *payload;  /* --submit's and --signal's */
-    cJSON *answer;   /* --resume's */
-    FILE *import_in; /* --import's, checked and rewound */
+    cJSON *payload;       /* --submit's, --signal's, --schedule-put's */
+    cJSON *answer;        /* --resume's */
+    FILE *import_in;      /* --import's, checked and rewound */
+    pl_schedule schedule; /* --schedule-put's */
     unsigned n_ok, n_suspended, n_failed, n_diverged, n_skipped;
 } tool;
 
@@ -137,6 +145,9 @@ bool ids_push(id_list *l, const char *id);
 int prepare_resume(tool *t);
 int prepare_submit(tool *t);
 int prepare_import(tool *t);
+int prepare_schedule(tool *t);
+/* replay_sched.c: --schedule-put, --schedule-delete */
+void mode_schedule(tool *t);
 int prepare_signal(tool *t);
 
 void continue_one(tool *t, const char *id, const char *note);

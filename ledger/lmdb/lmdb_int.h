@@ -40,6 +40,9 @@ struct pl__lmdb_store {
     MDB_dbi leases;
     bool has_leases;
 
+    /* schedules (lmdb_sched.c): the same */
+    MDB_dbi schedules;
+    bool has_schedules;
     /* timers and inboxes (lmdb_time.c): open unless read-only on an older
      * store */
     MDB_dbi timers, due, inbox;
@@ -145,6 +148,16 @@ PL__HIDDEN int pl__lmdb_lease_open(pl__lmdb_store *s, MDB_txn *txn,
 PL__HIDDEN int pl__lmdb_lease_batch(pl__lmdb_store *s, MDB_txn *txn,
                                     const pl__batch *bt, int *st);
 
+/* ---- lmdb_sched.c -------------------------------------------------------- */
+
+/* Open the `schedules` database, as pl__lmdb_lease_open() the leases. */
+PL__HIDDEN int pl__lmdb_sched_open(pl__lmdb_store *s, MDB_txn *txn,
+                                   bool create);
+
+/* A commit's schedule write for batch @p bt, in its transaction (an LMDB
+ * code). */
+PL__HIDDEN int pl__lmdb_sched_batch(pl__lmdb_store *s, MDB_txn *txn,
+                                    const pl__batch *bt);
 /* Run @p run's lease in @p txn (MDB_NOTFOUND: none; *st: malformed). */
 PL__HIDDEN int pl__lmdb_lease_peek(pl__lmdb_store *s, MDB_txn *txn,
                                    uint64_t run, pl__lease *out, int *st);
