@@ -578,7 +578,14 @@ static int deliver_check(const uint8_t *state, size_t len, void *user)
     if (rc)
         return rc;
     d->status = st.status;
+    if (st.status == PL_RUN_SUPERSEDED)
+        rc = pl__err(PL_ESTATE,
+                     "run '%s' was superseded by run '%s': %s is refused "
+                     "(send it to that run)",
+                     d->id, st.succ, d->what);
     pl__run_state_clear(&st);
+    if (rc)
+        return rc;
     if (d->status == PL_RUN_COMPLETED || d->status == PL_RUN_FAILED ||
         d->status == PL_RUN_CANCELLED)
         return pl__err(PL_ESTATE, "run '%s' has ended (%s): %s is refused",
