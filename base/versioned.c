@@ -73,7 +73,8 @@ LAYOUT(tools_options, pl_tools_options, PL_TOOLS_OPTIONS,
        END(pl_tools_options, max_redirects), sizeof(pl_tools_options));
 LAYOUT(schema_error, pl_schema_error, PL_SCHEMA_ERROR, sizeof(pl_schema_error));
 LAYOUT(llm_options, pl_llm_options, PL_LLM_OPTIONS,
-       END(pl_llm_options, tool_errors), sizeof(pl_llm_options));
+       END(pl_llm_options, tool_errors),
+       END(pl_llm_options, max_tool_result_bytes), sizeof(pl_llm_options));
 LAYOUT(llm_tokens, pl_llm_tokens, PL_LLM_TOKENS, sizeof(pl_llm_tokens));
 LAYOUT(mcp_options, pl_mcp_options, PL_MCP_OPTIONS, sizeof(pl_mcp_options));
 

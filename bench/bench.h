@@ -1,24 +1,39 @@
 /*
- * bench.h -- what pl-bench's workloads share: clocks, child processes,
- * stores, the raw-LMDB floor, the report and its goals, the noise probe.
- * bench.c holds the workloads W1..W6 and the main program; bench_time.c
- * holds W7 (parked timers) and W8 (a signal to a waiting run); bench_rate.c
- * holds rate (one rate limit shared by three processes).
+ * bench.h -- what pl-bench's files share: clocks, child processes, stores,
+ * the raw-LMDB floor, the report and its goals, the noise probe, the
+ * loopback model server.
+ *
+ *   bench.c         the workloads W1..W6 and fanout, the goals, main()
+ *   bench_time.c    W7 (parked timers) and W8 (a signal to a waiting run)
+ *   bench_rate.c    rate (one rate limit shared by three processes)
+ *   model_server.c  the loopback model server W5 talks to
+ *   bench_stream.c  W5 streamed: time to the first delta
  */
 #ifndef PL_BENCH_H
 #define PL_BENCH_H
 
 #include <cjson/cJSON.h>
 #include <lmdb.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 
+#include <pthread.h>
+
 #include <policyledger.h>
+
+/* Repetitions of every workload and of its floor: 5, 3 with --quick; the
+ * shortest run SHORT_REPS times as many. */
+#define REPS 5
+#define SHORT_REPS 3
+#define REPS_MAX (REPS * SHORT_REPS)
 
 /* ---- clocks and memory ---- */
 double now_s(void);                /* monotonic, s */
 long status_kb(const char *field); /* /proc/self/status: "VmHWM", ... */
+double median(double *v, int n);   /* of n values, at most REPS_MAX */
 double percentile(double *v, size_t n, double p); /* sorts v */
+/* Say what failed (with pl_errmsg()) and end the process. */
 void die(const char *what) __attribute__((noreturn));
 
 /* ---- child processes: fn(arg, result) in a child; 0 when it succeeded ---- */
@@ -39,8 +54,10 @@ void raw_close(MDB_env *env, const char *name);
 void raw_commits(MDB_env *env, MDB_dbi dbi, int id, int from, int n, bool call,
                  bool alone);
 
-/* ---- the report ---- */
+/* ---- the report: the JSON document, a line of the table (not with
+ * --json), a number in an object, a goal (a ceiling when @p at_most) ---- */
 extern cJSON *g_json;
+extern bool g_print_json;
 void jnum(cJSON *o, const char *k, double v);
 void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void add_goal(const char *what, double value, const char *unit, bool at_most,
@@ -60,7 +77,33 @@ typedef struct drift {
 void drift_begin(drift *d, pl_durability mode);
 const char *drift_end(drift *d, cJSON *o);
 
-/* ---- bench_time.c ---- */
+/*
+ * ---- model_server.c ----
+ * A thread serving canned OpenAI chat-completions answers over loopback,
+ * HTTP/1.1 with keep-alive, each connection (SRV_CONNS at most) on a thread
+ * of its own.  While tools is above 0 an answer is a call of "tool"; then a
+ * final text.  A request with "stream":true is answered with a stream of
+ * server-sent events (chunked): a text in STREAM_DELTAS deltas, its usage
+ * and [DONE].  It counts every request.
+ */
+#define STREAM_DELTAS 8
+#define SRV_CONNS 8
+typedef struct bench_srv {
+    int fd, port;
+    atomic_int tools;     /* tool-call answers left to give */
+    atomic_long requests; /* requests served */
+    atomic_bool stop;
+    atomic_int conns[SRV_CONNS]; /* the connections served, or -1 */
+    pthread_t th;
+} bench_srv;
+extern bench_srv g_srv;
+void srv_start(void);
+void srv_stop(void);
+
+/* ---- bench_stream.c: W5 streamed; the number of failures ---- */
+int report_w5_stream(bool quick);
+
+/* ---- bench_time.c: W7 and W8; the number of failures ---- */
 int report_w7(bool quick);
 int report_w8(void);
 
