@@ -47,34 +47,16 @@ static int r_sleep(int64_t ms, void *user)
 
 static pl_rate_limit_options r_opts;
 
-/* "limited": payload.n calls of "echo", each through rate_limit. */
-static int limited(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
-{
-    (void)user;
-    const cJSON *n = cJSON_GetObjectItemCaseSensitive(a->payload, "n");
-    pl_decorator d;
-    int st = pl_decorator_rate_limit(&d, &r_opts);
-    for (int i = 0; !st && i < n->valueint; i++) {
-        pl_action call = PL_ACTION_INIT;
-        call.policy = "echo";
-        call.payload = cJSON_CreateObject();
-        pl_step *res = NULL;
-        st = pl_ctx_call(&res, ctx, &call, &d, 1);
-        pl_step_free(res);
-        cJSON_Delete((cJSON *)call.payload);
-    }
-    return st ? st : pl_steps_add_resultf(out, "{}");
-}
-
 static pl_rate_limit_options r_durable_opts;
 
-/* "durable": as "limited", waiting with the engine's durable sleep. */
-static int durable(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+/* "limited" and "durable": payload.n calls of "echo", each through a
+ * rate_limit with the options @p user points to (r_opts; r_durable_opts,
+ * which waits with the engine's durable sleep). */
+static int limited(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
 {
-    (void)user;
     const cJSON *n = cJSON_GetObjectItemCaseSensitive(a->payload, "n");
     pl_decorator d;
-    int st = pl_decorator_rate_limit(&d, &r_durable_opts);
+    int st = pl_decorator_rate_limit(&d, user);
     for (int i = 0; !st && i < n->valueint; i++) {
         pl_action call = PL_ACTION_INIT;
         call.policy = "echo";
@@ -98,8 +80,9 @@ static pl_registry *r_registry(void)
     r_durable_opts.resource = "durable-provider";
     r_durable_opts.sleep = NULL;
     pl_registry *reg = t_registry();
-    cr_assert_eq(pl_registry_add_fn(reg, "limited", limited, NULL), PL_OK);
-    cr_assert_eq(pl_registry_add_fn(reg, "durable", durable, NULL), PL_OK);
+    cr_assert_eq(pl_registry_add_fn(reg, "limited", limited, &r_opts), PL_OK);
+    cr_assert_eq(pl_registry_add_fn(reg, "durable", limited, &r_durable_opts),
+                 PL_OK);
     return reg;
 }
 
