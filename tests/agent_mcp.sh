@@ -4,7 +4,8 @@
 # same answer; the model's file reads are fs.read_text_file calls, each a
 # tools/call to the server; a kill right after the read and a check
 # replay send it no call again (a tap on the server's input counts them);
-# and ledger-replay --check with the demo's plugin needs the same --mcp.
+# ledger-replay --check with the demo's plugin needs the same --mcp, and
+# passes after the server changed the tool.
 # Skipped (77) when tests/mcp_setup.sh could not install the server.
 #   agent_mcp.sh SOURCE_DIR BUILD_DIR AGENT_CHECK
 set -eu
@@ -98,4 +99,17 @@ rc=0
   --check >"$dir/check3.out" 2>&1 || rc=$?
 [ $rc -eq 2 ] && grep -q "cannot register the MCP server 'fs'" "$dir/check3.out" ||
   { cat "$dir/check3.out"; fail "a bad --mcp spec: rc $rc"; }
+
+# 4. The server changes the tool the run read with (what the model is
+#    shown of it): the finished run still checks ok, served from its
+#    ledger, and the server is sent no call.
+mkdir "$dir/alt"
+alt="fs=stdio:python3 $src/tests/mcp_alter.py $dir/alt node $fs $data"
+echo "read_text_file description" >"$dir/alt/altered"
+"$replay" "$dir/c/s.db" --plugin "$plugin" --mcp "$alt" --check \
+  >"$dir/check4.out" 2>>"$dir/c/log" || { cat "$dir/check4.out"; fail "the check failed"; }
+grep -q '^check research-1 (completed): ok' "$dir/check4.out" ||
+  { cat "$dir/check4.out"; fail "no ok after the server changed"; }
+grep -q '"tools/list"' "$dir/alt/log" || fail "the altered server was not asked"
+[ "$(grep -c '"tools/call"' "$dir/alt/log")" -eq 0 ] || fail "a check sent a call"
 echo "ok: the agent read its files through the MCP server, durably"
