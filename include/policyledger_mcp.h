@@ -61,7 +61,9 @@
  * server.  (pl_mcp_register() itself talks to the server, to list its
  * tools, every time a process registers them.)  Each tools/call carries
  * the call's idempotency key (pl_ctx_idempotency_key()) in its "_meta" as
- * "policyledger/idempotencyKey".  MCP has no standard idempotency: a
+ * "policyledger/idempotencyKey", and as its "progressToken" (the
+ * server's notifications/progress are read and dropped).  MCP has no
+ * standard idempotency: a
  * server is free to ignore that key.  So a tool is registered idempotent
  * (a call in flight at a crash is sent again, with the same key) only
  * when it is named in the options' `idempotent` list, or its annotations

@@ -4,8 +4,9 @@
 # same answer; the model's file reads are fs.read_text_file calls, each a
 # tools/call to the server; a kill right after the read and a check
 # replay send it no call again (a tap on the server's input counts them);
-# ledger-replay --check with the demo's plugin needs the same --mcp, and
-# passes after the server changed the tool.
+# ledger-replay --check with the demo's plugin needs the same --mcp (or
+# the plugin mounting it, AGENT_MCP), and passes after the server changed
+# the tool.
 # Skipped (77) when tests/mcp_setup.sh could not install the server.
 #   agent_mcp.sh SOURCE_DIR BUILD_DIR AGENT_CHECK
 set -eu
@@ -42,7 +43,7 @@ cp "$agent_dir/script-mcp.json" "$dir/c/script.json"
 calls() { grep -c '"tools/call"' "$dir/c/tap.log" || true; }
 new_case "$dir/c"
 cp "$agent_dir/script-mcp.json" "$dir/c/script.json"
-k=16 # (the read comes near boundary 21)
+k=19 # (the read is answered near boundary 22)
 while :; do # the first boundary after the read's result
   rm -f "$dir/c/s.db" "$dir/c/s.db-lock" "$dir/c/tap.log" "$dir/c/script.json.served"
   run_demo "$dir/c" --mcp "$spec" --crash-after-steps $k
@@ -99,6 +100,20 @@ rc=0
   --check >"$dir/check3.out" 2>&1 || rc=$?
 [ $rc -eq 2 ] && grep -q "cannot register the MCP server 'fs'" "$dir/check3.out" ||
   { cat "$dir/check3.out"; fail "a bad --mcp spec: rc $rc"; }
+
+# ... and with the plugin mounting the server itself (AGENT_MCP), no --mcp
+AGENT_MCP="$spec" AGENT_MCP_LOG="$dir/c/plugin-mcp.log" "$replay" "$dir/c/s.db" \
+  --plugin "$plugin" --check >"$dir/check7.out" 2>>"$dir/c/log" ||
+  { cat "$dir/check7.out"; fail "the check with the plugin's own server failed"; }
+grep -q '^check research-1 (completed): ok' "$dir/check7.out" || fail "no ok (AGENT_MCP)"
+[ "$(calls)" -eq "$before" ] || fail "the check replay sent a call (AGENT_MCP)"
+grep -q 'Secure MCP Filesystem Server' "$dir/c/plugin-mcp.log" ||
+  fail "the plugin's server did not log to AGENT_MCP_LOG"
+rc=0
+AGENT_MCP="fs" "$replay" "$dir/c/s.db" --plugin "$plugin" --check \
+  >"$dir/check8.out" 2>&1 || rc=$?
+[ $rc -eq 2 ] && grep -q 'AGENT_MCP is NAME=SPEC' "$dir/check8.out" ||
+  { cat "$dir/check8.out"; fail "a bad AGENT_MCP: rc $rc"; }
 
 # 4. The server changes the tool the run read with (what the model is
 #    shown of it): the finished run still checks ok, served from its

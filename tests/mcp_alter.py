@@ -5,7 +5,8 @@ list on request, for tests/test_mcp_tools.c.
     mcp_alter.py DIR COMMAND ARG...
 
 Every line the client sends is appended to DIR/log and passed to the
-server; every line of the server passes back, except that, while the file
+server; every line of the server is appended to DIR/out.log and passes
+back, except that, while the file
 DIR/altered exists, a tools/list answer is changed as its lines say, each
 "TOOL description" (" (changed)" after the tool's description, and a
 property "changed" in its inputSchema), "TOOL title" (" (changed)" after
@@ -22,6 +23,7 @@ import time
 
 d, cmd = sys.argv[1], sys.argv[2:]
 log = open(os.path.join(d, "log"), "a")
+out_log = open(os.path.join(d, "out.log"), "a")
 server = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
 out = threading.Lock()
 lists = set()  # ids of the client's tools/list requests
@@ -58,6 +60,8 @@ def alter(msg):
 def from_server():
     for line in server.stdout:
         line = line.decode()
+        out_log.write(line)
+        out_log.flush()
         try:
             msg = json.loads(line)
         except ValueError:

@@ -114,11 +114,11 @@ static void teardown(void)
 
 TestSuite(mcp_tools, .init = setup, .fini = teardown);
 
-/* Lines of the server's log that hold @p word. */
-static int sent(const char *word)
+/* Lines of the wrapper's log @p file (in DIR) that hold @p word. */
+static int lines_with(const char *file, const char *word)
 {
     char path[1100], line[65536];
-    snprintf(path, sizeof path, "%s/log", T.dir);
+    snprintf(path, sizeof path, "%s/%s", T.dir, file);
     FILE *f = fopen(path, "r");
     int n = 0;
     while (f && fgets(line, sizeof line, f))
@@ -127,6 +127,10 @@ static int sent(const char *word)
         fclose(f);
     return n;
 }
+
+/* Lines sent to the server, and from it, that hold @p word. */
+static int sent(const char *word) { return lines_with("log", word); }
+static int server_said(const char *word) { return lines_with("out.log", word); }
 
 /* Run @p id of "reader" over the file a.txt read @p reads times. */
 static void read_run(const char *id, int reads)
@@ -443,4 +447,80 @@ Test(mcp_tools, a_tool_the_server_no_longer_lists_is_not_sent)
     cr_expect(!pl_step_is_error(last), "%s", t_text(pl_step_payload(last)));
     pl_outcome_free(o);
     cr_expect_eq(sent("\"tools/call\""), calls + 1);
+}
+
+/* ------------------------------------------------------------------------ */
+/* server-everything: a long operation that reports progress                */
+/* ------------------------------------------------------------------------ */
+
+#define EVERYTHING                                                             \
+    PL_TEST_BIN_DIR "/npm/node_modules/@modelcontextprotocol/"                 \
+                    "server-everything/dist/index.js"
+
+/* server-everything behind the wrapper, as "ev", calls timing out after
+ * @p timeout_ms. */
+static void start_everything(long timeout_ms)
+{
+    if (access(EVERYTHING, R_OK) != 0)
+        cr_skip_test("%s is not installed: tests/mcp_setup.sh could not "
+                     "fetch it from npm",
+                     EVERYTHING);
+    snprintf(T.spec, sizeof T.spec, "stdio:python3 %s %s node %s stdio", ALTER,
+             T.dir, EVERYTHING);
+    cr_assert_eq(pl_registry_new(&T.reg), PL_OK);
+    pl_mcp_options o = PL_MCP_OPTIONS_INIT;
+    o.stderr_path = T.errlog;
+    o.timeout_ms = timeout_ms;
+    int st = pl_mcp_register(&T.mcp, T.reg, "ev", T.spec, &o);
+    cr_assert_eq(st, PL_OK, "%s", pl_errmsg());
+    T.engine = t_engine(T.store, T.reg, PL_DURABILITY_PROCESS);
+}
+
+Test(mcp_tools, a_long_operation_reports_progress_and_finishes)
+{
+    start_everything(0);
+    cr_assert_not_null(pl_registry_find(T.reg, "ev.trigger-long-running-"
+                                               "operation"));
+    pl_outcome *o = t_start(T.engine, "ev.trigger-long-running-operation",
+                            "{\"duration\": 1, \"steps\": 4}", "r1");
+    cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason ? o->reason : "");
+    const pl_step *last = pl_steps_at(o->steps, pl_steps_count(o->steps) - 1);
+    cr_assert(!pl_step_is_error(last), "%s", t_text(pl_step_payload(last)));
+    cr_expect_not_null(strstr(t_text(pl_step_payload(last)), "completed"), "%s",
+                       t_text(pl_step_payload(last)));
+    pl_outcome_free(o);
+    /* the server reported each step on the call's progress token */
+    cr_expect_eq(server_said("notifications/progress"), 4);
+    cr_expect_eq(server_said("\"progressToken\""), 4);
+    cr_expect_eq(sent("\"progressToken\""), 1);
+}
+
+Test(mcp_tools, a_long_operation_past_the_timeout_is_cancelled)
+{
+    start_everything(1500);
+    pl_outcome *o = t_start(T.engine, "ev.trigger-long-running-operation",
+                            "{\"duration\": 30, \"steps\": 30}", "r1");
+    cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason ? o->reason : "");
+    const pl_step *last = pl_steps_at(o->steps, pl_steps_count(o->steps) - 1);
+    cr_expect(pl_step_is_error(last));
+    cr_expect_str_eq(pl_step_error_code(last), PL_ERR_TIMEOUT);
+    pl_outcome_free(o);
+    cr_expect_gt(server_said("notifications/progress"), 0);
+    cr_expect_eq(sent("notifications/cancelled"), 1);
+    /* the server goes on answering */
+    o = t_start(T.engine, "ev.echo", "{\"message\": \"still here\"}", "r2");
+    last = pl_steps_at(o->steps, pl_steps_count(o->steps) - 1);
+    cr_expect_not_null(strstr(t_text(pl_step_payload(last)), "still here"));
+    pl_outcome_free(o);
+}
+
+Test(mcp_tools, no_sampling_or_elicitation_is_offered_to_a_client_without_them)
+{
+    /* the client declares no sampling or elicitation capability: the
+     * server registers no tool that would ask for them */
+    start_everything(0);
+    cr_expect_not_null(pl_registry_find(T.reg, "ev.echo"));
+    cr_expect_null(pl_registry_find(T.reg, "ev.trigger-sampling-request"));
+    cr_expect_null(pl_registry_find(T.reg, "ev.trigger-elicitation-request"));
+    cr_expect_eq(sent("\"sampling\""), 0);
 }

@@ -383,7 +383,9 @@ int pl__mcp_call_tool(pl_ctx *ctx, const pl_action *a, pl_steps *out,
     if (!meta || !cJSON_AddStringToObject(p, "name", t->name) ||
         !cJSON_AddItemToObject(p, "arguments",
                                cJSON_Duplicate(a->payload, 1)) ||
-        !cJSON_AddStringToObject(meta, META_KEY, pl_ctx_idempotency_key(ctx))) {
+        !cJSON_AddStringToObject(meta, META_KEY, pl_ctx_idempotency_key(ctx)) ||
+        !cJSON_AddStringToObject(meta, "progressToken",
+                                 pl_ctx_idempotency_key(ctx))) {
         cJSON_Delete(p);
         return PL_ENOMEM;
     }
