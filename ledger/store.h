@@ -26,6 +26,8 @@
  *     hash.c         the hash chain's digests, the run records' checksums
  *                    (hash.h, on base/sha256.h)
  *     schedrec.c     the schedule record (schedrec.h)
+ *     share.c        large strings stored once per run: shared step
+ *                    values, made and put back together (share.h)
  *
  *   lmdb/            the embedded default (lmdb_store.h, lmdb_int.h)
  *     lmdb_ident.c   what a file must be before LMDB maps it, and what
