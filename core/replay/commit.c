@@ -168,7 +168,8 @@ static int write_batch(pl__run *r, bool final, bool with_state)
     }
     if (r->batch.state.len)
         r->state_written_us = now;
-    pl__kvs_reset(&r->batch.steps);
+    /* a large step's bytes are not kept for the next batch */
+    pl__kvs_trim(&r->batch.steps, PL__SHARE_MIN);
     r->folded = 0;
     pl__emit(r, PL_EVENT_COMMIT, NULL, (uint32_t)n, NULL, 0, 0,
              pl__ev_clock(r) - t0, NULL);
