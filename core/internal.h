@@ -100,6 +100,7 @@ struct pl_step {
     char *actor;    /* in the same allocation as the step */
     uint8_t *mp;    /* payload, msgpack map; in the same allocation */
     size_t mp_len;
+    bool mp_own; /* mp is a block of its own (a large payload), freed too */
     char *id;    /* NULL until in a ledger; idbuf when it fits */
     char *code;  /* may be NULL */
     cJSON *json; /* decoded payload, on first use; read-only, its

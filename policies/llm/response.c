@@ -439,7 +439,14 @@ int pl__llm_answer_steps(pl_steps *out, char **why, const pl__llm *m,
         cJSON *p = NULL;
         /* the turn's last step when there are no calls */
         const cJSON *t = cJSON_GetArraySize(calls) ? NULL : tok;
-        st = pl_json_pack(&p, "{s:s}", "text", text->valuestring);
+        /* the text refers to the answer's, which outlives the step's
+         * encoding: a long answer is not copied once more */
+        cJSON *ref = cJSON_CreateStringReference(text->valuestring);
+        if (!(p = cJSON_CreateObject()) || !ref ||
+            !cJSON_AddItemToObject(p, "text", ref)) {
+            cJSON_Delete(ref);
+            st = pl__err(PL_ENOMEM, "out of memory");
+        }
         if (!st && t)
             st = pl__llm_add_tokens(p, t);
         if (!st)
