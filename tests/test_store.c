@@ -1268,7 +1268,6 @@ Test(store, a_broken_shared_value_is_refused)
     pl_registry_free(reg);
 }
 
-
 /*
  * Which callee ledgers fold: one step by the callee, of any type.  One step
  * by another actor, or two steps, are stored, the last as a mirror.

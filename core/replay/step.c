@@ -312,7 +312,8 @@ static int steps_add(pl_steps *l, pl_step_type type, const char *actor,
                        "characters)",
                        PL_MAX_NAME);
     bool take = own && mp_len >= PL__SHARE_MIN;
-    pl_step *s = pl__step_new(type, actor, strlen(actor), mp, take ? 0 : mp_len);
+    pl_step *s = pl__step_new(type, actor, strlen(actor), mp,
+                              take ? 0 : mp_len);
     if (!s)
         return PL_ENOMEM;
     if (take) {

@@ -158,8 +158,8 @@ int pl__share_pack(pl__buf *out, bool *shared, pl__share_table *t,
     }
     if (!refs) { /* stored whole: later steps may refer to it */
         for (size_t i = 0; i < n; i++) {
-            pl__share_place *at = &t->at[t->n < PL__SHARE_KEEP ? t->n++
-                                                               : t->next++];
+            pl__share_place
+                *at = &t->at[t->n < PL__SHARE_KEEP ? t->n++ : t->next++];
             t->next %= PL__SHARE_KEEP;
             memcpy(at->sfx, key + 8, klen - 8);
             at->sfx_len = (uint8_t)(klen - 8);
@@ -208,8 +208,9 @@ int pl__share_unpack(pl__buf *out, const uint8_t *key, size_t klen,
 {
     pl__buf_reset(out);
     if (!pl__share_is(v, n) || klen < 8 || klen > PL__KEY_MAX)
-        return pl__err(PL_ECORRUPT, "store '%s': a shared step value is "
-                                    "malformed",
+        return pl__err(PL_ECORRUPT,
+                       "store '%s': a shared step value is "
+                       "malformed",
                        where);
     if (v[1] != SHARE_V1)
         return pl__err(PL_EVERSION,

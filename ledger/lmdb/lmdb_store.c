@@ -423,7 +423,7 @@ static int page(pl__lmdb_store *s, MDB_dbi dbi, const void *prefix, size_t plen,
     }
     MDB_val k = {after ? after_len : plen, (void *)(after ? after : prefix)};
     MDB_val v;
-    pl__buf whole = {0}; /* a shared value's record */
+    pl__buf whole = {0};      /* a shared value's record */
     const void *prev = after; /* the last key handed out, or after */
     size_t prev_len = after_len;
     int rc = mdb_cursor_open(txn, dbi, &cur);
