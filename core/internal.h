@@ -84,6 +84,7 @@
 #include "codec.h"
 #include "hash.h"
 #include "platform.h"
+#include "share.h"
 #include "store.h"
 #include "util.h"
 
@@ -99,6 +100,7 @@ struct pl_step {
     char *actor;    /* in the same allocation as the step */
     uint8_t *mp;    /* payload, msgpack map; in the same allocation */
     size_t mp_len;
+    bool mp_own; /* mp is a block of its own (a large payload), freed too */
     char *id;    /* NULL until in a ledger; idbuf when it fits */
     char *code;  /* may be NULL */
     cJSON *json; /* decoded payload, on first use; read-only, its
@@ -283,6 +285,9 @@ typedef struct pl__run {
     char *reason; /* the failure, recorded in the run state */
 
     pl__batch batch; /* steps appended since the last commit */
+    /* the large strings this execution stored whole, which later steps
+     * refer to (ledger/codec/share.c); made when the first is written */
+    pl__share_table *share;
     pl__hasher *hasher;
     uint8_t genesis[PL_HASH_LEN]; /* what step 0 of each ledger links to */
     pl__buf scratch;              /* payload encoding */
