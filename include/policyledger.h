@@ -1010,7 +1010,10 @@ typedef struct pl_run_options {
      * process and on every host sharing the store, execute at most
      * concurrency_limit runs with the same key at once; a run over the
      * limit waits in the queue, holding no worker.  One customer's runs
-     * one at a time: the customer's id as key, limit 1.
+     * one at a time: the customer's id as key, limit 1.  A run that waits
+     * (pl_ctx_sleep_until(), an event) gives up its place while it waits
+     * and takes one again when woken: a run woken while its key is full
+     * stays due, holding no worker, until a place frees.
      */
     const char *concurrency_key;
     /** With concurrency_key: 1 or more (required); without it: 0. */

@@ -174,6 +174,9 @@ typedef struct pl__batch {
      * the engine reads the inbox itself. */
     bool inbox_known;
     bool inbox_cancel;
+    /* with release: the run parks (a wait), and keeps its concurrency key
+     * for its wake (FLOW below) */
+    bool park;
     /* create, queued: the run's flow (FLOW below) */
     int32_t priority;
     const char *flow_key; /* NULL: none */
@@ -373,7 +376,8 @@ PL__HIDDEN int pl__store_timer_set(pl__store *s, uint64_t run,
                                    int64_t due_us) PL__MUST_CHECK;
 
 /*
- * Take the earliest due timer whose run holds no live lease: drop it and
+ * Take the earliest due timer whose run holds no live lease and whose
+ * concurrency key, if it has one, has room (FLOW below): drop it and
  * take the run's lease for @p owner, for @p lease_us, in one transaction
  * (the run and lease in @p out).  PL_ENOTFOUND when none is due; then
  * *next_due_us is the earliest timer's due time (0: there is none).
@@ -413,6 +417,9 @@ PL__HIDDEN int pl__store_inbox_read(pl__store *s, uint64_t run,
  * with one, a concurrency key and its limit.  pl__store_lease_next() takes
  * the expired lease of least rank (ties: least run number) whose key, if
  * it has one, has fewer than its limit of live leases (held, not expired).
+ * A run that parks (pl__batch.park) keeps its key while it waits, and a
+ * wake (pl__store_timer_take()) takes it only while its key has room: a
+ * woken run whose key is full stays due, taken once a place frees.
  * LMDB keeps them in the `flow` database (lmdb_flow.c): the run's flow
  * record, an index by rank, and one by key; PostgreSQL as columns of the
  * lease row (pg_flow.c).  They go with the lease.

@@ -152,12 +152,45 @@ static int keyed(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     return st ? st : pl_steps_add_resultf(out, "{}");
 }
 
+/* "napper": waits until payload.until (parked meanwhile), then, between a
+ * tick "woke" and a tick "done", touches "<run>.in", appends its run to
+ * napped.log and waits while "hold" exists. */
+static int napper(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)user;
+    const cJSON *until = cJSON_GetObjectItemCaseSensitive(a->payload, "until");
+    const cJSON *run = cJSON_GetObjectItemCaseSensitive(a->payload, "run");
+    int st = pl_ctx_sleep_until(ctx, (int64_t)until->valuedouble);
+    for (int i = 0; !st && i < 2; i++) {
+        cJSON *v = NULL;
+        st = pl_ctx_side_effect(&v, ctx, i ? "done" : "woke", tick_value, NULL);
+        cJSON_Delete(v);
+        if (st || i)
+            break;
+        char in[200], p[1024], line[100];
+        snprintf(in, sizeof in, "%s.in", run->valuestring);
+        f_touch(in);
+        f_path(p, sizeof p, "napped.log");
+        int fd = open(p, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+        int len = snprintf(line, sizeof line, "%s\n", run->valuestring);
+        bool ok = fd >= 0 && write(fd, line, (size_t)len) == len;
+        if (fd >= 0)
+            close(fd);
+        if (!ok)
+            return pl_errorf(PL_EIO, "napped.log: %s", strerror(errno));
+        while (f_exists("hold"))
+            f_nap(5);
+    }
+    return st ? st : pl_steps_add_resultf(out, "{}");
+}
+
 static pl_registry *f_registry(void)
 {
     pl_registry *reg = t_registry();
     cr_assert_eq(pl_registry_add_fn(reg, "order", order, NULL), PL_OK);
     cr_assert_eq(pl_registry_add_fn(reg, "gate", gate, NULL), PL_OK);
     cr_assert_eq(pl_registry_add_fn(reg, "keyed", keyed, NULL), PL_OK);
+    cr_assert_eq(pl_registry_add_fn(reg, "napper", napper, NULL), PL_OK);
     pl_policy_def d = PL_POLICY_DEF_INIT;
     d.name = "effect";
     d.fn = effect;
@@ -606,6 +639,117 @@ Test(flow, keys_hold_across_killed_workers)
     cr_log_info("keys: %d kills, %d repeated effects, at most %d of a key "
                 "at once",
                 kills, lines - K_RUNS, most);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/* ---- woken runs ---------------------------------------------------------- */
+
+/* The time recorded by run @p id's side effect @p name (us). */
+static double w_tick(pl_engine *e, const char *id, const char *name)
+{
+    pl_steps *l = NULL;
+    cr_assert_eq(pl_run_ledger(&l, e, id, "0"), PL_OK, "%s", pl_errmsg());
+    double t = -1;
+    int seen = 0;
+    for (size_t i = 0; i < pl_steps_count(l); i++) {
+        const pl_step *s = pl_steps_at(l, i);
+        const cJSON *p = pl_step_payload(s);
+        const cJSON *n = cJSON_GetObjectItemCaseSensitive(p, "name");
+        if (pl_step_type_of(s) != PL_STEP_SIDE_EFFECT || !cJSON_IsString(n) ||
+            strcmp(n->valuestring, name) != 0)
+            continue;
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(p, "value");
+        t = cJSON_GetObjectItemCaseSensitive(v, "t")->valuedouble;
+        seen++;
+    }
+    pl_steps_free(l);
+    cr_assert_eq(seen, 1, "run %s recorded '%s' %d times", id, name, seen);
+    return t;
+}
+
+static void w_worker(const char *path, const pl_registry *reg, int i)
+{
+    char host[24];
+    snprintf(host, sizeof host, "host-%d", i);
+    pl_engine *e = f_engine(path, reg, host);
+    if (pl_engine_set_wait_in_place(e, 0)) /* every wait parks */
+        _exit(2);
+    pl_worker_options o = PL_WORKER_OPTIONS_INIT;
+    o.concurrency = 2;
+    o.poll_ms = 10;
+    _exit(pl_worker_run(e, &o) == PL_OK ? 0 : 1);
+}
+
+/*
+ * Two runs of a key limited to one, parked on timers due at the same time,
+ * and two worker processes to wake them: the second stays due while the
+ * first executes (their recorded times never overlap), then runs; each
+ * executes its woken part once.
+ */
+Test(flow, a_woken_run_keeps_to_its_key)
+{
+    const char *path = t_store_path();
+    pl_registry *reg = f_registry();
+    pl_engine *e = f_engine(path, reg, "host-submit");
+    f_touch("hold");
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    /* far enough ahead that both have parked by then (else one runs on
+     * without parking, and holds the key as any run does) */
+    long long until = (long long)now.tv_sec * 1000 + now.tv_nsec / 1000000 +
+                      1500;
+    const char *ids[2] = {"nap-a", "nap-b"};
+    for (int i = 0; i < 2; i++) {
+        char json[96];
+        snprintf(json, sizeof json, "{\"run\": \"%s\", \"until\": %lld}",
+                 ids[i], until);
+        f_submit(e, "napper", json, ids[i], 0, "one", 1);
+    }
+    pid_t kids[2];
+    for (int i = 0; i < 2; i++) {
+        kids[i] = fork();
+        cr_assert_geq(kids[i], 0);
+        if (kids[i] == 0)
+            w_worker(path, reg, i);
+    }
+    /* one is woken and holds the key; the other has every chance to be
+     * woken too (both workers look every 10 ms) before the key frees */
+    for (int ms = 0; !f_exists("nap-a.in") && !f_exists("nap-b.in"); ms += 10) {
+        cr_assert_lt(ms, F_BOUND_MS, "no run was woken");
+        f_nap(10);
+    }
+    f_nap(1000);
+    char p[1024];
+    f_path(p, sizeof p, "hold");
+    cr_assert_eq(unlink(p), 0);
+    for (int i = 0; i < 2; i++)
+        f_await_status(e, ids[i], PL_RUN_COMPLETED);
+    for (int i = 0; i < 2; i++) {
+        kill(kids[i], SIGKILL);
+        waitpid(kids[i], NULL, 0);
+    }
+    double woke[2], done[2];
+    for (int i = 0; i < 2; i++) {
+        woke[i] = w_tick(e, ids[i], "woke");
+        done[i] = w_tick(e, ids[i], "done");
+        cr_assert_leq(woke[i], done[i]);
+    }
+    cr_assert(done[0] < woke[1] || done[1] < woke[0],
+              "both runs of key 'one' executed at once: %.0f..%.0f and "
+              "%.0f..%.0f us",
+              woke[0], done[0], woke[1], done[1]);
+    /* each woken part once */
+    f_path(p, sizeof p, "napped.log");
+    FILE *f = fopen(p, "r");
+    cr_assert_not_null(f);
+    int n[2] = {0, 0};
+    char line[100];
+    while (fgets(line, sizeof line, f))
+        for (int i = 0; i < 2; i++)
+            n[i] += strncmp(line, ids[i], strlen(ids[i])) == 0;
+    fclose(f);
+    cr_assert(n[0] == 1 && n[1] == 1, "woken parts: %d and %d", n[0], n[1]);
     pl_engine_close(e);
     pl_registry_free(reg);
 }

@@ -820,8 +820,10 @@ int pl__end_waiting(pl__run *r, const pl_policy_def *def, uint64_t t0,
         due = r->deadline_ms;
     r->batch.timer_us = due > 0 ? due * 1000 : 0;
     r->batch.timer_id = r->id;
+    r->batch.park = true;
     st = pl__run_write(r, true);
     r->batch.timer_us = 0;
+    r->batch.park = false;
     if (st)
         return st;
     pl__emit(r, PL_EVENT_RUN_SUSPENDED, r->susp_path, r->susp_seq, def->name,

@@ -16,7 +16,11 @@
  *   | 'b', the resource's name             | a rate budget (flowrec.c)    |
  *
  * The 'r', 'q' and 'k' entries of a run exist exactly while it has a
- * lease: made with it and dropped with it, in the same transaction.
+ * lease: made with it and dropped with it, in the same transaction; but a
+ * run with a key that parks (a wait) keeps its 'r' entry, and with it its
+ * key, until a wake gives it a lease again: a wake takes it only while
+ * its key has room (pl__lmdb_flow_room()), and its 'q' and 'k' entries
+ * come back with the lease.
  */
 #include "lmdb_int.h"
 
@@ -117,7 +121,28 @@ static int flow_get(pl__lmdb_store *s, MDB_txn *txn, uint64_t run,
     return rc;
 }
 
-int pl__lmdb_flow_drop(pl__lmdb_store *s, MDB_txn *txn, uint64_t run, int *st)
+/* Drop run @p run's flow (@p f): its record too unless @p keep. */
+static int unplace(pl__lmdb_store *s, MDB_txn *txn, uint64_t run,
+                   const pl__flow *f, bool keep)
+{
+    uint8_t kr[9], kq[17], kk[PL__FLOW_KEY_MAX + 10];
+    key_r(kr, run);
+    key_q(kq, f->rank_us, run);
+    MDB_val r = {9, kr}, q = {17, kq};
+    int rc = keep ? 0 : mdb_del(txn, s->flow, &r, NULL);
+    if (!rc || rc == MDB_NOTFOUND)
+        rc = mdb_del(txn, s->flow, &q, NULL);
+    if ((!rc || rc == MDB_NOTFOUND) && *f->key) {
+        MDB_val kv = {key_k(kk, f->key, run), kk};
+        rc = mdb_del(txn, s->flow, &kv, NULL);
+    }
+    return rc == MDB_NOTFOUND ? 0 : rc;
+}
+
+/* Drop run @p run's flow; a parking run with a key (@p park) keeps its
+ * record. */
+static int drop_flow(pl__lmdb_store *s, MDB_txn *txn, uint64_t run, bool park,
+                     int *st)
 {
     if (!s->has_flow)
         return 0;
@@ -127,18 +152,12 @@ int pl__lmdb_flow_drop(pl__lmdb_store *s, MDB_txn *txn, uint64_t run, int *st)
         return 0;
     if (rc || *st)
         return rc;
-    uint8_t kr[9], kq[17], kk[PL__FLOW_KEY_MAX + 10];
-    key_r(kr, run);
-    key_q(kq, f.rank_us, run);
-    MDB_val r = {9, kr}, q = {17, kq};
-    rc = mdb_del(txn, s->flow, &r, NULL);
-    if (!rc || rc == MDB_NOTFOUND)
-        rc = mdb_del(txn, s->flow, &q, NULL);
-    if ((!rc || rc == MDB_NOTFOUND) && *f.key) {
-        MDB_val kv = {key_k(kk, f.key, run), kk};
-        rc = mdb_del(txn, s->flow, &kv, NULL);
-    }
-    return rc == MDB_NOTFOUND ? 0 : rc;
+    return unplace(s, txn, run, &f, park && *f.key);
+}
+
+int pl__lmdb_flow_drop(pl__lmdb_store *s, MDB_txn *txn, uint64_t run, int *st)
+{
+    return drop_flow(s, txn, run, false, st);
 }
 
 bool pl__lmdb_flow_has(pl__lmdb_store *s, MDB_txn *txn, uint64_t run)
@@ -252,6 +271,46 @@ int pl__lmdb_flow_pick(pl__lmdb_store *s, MDB_txn *txn, uint64_t *out, int *st)
     mdb_cursor_close(cur);
     free(w);
     return rc == MDB_NOTFOUND ? 0 : rc;
+}
+
+/* ---- parking and waking ---------------------------------------------------- */
+
+int pl__lmdb_flow_park(pl__lmdb_store *s, MDB_txn *txn, uint64_t run, int *st)
+{
+    return drop_flow(s, txn, run, true, st);
+}
+
+int pl__lmdb_flow_room(pl__lmdb_store *s, MDB_txn *txn, uint64_t run,
+                       bool *room, int *st)
+{
+    *room = true;
+    pl__flow f;
+    int rc = s->has_flow ? flow_get(s, txn, run, &f, st) : MDB_NOTFOUND;
+    if (rc == MDB_NOTFOUND)
+        return 0;
+    if (rc || *st || !*f.key)
+        return rc;
+    walk *w = malloc(sizeof *w);
+    if (!w) {
+        *st = pl__err(PL_ENOMEM, "out of memory");
+        return 0;
+    }
+    w->n_full = 0;
+    rc = key_room(s, txn, w, &f, room, st);
+    free(w);
+    return rc;
+}
+
+int pl__lmdb_flow_made(pl__lmdb_store *s, MDB_txn *txn, uint64_t run, int *st)
+{
+    if (!s->has_flow)
+        return 0;
+    pl__flow f = {.rank_us = pl__now_us()};
+    int rc = flow_get(s, txn, run, &f, st);
+    if (rc && rc != MDB_NOTFOUND)
+        return rc;
+    /* a fresh place, or a parked run's kept one again */
+    return *st ? 0 : pl__lmdb_flow_add(s, txn, run, &f, st);
 }
 
 /* ---- rate budgets --------------------------------------------------------- */

@@ -207,6 +207,18 @@ PL__HIDDEN bool pl__lmdb_flow_has(pl__lmdb_store *s, MDB_txn *txn,
 /* Whether run @p run counts under a concurrency key. */
 PL__HIDDEN bool pl__lmdb_flow_keyed(pl__lmdb_store *s, MDB_txn *txn,
                                     uint64_t run);
+/* Run @p run parks: its lease goes; a run with a key keeps its flow record
+ * (its key and limit) for its wake, without a place in the queue. */
+PL__HIDDEN int pl__lmdb_flow_park(pl__lmdb_store *s, MDB_txn *txn, uint64_t run,
+                                  int *st);
+/* Whether run @p run, parked, may be woken now: its key, if it has one,
+ * has fewer than its limit of live leases. */
+PL__HIDDEN int pl__lmdb_flow_room(pl__lmdb_store *s, MDB_txn *txn, uint64_t run,
+                                  bool *room, int *st);
+/* A lease made now for run @p run, which had none: its place in the queue,
+ * a parked run's kept record again. */
+PL__HIDDEN int pl__lmdb_flow_made(pl__lmdb_store *s, MDB_txn *txn, uint64_t run,
+                                  int *st);
 /* The run a worker may take now, in the queue's order (FLOW in store.h):
  * *out = 0 when none. */
 PL__HIDDEN int pl__lmdb_flow_pick(pl__lmdb_store *s, MDB_txn *txn,

@@ -115,10 +115,7 @@ static int drop(pl__lmdb_store *s, MDB_txn *txn, uint64_t run, int *st)
 /* A lease made now for a run that had none: its place in the queue. */
 static int made(pl__lmdb_store *s, MDB_txn *txn, uint64_t run, int *st)
 {
-    pl__flow f = {.rank_us = pl__now_us()};
-    return pl__lmdb_flow_has(s, txn, run)
-               ? 0
-               : pl__lmdb_flow_add(s, txn, run, &f, st);
+    return pl__lmdb_flow_made(s, txn, run, st);
 }
 
 int pl__lmdb_lease_state(pl__lmdb_store *s, MDB_txn *txn, uint64_t run,
@@ -183,7 +180,13 @@ int pl__lmdb_lease_batch(pl__lmdb_store *s, MDB_txn *txn, const pl__batch *bt,
     }
     if (rc || *st || !bt->release)
         return rc;
-    return drop(s, txn, bt->run, st);
+    if (!bt->park)
+        return drop(s, txn, bt->run, st);
+    uint8_t key[8];
+    pl__put_be64(key, bt->run);
+    MDB_val k = {8, key};
+    rc = mdb_del(txn, s->leases, &k, NULL);
+    return rc ? rc : pl__lmdb_flow_park(s, txn, bt->run, st);
 }
 
 /* ---- taking, renewing, dropping ------------------------------------------ */

@@ -216,6 +216,9 @@ static int earliest(pl__lmdb_store *s, int64_t *due)
     return st;
 }
 
+/* When a due timer waits for its key's room: how soon to look again. */
+#define LOOK_AGAIN_US 50000
+
 typedef struct take_ctx {
     const char *owner;
     int64_t lease_us;
@@ -237,6 +240,7 @@ static int take_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
     c->next = 0;
     uint64_t run = 0;
     int64_t due = 0;
+    bool blocked = false;
     for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); !rc;
          rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
         if (k.mv_size != 16) {
@@ -259,9 +263,20 @@ static int take_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
         }
         if (!lrc && !lst && l.expires_in_us > 0)
             continue; /* executing: it parks again or ends */
+        bool room;
+        if ((rc = pl__lmdb_flow_room(s, txn, run, &room, st)) || *st)
+            break;
+        if (!room) {
+            /* its key is full: due still, taken once it has room; look
+             * again soon, not at once */
+            blocked = true;
+            continue;
+        }
         c->found = true;
         break;
     }
+    if (blocked && !c->found && (!c->next || c->next > now + LOOK_AGAIN_US))
+        c->next = now + LOOK_AGAIN_US;
     mdb_cursor_close(cur);
     if (rc == MDB_NOTFOUND)
         rc = 0;

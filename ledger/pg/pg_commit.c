@@ -147,12 +147,14 @@ enum {
     A_INBOX_RUN,
     A_INBOX_SEQ,
     A_RUNS, /* every run written: whose inbox to look in */
+    A_PARK, /* the runs that park: their keys kept (pg_flow.c) */
     A_N
 };
 
-static const uint32_t arr_oid[A_N] = {
-    OID_INT8, OID_INT8, OID_BOOL, OID_BYTEA, OID_BYTEA, OID_INT8, OID_BYTEA,
-    OID_INT8, OID_INT8, OID_TEXT, OID_BYTEA, OID_INT8,  OID_INT8, OID_INT8};
+static const uint32_t arr_oid[A_N] = {OID_INT8,  OID_INT8, OID_BOOL,  OID_BYTEA,
+                                      OID_BYTEA, OID_INT8, OID_BYTEA, OID_INT8,
+                                      OID_INT8,  OID_TEXT, OID_BYTEA, OID_INT8,
+                                      OID_INT8,  OID_INT8, OID_INT8};
 
 typedef struct write_set {
     arr a[A_N];
@@ -271,6 +273,8 @@ static int write_all(pl__pg_store *s, PGconn *c, pl__batch *const *batches,
                           bt->timer_us && !timer_overridden(batches, n, b));
         if (!st)
             st = arr_add_i64(&w.a[A_RUNS], bt->run);
+        if (!st && bt->park && bt->gen)
+            st = arr_add_i64(&w.a[A_PARK], bt->run);
     }
     bool first = true;
     size_t rows = 0, bytes = 0;

@@ -554,12 +554,18 @@ static int make_statements(pl__pg_store *s)
         /* inbox records consumed: each must still be there */
         "d AS (DELETE FROM \"%s\".inbox x USING unnest($12::bigint[], "
         "$13::bigint[]) AS u(run, seq) WHERE x.run = u.run AND x.seq = "
-        "u.seq RETURNING 1) "
+        "u.seq RETURNING 1), "
+        /* a run that parks keeps its key for its wake (pg_flow.c); the
+         * lease row read is the one before the fence drops it */
+        "p AS (INSERT INTO \"%s\".parked AS z (run, fkey, flimit) SELECT "
+        "l.run, l.fkey, l.flimit FROM \"%s\".leases l WHERE l.run = "
+        "ANY($15::bigint[]) AND l.fkey IS NOT NULL ON CONFLICT (run) DO "
+        "UPDATE SET fkey = excluded.fkey, flimit = excluded.flimit) "
         "SELECT \"%s\".pl_consumed(cardinality($12::bigint[]), (SELECT "
         "count(*) FROM d)), (SELECT string_agg(DISTINCT i.run::text, ',') "
         "FROM \"%s\".inbox i WHERE i.cancel AND i.run = ANY($14::bigint[])) "
         "FROM f",
-        n, n, n, n, n, n, n);
+        n, n, n, n, n, n, n, n, n);
     s->q[Q_STEPS] = pl__asprintf("INSERT INTO \"%s\".steps (k, v) SELECT * "
                                  "FROM unnest($1::bytea[], $2::bytea[])",
                                  n);

@@ -12,6 +12,8 @@
  *   | rates         | name text PK, window_ms, lim, start_ms, count       |
  *   |               | (bigint, checked: window_ms >= 1, lim >= 1,         |
  *   |               | 0 <= count <= lim): a rate budget (flowrec.h)       |
+ *   | parked        | run bigint PK, fkey text, flimit integer: the key   |
+ *   |               | of a run that parked (a wait), kept for its wake    |
  *
  * A TAKE is one prepared statement, one round trip: pl_take(owner,
  * lease_us), a function that walks the expired leases in the queue's order
@@ -22,6 +24,13 @@
  * the key's live leases in a snapshot taken after the lock: two workers
  * never both take a key's last place.  The row is taken with FOR UPDATE
  * SKIP LOCKED and its expiry checked again.
+ *
+ * A WAKE (pg_time.c's timer take) of a parked run with a key takes the
+ * key's advisory lock and counts its live leases as a take does
+ * (pl_key_room()), and gives the lease the key again; a woken run whose
+ * key is full keeps its due timer, taken once a place frees.  A run's
+ * parked row is written by its parking commit (pg_conn.c's Q_WRITE, from
+ * the lease row the same commit drops) and deleted by its wake.
  *
  * A RATE TAKE is one prepared statement: INSERT ... ON CONFLICT DO UPDATE
  * on the budget's row, which the server locks and counts in place, only
@@ -81,6 +90,15 @@ int pl__pg_flow_setup(pl__pg_store *s, PGconn *c)
         "window_ms bigint NOT NULL CHECK (window_ms >= 1), lim bigint NOT "
         "NULL CHECK (lim >= 1), start_ms bigint NOT NULL, count bigint NOT "
         "NULL, CHECK (count >= 0 AND count <= lim));"
+        "CREATE TABLE IF NOT EXISTS \"%s\".parked (run bigint PRIMARY KEY, "
+        "fkey text NOT NULL, flimit integer NOT NULL);"
+        "CREATE OR REPLACE FUNCTION \"%s\".pl_key_room(k text, lim integer) "
+        "RETURNS boolean LANGUAGE plpgsql AS $f$ DECLARE live bigint; BEGIN "
+        "IF NOT pg_try_advisory_xact_lock(hashtextextended('%s/' || k, 0)) "
+        "THEN RETURN false; END IF; "
+        "SELECT count(*) INTO live FROM \"%s\".leases o WHERE o.fkey = k "
+        "AND o.owner <> '' AND o.expires > " NOW_US "; "
+        "RETURN live < lim; END $f$;"
         "CREATE OR REPLACE FUNCTION \"%s\".pl_take(who text, dur bigint) "
         "RETURNS TABLE (run bigint, gen bigint, expires_in bigint, owner "
         "text, id text) LANGUAGE plpgsql AS $f$ "
@@ -106,7 +124,7 @@ int pl__pg_flow_setup(pl__pg_store *s, PGconn *c)
         "l.gen, l.expires - " NOW_US ", l.owner, l.id; "
         "RETURN; END LOOP; END $f$;"
         "COMMIT",
-        n, n, n, n, n, n, n, n, n, n, n);
+        n, n, n, n, n, n, n, n, n, n, n, n, n, n, n);
     if (!sql)
         return pl__err(PL_ENOMEM, "out of memory");
     int st = pl__pg_command(s, c, sql, "making the queue's flow control");

@@ -45,6 +45,7 @@
 
 #define NOW_US "(extract(epoch from clock_timestamp()) * 1000000)::bigint"
 #define CONSUMED_STATE "PLINB"
+#define LOOK_AGAIN_US 50000 /* a due timer not taken: when to look again */
 
 int pl__pg_time_sql(const pl__pg_store *s, int which, char **out)
 {
@@ -60,19 +61,28 @@ int pl__pg_time_sql(const pl__pg_store *s, int which, char **out)
         break;
     case T_TAKE:
         *out = pl__asprintf(
-            "WITH t AS (SELECT tm.run, tm.due, tm.id, tm.rec FROM \"%s\".timers "
-            "tm WHERE tm.due <= " NOW_US " AND NOT EXISTS (SELECT 1 FROM "
-            "\"%s\".leases l WHERE l.run = tm.run AND l.expires > " NOW_US
-            ") ORDER BY tm.due, tm.run LIMIT 1 FOR UPDATE OF tm SKIP LOCKED), "
+            /* a parked run's key, if it has one, must have room
+             * (pl_key_room(): pg_flow.c); the lease gets it back */
+            "WITH t AS (SELECT tm.run, tm.due, tm.id, tm.rec, p.fkey, "
+            "p.flimit FROM \"%s\".timers tm LEFT JOIN \"%s\".parked p ON "
+            "p.run = tm.run WHERE tm.due <= " NOW_US " AND NOT EXISTS "
+            "(SELECT 1 FROM \"%s\".leases l WHERE l.run = tm.run AND "
+            "l.expires > " NOW_US ") AND (p.fkey IS NULL OR "
+            "\"%s\".pl_key_room(p.fkey, p.flimit)) ORDER BY tm.due, tm.run "
+            "LIMIT 1 FOR UPDATE OF tm SKIP LOCKED), "
             "d AS (DELETE FROM \"%s\".timers x USING t WHERE x.run = t.run "
-            "RETURNING t.run, t.due, t.id, t.rec), "
+            "RETURNING t.run, t.due, t.id, t.rec, t.fkey, t.flimit), "
+            "k AS (DELETE FROM \"%s\".parked z USING d WHERE z.run = d.run), "
             "l AS (INSERT INTO \"%s\".leases AS y (run, gen, owner, id, "
-            "expires) SELECT run, 1, $1, id, " NOW_US " + $2::bigint FROM d "
+            "expires, fkey, flimit) SELECT run, 1, $1, id, " NOW_US
+            " + $2::bigint, fkey, coalesce(flimit, 0) FROM d "
             "ON CONFLICT (run) DO UPDATE SET gen = y.gen + 1, owner = "
-            "excluded.owner, id = excluded.id, expires = excluded.expires "
+            "excluded.owner, id = excluded.id, expires = excluded.expires, "
+            "fkey = coalesce(excluded.fkey, y.fkey), flimit = CASE WHEN "
+            "excluded.fkey IS NULL THEN y.flimit ELSE excluded.flimit END "
             "RETURNING y.run, y.gen) "
             "SELECT d.run, l.gen, d.due, d.rec FROM d JOIN l ON l.run = d.run",
-            n, n, n, n);
+            n, n, n, n, n, n, n);
         break;
     case T_NEXT:
         *out = pl__asprintf("SELECT min(due) FROM \"%s\".timers", n);
@@ -248,6 +258,11 @@ int pl__pg_timer_take(pl__pg_store *s, const char *owner, int64_t lease_us,
         if (!st && PQntuples(r) == 1 && !PQgetisnull(r, 0, 0) &&
             pl__pg_parse_i64(PQgetvalue(r, 0, 0), &due))
             *next_due_us = due;
+        /* due, yet not taken (its run executing, or its key full): look
+         * again soon, not at once */
+        int64_t now = pl__now_us();
+        if (*next_due_us && *next_due_us <= now)
+            *next_due_us = now + LOOK_AGAIN_US;
         if (!st)
             st = PL_ENOTFOUND;
     } else if (!st) {
