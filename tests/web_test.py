@@ -302,6 +302,30 @@ def test(tmp):
               doc["divergence"]["recorded"]["payload"] !=
               doc["divergence"]["now"]["payload"],
               "check against changed code diverges: %s" % doc)
+        st, doc, _ = v2.post("/api/runs/order-1/upgrade",
+                             body={"at": doc["divergence"]["step"]})
+        check(st == 409, "a completed run is not upgraded: %d" % st)
+        # a crashed run (after ship's result) the new code cannot replay:
+        # upgraded where it diverges, finished by the new code
+        run(os.path.join(EX, "order-demo"), "--store", store, "--order", "3",
+            "--crash-after", "13", "--quiet", ok=(-9, 137))
+        st, doc, _ = v2.post("/api/runs/order-3/check")
+        check(st == 200 and doc["check"] == "diverged",
+              "the crashed order-3 diverges under the new code: %s" % doc)
+        at = doc["divergence"]["step"]
+        st, doc, _ = v2.post("/api/runs/order-3/upgrade", body={"at": "x"})
+        check(st == 400, "an upgrade at a bad step: 400 (%d %s)" % (st, doc))
+        st, doc, _ = v2.post("/api/runs/order-3/upgrade",
+                             body={"at": at, "new_id": "order-3-v2"})
+        check(st == 200 and doc["status"] == "completed" and
+              doc["new_run"] == "order-3-v2" and
+              doc["superseded"] == "order-3", "upgrade: %s" % doc)
+        st, doc, _ = v2.get("/api/runs/order-3")
+        check(doc["run"]["status"] == "superseded" and
+              doc["run"]["successor"] == "order-3-v2",
+              "the old run is superseded by the new: %s" % doc["run"])
+        st, doc, _ = v2.post("/api/runs/order-3/upgrade", body={"at": at})
+        check(st == 409, "a superseded run is not upgraded again: %d" % st)
     finally:
         v2.stop()
 
@@ -548,6 +572,14 @@ def api(s, total):
     st, doc, _ = s.get("/api/runs/agent-2")
     check(doc["run"]["status"] == "cancelled" and
           doc["run"]["reason"] == "<b>not needed</b>", "recorded cancelled")
+    # a refusal says which run and why (a reason over 4096 bytes)
+    st, doc, _ = s.post("/api/batch/cancel?prefix=agent-&reason=" +
+                        "r" * 5000)
+    check(st == 200 and doc["cancelled"] == 0 and doc["refused"] == 1 and
+          doc["runs"][0]["run_id"] == "agent-3" and
+          doc["runs"][0]["error"] and doc["runs"][0]["message"],
+          "a batch cancel's refusals name the run and why: %s" %
+          str(doc)[:400])
     st, doc, _ = s.post("/api/batch/cancel?prefix=agent-&reason=batch")
     check(st == 200 and doc["cancelled"] == 1 and
           doc["runs"][0]["run_id"] == "agent-3", "batch cancel: %s" % doc)

@@ -35,7 +35,7 @@
 #define WEB_PAYLOAD_PREVIEW 2048   /* to its first bytes */
 #define WEB_STEP_ID_MAX 400        /* longest step id taken */
 #define WEB_RUN_SCAN_MAX 200000    /* steps a run's summary reads */
-#define WEB_TIMELINE_STEPS 20000   /* steps the timeline reads */
+#define WEB_TIMELINE_STEPS 5000    /* steps the timeline reads */
 
 /* Counted statuses: pl_run_status values, and crashed (running, its owner
  * gone) apart from running. */
@@ -139,6 +139,8 @@ int api_export(web *w, const char *id, int *fd, size_t *len, cJSON **out);
 /* GET /api/runs/ID/steps (a page from a cursor) and /api/runs/ID/step. */
 int api_steps(web *w, const char *id, const web_req *r, cJSON **out);
 int api_step(web *w, const char *id, const web_req *r, cJSON **out);
+/* Read run @p id's record: 200, else a 404 or an error in *out. */
+int web_get_run(web *w, const char *id, pl_run_info **ri, cJSON **out);
 /* The first page of run @p ri's steps into @p doc (steps, next, limit,
  * payload_cap).  The HTTP status; on failure a reply in *out. */
 int web_first_page(web *w, const pl_run_info *ri, cJSON *doc, cJSON **out);

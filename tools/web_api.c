@@ -31,9 +31,9 @@ int api_session(web *w, const web_req *r, cJSON **out)
                              cJSON_CreateString(pl_registry_at(reg, i)->name));
     cJSON *acts = cJSON_AddArrayToObject(o, "actions");
     static const char *const names[] = {
-        "answer", "continue",       "fork",   "check",       "verify",
-        "signal", "batch_continue", "cancel", "batch_cancel"};
-    for (size_t i = 0; acts && !w->read_only && i < 9; i++)
+        "answer", "continue", "fork",           "upgrade", "check",
+        "verify", "signal",   "batch_continue", "cancel",  "batch_cancel"};
+    for (size_t i = 0; acts && !w->read_only && i < 10; i++)
         cJSON_AddItemToArray(acts, cJSON_CreateString(names[i]));
     *out = o;
     return 200;
@@ -45,19 +45,10 @@ const char *web_callee(const srow *call)
     return cJSON_IsString(p) ? p->valuestring : call->actor;
 }
 
-static int get_run(web *w, const char *id, pl_run_info **ri, cJSON **out)
-{
-    int st = pl_run_get(ri, w->engine, id);
-    if (st == PL_ENOTFOUND)
-        return web_fail(out, 404, "not_found", "no run %s in the store",
-                        QUOTE(id));
-    return st ? web_fail_status(out, st, "reading the run") : 200;
-}
-
 int api_run(web *w, const char *id, cJSON **out)
 {
     pl_run_info *ri = NULL;
-    int http = get_run(w, id, &ri, out);
+    int http = web_get_run(w, id, &ri, out);
     if (http != 200)
         return http;
     web_marks m;
@@ -206,7 +197,7 @@ static int timeline_visit(const pl_step *s, void *user)
 int api_timeline(web *w, const char *id, cJSON **out)
 {
     pl_run_info *ri = NULL;
-    int http = get_run(w, id, &ri, out);
+    int http = web_get_run(w, id, &ri, out);
     if (http != 200)
         return http;
     cJSON *doc = cJSON_CreateObject();
@@ -285,7 +276,7 @@ int api_export(web *w, const char *id, int *fd, size_t *len, cJSON **out)
     *fd = -1;
     *len = 0;
     pl_run_info *ri = NULL;
-    int http = get_run(w, id, &ri, out);
+    int http = web_get_run(w, id, &ri, out);
     if (http != 200)
         return http;
     web_marks m;

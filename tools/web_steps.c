@@ -385,7 +385,7 @@ static bool step_id_ok(const char *s)
            strchr(s, ':');
 }
 
-static int get_run(web *w, const char *id, pl_run_info **ri, cJSON **out)
+int web_get_run(web *w, const char *id, pl_run_info **ri, cJSON **out)
 {
     int st = pl_run_get(ri, w->engine, id);
     if (st == PL_ENOTFOUND)
@@ -413,7 +413,7 @@ int api_steps(web *w, const char *id, const web_req *r, cJSON **out)
         limit = v;
     }
     pl_run_info *ri = NULL;
-    int http = get_run(w, id, &ri, out);
+    int http = web_get_run(w, id, &ri, out);
     if (http != 200)
         return http;
     cJSON *doc = cJSON_CreateObject();
@@ -437,7 +437,7 @@ int api_step(web *w, const char *id, const web_req *r, cJSON **out)
         return web_fail(out, 400, "bad_step",
                         "id: a step id, \"path:seq\" (\"0.3:1\")");
     pl_run_info *ri = NULL;
-    int http = get_run(w, id, &ri, out);
+    int http = web_get_run(w, id, &ri, out);
     if (http != 200)
         return http;
     page p = {.limit = 1,

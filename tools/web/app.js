@@ -297,6 +297,17 @@ PL.summary = function (d) {
     return runs.map(one).join('\n') + (runs.length ? '\n' : '') +
       `${d.continued} crashed run(s) continued, ${d.refused || 0} refused` + (d.truncated ? ' (more may match: run it again)' : '');
   }
+  if (typeof d.cancelled === 'number') {
+    /* each run: cancelled (what it is now), or refused and why */
+    const runs = Array.isArray(d.runs) ? d.runs : [];
+    const lines = runs.filter((o) => o && typeof o === 'object').map((o) => {
+      const id = String(o.run_id || '?');
+      if (o.status === 'delivered') return `run ${id}: cancelled` + (o.now && o.now !== 'cancelled' ? ` (now ${o.now}: it stops at its next call)` : '');
+      return `run ${id}: refused: ${o.message || o.error || 'unknown'}`;
+    });
+    return lines.join('\n') + (lines.length ? '\n' : '') +
+      `${d.cancelled} run(s) cancelled, ${d.refused || 0} refused` + (d.truncated ? ' (more may match: run it again)' : '');
+  }
   let t = one(d);
   if (d.new_run) t = `forked ${d.forked_from} at ${d.forked_at} into ${d.new_run}\n` + t;
   return t;
