@@ -20,8 +20,8 @@
  *              without the CSRF token refused; a token's login
  *   steps      a run of 4,501 steps opens with its first page and loads
  *              more by its button and by scrolling; a 2 MiB payload
- *              shown cut, then whole on demand; a batch cancel's summary
- *              stays until dismissed
+ *              shown cut, then whole on demand; a signal sent; a batch
+ *              cancel's summary stays until dismissed
  *
  * Exit 0 passed, 1 failed, 77 skipped (playwright-core not installed: npm
  * was not reachable when tests/web/web_setup.sh ran).
@@ -631,6 +631,20 @@ async function steps() {
   await page.waitForSelector('#tree pre.json.whole');
   const len = await page.locator('#tree pre.json.whole').first().evaluate((p) => p.textContent.length);
   ok(len > 2 * 1024 * 1024, `"show whole" fetches the step: ${len} characters`);
+
+  /* a signal to a suspended run, its payload checked first */
+  await page.goto(web.base + '/#/run/job-000003');
+  await page.click('#act-signal');
+  await page.fill('#signal-form input[name=event]', 'poke');
+  await page.fill('#signal-form textarea', '[1]');
+  await page.click('#signal-send');
+  ok((await page.locator('#signal-form .json-msg').textContent()) === 'the payload must be a JSON object' &&
+    !(await page.locator('#outcome').isVisible()), 'a signal whose payload is no object is not sent');
+  await page.fill('#signal-form textarea', '{"n": 1}');
+  await page.click('#signal-send');
+  await page.waitForSelector('#outcome pre.summary');
+  ok(/^run job-000003: delivered \(now suspended\)$/.test(await page.locator('#outcome pre.summary').textContent()),
+    'the signal is delivered to the suspended run: ' + await page.locator('#outcome pre.summary').textContent());
 
   /* a batch cancel: its summary stays until dismissed */
   await page.goto(web.base + '/#/runs?status=suspended');

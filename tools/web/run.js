@@ -181,6 +181,8 @@
       kv('created', PL.timeCell(run.created, run.created_us)),
       kv('updated', PL.timeCell(run.updated, run.updated_us)),
       run.attempts !== undefined ? kv('attempts', PL.num(run.attempts)) : null,
+      typeof run.successor === 'string' ? kv('successor', h('a', { class: 'mono', id: 'successor', href: PL.runHref(run.successor), text: run.successor })) : null,
+      typeof run.predecessor === 'string' ? kv('predecessor', h('a', { class: 'mono', href: PL.runHref(run.predecessor), text: run.predecessor })) : null,
       run.owner_host ? kv('owner', h('span', { class: 'mono', text: String(run.owner_host) + (run.owner_pid ? ' pid ' + run.owner_pid : '') + (run.owner_alive ? ' (alive)' : ' (gone)') })) : null);
     const alerts = [];
     if (status === 'crashed') alerts.push(h('div', { class: 'alert crashed', text: 'Crashed: the process that ran this run is gone. Continue it to finish it from its ledger.' }));
@@ -216,8 +218,36 @@
       cancel.querySelector('button').id = 'act-cancel';
       bar.appendChild(cancel);
     }
+    if (PL.can('signal') && (unfinished || status === 'suspended' || status === 'waiting')) {
+      const form = signalForm(run, id);
+      const sig = h('button', { type: 'button', id: 'act-signal', text: 'Signal…' });
+      sig.addEventListener('click', () => { form.hidden = !form.hidden; });
+      bar.append(sig, form);
+    }
     bar.appendChild(h('a', { class: 'button', id: 'export', href: '/api/runs/' + id + '/export', download: String(run.id).replace(/[^A-Za-z0-9._-]/g, '_') + '.jsonl', text: 'Export JSONL' }));
     return bar;
+  }
+
+  /* Send an event to the run (ledger-replay --signal): its name (the one
+   * a waiting run waits for, to start with) and a JSON object. */
+  function signalForm(run, id) {
+    const name = h('input', { name: 'event', class: 'mono', placeholder: 'event name', size: 16, 'aria-label': 'event name',
+      value: typeof run.wait_event === 'string' ? run.wait_event : '' });
+    const payload = h('textarea', { name: 'payload', class: 'json-editor mono', rows: 2, cols: 36, spellcheck: 'false', 'aria-label': 'payload (JSON)', text: '{}' });
+    const send = h('button', { type: 'submit', id: 'signal-send', text: 'Send' });
+    const msg = h('span', { class: 'json-msg bad small' });
+    const form = h('form', { class: 'signal-form', id: 'signal-form' }, name, payload, send, msg);
+    form.hidden = true;
+    form.addEventListener('submit', (e) => {
+      e.preventDefault();
+      let value;
+      try { value = JSON.parse(payload.value || '{}'); } catch (err) { value = undefined; }
+      const ok = value !== null && typeof value === 'object' && !Array.isArray(value) && name.value.trim();
+      msg.textContent = ok ? '' : name.value.trim() ? 'the payload must be a JSON object' : 'name the event';
+      payload.classList.toggle('invalid', value === undefined || value === null || typeof value !== 'object' || Array.isArray(value));
+      if (ok) PL.act(send, st.outcome, '/api/runs/' + id + '/signal', { name: name.value.trim(), payload: value }, () => load(true));
+    });
+    return form;
   }
 
   /* A check's divergence: its step marked, and a run that diverges at a

@@ -8,7 +8,7 @@
 (function () {
   const { h } = PL;
   const FILTERS = ['status', 'policy', 'prefix', 'since', 'until', 'q'];
-  const STATUSES = ['running', 'crashed', 'suspended', 'waiting', 'submitted', 'completed', 'failed', 'cancelled'];
+  const STATUSES = ['running', 'crashed', 'suspended', 'waiting', 'submitted', 'completed', 'failed', 'cancelled', 'superseded'];
   const RANGES = [['', 'any time'], ['15m', 'last 15 min'], ['1h', 'last hour'], ['24h', 'last day'], ['7d', 'last week']];
 
   /* batchDone: the last batch action's answer or error, shown until
