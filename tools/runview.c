@@ -130,7 +130,7 @@ void rows_free(rows *r)
     memset(r, 0, sizeof *r);
 }
 
-bool rows_add(rows *r, const pl_step *s)
+bool rows_add(rows *r, const pl_step *s, bool payload)
 {
     if (r->n == r->cap) {
         size_t cap = r->cap ? r->cap * 2 : 64;
@@ -150,7 +150,7 @@ bool rows_add(rows *r, const pl_step *s)
     w->id = cli_strdup(id);
     w->path = cli_strdup(id);
     w->actor = cli_strdup(pl_step_actor(s));
-    w->payload = p ? cJSON_Duplicate(p, 1) : NULL;
+    w->payload = p && payload ? cJSON_Duplicate(p, 1) : cJSON_CreateNull();
     w->code = pl_step_code(s) ? cli_strdup(pl_step_code(s)) : NULL;
     r->n++;
     if (!w->id || !w->path || !w->actor || !w->payload ||
@@ -171,7 +171,7 @@ bool rows_add(rows *r, const pl_step *s)
 
 static int rows_visit(const pl_step *s, void *user)
 {
-    return rows_add(user, s) ? 0 : 1;
+    return rows_add(user, s, true) ? 0 : 1;
 }
 
 /* Read every step of a run into @p r.  Returns a pl_status. */

@@ -41,8 +41,9 @@ typedef struct rows {
 } rows;
 
 void rows_free(rows *r);
-/* Add step @p s to @p r (copied).  False on OOM (r->oom set). */
-bool rows_add(rows *r, const pl_step *s);
+/* Add step @p s to @p r (copied; its payload a JSON null unless
+ * @p payload).  False on OOM (r->oom set). */
+bool rows_add(rows *r, const pl_step *s, bool payload);
 /* Read every step of run @p run into @p r (emptied first).  A pl_status. */
 int read_rows(pl_engine *e, const char *run, rows *r);
 /* Does @p path lie at or below @p top? */

@@ -245,23 +245,22 @@ static int page_visit(const pl_step *s, void *user)
         return 1;
     }
     size_t i = p->rs.n;
-    if (!rows_add(&p->rs, s))
+    const cJSON *payload = pl_step_payload(s);
+    size_t n = p->whole || !payload ? 0 : json_size(payload, WEB_PAYLOAD_CAP);
+    if (!rows_add(&p->rs, s, n <= WEB_PAYLOAD_CAP))
         return 1;
     if (p->whole) {
         p->more = true; /* for the marks: maybe */
         return 1;
     }
-    srow *w = &p->rs.v[i];
-    size_t n = json_size(w->payload, WEB_PAYLOAD_CAP);
     if (n <= WEB_PAYLOAD_CAP) {
         p->bytes += n;
         return 0;
     }
-    char *text = cJSON_PrintUnformatted(w->payload);
-    cJSON *null = cJSON_CreateNull();
-    if (!text || !null) {
-        free(text);
-        cJSON_Delete(null);
+    /* too long for a page: its start, and its length (the payload is not
+     * copied) */
+    char *text = cJSON_PrintUnformatted(payload);
+    if (!text) {
         p->rs.oom = true;
         return 1;
     }
@@ -273,12 +272,9 @@ static int page_visit(const pl_step *s, void *user)
     char *preview = cli_strdup(text);
     free(text);
     if (!preview) {
-        cJSON_Delete(null);
         p->rs.oom = true;
         return 1;
     }
-    cJSON_Delete(w->payload);
-    w->payload = null;
     p->cut[i] = preview;
     p->size[i] = n;
     p->bytes += cut;
