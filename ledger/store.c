@@ -192,9 +192,10 @@ int pl__store_timer_get(pl__store *s, uint64_t run, int64_t *due_us)
 
 int pl__store_inbox_put(pl__store *s, uint64_t run, const char *run_id,
                         pl__inbox_check_fn check, void *user,
-                        const uint8_t *rec, size_t len, uint64_t *seq)
+                        const uint8_t *rec, size_t len, pl__inbox_take *take,
+                        uint64_t *seq)
 {
-    return CALL(s, inbox_put, run, run_id, check, user, rec, len, seq);
+    return CALL(s, inbox_put, run, run_id, check, user, rec, len, take, seq);
 }
 
 int pl__store_inbox_read(pl__store *s, uint64_t run, pl__kvs *out)

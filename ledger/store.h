@@ -387,13 +387,32 @@ PL__HIDDEN int pl__store_timer_get(pl__store *s, uint64_t run,
 typedef int (*pl__inbox_check_fn)(const uint8_t *state, size_t len, void *user);
 
 /*
+ * What a delivery may also do in its transaction: take the run's lease for
+ * @c owner and claim its state with @c claim (the new state; PL_OK to
+ * claim), so that the caller executes the run without two transactions
+ * more.  Taken only when no live lease of another owner is there and
+ * @c claim returns PL_OK (its refusal is no error: the delivery alone is
+ * written); then @c taken is true and @c gen the lease's generation.
+ */
+typedef struct pl__inbox_take {
+    const char *owner;
+    int64_t lease_us;
+    pl__state_fn claim; /* given no extra records to write */
+    void *user;
+    bool taken;
+    uint64_t gen;
+} pl__inbox_take;
+
+/*
  * In one transaction: @p check run @p run's state, append @p rec to its
  * inbox (its seq in *seq), and make its timer due now (keeping an earlier
- * one), so that a waiting run wakes to look.
+ * one), so that a waiting run wakes to look; with @p take (NULL: none),
+ * also take the run's lease and claim its state (pl__inbox_take).
  */
 PL__HIDDEN int pl__store_inbox_put(pl__store *s, uint64_t run,
                                    const char *run_id, pl__inbox_check_fn check,
                                    void *user, const uint8_t *rec, size_t len,
+                                   pl__inbox_take *take,
                                    uint64_t *seq) PL__MUST_CHECK;
 
 /* Run @p run's inbox in delivery order: keys are seqs (u64 BE), values the

@@ -318,8 +318,50 @@ typedef struct put_ctx {
     void *user;
     const uint8_t *rec;
     size_t len;
+    pl__inbox_take *take;
+    pl__buf state; /* with take: the state as found, then as claimed */
     uint64_t seq;
 } put_ctx;
+
+/* With the delivery, take the run's lease and claim its state (see
+ * pl__inbox_take): unless another owner's live lease is there, the run is
+ * held apart (lmdb_journal.c), or the claim refuses. */
+static int take_claim(pl__lmdb_store *s, MDB_txn *txn, put_ctx *c, int *st)
+{
+    pl__inbox_take *t = c->take;
+    pl__lease l;
+    int lst = 0;
+    int rc = pl__lmdb_lease_peek(s, txn, c->run, &l, &lst);
+    if (rc && rc != MDB_NOTFOUND)
+        return rc;
+    if (!rc && (lst || (l.expires_in_us > 0 && *l.owner &&
+                        strcmp(l.owner, t->owner) != 0)))
+        return 0; /* another's (or malformed): the plain path reports it */
+    if ((rc = pl__lmdb_held(s, txn, c->run, &lst)) || lst)
+        return rc;
+    char saved[PL__ERRMSG_MAX];
+    pl__errmsg_save(saved);
+    pl__kvs extra = {0};
+    int cst = t->claim(&c->state, &extra, t->user);
+    bool none = extra.n == 0;
+    pl__kvs_free(&extra);
+    pl__errmsg_restore(saved);
+    if (cst || NEVER(!none))
+        return 0; /* refused: the delivery alone */
+    uint8_t key[8];
+    pl__put_be64(key, c->run);
+    MDB_val k = {8, key}, v = {c->state.len, c->state.data};
+    if ((rc = mdb_put(txn, s->state, &k, &v, 0)))
+        return rc;
+    pl__lease got;
+    rc = pl__lmdb_lease_take(s, txn, c->run, c->id, t->owner, t->lease_us, &got,
+                             st);
+    if (!rc && !*st) {
+        t->taken = true;
+        t->gen = got.gen;
+    }
+    return rc;
+}
 
 static int put_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
 {
@@ -335,6 +377,12 @@ static int put_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
     }
     if (rc || (*st = c->check(v.mv_data, v.mv_size, c->user)))
         return rc;
+    if (c->take) { /* copied now: a write may move the page it is in */
+        pl__buf_reset(&c->state);
+        c->take->taken = false;
+        if ((*st = pl__buf_append(&c->state, v.mv_data, v.mv_size)))
+            return 0;
+    }
     /* the next seq: one past the run's last inbox record */
     MDB_cursor *cur;
     if ((rc = mdb_cursor_open(txn, s->inbox, &cur)))
@@ -358,17 +406,27 @@ static int put_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
     v = (MDB_val){c->len, (void *)c->rec};
     if ((rc = mdb_put(txn, s->inbox, &k, &v, MDB_NOOVERWRITE)))
         return rc;
-    return timer_put(s, txn, c->run, c->id, pl__now_us(), st);
+    /* due now even when taken: should the taker die, the run is woken
+     * once its lease has run out */
+    if ((rc = timer_put(s, txn, c->run, c->id, pl__now_us(), st)) || *st ||
+        !c->take)
+        return rc;
+    return take_claim(s, txn, c, st);
 }
 
 int pl__lmdb_inbox_put(pl__lmdb_store *s, uint64_t run, const char *run_id,
                        pl__inbox_check_fn check, void *user, const uint8_t *rec,
-                       size_t len, uint64_t *seq)
+                       size_t len, pl__inbox_take *take, uint64_t *seq)
 {
     if (!s->has_time)
         return no_time(s, true);
-    put_ctx c = {run, run_id, check, user, rec, len, 0};
+    if (take && !s->has_leases)
+        take = NULL; /* a read-only store: the write fails anyway */
+    put_ctx c = {run, run_id, check, user, rec, len, take, {0}, 0};
     int st = pl__lmdb_write(s, put_body, &c);
+    pl__buf_free(&c.state);
+    if (st && take)
+        take->taken = false;
     if (!st)
         *seq = c.seq;
     return st;

@@ -528,8 +528,9 @@ static int put_result(size_t i, PGresult *r, void *user)
                : pl__pg_err(x->s, x->c, r, "writing a run state");
 }
 
-/* Write the new state and @p extra's steps, and COMMIT, in one round trip. */
-static int put_state(pl__pg_store *s, PGconn *c, uint64_t num,
+/* Write the new state and @p extra's steps, and COMMIT, in one round trip
+ * (pg_int.h). */
+int pl__pg_put_state(pl__pg_store *s, PGconn *c, uint64_t num,
                      const pl__buf *state, const pl__kvs *extra)
 {
     pl__batch b = {0};
@@ -582,7 +583,7 @@ int pl__pg_state_update(pl__pg_store *s, uint64_t num, pl__state_fn fn,
     if (!st)
         st = fn(&state, &extra, user);
     if (!st)
-        st = put_state(s, c, num, &state, &extra);
+        st = pl__pg_put_state(s, c, num, &state, &extra);
     if (st)
         c = pl__pg_rollback(s, c);
     pl__pg_conn_put(s, c);

@@ -190,6 +190,11 @@ PL__HIDDEN bool pl__pg_parse_i64(const char *p, int64_t *out);
  */
 PL__HIDDEN int pl__pg_lock_state(pl__pg_store *s, PGconn *c, uint64_t num,
                                  pl__buf *state) PL__MUST_CHECK;
+/* In that transaction: write run @p num's new state and @p extra's steps,
+ * and COMMIT, in one round trip. */
+PL__HIDDEN int pl__pg_put_state(pl__pg_store *s, PGconn *c, uint64_t num,
+                                const pl__buf *state,
+                                const pl__kvs *extra) PL__MUST_CHECK;
 /* After a failure in a transaction pl__pg_lock_state() began: roll it back
  * (the message kept).  Returns @p c, or NULL when it had to be closed. */
 PL__HIDDEN PGconn *pl__pg_rollback(pl__pg_store *s, PGconn *c);

@@ -27,7 +27,9 @@
  * its inbox and its parking: the parking commit, which writes the state,
  * waits for it and keeps the earlier due time it set.  It takes two round
  * trips: BEGIN with the state's lock, then the record, the timer and
- * COMMIT in one statement and one pipeline.
+ * COMMIT in one statement and one pipeline.  A delivery that also takes
+ * the run (pl__inbox_take) sends the lease's statement in place of COMMIT,
+ * then the claimed state and COMMIT: three round trips, one commit.
  *
  * Due times are written on the writing host's clock (a wake time from the
  * recorded clock, a delivery's "now") and compared with the server's: a
@@ -294,6 +296,7 @@ typedef struct put_ctx {
     pl__pg_store *s;
     PGconn *c;
     uint64_t *seq;
+    pl__inbox_take *take;
 } put_ctx;
 
 /* The results of T_INBOX_PUT and of COMMIT. */
@@ -313,22 +316,57 @@ static int put_result(size_t i, PGresult *r, void *user)
     return PL_OK;
 }
 
-/* Send the record, the timer due now and COMMIT, in one round trip. */
+/* Whether inbox record @p rec is a cancellation, in *cancel ("t", "f"):
+ * marked as one, for the commits that look. */
+static int cancel_mark(const char *run_id, const uint8_t *rec, size_t len,
+                       const char **cancel)
+{
+    pl__inbox_rec ib = {0};
+    int st = pl__inbox_decode(&ib, run_id, rec, len);
+    *cancel = ib.reason ? "t" : "f";
+    pl__inbox_clear(&ib);
+    return st;
+}
+
+/* The results of T_INBOX_PUT and L_ACQUIRE (a row: the lease taken). */
+static int take_result(size_t i, PGresult *r, void *user)
+{
+    put_ctx *x = user;
+    if (!i)
+        return put_result(0, r, user);
+    if (PQresultStatus(r) != PGRES_TUPLES_OK)
+        return pl__pg_err(x->s, x->c, r, "taking a lease");
+    int64_t g;
+    if (PQntuples(r) == 0)
+        return PL_OK; /* another's: not taken */
+    if (PQnfields(r) < 1 || !pl__pg_parse_i64(PQgetvalue(r, 0, 0), &g))
+        return pl__err(PL_ECORRUPT, "store '%s': a lease row is malformed",
+                       x->s->path);
+    x->take->gen = (uint64_t)g;
+    x->take->taken = true;
+    return PL_OK;
+}
+
+/*
+ * In the transaction that locked the run's state: send the record and the
+ * timer due now, then COMMIT, in one round trip.  With @p take (its claim
+ * of the state in @p claimed), the lease after the record and the timer
+ * (in the order a timer's take locks them) instead of COMMIT; then the
+ * claimed state and COMMIT in a second round trip (or COMMIT alone, when
+ * the lease is another's).
+ */
 static int put_send(pl__pg_store *s, PGconn *c, uint64_t run,
                     const char *run_id, const uint8_t *rec, size_t len,
-                    uint64_t *seq)
+                    pl__inbox_take *take, const pl__buf *claimed, uint64_t *seq)
 {
     /* due now, on this host's clock: a wake is asked for */
     timer_row t = {0};
+    const char *cancel = "f";
     int st = timer_row_make(&t, run, run_id, pl__now_us());
     if (!st && PQenterPipelineMode(c) != 1)
         st = pl__pg_err(s, c, NULL, "entering pipeline mode");
-    /* a cancellation is marked as one, for the commits that look */
-    pl__inbox_rec ib = {0};
     if (!st)
-        st = pl__inbox_decode(&ib, run_id, rec, len);
-    const char *cancel = ib.reason ? "t" : "f";
-    pl__inbox_clear(&ib);
+        st = cancel_mark(run_id, rec, len, &cancel);
     if (!st) {
         const char *vals[6] = {t.run,  (const char *)rec,        t.due,
                                run_id, (const char *)t.rec.data, cancel};
@@ -337,20 +375,47 @@ static int put_send(pl__pg_store *s, PGconn *c, uint64_t run,
         st = pl__pg_send(s, c, T_INBOX_PUT, 6, vals, lens, fmts,
                          "delivering to an inbox");
     }
-    if (!st)
+    char d[24];
+    snprintf(d, sizeof d, "%lld", (long long)(take ? take->lease_us : 0));
+    const char *lv[5] = {t.run, take ? take->owner : "", run_id, d, "0"};
+    if (!st && take)
+        st = pl__pg_send(s, c, L_ACQUIRE, 5, lv, NULL, NULL, "taking a lease");
+    else if (!st)
         st = pl__pg_send(s, c, Q_COMMIT, 0, NULL, NULL, NULL, "committing");
-    put_ctx x = {s, c, seq};
+    put_ctx x = {s, c, seq, take};
     if (!st)
-        st = pl__pg_pipeline_finish(s, c, 2, put_result, &x,
-                                    "delivering to an inbox");
+        st = pl__pg_pipeline_finish(s, c, 2, take ? take_result : put_result,
+                                    &x, "delivering to an inbox");
     pl__buf_free(&t.rec);
-    return st;
+    if (st || !take)
+        return st;
+    if (!take->taken)
+        return pl__pg_command(s, c, "COMMIT", "committing");
+    pl__kvs none = {0};
+    return pl__pg_put_state(s, c, run, claimed, &none);
+}
+
+/* The claim of @p take on @p state, into @p claimed: false when refused. */
+static bool claim(pl__inbox_take *take, const pl__buf *state, pl__buf *claimed)
+{
+    char saved[PL__ERRMSG_MAX];
+    pl__errmsg_save(saved);
+    pl__kvs extra = {0};
+    int st = pl__buf_append(claimed, state->data, state->len);
+    if (!st)
+        st = take->claim(claimed, &extra, take->user);
+    bool none = extra.n == 0;
+    pl__kvs_free(&extra);
+    pl__errmsg_restore(saved);
+    return !st && !NEVER(!none);
 }
 
 int pl__pg_inbox_put(pl__pg_store *s, uint64_t run, const char *run_id,
                      pl__inbox_check_fn check, void *user, const uint8_t *rec,
-                     size_t len, uint64_t *seq)
+                     size_t len, pl__inbox_take *take, uint64_t *seq)
 {
+    if (take)
+        take->taken = false;
     if (s->read_only)
         return pl__pg_read_only(s);
     if (len > INT32_MAX)
@@ -360,16 +425,22 @@ int pl__pg_inbox_put(pl__pg_store *s, uint64_t run, const char *run_id,
     int st = pl__pg_conn_get(s, &c);
     if (st)
         return st;
-    pl__buf state = {0};
+    pl__buf state = {0}, claimed = {0};
     st = pl__pg_lock_state(s, c, run, &state);
     if (!st)
         st = check(state.data, state.len, user);
+    if (take && !st && !claim(take, &state, &claimed))
+        take = NULL; /* refused: the delivery alone */
     if (!st)
-        st = put_send(s, c, run, run_id, rec, len, seq);
-    if (st)
+        st = put_send(s, c, run, run_id, rec, len, take, &claimed, seq);
+    if (st) {
         c = pl__pg_rollback(s, c);
+        if (take)
+            take->taken = false;
+    }
     pl__pg_conn_put(s, c);
     pl__buf_free(&state);
+    pl__buf_free(&claimed);
     return st;
 }
 
