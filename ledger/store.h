@@ -159,11 +159,15 @@ typedef struct pl__batch {
     const pl__buf *sched_expect; /* non-NULL: write only over this record
                                     (else nothing, and no error) */
     /* time (TIMERS and INBOXES below), in the same transaction: */
-    int64_t timer_us;     /* > 0: the run's timer is due then, or at the
+    int64_t timer_us;         /* > 0: the run's timer is due then, or at the
                             earlier time it has (a run that parks) */
-    const char *timer_id; /* with timer_us: the run's id */
-    uint64_t inbox_del;   /* nonzero: the inbox record of the run with this
+    const char *timer_id;     /* with timer_us: the run's id */
+    uint64_t inbox_del;       /* nonzero: the inbox record of the run with this
                              seq is consumed: drop it (gone: PL_EBUSY) */
+    const pl__kvs *inbox_add; /* non-NULL: inbox records of the run, keys
+                                 their seqs (u64 BE), written as they are
+                                 (an import's; a seq taken: PL_EBUSY);
+                                 timer_id names the run they are bound to */
     /* set by a commit that looks in the run's inbox as it writes (the
      * PostgreSQL store, in the commit's one statement): whether a
      * cancellation waits there.  The LMDB store leaves inbox_known false:

@@ -110,7 +110,7 @@ static int timer_put(pl__lmdb_store *s, MDB_txn *txn, uint64_t run,
 int pl__lmdb_time_batch(pl__lmdb_store *s, MDB_txn *txn, const pl__batch *bt,
                         int *st)
 {
-    if (!bt->timer_us && !bt->inbox_del)
+    if (!bt->timer_us && !bt->inbox_del && !bt->inbox_add)
         return 0;
     if (!s->has_time) {
         *st = no_time(s, true);
@@ -121,6 +121,24 @@ int pl__lmdb_time_batch(pl__lmdb_store *s, MDB_txn *txn, const pl__batch *bt,
         ((rc = timer_put(s, txn, bt->run, bt->timer_id, bt->timer_us, st)) ||
          *st))
         return rc;
+    for (size_t i = 0; bt->inbox_add && i < bt->inbox_add->n; i++) {
+        const pl__kvs *a = bt->inbox_add;
+        uint8_t key[16];
+        pl__put_be64(key, bt->run);
+        if (ALWAYS(a->e[i].klen == 8))
+            memcpy(key + 8, pl__kvs_key(a, i), 8);
+        MDB_val k = {16, key}, v = {a->e[i].vlen, (void *)pl__kvs_val(a, i)};
+        rc = mdb_put(txn, s->inbox, &k, &v, MDB_NOOVERWRITE);
+        if (rc == MDB_KEYEXIST) {
+            *st = pl__err(PL_EBUSY,
+                          "run #%llu: an inbox record is there "
+                          "already at the seq being written",
+                          (unsigned long long)bt->run);
+            return 0;
+        }
+        if (rc)
+            return rc;
+    }
     if (bt->inbox_del) {
         uint8_t key[16];
         pl__put_be64(key, bt->run);

@@ -22,6 +22,8 @@
  *   |                  | of steps: the rest, as many as it takes          |
  *   | Q_SCHED          | once per batch that writes a schedule            |
  *   |                  | (pg_sched.c)                                     |
+ *   | Q_INBOX_ADD      | once per inbox record an import writes (rare:    |
+ *   |                  | not worth an array of Q_WRITE's; pg_time.c)      |
  *
  * Every one is a prepared statement (pg_conn.c prepares them on each
  * connection), so the server parses and plans none of them again.  The
@@ -447,6 +449,10 @@ int pl__pg_commit(pl__pg_store *s, pl__batch *const *batches, size_t n,
         if (batches[b]->sched_name && !batches[b]->create_id &&
             (st = pl__pg_sched_send(s, x.c, batches[b])) == PL_OK)
             writes++;
+    /* an import's inbox records, each its statement, too */
+    for (size_t b = 0; !st && b < n; b++)
+        if (batches[b]->inbox_add && !batches[b]->create_id)
+            st = pl__pg_inbox_add_send(s, x.c, batches[b], &writes);
     /* the Sync ends the implicit transaction: commits it, or rolls back
      * everything after an error; after a failed send nothing is synced,
      * and the connection, left in pipeline mode, is dropped, which rolls

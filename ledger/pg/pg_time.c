@@ -97,6 +97,12 @@ int pl__pg_time_sql(const pl__pg_store *s, int which, char **out)
             "excluded.rec WHERE excluded.due < t.due) SELECT seq FROM i",
             n, n, n);
         break;
+    case Q_INBOX_ADD:
+        *out = pl__asprintf("INSERT INTO \"%s\".inbox (run, seq, rec, cancel) "
+                            "VALUES ($1::bigint, $2::bigint, $3::bytea, "
+                            "$4::boolean)",
+                            n);
+        break;
     default: /* T_INBOX_READ */
         *out = pl__asprintf("SELECT seq, rec FROM \"%s\".inbox WHERE run = "
                             "$1::bigint ORDER BY seq",
@@ -470,5 +476,38 @@ int pl__pg_inbox_read(pl__pg_store *s, uint64_t run, pl__kvs *out)
     }
     PQclear(r);
     pl__pg_conn_put(s, c);
+    return st;
+}
+
+int pl__pg_inbox_add_send(pl__pg_store *s, PGconn *c, const pl__batch *bt,
+                          size_t *nsent)
+{
+    const pl__kvs *a = bt->inbox_add;
+    char run[24], seq[24];
+    snprintf(run, sizeof run, "%llu", (unsigned long long)bt->run);
+    int st = PL_OK;
+    for (size_t i = 0; !st && a && i < a->n; i++) {
+        const char *cancel = "f";
+        if (NEVER(a->e[i].klen != 8) || a->e[i].vlen > INT32_MAX)
+            return pl__err(PL_EINVAL, "an inbox record to write is malformed");
+        snprintf(seq, sizeof seq, "%llu",
+                 (unsigned long long)pl__get_be64(pl__kvs_key(a, i)));
+        /* its id is the run's: the record is bound to it */
+        pl__inbox_rec ib = {0};
+        st = NEVER(!bt->timer_id)
+                 ? pl__err(PL_EINVAL, "inbox records to write name no run")
+                 : pl__inbox_decode(&ib, bt->timer_id, pl__kvs_val(a, i),
+                                    a->e[i].vlen);
+        cancel = ib.reason ? "t" : "f";
+        pl__inbox_clear(&ib);
+        const char *vals[4] = {run, seq, (const char *)pl__kvs_val(a, i),
+                               cancel};
+        int lens[4] = {0, 0, (int)a->e[i].vlen, 0}, fmts[4] = {0, 0, 1, 0};
+        if (!st)
+            st = pl__pg_send(s, c, Q_INBOX_ADD, 4, vals, lens, fmts,
+                             "writing an inbox record");
+        if (!st)
+            (*nsent)++;
+    }
     return st;
 }
