@@ -373,13 +373,15 @@ PL__HIDDEN int pl__store_timer_set(pl__store *s, uint64_t run,
                                    int64_t due_us) PL__MUST_CHECK;
 
 /*
- * Take the earliest due timer whose run holds no live lease: drop it and
- * take the run's lease for @p owner, for @p lease_us, in one transaction
- * (the run and lease in @p out).  PL_ENOTFOUND when none is due; then
- * *next_due_us is the earliest timer's due time (0: there is none).
+ * Take the earliest due timers whose runs hold no live lease, @p max at
+ * most: drop each and take its run's lease for @p owner, for @p lease_us,
+ * all in one transaction (the runs and leases in out[0 .. *n), earliest
+ * first).  PL_ENOTFOUND when none is due; then *next_due_us is the
+ * earliest timer's due time (0: there is none).
  */
 PL__HIDDEN int pl__store_timer_take(pl__store *s, const char *owner,
                                     int64_t lease_us, pl__lease *out,
+                                    size_t max, size_t *n,
                                     int64_t *next_due_us) PL__MUST_CHECK;
 
 /* Run @p run's timer: PL_ENOTFOUND when it has none. */

@@ -640,12 +640,14 @@ Test(pg, timers_and_consumptions_go_in_the_commit)
     /* the due timer is taken once, with the run's lease */
     pl__lease l;
     int64_t next = -1;
-    cr_assert_eq(pl__pg_timer_take(s, "w1", 60 * 1000000LL, &l, &next), PL_OK,
-                 "%s", pl_errmsg());
+    size_t nt = 0;
+    cr_assert_eq(pl__pg_timer_take(s, "w1", 60 * 1000000LL, &l, 1, &nt, &next),
+                 PL_OK, "%s", pl_errmsg());
+    cr_expect_eq(nt, 1);
     cr_expect_eq(l.run, a.run);
     cr_expect_str_eq(l.id, "tm-a");
     cr_expect_str_eq(l.owner, "w1");
-    cr_expect_eq(pl__pg_timer_take(s, "w2", 60 * 1000000LL, &l, &next),
+    cr_expect_eq(pl__pg_timer_take(s, "w2", 60 * 1000000LL, &l, 1, &nt, &next),
                  PL_ENOTFOUND);
     cr_expect_eq(next, 0, "no timer is left");
     cr_expect_eq(pl__pg_timer_get(s, a.run, &kept), PL_ENOTFOUND);

@@ -775,8 +775,9 @@ int pl_engine_wake(pl_engine *e, int64_t *next_due_ms)
     for (;;) {
         pl__lease lease;
         int64_t next = 0;
+        size_t n;
         int st = pl__store_timer_take(e->store, e->worker, e->lease_us, &lease,
-                                      &next);
+                                      1, &n, &next);
         if (st == PL_ENOTFOUND) {
             next = next ? (next + 999) / 1000 : 0;
             if (next_due_ms)

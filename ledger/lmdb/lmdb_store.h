@@ -64,7 +64,8 @@ PL__HIDDEN int pl__lmdb_timer_set(pl__lmdb_store *s, uint64_t run,
                                   const char *run_id,
                                   int64_t due_us) PL__MUST_CHECK;
 PL__HIDDEN int pl__lmdb_timer_take(pl__lmdb_store *s, const char *owner,
-                                   int64_t lease_us, pl__lease *out,
+                                   int64_t lease_us, pl__lease *out, size_t max,
+                                   size_t *n,
                                    int64_t *next_due_us) PL__MUST_CHECK;
 PL__HIDDEN int pl__lmdb_timer_get(pl__lmdb_store *s, uint64_t run,
                                   int64_t *due_us) PL__MUST_CHECK;

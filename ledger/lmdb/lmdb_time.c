@@ -234,13 +234,41 @@ static int earliest(pl__lmdb_store *s, int64_t *due)
     return st;
 }
 
+#define TAKE_MAX 64 /* timers a take looks at, past those it skips */
+
 typedef struct take_ctx {
     const char *owner;
     int64_t lease_us;
     pl__lease *out;
-    bool found;
+    size_t max, n;
     int64_t next;
 } take_ctx;
+
+/* Take the timer at index entry (@p due, @p run) and its run's lease into
+ * c->out[c->n] (a stale entry is dropped instead). */
+static int take_one(pl__lmdb_store *s, MDB_txn *txn, take_ctx *c, int64_t due,
+                    uint64_t run, int *st)
+{
+    int64_t tdue;
+    char id[PL_MAX_RUN_ID + 1];
+    int rc = timer_get(s, txn, run, &tdue, id, st);
+    if (rc == MDB_NOTFOUND || (!rc && !*st && tdue != due)) {
+        /* a stale index entry: drop it, and look again next time */
+        uint8_t dk[16];
+        due_key(dk, due, run);
+        MDB_val d = {16, dk};
+        c->next = pl__now_us();
+        rc = mdb_del(txn, s->due, &d, NULL);
+        return rc == MDB_NOTFOUND ? 0 : rc;
+    }
+    if (rc || *st || (rc = timer_del(s, txn, run, due)))
+        return rc;
+    rc = pl__lmdb_lease_take(s, txn, run, id, c->owner, c->lease_us,
+                             &c->out[c->n], st);
+    if (!rc && !*st)
+        c->n++;
+    return rc;
+}
 
 static int take_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
 {
@@ -251,19 +279,23 @@ static int take_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
         return rc;
     MDB_val k, v;
     int64_t now = pl__now_us();
-    c->found = false;
+    c->n = 0;
     c->next = 0;
-    uint64_t run = 0;
-    int64_t due = 0;
-    for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); !rc;
+    /* the due entries to take, found first: the cursor is not used across
+     * the writes */
+    int64_t dues[TAKE_MAX];
+    uint64_t runs[TAKE_MAX];
+    size_t found = 0;
+    for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST);
+         !rc && found < c->max && found < TAKE_MAX;
          rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
         if (k.mv_size != 16) {
             *st = pl__err(PL_ECORRUPT, "store '%s': a timer key is malformed",
                           s->path);
             break;
         }
-        due = (int64_t)pl__get_be64(k.mv_data);
-        run = pl__get_be64((const uint8_t *)k.mv_data + 8);
+        int64_t due = (int64_t)pl__get_be64(k.mv_data);
+        uint64_t run = pl__get_be64((const uint8_t *)k.mv_data + 8);
         if (due > now) {
             c->next = due;
             break;
@@ -277,39 +309,23 @@ static int take_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
         }
         if (!lrc && !lst && l.expires_in_us > 0)
             continue; /* executing: it parks again or ends */
-        c->found = true;
-        break;
+        dues[found] = due;
+        runs[found++] = run;
     }
     mdb_cursor_close(cur);
     if (rc == MDB_NOTFOUND)
         rc = 0;
-    if (rc || *st || !c->found)
-        return rc;
-    int64_t tdue;
-    char id[PL_MAX_RUN_ID + 1];
-    rc = timer_get(s, txn, run, &tdue, id, st);
-    if (rc == MDB_NOTFOUND || (!rc && !*st && tdue != due)) {
-        /* a stale index entry: drop it, and look again next time */
-        uint8_t dk[16];
-        due_key(dk, due, run);
-        MDB_val d = {16, dk};
-        c->found = false;
-        c->next = now;
-        rc = mdb_del(txn, s->due, &d, NULL);
-        return rc == MDB_NOTFOUND ? 0 : rc;
-    }
-    if (rc || *st)
-        return rc;
-    if ((rc = timer_del(s, txn, run, due)))
-        return rc;
-    return pl__lmdb_lease_take(s, txn, run, id, c->owner, c->lease_us, c->out,
-                               st);
+    for (size_t i = 0; !rc && !*st && i < found; i++)
+        rc = take_one(s, txn, c, dues[i], runs[i], st);
+    return rc;
 }
 
 int pl__lmdb_timer_take(pl__lmdb_store *s, const char *owner, int64_t lease_us,
-                        pl__lease *out, int64_t *next_due_us)
+                        pl__lease *out, size_t max, size_t *n,
+                        int64_t *next_due_us)
 {
     *next_due_us = 0;
+    *n = 0;
     if (!s->has_time)
         return PL_ENOTFOUND;
     int64_t first;
@@ -320,12 +336,14 @@ int pl__lmdb_timer_take(pl__lmdb_store *s, const char *owner, int64_t lease_us,
         *next_due_us = first;
         return PL_ENOTFOUND;
     }
-    take_ctx c = {owner, lease_us, out, false, 0};
+    take_ctx c = {owner, lease_us, out, max, 0, 0};
     st = pl__lmdb_write(s, take_body, &c);
-    if (!st && !c.found) {
+    if (!st && !c.n) {
         *next_due_us = c.next;
         return PL_ENOTFOUND;
     }
+    if (!st)
+        *n = c.n;
     return st;
 }
 

@@ -65,7 +65,8 @@ int pl__pg_time_sql(const pl__pg_store *s, int which, char **out)
             "WITH t AS (SELECT tm.run, tm.due, tm.id, tm.rec FROM \"%s\".timers "
             "tm WHERE tm.due <= " NOW_US " AND NOT EXISTS (SELECT 1 FROM "
             "\"%s\".leases l WHERE l.run = tm.run AND l.expires > " NOW_US
-            ") ORDER BY tm.due, tm.run LIMIT 1 FOR UPDATE OF tm SKIP LOCKED), "
+            ") ORDER BY tm.due, tm.run LIMIT $3::integer FOR UPDATE OF tm SKIP "
+            "LOCKED), "
             "d AS (DELETE FROM \"%s\".timers x USING t WHERE x.run = t.run "
             "RETURNING t.run, t.due, t.id, t.rec), "
             "l AS (INSERT INTO \"%s\".leases AS y (run, gen, owner, id, "
@@ -73,7 +74,8 @@ int pl__pg_time_sql(const pl__pg_store *s, int which, char **out)
             "ON CONFLICT (run) DO UPDATE SET gen = y.gen + 1, owner = "
             "excluded.owner, id = excluded.id, expires = excluded.expires "
             "RETURNING y.run, y.gen) "
-            "SELECT d.run, l.gen, d.due, d.rec FROM d JOIN l ON l.run = d.run",
+            "SELECT d.run, l.gen, d.due, d.rec FROM d JOIN l ON l.run = d.run "
+            "ORDER BY d.due, d.run",
             n, n, n, n);
         break;
     case T_NEXT:
@@ -202,8 +204,8 @@ int pl__pg_timer_set(pl__pg_store *s, uint64_t run, const char *run_id,
     return st;
 }
 
-/* The timer taken, row 0 of @p r (run, gen, due, rec), into @p out. */
-static int taken(pl__pg_store *s, PGresult *r, const char *owner,
+/* The timer taken, row @p i of @p r (run, gen, due, rec), into @p out. */
+static int taken(pl__pg_store *s, PGresult *r, int i, const char *owner,
                  int64_t lease_us, pl__lease *out)
 {
     int64_t run, gen, due, tdue;
@@ -211,16 +213,16 @@ static int taken(pl__pg_store *s, PGresult *r, const char *owner,
     size_t rec_len = 0;
     unsigned char *rec = NULL;
     int st = PL_OK;
-    if (PQnfields(r) != 4 || !pl__pg_parse_i64(PQgetvalue(r, 0, 0), &run) ||
-        !pl__pg_parse_i64(PQgetvalue(r, 0, 1), &gen) ||
-        !pl__pg_parse_i64(PQgetvalue(r, 0, 2), &due) ||
-        !(rec = PQunescapeBytea((const unsigned char *)PQgetvalue(r, 0, 3),
+    if (PQnfields(r) != 4 || !pl__pg_parse_i64(PQgetvalue(r, i, 0), &run) ||
+        !pl__pg_parse_i64(PQgetvalue(r, i, 1), &gen) ||
+        !pl__pg_parse_i64(PQgetvalue(r, i, 2), &due) ||
+        !(rec = PQunescapeBytea((const unsigned char *)PQgetvalue(r, i, 3),
                                 &rec_len)) ||
         pl__timer_decode(&tdue, id, rec, rec_len) || tdue != due) {
         st = pl__err(PL_ECORRUPT,
                      "store '%s': the timer of run #%s is malformed or "
                      "does not match its checksum",
-                     s->path, PQgetvalue(r, 0, 0));
+                     s->path, PQgetvalue(r, i, 0));
     } else {
         out->run = (uint64_t)run;
         out->gen = (uint64_t)gen;
@@ -233,20 +235,23 @@ static int taken(pl__pg_store *s, PGresult *r, const char *owner,
 }
 
 int pl__pg_timer_take(pl__pg_store *s, const char *owner, int64_t lease_us,
-                      pl__lease *out, int64_t *next_due_us)
+                      pl__lease *out, size_t max, size_t *n,
+                      int64_t *next_due_us)
 {
     *next_due_us = 0;
+    *n = 0;
     if (s->read_only)
         return pl__pg_read_only(s);
     PGconn *c;
     int st = pl__pg_conn_get(s, &c);
     if (st)
         return st;
-    char d[24];
+    char d[24], m[24];
     snprintf(d, sizeof d, "%lld", (long long)lease_us);
-    const char *vals[2] = {owner, d};
+    snprintf(m, sizeof m, "%zu", max < 1024 ? max : 1024);
+    const char *vals[3] = {owner, d, m};
     PGresult *r;
-    st = time_exec(s, c, T_TAKE, 2, vals, NULL, NULL, &r, "taking a timer");
+    st = time_exec(s, c, T_TAKE, 3, vals, NULL, NULL, &r, "taking a timer");
     if (!st && PQntuples(r) == 0) {
         PQclear(r);
         st = time_exec(s, c, T_NEXT, 0, NULL, NULL, NULL, &r,
@@ -259,7 +264,9 @@ int pl__pg_timer_take(pl__pg_store *s, const char *owner, int64_t lease_us,
         if (!st)
             st = PL_ENOTFOUND;
     } else if (!st) {
-        st = taken(s, r, owner, lease_us, out);
+        for (int i = 0; !st && i < PQntuples(r) && (size_t)i < max; i++)
+            if (!(st = taken(s, r, i, owner, lease_us, &out[i])))
+                *n = (size_t)i + 1;
     }
     PQclear(r);
     pl__pg_conn_put(s, c);
