@@ -56,6 +56,22 @@ const char *t_tmpdir(void)
     return dirs[n_dirs++];
 }
 
+void t_slice(const char *var, long *k, long *n)
+{
+    const char *s = getenv(var);
+    *k = 0;
+    *n = 1;
+    if (!s || !*s)
+        return;
+    char *end;
+    errno = 0;
+    *k = strtol(s, &end, 10);
+    cr_assert(errno == 0 && *end == '/', "%s '%s' is not k/N", var, s);
+    *n = strtol(end + 1, &end, 10);
+    cr_assert(errno == 0 && !*end && *n > 0 && *k >= 0 && *k < *n,
+              "%s '%s' is not k/N with 0 <= k < N", var, s);
+}
+
 /* ---- the backend ---------------------------------------------------------- */
 
 bool t_on_pg(void)

@@ -16,6 +16,10 @@
 
 /* A new empty directory under $TMPDIR (or /tmp); removed by t_cleanup(). */
 const char *t_tmpdir(void);
+/* The slice of a long sweep this process takes, from the environment
+ * variable @p var, "k/N": the items i with i % N == k (the suite runs such a
+ * sweep as N tests); unset, the whole sweep (0/1).  Anything else fails. */
+void t_slice(const char *var, long *k, long *n);
 /* A new store's path: "<a fresh temporary directory>/store.db" on LMDB, a
  * new schema's URI on PostgreSQL (see t_on_pg()). */
 const char *t_store_path(void);

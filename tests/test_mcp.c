@@ -1,8 +1,9 @@
 /*
  * test_mcp.c -- MCP servers' tools as policies (policies/mcp/): the
  * reference servers from npm (server-everything and server-filesystem,
- * installed into the build tree by tests/mcp_setup.sh; the tests that need
- * them are skipped with a message when npm could not fetch them), and
+ * installed into the build tree by tests/npm_setup.sh; the tests that need
+ * them are skipped with a message when npm could not fetch them, and fail
+ * with CI=true, where nothing may skip), and
  * tests/mcp_fake_server.py for a server that pages its tool list, asks
  * the client, or misbehaves.  Every call runs through the real engine and
  * is recorded; a continued run serves it; an engine killed with SIGKILL
@@ -102,10 +103,16 @@ static fixture F;
 
 static void need(const char *server)
 {
-    if (access(server, R_OK) != 0)
-        cr_skip_test("%s is not installed: tests/mcp_setup.sh could not "
-                     "fetch it from npm (see its output in the test log)",
-                     server);
+    if (access(server, R_OK) == 0)
+        return;
+    const char *ci = getenv("CI");
+    if (ci && !strcmp(ci, "true"))
+        cr_assert_fail("%s is not installed, and CI=true, where nothing may "
+                       "skip: see tests/npm_setup.sh's output (mcp_setup)",
+                       server);
+    cr_skip_test("%s is not installed: tests/npm_setup.sh could not "
+                 "fetch it from npm (see its output in the test log)",
+                 server);
 }
 
 static pl_mcp_options quiet(void)
