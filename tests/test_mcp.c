@@ -102,19 +102,7 @@ typedef struct fixture {
 
 static fixture F;
 
-static void need(const char *server)
-{
-    if (access(server, R_OK) == 0)
-        return;
-    const char *ci = getenv("CI");
-    if (ci && !strcmp(ci, "true"))
-        cr_assert_fail("%s is not installed, and CI=true, where nothing may "
-                       "skip: see tests/npm_setup.sh's output (mcp_setup)",
-                       server);
-    cr_skip_test("%s is not installed: tests/npm_setup.sh could not "
-                 "fetch it from npm (see its output in the test log)",
-                 server);
-}
+static void need(const char *server) { t_need_npm(server, "mcp_setup"); }
 
 static pl_mcp_options quiet(void)
 {
