@@ -9,8 +9,9 @@
 # The browser tests of ledger-web (tests/web/) run in build/ alone, and so
 # does the benchmark (build/bench/pl-bench): the other builds leave it out,
 # and the TSan build makes only its one test's program.
-# With CI=true (as .ci/run runs), a test that would skip for want of its npm
-# helpers fails instead (tests/npm_setup.sh).
+# With PL_NPM_REQUIRED=1 (.ci/run sets it when the npm registry answers), a
+# test that would skip for want of its npm helpers fails instead
+# (tests/npm_setup.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh --test

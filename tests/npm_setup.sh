@@ -3,14 +3,15 @@
 # name@version) under DIR, once; the tests named by WHAT need them
 # (tests/CMakeLists.txt and tests/web/CMakeLists.txt make this their
 # fixtures' setup).  Without npm, node or the registry, say so: the tests
-# then skip, saying why, and this succeeds; but with CI=true it fails, and
-# so do they, since a skip in CI would hide a missing install step.
+# then skip, saying why, and this succeeds; but with PL_NPM_REQUIRED=1 (.ci/run
+# sets it when the registry answers) it fails, and so do they, since a skip
+# there would hide a missing install step.
 dir=$1 what=$2
 shift 2
 give_up() {
   echo "npm_setup: $1: $what skip"
-  if [ "${CI:-}" = true ]; then
-    echo "npm_setup: CI=true, where nothing may skip: failed" >&2
+  if [ "${PL_NPM_REQUIRED:-}" = 1 ]; then
+    echo "npm_setup: PL_NPM_REQUIRED=1, where nothing may skip: failed" >&2
     exit 1
   fi
   exit 0

@@ -21,8 +21,8 @@ const char *t_tmpdir(void);
  * sweep as N tests); unset, the whole sweep (0/1).  Anything else fails. */
 void t_slice(const char *var, long *k, long *n);
 /* The file @p path that tests/npm_setup.sh installs from npm (fixture
- * @p setup): missing, the test is skipped, saying why; with CI=true, where
- * nothing may skip, it fails. */
+ * @p setup): missing, the test is skipped, saying why; with PL_NPM_REQUIRED=1,
+ * where nothing may skip, it fails. */
 void t_need_npm(const char *path, const char *setup);
 /* A new store's path: "<a fresh temporary directory>/store.db" on LMDB, a
  * new schema's URI on PostgreSQL (see t_on_pg()). */

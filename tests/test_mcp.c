@@ -3,7 +3,7 @@
  * reference servers from npm (server-everything and server-filesystem,
  * installed into the build tree by tests/npm_setup.sh; the tests that need
  * them are skipped with a message when npm could not fetch them, and fail
- * with CI=true, where nothing may skip), and
+ * with PL_NPM_REQUIRED=1, where nothing may skip), and
  * tests/mcp_fake_server.py for a server that pages its tool list, asks
  * the client, or misbehaves.  Every call runs through the real engine and
  * is recorded; a continued run serves it; an engine killed with SIGKILL
