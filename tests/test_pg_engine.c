@@ -11,9 +11,6 @@
  */
 #include "support.h"
 
-#include "pg_store.h"
-#include "runrec.h"
-
 #include <errno.h>
 #include <libpq-fe.h>
 #include <pthread.h>
