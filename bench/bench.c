@@ -126,8 +126,8 @@ static int report_rate(bool quick)
     return failures;
 }
 
-/* W1, W3, W6, W7 and rate (as @p only selects them) on PostgreSQL; returns the
- * failures. */
+/* W1, W3, W6, W7, W8 and rate (as @p only selects them) on PostgreSQL;
+ * returns the failures. */
 static int report_pg(bool quick, unsigned only)
 {
     say("on PostgreSQL: %s\n\n", g_pg_uri);
@@ -136,6 +136,7 @@ static int report_pg(bool quick, unsigned only)
            (only & 1u << 3 ? report_pg_w3(quick) : 0) +
            (only & 1u << 6 ? report_w6(quick) : 0) +
            (only & 1u << 7 ? report_w7(quick) : 0) +
+           (only & 1u << 8 ? report_w8() : 0) +
            (only & ONLY_RATE ? report_rate(quick) : 0);
 }
 
@@ -149,7 +150,7 @@ static void usage(FILE *f)
                "under $TMPDIR or /tmp)\n"
                "  --only LIST the workloads to run, e.g. w1,w4 or fanout "
                "(default: all)\n"
-               "  --store URI W1, W3, W6, W7 and rate on PostgreSQL (a "
+               "  --store URI W1, W3, W6, W7, W8 and rate on PostgreSQL (a "
                "postgresql:// URI), W1\n"
                "              and W3 next to a libpq floor\n");
 }
@@ -267,7 +268,7 @@ int main(int argc, char **argv)
         sysconf(_SC_NPROCESSORS_ONLN));
     int failures = 0;
 
-    if (g_pg_uri) { /* W1, W3, W6, W7 and rate on PostgreSQL instead */
+    if (g_pg_uri) { /* W1, W3, W6, W7, W8 and rate on PostgreSQL instead */
         failures += report_pg(quick, only);
         only = 0;
     }

@@ -280,6 +280,13 @@ static int probe(pl_durability mode, double *out)
     return n;
 }
 
+double floor_commit_s(void)
+{
+    double v[PROBE_REPS];
+    int n = probe(PL_DURABILITY_SYNC, v);
+    return n ? median(v, n) : 0;
+}
+
 static double rel_range(double *v, int n)
 {
     double lo = v[0], hi = v[0];

@@ -79,6 +79,33 @@ static PGconn *pg_connect(void)
     return c;
 }
 
+static PGconn *g_xid_conn; /* store_commits()'s, in this process */
+static pid_t g_xid_pid;
+
+uint64_t store_commits(pl_engine *e)
+{
+    uint64_t v = 0;
+    if (!g_pg_uri) {
+        if (pl_engine_change_mark(&v, e))
+            die("change mark");
+        return v;
+    }
+    if (!g_xid_conn || g_xid_pid != getpid()) {
+        g_xid_conn = pg_connect();
+        g_xid_pid = getpid();
+    }
+    PGresult *r = PQexec(g_xid_conn, "SELECT txid_snapshot_xmax("
+                                     "txid_current_snapshot())");
+    if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1) {
+        fprintf(stderr, "pl-bench: reading the next xid: %s",
+                PQresultErrorMessage(r));
+        _exit(1);
+    }
+    v = strtoull(PQgetvalue(r, 0, 0), NULL, 10);
+    PQclear(r);
+    return v;
+}
+
 static void pg_sql(PGconn *c, const char *sql)
 {
     PGresult *r = PQexec(c, sql);

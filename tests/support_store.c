@@ -355,7 +355,7 @@ void raw_close(raw *r)
     mdb_env_close(r->env);
 }
 
-static void be32(uint8_t *p, uint32_t v)
+void be32(uint8_t *p, uint32_t v)
 {
     for (int i = 0; i < 4; i++)
         p[i] = (uint8_t)(v >> (24 - 8 * i));

@@ -99,6 +99,8 @@ void raw_close(raw *r);
 /* The run's number: the first 8 bytes of its `runs` value. */
 uint64_t raw_run_num(raw *r, const char *id);
 
+/* @p v at @p p, big-endian. */
+void be32(uint8_t *p, uint32_t v);
 /* A step key as the layout table says: the run number (u64), each path
  * component (u32), the seq (u32), all big-endian. */
 size_t step_key(uint8_t *out, uint64_t num, const uint32_t *comps,

@@ -179,6 +179,60 @@ Test(store, walk_visits_every_step_in_tree_order)
     pl_registry_free(reg);
 }
 
+Test(store, walk_from_starts_at_any_step)
+{
+    const char *path = t_store_path();
+    pl_registry *reg = registry();
+    pl_engine *e = open_with(path, reg, 0, 0);
+    start_ok(e, "nest", "{\"depth\": 3, \"fanout\": 3}", "tree");
+    start_ok(e, "chain", "{\"n\": 20}", "chain");
+    const char *runs[] = {"tree", "chain"};
+    for (size_t r = 0; r < 2; r++) {
+        seen all = {0};
+        cr_assert_eq(pl_run_walk_from(e, runs[r], NULL, collect, &all), PL_OK);
+        cr_assert_gt(all.got.n, 20);
+        /* from each step (stored, or folded into its caller's result):
+         * that step and every one after it, in the same order */
+        for (size_t k = 0; k < all.got.n; k++) {
+            seen sn = {0};
+            int st = pl_run_walk_from(e, runs[r], all.got.v[k].id, collect,
+                                      &sn);
+            cr_assert_eq(st, PL_OK, "from %s: %s", all.got.v[k].id,
+                         pl_errmsg());
+            cr_assert_eq(sn.got.n, all.got.n - k, "from %s", all.got.v[k].id);
+            for (size_t i = 0; i < sn.got.n; i++)
+                cr_assert_str_eq(sn.got.v[i].id, all.got.v[k + i].id,
+                                 "from %s, step %zu", all.got.v[k].id, i);
+            free(sn.got.v);
+        }
+        free(all.got.v);
+    }
+    /* a step not stored starts where it would sit */
+    seen sn = {0};
+    cr_assert_eq(pl_run_walk_from(e, "chain", "0.1:5", collect, &sn), PL_OK);
+    cr_assert_str_eq(sn.got.v[0].id, "0:2", "after 0:1's subtree");
+    free(sn.got.v);
+    sn = (seen){0};
+    cr_assert_eq(pl_run_walk_from(e, "chain", "0:9999", collect, &sn), PL_OK);
+    cr_assert_eq(sn.got.n, 0, "past the end: nothing");
+    sn = (seen){.stop_at = 2, .stop_with = 7};
+    cr_assert_eq(pl_run_walk_from(e, "chain", "0:3", collect, &sn), 7);
+    cr_assert_eq(sn.got.n, 2);
+    free(sn.got.v);
+    const char *bad[] = {"",     "0",    "x:1",          "0:", "0:1x",  "1:0",
+                         "0.:1", "0:-1", "0:4294967295", ":3", "0..1:0"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        sn = (seen){0};
+        cr_assert_eq(pl_run_walk_from(e, "chain", bad[i], collect, &sn),
+                     PL_EINVAL, "step id '%s'", bad[i]);
+        cr_assert_eq(sn.got.n, 0);
+    }
+    cr_assert_eq(pl_run_walk_from(e, "missing", "0:0", collect, &sn),
+                 PL_ENOTFOUND);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
 /* ---- runs ---------------------------------------------------------------- */
 
 Test(store, engine_runs_lists_every_run_in_id_order)
