@@ -16,6 +16,14 @@
 
 /* A new empty directory under $TMPDIR (or /tmp); removed by t_cleanup(). */
 const char *t_tmpdir(void);
+/* The slice of a long sweep this process takes, from the environment
+ * variable @p var, "k/N": the items i with i % N == k (the suite runs such a
+ * sweep as N tests); unset, the whole sweep (0/1).  Anything else fails. */
+void t_slice(const char *var, long *k, long *n);
+/* The file @p path that tests/npm_setup.sh installs from npm (fixture
+ * @p setup): missing, the test is skipped, saying why; with CI=true, where
+ * nothing may skip, it fails. */
+void t_need_npm(const char *path, const char *setup);
 /* A new store's path: "<a fresh temporary directory>/store.db" on LMDB, a
  * new schema's URI on PostgreSQL (see t_on_pg()). */
 const char *t_store_path(void);

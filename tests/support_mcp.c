@@ -6,6 +6,7 @@
 #include "support_mcp.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <policyledger_mcp.h>
 #include <signal.h>
 #include <stdio.h>
@@ -81,13 +82,7 @@ static int halt(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
 
 fixture F;
 
-void need(const char *server)
-{
-    if (access(server, R_OK) != 0)
-        cr_skip_test("%s is not installed: tests/mcp_setup.sh could not "
-                     "fetch it from npm (see its output in the test log)",
-                     server);
-}
+void need(const char *server) { t_need_npm(server, "mcp_setup"); }
 
 pl_mcp_options quiet(void)
 {

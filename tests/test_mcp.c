@@ -1,8 +1,9 @@
 /*
  * test_mcp.c -- MCP servers' tools as policies (policies/mcp/): the
  * reference servers from npm (server-everything and server-filesystem,
- * installed into the build tree by tests/mcp_setup.sh; the tests that need
- * them are skipped with a message when npm could not fetch them), and
+ * installed into the build tree by tests/npm_setup.sh; the tests that need
+ * them are skipped with a message when npm could not fetch them, and fail
+ * with CI=true, where nothing may skip), and
  * tests/mcp_fake_server.py for a server that pages its tool list, asks
  * the client, or misbehaves.  Every call runs through the real engine and
  * is recorded; a continued run serves it; an engine killed with SIGKILL
@@ -12,6 +13,7 @@
 #include "support_mcp.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <policyledger_mcp.h>
 #include <signal.h>
 #include <stdio.h>

@@ -9,6 +9,7 @@
 #include "support_mcp.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <policyledger_mcp.h>
 #include <signal.h>
 #include <stdio.h>
@@ -284,9 +285,34 @@ static bool listening(int port)
 }
 
 /* server-everything in its Streamable HTTP mode; its URL. */
+/* Node.js 18 (Debian 12's) has no global `crypto`, which the server's HTTP
+ * transport uses, unless --experimental-global-webcrypto asks for it; later
+ * versions have it, and need not know the flag: it is given where node
+ * takes it. */
+static bool node_takes_webcrypto_flag(void)
+{
+    fflush(NULL);
+    pid_t p = fork();
+    cr_assert_neq(p, -1);
+    if (p == 0) {
+        int null = open("/dev/null", O_WRONLY);
+        if (null >= 0) {
+            dup2(null, 1);
+            dup2(null, 2);
+        }
+        execlp("node", "node", "--experimental-global-webcrypto", "-e", "0",
+               (char *)NULL);
+        _exit(127);
+    }
+    int ws = 0;
+    cr_assert_eq(waitpid(p, &ws, 0), p);
+    return WIFEXITED(ws) && WEXITSTATUS(ws) == 0;
+}
+
 static void start_http(char *url, size_t n)
 {
     need(EVERYTHING);
+    bool webcrypto = node_takes_webcrypto_flag();
     int port = free_port();
     char env[32], log[1100];
     snprintf(env, sizeof env, "%d", port);
@@ -298,7 +324,11 @@ static void start_http(char *url, size_t n)
         setenv("PORT", env, 1);
         if (!freopen(log, "a", stdout) || !freopen(log, "a", stderr))
             _exit(126);
-        execlp("node", "node", EVERYTHING, "streamableHttp", (char *)NULL);
+        if (webcrypto)
+            execlp("node", "node", "--experimental-global-webcrypto",
+                   EVERYTHING, "streamableHttp", (char *)NULL);
+        else
+            execlp("node", "node", EVERYTHING, "streamableHttp", (char *)NULL);
         _exit(127);
     }
     for (int i = 0; i < 3000 && !listening(port); i++) {
