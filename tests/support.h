@@ -44,6 +44,9 @@ void t_store_copy(const char *to, const char *from);
 const char *t_pg_schema(const char *store);
 /* The server's URI (PL_TEST_PG_URI, which pg_run.sh sets). */
 const char *t_pg_server(void);
+/* The server's URI with schema=@p schema and application_name=@p schema
+ * (free it); support_pg.c. */
+char *t_pg_store_uri(const char *schema);
 struct pg_conn *t_pg_admin(void);
 /* Copy the store's tables (see t_store_copy()); support_pg.c. */
 void t_pg_copy(const char *to, const char *from);
