@@ -78,9 +78,10 @@ void t_need_npm(const char *path, const char *setup)
         return;
     const char *req = getenv("PL_NPM_REQUIRED");
     if (req && !strcmp(req, "1"))
-        cr_assert_fail("%s is not installed, and PL_NPM_REQUIRED=1, where "
-                       "nothing may skip: see the output of %s (tests/npm_setup.sh)",
-                       path, setup);
+        cr_assert_fail(
+            "%s is not installed, and PL_NPM_REQUIRED=1, where "
+            "nothing may skip: see the output of %s (tests/npm_setup.sh)",
+            path, setup);
     cr_skip_test("%s is not installed: %s (tests/npm_setup.sh) could not "
                  "fetch it from npm (see its output in the test log)",
                  path, setup);
