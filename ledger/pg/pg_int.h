@@ -31,12 +31,14 @@
 #define SCHEMA_MAX 63
 #define IDLE_MAX 16
 #define READ_MAX 1024 /* rows per SELECT */
+/* The server's clock in Unix us: every lease's and timer's "now". */
+#define NOW_US "(extract(epoch from clock_timestamp()) * 1000000)::bigint"
 
 /*
  * The statements (s->q[]), naming the schema, in three ranges: the first
  * prepared on every connection (pg_conn.c), then the lease statements
  * and the writes, prepared too unless the store is read-only (an older
- * store opened read-only may lack the leases table and pl_fences()), then
+ * store opened read-only may lack the leases table and its functions), then
  * those sent unprepared: rare, or transaction control.
  */
 enum {
