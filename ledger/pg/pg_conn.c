@@ -544,15 +544,18 @@ static int make_statements(pl__pg_store *s)
      * after the main query); then d, the inbox records consumed, each of
      * which must still be there (pl_consumed() raises otherwise); the other
      * CTEs after, to completion.  It answers with the runs of $14 with a
-     * cancellation in their inbox */
+     * cancellation in their inbox.  Each join names its table's rows
+     * with = ANY as well, so that the plan the server keeps for the
+     * prepared statement reads them by index, not the whole table */
     s->q[Q_WRITE] = pl__asprintf(
         "WITH f AS (SELECT l.run FROM \"%s\".leases l JOIN unnest("
         "$1::bigint[], $2::bigint[]) AS u(run, gen) ON l.run = u.run AND "
-        "l.gen = u.gen WHERE l.fkey IS NULL OR l.expires > " NOW_US " "
-        "ORDER BY l.run FOR UPDATE OF l), "
+        "l.gen = u.gen WHERE l.run = ANY($1::bigint[]) AND (l.fkey IS NULL "
+        "OR l.expires > " NOW_US ") ORDER BY l.run FOR UPDATE OF l), "
         /* the leases of finished executions, dropped */
         "dr AS (DELETE FROM \"%s\".leases l USING unnest($1::bigint[], "
-        "$3::boolean[]) AS u(run, dropit) WHERE u.dropit AND l.run = u.run), "
+        "$3::boolean[]) AS u(run, dropit) WHERE u.dropit AND l.run = u.run "
+        "AND l.run = ANY($1::bigint[])), "
         "k AS (INSERT INTO \"%s\".steps (k, v) SELECT * "
         "FROM unnest($4::bytea[], $5::bytea[])), t AS (INSERT INTO "
         "\"%s\".state (run, v) SELECT * FROM unnest($6::bigint[], "
@@ -565,7 +568,7 @@ static int make_statements(pl__pg_store *s)
         /* inbox records consumed: each must still be there */
         "d AS (DELETE FROM \"%s\".inbox x USING unnest($12::bigint[], "
         "$13::bigint[]) AS u(run, seq) WHERE x.run = u.run AND x.seq = "
-        "u.seq RETURNING 1) "
+        "u.seq AND x.run = ANY($12::bigint[]) RETURNING 1) "
         "SELECT CASE WHEN (SELECT count(*) FROM f) < cardinality($1::bigint[]) "
         "THEN \"%s\".pl_fence_lost($1::bigint[], $2::bigint[]) END, "
         "CASE WHEN (SELECT count(*) FROM d) < cardinality($12::bigint[]) "
