@@ -389,6 +389,18 @@ int pl__pg_pipeline_finish(pl__pg_store *s, PGconn *c, size_t n,
     return st;
 }
 
+int pl__pg_int_array(pl__buf *b, const uint64_t *v, size_t n)
+{
+    int st = pl__buf_append(b, "{", 1);
+    for (size_t i = 0; !st && i < n; i++) {
+        char x[24];
+        int len = snprintf(x, sizeof x, "%s%llu", i ? "," : "",
+                           (unsigned long long)v[i]);
+        st = pl__buf_append(b, x, (size_t)len);
+    }
+    return st ? st : pl__buf_append(b, "}", 2);
+}
+
 /* Run a statement without parameters that returns no rows. */
 int pl__pg_command(pl__pg_store *s, PGconn *c, const char *sql,
                    const char *what)
@@ -510,6 +522,9 @@ static int make_statements(pl__pg_store *s)
         "WHERE $1::bytea = ''::bytea OR id < $1::bytea "
         "ORDER BY id DESC LIMIT $2::bigint",
         n);
+    /* $1 in text: "{3,17}" */
+    s->q[Q_STATES] = pl__asprintf(
+        "SELECT run, v FROM \"%s\".state WHERE run = ANY($1::bigint[])", n);
     s->q[Q_FORMAT] = pl__asprintf(
         "SELECT v FROM \"%s\".meta WHERE k = 'format'", n);
     /* what the schema holds: relations; our tables; the identity and the

@@ -75,6 +75,11 @@ int pl__pg_lease_sql(const pl__pg_store *s, int which, char **out)
                             "FROM \"%s\".leases WHERE run = $1::bigint",
                             n);
         break;
+    case L_GETS: /* $1: "{3,17}" */
+        *out = pl__asprintf("SELECT run, gen, expires - " NOW_US ", owner, id "
+                            "FROM \"%s\".leases WHERE run = ANY($1::bigint[])",
+                            n);
+        break;
     case L_NEXT: /* the queue's order and the keys' limits: pg_flow.c */
         *out = pl__asprintf("SELECT * FROM \"%s\".pl_take($1, $2::bigint)", n);
         break;
@@ -188,7 +193,7 @@ int pl__pg_lease_exec(pl__pg_store *s, int which, int n,
                       const char *const *vals, PGresult **out, const char *what)
 {
     *out = NULL;
-    if (s->read_only && which != L_GET)
+    if (s->read_only && which != L_GET && which != L_GETS)
         return pl__pg_read_only(s);
     PGconn *c;
     int st = pl__pg_conn_get(s, &c);
@@ -252,6 +257,35 @@ int pl__pg_lease_get(pl__pg_store *s, uint64_t run, pl__lease *out)
     return st;
 }
 
+int pl__pg_leases_get(pl__pg_store *s, const uint64_t *runs, size_t n,
+                      pl__lease *out, bool *found)
+{
+    for (size_t i = 0; i < n; i++)
+        found[i] = false;
+    if (!n)
+        return PL_OK;
+    pl__buf a = {0};
+    int st = pl__pg_int_array(&a, runs, n);
+    PGresult *r = NULL;
+    if (!st) {
+        const char *vals[1] = {(const char *)a.data};
+        st = pl__pg_lease_exec(s, L_GETS, 1, vals, &r, "reading leases");
+    }
+    for (int j = 0; !st && j < PQntuples(r); j++) {
+        pl__lease l;
+        if ((st = lease_row(s, r, j, &l)))
+            break;
+        for (size_t i = 0; i < n; i++)
+            if (runs[i] == l.run) {
+                out[i] = l;
+                found[i] = true;
+            }
+    }
+    PQclear(r);
+    pl__buf_free(&a);
+    return st;
+}
+
 int pl__pg_lease_acquire(pl__pg_store *s, uint64_t run, const char *run_id,
                          const char *owner, int64_t lease_us,
                          uint64_t steal_gen, uint64_t *gen, bool *had,
@@ -301,19 +335,6 @@ int pl__pg_lease_next(pl__pg_store *s, const char *owner, int64_t lease_us,
     return st;
 }
 
-/* Append "{a,b,...}" of @p n numbers to @p b, NUL-terminated. */
-static int int_array(pl__buf *b, const uint64_t *v, size_t n)
-{
-    int st = pl__buf_append(b, "{", 1);
-    for (size_t i = 0; !st && i < n; i++) {
-        char x[24];
-        int len = snprintf(x, sizeof x, "%s%llu", i ? "," : "",
-                           (unsigned long long)v[i]);
-        st = pl__buf_append(b, x, (size_t)len);
-    }
-    return st ? st : pl__buf_append(b, "}", 2);
-}
-
 int pl__pg_lease_renew(pl__pg_store *s, const uint64_t *runs,
                        const uint64_t *gens, size_t n, int64_t lease_us,
                        bool *lost)
@@ -323,9 +344,9 @@ int pl__pg_lease_renew(pl__pg_store *s, const uint64_t *runs,
     pl__buf ra = {0}, ga = {0};
     char d[24];
     snprintf(d, sizeof d, "%lld", (long long)lease_us);
-    int st = int_array(&ra, runs, n);
+    int st = pl__pg_int_array(&ra, runs, n);
     if (!st)
-        st = int_array(&ga, gens, n);
+        st = pl__pg_int_array(&ga, gens, n);
     PGresult *r = NULL;
     if (!st) {
         const char *vals[3] = {(const char *)ra.data, (const char *)ga.data, d};
