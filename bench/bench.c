@@ -1,7 +1,7 @@
 /*
  * pl-bench -- policyledger against the physical floor.
  *
- *   pl-bench [--quick] [--json] [--dir DIR] [--only w1,...,w8,fanout,rate]
+ *   pl-bench [--quick] [--json] [--dir DIR] [--only w1,...,w8,fanout,rate,mcp]
  *   pl-bench [--quick] [--json] --store postgresql://...   (see report_pg)
  *
  * Every workload runs in a fresh child process (so peak RSS is its own),
@@ -3058,6 +3058,13 @@ static unsigned parse_only(const char *list)
 {
     unsigned mask = 0;
     for (const char *p = list;; p += 3) {
+        if (!strncmp(p, "mcp", 3) && (p[3] == ',' || p[3] == '\0')) {
+            mask |= ONLY_MCP;
+            if (p[3] == '\0')
+                return mask;
+            p += 1; /* and 3 more: past "mcp," */
+            continue;
+        }
         if (!strncmp(p, "rate", 4) && (p[4] == ',' || p[4] == '\0')) {
             mask |= ONLY_RATE;
             if (p[4] == '\0')
@@ -3083,7 +3090,7 @@ static unsigned parse_only(const char *list)
 
 int main(int argc, char **argv)
 {
-    unsigned only = 0x1fe | ONLY_FANOUT | ONLY_RATE; /* w1..w8, fanout, rate */
+    unsigned only = 0x1fe | ONLY_FANOUT | ONLY_RATE | ONLY_MCP; /* all */
     bool quick = false;
     const char *dir = NULL;
     for (int i = 1; i < argc; i++) {
@@ -3098,10 +3105,11 @@ int main(int argc, char **argv)
             g_pg_uri = argv[++i];
         else if (!strcmp(argv[i], "--only") && i + 1 < argc) {
             if (!(only = parse_only(argv[++i]))) {
-                fprintf(stderr,
-                        "pl-bench: --only takes workloads w1..w8, fanout and "
-                        "rate, comma-separated, not '%s'\n",
-                        argv[i]);
+                fprintf(
+                    stderr,
+                    "pl-bench: --only takes workloads w1..w8, fanout, mcp and "
+                    "rate, comma-separated, not '%s'\n",
+                    argv[i]);
                 return 2;
             }
         } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
@@ -3182,6 +3190,8 @@ int main(int argc, char **argv)
         failures += report_w8();
     if (only & ONLY_RATE)
         failures += report_rate(quick);
+    if (only & ONLY_MCP)
+        failures += report_mcp(quick);
     report_goals(quick);
 
     jnum(g_json, "failures", failures);

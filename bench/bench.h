@@ -8,6 +8,7 @@
  *   bench_rate.c    rate (one rate limit shared by three processes)
  *   model_server.c  the loopback model server W5 talks to
  *   bench_stream.c  W5 streamed: time to the first delta
+ *   bench_mcp.c     mcp: a recorded MCP call against a bare JSON-RPC one
  */
 #ifndef PL_BENCH_H
 #define PL_BENCH_H
@@ -106,6 +107,10 @@ int report_w5_stream(bool quick);
 /* ---- bench_time.c: W7 and W8; the number of failures ---- */
 int report_w7(bool quick);
 int report_w8(void);
+
+/* ---- bench_mcp.c: the mcp workload (--only mcp); the failures ---- */
+#define ONLY_MCP (1u << 18)
+int report_mcp(bool quick);
 
 /* ---- bench_rate.c ---- */
 /* The rate workload on the store at @p path; the failures. */
