@@ -49,6 +49,7 @@
  *   ops/             operations on stored runs
  *     inspect.c      reading runs and ledgers, verification
  *     runs.c         listing runs, a page at a time
+ *     walk.c         a run's steps in tree order (pl_run_walk)
  *     fork.c         a new run from a prefix of another's ledgers
  *     export.c       a run as JSON lines (the format: export.h)
  *     import.c       an export back into a store, checked before written
@@ -85,6 +86,7 @@
 #include "codec.h"
 #include "hash.h"
 #include "platform.h"
+#include "share.h"
 #include "store.h"
 #include "util.h"
 
@@ -100,6 +102,7 @@ struct pl_step {
     char *actor;    /* in the same allocation as the step */
     uint8_t *mp;    /* payload, msgpack map; in the same allocation */
     size_t mp_len;
+    bool mp_own; /* mp is a block of its own (a large payload), freed too */
     char *id;    /* NULL until in a ledger; idbuf when it fits */
     char *code;  /* may be NULL */
     cJSON *json; /* decoded payload, on first use; read-only, its
@@ -131,6 +134,26 @@ PL__HIDDEN int pl__step_from_rec(const pl__rec *rec, const char *path,
 PL__HIDDEN int pl__step_folded(const pl__rec *answer, const uint8_t *genesis,
                                const char *callee_path,
                                pl_step **out) PL__MUST_CHECK;
+/* Reading a run (ops/inspect.c, ops/walk.c): its number, its records
+ * checked; the run's genesis hash, made with *hasher (created when NULL);
+ * a mirror's payload lent from its caller's result (@p hold keeps that
+ * record). */
+PL__HIDDEN int pl__run_find_checked(pl_engine *e, const char *run_id,
+                                    uint64_t *num) PL__MUST_CHECK;
+PL__HIDDEN int pl__genesis_of(pl__hasher **hasher, const char *run_id,
+                              uint8_t out[PL_HASH_LEN]) PL__MUST_CHECK;
+PL__HIDDEN int pl__read_mirror(pl_engine *e, pl__hasher **hasher, uint64_t num,
+                               const uint32_t *comps, unsigned depth,
+                               const uint8_t *key, size_t klen,
+                               const uint8_t *val, size_t vlen, pl__rec *rec,
+                               pl__kvs *hold) PL__MUST_CHECK;
+/* Every step record of run @p num in key order, after key @p after (NULL:
+ * from the first), a chunk at a time, to @p fn; its non-zero value stops. */
+typedef int (*pl__rec_fn)(const uint8_t *key, size_t klen, const uint8_t *val,
+                          size_t vlen, void *user);
+PL__HIDDEN int pl__scan_run(pl_engine *e, const char *run_id, uint64_t num,
+                            const uint8_t *after, size_t after_len,
+                            pl__rec_fn fn, void *user) PL__MUST_CHECK;
 /* Give a step its place in a ledger. */
 PL__HIDDEN int pl__step_place(pl_step *s, const char *path, uint32_t seq,
                               int64_t time_us) PL__MUST_CHECK;
@@ -299,6 +322,9 @@ typedef struct pl__run {
     char *reason; /* the failure, recorded in the run state */
 
     pl__batch batch; /* steps appended since the last commit */
+    /* the large strings this execution stored whole, which later steps
+     * refer to (ledger/codec/share.c); made when the first is written */
+    pl__share_table *share;
     pl__hasher *hasher;
     uint8_t genesis[PL_HASH_LEN]; /* what step 0 of each ledger links to */
     pl__buf scratch;              /* payload encoding */

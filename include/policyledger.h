@@ -1255,6 +1255,20 @@ int pl_run_walk(pl_engine *engine, const char *run_id, pl_step_visit_fn visit,
                 void *user);
 
 /**
+ * pl_run_walk() from step @p from_step_id ("path:seq", as pl_step_id()
+ * gives it) on: that step and every one after it in tree order, so a
+ * reader can take a long run a page at a time, each page costing only
+ * the steps it reads.  A step that is not stored starts the walk where it
+ * would sit: "0.3:0" is the first step of call 0:3's callee, "0:7" the
+ * root ledger's step 7 (after the subtree of the call at 0:6).  NULL walks
+ * the whole run.
+ * @return as pl_run_walk(); PL_EINVAL also for a malformed step id.
+ */
+int pl_run_walk_from(pl_engine *engine, const char *run_id,
+                     const char *from_step_id, pl_step_visit_fn visit,
+                     void *user);
+
+/**
  * Verify a run: its run and state records match their checksums, every
  * stored step decodes, every ledger is gapless and hangs
  * off the action_call that created it, every step's stored predecessor hash

@@ -26,6 +26,8 @@
  *     hash.c         the hash chain's digests, the run records' checksums
  *                    (hash.h, on base/sha256.h)
  *     schedrec.c     the schedule record (schedrec.h)
+ *     share.c        large strings stored once per run: shared step
+ *                    values, made and put back together (share.h)
  *
  *   lmdb/            the embedded default (lmdb_store.h, lmdb_int.h)
  *     lmdb_ident.c   what a file must be before LMDB maps it, and what
@@ -113,6 +115,8 @@ PL__HIDDEN void pl__kvs_cancel(pl__kvs *l);
 PL__HIDDEN int pl__kvs_add(pl__kvs *l, const uint8_t *key, size_t klen,
                            const uint8_t *val, size_t vlen) PL__MUST_CHECK;
 PL__HIDDEN void pl__kvs_reset(pl__kvs *l);
+/* Empty @p l, and give its memory back if it holds more than @p keep. */
+PL__HIDDEN void pl__kvs_trim(pl__kvs *l, size_t keep);
 PL__HIDDEN void pl__kvs_free(pl__kvs *l);
 
 /* Entry @p i's key and value; NULL while no byte has been stored (empty

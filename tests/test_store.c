@@ -633,6 +633,60 @@ Test(store, walk_visits_every_step_in_tree_order)
     pl_registry_free(reg);
 }
 
+Test(store, walk_from_starts_at_any_step)
+{
+    const char *path = t_store_path();
+    pl_registry *reg = registry();
+    pl_engine *e = open_with(path, reg, 0, 0);
+    start_ok(e, "nest", "{\"depth\": 3, \"fanout\": 3}", "tree");
+    start_ok(e, "chain", "{\"n\": 20}", "chain");
+    const char *runs[] = {"tree", "chain"};
+    for (size_t r = 0; r < 2; r++) {
+        seen all = {0};
+        cr_assert_eq(pl_run_walk_from(e, runs[r], NULL, collect, &all), PL_OK);
+        cr_assert_gt(all.got.n, 20);
+        /* from each step (stored, or folded into its caller's result):
+         * that step and every one after it, in the same order */
+        for (size_t k = 0; k < all.got.n; k++) {
+            seen sn = {0};
+            int st = pl_run_walk_from(e, runs[r], all.got.v[k].id, collect,
+                                      &sn);
+            cr_assert_eq(st, PL_OK, "from %s: %s", all.got.v[k].id,
+                         pl_errmsg());
+            cr_assert_eq(sn.got.n, all.got.n - k, "from %s", all.got.v[k].id);
+            for (size_t i = 0; i < sn.got.n; i++)
+                cr_assert_str_eq(sn.got.v[i].id, all.got.v[k + i].id,
+                                 "from %s, step %zu", all.got.v[k].id, i);
+            free(sn.got.v);
+        }
+        free(all.got.v);
+    }
+    /* a step not stored starts where it would sit */
+    seen sn = {0};
+    cr_assert_eq(pl_run_walk_from(e, "chain", "0.1:5", collect, &sn), PL_OK);
+    cr_assert_str_eq(sn.got.v[0].id, "0:2", "after 0:1's subtree");
+    free(sn.got.v);
+    sn = (seen){0};
+    cr_assert_eq(pl_run_walk_from(e, "chain", "0:9999", collect, &sn), PL_OK);
+    cr_assert_eq(sn.got.n, 0, "past the end: nothing");
+    sn = (seen){.stop_at = 2, .stop_with = 7};
+    cr_assert_eq(pl_run_walk_from(e, "chain", "0:3", collect, &sn), 7);
+    cr_assert_eq(sn.got.n, 2);
+    free(sn.got.v);
+    const char *bad[] = {"",     "0",    "x:1",          "0:", "0:1x",  "1:0",
+                         "0.:1", "0:-1", "0:4294967295", ":3", "0..1:0"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        sn = (seen){0};
+        cr_assert_eq(pl_run_walk_from(e, "chain", bad[i], collect, &sn),
+                     PL_EINVAL, "step id '%s'", bad[i]);
+        cr_assert_eq(sn.got.n, 0);
+    }
+    cr_assert_eq(pl_run_walk_from(e, "missing", "0:0", collect, &sn),
+                 PL_ENOTFOUND);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
 /* ---- runs ---------------------------------------------------------------- */
 
 typedef struct listed {
@@ -1104,8 +1158,11 @@ Test(store, a_call_result_is_stored_once)
         cr_assert_not(raw_has_step(&r, key, kl), "0.%u:0 is folded", 2 * i);
         kl = step_key(key, num, NULL, 0, 2 * i + 1);
         uint8_t *rec = raw_get_step(&r, key, kl, &n);
-        cr_assert(rec[1] == PL__FORMAT_V2 && n > 65536 && n < 65536 + 200,
-                  "0:%u holds the result once (%zu bytes)", 2 * i + 1, n);
+        /* the result is the 64 KiB string its action_call holds: it
+         * refers to it (share.c) */
+        cr_assert(rec[0] == 0xc1 && n < 200,
+                  "0:%u refers to the string of 0:%u (%zu bytes)", 2 * i + 1,
+                  2 * i, n);
         free(rec);
     }
     num = raw_run_num(&r, "mirrored");
@@ -1182,6 +1239,86 @@ Test(store, a_call_result_is_stored_once)
     cr_assert(o->calls_served == 3 && o->calls_executed == 0);
     pl_outcome_free(o);
     pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/* The offset of the first piece that refers to another step in the shared
+ * value @p v (ledger/codec/share.c), or 0. */
+static size_t ref_piece(const uint8_t *v, size_t n)
+{
+    size_t i = 2;
+    while (i + 5 <= n) {
+        if (v[i] == 0x01)
+            return i;
+        i += 5 + ((size_t)v[i + 1] << 24 | (size_t)v[i + 2] << 16 |
+                  (size_t)v[i + 3] << 8 | v[i + 4]);
+    }
+    return 0;
+}
+
+/*
+ * A shared value that is cut short, of another version, or refers to a
+ * step that is not there or to bytes its step does not hold is refused
+ * with a clear status by every reader (verify, walk, replay), never a
+ * crash; the sound value reads again.
+ */
+Test(store, a_broken_shared_value_is_refused)
+{
+    const char *path = t_store_path();
+    pl_registry *reg = registry();
+    pl_engine *e = open_with(path, reg, 0, 0);
+    start_ok(e, "bulk", "{\"n\": 1, \"size\": 65536}", "shared");
+    pl_engine_close(e);
+    raw r;
+    raw_open(&r, path, false);
+    uint64_t num = raw_run_num(&r, "shared");
+    uint8_t key[64];
+    size_t n, kl = step_key(key, num, NULL, 0, 1);
+    uint8_t *sound = raw_get_step(&r, key, kl, &n);
+    raw_close(&r);
+    cr_assert(sound[0] == 0xc1 && n < 200, "0:1 is a shared value");
+    size_t at = ref_piece(sound, n);
+    cr_assert(at > 0 && sound[at + 1] == 4, "0:1 refers to a root step");
+    static const struct {
+        const char *what;
+        int want;
+    } cases[] = {{"of version 2", PL_EVERSION},
+                 {"cut short", PL_ECORRUPT},
+                 {"naming a step that is not there", PL_ECORRUPT},
+                 {"past the end of its step", PL_ECORRUPT},
+                 {"one byte longer", PL_ECORRUPT},
+                 {"sound again", PL_OK}};
+    for (size_t c = 0; c < PL__ARRAY_LEN(cases); c++) {
+        uint8_t v[256];
+        size_t vn = n;
+        memcpy(v, sound, n);
+        uint8_t *off = v + at + 2 + 4, *len = off + 4;
+        switch (c) {
+        case 0: v[1] = 2; break;
+        case 1: vn -= 3; break;
+        case 2: be32(v + at + 2, 7); break;
+        case 3: be32(off, 1u << 30); break;
+        case 4: len[3]++; break;
+        default: break;
+        }
+        raw_open(&r, path, false);
+        raw_put_step(&r, key, kl, v, vn);
+        raw_close(&r);
+        e = open_with(path, reg, 0, 0);
+        int st = pl_run_verify(e, "shared");
+        cr_expect_eq(st, cases[c].want, "verify, a shared value %s: %s (%s)",
+                     cases[c].what, pl_status_name(st), pl_errmsg());
+        pl_outcome *o = NULL;
+        st = pl_run_continue(&o, e, "shared", NULL);
+        cr_expect_eq(st, cases[c].want, "replay, a shared value %s: %s (%s)",
+                     cases[c].what, pl_status_name(st), pl_errmsg());
+        if (c < 4)
+            cr_expect(strstr(pl_errmsg(), "shared step value"),
+                      "the message says what is wrong: %s", pl_errmsg());
+        pl_outcome_free(o);
+        pl_engine_close(e);
+    }
+    free(sound);
     pl_registry_free(reg);
 }
 

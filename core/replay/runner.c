@@ -205,22 +205,17 @@ static int run_execute(pl__run *r, const pl_policy_def *def,
     }
 
     if (!st) {
-        const pl_step *last = steps->n ? steps->v[steps->n - 1] : NULL;
         rs->status = PL_RUN_COMPLETED;
         if ((st = pl__run_head(r, rs->head))) {
             pl_steps_free(steps);
             return st;
         }
         rs->has_head = true;
+        /* the result is the root ledger's last step, which "head" hashes:
+         * the state does not repeat it (runrec.c) */
         free(rs->result);
-        rs->result_len = last ? last->mp_len : 1;
-        rs->result = malloc(rs->result_len);
-        if (!rs->result) {
-            pl_steps_free(steps);
-            return pl__err(PL_ENOMEM, "out of memory");
-        }
-        memcpy(rs->result, last ? last->mp : (const uint8_t *)"\x80",
-               rs->result_len);
+        rs->result = NULL;
+        rs->result_len = 0;
         if ((st = pl__run_write(r, true))) {
             pl_steps_free(steps);
             return st;
