@@ -1599,6 +1599,13 @@ static int probe(pl_durability mode, double *out)
     return n;
 }
 
+double floor_commit_s(void)
+{
+    double v[PROBE_REPS];
+    int n = probe(PL_DURABILITY_SYNC, v);
+    return n ? median(v, n) : 0;
+}
+
 static double rel_range(double *v, int n)
 {
     double lo = v[0], hi = v[0];
@@ -2694,6 +2701,33 @@ static PGconn *pg_connect(void)
     return c;
 }
 
+static PGconn *g_xid_conn; /* store_commits()'s, in this process */
+static pid_t g_xid_pid;
+
+uint64_t store_commits(pl_engine *e)
+{
+    uint64_t v = 0;
+    if (!g_pg_uri) {
+        if (pl_engine_change_mark(&v, e))
+            die("change mark");
+        return v;
+    }
+    if (!g_xid_conn || g_xid_pid != getpid()) {
+        g_xid_conn = pg_connect();
+        g_xid_pid = getpid();
+    }
+    PGresult *r = PQexec(g_xid_conn, "SELECT txid_snapshot_xmax("
+                                     "txid_current_snapshot())");
+    if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1) {
+        fprintf(stderr, "pl-bench: reading the next xid: %s",
+                PQresultErrorMessage(r));
+        _exit(1);
+    }
+    v = strtoull(PQgetvalue(r, 0, 0), NULL, 10);
+    PQclear(r);
+    return v;
+}
+
 static void pg_sql(PGconn *c, const char *sql)
 {
     PGresult *r = PQexec(c, sql);
@@ -3025,8 +3059,8 @@ static int report_rate(bool quick)
     return failures;
 }
 
-/* W1, W3, W6, W7 and rate (as @p only selects them) on PostgreSQL; returns the
- * failures. */
+/* W1, W3, W6, W7, W8 and rate (as @p only selects them) on PostgreSQL;
+ * returns the failures. */
 static int report_pg(bool quick, unsigned only)
 {
     say("on PostgreSQL: %s\n\n", g_pg_uri);
@@ -3035,6 +3069,7 @@ static int report_pg(bool quick, unsigned only)
            (only & 1u << 3 ? report_pg_w3(quick) : 0) +
            (only & 1u << 6 ? report_w6(quick) : 0) +
            (only & 1u << 7 ? report_w7(quick) : 0) +
+           (only & 1u << 8 ? report_w8() : 0) +
            (only & ONLY_RATE ? report_rate(quick) : 0);
 }
 
@@ -3048,7 +3083,7 @@ static void usage(FILE *f)
                "under $TMPDIR or /tmp)\n"
                "  --only LIST the workloads to run, e.g. w1,w4 or fanout "
                "(default: all)\n"
-               "  --store URI W1, W3, W6, W7 and rate on PostgreSQL (a "
+               "  --store URI W1, W3, W6, W7, W8 and rate on PostgreSQL (a "
                "postgresql:// URI), W1\n"
                "              and W3 next to a libpq floor\n");
 }
@@ -3166,7 +3201,7 @@ int main(int argc, char **argv)
         sysconf(_SC_NPROCESSORS_ONLN));
     int failures = 0;
 
-    if (g_pg_uri) { /* W1, W3, W6, W7 and rate on PostgreSQL instead */
+    if (g_pg_uri) { /* W1, W3, W6, W7, W8 and rate on PostgreSQL instead */
         failures += report_pg(quick, only);
         only = 0;
     }

@@ -49,6 +49,15 @@ pl_registry *make_registry(bool killer); /* "tool" and the bench roots */
 pl_engine *open_engine(const char *path, pl_registry *reg, pl_durability d,
                        pl_event_fn fn);
 
+/* The write transactions of the store of @p e so far, each one sync in
+ * sync mode: LMDB's last transaction id; on PostgreSQL the server's next
+ * transaction id (every writing transaction takes one), read on a
+ * connection of the process's own. */
+uint64_t store_commits(pl_engine *e);
+/* The floor's time per commit, synced, alone: one raw LMDB put (or, with
+ * --store, one 160 B INSERT) and commit; median of PROBE_REPS probes. */
+double floor_commit_s(void);
+
 /* ---- the raw-LMDB floor ---- */
 MDB_env *raw_open(const char *name, pl_durability mode, MDB_dbi *dbi);
 void raw_close(MDB_env *env, const char *name);

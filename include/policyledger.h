@@ -1752,13 +1752,17 @@ int pl_cron_next(int64_t *out_ms, const char *cron, const char *zone,
 
 /**
  * Export a run as JSON lines to @p out: a first line describing the run
- * ({"kind":"run","format":1,"run":id,"run_number":N,"policy",...,"status",
- * "created_us","records":R,"head","info","state"}: its two run records as
- * stored, in hex), then one line per step in key order (the run's tree in
- * order) with run, path, seq, id, actor, type, payload, time, time_us,
- * code, hash and prev_hash, and either "record" (the stored step record,
- * hex) or "derived":true (a folded callee's step, which has no record of
- * its own).  The format is written down at the top of core/ops/export.c.
+ * ({"kind":"run","format":2,"run":id,"run_number":N,"policy",...,"status",
+ * "created_us","records":R,"head","info","state","inbox":I}: its two run
+ * records as stored, in hex), then one line per step in key order (the
+ * run's tree in order) with run, path, seq, id, actor, type, payload,
+ * time, time_us, code, hash and prev_hash, and either "record" (the stored
+ * step record, hex) or "derived":true (a folded callee's step, which has
+ * no record of its own); then I lines, one per record in the run's inbox
+ * in delivery order ({"kind":"inbox","run","seq","name","payload"} for an
+ * event, "reason" for a cancellation, "sent_us", "record": the inbox
+ * record, hex): what was delivered to it and not yet consumed.  The
+ * format is written down in core/ops/export.h.
  * The export is complete: pl_run_import() makes the run again from it.
  * A run being written meanwhile may fail with PL_EBUSY: export it once it
  * stops.  The store is only read (a read-only engine will do).
@@ -1793,9 +1797,11 @@ int pl_run_export_each(pl_engine *engine, const char *run_id,
  * with its prompt and token, failed with its reason, cancelled with its
  * reason, waiting with its timer (due at its wake time or deadline, as
  * the wait set it), or running with no owner, for pl_run_continue() to
- * finish).  pl_run_verify() passes on it.  What waits in a run's inbox
- * (events not yet consumed, a cancellation not yet seen) is not part of
- * the run's ledger: it is neither exported nor imported.
+ * finish), and its inbox (events not yet consumed, a cancellation not yet
+ * seen), so that a waiting run continues there as it would have where it
+ * came from (a waiting run with an inbox is due at once, to look).
+ * pl_run_verify() passes on it.  An export of format 1 (before inbox
+ * lines) is read too.
  *
  * Writing takes two commits (the store numbers a run when it creates it):
  * should the process die between them, the run is left `failed` with a

@@ -210,9 +210,12 @@ int pl__store_timer_set(pl__store *s, uint64_t run, const char *run_id,
 }
 
 int pl__store_timer_take(pl__store *s, const char *owner, int64_t lease_us,
-                         pl__lease *out, int64_t *next_due_us)
+                         pl__lease *out, size_t max, size_t *n,
+                         int64_t *next_due_us)
 {
-    return CALL(s, timer_take, owner, lease_us, out, next_due_us);
+    *n = 0;
+    return CALL(s, timer_take, owner, lease_us, out, max ? max : 1, n,
+                next_due_us);
 }
 
 int pl__store_timer_get(pl__store *s, uint64_t run, int64_t *due_us)
@@ -222,9 +225,10 @@ int pl__store_timer_get(pl__store *s, uint64_t run, int64_t *due_us)
 
 int pl__store_inbox_put(pl__store *s, uint64_t run, const char *run_id,
                         pl__inbox_check_fn check, void *user,
-                        const uint8_t *rec, size_t len, uint64_t *seq)
+                        const uint8_t *rec, size_t len, pl__inbox_take *take,
+                        uint64_t *seq)
 {
-    return CALL(s, inbox_put, run, run_id, check, user, rec, len, seq);
+    return CALL(s, inbox_put, run, run_id, check, user, rec, len, take, seq);
 }
 
 int pl__store_inbox_read(pl__store *s, uint64_t run, pl__kvs *out)

@@ -552,7 +552,7 @@ Test(pg, timers_and_consumptions_go_in_the_commit)
     cr_assert_eq(pl__inbox_encode(&ev, "tm-a", &er), PL_OK, "%s", pl_errmsg());
     pl__pg_counts c0 = counts();
     cr_assert_eq(pl__pg_inbox_put(s, a.run, "tm-a", inbox_open, NULL, ev.data,
-                                  ev.len, &seq),
+                                  ev.len, NULL, &seq),
                  PL_OK, "%s", pl_errmsg());
     pl__pg_counts c1 = counts();
     cr_expect_eq(c1.round_trips - c0.round_trips, 2);
@@ -563,7 +563,7 @@ Test(pg, timers_and_consumptions_go_in_the_commit)
               (long long)due);
     /* one its check refuses leaves nothing, and the connection usable */
     cr_expect_eq(pl__pg_inbox_put(s, a.run, "tm-a", inbox_open, "ended",
-                                  ev.data, ev.len, &seq),
+                                  ev.data, ev.len, NULL, &seq),
                  PL_ESTATE);
     cr_expect_str_eq(pl_errmsg(), "ended");
     pl__kvs ib = {0};
@@ -631,7 +631,7 @@ Test(pg, timers_and_consumptions_go_in_the_commit)
     pl__buf_reset(&ev);
     cr_assert_eq(pl__inbox_encode(&ev, "tm-a", &cr), PL_OK, "%s", pl_errmsg());
     cr_assert_eq(pl__pg_inbox_put(s, a.run, "tm-a", inbox_open, NULL, ev.data,
-                                  ev.len, &seq),
+                                  ev.len, NULL, &seq),
                  PL_OK, "%s", pl_errmsg());
     pl__batch k = {0};
     k.run = a.run;
@@ -644,12 +644,14 @@ Test(pg, timers_and_consumptions_go_in_the_commit)
     /* the due timer is taken once, with the run's lease */
     pl__lease l;
     int64_t next = -1;
-    cr_assert_eq(pl__pg_timer_take(s, "w1", 60 * 1000000LL, &l, &next), PL_OK,
-                 "%s", pl_errmsg());
+    size_t nt = 0;
+    cr_assert_eq(pl__pg_timer_take(s, "w1", 60 * 1000000LL, &l, 1, &nt, &next),
+                 PL_OK, "%s", pl_errmsg());
+    cr_expect_eq(nt, 1);
     cr_expect_eq(l.run, a.run);
     cr_expect_str_eq(l.id, "tm-a");
     cr_expect_str_eq(l.owner, "w1");
-    cr_expect_eq(pl__pg_timer_take(s, "w2", 60 * 1000000LL, &l, &next),
+    cr_expect_eq(pl__pg_timer_take(s, "w2", 60 * 1000000LL, &l, 1, &nt, &next),
                  PL_ENOTFOUND);
     cr_expect_eq(next, 0, "no timer is left");
     cr_expect_eq(pl__pg_timer_get(s, a.run, &kept), PL_ENOTFOUND);

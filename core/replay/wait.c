@@ -30,10 +30,16 @@
  *
  * DELIVERIES.  pl_run_signal() and pl_run_cancel() put a record in the
  * run's inbox and make its timer due now, in one transaction that refuses
- * an ended run (store.h, INBOXES).  A wait consumes the first event of its
- * name in delivery order: its `event` step and the record's removal are one
- * commit.  A cancellation stays in the inbox; its `cancel` step is what the
- * run goes by.
+ * an ended run (store.h, INBOXES); pl_run_signal() continuing a waiting run
+ * in its thread takes the run's lease and claims it in that transaction
+ * too (runner.c).  A wait consumes the first event of its name in delivery
+ * order: its `event` step and the record's removal are one commit, the
+ * run's next one.  No sync of its own is needed: until that commit the
+ * record stays in the inbox, where a replay after a crash finds it first
+ * again, and nothing outside the run sees the consumption before it (a
+ * call's `action_call` is committed, with it, before the call runs).  A
+ * cancellation stays in the inbox; its `cancel` step is what the run goes
+ * by.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -435,15 +441,19 @@ static int take_event_step(pl_ctx *c, const pl__rec *rec, const char *name,
     return PL_OK;
 }
 
-/* Consume inbox record @p i, an event named @p name: record it, durably,
- * with the record's removal. */
+/* Consume inbox record @p i, an event named @p name: record it, with the
+ * record's removal, both written by the run's next commit. */
 static int consume_event(pl_ctx *c, const inbox *ib, size_t i, const char *name,
                          cJSON **out)
 {
     pl__run *r = c->run;
     cJSON *payload = NULL;
-    int st = pl__payload_decode(&payload, ib->v[i].payload,
-                                ib->v[i].payload_len);
+    /* a batch drops one inbox record: one consumed already is written
+     * first */
+    int st = r->batch.inbox_del ? pl__run_commit(r) : PL_OK;
+    if (st)
+        return st;
+    st = pl__payload_decode(&payload, ib->v[i].payload, ib->v[i].payload_len);
     if (st)
         return pl__run_fail(r, st, "run %s: an event's payload: %s", r->id,
                             pl_errmsg());
@@ -458,10 +468,6 @@ static int consume_event(pl_ctx *c, const inbox *ib, size_t i, const char *name,
         return st;
     }
     r->batch.inbox_del = inbox_seq(ib, i);
-    if ((st = pl__run_commit(r))) {
-        cJSON_Delete(payload);
-        return st;
-    }
     *out = payload;
     return PL_OK;
 }
@@ -501,7 +507,10 @@ static int wait_event(pl_ctx *c, const char *name, int64_t until_ms,
         st = boundary_at_end(c, &ib);
         bool found = false;
         for (size_t i = 0; !st && !found && i < ib.n; i++) {
-            if (ib.v[i].name && strcmp(ib.v[i].name, name) == 0) {
+            /* one consumed by this execution, its removal not yet
+             * written, is passed over */
+            if (ib.v[i].name && strcmp(ib.v[i].name, name) == 0 &&
+                inbox_seq(&ib, i) != r->batch.inbox_del) {
                 found = true;
                 st = consume_event(c, &ib, i, name, out);
             }
@@ -594,7 +603,8 @@ static int deliver_check(const uint8_t *state, size_t len, void *user)
 }
 
 static int deliver(pl_engine *e, const char *id, const pl__inbox_rec *ib,
-                   const char *what, uint64_t *num, pl_run_status *found)
+                   const char *what, pl__inbox_take *take, uint64_t *num,
+                   pl_run_status *found)
 {
     pl__buf rec = {0};
     int st = pl__store_run_find(e->store, id, num, NULL);
@@ -604,9 +614,26 @@ static int deliver(pl_engine *e, const char *id, const pl__inbox_rec *ib,
     uint64_t seq;
     if (!st)
         st = pl__store_inbox_put(e->store, *num, id, deliver_check, &d,
-                                 rec.data, rec.len, &seq);
+                                 rec.data, rec.len, take, &seq);
     pl__buf_free(&rec);
     *found = d.status;
+    return st;
+}
+
+/* An event's delivery, for pl__run_continue_delivered(). */
+typedef struct signal_ctx {
+    const char *id, *what;
+    const pl__inbox_rec *ib;
+    pl_run_status found;
+    bool delivered;
+} signal_ctx;
+
+static int signal_fn(pl_engine *e, pl__inbox_take *take, void *user)
+{
+    signal_ctx *s = user;
+    uint64_t num;
+    int st = deliver(e, s->id, s->ib, s->what, take, &num, &s->found);
+    s->delivered = !st;
     return st;
 }
 
@@ -636,7 +663,26 @@ int pl_run_signal(pl_outcome **out, pl_engine *e, const char *run_id,
     pl_run_status found;
     char what[PL_MAX_NAME + 32];
     snprintf(what, sizeof what, "the event '%s'", name);
-    st = deliver(e, run_id, &ib, what, &num, &found);
+    if (out) {
+        /* a waiting run is taken and claimed by the delivery itself, and
+         * goes on here */
+        signal_ctx sc = {run_id, what, &ib, 0, false};
+        pl__delivery dv = {signal_fn, &sc, false};
+        st = pl__run_continue_delivered(out, e, run_id, &dv);
+        if (dv.tried) {
+            pl__buf_free(&p);
+            /* delivered: someone else may have been quicker to continue */
+            if (st == PL_EBUSY && sc.delivered) {
+                pl__err_clear();
+                return PL_OK;
+            }
+            return st;
+        }
+        pl_outcome_free(*out);
+        *out = NULL;
+        pl__err_clear();
+    }
+    st = deliver(e, run_id, &ib, what, NULL, &num, &found);
     pl__buf_free(&p);
     if (st || !out || found != PL_RUN_WAITING)
         return st;
@@ -692,7 +738,7 @@ int pl_run_cancel(pl_engine *e, const char *run_id, const char *reason)
     pl__inbox_rec ib = {.reason = (char *)reason, .sent_us = pl__now_us()};
     uint64_t num;
     pl_run_status found;
-    int st = deliver(e, run_id, &ib, "a cancellation", &num, &found);
+    int st = deliver(e, run_id, &ib, "a cancellation", NULL, &num, &found);
     if (st)
         return st;
     if (found == PL_RUN_SUSPENDED || found == PL_RUN_SUBMITTED) {
@@ -729,8 +775,9 @@ int pl_engine_wake(pl_engine *e, int64_t *next_due_ms)
     for (;;) {
         pl__lease lease;
         int64_t next = 0;
+        size_t n;
         int st = pl__store_timer_take(e->store, e->worker, e->lease_us, &lease,
-                                      &next);
+                                      1, &n, &next);
         if (st == PL_ENOTFOUND) {
             next = next ? (next + 999) / 1000 : 0;
             if (next_due_ms)

@@ -79,6 +79,7 @@ enum {
     Q_SCHED,  /* a commit's schedule write (pg_sched.c) */
     Q_SCHEDS, /* every schedule */
     Q_MARK,
+    Q_INBOX_ADD, /* an inbox record written as it is (an import's) */
     Q_N
 };
 #define Q_PREPARED_RO L_ACQUIRE /* those prepared on a read-only store */
@@ -198,6 +199,11 @@ PL__HIDDEN bool pl__pg_parse_i64(const char *p, int64_t *out);
  */
 PL__HIDDEN int pl__pg_lock_state(pl__pg_store *s, PGconn *c, uint64_t num,
                                  pl__buf *state) PL__MUST_CHECK;
+/* In that transaction: write run @p num's new state and @p extra's steps,
+ * and COMMIT, in one round trip. */
+PL__HIDDEN int pl__pg_put_state(pl__pg_store *s, PGconn *c, uint64_t num,
+                                const pl__buf *state,
+                                const pl__kvs *extra) PL__MUST_CHECK;
 /* After a failure in a transaction pl__pg_lock_state() began: roll it back
  * (the message kept).  Returns @p c, or NULL when it had to be closed. */
 PL__HIDDEN PGconn *pl__pg_rollback(pl__pg_store *s, PGconn *c);
@@ -212,6 +218,11 @@ PL__HIDDEN int pl__pg_time_setup(pl__pg_store *s, PGconn *c);
 /* The status of a commit's failed statement when it consumed an inbox
  * record another execution consumed first (PL_EBUSY); PL_OK otherwise. */
 PL__HIDDEN int pl__pg_time_failed(const PGresult *r);
+/* Send batch @p bt's inbox records to write (pl__batch.inbox_add), each
+ * its statement, in a commit's pipeline; *nsent counts them. */
+PL__HIDDEN int pl__pg_inbox_add_send(pl__pg_store *s, PGconn *c,
+                                     const pl__batch *bt,
+                                     size_t *nsent) PL__MUST_CHECK;
 /* ---- flow control (pg_flow.c) ------------------------------------------- */
 
 /* Format statement @p which (L_RATE, L_RATE_GET) for the store's schema. */
