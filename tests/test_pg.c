@@ -263,7 +263,8 @@ Test(pg, a_commit_is_one_round_trip)
     cr_expect_eq(l.gen, 1);
 
     /* a fence of a lease taken over fails the group: nothing of it stays,
-     * the other run's steps and state neither */
+     * the other run's steps and state neither, and the lease it would
+     * have dropped is kept */
     pl__kvs_reset(&wa.steps);
     pl__kvs_reset(&wb.steps);
     step_key(key, a.run, 2500);
@@ -273,6 +274,7 @@ Test(pg, a_commit_is_one_round_trip)
     wb.gen = 0; /* b unleased now; a's fence names a generation gone */
     wb.release = false;
     wa.gen = 7;
+    wa.release = true;
     pl__buf_reset(&wb.state);
     cr_assert_eq(pl__buf_append(&wb.state, "sX", 2), PL_OK);
     pl__batch *stale[2] = {&wb, &wa};
@@ -286,6 +288,8 @@ Test(pg, a_commit_is_one_round_trip)
     cr_expect_eq(steps_of(s, b.run), 1);
     cr_assert_eq(pl__pg_state_get(s, b.run, &got), PL_OK, "%s", pl_errmsg());
     cr_expect(got.len == 2 && memcmp(got.data, "sb", 2) == 0);
+    cr_assert_eq(pl__pg_lease_get(s, a.run, &l), PL_OK, "%s", pl_errmsg());
+    cr_expect_eq(l.gen, 1, "the lease a failed commit would drop is kept");
 
     /* a step that exists, in the last statement of three: the same */
     wa.gen = 1;

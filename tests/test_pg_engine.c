@@ -517,6 +517,51 @@ Test(pg, runs_are_listed_in_id_byte_order)
     free(uri);
 }
 
+typedef struct page_seen {
+    size_t n, running, alive;
+} page_seen;
+
+static int page_visit(const pl_run_info *info, void *user)
+{
+    page_seen *s = user;
+    s->n++;
+    s->running += info->status == PL_RUN_RUNNING;
+    s->alive += info->owner_alive;
+    return 0;
+}
+
+/* Listing runs reads their states a page at a time (256 runs), and the
+ * leases of a page's running runs together: never a round trip a run. */
+Test(pg, a_page_of_runs_is_one_query_of_states)
+{
+    char *uri = store_uri("t_runpage");
+    effects_init();
+    pl_registry *reg = registry();
+    pl_engine *e = t_engine(uri, reg, PL_DURABILITY_PROCESS);
+    crash_child(uri, 1); /* "crashed": running, its owner dead */
+    for (int i = 0; i < 300; i++) {
+        char id[16];
+        snprintf(id, sizeof id, "r%03d", i);
+        pl_outcome_free(t_start(e, "echo", "{}", id));
+    }
+    pl__pg_counts c0, c1;
+    pl__pg_counts_get(&c0);
+    page_seen s = {0};
+    cr_assert_eq(pl_engine_runs(e, page_visit, &s), PL_OK, "%s", pl_errmsg());
+    pl__pg_counts_get(&c1);
+    cr_expect_eq(s.n, 301);
+    cr_expect_eq(s.running, 1);
+    cr_expect_eq(s.alive, 0, "the killed owner counts as alive");
+    /* pages of 256 and 45 runs, then an empty one: 3 lists, 2 reads of
+     * states, 1 of leases (the page with the crashed run) */
+    cr_expect_eq(c1.round_trips - c0.round_trips, 6,
+                 "%llu round trips to list 301 runs",
+                 (unsigned long long)(c1.round_trips - c0.round_trips));
+    pl_engine_close(e);
+    pl_registry_free(reg);
+    free(uri);
+}
+
 Test(pg, unknown_format_is_eversion)
 {
     char *uri = t_pg_store_uri("t_format");

@@ -45,7 +45,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define NOW_US "(extract(epoch from clock_timestamp()) * 1000000)::bigint"
 #define CONSUMED_STATE "PLINB"
 
 int pl__pg_time_sql(const pl__pg_store *s, int which, char **out)
