@@ -11,6 +11,8 @@
  */
 #include "support.h"
 
+#include "pg_store.h"
+
 #include <errno.h>
 #include <libpq-fe.h>
 #include <pthread.h>
@@ -534,7 +536,7 @@ static int page_visit(const pl_run_info *info, void *user)
  * leases of a page's running runs together: never a round trip a run. */
 Test(pg, a_page_of_runs_is_one_query_of_states)
 {
-    char *uri = store_uri("t_runpage");
+    char *uri = t_pg_store_uri("t_runpage");
     effects_init();
     pl_registry *reg = registry();
     pl_engine *e = t_engine(uri, reg, PL_DURABILITY_PROCESS);
