@@ -48,6 +48,7 @@
  *
  *   ops/             operations on stored runs
  *     inspect.c      reading runs and ledgers, verification
+ *     runs.c         listing runs, a page at a time
  *     walk.c         a run's steps in tree order (pl_run_walk)
  *     fork.c         a new run from a prefix of another's ledgers
  *     export.c       a run as JSON lines (the format: export.h)
@@ -265,10 +266,25 @@ PL__HIDDEN int pl__engine_lease(pl_engine *e, uint64_t num, uint64_t gen,
                                 atomic_bool *lost) PL__MUST_CHECK;
 /* Stop the renewer thread, if one runs (lease.c). */
 PL__HIDDEN void pl__engine_lease_stop(pl_engine *e);
+/*
+ * Build the run info of run @p num from its info record and its state
+ * record (@p state, or NULL: read here).  With @p lease_later, a running
+ * run this engine does not execute is left with what its state record
+ * says of its owner, *lease_later set for the caller to ask its lease
+ * (pl__lease_alive()) (inspect.c).
+ */
+PL__HIDDEN int pl__run_info_build(pl_engine *e, const char *id, size_t id_len,
+                                  uint64_t num, const uint8_t *info,
+                                  size_t info_len, const pl__buf *state,
+                                  bool *lease_later,
+                                  pl_run_info **out) PL__MUST_CHECK;
 /* Whether a running run that this engine does not execute has a live
  * owner by its lease; @p by_record (pl__owner_alive()) for a run without
  * a lease (lease.c). */
 PL__HIDDEN bool pl__run_lease_alive(pl_engine *e, uint64_t num, bool by_record);
+/* The same for a lease read already: @p l, or NULL for none. */
+PL__HIDDEN bool pl__lease_alive(pl_engine *e, const pl__lease *l,
+                                bool by_record);
 /* Whether run options' priority and concurrency key are in range, and
  * given to pl_run_submit() only (@p submit) (flow.c); PL_EINVAL naming
  * @p fn. */

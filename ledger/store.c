@@ -122,6 +122,19 @@ int pl__store_state_get(pl__store *s, uint64_t num, pl__buf *state)
     return CALL(s, state_get, num, state);
 }
 
+int pl__store_states_get(pl__store *s, const uint64_t *nums, size_t n,
+                         pl__buf *states)
+{
+#if PL_WITH_POSTGRESQL
+    if (s->pg)
+        return pl__pg_states_get(s->pg, nums, n, states);
+#endif
+    int st = PL_OK; /* LMDB: a read each, in memory */
+    for (size_t i = 0; !st && i < n; i++)
+        st = pl__lmdb_state_get(s->lmdb, nums[i], &states[i]);
+    return st;
+}
+
 int pl__store_state_update(pl__store *s, uint64_t num, pl__state_fn fn,
                            void *user)
 {
@@ -166,6 +179,23 @@ int pl__store_lease_release(pl__store *s, uint64_t run, uint64_t gen)
 int pl__store_lease_get(pl__store *s, uint64_t run, pl__lease *out)
 {
     return CALL(s, lease_get, run, out);
+}
+
+int pl__store_leases_get(pl__store *s, const uint64_t *runs, size_t n,
+                         pl__lease *out, bool *found)
+{
+#if PL_WITH_POSTGRESQL
+    if (s->pg)
+        return pl__pg_leases_get(s->pg, runs, n, out, found);
+#endif
+    int st = PL_OK;
+    for (size_t i = 0; !st && i < n; i++) {
+        st = pl__lmdb_lease_get(s->lmdb, runs[i], &out[i]);
+        found[i] = st == PL_OK;
+        if (st == PL_ENOTFOUND)
+            st = PL_OK;
+    }
+    return st;
 }
 
 int pl__store_scheds(pl__store *s, pl__kvs *out)

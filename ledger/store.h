@@ -258,6 +258,12 @@ PL__HIDDEN int pl__store_run_find(pl__store *s, const char *id, uint64_t *num,
 PL__HIDDEN int pl__store_state_get(pl__store *s, uint64_t num,
                                    pl__buf *state) PL__MUST_CHECK;
 
+/* Read the state records of runs @p nums[0 .. n) into @p states[0 .. n)
+ * (each reset first): on PostgreSQL one query for them all.  A run without
+ * one is PL_ECORRUPT. */
+PL__HIDDEN int pl__store_states_get(pl__store *s, const uint64_t *nums,
+                                    size_t n, pl__buf *states) PL__MUST_CHECK;
+
 /*
  * Read-modify-write a run's state in one write transaction: @p fn gets the
  * current state bytes and replaces them in @p state (it may also add step
@@ -335,6 +341,12 @@ PL__HIDDEN int pl__store_lease_release(pl__store *s, uint64_t run,
 /* Read run @p run's lease: PL_ENOTFOUND when it has none. */
 PL__HIDDEN int pl__store_lease_get(pl__store *s, uint64_t run,
                                    pl__lease *out) PL__MUST_CHECK;
+
+/* Read the leases of runs @p runs[0 .. n) into @p out[0 .. n), @p found[i]
+ * false for a run that has none: on PostgreSQL one query for them all. */
+PL__HIDDEN int pl__store_leases_get(pl__store *s, const uint64_t *runs,
+                                    size_t n, pl__lease *out,
+                                    bool *found) PL__MUST_CHECK;
 
 /* ---- schedules --------------------------------------------------------------- */
 

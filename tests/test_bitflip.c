@@ -31,7 +31,10 @@
  * Every bit of every key and every bit of every value is flipped (about
  * 18000 flips, 30 s).  Under the sanitizers, where each child costs more,
  * every bit of the keys but only every SAMPLE-th bit of the values (4): a
- * fixed stride, so the same bits every time.
+ * fixed stride, so the same bits every time.  PL_BITFLIP_SLICE="k/N" takes
+ * the k-th of N slices of the flips (the i-th flip of each sweep with
+ * i % N == k): the suite runs them as N tests, test_bitflip_0.., in
+ * parallel.
  */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
@@ -698,11 +701,15 @@ Test(bitflip, every_bit_of_every_key_ends_every_walk, .timeout = 600)
 {
     setup s;
     prepare(&s);
-    size_t flips = 0, reported = 0;
+    long slice, slices;
+    t_slice("PL_BITFLIP_SLICE", &slice, &slices);
+    size_t flips = 0, reported = 0, seen = 0;
     for (size_t i = 0; i < s.keys.n; i++) {
         const target *t = &s.keys.v[i];
         for (size_t byte = 0; byte < t->len; byte++) {
             for (unsigned bit = 0; bit < 8; bit++) {
+                if (seen++ % (size_t)slices != (size_t)slice)
+                    continue;
                 char what[256];
                 snprintf(what, sizeof what, "key %s/%s, byte %zu, bit %u",
                          t->db, t->key, byte, bit);
@@ -713,13 +720,13 @@ Test(bitflip, every_bit_of_every_key_ends_every_walk, .timeout = 600)
             }
         }
     }
-    cr_log_info("keys: %zu bits flipped in %zu keys; every call returned; "
-                "%zu reported PL_ECORRUPT or PL_EVERSION",
-                flips, s.keys.n, reported);
+    cr_log_info("keys: %zu bits flipped in %zu keys (slice %ld/%ld); every "
+                "call returned; %zu reported PL_ECORRUPT or PL_EVERSION",
+                flips, s.keys.n, slice, slices, reported);
     fprintf(stderr,
-            "bitflip keys: %zu bits in %zu keys flipped, every call "
-            "returned; %zu flips reported\n",
-            flips, s.keys.n, reported);
+            "bitflip keys: %zu bits in %zu keys flipped (slice %ld/%ld), "
+            "every call returned; %zu flips reported\n",
+            flips, s.keys.n, slice, slices, reported);
     finish(&s);
 }
 
@@ -730,12 +737,16 @@ Test(bitflip, every_bit_of_every_value_is_reported_or_harmless, .timeout = 600)
     /* the unflipped store's answers */
     report base = try_flip(s.path, s.reg, s.data, s.len, 0, 8, "baseline");
     cr_assert_not(base.reported, "the unflipped store reports corruption");
-    size_t flips = 0, reported = 0, nondet = 0, harmless = 0;
+    long slice, slices;
+    t_slice("PL_BITFLIP_SLICE", &slice, &slices);
+    size_t flips = 0, reported = 0, nondet = 0, harmless = 0, seen = 0;
     for (size_t i = 0; i < s.vals.n; i++) {
         const target *t = &s.vals.v[i];
         for (size_t byte = 0; byte < t->len; byte++) {
             for (unsigned bit = 0; bit < 8; bit++) {
                 if ((byte * 8 + bit) % SAMPLE != 0)
+                    continue;
+                if (seen++ % (size_t)slices != (size_t)slice)
                     continue;
                 char what[256];
                 snprintf(what, sizeof what, "value of %s/%s, byte %zu, bit %u",
@@ -764,10 +775,10 @@ Test(bitflip, every_bit_of_every_value_is_reported_or_harmless, .timeout = 600)
         }
     }
     fprintf(stderr,
-            "bitflip values: %zu bits flipped (every %d%s): %zu reported "
-            "(PL_ECORRUPT/PL_EVERSION), %zu caught by replay (PL_ENONDET), "
-            "%zu harmless, 0 changed unnoticed\n",
-            flips, SAMPLE, SAMPLE == 1 ? "" : ", sanitizer build", reported,
-            nondet, harmless);
+            "bitflip values: %zu bits flipped (every %d%s, slice %ld/%ld): "
+            "%zu reported (PL_ECORRUPT/PL_EVERSION), %zu caught by replay "
+            "(PL_ENONDET), %zu harmless, 0 changed unnoticed\n",
+            flips, SAMPLE, SAMPLE == 1 ? "" : ", sanitizer build", slice,
+            slices, reported, nondet, harmless);
     finish(&s);
 }

@@ -37,8 +37,11 @@ void pl_run_info_free(pl_run_info *pub)
     free(in);
 }
 
-static int info_build(pl_engine *e, const char *id, size_t id_len, uint64_t num,
-                      const uint8_t *info, size_t info_len, pl_run_info **out)
+/* pl__run_info_build(): internal.h */
+int pl__run_info_build(pl_engine *e, const char *id, size_t id_len,
+                       uint64_t num, const uint8_t *info, size_t info_len,
+                       const pl__buf *state, bool *lease_later,
+                       pl_run_info **out)
 {
     *out = NULL;
     info_impl *in = calloc(1, sizeof *in);
@@ -54,10 +57,12 @@ static int info_build(pl_engine *e, const char *id, size_t id_len, uint64_t num,
         st = pl__err(PL_ECORRUPT, "a run's id is malformed");
     if (!st)
         st = pl__run_info_decode(&in->ri, in->id, info, info_len);
-    if (!st)
+    if (!st && !state)
         st = pl__store_state_get(e->store, num, &sb);
     if (!st)
-        st = pl__run_state_decode(&in->st, in->id, sb.data, sb.len);
+        st = state ? pl__run_state_decode(&in->st, in->id, state->data,
+                                          state->len)
+                   : pl__run_state_decode(&in->st, in->id, sb.data, sb.len);
     pl__buf_free(&sb);
     if (!st)
         st = pl__payload_decode(&in->payload, in->ri.payload,
@@ -86,7 +91,10 @@ static int info_build(pl_engine *e, const char *id, size_t id_len, uint64_t num,
                       (in->st.owner_pid == e->pid &&
                        !strcmp(in->st.owner_host, e->host) &&
                        pl__engine_owns(e, num)));
-    if (p->status == PL_RUN_RUNNING && !pl__engine_owns(e, num))
+    bool ask = p->status == PL_RUN_RUNNING && !pl__engine_owns(e, num);
+    if (lease_later)
+        *lease_later = ask;
+    else if (ask)
         p->owner_alive = pl__run_lease_alive(e, num, p->owner_alive);
     p->attempts = in->st.attempts;
     p->error = in->st.error;
@@ -120,78 +128,9 @@ int pl_run_get(pl_run_info **out, pl_engine *e, const char *run_id)
     if (!st)
         st = pl__store_run_find(e->store, run_id, &num, &info);
     if (!st)
-        st = info_build(e, run_id, strlen(run_id), num, info.data, info.len,
-                        out);
+        st = pl__run_info_build(e, run_id, strlen(run_id), num, info.data,
+                                info.len, NULL, NULL, out);
     pl__buf_free(&info);
-    return st;
-}
-
-int pl_engine_runs(pl_engine *e, pl_run_visit_fn visit, void *user)
-{
-    if (!e || !visit)
-        return pl__err(PL_EINVAL, "pl_engine_runs: engine and visitor are "
-                                  "required");
-    return pl_engine_runs_from(e, NULL, visit, user);
-}
-
-int pl_engine_runs_from(pl_engine *e, const pl_runs_options *opts,
-                        pl_run_visit_fn visit, void *user)
-{
-    if (!e || !visit)
-        return pl__err(PL_EINVAL, "pl_engine_runs_from: engine and visitor "
-                                  "are required");
-    pl_runs_options o;
-    int st = pl__struct_in(&o, opts, &pl__runs_options_layout,
-                           "pl_engine_runs_from");
-    if (st)
-        return st;
-    char after[PL_MAX_RUN_ID + 1] = "";
-    if (o.after) {
-        size_t n = strlen(o.after);
-        if (n > PL_MAX_RUN_ID)
-            return pl__err(PL_EINVAL, "pl_engine_runs_from: the cursor is "
-                                      "longer than a run id");
-        memcpy(after, o.after, n + 1);
-    }
-    pl__kvs page = {0};
-    st = pl__store_settle(e->store);
-    for (; !st;) {
-        /* the store hands out ids in strictly increasing (reverse:
-         * decreasing) order, each past after, or fails: no run is listed
-         * twice */
-        st = pl__store_runs(e->store, after[0] ? after : NULL, o.reverse, CHUNK,
-                            &page);
-        if (st) {
-            st = pl__err(st, "listing runs after '%s': %s", after, pl_errmsg());
-            break;
-        }
-        if (!page.n)
-            break;
-        for (size_t i = 0; !st && i < page.n; i++) {
-            const pl__kv *kv = &page.e[i];
-            if (kv->vlen < 8 || kv->klen > PL_MAX_RUN_ID) {
-                st = pl__err(PL_ECORRUPT,
-                             "a run record after run '%s' is "
-                             "malformed",
-                             after);
-                break;
-            }
-            const uint8_t *v = pl__kvs_val(&page, i);
-            pl_run_info *info;
-            st = info_build(e, (const char *)pl__kvs_key(&page, i), kv->klen,
-                            pl__get_be64(v), v + 8, kv->vlen - 8, &info);
-            if (st)
-                break;
-            st = visit(info, user);
-            pl_run_info_free(info);
-        }
-        if (st)
-            break;
-        const pl__kv *last = &page.e[page.n - 1];
-        memcpy(after, pl__kvs_key(&page, page.n - 1), last->klen);
-        after[last->klen] = '\0';
-    }
-    pl__kvs_free(&page);
     return st;
 }
 

@@ -12,12 +12,13 @@
  *   |                  | first state                                      |
  *   | L_CREATE         | after it, when the new run is leased or queued   |
  *   | Q_WRITE          | once, for every other batch together: the fences |
- *   |                  | of their leases (pl_fences(), which also drops   |
- *   |                  | the leases of finished executions), their steps, |
+ *   |                  | of their leases (their rows locked; the leases   |
+ *   |                  | of finished executions dropped), their steps,    |
  *   |                  | their states, their timers and the inbox records |
  *   |                  | they consume (pl_consumed() fails the commit     |
  *   |                  | when one is gone), each as arrays that unnest()  |
- *   |                  | turns into rows                                  |
+ *   |                  | turns into rows; plain SQL, no function called   |
+ *   |                  | unless a fence or a consumption failed           |
  *   | Q_STEPS          | only past STEPS_ROWS rows or STEPS_BYTES bytes   |
  *   |                  | of steps: the rest, as many as it takes          |
  *   | Q_SCHED          | once per batch that writes a schedule            |
@@ -329,14 +330,14 @@ typedef struct commit_ctx {
 } commit_ctx;
 
 /* Q_WRITE's answer: the runs written with a cancellation in their inbox,
- * "3,17" (NULL: none). */
+ * "3,17" (NULL: none), in its last column (the others are the checks'). */
 static int cancels_seen(commit_ctx *x, PGresult *r)
 {
-    if (PQntuples(r) != 1 || PQnfields(r) != 2)
+    if (PQntuples(r) != 1 || PQnfields(r) != 3)
         return pl__err(PL_ECORRUPT,
                        "store '%s': a commit's answer is malformed",
                        x->s->path);
-    const char *p = PQgetisnull(r, 0, 1) ? "" : PQgetvalue(r, 0, 1);
+    const char *p = PQgetisnull(r, 0, 2) ? "" : PQgetvalue(r, 0, 2);
     for (size_t b = 0; b < x->n; b++) {
         x->batches[b]->inbox_known = !x->batches[b]->create_id;
         x->batches[b]->inbox_cancel = false;

@@ -31,12 +31,14 @@
 #define SCHEMA_MAX 63
 #define IDLE_MAX 16
 #define READ_MAX 1024 /* rows per SELECT */
+/* The server's clock in Unix us: every lease's and timer's "now". */
+#define NOW_US "(extract(epoch from clock_timestamp()) * 1000000)::bigint"
 
 /*
  * The statements (s->q[]), naming the schema, in three ranges: the first
  * prepared on every connection (pg_conn.c), then the lease statements
  * and the writes, prepared too unless the store is read-only (an older
- * store opened read-only may lack the leases table and pl_fences()), then
+ * store opened read-only may lack the leases table and its functions), then
  * those sent unprepared: rare, or transaction control.
  */
 enum {
@@ -47,9 +49,11 @@ enum {
     Q_SCAN,
     Q_RUNS,
     Q_RUNS_DESC,
+    Q_STATES, /* the states of a page of runs (pg_read.c) */
     /* prepared unless read-only (lease statements: pg_lease.c) */
     L_ACQUIRE,
     L_GET,
+    L_GETS, /* the leases of a page of runs */
     L_NEXT,
     L_RENEW,
     L_RELEASE,
@@ -153,6 +157,10 @@ typedef int (*pl__pg_result_fn)(size_t i, PGresult *r, void *user);
 PL__HIDDEN int pl__pg_pipeline_finish(pl__pg_store *s, PGconn *c, size_t n,
                                       pl__pg_result_fn fn, void *user,
                                       const char *what) PL__MUST_CHECK;
+/* Append "{a,b,...}" of @p n numbers to @p b, NUL-terminated: an array
+ * parameter in text. */
+PL__HIDDEN int pl__pg_int_array(pl__buf *b, const uint64_t *v,
+                                size_t n) PL__MUST_CHECK;
 /* Run a statement without parameters that returns no rows. */
 PL__HIDDEN int pl__pg_command(pl__pg_store *s, PGconn *c, const char *sql,
                               const char *what);

@@ -280,6 +280,54 @@ int pl__pg_runs(pl__pg_store *s, const char *after, bool desc, size_t max_n,
     return st;
 }
 
+int pl__pg_states_get(pl__pg_store *s, const uint64_t *nums, size_t n,
+                      pl__buf *states)
+{
+    for (size_t i = 0; i < n; i++)
+        pl__buf_reset(&states[i]);
+    if (!n)
+        return PL_OK;
+    pl__buf a = {0};
+    int st = pl__pg_int_array(&a, nums, n);
+    PGresult *r = NULL;
+    if (!st) {
+        const char *vals[1] = {(const char *)a.data};
+        int lens[1] = {0}, fmts[1] = {0}; /* the array in text */
+        PGconn *c;
+        if (!(st = pl__pg_conn_get(s, &c))) {
+            r = pl__pg_exec_q(s, c, Q_STATES, 1, vals, lens, fmts);
+            if (PQresultStatus(r) != PGRES_TUPLES_OK)
+                st = pl__pg_err(s, c, r, "reading run states");
+            pl__pg_conn_put(s, c);
+        }
+    }
+    bool *seen = st ? NULL : calloc(n, sizeof *seen);
+    if (!st && !seen)
+        st = pl__err(PL_ENOMEM, "out of memory");
+    for (int j = 0; !st && j < PQntuples(r); j++) {
+        if (PQgetlength(r, j, 0) != 8) {
+            st = pl__err(PL_ECORRUPT, "store '%s': a run number is malformed",
+                         s->path);
+            break;
+        }
+        uint64_t num = pl__get_be64((const uint8_t *)PQgetvalue(r, j, 0));
+        for (size_t i = 0; !st && i < n; i++)
+            if (nums[i] == num && !seen[i]) {
+                seen[i] = true;
+                st = pl__buf_append(&states[i], PQgetvalue(r, j, 1),
+                                    (size_t)PQgetlength(r, j, 1));
+            }
+    }
+    for (size_t i = 0; !st && i < n; i++)
+        if (!seen[i])
+            st = pl__err(PL_ECORRUPT, "run #%llu has no state record",
+                         (unsigned long long)nums[i]);
+    free(seen);
+    PQclear(r);
+    pl__buf_free(&a);
+    return st;
+}
+
 /* ---- statistics ---------------------------------------------------------- */
 
 int pl__pg_mark(pl__pg_store *s, uint64_t *out)

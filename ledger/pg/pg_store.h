@@ -35,6 +35,8 @@ PL__HIDDEN int pl__pg_run_find(pl__pg_store *s, const char *id, uint64_t *num,
                                pl__buf *info) PL__MUST_CHECK;
 PL__HIDDEN int pl__pg_state_get(pl__pg_store *s, uint64_t num,
                                 pl__buf *state) PL__MUST_CHECK;
+PL__HIDDEN int pl__pg_states_get(pl__pg_store *s, const uint64_t *nums,
+                                 size_t n, pl__buf *states) PL__MUST_CHECK;
 PL__HIDDEN int pl__pg_state_update(pl__pg_store *s, uint64_t num,
                                    pl__state_fn fn, void *user) PL__MUST_CHECK;
 PL__HIDDEN int pl__pg_stats_get(pl__pg_store *s,
@@ -59,6 +61,9 @@ PL__HIDDEN int pl__pg_lease_release(pl__pg_store *s, uint64_t run,
                                     uint64_t gen) PL__MUST_CHECK;
 PL__HIDDEN int pl__pg_lease_get(pl__pg_store *s, uint64_t run,
                                 pl__lease *out) PL__MUST_CHECK;
+PL__HIDDEN int pl__pg_leases_get(pl__pg_store *s, const uint64_t *runs,
+                                 size_t n, pl__lease *out,
+                                 bool *found) PL__MUST_CHECK;
 
 /* timers and inboxes (store.h) */
 PL__HIDDEN int pl__pg_timer_set(pl__pg_store *s, uint64_t run,

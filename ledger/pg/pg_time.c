@@ -45,7 +45,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define NOW_US "(extract(epoch from clock_timestamp()) * 1000000)::bigint"
 #define CONSUMED_STATE "PLINB"
 #define LOOK_AGAIN_US 50000 /* a due timer not taken: when to look again */
 

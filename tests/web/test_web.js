@@ -24,7 +24,8 @@
  *              cancel's summary stays until dismissed
  *
  * Exit 0 passed, 1 failed, 77 skipped (playwright-core not installed: npm
- * was not reachable when tests/web/web_setup.sh ran).
+ * was not reachable when tests/npm_setup.sh ran; with PL_NPM_REQUIRED=1, where nothing
+ * may skip, 1).
  */
 'use strict';
 
@@ -153,8 +154,9 @@ function request(base, method, p, headers, body) {
 function loadPlaywright() {
   const mod = path.resolve(opt.modules, 'node_modules', 'playwright-core');
   if (!fs.existsSync(mod)) {
-    log(`SKIP: playwright-core is not installed in ${opt.modules} (tests/web/web_setup.sh could not reach npm)`);
-    process.exit(SKIP);
+    const ci = process.env.PL_NPM_REQUIRED === '1';
+    log(`${ci ? 'FAIL (PL_NPM_REQUIRED=1: nothing may skip)' : 'SKIP'}: playwright-core is not installed in ${opt.modules} (tests/npm_setup.sh could not reach npm)`);
+    process.exit(ci ? 1 : SKIP);
   }
   return require(mod);
 }
