@@ -45,6 +45,7 @@
  *     import.c       an export back into a store, checked before written
  *     rechain.c      steps copied under another run number and id, their
  *                    hashes made anew (rechain.h)
+ *     retention.c    deleting runs, tombstones, pruning (retention.h)
  *
  *   ext/             extensions on the public API alone (the build gives
  *                    them include/ and no header of ours besides ext/'s)
@@ -187,6 +188,10 @@ struct pl_engine {
     pthread_t renewer;
     bool renewing, renew_stop; /* under mu */
     atomic_int worker_stop;    /* pl_worker_stop() */
+
+    /* retention (retention.c) */
+    uint64_t retain_ms;   /* pl_engine_options.retain_ms: 0 = none */
+    int64_t tombstone_us; /* how long a tombstone keeps its id */
 };
 
 /*

@@ -757,8 +757,8 @@ const char *pl_durability_name(pl_durability d);
 int pl_durability_parse(pl_durability *out, const char *name);
 
 /* Version 2 appended read_only, version 3 host_id and lease_ms, version 4
- * no_create. */
-#define PL_ENGINE_OPTIONS_VERSION 4
+ * no_create, version 5 retain_ms and tombstone_ms. */
+#define PL_ENGINE_OPTIONS_VERSION 5
 
 /** Engine options.  Initialise with PL_ENGINE_OPTIONS_INIT. */
 typedef struct pl_engine_options {
@@ -804,11 +804,23 @@ typedef struct pl_engine_options {
      * false (the default) creates the store when it is missing.
      */
     bool no_create;
+    /**
+     * Since version 5.  The retention rule: completed and failed runs whose
+     * last write is at least this many milliseconds old are deleted by the
+     * engine's workers (pl_worker_run(), see pl_worker_options.retain_ms),
+     * leaving tombstones.  0 (the default) keeps every run.
+     */
+    uint64_t retain_ms;
+    /**
+     * Since version 5.  How long a deleted run's tombstone keeps its id,
+     * in milliseconds: 0 = 7 days.
+     */
+    uint64_t tombstone_ms;
 } pl_engine_options;
 
 #define PL_ENGINE_OPTIONS_INIT                                                 \
     { PL_ENGINE_OPTIONS_VERSION, PL_DURABILITY_SYNC, 0, 0, 0, 0, NULL, NULL,   \
-      false, NULL, 0, false }
+      false, NULL, 0, false, 0, 0 }
 
 /**
  * Open (creating if needed) a store and an engine on it.
@@ -1214,7 +1226,8 @@ int pl_run_fork(char **out_new_id, pl_engine *engine, const char *run_id,
 int pl_run_submit(char **out, pl_engine *engine, const pl_action *root,
                   const pl_run_options *opts);
 
-#define PL_WORKER_OPTIONS_VERSION 1
+/* Version 2 appended retain_ms. */
+#define PL_WORKER_OPTIONS_VERSION 2
 
 /** Worker options.  Initialise with PL_WORKER_OPTIONS_INIT. */
 typedef struct pl_worker_options {
@@ -1228,10 +1241,18 @@ typedef struct pl_worker_options {
      *  taken but not finished here (handed back at a stop, taken over, or
      *  not executable: a policy not registered here, a store failure). */
     uint64_t *completed, *suspended, *failed, *skipped;
+    /**
+     * Since version 2.  The retention rule this worker applies: about
+     * every retain_ms / 10 (at least a second, at most a minute) one of
+     * its threads deletes the completed and failed runs whose last write
+     * is at least retain_ms old, as pl_engine_prune() does.  0 = the
+     * engine's pl_engine_options.retain_ms (0 there too: none).
+     */
+    uint64_t retain_ms;
 } pl_worker_options;
 
 #define PL_WORKER_OPTIONS_INIT                                                 \
-    { PL_WORKER_OPTIONS_VERSION, 0, 0, NULL, NULL, NULL, NULL }
+    { PL_WORKER_OPTIONS_VERSION, 0, 0, NULL, NULL, NULL, NULL, 0 }
 
 /**
  * Execute queued and crashed runs until pl_worker_stop().  Each of
@@ -1333,6 +1354,114 @@ int pl_run_export_each(pl_engine *engine, const char *run_id,
  */
 int pl_run_import(char **out_run_id, pl_engine *engine, FILE *in,
                   const char *new_id);
+
+/* ------------------------------------------------------------------------ */
+/* Retention: deleting runs, tombstones, pruning                            */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * A run that has ended for good (completed or failed) may be deleted: its
+ * records and every step go, in one transaction, so a crash at any instant
+ * leaves it whole or gone, never half.  Its id keeps a TOMBSTONE (id, final
+ * status, head, root policy, creation and deletion times) for
+ * pl_engine_options.tombstone_ms, so that the id is not taken again by
+ * mistake while callers may still retry a start with it:
+ *
+ *   - pl_run_start() with that id and PL_IF_EXISTS_FAIL, and pl_run_submit()
+ *     and pl_run_import(), fail with PL_EEXIST, pl_errmsg() saying when the
+ *     run was deleted;
+ *   - pl_run_start() with PL_IF_EXISTS_OUTCOME or PL_IF_EXISTS_CONTINUE
+ *     executes nothing and gives an outcome whose status is the recorded
+ *     final status, with no steps, no result (pl_outcome_result() gives
+ *     the empty object), error 0 and a reason saying "deleted on <time>";
+ *   - pl_run_get(), pl_run_ledger() and the others give PL_ENOTFOUND;
+ *     pl_run_tombstone() reads the tombstone.
+ *
+ * Once the tombstone has expired the id is free: a start makes a new run.
+ * Expired tombstones are removed by pl_engine_prune().
+ */
+
+/**
+ * Delete a completed or failed run, leaving its tombstone.
+ * @return PL_OK; PL_EINVAL; PL_ENOTFOUND (no such run); PL_ESTATE (the run
+ *         has not ended: running, suspended or submitted, which is never
+ *         deleted); PL_EBUSY (it changed while being deleted, or a worker
+ *         is replaying it: try again); PL_ECORRUPT; PL_ESTORE; PL_ENOMEM.
+ *         A read-only engine gives PL_ESTATE.
+ */
+int pl_run_delete(pl_engine *engine, const char *run_id);
+
+#define PL_TOMBSTONE_VERSION 1
+
+/** A deleted run's tombstone, from pl_run_tombstone().  Initialise with
+ *  PL_TOMBSTONE_INIT. */
+typedef struct pl_tombstone {
+    unsigned version;          /**< PL_TOMBSTONE_VERSION */
+    pl_run_status status;      /**< its final status */
+    bool has_head;             /**< head holds its head (pl_run_head()) */
+    uint8_t head[PL_HASH_LEN];
+    int64_t created_us;        /**< when it started, Unix microseconds */
+    int64_t deleted_us;        /**< when it was deleted */
+    int64_t expires_us;        /**< when the tombstone is forgotten */
+    char policy[PL_MAX_NAME + 1]; /**< its root policy */
+} pl_tombstone;
+
+#define PL_TOMBSTONE_INIT { PL_TOMBSTONE_VERSION, (pl_run_status)0, false, {0}, 0, 0, 0, {0} }
+
+/**
+ * Read a deleted run's tombstone (also one that has expired but is not yet
+ * removed: compare expires_us with the clock).
+ * @return PL_OK; PL_EINVAL; PL_ENOTFOUND (no tombstone of that id: never
+ *         deleted, or the tombstone is removed); PL_ECORRUPT (it fails its
+ *         checksum); PL_ESTORE; PL_ENOMEM.
+ */
+int pl_run_tombstone(pl_tombstone *out, pl_engine *engine, const char *run_id);
+
+/** Called by pl_engine_prune() for each run before it is deleted (@p info
+ *  borrowed for the call): 0 to go on; any other value stops the prune
+ *  before that run is deleted, and is returned (PL_EINVAL if it is no
+ *  pl_status). */
+typedef int (*pl_prune_fn)(const pl_run_info *info, void *user);
+
+#define PL_PRUNE_OPTIONS_VERSION 1
+
+/** What pl_engine_prune() deletes.  Initialise with PL_PRUNE_OPTIONS_INIT. */
+typedef struct pl_prune_options {
+    unsigned version;        /**< PL_PRUNE_OPTIONS_VERSION */
+    /** Runs that ended (their last write, pl_run_info.updated_us) at least
+     *  this long ago; 0 = whenever they ended. */
+    uint64_t older_than_ms;
+    /** Which final statuses: a bit (1u << status) for each; 0 = completed
+     *  and failed.  A status that is not final (running, suspended,
+     *  submitted) is PL_EINVAL: such runs are never deleted. */
+    unsigned statuses;
+    /** Runs deleted per transaction; 0 = 64, at most 1024. */
+    unsigned batch;
+    /** Delete nothing: visit (and count) what would be deleted. */
+    bool dry_run;
+    /** Called for each run before it is deleted (an archive's export,
+     *  say); NULL = none. */
+    pl_prune_fn before;
+    void *user;              /**< passed to before */
+} pl_prune_options;
+
+#define PL_PRUNE_OPTIONS_INIT { PL_PRUNE_OPTIONS_VERSION, 0, 0, 0, false, NULL, NULL }
+
+/**
+ * Delete the runs @p opts chooses, leaving their tombstones, in
+ * transactions of opts->batch runs each, so no transaction blocks the
+ * store's other writers for long; and remove expired tombstones.  Runs
+ * are chosen in one pass over the run records (pl_engine_runs()), each
+ * checked again as it is deleted: a run that changed meanwhile is left.
+ * A crash or kill at any instant leaves each run whole or gone.
+ * @param[out] deleted the runs deleted (dry run: that would be); may be
+ *        NULL.
+ * @return PL_OK; PL_EINVAL; a status opts->before returned; PL_ESTATE (a
+ *         read-only engine, unless dry_run); PL_ECORRUPT; PL_ESTORE;
+ *         PL_ENOMEM.  Runs deleted before a failure stay deleted.
+ */
+int pl_engine_prune(pl_engine *engine, const pl_prune_options *opts,
+                    uint64_t *deleted);
 
 /* ------------------------------------------------------------------------ */
 /* Pool: many runs on a few threads                                         */

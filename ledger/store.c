@@ -164,3 +164,26 @@ int pl__store_lease_get(pl__store *s, uint64_t run, pl__lease *out)
 {
     return CALL(s, lease_get, run, out);
 }
+
+/* ---- deleting runs ---------------------------------------------------------- */
+
+int pl__store_delete(pl__store *s, pl__delete *d, size_t n)
+{
+    return CALL(s, delete, d, n);
+}
+
+int pl__store_purge(pl__store *s, size_t max_steps, size_t *removed, bool *more)
+{
+    return CALL(s, purge, max_steps, removed, more);
+}
+
+int pl__store_tomb_get(pl__store *s, const char *id, pl__buf *rec)
+{
+    return CALL(s, tomb_get, id, rec);
+}
+
+int pl__store_tombs_expire(pl__store *s, int64_t now_us, size_t max,
+                           pl__buf *after, size_t *removed, bool *more)
+{
+    return CALL(s, tombs_expire, now_us, max, after, removed, more);
+}

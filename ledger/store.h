@@ -30,6 +30,8 @@
  *     lmdb_store.c   committing batches, reading ledgers and runs
  *     lmdb_journal.c the group commit journal
  *     lmdb_lease.c   run leases (LEASES below)
+ *     lmdb_delete.c  deleting runs: tombstones, steps removed in bounded
+ *                    transactions (DELETING below)
  *
  *   pg/              the store on PostgreSQL, for a postgresql:// path
  *                    (pg_store.h; built with PL_WITH_POSTGRESQL)
@@ -37,6 +39,7 @@
  *     pg_commit.c    a commit: one prepared statement, one round trip
  *     pg_read.c      reading ledgers, runs and states
  *     pg_lease.c     leases and the queue
+ *     pg_delete.c    deleting runs, tombstones (DELETING below)
  *
  * Thread rules: one store per process and path; all functions may be called
  * from any thread at once.
@@ -286,5 +289,51 @@ PL__HIDDEN int pl__store_lease_release(pl__store *s, uint64_t run,
 /* Read run @p run's lease: PL_ENOTFOUND when it has none. */
 PL__HIDDEN int pl__store_lease_get(pl__store *s, uint64_t run,
                                    pl__lease *out) PL__MUST_CHECK;
+
+/* ---- deleting runs --------------------------------------------------------- */
+
+/*
+ * DELETING.  Runs are deleted in one transaction per call: each run's id,
+ * info, state and lease go, and its tombstone (runrec.c) takes its id for
+ * as long as the tombstone says (an unexpired tombstone makes a create of
+ * that id PL_EEXIST, in the create's own transaction).  A run is whole or
+ * gone: nothing of it is readable once that transaction commits.  Its steps
+ * are removed in the same transaction on PostgreSQL; on LMDB they are left
+ * under a purge record (its number) for pl__store_purge(), which removes
+ * them in bounded transactions (a run's number is never given again, so
+ * nothing can see them meanwhile).
+ */
+typedef struct pl__delete {
+    const char *id;
+    uint64_t num;         /* its number, as found */
+    const uint8_t *state; /* its state record as read (and found final): */
+    size_t state_len;     /* deleted only if it is still these bytes */
+    const pl__buf *tomb;  /* its tombstone record, or NULL: none */
+    int rc; /* set: PL_OK, PL_ENOTFOUND (gone already), PL_EBUSY (changed
+               since read, executing, or steps of it held apart) */
+} pl__delete;
+
+/* Delete @p n runs in one transaction (those whose rc is not PL_OK are
+ * left as they were). */
+PL__HIDDEN int pl__store_delete(pl__store *s, pl__delete *d,
+                                size_t n) PL__MUST_CHECK;
+
+/* Remove deleted runs' steps, at most about @p max_steps in one
+ * transaction; *more when some are left. */
+PL__HIDDEN int pl__store_purge(pl__store *s, size_t max_steps, size_t *removed,
+                               bool *more) PL__MUST_CHECK;
+
+/* A deleted run's tombstone record (expired or not): PL_ENOTFOUND when there
+ * is none. */
+PL__HIDDEN int pl__store_tomb_get(pl__store *s, const char *id,
+                                  pl__buf *rec) PL__MUST_CHECK;
+
+/* Remove at most @p max tombstones expired at @p now_us, in one
+ * transaction, looking at those whose ids sort after @p after (empty: from
+ * the first), which is left at the last id looked at; *more when there are
+ * more to look at. */
+PL__HIDDEN int pl__store_tombs_expire(pl__store *s, int64_t now_us, size_t max,
+                                      pl__buf *after, size_t *removed,
+                                      bool *more) PL__MUST_CHECK;
 
 #endif /* PL_STORE_H */

@@ -186,6 +186,12 @@ int pl_engine_open(pl_engine **out, const char *path,
     if (!e)
         return pl__err(PL_ENOMEM, "out of memory opening an engine");
     e->lease_us = (int64_t)(lease_ms ? lease_ms : LEASE_MS_DEFAULT) * 1000;
+    e->retain_ms = opts->retain_ms;
+    e->tombstone_us = opts->tombstone_ms &&
+                              opts->tombstone_ms < INT64_MAX / 1000
+                          ? (int64_t)opts->tombstone_ms * 1000
+                      : opts->tombstone_ms ? INT64_MAX / 2
+                                           : (int64_t)7 * 24 * 3600 * 1000000;
     pthread_cond_init(&e->renew_cv, NULL);
     atomic_init(&e->worker_stop, 0);
     e->reg = registry;

@@ -20,6 +20,7 @@
 #include "commit.h"
 #include "internal.h"
 #include "path.h"
+#include "retention.h"
 #include "run.h"
 
 /* ---- ownership --------------------------------------------------------------------- */
@@ -406,8 +407,11 @@ static int start_run(pl_outcome **out, char **out_id, pl_engine *e,
         (st = pl__commit(e, &create)))
         goto done;
     if (create.rc) {
+        pl__tomb t;
         *exists = true;
-        st = pl__err(PL_EEXIST, "run '%s' exists already", id);
+        st = pl__tomb_load(e, id, &t)
+                 ? pl__err(PL_EEXIST, "run '%s' exists already", id)
+                 : pl__tomb_taken(id, &t);
         goto done;
     }
     r->num = create.run;
@@ -844,9 +848,18 @@ static int start_existing(pl_outcome **out, pl_engine *e, const char *id,
 {
     uint64_t num;
     root_action ra;
+    pl__tomb t;
     int st = pl__store_settle(e->store);
     if (!st)
         st = root_load(e, id, &num, &ra);
+    /* deleted: its tombstone keeps the id (retention.c) */
+    if (st == PL_ENOTFOUND && !pl__tomb_load(e, id, &t))
+        return strcmp(t.policy, root->policy) != 0
+                   ? pl__err(PL_EEXIST,
+                             "run '%s' existed with another root policy "
+                             "('%s') and was deleted: not the run asked for",
+                             id, t.policy)
+                   : pl__tomb_outcome(out, id, &t);
     if (st)
         return st;
     if (strcmp(ra.action.policy, root->policy) != 0 ||

@@ -64,6 +64,25 @@
  *   |           |              | that step's hash (at most 33)             |
  *   | sum       | bin (32)     | version 2 and 3, last: the checksum       |
  *
+ * TOMBSTONES (stored under a deleted run's id, in place of its records;
+ * checksummed as above, kind 't', bound to the id)
+ *
+ *   | key     | msgpack type | meaning                                     |
+ *   |---------|--------------|---------------------------------------------|
+ *   | v       | uint         | format version (1)                          |
+ *   | status  | uint         | the final pl_run_status it was deleted in   |
+ *   | head    | bin (32)     | optional: its head when deleted             |
+ *   | policy  | str          | its root policy                             |
+ *   | created | int          | when it started, Unix us                    |
+ *   | deleted | int          | when it was deleted, Unix us                |
+ *   | expires | int          | when the tombstone is forgotten, Unix us    |
+ *   | sum     | bin (32)     | last: the checksum                          |
+ *
+ * PURGE (stored under a deleted run's number while its steps are removed;
+ * kind 'p', bound to the run's id): {"v": 1, "num": the number, "id": the
+ * run's id, "sum"}.  A purge record that does not name its own number is
+ * PL_ECORRUPT: no step is removed for it.
+ *
  * OPEN LEDGERS.  A ledger's last step is hashed by nothing in its run until
  * a later step, a caller's result or "head" links it; "open" closes that
  * gap for the ledgers open when the state is written (commit.c says when).
@@ -632,4 +651,177 @@ int pl__run_state_copy(pl__run_state *dst, const pl__run_state *src)
         return pl__err(PL_ENOMEM, "out of memory copying a run state");
     }
     return PL_OK;
+}
+
+/* ---- tombstones and purges ----------------------------------------------- */
+
+bool pl__status_final(pl_run_status status)
+{
+    return status == PL_RUN_COMPLETED || status == PL_RUN_FAILED;
+}
+
+int pl__tomb_encode(pl__buf *out, const char *run_id, const pl__tomb *t)
+{
+    msgpack_packer pk;
+    packer_init(&pk, out);
+    size_t start = out->len;
+    int rc = msgpack_pack_map(&pk, 7 + t->has_head);
+    rc = rc ? rc : pack_key(&pk, "v");
+    rc = rc ? rc : msgpack_pack_uint32(&pk, 1);
+    rc = rc ? rc : pack_key(&pk, "status");
+    rc = rc ? rc : msgpack_pack_uint32(&pk, (uint32_t)t->status);
+    if (!rc && t->has_head) {
+        rc = pack_key(&pk, "head");
+        rc = rc ? rc : msgpack_pack_bin_with_body(&pk, t->head, PL_HASH_LEN);
+    }
+    rc = rc ? rc : pack_key(&pk, "policy");
+    rc = rc ? rc : pack_cstr(&pk, t->policy);
+    rc = rc ? rc : pack_key(&pk, "created");
+    rc = rc ? rc : msgpack_pack_int64(&pk, t->created_us);
+    rc = rc ? rc : pack_key(&pk, "deleted");
+    rc = rc ? rc : msgpack_pack_int64(&pk, t->deleted_us);
+    rc = rc ? rc : pack_key(&pk, "expires");
+    rc = rc ? rc : msgpack_pack_int64(&pk, t->expires_us);
+    if (rc) {
+        out->len = start;
+        return pl__err(PL_ENOMEM, "out of memory encoding a tombstone");
+    }
+    if ((rc = pack_sum(&pk, out, start, 't', run_id)))
+        out->len = start;
+    return rc;
+}
+
+int pl__tomb_decode(pl__tomb *out, const char *run_id, const uint8_t *data,
+                    size_t len)
+{
+    memset(out, 0, sizeof *out);
+    rd r;
+    uint64_t n, u, version = 0;
+    int rc = map_begin(&r, data, len, &n, "tombstone");
+    if (rc)
+        return pl__err(rc, "run '%s': %s", run_id, pl_errmsg());
+    bool have_sum = false, have_v = false, have_policy = false;
+    for (uint64_t i = 0; i < n; i++) {
+        const uint8_t *k, *v;
+        size_t kn, vn;
+        const uint8_t *at = r.p;
+        if (rd_bytes(&r, T_STR, &k, &kn))
+            goto bad;
+        if (key_is(k, kn, "v")) {
+            if ((rc = read_version(&r, run_id, "tombstone", 1, &version)))
+                return rc;
+            have_v = true;
+        } else if (key_is(k, kn, "sum")) {
+            if ((rc = read_sum(&r, data, at, i + 1 == n, 't', run_id,
+                               "tombstone")))
+                return rc;
+            have_sum = true;
+        } else if (key_is(k, kn, "status")) {
+            if (rd_uint(&r, &u) || !pl__status_final((pl_run_status)u))
+                goto bad;
+            out->status = (pl_run_status)u;
+        } else if (key_is(k, kn, "head")) {
+            if (rd_bytes(&r, T_BIN, &v, &vn) || vn != PL_HASH_LEN)
+                goto bad;
+            memcpy(out->head, v, PL_HASH_LEN);
+            out->has_head = true;
+        } else if (key_is(k, kn, "policy")) {
+            if (rd_bytes(&r, T_STR, &v, &vn) || !pl__actor_ok(v, vn))
+                goto bad;
+            memcpy(out->policy, v, vn);
+            out->policy[vn] = '\0';
+            have_policy = true;
+        } else if (key_is(k, kn, "created")) {
+            if (rd_int(&r, &out->created_us))
+                goto bad;
+        } else if (key_is(k, kn, "deleted")) {
+            if (rd_int(&r, &out->deleted_us))
+                goto bad;
+        } else if (key_is(k, kn, "expires")) {
+            if (rd_int(&r, &out->expires_us))
+                goto bad;
+        } else {
+            value_span(&r, &v, &vn);
+        }
+    }
+    if (!have_v || !have_sum || !have_policy || !out->status)
+        goto bad;
+    return PL_OK;
+bad:
+    memset(out, 0, sizeof *out);
+    return pl__err(PL_ECORRUPT, "run '%s': its tombstone is malformed", run_id);
+}
+
+int pl__purge_encode(pl__buf *out, uint64_t num, const char *run_id)
+{
+    msgpack_packer pk;
+    packer_init(&pk, out);
+    size_t start = out->len;
+    int rc = msgpack_pack_map(&pk, 4);
+    rc = rc ? rc : pack_key(&pk, "v");
+    rc = rc ? rc : msgpack_pack_uint32(&pk, 1);
+    rc = rc ? rc : pack_key(&pk, "num");
+    rc = rc ? rc : msgpack_pack_uint64(&pk, num);
+    rc = rc ? rc : pack_key(&pk, "id");
+    rc = rc ? rc : pack_cstr(&pk, run_id);
+    if (rc) {
+        out->len = start;
+        return pl__err(PL_ENOMEM, "out of memory encoding a purge record");
+    }
+    if ((rc = pack_sum(&pk, out, start, 'p', run_id)))
+        out->len = start;
+    return rc;
+}
+
+int pl__purge_decode(char *id, uint64_t num, const uint8_t *data, size_t len)
+{
+    /* the id comes first (the checksum is over it): read it, then check */
+    rd r;
+    uint64_t n, u = 0, version;
+    bool have_num = false;
+    id[0] = '\0';
+    int rc = map_begin(&r, data, len, &n, "purge record");
+    for (uint64_t i = 0; !rc && i < n; i++) {
+        const uint8_t *k, *v;
+        size_t kn, vn;
+        if (rd_bytes(&r, T_STR, &k, &kn))
+            rc = PL_ECORRUPT;
+        else if (key_is(k, kn, "id")) {
+            if (rd_bytes(&r, T_STR, &v, &vn) || !vn || vn > PL_MAX_RUN_ID)
+                rc = PL_ECORRUPT;
+            else {
+                memcpy(id, v, vn);
+                id[vn] = '\0';
+                rc = pl__run_id_ok(id) ? PL_OK : PL_ECORRUPT;
+            }
+        } else if (key_is(k, kn, "num")) {
+            have_num = !rd_uint(&r, &u);
+        } else
+            value_span(&r, &v, &vn);
+    }
+    if (rc || !id[0] || !have_num || u != num)
+        return pl__err(PL_ECORRUPT,
+                       "the purge record of run #%llu is malformed or names "
+                       "another run",
+                       (unsigned long long)num);
+    /* now the whole record, checksum included, as a record of that id */
+    (void)map_begin(&r, data, len, &n, "purge record");
+    bool have_sum = false;
+    for (uint64_t i = 0; !rc && i < n; i++) {
+        const uint8_t *k = NULL, *v;
+        size_t kn = 0, vn;
+        const uint8_t *at = r.p;
+        (void)rd_bytes(&r, T_STR, &k, &kn);
+        if (key_is(k, kn, "v"))
+            rc = read_version(&r, id, "purge record", 1, &version);
+        else if (key_is(k, kn, "sum")) {
+            rc = read_sum(&r, data, at, i + 1 == n, 'p', id, "purge record");
+            have_sum = !rc;
+        } else
+            value_span(&r, &v, &vn);
+    }
+    if (!rc && !have_sum)
+        rc = pl__err(PL_ECORRUPT, "run '%s': its purge record has no checksum",
+                     id);
+    return rc;
 }

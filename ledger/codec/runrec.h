@@ -94,4 +94,32 @@ PL__HIDDEN void pl__run_state_clear(pl__run_state *st);
 PL__HIDDEN int pl__run_state_copy(pl__run_state *dst,
                                   const pl__run_state *src) PL__MUST_CHECK;
 
+/*
+ * A deleted run's tombstone (TOMBSTONES in runrec.c), stored under its id
+ * for a while after its records and steps are gone.
+ */
+typedef struct pl__tomb {
+    pl_run_status status; /* the final status it was deleted in */
+    bool has_head;
+    uint8_t head[PL_HASH_LEN]; /* its head, when it recorded one */
+    int64_t created_us, deleted_us;
+    int64_t expires_us; /* the tombstone is forgotten after this */
+    char policy[PL_MAX_NAME + 1];
+} pl__tomb;
+
+PL__HIDDEN int pl__tomb_encode(pl__buf *out, const char *run_id,
+                               const pl__tomb *t) PL__MUST_CHECK;
+PL__HIDDEN int pl__tomb_decode(pl__tomb *out, const char *run_id,
+                               const uint8_t *data, size_t len) PL__MUST_CHECK;
+
+/* A deleted run whose steps are still to be removed (PURGE in runrec.c). */
+PL__HIDDEN int pl__purge_encode(pl__buf *out, uint64_t num,
+                                const char *run_id) PL__MUST_CHECK;
+/* @p id has PL_MAX_RUN_ID + 1 bytes of room; the record must name @p num. */
+PL__HIDDEN int pl__purge_decode(char *id, uint64_t num, const uint8_t *data,
+                                size_t len) PL__MUST_CHECK;
+
+/* Whether a run in @p status has ended for good (completed or failed). */
+PL__HIDDEN bool pl__status_final(pl_run_status status);
+
 #endif /* PL_RUNREC_H */

@@ -393,7 +393,8 @@ static int open_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
         (rc = mdb_dbi_open(txn, "journal", MDB_CREATE, &s->journal)) ||
         (rc = mdb_dbi_open(txn, "writers", MDB_CREATE, &s->writers)) ||
         (rc = mdb_dbi_open(txn, "held", MDB_CREATE, &s->held)) ||
-        (rc = pl__lmdb_lease_open(s, txn, true))) {
+        (rc = pl__lmdb_lease_open(s, txn, true)) ||
+        (rc = pl__lmdb_tombs_open(s, txn, true))) {
         *st = rc == MDB_INCOMPATIBLE
                   ? pl__err(
                         PL_ECORRUPT,
@@ -484,6 +485,8 @@ static int open_read_only(pl__lmdb_store *s)
                   !mdb_dbi_open(txn, "held", 0, &s->held);
     if (!rc)
         rc = pl__lmdb_lease_open(s, txn, false);
+    if (!rc)
+        rc = pl__lmdb_tombs_open(s, txn, false);
     MDB_val k = {6, "format"}, v;
     if (!rc)
         rc = mdb_get(txn, s->meta, &k, &v);
@@ -632,7 +635,7 @@ int pl__lmdb_open(pl__lmdb_store **out, const char *path,
         st = pl__lmdb_err(s, rc, "creating the environment");
         goto fail;
     }
-    if ((rc = mdb_env_set_maxdbs(s->env, 8)) ||
+    if ((rc = mdb_env_set_maxdbs(s->env, 16)) ||
         (rc = mdb_env_set_mapsize(s->env, s->map_size)) ||
         (opts->max_readers &&
          (rc = mdb_env_set_maxreaders(s->env, opts->max_readers)))) {

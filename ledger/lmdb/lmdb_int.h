@@ -39,6 +39,11 @@ struct pl__lmdb_store {
     /* run leases (lmdb_lease.c): open unless read-only on an older store */
     MDB_dbi leases;
     bool has_leases;
+
+    /* deleted runs (lmdb_delete.c): tombstones and steps to remove; open
+     * unless read-only on an older store */
+    MDB_dbi tombs, purge;
+    bool has_tombs;
 };
 
 /* ---- lmdb_ident.c ---------------------------------------------------------- */
@@ -139,5 +144,21 @@ PL__HIDDEN int pl__lmdb_lease_open(pl__lmdb_store *s, MDB_txn *txn,
  * finished execution's lease.  An LMDB code, or *st set. */
 PL__HIDDEN int pl__lmdb_lease_batch(pl__lmdb_store *s, MDB_txn *txn,
                                     const pl__batch *bt, int *st);
+
+/* The lease of run @p run, which is being deleted: dropped, unless a live
+ * holder executes it (*busy). */
+PL__HIDDEN int pl__lmdb_lease_drop(pl__lmdb_store *s, MDB_txn *txn,
+                                   uint64_t run, bool *busy, int *st);
+
+/* ---- lmdb_delete.c ------------------------------------------------------- */
+
+/* Open the `tombs` and `purge` databases in the opening transaction. */
+PL__HIDDEN int pl__lmdb_tombs_open(pl__lmdb_store *s, MDB_txn *txn,
+                                   bool create);
+
+/* May a new run take id @p id?  Not while an unexpired tombstone keeps it
+ * (*taken); an expired one is removed. */
+PL__HIDDEN int pl__lmdb_tomb_taken(pl__lmdb_store *s, MDB_txn *txn,
+                                   const char *id, bool *taken, int *st);
 
 #endif /* PL_LMDB_INT_H */

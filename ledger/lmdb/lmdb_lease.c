@@ -346,3 +346,27 @@ int pl__lmdb_lease_get(pl__lmdb_store *s, uint64_t run, pl__lease *out)
     pl__lmdb_txn_abort(s, txn);
     return st;
 }
+
+/* ---- a deleted run's lease ------------------------------------------------ */
+
+int pl__lmdb_lease_drop(pl__lmdb_store *s, MDB_txn *txn, uint64_t run,
+                        bool *busy, int *st)
+{
+    *busy = false;
+    if (!s->has_leases)
+        return 0;
+    pl__lease l;
+    int rc = get(s, txn, run, &l, st);
+    if (rc == MDB_NOTFOUND)
+        return 0;
+    if (rc || *st)
+        return rc;
+    if (*l.owner && l.expires_in_us > 0) { /* executing (a replay) */
+        *busy = true;
+        return 0;
+    }
+    uint8_t key[8];
+    pl__put_be64(key, run);
+    MDB_val k = {8, key};
+    return mdb_del(txn, s->leases, &k, NULL);
+}

@@ -22,6 +22,9 @@
  *   |          | sequence, u32 BE position     | not be moved: the run is   |
  *   |          |                               | stopped (lmdb_journal.c)   |
  *
+ *   and `leases` (lmdb_lease.c), `tombs` and `purge` (deleted runs,
+ *   lmdb_delete.c).
+ *
  *   A step's key is its position in the run's tree (keys.c), so:
  *   - a whole call -- its action_call, everything the callee did, and its
  *     action_result -- is one contiguous key range, and the commit of an
@@ -87,6 +90,13 @@ static int create_run(pl__lmdb_store *s, MDB_txn *txn, pl__batch *bt, int *st)
     }
     if (rc != MDB_NOTFOUND)
         return rc;
+    bool taken; /* by a deleted run's tombstone (lmdb_delete.c) */
+    if ((rc = pl__lmdb_tomb_taken(s, txn, bt->create_id, &taken, st)) || *st)
+        return rc;
+    if (taken) {
+        bt->rc = PL_EEXIST;
+        return 0;
+    }
     MDB_val nk = {8, "next_run"};
     uint64_t num = 1;
     rc = mdb_get(txn, s->meta, &nk, &v);

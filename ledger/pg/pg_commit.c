@@ -40,6 +40,7 @@
  * the outcome unknown to this process (PL_ESTORE says so), never partial.
  */
 #include "pg_int.h"
+#include "runrec.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -482,5 +483,100 @@ int pl__pg_state_update(pl__pg_store *s, uint64_t num, pl__state_fn fn,
     pl__pg_conn_put(s, c);
     pl__buf_free(&state);
     pl__kvs_free(&extra);
+    return st;
+}
+
+/* ---- deleting runs ------------------------------------------------------- */
+
+/* The delete's arrays: Q_DELETE's parameters, in order. */
+enum { D_ID, D_NUM, D_STATE, D_TOMB, D_EXPIRES, D_N };
+
+typedef struct delete_ctx {
+    pl__pg_store *s;
+    PGconn *c;
+    pl__delete *d;
+    size_t n;
+} delete_ctx;
+
+/* Q_DELETE's rows: the ids it deleted.  The others were changed, taken or
+ * gone since they were read. */
+static int delete_result(size_t i, PGresult *r, void *user)
+{
+    (void)i;
+    delete_ctx *x = user;
+    if (PQresultStatus(r) != PGRES_TUPLES_OK)
+        return pl__pg_err(x->s, x->c, r, "deleting runs");
+    for (size_t j = 0; j < x->n; j++)
+        x->d[j].rc = PL_EBUSY;
+    for (int row = 0; row < PQntuples(r); row++) {
+        size_t len = (size_t)PQgetlength(r, row, 0);
+        const char *id = PQgetvalue(r, row, 0);
+        for (size_t j = 0; j < x->n; j++)
+            if (strlen(x->d[j].id) == len && !memcmp(x->d[j].id, id, len))
+                x->d[j].rc = PL_OK;
+    }
+    return PL_OK;
+}
+
+/*
+ * Delete runs: one statement (Q_DELETE) with the runs as arrays, in one
+ * round trip, so that each run is whole or gone.  A tombstone's expiry is
+ * read from its record for the tombs table's `expires` column.
+ */
+int pl__pg_delete(pl__pg_store *s, pl__delete *d, size_t n)
+{
+    if (s->read_only)
+        return pl__pg_read_only(s);
+    static const uint32_t oids[D_N] = {OID_BYTEA, OID_INT8, OID_BYTEA,
+                                       OID_BYTEA, OID_INT8};
+    arr a[D_N] = {0};
+    int st = PL_OK;
+    for (int i = 0; !st && i < D_N; i++)
+        st = arr_begin(&a[i], oids[i]);
+    for (size_t j = 0; !st && j < n; j++) {
+        int64_t expires = 0;
+        if (d[j].tomb) {
+            pl__tomb t;
+            st = pl__tomb_decode(&t, d[j].id, d[j].tomb->data, d[j].tomb->len);
+            expires = t.expires_us;
+        }
+        if (!st)
+            st = arr_add(&a[D_ID], d[j].id, strlen(d[j].id));
+        if (!st)
+            st = arr_add_i64(&a[D_NUM], d[j].num);
+        if (!st)
+            st = arr_add(&a[D_STATE], d[j].state, d[j].state_len);
+        if (!st)
+            st = d[j].tomb
+                     ? arr_add(&a[D_TOMB], d[j].tomb->data, d[j].tomb->len)
+                     : arr_add(&a[D_TOMB], "", 0);
+        if (!st)
+            st = arr_add_i64(&a[D_EXPIRES], (uint64_t)expires);
+    }
+    PGconn *c = NULL;
+    if (!st)
+        st = pl__pg_conn_get(s, &c);
+    if (!st) {
+        const char *vals[D_N];
+        int lens[D_N], fmts[D_N];
+        for (int i = 0; i < D_N; i++) {
+            arr_end(&a[i]);
+            vals[i] = (const char *)a[i].b.data;
+            lens[i] = (int)a[i].b.len;
+            fmts[i] = 1;
+        }
+        delete_ctx x = {s, c, d, n};
+        if (PQenterPipelineMode(c) != 1)
+            st = pl__pg_err(s, c, NULL, "entering pipeline mode");
+        if (!st)
+            st = pl__pg_send(s, c, Q_DELETE, D_N, vals, lens, fmts,
+                             "sending a delete");
+        if (!st)
+            st = pl__pg_pipeline_finish(s, c, 1, delete_result, &x,
+                                        "deleting runs");
+        pl__pg_conn_put(s, c);
+    }
+    for (int i = 0; i < D_N; i++)
+        pl__buf_free(&a[i].b);
     return st;
 }

@@ -9,6 +9,7 @@
  *   | pg_commit.c  | writing: commits and read-modify-write of a state  |
  *   | pg_read.c    | reading: ledgers, runs, states, statistics         |
  *   | pg_lease.c   | leases and the queue                               |
+ *   | pg_delete.c  | deleted runs: tombstones read and expired          |
  *
  * The store as a whole (its tables, commits, durability and connections)
  * is described at the top of pg_conn.c.  Nothing outside ledger/pg/
@@ -29,6 +30,8 @@
 #define SCHEMA_MAX 63
 #define IDLE_MAX 16
 #define READ_MAX 1024 /* rows per SELECT */
+/* The server's clock, in Unix microseconds. */
+#define NOW_US "(extract(epoch from clock_timestamp()) * 1000000)::bigint"
 
 /*
  * The statements (s->q[]), naming the schema, in three ranges: the first
@@ -52,14 +55,17 @@ enum {
     L_RELEASE,
     L_CREATE,
     Q_CREATE,
-    Q_WRITE, /* a commit's fences, steps and states (pg_commit.c) */
-    Q_STEPS, /* more steps */
+    Q_WRITE,  /* a commit's fences, steps and states (pg_commit.c) */
+    Q_STEPS,  /* more steps */
+    Q_DELETE, /* runs deleted, tombstones written (pg_commit.c) */
     /* unprepared */
     Q_BEGIN,
     Q_COMMIT,
     Q_FORMAT,
     Q_EXISTS,
     Q_STATS,
+    Q_TOMB_GET,
+    Q_TOMBS_EXPIRE,
     Q_N
 };
 #define Q_PREPARED_RO L_ACQUIRE /* those prepared on a read-only store */

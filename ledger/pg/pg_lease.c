@@ -31,7 +31,6 @@
  * locks the lease row until the commit ends, so a take waits for it and
  * then finds the generation it must increment.
  */
-#define NOW_US "(extract(epoch from clock_timestamp()) * 1000000)::bigint"
 #define FENCE_STATE "PLOWN"
 
 int pl__pg_lease_sql(const pl__pg_store *s, int which, char **out)
