@@ -82,7 +82,7 @@ static void usage(FILE *f)
         "                        changed export is refused, naming the step, "
         "with\n"
         "                        nothing written.  Needs no --plugin.\n"
-        "  --worker [--concurrency N] [--lease-ms MS]\n"
+        "  --worker [--concurrency N] [--lease-ms MS] [--retain DURATION]\n"
         "                        be a worker: take submitted runs, and runs "
         "whose worker\n"
         "                        died (lease expired), and execute them, N at "
@@ -101,12 +101,32 @@ static void usage(FILE *f)
         "(default 30000,\n"
         "                        at least 100); a dead worker's runs are "
         "taken once it\n"
-        "                        has run out\n"
+        "                        has run out.  --retain: delete the runs "
+        "that ended at\n"
+        "                        least DURATION ago, as --prune does, about "
+        "once a minute\n"
         "  --submit POLICY --payload JSON [--new-id ID]\n"
         "                        queue a run of POLICY for a worker, without "
         "executing\n"
         "                        it (the store is created if need be); prints "
         "its id\n"
+        "  --prune --older-than DURATION [--status LIST] [--archive DIR] "
+        "[--dry-run]\n"
+        "                        delete the runs that ended (completed, "
+        "failed) at least\n"
+        "                        DURATION ago (30d, 12h, 90m, 45s; 0s: all), "
+        "in short\n"
+        "                        transactions of a few runs; LIST: "
+        "completed,failed.\n"
+        "                        Each keeps a tombstone (ledger-dump says "
+        "when it was\n"
+        "                        deleted).  With --archive, each run's "
+        "verified export\n"
+        "                        is written to DIR/ID.jsonl and synced first "
+        "(ledger-\n"
+        "                        replay --import loads it back).  --dry-run "
+        "lists, and\n"
+        "                        deletes nothing.  Needs no --plugin.\n"
         "\n"
         "Options:\n"
         "  --plugin LIB.so       load a plugin's policies (repeatable; at "
@@ -209,7 +229,9 @@ static int set_mode(options *o, enum mode m, const char *flag);
 static bool is_queue_flag(const char *a)
 {
     return !strcmp(a, "--concurrency") || !strcmp(a, "--lease-ms") ||
-           !strcmp(a, "--submit") || !strcmp(a, "--payload");
+           !strcmp(a, "--submit") || !strcmp(a, "--payload") ||
+           !strcmp(a, "--retain") || !strcmp(a, "--older-than") ||
+           !strcmp(a, "--status") || !strcmp(a, "--archive");
 }
 
 /* The valued flags of --worker and --submit; -1 after a usage error. */
@@ -225,6 +247,14 @@ static int parse_queue_flag(options *o, const char *a, const char *v)
     }
     if (!strcmp(a, "--payload"))
         o->payload = v;
+    if (!strcmp(a, "--retain"))
+        o->retain = v;
+    if (!strcmp(a, "--older-than"))
+        o->older_than = v;
+    if (!strcmp(a, "--status"))
+        o->status = v;
+    if (!strcmp(a, "--archive"))
+        o->archive = v;
     return 0;
 }
 
@@ -232,8 +262,8 @@ static int set_mode(options *o, enum mode m, const char *flag)
 {
     if (o->mode != MODE_NONE && o->mode != m) {
         cli_error("%s cannot be combined with another mode (--run, --all, "
-                  "--resume, --check, --fork, --import, --worker, --submit: "
-                  "pick one)",
+                  "--resume, --check, --fork, --import, --worker, --submit, "
+                  "--prune: pick one)",
                   flag);
         return -1;
     }
@@ -268,6 +298,15 @@ static int parse_args(options *o, int argc, char **argv)
         if (!strcmp(a, "--worker")) {
             if (set_mode(o, MODE_WORKER, a))
                 return EXIT_USAGE;
+            continue;
+        }
+        if (!strcmp(a, "--prune")) {
+            if (set_mode(o, MODE_PRUNE, a))
+                return EXIT_USAGE;
+            continue;
+        }
+        if (!strcmp(a, "--dry-run")) {
+            o->dry_run = true;
             continue;
         }
         if (a[0] != '-' || !strcmp(a, "-")) {
@@ -352,7 +391,8 @@ static int parse_args(options *o, int argc, char **argv)
         cli_error("no store given (see --help)");
         return EXIT_USAGE;
     }
-    if (!o->n_plugins && !o->n_mcp && o->mode != MODE_IMPORT) {
+    if (!o->n_plugins && !o->n_mcp && o->mode != MODE_IMPORT &&
+        o->mode != MODE_PRUNE) {
         cli_error("no --plugin given: the policies to replay with come from "
                   "plugins");
         return EXIT_USAGE;
@@ -382,6 +422,16 @@ static int parse_args(options *o, int argc, char **argv)
     if (!o->payload != (o->mode != MODE_SUBMIT)) {
         cli_error(o->payload ? "--payload goes with --submit"
                              : "--submit needs --payload JSON");
+        return EXIT_USAGE;
+    }
+    if ((o->older_than || o->status || o->archive || o->dry_run) &&
+        o->mode != MODE_PRUNE) {
+        cli_error("--older-than, --status, --archive and --dry-run go with "
+                  "--prune");
+        return EXIT_USAGE;
+    }
+    if (o->retain && o->mode != MODE_WORKER) {
+        cli_error("--retain goes with --worker");
         return EXIT_USAGE;
     }
     if (o->at && o->mode != MODE_FORK) {
@@ -503,6 +553,7 @@ static const char *mode_name(enum mode m)
     case MODE_IMPORT: return "import";
     case MODE_WORKER: return "worker";
     case MODE_SUBMIT: return "submit";
+    case MODE_PRUNE: return "prune";
     default: return "none";
     }
 }
@@ -564,6 +615,8 @@ int main(int argc, char **argv)
     rc = t.opt.mode == MODE_SUBMIT   ? prepare_submit(&t)
          : t.opt.mode == MODE_IMPORT ? prepare_import(&t)
          : t.opt.mode == MODE_RESUME ? prepare_resume(&t)
+         : t.opt.mode == MODE_PRUNE  ? prepare_prune(&t)
+         : t.opt.mode == MODE_WORKER ? prepare_worker(&t)
                                      : 0;
     if (rc)
         goto done;
@@ -604,6 +657,7 @@ int main(int argc, char **argv)
     case MODE_IMPORT: mode_import(&t); break;
     case MODE_WORKER: mode_worker(&t); break;
     case MODE_SUBMIT: mode_submit(&t); break;
+    case MODE_PRUNE: mode_prune(&t); break;
     default: break;
     }
     if (t.w.oom) {

@@ -27,7 +27,8 @@ enum mode {
     MODE_FORK,
     MODE_IMPORT,
     MODE_WORKER,
-    MODE_SUBMIT
+    MODE_SUBMIT,
+    MODE_PRUNE
 };
 
 typedef struct options {
@@ -51,6 +52,12 @@ typedef struct options {
     unsigned lease_ms;    /* --lease-ms MS */
     const char *submit;   /* --submit POLICY */
     const char *payload;  /* --payload JSON */
+    const char *retain;   /* --worker's --retain DURATION */
+    /* --prune */
+    const char *older_than; /* --older-than DURATION */
+    const char *status;     /* --status LIST */
+    const char *archive;    /* --archive DIR */
+    bool dry_run;           /* --dry-run */
 } options;
 
 /* ---- what replay reports through events --------------------------------- */
@@ -94,6 +101,9 @@ typedef struct tool {
     cJSON *answer;   /* --resume's */
     FILE *import_in; /* --import's, checked and rewound */
     unsigned n_ok, n_suspended, n_failed, n_diverged, n_skipped;
+    uint64_t prune_older_ms; /* --older-than, read */
+    unsigned prune_statuses; /* --status, read */
+    uint64_t retain_ms;      /* --retain, read */
 } tool;
 
 typedef struct id_list {
@@ -130,6 +140,8 @@ bool ids_push(id_list *l, const char *id);
 int prepare_resume(tool *t);
 int prepare_submit(tool *t);
 int prepare_import(tool *t);
+int prepare_prune(tool *t);
+int prepare_worker(tool *t); /* replay_prune.c: --retain */
 
 void continue_one(tool *t, const char *id, const char *note);
 int need_run(tool *t, const char *id);
@@ -140,5 +152,6 @@ void mode_check(tool *t);
 void mode_import(tool *t);
 void mode_worker(tool *t);
 void mode_submit(tool *t);
+void mode_prune(tool *t); /* replay_prune.c */
 
 #endif /* PL_REPLAY_H */
