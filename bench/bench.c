@@ -94,6 +94,8 @@
 #include <policyledger_llm.h>
 #include <sys/socket.h>
 
+#include "churn.h"
+#include "options.h"
 #include "pg_store.h" /* pl__pg_counts_get(): round trips to the server */
 
 /* ---- clocks and memory ------------------------------------------------------ */
@@ -3188,47 +3190,9 @@ static int report_pg(bool quick, unsigned only)
            (only & 1u << 6 ? report_w6(quick) : 0);
 }
 
-static void usage(FILE *f)
-{
-    fprintf(f, "usage: pl-bench [--quick] [--json] [--dir DIR] [--only LIST]\n"
-               "       pl-bench [--quick] [--json] --store URI\n"
-               "  --quick     small sizes, finishes in well under a minute\n"
-               "  --json      print one JSON document instead of the table\n"
-               "  --dir DIR   where the stores go (default: a new directory "
-               "under $TMPDIR or /tmp)\n"
-               "  --only LIST the workloads to run, e.g. w1,w4 or fanout "
-               "(default: all)\n"
-               "  --store URI W1, W3 and W6 on PostgreSQL (a postgresql:// "
-               "URI), W1 and W3\n"
-               "              next to a libpq floor\n");
-}
-
-#define ONLY_FANOUT (1u << 16) /* --only fanout */
-
-/* "w1,w3" -> a bit per workload (1 << 1 | 1 << 3); 0 when malformed. */
-static unsigned parse_only(const char *list)
-{
-    unsigned mask = 0;
-    for (const char *p = list;; p += 3) {
-        if (!strncmp(p, "fanout", 6) && (p[6] == ',' || p[6] == '\0')) {
-            mask |= ONLY_FANOUT;
-            if (p[6] == '\0')
-                return mask;
-            p += 4; /* and 3 more: past "fanout," */
-            continue;
-        }
-        if ((p[0] != 'w' && p[0] != 'W') || p[1] < '1' || p[1] > '6' ||
-            (p[2] != ',' && p[2] != '\0'))
-            return 0;
-        mask |= 1u << (p[1] - '0');
-        if (p[2] == '\0')
-            return mask;
-    }
-}
-
 int main(int argc, char **argv)
 {
-    unsigned only = 0x7e | ONLY_FANOUT; /* w1..w6, fanout */
+    unsigned only = ONLY_ALL;
     bool quick = false;
     const char *dir = NULL;
     for (int i = 1; i < argc; i++) {
@@ -3244,7 +3208,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--only") && i + 1 < argc) {
             if (!(only = parse_only(argv[++i]))) {
                 fprintf(stderr,
-                        "pl-bench: --only takes workloads w1..w6 and fanout, "
+                        "pl-bench: --only takes workloads " ONLY_NAMES ", "
                         "comma-separated, not '%s'\n",
                         argv[i]);
                 return 2;
@@ -3305,7 +3269,7 @@ int main(int argc, char **argv)
 
     if (g_pg_uri) { /* W1, W3 and W6 on PostgreSQL instead */
         failures += report_pg(quick, only);
-        only = 0;
+        only &= ONLY_CHURN;
     }
     if (only & 1u << 1)
         failures += report_w1(quick);
@@ -3321,6 +3285,8 @@ int main(int argc, char **argv)
         failures += report_fanout(quick);
     if (only & 1u << 6)
         failures += report_w6(quick);
+    churn_report cr = {quick, g_print_json, g_dir, g_pg_uri, g_json};
+    failures += only & ONLY_CHURN ? churn_report_run(&cr) : 0;
     report_goals(quick);
 
     jnum(g_json, "failures", failures);

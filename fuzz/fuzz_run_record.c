@@ -1,6 +1,7 @@
 /*
  * fuzz_run_record.c -- the run record decoders (ledger/codec/runrec.c), the run's
- * info and its state, over arbitrary bytes.  Whatever the bytes: a status,
+ * info and its state, a deleted run's tombstone and purge record, over
+ * arbitrary bytes.  Whatever the bytes: a status,
  * no read outside them, no leak; a record that decodes encodes again to a
  * record that decodes to the same fields (a version 1 record, which has no
  * checksum, is how the fuzzer reaches past the checksum check).
@@ -84,9 +85,44 @@ static void state(const uint8_t *data, size_t size)
     pl__run_state_clear(&st);
 }
 
+/* A deleted run's tombstone, and the purge record of its steps. */
+static void tomb(const uint8_t *data, size_t size)
+{
+    pl__tomb t;
+    int rc = pl__tomb_decode(&t, RUN_ID, data, size);
+    CHECK(rc == PL_OK || rc == PL_ECORRUPT || rc == PL_EVERSION);
+    if (!rc) {
+        pl__buf b = {0};
+        CHECK(pl__tomb_encode(&b, RUN_ID, &t) == PL_OK);
+        pl__tomb back;
+        CHECK(pl__tomb_decode(&back, RUN_ID, b.data, b.len) == PL_OK);
+        CHECK(back.status == t.status && back.has_head == t.has_head &&
+              back.created_us == t.created_us &&
+              back.deleted_us == t.deleted_us &&
+              back.expires_us == t.expires_us &&
+              strcmp(back.policy, t.policy) == 0);
+        CHECK(!t.has_head || memcmp(back.head, t.head, PL_HASH_LEN) == 0);
+        CHECK(pl__tomb_decode(&back, "run-2", b.data, b.len) != PL_OK);
+        pl__buf_free(&b);
+    }
+    char id[PL_MAX_RUN_ID + 1];
+    rc = pl__purge_decode(id, 7, data, size);
+    CHECK(rc == PL_OK || rc == PL_ECORRUPT || rc == PL_EVERSION);
+    if (!rc) {
+        pl__buf b = {0};
+        char back[PL_MAX_RUN_ID + 1];
+        CHECK(pl__purge_encode(&b, 7, id) == PL_OK);
+        CHECK(pl__purge_decode(back, 7, b.data, b.len) == PL_OK);
+        CHECK(strcmp(back, id) == 0);
+        CHECK(pl__purge_decode(back, 8, b.data, b.len) == PL_ECORRUPT);
+        pl__buf_free(&b);
+    }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     info(data, size);
     state(data, size);
+    tomb(data, size);
     return 0;
 }

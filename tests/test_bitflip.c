@@ -27,6 +27,9 @@
  * 18000 flips, 30 s).  Under the sanitizers, where each child costs more,
  * every bit of the keys but only every SAMPLE-th bit of the values (4): a
  * fixed stride, so the same bits every time.
+ *
+ * A second store holds deleted runs (retention.c): every bit of its
+ * tombstones and of a purge record is flipped too.
  */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
@@ -43,6 +46,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "internal.h"
 #include "support.h"
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -168,6 +172,21 @@ static pl_engine *open_engine(const char *path, const pl_registry *reg)
     return pl_engine_open(&e, path, reg, &o) ? NULL : e;
 }
 
+/* A file's bytes (caller frees). */
+static uint8_t *read_whole(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    cr_assert_not_null(f);
+    struct stat sb;
+    cr_assert_eq(fstat(fileno(f), &sb), 0);
+    uint8_t *data = malloc((size_t)sb.st_size);
+    cr_assert_not_null(data);
+    cr_assert_eq(fread(data, 1, (size_t)sb.st_size, f), (size_t)sb.st_size);
+    fclose(f);
+    *len = (size_t)sb.st_size;
+    return data;
+}
+
 /* Build the store; returns the data file's bytes. */
 static uint8_t *build(const char *path, const pl_registry *reg, size_t *len)
 {
@@ -200,16 +219,7 @@ static uint8_t *build(const char *path, const pl_registry *reg, size_t *len)
     cr_assert(WIFSIGNALED(ws) && WTERMSIG(ws) == SIGKILL,
               "the run was to be killed inside 'die'");
 
-    FILE *f = fopen(path, "rb");
-    cr_assert_not_null(f);
-    struct stat sb;
-    cr_assert_eq(fstat(fileno(f), &sb), 0);
-    uint8_t *data = malloc((size_t)sb.st_size);
-    cr_assert_not_null(data);
-    cr_assert_eq(fread(data, 1, (size_t)sb.st_size, f), (size_t)sb.st_size);
-    fclose(f);
-    *len = (size_t)sb.st_size;
-    return data;
+    return read_whole(path, len);
 }
 
 /* ---- where the keys and values are --------------------------------------- */
@@ -265,23 +275,36 @@ static size_t file_offset(const void *p, size_t psize)
  * Find every key and value of the store's databases through LMDB: their
  * offsets in the data file are where LMDB's pointers point in its map.
  */
+static void find_targets_in(const char *path, const char *const *dbs,
+                            size_t n_dbs, targets *keys, targets *vals,
+                            const uint8_t *crashed_last,
+                            size_t crashed_last_len);
+
 static void find_targets(const char *path, targets *keys, targets *vals,
                          uint64_t crashed_num, const uint8_t *crashed_last,
                          size_t crashed_last_len)
 {
+    static const char *const dbs[] = {"meta", "runs", "state", "steps",
+                                      "journal"};
+    (void)crashed_num;
+    find_targets_in(path, dbs, 5, keys, vals, crashed_last, crashed_last_len);
+}
+
+static void find_targets_in(const char *path, const char *const *dbs,
+                            size_t n_dbs, targets *keys, targets *vals,
+                            const uint8_t *crashed_last,
+                            size_t crashed_last_len)
+{
     MDB_env *env;
     MDB_txn *txn;
     cr_assert_eq(mdb_env_create(&env), 0);
-    cr_assert_eq(mdb_env_set_maxdbs(env, 8), 0);
+    cr_assert_eq(mdb_env_set_maxdbs(env, 16), 0);
     cr_assert_eq(mdb_env_open(env, path, MDB_RDONLY | MDB_NOSUBDIR, 0600), 0);
     MDB_stat ms;
     cr_assert_eq(mdb_env_stat(env, &ms), 0);
     size_t psize = ms.ms_psize;
     cr_assert_eq(mdb_txn_begin(env, NULL, MDB_RDONLY, &txn), 0);
-    static const char *const dbs[] = {"meta", "runs", "state", "steps",
-                                      "journal"};
-    (void)crashed_num;
-    for (size_t d = 0; d < 5; d++) {
+    for (size_t d = 0; d < n_dbs; d++) {
         MDB_dbi dbi;
         cr_assert_eq(mdb_dbi_open(txn, dbs[d], 0, &dbi), 0);
         MDB_cursor *cur;
@@ -292,7 +315,8 @@ static void find_targets(const char *path, targets *keys, targets *vals,
             target t = {0};
             snprintf(t.db, sizeof t.db, "%s", dbs[d]);
             printable(t.key, sizeof t.key, &k);
-            t.root_last_of_running = d == 3 && k.mv_size == crashed_last_len &&
+            t.root_last_of_running = crashed_last && d == 3 &&
+                                     k.mv_size == crashed_last_len &&
                                      !memcmp(k.mv_data, crashed_last,
                                              crashed_last_len);
             t.run = d == 3 && k.mv_size >= 8 ? ((const uint8_t *)k.mv_data)[7]
@@ -458,6 +482,9 @@ static const char *stage_name(char c)
     case 'v': return "pl_run_verify";
     case 'c': return "pl_run_continue (check)";
     case 'r': return "pl_run_continue";
+    case 't': return "pl_run_tombstone";
+    case 's': return "pl_run_start";
+    case 'p': return "pl_engine_prune";
     default: return "?";
     }
 }
@@ -467,9 +494,22 @@ static const char *stage_name(char c)
  * file removed), run the child on it, and return its report.  A hang, a
  * crash or a lost report fails the test, naming @p what.
  */
+typedef void (*child_fn)(const char *path, const pl_registry *reg, int fd);
+
+static report try_flip_in(child_fn fn, const char *path, const pl_registry *reg,
+                          const uint8_t *data, size_t len, size_t off,
+                          unsigned bit, const char *what);
+
 static report try_flip(const char *path, const pl_registry *reg,
                        const uint8_t *data, size_t len, size_t off,
                        unsigned bit, const char *what)
+{
+    return try_flip_in(child, path, reg, data, len, off, bit, what);
+}
+
+static report try_flip_in(child_fn fn, const char *path, const pl_registry *reg,
+                          const uint8_t *data, size_t len, size_t off,
+                          unsigned bit, const char *what)
 {
     char lock[4200];
     snprintf(lock, sizeof lock, "%s-lock", path);
@@ -489,7 +529,7 @@ static report try_flip(const char *path, const pl_registry *reg,
     cr_assert(pid >= 0);
     if (pid == 0) {
         close(fds[0]);
-        child(path, reg, fds[1]);
+        fn(path, reg, fds[1]);
     }
     close(fds[1]);
     /* read the child's stages and report until the pipe closes (it has
@@ -686,4 +726,146 @@ Test(bitflip, every_bit_of_every_value_is_reported_or_harmless, .timeout = 600)
             flips, SAMPLE, SAMPLE == 1 ? "" : ", sanitizer build", reported,
             nondet, harmless);
     finish(&s);
+}
+
+/* ---- deleted runs: tombstones and purge records -------------------------- */
+
+/*
+ * A store with a completed run ("done"), a run deleted ("gone-1": its
+ * tombstone) and one deleted but whose steps are not yet removed
+ * ("gone-2": its tombstone, and its purge record, as a prune killed between
+ * the two leaves them).  A child reads both tombstones, tries to start
+ * "gone-1" again, prunes (which goes through the purge record first), and
+ * verifies "done": a flip in a tombstone or purge record is reported, and
+ * never costs "done" a step.
+ */
+static void deleted_child(const char *path, const pl_registry *reg, int fd)
+{
+    report r = {false, false, 14695981039346656037ull};
+    stage(fd, 'o');
+    pl_engine *e = open_engine(path, reg);
+    if (!e) {
+        note(&r, PL_ECORRUPT);
+    } else {
+        static const char *const gone[] = {"gone-1", "gone-2"};
+        for (size_t i = 0; i < 2; i++) {
+            stage(fd, 't');
+            pl_tombstone t = PL_TOMBSTONE_INIT;
+            int st = pl_run_tombstone(&t, e, gone[i]);
+            note(&r, st);
+            mix(&r.digest, &st, sizeof st);
+            if (!st)
+                mix(&r.digest, &t, sizeof t);
+        }
+        stage(fd, 's');
+        cJSON *p = cJSON_CreateObject();
+        pl_action a = {PL_ACTION_VERSION, "outer", p, NULL, 0, NULL};
+        pl_run_options ro = PL_RUN_OPTIONS_INIT;
+        ro.run_id = "gone-1";
+        pl_outcome *o = NULL;
+        int st = pl_run_start(&o, e, &a, &ro);
+        note(&r, st);
+        mix(&r.digest, &st, sizeof st);
+        pl_outcome_free(o);
+        cJSON_Delete(p);
+        stage(fd, 'p');
+        pl_prune_options po = PL_PRUNE_OPTIONS_INIT;
+        po.statuses = 1u << PL_RUN_FAILED; /* "done" stays */
+        note(&r, pl_engine_prune(e, &po, NULL));
+        stage(fd, 'v');
+        /* whatever the flip, "done" is whole: nothing else counts */
+        r.nondet = pl_run_verify(e, "done") != PL_OK;
+        pl_engine_close(e);
+    }
+    stage(fd, '=');
+    ssize_t w = write(fd, &r, sizeof r);
+    (void)w;
+    _exit(0);
+}
+
+static uint8_t *build_deleted(const char *path, const pl_registry *reg,
+                              size_t *len)
+{
+    pl_engine *e = open_engine(path, reg);
+    cr_assert_not_null(e, "%s", pl_errmsg());
+    static const char *const ids[] = {"done", "gone-1", "gone-2"};
+    for (size_t i = 0; i < 3; i++) {
+        pl_outcome *o = t_start(e, "outer", "{}", ids[i]);
+        cr_assert_eq(o->status, PL_RUN_COMPLETED);
+        pl_outcome_free(o);
+    }
+    cr_assert_eq(pl_run_delete(e, "gone-1"), PL_OK, "%s", pl_errmsg());
+    /* gone-2: deleted, its steps left under its purge record */
+    uint64_t num;
+    pl__buf state = {0}, tomb = {0};
+    cr_assert_eq(pl__store_run_find(e->store, "gone-2", &num, NULL), PL_OK);
+    cr_assert_eq(pl__store_state_get(e->store, num, &state), PL_OK);
+    pl__tomb t = {.status = PL_RUN_COMPLETED,
+                  .created_us = 1,
+                  .deleted_us = 2,
+                  .expires_us = INT64_MAX / 2};
+    snprintf(t.policy, sizeof t.policy, "outer");
+    cr_assert_eq(pl__tomb_encode(&tomb, "gone-2", &t), PL_OK);
+    pl__delete d = {"gone-2", num, state.data, state.len, &tomb, -1};
+    cr_assert_eq(pl__store_delete(e->store, &d, 1), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(d.rc, PL_OK);
+    pl__buf_free(&state);
+    pl__buf_free(&tomb);
+    pl_engine_close(e);
+
+    return read_whole(path, len);
+}
+
+Test(bitflip, every_bit_of_tombstones_and_purge_records, .timeout = 600)
+{
+    const char *dir = t_tmpdir();
+    char orig[4200], copy[4200];
+    snprintf(orig, sizeof orig, "%s/orig.db", dir);
+    snprintf(copy, sizeof copy, "%s/flip.db", dir);
+    pl_registry *reg = registry();
+    size_t len;
+    uint8_t *data = build_deleted(orig, reg, &len);
+    targets keys = {0}, vals = {0};
+    static const char *const dbs[] = {"tombs", "purge"};
+    find_targets_in(orig, dbs, 2, &keys, &vals, NULL, 0);
+    cr_assert_eq(vals.n, 3, "two tombstones and a purge record");
+    report base = try_flip_in(deleted_child, copy, reg, data, len, 0, 8,
+                              "baseline");
+    cr_assert_not(base.reported, "the unflipped store reports corruption");
+    cr_assert_not(base.nondet, "the unflipped store's \"done\" is whole");
+    size_t flips = 0, reported = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        const targets *ts = pass ? &vals : &keys;
+        for (size_t i = 0; i < ts->n; i++) {
+            const target *t = &ts->v[i];
+            for (size_t byte = 0; byte < t->len; byte++) {
+                for (unsigned bit = 0; bit < 8; bit++) {
+                    if (pass && (byte * 8 + bit) % SAMPLE != 0)
+                        continue;
+                    char what[256];
+                    snprintf(what, sizeof what, "%s of %s/%s, byte %zu, bit %u",
+                             pass ? "value" : "key", t->db, t->key, byte, bit);
+                    report r = try_flip_in(deleted_child, copy, reg, data, len,
+                                           t->off + byte, bit, what);
+                    flips++;
+                    reported += r.reported;
+                    cr_assert_not(r.nondet, "%s: \"done\" lost a step", what);
+                    /* every byte of a record is checksummed and bound to
+                     * its id or number: a changed value is reported */
+                    cr_assert(!pass || r.reported,
+                              "%s: changed a record, and no call reported it",
+                              what);
+                }
+            }
+        }
+    }
+    fprintf(stderr,
+            "bitflip deleted runs: %zu bits flipped in %zu keys and %zu "
+            "values (tombstones, purge record): %zu reported, \"done\" "
+            "whole after every one\n",
+            flips, keys.n, vals.n, reported);
+    free(keys.v);
+    free(vals.v);
+    free(data);
+    pl_registry_free(reg);
 }

@@ -1,0 +1,21 @@
+/*
+ * options.h -- pl-bench's command line (options.c): the usage, and the
+ * workloads --only names.
+ */
+#ifndef PL_BENCH_OPTIONS_H
+#define PL_BENCH_OPTIONS_H
+
+#include <stdio.h>
+
+/* A bit per workload: w1..w6 as 1 << 1 .. 1 << 6, and these. */
+#define ONLY_FANOUT (1u << 16) /* --only fanout */
+#define ONLY_CHURN (1u << 17)  /* --only churn (churn.c) */
+#define ONLY_ALL (0x7eu | ONLY_FANOUT | ONLY_CHURN)
+#define ONLY_NAMES "w1..w6, fanout and churn"
+
+void usage(FILE *f);
+
+/* "w1,churn" -> their bits; 0 when malformed. */
+unsigned parse_only(const char *list);
+
+#endif /* PL_BENCH_OPTIONS_H */
