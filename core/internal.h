@@ -17,6 +17,7 @@
  *                    invocation (chain.h)
  *     recorded.c     now, random, uuid and side effects, recorded once
  *     suspend.c      suspending a run for an answer from outside (suspend.h)
+ *     continued.c    a run continued as new: its successor (run.h)
  *     commit.c       a run's pending steps made durable; the sync points
  *                    (commit.h)
  *     invocation.c   an invocation's ledger and cursor: append-or-compare,
@@ -274,6 +275,12 @@ typedef struct pl__run {
     bool branch; /* a fan-out branch (fanout.c): one callee on a thread of
                     its own, its steps in its own batch; never writes the
                     run's state */
+
+    /* pl_ctx_continue_as_new() (continued.c): the successor's payload and
+     * id, and what its creation writes */
+    pl__buf cont;
+    char succ_id[PL_MAX_RUN_ID + 1];
+    pl__buf succ_info, succ_state;
 
     uint64_t served, executed, replayed, appended;
     uint64_t folded; /* steps of the batch folded into a caller's record */

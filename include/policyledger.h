@@ -106,7 +106,7 @@
  *   encoded (16 MiB by default) nested at most PL_MAX_JSON_DEPTH deep;
  *   names (policies, actors) are 1..PL_MAX_NAME bytes; invocations nest at
  *   most PL_MAX_DEPTH deep; run ids are 1..PL_MAX_RUN_ID bytes of
- *   [A-Za-z0-9._:-].
+ *   [A-Za-z0-9._:~-] ("~" is what pl_ctx_continue_as_new() appends).
  */
 #ifndef POLICYLEDGER_H
 #define POLICYLEDGER_H
@@ -899,11 +899,13 @@ typedef enum pl_run_status {
     PL_RUN_SUSPENDED = 2, /**< waiting for pl_run_resume() */
     PL_RUN_COMPLETED = 3,
     PL_RUN_FAILED = 4,    /**< failed with a recorded reason */
-    PL_RUN_SUBMITTED = 5  /**< queued by pl_run_submit(), not yet taken */
+    PL_RUN_SUBMITTED = 5, /**< queued by pl_run_submit(), not yet taken */
+    PL_RUN_CONTINUED = 9  /**< final: ended by pl_ctx_continue_as_new(); its
+                               successor goes on (pl_run_info.successor) */
 } pl_run_status;
 
-/** @return "running", "suspended", "completed", "failed", "submitted" or
- *  NULL. */
+/** @return "running", "suspended", "completed", "failed", "submitted",
+ *  "continued" or NULL. */
 const char *pl_run_status_name(pl_run_status status);
 
 /**
@@ -972,6 +974,8 @@ typedef struct pl_outcome {
     uint64_t calls_executed; /**< callees that ran */
     uint64_t steps_replayed; /**< appends that matched the record */
     uint64_t steps_appended; /**< new steps written */
+    /** continued: the id of its successor, which goes on from it */
+    char *successor;
 } pl_outcome;
 
 /** Free an outcome.  NULL does nothing. */
@@ -1082,6 +1086,9 @@ typedef struct pl_run_info {
     const char *resume_token; /**< suspended: the token pl_run_resume()
                                    takes; else NULL.  Anyone who can read
                                    the store can read it. */
+    const char *successor;    /**< continued: the run that goes on from it
+                                   (pl_ctx_continue_as_new()); else NULL */
+    const char *predecessor;  /**< the run this one continues, or NULL */
 } pl_run_info;
 
 /**
@@ -1809,6 +1816,33 @@ int pl_ctx_side_effect_checked(cJSON **out_value, pl_ctx *ctx, const char *name,
  * @return PL_OK; PL_ESUSPENDED; the run-stopping statuses of pl_ctx_call().
  */
 int pl_ctx_suspend(cJSON **out_answer, pl_ctx *ctx, const cJSON *prompt);
+
+/**
+ * Continue the run as a new one, so that a run that lives for months (a
+ * polling loop, a chat agent) keeps each ledger bounded.  Called by the
+ * root policy, which then returns as it would to complete: the run ends
+ * with the final status PL_RUN_CONTINUED (its result recorded as a
+ * completed run's), and in the same transaction its successor is created
+ * with the same root policy and @p payload, queued as pl_run_submit()
+ * queues a run, for a worker (or pl_run_continue()) to execute.  The
+ * successor's id is the run's with "~1" appended, then "~2" and so on (a
+ * run "chat~7" continues as "chat~8"); each run names the other
+ * (pl_run_info.successor and .predecessor, pl_outcome.successor), and
+ * `ledger-dump --run ID --chain` lists the chain.  A replay of the run
+ * (pl_run_continue(), which replays a continued run as it does a completed
+ * one) gives the same outcome and writes nothing.
+ *
+ * Each link is a run of its own: replaying or recovering the newest link
+ * costs what its own ledger costs, however long the chain behind it.
+ * Deleting and pruning treat a continued run as ended.
+ * @param payload a JSON object, never NULL; borrowed.
+ * @return PL_OK; PL_EINVAL (not the root policy's context, or a NULL or
+ *         non-object payload); PL_ESTATE (called already in this
+ *         execution); PL_ELIMIT (the successor's id would be longer than
+ *         PL_MAX_RUN_ID, or the payload larger than max_payload);
+ *         PL_ENOMEM.
+ */
+int pl_ctx_continue_as_new(pl_ctx *ctx, const cJSON *payload);
 
 /** @return the run id (borrowed, valid while the policy runs). */
 const char *pl_ctx_run_id(const pl_ctx *ctx);

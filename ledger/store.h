@@ -140,6 +140,12 @@ typedef struct pl__batch {
                                 worker (generation 1), or "" = queued:
                                 generation 0, claimable at once */
     int64_t lease_us;        /* create: how long the lease lasts */
+    /* the run ends continued: create its successor in the same
+     * transaction, queued (a lease nobody holds), taking the id over from
+     * a tombstone; a live run with that id fails the whole commit with
+     * PL_EEXIST */
+    const char *succ_id;
+    const pl__buf *succ_info, *succ_state;
 } pl__batch;
 
 PL__HIDDEN void pl__batch_free(pl__batch *b);

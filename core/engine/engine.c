@@ -89,7 +89,8 @@ int pl_durability_parse(pl_durability *out, const char *name)
 }
 
 static const char *const run_status_names[] = {
-    NULL, "running", "suspended", "completed", "failed", "submitted"};
+    NULL,        "running", "suspended", "completed", "failed",
+    "submitted", NULL,      NULL,        NULL,        "continued"};
 
 const char *pl_run_status_name(pl_run_status s)
 {

@@ -210,7 +210,8 @@ static void *work(void *arg)
         pthread_mutex_lock(&w->mu);
         if (st || !o)
             w->skipped++;
-        else if (o->status == PL_RUN_COMPLETED)
+        else if (o->status == PL_RUN_COMPLETED ||
+                 o->status == PL_RUN_CONTINUED) /* its successor is queued */
             w->completed++;
         else if (o->status == PL_RUN_SUSPENDED)
             w->suspended++;

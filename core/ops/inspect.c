@@ -96,6 +96,8 @@ static int info_build(pl_engine *e, const char *id, size_t id_len, uint64_t num,
     p->resume_token = in->st.status == PL_RUN_SUSPENDED && in->st.token[0]
                           ? in->st.token
                           : NULL;
+    p->successor = in->st.succ;
+    p->predecessor = in->st.pred;
     *out = p;
     return PL_OK;
 }
@@ -798,6 +800,7 @@ int pl_run_head(uint8_t out[PL_HASH_LEN], pl_engine *e, const char *run_id)
     pl__run_state rs = {0};
     int st = state_load(e, run_id, &num, &rs);
     if (!st && (!rs.has_head || (rs.status != PL_RUN_COMPLETED &&
+                                 rs.status != PL_RUN_CONTINUED &&
                                  rs.status != PL_RUN_SUSPENDED)))
         st = pl__err(PL_ESTATE,
                      "run '%s' is %s: only a completed or "

@@ -42,23 +42,31 @@ void pl_outcome_free(pl_outcome *o)
     cJSON_Delete(o->prompt);
     free(o->suspended_path);
     free(o->reason);
+    free(o->successor);
     free(o);
 }
 
 const cJSON *pl_outcome_result(const pl_outcome *o)
 {
-    size_t n = o && o->status == PL_RUN_COMPLETED ? pl_steps_count(o->steps)
-                                                  : 0;
+    size_t n = o && (o->status == PL_RUN_COMPLETED ||
+                     o->status == PL_RUN_CONTINUED)
+                   ? pl_steps_count(o->steps)
+                   : 0;
     const cJSON *p = n ? pl_step_payload(pl_steps_at(o->steps, n - 1)) : NULL;
     return p ? p : pl_json_empty();
 }
 
-/* A new outcome of run @p r with @p status; NULL when out of memory. */
+/* A new outcome of run @p r with @p status (a completed run continued as
+ * new is continued); NULL when out of memory. */
 pl_outcome *pl__outcome_new(pl__run *r, pl_run_status status)
 {
     pl_outcome *o = calloc(1, sizeof *o);
-    if (!o || !(o->run_id = pl__strdup(r->id))) {
-        free(o);
+    if (status == PL_RUN_COMPLETED && r->cont.len)
+        status = PL_RUN_CONTINUED;
+    if (!o || !(o->run_id = pl__strdup(r->id)) ||
+        (status == PL_RUN_CONTINUED &&
+         !(o->successor = pl__strdup(r->succ_id)))) {
+        pl_outcome_free(o);
         pl__err(PL_ENOMEM, "out of memory");
         return NULL;
     }

@@ -29,4 +29,11 @@ PL__HIDDEN int pl__run_continue_leased(pl_outcome **out, pl_engine *e,
  * memory. */
 PL__HIDDEN pl_outcome *pl__outcome_new(pl__run *r, pl_run_status status);
 
+/*
+ * The run ends continued (pl_ctx_continue_as_new() was called): make its
+ * state record name its successor, and its final batch create the
+ * successor, queued, in the same commit (continued.c).
+ */
+PL__HIDDEN int pl__run_continued(pl__run *r) PL__MUST_CHECK;
+
 #endif /* PL_RUN_H */

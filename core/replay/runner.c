@@ -148,8 +148,6 @@ static int check_root(pl_engine *e, const pl_action *in, pl_action *a,
     return PL_OK;
 }
 
-/* ---- outcomes ------------------------------------------------------------------------ */
-
 /* ---- executing ----------------------------------------------------------------------- */
 
 /* A failure of this process or its store, not of the run: nothing about it
@@ -219,13 +217,14 @@ static int run_execute(pl__run *r, const pl_policy_def *def,
         }
         memcpy(rs->result, last ? last->mp : (const uint8_t *)"\x80",
                rs->result_len);
-        if ((st = pl__run_write(r, true))) {
+        if ((r->cont.len && (st = pl__run_continued(r))) ||
+            (st = pl__run_write(r, true))) {
             pl_steps_free(steps);
             return st;
         }
         pl__emit(r, PL_EVENT_RUN_COMPLETED, "0", 0, def->name, 0, 0,
                  pl__ev_clock(r) - t0, NULL);
-        if (!(o = pl__outcome_new(r, PL_RUN_COMPLETED))) {
+        if (!(o = pl__outcome_new(r, rs->status))) {
             pl_steps_free(steps);
             return pl__err(PL_ENOMEM, "out of memory");
         }
@@ -708,8 +707,9 @@ static int continue_run(pl_engine *e, const char *id, bool check,
                      pl_run_status_name(r->state.status));
         goto done;
     }
-    /* a completed run is final: replaying it writes nothing */
-    r->check = check || (!token && r->state.status == PL_RUN_COMPLETED);
+    /* a completed (or continued) run is final: replaying it writes nothing */
+    r->check = check || (!token && (r->state.status == PL_RUN_COMPLETED ||
+                                    r->state.status == PL_RUN_CONTINUED));
     if (r->check) {
         st = run_execute(r, def, &ra.action, true, out);
         goto done;
@@ -823,6 +823,8 @@ static int recorded_outcome(pl_outcome **out, const char *id,
         else if (rs->prompt_len)
             st = pl__payload_decode(&o->prompt, rs->prompt, rs->prompt_len);
     }
+    if (!st && rs->succ && !(o->successor = pl__strdup(rs->succ)))
+        st = PL_ENOMEM;
     if (!st && rs->status == PL_RUN_FAILED) {
         o->error = rs->error;
         if (!(o->reason = pl__strdup(rs->reason ? rs->reason
@@ -852,7 +854,6 @@ static int start_existing(pl_outcome **out, pl_engine *e, const char *id,
     int st = pl__store_settle(e->store);
     if (!st)
         st = root_load(e, id, &num, &ra);
-    /* deleted: its tombstone keeps the id (retention.c) */
     if (st == PL_ENOTFOUND && !pl__tomb_load(e, id, &t))
         return strcmp(t.policy, root->policy) != 0
                    ? pl__err(PL_EEXIST,

@@ -62,6 +62,11 @@
  *   |           |              | [[comp...], seq, bin (32)]: its path      |
  *   |           |              | below the root, its last step's seq and   |
  *   |           |              | that step's hash (at most 33)             |
+ *   | succ      | str          | optional; continued: the id of the run    |
+ *   |           |              | that goes on from it                      |
+ *   | pred      | str          | optional: the id of the run this one      |
+ *   |           |              | continues, written with that run's "succ" |
+ *   |           |              | in one commit                             |
  *   | sum       | bin (32)     | version 2 and 3, last: the checksum       |
  *
  * TOMBSTONES (stored under a deleted run's id, in place of its records;
@@ -390,7 +395,8 @@ int pl__run_state_encode(pl__buf *out, const char *run_id,
     size_t start = out->len;
     size_t n = 11 + (st->reason != NULL) + (st->token[0] != 0) +
                (st->susp_path != NULL) * 2 + (st->prompt != NULL) +
-               (st->result != NULL) + st->has_head + (st->n_open != 0);
+               (st->result != NULL) + st->has_head + (st->n_open != 0) +
+               (st->succ != NULL) + (st->pred != NULL);
     assert(st->n_open <= PL__ANCHORS_MAX);
     int rc = msgpack_pack_map(&pk, n);
     rc = rc ? rc : pack_key(&pk, "v");
@@ -436,6 +442,14 @@ int pl__run_state_encode(pl__buf *out, const char *run_id,
         rc = pack_key(&pk, "result");
         rc = rc ? rc
                 : (pl__buf_append(out, st->result, st->result_len) ? -1 : 0);
+    }
+    if (!rc && st->succ) {
+        rc = pack_key(&pk, "succ");
+        rc = rc ? rc : pack_cstr(&pk, st->succ);
+    }
+    if (!rc && st->pred) {
+        rc = pack_key(&pk, "pred");
+        rc = rc ? rc : pack_cstr(&pk, st->pred);
     }
     if (!rc && st->has_head) {
         rc = pack_key(&pk, "head");
@@ -527,7 +541,8 @@ int pl__run_state_decode(pl__run_state *out, const char *run_id,
             }
             have_sum = true;
         } else if (key_is(k, kn, "status")) {
-            if (rd_uint(&r, &u) || u < PL_RUN_RUNNING || u > PL_RUN_SUBMITTED)
+            if (rd_uint(&r, &u) || u < PL_RUN_RUNNING ||
+                (u > PL_RUN_SUBMITTED && u != PL_RUN_CONTINUED))
                 goto bad;
             out->status = (pl_run_status)u;
         } else if (key_is(k, kn, "steps")) {
@@ -575,6 +590,15 @@ int pl__run_state_decode(pl__run_state *out, const char *run_id,
             free(out->susp_path);
             if (!(out->susp_path = dup_bytes(v, vn)))
                 goto oom;
+        } else if (key_is(k, kn, "succ") || key_is(k, kn, "pred")) {
+            char **dst = key_is(k, kn, "succ") ? &out->succ : &out->pred;
+            if (rd_bytes(&r, T_STR, &v, &vn) || vn == 0 || vn > PL_MAX_RUN_ID)
+                goto bad;
+            free(*dst);
+            if (!(*dst = dup_bytes(v, vn)))
+                goto oom;
+            if (strlen(*dst) != vn || !pl__run_id_ok(*dst))
+                goto bad;
         } else if (key_is(k, kn, "sseq")) {
             if (rd_uint(&r, &u) || u > UINT32_MAX)
                 goto bad;
@@ -606,7 +630,8 @@ int pl__run_state_decode(pl__run_state *out, const char *run_id,
         return pl__err(PL_ECORRUPT, "run '%s': its run state has no checksum",
                        run_id);
     }
-    if (!have_v || !out->status || (out->open && version < 3))
+    if (!have_v || !out->status || (out->open && version < 3) ||
+        (out->succ != NULL) != (out->status == PL_RUN_CONTINUED))
         goto bad;
     return PL_OK;
 fail:
@@ -627,6 +652,8 @@ void pl__run_state_clear(pl__run_state *st)
     free(st->prompt);
     free(st->result);
     free(st->open);
+    free(st->succ);
+    free(st->pred);
     memset(st, 0, sizeof *st);
 }
 
@@ -638,7 +665,11 @@ int pl__run_state_copy(pl__run_state *dst, const pl__run_state *src)
     dst->prompt = NULL;
     dst->result = NULL;
     dst->open = NULL;
-    if ((src->n_open && !(dst->open = (pl__anchor *)
+    dst->succ = NULL;
+    dst->pred = NULL;
+    if ((src->succ && !(dst->succ = pl__strdup(src->succ))) ||
+        (src->pred && !(dst->pred = pl__strdup(src->pred))) ||
+        (src->n_open && !(dst->open = (pl__anchor *)
                               dup_mem((const uint8_t *)src->open,
                                       src->n_open * sizeof *src->open))) ||
         (src->reason && !(dst->reason = pl__strdup(src->reason))) ||
@@ -657,7 +688,8 @@ int pl__run_state_copy(pl__run_state *dst, const pl__run_state *src)
 
 bool pl__status_final(pl_run_status status)
 {
-    return status == PL_RUN_COMPLETED || status == PL_RUN_FAILED;
+    return status == PL_RUN_COMPLETED || status == PL_RUN_FAILED ||
+           status == PL_RUN_CONTINUED;
 }
 
 int pl__tomb_encode(pl__buf *out, const char *run_id, const pl__tomb *t)

@@ -60,6 +60,8 @@ typedef struct pl__run_state {
     uint8_t head[PL_HASH_LEN]; /* when written after it (not failed) */
     pl__anchor *open;          /* the open ledgers' heads when it was written */
     size_t n_open;             /* at most PL__ANCHORS_MAX */
+    char *succ; /* continued: the run that goes on from it, or NULL */
+    char *pred; /* the run this one continues, or NULL */
 } pl__run_state;
 
 /*
@@ -119,7 +121,8 @@ PL__HIDDEN int pl__purge_encode(pl__buf *out, uint64_t num,
 PL__HIDDEN int pl__purge_decode(char *id, uint64_t num, const uint8_t *data,
                                 size_t len) PL__MUST_CHECK;
 
-/* Whether a run in @p status has ended for good (completed or failed). */
+/* Whether a run in @p status has ended for good (completed, failed or
+ * continued). */
 PL__HIDDEN bool pl__status_final(pl_run_status status);
 
 #endif /* PL_RUNREC_H */

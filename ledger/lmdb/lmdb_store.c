@@ -136,6 +136,32 @@ static int create_run(pl__lmdb_store *s, MDB_txn *txn, pl__batch *bt, int *st)
     return 0;
 }
 
+/* Create the successor of a run that ends continued (pl__batch.succ_id). */
+static int create_succ(pl__lmdb_store *s, MDB_txn *txn, const pl__batch *bt,
+                       int *st)
+{
+    MDB_val k = {strlen(bt->succ_id), (void *)bt->succ_id};
+    int rc = mdb_del(txn, s->tombs, &k, NULL); /* the id is taken over */
+    if (rc && rc != MDB_NOTFOUND)
+        return rc;
+    pl__batch sb = {.create_id = bt->succ_id,
+                    .create_info = bt->succ_info,
+                    .state = *bt->succ_state,
+                    .lease_owner = ""};
+    if ((rc = create_run(s, txn, &sb, st)) || *st)
+        return rc;
+    if (sb.rc) {
+        *st = pl__err(PL_EEXIST,
+                      "run '%s' exists already: it cannot be the successor "
+                      "of the run continued as new; nothing was written",
+                      bt->succ_id);
+        return 0;
+    }
+    if ((rc = pl__lmdb_lease_batch(s, txn, &sb, st)) || *st)
+        return rc;
+    return put_state(s, txn, &sb);
+}
+
 static int commit_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
 {
     commit_ctx *c = user;
@@ -170,6 +196,8 @@ static int commit_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
                 return rc;
         }
         if ((rc = put_state(s, txn, bt)))
+            return rc;
+        if (bt->succ_id && ((rc = create_succ(s, txn, bt, st)) || *st))
             return rc;
     }
     return c->journal ? pl__lmdb_journal_append(s, txn, c, st) : 0;

@@ -250,7 +250,7 @@ static int write_all(pl__pg_store *s, PGconn *c, pl__batch *const *batches,
 }
 
 /* What a statement sent in the pipeline was. */
-typedef enum { SENT_CREATE, SENT_LEASE, SENT_WRITE } sent_kind;
+typedef enum { SENT_CREATE, SENT_LEASE, SENT_WRITE, SENT_SUCC } sent_kind;
 
 typedef struct sent {
     sent_kind kind;
@@ -294,6 +294,27 @@ static int create_send(commit_ctx *x, pl__batch *bt)
     return PL_OK;
 }
 
+/* Send the creation of a continued run's successor, and its queued lease. */
+static int succ_send(commit_ctx *x, pl__batch *bt)
+{
+    const char *vals[3] = {bt->succ_id, (const char *)bt->succ_info->data,
+                           (const char *)bt->succ_state->data};
+    int lens[3] = {(int)strlen(bt->succ_id), (int)bt->succ_info->len,
+                   (int)bt->succ_state->len};
+    int fmts[3] = {1, 1, 1};
+    int st = pl__pg_send(x->s, x->c, Q_CREATE_SUCC, 3, vals, lens, fmts,
+                         "sending a successor's creation");
+    if (st)
+        return st;
+    x->q[x->nq++] = (sent){SENT_SUCC, bt};
+    const char *lv[3] = {bt->succ_id, "", "0"};
+    if ((st = pl__pg_send(x->s, x->c, L_CREATE, 3, lv, NULL, NULL,
+                          "sending a lease")))
+        return st;
+    x->q[x->nq++] = (sent){SENT_LEASE, bt};
+    return PL_OK;
+}
+
 /* The result of the commit's statement @p i (pl__pg_pipeline_finish()). */
 static int commit_result(size_t i, PGresult *r, void *user)
 {
@@ -313,6 +334,11 @@ static int commit_result(size_t i, PGresult *r, void *user)
     }
     if (es == PGRES_TUPLES_OK || es == PGRES_COMMAND_OK)
         return PL_OK;
+    if (kind == SENT_SUCC && pl__pg_unique_violation(r))
+        return pl__err(PL_EEXIST,
+                       "run '%s' exists already: it cannot be the successor "
+                       "of the run continued as new; nothing was written",
+                       x->q[i].batch->succ_id);
     if (kind == SENT_WRITE && pl__pg_unique_violation(r))
         return pl__pg_busy();
     return pl__pg_lease_failed(x->s, x->c, r); /* a fence, or any error */
@@ -327,7 +353,8 @@ int pl__pg_commit(pl__pg_store *s, pl__batch *const *batches, size_t n,
     size_t creates = 0;
     for (size_t b = 0; b < n; b++) {
         batches[b]->rc = PL_OK;
-        creates += batches[b]->create_id != NULL;
+        creates += (batches[b]->create_id != NULL) +
+                   (batches[b]->succ_id != NULL);
     }
     commit_ctx x = {s, NULL, NULL, 0};
     if (creates && !(x.q = calloc(2 * creates, sizeof *x.q)))
@@ -340,9 +367,12 @@ int pl__pg_commit(pl__pg_store *s, pl__batch *const *batches, size_t n,
     size_t writes = 0;
     if (PQenterPipelineMode(x.c) != 1)
         st = pl__pg_err(s, x.c, NULL, "entering pipeline mode");
-    for (size_t b = 0; !st && b < n; b++)
+    for (size_t b = 0; !st && b < n; b++) {
         if (batches[b]->create_id)
             st = create_send(&x, batches[b]);
+        if (!st && batches[b]->succ_id)
+            st = succ_send(&x, batches[b]);
+    }
     if (!st)
         st = write_all(s, x.c, batches, n, &writes);
     /* the Sync ends the implicit transaction: commits it, or rolls back

@@ -565,6 +565,15 @@ static int make_statements(pl__pg_store *s)
         "UPDATE SET expires = excluded.expires, v = excluded.v) "
         "SELECT id FROM d",
         n, n, n, n, n, n, n, n);
+    /* a continued run's successor: it takes its id over from a tombstone;
+     * a live run with that id fails the commit (unique_violation) */
+    s->q[Q_CREATE_SUCC] = pl__asprintf(
+        "WITH t AS (DELETE FROM \"%s\".tombs WHERE id = $1::bytea), "
+        "r AS (INSERT INTO \"%s\".runs (id, num, info) VALUES ($1::bytea, "
+        "nextval('\"%s\".run_num'), $2::bytea) RETURNING num), "
+        "s AS (INSERT INTO \"%s\".state (run, v) SELECT num, $3::bytea "
+        "FROM r) SELECT num FROM r",
+        n, n, n, n);
     s->q[Q_TOMB_GET] = pl__asprintf(
         "SELECT v FROM \"%s\".tombs WHERE id = $1::bytea", n);
     s->q[Q_TOMBS_EXPIRE] = pl__asprintf(

@@ -55,9 +55,10 @@ enum {
     L_RELEASE,
     L_CREATE,
     Q_CREATE,
-    Q_WRITE,  /* a commit's fences, steps and states (pg_commit.c) */
-    Q_STEPS,  /* more steps */
-    Q_DELETE, /* runs deleted, tombstones written (pg_commit.c) */
+    Q_WRITE,       /* a commit's fences, steps and states (pg_commit.c) */
+    Q_STEPS,       /* more steps */
+    Q_DELETE,      /* runs deleted, tombstones written (pg_commit.c) */
+    Q_CREATE_SUCC, /* a continued run's successor (pg_commit.c) */
     /* unprepared */
     Q_BEGIN,
     Q_COMMIT,
