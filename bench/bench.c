@@ -94,6 +94,7 @@
 #include <policyledger_llm.h>
 #include <sys/socket.h>
 
+#include "agent_chain.h"
 #include "churn.h"
 #include "options.h"
 #include "pg_store.h" /* pl__pg_counts_get(): round trips to the server */
@@ -3286,7 +3287,10 @@ int main(int argc, char **argv)
     if (only & 1u << 6)
         failures += report_w6(quick);
     churn_report cr = {quick, g_print_json, g_dir, g_pg_uri, g_json};
-    failures += only & ONLY_CHURN ? churn_report_run(&cr) : 0;
+    failures += (only & ONLY_CHURN ? churn_report_run(&cr) : 0) +
+                (only & ONLY_AGENT && !g_pg_uri
+                     ? agent_chain_report(quick, g_print_json, g_dir, g_json)
+                     : 0);
     report_goals(quick);
 
     jnum(g_json, "failures", failures);

@@ -53,6 +53,7 @@ static int churn_root(pl_ctx *ctx, const pl_action *a, pl_steps *out,
         pl_action call = {PL_ACTION_VERSION, "churn_tool", p, NULL, 0, NULL};
         pl_step *res = NULL;
         st = pl_ctx_call(&res, ctx, &call, NULL, 0);
+        pl_step_free(res);
     }
     cJSON_Delete(p);
     return st ? st : pl_steps_add_result(out, pl_json_empty());

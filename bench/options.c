@@ -15,8 +15,9 @@ void usage(FILE *f)
                "  --json      print one JSON document instead of the table\n"
                "  --dir DIR   where the stores go (default: a new directory "
                "under $TMPDIR or /tmp)\n"
-               "  --only LIST the workloads to run, e.g. w1,w4, fanout or "
-               "churn (default: all)\n"
+               "  --only LIST the workloads to run, e.g. w1,w4, fanout, "
+               "churn or agent\n"
+               "              (default: all)\n"
                "  --store URI W1, W3, W6 and churn on PostgreSQL (a "
                "postgresql:// URI), W1\n"
                "              and W3 next to a libpq floor\n");
@@ -27,9 +28,10 @@ unsigned parse_only(const char *list)
     static const struct {
         const char *name;
         unsigned bit;
-    } names[] = {{"w1", 1u << 1},         {"w2", 1u << 2},      {"w3", 1u << 3},
-                 {"w4", 1u << 4},         {"w5", 1u << 5},      {"w6", 1u << 6},
-                 {"fanout", ONLY_FANOUT}, {"churn", ONLY_CHURN}};
+    } names[] = {
+        {"w1", 1u << 1},         {"w2", 1u << 2},       {"w3", 1u << 3},
+        {"w4", 1u << 4},         {"w5", 1u << 5},       {"w6", 1u << 6},
+        {"fanout", ONLY_FANOUT}, {"churn", ONLY_CHURN}, {"agent", ONLY_AGENT}};
     unsigned mask = 0;
     for (const char *p = list; *p;) {
         size_t n = strcspn(p, ",");

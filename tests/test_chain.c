@@ -27,6 +27,7 @@ static int looper(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
         pl_step *res = NULL;
         int st = pl_ctx_call(&res, ctx, &call, NULL, 0);
         cJSON_Delete(p);
+        pl_step_free(res);
         if (st)
             return st;
     }
@@ -61,10 +62,11 @@ static int misuser(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
 {
     (void)a;
     (void)user;
-    pl_action call = {PL_ACTION_VERSION, "callee_continues", pl_json_empty(),
-                      NULL, 0, NULL};
+    pl_action call = {
+        PL_ACTION_VERSION, "callee_continues", pl_json_empty(), NULL, 0, NULL};
     pl_step *res = NULL;
     int st = pl_ctx_call(&res, ctx, &call, NULL, 0);
+    pl_step_free(res);
     if (st)
         return st;
     cJSON *arr = cJSON_CreateArray();

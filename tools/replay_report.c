@@ -167,6 +167,13 @@ void report_outcome(tool *t, const pl_outcome *o, double ms, const char *note)
                (unsigned long long)o->calls_served,
                (unsigned long long)o->calls_executed, ms);
     switch (o->status) {
+    case PL_RUN_CONTINUED:
+        if (j)
+            cJSON_AddStringToObject(j, "successor", or_dash(o->successor));
+        if (!t->opt.json)
+            printf("  continued as new: %s goes on\n", or_dash(o->successor));
+        t->n_ok++;
+        break;
     case PL_RUN_COMPLETED: {
         size_t n = pl_steps_count(o->steps);
         const pl_step *last = n ? pl_steps_at(o->steps, n - 1) : NULL;
