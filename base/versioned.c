@@ -46,7 +46,7 @@ LAYOUT(engine_options, pl_engine_options, PL_ENGINE_OPTIONS,
        sizeof(pl_engine_options));
 LAYOUT(store_stats, pl_store_stats, PL_STORE_STATS, sizeof(pl_store_stats));
 LAYOUT(run_options, pl_run_options, PL_RUN_OPTIONS, END(pl_run_options, check),
-       sizeof(pl_run_options));
+       END(pl_run_options, if_exists), sizeof(pl_run_options));
 LAYOUT(worker_options, pl_worker_options, PL_WORKER_OPTIONS,
        END(pl_worker_options, skipped), sizeof(pl_worker_options));
 LAYOUT(tombstone, pl_tombstone, PL_TOMBSTONE, sizeof(pl_tombstone));

@@ -29,9 +29,10 @@ unsigned parse_only(const char *list)
         const char *name;
         unsigned bit;
     } names[] = {
-        {"w1", 1u << 1},         {"w2", 1u << 2},       {"w3", 1u << 3},
-        {"w4", 1u << 4},         {"w5", 1u << 5},       {"w6", 1u << 6},
-        {"fanout", ONLY_FANOUT}, {"churn", ONLY_CHURN}, {"agent", ONLY_AGENT}};
+        {"w1", 1u << 1},       {"w2", 1u << 2},      {"w3", 1u << 3},
+        {"w4", 1u << 4},       {"w5", 1u << 5},      {"w6", 1u << 6},
+        {"w7", 1u << 7},       {"w8", 1u << 8},      {"fanout", ONLY_FANOUT},
+        {"churn", ONLY_CHURN}, {"agent", ONLY_AGENT}};
     unsigned mask = 0;
     for (const char *p = list; *p;) {
         size_t n = strcspn(p, ",");

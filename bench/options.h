@@ -7,12 +7,12 @@
 
 #include <stdio.h>
 
-/* A bit per workload: w1..w6 as 1 << 1 .. 1 << 6, and these. */
+/* A bit per workload: w1..w8 as 1 << 1 .. 1 << 8, and these. */
 #define ONLY_FANOUT (1u << 16) /* --only fanout */
 #define ONLY_CHURN (1u << 17)  /* --only churn (churn.c) */
 #define ONLY_AGENT (1u << 18)  /* --only agent (agent_chain.c) */
-#define ONLY_ALL (0x7eu | ONLY_FANOUT | ONLY_CHURN | ONLY_AGENT)
-#define ONLY_NAMES "w1..w6, fanout, churn and agent"
+#define ONLY_ALL (0x1feu | ONLY_FANOUT | ONLY_CHURN | ONLY_AGENT)
+#define ONLY_NAMES "w1..w8, fanout, churn and agent"
 
 void usage(FILE *f);
 

@@ -7,7 +7,8 @@
  *
  *   replay/          the replay engine, from the public entry points down
  *     runner.c       the runner: start, continue, resume, ownership
- *     outcome.c      new run ids; outcomes freed and their result read
+ *     outcome.c      new run ids; outcomes freed and their result read,
+ *                    the outcome a state record holds
  *     fanout.c       pl_ctx_call_all: several calls at once, on threads
  *     call.c         pl_ctx_call and friends: how a call resolves (call.h)
  *     indoubt.c      recovering a call in flight at a crash (indoubt.h)
@@ -17,6 +18,9 @@
  *                    invocation (chain.h)
  *     recorded.c     now, random, uuid and side effects, recorded once
  *     suspend.c      suspending a run for an answer from outside (suspend.h)
+ *     wait.c         sleeps, waits for events, cancellation, deadlines,
+ *                    waking waiting runs, a cancelled or parked run's end
+ *                    (wait.h)
  *     continued.c    a run continued as new: its successor (run.h)
  *     commit.c       a run's pending steps made durable; the sync points
  *                    (commit.h)
@@ -193,6 +197,8 @@ struct pl_engine {
     /* retention (retention.c) */
     uint64_t retain_ms;   /* pl_engine_options.retain_ms: 0 = none */
     int64_t tombstone_us; /* how long a tombstone keeps its id */
+    /* time (wait.c): waits shorter than this hold their thread */
+    atomic_llong wait_in_place_ms;
 };
 
 /*
@@ -265,6 +271,15 @@ typedef struct pl__run {
 
     pl_ctx *inv[PL_MAX_DEPTH + 1]; /* the invocation at each depth */
     pl_ctx *cur; /* the innermost running one: the only usable context */
+
+    /* time (wait.c) */
+    int64_t deadline_ms; /* the run's deadline, Unix ms; 0 = none */
+    bool cancelled;      /* its cancellation was seen (a cancel step) */
+    char *cancel_reason;
+    bool parked;           /* stop is PL_ESUSPENDED for a wait: the run
+                               parks (susp_path, susp_seq: the wait step) */
+    int64_t wait_until_ms; /* parked: wakes then (0: an event only) */
+    char *wait_event;      /* parked: for this event; NULL: a sleep */
 
     /* set when the run suspends */
     char token[33];

@@ -207,18 +207,15 @@ int main(int argc, char **argv)
     if ((st = pl_engine_open(&e, store, reg, &eo)))
         goto fail;
 
+    /* One start both begins the run and finishes a crashed one: with
+     * if_exists CONTINUE, a run id already in the store is continued, every
+     * recorded result served from its ledger.  pl_run_get() is only here to
+     * say which it is. */
     pl_run_info *info = NULL;
     st = pl_run_get(&info, e, run_id);
     if (st == PL_ENOTFOUND) {
         printf("run %s: starting (durability %s)\n", run_id,
                pl_durability_name(eo.durability));
-        payload = order_sample(order_id);
-        pl_action root = PL_ACTION_INIT;
-        root.policy = "order";
-        root.payload = payload;
-        pl_run_options ro = PL_RUN_OPTIONS_INIT;
-        ro.run_id = run_id;
-        st = pl_run_start(&o, e, &root, &ro);
     } else if (!st) {
         printf("run %s: found with status %s, %llu durable steps%s; "
                "continuing\n",
@@ -228,7 +225,16 @@ int main(int argc, char **argv)
                    ? " (its process died)"
                    : "");
         pl_run_info_free(info);
-        st = pl_run_continue(&o, e, run_id, NULL);
+    }
+    if (st == PL_OK || st == PL_ENOTFOUND) {
+        payload = order_sample(order_id);
+        pl_action root = PL_ACTION_INIT;
+        root.policy = "order";
+        root.payload = payload;
+        pl_run_options ro = PL_RUN_OPTIONS_INIT;
+        ro.run_id = run_id;
+        ro.if_exists = PL_IF_EXISTS_CONTINUE;
+        st = pl_run_start(&o, e, &root, &ro);
     }
     if (st)
         goto fail;

@@ -1,8 +1,8 @@
 /*
  * fuzz_run_record.c -- the run record decoders (ledger/codec/runrec.c), the run's
- * info and its state, a deleted run's tombstone and purge record, over
- * arbitrary bytes.  Whatever the bytes: a status,
- * no read outside them, no leak; a record that decodes encodes again to a
+ * info and its state, the inbox and timer records, and a deleted run's
+ * tombstone and purge record, over arbitrary bytes.  Whatever the bytes: a
+ * status, no read outside them, no leak; a record that decodes encodes again to a
  * record that decodes to the same fields (a version 1 record, which has no
  * checksum, is how the fuzzer reaches past the checksum check).
  */
@@ -45,6 +45,7 @@ static void info(const uint8_t *data, size_t size)
     for (size_t i = 0; i < ri.n_actions; i++)
         CHECK(strcmp(ri.actions[i], back.actions[i]) == 0);
     CHECK(same_str(ri.code, back.code));
+    CHECK(ri.deadline_ms == back.deadline_ms);
     /* bound to its run: the same bytes under another id do not read */
     CHECK(pl__run_info_decode(&back, "run-2", b.data, b.len) != PL_OK);
     pl__buf_free(&b);
@@ -82,6 +83,8 @@ static void state(const uint8_t *data, size_t size)
     /* a chain's links, and a successor named only by a continued run */
     CHECK(same_str(back.succ, st.succ) && same_str(back.pred, st.pred));
     CHECK(!st.succ == (st.status != PL_RUN_CONTINUED));
+    CHECK(back.wait_until_ms == st.wait_until_ms &&
+          same_str(back.wait_event, st.wait_event));
     pl__buf_free(&b);
     pl__run_state_clear(&back);
     pl__run_state_clear(&copy);
@@ -122,10 +125,53 @@ static void tomb(const uint8_t *data, size_t size)
     }
 }
 
+/* An inbox record (checksummed: only its own bytes decode) encodes again
+ * to the same fields, bound to its run. */
+static void inbox(const uint8_t *data, size_t size)
+{
+    pl__inbox_rec ib;
+    int rc = pl__inbox_decode(&ib, RUN_ID, data, size);
+    CHECK(rc == PL_OK || rc == PL_ECORRUPT || rc == PL_EVERSION);
+    if (rc)
+        return;
+    CHECK(!ib.reason != !ib.name); /* an event or a cancellation */
+    pl__buf b = {0};
+    CHECK(pl__inbox_encode(&b, RUN_ID, &ib) == PL_OK);
+    pl__inbox_rec back;
+    CHECK(pl__inbox_decode(&back, RUN_ID, b.data, b.len) == PL_OK);
+    CHECK(same_str(ib.name, back.name) && same_str(ib.reason, back.reason) &&
+          back.sent_us == ib.sent_us &&
+          same_bytes(ib.payload, ib.payload_len, back.payload,
+                     back.payload_len));
+    pl__inbox_clear(&back);
+    CHECK(pl__inbox_decode(&back, "run-2", b.data, b.len) != PL_OK);
+    pl__buf_free(&b);
+    pl__inbox_clear(&ib);
+}
+
+static void timer(const uint8_t *data, size_t size)
+{
+    int64_t due;
+    char id[PL_MAX_RUN_ID + 1];
+    int rc = pl__timer_decode(&due, id, data, size);
+    CHECK(rc == PL_OK || rc == PL_ECORRUPT || rc == PL_EVERSION);
+    if (rc)
+        return;
+    pl__buf b = {0};
+    CHECK(pl__timer_encode(&b, id, due) == PL_OK);
+    int64_t due2;
+    char id2[PL_MAX_RUN_ID + 1];
+    CHECK(pl__timer_decode(&due2, id2, b.data, b.len) == PL_OK);
+    CHECK(due2 == due && strcmp(id, id2) == 0);
+    pl__buf_free(&b);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     info(data, size);
     state(data, size);
     tomb(data, size);
+    inbox(data, size);
+    timer(data, size);
     return 0;
 }

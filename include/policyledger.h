@@ -193,7 +193,10 @@ const char *pl_version(void);
     X(EPLUGIN, -20, "plugin cannot be loaded")                                 \
     X(EFORBIDDEN, -21, "refused by the sandbox")                               \
     X(ENOSPC, -22, "no space left for the store")                              \
-    X(EACCES, -23, "store is read-only or not accessible")
+    X(EACCES, -23, "store is read-only or not accessible")                    \
+    X(ECANCELLED, -24, "run cancelled")                                        \
+    X(ETIMEDOUT, -25, "wait timed out")                                        \
+    X(EDEADLINE, -26, "run deadline exceeded")
 
 typedef enum pl_status {
 #define PL__STATUS_ENUM(name, value, text) PL_##name = value,
@@ -246,6 +249,8 @@ int pl_errorf(int status, const char *fmt, ...);
 #define PL_ERR_NOT_ALLOWED "NotAllowed"
 #define PL_ERR_BUDGET_EXCEEDED "BudgetExceeded"
 #define PL_ERR_IN_DOUBT "InDoubt"
+#define PL_ERR_CANCELLED "Cancelled"
+#define PL_ERR_DEADLINE_EXCEEDED "DeadlineExceeded"
 
 /* ------------------------------------------------------------------------ */
 /* Steps                                                                    */
@@ -259,7 +264,14 @@ typedef enum pl_step_type {
     PL_STEP_SUSPEND = 4,       /**< {"prompt": {...}}: waiting for a human */
     PL_STEP_RESUME = 5,        /**< {"answer": {...}}: the human's answer */
     PL_STEP_SIDE_EFFECT = 6,   /**< {"name": ..., "value": ...}: recorded helper */
-    PL_STEP_ERROR = 7          /**< {"error": true, "code", "message"} */
+    PL_STEP_ERROR = 7,         /**< {"error": true, "code", "message"} */
+    PL_STEP_WAIT = 8,   /**< {"until": ms} (a sleep) or {"event": name,
+                             "until": ms or 0} (a wait for an event) */
+    PL_STEP_EVENT = 9,  /**< what ended a wait for an event:
+                             {"name", "payload", "seq"} or {"name",
+                             "timeout": true} */
+    PL_STEP_CANCEL = 10 /**< {"reason": text}: the run's cancellation, seen
+                             at this call boundary */
 } pl_step_type;
 
 /** @return "text", "action_call", ... or NULL for an unknown type. */
@@ -396,7 +408,8 @@ const pl_step *pl_steps_at(const pl_steps *steps, size_t i);
  *                cJSON_CreateObject(), so it is refused rather than
  *                recorded as {}; an empty payload is pl_json_empty()).
  * @return PL_OK; PL_EINVAL (NULL list or payload, bad type or actor, no
- *         default actor); PL_EJSON
+ *         default actor; wait, event and cancel are the engine's own
+ *         types); PL_EJSON
  *         (payload not an object, or holds a non-finite number); PL_ELIMIT
  *         (payload too large or too deep); PL_ENOMEM.
  */
@@ -805,8 +818,9 @@ typedef struct pl_engine_options {
      */
     bool no_create;
     /**
-     * Since version 5.  The retention rule: completed and failed runs whose
-     * last write is at least this many milliseconds old are deleted by the
+     * Since version 5.  The retention rule: runs that have ended (completed,
+     * failed, cancelled, continued) whose last write is at least this many
+     * milliseconds old are deleted by the
      * engine's workers (pl_worker_run(), see pl_worker_options.retain_ms),
      * leaving tombstones.  0 (the default) keeps every run.
      */
@@ -900,12 +914,15 @@ typedef enum pl_run_status {
     PL_RUN_COMPLETED = 3,
     PL_RUN_FAILED = 4,    /**< failed with a recorded reason */
     PL_RUN_SUBMITTED = 5, /**< queued by pl_run_submit(), not yet taken */
+    PL_RUN_WAITING = 6,   /**< parked: sleeping, or waiting for an event
+                               (see Time and events) */
+    PL_RUN_CANCELLED = 7, /**< ended by pl_run_cancel(), with its reason */
     PL_RUN_CONTINUED = 9  /**< final: ended by pl_ctx_continue_as_new(); its
                                successor goes on (pl_run_info.successor) */
 } pl_run_status;
 
 /** @return "running", "suspended", "completed", "failed", "submitted",
- *  "continued" or NULL. */
+ *  "waiting", "cancelled", "continued" or NULL. */
 const char *pl_run_status_name(pl_run_status status);
 
 /**
@@ -930,10 +947,11 @@ typedef enum pl_if_exists {
 } pl_if_exists;
 
 /**
- * Version 2 appended if_exists; a version 1 struct (built before it) is
- * still accepted, read with if_exists at its default.
+ * Version 2 appended if_exists, version 3 the deadline; an older struct
+ * (built before them) is still accepted, read with what it lacks at its
+ * default.
  */
-#define PL_RUN_OPTIONS_VERSION 2
+#define PL_RUN_OPTIONS_VERSION 3
 
 /** Options for starting or continuing a run.  Use PL_RUN_OPTIONS_INIT. */
 typedef struct pl_run_options {
@@ -949,9 +967,21 @@ typedef struct pl_run_options {
     /** pl_run_start() only: what to do when run_id exists (elsewhere only
      *  PL_IF_EXISTS_FAIL is accepted).  Since version 2. */
     pl_if_exists if_exists;
+    /**
+     * start and submit only (since version 3): the run's deadline, recorded
+     * with the run.  Past it the run fails with PL_EDEADLINE, its reason
+     * beginning "DeadlineExceeded", at its next call boundary or wait; a
+     * waiting run is woken for it.  deadline_ms is absolute (Unix ms),
+     * deadline_in_ms relative to the start; the earlier of the two set
+     * counts; 0 = none.  Every invocation's pl_ctx_deadline() starts
+     * with it.
+     */
+    int64_t deadline_ms;
+    int64_t deadline_in_ms;
 } pl_run_options;
 
-#define PL_RUN_OPTIONS_INIT { PL_RUN_OPTIONS_VERSION, NULL, false, PL_IF_EXISTS_FAIL }
+#define PL_RUN_OPTIONS_INIT                                                    \
+    { PL_RUN_OPTIONS_VERSION, NULL, false, PL_IF_EXISTS_FAIL, 0, 0 }
 
 /** What a run execution ended in.  Free with pl_outcome_free(). */
 typedef struct pl_outcome {
@@ -974,6 +1004,10 @@ typedef struct pl_outcome {
     uint64_t calls_executed; /**< callees that ran */
     uint64_t steps_replayed; /**< appends that matched the record */
     uint64_t steps_appended; /**< new steps written */
+    /** waiting: when it wakes (Unix ms; 0 = only for its event), and the
+     *  event it waits for (NULL: a sleep); suspended_path says where. */
+    int64_t wake_ms;
+    char *wait_event;
     /** continued: the id of its successor, which goes on from it */
     char *successor;
 } pl_outcome;
@@ -1086,6 +1120,11 @@ typedef struct pl_run_info {
     const char *resume_token; /**< suspended: the token pl_run_resume()
                                    takes; else NULL.  Anyone who can read
                                    the store can read it. */
+    int64_t wake_ms;          /**< waiting: wakes at (Unix ms); 0 = only
+                                   for its event */
+    const char *wait_event;   /**< waiting: for this event; NULL: a sleep
+                                   (suspended_path says where) */
+    int64_t deadline_ms;      /**< the run's deadline (Unix ms), 0 = none */
     const char *successor;    /**< continued: the run that goes on from it
                                    (pl_ctx_continue_as_new()); else NULL */
     const char *predecessor;  /**< the run this one continues, or NULL */
@@ -1212,6 +1251,143 @@ int pl_run_fork(char **out_new_id, pl_engine *engine, const char *run_id,
                 const char *at_step_id, const char *new_id);
 
 /* ------------------------------------------------------------------------ */
+/* Time and events                                                          */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * A run can wait: sleep (pl_ctx_sleep()), wait for a named event that
+ * anyone sends it (pl_ctx_wait_event(), pl_run_signal()), and be cancelled
+ * (pl_run_cancel()) or pass its deadline (pl_run_options.deadline_ms).
+ *
+ * DETERMINISM.  A wait's wake time is computed from the recorded clock and
+ * recorded in a `wait` step, so a replay never waits from zero: a run that
+ * crashed or was stopped during a sleep wakes at the original time, and a
+ * run continued after it goes on at once.  What ended a wait for an event
+ * is recorded in an `event` step (the event, or the timeout), and a seen
+ * cancellation in a `cancel` step: a replay returns the same, whatever the
+ * clock or the inbox say by then.  Only a wait at the end of a ledger looks
+ * at the clock and the inbox.
+ *
+ * PARKING.  A wait that cannot end yet parks the run: its policy gets
+ * PL_ESUSPENDED (return it, as for pl_ctx_suspend(); every caller unwinds),
+ * and the run is recorded `waiting` (pl_run_info.wake_ms, .wait_event),
+ * holding no thread and no memory, with a timer in the store.  A worker
+ * (pl_worker_run()) takes due timers exactly once across processes and
+ * hosts and continues the runs; an embedder without workers calls
+ * pl_engine_wake().  A wait shorter than the engine's wait-in-place time
+ * (pl_engine_set_wait_in_place(), 1 s by default) waits on its thread,
+ * its `wait` step durable first.
+ *
+ * EVENTS are buffered: one sent before the run waits for it waits in the
+ * run's inbox.  A wait takes the first event of its name in delivery
+ * order and consumes it (first wins: with several events of a name, each
+ * wait takes the next; events of other names stay for the waits that ask
+ * for them).  An event delivered by the time the wait looks wins over the
+ * wait's timeout.
+ *
+ * CANCELLATION is seen at a call boundary (pl_ctx_call() and friends,
+ * pl_ctx_call_all()) at the end of a ledger, and in a wait: that call or
+ * wait returns PL_ECANCELLED and the run is cancelled from then on.  The
+ * policy may go on to make compensating calls (a saga), recorded and
+ * replayed as any call; whatever it returns, the run then ends
+ * `cancelled` with the reason.  A call in flight when the cancellation
+ * arrives finishes, and its result is recorded.  A callee that returns
+ * PL_ECANCELLED gives its caller a "Cancelled" error result and
+ * PL_ECANCELLED from the call, so a cancellation climbs to the root
+ * unless a policy handles it.  Calls already running in a
+ * pl_ctx_call_all() fan-out finish; the fan-out's caller sees the
+ * cancellation at its next call.
+ *
+ * CLOCKS.  Wake times are Unix ms on this host's clock, due times on the
+ * store's: on PostgreSQL, hosts whose clocks differ from the server's wake
+ * runs that much late (or early, in which case the run parks again).
+ */
+
+#define PL_WAIT_FOREVER (-1) /**< pl_ctx_wait_event(): no timeout */
+
+/**
+ * Sleep @p ms milliseconds of the recorded clock (see Time and events).
+ * @return PL_OK once the time has come; PL_ESUSPENDED (the run parks:
+ *         return it from the policy); PL_ECANCELLED (the run was
+ *         cancelled meanwhile); PL_EINVAL (a negative or huge @p ms, a
+ *         stale context, a call of a pl_ctx_call_all() fan-out); the
+ *         run-stopping statuses of pl_ctx_call(), PL_EDEADLINE among them.
+ */
+int pl_ctx_sleep(pl_ctx *ctx, int64_t ms);
+
+/** As pl_ctx_sleep(), until the Unix time @p unix_ms (a time past goes on
+ *  at once; the time is compared on replay). */
+int pl_ctx_sleep_until(pl_ctx *ctx, int64_t unix_ms);
+
+/**
+ * Wait for the next event named @p name sent to this run with
+ * pl_run_signal(), and consume it.
+ * @param[out] out_payload the event's payload, a JSON object; caller owns,
+ *             free with cJSON_Delete().
+ * @param timeout_ms how long to wait, on the recorded clock;
+ *        PL_WAIT_FOREVER for no timeout, 0 to take only what is there.
+ * @return PL_OK; PL_ETIMEDOUT (recorded: a replay times out here too; the
+ *         run goes on); PL_ESUSPENDED (the run parks: return it);
+ *         PL_ECANCELLED; PL_EINVAL; the run-stopping statuses of
+ *         pl_ctx_call().
+ */
+int pl_ctx_wait_event(cJSON **out_payload, pl_ctx *ctx, const char *name,
+                      int64_t timeout_ms);
+
+/**
+ * Send the event @p name with @p payload to run @p run_id, from any
+ * process: it is durable in the run's inbox when this returns, and a run
+ * waiting for it is woken.
+ * @param[out] out NULL: deliver only (a worker, or pl_engine_wake(),
+ *             continues a waiting run).  Else, when the run was waiting,
+ *             it is continued here, in the caller's thread, as
+ *             pl_run_continue() would, and *out is its outcome (NULL when
+ *             the run was not waiting, or another process took it first).
+ * @param payload a JSON object; borrowed.
+ * @return PL_OK; PL_ESTATE (the run has ended: completed, failed or
+ *         cancelled; nothing is delivered); PL_ENOTFOUND; PL_EINVAL;
+ *         PL_EJSON; PL_ELIMIT; the store's errors; with @p out, those of
+ *         pl_run_continue().
+ */
+int pl_run_signal(pl_outcome **out, pl_engine *engine, const char *run_id,
+                  const char *name, const cJSON *payload);
+
+/**
+ * Cancel run @p run_id, from any process; the request is durable when
+ * this returns.  A running run sees it at its next call boundary (see
+ * Time and events; on PostgreSQL, one that arrives after a call's result
+ * was committed is seen at the boundary after the next commit); a
+ * waiting run is continued at once, here when its
+ * root policy is registered in @p engine (else by the worker its timer
+ * wakes), and its wait returns PL_ECANCELLED; a suspended or submitted
+ * run, whose policies are not running, ends `cancelled` at once.  A run
+ * that ends before its next call boundary ends as it would have: its
+ * status says whether the cancellation was seen.
+ * @param reason recorded with the run ("" when NULL), at most 4096 bytes.
+ * @return PL_OK; PL_ESTATE (the run has ended); PL_ENOTFOUND; PL_EINVAL;
+ *         the store's errors.
+ */
+int pl_run_cancel(pl_engine *engine, const char *run_id, const char *reason);
+
+/**
+ * Continue, in the caller's thread, every waiting run whose timer is due
+ * (each taken exactly once, as a worker takes it), and report when the
+ * next is due: the loop of an embedder without pl_worker_run() is
+ * `pl_engine_wake(e, &next); sleep until next (or an event); repeat`.
+ * @param[out] next_due_ms when the next timer is due (Unix ms; 0: none);
+ *             may be NULL.
+ * @return PL_OK; PL_ESTATE (a read-only engine); the store's errors.
+ */
+int pl_engine_wake(pl_engine *engine, int64_t *next_due_ms);
+
+/**
+ * Waits of at most @p ms wait on their thread instead of parking the run
+ * (0: every wait parks; -1: the default, 1000).
+ * @return PL_OK; PL_EINVAL.
+ */
+int pl_engine_set_wait_in_place(pl_engine *engine, int64_t ms);
+
+/* ------------------------------------------------------------------------ */
 /* The queue and workers                                                    */
 /* ------------------------------------------------------------------------ */
 
@@ -1244,15 +1420,16 @@ typedef struct pl_worker_options {
     unsigned poll_ms;     /**< how long an idle worker waits before it
                                looks for work again; 0 = 100 */
     /** Counters, written when pl_worker_run() returns (may be NULL):
-     *  executions that ended completed, suspended and failed, and runs
+     *  executions that ended completed, suspended (or waiting) and failed
+     *  (or cancelled), and runs
      *  taken but not finished here (handed back at a stop, taken over, or
      *  not executable: a policy not registered here, a store failure). */
     uint64_t *completed, *suspended, *failed, *skipped;
     /**
      * Since version 2.  The retention rule this worker applies: about
      * every retain_ms / 10 (at least a second, at most a minute) one of
-     * its threads deletes the completed and failed runs whose last write
-     * is at least retain_ms old, as pl_engine_prune() does.  0 = the
+     * its threads deletes the runs that have ended whose last write is at
+     * least retain_ms old, as pl_engine_prune() does.  0 = the
      * engine's pl_engine_options.retain_ms (0 there too: none).
      */
     uint64_t retain_ms;
@@ -1266,8 +1443,10 @@ typedef struct pl_worker_options {
  * opts->concurrency threads takes a run whose lease is free or expired (a
  * submitted run, or a run whose worker died: one conditional update, so
  * exactly one worker takes it), executes it as pl_run_continue() would,
- * and takes the next; with nothing to take it waits opts->poll_ms.
- * Suspended runs are never taken: they wait for pl_run_resume().
+ * and takes the next; with no such run it takes a waiting run whose timer
+ * is due (see Time and events), and with nothing to take it waits
+ * opts->poll_ms (less when a timer is due sooner).  Suspended runs are
+ * never taken: they wait for pl_run_resume().
  *
  * While it executes a run the engine renews the run's lease (see
  * pl_engine_options.lease_ms); a worker whose lease was taken over anyway
@@ -1367,7 +1546,8 @@ int pl_run_import(char **out_run_id, pl_engine *engine, FILE *in,
 /* ------------------------------------------------------------------------ */
 
 /*
- * A run that has ended for good (completed or failed) may be deleted: its
+ * A run that has ended for good (completed, failed, cancelled, or
+ * continued: see pl_ctx_continue_as_new()) may be deleted: its
  * records and every step go, in one transaction, so a crash at any instant
  * leaves it whole or gone, never half.  Its id keeps a TOMBSTONE (id, final
  * status, head, root policy, creation and deletion times) for
@@ -1389,10 +1569,11 @@ int pl_run_import(char **out_run_id, pl_engine *engine, FILE *in,
  */
 
 /**
- * Delete a completed or failed run, leaving its tombstone.
+ * Delete a run that has ended (completed, failed, cancelled or
+ * continued), leaving its tombstone.
  * @return PL_OK; PL_EINVAL; PL_ENOTFOUND (no such run); PL_ESTATE (the run
- *         has not ended: running, suspended or submitted, which is never
- *         deleted); PL_EBUSY (it changed while being deleted, or a worker
+ *         has not ended: running, suspended, submitted or waiting, which is
+ *         never deleted); PL_EBUSY (it changed while being deleted, or a worker
  *         is replaying it: try again); PL_ECORRUPT; PL_ESTORE; PL_ENOMEM.
  *         A read-only engine gives PL_ESTATE.
  */
@@ -1438,9 +1619,10 @@ typedef struct pl_prune_options {
     /** Runs that ended (their last write, pl_run_info.updated_us) at least
      *  this long ago; 0 = whenever they ended. */
     uint64_t older_than_ms;
-    /** Which final statuses: a bit (1u << status) for each; 0 = completed
-     *  and failed.  A status that is not final (running, suspended,
-     *  submitted) is PL_EINVAL: such runs are never deleted. */
+    /** Which final statuses: a bit (1u << status) for each; 0 = every
+     *  final one (completed, failed, cancelled, continued).  A status that
+     *  is not final (running, suspended, submitted, waiting) is PL_EINVAL:
+     *  such runs are never deleted. */
     unsigned statuses;
     /** Runs deleted per transaction; 0 = 64, at most 1024. */
     unsigned batch;

@@ -187,3 +187,34 @@ int pl__store_tombs_expire(pl__store *s, int64_t now_us, size_t max,
 {
     return CALL(s, tombs_expire, now_us, max, after, removed, more);
 }
+
+/* ---- time and events -------------------------------------------------------- */
+
+int pl__store_timer_set(pl__store *s, uint64_t run, const char *run_id,
+                        int64_t due_us)
+{
+    return CALL(s, timer_set, run, run_id, due_us);
+}
+
+int pl__store_timer_take(pl__store *s, const char *owner, int64_t lease_us,
+                         pl__lease *out, int64_t *next_due_us)
+{
+    return CALL(s, timer_take, owner, lease_us, out, next_due_us);
+}
+
+int pl__store_timer_get(pl__store *s, uint64_t run, int64_t *due_us)
+{
+    return CALL(s, timer_get, run, due_us);
+}
+
+int pl__store_inbox_put(pl__store *s, uint64_t run, const char *run_id,
+                        pl__inbox_check_fn check, void *user,
+                        const uint8_t *rec, size_t len, uint64_t *seq)
+{
+    return CALL(s, inbox_put, run, run_id, check, user, rec, len, seq);
+}
+
+int pl__store_inbox_read(pl__store *s, uint64_t run, pl__kvs *out)
+{
+    return CALL(s, inbox_read, run, out);
+}

@@ -14,7 +14,10 @@
  *
  *   codec/           records and keys, every backend's (codec.h)
  *     record.c       the step record: what a step is, as stored (record.h)
- *     runrec.c       run records: a run's info and state (runrec.h)
+ *     runrec.c       run records: a run's info and state (runrec.h;
+ *                    runrec_io.h, how they are read and written)
+ *     siderec.c      records beside a run's: inbox, timer, tombstone and
+ *                    purge records (runrec.h)
  *     mp_write.c     the msgpack writer (mp.h)
  *     mp_read.c      the checked msgpack reader, and payloads decoded
  *     payload_cmp.c  payloads compared without encoding them again
@@ -32,6 +35,7 @@
  *     lmdb_lease.c   run leases (LEASES below)
  *     lmdb_delete.c  deleting runs: tombstones, steps removed in bounded
  *                    transactions (DELETING below)
+ *     lmdb_time.c    timers and inboxes (TIMERS below)
  *
  *   pg/              the store on PostgreSQL, for a postgresql:// path
  *                    (pg_store.h; built with PL_WITH_POSTGRESQL)
@@ -40,6 +44,7 @@
  *     pg_read.c      reading ledgers, runs and states
  *     pg_lease.c     leases and the queue
  *     pg_delete.c    deleting runs, tombstones (DELETING below)
+ *     pg_time.c      timers and inboxes (TIMERS below)
  *
  * Thread rules: one store per process and path; all functions may be called
  * from any thread at once.
@@ -146,6 +151,18 @@ typedef struct pl__batch {
      * PL_EEXIST */
     const char *succ_id;
     const pl__buf *succ_info, *succ_state;
+    /* time (TIMERS and INBOXES below), in the same transaction: */
+    int64_t timer_us;     /* > 0: the run's timer is due then, or at the
+                            earlier time it has (a run that parks) */
+    const char *timer_id; /* with timer_us: the run's id */
+    uint64_t inbox_del;   /* nonzero: the inbox record of the run with this
+                             seq is consumed: drop it (gone: PL_EBUSY) */
+    /* set by a commit that looks in the run's inbox as it writes (the
+     * PostgreSQL store, in the commit's one statement): whether a
+     * cancellation waits there.  The LMDB store leaves inbox_known false:
+     * the engine reads the inbox itself. */
+    bool inbox_known;
+    bool inbox_cancel;
 } pl__batch;
 
 PL__HIDDEN void pl__batch_free(pl__batch *b);
@@ -300,7 +317,7 @@ PL__HIDDEN int pl__store_lease_get(pl__store *s, uint64_t run,
 
 /*
  * DELETING.  Runs are deleted in one transaction per call: each run's id,
- * info, state and lease go, and its tombstone (runrec.c) takes its id for
+ * info, state and lease go, and its tombstone (siderec.c) takes its id for
  * as long as the tombstone says (an unexpired tombstone makes a create of
  * that id PL_EEXIST, in the create's own transaction).  A run is whole or
  * gone: nothing of it is readable once that transaction commits.  Its steps
@@ -341,5 +358,65 @@ PL__HIDDEN int pl__store_tomb_get(pl__store *s, const char *id,
 PL__HIDDEN int pl__store_tombs_expire(pl__store *s, int64_t now_us, size_t max,
                                       pl__buf *after, size_t *removed,
                                       bool *more) PL__MUST_CHECK;
+/* ---- timers and inboxes ------------------------------------------------------ */
+
+/*
+ * TIMERS.  A waiting run (see TIME in core/replay/wait.c) has a timer: a
+ * record of its own (LMDB: the `timers` database and its index by due
+ * time, `due`; PostgreSQL: the `timers` table, indexed by due), holding
+ * the run's id and when it is due, on the store's clock.  A run has at
+ * most one; setting it keeps an earlier due time, so a wake asked for
+ * (a signal, a cancellation) is never pushed back by a run that parks.
+ * A due timer is taken exactly once, with the run's lease, by one
+ * conditional update, as a queued run is; a timer whose run holds a live
+ * lease is left for later (the run is executing: it parks again or ends).
+ * A timer whose run turns out not to be waiting is simply dropped by
+ * whoever takes it.
+ *
+ * INBOXES.  What is delivered to a run from outside, events and
+ * cancellations, waits in its inbox (LMDB: the `inbox` database; PostgreSQL:
+ * the `inbox` table), keyed by the run's number and a sequence number the
+ * store assigns in delivery order, until a wait consumes it: the step that
+ * records the consumption and the record's removal are one commit
+ * (pl__batch.inbox_del).
+ */
+
+/* Set run @p run's timer to @p due_us (Unix us), keeping an earlier one. */
+PL__HIDDEN int pl__store_timer_set(pl__store *s, uint64_t run,
+                                   const char *run_id,
+                                   int64_t due_us) PL__MUST_CHECK;
+
+/*
+ * Take the earliest due timer whose run holds no live lease: drop it and
+ * take the run's lease for @p owner, for @p lease_us, in one transaction
+ * (the run and lease in @p out).  PL_ENOTFOUND when none is due; then
+ * *next_due_us is the earliest timer's due time (0: there is none).
+ */
+PL__HIDDEN int pl__store_timer_take(pl__store *s, const char *owner,
+                                    int64_t lease_us, pl__lease *out,
+                                    int64_t *next_due_us) PL__MUST_CHECK;
+
+/* Run @p run's timer: PL_ENOTFOUND when it has none. */
+PL__HIDDEN int pl__store_timer_get(pl__store *s, uint64_t run,
+                                   int64_t *due_us) PL__MUST_CHECK;
+
+/* Whether a delivery may go in (see pl__store_inbox_put()): PL_OK, or a
+ * status that refuses it (message set).  @p state is the run's state. */
+typedef int (*pl__inbox_check_fn)(const uint8_t *state, size_t len, void *user);
+
+/*
+ * In one transaction: @p check run @p run's state, append @p rec to its
+ * inbox (its seq in *seq), and make its timer due now (keeping an earlier
+ * one), so that a waiting run wakes to look.
+ */
+PL__HIDDEN int pl__store_inbox_put(pl__store *s, uint64_t run,
+                                   const char *run_id, pl__inbox_check_fn check,
+                                   void *user, const uint8_t *rec, size_t len,
+                                   uint64_t *seq) PL__MUST_CHECK;
+
+/* Run @p run's inbox in delivery order: keys are seqs (u64 BE), values the
+ * records. */
+PL__HIDDEN int pl__store_inbox_read(pl__store *s, uint64_t run,
+                                    pl__kvs *out) PL__MUST_CHECK;
 
 #endif /* PL_STORE_H */

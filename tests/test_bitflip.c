@@ -2,15 +2,17 @@
  * test_bitflip.c -- hostile store bytes: every bit of every key, and every
  * bit of every value, of a small store, flipped in turn.
  *
- * The store holds three runs: a completed one with nested calls ("done"), a
- * suspended one ("waiting") and one whose process was killed (SIGKILL)
- * inside a non-idempotent call ("crashed").  Each flip is made in a copy of
+ * The store holds four runs: a completed one with nested calls ("done"), a
+ * suspended one ("waiting"), one whose process was killed (SIGKILL)
+ * inside a non-idempotent call ("crashed"), and one parked waiting for an
+ * event ("parked", with its timer, and an event of another name in its
+ * inbox).  Each flip is made in a copy of
  * the data file, in place, at the bytes LMDB itself points to (so a changed
  * key stays where it was in its page, out of order in the B-tree, as real
  * corruption would leave it).  A forked child then opens the copy and runs
  * pl_engine_runs, and for each run pl_run_walk, pl_run_ledger, pl_run_verify,
  * pl_run_continue with the check option and pl_run_continue for real,
- * reporting through a pipe which call it is in.  A child stuck in one call
+ * then pl_engine_wake, reporting through a pipe which call it is in.  A child stuck in one call
  * for a minute is killed and fails the test (a hang), as
  * does one that dies of a signal (a crash) or a sanitizer report.
  *
@@ -68,8 +70,8 @@
  */
 #define HANG_MS 60000
 
-static const char *const g_runs[] = {"done", "waiting", "crashed"};
-#define N_RUNS 3
+static const char *const g_runs[] = {"done", "waiting", "crashed", "parked"};
+#define N_RUNS 4
 
 /* ---- the policies -------------------------------------------------------- */
 
@@ -158,6 +160,19 @@ static int chain_once(pl_ctx *ctx, const pl_action *a, pl_steps *out,
     return pl_steps_add_result(out, pl_json_empty());
 }
 
+/* waitev: waits a day for the event "go". */
+static int waitev(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)a;
+    (void)user;
+    cJSON *p = NULL;
+    int st = pl_ctx_wait_event(&p, ctx, "go", 86400000);
+    if (!st)
+        st = pl_steps_add_resultf(out, "{s:O}", "got", p);
+    cJSON_Delete(p);
+    return st;
+}
+
 static pl_registry *registry(void)
 {
     pl_registry *reg = t_registry();
@@ -169,7 +184,8 @@ static pl_registry *registry(void)
                 {"outer", outer, true},
                 {"ask", ask, true},
                 {"boom", boom, true},
-                {"die", die, false}};
+                {"die", die, false},
+                {"waitev", waitev, true}};
     for (size_t i = 0; i < sizeof defs / sizeof defs[0]; i++) {
         pl_policy_def d = PL_POLICY_DEF_INIT;
         d.name = defs[i].name;
@@ -236,6 +252,19 @@ static uint8_t *build(const char *path, const pl_registry *reg, size_t *len)
     cr_assert(WIFSIGNALED(ws) && WTERMSIG(ws) == SIGKILL,
               "the run was to be killed inside 'die'");
 
+    /* a parked run, its timer, and an event it does not wait for */
+    e = open_engine(path, reg);
+    cr_assert_not_null(e, "%s", pl_errmsg());
+    cr_assert_eq(pl_engine_set_wait_in_place(e, 0), PL_OK);
+    o = t_start(e, "waitev", "{}", "parked");
+    cr_assert_eq(o->status, PL_RUN_WAITING);
+    pl_outcome_free(o);
+    cJSON *ev = cJSON_Parse("{\"x\": 1}");
+    cr_assert_eq(pl_run_signal(NULL, e, "parked", "other", ev), PL_OK, "%s",
+                 pl_errmsg());
+    cJSON_Delete(ev);
+    pl_engine_close(e);
+
     return read_whole(path, len);
 }
 
@@ -301,10 +330,11 @@ static void find_targets(const char *path, targets *keys, targets *vals,
                          uint64_t crashed_num, const uint8_t *crashed_last,
                          size_t crashed_last_len)
 {
-    static const char *const dbs[] = {"meta", "runs", "state", "steps",
-                                      "journal"};
+    static const char *const dbs[] = {"meta",    "runs",   "state", "steps",
+                                      "journal", "timers", "due",   "inbox"};
     (void)crashed_num;
-    find_targets_in(path, dbs, 5, keys, vals, crashed_last, crashed_last_len);
+    find_targets_in(path, dbs, PL__ARRAY_LEN(dbs), keys, vals, crashed_last,
+                    crashed_last_len);
 }
 
 static void find_targets_in(const char *path, const char *const *dbs,
@@ -477,10 +507,17 @@ static void child(const char *path, const pl_registry *reg, int fd)
             stage(fd, 'r');
             pl_outcome *o = NULL;
             int st = pl_run_continue(&o, e, g_runs[i], NULL);
-            if (st == PL_ECORRUPT || st == PL_EVERSION)
+            if (st == PL_ECORRUPT || st == PL_EVERSION ||
+                (o && o->status == PL_RUN_FAILED &&
+                 (o->error == PL_ECORRUPT || o->error == PL_EVERSION)))
                 r.reported = true;
             pl_outcome_free(o);
         }
+        /* the timers: the earliest is read, the due ones taken */
+        stage(fd, 't');
+        int64_t next = 0;
+        note(&r, pl_engine_wake(e, &next));
+        mix(&r.digest, &next, sizeof next);
         pl_engine_close(e);
     }
     stage(fd, '=');
@@ -499,7 +536,8 @@ static const char *stage_name(char c)
     case 'v': return "pl_run_verify";
     case 'c': return "pl_run_continue (check)";
     case 'r': return "pl_run_continue";
-    case 't': return "pl_run_tombstone";
+    case 't': return "pl_engine_wake";
+    case 'b': return "pl_run_tombstone";
     case 'i': return "pl_run_get";
     case 's': return "pl_run_start";
     case 'p': return "pl_engine_prune";
@@ -769,7 +807,7 @@ static void deleted_child(const char *path, const pl_registry *reg, int fd)
     } else {
         static const char *const gone[] = {"gone-1", "gone-2"};
         for (size_t i = 0; i < 2; i++) {
-            stage(fd, 't');
+            stage(fd, 'b');
             pl_tombstone t = PL_TOMBSTONE_INIT;
             int st = pl_run_tombstone(&t, e, gone[i]);
             note(&r, st);

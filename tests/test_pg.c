@@ -12,6 +12,7 @@
 #include "support.h"
 
 #include "pg_store.h"
+#include "runrec.h"
 
 #include <errno.h>
 #include <libpq-fe.h>
@@ -505,6 +506,157 @@ Test(pg, a_commit_is_one_round_trip)
     pl__batch_free(&b);
     pl__buf_free(&info);
     pl__buf_free(&got);
+    pl__pg_close(s);
+    free(uri);
+}
+
+static int inbox_open(const uint8_t *state, size_t len, void *user)
+{
+    (void)state;
+    (void)len;
+    return user ? pl__err(PL_ESTATE, "%s", (const char *)user) : PL_OK;
+}
+
+/*
+ * Timers and inbox consumptions go in a commit's one statement: a parking
+ * commit with its steps, state, timer and a consumed event is one round
+ * trip; a timer keeps an earlier due time, also when two batches of one
+ * run set it in one group; an event consumed already fails the whole
+ * commit with PL_EBUSY and keeps nothing of it.  A delivery is two round
+ * trips (the state locked, then the record, the timer and COMMIT), and one
+ * its check refuses leaves nothing.
+ */
+Test(pg, timers_and_consumptions_go_in_the_commit)
+{
+    char *uri = store_uri("t_time");
+    pl__pg_store *s = NULL;
+    cr_assert_eq(pl__pg_open(&s, uri, NULL), PL_OK, "%s", pl_errmsg());
+    pl__buf info = {0};
+    cr_assert_eq(pl__buf_append(&info, "info", 4), PL_OK);
+    pl__batch a = {0};
+    a.create_id = "tm-a";
+    a.create_info = &info;
+    cr_assert_eq(pl__buf_append(&a.state, "s0", 2), PL_OK);
+    pl__batch *one[1] = {&a};
+    cr_assert_eq(pl__pg_commit(s, one, 1, false), PL_OK, "%s", pl_errmsg());
+
+    /* a delivery: two round trips; its record is seq 1, its timer due */
+    uint64_t seq = 0;
+    pl__buf ev = {0};
+    pl__inbox_rec er = {
+        .name = "go", .payload = (uint8_t *)"\x80", .payload_len = 1};
+    cr_assert_eq(pl__inbox_encode(&ev, "tm-a", &er), PL_OK, "%s", pl_errmsg());
+    pl__pg_counts c0 = counts();
+    cr_assert_eq(pl__pg_inbox_put(s, a.run, "tm-a", inbox_open, NULL, ev.data,
+                                  ev.len, &seq),
+                 PL_OK, "%s", pl_errmsg());
+    pl__pg_counts c1 = counts();
+    cr_expect_eq(c1.round_trips - c0.round_trips, 2);
+    cr_expect_eq(seq, 1);
+    int64_t due = 0, now = pl__now_us();
+    cr_assert_eq(pl__pg_timer_get(s, a.run, &due), PL_OK, "%s", pl_errmsg());
+    cr_expect(due > 0 && due <= now, "due at the delivery: %lld",
+              (long long)due);
+    /* one its check refuses leaves nothing, and the connection usable */
+    cr_expect_eq(pl__pg_inbox_put(s, a.run, "tm-a", inbox_open, "ended",
+                                  ev.data, ev.len, &seq),
+                 PL_ESTATE);
+    cr_expect_str_eq(pl_errmsg(), "ended");
+    pl__kvs ib = {0};
+    cr_assert_eq(pl__pg_inbox_read(s, a.run, &ib), PL_OK, "%s", pl_errmsg());
+    cr_expect_eq(ib.n, 1);
+
+    /* a parking commit consuming the event: one round trip, one statement;
+     * its later due time does not push back the one the delivery set */
+    pl__batch w = {0};
+    w.run = a.run;
+    uint8_t key[12];
+    step_key(key, a.run, 0);
+    cr_assert_eq(pl__kvs_add(&w.steps, key, 12, (uint8_t *)"w0", 2), PL_OK);
+    cr_assert_eq(pl__buf_append(&w.state, "sw", 2), PL_OK);
+    w.timer_us = now + 3600 * 1000000LL;
+    w.timer_id = "tm-a";
+    w.inbox_del = 1;
+    one[0] = &w;
+    c0 = counts();
+    cr_assert_eq(pl__pg_commit(s, one, 1, false), PL_OK, "%s", pl_errmsg());
+    c1 = counts();
+    cr_expect_eq(c1.round_trips - c0.round_trips, 1);
+    cr_expect_eq(c1.statements - c0.statements, 1);
+    cr_assert_eq(pl__pg_inbox_read(s, a.run, &ib), PL_OK, "%s", pl_errmsg());
+    cr_expect_eq(ib.n, 0, "consumed with the commit");
+    int64_t kept = 0;
+    cr_assert_eq(pl__pg_timer_get(s, a.run, &kept), PL_OK, "%s", pl_errmsg());
+    cr_expect_eq(kept, due, "the earlier due time is kept");
+    cr_expect_eq(steps_of(s, a.run), 1);
+    cr_expect(w.inbox_known && !w.inbox_cancel,
+              "the commit says no cancellation waits");
+
+    /* two batches of the run in one group set its timer earlier: one row,
+     * the earliest */
+    pl__batch g1 = {0}, g2 = {0};
+    g1.run = g2.run = a.run;
+    g1.timer_id = g2.timer_id = "tm-a";
+    g1.timer_us = due - 2000;
+    g2.timer_us = due - 5000;
+    pl__batch *group[2] = {&g1, &g2};
+    cr_assert_eq(pl__pg_commit(s, group, 2, false), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(pl__pg_timer_get(s, a.run, &kept), PL_OK, "%s", pl_errmsg());
+    cr_expect_eq(kept, due - 5000);
+
+    /* an event consumed already: the whole commit fails, nothing stays */
+    pl__kvs_reset(&w.steps);
+    step_key(key, a.run, 1);
+    cr_assert_eq(pl__kvs_add(&w.steps, key, 12, (uint8_t *)"w1", 2), PL_OK);
+    pl__buf_reset(&w.state);
+    cr_assert_eq(pl__buf_append(&w.state, "sx", 2), PL_OK);
+    w.timer_us = due - 9000;
+    one[0] = &w;
+    cr_expect_eq(pl__pg_commit(s, one, 1, false), PL_EBUSY);
+    cr_expect(strstr(pl_errmsg(), "consumed by another execution") != NULL,
+              "%s", pl_errmsg());
+    cr_expect_eq(steps_of(s, a.run), 1);
+    pl__buf got = {0};
+    cr_assert_eq(pl__pg_state_get(s, a.run, &got), PL_OK, "%s", pl_errmsg());
+    cr_expect(got.len == 2 && memcmp(got.data, "sw", 2) == 0);
+    cr_assert_eq(pl__pg_timer_get(s, a.run, &kept), PL_OK, "%s", pl_errmsg());
+    cr_expect_eq(kept, due - 5000, "the timer is as it was");
+
+    /* a cancellation delivered: the next commit of the run says so */
+    pl__inbox_rec cr = {.reason = "stop"};
+    pl__buf_reset(&ev);
+    cr_assert_eq(pl__inbox_encode(&ev, "tm-a", &cr), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(pl__pg_inbox_put(s, a.run, "tm-a", inbox_open, NULL, ev.data,
+                                  ev.len, &seq),
+                 PL_OK, "%s", pl_errmsg());
+    pl__batch k = {0};
+    k.run = a.run;
+    cr_assert_eq(pl__buf_append(&k.state, "sk", 2), PL_OK);
+    one[0] = &k;
+    cr_assert_eq(pl__pg_commit(s, one, 1, false), PL_OK, "%s", pl_errmsg());
+    cr_expect(k.inbox_known && k.inbox_cancel);
+    pl__buf_free(&k.state);
+
+    /* the due timer is taken once, with the run's lease */
+    pl__lease l;
+    int64_t next = -1;
+    cr_assert_eq(pl__pg_timer_take(s, "w1", 60 * 1000000LL, &l, &next), PL_OK,
+                 "%s", pl_errmsg());
+    cr_expect_eq(l.run, a.run);
+    cr_expect_str_eq(l.id, "tm-a");
+    cr_expect_str_eq(l.owner, "w1");
+    cr_expect_eq(pl__pg_timer_take(s, "w2", 60 * 1000000LL, &l, &next),
+                 PL_ENOTFOUND);
+    cr_expect_eq(next, 0, "no timer is left");
+    cr_expect_eq(pl__pg_timer_get(s, a.run, &kept), PL_ENOTFOUND);
+
+    pl__kvs_free(&ib);
+    pl__kvs_free(&w.steps);
+    pl__buf_free(&w.state);
+    pl__buf_free(&got);
+    pl__buf_free(&ev);
+    pl__batch_free(&a);
+    pl__buf_free(&info);
     pl__pg_close(s);
     free(uri);
 }

@@ -243,6 +243,46 @@ void cli_time_human(char *out, size_t n, int64_t us)
              mi, s);
 }
 
+/* A duration in its two largest units: "2 d 23 h", "5 min 3 s", "40 ms". */
+static void span_text(char *out, size_t n, int64_t ms)
+{
+    static const struct {
+        const char *unit;
+        int64_t ms;
+    } u[] = {{"d", 86400000}, {"h", 3600000}, {"min", 60000}, {"s", 1000}};
+    for (size_t i = 0; i < sizeof u / sizeof *u; i++) {
+        if (ms < u[i].ms)
+            continue;
+        int64_t a = ms / u[i].ms, rest = ms % u[i].ms;
+        if (i + 1 < sizeof u / sizeof *u && rest >= u[i + 1].ms)
+            snprintf(out, n, "%lld %s %lld %s", (long long)a, u[i].unit,
+                     (long long)(rest / u[i + 1].ms), u[i + 1].unit);
+        else
+            snprintf(out, n, "%lld %s", (long long)a, u[i].unit);
+        return;
+    }
+    snprintf(out, n, "%lld ms", (long long)ms);
+}
+
+void cli_wait_text(char *out, size_t n, int64_t wake_ms, const char *event,
+                   int64_t now_us)
+{
+    char when[40] = "", left[40] = "";
+    if (wake_ms) {
+        cli_time_human(when, sizeof when, wake_ms * 1000);
+        int64_t ms = wake_ms - now_us / 1000;
+        if (ms > 0)
+            span_text(left, sizeof left, ms);
+    }
+    if (event && wake_ms)
+        snprintf(out, n, "for the event '%s' until %s (%s%s)", event, when,
+                 *left ? "in " : "due", left);
+    else if (event)
+        snprintf(out, n, "for the event '%s'", event);
+    else
+        snprintf(out, n, "until %s (%s%s)", when, *left ? "in " : "due", left);
+}
+
 void cli_hex(char *out, const uint8_t *b, size_t len)
 {
     static const char digits_hex[] = "0123456789abcdef";

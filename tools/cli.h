@@ -58,6 +58,12 @@ void cli_time_iso(char *out, size_t n, int64_t us, bool micro);
 /* Unix microseconds for a person: "2026-11-24 15:04:05" (UTC). */
 void cli_time_human(char *out, size_t n, int64_t us);
 
+/* What a waiting run waits for, for a person: "until 2026-12-01 02:00:00
+ * (in 2 d 23 h)", "for the event 'approve'", or both ("for the event
+ * 'approve' until ..."); a time past says "(due)". */
+void cli_wait_text(char *out, size_t n, int64_t wake_ms, const char *event,
+                   int64_t now_us);
+
 /* Hex of @p len bytes into @p out (2 * len + 1 bytes). */
 void cli_hex(char *out, const uint8_t *bytes, size_t len);
 

@@ -13,9 +13,17 @@
 
 const char *status_text(const pl_run_info *ri)
 {
+    static _Thread_local char buf[PL_MAX_NAME + 128];
     if (ri->status == PL_RUN_RUNNING)
         return ri->owner_alive ? "running (owner alive)"
                                : "running (owner gone: crashed)";
+    if (ri->status == PL_RUN_WAITING) {
+        char what[PL_MAX_NAME + 96];
+        cli_wait_text(what, sizeof what, ri->wake_ms, ri->wait_event,
+                      cli_now_us());
+        snprintf(buf, sizeof buf, "waiting %s", what);
+        return buf;
+    }
     return pl_run_status_name(ri->status);
 }
 
@@ -50,10 +58,24 @@ cJSON *run_json(const pl_run_info *ri)
     cJSON_AddNumberToObject(o, "attempts", ri->attempts);
     if (ri->payload)
         cJSON_AddItemToObject(o, "payload", cJSON_Duplicate(ri->payload, 1));
-    if (ri->status == PL_RUN_FAILED) {
+    if (ri->status == PL_RUN_FAILED || ri->status == PL_RUN_CANCELLED) {
         cJSON_AddStringToObject(o, "reason", ri->reason ? ri->reason : "");
         cJSON_AddStringToObject(o, "error", pl_strerror(ri->error));
     }
+    if (ri->status == PL_RUN_WAITING) {
+        cJSON_AddStringToObject(o, "waiting_path",
+                                ri->suspended_path ? ri->suspended_path : "");
+        if (ri->wake_ms) {
+            char wake[40];
+            cli_time_iso(wake, sizeof wake, ri->wake_ms * 1000, false);
+            cJSON_AddStringToObject(o, "wake", wake);
+            cJSON_AddNumberToObject(o, "wake_ms", (double)ri->wake_ms);
+        }
+        if (ri->wait_event)
+            cJSON_AddStringToObject(o, "wait_event", ri->wait_event);
+    }
+    if (ri->deadline_ms)
+        cJSON_AddNumberToObject(o, "deadline_ms", (double)ri->deadline_ms);
     if (ri->successor)
         cJSON_AddStringToObject(o, "successor", ri->successor);
     if (ri->predecessor)
@@ -231,7 +253,7 @@ typedef struct top_run {
 } top_run;
 
 typedef struct stats_ctx {
-    uint64_t by_status[5];
+    uint64_t by_status[PL_RUN_CANCELLED + 1];
     uint64_t crashed, steps, runs;
     top_run top[TOP_RUNS];
     size_t n_top;
@@ -241,7 +263,7 @@ static int stats_visit(const pl_run_info *ri, void *user)
 {
     stats_ctx *c = user;
     c->runs++;
-    if (ri->status >= PL_RUN_RUNNING && ri->status <= PL_RUN_FAILED)
+    if (ri->status >= PL_RUN_RUNNING && ri->status <= PL_RUN_CANCELLED)
         c->by_status[ri->status]++;
     c->crashed += crashed(ri);
     c->steps += ri->steps;
@@ -274,7 +296,7 @@ int cmd_stats(pl_engine *e, const opts *o)
     }
     if (o->format == FMT_TEXT) {
         printf("runs         %llu\n", (unsigned long long)c.runs);
-        for (int s = PL_RUN_RUNNING; s <= PL_RUN_FAILED; s++)
+        for (int s = PL_RUN_RUNNING; s <= PL_RUN_CANCELLED; s++)
             printf("  %-10s %llu\n", pl_run_status_name((pl_run_status)s),
                    (unsigned long long)c.by_status[s]);
         printf("  (crashed)  %llu\n", (unsigned long long)c.crashed);
@@ -303,7 +325,7 @@ int cmd_stats(pl_engine *e, const opts *o)
         return CLI_EXIT_STORE;
     }
     cJSON_AddNumberToObject(doc, "runs", (double)c.runs);
-    for (int s = PL_RUN_RUNNING; s <= PL_RUN_FAILED; s++)
+    for (int s = PL_RUN_RUNNING; s <= PL_RUN_CANCELLED; s++)
         cJSON_AddNumberToObject(by, pl_run_status_name((pl_run_status)s),
                                 (double)c.by_status[s]);
     cJSON_AddItemToObject(doc, "by_status", by);

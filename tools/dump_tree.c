@@ -258,6 +258,16 @@ static void print_run_header(pl_engine *e, const pl_run_info *ri, size_t stored)
     if (ri->status == PL_RUN_FAILED)
         printf("  FAILED   %s: %s\n", pl_strerror(ri->error),
                ri->reason ? ri->reason : "(no reason recorded)");
+    if (ri->status == PL_RUN_CANCELLED)
+        printf("  CANCELLED  %s\n", ri->reason ? ri->reason : "");
+    if (ri->status == PL_RUN_WAITING)
+        printf("  WAITING at invocation %s\n",
+               ri->suspended_path ? ri->suspended_path : "?");
+    if (ri->deadline_ms) {
+        char dl[40];
+        cli_time_human(dl, sizeof dl, ri->deadline_ms * 1000);
+        printf("  deadline %s UTC\n", dl);
+    }
     if (ri->status == PL_RUN_SUSPENDED) {
         char *prompt = ri->prompt ? cli_json_compact(ri->prompt) : NULL;
         printf("  SUSPENDED at invocation %s\n",

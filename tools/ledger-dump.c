@@ -144,14 +144,15 @@ static int parse_args(opts *o, int argc, char **argv)
             if (!v)
                 return CLI_EXIT_USAGE;
             bool found = false;
-            for (int s = PL_RUN_RUNNING; s <= PL_RUN_SUBMITTED; s++)
+            for (int s = PL_RUN_RUNNING; s <= PL_RUN_CANCELLED; s++)
                 if (!strcmp(v, pl_run_status_name((pl_run_status)s))) {
                     o->status = (pl_run_status)s;
                     found = true;
                 }
             if (!found) {
                 cli_error("unknown --status '%s' (running, suspended, "
-                          "completed or failed)",
+                          "completed, failed, submitted, waiting or "
+                          "cancelled)",
                           v);
                 return CLI_EXIT_USAGE;
             }

@@ -72,6 +72,22 @@ static void usage(FILE *f)
         "and continue\n"
         "                        it with the loaded code; run ID is not "
         "changed\n"
+        "  --signal ID --name EVENT --payload JSON\n"
+        "                        send the event EVENT to run ID (durable in "
+        "its inbox);\n"
+        "                        with --plugin, a run waiting for it is "
+        "continued here\n"
+        "  --cancel ID [--reason TEXT]\n"
+        "                        cancel run ID: a waiting run is continued "
+        "at once (its\n"
+        "                        wait returns PL_ECANCELLED), a running one "
+        "sees it at its\n"
+        "                        next call, a suspended one ends now\n"
+        "  --wake                continue every waiting run whose time has "
+        "come, once;\n"
+        "                        print when the next one is due (--worker "
+        "wakes them as\n"
+        "                        they come due)\n"
         "  --import FILE [--new-id NEW]\n"
         "                        load a run exported by `ledger-dump STORE "
         "--run ID\n"
@@ -263,7 +279,7 @@ static int set_mode(options *o, enum mode m, const char *flag)
     if (o->mode != MODE_NONE && o->mode != m) {
         cli_error("%s cannot be combined with another mode (--run, --all, "
                   "--resume, --check, --fork, --import, --worker, --submit, "
-                  "--prune: pick one)",
+                  "--signal, --cancel, --wake, --prune: pick one)",
                   flag);
         return -1;
     }
@@ -309,6 +325,11 @@ static int parse_args(options *o, int argc, char **argv)
             o->dry_run = true;
             continue;
         }
+        if (!strcmp(a, "--wake")) {
+            if (set_mode(o, MODE_WAKE, a))
+                return EXIT_USAGE;
+            continue;
+        }
         if (a[0] != '-' || !strcmp(a, "-")) {
             if (o->store) {
                 cli_error("unexpected argument '%s' (the store is '%s')", a,
@@ -330,7 +351,8 @@ static int parse_args(options *o, int argc, char **argv)
         }
         static const char *const valued[] = {
             "--plugin", "--run",    "--resume", "--answer", "--token", "--fork",
-            "--at",     "--new-id", "--import", "--trace",  "--otel",  "--mcp"};
+            "--at",     "--new-id", "--import", "--trace",  "--otel",  "--mcp",
+            "--signal", "--cancel", "--name",   "--reason"};
         bool known = false;
         for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++)
             known = known || !strcmp(a, valued[k]);
@@ -381,6 +403,14 @@ static int parse_args(options *o, int argc, char **argv)
             o->trace = v;
         } else if (!strcmp(a, "--otel")) {
             o->otel = v;
+        } else if (!strcmp(a, "--signal") || !strcmp(a, "--cancel")) {
+            if (set_mode(o, a[2] == 's' ? MODE_SIGNAL : MODE_CANCEL, a))
+                return EXIT_USAGE;
+            o->run = v;
+        } else if (!strcmp(a, "--name")) {
+            o->name = v;
+        } else if (!strcmp(a, "--reason")) {
+            o->reason = v;
         }
     }
     if (check && set_mode(o, MODE_CHECK, "--check"))
@@ -392,6 +422,7 @@ static int parse_args(options *o, int argc, char **argv)
         return EXIT_USAGE;
     }
     if (!o->n_plugins && !o->n_mcp && o->mode != MODE_IMPORT &&
+        o->mode != MODE_SIGNAL && o->mode != MODE_CANCEL &&
         o->mode != MODE_PRUNE) {
         cli_error("no --plugin given: the policies to replay with come from "
                   "plugins");
@@ -419,9 +450,20 @@ static int parse_args(options *o, int argc, char **argv)
         cli_error("--concurrency and --lease-ms go with --worker");
         return EXIT_USAGE;
     }
-    if (!o->payload != (o->mode != MODE_SUBMIT)) {
-        cli_error(o->payload ? "--payload goes with --submit"
-                             : "--submit needs --payload JSON");
+    bool wants_payload = o->mode == MODE_SUBMIT || o->mode == MODE_SIGNAL;
+    if (!o->payload != !wants_payload) {
+        cli_error(o->payload ? "--payload goes with --submit or --signal"
+                  : o->mode == MODE_SIGNAL ? "--signal needs --payload JSON"
+                                           : "--submit needs --payload JSON");
+        return EXIT_USAGE;
+    }
+    if (!o->name != (o->mode != MODE_SIGNAL)) {
+        cli_error(o->name ? "--name goes with --signal"
+                          : "--signal needs --name EVENT");
+        return EXIT_USAGE;
+    }
+    if (o->reason && o->mode != MODE_CANCEL) {
+        cli_error("--reason goes with --cancel");
         return EXIT_USAGE;
     }
     if ((o->older_than || o->status || o->archive || o->dry_run) &&
@@ -554,6 +596,9 @@ static const char *mode_name(enum mode m)
     case MODE_WORKER: return "worker";
     case MODE_SUBMIT: return "submit";
     case MODE_PRUNE: return "prune";
+    case MODE_SIGNAL: return "signal";
+    case MODE_CANCEL: return "cancel";
+    case MODE_WAKE: return "wake";
     default: return "none";
     }
 }
@@ -617,6 +662,7 @@ int main(int argc, char **argv)
          : t.opt.mode == MODE_RESUME ? prepare_resume(&t)
          : t.opt.mode == MODE_PRUNE  ? prepare_prune(&t)
          : t.opt.mode == MODE_WORKER ? prepare_worker(&t)
+         : t.opt.mode == MODE_SIGNAL ? prepare_signal(&t)
                                      : 0;
     if (rc)
         goto done;
@@ -658,6 +704,9 @@ int main(int argc, char **argv)
     case MODE_WORKER: mode_worker(&t); break;
     case MODE_SUBMIT: mode_submit(&t); break;
     case MODE_PRUNE: mode_prune(&t); break;
+    case MODE_SIGNAL: mode_signal(&t); break;
+    case MODE_CANCEL: mode_cancel(&t); break;
+    case MODE_WAKE: mode_wake(&t); break;
     default: break;
     }
     if (t.w.oom) {

@@ -3,7 +3,8 @@
  * of one invocation, how it reports runs, and one function per mode.
  * ledger-replay.c parses the command line and dispatches; replay_report.c
  * reports; replay_run.c continues, resumes and forks; replay_check.c is
- * --check; replay_queue.c is --import, --submit and --worker.
+ * --check; replay_queue.c is --import, --submit and --worker;
+ * replay_time.c is --signal, --cancel and --wake.
  */
 #ifndef PL_REPLAY_H
 #define PL_REPLAY_H
@@ -28,6 +29,9 @@ enum mode {
     MODE_IMPORT,
     MODE_WORKER,
     MODE_SUBMIT,
+    MODE_SIGNAL,
+    MODE_CANCEL,
+    MODE_WAKE,
     MODE_PRUNE
 };
 
@@ -58,6 +62,9 @@ typedef struct options {
     const char *status;     /* --status LIST */
     const char *archive;    /* --archive DIR */
     bool dry_run;           /* --dry-run */
+    /* time: --signal, --cancel */
+    const char *name;   /* --name EVENT */
+    const char *reason; /* --reason TEXT */
 } options;
 
 /* ---- what replay reports through events --------------------------------- */
@@ -97,7 +104,7 @@ typedef struct tool {
     cJSON *skipped; /* --json: runs --all left alone */
     int exit;       /* the worst so far */
     /* inputs checked before the store is opened (see prepare_*) */
-    cJSON *payload;  /* --submit's */
+    cJSON *payload;  /* --submit's and --signal's */
     cJSON *answer;   /* --resume's */
     FILE *import_in; /* --import's, checked and rewound */
     unsigned n_ok, n_suspended, n_failed, n_diverged, n_skipped;
@@ -142,6 +149,7 @@ int prepare_submit(tool *t);
 int prepare_import(tool *t);
 int prepare_prune(tool *t);
 int prepare_worker(tool *t); /* replay_prune.c: --retain */
+int prepare_signal(tool *t);
 
 void continue_one(tool *t, const char *id, const char *note);
 int need_run(tool *t, const char *id);
@@ -153,5 +161,8 @@ void mode_import(tool *t);
 void mode_worker(tool *t);
 void mode_submit(tool *t);
 void mode_prune(tool *t); /* replay_prune.c */
+void mode_signal(tool *t);
+void mode_cancel(tool *t);
+void mode_wake(tool *t);
 
 #endif /* PL_REPLAY_H */

@@ -209,6 +209,23 @@ void report_outcome(tool *t, const pl_outcome *o, double ms, const char *note)
         worst(t, EXIT_SUSPENDED);
         break;
     }
+    case PL_RUN_WAITING: {
+        char what[PL_MAX_NAME + 96];
+        cli_wait_text(what, sizeof what, o->wake_ms, o->wait_event,
+                      cli_now_us());
+        if (j) {
+            cJSON_AddStringToObject(j, "waiting_path",
+                                    or_dash(o->suspended_path));
+            cJSON_AddNumberToObject(j, "wake_ms", (double)o->wake_ms);
+            if (o->wait_event)
+                cJSON_AddStringToObject(j, "wait_event", o->wait_event);
+        }
+        if (!t->opt.json)
+            printf("  waiting at %s %s\n", or_dash(o->suspended_path), what);
+        t->n_suspended++;
+        worst(t, EXIT_SUSPENDED);
+        break;
+    }
     default:
         if (j) {
             cJSON_AddStringToObject(j, "error", pl_status_name(o->error));

@@ -90,7 +90,7 @@ int pl_durability_parse(pl_durability *out, const char *name)
 
 static const char *const run_status_names[] = {
     NULL,        "running", "suspended", "completed", "failed",
-    "submitted", NULL,      NULL,        NULL,        "continued"};
+    "submitted", "waiting", "cancelled", NULL,        "continued"};
 
 const char *pl_run_status_name(pl_run_status s)
 {
@@ -195,6 +195,7 @@ int pl_engine_open(pl_engine **out, const char *path,
                                            : (int64_t)7 * 24 * 3600 * 1000000;
     pthread_cond_init(&e->renew_cv, NULL);
     atomic_init(&e->worker_stop, 0);
+    atomic_init(&e->wait_in_place_ms, -1);
     e->reg = registry;
     e->durability = opts->durability;
     e->max_payload = opts->max_payload ? opts->max_payload : (size_t)16 << 20;

@@ -7,7 +7,8 @@
  * worker's threads takes one such lease in one conditional update (LMDB:
  * one write transaction; PostgreSQL: UPDATE ... FOR UPDATE SKIP LOCKED),
  * executes its run through the runner, as pl_run_continue() does, and
- * takes the next.  pl_worker_stop() sets a flag that every thread checks
+ * takes the next; with nothing queued, it takes a waiting run whose timer
+ * is due (TIMERS in store.h) the same way.  pl_worker_stop() sets a flag that every thread checks
  * before it takes a run and while it waits, and that a run taken from the
  * queue checks before each call it starts (call.c): a stop lets the calls
  * under way finish, stops their runs before their next call, and hands
@@ -170,9 +171,14 @@ static void *work(void *arg)
     while (!stopping(e)) {
         pl__lease lease;
         int st = PL_OK;
+        int64_t next_due = 0;
         maybe_prune(w);
-        if (!next_retake(w, &lease))
+        if (!next_retake(w, &lease)) {
             st = pl__store_lease_next(e->store, e->worker, e->lease_us, &lease);
+            if (st == PL_ENOTFOUND) /* no queued run: a waiting one now due? */
+                st = pl__store_timer_take(e->store, e->worker, e->lease_us,
+                                          &lease, &next_due);
+        }
         if (st == PL_ESTATE) { /* read-only: it never will */
             pthread_mutex_lock(&w->mu);
             w->fatal = st;
@@ -186,9 +192,14 @@ static void *work(void *arg)
         else if (store_fault(st))
             store_lost(w, st, NULL);
         if (st) {
-            /* nothing queued, or the store failed (a server restarting):
-             * look again later */
-            idle(e, w->poll_ms);
+            /* nothing queued or due, or the store failed (a server
+             * restarting): look again later, or when the next timer is
+             * due if that is sooner */
+            unsigned ms = w->poll_ms;
+            int64_t until = next_due ? next_due - pl__now_us() : 0;
+            if (next_due && until < (int64_t)ms * 1000)
+                ms = until > 0 ? (unsigned)((until + 999) / 1000) : 1;
+            idle(e, ms);
             continue;
         }
         pl_outcome *o = NULL;
@@ -213,7 +224,7 @@ static void *work(void *arg)
         else if (o->status == PL_RUN_COMPLETED ||
                  o->status == PL_RUN_CONTINUED) /* its successor is queued */
             w->completed++;
-        else if (o->status == PL_RUN_SUSPENDED)
+        else if (o->status == PL_RUN_SUSPENDED || o->status == PL_RUN_WAITING)
             w->suspended++;
         else
             w->failed++;

@@ -96,6 +96,9 @@ static int info_build(pl_engine *e, const char *id, size_t id_len, uint64_t num,
     p->resume_token = in->st.status == PL_RUN_SUSPENDED && in->st.token[0]
                           ? in->st.token
                           : NULL;
+    p->wake_ms = in->st.wait_until_ms;
+    p->wait_event = in->st.wait_event;
+    p->deadline_ms = in->ri.deadline_ms;
     p->successor = in->st.succ;
     p->predecessor = in->st.pred;
     *out = p;

@@ -136,8 +136,9 @@ static int victim_load(pl_engine *e, const char *id, const rule *r, victim *v)
         st = pl__run_state_decode(&rs, id, v->state.data, v->state.len);
     if (!st && !pl__status_final(rs.status))
         st = pl__err(PL_ESTATE,
-                     "run '%s' is %s: only a run that has ended (completed "
-                     "or failed) may be deleted",
+                     "run '%s' is %s: only a run that has ended "
+                     "(completed, failed, cancelled or continued) may be "
+                     "deleted",
                      id, pl_run_status_name(rs.status));
     if (!st && r && !rule_match(r, rs.status, rs.updated_us))
         st = PL_ESTATE;
@@ -344,9 +345,9 @@ int pl_engine_prune(pl_engine *e, const pl_prune_options *opts,
     pl_prune_options o;
     if (pl__struct_in(&o, opts, &pl__prune_options_layout, "pl_engine_prune"))
         return PL_EINVAL;
-    unsigned mask = o.statuses
-                        ? o.statuses
-                        : (1u << PL_RUN_COMPLETED) | (1u << PL_RUN_FAILED);
+    unsigned mask = o.statuses;
+    for (unsigned s = 0; !o.statuses && s < 32; s++)
+        mask |= pl__status_final((pl_run_status)s) ? 1u << s : 0;
     for (unsigned s = 0; s < 32; s++)
         if ((mask & (1u << s)) && !pl__status_final((pl_run_status)s))
             return pl__err(PL_EINVAL,

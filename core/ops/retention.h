@@ -20,7 +20,7 @@ PL__HIDDEN int pl__tomb_taken(const char *id, const pl__tomb *t);
 PL__HIDDEN int pl__tomb_outcome(pl_outcome **out, const char *id,
                                 const pl__tomb *t) PL__MUST_CHECK;
 
-/* Apply a retention rule: delete completed and failed runs whose last
+/* Apply a retention rule: delete the runs that have ended whose last
  * write is at least @p retain_ms old. */
 PL__HIDDEN int pl__retain(pl_engine *e, uint64_t retain_ms) PL__MUST_CHECK;
 

@@ -27,6 +27,7 @@
 #include "indoubt.h"
 #include "invocation.h"
 #include "run.h"
+#include "wait.h"
 
 /*
  * The record ends after the action_call at @p call_seq (or it was just
@@ -291,6 +292,21 @@ int pl__call_status(const pl_ctx *c, uint32_t call_seq, const char *policy,
                    cJSON_IsString(m) ? m->valuestring : "(no message)");
 }
 
+/* The callee saw the run's cancellation and handed it on in @p res: the
+ * run is cancelled (with the callee's reason, if it had none yet). */
+static int callee_cancelled(pl__run *r, const pl_step *res)
+{
+    if (!r->cancelled) {
+        const cJSON *m = cJSON_GetObjectItemCaseSensitive(pl_step_payload(res),
+                                                          "message");
+        free(r->cancel_reason);
+        r->cancel_reason = pl__strdup(cJSON_IsString(m) ? m->valuestring : "");
+        r->cancelled = true;
+    }
+    return pl__err(PL_ECANCELLED, "run %s is cancelled: %s", r->id,
+                   r->cancel_reason ? r->cancel_reason : "");
+}
+
 int pl_ctx_call(pl_step **out, pl_ctx *c, const pl_action *in,
                 const pl_decorator *decos, size_t n_decos)
 {
@@ -300,7 +316,7 @@ int pl_ctx_call(pl_step **out, pl_ctx *c, const pl_action *in,
     if (st)
         return st;
     pl__run *r = c->run;
-    if ((st = pl__call_may_start(r)))
+    if ((st = pl__call_may_start(r)) || (st = pl__wait_boundary(c)))
         return st;
     pl_action act;
     if ((st = pl__call_check_action(r, c, in, &act)))
@@ -314,8 +330,12 @@ int pl_ctx_call(pl_step **out, pl_ctx *c, const pl_action *in,
     if (!(st = pl__call_append(c, &act, def, &call_seq, &replayed))) {
         assert(call_seq + 1 == c->next_seq); /* the cursor is past the call */
         pl_step *res = NULL;
-        if ((st = resolve_call(c, call_seq, replayed, &act, def, decos, n_decos,
-                               &res)) == PL_OK)
+        st = resolve_call(c, call_seq, replayed, &act, def, decos, n_decos,
+                          &res);
+        const char *code = !st && res ? pl_step_error_code(res) : NULL;
+        if (code && strcmp(code, PL_ERR_CANCELLED) == 0)
+            st = callee_cancelled(r, res);
+        else if (!st)
             st = pl__call_status(c, call_seq, act.policy, res);
         if (out)
             *out = res;

@@ -172,6 +172,16 @@ int pl__callee_run(pl__run *r, pl_ctx *c, uint32_t call_seq, bool call_replayed,
     st = pl_next_call(&next, child, a, res);
     if (!st && r->stop)
         st = r->stop;
+    if (st == PL_ECANCELLED && r->cancelled && !r->stop) {
+        /* the callee handed the run's cancellation on: its result says so,
+         * and its caller's call returns PL_ECANCELLED (call.c) */
+        pl__callee_free_steps(res);
+        *res = (pl_steps){.default_actor = def->name};
+        st = pl_steps_add_error(res, PL_ERR_CANCELLED,
+                                r->cancel_reason ? r->cancel_reason : "");
+        if (st)
+            st = pl__run_fail(r, st, "out of memory");
+    }
     if (!st)
         st = pl__inv_finish(child);
     /* every call the child made gave the child back its turn, unless the

@@ -26,6 +26,12 @@ static int run_policy(pl_ctx *c, const pl_action *a, pl_steps *out)
     int st = c->def->fn(c, a, &ret, c->def->user);
     if (r->stop) {
         st = r->stop;
+    } else if (st == PL_ECANCELLED && r->cancelled) {
+        /* the run's cancellation, handed on to the caller (wait.c) */
+        for (size_t i = 0; i < ret.n; i++)
+            pl_step_free(ret.v[i]);
+        free(ret.v);
+        return st;
     } else if (st) {
         bool said = pl__errmsg_set();
         /* out of memory is this process's failure, not the policy's: the
@@ -140,7 +146,7 @@ int pl_ctx_emit(pl_ctx *c, pl_steps *out, pl_step_type type, const char *actor,
         return r->stop;
     if (!actor)
         actor = c->def->name;
-    if (!pl_step_type_name(type) || !pl__name_ok(actor))
+    if (!pl_step_type_name(type) || type > PL_STEP_ERROR || !pl__name_ok(actor))
         return pl__err(PL_EINVAL, "pl_ctx_emit: bad type or actor");
     pl__buf b = {0};
     st = pl__payload_encode(&b, payload, r->e->max_payload);

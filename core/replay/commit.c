@@ -124,6 +124,7 @@ static int write_batch(pl__run *r, bool final, bool with_state)
     }
     if (!rc)
         rc = pl__commit(r->e, &r->batch);
+    r->batch.inbox_del = 0; /* consumed with this commit, or never */
     if (rc) {
         st->steps -= n;
         return rc;

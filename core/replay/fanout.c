@@ -34,6 +34,7 @@
 #include "indoubt.h"
 #include "invocation.h"
 #include "run.h"
+#include "wait.h"
 
 #define FANOUT_THREADS 16
 
@@ -341,7 +342,7 @@ int pl_ctx_call_all(pl_step **out, pl_ctx *c, const pl_call_spec *calls,
                        "pl_ctx_call_all: %zu calls; at most %d at once", n,
                        PL_CALL_ALL_MAX);
     pl__run *r = c->run;
-    if ((st = pl__call_may_start(r)))
+    if ((st = pl__call_may_start(r)) || (st = pl__wait_boundary(c)))
         return st;
     /* the results are read for PL_ERESULT even when the caller drops them */
     pl_step **res = out ? out : calloc(n, sizeof *res);

@@ -71,7 +71,7 @@ int pl__inv_open(pl__run *r, pl_ctx *parent, uint32_t call_seq, bool replaying,
     c->depth = depth;
     c->call_seq = call_seq;
     c->idem[0] = '\0';
-    c->deadline_ms = parent ? parent->deadline_ms : 0;
+    c->deadline_ms = parent ? parent->deadline_ms : r->deadline_ms;
     if (parent) {
         memcpy(c->comps, parent->comps, parent->depth * sizeof *c->comps);
         c->comps[depth - 1] = call_seq;

@@ -43,6 +43,7 @@ void pl_outcome_free(pl_outcome *o)
     free(o->suspended_path);
     free(o->reason);
     free(o->successor);
+    free(o->wait_event);
     free(o);
 }
 
@@ -76,4 +77,40 @@ pl_outcome *pl__outcome_new(pl__run *r, pl_run_status status)
     o->steps_replayed = r->replayed;
     o->steps_appended = r->appended;
     return o;
+}
+
+/*
+ * The outcome a run's state record holds, executing nothing: a suspended
+ * run's prompt and token, a failed run's reason, or just the status of one
+ * not ended.  Counters are 0: nothing ran.
+ */
+int pl__recorded_outcome(pl_outcome **out, const char *id,
+                         const pl__run_state *rs)
+{
+    pl_outcome *o = calloc(1, sizeof *o);
+    int st = o && (o->run_id = pl__strdup(id)) ? PL_OK : PL_ENOMEM;
+    if (o)
+        o->status = rs->status;
+    if (!st && rs->status == PL_RUN_SUSPENDED) {
+        if (!(o->resume_token = pl__strdup(rs->token)) ||
+            !(o->suspended_path = pl__strdup(rs->susp_path ? rs->susp_path
+                                                           : "")))
+            st = PL_ENOMEM;
+        else if (rs->prompt_len)
+            st = pl__payload_decode(&o->prompt, rs->prompt, rs->prompt_len);
+    }
+    if (!st && rs->succ && !(o->successor = pl__strdup(rs->succ)))
+        st = PL_ENOMEM;
+    if (!st && rs->status == PL_RUN_FAILED) {
+        o->error = rs->error;
+        if (!(o->reason = pl__strdup(rs->reason ? rs->reason
+                                                : pl_strerror(rs->error))))
+            st = PL_ENOMEM;
+    }
+    if (st) {
+        pl_outcome_free(o);
+        return st == PL_ENOMEM ? pl__err(st, "out of memory") : st;
+    }
+    *out = o;
+    return PL_OK;
 }

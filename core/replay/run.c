@@ -61,6 +61,8 @@ void pl__run_free(pl__run *r)
     pl__run_state_clear(&r->state);
     free(r->reason);
     free(r->root_code);
+    free(r->cancel_reason);
+    free(r->wait_event);
     free(r);
 }
 

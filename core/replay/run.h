@@ -28,6 +28,11 @@ PL__HIDDEN int pl__run_continue_leased(pl_outcome **out, pl_engine *e,
 /* A new outcome of run @p r with @p status (outcome.c); NULL when out of
  * memory. */
 PL__HIDDEN pl_outcome *pl__outcome_new(pl__run *r, pl_run_status status);
+/* The outcome run @p id's state record @p rs holds, executing nothing
+ * (outcome.c): a suspended run's prompt and token, a failed run's reason,
+ * or just the status of one not ended.  Counters are 0: nothing ran. */
+PL__HIDDEN int pl__recorded_outcome(pl_outcome **out, const char *id,
+                                    const pl__run_state *rs) PL__MUST_CHECK;
 
 /*
  * The run ends continued (pl_ctx_continue_as_new() was called): make its

@@ -22,6 +22,7 @@
 #include "path.h"
 #include "retention.h"
 #include "run.h"
+#include "wait.h"
 
 /* ---- ownership --------------------------------------------------------------------- */
 
@@ -177,6 +178,10 @@ static int run_execute(pl__run *r, const pl_policy_def *def,
         if (!st && r->stop)
             st = r->stop;
     }
+    if (r->cancelled && (!st || st == PL_ECANCELLED) && !r->stop) {
+        pl_steps_free(steps);
+        return pl__end_cancelled(r, def, t0, out);
+    }
     if (st && !r->stop) /* also when the step list could not be made */
         pl__run_fail(r, st, "run %s: %s", r->id, pl_errmsg());
     pl__run_state *rs = &r->state;
@@ -234,6 +239,8 @@ static int run_execute(pl__run *r, const pl_policy_def *def,
     }
     pl_steps_free(steps);
 
+    if (r->stop == PL_ESUSPENDED && r->parked)
+        return pl__end_waiting(r, def, t0, out);
     if (r->stop == PL_ESUSPENDED) {
         rs->status = PL_RUN_SUSPENDED;
         if ((st = pl__run_head(r, rs->head)))
@@ -341,6 +348,15 @@ static int start_run(pl_outcome **out, char **out_id, pl_engine *e,
                        "%s: if_exists applies to pl_run_start "
                        "only",
                        fn);
+    if (opts->deadline_ms < 0 || opts->deadline_in_ms < 0 ||
+        opts->deadline_in_ms > INT64_MAX / 4)
+        return pl__err(PL_EINVAL, "%s: a negative or huge deadline", fn);
+    int64_t deadline = opts->deadline_ms;
+    int64_t rel = opts->deadline_in_ms
+                      ? pl__now_us() / 1000 + opts->deadline_in_ms
+                      : 0;
+    if (rel && (!deadline || rel < deadline))
+        deadline = rel;
     if (opts->check)
         return pl__err(PL_EINVAL,
                        "%s: check applies to "
@@ -383,9 +399,11 @@ static int start_run(pl_outcome **out, char **out_id, pl_engine *e,
     ri.seed_len = seed.len;
     ri.created_us = pl__now_us();
     ri.code = (char *)def->code_version;
+    ri.deadline_ms = deadline;
     if ((st = pl__run_info_encode(&info, id, &ri)) ||
         (st = pl__run_new(e, id, &r)))
         goto done;
+    r->deadline_ms = deadline;
     if (def->code_version && !(r->root_code = pl__strdup(def->code_version))) {
         st = pl__err(PL_ENOMEM, "out of memory");
         goto done;
@@ -505,7 +523,7 @@ static int claim_fn(pl__buf *state, pl__kvs *extra, void *user)
                      "its token",
                      c->id, st.susp_path ? st.susp_path : "?");
     } else if (c->worker && st.status != PL_RUN_RUNNING &&
-               st.status != PL_RUN_SUBMITTED) {
+               st.status != PL_RUN_SUBMITTED && st.status != PL_RUN_WAITING) {
         rc = pl__err(PL_ESTATE, "run '%s' is %s: nothing to execute", c->id,
                      pl_run_status_name(st.status));
     } else if (st.status == PL_RUN_RUNNING && !c->leased &&
@@ -532,6 +550,9 @@ static int claim_fn(pl__buf *state, pl__kvs *extra, void *user)
     free(st.prompt);
     st.prompt = NULL;
     st.prompt_len = 0;
+    st.wait_until_ms = 0;
+    free(st.wait_event);
+    st.wait_event = NULL;
     free(st.result);
     st.result = NULL;
     st.result_len = 0;
@@ -700,11 +721,18 @@ static int continue_run(pl_engine *e, const char *id, bool check,
     pl__buf_free(&sb);
     if (st)
         goto done;
+    r->deadline_ms = ra.info.deadline_ms;
     if (leased && r->state.status != PL_RUN_RUNNING &&
-        r->state.status != PL_RUN_SUBMITTED) {
+        r->state.status != PL_RUN_SUBMITTED &&
+        r->state.status != PL_RUN_WAITING) {
         drop_lease(e, num, leased->gen); /* a stale lease: nothing to do */
         st = pl__err(PL_ESTATE, "run '%s' is %s: nothing to execute", id,
                      pl_run_status_name(r->state.status));
+        goto done;
+    }
+    if (!check && r->state.status == PL_RUN_CANCELLED) {
+        st = pl__err(PL_ESTATE, "run '%s' is cancelled: %s", id,
+                     r->state.reason ? r->state.reason : "");
         goto done;
     }
     /* a completed (or continued) run is final: replaying it writes nothing */
@@ -804,42 +832,6 @@ int pl_run_resume(pl_outcome **out, pl_engine *e, const char *run_id,
 }
 
 /*
- * The outcome a run's state record holds, executing nothing: a suspended
- * run's prompt and token, a failed run's reason, or just the status of one
- * not ended.  Counters are 0: nothing ran.
- */
-static int recorded_outcome(pl_outcome **out, const char *id,
-                            const pl__run_state *rs)
-{
-    pl_outcome *o = calloc(1, sizeof *o);
-    int st = o && (o->run_id = pl__strdup(id)) ? PL_OK : PL_ENOMEM;
-    if (o)
-        o->status = rs->status;
-    if (!st && rs->status == PL_RUN_SUSPENDED) {
-        if (!(o->resume_token = pl__strdup(rs->token)) ||
-            !(o->suspended_path = pl__strdup(rs->susp_path ? rs->susp_path
-                                                           : "")))
-            st = PL_ENOMEM;
-        else if (rs->prompt_len)
-            st = pl__payload_decode(&o->prompt, rs->prompt, rs->prompt_len);
-    }
-    if (!st && rs->succ && !(o->successor = pl__strdup(rs->succ)))
-        st = PL_ENOMEM;
-    if (!st && rs->status == PL_RUN_FAILED) {
-        o->error = rs->error;
-        if (!(o->reason = pl__strdup(rs->reason ? rs->reason
-                                                : pl_strerror(rs->error))))
-            st = PL_ENOMEM;
-    }
-    if (st) {
-        pl_outcome_free(o);
-        return st == PL_ENOMEM ? pl__err(st, "out of memory") : st;
-    }
-    *out = o;
-    return PL_OK;
-}
-
-/*
  * pl_run_start() found run @p id there already, and @p how says what to do:
  * continue it (a suspended one gives its recorded outcome) or give its
  * outcome without executing anything new.  Either way its root must be the
@@ -882,7 +874,7 @@ static int start_existing(pl_outcome **out, pl_engine *e, const char *id,
                     (how == PL_IF_EXISTS_OUTCOME &&
                      rs.status != PL_RUN_COMPLETED);
     if (!st && recorded)
-        st = recorded_outcome(out, id, &rs);
+        st = pl__recorded_outcome(out, id, &rs);
     else if (!st) /* as pl_run_continue(): a completed run is replayed */
         st = continue_run(e, id, false, NULL, NULL, out, NULL);
     pl__run_state_clear(&rs);

@@ -16,8 +16,8 @@
 #include "path.h"
 
 static const char *const type_names[] = {
-    NULL,      "text",   "action_call", "action_result",
-    "suspend", "resume", "side_effect", "error",
+    NULL,          "text",  "action_call", "action_result", "suspend", "resume",
+    "side_effect", "error", "wait",        "event",         "cancel",
 };
 
 const char *pl_step_type_name(pl_step_type type)
@@ -293,6 +293,11 @@ int pl__steps_add_mp(pl_steps *l, pl_step_type type, const char *actor,
 {
     if (!pl_step_type_name(type))
         return pl__err(PL_EINVAL, "unknown step type %d", (int)type);
+    if (type > PL_STEP_ERROR) /* wait, event, cancel: the engine's own */
+        return pl__err(PL_EINVAL,
+                       "step type %s is recorded by the engine only "
+                       "(pl_ctx_sleep, pl_ctx_wait_event, pl_run_cancel)",
+                       pl_step_type_name(type));
     if (!actor)
         actor = l->default_actor;
     if (!actor)

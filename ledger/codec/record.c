@@ -147,7 +147,7 @@ int pl__rec_decode_lazy(pl__rec *out, const uint8_t *data, size_t len)
     out->seq = (uint32_t)seq;
     if (rd_int(&r, &out->time_us))
         return pl__err(PL_ECORRUPT, "step record has a bad time");
-    if (rd_uint(&r, &type) || type < PL_STEP_TEXT || type > PL_STEP_ERROR)
+    if (rd_uint(&r, &type) || type < PL_STEP_TEXT || type > PL_STEP_CANCEL)
         return pl__err(PL_ECORRUPT, "step record has an unknown step type");
     out->type = (pl_step_type)type;
     if (rd_bytes(&r, T_STR, &s, &n) || !pl__actor_ok(s, n))
@@ -180,7 +180,7 @@ int pl__rec_decode_lazy(pl__rec *out, const uint8_t *data, size_t len)
         out->link_seq = (uint32_t)cs;
         if (*r.p <= 0x7f) { /* a positive fixint: a folded callee's type */
             if (version != PL__FORMAT_V2 || rd_uint(&r, &ft) ||
-                ft < PL_STEP_TEXT || ft > PL_STEP_ERROR)
+                ft < PL_STEP_TEXT || ft > PL_STEP_CANCEL)
                 return pl__err(PL_ECORRUPT,
                                "step record has a bad folded link");
             out->link_folded = true;
@@ -257,5 +257,6 @@ unsigned pl__rec_steps(const uint8_t *data, size_t len)
 unsigned pl__step_wrapping(pl_step_type type)
 {
     return type == PL_STEP_ACTION_CALL || type == PL_STEP_SIDE_EFFECT ||
-           type == PL_STEP_SUSPEND || type == PL_STEP_RESUME;
+           type == PL_STEP_SUSPEND || type == PL_STEP_RESUME ||
+           type == PL_STEP_EVENT;
 }

@@ -34,7 +34,8 @@ typedef struct pl__run_info {
     uint8_t *seed; /* msgpack array of [type, actor, payload] or NULL */
     size_t seed_len;
     int64_t created_us;
-    char *code; /* the root policy's code identity, or NULL */
+    char *code;          /* the root policy's code identity, or NULL */
+    int64_t deadline_ms; /* Unix ms past which the run fails; 0 = none */
 } pl__run_info;
 
 /* The part rewritten with every commit. */
@@ -48,11 +49,15 @@ typedef struct pl__run_state {
     char owner_host[256];
     uint32_t attempts;
     int error;
-    char *reason;      /* failed */
-    char token[33];    /* suspended: resume token (hex) or "" */
-    char *susp_path;   /* suspended: invocation path */
-    uint32_t susp_seq; /* suspended: the suspend step's seq */
-    uint8_t *prompt;   /* suspended: msgpack map */
+    char *reason;          /* failed */
+    char token[33];        /* suspended: resume token (hex) or "" */
+    char *susp_path;       /* suspended: invocation path */
+    uint32_t susp_seq;     /* suspended: the suspend step's seq; waiting: the
+                          wait step's (in the ledger at susp_path) */
+    int64_t wait_until_ms; /* waiting: wakes at this Unix ms; 0 = never
+                              (an event only) */
+    char *wait_event;      /* waiting for this event; NULL: a sleep */
+    uint8_t *prompt;       /* suspended: msgpack map */
     size_t prompt_len;
     uint8_t *result; /* completed: msgpack map of the root's result */
     size_t result_len;
@@ -96,8 +101,30 @@ PL__HIDDEN void pl__run_state_clear(pl__run_state *st);
 PL__HIDDEN int pl__run_state_copy(pl__run_state *dst,
                                   const pl__run_state *src) PL__MUST_CHECK;
 
+/* An inbox record (siderec.c, INBOX RECORDS): an event (name, payload) or
+ * a cancellation (reason). */
+typedef struct pl__inbox_rec {
+    char *name;       /* an event's name */
+    uint8_t *payload; /* an event's payload, a msgpack map */
+    size_t payload_len;
+    char *reason; /* a cancellation's reason ("" allowed); NULL: an event */
+    int64_t sent_us;
+} pl__inbox_rec;
+
+PL__HIDDEN int pl__inbox_encode(pl__buf *out, const char *run_id,
+                                const pl__inbox_rec *ib) PL__MUST_CHECK;
+PL__HIDDEN int pl__inbox_decode(pl__inbox_rec *out, const char *run_id,
+                                const uint8_t *data, size_t len) PL__MUST_CHECK;
+PL__HIDDEN void pl__inbox_clear(pl__inbox_rec *ib);
+
+/* A timer record (siderec.c, TIMER RECORDS): the run's id and due time. */
+PL__HIDDEN int pl__timer_encode(pl__buf *out, const char *run_id,
+                                int64_t due_us) PL__MUST_CHECK;
+PL__HIDDEN int pl__timer_decode(int64_t *due_us, char id[PL_MAX_RUN_ID + 1],
+                                const uint8_t *data, size_t len) PL__MUST_CHECK;
+
 /*
- * A deleted run's tombstone (TOMBSTONES in runrec.c), stored under its id
+ * A deleted run's tombstone (TOMBSTONES in siderec.c), stored under its id
  * for a while after its records and steps are gone.
  */
 typedef struct pl__tomb {
@@ -114,7 +141,7 @@ PL__HIDDEN int pl__tomb_encode(pl__buf *out, const char *run_id,
 PL__HIDDEN int pl__tomb_decode(pl__tomb *out, const char *run_id,
                                const uint8_t *data, size_t len) PL__MUST_CHECK;
 
-/* A deleted run whose steps are still to be removed (PURGE in runrec.c). */
+/* A deleted run whose steps are still to be removed (PURGE in siderec.c). */
 PL__HIDDEN int pl__purge_encode(pl__buf *out, uint64_t num,
                                 const char *run_id) PL__MUST_CHECK;
 /* @p id has PL_MAX_RUN_ID + 1 bytes of room; the record must name @p num. */

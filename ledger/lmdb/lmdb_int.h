@@ -44,6 +44,10 @@ struct pl__lmdb_store {
      * unless read-only on an older store */
     MDB_dbi tombs, purge;
     bool has_tombs;
+    /* timers and inboxes (lmdb_time.c): open unless read-only on an older
+     * store */
+    MDB_dbi timers, due, inbox;
+    bool has_time;
 };
 
 /* ---- lmdb_ident.c ---------------------------------------------------------- */
@@ -160,5 +164,23 @@ PL__HIDDEN int pl__lmdb_tombs_open(pl__lmdb_store *s, MDB_txn *txn,
  * (*taken); an expired one is removed. */
 PL__HIDDEN int pl__lmdb_tomb_taken(pl__lmdb_store *s, MDB_txn *txn,
                                    const char *id, bool *taken, int *st);
+/* Run @p run's lease in @p txn (MDB_NOTFOUND: none; *st: malformed). */
+PL__HIDDEN int pl__lmdb_lease_peek(pl__lmdb_store *s, MDB_txn *txn,
+                                   uint64_t run, pl__lease *out, int *st);
+/* Take run @p run's lease for @p owner in @p txn, whoever held it (the
+ * caller checked), with the next generation; the new lease in @p out. */
+PL__HIDDEN int pl__lmdb_lease_take(pl__lmdb_store *s, MDB_txn *txn,
+                                   uint64_t run, const char *run_id,
+                                   const char *owner, int64_t lease_us,
+                                   pl__lease *out, int *st);
+
+/* ---- lmdb_time.c --------------------------------------------------------- */
+
+/* Open the timers, their index and the inboxes in the store's opening
+ * transaction, creating them when @p create. */
+PL__HIDDEN int pl__lmdb_time_open(pl__lmdb_store *s, MDB_txn *txn, bool create);
+/* A commit's timer and inbox work for batch @p bt, in its transaction. */
+PL__HIDDEN int pl__lmdb_time_batch(pl__lmdb_store *s, MDB_txn *txn,
+                                   const pl__batch *bt, int *st);
 
 #endif /* PL_LMDB_INT_H */

@@ -370,3 +370,31 @@ int pl__lmdb_lease_drop(pl__lmdb_store *s, MDB_txn *txn, uint64_t run,
     MDB_val k = {8, key};
     return mdb_del(txn, s->leases, &k, NULL);
 }
+
+/* ---- for the timers (lmdb_time.c) ---------------------------------------- */
+
+int pl__lmdb_lease_peek(pl__lmdb_store *s, MDB_txn *txn, uint64_t run,
+                        pl__lease *out, int *st)
+{
+    if (!s->has_leases)
+        return MDB_NOTFOUND;
+    return get(s, txn, run, out, st);
+}
+
+int pl__lmdb_lease_take(pl__lmdb_store *s, MDB_txn *txn, uint64_t run,
+                        const char *run_id, const char *owner, int64_t lease_us,
+                        pl__lease *out, int *st)
+{
+    pl__lease l;
+    int rc = get(s, txn, run, &l, st);
+    if (rc && rc != MDB_NOTFOUND)
+        return rc;
+    uint64_t gen = !rc && !*st ? l.gen + 1 : 1;
+    *st = 0;
+    out->run = run;
+    out->gen = gen;
+    out->expires_in_us = lease_us;
+    snprintf(out->owner, sizeof out->owner, "%s", owner);
+    snprintf(out->id, sizeof out->id, "%s", run_id);
+    return put(s, txn, run, gen, pl__now_us() + lease_us, owner, run_id);
+}

@@ -177,6 +177,8 @@ static int commit_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
         }
         if ((rc = pl__lmdb_lease_batch(s, txn, bt, st)) || *st)
             return rc;
+        if ((rc = pl__lmdb_time_batch(s, txn, bt, st)) || *st)
+            return rc;
         const pl__kvs *l = &bt->steps;
         if (l->n && !c->journal &&
             ((rc = pl__lmdb_may_write(s, txn, bt->run, st)) || *st))

@@ -13,8 +13,10 @@
  *   | L_CREATE         | after it, when the new run is leased or queued   |
  *   | Q_WRITE          | once, for every other batch together: the fences |
  *   |                  | of their leases (pl_fences(), which also drops   |
- *   |                  | the leases of finished executions), their steps  |
- *   |                  | and their states, each as arrays that unnest()   |
+ *   |                  | the leases of finished executions), their steps, |
+ *   |                  | their states, their timers and the inbox records |
+ *   |                  | they consume (pl_consumed() fails the commit     |
+ *   |                  | when one is gone), each as arrays that unnest()  |
  *   |                  | turns into rows                                  |
  *   | Q_STEPS          | only past STEPS_ROWS rows or STEPS_BYTES bytes   |
  *   |                  | of steps: the rest, as many as it takes          |
@@ -34,7 +36,9 @@
  *
  * Errors: an existing step key (unique_violation) fails the commit with
  * PL_EBUSY, as on LMDB; a fence that fails (SQLSTATE PLOWN) is PL_EBUSY
- * naming the lease's new holder; anything else is the server's error.
+ * naming the lease's new holder, and so is an inbox record consumed by
+ * another execution first (pg_time.c); anything else is the server's
+ * error.
  * After an error the Sync rolls back everything before it: nothing of the
  * commit is durable.  A connection lost before the Sync's answer leaves
  * the outcome unknown to this process (PL_ESTORE says so), never partial.
@@ -53,6 +57,7 @@
 #define OID_BOOL 16
 #define OID_BYTEA 17
 #define OID_INT8 20
+#define OID_TEXT 25
 
 /* ---- arrays in PostgreSQL's binary format -------------------------------- */
 
@@ -133,11 +138,19 @@ enum {
     A_VAL,
     A_STATE_RUN,
     A_STATE,
+    A_TIMER_RUN,
+    A_TIMER_DUE,
+    A_TIMER_ID,
+    A_TIMER_REC,
+    A_INBOX_RUN,
+    A_INBOX_SEQ,
+    A_RUNS, /* every run written: whose inbox to look in */
     A_N
 };
 
-static const uint32_t arr_oid[A_N] = {OID_INT8,  OID_INT8, OID_BOOL, OID_BYTEA,
-                                      OID_BYTEA, OID_INT8, OID_BYTEA};
+static const uint32_t arr_oid[A_N] = {
+    OID_INT8, OID_INT8, OID_BOOL, OID_BYTEA, OID_BYTEA, OID_INT8, OID_BYTEA,
+    OID_INT8, OID_INT8, OID_TEXT, OID_BYTEA, OID_INT8,  OID_INT8, OID_INT8};
 
 typedef struct write_set {
     arr a[A_N];
@@ -190,10 +203,46 @@ static bool state_overwritten(pl__batch *const *batches, size_t n, size_t b)
     return false;
 }
 
+/* Whether another batch of @p batches sets the same run's timer to an
+ * earlier time than @p b does (or the same, before it): one row per run,
+ * the earliest (store.h, TIMERS). */
+static bool timer_overridden(pl__batch *const *batches, size_t n, size_t b)
+{
+    const pl__batch *x = batches[b];
+    for (size_t j = 0; j < n; j++) {
+        const pl__batch *y = batches[j];
+        if (j != b && !y->create_id && y->timer_us && y->run == x->run &&
+            (y->timer_us < x->timer_us ||
+             (y->timer_us == x->timer_us && j < b)))
+            return true;
+    }
+    return false;
+}
+
+/* Add batch @p bt's timer and inbox consumption to @p w's arrays. */
+static int time_add(write_set *w, const pl__batch *bt, bool timer)
+{
+    int st = PL_OK;
+    if (timer) {
+        pl__buf rec = {0};
+        st = pl__timer_encode(&rec, bt->timer_id, bt->timer_us);
+        if (!st && !(st = arr_add_i64(&w->a[A_TIMER_RUN], bt->run)) &&
+            !(st = arr_add_i64(&w->a[A_TIMER_DUE], (uint64_t)bt->timer_us)) &&
+            !(st = arr_add(&w->a[A_TIMER_ID], bt->timer_id,
+                           strlen(bt->timer_id))))
+            st = arr_add(&w->a[A_TIMER_REC], rec.data, rec.len);
+        pl__buf_free(&rec);
+    }
+    if (!st && bt->inbox_del &&
+        !(st = arr_add_i64(&w->a[A_INBOX_RUN], bt->run)))
+        st = arr_add_i64(&w->a[A_INBOX_SEQ], bt->inbox_del);
+    return st;
+}
+
 /*
- * Send the steps, states and fences of every batch that creates no run:
- * Q_WRITE, and Q_STEPS for steps past its limits.  *nsent counts the
- * statements sent.
+ * Send the steps, states, fences, timers and inbox consumptions of every
+ * batch that creates no run: Q_WRITE, and Q_STEPS for steps past its
+ * limits.  *nsent counts the statements sent.
  */
 static int write_all(pl__pg_store *s, PGconn *c, pl__batch *const *batches,
                      size_t n, size_t *nsent)
@@ -215,6 +264,11 @@ static int write_all(pl__pg_store *s, PGconn *c, pl__batch *const *batches,
         if (!st && bt->state.len && !state_overwritten(batches, n, b) &&
             !(st = arr_add_i64(&w.a[A_STATE_RUN], bt->run)))
             st = arr_add(&w.a[A_STATE], bt->state.data, bt->state.len);
+        if (!st)
+            st = time_add(&w, bt,
+                          bt->timer_us && !timer_overridden(batches, n, b));
+        if (!st)
+            st = arr_add_i64(&w.a[A_RUNS], bt->run);
     }
     bool first = true;
     size_t rows = 0, bytes = 0;
@@ -242,7 +296,7 @@ static int write_all(pl__pg_store *s, PGconn *c, pl__batch *const *batches,
     /* the last chunk: Q_WRITE if none went yet, else Q_STEPS; a commit of
      * nothing but creations sends neither */
     bool any = !first || w.a[A_FENCE_RUN].n || w.a[A_STATE_RUN].n ||
-               w.a[A_KEY].n;
+               w.a[A_KEY].n || w.a[A_TIMER_RUN].n || w.a[A_INBOX_RUN].n;
     if (!st && any && (st = write_send(s, c, &w, first)) == PL_OK)
         ++*nsent;
     write_set_free(&w);
@@ -262,15 +316,45 @@ typedef struct commit_ctx {
     PGconn *c;
     sent *q;   /* the creations' statements, in order */
     size_t nq; /* how many; every statement after them is a write */
+    pl__batch *const *batches;
+    size_t n;
 } commit_ctx;
+
+/* Q_WRITE's answer: the runs written with a cancellation in their inbox,
+ * "3,17" (NULL: none). */
+static int cancels_seen(commit_ctx *x, PGresult *r)
+{
+    if (PQntuples(r) != 1 || PQnfields(r) != 2)
+        return pl__err(PL_ECORRUPT,
+                       "store '%s': a commit's answer is malformed",
+                       x->s->path);
+    const char *p = PQgetisnull(r, 0, 1) ? "" : PQgetvalue(r, 0, 1);
+    for (size_t b = 0; b < x->n; b++) {
+        x->batches[b]->inbox_known = !x->batches[b]->create_id;
+        x->batches[b]->inbox_cancel = false;
+    }
+    while (*p) {
+        char *end;
+        unsigned long long run = strtoull(p, &end, 10);
+        if (end == p || (*end && *end != ','))
+            return pl__err(PL_ECORRUPT,
+                           "store '%s': a commit's answer is malformed",
+                           x->s->path);
+        for (size_t b = 0; b < x->n; b++)
+            if (x->batches[b]->inbox_known && x->batches[b]->run == run)
+                x->batches[b]->inbox_cancel = true;
+        p = *end ? end + 1 : end;
+    }
+    return PL_OK;
+}
 
 /* Send the creation of a run: Q_CREATE, and L_CREATE for its lease. */
 static int create_send(commit_ctx *x, pl__batch *bt)
 {
-    if (bt->steps.n)
+    if (bt->steps.n || bt->timer_us || bt->inbox_del)
         return pl__err(PL_EINVAL,
                        "store '%s': a batch that creates a run carries no "
-                       "steps",
+                       "steps, timer or inbox consumption",
                        x->s->path);
     const char *vals[3] = {bt->create_id, (const char *)bt->create_info->data,
                            (const char *)bt->state.data};
@@ -332,6 +416,8 @@ static int commit_result(size_t i, PGresult *r, void *user)
                            x->s->path);
         return PL_OK;
     }
+    if (es == PGRES_TUPLES_OK && kind == SENT_WRITE) /* Q_WRITE's */
+        return cancels_seen(x, r);
     if (es == PGRES_TUPLES_OK || es == PGRES_COMMAND_OK)
         return PL_OK;
     if (kind == SENT_SUCC && pl__pg_unique_violation(r))
@@ -341,7 +427,9 @@ static int commit_result(size_t i, PGresult *r, void *user)
                        x->q[i].batch->succ_id);
     if (kind == SENT_WRITE && pl__pg_unique_violation(r))
         return pl__pg_busy();
-    return pl__pg_lease_failed(x->s, x->c, r); /* a fence, or any error */
+    int st = kind == SENT_WRITE ? pl__pg_time_failed(r) : PL_OK;
+    /* else a fence, or any error */
+    return st ? st : pl__pg_lease_failed(x->s, x->c, r);
 }
 
 int pl__pg_commit(pl__pg_store *s, pl__batch *const *batches, size_t n,
@@ -356,7 +444,7 @@ int pl__pg_commit(pl__pg_store *s, pl__batch *const *batches, size_t n,
         creates += (batches[b]->create_id != NULL) +
                    (batches[b]->succ_id != NULL);
     }
-    commit_ctx x = {s, NULL, NULL, 0};
+    commit_ctx x = {s, NULL, NULL, 0, batches, n};
     if (creates && !(x.q = calloc(2 * creates, sizeof *x.q)))
         return pl__err(PL_ENOMEM, "out of memory");
     int st = pl__pg_conn_get(s, &x.c);
@@ -423,12 +511,8 @@ static int lock_result(size_t i, PGresult *r, void *user)
                           (size_t)PQgetlength(r, 0, 0));
 }
 
-/*
- * Read the state of run @p num, locked until the transaction ends, in a
- * transaction begun in the same round trip (BEGIN and the SELECT ... FOR
- * UPDATE in one pipeline).
- */
-static int lock_state(pl__pg_store *s, PGconn *c, uint64_t num, pl__buf *state)
+/* BEGIN and the SELECT ... FOR UPDATE in one pipeline. */
+int pl__pg_lock_state(pl__pg_store *s, PGconn *c, uint64_t num, pl__buf *state)
 {
     uint8_t key[8];
     pl__put_be64(key, num);
@@ -481,22 +565,8 @@ static int put_state(pl__pg_store *s, PGconn *c, uint64_t num,
                                        "writing a run state");
 }
 
-int pl__pg_state_update(pl__pg_store *s, uint64_t num, pl__state_fn fn,
-                        void *user)
+PGconn *pl__pg_rollback(pl__pg_store *s, PGconn *c)
 {
-    if (s->read_only)
-        return pl__pg_read_only(s);
-    PGconn *c;
-    int st = pl__pg_conn_get(s, &c);
-    if (st)
-        return st;
-    pl__buf state = {0};
-    pl__kvs extra = {0};
-    st = lock_state(s, c, num, &state);
-    if (!st)
-        st = fn(&state, &extra, user);
-    if (!st)
-        st = put_state(s, c, num, &state, &extra);
     /* a failure leaves the transaction open, or aborted: roll it back
      * (unless the connection is left in pipeline mode: dropped, it rolls
      * back by itself) */
@@ -510,6 +580,27 @@ int pl__pg_state_update(pl__pg_store *s, uint64_t num, pl__state_fn fn,
         }
         pl__errmsg_restore(saved);
     }
+    return c;
+}
+
+int pl__pg_state_update(pl__pg_store *s, uint64_t num, pl__state_fn fn,
+                        void *user)
+{
+    if (s->read_only)
+        return pl__pg_read_only(s);
+    PGconn *c;
+    int st = pl__pg_conn_get(s, &c);
+    if (st)
+        return st;
+    pl__buf state = {0};
+    pl__kvs extra = {0};
+    st = pl__pg_lock_state(s, c, num, &state);
+    if (!st)
+        st = fn(&state, &extra, user);
+    if (!st)
+        st = put_state(s, c, num, &state, &extra);
+    if (st)
+        c = pl__pg_rollback(s, c);
     pl__pg_conn_put(s, c);
     pl__buf_free(&state);
     pl__kvs_free(&extra);

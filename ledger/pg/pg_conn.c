@@ -35,8 +35,9 @@
  *   refused (PL_ECORRUPT), and nothing is created in it.
  *
  * COMMIT: a commit's batches are one transaction and one round trip: one
- * prepared statement carries the fences, steps and states of all of them
- * as arrays, sent in libpq's pipeline mode after any creations of runs,
+ * prepared statement carries the fences, steps, states, timers and inbox
+ * consumptions of all of them (timers and inboxes: pg_time.c) as arrays,
+ * sent in libpq's pipeline mode after any creations of runs,
  * with one Sync at the end (pg_commit.c has the statements, and how a new
  * record type joins them).  Steps are inserted, never updated: an existing
  * key (unique_violation) fails the commit with PL_EBUSY, as on LMDB.
@@ -306,10 +307,11 @@ PGresult *pl__pg_exec(PGconn *c, const char *sql, int n,
     return PQexecParams(c, sql, n, NULL, vals, lens, fmts, 1);
 }
 
-/* Lease statements answer in text (pg_lease.c parses it), others binary. */
+/* Lease, timer and inbox statements answer in text (pg_lease.c and
+ * pg_time.c parse it), the others binary. */
 static int result_format(int which)
 {
-    return which >= L_ACQUIRE && which <= L_CREATE ? 0 : 1;
+    return which >= Q_TEXT_FIRST && which <= Q_TEXT_LAST ? 0 : 1;
 }
 
 PGresult *pl__pg_exec_q(pl__pg_store *s, PGconn *c, int which, int n,
@@ -531,15 +533,29 @@ static int make_statements(pl__pg_store *s)
         "\"%s\".runs), (SELECT count(*) FROM \"%s\".steps)",
         n, n, n);
     /* a commit's writes (pg_commit.c): the fence runs first, as the main
-     * query; the data-modifying CTEs after it, to completion */
+     * query; then the check that every inbox record consumed was there
+     * (it reads d); the other data-modifying CTEs after, to completion.
+     * It answers with the runs of $14 with a cancellation in their inbox */
     s->q[Q_WRITE] = pl__asprintf(
         "WITH f AS (SELECT \"%s\".pl_fences($1::bigint[], $2::bigint[], "
         "$3::boolean[])), k AS (INSERT INTO \"%s\".steps (k, v) SELECT * "
         "FROM unnest($4::bytea[], $5::bytea[])), t AS (INSERT INTO "
         "\"%s\".state (run, v) SELECT * FROM unnest($6::bigint[], "
-        "$7::bytea[]) ON CONFLICT (run) DO UPDATE SET v = excluded.v) "
-        "SELECT * FROM f",
-        n, n, n);
+        "$7::bytea[]) ON CONFLICT (run) DO UPDATE SET v = excluded.v), "
+        /* timers keep an earlier due time (store.h, TIMERS) */
+        "m AS (INSERT INTO \"%s\".timers AS x (run, due, id, rec) SELECT * "
+        "FROM unnest($8::bigint[], $9::bigint[], $10::text[], $11::bytea[]) "
+        "ON CONFLICT (run) DO UPDATE SET due = excluded.due, id = "
+        "excluded.id, rec = excluded.rec WHERE excluded.due < x.due), "
+        /* inbox records consumed: each must still be there */
+        "d AS (DELETE FROM \"%s\".inbox x USING unnest($12::bigint[], "
+        "$13::bigint[]) AS u(run, seq) WHERE x.run = u.run AND x.seq = "
+        "u.seq RETURNING 1) "
+        "SELECT \"%s\".pl_consumed(cardinality($12::bigint[]), (SELECT "
+        "count(*) FROM d)), (SELECT string_agg(DISTINCT i.run::text, ',') "
+        "FROM \"%s\".inbox i WHERE i.cancel AND i.run = ANY($14::bigint[])) "
+        "FROM f",
+        n, n, n, n, n, n, n);
     s->q[Q_STEPS] = pl__asprintf("INSERT INTO \"%s\".steps (k, v) SELECT * "
                                  "FROM unnest($1::bytea[], $2::bytea[])",
                                  n);
@@ -585,6 +601,9 @@ static int make_statements(pl__pg_store *s)
     s->q[Q_COMMIT] = pl__strdup("COMMIT");
     for (int i = L_ACQUIRE; i <= L_CREATE; i++)
         if (pl__pg_lease_sql(s, i, &s->q[i]))
+            return PL_ENOMEM;
+    for (int i = T_SET; i <= T_INBOX_READ; i++)
+        if (pl__pg_time_sql(s, i, &s->q[i]))
             return PL_ENOMEM;
     for (int i = 0; i < Q_N; i++)
         if (!s->q[i])
@@ -722,6 +741,8 @@ int pl__pg_open(pl__pg_store **out, const char *uri,
         st = setup(s, c);
     if (!st && !s->read_only)
         st = pl__pg_lease_setup(s, c);
+    if (!st && !s->read_only)
+        st = pl__pg_time_setup(s, c);
     /* the schema is there: prepare the statements on this connection and
      * every one opened from now on */
     if (!st) {

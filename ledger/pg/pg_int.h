@@ -9,6 +9,7 @@
  *   | pg_commit.c  | writing: commits and read-modify-write of a state  |
  *   | pg_read.c    | reading: ledgers, runs, states, statistics         |
  *   | pg_lease.c   | leases and the queue                               |
+ *   | pg_time.c    | timers and inboxes                                 |
  *   | pg_delete.c  | deleted runs: tombstones read and expired          |
  *
  * The store as a whole (its tables, commits, durability and connections)
@@ -54,8 +55,15 @@ enum {
     L_RENEW,
     L_RELEASE,
     L_CREATE,
+    T_SET, /* timers and inboxes: pg_time.c */
+    T_TAKE,
+    T_NEXT,
+    T_GET,
+    T_INBOX_PUT,
+    T_INBOX_READ,
     Q_CREATE,
-    Q_WRITE,       /* a commit's fences, steps and states (pg_commit.c) */
+    Q_WRITE,       /* a commit's fences, steps, states, timers and inbox
+                consumptions (pg_commit.c) */
     Q_STEPS,       /* more steps */
     Q_DELETE,      /* runs deleted, tombstones written (pg_commit.c) */
     Q_CREATE_SUCC, /* a continued run's successor (pg_commit.c) */
@@ -71,6 +79,8 @@ enum {
 };
 #define Q_PREPARED_RO L_ACQUIRE /* those prepared on a read-only store */
 #define Q_PREPARED Q_BEGIN      /* on a writable one */
+#define Q_TEXT_FIRST L_ACQUIRE  /* those answering in text, not binary */
+#define Q_TEXT_LAST T_INBOX_READ
 
 struct pl__pg_store {
     char *path;     /* as given, for messages */
@@ -117,9 +127,9 @@ PL__HIDDEN void pl__pg_conn_put(pl__pg_store *s, PGconn *c);
 PL__HIDDEN PGresult *pl__pg_exec(PGconn *c, const char *sql, int n,
                                  const char *const *vals, const int *lens);
 /*
- * Run statement @p which (Q_* or L_*): prepared, or unprepared past
- * s->n_prepared.  @p fmts NULL: every parameter is text.  Lease statements
- * return text, the others binary.
+ * Run statement @p which (Q_*, L_* or T_*): prepared, or unprepared past
+ * s->n_prepared.  @p fmts NULL: every parameter is text.  Lease, timer and
+ * inbox statements return text, the others binary.
  */
 PL__HIDDEN PGresult *pl__pg_exec_q(pl__pg_store *s, PGconn *c, int which, int n,
                                    const char *const *vals, const int *lens,
@@ -155,5 +165,31 @@ PL__HIDDEN int pl__pg_lease_setup(pl__pg_store *s, PGconn *c);
  * failed (the lease was taken over), else the server's error. */
 PL__HIDDEN int pl__pg_lease_failed(pl__pg_store *s, PGconn *c,
                                    const PGresult *r);
+
+/* Parse a whole decimal integer. */
+PL__HIDDEN bool pl__pg_parse_i64(const char *p, int64_t *out);
+
+/* ---- commits (pg_commit.c) ----------------------------------------------- */
+
+/*
+ * BEGIN a transaction and read the state of run @p num into @p state,
+ * locked until the transaction ends, in one round trip.
+ */
+PL__HIDDEN int pl__pg_lock_state(pl__pg_store *s, PGconn *c, uint64_t num,
+                                 pl__buf *state) PL__MUST_CHECK;
+/* After a failure in a transaction pl__pg_lock_state() began: roll it back
+ * (the message kept).  Returns @p c, or NULL when it had to be closed. */
+PL__HIDDEN PGconn *pl__pg_rollback(pl__pg_store *s, PGconn *c);
+
+/* ---- timers and inboxes (pg_time.c) -------------------------------------- */
+
+/* Format timer or inbox statement @p which (T_*) for the store's schema. */
+PL__HIDDEN int pl__pg_time_sql(const pl__pg_store *s, int which, char **out);
+/* Make the timers and inbox tables and pl_consumed() if they are not
+ * there (Q_WRITE uses them). */
+PL__HIDDEN int pl__pg_time_setup(pl__pg_store *s, PGconn *c);
+/* The status of a commit's failed statement when it consumed an inbox
+ * record another execution consumed first (PL_EBUSY); PL_OK otherwise. */
+PL__HIDDEN int pl__pg_time_failed(const PGresult *r);
 
 #endif /* PL_PG_INT_H */

@@ -168,7 +168,7 @@ static int lease_exec(pl__pg_store *s, int which, int n,
     return st;
 }
 
-static bool parse_i64(const char *p, int64_t *out)
+bool pl__pg_parse_i64(const char *p, int64_t *out)
 {
     char *end;
     errno = 0;
@@ -184,9 +184,9 @@ static int lease_row(const pl__pg_store *s, PGresult *r, int i, pl__lease *out)
 {
     int64_t run, gen, in;
     const char *owner = PQgetvalue(r, i, 3), *id = PQgetvalue(r, i, 4);
-    if (PQnfields(r) != 5 || !parse_i64(PQgetvalue(r, i, 0), &run) ||
-        !parse_i64(PQgetvalue(r, i, 1), &gen) ||
-        !parse_i64(PQgetvalue(r, i, 2), &in) ||
+    if (PQnfields(r) != 5 || !pl__pg_parse_i64(PQgetvalue(r, i, 0), &run) ||
+        !pl__pg_parse_i64(PQgetvalue(r, i, 1), &gen) ||
+        !pl__pg_parse_i64(PQgetvalue(r, i, 2), &in) ||
         strlen(owner) >= sizeof out->owner || strlen(id) >= sizeof out->id)
         return pl__err(PL_ECORRUPT, "store '%s': a lease row is malformed",
                        s->path);
@@ -230,8 +230,8 @@ int pl__pg_lease_acquire(pl__pg_store *s, uint64_t run, const char *run_id,
         return st;
     int64_t v = 0, x = 0;
     if (PQntuples(r) == 1) {
-        if (!parse_i64(PQgetvalue(r, 0, 0), &v) ||
-            !parse_i64(PQgetvalue(r, 0, 1), &x))
+        if (!pl__pg_parse_i64(PQgetvalue(r, 0, 0), &v) ||
+            !pl__pg_parse_i64(PQgetvalue(r, 0, 1), &x))
             st = pl__err(PL_ECORRUPT, "store '%s': a lease row is malformed",
                          s->path);
         *gen = (uint64_t)v;
@@ -298,7 +298,8 @@ int pl__pg_lease_renew(pl__pg_store *s, const uint64_t *runs,
         lost[i] = false;
         for (int j = 0; j < PQntuples(r); j++) {
             int64_t v;
-            if (parse_i64(PQgetvalue(r, j, 0), &v) && (uint64_t)v == runs[i])
+            if (pl__pg_parse_i64(PQgetvalue(r, j, 0), &v) &&
+                (uint64_t)v == runs[i])
                 lost[i] = true;
         }
     }

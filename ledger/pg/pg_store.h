@@ -67,6 +67,22 @@ PL__HIDDEN int pl__pg_tombs_expire(pl__pg_store *s, int64_t now_us, size_t max,
                                    pl__buf *after, size_t *removed,
                                    bool *more) PL__MUST_CHECK;
 
+/* timers and inboxes (store.h) */
+PL__HIDDEN int pl__pg_timer_set(pl__pg_store *s, uint64_t run,
+                                const char *run_id,
+                                int64_t due_us) PL__MUST_CHECK;
+PL__HIDDEN int pl__pg_timer_take(pl__pg_store *s, const char *owner,
+                                 int64_t lease_us, pl__lease *out,
+                                 int64_t *next_due_us) PL__MUST_CHECK;
+PL__HIDDEN int pl__pg_timer_get(pl__pg_store *s, uint64_t run,
+                                int64_t *due_us) PL__MUST_CHECK;
+PL__HIDDEN int pl__pg_inbox_put(pl__pg_store *s, uint64_t run,
+                                const char *run_id, pl__inbox_check_fn check,
+                                void *user, const uint8_t *rec, size_t len,
+                                uint64_t *seq) PL__MUST_CHECK;
+PL__HIDDEN int pl__pg_inbox_read(pl__pg_store *s, uint64_t run,
+                                 pl__kvs *out) PL__MUST_CHECK;
+
 /*
  * What this process's PostgreSQL stores have asked of their servers, all
  * stores together: round trips (each wait for the server's answers),

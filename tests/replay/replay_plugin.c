@@ -9,6 +9,10 @@
  *   "note"      a tool: appends "note <idempotency key> <text>" to the file
  *               REPLAY_EFFECTS names (if set) and returns {"noted": text}
  *   "human"     pl_registry_add_human()
+ *   "await"     root: notes "waiting", waits for the event "go" (forever,
+ *               or {"timeout": ms}), notes "cancelled" and returns
+ *               PL_ECANCELLED if cancelled, else returns {"got": payload}
+ *               or {"timeout": true}
  *
  * Built twice: BUILD_TAG changes a description only, so the two builds have
  * different build-ids and replay the same ledgers the same way.
@@ -72,6 +76,28 @@ static int approval(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     return st;
 }
 
+static int await(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)user;
+    const cJSON *to = cJSON_GetObjectItemCaseSensitive(a->payload, "timeout");
+    cJSON *got = NULL;
+    int st = pl_ctx_invokef(NULL, ctx, "note", "{s:s}", "text", "waiting");
+    if (!st)
+        st = pl_ctx_wait_event(&got, ctx, "go",
+                               cJSON_IsNumber(to) ? (int64_t)to->valuedouble
+                                                  : PL_WAIT_FOREVER);
+    if (st == PL_ECANCELLED) {
+        st = pl_ctx_invokef(NULL, ctx, "note", "{s:s}", "text", "cancelled");
+        return st ? st : PL_ECANCELLED;
+    }
+    if (st == PL_ETIMEDOUT)
+        return pl_steps_add_resultf(out, "{s:b}", "timeout", 1);
+    if (!st)
+        st = pl_steps_add_resultf(out, "{s:O}", "got", got);
+    cJSON_Delete(got);
+    return st;
+}
+
 int pl_plugin_init(pl_registry *reg)
 {
     pl_policy_def d = PL_POLICY_DEF_INIT;
@@ -85,6 +111,12 @@ int pl_plugin_init(pl_registry *reg)
     d.name = "note";
     d.fn = note;
     d.description = "Note a line in the effects file.";
+    if ((st = pl_registry_add(reg, &d)))
+        return st;
+    d = (pl_policy_def)PL_POLICY_DEF_INIT;
+    d.name = "await";
+    d.fn = await;
+    d.description = "Wait for the event \"go\".";
     if ((st = pl_registry_add(reg, &d)))
         return st;
     return pl_registry_add_human(reg, "human");

@@ -609,6 +609,68 @@ def case_submit_to_a_full_store():
         s.close()
 
 
+def case_time():
+    """--signal, --cancel and --wake; ledger-dump is not needed here."""
+    s = Store()
+    try:
+        P = [ARGS.plugin]
+        for rid in ("aw-1", "aw-2", "aw-3"):
+            p = s.helper("start", ARGS.plugin, "await", rid, "{}")
+            check(p.stdout == "waiting\n", "did not wait", p.stdout)
+        p = s.helper("start", ARGS.plugin, "await", "aw-4",
+                     '{"timeout": 1}')
+        # usage errors
+        for argv in (["--signal", "aw-1", "--payload", "{}"],  # no --name
+                     ["--signal", "aw-1", "--name", "go"],     # no --payload
+                     ["--cancel", "aw-1", "--name", "go"],
+                     ["--run", "aw-1", "--reason", "x"],
+                     ["--signal", "aw-1", "--name", "go", "--payload", "[1]"]):
+            s.tool(*argv, plugins=P, expect=1)
+        # a signal with the plugin loaded continues the run here
+        doc, _ = s.tool_json("--signal", "aw-1", "--name", "go",
+                             "--payload", '{"n": 1}', plugins=P, expect=0)
+        r = doc["runs"][0]
+        check(r["status"] == "completed" and r["result"] == {"got": {"n": 1}},
+              "the signal did not end the wait", r)
+        # without plugins it is delivered only; --wake then continues it
+        p = run([ARGS.tool, s.path, "--signal", "aw-2", "--name", "go",
+                 "--payload", '{"n": 2}'], env=s.env, expect=0)
+        check("delivered" in p.stdout, "not delivered", p.stdout)
+        p = s.tool("--wake", plugins=P, expect=0)
+        check("next due" in p.stdout, "no next due time", p.stdout)
+        doc, _ = s.tool_json("--run", "aw-2", plugins=P, expect=0)
+        check(doc["runs"][0]["result"] == {"got": {"n": 2}},
+              "--wake did not continue the signalled run", doc)
+        # the timed-out one: woken, and recorded
+        doc, _ = s.tool_json("--run", "aw-4", plugins=P, expect=0)
+        check(doc["runs"][0]["result"] == {"timeout": True},
+              "no timeout", doc)
+        # --run on a waiting run says what it waits for, exit 4
+        doc, p = s.tool_json("--run", "aw-3", plugins=P, expect=4)
+        r = doc["runs"][0]
+        check(r["status"] == "waiting" and r["wait_event"] == "go"
+              and r["wake_ms"] == 0, "waiting not reported", r)
+        p = s.tool("--run", "aw-3", plugins=P, expect=4)
+        check("waiting at 0 for the event 'go'" in p.stdout,
+              "no waiting line", p.stdout)
+        # a cancel: the waiting run compensates and ends cancelled
+        p = s.tool("--cancel", "aw-3", "--reason", "no longer needed",
+                   plugins=P, expect=0)
+        check("now cancelled" in p.stdout, "not cancelled", p.stdout)
+        check(len([l for l in s.effect_lines("note ")
+                   if l.endswith(" cancelled")]) == 1,
+              "the compensating note", s.effect_lines())
+        # ended runs refuse both, exit 1, and the message says why
+        p = s.tool("--cancel", "aw-3", plugins=P, expect=1)
+        check("has ended (cancelled)" in p.stderr, "no reason", p.stderr)
+        p = s.tool("--signal", "aw-1", "--name", "go", "--payload", "{}",
+                   plugins=P, expect=1)
+        check("has ended (completed)" in p.stderr, "no reason", p.stderr)
+        p = s.tool("--cancel", "nope", plugins=P, expect=2)
+    finally:
+        s.close()
+
+
 def case_plugin_crashes_in_init():
     """A plugin that dies in pl_plugin_init takes the tool down with exit 2
     and a line naming the plugin, not a bare SIGSEGV; the store is not
@@ -682,7 +744,7 @@ def case_run_on_a_full_store():
         s.close()
 
 
-CASES = [case_usage, case_bad_store, case_bad_plugin, case_crash_then_run,
+CASES = [case_time, case_usage, case_bad_store, case_bad_plugin, case_crash_then_run,
          case_all_skips_a_live_owner, case_check,
          case_check_code_changed_but_clean, case_resume, case_fork,
          case_submit_to_a_full_store, case_run_on_a_full_store,

@@ -1,0 +1,826 @@
+/*
+ * wait.c -- time and the outside world: durable sleeps, waits for events,
+ * cancellation and the run's deadline.
+ *
+ * TIME.  Every wait is a `wait` step in the waiting invocation's ledger,
+ * whose wake time comes from the recorded clock (pl_ctx_now()):
+ *
+ *   seq     type     actor          payload
+ *   n       wait     the policy     {"until": ms}                (a sleep)
+ *   n       wait     the policy     {"event": name, "until": ms} (0: none)
+ *   n + 1   event    "engine"       {"name", "payload", "seq"} or
+ *                                   {"name", "timeout": true}
+ *   n + 1   cancel   "engine"       {"reason": text}
+ *
+ * A sleep needs no step after its `wait`: once the ledger goes on past it,
+ * it is over, and at the ledger's end it is over when the clock says so.
+ * A wait for an event ends with the `event` step that records what ended
+ * it, so a replay returns the same event or the same timeout.  A `cancel`
+ * step records the cancellation where the run saw it, at a call boundary
+ * or in a wait.
+ *
+ * A wait that cannot end yet parks the run: the run stops as a suspension
+ * does (PL_ESUSPENDED unwinds every caller) and runner.c records it
+ * `waiting`, with its wake time and the event it waits for, and sets its
+ * timer in the same commit (store.h, TIMERS).  Nothing of it stays in
+ * memory.  A worker (or pl_engine_wake()) takes the timer when it is due,
+ * once across all processes, and continues the run, whose replay reaches
+ * the wait again.  A wait shorter than the engine's wait-in-place time
+ * waits on its thread instead, its `wait` step durable first.
+ *
+ * DELIVERIES.  pl_run_signal() and pl_run_cancel() put a record in the
+ * run's inbox and make its timer due now, in one transaction that refuses
+ * an ended run (store.h, INBOXES).  A wait consumes the first event of its
+ * name in delivery order: its `event` step and the record's removal are one
+ * commit.  A cancellation stays in the inbox; its `cancel` step is what the
+ * run goes by.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "commit.h"
+#include "ctx.h"
+#include "diverge.h"
+#include "invocation.h"
+#include "run.h"
+#include "wait.h"
+
+#define ENGINE_ACTOR "engine"
+#define WAIT_IN_PLACE_DEFAULT_MS 1000
+#define NAP_MS 50 /* the longest nap of a wait in place */
+
+/* ---- reading and writing the steps -------------------------------------- */
+
+static int encode_json(pl__run *r, pl__buf *b, cJSON *j)
+{
+    if (!j)
+        return pl__run_fail(r, PL_ENOMEM, "out of memory");
+    int st = pl__payload_encode(b, j, r->e->max_payload);
+    cJSON_Delete(j);
+    if (st)
+        return pl__run_fail(r, st, "run %s: %s", r->id, pl_errmsg());
+    return PL_OK;
+}
+
+/* Append (or compare with the record) a step by the engine or the policy. */
+static int append_json(pl_ctx *c, pl_step_type type, const char *actor,
+                       cJSON *j)
+{
+    pl__run *r = c->run;
+    pl__buf b = {0};
+    bool replayed;
+    int st = encode_json(r, &b, j);
+    if (!st)
+        st = pl__inv_append(c, type, actor, b.data, b.len, NULL, NULL,
+                            &replayed, NULL);
+    pl__buf_free(&b);
+    return st;
+}
+
+/* The recorded step @p rec decoded, or a failure of the run. */
+static int rec_json(pl_ctx *c, const pl__rec *rec, cJSON **out)
+{
+    int st = pl__payload_decode_in(out, rec->payload, rec->payload_len, 1);
+    if (st)
+        return pl__run_fail(c->run, st, "run %s, invocation %s: %s", c->run->id,
+                            c->path, pl_errmsg());
+    return PL_OK;
+}
+
+static int not_expected(pl_ctx *c, const pl__rec *rec, pl_step_type want,
+                        const char *what)
+{
+    pl__run *r = c->run;
+    pl__diverged(c, rec, want, ENGINE_ACTOR, NULL, 0, NULL);
+    return pl__run_fail(r, PL_ENONDET,
+                        "non-determinism in run %s, invocation %s, step %u: "
+                        "the ledger records %s by '%.*s' where %s belongs",
+                        r->id, c->path, c->next_seq,
+                        pl_step_type_name(rec->type), (int)rec->actor_len,
+                        rec->actor, what);
+}
+
+/* A recorded `cancel` step at the cursor: the run is cancelled. */
+static int take_cancel_step(pl_ctx *c, const pl__rec *rec)
+{
+    pl__run *r = c->run;
+    cJSON *j = NULL;
+    int st = rec_json(c, rec, &j);
+    if (st)
+        return st;
+    const cJSON *why = cJSON_GetObjectItemCaseSensitive(j, "reason");
+    if (!cJSON_IsString(why) || !pl__rec_actor_is(rec, ENGINE_ACTOR)) {
+        cJSON_Delete(j);
+        return pl__run_fail(r, PL_ECORRUPT,
+                            "run %s, invocation %s: a recorded cancel "
+                            "step has the wrong shape",
+                            r->id, c->path);
+    }
+    free(r->cancel_reason);
+    r->cancel_reason = pl__strdup(why->valuestring);
+    cJSON_Delete(j);
+    if (!r->cancel_reason)
+        return pl__run_fail(r, PL_ENOMEM, "out of memory");
+    r->cancelled = true;
+    if ((st = pl__inv_consume_checked(c)))
+        return st;
+    return pl__err(PL_ECANCELLED, "run %s is cancelled: %s", r->id,
+                   r->cancel_reason);
+}
+
+/* ---- the inbox ------------------------------------------------------------ */
+
+/* The run's inbox, decoded: records in delivery order, with their seqs. */
+typedef struct inbox {
+    pl__kvs raw;
+    pl__inbox_rec *v;
+    size_t n;
+} inbox;
+
+static void inbox_free(inbox *ib)
+{
+    for (size_t i = 0; i < ib->n; i++)
+        pl__inbox_clear(&ib->v[i]);
+    free(ib->v);
+    pl__kvs_free(&ib->raw);
+    memset(ib, 0, sizeof *ib);
+}
+
+static int inbox_load(pl_engine *e, uint64_t num, const char *id, inbox *ib)
+{
+    memset(ib, 0, sizeof *ib);
+    int st = pl__store_inbox_read(e->store, num, &ib->raw);
+    if (st || !ib->raw.n)
+        return st;
+    if (!(ib->v = calloc(ib->raw.n, sizeof *ib->v)))
+        return pl__err(PL_ENOMEM, "out of memory");
+    for (; ib->n < ib->raw.n; ib->n++) {
+        size_t i = ib->n;
+        if (ib->raw.e[i].klen != 8)
+            return pl__err(PL_ECORRUPT, "run '%s': an inbox key is malformed",
+                           id);
+        if ((st = pl__inbox_decode(&ib->v[i], id, pl__kvs_val(&ib->raw, i),
+                                   ib->raw.e[i].vlen)))
+            return st;
+    }
+    return PL_OK;
+}
+
+static uint64_t inbox_seq(const inbox *ib, size_t i)
+{
+    return pl__get_be64(pl__kvs_key(&ib->raw, i));
+}
+
+/* The cancellation in the inbox, if any: its index, or -1. */
+static long inbox_cancel(const inbox *ib)
+{
+    for (size_t i = 0; i < ib->n; i++)
+        if (ib->v[i].reason)
+            return (long)i;
+    return -1;
+}
+
+/* ---- call boundaries ------------------------------------------------------ */
+
+/*
+ * Record the cancellation @p reason at the cursor of @p c, durably: the
+ * run is cancelled from here on.  Returns PL_ECANCELLED.
+ */
+static int cancel_here(pl_ctx *c, const char *reason)
+{
+    pl__run *r = c->run;
+    cJSON *j = NULL;
+    if (pl_json_pack(&j, "{s:s}", "reason", reason))
+        return pl__run_fail(r, PL_ENOMEM, "out of memory");
+    int st = append_json(c, PL_STEP_CANCEL, ENGINE_ACTOR, j);
+    if (!st)
+        st = pl__run_commit(r);
+    if (st)
+        return st;
+    free(r->cancel_reason);
+    if (!(r->cancel_reason = pl__strdup(reason)))
+        return pl__run_fail(r, PL_ENOMEM, "out of memory");
+    r->cancelled = true;
+    return pl__err(PL_ECANCELLED, "run %s is cancelled: %s", r->id, reason);
+}
+
+static int deadline_passed(pl__run *r)
+{
+    return pl__run_fail(r, PL_EDEADLINE,
+                        PL_ERR_DEADLINE_EXCEEDED
+                        ": run %s passed its deadline (%lld, Unix ms)",
+                        r->id, (long long)r->deadline_ms);
+}
+
+/*
+ * At the ledger's end of @p c: has the run a cancellation to see (it is
+ * recorded here, PL_ECANCELLED) or passed its deadline (the run fails)?
+ * @p ib, when given, is the inbox already read; else it is read, unless
+ * the store answered with the run's last commit (pl__batch.inbox_known).
+ */
+static int boundary_at_end(pl_ctx *c, const inbox *ib)
+{
+    pl__run *r = c->run;
+    if (r->check || r->cancelled)
+        return PL_OK;
+    if (r->deadline_ms && pl__now_us() / 1000 >= r->deadline_ms)
+        return deadline_passed(r);
+    /* the store said, with the run's last commit, that no cancellation
+     * waits: one that came since is seen after its next */
+    if (!ib && r->batch.inbox_known && !r->batch.inbox_cancel)
+        return PL_OK;
+    inbox own;
+    int st = PL_OK;
+    if (!ib) {
+        if ((st = inbox_load(r->e, r->num, r->id, &own))) {
+            inbox_free(&own);
+            return pl__run_fail(r, st, "run %s: reading its inbox: %s", r->id,
+                                pl_errmsg());
+        }
+        ib = &own;
+    }
+    long k = inbox_cancel(ib);
+    if (k >= 0)
+        st = cancel_here(c, ib->v[k].reason);
+    if (ib == &own)
+        inbox_free(&own);
+    return st;
+}
+
+int pl__wait_boundary(pl_ctx *c)
+{
+    pl__run *r = c->run;
+    if (r->branch)
+        return PL_OK; /* its run's thread looks, at the fan-out's calls */
+    const pl__rec *rec;
+    int st = pl__inv_peek(c, &rec);
+    if (st)
+        return st;
+    if (rec) /* replaying: a recorded cancellation is seen again here */
+        return rec->type == PL_STEP_CANCEL ? take_cancel_step(c, rec) : PL_OK;
+    return boundary_at_end(c, NULL);
+}
+
+/* ---- parking ----------------------------------------------------------------- */
+
+static int64_t wait_in_place_ms(const pl_engine *e)
+{
+    long long v = atomic_load(&((pl_engine *)e)->wait_in_place_ms);
+    return v < 0 ? WAIT_IN_PLACE_DEFAULT_MS : (int64_t)v;
+}
+
+/* Stop the run to park it at the wait step @p seq of @p c. */
+static int park(pl_ctx *c, uint32_t seq, int64_t until_ms, const char *event)
+{
+    pl__run *r = c->run;
+    snprintf(r->susp_path, sizeof r->susp_path, "%s", c->path);
+    r->susp_seq = seq;
+    r->wait_until_ms = until_ms;
+    free(r->wait_event);
+    r->wait_event = NULL;
+    if (event && !(r->wait_event = pl__strdup(event)))
+        return pl__run_fail(r, PL_ENOMEM, "out of memory");
+    r->parked = true;
+    r->stop = PL_ESUSPENDED;
+    return pl__err(PL_ESUSPENDED, "run %s waits at %s:%u", r->id, c->path, seq);
+}
+
+/* Wait on this thread until @p until_ms, the wait step durable first; a
+ * worker's stop ends the wait early (the caller then parks the run).  A
+ * cancellation is seen when the wait ends. */
+static int wait_in_place(pl__run *r, int64_t until_ms)
+{
+    int st = pl__run_commit(r);
+    if (st)
+        return st;
+    for (;;) {
+        int64_t left = until_ms - pl__now_us() / 1000;
+        if (left <= 0)
+            return PL_OK;
+        if (r->worker && atomic_load(&r->e->worker_stop))
+            return PL_OK; /* the caller parks it instead */
+        int64_t nap = left < NAP_MS ? left : NAP_MS;
+        struct timespec ts = {0, (long)nap * 1000000L};
+        while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
+            ;
+    }
+}
+
+/* ---- sleeping ----------------------------------------------------------------- */
+
+/* Append (or replay) the wait step @p j at *seq; *rec is the recorded step
+ * after it, NULL at the ledger's end. */
+static int wait_step(pl_ctx *c, cJSON *j, uint32_t *seq, const pl__rec **rec)
+{
+    *seq = c->next_seq;
+    *rec = NULL;
+    if (!j)
+        return pl__run_fail(c->run, PL_ENOMEM, "out of memory");
+    int st = append_json(c, PL_STEP_WAIT, c->def->name, j);
+    return st ? st : pl__inv_peek(c, rec);
+}
+
+/* A wait on a fan-out's branch thread could not park its run. */
+static int no_branch(pl__run *r, const char *fn)
+{
+    return pl__err(PL_EINVAL,
+                   "%s: run %s: a call made by pl_ctx_call_all() cannot "
+                   "wait: wait before or after the fan-out",
+                   fn, r->id);
+}
+
+static int sleep_until(pl_ctx *c, int64_t until_ms)
+{
+    pl__run *r = c->run;
+    if (r->branch)
+        return no_branch(r, "pl_ctx_sleep");
+    cJSON *j = NULL;
+    uint32_t seq;
+    const pl__rec *rec;
+    int st = wait_step(c,
+                       pl_json_pack(&j, "{s:I}", "until", until_ms) ? NULL : j,
+                       &seq, &rec);
+    if (st)
+        return st;
+    if (rec) /* the ledger goes on: the sleep is over */
+        return rec->type == PL_STEP_CANCEL ? take_cancel_step(c, rec) : PL_OK;
+    if (r->check)
+        return pl__run_fail(r, PL_ECHECK,
+                            "check: run %s waits at %s:%u until %lld", r->id,
+                            c->path, seq, (long long)until_ms);
+    for (;;) {
+        if ((st = boundary_at_end(c, NULL)))
+            return st;
+        int64_t now = pl__now_us() / 1000;
+        if (now >= until_ms)
+            return PL_OK;
+        bool stopping = r->worker && atomic_load(&r->e->worker_stop);
+        if (until_ms - now > wait_in_place_ms(r->e) || stopping)
+            return park(c, seq, until_ms, NULL);
+        if ((st = wait_in_place(r, until_ms)))
+            return st;
+        if (pl__now_us() / 1000 < until_ms)
+            return park(c, seq, until_ms, NULL); /* a stop came */
+    }
+}
+
+int pl_ctx_sleep_until(pl_ctx *c, int64_t unix_ms)
+{
+    int st = pl__ctx_check(c, "pl_ctx_sleep_until");
+    if (st)
+        return st;
+    if (c->run->stop)
+        return c->run->stop;
+    if (unix_ms < 0)
+        return pl__err(PL_EINVAL, "pl_ctx_sleep_until: a negative time");
+    return sleep_until(c, unix_ms);
+}
+
+int pl_ctx_sleep(pl_ctx *c, int64_t ms)
+{
+    int st = pl__ctx_check(c, "pl_ctx_sleep");
+    if (st)
+        return st;
+    if (ms < 0 || ms > INT64_MAX / 4)
+        return pl__err(PL_EINVAL, "pl_ctx_sleep: %lld ms is out of range",
+                       (long long)ms);
+    int64_t now;
+    if ((st = pl_ctx_now(&now, c)))
+        return st;
+    return sleep_until(c, now + ms);
+}
+
+/* ---- waiting for events ------------------------------------------------------- */
+
+/* The recorded `event` step @p rec ends the wait for @p name. */
+static int take_event_step(pl_ctx *c, const pl__rec *rec, const char *name,
+                           cJSON **out)
+{
+    pl__run *r = c->run;
+    if (rec->type == PL_STEP_CANCEL)
+        return take_cancel_step(c, rec);
+    if (rec->type != PL_STEP_EVENT)
+        return not_expected(c, rec, PL_STEP_EVENT, "what ended a wait");
+    cJSON *j = NULL;
+    int st = rec_json(c, rec, &j);
+    if (st)
+        return st;
+    const cJSON *n = cJSON_GetObjectItemCaseSensitive(j, "name");
+    const cJSON *p = cJSON_GetObjectItemCaseSensitive(j, "payload");
+    bool timeout = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "timeout"));
+    if (!cJSON_IsString(n) || strcmp(n->valuestring, name) != 0 ||
+        (!timeout && !cJSON_IsObject(p))) {
+        cJSON_Delete(j);
+        pl__diverged(c, rec, PL_STEP_EVENT, ENGINE_ACTOR, NULL, 0, NULL);
+        return pl__run_fail(r, PL_ENONDET,
+                            "non-determinism in run %s, invocation %s, step "
+                            "%u: the recorded event is not one named '%s'",
+                            r->id, c->path, c->next_seq, name);
+    }
+    if (!timeout) {
+        *out = cJSON_DetachItemFromObjectCaseSensitive(j, "payload");
+    }
+    cJSON_Delete(j);
+    if ((st = pl__inv_consume_checked(c))) {
+        cJSON_Delete(*out);
+        *out = NULL;
+        return st;
+    }
+    if (timeout)
+        return pl__err(PL_ETIMEDOUT,
+                       "run %s: the wait for '%s' at %s timed out", r->id, name,
+                       c->path);
+    return PL_OK;
+}
+
+/* Consume inbox record @p i, an event named @p name: record it, durably,
+ * with the record's removal. */
+static int consume_event(pl_ctx *c, const inbox *ib, size_t i, const char *name,
+                         cJSON **out)
+{
+    pl__run *r = c->run;
+    cJSON *payload = NULL;
+    int st = pl__payload_decode(&payload, ib->v[i].payload,
+                                ib->v[i].payload_len);
+    if (st)
+        return pl__run_fail(r, st, "run %s: an event's payload: %s", r->id,
+                            pl_errmsg());
+    cJSON *j = NULL;
+    if (pl_json_pack(&j, "{s:s, s:O, s:I}", "name", name, "payload", payload,
+                     "seq", (int64_t)inbox_seq(ib, i))) {
+        cJSON_Delete(payload);
+        return pl__run_fail(r, PL_ENOMEM, "out of memory");
+    }
+    if ((st = append_json(c, PL_STEP_EVENT, ENGINE_ACTOR, j))) {
+        cJSON_Delete(payload);
+        return st;
+    }
+    r->batch.inbox_del = inbox_seq(ib, i);
+    if ((st = pl__run_commit(r))) {
+        cJSON_Delete(payload);
+        return st;
+    }
+    *out = payload;
+    return PL_OK;
+}
+
+static int wait_event(pl_ctx *c, const char *name, int64_t until_ms,
+                      cJSON **out)
+{
+    pl__run *r = c->run;
+    if (r->branch)
+        return no_branch(r, "pl_ctx_wait_event");
+    cJSON *j = NULL;
+    uint32_t seq;
+    const pl__rec *rec;
+    int st = wait_step(c,
+                       pl_json_pack(&j, "{s:s, s:I}", "event", name, "until",
+                                    until_ms)
+                           ? NULL
+                           : j,
+                       &seq, &rec);
+    if (st)
+        return st;
+    if (rec)
+        return take_event_step(c, rec, name, out);
+    if (r->check)
+        return pl__run_fail(r, PL_ECHECK,
+                            "check: run %s waits at %s:%u for '%s'", r->id,
+                            c->path, seq, name);
+    for (;;) {
+        inbox ib;
+        if ((st = inbox_load(r->e, r->num, r->id, &ib))) {
+            inbox_free(&ib);
+            return pl__run_fail(r, st, "run %s: reading its inbox: %s", r->id,
+                                pl_errmsg());
+        }
+        /* a cancellation first, then the first event of the name: what
+         * was delivered before the deadline looked wins over the timeout */
+        st = boundary_at_end(c, &ib);
+        bool found = false;
+        for (size_t i = 0; !st && !found && i < ib.n; i++) {
+            if (ib.v[i].name && strcmp(ib.v[i].name, name) == 0) {
+                found = true;
+                st = consume_event(c, &ib, i, name, out);
+            }
+        }
+        inbox_free(&ib);
+        if (st || found)
+            return st;
+        int64_t now = pl__now_us() / 1000;
+        if (until_ms && now >= until_ms) {
+            cJSON *t = NULL;
+            if (pl_json_pack(&t, "{s:s, s:b}", "name", name, "timeout", 1))
+                return pl__run_fail(r, PL_ENOMEM, "out of memory");
+            if ((st = append_json(c, PL_STEP_EVENT, ENGINE_ACTOR, t)))
+                return st;
+            return pl__err(PL_ETIMEDOUT,
+                           "run %s: the wait for '%s' at %s timed out", r->id,
+                           name, c->path);
+        }
+        bool stopping = r->worker && atomic_load(&r->e->worker_stop);
+        int64_t place = wait_in_place_ms(r->e);
+        if (!until_ms || until_ms - now > place || stopping || !place)
+            return park(c, seq, until_ms, name);
+        /* a short timeout: look again after a nap */
+        if ((st = pl__run_commit(r)))
+            return st;
+        int64_t nap = until_ms - now < NAP_MS ? until_ms - now : NAP_MS;
+        struct timespec ts = {0, (long)nap * 1000000L};
+        while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
+            ;
+    }
+}
+
+int pl_ctx_wait_event(cJSON **out, pl_ctx *c, const char *name,
+                      int64_t timeout_ms)
+{
+    if (out)
+        *out = NULL;
+    int st = pl__ctx_check(c, "pl_ctx_wait_event");
+    if (st)
+        return st;
+    if (!out || !pl__name_ok(name))
+        return pl__err(PL_EINVAL, "pl_ctx_wait_event: out and a valid event "
+                                  "name are required");
+    if (timeout_ms < PL_WAIT_FOREVER || timeout_ms > INT64_MAX / 4)
+        return pl__err(PL_EINVAL,
+                       "pl_ctx_wait_event: timeout %lld ms is out of range",
+                       (long long)timeout_ms);
+    if (c->run->stop)
+        return c->run->stop;
+    int64_t until = 0;
+    if (timeout_ms != PL_WAIT_FOREVER) {
+        if ((st = pl_ctx_now(&until, c)))
+            return st;
+        until += timeout_ms;
+        if (until <= 0)
+            until = 1; /* 0 means no timeout */
+    }
+    return wait_event(c, name, until, out);
+}
+
+/* ---- delivering ---------------------------------------------------------------- */
+
+typedef struct deliver_ctx {
+    const char *id;
+    const char *what;
+    pl_run_status status; /* found */
+} deliver_ctx;
+
+static int deliver_check(const uint8_t *state, size_t len, void *user)
+{
+    deliver_ctx *d = user;
+    pl__run_state st;
+    int rc = pl__run_state_decode(&st, d->id, state, len);
+    if (rc)
+        return rc;
+    d->status = st.status;
+    pl__run_state_clear(&st);
+    if (d->status == PL_RUN_COMPLETED || d->status == PL_RUN_FAILED ||
+        d->status == PL_RUN_CANCELLED)
+        return pl__err(PL_ESTATE, "run '%s' has ended (%s): %s is refused",
+                       d->id, pl_run_status_name(d->status), d->what);
+    return PL_OK;
+}
+
+static int deliver(pl_engine *e, const char *id, const pl__inbox_rec *ib,
+                   const char *what, uint64_t *num, pl_run_status *found)
+{
+    pl__buf rec = {0};
+    int st = pl__store_run_find(e->store, id, num, NULL);
+    if (!st)
+        st = pl__inbox_encode(&rec, id, ib);
+    deliver_ctx d = {id, what, 0};
+    uint64_t seq;
+    if (!st)
+        st = pl__store_inbox_put(e->store, *num, id, deliver_check, &d,
+                                 rec.data, rec.len, &seq);
+    pl__buf_free(&rec);
+    *found = d.status;
+    return st;
+}
+
+int pl_run_signal(pl_outcome **out, pl_engine *e, const char *run_id,
+                  const char *name, const cJSON *payload)
+{
+    if (out)
+        *out = NULL;
+    if (!e || !pl__run_id_ok(run_id) || !pl__name_ok(name) || !payload)
+        return pl__err(PL_EINVAL, "pl_run_signal: an engine, a valid run id, "
+                                  "a valid event name and a payload are "
+                                  "required");
+    if (!cJSON_IsObject(payload))
+        return pl__err(PL_EJSON, "pl_run_signal: the payload must be a JSON "
+                                 "object");
+    pl__buf p = {0};
+    int st = pl__payload_encode(&p, payload, e->max_payload);
+    if (st) {
+        pl__buf_free(&p);
+        return st;
+    }
+    pl__inbox_rec ib = {.name = (char *)name,
+                        .payload = p.data,
+                        .payload_len = p.len,
+                        .sent_us = pl__now_us()};
+    uint64_t num;
+    pl_run_status found;
+    char what[PL_MAX_NAME + 32];
+    snprintf(what, sizeof what, "the event '%s'", name);
+    st = deliver(e, run_id, &ib, what, &num, &found);
+    pl__buf_free(&p);
+    if (st || !out || found != PL_RUN_WAITING)
+        return st;
+    /* continue it here; someone else may have been quicker */
+    st = pl_run_continue(out, e, run_id, NULL);
+    if (st == PL_EBUSY) {
+        pl__err_clear();
+        return PL_OK;
+    }
+    return st;
+}
+
+/* A suspended or queued run ends cancelled at once (cancel_now_fn). */
+typedef struct cancel_now_ctx {
+    const char *id, *reason;
+    bool done;
+} cancel_now_ctx;
+
+static int cancel_now_fn(pl__buf *state, pl__kvs *extra, void *user)
+{
+    (void)extra;
+    cancel_now_ctx *c = user;
+    pl__run_state st;
+    int rc = pl__run_state_decode(&st, c->id, state->data, state->len);
+    if (rc)
+        return rc;
+    if (st.status == PL_RUN_SUSPENDED || st.status == PL_RUN_SUBMITTED) {
+        st.status = PL_RUN_CANCELLED;
+        st.error = PL_ECANCELLED;
+        free(st.reason);
+        st.reason = pl__strdup(c->reason);
+        st.token[0] = '\0';
+        st.updated_us = pl__now_us();
+        pl__buf_reset(state);
+        rc = st.reason ? pl__run_state_encode(state, c->id, &st)
+                       : pl__err(PL_ENOMEM, "out of memory");
+        c->done = !rc;
+    }
+    pl__run_state_clear(&st);
+    return rc;
+}
+
+int pl_run_cancel(pl_engine *e, const char *run_id, const char *reason)
+{
+    if (!e || !pl__run_id_ok(run_id))
+        return pl__err(PL_EINVAL, "pl_run_cancel: an engine and a valid run "
+                                  "id are required");
+    if (!reason)
+        reason = "";
+    if (strlen(reason) > 4096)
+        return pl__err(PL_EINVAL, "pl_run_cancel: the reason is longer than "
+                                  "4096 bytes");
+    pl__inbox_rec ib = {.reason = (char *)reason, .sent_us = pl__now_us()};
+    uint64_t num;
+    pl_run_status found;
+    int st = deliver(e, run_id, &ib, "a cancellation", &num, &found);
+    if (st)
+        return st;
+    if (found == PL_RUN_SUSPENDED || found == PL_RUN_SUBMITTED) {
+        /* nothing of its policies runs until then: it ends now */
+        cancel_now_ctx cc = {run_id, reason, false};
+        return pl__store_state_update(e->store, num, cancel_now_fn, &cc);
+    }
+    /* a running run sees the cancellation at its next call boundary */
+    if (found == PL_RUN_WAITING) {
+        /* its wait returns PL_ECANCELLED to its policy, here if this
+         * engine has its policies, else in the worker its timer wakes */
+        pl_outcome *o = NULL;
+        int cst = pl_run_continue(&o, e, run_id, NULL);
+        pl_outcome_free(o);
+        if (cst && cst != PL_ENOTFOUND && cst != PL_EBUSY && cst != PL_ESTATE)
+            return cst;
+        pl__err_clear();
+    }
+    return PL_OK;
+}
+
+/* ---- waking ----------------------------------------------------------------------- */
+
+int pl_engine_wake(pl_engine *e, int64_t *next_due_ms)
+{
+    if (next_due_ms)
+        *next_due_ms = 0;
+    if (!e)
+        return pl__err(PL_EINVAL, "pl_engine_wake: engine is NULL");
+    for (;;) {
+        pl__lease lease;
+        int64_t next = 0;
+        int st = pl__store_timer_take(e->store, e->worker, e->lease_us, &lease,
+                                      &next);
+        if (st == PL_ENOTFOUND) {
+            if (next_due_ms)
+                *next_due_ms = next ? (next + 999) / 1000 : 0;
+            pl__err_clear();
+            return PL_OK;
+        }
+        if (st)
+            return st;
+        pl_outcome *o = NULL;
+        st = pl__run_continue_leased(&o, e, &lease);
+        pl_outcome_free(o);
+        if (st == PL_ENOTFOUND || st == PL_ESTATE || st == PL_EBUSY)
+            continue; /* not executable here, ended, or taken over */
+        if (st == PL_ESTORE || st == PL_ENOMEM || st == PL_EMAPFULL ||
+            st == PL_ENOSPC || st == PL_EACCES || st == PL_EIO)
+            return st;
+    }
+}
+
+int pl_engine_set_wait_in_place(pl_engine *e, int64_t ms)
+{
+    if (!e || ms < -1)
+        return pl__err(PL_EINVAL, "pl_engine_set_wait_in_place: an engine "
+                                  "and ms >= 0 (-1: the default) are "
+                                  "required");
+    atomic_store(&e->wait_in_place_ms, (long long)ms);
+    return PL_OK;
+}
+
+/* ---- the end of a run (runner.c) ------------------------------------------ */
+
+/* The run's root returned after its cancellation was seen: it ends
+ * cancelled, with the steps it made since (compensating calls). */
+int pl__end_cancelled(pl__run *r, const pl_policy_def *def, uint64_t t0,
+                      pl_outcome **out)
+{
+    pl__run_state *rs = &r->state;
+    const char *why = r->cancel_reason ? r->cancel_reason : "";
+    if (!r->check) { /* a check replay writes nothing */
+        rs->status = PL_RUN_CANCELLED;
+        rs->error = PL_ECANCELLED;
+        free(rs->reason);
+        if (!(rs->reason = pl__strdup(why)))
+            return pl__err(PL_ENOMEM, "out of memory");
+        int st = pl__run_head(r, rs->head);
+        if (st)
+            return st;
+        rs->has_head = true;
+        if ((st = pl__run_write(r, true)))
+            return st;
+        pl__emit(r, PL_EVENT_RUN_FAILED, "0", 0, def->name, 0, PL_ECANCELLED,
+                 pl__ev_clock(r) - t0, why);
+    }
+    pl_outcome *o = pl__outcome_new(r, PL_RUN_CANCELLED);
+    if (!o || !(o->reason = pl__strdup(why))) {
+        pl_outcome_free(o);
+        return pl__err(PL_ENOMEM, "out of memory");
+    }
+    o->error = PL_ECANCELLED;
+    *out = o;
+    return PL_OK;
+}
+
+/* The run parked at a wait (wait.c): record it waiting, with its timer. */
+int pl__end_waiting(pl__run *r, const pl_policy_def *def, uint64_t t0,
+                    pl_outcome **out)
+{
+    pl__run_state *rs = &r->state;
+    rs->status = PL_RUN_WAITING;
+    int st = pl__run_head(r, rs->head);
+    if (st)
+        return st;
+    rs->has_head = true;
+    free(rs->susp_path);
+    free(rs->wait_event);
+    rs->wait_event = NULL;
+    rs->susp_path = pl__strdup(r->susp_path);
+    rs->susp_seq = r->susp_seq;
+    rs->wait_until_ms = r->wait_until_ms;
+    if (!rs->susp_path ||
+        (r->wait_event && !(rs->wait_event = pl__strdup(r->wait_event))))
+        return pl__err(PL_ENOMEM, "out of memory");
+    /* woken at its time, or at its deadline to end */
+    int64_t due = r->wait_until_ms;
+    if (r->deadline_ms && (!due || r->deadline_ms < due))
+        due = r->deadline_ms;
+    r->batch.timer_us = due > 0 ? due * 1000 : 0;
+    r->batch.timer_id = r->id;
+    st = pl__run_write(r, true);
+    r->batch.timer_us = 0;
+    if (st)
+        return st;
+    pl__emit(r, PL_EVENT_RUN_SUSPENDED, r->susp_path, r->susp_seq, def->name,
+             PL_STEP_WAIT, 0, pl__ev_clock(r) - t0, r->wait_event);
+    pl_outcome *o = pl__outcome_new(r, PL_RUN_WAITING);
+    if (!o || !(o->suspended_path = pl__strdup(r->susp_path)) ||
+        (r->wait_event && !(o->wait_event = pl__strdup(r->wait_event)))) {
+        pl_outcome_free(o);
+        return pl__err(PL_ENOMEM, "out of memory");
+    }
+    o->wake_ms = r->wait_until_ms;
+    *out = o;
+    return PL_OK;
+}

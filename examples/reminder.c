@@ -1,0 +1,148 @@
+/*
+ * reminder.c -- wait for an approval; each time none comes within the
+ * period, send a reminder and wait again.
+ *
+ * The run holds no thread while it waits: it is parked in the store with
+ * its wake time, and pl_engine_wake() (or a worker) continues it when the
+ * period is over.  The approval is an event that anyone can send with
+ * pl_run_signal() (or `ledger-replay STORE --signal ID --name approved
+ * --payload JSON`).  Here one process plays every part:
+ *
+ *   reminder [STORE] [PERIOD_MS]     (default: reminder.db, 200 ms)
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include <policyledger.h>
+
+static int g_sent; /* reminders sent by this process */
+
+/* The side effect: here a line on stdout; an e-mail in real life. */
+static int send_reminder(pl_ctx *ctx, const pl_action *a, pl_steps *out,
+                         void *user)
+{
+    (void)ctx;
+    (void)user;
+    const cJSON *to = cJSON_GetObjectItem(a->payload, "to");
+    printf("reminder sent to %s\n", cJSON_IsString(to) ? to->valuestring : "?");
+    g_sent++;
+    return pl_steps_add_resultf(out, "{s:b}", "sent", 1);
+}
+
+/* The workflow: the whole of the waiting and reminding logic. */
+static int approval(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)user;
+    const cJSON *period = cJSON_GetObjectItem(a->payload, "period_ms");
+    for (int reminders = 0; reminders < 3; reminders++) {
+        cJSON *answer = NULL;
+        int st = pl_ctx_wait_event(&answer, ctx, "approved",
+                                   (int64_t)period->valuedouble);
+        if (st == PL_OK) { /* approved: the event's payload is the answer */
+            st = pl_steps_add_resultf(out, "{s:O, s:i}", "answer", answer,
+                                      "reminders", reminders);
+            cJSON_Delete(answer);
+            return st;
+        }
+        if (st != PL_ETIMEDOUT) /* parked (PL_ESUSPENDED), cancelled, ... */
+            return st;
+        if ((st = pl_ctx_invoke(NULL, ctx, "send_reminder", a->payload)))
+            return st;
+    }
+    return pl_steps_add_resultf(out, "{s:b}", "gave_up", 1);
+}
+
+/* Sleep until @p due_ms (Unix ms), or a moment when it is past. */
+static void nap_until(int64_t due_ms)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    int64_t ms = due_ms - ((int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000);
+    if (ms < 1)
+        ms = 1;
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static pl_run_status status_of(pl_engine *e, const char *id)
+{
+    pl_run_info *info = NULL;
+    pl_run_status s = pl_run_get(&info, e, id) ? PL_RUN_FAILED : info->status;
+    pl_run_info_free(info);
+    return s;
+}
+
+int main(int argc, char **argv)
+{
+    const char *path = argc > 1 ? argv[1] : "reminder.db";
+    long period = argc > 2 ? strtol(argv[2], NULL, 10) : 200;
+    pl_registry *reg = NULL;
+    pl_engine *e = NULL;
+    pl_outcome *o = NULL;
+    cJSON *payload = NULL, *yes = NULL;
+    pl_policy_def d1 = PL_POLICY_DEF_INIT, d2 = PL_POLICY_DEF_INIT;
+    d1.name = "approval";
+    d1.fn = approval;
+    d2.name = "send_reminder";
+    d2.fn = send_reminder;
+    int st = pl_registry_new(&reg);
+    if (!st)
+        st = pl_registry_add(reg, &d1);
+    if (!st)
+        st = pl_registry_add(reg, &d2);
+    if (!st)
+        st = pl_engine_open(&e, path, reg, NULL);
+    if (!st) /* every wait parks the run, however short */
+        st = pl_engine_set_wait_in_place(e, 0);
+    if (!st)
+        st = pl_json_pack(&payload, "{s:s, s:i}", "to", "alice@example.com",
+                          "period_ms", (int)period);
+    pl_action root = PL_ACTION_INIT;
+    root.policy = "approval";
+    root.payload = payload;
+    pl_run_options ro = PL_RUN_OPTIONS_INIT;
+    ro.run_id = "approval-1";
+    if (!st) {
+        /* a second time, the run exists: its ledger is replayed instead */
+        st = pl_run_start(&o, e, &root, &ro);
+        if (st == PL_EEXIST)
+            st = pl_run_continue(&o, e, ro.run_id, NULL);
+    }
+    if (!st)
+        printf("run %s: %s\n", o->run_id, pl_run_status_name(o->status));
+    /* the embedder's loop: continue what is due, sleep until the next;
+     * after the second reminder, someone approves */
+    while (!st && status_of(e, ro.run_id) == PL_RUN_WAITING) {
+        int64_t next = 0;
+        if (g_sent == 2) {
+            pl_outcome_free(o);
+            o = NULL;
+            if (!(st = pl_json_pack(&yes, "{s:s}", "by", "bob")))
+                st = pl_run_signal(&o, e, ro.run_id, "approved", yes);
+        } else if (!(st = pl_engine_wake(e, &next)) && next) {
+            nap_until(next);
+        }
+    }
+    if (!st && (!o || o->status != PL_RUN_COMPLETED)) {
+        pl_outcome_free(o);
+        st = pl_run_continue(&o, e, ro.run_id, NULL); /* replays the end */
+    }
+    if (!st) {
+        size_t n = pl_steps_count(o->steps);
+        char *r = n ? cJSON_PrintUnformatted(
+                          pl_step_payload(pl_steps_at(o->steps, n - 1)))
+                    : NULL;
+        printf("run %s: %s %s (reminders sent by this process: %d)\n",
+               o->run_id, pl_run_status_name(o->status), r ? r : "", g_sent);
+        free(r);
+    }
+    if (st)
+        fprintf(stderr, "reminder: %s (%s)\n", pl_errmsg(), pl_status_name(st));
+    cJSON_Delete(yes);
+    cJSON_Delete(payload);
+    pl_outcome_free(o);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+    return st ? 1 : 0;
+}

@@ -1,0 +1,407 @@
+/*
+ * lmdb_time.c -- timers and inboxes on the LMDB store (see TIMERS and
+ * INBOXES in store.h).
+ *
+ * LAYOUT: three databases beside the others, created on the first writable
+ * open (a store made before them simply has no timers and no inboxes).
+ *
+ *   | database | key                         | value                      |
+ *   |----------|-----------------------------|----------------------------|
+ *   | timers   | u64 BE run number           | the timer record (runrec.c)|
+ *   | due      | i64 BE due (Unix us), u64 BE| empty: the timers by due   |
+ *   |          | run number                  | time                       |
+ *   | inbox    | u64 BE run, u64 BE seq      | the inbox record (runrec.c)|
+ *
+ * `due` is an index of `timers`: a take reads the earliest entry and checks
+ * it against the timer record, whose checksum covers the due time; an entry
+ * that disagrees is stale and dropped.  One writer at a time: a take is one
+ * write transaction, so a timer is taken exactly once.
+ */
+#include "lmdb_int.h"
+#include "runrec.h"
+
+#include <stdio.h>
+
+int pl__lmdb_time_open(pl__lmdb_store *s, MDB_txn *txn, bool create)
+{
+    unsigned f = create ? MDB_CREATE : 0;
+    int rc = mdb_dbi_open(txn, "timers", f, &s->timers);
+    if (!rc)
+        rc = mdb_dbi_open(txn, "due", f, &s->due);
+    if (!rc)
+        rc = mdb_dbi_open(txn, "inbox", f, &s->inbox);
+    if (rc == MDB_NOTFOUND && !create) {
+        s->has_time = false; /* a read-only open of an older store */
+        return 0;
+    }
+    s->has_time = !rc;
+    return rc;
+}
+
+static int no_time(const pl__lmdb_store *s, bool write)
+{
+    if (write)
+        return pl__err(PL_ESTATE,
+                       "store '%s' is open read-only: no timer or "
+                       "inbox can be written",
+                       s->path);
+    return PL_ENOTFOUND;
+}
+
+/* Read run @p run's timer in @p txn: MDB_NOTFOUND when it has none. */
+static int timer_get(pl__lmdb_store *s, MDB_txn *txn, uint64_t run,
+                     int64_t *due, char id[PL_MAX_RUN_ID + 1], int *st)
+{
+    uint8_t key[8];
+    pl__put_be64(key, run);
+    MDB_val k = {8, key}, v;
+    int rc = mdb_get(txn, s->timers, &k, &v);
+    if (!rc && (*st = pl__timer_decode(due, id, v.mv_data, v.mv_size)))
+        *st = pl__err(*st, "store '%s', the timer of run #%llu: %s", s->path,
+                      (unsigned long long)run, pl_errmsg());
+    return rc;
+}
+
+static void due_key(uint8_t out[16], int64_t due, uint64_t run)
+{
+    pl__put_be64(out, (uint64_t)due);
+    pl__put_be64(out + 8, run);
+}
+
+static int timer_del(pl__lmdb_store *s, MDB_txn *txn, uint64_t run, int64_t due)
+{
+    uint8_t key[8], dk[16];
+    pl__put_be64(key, run);
+    due_key(dk, due, run);
+    MDB_val k = {8, key}, d = {16, dk};
+    int rc = mdb_del(txn, s->timers, &k, NULL);
+    if (!rc || rc == MDB_NOTFOUND)
+        rc = mdb_del(txn, s->due, &d, NULL);
+    return rc == MDB_NOTFOUND ? 0 : rc;
+}
+
+/* Set run @p run's timer in @p txn, keeping an earlier one. */
+static int timer_put(pl__lmdb_store *s, MDB_txn *txn, uint64_t run,
+                     const char *id, int64_t due, int *st)
+{
+    int64_t old;
+    char oid[PL_MAX_RUN_ID + 1];
+    int rc = timer_get(s, txn, run, &old, oid, st);
+    if ((rc && rc != MDB_NOTFOUND) || *st) /* a malformed timer is reported */
+        return rc == MDB_NOTFOUND ? 0 : rc;
+    if (!rc && old <= due)
+        return 0;
+    if (!rc && (rc = timer_del(s, txn, run, old)))
+        return rc;
+    pl__buf b = {0};
+    if ((*st = pl__timer_encode(&b, id, due)))
+        return 0;
+    uint8_t key[8], dk[16];
+    pl__put_be64(key, run);
+    due_key(dk, due, run);
+    MDB_val k = {8, key}, v = {b.len, b.data}, d = {16, dk}, e = {0, ""};
+    rc = mdb_put(txn, s->timers, &k, &v, 0);
+    if (!rc)
+        rc = mdb_put(txn, s->due, &d, &e, 0);
+    pl__buf_free(&b);
+    return rc;
+}
+
+int pl__lmdb_time_batch(pl__lmdb_store *s, MDB_txn *txn, const pl__batch *bt,
+                        int *st)
+{
+    if (!bt->timer_us && !bt->inbox_del)
+        return 0;
+    if (!s->has_time) {
+        *st = no_time(s, true);
+        return 0;
+    }
+    int rc = 0;
+    if (bt->timer_us &&
+        ((rc = timer_put(s, txn, bt->run, bt->timer_id, bt->timer_us, st)) ||
+         *st))
+        return rc;
+    if (bt->inbox_del) {
+        uint8_t key[16];
+        pl__put_be64(key, bt->run);
+        pl__put_be64(key + 8, bt->inbox_del);
+        MDB_val k = {16, key};
+        rc = mdb_del(txn, s->inbox, &k, NULL);
+        if (rc == MDB_NOTFOUND) {
+            *st = pl__err(PL_EBUSY,
+                          "run #%llu: its inbox record %llu was consumed "
+                          "by another execution",
+                          (unsigned long long)bt->run,
+                          (unsigned long long)bt->inbox_del);
+            return 0;
+        }
+    }
+    return rc;
+}
+
+typedef struct set_ctx {
+    uint64_t run;
+    const char *id;
+    int64_t due;
+} set_ctx;
+
+static int set_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
+{
+    set_ctx *c = user;
+    return timer_put(s, txn, c->run, c->id, c->due, st);
+}
+
+int pl__lmdb_timer_set(pl__lmdb_store *s, uint64_t run, const char *run_id,
+                       int64_t due_us)
+{
+    if (!s->has_time)
+        return no_time(s, true);
+    set_ctx c = {run, run_id, due_us};
+    return pl__lmdb_write(s, set_body, &c);
+}
+
+int pl__lmdb_timer_get(pl__lmdb_store *s, uint64_t run, int64_t *due_us)
+{
+    if (!s->has_time)
+        return pl__err(PL_ENOTFOUND, "store '%s' holds no timers", s->path);
+    MDB_txn *txn;
+    size_t seen;
+    int st = pl__lmdb_txn_begin(s, false, &txn, &seen);
+    if (st)
+        return st;
+    char id[PL_MAX_RUN_ID + 1];
+    int rc = timer_get(s, txn, run, due_us, id, &st);
+    if (rc == MDB_NOTFOUND)
+        st = pl__err(PL_ENOTFOUND, "run #%llu has no timer",
+                     (unsigned long long)run);
+    else if (rc)
+        st = pl__lmdb_err(s, rc, "reading a timer");
+    pl__lmdb_txn_abort(s, txn);
+    return st;
+}
+
+/* The earliest timer's due time (0: none), in a read transaction: an idle
+ * worker looks often, and must not take the writer's lock to find nothing.
+ * The index entry is checked against its timer record. */
+static int earliest(pl__lmdb_store *s, int64_t *due)
+{
+    MDB_txn *txn;
+    size_t seen;
+    *due = 0;
+    int st = pl__lmdb_txn_begin(s, false, &txn, &seen);
+    if (st)
+        return st;
+    MDB_cursor *cur;
+    MDB_val k, v;
+    int rc = mdb_cursor_open(txn, s->due, &cur);
+    if (!rc) {
+        rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST);
+        if (!rc && k.mv_size == 16) {
+            *due = (int64_t)pl__get_be64(k.mv_data);
+            int64_t tdue;
+            char id[PL_MAX_RUN_ID + 1];
+            uint64_t run = pl__get_be64((const uint8_t *)k.mv_data + 8);
+            rc = timer_get(s, txn, run, &tdue, id, &st);
+            if (rc == MDB_NOTFOUND || (!rc && !st && tdue != *due))
+                rc = 0; /* stale: the take drops it */
+        } else if (!rc) {
+            st = pl__err(PL_ECORRUPT, "store '%s': a timer key is malformed",
+                         s->path);
+        }
+        mdb_cursor_close(cur);
+    }
+    if (rc && rc != MDB_NOTFOUND && !st)
+        st = pl__lmdb_err(s, rc, "reading the timers");
+    pl__lmdb_txn_abort(s, txn);
+    return st;
+}
+
+typedef struct take_ctx {
+    const char *owner;
+    int64_t lease_us;
+    pl__lease *out;
+    bool found;
+    int64_t next;
+} take_ctx;
+
+static int take_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
+{
+    take_ctx *c = user;
+    MDB_cursor *cur;
+    int rc = mdb_cursor_open(txn, s->due, &cur);
+    if (rc)
+        return rc;
+    MDB_val k, v;
+    int64_t now = pl__now_us();
+    c->found = false;
+    c->next = 0;
+    uint64_t run = 0;
+    int64_t due = 0;
+    for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); !rc;
+         rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+        if (k.mv_size != 16) {
+            *st = pl__err(PL_ECORRUPT, "store '%s': a timer key is malformed",
+                          s->path);
+            break;
+        }
+        due = (int64_t)pl__get_be64(k.mv_data);
+        run = pl__get_be64((const uint8_t *)k.mv_data + 8);
+        if (due > now) {
+            c->next = due;
+            break;
+        }
+        pl__lease l;
+        int lst = 0;
+        int lrc = pl__lmdb_lease_peek(s, txn, run, &l, &lst);
+        if (lrc && lrc != MDB_NOTFOUND) {
+            rc = lrc;
+            break;
+        }
+        if (!lrc && !lst && l.expires_in_us > 0)
+            continue; /* executing: it parks again or ends */
+        c->found = true;
+        break;
+    }
+    mdb_cursor_close(cur);
+    if (rc == MDB_NOTFOUND)
+        rc = 0;
+    if (rc || *st || !c->found)
+        return rc;
+    int64_t tdue;
+    char id[PL_MAX_RUN_ID + 1];
+    rc = timer_get(s, txn, run, &tdue, id, st);
+    if (rc == MDB_NOTFOUND || (!rc && !*st && tdue != due)) {
+        /* a stale index entry: drop it, and look again next time */
+        uint8_t dk[16];
+        due_key(dk, due, run);
+        MDB_val d = {16, dk};
+        c->found = false;
+        c->next = now;
+        rc = mdb_del(txn, s->due, &d, NULL);
+        return rc == MDB_NOTFOUND ? 0 : rc;
+    }
+    if (rc || *st)
+        return rc;
+    if ((rc = timer_del(s, txn, run, due)))
+        return rc;
+    return pl__lmdb_lease_take(s, txn, run, id, c->owner, c->lease_us, c->out,
+                               st);
+}
+
+int pl__lmdb_timer_take(pl__lmdb_store *s, const char *owner, int64_t lease_us,
+                        pl__lease *out, int64_t *next_due_us)
+{
+    *next_due_us = 0;
+    if (!s->has_time)
+        return PL_ENOTFOUND;
+    int64_t first;
+    int st = earliest(s, &first);
+    if (st)
+        return st;
+    if (!first || first > pl__now_us()) {
+        *next_due_us = first;
+        return PL_ENOTFOUND;
+    }
+    take_ctx c = {owner, lease_us, out, false, 0};
+    st = pl__lmdb_write(s, take_body, &c);
+    if (!st && !c.found) {
+        *next_due_us = c.next;
+        return PL_ENOTFOUND;
+    }
+    return st;
+}
+
+typedef struct put_ctx {
+    uint64_t run;
+    const char *id;
+    pl__inbox_check_fn check;
+    void *user;
+    const uint8_t *rec;
+    size_t len;
+    uint64_t seq;
+} put_ctx;
+
+static int put_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
+{
+    put_ctx *c = user;
+    uint8_t key[16];
+    pl__put_be64(key, c->run);
+    MDB_val k = {8, key}, v;
+    int rc = mdb_get(txn, s->state, &k, &v);
+    if (rc == MDB_NOTFOUND) {
+        *st = pl__err(PL_ECORRUPT, "run #%llu has no state record",
+                      (unsigned long long)c->run);
+        return 0;
+    }
+    if (rc || (*st = c->check(v.mv_data, v.mv_size, c->user)))
+        return rc;
+    /* the next seq: one past the run's last inbox record */
+    MDB_cursor *cur;
+    if ((rc = mdb_cursor_open(txn, s->inbox, &cur)))
+        return rc;
+    pl__put_be64(key + 8, UINT64_MAX);
+    k.mv_size = 16;
+    c->seq = 1;
+    rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+    if (rc == MDB_NOTFOUND)
+        rc = mdb_cursor_get(cur, &k, &v, MDB_LAST);
+    else if (!rc)
+        rc = mdb_cursor_get(cur, &k, &v, MDB_PREV);
+    if (!rc && k.mv_size == 16 && pl__get_be64(k.mv_data) == c->run)
+        c->seq = pl__get_be64((const uint8_t *)k.mv_data + 8) + 1;
+    mdb_cursor_close(cur);
+    if (rc && rc != MDB_NOTFOUND)
+        return rc;
+    pl__put_be64(key, c->run);
+    pl__put_be64(key + 8, c->seq);
+    k = (MDB_val){16, key};
+    v = (MDB_val){c->len, (void *)c->rec};
+    if ((rc = mdb_put(txn, s->inbox, &k, &v, MDB_NOOVERWRITE)))
+        return rc;
+    return timer_put(s, txn, c->run, c->id, pl__now_us(), st);
+}
+
+int pl__lmdb_inbox_put(pl__lmdb_store *s, uint64_t run, const char *run_id,
+                       pl__inbox_check_fn check, void *user, const uint8_t *rec,
+                       size_t len, uint64_t *seq)
+{
+    if (!s->has_time)
+        return no_time(s, true);
+    put_ctx c = {run, run_id, check, user, rec, len, 0};
+    int st = pl__lmdb_write(s, put_body, &c);
+    if (!st)
+        *seq = c.seq;
+    return st;
+}
+
+int pl__lmdb_inbox_read(pl__lmdb_store *s, uint64_t run, pl__kvs *out)
+{
+    pl__kvs_reset(out);
+    if (!s->has_time)
+        return PL_OK;
+    MDB_txn *txn;
+    size_t seen;
+    int st = pl__lmdb_txn_begin(s, false, &txn, &seen);
+    if (st)
+        return st;
+    MDB_cursor *cur;
+    uint8_t key[16];
+    pl__put_be64(key, run);
+    pl__put_be64(key + 8, 0);
+    MDB_val k = {16, key}, v;
+    int rc = mdb_cursor_open(txn, s->inbox, &cur);
+    if (!rc) {
+        for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE); !rc && !st;
+             rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+            if (k.mv_size != 16 || pl__get_be64(k.mv_data) != run)
+                break;
+            st = pl__kvs_add(out, (const uint8_t *)k.mv_data + 8, 8, v.mv_data,
+                             v.mv_size);
+        }
+        mdb_cursor_close(cur);
+    }
+    if (rc && rc != MDB_NOTFOUND && !st)
+        st = pl__lmdb_err(s, rc, "reading an inbox");
+    pl__lmdb_txn_abort(s, txn);
+    return st;
+}

@@ -1,0 +1,403 @@
+/*
+ * pg_time.c -- timers and inboxes on the store on PostgreSQL.
+ *
+ * TIMERS and INBOXES (store.h) on PostgreSQL: two more tables and a
+ * function in the store's schema, made on every writable open (an older
+ * store gains them).
+ *
+ *   | timers | run bigint PK, due bigint (Unix us, indexed), id text,   |
+ *   |        | rec bytea (the timer record, runrec.c)                   |
+ *   | inbox  | run bigint, seq bigint, rec bytea (the inbox record),    |
+ *   |        | cancel boolean (a cancellation); PK (run, seq)           |
+ *   | pl_consumed(want, got) | raises SQLSTATE PLINB when got < want    |
+ *
+ * A commit's timers and inbox consumptions go with its other writes, in
+ * its one statement (pg_commit.c): a timer keeps an earlier due time; a
+ * consumption is a DELETE whose rows pl_consumed() counts, failing the
+ * whole commit when a record is gone (PL_EBUSY: another execution
+ * consumed it).  The same statement answers whether the inbox of each run
+ * it writes holds a cancellation (pl__batch.inbox_cancel), so a run looks
+ * for one at its call boundaries without a round trip of its own.
+ *
+ * A take is one statement: the earliest due timer whose run holds no live
+ * lease, locked with FOR UPDATE SKIP LOCKED, deleted, and the run's lease
+ * taken for the worker, so two workers never take the same timer and
+ * neither waits for the other.  A delivery locks the run's state row (as a
+ * claim does) and then writes, so it never slips between a run's look at
+ * its inbox and its parking: the parking commit, which writes the state,
+ * waits for it and keeps the earlier due time it set.  It takes two round
+ * trips: BEGIN with the state's lock, then the record, the timer and
+ * COMMIT in one statement and one pipeline.
+ *
+ * Due times are written on the writing host's clock (a wake time from the
+ * recorded clock, a delivery's "now") and compared with the server's: a
+ * host whose clock runs ahead of the server's has its wakes that much late.
+ *
+ * Every statement here is prepared on each connection of a writable store
+ * (pg_int.h); they answer in text.
+ */
+#include "pg_int.h"
+#include "runrec.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NOW_US "(extract(epoch from clock_timestamp()) * 1000000)::bigint"
+#define CONSUMED_STATE "PLINB"
+
+int pl__pg_time_sql(const pl__pg_store *s, int which, char **out)
+{
+    const char *n = s->schema;
+    switch (which) {
+    case T_SET:
+        *out = pl__asprintf(
+            "INSERT INTO \"%s\".timers AS t (run, due, id, rec) VALUES "
+            "($1::bigint, $2::bigint, $3, $4::bytea) ON CONFLICT (run) DO "
+            "UPDATE SET due = excluded.due, id = excluded.id, rec = "
+            "excluded.rec WHERE excluded.due < t.due",
+            n);
+        break;
+    case T_TAKE:
+        *out = pl__asprintf(
+            "WITH t AS (SELECT tm.run, tm.due, tm.id, tm.rec FROM \"%s\".timers "
+            "tm WHERE tm.due <= " NOW_US " AND NOT EXISTS (SELECT 1 FROM "
+            "\"%s\".leases l WHERE l.run = tm.run AND l.expires > " NOW_US
+            ") ORDER BY tm.due, tm.run LIMIT 1 FOR UPDATE OF tm SKIP LOCKED), "
+            "d AS (DELETE FROM \"%s\".timers x USING t WHERE x.run = t.run "
+            "RETURNING t.run, t.due, t.id, t.rec), "
+            "l AS (INSERT INTO \"%s\".leases AS y (run, gen, owner, id, "
+            "expires) SELECT run, 1, $1, id, " NOW_US " + $2::bigint FROM d "
+            "ON CONFLICT (run) DO UPDATE SET gen = y.gen + 1, owner = "
+            "excluded.owner, id = excluded.id, expires = excluded.expires "
+            "RETURNING y.run, y.gen) "
+            "SELECT d.run, l.gen, d.due, d.rec FROM d JOIN l ON l.run = d.run",
+            n, n, n, n);
+        break;
+    case T_NEXT:
+        *out = pl__asprintf("SELECT min(due) FROM \"%s\".timers", n);
+        break;
+    case T_GET:
+        *out = pl__asprintf("SELECT due, rec FROM \"%s\".timers WHERE run = "
+                            "$1::bigint",
+                            n);
+        break;
+    case T_INBOX_PUT:
+        /* the record, and the timer due now (keeping an earlier one) */
+        *out = pl__asprintf(
+            "WITH i AS (INSERT INTO \"%s\".inbox (run, seq, rec, cancel) "
+            "SELECT $1::bigint, coalesce(max(seq), 0) + 1, $2::bytea, "
+            "$6::boolean FROM "
+            "\"%s\".inbox WHERE run = $1::bigint RETURNING seq), "
+            "t AS (INSERT INTO \"%s\".timers AS t (run, due, id, rec) VALUES "
+            "($1::bigint, $3::bigint, $4, $5::bytea) ON CONFLICT (run) DO "
+            "UPDATE SET due = excluded.due, id = excluded.id, rec = "
+            "excluded.rec WHERE excluded.due < t.due) SELECT seq FROM i",
+            n, n, n);
+        break;
+    default: /* T_INBOX_READ */
+        *out = pl__asprintf("SELECT seq, rec FROM \"%s\".inbox WHERE run = "
+                            "$1::bigint ORDER BY seq",
+                            n);
+        break;
+    }
+    return *out ? PL_OK : pl__err(PL_ENOMEM, "out of memory");
+}
+
+int pl__pg_time_setup(pl__pg_store *s, PGconn *c)
+{
+    const char *n = s->schema;
+    char *sql = pl__asprintf(
+        "BEGIN;"
+        "SELECT pg_advisory_xact_lock(hashtext('policyledger store %s'));"
+        "CREATE TABLE IF NOT EXISTS \"%s\".timers (run bigint PRIMARY KEY, "
+        "due bigint NOT NULL, id text NOT NULL, rec bytea NOT NULL);"
+        "CREATE INDEX IF NOT EXISTS timers_due ON \"%s\".timers (due);"
+        "CREATE TABLE IF NOT EXISTS \"%s\".inbox (run bigint NOT NULL, "
+        "seq bigint NOT NULL, rec bytea NOT NULL, cancel boolean NOT NULL "
+        "DEFAULT false, PRIMARY KEY (run, seq));"
+        "CREATE OR REPLACE FUNCTION \"%s\".pl_consumed(want integer, got "
+        "bigint) RETURNS void LANGUAGE plpgsql AS $f$ BEGIN "
+        "IF got < want THEN RAISE EXCEPTION 'an inbox record this commit "
+        "consumes was consumed by another execution; nothing is written' "
+        "USING ERRCODE = '" CONSUMED_STATE "'; END IF; END $f$;"
+        "COMMIT",
+        n, n, n, n, n);
+    if (!sql)
+        return pl__err(PL_ENOMEM, "out of memory");
+    int st = pl__pg_command(s, c, sql, "creating the timers and inbox tables");
+    free(sql);
+    return st;
+}
+
+int pl__pg_time_failed(const PGresult *r)
+{
+    const char *code = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
+    if (!code || strcmp(code, CONSUMED_STATE) != 0)
+        return PL_OK;
+    const char *m = PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY);
+    return pl__err(PL_EBUSY, "%s",
+                   m ? m : "an inbox record was consumed by another execution");
+}
+
+/* Run statement @p which on @p c, with text parameters but @p fmts. */
+static int time_exec(pl__pg_store *s, PGconn *c, int which, int n,
+                     const char *const *vals, const int *lens, const int *fmts,
+                     PGresult **out, const char *what)
+{
+    PGresult *r = pl__pg_exec_q(s, c, which, n, vals, lens, fmts);
+    ExecStatusType es = PQresultStatus(r);
+    if (es != PGRES_TUPLES_OK && es != PGRES_COMMAND_OK) {
+        int st = pl__pg_err(s, c, r, what);
+        PQclear(r);
+        *out = NULL;
+        return st;
+    }
+    *out = r;
+    return PL_OK;
+}
+
+/* The parameters of a timer's row: run, due, id, record. */
+typedef struct timer_row {
+    char run[24], due[24];
+    pl__buf rec;
+} timer_row;
+
+static int timer_row_make(timer_row *t, uint64_t run, const char *run_id,
+                          int64_t due_us)
+{
+    snprintf(t->run, sizeof t->run, "%llu", (unsigned long long)run);
+    snprintf(t->due, sizeof t->due, "%lld", (long long)due_us);
+    return pl__timer_encode(&t->rec, run_id, due_us);
+}
+
+int pl__pg_timer_set(pl__pg_store *s, uint64_t run, const char *run_id,
+                     int64_t due_us)
+{
+    if (s->read_only)
+        return pl__pg_read_only(s);
+    PGconn *c;
+    int st = pl__pg_conn_get(s, &c);
+    if (st)
+        return st;
+    timer_row t = {0};
+    st = timer_row_make(&t, run, run_id, due_us);
+    if (!st) {
+        const char *vals[4] = {t.run, t.due, run_id, (const char *)t.rec.data};
+        int lens[4] = {0, 0, 0, (int)t.rec.len}, fmts[4] = {0, 0, 0, 1};
+        PGresult *r;
+        st = time_exec(s, c, T_SET, 4, vals, lens, fmts, &r, "setting a timer");
+        PQclear(r);
+    }
+    pl__buf_free(&t.rec);
+    pl__pg_conn_put(s, c);
+    return st;
+}
+
+/* The timer taken, row 0 of @p r (run, gen, due, rec), into @p out. */
+static int taken(pl__pg_store *s, PGresult *r, const char *owner,
+                 int64_t lease_us, pl__lease *out)
+{
+    int64_t run, gen, due, tdue;
+    char id[PL_MAX_RUN_ID + 1];
+    size_t rec_len = 0;
+    unsigned char *rec = NULL;
+    int st = PL_OK;
+    if (PQnfields(r) != 4 || !pl__pg_parse_i64(PQgetvalue(r, 0, 0), &run) ||
+        !pl__pg_parse_i64(PQgetvalue(r, 0, 1), &gen) ||
+        !pl__pg_parse_i64(PQgetvalue(r, 0, 2), &due) ||
+        !(rec = PQunescapeBytea((const unsigned char *)PQgetvalue(r, 0, 3),
+                                &rec_len)) ||
+        pl__timer_decode(&tdue, id, rec, rec_len) || tdue != due) {
+        st = pl__err(PL_ECORRUPT,
+                     "store '%s': the timer of run #%s is malformed or "
+                     "does not match its checksum",
+                     s->path, PQgetvalue(r, 0, 0));
+    } else {
+        out->run = (uint64_t)run;
+        out->gen = (uint64_t)gen;
+        out->expires_in_us = lease_us;
+        snprintf(out->owner, sizeof out->owner, "%s", owner);
+        snprintf(out->id, sizeof out->id, "%s", id);
+    }
+    PQfreemem(rec);
+    return st;
+}
+
+int pl__pg_timer_take(pl__pg_store *s, const char *owner, int64_t lease_us,
+                      pl__lease *out, int64_t *next_due_us)
+{
+    *next_due_us = 0;
+    if (s->read_only)
+        return pl__pg_read_only(s);
+    PGconn *c;
+    int st = pl__pg_conn_get(s, &c);
+    if (st)
+        return st;
+    char d[24];
+    snprintf(d, sizeof d, "%lld", (long long)lease_us);
+    const char *vals[2] = {owner, d};
+    PGresult *r;
+    st = time_exec(s, c, T_TAKE, 2, vals, NULL, NULL, &r, "taking a timer");
+    if (!st && PQntuples(r) == 0) {
+        PQclear(r);
+        st = time_exec(s, c, T_NEXT, 0, NULL, NULL, NULL, &r,
+                       "reading the timers");
+        int64_t due = 0;
+        /* due times are written on the writers' clocks (see above) */
+        if (!st && PQntuples(r) == 1 && !PQgetisnull(r, 0, 0) &&
+            pl__pg_parse_i64(PQgetvalue(r, 0, 0), &due))
+            *next_due_us = due;
+        if (!st)
+            st = PL_ENOTFOUND;
+    } else if (!st) {
+        st = taken(s, r, owner, lease_us, out);
+    }
+    PQclear(r);
+    pl__pg_conn_put(s, c);
+    return st;
+}
+
+/* Run statement @p which for run @p run on a connection taken for it
+ * (given back by the caller, also on a failure but the first). */
+static int exec_run(pl__pg_store *s, PGconn **c, int which, uint64_t run,
+                    PGresult **r, const char *what)
+{
+    *r = NULL;
+    int st = pl__pg_conn_get(s, c);
+    if (st)
+        return st;
+    char a[24];
+    snprintf(a, sizeof a, "%llu", (unsigned long long)run);
+    const char *vals[1] = {a};
+    return time_exec(s, *c, which, 1, vals, NULL, NULL, r, what);
+}
+
+int pl__pg_timer_get(pl__pg_store *s, uint64_t run, int64_t *due_us)
+{
+    PGconn *c = NULL;
+    PGresult *r;
+    int st = exec_run(s, &c, T_GET, run, &r, "reading a timer");
+    if (!c)
+        return st;
+    if (!st && PQntuples(r) == 0)
+        st = pl__err(PL_ENOTFOUND, "run #%llu has no timer",
+                     (unsigned long long)run);
+    else if (!st && !pl__pg_parse_i64(PQgetvalue(r, 0, 0), due_us))
+        st = pl__err(PL_ECORRUPT, "store '%s': a timer is malformed", s->path);
+    PQclear(r);
+    pl__pg_conn_put(s, c);
+    return st;
+}
+
+typedef struct put_ctx {
+    pl__pg_store *s;
+    PGconn *c;
+    uint64_t *seq;
+} put_ctx;
+
+/* The results of T_INBOX_PUT and of COMMIT. */
+static int put_result(size_t i, PGresult *r, void *user)
+{
+    put_ctx *x = user;
+    ExecStatusType es = PQresultStatus(r);
+    if (es != PGRES_TUPLES_OK && es != PGRES_COMMAND_OK)
+        return pl__pg_err(x->s, x->c, r, "delivering to an inbox");
+    if (i)
+        return PL_OK;
+    int64_t v;
+    if (PQntuples(r) != 1 || !pl__pg_parse_i64(PQgetvalue(r, 0, 0), &v))
+        return pl__err(PL_ECORRUPT, "store '%s': an inbox seq is malformed",
+                       x->s->path);
+    *x->seq = (uint64_t)v;
+    return PL_OK;
+}
+
+/* Send the record, the timer due now and COMMIT, in one round trip. */
+static int put_send(pl__pg_store *s, PGconn *c, uint64_t run,
+                    const char *run_id, const uint8_t *rec, size_t len,
+                    uint64_t *seq)
+{
+    /* due now, on this host's clock: a wake is asked for */
+    timer_row t = {0};
+    int st = timer_row_make(&t, run, run_id, pl__now_us());
+    if (!st && PQenterPipelineMode(c) != 1)
+        st = pl__pg_err(s, c, NULL, "entering pipeline mode");
+    /* a cancellation is marked as one, for the commits that look */
+    pl__inbox_rec ib = {0};
+    if (!st)
+        st = pl__inbox_decode(&ib, run_id, rec, len);
+    const char *cancel = ib.reason ? "t" : "f";
+    pl__inbox_clear(&ib);
+    if (!st) {
+        const char *vals[6] = {t.run,  (const char *)rec,        t.due,
+                               run_id, (const char *)t.rec.data, cancel};
+        int lens[6] = {0, (int)len, 0, 0, (int)t.rec.len, 0};
+        int fmts[6] = {0, 1, 0, 0, 1, 0};
+        st = pl__pg_send(s, c, T_INBOX_PUT, 6, vals, lens, fmts,
+                         "delivering to an inbox");
+    }
+    if (!st)
+        st = pl__pg_send(s, c, Q_COMMIT, 0, NULL, NULL, NULL, "committing");
+    put_ctx x = {s, c, seq};
+    if (!st)
+        st = pl__pg_pipeline_finish(s, c, 2, put_result, &x,
+                                    "delivering to an inbox");
+    pl__buf_free(&t.rec);
+    return st;
+}
+
+int pl__pg_inbox_put(pl__pg_store *s, uint64_t run, const char *run_id,
+                     pl__inbox_check_fn check, void *user, const uint8_t *rec,
+                     size_t len, uint64_t *seq)
+{
+    if (s->read_only)
+        return pl__pg_read_only(s);
+    if (len > INT32_MAX)
+        return pl__err(PL_EINVAL, "an inbox record of %zu bytes is too long",
+                       len);
+    PGconn *c;
+    int st = pl__pg_conn_get(s, &c);
+    if (st)
+        return st;
+    pl__buf state = {0};
+    st = pl__pg_lock_state(s, c, run, &state);
+    if (!st)
+        st = check(state.data, state.len, user);
+    if (!st)
+        st = put_send(s, c, run, run_id, rec, len, seq);
+    if (st)
+        c = pl__pg_rollback(s, c);
+    pl__pg_conn_put(s, c);
+    pl__buf_free(&state);
+    return st;
+}
+
+int pl__pg_inbox_read(pl__pg_store *s, uint64_t run, pl__kvs *out)
+{
+    pl__kvs_reset(out);
+    PGconn *c = NULL;
+    PGresult *r;
+    int st = exec_run(s, &c, T_INBOX_READ, run, &r, "reading an inbox");
+    if (!c)
+        return st;
+    for (int i = 0; !st && i < PQntuples(r); i++) {
+        int64_t seq;
+        size_t n = 0;
+        unsigned char *rec = PQunescapeBytea((const unsigned char *)
+                                                 PQgetvalue(r, i, 1),
+                                             &n);
+        if (!rec || !pl__pg_parse_i64(PQgetvalue(r, i, 0), &seq))
+            st = pl__err(rec ? PL_ECORRUPT : PL_ENOMEM,
+                         "store '%s': reading an inbox record", s->path);
+        else {
+            uint8_t key[8];
+            pl__put_be64(key, (uint64_t)seq);
+            st = pl__kvs_add(out, key, 8, rec, n);
+        }
+        PQfreemem(rec);
+    }
+    PQclear(r);
+    pl__pg_conn_put(s, c);
+    return st;
+}

@@ -1,0 +1,310 @@
+/*
+ * test_time_crash.c -- the crash matrix of time and events: SIGKILL at
+ * every step boundary around a sleep, a wait for an event, a cancellation
+ * and the compensating call after it, then recovery.
+ *
+ * The saga "trip": call "book", sleep (parked), wait for "confirm"
+ * (parked), call "pay", wait for "ship" (parked); the run is cancelled
+ * there, and the wait's PL_ECANCELLED makes it call "refund" and end
+ * `cancelled`.  Each tool appends a line to an effects file.  A driver
+ * takes the run from start to end: it wakes the sleep when due, sends
+ * "confirm" when the run waits for it, cancels it when it waits for
+ * "ship".  The reference runs the driver once; then for every boundary k
+ * (each PL_EVENT_STEP_APPENDED and PL_EVENT_COMMIT, as test_crash.c counts
+ * them) a forked child runs the driver and SIGKILLs itself at k, and the
+ * parent runs the driver again from whatever the store holds.  The
+ * recovered run must end `cancelled` with the reason, with the reference's
+ * ledger shape (ids, types, actors), pass pl_run_verify(), and every
+ * tool's effect must be in the file once, but for the one call in flight
+ * at the kill, which may be there twice.
+ */
+#include "support.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define RUN_ID "trip-1"
+#define REASON "the traveller cancelled"
+
+static char g_fx[4300]; /* the effects file */
+static long g_kill_at;  /* 0: never */
+static long g_seen;
+
+static void effect(const char *what)
+{
+    int fd = open(g_fx, O_WRONLY | O_APPEND | O_CREAT, 0600);
+    if (fd < 0)
+        return;
+    char line[64];
+    int n = snprintf(line, sizeof line, "%s\n", what);
+    ssize_t w = write(fd, line, (size_t)n);
+    (void)w;
+    close(fd);
+}
+
+static int tool(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)ctx;
+    (void)a;
+    effect(user);
+    return pl_steps_add_resultf(out, "{s:s}", "done", (const char *)user);
+}
+
+static int trip(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)a;
+    (void)user;
+    cJSON *p = NULL;
+    int st = pl_ctx_invoke(NULL, ctx, "book", pl_json_empty());
+    if (!st)
+        st = pl_ctx_sleep(ctx, 30);
+    if (!st)
+        st = pl_ctx_wait_event(&p, ctx, "confirm", PL_WAIT_FOREVER);
+    cJSON_Delete(p);
+    p = NULL;
+    if (!st)
+        st = pl_ctx_invoke(NULL, ctx, "pay", pl_json_empty());
+    if (!st)
+        st = pl_ctx_wait_event(&p, ctx, "ship", PL_WAIT_FOREVER);
+    cJSON_Delete(p);
+    if (st == PL_ECANCELLED) {
+        if ((st = pl_ctx_invoke(NULL, ctx, "refund", pl_json_empty())))
+            return st;
+        return PL_ECANCELLED;
+    }
+    return st ? st : pl_steps_add_resultf(out, "{}");
+}
+
+static void on_event(const pl_event *ev, void *user)
+{
+    (void)user;
+    if (ev->kind != PL_EVENT_STEP_APPENDED && ev->kind != PL_EVENT_COMMIT)
+        return;
+    if (++g_seen == g_kill_at)
+        kill(getpid(), SIGKILL);
+}
+
+static pl_registry *registry(void)
+{
+    pl_registry *reg = NULL;
+    cr_assert_eq(pl_registry_new(&reg), PL_OK);
+    static const char *const tools[] = {"book", "pay", "refund"};
+    for (size_t i = 0; i < 3; i++) {
+        pl_policy_def d = PL_POLICY_DEF_INIT;
+        d.name = tools[i];
+        d.fn = tool;
+        d.user = (void *)tools[i];
+        cr_assert_eq(pl_registry_add(reg, &d), PL_OK);
+    }
+    pl_policy_def d = PL_POLICY_DEF_INIT;
+    d.name = "trip";
+    d.fn = trip;
+    cr_assert_eq(pl_registry_add(reg, &d), PL_OK);
+    return reg;
+}
+
+static pl_engine *open_engine(const char *store, const pl_registry *reg)
+{
+    pl_engine_options o = PL_ENGINE_OPTIONS_INIT;
+    o.durability = PL_DURABILITY_SYNC;
+    o.on_event = on_event;
+    o.lease_ms = 1000; /* a killed run's lease runs out soon */
+    pl_engine *e = NULL;
+    if (pl_engine_open(&e, store, reg, &o) ||
+        pl_engine_set_wait_in_place(e, 0)) {
+        pl_engine_close(e);
+        return NULL;
+    }
+    return e;
+}
+
+static void nap_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/*
+ * Take the run from wherever it is to its end; PL_OK once it has ended.
+ * Every step is one the store decides: a killed process's run is taken
+ * over once its lease has run out.
+ */
+static int drive(pl_engine *e)
+{
+    pl_outcome *o = NULL;
+    int st = pl_run_continue(&o, e, RUN_ID, NULL); /* also: no such run */
+    if (st == PL_ENOTFOUND) {
+        pl_action a = {
+            PL_ACTION_VERSION, "trip", pl_json_empty(), NULL, 0, NULL};
+        pl_run_options ro = PL_RUN_OPTIONS_INIT;
+        ro.run_id = RUN_ID;
+        st = pl_run_start(&o, e, &a, &ro);
+    }
+    pl_outcome_free(o);
+    for (int guard = 0; guard < 100000; guard++) {
+        pl_run_info *ri = NULL;
+        if ((st = pl_run_get(&ri, e, RUN_ID)))
+            return st;
+        pl_run_status s = ri->status;
+        char ev[32] = "";
+        if (ri->wait_event)
+            snprintf(ev, sizeof ev, "%s", ri->wait_event);
+        pl_run_info_free(ri);
+        o = NULL;
+        if (s == PL_RUN_CANCELLED || s == PL_RUN_COMPLETED ||
+            s == PL_RUN_FAILED)
+            return PL_OK;
+        if (s == PL_RUN_RUNNING) { /* a killed owner's: once its lease ends */
+            st = pl_run_continue(&o, e, RUN_ID, NULL);
+            if (st == PL_EBUSY)
+                nap_ms(20);
+            else if (st)
+                return st;
+        } else if (!strcmp(ev, "confirm")) {
+            cJSON *p = cJSON_CreateObject();
+            st = pl_run_signal(&o, e, RUN_ID, "confirm", p);
+            cJSON_Delete(p);
+            if (st && st != PL_EBUSY)
+                return st;
+        } else if (!strcmp(ev, "ship")) {
+            if ((st = pl_run_cancel(e, RUN_ID, REASON)) && st != PL_ESTATE)
+                return st;
+        } else { /* the sleep */
+            int64_t next = 0;
+            if ((st = pl_engine_wake(e, &next)))
+                return st;
+            nap_ms(5);
+        }
+        pl_outcome_free(o);
+    }
+    return PL_ELIMIT;
+}
+
+typedef struct shape {
+    char **ids;
+    size_t n;
+} shape;
+
+static int collect(const pl_step *s, void *user)
+{
+    shape *sh = user;
+    char line[256];
+    snprintf(line, sizeof line, "%s %s %s", pl_step_id(s),
+             pl_step_type_name(pl_step_type_of(s)), pl_step_actor(s));
+    sh->ids = realloc(sh->ids, (sh->n + 1) * sizeof *sh->ids);
+    sh->ids[sh->n++] = strdup(line);
+    return 0;
+}
+
+static void shape_of(pl_engine *e, shape *sh)
+{
+    memset(sh, 0, sizeof *sh);
+    cr_assert_eq(pl_run_walk(e, RUN_ID, collect, sh), PL_OK, "%s", pl_errmsg());
+}
+
+static void shape_free(shape *sh)
+{
+    for (size_t i = 0; i < sh->n; i++)
+        free(sh->ids[i]);
+    free(sh->ids);
+}
+
+static int count_effect(const char *what)
+{
+    FILE *f = fopen(g_fx, "r");
+    if (!f)
+        return 0;
+    char line[64];
+    int n = 0;
+    while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = '\0';
+        n += !strcmp(line, what);
+    }
+    fclose(f);
+    return n;
+}
+
+static void fresh(char *store, size_t n, const char *name)
+{
+    const char *dir = t_tmpdir();
+    t_store_in(store, n, dir, name);
+    snprintf(g_fx, sizeof g_fx, "%s/%s.fx", dir, name);
+}
+
+Test(time_crash, killed_at_every_boundary_around_sleep_wait_and_cancel,
+     .timeout = 600)
+{
+    pl_registry *reg = registry();
+    char store[4300];
+    fresh(store, sizeof store, "ref");
+    pl_engine *e = open_engine(store, reg);
+    cr_assert_not_null(e, "%s", pl_errmsg());
+    g_seen = 0;
+    cr_assert_eq(drive(e), PL_OK, "%s", pl_errmsg());
+    long k_max = g_seen;
+    shape ref;
+    shape_of(e, &ref);
+    pl_engine_close(e);
+    cr_assert_gt(k_max, 10);
+    fprintf(stderr, "time crash matrix: %ld boundaries\n", k_max);
+    cr_assert_eq(count_effect("refund"), 1);
+
+    for (long k = 1; k <= k_max; k++) {
+        char name[32];
+        snprintf(name, sizeof name, "k%ld", k);
+        fresh(store, sizeof store, name);
+        fflush(NULL);
+        pid_t pid = fork();
+        cr_assert_neq(pid, -1);
+        if (pid == 0) {
+            g_kill_at = k;
+            g_seen = 0;
+            pl_engine *ce = open_engine(store, reg);
+            int st = ce ? drive(ce) : PL_ESTORE;
+            _exit(st ? 12 : 3);
+        }
+        int ws = 0;
+        while (waitpid(pid, &ws, 0) == -1 && errno == EINTR)
+            ;
+        cr_assert(WIFSIGNALED(ws) && WTERMSIG(ws) == SIGKILL,
+                  "k=%ld: the child was to die at its boundary (status %#x)", k,
+                  ws);
+        g_kill_at = 0;
+        e = open_engine(store, reg);
+        cr_assert_not_null(e, "%s", pl_errmsg());
+        cr_assert_eq(drive(e), PL_OK, "k=%ld: %s", k, pl_errmsg());
+        pl_run_info *ri = NULL;
+        cr_assert_eq(pl_run_get(&ri, e, RUN_ID), PL_OK);
+        cr_expect_eq(ri->status, PL_RUN_CANCELLED, "k=%ld: %s", k,
+                     pl_run_status_name(ri->status));
+        cr_expect_str_eq(ri->reason, REASON, "k=%ld", k);
+        pl_run_info_free(ri);
+        cr_expect_eq(pl_run_verify(e, RUN_ID), PL_OK, "k=%ld: %s", k,
+                     pl_errmsg());
+        shape got;
+        shape_of(e, &got);
+        cr_expect_eq(got.n, ref.n, "k=%ld: %zu steps, the reference %zu", k,
+                     got.n, ref.n);
+        for (size_t i = 0; i < got.n && i < ref.n; i++)
+            cr_expect_str_eq(got.ids[i], ref.ids[i], "k=%ld, step %zu", k, i);
+        shape_free(&got);
+        int twice = 0;
+        static const char *const tools[] = {"book", "pay", "refund"};
+        for (size_t i = 0; i < 3; i++) {
+            int n = count_effect(tools[i]);
+            cr_expect(n == 1 || n == 2, "k=%ld: %s %d times", k, tools[i], n);
+            twice += n == 2;
+        }
+        cr_expect_leq(twice, 1, "k=%ld: at most the call in flight repeats", k);
+        pl_engine_close(e);
+    }
+    shape_free(&ref);
+    pl_registry_free(reg);
+}
