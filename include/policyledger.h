@@ -1337,7 +1337,9 @@ int pl_ctx_wait_event(cJSON **out_payload, pl_ctx *ctx, const char *name,
 /**
  * Send the event @p name with @p payload to run @p run_id, from any
  * process: it is durable in the run's inbox when this returns, and a run
- * waiting for it is woken.
+ * waiting for it is woken.  A run continued as new
+ * (pl_ctx_continue_as_new()) passes it on: it goes to the link of the
+ * chain that is going on (as does a pl_run_cancel()).
  * @param[out] out NULL: deliver only (a worker, or pl_engine_wake(),
  *             continues a waiting run).  Else, when the run was waiting,
  *             it is continued here, in the caller's thread, as
@@ -2012,7 +2014,9 @@ int pl_ctx_suspend(cJSON **out_answer, pl_ctx *ctx, const cJSON *prompt);
  * (pl_run_info.successor and .predecessor, pl_outcome.successor), and
  * `ledger-dump --run ID --chain` lists the chain.  A replay of the run
  * (pl_run_continue(), which replays a continued run as it does a completed
- * one) gives the same outcome and writes nothing.
+ * one) gives the same outcome and writes nothing.  Events sent to the run
+ * (pl_run_signal()) once it has continued reach its successor; those it
+ * had received and not consumed stay with it.
  *
  * Each link is a run of its own: replaying or recovering the newest link
  * costs what its own ledger costs, however long the chain behind it.

@@ -285,3 +285,64 @@ Test(chain, misuse_is_refused)
     pl_engine_close(e);
     pl_registry_free(reg);
 }
+
+/* {"n": N}: wait for the event "ping" N times, then continue as new with
+ * {"n": N} again, at most twice along the chain (payload "left"). */
+static int pinger(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)user;
+    const cJSON *l = cJSON_GetObjectItemCaseSensitive(a->payload, "left");
+    int left = cJSON_IsNumber(l) ? l->valueint : 0;
+    cJSON *got = NULL;
+    int st = pl_ctx_wait_event(&got, ctx, "ping", PL_WAIT_FOREVER);
+    if (st)
+        return st;
+    cJSON_Delete(got);
+    if (left > 0) {
+        cJSON *next = cJSON_CreateObject();
+        cJSON_AddNumberToObject(next, "left", left - 1);
+        st = pl_ctx_continue_as_new(ctx, next);
+        cJSON_Delete(next);
+        if (st)
+            return st;
+    }
+    return pl_steps_add_result(out, pl_json_empty());
+}
+
+Test(chain, events_sent_to_a_continued_run_reach_its_successor)
+{
+    pl_registry *reg = registry();
+    pl_policy_def d = PL_POLICY_DEF_INIT;
+    d.name = "pinger";
+    d.fn = pinger;
+    cr_assert_eq(pl_registry_add(reg, &d), PL_OK);
+    pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_SYNC);
+    cr_assert_eq(pl_engine_set_wait_in_place(e, 0), PL_OK);
+    pl_outcome *o = t_start(e, "pinger", "{\"left\": 1}", "pi");
+    cr_assert_eq(o->status, PL_RUN_WAITING);
+    pl_outcome_free(o);
+    /* to "pi": it continues as "pi~1", which waits */
+    cJSON *ev = t_json("{}");
+    cr_assert_eq(pl_run_signal(&o, e, "pi", "ping", ev), PL_OK, "%s",
+                 pl_errmsg());
+    cr_assert_not_null(o);
+    cr_assert_eq(o->status, PL_RUN_CONTINUED);
+    pl_outcome_free(o);
+    cr_assert_eq(pl_run_continue(&o, e, "pi~1", NULL), PL_OK, "%s",
+                 pl_errmsg());
+    cr_assert_eq(o->status, PL_RUN_WAITING);
+    pl_outcome_free(o);
+    /* still to "pi": it reaches "pi~1", which completes */
+    cr_assert_eq(pl_run_signal(&o, e, "pi", "ping", ev), PL_OK, "%s",
+                 pl_errmsg());
+    cr_assert_not_null(o, "the successor was continued here");
+    cr_assert_str_eq(o->run_id, "pi~1");
+    cr_assert_eq(o->status, PL_RUN_COMPLETED);
+    pl_outcome_free(o);
+    /* the chain has ended: refused, naming the last link */
+    cr_assert_eq(pl_run_signal(NULL, e, "pi", "ping", ev), PL_ESTATE);
+    cr_assert(strstr(pl_errmsg(), "pi~1"), "%s", pl_errmsg());
+    cJSON_Delete(ev);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}

@@ -478,3 +478,50 @@ Test(retention, a_kill_during_a_prune_leaves_runs_whole_or_gone, .timeout = 300)
     cr_log_info("%d of the kills fell inside the prune", partial);
     pl_registry_free(reg);
 }
+
+/* ---- time: a cancelled run, its timer and its inbox ----------------------- */
+
+static int waiter(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)a;
+    (void)user;
+    cJSON *got = NULL;
+    int st = pl_ctx_wait_event(&got, ctx, "go", 3600 * 1000);
+    cJSON_Delete(got);
+    return st ? st : pl_steps_add_result(out, pl_json_empty());
+}
+
+Test(retention, a_cancelled_run_is_deleted_with_its_timer_and_inbox)
+{
+    pl_registry *reg = t_registry();
+    pl_policy_def d = PL_POLICY_DEF_INIT;
+    d.name = "waiter";
+    d.fn = waiter;
+    cr_assert_eq(pl_registry_add(reg, &d), PL_OK);
+    pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_SYNC);
+    cr_assert_eq(pl_engine_set_wait_in_place(e, 0), PL_OK);
+    pl_outcome *o = t_start(e, "waiter", "{}", "w-1");
+    cr_assert_eq(o->status, PL_RUN_WAITING);
+    pl_outcome_free(o);
+    cr_assert_eq(pl_run_delete(e, "w-1"), PL_ESTATE, "a waiting run stays");
+    cJSON *ev = t_json("{}");
+    cr_assert_eq(pl_run_signal(NULL, e, "w-1", "other", ev), PL_OK);
+    cJSON_Delete(ev);
+    cr_assert_eq(pl_run_cancel(e, "w-1", "no longer needed"), PL_OK, "%s",
+                 pl_errmsg());
+    pl_run_info *info = NULL;
+    cr_assert_eq(pl_run_get(&info, e, "w-1"), PL_OK);
+    cr_assert_eq(info->status, PL_RUN_CANCELLED);
+    pl_run_info_free(info);
+    cr_assert_eq(pl_run_delete(e, "w-1"), PL_OK, "%s", pl_errmsg());
+    pl_tombstone t = PL_TOMBSTONE_INIT;
+    cr_assert_eq(pl_run_tombstone(&t, e, "w-1"), PL_OK);
+    cr_assert_eq(t.status, PL_RUN_CANCELLED);
+    /* nothing of it is left for the timers to find */
+    int64_t next = -1;
+    cr_assert_eq(pl_engine_wake(e, &next), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(next, 0, "no timer left");
+    cr_assert_eq(step_records(e), 0);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}

@@ -567,7 +567,8 @@ int pl_ctx_wait_event(cJSON **out, pl_ctx *c, const char *name,
 typedef struct deliver_ctx {
     const char *id;
     const char *what;
-    pl_run_status status; /* found */
+    pl_run_status status;         /* found */
+    char succ[PL_MAX_RUN_ID + 1]; /* continued as new: its successor */
 } deliver_ctx;
 
 static int deliver_check(const uint8_t *state, size_t len, void *user)
@@ -578,7 +579,12 @@ static int deliver_check(const uint8_t *state, size_t len, void *user)
     if (rc)
         return rc;
     d->status = st.status;
+    if (st.status == PL_RUN_CONTINUED && st.succ)
+        snprintf(d->succ, sizeof d->succ, "%s", st.succ);
     pl__run_state_clear(&st);
+    if (d->status == PL_RUN_CONTINUED)
+        return pl__err(PL_ESTATE, "run '%s' continued as new as '%s'", d->id,
+                       d->succ);
     if (d->status == PL_RUN_COMPLETED || d->status == PL_RUN_FAILED ||
         d->status == PL_RUN_CANCELLED)
         return pl__err(PL_ESTATE, "run '%s' has ended (%s): %s is refused",
@@ -586,21 +592,34 @@ static int deliver_check(const uint8_t *state, size_t len, void *user)
     return PL_OK;
 }
 
+/*
+ * Deliver @p ib to run @p id, or, when it has continued as new
+ * (pl_ctx_continue_as_new()), to the link of its chain that goes on: the
+ * id it went to in @p to (PL_MAX_RUN_ID + 1 bytes).
+ */
 static int deliver(pl_engine *e, const char *id, const pl__inbox_rec *ib,
-                   const char *what, uint64_t *num, pl_run_status *found)
+                   const char *what, uint64_t *num, pl_run_status *found,
+                   char *to)
 {
-    pl__buf rec = {0};
-    int st = pl__store_run_find(e->store, id, num, NULL);
-    if (!st)
-        st = pl__inbox_encode(&rec, id, ib);
-    deliver_ctx d = {id, what, 0};
-    uint64_t seq;
-    if (!st)
-        st = pl__store_inbox_put(e->store, *num, id, deliver_check, &d,
-                                 rec.data, rec.len, &seq);
-    pl__buf_free(&rec);
-    *found = d.status;
-    return st;
+    int st;
+    snprintf(to, PL_MAX_RUN_ID + 1, "%s", id);
+    for (unsigned hops = 0;; hops++) {
+        pl__buf rec = {0};
+        st = pl__store_run_find(e->store, to, num, NULL);
+        if (!st) /* bound to the run it goes to */
+            st = pl__inbox_encode(&rec, to, ib);
+        deliver_ctx d = {to, what, 0, ""};
+        uint64_t seq;
+        if (!st)
+            st = pl__store_inbox_put(e->store, *num, to, deliver_check, &d,
+                                     rec.data, rec.len, &seq);
+        pl__buf_free(&rec);
+        *found = d.status;
+        if (st != PL_ESTATE || !d.succ[0] || hops >= 1000000)
+            return st;
+        pl__err_clear();
+        snprintf(to, PL_MAX_RUN_ID + 1, "%s", d.succ);
+    }
 }
 
 int pl_run_signal(pl_outcome **out, pl_engine *e, const char *run_id,
@@ -629,12 +648,13 @@ int pl_run_signal(pl_outcome **out, pl_engine *e, const char *run_id,
     pl_run_status found;
     char what[PL_MAX_NAME + 32];
     snprintf(what, sizeof what, "the event '%s'", name);
-    st = deliver(e, run_id, &ib, what, &num, &found);
+    char to[PL_MAX_RUN_ID + 1];
+    st = deliver(e, run_id, &ib, what, &num, &found, to);
     pl__buf_free(&p);
     if (st || !out || found != PL_RUN_WAITING)
         return st;
     /* continue it here; someone else may have been quicker */
-    st = pl_run_continue(out, e, run_id, NULL);
+    st = pl_run_continue(out, e, to, NULL);
     if (st == PL_EBUSY) {
         pl__err_clear();
         return PL_OK;
@@ -685,12 +705,13 @@ int pl_run_cancel(pl_engine *e, const char *run_id, const char *reason)
     pl__inbox_rec ib = {.reason = (char *)reason, .sent_us = pl__now_us()};
     uint64_t num;
     pl_run_status found;
-    int st = deliver(e, run_id, &ib, "a cancellation", &num, &found);
+    char to[PL_MAX_RUN_ID + 1]; /* run_id, or the link its chain is at */
+    int st = deliver(e, run_id, &ib, "a cancellation", &num, &found, to);
     if (st)
         return st;
     if (found == PL_RUN_SUSPENDED || found == PL_RUN_SUBMITTED) {
         /* nothing of its policies runs until then: it ends now */
-        cancel_now_ctx cc = {run_id, reason, false};
+        cancel_now_ctx cc = {to, reason, false};
         return pl__store_state_update(e->store, num, cancel_now_fn, &cc);
     }
     /* a running run sees the cancellation at its next call boundary */
@@ -698,7 +719,7 @@ int pl_run_cancel(pl_engine *e, const char *run_id, const char *reason)
         /* its wait returns PL_ECANCELLED to its policy, here if this
          * engine has its policies, else in the worker its timer wakes */
         pl_outcome *o = NULL;
-        int cst = pl_run_continue(&o, e, run_id, NULL);
+        int cst = pl_run_continue(&o, e, to, NULL);
         pl_outcome_free(o);
         if (cst && cst != PL_ENOTFOUND && cst != PL_EBUSY && cst != PL_ESTATE)
             return cst;

@@ -11,7 +11,8 @@
  *   |          |                   | run whose steps are being removed    |
  *
  * A delete is one write transaction for all the runs it is given: their
- * `runs`, `state` and `leases` records go, a tombstone and a purge record
+ * `runs`, `state` and `leases` records go, and their timers and inboxes
+ * (lmdb_time.c), a tombstone and a purge record
  * come.  Their steps stay behind the purge record, unreachable (nothing
  * maps an id to that number any more, and numbers are never given again),
  * and pl__lmdb_purge() removes them a bounded number per transaction, so
@@ -75,6 +76,43 @@ typedef struct delete_ctx {
     size_t n;
 } delete_ctx;
 
+/* Drop run @p num's timer (and its entry in `due`) and its inbox: what a
+ * run that has ended may still have beside it (lmdb_time.c). */
+static int drop_time(pl__lmdb_store *s, MDB_txn *txn, const uint8_t num[8],
+                     int *st)
+{
+    if (!s->has_time)
+        return 0;
+    MDB_val k = {8, (void *)num}, v;
+    int rc = mdb_get(txn, s->timers, &k, &v);
+    if (!rc) {
+        int64_t due;
+        char id[PL_MAX_RUN_ID + 1];
+        if ((*st = pl__timer_decode(&due, id, v.mv_data, v.mv_size)))
+            return 0;
+        uint8_t dk[16];
+        pl__put_be64(dk, (uint64_t)due);
+        memcpy(dk + 8, num, 8);
+        MDB_val dkey = {16, dk};
+        if ((rc = mdb_del(txn, s->due, &dkey, NULL)) && rc != MDB_NOTFOUND)
+            return rc;
+        if ((rc = mdb_del(txn, s->timers, &k, NULL)))
+            return rc;
+    } else if (rc != MDB_NOTFOUND) {
+        return rc;
+    }
+    MDB_cursor *cur;
+    if ((rc = mdb_cursor_open(txn, s->inbox, &cur)))
+        return rc;
+    MDB_val ik = k;
+    rc = mdb_cursor_get(cur, &ik, &v, MDB_SET_RANGE);
+    while (!rc && ik.mv_size >= 8 && !memcmp(ik.mv_data, num, 8) &&
+           !(rc = mdb_cursor_del(cur, 0)))
+        rc = mdb_cursor_get(cur, &ik, &v, MDB_NEXT);
+    mdb_cursor_close(cur);
+    return rc == MDB_NOTFOUND ? 0 : rc;
+}
+
 /* Delete one run in @p txn, or set its rc and leave it. */
 static int delete_one(pl__lmdb_store *s, MDB_txn *txn, pl__delete *d, int *st)
 {
@@ -117,7 +155,8 @@ static int delete_one(pl__lmdb_store *s, MDB_txn *txn, pl__delete *d, int *st)
     if ((*st = pl__purge_encode(&purge, d->num, d->id)))
         return 0;
     MDB_val pv = {purge.len, purge.data};
-    if (!(rc = mdb_del(txn, s->runs, &k, NULL)) &&
+    if (!(rc = drop_time(s, txn, key, st)) && !*st &&
+        !(rc = mdb_del(txn, s->runs, &k, NULL)) &&
         !(rc = mdb_del(txn, s->state, &nk, NULL)) &&
         !(rc = mdb_put(txn, s->purge, &nk, &pv, 0)) && d->tomb) {
         MDB_val tv = {d->tomb->len, d->tomb->data};

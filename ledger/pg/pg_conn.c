@@ -576,11 +576,13 @@ static int make_statements(pl__pg_store *s)
         "x AS (DELETE FROM \"%s\".runs USING d WHERE runs.id = d.id), "
         "y AS (DELETE FROM \"%s\".state USING d WHERE state.run = d.num), "
         "z AS (DELETE FROM \"%s\".leases USING d WHERE leases.run = "
-        "d.num), t AS (INSERT INTO \"%s\".tombs (id, expires, v) SELECT "
+        "d.num), ti AS (DELETE FROM \"%s\".timers USING d WHERE "
+        "timers.run = d.num), ib AS (DELETE FROM \"%s\".inbox USING d "
+        "WHERE inbox.run = d.num), t AS (INSERT INTO \"%s\".tombs (id, expires, v) SELECT "
         "id, exp, tomb FROM d WHERE length(tomb) > 0 ON CONFLICT (id) DO "
         "UPDATE SET expires = excluded.expires, v = excluded.v) "
         "SELECT id FROM d",
-        n, n, n, n, n, n, n, n);
+        n, n, n, n, n, n, n, n, n, n);
     /* a continued run's successor: it takes its id over from a tombstone;
      * a live run with that id fails the commit (unique_violation) */
     s->q[Q_CREATE_SUCC] = pl__asprintf(
