@@ -903,6 +903,17 @@ typedef struct pl_store_stats {
  */
 int pl_engine_stats(pl_store_stats *out, pl_engine *engine);
 
+/**
+ * A number that moves whenever the store may have changed, read in one
+ * cheap step, for a program that polls a store others write (a viewer):
+ * while it stays the same, nothing was committed.  LMDB: the last write
+ * transaction's id, moved by every process's writes; PostgreSQL: the
+ * server's WAL position, which writes to other schemas and databases of
+ * the server move too.  Only equality means anything.
+ * @return PL_OK; PL_EINVAL (NULL argument); PL_ESTORE.
+ */
+int pl_engine_change_mark(uint64_t *out, pl_engine *engine);
+
 /* ------------------------------------------------------------------------ */
 /* Runs                                                                     */
 /* ------------------------------------------------------------------------ */
@@ -1159,6 +1170,34 @@ typedef int (*pl_run_visit_fn)(const pl_run_info *info, void *user);
  * @return PL_OK, the visitor's non-zero value, or an error as pl_run_get().
  */
 int pl_engine_runs(pl_engine *engine, pl_run_visit_fn visit, void *user);
+
+#define PL_RUNS_OPTIONS_VERSION 1
+
+/** Where pl_engine_runs_from() starts and which way it goes.  Initialise
+ *  with PL_RUNS_OPTIONS_INIT. */
+typedef struct pl_runs_options {
+    unsigned version;  /**< PL_RUNS_OPTIONS_VERSION */
+    const char *after; /**< the cursor: start just past this id, in the
+                            listing's order (it need not be a stored run);
+                            NULL or "" = from the start */
+    bool reverse;      /**< descending byte order of the ids: for the ids
+                            the engine makes, newest first */
+} pl_runs_options;
+
+#define PL_RUNS_OPTIONS_INIT { PL_RUNS_OPTIONS_VERSION, NULL, false }
+
+/**
+ * pl_engine_runs() from a cursor, either way: every run whose id sorts
+ * after opts->after (with opts->reverse, before it, newest first), until
+ * the visitor stops.  A page of N runs costs N records read, wherever it
+ * starts: the store seeks to the cursor by key.  To page, stop after N
+ * runs and pass the last id visited as the next page's after.
+ * @param opts NULL = pl_engine_runs().
+ * @return as pl_engine_runs(); PL_EINVAL (an unknown version, an after
+ *         longer than PL_MAX_RUN_ID).
+ */
+int pl_engine_runs_from(pl_engine *engine, const pl_runs_options *opts,
+                        pl_run_visit_fn visit, void *user);
 
 /**
  * Read one invocation's ledger.

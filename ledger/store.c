@@ -81,6 +81,8 @@ int pl__store_stats_get(pl__store *s, pl__store_stats *out)
     return CALL(s, stats_get, out);
 }
 
+int pl__store_mark(pl__store *s, uint64_t *out) { return CALL(s, mark, out); }
+
 int pl__store_commit(pl__store *s, pl__batch *const *batches, size_t n,
                      bool journal)
 {
@@ -126,9 +128,10 @@ int pl__store_state_update(pl__store *s, uint64_t num, pl__state_fn fn,
     return CALL(s, state_update, num, fn, user);
 }
 
-int pl__store_runs(pl__store *s, const char *after, size_t max_n, pl__kvs *out)
+int pl__store_runs(pl__store *s, const char *after, bool desc, size_t max_n,
+                   pl__kvs *out)
 {
-    return CALL(s, runs, after, max_n, out);
+    return CALL(s, runs, after, desc, max_n, out);
 }
 
 /* ---- leases ---------------------------------------------------------------- */

@@ -82,6 +82,10 @@ typedef struct pl__store_stats {
 PL__HIDDEN int pl__store_stats_get(pl__store *s,
                                    pl__store_stats *out) PL__MUST_CHECK;
 
+/* A number that moves whenever the store may have changed, in one cheap
+ * read (see pl_engine_change_mark() in the public header). */
+PL__HIDDEN int pl__store_mark(pl__store *s, uint64_t *out) PL__MUST_CHECK;
+
 /* ---- key/value lists (kvs.c) ------------------------------------------------- */
 
 typedef struct pl__kv {
@@ -250,10 +254,11 @@ PL__HIDDEN int pl__store_state_update(pl__store *s, uint64_t num,
 /*
  * List runs in id order after @p after (NULL: from the first), at most
  * @p max_n: keys are run ids, values are their number (8 bytes big-endian)
- * followed by the info record.
+ * followed by the info record.  With @p desc, in descending id order,
+ * before @p after (NULL: from the last).
  */
-PL__HIDDEN int pl__store_runs(pl__store *s, const char *after, size_t max_n,
-                              pl__kvs *out) PL__MUST_CHECK;
+PL__HIDDEN int pl__store_runs(pl__store *s, const char *after, bool desc,
+                              size_t max_n, pl__kvs *out) PL__MUST_CHECK;
 
 /* ---- leases ------------------------------------------------------------------ */
 

@@ -55,3 +55,8 @@ echo "== 5. The run's tree, and its hash chains checked."
 "$dump" "$store" --verify --run "$run"
 echo
 echo "The store is $store."
+if [ -x "$build/tools/ledger-web" ]; then
+  echo "See it in a browser (then open the URL it prints):"
+  echo "  AGENT_MODEL=$AGENT_MODEL AGENT_DATA=$AGENT_DATA \\"
+  echo "    $build/tools/ledger-web $store --plugin $plugin"
+fi

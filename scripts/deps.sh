@@ -8,15 +8,18 @@
 #                            LLM tests and the tools' tests, the official
 #                            JSON-Schema-Test-Suite, the PostgreSQL server
 #                            tests/test_pg.c runs on, node and npm for the
-#                            reference MCP servers of tests/test_mcp.c)
+#                            reference MCP servers of tests/test_mcp.c and
+#                            the browser tests of ledger-web, which drive
+#                            Debian's chromium)
 #   scripts/deps.sh --fuzz   and clang with libFuzzer (scripts/fuzz.sh)
 set -euo pipefail
 
 pkgs=(gcc libc6-dev make cmake pkg-config
-      liblmdb-dev libpq-dev libmsgpack-dev libcjson-dev libssl-dev libcurl4-openssl-dev)
+      liblmdb-dev libpq-dev libmsgpack-dev libcjson-dev libssl-dev libcurl4-openssl-dev
+      libmicrohttpd-dev)
 if [ "${1:-}" = "--test" ]; then
   pkgs+=(libcriterion-dev valgrind g++ clang-format python3
-         json-schema-test-suite postgresql nodejs)
+         json-schema-test-suite postgresql nodejs chromium)
   # npm is Debian's own package, unless the nodejs installed brings it
   command -v npm >/dev/null || pkgs+=(npm)
 fi

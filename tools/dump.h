@@ -8,7 +8,7 @@
 #ifndef PL_DUMP_H
 #define PL_DUMP_H
 
-#include "cli.h"
+#include "runview.h"
 
 #define SHORT_PAYLOAD 120 /* bytes of payload shown without --full */
 #define FOLLOW_POLL_MS 200
@@ -31,12 +31,6 @@ typedef struct opts {
 } opts;
 
 /* ---- dump_list.c ---- */
-
-/* A run's status as a person reads it ("running (owner gone: crashed)"). */
-const char *status_text(const pl_run_info *ri);
-bool crashed(const pl_run_info *ri);
-/* A run's record as JSON; NULL on OOM. */
-cJSON *run_json(const pl_run_info *ri);
 
 /* Each command returns the tool's exit status. */
 int cmd_list(pl_engine *e, const opts *o);

@@ -12,98 +12,6 @@
 
 /* ---- one run's steps ---------------------------------------------------------- */
 
-/* A step as read, kept for marking (in-doubt calls need what follows). */
-typedef struct srow {
-    char *id;
-    char *path;
-    uint32_t seq;
-    pl_step_type type;
-    char *actor;
-    cJSON *payload;
-    int64_t time_us;
-    char *code;
-    bool has_hash;
-    uint8_t hash[PL_HASH_LEN];
-    uint8_t prev[PL_HASH_LEN];
-    bool is_error;
-} srow;
-
-typedef struct rows {
-    srow *v;
-    size_t n, cap;
-    bool oom;
-} rows;
-
-static void rows_free(rows *r)
-{
-    for (size_t i = 0; i < r->n; i++) {
-        free(r->v[i].id);
-        free(r->v[i].path);
-        free(r->v[i].actor);
-        free(r->v[i].code);
-        cJSON_Delete(r->v[i].payload);
-    }
-    free(r->v);
-    memset(r, 0, sizeof *r);
-}
-
-static int rows_visit(const pl_step *s, void *user)
-{
-    rows *r = user;
-    if (r->n == r->cap) {
-        size_t cap = r->cap ? r->cap * 2 : 64;
-        srow *v = realloc(r->v, cap * sizeof *v);
-        if (!v) {
-            r->oom = true;
-            return 1;
-        }
-        r->v = v;
-        r->cap = cap;
-    }
-    srow *w = &r->v[r->n];
-    memset(w, 0, sizeof *w);
-    const char *id = pl_step_id(s);
-    const char *colon = strrchr(id, ':');
-    const cJSON *p = pl_step_payload(s);
-    w->id = cli_strdup(id);
-    w->path = cli_strdup(id);
-    w->actor = cli_strdup(pl_step_actor(s));
-    w->payload = p ? cJSON_Duplicate(p, 1) : NULL;
-    w->code = pl_step_code(s) ? cli_strdup(pl_step_code(s)) : NULL;
-    r->n++;
-    if (!w->id || !w->path || !w->actor || !w->payload ||
-        (pl_step_code(s) && !w->code) || !colon) {
-        r->oom = true;
-        return 1;
-    }
-    w->path[colon - id] = '\0';
-    w->seq = pl_step_seq(s);
-    w->type = pl_step_type_of(s);
-    w->time_us = pl_step_time_us(s);
-    w->has_hash = pl_step_hash(w->hash, s) == PL_OK;
-    if (pl_step_prev_hash(w->prev, s))
-        memset(w->prev, 0, sizeof w->prev);
-    w->is_error = pl_step_is_error(s);
-    return 0;
-}
-
-/* Read every step of a run into @p r.  Returns a pl_status. */
-static int read_rows(pl_engine *e, const char *run, rows *r)
-{
-    rows_free(r);
-    int st = pl_run_walk(e, run, rows_visit, r);
-    if (r->oom)
-        return pl_errorf(PL_ENOMEM, "out of memory reading run '%s'", run);
-    return st;
-}
-
-/* Does @p path lie at or below @p top? */
-static bool under(const char *path, const char *top)
-{
-    size_t n = strlen(top);
-    return !strncmp(path, top, n) && (path[n] == '\0' || path[n] == '.');
-}
-
 static bool row_shown(const opts *o, const srow *w)
 {
     return (!o->has_type || w->type == o->type) &&
@@ -111,81 +19,6 @@ static bool row_shown(const opts *o, const srow *w)
            (!o->policy || !strcmp(w->actor, o->policy)) &&
            (!o->invocation || under(w->path, o->invocation)) &&
            (!o->has_since || w->time_us >= o->since_us);
-}
-
-/* The marks of row @p i: in-doubt calls, waiting calls, error results. */
-typedef enum { MARK_NONE, MARK_IN_DOUBT, MARK_WAITING } call_mark;
-
-static call_mark call_mark_of(const rows *r, size_t i, const pl_run_info *ri)
-{
-    const srow *w = &r->v[i];
-    if (w->type != PL_STEP_ACTION_CALL)
-        return MARK_NONE;
-    char callee[PL_MAX_RUN_ID + 64];
-    snprintf(callee, sizeof callee, "%s.%u", w->path, w->seq);
-    /* the next step of the same ledger, past engine suspensions */
-    for (size_t j = i + 1; j < r->n; j++) {
-        const srow *x = &r->v[j];
-        if (strcmp(x->path, w->path) != 0)
-            continue;
-        if (x->type == PL_STEP_SUSPEND || x->type == PL_STEP_RESUME)
-            continue;
-        return MARK_NONE; /* answered, or a call the policy returned */
-    }
-    if (ri->status == PL_RUN_RUNNING && ri->owner_alive)
-        return MARK_NONE; /* in flight now */
-    if (ri->status == PL_RUN_SUSPENDED && ri->suspended_path &&
-        under(ri->suspended_path, callee))
-        return MARK_WAITING;
-    return MARK_IN_DOUBT;
-}
-
-static cJSON *row_json(const char *run, const srow *w, const char *mark)
-{
-    char t[48], h[2 * PL_HASH_LEN + 1], ph[2 * PL_HASH_LEN + 1];
-    cli_time_iso(t, sizeof t, w->time_us, true);
-    cli_hex(ph, w->prev, PL_HASH_LEN);
-    cJSON *o = cJSON_CreateObject();
-    if (!o)
-        return NULL;
-    cJSON_AddStringToObject(o, "run", run);
-    cJSON_AddStringToObject(o, "path", w->path);
-    cJSON_AddNumberToObject(o, "seq", w->seq);
-    cJSON_AddStringToObject(o, "id", w->id);
-    cJSON_AddStringToObject(o, "actor", w->actor);
-    cJSON_AddStringToObject(o, "type", pl_step_type_name(w->type));
-    cJSON_AddItemToObject(o, "payload", cJSON_Duplicate(w->payload, 1));
-    cJSON_AddStringToObject(o, "time", t);
-    cJSON_AddNumberToObject(o, "time_us", (double)w->time_us);
-    if (w->code)
-        cJSON_AddStringToObject(o, "code", w->code);
-    else
-        cJSON_AddNullToObject(o, "code");
-    if (w->has_hash) {
-        cli_hex(h, w->hash, PL_HASH_LEN);
-        cJSON_AddStringToObject(o, "hash", h);
-    } else {
-        cJSON_AddNullToObject(o, "hash"); /* folded into its caller's result */
-    }
-    cJSON_AddStringToObject(o, "prev_hash", ph);
-    if (mark)
-        cJSON_AddStringToObject(o, "mark", mark);
-    return o;
-}
-
-static const char *mark_name(const rows *r, size_t i, const pl_run_info *ri)
-{
-    switch (call_mark_of(r, i, ri)) {
-    case MARK_IN_DOUBT: return "in_doubt";
-    case MARK_WAITING: return "waiting";
-    case MARK_NONE: break;
-    }
-    if (r->v[i].is_error)
-        return "error";
-    if (r->v[i].type == PL_STEP_SUSPEND && ri->status == PL_RUN_SUSPENDED &&
-        ri->suspended_path && !strcmp(ri->suspended_path, r->v[i].path))
-        return "suspended";
-    return NULL;
 }
 
 static void print_row_text(const opts *o, const srow *w, const char *mark)
@@ -212,23 +45,6 @@ static void print_row_text(const opts *o, const srow *w, const char *mark)
         printf("  <-- suspended here");
     printf("\n");
     free(payload);
-}
-
-/* The token totals of the run's model calls (none: nothing is added). */
-static bool run_tokens(pl_llm_tokens *t, pl_engine *e, const char *id)
-{
-    return pl_llm_run_tokens(t, e, id) == PL_OK && t->exchanges > 0;
-}
-
-static bool add_tokens(cJSON *run, pl_engine *e, const char *id)
-{
-    pl_llm_tokens t = PL_LLM_TOKENS_INIT;
-    if (!run_tokens(&t, e, id))
-        return true;
-    cJSON *o = cJSON_AddObjectToObject(run, "tokens");
-    return o && cJSON_AddNumberToObject(o, "input", (double)t.input) &&
-           cJSON_AddNumberToObject(o, "output", (double)t.output) &&
-           cJSON_AddNumberToObject(o, "model_calls", (double)t.exchanges);
 }
 
 static void print_run_header(pl_engine *e, const pl_run_info *ri, size_t stored)
@@ -361,15 +177,8 @@ typedef struct export_marks {
 static int export_line(cJSON *line, void *user)
 {
     export_marks *m = user;
-    const cJSON *id = cJSON_GetObjectItemCaseSensitive(line, "id");
-    if (cJSON_IsString(id) && m->next < m->r->n) {
-        size_t i = m->next++;
-        const char *mark = !strcmp(id->valuestring, m->r->v[i].id)
-                               ? mark_name(m->r, i, m->ri)
-                               : NULL;
-        if (mark && !cJSON_AddStringToObject(line, "mark", mark))
-            return PL_ENOMEM;
-    }
+    if (!mark_export_line(line, m->r, m->ri, &m->next))
+        return PL_ENOMEM;
     return cli_json_line(stdout, line) ? 0 : PL_EIO;
 }
 

@@ -9,7 +9,7 @@
 #ifndef PL_REPLAY_H
 #define PL_REPLAY_H
 
-#include "cli.h"
+#include "runview.h"
 
 #define EXIT_USAGE CLI_EXIT_USAGE
 #define EXIT_OPEN CLI_EXIT_STORE

@@ -51,16 +51,9 @@ static void check_one(tool *t, const char *id, pl_run_status recorded,
     double t0 = now_ms();
     int st = pl_run_continue(&o, t->engine, id, &ro);
     double ms = now_ms() - t0;
-    const char *verdict = "ok", *note = NULL;
     char *msg = st ? strdup(pl_errmsg()) : NULL;
-    if (st == PL_ECHECK)
-        note = "replays cleanly up to where its record ends";
-    else if (st == PL_ENONDET)
-        verdict = "diverged";
-    else if (st && recorded == PL_RUN_FAILED && st == recorded_error)
-        note = "fails as recorded";
-    else if (st)
-        verdict = "error";
+    const char *note;
+    const char *verdict = check_verdict(st, recorded, recorded_error, &note);
     const divergence *d = &t->w.div;
 
     cJSON *j = json_run(t, id);

@@ -260,6 +260,14 @@ int pl_engine_stats(pl_store_stats *out, pl_engine *e)
     pl__struct_out(out, &full, &pl__store_stats_layout);
     return PL_OK;
 }
+int pl_engine_change_mark(uint64_t *out, pl_engine *e)
+{
+    if (!out || !e)
+        return pl__err(PL_EINVAL, "pl_engine_change_mark: an output and an "
+                                  "engine are required");
+    return pl__store_mark(e->store, out);
+}
+
 pl_durability pl_engine_durability(const pl_engine *e) { return e->durability; }
 
 /* ---- the active set --------------------------------------------------------------- */

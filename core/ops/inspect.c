@@ -130,13 +130,36 @@ int pl_engine_runs(pl_engine *e, pl_run_visit_fn visit, void *user)
     if (!e || !visit)
         return pl__err(PL_EINVAL, "pl_engine_runs: engine and visitor are "
                                   "required");
-    pl__kvs page = {0};
+    return pl_engine_runs_from(e, NULL, visit, user);
+}
+
+int pl_engine_runs_from(pl_engine *e, const pl_runs_options *opts,
+                        pl_run_visit_fn visit, void *user)
+{
+    if (!e || !visit)
+        return pl__err(PL_EINVAL, "pl_engine_runs_from: engine and visitor "
+                                  "are required");
+    pl_runs_options o;
+    int st = pl__struct_in(&o, opts, &pl__runs_options_layout,
+                           "pl_engine_runs_from");
+    if (st)
+        return st;
     char after[PL_MAX_RUN_ID + 1] = "";
-    int st = pl__store_settle(e->store);
+    if (o.after) {
+        size_t n = strlen(o.after);
+        if (n > PL_MAX_RUN_ID)
+            return pl__err(PL_EINVAL, "pl_engine_runs_from: the cursor is "
+                                      "longer than a run id");
+        memcpy(after, o.after, n + 1);
+    }
+    pl__kvs page = {0};
+    st = pl__store_settle(e->store);
     for (; !st;) {
-        /* the store hands out ids in strictly increasing order, each
-         * greater than after, or fails: no run is listed twice */
-        st = pl__store_runs(e->store, after[0] ? after : NULL, CHUNK, &page);
+        /* the store hands out ids in strictly increasing (reverse:
+         * decreasing) order, each past after, or fails: no run is listed
+         * twice */
+        st = pl__store_runs(e->store, after[0] ? after : NULL, o.reverse, CHUNK,
+                            &page);
         if (st) {
             st = pl__err(st, "listing runs after '%s': %s", after, pl_errmsg());
             break;

@@ -513,6 +513,18 @@ static int open_read_only(pl__lmdb_store *s)
     return rc ? pl__lmdb_err(s, rc, "opening databases") : PL_OK;
 }
 
+/* The last committed transaction's id: every write, by any process, moves
+ * it (it is read from the shared lock file, not the map). */
+int pl__lmdb_mark(pl__lmdb_store *s, uint64_t *out)
+{
+    MDB_envinfo info;
+    int rc = mdb_env_info(s->env, &info);
+    if (rc)
+        return pl__lmdb_err(s, rc, "reading the last transaction");
+    *out = (uint64_t)info.me_last_txnid;
+    return PL_OK;
+}
+
 int pl__lmdb_stats_get(pl__lmdb_store *s, pl__store_stats *out)
 {
     memset(out, 0, sizeof *out);

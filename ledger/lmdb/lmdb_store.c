@@ -646,9 +646,68 @@ int pl__lmdb_state_update(pl__lmdb_store *s, uint64_t num, pl__state_fn fn,
     return st;
 }
 
-int pl__lmdb_runs(pl__lmdb_store *s, const char *after, size_t max_n,
+/*
+ * Up to @p max_n runs in descending id order, from just before @p before
+ * (NULL: from the last).  As page(), every id handed out sorts strictly
+ * before @p before and the one before it, or the read fails with
+ * PL_ECORRUPT naming both.
+ */
+static int runs_desc(pl__lmdb_store *s, const char *before, size_t max_n,
+                     pl__kvs *out)
+{
+    pl__kvs_reset(out);
+    MDB_txn *txn;
+    MDB_cursor *cur = NULL;
+    size_t seen;
+    int st = pl__lmdb_txn_begin(s, false, &txn, &seen);
+    if (st)
+        return st;
+    size_t blen = before ? strlen(before) : 0;
+    MDB_val k = {blen, (void *)before}, v;
+    const void *prev = before;
+    size_t prev_len = blen;
+    int rc = mdb_cursor_open(txn, s->runs, &cur);
+    if (!rc && before) {
+        /* the first id at or after before, then the one before it */
+        rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+        if (rc == MDB_NOTFOUND)
+            rc = mdb_cursor_get(cur, &k, &v, MDB_LAST);
+        else if (!rc)
+            rc = mdb_cursor_get(cur, &k, &v, MDB_PREV);
+    } else if (!rc) {
+        rc = mdb_cursor_get(cur, &k, &v, MDB_LAST);
+    }
+    while (!rc && out->n < max_n) {
+        if (prev && key_cmp(k.mv_data, k.mv_size, prev, prev_len) >= 0) {
+            char a[160], b[160];
+            key_name(a, sizeof a, s, s->runs, k.mv_data, k.mv_size);
+            key_name(b, sizeof b, s, s->runs, prev, prev_len);
+            st = pl__err(PL_ECORRUPT,
+                         "store '%s': listing runs newest first: the key of "
+                         "%s comes before %s but does not sort before it (a "
+                         "key changed)",
+                         s->path, a, b);
+            break;
+        }
+        if ((st = pl__kvs_add(out, k.mv_data, k.mv_size, v.mv_data, v.mv_size)))
+            break;
+        prev = k.mv_data;
+        prev_len = k.mv_size;
+        rc = mdb_cursor_get(cur, &k, &v, MDB_PREV);
+    }
+    if (!st && rc && rc != MDB_NOTFOUND)
+        st = pl__lmdb_err(s, rc, "listing runs");
+    if (cur)
+        mdb_cursor_close(cur);
+    pl__lmdb_txn_abort(s, txn);
+    return st;
+}
+
+int pl__lmdb_runs(pl__lmdb_store *s, const char *after, bool desc, size_t max_n,
                   pl__kvs *out)
 {
+    if (desc)
+        return runs_desc(s, after, max_n, out);
     return page(s, s->runs, "", 0, after, after ? strlen(after) : 0, max_n, out,
                 "listing runs");
 }

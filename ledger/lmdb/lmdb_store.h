@@ -36,8 +36,9 @@ PL__HIDDEN int pl__lmdb_state_update(pl__lmdb_store *s, uint64_t num,
                                      void *user) PL__MUST_CHECK;
 PL__HIDDEN int pl__lmdb_stats_get(pl__lmdb_store *s,
                                   pl__store_stats *out) PL__MUST_CHECK;
-PL__HIDDEN int pl__lmdb_runs(pl__lmdb_store *s, const char *after, size_t max_n,
-                             pl__kvs *out) PL__MUST_CHECK;
+PL__HIDDEN int pl__lmdb_mark(pl__lmdb_store *s, uint64_t *out) PL__MUST_CHECK;
+PL__HIDDEN int pl__lmdb_runs(pl__lmdb_store *s, const char *after, bool desc,
+                             size_t max_n, pl__kvs *out) PL__MUST_CHECK;
 
 /* leases (store.h) */
 PL__HIDDEN int pl__lmdb_lease_acquire(pl__lmdb_store *s, uint64_t run,

@@ -511,6 +511,12 @@ static int make_statements(pl__pg_store *s)
         "SELECT id, int8send(num) || info FROM \"%s\".runs "
         "WHERE id > $1::bytea ORDER BY id LIMIT $2::bigint",
         n);
+    /* an empty $1 is "from the last": no id is empty */
+    s->q[Q_RUNS_DESC] = pl__asprintf(
+        "SELECT id, int8send(num) || info FROM \"%s\".runs "
+        "WHERE $1::bytea = ''::bytea OR id < $1::bytea "
+        "ORDER BY id DESC LIMIT $2::bigint",
+        n);
     s->q[Q_FORMAT] = pl__asprintf(
         "SELECT v FROM \"%s\".meta WHERE k = 'format'", n);
     /* what the schema holds: relations; our tables; the identity and the
@@ -532,6 +538,11 @@ static int make_statements(pl__pg_store *s)
         "'%s' AND c.relkind IN ('r', 'S'))::bigint, (SELECT count(*) FROM "
         "\"%s\".runs), (SELECT count(*) FROM \"%s\".steps)",
         n, n, n);
+    /* the server's WAL position: every commit moves it (also commits to
+     * other schemas and databases of the server) */
+    s->q[Q_MARK] = pl__strdup(
+        "SELECT (CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() "
+        "ELSE pg_current_wal_lsn() END - '0/0'::pg_lsn)::bigint");
     /* a commit's writes (pg_commit.c): the fence runs first, as the main
      * query; then the check that every inbox record consumed was there
      * (it reads d); the other data-modifying CTEs after, to completion.

@@ -48,6 +48,7 @@ enum {
     Q_READ,
     Q_SCAN,
     Q_RUNS,
+    Q_RUNS_DESC,
     /* prepared unless read-only (lease statements: pg_lease.c) */
     L_ACQUIRE,
     L_GET,
@@ -73,6 +74,7 @@ enum {
     Q_FORMAT,
     Q_EXISTS,
     Q_STATS,
+    Q_MARK,
     Q_TOMB_GET,
     Q_TOMBS_EXPIRE,
     Q_N

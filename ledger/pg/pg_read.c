@@ -198,7 +198,8 @@ int pl__pg_state_get(pl__pg_store *s, uint64_t num, pl__buf *state)
     return st;
 }
 
-int pl__pg_runs(pl__pg_store *s, const char *after, size_t max_n, pl__kvs *out)
+int pl__pg_runs(pl__pg_store *s, const char *after, bool desc, size_t max_n,
+                pl__kvs *out)
 {
     pl__kvs_reset(out);
     uint8_t lim[8];
@@ -206,7 +207,8 @@ int pl__pg_runs(pl__pg_store *s, const char *after, size_t max_n, pl__kvs *out)
     const char *vals[2] = {after ? after : "", (const char *)lim};
     int lens[2] = {after ? (int)strlen(after) : 0, 8};
     PGresult *r = NULL;
-    int st = query(s, Q_RUNS, 2, vals, lens, &r, "listing runs");
+    int st = query(s, desc ? Q_RUNS_DESC : Q_RUNS, 2, vals, lens, &r,
+                   "listing runs");
     if (!st)
         st = rows_to_kvs(r, out);
     PQclear(r);
@@ -214,6 +216,20 @@ int pl__pg_runs(pl__pg_store *s, const char *after, size_t max_n, pl__kvs *out)
 }
 
 /* ---- statistics ---------------------------------------------------------- */
+
+int pl__pg_mark(pl__pg_store *s, uint64_t *out)
+{
+    PGresult *r = NULL;
+    int st = query(s, Q_MARK, 0, NULL, NULL, &r, "reading the WAL position");
+    if (st)
+        return st;
+    if (PQntuples(r) != 1 || PQgetlength(r, 0, 0) != 8)
+        st = pl__err(PL_ESTORE, "store '%s': malformed WAL position", s->path);
+    else
+        *out = pl__get_be64((const uint8_t *)PQgetvalue(r, 0, 0));
+    PQclear(r);
+    return st;
+}
 
 /*
  * PostgreSQL has no map and no free list of ours: file_bytes and map_bytes

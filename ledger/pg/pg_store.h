@@ -38,8 +38,9 @@ PL__HIDDEN int pl__pg_state_update(pl__pg_store *s, uint64_t num,
                                    pl__state_fn fn, void *user) PL__MUST_CHECK;
 PL__HIDDEN int pl__pg_stats_get(pl__pg_store *s,
                                 pl__store_stats *out) PL__MUST_CHECK;
-PL__HIDDEN int pl__pg_runs(pl__pg_store *s, const char *after, size_t max_n,
-                           pl__kvs *out) PL__MUST_CHECK;
+PL__HIDDEN int pl__pg_mark(pl__pg_store *s, uint64_t *out) PL__MUST_CHECK;
+PL__HIDDEN int pl__pg_runs(pl__pg_store *s, const char *after, bool desc,
+                           size_t max_n, pl__kvs *out) PL__MUST_CHECK;
 
 /* leases (store.h) */
 PL__HIDDEN int pl__pg_lease_acquire(pl__pg_store *s, uint64_t run,

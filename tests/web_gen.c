@@ -1,0 +1,134 @@
+/*
+ * web_gen -- fill a store with runs for ledger-web's tests and benchmark.
+ *
+ *   web_gen STORE N            N runs of "noop" (UUIDv7 ids), every tenth
+ *                              failed ("boom"), without fsync
+ *   web_gen STORE --hostile    runs whose payloads, results, reasons and
+ *                              ids carry markup, quotes, script URLs, and
+ *                              a 1 MB string
+ *
+ * Prints the number of runs it made.  Exit 0, or 1 with a message.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <policyledger.h>
+
+static int noop(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)ctx;
+    (void)user;
+    const cJSON *echo = cJSON_GetObjectItemCaseSensitive(a->payload, "echo");
+    if (cJSON_IsString(echo))
+        return pl_steps_add_resultf(out, "{s:s}", "echo", echo->valuestring);
+    return pl_steps_add_resultf(out, "{s:b}", "ok", 1);
+}
+
+static int boom(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)ctx;
+    (void)out;
+    (void)user;
+    const cJSON *why = cJSON_GetObjectItemCaseSensitive(a->payload, "why");
+    return pl_errorf(PL_EINVAL, "%s",
+                     cJSON_IsString(why) ? why->valuestring : "boom");
+}
+
+static int start(pl_engine *e, const char *policy, cJSON *payload,
+                 const char *id)
+{
+    pl_action root = PL_ACTION_INIT;
+    root.policy = policy;
+    root.payload = payload;
+    pl_run_options ro = PL_RUN_OPTIONS_INIT;
+    ro.run_id = id;
+    pl_outcome *o = NULL;
+    int st = pl_run_start(&o, e, &root, &ro);
+    pl_outcome_free(o);
+    cJSON_Delete(payload);
+    if (st)
+        fprintf(stderr, "web_gen: %s\n", pl_errmsg());
+    return st;
+}
+
+static const char *const hostile[] = {
+    "<script>alert(1)</script>",
+    "\"onerror=alert(1) x=\"",
+    "javascript:alert(document.cookie)",
+    "<img src=x onerror=alert(1)>",
+    "</script><script>alert(2)</script>\u2028\u2029\\\"'`${x}",
+};
+
+int main(int argc, char **argv)
+{
+    if (argc != 3) {
+        fprintf(stderr, "usage: web_gen STORE N | web_gen STORE --hostile\n");
+        return 1;
+    }
+    pl_registry *reg = NULL;
+    pl_engine *e = NULL;
+    pl_engine_options eo = PL_ENGINE_OPTIONS_INIT;
+    eo.durability = PL_DURABILITY_PROCESS;
+    eo.map_size_max = 0;
+    int st = pl_registry_new(&reg);
+    if (!st)
+        st = pl_registry_add_fn(reg, "noop", noop, NULL);
+    if (!st)
+        st = pl_registry_add_fn(reg, "boom", boom, NULL);
+    if (!st)
+        st = pl_engine_open(&e, argv[1], reg, &eo);
+    if (st) {
+        fprintf(stderr, "web_gen: %s\n", pl_errmsg());
+        pl_registry_free(reg);
+        return 1;
+    }
+    long made = 0;
+    if (!strcmp(argv[2], "--hostile")) {
+        size_t n = sizeof hostile / sizeof hostile[0];
+        for (size_t i = 0; !st && i < n; i++) {
+            char id[64];
+            snprintf(id, sizeof id, "hostile-%zu", i);
+            cJSON *p = cJSON_CreateObject();
+            cJSON_AddStringToObject(p, "echo", hostile[i]);
+            cJSON_AddStringToObject(p, "why", hostile[i]);
+            st = start(e, i % 2 ? "boom" : "noop", p, id);
+            made++;
+        }
+        /* a 1 MB string */
+        size_t big = (size_t)1 << 20;
+        char *s = malloc(big + 1);
+        if (!st && s) {
+            for (size_t i = 0; i < big; i++)
+                s[i] = "<script>\"&'"[i % 11];
+            s[big] = '\0';
+            cJSON *p = cJSON_CreateObject();
+            cJSON_AddStringToObject(p, "echo", s);
+            st = start(e, "noop", p, "hostile-big");
+            made++;
+        }
+        free(s);
+        /* ids as hostile as an id may be */
+        const char *ids[] = {"-.:", "..", "a:b:c-.-"};
+        for (size_t i = 0; !st && i < 3; i++, made++)
+            st = start(e, "noop", cJSON_CreateObject(), ids[i]);
+    } else {
+        char *end;
+        long n = strtol(argv[2], &end, 10);
+        if (*end || n < 0) {
+            fprintf(stderr, "web_gen: N must be a count\n");
+            st = PL_EINVAL;
+        }
+        for (long i = 0; !st && i < n; i++, made++) {
+            cJSON *p = cJSON_CreateObject();
+            cJSON_AddNumberToObject(p, "i", (double)i);
+            st = start(e, i % 10 == 9 ? "boom" : "noop", p, NULL);
+        }
+    }
+    pl_engine_close(e);
+    pl_registry_free(reg);
+    if (st)
+        return 1;
+    printf("%ld\n", made);
+    return 0;
+}

@@ -1,0 +1,458 @@
+#!/usr/bin/env python3
+"""ledger-web's JSON API against the real server on loopback.
+
+    web_test.py BUILD_DIR [--pg]
+
+With --pg the store is the PostgreSQL server pg_run.sh started
+(PL_TEST_PG_URI); else an LMDB store in a temporary directory.  The store is filled by
+the order demo (a completed run, and one killed with SIGKILL mid-way), the
+agent demo (a run suspended for approval), web_gen (10,000 runs, 500 on
+PostgreSQL, and runs with hostile strings); then every endpoint is asked, every action taken,
+and every refusal checked.  Exits non-zero at the first failure.
+"""
+import http.client
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.parse
+
+BUILD = sys.argv[1]
+PG = os.environ["PL_TEST_PG_URI"] if sys.argv[2:] == ["--pg"] else None
+WEB = os.path.join(BUILD, "tools", "ledger-web")
+EX = os.path.join(BUILD, "examples")
+# the pages over 10,000 runs on LMDB; on PostgreSQL, where each run made
+# costs round trips, over 500 runs, in smaller pages
+N_GEN = 500 if PG else 10000
+PAGE = 50 if PG else 500
+HOSTILE = [
+    "<script>alert(1)</script>",
+    "\"onerror=alert(1) x=\"",
+    "javascript:alert(document.cookie)",
+    "<img src=x onerror=alert(1)>",
+    "</script><script>alert(2)</script>\u2028\u2029\\\"'`${x}",
+]
+
+failures = 0
+
+
+def check(cond, what):
+    global failures
+    if not cond:
+        failures += 1
+        print("FAIL:", what, flush=True)
+        raise SystemExit(1)
+
+
+class Server:
+    def __init__(self, store, *args, env=None):
+        # stderr to a file: a pipe nobody reads could fill and stop it
+        self.err = tempfile.TemporaryFile(mode="w+")
+        self.proc = subprocess.Popen(
+            [WEB, store, "--listen", "127.0.0.1:0", *args],
+            stdout=subprocess.PIPE, stderr=self.err, text=True, env=env)
+        line = self.proc.stdout.readline()
+        if "http://" not in line:
+            self.proc.wait()
+        check("http://" in line, "ledger-web prints its URL: %r %s" %
+              (line, self.stderr()))
+        url = line.split()[-1]
+        u = urllib.parse.urlparse(url)
+        self.host, self.port = u.hostname, u.port
+        self.csrf = None
+
+    def stderr(self):
+        self.err.seek(0)
+        return self.err.read()
+
+    def req(self, method, path, body=None, headers=None, raw=False):
+        c = http.client.HTTPConnection(self.host, self.port, timeout=60)
+        h = dict(headers or {})
+        if isinstance(body, (dict, list)):
+            body = json.dumps(body)
+        c.request(method, path, body=body, headers=h)
+        r = c.getresponse()
+        data = r.read()
+        hdrs = {k.lower(): v for k, v in r.getheaders()}
+        c.close()
+        if raw:
+            return r.status, data, hdrs
+        ctype = hdrs.get("content-type", "")
+        check(ctype.startswith("application/json"),
+              "%s %s answers JSON (%s)" % (method, path, ctype))
+        return r.status, json.loads(data), hdrs
+
+    def get(self, path, **kw):
+        return self.req("GET", path, **kw)
+
+    def post(self, path, body=None, csrf=True, headers=None):
+        h = dict(headers or {})
+        if csrf:
+            h["X-CSRF-Token"] = self.csrf
+        return self.req("POST", path, body=body, headers=h)
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGTERM)
+        rc = self.proc.wait(timeout=30)
+        check(rc == 0, "ledger-web stops with 0 on SIGTERM (got %d): %s" %
+              (rc, self.stderr()))
+        print(self.stderr(), end="")
+
+
+def run(*cmd, ok=(0,), env=None, cwd=None):
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env,
+                       cwd=cwd)
+    check(p.returncode in ok, "%s: exit %d\n%s%s" %
+          (" ".join(cmd), p.returncode, p.stdout, p.stderr))
+    return p
+
+
+def fill(store, tmp, agent_env):
+    run(os.path.join(EX, "order-demo"), "--store", store, "--order", "1",
+        "--quiet")
+    # killed by SIGKILL in the middle of a call: crashed, a call in doubt
+    run(os.path.join(EX, "order-demo"), "--store", store, "--order", "2",
+        "--crash-after", "7", "--quiet", ok=(-9, 137))
+    for run_id in ["agent-1", "agent-2", "agent-3"]:
+        run(os.path.join(EX, "agent-demo"), "--store", store, "--run",
+            run_id, ok=(0, 4), env=agent_env)
+    run(os.path.join(BUILD, "tests", "web_gen"), store, str(N_GEN))
+    run(os.path.join(BUILD, "tests", "web_gen"), store, "--hostile")
+
+
+def all_pages(s, query):
+    ids, cursor, pages = [], None, 0
+    while True:
+        q = query + ("&cursor=" + urllib.parse.quote(cursor) if cursor else "")
+        st, doc, _ = s.get("/api/runs?" + q)
+        check(st == 200, "GET /api/runs?%s: %d %s" % (q, st, doc))
+        ids += [r["id"] for r in doc["runs"]]
+        pages += 1
+        cursor = doc["next_cursor"]
+        if not cursor:
+            return ids, pages, doc
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix="pl-web-")
+    try:
+        test(tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print("web_test: ok (%s)" % ("postgresql" if PG else "lmdb"))
+
+
+def test(tmp):
+    store = PG if PG else os.path.join(tmp, "store.mdb")
+    agent = os.path.join(tmp, "agent")
+    shutil.copytree(os.path.join(EX, "agent", "data"),
+                    os.path.join(agent, "data"))
+    shutil.copy(os.path.join(EX, "agent", "script.json"), agent)
+    env = dict(os.environ, AGENT_MODEL="scripted://" +
+               os.path.join(agent, "script.json"),
+               AGENT_DATA=os.path.join(agent, "data"))
+    env.pop("PL_WEB_TOKEN", None)
+    fill(store, tmp, env)
+    total = N_GEN + 5 + len(HOSTILE) + 1 + 3
+    plugins = ["--plugin", os.path.join(EX, "order-plugin.so"),
+               "--plugin", os.path.join(EX, "agent-plugin.so")]
+
+    # --- refusals before serving ---
+    p = subprocess.run([WEB, store, "--listen", "0.0.0.0:0"], env=env,
+                       capture_output=True, text=True, timeout=30)
+    check(p.returncode == 1 and "without a token" in p.stderr,
+          "a non-loopback address without a token is refused: %d %s" %
+          (p.returncode, p.stderr))
+    p = subprocess.run([WEB, store, "--bogus"], capture_output=True,
+                       text=True, timeout=30)
+    check(p.returncode == 1 and "unknown option" in p.stderr,
+          "an unknown flag is refused")
+    p = subprocess.run([WEB, "--help"], capture_output=True, text=True)
+    check(p.returncode == 0 and "--read-only" in p.stdout, "--help")
+    p = subprocess.run([WEB, os.path.join(tmp, "nothing-here")],
+                       capture_output=True, text=True, timeout=30)
+    check(p.returncode == 2, "a missing store exits 2: %d" % p.returncode)
+
+    s = Server(store, *plugins, env=env)
+    try:
+        api(s, total)
+    finally:
+        s.stop()
+
+    # --- read-only ---
+    ro = Server(store, "--read-only", env=env)
+    try:
+        st, doc, _ = ro.get("/api/session")
+        check(st == 200 and doc["read_only"] is True, "read-only session")
+        ro.csrf = doc["csrf"]
+        st, doc, _ = ro.post("/api/runs/order-1/continue")
+        check(st == 403 and doc["error"] == "read_only",
+              "read-only refuses actions: %d %s" % (st, doc))
+        st, doc, _ = ro.get("/api/runs?limit=5")
+        check(st == 200 and len(doc["runs"]) == 5, "read-only lists")
+    finally:
+        ro.stop()
+
+    # --- a check against changed code: the first divergence ---
+    v2 = Server(store, "--plugin", os.path.join(EX, "order-plugin-v2.so"),
+                env=env)
+    try:
+        st, doc, _ = v2.get("/api/session")
+        v2.csrf = doc["csrf"]
+        st, doc, _ = v2.post("/api/runs/order-1/check")
+        check(st == 200 and doc["check"] == "diverged" and
+              doc["divergence"]["step"] and
+              doc["divergence"]["recorded"]["payload"] !=
+              doc["divergence"]["now"]["payload"],
+              "check against changed code diverges: %s" % doc)
+    finally:
+        v2.stop()
+
+    # --- a token ---
+    token = "t0ken-" + "x" * 20
+    tf = os.path.join(tmp, "token")
+    with open(tf, "w") as f:
+        f.write(token + "\n")
+    t = Server(store, "--read-only", "--token-file", tf, env=env)
+    try:
+        st, doc, _ = t.get("/api/session")
+        check(st == 401, "no token: 401 (%d)" % st)
+        st, doc, _ = t.get("/api/session",
+                           headers={"Authorization": "Bearer " + token})
+        check(st == 200, "a bearer token is taken")
+        st, doc, _ = t.get("/api/session",
+                           headers={"Authorization": "Bearer wrong" + token})
+        check(st == 401, "a wrong bearer token is refused")
+        st, body, h = t.get("/login?token=" + token, raw=True)
+        cookie = h.get("set-cookie", "")
+        check(st == 303 and "HttpOnly" in cookie and
+              "SameSite=Strict" in cookie and h.get("location") == "/",
+              "login sets the cookie and redirects: %d %s" % (st, cookie))
+        st, doc, _ = t.get("/api/session", headers={
+            "Cookie": cookie.split(";")[0]})
+        check(st == 200, "the cookie is taken")
+        st, doc, _ = t.get("/login?token=nope")
+        check(st == 403, "a wrong login is refused")
+    finally:
+        t.stop()
+
+
+def api(s, total):
+    st, doc, h = s.get("/api/session")
+    check(st == 200 and doc["read_only"] is False and len(doc["csrf"]) == 64,
+          "session: %s" % doc)
+    check("no-store" in h.get("cache-control", ""), "API answers not cached")
+    s.csrf = doc["csrf"]
+
+    # --- the page's files ---
+    st, body, h = s.get("/", raw=True)
+    check(st == 200 and h["content-type"].startswith("text/html"), "index")
+    csp = h.get("content-security-policy", "")
+    check("script-src 'self'" in csp and "unsafe-inline" not in csp,
+          "a strict CSP: %s" % csp)
+    check(h.get("x-content-type-options") == "nosniff", "nosniff")
+    st, body, h = s.get("/app.js", raw=True)
+    check(st == 200 and "javascript" in h["content-type"], "app.js")
+    st, _, _ = s.get("/app.js", raw=True, headers={"If-None-Match":
+                                                   h["etag"]})
+    check(st == 304, "an unchanged file is not sent again")
+    st, body, h = s.get("/style.css", raw=True)
+    check(st == 200 and h["content-type"].startswith("text/css"), "css")
+    st, doc, _ = s.get("/no-such-file.js")
+    check(st == 404, "a missing file: 404")
+
+    # --- the list: every run once, newest first, by cursor ---
+    deadline = time.time() + 60
+    while True:
+        st, doc, _ = s.get("/api/runs?limit=1")
+        if doc["counts_complete"] or time.time() > deadline:
+            break
+        time.sleep(0.2)
+    check(doc["counts_total"] == total, "counts_total %d, want %d" %
+          (doc["counts_total"], total))
+    c = doc["counts"]
+    check(c["crashed"] == 1 and c["suspended"] == 3 and
+          c["failed"] == N_GEN // 10 + 2, "counts: %s" % c)
+    ids, pages, _ = all_pages(s, "limit=%d" % PAGE)
+    check(len(ids) == total and len(set(ids)) == total,
+          "every run listed once: %d of %d" % (len(set(ids)), total))
+    check(ids == sorted(ids, reverse=True), "newest first (id order)")
+    check(pages == (total + PAGE - 1) // PAGE, "pages: %d" % pages)
+    asc, _, _ = all_pages(s, "limit=%d&order=asc" % PAGE)
+    check(asc == list(reversed(ids)), "ascending is the same, reversed")
+
+    # filters
+    crashed, _, _ = all_pages(s, "status=crashed")
+    check(crashed == ["order-2"], "status=crashed: %s" % crashed)
+    failed, _, _ = all_pages(s, "status=failed&limit=500")
+    check(len(failed) == N_GEN // 10 + 2, "status=failed: %d" % len(failed))
+    orders, _, _ = all_pages(s, "policy=order")
+    check(sorted(orders) == ["order-1", "order-2"], "policy: %s" % orders)
+    pre, _, _ = all_pages(s, "prefix=hostile-")
+    check(sorted(pre) == ["hostile-%d" % i for i in range(5)] +
+          ["hostile-big"], "prefix: %s" % pre)
+    pre, _, _ = all_pages(s, "prefix=hostile-&order=asc")
+    check(len(pre) == 6, "prefix ascending: %s" % pre)
+    hits, _, _ = all_pages(s, "q=" + urllib.parse.quote("onerror=alert"))
+    check("hostile-1" in hits and "hostile-3" in hits, "q: %s" % hits)
+    st, doc, _ = s.get("/api/runs?since=1h&until=2999-01-01&limit=3")
+    check(st == 200 and len(doc["runs"]) == 3, "since/until")
+    st, doc, _ = s.get("/api/runs?since=2999-01-01")
+    check(st == 200 and doc["runs"] == [], "since in the future: none")
+    for bad in ["status=bogus", "limit=0", "limit=100000", "since=yesterday",
+                "order=sideways", "cursor=" + urllib.parse.quote("<x>")]:
+        st, doc, _ = s.get("/api/runs?" + bad)
+        check(st == 400 and doc["error"] and doc["message"],
+              "bad %s: 400 (%d)" % (bad, st))
+
+    # --- hostile strings come back as the same data, escaped ---
+    for i, text in enumerate(HOSTILE):
+        st, body, h = s.get("/api/runs/hostile-%d" % i, raw=True)
+        check(st == 200, "hostile run %d" % i)
+        check(b"<script" not in body and b"<img" not in body,
+              "no raw markup in the JSON of hostile-%d" % i)
+        doc = json.loads(body)
+        check(doc["run"]["payload"]["echo"] == text,
+              "hostile-%d round-trips" % i)
+    st, doc, _ = s.get("/api/runs/hostile-big")
+    check(len(doc["run"]["payload"]["echo"]) == 1 << 20, "1 MB payload")
+    st, doc, _ = s.get("/api/runs?prefix=hostile-big")
+    check(len(doc["runs"][0]["payload_preview"]) <= 200,
+          "the list previews a payload only")
+
+    # --- one run ---
+    st, doc, _ = s.get("/api/runs/order-2")
+    check(st == 200 and doc["run"]["crashed"] and doc["run"]["in_doubt"],
+          "order-2 is crashed with a call in doubt: %s" % doc["run"])
+    marks = [x.get("mark") for x in doc["steps"]]
+    check("in_doubt" in marks, "a step marked in_doubt")
+    check(doc["invocations"][0]["path"] == "0", "invocations")
+    st, doc, _ = s.get("/api/runs/agent-1")
+    check(doc["run"]["status"] == "suspended" and doc["run"]["tokens"]
+          ["model_calls"] > 0, "agent-1: suspended, with tokens")
+    st, doc, _ = s.get("/api/runs/agent-1/timeline")
+    check(st == 200 and doc["calls"] and
+          any("tokens_in" in x for x in doc["calls"]),
+          "the timeline shows model calls' tokens")
+    st, body, h = s.get("/api/runs/order-1/export", raw=True)
+    lines = [json.loads(x) for x in body.decode().splitlines()]
+    check(st == 200 and lines[0]["kind"] == "run" and len(lines) > 1,
+          "export")
+    st, doc, _ = s.get("/api/runs/no-such-run")
+    check(st == 404, "no such run: 404")
+    st, doc, _ = s.get("/api/runs/bad%20id")
+    check(st == 400, "a bad run id: 400 (%d)" % st)
+    st, doc, _ = s.get("/api/nothing")
+    check(st == 404, "an unknown path: 404")
+    st, doc, _ = s.req("PUT", "/api/runs")
+    check(st == 405, "PUT: 405")
+    st, doc, _ = s.get("/api/session", headers={"Host": "evil.example"})
+    check(st == 403 and doc["error"] == "host", "a foreign Host: 403")
+
+    st, doc, _ = s.get("/api/inbox")
+    check([r["id"] for r in doc["runs"]] == ["agent-1", "agent-2", "agent-3"]
+          and "ask" in doc["runs"][0]["prompt"], "the inbox, oldest first: %s"
+          % doc["runs"])
+    st, doc, _ = s.get("/api/overview")
+    check(st == 200 and len(doc["buckets"]) == 60 and doc["latency"] and
+          doc["waiting"][0]["id"] == "agent-1", "overview")
+    st, doc, _ = s.get("/api/overview?window=day")
+    check(st == 200 and len(doc["buckets"]) == 96, "overview by day")
+    st, doc, _ = s.get("/api/overview?window=year")
+    check(st == 400, "a bad window: 400")
+
+    # --- refusals of POST ---
+    st, doc, _ = s.post("/api/runs/order-2/continue", csrf=False)
+    check(st == 403 and doc["error"] == "csrf", "no CSRF token: 403")
+    st, doc, _ = s.post("/api/runs/order-2/continue",
+                        headers={"X-CSRF-Token": "0" * 64}, csrf=False)
+    check(st == 403, "a wrong CSRF token: 403")
+    st, doc, _ = s.post("/api/runs/agent-1/answer", body="{not json")
+    check(st == 400 and doc["error"] == "bad_json", "bad JSON: 400")
+    st, doc, _ = s.post("/api/runs/agent-1/answer", body="[1]")
+    check(st == 400, "an answer that is no object: 400")
+    st, doc, _ = s.post("/api/runs/agent-1/answer",
+                        body="x" * (2 << 20))
+    check(st == 413, "a huge body: 413 (%d)" % st)
+    st, doc, _ = s.post("/api/runs/order-1/answer", body={"a": 1})
+    check(st == 409, "answering a run not suspended: 409")
+    st, doc, _ = s.post("/api/runs/order-1/explode")
+    check(st == 404, "an unknown action: 404")
+    st, doc, _ = s.post("/api/batch/cancel")
+    check(st == 400 and doc["error"] == "no_filter",
+          "a batch cancel without a filter: 400")
+    st, doc, _ = s.post("/api/runs/agent-2/signal", body={"payload": {}})
+    check(st == 400, "a signal without a name: 400")
+    st, doc, _ = s.post("/api/runs/order-1/signal", body={"name": "poke"})
+    check(st == 409, "signalling a completed run: 409 (%d %s)" % (st, doc))
+    st, doc, _ = s.post("/api/runs/order-1/cancel")
+    check(st == 409, "cancelling a completed run: 409 (%d %s)" % (st, doc))
+
+    # --- live: an event stream, then the actions ---
+    ev = http.client.HTTPConnection(s.host, s.port, timeout=30)
+    ev.request("GET", "/api/events")
+    er = ev.getresponse()
+    check(er.status == 200 and
+          er.getheader("Content-Type") == "text/event-stream", "events")
+    check(er.readline().startswith(b"retry:"), "the stream starts")
+
+    st, doc, _ = s.post("/api/runs/order-2/continue")
+    check(st == 200 and doc["status"] == "completed" and
+          doc["calls_served"] >= 1, "continue the crashed run: %s" % doc)
+    seen, got = False, []
+    deadline = time.time() + 20
+    while not seen and time.time() < deadline:
+        line = er.readline()
+        got.append(line)
+        if line.startswith(b"data:") and b'"order-2"' in line and \
+                b'"completed"' in line:
+            seen = True
+    check(seen, "the stream announces order-2 completed: %s" % got)
+    ev.close()
+
+    st, doc, _ = s.post("/api/runs/agent-1/answer",
+                        body={"approved": True})
+    check(st == 200 and doc["status"] == "completed" and
+          doc["note"] == "(resumed)", "answer the suspended run: %s" % doc)
+    st, doc, _ = s.post("/api/runs/agent-2/signal",
+                        body={"name": "poke", "payload": {"n": 1}})
+    check(st == 200 and doc["status"] == "delivered",
+          "a signal delivered to a suspended run: %s" % doc)
+    st, doc, _ = s.post("/api/runs/agent-2/cancel",
+                        body={"reason": "<b>not needed</b>"})
+    check(st == 200 and doc["now"] == "cancelled",
+          "cancel a suspended run: %s" % doc)
+    st, doc, _ = s.get("/api/runs/agent-2")
+    check(doc["run"]["status"] == "cancelled" and
+          doc["run"]["reason"] == "<b>not needed</b>", "recorded cancelled")
+    st, doc, _ = s.post("/api/batch/cancel?prefix=agent-&reason=batch")
+    check(st == 200 and doc["cancelled"] == 1 and
+          doc["runs"][0]["run_id"] == "agent-3", "batch cancel: %s" % doc)
+    st, doc, _ = s.get("/api/runs?status=cancelled")
+    check(sorted(r["id"] for r in doc["runs"]) == ["agent-2", "agent-3"],
+          "status=cancelled lists them")
+    st, doc, _ = s.get("/api/inbox")
+    check(doc["runs"] == [], "the inbox is empty")
+    st, doc, _ = s.post("/api/runs/order-1/check")
+    check(st == 200 and doc["check"] == "ok", "check: %s" % doc)
+    st, doc, _ = s.post("/api/runs/order-1/verify")
+    check(st == 200 and doc["verify"] == "ok", "verify: %s" % doc)
+    st, doc, _ = s.post("/api/runs/order-1/fork",
+                        body={"at": "0:2", "new_id": "order-1-fork"})
+    check(st == 200 and doc["status"] == "completed" and
+          doc["forked_from"] == "order-1", "fork: %s" % doc)
+    st, doc, _ = s.post("/api/runs/order-1/fork", body={"at": "9:9"})
+    check(st == 400, "a bad fork point: 400 (%d %s)" % (st, doc))
+    st, doc, _ = s.post("/api/batch/continue?status=crashed")
+    check(st == 200 and doc["continued"] == 0, "batch continue: %s" % doc)
+    st, doc, _ = s.get("/api/runs/order-1-fork")
+    check(st == 200 and doc["run"]["status"] == "completed",
+          "the fork is recorded")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,191 @@
+/*
+ * web.h -- what the files of ledger-web share.  web_main.c parses the
+ * command line, opens the store and starts the server; web_http.c speaks
+ * HTTP (libmicrohttpd): authentication, CSRF, bounds, headers, the page's
+ * files, routing; web_api.c the JSON API's reads (runs, a run, its
+ * timeline, its export, the inbox); web_list.c the run list's filters and
+ * pages; web_live.c what runs in the background (counts per status, the
+ * change poller and its Server-Sent Events) and the overview;
+ * web_overview.c the overview; web_actions.c the POST actions.
+ */
+#ifndef PL_WEB_H
+#define PL_WEB_H
+
+#include <pthread.h>
+
+#include "runview.h"
+
+#define WEB_BODY_MAX ((size_t)1 << 20) /* largest request body */
+#define WEB_PAGE_MAX 500               /* most runs in one page */
+#define WEB_PAGE_DEFAULT 50
+#define WEB_SCAN_MAX 20000   /* most run records one request reads */
+#define WEB_SSE_MAX 16       /* Server-Sent Events streams at once */
+#define WEB_CONN_MAX 64      /* connections at once */
+#define WEB_TIMEOUT_S 30     /* an idle connection is closed after */
+#define WEB_POLL_MS 500      /* how often the store's change mark is read */
+#define WEB_EVENTS 256       /* events kept for the streams */
+#define WEB_WATCH_MAX 1000   /* unfinished runs watched for changes */
+#define WEB_OLDEST_MAX 10    /* oldest suspended runs kept by the counts */
+#define WEB_STEPS_MAX 200000 /* most steps a run view reads */
+#define WEB_EXPORT_MAX (64 << 20) /* largest export served */
+
+/* Counted statuses: pl_run_status values, and crashed (running, its owner
+ * gone) apart from running. */
+#define WEB_STATUS_N 16
+#define WEB_CRASHED 0
+
+typedef struct web_oldest {
+    char id[PL_MAX_RUN_ID + 1];
+    int64_t created_us, updated_us;
+    char policy[PL_MAX_NAME + 1];
+} web_oldest;
+
+/* An unfinished run the poller watches, as last seen. */
+typedef struct web_watch {
+    char *id;
+    int status;
+    bool crashed;
+    uint64_t steps;
+    int64_t updated_us;
+} web_watch;
+
+typedef struct web_event {
+    uint64_t seq;
+    char *text; /* "event: ...\ndata: ...\n\n" */
+} web_event;
+
+typedef struct web {
+    const char *store;
+    pl_engine *engine;
+    pl_registry *reg;
+    bool read_only;
+    char *token; /* NULL: none asked (loopback only) */
+    char csrf[65];
+    char url[160];
+    bool loopback;
+
+    /* web_live.c, under mu */
+    pthread_mutex_t mu;
+    pthread_cond_t changed; /* a new event, or stopping */
+    pthread_cond_t wake;    /* the counts thread's */
+    bool stopping;
+    uint64_t counts[WEB_STATUS_N], counts_total;
+    bool counts_complete;
+    int64_t counts_as_of_us, counts_scan_us;
+    bool counts_dirty;
+    web_oldest oldest[WEB_OLDEST_MAX];
+    size_t n_oldest;
+    char newest[PL_MAX_RUN_ID + 1];
+    web_watch *watch;
+    size_t n_watch;
+    web_event events[WEB_EVENTS];
+    uint64_t event_seq;
+    uint64_t mark;
+    unsigned sse;
+    pthread_t poller, counter;
+    bool mu_ready, threads;
+} web;
+
+/* ---- web_http.c ---- */
+
+typedef struct web_req {
+    void *conn; /* struct MHD_Connection */
+    const char *method, *url;
+    char *body;
+    size_t len;
+    bool too_big;
+} web_req;
+
+/* A request's query parameter, or NULL. */
+const char *web_arg(const web_req *r, const char *name);
+
+/* Start and stop the server.  On failure says why and returns false. */
+bool web_http_start(web *w, const char *host, unsigned port);
+void web_http_stop(web *w);
+
+/* ---- replies (web_http.c) ---- */
+
+/* {"error": code, "message": ...} in *out; returns @p status. */
+int web_fail(cJSON **out, int status, const char *code, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 4, 5)))
+#endif
+    ;
+/* A failing engine call as a reply: 404 for PL_ENOTFOUND, 409 for
+ * PL_EBUSY and PL_ESTATE, 400 for PL_EINVAL, 500 else. */
+int web_fail_status(cJSON **out, int st, const char *what);
+
+/* ---- web_api.c: GET, each returns the HTTP status and sets *out ---- */
+
+int api_session(web *w, const web_req *r, cJSON **out);
+int api_run(web *w, const char *id, cJSON **out);
+int api_timeline(web *w, const char *id, cJSON **out);
+/* The policy an action_call row calls. */
+const char *web_callee(const srow *call);
+/* Each call of a run's rows, in order of its end: @p call its
+ * action_call's row, @p end the row that answered it or SIZE_MAX for none
+ * (in flight, in doubt, waiting). */
+typedef void (*web_call_fn)(const rows *rs, size_t call, size_t end,
+                            const pl_run_info *ri, void *user);
+void web_calls(const rows *rs, const pl_run_info *ri, web_call_fn fn,
+               void *user);
+/* The run's export as JSON lines, in *text (caller frees). */
+int api_export(web *w, const char *id, char **text, size_t *len, cJSON **out);
+
+/* ---- web_list.c ---- */
+
+int api_runs(web *w, const web_req *r, cJSON **out);
+int api_inbox(web *w, const web_req *r, cJSON **out);
+
+/* The list's filters, from a request's arguments. */
+typedef struct web_filter {
+    int status; /* 0: any; a pl_run_status; -1: crashed */
+    const char *policy, *prefix, *q;
+    int64_t since_us, until_us; /* 0: unbounded */
+    bool asc;
+    size_t limit;
+    const char *cursor;
+} web_filter;
+
+/* Parse @p r's filter arguments; on a bad one, a 400 in *out. */
+int web_filter_parse(web_filter *f, const web_req *r, cJSON **out);
+/* Does run @p ri pass @p f (but for the cursor and the limit)? */
+bool web_filter_match(const web_filter *f, const pl_run_info *ri);
+/* Where a listing with @p f starts (pl_runs_options.after): its cursor,
+ * else just outside its prefix's range; "" for the start.  @p n at least
+ * PL_MAX_RUN_ID + 3. */
+void web_filter_start(const web_filter *f, char *out, size_t n);
+/* A run as the list shows it, reading its steps (for its tokens and
+ * in-doubt calls) if @p budget has room for them; NULL on OOM. */
+cJSON *web_run_summary(web *w, const pl_run_info *ri, size_t *budget);
+/* The status the list names: "crashed" for a run whose owner is gone. */
+const char *web_status_name(const pl_run_info *ri);
+
+/* ---- web_live.c ---- */
+
+bool web_live_start(web *w);
+void web_live_stop(web *w);
+/* The counts as JSON members of @p into. */
+bool web_counts_json(web *w, cJSON *into);
+
+/* ---- web_overview.c ---- */
+
+int api_overview(web *w, const web_req *r, cJSON **out);
+/* The Server-Sent Events stream (web_http.c makes the response). */
+bool web_sse_enter(web *w);
+void web_sse_leave(web *w);
+/* The next event after *seq into @p buf (at most @p n bytes), waiting up
+ * to @p wait_ms; 0 when none (a keep-alive comment is written instead),
+ * else its length.  -1 when stopping. */
+long web_sse_next(web *w, uint64_t *seq, char *buf, size_t n, int wait_ms);
+
+/* ---- web_actions.c ---- */
+
+/* POST /api/runs/ID/ACTION and /api/batch/ACTION. */
+int api_action(web *w, const char *id, const char *action, const web_req *r,
+               cJSON **out);
+int api_batch(web *w, const char *action, const web_req *r, cJSON **out);
+/* The engine's event callback (the check's divergence). */
+void web_on_event(const pl_event *ev, void *user);
+
+#endif /* PL_WEB_H */

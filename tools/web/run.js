@@ -1,0 +1,263 @@
+/*
+ * A run: its header, actions (continue, fork, check, verify, answer,
+ * export), its timeline and the tree of its invocations with every step.
+ * It grows live while the run runs.
+ */
+'use strict';
+
+(function () {
+  const { h } = PL;
+  const st = { id: null, main: null, data: null, timeline: null, open: new Set(), shut: new Set(), outcome: null };
+
+  const MARKS = {
+    in_doubt: 'in doubt: no result recorded',
+    waiting: 'waiting for an answer',
+    error: 'error result',
+    suspended: 'suspended here',
+    diverged: 'diverged',
+    divergence: 'diverged',
+  };
+
+  function runOf(d) { return (d && (d.run || d)) || {}; }
+
+  /* Steps, flat with their invocation path (as ledger-dump --format json
+   * gives them), from the answer's steps or its tree of invocations. */
+  function stepsOf(d) {
+    if (!d) return [];
+    if (Array.isArray(d.steps)) return d.steps;
+    const out = [];
+    const walk = (inv) => {
+      if (!inv || typeof inv !== 'object') return;
+      for (const s of Array.isArray(inv.steps) ? inv.steps : []) {
+        out.push(Object.assign({ path: inv.path }, s));
+        if (s.invocation) walk(s.invocation);
+      }
+      for (const c of Array.isArray(inv.children) ? inv.children : []) walk(c);
+      if (Array.isArray(inv.invocations)) for (const c of inv.invocations) walk(c);
+    };
+    walk(d.tree || d.invocation || (d.run && d.run.tree));
+    return out;
+  }
+
+  function stepId(s) { return s.id !== undefined ? String(s.id) : String(s.path) + ':' + s.seq; }
+
+  function typeBadge(t) {
+    const s = String(t || '?');
+    return h('span', { class: 'type t-' + (/^[a-z_]+$/.test(s) ? s : 'other'), text: s.replace(/^action_/, '') });
+  }
+
+  function stepRow(s, run, depth) {
+    const forkable = depth === 0;
+    const id = stepId(s);
+    const mark = typeof s.mark === 'string' ? s.mark : null;
+    const isErr = mark === 'error' || (s.type === 'action_result' && s.payload && typeof s.payload === 'object' && 'error' in s.payload && Object.keys(s.payload).length <= 3);
+    const open = st.open.has(id);
+    const payload = h('div', { class: 'payload' });
+    const prev = h('button', { type: 'button', class: 'pv mono', title: 'show the payload', text: PL.preview(s.payload, 160) });
+    if (mark) payload.appendChild(h('span', { class: 'mark mk-' + (/^[a-z_]+$/.test(mark) ? mark : 'other'), text: MARKS[mark] || mark }));
+    if (isErr && mark !== 'error') payload.appendChild(h('span', { class: 'mark mk-error', text: 'error result' }));
+    payload.appendChild(prev);
+    const body = h('div', { class: 'payload-full' });
+    body.hidden = !open;
+    if (open) body.appendChild(PL.jsonBlock(s.payload));
+    prev.addEventListener('click', () => {
+      if (st.open.has(id)) { st.open.delete(id); body.hidden = true; PL.clear(body); } else {
+        st.open.add(id);
+        PL.clear(body).appendChild(PL.jsonBlock(s.payload));
+        body.hidden = false;
+      }
+      prev.classList.toggle('open', st.open.has(id));
+    });
+    prev.classList.toggle('open', open);
+    const d = PL.toDate(s.time, s.time_us);
+    const hash = typeof s.hash === 'string' ? s.hash : '';
+    const row = h('div', { class: 'step' + (mark ? ' m-' + (/^[a-z_]+$/.test(mark) ? mark : 'other') : '') + (isErr ? ' m-error' : '') },
+      h('span', { class: 'sid mono', text: id }),
+      typeBadge(s.type),
+      h('span', { class: 'actor mono', title: String(s.actor || ''), text: PL.preview(s.actor || '', 40) }),
+      payload,
+      h('time', { class: 'when mono', title: d ? d.toISOString() : '', text: d ? PL.fmtTime(d, true) : '' }),
+      h('span', { class: 'code mono', title: s.code ? 'code: ' + s.code : 'no code identity', text: s.code ? PL.preview(s.code, 28) : '' }),
+      h('span', { class: 'hash mono', title: hash ? 'hash ' + hash + (s.prev_hash ? '\nprev ' + s.prev_hash : '') : 'folded into the caller\'s result', text: hash ? hash.slice(0, 10) : '—' }),
+      forkable && !PL.session.read_only && PL.can('fork')
+        ? forkButton(run, s) : h('span', { class: 'forkcell' }));
+    row.dataset.step = id;
+    row.firstChild.style.paddingLeft = Math.min(depth, 10) * 14 + 'px';
+    body.style.paddingLeft = 100 + Math.min(depth, 10) * 14 + 'px';
+    return [row, body];
+  }
+
+  function forkButton(run, s) {
+    const b = h('button', { type: 'button', class: 'tiny ghost fork', title: 'fork a new run from the ledger before this step', text: 'fork' });
+    b.addEventListener('click', () => {
+      PL.act(b, st.outcome, '/api/runs/' + encodeURIComponent(run.id) + '/fork', { at: stepId(s) }, (d) => {
+        const nid = d && d.new_run;
+        if (typeof nid === 'string') st.outcome.appendChild(h('p', null, 'New run: ', h('a', { href: PL.runHref(nid), text: nid })));
+      });
+    });
+    return h('span', { class: 'forkcell' }, b);
+  }
+
+  /* The invocation at path, its steps, each call followed by the
+   * invocation it made. */
+  function invocation(paths, path, run, depth) {
+    const steps = paths.get(path) || [];
+    const box = h('div', { class: 'inv' + (depth ? ' nested' : '') });
+    for (const s of steps) {
+      box.append(...stepRow(s, run, depth));
+      const child = path + '.' + s.seq;
+      if ((s.type === 'action_call' || paths.has(child)) && paths.has(child) && child !== path) {
+        const kids = paths.get(child);
+        const shut = st.shut.has(child);
+        const t = h('button', { type: 'button', class: 'fold', text: (shut ? '▸ ' : '▾ ') + 'invocation ' + child + ' · ' + kids.length + ' step' + (kids.length === 1 ? '' : 's') });
+        const inner = invocation(paths, child, run, depth + 1);
+        inner.hidden = shut;
+        t.addEventListener('click', () => {
+          if (st.shut.has(child)) st.shut.delete(child); else st.shut.add(child);
+          inner.hidden = st.shut.has(child);
+          t.textContent = (inner.hidden ? '▸ ' : '▾ ') + 'invocation ' + child + ' · ' + kids.length + ' step' + (kids.length === 1 ? '' : 's');
+        });
+        const head = h('div', { class: 'inv-head' }, t);
+        head.style.paddingLeft = Math.min(depth + 1, 10) * 14 + 'px';
+        box.append(head, inner);
+      }
+    }
+    return box;
+  }
+
+  function kv(k, v) { return h('div', { class: 'fact' }, h('dt', { text: k }), h('dd', null, v)); }
+
+  function header(run, steps) {
+    const status = PL.statusOf(run);
+    const tok = PL.tokens(run.tokens);
+    const inDoubt = run.in_doubt || steps.some((s) => s.mark === 'in_doubt');
+    const dl = h('dl', { class: 'facts' },
+      kv('root policy', h('span', { class: 'mono', text: String(run.root_policy || run.policy || '') })),
+      kv('steps', PL.num(run.steps !== undefined ? run.steps : steps.length)),
+      kv('tokens', run.tokens ? h('span', { title: tok.title, text: tok.title }) : '–'),
+      kv('created', PL.timeCell(run.created, run.created_us)),
+      kv('updated', PL.timeCell(run.updated, run.updated_us)),
+      run.attempts !== undefined ? kv('attempts', PL.num(run.attempts)) : null,
+      run.owner_host ? kv('owner', h('span', { class: 'mono', text: String(run.owner_host) + (run.owner_pid ? ' pid ' + run.owner_pid : '') + (run.owner_alive ? ' (alive)' : ' (gone)') })) : null);
+    const alerts = [];
+    if (status === 'crashed') alerts.push(h('div', { class: 'alert crashed', text: 'Crashed: the process that ran this run is gone. Continue it to finish it from its ledger.' }));
+    if (inDoubt) alerts.push(h('div', { class: 'alert doubt', text: 'In doubt: a call has no recorded result; continuing runs it again (idempotent calls with their key).' }));
+    if (run.reason || run.error) alerts.push(h('div', { class: 'alert failed' }, h('strong', { text: String(run.error || 'failed') + ': ' }), String(run.reason || '')));
+    return h('section', { class: 'run-head' },
+      h('div', { class: 'title-row' }, h('h1', { class: 'mono run-id', title: String(run.id), text: PL.preview(String(run.id), 100) }), PL.badge(status),
+        inDoubt ? h('span', { class: 'badge st-in_doubt', text: 'in doubt' }) : null),
+      dl, alerts, actions(run, status));
+  }
+
+  function actions(run, status) {
+    const id = encodeURIComponent(String(run.id));
+    const bar = h('div', { class: 'actions', id: 'actions' });
+    const ro = PL.session.read_only;
+    const btn = (label, action, path, body, cls, enabled) => {
+      const b = h('button', { type: 'button', class: cls || '', id: 'act-' + action, text: label });
+      b.disabled = ro || !enabled || !PL.can(action);
+      if (ro) b.title = 'read-only: actions are off';
+      b.addEventListener('click', () => PL.act(b, st.outcome, path, body, () => load(true)));
+      bar.appendChild(b);
+      return b;
+    };
+    const unfinished = status === 'crashed' || status === 'running';
+    btn('Continue', 'continue', '/api/runs/' + id + '/continue', {}, unfinished && status === 'crashed' ? 'primary' : '', unfinished);
+    btn('Check', 'check', '/api/runs/' + id + '/check', {}, '', true);
+    const v = h('button', { type: 'button', id: 'act-verify', text: 'Verify' });
+    v.addEventListener('click', () => verify(v, id));
+    bar.appendChild(v);
+    if (PL.can('cancel') && (unfinished || status === 'suspended' || status === 'waiting')) {
+      bar.appendChild(PL.confirmButton('Cancel', 'Cancel this run?', 'danger-outline', (b) =>
+        PL.act(b, st.outcome, '/api/runs/' + id + '/cancel', {}, () => load(true))));
+    }
+    bar.appendChild(h('a', { class: 'button', id: 'export', href: '/api/runs/' + id + '/export', download: String(run.id).replace(/[^A-Za-z0-9._-]/g, '_') + '.jsonl', text: 'Export JSONL' }));
+    return bar;
+  }
+
+  /* Verify: the run's values decode and its hash chains link; else the
+   * first fault. */
+  async function verify(b, id) {
+    b.disabled = true;
+    try {
+      const d = await PL.api('/api/runs/' + id + '/verify', { method: 'POST', body: {} });
+      const ok = d && d.verify === 'ok';
+      PL.clear(st.outcome);
+      st.outcome.hidden = false;
+      st.outcome.className = 'outcome ' + (ok ? 'good' : 'bad');
+      st.outcome.appendChild(h('strong', { id: 'verify-result', text: ok ? 'Verified: every value decodes, every hash chain links.' : 'Verify found a fault:' }));
+      if (!ok) st.outcome.appendChild(h('pre', { class: 'summary', text: String((d && (d.message || d.error)) || 'unknown fault') }));
+    } catch (e) {
+      PL.outcome(st.outcome, null, e);
+    } finally {
+      b.disabled = false;
+    }
+  }
+
+  function draw() {
+    const main = st.main;
+    if (!main) return;
+    const d = st.data;
+    const run = runOf(d);
+    const steps = stepsOf(d);
+    const paths = PL.byPath(steps);
+    const y = window.scrollY;
+    PL.clear(main);
+    const status = PL.statusOf(run);
+    main.append(h('nav', { class: 'crumbs' }, h('a', { href: '#/runs', text: '‹ Runs' })), header(run, steps), st.outcome);
+    if (status === 'suspended' || status === 'waiting') {
+      const card = PL.answerCard(run, (d) => { PL.outcome(st.outcome, d, null); load(true); });
+      if (card) main.appendChild(h('section', { class: 'panel' }, h('h2', { text: 'Waiting for an answer' }), card));
+    }
+    main.appendChild(h('section', { class: 'panel' }, h('h2', { text: 'Timeline' }),
+      PL.timeline(st.timeline, steps, run)));
+    const root = paths.has('0') ? '0' : [...paths.keys()].sort((a, b) => a.length - b.length)[0];
+    main.appendChild(h('section', { class: 'panel' },
+      h('div', { class: 'panel-head' }, h('h2', { text: 'Steps' }),
+        h('span', { class: 'legend muted' }, 'click a payload to unfold it; ', h('span', { class: 'mark mk-in_doubt', text: 'in doubt' }), ' ',
+          h('span', { class: 'mark mk-error', text: 'error' }), ' ', h('span', { class: 'mark mk-suspended', text: 'suspended' }), ' ',
+          h('span', { class: 'mark mk-diverged', text: 'diverged' }))),
+      h('div', { class: 'tree', id: 'tree' },
+        h('div', { class: 'step head' }, ['step', 'type', 'actor', 'payload', 'time', 'code', 'hash', ''].map((t) => h('span', { text: t }))),
+        root !== undefined ? invocation(paths, root, run, 0) : h('p', { class: 'empty', text: 'No step yet.' }))));
+    window.scrollTo(0, y);
+  }
+
+  const loader = PL.loader(() => {
+    const id = encodeURIComponent(st.id);
+    return Promise.all([PL.api('/api/runs/' + id), PL.api('/api/runs/' + id + '/timeline').catch(() => null)]);
+  }, (d, e, quiet) => {
+    if (!st.main) return;
+    if (!e) {
+      st.data = d[0];
+      st.timeline = d[1];
+      draw();
+    } else if (!quiet || !st.data) {
+      PL.clear(st.main).append(h('nav', { class: 'crumbs' }, h('a', { href: '#/runs', text: '‹ Runs' })),
+        h('div', { class: 'outcome bad' }, h('strong', { text: e.status === 404 ? 'No such run: ' : 'Could not read the run: ' }),
+          e.status === 404 ? PL.preview(st.id, 200) : e.message));
+    }
+  });
+  const load = loader.load;
+
+  const refresh = PL.throttle(() => load(true), 500);
+
+  PL.views.run = {
+    enter(main, r) {
+      if (st.id !== r.arg) { st.open = new Set(); st.shut = new Set(); }
+      st.id = r.arg || '';
+      st.main = main;
+      st.data = null;
+      loader.reset();
+      st.outcome = h('div', { class: 'outcome', id: 'outcome', hidden: true });
+      main.appendChild(h('p', { class: 'muted', text: 'Loading…' }));
+      load(false);
+    },
+    onEvent(ev) {
+      const id = PL.eventRunId(ev);
+      if (id === null || id === st.id) refresh();
+    },
+    onTheme() { draw(); },
+    leave() { st.main = null; },
+  };
+})();

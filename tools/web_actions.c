@@ -1,0 +1,566 @@
+/*
+ * web_actions.c -- the POST actions: each does what ledger-replay's
+ * command does (the same library calls, so the run records the same), and
+ * answers with the summary ledger-replay --json prints for it.
+ *
+ *   /api/runs/ID/answer    --resume ID --answer BODY (the token the run
+ *                          records)
+ *   /api/runs/ID/continue  --run ID
+ *   /api/runs/ID/fork      --fork ID --at AT [--new-id NEW]: body
+ *                          {"at": "0:N", "new_id": optional}; the new run is
+ *                          continued at once, as ledger-replay does
+ *   /api/runs/ID/check     --check ID: replay, execute and write nothing
+ *   /api/runs/ID/verify    ledger-dump --verify ID: the hash chains
+ *   /api/runs/ID/signal    --signal ID --name NAME --payload JSON: body
+ *                          {"name": ..., "payload": {...}}; a run waiting
+ *                          for it goes on here
+ *   /api/runs/ID/cancel    --cancel ID [--reason TEXT]: body {"reason":
+ *                          optional}
+ *   /api/batch/continue    --all, on the runs a filter selects (crashed
+ *                          ones only are continued)
+ *   /api/batch/cancel      --cancel, on the unfinished runs a filter (one
+ *                          at least) selects
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "web.h"
+
+#define BATCH_MAX 100 /* runs one batch request acts on */
+
+/* ---- what a check saw (the engine's events, on the running thread) ----- */
+
+typedef struct seen {
+    bool diverged;
+    cJSON *divergence;
+    cJSON *code_changed;
+} seen;
+
+static _Thread_local seen *g_seen;
+
+static cJSON *diff_step(pl_step_type type, const char *actor,
+                        const char *payload, const char *code)
+{
+    cJSON *s = cJSON_CreateObject();
+    if (!s)
+        return NULL;
+    const char *tn = type ? pl_step_type_name(type) : NULL;
+    cJSON_AddItemToObject(s, "type",
+                          tn ? cJSON_CreateString(tn) : cJSON_CreateNull());
+    cJSON_AddItemToObject(s, "actor",
+                          actor ? cJSON_CreateString(actor)
+                                : cJSON_CreateNull());
+    cJSON_AddItemToObject(s, "payload",
+                          payload ? cJSON_CreateString(payload)
+                                  : cJSON_CreateNull());
+    cJSON_AddItemToObject(s, "code",
+                          code ? cJSON_CreateString(code) : cJSON_CreateNull());
+    return s;
+}
+
+void web_on_event(const pl_event *ev, void *user)
+{
+    (void)user;
+    seen *s = g_seen;
+    if (!s || !ev->diff)
+        return;
+    const pl_replay_diff *d = ev->diff;
+    if (ev->kind == PL_EVENT_DIVERGED && !s->diverged) {
+        s->diverged = true;
+        cJSON *j = s->divergence = cJSON_CreateObject();
+        if (!j)
+            return;
+        cJSON_AddStringToObject(j, "step", d->step_id ? d->step_id : "");
+        cJSON_AddStringToObject(j, "invocation", ev->path ? ev->path : "");
+        cJSON_AddNumberToObject(j, "seq", ev->seq);
+        cJSON_AddItemToObject(j, "recorded",
+                              diff_step(d->recorded_type, d->recorded_actor,
+                                        d->recorded_payload, d->recorded_code));
+        cJSON_AddItemToObject(j, "now",
+                              diff_step(d->new_type, d->new_actor,
+                                        d->new_payload, d->new_code));
+    } else if (ev->kind == PL_EVENT_CODE_CHANGED && s->code_changed &&
+               cJSON_GetArraySize(s->code_changed) < 100) {
+        cJSON *c = cJSON_CreateObject();
+        if (!c)
+            return;
+        cJSON_AddStringToObject(c, "first_step", d->step_id ? d->step_id : "");
+        cJSON_AddItemToObject(c, "recorded",
+                              d->recorded_code
+                                  ? cJSON_CreateString(d->recorded_code)
+                                  : cJSON_CreateNull());
+        cJSON_AddItemToObject(c, "now",
+                              d->new_code ? cJSON_CreateString(d->new_code)
+                                          : cJSON_CreateNull());
+        cJSON_AddItemToArray(s->code_changed, c);
+    }
+}
+
+/* ---- summaries --------------------------------------------------------------- */
+
+static double ms_since(int64_t t0) { return (double)(cli_now_us() - t0) / 1e3; }
+
+/* An outcome as ledger-replay --json summarises it. */
+static cJSON *outcome_json(const pl_outcome *o, double ms, const char *note)
+{
+    cJSON *j = cJSON_CreateObject();
+    if (!j)
+        return NULL;
+    cJSON_AddStringToObject(j, "run_id", o->run_id);
+    cJSON_AddStringToObject(j, "status", pl_run_status_name(o->status));
+    if (note)
+        cJSON_AddStringToObject(j, "note", note);
+    cJSON_AddNumberToObject(j, "calls_served", (double)o->calls_served);
+    cJSON_AddNumberToObject(j, "calls_executed", (double)o->calls_executed);
+    cJSON_AddNumberToObject(j, "steps_replayed", (double)o->steps_replayed);
+    cJSON_AddNumberToObject(j, "steps_appended", (double)o->steps_appended);
+    cJSON_AddNumberToObject(j, "elapsed_ms", ms);
+    if (o->status == PL_RUN_COMPLETED) {
+        cJSON_AddItemToObject(j, "result",
+                              cJSON_Duplicate(pl_outcome_result(o), true));
+    } else if (o->status == PL_RUN_SUSPENDED) {
+        cJSON_AddStringToObject(j, "suspended_path",
+                                o->suspended_path ? o->suspended_path : "-");
+        cJSON_AddStringToObject(j, "resume_token",
+                                o->resume_token ? o->resume_token : "-");
+        if (o->prompt)
+            cJSON_AddItemToObject(j, "prompt", cJSON_Duplicate(o->prompt, 1));
+    } else {
+        cJSON_AddStringToObject(j, "error", pl_status_name(o->error));
+        cJSON_AddStringToObject(j, "reason", o->reason ? o->reason : "-");
+    }
+    return j;
+}
+
+/* A run the engine would not execute, as ledger-replay reports it. */
+static cJSON *refused_json(const char *id, int st)
+{
+    cJSON *j = cJSON_CreateObject();
+    if (!j)
+        return NULL;
+    cJSON_AddStringToObject(j, "run_id", id);
+    cJSON_AddStringToObject(j, "status", "not_run");
+    cJSON_AddStringToObject(j, "error", pl_status_name(st));
+    cJSON_AddStringToObject(j, "message", pl_errmsg());
+    return j;
+}
+
+static int http_of(int st)
+{
+    return st == PL_ENOTFOUND                  ? 404
+           : st == PL_EBUSY || st == PL_ESTATE ? 409
+           : st == PL_EINVAL || st == PL_ETOKEN || st == PL_EJSON ||
+                   st == PL_ELIMIT
+               ? 400
+               : 500;
+}
+
+/* Continue run @p id; its summary in *out (refused: an error status). */
+static int continue_run(web *w, const char *id, const char *note, cJSON **out)
+{
+    pl_run_info *ri = NULL;
+    int st = pl_run_get(&ri, w->engine, id);
+    if (!st && ri->status == PL_RUN_RUNNING && ri->owner_alive) {
+        int http = web_fail(out, 409, "PL_EBUSY",
+                            "run %s is running in live process %lld on %s: "
+                            "not touched",
+                            QUOTE(id), (long long)ri->owner_pid,
+                            ri->owner_host ? ri->owner_host : "-");
+        pl_run_info_free(ri);
+        return http;
+    }
+    if (!st && ri->status == PL_RUN_SUSPENDED) {
+        int http = web_fail(out, 409, "PL_ESTATE",
+                            "run %s is suspended at %s: answer it", QUOTE(id),
+                            ri->suspended_path ? ri->suspended_path : "-");
+        pl_run_info_free(ri);
+        return http;
+    }
+    pl_run_info_free(ri);
+    if (st == PL_ENOTFOUND)
+        return web_fail(out, 404, "not_found", "no run %s in the store",
+                        QUOTE(id));
+    if (st)
+        return web_fail_status(out, st, "reading the run");
+    pl_outcome *o = NULL;
+    int64_t t0 = cli_now_us();
+    st = pl_run_continue(&o, w->engine, id, NULL);
+    if (st) {
+        *out = refused_json(id, st);
+        return http_of(st);
+    }
+    *out = outcome_json(o, ms_since(t0), note);
+    pl_outcome_free(o);
+    return *out ? 200 : web_fail(out, 500, "PL_ENOMEM", "out of memory");
+}
+
+/* The request body as one JSON object; else a 400 in *out. */
+static int body_object(const web_req *r, cJSON **obj, cJSON **out)
+{
+    *obj = NULL;
+    if (!r->body || !r->len)
+        return web_fail(out, 400, "bad_json", "the body must be a JSON object");
+    /* the body is NUL-terminated: parsed with its NUL, so that nothing
+     * may follow the object; a NUL inside it is refused */
+    const char *end = NULL;
+    if (strlen(r->body) == r->len)
+        *obj = cJSON_ParseWithLengthOpts(r->body, r->len + 1, &end, true);
+    if (!*obj || !cJSON_IsObject(*obj)) {
+        size_t at = end && end >= r->body ? (size_t)(end - r->body) : 0;
+        cJSON_Delete(*obj);
+        *obj = NULL;
+        return web_fail(out, 400, "bad_json",
+                        "the body is not one JSON object (at byte %zu)", at);
+    }
+    return 200;
+}
+
+/* ---- one run --------------------------------------------------------------------- */
+
+static int do_answer(web *w, const char *id, const web_req *r, cJSON **out)
+{
+    cJSON *answer;
+    int http = body_object(r, &answer, out);
+    if (http != 200)
+        return http;
+    pl_run_info *ri = NULL;
+    int st = pl_run_get(&ri, w->engine, id);
+    if (st) {
+        cJSON_Delete(answer);
+        return st == PL_ENOTFOUND
+                   ? web_fail(out, 404, "not_found", "no run %s in the store",
+                              QUOTE(id))
+                   : web_fail_status(out, st, "reading the run");
+    }
+    if (ri->status != PL_RUN_SUSPENDED || !ri->resume_token) {
+        http = web_fail(out, 409, "PL_ESTATE",
+                        "run %s is %s, not suspended: there is nothing to "
+                        "answer",
+                        QUOTE(id), pl_run_status_name(ri->status));
+        pl_run_info_free(ri);
+        cJSON_Delete(answer);
+        return http;
+    }
+    char *token = cli_strdup(ri->resume_token);
+    pl_run_info_free(ri);
+    pl_outcome *o = NULL;
+    int64_t t0 = cli_now_us();
+    st = token ? pl_run_resume(&o, w->engine, id, token, answer) : PL_ENOMEM;
+    free(token);
+    cJSON_Delete(answer);
+    if (st) {
+        *out = refused_json(id, st);
+        return http_of(st);
+    }
+    *out = outcome_json(o, ms_since(t0), "(resumed)");
+    pl_outcome_free(o);
+    return *out ? 200 : web_fail(out, 500, "PL_ENOMEM", "out of memory");
+}
+
+static int do_fork(web *w, const char *id, const web_req *r, cJSON **out)
+{
+    cJSON *body;
+    int http = body_object(r, &body, out);
+    if (http != 200)
+        return http;
+    const cJSON *at = cJSON_GetObjectItemCaseSensitive(body, "at");
+    const cJSON *nid = cJSON_GetObjectItemCaseSensitive(body, "new_id");
+    if (!cJSON_IsString(at) ||
+        (nid && !cJSON_IsNull(nid) &&
+         (!cJSON_IsString(nid) || !cli_run_id_ok(nid->valuestring)))) {
+        cJSON_Delete(body);
+        return web_fail(out, 400, "bad_request",
+                        "fork: {\"at\": \"0:N\" (a step of the root ledger), "
+                        "\"new_id\": a run id (optional)}");
+    }
+    char *new_id = NULL;
+    int st = pl_run_fork(&new_id, w->engine, id, at->valuestring,
+                         cJSON_IsString(nid) ? nid->valuestring : NULL);
+    if (st) {
+        http = web_fail(out, http_of(st), pl_status_name(st),
+                        "cannot fork run %s at %s: %s", QUOTE(id),
+                        QUOTE(at->valuestring), pl_errmsg());
+        cJSON_Delete(body);
+        return http;
+    }
+    char note[PL_MAX_RUN_ID + 64];
+    snprintf(note, sizeof note, "(forked from %s at %s)", id, at->valuestring);
+    http = continue_run(w, new_id, note, out);
+    if (*out) {
+        cJSON_AddStringToObject(*out, "forked_from", id);
+        cJSON_AddStringToObject(*out, "forked_at", at->valuestring);
+        cJSON_AddStringToObject(*out, "new_run", new_id);
+    }
+    free(new_id);
+    cJSON_Delete(body);
+    return http;
+}
+
+static int do_check(web *w, const char *id, cJSON **out)
+{
+    pl_run_info *ri = NULL;
+    int st = pl_run_get(&ri, w->engine, id);
+    if (st)
+        return st == PL_ENOTFOUND
+                   ? web_fail(out, 404, "not_found", "no run %s in the store",
+                              QUOTE(id))
+                   : web_fail_status(out, st, "reading the run");
+    pl_run_status recorded = ri->status;
+    int recorded_error = ri->error;
+    pl_run_info_free(ri);
+    seen s = {false, NULL, cJSON_CreateArray()};
+    g_seen = &s;
+    pl_outcome *o = NULL;
+    pl_run_options ro = PL_RUN_OPTIONS_INIT;
+    ro.check = true;
+    int64_t t0 = cli_now_us();
+    st = pl_run_continue(&o, w->engine, id, &ro);
+    double ms = ms_since(t0);
+    g_seen = NULL;
+    const char *note;
+    const char *verdict = check_verdict(st, recorded, recorded_error, &note);
+    cJSON *j = cJSON_CreateObject();
+    if (j) {
+        cJSON_AddStringToObject(j, "run_id", id);
+        cJSON_AddStringToObject(j, "check", verdict);
+        cJSON_AddStringToObject(j, "status", pl_run_status_name(recorded));
+        if (note)
+            cJSON_AddStringToObject(j, "note", note);
+        cJSON_AddNumberToObject(j, "elapsed_ms", ms);
+        if (o) {
+            cJSON_AddNumberToObject(j, "calls_served", (double)o->calls_served);
+            cJSON_AddNumberToObject(j, "steps_replayed",
+                                    (double)o->steps_replayed);
+        }
+        if (s.code_changed)
+            cJSON_AddItemToObject(j, "code_changed", s.code_changed);
+        else
+            cJSON_AddArrayToObject(j, "code_changed");
+        s.code_changed = NULL;
+        if (s.divergence) {
+            cJSON_AddItemToObject(j, "divergence", s.divergence);
+            s.divergence = NULL;
+        }
+        if (!strcmp(verdict, "error")) {
+            cJSON_AddStringToObject(j, "error", pl_status_name(st));
+            cJSON_AddStringToObject(j, "message", pl_errmsg());
+        }
+    }
+    cJSON_Delete(s.code_changed);
+    cJSON_Delete(s.divergence);
+    pl_outcome_free(o);
+    *out = j;
+    return j ? 200 : web_fail(out, 500, "PL_ENOMEM", "out of memory");
+}
+
+static int do_verify(web *w, const char *id, cJSON **out)
+{
+    int64_t t0 = cli_now_us();
+    int st = pl_run_verify(w->engine, id);
+    if (st == PL_ENOTFOUND)
+        return web_fail(out, 404, "not_found", "no run %s in the store",
+                        QUOTE(id));
+    cJSON *j = cJSON_CreateObject();
+    if (!j)
+        return web_fail(out, 500, "PL_ENOMEM", "out of memory");
+    cJSON_AddStringToObject(j, "run_id", id);
+    cJSON_AddStringToObject(j, "verify", st ? "fault" : "ok");
+    cJSON_AddNumberToObject(j, "elapsed_ms", ms_since(t0));
+    if (st) {
+        cJSON_AddStringToObject(j, "error", pl_status_name(st));
+        cJSON_AddStringToObject(j, "message", pl_errmsg());
+    }
+    *out = j;
+    return 200;
+}
+
+/* What a delivery (a signal, a cancellation) says when no run went on
+ * here: as ledger-replay --json, and the run's status now. */
+static cJSON *delivered_json(web *w, const char *id)
+{
+    cJSON *j = cJSON_CreateObject();
+    if (!j)
+        return NULL;
+    cJSON_AddStringToObject(j, "run_id", id);
+    cJSON_AddStringToObject(j, "status", "delivered");
+    pl_run_info *ri = NULL;
+    if (!pl_run_get(&ri, w->engine, id))
+        cJSON_AddStringToObject(j, "now", web_status_name(ri));
+    pl_run_info_free(ri);
+    return j;
+}
+
+static int do_signal(web *w, const char *id, const web_req *r, cJSON **out)
+{
+    cJSON *body;
+    int http = body_object(r, &body, out);
+    if (http != 200)
+        return http;
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(body, "name");
+    const cJSON *payload = cJSON_GetObjectItemCaseSensitive(body, "payload");
+    if (!cJSON_IsString(name) || !name->valuestring[0] ||
+        (payload && !cJSON_IsObject(payload))) {
+        cJSON_Delete(body);
+        return web_fail(out, 400, "bad_request",
+                        "signal: {\"name\": the event's name, \"payload\": "
+                        "a JSON object (optional)}");
+    }
+    pl_outcome *o = NULL;
+    int64_t t0 = cli_now_us();
+    int st = pl_run_signal(&o, w->engine, id, name->valuestring,
+                           payload ? payload : pl_json_empty());
+    cJSON_Delete(body);
+    if (st)
+        return web_fail(out, http_of(st), pl_status_name(st),
+                        "cannot signal run %s: %s", QUOTE(id), pl_errmsg());
+    *out = o ? outcome_json(o, ms_since(t0), "(signalled)")
+             : delivered_json(w, id);
+    pl_outcome_free(o);
+    return *out ? 200 : web_fail(out, 500, "PL_ENOMEM", "out of memory");
+}
+
+/* Cancel run @p id for @p reason; its summary in *out. */
+static int cancel_run(web *w, const char *id, const char *reason, cJSON **out)
+{
+    int st = pl_run_cancel(w->engine, id, reason);
+    if (st)
+        return web_fail(out, http_of(st), pl_status_name(st),
+                        "cannot cancel run %s: %s", QUOTE(id), pl_errmsg());
+    *out = delivered_json(w, id);
+    return *out ? 200 : web_fail(out, 500, "PL_ENOMEM", "out of memory");
+}
+
+static int do_cancel(web *w, const char *id, const web_req *r, cJSON **out)
+{
+    cJSON *body = NULL;
+    if (r->len) {
+        int http = body_object(r, &body, out);
+        if (http != 200)
+            return http;
+    }
+    const cJSON *reason = cJSON_GetObjectItemCaseSensitive(body, "reason");
+    if (reason && !cJSON_IsString(reason)) {
+        cJSON_Delete(body);
+        return web_fail(out, 400, "bad_request",
+                        "cancel: {\"reason\": a string (optional)}");
+    }
+    int http = cancel_run(w, id, reason ? reason->valuestring : "", out);
+    cJSON_Delete(body);
+    return http;
+}
+
+int api_action(web *w, const char *id, const char *action, const web_req *r,
+               cJSON **out)
+{
+    if (!strcmp(action, "answer"))
+        return do_answer(w, id, r, out);
+    if (!strcmp(action, "continue"))
+        return continue_run(w, id, NULL, out);
+    if (!strcmp(action, "fork"))
+        return do_fork(w, id, r, out);
+    if (!strcmp(action, "check"))
+        return do_check(w, id, out);
+    if (!strcmp(action, "verify"))
+        return do_verify(w, id, out);
+    if (!strcmp(action, "signal"))
+        return do_signal(w, id, r, out);
+    if (!strcmp(action, "cancel"))
+        return do_cancel(w, id, r, out);
+    return web_fail(out, 404, "not_found",
+                    "no action %s: answer, continue, fork, check, verify, "
+                    "signal or cancel",
+                    QUOTE(action));
+}
+
+/* ---- batches ----------------------------------------------------------------------- */
+
+typedef struct pick {
+    const web_filter *f;
+    bool cancel; /* pick the unfinished runs, else the crashed ones */
+    char **ids;
+    size_t n, scanned;
+    bool truncated, oom;
+} pick;
+
+static int pick_visit(const pl_run_info *ri, void *user)
+{
+    pick *p = user;
+    if (p->n == p->f->limit || p->scanned == WEB_SCAN_MAX) {
+        p->truncated = true;
+        return 1;
+    }
+    p->scanned++;
+    bool ended = ri->status == PL_RUN_COMPLETED ||
+                 ri->status == PL_RUN_FAILED || ri->status == PL_RUN_CANCELLED;
+    if ((p->cancel ? ended : !crashed(ri)) || !web_filter_match(p->f, ri))
+        return 0;
+    if (!(p->ids[p->n] = cli_strdup(ri->id))) {
+        p->oom = true;
+        return 1;
+    }
+    p->n++;
+    return 0;
+}
+
+int api_batch(web *w, const char *action, const web_req *r, cJSON **out)
+{
+    bool cancel = !strcmp(action, "cancel");
+    if (!cancel && strcmp(action, "continue") != 0)
+        return web_fail(out, 404, "not_found",
+                        "no batch action %s: continue or cancel",
+                        QUOTE(action));
+    web_filter f;
+    int http = web_filter_parse(&f, r, out);
+    if (http != 200)
+        return http;
+    if (cancel && !f.status && !f.policy && !f.prefix && !f.q && !f.since_us &&
+        !f.until_us)
+        return web_fail(out, 400, "no_filter",
+                        "a batch cancel needs a filter (status, policy, "
+                        "prefix, q, since or until): it would cancel every "
+                        "unfinished run");
+    if (f.limit > BATCH_MAX)
+        f.limit = BATCH_MAX;
+    pick p = {
+        .f = &f, .cancel = cancel, .ids = calloc(f.limit, sizeof(char *))};
+    if (!p.ids)
+        return web_fail(out, 500, "PL_ENOMEM", "out of memory");
+    char start[PL_MAX_RUN_ID + 3];
+    web_filter_start(&f, start, sizeof start);
+    pl_runs_options o = PL_RUNS_OPTIONS_INIT;
+    o.after = start;
+    o.reverse = !f.asc;
+    int st = pl_engine_runs_from(w->engine, &o, pick_visit, &p);
+    cJSON *doc = NULL, *runs = NULL;
+    if (st < 0)
+        http = web_fail_status(out, st, "listing runs");
+    else if (p.oom || !(doc = cJSON_CreateObject()) ||
+             !(runs = cJSON_AddArrayToObject(doc, "runs")))
+        http = web_fail(out, 500, "PL_ENOMEM", "out of memory");
+    unsigned done = 0, refused = 0;
+    for (size_t i = 0; http == 200 && i < p.n; i++) {
+        cJSON *one = NULL;
+        const char *reason = web_arg(r, "reason");
+        int h = cancel ? cancel_run(w, p.ids[i], reason ? reason : "", &one)
+                       : continue_run(w, p.ids[i], "(was crashed)", &one);
+        if (h == 200)
+            done++;
+        else
+            refused++;
+        if (one)
+            cJSON_AddItemToArray(runs, one);
+    }
+    if (http == 200) {
+        cJSON_AddNumberToObject(doc, cancel ? "cancelled" : "continued", done);
+        cJSON_AddNumberToObject(doc, "refused", refused);
+        cJSON_AddNumberToObject(doc, "scanned", (double)p.scanned);
+        cJSON_AddBoolToObject(doc, "truncated", p.truncated);
+        *out = doc;
+    } else {
+        cJSON_Delete(doc);
+    }
+    for (size_t i = 0; i < p.n; i++)
+        free(p.ids[i]);
+    free(p.ids);
+    return http;
+}

@@ -1,0 +1,318 @@
+/*
+ * web_list.c -- GET /api/runs and /api/inbox: runs in id order (newest
+ * first by default), filtered, a page at a time.
+ *
+ * A page starts at its cursor by key (pl_engine_runs_from()), so the
+ * first page of a store of any size costs the runs it shows.  Filters are
+ * applied to the records read; a request reads at most WEB_SCAN_MAX
+ * records, and a page that filled no further says so ("truncated") and
+ * hands back the cursor to go on from.  A run id prefix narrows the range
+ * read, not only the rows shown.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "web.h"
+
+#define WALK_MAX 2000   /* runs of more steps show no tokens in the list */
+#define PAGE_WALK 50000 /* steps a page reads for tokens, at most */
+#define PREVIEW_MAX 200 /* bytes of a root payload the list shows */
+
+const char *web_status_name(const pl_run_info *ri)
+{
+    return crashed(ri) ? "crashed" : pl_run_status_name(ri->status);
+}
+
+/* ---- filters ---------------------------------------------------------------- */
+
+static bool parse_size(const char *text, size_t *out)
+{
+    char *end;
+    unsigned long long v = strtoull(text, &end, 10);
+    if (end == text || *end || text[0] == '-')
+        return false;
+    *out = (size_t)v;
+    return true;
+}
+
+int web_filter_parse(web_filter *f, const web_req *r, cJSON **out)
+{
+    memset(f, 0, sizeof *f);
+    f->limit = WEB_PAGE_DEFAULT;
+    const char *v;
+    if ((v = web_arg(r, "status")) && *v) {
+        if (!strcmp(v, "crashed"))
+            f->status = -1;
+        else {
+            for (int s = 1; s < WEB_STATUS_N; s++)
+                if (pl_run_status_name((pl_run_status)s) &&
+                    !strcmp(v, pl_run_status_name((pl_run_status)s)))
+                    f->status = s;
+            if (!f->status)
+                return web_fail(out, 400, "bad_status",
+                                "status: one of running, crashed, suspended, "
+                                "completed, failed, submitted, waiting, "
+                                "cancelled");
+        }
+    }
+    if ((v = web_arg(r, "policy")) && *v)
+        f->policy = v;
+    if ((v = web_arg(r, "prefix")) && *v) {
+        if (strlen(v) > PL_MAX_RUN_ID)
+            return web_fail(out, 400, "bad_prefix",
+                            "prefix: longer than a "
+                            "run id");
+        f->prefix = v;
+    }
+    if ((v = web_arg(r, "q")) && *v) {
+        if (strlen(v) > 256)
+            return web_fail(out, 400, "bad_q", "q: at most 256 bytes");
+        f->q = v;
+    }
+    int64_t now = cli_now_us();
+    if ((v = web_arg(r, "since")) && *v &&
+        !cli_parse_time(&f->since_us, v, now))
+        return web_fail(out, 400, "bad_time",
+                        "since: a date (2026-11-24), a UTC time "
+                        "(2026-11-24T15:04Z) or an age (10m, 2h, 3d)");
+    if ((v = web_arg(r, "until")) && *v &&
+        !cli_parse_time(&f->until_us, v, now))
+        return web_fail(out, 400, "bad_time",
+                        "until: a date (2026-11-24), a UTC time "
+                        "(2026-11-24T15:04Z) or an age (10m, 2h, 3d)");
+    if ((v = web_arg(r, "limit")) && *v &&
+        (!parse_size(v, &f->limit) || f->limit < 1 || f->limit > WEB_PAGE_MAX))
+        return web_fail(out, 400, "bad_limit", "limit: 1..%d", WEB_PAGE_MAX);
+    if ((v = web_arg(r, "order")) && *v) {
+        if (!strcmp(v, "asc"))
+            f->asc = true;
+        else if (strcmp(v, "desc") != 0)
+            return web_fail(out, 400, "bad_order", "order: asc or desc");
+    }
+    if ((v = web_arg(r, "cursor")) && *v) {
+        if (!cli_run_id_ok(v))
+            return web_fail(out, 400, "bad_cursor",
+                            "cursor: a run id, as next_cursor gave it");
+        f->cursor = v;
+    }
+    return 200;
+}
+
+/* Does @p needle occur in the run's payload, prompt or reason? */
+static bool text_match(const pl_run_info *ri, const char *needle)
+{
+    if (strstr(ri->id, needle) || strstr(ri->policy, needle) ||
+        (ri->reason && strstr(ri->reason, needle)))
+        return true;
+    const cJSON *parts[2] = {ri->payload, ri->prompt};
+    for (int i = 0; i < 2; i++) {
+        if (!parts[i])
+            continue;
+        char *text = cJSON_PrintUnformatted(parts[i]);
+        bool hit = text && strstr(text, needle);
+        free(text);
+        if (hit)
+            return true;
+    }
+    return false;
+}
+
+bool web_filter_match(const web_filter *f, const pl_run_info *ri)
+{
+    if (f->status == -1
+            ? !crashed(ri)
+            : f->status && ((int)ri->status != f->status || crashed(ri)))
+        return false;
+    if (f->policy && strcmp(ri->policy, f->policy) != 0)
+        return false;
+    if (f->prefix && strncmp(ri->id, f->prefix, strlen(f->prefix)) != 0)
+        return false;
+    if (f->since_us && ri->created_us < f->since_us)
+        return false;
+    if (f->until_us && ri->created_us > f->until_us)
+        return false;
+    return !f->q || text_match(ri, f->q);
+}
+
+/* ---- a run as the list shows it ------------------------------------------------ */
+
+cJSON *web_run_summary(web *w, const pl_run_info *ri, size_t *budget)
+{
+    bool walk = ri->steps <= WALK_MAX && ri->steps <= *budget;
+    if (walk)
+        *budget -= ri->steps;
+    cJSON *o = run_json(ri);
+    if (!o)
+        return NULL;
+    /* the root payload and prompt can be megabytes: a preview here, the
+     * whole of them in GET /api/runs/ID */
+    cJSON_DeleteItemFromObjectCaseSensitive(o, "payload");
+    cJSON_DeleteItemFromObjectCaseSensitive(o, "prompt");
+    char *preview = ri->payload ? cli_json_compact(ri->payload) : NULL;
+    if (preview)
+        cli_shorten(preview, PREVIEW_MAX);
+    bool ok = cJSON_AddStringToObject(o, "root_policy", ri->policy) &&
+              cJSON_AddStringToObject(o, "state", web_status_name(ri)) &&
+              cJSON_AddStringToObject(o, "payload_preview",
+                                      preview ? preview : "");
+    free(preview);
+    /* tokens and in-doubt calls need the steps: read for runs small
+     * enough while the page's budget lasts, else null (the run's page
+     * has them) */
+    pl_llm_tokens t = PL_LLM_TOKENS_INIT;
+    if (ok && walk && pl_llm_run_tokens(&t, w->engine, ri->id) == PL_OK) {
+        cJSON *tk = cJSON_AddObjectToObject(o, "tokens");
+        ok = tk && cJSON_AddNumberToObject(tk, "input", (double)t.input) &&
+             cJSON_AddNumberToObject(tk, "output", (double)t.output) &&
+             cJSON_AddNumberToObject(tk, "model_calls", (double)t.exchanges);
+    } else if (ok) {
+        ok = cJSON_AddNullToObject(o, "tokens") != NULL;
+    }
+    if (ok && crashed(ri) && walk) {
+        rows rs = {0};
+        bool doubt = false;
+        if (read_rows(w->engine, ri->id, &rs) == PL_OK)
+            for (size_t i = 0; !doubt && i < rs.n; i++)
+                doubt = call_mark_of(&rs, i, ri) == MARK_IN_DOUBT;
+        rows_free(&rs);
+        ok = cJSON_AddBoolToObject(o, "in_doubt", doubt) != NULL;
+    } else if (ok) { /* not crashed: none; crashed but not read: unknown */
+        ok = (crashed(ri)
+                  ? cJSON_AddNullToObject(o, "in_doubt")
+                  : cJSON_AddBoolToObject(o, "in_doubt", false)) != NULL;
+    }
+    if (!ok) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    return o;
+}
+
+/* ---- a page ------------------------------------------------------------------- */
+
+typedef struct page {
+    web *w;
+    const web_filter *f;
+    cJSON *runs;
+    bool with_prompt; /* the inbox shows each prompt */
+    size_t shown, scanned;
+    char last[PL_MAX_RUN_ID + 1]; /* the last id read */
+    bool more;                    /* stopped before the end */
+    bool truncated;               /* stopped by WEB_SCAN_MAX */
+    size_t budget;                /* steps left to read for tokens */
+    bool oom;
+} page;
+
+static int page_visit(const pl_run_info *ri, void *user)
+{
+    page *p = user;
+    const web_filter *f = p->f;
+    /* past the prefix's range: nothing further can match */
+    if (f->prefix && strncmp(ri->id, f->prefix, strlen(f->prefix)) != 0 &&
+        (f->asc ? strcmp(ri->id, f->prefix) > 0
+                : strcmp(ri->id, f->prefix) < 0))
+        return 1;
+    if (p->shown == f->limit || p->scanned == WEB_SCAN_MAX) {
+        p->more = true;
+        p->truncated = p->shown < f->limit;
+        return 1;
+    }
+    p->scanned++;
+    snprintf(p->last, sizeof p->last, "%s", ri->id);
+    if (!web_filter_match(f, ri))
+        return 0;
+    cJSON *j = web_run_summary(p->w, ri, &p->budget);
+    if (j && p->with_prompt && ri->prompt)
+        cJSON_AddItemToObject(j, "prompt", cJSON_Duplicate(ri->prompt, 1));
+    if (!j) {
+        p->oom = true;
+        return 1;
+    }
+    cJSON_AddItemToArray(p->runs, j);
+    p->shown++;
+    return 0;
+}
+
+/*
+ * Where a listing starts: the cursor, else the prefix's range: ascending
+ * just below the prefix (its last byte one less, then '~', which sorts
+ * after every byte a run id holds), descending just past it (the prefix
+ * and '~').
+ */
+void web_filter_start(const web_filter *f, char *out, size_t n)
+{
+    out[0] = '\0';
+    if (f->cursor) {
+        snprintf(out, n, "%s", f->cursor);
+        return;
+    }
+    if (!f->prefix)
+        return;
+    size_t len = strlen(f->prefix);
+    if (f->asc) {
+        snprintf(out, n, "%.*s%c~", (int)(len - 1), f->prefix,
+                 f->prefix[len - 1] - 1);
+    } else {
+        snprintf(out, n, "%s~", f->prefix);
+    }
+}
+
+static int list(web *w, const web_filter *f, bool with_prompt, cJSON **out)
+{
+    page p = {.w = w, .f = f, .with_prompt = with_prompt, .budget = PAGE_WALK};
+    cJSON *doc = cJSON_CreateObject();
+    p.runs = cJSON_CreateArray();
+    if (!doc || !p.runs) {
+        cJSON_Delete(doc);
+        cJSON_Delete(p.runs);
+        return web_fail(out, 500, "PL_ENOMEM", "out of memory");
+    }
+    cJSON_AddItemToObject(doc, "runs", p.runs);
+    char start[PL_MAX_RUN_ID + 3];
+    web_filter_start(f, start, sizeof start);
+    pl_runs_options o = PL_RUNS_OPTIONS_INIT;
+    o.after = start;
+    o.reverse = !f->asc;
+    int st = pl_engine_runs_from(w->engine, &o, page_visit, &p);
+    if (st < 0) {
+        cJSON_Delete(doc);
+        return web_fail_status(out, st, "listing runs");
+    }
+    if (p.oom) {
+        cJSON_Delete(doc);
+        return web_fail(out, 500, "PL_ENOMEM", "out of memory");
+    }
+    if (p.more)
+        cJSON_AddStringToObject(doc, "next_cursor", p.last);
+    else
+        cJSON_AddNullToObject(doc, "next_cursor");
+    cJSON_AddNumberToObject(doc, "scanned", (double)p.scanned);
+    cJSON_AddBoolToObject(doc, "truncated", p.truncated);
+    cJSON_AddStringToObject(doc, "order", f->asc ? "asc" : "desc");
+    if (!web_counts_json(w, doc)) {
+        cJSON_Delete(doc);
+        return web_fail(out, 500, "PL_ENOMEM", "out of memory");
+    }
+    *out = doc;
+    return 200;
+}
+
+int api_runs(web *w, const web_req *r, cJSON **out)
+{
+    web_filter f;
+    int http = web_filter_parse(&f, r, out);
+    return http != 200 ? http : list(w, &f, false, out);
+}
+
+/* Runs waiting for a human: suspended, oldest first, with their prompts. */
+int api_inbox(web *w, const web_req *r, cJSON **out)
+{
+    web_filter f;
+    int http = web_filter_parse(&f, r, out);
+    if (http != 200)
+        return http;
+    f.status = PL_RUN_SUSPENDED;
+    if (!web_arg(r, "order"))
+        f.asc = true;
+    return list(w, &f, true, out);
+}

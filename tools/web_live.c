@@ -1,0 +1,494 @@
+/*
+ * web_live.c -- what ledger-web does in the background, and the views
+ * built on it.
+ *
+ * COUNTS.  The runs per status are counted by a thread of their own that
+ * reads every run record (pl_engine_runs(): short read transactions, a
+ * record at a time in memory) at start, then again after the store
+ * changed, at most once every max(5 s, 4 x the last count's duration): so
+ * counting a large store takes a bounded share of one core, and a count is
+ * at most that old (the API gives counts_as_of and counts_complete, false
+ * while the first count runs).  The same pass keeps the oldest runs
+ * waiting (suspended or submitted) and the unfinished runs to watch.
+ *
+ * CHANGES.  The poller reads the store's change mark (pl_engine_change_mark:
+ * one cheap read) every WEB_POLL_MS; when it moved, it lists the runs
+ * created since the newest it knows and re-reads the unfinished runs it
+ * watches (at most WEB_WATCH_MAX), and publishes an event for each new or
+ * changed run, then one "change" event.  It re-reads the watched runs every
+ * few seconds even when nothing was written, since a run's owner can die
+ * without writing.  Events wait in a ring of WEB_EVENTS for the
+ * Server-Sent Events streams (at most WEB_SSE_MAX); a stream that fell
+ * behind the ring gets a "reset" event and reloads.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "web.h"
+
+#define COUNT_MIN_US 5000000 /* counts are never re-read more often */
+#define RECHECK_POLLS 10     /* watched runs re-read every N polls anyway */
+#define NEW_MAX 100          /* new runs announced per poll */
+
+static void deadline_in(struct timespec *ts, long ms)
+{
+    clock_gettime(CLOCK_REALTIME, ts);
+    ts->tv_sec += ms / 1000;
+    ts->tv_nsec += (ms % 1000) * 1000000L;
+    if (ts->tv_nsec >= 1000000000L) {
+        ts->tv_sec++;
+        ts->tv_nsec -= 1000000000L;
+    }
+}
+
+static bool stopping(web *w)
+{
+    pthread_mutex_lock(&w->mu);
+    bool s = w->stopping;
+    pthread_mutex_unlock(&w->mu);
+    return s;
+}
+
+static bool unfinished(const pl_run_info *ri)
+{
+    return ri->status != PL_RUN_COMPLETED && ri->status != PL_RUN_FAILED &&
+           ri->status != PL_RUN_CANCELLED;
+}
+
+/* ---- counts -------------------------------------------------------------------- */
+
+typedef struct count {
+    web *w;
+    uint64_t counts[WEB_STATUS_N], total;
+    web_oldest oldest[WEB_OLDEST_MAX];
+    size_t n_oldest;
+    web_watch *watch; /* a ring of the newest unfinished runs */
+    size_t n_watch, next;
+    bool stopped;
+} count;
+
+static int count_visit(const pl_run_info *ri, void *user)
+{
+    count *c = user;
+    if (crashed(ri))
+        c->counts[WEB_CRASHED]++;
+    else if ((unsigned)ri->status < WEB_STATUS_N)
+        c->counts[ri->status]++;
+    c->total++;
+    if ((ri->status == PL_RUN_SUSPENDED || ri->status == PL_RUN_SUBMITTED ||
+         ri->status == PL_RUN_WAITING) &&
+        c->n_oldest < WEB_OLDEST_MAX) {
+        web_oldest *o = &c->oldest[c->n_oldest++];
+        snprintf(o->id, sizeof o->id, "%s", ri->id);
+        snprintf(o->policy, sizeof o->policy, "%s", ri->policy);
+        o->created_us = ri->created_us;
+        o->updated_us = ri->updated_us;
+    }
+    if (unfinished(ri)) {
+        web_watch *e = &c->watch[c->next];
+        char *id = cli_strdup(ri->id);
+        if (id) {
+            free(e->id);
+            *e = (web_watch){id, (int)ri->status, crashed(ri), ri->steps,
+                             ri->updated_us};
+            c->next = (c->next + 1) % WEB_WATCH_MAX;
+            if (c->n_watch < WEB_WATCH_MAX)
+                c->n_watch++;
+        }
+    }
+    /* progress for the first count, and a way out */
+    if (c->total % 4096 == 0) {
+        pthread_mutex_lock(&c->w->mu);
+        if (!c->w->counts_complete) {
+            memcpy(c->w->counts, c->counts, sizeof c->counts);
+            c->w->counts_total = c->total;
+        }
+        c->stopped = c->w->stopping;
+        pthread_mutex_unlock(&c->w->mu);
+        if (c->stopped)
+            return 1;
+    }
+    return 0;
+}
+
+static void watch_free(web_watch *v, size_t n)
+{
+    for (size_t i = 0; v && i < n; i++)
+        free(v[i].id);
+    free(v);
+}
+
+static void count_once(web *w)
+{
+    count c = {.w = w};
+    if (!(c.watch = calloc(WEB_WATCH_MAX, sizeof *c.watch)))
+        return;
+    int64_t t0 = cli_now_us();
+    int st = pl_engine_runs(w->engine, count_visit, &c);
+    int64_t t1 = cli_now_us();
+    if (st && !c.stopped)
+        cli_error("counting runs: %s", pl_errmsg());
+    pthread_mutex_lock(&w->mu);
+    if (!st) {
+        memcpy(w->counts, c.counts, sizeof c.counts);
+        w->counts_total = c.total;
+        w->counts_complete = true;
+        w->counts_as_of_us = t0;
+        memcpy(w->oldest, c.oldest, sizeof c.oldest);
+        w->n_oldest = c.n_oldest;
+        /* the watched set gains the unfinished runs this count found (the
+         * newest first) while there is room; a run watched already keeps
+         * what was last announced of it, so that a change this count saw
+         * first is still announced by the poller */
+        for (size_t k = 0; k < c.n_watch && w->n_watch < WEB_WATCH_MAX; k++) {
+            web_watch
+                *e = &c.watch[(c.next + WEB_WATCH_MAX - 1 - k) % WEB_WATCH_MAX];
+            bool known = false;
+            for (size_t i = 0; !known && i < w->n_watch; i++)
+                known = !strcmp(w->watch[i].id, e->id);
+            if (!known) {
+                w->watch[w->n_watch++] = *e;
+                e->id = NULL; /* moved */
+            }
+        }
+    }
+    w->counts_scan_us = t1 - t0;
+    pthread_mutex_unlock(&w->mu);
+    watch_free(c.watch, WEB_WATCH_MAX);
+}
+
+static void *counter_main(void *arg)
+{
+    web *w = arg;
+    pthread_mutex_lock(&w->mu);
+    w->counts_dirty = true;
+    while (!w->stopping) {
+        int64_t gap = 4 * w->counts_scan_us;
+        if (gap < COUNT_MIN_US)
+            gap = COUNT_MIN_US;
+        int64_t due = w->counts_as_of_us + gap;
+        if (w->counts_dirty && (!w->counts_complete || cli_now_us() >= due)) {
+            w->counts_dirty = false;
+            pthread_mutex_unlock(&w->mu);
+            count_once(w);
+            pthread_mutex_lock(&w->mu);
+            continue;
+        }
+        struct timespec ts;
+        deadline_in(&ts, 1000);
+        pthread_cond_timedwait(&w->wake, &w->mu, &ts);
+    }
+    pthread_mutex_unlock(&w->mu);
+    return NULL;
+}
+
+bool web_counts_json(web *w, cJSON *into)
+{
+    cJSON *c = cJSON_AddObjectToObject(into, "counts");
+    if (!c)
+        return false;
+    pthread_mutex_lock(&w->mu);
+    uint64_t counts[WEB_STATUS_N];
+    memcpy(counts, w->counts, sizeof counts);
+    uint64_t total = w->counts_total;
+    bool complete = w->counts_complete;
+    int64_t as_of = w->counts_as_of_us;
+    pthread_mutex_unlock(&w->mu);
+    bool ok = cJSON_AddNumberToObject(c, "crashed",
+                                      (double)counts[WEB_CRASHED]);
+    for (int s = 1; ok && s < WEB_STATUS_N; s++)
+        if (pl_run_status_name((pl_run_status)s))
+            ok = cJSON_AddNumberToObject(c,
+                                         pl_run_status_name((pl_run_status)s),
+                                         (double)counts[s]) != NULL;
+    char t[48];
+    cli_time_iso(t, sizeof t, as_of, false);
+    return ok && cJSON_AddNumberToObject(into, "counts_total", (double)total) &&
+           cJSON_AddBoolToObject(into, "counts_complete", complete) &&
+           (complete ? cJSON_AddStringToObject(into, "counts_as_of", t)
+                     : cJSON_AddNullToObject(into, "counts_as_of"));
+}
+
+/* ---- events ------------------------------------------------------------------------ */
+
+/* Publish one event (under w->mu). */
+static void publish(web *w, const char *type, cJSON *data)
+{
+    char *text = data ? cJSON_PrintUnformatted(data) : NULL;
+    cJSON_Delete(data);
+    if (!text)
+        return;
+    uint64_t seq = ++w->event_seq;
+    web_event *e = &w->events[seq % WEB_EVENTS];
+    free(e->text);
+    e->seq = seq;
+    e->text = NULL;
+    size_t n = strlen(text) + strlen(type) + 64;
+    if ((e->text = malloc(n)))
+        snprintf(e->text, n, "id: %llu\nevent: %s\ndata: %s\n\n",
+                 (unsigned long long)seq, type, text);
+    free(text);
+    pthread_cond_broadcast(&w->changed);
+}
+
+static cJSON *run_event(const pl_run_info *ri, const char *what)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (!o)
+        return NULL;
+    cJSON_AddStringToObject(o, "change", what);
+    cJSON_AddStringToObject(o, "id", ri->id);
+    cJSON_AddStringToObject(o, "status", pl_run_status_name(ri->status));
+    cJSON_AddStringToObject(o, "state", web_status_name(ri));
+    cJSON_AddBoolToObject(o, "crashed", crashed(ri));
+    cJSON_AddStringToObject(o, "root_policy", ri->policy);
+    cJSON_AddNumberToObject(o, "steps", (double)ri->steps);
+    cJSON_AddNumberToObject(o, "created_us", (double)ri->created_us);
+    cJSON_AddNumberToObject(o, "updated_us", (double)ri->updated_us);
+    return o;
+}
+
+bool web_sse_enter(web *w)
+{
+    pthread_mutex_lock(&w->mu);
+    bool ok = w->sse < WEB_SSE_MAX && !w->stopping;
+    if (ok)
+        w->sse++;
+    pthread_mutex_unlock(&w->mu);
+    return ok;
+}
+
+void web_sse_leave(web *w)
+{
+    pthread_mutex_lock(&w->mu);
+    w->sse--;
+    pthread_mutex_unlock(&w->mu);
+}
+
+long web_sse_next(web *w, uint64_t *seq, char *buf, size_t n, int wait_ms)
+{
+    struct timespec ts;
+    deadline_in(&ts, wait_ms);
+    long len = 0;
+    pthread_mutex_lock(&w->mu);
+    while (!w->stopping && w->event_seq == *seq)
+        if (pthread_cond_timedwait(&w->changed, &w->mu, &ts) == ETIMEDOUT)
+            break;
+    if (w->stopping) {
+        len = -1;
+    } else if (w->event_seq - *seq > WEB_EVENTS - 1) {
+        *seq = w->event_seq; /* fell behind the ring */
+        len = snprintf(buf, n, "event: reset\ndata: {}\n\n");
+    } else if (w->event_seq != *seq) {
+        const web_event *e = &w->events[(*seq + 1) % WEB_EVENTS];
+        (*seq)++;
+        size_t tl = e->text ? strlen(e->text) : 0;
+        if (tl && tl < n) {
+            memcpy(buf, e->text, tl);
+            len = (long)tl;
+        } else {
+            len = snprintf(buf, n, "event: reset\ndata: {}\n\n");
+        }
+    }
+    pthread_mutex_unlock(&w->mu);
+    return len;
+}
+
+/* ---- the poller ---------------------------------------------------------------------- */
+
+typedef struct fresh {
+    web *w;
+    size_t n;
+} fresh;
+
+static int fresh_visit(const pl_run_info *ri, void *user)
+{
+    fresh *f = user;
+    web *w = f->w;
+    if (f->n++ == NEW_MAX)
+        return 1;
+    pthread_mutex_lock(&w->mu);
+    snprintf(w->newest, sizeof w->newest, "%s", ri->id);
+    publish(w, "run", run_event(ri, "new"));
+    if (unfinished(ri) && w->n_watch < WEB_WATCH_MAX) {
+        char *id = cli_strdup(ri->id);
+        if (id)
+            w->watch[w->n_watch++] = (web_watch){
+                id, (int)ri->status, crashed(ri), ri->steps, ri->updated_us};
+    }
+    pthread_mutex_unlock(&w->mu);
+    return 0;
+}
+
+/* Re-read the watched runs; announce the changed, drop the finished. */
+static void recheck(web *w)
+{
+    pthread_mutex_lock(&w->mu);
+    size_t n = w->n_watch;
+    char **ids = calloc(n ? n : 1, sizeof *ids);
+    for (size_t i = 0; ids && i < n; i++)
+        ids[i] = cli_strdup(w->watch[i].id);
+    pthread_mutex_unlock(&w->mu);
+    for (size_t i = 0; ids && i < n && !stopping(w); i++) {
+        pl_run_info *ri = NULL;
+        if (!ids[i] || pl_run_get(&ri, w->engine, ids[i]))
+            continue;
+        pthread_mutex_lock(&w->mu);
+        for (size_t k = 0; k < w->n_watch; k++) {
+            web_watch *e = &w->watch[k];
+            if (strcmp(e->id, ri->id) != 0)
+                continue;
+            if (e->status != (int)ri->status || e->crashed != crashed(ri) ||
+                e->steps != ri->steps || e->updated_us != ri->updated_us) {
+                publish(w, "run",
+                        run_event(ri, e->status != (int)ri->status ||
+                                              e->crashed != crashed(ri)
+                                          ? "status"
+                                          : "steps"));
+                e->status = (int)ri->status;
+                e->crashed = crashed(ri);
+                e->steps = ri->steps;
+                e->updated_us = ri->updated_us;
+            }
+            if (!unfinished(ri)) {
+                free(e->id);
+                *e = w->watch[--w->n_watch];
+                w->watch[w->n_watch] = (web_watch){0};
+            }
+            break;
+        }
+        pthread_mutex_unlock(&w->mu);
+        pl_run_info_free(ri);
+    }
+    for (size_t i = 0; ids && i < n; i++)
+        free(ids[i]);
+    free(ids);
+}
+
+/* The newest run's id, where the poller starts looking for new ones. */
+static int newest_visit(const pl_run_info *ri, void *user)
+{
+    web *w = user;
+    snprintf(w->newest, sizeof w->newest, "%s", ri->id);
+    return 1;
+}
+
+static void *poller_main(void *arg)
+{
+    web *w = arg;
+    unsigned polls = 0;
+    while (!stopping(w)) {
+        uint64_t mark = 0;
+        bool moved = false;
+        if (pl_engine_change_mark(&mark, w->engine) == PL_OK) {
+            pthread_mutex_lock(&w->mu);
+            moved = mark != w->mark;
+            w->mark = mark;
+            pthread_mutex_unlock(&w->mu);
+        }
+        if (moved) {
+            char after[PL_MAX_RUN_ID + 1];
+            pthread_mutex_lock(&w->mu);
+            snprintf(after, sizeof after, "%s", w->newest);
+            pthread_mutex_unlock(&w->mu);
+            pl_runs_options o = PL_RUNS_OPTIONS_INIT;
+            o.after = after;
+            fresh f = {w, 0};
+            (void)pl_engine_runs_from(w->engine, &o, fresh_visit, &f);
+            if (f.n > NEW_MAX) {
+                /* more than a poll announces: the rest only as the
+                 * "change" below, and the next poll starts at the newest */
+                o.after = NULL;
+                o.reverse = true;
+                pthread_mutex_lock(&w->mu);
+                (void)pl_engine_runs_from(w->engine, &o, newest_visit, w);
+                pthread_mutex_unlock(&w->mu);
+            }
+        }
+        if (moved || ++polls % RECHECK_POLLS == 0)
+            recheck(w);
+        pthread_mutex_lock(&w->mu);
+        if (moved) {
+            cJSON *d = cJSON_CreateObject();
+            if (d)
+                cJSON_AddNumberToObject(d, "mark", (double)mark);
+            publish(w, "change", d);
+            w->counts_dirty = true;
+            pthread_cond_signal(&w->wake);
+        }
+        struct timespec ts;
+        deadline_in(&ts, WEB_POLL_MS);
+        while (!w->stopping &&
+               pthread_cond_timedwait(&w->wake, &w->mu, &ts) != ETIMEDOUT) {
+        }
+        pthread_mutex_unlock(&w->mu);
+    }
+    return NULL;
+}
+
+bool web_live_start(web *w)
+{
+    if (pthread_mutex_init(&w->mu, NULL) ||
+        pthread_cond_init(&w->changed, NULL) ||
+        pthread_cond_init(&w->wake, NULL)) {
+        cli_error("cannot make a lock");
+        return false;
+    }
+    w->mu_ready = true;
+    if (!(w->watch = calloc(WEB_WATCH_MAX, sizeof *w->watch))) {
+        cli_error("out of memory");
+        return false;
+    }
+    pl_runs_options o = PL_RUNS_OPTIONS_INIT;
+    o.reverse = true;
+    int st = pl_engine_runs_from(w->engine, &o, newest_visit, w);
+    if (st < 0) {
+        cli_error("cannot list the runs of %s: %s", QUOTE(w->store),
+                  pl_errmsg());
+        return false;
+    }
+    (void)pl_engine_change_mark(&w->mark, w->engine);
+    if (pthread_create(&w->counter, NULL, counter_main, w)) {
+        cli_error("cannot start a thread");
+        return false;
+    }
+    if (pthread_create(&w->poller, NULL, poller_main, w)) {
+        pthread_mutex_lock(&w->mu);
+        w->stopping = true;
+        pthread_cond_broadcast(&w->wake);
+        pthread_mutex_unlock(&w->mu);
+        pthread_join(w->counter, NULL);
+        cli_error("cannot start a thread");
+        return false;
+    }
+    w->threads = true;
+    return true;
+}
+
+void web_live_stop(web *w)
+{
+    if (!w->mu_ready)
+        return;
+    pthread_mutex_lock(&w->mu);
+    w->stopping = true;
+    pthread_cond_broadcast(&w->wake);
+    pthread_cond_broadcast(&w->changed);
+    pthread_mutex_unlock(&w->mu);
+    if (w->threads) {
+        pthread_join(w->counter, NULL);
+        pthread_join(w->poller, NULL);
+        w->threads = false;
+    }
+    watch_free(w->watch, w->n_watch);
+    w->watch = NULL;
+    w->n_watch = 0;
+    for (size_t i = 0; i < WEB_EVENTS; i++)
+        free(w->events[i].text);
+    pthread_cond_destroy(&w->changed);
+    pthread_cond_destroy(&w->wake);
+    pthread_mutex_destroy(&w->mu);
+    w->mu_ready = false;
+}

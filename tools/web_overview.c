@@ -1,0 +1,274 @@
+/*
+ * web_overview.c -- GET /api/overview?window=hour|day: what an operator
+ * looks at first.
+ *
+ *   buckets     runs per time bucket (a minute over the last hour, 15
+ *               minutes over the last day) by the status they are in
+ *               (completed, failed, cancelled, suspended, waiting,
+ *               crashed), by their last update
+ *   latency     p50 and p95 of call durations per called policy
+ *   tokens      model tokens per model per bucket
+ *   waiting     the oldest runs waiting (suspended, submitted, or waiting
+ *               for a time or an event), from the counts (web_live.c)
+ *
+ * Bounded: the newest WEB_SCAN_MAX runs are read (newest first: for the
+ * engine's ids, creation order) and the steps of at most STEP_RUNS of
+ * those in the window; the answer says how many ("scanned", "sampled").
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "web.h"
+
+#define STEP_RUNS 200      /* runs whose steps are read for latencies */
+#define STEP_RUN_MAX 2000  /* a run of more steps is not sampled */
+#define SAMPLES_MAX 100000 /* call durations kept */
+#define POLICIES_MAX 64    /* policies (and models) shown */
+#define BUCKETS_MAX 96
+
+typedef struct series {
+    char name[PL_MAX_NAME + 1];
+    double *v; /* durations (latency); unused for tokens */
+    size_t n, cap;
+    uint64_t tin[BUCKETS_MAX], tout[BUCKETS_MAX];
+} series;
+
+typedef struct ov {
+    web *w;
+    int64_t from_us, now_us, bucket_us;
+    unsigned n_buckets;
+    /* completed, failed, suspended, crashed, cancelled, waiting */
+    uint64_t ended[BUCKETS_MAX][6];
+    size_t scanned, sampled, samples;
+    char (*sample_ids)[PL_MAX_RUN_ID + 1];
+    size_t n_sample;
+    series lat[POLICIES_MAX], tok[POLICIES_MAX];
+    size_t n_lat, n_tok;
+    bool truncated;
+} ov;
+
+static series *series_of(series *v, size_t *n, const char *name)
+{
+    for (size_t i = 0; i < *n; i++)
+        if (!strcmp(v[i].name, name))
+            return &v[i];
+    if (*n == POLICIES_MAX)
+        return NULL;
+    series *s = &v[(*n)++];
+    memset(s, 0, sizeof *s);
+    snprintf(s->name, sizeof s->name, "%s", name);
+    return s;
+}
+
+static int bucket_of(const ov *o, int64_t t)
+{
+    if (t < o->from_us || t > o->now_us)
+        return -1;
+    int64_t b = (t - o->from_us) / o->bucket_us;
+    return b >= o->n_buckets ? (int)o->n_buckets - 1 : (int)b;
+}
+
+static int ov_visit(const pl_run_info *ri, void *user)
+{
+    ov *o = user;
+    if (o->scanned == WEB_SCAN_MAX) {
+        o->truncated = true;
+        return 1;
+    }
+    o->scanned++;
+    int b = bucket_of(o, ri->updated_us);
+    if (b >= 0) {
+        int k = crashed(ri)                      ? 3
+                : ri->status == PL_RUN_COMPLETED ? 0
+                : ri->status == PL_RUN_FAILED    ? 1
+                : ri->status == PL_RUN_SUSPENDED ? 2
+                : ri->status == PL_RUN_CANCELLED ? 4
+                : ri->status == PL_RUN_WAITING   ? 5
+                                                 : -1;
+        if (k >= 0)
+            o->ended[b][k]++;
+    }
+    if ((b >= 0 || bucket_of(o, ri->created_us) >= 0) &&
+        o->n_sample < STEP_RUNS && ri->steps <= STEP_RUN_MAX)
+        snprintf(o->sample_ids[o->n_sample++], PL_MAX_RUN_ID + 1, "%s", ri->id);
+    return 0;
+}
+
+static void ov_call(const rows *rs, size_t call, size_t end,
+                    const pl_run_info *ri, void *user)
+{
+    (void)ri;
+    ov *o = user;
+    if (end == SIZE_MAX)
+        return;
+    const srow *c = &rs->v[call], *r = &rs->v[end];
+    series *s = series_of(o->lat, &o->n_lat, web_callee(c));
+    if (s && o->samples < SAMPLES_MAX) {
+        if (s->n == s->cap) {
+            size_t cap = s->cap ? 2 * s->cap : 64;
+            double *v = realloc(s->v, cap * sizeof *v);
+            if (!v)
+                return;
+            s->v = v;
+            s->cap = cap;
+        }
+        s->v[s->n++] = (double)(r->time_us - c->time_us) / 1e3;
+        o->samples++;
+    }
+    const cJSON *tin = cJSON_GetObjectItemCaseSensitive(r->payload,
+                                                        "tokens_in");
+    const cJSON *tout = cJSON_GetObjectItemCaseSensitive(r->payload,
+                                                         "tokens_out");
+    int b = bucket_of(o, r->time_us);
+    if (b < 0 || !cJSON_IsNumber(tin) || !cJSON_IsNumber(tout))
+        return;
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(r->payload, "model");
+    series *t = series_of(o->tok, &o->n_tok,
+                          cJSON_IsString(m) ? m->valuestring : web_callee(c));
+    if (t) {
+        t->tin[b] += tin->valuedouble > 0 ? (uint64_t)tin->valuedouble : 0;
+        t->tout[b] += tout->valuedouble > 0 ? (uint64_t)tout->valuedouble : 0;
+    }
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double pct(const double *v, size_t n, double p)
+{
+    size_t i = (size_t)(p * (double)(n - 1) + 0.5);
+    return v[i < n ? i : n - 1];
+}
+
+static bool add_json(ov *o, cJSON *doc)
+{
+    cJSON *b = cJSON_AddArrayToObject(doc, "buckets");
+    for (unsigned i = 0; b && i < o->n_buckets; i++) {
+        cJSON *e = cJSON_CreateObject();
+        if (!e)
+            return false;
+        cJSON_AddItemToArray(b, e);
+        cJSON_AddNumberToObject(e, "start_us",
+                                (double)(o->from_us + i * o->bucket_us));
+        cJSON_AddNumberToObject(e, "completed", (double)o->ended[i][0]);
+        cJSON_AddNumberToObject(e, "failed", (double)o->ended[i][1]);
+        cJSON_AddNumberToObject(e, "suspended", (double)o->ended[i][2]);
+        cJSON_AddNumberToObject(e, "crashed", (double)o->ended[i][3]);
+        cJSON_AddNumberToObject(e, "cancelled", (double)o->ended[i][4]);
+        cJSON_AddNumberToObject(e, "waiting", (double)o->ended[i][5]);
+    }
+    cJSON *lat = cJSON_AddArrayToObject(doc, "latency");
+    for (size_t i = 0; lat && i < o->n_lat; i++) {
+        series *s = &o->lat[i];
+        if (!s->n)
+            continue;
+        qsort(s->v, s->n, sizeof *s->v, cmp_double);
+        cJSON *e = cJSON_CreateObject();
+        if (!e)
+            return false;
+        cJSON_AddItemToArray(lat, e);
+        cJSON_AddStringToObject(e, "policy", s->name);
+        cJSON_AddNumberToObject(e, "calls", (double)s->n);
+        cJSON_AddNumberToObject(e, "p50_ms", pct(s->v, s->n, 0.50));
+        cJSON_AddNumberToObject(e, "p95_ms", pct(s->v, s->n, 0.95));
+    }
+    cJSON *tok = cJSON_AddArrayToObject(doc, "tokens");
+    for (size_t i = 0; tok && i < o->n_tok; i++) {
+        cJSON *e = cJSON_CreateObject(), *in = cJSON_CreateArray(),
+              *out = cJSON_CreateArray();
+        if (!e || !in || !out) {
+            cJSON_Delete(e);
+            cJSON_Delete(in);
+            cJSON_Delete(out);
+            return false;
+        }
+        cJSON_AddItemToArray(tok, e);
+        cJSON_AddStringToObject(e, "model", o->tok[i].name);
+        for (unsigned k = 0; k < o->n_buckets; k++) {
+            cJSON_AddItemToArray(in,
+                                 cJSON_CreateNumber((double)o->tok[i].tin[k]));
+            cJSON_AddItemToArray(out,
+                                 cJSON_CreateNumber((double)o->tok[i].tout[k]));
+        }
+        cJSON_AddItemToObject(e, "input", in);
+        cJSON_AddItemToObject(e, "output", out);
+    }
+    cJSON *wait = cJSON_AddArrayToObject(doc, "waiting");
+    web *w = o->w;
+    pthread_mutex_lock(&w->mu);
+    for (size_t i = 0; wait && i < w->n_oldest; i++) {
+        cJSON *e = cJSON_CreateObject();
+        if (!e)
+            break;
+        cJSON_AddItemToArray(wait, e);
+        cJSON_AddStringToObject(e, "id", w->oldest[i].id);
+        cJSON_AddStringToObject(e, "root_policy", w->oldest[i].policy);
+        cJSON_AddNumberToObject(e, "created_us",
+                                (double)w->oldest[i].created_us);
+        cJSON_AddNumberToObject(e, "updated_us",
+                                (double)w->oldest[i].updated_us);
+    }
+    pthread_mutex_unlock(&w->mu);
+    return b && lat && tok && wait;
+}
+
+int api_overview(web *w, const web_req *r, cJSON **out)
+{
+    const char *win = web_arg(r, "window");
+    bool day = win && !strcmp(win, "day");
+    if (win && !day && strcmp(win, "hour") != 0)
+        return web_fail(out, 400, "bad_window", "window: hour or day");
+    ov *o = calloc(1, sizeof *o);
+    if (!o || !(o->sample_ids = calloc(STEP_RUNS, sizeof *o->sample_ids))) {
+        free(o);
+        return web_fail(out, 500, "PL_ENOMEM", "out of memory");
+    }
+    o->w = w;
+    o->now_us = cli_now_us();
+    o->n_buckets = day ? 96 : 60;
+    o->bucket_us = day ? 15 * 60 * 1000000LL : 60 * 1000000LL;
+    o->from_us = o->now_us - (int64_t)o->n_buckets * o->bucket_us;
+    pl_runs_options ro = PL_RUNS_OPTIONS_INIT;
+    ro.reverse = true;
+    int st = pl_engine_runs_from(w->engine, &ro, ov_visit, o);
+    int http = 200;
+    if (st < 0)
+        http = web_fail_status(out, st, "listing runs");
+    for (size_t i = 0; http == 200 && i < o->n_sample; i++) {
+        pl_run_info *ri = NULL;
+        rows rs = {0};
+        if (!pl_run_get(&ri, w->engine, o->sample_ids[i]) &&
+            !read_rows(w->engine, o->sample_ids[i], &rs)) {
+            web_calls(&rs, ri, ov_call, o);
+            o->sampled++;
+        }
+        rows_free(&rs);
+        pl_run_info_free(ri);
+    }
+    cJSON *doc = http == 200 ? cJSON_CreateObject() : NULL;
+    if (doc) {
+        cJSON_AddStringToObject(doc, "window", day ? "day" : "hour");
+        cJSON_AddNumberToObject(doc, "from_us", (double)o->from_us);
+        cJSON_AddNumberToObject(doc, "to_us", (double)o->now_us);
+        cJSON_AddNumberToObject(doc, "bucket_us", (double)o->bucket_us);
+        cJSON_AddNumberToObject(doc, "scanned", (double)o->scanned);
+        cJSON_AddNumberToObject(doc, "sampled", (double)o->sampled);
+        cJSON_AddBoolToObject(doc, "truncated", o->truncated);
+        if (!add_json(o, doc) || !web_counts_json(w, doc)) {
+            cJSON_Delete(doc);
+            doc = NULL;
+        }
+    }
+    if (http == 200 && !doc)
+        http = web_fail(out, 500, "PL_ENOMEM", "out of memory");
+    else if (doc)
+        *out = doc;
+    for (size_t i = 0; i < o->n_lat; i++)
+        free(o->lat[i].v);
+    free(o->sample_ids);
+    free(o);
+    return http;
+}
