@@ -56,6 +56,10 @@ static int info_build(pl_engine *e, const char *id, size_t id_len, uint64_t num,
         st = pl__run_info_decode(&in->ri, in->id, info, info_len);
     if (!st)
         st = pl__store_state_get(e->store, num, &sb);
+    uint64_t again;
+    if (st == PL_ECORRUPT && /* deleted since its record was read */
+        pl__store_run_find(e->store, in->id, &again, NULL) == PL_ENOTFOUND)
+        st = PL_ENOTFOUND;
     if (!st)
         st = pl__run_state_decode(&in->st, in->id, sb.data, sb.len);
     pl__buf_free(&sb);
@@ -179,6 +183,11 @@ int pl_engine_runs_from(pl_engine *e, const pl_runs_options *opts,
             pl_run_info *info;
             st = info_build(e, (const char *)pl__kvs_key(&page, i), kv->klen,
                             pl__get_be64(v), v + 8, kv->vlen - 8, &info);
+            if (st == PL_ENOTFOUND) { /* deleted meanwhile: gone */
+                pl__err_clear();
+                st = PL_OK;
+                continue;
+            }
             if (st)
                 break;
             st = visit(info, user);
