@@ -195,8 +195,8 @@ PL__HIDDEN int pl__decorators_ok(const pl_decorator *list, size_t n,
 /* Every versioned public struct's layout. */
 PL__HIDDEN extern const pl__layout pl__action_layout, pl__policy_def_layout,
     pl__engine_options_layout, pl__store_stats_layout, pl__run_options_layout,
-    pl__worker_options_layout, pl__pool_options_layout, pl__call_spec_layout,
-    pl__decorator_layout, pl__side_effect_match_layout,
+    pl__worker_options_layout, pl__schedule_layout, pl__pool_options_layout,
+    pl__call_spec_layout, pl__decorator_layout, pl__side_effect_match_layout,
     pl__retry_options_layout, pl__budget_layout, pl__paginate_options_layout,
     pl__observe_options_layout, pl__otel_options_layout, pl__otel_counts_layout,
     pl__sandbox_options_layout, pl__tools_options_layout,
@@ -213,7 +213,7 @@ PL__HIDDEN char *pl__asprintf(const char *fmt, ...) PL__PRINTF(1, 2);
 
 /* A valid policy/actor name: 1..PL_MAX_NAME bytes, no control characters. */
 PL__HIDDEN bool pl__name_ok(const char *s);
-/* A valid run id: 1..PL_MAX_RUN_ID bytes of [A-Za-z0-9._:-]. */
+/* A valid run id: 1..PL_MAX_RUN_ID bytes of [A-Za-z0-9._:@-]. */
 PL__HIDDEN bool pl__run_id_ok(const char *s);
 
 /* ---- time ---------------------------------------------------------------- */

@@ -18,7 +18,7 @@
  * Each link is a run of its own, so the last link's figures are the
  * first's: the goal is within 25%, time and memory.
  */
-#include "agent_chain.h"
+#include "bench.h"
 
 #include <malloc.h>
 #include <math.h>
@@ -121,13 +121,6 @@ static int chain_agent(pl_ctx *ctx, const pl_action *a, pl_steps *out,
     int st = pl_steps_add_result(out, r);
     cJSON_Delete(r);
     return st;
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 static double best(const double *v, size_t n)

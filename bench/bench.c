@@ -55,18 +55,20 @@
  *                  sync mode; runs/s and the scaling over one worker.  No
  *                  floor: the figures are ratios to each other.
  *   W7 timers      N runs each sleeping a random 0..60 s (0..5 s with
- *                  --quick), parked on one LMDB store, woken by one worker
- *                  (pl_worker_run) in the same process, for two N ten
- *                  times apart: peak RSS (which counts the store's pages
- *                  mapped) and anonymous RSS at the end (flat in N is the
- *                  goal: a parked run holds no memory), store bytes per
- *                  waiting run, and wake lateness (woken minus due)
- *                  p50/p99.
+ *                  --quick), parked on one store by one process while
+ *                  worker processes (pl_worker_run: one on LMDB, four on
+ *                  PostgreSQL) wake them, for N = 10,000 and 100,000
+ *                  (200 and 2,000 with --quick): the workers' peak RSS
+ *                  and peak anonymous RSS (flat in N is the goal: a
+ *                  parked run holds no memory), store bytes per waiting
+ *                  run, and wake lateness (woken minus due) p50/p99.
+ *                  bench_time.c.
  *   W8 signal      a run parked waiting for an event; pl_run_signal()
  *                  continues it in the caller's thread, which consumes the
  *                  event and makes one call: the time from the signal to
- *                  that call's result being durable, sync mode.  Floor: one
- *                  raw LMDB put + commit, synced.
+ *                  the run's next step being durable, and to the call's
+ *                  result being durable, sync mode.  Floor: one raw LMDB
+ *                  put + commit, synced.  bench_time.c.
  *
  * W1 and W3 run in each durability mode (sync, group, process).  Every
  * workload and its floor are repeated, interleaved, and the medians shown;
@@ -107,14 +109,12 @@
 #include <policyledger_llm.h>
 #include <sys/socket.h>
 
-#include "agent_chain.h"
-#include "churn.h"
-#include "options.h"
+#include "bench.h"
 #include "pg_store.h" /* pl__pg_counts_get(): round trips to the server */
 
 /* ---- clocks and memory ------------------------------------------------------ */
 
-static double now_s(void)
+double now_s(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -122,7 +122,7 @@ static double now_s(void)
 }
 
 /* A field of /proc/self/status in kB ("VmHWM", "RssAnon"). */
-static long status_kb(const char *field)
+long status_kb(const char *field)
 {
     FILE *f = fopen("/proc/self/status", "r");
     if (!f)
@@ -161,7 +161,7 @@ static double median(double *v, int n)
     return tmp[n / 2];
 }
 
-static double percentile(double *v, size_t n, double p)
+double percentile(double *v, size_t n, double p)
 {
     if (!n)
         return 0;
@@ -170,7 +170,7 @@ static double percentile(double *v, size_t n, double p)
     return v[i];
 }
 
-static void die(const char *what)
+void die(const char *what)
 {
     fprintf(stderr, "pl-bench: %s: %s\n", what, pl_errmsg());
     _exit(1);
@@ -180,7 +180,6 @@ static void die(const char *what)
 
 /* Start fn(arg, result) in a child that sends its result back through a
  * pipe; child_finish() collects it.  Returns the pid, or -1. */
-typedef void (*child_fn)(const void *arg, void *result);
 
 static pid_t child_start(child_fn fn, const void *arg, void *result,
                          size_t size, int *from_child)
@@ -235,7 +234,7 @@ static int child_finish(pid_t pid, int from_child, void *result, size_t size)
 }
 
 /* Run fn(arg, result) in a child and wait for its result. */
-static int in_child(child_fn fn, const void *arg, void *result, size_t size)
+int in_child(child_fn fn, const void *arg, void *result, size_t size)
 {
     int fd;
     pid_t pid = child_start(fn, arg, result, size, &fd);
@@ -243,11 +242,11 @@ static int in_child(child_fn fn, const void *arg, void *result, size_t size)
 }
 
 static char g_dir[1024];
-static const char *g_pg_uri; /* --store postgresql://...: see report_pg() */
+const char *g_pg_uri; /* --store postgresql://...: see report_pg() */
 static void pg_path_in(char *out, size_t n, const char *name);
 static void pg_remove(const char *path);
 
-static void path_in(char *out, size_t n, const char *name)
+void path_in(char *out, size_t n, const char *name)
 {
     if (g_pg_uri) {
         pg_path_in(out, n, name);
@@ -256,7 +255,7 @@ static void path_in(char *out, size_t n, const char *name)
     snprintf(out, n, "%s/%s", g_dir, name);
 }
 
-static void remove_store(const char *path)
+void remove_store(const char *path)
 {
     if (g_pg_uri) {
         pg_remove(path);
@@ -413,7 +412,7 @@ static void w2_event(const pl_event *ev, void *user)
         g_first_exec = now_s();
 }
 
-static pl_registry *make_registry(bool killer)
+pl_registry *make_registry(bool killer)
 {
     pl_registry *reg;
     if (pl_registry_new(&reg))
@@ -436,8 +435,8 @@ static void count_commits(const pl_event *ev, void *user)
         g_commits++;
 }
 
-static pl_engine *open_engine(const char *path, pl_registry *reg,
-                              pl_durability d, pl_event_fn fn)
+pl_engine *open_engine(const char *path, pl_registry *reg, pl_durability d,
+                       pl_event_fn fn)
 {
     pl_engine_options o = PL_ENGINE_OPTIONS_INIT;
     o.durability = d;
@@ -494,7 +493,7 @@ static MDB_env *raw_env(const char *path, pl_durability mode)
 }
 
 /* A fresh raw LMDB store in the bench directory, with one database. */
-static MDB_env *raw_open(const char *name, pl_durability mode, MDB_dbi *dbi)
+MDB_env *raw_open(const char *name, pl_durability mode, MDB_dbi *dbi)
 {
     char path[1100];
     path_in(path, sizeof path, name);
@@ -509,7 +508,7 @@ static MDB_env *raw_open(const char *name, pl_durability mode, MDB_dbi *dbi)
     return env;
 }
 
-static void raw_close(MDB_env *env, const char *name)
+void raw_close(MDB_env *env, const char *name)
 {
     char path[1100];
     path_in(path, sizeof path, name);
@@ -532,8 +531,8 @@ static const size_t call_record_sizes[] = {80, 133};
  * writes, which on a synced commit is worth 3-6% here.  Writers that
  * share the database interleave their keys and put them the plain way.
  */
-static void raw_commits(MDB_env *env, MDB_dbi dbi, int id, int from, int n,
-                        bool call, bool alone)
+void raw_commits(MDB_env *env, MDB_dbi dbi, int id, int from, int n, bool call,
+                 bool alone)
 {
     unsigned put_flags = alone ? MDB_APPEND : 0;
     char val[200];
@@ -1646,10 +1645,10 @@ static void w5h_child(const void *varg, void *vres)
 
 /* ---- reporting -------------------------------------------------------------------- */
 
-static cJSON *g_json;
+cJSON *g_json;
 static bool g_print_json;
 
-static void jnum(cJSON *o, const char *k, double v)
+void jnum(cJSON *o, const char *k, double v)
 {
     cJSON_AddNumberToObject(o, k, isfinite(v) ? v : 0);
 }
@@ -1657,8 +1656,7 @@ static void jnum(cJSON *o, const char *k, double v)
 static const pl_durability modes[] = {PL_DURABILITY_SYNC, PL_DURABILITY_GROUP,
                                       PL_DURABILITY_PROCESS};
 
-static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void say(const char *fmt, ...)
+void say(const char *fmt, ...)
 {
     if (g_print_json)
         return;
@@ -1685,8 +1683,8 @@ static int g_ngoals;
 
 /* A goal for a timed figure, @p noise "" or the drift_end() note of the
  * workload that measured it: a noisy figure is shown, not judged. */
-static void add_goal_noted(const char *what, double value, const char *unit,
-                           bool at_most, double target, const char *noise)
+void add_goal_noted(const char *what, double value, const char *unit,
+                    bool at_most, double target, const char *noise)
 {
     if (g_ngoals < (int)(sizeof g_goals / sizeof *g_goals)) {
         goal *gl = &g_goals[g_ngoals++];
@@ -1699,8 +1697,8 @@ static void add_goal_noted(const char *what, double value, const char *unit,
     }
 }
 
-static void add_goal(const char *what, double value, const char *unit,
-                     bool at_most, double target)
+void add_goal(const char *what, double value, const char *unit, bool at_most,
+              double target)
 {
     add_goal_noted(what, value, unit, at_most, target, NULL);
 }
@@ -1754,16 +1752,8 @@ static void report_goals(bool quick)
  * that does not hold still for a second, before or after.
  */
 #define PROBE_N 100
-#define PROBE_REPS 3
 #define NOISE_MIN 0.05
 #define UNSTEADY_MAX 0.25
-
-typedef struct drift {
-    pl_durability mode;
-    double before[PROBE_REPS];
-    int nb;
-    char note[64]; /* "" or "floor moved N%: noisy host" */
-} drift;
 
 static void pg_floor(const void *varg, void *vres);
 
@@ -1791,7 +1781,7 @@ static double rel_range(double *v, int n)
     return m > 0 ? (hi - lo) / m : 0;
 }
 
-static void drift_begin(drift *d, pl_durability mode)
+void drift_begin(drift *d, pl_durability mode)
 {
     memset(d, 0, sizeof *d);
     d->mode = mode;
@@ -1799,7 +1789,7 @@ static void drift_begin(drift *d, pl_durability mode)
 }
 
 /* Probe again; d->note says whether the floor moved (also in @p o). */
-static const char *drift_end(drift *d, cJSON *o)
+const char *drift_end(drift *d, cJSON *o)
 {
     double after[PROBE_REPS];
     int na = probe(d->mode, after);
@@ -2828,265 +2818,6 @@ static int report_w6(bool quick)
     return failures;
 }
 
-/* ---- W7: parked timers; W8: a signal to a waiting run -------------------------- */
-
-static double *g_w7_late; /* lateness of each wake, ms */
-static atomic_int g_w7_woken;
-static int g_w7_cap;
-
-/* "sleeper": sleep payload.ms, then note how late the wake came. */
-static int w7_sleeper(pl_ctx *ctx, const pl_action *a, pl_steps *out,
-                      void *user)
-{
-    (void)user;
-    int64_t t0;
-    const cJSON *ms = cJSON_GetObjectItemCaseSensitive(a->payload, "ms");
-    int st = pl_ctx_now(&t0, ctx);
-    if (!st)
-        st = pl_ctx_sleep(ctx, (int64_t)ms->valuedouble);
-    if (st)
-        return st;
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    double late = (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6 -
-                  (double)(t0 + (int64_t)ms->valuedouble);
-    int k = atomic_fetch_add(&g_w7_woken, 1);
-    if (k < g_w7_cap)
-        g_w7_late[k] = late;
-    return pl_steps_add_resultf(out, "{}");
-}
-
-/* "waiter": wait for "go", then one call to "tool". */
-static int w8_waiter(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
-{
-    (void)a;
-    (void)user;
-    cJSON *p = NULL;
-    int st = pl_ctx_wait_event(&p, ctx, "go", PL_WAIT_FOREVER);
-    cJSON_Delete(p);
-    if (!st)
-        st = pl_ctx_invokef(NULL, ctx, "tool", "{s:i}", "i", 1);
-    return st ? st : pl_steps_add_resultf(out, "{}");
-}
-
-static pl_registry *time_registry(void)
-{
-    pl_registry *reg = make_registry(false);
-    pl_policy_def d = PL_POLICY_DEF_INIT;
-    d.name = "sleeper";
-    d.fn = w7_sleeper;
-    if (pl_registry_add(reg, &d))
-        die("registry");
-    d.name = "waiter";
-    d.fn = w8_waiter;
-    if (pl_registry_add(reg, &d))
-        die("registry");
-    return reg;
-}
-
-typedef struct w7_arg {
-    int runs;
-    int max_ms;
-} w7_arg;
-
-typedef struct w7_res {
-    double rss_kb, anon_kb, bytes_per_run, late_p50_ms, late_p99_ms, setup_s;
-    int woken;
-} w7_res;
-
-static pl_engine *g_w7_engine;
-
-static void *w7_worker(void *arg)
-{
-    (void)arg;
-    pl_worker_options wo = PL_WORKER_OPTIONS_INIT;
-    if (pl_worker_run(g_w7_engine, &wo))
-        die("W7 worker");
-    return NULL;
-}
-
-static void w7_child(const void *varg, void *vres)
-{
-    const w7_arg *a = varg;
-    w7_res *r = vres;
-    char path[1100];
-    path_in(path, sizeof path, "w7.db");
-    remove_store(path);
-    g_w7_cap = a->runs;
-    g_w7_late = calloc((size_t)a->runs, sizeof *g_w7_late);
-    pl_registry *reg = time_registry();
-    pl_engine *e = open_engine(path, reg, PL_DURABILITY_PROCESS, NULL);
-    if (pl_engine_set_wait_in_place(e, 0))
-        die("W7 wait in place");
-    pl_store_stats s0 = {.version = PL_STORE_STATS_VERSION},
-                   s1 = {.version = PL_STORE_STATS_VERSION};
-    if (pl_engine_stats(&s0, e))
-        die("W7 stats");
-    double t0 = now_s();
-    unsigned seed = 7;
-    for (int i = 0; i < a->runs; i++) {
-        char id[32];
-        snprintf(id, sizeof id, "w7-%06d", i);
-        cJSON *p = cJSON_CreateObject();
-        cJSON_AddNumberToObject(p, "ms", rand_r(&seed) % (a->max_ms + 1));
-        pl_action root = {PL_ACTION_VERSION, "sleeper", p, NULL, 0, NULL};
-        pl_run_options ro = PL_RUN_OPTIONS_INIT;
-        ro.run_id = id;
-        pl_outcome *o = NULL;
-        if (pl_run_start(&o, e, &root, &ro))
-            die("W7 start");
-        pl_outcome_free(o);
-        cJSON_Delete(p);
-    }
-    r->setup_s = now_s() - t0;
-    if (pl_engine_stats(&s1, e))
-        die("W7 stats");
-    r->bytes_per_run = (double)((s1.used_pages - s0.used_pages) *
-                                s1.page_size) /
-                       a->runs;
-    g_w7_engine = e;
-    pthread_t th;
-    if (pthread_create(&th, NULL, w7_worker, NULL))
-        die("W7 thread");
-    while (atomic_load(&g_w7_woken) < a->runs) {
-        struct timespec ts = {0, 20000000L};
-        nanosleep(&ts, NULL);
-    }
-    pl_worker_stop(e);
-    pthread_join(th, NULL);
-    r->woken = atomic_load(&g_w7_woken);
-    r->late_p50_ms = percentile(g_w7_late, (size_t)a->runs, 0.50);
-    r->late_p99_ms = percentile(g_w7_late, (size_t)a->runs, 0.99);
-    r->rss_kb = (double)status_kb("VmHWM");
-    r->anon_kb = (double)status_kb("RssAnon");
-    pl_engine_close(e);
-    pl_registry_free(reg);
-    free(g_w7_late);
-    remove_store(path);
-}
-
-static int report_w7(bool quick)
-{
-    int sizes[2] = {quick ? 200 : 1000, quick ? 2000 : 10000};
-    int max_ms = quick ? 5000 : 60000;
-    say("\nW7 timers: N runs sleeping a random 0..%d s, parked on one LMDB "
-        "store,\n  woken by one worker in the same process (process mode)\n",
-        max_ms / 1000);
-    say("  %-8s %10s %10s %10s %12s %12s\n", "runs", "peak RSS", "anon RSS",
-        "bytes/run", "late p50", "late p99");
-    cJSON *arr = cJSON_AddArrayToObject(g_json, "w7_timers");
-    double rss[2] = {0};
-    int failures = 0;
-    for (int k = 0; k < 2; k++) {
-        w7_arg a = {sizes[k], max_ms};
-        w7_res r;
-        memset(&r, 0, sizeof r);
-        if (in_child(w7_child, &a, &r, sizeof r) || r.woken != a.runs) {
-            say("  %-8d failed\n", a.runs);
-            failures++;
-            continue;
-        }
-        rss[k] = r.rss_kb;
-        say("  %-8d %7.1f MB %7.1f MB %10.0f %9.1f ms %9.1f ms\n", a.runs,
-            r.rss_kb / 1024, r.anon_kb / 1024, r.bytes_per_run, r.late_p50_ms,
-            r.late_p99_ms);
-        cJSON *o = cJSON_CreateObject();
-        jnum(o, "runs", a.runs);
-        jnum(o, "max_sleep_ms", max_ms);
-        jnum(o, "peak_rss_kb", r.rss_kb);
-        jnum(o, "anon_rss_kb", r.anon_kb);
-        jnum(o, "store_bytes_per_waiting_run", r.bytes_per_run);
-        jnum(o, "wake_late_p50_ms", r.late_p50_ms);
-        jnum(o, "wake_late_p99_ms", r.late_p99_ms);
-        jnum(o, "park_all_s", r.setup_s);
-        cJSON_AddItemToArray(arr, o);
-    }
-    if (rss[0] > 0 && rss[1] > 0) {
-        say("  peak RSS at %dx the runs: %.2fx\n", sizes[1] / sizes[0],
-            rss[1] / rss[0]);
-        add_goal("W7 peak RSS, 10x the waiting runs", rss[1] / rss[0], "x",
-                 true, 1.5);
-    }
-    return failures;
-}
-
-typedef struct w8_res {
-    double signal_s, floor_s;
-} w8_res;
-
-#define W8_N 200
-
-static void w8_child(const void *varg, void *vres)
-{
-    (void)varg;
-    w8_res *r = vres;
-    char path[1100];
-    path_in(path, sizeof path, "w8.db");
-    remove_store(path);
-    pl_registry *reg = time_registry();
-    pl_engine *e = open_engine(path, reg, PL_DURABILITY_SYNC, NULL);
-    if (pl_engine_set_wait_in_place(e, 0))
-        die("W8 wait in place");
-    double lat[W8_N], flo[W8_N];
-    cJSON *go = cJSON_CreateObject();
-    for (int i = 0; i < W8_N; i++) {
-        char id[32];
-        snprintf(id, sizeof id, "w8-%04d", i);
-        pl_action root = {PL_ACTION_VERSION, "waiter", go, NULL, 0, NULL};
-        pl_run_options ro = PL_RUN_OPTIONS_INIT;
-        ro.run_id = id;
-        pl_outcome *o = NULL;
-        if (pl_run_start(&o, e, &root, &ro) || o->status != PL_RUN_WAITING)
-            die("W8 start");
-        pl_outcome_free(o);
-        o = NULL;
-        double t0 = now_s();
-        if (pl_run_signal(&o, e, id, "go", go) || !o ||
-            o->status != PL_RUN_COMPLETED)
-            die("W8 signal");
-        lat[i] = now_s() - t0;
-        pl_outcome_free(o);
-    }
-    cJSON_Delete(go);
-    pl_engine_close(e);
-    pl_registry_free(reg);
-    remove_store(path);
-    MDB_dbi dbi;
-    MDB_env *env = raw_open("w8-floor.db", PL_DURABILITY_SYNC, &dbi);
-    for (int i = 0; i < W8_N; i++) {
-        double t0 = now_s();
-        raw_commits(env, dbi, 0, i, 1, false, true);
-        flo[i] = now_s() - t0;
-    }
-    raw_close(env, "w8-floor.db");
-    r->signal_s = percentile(lat, W8_N, 0.50);
-    r->floor_s = percentile(flo, W8_N, 0.50);
-}
-
-static int report_w8(void)
-{
-    w8_res r;
-    memset(&r, 0, sizeof r);
-    say("\nW8 signal: a parked run signalled and continued in the caller's "
-        "thread,\n  until its next call is durable (sync mode; median of "
-        "%d)\n",
-        W8_N);
-    if (in_child(w8_child, NULL, &r, sizeof r)) {
-        say("  failed\n");
-        return 1;
-    }
-    say("  signal to durable call %8.2f ms   one raw commit %8.2f ms   "
-        "%.1fx\n",
-        r.signal_s * 1e3, r.floor_s * 1e3,
-        r.floor_s > 0 ? r.signal_s / r.floor_s : 0);
-    cJSON *o = cJSON_AddObjectToObject(g_json, "w8_signal");
-    jnum(o, "signal_to_durable_ms", r.signal_s * 1e3);
-    jnum(o, "raw_commit_ms", r.floor_s * 1e3);
-    if (r.floor_s > 0)
-        jnum(o, "of_floor", r.signal_s / r.floor_s);
-    return 0;
-}
-
 /* ---- PostgreSQL: W1 and W3 on the PostgreSQL store ------------------------------ */
 
 /*
@@ -3452,7 +3183,7 @@ static int report_pg_w3(bool quick)
     return failures;
 }
 
-/* W1, W3 and W6 (as @p only selects them) on PostgreSQL; returns the
+/* W1, W3, W6 and W7 (as @p only selects them) on PostgreSQL; returns the
  * failures. */
 static int report_pg(bool quick, unsigned only)
 {
@@ -3460,7 +3191,8 @@ static int report_pg(bool quick, unsigned only)
     cJSON_AddStringToObject(g_json, "store", "postgresql");
     return (only & 1u << 1 ? report_pg_w1(quick) : 0) +
            (only & 1u << 3 ? report_pg_w3(quick) : 0) +
-           (only & 1u << 6 ? report_w6(quick) : 0);
+           (only & 1u << 6 ? report_w6(quick) : 0) +
+           (only & 1u << 7 ? report_w7(quick) : 0);
 }
 
 int main(int argc, char **argv)
@@ -3540,7 +3272,7 @@ int main(int argc, char **argv)
         sysconf(_SC_NPROCESSORS_ONLN));
     int failures = 0;
 
-    if (g_pg_uri) { /* W1, W3 and W6 on PostgreSQL instead */
+    if (g_pg_uri) { /* W1, W3, W6 and W7 on PostgreSQL instead */
         failures += report_pg(quick, only);
         only &= ONLY_CHURN;
     }

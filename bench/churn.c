@@ -12,7 +12,7 @@
  * after a plain VACUUM (what autovacuum runs), which marks the deleted
  * rows' space free for reuse.  Goal: within 10%.
  */
-#include "churn.h"
+#include "bench.h"
 
 #include <libpq-fe.h>
 #include <math.h>
@@ -57,13 +57,6 @@ static int churn_root(pl_ctx *ctx, const pl_action *a, pl_steps *out,
     }
     cJSON_Delete(p);
     return st ? st : pl_steps_add_result(out, pl_json_empty());
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 /* PostgreSQL: VACUUM the store's tables (@p uri names its schema). */

@@ -2,7 +2,7 @@
  * options.c -- pl-bench's command line: the usage, and the workloads
  * --only names.
  */
-#include "options.h"
+#include "bench.h"
 
 #include <string.h>
 #include <strings.h>
@@ -18,9 +18,9 @@ void usage(FILE *f)
                "  --only LIST the workloads to run, e.g. w1,w4, fanout, "
                "churn or agent\n"
                "              (default: all)\n"
-               "  --store URI W1, W3, W6 and churn on PostgreSQL (a "
-               "postgresql:// URI), W1\n"
-               "              and W3 next to a libpq floor\n");
+               "  --store URI W1, W3, W6, W7 and churn on PostgreSQL (a "
+               "postgresql:// URI),\n"
+               "              W1 and W3 next to a libpq floor\n");
 }
 
 unsigned parse_only(const char *list)

@@ -38,6 +38,7 @@
  *     pool.c         many runs on a few threads; a task's commit (pl__commit)
  *     worker.c       the worker loop: queued and crashed runs taken and run
  *     lease.c        the leases of the runs this engine executes, renewed
+ *     schedule.c     schedules: cron ticks that start runs, exactly once
  *     engine.c       engine lifecycle, commits (including group commit),
  *                    events
  *     plugin.c       policies from a shared object (registry.h)
@@ -207,6 +208,19 @@ struct pl_engine {
  * engine's group commit (pl__engine_commit, engine.c).
  */
 PL__HIDDEN int pl__commit(pl_engine *e, pl__batch *b) PL__MUST_CHECK;
+
+/*
+ * Schedules (schedule.c).  pl_schedule_fire() with @p fn told each run id
+ * created; and pl_engine_wake()'s part: fire what is due now and execute
+ * the runs it starts, here; *next_ms the next tick (0: none).
+ */
+typedef void (*pl__schedule_run_fn)(const char *run_id, void *user);
+PL__HIDDEN int pl__schedule_fire(pl_engine *e, int64_t now_ms,
+                                 pl__schedule_run_fn fn, void *user,
+                                 size_t *started,
+                                 int64_t *next_ms) PL__MUST_CHECK;
+PL__HIDDEN int pl__schedules_wake(pl_engine *e,
+                                  int64_t *next_ms) PL__MUST_CHECK;
 PL__HIDDEN int pl__engine_commit(pl_engine *e, pl__batch *b) PL__MUST_CHECK;
 /*
  * Make @p n (at most PL__GROUP_MAX) batches durable together, as one writer;

@@ -6,7 +6,12 @@
  *
  *   agent-demo [--store PATH] [--model URL] [--data DIR] [--question TEXT]
  *              [--run ID] [--crash-after-steps N] [--answer JSON]
- *              [--token T] [--plugin LIB.so]
+ *              [--token T] [--plugin LIB.so] [--approval-timeout MS]
+ *
+ * With --approval-timeout, the approval is timed: the run waits (parked in
+ * the store) up to MS for an "approval" event, which --answer sends, else
+ * escalates; run agent-demo again (or a worker, or ledger-replay --wake)
+ * after that time to let it escalate.
  *
  * The agent's policies come from agent-plugin.so (next to this program),
  * loaded as ledger-replay loads it, configured through AGENT_MODEL and
@@ -19,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <policyledger_llm.h>
@@ -60,6 +66,7 @@ static void usage(FILE *f)
         "                  [--question TEXT] [--run ID] "
         "[--crash-after-steps N]\n"
         "                  [--answer JSON] [--token T] [--plugin LIB.so]\n"
+        "                  [--approval-timeout MS]\n"
         "\n"
         "Researches a question with a model and tools (calculator, read_file,\n"
         "http_get), then waits for a human to approve the answer.  Every "
@@ -87,6 +94,10 @@ static void usage(FILE *f)
         "  --plugin LIB.so  the agent's plugin (default: agent-plugin.so "
         "next to\n"
         "                   this program)\n"
+        "  --approval-timeout MS\n"
+        "                   a new run waits up to MS for the approval (an\n"
+        "                   event, sent by --answer), else escalates: run\n"
+        "                   agent-demo again after MS to let it escalate\n"
         "\n"
         "Exit status: 0 completed or waiting for approval, 1 failed (or "
         "ended in\nan error result), 2 bad usage.\n");
@@ -134,7 +145,6 @@ static const pl_step *last_step(const pl_outcome *o)
     return n ? pl_steps_at(o->steps, n - 1) : NULL;
 }
 
-/* What the run came to, and what its model calls cost. */
 /* The requests the scripted model at @p script answered: the lines of its
  * counter file, SCRIPT.served (policyledger_llm.h). */
 static unsigned long long scripted_served(const char *script)
@@ -150,6 +160,22 @@ static unsigned long long scripted_served(const char *script)
     return n;
 }
 
+/* A timed approval's wait, and how to end it. */
+static void print_waiting(int64_t wake_ms, const char *store,
+                          const char *run_id)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    int64_t left = wake_ms -
+                   ((int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000);
+    printf("waiting for approval: escalates in %lld ms unless approved\n",
+           (long long)(left > 0 ? left : 0));
+    printf("approve with: agent-demo --store %s --run %s --answer "
+           "'{\"approved\": true}'\n",
+           store, run_id);
+}
+
+/* What the run came to, and what its model calls cost. */
 static void report(pl_engine *e, const pl_outcome *o, const char *run_id,
                    const char *model, const char *store)
 {
@@ -160,6 +186,8 @@ static void report(pl_engine *e, const pl_outcome *o, const char *run_id,
         const cJSON *ans = cJSON_GetObjectItemCaseSensitive(r, "answer");
         if (cJSON_IsString(ans))
             printf("answer: %s\n", ans->valuestring);
+        if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "escalated")))
+            printf("escalated: no approval came in time\n");
         print_json("result: ", r);
     } else if (o->status == PL_RUN_SUSPENDED) {
         print_json("waiting for approval: ", o->prompt);
@@ -167,6 +195,8 @@ static void report(pl_engine *e, const pl_outcome *o, const char *run_id,
         printf("resume with: agent-demo --store %s --run %s --answer "
                "'{\"approved\": true}'\n",
                store, run_id);
+    } else if (o->status == PL_RUN_WAITING) {
+        print_waiting(o->wake_ms, store, run_id);
     } else if (o->status == PL_RUN_FAILED) {
         printf("reason: %s\n", o->reason ? o->reason : "?");
     }
@@ -191,6 +221,7 @@ int main(int argc, char **argv)
     const char *store = "agent-demo.db", *model = NULL, *data = NULL;
     const char *question = DEFAULT_QUESTION, *run_id = "research-1";
     const char *answer_text = NULL, *token = NULL, *plugin = NULL;
+    long approval_timeout = -1;
     char model_buf[PATH_MAX + 16], data_buf[PATH_MAX], plugin_buf[PATH_MAX];
     demo d = {0, 0};
     for (int i = 1; i < argc; i++) {
@@ -228,6 +259,14 @@ int main(int argc, char **argv)
                 fprintf(stderr,
                         "agent-demo: --crash-after-steps needs a number, "
                         "not '%s'\n",
+                        v);
+                return 2;
+            }
+        } else if (!strcmp(a, "--approval-timeout")) {
+            if (parse_long(v, &approval_timeout)) {
+                fprintf(stderr,
+                        "agent-demo: --approval-timeout needs a number of "
+                        "milliseconds, not '%s'\n",
                         v);
                 return 2;
             }
@@ -286,7 +325,8 @@ int main(int argc, char **argv)
     eo.on_event = on_event;
     eo.event_user = &d;
     if ((st = pl_registry_new(&reg)) || (st = pl_plugin_load(reg, plugin)) ||
-        (st = pl_engine_open(&e, store, reg, &eo)))
+        (st = pl_engine_open(&e, store, reg, &eo)) ||
+        (st = pl_engine_set_wait_in_place(e, 0))) /* a timed wait parks */
         goto fail;
 
     st = pl_run_get(&info, e, run_id);
@@ -295,7 +335,11 @@ int main(int argc, char **argv)
         goto fail;
     } else if (st == PL_ENOTFOUND) {
         printf("run %s: starting; question: %s\n", run_id, question);
-        if ((st = pl_json_pack(&payload, "{s:s}", "question", question)))
+        if ((st = pl_json_pack(&payload, "{s:s}", "question", question)) ||
+            (approval_timeout >= 0 &&
+             !cJSON_AddNumberToObject(payload, "approval_timeout_ms",
+                                      (double)approval_timeout) &&
+             (st = PL_ENOMEM)))
             goto fail;
         pl_action root = PL_ACTION_INIT;
         root.policy = "agent";
@@ -305,6 +349,16 @@ int main(int argc, char **argv)
         st = pl_run_start(&o, e, &root, &ro);
     } else if (st) {
         goto fail;
+    } else if (answer && info->status == PL_RUN_WAITING && !token) {
+        /* a timed approval: the answer is an event, and the run goes on
+         * here */
+        printf("run %s: sending the answer %s\n", run_id, answer_text);
+        st = pl_run_signal(&o, e, run_id, "approval", answer);
+        if (!st && !o) { /* another process took the run first */
+            printf("run %s: answer delivered\n", run_id);
+            rc = 0;
+            goto done;
+        }
     } else if (answer) {
         if (!token && !(token = info->resume_token)) {
             st = pl_errorf(PL_ESTATE,

@@ -2,12 +2,17 @@
  * fuzz_store.c -- the store reader over arbitrary value bytes.
  *
  * Once, a small real store is made with the engine (LMDB, a file): a
- * completed run "done" with nested calls and a recorded time, and a run
- * "waiting" suspended for a human.  For each input, a copy of that store gets the
+ * completed run "done" with nested calls and a recorded time, a run
+ * "waiting" suspended for a human, a run "parked" waiting for an event
+ * (its timer, and an event of another name in its inbox), a parked run
+ * "stopping" with a cancellation waiting in its inbox, and a run
+ * "cancelled" in its wait, after a compensating call, and a run "woke"
+ * that took its event.  For each input, a copy of that store gets the
  * input's bytes (after the first) as the value of one of its records (a step,
- * a run record or a state record; the first byte picks which), written with
- * LMDB itself; then the engine opens the copy and lists its runs, walks,
- * reads, verifies and continues each run (in check mode, then for real).
+ * a run record, a state record, a timer, its due index or an inbox entry;
+ * the first byte picks which), written with LMDB itself; then the engine
+ * opens the copy and lists its runs, walks, reads, verifies and continues
+ * each run (in check mode, then for real), and wakes what is due.
  * Whatever the bytes: a status and a message, never a crash, hang or leak.
  */
 #define _GNU_SOURCE
@@ -85,17 +90,35 @@ static int ask(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     return st;
 }
 
+/* waitev: waits a day for the event "go"; cancelled, it makes a
+ * compensating call to echo. */
+static int waitev(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)a;
+    (void)user;
+    cJSON *p = NULL;
+    int st = pl_ctx_wait_event(&p, ctx, "go", 86400000);
+    if (st == PL_ECANCELLED) {
+        st = pl_ctx_invokef(NULL, ctx, "echo", "{s:s}", "undo", "x");
+        return st ? st : PL_ECANCELLED;
+    }
+    if (!st)
+        st = pl_steps_add_resultf(out, "{s:O}", "got", p);
+    cJSON_Delete(p);
+    return st;
+}
+
 static pl_registry *g_reg;
 static char g_dir[256], g_template[300], g_work[300];
 static uint8_t *g_bytes; /* the template store's data file */
 static size_t g_len;
 
 typedef struct record {
-    int db; /* 0 steps, 1 runs, 2 state */
+    int db; /* an index in g_dbs */
     uint8_t key[64];
     size_t key_len;
 } record;
-static record g_records[128];
+static record g_records[256];
 static size_t g_n_records;
 
 static pl_engine *open_engine(const char *path)
@@ -106,7 +129,9 @@ static pl_engine *open_engine(const char *path)
     return pl_engine_open(&e, path, g_reg, &o) ? NULL : e;
 }
 
-static const char *const g_dbs[] = {"steps", "runs", "state"};
+static const char *const g_dbs[] = {"steps",  "runs", "state",
+                                    "timers", "due",  "inbox"};
+#define N_DBS (sizeof g_dbs / sizeof *g_dbs)
 
 /* With PL_FUZZ_SEEDS set to a folder, the records of the store are written
  * there as seeds: step values for fuzz_step_record, run and state values
@@ -129,10 +154,10 @@ static void list_records(void)
     const char *seeds = getenv("PL_FUZZ_SEEDS");
     MDB_env *env;
     MDB_txn *txn;
-    CHECK(mdb_env_create(&env) == 0 && mdb_env_set_maxdbs(env, 8) == 0);
+    CHECK(mdb_env_create(&env) == 0 && mdb_env_set_maxdbs(env, 16) == 0);
     CHECK(mdb_env_open(env, g_template, MDB_NOSUBDIR | MDB_RDONLY, 0600) == 0);
     CHECK(mdb_txn_begin(env, NULL, MDB_RDONLY, &txn) == 0);
-    for (int d = 0; d < 3; d++) {
+    for (int d = 0; d < (int)N_DBS; d++) {
         MDB_dbi dbi;
         MDB_cursor *c;
         MDB_val k, v;
@@ -174,6 +199,7 @@ static void setup(void)
     CHECK(pl_registry_add_fn(g_reg, "chain", chain, NULL) == PL_OK);
     CHECK(pl_registry_add_fn(g_reg, "outer", outer, NULL) == PL_OK);
     CHECK(pl_registry_add_fn(g_reg, "ask", ask, NULL) == PL_OK);
+    CHECK(pl_registry_add_fn(g_reg, "waitev", waitev, NULL) == PL_OK);
     CHECK(pl_registry_add_human(g_reg, "approve") == PL_OK);
 
     pl_engine *e = open_engine(g_template);
@@ -191,8 +217,34 @@ static void setup(void)
     CHECK(pl_run_start(&o, e, &a, &ro) == PL_OK &&
           o->status == PL_RUN_SUSPENDED);
     pl_outcome_free(o);
+    CHECK(pl_engine_set_wait_in_place(e, 0) == PL_OK);
+    a.policy = "waitev";
+    static const char *const parked[] = {"parked", "stopping", "cancelled",
+                                         "woke"};
+    for (size_t i = 0; i < 4; i++) {
+        ro.run_id = parked[i];
+        CHECK(pl_run_start(&o, e, &a, &ro) == PL_OK &&
+              o->status == PL_RUN_WAITING);
+        pl_outcome_free(o);
+    }
+    cJSON *ev = cJSON_Parse("{\"x\": 1}");
+    CHECK(pl_run_signal(NULL, e, "parked", "other", ev) == PL_OK);
+    CHECK(pl_run_signal(&o, e, "woke", "go", ev) == PL_OK && o &&
+          o->status == PL_RUN_COMPLETED);
+    pl_outcome_free(o);
+    cJSON_Delete(ev);
+    CHECK(pl_run_cancel(e, "cancelled", "withdrawn") == PL_OK);
     cJSON_Delete(p);
     pl_engine_close(e);
+    /* where waitev is not registered, a cancellation waits in the inbox */
+    pl_registry *bare = NULL;
+    CHECK(pl_registry_new(&bare) == PL_OK);
+    pl_engine_options eo = PL_ENGINE_OPTIONS_INIT;
+    eo.durability = PL_DURABILITY_PROCESS;
+    CHECK(pl_engine_open(&e, g_template, bare, &eo) == PL_OK);
+    CHECK(pl_run_cancel(e, "stopping", "stop") == PL_OK);
+    pl_engine_close(e);
+    pl_registry_free(bare);
     list_records();
 
     FILE *f = fopen(g_template, "rb");
@@ -229,7 +281,7 @@ static void plant(const record *r, const uint8_t *value, size_t n)
     MDB_env *env;
     MDB_txn *txn;
     MDB_dbi dbi;
-    CHECK(mdb_env_create(&env) == 0 && mdb_env_set_maxdbs(env, 8) == 0);
+    CHECK(mdb_env_create(&env) == 0 && mdb_env_set_maxdbs(env, 16) == 0);
     CHECK(mdb_env_open(env, g_work, MDB_NOSUBDIR | MDB_NOSYNC, 0600) == 0);
     CHECK(mdb_txn_begin(env, NULL, 0, &txn) == 0);
     CHECK(mdb_dbi_open(txn, g_dbs[r->db], 0, &dbi) == 0);
@@ -288,8 +340,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     int n = 0;
     (void)pl_engine_runs(e, visit_run, &n);
-    read_run(e, "done");
-    read_run(e, "waiting");
+    static const char *const runs[] = {"done",     "waiting",   "parked",
+                                       "stopping", "cancelled", "woke"};
+    for (size_t i = 0; i < sizeof runs / sizeof *runs; i++)
+        read_run(e, runs[i]);
+    int64_t next = 0;
+    (void)pl_engine_wake(e, &next);
     pl_engine_close(e);
     return 0;
 }

@@ -106,7 +106,8 @@
  *   encoded (16 MiB by default) nested at most PL_MAX_JSON_DEPTH deep;
  *   names (policies, actors) are 1..PL_MAX_NAME bytes; invocations nest at
  *   most PL_MAX_DEPTH deep; run ids are 1..PL_MAX_RUN_ID bytes of
- *   [A-Za-z0-9._:~-] ("~" is what pl_ctx_continue_as_new() appends).
+ *   [A-Za-z0-9._:@~-] ("@" is what a schedule's tick puts in its runs'
+ *   ids, "~" what pl_ctx_continue_as_new() appends).
  */
 #ifndef POLICYLEDGER_H
 #define POLICYLEDGER_H
@@ -684,11 +685,15 @@ typedef enum pl_event_kind {
                                       answering; detail is the cause, status
                                       the pl_status; no run_id.  Once per
                                       outage */
-    PL_EVENT_STORE_BACK = 15     /**< pl_worker_run(): the store answers
+    PL_EVENT_STORE_BACK = 15,    /**< pl_worker_run(): the store answers
                                       again (detail says after how long);
                                       the runs the outage cut off are taken
                                       back at once, their leases being the
                                       worker's own */
+    PL_EVENT_SCHEDULE_FAILED = 16 /**< pl_worker_run(): firing the
+                                       schedules failed (status and detail
+                                       say why; no run_id); it tries again
+                                       a second later */
 } pl_event_kind;
 
 /** @return "run_started", "call_served", ... or NULL. */
@@ -1415,9 +1420,12 @@ int pl_run_cancel(pl_engine *engine, const char *run_id, const char *reason);
  * (each taken exactly once, as a worker takes it), and report when the
  * next is due: the loop of an embedder without pl_worker_run() is
  * `pl_engine_wake(e, &next); sleep until next (or an event); repeat`.
- * @param[out] next_due_ms when the next timer is due (Unix ms; 0: none);
- *             may be NULL.
- * @return PL_OK; PL_ESTATE (a read-only engine); the store's errors.
+ * The schedules' ticks due now are fired first (pl_schedule_fire(), on
+ * this host's clock) and the runs they start executed here too.
+ * @param[out] next_due_ms when the next timer or schedule tick is due
+ *             (Unix ms; 0: none); may be NULL.
+ * @return PL_OK; PL_ESTATE (a read-only engine); the first failure of a
+ *         schedule (see pl_schedule_fire()); the store's errors.
  */
 int pl_engine_wake(pl_engine *engine, int64_t *next_due_ms);
 
@@ -1516,6 +1524,155 @@ int pl_worker_run(pl_engine *engine, const pl_worker_options *opts);
  */
 void pl_worker_stop(pl_engine *engine);
 
+/* ------------------------------------------------------------------------ */
+/* Schedules                                                                */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * A schedule starts a run of a root action at every tick of a cron
+ * expression, in UTC or a named time zone.  It lives in the store, so every
+ * process and host sharing the store sees it; the workers (pl_worker_run())
+ * fire it, and an embedder without workers calls pl_schedule_fire().
+ *
+ * CRON.  Five fields: minute (0-59), hour (0-23), day of month (1-31),
+ * month (1-12 or JAN-DEC), day of week (0-7 or SUN-SAT; 0 and 7 are
+ * Sunday).  A field is a list (a,b), ranges (a-b), steps (x/n, where x is
+ * '*', a range, or a value a meaning a to the field's maximum) and '*';
+ * names in any case; or the whole expression @yearly, @annually, @monthly,
+ * @weekly, @daily, @hourly.  When both day fields are restricted (neither
+ * is a bare '*'), a day matches when either does, as in classic cron.
+ * Minute resolution: no seconds field.  An expression that can never fire
+ * ("0 0 30 2 *") is refused.
+ *
+ * TIME ZONES.  "UTC", or a tz database name ("Europe/London") read from
+ * the system's /usr/share/zoneinfo (Debian's tzdata).  Where the zone's
+ * clock jumps forward, a time it skips fires at the same distance after
+ * the jump (02:30 on the day New York skips 02:00-03:00 fires at 03:30
+ * EDT) when the hour field names hours, and not at all when the hour
+ * field is '*'; where the clock goes back, a repeated time fires once, at
+ * its first occurrence, when the hour field names hours, and at both when
+ * it is '*'.  This is the behaviour of classic cron and of the npm package
+ * cron-parser, which the suite checks the parser against.
+ *
+ * TICKS AND RUNS.  A tick starts one run with the id "<name>@<tick>", the
+ * tick in UTC to the minute ("nightly@2026-11-28T02:00Z"), submitted to the
+ * queue (pl_run_submit()) for a worker to execute.  However many processes
+ * or hosts fire at once, each tick's run is created once: the id is the
+ * same for all and the store creates an id once.
+ *
+ * CATCH-UP.  Ticks pass unfired while nothing fires the schedule (no
+ * worker ran).  When firing resumes, PL_CATCH_UP_SKIP starts none of the
+ * missed ticks (only a tick less than a minute old, the one on time);
+ * PL_CATCH_UP_LATEST starts the latest missed tick alone;
+ * PL_CATCH_UP_ALL starts each missed tick, the last catch_up_max of them,
+ * in order.  The others are skipped for good.
+ *
+ * OVERLAP.  PL_OVERLAP_SKIP skips a tick while the schedule's previous run
+ * is still live (submitted, running or suspended); PL_OVERLAP_ALLOW starts
+ * it anyway.
+ *
+ * A process fires only the schedules whose root policy it has registered
+ * (the run records the policy's code identity); the others wait for a
+ * process that has it.
+ */
+
+/** What a tick does while the schedule's previous run is live. */
+typedef enum pl_schedule_overlap {
+    PL_OVERLAP_SKIP = 0, /**< skip the tick (the default) */
+    PL_OVERLAP_ALLOW = 1 /**< start it anyway */
+} pl_schedule_overlap;
+
+/** Which missed ticks start when firing resumes after a pause. */
+typedef enum pl_schedule_catch_up {
+    PL_CATCH_UP_SKIP = 0,   /**< none (the default) */
+    PL_CATCH_UP_LATEST = 1, /**< the latest, once */
+    PL_CATCH_UP_ALL = 2     /**< each, the last catch_up_max of them */
+} pl_schedule_catch_up;
+
+#define PL_SCHEDULE_VERSION 1
+
+/** A schedule's definition.  Initialise with PL_SCHEDULE_INIT. */
+typedef struct pl_schedule {
+    unsigned version;     /**< PL_SCHEDULE_VERSION */
+    const char *name;     /**< 1..100 bytes of [A-Za-z0-9._-] */
+    const char *cron;     /**< the cron expression (above) */
+    const char *zone;     /**< "UTC" or a tz database name; NULL = UTC */
+    const char *policy;   /**< the root action of each run */
+    const cJSON *payload; /**< its payload, a JSON object of at most 64 KiB
+                               as text; NULL = {}; borrowed */
+    pl_schedule_overlap overlap;
+    pl_schedule_catch_up catch_up;
+    unsigned catch_up_max; /**< PL_CATCH_UP_ALL: 1..1000 */
+    /** The ticks after this Unix time (ms) are due; 0 = from now.  A time
+     *  in the past makes the ticks since then missed ones (catch-up). */
+    int64_t start_ms;
+} pl_schedule;
+
+#define PL_SCHEDULE_INIT                                                       \
+    { PL_SCHEDULE_VERSION, NULL, NULL, NULL, NULL, NULL, PL_OVERLAP_SKIP,      \
+      PL_CATCH_UP_SKIP, 0, 0 }
+
+/**
+ * Create schedule @p schedule->name, or replace the schedule of that name
+ * (its ticks then count from start_ms, or from now; the run it started
+ * last is kept, for the overlap rule).  Durable when this returns.
+ * @return PL_OK; PL_EINVAL (a bad name, expression, zone, policy name or
+ *         rule: the message says which and why; nothing is written);
+ *         PL_EJSON (a payload that is not an object); PL_ELIMIT (a payload
+ *         over 64 KiB); PL_ESTATE (a read-only engine); the store's errors;
+ *         PL_ENOMEM.
+ */
+int pl_schedule_put(pl_engine *engine, const pl_schedule *schedule);
+
+/**
+ * Delete schedule @p name.  The runs it started stay.
+ * @return PL_OK; PL_ENOTFOUND; PL_EINVAL; PL_ESTATE; the store's errors.
+ */
+int pl_schedule_delete(pl_engine *engine, const char *name);
+
+/**
+ * Every schedule, in name order, as a JSON array of objects: "name",
+ * "cron", "zone", "policy", "payload", "overlap" ("skip", "allow"),
+ * "catch_up" ("skip", "latest", "all"), "catch_up_max", "created_ms",
+ * "cursor_ms" (the ticks up to it are handled), "due_ms" (the first tick
+ * after the cursor: at or before @p now_ms, ticks are waiting to fire),
+ * "next_ms" (the first tick after @p now_ms and the cursor) and
+ * "last_run" (the id of the run it started last, or "").
+ * @param[out] out caller owns; free with cJSON_Delete().
+ * @return PL_OK; PL_EINVAL; PL_ECORRUPT (a damaged schedule record: the
+ *         message names it); PL_EVERSION; the store's errors; PL_ENOMEM.
+ */
+int pl_schedule_list(cJSON **out, pl_engine *engine, int64_t now_ms);
+
+/**
+ * Fire the schedules' ticks due at @p now_ms (Unix ms): for each schedule
+ * whose policy is registered here, the ticks since it last fired, by its
+ * catch-up and overlap rules.  pl_worker_run() calls it about once a
+ * second; an embedder without workers calls it itself, and sleeps until
+ * *next_ms.  Any number of processes may call it at once (each tick's run
+ * is created once).  @p now_ms is the caller's: the clock, or in a test a
+ * chosen time.
+ * @param[out] started the runs this call created (may be NULL).
+ * @param[out] next_ms the earliest next tick of all schedules, 0 when
+ *        there is none (may be NULL).
+ * @return PL_OK; PL_EINVAL; PL_ESTATE (a read-only engine); the first
+ *         failure of a schedule (a damaged record, PL_ECORRUPT, naming it:
+ *         the other schedules are fired all the same); the store's errors.
+ */
+int pl_schedule_fire(pl_engine *engine, int64_t now_ms, size_t *started,
+                     int64_t *next_ms);
+
+/**
+ * The first tick of cron expression @p cron in zone @p zone strictly after
+ * @p after_ms (Unix ms, from 0 to the year 9000), by the rules above; no
+ * engine needed.  Thread-safe (no setenv(), no localtime()).
+ * @param zone "UTC", a tz database name, or NULL for UTC.
+ * @return PL_OK; PL_EINVAL (a bad expression or zone, a time out of range:
+ *         the message says which and why); PL_ENOMEM.
+ */
+int pl_cron_next(int64_t *out_ms, const char *cron, const char *zone,
+                 int64_t after_ms);
+
 /**
  * Export a run as JSON lines to @p out: a first line describing the run
  * ({"kind":"run","format":1,"run":id,"run_number":N,"policy",...,"status",
@@ -1556,8 +1713,12 @@ int pl_run_export_each(pl_engine *engine, const char *run_id,
  * under the number this store gives it, its hashes made anew as
  * pl_run_fork() makes them, with its records restored: root policy,
  * payload, actions, seed, creation time, and status (completed, suspended
- * with its prompt and token, failed with its reason, or running with no
- * owner, for pl_run_continue() to finish).  pl_run_verify() passes on it.
+ * with its prompt and token, failed with its reason, cancelled with its
+ * reason, waiting with its timer (due at its wake time or deadline, as
+ * the wait set it), or running with no owner, for pl_run_continue() to
+ * finish).  pl_run_verify() passes on it.  What waits in a run's inbox
+ * (events not yet consumed, a cancellation not yet seen) is not part of
+ * the run's ledger: it is neither exported nor imported.
  *
  * Writing takes two commits (the store numbers a run when it creates it):
  * should the process die between them, the run is left `failed` with a

@@ -191,6 +191,13 @@ int pl__store_tombs_expire(pl__store *s, int64_t now_us, size_t max,
     return CALL(s, tombs_expire, now_us, max, after, removed, more);
 }
 
+/* ---- schedules -------------------------------------------------------------- */
+
+int pl__store_scheds(pl__store *s, pl__kvs *out)
+{
+    return CALL(s, scheds, out);
+}
+
 /* ---- time and events -------------------------------------------------------- */
 
 int pl__store_timer_set(pl__store *s, uint64_t run, const char *run_id,

@@ -25,6 +25,7 @@
  *     keys.c         step keys: where each step of a run sits (keys.h)
  *     hash.c         the hash chain's digests, the run records' checksums
  *                    (hash.h, on base/sha256.h)
+ *     schedrec.c     the schedule record (schedrec.h)
  *
  *   lmdb/            the embedded default (lmdb_store.h, lmdb_int.h)
  *     lmdb_ident.c   what a file must be before LMDB maps it, and what
@@ -35,6 +36,7 @@
  *     lmdb_lease.c   run leases (LEASES below)
  *     lmdb_delete.c  deleting runs: tombstones, steps removed in bounded
  *                    transactions (DELETING below)
+ *     lmdb_sched.c   schedules (SCHEDULES below)
  *     lmdb_time.c    timers and inboxes (TIMERS below)
  *
  *   pg/              the store on PostgreSQL, for a postgresql:// path
@@ -44,6 +46,7 @@
  *     pg_read.c      reading ledgers, runs and states
  *     pg_lease.c     leases and the queue
  *     pg_delete.c    deleting runs, tombstones (DELETING below)
+ *     pg_sched.c     schedules (SCHEDULES below)
  *     pg_time.c      timers and inboxes (TIMERS below)
  *
  * Thread rules: one store per process and path; all functions may be called
@@ -155,6 +158,11 @@ typedef struct pl__batch {
      * PL_EEXIST */
     const char *succ_id;
     const pl__buf *succ_info, *succ_state;
+    /* a schedule written in the same transaction (SCHEDULES below): */
+    const char *sched_name;      /* NULL: none */
+    const pl__buf *sched_rec;    /* its new record; NULL: delete it */
+    const pl__buf *sched_expect; /* non-NULL: write only over this record
+                                    (else nothing, and no error) */
     /* time (TIMERS and INBOXES below), in the same transaction: */
     int64_t timer_us;     /* > 0: the run's timer is due then, or at the
                             earlier time it has (a run that parks) */
@@ -363,6 +371,23 @@ PL__HIDDEN int pl__store_tomb_get(pl__store *s, const char *id,
 PL__HIDDEN int pl__store_tombs_expire(pl__store *s, int64_t now_us, size_t max,
                                       pl__buf *after, size_t *removed,
                                       bool *more) PL__MUST_CHECK;
+
+/* ---- schedules --------------------------------------------------------------- */
+
+/*
+ * SCHEDULES.  A schedule (core/engine/schedule.c) is one record under its
+ * name (LMDB: the `schedules` database; PostgreSQL: the `schedules`
+ * table), its format in ledger/codec/schedrec.c.  It is written by a
+ * commit: pl__batch.sched_name puts, replaces or deletes it, in the
+ * commit's transaction (on PostgreSQL in its one round trip); with
+ * sched_expect only over the record the writer read, so that a worker's
+ * step forward never undoes a change made meanwhile.
+ */
+#define PL__SCHED_MAX 4096 /* schedules a store holds at most */
+
+/* Every schedule, in name order: keys are names, values records. */
+PL__HIDDEN int pl__store_scheds(pl__store *s, pl__kvs *out) PL__MUST_CHECK;
+
 /* ---- timers and inboxes ------------------------------------------------------ */
 
 /*

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install the Debian packages policyledger needs that are missing.
 #   scripts/deps.sh          what the library, tools, demo and benchmark need
+#                            (tzdata: the zones of cron schedules)
 #   scripts/deps.sh --test   and what the tests and checks need (Criterion,
 #                            valgrind, g++ for the header's C++ check,
 #                            clang-format for scripts/format.sh, python3 for
@@ -16,7 +17,7 @@ set -euo pipefail
 
 pkgs=(gcc libc6-dev make cmake pkg-config
       liblmdb-dev libpq-dev libmsgpack-dev libcjson-dev libssl-dev libcurl4-openssl-dev
-      libmicrohttpd-dev)
+      libmicrohttpd-dev tzdata)
 if [ "${1:-}" = "--test" ]; then
   pkgs+=(libcriterion-dev valgrind g++ clang-format python3
          json-schema-test-suite postgresql nodejs chromium)

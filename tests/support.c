@@ -147,6 +147,25 @@ void t_store_copy(const char *to, const char *from)
     t_copy_file(from, to);
 }
 
+void t_mix(uint64_t *h, const void *p, size_t n)
+{
+    const uint8_t *b = p;
+    for (size_t i = 0; i < n; i++)
+        *h = (*h ^ b[i]) * 1099511628211ull;
+}
+
+void t_mix_str(uint64_t *h, const char *s)
+{
+    t_mix(h, s ? s : "(null)", strlen(s ? s : "(null)") + 1);
+}
+
+void t_mix_json(uint64_t *h, const cJSON *j)
+{
+    char *t = j ? cJSON_PrintUnformatted(j) : NULL;
+    t_mix_str(h, t);
+    cJSON_free(t);
+}
+
 cJSON *t_json(const char *text)
 {
     cJSON *j = cJSON_Parse(text);

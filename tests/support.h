@@ -75,6 +75,12 @@ typedef struct t_counters { /* atomic: policies may run on many threads */
 } t_counters;
 extern t_counters t_calls;
 
+/* FNV-1a digests of what calls give back (bytes, text, JSON's compact
+ * text), for comparing a damaged store's answers with a sound one's. */
+void t_mix(uint64_t *h, const void *p, size_t n);
+void t_mix_str(uint64_t *h, const char *s);
+void t_mix_json(uint64_t *h, const cJSON *j);
+
 /* A JSON object from text; fails the test on bad JSON. */
 cJSON *t_json(const char *text);
 /* Compact text of a JSON value (caller frees). */

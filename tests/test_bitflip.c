@@ -5,8 +5,9 @@
  * The store holds four runs: a completed one with nested calls ("done"), a
  * suspended one ("waiting"), one whose process was killed (SIGKILL)
  * inside a non-idempotent call ("crashed"), and one parked waiting for an
- * event ("parked", with its timer, and an event of another name in its
- * inbox).  Each flip is made in a copy of
+ * event ("parked", with its timer, an event of another name and a
+ * cancellation in its inbox: continued, it is cancelled and makes a
+ * compensating call).  Each flip is made in a copy of
  * the data file, in place, at the bytes LMDB itself points to (so a changed
  * key stays where it was in its page, out of order in the B-tree, as real
  * corruption would leave it).  A forked child then opens the copy and runs
@@ -72,6 +73,8 @@
 
 static const char *const g_runs[] = {"done", "waiting", "crashed", "parked"};
 #define N_RUNS 4
+/* the store's one schedule is listed as of this time (2026-01-01) */
+#define SCHED_NOW_MS 1767225600000LL
 
 /* ---- the policies -------------------------------------------------------- */
 
@@ -160,13 +163,18 @@ static int chain_once(pl_ctx *ctx, const pl_action *a, pl_steps *out,
     return pl_steps_add_result(out, pl_json_empty());
 }
 
-/* waitev: waits a day for the event "go". */
+/* waitev: waits a day for the event "go"; cancelled, it makes a
+ * compensating call. */
 static int waitev(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
 {
     (void)a;
     (void)user;
     cJSON *p = NULL;
     int st = pl_ctx_wait_event(&p, ctx, "go", 86400000);
+    if (st == PL_ECANCELLED) {
+        st = call_one(ctx, "echo", "{\"undo\": 1}", NULL);
+        return st ? st : PL_ECANCELLED;
+    }
     if (!st)
         st = pl_steps_add_resultf(out, "{s:O}", "got", p);
     cJSON_Delete(p);
@@ -231,6 +239,15 @@ static uint8_t *build(const char *path, const pl_registry *reg, size_t *len)
     o = t_start(e, "ask", "{}", "waiting");
     cr_assert_eq(o->status, PL_RUN_SUSPENDED);
     pl_outcome_free(o);
+    pl_schedule sc = PL_SCHEDULE_INIT;
+    sc.name = "nightly";
+    sc.cron = "30 2 * * 1-5";
+    sc.zone = "Europe/London";
+    sc.policy = "outer";
+    sc.catch_up = PL_CATCH_UP_ALL;
+    sc.catch_up_max = 3;
+    sc.start_ms = SCHED_NOW_MS;
+    cr_assert_eq(pl_schedule_put(e, &sc), PL_OK, "%s", pl_errmsg());
     pl_engine_close(e);
 
     pid_t pid = fork();
@@ -264,6 +281,14 @@ static uint8_t *build(const char *path, const pl_registry *reg, size_t *len)
                  pl_errmsg());
     cJSON_Delete(ev);
     pl_engine_close(e);
+    /* where waitev is not registered, a cancellation waits in the inbox */
+    pl_registry *bare = NULL;
+    cr_assert_eq(pl_registry_new(&bare), PL_OK);
+    e = open_engine(path, bare);
+    cr_assert_not_null(e, "%s", pl_errmsg());
+    cr_assert_eq(pl_run_cancel(e, "parked", "stop"), PL_OK, "%s", pl_errmsg());
+    pl_engine_close(e);
+    pl_registry_free(bare);
 
     return read_whole(path, len);
 }
@@ -330,8 +355,9 @@ static void find_targets(const char *path, targets *keys, targets *vals,
                          uint64_t crashed_num, const uint8_t *crashed_last,
                          size_t crashed_last_len)
 {
-    static const char *const dbs[] = {"meta",    "runs",   "state", "steps",
-                                      "journal", "timers", "due",   "inbox"};
+    static const char *const dbs[] = {"meta",  "runs",    "state",
+                                      "steps", "journal", "timers",
+                                      "due",   "inbox",   "schedules"};
     (void)crashed_num;
     find_targets_in(path, dbs, PL__ARRAY_LEN(dbs), keys, vals, crashed_last,
                     crashed_last_len);
@@ -392,68 +418,52 @@ typedef struct report {
     uint64_t digest; /* of everything read back (no check of real continue) */
 } report;
 
-static void mix(uint64_t *h, const void *p, size_t n)
-{
-    const uint8_t *b = p;
-    for (size_t i = 0; i < n; i++)
-        *h = (*h ^ b[i]) * 1099511628211ull;
-}
-
-static void mix_str(uint64_t *h, const char *s)
-{
-    mix(h, s ? s : "(null)", strlen(s ? s : "(null)") + 1);
-}
-
-static void mix_json(uint64_t *h, const cJSON *j)
-{
-    char *t = j ? cJSON_PrintUnformatted(j) : NULL;
-    mix_str(h, t);
-    cJSON_free(t);
-}
-
 static void note(report *r, int st)
 {
     if (st == PL_ECORRUPT || st == PL_EVERSION)
         r->reported = true;
     if (st == PL_ENONDET)
         r->nondet = true;
-    mix(&r->digest, &st, sizeof st);
+    t_mix(&r->digest, &st, sizeof st);
 }
 
 static int visit_run(const pl_run_info *info, void *user)
 {
     uint64_t *h = user;
-    mix_str(h, info->id);
-    mix_str(h, info->policy);
-    mix_json(h, info->payload);
-    mix(h, &info->status, sizeof info->status);
-    mix(h, &info->steps, sizeof info->steps);
-    mix(h, &info->created_us, sizeof info->created_us);
-    mix(h, &info->updated_us, sizeof info->updated_us);
-    mix(h, &info->heartbeat_us, sizeof info->heartbeat_us);
-    mix(h, &info->owner_pid, sizeof info->owner_pid);
-    mix_str(h, info->owner_host);
-    mix(h, &info->attempts, sizeof info->attempts);
-    mix(h, &info->error, sizeof info->error);
-    mix_str(h, info->reason);
-    mix_str(h, info->suspended_path);
-    mix_json(h, info->prompt);
+    t_mix_str(h, info->id);
+    t_mix_str(h, info->policy);
+    t_mix_json(h, info->payload);
+    t_mix(h, &info->status, sizeof info->status);
+    t_mix(h, &info->steps, sizeof info->steps);
+    t_mix(h, &info->created_us, sizeof info->created_us);
+    t_mix(h, &info->updated_us, sizeof info->updated_us);
+    t_mix(h, &info->heartbeat_us, sizeof info->heartbeat_us);
+    t_mix(h, &info->owner_pid, sizeof info->owner_pid);
+    t_mix_str(h, info->owner_host);
+    t_mix(h, &info->attempts, sizeof info->attempts);
+    t_mix(h, &info->error, sizeof info->error);
+    t_mix_str(h, info->reason);
+    t_mix_str(h, info->suspended_path);
+    t_mix_json(h, info->prompt);
+    t_mix(h, &info->wake_ms, sizeof info->wake_ms);
+    t_mix_str(h, info->wait_event);
+    t_mix(h, &info->deadline_ms, sizeof info->deadline_ms);
     return 0;
 }
 
 static void mix_step(uint64_t *h, const pl_step *s)
 {
     pl_step_type t = pl_step_type_of(s);
-    mix(h, &t, sizeof t);
-    mix_str(h, pl_step_actor(s));
-    mix_str(h, pl_step_id(s));
-    mix_str(h, pl_step_code(s));
+    t_mix(h, &t, sizeof t);
+    t_mix_str(h, pl_step_actor(s));
+    t_mix_str(h, pl_step_id(s));
+    t_mix_str(h, pl_step_code(s));
     int64_t us = pl_step_time_us(s);
-    mix(h, &us, sizeof us);
+    t_mix(h, &us, sizeof us);
     uint8_t prev[PL_HASH_LEN] = {0};
     (void)pl_step_prev_hash(prev, s);
-    mix(h, prev, sizeof prev);
-    mix_json(h, pl_step_payload(s));
+    t_mix(h, prev, sizeof prev);
+    t_mix_json(h, pl_step_payload(s));
 }
 
 static int visit_step(const pl_step *s, void *user)
@@ -479,6 +489,11 @@ static void child(const char *path, const pl_registry *reg, int fd)
     } else {
         stage(fd, 'l'); /* list */
         note(&r, pl_engine_runs(e, visit_run, &r.digest));
+        stage(fd, 's');
+        cJSON *scheds = NULL;
+        note(&r, pl_schedule_list(&scheds, e, SCHED_NOW_MS));
+        t_mix_json(&r.digest, scheds);
+        cJSON_Delete(scheds);
         for (size_t i = 0; i < N_RUNS; i++) {
             stage(fd, 'w');
             note(&r, pl_run_walk(e, g_runs[i], visit_step, &r.digest));
@@ -497,8 +512,8 @@ static void child(const char *path, const pl_registry *reg, int fd)
             pl_outcome *o = NULL;
             note(&r, pl_run_continue(&o, e, g_runs[i], &ro));
             if (o) {
-                mix(&r.digest, &o->status, sizeof o->status);
-                mix_str(&r.digest, o->reason);
+                t_mix(&r.digest, &o->status, sizeof o->status);
+                t_mix_str(&r.digest, o->reason);
             }
             pl_outcome_free(o);
         }
@@ -517,7 +532,7 @@ static void child(const char *path, const pl_registry *reg, int fd)
         stage(fd, 't');
         int64_t next = 0;
         note(&r, pl_engine_wake(e, &next));
-        mix(&r.digest, &next, sizeof next);
+        t_mix(&r.digest, &next, sizeof next);
         pl_engine_close(e);
     }
     stage(fd, '=');
@@ -531,6 +546,7 @@ static const char *stage_name(char c)
     switch (c) {
     case 'o': return "pl_engine_open";
     case 'l': return "pl_engine_runs";
+    case 's': return "pl_schedule_list";
     case 'w': return "pl_run_walk";
     case 'g': return "pl_run_ledger";
     case 'v': return "pl_run_verify";
@@ -539,7 +555,7 @@ static const char *stage_name(char c)
     case 't': return "pl_engine_wake";
     case 'b': return "pl_run_tombstone";
     case 'i': return "pl_run_get";
-    case 's': return "pl_run_start";
+    case 'n': return "pl_run_start";
     case 'p': return "pl_engine_prune";
     default: return "?";
     }
@@ -811,9 +827,9 @@ static void deleted_child(const char *path, const pl_registry *reg, int fd)
             pl_tombstone t = PL_TOMBSTONE_INIT;
             int st = pl_run_tombstone(&t, e, gone[i]);
             note(&r, st);
-            mix(&r.digest, &st, sizeof st);
+            t_mix(&r.digest, &st, sizeof st);
             if (!st)
-                mix(&r.digest, &t, sizeof t);
+                t_mix(&r.digest, &t, sizeof t);
         }
         static const char *const links[] = {"chain", "chain~1"};
         for (size_t i = 0; i < 2; i++) {
@@ -821,15 +837,15 @@ static void deleted_child(const char *path, const pl_registry *reg, int fd)
             pl_run_info *ri = NULL;
             int st = pl_run_get(&ri, e, links[i]);
             note(&r, st);
-            mix(&r.digest, &st, sizeof st);
+            t_mix(&r.digest, &st, sizeof st);
             if (!st) {
-                mix(&r.digest, &ri->status, sizeof ri->status);
-                mix_str(&r.digest, ri->successor);
-                mix_str(&r.digest, ri->predecessor);
+                t_mix(&r.digest, &ri->status, sizeof ri->status);
+                t_mix_str(&r.digest, ri->successor);
+                t_mix_str(&r.digest, ri->predecessor);
             }
             pl_run_info_free(ri);
         }
-        stage(fd, 's');
+        stage(fd, 'n');
         cJSON *p = cJSON_CreateObject();
         pl_action a = {PL_ACTION_VERSION, "outer", p, NULL, 0, NULL};
         pl_run_options ro = PL_RUN_OPTIONS_INIT;
@@ -837,7 +853,7 @@ static void deleted_child(const char *path, const pl_registry *reg, int fd)
         pl_outcome *o = NULL;
         int st = pl_run_start(&o, e, &a, &ro);
         note(&r, st);
-        mix(&r.digest, &st, sizeof st);
+        t_mix(&r.digest, &st, sizeof st);
         pl_outcome_free(o);
         cJSON_Delete(p);
         stage(fd, 'p');

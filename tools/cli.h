@@ -86,7 +86,7 @@ const char *cli_quote(char *out, size_t n, const char *s);
  * enclosing block). */
 #define QUOTE(s) cli_quote((char[CLI_QUOTE_MAX]){0}, CLI_QUOTE_MAX, (s))
 
-/* Is @p id a run id: 1..PL_MAX_RUN_ID bytes of [A-Za-z0-9._:-]? */
+/* Is @p id a run id: 1..PL_MAX_RUN_ID bytes of [A-Za-z0-9._:@-]? */
 bool cli_run_id_ok(const char *id);
 
 /* A copy of @p s, caller frees with free(); NULL on OOM. */

@@ -3,7 +3,7 @@
  * function per command.  ledger-dump.c parses the command line and
  * dispatches; dump_list.c lists runs and counts them (--stats);
  * dump_tree.c shows one run (--run, --follow, the export); dump_verify.c
- * is --verify.
+ * is --verify; dump_sched.c --schedules.
  */
 #ifndef PL_DUMP_H
 #define PL_DUMP_H
@@ -20,7 +20,7 @@ typedef struct opts {
     const char *store;
     const char *run;
     out_format format;
-    bool full, follow, verify, stats, chain;
+    bool full, follow, verify, stats, chain, schedules;
     bool has_status;
     pl_run_status status;
     const char *policy, *actor, *invocation;
@@ -41,5 +41,7 @@ int cmd_chain(pl_engine *e, const opts *o);
 int cmd_run(pl_engine *e, const opts *o);
 /* dump_verify.c */
 int cmd_verify(pl_engine *e, const opts *o);
+/* dump_sched.c */
+int cmd_schedules(pl_engine *e, const opts *o);
 
 #endif /* PL_DUMP_H */

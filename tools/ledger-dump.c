@@ -65,6 +65,9 @@ static void usage(FILE *f)
         "                      matches its ledgers; each fault is printed\n"
         "  --stats             runs by status, steps, store size and free pages, and\n"
         "                      the largest runs\n"
+        "  --schedules         the schedules: name, cron expression, zone, root\n"
+        "                      policy, overlap and catch-up rules, and the next tick\n"
+        "                      (a tick no worker has fired yet is marked due)\n"
         "  -h, --help          this text\n"
         "\n"
         "Exit codes: 0 fine; 1 bad usage; 2 the store cannot be opened or read, or\n"
@@ -78,7 +81,8 @@ static void usage(FILE *f)
         "  ledger-dump ./store --run ID --format jsonl | jq -r .type\n"
         "  ledger-dump ./store --run ID --follow        watch a run as it goes\n"
         "  ledger-dump ./store --verify                 check every hash chain\n"
-        "  ledger-dump ./store --stats --format json\n",
+        "  ledger-dump ./store --stats --format json\n"
+        "  ledger-dump ./store --schedules\n",
         SHORT_PAYLOAD);
 }
 
@@ -117,6 +121,8 @@ static int parse_args(opts *o, int argc, char **argv)
             o->chain = true;
         } else if (!strcmp(a, "--verify")) {
             o->verify = true;
+        } else if (!strcmp(a, "--schedules")) {
+            o->schedules = true;
         } else if (!strcmp(a, "--stats")) {
             o->stats = true;
         } else if (cli_option(argc, argv, &i, "--run", &v)) {
@@ -228,6 +234,11 @@ static int parse_args(opts *o, int argc, char **argv)
                   "--run");
         return CLI_EXIT_USAGE;
     }
+    if (o->schedules && (o->run || o->verify || o->stats || o->has_status ||
+                         o->policy || o->has_since)) {
+        cli_error("--schedules lists the schedules; it takes only --format");
+        return CLI_EXIT_USAGE;
+    }
     if ((o->verify && (o->stats || o->follow)) || (o->stats && o->run) ||
         (o->follow && o->format == FMT_JSON)) {
         cli_error("--verify, --stats and --follow do not combine that way "
@@ -248,7 +259,9 @@ int main(int argc, char **argv)
     pl_registry *reg;
     if (!cli_open_store(&e, &reg, o.store))
         return CLI_EXIT_STORE;
-    if (o.verify)
+    if (o.schedules)
+        rc = cmd_schedules(e, &o);
+    else if (o.verify)
         rc = cmd_verify(e, &o);
     else if (o.stats)
         rc = cmd_stats(e, &o);

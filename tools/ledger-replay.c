@@ -143,6 +143,27 @@ static void usage(FILE *f)
         "                        replay --import loads it back).  --dry-run "
         "lists, and\n"
         "                        deletes nothing.  Needs no --plugin.\n"
+        "  --schedule-put NAME --cron EXPR [--zone Z] --policy P --payload "
+        "JSON\n"
+        "      [--overlap skip|allow] [--catch-up skip|latest|all:N]\n"
+        "                        create or replace schedule NAME: a run of P "
+        "at every\n"
+        "                        tick of the cron expression (5 fields) in "
+        "zone Z (UTC\n"
+        "                        by default, or a tz name such as "
+        "Europe/London), its\n"
+        "                        id NAME@<tick>; the workers start them.  "
+        "--overlap:\n"
+        "                        skip a tick while the last run is live "
+        "(default), or\n"
+        "                        allow it; --catch-up: after a pause, start "
+        "no missed\n"
+        "                        tick (default), the latest, or each of the "
+        "last N.\n"
+        "                        Needs no --plugin; the store is created if "
+        "need be\n"
+        "  --schedule-delete NAME\n"
+        "                        delete schedule NAME (its runs stay)\n"
         "\n"
         "Options:\n"
         "  --plugin LIB.so       load a plugin's policies (repeatable; at "
@@ -244,10 +265,15 @@ static int set_mode(options *o, enum mode m, const char *flag);
 
 static bool is_queue_flag(const char *a)
 {
-    return !strcmp(a, "--concurrency") || !strcmp(a, "--lease-ms") ||
-           !strcmp(a, "--submit") || !strcmp(a, "--payload") ||
-           !strcmp(a, "--retain") || !strcmp(a, "--older-than") ||
-           !strcmp(a, "--status") || !strcmp(a, "--archive");
+    static const char *const flags[] = {
+        "--concurrency",  "--lease-ms",        "--submit",  "--payload",
+        "--retain",       "--older-than",      "--status",  "--archive",
+        "--schedule-put", "--schedule-delete", "--cron",    "--zone",
+        "--policy",       "--overlap",         "--catch-up"};
+    for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
+        if (!strcmp(a, flags[i]))
+            return true;
+    return false;
 }
 
 /* The valued flags of --worker and --submit; -1 after a usage error. */
@@ -271,6 +297,22 @@ static int parse_queue_flag(options *o, const char *a, const char *v)
         o->status = v;
     if (!strcmp(a, "--archive"))
         o->archive = v;
+    if (!strcmp(a, "--schedule-put")) {
+        o->sched_put = v;
+        return set_mode(o, MODE_SCHED_PUT, a);
+    }
+    if (!strcmp(a, "--schedule-delete")) {
+        o->sched_delete = v;
+        return set_mode(o, MODE_SCHED_DELETE, a);
+    }
+    const char **slot = !strcmp(a, "--cron")       ? &o->cron
+                        : !strcmp(a, "--zone")     ? &o->zone
+                        : !strcmp(a, "--policy")   ? &o->policy
+                        : !strcmp(a, "--overlap")  ? &o->overlap
+                        : !strcmp(a, "--catch-up") ? &o->catch_up
+                                                   : NULL;
+    if (slot)
+        *slot = v;
     return 0;
 }
 
@@ -279,7 +321,8 @@ static int set_mode(options *o, enum mode m, const char *flag)
     if (o->mode != MODE_NONE && o->mode != m) {
         cli_error("%s cannot be combined with another mode (--run, --all, "
                   "--resume, --check, --fork, --import, --worker, --submit, "
-                  "--signal, --cancel, --wake, --prune: pick one)",
+                  "--signal, --cancel, --wake, --prune, --schedule-put, "
+                  "--schedule-delete: pick one)",
                   flag);
         return -1;
     }
@@ -421,7 +464,19 @@ static int parse_args(options *o, int argc, char **argv)
         cli_error("no store given (see --help)");
         return EXIT_USAGE;
     }
-    if (!o->n_plugins && !o->n_mcp && o->mode != MODE_IMPORT &&
+    bool sched = o->mode == MODE_SCHED_PUT || o->mode == MODE_SCHED_DELETE;
+    if ((o->cron || o->zone || o->policy || o->overlap || o->catch_up) &&
+        o->mode != MODE_SCHED_PUT) {
+        cli_error("--cron, --zone, --policy, --overlap and --catch-up go with "
+                  "--schedule-put");
+        return EXIT_USAGE;
+    }
+    if (o->mode == MODE_SCHED_PUT && (!o->cron || !o->policy || !o->payload)) {
+        cli_error("--schedule-put needs --cron EXPR, --policy NAME and "
+                  "--payload JSON");
+        return EXIT_USAGE;
+    }
+    if (!o->n_plugins && !o->n_mcp && o->mode != MODE_IMPORT && !sched &&
         o->mode != MODE_SIGNAL && o->mode != MODE_CANCEL &&
         o->mode != MODE_PRUNE) {
         cli_error("no --plugin given: the policies to replay with come from "
@@ -450,9 +505,11 @@ static int parse_args(options *o, int argc, char **argv)
         cli_error("--concurrency and --lease-ms go with --worker");
         return EXIT_USAGE;
     }
-    bool wants_payload = o->mode == MODE_SUBMIT || o->mode == MODE_SIGNAL;
+    bool wants_payload = o->mode == MODE_SUBMIT || o->mode == MODE_SIGNAL ||
+                         o->mode == MODE_SCHED_PUT;
     if (!o->payload != !wants_payload) {
-        cli_error(o->payload ? "--payload goes with --submit or --signal"
+        cli_error(o->payload ? "--payload goes with --submit, --signal or "
+                               "--schedule-put"
                   : o->mode == MODE_SIGNAL ? "--signal needs --payload JSON"
                                            : "--submit needs --payload JSON");
         return EXIT_USAGE;
@@ -596,6 +653,8 @@ static const char *mode_name(enum mode m)
     case MODE_WORKER: return "worker";
     case MODE_SUBMIT: return "submit";
     case MODE_PRUNE: return "prune";
+    case MODE_SCHED_PUT: return "schedule-put";
+    case MODE_SCHED_DELETE: return "schedule-delete";
     case MODE_SIGNAL: return "signal";
     case MODE_CANCEL: return "cancel";
     case MODE_WAKE: return "wake";
@@ -657,11 +716,14 @@ int main(int argc, char **argv)
     }
     /* everything is checked before the store is opened, and only
      * --submit and --import create one */
+    bool sched = t.opt.mode == MODE_SCHED_PUT ||
+                 t.opt.mode == MODE_SCHED_DELETE;
     rc = t.opt.mode == MODE_SUBMIT   ? prepare_submit(&t)
          : t.opt.mode == MODE_IMPORT ? prepare_import(&t)
          : t.opt.mode == MODE_RESUME ? prepare_resume(&t)
          : t.opt.mode == MODE_PRUNE  ? prepare_prune(&t)
          : t.opt.mode == MODE_WORKER ? prepare_worker(&t)
+         : sched                     ? prepare_schedule(&t)
          : t.opt.mode == MODE_SIGNAL ? prepare_signal(&t)
                                      : 0;
     if (rc)
@@ -674,7 +736,8 @@ int main(int argc, char **argv)
     eo.on_event = on_event;
     eo.event_user = &t.w;
     eo.lease_ms = t.opt.lease_ms;
-    eo.no_create = t.opt.mode != MODE_SUBMIT && t.opt.mode != MODE_IMPORT;
+    eo.no_create = t.opt.mode != MODE_SUBMIT && t.opt.mode != MODE_IMPORT &&
+                   t.opt.mode != MODE_SCHED_PUT;
     /* --check writes nothing: a read-only store or file system will do */
     eo.read_only = t.opt.mode == MODE_CHECK;
     if ((st = pl_engine_open(&t.engine, t.opt.store, t.reg, &eo))) {
@@ -704,6 +767,8 @@ int main(int argc, char **argv)
     case MODE_WORKER: mode_worker(&t); break;
     case MODE_SUBMIT: mode_submit(&t); break;
     case MODE_PRUNE: mode_prune(&t); break;
+    case MODE_SCHED_PUT:
+    case MODE_SCHED_DELETE: mode_schedule(&t); break;
     case MODE_SIGNAL: mode_signal(&t); break;
     case MODE_CANCEL: mode_cancel(&t); break;
     case MODE_WAKE: mode_wake(&t); break;

@@ -4,7 +4,8 @@
  * ledger-replay.c parses the command line and dispatches; replay_report.c
  * reports; replay_run.c continues, resumes and forks; replay_check.c is
  * --check; replay_queue.c is --import, --submit and --worker;
- * replay_time.c is --signal, --cancel and --wake.
+ * replay_time.c is --signal, --cancel and --wake; replay_sched.c
+ * --schedule-put and --schedule-delete.
  */
 #ifndef PL_REPLAY_H
 #define PL_REPLAY_H
@@ -29,6 +30,8 @@ enum mode {
     MODE_IMPORT,
     MODE_WORKER,
     MODE_SUBMIT,
+    MODE_SCHED_PUT,
+    MODE_SCHED_DELETE,
     MODE_SIGNAL,
     MODE_CANCEL,
     MODE_WAKE,
@@ -62,6 +65,10 @@ typedef struct options {
     const char *status;     /* --status LIST */
     const char *archive;    /* --archive DIR */
     bool dry_run;           /* --dry-run */
+    /* schedules: --schedule-put, --schedule-delete */
+    const char *sched_put, *sched_delete; /* the schedule's name */
+    const char *cron, *zone, *policy;     /* --cron, --zone, --policy */
+    const char *overlap, *catch_up;       /* --overlap, --catch-up */
     /* time: --signal, --cancel */
     const char *name;   /* --name EVENT */
     const char *reason; /* --reason TEXT */
@@ -104,9 +111,10 @@ typedef struct tool {
     cJSON *skipped; /* --json: runs --all left alone */
     int exit;       /* the worst so far */
     /* inputs checked before the store is opened (see prepare_*) */
-    cJSON *payload;  /* --submit's and --signal's */
-    cJSON *answer;   /* --resume's */
-    FILE *import_in; /* --import's, checked and rewound */
+    cJSON *payload;       /* --submit's, --signal's, --schedule-put's */
+    cJSON *answer;        /* --resume's */
+    FILE *import_in;      /* --import's, checked and rewound */
+    pl_schedule schedule; /* --schedule-put's */
     unsigned n_ok, n_suspended, n_failed, n_diverged, n_skipped;
     uint64_t prune_older_ms; /* --older-than, read */
     unsigned prune_statuses; /* --status, read */
@@ -149,6 +157,9 @@ int prepare_submit(tool *t);
 int prepare_import(tool *t);
 int prepare_prune(tool *t);
 int prepare_worker(tool *t); /* replay_prune.c: --retain */
+int prepare_schedule(tool *t);
+/* replay_sched.c: --schedule-put, --schedule-delete */
+void mode_schedule(tool *t);
 int prepare_signal(tool *t);
 
 void continue_one(tool *t, const char *id, const char *note);

@@ -115,6 +115,7 @@ static const char *const event_names[] = {
     "diverged",
     "store_lost",
     "store_back",
+    "schedule_failed",
 };
 
 const char *pl_event_kind_name(pl_event_kind k)

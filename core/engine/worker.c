@@ -36,6 +36,7 @@
 #define CONCURRENCY_MAX 256
 #define POLL_MS_DEFAULT 100
 #define NAP_MS 20 /* the longest a waiting thread sleeps between checks */
+#define SCHED_LOOK_MS 1000 /* schedules are read at least this often */
 /* a lease handed back expires this long ago: first in the queue */
 #define HAND_BACK_US (-((int64_t)1 << 60))
 
@@ -56,6 +57,10 @@ typedef struct worker {
     uint64_t retain_ms;
     uint64_t prune_every_ns;
     _Atomic uint64_t prune_next_ns; /* when a thread prunes next */
+    /* schedules (guarded by mu): when to fire them next, and whether a
+     * thread is at it */
+    int64_t sched_at_ms;
+    bool sched_busy;
 } worker;
 
 /* Apply the retention rule when it is due: one thread at a time (the one
@@ -164,11 +169,38 @@ static void idle(const pl_engine *e, unsigned ms)
     }
 }
 
+/*
+ * Fire the schedules when their time has come (schedule.c), on one thread
+ * at a time: at their next tick, and at least every SCHED_LOOK_MS, for a
+ * schedule put meanwhile by another process.
+ */
+static void fire_schedules(worker *w)
+{
+    int64_t now = pl__now_us() / 1000, next = 0;
+    pthread_mutex_lock(&w->mu);
+    bool mine = !w->sched_busy && now >= w->sched_at_ms;
+    if (mine)
+        w->sched_busy = true;
+    pthread_mutex_unlock(&w->mu);
+    if (!mine)
+        return;
+    size_t started = 0;
+    int st = pl_schedule_fire(w->e, now, &started, &next);
+    if (st && w->e->on_event)
+        store_event(w->e, PL_EVENT_SCHEDULE_FAILED, st, pl_errmsg());
+    int64_t at = now + SCHED_LOOK_MS;
+    pthread_mutex_lock(&w->mu);
+    w->sched_at_ms = next && next < at ? next : at;
+    w->sched_busy = false;
+    pthread_mutex_unlock(&w->mu);
+}
+
 static void *work(void *arg)
 {
     worker *w = arg;
     pl_engine *e = w->e;
     while (!stopping(e)) {
+        fire_schedules(w);
         pl__lease lease;
         int st = PL_OK;
         int64_t next_due = 0;

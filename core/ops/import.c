@@ -590,7 +590,7 @@ int pl_run_import(char **out_run_id, pl_engine *e, FILE *in, const char *new_id)
     if (new_id && !pl__run_id_ok(new_id))
         return pl__err(PL_EINVAL,
                        "pl_run_import: bad new run id '%s' (1..%d "
-                       "bytes of [A-Za-z0-9._:-])",
+                       "bytes of [A-Za-z0-9._:@-])",
                        new_id, PL_MAX_RUN_ID);
     import_ctx x = {0};
     x.rd.in = in;
@@ -717,6 +717,15 @@ int pl_run_import(char **out_run_id, pl_engine *e, FILE *in, const char *new_id)
     if (rs.has_head && !pl__rechain_head(&w, rs.head))
         rs.has_head = false;
     fill.run = create.run;
+    /* a waiting run gets its timer, as the wait that parked it set it:
+     * due at its wake time, or at its deadline to end */
+    if (rs.status == PL_RUN_WAITING) {
+        int64_t due = rs.wait_until_ms;
+        if (ri.deadline_ms && (!due || ri.deadline_ms < due))
+            due = ri.deadline_ms;
+        fill.timer_us = due > 0 ? due * 1000 : 0;
+        fill.timer_id = id;
+    }
     if ((st = pl__run_state_encode(&fill.state, id, &rs)) ||
         (st = pl__engine_commit(e, &fill)))
         goto done;

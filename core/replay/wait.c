@@ -736,14 +736,19 @@ int pl_engine_wake(pl_engine *e, int64_t *next_due_ms)
         *next_due_ms = 0;
     if (!e)
         return pl__err(PL_EINVAL, "pl_engine_wake: engine is NULL");
+    int64_t tick = 0; /* the schedules' next (schedule.c) */
+    int sst = pl__schedules_wake(e, &tick);
+    if (sst)
+        return sst;
     for (;;) {
         pl__lease lease;
         int64_t next = 0;
         int st = pl__store_timer_take(e->store, e->worker, e->lease_us, &lease,
                                       &next);
         if (st == PL_ENOTFOUND) {
+            next = next ? (next + 999) / 1000 : 0;
             if (next_due_ms)
-                *next_due_ms = next ? (next + 999) / 1000 : 0;
+                *next_due_ms = tick && (!next || tick < next) ? tick : next;
             pl__err_clear();
             return PL_OK;
         }

@@ -8,6 +8,13 @@
  * it.  A crash at any point is continued from the ledger: no model call,
  * tool call or approval is made twice.
  *
+ * With "approval_timeout_ms": N in the root's payload, the approval is
+ * timed: the root tells the approver (notify_approver, a recorded call),
+ * then waits up to N ms for an "approval" event (pl_run_signal()), parked
+ * in the store meanwhile.  An answer in time decides as above; none in
+ * time escalates (escalate, a recorded call) and the run ends with the
+ * answer withheld and "escalated": true.
+ *
  * The model's tool calls go through the tool adapter: paginate reads every
  * page of a tool that has pages (search_notes), each page a recorded call,
  * and observe shows the model a normalised observation of a search, not
@@ -131,6 +138,30 @@ static const char system_prompt[] =
     "answer.  Finish with a short answer that names the figures you used; "
     "a human reviews it before it is published.";
 
+/* notify_approver and escalate: the messages of the timed approval.  Here a
+ * line on stdout; a mail or a page in real life.  Each is a recorded call,
+ * so a replay does not send it again. */
+static int message(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)ctx;
+    const char *to = user, *q = NULL;
+    if (pl_json_unpack(a->payload, "{s:s}", "question", &q))
+        return pl_steps_add_error(out, PL_ERR_INVALID_INPUT,
+                                  "the payload needs a \"question\" string");
+    printf("%s: %s about \"%s\"\n", a->policy, to, q);
+    fflush(stdout);
+    return pl_steps_add_resultf(out, "{s:s}", "sent_to", to);
+}
+
+/* The timed approval: tell the approver, then wait up to @p ms for the
+ * answer.  PL_ETIMEDOUT when none came. */
+static int timed_approval(cJSON **answer, pl_ctx *ctx, const cJSON *prompt,
+                          int64_t ms)
+{
+    int st = pl_ctx_invoke(NULL, ctx, AGENT_NOTIFY, prompt);
+    return st ? st : pl_ctx_wait_event(answer, ctx, AGENT_APPROVAL_EVENT, ms);
+}
+
 /* The approval prompt shown to the human. */
 static int approval_prompt(cJSON **out, const char *question, const char *draft,
                            bool again)
@@ -153,7 +184,14 @@ static int agent(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
         return pl_steps_add_error(out, PL_ERR_INVALID_INPUT,
                                   "the payload needs a non-empty "
                                   "\"question\" string");
-    cJSON *text = NULL, *prompt = NULL, *answer = NULL;
+    const cJSON *wait = cJSON_GetObjectItemCaseSensitive(a->payload,
+                                                         "approval_timeout_ms");
+    if (wait && (!cJSON_IsNumber(wait) || wait->valuedouble < 0 ||
+                 wait->valuedouble > 1e12))
+        return pl_steps_add_error(out, PL_ERR_INVALID_INPUT,
+                                  "\"approval_timeout_ms\" is a number of "
+                                  "milliseconds, 0 to 1e12");
+    cJSON *text = NULL, *prompt = NULL, *answer = NULL, *esc = NULL;
     pl_step *res = NULL;
     int st = pl_json_pack(&text, "{s:s}", "text", q->valuestring);
     if (st)
@@ -193,13 +231,28 @@ static int agent(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
         if ((st = approval_prompt(&prompt, q->valuestring, draft->valuestring,
                                   ask > 0)))
             goto done;
-        st = pl_ctx_invoke(&answer, ctx, AGENT_HUMAN, prompt);
+        if (wait)
+            st = timed_approval(&answer, ctx, prompt,
+                                (int64_t)wait->valuedouble);
+        else
+            st = pl_ctx_invoke(&answer, ctx, AGENT_HUMAN, prompt);
+        if (st == PL_ETIMEDOUT) /* recorded: a replay escalates here too */
+            break;
         if (st)
             goto done; /* PL_ESUSPENDED first: the run waits for the human */
         ok = cJSON_GetObjectItemCaseSensitive(answer, "approved");
     }
     const cJSON *comment = cJSON_GetObjectItemCaseSensitive(answer, "comment");
-    if (!cJSON_IsBool(ok)) {
+    if (st == PL_ETIMEDOUT) {
+        if (!(st = pl_ctx_invokef(&esc, ctx, AGENT_ESCALATE, "{s:s, s:s, s:I}",
+                                  "question", q->valuestring, "draft",
+                                  draft->valuestring, "waited_ms",
+                                  (int64_t)wait->valuedouble)))
+            st = pl_steps_add_resultf(out, "{s:s, s:b, s:b, s:s, s:O}",
+                                      "question", q->valuestring, "approved",
+                                      false, "escalated", true, "withheld",
+                                      draft->valuestring, "escalation", esc);
+    } else if (!cJSON_IsBool(ok)) {
         st = pl_steps_add_error(out, PL_ERR_INVALID_INPUT,
                                 "no approval: the human's answers were not "
                                 "{\"approved\": true} or {\"approved\": "
@@ -217,6 +270,7 @@ static int agent(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     }
 done:
     pl_step_free(res);
+    cJSON_Delete(esc);
     cJSON_Delete(answer);
     cJSON_Delete(prompt);
     cJSON_Delete(text);
@@ -238,6 +292,18 @@ int agent_register(pl_registry *reg, const char *model_url,
     if (st)
         return st;
     pl_policy_def def = PL_POLICY_DEF_INIT;
+    def.name = AGENT_NOTIFY;
+    def.fn = message;
+    def.user = "the approver";
+    def.description = "Tell the approver an answer awaits their approval.";
+    if ((st = pl_registry_add(reg, &def)))
+        return st;
+    def.name = AGENT_ESCALATE;
+    def.user = "the approver's manager";
+    def.description = "Escalate an approval that did not come in time.";
+    if ((st = pl_registry_add(reg, &def)))
+        return st;
+    def = (pl_policy_def)PL_POLICY_DEF_INIT;
     def.name = "search_notes";
     def.fn = search_notes;
     def.user = (void *)data;
@@ -254,7 +320,8 @@ int agent_register(pl_registry *reg, const char *model_url,
     def.description = "Research a question, then have a human approve the "
                       "answer.";
     def.input_schema = "{\"type\":\"object\",\"properties\":{\"question\":"
-                       "{\"type\":\"string\",\"minLength\":1}},"
-                       "\"required\":[\"question\"]}";
+                       "{\"type\":\"string\",\"minLength\":1},"
+                       "\"approval_timeout_ms\":{\"type\":\"integer\","
+                       "\"minimum\":0}},\"required\":[\"question\"]}";
     return pl_registry_add(reg, &def);
 }

@@ -20,11 +20,20 @@
 #define AGENT_MAX_TURNS 12
 /** Times the human is asked when an answer is neither yes nor no. */
 #define AGENT_MAX_ASKS 3
+/** With "approval_timeout_ms" in the root's payload, the approval is an
+ *  event of this name (pl_run_signal()) awaited that long, else the run
+ *  escalates. */
+#define AGENT_APPROVAL_EVENT "approval"
+/** Tells the approver an answer awaits them (the timed approval). */
+#define AGENT_NOTIFY "notify_approver"
+/** Escalates an approval that did not come in time. */
+#define AGENT_ESCALATE "escalate"
 
 /**
  * Register the agent's policies in @p reg: the model at @p model_url, the
  * tools of @p tools (pl_tools_register()), search_notes (a paginated
- * search of the notes in @p data), ask_human and the root.
+ * search of the notes in @p data), ask_human, notify_approver, escalate
+ * and the root.
  * @param tools, data borrowed: must outlive every engine using @p reg.
  * @return PL_OK, or the first registration's failure.
  */

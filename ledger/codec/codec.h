@@ -5,6 +5,7 @@
  *
  *   record.h    record.c       the step record, and the format versions
  *   runrec.h    runrec.c       run records: a run's info and its state
+ *   schedrec.h  schedrec.c     the schedule record
  *   payload.h   mp_write.c     payloads: JSON as msgpack
  *               mp_read.c      the checked reader, decoding payloads
  *               payload_cmp.c  comparing payloads without encoding them
@@ -17,5 +18,6 @@
 #include "payload.h"
 #include "record.h"
 #include "runrec.h"
+#include "schedrec.h"
 
 #endif /* PL_CODEC_H */

@@ -394,6 +394,7 @@ static int open_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
         (rc = mdb_dbi_open(txn, "writers", MDB_CREATE, &s->writers)) ||
         (rc = mdb_dbi_open(txn, "held", MDB_CREATE, &s->held)) ||
         (rc = pl__lmdb_lease_open(s, txn, true)) ||
+        (rc = pl__lmdb_sched_open(s, txn, true)) ||
         (rc = pl__lmdb_time_open(s, txn, true)) ||
         (rc = pl__lmdb_tombs_open(s, txn, true))) {
         *st = rc == MDB_INCOMPATIBLE
@@ -486,6 +487,8 @@ static int open_read_only(pl__lmdb_store *s)
                   !mdb_dbi_open(txn, "held", 0, &s->held);
     if (!rc)
         rc = pl__lmdb_lease_open(s, txn, false);
+    if (!rc)
+        rc = pl__lmdb_sched_open(s, txn, false);
     if (!rc)
         rc = pl__lmdb_time_open(s, txn, false);
     if (!rc)

@@ -40,6 +40,9 @@ struct pl__lmdb_store {
     MDB_dbi leases;
     bool has_leases;
 
+    /* schedules (lmdb_sched.c): the same */
+    MDB_dbi schedules;
+    bool has_schedules;
     /* deleted runs (lmdb_delete.c): tombstones and steps to remove; open
      * unless read-only on an older store */
     MDB_dbi tombs, purge;
@@ -153,6 +156,26 @@ PL__HIDDEN int pl__lmdb_lease_batch(pl__lmdb_store *s, MDB_txn *txn,
  * holder executes it (*busy). */
 PL__HIDDEN int pl__lmdb_lease_drop(pl__lmdb_store *s, MDB_txn *txn,
                                    uint64_t run, bool *busy, int *st);
+/* Run @p run's lease in @p txn (MDB_NOTFOUND: none; *st: malformed). */
+PL__HIDDEN int pl__lmdb_lease_peek(pl__lmdb_store *s, MDB_txn *txn,
+                                   uint64_t run, pl__lease *out, int *st);
+/* Take run @p run's lease for @p owner in @p txn, whoever held it (the
+ * caller checked), with the next generation; the new lease in @p out. */
+PL__HIDDEN int pl__lmdb_lease_take(pl__lmdb_store *s, MDB_txn *txn,
+                                   uint64_t run, const char *run_id,
+                                   const char *owner, int64_t lease_us,
+                                   pl__lease *out, int *st);
+
+/* ---- lmdb_sched.c -------------------------------------------------------- */
+
+/* Open the `schedules` database, as pl__lmdb_lease_open() the leases. */
+PL__HIDDEN int pl__lmdb_sched_open(pl__lmdb_store *s, MDB_txn *txn,
+                                   bool create);
+
+/* A commit's schedule write for batch @p bt, in its transaction (an LMDB
+ * code). */
+PL__HIDDEN int pl__lmdb_sched_batch(pl__lmdb_store *s, MDB_txn *txn,
+                                    const pl__batch *bt);
 
 /* ---- lmdb_delete.c ------------------------------------------------------- */
 
@@ -164,15 +187,6 @@ PL__HIDDEN int pl__lmdb_tombs_open(pl__lmdb_store *s, MDB_txn *txn,
  * (*taken); an expired one is removed. */
 PL__HIDDEN int pl__lmdb_tomb_taken(pl__lmdb_store *s, MDB_txn *txn,
                                    const char *id, bool *taken, int *st);
-/* Run @p run's lease in @p txn (MDB_NOTFOUND: none; *st: malformed). */
-PL__HIDDEN int pl__lmdb_lease_peek(pl__lmdb_store *s, MDB_txn *txn,
-                                   uint64_t run, pl__lease *out, int *st);
-/* Take run @p run's lease for @p owner in @p txn, whoever held it (the
- * caller checked), with the next generation; the new lease in @p out. */
-PL__HIDDEN int pl__lmdb_lease_take(pl__lmdb_store *s, MDB_txn *txn,
-                                   uint64_t run, const char *run_id,
-                                   const char *owner, int64_t lease_us,
-                                   pl__lease *out, int *st);
 
 /* ---- lmdb_time.c --------------------------------------------------------- */
 

@@ -197,7 +197,8 @@ static int commit_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
             if ((rc = pl__lmdb_put_step(s, txn, &k, &v, &append, bt->run, st)))
                 return rc;
         }
-        if ((rc = put_state(s, txn, bt)))
+        if ((rc = put_state(s, txn, bt)) ||
+            (rc = pl__lmdb_sched_batch(s, txn, bt)))
             return rc;
         if (bt->succ_id && ((rc = create_succ(s, txn, bt, st)) || *st))
             return rc;

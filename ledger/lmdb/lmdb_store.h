@@ -55,6 +55,7 @@ PL__HIDDEN int pl__lmdb_lease_renew(pl__lmdb_store *s, const uint64_t *runs,
                                     bool *lost) PL__MUST_CHECK;
 PL__HIDDEN int pl__lmdb_lease_release(pl__lmdb_store *s, uint64_t run,
                                       uint64_t gen) PL__MUST_CHECK;
+PL__HIDDEN int pl__lmdb_scheds(pl__lmdb_store *s, pl__kvs *out) PL__MUST_CHECK;
 PL__HIDDEN int pl__lmdb_lease_get(pl__lmdb_store *s, uint64_t run,
                                   pl__lease *out) PL__MUST_CHECK;
 

@@ -20,6 +20,8 @@
  *   |                  | turns into rows                                  |
  *   | Q_STEPS          | only past STEPS_ROWS rows or STEPS_BYTES bytes   |
  *   |                  | of steps: the rest, as many as it takes          |
+ *   | Q_SCHED          | once per batch that writes a schedule            |
+ *   |                  | (pg_sched.c)                                     |
  *
  * Every one is a prepared statement (pg_conn.c prepares them on each
  * connection), so the server parses and plans none of them again.  The
@@ -463,6 +465,11 @@ int pl__pg_commit(pl__pg_store *s, pl__batch *const *batches, size_t n,
     }
     if (!st)
         st = write_all(s, x.c, batches, n, &writes);
+    /* schedules, each its statement, in the same pipeline */
+    for (size_t b = 0; !st && b < n; b++)
+        if (batches[b]->sched_name && !batches[b]->create_id &&
+            (st = pl__pg_sched_send(s, x.c, batches[b])) == PL_OK)
+            writes++;
     /* the Sync ends the implicit transaction: commits it, or rolls back
      * everything after an error; after a failed send nothing is synced,
      * and the connection, left in pipeline mode, is dropped, which rolls

@@ -615,6 +615,9 @@ static int make_statements(pl__pg_store *s)
     for (int i = L_ACQUIRE; i <= L_CREATE; i++)
         if (pl__pg_lease_sql(s, i, &s->q[i]))
             return PL_ENOMEM;
+    if (pl__pg_sched_sql(s, Q_SCHED, &s->q[Q_SCHED]) ||
+        pl__pg_sched_sql(s, Q_SCHEDS, &s->q[Q_SCHEDS]))
+        return PL_ENOMEM;
     for (int i = T_SET; i <= T_INBOX_READ; i++)
         if (pl__pg_time_sql(s, i, &s->q[i]))
             return PL_ENOMEM;
@@ -754,6 +757,8 @@ int pl__pg_open(pl__pg_store **out, const char *uri,
         st = setup(s, c);
     if (!st && !s->read_only)
         st = pl__pg_lease_setup(s, c);
+    if (!st && !s->read_only)
+        st = pl__pg_sched_setup(s, c);
     if (!st && !s->read_only)
         st = pl__pg_time_setup(s, c);
     /* the schema is there: prepare the statements on this connection and

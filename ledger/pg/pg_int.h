@@ -9,6 +9,7 @@
  *   | pg_commit.c  | writing: commits and read-modify-write of a state  |
  *   | pg_read.c    | reading: ledgers, runs, states, statistics         |
  *   | pg_lease.c   | leases and the queue                               |
+ *   | pg_sched.c   | schedules                                          |
  *   | pg_time.c    | timers and inboxes                                 |
  *   | pg_delete.c  | deleted runs: tombstones read and expired          |
  *
@@ -74,6 +75,8 @@ enum {
     Q_FORMAT,
     Q_EXISTS,
     Q_STATS,
+    Q_SCHED,  /* a commit's schedule write (pg_sched.c) */
+    Q_SCHEDS, /* every schedule */
     Q_MARK,
     Q_TOMB_GET,
     Q_TOMBS_EXPIRE,
@@ -168,6 +171,15 @@ PL__HIDDEN int pl__pg_lease_setup(pl__pg_store *s, PGconn *c);
 PL__HIDDEN int pl__pg_lease_failed(pl__pg_store *s, PGconn *c,
                                    const PGresult *r);
 
+/* ---- schedules (pg_sched.c) ---------------------------------------------- */
+
+/* Format schedule statement @p which (Q_SCHED, Q_SCHEDS). */
+PL__HIDDEN int pl__pg_sched_sql(const pl__pg_store *s, int which, char **out);
+/* Make the schedules table if it is not there. */
+PL__HIDDEN int pl__pg_sched_setup(pl__pg_store *s, PGconn *c);
+/* Send batch @p bt's schedule write (Q_SCHED) in a commit's pipeline. */
+PL__HIDDEN int pl__pg_sched_send(pl__pg_store *s, PGconn *c,
+                                 const pl__batch *bt) PL__MUST_CHECK;
 /* Parse a whole decimal integer. */
 PL__HIDDEN bool pl__pg_parse_i64(const char *p, int64_t *out);
 

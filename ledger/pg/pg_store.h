@@ -20,6 +20,7 @@ PL__HIDDEN void pl__pg_close(pl__pg_store *s);
 PL__HIDDEN const char *pl__pg_path(const pl__pg_store *s);
 PL__HIDDEN int pl__pg_commit(pl__pg_store *s, pl__batch *const *batches,
                              size_t n, bool journal) PL__MUST_CHECK;
+PL__HIDDEN int pl__pg_scheds(pl__pg_store *s, pl__kvs *out) PL__MUST_CHECK;
 PL__HIDDEN int pl__pg_settle(pl__pg_store *s) PL__MUST_CHECK;
 PL__HIDDEN void pl__pg_maintain(pl__pg_store *s);
 PL__HIDDEN int pl__pg_read(pl__pg_store *s, const uint8_t *prefix,

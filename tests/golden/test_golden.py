@@ -36,6 +36,12 @@ GOLDEN = {
     "order-completed.jsonl": ("order_plugin", "order-G-1", "completed"),
     "approval-suspended.jsonl": ("plugin", "ap-waiting", "suspended"),
     "approval-completed.jsonl": ("plugin", "ap-answered", "completed"),
+    # a run parked on a timer (its wake time long past by now), one parked
+    # waiting for an event, one cancelled in its wait that made a
+    # compensating call
+    "timer-waiting.jsonl": ("plugin", "nap-waiting", "waiting"),
+    "event-waiting.jsonl": ("plugin", "await-waiting", "waiting"),
+    "cancelled-compensated.jsonl": ("plugin", "await-cancelled", "cancelled"),
 }
 
 
@@ -122,6 +128,14 @@ def make_golden(d):
              '{"order": "G-1"}'], expect=0, env=d.env)
     replay(store, "--resume", "ap-answered", "--answer",
            '{"approved": true}', plugins=[ARGS.plugin], expect=0, env=d.env)
+    for rid, policy, payload in (("nap-waiting", "nap", '{"ms": 2000}'),
+                                 ("await-waiting", "await", "{}"),
+                                 ("await-cancelled", "await", "{}")):
+        run([ARGS.helper, "start", store, ARGS.plugin, policy, rid, payload],
+            expect=0, env=d.env)
+    replay(store, "--cancel", "await-cancelled", "--reason",
+           "the customer withdrew", plugins=[ARGS.plugin], expect=0,
+           env=d.env)
     return {f: export(store, rid) for f, (_, rid, _) in GOLDEN.items()}
 
 
@@ -219,6 +233,71 @@ def case_golden_suspended_run_resumes():
         # the note the run made before it asked is served, not made again
         check("asked" not in d.effects(), "a recorded call ran again",
               d.effects())
+    finally:
+        d.close()
+
+
+def imported(d, name):
+    store = d.path("fresh.db")
+    replay(store, "--import", os.path.join(HERE, name), expect=0)
+    return store
+
+
+def status_of(store, rid):
+    return json.loads(export(store, rid).splitlines()[0])["status"]
+
+
+def case_golden_timer_run_wakes():
+    """Recorded asleep; its wake time is past: a wake goes on at once."""
+    d = Dir()
+    try:
+        store = imported(d, "timer-waiting.jsonl")
+        replay(store, "--wake", plugins=[ARGS.plugin], expect=0, env=d.env)
+        check(status_of(store, "nap-waiting") == "completed",
+              "the golden sleeper did not wake", export(store, "nap-waiting"))
+        check("awake" in d.effects() and "napping" not in d.effects(),
+              "the run did not go on from its sleep", d.effects())
+        dump(store, "--verify", expect=0)
+    finally:
+        d.close()
+
+
+def case_golden_event_run_takes_its_event():
+    d = Dir()
+    try:
+        store = imported(d, "event-waiting.jsonl")
+        p = dump(store, "--run", "await-waiting")
+        check("waiting" in p.stdout and "go" in p.stdout,
+              "the dump does not say what the run waits for", p.stdout)
+        replay(store, "--signal", "await-waiting", "--name", "go",
+               "--payload", '{"n": 7}', plugins=[ARGS.plugin], expect=0,
+               env=d.env)
+        text = export(store, "await-waiting")
+        check(status_of(store, "await-waiting") == "completed", text)
+        check('"got": {"n": 7}' in text or '"got":{"n":7}' in text,
+              "the event is not the result", text)
+        check("waiting" not in d.effects(), "a recorded call ran again",
+              d.effects())
+        dump(store, "--verify", expect=0)
+    finally:
+        d.close()
+
+
+def case_golden_cancelled_run_stays_cancelled():
+    d = Dir()
+    try:
+        store = imported(d, "cancelled-compensated.jsonl")
+        p = dump(store, "--run", "await-cancelled")
+        check("the customer withdrew" in p.stdout, "no reason shown",
+              p.stdout)
+        text = export(store, "await-cancelled")
+        check('"cancelled"' in text, "no compensating call", text)
+        # an ended run takes no event, and replaying it runs nothing
+        replay(store, "--signal", "await-cancelled", "--name", "go",
+               "--payload", "{}", plugins=[ARGS.plugin], expect=1)
+        check(export(store, "await-cancelled") == text,
+              "a refused signal changed the run")
+        check(d.effects() == "", "a call ran", d.effects())
     finally:
         d.close()
 

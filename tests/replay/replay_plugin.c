@@ -13,6 +13,8 @@
  *               or {"timeout": ms}), notes "cancelled" and returns
  *               PL_ECANCELLED if cancelled, else returns {"got": payload}
  *               or {"timeout": true}
+ *   "nap"       root: notes "napping", sleeps {"ms": ms} (pl_ctx_sleep()),
+ *               notes "awake" and returns {"slept": ms}
  *
  * Built twice: BUILD_TAG changes a description only, so the two builds have
  * different build-ids and replay the same ledgers the same way.
@@ -98,6 +100,21 @@ static int await(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     return st;
 }
 
+static int nap(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)user;
+    int64_t ms = 0;
+    if (pl_json_unpack(a->payload, "{s:I}", "ms", &ms))
+        return pl_steps_add_error(out, PL_ERR_INVALID_INPUT,
+                                  "nap needs {\"ms\": integer}");
+    int st = pl_ctx_invokef(NULL, ctx, "note", "{s:s}", "text", "napping");
+    if (!st)
+        st = pl_ctx_sleep(ctx, ms);
+    if (!st)
+        st = pl_ctx_invokef(NULL, ctx, "note", "{s:s}", "text", "awake");
+    return st ? st : pl_steps_add_resultf(out, "{s:I}", "slept", ms);
+}
+
 int pl_plugin_init(pl_registry *reg)
 {
     pl_policy_def d = PL_POLICY_DEF_INIT;
@@ -117,6 +134,12 @@ int pl_plugin_init(pl_registry *reg)
     d.name = "await";
     d.fn = await;
     d.description = "Wait for the event \"go\".";
+    if ((st = pl_registry_add(reg, &d)))
+        return st;
+    d = (pl_policy_def)PL_POLICY_DEF_INIT;
+    d.name = "nap";
+    d.fn = nap;
+    d.description = "Sleep, between two notes.";
     if ((st = pl_registry_add(reg, &d)))
         return st;
     return pl_registry_add_human(reg, "human");

@@ -1,0 +1,135 @@
+/*
+ * bench.h -- what pl-bench's workloads share: clocks, child processes,
+ * stores, the raw-LMDB floor, the report and its goals, the noise probe.
+ * bench.c holds the workloads W1..W6 and the main program; bench_time.c
+ * holds W7 (parked timers) and W8 (a signal to a waiting run); churn.c the
+ * churn (runs created and pruned, cycle after cycle); agent_chain.c the
+ * long agent (a chain of runs continued as new); options.c the command
+ * line.
+ */
+#ifndef PL_BENCH_H
+#define PL_BENCH_H
+
+#include <lmdb.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <policyledger.h>
+
+/* ---- clocks and memory ---- */
+double now_s(void);                /* monotonic, s */
+long status_kb(const char *field); /* /proc/self/status: "VmHWM", ... */
+double percentile(double *v, size_t n, double p); /* sorts v */
+void die(const char *what) __attribute__((noreturn));
+
+/* ---- child processes: fn(arg, result) in a child; 0 when it succeeded ---- */
+typedef void (*child_fn)(const void *arg, void *result);
+int in_child(child_fn fn, const void *arg, void *result, size_t size);
+
+/* ---- stores ---- */
+extern const char *g_pg_uri; /* --store postgresql://..., or NULL */
+void path_in(char *out, size_t n, const char *name); /* a store's path */
+void remove_store(const char *path);
+pl_registry *make_registry(bool killer); /* "tool" and the bench roots */
+pl_engine *open_engine(const char *path, pl_registry *reg, pl_durability d,
+                       pl_event_fn fn);
+
+/* ---- the raw-LMDB floor ---- */
+MDB_env *raw_open(const char *name, pl_durability mode, MDB_dbi *dbi);
+void raw_close(MDB_env *env, const char *name);
+void raw_commits(MDB_env *env, MDB_dbi dbi, int id, int from, int n, bool call,
+                 bool alone);
+
+/* ---- the report ---- */
+extern cJSON *g_json;
+void jnum(cJSON *o, const char *k, double v);
+void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void add_goal(const char *what, double value, const char *unit, bool at_most,
+              double target);
+/* A goal not judged when @p noise is a drift_end() note. */
+void add_goal_noted(const char *what, double value, const char *unit,
+                    bool at_most, double target, const char *noise);
+
+/* ---- noise: the floor probed before and after a workload ---- */
+#define PROBE_REPS 3
+typedef struct drift {
+    pl_durability mode;
+    double before[PROBE_REPS];
+    int nb;
+    char note[64]; /* "" or "floor moved N%: noisy host" */
+} drift;
+void drift_begin(drift *d, pl_durability mode);
+const char *drift_end(drift *d, cJSON *o);
+
+/* ---- bench_time.c ---- */
+int report_w7(bool quick);
+int report_w8(void);
+
+/* ---- options.c: the usage, and the workloads --only names ---- */
+/* A bit per workload: w1..w8 as 1 << 1 .. 1 << 8, and these. */
+#define ONLY_FANOUT (1u << 16) /* --only fanout */
+#define ONLY_CHURN (1u << 17)  /* --only churn (churn.c) */
+#define ONLY_AGENT (1u << 18)  /* --only agent (agent_chain.c) */
+#define ONLY_ALL (0x1feu | ONLY_FANOUT | ONLY_CHURN | ONLY_AGENT)
+#define ONLY_NAMES "w1..w8, fanout, churn and agent"
+
+void usage(FILE *f);
+/* "w1,churn" -> their bits; 0 when malformed. */
+unsigned parse_only(const char *list);
+
+/* ---- churn.c: runs created and pruned cycle after cycle, the store's size ---- */
+typedef struct churn_config {
+    const char *store;     /* an LMDB path, or a postgresql:// URI */
+    const char *pg_server; /* PostgreSQL: the server's URI, to VACUUM */
+    const char *pg_schema; /* and the store's schema */
+    pl_durability durability;
+    uint64_t tombstone_ms; /* pl_engine_options.tombstone_ms */
+    unsigned runs, cycles; /* runs per cycle; cycles */
+    unsigned warm;         /* the cycle whose size is the reference */
+    void (*progress)(unsigned cycle, uint64_t bytes, void *user);
+    void *progress_user;
+} churn_config;
+
+typedef struct churn_result {
+    uint64_t bytes_warm, bytes_last; /* after cycle warm, after the last */
+    uint64_t runs_left, steps_left;  /* records after the last prune */
+    double ratio;                    /* bytes_last / bytes_warm */
+    double seconds;
+} churn_result;
+
+/* Run the workload: PL_OK, or the status that stopped it. */
+int churn_run(const churn_config *cfg, churn_result *out);
+
+/* pl-bench's report of it: LMDB in @p dir, or PostgreSQL on @p pg_uri. */
+typedef struct churn_report {
+    bool quick, quiet; /* quiet: --json */
+    const char *dir, *pg_uri;
+    cJSON *json; /* the figures go in "churn" or "churn_pg" */
+} churn_report;
+
+/* 0, or 1 when the workload could not run. */
+int churn_report_run(const churn_report *r);
+
+/* ---- agent_chain.c: 10,000 turns as a chain of runs continued as new ---- */
+typedef struct agent_chain_config {
+    const char *store; /* an LMDB path */
+    int turns;         /* in all; 100 a link */
+} agent_chain_config;
+
+typedef struct agent_chain_result {
+    int links;
+    double exec_first_ms, exec_last_ms;       /* a link's 100 turns */
+    double replay_first_ms, replay_last_ms;   /* a continued link replayed */
+    double recover_first_ms, recover_last_ms; /* failed half way, recovered */
+    double heap_first_kib, heap_last_kib;     /* after link 10, at the end */
+} agent_chain_result;
+
+int agent_chain_run(const agent_chain_config *cfg, agent_chain_result *out);
+
+/* pl-bench's report (the figures in @p json's "long_agent"): 0, or 1 when
+ * it could not run. */
+int agent_chain_report(bool quick, bool quiet, const char *dir, cJSON *json);
+
+#endif /* PL_BENCH_H */

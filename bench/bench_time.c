@@ -1,0 +1,401 @@
+/*
+ * bench_time.c -- pl-bench's W7 (parked timers) and W8 (a signal to a
+ * waiting run); see bench.c for the whole program.
+ *
+ * W7: N runs each sleeping a random 0..60 s (0..5 s with --quick) are
+ * parked by one process while worker processes (pl_worker_run; one on
+ * LMDB, four on PostgreSQL) wake them, for two N ten times apart.  Each
+ * wake's lateness (the time the sleeper goes on minus its due time) is
+ * noted in memory the processes share; each worker samples its anonymous
+ * RSS as it works.  Figures: the workers' peak RSS (VmHWM, which counts
+ * the store's pages the worker has mapped and read: page cache, not the
+ * worker's memory) and peak anonymous RSS (its own memory: the goal, at
+ * most 50 MB and flat in N), store bytes per waiting run (LMDB), and
+ * lateness p50/p99.
+ *
+ * W8: a run parked waiting for an event; pl_run_signal() delivers the
+ * event and continues the run in the caller's thread, which consumes the
+ * event and makes one call: the time from the signal to that call's
+ * result being durable, in sync mode, next to one raw LMDB put + commit,
+ * synced; and the commits (each a sync) the signal costs, counted.
+ */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bench.h"
+
+/* ---- W7: parked timers ------------------------------------------------------ */
+
+#define W7_WORKERS_MAX 4
+
+/* Shared by the parking process and the workers (MAP_SHARED). */
+typedef struct w7_shared {
+    atomic_int woken;
+    int cap;
+    double peak_kb[W7_WORKERS_MAX], anon_peak_kb[W7_WORKERS_MAX];
+    double late[]; /* ms, one per wake */
+} w7_shared;
+
+static w7_shared *g_w7;
+
+/* "sleeper": sleep payload.ms, then note how late the wake came. */
+static int w7_sleeper(pl_ctx *ctx, const pl_action *a, pl_steps *out,
+                      void *user)
+{
+    (void)user;
+    int64_t t0;
+    const cJSON *ms = cJSON_GetObjectItemCaseSensitive(a->payload, "ms");
+    int st = pl_ctx_now(&t0, ctx);
+    if (!st)
+        st = pl_ctx_sleep(ctx, (int64_t)ms->valuedouble);
+    if (st)
+        return st;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    double late = (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6 -
+                  (double)(t0 + (int64_t)ms->valuedouble);
+    int k = atomic_fetch_add(&g_w7->woken, 1);
+    if (k < g_w7->cap)
+        g_w7->late[k] = late;
+    return pl_steps_add_resultf(out, "{}");
+}
+
+/* "waiter": wait for "go", then one call to "tool". */
+static int w8_waiter(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)a;
+    (void)user;
+    cJSON *p = NULL;
+    int st = pl_ctx_wait_event(&p, ctx, "go", PL_WAIT_FOREVER);
+    cJSON_Delete(p);
+    if (!st)
+        st = pl_ctx_invokef(NULL, ctx, "tool", "{s:i}", "i", 1);
+    return st ? st : pl_steps_add_resultf(out, "{}");
+}
+
+static pl_registry *time_registry(void)
+{
+    pl_registry *reg = make_registry(false);
+    pl_policy_def d = PL_POLICY_DEF_INIT;
+    d.name = "sleeper";
+    d.fn = w7_sleeper;
+    if (pl_registry_add(reg, &d))
+        die("registry");
+    d.name = "waiter";
+    d.fn = w8_waiter;
+    if (pl_registry_add(reg, &d))
+        die("registry");
+    return reg;
+}
+
+typedef struct w7_arg {
+    int runs;
+    int max_ms;
+    int workers;
+} w7_arg;
+
+typedef struct w7_res {
+    double peak_kb, anon_peak_kb, bytes_per_run, late_p50_ms, late_p99_ms,
+        park_s;
+    int woken;
+} w7_res;
+
+static pl_engine *g_w7_engine;
+
+static void *w7_work(void *arg)
+{
+    (void)arg;
+    pl_worker_options wo = PL_WORKER_OPTIONS_INIT;
+    if (pl_worker_run(g_w7_engine, &wo))
+        die("W7 worker");
+    return NULL;
+}
+
+/* A worker process: wakes runs until all are woken, sampling its
+ * anonymous RSS; never returns. */
+static void w7_worker(const char *path, int id, int runs)
+{
+    pl_registry *reg = time_registry();
+    g_w7_engine = open_engine(path, reg, PL_DURABILITY_PROCESS, NULL);
+    pthread_t th;
+    if (pthread_create(&th, NULL, w7_work, NULL))
+        die("W7 thread");
+    double anon = 0;
+    while (atomic_load(&g_w7->woken) < runs) {
+        double a = (double)status_kb("RssAnon");
+        anon = a > anon ? a : anon;
+        struct timespec ts = {0, 10000000L};
+        nanosleep(&ts, NULL);
+    }
+    pl_worker_stop(g_w7_engine);
+    pthread_join(th, NULL);
+    g_w7->peak_kb[id] = (double)status_kb("VmHWM");
+    g_w7->anon_peak_kb[id] = anon;
+    pl_engine_close(g_w7_engine);
+    pl_registry_free(reg);
+    _exit(0);
+}
+
+static void w7_child(const void *varg, void *vres)
+{
+    const w7_arg *a = varg;
+    w7_res *r = vres;
+    char path[1100];
+    path_in(path, sizeof path, "w7.db");
+    remove_store(path);
+    size_t size = sizeof *g_w7 + (size_t)a->runs * sizeof g_w7->late[0];
+    g_w7 = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+                -1, 0);
+    if (g_w7 == MAP_FAILED)
+        die("W7 mmap");
+    g_w7->cap = a->runs;
+    /* the workers run while the runs are parked: a run due meanwhile is
+     * woken on time (forked before this process opens the store) */
+    pid_t pids[W7_WORKERS_MAX];
+    for (int w = 0; w < a->workers; w++) {
+        fflush(NULL);
+        pids[w] = fork();
+        if (pids[w] < 0)
+            die("W7 fork");
+        if (pids[w] == 0)
+            w7_worker(path, w, a->runs);
+    }
+    pl_registry *reg = time_registry();
+    pl_engine *e = open_engine(path, reg, PL_DURABILITY_PROCESS, NULL);
+    if (pl_engine_set_wait_in_place(e, 0))
+        die("W7 wait in place");
+    pl_store_stats s0 = {.version = PL_STORE_STATS_VERSION},
+                   s1 = {.version = PL_STORE_STATS_VERSION};
+    if (!g_pg_uri && pl_engine_stats(&s0, e))
+        die("W7 stats");
+    double t0 = now_s();
+    unsigned seed = 7;
+    for (int i = 0; i < a->runs; i++) {
+        char id[32];
+        snprintf(id, sizeof id, "w7-%06d", i);
+        cJSON *p = cJSON_CreateObject();
+        cJSON_AddNumberToObject(p, "ms", rand_r(&seed) % (a->max_ms + 1));
+        pl_action root = {PL_ACTION_VERSION, "sleeper", p, NULL, 0, NULL};
+        pl_run_options ro = PL_RUN_OPTIONS_INIT;
+        ro.run_id = id;
+        pl_outcome *o = NULL;
+        if (pl_run_start(&o, e, &root, &ro))
+            die("W7 start");
+        pl_outcome_free(o);
+        cJSON_Delete(p);
+    }
+    r->park_s = now_s() - t0;
+    if (!g_pg_uri && pl_engine_stats(&s1, e))
+        die("W7 stats");
+    r->bytes_per_run = g_pg_uri ? 0
+                                : (double)((s1.used_pages - s0.used_pages) *
+                                           s1.page_size) /
+                                      a->runs;
+    for (int w = 0; w < a->workers; w++) {
+        int ws;
+        if (waitpid(pids[w], &ws, 0) != pids[w] || !WIFEXITED(ws) ||
+            WEXITSTATUS(ws))
+            die("W7 worker process");
+        r->peak_kb = g_w7->peak_kb[w] > r->peak_kb ? g_w7->peak_kb[w]
+                                                   : r->peak_kb;
+        r->anon_peak_kb = g_w7->anon_peak_kb[w] > r->anon_peak_kb
+                              ? g_w7->anon_peak_kb[w]
+                              : r->anon_peak_kb;
+    }
+    r->woken = atomic_load(&g_w7->woken);
+    r->late_p50_ms = percentile(g_w7->late, (size_t)a->runs, 0.50);
+    r->late_p99_ms = percentile(g_w7->late, (size_t)a->runs, 0.99);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+    munmap(g_w7, size);
+    remove_store(path);
+}
+
+int report_w7(bool quick)
+{
+    int sizes[2] = {quick ? 200 : 10000, quick ? 2000 : 100000};
+    int max_ms = quick ? 5000 : 60000, workers = g_pg_uri ? 4 : 1;
+    say("\nW7 timers: N runs sleeping a random 0..%d s, parked on one %s "
+        "store\n  by one process, woken by %d worker process%s\n",
+        max_ms / 1000, g_pg_uri ? "PostgreSQL" : "LMDB", workers,
+        workers > 1 ? "es" : "");
+    say("  %-8s %12s %12s %10s %9s %11s %11s\n", "runs", "worker peak",
+        "worker anon", "bytes/run", "park", "late p50", "late p99");
+    cJSON *arr = cJSON_AddArrayToObject(g_json, g_pg_uri ? "pg_w7_timers"
+                                                         : "w7_timers");
+    double anon[2] = {0}, p50 = -1, p99 = -1;
+    int failures = 0;
+    drift d;
+    drift_begin(&d, PL_DURABILITY_PROCESS);
+    for (int k = 0; k < 2; k++) {
+        w7_arg a = {sizes[k], max_ms, workers};
+        w7_res r;
+        memset(&r, 0, sizeof r);
+        if (in_child(w7_child, &a, &r, sizeof r) || r.woken != a.runs) {
+            say("  %-8d failed\n", a.runs);
+            failures++;
+            continue;
+        }
+        anon[k] = r.anon_peak_kb;
+        p50 = r.late_p50_ms;
+        p99 = r.late_p99_ms;
+        char bytes[32] = "-"; /* LMDB's pages; not measured on PostgreSQL */
+        if (!g_pg_uri)
+            snprintf(bytes, sizeof bytes, "%.0f", r.bytes_per_run);
+        say("  %-8d %9.1f MB %9.1f MB %10s %7.1f s %8.1f ms %8.1f ms\n", a.runs,
+            r.peak_kb / 1024, r.anon_peak_kb / 1024, bytes, r.park_s,
+            r.late_p50_ms, r.late_p99_ms);
+        cJSON *o = cJSON_CreateObject();
+        jnum(o, "runs", a.runs);
+        jnum(o, "workers", workers);
+        jnum(o, "max_sleep_ms", max_ms);
+        jnum(o, "worker_peak_rss_kb", r.peak_kb);
+        jnum(o, "worker_peak_anon_rss_kb", r.anon_peak_kb);
+        if (!g_pg_uri)
+            jnum(o, "store_bytes_per_waiting_run", r.bytes_per_run);
+        jnum(o, "wake_late_p50_ms", r.late_p50_ms);
+        jnum(o, "wake_late_p99_ms", r.late_p99_ms);
+        jnum(o, "park_all_s", r.park_s);
+        cJSON_AddItemToArray(arr, o);
+    }
+    const char *noise = drift_end(&d, NULL);
+    if (noise[0])
+        say("  %s: lateness not judged\n", noise);
+    const char *pre = g_pg_uri ? "PostgreSQL W7" : "W7";
+    char what[96];
+    if (anon[1] > 0) {
+        snprintf(what, sizeof what, "%s worker anon RSS, %d waiting runs", pre,
+                 sizes[1]);
+        add_goal(what, anon[1] / 1024, "MB", true, 50);
+    }
+    if (anon[0] > 0 && anon[1] > 0) {
+        say("  worker anon RSS at %dx the runs: %.2fx\n", sizes[1] / sizes[0],
+            anon[1] / anon[0]);
+        snprintf(what, sizeof what, "%s worker anon RSS, 10x the runs", pre);
+        add_goal(what, anon[1] / anon[0], "x", true, 1.5);
+    }
+    if (p50 >= 0) {
+        snprintf(what, sizeof what, "%s wake lateness p50", pre);
+        add_goal_noted(what, p50, "ms", true, 5, noise);
+        snprintf(what, sizeof what, "%s wake lateness p99", pre);
+        add_goal_noted(what, p99, "ms", true, g_pg_uri ? 200 : 50, noise);
+    }
+    return failures;
+}
+
+/* ---- W8: a signal to a waiting run ------------------------------------------ */
+
+static uint64_t g_w8_commits;
+static double g_w8_first; /* when the signal's first commit was made */
+
+static void w8_count(const pl_event *ev, void *user)
+{
+    (void)user;
+    if (ev->kind == PL_EVENT_COMMIT && !g_w8_commits++)
+        g_w8_first = now_s();
+}
+
+typedef struct w8_res {
+    double next_s, signal_s, floor_s, commits;
+} w8_res;
+
+#define W8_N 200
+
+static void w8_child(const void *varg, void *vres)
+{
+    (void)varg;
+    w8_res *r = vres;
+    char path[1100];
+    path_in(path, sizeof path, "w8.db");
+    remove_store(path);
+    pl_registry *reg = time_registry();
+    pl_engine *e = open_engine(path, reg, PL_DURABILITY_SYNC, w8_count);
+    if (pl_engine_set_wait_in_place(e, 0))
+        die("W8 wait in place");
+    uint64_t commits = 0;
+    double lat[W8_N], next[W8_N], flo[W8_N];
+    cJSON *go = cJSON_CreateObject();
+    for (int i = 0; i < W8_N; i++) {
+        char id[32];
+        snprintf(id, sizeof id, "w8-%04d", i);
+        pl_action root = {PL_ACTION_VERSION, "waiter", go, NULL, 0, NULL};
+        pl_run_options ro = PL_RUN_OPTIONS_INIT;
+        ro.run_id = id;
+        pl_outcome *o = NULL;
+        if (pl_run_start(&o, e, &root, &ro) || o->status != PL_RUN_WAITING)
+            die("W8 start");
+        pl_outcome_free(o);
+        o = NULL;
+        g_w8_commits = 0;
+        double t0 = now_s();
+        if (pl_run_signal(&o, e, id, "go", go) || !o ||
+            o->status != PL_RUN_COMPLETED || !g_w8_commits)
+            die("W8 signal");
+        lat[i] = now_s() - t0;
+        next[i] = g_w8_first - t0;
+        commits += g_w8_commits;
+        pl_outcome_free(o);
+    }
+    cJSON_Delete(go);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+    remove_store(path);
+    MDB_dbi dbi;
+    MDB_env *env = raw_open("w8-floor.db", PL_DURABILITY_SYNC, &dbi);
+    for (int i = 0; i < W8_N; i++) {
+        double t0 = now_s();
+        raw_commits(env, dbi, 0, i, 1, false, true);
+        flo[i] = now_s() - t0;
+    }
+    raw_close(env, "w8-floor.db");
+    r->commits = (double)commits / W8_N;
+    r->signal_s = percentile(lat, W8_N, 0.50);
+    r->next_s = percentile(next, W8_N, 0.50);
+    r->floor_s = percentile(flo, W8_N, 0.50);
+}
+
+int report_w8(void)
+{
+    w8_res r;
+    memset(&r, 0, sizeof r);
+    say("\nW8 signal: a parked run signalled and continued in the caller's "
+        "thread,\n  until its next call is durable (sync mode; median of "
+        "%d)\n",
+        W8_N);
+    drift d;
+    drift_begin(&d, PL_DURABILITY_SYNC);
+    int failed = in_child(w8_child, NULL, &r, sizeof r);
+    drift_end(&d, NULL);
+    if (failed) {
+        say("  failed\n");
+        return 1;
+    }
+    double x = r.floor_s > 0 ? r.next_s / r.floor_s : 0;
+    say("  one raw commit                  %8.2f ms\n"
+        "  signal to the next step durable %8.2f ms  %5.1fx\n"
+        "  signal to the call durable      %8.2f ms  %5.1fx  (%.1f of the "
+        "run's commits)\n",
+        r.floor_s * 1e3, r.next_s * 1e3, x, r.signal_s * 1e3,
+        r.floor_s > 0 ? r.signal_s / r.floor_s : 0, r.commits);
+    if (d.note[0])
+        say("  %s: not judged\n", d.note);
+    cJSON *o = cJSON_AddObjectToObject(g_json, "w8_signal");
+    jnum(o, "signal_to_next_step_ms", r.next_s * 1e3);
+    jnum(o, "signal_to_durable_ms", r.signal_s * 1e3);
+    jnum(o, "raw_commit_ms", r.floor_s * 1e3);
+    jnum(o, "run_commits_per_signal", r.commits);
+    if (r.floor_s > 0) {
+        jnum(o, "of_floor", x);
+        add_goal_noted("W8 signal to durable next step, of one commit", x, "x",
+                       true, 2, d.note);
+    }
+    return 0;
+}

@@ -1,0 +1,528 @@
+/*
+ * schedule.c -- schedules: runs started at the ticks of a cron expression
+ * (the public header's Schedules says what users see).
+ *
+ * A schedule is one record in the store (ledger/codec/schedrec.c), with a
+ * cursor: the ticks at or before it are handled.  pl_schedule_fire() reads
+ * every schedule, and for each whose root policy is registered here, takes
+ * the ticks after its cursor up to now, chooses those to start (catch-up
+ * and overlap rules), submits a run for each with the id
+ * "<name>@<tick in UTC, to the minute>", and moves the cursor to the last
+ * tick in the same commit path as any write (PostgreSQL: one round trip),
+ * only over the record it read.
+ *
+ * EXACTLY ONCE.  Any number of processes and hosts may fire at once: a
+ * tick's run id is the same for all, and the store creates a run id once
+ * (pl_run_submit()'s PL_EEXIST: another fired it first).  Runs are
+ * submitted before the cursor moves, so a process that dies in between
+ * leaves the ticks to the next, which finds the runs there.  The cursor
+ * only moves over the record read: a schedule put again, or moved on by
+ * another process meanwhile, is left as they wrote it.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "cron.h"
+#include "internal.h"
+#include "schedrec.h"
+
+#define GRACE_MS 60000      /* PL_CATCH_UP_SKIP: a tick this late still runs */
+#define CATCH_UP_LIMIT 1000 /* PL_CATCH_UP_ALL's N at most */
+#define TICKS_SCAN_MAX 1000000 /* ticks walked past the cursor at most */
+
+/* ---- put, delete -------------------------------------------------------- */
+
+static int write_rec(pl_engine *e, const char *name, const pl__buf *rec,
+                     const pl__buf *expect)
+{
+    pl__batch b;
+    memset(&b, 0, sizeof b);
+    b.sched_name = name;
+    b.sched_rec = rec;
+    b.sched_expect = expect;
+    pl__batch *bp = &b;
+    return pl__store_commit(e->store, &bp, 1, false);
+}
+
+/* Find schedule @p name among @p all: its index, or -1. */
+static ptrdiff_t find(const pl__kvs *all, const char *name)
+{
+    size_t n = strlen(name);
+    for (size_t i = 0; i < all->n; i++)
+        if (all->e[i].klen == n && memcmp(pl__kvs_key(all, i), name, n) == 0)
+            return (ptrdiff_t)i;
+    return -1;
+}
+
+/* The checks a definition passes: name, expression, zone, policy, rules. */
+static int check_def(const pl_schedule *s, pl__cron *c)
+{
+    if (!pl__sched_name_ok(s->name))
+        return pl__err(PL_EINVAL,
+                       "pl_schedule_put: schedule name '%.120s' is not 1..%d "
+                       "bytes of [A-Za-z0-9._-]",
+                       s->name ? s->name : "(null)", PL__SCHED_NAME_MAX);
+    if (!s->cron)
+        return pl__err(PL_EINVAL,
+                       "pl_schedule_put: schedule '%s' has no "
+                       "cron expression",
+                       s->name);
+    if (pl__cron_parse(c, s->cron))
+        return pl__err(PL_EINVAL, "schedule '%s': %s", s->name, pl_errmsg());
+    pl__tz *z = NULL;
+    if (pl__tz_load(&z, s->zone ? s->zone : "UTC", NULL))
+        return pl__err(PL_EINVAL, "schedule '%s': %s", s->name, pl_errmsg());
+    pl__tz_free(z);
+    if (!s->policy ||
+        !pl__actor_ok((const uint8_t *)s->policy, strlen(s->policy)))
+        return pl__err(PL_EINVAL,
+                       "schedule '%s': a root policy name is "
+                       "1..%d bytes without control characters",
+                       s->name, PL_MAX_NAME);
+    if (s->payload && !cJSON_IsObject(s->payload))
+        return pl__err(PL_EJSON,
+                       "schedule '%s': the payload must be a JSON "
+                       "object",
+                       s->name);
+    if ((unsigned)s->overlap > PL_OVERLAP_ALLOW)
+        return pl__err(PL_EINVAL, "schedule '%s': unknown overlap rule %d",
+                       s->name, (int)s->overlap);
+    if ((unsigned)s->catch_up > PL_CATCH_UP_ALL)
+        return pl__err(PL_EINVAL, "schedule '%s': unknown catch-up rule %d",
+                       s->name, (int)s->catch_up);
+    if (s->catch_up == PL_CATCH_UP_ALL &&
+        (s->catch_up_max < 1 || s->catch_up_max > CATCH_UP_LIMIT))
+        return pl__err(PL_EINVAL,
+                       "schedule '%s': PL_CATCH_UP_ALL runs 1..%d missed "
+                       "ticks, not %u",
+                       s->name, CATCH_UP_LIMIT, s->catch_up_max);
+    if (s->start_ms < 0)
+        return pl__err(PL_EINVAL, "schedule '%s': start_ms is negative",
+                       s->name);
+    return PL_OK;
+}
+
+int pl_schedule_put(pl_engine *e, const pl_schedule *in)
+{
+    if (!e || !in)
+        return pl__err(PL_EINVAL, "pl_schedule_put: NULL argument");
+    pl_schedule s;
+    if (pl__struct_in(&s, in, &pl__schedule_layout, "pl_schedule_put"))
+        return PL_EINVAL;
+    pl__cron c;
+    int st = check_def(&s, &c);
+    if (st)
+        return st;
+    char *payload = cJSON_PrintUnformatted(s.payload ? s.payload
+                                                     : pl_json_empty());
+    if (!payload)
+        return pl__err(PL_ENOMEM, "out of memory");
+    if (strlen(payload) > PL__SCHED_PAYLOAD_MAX) {
+        free(payload);
+        return pl__err(PL_ELIMIT,
+                       "schedule '%s': the payload is more than %d bytes of "
+                       "JSON",
+                       s.name, PL__SCHED_PAYLOAD_MAX);
+    }
+    int64_t now = pl__now_us() / 1000;
+    pl__sched_rec r = {
+        .cron = (char *)s.cron,
+        .zone = (char *)(s.zone ? s.zone : "UTC"),
+        .policy = (char *)s.policy,
+        .payload = payload,
+        .overlap = (unsigned)s.overlap,
+        .catch_up = (unsigned)s.catch_up,
+        .catch_up_max = s.catch_up == PL_CATCH_UP_ALL ? s.catch_up_max : 0,
+        .created_ms = now,
+        .cursor_ms = s.start_ms ? s.start_ms : now,
+        .last_run = "",
+    };
+    pl__buf rec = {0};
+    pl__kvs all = {0};
+    /* a schedule put again keeps the run it started last (overlap) */
+    st = pl__store_scheds(e->store, &all);
+    ptrdiff_t at = st ? -1 : find(&all, s.name);
+    pl__sched_rec old;
+    bool had = at >= 0 &&
+               !pl__sched_rec_decode(&old, s.name, pl__kvs_val(&all, at),
+                                     all.e[at].vlen);
+    if (had)
+        r.last_run = old.last_run;
+    if (!st)
+        st = pl__sched_rec_encode(&rec, s.name, &r);
+    if (had)
+        pl__sched_rec_clear(&old);
+    if (!st)
+        st = write_rec(e, s.name, &rec, NULL);
+    pl__kvs_free(&all);
+    pl__buf_free(&rec);
+    free(payload);
+    return st;
+}
+
+int pl_schedule_delete(pl_engine *e, const char *name)
+{
+    if (!e || !pl__sched_name_ok(name))
+        return pl__err(PL_EINVAL,
+                       "pl_schedule_delete: bad schedule name "
+                       "'%.120s'",
+                       name ? name : "(null)");
+    pl__kvs all = {0};
+    int st = pl__store_scheds(e->store, &all);
+    if (!st && find(&all, name) < 0)
+        st = pl__err(PL_ENOTFOUND, "no schedule '%s'", name);
+    if (!st)
+        st = write_rec(e, name, NULL, NULL);
+    pl__kvs_free(&all);
+    return st;
+}
+
+/* ---- listing --------------------------------------------------------------- */
+
+static const char *overlap_name(unsigned v)
+{
+    return v == PL_OVERLAP_ALLOW ? "allow" : "skip";
+}
+
+static const char *catch_up_name(unsigned v)
+{
+    return v == PL_CATCH_UP_ALL      ? "all"
+           : v == PL_CATCH_UP_LATEST ? "latest"
+                                     : "skip";
+}
+
+/* The next tick of @p c in @p z after @p after_ms: 0 when there is none. */
+static int64_t next_tick(const pl__cron *c, const pl__tz *z, int64_t after_ms)
+{
+    int64_t t;
+    return pl__cron_next(&t, c, z, after_ms < 0 ? 0 : after_ms) ? 0 : t;
+}
+
+/* A record's expression and zone, ready: PL_ECORRUPT naming the schedule
+ * when the stored ones are not (another build's, or changed). */
+static int prepare(const char *name, const pl__sched_rec *r, pl__cron *c,
+                   pl__tz **z)
+{
+    if (pl__cron_parse(c, r->cron) || pl__tz_load(z, r->zone, NULL))
+        return pl__err(PL_ECORRUPT, "schedule '%s': %s", name, pl_errmsg());
+    return PL_OK;
+}
+
+static char *name_of(const pl__kvs *all, size_t i)
+{
+    return pl__strndup((const char *)pl__kvs_key(all, i), all->e[i].klen);
+}
+
+int pl_schedule_list(cJSON **out, pl_engine *e, int64_t now_ms)
+{
+    if (!out || !e)
+        return pl__err(PL_EINVAL, "pl_schedule_list: NULL argument");
+    *out = NULL;
+    pl__kvs all = {0};
+    int st = pl__store_scheds(e->store, &all);
+    cJSON *list = st ? NULL : cJSON_CreateArray();
+    if (!st && !list)
+        st = pl__err(PL_ENOMEM, "out of memory");
+    for (size_t i = 0; !st && i < all.n; i++) {
+        char *name = name_of(&all, i);
+        pl__sched_rec r;
+        pl__cron c;
+        pl__tz *z = NULL;
+        if (!name) {
+            st = pl__err(PL_ENOMEM, "out of memory");
+            break;
+        }
+        if ((st = pl__sched_rec_decode(&r, name, pl__kvs_val(&all, i),
+                                       all.e[i].vlen))) {
+            free(name);
+            break;
+        }
+        st = prepare(name, &r, &c, &z);
+        cJSON *o = st ? NULL : cJSON_CreateObject();
+        cJSON *payload = st ? NULL : cJSON_Parse(r.payload);
+        if (!st && (!o || !payload))
+            st = pl__err(PL_ECORRUPT,
+                         "schedule '%s': its payload is not "
+                         "JSON",
+                         name);
+        int64_t after = r.cursor_ms > now_ms ? r.cursor_ms : now_ms;
+        if (!st &&
+            (!cJSON_AddStringToObject(o, "name", name) ||
+             !cJSON_AddStringToObject(o, "cron", r.cron) ||
+             !cJSON_AddStringToObject(o, "zone", r.zone) ||
+             !cJSON_AddStringToObject(o, "policy", r.policy) ||
+             !cJSON_AddItemToObject(o, "payload", payload) ||
+             !cJSON_AddStringToObject(o, "overlap", overlap_name(r.overlap)) ||
+             !cJSON_AddStringToObject(o, "catch_up",
+                                      catch_up_name(r.catch_up)) ||
+             !cJSON_AddNumberToObject(o, "catch_up_max", r.catch_up_max) ||
+             !cJSON_AddNumberToObject(o, "created_ms", (double)r.created_ms) ||
+             !cJSON_AddNumberToObject(o, "cursor_ms", (double)r.cursor_ms) ||
+             !cJSON_AddNumberToObject(o, "due_ms",
+                                      (double)next_tick(&c, z, r.cursor_ms)) ||
+             !cJSON_AddNumberToObject(o, "next_ms",
+                                      (double)next_tick(&c, z, after)) ||
+             !cJSON_AddStringToObject(o, "last_run", r.last_run))) {
+            st = pl__err(PL_ENOMEM, "out of memory");
+        }
+        if (!st) {
+            payload = NULL; /* the object's now */
+            cJSON_AddItemToArray(list, o);
+            o = NULL;
+        }
+        if (payload && (!o || !cJSON_GetObjectItemCaseSensitive(o, "payload")))
+            cJSON_Delete(payload);
+        cJSON_Delete(o);
+        pl__tz_free(z);
+        pl__sched_rec_clear(&r);
+        free(name);
+    }
+    pl__kvs_free(&all);
+    if (st) {
+        cJSON_Delete(list);
+        return st;
+    }
+    *out = list;
+    return PL_OK;
+}
+
+/* ---- firing --------------------------------------------------------------- */
+
+/* "<name>@<tick>", the tick in UTC to the minute: 2026-11-28T02:00Z. */
+static void tick_id(char out[PL_MAX_RUN_ID + 1], const char *name,
+                    int64_t tick_ms)
+{
+    int64_t secs = tick_ms / 1000, y;
+    unsigned mo, d;
+    pl__civil_from_days(secs / 86400, &y, &mo, &d);
+    int64_t rem = secs % 86400;
+    snprintf(out, PL_MAX_RUN_ID + 1, "%s@%04lld-%02u-%02uT%02d:%02dZ", name,
+             (long long)y, mo, d, (int)(rem / 3600), (int)(rem / 60 % 60));
+}
+
+/* Is run @p id live: submitted, running, suspended or waiting (not
+ * completed, failed or cancelled)?  A run continued as new
+ * (pl_ctx_continue_as_new()) is live while its chain goes on: the answer
+ * is its successor's. */
+static bool live(pl_engine *e, const char *id)
+{
+    char at[PL_MAX_RUN_ID + 1];
+    snprintf(at, sizeof at, "%s", id);
+    bool alive = false, next = true;
+    for (unsigned hops = 0; next && hops < 1000000; hops++) {
+        uint64_t num;
+        pl__buf state = {0};
+        pl__run_state rs;
+        next = false;
+        if (!*at || pl__store_run_find(e->store, at, &num, NULL))
+            return false;
+        if (!pl__store_state_get(e->store, num, &state) &&
+            !pl__run_state_decode(&rs, at, state.data, state.len)) {
+            alive = rs.status != PL_RUN_COMPLETED &&
+                    rs.status != PL_RUN_FAILED &&
+                    rs.status != PL_RUN_CANCELLED &&
+                    rs.status != PL_RUN_CONTINUED;
+            if (rs.status == PL_RUN_CONTINUED && rs.succ) {
+                snprintf(at, sizeof at, "%s", rs.succ);
+                next = true;
+            }
+            pl__run_state_clear(&rs);
+        }
+        pl__buf_free(&state);
+    }
+    return alive;
+}
+
+/*
+ * Fire the due ticks of one schedule (record @p bytes): its runs
+ * submitted, its cursor moved.  *started counts the runs this call made;
+ * *next the schedule's next tick after now.
+ */
+typedef struct fired {
+    size_t n;
+    pl__schedule_run_fn fn; /* each run created, or NULL */
+    void *user;
+} fired;
+
+static int fire_one(pl_engine *e, const char *name, const uint8_t *bytes,
+                    size_t len, int64_t now_ms, fired *f, int64_t *next)
+{
+    pl__sched_rec r;
+    pl__cron c;
+    pl__tz *z = NULL;
+    int st = pl__sched_rec_decode(&r, name, bytes, len);
+    if (st)
+        return st;
+    if ((st = prepare(name, &r, &c, &z)))
+        goto done;
+    *next = next_tick(&c, z, r.cursor_ms > now_ms ? r.cursor_ms : now_ms);
+    if (!pl_registry_find(e->reg, r.policy))
+        goto done; /* a process that has the policy fires it */
+    /* the due ticks: the last `keep` of them, and the last one */
+    size_t keep = r.catch_up == PL_CATCH_UP_ALL ? r.catch_up_max : 1, n = 0;
+    int64_t *ring = calloc(keep, sizeof *ring), t = r.cursor_ms, last = 0;
+    if (!ring) {
+        st = pl__err(PL_ENOMEM, "out of memory");
+        goto done;
+    }
+    for (size_t walked = 0; walked < TICKS_SCAN_MAX; walked++) {
+        int64_t u = next_tick(&c, z, t);
+        if (!u || u > now_ms)
+            break;
+        ring[n++ % keep] = last = t = u;
+    }
+    if (!n) {
+        free(ring);
+        goto done;
+    }
+    size_t from = n > keep ? n - keep : 0;
+    cJSON *payload = cJSON_Parse(r.payload);
+    char id[PL_MAX_RUN_ID + 1];
+    char *last_run = r.last_run;
+    char fired_id[PL_MAX_RUN_ID + 1] = "";
+    if (!payload)
+        st = pl__err(PL_ECORRUPT, "schedule '%s': its payload is not JSON",
+                     name);
+    for (size_t k = from; !st && k < n; k++) {
+        int64_t tick = ring[k % keep];
+        if (r.catch_up == PL_CATCH_UP_SKIP && now_ms - tick >= GRACE_MS)
+            continue; /* missed: skipped */
+        if (r.overlap == PL_OVERLAP_SKIP && live(e, last_run))
+            continue; /* the last run goes on: this tick is skipped */
+        tick_id(id, name, tick);
+        pl_action a = PL_ACTION_INIT;
+        a.policy = r.policy;
+        a.payload = payload;
+        pl_run_options o = PL_RUN_OPTIONS_INIT;
+        o.run_id = id;
+        st = pl_run_submit(NULL, e, &a, &o);
+        if (st == PL_EEXIST)
+            st = PL_OK; /* another process fired it first */
+        else if (!st && ++f->n && f->fn)
+            f->fn(id, f->user);
+        if (!st) {
+            memcpy(fired_id, id, sizeof id);
+            last_run = fired_id;
+        }
+    }
+    cJSON_Delete(payload);
+    free(ring);
+    if (!st) {
+        /* move the cursor, over the record read only */
+        pl__buf rec = {0}, old = {0};
+        char *keep_last = r.last_run;
+        r.cursor_ms = last;
+        r.last_run = last_run;
+        st = pl__sched_rec_encode(&rec, name, &r);
+        r.last_run = keep_last;
+        if (!st && !(st = pl__buf_append(&old, bytes, len)))
+            st = write_rec(e, name, &rec, &old);
+        pl__buf_free(&rec);
+        pl__buf_free(&old);
+        *next = next_tick(&c, z, now_ms);
+    }
+done:
+    pl__tz_free(z);
+    pl__sched_rec_clear(&r);
+    return st;
+}
+
+int pl__schedule_fire(pl_engine *e, int64_t now_ms, pl__schedule_run_fn fn,
+                      void *user, size_t *started, int64_t *next_ms)
+{
+    if (started)
+        *started = 0;
+    if (next_ms)
+        *next_ms = 0;
+    if (!e || now_ms < 0)
+        return pl__err(PL_EINVAL, "pl_schedule_fire: NULL engine or a "
+                                  "negative time");
+    pl__kvs all = {0};
+    int st = pl__store_scheds(e->store, &all), first = PL_OK;
+    char msg[PL__ERRMSG_MAX] = "";
+    fired f = {0, fn, user};
+    int64_t soonest = 0;
+    for (size_t i = 0; !st && i < all.n; i++) {
+        char *name = name_of(&all, i);
+        if (!name) {
+            st = pl__err(PL_ENOMEM, "out of memory");
+            break;
+        }
+        int64_t next = 0;
+        /* one schedule's failure (a damaged record) stops no other */
+        int one = fire_one(e, name, pl__kvs_val(&all, i), all.e[i].vlen, now_ms,
+                           &f, &next);
+        if (one && !first) {
+            first = one;
+            pl__errmsg_save(msg);
+        }
+        if (next && (!soonest || next < soonest))
+            soonest = next;
+        free(name);
+    }
+    pl__kvs_free(&all);
+    if (started)
+        *started = f.n;
+    if (next_ms)
+        *next_ms = soonest;
+    if (!st && first) {
+        pl__errmsg_restore(msg);
+        st = first;
+    }
+    return st;
+}
+
+int pl_schedule_fire(pl_engine *e, int64_t now_ms, size_t *started,
+                     int64_t *next_ms)
+{
+    return pl__schedule_fire(e, now_ms, NULL, NULL, started, next_ms);
+}
+
+/* pl_engine_wake()'s part: the runs the due ticks start, executed here. */
+typedef struct woken {
+    char **ids;
+    size_t n, cap;
+    bool oom;
+} woken;
+
+static void keep_id(const char *id, void *user)
+{
+    woken *w = user;
+    char **g = pl__grow(w->ids, &w->cap, w->n, sizeof *g, 8);
+    char *copy = g ? pl__strdup(id) : NULL;
+    if (!copy) {
+        w->oom = true; /* a worker, or pl_run_continue(), runs it later */
+        if (g)
+            w->ids = g;
+        return;
+    }
+    w->ids = g;
+    w->ids[w->n++] = copy;
+}
+
+int pl__schedules_wake(pl_engine *e, int64_t *next_ms)
+{
+    woken w = {0};
+    int st = pl__schedule_fire(e, pl__now_us() / 1000, keep_id, &w, NULL,
+                               next_ms);
+    for (size_t i = 0; i < w.n; i++) {
+        pl_outcome *o = NULL;
+        int one = pl_run_continue(&o, e, w.ids[i], NULL);
+        pl_outcome_free(o);
+        /* taken by a worker meanwhile, or a failure the run records: the
+         * run is in the store either way */
+        if (one && !st && one != PL_EBUSY)
+            st = one;
+        free(w.ids[i]);
+    }
+    free(w.ids);
+    return st;
+}
+
+int pl_cron_next(int64_t *out_ms, const char *cron, const char *zone,
+                 int64_t after_ms)
+{
+    if (!out_ms)
+        return pl__err(PL_EINVAL, "pl_cron_next: out_ms is NULL");
+    return pl__cron_next_fire(out_ms, cron, zone, after_ms);
+}

@@ -1,0 +1,102 @@
+/*
+ * pg_sched.c -- schedules on the PostgreSQL store (see SCHEDULES in
+ * store.h).
+ *
+ * LAYOUT: the `schedules` table, made on a writable open when missing:
+ *
+ *   | column | type   | what                                        |
+ *   |--------|--------|---------------------------------------------|
+ *   | name   | text   | the schedule's name (primary key)           |
+ *   | rec    | bytea  | its record (ledger/codec/schedrec.c)        |
+ *
+ * A schedule is written by a commit (pl__batch.sched_*): pg_commit.c sends
+ * Q_SCHED in the commit's pipeline, before its Sync, so the write is part
+ * of the commit's one transaction and one round trip.  The statement
+ * puts, deletes, or replaces only over the record the writer read ($4 =
+ * 'p', 'd' or 'c'); a replacement that finds another record changes
+ * nothing, without an error.
+ */
+#include "pg_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int pl__pg_sched_sql(const pl__pg_store *s, int which, char **out)
+{
+    const char *n = s->schema;
+    if (which == Q_SCHED)
+        *out = pl__asprintf(
+            "WITH d AS (DELETE FROM \"%s\".schedules WHERE $4::text = 'd' "
+            "AND name = $1::text), p AS (INSERT INTO \"%s\".schedules "
+            "(name, rec) SELECT $1::text, $2::bytea WHERE $4::text = 'p' "
+            "ON CONFLICT (name) DO UPDATE SET rec = excluded.rec) "
+            "UPDATE \"%s\".schedules SET rec = $2::bytea WHERE $4::text = "
+            "'c' AND name = $1::text AND rec = $3::bytea",
+            n, n, n);
+    else
+        *out = pl__asprintf("SELECT name, rec FROM \"%s\".schedules ORDER BY "
+                            "name LIMIT %d",
+                            n, PL__SCHED_MAX + 1);
+    return *out ? PL_OK : pl__err(PL_ENOMEM, "out of memory");
+}
+
+int pl__pg_sched_setup(pl__pg_store *s, PGconn *c)
+{
+    /* under the store's lock, as the other tables: processes opening a
+     * new schema at once create it once */
+    const char *n = s->schema;
+    char *sql = pl__asprintf(
+        "BEGIN;"
+        "SELECT pg_advisory_xact_lock(hashtext('policyledger store %s'));"
+        "CREATE TABLE IF NOT EXISTS \"%s\".schedules (name text PRIMARY KEY, "
+        "rec bytea NOT NULL);"
+        "COMMIT",
+        n, n);
+    if (!sql)
+        return pl__err(PL_ENOMEM, "out of memory");
+    int st = pl__pg_command(s, c, sql, "creating the schedules table");
+    free(sql);
+    return st;
+}
+
+int pl__pg_sched_send(pl__pg_store *s, PGconn *c, const pl__batch *bt)
+{
+    const pl__buf *rec = bt->sched_rec, *expect = bt->sched_expect;
+    const char *op = !rec ? "d" : expect ? "c" : "p";
+    const char *vals[4] = {bt->sched_name, rec ? (const char *)rec->data : "",
+                           expect ? (const char *)expect->data : "", op};
+    int lens[4] = {(int)strlen(bt->sched_name), rec ? (int)rec->len : 0,
+                   expect ? (int)expect->len : 0, 1};
+    int fmts[4] = {1, 1, 1, 1};
+    return pl__pg_send(s, c, Q_SCHED, 4, vals, lens, fmts,
+                       "writing a schedule");
+}
+
+int pl__pg_scheds(pl__pg_store *s, pl__kvs *out)
+{
+    pl__kvs_reset(out);
+    PGconn *c;
+    int st = pl__pg_conn_get(s, &c);
+    if (st)
+        return st;
+    int fmts[1] = {1};
+    PGresult *r = pl__pg_exec_q(s, c, Q_SCHEDS, 0, NULL, NULL, fmts);
+    const char *state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
+    if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+        /* a read-only open of a store made before schedules: none */
+        if (!(s->read_only && state && strcmp(state, "42P01") == 0))
+            st = pl__pg_err(s, c, r, "reading the schedules");
+    } else if (PQntuples(r) > PL__SCHED_MAX) {
+        st = pl__err(PL_ECORRUPT, "store '%s' holds more than %d schedules",
+                     s->path, PL__SCHED_MAX);
+    } else {
+        for (int i = 0; !st && i < PQntuples(r); i++)
+            st = pl__kvs_add(out, (const uint8_t *)PQgetvalue(r, i, 0),
+                             (size_t)PQgetlength(r, i, 0),
+                             (const uint8_t *)PQgetvalue(r, i, 1),
+                             (size_t)PQgetlength(r, i, 1));
+    }
+    PQclear(r);
+    pl__pg_conn_put(s, c);
+    return st;
+}

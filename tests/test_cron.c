@@ -1,0 +1,246 @@
+/*
+ * test_cron.c -- base/cron.c and base/tz.c: the syntax, what is refused
+ * and why, the rules where a zone's clock jumps, and zone files that are
+ * corrupt or hostile.  (tests/cron_diff.js compares the fire times of a
+ * thousand random expressions with the npm package cron-parser.)
+ */
+#include "support.h"
+
+#include "cron.h"
+#include "tz.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Unix milliseconds of a UTC date and time. */
+static int64_t utc(int y, unsigned mo, unsigned d, int h, int mi)
+{
+    return (pl__days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60) * 1000;
+}
+
+static int64_t next(const char *expr, const char *zone, int64_t after)
+{
+    int64_t t = 0;
+    int rc = pl__cron_next_fire(&t, expr, zone, after);
+    cr_assert_eq(rc, PL_OK, "%s in %s: %s", expr, zone, pl_errmsg());
+    return t;
+}
+
+static void refused(const char *expr, const char *words)
+{
+    pl__cron c;
+    cr_assert_eq(pl__cron_parse(&c, expr), PL_EINVAL, "'%s' accepted", expr);
+    cr_assert(strstr(pl_errmsg(), words), "'%s': message '%s' lacks '%s'", expr,
+              pl_errmsg(), words);
+}
+
+Test(cron, syntax)
+{
+    int64_t t0 = utc(2026, 1, 1, 0, 0); /* a Thursday */
+    cr_assert_eq(next("* * * * *", "UTC", t0), utc(2026, 1, 1, 0, 1));
+    cr_assert_eq(next("*/15 * * * *", "UTC", t0 + 1), utc(2026, 1, 1, 0, 15));
+    cr_assert_eq(next("5-10/5,50 3 * * *", "UTC", t0), utc(2026, 1, 1, 3, 5));
+    cr_assert_eq(next("55/3 3 * * *", "UTC", utc(2026, 1, 1, 3, 55)),
+                 utc(2026, 1, 1, 3, 58));
+    /* names, any case; 0 and 7 are Sunday */
+    cr_assert_eq(next("0 9 * feb-Mar *", "UTC", t0), utc(2026, 2, 1, 9, 0));
+    cr_assert_eq(next("0 9 * * SUN", "UTC", t0), utc(2026, 1, 4, 9, 0));
+    cr_assert_eq(next("0 9 * * 7", "UTC", t0), utc(2026, 1, 4, 9, 0));
+    cr_assert_eq(next("0 9 * * 0", "UTC", t0), utc(2026, 1, 4, 9, 0));
+    cr_assert_eq(next("0 9 * * 5-7", "UTC", t0), utc(2026, 1, 2, 9, 0));
+    /* both day fields restricted: either; one of them: that one */
+    cr_assert_eq(next("0 0 15 * mon", "UTC", t0), utc(2026, 1, 5, 0, 0));
+    cr_assert_eq(next("0 0 15 * *", "UTC", t0), utc(2026, 1, 15, 0, 0));
+    cr_assert_eq(next("0 0 */1 * mon", "UTC", t0), utc(2026, 1, 2, 0, 0));
+    /* a value twice is the value once */
+    cr_assert_eq(next("1-5,3 0 * * *", "UTC", t0), utc(2026, 1, 1, 0, 1));
+    /* the 29th of February: in leap years alone */
+    cr_assert_eq(next("0 0 29 2 *", "UTC", t0), utc(2028, 2, 29, 0, 0));
+    cr_assert_eq(next("@daily", "UTC", t0), utc(2026, 1, 2, 0, 0));
+    cr_assert_eq(next("@weekly", "UTC", t0), utc(2026, 1, 4, 0, 0));
+    cr_assert_eq(next("  0\t12  *  *  * ", "UTC", t0), utc(2026, 1, 1, 12, 0));
+    /* strictly after the start */
+    cr_assert_eq(next("0 0 * * *", "UTC", utc(2026, 1, 2, 0, 0)),
+                 utc(2026, 1, 3, 0, 0));
+    cr_assert_eq(next("0 0 * * *", "UTC", utc(2026, 1, 2, 0, 0) - 1),
+                 utc(2026, 1, 2, 0, 0));
+}
+
+Test(cron, refused_with_reasons)
+{
+    refused("", "0 fields");
+    refused("* * * *", "4 fields");
+    refused("0 * * * * *", "more than 5 fields");
+    refused("60 * * * *", "minute field: 60 is out of range 0-59");
+    refused("* 24 * * *", "hour field: 24");
+    refused("* * 0 * *", "day of month field: 0");
+    refused("* * * 13 *", "month field: 13");
+    refused("* * * * 8", "day of week field: 8");
+    refused("5-1 * * * *", "runs backwards");
+    refused("*/0 * * * *", "a step must be a number");
+    refused("*/ * * * *", "a step must be a number");
+    refused("1,,2 * * * *", "empty list item");
+    refused("1, * * * *", "empty list item");
+    refused("* * * foo *", "unknown name 'foo'");
+    refused("* * * * monday", "unknown name");
+    refused("jan * * * *", "only months and days have names");
+    refused("L * * * *", "minute field");
+    refused("* * L * *", "day of month field");
+    refused("* * * * 5#2", "day of week field: cannot read");
+    refused("*-5 * * * *", "minute field: cannot read");
+    refused("1/2/3 * * * *", "minute field: cannot read");
+    refused("-1 * * * *", "expected a number");
+    refused("99999999999999999999 * * * *", "out of range");
+    refused("0 0 30 2 *", "never fires: day 30");
+    refused("0 0 31 4,6,9,11 *", "never fires: day 31");
+    refused("@reboot", "is not one of @yearly");
+    refused("@daily x", "is not one of");
+    char big[PL__CRON_MAX + 2];
+    memset(big, '*', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    refused(big, "longer than 1024 bytes");
+    /* restricted days of week keep an impossible day of month usable */
+    pl__cron c;
+    cr_assert_eq(pl__cron_parse(&c, "0 0 30 2 mon"), PL_OK);
+    int64_t t;
+    cr_assert_eq(pl__cron_next_fire(&t, "* * * * *", "UTC", -1), PL_EINVAL);
+    cr_assert(strstr(pl_errmsg(), "from 1970 to 9000"));
+}
+
+Test(cron, new_york_clock_changes)
+{
+    /* 2026-03-08: 02:00 EST becomes 03:00 EDT (07:00Z). */
+    int64_t before = utc(2026, 3, 8, 0, 0);
+    /* a skipped time fires read with the offset before: 02:30 EST */
+    cr_assert_eq(next("30 2 * * *", "America/New_York", before),
+                 utc(2026, 3, 8, 7, 30));
+    /* 02:30 and 03:30 are one instant, fired once, then the next day */
+    int64_t t = next("30 2,3 * * *", "America/New_York", before);
+    cr_assert_eq(t, utc(2026, 3, 8, 7, 30));
+    cr_assert_eq(next("30 2,3 * * *", "America/New_York", t),
+                 utc(2026, 3, 9, 6, 30));
+    /* every hour: the skipped hour is not fired */
+    cr_assert_eq(next("30 * * * *", "America/New_York", utc(2026, 3, 8, 6, 30)),
+                 utc(2026, 3, 8, 7, 30));
+    /* 2026-11-01: 02:00 EDT becomes 01:00 EST (06:00Z): 01:30 twice. */
+    before = utc(2026, 11, 1, 0, 0);
+    t = next("30 1 * * *", "America/New_York", before);
+    cr_assert_eq(t, utc(2026, 11, 1, 5, 30)); /* the first, EDT */
+    cr_assert_eq(next("30 1 * * *", "America/New_York", t),
+                 utc(2026, 11, 2, 6, 30));
+    t = next("30 * * * *", "America/New_York", utc(2026, 11, 1, 5, 0));
+    cr_assert_eq(t, utc(2026, 11, 1, 5, 30));
+    cr_assert_eq(next("30 * * * *", "America/New_York", t),
+                 utc(2026, 11, 1, 6, 30)); /* the second, EST */
+    /* far past the file's table: the footer's rule (2100-03-14) */
+    cr_assert_eq(next("30 2 14 3 *", "America/New_York", utc(2100, 1, 1, 0, 0)),
+                 utc(2100, 3, 14, 7, 30));
+}
+
+Test(cron, other_zones)
+{
+    /* Europe/London: 01:00 GMT becomes 02:00 BST on 2026-03-29 */
+    cr_assert_eq(next("15 1 * * *", "Europe/London", utc(2026, 3, 29, 0, 0)),
+                 utc(2026, 3, 29, 1, 15));
+    /* Lord Howe: half an hour, 02:00 +1030 becomes 02:30 +11 (2026-10-04) */
+    cr_assert_eq(next("15 2 * * *", "Australia/Lord_Howe",
+                      utc(2026, 10, 3, 12, 0)),
+                 utc(2026, 10, 3, 15, 45));
+    cr_assert_eq(next("37 * * * *", "Australia/Lord_Howe",
+                      utc(2026, 10, 3, 15, 30)),
+                 utc(2026, 10, 3, 15, 37)); /* 02:37 +11 exists */
+    /* a zone without changes, half an hour off UTC */
+    cr_assert_eq(next("0 9 * * *", "Asia/Kolkata", utc(2026, 1, 1, 0, 0)),
+                 utc(2026, 1, 1, 3, 30));
+}
+
+Test(tz, names_refused)
+{
+    const char *bad[] = {"",
+                         "../etc/passwd",
+                         "/etc/localtime",
+                         "Europe/../../etc",
+                         "Europe//London",
+                         "-x",
+                         "Europe/-x",
+                         "a b",
+                         "Europe/London/"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        pl__tz *z = (pl__tz *)1;
+        cr_assert_eq(pl__tz_load(&z, bad[i], NULL), PL_EINVAL, "%s", bad[i]);
+        cr_assert_null(z);
+        cr_assert(strstr(pl_errmsg(), "not a tz database name"), "%s: %s",
+                  bad[i], pl_errmsg());
+    }
+    pl__tz *z = NULL;
+    cr_assert_eq(pl__tz_load(&z, "Mars/Olympus_Mons", NULL), PL_EINVAL);
+    cr_assert(strstr(pl_errmsg(), "not found"), "%s", pl_errmsg());
+    /* a directory is no zone */
+    cr_assert_eq(pl__tz_load(&z, "Europe", NULL), PL_EINVAL);
+    cr_assert(strstr(pl_errmsg(), "is not a TZif file"), "%s", pl_errmsg());
+}
+
+static uint8_t *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    cr_assert_not_null(f, "%s", path);
+    uint8_t *data = malloc(1 << 18);
+    *len = fread(data, 1, 1 << 18, f);
+    fclose(f);
+    return data;
+}
+
+/* Every truncation and every single-byte change of a real zone file is
+ * read or refused with a message: never a crash (the sanitizer build
+ * checks), never an answer outside the offsets a zone may have. */
+Test(tz, corrupt_files)
+{
+    size_t len;
+    uint8_t *data = slurp("/usr/share/zoneinfo/Australia/Lord_Howe", &len);
+    pl__tz *z = NULL;
+    cr_assert_eq(pl__tz_parse(&z, "x", data, len), PL_OK, "%s", pl_errmsg());
+    pl__tz_free(z);
+    for (size_t n = 0; n < len; n++) {
+        int rc = pl__tz_parse(&z, "x", data, n);
+        cr_assert_eq(rc, PL_EINVAL, "%zu bytes read", n);
+        cr_assert_null(z);
+    }
+    uint8_t *copy = malloc(len);
+    unsigned refused = 0;
+    for (size_t i = 0; i < len; i++) {
+        for (int bit = 0; bit < 8; bit += 3) {
+            memcpy(copy, data, len);
+            copy[i] ^= (uint8_t)(1u << bit);
+            int rc = pl__tz_parse(&z, "x", copy, len);
+            if (rc) {
+                cr_assert_eq(rc, PL_EINVAL);
+                cr_assert(strstr(pl_errmsg(), "zone 'x'"), "%s", pl_errmsg());
+                refused++;
+                continue;
+            }
+            int64_t t;
+            for (int64_t s = 0; s < 4000000000LL; s += 97000000) {
+                int32_t off = pl__tz_offset(z, s);
+                cr_assert(off >= -26 * 3600 && off <= 26 * 3600);
+                if (pl__tz_next_change(z, s, &t))
+                    cr_assert_gt(t, s);
+            }
+            pl__cron c;
+            cr_assert_eq(pl__cron_parse(&c, "*/7 1-3 * * *"), PL_OK);
+            int rc2 = pl__cron_next(&t, &c, z, 1700000000000);
+            cr_assert(rc2 == PL_OK || rc2 == PL_ENOTFOUND);
+            pl__tz_free(z);
+        }
+    }
+    cr_assert_gt(refused, 0);
+    /* a file bigger than any zone, and one whose counts lie */
+    uint8_t hdr[44] = {'T', 'Z', 'i', 'f', '2'};
+    hdr[35] = 0xff; /* timecnt 255 ... */
+    hdr[34] = 0xff; /* ... 65535, past the limit */
+    cr_assert_eq(pl__tz_parse(&z, "x", hdr, sizeof hdr), PL_EINVAL);
+    cr_assert(strstr(pl_errmsg(), "counts are out of range"), "%s",
+              pl_errmsg());
+    free(copy);
+    free(data);
+}

@@ -1,0 +1,460 @@
+/*
+ * test_schedule.c -- schedules (core/engine/schedule.c), on the store the
+ * suite runs on: LMDB, and PostgreSQL as pg_test_schedule.
+ *
+ * Time is the caller's: pl_schedule_fire() takes "now", so a schedule is
+ * put with a start in the past and fired at chosen times, and five ticks
+ * missed take no real minutes.  Nothing is timed; the worker and the
+ * processes are waited for by condition, with a generous bound.
+ */
+#include "support.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MIN_MS 60000LL
+/* 2026-01-01T00:00Z: the ticks of "* * * * *" after it are T0 + k min */
+#define T0 1767225600000LL
+#define BOUND_MS 60000
+
+static pl_registry *s_reg; /* the open engine's */
+
+static pl_engine *s_engine(const char *path)
+{
+    s_reg = t_registry();
+    return t_engine(path, s_reg, PL_DURABILITY_SYNC);
+}
+
+static void s_close(pl_engine *e)
+{
+    pl_engine_close(e);
+    pl_registry_free(s_reg);
+    s_reg = NULL;
+}
+
+static void put(pl_engine *e, const char *name, const char *cron,
+                pl_schedule_catch_up cu, unsigned max, pl_schedule_overlap ov,
+                int64_t start)
+{
+    pl_schedule s = PL_SCHEDULE_INIT;
+    s.name = name;
+    s.cron = cron;
+    s.policy = "echo";
+    cJSON *p = t_json("{\"from\":\"schedule\"}");
+    s.payload = p;
+    s.catch_up = cu;
+    s.catch_up_max = max;
+    s.overlap = ov;
+    s.start_ms = start;
+    cr_assert_eq(pl_schedule_put(e, &s), PL_OK, "%s", pl_errmsg());
+    cJSON_Delete(p);
+}
+
+static size_t fire(pl_engine *e, int64_t now)
+{
+    size_t n = 99;
+    int64_t next = 0;
+    cr_assert_eq(pl_schedule_fire(e, now, &n, &next), PL_OK, "%s", pl_errmsg());
+    cr_assert_gt(next, now, "the next tick is after now");
+    return n;
+}
+
+/* Does run "<name>@" tick k (T0 + k * every minutes) exist? */
+static bool tick_run(pl_engine *e, const char *name, int k, int every)
+{
+    char id[160];
+    time_t secs = (time_t)((T0 + k * every * MIN_MS) / 1000);
+    struct tm tm;
+    gmtime_r(&secs, &tm);
+    snprintf(id, sizeof id, "%s@%04d-%02d-%02dT%02d:%02dZ", name,
+             tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
+             tm.tm_min);
+    pl_run_info *ri = NULL;
+    int st = pl_run_get(&ri, e, id);
+    if (st == PL_OK) {
+        cr_assert_str_eq(ri->policy, "echo");
+        pl_run_info_free(ri);
+        return true;
+    }
+    cr_assert_eq(st, PL_ENOTFOUND, "%s: %s", id, pl_errmsg());
+    return false;
+}
+
+/* The ticks 1..n, @p every minutes apart, that have a run, as a string of
+ * 0 and 1. */
+static const char *ticks_every(pl_engine *e, const char *name, int n, int every)
+{
+    static char out[64];
+    for (int k = 1; k <= n; k++)
+        out[k - 1] = tick_run(e, name, k, every) ? '1' : '0';
+    out[n] = '\0';
+    return out;
+}
+
+static const char *ticks(pl_engine *e, const char *name, int n)
+{
+    return ticks_every(e, name, n, 1);
+}
+
+/* A worker stopped across five ticks (every two minutes) resumes 90 s
+ * after the fifth: what each catch-up rule starts, then the next tick on
+ * time. */
+Test(schedule, catch_up_rules)
+{
+    pl_engine *e = s_engine(t_store_path());
+    const char *every2 = "*/2 * * * *";
+    put(e, "skip", every2, PL_CATCH_UP_SKIP, 0, PL_OVERLAP_ALLOW, T0);
+    put(e, "latest", every2, PL_CATCH_UP_LATEST, 0, PL_OVERLAP_ALLOW, T0);
+    put(e, "all3", every2, PL_CATCH_UP_ALL, 3, PL_OVERLAP_ALLOW, T0);
+    put(e, "all10", every2, PL_CATCH_UP_ALL, 10, PL_OVERLAP_ALLOW, T0);
+    cr_expect_eq(fire(e, T0 + 90000), 0, "no tick yet");
+    cr_expect_eq(fire(e, T0 + 10 * MIN_MS + 90000), 0 + 1 + 3 + 5);
+    cr_expect_str_eq(ticks_every(e, "skip", 6, 2), "000000");
+    cr_expect_str_eq(ticks_every(e, "latest", 6, 2), "000010");
+    cr_expect_str_eq(ticks_every(e, "all3", 6, 2), "001110");
+    cr_expect_str_eq(ticks_every(e, "all10", 6, 2), "111110");
+    /* fired again at the same time: nothing more */
+    cr_expect_eq(fire(e, T0 + 10 * MIN_MS + 90000), 0);
+    /* the sixth tick, on time, starts under every rule */
+    cr_expect_eq(fire(e, T0 + 12 * MIN_MS + 1000), 4);
+    cr_expect_str_eq(ticks_every(e, "skip", 6, 2), "000001");
+    cr_expect_str_eq(ticks_every(e, "latest", 6, 2), "000011");
+    cr_expect_str_eq(ticks_every(e, "all3", 6, 2), "001111");
+    cr_expect_str_eq(ticks_every(e, "all10", 6, 2), "111111");
+    s_close(e);
+}
+
+/* PL_CATCH_UP_SKIP starts a tick that is less than a minute late. */
+Test(schedule, skip_keeps_the_tick_on_time)
+{
+    pl_engine *e = s_engine(t_store_path());
+    put(e, "s", "* * * * *", PL_CATCH_UP_SKIP, 0, PL_OVERLAP_ALLOW, T0);
+    cr_expect_eq(fire(e, T0 + 5 * MIN_MS + 30000), 1);
+    cr_expect_str_eq(ticks(e, "s", 5), "00001");
+    s_close(e);
+}
+
+Test(schedule, overlap_rules)
+{
+    pl_engine *e = s_engine(t_store_path());
+    put(e, "one", "* * * * *", PL_CATCH_UP_ALL, 5, PL_OVERLAP_SKIP, T0);
+    put(e, "any", "* * * * *", PL_CATCH_UP_ALL, 5, PL_OVERLAP_ALLOW, T0);
+    cr_expect_eq(fire(e, T0 + 5 * MIN_MS + 1000), 1 + 5);
+    /* the first run is still submitted: the other four are skipped */
+    cr_expect_str_eq(ticks(e, "one", 5), "10000");
+    cr_expect_str_eq(ticks(e, "any", 5), "11111");
+    cr_expect_eq(fire(e, T0 + 6 * MIN_MS + 1000), 1, "'one' still live");
+    /* once it has run, the next tick starts */
+    pl_outcome *o = NULL;
+    cr_assert_eq(pl_run_continue(&o, e, "one@2026-01-01T00:01Z", NULL), PL_OK,
+                 "%s", pl_errmsg());
+    cr_assert_eq(o->status, PL_RUN_COMPLETED);
+    cr_expect_str_eq(
+        cJSON_GetStringValue(cJSON_GetObjectItem(pl_outcome_result(o), "from")),
+        "schedule");
+    pl_outcome_free(o);
+    cr_expect_eq(fire(e, T0 + 7 * MIN_MS + 1000), 2);
+    cr_expect_str_eq(ticks(e, "one", 7), "1000001");
+    s_close(e);
+}
+
+/* "hop": continues as new once ({} -> {"next": true}), then completes. */
+static int hop(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)user;
+    if (!cJSON_GetObjectItem(a->payload, "next")) {
+        cJSON *next = cJSON_CreateObject();
+        cJSON_AddTrueToObject(next, "next");
+        int st = pl_ctx_continue_as_new(ctx, next);
+        cJSON_Delete(next);
+        if (st)
+            return st;
+    }
+    return pl_steps_add_result(out, pl_json_empty());
+}
+
+/* A run that continued as new is live for the overlap rule while its
+ * successor is: the tick is skipped until the chain ends. */
+Test(schedule, overlap_follows_a_chain)
+{
+    pl_engine *e = s_engine(t_store_path());
+    pl_policy_def d = PL_POLICY_DEF_INIT;
+    d.name = "hop";
+    d.fn = hop;
+    cr_assert_eq(pl_registry_add(s_reg, &d), PL_OK, "%s", pl_errmsg());
+    pl_schedule sc = PL_SCHEDULE_INIT;
+    sc.name = "hop";
+    sc.cron = "* * * * *";
+    sc.policy = "hop";
+    sc.start_ms = T0;
+    cr_assert_eq(pl_schedule_put(e, &sc), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(fire(e, T0 + MIN_MS + 1000), 1);
+    pl_outcome *o = NULL;
+    cr_assert_eq(pl_run_continue(&o, e, "hop@2026-01-01T00:01Z", NULL), PL_OK,
+                 "%s", pl_errmsg());
+    cr_assert_eq(o->status, PL_RUN_CONTINUED);
+    pl_outcome_free(o);
+    pl_run_info *ri = NULL;
+    cr_assert_eq(pl_run_get(&ri, e, "hop@2026-01-01T00:01Z"), PL_OK);
+    cr_assert_not_null(ri->successor);
+    char succ[PL_MAX_RUN_ID + 1];
+    snprintf(succ, sizeof succ, "%s", ri->successor);
+    pl_run_info_free(ri);
+    /* the successor is queued: the chain goes on, the tick is skipped */
+    cr_expect_eq(fire(e, T0 + 2 * MIN_MS + 1000), 0, "the chain is live");
+    cr_assert_eq(pl_run_continue(&o, e, succ, NULL), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(o->status, PL_RUN_COMPLETED);
+    pl_outcome_free(o);
+    cr_expect_eq(fire(e, T0 + 3 * MIN_MS + 1000), 1, "the chain has ended");
+    s_close(e);
+}
+
+/* Nothing refused writes anything; each refusal says why. */
+Test(schedule, refused)
+{
+    pl_engine *e = s_engine(t_store_path());
+    struct {
+        const char *name, *cron, *zone, *policy, *payload;
+        pl_schedule_catch_up cu;
+        unsigned max;
+        int st;
+        const char *words;
+    } bad[] = {
+        {"", "* * * * *", NULL, "echo", NULL, 0, 0, PL_EINVAL, "name"},
+        {"a b", "* * * * *", NULL, "echo", NULL, 0, 0, PL_EINVAL, "name"},
+        {"a@b", "* * * * *", NULL, "echo", NULL, 0, 0, PL_EINVAL, "name"},
+        {"x", "* * *", NULL, "echo", NULL, 0, 0, PL_EINVAL, "3 fields"},
+        {"x", "61 * * * *", NULL, "echo", NULL, 0, 0, PL_EINVAL,
+         "minute field"},
+        {"x", "0 0 31 2 *", NULL, "echo", NULL, 0, 0, PL_EINVAL, "never fires"},
+        {"x", "* * * * *", "Mars/Base", "echo", NULL, 0, 0, PL_EINVAL,
+         "not found"},
+        {"x", "* * * * *", "../../etc/passwd", "echo", NULL, 0, 0, PL_EINVAL,
+         "not a tz database name"},
+        {"x", "* * * * *", NULL, "", NULL, 0, 0, PL_EINVAL, "root policy"},
+        {"x", "* * * * *", NULL, "echo", "[1]", 0, 0, PL_EJSON, "object"},
+        {"x", "* * * * *", NULL, "echo", NULL, PL_CATCH_UP_ALL, 0, PL_EINVAL,
+         "1..1000"},
+        {"x", "* * * * *", NULL, "echo", NULL, PL_CATCH_UP_ALL, 1001, PL_EINVAL,
+         "1..1000"},
+        {"x", "* * * * *", NULL, "echo", NULL, 7, 0, PL_EINVAL,
+         "catch-up rule"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        pl_schedule s = PL_SCHEDULE_INIT;
+        s.name = bad[i].name;
+        s.cron = bad[i].cron;
+        s.zone = bad[i].zone;
+        s.policy = bad[i].policy;
+        cJSON *p = bad[i].payload ? cJSON_Parse(bad[i].payload) : NULL;
+        s.payload = p;
+        s.catch_up = bad[i].cu;
+        s.catch_up_max = bad[i].max;
+        cr_expect_eq(pl_schedule_put(e, &s), bad[i].st, "case %zu", i);
+        cr_expect(strstr(pl_errmsg(), bad[i].words), "case %zu: '%s'", i,
+                  pl_errmsg());
+        cJSON_Delete(p);
+    }
+    pl_schedule s = PL_SCHEDULE_INIT;
+    s.version = 99;
+    cr_expect_eq(pl_schedule_put(e, &s), PL_EINVAL);
+    cr_expect_eq(pl_schedule_put(e, NULL), PL_EINVAL);
+    cJSON *list = NULL;
+    cr_assert_eq(pl_schedule_list(&list, e, T0), PL_OK);
+    cr_expect_eq(cJSON_GetArraySize(list), 0, "nothing was written");
+    cJSON_Delete(list);
+    cr_expect_eq(pl_schedule_delete(e, "nope"), PL_ENOTFOUND);
+    cr_expect_eq(pl_schedule_delete(e, "../x"), PL_EINVAL);
+    cr_expect_eq(pl_schedule_fire(e, -1, NULL, NULL), PL_EINVAL);
+    s_close(e);
+}
+
+Test(schedule, list_replace_delete)
+{
+    pl_engine *e = s_engine(t_store_path());
+    pl_schedule s = PL_SCHEDULE_INIT;
+    s.name = "nightly";
+    s.cron = "30 2 * * *";
+    s.zone = "America/New_York";
+    s.policy = "echo";
+    s.start_ms = 1772928000000LL; /* 2026-03-08T00:00Z */
+    cr_assert_eq(pl_schedule_put(e, &s), PL_OK, "%s", pl_errmsg());
+    cJSON *list = NULL;
+    cr_assert_eq(pl_schedule_list(&list, e, s.start_ms), PL_OK);
+    cr_assert_eq(cJSON_GetArraySize(list), 1);
+    cJSON *o = cJSON_GetArrayItem(list, 0);
+    cr_expect_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(o, "name")),
+                     "nightly");
+    cr_expect_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(o, "zone")),
+                     "America/New_York");
+    cr_expect_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(o, "catch_up")),
+                     "skip");
+    /* 02:30 does not exist that day: 03:30 EDT, 07:30Z */
+    cr_expect_eq(cJSON_GetNumberValue(cJSON_GetObjectItem(o, "next_ms")),
+                 1772955000000.0);
+    cJSON_Delete(list);
+    /* put again: replaced */
+    s.cron = "0 12 * * *";
+    s.zone = NULL;
+    cr_assert_eq(pl_schedule_put(e, &s), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(pl_schedule_list(&list, e, s.start_ms), PL_OK);
+    cr_assert_eq(cJSON_GetArraySize(list), 1);
+    o = cJSON_GetArrayItem(list, 0);
+    cr_expect_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(o, "zone")),
+                     "UTC");
+    cr_expect_eq(cJSON_GetNumberValue(cJSON_GetObjectItem(o, "next_ms")),
+                 1772971200000.0);
+    cJSON_Delete(list);
+    cr_assert_eq(pl_schedule_delete(e, "nightly"), PL_OK);
+    cr_assert_eq(pl_schedule_list(&list, e, s.start_ms), PL_OK);
+    cr_expect_eq(cJSON_GetArraySize(list), 0);
+    cJSON_Delete(list);
+    s_close(e);
+}
+
+/* Four processes fire the same ten minutes at once, each at its own pace:
+ * every tick has one run, and the runs they say they created add up to ten. */
+Test(schedule, exactly_once_across_processes)
+{
+    const char *path = t_store_path();
+    pl_engine *e = s_engine(path);
+    put(e, "many", "* * * * *", PL_CATCH_UP_ALL, 100, PL_OVERLAP_ALLOW, T0);
+    s_close(e);
+    enum { KIDS = 4 };
+    int fds[2];
+    cr_assert_eq(pipe(fds), 0);
+    pid_t kids[KIDS];
+    for (int k = 0; k < KIDS; k++) {
+        pid_t pid = fork();
+        cr_assert_geq(pid, 0);
+        if (pid == 0) {
+            close(fds[0]);
+            pl_engine *ce = NULL;
+            pl_engine_options eo = PL_ENGINE_OPTIONS_INIT;
+            pl_registry *reg = t_registry();
+            int st = pl_engine_open(&ce, path, reg, &eo);
+            unsigned long total = 0;
+            /* child k steps by (k + 1) * 7 s up to ten minutes */
+            for (int64_t t = T0; !st && t <= T0 + 10 * MIN_MS + 1000;
+                 t += (k + 1) * 7000) {
+                size_t n = 0;
+                st = pl_schedule_fire(ce, t, &n, NULL);
+                total += n;
+            }
+            if (!st) {
+                size_t n = 0;
+                st = pl_schedule_fire(ce, T0 + 10 * MIN_MS + 1000, &n, NULL);
+                total += n;
+            }
+            pl_engine_close(ce);
+            pl_registry_free(reg);
+            char line[64];
+            int len = snprintf(line, sizeof line, "%d %lu\n", st, total);
+            if (write(fds[1], line, (size_t)len) != len)
+                _exit(3);
+            _exit(0);
+        }
+        kids[k] = pid;
+    }
+    close(fds[1]);
+    for (int k = 0; k < KIDS; k++) {
+        int ws;
+        cr_assert_eq(waitpid(kids[k], &ws, 0), kids[k]);
+        cr_assert(WIFEXITED(ws) && WEXITSTATUS(ws) == 0);
+    }
+    char buf[512] = "";
+    ssize_t got = read(fds[0], buf, sizeof buf - 1);
+    cr_assert_gt(got, 0);
+    buf[got] = '\0';
+    close(fds[0]);
+    unsigned long sum = 0;
+    char *save = NULL;
+    for (char *line = strtok_r(buf, "\n", &save); line;
+         line = strtok_r(NULL, "\n", &save)) {
+        int st;
+        unsigned long n;
+        cr_assert_eq(sscanf(line, "%d %lu", &st, &n), 2);
+        cr_expect_eq(st, PL_OK);
+        sum += n;
+    }
+    cr_expect_eq(sum, 10, "each of ten ticks created once, not %lu", sum);
+    e = s_engine(path);
+    cr_expect_str_eq(ticks(e, "many", 11), "11111111110");
+    s_close(e);
+}
+
+static void *run_worker(void *arg)
+{
+    pl_worker_options wo = PL_WORKER_OPTIONS_INIT;
+    wo.poll_ms = 10;
+    cr_assert_eq(pl_worker_run(arg, &wo), PL_OK, "%s", pl_errmsg());
+    return NULL;
+}
+
+static int completed;
+static int count_completed(const pl_run_info *ri, void *user)
+{
+    (void)user;
+    if (strncmp(ri->id, "w@", 2) == 0 && ri->status == PL_RUN_COMPLETED)
+        completed++;
+    return 0;
+}
+
+/* pl_worker_run() fires schedules, and its runs execute. */
+Test(schedule, worker_fires)
+{
+    pl_engine *e = s_engine(t_store_path());
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    int64_t now_ms = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000;
+    /* three ticks missed, at least: start four minutes back */
+    put(e, "w", "* * * * *", PL_CATCH_UP_ALL, 3, PL_OVERLAP_ALLOW,
+        now_ms - 4 * MIN_MS);
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, run_worker, e), 0);
+    for (int ms = 0; completed < 3; ms += 10) {
+        cr_assert_lt(ms, BOUND_MS, "waited too long for the worker");
+        struct timespec nap = {0, 10000000L};
+        nanosleep(&nap, NULL);
+        completed = 0;
+        cr_assert_eq(pl_engine_runs(e, count_completed, NULL), PL_OK);
+    }
+    pl_worker_stop(e);
+    pthread_join(th, NULL);
+    cr_expect_geq(atomic_load(&t_calls.echo), 3);
+    cJSON *list = NULL;
+    cr_assert_eq(pl_schedule_list(&list, e, now_ms), PL_OK);
+    const char *last = cJSON_GetStringValue(
+        cJSON_GetObjectItem(cJSON_GetArrayItem(list, 0), "last_run"));
+    cr_expect(last && strncmp(last, "w@", 2) == 0, "last run '%s'", last);
+    cJSON_Delete(list);
+    s_close(e);
+}
+
+/* An embedder without workers: pl_engine_wake() fires the due ticks and
+ * executes their runs in the caller's thread, and says when the next is. */
+Test(schedule, engine_wake_fires_and_runs)
+{
+    pl_engine *e = s_engine(t_store_path());
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    int64_t now_ms = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000;
+    put(e, "w", "* * * * *", PL_CATCH_UP_ALL, 2, PL_OVERLAP_ALLOW,
+        now_ms - 5 * MIN_MS);
+    int64_t next = 0;
+    cr_assert_eq(pl_engine_wake(e, &next), PL_OK, "%s", pl_errmsg());
+    completed = 0;
+    cr_assert_eq(pl_engine_runs(e, count_completed, NULL), PL_OK);
+    cr_expect_eq(completed, 2, "the last two missed ticks ran here");
+    cr_expect_eq(atomic_load(&t_calls.echo), 2);
+    cr_expect_gt(next, now_ms, "the next tick");
+    cr_expect_leq(next, now_ms + 2 * MIN_MS);
+    s_close(e);
+}

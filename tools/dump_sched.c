@@ -1,0 +1,87 @@
+/*
+ * dump_sched.c -- ledger-dump --schedules: the store's schedules and when
+ * each fires next.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "dump.h"
+
+static const char *str(const cJSON *o, const char *k)
+{
+    const char *s = cJSON_GetStringValue(cJSON_GetObjectItem(o, k));
+    return s ? s : "";
+}
+
+static int64_t ms(const cJSON *o, const char *k)
+{
+    return (int64_t)cJSON_GetNumberValue(cJSON_GetObjectItem(o, k));
+}
+
+/* "2026-11-28 02:00:00 (in 2 d 3 h)", or "-" for no time. */
+static void when(char *out, size_t n, int64_t at_ms, int64_t now_ms)
+{
+    if (at_ms <= 0) {
+        snprintf(out, n, "-");
+        return;
+    }
+    char t[40];
+    cli_time_human(t, sizeof t, at_ms * 1000);
+    int64_t d = (at_ms - now_ms) / 1000;
+    const char *sign = d < 0 ? "ago" : "in";
+    if (d < 0)
+        d = -d;
+    if (d >= 86400)
+        snprintf(out, n, "%s (%s %lld d %lld h)", t, sign,
+                 (long long)(d / 86400), (long long)(d / 3600 % 24));
+    else if (d >= 3600)
+        snprintf(out, n, "%s (%s %lld h %lld min)", t, sign,
+                 (long long)(d / 3600), (long long)(d / 60 % 60));
+    else
+        snprintf(out, n, "%s (%s %lld min %lld s)", t, sign,
+                 (long long)(d / 60), (long long)(d % 60));
+}
+
+int cmd_schedules(pl_engine *e, const opts *o)
+{
+    int64_t now_ms = cli_now_us() / 1000;
+    cJSON *list = NULL;
+    int st = pl_schedule_list(&list, e, now_ms);
+    if (st) {
+        cli_error("cannot list the schedules: %s", pl_errmsg());
+        return CLI_EXIT_STORE;
+    }
+    const cJSON *s;
+    if (o->format == FMT_JSON) {
+        cJSON *doc = cJSON_CreateObject();
+        if (doc && cJSON_AddItemToObject(doc, "schedules", list)) {
+            list = NULL;
+            cli_json_document(stdout, doc);
+        }
+        cJSON_Delete(doc);
+    } else if (o->format == FMT_JSONL) {
+        cJSON_ArrayForEach(s, list) cli_json_line(stdout, s);
+    } else {
+        printf("%-24s  %-20s  %-18s  %-16s  %-12s  %s\n", "SCHEDULE", "CRON",
+               "ZONE", "POLICY", "RULES", "NEXT (UTC)");
+        cJSON_ArrayForEach(s, list)
+        {
+            char next[96], rules[48];
+            int64_t due = ms(s, "due_ms");
+            /* ticks waiting to fire (no worker ran) show first */
+            bool late = due > 0 && due <= now_ms;
+            when(next, sizeof next, late ? due : ms(s, "next_ms"), now_ms);
+            const char *cu = str(s, "catch_up");
+            if (!strcmp(cu, "all"))
+                snprintf(rules, sizeof rules, "%s,all:%d", str(s, "overlap"),
+                         (int)ms(s, "catch_up_max"));
+            else
+                snprintf(rules, sizeof rules, "%s,%s", str(s, "overlap"), cu);
+            printf("%-24s  %-20s  %-18s  %-16s  %-12s  %s%s\n", str(s, "name"),
+                   str(s, "cron"), str(s, "zone"), str(s, "policy"), rules,
+                   next, late ? ", due: no worker has fired it" : "");
+        }
+    }
+    cJSON_Delete(list);
+    return CLI_EXIT_OK;
+}
