@@ -17,6 +17,7 @@
  *     chain.c        the decorator chain, the policy at its end, the root
  *                    invocation (chain.h)
  *     recorded.c     now, random, uuid and side effects, recorded once
+ *     version.c      pl_ctx_version: code versions inside a policy
  *     suspend.c      suspending a run for an answer from outside (suspend.h)
  *     wait.c         sleeps, waits for events, cancellation, deadlines,
  *                    waking waiting runs, a cancelled or parked run's end
@@ -388,4 +389,10 @@ PL__HIDDEN void pl__emit_diff(pl__run *r, pl_event_kind kind, const char *path,
                               pl_step_type type, const char *detail,
                               const pl_replay_diff *diff);
 
+/* A version point (version.c): PL_EVENT_VERSION for change @p change, the
+ * run taking @p version, @p recorded when its marker is at @p seq; @p status
+ * PL_ECODEVERSION when this code does not support it. */
+PL__HIDDEN void pl__emit_version(pl__run *r, const char *path, uint32_t seq,
+                                 const char *policy, const char *change,
+                                 int version, bool recorded, int status);
 #endif /* PL_INTERNAL_H */

@@ -197,7 +197,8 @@ const char *pl_version(void);
     X(EACCES, -23, "store is read-only or not accessible")                    \
     X(ECANCELLED, -24, "run cancelled")                                        \
     X(ETIMEDOUT, -25, "wait timed out")                                        \
-    X(EDEADLINE, -26, "run deadline exceeded")
+    X(EDEADLINE, -26, "run deadline exceeded")                                 \
+    X(ECODEVERSION, -27, "run recorded by a code version this code does not support")
 
 typedef enum pl_status {
 #define PL__STATUS_ENUM(name, value, text) PL_##name = value,
@@ -690,10 +691,20 @@ typedef enum pl_event_kind {
                                       the runs the outage cut off are taken
                                       back at once, their leases being the
                                       worker's own */
-    PL_EVENT_SCHEDULE_FAILED = 16 /**< pl_worker_run(): firing the
+    PL_EVENT_SCHEDULE_FAILED = 16, /**< pl_worker_run(): firing the
                                        schedules failed (status and detail
                                        say why; no run_id); it tries again
                                        a second later */
+    PL_EVENT_VERSION = 17        /**< a pl_ctx_version() point: detail is
+                                      the change id, version the version
+                                      the run takes; step_type is
+                                      PL_STEP_SIDE_EFFECT when its marker
+                                      is recorded (seq: the marker), 0 when
+                                      the run was recorded before the
+                                      change (PL_VERSION_DEFAULT); status
+                                      PL_ECODEVERSION when this code does
+                                      not support that version (the run
+                                      stops there) */
 } pl_event_kind;
 
 /** @return "run_started", "call_served", ... or NULL. */
@@ -749,6 +760,7 @@ typedef struct pl_event {
                               LLM policy's usage, policyledger_llm.h):
                               the model's input tokens; else 0 */
     uint64_t tokens_out; /**< likewise, the output tokens */
+    int version;         /**< PL_EVENT_VERSION: the version; else 0 */
 } pl_event;
 
 /**
@@ -933,12 +945,14 @@ typedef enum pl_run_status {
     PL_RUN_WAITING = 6,   /**< parked: sleeping, or waiting for an event
                                (see Time and events) */
     PL_RUN_CANCELLED = 7, /**< ended by pl_run_cancel(), with its reason */
-    PL_RUN_CONTINUED = 9  /**< final: ended by pl_ctx_continue_as_new(); its
-                               successor goes on (pl_run_info.successor) */
+    PL_RUN_SUPERSEDED = 8, /**< final: replaced by a successor that goes on
+                                with newer code (pl_run_upgrade()) */
+    PL_RUN_CONTINUED = 9   /**< final: ended by pl_ctx_continue_as_new(); its
+                                successor goes on (pl_run_info.successor) */
 } pl_run_status;
 
 /** @return "running", "suspended", "completed", "failed", "submitted",
- *  "waiting", "cancelled", "continued" or NULL. */
+ *  "waiting", "cancelled", "superseded", "continued" or NULL. */
 const char *pl_run_status_name(pl_run_status status);
 
 /**
@@ -1084,8 +1098,9 @@ int pl_run_start(pl_outcome **out, pl_engine *engine, const pl_action *root,
  * longer replays it).
  * @return as pl_run_start(), plus PL_ENOTFOUND (no such run), PL_EBUSY
  *         (another live process or thread is running it: another worker
- *         holds its lease), PL_ESTATE (it is
- *         suspended: use pl_run_resume()).  With opts->check, PL_ECHECK and
+ *         holds its lease), PL_ESTATE (it is suspended: use
+ *         pl_run_resume(); or superseded: continue its successor,
+ *         pl_run_info.successor).  With opts->check, PL_ECHECK and
  *         PL_ENONDET are returned as such (and *out is NULL).
  */
 int pl_run_continue(pl_outcome **out, pl_engine *engine, const char *run_id,
@@ -1141,9 +1156,14 @@ typedef struct pl_run_info {
     const char *wait_event;   /**< waiting: for this event; NULL: a sleep
                                    (suspended_path says where) */
     int64_t deadline_ms;      /**< the run's deadline (Unix ms), 0 = none */
-    const char *successor;    /**< continued: the run that goes on from it
-                                   (pl_ctx_continue_as_new()); else NULL */
-    const char *predecessor;  /**< the run this one continues, or NULL */
+    const char *code;         /**< the root policy's code identity when the
+                                   run started (its code_version or plugin
+                                   build id), or NULL */
+    const char *successor;    /**< superseded or continued: the run that
+                                   goes on from it (pl_run_upgrade(),
+                                   pl_ctx_continue_as_new()); else NULL */
+    const char *predecessor;  /**< the run this one supersedes or
+                                   continues, or NULL */
 } pl_run_info;
 
 /**
@@ -1293,6 +1313,34 @@ int pl_run_head(uint8_t out[PL_HASH_LEN], pl_engine *engine,
  */
 int pl_run_fork(char **out_new_id, pl_engine *engine, const char *run_id,
                 const char *at_step_id, const char *new_id);
+
+/**
+ * Upgrade a run that new code cannot replay (a "stranded" run): fork it as
+ * pl_run_fork() does, at @p at_step_id (the root step before which its
+ * replay first differs: `ledger-replay --upgrade` finds it), and end
+ * @p run_id with the final status PL_RUN_SUPERSEDED.  The old run's
+ * record names its successor (pl_run_info.successor) and the new run's
+ * names it (pl_run_info.predecessor).  The new run is left `running` with
+ * no owner: continue it with pl_run_continue(), under the new code.
+ *
+ * Side effects: every call the old run recorded at or after the cut ran
+ * once already; the new run makes again those that the new code makes
+ * again, under its own run id (so with other idempotency keys).  List
+ * them before upgrading (`ledger-replay --upgrade ID --dry-run`).
+ *
+ * The new run's steps, the old run's end and both links are written by
+ * one transaction, which also drops the old run's lease (taken before it
+ * is read, so that nobody runs or resumes it meanwhile): a crash leaves
+ * the old run untouched, or superseded with its successor complete.  (A
+ * crash before that commit may leave the new run `failed`, its reason
+ * saying the upgrade did not complete, and the old run as it was.)
+ *
+ * @return as pl_run_fork(), plus PL_ESTATE (the run is completed or
+ *         cancelled, which are final, or superseded already) and PL_EBUSY also when another
+ *         worker holds the run's lease.
+ */
+int pl_run_upgrade(char **out_new_id, pl_engine *engine, const char *run_id,
+                   const char *at_step_id, const char *new_id);
 
 /* ------------------------------------------------------------------------ */
 /* Time and events                                                          */
@@ -1822,9 +1870,9 @@ typedef struct pl_prune_options {
      *  this long ago; 0 = whenever they ended. */
     uint64_t older_than_ms;
     /** Which final statuses: a bit (1u << status) for each; 0 = every
-     *  final one (completed, failed, cancelled, continued).  A status that
-     *  is not final (running, suspended, submitted, waiting) is PL_EINVAL:
-     *  such runs are never deleted. */
+     *  final one (completed, failed, cancelled, superseded, continued).  A
+     *  status that is not final (running, suspended, submitted, waiting)
+     *  is PL_EINVAL: such runs are never deleted. */
     unsigned statuses;
     /** Runs deleted per transaction; 0 = 64, at most 1024. */
     unsigned batch;
@@ -2189,6 +2237,56 @@ typedef struct pl_side_effect_match {
 int pl_ctx_side_effect_checked(cJSON **out_value, pl_ctx *ctx, const char *name,
                                pl_side_effect_fn fn,
                                const pl_side_effect_match *match, void *user);
+
+/**
+ * The version a run takes at a version point: what a run recorded before
+ * the point existed gets (Temporal's DEFAULT_VERSION, DBOS's unpatched).
+ */
+#define PL_VERSION_DEFAULT 0
+
+/**
+ * A code version inside a policy, so that code can change while runs
+ * recorded by the old code are still live:
+ *
+ *     int v;
+ *     int st = pl_ctx_version(&v, ctx, "express-shipping",
+ *                             PL_VERSION_DEFAULT, 1);
+ *     if (st) return st;
+ *     if (v >= 1) ... the new way ... else ... the old way ...
+ *
+ * A run that reaches this point for the first time records @p max_supported
+ * here, in a marker step (`side_effect` {"name": "version", "change",
+ * "version"}), and gets it.  A replay gets what the run recorded: the
+ * marker's version when the step at this position is this change's marker;
+ * PL_VERSION_DEFAULT when it is any other step (the run was recorded
+ * before the change, and nothing is consumed).  So every run takes the
+ * branch it was recorded with, and new runs take the newest.
+ *
+ * A run whose version is below @p min_supported (or above
+ * @p max_supported) fails at once with PL_ECODEVERSION, its message naming
+ * the change, the version recorded and the versions this code supports;
+ * raise min_supported once no live run needs an old branch
+ * (`ledger-replay --check` lists who needs which), then delete that
+ * branch.  Keep the call itself, with min_supported == max_supported:
+ * removing it makes the recorded markers diverge.
+ *
+ * Points are matched by position, like every step; each change id is
+ * named once per invocation it guards.
+ *
+ * @param[out] out_version the version to follow (PL_VERSION_DEFAULT on any
+ *        failure).
+ * @param change_id 1..PL_MAX_NAME bytes, no control characters.
+ * @param min_supported PL_VERSION_DEFAULT (0) or more, at most
+ *        @p max_supported.
+ * @param max_supported the newest version, at least 1.
+ * @return PL_OK; PL_EINVAL (a NULL or stale argument, a bad change id or
+ *         versions); PL_ECODEVERSION (the run has stopped, failed); PL_ECHECK
+ *         (a check replay reached the point past its record); the
+ *         run-stopping statuses of pl_ctx_call().  A PL_EVENT_VERSION event
+ *         reports each point a run passes.
+ */
+int pl_ctx_version(int *out_version, pl_ctx *ctx, const char *change_id,
+                   int min_supported, int max_supported);
 
 /**
  * Suspend the run for a human.  The first time, records a `suspend` step with

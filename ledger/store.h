@@ -13,7 +13,8 @@
  *   kvs.c            key/value lists and batches (below)
  *
  *   codec/           records and keys, every backend's (codec.h)
- *     record.c       the step record: what a step is, as stored (record.h)
+ *     record.c       the step record: what a step is, as stored, and seed
+ *                    steps (record.h)
  *     runrec.c       run records: a run's info and state (runrec.h;
  *                    runrec_io.h, how they are read and written)
  *     siderec.c      records beside a run's: inbox, timer, tombstone and

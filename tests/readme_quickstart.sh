@@ -1,6 +1,7 @@
 #!/bin/sh
-# The README shows examples/quickstart.c as it is: its first C block is the
-# program from its first #include on, line for line.
+# The README shows examples/quickstart.c as it is (its first C block is the
+# program from its first #include on, line for line), and the reminder
+# workflow of examples/reminder.c (its second C block).
 set -eu
 src=$1
 dir=$(mktemp -d)
@@ -14,3 +15,15 @@ if ! diff -u "$dir/quickstart.c" "$dir/readme.c"; then
     exit 1
 fi
 echo "ok: README.md shows examples/quickstart.c"
+# Its second C block (the reminder workflow) is examples/reminder.c's
+# approval(), line for line.
+awk '/^```c$/ { n++; if (n == 2) { on = 1; next } } on && /^```$/ { exit } on' \
+    "$src/README.md" > "$dir/readme2.c"
+[ -s "$dir/readme2.c" ] || { echo "README.md has no second C block" >&2; exit 1; }
+if ! python3 -c 'import sys; a=open(sys.argv[1]).read(); b=open(sys.argv[2]).read(); sys.exit(0 if a in b else 1)' \
+     "$dir/readme2.c" "$src/examples/reminder.c"; then
+    echo "README.md's reminder workflow is not examples/reminder.c's:" \
+         "copy approval() into the README" >&2
+    exit 1
+fi
+echo "ok: README.md shows examples/reminder.c's approval()"

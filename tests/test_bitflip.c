@@ -2,20 +2,20 @@
  * test_bitflip.c -- hostile store bytes: every bit of every key, and every
  * bit of every value, of a small store, flipped in turn.
  *
- * The store holds four runs: a completed one with nested calls ("done"), a
- * suspended one ("waiting"), one whose process was killed (SIGKILL)
- * inside a non-idempotent call ("crashed"), and one parked waiting for an
- * event ("parked", with its timer, an event of another name and a
- * cancellation in its inbox: continued, it is cancelled and makes a
- * compensating call).  Each flip is made in a copy of
- * the data file, in place, at the bytes LMDB itself points to (so a changed
- * key stays where it was in its page, out of order in the B-tree, as real
+ * The store holds four runs: a completed one with nested calls and a
+ * version marker ("done"), a suspended one ("waiting"), one whose process
+ * was killed (SIGKILL) inside a non-idempotent call ("crashed"), and one
+ * parked waiting for an event ("parked", with its timer, an event of
+ * another name and a cancellation in its inbox: continued, it is cancelled
+ * and makes a compensating call).  Each flip is made in a copy of the data
+ * file, in place, at the bytes LMDB itself points to (so a changed key
+ * stays where it was in its page, out of order in the B-tree, as real
  * corruption would leave it).  A forked child then opens the copy and runs
  * pl_engine_runs, and for each run pl_run_walk, pl_run_ledger, pl_run_verify,
  * pl_run_continue with the check option and pl_run_continue for real,
- * then pl_engine_wake, reporting through a pipe which call it is in.  A child stuck in one call
- * for a minute is killed and fails the test (a hang), as
- * does one that dies of a signal (a crash) or a sanitizer report.
+ * then pl_engine_wake, reporting through a pipe which call it is in.  A
+ * child stuck in one call for a minute is killed and fails the test (a
+ * hang), as does one that dies of a signal (a crash) or a sanitizer report.
  *
  * For values, each flip is also classified: reported (a call returned
  * PL_ECORRUPT or PL_EVERSION), caught by replay (PL_ENONDET), or harmless
@@ -89,13 +89,17 @@ static int call_one(pl_ctx *ctx, const char *policy, const char *json,
     return st;
 }
 
-/* outer: chain(n=1), then echo; returns both. */
+/* outer: chain(n=1), a version point (its marker step), then echo;
+ * returns both. */
 static int outer(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
 {
     (void)a;
     (void)user;
     cJSON *x = NULL, *y = NULL;
+    int v = 0;
     int st = call_one(ctx, "chain", "{\"n\": 1}", &x);
+    if (!st)
+        st = pl_ctx_version(&v, ctx, "flip", 0, 1);
     if (!st)
         st = call_one(ctx, "echo", "{\"m\": 7}", &y);
     if (!st)

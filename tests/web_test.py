@@ -338,6 +338,29 @@ def api(s, total):
     check(st == 200 and doc["calls"] and
           any("tokens_in" in x for x in doc["calls"]),
           "the timeline shows model calls' tokens")
+    # each call paired with its own result, also where the model asked for
+    # two tools at once (two calls, then their two results)
+    st, run_doc, _ = s.get("/api/runs/agent-1")
+    steps = {x["id"]: x for x in run_doc["steps"]}
+    calls = [x for x in run_doc["steps"] if x["type"] == "action_call"]
+    seqs = {(x["path"], x["seq"]) for x in calls}
+    check(any((p, q + 1) in seqs for p, q in seqs),
+          "agent-1 makes two calls back to back")
+    check(len(doc["calls"]) == len(calls), "every call on the timeline")
+    results = [x["result"] for x in doc["calls"] if x.get("result")]
+    check(len(results) == len(set(results)), "no result answers two calls")
+    for x in doc["calls"]:
+        if x["policy"] == "ask_human":
+            check(x["end_us"] is None, "the suspended call has no end")
+            continue
+        r = steps.get(x["result"])
+        check(r and r["type"] == "action_result" and
+              r["path"] == x["path"] and r["actor"] == x["policy"] and
+              x["duration_ms"] >= 0,
+              "call %s (%s) ends at its own result: %s" %
+              (x["id"], x["policy"], r and (r["id"], r["type"], r["actor"])))
+        check(("tokens_in" in x) == ("tokens_in" in r["payload"]),
+              "call %s has tokens only from its result" % x["id"])
     st, body, h = s.get("/api/runs/order-1/export", raw=True)
     lines = [json.loads(x) for x in body.decode().splitlines()]
     check(st == 200 and lines[0]["kind"] == "run" and len(lines) > 1,
@@ -437,6 +460,10 @@ def api(s, total):
           "status=cancelled lists them")
     st, doc, _ = s.get("/api/inbox")
     check(doc["runs"] == [], "the inbox is empty")
+    st, doc, _ = s.get("/api/overview")
+    check(st == 200 and doc["waiting"] == [],
+          "the overview lists no answered or cancelled run as waiting: %s"
+          % doc["waiting"])
     st, doc, _ = s.post("/api/runs/order-1/check")
     check(st == 200 and doc["check"] == "ok", "check: %s" % doc)
     st, doc, _ = s.post("/api/runs/order-1/verify")

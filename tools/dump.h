@@ -13,6 +13,8 @@
 #define SHORT_PAYLOAD 120 /* bytes of payload shown without --full */
 #define FOLLOW_POLL_MS 200
 #define TOP_RUNS 5
+/* The highest run status a store may hold (pl_run_status; some are unused). */
+#define STATUS_MAX 15
 
 typedef enum { FMT_TEXT, FMT_JSON, FMT_JSONL } out_format;
 

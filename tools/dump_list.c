@@ -173,7 +173,7 @@ typedef struct top_run {
 } top_run;
 
 typedef struct stats_ctx {
-    uint64_t by_status[PL_RUN_CANCELLED + 1];
+    uint64_t by_status[STATUS_MAX + 1];
     uint64_t crashed, steps, runs;
     top_run top[TOP_RUNS];
     size_t n_top;
@@ -183,7 +183,7 @@ static int stats_visit(const pl_run_info *ri, void *user)
 {
     stats_ctx *c = user;
     c->runs++;
-    if (ri->status >= PL_RUN_RUNNING && ri->status <= PL_RUN_CANCELLED)
+    if (ri->status >= PL_RUN_RUNNING && ri->status <= STATUS_MAX)
         c->by_status[ri->status]++;
     c->crashed += crashed(ri);
     c->steps += ri->steps;
@@ -216,9 +216,10 @@ int cmd_stats(pl_engine *e, const opts *o)
     }
     if (o->format == FMT_TEXT) {
         printf("runs         %llu\n", (unsigned long long)c.runs);
-        for (int s = PL_RUN_RUNNING; s <= PL_RUN_CANCELLED; s++)
-            printf("  %-10s %llu\n", pl_run_status_name((pl_run_status)s),
-                   (unsigned long long)c.by_status[s]);
+        for (int s = PL_RUN_RUNNING; s <= STATUS_MAX; s++)
+            if (pl_run_status_name((pl_run_status)s))
+                printf("  %-10s %llu\n", pl_run_status_name((pl_run_status)s),
+                       (unsigned long long)c.by_status[s]);
         printf("  (crashed)  %llu\n", (unsigned long long)c.crashed);
         printf("steps        %llu (as the run records count them; a running "
                "run's as of its last heartbeat)\n",
@@ -245,9 +246,10 @@ int cmd_stats(pl_engine *e, const opts *o)
         return CLI_EXIT_STORE;
     }
     cJSON_AddNumberToObject(doc, "runs", (double)c.runs);
-    for (int s = PL_RUN_RUNNING; s <= PL_RUN_CANCELLED; s++)
-        cJSON_AddNumberToObject(by, pl_run_status_name((pl_run_status)s),
-                                (double)c.by_status[s]);
+    for (int s = PL_RUN_RUNNING; s <= STATUS_MAX; s++)
+        if (pl_run_status_name((pl_run_status)s))
+            cJSON_AddNumberToObject(by, pl_run_status_name((pl_run_status)s),
+                                    (double)c.by_status[s]);
     cJSON_AddItemToObject(doc, "by_status", by);
     cJSON_AddNumberToObject(doc, "crashed", (double)c.crashed);
     cJSON_AddNumberToObject(doc, "steps", (double)c.steps);

@@ -71,6 +71,13 @@ static void print_run_header(pl_engine *e, const pl_run_info *ri, size_t stored)
         printf("  tokens   %llu in, %llu out, over %llu model call(s)\n",
                (unsigned long long)t.input, (unsigned long long)t.output,
                (unsigned long long)t.exchanges);
+    if (ri->code)
+        printf("  code     %s\n", ri->code);
+    if (ri->predecessor)
+        printf("  upgrade of  %s (superseded by this run)\n", ri->predecessor);
+    if (ri->successor)
+        printf("  SUPERSEDED by %s (which continues it with newer code)\n",
+               ri->successor);
     if (ri->status == PL_RUN_FAILED)
         printf("  FAILED   %s: %s\n", pl_strerror(ri->error),
                ri->reason ? ri->reason : "(no reason recorded)");

@@ -150,15 +150,16 @@ static int parse_args(opts *o, int argc, char **argv)
             if (!v)
                 return CLI_EXIT_USAGE;
             bool found = false;
-            for (int s = PL_RUN_RUNNING; s <= PL_RUN_CANCELLED; s++)
-                if (!strcmp(v, pl_run_status_name((pl_run_status)s))) {
+            for (int s = PL_RUN_RUNNING; s <= STATUS_MAX; s++)
+                if (pl_run_status_name((pl_run_status)s) &&
+                    !strcmp(v, pl_run_status_name((pl_run_status)s))) {
                     o->status = (pl_run_status)s;
                     found = true;
                 }
             if (!found) {
                 cli_error("unknown --status '%s' (running, suspended, "
-                          "completed, failed, submitted, waiting or "
-                          "cancelled)",
+                          "completed, failed, submitted, waiting, "
+                          "cancelled or superseded)",
                           v);
                 return CLI_EXIT_USAGE;
             }

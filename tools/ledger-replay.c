@@ -1,6 +1,6 @@
 /*
- * ledger-replay -- finish, resume, check and fork the runs of a store, with
- * the policies of the plugins given.
+ * ledger-replay -- finish, resume, check, upgrade and fork the runs of a
+ * store, with the policies of the plugins given.
  *
  *   ledger-replay STORE --plugin LIB.so [--plugin LIB.so ...] MODE [--json]
  *
@@ -65,6 +65,34 @@ static void usage(FILE *f)
         "that recorded\n"
         "                        the step and the code loaded now.  The "
         "deploy-safety check.\n"
+        "  --check --live        the deploy gate: check only the runs not yet "
+        "final\n"
+        "                        (running, suspended, submitted, waiting) "
+        "and exit 5\n"
+        "                        if any would fail under the loaded code, "
+        "naming each.  Every\n"
+        "                        --check also lists the live runs by the "
+        "version of each\n"
+        "                        change they replay (pl_ctx_version) and by "
+        "the code\n"
+        "                        identity that recorded them\n"
+        "  --upgrade ID [--new-id NEW] [--dry-run]\n"
+        "  --upgrade --all-diverged [--dry-run]\n"
+        "                        for a run the loaded code cannot replay "
+        "(every such\n"
+        "                        run not final, or failed): print the plan "
+        "(where it is\n"
+        "                        forked, and every call recorded after that "
+        "point, with\n"
+        "                        its idempotency key: each may run again if "
+        "the new code\n"
+        "                        makes it again), then fork it before its "
+        "first\n"
+        "                        divergence, end it `superseded` (linked "
+        "both ways) and\n"
+        "                        continue the new run.  --dry-run prints the "
+        "plan and\n"
+        "                        writes nothing\n"
         "  --fork ID --at STEP [--new-id NEW]\n"
         "                        make a new run from run ID's ledgers before "
         "root step\n"
@@ -211,8 +239,9 @@ static void usage(FILE *f)
         "     store cannot be written (full, read-only): the run is left to "
         "continue\n"
         "  4  a run ended suspended (none failed)\n"
-        "  5  a run failed, or (--check) diverged, or (--import) the export "
-        "was changed\n"
+        "  5  a run failed, or (--check) diverged or needs a version the "
+        "loaded code\n"
+        "     does not support, or (--import) the export was changed\n"
         "\n"
         "Examples:\n"
         "  # the order service crashed: finish every run it left behind\n"
@@ -238,6 +267,18 @@ static void usage(FILE *f)
         "  PL_WORKER_HOST=web-2 ledger-replay postgresql://db/orders "
         "--plugin \\\n"
         "      ./order_plugin.so --worker --concurrency 8\n"
+        "\n"
+        "  # the release pipeline's gate: would the new build strand a "
+        "live run?\n"
+        "  ledger-replay orders.db --plugin ./build/new/order_plugin.so "
+        "--check --live\n"
+        "\n"
+        "  # it would: see what upgrading them would repeat, then do it\n"
+        "  ledger-replay orders.db --plugin ./new/order_plugin.so --upgrade "
+        "--all-diverged \\\n"
+        "      --dry-run\n"
+        "  ledger-replay orders.db --plugin ./new/order_plugin.so --upgrade "
+        "--all-diverged\n"
         "\n"
         "  # re-run order-A-1001 from its third step with today's code\n"
         "  ledger-replay orders.db --plugin ./order_plugin.so --fork "
@@ -319,11 +360,12 @@ static int parse_queue_flag(options *o, const char *a, const char *v)
 static int set_mode(options *o, enum mode m, const char *flag)
 {
     if (o->mode != MODE_NONE && o->mode != m) {
-        cli_error("%s cannot be combined with another mode (--run, --all, "
-                  "--resume, --check, --fork, --import, --worker, --submit, "
-                  "--signal, --cancel, --wake, --prune, --schedule-put, "
-                  "--schedule-delete: pick one)",
-                  flag);
+        cli_error(
+            "%s cannot be combined with another mode (--run, --all, "
+            "--resume, --check, --fork, --upgrade, --import, --worker, "
+            "--submit, --signal, --cancel, --wake, --prune, --schedule-put, "
+            "--schedule-delete: pick one)",
+            flag);
         return -1;
     }
     o->mode = m;
@@ -354,6 +396,27 @@ static int parse_args(options *o, int argc, char **argv)
             check = true;
             continue;
         }
+        if (!strcmp(a, "--live")) {
+            o->live = true;
+            continue;
+        }
+        if (!strcmp(a, "--all-diverged")) {
+            o->all_diverged = true;
+            continue;
+        }
+        if (!strcmp(a, "--dry-run")) {
+            o->dry_run = true;
+            continue;
+        }
+        if (!strcmp(a, "--upgrade")) {
+            if (set_mode(o, MODE_UPGRADE, a))
+                return EXIT_USAGE;
+            if (v && v[0] != '-') { /* its ID, unless --all-diverged */
+                o->run = v;
+                i++;
+            }
+            continue;
+        }
         if (!strcmp(a, "--worker")) {
             if (set_mode(o, MODE_WORKER, a))
                 return EXIT_USAGE;
@@ -362,10 +425,6 @@ static int parse_args(options *o, int argc, char **argv)
         if (!strcmp(a, "--prune")) {
             if (set_mode(o, MODE_PRUNE, a))
                 return EXIT_USAGE;
-            continue;
-        }
-        if (!strcmp(a, "--dry-run")) {
-            o->dry_run = true;
             continue;
         }
         if (!strcmp(a, "--wake")) {
@@ -484,8 +543,8 @@ static int parse_args(options *o, int argc, char **argv)
         return EXIT_USAGE;
     }
     if (o->mode == MODE_NONE) {
-        cli_error("nothing to do: give --run ID, --all, --resume ID, --check "
-                  "or --fork ID (see --help)");
+        cli_error("nothing to do: give --run ID, --all, --resume ID, --check, "
+                  "--upgrade or --fork ID (see --help)");
         return EXIT_USAGE;
     }
     if ((o->answer || o->token) && o->mode != MODE_RESUME) {
@@ -497,8 +556,24 @@ static int parse_args(options *o, int argc, char **argv)
         return EXIT_USAGE;
     }
     if (o->new_id && o->mode != MODE_FORK && o->mode != MODE_IMPORT &&
-        o->mode != MODE_SUBMIT) {
-        cli_error("--new-id goes with --fork, --import or --submit");
+        o->mode != MODE_SUBMIT && (o->mode != MODE_UPGRADE || !o->run)) {
+        cli_error("--new-id goes with --fork, --import, --submit or "
+                  "--upgrade ID");
+        return EXIT_USAGE;
+    }
+    if (o->live && o->mode != MODE_CHECK) {
+        cli_error("--live goes with --check");
+        return EXIT_USAGE;
+    }
+    if ((o->all_diverged && o->mode != MODE_UPGRADE) ||
+        ((o->older_than || o->status || o->archive) && o->mode != MODE_PRUNE) ||
+        (o->dry_run && o->mode != MODE_UPGRADE && o->mode != MODE_PRUNE)) {
+        cli_error("--all-diverged and --dry-run go with --upgrade; --dry-run, "
+                  "--older-than, --status and --archive go with --prune");
+        return EXIT_USAGE;
+    }
+    if (o->mode == MODE_UPGRADE && !o->run == !o->all_diverged) {
+        cli_error("--upgrade needs a run ID or --all-diverged (one of them)");
         return EXIT_USAGE;
     }
     if ((o->concurrency || o->lease_ms) && o->mode != MODE_WORKER) {
@@ -521,12 +596,6 @@ static int parse_args(options *o, int argc, char **argv)
     }
     if (o->reason && o->mode != MODE_CANCEL) {
         cli_error("--reason goes with --cancel");
-        return EXIT_USAGE;
-    }
-    if ((o->older_than || o->status || o->archive || o->dry_run) &&
-        o->mode != MODE_PRUNE) {
-        cli_error("--older-than, --status, --archive and --dry-run go with "
-                  "--prune");
         return EXIT_USAGE;
     }
     if (o->retain && o->mode != MODE_WORKER) {
@@ -653,6 +722,7 @@ static const char *mode_name(enum mode m)
     case MODE_WORKER: return "worker";
     case MODE_SUBMIT: return "submit";
     case MODE_PRUNE: return "prune";
+    case MODE_UPGRADE: return "upgrade";
     case MODE_SCHED_PUT: return "schedule-put";
     case MODE_SCHED_DELETE: return "schedule-delete";
     case MODE_SIGNAL: return "signal";
@@ -738,8 +808,10 @@ int main(int argc, char **argv)
     eo.lease_ms = t.opt.lease_ms;
     eo.no_create = t.opt.mode != MODE_SUBMIT && t.opt.mode != MODE_IMPORT &&
                    t.opt.mode != MODE_SCHED_PUT;
-    /* --check writes nothing: a read-only store or file system will do */
-    eo.read_only = t.opt.mode == MODE_CHECK;
+    /* --check and --upgrade --dry-run write nothing: a read-only store or
+     * file system will do */
+    eo.read_only = t.opt.mode == MODE_CHECK ||
+                   (t.opt.mode == MODE_UPGRADE && t.opt.dry_run);
     if ((st = pl_engine_open(&t.engine, t.opt.store, t.reg, &eo))) {
         char q[CLI_QUOTE_MAX];
         if (st == PL_ENOTFOUND && eo.no_create)
@@ -767,6 +839,7 @@ int main(int argc, char **argv)
     case MODE_WORKER: mode_worker(&t); break;
     case MODE_SUBMIT: mode_submit(&t); break;
     case MODE_PRUNE: mode_prune(&t); break;
+    case MODE_UPGRADE: mode_upgrade(&t); break;
     case MODE_SCHED_PUT:
     case MODE_SCHED_DELETE: mode_schedule(&t); break;
     case MODE_SIGNAL: mode_signal(&t); break;
@@ -787,6 +860,9 @@ int main(int argc, char **argv)
             cJSON_AddItemToObject(doc, "runs", t.runs);
             cJSON_AddItemToObject(doc, "skipped", t.skipped);
             t.runs = t.skipped = NULL;
+            if (t.summary)
+                cJSON_AddItemToObject(doc, "summary", t.summary);
+            t.summary = NULL;
             cJSON_AddNumberToObject(doc, "exit", rc);
         }
         char *text = doc ? cJSON_Print(doc) : NULL;
@@ -804,6 +880,7 @@ done:
     t.engine = NULL;
     close_observers(&t);
     watch_clear(&t.w);
+    tallies_free(&t);
     cJSON_Delete(t.runs);
     cJSON_Delete(t.skipped);
     cJSON_Delete(t.payload);

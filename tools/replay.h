@@ -3,7 +3,9 @@
  * of one invocation, how it reports runs, and one function per mode.
  * ledger-replay.c parses the command line and dispatches; replay_report.c
  * reports; replay_run.c continues, resumes and forks; replay_check.c is
- * --check; replay_queue.c is --import, --submit and --worker;
+ * --check; replay_versions.c tallies what --check saw of code versions and
+ * code identities (and the deploy gate, --check --live); replay_upgrade.c
+ * is --upgrade; replay_queue.c is --import, --submit and --worker;
  * replay_time.c is --signal, --cancel and --wake; replay_sched.c
  * --schedule-put and --schedule-delete.
  */
@@ -30,6 +32,7 @@ enum mode {
     MODE_IMPORT,
     MODE_WORKER,
     MODE_SUBMIT,
+    MODE_UPGRADE,
     MODE_SCHED_PUT,
     MODE_SCHED_DELETE,
     MODE_SIGNAL,
@@ -64,7 +67,10 @@ typedef struct options {
     const char *older_than; /* --older-than DURATION */
     const char *status;     /* --status LIST */
     const char *archive;    /* --archive DIR */
-    bool dry_run;           /* --dry-run */
+    /* deploying changes: --check --live, --upgrade */
+    bool live;         /* --live: only runs not yet final */
+    bool all_diverged; /* --all-diverged */
+    bool dry_run;      /* --dry-run (--prune, --upgrade) */
     /* schedules: --schedule-put, --schedule-delete */
     const char *sched_put, *sched_delete; /* the schedule's name */
     const char *cron, *zone, *policy;     /* --cron, --zone, --policy */
@@ -93,14 +99,46 @@ typedef struct divergence {
     char *new_actor, *new_payload, *new_code;
 } divergence;
 
+typedef struct id_list {
+    char **v;
+    size_t n;
+    bool oom;
+} id_list;
+
+/* A version point a replay passed (PL_EVENT_VERSION). */
+typedef struct version_seen {
+    char *change;
+    int version;
+    bool recorded; /* its marker is in the ledger; else the default */
+    int status;    /* PL_ECODEVERSION: this code does not support it */
+    char *path;    /* where: its invocation and position */
+    uint32_t seq;
+} version_seen;
+
 typedef struct watch {
     code_change *changes;
     size_t n_changes;
+    version_seen *versions;
+    size_t n_versions;
     divergence div;
     bool oom;
     pl_trace *trace; /* --trace */
     pl_otel *otel;   /* --otel */
 } watch;
+
+/* Live runs by a key: a change and a version, or a code identity. */
+typedef struct tally_row {
+    char *key;
+    int version;
+    bool is_default;
+    id_list runs;
+} tally_row;
+
+typedef struct tally {
+    tally_row *v;
+    size_t n;
+    bool oom;
+} tally;
 
 typedef struct tool {
     options opt;
@@ -119,13 +157,12 @@ typedef struct tool {
     uint64_t prune_older_ms; /* --older-than, read */
     unsigned prune_statuses; /* --status, read */
     uint64_t retain_ms;      /* --retain, read */
+    /* --check: live runs by version and by code identity; the gate */
+    tally versions, codes;
+    id_list would_fail; /* live runs the loaded code cannot replay */
+    unsigned n_live;
+    cJSON *summary; /* --json: added to the document */
 } tool;
-
-typedef struct id_list {
-    char **v;
-    size_t n;
-    bool oom;
-} id_list;
 
 /* ---- replay_report.c ---- */
 
@@ -172,6 +209,19 @@ void mode_import(tool *t);
 void mode_worker(tool *t);
 void mode_submit(tool *t);
 void mode_prune(tool *t); /* replay_prune.c */
+void mode_upgrade(tool *t);
+
+/* ---- replay_versions.c ---- */
+
+/* Is a run of this status live (not final)? */
+bool is_live(pl_run_status s);
+/* Note what the check of live run @p id saw: its versions, its code. */
+void tally_run(tool *t, const char *id, const char *code);
+/* Print (or put in t->summary) the tallies and, with --live, the gate. */
+void report_tallies(tool *t);
+void tallies_free(tool *t);
+/* The versions the replay of a run passed, for its JSON summary. */
+cJSON *json_versions(const watch *w);
 void mode_signal(tool *t);
 void mode_cancel(tool *t);
 void mode_wake(tool *t);

@@ -1,6 +1,7 @@
 /*
  * replay_check.c -- ledger-replay --check: replay every recorded result,
- * execute and write nothing, report the first divergence.
+ * execute and write nothing, report the first divergence; with --live,
+ * only the runs not yet final, as a deploy gate (replay_versions.c).
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
@@ -40,9 +41,10 @@ static void print_step(const char *label, pl_step_type type, const char *actor,
                payload ? payload : "(the engine's own step)", or_dash(code));
 }
 
-/* Check one run.  @p recorded is its status in the store. */
+/* Check one run.  @p recorded is its status in the store, @p code the
+ * code identity that started it. */
 static void check_one(tool *t, const char *id, pl_run_status recorded,
-                      int recorded_error)
+                      int recorded_error, const char *code)
 {
     watch_clear(&t->w);
     pl_outcome *o = NULL;
@@ -60,6 +62,8 @@ static void check_one(tool *t, const char *id, pl_run_status recorded,
     if (j) {
         cJSON_AddStringToObject(j, "check", verdict);
         cJSON_AddStringToObject(j, "status", pl_run_status_name(recorded));
+        cJSON_AddItemToObject(j, "code", json_str_or_null(code));
+        cJSON_AddItemToObject(j, "versions", json_versions(&t->w));
         if (note)
             cJSON_AddStringToObject(j, "note", note);
         if (o)
@@ -119,6 +123,13 @@ static void check_one(tool *t, const char *id, pl_run_status recorded,
             print_step("now:     ", d->new_type, d->new_actor, d->new_payload,
                        d->new_code);
         }
+        for (size_t i = 0; i < t->w.n_versions; i++) {
+            const version_seen *v = &t->w.versions[i];
+            printf("  change '%s' at %s:%u: version %d%s%s\n", v->change,
+                   or_dash(v->path), v->seq, v->version,
+                   v->recorded ? "" : " (the default: recorded before it)",
+                   v->status ? ", which the loaded code does not support" : "");
+        }
         if (msg && strcmp(verdict, "ok") != 0 && !d->seen)
             printf("  %s\n", msg);
         if (o)
@@ -128,11 +139,17 @@ static void check_one(tool *t, const char *id, pl_run_status recorded,
     if (!strcmp(verdict, "ok")) {
         t->n_ok++;
     } else {
-        if (st == PL_ENONDET)
+        if (st == PL_ENONDET || st == PL_ECODEVERSION)
             t->n_diverged++;
         else
             t->n_failed++;
         worst(t, EXIT_FAILED);
+    }
+    if (is_live(recorded)) {
+        t->n_live++;
+        tally_run(t, id, code);
+        if (strcmp(verdict, "ok") != 0 && !ids_push(&t->would_fail, id))
+            t->would_fail.oom = true;
     }
     free(msg);
     pl_outcome_free(o);
@@ -142,12 +159,16 @@ typedef struct check_ctx {
     id_list ids;
     pl_run_status *status;
     int *error;
+    id_list codes; /* "" for none */
     size_t cap;
+    bool live; /* --live: only the runs not yet final */
 } check_ctx;
 
 static int visit_any(const pl_run_info *info, void *user)
 {
     check_ctx *c = user;
+    if (c->live && !is_live(info->status))
+        return 0;
     if (c->ids.n == c->cap) {
         size_t cap = c->cap ? c->cap * 2 : 16;
         pl_run_status *s = realloc(c->status, cap * sizeof *s);
@@ -162,12 +183,14 @@ static int visit_any(const pl_run_info *info, void *user)
     }
     c->status[c->ids.n] = info->status;
     c->error[c->ids.n] = info->error;
+    if (!ids_push(&c->codes, info->code ? info->code : ""))
+        return PL_ENOMEM;
     return ids_push(&c->ids, info->id) ? 0 : PL_ENOMEM;
 }
 
 void mode_check(tool *t)
 {
-    check_ctx c = {{0}, NULL, NULL, 0};
+    check_ctx c = {{0}, NULL, NULL, {0}, 0, t->opt.live};
     int st;
     if (t->opt.run) {
         pl_run_info *info = NULL;
@@ -191,13 +214,17 @@ void mode_check(tool *t)
         goto done;
     }
     for (size_t i = 0; i < c.ids.n; i++)
-        check_one(t, c.ids.v[i], c.status[i], c.error[i]);
+        check_one(t, c.ids.v[i], c.status[i], c.error[i],
+                  c.codes.v[i][0] ? c.codes.v[i] : NULL);
     if (!t->opt.json)
-        printf("checked %zu run(s): %u ok, %u diverged, %u failed to "
+        printf("checked %zu %srun(s): %u ok, %u diverged, %u failed to "
                "replay\n",
-               c.ids.n, t->n_ok, t->n_diverged, t->n_failed);
+               c.ids.n, t->opt.live ? "live " : "", t->n_ok, t->n_diverged,
+               t->n_failed);
+    report_tallies(t);
 done:
     ids_free(&c.ids);
+    ids_free(&c.codes);
     free(c.status);
     free(c.error);
 }

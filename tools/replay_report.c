@@ -41,6 +41,11 @@ void watch_clear(watch *w)
         free(w->changes[i].now);
     }
     free(w->changes);
+    for (size_t i = 0; i < w->n_versions; i++) {
+        free(w->versions[i].change);
+        free(w->versions[i].path);
+    }
+    free(w->versions);
     divergence *d = &w->div;
     free(d->step_id);
     free(d->path);
@@ -67,6 +72,23 @@ void on_event(const pl_event *ev, void *user)
     else if (ev->kind == PL_EVENT_STORE_BACK)
         cli_error("worker: the store is back: %s",
                   ev->detail ? ev->detail : "");
+    if (w && ev->kind == PL_EVENT_VERSION && ev->detail) {
+        version_seen *grown = realloc(w->versions,
+                                      (w->n_versions + 1) * sizeof *grown);
+        if (!grown) {
+            w->oom = true;
+            return;
+        }
+        w->versions = grown;
+        version_seen *v = &w->versions[w->n_versions++];
+        v->change = dup_or_null(ev->detail, &w->oom);
+        v->path = dup_or_null(ev->path, &w->oom);
+        v->seq = ev->seq;
+        v->version = ev->version;
+        v->recorded = ev->step_type == PL_STEP_SIDE_EFFECT;
+        v->status = ev->status;
+        return;
+    }
     if (!w || !ev->diff)
         return;
     const pl_replay_diff *df = ev->diff;

@@ -61,6 +61,12 @@ cJSON *run_json(const pl_run_info *ri)
     cJSON_AddNumberToObject(o, "attempts", ri->attempts);
     if (ri->payload)
         cJSON_AddItemToObject(o, "payload", cJSON_Duplicate(ri->payload, 1));
+    if (ri->code)
+        cJSON_AddStringToObject(o, "code", ri->code);
+    if (ri->successor)
+        cJSON_AddStringToObject(o, "successor", ri->successor);
+    if (ri->predecessor)
+        cJSON_AddStringToObject(o, "predecessor", ri->predecessor);
     if (ri->status == PL_RUN_FAILED || ri->status == PL_RUN_CANCELLED) {
         cJSON_AddStringToObject(o, "reason", ri->reason ? ri->reason : "");
         cJSON_AddStringToObject(o, "error", pl_strerror(ri->error));
@@ -104,6 +110,8 @@ const char *check_verdict(int st, pl_run_status recorded, int recorded_error,
         *note = "replays cleanly up to where its record ends";
     else if (st == PL_ENONDET)
         return "diverged";
+    else if (st == PL_ECODEVERSION)
+        return "unsupported_version";
     else if (st && recorded == PL_RUN_FAILED && st == recorded_error)
         *note = "fails as recorded";
     else if (st)

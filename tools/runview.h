@@ -63,7 +63,9 @@ bool mark_export_line(cJSON *line, const rows *r, const pl_run_info *ri,
 
 /* What a check (pl_run_continue() with check) that returned @p st says of
  * a run recorded as @p recorded (failed with @p recorded_error): "ok",
- * "diverged" or "error", and in *note why it is ok (or NULL). */
+ * "diverged", "unsupported_version" (a code version the loaded code does
+ * not support, PL_ECODEVERSION) or "error", and in *note why it is ok (or
+ * NULL). */
 const char *check_verdict(int st, pl_run_status recorded, int recorded_error,
                           const char **note);
 

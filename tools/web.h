@@ -122,12 +122,12 @@ int api_run(web *w, const char *id, cJSON **out);
 int api_timeline(web *w, const char *id, cJSON **out);
 /* The policy an action_call row calls. */
 const char *web_callee(const srow *call);
-/* Each call of a run's rows, in order of its end: @p call its
- * action_call's row, @p end the row that answered it or SIZE_MAX for none
- * (in flight, in doubt, waiting). */
+/* Each call of a run's rows, in row order: @p call its action_call's row,
+ * @p end the row that answered it or SIZE_MAX for none (in flight, in
+ * doubt, waiting).  False on OOM. */
 typedef void (*web_call_fn)(const rows *rs, size_t call, size_t end,
                             const pl_run_info *ri, void *user);
-void web_calls(const rows *rs, const pl_run_info *ri, web_call_fn fn,
+bool web_calls(const rows *rs, const pl_run_info *ri, web_call_fn fn,
                void *user);
 /* The run's export as JSON lines, in *text (caller frees). */
 int api_export(web *w, const char *id, char **text, size_t *len, cJSON **out);

@@ -178,37 +178,53 @@ int api_run(web *w, const char *id, cJSON **out)
 /* ---- the timeline --------------------------------------------------------------- */
 
 /*
- * The calls of a run's rows, with their ends: rows come in tree order, so
- * the calls awaiting a result form a stack along the current path.  A row
- * of a ledger answers the call at the top made in that ledger (a result
- * or anything else but the engine's suspend and resume); a row of a ledger
- * that is no callee of the top's leaves the top unanswered.
+ * The calls of a run's rows, with their ends.  Rows come in tree order: a
+ * ledger's rows, each callee's rows after its call.  An invocation's calls
+ * are answered in the order they were made (one after another, or a
+ * fan-out's calls all made before their results come, in the same order),
+ * so a row of a ledger answers the oldest call of that ledger still
+ * awaiting one (a result or anything else but another call or the engine's
+ * suspend and resume).  A call still awaiting one when the rows leave its
+ * ledger's subtree is unanswered.  @p fn is called for each call in row
+ * order.  False on OOM.
  */
-void web_calls(const rows *rs, const pl_run_info *ri, web_call_fn fn,
+bool web_calls(const rows *rs, const pl_run_info *ri, web_call_fn fn,
                void *user)
 {
-    size_t stack[PL_MAX_DEPTH + 2], top = 0;
+    size_t *end = malloc((rs->n + 1) * sizeof *end);
+    size_t *pend = malloc((rs->n + 1) * sizeof *pend);
+    if (!end || !pend) {
+        free(end);
+        free(pend);
+        return false;
+    }
+    size_t np = 0; /* pend[0..np): calls awaiting an answer, in row order */
     for (size_t i = 0; i <= rs->n; i++) {
         const srow *s = i < rs->n ? &rs->v[i] : NULL;
-        while (top) {
-            const srow *c = &rs->v[stack[top - 1]];
-            char callee[300];
-            snprintf(callee, sizeof callee, "%s.%u", c->path, c->seq);
-            if (s && under(s->path, callee))
-                break; /* inside its callee */
-            if (s && !strcmp(s->path, c->path)) {
-                if (s->type == PL_STEP_SUSPEND || s->type == PL_STEP_RESUME)
-                    break;
-                fn(rs, stack[top - 1], i, ri, user);
-                top--;
-                break;
+        bool answered = !s || s->type == PL_STEP_ACTION_CALL ||
+                        s->type == PL_STEP_SUSPEND || s->type == PL_STEP_RESUME;
+        size_t k = 0;
+        for (size_t j = 0; j < np; j++) {
+            const srow *c = &rs->v[pend[j]];
+            if (s && !answered && !strcmp(s->path, c->path)) {
+                end[pend[j]] = i; /* the oldest of this ledger's calls */
+                answered = true;
+            } else if (s && under(s->path, c->path)) {
+                pend[k++] = pend[j]; /* still inside its caller's subtree */
+            } else {
+                end[pend[j]] = SIZE_MAX;
             }
-            fn(rs, stack[top - 1], SIZE_MAX, ri, user);
-            top--;
         }
-        if (s && s->type == PL_STEP_ACTION_CALL && top < PL_MAX_DEPTH + 2)
-            stack[top++] = i;
+        np = k;
+        if (s && s->type == PL_STEP_ACTION_CALL)
+            pend[np++] = i;
     }
+    for (size_t i = 0; i < rs->n; i++)
+        if (rs->v[i].type == PL_STEP_ACTION_CALL)
+            fn(rs, i, end[i], ri, user);
+    free(end);
+    free(pend);
+    return true;
 }
 
 static double num_of(const cJSON *o, const char *name)
@@ -274,7 +290,7 @@ int api_timeline(web *w, const char *id, cJSON **out)
     cJSON *calls = cJSON_CreateArray();
     bool ok = doc && calls;
     if (ok) {
-        web_calls(&rs, ri, timeline_call, calls);
+        ok = web_calls(&rs, ri, timeline_call, calls);
         cJSON_AddStringToObject(doc, "run", ri->id);
         cJSON_AddStringToObject(doc, "state", web_status_name(ri));
         cJSON_AddNumberToObject(doc, "start_us", (double)ri->created_us);
@@ -283,7 +299,7 @@ int api_timeline(web *w, const char *id, cJSON **out)
                                                      ri->updated_us
                                              ? rs.v[rs.n - 1].time_us
                                              : ri->updated_us));
-        ok = add_tokens(doc, w->engine, id);
+        ok = ok && add_tokens(doc, w->engine, id);
         cJSON_AddItemToObject(doc, "calls", calls);
         calls = NULL;
     }

@@ -198,20 +198,33 @@ static bool add_json(ov *o, cJSON *doc)
     }
     cJSON *wait = cJSON_AddArrayToObject(doc, "waiting");
     web *w = o->w;
+    web_oldest old[WEB_OLDEST_MAX];
     pthread_mutex_lock(&w->mu);
-    for (size_t i = 0; wait && i < w->n_oldest; i++) {
+    size_t n_old = w->n_oldest;
+    memcpy(old, w->oldest, n_old * sizeof *old);
+    pthread_mutex_unlock(&w->mu);
+    /* the counts' list is as of their last pass: each run is read again,
+     * so one answered, cancelled or finished since is not shown waiting */
+    for (size_t i = 0; wait && i < n_old; i++) {
+        pl_run_info *ri = NULL;
+        if (pl_run_get(&ri, w->engine, old[i].id))
+            continue; /* gone, or unreadable now: not shown */
+        bool still = ri->status == PL_RUN_SUSPENDED ||
+                     ri->status == PL_RUN_SUBMITTED ||
+                     ri->status == PL_RUN_WAITING;
+        int64_t updated = ri->updated_us;
+        pl_run_info_free(ri);
+        if (!still)
+            continue;
         cJSON *e = cJSON_CreateObject();
         if (!e)
             break;
         cJSON_AddItemToArray(wait, e);
-        cJSON_AddStringToObject(e, "id", w->oldest[i].id);
-        cJSON_AddStringToObject(e, "root_policy", w->oldest[i].policy);
-        cJSON_AddNumberToObject(e, "created_us",
-                                (double)w->oldest[i].created_us);
-        cJSON_AddNumberToObject(e, "updated_us",
-                                (double)w->oldest[i].updated_us);
+        cJSON_AddStringToObject(e, "id", old[i].id);
+        cJSON_AddStringToObject(e, "root_policy", old[i].policy);
+        cJSON_AddNumberToObject(e, "created_us", (double)old[i].created_us);
+        cJSON_AddNumberToObject(e, "updated_us", (double)updated);
     }
-    pthread_mutex_unlock(&w->mu);
     return b && lat && tok && wait;
 }
 
@@ -241,10 +254,9 @@ int api_overview(web *w, const web_req *r, cJSON **out)
         pl_run_info *ri = NULL;
         rows rs = {0};
         if (!pl_run_get(&ri, w->engine, o->sample_ids[i]) &&
-            !read_rows(w->engine, o->sample_ids[i], &rs)) {
-            web_calls(&rs, ri, ov_call, o);
+            !read_rows(w->engine, o->sample_ids[i], &rs) &&
+            web_calls(&rs, ri, ov_call, o))
             o->sampled++;
-        }
         rows_free(&rs);
         pl_run_info_free(ri);
     }

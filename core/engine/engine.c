@@ -89,8 +89,8 @@ int pl_durability_parse(pl_durability *out, const char *name)
 }
 
 static const char *const run_status_names[] = {
-    NULL,        "running", "suspended", "completed", "failed",
-    "submitted", "waiting", "cancelled", NULL,        "continued"};
+    NULL,        "running", "suspended", "completed",  "failed",
+    "submitted", "waiting", "cancelled", "superseded", "continued"};
 
 const char *pl_run_status_name(pl_run_status s)
 {
@@ -116,6 +116,7 @@ static const char *const event_names[] = {
     "store_lost",
     "store_back",
     "schedule_failed",
+    "version",
 };
 
 const char *pl_event_kind_name(pl_event_kind k)
@@ -507,5 +508,20 @@ void pl__emit_diff(pl__run *r, pl_event_kind kind, const char *path,
         return;
     pl_event ev = event_of(r, kind, path, seq, policy, type, detail);
     ev.diff = diff;
+    e->on_event(&ev, e->event_user);
+}
+
+void pl__emit_version(pl__run *r, const char *path, uint32_t seq,
+                      const char *policy, const char *change, int version,
+                      bool recorded, int status)
+{
+    pl_engine *e = r->e;
+    if (!e->on_event)
+        return;
+    pl_event ev = event_of(r, PL_EVENT_VERSION, path, seq, policy,
+                           recorded ? PL_STEP_SIDE_EFFECT : (pl_step_type)0,
+                           change);
+    ev.version = version;
+    ev.status = status;
     e->on_event(&ev, e->event_user);
 }

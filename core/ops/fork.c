@@ -17,6 +17,16 @@
  * second commit writes its steps and makes it `running` with no owner.
  * Continuing it (pl_run_continue()) replays the copied steps and goes on
  * with the code loaded now.
+ *
+ * pl_run_upgrade is a fork that replaces its run: it holds the old run's
+ * lease from before it reads the run, and its second commit also ends the
+ * old run `superseded`, naming the new run ("succ" in its state), whose
+ * state names it back ("pred"), and drops the lease, fenced by its
+ * generation.  One transaction (a store commit of the two batches, never
+ * a group commit that could retry them apart), so a crash leaves the old
+ * run as it was or superseded with its successor whole.  A crash between
+ * the two commits leaves the new run `failed` ("upgrade ... did not
+ * complete") and the old one untouched.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,6 +64,7 @@ typedef struct collect {
     uint32_t at;          /* the cut: root steps before it are kept */
     const bool *answered; /* root seq < at -> its call was answered */
     pl__kvs *out;
+    uint64_t total; /* every step of the old run, folded ones counted */
 } collect;
 
 static int collect_step(const uint8_t *key, size_t klen, const uint8_t *val,
@@ -67,6 +78,7 @@ static int collect_step(const uint8_t *key, size_t klen, const uint8_t *val,
         return pl__err(PL_ECORRUPT, "a step key is malformed");
     bool keep = depth == 0 ? seq < c->at
                            : comps[0] < c->at && c->answered[comps[0]];
+    c->total += pl__rec_steps(val, vlen);
     return keep ? pl__kvs_add(c->out, key, klen, val, vlen) : PL_OK;
 }
 
@@ -116,9 +128,10 @@ static int root_answers(pl_engine *e, uint64_t num, uint32_t at, const char *id,
 /* ---- the fork --------------------------------------------------------------------- */
 
 static int encode_state(pl__buf *out, const char *run_id, pl_run_status status,
-                        uint64_t steps, const char *reason)
+                        uint64_t steps, const char *reason, const char *pred)
 {
     pl__run_state rs = {0};
+    rs.pred = (char *)pred;
     rs.status = status;
     rs.steps = steps;
     rs.updated_us = rs.heartbeat_us = pl__now_us();
@@ -129,61 +142,128 @@ static int encode_state(pl__buf *out, const char *run_id, pl_run_status status,
     return pl__run_state_encode(out, run_id, &rs);
 }
 
-int pl_run_fork(char **out_new_id, pl_engine *e, const char *run_id,
-                const char *at_step_id, const char *new_id)
+/* The state that ends run @p id as superseded by @p succ. */
+static int encode_superseded(pl__buf *out, const char *id,
+                             const pl__run_state *was, const char *succ)
 {
+    pl__run_state rs;
+    int st = pl__run_state_copy(&rs, was);
+    if (st)
+        return st;
+    free(rs.reason);
+    free(rs.susp_path);
+    free(rs.prompt);
+    free(rs.wait_event);
+    rs.wait_event = NULL;
+    rs.wait_until_ms = 0;
+    rs.reason = rs.susp_path = NULL;
+    rs.prompt = NULL;
+    rs.prompt_len = 0;
+    rs.token[0] = '\0';
+    rs.error = 0;
+    rs.status = PL_RUN_SUPERSEDED;
+    rs.updated_us = pl__now_us();
+    if (!(rs.succ = pl__strdup(succ)))
+        st = pl__err(PL_ENOMEM, "out of memory");
+    if (!st)
+        st = pl__run_state_encode(out, id, &rs);
+    pl__run_state_clear(&rs);
+    return st;
+}
+
+/* May run @p id, whose state is @p rs, be upgraded? */
+static int upgradable(const char *id, const pl__run_state *rs)
+{
+    if (rs->status == PL_RUN_COMPLETED)
+        return pl__err(PL_ESTATE,
+                       "pl_run_upgrade: run '%s' is completed: a completed "
+                       "run is final, and nothing of it is left to run",
+                       id);
+    if (rs->status == PL_RUN_CANCELLED)
+        return pl__err(PL_ESTATE,
+                       "pl_run_upgrade: run '%s' is cancelled: a cancelled "
+                       "run is final",
+                       id);
+    if (rs->status == PL_RUN_SUPERSEDED)
+        return pl__err(PL_ESTATE,
+                       "pl_run_upgrade: run '%s' was superseded by run '%s' "
+                       "already",
+                       id, rs->succ ? rs->succ : "?");
+    return PL_OK;
+}
+
+/*
+ * Fork @p run_id at @p at_step_id into a new run; with @p upgrade, end
+ * @p run_id as superseded by it in the commit that completes the new run.
+ */
+static int fork_run(char **out_new_id, pl_engine *e, const char *run_id,
+                    const char *at_step_id, const char *new_id, bool upgrade)
+{
+    const char *fn = upgrade ? "pl_run_upgrade" : "pl_run_fork";
     if (!out_new_id)
-        return pl__err(PL_EINVAL, "pl_run_fork: out_new_id is NULL");
+        return pl__err(PL_EINVAL, "%s: out_new_id is NULL", fn);
     *out_new_id = NULL;
     if (!e || !pl__run_id_ok(run_id))
-        return pl__err(PL_EINVAL, "pl_run_fork: an engine and a valid run id "
-                                  "are required");
+        return pl__err(PL_EINVAL,
+                       "%s: an engine and a valid run id are "
+                       "required",
+                       fn);
     if (new_id && !pl__run_id_ok(new_id))
         return pl__err(PL_EINVAL,
-                       "pl_run_fork: bad new run id '%s' (1..%d "
-                       "bytes of [A-Za-z0-9._:@-])",
-                       new_id, PL_MAX_RUN_ID);
+                       "%s: bad new run id '%s' (1..%d bytes of "
+                       "[A-Za-z0-9._:@-])",
+                       fn, new_id, PL_MAX_RUN_ID);
     uint32_t at = 0;
     int st = parse_root_step(at_step_id, &at);
     if (st)
         return st;
 
     char idbuf[PL_UUID_LEN + 1];
-    uint64_t num, new_num = 0;
+    uint64_t num, new_num = 0, gen = 0;
     pl__buf info = {0}, sb = {0}, new_info = {0};
     pl__run_info ri = {0};
     pl__run_state rs = {0};
     pl__kvs old = {0};
-    pl__batch create = {0}, fill = {0};
+    pl__batch create = {0}, fill = {0}, end = {0};
     bool *answered = NULL;
     pl__rechain w = {0};
     char *reason = NULL, *id_copy = NULL;
 
     if ((st = pl__store_settle(e->store)) ||
-        (st = pl__store_run_find(e->store, run_id, &num, &info)) ||
-        (st = pl__store_state_get(e->store, num, &sb)) ||
+        (st = pl__store_run_find(e->store, run_id, &num, &info))) {
+        st = pl__err(st, "%s: run '%s': %s", fn, run_id, pl_errmsg());
+        goto done;
+    }
+    /* an upgrade holds the old run's lease from here to the commit that
+     * ends it, so nobody executes or resumes it meanwhile */
+    bool had;
+    if (upgrade && (st = pl__run_take_lease(e, num, run_id, &gen, &had)))
+        goto done;
+    if ((st = pl__store_state_get(e->store, num, &sb)) ||
         (st = pl__run_state_decode(&rs, run_id, sb.data, sb.len)) ||
         (st = pl__run_info_decode(&ri, run_id, info.data, info.len))) {
-        st = pl__err(st, "pl_run_fork: run '%s': %s", run_id, pl_errmsg());
+        st = pl__err(st, "%s: run '%s': %s", fn, run_id, pl_errmsg());
         goto done;
     }
     /* alive as pl_run_get() says: by the run's lease, which its owner's
      * engine renews while a call blocks, not by its last write */
     if (rs.status == PL_RUN_RUNNING &&
         (pl__engine_owns(e, num) ||
-         pl__run_lease_alive(e, num, pl__owner_alive(e, &rs)))) {
+         (!upgrade && pl__run_lease_alive(e, num, pl__owner_alive(e, &rs))) ||
+         (upgrade && pl__owner_alive(e, &rs)))) {
         st = pl__err(PL_EBUSY,
-                     "pl_run_fork: run '%s' is running in live "
-                     "process %lld on %s: fork it once it stops",
-                     run_id, (long long)rs.owner_pid, rs.owner_host);
+                     "%s: run '%s' is running in live process %lld on %s: "
+                     "%s it once it stops",
+                     fn, run_id, (long long)rs.owner_pid, rs.owner_host,
+                     upgrade ? "upgrade" : "fork");
         goto done;
     }
-    if ((st = root_answers(e, num, at, run_id, &answered)))
+    if ((upgrade && (st = upgradable(run_id, &rs))) ||
+        (st = root_answers(e, num, at, run_id, &answered)))
         goto done;
-    collect cc = {at, answered, &old};
+    collect cc = {at, answered, &old, 0};
     if ((st = pl__store_each_step(e->store, num, collect_step, &cc))) {
-        st = pl__err(st, "pl_run_fork: reading run '%s': %s", run_id,
-                     pl_errmsg());
+        st = pl__err(st, "%s: reading run '%s': %s", fn, run_id, pl_errmsg());
         goto done;
     }
 
@@ -193,21 +273,34 @@ int pl_run_fork(char **out_new_id, pl_engine *e, const char *run_id,
         new_id = idbuf;
     }
     if (!(id_copy = pl__strdup(new_id)) ||
-        !(reason = pl__asprintf("fork of run '%s' at %s did not complete",
-                                run_id, at_step_id))) {
+        !(reason = pl__asprintf("%s of run '%s' at %s did not complete",
+                                upgrade ? "upgrade" : "fork", run_id,
+                                at_step_id))) {
         st = pl__err(PL_ENOMEM, "out of memory");
         goto done;
     }
     ri.created_us = pl__now_us();
+    /* the successor is the loaded code's: its root's identity is */
+    const pl_policy_def *root = upgrade ? pl_registry_find(e->reg, ri.policy)
+                                        : NULL;
+    if (root) {
+        free(ri.code);
+        ri.code = NULL;
+        if (root->code_version && !(ri.code = pl__strdup(root->code_version))) {
+            st = pl__err(PL_ENOMEM, "out of memory");
+            goto done;
+        }
+    }
     if ((st = pl__run_info_encode(&new_info, new_id, &ri)) ||
-        (st = encode_state(&create.state, new_id, PL_RUN_FAILED, 0, reason)))
+        (st = encode_state(&create.state, new_id, PL_RUN_FAILED, 0, reason,
+                           NULL)))
         goto done;
     create.create_id = new_id;
     create.create_info = &new_info;
     if ((st = pl__engine_commit(e, &create)))
         goto done;
     if (create.rc) {
-        st = pl__err(PL_EEXIST, "pl_run_fork: run '%s' exists already", new_id);
+        st = pl__err(PL_EEXIST, "%s: run '%s' exists already", fn, new_id);
         goto done;
     }
     new_num = create.run;
@@ -219,24 +312,44 @@ int pl_run_fork(char **out_new_id, pl_engine *e, const char *run_id,
                               pl__kvs_val(&old, i), old.e[i].vlen, &fill.steps,
                               NULL);
     if (st) {
-        st = pl__err(st, "pl_run_fork: copying run '%s': %s", run_id,
-                     pl_errmsg());
+        st = pl__err(st, "%s: copying run '%s': %s", fn, run_id, pl_errmsg());
         goto done;
     }
     fill.run = new_num;
-    if ((st = encode_state(&fill.state, new_id, PL_RUN_RUNNING, w.steps,
-                           NULL)) ||
-        (st = pl__engine_commit(e, &fill)))
+    if ((st = encode_state(&fill.state, new_id, PL_RUN_RUNNING, w.steps, NULL,
+                           upgrade ? run_id : NULL)))
+        goto done;
+    if (!upgrade) {
+        st = pl__engine_commit(e, &fill);
+    } else {
+        /* the new run's steps and the old run's end: one transaction, so a
+         * crash leaves the old run untouched or superseded with its
+         * successor complete, never one without the other */
+        end.run = num;
+        end.gen = gen;
+        end.release = true;
+        pl__batch *both[2] = {&fill, &end};
+        rs.steps = cc.total; /* exact: a crashed run's is a heartbeat's */
+        if (!(st = encode_superseded(&end.state, run_id, &rs, new_id)))
+            st = pl__store_commit(e->store, both, 2, false);
+        if (!st)
+            gen = 0; /* released with the commit */
+    }
+    if (st)
         goto done;
     *out_new_id = id_copy;
     id_copy = NULL;
 done:
+    if (gen && pl__store_lease_release(e->store, num, gen)) {
+        /* it expires on its own */
+    }
     pl__rechain_free(&w);
     free(answered);
     free(reason);
     free(id_copy);
     pl__batch_free(&create);
     pl__batch_free(&fill);
+    pl__batch_free(&end);
     pl__kvs_free(&old);
     pl__run_info_clear(&ri);
     pl__run_state_clear(&rs);
@@ -244,4 +357,16 @@ done:
     pl__buf_free(&sb);
     pl__buf_free(&new_info);
     return st;
+}
+
+int pl_run_fork(char **out_new_id, pl_engine *e, const char *run_id,
+                const char *at_step_id, const char *new_id)
+{
+    return fork_run(out_new_id, e, run_id, at_step_id, new_id, false);
+}
+
+int pl_run_upgrade(char **out_new_id, pl_engine *e, const char *run_id,
+                   const char *at_step_id, const char *new_id)
+{
+    return fork_run(out_new_id, e, run_id, at_step_id, new_id, true);
 }

@@ -103,6 +103,7 @@ static int info_build(pl_engine *e, const char *id, size_t id_len, uint64_t num,
     p->wake_ms = in->st.wait_until_ms;
     p->wait_event = in->st.wait_event;
     p->deadline_ms = in->ri.deadline_ms;
+    p->code = in->ri.code;
     p->successor = in->st.succ;
     p->predecessor = in->st.pred;
     *out = p;

@@ -25,6 +25,12 @@ PL__HIDDEN int pl__run_fail(pl__run *r, int status, const char *fmt, ...)
 PL__HIDDEN int pl__run_continue_leased(pl_outcome **out, pl_engine *e,
                                        const pl__lease *lease) PL__MUST_CHECK;
 
+/* Take run @p num's lease for this engine's worker: free, expired, or held
+ * by a dead process of this host.  *had says whether the run had a lease.
+ * PL_EBUSY (another holder, named) or the store's error (runner.c). */
+PL__HIDDEN int pl__run_take_lease(pl_engine *e, uint64_t num, const char *id,
+                                  uint64_t *gen, bool *had) PL__MUST_CHECK;
+
 /* A new outcome of run @p r with @p status (outcome.c); NULL when out of
  * memory. */
 PL__HIDDEN pl_outcome *pl__outcome_new(pl__run *r, pl_run_status status);

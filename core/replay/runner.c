@@ -651,13 +651,9 @@ static int count_steps(pl_engine *e, uint64_t num, uint64_t *out)
     return pl__store_each_step(e->store, num, count_record, out);
 }
 
-/* Claim a run for execution (or resume) and execute it. */
-/*
- * Take run @p num's lease for this worker: free, expired, or held by a
- * dead process of this host.  *had says whether the run had a lease.
- */
-static int take_lease(pl_engine *e, uint64_t num, const char *id, uint64_t *gen,
-                      bool *had)
+/* The lease of a run to execute (run.h). */
+int pl__run_take_lease(pl_engine *e, uint64_t num, const char *id,
+                       uint64_t *gen, bool *had)
 {
     pl__lease held = {0};
     int st = pl__store_lease_acquire(e->store, num, id, e->worker, e->lease_us,
@@ -735,6 +731,11 @@ static int continue_run(pl_engine *e, const char *id, bool check,
                      r->state.reason ? r->state.reason : "");
         goto done;
     }
+    if (!check && r->state.status == PL_RUN_SUPERSEDED) {
+        st = pl__err(PL_ESTATE, "run '%s' was superseded by run '%s'", id,
+                     r->state.succ);
+        goto done;
+    }
     /* a completed (or continued) run is final: replaying it writes nothing */
     r->check = check || (!token && (r->state.status == PL_RUN_COMPLETED ||
                                     r->state.status == PL_RUN_CONTINUED));
@@ -767,7 +768,7 @@ static int continue_run(pl_engine *e, const char *id, bool check,
     claimed = true;
     bool had = true;
     uint64_t gen = leased ? leased->gen : 0;
-    if (!leased && (st = take_lease(e, num, id, &gen, &had)))
+    if (!leased && (st = pl__run_take_lease(e, num, id, &gen, &had)))
         goto done;
     r->batch.gen = gen;
     r->worker = leased != NULL;

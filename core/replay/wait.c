@@ -579,9 +579,16 @@ static int deliver_check(const uint8_t *state, size_t len, void *user)
     if (rc)
         return rc;
     d->status = st.status;
+    if (st.status == PL_RUN_SUPERSEDED)
+        rc = pl__err(PL_ESTATE,
+                     "run '%s' was superseded by run '%s': %s is refused "
+                     "(send it to that run)",
+                     d->id, st.succ, d->what);
     if (st.status == PL_RUN_CONTINUED && st.succ)
         snprintf(d->succ, sizeof d->succ, "%s", st.succ);
     pl__run_state_clear(&st);
+    if (rc)
+        return rc;
     if (d->status == PL_RUN_CONTINUED)
         return pl__err(PL_ESTATE, "run '%s' continued as new as '%s'", d->id,
                        d->succ);

@@ -5,7 +5,9 @@
  * names its code version, and into the plugin (order_plugin.c, built with
  * ORDER_PLUGIN), where the plugin's build-id is every policy's code identity.
  * ORDER_VARIANT=2 builds a changed workflow (ship is asked for express
- * delivery), to show what a deploy check reports about such a change.
+ * delivery), to show what a deploy check reports about such a change;
+ * ORDER_VARIANT=3 the same change behind a version gate (pl_ctx_version),
+ * which runs recorded by the first workflow replay on their old branch.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "order.h"
@@ -163,14 +165,23 @@ static int order(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     }
     if (!st)
         st = pl_json_unpack(charged, "{s:s}", "charge", &charge);
+#if ORDER_VARIANT == 3
+    /* express delivery, for orders that reach this point from now on */
+    int express = 0;
     if (!st)
-#if ORDER_VARIANT == 2
+        st = pl_ctx_version(&express, ctx, "express-shipping",
+                            PL_VERSION_DEFAULT, 1);
+#elif ORDER_VARIANT == 2
+    int express = 1;
+#else
+    int express = 0;
+#endif
+    if (!st && express >= 1)
         st = pl_ctx_invokef(&shipped, ctx, "ship", "{s:s, s:s, s:b}",
                             "order_id", id, "reservation", res, "express", 1);
-#else
+    else if (!st)
         st = pl_ctx_invokef(&shipped, ctx, "ship", "{s:s, s:s}", "order_id", id,
                             "reservation", res);
-#endif
     if (st == PL_ERESULT) /* not shipped: the order stays charged */
         st = PL_OK;
     else if (!st)

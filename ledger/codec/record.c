@@ -260,3 +260,30 @@ unsigned pl__step_wrapping(pl_step_type type)
            type == PL_STEP_SUSPEND || type == PL_STEP_RESUME ||
            type == PL_STEP_EVENT;
 }
+
+/* ---- seed steps (a run's info holds them: runrec.c) ------------------------ */
+
+int pl__seed_encode(pl__buf *out, const void *steps, size_t n,
+                    pl__seed_item_fn item)
+{
+    msgpack_packer pk;
+    packer_init(&pk, out);
+    size_t start = out->len;
+    int rc = msgpack_pack_array(&pk, n);
+    for (size_t i = 0; !rc && i < n; i++) {
+        pl_step_type type;
+        const char *actor;
+        const uint8_t *mp;
+        size_t mp_len;
+        item(steps, i, &type, &actor, &mp, &mp_len);
+        rc = msgpack_pack_array(&pk, 3);
+        rc = rc ? rc : msgpack_pack_uint32(&pk, (uint32_t)type);
+        rc = rc ? rc : pack_cstr(&pk, actor);
+        rc = rc ? rc : (pl__buf_append(out, mp, mp_len) ? -1 : 0);
+    }
+    if (rc) {
+        out->len = start;
+        return pl__err(PL_ENOMEM, "out of memory encoding seed steps");
+    }
+    return PL_OK;
+}

@@ -108,4 +108,15 @@ PL__HIDDEN unsigned pl__rec_steps(const uint8_t *data, size_t len);
  * pl__name_ok(). */
 PL__HIDDEN bool pl__actor_ok(const uint8_t *p, size_t n);
 
+/*
+ * Encode seed steps, which a run's info holds (runrec.c), as an array of
+ * [type, actor, payload]: @p n steps whose types, actors and
+ * already-encoded payloads are given by the callback.
+ */
+typedef void (*pl__seed_item_fn)(const void *steps, size_t i,
+                                 pl_step_type *type, const char **actor,
+                                 const uint8_t **mp, size_t *mp_len);
+PL__HIDDEN int pl__seed_encode(pl__buf *out, const void *steps, size_t n,
+                               pl__seed_item_fn item) PL__MUST_CHECK;
+
 #endif /* PL_RECORD_H */

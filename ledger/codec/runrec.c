@@ -67,11 +67,12 @@
  *   |           |              | [[comp...], seq, bin (32)]: its path      |
  *   |           |              | below the root, its last step's seq and   |
  *   |           |              | that step's hash (at most 33)             |
- *   | succ      | str          | optional; continued: the id of the run    |
- *   |           |              | that goes on from it                      |
+ *   | succ      | str          | optional; superseded (ledger-replay       |
+ *   |           |              | --upgrade) or continued: the id of the    |
+ *   |           |              | run that goes on from it                  |
  *   | pred      | str          | optional: the id of the run this one      |
- *   |           |              | continues, written with that run's "succ" |
- *   |           |              | in one commit                             |
+ *   |           |              | supersedes or continues, written with     |
+ *   |           |              | that run's "succ" in one commit           |
  *   | sum       | bin (32)     | version 2 and 3, last: the checksum       |
  *
  * OPEN LEDGERS.  A ledger's last step is hashed by nothing in its run until
@@ -90,33 +91,6 @@
 #include <assert.h>
 #include <stdint.h>
 #include <stdlib.h>
-
-/* ---- seed steps ---------------------------------------------------------- */
-
-int pl__seed_encode(pl__buf *out, const void *steps, size_t n,
-                    pl__seed_item_fn item)
-{
-    msgpack_packer pk;
-    packer_init(&pk, out);
-    size_t start = out->len;
-    int rc = msgpack_pack_array(&pk, n);
-    for (size_t i = 0; !rc && i < n; i++) {
-        pl_step_type type;
-        const char *actor;
-        const uint8_t *mp;
-        size_t mp_len;
-        item(steps, i, &type, &actor, &mp, &mp_len);
-        rc = msgpack_pack_array(&pk, 3);
-        rc = rc ? rc : msgpack_pack_uint32(&pk, (uint32_t)type);
-        rc = rc ? rc : pack_cstr(&pk, actor);
-        rc = rc ? rc : (pl__buf_append(out, mp, mp_len) ? -1 : 0);
-    }
-    if (rc) {
-        out->len = start;
-        return pl__err(PL_ENOMEM, "out of memory encoding seed steps");
-    }
-    return PL_OK;
-}
 
 /* ---- run records --------------------------------------------------------- */
 
@@ -547,7 +521,8 @@ int pl__run_state_decode(pl__run_state *out, const char *run_id,
             have_sum = true;
         } else if (pl__rr_key_is(k, kn, "status")) {
             if (rd_uint(&r, &u) || u < PL_RUN_RUNNING ||
-                (u > PL_RUN_CANCELLED && u != PL_RUN_CONTINUED))
+                (u > PL_RUN_CANCELLED && u != PL_RUN_SUPERSEDED &&
+                 u != PL_RUN_CONTINUED))
                 goto bad;
             out->status = (pl_run_status)u;
         } else if (pl__rr_key_is(k, kn, "steps")) {
@@ -647,7 +622,8 @@ int pl__run_state_decode(pl__run_state *out, const char *run_id,
                        run_id);
     }
     if (!have_v || !out->status || (out->open && version < 3) ||
-        (out->succ != NULL) != (out->status == PL_RUN_CONTINUED))
+        (out->succ != NULL) != (out->status == PL_RUN_SUPERSEDED ||
+                                out->status == PL_RUN_CONTINUED))
         goto bad;
     return PL_OK;
 fail:

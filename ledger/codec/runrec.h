@@ -65,19 +65,10 @@ typedef struct pl__run_state {
     uint8_t head[PL_HASH_LEN]; /* when written after it (not failed) */
     pl__anchor *open;          /* the open ledgers' heads when it was written */
     size_t n_open;             /* at most PL__ANCHORS_MAX */
-    char *succ; /* continued: the run that goes on from it, or NULL */
-    char *pred; /* the run this one continues, or NULL */
+    char *succ; /* superseded or continued: the run that goes on from it,
+                   or NULL */
+    char *pred; /* the run this one supersedes or continues, or NULL */
 } pl__run_state;
-
-/*
- * Encode seed steps as an array of [type, actor, payload]: @p n steps whose
- * types, actors and already-encoded payloads are given by the callback.
- */
-typedef void (*pl__seed_item_fn)(const void *steps, size_t i,
-                                 pl_step_type *type, const char **actor,
-                                 const uint8_t **mp, size_t *mp_len);
-PL__HIDDEN int pl__seed_encode(pl__buf *out, const void *steps, size_t n,
-                               pl__seed_item_fn item) PL__MUST_CHECK;
 
 /*
  * Run records are checksummed and bound to their run's id (runrec.c): a

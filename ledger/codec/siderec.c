@@ -251,7 +251,8 @@ bad:
 bool pl__status_final(pl_run_status status)
 {
     return status == PL_RUN_COMPLETED || status == PL_RUN_FAILED ||
-           status == PL_RUN_CANCELLED || status == PL_RUN_CONTINUED;
+           status == PL_RUN_CANCELLED || status == PL_RUN_SUPERSEDED ||
+           status == PL_RUN_CONTINUED;
 }
 
 int pl__tomb_encode(pl__buf *out, const char *run_id, const pl__tomb *t)

@@ -37,7 +37,16 @@ const CASE = argv[0];
 const opt = {};
 for (let i = 1; i < argv.length; i += 2) opt[argv[i].replace(/^--/, '')] = argv[i + 1];
 
+/* A shared, busy machine can be many times slower than an idle one: every
+ * wait is on a condition (never a sleep), bounded by WAIT_MS, and the whole
+ * case by GUARD_MS (under ctest's TIMEOUT).  PL_WEB_SLOWDOWN=N throttles
+ * the browser's CPU N times (as a loaded machine would) to show it. */
+const WAIT_MS = 60000;
+const GUARD_MS = 280000;
+const SLOWDOWN = Number(process.env.PL_WEB_SLOWDOWN || 1);
+
 let failures = 0;
+let lastPage = null; /* on a failure, its screenshot is saved */
 const children = [];
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'pl-web-'));
 
@@ -60,7 +69,7 @@ async function stopWeb(web) {
   const c = web.child;
   const code = await new Promise((resolve) => {
     if (c.exitCode !== null || c.signalCode !== null) return resolve(c.exitCode);
-    const t = setTimeout(() => { c.kill('SIGKILL'); }, 10000);
+    const t = setTimeout(() => { c.kill('SIGKILL'); }, WAIT_MS);
     c.on('exit', (st, sig) => { clearTimeout(t); resolve(sig ? sig : st); });
     c.kill('SIGTERM');
   });
@@ -101,7 +110,7 @@ async function startWeb(store, args, env) {
   child.stderr.on('data', (d) => { err += d; });
   const base = `http://127.0.0.1:${port}`;
   await new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error('ledger-web did not say it serves within 15 s: ' + out + err)), 15000);
+    const timer = setTimeout(() => reject(new Error(`ledger-web did not say it serves within ${WAIT_MS / 1000} s: ` + out + err)), WAIT_MS);
     const check = () => {
       if (/serving/.test(out)) { clearTimeout(timer); resolve(); } else if (child.exitCode !== null) {
         clearTimeout(timer);
@@ -129,7 +138,7 @@ function request(base, method, p, headers, body) {
       });
     });
     req.on('error', reject);
-    req.setTimeout(15000, () => req.destroy(new Error(`${method} ${p}: no answer in 15 s`)));
+    req.setTimeout(WAIT_MS, () => req.destroy(new Error(`${method} ${p}: no answer in ${WAIT_MS / 1000} s`)));
     if (body !== undefined) req.write(typeof body === 'string' ? body : JSON.stringify(body));
     req.end();
   });
@@ -164,7 +173,13 @@ async function browser() {
 async function newPage(b, opts) {
   const ctx = await b.newContext(Object.assign({ viewport: { width: 1280, height: 800 }, colorScheme: 'light' }, opts || {}));
   const page = await ctx.newPage();
-  page.setDefaultTimeout(10000);
+  lastPage = page;
+  page.setDefaultTimeout(WAIT_MS);
+  page.setDefaultNavigationTimeout(WAIT_MS);
+  if (SLOWDOWN > 1) {
+    const cdp = await ctx.newCDPSession(page);
+    await cdp.send('Emulation.setCPUThrottlingRate', { rate: SLOWDOWN });
+  }
   page.problems = [];
   page.on('pageerror', (e) => page.problems.push('script error: ' + e.message));
   page.on('dialog', (d) => { page.problems.push('a dialog opened: ' + d.message()); d.dismiss().catch(() => {}); });
@@ -186,7 +201,8 @@ async function shot(page, name) {
   fs.mkdirSync(opt.shots, { recursive: true });
   for (const scheme of ['light', 'dark']) {
     await page.emulateMedia({ colorScheme: scheme });
-    await page.waitForTimeout(50);
+    /* the new colours painted: two animation frames */
+    await page.evaluate(() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r))));
     await page.screenshot({ path: path.join(opt.shots, `web-${name}-${scheme}.png`) });
   }
   await page.emulateMedia({ colorScheme: 'light' });
@@ -198,7 +214,7 @@ async function waitRowStatus(page, id, want) {
   await page.waitForFunction(([i, w]) => {
     const tr = [...document.querySelectorAll('#runs-body tr')].find((t) => t.dataset.id === i);
     return tr && tr.dataset.status === w;
-  }, [id, want], { timeout: 15000 });
+  }, [id, want]);
 }
 
 /* ---- the cases ---- */
@@ -273,7 +289,7 @@ async function story() {
   const done = page.locator('#answered .inbox-card[data-id="research-1"] .outcome');
   await done.waitFor();
   ok(/research-1: completed/.test(await done.textContent()), 'the answer\'s summary says completed: ' + (await done.textContent()).split('\n')[0]);
-  await page.waitForSelector('#inbox .inbox-card[data-id="research-1"]', { state: 'detached', timeout: 15000 });
+  await page.waitForSelector('#inbox .inbox-card[data-id="research-1"]', { state: 'detached' });
   ok(await page.locator('#inbox .inbox-card').count() === want.filter((r) => r.status === 'suspended').length - 1, 'the run leaves the inbox, the others stay');
 
   await page.goto(web.base + '/#/run/research-1');
@@ -304,6 +320,14 @@ async function story() {
   await page.click('#outcome a[href^="#/run/"]');
   await page.waitForFunction(() => document.querySelector('.run-head .badge')?.textContent === 'suspended');
   ok(true, 'the forked run\'s page shows it suspended');
+  const forkId = decodeURIComponent(page.url().split('#/run/')[1]);
+
+  /* cancel it from its page, after a confirmation */
+  await page.click('#act-cancel');
+  await page.click('#actions .confirm button.danger');
+  await page.waitForFunction(() => document.querySelector('.run-head .badge')?.textContent === 'cancelled');
+  const fr = (await request(web.base, 'GET', '/api/runs/' + encodeURIComponent(forkId))).json;
+  ok(fr && fr.run.status === 'cancelled', `cancel on the run's page cancels ${forkId}, recorded in the store`);
 
   /* the batch: every crashed run the filter holds; the fixture's cannot run here (its plugin is not loaded) */
   await page.goto(web.base + '/#/runs?status=crashed');
@@ -313,9 +337,26 @@ async function story() {
   await page.waitForSelector('#batch-outcome:not([hidden])');
   const batch = await page.locator('#batch-outcome').textContent();
   ok(/0 crashed run\(s\) continued, 1 refused/.test(batch) && /r-crashed: not run/.test(batch), 'the batch continue says what it did, and what was refused: ' + batch.trim().split('\n').pop());
+  /* cancel every run the filter holds: the suspended ones */
+  const suspended = dumpRuns(store).filter((r) => r.status === 'suspended').map((r) => r.id);
+  ok(suspended.length > 0, `${suspended.length} run(s) suspended before the batch cancel`);
+  await page.goto(web.base + '/#/runs?status=suspended');
+  await page.waitForSelector(`#runs-body tr[data-id="${suspended[0]}"]`);
+  await page.click('#batch-cancel');
+  await page.click('#batch .confirm button.danger');
+  await page.goto(web.base + '/#/runs?status=cancelled');
+  for (const id of suspended) await page.waitForSelector(`#runs-body tr[data-id="${id}"][data-status="cancelled"]`);
+  const after = dumpRuns(store);
+  ok(suspended.every((id) => after.find((r) => r.id === id).status === 'cancelled'),
+    'the batch cancel cancels every suspended run the filter held, listed cancelled: ' + suspended.join(', '));
+  ok(after.filter((r) => r.status === 'cancelled').length === suspended.length + 1, 'and no other run');
+
   await page.goto(web.base + '/#/overview');
   await page.waitForSelector('#overview .chart-panel');
   ok(await page.locator('#overview .chart-panel').count() === 4, 'the overview shows its four panels');
+  const waitingNow = await page.locator('#overview').textContent();
+  ok(!waitingNow.includes('research-1') && suspended.every((id) => !waitingNow.includes(id)),
+    'the overview lists no answered or cancelled run as waiting');
   await shot(page, 'overview');
   const bg = () => page.evaluate(() => getComputedStyle(document.body).backgroundColor);
   const light = await bg();
@@ -483,7 +524,7 @@ async function refusals() {
   const port = await freePort();
   let res;
   try {
-    execFileSync(opt.web, [store, '--listen', `0.0.0.0:${port}`], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], timeout: 10000 });
+    execFileSync(opt.web, [store, '--listen', `0.0.0.0:${port}`], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], timeout: WAIT_MS });
     res = { status: 0, stderr: '' };
   } catch (e) {
     res = { status: e.status, stderr: String(e.stderr) };
@@ -549,12 +590,16 @@ const CASES = { story, paging, hostile, refusals };
   }
   loadPlaywright();
   const t0 = Date.now();
-  const guard = setTimeout(() => { console.error(`FAIL: ${CASE} took over 120 s`); cleanup(); process.exit(1); }, 120000);
+  const guard = setTimeout(() => { console.error(`FAIL: ${CASE} took over ${GUARD_MS / 1000} s`); cleanup(); process.exit(1); }, GUARD_MS);
   try {
     await CASES[CASE]();
   } catch (e) {
     failures++;
     console.error('FAIL: ' + (e && e.stack ? e.stack : e));
+    if (lastPage && opt.shots) {
+      const where = path.join(opt.shots, `failed-${CASE}.png`);
+      await lastPage.screenshot({ path: where, timeout: WAIT_MS }).then(() => console.error('the page then: ' + where), () => {});
+    }
   }
   clearTimeout(guard);
   cleanup();

@@ -168,8 +168,10 @@
     v.addEventListener('click', () => verify(v, id));
     bar.appendChild(v);
     if (PL.can('cancel') && (unfinished || status === 'suspended' || status === 'waiting')) {
-      bar.appendChild(PL.confirmButton('Cancel', 'Cancel this run?', 'danger-outline', (b) =>
-        PL.act(b, st.outcome, '/api/runs/' + id + '/cancel', {}, () => load(true))));
+      const cancel = PL.confirmButton('Cancel', 'Cancel this run?', 'danger-outline', (b) =>
+        PL.act(b, st.outcome, '/api/runs/' + id + '/cancel', {}, () => load(true)));
+      cancel.querySelector('button').id = 'act-cancel';
+      bar.appendChild(cancel);
     }
     bar.appendChild(h('a', { class: 'button', id: 'export', href: '/api/runs/' + id + '/export', download: String(run.id).replace(/[^A-Za-z0-9._-]/g, '_') + '.jsonl', text: 'Export JSONL' }));
     return bar;

@@ -1,0 +1,350 @@
+/*
+ * test_upgrade.c -- pl_run_upgrade (core/ops/fork.c): a run that new code
+ * cannot replay is forked before its first divergence and ends
+ * `superseded`, the two runs linked both ways, in one transaction.
+ *
+ * The policy "order" calls "pay", asks a human, then calls "ship"; with
+ * g_v2 it calls "fraud" first, so a run recorded by the first code
+ * diverges at its first step.  Covers: the links, the old run final
+ * (continue, resume and a second upgrade refused, a check replay still
+ * allowed), the new run verifying and finishing under the new code, a
+ * failed run upgraded, every refusal (leaving the old run untouched and
+ * its lease free), and a child killed (SIGKILL) at a random instant of an
+ * upgrade, many times: the old run is untouched or superseded with its
+ * successor whole, never half.  On both stores (pg_test_upgrade).
+ */
+#include "support.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static bool g_v2;
+static atomic_int g_pays, g_ships;
+
+static int pay(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)ctx;
+    (void)user;
+    g_pays++;
+    return pl_steps_add_result(out, a->payload);
+}
+
+static int ship(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)ctx;
+    (void)user;
+    g_ships++;
+    return pl_steps_add_result(out, a->payload);
+}
+
+static int order(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)a;
+    (void)user;
+    cJSON *answer = NULL, *shipped = NULL;
+    int st = g_v2 ? pl_ctx_invokef(NULL, ctx, "echo", "{s:s}", "fraud", "no")
+                  : PL_OK;
+    if (!st)
+        st = pl_ctx_invokef(NULL, ctx, "pay", "{s:i}", "cents", 4200);
+    if (!st)
+        st = pl_ctx_invokef(&answer, ctx, "human", "{s:s}", "q", "ship?");
+    if (!st)
+        st = pl_ctx_invokef(&shipped, ctx, "ship", "{s:O}", "answer", answer);
+    if (!st)
+        st = pl_steps_add_result(out, shipped);
+    cJSON_Delete(answer);
+    cJSON_Delete(shipped);
+    return st;
+}
+
+static pl_registry *registry(void)
+{
+    pl_registry *reg = t_registry();
+    cr_assert_eq(pl_registry_add_fn(reg, "order", order, NULL), PL_OK);
+    cr_assert_eq(pl_registry_add_fn(reg, "pay", pay, NULL), PL_OK);
+    cr_assert_eq(pl_registry_add_fn(reg, "ship", ship, NULL), PL_OK);
+    cr_assert_eq(pl_registry_add_human(reg, "human"), PL_OK);
+    return reg;
+}
+
+/* Start a run of the first code, suspended at its question. */
+static void start_waiting(pl_engine *e, const char *id)
+{
+    g_v2 = false;
+    pl_outcome *o = t_start(e, "order", "{}", id);
+    cr_assert_eq(o->status, PL_RUN_SUSPENDED, "%s", o->reason);
+    pl_outcome_free(o);
+}
+
+static pl_run_info *info_of(pl_engine *e, const char *id)
+{
+    pl_run_info *ri = NULL;
+    cr_assert_eq(pl_run_get(&ri, e, id), PL_OK, "%s: %s", id, pl_errmsg());
+    return ri;
+}
+
+Test(upgrade, the_old_run_is_superseded_and_the_new_goes_on)
+{
+    pl_registry *reg = registry();
+    pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_SYNC);
+    start_waiting(e, "o1");
+    pl_run_info *ri = info_of(e, "o1");
+    char token[64];
+    snprintf(token, sizeof token, "%s", ri->resume_token);
+    pl_run_info_free(ri);
+
+    /* the new code diverges at 0:0: the whole root is re-run */
+    g_v2 = true;
+    pl_outcome *o = NULL;
+    pl_run_options check = PL_RUN_OPTIONS_INIT;
+    check.check = true;
+    cr_assert_eq(pl_run_continue(&o, e, "o1", &check), PL_ENONDET);
+    char *nid = NULL;
+    cr_assert_eq(pl_run_upgrade(&nid, e, "o1", "0:0", "o1-v2"), PL_OK, "%s",
+                 pl_errmsg());
+    cr_expect_str_eq(nid, "o1-v2");
+    free(nid);
+
+    ri = info_of(e, "o1");
+    cr_expect_eq(ri->status, PL_RUN_SUPERSEDED);
+    cr_expect_str_eq(pl_run_status_name(ri->status), "superseded");
+    cr_expect_str_eq(ri->successor, "o1-v2");
+    cr_expect_null(ri->predecessor);
+    cr_expect_null(ri->resume_token);
+    pl_run_info_free(ri);
+    ri = info_of(e, "o1-v2");
+    cr_expect_eq(ri->status, PL_RUN_RUNNING);
+    cr_expect_str_eq(ri->predecessor, "o1");
+    cr_expect_null(ri->successor);
+    cr_expect_eq(ri->steps, 0);
+    pl_run_info_free(ri);
+    cr_expect_eq(pl_run_verify(e, "o1"), PL_OK, "%s", pl_errmsg());
+    cr_expect_eq(pl_run_verify(e, "o1-v2"), PL_OK, "%s", pl_errmsg());
+
+    /* the old run is final */
+    cr_expect_eq(pl_run_continue(&o, e, "o1", NULL), PL_ESTATE);
+    cr_expect(strstr(pl_errmsg(), "superseded by run 'o1-v2'"), "%s",
+              pl_errmsg());
+    cJSON *yes = t_json("{\"ok\": true}");
+    cr_expect_eq(pl_run_resume(&o, e, "o1", token, yes), PL_ESTATE);
+    cr_expect_eq(pl_run_upgrade(&nid, e, "o1", "0:0", NULL), PL_ESTATE);
+    cr_expect(strstr(pl_errmsg(), "superseded by run 'o1-v2' already"), "%s",
+              pl_errmsg());
+    cr_expect_null(nid);
+    /* an event or a cancellation is refused, naming where to send it */
+    cr_expect_eq(pl_run_signal(&o, e, "o1", "go", yes), PL_ESTATE);
+    cr_expect(strstr(pl_errmsg(), "superseded by run 'o1-v2'"), "%s",
+              pl_errmsg());
+    cr_expect_eq(pl_run_cancel(e, "o1", "stop"), PL_ESTATE);
+
+    /* the new run goes on under the new code, and its predecessor link
+     * outlives every state it writes */
+    cr_assert_eq(pl_run_continue(&o, e, "o1-v2", NULL), PL_OK, "%s",
+                 pl_errmsg());
+    cr_assert_eq(o->status, PL_RUN_SUSPENDED);
+    char t2[64];
+    snprintf(t2, sizeof t2, "%s", o->resume_token);
+    pl_outcome_free(o);
+    g_ships = 0;
+    cr_assert_eq(pl_run_resume(&o, e, "o1-v2", t2, yes), PL_OK, "%s",
+                 pl_errmsg());
+    cr_expect_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason);
+    cr_expect_eq(g_ships, 1);
+    pl_outcome_free(o);
+    cJSON_Delete(yes);
+    ri = info_of(e, "o1-v2");
+    cr_expect_eq(ri->status, PL_RUN_COMPLETED);
+    cr_expect_str_eq(ri->predecessor, "o1");
+    pl_run_info_free(ri);
+    cr_expect_eq(pl_run_verify(e, "o1-v2"), PL_OK, "%s", pl_errmsg());
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+Test(upgrade, a_cut_after_served_calls_keeps_them)
+{
+    pl_registry *reg = registry();
+    pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_SYNC);
+    start_waiting(e, "o2");
+    /* keep pay's call and result (0:0, 0:1); the question is asked anew */
+    char *nid = NULL;
+    cr_assert_eq(pl_run_upgrade(&nid, e, "o2", "0:2", NULL), PL_OK, "%s",
+                 pl_errmsg());
+    cr_assert_not_null(nid);
+    g_pays = 0;
+    pl_outcome *o = NULL;
+    cr_assert_eq(pl_run_continue(&o, e, nid, NULL), PL_OK, "%s", pl_errmsg());
+    cr_expect_eq(o->status, PL_RUN_SUSPENDED);
+    cr_expect_eq(o->calls_served, 1);
+    cr_expect_eq(g_pays, 0, "a call before the cut ran again");
+    pl_outcome_free(o);
+    pl_run_info *ri = info_of(e, "o2");
+    cr_expect_str_eq(ri->successor, nid);
+    pl_run_info_free(ri);
+    free(nid);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+Test(upgrade, a_failed_run_can_be_upgraded)
+{
+    pl_registry *reg = registry();
+    pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_SYNC);
+    start_waiting(e, "o3");
+    pl_run_info *ri = info_of(e, "o3");
+    char token[64];
+    snprintf(token, sizeof token, "%s", ri->resume_token);
+    pl_run_info_free(ri);
+    /* answered under the new code: it diverges and is failed */
+    g_v2 = true;
+    cJSON *yes = t_json("{}");
+    pl_outcome *o = NULL;
+    cr_assert_eq(pl_run_resume(&o, e, "o3", token, yes), PL_OK);
+    cr_assert_eq(o->status, PL_RUN_FAILED);
+    cr_expect_eq(o->error, PL_ENONDET);
+    pl_outcome_free(o);
+    cJSON_Delete(yes);
+    char *nid = NULL;
+    cr_assert_eq(pl_run_upgrade(&nid, e, "o3", "0:0", "o3b"), PL_OK, "%s",
+                 pl_errmsg());
+    free(nid);
+    ri = info_of(e, "o3");
+    cr_expect_eq(ri->status, PL_RUN_SUPERSEDED);
+    cr_expect_null(ri->reason);
+    pl_run_info_free(ri);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+Test(upgrade, refusals_leave_the_old_run_untouched)
+{
+    pl_registry *reg = registry();
+    pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_SYNC);
+    start_waiting(e, "o4");
+    pl_outcome *o = t_start(e, "echo", "{}", "taken");
+    pl_outcome_free(o);
+    char *nid = (char *)"x";
+    cr_expect_eq(pl_run_upgrade(NULL, e, "o4", "0:0", NULL), PL_EINVAL);
+    cr_expect_eq(pl_run_upgrade(&nid, NULL, "o4", "0:0", NULL), PL_EINVAL);
+    cr_expect_null(nid);
+    cr_expect_eq(pl_run_upgrade(&nid, e, "bad id", "0:0", NULL), PL_EINVAL);
+    cr_expect_eq(pl_run_upgrade(&nid, e, "o4", "0:0", "bad id"), PL_EINVAL);
+    cr_expect_eq(pl_run_upgrade(&nid, e, "o4", "0.1:0", NULL), PL_EINVAL);
+    cr_expect_eq(pl_run_upgrade(&nid, e, "o4", "0:99", NULL), PL_ENOTFOUND);
+    cr_expect_eq(pl_run_upgrade(&nid, e, "nope", "0:0", NULL), PL_ENOTFOUND);
+    cr_expect_eq(pl_run_upgrade(&nid, e, "o4", "0:0", "taken"), PL_EEXIST);
+    /* a completed run is final */
+    cr_expect_eq(pl_run_upgrade(&nid, e, "taken", "0:0", NULL), PL_ESTATE);
+    cr_expect(strstr(pl_errmsg(), "is completed"), "%s", pl_errmsg());
+    cr_expect_null(nid);
+
+    /* o4 is as it was, and its lease is free: it is answered and finishes */
+    pl_run_info *ri = info_of(e, "o4");
+    cr_expect_eq(ri->status, PL_RUN_SUSPENDED);
+    cr_expect_null(ri->successor);
+    cJSON *yes = t_json("{}");
+    cr_assert_eq(pl_run_resume(&o, e, "o4", ri->resume_token, yes), PL_OK, "%s",
+                 pl_errmsg());
+    cr_expect_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason);
+    pl_outcome_free(o);
+    cJSON_Delete(yes);
+    pl_run_info_free(ri);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/* What one killed upgrade left: 0 old untouched, 1 superseded. */
+static int check_after_kill(pl_engine *e, const char *old, const char *succ)
+{
+    pl_run_info *ri = info_of(e, old);
+    int outcome = ri->status == PL_RUN_SUPERSEDED;
+    if (outcome) {
+        cr_assert_str_eq(ri->successor, succ);
+        pl_run_info *ni = info_of(e, succ);
+        cr_assert_eq(ni->status, PL_RUN_RUNNING);
+        cr_assert_str_eq(ni->predecessor, old);
+        cr_assert_eq(ni->steps, 3); /* pay: its call, folded callee, result */
+        pl_run_info_free(ni);
+        cr_assert_eq(pl_run_verify(e, succ), PL_OK, "%s", pl_errmsg());
+    } else {
+        cr_assert_eq(ri->status, PL_RUN_SUSPENDED, "old run left %s",
+                     pl_run_status_name(ri->status));
+        cr_assert_null(ri->successor);
+        /* a successor begun and cut short says so, and links nothing */
+        pl_run_info *ni = NULL;
+        int st = pl_run_get(&ni, e, succ);
+        cr_assert(st == PL_ENOTFOUND || st == PL_OK, "%s", pl_errmsg());
+        if (!st) {
+            cr_assert_eq(ni->status, PL_RUN_FAILED);
+            cr_assert(strstr(ni->reason, "did not complete"), "%s", ni->reason);
+            cr_assert_null(ni->predecessor);
+        }
+        pl_run_info_free(ni);
+    }
+    cr_assert_eq(pl_run_verify(e, old), PL_OK, "%s", pl_errmsg());
+    pl_run_info_free(ri);
+    return outcome;
+}
+
+Test(upgrade, a_kill_at_any_instant_leaves_old_or_both_never_half,
+     .timeout = 300)
+{
+    const char *path = t_store_path();
+    pl_registry *reg = registry();
+    int superseded = 0, untouched = 0;
+    unsigned seed = (unsigned)getpid();
+    for (int round = 0; round < 24; round++) {
+        char old[32], succ[32];
+        snprintf(old, sizeof old, "k%d", round);
+        snprintf(succ, sizeof succ, "k%d-up", round);
+        pl_engine *e = t_engine(path, reg, PL_DURABILITY_SYNC);
+        start_waiting(e, old);
+        pl_engine_close(e);
+
+        int ready[2];
+        cr_assert_eq(pipe(ready), 0);
+        pid_t pid = fork();
+        cr_assert(pid >= 0);
+        if (pid == 0) {
+            close(ready[0]);
+            pl_engine *ce = NULL;
+            pl_engine_options eo = PL_ENGINE_OPTIONS_INIT;
+            if (pl_engine_open(&ce, path, reg, &eo))
+                _exit(3);
+            char *nid = NULL;
+            if (write(ready[1], "r", 1) != 1)
+                _exit(4);
+            int st = pl_run_upgrade(&nid, ce, old, "0:2", succ);
+            _exit(st ? 5 : 0); /* no close: as if killed after the commit */
+        }
+        close(ready[1]);
+        char c;
+        cr_assert_eq(read(ready[0], &c, 1), 1, "the child did not start");
+        close(ready[0]);
+        /* anywhere from at once to after the upgrade has ended */
+        struct timespec ts = {0, (long)(rand_r(&seed) % 12000) * 1000L};
+        nanosleep(&ts, NULL);
+        kill(pid, SIGKILL);
+        int ws;
+        while (waitpid(pid, &ws, 0) == -1 && errno == EINTR)
+            ;
+        cr_assert(WIFSIGNALED(ws) || WEXITSTATUS(ws) == 0,
+                  "the child failed: %d", WEXITSTATUS(ws));
+
+        e = t_engine(path, reg, PL_DURABILITY_SYNC);
+        if (check_after_kill(e, old, succ))
+            superseded++;
+        else
+            untouched++;
+        pl_engine_close(e);
+    }
+    cr_log_info("killed upgrades: %d superseded, %d untouched", superseded,
+                untouched);
+    pl_registry_free(reg);
+}
