@@ -77,9 +77,10 @@ static void state(const uint8_t *data, size_t size)
           strcmp(back.token, st.token) == 0 && back.has_head == st.has_head);
     CHECK(same_str(back.reason, st.reason) &&
           same_str(back.susp_path, st.susp_path));
-    /* a superseded run names its successor, and only it does */
+    /* a superseded or continued run names its successor, and only it does */
     CHECK(same_str(back.succ, st.succ) && same_str(back.pred, st.pred));
-    CHECK((st.succ != NULL) == (st.status == PL_RUN_SUPERSEDED));
+    CHECK((st.succ != NULL) ==
+          (st.status == PL_RUN_SUPERSEDED || st.status == PL_RUN_CONTINUED));
     /* the suspend step's seq belongs to its path: written only with it */
     CHECK(!st.susp_path || back.susp_seq == st.susp_seq);
     CHECK(!st.has_head || memcmp(back.head, st.head, PL_HASH_LEN) == 0);
