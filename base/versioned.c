@@ -47,7 +47,8 @@ LAYOUT(engine_options, pl_engine_options, PL_ENGINE_OPTIONS,
 LAYOUT(store_stats, pl_store_stats, PL_STORE_STATS, sizeof(pl_store_stats));
 LAYOUT(runs_options, pl_runs_options, PL_RUNS_OPTIONS, sizeof(pl_runs_options));
 LAYOUT(run_options, pl_run_options, PL_RUN_OPTIONS, END(pl_run_options, check),
-       END(pl_run_options, if_exists), sizeof(pl_run_options));
+       END(pl_run_options, if_exists), END(pl_run_options, deadline_in_ms),
+       sizeof(pl_run_options));
 LAYOUT(worker_options, pl_worker_options, PL_WORKER_OPTIONS,
        END(pl_worker_options, skipped), sizeof(pl_worker_options));
 LAYOUT(schedule, pl_schedule, PL_SCHEDULE, sizeof(pl_schedule));
@@ -62,6 +63,8 @@ LAYOUT(side_effect_match, pl_side_effect_match, PL_SIDE_EFFECT_MATCH,
 LAYOUT(retry_options, pl_retry_options, PL_RETRY_OPTIONS,
        sizeof(pl_retry_options));
 LAYOUT(budget, pl_budget, PL_BUDGET, sizeof(pl_budget));
+LAYOUT(rate_limit_options, pl_rate_limit_options, PL_RATE_LIMIT_OPTIONS,
+       sizeof(pl_rate_limit_options));
 LAYOUT(paginate_options, pl_paginate_options, PL_PAGINATE_OPTIONS,
        sizeof(pl_paginate_options));
 LAYOUT(observe_options, pl_observe_options, PL_OBSERVE_OPTIONS,
@@ -74,7 +77,8 @@ LAYOUT(tools_options, pl_tools_options, PL_TOOLS_OPTIONS,
        END(pl_tools_options, max_redirects), sizeof(pl_tools_options));
 LAYOUT(schema_error, pl_schema_error, PL_SCHEMA_ERROR, sizeof(pl_schema_error));
 LAYOUT(llm_options, pl_llm_options, PL_LLM_OPTIONS,
-       END(pl_llm_options, tool_errors), sizeof(pl_llm_options));
+       END(pl_llm_options, tool_errors),
+       END(pl_llm_options, max_tool_result_bytes), sizeof(pl_llm_options));
 LAYOUT(llm_tokens, pl_llm_tokens, PL_LLM_TOKENS, sizeof(pl_llm_tokens));
 LAYOUT(mcp_options, pl_mcp_options, PL_MCP_OPTIONS, sizeof(pl_mcp_options));
 

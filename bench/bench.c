@@ -1,7 +1,7 @@
 /*
  * pl-bench -- policyledger against the physical floor.
  *
- *   pl-bench [--quick] [--json] [--dir DIR] [--only w1,...,w8,fanout]
+ *   pl-bench [--quick] [--json] [--dir DIR] [--only w1,...,w8,fanout,rate]
  *   pl-bench [--quick] [--json] --store postgresql://...   (see report_pg)
  *
  * Every workload runs in a fresh child process (so peak RSS is its own),
@@ -69,6 +69,7 @@
  *                  the run's next step being durable, and to the call's
  *                  result being durable, sync mode.  Floor: one raw LMDB
  *                  put + commit, synced.  bench_time.c.
+ *   rate           one rate limit shared by three processes (bench_rate.c).
  *
  * W1 and W3 run in each durability mode (sync, group, process).  Every
  * workload and its floor are repeated, interleaved, and the medians shown;
@@ -147,13 +148,10 @@ static int cmp_double(const void *a, const void *b)
  * are reported.  5, or 3 with --quick; W1's short runs (process mode, and
  * 1,000 calls in any mode: a fraction of a second each, which the host's
  * CPU or disk speed moves the most) run SHORT_REPS times as many. */
-#define REPS 5
-#define SHORT_REPS 3
-#define REPS_MAX (REPS * SHORT_REPS)
 static int g_reps = REPS;
 
 /* The median of n values (sorts them). */
-static double median(double *v, int n)
+double median(double *v, int n)
 {
     double tmp[REPS_MAX];
     memcpy(tmp, v, (size_t)n * sizeof *v);
@@ -1170,175 +1168,6 @@ static void w5_child(const void *varg, void *vres)
 
 /* ---- W5 over HTTP: an agent against a loopback model server ------------------------ */
 
-/*
- * The model server: a thread serving canned OpenAI chat-completions
- * answers over loopback, HTTP/1.1 with keep-alive and Content-Length, one
- * connection at a time (its clients are sequential).  While g_srv.tools is
- * above 0 an answer is a call of "tool"; then a final text.  It counts
- * every request, so a replay is seen to make none.
- */
-static struct {
-    int fd, port;
-    atomic_int tools;     /* tool-call answers left to give */
-    atomic_long requests; /* requests served */
-    atomic_bool stop;
-    atomic_int conn; /* the connection being served, or -1 */
-    pthread_t th;
-} g_srv = {.fd = -1, .conn = -1};
-
-static bool srv_write(int fd, const char *p, size_t n)
-{
-    while (n) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return false;
-        p += w;
-        n -= (size_t)w;
-    }
-    return true;
-}
-
-/* Serve one connection's requests until the client closes it. */
-static void srv_conn(int fd)
-{
-    size_t cap = 1 << 16, len = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        char *end = NULL;
-        size_t body = 0;
-        bool continued = false;
-        for (;;) { /* the headers, then Content-Length bytes */
-            if (!end && len >= 4) {
-                buf[len] = '\0';
-                char *h = strstr(buf, "\r\n\r\n");
-                if (h) {
-                    end = h + 4;
-                    const char *cl = strcasestr(buf, "\r\ncontent-length:");
-                    body = cl && cl < h ? strtoul(cl + 17, NULL, 10) : 0;
-                }
-            }
-            if (end && len >= (size_t)(end - buf) + body)
-                break;
-            if (end && !continued) { /* curl asks before a large body */
-                continued = true;
-                const char *ex = strcasestr(buf, "\r\nexpect: 100-continue");
-                if (ex && ex < end &&
-                    !srv_write(fd, "HTTP/1.1 100 Continue\r\n\r\n", 25))
-                    goto done;
-            }
-            if (len + 1 >= cap) {
-                char *g = realloc(buf, cap * 2);
-                if (!g)
-                    goto done;
-                buf = g;
-                cap *= 2;
-                end = NULL;
-                continue;
-            }
-            ssize_t r = read(fd, buf + len, cap - len - 1);
-            if (r < 0 && errno == EINTR)
-                continue;
-            if (r <= 0)
-                goto done;
-            len += (size_t)r;
-        }
-        size_t used = (size_t)(end - buf) + body;
-        long n = atomic_fetch_add(&g_srv.requests, 1);
-        char msg[600], head[160];
-        if (atomic_fetch_sub(&g_srv.tools, 1) > 0)
-            snprintf(msg, sizeof msg,
-                     "{\"id\":\"b%ld\",\"object\":\"chat.completion\","
-                     "\"choices\":[{\"index\":0,\"message\":{\"role\":"
-                     "\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":"
-                     "\"call_%ld\",\"type\":\"function\",\"function\":{"
-                     "\"name\":\"tool\",\"arguments\":\"{\\\"i\\\":%ld}\"}}]},"
-                     "\"finish_reason\":\"tool_calls\"}],\"usage\":{"
-                     "\"prompt_tokens\":20,\"completion_tokens\":8,"
-                     "\"total_tokens\":28}}",
-                     n, n, n);
-        else
-            snprintf(msg, sizeof msg,
-                     "{\"id\":\"b%ld\",\"object\":\"chat.completion\","
-                     "\"choices\":[{\"index\":0,\"message\":{\"role\":"
-                     "\"assistant\",\"content\":\"done\"},\"finish_reason\":"
-                     "\"stop\"}],\"usage\":{\"prompt_tokens\":20,"
-                     "\"completion_tokens\":1,\"total_tokens\":21}}",
-                     n);
-        int hl = snprintf(head, sizeof head,
-                          "HTTP/1.1 200 OK\r\nContent-Type: application/json"
-                          "\r\nContent-Length: %zu\r\n\r\n",
-                          strlen(msg));
-        if (!srv_write(fd, head, (size_t)hl) ||
-            !srv_write(fd, msg, strlen(msg)))
-            break;
-        memmove(buf, buf + used, len - used);
-        len -= used;
-    }
-done:
-    free(buf);
-    close(fd);
-}
-
-static void *srv_main(void *arg)
-{
-    (void)arg;
-    while (!atomic_load(&g_srv.stop)) {
-        int c = accept(g_srv.fd, NULL, NULL);
-        if (c < 0)
-            continue;
-        int one = 1;
-        setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        atomic_store(&g_srv.conn, c);
-        if (atomic_load(&g_srv.stop))
-            shutdown(c, SHUT_RDWR);
-        srv_conn(c);
-        atomic_store(&g_srv.conn, -1);
-    }
-    return NULL;
-}
-
-static void srv_start(void)
-{
-    struct sockaddr_in a = {0};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t al = sizeof a;
-    g_srv.fd = socket(AF_INET, SOCK_STREAM, 0);
-    if (g_srv.fd < 0 || bind(g_srv.fd, (struct sockaddr *)&a, sizeof a) ||
-        listen(g_srv.fd, 16) ||
-        getsockname(g_srv.fd, (struct sockaddr *)&a, &al))
-        die("W5 model server");
-    g_srv.port = ntohs(a.sin_port);
-    if (pthread_create(&g_srv.th, NULL, srv_main, NULL))
-        die("W5 model server thread");
-}
-
-static void srv_stop(void)
-{
-    atomic_store(&g_srv.stop, true);
-    shutdown(g_srv.fd, SHUT_RDWR);
-    /* a client may keep its connection open (a connection cache) */
-    int open_conn = atomic_load(&g_srv.conn);
-    if (open_conn >= 0)
-        shutdown(open_conn, SHUT_RDWR);
-    /* wake accept() with a connection of our own */
-    struct sockaddr_in a = {0};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    a.sin_port = htons((uint16_t)g_srv.port);
-    int c = socket(AF_INET, SOCK_STREAM, 0);
-    if (c >= 0) {
-        if (connect(c, (struct sockaddr *)&a, sizeof a) == 0)
-            close(c);
-        else
-            close(c);
-    }
-    pthread_join(g_srv.th, NULL);
-    close(g_srv.fd);
-}
-
 typedef struct pl_buf_like {
     char *data;
     size_t len, cap;
@@ -1646,7 +1475,7 @@ static void w5h_child(const void *varg, void *vres)
 /* ---- reporting -------------------------------------------------------------------- */
 
 cJSON *g_json;
-static bool g_print_json;
+bool g_print_json;
 
 void jnum(cJSON *o, const char *k, double v)
 {
@@ -3183,7 +3012,17 @@ static int report_pg_w3(bool quick)
     return failures;
 }
 
-/* W1, W3, W6 and W7 (as @p only selects them) on PostgreSQL; returns the
+/* The rate workload (bench_rate.c) on a store of its own. */
+static int report_rate(bool quick)
+{
+    char path[1200];
+    path_in(path, sizeof path, "rate");
+    int failures = bench_rate(quick, path);
+    remove_store(path);
+    return failures;
+}
+
+/* W1, W3, W6, W7 and rate (as @p only selects them) on PostgreSQL; returns the
  * failures. */
 static int report_pg(bool quick, unsigned only)
 {
@@ -3192,7 +3031,8 @@ static int report_pg(bool quick, unsigned only)
     return (only & 1u << 1 ? report_pg_w1(quick) : 0) +
            (only & 1u << 3 ? report_pg_w3(quick) : 0) +
            (only & 1u << 6 ? report_w6(quick) : 0) +
-           (only & 1u << 7 ? report_w7(quick) : 0);
+           (only & 1u << 7 ? report_w7(quick) : 0) +
+           (only & ONLY_RATE ? report_rate(quick) : 0);
 }
 
 int main(int argc, char **argv)
@@ -3272,7 +3112,7 @@ int main(int argc, char **argv)
         sysconf(_SC_NPROCESSORS_ONLN));
     int failures = 0;
 
-    if (g_pg_uri) { /* W1, W3, W6 and W7 on PostgreSQL instead */
+    if (g_pg_uri) { /* W1, W3, W6, W7 and rate on PostgreSQL instead */
         failures += report_pg(quick, only);
         only &= ONLY_CHURN;
     }
@@ -3285,7 +3125,7 @@ int main(int argc, char **argv)
     if (only & 1u << 4)
         failures += report_w4(quick);
     if (only & 1u << 5)
-        failures += report_w5(quick);
+        failures += report_w5(quick) + report_w5_stream(quick);
     if (only & ONLY_FANOUT)
         failures += report_fanout(quick);
     if (only & 1u << 6)
@@ -3294,6 +3134,8 @@ int main(int argc, char **argv)
         failures += report_w7(quick);
     if (only & 1u << 8)
         failures += report_w8();
+    if (only & ONLY_RATE)
+        failures += report_rate(quick);
     churn_report cr = {quick, g_print_json, g_dir, g_pg_uri, g_json};
     failures += (only & ONLY_CHURN ? churn_report_run(&cr) : 0) +
                 (only & ONLY_AGENT && !g_pg_uri

@@ -1,27 +1,44 @@
 /*
- * bench.h -- what pl-bench's workloads share: clocks, child processes,
- * stores, the raw-LMDB floor, the report and its goals, the noise probe.
- * bench.c holds the workloads W1..W6 and the main program; bench_time.c
- * holds W7 (parked timers) and W8 (a signal to a waiting run); churn.c the
- * churn (runs created and pruned, cycle after cycle); agent_chain.c the
- * long agent (a chain of runs continued as new); options.c the command
- * line.
+ * bench.h -- what pl-bench's files share: clocks, child processes, stores,
+ * the raw-LMDB floor, the report and its goals, the noise probe, the
+ * loopback model server.
+ *
+ *   bench.c         the workloads W1..W6 and fanout, the goals, main()
+ *   bench_time.c    W7 (parked timers) and W8 (a signal to a waiting run)
+ *   bench_rate.c    rate (one rate limit shared by three processes)
+ *   model_server.c  the loopback model server W5 talks to
+ *   bench_stream.c  W5 streamed: time to the first delta
+ *   churn.c         churn (runs created and pruned, cycle after cycle)
+ *   agent_chain.c   the long agent (a chain of runs continued as new)
+ *   options.c       the command line
  */
 #ifndef PL_BENCH_H
 #define PL_BENCH_H
 
+#include <cjson/cJSON.h>
 #include <lmdb.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
+#include <pthread.h>
+
 #include <policyledger.h>
+
+/* Repetitions of every workload and of its floor: 5, 3 with --quick; the
+ * shortest run SHORT_REPS times as many. */
+#define REPS 5
+#define SHORT_REPS 3
+#define REPS_MAX (REPS * SHORT_REPS)
 
 /* ---- clocks and memory ---- */
 double now_s(void);                /* monotonic, s */
 long status_kb(const char *field); /* /proc/self/status: "VmHWM", ... */
+double median(double *v, int n);   /* of n values, at most REPS_MAX */
 double percentile(double *v, size_t n, double p); /* sorts v */
+/* Say what failed (with pl_errmsg()) and end the process. */
 void die(const char *what) __attribute__((noreturn));
 
 /* ---- child processes: fn(arg, result) in a child; 0 when it succeeded ---- */
@@ -42,8 +59,10 @@ void raw_close(MDB_env *env, const char *name);
 void raw_commits(MDB_env *env, MDB_dbi dbi, int id, int from, int n, bool call,
                  bool alone);
 
-/* ---- the report ---- */
+/* ---- the report: the JSON document, a line of the table (not with
+ * --json), a number in an object, a goal (a ceiling when @p at_most) ---- */
 extern cJSON *g_json;
+extern bool g_print_json;
 void jnum(cJSON *o, const char *k, double v);
 void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void add_goal(const char *what, double value, const char *unit, bool at_most,
@@ -63,7 +82,33 @@ typedef struct drift {
 void drift_begin(drift *d, pl_durability mode);
 const char *drift_end(drift *d, cJSON *o);
 
-/* ---- bench_time.c ---- */
+/*
+ * ---- model_server.c ----
+ * A thread serving canned OpenAI chat-completions answers over loopback,
+ * HTTP/1.1 with keep-alive, each connection (SRV_CONNS at most) on a thread
+ * of its own.  While tools is above 0 an answer is a call of "tool"; then a
+ * final text.  A request with "stream":true is answered with a stream of
+ * server-sent events (chunked): a text in STREAM_DELTAS deltas, its usage
+ * and [DONE].  It counts every request.
+ */
+#define STREAM_DELTAS 8
+#define SRV_CONNS 8
+typedef struct bench_srv {
+    int fd, port;
+    atomic_int tools;     /* tool-call answers left to give */
+    atomic_long requests; /* requests served */
+    atomic_bool stop;
+    atomic_int conns[SRV_CONNS]; /* the connections served, or -1 */
+    pthread_t th;
+} bench_srv;
+extern bench_srv g_srv;
+void srv_start(void);
+void srv_stop(void);
+
+/* ---- bench_stream.c: W5 streamed; the number of failures ---- */
+int report_w5_stream(bool quick);
+
+/* ---- bench_time.c: W7 and W8; the number of failures ---- */
 int report_w7(bool quick);
 int report_w8(void);
 
@@ -72,8 +117,9 @@ int report_w8(void);
 #define ONLY_FANOUT (1u << 16) /* --only fanout */
 #define ONLY_CHURN (1u << 17)  /* --only churn (churn.c) */
 #define ONLY_AGENT (1u << 18)  /* --only agent (agent_chain.c) */
-#define ONLY_ALL (0x1feu | ONLY_FANOUT | ONLY_CHURN | ONLY_AGENT)
-#define ONLY_NAMES "w1..w8, fanout, churn and agent"
+#define ONLY_RATE (1u << 19)   /* --only rate (bench_rate.c) */
+#define ONLY_ALL (0x1feu | ONLY_FANOUT | ONLY_CHURN | ONLY_AGENT | ONLY_RATE)
+#define ONLY_NAMES "w1..w8, fanout, churn, agent and rate"
 
 void usage(FILE *f);
 /* "w1,churn" -> their bits; 0 when malformed. */
@@ -131,5 +177,9 @@ int agent_chain_run(const agent_chain_config *cfg, agent_chain_result *out);
 /* pl-bench's report (the figures in @p json's "long_agent"): 0, or 1 when
  * it could not run. */
 int agent_chain_report(bool quick, bool quiet, const char *dir, cJSON *json);
+
+/* ---- bench_rate.c ---- */
+/* The rate workload on the store at @p path; the failures. */
+int bench_rate(bool quick, const char *path);
 
 #endif /* PL_BENCH_H */

@@ -16,9 +16,9 @@ void usage(FILE *f)
                "  --dir DIR   where the stores go (default: a new directory "
                "under $TMPDIR or /tmp)\n"
                "  --only LIST the workloads to run, e.g. w1,w4, fanout, "
-               "churn or agent\n"
+               "churn, agent or rate\n"
                "              (default: all)\n"
-               "  --store URI W1, W3, W6, W7 and churn on PostgreSQL (a "
+               "  --store URI W1, W3, W6, W7, rate and churn on PostgreSQL (a "
                "postgresql:// URI),\n"
                "              W1 and W3 next to a libpq floor\n");
 }
@@ -29,10 +29,10 @@ unsigned parse_only(const char *list)
         const char *name;
         unsigned bit;
     } names[] = {
-        {"w1", 1u << 1},       {"w2", 1u << 2},      {"w3", 1u << 3},
-        {"w4", 1u << 4},       {"w5", 1u << 5},      {"w6", 1u << 6},
-        {"w7", 1u << 7},       {"w8", 1u << 8},      {"fanout", ONLY_FANOUT},
-        {"churn", ONLY_CHURN}, {"agent", ONLY_AGENT}};
+        {"w1", 1u << 1},       {"w2", 1u << 2},       {"w3", 1u << 3},
+        {"w4", 1u << 4},       {"w5", 1u << 5},       {"w6", 1u << 6},
+        {"w7", 1u << 7},       {"w8", 1u << 8},       {"fanout", ONLY_FANOUT},
+        {"churn", ONLY_CHURN}, {"agent", ONLY_AGENT}, {"rate", ONLY_RATE}};
     unsigned mask = 0;
     for (const char *p = list; *p;) {
         size_t n = strcspn(p, ",");

@@ -39,6 +39,8 @@
  *     pool.c         many runs on a few threads; a task's commit (pl__commit)
  *     worker.c       the worker loop: queued and crashed runs taken and run
  *     lease.c        the leases of the runs this engine executes, renewed
+ *     flow.c         flow control: run options' priority and key, rate
+ *                    limits' budgets in the store (pl_rate_take)
  *     schedule.c     schedules: cron ticks that start runs, exactly once
  *     engine.c       engine lifecycle, commits (including group commit),
  *                    events
@@ -61,6 +63,7 @@
  *     decorator_timeout.c  timeout: a cooperative deadline
  *     decorator_budget.c   budget: steps, time and model tokens
  *     decorator_cap.c      cap: a result too large for its caller
+ *     decorator_rate.c     rate_limit: a budget shared through the store
  *     decorator_paginate.c paginate: every page a recorded call
  *     decorator_observe.c  observe: a raw result and what a model sees
  *     validate.c     the validate decorator
@@ -248,6 +251,11 @@ PL__HIDDEN void pl__engine_lease_stop(pl_engine *e);
  * owner by its lease; @p by_record (pl__owner_alive()) for a run without
  * a lease (lease.c). */
 PL__HIDDEN bool pl__run_lease_alive(pl_engine *e, uint64_t num, bool by_record);
+/* Whether run options' priority and concurrency key are in range, and
+ * given to pl_run_submit() only (@p submit) (flow.c); PL_EINVAL naming
+ * @p fn. */
+PL__HIDDEN int pl__flow_options_ok(const pl_run_options *o, const char *fn,
+                                   bool submit) PL__MUST_CHECK;
 /* Whether worker id @p owner names a dead process on this host. */
 PL__HIDDEN bool pl__worker_dead(pl_engine *e, const char *owner);
 /* Is the owner recorded in @p st a live process other than this one? */

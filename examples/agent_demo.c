@@ -6,7 +6,8 @@
  *
  *   agent-demo [--store PATH] [--model URL] [--data DIR] [--question TEXT]
  *              [--run ID] [--crash-after-steps N] [--answer JSON]
- *              [--token T] [--plugin LIB.so] [--approval-timeout MS]
+ *              [--token T] [--plugin LIB.so] [--stream]
+ *              [--approval-timeout MS]
  *
  * With --approval-timeout, the approval is timed: the run waits (parked in
  * the store) up to MS for an "approval" event, which --answer sends, else
@@ -66,7 +67,7 @@ static void usage(FILE *f)
         "                  [--question TEXT] [--run ID] "
         "[--crash-after-steps N]\n"
         "                  [--answer JSON] [--token T] [--plugin LIB.so]\n"
-        "                  [--approval-timeout MS]\n"
+        "                  [--stream] [--approval-timeout MS]\n"
         "\n"
         "Researches a question with a model and tools (calculator, read_file,\n"
         "http_get), then waits for a human to approve the answer.  Every "
@@ -94,6 +95,9 @@ static void usage(FILE *f)
         "  --plugin LIB.so  the agent's plugin (default: agent-plugin.so "
         "next to\n"
         "                   this program)\n"
+        "  --stream         print the model's answers as they are written "
+        "(a turn\n"
+        "                   served from the ledger comes whole)\n"
         "  --approval-timeout MS\n"
         "                   a new run waits up to MS for the approval (an\n"
         "                   event, sent by --answer), else escalates: run\n"
@@ -224,12 +228,17 @@ int main(int argc, char **argv)
     long approval_timeout = -1;
     char model_buf[PATH_MAX + 16], data_buf[PATH_MAX], plugin_buf[PATH_MAX];
     demo d = {0, 0};
+    bool stream = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
             return 0;
+        }
+        if (!strcmp(a, "--stream")) {
+            stream = true;
+            continue;
         }
         if (!v) {
             fprintf(stderr, "agent-demo: %s needs a value (or is unknown)\n",
@@ -309,7 +318,8 @@ int main(int argc, char **argv)
         }
     }
     /* the plugin reads its configuration from here when it is loaded */
-    if (setenv("AGENT_MODEL", model, 1) || setenv("AGENT_DATA", data, 1)) {
+    if (setenv("AGENT_MODEL", model, 1) || setenv("AGENT_DATA", data, 1) ||
+        (stream && setenv("AGENT_STREAM", "1", 1))) {
         fprintf(stderr, "agent-demo: cannot set AGENT_MODEL/AGENT_DATA\n");
         cJSON_Delete(answer);
         return 2;

@@ -5,13 +5,16 @@
  * bytes.  Whatever the bytes: a status, no read outside them, no leak; a
  * record that decodes encodes again to a record that decodes to the same
  * fields (a version 1 record, which has no checksum, is how the fuzzer
- * reaches past the checksum check).
+ * reaches past the checksum check).  The same bytes also go to flow
+ * control's decoders (ledger/codec/flowrec.c): a queued run's flow record
+ * and a rate budget, checked the same way.
  */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "flowrec.h"
 #include "runrec.h"
 #include "schedrec.h"
 #include "fuzz.h"
@@ -128,6 +131,49 @@ static void tomb(const uint8_t *data, size_t size)
     }
 }
 
+static void flow(const uint8_t *data, size_t size)
+{
+    pl__flow f;
+    int rc = pl__flow_decode(&f, 1, data, size);
+    CHECK(rc == PL_OK || rc == PL_ECORRUPT);
+    if (rc)
+        return;
+    CHECK(f.priority >= -PL_PRIORITY_MAX && f.priority <= PL_PRIORITY_MAX);
+    CHECK((*f.key != '\0') == (f.limit > 0));
+    pl__buf b = {0};
+    CHECK(pl__flow_encode(&b, 1, &f) == PL_OK);
+    pl__flow back;
+    CHECK(pl__flow_decode(&back, 1, b.data, b.len) == PL_OK);
+    CHECK(back.rank_us == f.rank_us && back.priority == f.priority &&
+          back.limit == f.limit && strcmp(back.key, f.key) == 0);
+    /* bound to its run: the same bytes under another run do not read */
+    CHECK(pl__flow_decode(&back, 2, b.data, b.len) == PL_ECORRUPT);
+    pl__buf_free(&b);
+}
+
+static void budget(const uint8_t *data, size_t size)
+{
+    pl__rate_budget r;
+    int rc = pl__rate_decode(&r, "provider", data, size);
+    CHECK(rc == PL_OK || rc == PL_ECORRUPT);
+    if (rc)
+        return;
+    CHECK(r.window_ms >= 1 && r.limit >= 1 && r.count <= r.limit);
+    pl__buf b = {0};
+    CHECK(pl__rate_encode(&b, "provider", &r) == PL_OK);
+    pl__rate_budget back;
+    CHECK(pl__rate_decode(&back, "provider", b.data, b.len) == PL_OK);
+    CHECK(back.window_ms == r.window_ms && back.limit == r.limit &&
+          back.start_ms == r.start_ms && back.count == r.count);
+    CHECK(pl__rate_decode(&back, "other", b.data, b.len) == PL_ECORRUPT);
+    /* counting never passes the limit, and a spent window names the next */
+    int64_t retry = 0, now = r.start_ms;
+    bool ok = pl__rate_admit(&r, r.window_ms, r.limit, now, &retry);
+    CHECK(r.count <= r.limit);
+    CHECK(ok || retry > now);
+    pl__buf_free(&b);
+}
+
 /* An inbox record (checksummed: only its own bytes decode) encodes again
  * to the same fields, bound to its run. */
 static void inbox(const uint8_t *data, size_t size)
@@ -202,5 +248,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     inbox(data, size);
     timer(data, size);
     sched(data, size);
+    flow(data, size);
+    budget(data, size);
     return 0;
 }

@@ -977,11 +977,20 @@ typedef enum pl_if_exists {
 } pl_if_exists;
 
 /**
- * Version 2 appended if_exists, version 3 the deadline; an older struct
- * (built before them) is still accepted, read with what it lacks at its
- * default.
+ * Version 2 appended if_exists, version 3 the deadline, version 4 priority
+ * and the concurrency key; an older struct (built before them) is still
+ * accepted, read with what it lacks at its default.
  */
-#define PL_RUN_OPTIONS_VERSION 3
+#define PL_RUN_OPTIONS_VERSION 4
+
+/** pl_run_options.priority: from -PL_PRIORITY_MAX to PL_PRIORITY_MAX. */
+#define PL_PRIORITY_MAX 1000
+/** What one level of priority is worth in the queue: a run of priority p
+ *  is ordered as if it had been submitted p times this much earlier (see
+ *  pl_worker_run(), the queue's order). */
+#define PL_PRIORITY_STEP_MS 60000
+/** The longest concurrency key and rate-limit resource name, in bytes. */
+#define PL_MAX_FLOW_KEY 128
 
 /** Options for starting or continuing a run.  Use PL_RUN_OPTIONS_INIT. */
 typedef struct pl_run_options {
@@ -1008,10 +1017,24 @@ typedef struct pl_run_options {
      */
     int64_t deadline_ms;
     int64_t deadline_in_ms;
+    /** pl_run_submit() only (since version 4): the run's priority in the
+     *  queue, higher first; 0 by default.  See pl_worker_run(). */
+    int priority;
+    /**
+     * pl_run_submit() only (since version 4): the run's concurrency key, 1
+     * to PL_MAX_FLOW_KEY bytes of text (NULL: none).  Workers, in every
+     * process and on every host sharing the store, execute at most
+     * concurrency_limit runs with the same key at once; a run over the
+     * limit waits in the queue, holding no worker.  One customer's runs
+     * one at a time: the customer's id as key, limit 1.
+     */
+    const char *concurrency_key;
+    /** With concurrency_key: 1 or more (required); without it: 0. */
+    unsigned concurrency_limit;
 } pl_run_options;
 
 #define PL_RUN_OPTIONS_INIT                                                    \
-    { PL_RUN_OPTIONS_VERSION, NULL, false, PL_IF_EXISTS_FAIL, 0, 0 }
+    { PL_RUN_OPTIONS_VERSION, NULL, false, PL_IF_EXISTS_FAIL, 0, 0, 0, NULL, 0 }
 
 /** What a run execution ended in.  Free with pl_outcome_free(). */
 typedef struct pl_outcome {
@@ -1544,6 +1567,28 @@ typedef struct pl_worker_options {
  * is due (see Time and events), and with nothing to take it waits
  * opts->poll_ms (less when a timer is due sooner).  Suspended runs are
  * never taken: they wait for pl_run_resume().
+ *
+ * THE QUEUE'S ORDER.  Every queued or crashed run has a rank: the time it
+ * was queued (by the store's clock; a run started by pl_run_start() that
+ * crashed: when its lease was made) less its priority times
+ * PL_PRIORITY_STEP_MS.  A worker takes the run of least rank (ties: the
+ * run made first) among those it may start: a run with a concurrency key
+ * may start only while fewer than its limit of runs with that key are
+ * live (executing under a lease that has not expired).  So:
+ *   - higher priority first, first in first out within a priority;
+ *   - no starvation: a run is passed only by runs queued before it or
+ *     within its priority difference's worth of time after it
+ *     (PL_PRIORITY_STEP_MS a level), so every run waits a bounded time
+ *     behind the work that was there or came soon after;
+ *   - a run waiting for its key holds no worker and blocks no run of
+ *     another key; within a key, the runs start in rank order;
+ *   - a crashed run keeps its rank: it is taken again before the runs
+ *     queued after it.
+ * The limit binds runs taken from the queue; pl_run_continue() of a queued
+ * run executes it at once (an operator's override), and counts.  A run
+ * that parks (a durable sleep, a wait for an event) leaves the queue while
+ * it waits: woken by its timer, it is executed without waiting for its
+ * key.
  *
  * While it executes a run the engine renews the run's lease (see
  * pl_engine_options.lease_ms); a worker whose lease was taken over anyway
@@ -2602,6 +2647,74 @@ int pl_decorator_budget(pl_decorator *out, const pl_budget *limits);
  * @return PL_OK; PL_EINVAL (NULL @p out, @p max_bytes 0).
  */
 int pl_decorator_cap(pl_decorator *out, size_t max_bytes);
+
+/**
+ * Take one call's worth of the budget of rate limit @p resource: at most
+ * @p limit calls per fixed window of @p window_ms, the windows aligned on
+ * multiples of window_ms since the epoch by the store's clock (LMDB: this
+ * host's; PostgreSQL: the server's).  The budget is a record in the store,
+ * read and counted in one transaction, so every process and host sharing
+ * the store shares it.  Fixed windows: a window admits at most @p limit,
+ * so any stretch of time admits at most limit per window plus one window's
+ * worth (a burst on either side of a boundary).  The record remembers the
+ * last window and limit given; another window length or limit starts a new
+ * window.
+ * @param[out] out_admitted true when the call may go now (counted).
+ * @param[out] out_at_ms the store's clock (Unix ms) at the take.
+ * @param[out] out_retry_at_ms when not admitted: when the next window
+ *        starts, by the store's clock (else 0).
+ * @return PL_OK; PL_EINVAL (NULL argument, a name that is empty or longer
+ *         than PL_MAX_FLOW_KEY, limit 0, window_ms below 1); PL_ESTATE (a
+ *         read-only engine); PL_ECORRUPT (the budget record is damaged);
+ *         PL_ESTORE.
+ */
+int pl_rate_take(bool *out_admitted, int64_t *out_at_ms,
+                 int64_t *out_retry_at_ms, pl_engine *engine,
+                 const char *resource, uint32_t limit, int64_t window_ms);
+
+#define PL_RATE_LIMIT_OPTIONS_VERSION 1
+
+/** rate_limit's options.  Initialise with PL_RATE_LIMIT_OPTIONS_INIT. */
+typedef struct pl_rate_limit_options {
+    unsigned version;     /**< PL_RATE_LIMIT_OPTIONS_VERSION */
+    const char *resource; /**< the budget's name, shared by every process:
+                               1..PL_MAX_FLOW_KEY bytes; required */
+    uint32_t limit;       /**< calls per window, 1 or more; required */
+    int64_t window_ms;    /**< the window, 1 ms or more; default 1000 */
+    pl_sleep_fn sleep;    /**< how to wait; NULL: the engine's durable
+                               sleep, pl_ctx_sleep_until() */
+    void *sleep_user;     /**< passed to sleep */
+} pl_rate_limit_options;
+
+#define PL_RATE_LIMIT_OPTIONS_INIT                                             \
+    { PL_RATE_LIMIT_OPTIONS_VERSION, NULL, 0, 1000, NULL, NULL }
+
+/**
+ * rate_limit: before the inner chain runs, take a call's worth of the
+ * shared budget opts->resource (pl_rate_take()); while the budget is spent,
+ * wait for the next window and take again.  Waiting is not a failure.
+ * Every take is recorded, before any wait, as a durable side effect
+ * "rate_limit" with {"resource", "admitted", "at_ms" (the store's clock),
+ * "window_ms", "limit"} and, when not admitted, "delay_ms" and "until_ms"
+ * (this host's clock).  The wait is pl_ctx_sleep_until(until_ms): a `wait`
+ * step, on the thread when short (pl_engine_set_wait_in_place()), else the
+ * run parks (PL_ESUSPENDED: the policy returns it) and its worker is free
+ * until a worker wakes it; in a call of a pl_ctx_call_all() fan-out, which
+ * cannot park, and with opts->sleep, it waits in place.  A replay serves
+ * the takes and waits and neither takes nor waits, and a run that crashed
+ * mid-wait waits only what is left of it and takes again.  A wait that
+ * would pass the deadline (pl_ctx_deadline()) is not waited: the call ends
+ * with a recorded "Timeout" error.
+ *
+ * Put it where each repetition should count: [retry, rate_limit] takes
+ * budget for every attempt; around invoke_action's per-call list, every
+ * tool call.
+ * @param opts borrowed (see above).
+ * @return PL_OK; PL_EINVAL (NULL argument, wrong version, no resource or a
+ *         name longer than PL_MAX_FLOW_KEY, limit 0, window_ms below 1).
+ */
+int pl_decorator_rate_limit(pl_decorator *out,
+                            const pl_rate_limit_options *opts);
 
 #define PL_PAGINATE_OPTIONS_VERSION 1
 

@@ -145,6 +145,41 @@
  * request's and the answer's bytes).  Past the last response, the call
  * fails with InvalidInput.
  *
+ * "stream_delay_ms" (a number, beside "responses") makes a streamed
+ * scripted answer wait that long before each piece, as a model writing.
+ *
+ * Streaming (pl_llm_options.on_delta): each model call asks for the
+ * provider's stream (OpenAI's and Anthropic's server-sent events with
+ * "stream": true, OpenAI's usage chunk included; Gemini's
+ * streamGenerateContent?alt=sse; Ollama's NDJSON) and delivers the answer
+ * as it is written: PL_LLM_DELTA_TEXT for text, PL_LLM_DELTA_TOOL_ARGS for
+ * each call's arguments (Gemini and Ollama send a call's arguments whole:
+ * one delta), with the run id, the invocation path and the turn.  The
+ * scripted model streams too: its text word by word, its arguments in
+ * pieces.
+ *   - What is recorded is what the same call without streaming records:
+ *     the answer, assembled from the stream and parsed as the provider's
+ *     whole response would be; its usage; the SHA-256 of the request as it
+ *     is without streaming (the stream flags are added when it is sent).
+ *     Replay, --check, token totals and the crash rules are unchanged, and
+ *     a run recorded with streaming continues without it, and back.
+ *   - A stream cut before its end (the connection dropped, no final
+ *     event: OpenAI's [DONE], Anthropic's message_stop, Ollama's "done":
+ *     true, Gemini's finishReason) or an error event in it is a failed
+ *     attempt, retried as a failed request is; nothing of it is recorded.
+ *     If it had delivered deltas, PL_LLM_DELTA_RESTARTED follows them.
+ *   - Once the answer is recorded, PL_LLM_DELTA_END says it is whole.
+ *   - A turn served from the ledger (a replay, a continued run) delivers
+ *     its recorded answer at once, with replayed set: its text as one
+ *     delta, each tool call's arguments as one, then PL_LLM_DELTA_END.
+ *   - A stream is held to max_response_bytes in all, as a body is; a
+ *     stream that is not the protocol's (a line that is neither an SSE
+ *     field nor a comment, data that is not JSON, an NDJSON line that is
+ *     not a JSON object) fails the call with InvalidInput, not retried.
+ *     A server that answers a stream request with a whole JSON body
+ *     (Content-Type application/json) is read as one: its answer is one
+ *     delta.
+ *
  * For tests and demos, every response played is counted in the file
  * PATH.served beside the script: one line per response, appended as it is
  * played (its number in the script).  Its lines say how many requests the
@@ -186,9 +221,53 @@ typedef enum pl_llm_tool_errors {
     PL_LLM_TOOL_ERRORS_FAIL = 1
 } pl_llm_tool_errors;
 
-/** Version 2 appended max_tool_result_bytes; a version 1 struct is still
- *  taken (with its default). */
-#define PL_LLM_OPTIONS_VERSION 2
+/** What a streamed delta carries (pl_llm_delta). */
+typedef enum pl_llm_delta_kind {
+    /** A piece of the answer's text. */
+    PL_LLM_DELTA_TEXT = 0,
+    /** A piece of a tool call's arguments (JSON text, as the model writes
+     *  it): tool and index say which call. */
+    PL_LLM_DELTA_TOOL_ARGS = 1,
+    /** The deltas delivered so far for this turn are void: the stream was
+     *  cut, and the model call is tried again (or, attempts spent, fails
+     *  as a failed request does).  A viewer clears what it showed. */
+    PL_LLM_DELTA_RESTARTED = 2,
+    /** The turn's answer is whole and recorded: the deltas since the last
+     *  PL_LLM_DELTA_RESTARTED are the answer.  A call that fails for good
+     *  ends with PL_LLM_DELTA_RESTARTED instead (when it delivered any). */
+    PL_LLM_DELTA_END = 3
+} pl_llm_delta_kind;
+
+/** One streamed delta (see pl_llm_options.on_delta).  Everything in it is
+ *  borrowed for the callback's duration.  Fields may be appended (as
+ *  pl_event's are); a callback reads those it knows. */
+typedef struct pl_llm_delta {
+    pl_llm_delta_kind kind;
+    const char *run_id;   /**< the run */
+    const char *path;     /**< the LLM policy's invocation path */
+    unsigned turn;        /**< the model call's number in the invocation,
+                               from 1: the exchanges its ledger holds,
+                               this one included */
+    const char *text;     /**< the piece (not NUL-terminated; "" for
+                               PL_LLM_DELTA_RESTARTED and _END) */
+    size_t len;           /**< its bytes */
+    const char *tool;     /**< PL_LLM_DELTA_TOOL_ARGS: the policy the call
+                               is of, once the model has named it; else
+                               NULL */
+    unsigned tool_index;  /**< PL_LLM_DELTA_TOOL_ARGS: the call's place
+                               among the answer's tool calls, from 0 */
+    int replayed;         /**< 1: the turn's recorded answer, served from
+                               the ledger, delivered whole */
+} pl_llm_delta;
+
+/** The delta callback: called on the thread running the policy, in the
+ *  order the model wrote; it must not call back into the engine for the
+ *  same run.  Kinds may be added: ignore those you do not know. */
+typedef void (*pl_llm_delta_fn)(const pl_llm_delta *delta, void *user);
+
+/** Version 2 appended max_tool_result_bytes, version 3 on_delta and
+ *  delta_user; an older struct is still taken (with their defaults). */
+#define PL_LLM_OPTIONS_VERSION 3
 
 /** Options of an LLM policy.  Start from PL_LLM_OPTIONS_INIT. */
 typedef struct pl_llm_options {
@@ -224,11 +303,19 @@ typedef struct pl_llm_options {
      *  "max_bytes", "note", "preview"}, within the cap; the ledger keeps it
      *  whole.  0: 512000. */
     size_t max_tool_result_bytes;
+    /** Since version 3: stream the model's answers.  Not NULL: each model
+     *  call asks the provider for a stream and calls on_delta with each
+     *  piece of text and of tool-call arguments as it arrives (see
+     *  "Streaming" above).  What is recorded does not change.  NULL: the
+     *  default, one response body per call. */
+    pl_llm_delta_fn on_delta;
+    void *delta_user;          /**< on_delta's user pointer */
 } pl_llm_options;
 
 #define PL_LLM_OPTIONS_INIT                                                    \
     { PL_LLM_OPTIONS_VERSION, NULL, -1.0, 0, NULL, PL_LLM_MALFORMED_FAIL, 2,   \
-      NULL, NULL, 0, 0, 0, 0, 0, 0, 0, PL_LLM_TOOL_ERRORS_CONTINUE, 0 }
+      NULL, NULL, 0, 0, 0, 0, 0, 0, 0, PL_LLM_TOOL_ERRORS_CONTINUE, 0, NULL,   \
+      NULL }
 
 /**
  * Register an LLM policy.

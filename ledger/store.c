@@ -228,3 +228,18 @@ int pl__store_inbox_read(pl__store *s, uint64_t run, pl__kvs *out)
 {
     return CALL(s, inbox_read, run, out);
 }
+
+/* ---- flow control ---------------------------------------------------------- */
+
+int pl__store_rate_take(pl__store *s, const char *resource, uint32_t limit,
+                        int64_t window_ms, bool *admitted, int64_t *at_ms,
+                        int64_t *retry_at_ms)
+{
+    return CALL(s, rate_take, resource, limit, window_ms, admitted, at_ms,
+                retry_at_ms);
+}
+
+int pl__store_rate_get(pl__store *s, const char *resource, pl__rate_budget *out)
+{
+    return CALL(s, rate_get, resource, out);
+}

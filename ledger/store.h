@@ -19,6 +19,8 @@
  *                    runrec_io.h, how they are read and written)
  *     siderec.c      records beside a run's: inbox, timer, tombstone and
  *                    purge records (runrec.h)
+ *     flowrec.c      flow control's records: a queued run's flow, a rate
+ *                    limit's budget (flowrec.h)
  *     mp_write.c     the msgpack writer (mp.h)
  *     mp_read.c      the checked msgpack reader, and payloads decoded
  *     payload_cmp.c  payloads compared without encoding them again
@@ -39,6 +41,8 @@
  *                    transactions (DELETING below)
  *     lmdb_sched.c   schedules (SCHEDULES below)
  *     lmdb_time.c    timers and inboxes (TIMERS below)
+ *     lmdb_flow.c    the queue's order, concurrency keys, rate budgets
+ *                    (FLOW below)
  *
  *   pg/              the store on PostgreSQL, for a postgresql:// path
  *                    (pg_store.h; built with PL_WITH_POSTGRESQL)
@@ -49,6 +53,7 @@
  *     pg_delete.c    deleting runs, tombstones (DELETING below)
  *     pg_sched.c     schedules (SCHEDULES below)
  *     pg_time.c      timers and inboxes (TIMERS below)
+ *     pg_flow.c      the queue's order, concurrency keys, rate budgets
  *
  * Thread rules: one store per process and path; all functions may be called
  * from any thread at once.
@@ -56,6 +61,7 @@
 #ifndef PL_STORE_H
 #define PL_STORE_H
 
+#include "flowrec.h"
 #include "keys.h"
 #include "util.h"
 
@@ -176,6 +182,10 @@ typedef struct pl__batch {
      * the engine reads the inbox itself. */
     bool inbox_known;
     bool inbox_cancel;
+    /* create, queued: the run's flow (FLOW below) */
+    int32_t priority;
+    const char *flow_key; /* NULL: none */
+    uint32_t flow_limit;  /* with flow_key: 1 or more */
 } pl__batch;
 
 PL__HIDDEN void pl__batch_free(pl__batch *b);
@@ -449,5 +459,32 @@ PL__HIDDEN int pl__store_inbox_put(pl__store *s, uint64_t run,
  * records. */
 PL__HIDDEN int pl__store_inbox_read(pl__store *s, uint64_t run,
                                     pl__kvs *out) PL__MUST_CHECK;
+/* ---- flow control ------------------------------------------------------------ */
+
+/*
+ * FLOW.  Every run holding a lease has a place in the queue, its rank:
+ * when its lease was made (a queued run: its submission; by the store's
+ * clock), less its priority times PL_PRIORITY_STEP_MS; and, when queued
+ * with one, a concurrency key and its limit.  pl__store_lease_next() takes
+ * the expired lease of least rank (ties: least run number) whose key, if
+ * it has one, has fewer than its limit of live leases (held, not expired).
+ * LMDB keeps them in the `flow` database (lmdb_flow.c): the run's flow
+ * record, an index by rank, and one by key; PostgreSQL as columns of the
+ * lease row (pg_flow.c).  They go with the lease.
+ *
+ * RATE BUDGETS.  A named rate limit's budget (fixed windows, flowrec.h) is
+ * a record of the store's own, read and counted in one transaction.
+ */
+
+/* Take one call of rate limit @p resource's budget (see pl_rate_take()). */
+PL__HIDDEN int pl__store_rate_take(pl__store *s, const char *resource,
+                                   uint32_t limit, int64_t window_ms,
+                                   bool *admitted, int64_t *at_ms,
+                                   int64_t *retry_at_ms) PL__MUST_CHECK;
+
+/* Rate limit @p resource's budget as stored: PL_ENOTFOUND when it has
+ * none. */
+PL__HIDDEN int pl__store_rate_get(pl__store *s, const char *resource,
+                                  pl__rate_budget *out) PL__MUST_CHECK;
 
 #endif /* PL_STORE_H */

@@ -6,11 +6,16 @@
 # the model again for anything it had answered; a human approves; the
 # answer prints; ledger-dump shows the run's tree.
 #
-#   scripts/agent-demo.sh [BUILD_DIR]     (default build; build it first,
-#                                          or run scripts/demo.sh)
+#   scripts/agent-demo.sh [--stream] [BUILD_DIR]
+#                         (default build; build it first, or run
+#                         scripts/demo.sh)
+# --stream prints the model's answers as they are written (the scripted
+# model writes a word at a time); turns served from the ledger come whole.
 # AGENT_DEMO_DIR names the directory for the store (default: a new one).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+stream=
+if [ "${1:-}" = --stream ]; then stream=1; shift; fi
 build=${1:-build}
 demo=$build/examples/agent-demo plugin=$build/examples/agent-plugin.so
 replay=$build/tools/ledger-replay dump=$build/tools/ledger-dump
@@ -21,7 +26,13 @@ dir=${AGENT_DEMO_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/policyledger-agent.XXXXXX")}
 mkdir -p "$dir"
 store="$dir/agent.db" run=research-1
 rm -f "$store" "$store-lock" "$dir/script.json.served" # a story afresh
-cp "$build/examples/agent/script.json" "$dir/script.json"
+if [ -n "$stream" ]; then # the scripted model writes at a reader's pace
+  sed 's/^{"responses": \[/{"stream_delay_ms": 25, "responses": [/' \
+    "$build/examples/agent/script.json" >"$dir/script.json"
+  export AGENT_STREAM=1
+else
+  cp "$build/examples/agent/script.json" "$dir/script.json"
+fi
 # The plugin's configuration, for agent-demo and ledger-replay alike.
 export AGENT_MODEL="scripted://$dir/script.json"
 AGENT_DATA="$(cd "$build/examples/agent/data" && pwd)"

@@ -28,6 +28,16 @@ a model that is asked again after a crash.  R is one of:
   "retry_after_in": S                 (with any R) a Retry-After header
                                       holding the HTTP date S seconds after
                                       the request's whole second
+A request for a stream ("stream": true in the body; Gemini's
+streamGenerateContent) gets an "answer" as P's stream, chunked: OpenAI's
+and Anthropic's server-sent events (usage included), Gemini's SSE, Ollama's
+NDJSON; text and arguments are cut in pieces of "chunk" characters
+(default 3) and Gemini's and Ollama's calls come whole.  More for streams:
+  "cut_after": K                      close the connection after K events,
+                                      the chunked body unfinished
+  "stream_raw": TEXT                  send TEXT as the stream, as it is
+  "flood": N                          text events without end, N bytes in
+                                      all, then close
 Each request is logged before it is answered, one JSON line:
   {"n": index, "path": ..., "auth": "none"|"bearer"|"other",
    "auth_matches": bool (the key equals $PL_TEST_EXPECT_KEY),
@@ -112,9 +122,8 @@ def turn_of(proto, body):
                if isinstance(m, dict) and m.get("role") == "assistant")
 
 
-def render(proto, answer, usage, defs):
-    """A neutral answer as a response body of the protocol."""
-    text = answer.get("text")
+def calls_of(answer, defs):
+    """The answer's tool calls, "tool": K resolved to a name."""
     calls = []
     for c in answer.get("tool_calls", []):
         c = dict(c)
@@ -122,6 +131,12 @@ def render(proto, answer, usage, defs):
             k = c.pop("tool")
             c["name"] = defs[k] if k < len(defs) else "no-such-tool"
         calls.append(c)
+    return calls
+
+
+def render(proto, answer, usage, defs):
+    """A neutral answer as a response body of the protocol."""
+    text, calls = answer.get("text"), calls_of(answer, defs)
     n_in, n_out = usage
     if proto == "anthropic":
         content = [{"type": "text", "text": text}] if text is not None else []
@@ -161,6 +176,108 @@ def render(proto, answer, usage, defs):
             for c in calls]
     return {"choices": [{"message": msg, "finish_reason": "stop"}],
             "usage": {"prompt_tokens": n_in, "completion_tokens": n_out}}
+
+
+def pieces(text, n):
+    return [text[i:i + n] for i in range(0, len(text), n)] if text else []
+
+
+def stream_events(proto, answer, usage, defs, n):
+    """A neutral answer as a list of stream events (bytes) of the
+    protocol."""
+    text, calls = answer.get("text"), calls_of(answer, defs)
+    n_in, n_out = usage
+    out = []
+
+    def sse(obj, event=None):
+        head = "event: %s\n" % event if event else ""
+        out.append((head + "data: " + json.dumps(obj) + "\n\n").encode())
+
+    if proto == "anthropic":
+        sse({"type": "message_start", "message": {
+            "type": "message", "role": "assistant", "content": [],
+            "usage": {"input_tokens": n_in, "output_tokens": 1}}},
+            "message_start")
+        b = 0
+        if text is not None:
+            sse({"type": "content_block_start", "index": b,
+                 "content_block": {"type": "text", "text": ""}},
+                "content_block_start")
+            out.append(b"event: ping\ndata: {\"type\": \"ping\"}\n\n")
+            for p in pieces(text, n):
+                sse({"type": "content_block_delta", "index": b,
+                     "delta": {"type": "text_delta", "text": p}},
+                    "content_block_delta")
+            sse({"type": "content_block_stop", "index": b},
+                "content_block_stop")
+            b += 1
+        for c in calls:
+            sse({"type": "content_block_start", "index": b,
+                 "content_block": {"type": "tool_use", "id": c.get("id"),
+                                   "name": c["name"], "input": {}}},
+                "content_block_start")
+            for p in pieces(json.dumps(c.get("arguments")), n):
+                sse({"type": "content_block_delta", "index": b,
+                     "delta": {"type": "input_json_delta",
+                               "partial_json": p}}, "content_block_delta")
+            sse({"type": "content_block_stop", "index": b},
+                "content_block_stop")
+            b += 1
+        sse({"type": "message_delta",
+             "delta": {"stop_reason": "tool_use" if calls else "end_turn"},
+             "usage": {"output_tokens": n_out}}, "message_delta")
+        sse({"type": "message_stop"}, "message_stop")
+    elif proto == "gemini":
+        meta = {"promptTokenCount": n_in, "candidatesTokenCount": 0}
+        for p in pieces(text, n):
+            sse({"candidates": [{"content": {"role": "model",
+                                             "parts": [{"text": p}]}}],
+                 "usageMetadata": meta})
+        for c in calls:
+            sse({"candidates": [{"content": {"role": "model", "parts": [
+                {"functionCall": {"name": c["name"],
+                                  "args": c.get("arguments")}}]}}],
+                 "usageMetadata": meta})
+        sse({"candidates": [{"content": {"role": "model", "parts": []},
+                             "finishReason": "STOP"}],
+             "usageMetadata": {"promptTokenCount": n_in,
+                               "candidatesTokenCount": n_out}})
+    elif proto == "ollama":
+        def line(obj):
+            out.append((json.dumps(obj) + "\n").encode())
+        for p in pieces(text, n):
+            line({"model": "m", "message": {"role": "assistant",
+                                            "content": p}, "done": False})
+        if calls:
+            line({"model": "m", "message": {
+                "role": "assistant", "content": "",
+                "tool_calls": [{"function": {"name": c["name"],
+                                             "arguments":
+                                                 c.get("arguments")}}
+                               for c in calls]}, "done": False})
+        line({"model": "m", "message": {"role": "assistant", "content": ""},
+              "done": True, "prompt_eval_count": n_in, "eval_count": n_out})
+    else:
+        sse({"choices": [{"index": 0, "delta": {"role": "assistant",
+                                                "content": ""}}]})
+        for p in pieces(text, n):
+            sse({"choices": [{"index": 0, "delta": {"content": p}}]})
+        for k, c in enumerate(calls):
+            args = c["raw_arguments"] if "raw_arguments" in c \
+                else json.dumps(c.get("arguments"))
+            sse({"choices": [{"index": 0, "delta": {"tool_calls": [
+                {"index": k, "id": c.get("id"), "type": "function",
+                 "function": {"name": c["name"], "arguments": ""}}]}}]})
+            for p in pieces(args, n):
+                sse({"choices": [{"index": 0, "delta": {"tool_calls": [
+                    {"index": k, "function": {"arguments": p}}]}}]})
+        sse({"choices": [{"index": 0, "delta": {},
+                          "finish_reason": "tool_calls" if calls
+                          else "stop"}]})
+        sse({"choices": [], "usage": {"prompt_tokens": n_in,
+                                      "completion_tokens": n_out}})
+        out.append(b"data: [DONE]\n\n")
+    return out
 
 
 def main():
@@ -239,6 +356,12 @@ def main():
                 self.close_connection = True
                 self.connection.shutdown(socket.SHUT_RDWR)
                 return
+            streamed = (isinstance(body, dict) and body.get("stream") is True
+                        ) or "streamGenerateContent" in self.path
+            if streamed and ("answer" in r or "stream_raw" in r
+                             or "flood" in r):
+                self.send_stream(r, defs)
+                return
             if "size" in r:
                 data = b"x" * r["size"]
             elif "raw" in r:
@@ -262,6 +385,46 @@ def main():
                 self.wfile.write(data)
             except (BrokenPipeError, ConnectionResetError):
                 pass
+
+        def chunk(self, data):
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+            self.wfile.flush()
+
+        def send_stream(self, r, defs):
+            self.send_response(200)
+            self.send_header("Content-Type", "application/x-ndjson"
+                             if proto == "ollama" else "text/event-stream")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            try:
+                if "stream_raw" in r:
+                    self.chunk(r["stream_raw"].encode())
+                elif "flood" in r:
+                    ev = ("data: " + json.dumps({"choices": [{"index": 0,
+                          "delta": {"content": "x" * 4000}}]}) +
+                          "\n\n").encode()
+                    sent = 0
+                    while sent < r["flood"]:
+                        self.chunk(ev)
+                        sent += len(ev)
+                    self.close_connection = True
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                    return
+                else:
+                    events = stream_events(proto, r["answer"],
+                                           r.get("usage", [0, 0]), defs,
+                                           r.get("chunk", 3))
+                    cut = r.get("cut_after")
+                    for k, ev in enumerate(events):
+                        if cut is not None and k == cut:
+                            self.close_connection = True
+                            self.connection.shutdown(socket.SHUT_RDWR)
+                            return
+                        self.chunk(ev)
+                self.wfile.write(b"0\r\n\r\n")
+                self.wfile.flush()
+            except (BrokenPipeError, ConnectionResetError):
+                self.close_connection = True
 
     class Server(ThreadingHTTPServer):
         def handle_error(self, request, client_address):

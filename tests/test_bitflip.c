@@ -2,20 +2,22 @@
  * test_bitflip.c -- hostile store bytes: every bit of every key, and every
  * bit of every value, of a small store, flipped in turn.
  *
- * The store holds four runs: a completed one with nested calls and a
+ * The store holds five runs: a completed one with nested calls and a
  * version marker ("done"), a suspended one ("waiting"), one whose process
- * was killed (SIGKILL) inside a non-idempotent call ("crashed"), and one
- * parked waiting for an event ("parked", with its timer, an event of
- * another name and a cancellation in its inbox: continued, it is cancelled
- * and makes a compensating call).  Each flip is made in a copy of the data
- * file, in place, at the bytes LMDB itself points to (so a changed key
- * stays where it was in its page, out of order in the B-tree, as real
- * corruption would leave it).  A forked child then opens the copy and runs
- * pl_engine_runs, and for each run pl_run_walk, pl_run_ledger, pl_run_verify,
- * pl_run_continue with the check option and pl_run_continue for real,
- * then pl_engine_wake, reporting through a pipe which call it is in.  A
- * child stuck in one call for a minute is killed and fails the test (a
- * hang), as does one that dies of a signal (a crash) or a sanitizer report.
+ * was killed (SIGKILL) inside a non-idempotent call ("crashed"), one parked
+ * waiting for an event ("parked", with its timer, an event of another name
+ * and a cancellation in its inbox: continued, it is cancelled and makes a
+ * compensating call), and one queued with a priority and a concurrency key
+ * ("queued"); a rate limit's budget; and a schedule.  Each flip is made in
+ * a copy of the data file, in place, at the bytes LMDB itself points to (so
+ * a changed key stays where it was in its page, out of order in the B-tree,
+ * as real corruption would leave it).  A forked child then opens the copy
+ * and runs pl_engine_runs, pl_schedule_list, and for each run pl_run_walk,
+ * pl_run_ledger, pl_run_verify, pl_run_continue with the check option and
+ * pl_run_continue for real, then pl_engine_wake and pl_rate_take, reporting
+ * through a pipe which call it is in.  A child stuck in one call for a
+ * minute is killed and fails the test (a hang), as does one that dies of a
+ * signal (a crash) or a sanitizer report.
  *
  * For values, each flip is also classified: reported (a call returned
  * PL_ECORRUPT or PL_EVERSION), caught by replay (PL_ENONDET), or harmless
@@ -71,8 +73,11 @@
  */
 #define HANG_MS 60000
 
-static const char *const g_runs[] = {"done", "waiting", "crashed", "parked"};
-#define N_RUNS 4
+static const char *const g_runs[] = {"done", "waiting", "crashed", "parked",
+                                     "queued"};
+#define N_RUNS 5
+#define BUDGET "bitflip-budget" /* a rate limit's, taken once in build() */
+#define BUDGET_WINDOW_MS 3600000
 /* the store's one schedule is listed as of this time (2026-01-01) */
 #define SCHED_NOW_MS 1767225600000LL
 
@@ -284,6 +289,20 @@ static uint8_t *build(const char *path, const pl_registry *reg, size_t *len)
     cr_assert_eq(pl_run_signal(NULL, e, "parked", "other", ev), PL_OK, "%s",
                  pl_errmsg());
     cJSON_Delete(ev);
+    /* a queued run with its flow record, and a rate budget */
+    cJSON *qp = cJSON_CreateObject();
+    pl_action qa = {PL_ACTION_VERSION, "outer", qp, NULL, 0, NULL};
+    pl_run_options qo = PL_RUN_OPTIONS_INIT;
+    qo.run_id = "queued";
+    qo.priority = 3;
+    qo.concurrency_key = "tenant";
+    qo.concurrency_limit = 1;
+    cr_assert_eq(pl_run_submit(NULL, e, &qa, &qo), PL_OK, "%s", pl_errmsg());
+    cJSON_Delete(qp);
+    bool ok;
+    int64_t at, retry;
+    cr_assert_eq(pl_rate_take(&ok, &at, &retry, e, BUDGET, 5, BUDGET_WINDOW_MS),
+                 PL_OK);
     pl_engine_close(e);
     /* where waitev is not registered, a cancellation waits in the inbox */
     pl_registry *bare = NULL;
@@ -359,9 +378,9 @@ static void find_targets(const char *path, targets *keys, targets *vals,
                          uint64_t crashed_num, const uint8_t *crashed_last,
                          size_t crashed_last_len)
 {
-    static const char *const dbs[] = {"meta",  "runs",    "state",
-                                      "steps", "journal", "timers",
-                                      "due",   "inbox",   "schedules"};
+    static const char *const dbs[] = {"meta",    "runs",     "state", "steps",
+                                      "journal", "timers",   "due",   "inbox",
+                                      "flow",    "schedules"};
     (void)crashed_num;
     find_targets_in(path, dbs, PL__ARRAY_LEN(dbs), keys, vals, crashed_last,
                     crashed_last_len);
@@ -537,6 +556,13 @@ static void child(const char *path, const pl_registry *reg, int fd)
         int64_t next = 0;
         note(&r, pl_engine_wake(e, &next));
         t_mix(&r.digest, &next, sizeof next);
+        /* the rate budget: read and counted */
+        stage(fd, 'b');
+        bool ok = false;
+        int64_t at, retry;
+        note(&r,
+             pl_rate_take(&ok, &at, &retry, e, BUDGET, 5, BUDGET_WINDOW_MS));
+        t_mix(&r.digest, &ok, sizeof ok);
         pl_engine_close(e);
     }
     stage(fd, '=');
@@ -556,8 +582,9 @@ static const char *stage_name(char c)
     case 'v': return "pl_run_verify";
     case 'c': return "pl_run_continue (check)";
     case 'r': return "pl_run_continue";
+    case 'b': return "pl_rate_take";
     case 't': return "pl_engine_wake";
-    case 'b': return "pl_run_tombstone";
+    case 'd': return "pl_run_tombstone";
     case 'i': return "pl_run_get";
     case 'n': return "pl_run_start";
     case 'p': return "pl_engine_prune";
@@ -827,7 +854,7 @@ static void deleted_child(const char *path, const pl_registry *reg, int fd)
     } else {
         static const char *const gone[] = {"gone-1", "gone-2"};
         for (size_t i = 0; i < 2; i++) {
-            stage(fd, 'b');
+            stage(fd, 'd');
             pl_tombstone t = PL_TOMBSTONE_INIT;
             int st = pl_run_tombstone(&t, e, gone[i]);
             note(&r, st);

@@ -385,10 +385,12 @@ Test(start, a_version_1_options_struct_is_read_without_if_exists)
 
     /* another version, an unknown mode, if_exists where it does not apply */
     pl_run_options ro = PL_RUN_OPTIONS_INIT;
-    cr_expect_eq(ro.version, 3);
-    ro.version = 4;
+    cr_expect_eq(ro.version, PL_RUN_OPTIONS_VERSION);
+    ro.version = PL_RUN_OPTIONS_VERSION + 1;
     cr_expect_eq(pl_run_start(&o, e, &a, &ro), PL_EINVAL);
-    cr_expect(strstr(pl_errmsg(), "version 4"), "%s", pl_errmsg());
+    char newer[32];
+    snprintf(newer, sizeof newer, "version %d", PL_RUN_OPTIONS_VERSION + 1);
+    cr_expect(strstr(pl_errmsg(), newer), "%s", pl_errmsg());
     ro = (pl_run_options)PL_RUN_OPTIONS_INIT;
     ro.if_exists = (pl_if_exists)7;
     cr_expect_eq(pl_run_start(&o, e, &a, &ro), PL_EINVAL);

@@ -154,23 +154,15 @@ static void usage(FILE *f)
         "executing\n"
         "                        it (the store is created if need be); prints "
         "its id\n"
-        "  --prune --older-than DURATION [--status LIST] [--archive DIR] "
-        "[--dry-run]\n"
-        "                        delete the runs that ended (completed, "
-        "failed) at least\n"
-        "                        DURATION ago (30d, 12h, 90m, 45s; 0s: all), "
-        "in short\n"
-        "                        transactions of a few runs; LIST: "
-        "completed,failed.\n"
-        "                        Each keeps a tombstone (ledger-dump says "
-        "when it was\n"
-        "                        deleted).  With --archive, each run's "
-        "verified export\n"
-        "                        is written to DIR/ID.jsonl and synced first "
-        "(ledger-\n"
-        "                        replay --import loads it back).  --dry-run "
-        "lists, and\n"
-        "                        deletes nothing.  Needs no --plugin.\n"
+        "    [--priority N]      its priority, -1000..1000 (default 0): "
+        "higher first\n"
+        "    [--key K --key-limit N]\n"
+        "                        its concurrency key: at most N runs with key "
+        "K execute\n"
+        "                        at once, on every worker sharing the store\n",
+        f);
+    usage_retention(f); /* --prune */
+    fputs(
         "  --schedule-put NAME --cron EXPR [--zone Z] --policy P --payload "
         "JSON\n"
         "      [--overlap skip|allow] [--catch-up skip|latest|all:N]\n"
@@ -307,10 +299,11 @@ static int set_mode(options *o, enum mode m, const char *flag);
 static bool is_queue_flag(const char *a)
 {
     static const char *const flags[] = {
-        "--concurrency",  "--lease-ms",        "--submit",  "--payload",
-        "--retain",       "--older-than",      "--status",  "--archive",
-        "--schedule-put", "--schedule-delete", "--cron",    "--zone",
-        "--policy",       "--overlap",         "--catch-up"};
+        "--concurrency",     "--lease-ms", "--submit",    "--payload",
+        "--priority",        "--key",      "--key-limit", "--retain",
+        "--older-than",      "--status",   "--archive",   "--schedule-put",
+        "--schedule-delete", "--cron",     "--zone",      "--policy",
+        "--overlap",         "--catch-up"};
     for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
         if (!strcmp(a, flags[i]))
             return true;
@@ -330,14 +323,24 @@ static int parse_queue_flag(options *o, const char *a, const char *v)
     }
     if (!strcmp(a, "--payload"))
         o->payload = v;
-    if (!strcmp(a, "--retain"))
-        o->retain = v;
-    if (!strcmp(a, "--older-than"))
-        o->older_than = v;
-    if (!strcmp(a, "--status"))
-        o->status = v;
-    if (!strcmp(a, "--archive"))
-        o->archive = v;
+    if (!strcmp(a, "--key"))
+        o->key = v;
+    if (!strcmp(a, "--key-limit"))
+        return parse_count(&o->key_limit, a, v, 1, 1000000);
+    if (!strcmp(a, "--priority")) {
+        /* kept shifted by MAX + 1, so that 0 says "not given" */
+        char *end;
+        errno = 0;
+        long n = strtol(v, &end, 10);
+        if (errno || end == v || *end || n < -PL_PRIORITY_MAX ||
+            n > PL_PRIORITY_MAX) {
+            cli_error("--priority needs a whole number from %d to %d, not "
+                      "'%s'",
+                      -PL_PRIORITY_MAX, PL_PRIORITY_MAX, v);
+            return -1;
+        }
+        o->priority = (int)n + PL_PRIORITY_MAX + 1;
+    }
     if (!strcmp(a, "--schedule-put")) {
         o->sched_put = v;
         return set_mode(o, MODE_SCHED_PUT, a);
@@ -351,7 +354,7 @@ static int parse_queue_flag(options *o, const char *a, const char *v)
                         : !strcmp(a, "--policy")   ? &o->policy
                         : !strcmp(a, "--overlap")  ? &o->overlap
                         : !strcmp(a, "--catch-up") ? &o->catch_up
-                                                   : NULL;
+                                                   : retention_slot(o, a);
     if (slot)
         *slot = v;
     return 0;
@@ -565,13 +568,12 @@ static int parse_args(options *o, int argc, char **argv)
         cli_error("--live goes with --check");
         return EXIT_USAGE;
     }
-    if ((o->all_diverged && o->mode != MODE_UPGRADE) ||
-        ((o->older_than || o->status || o->archive) && o->mode != MODE_PRUNE) ||
-        (o->dry_run && o->mode != MODE_UPGRADE && o->mode != MODE_PRUNE)) {
-        cli_error("--all-diverged and --dry-run go with --upgrade; --dry-run, "
-                  "--older-than, --status and --archive go with --prune");
+    if (o->all_diverged && o->mode != MODE_UPGRADE) {
+        cli_error("--all-diverged goes with --upgrade");
         return EXIT_USAGE;
     }
+    if (check_retention_args(o))
+        return EXIT_USAGE;
     if (o->mode == MODE_UPGRADE && !o->run == !o->all_diverged) {
         cli_error("--upgrade needs a run ID or --all-diverged (one of them)");
         return EXIT_USAGE;
@@ -598,8 +600,13 @@ static int parse_args(options *o, int argc, char **argv)
         cli_error("--reason goes with --cancel");
         return EXIT_USAGE;
     }
-    if (o->retain && o->mode != MODE_WORKER) {
-        cli_error("--retain goes with --worker");
+    if ((o->priority || o->key || o->key_limit) && o->mode != MODE_SUBMIT) {
+        cli_error("--priority, --key and --key-limit go with --submit");
+        return EXIT_USAGE;
+    }
+    if (!o->key != !o->key_limit) {
+        cli_error(o->key ? "--key needs --key-limit N"
+                         : "--key-limit goes with --key");
         return EXIT_USAGE;
     }
     if (o->at && o->mode != MODE_FORK) {
@@ -665,47 +672,6 @@ static void guard_plugin(const char *path)
                           ? (size_t)n
                           : sizeof g_crash_line - 1;
     }
-}
-
-/* ---- --trace and --otel --------------------------------------------------- */
-
-/* Open the trace file and the exporter the options ask for; 0 or -1. */
-static int open_observers(tool *t)
-{
-    const char *trace = t->opt.trace;
-    if (trace) {
-        const char *path = strcmp(trace, "-") ? trace : "/dev/stderr";
-        int st = pl_trace_open(&t->w.trace, path);
-        if (st) {
-            cli_error("--trace: %s (%s)", pl_errmsg(), pl_status_name(st));
-            return -1;
-        }
-    }
-    const char *env_url = getenv("OTEL_EXPORTER_OTLP_ENDPOINT");
-    const char *env_traces = getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT");
-    if (t->opt.otel || (env_url && *env_url) || (env_traces && *env_traces)) {
-        pl_otel_options oo = PL_OTEL_OPTIONS_INIT;
-        oo.endpoint = t->opt.otel;
-        oo.service_name = getenv("OTEL_SERVICE_NAME") ? NULL : "ledger-replay";
-        int st = pl_otel_open(&t->w.otel, &oo);
-        if (st) {
-            cli_error("--otel: %s (%s)", pl_errmsg(), pl_status_name(st));
-            return -1;
-        }
-    }
-    return 0;
-}
-
-/* Send what is left and close both; a loss is a warning, never a failure
- * of the runs. */
-static void close_observers(tool *t)
-{
-    if (t->w.otel && pl_otel_close(t->w.otel))
-        cli_error("warning: %s", pl_errmsg());
-    if (t->w.trace && pl_trace_close(t->w.trace))
-        cli_error("warning: %s", pl_errmsg());
-    t->w.otel = NULL;
-    t->w.trace = NULL;
 }
 
 /* ---- main -------------------------------------------------------------------- */

@@ -188,6 +188,10 @@ void mode_submit(tool *t)
     root.payload = t->payload;
     pl_run_options ro = PL_RUN_OPTIONS_INIT;
     ro.run_id = t->opt.new_id;
+    if (t->opt.priority)
+        ro.priority = t->opt.priority - PL_PRIORITY_MAX - 1;
+    ro.concurrency_key = t->opt.key;
+    ro.concurrency_limit = t->opt.key_limit;
     char *id = NULL;
     int st = pl_run_submit(&id, t->engine, &root, &ro);
     if (st) {

@@ -74,22 +74,6 @@ static bool retryable(const pl_retry_options *o, const char *code)
     return false;
 }
 
-static int64_t real_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static int real_sleep(int64_t ms, void *user)
-{
-    (void)user;
-    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000};
-    while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
-        ;
-    return PL_OK;
-}
-
 static int add_error(pl_ctx *ctx, pl_steps *out, const char *code,
                      const char *msg)
 {
@@ -167,10 +151,10 @@ static int backoff(pl_ctx *ctx, const pl_retry_options *o, unsigned attempt,
                        "has no until_ms in range",
                        pl_ctx_path(ctx));
     if (!st && !pl_ctx_replaying(ctx)) {
-        int64_t left = (int64_t)u->valuedouble - real_now_ms();
+        int64_t left = (int64_t)u->valuedouble - pl__ext_now_ms();
         if (left < 0)
             left = 0;
-        st = (o->sleep ? o->sleep : real_sleep)(left, o->sleep_user);
+        st = (o->sleep ? o->sleep : pl__ext_sleep)(left, o->sleep_user);
     }
     cJSON_Delete(got);
     return st;

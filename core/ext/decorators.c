@@ -1,13 +1,16 @@
 /*
  * decorators.c -- loop(max_turns) and invoke_action (with decorators for
- * each call it makes, or without).
+ * each call it makes, or without); the real clock and sleep that the
+ * decorators that wait share.
  *
  * Both are written with the public API alone (include/policyledger.h), as
  * any user's decorator would be: what these do, a user can do.  (Only the
  * check of a decorator list's version is the library's own, util.h's.)
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include <policyledger.h>
 
@@ -163,5 +166,21 @@ int pl_decorator_invoke_action_with(pl_decorator *out,
     d.user = n ? (void *)per_call : NULL;
     d.arg = n;
     *out = d;
+    return PL_OK;
+}
+
+int64_t pl__ext_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int pl__ext_sleep(int64_t ms, void *user)
+{
+    (void)user;
+    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000};
+    while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
+        ;
     return PL_OK;
 }

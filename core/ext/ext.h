@@ -71,4 +71,10 @@ static inline int pl__ext_version_ok(unsigned version, unsigned current,
 PL__EXT_HIDDEN int pl__ext_decorators_ok(const pl_decorator *list, size_t n,
                                          const char *fn);
 
+/* The real clock, Unix ms, and a real sleep (a pl_sleep_fn): what the
+ * decorators that wait use unless their options give another
+ * (decorators.c). */
+PL__EXT_HIDDEN int64_t pl__ext_now_ms(void);
+PL__EXT_HIDDEN int pl__ext_sleep(int64_t ms, void *user);
+
 #endif /* PL_EXT_H */

@@ -326,7 +326,7 @@ static int run_options(pl_run_options *dst, const pl_run_options *src,
     if ((unsigned)dst->if_exists > PL_IF_EXISTS_OUTCOME)
         return pl__err(PL_EINVAL, "%s: unknown if_exists %d", fn,
                        (int)dst->if_exists);
-    return PL_OK;
+    return pl__flow_options_ok(dst, fn, strcmp(fn, "pl_run_submit") == 0);
 }
 
 /*
@@ -420,6 +420,9 @@ static int start_run(pl_outcome **out, char **out_id, pl_engine *e,
     create.create_info = &info;
     create.lease_owner = submit ? "" : e->worker;
     create.lease_us = e->lease_us;
+    create.priority = opts->priority;
+    create.flow_key = opts->concurrency_key;
+    create.flow_limit = opts->concurrency_limit;
     if ((st = pl__run_state_encode(&create.state, id, &r->state)) ||
         (st = pl__commit(e, &create)))
         goto done;

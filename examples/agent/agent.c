@@ -278,11 +278,13 @@ done:
 }
 
 int agent_register(pl_registry *reg, const char *model_url,
-                   const pl_tools *tools, const pl_sandbox *data)
+                   const pl_tools *tools, const pl_sandbox *data,
+                   pl_llm_delta_fn on_delta)
 {
     pl_llm_options lo = PL_LLM_OPTIONS_INIT;
     lo.description = "Researches a question with the tools.";
     lo.temperature = 0;
+    lo.on_delta = on_delta;
     int st = pl_llm_register(reg, AGENT_MODEL_POLICY, model_url, system_prompt,
                              &lo);
     if (!st)

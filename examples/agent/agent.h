@@ -35,9 +35,12 @@
  * search of the notes in @p data), ask_human, notify_approver, escalate
  * and the root.
  * @param tools, data borrowed: must outlive every engine using @p reg.
+ * @param on_delta the model's answers streamed to it (pl_llm_options), or
+ *        NULL.
  * @return PL_OK, or the first registration's failure.
  */
 int agent_register(pl_registry *reg, const char *model_url,
-                   const pl_tools *tools, const pl_sandbox *data);
+                   const pl_tools *tools, const pl_sandbox *data,
+                   pl_llm_delta_fn on_delta);
 
 #endif /* AGENT_H */

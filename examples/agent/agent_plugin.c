@@ -11,10 +11,17 @@
  *                place file:// URLs may read.  Required.
  *   AGENT_ALLOW  optional: one more URL prefix http_get may fetch
  *                ("https://example.org"); loopback http is always allowed.
+ *   AGENT_STREAM optional: "1" streams the model's answers to standard
+ *                output as they are written (each turn's text, then each
+ *                tool call's arguments; a turn served from the ledger
+ *                comes whole, marked "from the ledger").
  *
  * A run recorded with one model must be continued with the same model URL.
  */
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "agent.h"
 
@@ -33,6 +40,38 @@ __attribute__((destructor)) static void agent_plugin_unload(void)
     tools = NULL;
     pl_sandbox_free(data_dir);
     data_dir = NULL;
+}
+
+/* AGENT_STREAM: the model's answers as they are written.  A turn's text
+ * follows its heading; each tool call's arguments follow its name. */
+static bool line_open; /* a turn is being printed */
+static long last_tool = -1;
+
+static void print_delta(const pl_llm_delta *d, void *user)
+{
+    (void)user;
+    if (d->kind == PL_LLM_DELTA_RESTARTED || d->kind == PL_LLM_DELTA_END) {
+        printf("%s\n", d->kind == PL_LLM_DELTA_END
+                           ? ""
+                           : "  [the stream was cut: asking again]");
+        line_open = false;
+        fflush(stdout);
+        return;
+    }
+    if (d->kind != PL_LLM_DELTA_TEXT && d->kind != PL_LLM_DELTA_TOOL_ARGS)
+        return;
+    if (!line_open) {
+        printf("   model, turn %u%s: ", d->turn,
+               d->replayed ? " (from the ledger)" : "");
+        line_open = true;
+        last_tool = -1;
+    }
+    if (d->kind == PL_LLM_DELTA_TOOL_ARGS && (long)d->tool_index != last_tool) {
+        printf("\n      -> %s ", d->tool ? d->tool : "?");
+        last_tool = (long)d->tool_index;
+    }
+    fwrite(d->text, 1, d->len, stdout);
+    fflush(stdout);
 }
 
 static const char *env(const char *name)
@@ -66,5 +105,7 @@ int pl_plugin_init(pl_registry *reg)
         if (st)
             return st;
     }
-    return agent_register(reg, model, tools, data_dir);
+    const char *stream = env("AGENT_STREAM");
+    return agent_register(reg, model, tools, data_dir,
+                          stream && !strcmp(stream, "1") ? print_delta : NULL);
 }

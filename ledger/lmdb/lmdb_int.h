@@ -51,6 +51,10 @@ struct pl__lmdb_store {
      * store */
     MDB_dbi timers, due, inbox;
     bool has_time;
+    /* the queue's order, keys and rate budgets (lmdb_flow.c): open unless
+     * read-only on an older store */
+    MDB_dbi flow;
+    bool has_flow;
 };
 
 /* ---- lmdb_ident.c ---------------------------------------------------------- */
@@ -196,5 +200,36 @@ PL__HIDDEN int pl__lmdb_time_open(pl__lmdb_store *s, MDB_txn *txn, bool create);
 /* A commit's timer and inbox work for batch @p bt, in its transaction. */
 PL__HIDDEN int pl__lmdb_time_batch(pl__lmdb_store *s, MDB_txn *txn,
                                    const pl__batch *bt, int *st);
+/* What a run's lease is, for the queue (lmdb_flow.c). */
+typedef enum pl__lease_state {
+    PL__LEASE_NONE,   /* the run has none */
+    PL__LEASE_LIVE,   /* held and not expired */
+    PL__LEASE_EXPIRED /* queued, or its holder stopped renewing it */
+} pl__lease_state;
+PL__HIDDEN int pl__lmdb_lease_state(pl__lmdb_store *s, MDB_txn *txn,
+                                    uint64_t run, pl__lease_state *out,
+                                    int *st);
+
+/* ---- lmdb_flow.c ----------------------------------------------------------- */
+
+/* Open the `flow` database in the opening transaction, creating it when
+ * @p create (and then indexing the leases of an older store). */
+PL__HIDDEN int pl__lmdb_flow_open(pl__lmdb_store *s, MDB_txn *txn, bool create);
+/* Record run @p run's flow, made with its lease. */
+PL__HIDDEN int pl__lmdb_flow_add(pl__lmdb_store *s, MDB_txn *txn, uint64_t run,
+                                 const pl__flow *f, int *st);
+/* Drop run @p run's flow, with its lease (none: nothing). */
+PL__HIDDEN int pl__lmdb_flow_drop(pl__lmdb_store *s, MDB_txn *txn, uint64_t run,
+                                  int *st);
+/* Whether run @p run has a flow record. */
+PL__HIDDEN bool pl__lmdb_flow_has(pl__lmdb_store *s, MDB_txn *txn,
+                                  uint64_t run);
+/* Whether run @p run counts under a concurrency key. */
+PL__HIDDEN bool pl__lmdb_flow_keyed(pl__lmdb_store *s, MDB_txn *txn,
+                                    uint64_t run);
+/* The run a worker may take now, in the queue's order (FLOW in store.h):
+ * *out = 0 when none. */
+PL__HIDDEN int pl__lmdb_flow_pick(pl__lmdb_store *s, MDB_txn *txn,
+                                  uint64_t *out, int *st);
 
 #endif /* PL_LMDB_INT_H */

@@ -10,6 +10,9 @@
  *   |                  | host's clock), u16 BE owner length, the owner    |
  *   |                  | (worker id; "" while queued), the run id (rest)  |
  *
+ * Beside each lease, its place in the queue (lmdb_flow.c), made and
+ * dropped with it.
+ *
  * LMDB has one writer at a time: a take, a renewal and a commit's fence
  * check are each one write transaction, so two workers can never both take
  * the same expired lease, and a commit sees the generation as it is.
@@ -99,6 +102,46 @@ static int get(pl__lmdb_store *s, MDB_txn *txn, uint64_t run, pl__lease *out,
     return rc;
 }
 
+/* Drop run @p run's lease, and its place in the queue with it. */
+static int drop(pl__lmdb_store *s, MDB_txn *txn, uint64_t run, int *st)
+{
+    uint8_t key[8];
+    pl__put_be64(key, run);
+    MDB_val k = {8, key};
+    int rc = mdb_del(txn, s->leases, &k, NULL);
+    return rc ? rc : pl__lmdb_flow_drop(s, txn, run, st);
+}
+
+/* A lease made now for a run that had none: its place in the queue. */
+static int made(pl__lmdb_store *s, MDB_txn *txn, uint64_t run, int *st)
+{
+    pl__flow f = {.rank_us = pl__now_us()};
+    return pl__lmdb_flow_has(s, txn, run)
+               ? 0
+               : pl__lmdb_flow_add(s, txn, run, &f, st);
+}
+
+int pl__lmdb_lease_state(pl__lmdb_store *s, MDB_txn *txn, uint64_t run,
+                         pl__lease_state *out, int *st)
+{
+    pl__lease l;
+    int rc = get(s, txn, run, &l, st);
+    *out = rc                                ? PL__LEASE_NONE
+           : l.expires_in_us > 0 && *l.owner ? PL__LEASE_LIVE
+                                             : PL__LEASE_EXPIRED;
+    return rc == MDB_NOTFOUND ? 0 : rc;
+}
+
+/*
+ * Whether lease @p l ran out while its run counts under a concurrency key:
+ * its place may have gone to another run of the key, so its holder must
+ * not go on, even though nobody took the lease itself.
+ */
+static bool lapsed(pl__lmdb_store *s, MDB_txn *txn, const pl__lease *l)
+{
+    return l->expires_in_us <= 0 && pl__lmdb_flow_keyed(s, txn, l->run);
+}
+
 /* ---- in a commit's transaction ------------------------------------------- */
 
 int pl__lmdb_lease_batch(pl__lmdb_store *s, MDB_txn *txn, const pl__batch *bt,
@@ -106,14 +149,28 @@ int pl__lmdb_lease_batch(pl__lmdb_store *s, MDB_txn *txn, const pl__batch *bt,
 {
     if (bt->create_id && bt->lease_owner) {
         bool queued = !*bt->lease_owner;
-        return put(s, txn, bt->run, queued ? 0 : 1,
-                   queued ? 0 : pl__now_us() + bt->lease_us, bt->lease_owner,
-                   bt->create_id);
+        int64_t now = pl__now_us();
+        int rc = put(s, txn, bt->run, queued ? 0 : 1,
+                     queued ? 0 : now + bt->lease_us, bt->lease_owner,
+                     bt->create_id);
+        pl__flow f = {.rank_us = pl__flow_rank(now, bt->priority),
+                      .priority = bt->priority,
+                      .limit = bt->flow_key ? bt->flow_limit : 0};
+        if (bt->flow_key)
+            snprintf(f.key, sizeof f.key, "%s", bt->flow_key);
+        return rc ? rc : pl__lmdb_flow_add(s, txn, bt->run, &f, st);
     }
     if (!bt->gen)
         return 0;
     pl__lease l;
     int rc = get(s, txn, bt->run, &l, st);
+    if (!rc && !*st && l.gen == bt->gen && lapsed(s, txn, &l)) {
+        *st = pl__err(
+            PL_EBUSY,
+            "run #%llu: this worker's lease (generation %llu) ran out, and its concurrency key's place may have gone to another run; nothing more is written",
+            (unsigned long long)bt->run, (unsigned long long)bt->gen);
+        return 0;
+    }
     if (rc == MDB_NOTFOUND || (!rc && !*st && l.gen != bt->gen)) {
         *st = pl__err(
             PL_EBUSY,
@@ -126,10 +183,7 @@ int pl__lmdb_lease_batch(pl__lmdb_store *s, MDB_txn *txn, const pl__batch *bt,
     }
     if (rc || *st || !bt->release)
         return rc;
-    uint8_t key[8];
-    pl__put_be64(key, bt->run);
-    MDB_val k = {8, key};
-    return mdb_del(txn, s->leases, &k, NULL);
+    return drop(s, txn, bt->run, st);
 }
 
 /* ---- taking, renewing, dropping ------------------------------------------ */
@@ -162,8 +216,9 @@ static int acquire_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
         return 0;
     }
     *c->gen = rc ? 1 : l.gen + 1;
-    return put(s, txn, c->run, *c->gen, pl__now_us() + c->lease_us, c->owner,
-               c->run_id);
+    int prc = put(s, txn, c->run, *c->gen, pl__now_us() + c->lease_us, c->owner,
+                  c->run_id);
+    return prc || !rc ? prc : made(s, txn, c->run, st);
 }
 
 int pl__lmdb_lease_acquire(pl__lmdb_store *s, uint64_t run, const char *run_id,
@@ -184,16 +239,15 @@ typedef struct next_ctx {
     bool found;
 } next_ctx;
 
-static int next_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
+/* An expired lease that has no place in the queue (made by a path that
+ * does not index it): given one, rank now, and taken. */
+static int unindexed(pl__lmdb_store *s, MDB_txn *txn, next_ctx *c, int *st)
 {
-    next_ctx *c = user;
     MDB_cursor *cur;
     int rc = mdb_cursor_open(txn, s->leases, &cur);
     if (rc)
         return rc;
     MDB_val k, v;
-    c->found = false;
-    /* the leases database holds only queued and executing runs: few */
     for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); !rc;
          rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
         if (k.mv_size != 8) {
@@ -201,16 +255,36 @@ static int next_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
                           s->path);
             break;
         }
-        if ((*st = decode(s, pl__get_be64(k.mv_data), &v, c->out)))
+        uint64_t run = pl__get_be64(k.mv_data);
+        if ((*st = decode(s, run, &v, c->out)))
             break;
-        if (c->out->expires_in_us <= 0) {
+        if (c->out->expires_in_us <= 0 && !pl__lmdb_flow_has(s, txn, run)) {
             c->found = true;
             break;
         }
     }
     mdb_cursor_close(cur);
-    if (*st || !c->found)
-        return rc == MDB_NOTFOUND ? 0 : rc;
+    if (rc && rc != MDB_NOTFOUND)
+        return rc;
+    return c->found && s->has_flow ? made(s, txn, c->out->run, st) : 0;
+}
+
+static int next_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
+{
+    next_ctx *c = user;
+    c->found = false;
+    uint64_t run;
+    int rc = pl__lmdb_flow_pick(s, txn, &run, st);
+    if (rc || *st)
+        return rc;
+    if (run) {
+        rc = get(s, txn, run, c->out, st);
+        if (rc || *st)
+            return rc;
+        c->found = true;
+    } else if ((rc = unindexed(s, txn, c, st)) || *st || !c->found) {
+        return rc;
+    }
     pl__lease *l = c->out;
     l->gen++;
     snprintf(l->owner, sizeof l->owner, "%s", c->owner);
@@ -284,7 +358,7 @@ static int renew_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
             return rc;
         if (*st)
             return 0;
-        c->lost[i] = rc || l.gen != c->gens[i];
+        c->lost[i] = rc || l.gen != c->gens[i] || lapsed(s, txn, &l);
         if (!c->lost[i] &&
             (rc = put(s, txn, l.run, l.gen, pl__now_us() + c->lease_us, l.owner,
                       l.id)))
@@ -314,10 +388,7 @@ static int release_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
     int rc = get(s, txn, c->run, &l, st);
     if (rc == MDB_NOTFOUND || *st || (!rc && l.gen != c->gen))
         return rc == MDB_NOTFOUND ? 0 : rc;
-    uint8_t key[8];
-    pl__put_be64(key, c->run);
-    MDB_val k = {8, key};
-    return rc ? rc : mdb_del(txn, s->leases, &k, NULL);
+    return rc ? rc : drop(s, txn, c->run, st);
 }
 
 int pl__lmdb_lease_release(pl__lmdb_store *s, uint64_t run, uint64_t gen)
@@ -396,5 +467,7 @@ int pl__lmdb_lease_take(pl__lmdb_store *s, MDB_txn *txn, uint64_t run,
     out->expires_in_us = lease_us;
     snprintf(out->owner, sizeof out->owner, "%s", owner);
     snprintf(out->id, sizeof out->id, "%s", run_id);
-    return put(s, txn, run, gen, pl__now_us() + lease_us, owner, run_id);
+    int prc = put(s, txn, run, gen, pl__now_us() + lease_us, owner, run_id);
+    /* a woken run's lease is new: its place in the queue with it */
+    return prc || gen != 1 ? prc : made(s, txn, run, st);
 }

@@ -84,5 +84,12 @@ PL__HIDDEN int pl__lmdb_inbox_put(pl__lmdb_store *s, uint64_t run,
                                   uint64_t *seq) PL__MUST_CHECK;
 PL__HIDDEN int pl__lmdb_inbox_read(pl__lmdb_store *s, uint64_t run,
                                    pl__kvs *out) PL__MUST_CHECK;
+/* rate budgets (lmdb_flow.c; store.h) */
+PL__HIDDEN int pl__lmdb_rate_take(pl__lmdb_store *s, const char *resource,
+                                  uint32_t limit, int64_t window_ms,
+                                  bool *admitted, int64_t *at_ms,
+                                  int64_t *retry_at_ms) PL__MUST_CHECK;
+PL__HIDDEN int pl__lmdb_rate_get(pl__lmdb_store *s, const char *resource,
+                                 pl__rate_budget *out) PL__MUST_CHECK;
 
 #endif /* PL_LMDB_STORE_H */

@@ -370,10 +370,17 @@ static int create_send(commit_ctx *x, pl__batch *bt)
     x->q[x->nq++] = (sent){SENT_CREATE, bt};
     if (!bt->lease_owner)
         return PL_OK;
-    char d[24];
+    char d[24], p[16], l[16];
     snprintf(d, sizeof d, "%lld", (long long)bt->lease_us);
-    const char *lv[3] = {bt->create_id, bt->lease_owner, d};
-    if ((st = pl__pg_send(x->s, x->c, L_CREATE, 3, lv, NULL, NULL,
+    snprintf(p, sizeof p, "%d", (int)bt->priority);
+    snprintf(l, sizeof l, "%u", bt->flow_key ? (unsigned)bt->flow_limit : 0u);
+    const char *lv[6] = {bt->create_id,
+                         bt->lease_owner,
+                         d,
+                         p,
+                         bt->flow_key ? bt->flow_key : "",
+                         l};
+    if ((st = pl__pg_send(x->s, x->c, L_CREATE, 6, lv, NULL, NULL,
                           "sending a lease")))
         return st;
     x->q[x->nq++] = (sent){SENT_LEASE, bt};

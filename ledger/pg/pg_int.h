@@ -56,6 +56,8 @@ enum {
     L_NEXT,
     L_RENEW,
     L_RELEASE,
+    L_RATE,     /* a rate budget's take (pg_flow.c) */
+    L_RATE_GET, /* a rate budget, read */
     L_CREATE,
     T_SET, /* timers and inboxes: pg_time.c */
     T_TAKE,
@@ -166,6 +168,10 @@ PL__HIDDEN int pl__pg_command(pl__pg_store *s, PGconn *c, const char *sql,
 PL__HIDDEN int pl__pg_lease_sql(const pl__pg_store *s, int which, char **out);
 /* Make the leases table and the fence function if they are not there. */
 PL__HIDDEN int pl__pg_lease_setup(pl__pg_store *s, PGconn *c);
+/* Run lease statement @p which with text parameters and text results. */
+PL__HIDDEN int pl__pg_lease_exec(pl__pg_store *s, int which, int n,
+                                 const char *const *vals, PGresult **out,
+                                 const char *what);
 /* The status of a commit's failed statement: PL_EBUSY for a fence that
  * failed (the lease was taken over), else the server's error. */
 PL__HIDDEN int pl__pg_lease_failed(pl__pg_store *s, PGconn *c,
@@ -205,5 +211,13 @@ PL__HIDDEN int pl__pg_time_setup(pl__pg_store *s, PGconn *c);
 /* The status of a commit's failed statement when it consumed an inbox
  * record another execution consumed first (PL_EBUSY); PL_OK otherwise. */
 PL__HIDDEN int pl__pg_time_failed(const PGresult *r);
+/* ---- flow control (pg_flow.c) ------------------------------------------- */
+
+/* Format statement @p which (L_RATE, L_RATE_GET) for the store's schema. */
+PL__HIDDEN int pl__pg_flow_sql(const pl__pg_store *s, int which, char **out);
+/* Give the leases table its flow columns, and make the rate budgets'
+ * table and the take function, if they are not there (after
+ * pl__pg_lease_setup()). */
+PL__HIDDEN int pl__pg_flow_setup(pl__pg_store *s, PGconn *c);
 
 #endif /* PL_PG_INT_H */

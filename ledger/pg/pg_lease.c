@@ -52,27 +52,25 @@ int pl__pg_lease_sql(const pl__pg_store *s, int which, char **out)
                             "FROM \"%s\".leases WHERE run = $1::bigint",
                             n);
         break;
-    case L_NEXT:
-        *out = pl__asprintf(
-            "UPDATE \"%s\".leases l SET gen = l.gen + 1, owner = $1, "
-            "expires = " NOW_US " + $2::bigint WHERE l.run = (SELECT run "
-            "FROM \"%s\".leases WHERE expires <= " NOW_US " ORDER BY "
-            "expires, run LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING l.run, "
-            "l.gen, l.expires - " NOW_US ", l.owner, l.id",
-            n, n);
+    case L_NEXT: /* the queue's order and the keys' limits: pg_flow.c */
+        *out = pl__asprintf("SELECT * FROM \"%s\".pl_take($1, $2::bigint)", n);
         break;
+    case L_RATE:
+    case L_RATE_GET: return pl__pg_flow_sql(s, which, out);
     case L_RENEW:
         /* rows a commit has locked (its fence) are skipped, not waited
          * for: renewed next time, never a deadlock with a group commit */
         *out = pl__asprintf(
             "WITH mine AS (SELECT * FROM unnest($1::bigint[], $2::bigint[]) "
             "AS u(run, gen)), locked AS (SELECT l.run FROM \"%s\".leases l "
-            "JOIN mine ON l.run = mine.run AND l.gen = mine.gen ORDER BY "
+            "JOIN mine ON l.run = mine.run AND l.gen = mine.gen WHERE "
+            "l.fkey IS NULL OR l.expires > " NOW_US " ORDER BY "
             "l.run FOR UPDATE OF l SKIP LOCKED), upd AS (UPDATE \"%s\".leases "
             "l SET expires = " NOW_US " + $3::bigint FROM locked WHERE "
             "l.run = locked.run RETURNING l.run) SELECT mine.run FROM mine "
             "WHERE NOT EXISTS (SELECT 1 FROM \"%s\".leases l WHERE l.run = "
-            "mine.run AND l.gen = mine.gen)",
+            "mine.run AND l.gen = mine.gen AND (l.fkey IS NULL OR l.expires > " NOW_US
+            " OR l.run IN (SELECT run FROM locked)))",
             n, n, n);
         break;
     case L_RELEASE:
@@ -80,14 +78,16 @@ int pl__pg_lease_sql(const pl__pg_store *s, int which, char **out)
                             "AND gen = $2::bigint",
                             n);
         break;
-    default: /* L_CREATE: after the run's creation, in its transaction */
+    default: /* L_CREATE: after the run's creation, in its transaction;
+              * its flow (pg_flow.c) with it */
         *out = pl__asprintf(
-            "INSERT INTO \"%s\".leases (run, gen, owner, id, expires) SELECT "
-            "num, CASE WHEN $2 = '' THEN 0 ELSE 1 END, $2, $1, CASE WHEN $2 "
-            "= '' THEN 0 ELSE " NOW_US " + $3::bigint END FROM \"%s\".runs "
-            "WHERE id = convert_to($1, 'UTF8') AND num = "
-            "currval('\"%s\".run_num')",
-            n, n, n);
+            "INSERT INTO \"%s\".leases (run, gen, owner, id, expires, qrank, "
+            "fkey, flimit) SELECT num, CASE WHEN $2 = '' THEN 0 ELSE 1 END, "
+            "$2, $1, CASE WHEN $2 = '' THEN 0 ELSE " NOW_US " + $3::bigint "
+            "END, " NOW_US " - $4::bigint * %d000, NULLIF($5, ''), "
+            "$6::integer FROM \"%s\".runs WHERE id = convert_to($1, 'UTF8') "
+            "AND num = currval('\"%s\".run_num')",
+            n, PL_PRIORITY_STEP_MS, n, n);
         break;
     }
     return *out ? PL_OK : pl__err(PL_ENOMEM, "out of memory");
@@ -122,13 +122,20 @@ int pl__pg_lease_setup(pl__pg_store *s, PGconn *c)
          * of their runs, so that two commits lock rows in one order */
         "CREATE OR REPLACE FUNCTION \"%s\".pl_fences(rs bigint[], gs bigint[], "
         "ds boolean[]) RETURNS void LANGUAGE plpgsql AS $f$ "
-        "DECLARE i bigint; holder text; BEGIN "
+        "DECLARE i bigint; holder text; hgen bigint; BEGIN "
         "FOR i IN SELECT o FROM unnest(rs) WITH ORDINALITY AS u(r, o) "
         "ORDER BY r, o LOOP "
+        /* a lease of a run with a concurrency key that ran out lost its
+         * place too (pg_flow.c) */
         "PERFORM 1 FROM \"%s\".leases WHERE run = rs[i] AND gen = gs[i] "
-        "FOR UPDATE; "
+        "AND (fkey IS NULL OR expires > " NOW_US ") FOR UPDATE; "
         "IF NOT FOUND THEN "
-        "SELECT owner INTO holder FROM \"%s\".leases WHERE run = rs[i]; "
+        "SELECT owner, gen INTO holder, hgen FROM \"%s\".leases WHERE run = "
+        "rs[i]; "
+        "IF hgen = gs[i] THEN RAISE EXCEPTION 'run #%%: this worker''s lease "
+        "(generation %%) ran out, and its concurrency key''s place may have "
+        "gone to another run; nothing more is written', rs[i], gs[i] USING "
+        "ERRCODE = '" FENCE_STATE "'; END IF; "
         "RAISE EXCEPTION 'run #%%: this worker''s lease (generation %%) was "
         "taken over by %%; nothing more is written', rs[i], gs[i], "
         "CASE WHEN holder IS NULL THEN 'nobody (it was dropped)' WHEN "
@@ -146,7 +153,7 @@ int pl__pg_lease_setup(pl__pg_store *s, PGconn *c)
 }
 
 /* Run a lease statement with text parameters and text results. */
-static int lease_exec(pl__pg_store *s, int which, int n,
+int pl__pg_lease_exec(pl__pg_store *s, int which, int n,
                       const char *const *vals, PGresult **out, const char *what)
 {
     *out = NULL;
@@ -204,7 +211,7 @@ int pl__pg_lease_get(pl__pg_store *s, uint64_t run, pl__lease *out)
     snprintf(a, sizeof a, "%llu", (unsigned long long)run);
     const char *vals[1] = {a};
     PGresult *r;
-    int st = lease_exec(s, L_GET, 1, vals, &r, "reading a lease");
+    int st = pl__pg_lease_exec(s, L_GET, 1, vals, &r, "reading a lease");
     if (!st && PQntuples(r) == 0)
         st = pl__err(PL_ENOTFOUND, "run #%llu holds no lease",
                      (unsigned long long)run);
@@ -225,7 +232,7 @@ int pl__pg_lease_acquire(pl__pg_store *s, uint64_t run, const char *run_id,
     snprintf(g, sizeof g, "%llu", (unsigned long long)steal_gen);
     const char *vals[5] = {a, owner, run_id, d, g};
     PGresult *r;
-    int st = lease_exec(s, L_ACQUIRE, 5, vals, &r, "taking a lease");
+    int st = pl__pg_lease_exec(s, L_ACQUIRE, 5, vals, &r, "taking a lease");
     if (st)
         return st;
     int64_t v = 0, x = 0;
@@ -255,7 +262,7 @@ int pl__pg_lease_next(pl__pg_store *s, const char *owner, int64_t lease_us,
     snprintf(d, sizeof d, "%lld", (long long)lease_us);
     const char *vals[2] = {owner, d};
     PGresult *r;
-    int st = lease_exec(s, L_NEXT, 2, vals, &r, "taking a queued run");
+    int st = pl__pg_lease_exec(s, L_NEXT, 2, vals, &r, "taking a queued run");
     if (st)
         return st;
     st = PQntuples(r) == 0 ? PL_ENOTFOUND : lease_row(s, r, 0, out);
@@ -291,7 +298,7 @@ int pl__pg_lease_renew(pl__pg_store *s, const uint64_t *runs,
     PGresult *r = NULL;
     if (!st) {
         const char *vals[3] = {(const char *)ra.data, (const char *)ga.data, d};
-        st = lease_exec(s, L_RENEW, 3, vals, &r, "renewing leases");
+        st = pl__pg_lease_exec(s, L_RENEW, 3, vals, &r, "renewing leases");
     }
     /* the rows returned are the leases no longer held */
     for (size_t i = 0; !st && i < n; i++) {
@@ -316,7 +323,7 @@ int pl__pg_lease_release(pl__pg_store *s, uint64_t run, uint64_t gen)
     snprintf(g, sizeof g, "%llu", (unsigned long long)gen);
     const char *vals[2] = {a, g};
     PGresult *r;
-    int st = lease_exec(s, L_RELEASE, 2, vals, &r, "dropping a lease");
+    int st = pl__pg_lease_exec(s, L_RELEASE, 2, vals, &r, "dropping a lease");
     PQclear(r);
     return st;
 }

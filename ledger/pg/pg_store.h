@@ -102,4 +102,12 @@ typedef struct pl__pg_counts {
 
 PL__HIDDEN void pl__pg_counts_get(pl__pg_counts *out);
 
+/* rate budgets (pg_flow.c; store.h) */
+PL__HIDDEN int pl__pg_rate_take(pl__pg_store *s, const char *resource,
+                                uint32_t limit, int64_t window_ms,
+                                bool *admitted, int64_t *at_ms,
+                                int64_t *retry_at_ms) PL__MUST_CHECK;
+PL__HIDDEN int pl__pg_rate_get(pl__pg_store *s, const char *resource,
+                               pl__rate_budget *out) PL__MUST_CHECK;
+
 #endif /* PL_PG_STORE_H */

@@ -221,13 +221,16 @@ static int add_error(pl_steps *out, const char *code, const char *msg,
 typedef struct exchange_args {
     const pl__llm *m;
     const pl__llm_request *req;
+    pl__llm_deltas *deltas; /* NULL: no streaming */
+    bool ran;               /* the model was asked (not served) */
 } exchange_args;
 
 static int do_exchange(cJSON **out, void *user)
 {
     exchange_args *x = user;
+    x->ran = true;
     return pl__llm_exchange(out, x->m, x->req->body, x->req->len,
-                            x->req->sha256, x->req->script_pos);
+                            x->req->sha256, x->req->script_pos, x->deltas);
 }
 
 /* On replay: the recorded exchange answered this very request. */
@@ -287,13 +290,28 @@ static int one_exchange(cJSON **value, pl_ctx *ctx, const pl__llm *m,
     if (st)
         return st;
     *n_exchanges = req.n_exchanges;
-    exchange_args x = {m, &req};
+    pl__llm_deltas d = {m,
+                        pl_ctx_run_id(ctx),
+                        pl_ctx_path(ctx),
+                        req.n_exchanges + 1,
+                        tools,
+                        n_tools,
+                        false};
+    exchange_args x = {m, &req, m->o.on_delta ? &d : NULL, false};
     pl_side_effect_match match = PL_SIDE_EFFECT_MATCH_INIT;
     match.fn = same_request;
     match.user = &req;
     st = pl_ctx_side_effect_checked(value, ctx, PL__LLM_EXCHANGE, do_exchange,
                                     &match, &x);
     pl__llm_request_done(&req, m, st == PL_OK);
+    /* a turn served from the ledger: its answer, whole; and the end of a
+     * turn answered */
+    const cJSON *ans = st ? NULL
+                          : cJSON_GetObjectItemCaseSensitive(*value, "answer");
+    if (ans && x.deltas && !x.ran)
+        pl__llm_delta_whole(x.deltas, ans, true);
+    if (ans && x.deltas)
+        pl__llm_delta_send(x.deltas, PL_LLM_DELTA_END, "", 0, NULL, 0, !x.ran);
     return st;
 }
 

@@ -7,6 +7,8 @@
  *                normalised answer as steps
  *   names.c      policy names as the tool names each provider accepts
  *   transport.c  one model call: HTTP with retries, or the scripted model
+ *   retry_after.c a server's Retry-After as a wait
+ *   stream.c     a streamed answer: SSE or NDJSON, deltas, the whole
  *   reqcache.c   the request of a loop's turn, built on the last turn's
  *                (each earlier step encoded and hashed once)
  *   llm.c        registration, the policy, token totals
@@ -142,6 +144,58 @@ PL__HIDDEN int pl__llm_encode_messages(pl__buf *out, const pl__llm *m,
 PL__HIDDEN int pl__llm_parse_response(cJSON **answer, long *in_tokens,
                                       long *out_tokens, const pl__llm *m,
                                       const char *body, size_t len);
+/* The same, from the body parsed. */
+PL__HIDDEN int pl__llm_parse_value(cJSON **answer, long *in_tokens,
+                                   long *out_tokens, const pl__llm *m,
+                                   const cJSON *response);
+
+/* Where a turn's deltas go (stream.c): NULL when the policy does not
+ * stream. */
+typedef struct pl__llm_deltas {
+    const pl__llm *m;
+    const char *run_id, *path;
+    unsigned turn;
+    const pl__llm_tool *tools; /* to name a call by its policy */
+    size_t n_tools;
+    bool sent; /* deltas delivered since the last restart */
+} pl__llm_deltas;
+
+/* Deliver one delta (nothing for an empty piece); @p wire is a call's
+ * name as the provider sent it, or NULL. */
+PL__HIDDEN void pl__llm_delta_send(pl__llm_deltas *d, pl_llm_delta_kind kind,
+                                   const char *p, size_t n, const char *wire,
+                                   unsigned index, bool replayed);
+/* Deliver an answer whole: its text as one delta, each call's arguments
+ * as one (a turn served from the ledger: @p replayed). */
+PL__HIDDEN void pl__llm_delta_whole(pl__llm_deltas *d, const cJSON *answer,
+                                    bool replayed);
+
+/* A normalised answer's call: its arguments as text (*printed, caller
+ * frees, when they had to be printed) and its name, or NULL. */
+PL__HIDDEN const char *pl__llm_args_text(const cJSON *call, char **printed);
+PL__HIDDEN const char *pl__llm_call_name(const cJSON *call);
+
+/* A stream being read: feed it what arrives, then end it.  A failure is
+ * PL__LLM_STREAM_BAD (not the protocol, too large: final) or
+ * PL__LLM_STREAM_ERROR (cut, or an error event: retried). */
+#define PL__LLM_STREAM_BAD 1
+#define PL__LLM_STREAM_ERROR 2
+typedef struct pl__llm_stream pl__llm_stream;
+PL__HIDDEN pl__llm_stream *pl__llm_stream_new(const pl__llm *m,
+                                              pl__llm_deltas *d, size_t cap);
+PL__HIDDEN void pl__llm_stream_free(pl__llm_stream *s);
+/* 0, or -1 once the stream failed (see pl__llm_stream_failed()). */
+PL__HIDDEN int pl__llm_stream_feed(pl__llm_stream *s, const char *p, size_t n);
+/* The answer assembled; -1 if the stream failed or ended before its end. */
+PL__HIDDEN int pl__llm_stream_end(pl__llm_stream *s, cJSON **answer,
+                                  long *in_tokens, long *out_tokens);
+/* 0, or the failure's kind with *why (borrowed). */
+PL__HIDDEN int pl__llm_stream_failed(const pl__llm_stream *s, const char **why);
+PL__HIDDEN bool pl__llm_stream_done(const pl__llm_stream *s);
+/* Byte offset of the value of the top-level member @p key of the JSON
+ * object @p body, or -1. */
+PL__HIDDEN long pl__llm_member_at(const char *body, size_t len,
+                                  const char *key);
 
 /* Turn a normalised answer into steps; on a malformed answer return
  * PL_EJSON with *why set (caller frees) naming what came back.  The last
@@ -162,6 +216,7 @@ PL__HIDDEN int pl__llm_add_tokens(cJSON *payload, const cJSON *tok);
  * message) for anything else. */
 PL__HIDDEN int pl__llm_retry_after(long *out_ms, const char *value,
                                    int64_t now_ms);
+#define RETRY_AFTER_MAX_MS 86400000L /* a day: past every time budget */
 
 /* The recorded exchange's value, if @p s is one. */
 #define PL__LLM_EXCHANGE "llm_exchange"
@@ -171,11 +226,12 @@ PL__HIDDEN const cJSON *pl__llm_exchange_of(const pl_step *s);
  *   {"request_sha256", "request_bytes", "attempts", "status",
  *    "usage": {"input", "output"}, "answer": {...}}
  * or with "error": {"code", "message"} instead of "answer".  A scripted
- * exchange adds "script_next".  @p body is @p len bytes and a NUL;
+ * exchange adds "script_next".  With @p deltas (not NULL), the answer is
+ * streamed to them.  @p body is @p len bytes and a NUL;
  * @p sha256_hex its SHA-256 in hex.  Fails only on a local error (memory). */
 PL__HIDDEN int pl__llm_exchange(cJSON **out, const pl__llm *m, const char *body,
                                 size_t len, const char *sha256_hex,
-                                long script_pos);
+                                long script_pos, pl__llm_deltas *deltas);
 
 /* A turn's request, built on what the policy kept of the invocation's
  * earlier turns (reqcache.c). */

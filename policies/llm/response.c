@@ -172,6 +172,16 @@ int pl__llm_parse_response(cJSON **answer, long *in_tokens, long *out_tokens,
                        "the model's response is not JSON "
                        "(%zu bytes)",
                        len);
+    int st = pl__llm_parse_value(answer, in_tokens, out_tokens, m, r);
+    cJSON_Delete(r);
+    return st;
+}
+
+int pl__llm_parse_value(cJSON **answer, long *in_tokens, long *out_tokens,
+                        const pl__llm *m, const cJSON *r)
+{
+    *answer = NULL;
+    *in_tokens = *out_tokens = 0;
     const cJSON *msg = NULL, *content = NULL, *parts = NULL;
     const char *want = NULL;
     switch (m->url.provider) {
@@ -215,16 +225,13 @@ int pl__llm_parse_response(cJSON **answer, long *in_tokens, long *out_tokens,
                              "completion_tokens");
         break;
     }
-    if (want) {
-        cJSON_Delete(r);
+    if (want)
         return pl__err(PL_EJSON, "the model's response has no %s", want);
-    }
     cJSON *a = cJSON_CreateObject();
     cJSON *calls = a ? cJSON_AddArrayToObject(a, "tool_calls") : NULL;
     bool ok = calls && (content ? anthropic_answer(a, calls, content)
                         : parts ? gemini_answer(a, calls, parts)
                                 : chat_answer(a, calls, msg));
-    cJSON_Delete(r);
     if (!ok) {
         cJSON_Delete(a);
         return pl__err(PL_ENOMEM, "out of memory");

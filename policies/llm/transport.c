@@ -138,6 +138,13 @@ typedef struct attempt {
     long in_tokens, out_tokens;
 } attempt;
 
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
+        ;
+}
+
 static void attempt_clear(attempt *a)
 {
     free(a->message);
@@ -161,13 +168,6 @@ static char *redact(char *s, const char *key)
             return NULL;
     }
     return s;
-}
-
-static void sleep_ms(long ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
-        ;
 }
 
 static long rand_between(long lo, long hi)
@@ -242,12 +242,34 @@ typedef struct sink {
     bool over;
     long retry_after_ms;     /* Retry-After; -1: none */
     long retry_after_ms_hdr; /* retry-after-ms, which wins; -1: none */
+    pl__llm_stream *stream;  /* streaming: the stream, else NULL */
+    CURL *c;
+    int mode; /* streaming: 0 not yet known, 1 a stream, 2 a whole body */
 } sink;
+
+/* A streamed request's response is read as a stream when it is a success
+ * and not a JSON body (an error's body, or a server that does not stream,
+ * is read whole). */
+static int body_mode(CURL *c)
+{
+    long status = 0;
+    char *type = NULL;
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+    curl_easy_getinfo(c, CURLINFO_CONTENT_TYPE, &type);
+    return status >= 200 && status < 300 &&
+                   !(type && strncasecmp(type, "application/json", 16) == 0)
+               ? 1
+               : 2;
+}
 
 static size_t on_body(char *p, size_t size, size_t n, void *user)
 {
     sink *s = user;
     size_t len = size * n;
+    if (s->stream && !s->mode)
+        s->mode = body_mode(s->c);
+    if (s->mode == 1)
+        return pl__llm_stream_feed(s->stream, p, len) ? 0 : len;
     if (s->body.len + len > s->cap) {
         s->over = true;
         return 0; /* fails the transfer with CURLE_WRITE_ERROR */
@@ -256,191 +278,6 @@ static size_t on_body(char *p, size_t size, size_t n, void *user)
 }
 
 #endif /* PL_WITH_CURL */
-
-/* ------------------------------------------------------------------------ */
-/* Retry-After                                                              */
-/* ------------------------------------------------------------------------ */
-
-/*
- * RFC 9110 10.2.3: Retry-After = HTTP-date / delay-seconds.  An HTTP-date
- * is one of (5.6.7), and a recipient takes all three:
- *
- *   IMF-fixdate  "Sun, 06 Nov 1994 08:49:37 GMT"     the form to send
- *   RFC 850      "Sunday, 06-Nov-94 08:49:37 GMT"    obsolete
- *   asctime      "Sun Nov  6 08:49:37 1994"          obsolete
- *
- * Parsed here byte by byte, in English and UTC whatever the locale (no
- * strptime); the day of the week must be a real one but is not checked
- * against the date.  A two-digit RFC 850 year more than 50 years ahead is
- * taken as the last century's.
- */
-#define RETRY_AFTER_MAX_MS 86400000L /* a day: past every time budget */
-
-static const char *const g_wkday[7] = {"Mon", "Tue", "Wed", "Thu",
-                                       "Fri", "Sat", "Sun"};
-static const char *const g_weekday[7] = {"Monday",   "Tuesday", "Wednesday",
-                                         "Thursday", "Friday",  "Saturday",
-                                         "Sunday"};
-static const char *const g_month[12] = {"Jan", "Feb", "Mar", "Apr",
-                                        "May", "Jun", "Jul", "Aug",
-                                        "Sep", "Oct", "Nov", "Dec"};
-
-/* Match one of @p names (exact case) at *p; its index, or -1. */
-static int word(const char **p, const char *const *names, int n)
-{
-    for (int i = 0; i < n; i++) {
-        size_t l = strlen(names[i]);
-        if (strncmp(*p, names[i], l) == 0) {
-            *p += l;
-            return i;
-        }
-    }
-    return -1;
-}
-
-/* Exactly @p n digits at *p (a leading space allowed for asctime's day
- * when @p pad); -1 if not. */
-static long digits(const char **p, int n, bool pad)
-{
-    long v = 0;
-    for (int i = 0; i < n; i++) {
-        char c = (*p)[i];
-        if (pad && i == 0 && c == ' ')
-            continue;
-        if (c < '0' || c > '9')
-            return -1;
-        v = v * 10 + (c - '0');
-    }
-    *p += n;
-    return v;
-}
-
-static bool lit(const char **p, const char *s)
-{
-    size_t l = strlen(s);
-    if (strncmp(*p, s, l) != 0)
-        return false;
-    *p += l;
-    return true;
-}
-
-/* "HH:MM:SS" as seconds of the day, or -1. */
-static long clock_of(const char **p)
-{
-    long h = digits(p, 2, false);
-    if (h < 0 || !lit(p, ":"))
-        return -1;
-    long m = digits(p, 2, false);
-    if (m < 0 || !lit(p, ":"))
-        return -1;
-    long s = digits(p, 2, false);
-    if (s < 0 || h > 23 || m > 59 || s > 60) /* 60: a leap second */
-        return -1;
-    return h * 3600 + m * 60 + (s > 59 ? 59 : s);
-}
-
-/* Days from 1970-01-01 to y-m-d (proleptic Gregorian; m 1..12). */
-static int64_t days_from_civil(int64_t y, int m, int d)
-{
-    y -= m <= 2;
-    int64_t era = (y >= 0 ? y : y - 399) / 400;
-    int64_t yoe = y - era * 400;
-    int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
-    int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    return era * 146097 + doe - 719468;
-}
-
-static bool date_ok(long y, int m, long d)
-{
-    static const int mdays[12] = {31, 29, 31, 30, 31, 30,
-                                  31, 31, 30, 31, 30, 31};
-    bool leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
-    return y >= 1900 && m >= 1 && m <= 12 && d >= 1 && d <= mdays[m - 1] &&
-           !(m == 2 && d == 29 && !leap);
-}
-
-/* An HTTP-date as Unix seconds; false if @p s is not one. */
-static bool http_date(int64_t *out, const char *s, int64_t now_s)
-{
-    const char *p = s;
-    long day, year, secs;
-    int mon;
-    if (word(&p, g_weekday, 7) >= 0) { /* RFC 850 */
-        if (!lit(&p, ", ") || (day = digits(&p, 2, false)) < 0 ||
-            !lit(&p, "-") || (mon = word(&p, g_month, 12)) < 0 ||
-            !lit(&p, "-") || (year = digits(&p, 2, false)) < 0 ||
-            !lit(&p, " ") || (secs = clock_of(&p)) < 0 || !lit(&p, " GMT"))
-            return false;
-        long this_year = (long)(1970 + now_s / 31556952);
-        year += 2000;
-        if (year > this_year + 50)
-            year -= 100;
-    } else if (word(&p, g_wkday, 7) >= 0) {
-        if (lit(&p, ", ")) { /* IMF-fixdate */
-            if ((day = digits(&p, 2, false)) < 0 || !lit(&p, " ") ||
-                (mon = word(&p, g_month, 12)) < 0 || !lit(&p, " ") ||
-                (year = digits(&p, 4, false)) < 0 || !lit(&p, " ") ||
-                (secs = clock_of(&p)) < 0 || !lit(&p, " GMT"))
-                return false;
-        } else { /* asctime */
-            if (!lit(&p, " ") || (mon = word(&p, g_month, 12)) < 0 ||
-                !lit(&p, " ") || (day = digits(&p, 2, true)) < 0 ||
-                !lit(&p, " ") || (secs = clock_of(&p)) < 0 || !lit(&p, " ") ||
-                (year = digits(&p, 4, false)) < 0)
-                return false;
-        }
-    } else {
-        return false;
-    }
-    if (*p || !date_ok(year, mon + 1, day))
-        return false;
-    *out = days_from_civil(year, mon + 1, (int)day) * 86400 + secs;
-    return true;
-}
-
-int pl__llm_retry_after(long *out_ms, const char *value, int64_t now_ms)
-{
-    *out_ms = -1;
-    const char *v = value ? value : "";
-    size_t n = strlen(v);
-    while (n && (v[n - 1] == ' ' || v[n - 1] == '\t' || v[n - 1] == '\r' ||
-                 v[n - 1] == '\n'))
-        n--;
-    while (n && (*v == ' ' || *v == '\t'))
-        v++, n--;
-    char buf[48];
-    if (n == 0 || n >= sizeof buf)
-        return pl__err(PL_EINVAL, "Retry-After: %s",
-                       n ? "too long for a date or a delay" : "empty");
-    memcpy(buf, v, n);
-    buf[n] = '\0';
-    if (buf[0] >= '0' && buf[0] <= '9') { /* delay-seconds = 1*DIGIT */
-        long secs = 0; /* stops growing past a day: no overflow */
-        for (const char *p = buf; *p; p++) {
-            if (*p < '0' || *p > '9')
-                return pl__err(PL_EINVAL,
-                               "Retry-After: '%s' is neither a number of "
-                               "seconds nor an HTTP date",
-                               buf);
-            if (secs <= RETRY_AFTER_MAX_MS / 1000)
-                secs = secs * 10 + (*p - '0');
-        }
-        *out_ms = secs >= RETRY_AFTER_MAX_MS / 1000 ? RETRY_AFTER_MAX_MS
-                                                    : secs * 1000;
-        return PL_OK;
-    }
-    int64_t t;
-    if (!http_date(&t, buf, now_ms / 1000))
-        return pl__err(PL_EINVAL,
-                       "Retry-After: '%s' is neither a number of seconds nor "
-                       "an HTTP date (IMF-fixdate, RFC 850 or asctime)",
-                       buf);
-    int64_t wait = t * 1000 - now_ms;
-    *out_ms = wait <= 0                   ? 0
-              : wait > RETRY_AFTER_MAX_MS ? RETRY_AFTER_MAX_MS
-                                          : (long)wait;
-    return PL_OK;
-}
 
 #if PL_WITH_CURL
 /* A Retry-After the server sent that is neither form is left aside: the
@@ -510,13 +347,19 @@ static char *error_text(const char *body, size_t len, const char *key)
 }
 
 static void http_attempt(attempt *a, const pl__llm *m, const char *url,
-                         const char *key, const char *body, long timeout_ms)
+                         const char *key, const char *body, long timeout_ms,
+                         pl__llm_deltas *deltas)
 {
-    sink s = {{0},
-              m->o.max_response_bytes ? m->o.max_response_bytes : DEF_MAX_BODY,
-              false,
-              -1,
-              -1};
+    sink s = {
+        {0},   m->o.max_response_bytes ? m->o.max_response_bytes : DEF_MAX_BODY,
+        false, -1,
+        -1,    NULL,
+        NULL,  0};
+    if (deltas && !(s.stream = pl__llm_stream_new(m, deltas, s.cap))) {
+        a->error_code = (char *)PL_ERR_RETRYABLE_SERVER;
+        a->message = pl__strdup("cannot set up the stream (out of memory)");
+        return;
+    }
     char errbuf[CURL_ERROR_SIZE] = "";
     struct curl_slist *h = curl_slist_append(NULL,
                                              "Content-Type: application/json");
@@ -535,6 +378,7 @@ static void http_attempt(attempt *a, const pl__llm *m, const char *url,
         goto done;
     }
     h = h2;
+    s.c = c;
     unsigned conn = or_default(m->o.connect_timeout_ms, DEF_CONNECT_MS);
     curl_easy_setopt(c, CURLOPT_URL, url);
     curl_easy_setopt(c, CURLOPT_POST, 1L);
@@ -551,6 +395,15 @@ static void http_attempt(attempt *a, const pl__llm *m, const char *url,
     curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
     curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
     CURLcode rc = curl_easy_perform(c);
+    const char *why = NULL;
+    int sf = s.mode == 1 ? pl__llm_stream_failed(s.stream, &why) : 0;
+    if (sf) { /* not the protocol's or too large; or an error event */
+        a->retryable = sf == PL__LLM_STREAM_ERROR;
+        a->error_code = (char *)(a->retryable ? PL_ERR_RETRYABLE_SERVER
+                                              : PL_ERR_INVALID_INPUT);
+        a->message = redact(pl__strdup(why), key);
+        goto done;
+    }
     if (s.over) {
         a->error_code = (char *)PL_ERR_INVALID_INPUT;
         a->message = pl__asprintf("the model's response body is larger than "
@@ -573,26 +426,40 @@ static void http_attempt(attempt *a, const pl__llm *m, const char *url,
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &a->status);
     a->retry_after_ms = s.retry_after_ms_hdr >= 0 ? s.retry_after_ms_hdr
                                                   : s.retry_after_ms;
+    if (a->status >= 200 && a->status < 300 && s.mode == 1) {
+        if (pl__llm_stream_end(s.stream, &a->answer, &a->in_tokens,
+                               &a->out_tokens)) {
+            sf = pl__llm_stream_failed(s.stream, &why);
+            a->retryable = sf == PL__LLM_STREAM_ERROR;
+            a->error_code = (char *)(a->retryable ? PL_ERR_RETRYABLE_SERVER
+                                                  : PL_ERR_INVALID_INPUT);
+            a->message = redact(pl__strdup(why), key);
+        }
+        goto done;
+    }
     if (a->status >= 200 && a->status < 300) {
         if (pl__llm_parse_response(&a->answer, &a->in_tokens, &a->out_tokens, m,
                                    s.body.data ? (char *)s.body.data : "",
                                    s.body.len)) {
             a->error_code = (char *)PL_ERR_INVALID_INPUT;
             a->message = redact(pl__strdup(pl_errmsg()), key);
+        } else if (deltas) { /* a whole body: its answer in one piece */
+            pl__llm_delta_whole(deltas, a->answer, false);
         }
         goto done;
     }
     a->retryable = retryable_status(a->status);
     a->error_code = (char *)code_for_status(a->status);
-    char *why = error_text((char *)s.body.data, s.body.len, key);
+    char *etext = error_text((char *)s.body.data, s.body.len, key);
     a->message = pl__asprintf("HTTP %ld from the model's server: %s", a->status,
-                              why ? why : "");
-    free(why);
+                              etext ? etext : "");
+    free(etext);
 done:
     handle_give(m, c, kept, failed);
     curl_slist_free_all(h);
     free(auth);
     pl__buf_free(&s.body);
+    pl__llm_stream_free(s.stream);
 }
 
 /* Say in a retryable failure's message why it was not tried again, and
@@ -613,8 +480,31 @@ static void gave_up(attempt *a, const char *fmt, unsigned attempts, ...)
     }
 }
 
+/* The body as sent for a stream: the request with the provider's stream
+ * flag (the request's digest is the body's without it).  NULL: out of
+ * memory. */
+static char *stream_body(const pl__llm *m, const char *body)
+{
+    size_t n = strlen(body);
+    switch (m->url.provider) {
+    case PL__LLM_GEMINI: /* the endpoint streams */ return pl__strdup(body);
+    case PL__LLM_OLLAMA: {
+        long at = pl__llm_member_at(body, n, "stream");
+        if (at >= 0 && strncmp(body + at, "false", 5) == 0)
+            return pl__asprintf("%.*strue%s", (int)at, body, body + at + 5);
+        return pl__asprintf("{\"stream\":true,%s", body + 1);
+    }
+    case PL__LLM_ANTHROPIC:
+        return pl__asprintf("{\"stream\":true,%s", body + 1);
+    default:
+        return pl__asprintf("{\"stream\":true,\"stream_options\":"
+                            "{\"include_usage\":true},%s",
+                            body + 1);
+    }
+}
+
 static int http_exchange(attempt *a, unsigned *attempts, const pl__llm *m,
-                         const char *body)
+                         const char *body, pl__llm_deltas *deltas)
 {
     pthread_once(&g_curl_once, curl_init);
     const provider *pv = provider_of(m);
@@ -628,15 +518,23 @@ static int http_exchange(attempt *a, unsigned *attempts, const pl__llm *m,
     while (bl > 0 && base[bl - 1] == '/')
         bl--;
     char *url = pv->path ? pl__asprintf("%.*s%s", (int)bl, base, pv->path)
+                : deltas ? pl__asprintf("%.*s/models/%s:streamGenerateContent"
+                                        "?alt=sse",
+                                        (int)bl, base, m->url.model)
                          : pl__asprintf("%.*s/models/%s:generateContent",
                                         (int)bl, base, m->url.model);
-    if (!url)
+    char *wire = deltas ? stream_body(m, body) : NULL;
+    if (!url || (deltas && !wire)) {
+        free(url);
+        free(wire);
         return pl__err(PL_ENOMEM, "out of memory");
+    }
     const char *var = m->api_key_env ? m->api_key_env : pv->key_env;
     const char *key = var ? getenv(var) : NULL;
     if ((!key || !*key) && var && !m->url.base_url && !m->o.base_url &&
         !(env_base && *env_base)) {
         free(url);
+        free(wire);
         return pl__err(PL_EINVAL,
                        "LLM policy '%s': no API key: set %s in the "
                        "environment",
@@ -657,9 +555,13 @@ static int http_exchange(attempt *a, unsigned *attempts, const pl__llm *m,
                                         : (long)((total_ns - used) / 1000000);
         attempt_clear(a);
         *attempts = i + 1;
-        http_attempt(a, m, url, key, body,
+        http_attempt(a, m, url, key, wire ? wire : body,
                      left_ms < (long)per ? (left_ms > 0 ? left_ms : 1)
-                                         : (long)per);
+                                         : (long)per,
+                     deltas);
+        if (!a->answer && deltas && deltas->sent) /* what came is void */
+            pl__llm_delta_send(deltas, PL_LLM_DELTA_RESTARTED, "", 0, NULL, 0,
+                               false);
         if (!a->retryable)
             break;
         if (i + 1 >= max) {
@@ -689,6 +591,7 @@ static int http_exchange(attempt *a, unsigned *attempts, const pl__llm *m,
         sleep_ms(pause);
     }
     free(url);
+    free(wire);
     return PL_OK;
 }
 
@@ -779,8 +682,45 @@ static int scripted_answer(attempt *a, const cJSON *r, size_t body_len)
     return PL_OK;
 }
 
+/* A streamed scripted answer: the text word by word, each call's
+ * arguments in pieces of 8 bytes, @p delay_ms before each piece. */
+static void scripted_stream(pl__llm_deltas *d, const cJSON *answer,
+                            long delay_ms)
+{
+    const cJSON *text = cJSON_GetObjectItemCaseSensitive(answer, "text");
+    const char *t = cJSON_IsString(text) ? text->valuestring : "";
+    while (*t) {
+        size_t n = strcspn(t, " \n");
+        n += strspn(t + n, " \n");
+        if (delay_ms > 0)
+            sleep_ms(delay_ms);
+        pl__llm_delta_send(d, PL_LLM_DELTA_TEXT, t, n, NULL, 0, false);
+        t += n;
+    }
+    const cJSON *c;
+    unsigned i = 0;
+    cJSON_ArrayForEach(c,
+                       cJSON_GetObjectItemCaseSensitive(answer, "tool_calls"))
+    {
+        char *printed = NULL;
+        const char *p = pl__llm_args_text(c, &printed);
+        for (size_t left = strlen(p); left;) {
+            size_t n = left < 8 ? left : 8;
+            if (delay_ms > 0)
+                sleep_ms(delay_ms);
+            pl__llm_delta_send(d, PL_LLM_DELTA_TOOL_ARGS, p, n,
+                               pl__llm_call_name(c), i, false);
+            p += n;
+            left -= n;
+        }
+        free(printed);
+        i++;
+    }
+}
+
 static int scripted_exchange(attempt *a, unsigned *attempts, long *pos,
-                             const pl__llm *m, const char *body)
+                             const pl__llm *m, const char *body,
+                             pl__llm_deltas *deltas)
 {
     char *text = NULL;
     size_t len = 0;
@@ -824,6 +764,15 @@ static int scripted_exchange(attempt *a, unsigned *attempts, long *pos,
             break;
         }
         st = scripted_answer(a, r, strlen(body));
+        if (!st && deltas) {
+            const cJSON *dl = cJSON_GetObjectItemCaseSensitive(
+                script, "stream_delay_ms");
+            scripted_stream(deltas, a->answer,
+                            cJSON_IsNumber(dl) && dl->valuedouble > 0 &&
+                                    dl->valuedouble < 10000
+                                ? (long)dl->valuedouble
+                                : 0);
+        }
         break;
     }
     cJSON_Delete(script);
@@ -835,7 +784,8 @@ static int scripted_exchange(attempt *a, unsigned *attempts, long *pos,
 /* ------------------------------------------------------------------------ */
 
 int pl__llm_exchange(cJSON **out, const pl__llm *m, const char *body,
-                     size_t len, const char *hex, long script_pos)
+                     size_t len, const char *hex, long script_pos,
+                     pl__llm_deltas *deltas)
 {
     *out = NULL;
     attempt a;
@@ -845,10 +795,10 @@ int pl__llm_exchange(cJSON **out, const pl__llm *m, const char *body,
     long pos = script_pos;
 #if PL_WITH_CURL
     int st = m->url.provider == PL__LLM_SCRIPTED
-                 ? scripted_exchange(&a, &attempts, &pos, m, body)
-                 : http_exchange(&a, &attempts, m, body);
+                 ? scripted_exchange(&a, &attempts, &pos, m, body, deltas)
+                 : http_exchange(&a, &attempts, m, body, deltas);
 #else /* pl_llm_register() takes scripted:// models alone */
-    int st = scripted_exchange(&a, &attempts, &pos, m, body);
+    int st = scripted_exchange(&a, &attempts, &pos, m, body, deltas);
 #endif
     cJSON *v = NULL;
     if (!st && a.answer)

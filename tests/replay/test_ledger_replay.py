@@ -18,6 +18,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import time
 import traceback
 
 ARGS = None
@@ -167,6 +168,19 @@ def case_usage():
             [s.path, "--plugin", ARGS.order_plugin, "--fork", "x"],  # no --at
             [s.path, "--plugin", ARGS.order_plugin, "--all", "--at", "0:1"],
             [s.path, "extra", "--plugin", ARGS.order_plugin, "--all"],
+            # flow control: --submit's, in range, the key with its limit
+            [s.path, "--plugin", ARGS.order_plugin, "--all", "--priority",
+             "1"],
+            [s.path, "--plugin", ARGS.order_plugin, "--submit", "order",
+             "--payload", "{}", "--priority", "1001"],
+            [s.path, "--plugin", ARGS.order_plugin, "--submit", "order",
+             "--payload", "{}", "--priority", "high"],
+            [s.path, "--plugin", ARGS.order_plugin, "--submit", "order",
+             "--payload", "{}", "--key", "tenant-1"],
+            [s.path, "--plugin", ARGS.order_plugin, "--submit", "order",
+             "--payload", "{}", "--key-limit", "2"],
+            [s.path, "--plugin", ARGS.order_plugin, "--submit", "order",
+             "--payload", "{}", "--key", "t", "--key-limit", "0"],
         ]
         for argv in bad:
             p = run([ARGS.tool] + argv, expect=1)
@@ -609,6 +623,45 @@ def case_submit_to_a_full_store():
         s.close()
 
 
+def case_submit_with_priority_and_key():
+    """--submit --priority and --key: one worker drains the queue higher
+    priority first, in the order they were submitted within a priority;
+    runs with a key keep their place within it."""
+    s = Store()
+    worker = None
+    try:
+        subs = [("A-1", "0", None), ("A-2", "5", None), ("A-3", "-1", None),
+                ("A-4", "5", "tenant-1"), ("A-5", "0", "tenant-1")]
+        for order, prio, key in subs:
+            payload = ('{"order_id": "%s", "items": [1], "amount_cents": 100}'
+                       % order)
+            args = ["--submit", "order", "--payload", payload, "--new-id",
+                    order, "--priority", prio]
+            if key:
+                args += ["--key", key, "--key-limit", "1"]
+            p = s.tool(*args, expect=0)
+            check(p.stdout.strip() == order, "--submit printed", p.stdout)
+        env = dict(os.environ)
+        env.update(s.env)
+        worker = subprocess.Popen(
+            [ARGS.tool, s.path, "--plugin", ARGS.order_plugin, "--worker",
+             "--concurrency", "1"], env=env, stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE, text=True)
+        for _ in range(6000):
+            if len(s.effect_lines("charge_card ")) == len(subs):
+                break
+            time.sleep(0.01)
+        got = [l.rsplit(" for ", 1)[1]
+               for l in s.effect_lines("charge_card ")]
+        check(got == ["A-2", "A-4", "A-1", "A-5", "A-3"],
+              "the queue did not drain by priority", got)
+    finally:
+        if worker:
+            worker.terminate()
+            worker.wait(timeout=60)
+        s.close()
+
+
 def case_time():
     """--signal, --cancel and --wake; ledger-dump is not needed here."""
     s = Store()
@@ -747,7 +800,8 @@ def case_run_on_a_full_store():
 CASES = [case_time, case_usage, case_bad_store, case_bad_plugin, case_crash_then_run,
          case_all_skips_a_live_owner, case_check,
          case_check_code_changed_but_clean, case_resume, case_fork,
-         case_submit_to_a_full_store, case_run_on_a_full_store,
+         case_submit_to_a_full_store, case_submit_with_priority_and_key,
+         case_run_on_a_full_store,
          case_plugin_crashes_in_init, case_check_on_a_read_only_file_system]
 
 

@@ -103,7 +103,15 @@ class Prune(unittest.TestCase):
                 (["--prune", "--older-than", "1d", "--archive",
                   "/no/such/dir"], "is not a directory"),
                 (["--run", "x", "--plugin", "p.so", "--dry-run"],
+                 "--dry-run goes with --upgrade or --prune"),
+                (["--run", "x", "--plugin", "p.so", "--archive", self.arch],
                  "go with --prune"),
+                (["--run", "x", "--plugin", "p.so", "--retain", "30d"],
+                 "--retain goes with --worker"),
+                (["--worker", "--plugin", "p.so", "--retain", "soon"],
+                 "bad --retain"),
+                (["--prune", "--older-than", "1d", "--status",
+                  "completed,"], "bad --status"),
                 (["--prune", "--older-than", "1d", "--check"],
                  "cannot be combined")):
             rc, _, err = run(REPLAY, self.store, *args)

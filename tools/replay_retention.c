@@ -1,9 +1,11 @@
 /*
- * replay_prune.c -- ledger-replay --prune: delete the runs that ended long
- * enough ago (pl_engine_prune()), in bounded batches, each first written
- * to an archive directory when asked: its verified export (the JSON lines
- * of `ledger-dump --run ID --format jsonl`), made durable (the file and
- * its directory fsynced) before the run is deleted.
+ * replay_retention.c -- ledger-replay's retention commands: --prune
+ * deletes the runs that ended long enough ago (pl_engine_prune()), in
+ * bounded batches, each first written to an archive directory when asked:
+ * its verified export (the JSON lines of `ledger-dump --run ID --format
+ * jsonl`), made durable (the file and its directory fsynced) before the
+ * run is deleted; --worker --retain makes a worker apply a retention rule
+ * (pl_worker_options.retain_ms).  Their usage, flags and checks are here.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
@@ -17,7 +19,59 @@
 #include "replay.h"
 
 /* The statuses of runs that have ended for good: those a prune deletes. */
-static const pl_run_status final_statuses[] = {PL_RUN_COMPLETED, PL_RUN_FAILED};
+static const pl_run_status final_statuses[] = {
+    PL_RUN_COMPLETED, PL_RUN_FAILED, PL_RUN_CANCELLED, PL_RUN_SUPERSEDED,
+    PL_RUN_CONTINUED};
+
+void usage_retention(FILE *f)
+{
+    fputs("  --prune --older-than DURATION [--status LIST] [--archive DIR] "
+          "[--dry-run]\n"
+          "                        delete the runs that ended at least "
+          "DURATION ago (30d,\n"
+          "                        12h, 90m, 45s; 0s: all), in short "
+          "transactions of a few\n"
+          "                        runs.  LIST: the final statuses to delete, "
+          "of completed,\n"
+          "                        failed, cancelled, superseded, continued "
+          "(default: all).\n"
+          "                        Each keeps a tombstone (ledger-dump says "
+          "when it was\n"
+          "                        deleted).  With --archive, each run's "
+          "verified export\n"
+          "                        is written to DIR/ID.jsonl and synced first "
+          "(ledger-\n"
+          "                        replay --import loads it back).  --dry-run "
+          "lists, and\n"
+          "                        deletes nothing.  Needs no --plugin.\n",
+          f);
+}
+
+const char **retention_slot(options *o, const char *flag)
+{
+    return !strcmp(flag, "--retain")       ? &o->retain
+           : !strcmp(flag, "--older-than") ? &o->older_than
+           : !strcmp(flag, "--status")     ? &o->status
+           : !strcmp(flag, "--archive")    ? &o->archive
+                                           : NULL;
+}
+
+int check_retention_args(const options *o)
+{
+    if (o->retain && o->mode != MODE_WORKER) {
+        cli_error("--retain goes with --worker");
+        return -1;
+    }
+    if ((o->older_than || o->status || o->archive) && o->mode != MODE_PRUNE) {
+        cli_error("--older-than, --status and --archive go with --prune");
+        return -1;
+    }
+    if (o->dry_run && o->mode != MODE_UPGRADE && o->mode != MODE_PRUNE) {
+        cli_error("--dry-run goes with --upgrade or --prune");
+        return -1;
+    }
+    return 0;
+}
 
 /* "completed,failed" into a mask of (1u << status); 0 on a bad list. */
 static unsigned parse_statuses(const char *list)
@@ -36,7 +90,9 @@ static unsigned parse_statuses(const char *list)
         if (!bit)
             return 0;
         mask |= bit;
-        p += n + (p[n] == ',');
+        p += n;
+        if (*p == ',' && !*++p)
+            return 0; /* a trailing comma */
     }
     return mask;
 }
@@ -59,7 +115,8 @@ int prepare_prune(tool *t)
     t->prune_older_ms = (uint64_t)(now - since) / 1000;
     if (o->status && !(t->prune_statuses = parse_statuses(o->status))) {
         cli_error("bad --status '%s': a comma-separated list of final "
-                  "statuses (completed, failed)",
+                  "statuses (completed, failed, cancelled, superseded, "
+                  "continued)",
                   o->status);
         return EXIT_USAGE;
     }

@@ -1,0 +1,337 @@
+/*
+ * lmdb_flow.c -- flow control on the LMDB store (FLOW in store.h): the
+ * queue's order, concurrency keys and rate budgets.
+ *
+ * LAYOUT: the `flow` database, beside `leases`, created on the first
+ * writable open (an older store gains it, its leases indexed then).  Its
+ * keys start with a byte that says what they are:
+ *
+ *   | key                                  | value                        |
+ *   |--------------------------------------|------------------------------|
+ *   | 'r', u64 BE run                      | the run's flow record        |
+ *   |                                      | (flowrec.c): rank, priority, |
+ *   |                                      | key, limit; checksummed      |
+ *   | 'q', u64 BE rank + 2^63, u64 BE run  | empty: the queue, in order   |
+ *   | 'k', u8 key length, key, u64 BE run  | empty: the runs of each key  |
+ *   | 'b', the resource's name             | a rate budget (flowrec.c)    |
+ *
+ * The 'r', 'q' and 'k' entries of a run exist exactly while it has a
+ * lease: made with it and dropped with it, in the same transaction.
+ */
+#include "lmdb_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#define FULL_MAX 32 /* keys a take remembers as full */
+
+int pl__lmdb_flow_open(pl__lmdb_store *s, MDB_txn *txn, bool create)
+{
+    int rc = mdb_dbi_open(txn, "flow", create ? MDB_CREATE : 0, &s->flow);
+    if (rc == MDB_NOTFOUND && !create) {
+        s->has_flow = false; /* a read-only open of an older store */
+        return 0;
+    }
+    s->has_flow = !rc;
+    if (rc || !create || !s->has_leases)
+        return rc;
+    /* an older store's leases, indexed as they come: rank now */
+    MDB_stat fst;
+    if ((rc = mdb_stat(txn, s->flow, &fst)) || fst.ms_entries)
+        return rc;
+    MDB_cursor *cur;
+    if ((rc = mdb_cursor_open(txn, s->leases, &cur)))
+        return rc;
+    MDB_val k, v;
+    pl__flow f = {.rank_us = pl__now_us()};
+    int st = 0;
+    for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); !rc;
+         rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT))
+        if (k.mv_size == 8 &&
+            ((rc = pl__lmdb_flow_add(s, txn, pl__get_be64(k.mv_data), &f,
+                                     &st)) ||
+             st))
+            break;
+    mdb_cursor_close(cur);
+    if (st)
+        return MDB_CORRUPTED; /* out of memory: the open fails */
+    return rc == MDB_NOTFOUND ? 0 : rc;
+}
+
+static size_t key_k(uint8_t *out, const char *key, uint64_t run)
+{
+    size_t n = strlen(key);
+    out[0] = 'k';
+    out[1] = (uint8_t)n;
+    memcpy(out + 2, key, n);
+    pl__put_be64(out + 2 + n, run);
+    return n + 10;
+}
+
+static void key_q(uint8_t out[17], int64_t rank, uint64_t run)
+{
+    out[0] = 'q';
+    pl__put_be64(out + 1, (uint64_t)rank ^ ((uint64_t)1 << 63));
+    pl__put_be64(out + 9, run);
+}
+
+static void key_r(uint8_t out[9], uint64_t run)
+{
+    out[0] = 'r';
+    pl__put_be64(out + 1, run);
+}
+
+int pl__lmdb_flow_add(pl__lmdb_store *s, MDB_txn *txn, uint64_t run,
+                      const pl__flow *f, int *st)
+{
+    if (!s->has_flow)
+        return 0;
+    pl__buf rec = {0};
+    if ((*st = pl__flow_encode(&rec, run, f)))
+        return 0;
+    uint8_t kr[9], kq[17], kk[PL__FLOW_KEY_MAX + 10];
+    key_r(kr, run);
+    key_q(kq, f->rank_us, run);
+    MDB_val r = {9, kr}, q = {17, kq}, none = {0, ""}, v = {rec.len, rec.data};
+    int rc = mdb_put(txn, s->flow, &r, &v, 0);
+    if (!rc)
+        rc = mdb_put(txn, s->flow, &q, &none, 0);
+    if (!rc && *f->key) {
+        MDB_val kv = {key_k(kk, f->key, run), kk};
+        rc = mdb_put(txn, s->flow, &kv, &none, 0);
+    }
+    pl__buf_free(&rec);
+    return rc;
+}
+
+/* Run @p run's flow record: MDB_NOTFOUND when it has none. */
+static int flow_get(pl__lmdb_store *s, MDB_txn *txn, uint64_t run,
+                    pl__flow *out, int *st)
+{
+    uint8_t kr[9];
+    key_r(kr, run);
+    MDB_val k = {9, kr}, v;
+    int rc = mdb_get(txn, s->flow, &k, &v);
+    if (!rc)
+        *st = pl__flow_decode(out, run, v.mv_data, v.mv_size);
+    return rc;
+}
+
+int pl__lmdb_flow_drop(pl__lmdb_store *s, MDB_txn *txn, uint64_t run, int *st)
+{
+    if (!s->has_flow)
+        return 0;
+    pl__flow f;
+    int rc = flow_get(s, txn, run, &f, st);
+    if (rc == MDB_NOTFOUND)
+        return 0;
+    if (rc || *st)
+        return rc;
+    uint8_t kr[9], kq[17], kk[PL__FLOW_KEY_MAX + 10];
+    key_r(kr, run);
+    key_q(kq, f.rank_us, run);
+    MDB_val r = {9, kr}, q = {17, kq};
+    rc = mdb_del(txn, s->flow, &r, NULL);
+    if (!rc || rc == MDB_NOTFOUND)
+        rc = mdb_del(txn, s->flow, &q, NULL);
+    if ((!rc || rc == MDB_NOTFOUND) && *f.key) {
+        MDB_val kv = {key_k(kk, f.key, run), kk};
+        rc = mdb_del(txn, s->flow, &kv, NULL);
+    }
+    return rc == MDB_NOTFOUND ? 0 : rc;
+}
+
+bool pl__lmdb_flow_has(pl__lmdb_store *s, MDB_txn *txn, uint64_t run)
+{
+    uint8_t kr[9];
+    key_r(kr, run);
+    MDB_val k = {9, kr}, v;
+    return s->has_flow && mdb_get(txn, s->flow, &k, &v) == 0;
+}
+
+bool pl__lmdb_flow_keyed(pl__lmdb_store *s, MDB_txn *txn, uint64_t run)
+{
+    pl__flow f;
+    int st = 0;
+    int rc = s->has_flow ? flow_get(s, txn, run, &f, &st) : MDB_NOTFOUND;
+    /* a damaged record counts as keyed: the careful answer */
+    return rc == MDB_NOTFOUND ? false : rc || st || *f.key;
+}
+
+/* ---- taking: the queue's order and the keys' limits ---------------------- */
+
+typedef struct walk {
+    char full[FULL_MAX][PL__FLOW_KEY_MAX + 1]; /* keys found at their limit */
+    size_t n_full;
+} walk;
+
+static bool known_full(const walk *w, const char *key)
+{
+    for (size_t i = 0; i < w->n_full; i++)
+        if (strcmp(w->full[i], key) == 0)
+            return true;
+    return false;
+}
+
+/* Whether key @p f->key has room for one more live run. */
+static int key_room(pl__lmdb_store *s, MDB_txn *txn, walk *w, const pl__flow *f,
+                    bool *room, int *st)
+{
+    *room = false;
+    if (known_full(w, f->key))
+        return 0;
+    uint8_t kk[PL__FLOW_KEY_MAX + 10];
+    size_t plen = key_k(kk, f->key, 0) - 8;
+    MDB_cursor *cur;
+    int rc = mdb_cursor_open(txn, s->flow, &cur);
+    if (rc)
+        return rc;
+    MDB_val k = {plen, kk}, v;
+    uint32_t live = 0;
+    for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+         !rc && live < f->limit && k.mv_size == plen + 8 &&
+         memcmp(k.mv_data, kk, plen) == 0;
+         rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+        pl__lease_state ls;
+        uint64_t run = pl__get_be64((const uint8_t *)k.mv_data + plen);
+        if ((rc = pl__lmdb_lease_state(s, txn, run, &ls, st)) || *st)
+            break;
+        live += ls == PL__LEASE_LIVE;
+    }
+    mdb_cursor_close(cur);
+    if (rc && rc != MDB_NOTFOUND)
+        return rc;
+    *room = !*st && live < f->limit;
+    if (!*st && !*room && w->n_full < FULL_MAX)
+        snprintf(w->full[w->n_full++], sizeof w->full[0], "%s", f->key);
+    return 0;
+}
+
+int pl__lmdb_flow_pick(pl__lmdb_store *s, MDB_txn *txn, uint64_t *out, int *st)
+{
+    *out = 0;
+    if (!s->has_flow)
+        return 0;
+    walk *w = malloc(sizeof *w);
+    if (!w) {
+        *st = pl__err(PL_ENOMEM, "out of memory");
+        return 0;
+    }
+    w->n_full = 0;
+    MDB_cursor *cur;
+    int rc = mdb_cursor_open(txn, s->flow, &cur);
+    if (rc) {
+        free(w);
+        return rc;
+    }
+    MDB_val k = {1, "q"}, v;
+    for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+         !rc && k.mv_size == 17 && *(const uint8_t *)k.mv_data == 'q';
+         rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+        uint64_t run = pl__get_be64((const uint8_t *)k.mv_data + 9);
+        pl__lease_state ls;
+        if ((rc = pl__lmdb_lease_state(s, txn, run, &ls, st)) || *st)
+            break;
+        if (ls != PL__LEASE_EXPIRED)
+            continue; /* executing; or gone (dropped with it, never) */
+        pl__flow f = {0};
+        rc = flow_get(s, txn, run, &f, st);
+        if (rc == MDB_NOTFOUND)
+            f.key[0] = '\0'; /* its record gone: no key to wait for */
+        else if (rc || *st)
+            break;
+        rc = 0;
+        bool room = true;
+        if (*f.key && ((rc = key_room(s, txn, w, &f, &room, st)) || *st))
+            break;
+        if (room) {
+            *out = run;
+            break;
+        }
+    }
+    mdb_cursor_close(cur);
+    free(w);
+    return rc == MDB_NOTFOUND ? 0 : rc;
+}
+
+/* ---- rate budgets --------------------------------------------------------- */
+
+typedef struct rate_ctx {
+    const char *resource;
+    uint32_t limit;
+    int64_t window_ms;
+    bool *admitted;
+    int64_t *at_ms, *retry_at_ms;
+} rate_ctx;
+
+static size_t key_b(uint8_t *out, const char *resource)
+{
+    size_t n = strlen(resource);
+    out[0] = 'b';
+    memcpy(out + 1, resource, n);
+    return n + 1;
+}
+
+static int rate_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
+{
+    rate_ctx *c = user;
+    uint8_t kb[PL__FLOW_KEY_MAX + 1];
+    MDB_val k = {key_b(kb, c->resource), kb}, v;
+    pl__rate_budget b = {0};
+    int rc = mdb_get(txn, s->flow, &k, &v);
+    if (rc && rc != MDB_NOTFOUND)
+        return rc;
+    if (!rc && (*st = pl__rate_decode(&b, c->resource, v.mv_data, v.mv_size)))
+        return 0;
+    *c->at_ms = pl__now_us() / 1000;
+    *c->retry_at_ms = 0;
+    *c->admitted = pl__rate_admit(&b, c->window_ms, c->limit, *c->at_ms,
+                                  c->retry_at_ms);
+    if (!*c->admitted)
+        return 0; /* nothing changed: the transaction writes nothing */
+    pl__buf rec = {0};
+    if ((*st = pl__rate_encode(&rec, c->resource, &b)))
+        return 0;
+    v = (MDB_val){rec.len, rec.data};
+    rc = mdb_put(txn, s->flow, &k, &v, 0);
+    pl__buf_free(&rec);
+    return rc;
+}
+
+int pl__lmdb_rate_take(pl__lmdb_store *s, const char *resource, uint32_t limit,
+                       int64_t window_ms, bool *admitted, int64_t *at_ms,
+                       int64_t *retry_at_ms)
+{
+    if (s->read_only || !s->has_flow)
+        return pl__err(PL_ESTATE,
+                       "store '%s' is open read-only: it keeps no rate "
+                       "budget",
+                       s->path);
+    rate_ctx c = {resource, limit, window_ms, admitted, at_ms, retry_at_ms};
+    return pl__lmdb_write(s, rate_body, &c);
+}
+
+int pl__lmdb_rate_get(pl__lmdb_store *s, const char *resource,
+                      pl__rate_budget *out)
+{
+    if (!s->has_flow)
+        return pl__err(PL_ENOTFOUND, "store '%s' holds no rate budgets",
+                       s->path);
+    MDB_txn *txn;
+    size_t seen;
+    int st = pl__lmdb_txn_begin(s, false, &txn, &seen);
+    if (st)
+        return st;
+    uint8_t kb[PL__FLOW_KEY_MAX + 1];
+    MDB_val k = {key_b(kb, resource), kb}, v;
+    int rc = mdb_get(txn, s->flow, &k, &v);
+    if (rc == MDB_NOTFOUND)
+        st = pl__err(PL_ENOTFOUND, "rate limit '%s' has no budget yet",
+                     resource);
+    else if (rc)
+        st = pl__lmdb_err(s, rc, "reading a rate budget");
+    else
+        st = pl__rate_decode(out, resource, v.mv_data, v.mv_size);
+    pl__lmdb_txn_abort(s, txn);
+    return st;
+}

@@ -1,0 +1,173 @@
+/*
+ * pg_flow.c -- flow control on the store on PostgreSQL (FLOW in store.h):
+ * the queue's order, concurrency keys and rate budgets.
+ *
+ * LAYOUT: three columns of the leases table (pg_lease.c) and one table,
+ * made on every writable open (an older store gains them):
+ *
+ *   | leases.qrank  | bigint: the queue's order (Unix us, server clock), |
+ *   |               | indexed with run                                   |
+ *   | leases.fkey   | text: the concurrency key, or NULL; indexed         |
+ *   | leases.flimit | integer: its limit (0 without a key)                |
+ *   | rates         | name text PK, window_ms, lim, start_ms, count       |
+ *   |               | (bigint, checked: window_ms >= 1, lim >= 1,         |
+ *   |               | 0 <= count <= lim): a rate budget (flowrec.h)       |
+ *
+ * A TAKE is one prepared statement, one round trip: pl_take(owner,
+ * lease_us), a function that walks the expired leases in the queue's order
+ * and takes the first it may.  For a run with a key it first takes the
+ * key's transaction-scoped advisory lock, without waiting
+ * (pg_try_advisory_xact_lock: a key another worker is taking on is passed
+ * over this time, never waited for, so no two takes deadlock), then counts
+ * the key's live leases in a snapshot taken after the lock: two workers
+ * never both take a key's last place.  The row is taken with FOR UPDATE
+ * SKIP LOCKED and its expiry checked again.
+ *
+ * A RATE TAKE is one prepared statement: INSERT ... ON CONFLICT DO UPDATE
+ * on the budget's row, which the server locks and counts in place, only
+ * while the window has room, by the server's clock.
+ */
+#include "pg_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NOW_US "(extract(epoch from clock_timestamp()) * 1000000)::bigint"
+#define NOW_MS "(extract(epoch from clock_timestamp()) * 1000)::bigint"
+
+int pl__pg_flow_sql(const pl__pg_store *s, int which, char **out)
+{
+    const char *n = s->schema;
+    if (which == L_RATE_GET)
+        *out = pl__asprintf("SELECT window_ms, lim, start_ms, count FROM "
+                            "\"%s\".rates WHERE name = $1",
+                            n);
+    else /* L_RATE: $1 name, $2 window, $3 limit */
+        *out = pl__asprintf(
+            "WITH t AS (SELECT " NOW_MS " AS ms), w AS (SELECT ms, ms - "
+            "mod(ms, $2::bigint) AS ws FROM t), up AS (INSERT INTO "
+            "\"%s\".rates AS b (name, window_ms, lim, start_ms, count) "
+            "SELECT $1, $2::bigint, $3::bigint, ws, 1 FROM w ON CONFLICT "
+            "(name) DO UPDATE SET start_ms = CASE WHEN b.window_ms = "
+            "excluded.window_ms AND b.lim = excluded.lim AND b.start_ms >= "
+            "excluded.start_ms THEN b.start_ms ELSE excluded.start_ms END, "
+            "count = CASE WHEN b.window_ms = excluded.window_ms AND b.lim = "
+            "excluded.lim AND b.start_ms >= excluded.start_ms THEN b.count + "
+            "1 ELSE 1 END, window_ms = excluded.window_ms, lim = excluded.lim "
+            "WHERE NOT (b.window_ms = excluded.window_ms AND b.lim = "
+            "excluded.lim AND b.start_ms >= excluded.start_ms AND b.count >= "
+            "b.lim) RETURNING b.start_ms) SELECT (SELECT count(*) FROM up), "
+            "w.ms, coalesce((SELECT start_ms FROM \"%s\".rates WHERE name = "
+            "$1), w.ws) FROM w",
+            n, n);
+    return *out ? PL_OK : pl__err(PL_ENOMEM, "out of memory");
+}
+
+int pl__pg_flow_setup(pl__pg_store *s, PGconn *c)
+{
+    const char *n = s->schema;
+    char *sql = pl__asprintf(
+        "BEGIN;"
+        "SELECT pg_advisory_xact_lock(hashtext('policyledger store %s'));"
+        "ALTER TABLE \"%s\".leases ADD COLUMN IF NOT EXISTS qrank bigint NOT "
+        "NULL DEFAULT " NOW_US ", ADD COLUMN IF NOT EXISTS fkey text, ADD "
+        "COLUMN IF NOT EXISTS flimit integer NOT NULL DEFAULT 0;"
+        "CREATE INDEX IF NOT EXISTS leases_qrank ON \"%s\".leases (qrank, "
+        "run);"
+        "CREATE INDEX IF NOT EXISTS leases_fkey ON \"%s\".leases (fkey) "
+        "WHERE fkey IS NOT NULL;"
+        "CREATE TABLE IF NOT EXISTS \"%s\".rates (name text PRIMARY KEY, "
+        "window_ms bigint NOT NULL CHECK (window_ms >= 1), lim bigint NOT "
+        "NULL CHECK (lim >= 1), start_ms bigint NOT NULL, count bigint NOT "
+        "NULL, CHECK (count >= 0 AND count <= lim));"
+        "CREATE OR REPLACE FUNCTION \"%s\".pl_take(who text, dur bigint) "
+        "RETURNS TABLE (run bigint, gen bigint, expires_in bigint, owner "
+        "text, id text) LANGUAGE plpgsql AS $f$ "
+        "#variable_conflict use_column\n"
+        "DECLARE c record; live bigint; got bigint; full_keys text[] := "
+        "'{}'; BEGIN "
+        "FOR c IN SELECT l.run AS r, l.fkey AS k, l.flimit AS lim FROM "
+        "\"%s\".leases l WHERE l.expires <= " NOW_US " ORDER BY l.qrank, "
+        "l.run LOOP "
+        "IF c.k IS NOT NULL THEN "
+        "IF c.k = ANY (full_keys) THEN CONTINUE; END IF; "
+        "IF NOT pg_try_advisory_xact_lock(hashtextextended('%s/' || c.k, "
+        "0)) THEN full_keys := full_keys || c.k; CONTINUE; END IF; "
+        "SELECT count(*) INTO live FROM \"%s\".leases o WHERE o.fkey = c.k "
+        "AND o.owner <> '' AND o.expires > " NOW_US "; "
+        "IF live >= c.lim THEN full_keys := full_keys || c.k; CONTINUE; "
+        "END IF; END IF; "
+        "SELECT x.run INTO got FROM \"%s\".leases x WHERE x.run = c.r AND "
+        "x.expires <= " NOW_US " FOR UPDATE SKIP LOCKED; "
+        "IF NOT FOUND THEN CONTINUE; END IF; "
+        "RETURN QUERY UPDATE \"%s\".leases l SET gen = l.gen + 1, owner = "
+        "who, expires = " NOW_US " + dur WHERE l.run = got RETURNING l.run, "
+        "l.gen, l.expires - " NOW_US ", l.owner, l.id; "
+        "RETURN; END LOOP; END $f$;"
+        "COMMIT",
+        n, n, n, n, n, n, n, n, n, n, n);
+    if (!sql)
+        return pl__err(PL_ENOMEM, "out of memory");
+    int st = pl__pg_command(s, c, sql, "making the queue's flow control");
+    free(sql);
+    return st;
+}
+
+/* ---- rate budgets --------------------------------------------------------- */
+
+int pl__pg_rate_take(pl__pg_store *s, const char *resource, uint32_t limit,
+                     int64_t window_ms, bool *admitted, int64_t *at_ms,
+                     int64_t *retry_at_ms)
+{
+    char w[24], l[16];
+    snprintf(w, sizeof w, "%lld", (long long)window_ms);
+    snprintf(l, sizeof l, "%u", (unsigned)limit);
+    const char *vals[3] = {resource, w, l};
+    PGresult *r;
+    int st = pl__pg_lease_exec(s, L_RATE, 3, vals, &r, "taking a rate budget");
+    if (st)
+        return st;
+    int64_t took, now, start;
+    if (PQntuples(r) != 1 || PQnfields(r) != 3 ||
+        !pl__pg_parse_i64(PQgetvalue(r, 0, 0), &took) ||
+        !pl__pg_parse_i64(PQgetvalue(r, 0, 1), &now) ||
+        !pl__pg_parse_i64(PQgetvalue(r, 0, 2), &start))
+        st = pl__err(PL_ECORRUPT,
+                     "store '%s': the rate budget of '%s' is malformed",
+                     s->path, resource);
+    PQclear(r);
+    if (st)
+        return st;
+    *admitted = took == 1;
+    *at_ms = now;
+    *retry_at_ms = *admitted ? 0 : start + window_ms;
+    return PL_OK;
+}
+
+int pl__pg_rate_get(pl__pg_store *s, const char *resource, pl__rate_budget *out)
+{
+    const char *vals[1] = {resource};
+    PGresult *r;
+    int st = pl__pg_lease_exec(s, L_RATE_GET, 1, vals, &r,
+                               "reading a rate budget");
+    if (st)
+        return st;
+    int64_t v[4];
+    if (PQntuples(r) == 0)
+        st = pl__err(PL_ENOTFOUND, "rate limit '%s' has no budget yet",
+                     resource);
+    for (int i = 0; !st && i < 4; i++)
+        if (PQnfields(r) != 4 || !pl__pg_parse_i64(PQgetvalue(r, 0, i), &v[i]))
+            st = pl__err(PL_ECORRUPT,
+                         "store '%s': the rate budget of '%s' is malformed",
+                         s->path, resource);
+    PQclear(r);
+    if (st)
+        return st;
+    out->window_ms = v[0];
+    out->limit = (uint32_t)v[1];
+    out->start_ms = v[2];
+    out->count = (uint32_t)v[3];
+    return PL_OK;
+}

@@ -1,0 +1,523 @@
+/*
+ * test_llm_stream.c -- streamed model output on every protocol, against
+ * the loopback server's streams (tests/llm_server.py): the deltas arrive
+ * in order and make the recorded answer; what is recorded is what the
+ * same call without streaming records; arguments cut in many events
+ * reassemble; a stream cut in the middle is retried after a "restarted"
+ * delta; usage counts; a replayed turn is one delta a part; streams that
+ * are not the protocol's, or too large, fail clearly and are not retried.
+ */
+#include "llm_support.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct rec {
+    pl_llm_delta_kind kind;
+    char *text;
+    char tool[64];
+    unsigned index, turn;
+    int replayed;
+    char run[64], path[64];
+} rec;
+
+#define MAX_RECS 20000
+static rec g_recs[MAX_RECS];
+static size_t g_n;
+
+static void on_delta(const pl_llm_delta *d, void *user)
+{
+    cr_assert_eq(user, (void *)g_recs);
+    cr_assert_lt(g_n, MAX_RECS);
+    rec *r = &g_recs[g_n++];
+    r->kind = d->kind;
+    r->text = malloc(d->len + 1);
+    memcpy(r->text, d->text, d->len);
+    r->text[d->len] = '\0';
+    snprintf(r->tool, sizeof r->tool, "%s", d->tool ? d->tool : "");
+    r->index = d->tool_index;
+    r->turn = d->turn;
+    r->replayed = d->replayed;
+    snprintf(r->run, sizeof r->run, "%s", d->run_id);
+    snprintf(r->path, sizeof r->path, "%s", d->path);
+}
+
+static void recs_clear(void)
+{
+    for (size_t i = 0; i < g_n; i++)
+        free(g_recs[i].text);
+    g_n = 0;
+}
+
+/* The deltas of @p kind for @p turn after its last restart, joined;
+ * *count: how many.  Caller frees. */
+static char *joined(unsigned turn, pl_llm_delta_kind kind, size_t *count)
+{
+    size_t from = 0, len = 0, n = 0;
+    for (size_t i = 0; i < g_n; i++)
+        if (g_recs[i].turn == turn && g_recs[i].kind == PL_LLM_DELTA_RESTARTED)
+            from = i + 1;
+    for (size_t i = from; i < g_n; i++)
+        len += g_recs[i].turn == turn && g_recs[i].kind == kind
+                   ? strlen(g_recs[i].text)
+                   : 0;
+    char *s = calloc(1, len + 1);
+    size_t at = 0;
+    for (size_t i = from; i < g_n; i++)
+        if (g_recs[i].turn == turn && g_recs[i].kind == kind) {
+            size_t l = strlen(g_recs[i].text);
+            memcpy(s + at, g_recs[i].text, l);
+            at += l;
+            n++;
+        }
+    if (count)
+        *count = n;
+    return s;
+}
+
+static const cJSON *at(const cJSON *o, const char *key)
+{
+    return cJSON_GetObjectItemCaseSensitive(o, key);
+}
+
+static pl_llm_options quick(const char *base, bool stream)
+{
+    pl_llm_options o = PL_LLM_OPTIONS_INIT;
+    o.base_url = base;
+    o.timeout_ms = 5000;
+    o.backoff_base_ms = 10;
+    o.backoff_max_ms = 50;
+    if (stream) {
+        o.on_delta = on_delta;
+        o.delta_user = g_recs;
+    }
+    return o;
+}
+
+/* The recorded exchanges of the model's invocation, a JSON array. */
+static cJSON *exchanges(pl_engine *e, const char *run)
+{
+    pl_steps *l = NULL;
+    cr_assert_eq(pl_run_ledger(&l, e, run, "0.0"), PL_OK, "%s", pl_errmsg());
+    cJSON *a = cJSON_CreateArray();
+    for (size_t i = 0; i < pl_steps_count(l); i++) {
+        const pl_step *s = pl_steps_at(l, i);
+        if (pl_step_type_of(s) == PL_STEP_SIDE_EFFECT)
+            cJSON_AddItemToArray(a, cJSON_Duplicate(at(pl_step_payload(s),
+                                                       "value"),
+                                                    1));
+    }
+    pl_steps_free(l);
+    return a;
+}
+
+typedef struct proto {
+    const char *name;  /* the server's protocol */
+    const char *model; /* the model URL; %d the port for Ollama */
+    bool split_args;   /* arguments come in pieces */
+} proto;
+
+static const char *const g_first =
+    "{\"answer\": {\"text\": \"Let me note that down.\", \"tool_calls\": "
+    "[{\"id\": \"c1\", \"name\": \"effect\", \"arguments\": {\"note\": "
+    "\"a note long enough to be cut in many pieces\"}}]}, "
+    "\"usage\": [30, 8], \"chunk\": 3},";
+static const char
+    *const g_last = "{\"answer\": {\"text\": \"Noted, in small pieces.\"}, "
+                    "\"usage\": [50, 6], \"chunk\": 2}";
+
+/* The model URL of @p url for a server on @p port: Ollama's names it. */
+static void model_url(char *out, size_t n, const char *url, int port)
+{
+    if (!strncmp(url, "ollama://", 9))
+        snprintf(out, n, "ollama://127.0.0.1:%d/%s", port, url + 9);
+    else
+        snprintf(out, n, "%s", url);
+}
+
+static pl_engine *run_on(t_server *srv, pl_registry **reg, const proto *p,
+                         bool stream, const char *run, const char *cut,
+                         pl_outcome **out)
+{
+    char script[2048], model[128], base[80];
+    snprintf(script, sizeof script,
+             "{\"protocol\": \"%s\", \"responses\": [%s%s%s]}", p->name,
+             g_first, cut, g_last);
+    t_server_start(srv, script);
+    snprintf(base, sizeof base, "http://127.0.0.1:%d/v1", srv->port);
+    model_url(model, sizeof model, p->model, srv->port);
+    pl_llm_options o = quick(strncmp(model, "ollama", 6) ? base : NULL, stream);
+    *reg = t_llm_registry(model, &o);
+    static char store[2][4200]; /* each its own store */
+    t_store_in(store[stream], sizeof store[stream],
+               t_on_pg() ? NULL : t_tmpdir(), stream ? "st.db" : "plain.db");
+    pl_engine *e = t_engine(store[stream], *reg, PL_DURABILITY_PROCESS);
+    *out = t_agent(e, "note it", "[\"effect\"]", run);
+    cr_assert_eq((*out)->status, PL_RUN_COMPLETED, "%s: %s", p->name,
+                 (*out)->reason ? (*out)->reason : "");
+    return e;
+}
+
+/* Turn @p turn's deltas make the recorded answer. */
+static void expect_deltas_make(const cJSON *x, unsigned turn, bool split,
+                               const char *run)
+{
+    const cJSON *ans = at(x, "answer");
+    size_t n_text = 0, n_args = 0;
+    char *text = joined(turn, PL_LLM_DELTA_TEXT, &n_text);
+    cr_expect_str_eq(text, t_str(ans, "text"), "turn %u", turn);
+    cr_expect_gt(n_text, 3, "turn %u's text came in pieces", turn);
+    char *args = joined(turn, PL_LLM_DELTA_TOOL_ARGS, &n_args);
+    const cJSON *call = cJSON_GetArrayItem(at(ans, "tool_calls"), 0);
+    if (call) {
+        cJSON *got = cJSON_Parse(args), *want = NULL;
+        const cJSON *a = at(call, "arguments");
+        want = cJSON_IsString(a) ? cJSON_Parse(a->valuestring)
+                                 : cJSON_Duplicate(a, 1);
+        cr_expect(cJSON_Compare(got, want, 1), "turn %u: arguments %s", turn,
+                  args);
+        cr_expect(split ? n_args > 5 : n_args == 1,
+                  "turn %u: %zu argument deltas", turn, n_args);
+        cJSON_Delete(got);
+        cJSON_Delete(want);
+    } else {
+        cr_expect_eq(n_args, 0);
+    }
+    size_t last = g_n;
+    for (size_t i = 0; i < g_n; i++)
+        last = g_recs[i].turn == turn ? i : last;
+    cr_expect(last < g_n && g_recs[last].kind == PL_LLM_DELTA_END,
+              "turn %u ends with its end", turn);
+    for (size_t i = 0; i < g_n; i++) {
+        if (g_recs[i].turn != turn)
+            continue;
+        cr_expect_str_eq(g_recs[i].run, run);
+        cr_expect_str_eq(g_recs[i].path, "0.0");
+        cr_expect_eq(g_recs[i].replayed, 0);
+        if (g_recs[i].kind == PL_LLM_DELTA_TOOL_ARGS) {
+            cr_expect_str_eq(g_recs[i].tool, "effect");
+            cr_expect_eq(g_recs[i].index, 0);
+        }
+    }
+    free(text);
+    free(args);
+}
+
+static void round_trip(const proto *p)
+{
+    recs_clear();
+    t_server a, b;
+    pl_registry *ra, *rb;
+    pl_outcome *oa, *ob;
+    pl_engine *ea = run_on(&a, &ra, p, true, "st", "", &oa);
+    pl_engine *eb = run_on(&b, &rb, p, false, "st", "", &ob);
+    cr_expect_str_eq(t_str(pl_outcome_result(oa), "text"),
+                     "Noted, in small pieces.");
+
+    /* what is recorded is what the call without streaming records */
+    cJSON *xa = exchanges(ea, "st"), *xb = exchanges(eb, "st");
+    cr_assert_eq(cJSON_GetArraySize(xa), 2);
+    cr_expect(cJSON_Compare(xa, xb, 1), "%s: streamed %s\nwhole %s", p->name,
+              t_text(xa), t_text(xb));
+    for (unsigned t = 1; t <= 2; t++)
+        expect_deltas_make(cJSON_GetArrayItem(xa, (int)t - 1), t, p->split_args,
+                           "st");
+
+    /* the streamed requests asked for a stream; the others did not */
+    cJSON *la = t_server_log(&a), *lb = t_server_log(&b);
+    const cJSON *ra0 = cJSON_GetArrayItem(la, 0),
+                *rb0 = cJSON_GetArrayItem(lb, 0);
+    if (!strcmp(p->name, "gemini")) {
+        cr_expect(strstr(t_str(ra0, "path"), ":streamGenerateContent?alt=sse"),
+                  "%s", t_str(ra0, "path"));
+        cr_expect(strstr(t_str(rb0, "path"), ":generateContent"));
+    } else {
+        cr_expect(cJSON_IsTrue(at(at(ra0, "body"), "stream")));
+        cr_expect(!cJSON_IsTrue(at(at(rb0, "body"), "stream")));
+    }
+    if (!strcmp(p->name, "openai"))
+        cr_expect(cJSON_IsTrue(at(at(at(ra0, "body"), "stream_options"),
+                                  "include_usage")));
+
+    /* usage chunks are counted */
+    pl_llm_tokens tok = PL_LLM_TOKENS_INIT;
+    cr_assert_eq(pl_llm_run_tokens(&tok, ea, "st"), PL_OK);
+    cr_expect_eq(tok.input, 80, "%s", p->name);
+    cr_expect_eq(tok.output, 14, "%s", p->name);
+
+    cJSON_Delete(la);
+    cJSON_Delete(lb);
+    cJSON_Delete(xa);
+    cJSON_Delete(xb);
+    pl_outcome_free(oa);
+    pl_outcome_free(ob);
+    pl_engine_close(ea);
+    pl_engine_close(eb);
+    pl_registry_free(ra);
+    pl_registry_free(rb);
+    t_server_stop(&a);
+    t_server_stop(&b);
+    recs_clear();
+}
+
+static const proto g_openai = {"openai", "openai://m", true};
+static const proto g_anthropic = {"anthropic", "anthropic://claude-test", true};
+static const proto g_gemini = {"gemini", "gemini://gem-test", false};
+static const proto g_ollama = {"ollama", "ollama://qwen3:8b", false};
+
+Test(llm_stream, openai_round_trip) { round_trip(&g_openai); }
+
+static int g_flaky_calls;
+
+/* Fails the run the first time (a crash's stand-in), then succeeds. */
+static int flaky(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)ctx, (void)a, (void)user;
+    if (g_flaky_calls++ == 0)
+        return pl_errorf(PL_EIO, "flaky: the first call fails the run");
+    cJSON *ok = t_json("{\"ok\": true}");
+    int st = pl_steps_add_result(out, ok);
+    cJSON_Delete(ok);
+    return st;
+}
+
+/* A turn served from the ledger delivers its recorded answer whole:
+ * one text delta, one delta for each call's arguments, marked replayed. */
+Test(llm_stream, a_replayed_turn_is_one_delta_a_part)
+{
+    recs_clear();
+    t_server srv;
+    t_server_start(
+        &srv, "{\"responses\": [{\"answer\": {\"text\": \"Trying the flaky "
+              "tool.\", \"tool_calls\": [{\"id\": \"c1\", \"name\": \"flaky\", "
+              "\"arguments\": {\"n\": 1234567}}]}, \"usage\": [10, 5]},"
+              "{\"answer\": {\"text\": \"It worked the second time.\"}, "
+              "\"usage\": [20, 5]}]}");
+    pl_llm_options o = quick(srv.base, true);
+    pl_registry *reg = t_llm_registry("openai://m", &o);
+    pl_policy_def d = PL_POLICY_DEF_INIT;
+    d.name = "flaky";
+    d.fn = flaky;
+    cr_assert_eq(pl_registry_add(reg, &d), PL_OK);
+    pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
+    g_flaky_calls = 0;
+    pl_outcome *out = t_agent(e, "try", "[\"flaky\"]", "rp");
+    cr_assert_eq(out->status, PL_RUN_FAILED);
+    pl_outcome_free(out);
+    size_t live = g_n;
+    cr_expect_gt(live, 3, "turn 1 streamed");
+    recs_clear();
+
+    cr_assert_eq(pl_run_continue(&out, e, "rp", NULL), PL_OK, "%s",
+                 pl_errmsg());
+    cr_assert_eq(out->status, PL_RUN_COMPLETED, "%s",
+                 out->reason ? out->reason : "");
+    cr_expect_eq(t_server_requests(&srv), 2, "turn 1 was not asked again");
+    size_t n = 0;
+    char *t1 = joined(1, PL_LLM_DELTA_TEXT, &n);
+    cr_expect_str_eq(t1, "Trying the flaky tool.");
+    cr_expect_eq(n, 1);
+    char *a1 = joined(1, PL_LLM_DELTA_TOOL_ARGS, &n);
+    cr_expect_str_eq(a1, "{\"n\": 1234567}", "the arguments as recorded");
+    cr_expect_eq(n, 1);
+    cr_expect_eq(g_recs[2].kind, PL_LLM_DELTA_END, "then the turn's end");
+    cr_expect_eq(g_recs[g_n - 1].kind, PL_LLM_DELTA_END);
+    for (size_t i = 0; i < g_n; i++) {
+        cr_expect_eq(g_recs[i].replayed, g_recs[i].turn == 1);
+        if (g_recs[i].kind == PL_LLM_DELTA_TOOL_ARGS)
+            cr_expect_str_eq(g_recs[i].tool, "flaky");
+    }
+    char *t2 = joined(2, PL_LLM_DELTA_TEXT, &n);
+    cr_expect_str_eq(t2, "It worked the second time.");
+    cr_expect_gt(n, 3, "turn 2 streamed live");
+    free(t1);
+    free(a1);
+    free(t2);
+    pl_outcome_free(out);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+    t_server_stop(&srv);
+    recs_clear();
+}
+Test(llm_stream, anthropic_round_trip) { round_trip(&g_anthropic); }
+Test(llm_stream, gemini_round_trip) { round_trip(&g_gemini); }
+Test(llm_stream, ollama_round_trip) { round_trip(&g_ollama); }
+
+/* A stream cut in the middle: retried; a restarted delta follows what the
+ * cut attempt delivered; the answer recorded is the whole one. */
+static void cut_and_retry(const proto *p)
+{
+    recs_clear();
+    t_server srv;
+    pl_registry *reg;
+    pl_outcome *out;
+    pl_engine *e = run_on(
+        &srv, &reg, p, true, "cut",
+        "{\"answer\": {\"text\": \"Noted, in small pieces.\"}, "
+        "\"usage\": [50, 6], \"chunk\": 2, \"cut_after\": 5},",
+        &out);
+    cr_expect_str_eq(t_str(pl_outcome_result(out), "text"),
+                     "Noted, in small pieces.");
+    cr_expect_eq(t_server_requests(&srv), 3, "%s: the cut call was retried",
+                 p->name);
+    size_t restarts = 0, before = 0;
+    for (size_t i = 0; i < g_n; i++) {
+        if (g_recs[i].kind == PL_LLM_DELTA_RESTARTED) {
+            restarts++;
+            cr_expect_eq(g_recs[i].turn, 2);
+            cr_expect_gt(before, 0, "deltas came before the cut");
+        } else if (g_recs[i].turn == 2 && !restarts) {
+            before++;
+        }
+    }
+    cr_expect_eq(restarts, 1, "%s", p->name);
+    cJSON *x = exchanges(e, "cut");
+    cr_expect_eq(at(cJSON_GetArrayItem(x, 1), "attempts")->valueint, 2);
+    expect_deltas_make(cJSON_GetArrayItem(x, 1), 2, p->split_args, "cut");
+    cJSON_Delete(x);
+    pl_outcome_free(out);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+    t_server_stop(&srv);
+    recs_clear();
+}
+
+Test(llm_stream, openai_cut_is_retried) { cut_and_retry(&g_openai); }
+Test(llm_stream, anthropic_cut_is_retried) { cut_and_retry(&g_anthropic); }
+Test(llm_stream, gemini_cut_is_retried) { cut_and_retry(&g_gemini); }
+Test(llm_stream, ollama_cut_is_retried) { cut_and_retry(&g_ollama); }
+
+/* A stream that is not the protocol's: an error result naming it, one
+ * request (not retried), nothing recorded as an answer. */
+static void refused(const char *protocol, const char *model_fmt,
+                    const char *response, size_t cap, const char *want)
+{
+    recs_clear();
+    char script[1024], model[128], base[80];
+    snprintf(script, sizeof script,
+             "{\"protocol\": \"%s\", \"responses\": [%s]}", protocol, response);
+    t_server srv;
+    t_server_start(&srv, script);
+    snprintf(base, sizeof base, "http://127.0.0.1:%d/v1", srv.port);
+    model_url(model, sizeof model, model_fmt, srv.port);
+    pl_llm_options o = quick(strncmp(model, "ollama", 6) ? base : NULL, true);
+    o.max_response_bytes = cap;
+    pl_registry *reg = t_llm_registry(model, &o);
+    pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
+    pl_outcome *out = t_agent(e, "hi", "[]", "bad");
+    cr_assert_eq(out->status, PL_RUN_COMPLETED, "%s",
+                 out->reason ? out->reason : "");
+    const cJSON *r = pl_outcome_result(out);
+    cr_expect(cJSON_IsTrue(at(r, "error")), "%s", t_text(r));
+    cr_expect_str_eq(t_str(r, "code"), PL_ERR_INVALID_INPUT);
+    cr_expect(t_str(r, "message") && strstr(t_str(r, "message"), want),
+              "message %s, wanted %s", t_str(r, "message"), want);
+    cr_expect_eq(t_server_requests(&srv), 1, "not retried");
+    cJSON *x = exchanges(e, "bad");
+    cr_expect_null(at(cJSON_GetArrayItem(x, 0), "answer"));
+    cJSON_Delete(x);
+    pl_outcome_free(out);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+    t_server_stop(&srv);
+    recs_clear();
+}
+
+Test(llm_stream, data_that_is_not_json_is_refused)
+{
+    refused("openai", "openai://m",
+            "{\"stream_raw\": \"data: {\\\"choices\\\": [\\n\\n\"}", 0,
+            "an event's data that is not a JSON object: '{\"choices\": ['");
+}
+
+Test(llm_stream, a_line_that_is_no_sse_field_is_refused)
+{
+    refused("anthropic", "anthropic://c",
+            "{\"stream_raw\": \"<html>busy</html>\\n\\n\"}", 0,
+            "is not server-sent events: a line reads '<html>busy</html>'");
+}
+
+Test(llm_stream, an_ndjson_line_that_is_not_an_object_is_refused)
+{
+    refused("ollama", "ollama://m",
+            "{\"stream_raw\": \"{\\\"message\\\": {}}\\n[1, 2]\\n\"}", 0,
+            "a line that is not a JSON object: '[1, 2]'");
+}
+
+Test(llm_stream, a_tool_index_past_the_bound_is_refused)
+{
+    refused("openai", "openai://m",
+            "{\"stream_raw\": \"data: {\\\"choices\\\": [{\\\"delta\\\": "
+            "{\\\"tool_calls\\\": [{\\\"index\\\": 1000000}]}}]}\\n\\n\"}",
+            0, "tool call index out of range");
+}
+
+Test(llm_stream, a_50_mb_stream_stops_at_the_cap)
+{
+    refused("openai", "openai://m", "{\"flood\": 52428800}", 1 << 20,
+            "the model's stream is larger than max_response_bytes (1048576 "
+            "bytes)");
+}
+
+/* An error event in the stream is a failed attempt: retried. */
+Test(llm_stream, an_error_event_is_retried)
+{
+    recs_clear();
+    t_server srv;
+    t_server_start(
+        &srv, "{\"protocol\": \"anthropic\", \"responses\": ["
+              "{\"stream_raw\": \"event: message_start\\ndata: {\\\"type\\\": "
+              "\\\"message_start\\\", \\\"message\\\": {}}\\n\\nevent: "
+              "error\\ndata: {\\\"type\\\": \\\"error\\\", \\\"error\\\": "
+              "{\\\"type\\\": \\\"overloaded_error\\\", \\\"message\\\": "
+              "\\\"Overloaded\\\"}}\\n\\n\"},"
+              "{\"answer\": {\"text\": \"fine now\"}, \"usage\": [3, 2]}]}");
+    char base[80];
+    snprintf(base, sizeof base, "http://127.0.0.1:%d/v1", srv.port);
+    pl_llm_options o = quick(base, true);
+    pl_registry *reg = t_llm_registry("anthropic://c", &o);
+    pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
+    pl_outcome *out = t_agent(e, "hi", "[]", "ev");
+    cr_assert_eq(out->status, PL_RUN_COMPLETED);
+    cr_expect_str_eq(t_str(pl_outcome_result(out), "text"), "fine now");
+    cr_expect_eq(t_server_requests(&srv), 2);
+    pl_outcome_free(out);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+    t_server_stop(&srv);
+    recs_clear();
+}
+
+/* The scripted model streams too: word by word, arguments in pieces. */
+Test(llm_stream, the_scripted_model_streams)
+{
+    recs_clear();
+    const char *script = t_write_file(
+        "s.json",
+        "{\"responses\": ["
+        "{\"text\": \"One moment please.\", \"tool_calls\": [{\"id\": "
+        "\"c1\", \"name\": \"effect\", \"arguments\": {\"note\": "
+        "\"scripted\"}}]},"
+        "{\"text\": \"Done and noted.\"}]}");
+    char url[4300];
+    snprintf(url, sizeof url, "scripted://%s", script);
+    pl_llm_options o = quick(NULL, true);
+    pl_registry *reg = t_llm_registry(url, &o);
+    pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
+    pl_outcome *out = t_agent(e, "note", "[\"effect\"]", "sc");
+    cr_assert_eq(out->status, PL_RUN_COMPLETED);
+    size_t n = 0;
+    char *t2 = joined(2, PL_LLM_DELTA_TEXT, &n);
+    cr_expect_str_eq(t2, "Done and noted.");
+    cr_expect_eq(n, 3, "word by word");
+    char *a1 = joined(1, PL_LLM_DELTA_TOOL_ARGS, &n);
+    cr_expect_str_eq(a1, "{\"note\":\"scripted\"}");
+    cr_expect_eq(n, 3);
+    free(t2);
+    free(a1);
+    pl_outcome_free(out);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+    recs_clear();
+}

@@ -1,0 +1,432 @@
+/*
+ * test_rate.c -- rate limits shared through the store (pl_rate_take(),
+ * pl_decorator_rate_limit()), on the store the suite runs on: LMDB, and
+ * PostgreSQL as pg_test_rate (tests/CMakeLists.txt).
+ *
+ * Nothing is timed: the calls admitted per window are counted from the
+ * times the store gave, as the runs recorded them.
+ */
+#include "support.h"
+
+#include "internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define R_WINDOW_MS 1000 /* wide: 4 calls fill it even on a busy machine */
+#define R_LIMIT 4
+
+static char r_dir[512];
+
+static void r_setup(void) { snprintf(r_dir, sizeof r_dir, "%s", t_tmpdir()); }
+
+TestSuite(rate, .init = r_setup, .fini = t_cleanup, .timeout = 300);
+
+/* How the decorator waits: for real, and noted in "<dir>/waiting" so that
+ * a test can kill the process in a wait. */
+static int r_sleep(int64_t ms, void *user)
+{
+    (void)user;
+    char p[600];
+    snprintf(p, sizeof p, "%s/waiting", r_dir);
+    int fd = open(p, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+    if (fd >= 0)
+        close(fd);
+    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000};
+    while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
+        ;
+    return PL_OK;
+}
+
+static pl_rate_limit_options r_opts;
+
+static pl_rate_limit_options r_durable_opts;
+
+/* "limited" and "durable": payload.n calls of "echo", each through a
+ * rate_limit with the options @p user points to (r_opts; r_durable_opts,
+ * which waits with the engine's durable sleep). */
+static int limited(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    const cJSON *n = cJSON_GetObjectItemCaseSensitive(a->payload, "n");
+    pl_decorator d;
+    int st = pl_decorator_rate_limit(&d, user);
+    for (int i = 0; !st && i < n->valueint; i++) {
+        pl_action call = PL_ACTION_INIT;
+        call.policy = "echo";
+        call.payload = cJSON_CreateObject();
+        pl_step *res = NULL;
+        st = pl_ctx_call(&res, ctx, &call, &d, 1);
+        pl_step_free(res);
+        cJSON_Delete((cJSON *)call.payload);
+    }
+    return st ? st : pl_steps_add_resultf(out, "{}");
+}
+
+static pl_registry *r_registry(void)
+{
+    r_opts = (pl_rate_limit_options)PL_RATE_LIMIT_OPTIONS_INIT;
+    r_opts.resource = "provider";
+    r_opts.limit = R_LIMIT;
+    r_opts.window_ms = R_WINDOW_MS;
+    r_opts.sleep = r_sleep;
+    r_durable_opts = r_opts;
+    r_durable_opts.resource = "durable-provider";
+    r_durable_opts.sleep = NULL;
+    pl_registry *reg = t_registry();
+    cr_assert_eq(pl_registry_add_fn(reg, "limited", limited, &r_opts), PL_OK);
+    cr_assert_eq(pl_registry_add_fn(reg, "durable", limited, &r_durable_opts),
+                 PL_OK);
+    return reg;
+}
+
+static pl_engine *r_engine(const char *path, const pl_registry *reg)
+{
+    pl_engine_options o = PL_ENGINE_OPTIONS_INIT;
+    o.durability = PL_DURABILITY_PROCESS;
+    o.lease_ms = 300;
+    pl_engine *e = NULL;
+    cr_assert_eq(pl_engine_open(&e, path, reg, &o), PL_OK, "%s", pl_errmsg());
+    return e;
+}
+
+/* The takes a run recorded (in its calls' ledgers): admitted ones' store
+ * times into at (NULL: not kept), and the count of each kind. */
+typedef struct r_count {
+    int64_t *at;
+    size_t cap, admitted, denied;
+} r_count;
+
+static int r_visit(const pl_step *s, void *user)
+{
+    r_count *c = user;
+    const cJSON *p = pl_step_payload(s);
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(p, "name");
+    if (pl_step_type_of(s) != PL_STEP_SIDE_EFFECT ||
+        strcmp(name->valuestring, "rate_limit") != 0)
+        return 0;
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(p, "value");
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(v, "at_ms");
+    cr_assert(cJSON_IsNumber(t));
+    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(v, "admitted"))) {
+        if (c->at) {
+            cr_assert_lt(c->admitted, c->cap);
+            c->at[c->admitted] = (int64_t)t->valuedouble;
+        }
+        c->admitted++;
+    } else {
+        cr_assert(cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(v,
+                                                                  "until_ms")));
+        c->denied++;
+    }
+    return 0;
+}
+
+static void r_takes(pl_engine *e, const char *id, int64_t *at, size_t cap,
+                    size_t *admitted, size_t *denied)
+{
+    r_count c = {at, cap, *admitted, *denied};
+    cr_assert_eq(pl_run_walk(e, id, r_visit, &c), PL_OK, "%s", pl_errmsg());
+    *admitted = c.admitted;
+    *denied = c.denied;
+}
+
+/* No window of the store's clock holds more than R_LIMIT admissions. */
+static int r_check_windows(const int64_t *at, size_t n)
+{
+    int most = 0;
+    for (size_t i = 0; i < n; i++) {
+        int in = 0;
+        for (size_t j = 0; j < n; j++)
+            in += at[j] / R_WINDOW_MS == at[i] / R_WINDOW_MS;
+        cr_assert_leq(in, R_LIMIT, "%d calls admitted in the window at %lld",
+                      in, (long long)(at[i] / R_WINDOW_MS * R_WINDOW_MS));
+        most = in > most ? in : most;
+    }
+    return most;
+}
+
+Test(rate, bad_arguments_are_refused)
+{
+    pl_registry *reg = r_registry();
+    pl_engine *e = r_engine(t_store_path(), reg);
+    bool ok;
+    int64_t at, retry;
+    cr_assert_eq(pl_rate_take(NULL, &at, &retry, e, "x", 1, 10), PL_EINVAL);
+    cr_assert_eq(pl_rate_take(&ok, &at, &retry, NULL, "x", 1, 10), PL_EINVAL);
+    cr_assert_eq(pl_rate_take(&ok, &at, &retry, e, "", 1, 10), PL_EINVAL);
+    cr_assert_eq(pl_rate_take(&ok, &at, &retry, e, "x", 0, 10), PL_EINVAL);
+    cr_assert_eq(pl_rate_take(&ok, &at, &retry, e, "x", 1, 0), PL_EINVAL);
+    char name[PL_MAX_FLOW_KEY + 2];
+    memset(name, 'n', sizeof name - 1);
+    name[sizeof name - 1] = '\0';
+    cr_assert_eq(pl_rate_take(&ok, &at, &retry, e, name, 1, 10), PL_EINVAL);
+
+    pl_decorator d;
+    pl_rate_limit_options o = PL_RATE_LIMIT_OPTIONS_INIT;
+    cr_assert_eq(pl_decorator_rate_limit(NULL, &o), PL_EINVAL);
+    cr_assert_eq(pl_decorator_rate_limit(&d, NULL), PL_EINVAL);
+    cr_assert_eq(pl_decorator_rate_limit(&d, &o), PL_EINVAL); /* no name */
+    cr_assert(strstr(pl_errmsg(), "resource"), "%s", pl_errmsg());
+    o.resource = "r";
+    cr_assert_eq(pl_decorator_rate_limit(&d, &o), PL_EINVAL); /* limit 0 */
+    o.limit = 1;
+    o.window_ms = 0;
+    cr_assert_eq(pl_decorator_rate_limit(&d, &o), PL_EINVAL);
+    o.window_ms = 1000;
+    o.version = 0;
+    cr_assert_eq(pl_decorator_rate_limit(&d, &o), PL_EINVAL);
+    o.version = PL_RATE_LIMIT_OPTIONS_VERSION + 1;
+    cr_assert_eq(pl_decorator_rate_limit(&d, &o), PL_EINVAL);
+    o.version = PL_RATE_LIMIT_OPTIONS_VERSION;
+    cr_assert_eq(pl_decorator_rate_limit(&d, &o), PL_OK, "%s", pl_errmsg());
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/* A window admits its limit and no more; the next take waits for the
+ * next window, which the answer names. */
+Test(rate, a_window_admits_its_limit)
+{
+    pl_registry *reg = r_registry();
+    const char *path = t_store_path();
+    pl_engine *e = r_engine(path, reg);
+    bool ok;
+    int64_t at, retry, first = 0;
+    const int64_t window = 3600 * 1000; /* an hour: one window, surely */
+    int admitted = 0;
+    for (int i = 0; i < 5; i++) {
+        cr_assert_eq(pl_rate_take(&ok, &at, &retry, e, "hourly", 3, window),
+                     PL_OK, "%s", pl_errmsg());
+        if (i == 0)
+            first = at;
+        if (ok) {
+            admitted++;
+            cr_assert_eq(retry, 0);
+        } else {
+            cr_assert_eq(retry, at - at % window + window);
+        }
+    }
+    /* two takes may straddle an hour's boundary: a fresh window then */
+    bool same = first / window == at / window;
+    cr_assert_eq(admitted, same ? 3 : admitted);
+    cr_assert_geq(admitted, 3);
+    /* another limit starts afresh; another name is another budget */
+    cr_assert_eq(pl_rate_take(&ok, &at, &retry, e, "hourly", 4, window), PL_OK);
+    cr_assert(ok);
+    cr_assert_eq(pl_rate_take(&ok, &at, &retry, e, "other", 1, window), PL_OK);
+    cr_assert(ok);
+    pl_engine_close(e);
+
+    /* a read-only engine keeps no budget */
+    pl_engine_options ro = PL_ENGINE_OPTIONS_INIT;
+    ro.read_only = true;
+    pl_engine *r = NULL;
+    cr_assert_eq(pl_engine_open(&r, path, reg, &ro), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(pl_rate_take(&ok, &at, &retry, r, "hourly", 4, window),
+                 PL_ESTATE);
+    pl_engine_close(r);
+    pl_registry_free(reg);
+}
+
+static void r_run(pl_engine *e, const char *id, int n)
+{
+    char json[32];
+    snprintf(json, sizeof json, "{\"n\": %d}", n);
+    pl_outcome *o = t_start(e, "limited", json, id);
+    cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason);
+    pl_outcome_free(o);
+}
+
+/*
+ * One run makes more calls than a window admits: it waits for the next
+ * windows, each take recorded; a replay takes nothing and waits for
+ * nothing.
+ */
+Test(rate, a_run_waits_for_budget_and_replays_without_waiting)
+{
+    pl_registry *reg = r_registry();
+    pl_engine *e = r_engine(t_store_path(), reg);
+    enum { N = 3 * R_LIMIT };
+    r_run(e, "one", N);
+    int64_t at[N];
+    size_t admitted = 0, denied = 0;
+    r_takes(e, "one", at, N, &admitted, &denied);
+    cr_assert_eq(admitted, N);
+    cr_assert_geq(denied, 2, "12 calls at 4 a window waited only %zu times",
+                  denied);
+    r_check_windows(at, admitted);
+    /* the replay: served from the ledger, nothing taken (the budget as
+     * stored is as it was) */
+    pl__rate_budget before, after;
+    cr_assert_eq(pl__store_rate_get(e->store, "provider", &before), PL_OK, "%s",
+                 pl_errmsg());
+    cr_assert_leq(before.count, R_LIMIT);
+    pl_outcome *o = NULL;
+    cr_assert_eq(pl_run_continue(&o, e, "one", NULL), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(o->status, PL_RUN_COMPLETED);
+    cr_assert_eq(o->calls_executed, 0);
+    pl_outcome_free(o);
+    size_t a2 = 0, d2 = 0;
+    r_takes(e, "one", NULL, 0, &a2, &d2);
+    cr_assert_eq(a2, admitted);
+    cr_assert_eq(d2, denied);
+    cr_assert_eq(pl__store_rate_get(e->store, "provider", &after), PL_OK);
+    cr_assert_eq(after.start_ms, before.start_ms);
+    cr_assert_eq(after.count, before.count);
+    cr_assert_eq(pl__store_rate_get(e->store, "nobody", &after), PL_ENOTFOUND);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/* Three processes share one budget: no window of the store's clock admits
+ * more than the limit, whoever asked. */
+Test(rate, processes_share_one_budget)
+{
+    pl_registry *reg = r_registry();
+    const char *path = t_store_path();
+    pl_engine *e = r_engine(path, reg);
+    pl_engine_close(e);
+    enum { P = 3, N = 8 };
+    pid_t kids[P];
+    for (int i = 0; i < P; i++) {
+        kids[i] = fork();
+        cr_assert_geq(kids[i], 0);
+        if (kids[i] == 0) {
+            pl_engine *ce = r_engine(path, reg);
+            char id[24], json[48];
+            snprintf(id, sizeof id, "proc-%d", i);
+            snprintf(json, sizeof json, "{\"n\": %d}", N);
+            cJSON *p = cJSON_Parse(json);
+            pl_action a = PL_ACTION_INIT;
+            a.policy = "limited";
+            a.payload = p;
+            pl_run_options ro = PL_RUN_OPTIONS_INIT;
+            ro.run_id = id;
+            pl_outcome *o = NULL;
+            int st = pl_run_start(&o, ce, &a, &ro);
+            _exit(!st && o->status == PL_RUN_COMPLETED ? 0 : 1);
+        }
+    }
+    for (int i = 0; i < P; i++) {
+        int status;
+        cr_assert_eq(waitpid(kids[i], &status, 0), kids[i]);
+        cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    }
+    e = r_engine(path, reg);
+    int64_t at[P * N];
+    size_t admitted = 0, denied = 0;
+    for (int i = 0; i < P; i++) {
+        char id[24];
+        snprintf(id, sizeof id, "proc-%d", i);
+        r_takes(e, id, at, P * N, &admitted, &denied);
+    }
+    cr_assert_eq(admitted, P * N);
+    int most = r_check_windows(at, admitted);
+    cr_log_info("rate: %zu admitted, %zu waits, at most %d in a window",
+                admitted, denied, most);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/* A process killed while it waits for budget: the wait was recorded; the
+ * run, continued, waits what is left, takes again and completes. */
+Test(rate, a_wait_survives_a_kill)
+{
+    pl_registry *reg = r_registry();
+    const char *path = t_store_path();
+    pl_engine *e = r_engine(path, reg);
+    pl_engine_close(e);
+    pid_t kid = fork();
+    cr_assert_geq(kid, 0);
+    if (kid == 0) {
+        pl_engine *ce = r_engine(path, reg);
+        r_run(ce, "killed", 4 * R_LIMIT);
+        _exit(0);
+    }
+    char p[600];
+    snprintf(p, sizeof p, "%s/waiting", r_dir);
+    for (int ms = 0; access(p, F_OK) != 0; ms += 5) {
+        cr_assert_lt(ms, 60000, "the run never waited");
+        struct timespec ts = {0, 5000000};
+        nanosleep(&ts, NULL);
+    }
+    kill(kid, SIGKILL);
+    cr_assert_eq(waitpid(kid, NULL, 0), kid);
+    e = r_engine(path, reg);
+    size_t admitted = 0, denied = 0;
+    r_takes(e, "killed", NULL, 0, &admitted, &denied);
+    cr_assert_geq(denied, 1, "the wait was not recorded before it began");
+    pl_outcome *o = NULL;
+    /* the killed process's lease runs out first */
+    int st;
+    while ((st = pl_run_continue(&o, e, "killed", NULL)) == PL_EBUSY) {
+        struct timespec ts = {0, 20000000};
+        nanosleep(&ts, NULL);
+    }
+    cr_assert_eq(st, PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason);
+    pl_outcome_free(o);
+    int64_t at[8 * R_LIMIT];
+    size_t a2 = 0, d2 = 0;
+    r_takes(e, "killed", at, 8 * R_LIMIT, &a2, &d2);
+    cr_assert_eq(a2, 4 * R_LIMIT);
+    cr_assert_geq(d2, denied);
+    r_check_windows(at, a2);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+static int r_count_waits(const pl_step *s, void *user)
+{
+    *(int *)user += pl_step_type_of(s) == PL_STEP_WAIT;
+    return 0;
+}
+
+/* Waiting with the engine's durable sleep: a wait longer than the engine
+ * waits in place parks the run, freeing its thread; woken, it takes again
+ * and completes, within the budget. */
+Test(rate, a_long_wait_parks_the_run)
+{
+    pl_registry *reg = r_registry();
+    pl_engine *e = r_engine(t_store_path(), reg);
+    cr_assert_eq(pl_engine_set_wait_in_place(e, 0), PL_OK);
+    enum { N = 2 * R_LIMIT + 1 };
+    char json[32];
+    snprintf(json, sizeof json, "{\"n\": %d}", N);
+    pl_outcome *o = t_start(e, "durable", json, "parks");
+    cr_assert_eq(o->status, PL_RUN_WAITING, "%s",
+                 pl_run_status_name(o->status));
+    pl_outcome_free(o);
+    for (int ms = 0;; ms += 10) {
+        int64_t next = 0;
+        cr_assert_eq(pl_engine_wake(e, &next), PL_OK, "%s", pl_errmsg());
+        pl_run_info *info = NULL;
+        cr_assert_eq(pl_run_get(&info, e, "parks"), PL_OK);
+        pl_run_status st = info->status;
+        pl_run_info_free(info);
+        if (st == PL_RUN_COMPLETED)
+            break;
+        cr_assert_eq(st, PL_RUN_WAITING);
+        cr_assert_lt(ms, 60000, "the run never completed");
+        struct timespec ts = {0, 10000000};
+        nanosleep(&ts, NULL);
+    }
+    int64_t at[N];
+    size_t admitted = 0, denied = 0;
+    r_takes(e, "parks", at, N, &admitted, &denied);
+    cr_assert_eq(admitted, N);
+    cr_assert_geq(denied, 2);
+    r_check_windows(at, admitted);
+    int waits = 0;
+    cr_assert_eq(pl_run_walk(e, "parks", r_count_waits, &waits), PL_OK);
+    cr_assert_geq(waits, 2, "no wait step recorded");
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
