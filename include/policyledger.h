@@ -2351,7 +2351,9 @@ int pl_ctx_suspend(cJSON **out_answer, pl_ctx *ctx, const cJSON *prompt);
  * with the final status PL_RUN_CONTINUED (its result recorded as a
  * completed run's), and in the same transaction its successor is created
  * with the same root policy and @p payload, queued as pl_run_submit()
- * queues a run, for a worker (or pl_run_continue()) to execute.  The
+ * queues a run, for a worker (or pl_run_continue()) to execute: at the
+ * run's own place in the queue, with its priority and concurrency key
+ * (pl_run_options), so a chain is ordered and limited as one run.  The
  * successor's id is the run's with "~1" appended, then "~2" and so on (a
  * run "chat~7" continues as "chat~8"); each run names the other
  * (pl_run_info.successor and .predecessor, pl_outcome.successor), and

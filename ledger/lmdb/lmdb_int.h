@@ -221,6 +221,11 @@ PL__HIDDEN int pl__lmdb_flow_add(pl__lmdb_store *s, MDB_txn *txn, uint64_t run,
 /* Drop run @p run's flow, with its lease (none: nothing). */
 PL__HIDDEN int pl__lmdb_flow_drop(pl__lmdb_store *s, MDB_txn *txn, uint64_t run,
                                   int *st);
+/* Run @p from's flow, for the successor of a run continued as new: *has
+ * false when it has none. */
+PL__HIDDEN int pl__lmdb_flow_pass(pl__lmdb_store *s, MDB_txn *txn,
+                                  uint64_t from, pl__flow *out, bool *has,
+                                  int *st);
 /* Whether run @p run has a flow record. */
 PL__HIDDEN bool pl__lmdb_flow_has(pl__lmdb_store *s, MDB_txn *txn,
                                   uint64_t run);

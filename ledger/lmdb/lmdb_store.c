@@ -136,9 +136,11 @@ static int create_run(pl__lmdb_store *s, MDB_txn *txn, pl__batch *bt, int *st)
     return 0;
 }
 
-/* Create the successor of a run that ends continued (pl__batch.succ_id). */
+/* Create the successor of a run that ends continued (pl__batch.succ_id),
+ * in the queue at its predecessor's place, with its priority and key
+ * (@p pf; NULL: a new place, as a submitted run's). */
 static int create_succ(pl__lmdb_store *s, MDB_txn *txn, const pl__batch *bt,
-                       int *st)
+                       const pl__flow *pf, int *st)
 {
     MDB_val k = {strlen(bt->succ_id), (void *)bt->succ_id};
     int rc = mdb_del(txn, s->tombs, &k, NULL); /* the id is taken over */
@@ -159,6 +161,9 @@ static int create_succ(pl__lmdb_store *s, MDB_txn *txn, const pl__batch *bt,
     }
     if ((rc = pl__lmdb_lease_batch(s, txn, &sb, st)) || *st)
         return rc;
+    if (pf && ((rc = pl__lmdb_flow_drop(s, txn, sb.run, st)) || *st ||
+               (rc = pl__lmdb_flow_add(s, txn, sb.run, pf, st)) || *st))
+        return rc;
     return put_state(s, txn, &sb);
 }
 
@@ -175,6 +180,13 @@ static int commit_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
             if (bt->rc)
                 continue; /* a taken id skips the batch */
         }
+        /* a continued run's place in the queue, before its lease goes */
+        pl__flow pf;
+        bool has_pf = false;
+        if (bt->succ_id &&
+            ((rc = pl__lmdb_flow_pass(s, txn, bt->run, &pf, &has_pf, st)) ||
+             *st))
+            return rc;
         if ((rc = pl__lmdb_lease_batch(s, txn, bt, st)) || *st)
             return rc;
         if ((rc = pl__lmdb_time_batch(s, txn, bt, st)) || *st)
@@ -200,7 +212,8 @@ static int commit_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
         if ((rc = put_state(s, txn, bt)) ||
             (rc = pl__lmdb_sched_batch(s, txn, bt)))
             return rc;
-        if (bt->succ_id && ((rc = create_succ(s, txn, bt, st)) || *st))
+        if (bt->succ_id &&
+            ((rc = create_succ(s, txn, bt, has_pf ? &pf : NULL, st)) || *st))
             return rc;
     }
     return c->journal ? pl__lmdb_journal_append(s, txn, c, st) : 0;

@@ -11,6 +11,9 @@
  *   | Q_CREATE         | once per batch that creates a run: the run, its  |
  *   |                  | first state                                      |
  *   | L_CREATE         | after it, when the new run is leased or queued   |
+ *   | Q_CREATE_SUCC    | once per batch whose run ends continued: its     |
+ *   |                  | successor, and L_CREATE_SUCC its queued lease at |
+ *   |                  | the predecessor's place, with its key            |
  *   | Q_WRITE          | once, for every other batch together: the fences |
  *   |                  | of their leases (pl_fences(), which also drops   |
  *   |                  | the leases of finished executions), their steps, |
@@ -387,7 +390,8 @@ static int create_send(commit_ctx *x, pl__batch *bt)
     return PL_OK;
 }
 
-/* Send the creation of a continued run's successor, and its queued lease. */
+/* Send the creation of a continued run's successor, and its queued lease:
+ * its predecessor's place in the queue and key (pg_lease.c). */
 static int succ_send(commit_ctx *x, pl__batch *bt)
 {
     const char *vals[3] = {bt->succ_id, (const char *)bt->succ_info->data,
@@ -400,8 +404,10 @@ static int succ_send(commit_ctx *x, pl__batch *bt)
     if (st)
         return st;
     x->q[x->nq++] = (sent){SENT_SUCC, bt};
-    const char *lv[3] = {bt->succ_id, "", "0"};
-    if ((st = pl__pg_send(x->s, x->c, L_CREATE, 3, lv, NULL, NULL,
+    char pred[24];
+    snprintf(pred, sizeof pred, "%llu", (unsigned long long)bt->run);
+    const char *lv[2] = {bt->succ_id, pred};
+    if ((st = pl__pg_send(x->s, x->c, L_CREATE_SUCC, 2, lv, NULL, NULL,
                           "sending a lease")))
         return st;
     x->q[x->nq++] = (sent){SENT_LEASE, bt};

@@ -612,7 +612,7 @@ static int make_statements(pl__pg_store *s)
         n, n);
     s->q[Q_BEGIN] = pl__strdup("BEGIN");
     s->q[Q_COMMIT] = pl__strdup("COMMIT");
-    for (int i = L_ACQUIRE; i <= L_CREATE; i++)
+    for (int i = L_ACQUIRE; i <= L_CREATE_SUCC; i++)
         if (pl__pg_lease_sql(s, i, &s->q[i]))
             return PL_ENOMEM;
     if (pl__pg_sched_sql(s, Q_SCHED, &s->q[Q_SCHED]) ||

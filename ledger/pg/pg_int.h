@@ -59,7 +59,8 @@ enum {
     L_RATE,     /* a rate budget's take (pg_flow.c) */
     L_RATE_GET, /* a rate budget, read */
     L_CREATE,
-    T_SET, /* timers and inboxes: pg_time.c */
+    L_CREATE_SUCC, /* a continued run's successor's lease (pg_commit.c) */
+    T_SET,         /* timers and inboxes: pg_time.c */
     T_TAKE,
     T_NEXT,
     T_GET,
