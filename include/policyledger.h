@@ -1841,8 +1841,9 @@ int pl_run_import(char **out_run_id, pl_engine *engine, FILE *in,
 /* ------------------------------------------------------------------------ */
 
 /*
- * A run that has ended for good (completed, failed, cancelled, or
- * continued: see pl_ctx_continue_as_new()) may be deleted: its
+ * A run that has ended for good (completed, failed, cancelled,
+ * superseded, or continued: see pl_ctx_continue_as_new()) may be deleted:
+ * its
  * records and every step go, in one transaction, so a crash at any instant
  * leaves it whole or gone, never half.  Its id keeps a TOMBSTONE (id, final
  * status, head, root policy, creation and deletion times) for
@@ -1864,8 +1865,8 @@ int pl_run_import(char **out_run_id, pl_engine *engine, FILE *in,
  */
 
 /**
- * Delete a run that has ended (completed, failed, cancelled or
- * continued), leaving its tombstone.
+ * Delete a run that has ended (completed, failed, cancelled, superseded
+ * or continued), leaving its tombstone.
  * @return PL_OK; PL_EINVAL; PL_ENOTFOUND (no such run); PL_ESTATE (the run
  *         has not ended: running, suspended, submitted or waiting, which is
  *         never deleted); PL_EBUSY (it changed while being deleted, or a worker

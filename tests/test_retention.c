@@ -11,6 +11,7 @@
 #include "support.h"
 
 #include <errno.h>
+#include <lmdb.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -523,5 +524,55 @@ Test(retention, a_cancelled_run_is_deleted_with_its_timer_and_inbox)
     cr_assert_eq(next, 0, "no timer left");
     cr_assert_eq(step_records(e), 0);
     pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/* The records in LMDB database @p db of the store at @p path. */
+static size_t lmdb_entries(const char *path, const char *db)
+{
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi dbi;
+    MDB_stat ms;
+    cr_assert_eq(mdb_env_create(&env), 0);
+    cr_assert_eq(mdb_env_set_maxdbs(env, 24), 0);
+    cr_assert_eq(mdb_env_open(env, path, MDB_RDONLY | MDB_NOSUBDIR, 0600), 0);
+    cr_assert_eq(mdb_txn_begin(env, NULL, MDB_RDONLY, &txn), 0);
+    cr_assert_eq(mdb_dbi_open(txn, db, 0, &dbi), 0, "%s", db);
+    cr_assert_eq(mdb_stat(txn, dbi, &ms), 0);
+    mdb_txn_abort(txn);
+    mdb_env_close(env);
+    return ms.ms_entries;
+}
+
+/*
+ * A queued run cancelled before any worker took it ends with its lease
+ * and its place in the queue still there; deleting it removes them too
+ * (on LMDB: its lease, its flow record and its queue and key entries).
+ */
+Test(retention, a_cancelled_queued_run_is_deleted_with_its_queue_place)
+{
+    pl_registry *reg = t_registry();
+    const char *path = t_store_path();
+    pl_engine *e = t_engine(path, reg, PL_DURABILITY_SYNC);
+    cJSON *p = t_json("{\"n\": 1}");
+    pl_action a = {PL_ACTION_VERSION, "chain", p, NULL, 0, NULL};
+    pl_run_options ro = PL_RUN_OPTIONS_INIT;
+    ro.run_id = "q-1";
+    ro.priority = 2;
+    ro.concurrency_key = "tenant";
+    ro.concurrency_limit = 1;
+    cr_assert_eq(pl_run_submit(NULL, e, &a, &ro), PL_OK, "%s", pl_errmsg());
+    cJSON_Delete(p);
+    cr_assert_eq(pl_run_cancel(e, "q-1", "not wanted"), PL_OK, "%s",
+                 pl_errmsg());
+    cr_assert_eq(pl_run_delete(e, "q-1"), PL_OK, "%s", pl_errmsg());
+    pl_run_info *info = NULL;
+    cr_assert_eq(pl_run_get(&info, e, "q-1"), PL_ENOTFOUND);
+    pl_engine_close(e);
+    if (!t_on_pg()) {
+        cr_assert_eq(lmdb_entries(path, "leases"), 0, "its lease is gone");
+        cr_assert_eq(lmdb_entries(path, "flow"), 0, "its queue place is gone");
+    }
     pl_registry_free(reg);
 }

@@ -11,9 +11,9 @@
  *   |          |                   | run whose steps are being removed    |
  *
  * A delete is one write transaction for all the runs it is given: their
- * `runs`, `state` and `leases` records go, and their timers and inboxes
- * (lmdb_time.c), a tombstone and a purge record
- * come.  Their steps stay behind the purge record, unreachable (nothing
+ * `runs`, `state` and `leases` records go, and their places in the queue
+ * (`flow`: lmdb_flow.c), timers and inboxes (lmdb_time.c); a tombstone and
+ * a purge record come.  Their steps stay behind the purge record, unreachable (nothing
  * maps an id to that number any more, and numbers are never given again),
  * and pl__lmdb_purge() removes them a bounded number per transaction, so
  * no transaction holds LMDB's one writer lock for long.  A kill at any

@@ -156,8 +156,8 @@ PL__HIDDEN int pl__lmdb_lease_open(pl__lmdb_store *s, MDB_txn *txn,
 PL__HIDDEN int pl__lmdb_lease_batch(pl__lmdb_store *s, MDB_txn *txn,
                                     const pl__batch *bt, int *st);
 
-/* The lease of run @p run, which is being deleted: dropped, unless a live
- * holder executes it (*busy). */
+/* The lease of run @p run, which is being deleted, and its place in the
+ * queue: dropped, unless a live holder executes it (*busy). */
 PL__HIDDEN int pl__lmdb_lease_drop(pl__lmdb_store *s, MDB_txn *txn,
                                    uint64_t run, bool *busy, int *st);
 /* Run @p run's lease in @p txn (MDB_NOTFOUND: none; *st: malformed). */

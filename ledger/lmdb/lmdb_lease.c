@@ -429,17 +429,14 @@ int pl__lmdb_lease_drop(pl__lmdb_store *s, MDB_txn *txn, uint64_t run,
     pl__lease l;
     int rc = get(s, txn, run, &l, st);
     if (rc == MDB_NOTFOUND)
-        return 0;
+        return pl__lmdb_flow_drop(s, txn, run, st);
     if (rc || *st)
         return rc;
     if (*l.owner && l.expires_in_us > 0) { /* executing (a replay) */
         *busy = true;
         return 0;
     }
-    uint8_t key[8];
-    pl__put_be64(key, run);
-    MDB_val k = {8, key};
-    return mdb_del(txn, s->leases, &k, NULL);
+    return drop(s, txn, run, st); /* and its place in the queue */
 }
 
 /* ---- for the timers (lmdb_time.c) ---------------------------------------- */
