@@ -48,7 +48,8 @@
  *     registry.c     policies by name
  *
  *   ops/             operations on stored runs
- *     inspect.c      reading runs and ledgers, verification
+ *     runs.c         reading runs' records: one, and the run list
+ *     inspect.c      reading ledgers, verification
  *     fork.c         a new run from a prefix of another's ledgers
  *     export.c       a run as JSON lines (the format: export.h)
  *     import.c       an export back into a store, checked before written
