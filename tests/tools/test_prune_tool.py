@@ -51,9 +51,10 @@ class Prune(unittest.TestCase):
         rc, out, err = run(REPLAY, self.store, "--prune", "--older-than",
                            "1d")
         self.assertEqual((rc, out.strip()), (0, "0 run(s) deleted"), err)
-        rc, out, err = run(REPLAY, self.store, "--prune", "--older-than",
-                           "0s", "--status", "failed")
-        self.assertEqual((rc, out.strip()), (0, "0 run(s) deleted"), err)
+        for statuses in ("failed", "cancelled,superseded,continued"):
+            rc, out, err = run(REPLAY, self.store, "--prune", "--older-than",
+                               "0s", "--status", statuses)
+            self.assertEqual((rc, out.strip()), (0, "0 run(s) deleted"), err)
         self.assertEqual(len(self.runs()), 3)
 
     def test_archive_then_delete_then_import_back(self):
