@@ -2,7 +2,7 @@
 """ledger-replay --prune and ledger-dump on deleted runs, as an operator
 runs them, on a store order-demo fills.
 
-usage: test_prune_tool.py LEDGER_REPLAY LEDGER_DUMP ORDER_DEMO
+usage: test_prune_tool.py LEDGER_REPLAY LEDGER_DUMP ORDER_DEMO ORDER_PLUGIN
 """
 import json
 import os
@@ -12,7 +12,7 @@ import sys
 import tempfile
 import unittest
 
-REPLAY = DUMP = DEMO = None
+REPLAY = DUMP = DEMO = DEMO_PLUGIN = None
 
 
 def run(*args):
@@ -109,7 +109,7 @@ class Prune(unittest.TestCase):
                  "go with --prune"),
                 (["--run", "x", "--plugin", "p.so", "--retain", "30d"],
                  "--retain goes with --worker"),
-                (["--worker", "--plugin", "p.so", "--retain", "soon"],
+                (["--worker", "--plugin", DEMO_PLUGIN, "--retain", "soon"],
                  "bad --retain"),
                 (["--prune", "--older-than", "1d", "--status",
                   "completed,"], "bad --status"),
@@ -122,6 +122,6 @@ class Prune(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    REPLAY, DUMP, DEMO = sys.argv[1:4]
-    del sys.argv[1:4]
+    REPLAY, DUMP, DEMO, DEMO_PLUGIN = sys.argv[1:5]
+    del sys.argv[1:5]
     unittest.main(verbosity=1)
