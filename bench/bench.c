@@ -1,7 +1,7 @@
 /*
  * pl-bench -- policyledger against the physical floor.
  *
- *   pl-bench [--quick] [--json] [--dir DIR] [--only w1,...,w8,fanout,rate]
+ *   pl-bench [--quick] [--json] [--dir DIR] [--only w1,...,w8,fanout,rate,mcp]
  *   pl-bench [--quick] [--json] --store postgresql://...   (see report_pg)
  *
  * Every workload runs in a fresh child process (so peak RSS is its own),
@@ -3136,6 +3136,8 @@ int main(int argc, char **argv)
         failures += report_w8();
     if (only & ONLY_RATE)
         failures += report_rate(quick);
+    if (only & ONLY_MCP)
+        failures += report_mcp(quick);
     churn_report cr = {quick, g_print_json, g_dir, g_pg_uri, g_json};
     failures += (only & ONLY_CHURN ? churn_report_run(&cr) : 0) +
                 (only & ONLY_AGENT && !g_pg_uri

@@ -8,6 +8,7 @@
  *   bench_rate.c    rate (one rate limit shared by three processes)
  *   model_server.c  the loopback model server W5 talks to
  *   bench_stream.c  W5 streamed: time to the first delta
+ *   bench_mcp.c     mcp: a recorded MCP call against a bare JSON-RPC one
  *   churn.c         churn (runs created and pruned, cycle after cycle)
  *   agent_chain.c   the long agent (a chain of runs continued as new)
  *   options.c       the command line
@@ -118,8 +119,10 @@ int report_w8(void);
 #define ONLY_CHURN (1u << 17)  /* --only churn (churn.c) */
 #define ONLY_AGENT (1u << 18)  /* --only agent (agent_chain.c) */
 #define ONLY_RATE (1u << 19)   /* --only rate (bench_rate.c) */
-#define ONLY_ALL (0x1feu | ONLY_FANOUT | ONLY_CHURN | ONLY_AGENT | ONLY_RATE)
-#define ONLY_NAMES "w1..w8, fanout, churn, agent and rate"
+#define ONLY_MCP (1u << 20)    /* --only mcp (bench_mcp.c) */
+#define ONLY_ALL                                                               \
+    (0x1feu | ONLY_FANOUT | ONLY_CHURN | ONLY_AGENT | ONLY_RATE | ONLY_MCP)
+#define ONLY_NAMES "w1..w8, fanout, churn, agent, rate and mcp"
 
 void usage(FILE *f);
 /* "w1,churn" -> their bits; 0 when malformed. */
@@ -177,6 +180,9 @@ int agent_chain_run(const agent_chain_config *cfg, agent_chain_result *out);
 /* pl-bench's report (the figures in @p json's "long_agent"): 0, or 1 when
  * it could not run. */
 int agent_chain_report(bool quick, bool quiet, const char *dir, cJSON *json);
+
+/* ---- bench_mcp.c: the mcp workload (--only mcp); the failures ---- */
+int report_mcp(bool quick);
 
 /* ---- bench_rate.c ---- */
 /* The rate workload on the store at @p path; the failures. */

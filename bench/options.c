@@ -16,7 +16,7 @@ void usage(FILE *f)
                "  --dir DIR   where the stores go (default: a new directory "
                "under $TMPDIR or /tmp)\n"
                "  --only LIST the workloads to run, e.g. w1,w4, fanout, "
-               "churn, agent or rate\n"
+               "churn, agent, rate or mcp\n"
                "              (default: all)\n"
                "  --store URI W1, W3, W6, W7, rate and churn on PostgreSQL (a "
                "postgresql:// URI),\n"
@@ -32,7 +32,8 @@ unsigned parse_only(const char *list)
         {"w1", 1u << 1},       {"w2", 1u << 2},       {"w3", 1u << 3},
         {"w4", 1u << 4},       {"w5", 1u << 5},       {"w6", 1u << 6},
         {"w7", 1u << 7},       {"w8", 1u << 8},       {"fanout", ONLY_FANOUT},
-        {"churn", ONLY_CHURN}, {"agent", ONLY_AGENT}, {"rate", ONLY_RATE}};
+        {"churn", ONLY_CHURN}, {"agent", ONLY_AGENT}, {"rate", ONLY_RATE},
+        {"mcp", ONLY_MCP}};
     unsigned mask = 0;
     for (const char *p = list; *p;) {
         size_t n = strcspn(p, ",");

@@ -7,12 +7,19 @@
  *   agent-demo [--store PATH] [--model URL] [--data DIR] [--question TEXT]
  *              [--run ID] [--crash-after-steps N] [--answer JSON]
  *              [--token T] [--plugin LIB.so] [--stream]
- *              [--approval-timeout MS]
+ *              [--approval-timeout MS] [--mcp NAME=SPEC]
  *
  * With --approval-timeout, the approval is timed: the run waits (parked in
  * the store) up to MS for an "approval" event, which --answer sends, else
  * escalates; run agent-demo again (or a worker, or ledger-replay --wake)
  * after that time to let it escalate.
+ *
+ * With --mcp NAME=SPEC, the tools of the MCP server SPEC
+ * (policyledger_mcp.h) are registered as "NAME.TOOL".  Mounted as "fs",
+ * the reference filesystem server
+ * (@modelcontextprotocol/server-filesystem) replaces the built-in
+ * read_file: the model reads the data through it, and the default model is
+ * the script that does (agent/script-mcp.json).
  *
  * The agent's policies come from agent-plugin.so (next to this program),
  * loaded as ledger-replay loads it, configured through AGENT_MODEL and
@@ -29,6 +36,9 @@
 #include <unistd.h>
 
 #include <policyledger_llm.h>
+#include <policyledger_mcp.h>
+
+#define MAX_MCP 4
 
 #define DEFAULT_QUESTION                                                       \
     "What will maintaining our delivery fleet cost over the next three "       \
@@ -67,7 +77,8 @@ static void usage(FILE *f)
         "                  [--question TEXT] [--run ID] "
         "[--crash-after-steps N]\n"
         "                  [--answer JSON] [--token T] [--plugin LIB.so]\n"
-        "                  [--stream] [--approval-timeout MS]\n"
+        "                  [--stream] [--approval-timeout MS] "
+        "[--mcp NAME=SPEC]\n"
         "\n"
         "Researches a question with a model and tools (calculator, read_file,\n"
         "http_get), then waits for a human to approve the answer.  Every "
@@ -102,6 +113,14 @@ static void usage(FILE *f)
         "                   a new run waits up to MS for the approval (an\n"
         "                   event, sent by --answer), else escalates: run\n"
         "                   agent-demo again after MS to let it escalate\n"
+        "  --mcp NAME=SPEC  register the tools of an MCP server as NAME.TOOL\n"
+        "                   (SPEC \"stdio:COMMAND ARG...\" or an http:// URL;\n"
+        "                   its standard error goes to STORE.mcp.log); as\n"
+        "                   \"fs\", the reference filesystem server, the model\n"
+        "                   reads files through it instead of read_file (the\n"
+        "                   default model: agent/script-mcp.json).  Give the\n"
+        "                   same --mcp to every run of a run, and to\n"
+        "                   ledger-replay\n"
         "\n"
         "Exit status: 0 completed or waiting for approval, 1 failed (or "
         "ended in\nan error result), 2 bad usage.\n");
@@ -220,6 +239,25 @@ static void report(pl_engine *e, const pl_outcome *o, const char *run_id,
            (unsigned long long)o->calls_served);
 }
 
+/* Register the MCP servers @p spec ("NAME=SPEC" each); their standard
+ * error is appended to STORE.mcp.log. */
+static int mount_mcp(pl_mcp **out, pl_registry *reg, const char *const *spec,
+                     size_t n, const char *store)
+{
+    char log[PATH_MAX], name[80];
+    snprintf(log, sizeof log, "%s.mcp.log", store);
+    pl_mcp_options o = PL_MCP_OPTIONS_INIT;
+    o.stderr_path = log;
+    for (size_t i = 0; i < n; i++) {
+        const char *eq = strchr(spec[i], '=');
+        snprintf(name, sizeof name, "%.*s", (int)(eq - spec[i]), spec[i]);
+        int st = pl_mcp_register(&out[i], reg, name, eq + 1, &o);
+        if (st)
+            return st;
+    }
+    return PL_OK;
+}
+
 int main(int argc, char **argv)
 {
     const char *store = "agent-demo.db", *model = NULL, *data = NULL;
@@ -229,6 +267,9 @@ int main(int argc, char **argv)
     char model_buf[PATH_MAX + 16], data_buf[PATH_MAX], plugin_buf[PATH_MAX];
     demo d = {0, 0};
     bool stream = false;
+    const char *mcp_spec[MAX_MCP];
+    size_t n_mcp = 0;
+    bool mcp_fs = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -263,7 +304,18 @@ int main(int argc, char **argv)
             token = v;
         else if (!strcmp(a, "--plugin"))
             plugin = v;
-        else if (!strcmp(a, "--crash-after-steps")) {
+        else if (!strcmp(a, "--mcp")) {
+            const char *eq = strchr(v, '=');
+            if (!eq || eq == v || n_mcp == MAX_MCP) {
+                fprintf(stderr,
+                        "agent-demo: --mcp needs NAME=SPEC (at most %d), not "
+                        "'%s'\n",
+                        MAX_MCP, v);
+                return 2;
+            }
+            mcp_fs = mcp_fs || (eq - v == 2 && !strncmp(v, "fs", 2));
+            mcp_spec[n_mcp++] = v;
+        } else if (!strcmp(a, "--crash-after-steps")) {
             if (parse_long(v, &d.crash_after)) {
                 fprintf(stderr,
                         "agent-demo: --crash-after-steps needs a number, "
@@ -293,8 +345,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "agent-demo: --token goes with --answer\n");
         return 2;
     }
-    if ((!model && beside_self(model_buf, sizeof model_buf, "scripted://",
-                               "agent/script.json")) ||
+    if ((!model &&
+         beside_self(model_buf, sizeof model_buf, "scripted://",
+                     mcp_fs ? "agent/script-mcp.json" : "agent/script.json")) ||
         (!data && beside_self(data_buf, sizeof data_buf, "", "agent/data")) ||
         (!plugin &&
          beside_self(plugin_buf, sizeof plugin_buf, "", "agent-plugin.so"))) {
@@ -326,6 +379,7 @@ int main(int argc, char **argv)
     }
 
     pl_registry *reg = NULL;
+    pl_mcp *mcp[MAX_MCP] = {NULL};
     pl_engine *e = NULL;
     pl_outcome *o = NULL;
     pl_run_info *info = NULL;
@@ -335,6 +389,7 @@ int main(int argc, char **argv)
     eo.on_event = on_event;
     eo.event_user = &d;
     if ((st = pl_registry_new(&reg)) || (st = pl_plugin_load(reg, plugin)) ||
+        (st = mount_mcp(mcp, reg, mcp_spec, n_mcp, store)) ||
         (st = pl_engine_open(&e, store, reg, &eo)) ||
         (st = pl_engine_set_wait_in_place(e, 0))) /* a timed wait parks */
         goto fail;
@@ -409,6 +464,8 @@ done:
     cJSON_Delete(payload);
     cJSON_Delete(answer);
     pl_engine_close(e);
+    for (size_t i = 0; i < n_mcp; i++)
+        pl_mcp_close(mcp[i]);
     pl_registry_free(reg);
     return rc;
 }

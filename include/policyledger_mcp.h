@@ -61,7 +61,9 @@
  * server.  (pl_mcp_register() itself talks to the server, to list its
  * tools, every time a process registers them.)  Each tools/call carries
  * the call's idempotency key (pl_ctx_idempotency_key()) in its "_meta" as
- * "policyledger/idempotencyKey".  MCP has no standard idempotency: a
+ * "policyledger/idempotencyKey", and as its "progressToken" (the
+ * server's notifications/progress are read and dropped).  MCP has no
+ * standard idempotency: a
  * server is free to ignore that key.  So a tool is registered idempotent
  * (a call in flight at a crash is sent again, with the same key) only
  * when it is named in the options' `idempotent` list, or its annotations
@@ -71,15 +73,37 @@
  * (by default PL_IN_DOUBT_FAIL: an "InDoubt" error result, never a
  * second request).
  *
- * Each call records, before its request, the side effect "mcp.tools"
- * {"server": name, "protocol": version, "tools": count, "fingerprint":
- * "fnv1a64:<16 hex digits>"}: which server, speaking which version, with
- * which tool list (its fingerprint covers every name, description and
- * schema as listed), the call was made against.
+ * The tool list.  Each call records, before its request, the side effect
+ * "mcp.tools" {"server": name, "protocol": version, "tools": count,
+ * "fingerprint": "fnv1a64:<16 hex digits>", "tool": identity}: which
+ * server, speaking which version, with which tool list (its fingerprint
+ * covers every name, description and schema as listed), and the called
+ * tool's code identity in that list (null when the server no longer lists
+ * it: the call is then not sent, and is a NotFound error result).  At a
+ * run's first call in a process, and again when the list changed since
+ * the run last recorded it, the value holds the list itself: "list" (the
+ * tools as listed) and "codes" (their identities, in that order).  A
+ * replay serves these values like the calls' results: a run replayed
+ * after the server changed its tools is never sent a call it recorded,
+ * and its ledger keeps the tools as they were.
  *
- * The tool list is read once, at registration; a server that changes its
- * tools later is not followed.  A server restarted after it died is sent
- * the handshake again, not asked for its tools again.
+ * Code identity.  Each tool is registered with the code_version
+ * "mcp:<name>.<tool>@fnv1a64:<16 hex digits>", a fingerprint of its entry
+ * in the list (description, schemas, annotations, title) as listed at
+ * registration; action_calls record it, so a process that registers a
+ * server whose tool changed sees PL_EVENT_CODE_CHANGED for the calls
+ * recorded before the change, and `ledger-replay --check --mcp` prints the
+ * tool as recorded and as it is now (pl_mcp_tool()).  A model's recorded
+ * turns hold the tools it was offered: the request of a turn replayed
+ * after a tool's description or input schema changed differs from the one
+ * recorded, a divergence (the check names it).
+ *
+ * notifications/tools/list_changed (over stdio, read while waiting for an
+ * answer and before each call; over HTTP, on the event streams of the
+ * answers), and a server started again after it died, make the next call
+ * list the tools again: later calls record the new list.  The policies
+ * stay those registered: a tool the server adds is registered by the next
+ * pl_mcp_register(); one it removes answers NotFound.
  */
 #ifndef POLICYLEDGER_MCP_H
 #define POLICYLEDGER_MCP_H
@@ -172,6 +196,15 @@ const char *pl_mcp_protocol_version(const pl_mcp *mcp);
 
 /** @return the number of tools registered. */
 size_t pl_mcp_tool_count(const pl_mcp *mcp);
+
+/**
+ * The tool of policy @p policy ("<name>.<tool>") as the server last listed
+ * it: its entry of tools/list ("name", "description", "inputSchema",
+ * "annotations", ...).
+ * @return borrowed, valid until the next call of one of the server's tools
+ *         or pl_mcp_close(); NULL when the server lists no such tool.
+ */
+const cJSON *pl_mcp_tool(const pl_mcp *mcp, const char *policy);
 
 /**
  * Stop the server (its standard input closed; SIGTERM to its process

@@ -6,16 +6,25 @@
 # the model again for anything it had answered; a human approves; the
 # answer prints; ledger-dump shows the run's tree.
 #
-#   scripts/agent-demo.sh [--stream] [BUILD_DIR]
+#   scripts/agent-demo.sh [--stream] [--mcp] [BUILD_DIR]
 #                         (default build; build it first, or run
 #                         scripts/demo.sh)
 # --stream prints the model's answers as they are written (the scripted
 # model writes a word at a time); turns served from the ledger come whole.
+# --mcp reads the files through the reference filesystem MCP server
+# (@modelcontextprotocol/server-filesystem, over stdio; installed from npm
+# into BUILD_DIR/npm when missing) instead of the built-in read_file.
 # AGENT_DEMO_DIR names the directory for the store (default: a new one).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-stream=
-if [ "${1:-}" = --stream ]; then stream=1; shift; fi
+stream= mcp=
+while [ $# -gt 0 ]; do
+  case $1 in
+    --stream) stream=1; shift ;;
+    --mcp) mcp=1; shift ;;
+    *) break ;;
+  esac
+done
 build=${1:-build}
 demo=$build/examples/agent-demo plugin=$build/examples/agent-plugin.so
 replay=$build/tools/ledger-replay dump=$build/tools/ledger-dump
@@ -26,40 +35,55 @@ dir=${AGENT_DEMO_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/policyledger-agent.XXXXXX")}
 mkdir -p "$dir"
 store="$dir/agent.db" run=research-1
 rm -f "$store" "$store-lock" "$dir/script.json.served" # a story afresh
+script=script.json
+[ -z "$mcp" ] || script=script-mcp.json # its model reads with fs.read_text_file
 if [ -n "$stream" ]; then # the scripted model writes at a reader's pace
   sed 's/^{"responses": \[/{"stream_delay_ms": 25, "responses": [/' \
-    "$build/examples/agent/script.json" >"$dir/script.json"
+    "$build/examples/agent/$script" >"$dir/script.json"
   export AGENT_STREAM=1
 else
-  cp "$build/examples/agent/script.json" "$dir/script.json"
+  cp "$build/examples/agent/$script" "$dir/script.json"
 fi
 # The plugin's configuration, for agent-demo and ledger-replay alike.
 export AGENT_MODEL="scripted://$dir/script.json"
 AGENT_DATA="$(cd "$build/examples/agent/data" && pwd)"
 export AGENT_DATA
+# --mcp: the filesystem MCP server, rooted at the data, for every program
+# that runs the agent (the same server each time).
+mcp_args=()
+if [ -n "$mcp" ]; then
+  fs=$build/npm/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js
+  [ -f "$fs" ] || sh tests/mcp_setup.sh "$build/npm" >&2
+  [ -f "$fs" ] || { echo "agent-demo.sh: --mcp needs node and npm (scripts/deps.sh --test)" >&2; exit 2; }
+  mcp_args=(--mcp "fs=stdio:node $(cd "$(dirname "$fs")" && pwd)/index.js $AGENT_DATA")
+  echo "(the files are read through the MCP server: ${mcp_args[1]})"
+  echo
+fi
 served() { if [ -f "$dir/script.json.served" ]; then wc -l <"$dir/script.json.served" | tr -d ' '; else echo 0; fi; }
 
 echo "== 1. The agent researches.  Kill it (SIGKILL) at step boundary 24: its"
 echo "==    first model call and its first tool calls are durable: search_notes"
-echo "==    (two pages, each a recorded call) and read_file."
+echo "==    (two pages, each a recorded call) and ${mcp:+fs.}read${mcp:+_text}_file."
 # (the braces keep the shell's own "Killed" notice off the screen)
 { "$demo" --store "$store" --run "$run" --model "$AGENT_MODEL" \
-    --data "$AGENT_DATA" --crash-after-steps 24 2>&1; } 2>/dev/null ||
+    --data "$AGENT_DATA" "${mcp_args[@]}" --crash-after-steps 24 2>&1; } 2>/dev/null ||
   echo "   (the process died: exit status $?)"
 before=$(served)
 echo "   the model has been asked $before time(s) so far"
 echo
 echo "== 2. ledger-replay finishes the run from its ledger, up to the approval."
-"$replay" "$store" --plugin "$plugin" --run "$run" || [ $? -eq 4 ]
+"$replay" "$store" --plugin "$plugin" "${mcp_args[@]}" --run "$run" 2>>"$store.mcp.log" || [ $? -eq 4 ]
 after=$(served)
 echo "   the model was asked $before time(s) before, $after in all: only the"
 echo "   $((after - before)) call(s) not yet made were made; none was repeated"
 echo
 echo "== 3. A human approves the answer."
-"$replay" "$store" --plugin "$plugin" --resume "$run" --answer '{"approved": true}'
+"$replay" "$store" --plugin "$plugin" "${mcp_args[@]}" --resume "$run" \
+  --answer '{"approved": true}' 2>>"$store.mcp.log"
 echo
 echo "== 4. The answer (agent-demo replays the finished run: nothing is asked again)."
-"$demo" --store "$store" --run "$run" --model "$AGENT_MODEL" --data "$AGENT_DATA"
+"$demo" --store "$store" --run "$run" --model "$AGENT_MODEL" --data "$AGENT_DATA" \
+  "${mcp_args[@]}"
 echo
 echo "== 5. The run's tree, and its hash chains checked."
 "$dump" "$store" --run "$run"

@@ -5,7 +5,8 @@
  *   status completed          the run's status
  *   verify ok                 pl_run_verify() (else its message)
  *   exchanges 4               recorded model calls (pl_llm_run_tokens())
- *   calls TOOL N              the model's calls to TOOL
+ *   calls TOOL N              the model's calls to TOOL (fs.read_text_file:
+ *                             the filesystem MCP server's, agent-demo --mcp)
  *   results TOOL N            their results, and how many were errors:
  *   tool_errors N
  *   suspends N / resumes N    the approval's steps
@@ -77,15 +78,15 @@ int main(int argc, char **argv)
     pl_engine *e = NULL;
     pl_run_info *info = NULL;
     pl_steps *root = NULL;
-    tally t = {
-        {"calculator", "read_file", "http_get", "search_notes", "ask_human"},
-        {0},
-        {0},
-        5,
-        0,
-        0,
-        0,
-        0};
+    tally t = {{"calculator", "read_file", "http_get", "search_notes",
+                "ask_human", "fs.read_text_file"},
+               {0},
+               {0},
+               6,
+               0,
+               0,
+               0,
+               0};
     pl_llm_tokens tok = PL_LLM_TOKENS_INIT;
     int st;
     if ((st = pl_registry_new(&reg)) || (st = pl_plugin_load(reg, argv[2])) ||

@@ -730,6 +730,7 @@ int main(int argc, char **argv)
     }
     if (!st && t.opt.n_mcp && !(mcps = calloc(t.opt.n_mcp, sizeof *mcps)))
         st = PL_ENOMEM;
+    t.mcps = mcps;
     for (size_t i = 0; !st && i < t.opt.n_mcp; i++) {
         const char *eq = strchr(t.opt.mcp[i], '=');
         char name[80];

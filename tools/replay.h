@@ -14,6 +14,8 @@
 #ifndef PL_REPLAY_H
 #define PL_REPLAY_H
 
+#include <policyledger_mcp.h>
+
 #include "runview.h"
 
 #define EXIT_USAGE CLI_EXIT_USAGE
@@ -150,6 +152,7 @@ typedef struct tool {
     options opt;
     pl_registry *reg;
     pl_engine *engine;
+    pl_mcp **mcps; /* --mcp's servers, t.opt.n_mcp of them */
     watch w;
     cJSON *runs;    /* --json: one summary per run */
     cJSON *skipped; /* --json: runs --all left alone */
@@ -175,6 +178,9 @@ typedef struct tool {
 double now_ms(void);
 char *dup_or_null(const char *s, bool *oom);
 void watch_clear(watch *w);
+/* Note a change of code first seen at @p step_id. */
+void watch_add_change(watch *w, const char *step_id, const char *recorded,
+                      const char *now);
 /* The engine's event callback: the trace, the exporter, what --check shows. */
 void on_event(const pl_event *ev, void *user);
 void worst(tool *t, int code);

@@ -41,6 +41,92 @@ static void print_step(const char *label, pl_step_type type, const char *actor,
                payload ? payload : "(the engine's own step)", or_dash(code));
 }
 
+/* ---- a changed MCP tool: both its listings ------------------------------ */
+
+/* An MCP tool's code identity: "mcp:" POLICY "@" FINGERPRINT
+ * (policyledger_mcp.h). */
+static bool mcp_code(const char *code)
+{
+    return code && strncmp(code, "mcp:", 4) == 0 && strrchr(code, '@');
+}
+
+/* The policy an MCP code identity names. */
+static void mcp_policy(char *out, size_t n, const char *code)
+{
+    snprintf(out, n, "%.*s", (int)(strrchr(code, '@') - code - 4), code + 4);
+}
+
+typedef struct find_tool {
+    const char *code;
+    cJSON *found; /* the tool's entry in a recorded list */
+} find_tool;
+
+/* A side effect "mcp.tools" whose list holds the tool of that identity. */
+static int visit_snapshot(const pl_step *s, void *user)
+{
+    find_tool *f = user;
+    const cJSON *p = pl_step_payload(s);
+    const char *name = cJSON_GetStringValue(
+        cJSON_GetObjectItemCaseSensitive(p, "name"));
+    if (f->found || pl_step_type_of(s) != PL_STEP_SIDE_EFFECT || !name ||
+        strcmp(name, "mcp.tools") != 0)
+        return 0;
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(p, "value");
+    const cJSON *codes = cJSON_GetObjectItemCaseSensitive(v, "codes");
+    int i = 0;
+    const cJSON *c;
+    cJSON_ArrayForEach(c, codes)
+    {
+        if (cJSON_IsString(c) && strcmp(c->valuestring, f->code) == 0) {
+            f->found = cJSON_Duplicate(
+                cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(v, "list"),
+                                   i),
+                1);
+            break;
+        }
+        i++;
+    }
+    return 0;
+}
+
+/* The MCP tool of identity @p code as run @p id recorded it, and of
+ * identity @p now as its server (--mcp) lists it now. */
+static void mcp_tools(tool *t, const char *id, const char *code,
+                      const char *now, cJSON **was, cJSON **is)
+{
+    *was = *is = NULL;
+    if (!mcp_code(code) || !mcp_code(now))
+        return;
+    find_tool f = {code, NULL};
+    pl_run_walk(t->engine, id, visit_snapshot, &f); /* NULL when not found */
+    *was = f.found;
+    char policy[PL_MAX_NAME + 1];
+    mcp_policy(policy, sizeof policy, now);
+    for (size_t i = 0; !*is && t->mcps && i < t->opt.n_mcp; i++)
+        *is = cJSON_Duplicate(pl_mcp_tool(t->mcps[i], policy), 1);
+}
+
+/* A run whose root is an MCP tool: its record names the tool's code
+ * identity, which changes with the tool (no action_call names it). */
+static void root_changed(tool *t, const char *code)
+{
+    if (!mcp_code(code))
+        return;
+    char policy[PL_MAX_NAME + 1];
+    mcp_policy(policy, sizeof policy, code);
+    const pl_policy_def *d = pl_registry_find(t->reg, policy);
+    if (!d || !d->code_version || !strcmp(d->code_version, code))
+        return;
+    watch_add_change(&t->w, "0", code, d->code_version);
+}
+
+static void print_tool(const char *label, const cJSON *v)
+{
+    char *text = v ? cJSON_PrintUnformatted(v) : NULL;
+    printf("    %s %s\n", label, text ? text : "(not found)");
+    free(text);
+}
+
 /* Check one run.  @p recorded is its status in the store, @p code the
  * code identity that started it. */
 static void check_one(tool *t, const char *id, pl_run_status recorded,
@@ -54,6 +140,7 @@ static void check_one(tool *t, const char *id, pl_run_status recorded,
     int st = pl_run_continue(&o, t->engine, id, &ro);
     double ms = now_ms() - t0;
     char *msg = st ? strdup(pl_errmsg()) : NULL;
+    root_changed(t, code);
     const char *note;
     const char *verdict = check_verdict(st, recorded, recorded_error, &note);
     const divergence *d = &t->w.div;
@@ -82,6 +169,14 @@ static void check_one(tool *t, const char *id, pl_run_status recorded,
                                   json_str_or_null(c->recorded));
             cJSON_AddItemToObject(x, "new_code", json_str_or_null(c->now));
             cJSON_AddNumberToObject(x, "calls", c->count);
+            cJSON *was, *is;
+            mcp_tools(t, id, c->recorded, c->now, &was, &is);
+            if (was || is) {
+                cJSON_AddItemToObject(x, "recorded_tool",
+                                      was ? was : cJSON_CreateNull());
+                cJSON_AddItemToObject(x, "new_tool",
+                                      is ? is : cJSON_CreateNull());
+            }
             cJSON_AddItemToArray(cc, x);
         }
         if (st == PL_ENONDET) {
@@ -113,6 +208,14 @@ static void check_one(tool *t, const char *id, pl_run_status recorded,
                    st == PL_ENONDET ? "" : " that replays the same",
                    or_dash(c->recorded), or_dash(c->now), c->count,
                    c->count == 1 ? "" : "s", or_dash(c->step_id));
+            cJSON *was, *is;
+            mcp_tools(t, id, c->recorded, c->now, &was, &is);
+            if (was || is) { /* an MCP server changed the tool */
+                print_tool("the MCP tool as recorded:", was);
+                print_tool("the MCP tool now:        ", is);
+            }
+            cJSON_Delete(was);
+            cJSON_Delete(is);
         }
         if (st == PL_ENONDET && d->seen) {
             printf("  first divergence at step %s (invocation %s, position "

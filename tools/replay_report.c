@@ -14,6 +14,23 @@
 
 /* ---- command-line helpers ---------------------------------------------- */
 
+void watch_add_change(watch *w, const char *step_id, const char *recorded,
+                      const char *now)
+{
+    code_change *grown = realloc(w->changes,
+                                 (w->n_changes + 1) * sizeof *grown);
+    if (!grown) {
+        w->oom = true;
+        return;
+    }
+    w->changes = grown;
+    code_change *c = &w->changes[w->n_changes++];
+    c->step_id = dup_or_null(step_id, &w->oom);
+    c->recorded = dup_or_null(recorded, &w->oom);
+    c->now = dup_or_null(now, &w->oom);
+    c->count = 1;
+}
+
 double now_ms(void) { return (double)cli_now_us() / 1e3; }
 
 char *dup_or_null(const char *s, bool *oom)
@@ -102,18 +119,7 @@ void on_event(const pl_event *ev, void *user)
                 return;
             }
         }
-        code_change *grown = realloc(w->changes,
-                                     (w->n_changes + 1) * sizeof *grown);
-        if (!grown) {
-            w->oom = true;
-            return;
-        }
-        w->changes = grown;
-        code_change *c = &w->changes[w->n_changes++];
-        c->step_id = dup_or_null(df->step_id, &w->oom);
-        c->recorded = dup_or_null(df->recorded_code, &w->oom);
-        c->now = dup_or_null(df->new_code, &w->oom);
-        c->count = 1;
+        watch_add_change(w, df->step_id, df->recorded_code, df->new_code);
     } else if (ev->kind == PL_EVENT_DIVERGED && !w->div.seen) {
         divergence *d = &w->div;
         d->seen = true;

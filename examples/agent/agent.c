@@ -15,6 +15,11 @@
  * time escalates (escalate, a recorded call) and the run ends with the
  * answer withheld and "escalated": true.
  *
+ * When the registry holds the reference filesystem MCP server's tools as
+ * "fs.*" (agent-demo --mcp fs=...), the model reads files with
+ * fs.read_text_file, each read a tools/call to that server, recorded like
+ * any call, instead of the built-in read_file.
+ *
  * The model's tool calls go through the tool adapter: paginate reads every
  * page of a tool that has pages (search_notes), each page a recorded call,
  * and observe shows the model a normalised observation of a search, not
@@ -30,6 +35,11 @@
 
 static const char *const model_tools[] = {"search_notes", "calculator",
                                           "read_file", "http_get", AGENT_HUMAN};
+/* The same, with the files read through the reference filesystem MCP
+ * server (its tools registered as "fs.*"). */
+static const char *const mcp_model_tools[] = {"search_notes", "calculator",
+                                              AGENT_MCP_READ, AGENT_MCP_ROOTS,
+                                              "http_get",     AGENT_HUMAN};
 
 /* The files search_notes reads, and the matches on one of its pages. */
 static const char *const note_files[] = {"fleet.md", "rates.json"};
@@ -201,6 +211,11 @@ static int agent(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     call.payload = text;
     call.actions = model_tools;
     call.n_actions = sizeof model_tools / sizeof *model_tools;
+    if (pl_registry_find(pl_engine_registry(pl_ctx_engine(ctx)),
+                         AGENT_MCP_READ)) {
+        call.actions = mcp_model_tools;
+        call.n_actions = sizeof mcp_model_tools / sizeof *mcp_model_tools;
+    }
     pl_decorator per_call[2], d[2];
     if (!(st = pl_decorator_loop(&d[0], AGENT_MAX_TURNS)) &&
         !(st = pl_decorator_observe(&per_call[0], &observe_opts)) &&

@@ -28,6 +28,12 @@
 #define AGENT_NOTIFY "notify_approver"
 /** Escalates an approval that did not come in time. */
 #define AGENT_ESCALATE "escalate"
+/** With the reference filesystem MCP server mounted as "fs"
+ *  (pl_mcp_register()), the model reads files with this tool of it, by
+ *  absolute path, instead of read_file, and may list its roots with
+ *  AGENT_MCP_ROOTS. */
+#define AGENT_MCP_READ "fs.read_text_file"
+#define AGENT_MCP_ROOTS "fs.list_allowed_directories"
 
 /**
  * Register the agent's policies in @p reg: the model at @p model_url, the

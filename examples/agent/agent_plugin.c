@@ -15,6 +15,11 @@
  *                output as they are written (each turn's text, then each
  *                tool call's arguments; a turn served from the ledger
  *                comes whole, marked "from the ledger").
+ *   AGENT_MCP    optional: NAME=SPEC, an MCP server this plugin mounts
+ *                (pl_mcp_register(): its tools become NAME.TOOL); as
+ *                "fs", the filesystem server, the model reads the data
+ *                through it.  The server stops when the plugin is
+ *                unloaded.  AGENT_MCP_LOG: a file for its standard error.
  *
  * A run recorded with one model must be continued with the same model URL.
  */
@@ -22,6 +27,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <policyledger_mcp.h>
 
 #include "agent.h"
 
@@ -33,9 +40,16 @@ int pl_plugin_init(pl_registry *reg);
  * as long as the plugin, and are freed when the registry unloads it. */
 static pl_tools *tools;
 static pl_sandbox *data_dir; /* search_notes' */
+/* AGENT_MCP's server, once for each registry that loaded the plugin */
+#define MAX_MOUNTS 8
+static pl_mcp *mounts[MAX_MOUNTS];
+static size_t n_mounts;
 
 __attribute__((destructor)) static void agent_plugin_unload(void)
 {
+    for (size_t i = 0; i < n_mounts; i++)
+        pl_mcp_close(mounts[i]);
+    n_mounts = 0;
     pl_tools_free(tools);
     tools = NULL;
     pl_sandbox_free(data_dir);
@@ -104,6 +118,25 @@ int pl_plugin_init(pl_registry *reg)
         int st = pl_sandbox_new(&data_dir, data, NULL);
         if (st)
             return st;
+    }
+    const char *mcp = env("AGENT_MCP"), *eq = mcp ? strchr(mcp, '=') : NULL;
+    if (mcp) {
+        char name[80];
+        if (!eq || eq == mcp || eq - mcp >= (long)sizeof name)
+            return pl_errorf(PL_EINVAL,
+                             "agent-plugin: AGENT_MCP is NAME=SPEC, "
+                             "not '%s'",
+                             mcp);
+        if (n_mounts == MAX_MOUNTS)
+            return pl_errorf(PL_EINVAL, "agent-plugin: AGENT_MCP: loaded into "
+                                        "too many registries");
+        snprintf(name, sizeof name, "%.*s", (int)(eq - mcp), mcp);
+        pl_mcp_options o = PL_MCP_OPTIONS_INIT;
+        o.stderr_path = env("AGENT_MCP_LOG");
+        int st = pl_mcp_register(&mounts[n_mounts], reg, name, eq + 1, &o);
+        if (st)
+            return st;
+        n_mounts++;
     }
     const char *stream = env("AGENT_STREAM");
     return agent_register(reg, model, tools, data_dir,

@@ -92,6 +92,8 @@ int pl__mcp_ensure(pl_mcp *m, int64_t deadline, char *why, size_t n)
     }
     pl__mcp_notify(m, "notifications/initialized", NULL);
     m->up = true;
+    if (m->list) /* started again: it may be another version of itself */
+        m->list_changed = true;
     return T_OK;
 }
 
@@ -236,6 +238,9 @@ static int list_tools(cJSON **out, pl_mcp *m, int64_t deadline)
     if (st) {
         cJSON_Delete(*out);
         *out = NULL;
+    } else {
+        /* a change the server announced before its answer is in it */
+        m->list_changed = false;
     }
     return st;
 }
@@ -304,6 +309,11 @@ static int register_tools(pl_mcp *m, pl_registry *reg, const cJSON *list,
         d.idempotent = ro ||
                        listed(m->tools[i].name, o->idempotent, o->n_idempotent);
         d.in_doubt = o->in_doubt;
+        const char *code = cJSON_GetStringValue(cJSON_GetArrayItem(m->codes,
+                                                                   (int)i));
+        snprintf(m->tools[i].code, sizeof m->tools[i].code, "%s",
+                 code ? code : "mcp:");
+        d.code_version = m->tools[i].code;
         st = pl_registry_add(reg, &d);
     }
     for (i = 0; i < n; i++) {
@@ -315,19 +325,61 @@ static int register_tools(pl_mcp *m, pl_registry *reg, const cJSON *list,
     return st;
 }
 
-/* FNV-1a (64 bits) of the tool list as the server listed it. */
-static int fingerprint(pl_mcp *m, const cJSON *list)
+/* "fnv1a64:" and the FNV-1a (64 bits) of @p v's compact text. */
+static int fnv(char out[32], const cJSON *v)
 {
-    char *text = cJSON_PrintUnformatted(list);
+    char *text = cJSON_PrintUnformatted(v);
     if (!text)
         return PL_ENOMEM;
     uint64_t h = 0xcbf29ce484222325u;
     for (const unsigned char *p = (const unsigned char *)text; *p; p++)
         h = (h ^ *p) * 0x100000001b3u;
     free(text);
-    snprintf(m->fingerprint, sizeof m->fingerprint, "fnv1a64:%016llx",
-             (unsigned long long)h);
+    snprintf(out, 32, "fnv1a64:%016llx", (unsigned long long)h);
     return PL_OK;
+}
+
+/*
+ * Take @p list (the tool list as the server listed it) as the server's:
+ * its fingerprint, and each tool's code identity, "mcp:" NAME "." TOOL "@"
+ * and the fingerprint of the tool's own entry (its description, schemas,
+ * annotations), which changes when the server changes the tool.
+ */
+static int set_list(pl_mcp *m, cJSON *list)
+{
+    char fp[32], h[32];
+    cJSON *codes = cJSON_CreateArray();
+    int st = codes ? fnv(fp, list) : PL_ENOMEM;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, list)
+    {
+        const char *tn = pl__mcp_str(it, "name");
+        char code[PL__MCP_CODE_MAX];
+        if (st || (st = fnv(h, it)))
+            break;
+        snprintf(code, sizeof code, "mcp:%s.%.*s@%s", m->name, PL_MAX_NAME,
+                 tn ? tn : "", h);
+        if (!cJSON_AddItemToArray(codes, cJSON_CreateString(code)))
+            st = PL_ENOMEM;
+    }
+    if (st) {
+        cJSON_Delete(codes);
+        cJSON_Delete(list);
+        return st;
+    }
+    cJSON_Delete(m->list);
+    cJSON_Delete(m->codes);
+    m->list = list;
+    m->codes = codes;
+    memcpy(m->fingerprint, fp, sizeof fp);
+    return PL_OK;
+}
+
+int pl__mcp_relist(pl_mcp *m, int64_t deadline)
+{
+    cJSON *list = NULL;
+    int st = list_tools(&list, m, deadline);
+    return st ? st : set_list(m, list);
 }
 
 static int check_options(const pl_mcp_options *o)
@@ -420,8 +472,11 @@ int pl_mcp_register(pl_mcp **out, pl_registry *reg, const char *name,
                  : pl__err(PL_EIO, "MCP server %s (%s): %s", name, spec, why);
         goto done;
     }
-    if ((st = list_tools(&list, m, deadline)) || (st = fingerprint(m, list)) ||
-        (st = register_tools(m, reg, list, o)))
+    if ((st = list_tools(&list, m, deadline)))
+        goto done;
+    st = set_list(m, list); /* takes the list */
+    list = NULL;
+    if (st || (st = register_tools(m, reg, m->list, o)))
         goto done;
     *out = m;
 done:
@@ -442,6 +497,21 @@ const char *pl_mcp_protocol_version(const pl_mcp *mcp)
 
 size_t pl_mcp_tool_count(const pl_mcp *mcp) { return mcp ? mcp->n_tools : 0; }
 
+const cJSON *pl_mcp_tool(const pl_mcp *mcp, const char *policy)
+{
+    size_t n = mcp && policy ? strlen(mcp->name) : 0;
+    if (!n || strncmp(policy, mcp->name, n) != 0 || policy[n] != '.')
+        return NULL;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, mcp->list)
+    {
+        const char *tn = pl__mcp_str(it, "name");
+        if (tn && strcmp(tn, policy + n + 1) == 0)
+            return it;
+    }
+    return NULL;
+}
+
 void pl_mcp_close(pl_mcp *m)
 {
     if (!m)
@@ -453,6 +523,8 @@ void pl_mcp_close(pl_mcp *m)
     for (size_t i = 0; m->tools && m->tools[i].name; i++)
         free(m->tools[i].name);
     free(m->tools);
+    cJSON_Delete(m->list);
+    cJSON_Delete(m->codes);
     free_strv(m->argv);
     free_strv(m->env);
     free(m->buf);

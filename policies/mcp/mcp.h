@@ -5,6 +5,7 @@
 #ifndef PL_MCP_INTERNAL_H
 #define PL_MCP_INTERNAL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -42,6 +43,10 @@ PL__HIDDEN int pl__mcp_http_post(pl__mcp_http *h, const cJSON *msg, int64_t id,
 /* Forget the session, to start a new one with the next initialize. */
 PL__HIDDEN void pl__mcp_http_forget(pl__mcp_http *h);
 
+/* Whether a stream read since the last call brought
+ * notifications/tools/list_changed. */
+PL__HIDDEN bool pl__mcp_http_list_changed(pl__mcp_http *h);
+
 /* Forget the session (sending DELETE for it) and free.  NULL: nothing. */
 PL__HIDDEN void pl__mcp_http_free(pl__mcp_http *h);
 
@@ -58,6 +63,11 @@ static inline int pl__mcp_http_post(pl__mcp_http *h, const cJSON *msg,
     return T_DEAD;
 }
 static inline void pl__mcp_http_forget(pl__mcp_http *h) { (void)h; }
+static inline bool pl__mcp_http_list_changed(pl__mcp_http *h)
+{
+    (void)h;
+    return false;
+}
 static inline void pl__mcp_http_free(pl__mcp_http *h) { (void)h; }
 
 #endif

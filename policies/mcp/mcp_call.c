@@ -216,21 +216,97 @@ static int add_rpc_error(pl_steps *out, const pl_mcp *m, const char *tname,
 /* The policy                                                               */
 /* ------------------------------------------------------------------------ */
 
-/* The side effect "mcp.tools": what the server was when the call was
- * made. */
+typedef struct snap_args {
+    pl_mcp *m;
+    const tool *t;
+    const char *run;
+} snap_args;
+
+/* What this process last recorded in run @p run, or NULL. */
+static run_seen *seen(pl_mcp *m, const char *run)
+{
+    for (size_t i = 0; i < PL__MCP_RUNS; i++)
+        if (strcmp(m->runs[i].id, run) == 0)
+            return &m->runs[i];
+    return NULL;
+}
+
+/* Note that run @p run has recorded the list @p fp (under the lock). */
+static void remember(pl_mcp *m, const char *run, const char *fp)
+{
+    run_seen *r = seen(m, run);
+    if (!r) {
+        r = &m->runs[m->next_run++ % PL__MCP_RUNS];
+        snprintf(r->id, sizeof r->id, "%s", run);
+    }
+    snprintf(r->fingerprint, sizeof r->fingerprint, "%s", fp);
+}
+
+/* The tool's code identity in the list as last listed, or NULL when the
+ * server lists it no more. */
+static const char *code_now(const pl_mcp *m, const char *name)
+{
+    int i = 0;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, m->list)
+    {
+        const char *tn = pl__mcp_str(it, "name");
+        if (tn && strcmp(tn, name) == 0)
+            return cJSON_GetStringValue(cJSON_GetArrayItem(m->codes, i));
+        i++;
+    }
+    return NULL;
+}
+
+/*
+ * The side effect "mcp.tools": what the server was when the call was
+ * made: its name, protocol version, the number and fingerprint of the
+ * tools it lists, this tool's code identity in that list; and the list
+ * itself ("list", and "codes" in its order) at the run's first call in
+ * this process, and again whenever the list changed since the run last
+ * recorded it.
+ */
 static int snapshot(cJSON **out, void *user)
 {
-    const pl_mcp *m = user;
+    snap_args *a = user;
+    pl_mcp *m = a->m;
+    pthread_mutex_lock(&m->lock);
+    const run_seen *r = seen(m, a->run);
+    bool whole = !r || strcmp(r->fingerprint, m->fingerprint) != 0;
+    const char *code = code_now(m, a->t->name);
     cJSON *v = cJSON_CreateObject();
-    if (!v || !cJSON_AddStringToObject(v, "server", m->name) ||
-        !cJSON_AddStringToObject(v, "protocol", m->version) ||
-        !cJSON_AddNumberToObject(v, "tools", (double)m->n_tools) ||
-        !cJSON_AddStringToObject(v, "fingerprint", m->fingerprint)) {
+    bool ok = v && cJSON_AddStringToObject(v, "server", m->name) &&
+              cJSON_AddStringToObject(v, "protocol", m->version) &&
+              cJSON_AddNumberToObject(v, "tools",
+                                      cJSON_GetArraySize(m->list)) &&
+              cJSON_AddStringToObject(v, "fingerprint", m->fingerprint) &&
+              (code ? cJSON_AddStringToObject(v, "tool", code)
+                    : cJSON_AddNullToObject(v, "tool"));
+    if (ok && whole)
+        ok = cJSON_AddItemToObject(v, "list", cJSON_Duplicate(m->list, 1)) &&
+             cJSON_AddItemToObject(v, "codes", cJSON_Duplicate(m->codes, 1));
+    pthread_mutex_unlock(&m->lock);
+    if (!ok) {
         cJSON_Delete(v);
         return PL_ENOMEM;
     }
     *out = v;
     return PL_OK;
+}
+
+/* Before a call: read what the server sent meanwhile, and list its tools
+ * again if it said they changed (or was started again).  A list that
+ * cannot be read keeps the last one: the call says what is wrong. */
+static void follow_list(pl_mcp *m, int64_t deadline)
+{
+    char why[256];
+    pthread_mutex_lock(&m->lock);
+    pl__mcp_drain(m);
+    if (m->list_changed &&
+        pl__mcp_ensure(m, deadline, why, sizeof why) == T_OK &&
+        pl__mcp_relist(m, deadline) != PL_OK)
+        m->list_changed = true; /* try again at the next call */
+    pthread_mutex_unlock(&m->lock);
 }
 
 /*
@@ -266,8 +342,18 @@ int pl__mcp_call_tool(pl_ctx *ctx, const pl_action *a, pl_steps *out,
 {
     tool *t = user;
     pl_mcp *m = t->mcp;
+    if (!pl_ctx_replaying(ctx))
+        follow_list(m, pl__mcp_mono_ms() + m->start_timeout_ms);
     cJSON *snap = NULL;
-    int sst = pl_ctx_side_effect(&snap, ctx, "mcp.tools", snapshot, m);
+    snap_args sa = {m, t, pl_ctx_run_id(ctx)};
+    int sst = pl_ctx_side_effect(&snap, ctx, "mcp.tools", snapshot, &sa);
+    if (!sst) {
+        const char *fp = pl__mcp_str(snap, "fingerprint");
+        pthread_mutex_lock(&m->lock);
+        remember(m, sa.run, fp ? fp : "");
+        pthread_mutex_unlock(&m->lock);
+    }
+    bool gone = cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(snap, "tool"));
     cJSON_Delete(snap);
     if (sst)
         return sst;
@@ -277,6 +363,13 @@ int pl__mcp_call_tool(pl_ctx *ctx, const pl_action *a, pl_steps *out,
         bool found = false;
         if ((sst = add_recorded(&found, out, ctx)) || found)
             return sst;
+    }
+    if (gone) {
+        char text[512];
+        snprintf(text, sizeof text,
+                 "MCP server %s no longer lists the tool %s: not sent", m->name,
+                 t->name);
+        return pl_steps_add_error(out, PL_ERR_NOT_FOUND, text);
     }
     int64_t wait = m->timeout_ms;
     int64_t dl = pl_ctx_deadline(ctx);
@@ -290,7 +383,9 @@ int pl__mcp_call_tool(pl_ctx *ctx, const pl_action *a, pl_steps *out,
     if (!meta || !cJSON_AddStringToObject(p, "name", t->name) ||
         !cJSON_AddItemToObject(p, "arguments",
                                cJSON_Duplicate(a->payload, 1)) ||
-        !cJSON_AddStringToObject(meta, META_KEY, pl_ctx_idempotency_key(ctx))) {
+        !cJSON_AddStringToObject(meta, META_KEY, pl_ctx_idempotency_key(ctx)) ||
+        !cJSON_AddStringToObject(meta, "progressToken",
+                                 pl_ctx_idempotency_key(ctx))) {
         cJSON_Delete(p);
         return PL_ENOMEM;
     }

@@ -31,6 +31,7 @@ struct pl__mcp_http {
     size_t max_msg;
     CURL *c;
     char session[256]; /* "" until the server gives one */
+    bool list_changed; /* a stream brought notifications/tools/list_changed */
 };
 
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
@@ -96,12 +97,15 @@ static void take(exchange *x, const char *text, size_t len)
 {
     cJSON *v = cJSON_ParseWithLength(text, len);
     const cJSON *id = cJSON_GetObjectItemCaseSensitive(v, "id");
+    const cJSON *method = cJSON_GetObjectItemCaseSensitive(v, "method");
     if (!x->answer && cJSON_IsNumber(id) && x->id &&
-        id->valuedouble == (double)x->id &&
-        !cJSON_GetObjectItemCaseSensitive(v, "method")) {
+        id->valuedouble == (double)x->id && !method) {
         x->answer = v;
         return;
     }
+    if (cJSON_IsString(method) &&
+        strcmp(method->valuestring, "notifications/tools/list_changed") == 0)
+        x->h->list_changed = true;
     cJSON_Delete(v);
 }
 
@@ -265,6 +269,13 @@ int pl__mcp_http_post(pl__mcp_http *h, const cJSON *msg, int64_t id,
 }
 
 void pl__mcp_http_forget(pl__mcp_http *h) { h->session[0] = '\0'; }
+
+bool pl__mcp_http_list_changed(pl__mcp_http *h)
+{
+    bool changed = h->list_changed;
+    h->list_changed = false;
+    return changed;
+}
 
 void pl__mcp_http_free(pl__mcp_http *h)
 {

@@ -18,10 +18,23 @@
 #include "mcp.h"
 #include "platform.h"
 
+/* "mcp:" NAME "." TOOL "@fnv1a64:" and 16 hex digits. */
+#define PL__MCP_CODE_MAX (4 + 64 + 1 + PL_MAX_NAME + 26)
+/* The runs whose tool list a handle remembers recording. */
+#define PL__MCP_RUNS 64
+
 typedef struct tool {
     pl_mcp *mcp;
-    char *name; /* on the server */
+    char *name;                  /* on the server */
+    char code[PL__MCP_CODE_MAX]; /* its code identity: as listed at
+                                    registration */
 } tool;
+
+/* A run, and the fingerprint of the tool list last recorded in it. */
+typedef struct run_seen {
+    char id[PL_MAX_RUN_ID + 1];
+    char fingerprint[32];
+} run_seen;
 
 struct pl_mcp {
     char *name;
@@ -40,6 +53,11 @@ struct pl_mcp {
     int64_t next_id;
     char version[16];
     char fingerprint[32]; /* "fnv1a64:" and 16 hex digits: the tool list */
+    cJSON *list;          /* the tool list as last listed */
+    cJSON *codes;         /* each listed tool's code identity, in order */
+    bool list_changed;    /* the server said so (or restarted) since */
+    run_seen runs[PL__MCP_RUNS];
+    size_t next_run;
     tool *tools;
     size_t n_tools;
 };
@@ -87,6 +105,15 @@ PL__HIDDEN int pl__mcp_rpc(pl_mcp *m, const char *method, cJSON *params,
 
 /* Start the server if it is not running, and perform the handshake. */
 PL__HIDDEN int pl__mcp_ensure(pl_mcp *m, int64_t deadline, char *why, size_t n);
+
+/* List the tools again (after notifications/tools/list_changed or a
+ * restart): m->list, m->codes and m->fingerprint become the new list's.
+ * PL_OK, or an error with the old list kept. */
+PL__HIDDEN int pl__mcp_relist(pl_mcp *m, int64_t deadline);
+
+/* Read what the server sent while no request was in flight
+ * (notifications, its requests), without waiting. */
+PL__HIDDEN void pl__mcp_drain(pl_mcp *m);
 
 /* The policy of every tool; @p user is its tool (mcp_call.c). */
 PL__HIDDEN int pl__mcp_call_tool(pl_ctx *ctx, const pl_action *a, pl_steps *out,

@@ -246,6 +246,42 @@ static void answer_server(pl_mcp *m, const cJSON *req, int64_t deadline)
     cJSON_Delete(a);
 }
 
+/* A message from the server that answers no request of ours: answer its
+ * request; note that its tool list changed; drop the rest. */
+static void from_server(pl_mcp *m, const cJSON *in, int64_t deadline)
+{
+    const char *method = pl__mcp_str(in, "method");
+    if (cJSON_GetObjectItemCaseSensitive(in, "id")) {
+        if (cJSON_GetObjectItemCaseSensitive(in, "method"))
+            answer_server(m, in, deadline);
+    } else if (method &&
+               strcmp(method, "notifications/tools/list_changed") == 0) {
+        m->list_changed = true;
+    }
+}
+
+void pl__mcp_drain(pl_mcp *m)
+{
+    if (m->http || m->rfd < 0)
+        return;
+    size_t garbage = 0;
+    char why[128];
+    for (int i = 0; i < 1000; i++) {
+        struct pollfd pf = {m->rfd, POLLIN, 0};
+        if (!memchr(m->buf, '\n', m->len) && poll(&pf, 1, 0) <= 0)
+            return;
+        cJSON *in = NULL;
+        int t = read_msg(m, &in, pl__mcp_mono_ms() + 1, &garbage, why,
+                         sizeof why);
+        if (t == T_DEAD || t == T_TOOBIG)
+            pl__mcp_stop(m); /* the call starts it again */
+        if (t != T_OK)
+            return;
+        from_server(m, in, pl__mcp_mono_ms() + 1000);
+        cJSON_Delete(in);
+    }
+}
+
 static cJSON *message(const char *method, cJSON *params)
 {
     cJSON *msg = cJSON_CreateObject();
@@ -296,6 +332,8 @@ int pl__mcp_rpc(pl_mcp *m, const char *method, cJSON *params, int64_t deadline,
         t = pl__mcp_http_post(m->http, msg, id, m->version,
                               deadline - pl__mcp_mono_ms(), &in, why, n);
         cJSON_Delete(msg);
+        if (pl__mcp_http_list_changed(m->http))
+            m->list_changed = true;
         if (t == T_OK) {
             *result = cJSON_DetachItemFromObjectCaseSensitive(in, "result");
             *error = cJSON_DetachItemFromObjectCaseSensitive(in, "error");
@@ -318,8 +356,7 @@ int pl__mcp_rpc(pl_mcp *m, const char *method, cJSON *params, int64_t deadline,
             break;
         const cJSON *mid = cJSON_GetObjectItemCaseSensitive(in, "id");
         if (cJSON_GetObjectItemCaseSensitive(in, "method")) {
-            if (mid)
-                answer_server(m, in, deadline);
+            from_server(m, in, deadline);
         } else if (cJSON_IsNumber(mid) && mid->valuedouble == (double)id) {
             cJSON *r = cJSON_DetachItemFromObjectCaseSensitive(in, "result");
             cJSON *e = cJSON_DetachItemFromObjectCaseSensitive(in, "error");

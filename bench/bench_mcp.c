@@ -1,0 +1,294 @@
+/*
+ * bench_mcp.c -- pl-bench's mcp workload: a recorded MCP tool call
+ * against a bare JSON-RPC round trip to the same server.
+ *
+ *   mcp            the reference server-everything over stdio (from npm,
+ *                  installed into the build tree by tests/mcp_setup.sh;
+ *                  skipped, saying so, without it), its "echo" tool:
+ *                  - bare: a minimal client in this process, the server a
+ *                    child on a pipe pair, one tools/call written and its
+ *                    answer read (cJSON both ways), as many times;
+ *                  - engine: pl_mcp_register() on another copy of the
+ *                    server, and a run of a policy that calls its echo that
+ *                    many times, each a recorded call (action_call, the
+ *                    mcp.tools side effect, the result), process
+ *                    durability.
+ *                  Each call timed on its own, the two interleaved in
+ *                  batches; the figure is the ratio of the medians (the
+ *                  goal: at most 1.2).
+ */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <policyledger_mcp.h>
+
+#include "bench.h"
+
+#define EVERYTHING                                                             \
+    PL_BENCH_NPM_DIR "/node_modules/@modelcontextprotocol/"                    \
+                     "server-everything/dist/index.js"
+#define MCP_CALLS 1000 /* of each, in MCP_BATCHES batches */
+#define MCP_CALLS_QUICK 200
+#define MCP_BATCHES 20
+
+typedef struct mcp_res {
+    double bare_us, engine_us; /* medians of one call */
+    double bare_p90_us, engine_p90_us;
+} mcp_res;
+
+/* ---- the bare client ---- */
+
+typedef struct bare {
+    pid_t pid;
+    FILE *in, *out; /* the server's standard input, output */
+    long next_id;
+    char *line;
+    size_t cap;
+} bare;
+
+static void bare_start(bare *b)
+{
+    int to[2], from[2];
+    if (pipe(to) || pipe(from))
+        die("mcp: pipe");
+    fflush(NULL);
+    b->pid = fork();
+    if (b->pid < 0)
+        die("mcp: fork");
+    if (b->pid == 0) {
+        dup2(to[0], 0);
+        dup2(from[1], 1);
+        int null = open("/dev/null", O_WRONLY);
+        if (null >= 0)
+            dup2(null, 2);
+        close(to[1]);
+        close(from[0]);
+        execlp("node", "node", EVERYTHING, "stdio", (char *)NULL);
+        _exit(127);
+    }
+    close(to[0]);
+    close(from[1]);
+    b->in = fdopen(to[1], "w");
+    b->out = fdopen(from[0], "r");
+    if (!b->in || !b->out)
+        die("mcp: fdopen");
+}
+
+/* Send a message; with @p id, read until its answer (skipping the
+ * server's notifications) and return its "result" (caller frees). */
+static cJSON *bare_send(bare *b, cJSON *msg, long id)
+{
+    char *text = cJSON_PrintUnformatted(msg);
+    if (!text || fprintf(b->in, "%s\n", text) < 0 || fflush(b->in))
+        die("mcp: bare write");
+    free(text);
+    while (id && getline(&b->line, &b->cap, b->out) > 0) {
+        cJSON *in = cJSON_Parse(b->line);
+        const cJSON *got = cJSON_GetObjectItemCaseSensitive(in, "id");
+        if (cJSON_IsNumber(got) && got->valuedouble == (double)id) {
+            cJSON *r = cJSON_DetachItemFromObjectCaseSensitive(in, "result");
+            cJSON_Delete(in);
+            if (!r)
+                die("mcp: bare: an error answer");
+            return r;
+        }
+        cJSON_Delete(in);
+    }
+    if (id)
+        die("mcp: bare: the server closed its output");
+    return NULL;
+}
+
+static cJSON *request(bare *b, const char *method, cJSON *params, long *id)
+{
+    cJSON *m = cJSON_CreateObject();
+    cJSON_AddStringToObject(m, "jsonrpc", "2.0");
+    *id = ++b->next_id;
+    cJSON_AddNumberToObject(m, "id", (double)*id);
+    cJSON_AddStringToObject(m, "method", method);
+    cJSON_AddItemToObject(m, "params", params);
+    return m;
+}
+
+static void bare_handshake(bare *b)
+{
+    long id;
+    cJSON *p = NULL;
+    pl_json_pack(&p, "{s:s, s:{}, s:{s:s, s:s}}", "protocolVersion",
+                 PL_MCP_PROTOCOL_VERSION, "capabilities", "clientInfo", "name",
+                 "bench", "version", "1");
+    cJSON *m = request(b, "initialize", p, &id);
+    cJSON_Delete(bare_send(b, m, id));
+    cJSON_Delete(m);
+    m = cJSON_CreateObject();
+    cJSON_AddStringToObject(m, "jsonrpc", "2.0");
+    cJSON_AddStringToObject(m, "method", "notifications/initialized");
+    bare_send(b, m, 0);
+    cJSON_Delete(m);
+}
+
+/* One echo through the bare client. */
+static void bare_echo(bare *b)
+{
+    long id;
+    cJSON *p = NULL;
+    pl_json_pack(&p, "{s:s, s:{s:s}}", "name", "echo", "arguments", "message",
+                 "bench");
+    cJSON *m = request(b, "tools/call", p, &id);
+    cJSON *r = bare_send(b, m, id);
+    if (!cJSON_GetObjectItemCaseSensitive(r, "content"))
+        die("mcp: bare: no content");
+    cJSON_Delete(r);
+    cJSON_Delete(m);
+}
+
+static void bare_stop(bare *b)
+{
+    fclose(b->in);
+    fclose(b->out);
+    kill(b->pid, SIGTERM);
+    waitpid(b->pid, NULL, 0);
+    free(b->line);
+}
+
+/* ---- the engine ---- */
+
+static double *g_times; /* each recorded call's time, us */
+static int g_n;
+
+/* {"n": N}: N calls of ev.echo, each timed. */
+static int mcp_root(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *u)
+{
+    (void)u;
+    int n = (int)cJSON_GetObjectItemCaseSensitive(a->payload, "n")->valuedouble;
+    cJSON *args = NULL;
+    int st = pl_json_pack(&args, "{s:s}", "message", "bench");
+    for (int i = 0; !st && i < n; i++) {
+        cJSON *r = NULL;
+        double t0 = now_s();
+        st = pl_ctx_invoke(&r, ctx, "ev.echo", args);
+        if (g_times)
+            g_times[g_n++] = (now_s() - t0) * 1e6;
+        cJSON_Delete(r);
+    }
+    cJSON_Delete(args);
+    return st ? st : pl_steps_add_resultf(out, "{s:i}", "calls", n);
+}
+
+static void engine_run(pl_engine *e, int n, int k)
+{
+    char id[32];
+    snprintf(id, sizeof id, "mcp-%d", k);
+    cJSON *p = NULL;
+    pl_json_pack(&p, "{s:i}", "n", n);
+    pl_action root = PL_ACTION_INIT;
+    root.policy = "mcp_root";
+    root.payload = p;
+    pl_run_options ro = PL_RUN_OPTIONS_INIT;
+    ro.run_id = id;
+    pl_outcome *o = NULL;
+    if (pl_run_start(&o, e, &root, &ro) || o->status != PL_RUN_COMPLETED) {
+        fprintf(stderr, "pl-bench: mcp: run %s: %s\n", id,
+                o && o->reason ? o->reason : pl_errmsg());
+        _exit(1);
+    }
+    pl_outcome_free(o);
+    cJSON_Delete(p);
+}
+
+static void mcp_child(const void *varg, void *vres)
+{
+    int calls = *(const int *)varg, batch = calls / MCP_BATCHES;
+    mcp_res *r = vres;
+    char path[1100], errlog[1200];
+    path_in(path, sizeof path, "mcp.db");
+    remove_store(path);
+    snprintf(errlog, sizeof errlog, "%s.stderr", path);
+    pl_registry *reg = NULL;
+    pl_mcp *m = NULL;
+    pl_mcp_options mo = PL_MCP_OPTIONS_INIT;
+    mo.stderr_path = errlog;
+    if (pl_registry_new(&reg) ||
+        pl_registry_add_fn(reg, "mcp_root", mcp_root, NULL) ||
+        pl_mcp_register(&m, reg, "ev", "stdio:node " EVERYTHING " stdio", &mo))
+        die("mcp: registry");
+    pl_engine *e = open_engine(path, reg, PL_DURABILITY_PROCESS, NULL);
+    bare b = {0};
+    bare_start(&b);
+    bare_handshake(&b);
+    double *bt = calloc((size_t)calls, sizeof *bt);
+    g_times = calloc((size_t)calls, sizeof *g_times);
+    if (!bt || !g_times)
+        die("mcp: out of memory");
+    /* a warm-up of each, then the batches, interleaved */
+    for (int i = 0; i < batch; i++)
+        bare_echo(&b);
+    double *keep = g_times;
+    g_times = NULL;
+    engine_run(e, batch, 0);
+    g_times = keep;
+    int nb = 0;
+    for (int k = 1; k <= MCP_BATCHES; k++) {
+        for (int i = 0; i < batch; i++) {
+            double t0 = now_s();
+            bare_echo(&b);
+            bt[nb++] = (now_s() - t0) * 1e6;
+        }
+        engine_run(e, batch, k);
+    }
+    r->bare_us = percentile(bt, (size_t)nb, 0.5);
+    r->bare_p90_us = percentile(bt, (size_t)nb, 0.9);
+    r->engine_us = percentile(g_times, (size_t)g_n, 0.5);
+    r->engine_p90_us = percentile(g_times, (size_t)g_n, 0.9);
+    free(bt);
+    free(g_times);
+    g_times = NULL;
+    bare_stop(&b);
+    pl_engine_close(e);
+    pl_mcp_close(m);
+    pl_registry_free(reg);
+    remove_store(path);
+    unlink(errlog);
+}
+
+int report_mcp(bool quick)
+{
+    int calls = quick ? MCP_CALLS_QUICK : MCP_CALLS;
+    say("\nmcp: a recorded MCP tool call (server-everything's echo over "
+        "stdio, process\n  mode) vs a bare JSON-RPC round trip to the same "
+        "server; %d of each\n",
+        calls);
+    if (access(EVERYTHING, R_OK) != 0) {
+        say("  skipped: %s is not installed (tests/mcp_setup.sh DIR installs "
+            "it)\n",
+            EVERYTHING);
+        cJSON_AddStringToObject(g_json, "mcp", "skipped: no server-everything");
+        return 0;
+    }
+    mcp_res r;
+    if (in_child(mcp_child, &calls, &r, sizeof r)) {
+        say("  failed\n");
+        return 1;
+    }
+    double ratio = r.engine_us / r.bare_us;
+    say("  %-10s %12s %12s\n", "", "median us", "p90 us");
+    say("  %-10s %12.1f %12.1f\n", "engine", r.engine_us, r.engine_p90_us);
+    say("  %-10s %12.1f %12.1f\n", "bare", r.bare_us, r.bare_p90_us);
+    say("  %-10s %12.2fx\n", "ratio", ratio);
+    cJSON *o = cJSON_AddObjectToObject(g_json, "mcp");
+    jnum(o, "calls", calls);
+    jnum(o, "engine_call_us", r.engine_us);
+    jnum(o, "engine_call_p90_us", r.engine_p90_us);
+    jnum(o, "bare_call_us", r.bare_us);
+    jnum(o, "bare_call_p90_us", r.bare_p90_us);
+    jnum(o, "ratio", ratio);
+    add_goal("mcp process: recorded call / bare JSON-RPC", ratio, "x", true,
+             1.2);
+    return 0;
+}
