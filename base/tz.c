@@ -20,11 +20,22 @@
  * file) is kept.  The limits below bound every count; the transitions
  * must ascend strictly, every index name a type, every offset lie within
  * a day and two hours of UTC.
+ *
+ * THE CACHE.  A zone read from a file is kept, parsed, for the next load
+ * of the same path: a schedule's every firing loads its zone.  At most
+ * TZ_CACHE_MAX zones are kept (the one used least recently makes room);
+ * an entry is used only while the file's identity (device, inode, size,
+ * modification time) is the one it was read with, so a zone updated on
+ * disk is read again.  A zone is shared: a count of references, one the
+ * cache's, one each load's, and freed with the last.  One mutex guards the
+ * cache; no file is read while it is held.
  */
 #include "tz.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -59,6 +70,7 @@ struct pl__tz {
     int32_t *offs;
     bool has_rule;
     tz_rule rule;
+    atomic_int refs; /* 0: not shared (made by pl__tz_parse()) */
 };
 
 /* ---- civil dates --------------------------------------------------------- */
@@ -536,6 +548,126 @@ static bool name_ok(const char *name)
     return true;
 }
 
+/* ---- the cache ------------------------------------------------------------ */
+
+#define TZ_CACHE_MAX 32
+
+/* What a file is: the cached zone is used only while it is the same. */
+typedef struct tz_ident {
+    dev_t dev;
+    ino_t ino;
+    off_t size;
+    struct timespec mtime;
+} tz_ident;
+
+typedef struct tz_entry {
+    char path[PL__TZ_NAME_MAX + 256];
+    tz_ident id;
+    pl__tz *z;     /* NULL: a free slot */
+    uint64_t used; /* when it was last used, by g_tick */
+} tz_entry;
+
+static pthread_mutex_t g_tz_mu = PTHREAD_MUTEX_INITIALIZER;
+static tz_entry g_tz_cache[TZ_CACHE_MAX];
+static uint64_t g_tick;
+
+static tz_ident ident_of(const struct stat *st)
+{
+    return (tz_ident){st->st_dev, st->st_ino, st->st_size, st->st_mtim};
+}
+
+static bool same_ident(const tz_ident *a, const tz_ident *b)
+{
+    return a->dev == b->dev && a->ino == b->ino && a->size == b->size &&
+           a->mtime.tv_sec == b->mtime.tv_sec &&
+           a->mtime.tv_nsec == b->mtime.tv_nsec;
+}
+
+/* Drop one reference to @p z: the last frees it. */
+static void tz_unref(pl__tz *z)
+{
+    if (atomic_fetch_sub(&z->refs, 1) != 1)
+        return;
+    free(z->times);
+    free(z->idx);
+    free(z->offs);
+    free(z);
+}
+
+/* The cached zone of @p path if the file is still @p id (a reference the
+ * caller owns), else NULL. */
+static pl__tz *cache_get(const char *path, const tz_ident *id)
+{
+    pl__tz *z = NULL;
+    pthread_mutex_lock(&g_tz_mu);
+    for (size_t i = 0; i < TZ_CACHE_MAX; i++) {
+        tz_entry *c = &g_tz_cache[i];
+        if (c->z && strcmp(c->path, path) == 0 && same_ident(&c->id, id)) {
+            z = c->z;
+            atomic_fetch_add(&z->refs, 1);
+            c->used = ++g_tick;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&g_tz_mu);
+    return z;
+}
+
+/* Keep @p z, read from @p path as it was @p id, in the cache, in the slot
+ * of that path, else a free one, else the least recently used. */
+static void cache_put(const char *path, const tz_ident *id, pl__tz *z)
+{
+    pthread_mutex_lock(&g_tz_mu);
+    tz_entry *slot = NULL, *free_slot = NULL, *lru = &g_tz_cache[0];
+    for (size_t i = 0; i < TZ_CACHE_MAX && !slot; i++) {
+        tz_entry *c = &g_tz_cache[i];
+        if (c->z && strcmp(c->path, path) == 0)
+            slot = c;
+        else if (!c->z && !free_slot)
+            free_slot = c;
+        else if (c->z && c->used < lru->used)
+            lru = c;
+    }
+    if (!slot)
+        slot = free_slot ? free_slot : lru;
+    pl__tz *old = slot->z;
+    snprintf(slot->path, sizeof slot->path, "%s", path);
+    slot->id = *id;
+    slot->z = z;
+    slot->used = ++g_tick;
+    atomic_fetch_add(&z->refs, 1);
+    pthread_mutex_unlock(&g_tz_mu);
+    if (old)
+        tz_unref(old);
+}
+
+size_t pl__tz_cache_count(void)
+{
+    size_t n = 0;
+    pthread_mutex_lock(&g_tz_mu);
+    for (size_t i = 0; i < TZ_CACHE_MAX; i++)
+        n += g_tz_cache[i].z != NULL;
+    pthread_mutex_unlock(&g_tz_mu);
+    return n;
+}
+
+void pl__tz_cache_clear(void)
+{
+    pl__tz *drop[TZ_CACHE_MAX];
+    size_t n = 0;
+    pthread_mutex_lock(&g_tz_mu);
+    for (size_t i = 0; i < TZ_CACHE_MAX; i++) {
+        if (g_tz_cache[i].z)
+            drop[n++] = g_tz_cache[i].z;
+        g_tz_cache[i].z = NULL;
+    }
+    pthread_mutex_unlock(&g_tz_mu);
+    for (size_t i = 0; i < n; i++)
+        tz_unref(drop[i]);
+}
+
+/* ---- loading ------------------------------------------------------------- */
+
 int pl__tz_load(pl__tz **out, const char *name, const char *dir)
 {
     *out = NULL;
@@ -564,11 +696,17 @@ int pl__tz_load(pl__tz **out, const char *name, const char *dir)
                      dir ? dir : "/usr/share/zoneinfo", name);
     if (n < 0 || (size_t)n >= sizeof path)
         return pl__err(PL_EINVAL, "time zone '%s': the path is too long", name);
+    struct stat st;
+    tz_ident id;
+    if (stat(path, &st) == 0 && S_ISREG(st.st_mode)) {
+        id = ident_of(&st);
+        if ((*out = cache_get(path, &id)))
+            return PL_OK;
+    }
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0)
         return pl__err(PL_EINVAL, "time zone '%s' not found (%s: %s)", name,
                        path, strerror(errno));
-    struct stat st;
     uint8_t *data = NULL;
     int rc;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size < 44 ||
@@ -596,6 +734,11 @@ int pl__tz_load(pl__tz **out, const char *name, const char *dir)
         got += (size_t)r;
     }
     rc = pl__tz_parse(out, name, data, len);
+    if (!rc) { /* shared from now on: the caller's reference, the cache's */
+        atomic_store(&(*out)->refs, 1);
+        id = ident_of(&st);
+        cache_put(path, &id, *out);
+    }
 done:
     free(data);
     close(fd);
@@ -606,10 +749,9 @@ void pl__tz_free(pl__tz *z)
 {
     if (!z)
         return;
-    free(z->times);
-    free(z->idx);
-    free(z->offs);
-    free(z);
+    if (atomic_load(&z->refs) == 0)
+        atomic_store(&z->refs, 1); /* not shared: this is the one */
+    tz_unref(z);
 }
 
 const char *pl__tz_name(const pl__tz *z) { return z->name; }

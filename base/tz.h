@@ -45,7 +45,13 @@ PL__HIDDEN int pl__tz_load(pl__tz **out, const char *name,
 PL__HIDDEN int pl__tz_parse(pl__tz **out, const char *name, const uint8_t *data,
                             size_t len) PL__MUST_CHECK;
 
+/* Drop the zone: a zone pl__tz_load() read from a file is shared with
+ * its cache (see THE CACHE in tz.c) and freed with its last reference. */
 PL__HIDDEN void pl__tz_free(pl__tz *z);
+
+/* The zones the cache holds (at most 32), and emptying it (the tests). */
+PL__HIDDEN size_t pl__tz_cache_count(void);
+PL__HIDDEN void pl__tz_cache_clear(void);
 
 /* The zone's name as loaded. Borrowed: valid until pl__tz_free(). */
 PL__HIDDEN const char *pl__tz_name(const pl__tz *z);

@@ -3,15 +3,21 @@
  * the raw-LMDB floor, the report and its goals, the noise probe, the
  * loopback model server.
  *
- *   bench.c         the workloads W1..W6 and fanout, the goals, main()
- *   bench_time.c    W7 (parked timers) and W8 (a signal to a waiting run)
- *   bench_rate.c    rate (one rate limit shared by three processes)
- *   model_server.c  the loopback model server W5 talks to
- *   bench_stream.c  W5 streamed: time to the first delta
- *   bench_mcp.c     mcp: a recorded MCP call against a bare JSON-RPC one
- *   churn.c         churn (runs created and pruned, cycle after cycle)
- *   agent_chain.c   the long agent (a chain of runs continued as new)
- *   options.c       the command line
+ *   bench.c           the workloads described, --only, --store, main()
+ *   bench_util.c      clocks, child processes, stores, the report, goals
+ *   bench_policies.c  the policies the workloads run, their registry
+ *   bench_floor.c     the raw-LMDB floor, and the noise probe
+ *   bench_w1.c .. bench_w4.c, bench_w5.c, bench_w6.c, bench_fanout.c
+ *                     the workloads W1..W6 and fanout
+ *   bench_pg.c        W1 and W3 on PostgreSQL, next to a libpq floor
+ *   bench_time.c      W7 (parked timers) and W8 (a signal to a waiting run)
+ *   bench_rate.c      rate (one rate limit shared by three processes)
+ *   model_server.c    the loopback model server W5 talks to
+ *   bench_stream.c    W5 streamed: time to the first delta
+ *   bench_mcp.c       mcp: a recorded MCP call against a bare JSON-RPC one
+ *   churn.c           churn (runs created and pruned, cycle after cycle)
+ *   agent_chain.c     the long agent (a chain of runs continued as new)
+ *   options.c         the command line: the usage, --only's names
  */
 #ifndef PL_BENCH_H
 #define PL_BENCH_H
@@ -23,6 +29,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/types.h>
 
 #include <pthread.h>
 
@@ -53,6 +60,15 @@ void remove_store(const char *path);
 pl_registry *make_registry(bool killer); /* "tool" and the bench roots */
 pl_engine *open_engine(const char *path, pl_registry *reg, pl_durability d,
                        pl_event_fn fn);
+
+/* The write transactions of the store of @p e so far, each one sync in
+ * sync mode: LMDB's last transaction id; on PostgreSQL the server's next
+ * transaction id (every writing transaction takes one), read on a
+ * connection of the process's own. */
+uint64_t store_commits(pl_engine *e);
+/* The floor's time per commit, synced, alone: one raw LMDB put (or, with
+ * --store, one 160 B INSERT) and commit; median of PROBE_REPS probes. */
+double floor_commit_s(void);
 
 /* ---- the raw-LMDB floor ---- */
 MDB_env *raw_open(const char *name, pl_durability mode, MDB_dbi *dbi);
@@ -187,5 +203,136 @@ int report_mcp(bool quick);
 /* ---- bench_rate.c ---- */
 /* The rate workload on the store at @p path; the failures. */
 int bench_rate(bool quick, const char *path);
+
+/* ---- what the workloads' files share (see bench.c for the workloads) ---- */
+extern int g_reps;                   /* REPS, or fewer with --quick */
+extern char g_dir[1024];             /* where the stores go */
+extern const pl_durability modes[3]; /* sync, group, process */
+
+/* bench_util.c: fn(arg, result) in a child, started and collected apart */
+pid_t child_start(child_fn fn, const void *arg, void *result, size_t size,
+                  int *from_child);
+int child_finish(pid_t pid, int from_child, void *result, size_t size);
+void report_goals(bool quick);
+
+/* bench_policies.c */
+/* W1's turns with its floors (see w1_turns): every TURN calls the root
+ * hands the disk to the floors' process and waits for it to hand back. */
+#define TURN 100
+
+typedef struct turn_state {
+    int out, in;   /* to and from the floors' process, or -1 */
+    int pending;   /* calls made since the last turn */
+    double paused; /* time spent waiting for the floors */
+} turn_state;
+
+extern turn_state g_turn;
+extern double *g_lat; /* latencies of the calls a root makes (W1) */
+extern size_t g_nlat;
+extern double g_first_exec; /* W2: when the tool first ran after restart */
+extern int g_kill_at;       /* W2 */
+extern uint64_t g_commits;
+int bench_tool(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user);
+void w2_event(const pl_event *ev, void *user);
+void count_commits(const pl_event *ev, void *user);
+int start_run(pl_engine *e, int n, const char *run_id);
+
+/* bench_floor.c */
+typedef struct floor_arg {
+    pl_durability mode;
+    int n; /* commits per thread */
+    int threads;
+    bool call; /* commit a call's records each time, not one */
+} floor_arg;
+
+typedef struct floor_res {
+    double per_record_s; /* wall time / commits */
+    double records_per_s;
+} floor_res;
+
+typedef struct scan_res {
+    double open_read_s; /* open the env and read n records */
+    double records_per_s;
+} scan_res;
+
+MDB_env *raw_env(const char *path, pl_durability mode);
+void timed_threads(void *(*fn)(void *), void *args, size_t size, int threads,
+                   int n, floor_res *r);
+void floor_puts(const void *varg, void *vres);
+int floor_scan(int n, scan_res *r);
+
+/* bench_w1.c */
+/*
+ * In sync and group mode the engine's run and its floors take turns at the
+ * disk: the run hands over every TURN calls to a second process, which
+ * makes as many commits to the floor and to rawcall (each going first in
+ * turn) and hands back.  A synced commit costs what the disk's flush costs
+ * at that moment, and on a shared host that drifts by tens of percent
+ * over seconds; runs of 10,000 calls one after another (~2 s each) would
+ * put the drift into the ratio, turns of ~20 ms put it into all three.
+ * The engine's time leaves out the time it waited.  Process mode is bound
+ * by CPU and caches instead, which turns would empty for each other every
+ * few hundred microseconds; it runs whole runs back to back.
+ */
+typedef struct w1_turns {
+    int to_floors[2]; /* run -> floors: commits to make (an int) */
+    int to_run[2];    /* floors -> run: made them (a byte) */
+} w1_turns;
+
+typedef struct w1_arg {
+    pl_durability mode;
+    int n;
+    const w1_turns *turns; /* sync, group: take turns with the floors */
+} w1_arg;
+
+typedef struct turns_res {
+    double floor_s, rawcall_s; /* time spent committing to each */
+    int n;                     /* commits made to each */
+} turns_res;
+
+typedef struct w1_res {
+    double calls_per_s;
+    double per_call_s;
+    double p50_s, p95_s;
+    long peak_rss_kb;
+    long anon_rss_kb;
+    double commits_per_call;
+    /* on PostgreSQL, what one call more costs: round trips to the server
+     * and statements (a run of 2k calls less one of k) */
+    double round_trips_per_call, statements_per_call;
+    double wait_per_call_s; /* time in round trips, a call (the timed run) */
+} w1_res;
+
+void w1_child(const void *varg, void *vres);
+int report_w1(bool quick);
+
+/* bench_w2.c, bench_w4.c, bench_w5.c, bench_w6.c, bench_fanout.c */
+int report_w2(void);
+int report_w4(bool quick);
+int report_w5(bool quick);
+int report_w6(bool quick);
+int report_fanout(bool quick);
+
+/* bench_w3.c */
+typedef struct w3_arg {
+    pl_durability mode;
+    int runs, calls, threads;
+    bool pool; /* runs as tasks of a pl_pool of `threads` threads */
+} w3_arg;
+
+typedef struct w3_res {
+    double calls_per_s;
+    double round_trips_per_call; /* on PostgreSQL */
+} w3_res;
+
+void w3_child(const void *varg, void *vres);
+int report_w3(bool quick);
+
+/* bench_pg.c */
+void pg_path_in(char *out, size_t n, const char *name);
+void pg_remove(const char *path);
+void pg_floor(const void *varg, void *vres);
+int report_pg_w1(bool quick);
+int report_pg_w3(bool quick);
 
 #endif /* PL_BENCH_H */

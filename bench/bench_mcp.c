@@ -3,7 +3,7 @@
  * against a bare JSON-RPC round trip to the same server.
  *
  *   mcp            the reference server-everything over stdio (from npm,
- *                  installed into the build tree by tests/mcp_setup.sh;
+ *                  installed into the build tree by tests/npm_setup.sh;
  *                  skipped, saying so, without it), its "echo" tool:
  *                  - bare: a minimal client in this process, the server a
  *                    child on a pipe pair, one tools/call written and its
@@ -265,8 +265,8 @@ int report_mcp(bool quick)
         "server; %d of each\n",
         calls);
     if (access(EVERYTHING, R_OK) != 0) {
-        say("  skipped: %s is not installed (tests/mcp_setup.sh DIR installs "
-            "it)\n",
+        say("  skipped: %s is not installed (the suite's mcp_setup, "
+            "tests/npm_setup.sh, installs it)\n",
             EVERYTHING);
         cJSON_AddStringToObject(g_json, "mcp", "skipped: no server-everything");
         return 0;

@@ -18,8 +18,8 @@ void usage(FILE *f)
                "  --only LIST the workloads to run, e.g. w1,w4, fanout, "
                "churn, agent, rate or mcp\n"
                "              (default: all)\n"
-               "  --store URI W1, W3, W6, W7, rate and churn on PostgreSQL (a "
-               "postgresql:// URI),\n"
+               "  --store URI W1, W3, W6, W7, W8, rate and churn on PostgreSQL "
+               "(a postgresql:// URI),\n"
                "              W1 and W3 next to a libpq floor\n");
 }
 

@@ -8,7 +8,8 @@
  *   replay/          the replay engine, from the public entry points down
  *     runner.c       the runner: start, continue, resume, ownership
  *     outcome.c      new run ids; outcomes freed and their result read,
- *                    the outcome a state record holds
+ *                    the outcome a state record holds; a run's end
+ *                    cancelled or waiting recorded
  *     fanout.c       pl_ctx_call_all: several calls at once, on threads
  *     call.c         pl_ctx_call and friends: how a call resolves (call.h)
  *     indoubt.c      recovering a call in flight at a crash (indoubt.h)
@@ -48,8 +49,10 @@
  *     registry.c     policies by name
  *
  *   ops/             operations on stored runs
- *     runs.c         reading runs' records: one, and the run list
+ *     runs.c         a run's records (pl_run_get) and the run list, a
+ *                    page at a time
  *     inspect.c      reading ledgers, verification
+ *     walk.c         a run's steps in tree order (pl_run_walk)
  *     fork.c         a new run from a prefix of another's ledgers
  *     export.c       a run as JSON lines (the format: export.h)
  *     import.c       an export back into a store, checked before written
@@ -87,6 +90,7 @@
 #include "codec.h"
 #include "hash.h"
 #include "platform.h"
+#include "share.h"
 #include "store.h"
 #include "util.h"
 
@@ -102,6 +106,7 @@ struct pl_step {
     char *actor;    /* in the same allocation as the step */
     uint8_t *mp;    /* payload, msgpack map; in the same allocation */
     size_t mp_len;
+    bool mp_own; /* mp is a block of its own (a large payload), freed too */
     char *id;    /* NULL until in a ledger; idbuf when it fits */
     char *code;  /* may be NULL */
     cJSON *json; /* decoded payload, on first use; read-only, its
@@ -133,6 +138,26 @@ PL__HIDDEN int pl__step_from_rec(const pl__rec *rec, const char *path,
 PL__HIDDEN int pl__step_folded(const pl__rec *answer, const uint8_t *genesis,
                                const char *callee_path,
                                pl_step **out) PL__MUST_CHECK;
+/* Reading a run (ops/inspect.c, ops/walk.c): its number, its records
+ * checked; the run's genesis hash, made with *hasher (created when NULL);
+ * a mirror's payload lent from its caller's result (@p hold keeps that
+ * record). */
+PL__HIDDEN int pl__run_find_checked(pl_engine *e, const char *run_id,
+                                    uint64_t *num) PL__MUST_CHECK;
+PL__HIDDEN int pl__genesis_of(pl__hasher **hasher, const char *run_id,
+                              uint8_t out[PL_HASH_LEN]) PL__MUST_CHECK;
+PL__HIDDEN int pl__read_mirror(pl_engine *e, pl__hasher **hasher, uint64_t num,
+                               const uint32_t *comps, unsigned depth,
+                               const uint8_t *key, size_t klen,
+                               const uint8_t *val, size_t vlen, pl__rec *rec,
+                               pl__kvs *hold) PL__MUST_CHECK;
+/* Every step record of run @p num in key order, after key @p after (NULL:
+ * from the first), a chunk at a time, to @p fn; its non-zero value stops. */
+typedef int (*pl__rec_fn)(const uint8_t *key, size_t klen, const uint8_t *val,
+                          size_t vlen, void *user);
+PL__HIDDEN int pl__scan_run(pl_engine *e, const char *run_id, uint64_t num,
+                            const uint8_t *after, size_t after_len,
+                            pl__rec_fn fn, void *user) PL__MUST_CHECK;
 /* Give a step its place in a ledger. */
 PL__HIDDEN int pl__step_place(pl_step *s, const char *path, uint32_t seq,
                               int64_t time_us) PL__MUST_CHECK;
@@ -248,10 +273,25 @@ PL__HIDDEN int pl__engine_lease(pl_engine *e, uint64_t num, uint64_t gen,
                                 atomic_bool *lost) PL__MUST_CHECK;
 /* Stop the renewer thread, if one runs (lease.c). */
 PL__HIDDEN void pl__engine_lease_stop(pl_engine *e);
+/*
+ * Build the run info of run @p num from its info record and its state
+ * record (@p state, or NULL: read here).  With @p lease_later, a running
+ * run this engine does not execute is left with what its state record
+ * says of its owner, *lease_later set for the caller to ask its lease
+ * (pl__lease_alive()) (inspect.c).
+ */
+PL__HIDDEN int pl__run_info_build(pl_engine *e, const char *id, size_t id_len,
+                                  uint64_t num, const uint8_t *info,
+                                  size_t info_len, const pl__buf *state,
+                                  bool *lease_later,
+                                  pl_run_info **out) PL__MUST_CHECK;
 /* Whether a running run that this engine does not execute has a live
  * owner by its lease; @p by_record (pl__owner_alive()) for a run without
  * a lease (lease.c). */
 PL__HIDDEN bool pl__run_lease_alive(pl_engine *e, uint64_t num, bool by_record);
+/* The same for a lease read already: @p l, or NULL for none. */
+PL__HIDDEN bool pl__lease_alive(pl_engine *e, const pl__lease *l,
+                                bool by_record);
 /* Whether run options' priority and concurrency key are in range, and
  * given to pl_run_submit() only (@p submit) (flow.c); PL_EINVAL naming
  * @p fn. */
@@ -289,6 +329,9 @@ typedef struct pl__run {
     char *reason; /* the failure, recorded in the run state */
 
     pl__batch batch; /* steps appended since the last commit */
+    /* the large strings this execution stored whole, which later steps
+     * refer to (ledger/codec/share.c); made when the first is written */
+    pl__share_table *share;
     pl__hasher *hasher;
     uint8_t genesis[PL_HASH_LEN]; /* what step 0 of each ledger links to */
     pl__buf scratch;              /* payload encoding */

@@ -60,6 +60,13 @@ void pl__kvs_reset(pl__kvs *l)
     l->n = 0;
 }
 
+void pl__kvs_trim(pl__kvs *l, size_t keep)
+{
+    pl__kvs_reset(l);
+    if (l->data.cap > keep)
+        pl__buf_free(&l->data);
+}
+
 void pl__kvs_free(pl__kvs *l)
 {
     pl__buf_free(&l->data);

@@ -122,6 +122,19 @@ int pl__store_state_get(pl__store *s, uint64_t num, pl__buf *state)
     return CALL(s, state_get, num, state);
 }
 
+int pl__store_states_get(pl__store *s, const uint64_t *nums, size_t n,
+                         pl__buf *states)
+{
+#if PL_WITH_POSTGRESQL
+    if (s->pg)
+        return pl__pg_states_get(s->pg, nums, n, states);
+#endif
+    int st = PL_OK; /* LMDB: a read each, in memory */
+    for (size_t i = 0; !st && i < n; i++)
+        st = pl__lmdb_state_get(s->lmdb, nums[i], &states[i]);
+    return st;
+}
+
 int pl__store_state_update(pl__store *s, uint64_t num, pl__state_fn fn,
                            void *user)
 {
@@ -168,6 +181,23 @@ int pl__store_lease_get(pl__store *s, uint64_t run, pl__lease *out)
     return CALL(s, lease_get, run, out);
 }
 
+int pl__store_leases_get(pl__store *s, const uint64_t *runs, size_t n,
+                         pl__lease *out, bool *found)
+{
+#if PL_WITH_POSTGRESQL
+    if (s->pg)
+        return pl__pg_leases_get(s->pg, runs, n, out, found);
+#endif
+    int st = PL_OK;
+    for (size_t i = 0; !st && i < n; i++) {
+        st = pl__lmdb_lease_get(s->lmdb, runs[i], &out[i]);
+        found[i] = st == PL_OK;
+        if (st == PL_ENOTFOUND)
+            st = PL_OK;
+    }
+    return st;
+}
+
 /* ---- deleting runs ---------------------------------------------------------- */
 
 int pl__store_delete(pl__store *s, pl__delete *d, size_t n)
@@ -207,9 +237,12 @@ int pl__store_timer_set(pl__store *s, uint64_t run, const char *run_id,
 }
 
 int pl__store_timer_take(pl__store *s, const char *owner, int64_t lease_us,
-                         pl__lease *out, int64_t *next_due_us)
+                         pl__lease *out, size_t max, size_t *n,
+                         int64_t *next_due_us)
 {
-    return CALL(s, timer_take, owner, lease_us, out, next_due_us);
+    *n = 0;
+    return CALL(s, timer_take, owner, lease_us, out, max ? max : 1, n,
+                next_due_us);
 }
 
 int pl__store_timer_get(pl__store *s, uint64_t run, int64_t *due_us)
@@ -219,9 +252,10 @@ int pl__store_timer_get(pl__store *s, uint64_t run, int64_t *due_us)
 
 int pl__store_inbox_put(pl__store *s, uint64_t run, const char *run_id,
                         pl__inbox_check_fn check, void *user,
-                        const uint8_t *rec, size_t len, uint64_t *seq)
+                        const uint8_t *rec, size_t len, pl__inbox_take *take,
+                        uint64_t *seq)
 {
-    return CALL(s, inbox_put, run, run_id, check, user, rec, len, seq);
+    return CALL(s, inbox_put, run, run_id, check, user, rec, len, take, seq);
 }
 
 int pl__store_inbox_read(pl__store *s, uint64_t run, pl__kvs *out)

@@ -29,6 +29,8 @@
  *     hash.c         the hash chain's digests, the run records' checksums
  *                    (hash.h, on base/sha256.h)
  *     schedrec.c     the schedule record (schedrec.h)
+ *     share.c        large strings stored once per run: shared step
+ *                    values, made and put back together (share.h)
  *
  *   lmdb/            the embedded default (lmdb_store.h, lmdb_int.h)
  *     lmdb_ident.c   what a file must be before LMDB maps it, and what
@@ -119,6 +121,8 @@ PL__HIDDEN void pl__kvs_cancel(pl__kvs *l);
 PL__HIDDEN int pl__kvs_add(pl__kvs *l, const uint8_t *key, size_t klen,
                            const uint8_t *val, size_t vlen) PL__MUST_CHECK;
 PL__HIDDEN void pl__kvs_reset(pl__kvs *l);
+/* Empty @p l, and give its memory back if it holds more than @p keep. */
+PL__HIDDEN void pl__kvs_trim(pl__kvs *l, size_t keep);
 PL__HIDDEN void pl__kvs_free(pl__kvs *l);
 
 /* Entry @p i's key and value; NULL while no byte has been stored (empty
@@ -171,11 +175,15 @@ typedef struct pl__batch {
     const pl__buf *sched_expect; /* non-NULL: write only over this record
                                     (else nothing, and no error) */
     /* time (TIMERS and INBOXES below), in the same transaction: */
-    int64_t timer_us;     /* > 0: the run's timer is due then, or at the
+    int64_t timer_us;         /* > 0: the run's timer is due then, or at the
                             earlier time it has (a run that parks) */
-    const char *timer_id; /* with timer_us: the run's id */
-    uint64_t inbox_del;   /* nonzero: the inbox record of the run with this
+    const char *timer_id;     /* with timer_us: the run's id */
+    uint64_t inbox_del;       /* nonzero: the inbox record of the run with this
                              seq is consumed: drop it (gone: PL_EBUSY) */
+    const pl__kvs *inbox_add; /* non-NULL: inbox records of the run, keys
+                                 their seqs (u64 BE), written as they are
+                                 (an import's; a seq taken: PL_EBUSY);
+                                 timer_id names the run they are bound to */
     /* set by a commit that looks in the run's inbox as it writes (the
      * PostgreSQL store, in the commit's one statement): whether a
      * cancellation waits there.  The LMDB store leaves inbox_known false:
@@ -259,6 +267,12 @@ PL__HIDDEN int pl__store_run_find(pl__store *s, const char *id, uint64_t *num,
 PL__HIDDEN int pl__store_state_get(pl__store *s, uint64_t num,
                                    pl__buf *state) PL__MUST_CHECK;
 
+/* Read the state records of runs @p nums[0 .. n) into @p states[0 .. n)
+ * (each reset first): on PostgreSQL one query for them all.  A run without
+ * one is PL_ECORRUPT. */
+PL__HIDDEN int pl__store_states_get(pl__store *s, const uint64_t *nums,
+                                    size_t n, pl__buf *states) PL__MUST_CHECK;
+
 /*
  * Read-modify-write a run's state in one write transaction: @p fn gets the
  * current state bytes and replaces them in @p state (it may also add step
@@ -337,6 +351,11 @@ PL__HIDDEN int pl__store_lease_release(pl__store *s, uint64_t run,
 PL__HIDDEN int pl__store_lease_get(pl__store *s, uint64_t run,
                                    pl__lease *out) PL__MUST_CHECK;
 
+/* Read the leases of runs @p runs[0 .. n) into @p out[0 .. n), @p found[i]
+ * false for a run that has none: on PostgreSQL one query for them all. */
+PL__HIDDEN int pl__store_leases_get(pl__store *s, const uint64_t *runs,
+                                    size_t n, pl__lease *out,
+                                    bool *found) PL__MUST_CHECK;
 /* ---- deleting runs --------------------------------------------------------- */
 
 /*
@@ -428,13 +447,15 @@ PL__HIDDEN int pl__store_timer_set(pl__store *s, uint64_t run,
                                    int64_t due_us) PL__MUST_CHECK;
 
 /*
- * Take the earliest due timer whose run holds no live lease: drop it and
- * take the run's lease for @p owner, for @p lease_us, in one transaction
- * (the run and lease in @p out).  PL_ENOTFOUND when none is due; then
- * *next_due_us is the earliest timer's due time (0: there is none).
+ * Take the earliest due timers whose runs hold no live lease, @p max at
+ * most: drop each and take its run's lease for @p owner, for @p lease_us,
+ * all in one transaction (the runs and leases in out[0 .. *n), earliest
+ * first).  PL_ENOTFOUND when none is due; then *next_due_us is the
+ * earliest timer's due time (0: there is none).
  */
 PL__HIDDEN int pl__store_timer_take(pl__store *s, const char *owner,
                                     int64_t lease_us, pl__lease *out,
+                                    size_t max, size_t *n,
                                     int64_t *next_due_us) PL__MUST_CHECK;
 
 /* Run @p run's timer: PL_ENOTFOUND when it has none. */
@@ -446,13 +467,32 @@ PL__HIDDEN int pl__store_timer_get(pl__store *s, uint64_t run,
 typedef int (*pl__inbox_check_fn)(const uint8_t *state, size_t len, void *user);
 
 /*
+ * What a delivery may also do in its transaction: take the run's lease for
+ * @c owner and claim its state with @c claim (the new state; PL_OK to
+ * claim), so that the caller executes the run without two transactions
+ * more.  Taken only when no live lease of another owner is there and
+ * @c claim returns PL_OK (its refusal is no error: the delivery alone is
+ * written); then @c taken is true and @c gen the lease's generation.
+ */
+typedef struct pl__inbox_take {
+    const char *owner;
+    int64_t lease_us;
+    pl__state_fn claim; /* given no extra records to write */
+    void *user;
+    bool taken;
+    uint64_t gen;
+} pl__inbox_take;
+
+/*
  * In one transaction: @p check run @p run's state, append @p rec to its
  * inbox (its seq in *seq), and make its timer due now (keeping an earlier
- * one), so that a waiting run wakes to look.
+ * one), so that a waiting run wakes to look; with @p take (NULL: none),
+ * also take the run's lease and claim its state (pl__inbox_take).
  */
 PL__HIDDEN int pl__store_inbox_put(pl__store *s, uint64_t run,
                                    const char *run_id, pl__inbox_check_fn check,
                                    void *user, const uint8_t *rec, size_t len,
+                                   pl__inbox_take *take,
                                    uint64_t *seq) PL__MUST_CHECK;
 
 /* Run @p run's inbox in delivery order: keys are seqs (u64 BE), values the

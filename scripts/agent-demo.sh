@@ -53,7 +53,8 @@ export AGENT_DATA
 mcp_args=()
 if [ -n "$mcp" ]; then
   fs=$build/npm/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js
-  [ -f "$fs" ] || sh tests/mcp_setup.sh "$build/npm" >&2
+  [ -f "$fs" ] || sh tests/npm_setup.sh "$build/npm" "the agent over MCP" \
+    @modelcontextprotocol/server-filesystem >&2
   [ -f "$fs" ] || { echo "agent-demo.sh: --mcp needs node and npm (scripts/deps.sh --test)" >&2; exit 2; }
   mcp_args=(--mcp "fs=stdio:node $(cd "$(dirname "$fs")" && pwd)/index.js $AGENT_DATA")
   echo "(the files are read through the MCP server: ${mcp_args[1]})"

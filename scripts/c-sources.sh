@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# List our C sources, one per line (-z: NUL-terminated), sorted: include/*.h
-# and every *.c / *.h under the source folders below, of those that exist.
+# List our C sources, one per line (-z: NUL-terminated), sorted: the headers
+# of include/ and its folders, and every *.c / *.h under the source folders
+# below, of those that exist.
 # Build trees (build*/) and everything else are not ours to check.
 #   scripts/c-sources.sh [-z]
 set -euo pipefail
@@ -18,7 +19,7 @@ for d in core ledger base policies tools examples tests bench fuzz; do
   [ -d "$d" ] && dirs+=("$d")
 done
 {
-  [ -d include ] && find include -maxdepth 1 -type f -name '*.h' -print0
+  [ -d include ] && find include -type f -name '*.h' -print0
   [ ${#dirs[@]} -eq 0 ] ||
     find "${dirs[@]}" -type d -name 'build*' -prune -o \
       -type f \( -name '*.c' -o -name '*.h' \) -print0

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Build the libFuzzer harnesses (fuzz/, clang, ASan + UBSan, build-fuzz/)
-# and run each for SECONDS (default 30), one after the other, on a copy of
-# its seed corpus (fuzz/corpus/NAME/).  A finding stops the script: the
-# input is left as build-fuzz/crash-* (add it to the corpus once fixed).
+# and run each for SECONDS (default 30), as many at once as there are cores,
+# on its seed corpus (fuzz/corpus/NAME/; new inputs go to a scratch folder).
+# A finding fails the script: the input is left as build-fuzz/NAME-crash-*
+# (add it to the corpus once fixed).
 #   scripts/fuzz.sh [SECONDS]          build and run every harness
 #   scripts/fuzz.sh SECONDS NAME...    only these harnesses
 #   scripts/fuzz.sh --seeds            rewrite the seeds that come from a
@@ -36,12 +37,12 @@ names=("$@")
 [ ${#names[@]} -eq 0 ] && names=("${all[@]}")
 export ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-log=$(mktemp)
-trap 'rm -f "$log"; rm -rf "${work:-}"' EXIT
-for n in "${names[@]}"; do
-  # new inputs go to a scratch folder; the seeds are only read
-  work=$(mktemp -d)
-  echo "fuzz: $n for ${secs}s"
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
+# one harness: new inputs go to a scratch folder; the seeds are only read
+fuzz_one() {
+  local n=$1 work log=$scratch/$1.log
+  work=$(mktemp -d "$scratch/$n.XXXXXX")
   # stderr of the code under test (the tools' messages) is closed; the
   # fuzzer's own output and any report still print
   if ! "$dir/fuzz/$n" -max_total_time="$secs" -max_len=4096 -timeout=20 \
@@ -49,9 +50,23 @@ for n in "${names[@]}"; do
        -artifact_prefix="$dir/$n-" "$work" "fuzz/corpus/$n" >"$log" 2>&1; then
     tail -n 60 "$log"
     echo "fuzz: $n found a fault; the input is $dir/$n-crash-* (or leak-, timeout-)" >&2
-    exit 1
+    return 1
   fi
-  grep -E '^stat::(number_of_executed_units|peak_rss_mb)' "$log" | tr '\n' ' '
-  echo
+  echo "fuzz: $n for ${secs}s: $(grep -E '^stat::(number_of_executed_units|peak_rss_mb)' "$log" | tr '\n' ' ')"
   rm -rf "$work"
+}
+# as many harnesses at once as there are cores, each for SECONDS
+echo "fuzz: ${#names[@]} harnesses, $(nproc) at a time, ${secs}s each"
+pids=() failed=0
+for n in "${names[@]}"; do
+  fuzz_one "$n" &
+  pids+=($!)
+  if [ ${#pids[@]} -ge "$(nproc)" ]; then
+    wait "${pids[0]}" || failed=1
+    pids=("${pids[@]:1}")
+  fi
 done
+for p in "${pids[@]}"; do
+  wait "$p" || failed=1
+done
+exit "$failed"

@@ -7,7 +7,8 @@
 # ledger-replay --check with the demo's plugin needs the same --mcp (or
 # the plugin mounting it, AGENT_MCP), and passes after the server changed
 # the tool.
-# Skipped (77) when tests/mcp_setup.sh could not install the server.
+# Skipped (77) when tests/npm_setup.sh could not install the server; with
+# PL_NPM_REQUIRED=1, where nothing may skip, failed.
 #   agent_mcp.sh SOURCE_DIR BUILD_DIR AGENT_CHECK
 set -eu
 src=$1 build=$2 check=$3
@@ -16,7 +17,9 @@ replay=$build/tools/ledger-replay dump=$build/tools/ledger-dump
 agent_dir=$build/examples/agent
 fs=$build/npm/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js
 if [ ! -f "$fs" ] || ! command -v node >/dev/null; then
-  echo "skipped: $fs is not installed (tests/mcp_setup.sh could not fetch it)"
+  echo "$fs is not installed (tests/npm_setup.sh could not fetch it):" \
+       "$([ "${PL_NPM_REQUIRED:-}" = 1 ] && echo "failed (PL_NPM_REQUIRED=1: nothing may skip)" || echo skipped)"
+  [ "${PL_NPM_REQUIRED:-}" = 1 ] && exit 1
   exit 77
 fi
 . "$src/tests/agent_lib.sh"

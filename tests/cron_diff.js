@@ -5,7 +5,8 @@
 // zones with changes of offset, a third of the starts just before one),
 // the next 50 fire times from cron-parser and from tests/cron_fires.c:
 // every one must agree.  Exits 77 (skipped) when cron-parser is not
-// installed in NPM_DIR (tests/cron_setup.sh says why).
+// installed in NPM_DIR (tests/npm_setup.sh says why); with PL_NPM_REQUIRED=1, where
+// nothing may skip, 1.
 'use strict';
 const { execFileSync } = require('child_process');
 const path = require('path');
@@ -16,8 +17,10 @@ try {
   parser = require(path.resolve(npmDir, 'node_modules', 'cron-parser'));
   luxon = require(path.resolve(npmDir, 'node_modules', 'luxon'));
 } catch (e) {
-  console.log(`cron_diff: cron-parser is not installed in ${npmDir}: skipped`);
-  process.exit(77);
+  const ci = process.env.PL_NPM_REQUIRED === '1';
+  console.log(`cron_diff: cron-parser is not installed in ${npmDir}: ` +
+              (ci ? 'failed (PL_NPM_REQUIRED=1: nothing may skip)' : 'skipped'));
+  process.exit(ci ? 1 : 77);
 }
 const CASES = Number(casesArg || 1000);
 

@@ -56,6 +56,37 @@ const char *t_tmpdir(void)
     return dirs[n_dirs++];
 }
 
+void t_slice(const char *var, long *k, long *n)
+{
+    const char *s = getenv(var);
+    *k = 0;
+    *n = 1;
+    if (!s || !*s)
+        return;
+    char *end;
+    errno = 0;
+    *k = strtol(s, &end, 10);
+    cr_assert(errno == 0 && *end == '/', "%s '%s' is not k/N", var, s);
+    *n = strtol(end + 1, &end, 10);
+    cr_assert(errno == 0 && !*end && *n > 0 && *k >= 0 && *k < *n,
+              "%s '%s' is not k/N with 0 <= k < N", var, s);
+}
+
+void t_need_npm(const char *path, const char *setup)
+{
+    if (access(path, R_OK) == 0)
+        return;
+    const char *req = getenv("PL_NPM_REQUIRED");
+    if (req && !strcmp(req, "1"))
+        cr_assert_fail(
+            "%s is not installed, and PL_NPM_REQUIRED=1, where "
+            "nothing may skip: see the output of %s (tests/npm_setup.sh)",
+            path, setup);
+    cr_skip_test("%s is not installed: %s (tests/npm_setup.sh) could not "
+                 "fetch it from npm (see its output in the test log)",
+                 path, setup);
+}
+
 /* ---- the backend ---------------------------------------------------------- */
 
 bool t_on_pg(void)

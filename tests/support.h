@@ -16,6 +16,14 @@
 
 /* A new empty directory under $TMPDIR (or /tmp); removed by t_cleanup(). */
 const char *t_tmpdir(void);
+/* The slice of a long sweep this process takes, from the environment
+ * variable @p var, "k/N": the items i with i % N == k (the suite runs such a
+ * sweep as N tests); unset, the whole sweep (0/1).  Anything else fails. */
+void t_slice(const char *var, long *k, long *n);
+/* The file @p path that tests/npm_setup.sh installs from npm (fixture
+ * @p setup): missing, the test is skipped, saying why; with PL_NPM_REQUIRED=1,
+ * where nothing may skip, it fails. */
+void t_need_npm(const char *path, const char *setup);
 /* A new store's path: "<a fresh temporary directory>/store.db" on LMDB, a
  * new schema's URI on PostgreSQL (see t_on_pg()). */
 const char *t_store_path(void);
@@ -36,6 +44,9 @@ void t_store_copy(const char *to, const char *from);
 const char *t_pg_schema(const char *store);
 /* The server's URI (PL_TEST_PG_URI, which pg_run.sh sets). */
 const char *t_pg_server(void);
+/* The server's URI with schema=@p schema and application_name=@p schema
+ * (free it); support_pg.c. */
+char *t_pg_store_uri(const char *schema);
 struct pg_conn *t_pg_admin(void);
 /* Copy the store's tables (see t_store_copy()); support_pg.c. */
 void t_pg_copy(const char *to, const char *from);

@@ -6,6 +6,7 @@
 
 #include <libpq-fe.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static PGresult *pg_exec(PGconn *c, const char *sql, ExecStatusType want)
@@ -21,6 +22,16 @@ const char *t_pg_schema(const char *store)
     const char *s = strstr(store, "&schema=");
     cr_assert_not_null(s, "not a test store on PostgreSQL: %s", store);
     return s + 8;
+}
+
+char *t_pg_store_uri(const char *schema)
+{
+    const char *base = t_pg_server();
+    size_t n = strlen(base) + 2 * strlen(schema) + 64;
+    char *uri = malloc(n);
+    cr_assert_not_null(uri);
+    snprintf(uri, n, "%s&schema=%s&application_name=%s", base, schema, schema);
+    return uri;
 }
 
 PGconn *t_pg_admin(void)

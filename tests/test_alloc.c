@@ -408,30 +408,12 @@ static int run_child(long fail_at, int report)
     return WEXITSTATUS(ws);
 }
 
-/*
- * PL_ALLOC_SHARD="k/N" takes the allocations n with n % N == k alone: the
- * suite runs the sweep as N tests (test_alloc_k), each a slice of it.
- */
-static void shard_of(long *k, long *n)
-{
-    const char *s = getenv("PL_ALLOC_SHARD");
-    *k = 0;
-    *n = 1;
-    if (!s || !*s)
-        return;
-    char *end;
-    errno = 0;
-    *k = strtol(s, &end, 10);
-    cr_assert(errno == 0 && *end == '/', "PL_ALLOC_SHARD '%s' is not k/N", s);
-    *n = strtol(end + 1, &end, 10);
-    cr_assert(errno == 0 && !*end && *n > 0 && *k >= 0 && *k < *n,
-              "PL_ALLOC_SHARD '%s' is not k/N with 0 <= k < N", s);
-}
-
+/* PL_ALLOC_SHARD="k/N" takes the allocations n with n % N == k alone: the
+ * suite runs the sweep as N tests (test_alloc_k), each a slice of it. */
 Test(alloc, every_allocation_of_a_run_fails_in_turn, .timeout = 900)
 {
     long shard, shards;
-    shard_of(&shard, &shards);
+    t_slice("PL_ALLOC_SHARD", &shard, &shards);
     int fds[2];
     cr_assert_eq(pipe(fds), 0);
     cr_assert_eq(run_child(0, fds[1]), 0, "the scenario fails unprovoked");

@@ -24,12 +24,13 @@
  * replay (pl_run_options.check) of it reports PL_ECHECK, and that a check
  * replay of the recovered run executes and writes nothing.
  * The matrix runs in each durability mode.  A second matrix also kills the
- * RECOVERY run at each of its own boundaries, then recovers again.  A third
- * kills a process running many orders on several threads (group commit),
+ * RECOVERY run at each of its own boundaries, then recovers again.  A third,
+ * in test_crash_threads.c, kills a process running many orders on several threads (group commit),
  * or as tasks of a pool (group and process mode: its threads share
  * commits), at a boundary of any of them, and recovers every run.
  */
 #include "support.h"
+#include "support_crash.h"
 
 #include "order/order.h"
 
@@ -48,75 +49,10 @@
 #include <unistd.h>
 
 #define RUN_ID "order-A-1001"
-#define ORDER_ID "A-1001"
-#define MAX_BOUNDARIES 128
-#define MAX_CALLS 8
-#define N_TOOLS 3
-#define N_CALLS 3
 
-static const char *const tool_names[N_TOOLS] = {"reserve_stock", "charge_card",
-                                                "ship"};
+#define ORDER_ID "A-1001"
 
 /* ---- recording boundaries --------------------------------------------------- */
-
-typedef struct boundary {
-    pl_event_kind kind;
-    char path[32]; /* STEP_APPENDED: the ledger */
-    uint32_t seq;
-    pl_step_type type;
-} boundary;
-
-/* A call made by the root, and where its life crossed the boundaries. */
-typedef struct call_info {
-    char tool[32];
-    uint32_t seq;  /* position of its action_call in the root ledger */
-    bool executed; /* CALL_STARTED (else CALL_SERVED) */
-    int effect_b;  /* the callee's first step appended: its effect is done */
-    int result_b;  /* its action_result appended to the root ledger */
-    int commit_b;  /* the commit that made that result durable */
-} call_info;
-
-typedef struct recorder {
-    long kill_at; /* SIGKILL at this boundary; 0 = never */
-    int n;        /* boundaries so far */
-    bool overflow;
-    boundary b[MAX_BOUNDARIES + 1]; /* 1-based */
-    int n_calls;
-    call_info calls[MAX_CALLS];
-} recorder;
-
-static void on_event(const pl_event *ev, void *user)
-{
-    recorder *r = user;
-    if ((ev->kind == PL_EVENT_CALL_STARTED ||
-         ev->kind == PL_EVENT_CALL_SERVED) &&
-        ev->path && strcmp(ev->path, "0") == 0) {
-        if (r->n_calls < MAX_CALLS) {
-            call_info *c = &r->calls[r->n_calls++];
-            memset(c, 0, sizeof *c);
-            snprintf(c->tool, sizeof c->tool, "%s",
-                     ev->policy ? ev->policy : "?");
-            c->seq = ev->seq;
-            c->executed = ev->kind == PL_EVENT_CALL_STARTED;
-        } else {
-            r->overflow = true;
-        }
-    }
-    if (ev->kind != PL_EVENT_STEP_APPENDED && ev->kind != PL_EVENT_COMMIT)
-        return;
-    r->n++;
-    if (r->n <= MAX_BOUNDARIES) {
-        boundary *b = &r->b[r->n];
-        b->kind = ev->kind;
-        snprintf(b->path, sizeof b->path, "%s", ev->path ? ev->path : "");
-        b->seq = ev->seq;
-        b->type = ev->step_type;
-    } else {
-        r->overflow = true;
-    }
-    if (r->kill_at > 0 && r->n == r->kill_at)
-        raise(SIGKILL);
-}
 
 /* Fill in effect_b, result_b and commit_b of every call from the
  * boundaries.  A call served from the ledger crosses none (all stay 0). */
@@ -186,68 +122,11 @@ static int served_in(const recorder *r)
 
 /* ---- ledgers as rows ---------------------------------------------------------- */
 
-typedef struct step_row {
-    char *id;
-    pl_step_type type;
-    char *actor;
-    char *payload;
-} step_row;
-
-typedef struct rows {
-    step_row *v;
-    size_t n, cap;
-} rows;
-
-static int collect_row(const pl_step *s, void *user)
-{
-    rows *l = user;
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? l->cap * 2 : 32;
-        step_row *v = realloc(l->v, cap * sizeof *v);
-        if (!v)
-            return PL_ENOMEM;
-        l->v = v;
-        l->cap = cap;
-    }
-    step_row *row = &l->v[l->n++];
-    row->id = strdup(pl_step_id(s));
-    row->type = pl_step_type_of(s);
-    row->actor = strdup(pl_step_actor(s));
-    row->payload = t_text(pl_step_payload(s));
-    return row->id && row->actor && row->payload ? 0 : PL_ENOMEM;
-}
-
-static void rows_free(rows *l)
-{
-    for (size_t i = 0; i < l->n; i++) {
-        free(l->v[i].id);
-        free(l->v[i].actor);
-        free(l->v[i].payload);
-    }
-    free(l->v);
-    memset(l, 0, sizeof *l);
-}
-
 static void walk_rows(pl_engine *e, rows *out)
 {
     memset(out, 0, sizeof *out);
     int st = pl_run_walk(e, RUN_ID, collect_row, out);
     cr_assert_eq(st, PL_OK, "pl_run_walk: %s", pl_errmsg());
-}
-
-static void expect_same_ledgers(const rows *got, const rows *want,
-                                const char *what)
-{
-    cr_assert_eq(got->n, want->n, "%s: %zu steps, the reference has %zu", what,
-                 got->n, want->n);
-    for (size_t i = 0; i < want->n; i++) {
-        const step_row *g = &got->v[i], *w = &want->v[i];
-        cr_assert_str_eq(g->id, w->id, "%s: step %zu", what, i);
-        cr_assert_eq(g->type, w->type, "%s: step %s type", what, w->id);
-        cr_assert_str_eq(g->actor, w->actor, "%s: step %s actor", what, w->id);
-        cr_assert_str_eq(g->payload, w->payload, "%s: step %s payload", what,
-                         w->id);
-    }
 }
 
 /* ---- the effects file --------------------------------------------------------- */
@@ -296,14 +175,6 @@ typedef struct reference {
     char *result;
     effects fx;
 } reference;
-
-static pl_registry *order_registry(const char *effects_path)
-{
-    pl_registry *reg = NULL;
-    cr_assert_eq(pl_registry_new(&reg), PL_OK);
-    cr_assert_eq(order_register(reg, effects_path), PL_OK, "%s", pl_errmsg());
-    return reg;
-}
 
 static pl_engine *open_engine(const char *store, const pl_registry *reg,
                               pl_durability mode, recorder *rec)
@@ -385,6 +256,7 @@ static void make_reference(const char *base, pl_durability mode, reference *ref)
  * so the call in flight at each k (effect done, result not durable) is:
  */
 #define K_ORDER 15
+
 static const char *const in_flight_table[K_ORDER + 1] = {
     [2] = "reserve_stock", [3] = "reserve_stock", [7] = "charge_card",
     [8] = "charge_card",   [11] = "ship",         [12] = "ship",
@@ -453,21 +325,6 @@ static void crash_child(const char *store, const char *fx, pl_durability mode,
 }
 
 /* ---- files ------------------------------------------------------------------ */
-
-typedef struct place {
-    char dir[4200];
-    char store[4300];
-    char fx[4300];
-} place;
-
-static void place_make(place *p, const char *base, const char *name)
-{
-    snprintf(p->dir, sizeof p->dir, "%s/%s", base, name);
-    t_store_in(p->store, sizeof p->store, p->dir, "store.db");
-    snprintf(p->fx, sizeof p->fx, "%s/effects", p->dir);
-    cr_assert_eq(mkdir(p->dir, 0700), 0, "mkdir %s: %s", p->dir,
-                 strerror(errno));
-}
 
 static void place_copy(const place *to, const place *from)
 {
@@ -758,251 +615,4 @@ Test(crash, recovery_matrix_group)
 Test(crash, recovery_matrix_process)
 {
     recovery_crash_matrix(PL_DURABILITY_PROCESS);
-}
-
-/* ---- many runs on many threads, group commit, one kill ------------------------------ */
-
-#define GC_THREADS 4
-#define GC_RUNS 2 /* per thread */
-
-typedef struct gc_child {
-    pl_engine *e;
-    int thread;
-} gc_child;
-
-static atomic_long gc_boundaries;
-static long gc_kill_at;
-
-static void gc_on_event(const pl_event *ev, void *user)
-{
-    (void)user;
-    if (ev->kind != PL_EVENT_STEP_APPENDED && ev->kind != PL_EVENT_COMMIT)
-        return;
-    if (atomic_fetch_add(&gc_boundaries, 1) + 1 == gc_kill_at)
-        raise(SIGKILL);
-}
-
-static void gc_run_id(char *out, size_t n, int thread, int j)
-{
-    snprintf(out, n, "order-T%d-%d", thread, j);
-}
-
-/* Start order (thread, j): pl_run_start()'s status and outcome. */
-static int gc_order(pl_engine *e, int thread, int j, pl_outcome **out)
-{
-    char id[64], order[32];
-    gc_run_id(id, sizeof id, thread, j);
-    snprintf(order, sizeof order, "T%d-%d", thread, j);
-    cJSON *p = order_sample(order);
-    pl_action a = {PL_ACTION_VERSION, "order", p, NULL, 0, NULL};
-    pl_run_options ro = PL_RUN_OPTIONS_INIT;
-    ro.run_id = id;
-    int st = pl_run_start(out, e, &a, &ro);
-    cJSON_Delete(p);
-    return st;
-}
-
-static void *gc_thread(void *arg)
-{
-    gc_child *c = arg;
-    for (int j = 0; j < GC_RUNS; j++) {
-        pl_outcome *o = NULL;
-        gc_order(c->e, c->thread, j, &o);
-        pl_outcome_free(o);
-    }
-    return NULL;
-}
-
-/* A pool task: one order, (thread, j) packed in @p user. */
-static void gc_task(pl_engine *e, void *user)
-{
-    int k = (int)(intptr_t)user;
-    pl_outcome *o = NULL;
-    gc_order(e, k / GC_RUNS, k % GC_RUNS, &o);
-    pl_outcome_free(o);
-}
-
-/* In a forked child: run every order on GC_THREADS threads of one engine,
- * or as tasks of a pool; die at the kill_at-th boundary of any of
- * them. */
-static int gc_child_main(const char *store, const char *fx, long kill_at,
-                         pl_durability mode, bool pool)
-{
-    pl_registry *reg = NULL;
-    if (pl_registry_new(&reg) || order_register(reg, fx))
-        return 10;
-    gc_kill_at = kill_at;
-    atomic_store(&gc_boundaries, 0);
-    pl_engine_options o = PL_ENGINE_OPTIONS_INIT;
-    o.durability = mode;
-    o.on_event = gc_on_event;
-    pl_engine *e = NULL;
-    if (pl_engine_open(&e, store, reg, &o))
-        return 11;
-    if (pool) {
-        pl_pool *p = NULL;
-        if (pl_pool_new(&p, e, NULL))
-            return 12;
-        for (int k = 0; k < GC_THREADS * GC_RUNS; k++)
-            if (pl_pool_submit(p, gc_task, (void *)(intptr_t)k))
-                return 12;
-        pl_pool_free(p);
-        pl_engine_close(e);
-        pl_registry_free(reg);
-        return 3;
-    }
-    gc_child c[GC_THREADS];
-    pthread_t th[GC_THREADS];
-    for (int i = 0; i < GC_THREADS; i++) {
-        c[i] = (gc_child){e, i};
-        if (pthread_create(&th[i], NULL, gc_thread, &c[i]))
-            return 12;
-    }
-    for (int i = 0; i < GC_THREADS; i++)
-        pthread_join(th[i], NULL);
-    pl_engine_close(e);
-    pl_registry_free(reg);
-    return 3;
-}
-
-typedef struct gc_ref {
-    rows ledgers[GC_THREADS][GC_RUNS];
-} gc_ref;
-
-static int gc_count_lines(const char *path, const char *tool, const char *run)
-{
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return 0;
-    char line[1024], prefix[256];
-    snprintf(prefix, sizeof prefix, "%s %s/", tool, run);
-    int n = 0;
-    while (fgets(line, sizeof line, f))
-        n += strncmp(line, prefix, strlen(prefix)) == 0;
-    fclose(f);
-    return n;
-}
-
-/*
- * Run every order at once (threads, or a pool's tasks, in @p mode), killed
- * at points spread over the whole execution; each time, recover every run
- * and compare its ledgers with an uncrashed reference.
- */
-static void gc_matrix(pl_durability mode, bool pool)
-{
-    const char *base = t_tmpdir();
-    gc_ref *ref = calloc(1, sizeof *ref);
-    cr_assert_not_null(ref);
-
-    /* the reference: every order, one after the other, uncrashed */
-    place rp;
-    place_make(&rp, base, "reference");
-    pl_registry *reg = order_registry(rp.fx);
-    pl_engine *e = t_engine(rp.store, reg, PL_DURABILITY_SYNC);
-    long total_boundaries = 0;
-    for (int i = 0; i < GC_THREADS; i++) {
-        for (int j = 0; j < GC_RUNS; j++) {
-            char id[64];
-            gc_run_id(id, sizeof id, i, j);
-            pl_outcome *o = NULL;
-            cr_assert_eq(gc_order(e, i, j, &o), PL_OK);
-            cr_assert_eq(o->status, PL_RUN_COMPLETED);
-            total_boundaries += (long)o->steps_appended;
-            pl_outcome_free(o);
-            cr_assert_eq(pl_run_walk(e, id, collect_row, &ref->ledgers[i][j]),
-                         PL_OK);
-        }
-    }
-    pl_engine_close(e);
-    pl_registry_free(reg);
-
-    /* kill points spread over the whole concurrent execution (steps
-     * appended alone already count that many boundaries) */
-    const long kills[] = {1,
-                          5,
-                          total_boundaries / 8,
-                          total_boundaries / 4,
-                          total_boundaries / 2,
-                          total_boundaries - 3};
-    for (size_t n = 0; n < sizeof kills / sizeof kills[0]; n++) {
-        char name[32], what[96];
-        snprintf(name, sizeof name, "kill%zu", n);
-        snprintf(what, sizeof what, "%s, %s, killed at boundary %ld",
-                 pl_durability_name(mode), pool ? "pool" : "threads", kills[n]);
-        place p;
-        place_make(&p, base, name);
-        fflush(NULL);
-        pid_t pid = fork();
-        cr_assert_neq(pid, -1);
-        if (pid == 0)
-            _exit(gc_child_main(p.store, p.fx, kills[n], mode, pool));
-        int status = 0;
-        while (waitpid(pid, &status, 0) == -1 && errno == EINTR)
-            ;
-        cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL,
-                  "%s: the child was not killed (status %d)", what, status);
-
-        /* recover every run (or start the ones the kill prevented) */
-        reg = order_registry(p.fx);
-        e = t_engine(p.store, reg, mode);
-        for (int i = 0; i < GC_THREADS; i++) {
-            for (int j = 0; j < GC_RUNS; j++) {
-                char id[64];
-                gc_run_id(id, sizeof id, i, j);
-                pl_outcome *o = NULL;
-                int st = pl_run_continue(&o, e, id, NULL);
-                if (st == PL_ENOTFOUND)
-                    st = gc_order(e, i, j, &o);
-                /* On PostgreSQL the killed child's last transaction may
-                 * still commit after the kill (the server finishes it):
-                 * a run not found a moment ago can exist now. */
-                if (st == PL_EEXIST)
-                    st = pl_run_continue(&o, e, id, NULL);
-                cr_assert_eq(st, PL_OK, "%s: %s: %s", what, id, pl_errmsg());
-                cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s: %s: %s", what,
-                             id, o->reason ? o->reason : "");
-                cr_assert_eq(o->calls_served + o->calls_executed, N_CALLS);
-                pl_outcome_free(o);
-                rows got = {0};
-                cr_assert_eq(pl_run_walk(e, id, collect_row, &got), PL_OK);
-                char label[192];
-                snprintf(label, sizeof label, "%s: %s", what, id);
-                expect_same_ledgers(&got, &ref->ledgers[i][j], label);
-                rows_free(&got);
-                cr_assert_eq(pl_run_verify(e, id), PL_OK, "%s: %s", label,
-                             pl_errmsg());
-                /* each effect at least once, at most once more (in flight
-                 * at the kill); the charge exactly once */
-                for (int t = 0; t < N_TOOLS; t++) {
-                    int c = gc_count_lines(p.fx, tool_names[t], id);
-                    cr_assert(c >= 1 && c <= 2, "%s: %s ran %d times", label,
-                              tool_names[t], c);
-                }
-                cr_assert_eq(gc_count_lines(p.fx, "charge_card", id), 1,
-                             "%s: charge_card", label);
-            }
-        }
-        pl_engine_close(e);
-        pl_registry_free(reg);
-        t_rmtree(p.dir);
-    }
-    for (int i = 0; i < GC_THREADS; i++)
-        for (int j = 0; j < GC_RUNS; j++)
-            rows_free(&ref->ledgers[i][j]);
-    free(ref);
-}
-
-Test(crash, group_commit_threads_killed_anywhere)
-{
-    gc_matrix(PL_DURABILITY_GROUP, false);
-}
-
-Test(crash, pool_in_group_mode_killed_anywhere)
-{
-    gc_matrix(PL_DURABILITY_GROUP, true);
-}
-
-Test(crash, pool_in_process_mode_killed_anywhere)
-{
-    gc_matrix(PL_DURABILITY_PROCESS, true);
 }

@@ -9,9 +9,11 @@
 #include "cron.h"
 #include "tz.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* Unix milliseconds of a UTC date and time. */
 static int64_t utc(int y, unsigned mo, unsigned d, int h, int mi)
@@ -243,4 +245,154 @@ Test(tz, corrupt_files)
               pl_errmsg());
     free(copy);
     free(data);
+}
+
+/* ---- the zone cache ------------------------------------------------------ */
+
+/* Write @p len bytes of @p data as zone file @p name of @p dir, by a new
+ * file renamed over the old one (as the tz database's updates do). */
+static void put_zone(const char *dir, const char *name, const uint8_t *data,
+                     size_t len)
+{
+    char tmp[4400], path[4400];
+    snprintf(tmp, sizeof tmp, "%s/.%s.tmp", dir, name);
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(tmp, "wb");
+    cr_assert_not_null(f, "%s", tmp);
+    cr_assert_eq(fwrite(data, 1, len, f), len);
+    cr_assert_eq(fclose(f), 0);
+    cr_assert_eq(rename(tmp, path), 0);
+}
+
+static int32_t offset_at(const char *name, const char *dir, int64_t t,
+                         pl__tz **held)
+{
+    pl__tz *z = NULL;
+    cr_assert_eq(pl__tz_load(&z, name, dir), PL_OK, "%s", pl_errmsg());
+    int32_t off = pl__tz_offset(z, t);
+    if (held)
+        *held = z;
+    else
+        pl__tz_free(z);
+    return off;
+}
+
+/* A zone is read once and kept, parsed, until its file changes: then the
+ * new file is what a load gives, and a broken one is refused, not served
+ * from the cache. */
+Test(tz, a_zone_is_cached_until_its_file_changes)
+{
+    pl__tz_cache_clear();
+    const char *dir = t_tmpdir();
+    size_t ny_len, tk_len;
+    uint8_t *ny = slurp("/usr/share/zoneinfo/America/New_York", &ny_len);
+    uint8_t *tk = slurp("/usr/share/zoneinfo/Asia/Tokyo", &tk_len);
+    cr_assert_neq(ny_len, tk_len);
+    put_zone(dir, "Here", ny, ny_len);
+    int64_t jan = utc(2026, 1, 15, 12, 0) / 1000;
+    pl__tz *a = NULL, *b = NULL;
+    cr_expect_eq(offset_at("Here", dir, jan, &a), -5 * 3600);
+    cr_expect_eq(pl__tz_cache_count(), 1);
+    cr_expect_eq(offset_at("Here", dir, jan, &b), -5 * 3600);
+    cr_expect_eq(a, b, "the second load is the cached zone");
+    cr_expect_eq(pl__tz_cache_count(), 1);
+    /* the file replaced: read again; the zones handed out stay valid */
+    put_zone(dir, "Here", tk, tk_len);
+    pl__tz *c = NULL;
+    cr_expect_eq(offset_at("Here", dir, jan, &c), 9 * 3600);
+    cr_expect_neq(c, a);
+    cr_expect_eq(pl__tz_offset(a, jan), -5 * 3600);
+    pl__tz_free(a);
+    pl__tz_free(b);
+    pl__tz_free(c);
+    /* broken on disk: refused, though a good copy was cached */
+    put_zone(dir, "Here", tk, 30);
+    pl__tz *z = NULL;
+    cr_expect_eq(pl__tz_load(&z, "Here", dir), PL_EINVAL);
+    cr_expect_null(z);
+    /* and gone: refused too */
+    char path[4400];
+    snprintf(path, sizeof path, "%s/Here", dir);
+    cr_assert_eq(unlink(path), 0);
+    cr_expect_eq(pl__tz_load(&z, "Here", dir), PL_EINVAL);
+    cr_expect(strstr(pl_errmsg(), "not found"), "%s", pl_errmsg());
+    pl__tz_cache_clear();
+    cr_expect_eq(pl__tz_cache_count(), 0);
+    free(ny);
+    free(tk);
+}
+
+/* The cache holds at most 32 zones, the least recently used making room;
+ * an evicted zone still held by a caller stays valid until freed. */
+Test(tz, the_zone_cache_is_bounded)
+{
+    pl__tz_cache_clear();
+    const char *dir = t_tmpdir();
+    size_t len;
+    uint8_t *ny = slurp("/usr/share/zoneinfo/America/New_York", &len);
+    int64_t jul = utc(2026, 7, 1, 12, 0) / 1000;
+    pl__tz *first = NULL;
+    for (int i = 0; i < 40; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "Z%02d", i);
+        put_zone(dir, name, ny, len);
+        cr_expect_eq(offset_at(name, dir, jul, i ? NULL : &first), -4 * 3600);
+        cr_expect_leq(pl__tz_cache_count(), 32);
+    }
+    cr_expect_eq(pl__tz_cache_count(), 32);
+    cr_expect_eq(pl__tz_offset(first, jul), -4 * 3600, "evicted, still held");
+    pl__tz_free(first);
+    /* UTC reads no file and is not cached */
+    cr_expect_eq(offset_at("UTC", NULL, jul, NULL), 0);
+    pl__tz_cache_clear();
+    free(ny);
+}
+
+typedef struct tz_thread_arg {
+    const char *dir;
+    int id;
+    int bad; /* wrong answers seen */
+} tz_thread_arg;
+
+static void *tz_loader(void *arg)
+{
+    tz_thread_arg *a = arg;
+    int64_t jan = utc(2026, 1, 15, 12, 0) / 1000;
+    for (int i = 0; i < 2000; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "T%02d", (i + a->id) % 40);
+        pl__tz *z = NULL;
+        if (pl__tz_load(&z, name, a->dir) || pl__tz_offset(z, jan) != 3600)
+            a->bad++;
+        pl__tz_free(z);
+    }
+    return NULL;
+}
+
+/* Threads load, use and free zones at once, more zones than the cache
+ * holds, so that entries are replaced under them (the sanitizer builds
+ * check the memory). */
+Test(tz, threads_share_the_zone_cache)
+{
+    pl__tz_cache_clear();
+    const char *dir = t_tmpdir();
+    size_t len;
+    uint8_t *paris = slurp("/usr/share/zoneinfo/Europe/Paris", &len);
+    for (int i = 0; i < 40; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "T%02d", i);
+        put_zone(dir, name, paris, len);
+    }
+    pthread_t th[4];
+    tz_thread_arg args[4];
+    for (int i = 0; i < 4; i++) {
+        args[i] = (tz_thread_arg){dir, i * 7, 0};
+        cr_assert_eq(pthread_create(&th[i], NULL, tz_loader, &args[i]), 0);
+    }
+    for (int i = 0; i < 4; i++) {
+        pthread_join(th[i], NULL);
+        cr_expect_eq(args[i].bad, 0, "thread %d", i);
+    }
+    pl__tz_cache_clear();
+    free(paris);
 }

@@ -7,7 +7,7 @@
  * changed (tests/agent_mcp.sh has ledger-replay --check report it).
  *
  * The server is the reference filesystem server from npm (installed into
- * the build tree by tests/mcp_setup.sh; skipped with a message without
+ * the build tree by tests/npm_setup.sh; skipped with a message without
  * it), behind tests/mcp_alter.py, which logs what it is sent and changes
  * the tool list on request.
  */
@@ -64,10 +64,7 @@ static int reader(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
 
 static void start(void)
 {
-    if (access(FS_SERVER, R_OK) != 0)
-        cr_skip_test("%s is not installed: tests/mcp_setup.sh could not "
-                     "fetch it from npm (see its output in the test log)",
-                     FS_SERVER);
+    t_need_npm(FS_SERVER, "mcp_setup");
     cr_assert_eq(pl_registry_new(&T.reg), PL_OK);
     pl_policy_def d = PL_POLICY_DEF_INIT;
     d.name = "reader";
@@ -461,10 +458,7 @@ Test(mcp_tools, a_tool_the_server_no_longer_lists_is_not_sent)
  * @p timeout_ms. */
 static void start_everything(long timeout_ms)
 {
-    if (access(EVERYTHING, R_OK) != 0)
-        cr_skip_test("%s is not installed: tests/mcp_setup.sh could not "
-                     "fetch it from npm",
-                     EVERYTHING);
+    t_need_npm(EVERYTHING, "mcp_setup");
     snprintf(T.spec, sizeof T.spec, "stdio:python3 %s %s node %s stdio", ALTER,
              T.dir, EVERYTHING);
     cr_assert_eq(pl_registry_new(&T.reg), PL_OK);

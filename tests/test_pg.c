@@ -3,199 +3,19 @@
  * server that tests/pg_run.sh starts for this binary (PL_TEST_PG_URI).  Each
  * test works in a schema of its own.  Covers the store's functions directly
  * (run creation and numbering, steps refused twice, ledger reads with a gap,
- * scans, state updates, listing), and the engine on it through the public
- * API: start and complete, a crash (fork, SIGKILL) continued with nothing
- * finished done twice, suspend and resume, verification and a tampered
- * step, the runs' listing order, an unknown format version, bad URIs, an
- * unreachable server, and connections terminated in the middle of a run.
+ * scans, state updates, listing), and its round trips: one a commit, timers
+ * and consumptions in the commit, one more a call.  test_pg_engine.c: the
+ * engine on it.
  */
 #include "support.h"
 
 #include "pg_store.h"
 #include "runrec.h"
 
-#include <errno.h>
 #include <libpq-fe.h>
-#include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-/* ---- the server and a schema per test ----------------------------------- */
-
-static const char *server_uri(void)
-{
-    const char *uri = getenv("PL_TEST_PG_URI");
-    cr_assert(uri && *uri,
-              "PL_TEST_PG_URI is not set: run this binary through "
-              "tests/pg_run.sh (ctest does), which starts a PostgreSQL server");
-    return uri;
-}
-
-/* The server's URI with schema=@p schema and application_name=@p schema. */
-static char *store_uri(const char *schema)
-{
-    const char *base = server_uri();
-    size_t n = strlen(base) + 2 * strlen(schema) + 64;
-    char *uri = malloc(n);
-    cr_assert_not_null(uri);
-    snprintf(uri, n, "%s%cschema=%s&application_name=%s", base,
-             strchr(base, '?') ? '&' : '?', schema, schema);
-    return uri;
-}
-
-/* A plain libpq connection to the server, for what the tests do behind the
- * store's back. */
-static PGconn *admin(void)
-{
-    PGconn *c = PQconnectdb(server_uri());
-    cr_assert_eq(PQstatus(c), CONNECTION_OK, "connect: %s", PQerrorMessage(c));
-    return c;
-}
-
-static void admin_exec(const char *sql)
-{
-    PGconn *c = admin();
-    PGresult *r = PQexec(c, sql);
-    ExecStatusType es = PQresultStatus(r);
-    cr_assert(es == PGRES_COMMAND_OK || es == PGRES_TUPLES_OK, "%s: %s", sql,
-              PQresultErrorMessage(r));
-    PQclear(r);
-    PQfinish(c);
-}
-
-/* Terminate the server sessions of the engine whose schema is @p schema. */
-static int terminate_sessions(const char *schema)
-{
-    PGconn *c = admin();
-    const char *vals[1] = {schema};
-    PGresult *r = PQexecParams(c,
-                               "SELECT count(pg_terminate_backend(pid)) FROM "
-                               "pg_stat_activity WHERE application_name = $1",
-                               1, NULL, vals, NULL, NULL, 0);
-    cr_assert_eq(PQresultStatus(r), PGRES_TUPLES_OK, "%s",
-                 PQresultErrorMessage(r));
-    int n = (int)strtol(PQgetvalue(r, 0, 0), NULL, 10);
-    PQclear(r);
-    PQfinish(c);
-    return n;
-}
-
-/* ---- test policies ------------------------------------------------------- */
-
-static char g_effects[512]; /* the effects file of "tick" */
-static int g_kill_at = -1;  /* "tick" i SIGKILLs its process before acting */
-static const char *g_sever; /* "tick" 1 terminates this schema's sessions */
-
-/* "tick" {"i": i}: appends "i\n" to the effects file; returns {"i": i}. */
-static int tick(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
-{
-    (void)ctx;
-    (void)user;
-    int i = cJSON_GetObjectItemCaseSensitive(a->payload, "i")->valueint;
-    if (i == g_kill_at)
-        raise(SIGKILL);
-    FILE *f = fopen(g_effects, "a");
-    if (!f)
-        return pl_errorf(PL_EIO, "effects file: %s", strerror(errno));
-    fprintf(f, "%d\n", i);
-    fclose(f);
-    if (i == 1 && g_sever)
-        terminate_sessions(g_sever);
-    cJSON *r = cJSON_CreateObject();
-    cJSON_AddNumberToObject(r, "i", i);
-    int st = pl_steps_add_result(out, r);
-    cJSON_Delete(r);
-    return st;
-}
-
-/* "ticks" {"n": n}: calls "tick" for i = 0..n-1; returns {"n": n}. */
-static int ticks(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
-{
-    (void)user;
-    int n = cJSON_GetObjectItemCaseSensitive(a->payload, "n")->valueint;
-    for (int i = 0; i < n; i++) {
-        cJSON *p = cJSON_CreateObject();
-        cJSON_AddNumberToObject(p, "i", i);
-        pl_action call = {PL_ACTION_VERSION, "tick", p, NULL, 0, NULL};
-        int st = pl_ctx_call(NULL, ctx, &call, NULL, 0);
-        cJSON_Delete(p);
-        if (st)
-            return st;
-    }
-    cJSON *r = cJSON_CreateObject();
-    cJSON_AddNumberToObject(r, "n", n);
-    int st = pl_steps_add_result(out, r);
-    cJSON_Delete(r);
-    return st;
-}
-
-/* "ask": calls "add", suspends with its payload as the prompt, then returns
- * {"answer": answer}. */
-static int ask(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
-{
-    (void)user;
-    cJSON *p = t_json("{\"a\": 1, \"b\": 2}");
-    pl_action call = {PL_ACTION_VERSION, "add", p, NULL, 0, NULL};
-    int st = pl_ctx_call(NULL, ctx, &call, NULL, 0);
-    cJSON_Delete(p);
-    if (st)
-        return st;
-    cJSON *ans = NULL;
-    if ((st = pl_ctx_suspend(&ans, ctx, a->payload)))
-        return st;
-    cJSON *r = cJSON_CreateObject();
-    cJSON_AddItemToObject(r, "answer", ans);
-    st = pl_steps_add_result(out, r);
-    cJSON_Delete(r);
-    return st;
-}
-
-static pl_registry *registry(void)
-{
-    pl_registry *reg = t_registry();
-    cr_assert_eq(pl_registry_add_fn(reg, "tick", tick, NULL), PL_OK, "%s",
-                 pl_errmsg());
-    cr_assert_eq(pl_registry_add_fn(reg, "ticks", ticks, NULL), PL_OK, "%s",
-                 pl_errmsg());
-    cr_assert_eq(pl_registry_add_fn(reg, "ask", ask, NULL), PL_OK, "%s",
-                 pl_errmsg());
-    return reg;
-}
-
-static void effects_init(void)
-{
-    snprintf(g_effects, sizeof g_effects, "%s/effects", t_tmpdir());
-}
-
-/* The effects file's lines joined, e.g. "0,1,2". */
-static void effects_read(char *out, size_t n)
-{
-    out[0] = '\0';
-    FILE *f = fopen(g_effects, "r");
-    if (!f)
-        return;
-    char line[32];
-    size_t len = 0;
-    while (fgets(line, sizeof line, f)) {
-        line[strcspn(line, "\n")] = '\0';
-        len += (size_t)snprintf(out + len, n - len, "%s%s", len ? "," : "",
-                                line);
-    }
-    fclose(f);
-}
-
-static pl_run_status status_of(pl_engine *e, const char *id)
-{
-    pl_run_info *info = NULL;
-    cr_assert_eq(pl_run_get(&info, e, id), PL_OK, "%s", pl_errmsg());
-    pl_run_status s = info->status;
-    pl_run_info_free(info);
-    return s;
-}
 
 /* ---- the store's functions ----------------------------------------------- */
 
@@ -207,7 +27,7 @@ static void step_key(uint8_t key[12], uint64_t run, uint32_t seq)
 
 Test(pg, store_functions)
 {
-    char *uri = store_uri("t_store");
+    char *uri = t_pg_store_uri("t_store");
     pl__pg_store *s = NULL;
     cr_assert_eq(pl__pg_open(&s, uri, NULL), PL_OK, "%s", pl_errmsg());
     cr_expect_str_eq(pl__pg_path(s), uri);
@@ -326,7 +146,7 @@ static int count_step(const uint8_t *key, size_t klen, const uint8_t *val,
 /* A run longer than one page of pl__pg_each_step(), many INSERTs long. */
 Test(pg, store_many_steps)
 {
-    char *uri = store_uri("t_many");
+    char *uri = t_pg_store_uri("t_many");
     pl__pg_store *s = NULL;
     cr_assert_eq(pl__pg_open(&s, uri, NULL), PL_OK, "%s", pl_errmsg());
     pl__batch w = {0};
@@ -386,7 +206,7 @@ static int set_state(pl__buf *state, pl__kvs *extra, void *user)
  */
 Test(pg, a_commit_is_one_round_trip)
 {
-    char *uri = store_uri("t_rtrip");
+    char *uri = t_pg_store_uri("t_rtrip");
     pl__pg_store *s = NULL;
     cr_assert_eq(pl__pg_open(&s, uri, NULL), PL_OK, "%s", pl_errmsg());
     pl__buf info = {0};
@@ -443,7 +263,8 @@ Test(pg, a_commit_is_one_round_trip)
     cr_expect_eq(l.gen, 1);
 
     /* a fence of a lease taken over fails the group: nothing of it stays,
-     * the other run's steps and state neither */
+     * the other run's steps and state neither, and the lease it would
+     * have dropped is kept */
     pl__kvs_reset(&wa.steps);
     pl__kvs_reset(&wb.steps);
     step_key(key, a.run, 2500);
@@ -453,6 +274,7 @@ Test(pg, a_commit_is_one_round_trip)
     wb.gen = 0; /* b unleased now; a's fence names a generation gone */
     wb.release = false;
     wa.gen = 7;
+    wa.release = true;
     pl__buf_reset(&wb.state);
     cr_assert_eq(pl__buf_append(&wb.state, "sX", 2), PL_OK);
     pl__batch *stale[2] = {&wb, &wa};
@@ -466,6 +288,8 @@ Test(pg, a_commit_is_one_round_trip)
     cr_expect_eq(steps_of(s, b.run), 1);
     cr_assert_eq(pl__pg_state_get(s, b.run, &got), PL_OK, "%s", pl_errmsg());
     cr_expect(got.len == 2 && memcmp(got.data, "sb", 2) == 0);
+    cr_assert_eq(pl__pg_lease_get(s, a.run, &l), PL_OK, "%s", pl_errmsg());
+    cr_expect_eq(l.gen, 1, "the lease a failed commit would drop is kept");
 
     /* a step that exists, in the last statement of three: the same */
     wa.gen = 1;
@@ -528,7 +352,7 @@ static int inbox_open(const uint8_t *state, size_t len, void *user)
  */
 Test(pg, timers_and_consumptions_go_in_the_commit)
 {
-    char *uri = store_uri("t_time");
+    char *uri = t_pg_store_uri("t_time");
     pl__pg_store *s = NULL;
     cr_assert_eq(pl__pg_open(&s, uri, NULL), PL_OK, "%s", pl_errmsg());
     pl__buf info = {0};
@@ -548,7 +372,7 @@ Test(pg, timers_and_consumptions_go_in_the_commit)
     cr_assert_eq(pl__inbox_encode(&ev, "tm-a", &er), PL_OK, "%s", pl_errmsg());
     pl__pg_counts c0 = counts();
     cr_assert_eq(pl__pg_inbox_put(s, a.run, "tm-a", inbox_open, NULL, ev.data,
-                                  ev.len, &seq),
+                                  ev.len, NULL, &seq),
                  PL_OK, "%s", pl_errmsg());
     pl__pg_counts c1 = counts();
     cr_expect_eq(c1.round_trips - c0.round_trips, 2);
@@ -559,7 +383,7 @@ Test(pg, timers_and_consumptions_go_in_the_commit)
               (long long)due);
     /* one its check refuses leaves nothing, and the connection usable */
     cr_expect_eq(pl__pg_inbox_put(s, a.run, "tm-a", inbox_open, "ended",
-                                  ev.data, ev.len, &seq),
+                                  ev.data, ev.len, NULL, &seq),
                  PL_ESTATE);
     cr_expect_str_eq(pl_errmsg(), "ended");
     pl__kvs ib = {0};
@@ -627,7 +451,7 @@ Test(pg, timers_and_consumptions_go_in_the_commit)
     pl__buf_reset(&ev);
     cr_assert_eq(pl__inbox_encode(&ev, "tm-a", &cr), PL_OK, "%s", pl_errmsg());
     cr_assert_eq(pl__pg_inbox_put(s, a.run, "tm-a", inbox_open, NULL, ev.data,
-                                  ev.len, &seq),
+                                  ev.len, NULL, &seq),
                  PL_OK, "%s", pl_errmsg());
     pl__batch k = {0};
     k.run = a.run;
@@ -640,12 +464,14 @@ Test(pg, timers_and_consumptions_go_in_the_commit)
     /* the due timer is taken once, with the run's lease */
     pl__lease l;
     int64_t next = -1;
-    cr_assert_eq(pl__pg_timer_take(s, "w1", 60 * 1000000LL, &l, &next), PL_OK,
-                 "%s", pl_errmsg());
+    size_t nt = 0;
+    cr_assert_eq(pl__pg_timer_take(s, "w1", 60 * 1000000LL, &l, 1, &nt, &next),
+                 PL_OK, "%s", pl_errmsg());
+    cr_expect_eq(nt, 1);
     cr_expect_eq(l.run, a.run);
     cr_expect_str_eq(l.id, "tm-a");
     cr_expect_str_eq(l.owner, "w1");
-    cr_expect_eq(pl__pg_timer_take(s, "w2", 60 * 1000000LL, &l, &next),
+    cr_expect_eq(pl__pg_timer_take(s, "w2", 60 * 1000000LL, &l, 1, &nt, &next),
                  PL_ENOTFOUND);
     cr_expect_eq(next, 0, "no timer is left");
     cr_expect_eq(pl__pg_timer_get(s, a.run, &kept), PL_ENOTFOUND);
@@ -664,8 +490,8 @@ Test(pg, timers_and_consumptions_go_in_the_commit)
 /* Through the engine: every call more is one round trip more (its commit). */
 Test(pg, a_call_is_one_round_trip)
 {
-    char *uri = store_uri("t_rtcall");
-    pl_registry *reg = registry();
+    char *uri = t_pg_store_uri("t_rtcall");
+    pl_registry *reg = t_registry();
     pl_engine *e = t_engine(uri, reg, PL_DURABILITY_SYNC);
     pl__pg_counts c[3];
     c[0] = counts();
@@ -686,541 +512,6 @@ Test(pg, a_call_is_one_round_trip)
                      (c[1].statements - c[0].statements),
                  20, "one statement a call");
     pl_engine_close(e);
-    pl_registry_free(reg);
-    free(uri);
-}
-
-/* ---- the engine on it ---------------------------------------------------- */
-
-Test(pg, start_complete_and_replay)
-{
-    char *uri = store_uri("t_start");
-    pl_registry *reg = registry();
-    pl_engine *e = t_engine(uri, reg, PL_DURABILITY_SYNC);
-    pl_outcome *o = t_start(e, "chain", "{\"n\": 3}", "run-1");
-    cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason);
-    cr_expect_eq(t_calls.add, 3);
-    char *first = t_text(pl_outcome_result(o));
-    pl_outcome_free(o);
-    cr_expect_eq(pl_run_verify(e, "run-1"), PL_OK, "%s", pl_errmsg());
-
-    /* continuing a completed run replays it, executing nothing */
-    cr_assert_eq(pl_run_continue(&o, e, "run-1", NULL), PL_OK, "%s",
-                 pl_errmsg());
-    cr_expect_eq(o->calls_executed, 0);
-    cr_expect_eq(o->calls_served, 3);
-    cr_expect_eq(t_calls.add, 3);
-    char *again = t_text(pl_outcome_result(o));
-    cr_expect_str_eq(first, again);
-    pl_outcome_free(o);
-
-    /* the same id again is taken */
-    cJSON *p = t_json("{}");
-    pl_action a = {PL_ACTION_VERSION, "echo", p, NULL, 0, NULL};
-    pl_run_options ro = PL_RUN_OPTIONS_INIT;
-    ro.run_id = "run-1";
-    o = NULL;
-    cr_expect_eq(pl_run_start(&o, e, &a, &ro), PL_EEXIST);
-    cr_expect_null(o);
-    cJSON_Delete(p);
-    pl_engine_close(e);
-
-    /* another engine (a fresh connection) sees the same run */
-    e = t_engine(uri, reg, PL_DURABILITY_PROCESS);
-    cr_expect_eq(status_of(e, "run-1"), PL_RUN_COMPLETED);
-    pl_steps *steps = NULL;
-    cr_assert_eq(pl_run_ledger(&steps, e, "run-1", "0"), PL_OK, "%s",
-                 pl_errmsg());
-    cr_expect_gt(pl_steps_count(steps), 6);
-    pl_steps_free(steps);
-    pl_engine_close(e);
-    pl_registry_free(reg);
-    free(first);
-    free(again);
-    free(uri);
-}
-
-typedef struct group_arg {
-    pl_engine *e;
-    char id[16];
-    int st;
-    pl_run_status status;
-} group_arg;
-
-static void *group_thread(void *user)
-{
-    group_arg *g = user;
-    cJSON *p = cJSON_Parse("{\"n\": 4}");
-    pl_action a = {PL_ACTION_VERSION, "chain", p, NULL, 0, NULL};
-    pl_run_options ro = PL_RUN_OPTIONS_INIT;
-    ro.run_id = g->id;
-    pl_outcome *o = NULL;
-    g->st = pl_run_start(&o, g->e, &a, &ro);
-    g->status = o ? o->status : PL_RUN_FAILED;
-    pl_outcome_free(o);
-    cJSON_Delete(p);
-    return NULL;
-}
-
-/* Runs on several threads share group commits, on several sessions. */
-Test(pg, group_commit_on_threads)
-{
-    char *uri = store_uri("t_group");
-    pl_registry *reg = registry();
-    pl_engine *e = t_engine(uri, reg, PL_DURABILITY_GROUP);
-    group_arg g[4];
-    pthread_t th[4];
-    for (int i = 0; i < 4; i++) {
-        g[i] = (group_arg){e, {0}, -1, PL_RUN_FAILED};
-        snprintf(g[i].id, sizeof g[i].id, "g-%d", i);
-        cr_assert_eq(pthread_create(&th[i], NULL, group_thread, &g[i]), 0);
-    }
-    for (int i = 0; i < 4; i++)
-        pthread_join(th[i], NULL);
-    for (int i = 0; i < 4; i++) {
-        cr_expect_eq(g[i].st, PL_OK, "%s", pl_status_name(g[i].st));
-        cr_expect_eq(g[i].status, PL_RUN_COMPLETED);
-        cr_expect_eq(pl_run_verify(e, g[i].id), PL_OK, "%s", pl_errmsg());
-    }
-    cr_expect_eq(t_calls.add, 16);
-    pl_engine_close(e);
-    pl_registry_free(reg);
-    free(uri);
-}
-
-typedef struct pool_run {
-    char id[16];
-    int st;
-    pl_run_status status;
-} pool_run;
-
-static void pool_task(pl_engine *e, void *user)
-{
-    pool_run *r = user;
-    cJSON *p = cJSON_Parse("{\"n\": 3}");
-    pl_action a = {PL_ACTION_VERSION, "chain", p, NULL, 0, NULL};
-    pl_run_options ro = PL_RUN_OPTIONS_INIT;
-    ro.run_id = r->id;
-    pl_outcome *o = NULL;
-    r->st = pl_run_start(&o, e, &a, &ro);
-    r->status = o ? o->status : PL_RUN_FAILED;
-    pl_outcome_free(o);
-    cJSON_Delete(p);
-}
-
-/* A pool's tasks, on stacks of their own, share commits in both modes that
- * group them. */
-Test(pg, pool_tasks_share_commits)
-{
-    char *uri = store_uri("t_pool");
-    pl_registry *reg = registry();
-    pl_durability modes[2] = {PL_DURABILITY_GROUP, PL_DURABILITY_PROCESS};
-    for (int m = 0; m < 2; m++) {
-        pl_engine *e = t_engine(uri, reg, modes[m]);
-        pl_pool_options po = PL_POOL_OPTIONS_INIT;
-        po.threads = 2;
-        pl_pool *pool = NULL;
-        cr_assert_eq(pl_pool_new(&pool, e, &po), PL_OK, "%s", pl_errmsg());
-        pool_run runs[12];
-        for (int i = 0; i < 12; i++) {
-            runs[i] = (pool_run){{0}, -1, PL_RUN_FAILED};
-            snprintf(runs[i].id, sizeof runs[i].id, "p%d-%d", m, i);
-            cr_assert_eq(pl_pool_submit(pool, pool_task, &runs[i]), PL_OK);
-        }
-        cr_assert_eq(pl_pool_wait(pool), PL_OK, "%s", pl_errmsg());
-        pl_pool_free(pool);
-        for (int i = 0; i < 12; i++) {
-            cr_expect_eq(runs[i].st, PL_OK, "%s", pl_status_name(runs[i].st));
-            cr_expect_eq(runs[i].status, PL_RUN_COMPLETED);
-            cr_expect_eq(pl_run_verify(e, runs[i].id), PL_OK, "%s",
-                         pl_errmsg());
-        }
-        pl_engine_close(e);
-    }
-    cr_expect_eq(t_calls.add, 72);
-    pl_registry_free(reg);
-    free(uri);
-}
-
-/* In a forked child: open an engine of its own and start "ticks", which
- * SIGKILLs the child in tick @p kill_at. */
-static void crash_child(const char *uri, int kill_at)
-{
-    pid_t pid = fork();
-    cr_assert_neq(pid, -1, "fork: %s", strerror(errno));
-    if (pid == 0) {
-        g_kill_at = kill_at;
-        pl_registry *reg = registry();
-        pl_engine *e = NULL;
-        if (pl_engine_open(&e, uri, reg, NULL))
-            _exit(3);
-        cJSON *p = cJSON_Parse("{\"n\": 5}");
-        pl_action a = {PL_ACTION_VERSION, "ticks", p, NULL, 0, NULL};
-        pl_run_options ro = PL_RUN_OPTIONS_INIT;
-        ro.run_id = "crashed";
-        pl_outcome *o = NULL;
-        pl_run_start(&o, e, &a, &ro);
-        _exit(4); /* it was to die in tick kill_at */
-    }
-    int ws = 0;
-    cr_assert_eq(waitpid(pid, &ws, 0), pid);
-    cr_assert(WIFSIGNALED(ws) && WTERMSIG(ws) == SIGKILL,
-              "the child did not die of SIGKILL (status %d)", ws);
-}
-
-Test(pg, crash_then_continue_repeats_nothing_finished)
-{
-    char *uri = store_uri("t_crash");
-    effects_init();
-    pl_registry *reg = registry();
-    /* the parent's engine is open across the fork: the child leaves its
-     * connections alone */
-    pl_engine *e = t_engine(uri, reg, PL_DURABILITY_SYNC);
-    crash_child(uri, 3);
-    char fx[128];
-    effects_read(fx, sizeof fx);
-    cr_expect_str_eq(fx, "0,1,2");
-
-    pl_run_info *info = NULL;
-    cr_assert_eq(pl_run_get(&info, e, "crashed"), PL_OK, "%s", pl_errmsg());
-    cr_expect_eq(info->status, PL_RUN_RUNNING);
-    cr_expect(!info->owner_alive, "the killed owner counts as alive");
-    pl_run_info_free(info);
-    cr_expect_eq(pl_run_verify(e, "crashed"), PL_OK, "%s", pl_errmsg());
-
-    pl_outcome *o = NULL;
-    cr_assert_eq(pl_run_continue(&o, e, "crashed", NULL), PL_OK, "%s",
-                 pl_errmsg());
-    cr_expect_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason);
-    cr_expect_eq(o->calls_served, 3, "ticks 0..2 come from the ledger");
-    cr_expect_eq(o->calls_executed, 2, "ticks 3 and 4 run");
-    pl_outcome_free(o);
-    effects_read(fx, sizeof fx);
-    cr_expect_str_eq(fx, "0,1,2,3,4", "nothing finished ran twice");
-    cr_expect_eq(pl_run_verify(e, "crashed"), PL_OK, "%s", pl_errmsg());
-    pl_engine_close(e);
-    pl_registry_free(reg);
-    free(uri);
-}
-
-Test(pg, suspend_and_resume)
-{
-    char *uri = store_uri("t_suspend");
-    pl_registry *reg = registry();
-    pl_engine *e = t_engine(uri, reg, PL_DURABILITY_SYNC);
-    pl_outcome *o = t_start(e, "ask", "{\"question\": \"ship?\"}", "s-1");
-    cr_assert_eq(o->status, PL_RUN_SUSPENDED);
-    cr_assert_not_null(o->resume_token);
-    cr_expect_eq(t_calls.add, 1);
-    cr_expect_eq(status_of(e, "s-1"), PL_RUN_SUSPENDED);
-    pl_outcome *o2 = NULL;
-    cr_expect_eq(pl_run_continue(&o2, e, "s-1", NULL), PL_ESTATE);
-    cJSON *ans = t_json("{\"yes\": true}");
-    cr_expect_eq(pl_run_resume(&o2, e, "s-1", "wrong-token", ans), PL_ETOKEN);
-    pl_engine_close(e);
-
-    /* resumed by another engine: add is served, not executed again */
-    e = t_engine(uri, reg, PL_DURABILITY_SYNC);
-    cr_assert_eq(pl_run_resume(&o2, e, "s-1", o->resume_token, ans), PL_OK,
-                 "%s", pl_errmsg());
-    cr_expect_eq(o2->status, PL_RUN_COMPLETED, "%s", o2->reason);
-    cr_expect_eq(t_calls.add, 1);
-    char *r = t_text(pl_outcome_result(o2));
-    cr_expect_str_eq(r, "{\"answer\":{\"yes\":true}}");
-    free(r);
-    cr_expect_eq(pl_run_verify(e, "s-1"), PL_OK, "%s", pl_errmsg());
-    cJSON_Delete(ans);
-    pl_outcome_free(o);
-    pl_outcome_free(o2);
-    pl_engine_close(e);
-    pl_registry_free(reg);
-    free(uri);
-}
-
-Test(pg, verify_finds_a_tampered_step)
-{
-    char *uri = store_uri("t_verify");
-    pl_registry *reg = registry();
-    pl_engine *e = t_engine(uri, reg, PL_DURABILITY_SYNC);
-    pl_outcome *o = t_start(e, "chain", "{\"n\": 5}", "v-1");
-    pl_outcome_free(o);
-    o = t_start(e, "chain", "{\"n\": 5}", "bystander");
-    pl_outcome_free(o);
-    uint8_t head[PL_HASH_LEN];
-    cr_assert_eq(pl_run_head(head, e, "v-1"), PL_OK, "%s", pl_errmsg());
-    cr_assert_eq(pl_run_verify(e, "v-1"), PL_OK, "%s", pl_errmsg());
-    /* 0:3 is add's second result, {"sum": 1}: make it {"sum": 5} */
-    admin_exec("UPDATE t_verify.steps SET v = set_byte(v, length(v) - 1, "
-               "get_byte(v, length(v) - 1) # 4) WHERE k = int8send((SELECT "
-               "num FROM t_verify.runs WHERE id = 'v-1'::bytea)) || "
-               "'\\x00000003'::bytea");
-    int st = pl_run_verify(e, "v-1");
-    cr_expect_eq(st, PL_ECORRUPT, "verify gave %s", pl_status_name(st));
-    cr_expect(strstr(pl_errmsg(), "0:4") && strstr(pl_errmsg(), "hash"),
-              "names where the chain breaks: %s", pl_errmsg());
-    cr_expect_eq(pl_run_verify(e, "bystander"), PL_OK, "%s", pl_errmsg());
-    pl_engine_close(e);
-    pl_registry_free(reg);
-    free(uri);
-}
-
-/* approver: asks the human "approve" and returns the answer. */
-static int approver(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
-{
-    (void)a;
-    (void)user;
-    cJSON *y = NULL;
-    int st = pl_ctx_invokef(&y, ctx, "approve", "{s:b}", "ok?", 1);
-    if (!st)
-        st = pl_steps_add_resultf(out, "{s:O}", "answer", y);
-    cJSON_Delete(y);
-    return st;
-}
-
-/*
- * A suspended run's suspend step is in its callee's ledger, 0.0, which is
- * open: the run's state records its head (written and read back as the
- * same bytes as on LMDB), so a changed byte of it is reported.
- */
-Test(pg, a_suspended_runs_open_ledger_is_anchored)
-{
-    char *uri = store_uri("t_anchor");
-    pl_registry *reg = registry();
-    cr_assert_eq(pl_registry_add_fn(reg, "approver", approver, NULL), PL_OK,
-                 "%s", pl_errmsg());
-    cr_assert_eq(pl_registry_add_human(reg, "approve"), PL_OK);
-    pl_engine *e = t_engine(uri, reg, PL_DURABILITY_SYNC);
-    pl_outcome *o = t_start(e, "approver", "{}", "a-1");
-    cr_assert_eq(o->status, PL_RUN_SUSPENDED);
-    cr_assert_str_eq(o->suspended_path, "0.0");
-    pl_outcome_free(o);
-    cr_assert_eq(pl_run_verify(e, "a-1"), PL_OK, "%s", pl_errmsg());
-    /* the suspend step, 0.0:0, its last byte (in the prompt) changed */
-    admin_exec("UPDATE t_anchor.steps SET v = set_byte(v, length(v) - 1, "
-               "get_byte(v, length(v) - 1) # 1) WHERE k = int8send((SELECT "
-               "num FROM t_anchor.runs WHERE id = 'a-1'::bytea)) || "
-               "'\\x0000000000000000'::bytea");
-    int st = pl_run_verify(e, "a-1");
-    cr_expect_eq(st, PL_ECORRUPT, "verify gave %s", pl_status_name(st));
-    cr_expect(strstr(pl_errmsg(), "0.0:0"), "names the step: %s", pl_errmsg());
-    pl_engine_close(e);
-    pl_registry_free(reg);
-    free(uri);
-}
-
-typedef struct seen_runs {
-    char ids[8][16];
-    int n;
-} seen_runs;
-
-static int visit(const pl_run_info *info, void *user)
-{
-    seen_runs *s = user;
-    if (s->n < 8)
-        snprintf(s->ids[s->n], sizeof s->ids[0], "%s", info->id);
-    s->n++;
-    return 0;
-}
-
-Test(pg, runs_are_listed_in_id_byte_order)
-{
-    char *uri = store_uri("t_runs");
-    pl_registry *reg = registry();
-    pl_engine *e = t_engine(uri, reg, PL_DURABILITY_PROCESS);
-    const char *ids[] = {"b", "ab", "a", "B", "a0"};
-    for (size_t i = 0; i < 5; i++)
-        pl_outcome_free(t_start(e, "echo", "{}", ids[i]));
-    seen_runs s = {0};
-    cr_assert_eq(pl_engine_runs(e, visit, &s), PL_OK, "%s", pl_errmsg());
-    cr_assert_eq(s.n, 5);
-    const char *want[] = {"B", "a", "a0", "ab", "b"};
-    for (int i = 0; i < 5; i++)
-        cr_expect_str_eq(s.ids[i], want[i]);
-    pl_engine_close(e);
-    pl_registry_free(reg);
-    free(uri);
-}
-
-Test(pg, unknown_format_is_eversion)
-{
-    char *uri = store_uri("t_format");
-    pl_registry *reg = registry();
-    pl_engine *e = t_engine(uri, reg, PL_DURABILITY_SYNC);
-    pl_engine_close(e);
-    admin_exec("UPDATE t_format.meta SET v = 99 WHERE k = 'format'");
-    e = NULL;
-    cr_expect_eq(pl_engine_open(&e, uri, reg, NULL), PL_EVERSION);
-    cr_expect_null(e);
-    cr_expect(strstr(pl_errmsg(), "format 99") != NULL, "%s", pl_errmsg());
-    pl_registry_free(reg);
-    free(uri);
-}
-
-Test(pg, bad_uris_and_an_unreachable_server)
-{
-    pl_registry *reg = registry();
-    pl_engine *e = NULL;
-    char *uri = store_uri("Bad-Name");
-    cr_expect_eq(pl_engine_open(&e, uri, reg, NULL), PL_EINVAL);
-    cr_expect(strstr(pl_errmsg(), "schema") != NULL, "%s", pl_errmsg());
-    free(uri);
-    uri = store_uri("");
-    cr_expect_eq(pl_engine_open(&e, uri, reg, NULL), PL_EINVAL);
-    free(uri);
-    cr_expect_eq(pl_engine_open(&e,
-                                "postgresql:///postgres?host=/nonexistent-dir",
-                                reg, NULL),
-                 PL_ESTORE);
-    cr_expect(strstr(pl_errmsg(), "cannot connect") != NULL, "%s", pl_errmsg());
-    cr_expect_eq(pl_engine_open(&e, "postgres://[bad", reg, NULL), PL_ESTORE);
-    /* a password is not repeated in messages */
-    cr_expect_eq(pl_engine_open(&e,
-                                "postgresql://u:secret@/postgres?host=/"
-                                "nonexistent-dir",
-                                reg, NULL),
-                 PL_ESTORE);
-    cr_expect(strstr(pl_errmsg(), "secret") == NULL, "%s", pl_errmsg());
-    cr_expect(strstr(pl_errmsg(), "u:***@") != NULL, "%s", pl_errmsg());
-    cr_expect_null(e);
-    pl_registry_free(reg);
-}
-
-Test(pg, connection_loss_is_estore_and_the_run_continues)
-{
-    char *uri = store_uri("t_loss");
-    effects_init();
-    pl_registry *reg = registry();
-    pl_engine *e = t_engine(uri, reg, PL_DURABILITY_SYNC);
-    /* tick 1 terminates the engine's sessions before it returns */
-    g_sever = "t_loss";
-    cJSON *p = t_json("{\"n\": 4}");
-    pl_action a = {PL_ACTION_VERSION, "ticks", p, NULL, 0, NULL};
-    pl_run_options ro = PL_RUN_OPTIONS_INIT;
-    ro.run_id = "lost";
-    pl_outcome *o = NULL;
-    int st = pl_run_start(&o, e, &a, &ro);
-    cJSON_Delete(p);
-    g_sever = NULL;
-    if (st == PL_OK) { /* it ran, and failed with a recorded reason */
-        cr_expect_eq(o->status, PL_RUN_FAILED);
-        cr_expect_eq(o->error, PL_ESTORE, "%s", o->reason);
-        pl_outcome_free(o);
-    } else {
-        cr_expect_eq(st, PL_ESTORE, "%s: %s", pl_status_name(st), pl_errmsg());
-        cr_expect(strstr(pl_errmsg(), "connection") != NULL, "%s", pl_errmsg());
-        cr_expect_null(o);
-    }
-    /* the next calls reconnect; the run goes on from its durable steps */
-    o = NULL;
-    cr_assert_eq(pl_run_continue(&o, e, "lost", NULL), PL_OK, "%s",
-                 pl_errmsg());
-    cr_expect_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason);
-    cr_expect_eq(o->calls_served, 1, "tick 0 was durable");
-    pl_outcome_free(o);
-    char fx[128];
-    effects_read(fx, sizeof fx);
-    cr_expect_str_eq(fx, "0,1,1,2,3",
-                     "tick 1 was in flight, no other ran "
-                     "twice");
-    cr_expect_eq(pl_run_verify(e, "lost"), PL_OK, "%s", pl_errmsg());
-    pl_engine_close(e);
-    pl_registry_free(reg);
-    free(uri);
-}
-
-/* Under every durability mode, a second engine in another process sees
- * what the first committed. */
-Test(pg, durability_modes_commit)
-{
-    char *uri = store_uri("t_modes");
-    pl_registry *reg = registry();
-    pl_durability modes[] = {PL_DURABILITY_SYNC, PL_DURABILITY_GROUP,
-                             PL_DURABILITY_PROCESS};
-    for (int i = 0; i < 3; i++) {
-        pl_engine *e = t_engine(uri, reg, modes[i]);
-        char id[16];
-        snprintf(id, sizeof id, "m-%d", i);
-        pl_outcome_free(t_start(e, "chain", "{\"n\": 2}", id));
-        pl_engine_close(e);
-    }
-    pl_engine *e = t_engine(uri, reg, PL_DURABILITY_SYNC);
-    seen_runs s = {0};
-    cr_assert_eq(pl_engine_runs(e, visit, &s), PL_OK, "%s", pl_errmsg());
-    cr_expect_eq(s.n, 3);
-    pl_engine_close(e);
-    pl_registry_free(reg);
-    free(uri);
-}
-
-/* Processes opening a new schema at once all get it, created once. */
-Test(pg, first_opens_race)
-{
-    char *uri = store_uri("t_race");
-    pid_t pids[4];
-    for (int i = 0; i < 4; i++) {
-        pids[i] = fork();
-        cr_assert_neq(pids[i], -1, "fork: %s", strerror(errno));
-        if (pids[i] == 0) {
-            pl_registry *reg = registry();
-            pl_engine *e = NULL;
-            int st = pl_engine_open(&e, uri, reg, NULL);
-            if (st) {
-                fprintf(stderr, "open: %s\n", pl_errmsg());
-                _exit(1);
-            }
-            pl_engine_close(e);
-            pl_registry_free(reg);
-            _exit(0);
-        }
-    }
-    for (int i = 0; i < 4; i++) {
-        int ws = 0;
-        cr_assert_eq(waitpid(pids[i], &ws, 0), pids[i]);
-        cr_expect(WIFEXITED(ws) && WEXITSTATUS(ws) == 0,
-                  "open %d failed (status %d)", i, ws);
-    }
-    pl_registry *reg = registry();
-    pl_engine *e = t_engine(uri, reg, PL_DURABILITY_SYNC);
-    pl_outcome_free(t_start(e, "echo", "{}", "after-race"));
-    pl_engine_close(e);
-    pl_registry_free(reg);
-    free(uri);
-}
-
-/* A read-only engine reads a store it may not write, and needs it there. */
-Test(pg, read_only_and_statistics)
-{
-    char *uri = store_uri("t_readonly");
-    pl_registry *reg = registry();
-    pl_engine_options o = PL_ENGINE_OPTIONS_INIT;
-    o.read_only = true;
-    pl_engine *ro = NULL;
-    cr_expect_eq(pl_engine_open(&ro, uri, reg, &o), PL_ENOTFOUND,
-                 "a schema that is not there: %s", pl_errmsg());
-    cr_expect_null(ro);
-
-    pl_engine *e = t_engine(uri, reg, PL_DURABILITY_SYNC);
-    pl_outcome_free(t_start(e, "chain", "{\"n\": 2}", "r-1"));
-    pl_store_stats stats = {PL_STORE_STATS_VERSION, 0, 0, 0, 0, 0, 0, 0};
-    cr_assert_eq(pl_engine_stats(&stats, e), PL_OK, "%s", pl_errmsg());
-    cr_expect_eq(stats.runs, 1);
-    cr_expect_gt(stats.step_records, 4);
-    cr_expect_eq(stats.page_size, 8192);
-    cr_expect_gt(stats.file_bytes, 0);
-    cr_expect_geq(stats.used_pages * stats.page_size, stats.file_bytes);
-    pl_engine_close(e);
-
-    cr_assert_eq(pl_engine_open(&ro, uri, reg, &o), PL_OK, "%s", pl_errmsg());
-    cr_expect_eq(status_of(ro, "r-1"), PL_RUN_COMPLETED);
-    cr_expect_eq(pl_run_verify(ro, "r-1"), PL_OK, "%s", pl_errmsg());
-    cJSON *p = t_json("{}");
-    pl_action a = {PL_ACTION_VERSION, "echo", p, NULL, 0, NULL};
-    pl_outcome *out = NULL;
-    int st = pl_run_start(&out, ro, &a, NULL);
-    cr_expect_eq(st, PL_ESTATE, "%s: %s", pl_status_name(st), pl_errmsg());
-    cr_expect_null(out);
-    cJSON_Delete(p);
-    pl_engine_close(ro);
     pl_registry_free(reg);
     free(uri);
 }

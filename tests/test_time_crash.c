@@ -82,6 +82,19 @@ static int trip(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     return st ? st : pl_steps_add_resultf(out, "{}");
 }
 
+/* "go": wait for "go", call "pay", end. */
+static int go(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)a;
+    (void)user;
+    cJSON *p = NULL;
+    int st = pl_ctx_wait_event(&p, ctx, "go", PL_WAIT_FOREVER);
+    cJSON_Delete(p);
+    if (!st)
+        st = pl_ctx_invoke(NULL, ctx, "pay", pl_json_empty());
+    return st ? st : pl_steps_add_resultf(out, "{s:b}", "paid", 1);
+}
+
 static void on_event(const pl_event *ev, void *user)
 {
     (void)user;
@@ -106,6 +119,9 @@ static pl_registry *registry(void)
     pl_policy_def d = PL_POLICY_DEF_INIT;
     d.name = "trip";
     d.fn = trip;
+    cr_assert_eq(pl_registry_add(reg, &d), PL_OK);
+    d.name = "go";
+    d.fn = go;
     cr_assert_eq(pl_registry_add(reg, &d), PL_OK);
     return reg;
 }
@@ -306,5 +322,123 @@ Test(time_crash, killed_at_every_boundary_around_sleep_wait_and_cancel,
         pl_engine_close(e);
     }
     shape_free(&ref);
+    pl_registry_free(reg);
+}
+
+static pl_outcome *start_go(pl_engine *e, const char *id)
+{
+    pl_action a = {PL_ACTION_VERSION, "go", pl_json_empty(), NULL, 0, NULL};
+    pl_run_options ro = PL_RUN_OPTIONS_INIT;
+    ro.run_id = id;
+    pl_outcome *o = NULL;
+    cr_assert_eq(pl_run_start(&o, e, &a, &ro), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(o->status, PL_RUN_WAITING);
+    return o;
+}
+
+/*
+ * pl_run_signal() continuing a waiting run in its thread takes the run's
+ * lease and claims it in the delivery's own transaction: on LMDB the
+ * signal is three write transactions in all (the delivery with the lease
+ * and the claim; the `event` step with the call's `action_call`; the
+ * result with the run's end), each one sync.
+ */
+Test(time_crash, a_signal_takes_and_claims_the_run_in_its_delivery)
+{
+    pl_registry *reg = registry();
+    char store[4300];
+    fresh(store, sizeof store, "take");
+    pl_engine_options eo = PL_ENGINE_OPTIONS_INIT;
+    eo.durability = PL_DURABILITY_SYNC;
+    pl_engine *e = NULL;
+    cr_assert_eq(pl_engine_open(&e, store, reg, &eo), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(pl_engine_set_wait_in_place(e, 0), PL_OK);
+    pl_outcome_free(start_go(e, "take-1"));
+    uint64_t m0 = 0, m1 = 0;
+    cr_assert_eq(pl_engine_change_mark(&m0, e), PL_OK);
+    pl_outcome *o = NULL;
+    cJSON *p = cJSON_CreateObject();
+    cr_assert_eq(pl_run_signal(&o, e, "take-1", "go", p), PL_OK, "%s",
+                 pl_errmsg());
+    cJSON_Delete(p);
+    cr_assert_eq(pl_engine_change_mark(&m1, e), PL_OK);
+    cr_assert_not_null(o, "continued in the caller's thread");
+    cr_expect_eq(o->status, PL_RUN_COMPLETED);
+    pl_outcome_free(o);
+    if (!t_on_pg()) /* PostgreSQL's mark is its WAL position, no count */
+        cr_expect_eq(m1 - m0, 3, "write transactions of the signal: %llu",
+                     (unsigned long long)(m1 - m0));
+    cr_expect_eq(count_effect("pay"), 1);
+    cr_expect_eq(pl_run_verify(e, "take-1"), PL_OK, "%s", pl_errmsg());
+    /* a signal to a run that waits for another name is delivered, the run
+     * taken, replayed to its wait and parked again */
+    pl_outcome_free(start_go(e, "take-2"));
+    p = cJSON_CreateObject();
+    cr_assert_eq(pl_run_signal(&o, e, "take-2", "other", p), PL_OK, "%s",
+                 pl_errmsg());
+    cJSON_Delete(p);
+    cr_assert_not_null(o);
+    cr_expect_eq(o->status, PL_RUN_WAITING);
+    pl_outcome_free(o);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/*
+ * The process that signalled is killed right after the delivery's
+ * transaction, which took the run's lease and claimed it: the run is
+ * `running`, held by a dead process.  Once the lease runs out, the timer
+ * the delivery made due wakes it (pl_engine_wake()), and it goes on with
+ * the event delivered, its call made once.
+ */
+Test(time_crash, a_signal_killed_after_its_delivery_is_recovered)
+{
+    pl_registry *reg = registry();
+    char store[4300];
+    fresh(store, sizeof store, "taken");
+    pl_engine *e = open_engine(store, reg);
+    cr_assert_not_null(e, "%s", pl_errmsg());
+    pl_outcome_free(start_go(e, "taken-1"));
+    pl_engine_close(e);
+    fflush(NULL);
+    pid_t pid = fork();
+    cr_assert_neq(pid, -1);
+    if (pid == 0) {
+        pl_engine *ce = open_engine(store, reg);
+        g_seen = 0;
+        g_kill_at = 1; /* the first step the run appends: its `event` */
+        pl_outcome *o = NULL;
+        cJSON *p = cJSON_CreateObject();
+        int st = ce ? pl_run_signal(&o, ce, "taken-1", "go", p) : PL_ESTORE;
+        _exit(st ? 12 : 3);
+    }
+    int ws = 0;
+    while (waitpid(pid, &ws, 0) == -1 && errno == EINTR)
+        ;
+    cr_assert(WIFSIGNALED(ws) && WTERMSIG(ws) == SIGKILL,
+              "the child was to die after the delivery (status %#x)", ws);
+    g_kill_at = 0;
+    e = open_engine(store, reg);
+    cr_assert_not_null(e, "%s", pl_errmsg());
+    pl_run_info *ri = NULL;
+    cr_assert_eq(pl_run_get(&ri, e, "taken-1"), PL_OK, "%s", pl_errmsg());
+    cr_expect_eq(ri->status, PL_RUN_RUNNING, "claimed by the delivery: %s",
+                 pl_run_status_name(ri->status));
+    pl_run_info_free(ri);
+    cr_expect_eq(count_effect("pay"), 0);
+    pl_run_status s = PL_RUN_RUNNING;
+    for (int i = 0; i < 2000 && s != PL_RUN_COMPLETED; i++) {
+        int64_t next = 0;
+        cr_assert_eq(pl_engine_wake(e, &next), PL_OK, "%s", pl_errmsg());
+        cr_assert_eq(pl_run_get(&ri, e, "taken-1"), PL_OK);
+        s = ri->status;
+        pl_run_info_free(ri);
+        if (s != PL_RUN_COMPLETED)
+            nap_ms(5);
+    }
+    cr_expect_eq(s, PL_RUN_COMPLETED, "%s", pl_run_status_name(s));
+    cr_expect_eq(count_effect("pay"), 1);
+    cr_expect_eq(pl_run_verify(e, "taken-1"), PL_OK, "%s", pl_errmsg());
+    pl_engine_close(e);
     pl_registry_free(reg);
 }

@@ -6,6 +6,11 @@
  *   web_gen STORE --hostile    runs whose payloads, results, reasons and
  *                              ids carry markup, quotes, script URLs, and
  *                              a 1 MB string
+ *   web_gen STORE --long N     run "long-run": N calls of noop, one after
+ *                              another (3 steps each, and the result)
+ *   web_gen STORE --big MB     run "big-run": a call whose payload and
+ *                              result hold a string of MB MiB, among small
+ *                              calls
  *
  * Prints the number of runs it made.  Exit 0, or 1 with a message.
  */
@@ -35,6 +40,41 @@ static int boom(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
                      cJSON_IsString(why) ? why->valuestring : "boom");
 }
 
+/* {"n": N, "big": MiB}: N small calls, and half way one with a payload
+ * of MiB MiB (if any). */
+static int many(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)user;
+    const cJSON *n = cJSON_GetObjectItemCaseSensitive(a->payload, "n");
+    const cJSON *big = cJSON_GetObjectItemCaseSensitive(a->payload, "big");
+    long calls = cJSON_IsNumber(n) ? (long)n->valuedouble : 0;
+    for (long i = 0; i < calls; i++) {
+        cJSON *r = NULL;
+        int st = pl_ctx_invokef(&r, ctx, "noop", "{s:i}", "i", (int)i);
+        cJSON_Delete(r);
+        if (st)
+            return st;
+        if (i == calls / 2 && cJSON_IsNumber(big) && big->valuedouble > 0) {
+            size_t len = (size_t)big->valuedouble << 20;
+            char *s = malloc(len + 1);
+            if (!s)
+                return PL_ENOMEM;
+            for (size_t k = 0; k < len; k++)
+                s[k] = "0123456789abcdef<>&\""[k % 20];
+            s[len] = '\0';
+            cJSON *p = cJSON_CreateObject();
+            cJSON_AddStringToObject(p, "echo", s);
+            free(s);
+            st = pl_ctx_invoke(&r, ctx, "noop", p);
+            cJSON_Delete(p);
+            cJSON_Delete(r);
+            if (st)
+                return st;
+        }
+    }
+    return pl_steps_add_resultf(out, "{s:i}", "calls", (int)calls);
+}
+
 static int start(pl_engine *e, const char *policy, cJSON *payload,
                  const char *id)
 {
@@ -62,8 +102,11 @@ static const char *const hostile[] = {
 
 int main(int argc, char **argv)
 {
-    if (argc != 3) {
-        fprintf(stderr, "usage: web_gen STORE N | web_gen STORE --hostile\n");
+    bool pair = argc == 4 &&
+                (!strcmp(argv[2], "--long") || !strcmp(argv[2], "--big"));
+    if (argc != 3 && !pair) {
+        fprintf(stderr, "usage: web_gen STORE N | web_gen STORE --hostile | "
+                        "web_gen STORE --long N | web_gen STORE --big MB\n");
         return 1;
     }
     pl_registry *reg = NULL;
@@ -77,6 +120,8 @@ int main(int argc, char **argv)
     if (!st)
         st = pl_registry_add_fn(reg, "boom", boom, NULL);
     if (!st)
+        st = pl_registry_add_fn(reg, "many", many, NULL);
+    if (!st)
         st = pl_engine_open(&e, argv[1], reg, &eo);
     if (st) {
         fprintf(stderr, "web_gen: %s\n", pl_errmsg());
@@ -84,7 +129,15 @@ int main(int argc, char **argv)
         return 1;
     }
     long made = 0;
-    if (!strcmp(argv[2], "--hostile")) {
+    if (pair) {
+        long v = strtol(argv[3], NULL, 10);
+        bool big = !strcmp(argv[2], "--big");
+        cJSON *p = cJSON_CreateObject();
+        cJSON_AddNumberToObject(p, "n", big ? 40 : (double)v);
+        cJSON_AddNumberToObject(p, "big", big ? (double)v : 0);
+        st = start(e, "many", p, big ? "big-run" : "long-run");
+        made++;
+    } else if (!strcmp(argv[2], "--hostile")) {
         size_t n = sizeof hostile / sizeof hostile[0];
         for (size_t i = 0; !st && i < n; i++) {
             char id[64];

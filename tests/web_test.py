@@ -29,6 +29,8 @@ EX = os.path.join(BUILD, "examples")
 # costs round trips, over 500 runs, in smaller pages
 N_GEN = 500 if PG else 10000
 PAGE = 50 if PG else 500
+# a run of 100,000 steps (3 a call, and its result); on PostgreSQL of 3,001
+LONG_CALLS = 1000 if PG else 33333
 HOSTILE = [
     "<script>alert(1)</script>",
     "\"onerror=alert(1) x=\"",
@@ -122,6 +124,9 @@ def fill(store, tmp, agent_env):
             run_id, ok=(0, 4), env=agent_env)
     run(os.path.join(BUILD, "tests", "web_gen"), store, str(N_GEN))
     run(os.path.join(BUILD, "tests", "web_gen"), store, "--hostile")
+    run(os.path.join(BUILD, "tests", "web_gen"), store, "--long",
+        str(LONG_CALLS))
+    run(os.path.join(BUILD, "tests", "web_gen"), store, "--big", "8")
 
 
 def all_pages(s, query):
@@ -135,6 +140,94 @@ def all_pages(s, query):
         cursor = doc["next_cursor"]
         if not cursor:
             return ids, pages, doc
+
+
+def step_pages(s, run_id, limit):
+    """Every step of a run, a page of limit at a time."""
+    out, cursor = [], None
+    while True:
+        q = "limit=%d" % limit + ("&cursor=" + cursor if cursor else "")
+        st, doc, _ = s.get("/api/runs/%s/steps?%s" % (run_id, q))
+        check(st == 200 and len(doc["steps"]) <= limit,
+              "a page of %s's steps: %d %s" % (run_id, st, str(doc)[:300]))
+        out += doc["steps"]
+        cursor = doc["next"]
+        check(cursor is None or doc["steps"], "a page before the end holds "
+              "steps")
+        if cursor is None:
+            return out
+
+
+def steps_paged(s):
+    """A run's steps a page at a time: a long run and a big payload."""
+    n = 3 * LONG_CALLS + 1
+    st, body, _ = s.get("/api/runs/long-run", raw=True)
+    doc = json.loads(body)
+    check(st == 200 and doc["run"]["steps"] == n and
+          len(doc["steps"]) == 200 and doc["next"] == "0:133" and
+          len(body) < 200 * 1024, "a run of %d steps opens with its first "
+          "page (%d bytes): %s" % (n, len(body), doc["next"]))
+    check(doc["run"]["in_doubt"] is False and
+          doc["run"]["steps_scanned"] == n, "and its marks, read whole")
+    # paged through, the steps are the export's, in its order
+    st, body, _ = s.get("/api/runs/long-run/export", raw=True)
+    lines = [json.loads(x) for x in body.decode().splitlines()][1:]
+    check(len(lines) == n, "the export has every step: %d" % len(lines))
+    paged = step_pages(s, "long-run", 1000)
+    check([x["id"] for x in paged] == [x["id"] for x in lines] and
+          all(p["payload"] == e["payload"] and p["hash"] == e["hash"]
+              for p, e in zip(paged, lines)),
+          "paged by 1000, the %d steps are the export's, in order" % n)
+    # a cursor is a step: stored, folded into its caller's result, or past
+    # the end
+    for cur, first in [("0:6", "0:6"), ("0.4:0", "0.4:0"),
+                       ("0.5:7", "0:6"), ("0:%d" % (2 * LONG_CALLS + 1), None)]:
+        st, doc, _ = s.get("/api/runs/long-run/steps?limit=2&cursor=" + cur)
+        got = doc["steps"][0]["id"] if doc["steps"] else None
+        check(st == 200 and got == first,
+              "from cursor %s the page starts at %s: %s" % (cur, first, got))
+    for bad, code in [("cursor=x:1", 400), ("cursor=0:1:2", 400),
+                      ("cursor=1:0", 400), ("limit=0", 400),
+                      ("limit=1001", 400), ("limit=x", 400)]:
+        st, doc, _ = s.get("/api/runs/long-run/steps?" + bad)
+        check(st == code and doc["error"] and doc["message"],
+              "steps?%s: %d (%d %s)" % (bad, code, st, doc))
+    st, doc, _ = s.get("/api/runs/no-such-run/steps")
+    check(st == 404, "the steps of no run: 404")
+    # an 8 MiB payload: cut in the page, whole on demand
+    st, body, _ = s.get("/api/runs/big-run", raw=True)
+    doc = json.loads(body)
+    cut = [x for x in doc["steps"] if x.get("payload_truncated")]
+    check(st == 200 and len(cut) == 3 and len(body) < 256 * 1024 and
+          all(x["payload"] is None and x["payload_bytes"] > 8 << 20 and
+              0 < len(x["payload_preview"]) <= 2048 for x in cut),
+          "a page cuts the three 8 MiB payloads (%d bytes): %s" %
+          (len(body), [(x["id"], x.get("payload_bytes")) for x in cut]))
+    whole = {}
+    for x in cut:
+        st, one, _ = s.get("/api/runs/big-run/step?id=" + x["id"])
+        check(st == 200 and one["step"]["id"] == x["id"] and
+              x["payload_preview"] == json.dumps(
+                  one["step"]["payload"], separators=(",", ":"),
+                  ensure_ascii=False)[:len(x["payload_preview"])],
+              "step %s comes whole, the page's preview its start" % x["id"])
+        whole[x["id"]] = one["step"]["payload"]
+    echo = [p["payload"]["echo"] if "payload" in p else p["echo"]
+            for p in whole.values()]
+    check(all(len(e) == 8 << 20 for e in echo), "8 MiB whole, each")
+    st, doc, _ = s.get("/api/runs/big-run/step?id=0:999")
+    check(st == 404 and doc["error"] == "not_found", "no such step: 404")
+    for bad in ["", "?id=", "?id=0", "?id=" + urllib.parse.quote("<x>")]:
+        st, doc, _ = s.get("/api/runs/big-run/step" + bad)
+        check(st == 400, "a bad step id %r: 400 (%d)" % (bad, st))
+    # marks are the same a step at a time (the call's answer looked up
+    # past the page) as in one page
+    for run_id in ["order-2", "agent-1"]:
+        st, doc, _ = s.get("/api/runs/%s/steps?limit=1000" % run_id)
+        one = [(x["id"], x.get("mark")) for x in step_pages(s, run_id, 1)]
+        check(one == [(x["id"], x.get("mark")) for x in doc["steps"]] and
+              any(m in ("in_doubt", "waiting") for _, m in one),
+              "%s's marks a step at a time: %s" % (run_id, one))
 
 
 def main():
@@ -157,7 +250,7 @@ def test(tmp):
                AGENT_DATA=os.path.join(agent, "data"))
     env.pop("PL_WEB_TOKEN", None)
     fill(store, tmp, env)
-    total = N_GEN + 5 + len(HOSTILE) + 1 + 3
+    total = N_GEN + 5 + len(HOSTILE) + 1 + 3 + 2
     plugins = ["--plugin", os.path.join(EX, "order-plugin.so"),
                "--plugin", os.path.join(EX, "agent-plugin.so")]
 
@@ -209,6 +302,30 @@ def test(tmp):
               doc["divergence"]["recorded"]["payload"] !=
               doc["divergence"]["now"]["payload"],
               "check against changed code diverges: %s" % doc)
+        st, doc, _ = v2.post("/api/runs/order-1/upgrade",
+                             body={"at": doc["divergence"]["step"]})
+        check(st == 409, "a completed run is not upgraded: %d" % st)
+        # a crashed run (after ship's result) the new code cannot replay:
+        # upgraded where it diverges, finished by the new code
+        run(os.path.join(EX, "order-demo"), "--store", store, "--order", "3",
+            "--crash-after", "13", "--quiet", ok=(-9, 137))
+        st, doc, _ = v2.post("/api/runs/order-3/check")
+        check(st == 200 and doc["check"] == "diverged",
+              "the crashed order-3 diverges under the new code: %s" % doc)
+        at = doc["divergence"]["step"]
+        st, doc, _ = v2.post("/api/runs/order-3/upgrade", body={"at": "x"})
+        check(st == 400, "an upgrade at a bad step: 400 (%d %s)" % (st, doc))
+        st, doc, _ = v2.post("/api/runs/order-3/upgrade",
+                             body={"at": at, "new_id": "order-3-v2"})
+        check(st == 200 and doc["status"] == "completed" and
+              doc["new_run"] == "order-3-v2" and
+              doc["superseded"] == "order-3", "upgrade: %s" % doc)
+        st, doc, _ = v2.get("/api/runs/order-3")
+        check(doc["run"]["status"] == "superseded" and
+              doc["run"]["successor"] == "order-3-v2",
+              "the old run is superseded by the new: %s" % doc["run"])
+        st, doc, _ = v2.post("/api/runs/order-3/upgrade", body={"at": at})
+        check(st == 409, "a superseded run is not upgraded again: %d" % st)
     finally:
         v2.stop()
 
@@ -324,13 +441,16 @@ def api(s, total):
     check(len(doc["runs"][0]["payload_preview"]) <= 200,
           "the list previews a payload only")
 
+    steps_paged(s)
+
     # --- one run ---
     st, doc, _ = s.get("/api/runs/order-2")
     check(st == 200 and doc["run"]["crashed"] and doc["run"]["in_doubt"],
           "order-2 is crashed with a call in doubt: %s" % doc["run"])
     marks = [x.get("mark") for x in doc["steps"]]
     check("in_doubt" in marks, "a step marked in_doubt")
-    check(doc["invocations"][0]["path"] == "0", "invocations")
+    check(doc["next"] is None and doc["run"]["in_doubt_calls"] ==
+          marks.count("in_doubt"), "a short run comes in one page")
     st, doc, _ = s.get("/api/runs/agent-1")
     check(doc["run"]["status"] == "suspended" and doc["run"]["tokens"]
           ["model_calls"] > 0, "agent-1: suspended, with tokens")
@@ -452,6 +572,14 @@ def api(s, total):
     st, doc, _ = s.get("/api/runs/agent-2")
     check(doc["run"]["status"] == "cancelled" and
           doc["run"]["reason"] == "<b>not needed</b>", "recorded cancelled")
+    # a refusal says which run and why (a reason over 4096 bytes)
+    st, doc, _ = s.post("/api/batch/cancel?prefix=agent-&reason=" +
+                        "r" * 5000)
+    check(st == 200 and doc["cancelled"] == 0 and doc["refused"] == 1 and
+          doc["runs"][0]["run_id"] == "agent-3" and
+          doc["runs"][0]["error"] and doc["runs"][0]["message"],
+          "a batch cancel's refusals name the run and why: %s" %
+          str(doc)[:400])
     st, doc, _ = s.post("/api/batch/cancel?prefix=agent-&reason=batch")
     check(st == 200 and doc["cancelled"] == 1 and
           doc["runs"][0]["run_id"] == "agent-3", "batch cancel: %s" % doc)

@@ -134,15 +134,14 @@ void rows_free(rows *r)
     memset(r, 0, sizeof *r);
 }
 
-static int rows_visit(const pl_step *s, void *user)
+bool rows_add(rows *r, const pl_step *s, bool payload)
 {
-    rows *r = user;
     if (r->n == r->cap) {
         size_t cap = r->cap ? r->cap * 2 : 64;
         srow *v = realloc(r->v, cap * sizeof *v);
         if (!v) {
             r->oom = true;
-            return 1;
+            return false;
         }
         r->v = v;
         r->cap = cap;
@@ -155,13 +154,13 @@ static int rows_visit(const pl_step *s, void *user)
     w->id = cli_strdup(id);
     w->path = cli_strdup(id);
     w->actor = cli_strdup(pl_step_actor(s));
-    w->payload = p ? cJSON_Duplicate(p, 1) : NULL;
+    w->payload = p && payload ? cJSON_Duplicate(p, 1) : cJSON_CreateNull();
     w->code = pl_step_code(s) ? cli_strdup(pl_step_code(s)) : NULL;
     r->n++;
     if (!w->id || !w->path || !w->actor || !w->payload ||
         (pl_step_code(s) && !w->code) || !colon) {
         r->oom = true;
-        return 1;
+        return false;
     }
     w->path[colon - id] = '\0';
     w->seq = pl_step_seq(s);
@@ -171,7 +170,12 @@ static int rows_visit(const pl_step *s, void *user)
     if (pl_step_prev_hash(w->prev, s))
         memset(w->prev, 0, sizeof w->prev);
     w->is_error = pl_step_is_error(s);
-    return 0;
+    return true;
+}
+
+static int rows_visit(const pl_step *s, void *user)
+{
+    return rows_add(user, s, true) ? 0 : 1;
 }
 
 /* Read every step of a run into @p r.  Returns a pl_status. */
@@ -196,8 +200,6 @@ call_mark call_mark_of(const rows *r, size_t i, const pl_run_info *ri)
     const srow *w = &r->v[i];
     if (w->type != PL_STEP_ACTION_CALL)
         return MARK_NONE;
-    char callee[PL_MAX_RUN_ID + 64];
-    snprintf(callee, sizeof callee, "%s.%u", w->path, w->seq);
     /* the next step of the same ledger, past engine suspensions */
     for (size_t j = i + 1; j < r->n; j++) {
         const srow *x = &r->v[j];
@@ -207,6 +209,14 @@ call_mark call_mark_of(const rows *r, size_t i, const pl_run_info *ri)
             continue;
         return MARK_NONE; /* answered, or a call the policy returned */
     }
+    return call_mark_unanswered(w->path, w->seq, ri);
+}
+
+call_mark call_mark_unanswered(const char *path, uint32_t seq,
+                               const pl_run_info *ri)
+{
+    char callee[PL_MAX_RUN_ID + 64];
+    snprintf(callee, sizeof callee, "%s.%u", path, seq);
     if (ri->status == PL_RUN_RUNNING && ri->owner_alive)
         return MARK_NONE; /* in flight now */
     if (ri->status == PL_RUN_SUSPENDED && ri->suspended_path &&
@@ -250,15 +260,20 @@ cJSON *row_json(const char *run, const srow *w, const char *mark)
 
 const char *mark_name(const rows *r, size_t i, const pl_run_info *ri)
 {
-    switch (call_mark_of(r, i, ri)) {
+    return mark_text(call_mark_of(r, i, ri), &r->v[i], ri);
+}
+
+const char *mark_text(call_mark m, const srow *w, const pl_run_info *ri)
+{
+    switch (m) {
     case MARK_IN_DOUBT: return "in_doubt";
     case MARK_WAITING: return "waiting";
     case MARK_NONE: break;
     }
-    if (r->v[i].is_error)
+    if (w->is_error)
         return "error";
-    if (r->v[i].type == PL_STEP_SUSPEND && ri->status == PL_RUN_SUSPENDED &&
-        ri->suspended_path && !strcmp(ri->suspended_path, r->v[i].path))
+    if (w->type == PL_STEP_SUSPEND && ri->status == PL_RUN_SUSPENDED &&
+        ri->suspended_path && !strcmp(ri->suspended_path, w->path))
         return "suspended";
     return NULL;
 }

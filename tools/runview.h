@@ -41,6 +41,9 @@ typedef struct rows {
 } rows;
 
 void rows_free(rows *r);
+/* Add step @p s to @p r (copied; its payload a JSON null unless
+ * @p payload).  False on OOM (r->oom set). */
+bool rows_add(rows *r, const pl_step *s, bool payload);
 /* Read every step of run @p run into @p r (emptied first).  A pl_status. */
 int read_rows(pl_engine *e, const char *run, rows *r);
 /* Does @p path lie at or below @p top? */
@@ -49,8 +52,14 @@ bool under(const char *path, const char *top);
 /* The marks of row @p i: in-doubt calls, waiting calls, error results. */
 typedef enum { MARK_NONE, MARK_IN_DOUBT, MARK_WAITING } call_mark;
 call_mark call_mark_of(const rows *r, size_t i, const pl_run_info *ri);
+/* The mark of call @p seq of ledger @p path when no step of that ledger
+ * answers it: waiting, in doubt, or none (in flight in a live run). */
+call_mark call_mark_unanswered(const char *path, uint32_t seq,
+                               const pl_run_info *ri);
 /* "in_doubt", "waiting", "error", "suspended" or NULL. */
 const char *mark_name(const rows *r, size_t i, const pl_run_info *ri);
+/* The same for step @p w whose call mark (for a call) is @p m. */
+const char *mark_text(call_mark m, const srow *w, const pl_run_info *ri);
 /* Row @p w of run @p run as JSON, with its mark if any; NULL on OOM. */
 cJSON *row_json(const char *run, const srow *w, const char *mark);
 

@@ -2,8 +2,9 @@
  * web.h -- what the files of ledger-web share.  web_main.c parses the
  * command line, opens the store and starts the server; web_http.c speaks
  * HTTP (libmicrohttpd): authentication, CSRF, bounds, headers, the page's
- * files, routing; web_api.c the JSON API's reads (runs, a run, its
- * timeline, its export, the inbox); web_list.c the run list's filters and
+ * files, routing; web_api.c the JSON API's reads (a run, its timeline,
+ * its export); web_steps.c a run's steps a page at a time, and the calls
+ * they make with what answered them; web_list.c the run list's filters and
  * pages; web_live.c what runs in the background (counts per status, the
  * change poller and its Server-Sent Events) and the overview;
  * web_overview.c the overview; web_actions.c the POST actions.
@@ -18,16 +19,23 @@
 #define WEB_BODY_MAX ((size_t)1 << 20) /* largest request body */
 #define WEB_PAGE_MAX 500               /* most runs in one page */
 #define WEB_PAGE_DEFAULT 50
-#define WEB_SCAN_MAX 20000   /* most run records one request reads */
-#define WEB_SSE_MAX 16       /* Server-Sent Events streams at once */
-#define WEB_CONN_MAX 64      /* connections at once */
-#define WEB_TIMEOUT_S 30     /* an idle connection is closed after */
-#define WEB_POLL_MS 500      /* how often the store's change mark is read */
-#define WEB_EVENTS 256       /* events kept for the streams */
-#define WEB_WATCH_MAX 1000   /* unfinished runs watched for changes */
-#define WEB_OLDEST_MAX 10    /* oldest suspended runs kept by the counts */
-#define WEB_STEPS_MAX 200000 /* most steps a run view reads */
-#define WEB_EXPORT_MAX (64 << 20) /* largest export served */
+#define WEB_SCAN_MAX 20000 /* most run records one request reads */
+#define WEB_SSE_MAX 16     /* Server-Sent Events streams at once */
+#define WEB_CONN_MAX 64    /* connections at once */
+#define WEB_TIMEOUT_S 30   /* an idle connection is closed after */
+#define WEB_POLL_MS 500    /* how often the store's change mark is read */
+#define WEB_EVENTS 256     /* events kept for the streams */
+#define WEB_WATCH_MAX 1000 /* unfinished runs watched for changes */
+#define WEB_OLDEST_MAX 10  /* oldest suspended runs kept by the counts */
+#define WEB_EXPORT_MAX (64 << 20)  /* largest export served */
+#define WEB_STEP_PAGE_DEFAULT 200  /* steps in a page of a run's steps */
+#define WEB_STEP_PAGE_MAX 1000     /* most steps in one */
+#define WEB_PAGE_BYTES (1 << 20)   /* payload bytes a page stops after */
+#define WEB_PAYLOAD_CAP (64 << 10) /* a longer payload is cut in a page */
+#define WEB_PAYLOAD_PREVIEW 2048   /* to its first bytes */
+#define WEB_STEP_ID_MAX 400        /* longest step id taken */
+#define WEB_RUN_SCAN_MAX 200000    /* steps a run's summary reads */
+#define WEB_TIMELINE_STEPS 5000    /* steps the timeline reads */
 
 /* Counted statuses: pl_run_status values, and crashed (running, its owner
  * gone) apart from running. */
@@ -122,6 +130,39 @@ int api_run(web *w, const char *id, cJSON **out);
 int api_timeline(web *w, const char *id, cJSON **out);
 /* The policy an action_call row calls. */
 const char *web_callee(const srow *call);
+/* The run's export as JSON lines, in a temporary file: *fd at its start
+ * (the caller closes it), *len bytes. */
+int api_export(web *w, const char *id, int *fd, size_t *len, cJSON **out);
+
+/* ---- web_steps.c ---- */
+
+/* GET /api/runs/ID/steps (a page from a cursor) and /api/runs/ID/step. */
+int api_steps(web *w, const char *id, const web_req *r, cJSON **out);
+int api_step(web *w, const char *id, const web_req *r, cJSON **out);
+/* Read run @p id's record: 200, else a 404 or an error in *out. */
+int web_get_run(web *w, const char *id, pl_run_info **ri, cJSON **out);
+/* The first page of run @p ri's steps into @p doc (steps, next, limit,
+ * payload_cap).  The HTTP status; on failure a reply in *out. */
+int web_first_page(web *w, const pl_run_info *ri, cJSON *doc, cJSON **out);
+
+/* The calls of a stream of steps awaiting an answer. */
+typedef struct web_pending {
+    char *path; /* the caller's ledger */
+    void *call;
+} web_pending;
+typedef struct web_tracker {
+    web_pending *v;
+    size_t n, cap;
+} web_tracker;
+/* A call's end: @p answered by the step just fed, or never. */
+typedef void (*web_end_fn)(void *call, bool answered, void *user);
+/* Feed the next step of a run in tree order (its ledger @p path and type;
+ * @p call a handle for it if it is a call), or NULL for the end: the calls
+ * it answers or leaves unanswered end.  False on OOM. */
+bool web_track(web_tracker *t, const char *path, pl_step_type type, void *call,
+               web_end_fn end, void *user);
+void web_track_free(web_tracker *t);
+
 /* Each call of a run's rows, in row order: @p call its action_call's row,
  * @p end the row that answered it or SIZE_MAX for none (in flight, in
  * doubt, waiting).  False on OOM. */
@@ -129,8 +170,21 @@ typedef void (*web_call_fn)(const rows *rs, size_t call, size_t end,
                             const pl_run_info *ri, void *user);
 bool web_calls(const rows *rs, const pl_run_info *ri, web_call_fn fn,
                void *user);
-/* The run's export as JSON lines, in *text (caller frees). */
-int api_export(web *w, const char *id, char **text, size_t *len, cJSON **out);
+
+/* A run's unanswered calls marked in_doubt or waiting, from one walk of
+ * at most @p max_steps steps (0: all); its error results counted. */
+typedef struct web_marks {
+    char **id;
+    const char **mark;
+    size_t n, cap;
+    size_t steps, errors;
+    bool truncated, oom;
+} web_marks;
+int web_run_marks(web *w, const pl_run_info *ri, size_t max_steps,
+                  web_marks *m);
+void web_marks_free(web_marks *m);
+/* The mark of call @p step_id, or NULL. */
+const char *web_marks_find(const web_marks *m, const char *step_id);
 
 /* ---- web_list.c ---- */
 

@@ -9,6 +9,9 @@
  *   /api/runs/ID/fork      --fork ID --at AT [--new-id NEW]: body
  *                          {"at": "0:N", "new_id": optional}; the new run is
  *                          continued at once, as ledger-replay does
+ *   /api/runs/ID/upgrade   --upgrade ID at the step a check names: body
+ *                          {"at": "0:N", "new_id": optional}; the run ends
+ *                          superseded, the new run is continued at once
  *   /api/runs/ID/check     --check ID: replay, execute and write nothing
  *   /api/runs/ID/verify    ledger-dump --verify ID: the hash chains
  *   /api/runs/ID/signal    --signal ID --name NAME --payload JSON: body
@@ -257,8 +260,12 @@ static int do_answer(web *w, const char *id, const web_req *r, cJSON **out)
     return *out ? 200 : web_fail(out, 500, "PL_ENOMEM", "out of memory");
 }
 
-static int do_fork(web *w, const char *id, const web_req *r, cJSON **out)
+/* Fork run @p id at a root step, or (@p upgrade) upgrade it there: fork
+ * it and end it superseded (pl_run_upgrade()); the new run continued. */
+static int do_fork(web *w, const char *id, const web_req *r, bool upgrade,
+                   cJSON **out)
 {
+    const char *verb = upgrade ? "upgrade" : "fork";
     cJSON *body;
     int http = body_object(r, &body, out);
     if (http != 200)
@@ -270,26 +277,32 @@ static int do_fork(web *w, const char *id, const web_req *r, cJSON **out)
          (!cJSON_IsString(nid) || !cli_run_id_ok(nid->valuestring)))) {
         cJSON_Delete(body);
         return web_fail(out, 400, "bad_request",
-                        "fork: {\"at\": \"0:N\" (a step of the root ledger), "
-                        "\"new_id\": a run id (optional)}");
+                        "%s: {\"at\": \"0:N\" (a step of the root ledger), "
+                        "\"new_id\": a run id (optional)}",
+                        verb);
     }
     char *new_id = NULL;
-    int st = pl_run_fork(&new_id, w->engine, id, at->valuestring,
-                         cJSON_IsString(nid) ? nid->valuestring : NULL);
+    const char *want = cJSON_IsString(nid) ? nid->valuestring : NULL;
+    int st = upgrade
+                 ? pl_run_upgrade(&new_id, w->engine, id, at->valuestring, want)
+                 : pl_run_fork(&new_id, w->engine, id, at->valuestring, want);
     if (st) {
         http = web_fail(out, http_of(st), pl_status_name(st),
-                        "cannot fork run %s at %s: %s", QUOTE(id),
+                        "cannot %s run %s at %s: %s", verb, QUOTE(id),
                         QUOTE(at->valuestring), pl_errmsg());
         cJSON_Delete(body);
         return http;
     }
     char note[PL_MAX_RUN_ID + 64];
-    snprintf(note, sizeof note, "(forked from %s at %s)", id, at->valuestring);
+    snprintf(note, sizeof note, "(%s from %s at %s)",
+             upgrade ? "upgraded" : "forked", id, at->valuestring);
     http = continue_run(w, new_id, note, out);
     if (*out) {
         cJSON_AddStringToObject(*out, "forked_from", id);
         cJSON_AddStringToObject(*out, "forked_at", at->valuestring);
         cJSON_AddStringToObject(*out, "new_run", new_id);
+        if (upgrade)
+            cJSON_AddStringToObject(*out, "superseded", id);
     }
     free(new_id);
     cJSON_Delete(body);
@@ -457,7 +470,9 @@ int api_action(web *w, const char *id, const char *action, const web_req *r,
     if (!strcmp(action, "continue"))
         return continue_run(w, id, NULL, out);
     if (!strcmp(action, "fork"))
-        return do_fork(w, id, r, out);
+        return do_fork(w, id, r, false, out);
+    if (!strcmp(action, "upgrade"))
+        return do_fork(w, id, r, true, out);
     if (!strcmp(action, "check"))
         return do_check(w, id, out);
     if (!strcmp(action, "verify"))
@@ -467,8 +482,8 @@ int api_action(web *w, const char *id, const char *action, const web_req *r,
     if (!strcmp(action, "cancel"))
         return do_cancel(w, id, r, out);
     return web_fail(out, 404, "not_found",
-                    "no action %s: answer, continue, fork, check, verify, "
-                    "signal or cancel",
+                    "no action %s: answer, continue, fork, upgrade, check, "
+                    "verify, signal or cancel",
                     QUOTE(action));
 }
 
@@ -547,6 +562,9 @@ int api_batch(web *w, const char *action, const web_req *r, cJSON **out)
             done++;
         else
             refused++;
+        /* a refusal says which run, and why */
+        if (one && !cJSON_GetObjectItemCaseSensitive(one, "run_id"))
+            cJSON_AddStringToObject(one, "run_id", p.ids[i]);
         if (one)
             cJSON_AddItemToArray(runs, one);
     }

@@ -1,14 +1,15 @@
 /*
  * web_api.c -- the JSON API's reads of one run: GET /api/session,
- * /api/runs/ID (the run and every step, marked, with its invocations),
- * /api/runs/ID/timeline (its calls with start and duration) and
- * /api/runs/ID/export (the JSON lines ledger-dump writes).  The objects
- * are ledger-dump --format json's (runview.c).
+ * /api/runs/ID (the run, marked, and the first page of its steps:
+ * web_steps.c), /api/runs/ID/timeline (its calls with start and duration)
+ * and /api/runs/ID/export (the JSON lines ledger-dump writes).  The
+ * objects are ledger-dump --format json's (runview.c).
  */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "web.h"
 
@@ -30,37 +31,11 @@ int api_session(web *w, const web_req *r, cJSON **out)
                              cJSON_CreateString(pl_registry_at(reg, i)->name));
     cJSON *acts = cJSON_AddArrayToObject(o, "actions");
     static const char *const names[] = {
-        "answer", "continue",       "fork",   "check",       "verify",
-        "signal", "batch_continue", "cancel", "batch_cancel"};
-    for (size_t i = 0; acts && !w->read_only && i < 9; i++)
+        "answer", "continue", "fork",           "upgrade", "check",
+        "verify", "signal",   "batch_continue", "cancel",  "batch_cancel"};
+    for (size_t i = 0; acts && !w->read_only && i < 10; i++)
         cJSON_AddItemToArray(acts, cJSON_CreateString(names[i]));
     *out = o;
-    return 200;
-}
-
-/* Read run @p id's record and steps; on failure a reply in *out. */
-static int load(web *w, const char *id, pl_run_info **ri, rows *rs, cJSON **out)
-{
-    int st = pl_run_get(ri, w->engine, id);
-    if (st == PL_ENOTFOUND)
-        return web_fail(out, 404, "not_found", "no run %s in the store",
-                        QUOTE(id));
-    if (st)
-        return web_fail_status(out, st, "reading the run");
-    if ((*ri)->steps > WEB_STEPS_MAX) {
-        pl_run_info_free(*ri);
-        *ri = NULL;
-        return web_fail(out, 413, "too_large",
-                        "run %s has more than %d steps: read it with "
-                        "ledger-dump or its export",
-                        QUOTE(id), WEB_STEPS_MAX);
-    }
-    if ((st = read_rows(w->engine, id, rs))) {
-        pl_run_info_free(*ri);
-        *ri = NULL;
-        rows_free(rs);
-        return web_fail_status(out, st, "reading the run's steps");
-    }
     return 200;
 }
 
@@ -70,106 +45,41 @@ const char *web_callee(const srow *call)
     return cJSON_IsString(p) ? p->valuestring : call->actor;
 }
 
-/* Each invocation of the run: its path, its policy (the callee its call
- * names; the root's the run's), where its steps start in the list, and
- * how many. */
-static cJSON *invocations(const rows *rs, const pl_run_info *ri)
-{
-    cJSON *list = cJSON_CreateArray();
-    for (size_t i = 0; list && i < rs->n; i++) {
-        const srow *s = &rs->v[i];
-        if (i > 0 && !strcmp(rs->v[i - 1].path, s->path))
-            continue;
-        /* a ledger's steps are contiguous but for its callees' subtrees:
-         * count from the first time it shows */
-        bool seen = false;
-        for (int k = cJSON_GetArraySize(list) - 1; k >= 0 && !seen; k--) {
-            cJSON *e = cJSON_GetArrayItem(list, k);
-            seen = !strcmp(cJSON_GetObjectItem(e, "path")->valuestring,
-                           s->path);
-        }
-        if (seen)
-            continue;
-        cJSON *e = cJSON_CreateObject();
-        if (!e) {
-            cJSON_Delete(list);
-            return NULL;
-        }
-        cJSON_AddItemToArray(list, e);
-        cJSON_AddStringToObject(e, "path", s->path);
-        const char *dot = strrchr(s->path, '.');
-        unsigned depth = 0;
-        for (const char *p = s->path; *p; p++)
-            depth += *p == '.';
-        cJSON_AddNumberToObject(e, "depth", depth);
-        const char *policy = ri->policy;
-        if (dot) {
-            char parent[256];
-            snprintf(parent, sizeof parent, "%.*s", (int)(dot - s->path),
-                     s->path);
-            cJSON_AddStringToObject(e, "parent", parent);
-            unsigned long seq = strtoul(dot + 1, NULL, 10);
-            for (size_t j = i; j-- > 0;)
-                if (!strcmp(rs->v[j].path, parent) && rs->v[j].seq == seq &&
-                    rs->v[j].type == PL_STEP_ACTION_CALL) {
-                    policy = web_callee(&rs->v[j]);
-                    cJSON_AddStringToObject(e, "call", rs->v[j].id);
-                    break;
-                }
-        } else {
-            cJSON_AddNullToObject(e, "parent");
-        }
-        cJSON_AddStringToObject(e, "policy", policy);
-        size_t n = 0;
-        for (size_t j = i; j < rs->n; j++)
-            n += !strcmp(rs->v[j].path, s->path);
-        cJSON_AddNumberToObject(e, "steps", (double)n);
-        cJSON_AddNumberToObject(e, "first", (double)i);
-    }
-    return list;
-}
-
 int api_run(web *w, const char *id, cJSON **out)
 {
     pl_run_info *ri = NULL;
-    rows rs = {0};
-    int http = load(w, id, &ri, &rs, out);
+    int http = web_get_run(w, id, &ri, out);
     if (http != 200)
         return http;
-    cJSON *doc = cJSON_CreateObject(), *steps = cJSON_CreateArray();
+    web_marks m;
+    int st = web_run_marks(w, ri, WEB_RUN_SCAN_MAX, &m);
+    cJSON *doc = cJSON_CreateObject();
     cJSON *run = run_json(ri);
-    bool ok = doc && steps && run && add_tokens(run, w->engine, id) &&
+    bool ok = doc && run && add_tokens(run, w->engine, id) &&
               cJSON_AddStringToObject(run, "root_policy", ri->policy) &&
               cJSON_AddStringToObject(run, "state", web_status_name(ri));
-    size_t in_doubt = 0, errors = 0;
-    for (size_t i = 0; ok && i < rs.n; i++) {
-        const char *mark = mark_name(&rs, i, ri);
-        in_doubt += mark && !strcmp(mark, "in_doubt");
-        errors += mark && !strcmp(mark, "error");
-        cJSON *j = row_json(id, &rs.v[i], mark);
-        ok = j != NULL;
-        if (ok)
-            cJSON_AddItemToArray(steps, j);
-    }
-    if (ok) {
+    if (ok && st)
+        http = web_fail_status(out, st, "reading the run's steps");
+    else if (ok) {
+        size_t in_doubt = 0;
+        for (size_t i = 0; i < m.n; i++)
+            in_doubt += !strcmp(m.mark[i], "in_doubt");
         cJSON_AddBoolToObject(run, "in_doubt", in_doubt > 0);
         cJSON_AddNumberToObject(run, "in_doubt_calls", (double)in_doubt);
-        cJSON_AddNumberToObject(run, "error_results", (double)errors);
-        cJSON_AddNumberToObject(run, "steps_read", (double)rs.n);
-        cJSON *inv = invocations(&rs, ri);
-        ok = inv != NULL;
+        cJSON_AddNumberToObject(run, "error_results", (double)m.errors);
+        cJSON_AddNumberToObject(run, "steps_scanned", (double)m.steps);
+        cJSON_AddBoolToObject(run, "scan_truncated", m.truncated);
         cJSON_AddItemToObject(doc, "run", run);
-        cJSON_AddItemToObject(doc, "steps", steps);
-        cJSON_AddItemToObject(doc, "invocations", inv);
-        run = steps = NULL;
-    }
+        run = NULL;
+        http = web_first_page(w, ri, doc, out);
+    } else
+        http = web_fail(out, 500, "PL_ENOMEM", "out of memory");
+    web_marks_free(&m);
     cJSON_Delete(run);
-    cJSON_Delete(steps);
-    rows_free(&rs);
     pl_run_info_free(ri);
-    if (!ok) {
+    if (http != 200) {
         cJSON_Delete(doc);
-        return web_fail(out, 500, "PL_ENOMEM", "out of memory");
+        return http;
     }
     *out = doc;
     return 200;
@@ -177,55 +87,16 @@ int api_run(web *w, const char *id, cJSON **out)
 
 /* ---- the timeline --------------------------------------------------------------- */
 
-/*
- * The calls of a run's rows, with their ends.  Rows come in tree order: a
- * ledger's rows, each callee's rows after its call.  An invocation's calls
- * are answered in the order they were made (one after another, or a
- * fan-out's calls all made before their results come, in the same order),
- * so a row of a ledger answers the oldest call of that ledger still
- * awaiting one (a result or anything else but another call or the engine's
- * suspend and resume).  A call still awaiting one when the rows leave its
- * ledger's subtree is unanswered.  @p fn is called for each call in row
- * order.  False on OOM.
- */
-bool web_calls(const rows *rs, const pl_run_info *ri, web_call_fn fn,
-               void *user)
-{
-    size_t *end = malloc((rs->n + 1) * sizeof *end);
-    size_t *pend = malloc((rs->n + 1) * sizeof *pend);
-    if (!end || !pend) {
-        free(end);
-        free(pend);
-        return false;
-    }
-    size_t np = 0; /* pend[0..np): calls awaiting an answer, in row order */
-    for (size_t i = 0; i <= rs->n; i++) {
-        const srow *s = i < rs->n ? &rs->v[i] : NULL;
-        bool answered = !s || s->type == PL_STEP_ACTION_CALL ||
-                        s->type == PL_STEP_SUSPEND || s->type == PL_STEP_RESUME;
-        size_t k = 0;
-        for (size_t j = 0; j < np; j++) {
-            const srow *c = &rs->v[pend[j]];
-            if (s && !answered && !strcmp(s->path, c->path)) {
-                end[pend[j]] = i; /* the oldest of this ledger's calls */
-                answered = true;
-            } else if (s && under(s->path, c->path)) {
-                pend[k++] = pend[j]; /* still inside its caller's subtree */
-            } else {
-                end[pend[j]] = SIZE_MAX;
-            }
-        }
-        np = k;
-        if (s && s->type == PL_STEP_ACTION_CALL)
-            pend[np++] = i;
-    }
-    for (size_t i = 0; i < rs->n; i++)
-        if (rs->v[i].type == PL_STEP_ACTION_CALL)
-            fn(rs, i, end[i], ri, user);
-    free(end);
-    free(pend);
-    return true;
-}
+/* The run's calls as the walk meets them, each ended by its answer. */
+typedef struct timeline {
+    const pl_run_info *ri;
+    web_tracker t;
+    cJSON *calls;
+    const pl_step *at; /* the step being fed */
+    size_t steps;
+    int64_t last_us;
+    bool truncated, oom;
+} timeline;
 
 static double num_of(const cJSON *o, const char *name)
 {
@@ -233,82 +104,133 @@ static double num_of(const cJSON *o, const char *name)
     return cJSON_IsNumber(n) ? n->valuedouble : -1;
 }
 
-static void timeline_call(const rows *rs, size_t call, size_t end,
-                          const pl_run_info *ri, void *user)
+static void timeline_end(void *call, bool answered, void *user)
 {
-    cJSON *list = user;
-    const srow *c = &rs->v[call];
-    cJSON *e = cJSON_CreateObject();
-    if (!e)
-        return;
-    char callee[300];
-    snprintf(callee, sizeof callee, "%s.%u", c->path, c->seq);
-    unsigned depth = 0;
-    for (const char *p = c->path; *p; p++)
-        depth += *p == '.';
-    cJSON_AddStringToObject(e, "id", c->id);
-    cJSON_AddStringToObject(e, "path", c->path);
-    cJSON_AddStringToObject(e, "callee_path", callee);
-    cJSON_AddNumberToObject(e, "depth", depth);
-    cJSON_AddStringToObject(e, "policy", web_callee(c));
-    cJSON_AddStringToObject(e, "caller", c->actor);
-    cJSON_AddNumberToObject(e, "start_us", (double)c->time_us);
-    if (end != SIZE_MAX) {
-        const srow *r = &rs->v[end];
-        cJSON_AddNumberToObject(e, "end_us", (double)r->time_us);
+    timeline *x = user;
+    cJSON *e = call;
+    if (answered) {
+        const pl_step *r = x->at;
+        int64_t t = pl_step_time_us(r);
+        const cJSON *p = pl_step_payload(r);
+        cJSON_AddNumberToObject(e, "end_us", (double)t);
         cJSON_AddNumberToObject(e, "duration_ms",
-                                (double)(r->time_us - c->time_us) / 1e3);
-        cJSON_AddStringToObject(e, "result", r->id);
-        cJSON_AddStringToObject(e, "state", r->is_error ? "error" : "ok");
-        double tin = num_of(r->payload, "tokens_in");
-        double tout = num_of(r->payload, "tokens_out");
+                                (double)(t - (int64_t)num_of(e, "start_us")) /
+                                    1e3);
+        cJSON_AddStringToObject(e, "result", pl_step_id(r));
+        cJSON_AddStringToObject(e, "state",
+                                pl_step_is_error(r) ? "error" : "ok");
+        double tin = num_of(p, "tokens_in"), tout = num_of(p, "tokens_out");
         if (tin >= 0 && tout >= 0) {
             cJSON_AddNumberToObject(e, "tokens_in", tin);
             cJSON_AddNumberToObject(e, "tokens_out", tout);
-            const cJSON *m = cJSON_GetObjectItemCaseSensitive(r->payload,
-                                                              "model");
+            const cJSON *m = cJSON_GetObjectItemCaseSensitive(p, "model");
             if (cJSON_IsString(m))
                 cJSON_AddStringToObject(e, "model", m->valuestring);
         }
-    } else {
-        cJSON_AddNullToObject(e, "end_us");
-        cJSON_AddNullToObject(e, "duration_ms");
-        const char *mark = mark_name(rs, call, ri);
-        cJSON_AddStringToObject(e, "state", mark ? mark : "running");
+        return;
     }
-    cJSON_AddItemToArray(list, e);
+    cJSON_AddNullToObject(e, "end_us");
+    cJSON_AddNullToObject(e, "duration_ms");
+    const char *state = "unread"; /* answered past the steps read */
+    if (!x->truncated) {
+        const cJSON *path = cJSON_GetObjectItemCaseSensitive(e, "path");
+        const char *colon = strrchr(
+            cJSON_GetStringValue(cJSON_GetObjectItem(e, "id")), ':');
+        switch (call_mark_unanswered(path->valuestring,
+                                     (uint32_t)strtoul(colon + 1, NULL, 10),
+                                     x->ri)) {
+        case MARK_IN_DOUBT: state = "in_doubt"; break;
+        case MARK_WAITING: state = "waiting"; break;
+        case MARK_NONE: state = "running"; break;
+        }
+    }
+    cJSON_AddStringToObject(e, "state", state);
+}
+
+static int timeline_visit(const pl_step *s, void *user)
+{
+    timeline *x = user;
+    if (x->steps == WEB_TIMELINE_STEPS) {
+        x->truncated = true;
+        return 1;
+    }
+    x->steps++;
+    const char *id = pl_step_id(s);
+    const char *colon = strrchr(id, ':');
+    char path[WEB_STEP_ID_MAX + 1];
+    snprintf(path, sizeof path, "%.*s", colon ? (int)(colon - id) : 0, id);
+    if (pl_step_time_us(s) > x->last_us)
+        x->last_us = pl_step_time_us(s);
+    pl_step_type type = pl_step_type_of(s);
+    cJSON *e = NULL;
+    if (type == PL_STEP_ACTION_CALL) {
+        if (!(e = cJSON_CreateObject())) {
+            x->oom = true;
+            return 1;
+        }
+        cJSON_AddItemToArray(x->calls, e);
+        char callee[WEB_STEP_ID_MAX + 16];
+        snprintf(callee, sizeof callee, "%s.%u", path, pl_step_seq(s));
+        unsigned depth = 0;
+        for (const char *p = path; *p; p++)
+            depth += *p == '.';
+        const cJSON *pol = cJSON_GetObjectItemCaseSensitive(pl_step_payload(s),
+                                                            "policy");
+        cJSON_AddStringToObject(e, "id", id);
+        cJSON_AddStringToObject(e, "path", path);
+        cJSON_AddStringToObject(e, "callee_path", callee);
+        cJSON_AddNumberToObject(e, "depth", depth);
+        cJSON_AddStringToObject(e, "policy",
+                                cJSON_IsString(pol) ? pol->valuestring
+                                                    : pl_step_actor(s));
+        cJSON_AddStringToObject(e, "caller", pl_step_actor(s));
+        cJSON_AddNumberToObject(e, "start_us", (double)pl_step_time_us(s));
+    }
+    x->at = s;
+    if (!web_track(&x->t, path, type, e, timeline_end, x)) {
+        x->oom = true;
+        return 1;
+    }
+    return 0;
 }
 
 int api_timeline(web *w, const char *id, cJSON **out)
 {
     pl_run_info *ri = NULL;
-    rows rs = {0};
-    int http = load(w, id, &ri, &rs, out);
+    int http = web_get_run(w, id, &ri, out);
     if (http != 200)
         return http;
     cJSON *doc = cJSON_CreateObject();
-    cJSON *calls = cJSON_CreateArray();
-    bool ok = doc && calls;
-    if (ok) {
-        ok = web_calls(&rs, ri, timeline_call, calls);
+    timeline x = {.ri = ri, .calls = cJSON_CreateArray()};
+    int st = doc && x.calls ? pl_run_walk(w->engine, id, timeline_visit, &x)
+                            : PL_ENOMEM;
+    if (st > 0)
+        st = x.oom ? PL_ENOMEM : PL_OK;
+    x.at = NULL;
+    web_track(&x.t, NULL, PL_STEP_TEXT, NULL, timeline_end, &x);
+    web_track_free(&x.t);
+    if (!st) {
         cJSON_AddStringToObject(doc, "run", ri->id);
         cJSON_AddStringToObject(doc, "state", web_status_name(ri));
         cJSON_AddNumberToObject(doc, "start_us", (double)ri->created_us);
         cJSON_AddNumberToObject(doc, "end_us",
-                                (double)(rs.n && rs.v[rs.n - 1].time_us >
-                                                     ri->updated_us
-                                             ? rs.v[rs.n - 1].time_us
+                                (double)(x.last_us > ri->updated_us
+                                             ? x.last_us
                                              : ri->updated_us));
-        ok = ok && add_tokens(doc, w->engine, id);
-        cJSON_AddItemToObject(doc, "calls", calls);
-        calls = NULL;
+        cJSON_AddNumberToObject(doc, "steps_read", (double)x.steps);
+        cJSON_AddBoolToObject(doc, "truncated", x.truncated);
+        if (!add_tokens(doc, w->engine, id))
+            st = PL_ENOMEM;
+        cJSON_AddItemToObject(doc, "calls", x.calls);
+        x.calls = NULL;
     }
-    cJSON_Delete(calls);
-    rows_free(&rs);
+    cJSON_Delete(x.calls);
     pl_run_info_free(ri);
-    if (!ok) {
+    if (st) {
         cJSON_Delete(doc);
-        return web_fail(out, 500, "PL_ENOMEM", "out of memory");
+        return st == PL_ENOMEM
+                   ? web_fail(out, 500, "PL_ENOMEM", "out of memory")
+                   : web_fail_status(out, st, "reading the run");
     }
     *out = doc;
     return 200;
@@ -316,51 +238,66 @@ int api_timeline(web *w, const char *id, cJSON **out)
 
 /* ---- the export ------------------------------------------------------------------ */
 
-/* The export's lines, marked as ledger-dump --format jsonl marks them
- * (the rows are read only for a run of at most WEB_STEPS_MAX steps). */
+/* The export's lines, marked as ledger-dump --format jsonl marks them:
+ * the unanswered calls found by a first walk, error results and the
+ * suspension from the line itself. */
 typedef struct exporter {
     FILE *f;
-    const rows *rs;
+    const web_marks *m;
     const pl_run_info *ri;
-    size_t next;
 } exporter;
 
 static int export_line(cJSON *line, void *user)
 {
     exporter *x = user;
-    if (x->rs && !mark_export_line(line, x->rs, x->ri, &x->next))
+    const char *id = cJSON_GetStringValue(cJSON_GetObjectItem(line, "id"));
+    const char *type = cJSON_GetStringValue(cJSON_GetObjectItem(line, "type"));
+    const char *path = cJSON_GetStringValue(cJSON_GetObjectItem(line, "path"));
+    const cJSON *payload = cJSON_GetObjectItem(line, "payload");
+    const char *mark = NULL;
+    if (id && type && path && !cJSON_GetObjectItem(line, "kind")) {
+        mark = web_marks_find(x->m, id);
+        if (!mark && cJSON_IsTrue(cJSON_GetObjectItem(payload, "error")))
+            mark = "error";
+        else if (!mark && !strcmp(type, "suspend") &&
+                 x->ri->status == PL_RUN_SUSPENDED && x->ri->suspended_path &&
+                 !strcmp(x->ri->suspended_path, path))
+            mark = "suspended";
+    }
+    if (mark && !cJSON_AddStringToObject(line, "mark", mark))
         return PL_ENOMEM;
     if (!cli_json_line(x->f, line))
         return PL_EIO;
     return ftell(x->f) > (long)WEB_EXPORT_MAX ? PL_ELIMIT : 0;
 }
 
-int api_export(web *w, const char *id, char **text, size_t *len, cJSON **out)
+int api_export(web *w, const char *id, int *fd, size_t *len, cJSON **out)
 {
-    *text = NULL;
+    *fd = -1;
     *len = 0;
     pl_run_info *ri = NULL;
-    rows rs = {0};
-    int st = pl_run_get(&ri, w->engine, id);
-    if (st == PL_ENOTFOUND)
-        return web_fail(out, 404, "not_found", "no run %s in the store",
-                        QUOTE(id));
-    if (st)
-        return web_fail_status(out, st, "reading the run");
-    bool marked = ri->steps <= WEB_STEPS_MAX &&
-                  read_rows(w->engine, id, &rs) == PL_OK;
-    exporter x = {open_memstream(text, len), marked ? &rs : NULL, ri, 0};
-    if (!x.f)
-        st = PL_ENOMEM;
-    else
+    int http = web_get_run(w, id, &ri, out);
+    if (http != 200)
+        return http;
+    web_marks m;
+    int st = web_run_marks(w, ri, 0, &m);
+    /* in a file, not in memory: the process stays small */
+    exporter x = {NULL, &m, ri};
+    if (!st && !(x.f = tmpfile()))
+        st = PL_EIO;
+    if (!st)
         st = pl_run_export_each(w->engine, id, export_line, &x);
-    if (x.f && fclose(x.f) != 0 && !st)
-        st = PL_ENOMEM;
-    rows_free(&rs);
+    long size = x.f && !st ? ftell(x.f) : -1;
+    if (!st && (fflush(x.f) != 0 || size < 0 || (*fd = dup(fileno(x.f))) < 0))
+        st = PL_EIO;
+    if (x.f)
+        fclose(x.f);
+    web_marks_free(&m);
     pl_run_info_free(ri);
     if (st) {
-        free(*text);
-        *text = NULL;
+        if (*fd >= 0)
+            close(*fd);
+        *fd = -1;
         if (st == PL_ELIMIT)
             return web_fail(out, 413, "too_large",
                             "the export of run %s is over %d MiB: take it "
@@ -368,5 +305,6 @@ int api_export(web *w, const char *id, char **text, size_t *len, cJSON **out)
                             QUOTE(id), WEB_EXPORT_MAX >> 20);
         return web_fail_status(out, st, "exporting the run");
     }
+    *len = (size_t)size;
     return 200;
 }

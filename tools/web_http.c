@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "web.h"
 #include "web_assets.h"
@@ -406,17 +407,23 @@ static enum MHD_Result route_get(web *w, web_req *r)
                               PL_MAX_RUN_ID);
         else if (!*what)
             status = api_run(w, id, &out);
+        else if (!strcmp(what, "steps"))
+            status = api_steps(w, id, r, &out);
+        else if (!strcmp(what, "step"))
+            status = api_step(w, id, r, &out);
         else if (!strcmp(what, "timeline"))
             status = api_timeline(w, id, &out);
         else if (!strcmp(what, "export")) {
-            char *text = NULL;
+            int fd = -1;
             size_t len = 0;
-            status = api_export(w, id, &text, &len, &out);
+            status = api_export(w, id, &fd, &len, &out);
             if (status == 200) {
-                struct MHD_Response *resp = MHD_create_response_from_buffer(
-                    len, text, MHD_RESPMEM_MUST_FREE);
+                struct MHD_Response *resp = lseek(fd, 0, SEEK_SET) == 0
+                                                ? MHD_create_response_from_fd(
+                                                      len, fd)
+                                                : NULL;
                 if (!resp) {
-                    free(text);
+                    close(fd);
                     return MHD_NO;
                 }
                 char disp[PL_MAX_RUN_ID + 64];

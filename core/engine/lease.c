@@ -133,14 +133,19 @@ bool pl__run_lease_alive(pl_engine *e, uint64_t num, bool by_record)
     char saved[PL__ERRMSG_MAX];
     pl__errmsg_save(saved);
     pl__lease l;
-    bool alive = by_record;
+    bool found = pl__store_lease_get(e->store, num, &l) == PL_OK;
+    pl__errmsg_restore(saved);
+    return pl__lease_alive(e, found ? &l : NULL, by_record);
+}
+
+bool pl__lease_alive(pl_engine *e, const pl__lease *l, bool by_record)
+{
     /* this engine's own lease, of a run it no longer executes (the
      * caller checked), is a run nobody runs: its execution stopped */
-    if (pl__store_lease_get(e->store, num, &l) == PL_OK)
-        alive = l.expires_in_us > 0 && *l.owner &&
-                strcmp(l.owner, e->worker) != 0 && !pl__worker_dead(e, l.owner);
-    pl__errmsg_restore(saved);
-    return alive;
+    return l ? l->expires_in_us > 0 && *l->owner &&
+                   strcmp(l->owner, e->worker) != 0 &&
+                   !pl__worker_dead(e, l->owner)
+             : by_record;
 }
 
 bool pl__worker_dead(pl_engine *e, const char *owner)

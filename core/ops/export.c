@@ -178,8 +178,46 @@ static int export_step(const pl_step *s, void *user)
     return x->st ? 1 : 0;
 }
 
+/* The inbox line of record @p i of @p ib (export.h). */
+static int inbox_line(cJSON **out, const char *id, const pl__kvs *ib, size_t i)
+{
+    pl__inbox_rec r = {0};
+    cJSON *o = NULL, *payload = NULL;
+    int st = ib->e[i].klen != 8
+                 ? pl__err(PL_ECORRUPT, "an inbox key is malformed")
+                 : pl__inbox_decode(&r, id, pl__kvs_val(ib, i), ib->e[i].vlen);
+    if (!st && r.name)
+        st = pl__payload_decode(&payload, r.payload, r.payload_len);
+    if (st) {
+        pl__inbox_clear(&r);
+        return pl__err(st, "pl_run_export: run '%s': an inbox record: %s", id,
+                       pl_errmsg());
+    }
+    bool ok = (o = cJSON_CreateObject()) &&
+              cJSON_AddStringToObject(o, "kind", "inbox") &&
+              cJSON_AddStringToObject(o, "run", id) &&
+              cJSON_AddNumberToObject(o, "seq",
+                                      (double)pl__get_be64(pl__kvs_key(ib,
+                                                                       i))) &&
+              (r.name ? cJSON_AddStringToObject(o, "name", r.name) &&
+                            cJSON_AddItemToObject(o, "payload", payload)
+                      : cJSON_AddStringToObject(o, "reason", r.reason) != NULL);
+    if (ok)
+        payload = NULL; /* o's */
+    ok = ok && cJSON_AddNumberToObject(o, "sent_us", (double)r.sent_us) &&
+         add_hex(o, "record", pl__kvs_val(ib, i), ib->e[i].vlen);
+    pl__inbox_clear(&r);
+    cJSON_Delete(payload);
+    if (!ok) {
+        cJSON_Delete(o);
+        return pl__err(PL_ENOMEM, "out of memory");
+    }
+    *out = o;
+    return PL_OK;
+}
+
 static cJSON *run_line(const char *id, uint64_t num, const pl__run_info *ri,
-                       const pl__run_state *rs, size_t records,
+                       const pl__run_state *rs, size_t records, size_t inbox,
                        const pl__buf *info, const pl__buf *state)
 {
     cJSON *o = cJSON_CreateObject(), *payload = NULL;
@@ -206,7 +244,8 @@ static cJSON *run_line(const char *id, uint64_t num, const pl__run_info *ri,
          (ri->code ? cJSON_AddStringToObject(o, "code", ri->code) != NULL
                    : cJSON_AddNullToObject(o, "code") != NULL) &&
          add_hex(o, "info", info->data, info->len) &&
-         add_hex(o, "state", state->data, state->len);
+         add_hex(o, "state", state->data, state->len) &&
+         cJSON_AddNumberToObject(o, "inbox", (double)inbox);
     if (!ok) {
         cJSON_Delete(o);
         return NULL;
@@ -224,7 +263,7 @@ int pl_run_export_each(pl_engine *e, const char *run_id, pl_export_fn fn,
     pl__buf info = {0}, sb = {0};
     pl__run_info ri = {0};
     pl__run_state rs = {0};
-    pl__kvs recs = {0};
+    pl__kvs recs = {0}, ib = {0};
     cJSON *line = NULL;
     int st;
     if ((st = pl__store_settle(e->store)) ||
@@ -232,11 +271,12 @@ int pl_run_export_each(pl_engine *e, const char *run_id, pl_export_fn fn,
         (st = pl__store_state_get(e->store, num, &sb)) ||
         (st = pl__run_state_decode(&rs, run_id, sb.data, sb.len)) ||
         (st = pl__run_info_decode(&ri, run_id, info.data, info.len)) ||
-        (st = pl__store_each_step(e->store, num, collect_rec, &recs))) {
+        (st = pl__store_each_step(e->store, num, collect_rec, &recs)) ||
+        (st = pl__store_inbox_read(e->store, num, &ib))) {
         st = pl__err(st, "pl_run_export: run '%s': %s", run_id, pl_errmsg());
         goto done;
     }
-    if (!(line = run_line(run_id, num, &ri, &rs, recs.n, &info, &sb))) {
+    if (!(line = run_line(run_id, num, &ri, &rs, recs.n, ib.n, &info, &sb))) {
         st = pl__err(PL_ENOMEM, "out of memory");
         goto done;
     }
@@ -251,9 +291,16 @@ int pl_run_export_each(pl_engine *e, const char *run_id, pl_export_fn fn,
                      "pl_run_export: run '%s' changed while it was "
                      "being read: export it once it stops",
                      run_id);
+    for (size_t i = 0; !st && i < ib.n; i++) {
+        cJSON_Delete(line);
+        line = NULL;
+        if (!(st = inbox_line(&line, run_id, &ib, i)))
+            st = give(fn, user, line);
+    }
 done:
     cJSON_Delete(line);
     pl__kvs_free(&recs);
+    pl__kvs_free(&ib);
     pl__run_info_clear(&ri);
     pl__run_state_clear(&rs);
     pl__buf_free(&info);

@@ -2,7 +2,7 @@
  * export.h -- the format of a run's export, which export.c writes and
  * import.c reads.
  *
- * THE EXPORT (format 1): one JSON object a line, '\n'-terminated.
+ * THE EXPORT (format 2): one JSON object a line, '\n'-terminated.
  *
  *   line 1, the run:
  *   | field          | value                                              |
@@ -21,6 +21,7 @@
  *   | code           | the root policy's code identity, or null           |
  *   | info, state    | hex: its two run records (ledger/codec/runrec.c) as      |
  *   |                | stored; they are checksummed and bound to its id   |
+ *   | inbox          | the number of inbox lines at the end (format 2)    |
  *
  *   then one line a step, in key order (the run's tree in order), with the
  *   fields ledger-dump's jsonl prints: run, path, seq, id, actor, type,
@@ -31,15 +32,29 @@
  *   |                | record of its own (its caller's action_result      |
  *   |                | holds it); hash is null and an import skips it     |
  *
- * The human fields are a reading aid: an import checks that they say what
- * the records say, and writes only the records.
+ *   then, format 2, one line a record in the run's inbox (what was
+ *   delivered to it and not yet consumed: events, a cancellation not yet
+ *   seen), in delivery order:
+ *   | kind           | "inbox"                                            |
+ *   | run, seq       | the run's id; the record's place in delivery order |
+ *   | name, payload  | an event's name and payload (absent: a             |
+ *   |                | cancellation)                                      |
+ *   | reason         | a cancellation's reason (absent: an event)         |
+ *   | sent_us        | when it was delivered (µs since 1970)              |
+ *   | record         | hex: the inbox record (ledger/codec/runrec.c) as   |
+ *   |                | stored, checksummed and bound to the run's id      |
+ *
+ * Format 1 is format 2 without inbox lines (and without "inbox"): an
+ * import reads both.  The human fields are a reading aid: an import checks
+ * that they say what the records say, and writes only the records.
  */
 #ifndef PL_EXPORT_H
 #define PL_EXPORT_H
 
 #include "util.h"
 
-#define PL__EXPORT_FORMAT 1
+#define PL__EXPORT_FORMAT 2
+#define PL__EXPORT_FORMAT_MIN 1 /* the oldest an import reads */
 
 /* "2026-11-24T15:04:05.123456Z" (proleptic Gregorian, UTC): a line's
  * "time" (export.c). */

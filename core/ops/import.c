@@ -180,6 +180,9 @@ typedef struct import_ctx {
     pl_step_type pending_type;
     cJSON *pending_line; /* the derived line, checked with its folder */
     unsigned long pending_no;
+    /* format 2: the inbox lines, after the steps */
+    int64_t inbox_n; /* how many the run line says */
+    pl__kvs inbox;   /* seq (u64 BE) -> record, bound to the source id */
 } import_ctx;
 
 static int refuse(const char *step, const char *what)
@@ -457,6 +460,85 @@ static int take_derived(import_ctx *x, const cJSON *o)
     return PL_OK;
 }
 
+/* An inbox line (export.h): its record decoded with the source id (the
+ * checksum binds it) and its human fields checked against it. */
+static int take_inbox(import_ctx *x, const cJSON *o)
+{
+    const char *run = get_str(o, "run"), *rec = get_str(o, "record");
+    int64_t seq, sent;
+    uint64_t last = x->inbox.n
+                        ? pl__get_be64(pl__kvs_key(&x->inbox, x->inbox.n - 1))
+                        : 0;
+    if (!run || strcmp(run, x->src_id))
+        return field_err(&x->rd, "run", "the run's id");
+    if (!get_int(o, "seq", 1, INT64_MAX, &seq) || (uint64_t)seq <= last)
+        return field_err(&x->rd, "seq", "a seq after the last line's");
+    if (!get_int(o, "sent_us", INT64_MIN / 2, INT64_MAX / 2, &sent))
+        return field_err(&x->rd, "sent_us", "an integer");
+    if ((int64_t)x->inbox.n >= x->inbox_n)
+        return pl__err(PL_ECORRUPT,
+                       "line %lu: more inbox lines than the run line's "
+                       "\"inbox\" (%lld): the export was changed",
+                       x->rd.no, (long long)x->inbox_n);
+    pl__buf b = {0};
+    int oom = 0;
+    if (!rec || !hex_decode(&b, rec, &oom))
+        return oom ? pl__err(PL_ENOMEM, "out of memory")
+                   : field_err(&x->rd, "record", "a hex string");
+    pl__inbox_rec r = {0};
+    cJSON *payload = NULL;
+    int st = pl__inbox_decode(&r, x->src_id, b.data, b.len);
+    if (!st && r.name)
+        st = pl__payload_decode(&payload, r.payload, r.payload_len);
+    if (st) {
+        st = pl__err(PL_ECORRUPT,
+                     "line %lu: the inbox record does not decode (%s): the "
+                     "export was changed",
+                     x->rd.no, pl_errmsg());
+    } else if (r.sent_us != sent ||
+               (r.name
+                    ? !get_str(o, "name") ||
+                          strcmp(r.name, get_str(o, "name")) ||
+                          !cJSON_Compare(
+                              payload,
+                              cJSON_GetObjectItemCaseSensitive(o, "payload"), 1)
+                    : !get_str(o, "reason") ||
+                          strcmp(r.reason, get_str(o, "reason")))) {
+        st = pl__err(PL_ECORRUPT,
+                     "line %lu: the inbox line does not match its record: "
+                     "the export was changed",
+                     x->rd.no);
+    } else {
+        uint8_t key[8];
+        pl__put_be64(key, (uint64_t)seq);
+        st = pl__kvs_add(&x->inbox, key, 8, b.data, b.len);
+    }
+    cJSON_Delete(payload);
+    pl__inbox_clear(&r);
+    pl__buf_free(&b);
+    return st;
+}
+
+/* The inbox records read, bound to run @p id now, in @p out. */
+static int inbox_rebind(const import_ctx *x, const char *id, pl__kvs *out)
+{
+    int st = PL_OK;
+    pl__buf b = {0};
+    for (size_t i = 0; !st && i < x->inbox.n; i++) {
+        pl__inbox_rec r = {0};
+        pl__buf_reset(&b);
+        st = pl__inbox_decode(&r, x->src_id, pl__kvs_val(&x->inbox, i),
+                              x->inbox.e[i].vlen);
+        if (!st)
+            st = pl__inbox_encode(&b, id, &r);
+        if (!st)
+            st = pl__kvs_add(out, pl__kvs_key(&x->inbox, i), 8, b.data, b.len);
+        pl__inbox_clear(&r);
+    }
+    pl__buf_free(&b);
+    return st;
+}
+
 /* The run line's other human fields, against its decoded records. */
 static int run_fields(const cJSON *o, const pl__run_info *ri,
                       const pl__run_state *rs)
@@ -511,11 +593,14 @@ static int take_run(import_ctx *x, const cJSON *o, pl__run_info *ri,
                        "line 1: not a run export (its first line has no "
                        "\"kind\":\"run\")");
     if (!get_int(o, "format", 0, INT32_MAX, &format) ||
-        format != PL__EXPORT_FORMAT)
+        format < PL__EXPORT_FORMAT_MIN || format > PL__EXPORT_FORMAT)
         return pl__err(PL_EVERSION,
-                       "line 1: export format is not %d (this build reads "
-                       "format %d only)",
-                       PL__EXPORT_FORMAT, PL__EXPORT_FORMAT);
+                       "line 1: export format is not one this build reads "
+                       "(%d to %d)",
+                       PL__EXPORT_FORMAT_MIN, PL__EXPORT_FORMAT);
+    x->inbox_n = 0; /* format 1 has no inbox lines */
+    if (format >= 2 && !get_int(o, "inbox", 0, INT32_MAX, &x->inbox_n))
+        return field_err(&x->rd, "inbox", "a count");
     if (!x->src_id || !pl__run_id_ok(x->src_id))
         return field_err(&x->rd, "run", "a run id");
     if (!get_int(o, "run_number", 1, INT64_MAX, &num))
@@ -599,6 +684,7 @@ int pl_run_import(char **out_run_id, pl_engine *e, FILE *in, const char *new_id)
     pl__run_state rs = {0};
     pl__rechain w = {0};
     pl__batch create = {0}, fill = {0};
+    pl__kvs inbox = {0};
     pl__buf new_info = {0};
     cJSON *o = NULL;
     char *src_id = NULL, *id_copy = NULL, *reason = NULL;
@@ -630,9 +716,18 @@ int pl_run_import(char **out_run_id, pl_engine *e, FILE *in, const char *new_id)
             break;
         if ((st = parse_line(&o, &x.rd)))
             goto done;
-        st = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "derived"))
-                 ? take_derived(&x, o)
-                 : take_step(&x, o);
+        const char *kind = get_str(o, "kind");
+        if (kind && !strcmp(kind, "inbox"))
+            st = take_inbox(&x, o);
+        else if (x.inbox.n) /* the inbox lines come last */
+            st = pl__err(PL_ECORRUPT,
+                         "line %lu: a step after the inbox lines: the "
+                         "export was changed",
+                         x.rd.no);
+        else
+            st = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "derived"))
+                     ? take_derived(&x, o)
+                     : take_step(&x, o);
         if (st) {
             if (strncmp(pl_errmsg(), "line ", 5)) /* name the line */
                 st = pl__err(st, "line %lu: %s", x.rd.no, pl_errmsg());
@@ -645,11 +740,12 @@ int pl_run_import(char **out_run_id, pl_engine *e, FILE *in, const char *new_id)
                     "truncated)");
         goto done;
     }
-    if ((int64_t)x.recs.n != x.records) {
+    if ((int64_t)x.recs.n != x.records || (int64_t)x.inbox.n != x.inbox_n) {
         st = pl__err(PL_ECORRUPT,
-                     "the export ends after %zu of its %lld steps: it is "
-                     "truncated",
-                     x.recs.n, (long long)x.records);
+                     "the export ends after %zu of its %lld steps and %zu of "
+                     "its %lld inbox records: it is truncated",
+                     x.recs.n, (long long)x.records, x.inbox.n,
+                     (long long)x.inbox_n);
         goto done;
     }
     uint8_t head[PL_HASH_LEN];
@@ -726,6 +822,16 @@ int pl_run_import(char **out_run_id, pl_engine *e, FILE *in, const char *new_id)
         fill.timer_us = due > 0 ? due * 1000 : 0;
         fill.timer_id = id;
     }
+    /* what was delivered and not consumed, as it was; a waiting run
+     * wakes to look, as a delivery makes it */
+    if (x.inbox.n) {
+        if ((st = inbox_rebind(&x, id, &inbox)))
+            goto done;
+        fill.inbox_add = &inbox;
+        fill.timer_id = id;
+        if (rs.status == PL_RUN_WAITING)
+            fill.timer_us = pl__now_us();
+    }
     if ((st = pl__run_state_encode(&fill.state, id, &rs)) ||
         (st = pl__engine_commit(e, &fill)))
         goto done;
@@ -741,6 +847,8 @@ done:
     pl__hasher_free(x.hasher);
     pl__kvs_free(&x.recs);
     pl__kvs_free(&x.scratch);
+    pl__kvs_free(&x.inbox);
+    pl__kvs_free(&inbox);
     pl__buf_free(&x.rec);
     pl__buf_free(&x.rd.line);
     pl__buf_free(&new_info);

@@ -16,8 +16,6 @@
 
 /* ---- ledgers ------------------------------------------------------------------------- */
 
-static int run_find_checked(pl_engine *e, const char *run_id, uint64_t *num);
-
 /*
  * The action_result answering the call that made ledger @p comps (depth
  * >= 1) and linking to its ledger: the first step after the call in the
@@ -66,10 +64,10 @@ static int find_answer(pl_engine *e, uint64_t num, const uint32_t *comps,
  * it, check that it links to the mirror (key @p key, record @p val), and
  * lend its payload to @p rec.  @p hold keeps the caller's record.
  */
-static int read_mirror(pl_engine *e, pl__hasher **hasher, uint64_t num,
-                       const uint32_t *comps, unsigned depth,
-                       const uint8_t *key, size_t klen, const uint8_t *val,
-                       size_t vlen, pl__rec *rec, pl__kvs *hold)
+int pl__read_mirror(pl_engine *e, pl__hasher **hasher, uint64_t num,
+                    const uint32_t *comps, unsigned depth, const uint8_t *key,
+                    size_t klen, const uint8_t *val, size_t vlen, pl__rec *rec,
+                    pl__kvs *hold)
 {
     if (depth == 0)
         return pl__err(PL_ECORRUPT, "a root step holds its caller's result, "
@@ -117,8 +115,8 @@ int pl__step_folded(const pl__rec *answer, const uint8_t *genesis,
 }
 
 /* The run's genesis hash, made with *hasher (created when NULL). */
-static int genesis_of(pl__hasher **hasher, const char *run_id,
-                      uint8_t out[PL_HASH_LEN])
+int pl__genesis_of(pl__hasher **hasher, const char *run_id,
+                   uint8_t out[PL_HASH_LEN])
 {
     int st = *hasher ? PL_OK : pl__hasher_new(hasher);
     return st ? st : pl__genesis_hash(*hasher, run_id, out);
@@ -138,7 +136,7 @@ int pl_run_ledger(pl_steps **out, pl_engine *e, const char *run_id,
     uint64_t num;
     int st = pl__path_parse(path, comps, &depth);
     if (!st)
-        st = run_find_checked(e, run_id, &num);
+        st = pl__run_find_checked(e, run_id, &num);
     if (st)
         return st;
     char canon[PL__PATH_MAX];
@@ -171,9 +169,9 @@ int pl_run_ledger(pl_steps **out, pl_engine *e, const char *run_id,
                 uint8_t key[PL__KEY_MAX];
                 memcpy(key, prefix, plen);
                 pl__put_be32(key + plen, seq);
-                st = read_mirror(e, &hasher, num, comps, depth, key, plen + 4,
-                                 pl__kvs_val(&recs, i), recs.e[i].vlen, &rec,
-                                 &hold);
+                st = pl__read_mirror(e, &hasher, num, comps, depth, key,
+                                     plen + 4, pl__kvs_val(&recs, i),
+                                     recs.e[i].vlen, &rec, &hold);
             }
             if (st) {
                 st = pl__err(st, "run '%s', step %s:%u: %s", run_id, canon, seq,
@@ -208,7 +206,7 @@ int pl_run_ledger(pl_steps **out, pl_engine *e, const char *run_id,
         pl_step *s = NULL;
         st = find_answer(e, num, comps, depth, &hold, &answer, &found, at);
         if (!st && found && answer.link_folded &&
-            !(st = genesis_of(&hasher, run_id, genesis)) &&
+            !(st = pl__genesis_of(&hasher, run_id, genesis)) &&
             !(st = pl__step_folded(&answer, genesis, canon, &s)))
             st = pl__steps_push(l, s);
         if (st) {
@@ -226,129 +224,6 @@ int pl_run_ledger(pl_steps **out, pl_engine *e, const char *run_id,
     }
     *out = l;
     return PL_OK;
-}
-
-/* Page through every step record of a run in key order. */
-typedef int (*rec_fn)(const uint8_t *key, size_t klen, const uint8_t *val,
-                      size_t vlen, void *user);
-
-static int scan_run(pl_engine *e, const char *run_id, uint64_t num, rec_fn fn,
-                    void *user)
-{
-    pl__kvs page = {0};
-    uint8_t after[PL__KEY_MAX];
-    size_t after_len = 0;
-    int st;
-    for (;;) {
-        /* every key the store hands out sorts after the one before it and
-         * after `after`, or it fails: no step is handed out twice */
-        st = pl__store_scan(e->store, num, after_len ? after : NULL, after_len,
-                            CHUNK, &page);
-        if (st) {
-            st = pl__err(st, "run '%s': %s", run_id, pl_errmsg());
-            break;
-        }
-        if (!page.n)
-            break;
-        for (size_t i = 0; !st && i < page.n; i++)
-            st = fn(pl__kvs_key(&page, i), page.e[i].klen,
-                    pl__kvs_val(&page, i), page.e[i].vlen, user);
-        if (st)
-            break;
-        const pl__kv *last = &page.e[page.n - 1];
-        if (last->klen > sizeof after) {
-            st = pl__err(PL_ECORRUPT, "a step key is too long");
-            break;
-        }
-        memcpy(after, pl__kvs_key(&page, page.n - 1), last->klen);
-        after_len = last->klen;
-    }
-    pl__kvs_free(&page);
-    return st;
-}
-
-typedef struct walk_ctx {
-    pl_engine *e;
-    const char *id;
-    uint64_t num;
-    pl_step_visit_fn visit;
-    void *user;
-    pl__hasher *hasher; /* for mirrors and folds, made when one is met */
-    bool have_genesis;
-    uint8_t genesis[PL_HASH_LEN];
-    pl__kvs hold;
-} walk_ctx;
-
-static int walk_rec(const uint8_t *key, size_t klen, const uint8_t *val,
-                    size_t vlen, void *user)
-{
-    walk_ctx *w = user;
-    uint64_t run;
-    uint32_t comps[PL_MAX_DEPTH], seq;
-    unsigned depth;
-    if (!pl__key_parse(key, klen, &run, comps, &depth, &seq))
-        return pl__err(PL_ECORRUPT, "run '%s' has a malformed step key", w->id);
-    char path[PL__PATH_MAX];
-    pl__path_format(path, comps, depth);
-    pl__rec rec;
-    int st = pl__rec_decode_lazy(&rec, val, vlen);
-    if (!st && rec.seq != seq)
-        st = pl__err(PL_ECORRUPT, "the record says step %u", rec.seq);
-    if (!st && rec.mirrored)
-        st = read_mirror(w->e, &w->hasher, w->num, comps, depth, key, klen, val,
-                         vlen, &rec, &w->hold);
-    if (st)
-        return pl__err(st, "run '%s', step %s:%u: %s", w->id, path, seq,
-                       pl_errmsg());
-    if (rec.has_link && rec.link_folded) {
-        /* the callee's ledger, folded into this result, comes first */
-        char callee[PL__PATH_MAX + 16];
-        snprintf(callee, sizeof callee, "%s.%u", path, rec.link_seq);
-        pl_step *one = NULL;
-        if (!w->have_genesis &&
-            !(st = genesis_of(&w->hasher, w->id, w->genesis)))
-            w->have_genesis = true;
-        if (!st)
-            st = pl__step_folded(&rec, w->genesis, callee, &one);
-        if (st)
-            return pl__err(st, "run '%s', step %s:0: %s", w->id, callee,
-                           pl_errmsg());
-        st = w->visit(one, w->user);
-        pl_step_free(one);
-        if (st)
-            return st;
-    }
-    pl_step *s;
-    if ((st = pl__step_from_rec(&rec, path, &s)))
-        return pl__err(st, "run '%s', step %s:%u: %s", w->id, path, seq,
-                       pl_errmsg());
-    if ((!w->hasher && (st = pl__hasher_new(&w->hasher))) ||
-        (st = pl__step_hash(w->hasher, key, klen, val, vlen, s->hash))) {
-        pl_step_free(s);
-        return st;
-    }
-    s->has_hash = true;
-    st = w->visit(s, w->user);
-    pl_step_free(s);
-    return st;
-}
-
-int pl_run_walk(pl_engine *e, const char *run_id, pl_step_visit_fn visit,
-                void *user)
-{
-    if (!e || !visit || !pl__run_id_ok(run_id))
-        return pl__err(PL_EINVAL, "pl_run_walk: engine, valid run id and "
-                                  "visitor are required");
-    uint64_t num;
-    int st = run_find_checked(e, run_id, &num);
-    if (st)
-        return st;
-    walk_ctx w = {
-        .e = e, .id = run_id, .num = num, .visit = visit, .user = user};
-    st = scan_run(e, run_id, num, walk_rec, &w);
-    pl__kvs_free(&w.hold);
-    pl__hasher_free(w.hasher);
-    return st;
 }
 
 /* ---- verification ----------------------------------------------------------------------- */
@@ -629,7 +504,7 @@ static int state_load(pl_engine *e, const char *run_id, uint64_t *num,
 }
 
 /* Find a run to read its steps: its number, its records checked. */
-static int run_find_checked(pl_engine *e, const char *run_id, uint64_t *num)
+int pl__run_find_checked(pl_engine *e, const char *run_id, uint64_t *num)
 {
     pl__run_state rs = {0};
     int st = state_load(e, run_id, num, &rs);
@@ -676,7 +551,7 @@ int pl_run_verify(pl_engine *e, const char *run_id)
     verify_ctx v = {.id = run_id, .rs = &rs};
     if (!(st = pl__hasher_new(&v.hasher)) &&
         !(st = pl__genesis_hash(v.hasher, run_id, v.genesis)))
-        st = scan_run(e, run_id, num, verify_rec, &v);
+        st = pl__scan_run(e, run_id, num, NULL, 0, verify_rec, &v);
     /* the ledgers open at the end: the root stays open for its head */
     for (unsigned d = PL__ARRAY_LEN(v.lv) - 1; !st && d > 0; d--)
         st = close_level(&v, d);

@@ -1,17 +1,17 @@
 /*
- * runs.c -- reading runs' records: pl_run_get() and the run list
- * (pl_engine_runs(), pl_engine_runs_from()), each run's info and state
- * decoded into a pl_run_info.
- *
- * It reads in bounded chunks (short read transactions, copied out), so a
- * visitor may take its time and even write to the store.
+ * runs.c -- a run's records and the run list: pl_run_get(), each run's
+ * info and state decoded into a pl_run_info, and pl_engine_runs() /
+ * pl_engine_runs_from() a page at a time: the store's run records, then
+ * the states of the whole page in one read, and the leases of its running
+ * runs in another (on PostgreSQL one query each, never one a run).  A run
+ * deleted while it is listed is left out.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
 
-#define CHUNK 256 /* run records per read */
+#define CHUNK 256 /* runs a page */
 
 /* ---- run records ------------------------------------------------------------------- */
 
@@ -37,8 +37,11 @@ void pl_run_info_free(pl_run_info *pub)
     free(in);
 }
 
-static int info_build(pl_engine *e, const char *id, size_t id_len, uint64_t num,
-                      const uint8_t *info, size_t info_len, pl_run_info **out)
+/* pl__run_info_build(): internal.h */
+int pl__run_info_build(pl_engine *e, const char *id, size_t id_len,
+                       uint64_t num, const uint8_t *info, size_t info_len,
+                       const pl__buf *state, bool *lease_later,
+                       pl_run_info **out)
 {
     *out = NULL;
     info_impl *in = calloc(1, sizeof *in);
@@ -54,15 +57,17 @@ static int info_build(pl_engine *e, const char *id, size_t id_len, uint64_t num,
         st = pl__err(PL_ECORRUPT, "a run's id is malformed");
     if (!st)
         st = pl__run_info_decode(&in->ri, in->id, info, info_len);
-    if (!st)
+    if (!st && !state)
         st = pl__store_state_get(e->store, num, &sb);
+    if (!st)
+        st = state ? pl__run_state_decode(&in->st, in->id, state->data,
+                                          state->len)
+                   : pl__run_state_decode(&in->st, in->id, sb.data, sb.len);
+    pl__buf_free(&sb);
     uint64_t again;
     if (st == PL_ECORRUPT && /* deleted since its record was read */
         pl__store_run_find(e->store, in->id, &again, NULL) == PL_ENOTFOUND)
         st = PL_ENOTFOUND;
-    if (!st)
-        st = pl__run_state_decode(&in->st, in->id, sb.data, sb.len);
-    pl__buf_free(&sb);
     if (!st)
         st = pl__payload_decode(&in->payload, in->ri.payload,
                                 in->ri.payload_len);
@@ -90,7 +95,10 @@ static int info_build(pl_engine *e, const char *id, size_t id_len, uint64_t num,
                       (in->st.owner_pid == e->pid &&
                        !strcmp(in->st.owner_host, e->host) &&
                        pl__engine_owns(e, num)));
-    if (p->status == PL_RUN_RUNNING && !pl__engine_owns(e, num))
+    bool ask = p->status == PL_RUN_RUNNING && !pl__engine_owns(e, num);
+    if (lease_later)
+        *lease_later = ask;
+    else if (ask)
         p->owner_alive = pl__run_lease_alive(e, num, p->owner_alive);
     p->attempts = in->st.attempts;
     p->error = in->st.error;
@@ -124,8 +132,8 @@ int pl_run_get(pl_run_info **out, pl_engine *e, const char *run_id)
     if (!st)
         st = pl__store_run_find(e->store, run_id, &num, &info);
     if (!st)
-        st = info_build(e, run_id, strlen(run_id), num, info.data, info.len,
-                        out);
+        st = pl__run_info_build(e, run_id, strlen(run_id), num, info.data,
+                                info.len, NULL, NULL, out);
     pl__buf_free(&info);
     return st;
 }
@@ -136,6 +144,141 @@ int pl_engine_runs(pl_engine *e, pl_run_visit_fn visit, void *user)
         return pl__err(PL_EINVAL, "pl_engine_runs: engine and visitor are "
                                   "required");
     return pl_engine_runs_from(e, NULL, visit, user);
+}
+
+/* The states of a page's runs, and the leases of its running runs that
+ * this engine does not execute, each read with one query. */
+typedef struct page_reads {
+    uint64_t *nums;
+    pl__buf *states; /* NULL: read one by one (pl__run_info_build()) */
+    pl_run_info **infos;
+    bool *ask;
+    uint64_t *lease_nums;
+    pl__lease *leases;
+    bool *found;
+} page_reads;
+
+static void page_reads_free(page_reads *r, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (r->states)
+            pl__buf_free(&r->states[i]);
+        pl_run_info_free(r->infos[i]);
+    }
+    free(r->nums);
+    free(r->states);
+    free(r->infos);
+    free(r->ask);
+    free(r->lease_nums);
+    free(r->leases);
+    free(r->found);
+}
+
+/* Ask the leases of the runs of @p r that need it, in one query; a lease
+ * that cannot be read leaves what the state record says, as
+ * pl__run_lease_alive() does. */
+static void page_leases(pl_engine *e, page_reads *r, size_t n)
+{
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++)
+        if (r->infos[i] && r->ask[i])
+            r->lease_nums[m++] = r->nums[i];
+    if (!m)
+        return;
+    char saved[PL__ERRMSG_MAX];
+    pl__errmsg_save(saved);
+    int st = pl__store_leases_get(e->store, r->lease_nums, m, r->leases,
+                                  r->found);
+    pl__errmsg_restore(saved);
+    for (size_t i = 0, k = 0; i < n; i++) {
+        if (!r->infos[i] || !r->ask[i])
+            continue;
+        pl_run_info *p = r->infos[i];
+        p->owner_alive = st ? pl__run_lease_alive(e, r->nums[i], p->owner_alive)
+                            : pl__lease_alive(e,
+                                              r->found[k] ? &r->leases[k]
+                                                          : NULL,
+                                              p->owner_alive);
+        k++;
+    }
+}
+
+/*
+ * Visit the runs of @p page.  Their states are read together (when that
+ * fails, each with its run, so that a run whose records are bad fails
+ * where it stands, after the runs before it were visited).
+ */
+static int visit_page(pl_engine *e, const pl__kvs *page, const char *after,
+                      pl_run_visit_fn visit, void *user)
+{
+    size_t n = page->n;
+    page_reads r = {0};
+    r.nums = calloc(n, sizeof *r.nums);
+    r.infos = calloc(n, sizeof *r.infos);
+    r.ask = calloc(n, sizeof *r.ask);
+    r.lease_nums = calloc(n, sizeof *r.lease_nums);
+    r.leases = calloc(n, sizeof *r.leases);
+    r.found = calloc(n, sizeof *r.found);
+    if (!r.nums || !r.infos || !r.ask || !r.lease_nums || !r.leases ||
+        !r.found) {
+        page_reads_free(&r, 0);
+        return pl__err(PL_ENOMEM, "out of memory");
+    }
+    int st = PL_OK;
+    for (size_t i = 0; i < n; i++) {
+        const pl__kv *kv = &page->e[i];
+        if (kv->vlen < 8 || kv->klen > PL_MAX_RUN_ID)
+            break; /* said below, in its place */
+        r.nums[i] = pl__get_be64(pl__kvs_val(page, i));
+    }
+    char saved[PL__ERRMSG_MAX];
+    pl__errmsg_save(saved);
+    if ((r.states = calloc(n, sizeof *r.states)) &&
+        pl__store_states_get(e->store, r.nums, n, r.states) != PL_OK) {
+        for (size_t i = 0; i < n; i++)
+            pl__buf_free(&r.states[i]);
+        free(r.states);
+        r.states = NULL;
+    }
+    pl__errmsg_restore(saved);
+    /* build every info first (stopping at the first bad run), so that
+     * the leases are asked together; then visit */
+    size_t built = 0;
+    int build_st = PL_OK;
+    for (; built < n; built++) {
+        const pl__kv *kv = &page->e[built];
+        if (kv->vlen < 8 || kv->klen > PL_MAX_RUN_ID) {
+            build_st = pl__err(PL_ECORRUPT,
+                               "a run record after run '%s' is malformed",
+                               after);
+            break;
+        }
+        const uint8_t *v = pl__kvs_val(page, built);
+        build_st = pl__run_info_build(e, (const char *)pl__kvs_key(page, built),
+                                      kv->klen, r.nums[built], v + 8,
+                                      kv->vlen - 8,
+                                      r.states ? &r.states[built] : NULL,
+                                      &r.ask[built], &r.infos[built]);
+        if (build_st == PL_ENOTFOUND) { /* deleted meanwhile: gone */
+            pl__err_clear();
+            build_st = PL_OK;
+            continue;
+        }
+        if (build_st)
+            break;
+    }
+    char built_err[PL__ERRMSG_MAX];
+    pl__errmsg_save(built_err);
+    page_leases(e, &r, built);
+    for (size_t i = 0; !st && i < built; i++)
+        if (r.infos[i])
+            st = visit(r.infos[i], user);
+    if (!st && build_st) {
+        pl__errmsg_restore(built_err);
+        st = build_st;
+    }
+    page_reads_free(&r, n);
+    return st;
 }
 
 int pl_engine_runs_from(pl_engine *e, const pl_runs_options *opts,
@@ -171,29 +314,7 @@ int pl_engine_runs_from(pl_engine *e, const pl_runs_options *opts,
         }
         if (!page.n)
             break;
-        for (size_t i = 0; !st && i < page.n; i++) {
-            const pl__kv *kv = &page.e[i];
-            if (kv->vlen < 8 || kv->klen > PL_MAX_RUN_ID) {
-                st = pl__err(PL_ECORRUPT,
-                             "a run record after run '%s' is "
-                             "malformed",
-                             after);
-                break;
-            }
-            const uint8_t *v = pl__kvs_val(&page, i);
-            pl_run_info *info;
-            st = info_build(e, (const char *)pl__kvs_key(&page, i), kv->klen,
-                            pl__get_be64(v), v + 8, kv->vlen - 8, &info);
-            if (st == PL_ENOTFOUND) { /* deleted meanwhile: gone */
-                pl__err_clear();
-                st = PL_OK;
-                continue;
-            }
-            if (st)
-                break;
-            st = visit(info, user);
-            pl_run_info_free(info);
-        }
+        st = visit_page(e, &page, after, visit, user);
         if (st)
             break;
         const pl__kv *last = &page.e[page.n - 1];

@@ -188,6 +188,7 @@ int pl__callee_run(pl__run *r, pl_ctx *c, uint32_t call_seq, bool call_replayed,
      * run stopped on the way */
     assert(r->cur == child || r->stop);
     r->cur = c; /* the child's context is stale from here on */
+    pl_steps_clear(&child->view); /* nothing reads it again: free it now */
     if (st && !r->stop) {
         bool said = pl__errmsg_set();
         st = pl__run_fail(r, st,

@@ -28,6 +28,7 @@
  */
 #include <assert.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "commit.h"
 #include "invocation.h"
@@ -92,10 +93,44 @@ static int set_anchors(pl__run *r, bool final)
     return PL_OK;
 }
 
+/*
+ * Store large strings once (ledger/codec/share.c): a step with a string a
+ * step of this execution stored whole is written as a shared value that
+ * refers to it, appended to the batch's data in place of the record.  The
+ * steps' hashes are already those of their records.
+ */
+static int share_steps(pl__run *r)
+{
+    pl__kvs *l = &r->batch.steps;
+    pl__buf v = {0};
+    int st = PL_OK;
+    for (size_t i = 0; !st && i < l->n; i++) {
+        if (l->e[i].vlen < PL__SHARE_MIN)
+            continue;
+        if (!r->share && !(r->share = calloc(1, sizeof *r->share)))
+            return pl__err(PL_ENOMEM, "out of memory");
+        bool shared = false;
+        pl__buf_reset(&v);
+        st = pl__share_pack(&v, &shared, r->share, pl__kvs_key(l, i),
+                            l->e[i].klen, pl__kvs_val(l, i), l->e[i].vlen);
+        if (st || !shared)
+            continue;
+        size_t at = l->data.len;
+        if (!(st = pl__buf_append(&l->data, v.data, v.len))) {
+            l->e[i].voff = at;
+            l->e[i].vlen = v.len;
+        }
+    }
+    pl__buf_free(&v);
+    return st;
+}
+
 static int write_batch(pl__run *r, bool final, bool with_state)
 {
     assert(!r->check); /* check mode compares; it has nothing to write */
     int rc = settle_hashes(r);
+    if (!rc)
+        rc = share_steps(r);
     if (rc)
         return rc;
     if (atomic_load(&r->lease_lost))
@@ -127,11 +162,14 @@ static int write_batch(pl__run *r, bool final, bool with_state)
     r->batch.inbox_del = 0; /* consumed with this commit, or never */
     if (rc) {
         st->steps -= n;
+        if (r->share) /* what it remembers of this batch is not stored */
+            memset(r->share, 0, sizeof *r->share);
         return rc;
     }
     if (r->batch.state.len)
         r->state_written_us = now;
-    pl__kvs_reset(&r->batch.steps);
+    /* a large step's bytes are not kept for the next batch */
+    pl__kvs_trim(&r->batch.steps, PL__SHARE_MIN);
     r->folded = 0;
     pl__emit(r, PL_EVENT_COMMIT, NULL, (uint32_t)n, NULL, 0, 0,
              pl__ev_clock(r) - t0, NULL);

@@ -52,6 +52,7 @@ void pl__run_free(pl__run *r)
         return;
     free_invs(r);
     pl__batch_free(&r->batch);
+    free(r->share);
     pl__buf_free(&r->scratch);
     pl__buf_free(&r->prompt);
     pl__buf_free(&r->cont);

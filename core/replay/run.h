@@ -25,6 +25,29 @@ PL__HIDDEN int pl__run_fail(pl__run *r, int status, const char *fmt, ...)
 PL__HIDDEN int pl__run_continue_leased(pl_outcome **out, pl_engine *e,
                                        const pl__lease *lease) PL__MUST_CHECK;
 
+/*
+ * A delivery to a run (wait.c) that may take the run's lease and claim it
+ * in its own transaction: @c fn delivers, with @c take given to
+ * pl__store_inbox_put().
+ */
+typedef struct pl__delivery {
+    int (*fn)(pl_engine *e, pl__inbox_take *take, void *user);
+    void *user;
+    bool tried; /* set: fn was called (whatever it returned) */
+} pl__delivery;
+
+/*
+ * Deliver with @p dv and continue run @p id here, as pl_run_continue()
+ * would, the lease and the claim in the delivery's transaction (runner.c).
+ * When the run is not a waiting one this engine can execute, nothing is
+ * done (dv->tried false: the caller delivers alone); when the delivery
+ * could not take it (another holds its lease, or it stopped waiting), the
+ * delivery alone is made (*out NULL, PL_OK).
+ */
+PL__HIDDEN int pl__run_continue_delivered(pl_outcome **out, pl_engine *e,
+                                          const char *id,
+                                          pl__delivery *dv) PL__MUST_CHECK;
+
 /* Take run @p num's lease for this engine's worker: free, expired, or held
  * by a dead process of this host.  *had says whether the run had a lease.
  * PL_EBUSY (another holder, named) or the store's error (runner.c). */

@@ -22,6 +22,7 @@
 #include "path.h"
 #include "retention.h"
 #include "run.h"
+#include "suspend.h"
 #include "wait.h"
 
 /* ---- ownership --------------------------------------------------------------------- */
@@ -206,22 +207,17 @@ static int run_execute(pl__run *r, const pl_policy_def *def,
     }
 
     if (!st) {
-        const pl_step *last = steps->n ? steps->v[steps->n - 1] : NULL;
         rs->status = PL_RUN_COMPLETED;
         if ((st = pl__run_head(r, rs->head))) {
             pl_steps_free(steps);
             return st;
         }
         rs->has_head = true;
+        /* the result is the root ledger's last step, which "head" hashes:
+         * the state does not repeat it (runrec.c) */
         free(rs->result);
-        rs->result_len = last ? last->mp_len : 1;
-        rs->result = malloc(rs->result_len);
-        if (!rs->result) {
-            pl_steps_free(steps);
-            return pl__err(PL_ENOMEM, "out of memory");
-        }
-        memcpy(rs->result, last ? last->mp : (const uint8_t *)"\x80",
-               rs->result_len);
+        rs->result = NULL;
+        rs->result_len = 0;
         if ((r->cont.len && (st = pl__run_continued(r))) ||
             (st = pl__run_write(r, true))) {
             pl_steps_free(steps);
@@ -291,6 +287,7 @@ static int run_execute(pl__run *r, const pl_policy_def *def,
         return st;
     }
     pl__kvs_reset(&r->batch.steps);
+    r->batch.inbox_del = 0; /* an event consumed unseen stays delivered */
     r->folded = 0;
     rs->status = PL_RUN_FAILED;
     rs->has_head = false; /* the unseen steps were dropped */
@@ -497,6 +494,7 @@ typedef struct claim_ctx {
     const char *token;
     bool leased;          /* the run's lease is ours: no other owner */
     bool worker;          /* taken from the queue: running or submitted */
+    bool waiting;         /* a delivery's take: a waiting run only */
     pl__run_state *out;   /* the state as claimed */
     pl_run_status before; /* status found */
     const pl__kvs *steps; /* resume: the answer record to write */
@@ -510,7 +508,10 @@ static int claim_fn(pl__buf *state, pl__kvs *extra, void *user)
     if (rc)
         return pl__err(rc, "run '%s': %s", c->id, pl_errmsg());
     c->before = st.status;
-    if (c->resume) {
+    if (c->waiting && st.status != PL_RUN_WAITING) {
+        rc = pl__err(PL_ESTATE, "run '%s' is %s, not waiting", c->id,
+                     pl_run_status_name(st.status));
+    } else if (c->resume) {
         if (st.status != PL_RUN_SUSPENDED)
             rc = pl__err(PL_ESTATE, "run '%s' is %s, not suspended", c->id,
                          pl_run_status_name(st.status));
@@ -563,75 +564,9 @@ static int claim_fn(pl__buf *state, pl__kvs *extra, void *user)
     set_owner(c->e, &st);
     pl__buf_reset(state);
     rc = pl__run_state_encode(state, c->id, &st);
+    pl__run_state_clear(c->out); /* a store may call this more than once */
     if (!rc)
         rc = pl__run_state_copy(c->out, &st);
-    pl__run_state_clear(&st);
-    return rc;
-}
-
-/*
- * Build the `resume` step that answers a suspended run: it follows the
- * suspend step in the suspended invocation's ledger.  The claim re-checks
- * the token inside the write, so two resumers cannot both succeed.
- */
-static int build_resume(pl__run *r, const char *token, const cJSON *answer,
-                        pl__kvs *out)
-{
-    pl_engine *e = r->e;
-    pl__buf sb = {0}, payload = {0}, rec = {0};
-    pl__kvs got = {0};
-    pl__run_state st = {0};
-    uint32_t comps[PL_MAX_DEPTH];
-    unsigned depth;
-    int rc = pl__store_state_get(e->store, r->num, &sb);
-    if (!rc)
-        rc = pl__run_state_decode(&st, r->id, sb.data, sb.len);
-    if (rc)
-        goto done;
-    if (st.status != PL_RUN_SUSPENDED) {
-        rc = pl__err(PL_ESTATE, "run '%s' is %s, not suspended", r->id,
-                     pl_run_status_name(st.status));
-        goto done;
-    }
-    if (strcmp(token, st.token) != 0) {
-        rc = pl__err(PL_ETOKEN, "wrong resume token for run '%s'", r->id);
-        goto done;
-    }
-    if (!st.susp_path || pl__path_parse(st.susp_path, comps, &depth)) {
-        rc = pl__err(PL_ECORRUPT,
-                     "run '%s' is suspended at a malformed "
-                     "path",
-                     r->id);
-        goto done;
-    }
-    uint8_t key[PL__KEY_MAX];
-    size_t plen = pl__ledger_prefix(key, r->num, comps, depth);
-    rc = pl__store_read(e->store, key, plen, st.susp_seq, 1, 1, &got);
-    pl__rec sr;
-    if (!rc && (got.n != 1 ||
-                pl__rec_decode(&sr, pl__kvs_val(&got, 0), got.e[0].vlen) ||
-                sr.type != PL_STEP_SUSPEND))
-        rc = pl__err(PL_ECORRUPT, "run '%s': no suspend step at %s:%u", r->id,
-                     st.susp_path, st.susp_seq);
-    uint8_t prev[PL_HASH_LEN];
-    pl__put_be32(key + plen, st.susp_seq);
-    if (!rc)
-        rc = pl__step_hash(r->hasher, key, plen + 4, pl__kvs_val(&got, 0),
-                           got.e[0].vlen, prev);
-    if (!rc)
-        rc = pl__wrap_encode(&payload, "answer", answer, e->max_payload);
-    uint32_t seq = st.susp_seq + 1;
-    if (!rc)
-        rc = pl__rec_encode(&rec, seq, pl__now_us(), PL_STEP_RESUME, "human",
-                            prev, NULL, NULL, payload.data, payload.len);
-    pl__put_be32(key + plen, seq);
-    if (!rc)
-        rc = pl__kvs_add(out, key, plen + 4, rec.data, rec.len);
-done:
-    pl__buf_free(&sb);
-    pl__buf_free(&payload);
-    pl__buf_free(&rec);
-    pl__kvs_free(&got);
     pl__run_state_clear(&st);
     return rc;
 }
@@ -684,9 +619,30 @@ static void drop_lease(pl_engine *e, uint64_t num, uint64_t gen)
     pl__errmsg_restore(saved);
 }
 
+/* The lease and the claim taken by the delivery @p dv, for run @p r:
+ * PL_OK with *taken false when the delivery alone was made. */
+static int delivered(pl__run *r, pl__delivery *dv, bool *taken)
+{
+    pl_engine *e = r->e;
+    claim_ctx cc = {
+        .e = e, .id = r->id, .leased = true, .waiting = true, .out = &r->state};
+    pl__inbox_take take = {e->worker, e->lease_us, claim_fn, &cc, false, 0};
+    dv->tried = true;
+    *taken = false;
+    int st = dv->fn(e, &take, dv->user);
+    if (st || !take.taken)
+        return st;
+    *taken = true;
+    r->batch.gen = take.gen;
+    if ((st = pl__engine_lease(e, r->num, take.gen, &r->lease_lost)))
+        drop_lease(e, r->num, take.gen);
+    return st;
+}
+
 static int continue_run(pl_engine *e, const char *id, bool check,
                         const char *token, const cJSON *answer,
-                        pl_outcome **out, const pl__lease *leased)
+                        pl_outcome **out, const pl__lease *leased,
+                        pl__delivery *dv)
 {
     uint64_t num;
     root_action ra;
@@ -701,6 +657,8 @@ static int continue_run(pl_engine *e, const char *id, bool check,
     pl__run *r = NULL;
     pl__kvs resume = {0};
     bool claimed = false;
+    if (!def && dv) /* not executable here: the caller delivers alone */
+        goto done;
     if (!def) {
         st = pl__err(PL_ENOTFOUND,
                      "run '%s' has root policy '%s', which is "
@@ -721,6 +679,8 @@ static int continue_run(pl_engine *e, const char *id, bool check,
     if (st)
         goto done;
     r->deadline_ms = ra.info.deadline_ms;
+    if (dv && r->state.status != PL_RUN_WAITING)
+        goto done; /* the caller delivers alone */
     if (leased && r->state.status != PL_RUN_RUNNING &&
         r->state.status != PL_RUN_SUBMITTED &&
         r->state.status != PL_RUN_WAITING) {
@@ -747,7 +707,7 @@ static int continue_run(pl_engine *e, const char *id, bool check,
         goto done;
     }
     /* a resume the run refuses is refused before its lease is taken, so
-     * that it writes nothing (build_resume checks again under the lease) */
+     * that it writes nothing (pl__suspend_resume_step() checks again under the lease) */
     if (token && r->state.status != PL_RUN_SUSPENDED) {
         st = pl__err(PL_ESTATE, "run '%s' is %s, not suspended", id,
                      pl_run_status_name(r->state.status));
@@ -766,9 +726,20 @@ static int continue_run(pl_engine *e, const char *id, bool check,
                      (unsigned long long)num);
         goto done;
     }
-    if ((st = pl__engine_claim(e, num, id)))
+    if ((st = pl__engine_claim(e, num, id))) {
+        if (dv) /* executing in this process: the caller delivers alone */
+            pl__err_clear(), st = PL_OK;
         goto done;
+    }
     claimed = true;
+    if (dv) {
+        bool taken;
+        if ((st = delivered(r, dv, &taken)) || !taken)
+            goto done;
+        r->state_written_us = pl__now_us();
+        st = run_execute(r, def, &ra.action, true, out);
+        goto done;
+    }
     bool had = true;
     uint64_t gen = leased ? leased->gen : 0;
     if (!leased && (st = pl__run_take_lease(e, num, id, &gen, &had)))
@@ -776,12 +747,13 @@ static int continue_run(pl_engine *e, const char *id, bool check,
     r->batch.gen = gen;
     r->worker = leased != NULL;
     if ((st = pl__engine_lease(e, num, gen, &r->lease_lost)) ||
-        (token && (st = build_resume(r, token, answer, &resume)))) {
+        (token && (st = pl__suspend_resume_step(r, token, answer, &resume)))) {
         drop_lease(e, num, gen);
         goto done;
     }
-    claim_ctx cc = {e,         id, token != NULL, token, had, leased != NULL,
-                    &r->state, 0,  &resume};
+    claim_ctx cc = {
+        e,         id, token != NULL, token, had, leased != NULL, false,
+        &r->state, 0,  &resume};
     if ((st = pl__store_state_update(e->store, num, claim_fn, &cc))) {
         drop_lease(e, num, gen);
         goto done;
@@ -817,7 +789,7 @@ int pl_run_continue(pl_outcome **out, pl_engine *e, const char *run_id,
     if (o.if_exists != PL_IF_EXISTS_FAIL)
         return pl__err(PL_EINVAL, "pl_run_continue: if_exists applies to "
                                   "pl_run_start only");
-    return continue_run(e, run_id, o.check, NULL, NULL, out, NULL);
+    return continue_run(e, run_id, o.check, NULL, NULL, out, NULL, NULL);
 }
 
 int pl_run_resume(pl_outcome **out, pl_engine *e, const char *run_id,
@@ -832,7 +804,7 @@ int pl_run_resume(pl_outcome **out, pl_engine *e, const char *run_id,
     if (!cJSON_IsObject(answer))
         return pl__err(PL_EJSON, "pl_run_resume: the answer must be a JSON "
                                  "object");
-    return continue_run(e, run_id, false, token, answer, out, NULL);
+    return continue_run(e, run_id, false, token, answer, out, NULL, NULL);
 }
 
 /*
@@ -880,7 +852,7 @@ static int start_existing(pl_outcome **out, pl_engine *e, const char *id,
     if (!st && recorded)
         st = pl__recorded_outcome(out, id, &rs);
     else if (!st) /* as pl_run_continue(): a completed run is replayed */
-        st = continue_run(e, id, false, NULL, NULL, out, NULL);
+        st = continue_run(e, id, false, NULL, NULL, out, NULL, NULL);
     pl__run_state_clear(&rs);
     return st;
 }
@@ -891,5 +863,13 @@ int pl__run_continue_leased(pl_outcome **out, pl_engine *e,
     *out = NULL;
     /* a run this worker cannot execute (its policy is not registered
      * here) keeps its lease until it expires: another worker may */
-    return continue_run(e, lease->id, false, NULL, NULL, out, lease);
+    return continue_run(e, lease->id, false, NULL, NULL, out, lease, NULL);
+}
+
+int pl__run_continue_delivered(pl_outcome **out, pl_engine *e, const char *id,
+                               pl__delivery *dv)
+{
+    *out = NULL;
+    dv->tried = false;
+    return continue_run(e, id, false, NULL, NULL, out, NULL, dv);
 }

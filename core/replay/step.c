@@ -211,6 +211,8 @@ void pl_step_free(pl_step *s)
     if (!s)
         return;
     free(s->tree);
+    if (s->mp_own)
+        free(s->mp);
     if (s->id != s->idbuf)
         free(s->id);
     free(s->code);
@@ -288,8 +290,10 @@ int pl__steps_push(pl_steps *l, pl_step *s)
     return PL_OK;
 }
 
-int pl__steps_add_mp(pl_steps *l, pl_step_type type, const char *actor,
-                     const uint8_t *mp, size_t mp_len)
+/* pl__steps_add_mp(), the bytes in @p own (NULL: copied from mp), which a
+ * step of a large payload takes over rather than copying. */
+static int steps_add(pl_steps *l, pl_step_type type, const char *actor,
+                     const uint8_t *mp, size_t mp_len, pl__buf *own)
 {
     if (!pl_step_type_name(type))
         return pl__err(PL_EINVAL, "unknown step type %d", (int)type);
@@ -307,13 +311,27 @@ int pl__steps_add_mp(pl_steps *l, pl_step_type type, const char *actor,
                        "bad actor name (1..%d bytes, no control "
                        "characters)",
                        PL_MAX_NAME);
-    pl_step *s = pl__step_new(type, actor, strlen(actor), mp, mp_len);
+    bool take = own && mp_len >= PL__SHARE_MIN;
+    pl_step *s = pl__step_new(type, actor, strlen(actor), mp,
+                              take ? 0 : mp_len);
     if (!s)
         return PL_ENOMEM;
+    if (take) {
+        s->mp = own->data;
+        s->mp_len = own->len;
+        s->mp_own = true;
+        *own = (pl__buf){0};
+    }
     int rc = pl__steps_push(l, s);
     if (rc)
         pl_step_free(s);
     return rc;
+}
+
+int pl__steps_add_mp(pl_steps *l, pl_step_type type, const char *actor,
+                     const uint8_t *mp, size_t mp_len)
+{
+    return steps_add(l, type, actor, mp, mp_len, NULL);
 }
 
 int pl_steps_add(pl_steps *l, pl_step_type type, const char *actor,
@@ -326,7 +344,7 @@ int pl_steps_add(pl_steps *l, pl_step_type type, const char *actor,
     pl__buf b = {0};
     int rc = pl__payload_encode(&b, payload, 0);
     if (!rc)
-        rc = pl__steps_add_mp(l, type, actor, b.data, b.len);
+        rc = steps_add(l, type, actor, b.data, b.len, &b);
     pl__buf_free(&b);
     return rc;
 }

@@ -20,6 +20,7 @@
 #include "ctx.h"
 #include "diverge.h"
 #include "invocation.h"
+#include "path.h"
 #include "run.h"
 #include "suspend.h"
 
@@ -129,4 +130,67 @@ int pl__suspend_answer(pl_ctx *c, uint32_t seq, const pl__rec **rec)
                             pl_step_type_name((*rec)->type));
     }
     return PL_OK;
+}
+
+/* The `resume` step of pl_run_resume() (suspend.h). */
+int pl__suspend_resume_step(pl__run *r, const char *token, const cJSON *answer,
+                            pl__kvs *out)
+{
+    pl_engine *e = r->e;
+    pl__buf sb = {0}, payload = {0}, rec = {0};
+    pl__kvs got = {0};
+    pl__run_state st = {0};
+    uint32_t comps[PL_MAX_DEPTH];
+    unsigned depth;
+    int rc = pl__store_state_get(e->store, r->num, &sb);
+    if (!rc)
+        rc = pl__run_state_decode(&st, r->id, sb.data, sb.len);
+    if (rc)
+        goto done;
+    if (st.status != PL_RUN_SUSPENDED) {
+        rc = pl__err(PL_ESTATE, "run '%s' is %s, not suspended", r->id,
+                     pl_run_status_name(st.status));
+        goto done;
+    }
+    if (strcmp(token, st.token) != 0) {
+        rc = pl__err(PL_ETOKEN, "wrong resume token for run '%s'", r->id);
+        goto done;
+    }
+    if (!st.susp_path || pl__path_parse(st.susp_path, comps, &depth)) {
+        rc = pl__err(PL_ECORRUPT,
+                     "run '%s' is suspended at a malformed "
+                     "path",
+                     r->id);
+        goto done;
+    }
+    uint8_t key[PL__KEY_MAX];
+    size_t plen = pl__ledger_prefix(key, r->num, comps, depth);
+    rc = pl__store_read(e->store, key, plen, st.susp_seq, 1, 1, &got);
+    pl__rec sr;
+    if (!rc && (got.n != 1 ||
+                pl__rec_decode(&sr, pl__kvs_val(&got, 0), got.e[0].vlen) ||
+                sr.type != PL_STEP_SUSPEND))
+        rc = pl__err(PL_ECORRUPT, "run '%s': no suspend step at %s:%u", r->id,
+                     st.susp_path, st.susp_seq);
+    uint8_t prev[PL_HASH_LEN];
+    pl__put_be32(key + plen, st.susp_seq);
+    if (!rc)
+        rc = pl__step_hash(r->hasher, key, plen + 4, pl__kvs_val(&got, 0),
+                           got.e[0].vlen, prev);
+    if (!rc)
+        rc = pl__wrap_encode(&payload, "answer", answer, e->max_payload);
+    uint32_t seq = st.susp_seq + 1;
+    if (!rc)
+        rc = pl__rec_encode(&rec, seq, pl__now_us(), PL_STEP_RESUME, "human",
+                            prev, NULL, NULL, payload.data, payload.len);
+    pl__put_be32(key + plen, seq);
+    if (!rc)
+        rc = pl__kvs_add(out, key, plen + 4, rec.data, rec.len);
+done:
+    pl__buf_free(&sb);
+    pl__buf_free(&payload);
+    pl__buf_free(&rec);
+    pl__kvs_free(&got);
+    pl__run_state_clear(&st);
+    return rc;
 }

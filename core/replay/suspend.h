@@ -19,4 +19,14 @@ PL__HIDDEN void pl__suspend_here(pl_ctx *c, uint32_t seq, const uint8_t *prompt,
 PL__HIDDEN int pl__suspend_answer(pl_ctx *c, uint32_t seq,
                                   const pl__rec **rec) PL__MUST_CHECK;
 
+/*
+ * The `resume` step that answers suspended run @p r with @p answer, in
+ * @p out: it follows the suspend step in the suspended invocation's
+ * ledger.  The token is checked here and again by the claim, inside the
+ * write, so two resumers cannot both succeed (runner.c).
+ */
+PL__HIDDEN int pl__suspend_resume_step(pl__run *r, const char *token,
+                                       const cJSON *answer,
+                                       pl__kvs *out) PL__MUST_CHECK;
+
 #endif /* PL_SUSPEND_H */

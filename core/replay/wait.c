@@ -30,10 +30,16 @@
  *
  * DELIVERIES.  pl_run_signal() and pl_run_cancel() put a record in the
  * run's inbox and make its timer due now, in one transaction that refuses
- * an ended run (store.h, INBOXES).  A wait consumes the first event of its
- * name in delivery order: its `event` step and the record's removal are one
- * commit.  A cancellation stays in the inbox; its `cancel` step is what the
- * run goes by.
+ * an ended run (store.h, INBOXES); pl_run_signal() continuing a waiting run
+ * in its thread takes the run's lease and claims it in that transaction
+ * too (runner.c).  A wait consumes the first event of its name in delivery
+ * order: its `event` step and the record's removal are one commit, the
+ * run's next one.  No sync of its own is needed: until that commit the
+ * record stays in the inbox, where a replay after a crash finds it first
+ * again, and nothing outside the run sees the consumption before it (a
+ * call's `action_call` is committed, with it, before the call runs).  A
+ * cancellation stays in the inbox; its `cancel` step is what the run goes
+ * by.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -435,15 +441,19 @@ static int take_event_step(pl_ctx *c, const pl__rec *rec, const char *name,
     return PL_OK;
 }
 
-/* Consume inbox record @p i, an event named @p name: record it, durably,
- * with the record's removal. */
+/* Consume inbox record @p i, an event named @p name: record it, with the
+ * record's removal, both written by the run's next commit. */
 static int consume_event(pl_ctx *c, const inbox *ib, size_t i, const char *name,
                          cJSON **out)
 {
     pl__run *r = c->run;
     cJSON *payload = NULL;
-    int st = pl__payload_decode(&payload, ib->v[i].payload,
-                                ib->v[i].payload_len);
+    /* a batch drops one inbox record: one consumed already is written
+     * first */
+    int st = r->batch.inbox_del ? pl__run_commit(r) : PL_OK;
+    if (st)
+        return st;
+    st = pl__payload_decode(&payload, ib->v[i].payload, ib->v[i].payload_len);
     if (st)
         return pl__run_fail(r, st, "run %s: an event's payload: %s", r->id,
                             pl_errmsg());
@@ -458,10 +468,6 @@ static int consume_event(pl_ctx *c, const inbox *ib, size_t i, const char *name,
         return st;
     }
     r->batch.inbox_del = inbox_seq(ib, i);
-    if ((st = pl__run_commit(r))) {
-        cJSON_Delete(payload);
-        return st;
-    }
     *out = payload;
     return PL_OK;
 }
@@ -501,7 +507,10 @@ static int wait_event(pl_ctx *c, const char *name, int64_t until_ms,
         st = boundary_at_end(c, &ib);
         bool found = false;
         for (size_t i = 0; !st && !found && i < ib.n; i++) {
-            if (ib.v[i].name && strcmp(ib.v[i].name, name) == 0) {
+            /* one consumed by this execution, its removal not yet
+             * written, is passed over */
+            if (ib.v[i].name && strcmp(ib.v[i].name, name) == 0 &&
+                inbox_seq(&ib, i) != r->batch.inbox_del) {
                 found = true;
                 st = consume_event(c, &ib, i, name, out);
             }
@@ -605,8 +614,8 @@ static int deliver_check(const uint8_t *state, size_t len, void *user)
  * id it went to in @p to (PL_MAX_RUN_ID + 1 bytes).
  */
 static int deliver(pl_engine *e, const char *id, const pl__inbox_rec *ib,
-                   const char *what, uint64_t *num, pl_run_status *found,
-                   char *to)
+                   const char *what, pl__inbox_take *take, uint64_t *num,
+                   pl_run_status *found, char *to)
 {
     int st;
     snprintf(to, PL_MAX_RUN_ID + 1, "%s", id);
@@ -619,14 +628,33 @@ static int deliver(pl_engine *e, const char *id, const pl__inbox_rec *ib,
         uint64_t seq;
         if (!st)
             st = pl__store_inbox_put(e->store, *num, to, deliver_check, &d,
-                                     rec.data, rec.len, &seq);
+                                     rec.data, rec.len, take, &seq);
         pl__buf_free(&rec);
         *found = d.status;
         if (st != PL_ESTATE || !d.succ[0] || hops >= 1000000)
             return st;
         pl__err_clear();
         snprintf(to, PL_MAX_RUN_ID + 1, "%s", d.succ);
+        take = NULL; /* the lease and the claim were for the run found first */
     }
+}
+
+/* An event's delivery, for pl__run_continue_delivered(). */
+typedef struct signal_ctx {
+    const char *id, *what;
+    const pl__inbox_rec *ib;
+    pl_run_status found;
+    bool delivered;
+} signal_ctx;
+
+static int signal_fn(pl_engine *e, pl__inbox_take *take, void *user)
+{
+    signal_ctx *s = user;
+    uint64_t num;
+    char to[PL_MAX_RUN_ID + 1];
+    int st = deliver(e, s->id, s->ib, s->what, take, &num, &s->found, to);
+    s->delivered = !st;
+    return st;
 }
 
 int pl_run_signal(pl_outcome **out, pl_engine *e, const char *run_id,
@@ -655,8 +683,27 @@ int pl_run_signal(pl_outcome **out, pl_engine *e, const char *run_id,
     pl_run_status found;
     char what[PL_MAX_NAME + 32];
     snprintf(what, sizeof what, "the event '%s'", name);
-    char to[PL_MAX_RUN_ID + 1];
-    st = deliver(e, run_id, &ib, what, &num, &found, to);
+    if (out) {
+        /* a waiting run is taken and claimed by the delivery itself, and
+         * goes on here */
+        signal_ctx sc = {run_id, what, &ib, 0, false};
+        pl__delivery dv = {signal_fn, &sc, false};
+        st = pl__run_continue_delivered(out, e, run_id, &dv);
+        if (dv.tried) {
+            pl__buf_free(&p);
+            /* delivered: someone else may have been quicker to continue */
+            if (st == PL_EBUSY && sc.delivered) {
+                pl__err_clear();
+                return PL_OK;
+            }
+            return st;
+        }
+        pl_outcome_free(*out);
+        *out = NULL;
+        pl__err_clear();
+    }
+    char to[PL_MAX_RUN_ID + 1]; /* run_id, or the link its chain is at */
+    st = deliver(e, run_id, &ib, what, NULL, &num, &found, to);
     pl__buf_free(&p);
     if (st || !out || found != PL_RUN_WAITING)
         return st;
@@ -713,7 +760,7 @@ int pl_run_cancel(pl_engine *e, const char *run_id, const char *reason)
     uint64_t num;
     pl_run_status found;
     char to[PL_MAX_RUN_ID + 1]; /* run_id, or the link its chain is at */
-    int st = deliver(e, run_id, &ib, "a cancellation", &num, &found, to);
+    int st = deliver(e, run_id, &ib, "a cancellation", NULL, &num, &found, to);
     if (st)
         return st;
     if (found == PL_RUN_SUSPENDED || found == PL_RUN_SUBMITTED) {
@@ -750,8 +797,9 @@ int pl_engine_wake(pl_engine *e, int64_t *next_due_ms)
     for (;;) {
         pl__lease lease;
         int64_t next = 0;
+        size_t n;
         int st = pl__store_timer_take(e->store, e->worker, e->lease_us, &lease,
-                                      &next);
+                                      1, &n, &next);
         if (st == PL_ENOTFOUND) {
             next = next ? (next + 999) / 1000 : 0;
             if (next_due_ms)
@@ -779,81 +827,5 @@ int pl_engine_set_wait_in_place(pl_engine *e, int64_t ms)
                                   "and ms >= 0 (-1: the default) are "
                                   "required");
     atomic_store(&e->wait_in_place_ms, (long long)ms);
-    return PL_OK;
-}
-
-/* ---- the end of a run (runner.c) ------------------------------------------ */
-
-/* The run's root returned after its cancellation was seen: it ends
- * cancelled, with the steps it made since (compensating calls). */
-int pl__end_cancelled(pl__run *r, const pl_policy_def *def, uint64_t t0,
-                      pl_outcome **out)
-{
-    pl__run_state *rs = &r->state;
-    const char *why = r->cancel_reason ? r->cancel_reason : "";
-    if (!r->check) { /* a check replay writes nothing */
-        rs->status = PL_RUN_CANCELLED;
-        rs->error = PL_ECANCELLED;
-        free(rs->reason);
-        if (!(rs->reason = pl__strdup(why)))
-            return pl__err(PL_ENOMEM, "out of memory");
-        int st = pl__run_head(r, rs->head);
-        if (st)
-            return st;
-        rs->has_head = true;
-        if ((st = pl__run_write(r, true)))
-            return st;
-        pl__emit(r, PL_EVENT_RUN_FAILED, "0", 0, def->name, 0, PL_ECANCELLED,
-                 pl__ev_clock(r) - t0, why);
-    }
-    pl_outcome *o = pl__outcome_new(r, PL_RUN_CANCELLED);
-    if (!o || !(o->reason = pl__strdup(why))) {
-        pl_outcome_free(o);
-        return pl__err(PL_ENOMEM, "out of memory");
-    }
-    o->error = PL_ECANCELLED;
-    *out = o;
-    return PL_OK;
-}
-
-/* The run parked at a wait (wait.c): record it waiting, with its timer. */
-int pl__end_waiting(pl__run *r, const pl_policy_def *def, uint64_t t0,
-                    pl_outcome **out)
-{
-    pl__run_state *rs = &r->state;
-    rs->status = PL_RUN_WAITING;
-    int st = pl__run_head(r, rs->head);
-    if (st)
-        return st;
-    rs->has_head = true;
-    free(rs->susp_path);
-    free(rs->wait_event);
-    rs->wait_event = NULL;
-    rs->susp_path = pl__strdup(r->susp_path);
-    rs->susp_seq = r->susp_seq;
-    rs->wait_until_ms = r->wait_until_ms;
-    if (!rs->susp_path ||
-        (r->wait_event && !(rs->wait_event = pl__strdup(r->wait_event))))
-        return pl__err(PL_ENOMEM, "out of memory");
-    /* woken at its time, or at its deadline to end */
-    int64_t due = r->wait_until_ms;
-    if (r->deadline_ms && (!due || r->deadline_ms < due))
-        due = r->deadline_ms;
-    r->batch.timer_us = due > 0 ? due * 1000 : 0;
-    r->batch.timer_id = r->id;
-    st = pl__run_write(r, true);
-    r->batch.timer_us = 0;
-    if (st)
-        return st;
-    pl__emit(r, PL_EVENT_RUN_SUSPENDED, r->susp_path, r->susp_seq, def->name,
-             PL_STEP_WAIT, 0, pl__ev_clock(r) - t0, r->wait_event);
-    pl_outcome *o = pl__outcome_new(r, PL_RUN_WAITING);
-    if (!o || !(o->suspended_path = pl__strdup(r->susp_path)) ||
-        (r->wait_event && !(o->wait_event = pl__strdup(r->wait_event)))) {
-        pl_outcome_free(o);
-        return pl__err(PL_ENOMEM, "out of memory");
-    }
-    o->wake_ms = r->wait_until_ms;
-    *out = o;
     return PL_OK;
 }

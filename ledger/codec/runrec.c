@@ -58,7 +58,9 @@
  *   | until     | int          | optional; waiting: wakes at, Unix ms      |
  *   | wevent    | str          | optional; waiting: for this event         |
  *   | prompt    | map          | optional; suspended: the prompt           |
- *   | result    | map          | optional; completed: the root's result    |
+ *   | result    | map          | optional, read and no longer written:     |
+ *   |           |              | the root's result, which is the payload   |
+ *   |           |              | of the root ledger's last step ("head")   |
  *   | head      | bin (32)     | optional: the hash of the root ledger's   |
  *   |           |              | last step, written with that step (see    |
  *   |           |              | record.c)                                 |

@@ -36,6 +36,7 @@
  *   order of their ids: creation order for the engine's UUIDv7 ids.
  */
 #include "lmdb_int.h"
+#include "share.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -227,6 +228,45 @@ int pl__lmdb_commit(pl__lmdb_store *s, pl__batch *const *batches, size_t n,
     return pl__lmdb_write(s, commit_body, &c);
 }
 
+/* ---- shared step values (share.c) ---------------------------------------- */
+
+typedef struct share_get {
+    pl__lmdb_store *s;
+    MDB_txn *txn;
+} share_get;
+
+static int share_get_fn(const uint8_t *key, size_t klen, const uint8_t **val,
+                        size_t *vlen, void *user)
+{
+    share_get *g = user;
+    MDB_val k = {klen, (void *)key}, v;
+    int rc = mdb_get(g->txn, g->s->steps, &k, &v);
+    if (rc == MDB_NOTFOUND)
+        return PL_ENOTFOUND;
+    if (rc)
+        return pl__lmdb_err(g->s, rc, "reading a shared step");
+    *val = v.mv_data;
+    *vlen = v.mv_size;
+    return PL_OK;
+}
+
+/* The record a step value @p v of key @p k stands for: itself, or a
+ * shared value put back together in @p buf (read in @p txn). */
+static int as_record(pl__lmdb_store *s, MDB_txn *txn, const MDB_val *k,
+                     MDB_val *v, pl__buf *buf)
+{
+    if (!pl__share_is(v->mv_data, v->mv_size))
+        return PL_OK;
+    share_get g = {s, txn};
+    int st = pl__share_unpack(buf, k->mv_data, k->mv_size, v->mv_data,
+                              v->mv_size, share_get_fn, &g, s->path);
+    if (!st) {
+        v->mv_data = buf->data;
+        v->mv_size = buf->len;
+    }
+    return st;
+}
+
 /* ---- reading ------------------------------------------------------------- */
 
 /* LMDB's default key order: bytes, then length. */
@@ -336,6 +376,7 @@ int pl__lmdb_read(pl__lmdb_store *s, const uint8_t *prefix, size_t prefix_len,
      * seen (kept in last), and a seek lands at or past its target */
     uint8_t last[PL__KEY_MAX];
     size_t last_len = 0;
+    pl__buf whole = {0}; /* a shared value's record */
     while (!rc) {
         if (seek) {
             pl__put_be32(key + prefix_len, want);
@@ -381,7 +422,8 @@ int pl__lmdb_read(pl__lmdb_store *s, const uint8_t *prefix, size_t prefix_len,
                          want);
             break;
         }
-        if ((st = pl__kvs_begin(out, NULL, 0)) ||
+        if ((st = as_record(s, txn, &k, &v, &whole)) ||
+            (st = pl__kvs_begin(out, NULL, 0)) ||
             (st = pl__buf_append(&out->data, v.mv_data, v.mv_size)))
             break;
         pl__kvs_end(out);
@@ -396,6 +438,7 @@ int pl__lmdb_read(pl__lmdb_store *s, const uint8_t *prefix, size_t prefix_len,
     if (cur)
         mdb_cursor_close(cur);
     pl__lmdb_txn_abort(s, txn);
+    pl__buf_free(&whole);
     return st;
 }
 
@@ -431,6 +474,7 @@ static int page(pl__lmdb_store *s, MDB_dbi dbi, const void *prefix, size_t plen,
     }
     MDB_val k = {after ? after_len : plen, (void *)(after ? after : prefix)};
     MDB_val v;
+    pl__buf whole = {0};      /* a shared value's record */
     const void *prev = after; /* the last key handed out, or after */
     size_t prev_len = after_len;
     int rc = mdb_cursor_open(txn, dbi, &cur);
@@ -454,7 +498,8 @@ static int page(pl__lmdb_store *s, MDB_dbi dbi, const void *prefix, size_t plen,
                 rc = 0;
             break;
         }
-        if ((st = pl__kvs_add(out, k.mv_data, k.mv_size, v.mv_data, v.mv_size)))
+        if ((dbi == s->steps && (st = as_record(s, txn, &k, &v, &whole))) ||
+            (st = pl__kvs_add(out, k.mv_data, k.mv_size, v.mv_data, v.mv_size)))
             break;
         prev = k.mv_data;
         prev_len = k.mv_size;
@@ -465,6 +510,7 @@ static int page(pl__lmdb_store *s, MDB_dbi dbi, const void *prefix, size_t plen,
     if (cur)
         mdb_cursor_close(cur);
     pl__lmdb_txn_abort(s, txn);
+    pl__buf_free(&whole);
     return st;
 }
 
@@ -488,12 +534,13 @@ int pl__lmdb_each_step(pl__lmdb_store *s, uint64_t run, pl__step_fn fn,
     pl__put_be64(first, run);
     bool more = true;
     int st = PL_OK;
+    pl__buf whole = {0}; /* a shared value's record */
     while (more && !st) {
         MDB_txn *txn;
         MDB_cursor *cur = NULL;
         size_t seen, n = 0;
         if ((st = pl__lmdb_txn_begin(s, false, &txn, &seen)))
-            return st;
+            break;
         MDB_val k = {last_len ? last_len : 8, last_len ? last : first}, v;
         int rc = pl__lmdb_held(s, txn, run, &st);
         if (!rc && !st)
@@ -518,7 +565,8 @@ int pl__lmdb_each_step(pl__lmdb_store *s, uint64_t run, pl__step_fn fn,
             }
             prev = k.mv_data;
             prev_len = k.mv_size;
-            if ((st = fn(k.mv_data, k.mv_size, v.mv_data, v.mv_size, user)))
+            if ((st = as_record(s, txn, &k, &v, &whole)) ||
+                (st = fn(k.mv_data, k.mv_size, v.mv_data, v.mv_size, user)))
                 break;
             if (++n == EACH_MAX) { /* go on after it in a new transaction */
                 if (k.mv_size > sizeof last) {
@@ -541,6 +589,7 @@ int pl__lmdb_each_step(pl__lmdb_store *s, uint64_t run, pl__step_fn fn,
             mdb_cursor_close(cur);
         pl__lmdb_txn_abort(s, txn);
     }
+    pl__buf_free(&whole);
     return st;
 }
 

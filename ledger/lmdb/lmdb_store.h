@@ -74,13 +74,15 @@ PL__HIDDEN int pl__lmdb_timer_set(pl__lmdb_store *s, uint64_t run,
                                   const char *run_id,
                                   int64_t due_us) PL__MUST_CHECK;
 PL__HIDDEN int pl__lmdb_timer_take(pl__lmdb_store *s, const char *owner,
-                                   int64_t lease_us, pl__lease *out,
+                                   int64_t lease_us, pl__lease *out, size_t max,
+                                   size_t *n,
                                    int64_t *next_due_us) PL__MUST_CHECK;
 PL__HIDDEN int pl__lmdb_timer_get(pl__lmdb_store *s, uint64_t run,
                                   int64_t *due_us) PL__MUST_CHECK;
 PL__HIDDEN int pl__lmdb_inbox_put(pl__lmdb_store *s, uint64_t run,
                                   const char *run_id, pl__inbox_check_fn check,
                                   void *user, const uint8_t *rec, size_t len,
+                                  pl__inbox_take *take,
                                   uint64_t *seq) PL__MUST_CHECK;
 PL__HIDDEN int pl__lmdb_inbox_read(pl__lmdb_store *s, uint64_t run,
                                    pl__kvs *out) PL__MUST_CHECK;

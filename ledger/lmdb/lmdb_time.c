@@ -110,7 +110,7 @@ static int timer_put(pl__lmdb_store *s, MDB_txn *txn, uint64_t run,
 int pl__lmdb_time_batch(pl__lmdb_store *s, MDB_txn *txn, const pl__batch *bt,
                         int *st)
 {
-    if (!bt->timer_us && !bt->inbox_del)
+    if (!bt->timer_us && !bt->inbox_del && !bt->inbox_add)
         return 0;
     if (!s->has_time) {
         *st = no_time(s, true);
@@ -121,6 +121,24 @@ int pl__lmdb_time_batch(pl__lmdb_store *s, MDB_txn *txn, const pl__batch *bt,
         ((rc = timer_put(s, txn, bt->run, bt->timer_id, bt->timer_us, st)) ||
          *st))
         return rc;
+    for (size_t i = 0; bt->inbox_add && i < bt->inbox_add->n; i++) {
+        const pl__kvs *a = bt->inbox_add;
+        uint8_t key[16];
+        pl__put_be64(key, bt->run);
+        if (ALWAYS(a->e[i].klen == 8))
+            memcpy(key + 8, pl__kvs_key(a, i), 8);
+        MDB_val k = {16, key}, v = {a->e[i].vlen, (void *)pl__kvs_val(a, i)};
+        rc = mdb_put(txn, s->inbox, &k, &v, MDB_NOOVERWRITE);
+        if (rc == MDB_KEYEXIST) {
+            *st = pl__err(PL_EBUSY,
+                          "run #%llu: an inbox record is there "
+                          "already at the seq being written",
+                          (unsigned long long)bt->run);
+            return 0;
+        }
+        if (rc)
+            return rc;
+    }
     if (bt->inbox_del) {
         uint8_t key[16];
         pl__put_be64(key, bt->run);
@@ -216,13 +234,41 @@ static int earliest(pl__lmdb_store *s, int64_t *due)
     return st;
 }
 
+#define TAKE_MAX 64 /* timers a take looks at, past those it skips */
+
 typedef struct take_ctx {
     const char *owner;
     int64_t lease_us;
     pl__lease *out;
-    bool found;
+    size_t max, n;
     int64_t next;
 } take_ctx;
+
+/* Take the timer at index entry (@p due, @p run) and its run's lease into
+ * c->out[c->n] (a stale entry is dropped instead). */
+static int take_one(pl__lmdb_store *s, MDB_txn *txn, take_ctx *c, int64_t due,
+                    uint64_t run, int *st)
+{
+    int64_t tdue;
+    char id[PL_MAX_RUN_ID + 1];
+    int rc = timer_get(s, txn, run, &tdue, id, st);
+    if (rc == MDB_NOTFOUND || (!rc && !*st && tdue != due)) {
+        /* a stale index entry: drop it, and look again next time */
+        uint8_t dk[16];
+        due_key(dk, due, run);
+        MDB_val d = {16, dk};
+        c->next = pl__now_us();
+        rc = mdb_del(txn, s->due, &d, NULL);
+        return rc == MDB_NOTFOUND ? 0 : rc;
+    }
+    if (rc || *st || (rc = timer_del(s, txn, run, due)))
+        return rc;
+    rc = pl__lmdb_lease_take(s, txn, run, id, c->owner, c->lease_us,
+                             &c->out[c->n], st);
+    if (!rc && !*st)
+        c->n++;
+    return rc;
+}
 
 static int take_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
 {
@@ -233,19 +279,23 @@ static int take_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
         return rc;
     MDB_val k, v;
     int64_t now = pl__now_us();
-    c->found = false;
+    c->n = 0;
     c->next = 0;
-    uint64_t run = 0;
-    int64_t due = 0;
-    for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); !rc;
+    /* the due entries to take, found first: the cursor is not used across
+     * the writes */
+    int64_t dues[TAKE_MAX];
+    uint64_t runs[TAKE_MAX];
+    size_t found = 0;
+    for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST);
+         !rc && found < c->max && found < TAKE_MAX;
          rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
         if (k.mv_size != 16) {
             *st = pl__err(PL_ECORRUPT, "store '%s': a timer key is malformed",
                           s->path);
             break;
         }
-        due = (int64_t)pl__get_be64(k.mv_data);
-        run = pl__get_be64((const uint8_t *)k.mv_data + 8);
+        int64_t due = (int64_t)pl__get_be64(k.mv_data);
+        uint64_t run = pl__get_be64((const uint8_t *)k.mv_data + 8);
         if (due > now) {
             c->next = due;
             break;
@@ -259,39 +309,23 @@ static int take_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
         }
         if (!lrc && !lst && l.expires_in_us > 0)
             continue; /* executing: it parks again or ends */
-        c->found = true;
-        break;
+        dues[found] = due;
+        runs[found++] = run;
     }
     mdb_cursor_close(cur);
     if (rc == MDB_NOTFOUND)
         rc = 0;
-    if (rc || *st || !c->found)
-        return rc;
-    int64_t tdue;
-    char id[PL_MAX_RUN_ID + 1];
-    rc = timer_get(s, txn, run, &tdue, id, st);
-    if (rc == MDB_NOTFOUND || (!rc && !*st && tdue != due)) {
-        /* a stale index entry: drop it, and look again next time */
-        uint8_t dk[16];
-        due_key(dk, due, run);
-        MDB_val d = {16, dk};
-        c->found = false;
-        c->next = now;
-        rc = mdb_del(txn, s->due, &d, NULL);
-        return rc == MDB_NOTFOUND ? 0 : rc;
-    }
-    if (rc || *st)
-        return rc;
-    if ((rc = timer_del(s, txn, run, due)))
-        return rc;
-    return pl__lmdb_lease_take(s, txn, run, id, c->owner, c->lease_us, c->out,
-                               st);
+    for (size_t i = 0; !rc && !*st && i < found; i++)
+        rc = take_one(s, txn, c, dues[i], runs[i], st);
+    return rc;
 }
 
 int pl__lmdb_timer_take(pl__lmdb_store *s, const char *owner, int64_t lease_us,
-                        pl__lease *out, int64_t *next_due_us)
+                        pl__lease *out, size_t max, size_t *n,
+                        int64_t *next_due_us)
 {
     *next_due_us = 0;
+    *n = 0;
     if (!s->has_time)
         return PL_ENOTFOUND;
     int64_t first;
@@ -302,12 +336,14 @@ int pl__lmdb_timer_take(pl__lmdb_store *s, const char *owner, int64_t lease_us,
         *next_due_us = first;
         return PL_ENOTFOUND;
     }
-    take_ctx c = {owner, lease_us, out, false, 0};
+    take_ctx c = {owner, lease_us, out, max, 0, 0};
     st = pl__lmdb_write(s, take_body, &c);
-    if (!st && !c.found) {
+    if (!st && !c.n) {
         *next_due_us = c.next;
         return PL_ENOTFOUND;
     }
+    if (!st)
+        *n = c.n;
     return st;
 }
 
@@ -318,8 +354,50 @@ typedef struct put_ctx {
     void *user;
     const uint8_t *rec;
     size_t len;
+    pl__inbox_take *take;
+    pl__buf state; /* with take: the state as found, then as claimed */
     uint64_t seq;
 } put_ctx;
+
+/* With the delivery, take the run's lease and claim its state (see
+ * pl__inbox_take): unless another owner's live lease is there, the run is
+ * held apart (lmdb_journal.c), or the claim refuses. */
+static int take_claim(pl__lmdb_store *s, MDB_txn *txn, put_ctx *c, int *st)
+{
+    pl__inbox_take *t = c->take;
+    pl__lease l;
+    int lst = 0;
+    int rc = pl__lmdb_lease_peek(s, txn, c->run, &l, &lst);
+    if (rc && rc != MDB_NOTFOUND)
+        return rc;
+    if (!rc && (lst || (l.expires_in_us > 0 && *l.owner &&
+                        strcmp(l.owner, t->owner) != 0)))
+        return 0; /* another's (or malformed): the plain path reports it */
+    if ((rc = pl__lmdb_held(s, txn, c->run, &lst)) || lst)
+        return rc;
+    char saved[PL__ERRMSG_MAX];
+    pl__errmsg_save(saved);
+    pl__kvs extra = {0};
+    int cst = t->claim(&c->state, &extra, t->user);
+    bool none = extra.n == 0;
+    pl__kvs_free(&extra);
+    pl__errmsg_restore(saved);
+    if (cst || NEVER(!none))
+        return 0; /* refused: the delivery alone */
+    uint8_t key[8];
+    pl__put_be64(key, c->run);
+    MDB_val k = {8, key}, v = {c->state.len, c->state.data};
+    if ((rc = mdb_put(txn, s->state, &k, &v, 0)))
+        return rc;
+    pl__lease got;
+    rc = pl__lmdb_lease_take(s, txn, c->run, c->id, t->owner, t->lease_us, &got,
+                             st);
+    if (!rc && !*st) {
+        t->taken = true;
+        t->gen = got.gen;
+    }
+    return rc;
+}
 
 static int put_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
 {
@@ -335,6 +413,12 @@ static int put_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
     }
     if (rc || (*st = c->check(v.mv_data, v.mv_size, c->user)))
         return rc;
+    if (c->take) { /* copied now: a write may move the page it is in */
+        pl__buf_reset(&c->state);
+        c->take->taken = false;
+        if ((*st = pl__buf_append(&c->state, v.mv_data, v.mv_size)))
+            return 0;
+    }
     /* the next seq: one past the run's last inbox record */
     MDB_cursor *cur;
     if ((rc = mdb_cursor_open(txn, s->inbox, &cur)))
@@ -358,17 +442,27 @@ static int put_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
     v = (MDB_val){c->len, (void *)c->rec};
     if ((rc = mdb_put(txn, s->inbox, &k, &v, MDB_NOOVERWRITE)))
         return rc;
-    return timer_put(s, txn, c->run, c->id, pl__now_us(), st);
+    /* due now even when taken: should the taker die, the run is woken
+     * once its lease has run out */
+    if ((rc = timer_put(s, txn, c->run, c->id, pl__now_us(), st)) || *st ||
+        !c->take)
+        return rc;
+    return take_claim(s, txn, c, st);
 }
 
 int pl__lmdb_inbox_put(pl__lmdb_store *s, uint64_t run, const char *run_id,
                        pl__inbox_check_fn check, void *user, const uint8_t *rec,
-                       size_t len, uint64_t *seq)
+                       size_t len, pl__inbox_take *take, uint64_t *seq)
 {
     if (!s->has_time)
         return no_time(s, true);
-    put_ctx c = {run, run_id, check, user, rec, len, 0};
+    if (take && !s->has_leases)
+        take = NULL; /* a read-only store: the write fails anyway */
+    put_ctx c = {run, run_id, check, user, rec, len, take, {0}, 0};
     int st = pl__lmdb_write(s, put_body, &c);
+    pl__buf_free(&c.state);
+    if (st && take)
+        take->taken = false;
     if (!st)
         *seq = c.seq;
     return st;

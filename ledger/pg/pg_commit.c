@@ -15,16 +15,19 @@
  *   |                  | successor, and L_CREATE_SUCC its queued lease at |
  *   |                  | the predecessor's place, with its key            |
  *   | Q_WRITE          | once, for every other batch together: the fences |
- *   |                  | of their leases (pl_fences(), which also drops   |
- *   |                  | the leases of finished executions), their steps, |
+ *   |                  | of their leases (their rows locked; the leases   |
+ *   |                  | of finished executions dropped), their steps,    |
  *   |                  | their states, their timers and the inbox records |
  *   |                  | they consume (pl_consumed() fails the commit     |
  *   |                  | when one is gone), each as arrays that unnest()  |
- *   |                  | turns into rows                                  |
+ *   |                  | turns into rows; plain SQL, no function called   |
+ *   |                  | unless a fence or a consumption failed           |
  *   | Q_STEPS          | only past STEPS_ROWS rows or STEPS_BYTES bytes   |
  *   |                  | of steps: the rest, as many as it takes          |
  *   | Q_SCHED          | once per batch that writes a schedule            |
  *   |                  | (pg_sched.c)                                     |
+ *   | Q_INBOX_ADD      | once per inbox record an import writes (rare:    |
+ *   |                  | not worth an array of Q_WRITE's; pg_time.c)      |
  *
  * Every one is a prepared statement (pg_conn.c prepares them on each
  * connection), so the server parses and plans none of them again.  The
@@ -326,14 +329,14 @@ typedef struct commit_ctx {
 } commit_ctx;
 
 /* Q_WRITE's answer: the runs written with a cancellation in their inbox,
- * "3,17" (NULL: none). */
+ * "3,17" (NULL: none), in its last column (the others are the checks'). */
 static int cancels_seen(commit_ctx *x, PGresult *r)
 {
-    if (PQntuples(r) != 1 || PQnfields(r) != 2)
+    if (PQntuples(r) != 1 || PQnfields(r) != 3)
         return pl__err(PL_ECORRUPT,
                        "store '%s': a commit's answer is malformed",
                        x->s->path);
-    const char *p = PQgetisnull(r, 0, 1) ? "" : PQgetvalue(r, 0, 1);
+    const char *p = PQgetisnull(r, 0, 2) ? "" : PQgetvalue(r, 0, 2);
     for (size_t b = 0; b < x->n; b++) {
         x->batches[b]->inbox_known = !x->batches[b]->create_id;
         x->batches[b]->inbox_cancel = false;
@@ -483,6 +486,10 @@ int pl__pg_commit(pl__pg_store *s, pl__batch *const *batches, size_t n,
         if (batches[b]->sched_name && !batches[b]->create_id &&
             (st = pl__pg_sched_send(s, x.c, batches[b])) == PL_OK)
             writes++;
+    /* an import's inbox records, each its statement, too */
+    for (size_t b = 0; !st && b < n; b++)
+        if (batches[b]->inbox_add && !batches[b]->create_id)
+            st = pl__pg_inbox_add_send(s, x.c, batches[b], &writes);
     /* the Sync ends the implicit transaction: commits it, or rolls back
      * everything after an error; after a failed send nothing is synced,
      * and the connection, left in pipeline mode, is dropped, which rolls
@@ -564,8 +571,9 @@ static int put_result(size_t i, PGresult *r, void *user)
                : pl__pg_err(x->s, x->c, r, "writing a run state");
 }
 
-/* Write the new state and @p extra's steps, and COMMIT, in one round trip. */
-static int put_state(pl__pg_store *s, PGconn *c, uint64_t num,
+/* Write the new state and @p extra's steps, and COMMIT, in one round trip
+ * (pg_int.h). */
+int pl__pg_put_state(pl__pg_store *s, PGconn *c, uint64_t num,
                      const pl__buf *state, const pl__kvs *extra)
 {
     pl__batch b = {0};
@@ -618,7 +626,7 @@ int pl__pg_state_update(pl__pg_store *s, uint64_t num, pl__state_fn fn,
     if (!st)
         st = fn(&state, &extra, user);
     if (!st)
-        st = put_state(s, c, num, &state, &extra);
+        st = pl__pg_put_state(s, c, num, &state, &extra);
     if (st)
         c = pl__pg_rollback(s, c);
     pl__pg_conn_put(s, c);

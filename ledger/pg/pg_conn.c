@@ -393,6 +393,18 @@ int pl__pg_pipeline_finish(pl__pg_store *s, PGconn *c, size_t n,
     return st;
 }
 
+int pl__pg_int_array(pl__buf *b, const uint64_t *v, size_t n)
+{
+    int st = pl__buf_append(b, "{", 1);
+    for (size_t i = 0; !st && i < n; i++) {
+        char x[24];
+        int len = snprintf(x, sizeof x, "%s%llu", i ? "," : "",
+                           (unsigned long long)v[i]);
+        st = pl__buf_append(b, x, (size_t)len);
+    }
+    return st ? st : pl__buf_append(b, "}", 2);
+}
+
 /* Run a statement without parameters that returns no rows. */
 int pl__pg_command(pl__pg_store *s, PGconn *c, const char *sql,
                    const char *what)
@@ -517,6 +529,9 @@ static int make_statements(pl__pg_store *s)
         "WHERE $1::bytea = ''::bytea OR id < $1::bytea "
         "ORDER BY id DESC LIMIT $2::bigint",
         n);
+    /* $1 in text: "{3,17}" */
+    s->q[Q_STATES] = pl__asprintf(
+        "SELECT run, v FROM \"%s\".state WHERE run = ANY($1::bigint[])", n);
     s->q[Q_FORMAT] = pl__asprintf(
         "SELECT v FROM \"%s\".meta WHERE k = 'format'", n);
     /* what the schema holds: relations; our tables; the identity and the
@@ -543,13 +558,27 @@ static int make_statements(pl__pg_store *s)
     s->q[Q_MARK] = pl__strdup(
         "SELECT (CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() "
         "ELSE pg_current_wal_lsn() END - '0/0'::pg_lsn)::bigint");
-    /* a commit's writes (pg_commit.c): the fence runs first, as the main
-     * query; then the check that every inbox record consumed was there
-     * (it reads d); the other data-modifying CTEs after, to completion.
-     * It answers with the runs of $14 with a cancellation in their inbox */
+    /* a commit's writes (pg_commit.c), in plain SQL: no function runs
+     * unless the commit fails.  f locks the lease rows of the fences that
+     * hold, in run order, and the main query counts them first: a fence
+     * that failed calls pl_fence_lost(), which raises its error (before
+     * any row is written: the data-modifying CTEs no query reads run
+     * after the main query); then d, the inbox records consumed, each of
+     * which must still be there (pl_consumed() raises otherwise); the other
+     * CTEs after, to completion.  It answers with the runs of $14 with a
+     * cancellation in their inbox.  Each join names its table's rows
+     * with = ANY as well, so that the plan the server keeps for the
+     * prepared statement reads them by index, not the whole table */
     s->q[Q_WRITE] = pl__asprintf(
-        "WITH f AS (SELECT \"%s\".pl_fences($1::bigint[], $2::bigint[], "
-        "$3::boolean[])), k AS (INSERT INTO \"%s\".steps (k, v) SELECT * "
+        "WITH f AS (SELECT l.run FROM \"%s\".leases l JOIN unnest("
+        "$1::bigint[], $2::bigint[]) AS u(run, gen) ON l.run = u.run AND "
+        "l.gen = u.gen WHERE l.run = ANY($1::bigint[]) AND (l.fkey IS NULL "
+        "OR l.expires > " NOW_US ") ORDER BY l.run FOR UPDATE OF l), "
+        /* the leases of finished executions, dropped */
+        "dr AS (DELETE FROM \"%s\".leases l USING unnest($1::bigint[], "
+        "$3::boolean[]) AS u(run, dropit) WHERE u.dropit AND l.run = u.run "
+        "AND l.run = ANY($1::bigint[])), "
+        "k AS (INSERT INTO \"%s\".steps (k, v) SELECT * "
         "FROM unnest($4::bytea[], $5::bytea[])), t AS (INSERT INTO "
         "\"%s\".state (run, v) SELECT * FROM unnest($6::bigint[], "
         "$7::bytea[]) ON CONFLICT (run) DO UPDATE SET v = excluded.v), "
@@ -561,12 +590,14 @@ static int make_statements(pl__pg_store *s)
         /* inbox records consumed: each must still be there */
         "d AS (DELETE FROM \"%s\".inbox x USING unnest($12::bigint[], "
         "$13::bigint[]) AS u(run, seq) WHERE x.run = u.run AND x.seq = "
-        "u.seq RETURNING 1) "
-        "SELECT \"%s\".pl_consumed(cardinality($12::bigint[]), (SELECT "
-        "count(*) FROM d)), (SELECT string_agg(DISTINCT i.run::text, ',') "
-        "FROM \"%s\".inbox i WHERE i.cancel AND i.run = ANY($14::bigint[])) "
-        "FROM f",
-        n, n, n, n, n, n, n);
+        "u.seq AND x.run = ANY($12::bigint[]) RETURNING 1) "
+        "SELECT CASE WHEN (SELECT count(*) FROM f) < cardinality($1::bigint[]) "
+        "THEN \"%s\".pl_fence_lost($1::bigint[], $2::bigint[]) END, "
+        "CASE WHEN (SELECT count(*) FROM d) < cardinality($12::bigint[]) "
+        "THEN \"%s\".pl_consumed(cardinality($12::bigint[]), (SELECT "
+        "count(*) FROM d)) END, (SELECT string_agg(DISTINCT i.run::text, ',') "
+        "FROM \"%s\".inbox i WHERE i.cancel AND i.run = ANY($14::bigint[]))",
+        n, n, n, n, n, n, n, n, n);
     s->q[Q_STEPS] = pl__asprintf("INSERT INTO \"%s\".steps (k, v) SELECT * "
                                  "FROM unnest($1::bytea[], $2::bytea[])",
                                  n);
@@ -621,6 +652,8 @@ static int make_statements(pl__pg_store *s)
     for (int i = T_SET; i <= T_INBOX_READ; i++)
         if (pl__pg_time_sql(s, i, &s->q[i]))
             return PL_ENOMEM;
+    if (pl__pg_time_sql(s, Q_INBOX_ADD, &s->q[Q_INBOX_ADD]))
+        return PL_ENOMEM;
     for (int i = 0; i < Q_N; i++)
         if (!s->q[i])
             return pl__err(PL_ENOMEM, "out of memory");

@@ -33,7 +33,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define NOW_US "(extract(epoch from clock_timestamp()) * 1000000)::bigint"
 #define NOW_MS "(extract(epoch from clock_timestamp()) * 1000)::bigint"
 
 int pl__pg_flow_sql(const pl__pg_store *s, int which, char **out)

@@ -32,14 +32,14 @@
 #define SCHEMA_MAX 63
 #define IDLE_MAX 16
 #define READ_MAX 1024 /* rows per SELECT */
-/* The server's clock, in Unix microseconds. */
+/* The server's clock in Unix us: every lease's and timer's "now". */
 #define NOW_US "(extract(epoch from clock_timestamp()) * 1000000)::bigint"
 
 /*
  * The statements (s->q[]), naming the schema, in three ranges: the first
  * prepared on every connection (pg_conn.c), then the lease statements
  * and the writes, prepared too unless the store is read-only (an older
- * store opened read-only may lack the leases table and pl_fences()), then
+ * store opened read-only may lack the leases table and its functions), then
  * those sent unprepared: rare, or transaction control.
  */
 enum {
@@ -50,9 +50,11 @@ enum {
     Q_SCAN,
     Q_RUNS,
     Q_RUNS_DESC,
+    Q_STATES, /* the states of a page of runs (pg_read.c) */
     /* prepared unless read-only (lease statements: pg_lease.c) */
     L_ACQUIRE,
     L_GET,
+    L_GETS, /* the leases of a page of runs */
     L_NEXT,
     L_RENEW,
     L_RELEASE,
@@ -83,6 +85,7 @@ enum {
     Q_MARK,
     Q_TOMB_GET,
     Q_TOMBS_EXPIRE,
+    Q_INBOX_ADD, /* an inbox record written as it is (an import's) */
     Q_N
 };
 #define Q_PREPARED_RO L_ACQUIRE /* those prepared on a read-only store */
@@ -159,6 +162,10 @@ typedef int (*pl__pg_result_fn)(size_t i, PGresult *r, void *user);
 PL__HIDDEN int pl__pg_pipeline_finish(pl__pg_store *s, PGconn *c, size_t n,
                                       pl__pg_result_fn fn, void *user,
                                       const char *what) PL__MUST_CHECK;
+/* Append "{a,b,...}" of @p n numbers to @p b, NUL-terminated: an array
+ * parameter in text. */
+PL__HIDDEN int pl__pg_int_array(pl__buf *b, const uint64_t *v,
+                                size_t n) PL__MUST_CHECK;
 /* Run a statement without parameters that returns no rows. */
 PL__HIDDEN int pl__pg_command(pl__pg_store *s, PGconn *c, const char *sql,
                               const char *what);
@@ -198,6 +205,11 @@ PL__HIDDEN bool pl__pg_parse_i64(const char *p, int64_t *out);
  */
 PL__HIDDEN int pl__pg_lock_state(pl__pg_store *s, PGconn *c, uint64_t num,
                                  pl__buf *state) PL__MUST_CHECK;
+/* In that transaction: write run @p num's new state and @p extra's steps,
+ * and COMMIT, in one round trip. */
+PL__HIDDEN int pl__pg_put_state(pl__pg_store *s, PGconn *c, uint64_t num,
+                                const pl__buf *state,
+                                const pl__kvs *extra) PL__MUST_CHECK;
 /* After a failure in a transaction pl__pg_lock_state() began: roll it back
  * (the message kept).  Returns @p c, or NULL when it had to be closed. */
 PL__HIDDEN PGconn *pl__pg_rollback(pl__pg_store *s, PGconn *c);
@@ -212,6 +224,11 @@ PL__HIDDEN int pl__pg_time_setup(pl__pg_store *s, PGconn *c);
 /* The status of a commit's failed statement when it consumed an inbox
  * record another execution consumed first (PL_EBUSY); PL_OK otherwise. */
 PL__HIDDEN int pl__pg_time_failed(const PGresult *r);
+/* Send batch @p bt's inbox records to write (pl__batch.inbox_add), each
+ * its statement, in a commit's pipeline; *nsent counts them. */
+PL__HIDDEN int pl__pg_inbox_add_send(pl__pg_store *s, PGconn *c,
+                                     const pl__batch *bt,
+                                     size_t *nsent) PL__MUST_CHECK;
 /* ---- flow control (pg_flow.c) ------------------------------------------- */
 
 /* Format statement @p which (L_RATE, L_RATE_GET) for the store's schema. */

@@ -23,6 +23,9 @@
  *   |        | generation (locking its row); drops it if drop           |
  *   | pl_fence(run, gen, drop) | the same for one run (what stores    |
  *   |        | written by earlier versions call)                        |
+ *   | pl_fence_lost(runs[], gens[]) | raises the error of the first    |
+ *   |        | run, in run order, whose lease is not that generation     |
+ *   |        | (what a commit calls when its fences failed)             |
  *
  * Every expiry is the server's clock_timestamp(): hosts need not agree on
  * the time.  A worker takes a queued or expired lease with one UPDATE whose
@@ -30,8 +33,28 @@
  * take the same row and neither waits for the other.  A commit's fence
  * locks the lease row until the commit ends, so a take waits for it and
  * then finds the generation it must increment.
+ *
+ * A commit's fences are plain SQL in its statement (Q_WRITE, pg_conn.c):
+ * SELECT ... FOR UPDATE of the lease rows that hold, in run order, and
+ * pl_fence_lost() only when fewer hold than it fences.  The older
+ * pl_fences() did the same in PL/pgSQL on every commit, which cost the
+ * server more than the rest of the commit's statement (bench/README.md,
+ * "Where the time goes on PostgreSQL"); it stays for stores that older
+ * versions of this library still write to.
  */
 #define FENCE_STATE "PLOWN"
+/* PL/pgSQL: the error of the fence of run rs[i], generation gs[i], whose
+ * lease is now hgen, held by holder (NULL: none) */
+#define FENCE_RAISE                                                            \
+    "IF hgen = gs[i] THEN RAISE EXCEPTION 'run #%%: this worker''s lease "     \
+    "(generation %%) ran out, and its concurrency key''s place may have "      \
+    "gone to another run; nothing more is written', rs[i], gs[i] USING "       \
+    "ERRCODE = '" FENCE_STATE "'; END IF; "                                    \
+    "RAISE EXCEPTION 'run #%%: this worker''s lease (generation %%) was "      \
+    "taken over by %%; nothing more is written', rs[i], gs[i], "               \
+    "CASE WHEN holder IS NULL THEN 'nobody (it was dropped)' WHEN "            \
+    "holder = '' THEN 'the queue' ELSE holder END "                            \
+    "USING ERRCODE = '" FENCE_STATE "'; "
 
 int pl__pg_lease_sql(const pl__pg_store *s, int which, char **out)
 {
@@ -50,6 +73,11 @@ int pl__pg_lease_sql(const pl__pg_store *s, int which, char **out)
     case L_GET:
         *out = pl__asprintf("SELECT run, gen, expires - " NOW_US ", owner, id "
                             "FROM \"%s\".leases WHERE run = $1::bigint",
+                            n);
+        break;
+    case L_GETS: /* $1: "{3,17}" */
+        *out = pl__asprintf("SELECT run, gen, expires - " NOW_US ", owner, id "
+                            "FROM \"%s\".leases WHERE run = ANY($1::bigint[])",
                             n);
         break;
     case L_NEXT: /* the queue's order and the keys' limits: pg_flow.c */
@@ -143,20 +171,28 @@ int pl__pg_lease_setup(pl__pg_store *s, PGconn *c)
         "AND (fkey IS NULL OR expires > " NOW_US ") FOR UPDATE; "
         "IF NOT FOUND THEN "
         "SELECT owner, gen INTO holder, hgen FROM \"%s\".leases WHERE run = "
-        "rs[i]; "
-        "IF hgen = gs[i] THEN RAISE EXCEPTION 'run #%%: this worker''s lease "
-        "(generation %%) ran out, and its concurrency key''s place may have "
-        "gone to another run; nothing more is written', rs[i], gs[i] USING "
-        "ERRCODE = '" FENCE_STATE "'; END IF; "
-        "RAISE EXCEPTION 'run #%%: this worker''s lease (generation %%) was "
-        "taken over by %%; nothing more is written', rs[i], gs[i], "
-        "CASE WHEN holder IS NULL THEN 'nobody (it was dropped)' WHEN "
-        "holder = '' THEN 'the queue' ELSE holder END "
-        "USING ERRCODE = '" FENCE_STATE "'; END IF; "
+        "rs[i]; " FENCE_RAISE "END IF; "
         "IF ds[i] THEN DELETE FROM \"%s\".leases WHERE run = rs[i]; END IF; "
         "END LOOP; END $f$;"
+        /* what a commit whose fence failed calls (Q_WRITE: the fences
+         * themselves are plain SQL): the error of the first run, in run
+         * order, whose lease the commit no longer holds; it always
+         * raises */
+        "CREATE OR REPLACE FUNCTION \"%s\".pl_fence_lost(rs bigint[], "
+        "gs bigint[]) RETURNS boolean LANGUAGE plpgsql AS $f$ "
+        "DECLARE i bigint; holder text; hgen bigint; live boolean; BEGIN "
+        "FOR i IN SELECT o FROM unnest(rs) WITH ORDINALITY AS u(r, o) "
+        "ORDER BY r, o LOOP "
+        "holder := NULL; hgen := NULL; live := NULL; "
+        "SELECT owner, gen, fkey IS NULL OR expires > " NOW_US " INTO holder, "
+        "hgen, live FROM \"%s\".leases WHERE run = rs[i]; "
+        "IF hgen = gs[i] AND live THEN CONTINUE; END IF; " FENCE_RAISE
+        "END LOOP; "
+        "RAISE EXCEPTION 'run #%%: this worker''s lease was taken over; "
+        "nothing more is written', rs[1] USING ERRCODE = '" FENCE_STATE "'; "
+        "END $f$;"
         "COMMIT",
-        n, n, n, n, n, n, n, n, n, n, n);
+        n, n, n, n, n, n, n, n, n, n, n, n, n);
     if (!sql)
         return pl__err(PL_ENOMEM, "out of memory");
     int st = pl__pg_command(s, c, sql, "creating the leases table");
@@ -169,7 +205,7 @@ int pl__pg_lease_exec(pl__pg_store *s, int which, int n,
                       const char *const *vals, PGresult **out, const char *what)
 {
     *out = NULL;
-    if (s->read_only && which != L_GET)
+    if (s->read_only && which != L_GET && which != L_GETS)
         return pl__pg_read_only(s);
     PGconn *c;
     int st = pl__pg_conn_get(s, &c);
@@ -233,6 +269,35 @@ int pl__pg_lease_get(pl__pg_store *s, uint64_t run, pl__lease *out)
     return st;
 }
 
+int pl__pg_leases_get(pl__pg_store *s, const uint64_t *runs, size_t n,
+                      pl__lease *out, bool *found)
+{
+    for (size_t i = 0; i < n; i++)
+        found[i] = false;
+    if (!n)
+        return PL_OK;
+    pl__buf a = {0};
+    int st = pl__pg_int_array(&a, runs, n);
+    PGresult *r = NULL;
+    if (!st) {
+        const char *vals[1] = {(const char *)a.data};
+        st = pl__pg_lease_exec(s, L_GETS, 1, vals, &r, "reading leases");
+    }
+    for (int j = 0; !st && j < PQntuples(r); j++) {
+        pl__lease l;
+        if ((st = lease_row(s, r, j, &l)))
+            break;
+        for (size_t i = 0; i < n; i++)
+            if (runs[i] == l.run) {
+                out[i] = l;
+                found[i] = true;
+            }
+    }
+    PQclear(r);
+    pl__buf_free(&a);
+    return st;
+}
+
 int pl__pg_lease_acquire(pl__pg_store *s, uint64_t run, const char *run_id,
                          const char *owner, int64_t lease_us,
                          uint64_t steal_gen, uint64_t *gen, bool *had,
@@ -282,19 +347,6 @@ int pl__pg_lease_next(pl__pg_store *s, const char *owner, int64_t lease_us,
     return st;
 }
 
-/* Append "{a,b,...}" of @p n numbers to @p b, NUL-terminated. */
-static int int_array(pl__buf *b, const uint64_t *v, size_t n)
-{
-    int st = pl__buf_append(b, "{", 1);
-    for (size_t i = 0; !st && i < n; i++) {
-        char x[24];
-        int len = snprintf(x, sizeof x, "%s%llu", i ? "," : "",
-                           (unsigned long long)v[i]);
-        st = pl__buf_append(b, x, (size_t)len);
-    }
-    return st ? st : pl__buf_append(b, "}", 2);
-}
-
 int pl__pg_lease_renew(pl__pg_store *s, const uint64_t *runs,
                        const uint64_t *gens, size_t n, int64_t lease_us,
                        bool *lost)
@@ -304,9 +356,9 @@ int pl__pg_lease_renew(pl__pg_store *s, const uint64_t *runs,
     pl__buf ra = {0}, ga = {0};
     char d[24];
     snprintf(d, sizeof d, "%lld", (long long)lease_us);
-    int st = int_array(&ra, runs, n);
+    int st = pl__pg_int_array(&ra, runs, n);
     if (!st)
-        st = int_array(&ga, gens, n);
+        st = pl__pg_int_array(&ga, gens, n);
     PGresult *r = NULL;
     if (!st) {
         const char *vals[3] = {(const char *)ra.data, (const char *)ga.data, d};

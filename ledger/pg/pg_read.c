@@ -3,6 +3,7 @@
  * and statistics.
  */
 #include "pg_int.h"
+#include "share.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -34,6 +35,52 @@ static int query(pl__pg_store *s, int which, int nparams,
     return st;
 }
 
+/* ---- shared step values (share.c) ---------------------------------------- */
+
+typedef struct share_get {
+    pl__pg_store *s;
+    PGresult *r; /* the last step read */
+} share_get;
+
+static int share_get_fn(const uint8_t *key, size_t klen, const uint8_t **val,
+                        size_t *vlen, void *user)
+{
+    share_get *g = user;
+    PQclear(g->r);
+    g->r = NULL;
+    uint8_t lim[8];
+    pl__put_be64(lim, 1);
+    const char *vals[3] = {(const char *)key, (const char *)key,
+                           (const char *)lim};
+    int lens[3] = {(int)klen, (int)klen, 8};
+    int st = query(g->s, Q_READ, 3, vals, lens, &g->r, "reading a shared step");
+    if (st)
+        return st;
+    if (PQntuples(g->r) < 1)
+        return PL_ENOTFOUND;
+    *val = (const uint8_t *)PQgetvalue(g->r, 0, 1);
+    *vlen = (size_t)PQgetlength(g->r, 0, 1);
+    return PL_OK;
+}
+
+/* The record a step value (*v, *vlen) of key @p k stands for: itself, or a
+ * shared value put back together in @p buf. */
+static int as_record(pl__pg_store *s, const uint8_t *k, size_t klen,
+                     const uint8_t **v, size_t *vlen, pl__buf *buf)
+{
+    if (!pl__share_is(*v, *vlen))
+        return PL_OK;
+    share_get g = {s, NULL};
+    int st = pl__share_unpack(buf, k, klen, *v, *vlen, share_get_fn, &g,
+                              s->path);
+    PQclear(g.r);
+    if (!st) {
+        *v = buf->data;
+        *vlen = buf->len;
+    }
+    return st;
+}
+
 int pl__pg_read(pl__pg_store *s, const uint8_t *prefix, size_t prefix_len,
                 uint32_t from_seq, size_t max_n, size_t max_bytes, pl__kvs *out)
 {
@@ -53,6 +100,7 @@ int pl__pg_read(pl__pg_store *s, const uint8_t *prefix, size_t prefix_len,
         return st;
     uint32_t want = from_seq;
     size_t bytes = 0;
+    pl__buf whole = {0}; /* a shared value's record */
     for (int i = 0; i < PQntuples(r); i++) {
         const uint8_t *k = (const uint8_t *)PQgetvalue(r, i, 0);
         if (pl__get_be32(k + prefix_len) != want) {
@@ -61,29 +109,38 @@ int pl__pg_read(pl__pg_store *s, const uint8_t *prefix, size_t prefix_len,
                          want);
             break;
         }
-        int vlen = PQgetlength(r, i, 1);
-        if ((st = pl__kvs_begin(out, NULL, 0)) ||
-            (st = pl__buf_append(&out->data, PQgetvalue(r, i, 1),
-                                 (size_t)vlen)))
+        size_t vlen = (size_t)PQgetlength(r, i, 1);
+        const uint8_t *v = (const uint8_t *)PQgetvalue(r, i, 1);
+        if ((st = as_record(s, k, (size_t)PQgetlength(r, i, 0), &v, &vlen,
+                            &whole)) ||
+            (st = pl__kvs_begin(out, NULL, 0)) ||
+            (st = pl__buf_append(&out->data, v, vlen)))
             break;
         pl__kvs_end(out);
-        bytes += (size_t)vlen;
+        bytes += vlen;
         if (++want == 0 || out->n >= max_n || bytes >= max_bytes)
             break;
     }
     PQclear(r);
+    pl__buf_free(&whole);
     return st;
 }
 
-/* Copy rows of (key, value) to @p out. */
-static int rows_to_kvs(PGresult *r, pl__kvs *out)
+/* Copy rows of (key, step value) to @p out, as records. */
+static int rows_to_kvs(pl__pg_store *s, PGresult *r, pl__kvs *out)
 {
     int st = PL_OK;
-    for (int i = 0; !st && i < PQntuples(r); i++)
-        st = pl__kvs_add(out, (const uint8_t *)PQgetvalue(r, i, 0),
-                         (size_t)PQgetlength(r, i, 0),
-                         (const uint8_t *)PQgetvalue(r, i, 1),
-                         (size_t)PQgetlength(r, i, 1));
+    pl__buf whole = {0}; /* a shared value's record */
+    for (int i = 0; !st && i < PQntuples(r); i++) {
+        const uint8_t *k = (const uint8_t *)PQgetvalue(r, i, 0);
+        size_t klen = (size_t)PQgetlength(r, i, 0);
+        const uint8_t *v = (const uint8_t *)PQgetvalue(r, i, 1);
+        size_t vlen = (size_t)PQgetlength(r, i, 1);
+        st = as_record(s, k, klen, &v, &vlen, &whole);
+        if (!st)
+            st = pl__kvs_add(out, k, klen, v, vlen);
+    }
+    pl__buf_free(&whole);
     return st;
 }
 
@@ -111,7 +168,7 @@ int pl__pg_scan(pl__pg_store *s, uint64_t run, const uint8_t *after,
     PGresult *r = NULL;
     int st = scan(s, run, after, after_len, max_n, &r);
     if (!st)
-        st = rows_to_kvs(r, out);
+        st = rows_to_kvs(s, r, out);
     PQclear(r);
     return st;
 }
@@ -120,17 +177,23 @@ int pl__pg_each_step(pl__pg_store *s, uint64_t run, pl__step_fn fn, void *user)
 {
     uint8_t last[PL__KEY_MAX];
     size_t last_len = 0;
+    pl__buf whole = {0}; /* a shared value's record */
     for (;;) {
         PGresult *r = NULL;
         int st = scan(s, run, last_len ? last : NULL, last_len, READ_MAX, &r);
-        if (st)
+        if (st) {
+            pl__buf_free(&whole);
             return st;
+        }
         int n = PQntuples(r);
         for (int i = 0; !st && i < n; i++) {
             size_t klen = (size_t)PQgetlength(r, i, 0);
             const uint8_t *k = (const uint8_t *)PQgetvalue(r, i, 0);
-            st = fn(k, klen, (const uint8_t *)PQgetvalue(r, i, 1),
-                    (size_t)PQgetlength(r, i, 1), user);
+            const uint8_t *v = (const uint8_t *)PQgetvalue(r, i, 1);
+            size_t vlen = (size_t)PQgetlength(r, i, 1);
+            st = as_record(s, k, klen, &v, &vlen, &whole);
+            if (!st)
+                st = fn(k, klen, v, vlen, user);
             if (!st && i == n - 1) {
                 if (klen > sizeof last)
                     st = pl__err(PL_ECORRUPT,
@@ -144,8 +207,10 @@ int pl__pg_each_step(pl__pg_store *s, uint64_t run, pl__step_fn fn, void *user)
             }
         }
         PQclear(r);
-        if (st || n < READ_MAX)
+        if (st || n < READ_MAX) {
+            pl__buf_free(&whole);
             return st;
+        }
     }
 }
 
@@ -210,8 +275,56 @@ int pl__pg_runs(pl__pg_store *s, const char *after, bool desc, size_t max_n,
     int st = query(s, desc ? Q_RUNS_DESC : Q_RUNS, 2, vals, lens, &r,
                    "listing runs");
     if (!st)
-        st = rows_to_kvs(r, out);
+        st = rows_to_kvs(s, r, out);
     PQclear(r);
+    return st;
+}
+
+int pl__pg_states_get(pl__pg_store *s, const uint64_t *nums, size_t n,
+                      pl__buf *states)
+{
+    for (size_t i = 0; i < n; i++)
+        pl__buf_reset(&states[i]);
+    if (!n)
+        return PL_OK;
+    pl__buf a = {0};
+    int st = pl__pg_int_array(&a, nums, n);
+    PGresult *r = NULL;
+    if (!st) {
+        const char *vals[1] = {(const char *)a.data};
+        int lens[1] = {0}, fmts[1] = {0}; /* the array in text */
+        PGconn *c;
+        if (!(st = pl__pg_conn_get(s, &c))) {
+            r = pl__pg_exec_q(s, c, Q_STATES, 1, vals, lens, fmts);
+            if (PQresultStatus(r) != PGRES_TUPLES_OK)
+                st = pl__pg_err(s, c, r, "reading run states");
+            pl__pg_conn_put(s, c);
+        }
+    }
+    bool *seen = st ? NULL : calloc(n, sizeof *seen);
+    if (!st && !seen)
+        st = pl__err(PL_ENOMEM, "out of memory");
+    for (int j = 0; !st && j < PQntuples(r); j++) {
+        if (PQgetlength(r, j, 0) != 8) {
+            st = pl__err(PL_ECORRUPT, "store '%s': a run number is malformed",
+                         s->path);
+            break;
+        }
+        uint64_t num = pl__get_be64((const uint8_t *)PQgetvalue(r, j, 0));
+        for (size_t i = 0; !st && i < n; i++)
+            if (nums[i] == num && !seen[i]) {
+                seen[i] = true;
+                st = pl__buf_append(&states[i], PQgetvalue(r, j, 1),
+                                    (size_t)PQgetlength(r, j, 1));
+            }
+    }
+    for (size_t i = 0; !st && i < n; i++)
+        if (!seen[i])
+            st = pl__err(PL_ECORRUPT, "run #%llu has no state record",
+                         (unsigned long long)nums[i]);
+    free(seen);
+    PQclear(r);
+    pl__buf_free(&a);
     return st;
 }
 

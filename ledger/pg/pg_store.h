@@ -35,6 +35,8 @@ PL__HIDDEN int pl__pg_run_find(pl__pg_store *s, const char *id, uint64_t *num,
                                pl__buf *info) PL__MUST_CHECK;
 PL__HIDDEN int pl__pg_state_get(pl__pg_store *s, uint64_t num,
                                 pl__buf *state) PL__MUST_CHECK;
+PL__HIDDEN int pl__pg_states_get(pl__pg_store *s, const uint64_t *nums,
+                                 size_t n, pl__buf *states) PL__MUST_CHECK;
 PL__HIDDEN int pl__pg_state_update(pl__pg_store *s, uint64_t num,
                                    pl__state_fn fn, void *user) PL__MUST_CHECK;
 PL__HIDDEN int pl__pg_stats_get(pl__pg_store *s,
@@ -68,19 +70,24 @@ PL__HIDDEN int pl__pg_tomb_get(pl__pg_store *s, const char *id,
 PL__HIDDEN int pl__pg_tombs_expire(pl__pg_store *s, int64_t now_us, size_t max,
                                    pl__buf *after, size_t *removed,
                                    bool *more) PL__MUST_CHECK;
+PL__HIDDEN int pl__pg_leases_get(pl__pg_store *s, const uint64_t *runs,
+                                 size_t n, pl__lease *out,
+                                 bool *found) PL__MUST_CHECK;
 
 /* timers and inboxes (store.h) */
 PL__HIDDEN int pl__pg_timer_set(pl__pg_store *s, uint64_t run,
                                 const char *run_id,
                                 int64_t due_us) PL__MUST_CHECK;
 PL__HIDDEN int pl__pg_timer_take(pl__pg_store *s, const char *owner,
-                                 int64_t lease_us, pl__lease *out,
+                                 int64_t lease_us, pl__lease *out, size_t max,
+                                 size_t *n,
                                  int64_t *next_due_us) PL__MUST_CHECK;
 PL__HIDDEN int pl__pg_timer_get(pl__pg_store *s, uint64_t run,
                                 int64_t *due_us) PL__MUST_CHECK;
 PL__HIDDEN int pl__pg_inbox_put(pl__pg_store *s, uint64_t run,
                                 const char *run_id, pl__inbox_check_fn check,
                                 void *user, const uint8_t *rec, size_t len,
+                                pl__inbox_take *take,
                                 uint64_t *seq) PL__MUST_CHECK;
 PL__HIDDEN int pl__pg_inbox_read(pl__pg_store *s, uint64_t run,
                                  pl__kvs *out) PL__MUST_CHECK;

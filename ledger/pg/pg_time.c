@@ -27,7 +27,9 @@
  * its inbox and its parking: the parking commit, which writes the state,
  * waits for it and keeps the earlier due time it set.  It takes two round
  * trips: BEGIN with the state's lock, then the record, the timer and
- * COMMIT in one statement and one pipeline.
+ * COMMIT in one statement and one pipeline.  A delivery that also takes
+ * the run (pl__inbox_take) sends the lease's statement in place of COMMIT,
+ * then the claimed state and COMMIT: three round trips, one commit.
  *
  * Due times are written on the writing host's clock (a wake time from the
  * recorded clock, a delivery's "now") and compared with the server's: a
@@ -43,7 +45,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define NOW_US "(extract(epoch from clock_timestamp()) * 1000000)::bigint"
 #define CONSUMED_STATE "PLINB"
 
 int pl__pg_time_sql(const pl__pg_store *s, int which, char **out)
@@ -63,7 +64,8 @@ int pl__pg_time_sql(const pl__pg_store *s, int which, char **out)
             "WITH t AS (SELECT tm.run, tm.due, tm.id, tm.rec FROM \"%s\".timers "
             "tm WHERE tm.due <= " NOW_US " AND NOT EXISTS (SELECT 1 FROM "
             "\"%s\".leases l WHERE l.run = tm.run AND l.expires > " NOW_US
-            ") ORDER BY tm.due, tm.run LIMIT 1 FOR UPDATE OF tm SKIP LOCKED), "
+            ") ORDER BY tm.due, tm.run LIMIT $3::integer FOR UPDATE OF tm SKIP "
+            "LOCKED), "
             "d AS (DELETE FROM \"%s\".timers x USING t WHERE x.run = t.run "
             "RETURNING t.run, t.due, t.id, t.rec), "
             "l AS (INSERT INTO \"%s\".leases AS y (run, gen, owner, id, "
@@ -71,7 +73,8 @@ int pl__pg_time_sql(const pl__pg_store *s, int which, char **out)
             "ON CONFLICT (run) DO UPDATE SET gen = y.gen + 1, owner = "
             "excluded.owner, id = excluded.id, expires = excluded.expires "
             "RETURNING y.run, y.gen) "
-            "SELECT d.run, l.gen, d.due, d.rec FROM d JOIN l ON l.run = d.run",
+            "SELECT d.run, l.gen, d.due, d.rec FROM d JOIN l ON l.run = d.run "
+            "ORDER BY d.due, d.run",
             n, n, n, n);
         break;
     case T_NEXT:
@@ -94,6 +97,12 @@ int pl__pg_time_sql(const pl__pg_store *s, int which, char **out)
             "UPDATE SET due = excluded.due, id = excluded.id, rec = "
             "excluded.rec WHERE excluded.due < t.due) SELECT seq FROM i",
             n, n, n);
+        break;
+    case Q_INBOX_ADD:
+        *out = pl__asprintf("INSERT INTO \"%s\".inbox (run, seq, rec, cancel) "
+                            "VALUES ($1::bigint, $2::bigint, $3::bytea, "
+                            "$4::boolean)",
+                            n);
         break;
     default: /* T_INBOX_READ */
         *out = pl__asprintf("SELECT seq, rec FROM \"%s\".inbox WHERE run = "
@@ -194,8 +203,8 @@ int pl__pg_timer_set(pl__pg_store *s, uint64_t run, const char *run_id,
     return st;
 }
 
-/* The timer taken, row 0 of @p r (run, gen, due, rec), into @p out. */
-static int taken(pl__pg_store *s, PGresult *r, const char *owner,
+/* The timer taken, row @p i of @p r (run, gen, due, rec), into @p out. */
+static int taken(pl__pg_store *s, PGresult *r, int i, const char *owner,
                  int64_t lease_us, pl__lease *out)
 {
     int64_t run, gen, due, tdue;
@@ -203,16 +212,16 @@ static int taken(pl__pg_store *s, PGresult *r, const char *owner,
     size_t rec_len = 0;
     unsigned char *rec = NULL;
     int st = PL_OK;
-    if (PQnfields(r) != 4 || !pl__pg_parse_i64(PQgetvalue(r, 0, 0), &run) ||
-        !pl__pg_parse_i64(PQgetvalue(r, 0, 1), &gen) ||
-        !pl__pg_parse_i64(PQgetvalue(r, 0, 2), &due) ||
-        !(rec = PQunescapeBytea((const unsigned char *)PQgetvalue(r, 0, 3),
+    if (PQnfields(r) != 4 || !pl__pg_parse_i64(PQgetvalue(r, i, 0), &run) ||
+        !pl__pg_parse_i64(PQgetvalue(r, i, 1), &gen) ||
+        !pl__pg_parse_i64(PQgetvalue(r, i, 2), &due) ||
+        !(rec = PQunescapeBytea((const unsigned char *)PQgetvalue(r, i, 3),
                                 &rec_len)) ||
         pl__timer_decode(&tdue, id, rec, rec_len) || tdue != due) {
         st = pl__err(PL_ECORRUPT,
                      "store '%s': the timer of run #%s is malformed or "
                      "does not match its checksum",
-                     s->path, PQgetvalue(r, 0, 0));
+                     s->path, PQgetvalue(r, i, 0));
     } else {
         out->run = (uint64_t)run;
         out->gen = (uint64_t)gen;
@@ -225,20 +234,23 @@ static int taken(pl__pg_store *s, PGresult *r, const char *owner,
 }
 
 int pl__pg_timer_take(pl__pg_store *s, const char *owner, int64_t lease_us,
-                      pl__lease *out, int64_t *next_due_us)
+                      pl__lease *out, size_t max, size_t *n,
+                      int64_t *next_due_us)
 {
     *next_due_us = 0;
+    *n = 0;
     if (s->read_only)
         return pl__pg_read_only(s);
     PGconn *c;
     int st = pl__pg_conn_get(s, &c);
     if (st)
         return st;
-    char d[24];
+    char d[24], m[24];
     snprintf(d, sizeof d, "%lld", (long long)lease_us);
-    const char *vals[2] = {owner, d};
+    snprintf(m, sizeof m, "%zu", max < 1024 ? max : 1024);
+    const char *vals[3] = {owner, d, m};
     PGresult *r;
-    st = time_exec(s, c, T_TAKE, 2, vals, NULL, NULL, &r, "taking a timer");
+    st = time_exec(s, c, T_TAKE, 3, vals, NULL, NULL, &r, "taking a timer");
     if (!st && PQntuples(r) == 0) {
         PQclear(r);
         st = time_exec(s, c, T_NEXT, 0, NULL, NULL, NULL, &r,
@@ -251,7 +263,9 @@ int pl__pg_timer_take(pl__pg_store *s, const char *owner, int64_t lease_us,
         if (!st)
             st = PL_ENOTFOUND;
     } else if (!st) {
-        st = taken(s, r, owner, lease_us, out);
+        for (int i = 0; !st && i < PQntuples(r) && (size_t)i < max; i++)
+            if (!(st = taken(s, r, i, owner, lease_us, &out[i])))
+                *n = (size_t)i + 1;
     }
     PQclear(r);
     pl__pg_conn_put(s, c);
@@ -294,6 +308,7 @@ typedef struct put_ctx {
     pl__pg_store *s;
     PGconn *c;
     uint64_t *seq;
+    pl__inbox_take *take;
 } put_ctx;
 
 /* The results of T_INBOX_PUT and of COMMIT. */
@@ -313,22 +328,57 @@ static int put_result(size_t i, PGresult *r, void *user)
     return PL_OK;
 }
 
-/* Send the record, the timer due now and COMMIT, in one round trip. */
+/* Whether inbox record @p rec is a cancellation, in *cancel ("t", "f"):
+ * marked as one, for the commits that look. */
+static int cancel_mark(const char *run_id, const uint8_t *rec, size_t len,
+                       const char **cancel)
+{
+    pl__inbox_rec ib = {0};
+    int st = pl__inbox_decode(&ib, run_id, rec, len);
+    *cancel = ib.reason ? "t" : "f";
+    pl__inbox_clear(&ib);
+    return st;
+}
+
+/* The results of T_INBOX_PUT and L_ACQUIRE (a row: the lease taken). */
+static int take_result(size_t i, PGresult *r, void *user)
+{
+    put_ctx *x = user;
+    if (!i)
+        return put_result(0, r, user);
+    if (PQresultStatus(r) != PGRES_TUPLES_OK)
+        return pl__pg_err(x->s, x->c, r, "taking a lease");
+    int64_t g;
+    if (PQntuples(r) == 0)
+        return PL_OK; /* another's: not taken */
+    if (PQnfields(r) < 1 || !pl__pg_parse_i64(PQgetvalue(r, 0, 0), &g))
+        return pl__err(PL_ECORRUPT, "store '%s': a lease row is malformed",
+                       x->s->path);
+    x->take->gen = (uint64_t)g;
+    x->take->taken = true;
+    return PL_OK;
+}
+
+/*
+ * In the transaction that locked the run's state: send the record and the
+ * timer due now, then COMMIT, in one round trip.  With @p take (its claim
+ * of the state in @p claimed), the lease after the record and the timer
+ * (in the order a timer's take locks them) instead of COMMIT; then the
+ * claimed state and COMMIT in a second round trip (or COMMIT alone, when
+ * the lease is another's).
+ */
 static int put_send(pl__pg_store *s, PGconn *c, uint64_t run,
                     const char *run_id, const uint8_t *rec, size_t len,
-                    uint64_t *seq)
+                    pl__inbox_take *take, const pl__buf *claimed, uint64_t *seq)
 {
     /* due now, on this host's clock: a wake is asked for */
     timer_row t = {0};
+    const char *cancel = "f";
     int st = timer_row_make(&t, run, run_id, pl__now_us());
     if (!st && PQenterPipelineMode(c) != 1)
         st = pl__pg_err(s, c, NULL, "entering pipeline mode");
-    /* a cancellation is marked as one, for the commits that look */
-    pl__inbox_rec ib = {0};
     if (!st)
-        st = pl__inbox_decode(&ib, run_id, rec, len);
-    const char *cancel = ib.reason ? "t" : "f";
-    pl__inbox_clear(&ib);
+        st = cancel_mark(run_id, rec, len, &cancel);
     if (!st) {
         const char *vals[6] = {t.run,  (const char *)rec,        t.due,
                                run_id, (const char *)t.rec.data, cancel};
@@ -337,20 +387,47 @@ static int put_send(pl__pg_store *s, PGconn *c, uint64_t run,
         st = pl__pg_send(s, c, T_INBOX_PUT, 6, vals, lens, fmts,
                          "delivering to an inbox");
     }
-    if (!st)
+    char d[24];
+    snprintf(d, sizeof d, "%lld", (long long)(take ? take->lease_us : 0));
+    const char *lv[5] = {t.run, take ? take->owner : "", run_id, d, "0"};
+    if (!st && take)
+        st = pl__pg_send(s, c, L_ACQUIRE, 5, lv, NULL, NULL, "taking a lease");
+    else if (!st)
         st = pl__pg_send(s, c, Q_COMMIT, 0, NULL, NULL, NULL, "committing");
-    put_ctx x = {s, c, seq};
+    put_ctx x = {s, c, seq, take};
     if (!st)
-        st = pl__pg_pipeline_finish(s, c, 2, put_result, &x,
-                                    "delivering to an inbox");
+        st = pl__pg_pipeline_finish(s, c, 2, take ? take_result : put_result,
+                                    &x, "delivering to an inbox");
     pl__buf_free(&t.rec);
-    return st;
+    if (st || !take)
+        return st;
+    if (!take->taken)
+        return pl__pg_command(s, c, "COMMIT", "committing");
+    pl__kvs none = {0};
+    return pl__pg_put_state(s, c, run, claimed, &none);
+}
+
+/* The claim of @p take on @p state, into @p claimed: false when refused. */
+static bool claim(pl__inbox_take *take, const pl__buf *state, pl__buf *claimed)
+{
+    char saved[PL__ERRMSG_MAX];
+    pl__errmsg_save(saved);
+    pl__kvs extra = {0};
+    int st = pl__buf_append(claimed, state->data, state->len);
+    if (!st)
+        st = take->claim(claimed, &extra, take->user);
+    bool none = extra.n == 0;
+    pl__kvs_free(&extra);
+    pl__errmsg_restore(saved);
+    return !st && !NEVER(!none);
 }
 
 int pl__pg_inbox_put(pl__pg_store *s, uint64_t run, const char *run_id,
                      pl__inbox_check_fn check, void *user, const uint8_t *rec,
-                     size_t len, uint64_t *seq)
+                     size_t len, pl__inbox_take *take, uint64_t *seq)
 {
+    if (take)
+        take->taken = false;
     if (s->read_only)
         return pl__pg_read_only(s);
     if (len > INT32_MAX)
@@ -360,16 +437,22 @@ int pl__pg_inbox_put(pl__pg_store *s, uint64_t run, const char *run_id,
     int st = pl__pg_conn_get(s, &c);
     if (st)
         return st;
-    pl__buf state = {0};
+    pl__buf state = {0}, claimed = {0};
     st = pl__pg_lock_state(s, c, run, &state);
     if (!st)
         st = check(state.data, state.len, user);
+    if (take && !st && !claim(take, &state, &claimed))
+        take = NULL; /* refused: the delivery alone */
     if (!st)
-        st = put_send(s, c, run, run_id, rec, len, seq);
-    if (st)
+        st = put_send(s, c, run, run_id, rec, len, take, &claimed, seq);
+    if (st) {
         c = pl__pg_rollback(s, c);
+        if (take)
+            take->taken = false;
+    }
     pl__pg_conn_put(s, c);
     pl__buf_free(&state);
+    pl__buf_free(&claimed);
     return st;
 }
 
@@ -399,5 +482,38 @@ int pl__pg_inbox_read(pl__pg_store *s, uint64_t run, pl__kvs *out)
     }
     PQclear(r);
     pl__pg_conn_put(s, c);
+    return st;
+}
+
+int pl__pg_inbox_add_send(pl__pg_store *s, PGconn *c, const pl__batch *bt,
+                          size_t *nsent)
+{
+    const pl__kvs *a = bt->inbox_add;
+    char run[24], seq[24];
+    snprintf(run, sizeof run, "%llu", (unsigned long long)bt->run);
+    int st = PL_OK;
+    for (size_t i = 0; !st && a && i < a->n; i++) {
+        const char *cancel = "f";
+        if (NEVER(a->e[i].klen != 8) || a->e[i].vlen > INT32_MAX)
+            return pl__err(PL_EINVAL, "an inbox record to write is malformed");
+        snprintf(seq, sizeof seq, "%llu",
+                 (unsigned long long)pl__get_be64(pl__kvs_key(a, i)));
+        /* its id is the run's: the record is bound to it */
+        pl__inbox_rec ib = {0};
+        st = NEVER(!bt->timer_id)
+                 ? pl__err(PL_EINVAL, "inbox records to write name no run")
+                 : pl__inbox_decode(&ib, bt->timer_id, pl__kvs_val(a, i),
+                                    a->e[i].vlen);
+        cancel = ib.reason ? "t" : "f";
+        pl__inbox_clear(&ib);
+        const char *vals[4] = {run, seq, (const char *)pl__kvs_val(a, i),
+                               cancel};
+        int lens[4] = {0, 0, (int)a->e[i].vlen, 0}, fmts[4] = {0, 0, 1, 0};
+        if (!st)
+            st = pl__pg_send(s, c, Q_INBOX_ADD, 4, vals, lens, fmts,
+                             "writing an inbox record");
+        if (!st)
+            (*nsent)++;
+    }
     return st;
 }

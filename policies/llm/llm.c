@@ -139,34 +139,27 @@ static void exchange_usage(const cJSON *x, uint64_t *in, uint64_t *out)
 }
 
 /*
- * The token fields for the step that ends this turn, into *tok (caller
- * frees): {"tokens": this exchange's input + output, "tokens_in",
- * "tokens_out": the invocation's input and output tokens so far, this
- * exchange included}.  The totals are the last own step that carries them
- * plus the exchanges after it, so a turn reads back only to the turn
- * before.  *tok stays NULL for an exchange recorded before turns carried
- * tokens (its value has no top-level "tokens"): a ledger recorded then
- * replays to the same steps.
+ * The invocation's input and output tokens before this turn's exchange:
+ * the last own step that carries totals plus the exchanges after it, so a
+ * turn reads back only to the turn before.  Read before the exchange, so
+ * that the ledger this reads does not hold its answer a second time.
  */
-static int turn_tokens(cJSON **tok, pl_ctx *ctx, const pl__llm *m,
-                       const cJSON *x)
+static int tokens_before(uint64_t *in, uint64_t *out, pl_ctx *ctx,
+                         const pl__llm *m)
 {
-    *tok = NULL;
-    if (!cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(x, "tokens")))
-        return PL_OK;
+    *in = *out = 0;
     const pl_steps *l = NULL;
     int st = pl_ctx_ledger(&l, ctx);
     if (st)
         return st;
-    uint64_t xin, xout, in = 0, out = 0, a, b;
-    exchange_usage(x, &xin, &xout);
+    uint64_t a, b;
     for (size_t i = pl_steps_count(l); i > 0; i--) {
         const pl_step *s = pl_steps_at(l, i - 1);
         const cJSON *e = pl__llm_exchange_of(s);
         if (e) {
             exchange_usage(e, &a, &b);
-            add_count(&in, a);
-            add_count(&out, b);
+            add_count(in, a);
+            add_count(out, b);
             continue;
         }
         /* a tool's result may be another model's answer: not ours */
@@ -177,11 +170,31 @@ static int turn_tokens(cJSON **tok, pl_ctx *ctx, const pl__llm *m,
         const cJSON *ti = cJSON_GetObjectItemCaseSensitive(p, "tokens_in");
         const cJSON *to = cJSON_GetObjectItemCaseSensitive(p, "tokens_out");
         if (cJSON_IsNumber(ti) && cJSON_IsNumber(to)) {
-            add_count(&in, count_of(ti));
-            add_count(&out, count_of(to));
+            add_count(in, count_of(ti));
+            add_count(out, count_of(to));
             break;
         }
     }
+    return PL_OK;
+}
+
+/*
+ * The token fields for the step that ends this turn, into *tok (caller
+ * frees): {"tokens": this exchange's input + output, "tokens_in",
+ * "tokens_out": the invocation's input and output tokens so far (@p in and
+ * @p out before it, tokens_before()), this exchange included}.  *tok stays
+ * NULL for an exchange recorded before turns carried tokens (its value has
+ * no top-level "tokens"): a ledger recorded then replays to the same steps.
+ */
+static int turn_tokens(cJSON **tok, uint64_t in, uint64_t out, const cJSON *x)
+{
+    *tok = NULL;
+    if (!cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(x, "tokens")))
+        return PL_OK;
+    uint64_t xin, xout;
+    exchange_usage(x, &xin, &xout);
+    add_count(&in, xin);
+    add_count(&out, xout);
     return pl_json_pack(tok, "{s:I, s:I, s:I}", "tokens", (int64_t)(xin + xout),
                         "tokens_in", (int64_t)in, "tokens_out", (int64_t)out);
 }
@@ -378,12 +391,15 @@ static int llm_policy(pl_ctx *ctx, const pl_action *a, pl_steps *out,
     size_t n_tools = 0;
     cJSON *v = NULL, *tok = NULL;
     unsigned n = 0;
+    uint64_t in = 0, outn = 0;
     char *why = NULL;
     int st = make_tools(&tools, &n_tools, ctx, m, a);
     if (!st)
+        st = tokens_before(&in, &outn, ctx, m);
+    if (!st)
         st = one_exchange(&v, ctx, m, a, tools, n_tools, &n);
     if (!st)
-        st = turn_tokens(&tok, ctx, m, v);
+        st = turn_tokens(&tok, in, outn, v);
     if (st)
         goto done;
     const cJSON *err = cJSON_GetObjectItemCaseSensitive(v, "error");

@@ -69,11 +69,15 @@ static bool add_call(cJSON *calls, const char *id, const char *name,
 
 /* OpenAI and Ollama: {"message": {"content", "tool_calls": [{"id",
  * "function": {"name", "arguments"}}]}}, under choices[0] for OpenAI. */
-static bool chat_answer(cJSON *a, cJSON *calls, const cJSON *msg)
+static bool chat_answer(cJSON *a, cJSON *calls, cJSON *msg, bool move)
 {
     bool ok = true;
-    const char *text = str_of(msg, "content");
-    if (text && *text)
+    cJSON *content = cJSON_GetObjectItemCaseSensitive(msg, "content");
+    const char *text = cJSON_IsString(content) ? content->valuestring : NULL;
+    if (text && *text && move) /* from a response freed next: not copied */
+        ok = cJSON_AddItemToObject(a, "text",
+                                   cJSON_DetachItemViaPointer(msg, content));
+    else if (text && *text)
         ok = cJSON_AddStringToObject(a, "text", text) != NULL;
     const cJSON *tc;
     cJSON_ArrayForEach(tc, cJSON_GetObjectItemCaseSensitive(msg, "tool_calls"))
@@ -156,6 +160,9 @@ static bool nests_past(const char *text, size_t len, int limit)
     return false;
 }
 
+static int parse_tree(cJSON **answer, long *in_tokens, long *out_tokens,
+                      const pl__llm *m, cJSON *r, bool move);
+
 int pl__llm_parse_response(cJSON **answer, long *in_tokens, long *out_tokens,
                            const pl__llm *m, const char *body, size_t len)
 {
@@ -172,7 +179,7 @@ int pl__llm_parse_response(cJSON **answer, long *in_tokens, long *out_tokens,
                        "the model's response is not JSON "
                        "(%zu bytes)",
                        len);
-    int st = pl__llm_parse_value(answer, in_tokens, out_tokens, m, r);
+    int st = parse_tree(answer, in_tokens, out_tokens, m, r, true);
     cJSON_Delete(r);
     return st;
 }
@@ -180,9 +187,19 @@ int pl__llm_parse_response(cJSON **answer, long *in_tokens, long *out_tokens,
 int pl__llm_parse_value(cJSON **answer, long *in_tokens, long *out_tokens,
                         const pl__llm *m, const cJSON *r)
 {
+    /* @p r is only read: nothing moves out of it */
+    return parse_tree(answer, in_tokens, out_tokens, m, (cJSON *)r, false);
+}
+
+/* pl__llm_parse_value(); with @p move, a long text moves from @p r into
+ * the answer rather than being copied. */
+static int parse_tree(cJSON **answer, long *in_tokens, long *out_tokens,
+                      const pl__llm *m, cJSON *r, bool move)
+{
     *answer = NULL;
     *in_tokens = *out_tokens = 0;
-    const cJSON *msg = NULL, *content = NULL, *parts = NULL;
+    cJSON *msg = NULL;
+    const cJSON *content = NULL, *parts = NULL;
     const char *want = NULL;
     switch (m->url.provider) {
     case PL__LLM_ANTHROPIC:
@@ -231,7 +248,7 @@ int pl__llm_parse_value(cJSON **answer, long *in_tokens, long *out_tokens,
     cJSON *calls = a ? cJSON_AddArrayToObject(a, "tool_calls") : NULL;
     bool ok = calls && (content ? anthropic_answer(a, calls, content)
                         : parts ? gemini_answer(a, calls, parts)
-                                : chat_answer(a, calls, msg));
+                                : chat_answer(a, calls, msg, move));
     if (!ok) {
         cJSON_Delete(a);
         return pl__err(PL_ENOMEM, "out of memory");
@@ -439,7 +456,14 @@ int pl__llm_answer_steps(pl_steps *out, char **why, const pl__llm *m,
         cJSON *p = NULL;
         /* the turn's last step when there are no calls */
         const cJSON *t = cJSON_GetArraySize(calls) ? NULL : tok;
-        st = pl_json_pack(&p, "{s:s}", "text", text->valuestring);
+        /* the text refers to the answer's, which outlives the step's
+         * encoding: a long answer is not copied once more */
+        cJSON *ref = cJSON_CreateStringReference(text->valuestring);
+        if (!(p = cJSON_CreateObject()) || !ref ||
+            !cJSON_AddItemToObject(p, "text", ref)) {
+            cJSON_Delete(ref);
+            st = pl__err(PL_ENOMEM, "out of memory");
+        }
         if (!st && t)
             st = pl__llm_add_tokens(p, t);
         if (!st)

@@ -801,13 +801,16 @@ int pl__llm_exchange(cJSON **out, const pl__llm *m, const char *body,
     int st = scripted_exchange(&a, &attempts, &pos, m, body, deltas);
 #endif
     cJSON *v = NULL;
-    if (!st && a.answer)
-        st = pl_json_pack(&v, "{s:s, s:I, s:i, s:i, s:{s:I, s:I}, s:O}",
+    bool answered = a.answer != NULL;
+    if (!st && answered) { /* the answer moves into the value, not copied */
+        cJSON *answer = a.answer;
+        a.answer = NULL;
+        st = pl_json_pack(&v, "{s:s, s:I, s:i, s:i, s:{s:I, s:I}, s:o}",
                           "request_sha256", hex, "request_bytes", (int64_t)len,
                           "attempts", (int)attempts, "status", (int)a.status,
                           "usage", "input", (int64_t)a.in_tokens, "output",
-                          (int64_t)a.out_tokens, "answer", a.answer);
-    else if (!st)
+                          (int64_t)a.out_tokens, "answer", answer);
+    } else if (!st)
         st = pl_json_pack(&v,
                           "{s:s, s:I, s:i, s:i, s:{s:I, s:I}, s:{s:s, s:s}}",
                           "request_sha256", hex, "request_bytes", (int64_t)len,
@@ -821,7 +824,7 @@ int pl__llm_exchange(cJSON **out, const pl__llm *m, const char *body,
      * its tokens (llm.c, turn_tokens()); exchanges recorded without it
      * make the steps they made before */
     if (!st && !cJSON_AddNumberToObject(v, "tokens",
-                                        a.answer ? (double)a.in_tokens +
+                                        answered ? (double)a.in_tokens +
                                                        (double)a.out_tokens
                                                  : 0))
         st = pl__err(PL_ENOMEM, "out of memory");

@@ -312,7 +312,7 @@ def case_round_trip_between_stores():
         before = d.effects()
         text = export(a, "order-R-1")
         first = json.loads(text.splitlines()[0])
-        check(first["kind"] == "run" and first["format"] == 1, "no run line",
+        check(first["kind"] == "run" and first["format"] == 2, "no run line",
               first)
         path = d.path("r1.jsonl")
         with open(path, "w") as f:

@@ -272,7 +272,7 @@ class Refused(Base):
         bad = {
             "truncated": "".join(lines[:-1]),
             "cut mid-line": export[:len(export) - 20],
-            "unknown format": export.replace('"format":1', '"format":99', 1),
+            "unknown format": export.replace('"format":2', '"format":99', 1),
             "changed record": export.replace('"order":"A"', '"order":"B"', 1),
             "empty": "",
         }

@@ -285,6 +285,7 @@ PL.summary = function (d) {
       return t;
     }
     if (o.status === 'not_run') return `run ${id}: not run: ${o.message || o.error || ''}`;
+    if (o.status === 'delivered') return `run ${id}: delivered` + (o.now ? ` (now ${o.now})` : '');
     let t = `run ${id}: ${o.status}` + (o.note ? ' ' + o.note : '');
     if (typeof o.calls_served === 'number') t += `\n  calls served from the ledger ${o.calls_served}, executed ${o.calls_executed}; ${ms(o.elapsed_ms)}`;
     if (o.status === 'completed' && o.result !== undefined) t += '\n  result ' + PL.preview(o.result, 400);
@@ -296,6 +297,17 @@ PL.summary = function (d) {
     const runs = Array.isArray(d.runs) ? d.runs : [];
     return runs.map(one).join('\n') + (runs.length ? '\n' : '') +
       `${d.continued} crashed run(s) continued, ${d.refused || 0} refused` + (d.truncated ? ' (more may match: run it again)' : '');
+  }
+  if (typeof d.cancelled === 'number') {
+    /* each run: cancelled (what it is now), or refused and why */
+    const runs = Array.isArray(d.runs) ? d.runs : [];
+    const lines = runs.filter((o) => o && typeof o === 'object').map((o) => {
+      const id = String(o.run_id || '?');
+      if (o.status === 'delivered') return `run ${id}: cancelled` + (o.now && o.now !== 'cancelled' ? ` (now ${o.now}: it stops at its next call)` : '');
+      return `run ${id}: refused: ${o.message || o.error || 'unknown'}`;
+    });
+    return lines.join('\n') + (lines.length ? '\n' : '') +
+      `${d.cancelled} run(s) cancelled, ${d.refused || 0} refused` + (d.truncated ? ' (more may match: run it again)' : '');
   }
   let t = one(d);
   if (d.new_run) t = `forked ${d.forked_from} at ${d.forked_at} into ${d.new_run}\n` + t;
@@ -324,17 +336,23 @@ PL.act = async function (button, box, path, body, then) {
 PL.confirmButton = function (label, question, cls, onYes) {
   const wrap = PL.h('span', { class: 'confirm' });
   const btn = PL.h('button', { type: 'button', class: cls || '', text: label });
-  btn.addEventListener('click', () => {
+  /* a question still open when a live update draws the button again is
+   * asked again (the same button, but for the count in its label) */
+  const key = label.replace(/\s*\([^)]*\)$/, '');
+  const ask = () => {
+    PL.confirming = key;
     const yes = PL.h('button', { type: 'button', class: 'danger', text: 'Yes' });
     const no = PL.h('button', { type: 'button', class: 'ghost', text: 'No' });
     const q = PL.h('span', { class: 'question', text: typeof question === 'function' ? question() : question });
     btn.hidden = true;
     wrap.append(q, yes, no);
-    const done = () => { q.remove(); yes.remove(); no.remove(); btn.hidden = false; };
+    const done = () => { PL.confirming = null; q.remove(); yes.remove(); no.remove(); btn.hidden = false; };
     no.addEventListener('click', done);
     yes.addEventListener('click', () => { done(); onYes(btn); });
-  });
+  };
+  btn.addEventListener('click', ask);
   wrap.appendChild(btn);
+  if (PL.confirming === key) ask();
   return wrap;
 };
 
@@ -368,6 +386,7 @@ PL.render = function () {
     if (a) a.classList.toggle('active', n === r.name || (n === 'runs' && r.name === 'run'));
   }
   const main = PL.clear(document.getElementById('main'));
+  PL.confirming = null;
   view.enter(main, r);
 };
 

@@ -8,13 +8,48 @@
 (function () {
   const { h } = PL;
   const FILTERS = ['status', 'policy', 'prefix', 'since', 'until', 'q'];
-  const STATUSES = ['running', 'crashed', 'suspended', 'waiting', 'submitted', 'completed', 'failed', 'cancelled'];
+  const STATUSES = ['running', 'crashed', 'suspended', 'waiting', 'submitted', 'completed', 'failed', 'cancelled', 'superseded'];
   const RANGES = [['', 'any time'], ['15m', 'last 15 min'], ['1h', 'last hour'], ['24h', 'last day'], ['7d', 'last week']];
 
+  /* batchDone: the last batch action's answer or error, shown until
+   * dismissed (the list's reloads and filters keep it). */
   const st = {
     main: null, params: null, data: null, cursors: [], filterKey: '',
     tbody: null, counts: null, pager: null, batch: null, outcome: null,
+    batchDone: null,
   };
+
+  function drawBatchDone() {
+    const box = st.outcome;
+    if (!box) return;
+    if (!st.batchDone) {
+      PL.clear(box);
+      box.hidden = true;
+      return;
+    }
+    const { data, err } = st.batchDone;
+    PL.outcome(box, data, err);
+    const dismiss = h('button', { type: 'button', class: 'ghost small', id: 'batch-dismiss', text: 'Dismiss' });
+    dismiss.addEventListener('click', () => { st.batchDone = null; drawBatchDone(); });
+    box.classList.add('batch-summary');
+    box.appendChild(dismiss);
+  }
+
+  /* A batch action: its summary stays until dismissed. */
+  async function batchAct(btn, path) {
+    btn.disabled = true;
+    btn.classList.add('busy');
+    try {
+      st.batchDone = { data: await PL.api(path, { method: 'POST', body: {} }), err: null };
+    } catch (e) {
+      st.batchDone = { data: null, err: e };
+    } finally {
+      btn.disabled = false;
+      btn.classList.remove('busy');
+    }
+    drawBatchDone();
+    load(true);
+  }
 
   function filters() {
     const f = {};
@@ -153,14 +188,14 @@
     const f = apiFilters();
     const cont = PL.confirmButton('Continue crashed (' + PL.compact(crashed) + ')',
       () => 'Continue every crashed run that matches the filter?', 'primary', (btn) => {
-        PL.act(btn, st.outcome, '/api/batch/continue' + PL.query(Object.assign({}, f, { status: 'crashed' })), {}, () => load(true));
+        batchAct(btn, '/api/batch/continue' + PL.query(Object.assign({}, f, { status: 'crashed' })));
       });
     cont.querySelector('button').disabled = crashed === 0;
     cont.querySelector('button').id = 'batch-continue';
     st.batch.appendChild(cont);
     if (PL.can('cancel')) {
       const cancel = PL.confirmButton('Cancel matching', () => 'Cancel every unfinished run that matches the filter?', 'danger-outline', (btn) => {
-        PL.act(btn, st.outcome, '/api/batch/cancel' + PL.query(f), {}, () => load(true));
+        batchAct(btn, '/api/batch/cancel' + PL.query(f));
       });
       cancel.querySelector('button').id = 'batch-cancel';
       st.batch.appendChild(cancel);
@@ -248,6 +283,7 @@
             h('th', { class: i === 3 || i === 4 ? 'num' : null, text: t })))),
           st.tbody)),
         st.pager);
+      drawBatchDone();
       load(false);
     },
     onEvent() {

@@ -132,6 +132,7 @@
   PL.timeline = function (server, steps, run) {
     /* what the steps tell (with the model exchanges), else the server's calls */
     let rows = fromSteps(steps, run);
+    const cut = !rows.length && server && server.truncated === true;
     if (!rows.length) rows = fromServer(server) || [];
     const wrap = h('div', { class: 'timeline', id: 'timeline' });
     if (!rows.length) {
@@ -185,7 +186,8 @@
     wrap.appendChild(h('p', { class: 'muted small' },
       rows.length + ' call' + (rows.length === 1 ? '' : 's') + ' over ' + PL.dur(span) +
       (models.length ? ' · ' + models.length + ' model call' + (models.length === 1 ? '' : 's') + ', ' + PL.num(sum) + ' tokens' : '') +
-      (more > 0 ? ' · ' + more + ' more not drawn' : '')));
+      (more > 0 ? ' · ' + more + ' more not drawn' : '') +
+      (cut ? ' · from the run\'s first ' + PL.num(server.steps_read) + ' steps' : '')));
     return wrap;
   };
 })();

@@ -1,0 +1,313 @@
+/*
+ * bench_w6.c -- W6, workers draining a queue.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <math.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <arpa/inet.h>
+#include <curl/curl.h>
+#include <libpq-fe.h>
+#include <lmdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <policyledger.h>
+#include <policyledger_llm.h>
+#include <sys/socket.h>
+
+#include "bench.h"
+#include "pg_store.h" /* pl__pg_counts_get(): round trips to the server */
+
+/* ---- W6: workers draining a queue ------------------------------------------------ */
+
+/*
+ * W6: @p runs submitted runs of 10 calls, drained by 1, 2 and 4 worker
+ * processes (pl_worker_run(), concurrency 1 each, a host id each, on one
+ * store).  A worker's event callback writes a byte to a pipe per run it
+ * completes; the parent times from "go" to the last byte, then stops the
+ * workers with SIGTERM (their handler calls pl_worker_stop()).  More bytes
+ * than runs would mean a run completed twice: that fails the workload.
+ */
+#define W6_CALLS 10
+
+typedef struct w6_arg {
+    pl_durability mode;
+    int runs;
+    int workers;
+    char path[1100]; /* set by w6(): a PostgreSQL schema names its pid */
+} w6_arg;
+
+typedef struct w6_res {
+    double runs_per_s;
+    double calls_per_s;
+} w6_res;
+
+static pl_engine *g_w6_engine;
+static int g_w6_done_fd = -1;
+
+static void w6_on_term(int sig)
+{
+    (void)sig;
+    pl_worker_stop(g_w6_engine);
+}
+
+static void w6_event(const pl_event *ev, void *user)
+{
+    (void)user;
+    if (ev->kind == PL_EVENT_RUN_COMPLETED && g_w6_done_fd >= 0 &&
+        write(g_w6_done_fd, "c", 1) != 1)
+        _exit(1);
+}
+
+/* Submit the queue (in a child of its own: no engine is open in the parent
+ * when it forks the workers). */
+static void w6_submit_child(const void *varg, void *vres)
+{
+    const w6_arg *a = varg;
+    (void)vres;
+    remove_store(a->path);
+    pl_registry *reg = make_registry(false);
+    pl_engine *e = open_engine(a->path, reg, PL_DURABILITY_PROCESS, NULL);
+    cJSON *p = cJSON_CreateObject();
+    cJSON_AddNumberToObject(p, "n", W6_CALLS);
+    pl_action root = {PL_ACTION_VERSION, "root", p, NULL, 0, NULL};
+    for (int i = 0; i < a->runs; i++) {
+        char id[32];
+        snprintf(id, sizeof id, "w6-%05d", i);
+        pl_run_options ro = PL_RUN_OPTIONS_INIT;
+        ro.run_id = id;
+        char *got = NULL;
+        if (pl_run_submit(&got, e, &root, &ro))
+            die("W6 submit");
+        free(got);
+    }
+    cJSON_Delete(p);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/* A worker: open, say ready, wait for go, work until SIGTERM. */
+static void w6_worker(const w6_arg *a, int id, int ready_fd, int go_fd,
+                      int done_fd)
+{
+    char host[32];
+    snprintf(host, sizeof host, "bench-%d", id);
+    pl_registry *reg = make_registry(false);
+    pl_engine_options o = PL_ENGINE_OPTIONS_INIT;
+    o.durability = a->mode;
+    o.on_event = w6_event;
+    o.host_id = host;
+    if (pl_engine_open(&g_w6_engine, a->path, reg, &o))
+        die("W6 worker open");
+    g_w6_done_fd = done_fd;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = w6_on_term;
+    sigaction(SIGTERM, &sa, NULL);
+    char c;
+    if (write(ready_fd, "r", 1) != 1 || read(go_fd, &c, 1) != 1)
+        _exit(1);
+    pl_worker_options wo = PL_WORKER_OPTIONS_INIT;
+    wo.poll_ms = 5;
+    if (pl_worker_run(g_w6_engine, &wo))
+        die("W6 worker");
+    pl_engine_close(g_w6_engine);
+    pl_registry_free(reg);
+    _exit(0);
+}
+
+static int w6(w6_arg *a, w6_res *r)
+{
+    path_in(a->path, sizeof a->path, "w6");
+    w6_res none;
+    if (in_child(w6_submit_child, a, &none, sizeof none))
+        return -1;
+    int ready[2], go[2], done[2];
+    if (pipe(ready) || pipe(go) || pipe(done))
+        die("W6 pipes");
+    pid_t kids[4];
+    int n = 0;
+    fflush(NULL);
+    for (; n < a->workers; n++) {
+        if ((kids[n] = fork()) < 0)
+            break;
+        if (kids[n] == 0) {
+            close(ready[0]);
+            close(go[1]);
+            close(done[0]);
+            w6_worker(a, n, ready[1], go[0], done[1]);
+        }
+    }
+    close(ready[1]);
+    close(go[0]);
+    close(done[1]);
+    int rc = n == a->workers ? 0 : -1;
+    char c;
+    for (int i = 0; !rc && i < n; i++)
+        if (read(ready[0], &c, 1) != 1)
+            rc = -1;
+    double t0 = now_s();
+    for (int i = 0; !rc && i < n; i++)
+        if (write(go[1], "g", 1) != 1)
+            rc = -1;
+    int got = 0;
+    while (!rc && got < a->runs) {
+        char buf[256];
+        struct pollfd pf = {done[0], POLLIN, 0};
+        ssize_t k = poll(&pf, 1, 60000) == 1 ? read(done[0], buf, sizeof buf)
+                                             : -1;
+        if (k <= 0) { /* every worker died, or none got on for a minute */
+            fprintf(stderr,
+                    "pl-bench: W6: the workers stopped after %d "
+                    "of %d runs\n",
+                    got, a->runs);
+            rc = -1;
+        } else
+            got += (int)k;
+    }
+    double t1 = now_s();
+    for (int i = 0; i < n; i++)
+        kill(kids[i], SIGTERM);
+    close(go[1]);
+    for (int i = 0; i < n; i++) {
+        int status;
+        waitpid(kids[i], &status, 0);
+        if (!WIFEXITED(status) || WEXITSTATUS(status))
+            rc = -1;
+    }
+    /* every worker is gone: whatever is left in the pipe came late */
+    char buf[256];
+    ssize_t k;
+    while ((k = read(done[0], buf, sizeof buf)) > 0)
+        got += (int)k;
+    close(done[0]);
+    close(ready[0]);
+    if (!rc && got != a->runs) {
+        fprintf(stderr, "pl-bench: W6: %d completions of %d runs\n", got,
+                a->runs);
+        rc = -1;
+    }
+    remove_store(a->path);
+    if (rc)
+        return rc;
+    r->runs_per_s = a->runs / (t1 - t0);
+    r->calls_per_s = r->runs_per_s * W6_CALLS;
+    return 0;
+}
+
+/* W6's round trips a run: one worker in this child drains W6_COUNT runs. */
+#define W6_COUNT 20
+
+static int g_w6_left;
+
+static void w6_count_event(const pl_event *ev, void *user)
+{
+    (void)user;
+    if (ev->kind == PL_EVENT_RUN_COMPLETED && --g_w6_left == 0)
+        pl_worker_stop(g_w6_engine);
+}
+
+static void w6_count_child(const void *varg, void *vres)
+{
+    const w6_arg *a = varg;
+    double *per_run = vres;
+    w6_res none;
+    w6_submit_child(a, &none);
+    pl_registry *reg = make_registry(false);
+    pl_engine_options o = PL_ENGINE_OPTIONS_INIT;
+    o.durability = a->mode;
+    o.on_event = w6_count_event;
+    o.host_id = "bench-count";
+    if (pl_engine_open(&g_w6_engine, a->path, reg, &o))
+        die("W6 count open");
+    g_w6_left = a->runs;
+    pl_worker_options wo = PL_WORKER_OPTIONS_INIT;
+    wo.poll_ms = 5;
+    pl__pg_counts c0, c1;
+    pl__pg_counts_get(&c0);
+    if (pl_worker_run(g_w6_engine, &wo))
+        die("W6 count worker");
+    pl__pg_counts_get(&c1);
+    *per_run = (double)(c1.round_trips - c0.round_trips) / a->runs;
+    pl_engine_close(g_w6_engine);
+    pl_registry_free(reg);
+    remove_store(a->path);
+}
+
+/* W6 with 1, 2 and 4 workers; returns the failures. */
+int report_w6(bool quick)
+{
+    static const int counts[] = {1, 2, 4};
+    int runs = quick ? 100 : 1000, reps = g_reps < 3 ? g_reps : 3;
+    int failures = 0;
+    pl_durability mode = PL_DURABILITY_SYNC;
+    say("\nW6 workers: %d submitted runs of %d calls drained by N worker "
+        "processes\n  (pl_worker_run, concurrency 1 each, %s mode; median "
+        "of %d)\n",
+        runs, W6_CALLS, pl_durability_name(mode), reps);
+    say("  %-8s %10s %10s %9s\n", "workers", "runs/s", "calls/s", "scaling");
+    cJSON *jw6 = cJSON_AddArrayToObject(g_json, "w6_workers");
+    double rate[3][REPS_MAX];
+    int ok[3] = {0};
+    drift d;
+    drift_begin(&d, mode);
+    /* interleaved, so drift between repetitions touches every count */
+    for (int k = 0; k < reps; k++)
+        for (size_t w = 0; w < 3; w++) {
+            w6_arg a = {mode, runs, counts[w], ""};
+            w6_res r;
+            if (!w6(&a, &r))
+                rate[w][ok[w]++] = r.runs_per_s;
+        }
+    drift_end(&d, NULL);
+    if (d.note[0]) {
+        say("  %s: the scaling below is not a steady host's\n", d.note);
+        cJSON_AddStringToObject(g_json, "w6_noise", d.note);
+    }
+    double one = ok[0] ? median(rate[0], ok[0]) : 0;
+    if (g_pg_uri) { /* round trips a run (deterministic but for polls) */
+        w6_arg a = {mode, W6_COUNT, 1, ""};
+        path_in(a.path, sizeof a.path, "w6count");
+        double per_run = 0;
+        if (in_child(w6_count_child, &a, &per_run, sizeof per_run))
+            failures++;
+        else {
+            say("  round trips a run, one worker: %.1f\n", per_run);
+            jnum(g_json, "pg_w6_round_trips_per_run", per_run);
+        }
+    }
+    for (size_t w = 0; w < 3; w++) {
+        if (!ok[w]) {
+            say("  %-8d failed\n", counts[w]);
+            failures++;
+            continue;
+        }
+        double m = median(rate[w], ok[w]);
+        say("  %-8d %10.0f %10.0f %8.2fx\n", counts[w], m, m * W6_CALLS,
+            one > 0 ? m / one : 0);
+        cJSON *o = cJSON_CreateObject();
+        jnum(o, "workers", counts[w]);
+        jnum(o, "runs", runs);
+        jnum(o, "calls_per_run", W6_CALLS);
+        cJSON_AddStringToObject(o, "durability", pl_durability_name(mode));
+        jnum(o, "runs_per_s", m);
+        jnum(o, "calls_per_s", m * W6_CALLS);
+        if (one > 0)
+            jnum(o, "scaling", m / one);
+        cJSON_AddItemToArray(jw6, o);
+    }
+    return failures;
+}

@@ -1,0 +1,291 @@
+/*
+ * test_llm_faults_retry.c -- every HTTP provider's protocol against the
+ * loopback server, as test_llm_faults.c (the protocols' table and the
+ * agent's fixture in support_llm_faults.c): retries (429 with Retry-After,
+ * retry-after-ms winning over it, Retry-After as an HTTP date, 500, 408 and
+ * 409, a dropped connection), a hanging response, a retry not made saying
+ * why, deep and misshapen responses; and failures, none retried: a body
+ * that is not JSON or of another shape, an unknown tool, malformed
+ * arguments or arguments against the tool's schema, an oversized body, a
+ * 401 that hides the key.
+ */
+#include "support_llm_faults.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------------ */
+/* Retries                                                                  */
+/* ------------------------------------------------------------------------ */
+
+PROTO_TEST(rate_limited_with_retry_after_then_success)
+{
+    serve(&g_protos[*ix],
+          list(2,
+               "{\"status\": 429, \"headers\": {\"Retry-After\": \"1\"}, "
+               "\"body\": {\"error\": {\"message\": \"slow down\"}}}",
+               TEXT_ANSWER));
+    fixture f = {0};
+    run(&f, NULL, "hi", "[]", "429");
+    expect_text(&f, "fine");
+    cr_expect_eq(t_server_requests(&g_srv), 2, "%s", g_p->name);
+    cr_expect_eq(attempts(&f, "429"), 2, "%s", g_p->name);
+    fixture_free(&f);
+}
+
+PROTO_TEST(server_error_then_success)
+{
+    serve(&g_protos[*ix],
+          list(2, "{\"status\": 500, \"body\": {\"error\": \"boom\"}}",
+               TEXT_ANSWER));
+    fixture f = {0};
+    run(&f, NULL, "hi", "[]", "500");
+    expect_text(&f, "fine");
+    cr_expect_eq(attempts(&f, "500"), 2, "%s", g_p->name);
+    fixture_free(&f);
+}
+
+PROTO_TEST(a_dropped_connection_is_retried)
+{
+    serve(&g_protos[*ix], list(2, "{\"drop\": true}", TEXT_ANSWER));
+    fixture f = {0};
+    run(&f, NULL, "hi", "[]", "drop");
+    expect_text(&f, "fine");
+    cr_expect_eq(attempts(&f, "drop"), 2, "%s", g_p->name);
+    fixture_free(&f);
+}
+
+PROTO_TEST(a_hanging_response_times_out)
+{
+    serve(&g_protos[*ix], list(2, "{\"hang\": 5}", "{\"hang\": 5}"));
+    pl_llm_options o = PL_LLM_OPTIONS_INIT;
+    o.timeout_ms = 300;
+    o.max_attempts = 2;
+    fixture f = {0};
+    run(&f, &o, "hi", "[]", "hang");
+    expect_error(&f, PL_ERR_TIMEOUT, "transport error");
+    cr_expect_eq(t_server_requests(&g_srv), 2, "%s", g_p->name);
+    fixture_free(&f);
+}
+
+/* Retry-After as an HTTP date (IMF-fixdate) an hour ahead, past the total
+ * time the policy may spend: the transport takes the server's word and
+ * gives up after the one request (ignoring the date, its own backoff would
+ * retry at once).  No clock is read here: test_llm_retry_after checks the
+ * date's arithmetic.  The way back off is the same for every protocol, so
+ * once is enough. */
+Test(llm_faults, retry_after_as_an_http_date)
+{
+    serve(&g_protos[0],
+          list(2,
+               "{\"status\": 429, \"retry_after_in\": 3600, \"body\": "
+               "{\"error\": {\"message\": \"slow down\"}}}",
+               TEXT_ANSWER));
+    pl_llm_options o = PL_LLM_OPTIONS_INIT;
+    o.max_attempts = 3;
+    o.backoff_base_ms = 1;
+    o.backoff_max_ms = 2;
+    o.total_timeout_ms = 60000;
+    fixture f = {0};
+    run(&f, &o, "hi", "[]", "date");
+    expect_error(&f, PL_ERR_RATE_LIMITED, "slow down");
+    cr_expect_eq(t_server_requests(&g_srv), 1, "the date was not honoured");
+    cr_expect_eq(attempts(&f, "date"), 1);
+    fixture_free(&f);
+}
+
+/* retry-after-ms (OpenAI's and Anthropic's) wins over Retry-After: here
+ * Retry-After alone (an hour) would be past the total time, and the call
+ * would give up after one request. */
+Test(llm_faults, retry_after_ms_wins_over_retry_after)
+{
+    serve(&g_protos[0],
+          list(2,
+               "{\"status\": 429, \"headers\": {\"Retry-After\": \"3600\", "
+               "\"retry-after-ms\": \"5\"}, \"body\": {\"error\": "
+               "{\"message\": \"slow down\"}}}",
+               TEXT_ANSWER));
+    pl_llm_options o = PL_LLM_OPTIONS_INIT;
+    o.max_attempts = 3;
+    o.total_timeout_ms = 60000;
+    fixture f = {0};
+    run(&f, &o, "hi", "[]", "ms");
+    expect_text(&f, "fine");
+    cr_expect_eq(t_server_requests(&g_srv), 2);
+    fixture_free(&f);
+}
+
+/* 408 and 409 are tried again, as the official SDKs do. */
+Test(llm_faults, timeout_and_conflict_are_retried)
+{
+    serve(&g_protos[0],
+          list(3, "{\"status\": 408, \"body\": {\"error\": \"slow\"}}",
+               "{\"status\": 409, \"body\": {\"error\": \"busy\"}}",
+               TEXT_ANSWER));
+    pl_llm_options o = PL_LLM_OPTIONS_INIT;
+    o.max_attempts = 3;
+    o.backoff_base_ms = 1;
+    o.backoff_max_ms = 2;
+    fixture f = {0};
+    run(&f, &o, "hi", "[]", "408");
+    expect_text(&f, "fine");
+    cr_expect_eq(t_server_requests(&g_srv), 3);
+    cr_expect_eq(attempts(&f, "408"), 3);
+    fixture_free(&f);
+}
+
+/* A retry that is not made says why, and after how many attempts. */
+Test(llm_faults, a_skipped_retry_says_why)
+{
+    serve(&g_protos[0],
+          list(2,
+               "{\"status\": 429, \"headers\": {\"Retry-After\": "
+               "\"3600\"}, \"body\": {\"error\": {\"message\": \"slow "
+               "down\"}}}",
+               TEXT_ANSWER));
+    pl_llm_options o = PL_LLM_OPTIONS_INIT;
+    o.total_timeout_ms = 60000;
+    fixture f = {0};
+    run(&f, &o, "hi", "[]", "budget");
+    expect_error(&f, PL_ERR_RATE_LIMITED,
+                 "not tried again after 1 attempt: "
+                 "the wait of 3600000 ms the server "
+                 "asked for is past the");
+    fixture_free(&f);
+    serve(&g_protos[0],
+          list(2, "{\"status\": 500, \"body\": {\"error\": \"boom\"}}",
+               "{\"status\": 500, \"body\": {\"error\": \"boom\"}}"));
+    o.max_attempts = 2;
+    o.backoff_base_ms = 1;
+    o.backoff_max_ms = 2;
+    fixture g = {0};
+    run(&g, &o, "hi", "[]", "spent");
+    expect_error(&g, PL_ERR_RETRYABLE_SERVER,
+                 "not tried again after 2 attempts: no attempt was left "
+                 "(max_attempts 2)");
+    fixture_free(&g);
+}
+
+/* A response nested past what the parser takes says so, not "not JSON";
+ * a body of another shape names what it lacks in plain words. */
+Test(llm_faults, deep_and_misshapen_responses_say_what_they_are)
+{
+    size_t n = 2 * 1200 + 64;
+    char *r = malloc(n);
+    cr_assert_not_null(r);
+    size_t at = (size_t)snprintf(r, n, "{\"raw\": \"");
+    for (int i = 0; i < 1200; i++)
+        r[at++] = '[';
+    for (int i = 0; i < 1200; i++)
+        r[at++] = ']';
+    snprintf(r + at, n - at, "\"}");
+    serve(&g_protos[0], list(1, r));
+    free(r);
+    fixture f = {0};
+    run(&f, NULL, "hi", "[]", "deep");
+    expect_error(&f, PL_ERR_INVALID_INPUT, "nests deeper than 1000 levels");
+    fixture_free(&f);
+    serve(&g_protos[0], list(1, "{\"body\": {\"id\": \"x\"}}"));
+    fixture g = {0};
+    run(&g, NULL, "hi", "[]", "shape");
+    expect_error(&g, PL_ERR_INVALID_INPUT,
+                 "the model's response has no choices[0].message object");
+    fixture_free(&g);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Failures                                                                 */
+/* ------------------------------------------------------------------------ */
+
+/* The agent, offered @p actions, gets @p response (with @p o, or the
+ * defaults) and ends in an error result @p code naming @p in_message,
+ * after one request: none of these is retried, and no tool runs. */
+static void fails_with(const proto *p, const char *response,
+                       const pl_llm_options *o, const char *actions,
+                       const char *code, const char *in_message)
+{
+    char *r = malloc(strlen(response) + 1);
+    cr_assert_not_null(r);
+    memcpy(r, response, strlen(response) + 1);
+    serve(p, list(1, r));
+    free(r);
+    fixture f = {0};
+    run(&f, o, "hi", actions, "fails");
+    expect_error(&f, code, in_message);
+    cr_expect_eq(t_server_requests(&g_srv), 1, "%s: not retried", p->name);
+    cr_expect_eq(t_calls.add, 0);
+    fixture_free(&f);
+}
+
+PROTO_TEST(a_body_that_is_not_json_is_an_error_result)
+{
+    fails_with(&g_protos[*ix], "{\"raw\": \"{not json at all\"}", NULL, "[]",
+               PL_ERR_INVALID_INPUT, "not JSON");
+}
+
+PROTO_TEST(a_body_of_another_shape_is_an_error_result)
+{
+    fails_with(&g_protos[*ix], "{\"body\": {\"id\": \"x\"}}", NULL, "[]",
+               PL_ERR_INVALID_INPUT, "the model's response has no");
+}
+
+PROTO_TEST(an_unknown_tool_fails_fast)
+{
+    fails_with(&g_protos[*ix],
+               "{\"answer\": {\"tool_calls\": [{\"id\": \"c9\", \"name\": "
+               "\"rm_rf\", \"arguments\": {}}]}}",
+               NULL, "[\"add\"]", PL_LLM_ERR_INVALID_MODEL_ACTION, "'rm_rf'");
+}
+
+PROTO_TEST(malformed_arguments_fail_fast)
+{
+    /* OpenAI sends arguments as text, which may not be JSON; the others
+     * send a JSON value, which may not be an object */
+    const proto *p = &g_protos[*ix];
+    fails_with(p,
+               p->text_args ? "{\"answer\": {\"tool_calls\": [{\"id\": \"c1\", "
+                              "\"name\": \"add\", \"raw_arguments\": "
+                              "\"{\\\"a\\\": 1,\"}]}}"
+                            : "{\"answer\": {\"tool_calls\": [{\"id\": \"c1\", "
+                              "\"name\": \"add\", \"arguments\": [1, 2]}]}}",
+               NULL, "[\"add\"]", PL_LLM_ERR_INVALID_MODEL_ACTION,
+               p->text_args ? "not JSON" : "not a JSON object");
+}
+
+PROTO_TEST(arguments_against_the_tools_schema_fail_fast)
+{
+    fails_with(&g_protos[*ix],
+               "{\"answer\": {\"tool_calls\": [{\"id\": \"c1\", \"name\": "
+               "\"effect\", \"arguments\": {\"note\": 5}}]}}",
+               NULL, "[\"effect\"]", PL_LLM_ERR_INVALID_MODEL_ACTION,
+               "does not match");
+}
+
+PROTO_TEST(an_oversized_body_is_refused)
+{
+    pl_llm_options o = PL_LLM_OPTIONS_INIT;
+    o.max_response_bytes = 4096;
+    fails_with(&g_protos[*ix], "{\"size\": 200000}", &o, "[]",
+               PL_ERR_INVALID_INPUT, "max_response_bytes");
+}
+
+PROTO_TEST(unauthorized_maps_without_retry_and_hides_the_key)
+{
+    char r[300];
+    snprintf(r, sizeof r,
+             "{\"status\": 401, \"body\": {\"error\": {\"message\": "
+             "\"bad key %s\"}}}",
+             g_key);
+    serve(&g_protos[*ix], list(1, r));
+    fixture f = {0};
+    run(&f, NULL, "hi", "[]", "401");
+    expect_error(&f, PL_ERR_UNAUTHORIZED, "HTTP 401");
+    cr_expect_eq(t_server_requests(&g_srv), 1, "%s: not retried", g_p->name);
+    char *res = t_text(pl_outcome_result(f.out));
+    if (g_p->key_env) /* Ollama sends no key: its echo is no secret */
+        cr_expect(!strstr(res, g_key), "%s: the key is in the result: %s",
+                  g_p->name, res);
+    free(res);
+    fixture_free(&f);
+}

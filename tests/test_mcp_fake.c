@@ -1,0 +1,465 @@
+/*
+ * test_mcp_fake.c -- MCP servers' tools as policies, as test_mcp.c, with
+ * tests/mcp_fake_server.py for a server that pages its tool list, asks the
+ * client, or misbehaves (garbage, a 50 MB answer, an exit, no answer, a
+ * death between calls); bad arguments and a name taken; the tool list a
+ * call was made against; server-everything over Streamable HTTP; and
+ * ledger-replay --mcp checking a run of MCP tools without calling them.
+ */
+#include "support_mcp.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <policyledger_mcp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+TestSuite(mcp, .init = setup, .fini = teardown);
+
+/* ------------------------------------------------------------------------ */
+/* A fake server                                                            */
+/* ------------------------------------------------------------------------ */
+
+static void open_fake(const char *mode, pl_mcp_options *o)
+{
+    char spec[9000];
+    snprintf(spec, sizeof spec, "stdio:python3 " FAKE " %s %s", mode, F.dir);
+    open_all("fake", spec, o);
+}
+
+static int register_fake(const char *mode, pl_mcp_options *o)
+{
+    char spec[9000];
+    snprintf(spec, sizeof spec, "stdio:python3 " FAKE " %s %s", mode, F.dir);
+    return open_reg("fake", spec, o);
+}
+
+Test(mcp, tool_list_pages_are_followed_and_server_requests_answered)
+{
+    pl_mcp_options o = quiet();
+    open_fake("ok", &o);
+    cr_expect_eq(pl_mcp_tool_count(F.mcp), 5);
+    cr_expect_not_null(pl_registry_find(F.reg, "fake.asks"));
+    cJSON *got = run("r1",
+                     "[{\"tool\": \"fake.asks\"},"
+                     " {\"tool\": \"fake.echo\", \"args\": {\"text\": \"hi\"}},"
+                     " {\"tool\": \"fake.fail\", \"args\": {\"text\": "
+                     "\"File not found: x\"}},"
+                     " {\"tool\": \"fake.fail\", \"args\": {\"text\": "
+                     "\"Something broke\"}},"
+                     " {\"tool\": \"fake.fail\", \"args\": {\"text\": "
+                     "\"bad params\", \"rpc\": -32602}},"
+                     " {\"tool\": \"fake.fail\", \"args\": {\"text\": "
+                     "\"late\", \"rpc\": -32001}},"
+                     " {\"tool\": \"fake.fail\", \"args\": {\"text\": "
+                     "\"internal\", \"rpc\": -32603}}]",
+                     7);
+    cr_expect_str_eq(first_text(at(got, 0)), "asked");
+    const cJSON *sc = cJSON_GetObjectItemCaseSensitive(at(got, 1),
+                                                       "structuredContent");
+    cr_expect_str_eq(s_of(cJSON_GetObjectItemCaseSensitive(sc, "args"), "text"),
+                     "hi");
+    expect_error(at(got, 2), PL_ERR_NOT_FOUND, "File not found: x");
+    expect_error(at(got, 3), PL_ERR_TOOL_BUG, "Something broke");
+    expect_error(at(got, 4), PL_ERR_INVALID_INPUT, "error -32602: bad params");
+    expect_error(at(got, 5), PL_ERR_TIMEOUT, "error -32001: late");
+    expect_error(at(got, 6), PL_ERR_TOOL_BUG, "error -32603: internal");
+    cJSON_Delete(got);
+    close_all();
+    char log[4300];
+    snprintf(log, sizeof log, "%s/log", F.dir);
+    cr_expect_eq(count_lines(log, "\"s1\"", "\"result\""), 1, "no pong");
+    cr_expect_eq(count_lines(log, "\"s2\"", "-32601"), 1);
+    cr_expect_eq(count_lines(log, "notifications/initialized", NULL), 1);
+    cr_expect_eq(count_lines(log, "\"cursor\"", "page2"), 1);
+}
+
+Test(mcp, the_validate_decorator_checks_arguments_against_input_schema)
+{
+    pl_mcp_options o = quiet();
+    int st = register_fake("ok", &o);
+    cr_assert_eq(st, PL_OK, "%s", pl_errmsg());
+    pl_schema_cache *cache = NULL;
+    cr_assert_eq(pl_schema_cache_new(&cache), PL_OK);
+    cr_assert_eq(pl_decorator_validate(&per_call, cache), PL_OK, "%s",
+                 pl_errmsg());
+    snprintf(F.store, sizeof F.store, "%s", t_store_path());
+    F.engine = t_engine(F.store, F.reg, PL_DURABILITY_PROCESS);
+    /* "text" is required and a string: the server is never asked */
+    cJSON *got = run("r1", "[{\"tool\": \"fake.fail\", \"args\": {}}]", -1);
+    expect_error(at(got, 0), PL_ERR_INVALID_INPUT, NULL);
+    cJSON_Delete(got);
+    close_all();
+    pl_schema_cache_free(cache);
+    char log[4300];
+    snprintf(log, sizeof log, "%s/log", F.dir);
+    cr_expect_eq(count_lines(log, "tools/call", NULL), 0);
+}
+
+Test(mcp, a_server_that_prints_garbage_is_a_timeout_not_a_hang)
+{
+    pl_mcp_options o = quiet();
+    o.timeout_ms = 500;
+    open_fake("garbage", &o);
+    cJSON *got = run("r1", "[{\"tool\": \"fake.echo\"}]", 1);
+    expect_error(at(got, 0), PL_ERR_TIMEOUT, "not JSON-RPC were skipped");
+    cJSON_Delete(got);
+    close_all();
+    char log[4300];
+    snprintf(log, sizeof log, "%s/log", F.dir);
+    cr_expect_eq(count_lines(log, "notifications/cancelled", "\"requestId\""),
+                 1);
+}
+
+Test(mcp, a_50_MB_answer_is_a_clear_error_and_the_server_restarts)
+{
+    pl_mcp_options o = quiet();
+    open_fake("huge", &o);
+    cJSON *got = run("r1",
+                     "[{\"tool\": \"fake.echo\"}, {\"tool\": "
+                     "\"fake.echo\"}]",
+                     2);
+    expect_error(at(got, 0), PL_ERR_TOOL_BUG, "longer than 4194304 bytes");
+    expect_error(at(got, 1), PL_ERR_TOOL_BUG, "longer than");
+    cJSON_Delete(got);
+    close_all();
+    char log[4300];
+    snprintf(log, sizeof log, "%s/log", F.dir);
+    cr_expect_eq(count_lines(log, "\"initialize\"", NULL), 2,
+                 "the server was not started again");
+}
+
+Test(mcp, a_server_that_exits_or_never_answers_fails_registration)
+{
+    /* a busy machine may take seconds to start python: only "silent"
+     * waits for its whole timeout */
+    pl_mcp_options o = quiet();
+    o.start_timeout_ms = 20000;
+    int st = register_fake("exit", &o);
+    cr_expect_eq(st, PL_EIO);
+    cr_expect(strstr(pl_errmsg(), "exited"), "%s", pl_errmsg());
+    cr_expect_null(F.mcp);
+    close_all();
+    o.start_timeout_ms = 1000;
+    st = register_fake("silent", &o);
+    cr_expect_eq(st, PL_EIO);
+    cr_expect(strstr(pl_errmsg(), "no answer in time"), "%s", pl_errmsg());
+    close_all();
+    o.start_timeout_ms = 20000;
+    st = register_fake("badversion", &o);
+    cr_expect_eq(st, PL_EIO);
+    cr_expect(strstr(pl_errmsg(), "1999-01-01"), "%s", pl_errmsg());
+    close_all();
+    st = open_reg("fake", "stdio:/nonexistent/server", &o);
+    cr_expect_eq(st, PL_EIO);
+    cr_expect(strstr(pl_errmsg(), "cannot run"), "%s", pl_errmsg());
+}
+
+Test(mcp, a_server_that_dies_is_started_again_at_the_next_call)
+{
+    pl_mcp_options o = quiet();
+    open_fake("ok", &o);
+    cJSON *got = run("r1",
+                     "[{\"tool\": \"fake.die\"},"
+                     " {\"tool\": \"fake.echo\", \"args\": {\"text\": \"c\"}}]",
+                     2);
+    expect_error(at(got, 0), PL_ERR_RETRYABLE_SERVER, "exited");
+    cr_expect(strstr(first_text(at(got, 1)), "\"c\""), "%s", t_text(got));
+    cJSON_Delete(got);
+    close_all();
+    char log[4300];
+    snprintf(log, sizeof log, "%s/log", F.dir);
+    cr_expect_eq(count_lines(log, "\"initialize\"", NULL), 2);
+    cr_expect_eq(count_lines(log, "tools/list", NULL), 2,
+                 "one list, in two "
+                 "pages, not read again");
+}
+
+Test(mcp, bad_arguments_are_refused)
+{
+    pl_mcp_options o = quiet();
+    cr_assert_eq(pl_registry_new(&F.reg), PL_OK);
+    cr_expect_eq(pl_mcp_register(&F.mcp, F.reg, "fs", "node x", &o), PL_EINVAL);
+    cr_expect_eq(pl_mcp_register(&F.mcp, F.reg, "fs", "stdio:   ", &o),
+                 PL_EINVAL);
+    cr_expect_eq(pl_mcp_register(&F.mcp, F.reg, "a.b", "stdio:true", &o),
+                 PL_EINVAL);
+    cr_expect_eq(pl_mcp_register(&F.mcp, F.reg, "", "stdio:true", &o),
+                 PL_EINVAL);
+    o.version = 99;
+    cr_expect_eq(pl_mcp_register(&F.mcp, F.reg, "fs", "stdio:true", &o),
+                 PL_EINVAL);
+    o = quiet();
+    o.timeout_ms = -1;
+    cr_expect_eq(pl_mcp_register(&F.mcp, F.reg, "fs", "stdio:true", &o),
+                 PL_EINVAL);
+    cr_expect_null(F.mcp);
+    cr_expect_eq(pl_registry_count(F.reg), 0);
+    pl_mcp_close(NULL);
+}
+
+Test(mcp, a_name_taken_registers_none)
+{
+    pl_mcp_options o = quiet();
+    cr_assert_eq(pl_registry_new(&F.reg), PL_OK);
+    pl_policy_def d = PL_POLICY_DEF_INIT;
+    d.name = "fake.slow";
+    d.fn = use;
+    cr_assert_eq(pl_registry_add(F.reg, &d), PL_OK);
+    char spec[9000];
+    snprintf(spec, sizeof spec, "stdio:python3 " FAKE " ok %s", F.dir);
+    cr_expect_eq(pl_mcp_register(&F.mcp, F.reg, "fake", spec, &o), PL_EEXIST);
+    cr_expect_eq(pl_registry_count(F.reg), 1);
+}
+
+Test(mcp, a_call_records_the_tool_list_it_was_made_against)
+{
+    pl_mcp_options o = quiet();
+    open_fake("ok", &o);
+    cJSON *got = run("r1", "[{\"tool\": \"fake.echo\"}]", 1);
+    cJSON_Delete(got);
+    const cJSON *snap = NULL;
+    pl_steps *s = NULL;
+    for (int i = 0; i < 4 && !snap; i++) {
+        char path[16];
+        snprintf(path, sizeof path, "0.%d", i);
+        pl_steps_free(s);
+        s = NULL;
+        if (pl_run_ledger(&s, F.engine, "r1", path) != PL_OK)
+            continue;
+        for (size_t k = 0; k < pl_steps_count(s); k++) {
+            const pl_step *st = pl_steps_at(s, k);
+            if (pl_step_type_of(st) == PL_STEP_SIDE_EFFECT)
+                snap = pl_step_payload(st);
+        }
+    }
+    cr_assert_not_null(snap, "no side effect in the tool's ledger");
+    cr_expect_str_eq(s_of(snap, "name"), "mcp.tools");
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(snap, "value");
+    cr_expect_str_eq(s_of(v, "server"), "fake");
+    cr_expect_str_eq(s_of(v, "protocol"), "2025-06-18");
+    cr_expect_eq(cJSON_GetObjectItemCaseSensitive(v, "tools")->valuedouble, 5);
+    cr_expect_eq(strncmp(s_of(v, "fingerprint"), "fnv1a64:", 8), 0);
+    cr_expect_eq(strlen(s_of(v, "fingerprint")), 24);
+    pl_steps_free(s);
+}
+
+#if PL_WITH_CURL /* the HTTP transport is built with libcurl */
+/* ------------------------------------------------------------------------ */
+/* Streamable HTTP                                                          */
+/* ------------------------------------------------------------------------ */
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+static pid_t http_pid;
+
+static int free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    cr_assert(bind(fd, (struct sockaddr *)&a, sizeof a) == 0);
+    cr_assert(getsockname(fd, (struct sockaddr *)&a, &len) == 0);
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+static bool listening(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons((uint16_t)port);
+    bool ok = connect(fd, (struct sockaddr *)&a, sizeof a) == 0;
+    close(fd);
+    return ok;
+}
+
+/* server-everything in its Streamable HTTP mode; its URL. */
+/* Node.js 18 (Debian 12's) has no global `crypto`, which the server's HTTP
+ * transport uses, unless --experimental-global-webcrypto asks for it; later
+ * versions have it, and need not know the flag: it is given where node
+ * takes it. */
+static bool node_takes_webcrypto_flag(void)
+{
+    fflush(NULL);
+    pid_t p = fork();
+    cr_assert_neq(p, -1);
+    if (p == 0) {
+        int null = open("/dev/null", O_WRONLY);
+        if (null >= 0) {
+            dup2(null, 1);
+            dup2(null, 2);
+        }
+        execlp("node", "node", "--experimental-global-webcrypto", "-e", "0",
+               (char *)NULL);
+        _exit(127);
+    }
+    int ws = 0;
+    cr_assert_eq(waitpid(p, &ws, 0), p);
+    return WIFEXITED(ws) && WEXITSTATUS(ws) == 0;
+}
+
+static void start_http(char *url, size_t n)
+{
+    need(EVERYTHING);
+    bool webcrypto = node_takes_webcrypto_flag();
+    int port = free_port();
+    char env[32], log[1100];
+    snprintf(env, sizeof env, "%d", port);
+    snprintf(log, sizeof log, "%s/http.log", F.dir);
+    fflush(NULL);
+    http_pid = fork();
+    cr_assert_neq(http_pid, -1);
+    if (http_pid == 0) {
+        setenv("PORT", env, 1);
+        if (!freopen(log, "a", stdout) || !freopen(log, "a", stderr))
+            _exit(126);
+        if (webcrypto)
+            execlp("node", "node", "--experimental-global-webcrypto",
+                   EVERYTHING, "streamableHttp", (char *)NULL);
+        else
+            execlp("node", "node", EVERYTHING, "streamableHttp", (char *)NULL);
+        _exit(127);
+    }
+    for (int i = 0; i < 3000 && !listening(port); i++) {
+        struct timespec ts = {0, 10000000};
+        nanosleep(&ts, NULL);
+    }
+    cr_assert(listening(port), "server-everything did not listen on %d", port);
+    snprintf(url, n, "http://127.0.0.1:%d/mcp", port);
+}
+
+static bool contains(const char *data, size_t len, const char *word)
+{
+    size_t w = strlen(word);
+    for (size_t i = 0; i + w <= len; i++)
+        if (memcmp(data + i, word, w) == 0)
+            return true;
+    return false;
+}
+
+static void stop_http(void)
+{
+    teardown();
+    if (http_pid > 0) {
+        kill(http_pid, SIGKILL);
+        waitpid(http_pid, NULL, 0);
+    }
+}
+
+Test(mcp, everything_over_streamable_http, .fini = stop_http)
+{
+    char url[128];
+    start_http(url, sizeof url);
+    setenv("PL_TEST_MCP_TOKEN", "s3cret-token-value", 1);
+    pl_mcp_options o = quiet();
+    o.token_env = "PL_TEST_MCP_TOKEN";
+    open_all("evh", url, &o);
+    cr_expect_str_eq(pl_mcp_protocol_version(F.mcp), "2025-06-18");
+    cr_assert_not_null(pl_registry_find(F.reg, "evh.get-sum"));
+    cJSON *got = run(
+        "r1",
+        "[{\"tool\": \"evh.echo\", \"args\": {\"message\": \"over http\"}},"
+        " {\"tool\": \"evh.get-sum\", \"args\": {\"a\": 20, \"b\": 22}},"
+        " {\"tool\": \"evh.get-sum\", \"args\": {\"a\": \"x\"}}]",
+        3);
+    cr_expect(strstr(first_text(at(got, 0)), "over http"), "%s", t_text(got));
+    cr_expect(strstr(first_text(at(got, 1)), "42"), "%s", t_text(got));
+    expect_error(at(got, 2), PL_ERR_INVALID_INPUT, NULL);
+    cJSON_Delete(got);
+    pl_outcome *r = NULL;
+    cr_assert_eq(pl_run_continue(&r, F.engine, "r1", NULL), PL_OK);
+    cr_expect_eq(r->calls_executed, 0);
+    pl_outcome_free(r);
+    close_all();
+    /* the token went in a header, never into the store */
+    if (!t_on_pg()) {
+        FILE *f = fopen(F.store, "rb");
+        cr_assert_not_null(f, "%s", F.store);
+        static char data[64 << 20];
+        size_t len = fread(data, 1, sizeof data, f);
+        fclose(f);
+        cr_expect_gt(len, 0);
+        cr_expect(!contains(data, len, "s3cret-token"));
+        cr_expect(contains(data, len, "over http"));
+    }
+}
+
+Test(mcp, an_http_endpoint_that_is_not_there_fails_registration)
+{
+    pl_mcp_options o = quiet();
+    o.start_timeout_ms = 5000;
+    char url[64];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/mcp", free_port());
+    int st = open_reg("evh", url, &o);
+    cr_expect_eq(st, PL_EIO);
+    cr_expect(strstr(pl_errmsg(), "initialize") ||
+                  strstr(pl_errmsg(), "onnect"),
+              "%s", pl_errmsg());
+    cr_expect_null(F.mcp);
+}
+
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* ledger-replay --mcp                                                      */
+/* ------------------------------------------------------------------------ */
+
+/* Run ledger-replay with @p args; its exit status. */
+static int replay_tool(const char *const *args)
+{
+    const char *argv[16] = {PL_TEST_BIN_DIR "/tools/ledger-replay"};
+    size_t n = 1;
+    for (; args[n - 1] && n < 15; n++)
+        argv[n] = args[n - 1];
+    argv[n] = NULL;
+    fflush(NULL);
+    pid_t pid = fork();
+    cr_assert_neq(pid, -1);
+    if (pid == 0) {
+        if (!freopen("/dev/null", "w", stdout))
+            _exit(126);
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    int status;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    cr_assert(WIFEXITED(status));
+    return WEXITSTATUS(status);
+}
+
+Test(mcp, ledger_replay_checks_a_run_of_mcp_tools_without_calling_them)
+{
+    t_lmdb_only("ledger-replay opens the store by its path");
+    pl_mcp_options o = quiet();
+    open_fake("ok", &o);
+    pl_outcome *r = t_start(F.engine, "fake.echo", "{\"text\": \"x\"}", "r1");
+    cr_assert_eq(r->status, PL_RUN_COMPLETED);
+    pl_outcome_free(r);
+    close_all();
+    char log[1100], spec[2200];
+    snprintf(log, sizeof log, "%s/log", F.dir);
+    cr_assert_eq(count_lines(log, "tools/call", NULL), 1);
+    snprintf(spec, sizeof spec, "fake=stdio:python3 " FAKE " ok %s", F.dir);
+    const char *check[] = {F.store, "--mcp", spec, "--check", NULL};
+    cr_expect_eq(replay_tool(check), 0);
+    cr_expect_eq(count_lines(log, "\"initialize\"", NULL), 2);
+    cr_expect_eq(count_lines(log, "tools/call", NULL), 1,
+                 "a recorded call was sent again");
+    const char *bad[] = {F.store, "--mcp", "fake", "--check", NULL};
+    cr_expect_eq(replay_tool(bad), 1);
+    const char *none[] = {F.store, "--mcp", "fake=stdio:/nonexistent/x",
+                          "--check", NULL};
+    cr_expect_eq(replay_tool(none), 2);
+}

@@ -1,0 +1,481 @@
+/*
+ * test_store_damage.c -- damaged LMDB stores: a crashed run longer than one
+ * read transaction counted whole, mirrors without their result and folded
+ * results with a callee ledger (corrupt), changed and unreadable records
+ * refused by continue, deleted steps, gaps near a ledger's end and unknown
+ * record versions found by verify.
+ */
+#include "support.h"
+#include "support_store.h"
+
+#include "codec.h"
+#include "hash.h"
+#include "store.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <lmdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static void raw_del_step(raw *r, const uint8_t *key, size_t klen)
+{
+    MDB_val k = {klen, (void *)key};
+    int rc = mdb_del(r->txn, r->steps, &k, NULL);
+    cr_assert_eq(rc, 0, "del: %s", mdb_strerror(rc));
+}
+
+/* SIGKILL the process when the third call has its result. */
+static void kill_at_third_result(const pl_event *ev, void *user)
+{
+    int *n = user;
+    if (ev->kind == PL_EVENT_CALL_COMPLETED && ++*n == 3)
+        raise(SIGKILL);
+}
+
+/* nest_then_raw()'s run, in a child killed when its third call has its
+ * result (0:0..0:5 are durable); then open raw. */
+static uint64_t nest_crashed_then_raw(const char *path, pl_registry *reg,
+                                      const char *id, raw *r)
+{
+    pl_engine *e = open_with(path, reg, 0, 0);
+    start_ok(e, "chain", "{\"n\": 2}", "bystander");
+    pl_engine_close(e);
+    pid_t pid = fork();
+    cr_assert_neq(pid, -1);
+    if (pid == 0) {
+        int n = 0;
+        pl_engine_options o = PL_ENGINE_OPTIONS_INIT;
+        o.durability = PL_DURABILITY_PROCESS;
+        o.on_event = kill_at_third_result;
+        o.event_user = &n;
+        pl_engine *ce;
+        if (pl_engine_open(&ce, path, reg, &o))
+            _exit(3);
+        pl_outcome *out = NULL;
+        cJSON *p = t_json("{\"depth\": 1, \"fanout\": 3}");
+        pl_action a = {PL_ACTION_VERSION, "nest", p, NULL, 0, NULL};
+        pl_run_options ro = PL_RUN_OPTIONS_INIT;
+        ro.run_id = id;
+        (void)pl_run_start(&out, ce, &a, &ro);
+        _exit(4);
+    }
+    int status;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL,
+              "the child did not die at the third result (status %d)", status);
+    raw_open(r, path, false);
+    return raw_run_num(r, id);
+}
+
+/* SIGKILL the process when its 550th call has its result. */
+static void kill_at_550th_result(const pl_event *ev, void *user)
+{
+    int *n = user;
+    if (ev->kind == PL_EVENT_CALL_COMPLETED && ++*n == 550)
+        raise(SIGKILL);
+}
+
+/*
+ * Continuing a crashed run counts its steps (its record holds them as of
+ * its last heartbeat only), in read transactions of 1024 records at most:
+ * a run of more records than that is counted whole, once, and its record
+ * then agrees with its ledgers.
+ */
+Test(store, a_crashed_run_longer_than_a_read_is_counted_whole)
+{
+    const char *path = t_store_path();
+    pl_registry *reg = registry();
+    pid_t pid = fork();
+    cr_assert_neq(pid, -1);
+    if (pid == 0) {
+        int n = 0;
+        pl_engine_options o = PL_ENGINE_OPTIONS_INIT;
+        o.durability = PL_DURABILITY_PROCESS;
+        o.on_event = kill_at_550th_result;
+        o.event_user = &n;
+        pl_engine *ce;
+        if (pl_engine_open(&ce, path, reg, &o))
+            _exit(3);
+        pl_outcome *out = NULL;
+        cJSON *p = t_json("{\"n\": 600, \"size\": 8}");
+        pl_action a = {PL_ACTION_VERSION, "bulk", p, NULL, 0, NULL};
+        pl_run_options ro = PL_RUN_OPTIONS_INIT;
+        ro.run_id = "long";
+        (void)pl_run_start(&out, ce, &a, &ro);
+        _exit(4);
+    }
+    int status;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL,
+              "the child did not die at the 550th result (status %d)", status);
+
+    /* 550 calls of an action_call and an action_result each: 1100 records
+     * at least, more than one read transaction counts */
+    pl_engine *e = open_with(path, reg, 0, 0);
+    pl_run_info *info = NULL;
+    cr_assert_eq(pl_run_get(&info, e, "long"), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(info->status, PL_RUN_RUNNING);
+    cr_assert_leq(info->steps, 3 * 550, "no more than were durable");
+    pl_run_info_free(info);
+
+    pl_outcome *o = NULL;
+    cr_assert_eq(pl_run_continue(&o, e, "long", NULL), PL_OK, "%s",
+                 pl_errmsg());
+    cr_assert_eq(o->status, PL_RUN_COMPLETED);
+    pl_outcome_free(o);
+    cr_assert_eq(pl_run_get(&info, e, "long"), PL_OK);
+    cr_assert_eq(info->steps, 3 * 600 + 1,
+                 "%llu steps: each call's two "
+                 "root steps and the echo step folded into its result, "
+                 "and the result",
+                 (unsigned long long)info->steps);
+    pl_run_info_free(info);
+    cr_assert_eq(pl_run_verify(e, "long"), PL_OK, "%s", pl_errmsg());
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/* A mirror whose caller's result is changed, missing or absent by design
+ * (the root has no caller) is a clear error wherever it is read. */
+Test(store, a_mirror_without_its_result_is_corrupt)
+{
+    pl_registry *reg = registry();
+    for (int how = 0; how < 3; how++) {
+        const char *path = t_store_path();
+        char id[16];
+        snprintf(id, sizeof id, "mirror-%d", how);
+        raw r;
+        uint64_t num = how == 1 ? nest_crashed_then_raw(path, reg, id, &r)
+                                : nest_then_raw(path, reg, id, &r);
+        uint32_t comps[1] = {2};
+        uint8_t key[64];
+        size_t n, kl;
+        uint8_t *rec;
+        const char *ledger = "0.2", *says;
+        if (how == 0) { /* the mirror 0.2:1 changes */
+            kl = step_key(key, num, comps, 1, 1);
+            rec = raw_get_step(&r, key, kl, &n);
+            cr_assert(rec[1] == PL__FORMAT_V2 && rec[n - 1] == 0xc0);
+            cr_assert_eq(rec[3], 0xcf, "the time, as a uint 64");
+            rec[11] ^= 1;
+            raw_put_step(&r, key, kl, rec, n);
+            free(rec);
+            says = "does not link";
+        } else if (how == 1) { /* the crashed run's root ends at 0:2 */
+            for (uint32_t seq = 3; seq <= 5; seq++) {
+                kl = step_key(key, num, NULL, 0, seq);
+                raw_del_step(&r, key, kl);
+            }
+            uint32_t later[1] = {4}; /* and the third call's ledger */
+            for (uint32_t seq = 0; seq <= 1; seq++) {
+                kl = step_key(key, num, later, 1, seq);
+                raw_del_step(&r, key, kl);
+            }
+            says = "records none";
+        } else { /* the root's result 0:7 is made a mirror */
+            ledger = "0";
+            kl = step_key(key, num, NULL, 0, 7);
+            rec = raw_get_step(&r, key, kl, &n);
+            size_t off = payload_offset(rec, n);
+            rec[1] = PL__FORMAT_V2;
+            rec[off] = 0xc0;
+            raw_put_step(&r, key, kl, rec, off + 1);
+            free(rec);
+            says = "root";
+        }
+        raw_close(&r);
+
+        pl_engine *e = open_with(path, reg, 0, 0);
+        cr_assert_eq(pl_run_verify(e, id), PL_ECORRUPT, "%s", id);
+        cr_assert(strstr(pl_errmsg(), how == 2 ? "root" : "0.2") != NULL,
+                  "%s: %s", id, pl_errmsg());
+        pl_steps *l = NULL;
+        cr_assert_eq(pl_run_ledger(&l, e, id, ledger), PL_ECORRUPT, "%s", id);
+        cr_assert_null(l);
+        cr_assert(strstr(pl_errmsg(), says) != NULL, "%s: %s", id, pl_errmsg());
+        seen sn = {0};
+        cr_assert_eq(pl_run_walk(e, id, collect, &sn), PL_ECORRUPT, "%s", id);
+        cr_assert(strstr(pl_errmsg(), says) != NULL, "%s: %s", id, pl_errmsg());
+        free(sn.got.v);
+        if (how > 0) {
+            /* replay meets the mirror: the callee runs again, or the root
+             * compares its result; neither takes nil for a payload */
+            pl_outcome *o = NULL;
+            int st = pl_run_continue(&o, e, id, NULL);
+            int err = st ? st : o->error;
+            cr_assert(st != PL_OK || o->status == PL_RUN_FAILED, "%s", id);
+            cr_assert_eq(err, PL_ECORRUPT, "%s: %s", id, pl_status_name(err));
+            cr_assert(strstr(st ? pl_errmsg() : o->reason, "caller") != NULL,
+                      "%s: %s", id, st ? pl_errmsg() : o->reason);
+            pl_outcome_free(o);
+        }
+        bystander_fine(e);
+        pl_engine_close(e);
+    }
+    pl_registry_free(reg);
+}
+
+/* A folded result whose callee ledger holds records after all: verify says
+ * so. */
+Test(store, a_folded_result_with_a_stored_callee_ledger_is_corrupt)
+{
+    const char *path = t_store_path();
+    pl_registry *reg = registry();
+    raw r;
+    uint64_t num = chain_then_raw(path, reg, "refolded", &r);
+    uint32_t comps[1] = {2};
+    uint8_t key[64], ckey[64];
+    size_t n, kl = step_key(key, num, NULL, 0, 0);
+    size_t ckl = step_key(ckey, num, comps, 1, 0);
+    cr_assert_not(raw_has_step(&r, ckey, ckl), "0.2:0 is folded into 0:3");
+    uint8_t *rec = raw_get_step(&r, key, kl, &n);
+    raw_put_step(&r, ckey, ckl, rec, n); /* any record will do */
+    free(rec);
+    raw_close(&r);
+
+    pl_engine *e = open_with(path, reg, 0, 0);
+    cr_assert_eq(pl_run_verify(e, "refolded"), PL_ECORRUPT);
+    cr_assert(strstr(pl_errmsg(), "0.2") != NULL, "%s", pl_errmsg());
+    bystander_fine(e);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/* A recorded result whose value the policy ignores, changed in the store:
+ * replay must not serve it as if nothing happened. */
+Test(store, continue_refuses_a_changed_record)
+{
+    const char *path = t_store_path();
+    pl_registry *reg = registry();
+    pl_engine *e = open_with(path, reg, 0, 0);
+    start_ok(e, "nest", "{\"depth\": 1, \"fanout\": 3}", "ignored");
+    pl_engine_close(e);
+
+    raw r;
+    raw_open(&r, path, false);
+    uint64_t num = raw_run_num(&r, "ignored");
+    /* 0:1 is the first call's result, {"depth": 0}: make it {"depth": 1} */
+    uint8_t key[64];
+    size_t kl = step_key(key, num, NULL, 0, 1), n;
+    uint8_t *rec = raw_get_step(&r, key, kl, &n);
+    cr_assert_eq(rec[n - 1], 0x00);
+    rec[n - 1] = 0x01;
+    raw_put_step(&r, key, kl, rec, n);
+    free(rec);
+    raw_close(&r);
+
+    e = open_with(path, reg, 0, 0);
+    cr_assert_eq(pl_run_verify(e, "ignored"), PL_ECORRUPT);
+    cr_assert(strstr(pl_errmsg(), "0:2") != NULL, "%s", pl_errmsg());
+
+    pl_outcome *o = NULL;
+    int st = pl_run_continue(&o, e, "ignored", NULL);
+    cr_assert(st != PL_OK || o, "PL_OK without an outcome");
+    int err = st ? st : o->error;
+    const char *why = st ? pl_errmsg() : o->reason ? o->reason : "";
+    /* non-fatal from here, so that the run's memory is still freed */
+    cr_expect(st != PL_OK || o->status == PL_RUN_FAILED,
+              "continue served a record whose hash chain is broken and "
+              "completed the run as if nothing were wrong");
+    cr_expect_eq(err, PL_ECORRUPT, "continue gave %s: %s", pl_status_name(err),
+                 why);
+    cr_expect(strstr(why, "0:1") != NULL || strstr(why, "0:2") != NULL,
+              "the failure names the damaged step: %s", why);
+    pl_outcome_free(o);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+Test(store, continue_fails_clearly_on_an_unreadable_record)
+{
+    const char *path = t_store_path();
+    pl_registry *reg = registry();
+    raw r;
+    uint64_t num = chain_then_raw(path, reg, "garbled", &r);
+    /* 0:3's payload map becomes the never-used byte 0xc1 */
+    uint8_t key[64];
+    size_t kl = step_key(key, num, NULL, 0, 3), n;
+    uint8_t *rec = raw_get_step(&r, key, kl, &n);
+    rec[payload_offset(rec, n)] = 0xc1;
+    raw_put_step(&r, key, kl, rec, n);
+    free(rec);
+    raw_close(&r);
+
+    pl_engine *e = open_with(path, reg, 0, 0);
+    cr_assert_eq(pl_run_verify(e, "garbled"), PL_ECORRUPT);
+    cr_assert(strstr(pl_errmsg(), "0:3") != NULL, "%s", pl_errmsg());
+    pl_steps *l = NULL;
+    cr_assert_eq(pl_run_ledger(&l, e, "garbled", "0"), PL_ECORRUPT);
+    cr_assert_null(l);
+    cr_assert(strstr(pl_errmsg(), "0:3") != NULL, "%s", pl_errmsg());
+    seen sn = {0};
+    cr_assert_eq(pl_run_walk(e, "garbled", collect, &sn), PL_ECORRUPT);
+    /* 0:0, 0.0:0 (folded into 0:1), 0:1, 0:2, then the damaged 0:3, which
+     * holds 0.2:0 too */
+    cr_assert_eq(sn.got.n, 4, "the walk stops at the damaged result");
+    cr_assert(strstr(pl_errmsg(), "0:3") != NULL, "%s", pl_errmsg());
+    free(sn.got.v);
+
+    pl_outcome *o = NULL;
+    int st = pl_run_continue(&o, e, "garbled", NULL);
+    if (st == PL_OK) {
+        cr_assert_eq(o->status, PL_RUN_FAILED);
+        cr_assert_eq(o->error, PL_ECORRUPT, "%s", pl_status_name(o->error));
+        cr_assert(strstr(o->reason, "0:3") != NULL, "%s", o->reason);
+    } else {
+        cr_assert_eq(st, PL_ECORRUPT, "%s", pl_status_name(st));
+        cr_assert(strstr(pl_errmsg(), "0:3") != NULL, "%s", pl_errmsg());
+    }
+    bool recorded = st == PL_OK;
+    pl_outcome_free(o);
+    /* a failure reported as an outcome is on record */
+    pl_run_info *info;
+    cr_assert_eq(pl_run_get(&info, e, "garbled"), PL_OK);
+    if (recorded) {
+        cr_assert_eq(info->status, PL_RUN_FAILED);
+        cr_assert_eq(info->error, PL_ECORRUPT);
+    }
+    pl_run_info_free(info);
+    cr_assert_eq(pl_run_verify(e, "garbled"), PL_ECORRUPT,
+                 "nothing repaired or rewrote the damaged step");
+    bystander_fine(e);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+Test(store, verify_detects_deleted_steps)
+{
+    const char *path = t_store_path();
+    pl_registry *reg = registry();
+    raw r;
+    uint64_t num = chain_then_raw(path, reg, "holes", &r);
+    uint8_t key[64];
+    size_t kl = step_key(key, num, NULL, 0, 3); /* a result in the middle */
+    raw_del_step(&r, key, kl);
+    raw_close(&r);
+
+    pl_engine *e = open_with(path, reg, 0, 0);
+    cr_assert_eq(pl_run_verify(e, "holes"), PL_ECORRUPT);
+    cr_assert(strstr(pl_errmsg(), "holes") != NULL, "%s", pl_errmsg());
+    cr_assert(strstr(pl_errmsg(), "step 3") != NULL,
+              "names the missing "
+              "step: %s",
+              pl_errmsg());
+    pl_steps *l = NULL;
+    cr_assert_eq(pl_run_ledger(&l, e, "holes", "0"), PL_ECORRUPT,
+                 "a ledger with a gap is not read as if whole");
+    cr_assert_null(l);
+    pl_outcome *o = NULL;
+    int st = pl_run_continue(&o, e, "holes", NULL);
+    int err = st ? st : o->error;
+    cr_assert(st != PL_OK || o->status == PL_RUN_FAILED);
+    cr_assert_eq(err, PL_ECORRUPT, "%s", pl_status_name(err));
+    pl_outcome_free(o);
+    bystander_fine(e);
+    pl_engine_close(e);
+
+    /* the last step of a ledger: no gap, but fewer steps than recorded */
+    raw_open(&r, path, false);
+    uint64_t bnum = raw_run_num(&r, "bystander");
+    kl = step_key(key, bnum, NULL, 0, 4); /* its root result */
+    raw_del_step(&r, key, kl);
+    raw_close(&r);
+    e = open_with(path, reg, 0, 0);
+    cr_assert_eq(pl_run_verify(e, "bystander"), PL_ECORRUPT);
+    cr_assert(strstr(pl_errmsg(), "bystander") != NULL, "%s", pl_errmsg());
+    pl_engine_close(e);
+
+    /* a whole child ledger (a nest's: an add's is folded into its result) */
+    e = open_with(path, reg, 0, 0);
+    start_ok(e, "nest", "{\"depth\": 1, \"fanout\": 3}", "orphan");
+    pl_engine_close(e);
+    raw_open(&r, path, false);
+    uint64_t onum = raw_run_num(&r, "orphan");
+    uint32_t comps[1] = {2};
+    for (uint32_t seq = 0; seq < 2; seq++) {
+        kl = step_key(key, onum, comps, 1, seq);
+        raw_del_step(&r, key, kl);
+    }
+    raw_close(&r);
+    e = open_with(path, reg, 0, 0);
+    cr_assert_eq(pl_run_verify(e, "orphan"), PL_ECORRUPT);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/*
+ * A step missing near the end of a ledger that no run record anchors (the
+ * run failed), with only a few records after it: reading steps over small
+ * subtrees, and must still tell a missing step from the ledger's end.
+ */
+Test(store, a_gap_near_the_end_of_a_ledger_is_not_its_end)
+{
+    const char *path = t_store_path();
+    pl_registry *reg = registry();
+    pl_engine *e = open_with(path, reg, 0, 0);
+    pl_outcome *o = t_start(e, "two_then_fail", NULL, "short");
+    cr_assert_eq(o->status, PL_RUN_FAILED);
+    pl_outcome_free(o);
+    pl_steps *l = NULL;
+    cr_assert_eq(pl_run_ledger(&l, e, "short", "0"), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(pl_steps_count(l), 4, "two calls, two results");
+    pl_steps_free(l);
+    pl_engine_close(e);
+    raw r;
+    raw_open(&r, path, false);
+    uint8_t key[64];
+    size_t kl = step_key(key, raw_run_num(&r, "short"), NULL, 0, 2);
+    raw_del_step(&r, key, kl); /* the second call; its subtree stays */
+    raw_close(&r);
+
+    e = open_with(path, reg, 0, 0);
+    l = NULL;
+    cr_assert_eq(pl_run_ledger(&l, e, "short", "0"), PL_ECORRUPT,
+                 "a ledger with a gap is not read as if it ended there");
+    cr_assert_null(l);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+Test(store, verify_reports_an_unknown_record_version)
+{
+    const char *path = t_store_path();
+    pl_registry *reg = registry();
+    raw r;
+    uint64_t num = chain_then_raw(path, reg, "future", &r);
+    uint8_t key[64];
+    size_t kl = step_key(key, num, NULL, 0, 2), n;
+    uint8_t *rec = raw_get_step(&r, key, kl, &n);
+    cr_assert_eq(rec[0], 0x97, "a 7-field header");
+    cr_assert_eq(rec[1], 0x01, "format version 1");
+    rec[1] = 0x03;
+    raw_put_step(&r, key, kl, rec, n);
+    free(rec);
+    raw_close(&r);
+
+    pl_engine *e = open_with(path, reg, 0, 0);
+    cr_assert_eq(pl_run_verify(e, "future"), PL_EVERSION, "%s", pl_errmsg());
+    cr_assert(strstr(pl_errmsg(), "0:2") != NULL, "%s", pl_errmsg());
+    cr_assert(strstr(pl_errmsg(), "version") != NULL, "%s", pl_errmsg());
+    pl_steps *l = NULL;
+    cr_assert_eq(pl_run_ledger(&l, e, "future", "0"), PL_EVERSION);
+    seen sn = {0};
+    cr_assert_eq(pl_run_walk(e, "future", collect, &sn), PL_EVERSION);
+    free(sn.got.v);
+    pl_outcome *o = NULL;
+    int st = pl_run_continue(&o, e, "future", NULL);
+    int err = st ? st : o->error;
+    cr_assert(st != PL_OK || o->status == PL_RUN_FAILED);
+    cr_assert_eq(err, PL_EVERSION, "%s", pl_status_name(err));
+    pl_outcome_free(o);
+    bystander_fine(e);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}

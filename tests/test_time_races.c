@@ -1,0 +1,276 @@
+/*
+ * test_time_races.c -- durable timers, events and cancellation under
+ * workers and races: a worker wakes every sleeping run once, a timeout
+ * racing a signal and a cancel racing completion each end one way only;
+ * and the edges: a call of a fan-out cannot wait, a sleep until a time
+ * gone goes on at once.  test_time.c has the rest; what they share is in
+ * support_time.c.
+ *
+ * Runs on LMDB and, as pg_test_time_races, on PostgreSQL.  No test
+ * asserts a duration.
+ */
+#include "support_time.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ------------------------------------------------------------------------ */
+/* Workers                                                                  */
+/* ------------------------------------------------------------------------ */
+
+typedef struct worker_arg {
+    pl_engine *e;
+    int st;
+} worker_arg;
+
+static void *worker_main(void *arg)
+{
+    worker_arg *w = arg;
+    pl_worker_options o = PL_WORKER_OPTIONS_INIT;
+    o.concurrency = 3;
+    o.poll_ms = 10;
+    w->st = pl_worker_run(w->e, &o);
+    return NULL;
+}
+
+Test(time, a_worker_wakes_every_sleeping_run_once, .timeout = 120)
+{
+    pl_registry *reg = registry();
+    pl_engine *e = engine_parking(reg);
+    enum { N = 20 };
+    for (int i = 0; i < N; i++) {
+        char id[16], json[32];
+        snprintf(id, sizeof id, "ws%d", i);
+        snprintf(json, sizeof json, "{\"ms\":%d}", 50 + 10 * i);
+        pl_outcome *o = t_start(e, "sleeper", json, id);
+        cr_expect(o->status == PL_RUN_WAITING ||
+                  o->status == PL_RUN_COMPLETED); /* a slow start */
+        pl_outcome_free(o);
+    }
+    worker_arg w = {e, 0};
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, worker_main, &w), 0);
+    for (int i = 0; i < N; i++) {
+        char id[16];
+        snprintf(id, sizeof id, "ws%d", i);
+        while (status_of(e, id) == PL_RUN_WAITING ||
+               status_of(e, id) == PL_RUN_RUNNING)
+            nap_ms(10);
+        pl_run_info *info = info_of(e, id);
+        cr_expect_eq(info->status, PL_RUN_COMPLETED, "%s: %s %s", id,
+                     pl_run_status_name(info->status),
+                     info->reason ? info->reason : "");
+        pl_run_info_free(info);
+    }
+    pl_worker_stop(e);
+    pthread_join(th, NULL);
+    cr_expect_eq(w.st, PL_OK);
+    cr_expect_eq(t_calls.add, N, "each woke exactly once");
+    cr_expect_eq(t_calls.echo, N);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Races                                                                    */
+/* ------------------------------------------------------------------------ */
+
+typedef struct racer {
+    pl_engine *e;
+    const char *id;
+    long delay_us;
+    int st;
+    bool stop;
+} racer;
+
+/* Send the event "n" to run r->id after r->delay_us. */
+static void *signal_later(void *arg)
+{
+    racer *r = arg;
+    struct timespec ts = {0, r->delay_us * 1000L};
+    nanosleep(&ts, NULL);
+    cJSON *p = t_json("{\"late\":true}");
+    r->st = pl_run_signal(NULL, r->e, r->id, "n", p);
+    cJSON_Delete(p);
+    return NULL;
+}
+
+Test(time, a_timeout_racing_a_signal_ends_one_way_only, .timeout = 300)
+{
+    pl_registry *reg = registry();
+    pl_engine *e = engine_parking(reg);
+    int timeouts = 0, events = 0;
+    for (int i = 0; i < 20; i++) {
+        char id[16];
+        snprintf(id, sizeof id, "race%d", i);
+        pl_outcome *o = t_start(e, "waiter", "{\"name\":\"n\",\"timeout\":20}",
+                                id);
+        /* waiting; or, on a slow machine, timed out at once */
+        cr_expect(o->status == PL_RUN_WAITING || o->status == PL_RUN_COMPLETED,
+                  "%s", pl_run_status_name(o->status));
+        pl_outcome_free(o);
+        racer r = {e, id, (i * 2371) % 40000, 0, false};
+        pthread_t th;
+        cr_assert_eq(pthread_create(&th, NULL, signal_later, &r), 0);
+        wake_until_done(e, id);
+        pthread_join(th, NULL);
+        wake_until_done(e, id); /* a signal may have made it due again */
+        cr_assert_eq(status_of(e, id), PL_RUN_COMPLETED);
+        cr_assert_eq(pl_run_continue(&o, e, id, NULL), PL_OK);
+        char *res = t_text(result_of(o));
+        pl_outcome_free(o);
+        if (!strcmp(res, "{\"timeout\":true}")) {
+            timeouts++;
+            /* the event came too late: refused, or left unconsumed */
+            cr_expect(r.st == PL_OK || r.st == PL_ESTATE, "%s",
+                      pl_status_name(r.st));
+        } else {
+            events++;
+            cr_expect_str_eq(res, "{\"got\":[{\"late\":true}]}");
+            cr_expect_eq(r.st, PL_OK, "a consumed event was delivered");
+        }
+        free(res);
+        /* a check replay agrees with the record, whatever happened */
+        pl_run_options ro = PL_RUN_OPTIONS_INIT;
+        ro.check = true;
+        cr_expect_eq(pl_run_continue(&o, e, id, &ro), PL_OK, "%s", pl_errmsg());
+        pl_outcome_free(o);
+    }
+    fprintf(stderr, "timeout vs signal: %d timeouts, %d events\n", timeouts,
+            events);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/* Cancel run r->id after r->delay_us. */
+static void *cancel_later(void *arg)
+{
+    racer *r = arg;
+    struct timespec ts = {0, r->delay_us * 1000L};
+    nanosleep(&ts, NULL);
+    r->st = pl_run_cancel(r->e, r->id, "race");
+    return NULL;
+}
+
+Test(time, a_cancel_racing_completion_ends_one_way_only, .timeout = 300)
+{
+    pl_registry *reg = registry();
+    pl_engine *e = engine_parking(reg);
+    int cancelled = 0, completed = 0;
+    for (int i = 0; i < 20; i++) {
+        char id[16];
+        snprintf(id, sizeof id, "cr%d", i);
+        cJSON *p = t_json("{\"n\":40}");
+        pl_action a = {PL_ACTION_VERSION, "chain", p, NULL, 0, NULL};
+        pl_run_options ro = PL_RUN_OPTIONS_INIT;
+        ro.run_id = id;
+        racer r = {e, id, (i * 997) % 8000, 0, false};
+        pthread_t th;
+        cr_assert_eq(pthread_create(&th, NULL, cancel_later, &r), 0);
+        pl_outcome *o = NULL;
+        int st = pl_run_start(&o, e, &a, &ro);
+        pthread_join(th, NULL);
+        cJSON_Delete(p);
+        if (r.st == PL_ENOTFOUND) { /* before the run existed: again */
+            pl_outcome_free(o);
+            r.st = pl_run_cancel(e, id, "race");
+            o = NULL;
+            st = PL_OK;
+        }
+        cr_assert_eq(st, PL_OK, "%s", pl_errmsg());
+        pl_outcome_free(o);
+        pl_run_info *info = info_of(e, id);
+        if (info->status == PL_RUN_CANCELLED) {
+            cancelled++;
+            cr_expect_eq(r.st, PL_OK, "a cancelled run's cancel succeeded");
+            cr_expect_str_eq(info->reason, "race");
+        } else {
+            completed++;
+            cr_expect_eq(info->status, PL_RUN_COMPLETED);
+            /* accepted too late to be seen, or refused: it had ended */
+            cr_expect(r.st == PL_OK || r.st == PL_ESTATE, "%s",
+                      pl_status_name(r.st));
+        }
+        pl_run_info_free(info);
+        cr_expect_eq(pl_run_verify(e, id), PL_OK, "%s", pl_errmsg());
+    }
+    fprintf(stderr, "cancel vs completion: %d cancelled, %d completed\n",
+            cancelled, completed);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Edges                                                                    */
+/* ------------------------------------------------------------------------ */
+
+/* "fan": two "waiter" calls at once: a branch cannot wait. */
+static int fan(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *u)
+{
+    (void)u;
+    pl_call_spec specs[2] = {PL_CALL_SPEC_INIT, PL_CALL_SPEC_INIT};
+    pl_action acts[2] = {PL_ACTION_INIT, PL_ACTION_INIT};
+    for (int i = 0; i < 2; i++) {
+        acts[i].policy = "waiter";
+        acts[i].payload = a->payload;
+        specs[i].action = &acts[i];
+    }
+    pl_step *res[2] = {NULL, NULL};
+    int st = pl_ctx_call_all(res, ctx, specs, 2);
+    pl_step_free(res[0]);
+    pl_step_free(res[1]);
+    return st ? st : pl_steps_add_resultf(out, "{}");
+}
+
+/* "past": sleeps until a time long gone, then calls "add". */
+static int past(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *u)
+{
+    (void)a;
+    (void)u;
+    int st = pl_ctx_sleep_until(ctx, 1000);
+    if (!st)
+        st = pl_ctx_invokef(NULL, ctx, "add", "{s:i, s:i}", "a", 1, "b", 1);
+    return st ? st : pl_steps_add_resultf(out, "{}");
+}
+
+Test(time, a_call_of_a_fan_out_cannot_wait)
+{
+    pl_registry *reg = registry();
+    pl_policy_def d = PL_POLICY_DEF_INIT;
+    d.name = "fan";
+    d.fn = fan;
+    cr_assert_eq(pl_registry_add(reg, &d), PL_OK);
+    pl_engine *e = engine_parking(reg);
+    pl_outcome *o = t_start(e, "fan", "{\"name\":\"n\"}", "f1");
+    cr_expect_eq(o->status, PL_RUN_FAILED);
+    cr_expect(o->reason && strstr(o->reason, "cannot wait"), "%s", o->reason);
+    pl_outcome_free(o);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+Test(time, a_sleep_until_a_time_gone_goes_on_at_once)
+{
+    pl_registry *reg = registry();
+    pl_policy_def d = PL_POLICY_DEF_INIT;
+    d.name = "past";
+    d.fn = past;
+    cr_assert_eq(pl_registry_add(reg, &d), PL_OK);
+    pl_engine *e = engine_parking(reg);
+    pl_outcome *o = t_start(e, "past", "{}", "p1");
+    cr_expect_eq(o->status, PL_RUN_COMPLETED);
+    pl_outcome_free(o);
+    pl_run_options ro = PL_RUN_OPTIONS_INIT;
+    ro.check = true;
+    cr_expect_eq(pl_run_continue(&o, e, "p1", &ro), PL_OK, "%s", pl_errmsg());
+    pl_outcome_free(o);
+    cr_expect_eq(t_calls.add, 1);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
