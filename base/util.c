@@ -188,7 +188,7 @@ bool pl__run_id_ok(const char *s)
         char c = s[n];
         bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
                   (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-' ||
-                  c == ':' || c == '@';
+                  c == ':' || c == '@' || c == '~';
         if (!ok || n >= PL_MAX_RUN_ID)
             return false;
     }

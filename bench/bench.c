@@ -113,9 +113,6 @@
 #include "bench.h"
 #include "pg_store.h" /* pl__pg_counts_get(): round trips to the server */
 
-#define ONLY_FANOUT (1u << 16) /* --only fanout */
-#define ONLY_RATE (1u << 17)   /* --only rate */
-
 /* The rate workload (bench_rate.c) on a store of its own. */
 static int report_rate(bool quick)
 {
@@ -140,59 +137,9 @@ static int report_pg(bool quick, unsigned only)
            (only & ONLY_RATE ? report_rate(quick) : 0);
 }
 
-static void usage(FILE *f)
-{
-    fprintf(f, "usage: pl-bench [--quick] [--json] [--dir DIR] [--only LIST]\n"
-               "       pl-bench [--quick] [--json] --store URI\n"
-               "  --quick     small sizes, finishes in well under a minute\n"
-               "  --json      print one JSON document instead of the table\n"
-               "  --dir DIR   where the stores go (default: a new directory "
-               "under $TMPDIR or /tmp)\n"
-               "  --only LIST the workloads to run, e.g. w1,w4 or fanout "
-               "(default: all)\n"
-               "  --store URI W1, W3, W6, W7, W8 and rate on PostgreSQL (a "
-               "postgresql:// URI), W1\n"
-               "              and W3 next to a libpq floor\n");
-}
-
-/* "w1,w3" -> a bit per workload (1 << 1 | 1 << 3); 0 when malformed. */
-static unsigned parse_only(const char *list)
-{
-    unsigned mask = 0;
-    for (const char *p = list;; p += 3) {
-        if (!strncmp(p, "mcp", 3) && (p[3] == ',' || p[3] == '\0')) {
-            mask |= ONLY_MCP;
-            if (p[3] == '\0')
-                return mask;
-            p += 1; /* and 3 more: past "mcp," */
-            continue;
-        }
-        if (!strncmp(p, "rate", 4) && (p[4] == ',' || p[4] == '\0')) {
-            mask |= ONLY_RATE;
-            if (p[4] == '\0')
-                return mask;
-            p += 2; /* and 3 more: past "rate," */
-            continue;
-        }
-        if (!strncmp(p, "fanout", 6) && (p[6] == ',' || p[6] == '\0')) {
-            mask |= ONLY_FANOUT;
-            if (p[6] == '\0')
-                return mask;
-            p += 4; /* and 3 more: past "fanout," */
-            continue;
-        }
-        if ((p[0] != 'w' && p[0] != 'W') || p[1] < '1' || p[1] > '8' ||
-            (p[2] != ',' && p[2] != '\0'))
-            return 0;
-        mask |= 1u << (p[1] - '0');
-        if (p[2] == '\0')
-            return mask;
-    }
-}
-
 int main(int argc, char **argv)
 {
-    unsigned only = 0x1fe | ONLY_FANOUT | ONLY_RATE | ONLY_MCP; /* all */
+    unsigned only = ONLY_ALL;
     bool quick = false;
     const char *dir = NULL;
     for (int i = 1; i < argc; i++) {
@@ -207,11 +154,10 @@ int main(int argc, char **argv)
             g_pg_uri = argv[++i];
         else if (!strcmp(argv[i], "--only") && i + 1 < argc) {
             if (!(only = parse_only(argv[++i]))) {
-                fprintf(
-                    stderr,
-                    "pl-bench: --only takes workloads w1..w8, fanout, mcp and "
-                    "rate, comma-separated, not '%s'\n",
-                    argv[i]);
+                fprintf(stderr,
+                        "pl-bench: --only takes workloads " ONLY_NAMES ", "
+                        "comma-separated, not '%s'\n",
+                        argv[i]);
                 return 2;
             }
         } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
@@ -270,7 +216,7 @@ int main(int argc, char **argv)
 
     if (g_pg_uri) { /* W1, W3, W6, W7, W8 and rate on PostgreSQL instead */
         failures += report_pg(quick, only);
-        only = 0;
+        only &= ONLY_CHURN;
     }
     if (only & 1u << 1)
         failures += report_w1(quick);
@@ -294,6 +240,11 @@ int main(int argc, char **argv)
         failures += report_rate(quick);
     if (only & ONLY_MCP)
         failures += report_mcp(quick);
+    churn_report cr = {quick, g_print_json, g_dir, g_pg_uri, g_json};
+    failures += (only & ONLY_CHURN ? churn_report_run(&cr) : 0) +
+                (only & ONLY_AGENT && !g_pg_uri
+                     ? agent_chain_report(quick, g_print_json, g_dir, g_json)
+                     : 0);
     report_goals(quick);
 
     jnum(g_json, "failures", failures);

@@ -15,6 +15,9 @@
  *   model_server.c    the loopback model server W5 talks to
  *   bench_stream.c    W5 streamed: time to the first delta
  *   bench_mcp.c       mcp: a recorded MCP call against a bare JSON-RPC one
+ *   churn.c           churn (runs created and pruned, cycle after cycle)
+ *   agent_chain.c     the long agent (a chain of runs continued as new)
+ *   options.c         the command line: the usage, --only's names
  */
 #ifndef PL_BENCH_H
 #define PL_BENCH_H
@@ -25,6 +28,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/types.h>
 
 #include <pthread.h>
@@ -125,8 +129,75 @@ int report_w5_stream(bool quick);
 int report_w7(bool quick);
 int report_w8(void);
 
+/* ---- options.c: the usage, and the workloads --only names ---- */
+/* A bit per workload: w1..w8 as 1 << 1 .. 1 << 8, and these. */
+#define ONLY_FANOUT (1u << 16) /* --only fanout */
+#define ONLY_CHURN (1u << 17)  /* --only churn (churn.c) */
+#define ONLY_AGENT (1u << 18)  /* --only agent (agent_chain.c) */
+#define ONLY_RATE (1u << 19)   /* --only rate (bench_rate.c) */
+#define ONLY_MCP (1u << 20)    /* --only mcp (bench_mcp.c) */
+#define ONLY_ALL                                                               \
+    (0x1feu | ONLY_FANOUT | ONLY_CHURN | ONLY_AGENT | ONLY_RATE | ONLY_MCP)
+#define ONLY_NAMES "w1..w8, fanout, churn, agent, rate and mcp"
+
+void usage(FILE *f);
+/* "w1,churn" -> their bits; 0 when malformed. */
+unsigned parse_only(const char *list);
+
+/* ---- churn.c: runs created and pruned cycle after cycle, the store's size ---- */
+typedef struct churn_config {
+    const char *store;     /* an LMDB path, or a postgresql:// URI */
+    const char *pg_server; /* PostgreSQL: the server's URI, to VACUUM */
+    const char *pg_schema; /* and the store's schema */
+    pl_durability durability;
+    uint64_t tombstone_ms; /* pl_engine_options.tombstone_ms */
+    unsigned runs, cycles; /* runs per cycle; cycles */
+    unsigned warm;         /* the cycle whose size is the reference */
+    void (*progress)(unsigned cycle, uint64_t bytes, void *user);
+    void *progress_user;
+} churn_config;
+
+typedef struct churn_result {
+    uint64_t bytes_warm, bytes_last; /* after cycle warm, after the last */
+    uint64_t runs_left, steps_left;  /* records after the last prune */
+    double ratio;                    /* bytes_last / bytes_warm */
+    double seconds;
+} churn_result;
+
+/* Run the workload: PL_OK, or the status that stopped it. */
+int churn_run(const churn_config *cfg, churn_result *out);
+
+/* pl-bench's report of it: LMDB in @p dir, or PostgreSQL on @p pg_uri. */
+typedef struct churn_report {
+    bool quick, quiet; /* quiet: --json */
+    const char *dir, *pg_uri;
+    cJSON *json; /* the figures go in "churn" or "churn_pg" */
+} churn_report;
+
+/* 0, or 1 when the workload could not run. */
+int churn_report_run(const churn_report *r);
+
+/* ---- agent_chain.c: 10,000 turns as a chain of runs continued as new ---- */
+typedef struct agent_chain_config {
+    const char *store; /* an LMDB path */
+    int turns;         /* in all; 100 a link */
+} agent_chain_config;
+
+typedef struct agent_chain_result {
+    int links;
+    double exec_first_ms, exec_last_ms;       /* a link's 100 turns */
+    double replay_first_ms, replay_last_ms;   /* a continued link replayed */
+    double recover_first_ms, recover_last_ms; /* failed half way, recovered */
+    double heap_first_kib, heap_last_kib;     /* after link 10, at the end */
+} agent_chain_result;
+
+int agent_chain_run(const agent_chain_config *cfg, agent_chain_result *out);
+
+/* pl-bench's report (the figures in @p json's "long_agent"): 0, or 1 when
+ * it could not run. */
+int agent_chain_report(bool quick, bool quiet, const char *dir, cJSON *json);
+
 /* ---- bench_mcp.c: the mcp workload (--only mcp); the failures ---- */
-#define ONLY_MCP (1u << 18)
 int report_mcp(bool quick);
 
 /* ---- bench_rate.c ---- */

@@ -8,7 +8,8 @@
  *   replay/          the replay engine, from the public entry points down
  *     runner.c       the runner: start, continue, resume, ownership
  *     outcome.c      new run ids; outcomes freed and their result read,
- *                    the outcome a state record holds
+ *                    the outcome a state record holds; a run's end
+ *                    cancelled or waiting recorded
  *     fanout.c       pl_ctx_call_all: several calls at once, on threads
  *     call.c         pl_ctx_call and friends: how a call resolves (call.h)
  *     indoubt.c      recovering a call in flight at a crash (indoubt.h)
@@ -22,6 +23,7 @@
  *     wait.c         sleeps, waits for events, cancellation, deadlines,
  *                    waking waiting runs, a cancelled or parked run's end
  *                    (wait.h)
+ *     continued.c    a run continued as new: its successor (run.h)
  *     commit.c       a run's pending steps made durable; the sync points
  *                    (commit.h)
  *     invocation.c   an invocation's ledger and cursor: append-or-compare,
@@ -47,14 +49,16 @@
  *     registry.c     policies by name
  *
  *   ops/             operations on stored runs
- *     inspect.c      reading runs and ledgers, verification
- *     runs.c         listing runs, a page at a time
+ *     runs.c         a run's records (pl_run_get) and the run list, a
+ *                    page at a time
+ *     inspect.c      reading ledgers, verification
  *     walk.c         a run's steps in tree order (pl_run_walk)
  *     fork.c         a new run from a prefix of another's ledgers
  *     export.c       a run as JSON lines (the format: export.h)
  *     import.c       an export back into a store, checked before written
  *     rechain.c      steps copied under another run number and id, their
  *                    hashes made anew (rechain.h)
+ *     retention.c    deleting runs, tombstones, pruning (retention.h)
  *
  *   ext/             extensions on the public API alone (the build gives
  *                    them include/ and no header of ours besides ext/'s)
@@ -221,6 +225,9 @@ struct pl_engine {
     bool renewing, renew_stop; /* under mu */
     atomic_int worker_stop;    /* pl_worker_stop() */
 
+    /* retention (retention.c) */
+    uint64_t retain_ms;   /* pl_engine_options.retain_ms: 0 = none */
+    int64_t tombstone_us; /* how long a tombstone keeps its id */
     /* time (wait.c): waits shorter than this hold their thread */
     atomic_llong wait_in_place_ms;
 };
@@ -350,6 +357,12 @@ typedef struct pl__run {
     bool branch; /* a fan-out branch (fanout.c): one callee on a thread of
                     its own, its steps in its own batch; never writes the
                     run's state */
+
+    /* pl_ctx_continue_as_new() (continued.c): the successor's payload and
+     * id, and what its creation writes */
+    pl__buf cont;
+    char succ_id[PL_MAX_RUN_ID + 1];
+    pl__buf succ_info, succ_state;
 
     uint64_t served, executed, replayed, appended;
     uint64_t folded; /* steps of the batch folded into a caller's record */

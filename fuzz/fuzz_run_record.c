@@ -1,12 +1,13 @@
 /*
  * fuzz_run_record.c -- the run record decoders (ledger/codec/runrec.c), the run's
- * info and its state, the inbox and timer records, and the schedule record
- * (schedrec.c), over arbitrary bytes.  Whatever the bytes: a status,
- * no read outside them, no leak; a record that decodes encodes again to a
- * record that decodes to the same fields (a version 1 record, which has no
- * checksum, is how the fuzzer reaches past the checksum check).  The same
- * bytes also go to flow control's decoders (ledger/codec/flowrec.c): a
- * queued run's flow record and a rate budget, checked the same way.
+ * info and its state, the inbox and timer records, a deleted run's tombstone
+ * and purge record, and the schedule record (schedrec.c), over arbitrary
+ * bytes.  Whatever the bytes: a status, no read outside them, no leak; a
+ * record that decodes encodes again to a record that decodes to the same
+ * fields (a version 1 record, which has no checksum, is how the fuzzer
+ * reaches past the checksum check).  The same bytes also go to flow
+ * control's decoders (ledger/codec/flowrec.c): a queued run's flow record
+ * and a rate budget, checked the same way.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -79,9 +80,10 @@ static void state(const uint8_t *data, size_t size)
           strcmp(back.token, st.token) == 0 && back.has_head == st.has_head);
     CHECK(same_str(back.reason, st.reason) &&
           same_str(back.susp_path, st.susp_path));
-    /* a superseded run names its successor, and only it does */
+    /* a superseded or continued run names its successor, and only it does */
     CHECK(same_str(back.succ, st.succ) && same_str(back.pred, st.pred));
-    CHECK((st.succ != NULL) == (st.status == PL_RUN_SUPERSEDED));
+    CHECK((st.succ != NULL) ==
+          (st.status == PL_RUN_SUPERSEDED || st.status == PL_RUN_CONTINUED));
     /* the suspend step's seq belongs to its path: written only with it */
     CHECK(!st.susp_path || back.susp_seq == st.susp_seq);
     CHECK(!st.has_head || memcmp(back.head, st.head, PL_HASH_LEN) == 0);
@@ -93,6 +95,40 @@ static void state(const uint8_t *data, size_t size)
     pl__run_state_clear(&back);
     pl__run_state_clear(&copy);
     pl__run_state_clear(&st);
+}
+
+/* A deleted run's tombstone, and the purge record of its steps. */
+static void tomb(const uint8_t *data, size_t size)
+{
+    pl__tomb t;
+    int rc = pl__tomb_decode(&t, RUN_ID, data, size);
+    CHECK(rc == PL_OK || rc == PL_ECORRUPT || rc == PL_EVERSION);
+    if (!rc) {
+        pl__buf b = {0};
+        CHECK(pl__tomb_encode(&b, RUN_ID, &t) == PL_OK);
+        pl__tomb back;
+        CHECK(pl__tomb_decode(&back, RUN_ID, b.data, b.len) == PL_OK);
+        CHECK(back.status == t.status && back.has_head == t.has_head &&
+              back.created_us == t.created_us &&
+              back.deleted_us == t.deleted_us &&
+              back.expires_us == t.expires_us &&
+              strcmp(back.policy, t.policy) == 0);
+        CHECK(!t.has_head || memcmp(back.head, t.head, PL_HASH_LEN) == 0);
+        CHECK(pl__tomb_decode(&back, "run-2", b.data, b.len) != PL_OK);
+        pl__buf_free(&b);
+    }
+    char id[PL_MAX_RUN_ID + 1];
+    rc = pl__purge_decode(id, 7, data, size);
+    CHECK(rc == PL_OK || rc == PL_ECORRUPT || rc == PL_EVERSION);
+    if (!rc) {
+        pl__buf b = {0};
+        char back[PL_MAX_RUN_ID + 1];
+        CHECK(pl__purge_encode(&b, 7, id) == PL_OK);
+        CHECK(pl__purge_decode(back, 7, b.data, b.len) == PL_OK);
+        CHECK(strcmp(back, id) == 0);
+        CHECK(pl__purge_decode(back, 8, b.data, b.len) == PL_ECORRUPT);
+        pl__buf_free(&b);
+    }
 }
 
 static void flow(const uint8_t *data, size_t size)
@@ -208,6 +244,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     info(data, size);
     state(data, size);
+    tomb(data, size);
     inbox(data, size);
     timer(data, size);
     sched(data, size);

@@ -106,7 +106,8 @@
  *   encoded (16 MiB by default) nested at most PL_MAX_JSON_DEPTH deep;
  *   names (policies, actors) are 1..PL_MAX_NAME bytes; invocations nest at
  *   most PL_MAX_DEPTH deep; run ids are 1..PL_MAX_RUN_ID bytes of
- *   [A-Za-z0-9._:@-].
+ *   [A-Za-z0-9._:@~-] ("@" is what a schedule's tick puts in its runs'
+ *   ids, "~" what pl_ctx_continue_as_new() appends).
  *
  * THE MANUAL'S PARTS
  *
@@ -122,7 +123,7 @@
  *                   statistics
  *     runs.h        runs: starting, continuing, resuming, reading and listing
  *                   them, their ledgers, verifying and forking them; export
- *                   and import
+ *                   and import; deleting and pruning them (tombstones)
  *     time.h        time and events (sleeps, timers, signals, cancellation),
  *                   the queue and its workers, schedules
  *     context.h     the pool (many runs on a few threads), and the context:

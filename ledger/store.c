@@ -198,10 +198,37 @@ int pl__store_leases_get(pl__store *s, const uint64_t *runs, size_t n,
     return st;
 }
 
+/* ---- deleting runs ---------------------------------------------------------- */
+
+int pl__store_delete(pl__store *s, pl__delete *d, size_t n)
+{
+    return CALL(s, delete, d, n);
+}
+
+int pl__store_purge(pl__store *s, size_t max_steps, size_t *removed, bool *more)
+{
+    return CALL(s, purge, max_steps, removed, more);
+}
+
+int pl__store_tomb_get(pl__store *s, const char *id, pl__buf *rec)
+{
+    return CALL(s, tomb_get, id, rec);
+}
+
+int pl__store_tombs_expire(pl__store *s, int64_t now_us, size_t max,
+                           pl__buf *after, size_t *removed, bool *more)
+{
+    return CALL(s, tombs_expire, now_us, max, after, removed, more);
+}
+
+/* ---- schedules -------------------------------------------------------------- */
+
 int pl__store_scheds(pl__store *s, pl__kvs *out)
 {
     return CALL(s, scheds, out);
 }
+
+/* ---- time and events -------------------------------------------------------- */
 
 int pl__store_timer_set(pl__store *s, uint64_t run, const char *run_id,
                         int64_t due_us)

@@ -15,7 +15,10 @@
  *   codec/           records and keys, every backend's (codec.h)
  *     record.c       the step record: what a step is, as stored, and seed
  *                    steps (record.h)
- *     runrec.c       run records: a run's info and state (runrec.h)
+ *     runrec.c       run records: a run's info and state (runrec.h;
+ *                    runrec_io.h, how they are read and written)
+ *     siderec.c      records beside a run's: inbox, timer, tombstone and
+ *                    purge records (runrec.h)
  *     flowrec.c      flow control's records: a queued run's flow, a rate
  *                    limit's budget (flowrec.h)
  *     mp_write.c     the msgpack writer (mp.h)
@@ -36,6 +39,8 @@
  *     lmdb_store.c   committing batches, reading ledgers and runs
  *     lmdb_journal.c the group commit journal
  *     lmdb_lease.c   run leases (LEASES below)
+ *     lmdb_delete.c  deleting runs: tombstones, steps removed in bounded
+ *                    transactions (DELETING below)
  *     lmdb_sched.c   schedules (SCHEDULES below)
  *     lmdb_time.c    timers and inboxes (TIMERS below)
  *     lmdb_flow.c    the queue's order, concurrency keys, rate budgets
@@ -47,6 +52,7 @@
  *     pg_commit.c    a commit: one prepared statement, one round trip
  *     pg_read.c      reading ledgers, runs and states
  *     pg_lease.c     leases and the queue
+ *     pg_delete.c    deleting runs, tombstones (DELETING below)
  *     pg_sched.c     schedules (SCHEDULES below)
  *     pg_time.c      timers and inboxes (TIMERS below)
  *     pg_flow.c      the queue's order, concurrency keys, rate budgets
@@ -157,6 +163,12 @@ typedef struct pl__batch {
                                 worker (generation 1), or "" = queued:
                                 generation 0, claimable at once */
     int64_t lease_us;        /* create: how long the lease lasts */
+    /* the run ends continued: create its successor in the same
+     * transaction, queued (a lease nobody holds), taking the id over from
+     * a tombstone; a live run with that id fails the whole commit with
+     * PL_EEXIST */
+    const char *succ_id;
+    const pl__buf *succ_info, *succ_state;
     /* a schedule written in the same transaction (SCHEDULES below): */
     const char *sched_name;      /* NULL: none */
     const pl__buf *sched_rec;    /* its new record; NULL: delete it */
@@ -347,6 +359,51 @@ PL__HIDDEN int pl__store_lease_get(pl__store *s, uint64_t run,
 PL__HIDDEN int pl__store_leases_get(pl__store *s, const uint64_t *runs,
                                     size_t n, pl__lease *out,
                                     bool *found) PL__MUST_CHECK;
+/* ---- deleting runs --------------------------------------------------------- */
+
+/*
+ * DELETING.  Runs are deleted in one transaction per call: each run's id,
+ * info, state and lease go, and its tombstone (siderec.c) takes its id for
+ * as long as the tombstone says (an unexpired tombstone makes a create of
+ * that id PL_EEXIST, in the create's own transaction).  A run is whole or
+ * gone: nothing of it is readable once that transaction commits.  Its steps
+ * are removed in the same transaction on PostgreSQL; on LMDB they are left
+ * under a purge record (its number) for pl__store_purge(), which removes
+ * them in bounded transactions (a run's number is never given again, so
+ * nothing can see them meanwhile).
+ */
+typedef struct pl__delete {
+    const char *id;
+    uint64_t num;         /* its number, as found */
+    const uint8_t *state; /* its state record as read (and found final): */
+    size_t state_len;     /* deleted only if it is still these bytes */
+    const pl__buf *tomb;  /* its tombstone record, or NULL: none */
+    int rc; /* set: PL_OK, PL_ENOTFOUND (gone already), PL_EBUSY (changed
+               since read, executing, or steps of it held apart) */
+} pl__delete;
+
+/* Delete @p n runs in one transaction (those whose rc is not PL_OK are
+ * left as they were). */
+PL__HIDDEN int pl__store_delete(pl__store *s, pl__delete *d,
+                                size_t n) PL__MUST_CHECK;
+
+/* Remove deleted runs' steps, at most about @p max_steps in one
+ * transaction; *more when some are left. */
+PL__HIDDEN int pl__store_purge(pl__store *s, size_t max_steps, size_t *removed,
+                               bool *more) PL__MUST_CHECK;
+
+/* A deleted run's tombstone record (expired or not): PL_ENOTFOUND when there
+ * is none. */
+PL__HIDDEN int pl__store_tomb_get(pl__store *s, const char *id,
+                                  pl__buf *rec) PL__MUST_CHECK;
+
+/* Remove at most @p max tombstones expired at @p now_us, in one
+ * transaction, looking at those whose ids sort after @p after (empty: from
+ * the first), which is left at the last id looked at; *more when there are
+ * more to look at. */
+PL__HIDDEN int pl__store_tombs_expire(pl__store *s, int64_t now_us, size_t max,
+                                      pl__buf *after, size_t *removed,
+                                      bool *more) PL__MUST_CHECK;
 
 /* ---- schedules --------------------------------------------------------------- */
 
@@ -363,6 +420,7 @@ PL__HIDDEN int pl__store_leases_get(pl__store *s, const uint64_t *runs,
 
 /* Every schedule, in name order: keys are names, values records. */
 PL__HIDDEN int pl__store_scheds(pl__store *s, pl__kvs *out) PL__MUST_CHECK;
+
 /* ---- timers and inboxes ------------------------------------------------------ */
 
 /*

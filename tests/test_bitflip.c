@@ -35,6 +35,9 @@
  * the k-th of N slices of the flips (the i-th flip of each sweep with
  * i % N == k): the suite runs them as N tests, test_bitflip_0.., in
  * parallel.
+ *
+ * A store of deleted and continued runs has its own sweep
+ * (test_bitflip_deleted.c); support_bitflip.c holds what both share.
  */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
@@ -51,26 +54,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "support.h"
-
-#if defined(__SANITIZE_ADDRESS__)
-#define SAMPLE 4
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define SAMPLE 4
-#endif
-#endif
-#ifndef SAMPLE
-#define SAMPLE 1
-#endif
-
-/*
- * A child that reports no progress (enters no next call) for this long is
- * hung.  A guard, not a timing: the calls of a hang loop forever, so it is
- * set far above what one call takes on a slow, shared machine under the
- * sanitizers, and the clock restarts at every call the child enters.
- */
-#define HANG_MS 60000
+#include "support_bitflip.h"
 
 static const char *const g_runs[] = {"done", "waiting", "crashed", "parked",
                                      "queued"};
@@ -79,130 +63,6 @@ static const char *const g_runs[] = {"done", "waiting", "crashed", "parked",
 #define BUDGET_WINDOW_MS 3600000
 /* the store's one schedule is listed as of this time (2026-01-01) */
 #define SCHED_NOW_MS 1767225600000LL
-
-/* ---- the policies -------------------------------------------------------- */
-
-static bool g_die; /* set in the child that makes the crashed run */
-
-static int call_one(pl_ctx *ctx, const char *policy, const char *json,
-                    cJSON **out)
-{
-    cJSON *p = cJSON_Parse(json);
-    int st = pl_ctx_invoke(out, ctx, policy, p);
-    cJSON_Delete(p);
-    return st;
-}
-
-/* outer: chain(n=1), a version point (its marker step), then echo;
- * returns both. */
-static int outer(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
-{
-    (void)a;
-    (void)user;
-    cJSON *x = NULL, *y = NULL;
-    int v = 0;
-    int st = call_one(ctx, "chain", "{\"n\": 1}", &x);
-    if (!st)
-        st = pl_ctx_version(&v, ctx, "flip", 0, 1);
-    if (!st)
-        st = call_one(ctx, "echo", "{\"m\": 7}", &y);
-    if (!st)
-        st = pl_steps_add_resultf(out, "{s:O, s:O}", "x", x, "y", y);
-    cJSON_Delete(x);
-    cJSON_Delete(y);
-    return st;
-}
-
-/* ask: echo, then the human "approve". */
-static int ask(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
-{
-    (void)a;
-    (void)user;
-    cJSON *x = NULL, *y = NULL;
-    int st = call_one(ctx, "echo", "{\"q\": 1}", &x);
-    if (!st)
-        st = call_one(ctx, "approve", "{\"ok?\": true}", &y);
-    if (!st)
-        st = pl_steps_add_resultf(out, "{s:O}", "answer", y);
-    cJSON_Delete(x);
-    cJSON_Delete(y);
-    return st;
-}
-
-/* die: not idempotent; kills its own process when g_die is set. */
-static int die(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
-{
-    (void)ctx;
-    (void)user;
-    if (g_die)
-        kill(getpid(), SIGKILL);
-    return pl_steps_add_result(out, a->payload);
-}
-
-/* boom: add, then die. */
-static int boom(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
-{
-    (void)a;
-    (void)user;
-    cJSON *x = NULL, *y = NULL;
-    int st = call_one(ctx, "add", "{\"a\": 1, \"b\": 2}", &x);
-    if (!st)
-        st = call_one(ctx, "die", "{\"d\": 1}", &y);
-    if (!st)
-        st = pl_steps_add_resultf(out, "{s:O}", "y", y);
-    cJSON_Delete(x);
-    cJSON_Delete(y);
-    return st;
-}
-
-/* waitev: waits a day for the event "go"; cancelled, it makes a
- * compensating call. */
-static int waitev(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
-{
-    (void)a;
-    (void)user;
-    cJSON *p = NULL;
-    int st = pl_ctx_wait_event(&p, ctx, "go", 86400000);
-    if (st == PL_ECANCELLED) {
-        st = call_one(ctx, "echo", "{\"undo\": 1}", NULL);
-        return st ? st : PL_ECANCELLED;
-    }
-    if (!st)
-        st = pl_steps_add_resultf(out, "{s:O}", "got", p);
-    cJSON_Delete(p);
-    return st;
-}
-
-static pl_registry *registry(void)
-{
-    pl_registry *reg = t_registry();
-    struct {
-        const char *name;
-        pl_policy_fn fn;
-        bool idem;
-    } defs[] = {{"outer", outer, true},
-                {"ask", ask, true},
-                {"boom", boom, true},
-                {"die", die, false},
-                {"waitev", waitev, true}};
-    for (size_t i = 0; i < sizeof defs / sizeof defs[0]; i++) {
-        pl_policy_def d = PL_POLICY_DEF_INIT;
-        d.name = defs[i].name;
-        d.fn = defs[i].fn;
-        d.idempotent = defs[i].idem;
-        cr_assert_eq(pl_registry_add(reg, &d), PL_OK, "%s", pl_errmsg());
-    }
-    cr_assert_eq(pl_registry_add_human(reg, "approve"), PL_OK);
-    return reg;
-}
-
-static pl_engine *open_engine(const char *path, const pl_registry *reg)
-{
-    pl_engine_options o = PL_ENGINE_OPTIONS_INIT;
-    o.durability = PL_DURABILITY_PROCESS; /* no zeroed tail: a small file */
-    pl_engine *e = NULL;
-    return pl_engine_open(&e, path, reg, &o) ? NULL : e;
-}
 
 /* Build the store; returns the data file's bytes. */
 static uint8_t *build(const char *path, const pl_registry *reg, size_t *len)
@@ -280,135 +140,21 @@ static uint8_t *build(const char *path, const pl_registry *reg, size_t *len)
     pl_engine_close(e);
     pl_registry_free(bare);
 
-    FILE *f = fopen(path, "rb");
-    cr_assert_not_null(f);
-    struct stat sb;
-    cr_assert_eq(fstat(fileno(f), &sb), 0);
-    uint8_t *data = malloc((size_t)sb.st_size);
-    cr_assert_not_null(data);
-    cr_assert_eq(fread(data, 1, (size_t)sb.st_size, f), (size_t)sb.st_size);
-    fclose(f);
-    *len = (size_t)sb.st_size;
-    return data;
+    return read_whole(path, len);
 }
 
-/* ---- where the keys and values are --------------------------------------- */
+/* ---- where the keys and values are (support_bitflip.c) ------------------ */
 
-typedef struct target {
-    size_t off, len;
-    char db[16];
-    char key[160];             /* the record's key, printable, for messages */
-    bool root_last_of_running; /* the crashed run's root ledger's last step */
-    unsigned run;              /* steps: the run's number */
-} target;
-
-typedef struct targets {
-    target *v;
-    size_t n, cap;
-} targets;
-
-static void add_target(targets *t, const target *x)
-{
-    if (t->n == t->cap) {
-        t->cap = t->cap ? 2 * t->cap : 64;
-        t->v = realloc(t->v, t->cap * sizeof *t->v);
-        cr_assert_not_null(t->v);
-    }
-    t->v[t->n++] = *x;
-}
-
-static void printable(char *out, size_t n, const MDB_val *k)
-{
-    size_t w = 0;
-    const uint8_t *p = k->mv_data;
-    for (size_t i = 0; i < k->mv_size && w + 4 < n; i++)
-        w += (size_t)snprintf(out + w, n - w,
-                              p[i] >= 0x20 && p[i] < 0x7f ? "%c" : "\\x%02x",
-                              p[i]);
-}
-
-/*
- * Where a pointer LMDB gave into its map is in the data file: its page
- * starts at the page boundary below it (the map is page-aligned; a big
- * value's overflow pages start one), and a page's header begins with its
- * page number.
- */
-static size_t file_offset(const void *p, size_t psize)
-{
-    uintptr_t at = (uintptr_t)p, page = at & ~(uintptr_t)(psize - 1);
-    uint64_t pgno;
-    memcpy(&pgno, (const void *)page, sizeof pgno);
-    return (size_t)pgno * psize + (size_t)(at - page);
-}
-
-/*
- * Find every key and value of the store's databases through LMDB: their
- * offsets in the data file are where LMDB's pointers point in its map.
- */
 static void find_targets(const char *path, targets *keys, targets *vals,
                          uint64_t crashed_num, const uint8_t *crashed_last,
                          size_t crashed_last_len)
 {
-    MDB_env *env;
-    MDB_txn *txn;
-    cr_assert_eq(mdb_env_create(&env), 0);
-    cr_assert_eq(mdb_env_set_maxdbs(env, 16), 0);
-    cr_assert_eq(mdb_env_open(env, path, MDB_RDONLY | MDB_NOSUBDIR, 0600), 0);
-    MDB_stat ms;
-    cr_assert_eq(mdb_env_stat(env, &ms), 0);
-    size_t psize = ms.ms_psize;
-    cr_assert_eq(mdb_txn_begin(env, NULL, MDB_RDONLY, &txn), 0);
     static const char *const dbs[] = {"meta",    "runs",     "state", "steps",
                                       "journal", "timers",   "due",   "inbox",
                                       "flow",    "schedules"};
     (void)crashed_num;
-    for (size_t d = 0; d < sizeof dbs / sizeof *dbs; d++) {
-        MDB_dbi dbi;
-        cr_assert_eq(mdb_dbi_open(txn, dbs[d], 0, &dbi), 0);
-        MDB_cursor *cur;
-        cr_assert_eq(mdb_cursor_open(txn, dbi, &cur), 0);
-        MDB_val k, v;
-        for (int rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); !rc;
-             rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
-            target t = {0};
-            snprintf(t.db, sizeof t.db, "%s", dbs[d]);
-            printable(t.key, sizeof t.key, &k);
-            t.root_last_of_running = d == 3 && k.mv_size == crashed_last_len &&
-                                     !memcmp(k.mv_data, crashed_last,
-                                             crashed_last_len);
-            t.run = d == 3 && k.mv_size >= 8 ? ((const uint8_t *)k.mv_data)[7]
-                                             : 0;
-            t.off = file_offset(k.mv_data, psize);
-            t.len = k.mv_size;
-            add_target(keys, &t);
-            t.off = file_offset(v.mv_data, psize);
-            t.len = v.mv_size;
-            add_target(vals, &t);
-        }
-
-        mdb_cursor_close(cur);
-    }
-    mdb_txn_abort(txn);
-    mdb_env_close(env);
-}
-
-/* ---- one flip ------------------------------------------------------------- */
-
-/* What a child reports: the call it is in ('S'tage), then at the end its
- * findings. */
-typedef struct report {
-    bool reported;   /* a call returned PL_ECORRUPT or PL_EVERSION */
-    bool nondet;     /* a replay returned PL_ENONDET */
-    uint64_t digest; /* of everything read back (no check of real continue) */
-} report;
-
-static void note(report *r, int st)
-{
-    if (st == PL_ECORRUPT || st == PL_EVERSION)
-        r->reported = true;
-    if (st == PL_ENONDET)
-        r->nondet = true;
-    t_mix(&r->digest, &st, sizeof st);
+    find_targets_in(path, dbs, PL__ARRAY_LEN(dbs), keys, vals, crashed_last,
+                    crashed_last_len);
 }
 
 static int visit_run(const pl_run_info *info, void *user)
@@ -454,12 +200,6 @@ static int visit_step(const pl_step *s, void *user)
 {
     mix_step(user, s);
     return 0;
-}
-
-static void stage(int fd, char c)
-{
-    ssize_t w = write(fd, &c, 1);
-    (void)w;
 }
 
 /* In the child: every call on the store at @p path; never returns. */
@@ -532,102 +272,11 @@ static void child(const char *path, const pl_registry *reg, int fd)
     _exit(0);
 }
 
-static const char *stage_name(char c)
-{
-    switch (c) {
-    case 'o': return "pl_engine_open";
-    case 'l': return "pl_engine_runs";
-    case 's': return "pl_schedule_list";
-    case 'w': return "pl_run_walk";
-    case 'g': return "pl_run_ledger";
-    case 'v': return "pl_run_verify";
-    case 'c': return "pl_run_continue (check)";
-    case 'r': return "pl_run_continue";
-    case 'b': return "pl_rate_take";
-    case 't': return "pl_engine_wake";
-    default: return "?";
-    }
-}
-
-/*
- * Write @p data with bit @p bit of byte @p off flipped to @p path (its lock
- * file removed), run the child on it, and return its report.  A hang, a
- * crash or a lost report fails the test, naming @p what.
- */
 static report try_flip(const char *path, const pl_registry *reg,
                        const uint8_t *data, size_t len, size_t off,
                        unsigned bit, const char *what)
 {
-    char lock[4200];
-    snprintf(lock, sizeof lock, "%s-lock", path);
-    unlink(lock);
-    int f = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    cr_assert(f >= 0);
-    cr_assert_eq(write(f, data, len), (ssize_t)len);
-    if (bit < 8) { /* 8: no flip, the store as built */
-        uint8_t b = (uint8_t)(data[off] ^ (1u << bit));
-        cr_assert_eq(pwrite(f, &b, 1, (off_t)off), 1);
-    }
-    close(f);
-
-    int fds[2];
-    cr_assert_eq(pipe(fds), 0);
-    pid_t pid = fork();
-    cr_assert(pid >= 0);
-    if (pid == 0) {
-        close(fds[0]);
-        child(path, reg, fds[1]);
-    }
-    close(fds[1]);
-    /* read the child's stages and report until the pipe closes (it has
-     * exited), or kill it once HANG_MS have passed */
-    char last = '?';
-    report r;
-    size_t got = 0;
-    bool in_report = false;
-    int ws = 0;
-    struct timespec t0, now;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    for (;;) {
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        long spent = (now.tv_sec - t0.tv_sec) * 1000 +
-                     (now.tv_nsec - t0.tv_nsec) / 1000000;
-        struct pollfd pfd = {fds[0], POLLIN, 0};
-        int ready = spent < HANG_MS ? poll(&pfd, 1, (int)(HANG_MS - spent)) : 0;
-        if (ready < 0 && errno == EINTR)
-            continue;
-        if (ready <= 0) {
-            kill(pid, SIGKILL);
-            waitpid(pid, &ws, 0);
-            close(fds[0]);
-            cr_assert_fail("%s: %s made no progress for %d ms (a hang)", what,
-                           stage_name(last), HANG_MS);
-        }
-        uint8_t buf[256];
-        ssize_t n = read(fds[0], buf, sizeof buf);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            break;                           /* the child has exited */
-        clock_gettime(CLOCK_MONOTONIC, &t0); /* progress: the guard restarts */
-        for (ssize_t i = 0; i < n; i++) {
-            if (in_report) {
-                if (got < sizeof r)
-                    ((uint8_t *)&r)[got++] = buf[i];
-            } else if (buf[i] == '=') {
-                in_report = true;
-            } else {
-                last = (char)buf[i];
-            }
-        }
-    }
-    cr_assert_eq(waitpid(pid, &ws, 0), pid);
-    close(fds[0]);
-    cr_assert(WIFEXITED(ws) && WEXITSTATUS(ws) == 0,
-              "%s: the child died in %s (status %#x)", what, stage_name(last),
-              ws);
-    cr_assert_eq(got, sizeof r, "%s: no report from the child", what);
-    return r;
+    return try_flip_in(child, path, reg, data, len, off, bit, what);
 }
 
 /* The key of the crashed run's root ledger's last step (run number 3). */

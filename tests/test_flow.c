@@ -184,9 +184,32 @@ static int napper(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     return st ? st : pl_steps_add_resultf(out, "{}");
 }
 
+/* "relay": {"left": L, "then": P, ...}: while L > 0, continues as new
+ * with L - 1; the last link calls P with its payload. */
+static int relay(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)user;
+    const cJSON *left = cJSON_GetObjectItemCaseSensitive(a->payload, "left");
+    int st;
+    if (left->valueint > 0) {
+        cJSON *next = cJSON_Duplicate(a->payload, 1);
+        cJSON_SetNumberValue(cJSON_GetObjectItem(next, "left"),
+                             left->valueint - 1);
+        st = pl_ctx_continue_as_new(ctx, next);
+        cJSON_Delete(next);
+        return st ? st : pl_steps_add_resultf(out, "{}");
+    }
+    const cJSON *then = cJSON_GetObjectItemCaseSensitive(a->payload, "then");
+    cJSON *r = NULL;
+    st = pl_ctx_invoke(&r, ctx, then->valuestring, a->payload);
+    cJSON_Delete(r);
+    return st ? st : pl_steps_add_resultf(out, "{}");
+}
+
 static pl_registry *f_registry(void)
 {
     pl_registry *reg = t_registry();
+    cr_assert_eq(pl_registry_add_fn(reg, "relay", relay, NULL), PL_OK);
     cr_assert_eq(pl_registry_add_fn(reg, "order", order, NULL), PL_OK);
     cr_assert_eq(pl_registry_add_fn(reg, "gate", gate, NULL), PL_OK);
     cr_assert_eq(pl_registry_add_fn(reg, "keyed", keyed, NULL), PL_OK);
@@ -412,6 +435,73 @@ Test(flow, a_run_waiting_for_its_key_holds_no_worker)
     f_await_status(e, "a2", PL_RUN_COMPLETED);
     f_worker_stop(&w);
     cr_assert_eq(f_status(e, "a1"), PL_RUN_COMPLETED);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/* ---- runs continued as new ------------------------------------------------- */
+
+/*
+ * A run continued as new keeps its place in the queue, its priority and
+ * its concurrency key: its successor is queued where it was.  Run "p"
+ * (priority 5) is continued here while "z" (priority 3, queued after it)
+ * waits: the successor "p~1" still goes first.
+ */
+Test(flow, a_continued_run_keeps_its_place)
+{
+    pl_registry *reg = f_registry();
+    pl_engine *e = f_engine(t_store_path(), reg, "host-a");
+    f_submit(e, "relay", "{\"left\": 1, \"then\": \"order\", \"n\": 1}", "p", 5,
+             NULL, 0);
+    f_submit(e, "order", "{\"n\": 2}", "z", 3, NULL, 0);
+    pl_outcome *o = NULL;
+    cr_assert_eq(pl_run_continue(&o, e, "p", NULL), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(o->status, PL_RUN_CONTINUED);
+    pl_outcome_free(o);
+    cr_assert_eq(f_status(e, "p~1"), PL_RUN_SUBMITTED);
+    f_n_seen = 0;
+    f_worker w;
+    f_worker_start(&w, e, 1);
+    f_await_status(e, "z", PL_RUN_COMPLETED);
+    f_await_status(e, "p~1", PL_RUN_COMPLETED);
+    f_worker_stop(&w);
+    cr_assert_eq(f_n_seen, 2);
+    cr_assert_eq(f_seen[0], 1, "p~1 went first (it kept p's place)");
+    cr_assert_eq(f_seen[1], 2);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/*
+ * The successor of a keyed run counts under its key: while "c~1" (keyed
+ * "a", limit 1, its predecessor's) holds the key in a gate, the next "a"
+ * run stays queued and a "b" run passes it.
+ */
+Test(flow, a_continued_run_keeps_its_key)
+{
+    pl_registry *reg = f_registry();
+    pl_engine *e = f_engine(t_store_path(), reg, "host-a");
+    f_touch("c.block");
+    f_submit(e, "relay", "{\"left\": 1, \"then\": \"gate\", \"name\": \"c\"}",
+             "c", 0, "a", 1);
+    f_worker w;
+    f_worker_start(&w, e, 2);
+    for (int ms = 0; !f_exists("c.in"); ms += 10) {
+        cr_assert_lt(ms, F_BOUND_MS, "c~1 never ran");
+        f_nap(10);
+    }
+    cr_assert_eq(f_status(e, "c"), PL_RUN_CONTINUED);
+    f_submit(e, "gate", "{\"name\": \"a2\"}", "a2", 0, "a", 1);
+    f_submit(e, "gate", "{\"name\": \"b1\"}", "b1", 0, "b", 1);
+    f_await_status(e, "b1", PL_RUN_COMPLETED);
+    cr_assert_not(f_exists("a2.in"), "a2 started while c~1 held key a");
+    cr_assert_eq(f_status(e, "a2"), PL_RUN_SUBMITTED);
+    char p[1024];
+    f_path(p, sizeof p, "c.block");
+    unlink(p);
+    f_await_status(e, "a2", PL_RUN_COMPLETED);
+    f_await_status(e, "c~1", PL_RUN_COMPLETED);
+    f_worker_stop(&w);
     pl_engine_close(e);
     pl_registry_free(reg);
 }

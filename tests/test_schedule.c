@@ -165,6 +165,57 @@ Test(schedule, overlap_rules)
     s_close(e);
 }
 
+/* "hop": continues as new once ({} -> {"next": true}), then completes. */
+static int hop(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)user;
+    if (!cJSON_GetObjectItem(a->payload, "next")) {
+        cJSON *next = cJSON_CreateObject();
+        cJSON_AddTrueToObject(next, "next");
+        int st = pl_ctx_continue_as_new(ctx, next);
+        cJSON_Delete(next);
+        if (st)
+            return st;
+    }
+    return pl_steps_add_result(out, pl_json_empty());
+}
+
+/* A run that continued as new is live for the overlap rule while its
+ * successor is: the tick is skipped until the chain ends. */
+Test(schedule, overlap_follows_a_chain)
+{
+    pl_engine *e = s_engine(t_store_path());
+    pl_policy_def d = PL_POLICY_DEF_INIT;
+    d.name = "hop";
+    d.fn = hop;
+    cr_assert_eq(pl_registry_add(s_reg, &d), PL_OK, "%s", pl_errmsg());
+    pl_schedule sc = PL_SCHEDULE_INIT;
+    sc.name = "hop";
+    sc.cron = "* * * * *";
+    sc.policy = "hop";
+    sc.start_ms = T0;
+    cr_assert_eq(pl_schedule_put(e, &sc), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(fire(e, T0 + MIN_MS + 1000), 1);
+    pl_outcome *o = NULL;
+    cr_assert_eq(pl_run_continue(&o, e, "hop@2026-01-01T00:01Z", NULL), PL_OK,
+                 "%s", pl_errmsg());
+    cr_assert_eq(o->status, PL_RUN_CONTINUED);
+    pl_outcome_free(o);
+    pl_run_info *ri = NULL;
+    cr_assert_eq(pl_run_get(&ri, e, "hop@2026-01-01T00:01Z"), PL_OK);
+    cr_assert_not_null(ri->successor);
+    char succ[PL_MAX_RUN_ID + 1];
+    snprintf(succ, sizeof succ, "%s", ri->successor);
+    pl_run_info_free(ri);
+    /* the successor is queued: the chain goes on, the tick is skipped */
+    cr_expect_eq(fire(e, T0 + 2 * MIN_MS + 1000), 0, "the chain is live");
+    cr_assert_eq(pl_run_continue(&o, e, succ, NULL), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(o->status, PL_RUN_COMPLETED);
+    pl_outcome_free(o);
+    cr_expect_eq(fire(e, T0 + 3 * MIN_MS + 1000), 1, "the chain has ended");
+    s_close(e);
+}
+
 /* Nothing refused writes anything; each refusal says why. */
 Test(schedule, refused)
 {

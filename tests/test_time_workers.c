@@ -2,7 +2,9 @@
  * test_time_workers.c -- timers fire exactly once with three worker
  * processes killed at random (SIGKILL) and started again.
  *
- * RUNS runs each sleep a random 0..2 s (parked), then call "fire", which
+ * RUNS runs each sleep a random 0.5..2 s (parked: a sleep over by the
+ * time its step is durable, as a very short one can be on a busy machine,
+ * would not park), then call "fire", which
  * appends "<run id>" to an effects file.  "fire" is not idempotent and its
  * in-doubt rule is to fail: a call in flight when its worker was killed is
  * never made again, its result becomes an "InDoubt" error.  So the effects
@@ -159,7 +161,7 @@ Test(time_workers, timers_fire_once_with_workers_killed_at_random,
     for (int i = 0; i < RUNS; i++) {
         char id[16], json[32];
         snprintf(id, sizeof id, "t%d", i);
-        snprintf(json, sizeof json, "{\"ms\":%d}", rand() % 2000);
+        snprintf(json, sizeof json, "{\"ms\":%d}", 500 + rand() % 1500);
         pl_outcome *o = t_start(e, "nap_then_fire", json, id);
         cr_assert_eq(o->status, PL_RUN_WAITING);
         pl_outcome_free(o);

@@ -22,7 +22,7 @@ typedef struct opts {
     const char *store;
     const char *run;
     out_format format;
-    bool full, follow, verify, stats, schedules;
+    bool full, follow, verify, stats, chain, schedules;
     bool has_status;
     pl_run_status status;
     const char *policy, *actor, *invocation;
@@ -37,6 +37,8 @@ typedef struct opts {
 /* Each command returns the tool's exit status. */
 int cmd_list(pl_engine *e, const opts *o);
 int cmd_stats(pl_engine *e, const opts *o);
+/* --run ID --chain: the links of a chain of runs continued as new */
+int cmd_chain(pl_engine *e, const opts *o);
 /* dump_tree.c */
 int cmd_run(pl_engine *e, const opts *o);
 /* dump_verify.c */

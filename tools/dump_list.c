@@ -82,6 +82,88 @@ int cmd_list(pl_engine *e, const opts *o)
     return CLI_EXIT_OK;
 }
 
+/* ---- chains -------------------------------------------------------------------- */
+
+/* Print one link (its record, or its tombstone when deleted); the id of the
+ * link after it in @p next ("" at the end).  false when there is none. */
+static bool chain_link(pl_engine *e, const opts *o, const char *id, bool asked,
+                       char *next, bool *oom)
+{
+    pl_run_info *ri = NULL;
+    pl_tombstone t = PL_TOMBSTONE_INIT;
+    next[0] = '\0';
+    if (pl_run_get(&ri, e, id)) {
+        if (pl_run_tombstone(&t, e, id))
+            return false;
+        char del[40];
+        cli_time_iso(del, sizeof del, t.deleted_us, false);
+        if (o->format == FMT_TEXT) {
+            printf("%s %-40s  %-10s  deleted on %s\n", asked ? "*" : " ", id,
+                   pl_run_status_name(t.status), del);
+        } else {
+            cJSON *j = cJSON_CreateObject();
+            *oom |= !j;
+            cJSON_AddStringToObject(j, "id", id);
+            cJSON_AddStringToObject(j, "status", pl_run_status_name(t.status));
+            cJSON_AddStringToObject(j, "deleted", del);
+            cli_json_line(stdout, j);
+            cJSON_Delete(j);
+        }
+        return true; /* a deleted link: the chain goes on unknown */
+    }
+    if (o->format == FMT_TEXT) {
+        char created[40];
+        cli_time_iso(created, sizeof created, ri->created_us, false);
+        printf("%s %-40s  %-10s  %6llu steps  created %s\n", asked ? "*" : " ",
+               id, pl_run_status_name(ri->status),
+               (unsigned long long)ri->steps, created);
+    } else {
+        cJSON *j = run_json(ri);
+        *oom |= !j;
+        cli_json_line(stdout, j);
+        cJSON_Delete(j);
+    }
+    if (ri->successor)
+        snprintf(next, PL_MAX_RUN_ID + 1, "%s", ri->successor);
+    pl_run_info_free(ri);
+    return true;
+}
+
+int cmd_chain(pl_engine *e, const opts *o)
+{
+    /* back to the first link still there */
+    char first[PL_MAX_RUN_ID + 1], next[PL_MAX_RUN_ID + 1];
+    snprintf(first, sizeof first, "%s", o->run);
+    for (unsigned hops = 0; hops < 1000000; hops++) {
+        pl_run_info *ri = NULL;
+        if (pl_run_get(&ri, e, first))
+            break;
+        bool more = ri->predecessor != NULL;
+        if (more)
+            snprintf(first, sizeof first, "%s", ri->predecessor);
+        pl_run_info_free(ri);
+        if (!more)
+            break;
+    }
+    bool oom = false, any = false;
+    char id[PL_MAX_RUN_ID + 1];
+    snprintf(id, sizeof id, "%s", first);
+    for (unsigned hops = 0;
+         hops < 1000000 && id[0] &&
+         chain_link(e, o, id, !strcmp(id, o->run), next, &oom);
+         hops++) {
+        any = true;
+        memcpy(id, next, sizeof id);
+    }
+    if (oom)
+        cli_error("out of memory");
+    if (!any) {
+        cli_error("no run %s in the store", QUOTE(o->run));
+        return CLI_EXIT_STORE;
+    }
+    return oom ? CLI_EXIT_STORE : CLI_EXIT_OK;
+}
+
 /* ---- stats --------------------------------------------------------------------- */
 
 typedef struct top_run {

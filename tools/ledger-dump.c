@@ -57,6 +57,9 @@ static void usage(FILE *f)
         "  --follow            with --run: print steps as they are appended, until\n"
         "                      the run completes, fails or suspends (or its owner is\n"
         "                      gone and nothing changes)\n"
+        "  --chain             with --run: the run's chain of runs continued as new\n"
+        "                      (pl_ctx_continue_as_new), first link to last, each\n"
+        "                      with its status and steps; a deleted link says when\n"
         "  --verify            check every run (or the one of --run): every value\n"
         "                      decodes, every hash chain links, every run record\n"
         "                      matches its ledgers; each fault is printed\n"
@@ -114,6 +117,8 @@ static int parse_args(opts *o, int argc, char **argv)
             o->full = true;
         } else if (!strcmp(a, "--follow")) {
             o->follow = true;
+        } else if (!strcmp(a, "--chain")) {
+            o->chain = true;
         } else if (!strcmp(a, "--verify")) {
             o->verify = true;
         } else if (!strcmp(a, "--schedules")) {
@@ -218,10 +223,11 @@ static int parse_args(opts *o, int argc, char **argv)
         cli_error("the store path is empty");
         return CLI_EXIT_USAGE;
     }
-    if ((o->full || o->follow || o->has_type || o->actor || o->invocation) &&
+    if ((o->full || o->follow || o->chain || o->has_type || o->actor ||
+         o->invocation) &&
         !o->run) {
-        cli_error("--full, --follow, --type, --actor and --invocation need "
-                  "--run ID");
+        cli_error("--full, --follow, --chain, --type, --actor and "
+                  "--invocation need --run ID");
         return CLI_EXIT_USAGE;
     }
     if (o->has_status && o->run) {
@@ -260,6 +266,8 @@ int main(int argc, char **argv)
         rc = cmd_verify(e, &o);
     else if (o.stats)
         rc = cmd_stats(e, &o);
+    else if (o.chain)
+        rc = cmd_chain(e, &o);
     else if (o.run)
         rc = cmd_run(e, &o);
     else

@@ -126,7 +126,7 @@ static void usage(FILE *f)
         "                        changed export is refused, naming the step, "
         "with\n"
         "                        nothing written.  Needs no --plugin.\n"
-        "  --worker [--concurrency N] [--lease-ms MS]\n"
+        "  --worker [--concurrency N] [--lease-ms MS] [--retain DURATION]\n"
         "                        be a worker: take submitted runs, and runs "
         "whose worker\n"
         "                        died (lease expired), and execute them, N at "
@@ -145,7 +145,10 @@ static void usage(FILE *f)
         "(default 30000,\n"
         "                        at least 100); a dead worker's runs are "
         "taken once it\n"
-        "                        has run out\n"
+        "                        has run out.  --retain: delete the runs "
+        "that ended at\n"
+        "                        least DURATION ago, as --prune does, about "
+        "once a minute\n"
         "  --submit POLICY --payload JSON [--new-id ID]\n"
         "                        queue a run of POLICY for a worker, without "
         "executing\n"
@@ -156,7 +159,10 @@ static void usage(FILE *f)
         "    [--key K --key-limit N]\n"
         "                        its concurrency key: at most N runs with key "
         "K execute\n"
-        "                        at once, on every worker sharing the store\n"
+        "                        at once, on every worker sharing the store\n",
+        f);
+    usage_retention(f); /* --prune */
+    fputs(
         "  --schedule-put NAME --cron EXPR [--zone Z] --policy P --payload "
         "JSON\n"
         "      [--overlap skip|allow] [--catch-up skip|latest|all:N]\n"
@@ -294,7 +300,8 @@ static bool is_queue_flag(const char *a)
 {
     static const char *const flags[] = {
         "--concurrency",     "--lease-ms", "--submit",    "--payload",
-        "--priority",        "--key",      "--key-limit", "--schedule-put",
+        "--priority",        "--key",      "--key-limit", "--retain",
+        "--older-than",      "--status",   "--archive",   "--schedule-put",
         "--schedule-delete", "--cron",     "--zone",      "--policy",
         "--overlap",         "--catch-up"};
     for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
@@ -347,7 +354,7 @@ static int parse_queue_flag(options *o, const char *a, const char *v)
                         : !strcmp(a, "--policy")   ? &o->policy
                         : !strcmp(a, "--overlap")  ? &o->overlap
                         : !strcmp(a, "--catch-up") ? &o->catch_up
-                                                   : NULL;
+                                                   : retention_slot(o, a);
     if (slot)
         *slot = v;
     return 0;
@@ -356,11 +363,12 @@ static int parse_queue_flag(options *o, const char *a, const char *v)
 static int set_mode(options *o, enum mode m, const char *flag)
 {
     if (o->mode != MODE_NONE && o->mode != m) {
-        cli_error("%s cannot be combined with another mode (--run, --all, "
-                  "--resume, --check, --fork, --upgrade, --import, --worker, "
-                  "--submit, --signal, --cancel, --wake, --schedule-put, "
-                  "--schedule-delete: pick one)",
-                  flag);
+        cli_error(
+            "%s cannot be combined with another mode (--run, --all, "
+            "--resume, --check, --fork, --upgrade, --import, --worker, "
+            "--submit, --signal, --cancel, --wake, --prune, --schedule-put, "
+            "--schedule-delete: pick one)",
+            flag);
         return -1;
     }
     o->mode = m;
@@ -414,6 +422,11 @@ static int parse_args(options *o, int argc, char **argv)
         }
         if (!strcmp(a, "--worker")) {
             if (set_mode(o, MODE_WORKER, a))
+                return EXIT_USAGE;
+            continue;
+        }
+        if (!strcmp(a, "--prune")) {
+            if (set_mode(o, MODE_PRUNE, a))
                 return EXIT_USAGE;
             continue;
         }
@@ -526,7 +539,8 @@ static int parse_args(options *o, int argc, char **argv)
         return EXIT_USAGE;
     }
     if (!o->n_plugins && !o->n_mcp && o->mode != MODE_IMPORT && !sched &&
-        o->mode != MODE_SIGNAL && o->mode != MODE_CANCEL) {
+        o->mode != MODE_SIGNAL && o->mode != MODE_CANCEL &&
+        o->mode != MODE_PRUNE) {
         cli_error("no --plugin given: the policies to replay with come from "
                   "plugins");
         return EXIT_USAGE;
@@ -554,10 +568,12 @@ static int parse_args(options *o, int argc, char **argv)
         cli_error("--live goes with --check");
         return EXIT_USAGE;
     }
-    if ((o->all_diverged || o->dry_run) && o->mode != MODE_UPGRADE) {
-        cli_error("--all-diverged and --dry-run go with --upgrade");
+    if (o->all_diverged && o->mode != MODE_UPGRADE) {
+        cli_error("--all-diverged goes with --upgrade");
         return EXIT_USAGE;
     }
+    if (check_retention_args(o))
+        return EXIT_USAGE;
     if (o->mode == MODE_UPGRADE && !o->run == !o->all_diverged) {
         cli_error("--upgrade needs a run ID or --all-diverged (one of them)");
         return EXIT_USAGE;
@@ -658,47 +674,6 @@ static void guard_plugin(const char *path)
     }
 }
 
-/* ---- --trace and --otel --------------------------------------------------- */
-
-/* Open the trace file and the exporter the options ask for; 0 or -1. */
-static int open_observers(tool *t)
-{
-    const char *trace = t->opt.trace;
-    if (trace) {
-        const char *path = strcmp(trace, "-") ? trace : "/dev/stderr";
-        int st = pl_trace_open(&t->w.trace, path);
-        if (st) {
-            cli_error("--trace: %s (%s)", pl_errmsg(), pl_status_name(st));
-            return -1;
-        }
-    }
-    const char *env_url = getenv("OTEL_EXPORTER_OTLP_ENDPOINT");
-    const char *env_traces = getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT");
-    if (t->opt.otel || (env_url && *env_url) || (env_traces && *env_traces)) {
-        pl_otel_options oo = PL_OTEL_OPTIONS_INIT;
-        oo.endpoint = t->opt.otel;
-        oo.service_name = getenv("OTEL_SERVICE_NAME") ? NULL : "ledger-replay";
-        int st = pl_otel_open(&t->w.otel, &oo);
-        if (st) {
-            cli_error("--otel: %s (%s)", pl_errmsg(), pl_status_name(st));
-            return -1;
-        }
-    }
-    return 0;
-}
-
-/* Send what is left and close both; a loss is a warning, never a failure
- * of the runs. */
-static void close_observers(tool *t)
-{
-    if (t->w.otel && pl_otel_close(t->w.otel))
-        cli_error("warning: %s", pl_errmsg());
-    if (t->w.trace && pl_trace_close(t->w.trace))
-        cli_error("warning: %s", pl_errmsg());
-    t->w.otel = NULL;
-    t->w.trace = NULL;
-}
-
 /* ---- main -------------------------------------------------------------------- */
 
 static const char *mode_name(enum mode m)
@@ -712,6 +687,7 @@ static const char *mode_name(enum mode m)
     case MODE_IMPORT: return "import";
     case MODE_WORKER: return "worker";
     case MODE_SUBMIT: return "submit";
+    case MODE_PRUNE: return "prune";
     case MODE_UPGRADE: return "upgrade";
     case MODE_SCHED_PUT: return "schedule-put";
     case MODE_SCHED_DELETE: return "schedule-delete";
@@ -782,6 +758,8 @@ int main(int argc, char **argv)
     rc = t.opt.mode == MODE_SUBMIT   ? prepare_submit(&t)
          : t.opt.mode == MODE_IMPORT ? prepare_import(&t)
          : t.opt.mode == MODE_RESUME ? prepare_resume(&t)
+         : t.opt.mode == MODE_PRUNE  ? prepare_prune(&t)
+         : t.opt.mode == MODE_WORKER ? prepare_worker(&t)
          : sched                     ? prepare_schedule(&t)
          : t.opt.mode == MODE_SIGNAL ? prepare_signal(&t)
                                      : 0;
@@ -827,6 +805,7 @@ int main(int argc, char **argv)
     case MODE_IMPORT: mode_import(&t); break;
     case MODE_WORKER: mode_worker(&t); break;
     case MODE_SUBMIT: mode_submit(&t); break;
+    case MODE_PRUNE: mode_prune(&t); break;
     case MODE_UPGRADE: mode_upgrade(&t); break;
     case MODE_SCHED_PUT:
     case MODE_SCHED_DELETE: mode_schedule(&t); break;

@@ -2,12 +2,14 @@
  * replay.h -- what the files of ledger-replay share: its options, the state
  * of one invocation, how it reports runs, and one function per mode.
  * ledger-replay.c parses the command line and dispatches; replay_report.c
- * reports; replay_run.c continues, resumes and forks; replay_check.c is
- * --check; replay_versions.c tallies what --check saw of code versions and
- * code identities (and the deploy gate, --check --live); replay_upgrade.c
- * is --upgrade; replay_queue.c is --import, --submit and --worker;
- * replay_time.c is --signal, --cancel and --wake; replay_sched.c
- * --schedule-put and --schedule-delete.
+ * reports (and opens --trace and --otel); replay_run.c continues, resumes
+ * and forks; replay_check.c is --check; replay_versions.c tallies what
+ * --check saw of code versions and code identities (and the deploy gate,
+ * --check --live); replay_upgrade.c is --upgrade; replay_queue.c is
+ * --import, --submit and --worker; replay_time.c is --signal, --cancel and
+ * --wake; replay_sched.c --schedule-put and --schedule-delete;
+ * replay_retention.c --prune and --worker's --retain (their usage, flags
+ * and checks too).
  */
 #ifndef PL_REPLAY_H
 #define PL_REPLAY_H
@@ -39,7 +41,8 @@ enum mode {
     MODE_SCHED_DELETE,
     MODE_SIGNAL,
     MODE_CANCEL,
-    MODE_WAKE
+    MODE_WAKE,
+    MODE_PRUNE
 };
 
 typedef struct options {
@@ -67,10 +70,15 @@ typedef struct options {
                              0 = not given) */
     const char *key;      /* --key K */
     unsigned key_limit;   /* --key-limit N */
+    const char *retain;   /* --worker's --retain DURATION */
+    /* --prune */
+    const char *older_than; /* --older-than DURATION */
+    const char *status;     /* --status LIST */
+    const char *archive;    /* --archive DIR */
     /* deploying changes: --check --live, --upgrade */
     bool live;         /* --live: only runs not yet final */
     bool all_diverged; /* --all-diverged */
-    bool dry_run;      /* --dry-run */
+    bool dry_run;      /* --dry-run (--prune, --upgrade) */
     /* schedules: --schedule-put, --schedule-delete */
     const char *sched_put, *sched_delete; /* the schedule's name */
     const char *cron, *zone, *policy;     /* --cron, --zone, --policy */
@@ -155,6 +163,9 @@ typedef struct tool {
     FILE *import_in;      /* --import's, checked and rewound */
     pl_schedule schedule; /* --schedule-put's */
     unsigned n_ok, n_suspended, n_failed, n_diverged, n_skipped;
+    uint64_t prune_older_ms; /* --older-than, read */
+    unsigned prune_statuses; /* --status, read */
+    uint64_t retain_ms;      /* --retain, read */
     /* --check: live runs by version and by code identity; the gate */
     tally versions, codes;
     id_list would_fail; /* live runs the loaded code cannot replay */
@@ -180,6 +191,10 @@ void json_counters(cJSON *j, const pl_outcome *o, double ms);
 void report_outcome(tool *t, const pl_outcome *o, double ms, const char *note);
 void report_refused(tool *t, const char *id, int st, int code);
 int refused_code(int st);
+/* --trace and --otel: open what the options ask for (0, or -1 after an
+ * error said); send what is left and close both (a loss is a warning). */
+int open_observers(tool *t);
+void close_observers(tool *t);
 int write_code(int st);
 void ids_free(id_list *l);
 bool ids_push(id_list *l, const char *id);
@@ -193,6 +208,8 @@ bool ids_push(id_list *l, const char *id);
 int prepare_resume(tool *t);
 int prepare_submit(tool *t);
 int prepare_import(tool *t);
+int prepare_prune(tool *t);
+int prepare_worker(tool *t); /* replay_retention.c: --retain */
 int prepare_schedule(tool *t);
 /* replay_sched.c: --schedule-put, --schedule-delete */
 void mode_schedule(tool *t);
@@ -207,6 +224,15 @@ void mode_check(tool *t);
 void mode_import(tool *t);
 void mode_worker(tool *t);
 void mode_submit(tool *t);
+void mode_prune(tool *t); /* replay_retention.c */
+
+/* ---- replay_retention.c: --prune's part of --help, its flags ---- */
+void usage_retention(FILE *f);
+/* Where --retain, --older-than, --status or --archive keep their value;
+ * NULL for another flag. */
+const char **retention_slot(options *o, const char *flag);
+/* Each retention flag with its mode: 0, or -1 after a usage error. */
+int check_retention_args(const options *o);
 void mode_upgrade(tool *t);
 
 /* ---- replay_versions.c ---- */

@@ -115,6 +115,7 @@ void mode_worker(tool *t)
     uint64_t done = 0, susp = 0, failed = 0, skipped = 0;
     pl_worker_options wo = PL_WORKER_OPTIONS_INIT;
     wo.concurrency = t->opt.concurrency;
+    wo.retain_ms = t->retain_ms;
     wo.completed = &done;
     wo.suspended = &susp;
     wo.failed = &failed;

@@ -1,6 +1,7 @@
 /*
  * replay_report.c -- how ledger-replay reports: what the engine's events say,
- * each run's summary and the exit status.
+ * each run's summary and the exit status; the trace file and the
+ * OpenTelemetry exporter the events also go to (--trace, --otel).
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
@@ -195,6 +196,13 @@ void report_outcome(tool *t, const pl_outcome *o, double ms, const char *note)
                (unsigned long long)o->calls_served,
                (unsigned long long)o->calls_executed, ms);
     switch (o->status) {
+    case PL_RUN_CONTINUED:
+        if (j)
+            cJSON_AddStringToObject(j, "successor", or_dash(o->successor));
+        if (!t->opt.json)
+            printf("  continued as new: %s goes on\n", or_dash(o->successor));
+        t->n_ok++;
+        break;
     case PL_RUN_COMPLETED: {
         size_t n = pl_steps_count(o->steps);
         const pl_step *last = n ? pl_steps_at(o->steps, n - 1) : NULL;
@@ -339,4 +347,45 @@ bool ids_push(id_list *l, const char *id)
     l->v = grown;
     l->v[l->n++] = d;
     return true;
+}
+
+/* ---- --trace and --otel --------------------------------------------------- */
+
+/* Open the trace file and the exporter the options ask for; 0 or -1. */
+int open_observers(tool *t)
+{
+    const char *trace = t->opt.trace;
+    if (trace) {
+        const char *path = strcmp(trace, "-") ? trace : "/dev/stderr";
+        int st = pl_trace_open(&t->w.trace, path);
+        if (st) {
+            cli_error("--trace: %s (%s)", pl_errmsg(), pl_status_name(st));
+            return -1;
+        }
+    }
+    const char *env_url = getenv("OTEL_EXPORTER_OTLP_ENDPOINT");
+    const char *env_traces = getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT");
+    if (t->opt.otel || (env_url && *env_url) || (env_traces && *env_traces)) {
+        pl_otel_options oo = PL_OTEL_OPTIONS_INIT;
+        oo.endpoint = t->opt.otel;
+        oo.service_name = getenv("OTEL_SERVICE_NAME") ? NULL : "ledger-replay";
+        int st = pl_otel_open(&t->w.otel, &oo);
+        if (st) {
+            cli_error("--otel: %s (%s)", pl_errmsg(), pl_status_name(st));
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Send what is left and close both; a loss is a warning, never a failure
+ * of the runs. */
+void close_observers(tool *t)
+{
+    if (t->w.otel && pl_otel_close(t->w.otel))
+        cli_error("warning: %s", pl_errmsg());
+    if (t->w.trace && pl_trace_close(t->w.trace))
+        cli_error("warning: %s", pl_errmsg());
+    t->w.otel = NULL;
+    t->w.trace = NULL;
 }

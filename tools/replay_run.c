@@ -13,8 +13,11 @@
 /* ---- modes ------------------------------------------------------------------ */
 
 /* Continue one run and report it.  @p note goes into the summary. */
-void continue_one(tool *t, const char *id, const char *note)
+/* Continue run @p id; @p next gets its successor's id when it ended
+ * continued as new ("" otherwise). */
+static void continue_link(tool *t, const char *id, const char *note, char *next)
 {
+    next[0] = '\0';
     pl_run_info *owner = NULL;
     if (!pl_run_get(&owner, t->engine, id) && owner->owner_alive) {
         cli_error("run %s is running in live process %lld on %s: not touched",
@@ -61,7 +64,23 @@ void continue_one(tool *t, const char *id, const char *note)
         return;
     }
     report_outcome(t, o, ms, note);
+    if (o->status == PL_RUN_CONTINUED && o->successor)
+        snprintf(next, PL_MAX_RUN_ID + 1, "%s", o->successor);
     pl_outcome_free(o);
+}
+
+/* Continue run @p id, and along its chain when it continues as new (a
+ * continued link replays, writing nothing), as a worker would. */
+void continue_one(tool *t, const char *id, const char *note)
+{
+    char cur[PL_MAX_RUN_ID + 1], next[PL_MAX_RUN_ID + 1];
+    snprintf(cur, sizeof cur, "%s", id);
+    for (bool first = true;; first = false) {
+        continue_link(t, cur, first ? note : "(successor)", next);
+        if (!next[0])
+            return;
+        memcpy(cur, next, sizeof cur);
+    }
 }
 
 /* A run must exist before anything is done to it: exit 2 if not. */

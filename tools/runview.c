@@ -85,6 +85,10 @@ cJSON *run_json(const pl_run_info *ri)
     }
     if (ri->deadline_ms)
         cJSON_AddNumberToObject(o, "deadline_ms", (double)ri->deadline_ms);
+    if (ri->successor)
+        cJSON_AddStringToObject(o, "successor", ri->successor);
+    if (ri->predecessor)
+        cJSON_AddStringToObject(o, "predecessor", ri->predecessor);
     if (ri->status == PL_RUN_SUSPENDED) {
         cJSON_AddStringToObject(o, "suspended_path",
                                 ri->suspended_path ? ri->suspended_path : "");

@@ -89,8 +89,8 @@ int pl_durability_parse(pl_durability *out, const char *name)
 }
 
 static const char *const run_status_names[] = {
-    NULL,        "running", "suspended", "completed", "failed",
-    "submitted", "waiting", "cancelled", "superseded"};
+    NULL,        "running", "suspended", "completed",  "failed",
+    "submitted", "waiting", "cancelled", "superseded", "continued"};
 
 const char *pl_run_status_name(pl_run_status s)
 {
@@ -189,6 +189,12 @@ int pl_engine_open(pl_engine **out, const char *path,
     if (!e)
         return pl__err(PL_ENOMEM, "out of memory opening an engine");
     e->lease_us = (int64_t)(lease_ms ? lease_ms : LEASE_MS_DEFAULT) * 1000;
+    e->retain_ms = opts->retain_ms;
+    e->tombstone_us = opts->tombstone_ms &&
+                              opts->tombstone_ms < INT64_MAX / 1000
+                          ? (int64_t)opts->tombstone_ms * 1000
+                      : opts->tombstone_ms ? INT64_MAX / 2
+                                           : (int64_t)7 * 24 * 3600 * 1000000;
     pthread_cond_init(&e->renew_cv, NULL);
     atomic_init(&e->worker_stop, 0);
     atomic_init(&e->wait_in_place_ms, -1);

@@ -301,22 +301,35 @@ static void tick_id(char out[PL_MAX_RUN_ID + 1], const char *name,
 }
 
 /* Is run @p id live: submitted, running, suspended or waiting (not
- * completed, failed or cancelled)? */
+ * completed, failed or cancelled)?  A run continued as new
+ * (pl_ctx_continue_as_new()) is live while its chain goes on: the answer
+ * is its successor's. */
 static bool live(pl_engine *e, const char *id)
 {
-    uint64_t num;
-    pl__buf state = {0};
-    pl__run_state rs;
-    bool alive = false;
-    if (!*id || pl__store_run_find(e->store, id, &num, NULL))
-        return false;
-    if (!pl__store_state_get(e->store, num, &state) &&
-        !pl__run_state_decode(&rs, id, state.data, state.len)) {
-        alive = rs.status != PL_RUN_COMPLETED && rs.status != PL_RUN_FAILED &&
-                rs.status != PL_RUN_CANCELLED;
-        pl__run_state_clear(&rs);
+    char at[PL_MAX_RUN_ID + 1];
+    snprintf(at, sizeof at, "%s", id);
+    bool alive = false, next = true;
+    for (unsigned hops = 0; next && hops < 1000000; hops++) {
+        uint64_t num;
+        pl__buf state = {0};
+        pl__run_state rs;
+        next = false;
+        if (!*at || pl__store_run_find(e->store, at, &num, NULL))
+            return false;
+        if (!pl__store_state_get(e->store, num, &state) &&
+            !pl__run_state_decode(&rs, at, state.data, state.len)) {
+            alive = rs.status != PL_RUN_COMPLETED &&
+                    rs.status != PL_RUN_FAILED &&
+                    rs.status != PL_RUN_CANCELLED &&
+                    rs.status != PL_RUN_CONTINUED;
+            if (rs.status == PL_RUN_CONTINUED && rs.succ) {
+                snprintf(at, sizeof at, "%s", rs.succ);
+                next = true;
+            }
+            pl__run_state_clear(&rs);
+        }
+        pl__buf_free(&state);
     }
-    pl__buf_free(&state);
     return alive;
 }
 

@@ -32,6 +32,7 @@
 #include <time.h>
 
 #include "internal.h"
+#include "retention.h"
 #include "run.h"
 
 #define CONCURRENCY_MAX 256
@@ -55,11 +56,33 @@ typedef struct worker {
     pl__lease *retake; /* runs cut off by the failure: still ours */
     size_t n_retake, cap_retake;
     unsigned retaken;
+    /* the retention rule (pl_worker_options.retain_ms) */
+    uint64_t retain_ms;
+    uint64_t prune_every_ns;
+    _Atomic uint64_t prune_next_ns; /* when a thread prunes next */
     /* schedules (guarded by mu): when to fire them next, and whether a
      * thread is at it */
     int64_t sched_at_ms;
     bool sched_busy;
 } worker;
+
+/* Apply the retention rule when it is due: one thread at a time (the one
+ * that moves prune_next_ns on), the others go on taking runs. */
+static void maybe_prune(worker *w)
+{
+    if (!w->retain_ms)
+        return;
+    uint64_t now = pl__mono_ns(), due = atomic_load(&w->prune_next_ns);
+    if (now < due || !atomic_compare_exchange_strong(&w->prune_next_ns, &due,
+                                                     now + w->prune_every_ns))
+        return;
+    char msg[PL__ERRMSG_MAX];
+    pl__errmsg_save(msg);
+    /* a failure is retried at the next turn; the runs wait meanwhile */
+    if (pl__retain(w->e, w->retain_ms)) {
+    }
+    pl__errmsg_restore(msg);
+}
 
 /* A failure of the store itself, not of the request. */
 static bool store_fault(int st) { return st == PL_ESTORE || st == PL_EIO; }
@@ -200,6 +223,7 @@ static void *work(void *arg)
         pl__lease lease;
         int st = PL_OK;
         int64_t next_due = 0;
+        maybe_prune(w);
         if (i_due < n_due) {
             lease = due[i_due++];
         } else if (!next_retake(w, &lease)) {
@@ -254,7 +278,8 @@ static void *work(void *arg)
         pthread_mutex_lock(&w->mu);
         if (st || !o)
             w->skipped++;
-        else if (o->status == PL_RUN_COMPLETED)
+        else if (o->status == PL_RUN_COMPLETED ||
+                 o->status == PL_RUN_CONTINUED) /* its successor is queued */
             w->completed++;
         else if (o->status == PL_RUN_SUSPENDED || o->status == PL_RUN_WAITING)
             w->suspended++;
@@ -281,6 +306,11 @@ int pl_worker_run(pl_engine *e, const pl_worker_options *opts)
                        opts->concurrency, CONCURRENCY_MAX);
     worker w = {.e = e,
                 .poll_ms = opts->poll_ms ? opts->poll_ms : POLL_MS_DEFAULT};
+    w.retain_ms = opts->retain_ms ? opts->retain_ms : e->retain_ms;
+    uint64_t every_ms = w.retain_ms / 10;
+    every_ms = every_ms < 1000 ? 1000 : every_ms > 60000 ? 60000 : every_ms;
+    w.prune_every_ns = every_ms * 1000000;
+    atomic_init(&w.prune_next_ns, pl__mono_ns());
     unsigned n = opts->concurrency ? opts->concurrency : 1;
     pthread_t *th = calloc(n, sizeof *th);
     if (!th)

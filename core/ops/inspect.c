@@ -1,5 +1,6 @@
 /*
- * inspect.c -- reading runs and ledgers, and verifying them.
+ * inspect.c -- reading ledgers, and verifying them (a run's records:
+ * runs.c).
  *
  * Everything here reads in bounded chunks (short read transactions, copied
  * out), so a visitor may take its time and even write to the store.
@@ -12,127 +13,6 @@
 #include "path.h"
 
 #define CHUNK 256
-
-/* ---- run records ------------------------------------------------------------------- */
-
-typedef struct info_impl {
-    pl_run_info pub; /* first: pl_run_info_free() casts back */
-    char *id;
-    pl__run_info ri;
-    pl__run_state st;
-    cJSON *payload;
-    cJSON *prompt;
-} info_impl;
-
-void pl_run_info_free(pl_run_info *pub)
-{
-    info_impl *in = (info_impl *)pub;
-    if (!in)
-        return;
-    free(in->id);
-    pl__run_info_clear(&in->ri);
-    pl__run_state_clear(&in->st);
-    cJSON_Delete(in->payload);
-    cJSON_Delete(in->prompt);
-    free(in);
-}
-
-/* pl__run_info_build(): internal.h */
-int pl__run_info_build(pl_engine *e, const char *id, size_t id_len,
-                       uint64_t num, const uint8_t *info, size_t info_len,
-                       const pl__buf *state, bool *lease_later,
-                       pl_run_info **out)
-{
-    *out = NULL;
-    info_impl *in = calloc(1, sizeof *in);
-    if (!in || !(in->id = pl__strndup(id, id_len))) {
-        free(in);
-        return pl__err(PL_ENOMEM, "out of memory");
-    }
-    pl__buf sb = {0};
-    int st = PL_OK;
-    /* the id is the runs key: bytes that are no run id (a NUL, say) are
-     * corruption, and the records' checksums bind them to the id */
-    if (strlen(in->id) != id_len || !pl__run_id_ok(in->id))
-        st = pl__err(PL_ECORRUPT, "a run's id is malformed");
-    if (!st)
-        st = pl__run_info_decode(&in->ri, in->id, info, info_len);
-    if (!st && !state)
-        st = pl__store_state_get(e->store, num, &sb);
-    if (!st)
-        st = state ? pl__run_state_decode(&in->st, in->id, state->data,
-                                          state->len)
-                   : pl__run_state_decode(&in->st, in->id, sb.data, sb.len);
-    pl__buf_free(&sb);
-    if (!st)
-        st = pl__payload_decode(&in->payload, in->ri.payload,
-                                in->ri.payload_len);
-    if (!st && in->st.prompt)
-        st = pl__payload_decode(&in->prompt, in->st.prompt, in->st.prompt_len);
-    if (st) {
-        int keep = st;
-        pl__err(st, "run '%s': %s", in->id, pl_errmsg());
-        pl_run_info_free(&in->pub);
-        return keep;
-    }
-    pl_run_info *p = &in->pub;
-    p->id = in->id;
-    p->policy = in->ri.policy;
-    p->payload = in->payload;
-    p->status = in->st.status;
-    p->steps = in->st.steps;
-    p->created_us = in->ri.created_us;
-    p->updated_us = in->st.updated_us;
-    p->heartbeat_us = in->st.heartbeat_us;
-    p->owner_pid = in->st.owner_pid;
-    p->owner_host = in->st.owner_host;
-    p->owner_alive = in->st.status == PL_RUN_RUNNING &&
-                     (pl__owner_alive(e, &in->st) ||
-                      (in->st.owner_pid == e->pid &&
-                       !strcmp(in->st.owner_host, e->host) &&
-                       pl__engine_owns(e, num)));
-    bool ask = p->status == PL_RUN_RUNNING && !pl__engine_owns(e, num);
-    if (lease_later)
-        *lease_later = ask;
-    else if (ask)
-        p->owner_alive = pl__run_lease_alive(e, num, p->owner_alive);
-    p->attempts = in->st.attempts;
-    p->error = in->st.error;
-    p->reason = in->st.reason;
-    p->suspended_path = in->st.susp_path;
-    p->prompt = in->prompt;
-    p->resume_token = in->st.status == PL_RUN_SUSPENDED && in->st.token[0]
-                          ? in->st.token
-                          : NULL;
-    p->wake_ms = in->st.wait_until_ms;
-    p->wait_event = in->st.wait_event;
-    p->deadline_ms = in->ri.deadline_ms;
-    p->code = in->ri.code;
-    p->successor = in->st.succ;
-    p->predecessor = in->st.pred;
-    *out = p;
-    return PL_OK;
-}
-
-int pl_run_get(pl_run_info **out, pl_engine *e, const char *run_id)
-{
-    if (!out)
-        return pl__err(PL_EINVAL, "pl_run_get: out is NULL");
-    *out = NULL;
-    if (!e || !pl__run_id_ok(run_id))
-        return pl__err(PL_EINVAL, "pl_run_get: an engine and a valid run id "
-                                  "are required");
-    uint64_t num;
-    pl__buf info = {0};
-    int st = pl__store_settle(e->store); /* steps may be in the journal */
-    if (!st)
-        st = pl__store_run_find(e->store, run_id, &num, &info);
-    if (!st)
-        st = pl__run_info_build(e, run_id, strlen(run_id), num, info.data,
-                                info.len, NULL, NULL, out);
-    pl__buf_free(&info);
-    return st;
-}
 
 /* ---- ledgers ------------------------------------------------------------------------- */
 
@@ -641,6 +521,7 @@ int pl_run_head(uint8_t out[PL_HASH_LEN], pl_engine *e, const char *run_id)
     pl__run_state rs = {0};
     int st = state_load(e, run_id, &num, &rs);
     if (!st && (!rs.has_head || (rs.status != PL_RUN_COMPLETED &&
+                                 rs.status != PL_RUN_CONTINUED &&
                                  rs.status != PL_RUN_SUSPENDED)))
         st = pl__err(PL_ESTATE,
                      "run '%s' is %s: only a completed or "

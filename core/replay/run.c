@@ -55,6 +55,9 @@ void pl__run_free(pl__run *r)
     free(r->share);
     pl__buf_free(&r->scratch);
     pl__buf_free(&r->prompt);
+    pl__buf_free(&r->cont);
+    pl__buf_free(&r->succ_info);
+    pl__buf_free(&r->succ_state);
     pl__hasher_free(r->hasher);
     pl__run_state_clear(&r->state);
     free(r->reason);

@@ -63,4 +63,11 @@ PL__HIDDEN pl_outcome *pl__outcome_new(pl__run *r, pl_run_status status);
 PL__HIDDEN int pl__recorded_outcome(pl_outcome **out, const char *id,
                                     const pl__run_state *rs) PL__MUST_CHECK;
 
+/*
+ * The run ends continued (pl_ctx_continue_as_new() was called): make its
+ * state record name its successor, and its final batch create the
+ * successor, queued, in the same commit (continued.c).
+ */
+PL__HIDDEN int pl__run_continued(pl__run *r) PL__MUST_CHECK;
+
 #endif /* PL_RUN_H */

@@ -20,6 +20,7 @@
 #include "commit.h"
 #include "internal.h"
 #include "path.h"
+#include "retention.h"
 #include "run.h"
 #include "suspend.h"
 #include "wait.h"
@@ -217,13 +218,14 @@ static int run_execute(pl__run *r, const pl_policy_def *def,
         free(rs->result);
         rs->result = NULL;
         rs->result_len = 0;
-        if ((st = pl__run_write(r, true))) {
+        if ((r->cont.len && (st = pl__run_continued(r))) ||
+            (st = pl__run_write(r, true))) {
             pl_steps_free(steps);
             return st;
         }
         pl__emit(r, PL_EVENT_RUN_COMPLETED, "0", 0, def->name, 0, 0,
                  pl__ev_clock(r) - t0, NULL);
-        if (!(o = pl__outcome_new(r, PL_RUN_COMPLETED))) {
+        if (!(o = pl__outcome_new(r, rs->status))) {
             pl_steps_free(steps);
             return pl__err(PL_ENOMEM, "out of memory");
         }
@@ -422,8 +424,11 @@ static int start_run(pl_outcome **out, char **out_id, pl_engine *e,
         (st = pl__commit(e, &create)))
         goto done;
     if (create.rc) {
+        pl__tomb t;
         *exists = true;
-        st = pl__err(PL_EEXIST, "run '%s' exists already", id);
+        st = pl__tomb_load(e, id, &t)
+                 ? pl__err(PL_EEXIST, "run '%s' exists already", id)
+                 : pl__tomb_taken(id, &t);
         goto done;
     }
     r->num = create.run;
@@ -694,8 +699,9 @@ static int continue_run(pl_engine *e, const char *id, bool check,
                      r->state.succ);
         goto done;
     }
-    /* a completed run is final: replaying it writes nothing */
-    r->check = check || (!token && r->state.status == PL_RUN_COMPLETED);
+    /* a completed (or continued) run is final: replaying it writes nothing */
+    r->check = check || (!token && (r->state.status == PL_RUN_COMPLETED ||
+                                    r->state.status == PL_RUN_CONTINUED));
     if (r->check) {
         st = run_execute(r, def, &ra.action, true, out);
         goto done;
@@ -812,9 +818,17 @@ static int start_existing(pl_outcome **out, pl_engine *e, const char *id,
 {
     uint64_t num;
     root_action ra;
+    pl__tomb t;
     int st = pl__store_settle(e->store);
     if (!st)
         st = root_load(e, id, &num, &ra);
+    if (st == PL_ENOTFOUND && !pl__tomb_load(e, id, &t))
+        return strcmp(t.policy, root->policy) != 0
+                   ? pl__err(PL_EEXIST,
+                             "run '%s' existed with another root policy "
+                             "('%s') and was deleted: not the run asked for",
+                             id, t.policy)
+                   : pl__tomb_outcome(out, id, &t);
     if (st)
         return st;
     if (strcmp(ra.action.policy, root->policy) != 0 ||

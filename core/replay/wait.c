@@ -576,7 +576,8 @@ int pl_ctx_wait_event(cJSON **out, pl_ctx *c, const char *name,
 typedef struct deliver_ctx {
     const char *id;
     const char *what;
-    pl_run_status status; /* found */
+    pl_run_status status;         /* found */
+    char succ[PL_MAX_RUN_ID + 1]; /* continued as new: its successor */
 } deliver_ctx;
 
 static int deliver_check(const uint8_t *state, size_t len, void *user)
@@ -592,9 +593,14 @@ static int deliver_check(const uint8_t *state, size_t len, void *user)
                      "run '%s' was superseded by run '%s': %s is refused "
                      "(send it to that run)",
                      d->id, st.succ, d->what);
+    if (st.status == PL_RUN_CONTINUED && st.succ)
+        snprintf(d->succ, sizeof d->succ, "%s", st.succ);
     pl__run_state_clear(&st);
     if (rc)
         return rc;
+    if (d->status == PL_RUN_CONTINUED)
+        return pl__err(PL_ESTATE, "run '%s' continued as new as '%s'", d->id,
+                       d->succ);
     if (d->status == PL_RUN_COMPLETED || d->status == PL_RUN_FAILED ||
         d->status == PL_RUN_CANCELLED)
         return pl__err(PL_ESTATE, "run '%s' has ended (%s): %s is refused",
@@ -602,22 +608,35 @@ static int deliver_check(const uint8_t *state, size_t len, void *user)
     return PL_OK;
 }
 
+/*
+ * Deliver @p ib to run @p id, or, when it has continued as new
+ * (pl_ctx_continue_as_new()), to the link of its chain that goes on: the
+ * id it went to in @p to (PL_MAX_RUN_ID + 1 bytes).
+ */
 static int deliver(pl_engine *e, const char *id, const pl__inbox_rec *ib,
                    const char *what, pl__inbox_take *take, uint64_t *num,
-                   pl_run_status *found)
+                   pl_run_status *found, char *to)
 {
-    pl__buf rec = {0};
-    int st = pl__store_run_find(e->store, id, num, NULL);
-    if (!st)
-        st = pl__inbox_encode(&rec, id, ib);
-    deliver_ctx d = {id, what, 0};
-    uint64_t seq;
-    if (!st)
-        st = pl__store_inbox_put(e->store, *num, id, deliver_check, &d,
-                                 rec.data, rec.len, take, &seq);
-    pl__buf_free(&rec);
-    *found = d.status;
-    return st;
+    int st;
+    snprintf(to, PL_MAX_RUN_ID + 1, "%s", id);
+    for (unsigned hops = 0;; hops++) {
+        pl__buf rec = {0};
+        st = pl__store_run_find(e->store, to, num, NULL);
+        if (!st) /* bound to the run it goes to */
+            st = pl__inbox_encode(&rec, to, ib);
+        deliver_ctx d = {to, what, 0, ""};
+        uint64_t seq;
+        if (!st)
+            st = pl__store_inbox_put(e->store, *num, to, deliver_check, &d,
+                                     rec.data, rec.len, take, &seq);
+        pl__buf_free(&rec);
+        *found = d.status;
+        if (st != PL_ESTATE || !d.succ[0] || hops >= 1000000)
+            return st;
+        pl__err_clear();
+        snprintf(to, PL_MAX_RUN_ID + 1, "%s", d.succ);
+        take = NULL; /* the lease and the claim were for the run found first */
+    }
 }
 
 /* An event's delivery, for pl__run_continue_delivered(). */
@@ -632,7 +651,8 @@ static int signal_fn(pl_engine *e, pl__inbox_take *take, void *user)
 {
     signal_ctx *s = user;
     uint64_t num;
-    int st = deliver(e, s->id, s->ib, s->what, take, &num, &s->found);
+    char to[PL_MAX_RUN_ID + 1];
+    int st = deliver(e, s->id, s->ib, s->what, take, &num, &s->found, to);
     s->delivered = !st;
     return st;
 }
@@ -682,12 +702,13 @@ int pl_run_signal(pl_outcome **out, pl_engine *e, const char *run_id,
         *out = NULL;
         pl__err_clear();
     }
-    st = deliver(e, run_id, &ib, what, NULL, &num, &found);
+    char to[PL_MAX_RUN_ID + 1]; /* run_id, or the link its chain is at */
+    st = deliver(e, run_id, &ib, what, NULL, &num, &found, to);
     pl__buf_free(&p);
     if (st || !out || found != PL_RUN_WAITING)
         return st;
     /* continue it here; someone else may have been quicker */
-    st = pl_run_continue(out, e, run_id, NULL);
+    st = pl_run_continue(out, e, to, NULL);
     if (st == PL_EBUSY) {
         pl__err_clear();
         return PL_OK;
@@ -738,12 +759,13 @@ int pl_run_cancel(pl_engine *e, const char *run_id, const char *reason)
     pl__inbox_rec ib = {.reason = (char *)reason, .sent_us = pl__now_us()};
     uint64_t num;
     pl_run_status found;
-    int st = deliver(e, run_id, &ib, "a cancellation", NULL, &num, &found);
+    char to[PL_MAX_RUN_ID + 1]; /* run_id, or the link its chain is at */
+    int st = deliver(e, run_id, &ib, "a cancellation", NULL, &num, &found, to);
     if (st)
         return st;
     if (found == PL_RUN_SUSPENDED || found == PL_RUN_SUBMITTED) {
         /* nothing of its policies runs until then: it ends now */
-        cancel_now_ctx cc = {run_id, reason, false};
+        cancel_now_ctx cc = {to, reason, false};
         return pl__store_state_update(e->store, num, cancel_now_fn, &cc);
     }
     /* a running run sees the cancellation at its next call boundary */
@@ -751,7 +773,7 @@ int pl_run_cancel(pl_engine *e, const char *run_id, const char *reason)
         /* its wait returns PL_ECANCELLED to its policy, here if this
          * engine has its policies, else in the worker its timer wakes */
         pl_outcome *o = NULL;
-        int cst = pl_run_continue(&o, e, run_id, NULL);
+        int cst = pl_run_continue(&o, e, to, NULL);
         pl_outcome_free(o);
         if (cst && cst != PL_ENOTFOUND && cst != PL_EBUSY && cst != PL_ESTATE)
             return cst;
@@ -805,83 +827,5 @@ int pl_engine_set_wait_in_place(pl_engine *e, int64_t ms)
                                   "and ms >= 0 (-1: the default) are "
                                   "required");
     atomic_store(&e->wait_in_place_ms, (long long)ms);
-    return PL_OK;
-}
-
-/* ---- the end of a run (runner.c) ------------------------------------------ */
-
-/* The run's root returned after its cancellation was seen: it ends
- * cancelled, with the steps it made since (compensating calls). */
-int pl__end_cancelled(pl__run *r, const pl_policy_def *def, uint64_t t0,
-                      pl_outcome **out)
-{
-    pl__run_state *rs = &r->state;
-    const char *why = r->cancel_reason ? r->cancel_reason : "";
-    if (!r->check) { /* a check replay writes nothing */
-        rs->status = PL_RUN_CANCELLED;
-        rs->error = PL_ECANCELLED;
-        free(rs->reason);
-        if (!(rs->reason = pl__strdup(why)))
-            return pl__err(PL_ENOMEM, "out of memory");
-        int st = pl__run_head(r, rs->head);
-        if (st)
-            return st;
-        rs->has_head = true;
-        if ((st = pl__run_write(r, true)))
-            return st;
-        pl__emit(r, PL_EVENT_RUN_FAILED, "0", 0, def->name, 0, PL_ECANCELLED,
-                 pl__ev_clock(r) - t0, why);
-    }
-    pl_outcome *o = pl__outcome_new(r, PL_RUN_CANCELLED);
-    if (!o || !(o->reason = pl__strdup(why))) {
-        pl_outcome_free(o);
-        return pl__err(PL_ENOMEM, "out of memory");
-    }
-    o->error = PL_ECANCELLED;
-    *out = o;
-    return PL_OK;
-}
-
-/* The run parked at a wait (wait.c): record it waiting, with its timer. */
-int pl__end_waiting(pl__run *r, const pl_policy_def *def, uint64_t t0,
-                    pl_outcome **out)
-{
-    pl__run_state *rs = &r->state;
-    rs->status = PL_RUN_WAITING;
-    int st = pl__run_head(r, rs->head);
-    if (st)
-        return st;
-    rs->has_head = true;
-    free(rs->susp_path);
-    free(rs->wait_event);
-    rs->wait_event = NULL;
-    rs->susp_path = pl__strdup(r->susp_path);
-    rs->susp_seq = r->susp_seq;
-    rs->wait_until_ms = r->wait_until_ms;
-    if (!rs->susp_path ||
-        (r->wait_event && !(rs->wait_event = pl__strdup(r->wait_event))))
-        return pl__err(PL_ENOMEM, "out of memory");
-    /* woken at its time, or at its deadline to end */
-    int64_t due = r->wait_until_ms;
-    if (r->deadline_ms && (!due || r->deadline_ms < due))
-        due = r->deadline_ms;
-    r->batch.timer_us = due > 0 ? due * 1000 : 0;
-    r->batch.timer_id = r->id;
-    r->batch.park = true;
-    st = pl__run_write(r, true);
-    r->batch.timer_us = 0;
-    r->batch.park = false;
-    if (st)
-        return st;
-    pl__emit(r, PL_EVENT_RUN_SUSPENDED, r->susp_path, r->susp_seq, def->name,
-             PL_STEP_WAIT, 0, pl__ev_clock(r) - t0, r->wait_event);
-    pl_outcome *o = pl__outcome_new(r, PL_RUN_WAITING);
-    if (!o || !(o->suspended_path = pl__strdup(r->susp_path)) ||
-        (r->wait_event && !(o->wait_event = pl__strdup(r->wait_event)))) {
-        pl_outcome_free(o);
-        return pl__err(PL_ENOMEM, "out of memory");
-    }
-    o->wake_ms = r->wait_until_ms;
-    *out = o;
     return PL_OK;
 }

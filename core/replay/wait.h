@@ -15,7 +15,7 @@
 PL__HIDDEN int pl__wait_boundary(pl_ctx *c) PL__MUST_CHECK;
 
 /*
- * The end of run @p r's execution (runner.c), recorded and its outcome in
+ * The end of run @p r's execution (runner.c; outcome.c), recorded and its outcome in
  * @p out: its root returned after its cancellation was seen, and it ends
  * cancelled with the steps it made since (compensating calls); or it parked
  * at a wait, and is recorded waiting, with its timer.  @p t0 is when it

@@ -412,6 +412,37 @@ int pl_ctx_version(int *out_version, pl_ctx *ctx, const char *change_id,
  */
 int pl_ctx_suspend(cJSON **out_answer, pl_ctx *ctx, const cJSON *prompt);
 
+/**
+ * Continue the run as a new one, so that a run that lives for months (a
+ * polling loop, a chat agent) keeps each ledger bounded.  Called by the
+ * root policy, which then returns as it would to complete: the run ends
+ * with the final status PL_RUN_CONTINUED (its result recorded as a
+ * completed run's), and in the same transaction its successor is created
+ * with the same root policy and @p payload, queued as pl_run_submit()
+ * queues a run, for a worker (or pl_run_continue()) to execute: at the
+ * run's own place in the queue, with its priority and concurrency key
+ * (pl_run_options), so a chain is ordered and limited as one run.  The
+ * successor's id is the run's with "~1" appended, then "~2" and so on (a
+ * run "chat~7" continues as "chat~8"); each run names the other
+ * (pl_run_info.successor and .predecessor, pl_outcome.successor), and
+ * `ledger-dump --run ID --chain` lists the chain.  A replay of the run
+ * (pl_run_continue(), which replays a continued run as it does a completed
+ * one) gives the same outcome and writes nothing.  Events sent to the run
+ * (pl_run_signal()) once it has continued reach its successor; those it
+ * had received and not consumed stay with it.
+ *
+ * Each link is a run of its own: replaying or recovering the newest link
+ * costs what its own ledger costs, however long the chain behind it.
+ * Deleting and pruning treat a continued run as ended.
+ * @param payload a JSON object, never NULL; borrowed.
+ * @return PL_OK; PL_EINVAL (not the root policy's context, or a NULL or
+ *         non-object payload); PL_ESTATE (called already in this
+ *         execution); PL_ELIMIT (the successor's id would be longer than
+ *         PL_MAX_RUN_ID, or the payload larger than max_payload);
+ *         PL_ENOMEM.
+ */
+int pl_ctx_continue_as_new(pl_ctx *ctx, const cJSON *payload);
+
 /** @return the run id (borrowed, valid while the policy runs). */
 const char *pl_ctx_run_id(const pl_ctx *ctx);
 

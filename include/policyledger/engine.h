@@ -143,8 +143,8 @@ const char *pl_durability_name(pl_durability d);
 int pl_durability_parse(pl_durability *out, const char *name);
 
 /* Version 2 appended read_only, version 3 host_id and lease_ms, version 4
- * no_create. */
-#define PL_ENGINE_OPTIONS_VERSION 4
+ * no_create, version 5 retain_ms and tombstone_ms. */
+#define PL_ENGINE_OPTIONS_VERSION 5
 
 /** Engine options.  Initialise with PL_ENGINE_OPTIONS_INIT. */
 typedef struct pl_engine_options {
@@ -190,11 +190,24 @@ typedef struct pl_engine_options {
      * false (the default) creates the store when it is missing.
      */
     bool no_create;
+    /**
+     * Since version 5.  The retention rule: runs that have ended (completed,
+     * failed, cancelled, continued) whose last write is at least this many
+     * milliseconds old are deleted by the
+     * engine's workers (pl_worker_run(), see pl_worker_options.retain_ms),
+     * leaving tombstones.  0 (the default) keeps every run.
+     */
+    uint64_t retain_ms;
+    /**
+     * Since version 5.  How long a deleted run's tombstone keeps its id,
+     * in milliseconds: 0 = 7 days.
+     */
+    uint64_t tombstone_ms;
 } pl_engine_options;
 
 #define PL_ENGINE_OPTIONS_INIT                                                 \
     { PL_ENGINE_OPTIONS_VERSION, PL_DURABILITY_SYNC, 0, 0, 0, 0, NULL, NULL,   \
-      false, NULL, 0, false }
+      false, NULL, 0, false, 0, 0 }
 
 /**
  * Open (creating if needed) a store and an engine on it.

@@ -1,6 +1,7 @@
 /*
  * policyledger/runs.h -- runs: starting, continuing, resuming, reading and listing them,
- * their ledgers, verifying and forking them; export and import.
+ * their ledgers, verifying and forking them; export and import; deleting
+ * and pruning them (tombstones).
  *
  * Part of the manual <policyledger.h>, which includes it: include that,
  * not this.
@@ -29,12 +30,14 @@ typedef enum pl_run_status {
     PL_RUN_WAITING = 6,   /**< parked: sleeping, or waiting for an event
                                (see Time and events) */
     PL_RUN_CANCELLED = 7, /**< ended by pl_run_cancel(), with its reason */
-    PL_RUN_SUPERSEDED = 8 /**< final: replaced by a successor that goes on
-                               with newer code (pl_run_upgrade()) */
+    PL_RUN_SUPERSEDED = 8, /**< final: replaced by a successor that goes on
+                                with newer code (pl_run_upgrade()) */
+    PL_RUN_CONTINUED = 9   /**< final: ended by pl_ctx_continue_as_new(); its
+                                successor goes on (pl_run_info.successor) */
 } pl_run_status;
 
 /** @return "running", "suspended", "completed", "failed", "submitted",
- *  "waiting", "cancelled", "superseded" or NULL. */
+ *  "waiting", "cancelled", "superseded", "continued" or NULL. */
 const char *pl_run_status_name(pl_run_status status);
 
 /**
@@ -146,6 +149,8 @@ typedef struct pl_outcome {
      *  event it waits for (NULL: a sleep); suspended_path says where. */
     int64_t wake_ms;
     char *wait_event;
+    /** continued: the id of its successor, which goes on from it */
+    char *successor;
 } pl_outcome;
 
 /** Free an outcome.  NULL does nothing. */
@@ -265,10 +270,11 @@ typedef struct pl_run_info {
     const char *code;         /**< the root policy's code identity when the
                                    run started (its code_version or plugin
                                    build id), or NULL */
-    const char *successor;    /**< superseded: the run that continues it;
-                                   else NULL */
-    const char *predecessor;  /**< the run this one supersedes (it was made
-                                   by pl_run_upgrade()), or NULL */
+    const char *successor;    /**< superseded or continued: the run that
+                                   goes on from it (pl_run_upgrade(),
+                                   pl_ctx_continue_as_new()); else NULL */
+    const char *predecessor;  /**< the run this one supersedes or
+                                   continues, or NULL */
 } pl_run_info;
 
 /**
@@ -540,6 +546,118 @@ int pl_run_export_each(pl_engine *engine, const char *run_id,
  */
 int pl_run_import(char **out_run_id, pl_engine *engine, FILE *in,
                   const char *new_id);
+
+/* ------------------------------------------------------------------------ */
+/* Retention: deleting runs, tombstones, pruning                            */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * A run that has ended for good (completed, failed, cancelled,
+ * superseded, or continued: see pl_ctx_continue_as_new()) may be deleted:
+ * its
+ * records and every step go, in one transaction, so a crash at any instant
+ * leaves it whole or gone, never half.  Its id keeps a TOMBSTONE (id, final
+ * status, head, root policy, creation and deletion times) for
+ * pl_engine_options.tombstone_ms, so that the id is not taken again by
+ * mistake while callers may still retry a start with it:
+ *
+ *   - pl_run_start() with that id and PL_IF_EXISTS_FAIL, and pl_run_submit()
+ *     and pl_run_import(), fail with PL_EEXIST, pl_errmsg() saying when the
+ *     run was deleted;
+ *   - pl_run_start() with PL_IF_EXISTS_OUTCOME or PL_IF_EXISTS_CONTINUE
+ *     executes nothing and gives an outcome whose status is the recorded
+ *     final status, with no steps, no result (pl_outcome_result() gives
+ *     the empty object), error 0 and a reason saying "deleted on <time>";
+ *   - pl_run_get(), pl_run_ledger() and the others give PL_ENOTFOUND;
+ *     pl_run_tombstone() reads the tombstone.
+ *
+ * Once the tombstone has expired the id is free: a start makes a new run.
+ * Expired tombstones are removed by pl_engine_prune().
+ */
+
+/**
+ * Delete a run that has ended (completed, failed, cancelled, superseded
+ * or continued), leaving its tombstone.
+ * @return PL_OK; PL_EINVAL; PL_ENOTFOUND (no such run); PL_ESTATE (the run
+ *         has not ended: running, suspended, submitted or waiting, which is
+ *         never deleted); PL_EBUSY (it changed while being deleted, or a worker
+ *         is replaying it: try again); PL_ECORRUPT; PL_ESTORE; PL_ENOMEM.
+ *         A read-only engine gives PL_ESTATE.
+ */
+int pl_run_delete(pl_engine *engine, const char *run_id);
+
+#define PL_TOMBSTONE_VERSION 1
+
+/** A deleted run's tombstone, from pl_run_tombstone().  Initialise with
+ *  PL_TOMBSTONE_INIT. */
+typedef struct pl_tombstone {
+    unsigned version;          /**< PL_TOMBSTONE_VERSION */
+    pl_run_status status;      /**< its final status */
+    bool has_head;             /**< head holds its head (pl_run_head()) */
+    uint8_t head[PL_HASH_LEN];
+    int64_t created_us;        /**< when it started, Unix microseconds */
+    int64_t deleted_us;        /**< when it was deleted */
+    int64_t expires_us;        /**< when the tombstone is forgotten */
+    char policy[PL_MAX_NAME + 1]; /**< its root policy */
+} pl_tombstone;
+
+#define PL_TOMBSTONE_INIT { PL_TOMBSTONE_VERSION, (pl_run_status)0, false, {0}, 0, 0, 0, {0} }
+
+/**
+ * Read a deleted run's tombstone (also one that has expired but is not yet
+ * removed: compare expires_us with the clock).
+ * @return PL_OK; PL_EINVAL; PL_ENOTFOUND (no tombstone of that id: never
+ *         deleted, or the tombstone is removed); PL_ECORRUPT (it fails its
+ *         checksum); PL_ESTORE; PL_ENOMEM.
+ */
+int pl_run_tombstone(pl_tombstone *out, pl_engine *engine, const char *run_id);
+
+/** Called by pl_engine_prune() for each run before it is deleted (@p info
+ *  borrowed for the call): 0 to go on; any other value stops the prune
+ *  before that run is deleted, and is returned (PL_EINVAL if it is no
+ *  pl_status). */
+typedef int (*pl_prune_fn)(const pl_run_info *info, void *user);
+
+#define PL_PRUNE_OPTIONS_VERSION 1
+
+/** What pl_engine_prune() deletes.  Initialise with PL_PRUNE_OPTIONS_INIT. */
+typedef struct pl_prune_options {
+    unsigned version;        /**< PL_PRUNE_OPTIONS_VERSION */
+    /** Runs that ended (their last write, pl_run_info.updated_us) at least
+     *  this long ago; 0 = whenever they ended. */
+    uint64_t older_than_ms;
+    /** Which final statuses: a bit (1u << status) for each; 0 = every
+     *  final one (completed, failed, cancelled, superseded, continued).  A
+     *  status that is not final (running, suspended, submitted, waiting)
+     *  is PL_EINVAL: such runs are never deleted. */
+    unsigned statuses;
+    /** Runs deleted per transaction; 0 = 64, at most 1024. */
+    unsigned batch;
+    /** Delete nothing: visit (and count) what would be deleted. */
+    bool dry_run;
+    /** Called for each run before it is deleted (an archive's export,
+     *  say); NULL = none. */
+    pl_prune_fn before;
+    void *user;              /**< passed to before */
+} pl_prune_options;
+
+#define PL_PRUNE_OPTIONS_INIT { PL_PRUNE_OPTIONS_VERSION, 0, 0, 0, false, NULL, NULL }
+
+/**
+ * Delete the runs @p opts chooses, leaving their tombstones, in
+ * transactions of opts->batch runs each, so no transaction blocks the
+ * store's other writers for long; and remove expired tombstones.  Runs
+ * are chosen in one pass over the run records (pl_engine_runs()), each
+ * checked again as it is deleted: a run that changed meanwhile is left.
+ * A crash or kill at any instant leaves each run whole or gone.
+ * @param[out] deleted the runs deleted (dry run: that would be); may be
+ *        NULL.
+ * @return PL_OK; PL_EINVAL; a status opts->before returned; PL_ESTATE (a
+ *         read-only engine, unless dry_run); PL_ECORRUPT; PL_ESTORE;
+ *         PL_ENOMEM.  Runs deleted before a failure stay deleted.
+ */
+int pl_engine_prune(pl_engine *engine, const pl_prune_options *opts,
+                    uint64_t *deleted);
 
 /* clang-format on */
 

@@ -102,7 +102,9 @@ int pl_ctx_wait_event(cJSON **out_payload, pl_ctx *ctx, const char *name,
 /**
  * Send the event @p name with @p payload to run @p run_id, from any
  * process: it is durable in the run's inbox when this returns, and a run
- * waiting for it is woken.
+ * waiting for it is woken.  A run continued as new
+ * (pl_ctx_continue_as_new()) passes it on: it goes to the link of the
+ * chain that is going on (as does a pl_run_cancel()).
  * @param[out] out NULL: deliver only (a worker, or pl_engine_wake(),
  *             continues a waiting run).  Else, when the run was waiting,
  *             it is continued here, in the caller's thread, as
@@ -177,7 +179,8 @@ int pl_engine_set_wait_in_place(pl_engine *engine, int64_t ms);
 int pl_run_submit(char **out, pl_engine *engine, const pl_action *root,
                   const pl_run_options *opts);
 
-#define PL_WORKER_OPTIONS_VERSION 1
+/* Version 2 appended retain_ms. */
+#define PL_WORKER_OPTIONS_VERSION 2
 
 /** Worker options.  Initialise with PL_WORKER_OPTIONS_INIT. */
 typedef struct pl_worker_options {
@@ -192,10 +195,18 @@ typedef struct pl_worker_options {
      *  taken but not finished here (handed back at a stop, taken over, or
      *  not executable: a policy not registered here, a store failure). */
     uint64_t *completed, *suspended, *failed, *skipped;
+    /**
+     * Since version 2.  The retention rule this worker applies: about
+     * every retain_ms / 10 (at least a second, at most a minute) one of
+     * its threads deletes the runs that have ended whose last write is at
+     * least retain_ms old, as pl_engine_prune() does.  0 = the
+     * engine's pl_engine_options.retain_ms (0 there too: none).
+     */
+    uint64_t retain_ms;
 } pl_worker_options;
 
 #define PL_WORKER_OPTIONS_INIT                                                 \
-    { PL_WORKER_OPTIONS_VERSION, 0, 0, NULL, NULL, NULL, NULL }
+    { PL_WORKER_OPTIONS_VERSION, 0, 0, NULL, NULL, NULL, NULL, 0 }
 
 /**
  * Execute queued and crashed runs until pl_worker_stop().  Each of

@@ -69,12 +69,12 @@
  *   |           |              | [[comp...], seq, bin (32)]: its path      |
  *   |           |              | below the root, its last step's seq and   |
  *   |           |              | that step's hash (at most 33)             |
- *   | succ      | str          | optional; superseded: the id of the run   |
- *   |           |              | that continues it (ledger-replay          |
- *   |           |              | --upgrade)                                |
+ *   | succ      | str          | optional; superseded (ledger-replay       |
+ *   |           |              | --upgrade) or continued: the id of the    |
+ *   |           |              | run that goes on from it                  |
  *   | pred      | str          | optional: the id of the run this one      |
- *   |           |              | supersedes, written with that run's       |
- *   |           |              | "succ" in one commit                      |
+ *   |           |              | supersedes or continues, written with     |
+ *   |           |              | that run's "succ" in one commit           |
  *   | sum       | bin (32)     | version 2 and 3, last: the checksum       |
  *
  * OPEN LEDGERS.  A ledger's last step is hashed by nothing in its run until
@@ -84,6 +84,7 @@
  * durable step never changes, so an entry stays true as its ledger grows.
  */
 #include "runrec.h"
+#include "runrec_io.h"
 
 #include "hash.h"
 #include "mp.h"
@@ -95,13 +96,13 @@
 
 /* ---- run records --------------------------------------------------------- */
 
-static int pack_key(msgpack_packer *pk, const char *k)
+int pl__rr_pack_key(msgpack_packer *pk, const char *k)
 {
     return pack_cstr(pk, k);
 }
 
 /* Append the "sum" pair to the record begun at @p start of @p out. */
-static int pack_sum(msgpack_packer *pk, pl__buf *out, size_t start, char kind,
+int pl__rr_pack_sum(msgpack_packer *pk, pl__buf *out, size_t start, char kind,
                     const char *run_id)
 {
     uint8_t sum[PL_HASH_LEN];
@@ -109,7 +110,8 @@ static int pack_sum(msgpack_packer *pk, pl__buf *out, size_t start, char kind,
                             sum);
     if (rc)
         return rc;
-    if (pack_key(pk, "sum") || msgpack_pack_bin_with_body(pk, sum, PL_HASH_LEN))
+    if (pl__rr_pack_key(pk, "sum") ||
+        msgpack_pack_bin_with_body(pk, sum, PL_HASH_LEN))
         return pl__err(PL_ENOMEM, "out of memory encoding a run record");
     return PL_OK;
 }
@@ -123,50 +125,50 @@ int pl__run_info_encode(pl__buf *out, const char *run_id,
     size_t start = out->len;
     int rc = msgpack_pack_map(&pk, 6 + (ri->seed != NULL) + (ri->code != NULL) +
                                        (ri->deadline_ms != 0));
-    rc = rc ? rc : pack_key(&pk, "v");
+    rc = rc ? rc : pl__rr_pack_key(&pk, "v");
     rc = rc ? rc : msgpack_pack_uint32(&pk, PL__RUNREC_VERSION);
-    rc = rc ? rc : pack_key(&pk, "policy");
+    rc = rc ? rc : pl__rr_pack_key(&pk, "policy");
     rc = rc ? rc : pack_cstr(&pk, ri->policy);
-    rc = rc ? rc : pack_key(&pk, "payload");
+    rc = rc ? rc : pl__rr_pack_key(&pk, "payload");
     rc = rc ? rc : (pl__buf_append(out, ri->payload, ri->payload_len) ? -1 : 0);
-    rc = rc ? rc : pack_key(&pk, "actions");
+    rc = rc ? rc : pl__rr_pack_key(&pk, "actions");
     rc = rc ? rc : msgpack_pack_array(&pk, ri->n_actions);
     for (size_t i = 0; !rc && i < ri->n_actions; i++)
         rc = pack_cstr(&pk, ri->actions[i]);
     if (!rc && ri->seed) {
-        rc = pack_key(&pk, "seed");
+        rc = pl__rr_pack_key(&pk, "seed");
         rc = rc ? rc : (pl__buf_append(out, ri->seed, ri->seed_len) ? -1 : 0);
     }
-    rc = rc ? rc : pack_key(&pk, "created");
+    rc = rc ? rc : pl__rr_pack_key(&pk, "created");
     rc = rc ? rc : msgpack_pack_int64(&pk, ri->created_us);
     if (!rc && ri->code) {
-        rc = pack_key(&pk, "code");
+        rc = pl__rr_pack_key(&pk, "code");
         rc = rc ? rc : pack_cstr(&pk, ri->code);
     }
     if (!rc && ri->deadline_ms) {
-        rc = pack_key(&pk, "deadline");
+        rc = pl__rr_pack_key(&pk, "deadline");
         rc = rc ? rc : msgpack_pack_int64(&pk, ri->deadline_ms);
     }
     if (rc) {
         out->len = start;
         return pl__err(PL_ENOMEM, "out of memory encoding a run record");
     }
-    if ((rc = pack_sum(&pk, out, start, 'i', run_id)))
+    if ((rc = pl__rr_pack_sum(&pk, out, start, 'i', run_id)))
         out->len = start;
     return rc;
 }
 
-static bool key_is(const uint8_t *k, size_t n, const char *want)
+bool pl__rr_key_is(const uint8_t *k, size_t n, const char *want)
 {
     return strlen(want) == n && memcmp(k, want, n) == 0;
 }
 
-static char *dup_bytes(const uint8_t *p, size_t n)
+char *pl__rr_dup_bytes(const uint8_t *p, size_t n)
 {
     return pl__strndup((const char *)p, n);
 }
 
-static uint8_t *dup_mem(const uint8_t *p, size_t n)
+uint8_t *pl__rr_dup_mem(const uint8_t *p, size_t n)
 {
     uint8_t *d = malloc(n ? n : 1);
     if (d && n)
@@ -175,7 +177,7 @@ static uint8_t *dup_mem(const uint8_t *p, size_t n)
 }
 
 /* A record's "v" field: PL_OK for a version this build reads (1 or 2). */
-static int read_version(rd *r, const char *run_id, const char *what,
+int pl__rr_read_version(rd *r, const char *run_id, const char *what,
                         unsigned max, uint64_t *version)
 {
     if (rd_uint(r, version))
@@ -194,7 +196,7 @@ static int read_version(rd *r, const char *run_id, const char *what,
  * The "sum" pair at @p key (the start of its key; r is past the key): it
  * must be the record's last pair (@p last) and match the bytes before it.
  */
-static int read_sum(rd *r, const uint8_t *data, const uint8_t *key, bool last,
+int pl__rr_read_sum(rd *r, const uint8_t *data, const uint8_t *key, bool last,
                     char kind, const char *run_id, const char *what)
 {
     const uint8_t *v;
@@ -223,7 +225,7 @@ static int read_sum(rd *r, const uint8_t *data, const uint8_t *key, bool last,
 #define RECORD_OUTER 3
 
 /* Start reading a record map: check it whole, then position on its pairs. */
-static int map_begin(rd *r, const uint8_t *data, size_t len, uint64_t *n,
+int pl__rr_map_begin(rd *r, const uint8_t *data, size_t len, uint64_t *n,
                      const char *what)
 {
     if (!data || !len) /* an empty value (LMDB may give no pointer) */
@@ -241,7 +243,7 @@ static int map_begin(rd *r, const uint8_t *data, size_t len, uint64_t *n,
 }
 
 /* The extent of the value at r (already checked). */
-static void value_span(rd *r, const uint8_t **v, size_t *n)
+void pl__rr_value_span(rd *r, const uint8_t **v, size_t *n)
 {
     *v = r->p;
     (void)pl__mp_walk(r, 2 - RECORD_OUTER, MODE_ANY, NULL);
@@ -254,7 +256,7 @@ int pl__run_info_decode(pl__run_info *out, const char *run_id,
     memset(out, 0, sizeof *out);
     rd r;
     uint64_t n, version = 0;
-    int rc = map_begin(&r, data, len, &n, "run record");
+    int rc = pl__rr_map_begin(&r, data, len, &n, "run record");
     if (rc)
         return pl__err(rc, "run '%s': %s", run_id, pl_errmsg());
     bool have_v = false, have_sum = false;
@@ -264,35 +266,35 @@ int pl__run_info_decode(pl__run_info *out, const char *run_id,
         const uint8_t *at = r.p;
         if (rd_bytes(&r, T_STR, &k, &kn))
             goto bad;
-        if (key_is(k, kn, "v")) {
-            if ((rc = read_version(&r, run_id, "run record", PL__RUNREC_VERSION,
-                                   &version))) {
+        if (pl__rr_key_is(k, kn, "v")) {
+            if ((rc = pl__rr_read_version(&r, run_id, "run record",
+                                          PL__RUNREC_VERSION, &version))) {
                 pl__run_info_clear(out);
                 return rc;
             }
             have_v = true;
-        } else if (key_is(k, kn, "sum")) {
-            if ((rc = read_sum(&r, data, at, i + 1 == n, 'i', run_id,
-                               "run record"))) {
+        } else if (pl__rr_key_is(k, kn, "sum")) {
+            if ((rc = pl__rr_read_sum(&r, data, at, i + 1 == n, 'i', run_id,
+                                      "run record"))) {
                 pl__run_info_clear(out);
                 return rc;
             }
             have_sum = true;
-        } else if (key_is(k, kn, "policy")) {
+        } else if (pl__rr_key_is(k, kn, "policy")) {
             if (rd_bytes(&r, T_STR, &v, &vn) || !pl__actor_ok(v, vn))
                 goto bad;
             free(out->policy);
-            if (!(out->policy = dup_bytes(v, vn)))
+            if (!(out->policy = pl__rr_dup_bytes(v, vn)))
                 goto oom;
-        } else if (key_is(k, kn, "payload")) {
-            value_span(&r, &v, &vn);
+        } else if (pl__rr_key_is(k, kn, "payload")) {
+            pl__rr_value_span(&r, &v, &vn);
             if (pl__payload_check(v, vn, true))
                 goto bad;
             free(out->payload);
-            if (!(out->payload = dup_mem(v, vn)))
+            if (!(out->payload = pl__rr_dup_mem(v, vn)))
                 goto oom;
             out->payload_len = vn;
-        } else if (key_is(k, kn, "actions")) {
+        } else if (pl__rr_key_is(k, kn, "actions")) {
             head h;
             if (rd_head(&r, &h) || h.t != T_ARRAY || out->actions)
                 goto bad;
@@ -302,29 +304,29 @@ int pl__run_info_decode(pl__run_info *out, const char *run_id,
             for (uint64_t j = 0; j < h.u; j++) {
                 if (rd_bytes(&r, T_STR, &v, &vn) || !pl__actor_ok(v, vn))
                     goto bad;
-                if (!(out->actions[j] = dup_bytes(v, vn)))
+                if (!(out->actions[j] = pl__rr_dup_bytes(v, vn)))
                     goto oom;
                 out->n_actions++;
             }
-        } else if (key_is(k, kn, "seed")) {
-            value_span(&r, &v, &vn);
+        } else if (pl__rr_key_is(k, kn, "seed")) {
+            pl__rr_value_span(&r, &v, &vn);
             free(out->seed);
-            if (!(out->seed = dup_mem(v, vn)))
+            if (!(out->seed = pl__rr_dup_mem(v, vn)))
                 goto oom;
             out->seed_len = vn;
-        } else if (key_is(k, kn, "created")) {
+        } else if (pl__rr_key_is(k, kn, "created")) {
             if (rd_int(&r, &out->created_us))
                 goto bad;
-        } else if (key_is(k, kn, "code")) {
+        } else if (pl__rr_key_is(k, kn, "code")) {
             if (rd_bytes(&r, T_STR, &v, &vn) || vn > 4096 || out->code)
                 goto bad;
-            if (!(out->code = dup_bytes(v, vn)))
+            if (!(out->code = pl__rr_dup_bytes(v, vn)))
                 goto oom;
-        } else if (key_is(k, kn, "deadline")) {
+        } else if (pl__rr_key_is(k, kn, "deadline")) {
             if (rd_int(&r, &out->deadline_ms) || out->deadline_ms <= 0)
                 goto bad;
         } else {
-            value_span(&r, &v, &vn); /* a newer field: skip */
+            pl__rr_value_span(&r, &v, &vn); /* a newer field: skip */
         }
     }
     if (have_v && version >= PL__RUNREC_VERSION && !have_sum) {
@@ -370,72 +372,72 @@ int pl__run_state_encode(pl__buf *out, const char *run_id,
                (st->succ != NULL) + (st->pred != NULL);
     assert(st->n_open <= PL__ANCHORS_MAX);
     int rc = msgpack_pack_map(&pk, n);
-    rc = rc ? rc : pack_key(&pk, "v");
+    rc = rc ? rc : pl__rr_pack_key(&pk, "v");
     rc = rc ? rc : msgpack_pack_uint32(&pk, PL__RUNSTATE_VERSION);
-    rc = rc ? rc : pack_key(&pk, "status");
+    rc = rc ? rc : pl__rr_pack_key(&pk, "status");
     rc = rc ? rc : msgpack_pack_uint32(&pk, (uint32_t)st->status);
-    rc = rc ? rc : pack_key(&pk, "steps");
+    rc = rc ? rc : pl__rr_pack_key(&pk, "steps");
     rc = rc ? rc : msgpack_pack_uint64(&pk, st->steps);
-    rc = rc ? rc : pack_key(&pk, "updated");
+    rc = rc ? rc : pl__rr_pack_key(&pk, "updated");
     rc = rc ? rc : msgpack_pack_int64(&pk, st->updated_us);
-    rc = rc ? rc : pack_key(&pk, "heartbeat");
+    rc = rc ? rc : pl__rr_pack_key(&pk, "heartbeat");
     rc = rc ? rc : msgpack_pack_int64(&pk, st->heartbeat_us);
-    rc = rc ? rc : pack_key(&pk, "pid");
+    rc = rc ? rc : pl__rr_pack_key(&pk, "pid");
     rc = rc ? rc : msgpack_pack_int64(&pk, st->owner_pid);
-    rc = rc ? rc : pack_key(&pk, "pstart");
+    rc = rc ? rc : pl__rr_pack_key(&pk, "pstart");
     rc = rc ? rc : msgpack_pack_uint64(&pk, st->owner_start);
-    rc = rc ? rc : pack_key(&pk, "host");
+    rc = rc ? rc : pl__rr_pack_key(&pk, "host");
     rc = rc ? rc : pack_cstr(&pk, st->owner_host);
-    rc = rc ? rc : pack_key(&pk, "attempts");
+    rc = rc ? rc : pl__rr_pack_key(&pk, "attempts");
     rc = rc ? rc : msgpack_pack_uint32(&pk, st->attempts);
-    rc = rc ? rc : pack_key(&pk, "error");
+    rc = rc ? rc : pl__rr_pack_key(&pk, "error");
     rc = rc ? rc : msgpack_pack_int32(&pk, st->error);
     if (!rc && st->reason) {
-        rc = pack_key(&pk, "reason");
+        rc = pl__rr_pack_key(&pk, "reason");
         rc = rc ? rc : pack_cstr(&pk, st->reason);
     }
     if (!rc && st->token[0]) {
-        rc = pack_key(&pk, "token");
+        rc = pl__rr_pack_key(&pk, "token");
         rc = rc ? rc : pack_cstr(&pk, st->token);
     }
     if (!rc && st->susp_path) {
-        rc = pack_key(&pk, "spath");
+        rc = pl__rr_pack_key(&pk, "spath");
         rc = rc ? rc : pack_cstr(&pk, st->susp_path);
-        rc = rc ? rc : pack_key(&pk, "sseq");
+        rc = rc ? rc : pl__rr_pack_key(&pk, "sseq");
         rc = rc ? rc : msgpack_pack_uint32(&pk, st->susp_seq);
     }
     if (!rc && st->wait_until_ms) {
-        rc = pack_key(&pk, "until");
+        rc = pl__rr_pack_key(&pk, "until");
         rc = rc ? rc : msgpack_pack_int64(&pk, st->wait_until_ms);
     }
     if (!rc && st->wait_event) {
-        rc = pack_key(&pk, "wevent");
+        rc = pl__rr_pack_key(&pk, "wevent");
         rc = rc ? rc : pack_cstr(&pk, st->wait_event);
     }
     if (!rc && st->prompt) {
-        rc = pack_key(&pk, "prompt");
+        rc = pl__rr_pack_key(&pk, "prompt");
         rc = rc ? rc
                 : (pl__buf_append(out, st->prompt, st->prompt_len) ? -1 : 0);
     }
     if (!rc && st->result) {
-        rc = pack_key(&pk, "result");
+        rc = pl__rr_pack_key(&pk, "result");
         rc = rc ? rc
                 : (pl__buf_append(out, st->result, st->result_len) ? -1 : 0);
     }
     if (!rc && st->succ) {
-        rc = pack_key(&pk, "succ");
+        rc = pl__rr_pack_key(&pk, "succ");
         rc = rc ? rc : pack_cstr(&pk, st->succ);
     }
     if (!rc && st->pred) {
-        rc = pack_key(&pk, "pred");
+        rc = pl__rr_pack_key(&pk, "pred");
         rc = rc ? rc : pack_cstr(&pk, st->pred);
     }
     if (!rc && st->has_head) {
-        rc = pack_key(&pk, "head");
+        rc = pl__rr_pack_key(&pk, "head");
         rc = rc ? rc : msgpack_pack_bin_with_body(&pk, st->head, PL_HASH_LEN);
     }
     if (!rc && st->n_open) {
-        rc = pack_key(&pk, "open");
+        rc = pl__rr_pack_key(&pk, "open");
         rc = rc ? rc : msgpack_pack_array(&pk, st->n_open);
     }
     for (size_t i = 0; !rc && i < st->n_open; i++) {
@@ -451,7 +453,7 @@ int pl__run_state_encode(pl__buf *out, const char *run_id,
         out->len = start;
         return pl__err(PL_ENOMEM, "out of memory encoding a run state");
     }
-    if ((rc = pack_sum(&pk, out, start, 's', run_id)))
+    if ((rc = pl__rr_pack_sum(&pk, out, start, 's', run_id)))
         out->len = start;
     return rc;
 }
@@ -495,7 +497,7 @@ int pl__run_state_decode(pl__run_state *out, const char *run_id,
     rd r;
     uint64_t n, u, version = 0;
     int64_t i64;
-    int rc = map_begin(&r, data, len, &n, "run state");
+    int rc = pl__rr_map_begin(&r, data, len, &n, "run state");
     if (rc)
         return pl__err(rc, "run '%s': %s", run_id, pl_errmsg());
     bool have_v = false, have_sum = false;
@@ -505,112 +507,115 @@ int pl__run_state_decode(pl__run_state *out, const char *run_id,
         const uint8_t *at = r.p;
         if (rd_bytes(&r, T_STR, &k, &kn))
             goto bad;
-        if (key_is(k, kn, "v")) {
-            if ((rc = read_version(&r, run_id, "run state",
-                                   PL__RUNSTATE_VERSION, &version))) {
+        if (pl__rr_key_is(k, kn, "v")) {
+            if ((rc = pl__rr_read_version(&r, run_id, "run state",
+                                          PL__RUNSTATE_VERSION, &version))) {
                 pl__run_state_clear(out);
                 return rc;
             }
             have_v = true;
-        } else if (key_is(k, kn, "sum")) {
-            if ((rc = read_sum(&r, data, at, i + 1 == n, 's', run_id,
-                               "run state"))) {
+        } else if (pl__rr_key_is(k, kn, "sum")) {
+            if ((rc = pl__rr_read_sum(&r, data, at, i + 1 == n, 's', run_id,
+                                      "run state"))) {
                 pl__run_state_clear(out);
                 return rc;
             }
             have_sum = true;
-        } else if (key_is(k, kn, "status")) {
+        } else if (pl__rr_key_is(k, kn, "status")) {
             if (rd_uint(&r, &u) || u < PL_RUN_RUNNING ||
-                (u > PL_RUN_CANCELLED && u != PL_RUN_SUPERSEDED))
+                (u > PL_RUN_CANCELLED && u != PL_RUN_SUPERSEDED &&
+                 u != PL_RUN_CONTINUED))
                 goto bad;
             out->status = (pl_run_status)u;
-        } else if (key_is(k, kn, "steps")) {
+        } else if (pl__rr_key_is(k, kn, "steps")) {
             if (rd_uint(&r, &out->steps))
                 goto bad;
-        } else if (key_is(k, kn, "updated")) {
+        } else if (pl__rr_key_is(k, kn, "updated")) {
             if (rd_int(&r, &out->updated_us))
                 goto bad;
-        } else if (key_is(k, kn, "heartbeat")) {
+        } else if (pl__rr_key_is(k, kn, "heartbeat")) {
             if (rd_int(&r, &out->heartbeat_us))
                 goto bad;
-        } else if (key_is(k, kn, "pid")) {
+        } else if (pl__rr_key_is(k, kn, "pid")) {
             if (rd_int(&r, &out->owner_pid))
                 goto bad;
-        } else if (key_is(k, kn, "pstart")) {
+        } else if (pl__rr_key_is(k, kn, "pstart")) {
             if (rd_uint(&r, &out->owner_start))
                 goto bad;
-        } else if (key_is(k, kn, "host")) {
+        } else if (pl__rr_key_is(k, kn, "host")) {
             if (rd_bytes(&r, T_STR, &v, &vn) || vn >= sizeof out->owner_host)
                 goto bad;
             memcpy(out->owner_host, v, vn);
             out->owner_host[vn] = '\0';
-        } else if (key_is(k, kn, "attempts")) {
+        } else if (pl__rr_key_is(k, kn, "attempts")) {
             if (rd_uint(&r, &u) || u > UINT32_MAX)
                 goto bad;
             out->attempts = (uint32_t)u;
-        } else if (key_is(k, kn, "error")) {
+        } else if (pl__rr_key_is(k, kn, "error")) {
             if (rd_int(&r, &i64) || i64 < -10000 || i64 > 0)
                 goto bad;
             out->error = (int)i64;
-        } else if (key_is(k, kn, "reason")) {
+        } else if (pl__rr_key_is(k, kn, "reason")) {
             if (rd_bytes(&r, T_STR, &v, &vn))
                 goto bad;
             free(out->reason);
-            if (!(out->reason = dup_bytes(v, vn)))
+            if (!(out->reason = pl__rr_dup_bytes(v, vn)))
                 goto oom;
-        } else if (key_is(k, kn, "token")) {
+        } else if (pl__rr_key_is(k, kn, "token")) {
             if (rd_bytes(&r, T_STR, &v, &vn) || vn >= sizeof out->token)
                 goto bad;
             memcpy(out->token, v, vn);
             out->token[vn] = '\0';
-        } else if (key_is(k, kn, "spath")) {
+        } else if (pl__rr_key_is(k, kn, "spath")) {
             if (rd_bytes(&r, T_STR, &v, &vn))
                 goto bad;
             free(out->susp_path);
-            if (!(out->susp_path = dup_bytes(v, vn)))
+            if (!(out->susp_path = pl__rr_dup_bytes(v, vn)))
                 goto oom;
-        } else if (key_is(k, kn, "succ") || key_is(k, kn, "pred")) {
-            char **dst = key_is(k, kn, "succ") ? &out->succ : &out->pred;
+        } else if (pl__rr_key_is(k, kn, "succ") ||
+                   pl__rr_key_is(k, kn, "pred")) {
+            char **dst = pl__rr_key_is(k, kn, "succ") ? &out->succ : &out->pred;
             if (rd_bytes(&r, T_STR, &v, &vn) || vn == 0 || vn > PL_MAX_RUN_ID)
                 goto bad;
             free(*dst);
-            if (!(*dst = dup_bytes(v, vn)))
+            if (!(*dst = pl__rr_dup_bytes(v, vn)))
                 goto oom;
             if (strlen(*dst) != vn || !pl__run_id_ok(*dst))
                 goto bad;
-        } else if (key_is(k, kn, "sseq")) {
+        } else if (pl__rr_key_is(k, kn, "sseq")) {
             if (rd_uint(&r, &u) || u > UINT32_MAX)
                 goto bad;
             out->susp_seq = (uint32_t)u;
-        } else if (key_is(k, kn, "until")) {
+        } else if (pl__rr_key_is(k, kn, "until")) {
             if (rd_int(&r, &out->wait_until_ms) || out->wait_until_ms <= 0)
                 goto bad;
-        } else if (key_is(k, kn, "wevent")) {
+        } else if (pl__rr_key_is(k, kn, "wevent")) {
             if (rd_bytes(&r, T_STR, &v, &vn) || !pl__actor_ok(v, vn) ||
                 out->wait_event)
                 goto bad;
-            if (!(out->wait_event = dup_bytes(v, vn)))
+            if (!(out->wait_event = pl__rr_dup_bytes(v, vn)))
                 goto oom;
-        } else if (key_is(k, kn, "head")) {
+        } else if (pl__rr_key_is(k, kn, "head")) {
             if (rd_bytes(&r, T_BIN, &v, &vn) || vn != PL_HASH_LEN)
                 goto bad;
             memcpy(out->head, v, PL_HASH_LEN);
             out->has_head = true;
-        } else if (key_is(k, kn, "open")) {
+        } else if (pl__rr_key_is(k, kn, "open")) {
             if (out->open || (rc = read_open(&r, out)))
                 goto fail;
-        } else if (key_is(k, kn, "prompt") || key_is(k, kn, "result")) {
-            bool prompt = key_is(k, kn, "prompt");
-            value_span(&r, &v, &vn);
+        } else if (pl__rr_key_is(k, kn, "prompt") ||
+                   pl__rr_key_is(k, kn, "result")) {
+            bool prompt = pl__rr_key_is(k, kn, "prompt");
+            pl__rr_value_span(&r, &v, &vn);
             if (pl__payload_check(v, vn, true))
                 goto bad;
             uint8_t **dst = prompt ? &out->prompt : &out->result;
             free(*dst);
-            if (!(*dst = dup_mem(v, vn)))
+            if (!(*dst = pl__rr_dup_mem(v, vn)))
                 goto oom;
             *(prompt ? &out->prompt_len : &out->result_len) = vn;
         } else {
-            value_span(&r, &v, &vn);
+            pl__rr_value_span(&r, &v, &vn);
         }
     }
     if (have_v && version >= PL__RUNREC_VERSION && !have_sum) {
@@ -619,7 +624,8 @@ int pl__run_state_decode(pl__run_state *out, const char *run_id,
                        run_id);
     }
     if (!have_v || !out->status || (out->open && version < 3) ||
-        (out->succ != NULL) != (out->status == PL_RUN_SUPERSEDED))
+        (out->succ != NULL) != (out->status == PL_RUN_SUPERSEDED ||
+                                out->status == PL_RUN_CONTINUED))
         goto bad;
     return PL_OK;
 fail:
@@ -659,229 +665,19 @@ int pl__run_state_copy(pl__run_state *dst, const pl__run_state *src)
     dst->pred = NULL;
     if ((src->succ && !(dst->succ = pl__strdup(src->succ))) ||
         (src->pred && !(dst->pred = pl__strdup(src->pred))) ||
-        (src->n_open && !(dst->open = (pl__anchor *)
-                              dup_mem((const uint8_t *)src->open,
-                                      src->n_open * sizeof *src->open))) ||
+        (src->n_open &&
+         !(dst->open = (pl__anchor *)pl__rr_dup_mem((const uint8_t *)src->open,
+                                                    src->n_open *
+                                                        sizeof *src->open))) ||
         (src->reason && !(dst->reason = pl__strdup(src->reason))) ||
         (src->susp_path && !(dst->susp_path = pl__strdup(src->susp_path))) ||
         (src->wait_event && !(dst->wait_event = pl__strdup(src->wait_event))) ||
         (src->prompt &&
-         !(dst->prompt = dup_mem(src->prompt, src->prompt_len))) ||
+         !(dst->prompt = pl__rr_dup_mem(src->prompt, src->prompt_len))) ||
         (src->result &&
-         !(dst->result = dup_mem(src->result, src->result_len)))) {
+         !(dst->result = pl__rr_dup_mem(src->result, src->result_len)))) {
         pl__run_state_clear(dst);
         return pl__err(PL_ENOMEM, "out of memory copying a run state");
     }
     return PL_OK;
-}
-
-/* ---- inbox and timer records --------------------------------------------- */
-
-/*
- * INBOX RECORDS: what pl_run_signal() and pl_run_cancel() deliver to a run,
- * kept beside its records until a wait consumes it (store.h, INBOXES).
- * Checksummed as run records are, kind 'e', bound to the run's id.
- *
- *   | key     | msgpack type | meaning                                     |
- *   |---------|--------------|---------------------------------------------|
- *   | v       | uint         | 1                                           |
- *   | sent    | int          | when it was delivered, Unix us              |
- *   | name    | str          | an event: its name                          |
- *   | payload | map          | an event: its payload                       |
- *   | cancel  | str          | a cancellation: its reason                  |
- *   | sum     | bin (32)     | last: the checksum                          |
- *
- * TIMER RECORDS: a waiting run's wake time (store.h, TIMERS), kind 't'.
- *
- *   | v   | uint     | 1                                                    |
- *   | due | int      | Unix us, by the store's clock                        |
- *   | id  | str      | the run's id, which the checksum binds               |
- *   | sum | bin (32) | last: the checksum                                   |
- */
-#define TIMEREC_VERSION 1u
-
-int pl__inbox_encode(pl__buf *out, const char *run_id, const pl__inbox_rec *ib)
-{
-    msgpack_packer pk;
-    packer_init(&pk, out);
-    size_t start = out->len;
-    bool cancel = ib->reason != NULL;
-    int rc = msgpack_pack_map(&pk, cancel ? 4 : 5);
-    rc = rc ? rc : pack_key(&pk, "v");
-    rc = rc ? rc : msgpack_pack_uint32(&pk, TIMEREC_VERSION);
-    rc = rc ? rc : pack_key(&pk, "sent");
-    rc = rc ? rc : msgpack_pack_int64(&pk, ib->sent_us);
-    if (cancel) {
-        rc = rc ? rc : pack_key(&pk, "cancel");
-        rc = rc ? rc : pack_cstr(&pk, ib->reason);
-    } else {
-        rc = rc ? rc : pack_key(&pk, "name");
-        rc = rc ? rc : pack_cstr(&pk, ib->name);
-        rc = rc ? rc : pack_key(&pk, "payload");
-        rc = rc ? rc
-                : (pl__buf_append(out, ib->payload, ib->payload_len) ? -1 : 0);
-    }
-    if (rc) {
-        out->len = start;
-        return pl__err(PL_ENOMEM, "out of memory encoding an inbox record");
-    }
-    if ((rc = pack_sum(&pk, out, start, 'e', run_id)))
-        out->len = start;
-    return rc;
-}
-
-void pl__inbox_clear(pl__inbox_rec *ib)
-{
-    free(ib->name);
-    free(ib->payload);
-    free(ib->reason);
-    memset(ib, 0, sizeof *ib);
-}
-
-int pl__inbox_decode(pl__inbox_rec *out, const char *run_id,
-                     const uint8_t *data, size_t len)
-{
-    memset(out, 0, sizeof *out);
-    rd r;
-    uint64_t n, version = 0;
-    int rc = map_begin(&r, data, len, &n, "inbox record");
-    if (rc)
-        return pl__err(rc, "run '%s': %s", run_id, pl_errmsg());
-    bool have_v = false, have_sum = false, have_sent = false;
-    for (uint64_t i = 0; i < n; i++) {
-        const uint8_t *k, *v;
-        size_t kn, vn;
-        const uint8_t *at = r.p;
-        if (rd_bytes(&r, T_STR, &k, &kn))
-            goto bad;
-        if (key_is(k, kn, "v")) {
-            if (rd_uint(&r, &version) || version != TIMEREC_VERSION) {
-                pl__inbox_clear(out);
-                return pl__err(PL_EVERSION,
-                               "run '%s': an inbox record has format "
-                               "version %llu; this build reads version %u",
-                               run_id, (unsigned long long)version,
-                               TIMEREC_VERSION);
-            }
-            have_v = true;
-        } else if (key_is(k, kn, "sum")) {
-            if ((rc = read_sum(&r, data, at, i + 1 == n, 'e', run_id,
-                               "inbox record"))) {
-                pl__inbox_clear(out);
-                return rc;
-            }
-            have_sum = true;
-        } else if (key_is(k, kn, "sent")) {
-            if (rd_int(&r, &out->sent_us))
-                goto bad;
-            have_sent = true;
-        } else if (key_is(k, kn, "name")) {
-            if (rd_bytes(&r, T_STR, &v, &vn) || !pl__actor_ok(v, vn) ||
-                out->name)
-                goto bad;
-            if (!(out->name = dup_bytes(v, vn)))
-                goto oom;
-        } else if (key_is(k, kn, "cancel")) {
-            if (rd_bytes(&r, T_STR, &v, &vn) || vn > 4096 || out->reason)
-                goto bad;
-            if (!(out->reason = dup_bytes(v, vn)))
-                goto oom;
-        } else if (key_is(k, kn, "payload")) {
-            value_span(&r, &v, &vn);
-            if (out->payload || pl__payload_check(v, vn, true))
-                goto bad;
-            if (!(out->payload = dup_mem(v, vn)))
-                goto oom;
-            out->payload_len = vn;
-        } else {
-            value_span(&r, &v, &vn);
-        }
-    }
-    /* exactly one of an event (name and payload) and a cancellation */
-    if (!have_v || !have_sum || !have_sent ||
-        (out->reason ? out->name || out->payload : !out->name || !out->payload))
-        goto bad;
-    return PL_OK;
-bad:
-    pl__inbox_clear(out);
-    return pl__err(PL_ECORRUPT, "run '%s': an inbox record is malformed",
-                   run_id);
-oom:
-    pl__inbox_clear(out);
-    return pl__err(PL_ENOMEM, "out of memory reading an inbox record");
-}
-
-int pl__timer_encode(pl__buf *out, const char *run_id, int64_t due_us)
-{
-    msgpack_packer pk;
-    packer_init(&pk, out);
-    size_t start = out->len;
-    int rc = msgpack_pack_map(&pk, 4);
-    rc = rc ? rc : pack_key(&pk, "v");
-    rc = rc ? rc : msgpack_pack_uint32(&pk, TIMEREC_VERSION);
-    rc = rc ? rc : pack_key(&pk, "due");
-    rc = rc ? rc : msgpack_pack_int64(&pk, due_us);
-    rc = rc ? rc : pack_key(&pk, "id");
-    rc = rc ? rc : pack_cstr(&pk, run_id);
-    if (rc) {
-        out->len = start;
-        return pl__err(PL_ENOMEM, "out of memory encoding a timer");
-    }
-    if ((rc = pack_sum(&pk, out, start, 't', run_id)))
-        out->len = start;
-    return rc;
-}
-
-int pl__timer_decode(int64_t *due_us, char id[PL_MAX_RUN_ID + 1],
-                     const uint8_t *data, size_t len)
-{
-    rd r;
-    uint64_t n, version = 0;
-    int rc = map_begin(&r, data, len, &n, "timer record");
-    if (rc)
-        return rc;
-    bool have_v = false, have_due = false;
-    id[0] = '\0';
-    for (uint64_t i = 0; i < n; i++) {
-        const uint8_t *k, *v;
-        size_t kn, vn;
-        const uint8_t *at = r.p;
-        if (rd_bytes(&r, T_STR, &k, &kn))
-            goto bad;
-        if (key_is(k, kn, "v")) {
-            if (rd_uint(&r, &version) || version != TIMEREC_VERSION)
-                return pl__err(PL_EVERSION,
-                               "a timer record has format version %llu; "
-                               "this build reads version %u",
-                               (unsigned long long)version, TIMEREC_VERSION);
-            have_v = true;
-        } else if (key_is(k, kn, "due")) {
-            if (rd_int(&r, due_us) || *due_us < 0)
-                goto bad;
-            have_due = true;
-        } else if (key_is(k, kn, "id")) {
-            if (rd_bytes(&r, T_STR, &v, &vn) || vn == 0 || vn > PL_MAX_RUN_ID)
-                goto bad;
-            memcpy(id, v, vn);
-            id[vn] = '\0';
-            if (!pl__run_id_ok(id))
-                goto bad;
-        } else if (key_is(k, kn, "sum")) {
-            /* the id comes before the sum, which binds it */
-            if (!id[0])
-                goto bad;
-            if ((rc = read_sum(&r, data, at, i + 1 == n, 't', id,
-                               "timer record")))
-                return rc;
-            return have_v && have_due ? PL_OK
-                                      : pl__err(PL_ECORRUPT,
-                                                "run '%s': its timer "
-                                                "record is malformed",
-                                                id);
-        } else {
-            value_span(&r, &v, &vn);
-        }
-    }
-bad:
-    return pl__err(PL_ECORRUPT, "a timer record is malformed");
 }

@@ -65,8 +65,9 @@ typedef struct pl__run_state {
     uint8_t head[PL_HASH_LEN]; /* when written after it (not failed) */
     pl__anchor *open;          /* the open ledgers' heads when it was written */
     size_t n_open;             /* at most PL__ANCHORS_MAX */
-    char *succ; /* superseded: the run that continues it, or NULL */
-    char *pred; /* a successor: the run it supersedes, or NULL */
+    char *succ; /* superseded or continued: the run that goes on from it,
+                   or NULL */
+    char *pred; /* the run this one supersedes or continues, or NULL */
 } pl__run_state;
 
 /*
@@ -91,7 +92,7 @@ PL__HIDDEN void pl__run_state_clear(pl__run_state *st);
 PL__HIDDEN int pl__run_state_copy(pl__run_state *dst,
                                   const pl__run_state *src) PL__MUST_CHECK;
 
-/* An inbox record (runrec.c, INBOX RECORDS): an event (name, payload) or
+/* An inbox record (siderec.c, INBOX RECORDS): an event (name, payload) or
  * a cancellation (reason). */
 typedef struct pl__inbox_rec {
     char *name;       /* an event's name */
@@ -107,10 +108,39 @@ PL__HIDDEN int pl__inbox_decode(pl__inbox_rec *out, const char *run_id,
                                 const uint8_t *data, size_t len) PL__MUST_CHECK;
 PL__HIDDEN void pl__inbox_clear(pl__inbox_rec *ib);
 
-/* A timer record (runrec.c, TIMER RECORDS): the run's id and due time. */
+/* A timer record (siderec.c, TIMER RECORDS): the run's id and due time. */
 PL__HIDDEN int pl__timer_encode(pl__buf *out, const char *run_id,
                                 int64_t due_us) PL__MUST_CHECK;
 PL__HIDDEN int pl__timer_decode(int64_t *due_us, char id[PL_MAX_RUN_ID + 1],
                                 const uint8_t *data, size_t len) PL__MUST_CHECK;
+
+/*
+ * A deleted run's tombstone (TOMBSTONES in siderec.c), stored under its id
+ * for a while after its records and steps are gone.
+ */
+typedef struct pl__tomb {
+    pl_run_status status; /* the final status it was deleted in */
+    bool has_head;
+    uint8_t head[PL_HASH_LEN]; /* its head, when it recorded one */
+    int64_t created_us, deleted_us;
+    int64_t expires_us; /* the tombstone is forgotten after this */
+    char policy[PL_MAX_NAME + 1];
+} pl__tomb;
+
+PL__HIDDEN int pl__tomb_encode(pl__buf *out, const char *run_id,
+                               const pl__tomb *t) PL__MUST_CHECK;
+PL__HIDDEN int pl__tomb_decode(pl__tomb *out, const char *run_id,
+                               const uint8_t *data, size_t len) PL__MUST_CHECK;
+
+/* A deleted run whose steps are still to be removed (PURGE in siderec.c). */
+PL__HIDDEN int pl__purge_encode(pl__buf *out, uint64_t num,
+                                const char *run_id) PL__MUST_CHECK;
+/* @p id has PL_MAX_RUN_ID + 1 bytes of room; the record must name @p num. */
+PL__HIDDEN int pl__purge_decode(char *id, uint64_t num, const uint8_t *data,
+                                size_t len) PL__MUST_CHECK;
+
+/* Whether a run in @p status has ended for good (completed, failed or
+ * continued). */
+PL__HIDDEN bool pl__status_final(pl_run_status status);
 
 #endif /* PL_RUNREC_H */

@@ -396,7 +396,8 @@ static int open_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
         (rc = pl__lmdb_lease_open(s, txn, true)) ||
         (rc = pl__lmdb_sched_open(s, txn, true)) ||
         (rc = pl__lmdb_time_open(s, txn, true)) ||
-        (rc = pl__lmdb_flow_open(s, txn, true))) {
+        (rc = pl__lmdb_flow_open(s, txn, true)) ||
+        (rc = pl__lmdb_tombs_open(s, txn, true))) {
         *st = rc == MDB_INCOMPATIBLE
                   ? pl__err(
                         PL_ECORRUPT,
@@ -493,6 +494,8 @@ static int open_read_only(pl__lmdb_store *s)
         rc = pl__lmdb_time_open(s, txn, false);
     if (!rc)
         rc = pl__lmdb_flow_open(s, txn, false);
+    if (!rc)
+        rc = pl__lmdb_tombs_open(s, txn, false);
     MDB_val k = {6, "format"}, v;
     if (!rc)
         rc = mdb_get(txn, s->meta, &k, &v);

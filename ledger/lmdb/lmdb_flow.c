@@ -112,6 +112,8 @@ int pl__lmdb_flow_add(pl__lmdb_store *s, MDB_txn *txn, uint64_t run,
 static int flow_get(pl__lmdb_store *s, MDB_txn *txn, uint64_t run,
                     pl__flow *out, int *st)
 {
+    if (!s->has_flow)
+        return MDB_NOTFOUND;
     uint8_t kr[9];
     key_r(kr, run);
     MDB_val k = {9, kr}, v;
@@ -160,6 +162,14 @@ int pl__lmdb_flow_drop(pl__lmdb_store *s, MDB_txn *txn, uint64_t run, int *st)
     return drop_flow(s, txn, run, false, st);
 }
 
+int pl__lmdb_flow_pass(pl__lmdb_store *s, MDB_txn *txn, uint64_t from,
+                       pl__flow *out, bool *has, int *st)
+{
+    int rc = flow_get(s, txn, from, out, st);
+    *has = !rc && !*st;
+    return rc == MDB_NOTFOUND ? 0 : rc;
+}
+
 bool pl__lmdb_flow_has(pl__lmdb_store *s, MDB_txn *txn, uint64_t run)
 {
     uint8_t kr[9];
@@ -172,7 +182,7 @@ bool pl__lmdb_flow_keyed(pl__lmdb_store *s, MDB_txn *txn, uint64_t run)
 {
     pl__flow f;
     int st = 0;
-    int rc = s->has_flow ? flow_get(s, txn, run, &f, &st) : MDB_NOTFOUND;
+    int rc = flow_get(s, txn, run, &f, &st);
     /* a damaged record counts as keyed: the careful answer */
     return rc == MDB_NOTFOUND ? false : rc || st || *f.key;
 }

@@ -43,6 +43,10 @@ struct pl__lmdb_store {
     /* schedules (lmdb_sched.c): the same */
     MDB_dbi schedules;
     bool has_schedules;
+    /* deleted runs (lmdb_delete.c): tombstones and steps to remove; open
+     * unless read-only on an older store */
+    MDB_dbi tombs, purge;
+    bool has_tombs;
     /* timers and inboxes (lmdb_time.c): open unless read-only on an older
      * store */
     MDB_dbi timers, due, inbox;
@@ -152,6 +156,20 @@ PL__HIDDEN int pl__lmdb_lease_open(pl__lmdb_store *s, MDB_txn *txn,
 PL__HIDDEN int pl__lmdb_lease_batch(pl__lmdb_store *s, MDB_txn *txn,
                                     const pl__batch *bt, int *st);
 
+/* The lease of run @p run, which is being deleted, and its place in the
+ * queue: dropped, unless a live holder executes it (*busy). */
+PL__HIDDEN int pl__lmdb_lease_drop(pl__lmdb_store *s, MDB_txn *txn,
+                                   uint64_t run, bool *busy, int *st);
+/* Run @p run's lease in @p txn (MDB_NOTFOUND: none; *st: malformed). */
+PL__HIDDEN int pl__lmdb_lease_peek(pl__lmdb_store *s, MDB_txn *txn,
+                                   uint64_t run, pl__lease *out, int *st);
+/* Take run @p run's lease for @p owner in @p txn, whoever held it (the
+ * caller checked), with the next generation; the new lease in @p out. */
+PL__HIDDEN int pl__lmdb_lease_take(pl__lmdb_store *s, MDB_txn *txn,
+                                   uint64_t run, const char *run_id,
+                                   const char *owner, int64_t lease_us,
+                                   pl__lease *out, int *st);
+
 /* ---- lmdb_sched.c -------------------------------------------------------- */
 
 /* Open the `schedules` database, as pl__lmdb_lease_open() the leases. */
@@ -162,15 +180,17 @@ PL__HIDDEN int pl__lmdb_sched_open(pl__lmdb_store *s, MDB_txn *txn,
  * code). */
 PL__HIDDEN int pl__lmdb_sched_batch(pl__lmdb_store *s, MDB_txn *txn,
                                     const pl__batch *bt);
-/* Run @p run's lease in @p txn (MDB_NOTFOUND: none; *st: malformed). */
-PL__HIDDEN int pl__lmdb_lease_peek(pl__lmdb_store *s, MDB_txn *txn,
-                                   uint64_t run, pl__lease *out, int *st);
-/* Take run @p run's lease for @p owner in @p txn, whoever held it (the
- * caller checked), with the next generation; the new lease in @p out. */
-PL__HIDDEN int pl__lmdb_lease_take(pl__lmdb_store *s, MDB_txn *txn,
-                                   uint64_t run, const char *run_id,
-                                   const char *owner, int64_t lease_us,
-                                   pl__lease *out, int *st);
+
+/* ---- lmdb_delete.c ------------------------------------------------------- */
+
+/* Open the `tombs` and `purge` databases in the opening transaction. */
+PL__HIDDEN int pl__lmdb_tombs_open(pl__lmdb_store *s, MDB_txn *txn,
+                                   bool create);
+
+/* May a new run take id @p id?  Not while an unexpired tombstone keeps it
+ * (*taken); an expired one is removed. */
+PL__HIDDEN int pl__lmdb_tomb_taken(pl__lmdb_store *s, MDB_txn *txn,
+                                   const char *id, bool *taken, int *st);
 
 /* ---- lmdb_time.c --------------------------------------------------------- */
 
@@ -200,6 +220,11 @@ PL__HIDDEN int pl__lmdb_flow_add(pl__lmdb_store *s, MDB_txn *txn, uint64_t run,
                                  const pl__flow *f, int *st);
 /* Drop run @p run's flow, with its lease (none: nothing). */
 PL__HIDDEN int pl__lmdb_flow_drop(pl__lmdb_store *s, MDB_txn *txn, uint64_t run,
+                                  int *st);
+/* Run @p from's flow, for the successor of a run continued as new: *has
+ * false when it has none. */
+PL__HIDDEN int pl__lmdb_flow_pass(pl__lmdb_store *s, MDB_txn *txn,
+                                  uint64_t from, pl__flow *out, bool *has,
                                   int *st);
 /* Whether run @p run has a flow record. */
 PL__HIDDEN bool pl__lmdb_flow_has(pl__lmdb_store *s, MDB_txn *txn,

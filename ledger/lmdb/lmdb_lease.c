@@ -421,6 +421,27 @@ int pl__lmdb_lease_get(pl__lmdb_store *s, uint64_t run, pl__lease *out)
     return st;
 }
 
+/* ---- a deleted run's lease ------------------------------------------------ */
+
+int pl__lmdb_lease_drop(pl__lmdb_store *s, MDB_txn *txn, uint64_t run,
+                        bool *busy, int *st)
+{
+    *busy = false;
+    if (!s->has_leases)
+        return 0;
+    pl__lease l;
+    int rc = get(s, txn, run, &l, st);
+    if (rc == MDB_NOTFOUND)
+        return pl__lmdb_flow_drop(s, txn, run, st);
+    if (rc || *st)
+        return rc;
+    if (*l.owner && l.expires_in_us > 0) { /* executing (a replay) */
+        *busy = true;
+        return 0;
+    }
+    return drop(s, txn, run, st); /* and its place in the queue */
+}
+
 /* ---- for the timers (lmdb_time.c) ---------------------------------------- */
 
 int pl__lmdb_lease_peek(pl__lmdb_store *s, MDB_txn *txn, uint64_t run,

@@ -22,6 +22,9 @@
  *   |          | sequence, u32 BE position     | not be moved: the run is   |
  *   |          |                               | stopped (lmdb_journal.c)   |
  *
+ *   and `leases` (lmdb_lease.c), `tombs` and `purge` (deleted runs,
+ *   lmdb_delete.c).
+ *
  *   A step's key is its position in the run's tree (keys.c), so:
  *   - a whole call -- its action_call, everything the callee did, and its
  *     action_result -- is one contiguous key range, and the commit of an
@@ -88,6 +91,13 @@ static int create_run(pl__lmdb_store *s, MDB_txn *txn, pl__batch *bt, int *st)
     }
     if (rc != MDB_NOTFOUND)
         return rc;
+    bool taken; /* by a deleted run's tombstone (lmdb_delete.c) */
+    if ((rc = pl__lmdb_tomb_taken(s, txn, bt->create_id, &taken, st)) || *st)
+        return rc;
+    if (taken) {
+        bt->rc = PL_EEXIST;
+        return 0;
+    }
     MDB_val nk = {8, "next_run"};
     uint64_t num = 1;
     rc = mdb_get(txn, s->meta, &nk, &v);
@@ -127,6 +137,37 @@ static int create_run(pl__lmdb_store *s, MDB_txn *txn, pl__batch *bt, int *st)
     return 0;
 }
 
+/* Create the successor of a run that ends continued (pl__batch.succ_id),
+ * in the queue at its predecessor's place, with its priority and key
+ * (@p pf; NULL: a new place, as a submitted run's). */
+static int create_succ(pl__lmdb_store *s, MDB_txn *txn, const pl__batch *bt,
+                       const pl__flow *pf, int *st)
+{
+    MDB_val k = {strlen(bt->succ_id), (void *)bt->succ_id};
+    int rc = mdb_del(txn, s->tombs, &k, NULL); /* the id is taken over */
+    if (rc && rc != MDB_NOTFOUND)
+        return rc;
+    pl__batch sb = {.create_id = bt->succ_id,
+                    .create_info = bt->succ_info,
+                    .state = *bt->succ_state,
+                    .lease_owner = ""};
+    if ((rc = create_run(s, txn, &sb, st)) || *st)
+        return rc;
+    if (sb.rc) {
+        *st = pl__err(PL_EEXIST,
+                      "run '%s' exists already: it cannot be the successor "
+                      "of the run continued as new; nothing was written",
+                      bt->succ_id);
+        return 0;
+    }
+    if ((rc = pl__lmdb_lease_batch(s, txn, &sb, st)) || *st)
+        return rc;
+    if (pf && ((rc = pl__lmdb_flow_drop(s, txn, sb.run, st)) || *st ||
+               (rc = pl__lmdb_flow_add(s, txn, sb.run, pf, st)) || *st))
+        return rc;
+    return put_state(s, txn, &sb);
+}
+
 static int commit_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
 {
     commit_ctx *c = user;
@@ -140,6 +181,13 @@ static int commit_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
             if (bt->rc)
                 continue; /* a taken id skips the batch */
         }
+        /* a continued run's place in the queue, before its lease goes */
+        pl__flow pf;
+        bool has_pf = false;
+        if (bt->succ_id &&
+            ((rc = pl__lmdb_flow_pass(s, txn, bt->run, &pf, &has_pf, st)) ||
+             *st))
+            return rc;
         if ((rc = pl__lmdb_lease_batch(s, txn, bt, st)) || *st)
             return rc;
         if ((rc = pl__lmdb_time_batch(s, txn, bt, st)) || *st)
@@ -164,6 +212,9 @@ static int commit_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
         }
         if ((rc = put_state(s, txn, bt)) ||
             (rc = pl__lmdb_sched_batch(s, txn, bt)))
+            return rc;
+        if (bt->succ_id &&
+            ((rc = create_succ(s, txn, bt, has_pf ? &pf : NULL, st)) || *st))
             return rc;
     }
     return c->journal ? pl__lmdb_journal_append(s, txn, c, st) : 0;

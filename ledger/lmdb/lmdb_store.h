@@ -59,6 +59,16 @@ PL__HIDDEN int pl__lmdb_scheds(pl__lmdb_store *s, pl__kvs *out) PL__MUST_CHECK;
 PL__HIDDEN int pl__lmdb_lease_get(pl__lmdb_store *s, uint64_t run,
                                   pl__lease *out) PL__MUST_CHECK;
 
+PL__HIDDEN int pl__lmdb_delete(pl__lmdb_store *s, pl__delete *d,
+                               size_t n) PL__MUST_CHECK;
+PL__HIDDEN int pl__lmdb_purge(pl__lmdb_store *s, size_t max_steps,
+                              size_t *removed, bool *more) PL__MUST_CHECK;
+PL__HIDDEN int pl__lmdb_tomb_get(pl__lmdb_store *s, const char *id,
+                                 pl__buf *rec) PL__MUST_CHECK;
+PL__HIDDEN int pl__lmdb_tombs_expire(pl__lmdb_store *s, int64_t now_us,
+                                     size_t max, pl__buf *after,
+                                     size_t *removed,
+                                     bool *more) PL__MUST_CHECK;
 /* timers and inboxes (store.h) */
 PL__HIDDEN int pl__lmdb_timer_set(pl__lmdb_store *s, uint64_t run,
                                   const char *run_id,

@@ -11,6 +11,9 @@
  *   | Q_CREATE         | once per batch that creates a run: the run, its  |
  *   |                  | first state                                      |
  *   | L_CREATE         | after it, when the new run is leased or queued   |
+ *   | Q_CREATE_SUCC    | once per batch whose run ends continued: its     |
+ *   |                  | successor, and L_CREATE_SUCC its queued lease at |
+ *   |                  | the predecessor's place, with its key            |
  *   | Q_WRITE          | once, for every other batch together: the fences |
  *   |                  | of their leases (their rows locked; the leases   |
  *   |                  | of finished executions dropped), their steps,    |
@@ -313,7 +316,7 @@ static int write_all(pl__pg_store *s, PGconn *c, pl__batch *const *batches,
 }
 
 /* What a statement sent in the pipeline was. */
-typedef enum { SENT_CREATE, SENT_LEASE, SENT_WRITE } sent_kind;
+typedef enum { SENT_CREATE, SENT_LEASE, SENT_WRITE, SENT_SUCC } sent_kind;
 
 typedef struct sent {
     sent_kind kind;
@@ -394,6 +397,30 @@ static int create_send(commit_ctx *x, pl__batch *bt)
     return PL_OK;
 }
 
+/* Send the creation of a continued run's successor, and its queued lease:
+ * its predecessor's place in the queue and key (pg_lease.c). */
+static int succ_send(commit_ctx *x, pl__batch *bt)
+{
+    const char *vals[3] = {bt->succ_id, (const char *)bt->succ_info->data,
+                           (const char *)bt->succ_state->data};
+    int lens[3] = {(int)strlen(bt->succ_id), (int)bt->succ_info->len,
+                   (int)bt->succ_state->len};
+    int fmts[3] = {1, 1, 1};
+    int st = pl__pg_send(x->s, x->c, Q_CREATE_SUCC, 3, vals, lens, fmts,
+                         "sending a successor's creation");
+    if (st)
+        return st;
+    x->q[x->nq++] = (sent){SENT_SUCC, bt};
+    char pred[24];
+    snprintf(pred, sizeof pred, "%llu", (unsigned long long)bt->run);
+    const char *lv[2] = {bt->succ_id, pred};
+    if ((st = pl__pg_send(x->s, x->c, L_CREATE_SUCC, 2, lv, NULL, NULL,
+                          "sending a lease")))
+        return st;
+    x->q[x->nq++] = (sent){SENT_LEASE, bt};
+    return PL_OK;
+}
+
 /* The result of the commit's statement @p i (pl__pg_pipeline_finish()). */
 static int commit_result(size_t i, PGresult *r, void *user)
 {
@@ -415,6 +442,11 @@ static int commit_result(size_t i, PGresult *r, void *user)
         return cancels_seen(x, r);
     if (es == PGRES_TUPLES_OK || es == PGRES_COMMAND_OK)
         return PL_OK;
+    if (kind == SENT_SUCC && pl__pg_unique_violation(r))
+        return pl__err(PL_EEXIST,
+                       "run '%s' exists already: it cannot be the successor "
+                       "of the run continued as new; nothing was written",
+                       x->q[i].batch->succ_id);
     if (kind == SENT_WRITE && pl__pg_unique_violation(r))
         return pl__pg_busy();
     int st = kind == SENT_WRITE ? pl__pg_time_failed(r) : PL_OK;
@@ -431,7 +463,8 @@ int pl__pg_commit(pl__pg_store *s, pl__batch *const *batches, size_t n,
     size_t creates = 0;
     for (size_t b = 0; b < n; b++) {
         batches[b]->rc = PL_OK;
-        creates += batches[b]->create_id != NULL;
+        creates += (batches[b]->create_id != NULL) +
+                   (batches[b]->succ_id != NULL);
     }
     commit_ctx x = {s, NULL, NULL, 0, batches, n};
     if (creates && !(x.q = calloc(2 * creates, sizeof *x.q)))
@@ -444,9 +477,12 @@ int pl__pg_commit(pl__pg_store *s, pl__batch *const *batches, size_t n,
     size_t writes = 0;
     if (PQenterPipelineMode(x.c) != 1)
         st = pl__pg_err(s, x.c, NULL, "entering pipeline mode");
-    for (size_t b = 0; !st && b < n; b++)
+    for (size_t b = 0; !st && b < n; b++) {
         if (batches[b]->create_id)
             st = create_send(&x, batches[b]);
+        if (!st && batches[b]->succ_id)
+            st = succ_send(&x, batches[b]);
+    }
     if (!st)
         st = write_all(s, x.c, batches, n, &writes);
     /* schedules, each its statement, in the same pipeline */
@@ -600,5 +636,100 @@ int pl__pg_state_update(pl__pg_store *s, uint64_t num, pl__state_fn fn,
     pl__pg_conn_put(s, c);
     pl__buf_free(&state);
     pl__kvs_free(&extra);
+    return st;
+}
+
+/* ---- deleting runs ------------------------------------------------------- */
+
+/* The delete's arrays: Q_DELETE's parameters, in order. */
+enum { D_ID, D_NUM, D_STATE, D_TOMB, D_EXPIRES, D_N };
+
+typedef struct delete_ctx {
+    pl__pg_store *s;
+    PGconn *c;
+    pl__delete *d;
+    size_t n;
+} delete_ctx;
+
+/* Q_DELETE's rows: the ids it deleted.  The others were changed, taken or
+ * gone since they were read. */
+static int delete_result(size_t i, PGresult *r, void *user)
+{
+    (void)i;
+    delete_ctx *x = user;
+    if (PQresultStatus(r) != PGRES_TUPLES_OK)
+        return pl__pg_err(x->s, x->c, r, "deleting runs");
+    for (size_t j = 0; j < x->n; j++)
+        x->d[j].rc = PL_EBUSY;
+    for (int row = 0; row < PQntuples(r); row++) {
+        size_t len = (size_t)PQgetlength(r, row, 0);
+        const char *id = PQgetvalue(r, row, 0);
+        for (size_t j = 0; j < x->n; j++)
+            if (strlen(x->d[j].id) == len && !memcmp(x->d[j].id, id, len))
+                x->d[j].rc = PL_OK;
+    }
+    return PL_OK;
+}
+
+/*
+ * Delete runs: one statement (Q_DELETE) with the runs as arrays, in one
+ * round trip, so that each run is whole or gone.  A tombstone's expiry is
+ * read from its record for the tombs table's `expires` column.
+ */
+int pl__pg_delete(pl__pg_store *s, pl__delete *d, size_t n)
+{
+    if (s->read_only)
+        return pl__pg_read_only(s);
+    static const uint32_t oids[D_N] = {OID_BYTEA, OID_INT8, OID_BYTEA,
+                                       OID_BYTEA, OID_INT8};
+    arr a[D_N] = {0};
+    int st = PL_OK;
+    for (int i = 0; !st && i < D_N; i++)
+        st = arr_begin(&a[i], oids[i]);
+    for (size_t j = 0; !st && j < n; j++) {
+        int64_t expires = 0;
+        if (d[j].tomb) {
+            pl__tomb t;
+            st = pl__tomb_decode(&t, d[j].id, d[j].tomb->data, d[j].tomb->len);
+            expires = t.expires_us;
+        }
+        if (!st)
+            st = arr_add(&a[D_ID], d[j].id, strlen(d[j].id));
+        if (!st)
+            st = arr_add_i64(&a[D_NUM], d[j].num);
+        if (!st)
+            st = arr_add(&a[D_STATE], d[j].state, d[j].state_len);
+        if (!st)
+            st = d[j].tomb
+                     ? arr_add(&a[D_TOMB], d[j].tomb->data, d[j].tomb->len)
+                     : arr_add(&a[D_TOMB], "", 0);
+        if (!st)
+            st = arr_add_i64(&a[D_EXPIRES], (uint64_t)expires);
+    }
+    PGconn *c = NULL;
+    if (!st)
+        st = pl__pg_conn_get(s, &c);
+    if (!st) {
+        const char *vals[D_N];
+        int lens[D_N], fmts[D_N];
+        for (int i = 0; i < D_N; i++) {
+            arr_end(&a[i]);
+            vals[i] = (const char *)a[i].b.data;
+            lens[i] = (int)a[i].b.len;
+            fmts[i] = 1;
+        }
+        delete_ctx x = {s, c, d, n};
+        if (PQenterPipelineMode(c) != 1)
+            st = pl__pg_err(s, c, NULL, "entering pipeline mode");
+        if (!st)
+            st = pl__pg_send(s, c, Q_DELETE, D_N, vals, lens, fmts,
+                             "sending a delete");
+        if (!st)
+            st = pl__pg_pipeline_finish(s, c, 1, delete_result, &x,
+                                        "deleting runs");
+        pl__pg_conn_put(s, c);
+    }
+    for (int i = 0; i < D_N; i++)
+        pl__buf_free(&a[i].b);
     return st;
 }

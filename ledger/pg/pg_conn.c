@@ -22,6 +22,10 @@
  *   | state  | run bigint PK, v bytea           | run state (runrec.c)     |
  *   | steps  | k bytea PK, v bytea              | step key (keys.c) ->     |
  *   |        |                                  | step record (record.c)   |
+ *   | tombs  | id bytea PK, expires bigint,     | a deleted run's id ->    |
+ *   |        | v bytea                          | its tombstone (runrec.c) |
+ *   |        |                                  | and when that expires    |
+ *   |        |                                  | (pg_delete.c)            |
  *   | run_num (a sequence)                      | the next run number      |
  *
  *   A database whose `format` row is not 1 is refused (PL_EVERSION).  A
@@ -496,13 +500,16 @@ static int make_statements(pl__pg_store *s)
         "SELECT v FROM \"%s\".state WHERE run = $1::bigint", n);
     s->q[Q_STATE_LOCK] = pl__asprintf(
         "SELECT v FROM \"%s\".state WHERE run = $1::bigint FOR UPDATE", n);
+    /* an id an unexpired tombstone keeps is taken */
     s->q[Q_CREATE] = pl__asprintf(
         "WITH r AS (INSERT INTO \"%s\".runs (id, num, info) "
-        "VALUES ($1::bytea, nextval('\"%s\".run_num'), $2::bytea) "
+        "SELECT $1::bytea, nextval('\"%s\".run_num'), $2::bytea "
+        "WHERE NOT EXISTS (SELECT 1 FROM \"%s\".tombs WHERE id = $1::bytea "
+        "AND expires > " NOW_US ") "
         "ON CONFLICT (id) DO NOTHING RETURNING num), "
         "s AS (INSERT INTO \"%s\".state (run, v) SELECT num, $3::bytea "
         "FROM r WHERE length($3::bytea) > 0) SELECT num FROM r",
-        n, n, n);
+        n, n, n, n);
     s->q[Q_READ] = pl__asprintf(
         "SELECT k, v FROM \"%s\".steps WHERE k >= $1::bytea AND "
         "k <= $2::bytea AND length(k) = length($1::bytea) ORDER BY k "
@@ -600,9 +607,49 @@ static int make_statements(pl__pg_store *s)
     s->q[Q_STEPS] = pl__asprintf("INSERT INTO \"%s\".steps (k, v) SELECT * "
                                  "FROM unnest($1::bytea[], $2::bytea[])",
                                  n);
+    /* deleting runs (pg_commit.c): each is deleted if its state is still
+     * the one read and no live worker holds its lease (FOR UPDATE: a
+     * concurrent change is waited for and looked at again); its steps,
+     * records and lease go, its tombstone comes; the ids deleted return */
+    s->q[Q_DELETE] = pl__asprintf(
+        "WITH u AS (SELECT * FROM unnest($1::bytea[], $2::bigint[], "
+        "$3::bytea[], $4::bytea[], $5::bigint[]) AS u(id, num, st, tomb, "
+        "exp)), d AS (SELECT u.id, u.num, u.tomb, u.exp FROM u JOIN "
+        "\"%s\".runs r ON r.id = u.id AND r.num = u.num JOIN \"%s\".state "
+        "s ON s.run = u.num AND s.v = u.st WHERE NOT EXISTS (SELECT 1 FROM "
+        "\"%s\".leases l WHERE l.run = u.num AND l.owner <> '' AND "
+        "l.expires > " NOW_US ") FOR UPDATE OF r, s), "
+        "k AS (DELETE FROM \"%s\".steps USING d WHERE steps.k >= "
+        "int8send(d.num) AND steps.k < int8send(d.num + 1)), "
+        "x AS (DELETE FROM \"%s\".runs USING d WHERE runs.id = d.id), "
+        "y AS (DELETE FROM \"%s\".state USING d WHERE state.run = d.num), "
+        "z AS (DELETE FROM \"%s\".leases USING d WHERE leases.run = "
+        "d.num), ti AS (DELETE FROM \"%s\".timers USING d WHERE "
+        "timers.run = d.num), ib AS (DELETE FROM \"%s\".inbox USING d "
+        "WHERE inbox.run = d.num), t AS (INSERT INTO \"%s\".tombs (id, expires, v) SELECT "
+        "id, exp, tomb FROM d WHERE length(tomb) > 0 ON CONFLICT (id) DO "
+        "UPDATE SET expires = excluded.expires, v = excluded.v) "
+        "SELECT id FROM d",
+        n, n, n, n, n, n, n, n, n, n);
+    /* a continued run's successor: it takes its id over from a tombstone;
+     * a live run with that id fails the commit (unique_violation) */
+    s->q[Q_CREATE_SUCC] = pl__asprintf(
+        "WITH t AS (DELETE FROM \"%s\".tombs WHERE id = $1::bytea), "
+        "r AS (INSERT INTO \"%s\".runs (id, num, info) VALUES ($1::bytea, "
+        "nextval('\"%s\".run_num'), $2::bytea) RETURNING num), "
+        "s AS (INSERT INTO \"%s\".state (run, v) SELECT num, $3::bytea "
+        "FROM r) SELECT num FROM r",
+        n, n, n, n);
+    s->q[Q_TOMB_GET] = pl__asprintf(
+        "SELECT v FROM \"%s\".tombs WHERE id = $1::bytea", n);
+    s->q[Q_TOMBS_EXPIRE] = pl__asprintf(
+        "WITH e AS (DELETE FROM \"%s\".tombs WHERE id IN (SELECT id FROM "
+        "\"%s\".tombs WHERE expires <= $1::bigint LIMIT $2::bigint) "
+        "RETURNING 1) SELECT count(*) FROM e",
+        n, n);
     s->q[Q_BEGIN] = pl__strdup("BEGIN");
     s->q[Q_COMMIT] = pl__strdup("COMMIT");
-    for (int i = L_ACQUIRE; i <= L_CREATE; i++)
+    for (int i = L_ACQUIRE; i <= L_CREATE_SUCC; i++)
         if (pl__pg_lease_sql(s, i, &s->q[i]))
             return PL_ENOMEM;
     if (pl__pg_sched_sql(s, Q_SCHED, &s->q[Q_SCHED]) ||
@@ -684,6 +731,10 @@ static int setup(pl__pg_store *s, PGconn *c)
         "v bytea NOT NULL);"
         "CREATE TABLE IF NOT EXISTS \"%s\".steps (k bytea PRIMARY KEY, "
         "v bytea NOT NULL);"
+        "CREATE TABLE IF NOT EXISTS \"%s\".tombs (id bytea PRIMARY KEY, "
+        "expires bigint NOT NULL, v bytea NOT NULL);"
+        "CREATE INDEX IF NOT EXISTS tombs_expires ON \"%s\".tombs "
+        "(expires);"
         "CREATE SEQUENCE IF NOT EXISTS \"%s\".run_num;"
         "INSERT INTO \"%s\".meta (k, v) SELECT 'format', %d WHERE NOT EXISTS "
         "(SELECT 1 FROM \"%s\".meta WHERE k = 'format') AND NOT EXISTS "
@@ -691,7 +742,7 @@ static int setup(pl__pg_store *s, PGconn *c)
         "INSERT INTO \"%s\".meta (k, v) VALUES ('identity', %lld) "
         "ON CONFLICT (k) DO NOTHING;"
         "COMMIT",
-        n, n, n, n, n, n, n, n, FORMAT, n, n, n, IDENTITY);
+        n, n, n, n, n, n, n, n, n, n, FORMAT, n, n, n, IDENTITY);
     if (!sql)
         return pl__err(PL_ENOMEM, "out of memory");
     int st = identify(s, c, s->read_only || s->no_create);

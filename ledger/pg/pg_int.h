@@ -11,6 +11,7 @@
  *   | pg_lease.c   | leases and the queue                               |
  *   | pg_sched.c   | schedules                                          |
  *   | pg_time.c    | timers and inboxes                                 |
+ *   | pg_delete.c  | deleted runs: tombstones read and expired          |
  *
  * The store as a whole (its tables, commits, durability and connections)
  * is described at the top of pg_conn.c.  Nothing outside ledger/pg/
@@ -60,7 +61,8 @@ enum {
     L_RATE,     /* a rate budget's take (pg_flow.c) */
     L_RATE_GET, /* a rate budget, read */
     L_CREATE,
-    T_SET, /* timers and inboxes: pg_time.c */
+    L_CREATE_SUCC, /* a continued run's successor's lease (pg_commit.c) */
+    T_SET,         /* timers and inboxes: pg_time.c */
     T_TAKE,
     T_NEXT,
     T_GET,
@@ -68,9 +70,11 @@ enum {
     T_ACQUIRE, /* a delivery's take of the lease */
     T_INBOX_READ,
     Q_CREATE,
-    Q_WRITE, /* a commit's fences, steps, states, timers and inbox
+    Q_WRITE,       /* a commit's fences, steps, states, timers and inbox
                 consumptions (pg_commit.c) */
-    Q_STEPS, /* more steps */
+    Q_STEPS,       /* more steps */
+    Q_DELETE,      /* runs deleted, tombstones written (pg_commit.c) */
+    Q_CREATE_SUCC, /* a continued run's successor (pg_commit.c) */
     /* unprepared */
     Q_BEGIN,
     Q_COMMIT,
@@ -80,6 +84,8 @@ enum {
     Q_SCHED,  /* a commit's schedule write (pg_sched.c) */
     Q_SCHEDS, /* every schedule */
     Q_MARK,
+    Q_TOMB_GET,
+    Q_TOMBS_EXPIRE,
     Q_INBOX_ADD, /* an inbox record written as it is (an import's) */
     Q_N
 };

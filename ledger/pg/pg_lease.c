@@ -106,6 +106,18 @@ int pl__pg_lease_sql(const pl__pg_store *s, int which, char **out)
                             "AND gen = $2::bigint",
                             n);
         break;
+    case L_CREATE_SUCC:
+        /* after a continued run's successor's creation, before its
+         * predecessor's lease goes: queued at the predecessor's place
+         * (none: now), with its key */
+        *out = pl__asprintf(
+            "INSERT INTO \"%s\".leases (run, gen, owner, id, expires, qrank, "
+            "fkey, flimit) SELECT r.num, 0, '', $1, 0, coalesce(p.qrank, " NOW_US
+            "), p.fkey, coalesce(p.flimit, 0) FROM \"%s\".runs r "
+            "LEFT JOIN \"%s\".leases p ON p.run = $2::bigint WHERE r.id = "
+            "convert_to($1, 'UTF8') AND r.num = currval('\"%s\".run_num')",
+            n, n, n, n);
+        break;
     default: /* L_CREATE: after the run's creation, in its transaction;
               * its flow (pg_flow.c) with it */
         *out = pl__asprintf(

@@ -61,6 +61,15 @@ PL__HIDDEN int pl__pg_lease_release(pl__pg_store *s, uint64_t run,
                                     uint64_t gen) PL__MUST_CHECK;
 PL__HIDDEN int pl__pg_lease_get(pl__pg_store *s, uint64_t run,
                                 pl__lease *out) PL__MUST_CHECK;
+PL__HIDDEN int pl__pg_delete(pl__pg_store *s, pl__delete *d,
+                             size_t n) PL__MUST_CHECK;
+PL__HIDDEN int pl__pg_purge(pl__pg_store *s, size_t max_steps, size_t *removed,
+                            bool *more) PL__MUST_CHECK;
+PL__HIDDEN int pl__pg_tomb_get(pl__pg_store *s, const char *id,
+                               pl__buf *rec) PL__MUST_CHECK;
+PL__HIDDEN int pl__pg_tombs_expire(pl__pg_store *s, int64_t now_us, size_t max,
+                                   pl__buf *after, size_t *removed,
+                                   bool *more) PL__MUST_CHECK;
 PL__HIDDEN int pl__pg_leases_get(pl__pg_store *s, const uint64_t *runs,
                                  size_t n, pl__lease *out,
                                  bool *found) PL__MUST_CHECK;

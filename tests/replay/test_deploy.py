@@ -230,7 +230,9 @@ def case_usage():
         for args, msg in (
                 (["--upgrade"], "needs a run ID or --all-diverged"),
                 (["--upgrade", "x", "--all-diverged"], "one of them"),
-                (["--check", "--dry-run"], "go with --upgrade"),
+                (["--check", "--dry-run"], "--dry-run goes with --upgrade"),
+                (["--check", "--all-diverged"],
+                 "--all-diverged goes with --upgrade"),
                 (["--run", "x", "--live"], "--live goes with --check"),
                 (["--upgrade", "--all-diverged", "--new-id", "n"],
                  "--new-id goes with"),

@@ -287,7 +287,8 @@ class VerifyStatsTest(Base):
         self.assertEqual(doc["by_status"], {"running": 1, "suspended": 1,
                                             "completed": 1, "failed": 1,
                                             "submitted": 0, "waiting": 0,
-                                            "cancelled": 0, "superseded": 0})
+                                            "cancelled": 0, "superseded": 0,
+                                            "continued": 0})
         self.assertEqual(doc["crashed"], 1)
         self.assertGreater(doc["file_bytes"], 0)
         self.assertGreater(doc["used_pages"], 0)

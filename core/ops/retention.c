@@ -1,0 +1,374 @@
+/*
+ * retention.c -- deleting runs, their tombstones, and pruning (the
+ * header's "Retention" section).
+ *
+ * A delete reads each run's records, checks that it has ended for good,
+ * makes its tombstone, and hands the runs to the store, which deletes them
+ * in one transaction only if their state records are still the bytes read
+ * (DELETING in store.h): a run that moved on meanwhile is left as it is.
+ * The steps of deleted runs are then removed a bounded number per
+ * transaction (pl__store_purge()); a purge interrupted by a crash is
+ * finished by the next prune.  So no transaction of a prune is long, and a
+ * kill at any instant leaves every run whole or gone.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "export.h"
+#include "retention.h"
+
+#define BATCH_DEFAULT 64
+#define BATCH_MAX 1024
+#define PURGE_STEPS 2048 /* steps removed per transaction */
+#define EXPIRE_MAX 512   /* tombstones removed per transaction */
+
+/* ---- tombstones ---------------------------------------------------------- */
+
+int pl__tomb_load(pl_engine *e, const char *id, pl__tomb *t)
+{
+    pl__buf rec = {0};
+    int st = pl__store_tomb_get(e->store, id, &rec);
+    if (!st)
+        st = pl__tomb_decode(t, id, rec.data, rec.len);
+    pl__buf_free(&rec);
+    if (!st && t->expires_us <= pl__now_us())
+        st = pl__err(PL_ENOTFOUND, "the tombstone of run '%s' has expired", id);
+    return st;
+}
+
+int pl__tomb_taken(const char *id, const pl__tomb *t)
+{
+    char del[40], exp[40];
+    pl__export_time_iso(del, sizeof del, t->deleted_us);
+    pl__export_time_iso(exp, sizeof exp, t->expires_us);
+    return pl__err(PL_EEXIST,
+                   "run '%s' was deleted on %s; its tombstone keeps the id "
+                   "until %s",
+                   id, del, exp);
+}
+
+int pl__tomb_outcome(pl_outcome **out, const char *id, const pl__tomb *t)
+{
+    char del[40];
+    pl__export_time_iso(del, sizeof del, t->deleted_us);
+    pl_outcome *o = calloc(1, sizeof *o);
+    if (o) {
+        o->status = t->status;
+        o->run_id = pl__strdup(id);
+        o->reason = pl__asprintf("deleted on %s", del);
+    }
+    if (!o || !o->run_id || !o->reason) {
+        pl_outcome_free(o);
+        return pl__err(PL_ENOMEM, "out of memory");
+    }
+    *out = o;
+    return PL_OK;
+}
+
+int pl_run_tombstone(pl_tombstone *out, pl_engine *e, const char *run_id)
+{
+    if (!out || !e || !pl__run_id_ok(run_id))
+        return pl__err(PL_EINVAL, "pl_run_tombstone: out, an engine and a "
+                                  "valid run id are required");
+    int st = pl__struct_version_ok(out->version, &pl__tombstone_layout,
+                                   "pl_run_tombstone");
+    if (st)
+        return st;
+    pl__buf rec = {0};
+    pl__tomb t;
+    st = pl__store_tomb_get(e->store, run_id, &rec);
+    if (!st)
+        st = pl__tomb_decode(&t, run_id, rec.data, rec.len);
+    pl__buf_free(&rec);
+    if (st)
+        return st;
+    pl_tombstone full = PL_TOMBSTONE_INIT;
+    full.status = t.status;
+    full.has_head = t.has_head;
+    memcpy(full.head, t.head, PL_HASH_LEN);
+    full.created_us = t.created_us;
+    full.deleted_us = t.deleted_us;
+    full.expires_us = t.expires_us;
+    memcpy(full.policy, t.policy, sizeof full.policy);
+    pl__struct_out(out, &full, &pl__tombstone_layout);
+    return PL_OK;
+}
+
+/* ---- deleting ------------------------------------------------------------ */
+
+/* What a prune deletes; a single delete has none. */
+typedef struct rule {
+    unsigned statuses; /* bits (1u << status) */
+    int64_t before_us; /* last written at or before this */
+    bool dry_run;
+    pl_prune_fn before;
+    void *user;
+} rule;
+
+static bool rule_match(const rule *r, pl_run_status status, int64_t updated)
+{
+    return (r->statuses & (1u << status)) && updated <= r->before_us;
+}
+
+/* One run being deleted: its records as read, its tombstone. */
+typedef struct victim {
+    pl__buf state, tomb;
+    pl__delete d;
+} victim;
+
+/*
+ * Read run @p id and make its delete in @p v.  PL_ESTATE when it has not
+ * ended (or, with @p r, does not match the rule any more), PL_ENOTFOUND
+ * when it is gone.
+ */
+static int victim_load(pl_engine *e, const char *id, const rule *r, victim *v)
+{
+    uint64_t num;
+    pl__buf info = {0};
+    pl__run_info ri = {0};
+    pl__run_state rs = {0};
+    int st = pl__store_run_find(e->store, id, &num, &info);
+    if (!st)
+        st = pl__store_state_get(e->store, num, &v->state);
+    if (!st)
+        st = pl__run_info_decode(&ri, id, info.data, info.len);
+    if (!st)
+        st = pl__run_state_decode(&rs, id, v->state.data, v->state.len);
+    if (!st && !pl__status_final(rs.status))
+        st = pl__err(PL_ESTATE,
+                     "run '%s' is %s: only a run that has ended "
+                     "(completed, failed, cancelled or continued) may be "
+                     "deleted",
+                     id, pl_run_status_name(rs.status));
+    if (!st && r && !rule_match(r, rs.status, rs.updated_us))
+        st = PL_ESTATE;
+    if (!st) {
+        int64_t now = pl__now_us();
+        pl__tomb t = {.status = rs.status,
+                      .has_head = rs.has_head,
+                      .created_us = ri.created_us,
+                      .deleted_us = now,
+                      .expires_us = now + e->tombstone_us};
+        memcpy(t.head, rs.head, PL_HASH_LEN);
+        snprintf(t.policy, sizeof t.policy, "%s", ri.policy);
+        st = pl__tomb_encode(&v->tomb, id, &t);
+    }
+    if (!st) {
+        v->d.id = id;
+        v->d.num = num;
+        v->d.state = v->state.data;
+        v->d.state_len = v->state.len;
+        v->d.tomb = &v->tomb;
+    }
+    pl__buf_free(&info);
+    pl__run_info_clear(&ri);
+    pl__run_state_clear(&rs);
+    return st;
+}
+
+/* Remove the steps of deleted runs, a bounded number per transaction. */
+static int purge_all(pl_engine *e)
+{
+    bool more = true;
+    int st = PL_OK;
+    while (!st && more) {
+        size_t removed;
+        st = pl__store_purge(e->store, PURGE_STEPS, &removed, &more);
+    }
+    return st;
+}
+
+/* Offer run @p id to the rule's visitor. */
+static int offer(pl_engine *e, const rule *r, const char *id)
+{
+    pl_run_info *info;
+    int st = pl_run_get(&info, e, id);
+    if (st)
+        return st;
+    int rc = r->before(info, r->user);
+    pl_run_info_free(info);
+    if (rc > 0 || rc < -1000)
+        return pl__err(PL_EINVAL,
+                       "pl_engine_prune: the visitor returned %d, "
+                       "which is no pl_status",
+                       rc);
+    return rc;
+}
+
+/*
+ * Delete runs @p ids[0..n) in one transaction: those @p r still matches
+ * (all, with no rule: any that cannot be deleted fails the call), each
+ * offered to the rule's visitor first.  *deleted counts those deleted.
+ */
+static int delete_batch(pl_engine *e, char *const *ids, size_t n, const rule *r,
+                        uint64_t *deleted)
+{
+    victim *v = calloc(n, sizeof *v);
+    pl__delete *d = calloc(n, sizeof *d);
+    if (!v || !d) {
+        free(v);
+        free(d);
+        return pl__err(PL_ENOMEM, "out of memory");
+    }
+    size_t k = 0;
+    int st = PL_OK;
+    for (size_t i = 0; !st && i < n; i++) {
+        st = victim_load(e, ids[i], r, &v[i]);
+        if (r && (st == PL_ESTATE || st == PL_ENOTFOUND)) {
+            st = PL_OK; /* ended otherwise, or gone meanwhile: left */
+            continue;
+        }
+        if (!st && r && r->before)
+            st = offer(e, r, ids[i]);
+        if (!st)
+            d[k++] = v[i].d;
+    }
+    /* a visitor that stopped the prune stopped it after the runs before */
+    int stop = st;
+    if (r && r->dry_run) {
+        *deleted += k;
+        k = 0;
+    }
+    if (k && (!stop || r)) {
+        int dst = pl__store_delete(e->store, d, k);
+        for (size_t i = 0; !dst && i < k; i++) {
+            if (d[i].rc == PL_OK)
+                ++*deleted;
+            else if (!r)
+                dst = d[i].rc == PL_ENOTFOUND
+                          ? pl__err(PL_ENOTFOUND, "run '%s' is gone already",
+                                    d[i].id)
+                          : pl__err(PL_EBUSY,
+                                    "run '%s' changed while it was being "
+                                    "deleted, or a worker is replaying it: "
+                                    "nothing of it was deleted",
+                                    d[i].id);
+        }
+        if (!dst)
+            dst = purge_all(e);
+        if (!stop)
+            st = dst;
+    }
+    for (size_t i = 0; i < n; i++) {
+        pl__buf_free(&v[i].state);
+        pl__buf_free(&v[i].tomb);
+    }
+    free(v);
+    free(d);
+    return st;
+}
+
+int pl_run_delete(pl_engine *e, const char *run_id)
+{
+    if (!e || !pl__run_id_ok(run_id))
+        return pl__err(PL_EINVAL, "pl_run_delete: an engine and a valid run "
+                                  "id are required");
+    uint64_t deleted = 0;
+    char *ids[1] = {(char *)run_id};
+    int st = pl__store_settle(e->store); /* steps may be in the journal */
+    if (!st)
+        st = delete_batch(e, ids, 1, NULL, &deleted);
+    return st;
+}
+
+/* ---- pruning ------------------------------------------------------------- */
+
+/* The ids a pass over the runs chose. */
+typedef struct chosen {
+    const rule *r;
+    char **ids;
+    size_t n, cap;
+} chosen;
+
+static int choose(const pl_run_info *info, void *user)
+{
+    chosen *c = user;
+    if (!rule_match(c->r, info->status, info->updated_us))
+        return 0;
+    if (c->n == c->cap) {
+        size_t cap = c->cap ? 2 * c->cap : 256;
+        char **g = realloc(c->ids, cap * sizeof *g);
+        if (!g)
+            return pl__err(PL_ENOMEM, "out of memory");
+        c->ids = g;
+        c->cap = cap;
+    }
+    if (!(c->ids[c->n] = pl__strdup(info->id)))
+        return pl__err(PL_ENOMEM, "out of memory");
+    c->n++;
+    return 0;
+}
+
+/* Remove the expired tombstones, a bounded number per transaction. */
+static int expire_all(pl_engine *e)
+{
+    pl__buf after = {0};
+    bool more = true;
+    int st = PL_OK;
+    int64_t now = pl__now_us();
+    while (!st && more) {
+        size_t removed;
+        st = pl__store_tombs_expire(e->store, now, EXPIRE_MAX, &after, &removed,
+                                    &more);
+    }
+    pl__buf_free(&after);
+    return st;
+}
+
+static int prune(pl_engine *e, const rule *r, unsigned batch, uint64_t *deleted)
+{
+    chosen c = {r, NULL, 0, 0};
+    /* what an interrupted prune left, first */
+    int st = r->dry_run ? PL_OK : purge_all(e);
+    if (!st)
+        st = pl_engine_runs(e, choose, &c);
+    for (size_t i = 0; !st && i < c.n; i += batch)
+        st = delete_batch(e, c.ids + i, c.n - i < batch ? c.n - i : batch, r,
+                          deleted);
+    if (!st && !r->dry_run)
+        st = expire_all(e);
+    for (size_t i = 0; i < c.n; i++)
+        free(c.ids[i]);
+    free(c.ids);
+    return st;
+}
+
+int pl_engine_prune(pl_engine *e, const pl_prune_options *opts,
+                    uint64_t *deleted)
+{
+    uint64_t none;
+    if (!deleted)
+        deleted = &none;
+    *deleted = 0;
+    if (!e)
+        return pl__err(PL_EINVAL, "pl_engine_prune: engine is NULL");
+    pl_prune_options o;
+    if (pl__struct_in(&o, opts, &pl__prune_options_layout, "pl_engine_prune"))
+        return PL_EINVAL;
+    unsigned mask = o.statuses;
+    for (unsigned s = 0; !o.statuses && s < 32; s++)
+        mask |= pl__status_final((pl_run_status)s) ? 1u << s : 0;
+    for (unsigned s = 0; s < 32; s++)
+        if ((mask & (1u << s)) && !pl__status_final((pl_run_status)s))
+            return pl__err(PL_EINVAL,
+                           "pl_engine_prune: status %u is not a final "
+                           "status: only runs that have ended are deleted",
+                           s);
+    if (o.batch > BATCH_MAX)
+        return pl__err(PL_EINVAL, "pl_engine_prune: batch %u is more than %d",
+                       o.batch, BATCH_MAX);
+    if (o.older_than_ms > (uint64_t)INT64_MAX / 2000)
+        return pl__err(PL_EINVAL, "pl_engine_prune: older_than_ms is too "
+                                  "large");
+    rule r = {mask, pl__now_us() - (int64_t)o.older_than_ms * 1000, o.dry_run,
+              o.before, o.user};
+    return prune(e, &r, o.batch ? o.batch : BATCH_DEFAULT, deleted);
+}
+
+int pl__retain(pl_engine *e, uint64_t retain_ms)
+{
+    pl_prune_options o = PL_PRUNE_OPTIONS_INIT;
+    o.older_than_ms = retain_ms;
+    uint64_t deleted;
+    return pl_engine_prune(e, &o, &deleted);
+}

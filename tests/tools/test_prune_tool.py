@@ -1,0 +1,127 @@
+#!/usr/bin/env python3
+"""ledger-replay --prune and ledger-dump on deleted runs, as an operator
+runs them, on a store order-demo fills.
+
+usage: test_prune_tool.py LEDGER_REPLAY LEDGER_DUMP ORDER_DEMO ORDER_PLUGIN
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+REPLAY = DUMP = DEMO = DEMO_PLUGIN = None
+
+
+def run(*args):
+    p = subprocess.run(list(args), capture_output=True, text=True, timeout=120)
+    return p.returncode, p.stdout, p.stderr
+
+
+class Prune(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="pl-prune-")
+        self.store = os.path.join(self.tmp, "store")
+        self.arch = os.path.join(self.tmp, "arch")
+        os.mkdir(self.arch)
+        for order in ("A-1", "A-2", "A-3"):
+            rc, _, err = run(DEMO, "--store", self.store, "--order", order,
+                             "--quiet")
+            self.assertEqual(rc, 0, err)
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def runs(self):
+        rc, out, err = run(DUMP, self.store, "--format", "jsonl")
+        self.assertEqual(rc, 0, err)
+        return sorted(json.loads(l)["id"] for l in out.splitlines())
+
+    def test_dry_run_deletes_nothing(self):
+        rc, out, err = run(REPLAY, self.store, "--prune", "--older-than",
+                           "0s", "--dry-run")
+        self.assertEqual(rc, 0, err)
+        self.assertIn("would delete order-A-2 (completed", out)
+        self.assertIn("3 run(s) would be deleted", out)
+        self.assertEqual(len(self.runs()), 3)
+
+    def test_too_young_and_other_statuses_stay(self):
+        rc, out, err = run(REPLAY, self.store, "--prune", "--older-than",
+                           "1d")
+        self.assertEqual((rc, out.strip()), (0, "0 run(s) deleted"), err)
+        for statuses in ("failed", "cancelled,superseded,continued"):
+            rc, out, err = run(REPLAY, self.store, "--prune", "--older-than",
+                               "0s", "--status", statuses)
+            self.assertEqual((rc, out.strip()), (0, "0 run(s) deleted"), err)
+        self.assertEqual(len(self.runs()), 3)
+
+    def test_archive_then_delete_then_import_back(self):
+        rc, out, err = run(REPLAY, self.store, "--prune", "--older-than",
+                           "0s", "--archive", self.arch, "--json")
+        self.assertEqual(rc, 0, err)
+        doc = json.loads(out)
+        self.assertEqual(doc["mode"], "prune")
+        self.assertEqual(len(doc["runs"]), 3)
+        for r in doc["runs"]:
+            self.assertEqual(r["action"], "delete")
+            self.assertTrue(os.path.exists(r["archive"]), r)
+        self.assertEqual(self.runs(), [])
+        self.assertFalse([f for f in os.listdir(self.arch)
+                          if f.endswith(".part")])
+        # the dump says when a run was deleted, and how it ended
+        rc, out, err = run(DUMP, self.store, "--run", "order-A-1")
+        self.assertEqual(rc, 2)
+        self.assertIn("was deleted on", err)
+        self.assertIn("it was completed (policy order, head ", err)
+        # the tombstone keeps the id; under another id the export loads
+        arch = os.path.join(self.arch, "order-A-1.jsonl")
+        rc, _, err = run(REPLAY, self.store, "--import", arch)
+        self.assertEqual(rc, 1, err)
+        rc, _, err = run(REPLAY, self.store, "--import", arch, "--new-id",
+                         "back-1")
+        self.assertEqual(rc, 0, err)
+        rc, _, err = run(DUMP, self.store, "--verify", "--run", "back-1")
+        self.assertEqual(rc, 0, err)
+
+    def test_an_archive_that_cannot_be_written_stops_the_prune(self):
+        # the second run's file cannot be made: a directory is in its way
+        os.mkdir(os.path.join(self.arch, "order-A-2.jsonl.part"))
+        rc, _, err = run(REPLAY, self.store, "--prune", "--older-than", "0s",
+                         "--archive", self.arch)
+        self.assertEqual(rc, 5, err)
+        self.assertIn('cannot archive run "order-A-2"', err)
+        self.assertIn("1 run(s) deleted before it", err)
+        self.assertEqual(self.runs(), ["order-A-2", "order-A-3"])
+
+    def test_bad_usage(self):
+        for args, what in (
+                (["--prune"], "needs --older-than"),
+                (["--prune", "--older-than", "soon"], "bad --older-than"),
+                (["--prune", "--older-than", "1d", "--status", "running"],
+                 "bad --status"),
+                (["--prune", "--older-than", "1d", "--archive",
+                  "/no/such/dir"], "is not a directory"),
+                (["--run", "x", "--plugin", "p.so", "--dry-run"],
+                 "--dry-run goes with --upgrade or --prune"),
+                (["--run", "x", "--plugin", "p.so", "--archive", self.arch],
+                 "go with --prune"),
+                (["--run", "x", "--plugin", "p.so", "--retain", "30d"],
+                 "--retain goes with --worker"),
+                (["--worker", "--plugin", DEMO_PLUGIN, "--retain", "soon"],
+                 "bad --retain"),
+                (["--prune", "--older-than", "1d", "--status",
+                  "completed,"], "bad --status"),
+                (["--prune", "--older-than", "1d", "--check"],
+                 "cannot be combined")):
+            rc, _, err = run(REPLAY, self.store, *args)
+            self.assertEqual(rc, 1, (args, err))
+            self.assertIn(what, err)
+        self.assertEqual(len(self.runs()), 3)
+
+
+if __name__ == "__main__":
+    REPLAY, DUMP, DEMO, DEMO_PLUGIN = sys.argv[1:5]
+    del sys.argv[1:5]
+    unittest.main(verbosity=1)

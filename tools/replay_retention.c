@@ -1,0 +1,235 @@
+/*
+ * replay_retention.c -- ledger-replay's retention commands: --prune
+ * deletes the runs that ended long enough ago (pl_engine_prune()), in
+ * bounded batches, each first written to an archive directory when asked:
+ * its verified export (the JSON lines of `ledger-dump --run ID --format
+ * jsonl`), made durable (the file and its directory fsynced) before the
+ * run is deleted; --worker --retain makes a worker apply a retention rule
+ * (pl_worker_options.retain_ms).  Their usage, flags and checks are here.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "replay.h"
+
+/* The statuses of runs that have ended for good: those a prune deletes. */
+static const pl_run_status final_statuses[] = {
+    PL_RUN_COMPLETED, PL_RUN_FAILED, PL_RUN_CANCELLED, PL_RUN_SUPERSEDED,
+    PL_RUN_CONTINUED};
+
+void usage_retention(FILE *f)
+{
+    fputs("  --prune --older-than DURATION [--status LIST] [--archive DIR] "
+          "[--dry-run]\n"
+          "                        delete the runs that ended at least "
+          "DURATION ago (30d,\n"
+          "                        12h, 90m, 45s; 0s: all), in short "
+          "transactions of a few\n"
+          "                        runs.  LIST: the final statuses to delete, "
+          "of completed,\n"
+          "                        failed, cancelled, superseded, continued "
+          "(default: all).\n"
+          "                        Each keeps a tombstone (ledger-dump says "
+          "when it was\n"
+          "                        deleted).  With --archive, each run's "
+          "verified export\n"
+          "                        is written to DIR/ID.jsonl and synced first "
+          "(ledger-\n"
+          "                        replay --import loads it back).  --dry-run "
+          "lists, and\n"
+          "                        deletes nothing.  Needs no --plugin.\n",
+          f);
+}
+
+const char **retention_slot(options *o, const char *flag)
+{
+    return !strcmp(flag, "--retain")       ? &o->retain
+           : !strcmp(flag, "--older-than") ? &o->older_than
+           : !strcmp(flag, "--status")     ? &o->status
+           : !strcmp(flag, "--archive")    ? &o->archive
+                                           : NULL;
+}
+
+int check_retention_args(const options *o)
+{
+    if (o->retain && o->mode != MODE_WORKER) {
+        cli_error("--retain goes with --worker");
+        return -1;
+    }
+    if ((o->older_than || o->status || o->archive) && o->mode != MODE_PRUNE) {
+        cli_error("--older-than, --status and --archive go with --prune");
+        return -1;
+    }
+    if (o->dry_run && o->mode != MODE_UPGRADE && o->mode != MODE_PRUNE) {
+        cli_error("--dry-run goes with --upgrade or --prune");
+        return -1;
+    }
+    return 0;
+}
+
+/* "completed,failed" into a mask of (1u << status); 0 on a bad list. */
+static unsigned parse_statuses(const char *list)
+{
+    unsigned mask = 0;
+    const char *p = list;
+    while (p && *p) {
+        size_t n = strcspn(p, ",");
+        unsigned bit = 0;
+        for (size_t i = 0; i < sizeof final_statuses / sizeof *final_statuses;
+             i++) {
+            const char *name = pl_run_status_name(final_statuses[i]);
+            if (strlen(name) == n && !strncmp(p, name, n))
+                bit = 1u << final_statuses[i];
+        }
+        if (!bit)
+            return 0;
+        mask |= bit;
+        p += n;
+        if (*p == ',' && !*++p)
+            return 0; /* a trailing comma */
+    }
+    return mask;
+}
+
+int prepare_prune(tool *t)
+{
+    options *o = &t->opt;
+    int64_t now = cli_now_us(), since;
+    if (!o->older_than) {
+        cli_error("--prune needs --older-than DURATION (30d, 12h, 90m, 45s, "
+                  "or 0s for every ended run)");
+        return EXIT_USAGE;
+    }
+    if (!cli_parse_time(&since, o->older_than, now) || since > now) {
+        cli_error("bad --older-than '%s': give a duration (30d, 12h, 90m, "
+                  "45s) or a past ISO 8601 date",
+                  o->older_than);
+        return EXIT_USAGE;
+    }
+    t->prune_older_ms = (uint64_t)(now - since) / 1000;
+    if (o->status && !(t->prune_statuses = parse_statuses(o->status))) {
+        cli_error("bad --status '%s': a comma-separated list of final "
+                  "statuses (completed, failed, cancelled, superseded, "
+                  "continued)",
+                  o->status);
+        return EXIT_USAGE;
+    }
+    struct stat sb;
+    if (o->archive && (stat(o->archive, &sb) || !S_ISDIR(sb.st_mode))) {
+        cli_error("--archive %s is not a directory", QUOTE(o->archive));
+        return EXIT_USAGE;
+    }
+    return 0;
+}
+
+int prepare_worker(tool *t)
+{
+    int64_t now = cli_now_us(), since;
+    if (!t->opt.retain)
+        return 0;
+    if (!cli_parse_time(&since, t->opt.retain, now) || since >= now) {
+        cli_error("bad --retain '%s': give a duration (30d, 12h, 90m, 45s)",
+                  t->opt.retain);
+        return EXIT_USAGE;
+    }
+    t->retain_ms = (uint64_t)(now - since) / 1000;
+    return 0;
+}
+
+/* Write run @p id's verified export to DIR/ID.jsonl, durably. */
+static int archive_run(const char *dir, pl_engine *e, const char *id,
+                       char *path, size_t n)
+{
+    char part[4200];
+    snprintf(path, n, "%s/%s.jsonl", dir, id);
+    snprintf(part, sizeof part, "%s.part", path);
+    int st = pl_run_verify(e, id);
+    if (st)
+        return st;
+    int fd = open(part, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    if (!f) {
+        if (fd >= 0)
+            close(fd);
+        return pl_errorf(PL_EIO, "cannot write %s: %s", part, strerror(errno));
+    }
+    st = pl_run_export(e, id, f);
+    if (!st && (fflush(f) || fsync(fileno(f))))
+        st = pl_errorf(PL_EIO, "cannot write %s: %s", part, strerror(errno));
+    if (fclose(f) && !st)
+        st = pl_errorf(PL_EIO, "cannot write %s: %s", part, strerror(errno));
+    if (!st && rename(part, path))
+        st = pl_errorf(PL_EIO, "cannot rename %s: %s", part, strerror(errno));
+    int dfd = st ? -1 : open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (!st && (dfd < 0 || fsync(dfd)))
+        st = pl_errorf(PL_EIO, "cannot sync the directory %s: %s", dir,
+                       strerror(errno));
+    if (dfd >= 0)
+        close(dfd);
+    if (st)
+        unlink(part);
+    return st;
+}
+
+/* Each run chosen, before it is deleted: archived, and reported. */
+static int chosen(const pl_run_info *info, void *user)
+{
+    tool *t = user;
+    char path[4200] = "", when[40];
+    if (t->opt.archive && !t->opt.dry_run) {
+        int st = archive_run(t->opt.archive, t->engine, info->id, path,
+                             sizeof path);
+        if (st) {
+            cli_error("cannot archive run %s: %s (%s): it is not deleted, "
+                      "and the prune stops",
+                      QUOTE(info->id), pl_errmsg(), pl_status_name(st));
+            return st;
+        }
+    }
+    cli_time_iso(when, sizeof when, info->updated_us, false);
+    if (t->opt.json) {
+        cJSON *j = json_run(t, info->id);
+        if (j) {
+            cJSON_AddStringToObject(j, "status",
+                                    pl_run_status_name(info->status));
+            cJSON_AddStringToObject(j, "ended", when);
+            cJSON_AddStringToObject(j, "action",
+                                    t->opt.dry_run ? "would delete" : "delete");
+            cJSON_AddItemToObject(j, "archive",
+                                  json_str_or_null(*path ? path : NULL));
+        }
+    } else {
+        printf("%s %s (%s, ended %s)%s%s\n",
+               t->opt.dry_run ? "would delete" : "delete", info->id,
+               pl_run_status_name(info->status), when,
+               *path ? ", archived to " : "", path);
+    }
+    return 0;
+}
+
+void mode_prune(tool *t)
+{
+    pl_prune_options po = PL_PRUNE_OPTIONS_INIT;
+    po.older_than_ms = t->prune_older_ms;
+    po.statuses = t->prune_statuses;
+    po.dry_run = t->opt.dry_run;
+    po.before = chosen;
+    po.user = t;
+    uint64_t n = 0;
+    int st = pl_engine_prune(t->engine, &po, &n);
+    if (st) {
+        cli_error("prune stopped: %s (%s); %llu run(s) %s before it",
+                  pl_errmsg(), pl_status_name(st), (unsigned long long)n,
+                  t->opt.dry_run ? "chosen" : "deleted");
+        worst(t, st == PL_EINVAL ? EXIT_USAGE : EXIT_FAILED);
+    }
+    if (!t->opt.json)
+        printf("%llu run(s) %s\n", (unsigned long long)n,
+               t->opt.dry_run ? "would be deleted" : "deleted");
+}
