@@ -260,14 +260,25 @@ Test(rate, a_run_waits_for_budget_and_replays_without_waiting)
     pl_registry *reg = r_registry();
     pl_engine *e = r_engine(t_store_path(), reg);
     enum { N = 3 * R_LIMIT };
-    r_run(e, "one", N);
     int64_t at[N];
     size_t admitted = 0, denied = 0;
-    r_takes(e, "one", at, N, &admitted, &denied);
-    cr_assert_eq(admitted, N);
+    char id[16] = "one";
+    /* on a machine so slow that the windows passed by themselves, the run
+     * never had to wait: what the test is about did not happen, so it
+     * runs again (the recorded takes say so, not a clock) */
+    for (int attempt = 0; attempt < 4; attempt++) {
+        if (attempt)
+            snprintf(id, sizeof id, "one-%d", attempt);
+        r_run(e, id, N);
+        admitted = denied = 0;
+        r_takes(e, id, at, N, &admitted, &denied);
+        cr_assert_eq(admitted, N);
+        r_check_windows(at, admitted);
+        if (denied >= 2)
+            break;
+    }
     cr_assert_geq(denied, 2, "12 calls at 4 a window waited only %zu times",
                   denied);
-    r_check_windows(at, admitted);
     /* the replay: served from the ledger, nothing taken (the budget as
      * stored is as it was) */
     pl__rate_budget before, after;
@@ -275,12 +286,12 @@ Test(rate, a_run_waits_for_budget_and_replays_without_waiting)
                  pl_errmsg());
     cr_assert_leq(before.count, R_LIMIT);
     pl_outcome *o = NULL;
-    cr_assert_eq(pl_run_continue(&o, e, "one", NULL), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(pl_run_continue(&o, e, id, NULL), PL_OK, "%s", pl_errmsg());
     cr_assert_eq(o->status, PL_RUN_COMPLETED);
     cr_assert_eq(o->calls_executed, 0);
     pl_outcome_free(o);
     size_t a2 = 0, d2 = 0;
-    r_takes(e, "one", NULL, 0, &a2, &d2);
+    r_takes(e, id, NULL, 0, &a2, &d2);
     cr_assert_eq(a2, admitted);
     cr_assert_eq(d2, denied);
     cr_assert_eq(pl__store_rate_get(e->store, "provider", &after), PL_OK);
