@@ -534,6 +534,11 @@ def api(s, total):
     check(st == 409, "signalling a completed run: 409 (%d %s)" % (st, doc))
     st, doc, _ = s.post("/api/runs/order-1/cancel")
     check(st == 409, "cancelling a completed run: 409 (%d %s)" % (st, doc))
+    st, doc, _ = s.post("/api/runs/agent-1/delete")
+    check(st == 409 and doc["error"] == "PL_ESTATE",
+          "deleting a suspended run: 409 (%d %s)" % (st, doc))
+    st, doc, _ = s.get("/api/runs/agent-1")
+    check(st == 200, "a refused delete leaves the run")
 
     # --- live: an event stream, then the actions ---
     ev = http.client.HTTPConnection(s.host, s.port, timeout=30)
@@ -607,6 +612,13 @@ def api(s, total):
     st, doc, _ = s.get("/api/runs/order-1-fork")
     check(st == 200 and doc["run"]["status"] == "completed",
           "the fork is recorded")
+    st, doc, _ = s.post("/api/runs/order-1-fork/delete")
+    check(st == 200 and doc == {"run_id": "order-1-fork", "deleted": True},
+          "delete a completed run: %s" % doc)
+    st, doc, _ = s.get("/api/runs/order-1-fork")
+    check(st == 404, "a deleted run is gone: %d" % st)
+    st, doc, _ = s.post("/api/runs/order-1-fork/delete")
+    check(st == 404, "deleting it again: 404 (%d %s)" % (st, doc))
 
 
 if __name__ == "__main__":

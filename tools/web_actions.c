@@ -19,6 +19,8 @@
  *                          for it goes on here
  *   /api/runs/ID/cancel    --cancel ID [--reason TEXT]: body {"reason":
  *                          optional}
+ *   /api/runs/ID/delete    pl_run_delete(): a run that has ended, leaving
+ *                          its tombstone; a live run is refused (409)
  *   /api/batch/continue    --all, on the runs a filter selects (crashed
  *                          ones only are continued)
  *   /api/batch/cancel      --cancel, on the unfinished runs a filter (one
@@ -462,6 +464,23 @@ static int do_cancel(web *w, const char *id, const web_req *r, cJSON **out)
     return http;
 }
 
+/* Delete run @p id, which must have ended; its tombstone stays. */
+static int do_delete(web *w, const char *id, cJSON **out)
+{
+    int st = pl_run_delete(w->engine, id);
+    if (st)
+        return web_fail(out, http_of(st), pl_status_name(st),
+                        "cannot delete run %s: %s", QUOTE(id), pl_errmsg());
+    cJSON *o = cJSON_CreateObject();
+    if (!o || !cJSON_AddStringToObject(o, "run_id", id) ||
+        !cJSON_AddTrueToObject(o, "deleted")) {
+        cJSON_Delete(o);
+        return web_fail(out, 500, "PL_ENOMEM", "out of memory");
+    }
+    *out = o;
+    return 200;
+}
+
 int api_action(web *w, const char *id, const char *action, const web_req *r,
                cJSON **out)
 {
@@ -481,9 +500,11 @@ int api_action(web *w, const char *id, const char *action, const web_req *r,
         return do_signal(w, id, r, out);
     if (!strcmp(action, "cancel"))
         return do_cancel(w, id, r, out);
+    if (!strcmp(action, "delete"))
+        return do_delete(w, id, out);
     return web_fail(out, 404, "not_found",
                     "no action %s: answer, continue, fork, upgrade, check, "
-                    "verify, signal or cancel",
+                    "verify, signal, cancel or delete",
                     QUOTE(action));
 }
 
