@@ -508,12 +508,14 @@ Test(mcp_tools, a_long_operation_past_the_timeout_is_cancelled)
     cr_expect_str_eq(pl_step_error_code(last), PL_ERR_TIMEOUT);
     pl_outcome_free(o);
     cr_expect_gt(server_said("notifications/progress"), 0);
-    cr_expect_eq(sent("notifications/cancelled"), 1);
     /* the server goes on answering */
     o = t_start(T.engine, "ev.echo", "{\"message\": \"still here\"}", "r2");
     last = pl_steps_at(o->steps, pl_steps_count(o->steps) - 1);
     cr_expect(holds(pl_step_payload(last), "still here"));
     pl_outcome_free(o);
+    /* the cancellation went before the echo on the same pipe, so the
+     * wrapper has logged it by the time the echo was answered */
+    cr_expect_eq(sent("notifications/cancelled"), 1);
 }
 
 Test(mcp_tools, no_sampling_or_elicitation_is_offered_to_a_client_without_them)

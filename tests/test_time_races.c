@@ -39,7 +39,7 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
-Test(time, a_worker_wakes_every_sleeping_run_once, .timeout = 120)
+Test(time, a_worker_wakes_every_sleeping_run_once, .timeout = 300)
 {
     pl_registry *reg = registry();
     pl_engine *e = engine_parking(reg);
