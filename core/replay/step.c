@@ -160,7 +160,8 @@ pl_step *pl__step_new(pl_step_type type, const char *actor, size_t actor_len,
 static pl_step *step_of_block(pl_step_type type, const char *actor,
                               pl__mp_block *b, size_t len)
 {
-    pl_step *s = pl__step_new(type, actor, strlen(actor), NULL, 0);
+    pl_step *s = pl__step_new(type, actor, strlen(actor), (const uint8_t *)"",
+                              0); /* mp is the block's */
     if (!s) {
         block_drop(b);
         return NULL;
