@@ -7,7 +7,8 @@
  *               (completed, failed, cancelled, suspended, waiting,
  *               crashed), by their last update
  *   latency     p50 and p95 of call durations per called policy
- *   tokens      model tokens per model per bucket
+ *   tokens      model tokens per model per bucket, from the exchanges
+ *               each model records
  *   waiting     the oldest runs waiting (suspended, submitted, or waiting
  *               for a time or an event), from the counts (web_live.c)
  *
@@ -142,19 +143,35 @@ static void ov_end(void *call, bool answered, void *user)
     if (s &&
         !add_latency(s, (double)(pl_step_time_us(x->cur) - c->time_us) / 1e3))
         x->oom = true;
-    const cJSON *p = pl_step_payload(x->cur);
-    const cJSON *tin = cJSON_GetObjectItemCaseSensitive(p, "tokens_in");
-    const cJSON *tout = cJSON_GetObjectItemCaseSensitive(p, "tokens_out");
-    const cJSON *m = cJSON_GetObjectItemCaseSensitive(p, "model");
-    series *t = cJSON_IsNumber(tin) && cJSON_IsNumber(tout)
-                    ? series_of(o->tok, &o->n_tok,
-                                cJSON_IsString(m) ? m->valuestring : c->callee)
-                    : NULL;
-    if (t) {
-        t->tin[b] += tin->valuedouble > 0 ? (uint64_t)tin->valuedouble : 0;
-        t->tout[b] += tout->valuedouble > 0 ? (uint64_t)tout->valuedouble : 0;
-    }
     free(c);
+}
+
+static uint64_t count_of(const cJSON *o, const char *name)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+    return cJSON_IsNumber(v) && v->valuedouble > 0 && v->valuedouble < 1e15
+               ? (uint64_t)v->valuedouble
+               : 0;
+}
+
+/* A model exchange (the side effect "llm_exchange" a model policy records
+ * for each request it sends, {"usage": {"input", "output"}}): its tokens,
+ * for the model that made it (its actor), in the bucket it was made in. */
+static void ov_exchange(ov *o, const pl_step *s)
+{
+    const cJSON *p = pl_step_payload(s);
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(p, "name");
+    int b = bucket_of(o, pl_step_time_us(s));
+    if (b < 0 || !cJSON_IsString(name) ||
+        strcmp(name->valuestring, "llm_exchange") != 0)
+        return;
+    const cJSON *u = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(p, "value"), "usage");
+    series *t = series_of(o->tok, &o->n_tok, pl_step_actor(s));
+    if (t) {
+        t->tin[b] += count_of(u, "input");
+        t->tout[b] += count_of(u, "output");
+    }
 }
 
 static int ov_step(const pl_step *s, void *user)
@@ -167,6 +184,8 @@ static int ov_step(const pl_step *s, void *user)
     char path[WEB_STEP_ID_MAX + 1];
     web_step_path(s, path, sizeof path);
     pl_step_type type = pl_step_type_of(s);
+    if (type == PL_STEP_SIDE_EFFECT)
+        ov_exchange(x->o, s);
     ov_pending *c = NULL;
     if (type == PL_STEP_ACTION_CALL) {
         if (!(c = malloc(sizeof *c))) {
