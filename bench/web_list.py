@@ -16,8 +16,8 @@ the median of 9 of each (of 3 for the overview, once the counts are
 complete), what the overview read, and the server's own memory at its most
 (its anonymous pages, sampled every 10 ms; the store's map is file pages
 LMDB shares with the page cache).  The overview is asked of a second
-server, started afresh, so that its memory is its own.  Exit 0 when everything ran; nothing here
-passes or fails.
+server, started afresh, so that its memory is its own.  Exit 0 when
+everything ran; nothing here passes or fails.
 """
 import http.client
 import json
