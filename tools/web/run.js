@@ -210,7 +210,8 @@
       return b;
     };
     const unfinished = status === 'crashed' || status === 'running';
-    btn('Continue', 'continue', '/api/runs/' + id + '/continue', {}, unfinished && status === 'crashed' ? 'primary' : '', unfinished);
+    /* a run that has ended has nothing to continue */
+    if (!ENDED.includes(status)) btn('Continue', 'continue', '/api/runs/' + id + '/continue', {}, status === 'crashed' ? 'primary' : '', unfinished);
     btn('Check', 'check', '/api/runs/' + id + '/check', {}, '', true, (d) => checked(run, d));
     const v = h('button', { type: 'button', id: 'act-verify', text: 'Verify' });
     v.addEventListener('click', () => verify(v, id));
