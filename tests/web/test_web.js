@@ -718,6 +718,7 @@ async function deletes() {
   await page.waitForSelector('#tombstone');
   ok(/was deleted on .*: it was completed; its tombstone keeps the id until/.test(await page.locator('#tombstone .alert').textContent()),
     'opening a deleted run\'s id shows its tombstone');
+  await shot(page, 'tombstone');
   await page.goto(web.base + '/#/run/job-000103');
   await page.waitForSelector('#act-cancel');
   ok(await page.locator('#act-delete').count() === 0, 'a suspended run has no delete');
@@ -737,6 +738,7 @@ async function deletes() {
   await page.waitForFunction(() => /^Delete 3 ended runs/.test(document.querySelector('#batch .confirm .question')?.textContent || ''));
   const ask = await page.locator('#batch .confirm .question').textContent();
   ok(/job-000107 \(failed\), job-000057 \(failed\), job-000007 \(failed\)/.test(ask), 'the batch delete names what it would delete: ' + ask);
+  await shot(page, 'delete');
   await page.click('#batch .confirm button.danger');
   await page.waitForSelector('#batch-outcome pre.summary');
   const summary = await page.locator('#batch-outcome pre.summary').textContent();
