@@ -39,13 +39,16 @@
  * consumptions of all of them (timers and inboxes: pg_time.c) as arrays,
  * sent in libpq's pipeline mode after any creations of runs,
  * with one Sync at the end (pg_commit.c has the statements, and how a new
- * record type joins them).  Steps are inserted, never updated: an existing
+ * record type joins them); a commit that writes one run sends instead a
+ * statement of the parts it has, with scalars (pg_one.c).  Steps are inserted, never updated: an existing
  * key (unique_violation) fails the commit with PL_EBUSY, as on LMDB.
  * There is no journal: steps are in place at once.
  *
  * STATEMENTS: every statement on the hot path (commits, reads, leases, the
  * queue, renewals) is prepared on each connection when it opens, all in
- * one round trip, and run by name from then on (pg_int.h lists them).
+ * one round trip, and run by name from then on (pg_int.h lists them); a
+ * one-run commit's statement, the first time its shape is used on the
+ * connection, in that commit's round trip (pg_one.c).
  *
  * DURABILITY: sync and group commit with synchronous_commit = on (group
  * relies on the server's own group commit of concurrent sessions, which
