@@ -125,8 +125,9 @@ static prepared *conn_prepared(PGconn *c)
         return p;
     if (!(p = calloc(1, sizeof *p)))
         return NULL;
-    if (!PQregisterEventProc(c, conn_event, "policyledger", NULL) ||
-        !PQsetInstanceData(c, conn_event, p)) {
+    /* registered once a connection: its destruction frees the record */
+    (void)PQregisterEventProc(c, conn_event, "policyledger", NULL);
+    if (!PQsetInstanceData(c, conn_event, p)) {
         free(p);
         return NULL;
     }
