@@ -52,6 +52,7 @@ static uint64_t drain_one(const char *schema, const char *id, int calls)
     pl_run_options ro = PL_RUN_OPTIONS_INIT;
     ro.run_id = id;
     cr_assert_eq(pl_run_submit(NULL, e, &root, &ro), PL_OK, "%s", pl_errmsg());
+    cJSON_Delete(p);
     pl_engine_close(e);
 
     counted c = {0};
