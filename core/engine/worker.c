@@ -249,9 +249,11 @@ static void *work(void *arg)
             atomic_store(&e->worker_stop, 1);
             break;
         }
-        if (taken || st == PL_ENOTFOUND || !st)
+        /* a run taken and executed answered for the store, unless its
+         * execution met the store's failure (said below, with the run) */
+        if (taken ? !store_fault(st) : st == PL_ENOTFOUND || !st)
             store_back(w);
-        else if (store_fault(st))
+        else if (!taken && store_fault(st))
             store_lost(w, st, NULL);
         if (st && !taken) {
             /* nothing queued or due, or the store failed (a server
