@@ -6,7 +6,9 @@
  * declares what it shares in the header named after it.
  *
  *   replay/          the replay engine, from the public entry points down
- *     runner.c       the runner: start, continue, resume, ownership
+ *     runner.c       the runner: start, continue, resume
+ *     claim.c        a run claimed for an execution: its state's claim,
+ *                    a worker's take and claim in one transaction (claim.h)
  *     outcome.c      new run ids; outcomes freed and their result read,
  *                    the outcome a state record holds; a run's end
  *                    cancelled or waiting recorded
