@@ -347,6 +347,8 @@ typedef struct pl__run {
                                parks (susp_path, susp_seq: the wait step) */
     int64_t wait_until_ms; /* parked: wakes then (0: an event only) */
     char *wait_event;      /* parked: for this event; NULL: a sleep */
+    /* a delivery that goes with the run's next commit (run.h, RIDES) */
+    struct pl__ride *ride;
 
     /* set when the run suspends */
     char token[33];

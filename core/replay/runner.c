@@ -492,17 +492,21 @@ typedef struct claim_ctx {
     const char *id;
     bool resume;
     const char *token;
-    bool leased;          /* the run's lease is ours: no other owner */
-    bool worker;          /* taken from the queue: running or submitted */
-    bool waiting;         /* a delivery's take: a waiting run only */
-    pl__run_state *out;   /* the state as claimed */
-    pl_run_status before; /* status found */
-    const pl__kvs *steps; /* resume: the answer record to write */
+    bool leased;           /* the run's lease is ours: no other owner */
+    bool worker;           /* taken from the queue: running or submitted */
+    bool waiting;          /* a delivery's take: a waiting run only */
+    const pl__buf *expect; /* non-NULL: only this state (a ride's) */
+    pl__run_state *out;    /* the state as claimed */
+    pl_run_status before;  /* status found */
+    const pl__kvs *steps;  /* resume: the answer record to write */
 } claim_ctx;
 
 static int claim_fn(pl__buf *state, pl__kvs *extra, void *user)
 {
     claim_ctx *c = user;
+    if (c->expect && (c->expect->len != state->len ||
+                      memcmp(c->expect->data, state->data, state->len) != 0))
+        return pl__err(PL_EBUSY, "run '%s' changed since it was read", c->id);
     pl__run_state st;
     int rc = pl__run_state_decode(&st, c->id, state->data, state->len);
     if (rc)
@@ -619,24 +623,73 @@ static void drop_lease(pl_engine *e, uint64_t num, uint64_t gen)
     pl__errmsg_restore(saved);
 }
 
-/* The lease and the claim taken by the delivery @p dv, for run @p r:
- * PL_OK with *taken false when the delivery alone was made. */
-static int delivered(pl__run *r, pl__delivery *dv, bool *taken)
+/* Claim run @p r, whose state as read is @p sb, in memory only, for the
+ * delivery @p dv to ride its next commit (run.h, RIDES), into @p ride. */
+static int ride_begin(pl__run *r, pl__delivery *dv, const pl__buf *sb,
+                      pl__ride *ride)
 {
-    pl_engine *e = r->e;
-    claim_ctx cc = {
-        .e = e, .id = r->id, .leased = true, .waiting = true, .out = &r->state};
-    pl__inbox_take take = {e->worker, e->lease_us, claim_fn, &cc, false, 0};
-    dv->tried = true;
-    *taken = false;
-    int st = dv->fn(e, &take, dv->user);
-    if (st || !take.taken)
+    claim_ctx cc = {.e = r->e,
+                    .id = r->id,
+                    .leased = true,
+                    .waiting = true,
+                    .out = &r->state};
+    pl__kvs extra = {0};
+    ride->dv = dv;
+    int st = pl__buf_append(&ride->expect, sb->data, sb->len);
+    if (!st)
+        st = pl__inbox_encode(&ride->rec, r->id, dv->rec);
+    pl__buf claimed = {0};
+    if (!st)
+        st = pl__buf_append(&claimed, sb->data, sb->len);
+    if (!st)
+        st = claim_fn(&claimed, &extra, &cc);
+    pl__buf_free(&claimed);
+    pl__kvs_free(&extra);
+    if (st)
         return st;
-    *taken = true;
-    r->batch.gen = take.gen;
-    if ((st = pl__engine_lease(e, r->num, take.gen, &r->lease_lost)))
-        drop_lease(e, r->num, take.gen);
-    return st;
+    r->ride = ride;
+    r->state_written_us = 0; /* the claimed state goes with the commit */
+    return PL_OK;
+}
+
+int pl__run_ride(pl__run *r)
+{
+    pl__ride *ride = r->ride;
+    pl_engine *e = r->e;
+    r->ride = NULL; /* one try */
+    pl__run_state claimed = {0};
+    claim_ctx cc = {.e = e,
+                    .id = r->id,
+                    .leased = true,
+                    .waiting = true,
+                    .expect = &ride->expect,
+                    .out = &claimed};
+    /* a successor's creation is a commit's own (PostgreSQL): the delivery
+     * takes the run, then that commit follows */
+    bool alone = r->batch.succ_id != NULL;
+    pl__inbox_take take = {e->worker,
+                           e->lease_us,
+                           claim_fn,
+                           &cc,
+                           false,
+                           0,
+                           alone ? NULL : &r->batch,
+                           ride->seq};
+    ride->dv->tried = true;
+    int st = ride->dv->fn(e, &take, ride->dv->user);
+    pl__run_state_clear(&claimed);
+    if (!st && take.taken) {
+        r->batch.gen = take.gen;
+        st = pl__engine_lease(e, r->num, take.gen, &r->lease_lost);
+        return st || !alone ? st : pl__commit(e, &r->batch);
+    }
+    /* nothing of this execution was written: it stops, writing nothing */
+    atomic_store(&r->lease_lost, true);
+    return st ? st
+              : pl__err(PL_EBUSY,
+                        "run %s changed before the delivery could take it "
+                        "(it goes on elsewhere)",
+                        r->id);
 }
 
 static int continue_run(pl_engine *e, const char *id, bool check,
@@ -656,6 +709,8 @@ static int continue_run(pl_engine *e, const char *id, bool check,
     const pl_policy_def *def = pl_registry_find(e->reg, ra.action.policy);
     pl__run *r = NULL;
     pl__kvs resume = {0};
+    pl__buf sb = {0};
+    pl__ride ride = {0};
     bool claimed = false;
     if (!def && dv) /* not executable here: the caller delivers alone */
         goto done;
@@ -671,11 +726,9 @@ static int continue_run(pl_engine *e, const char *id, bool check,
     r->num = num;
     r->root_code = ra.info.code; /* the run takes it over */
     ra.info.code = NULL;
-    pl__buf sb = {0};
     st = pl__store_state_get(e->store, num, &sb);
     if (!st)
         st = pl__run_state_decode(&r->state, id, sb.data, sb.len);
-    pl__buf_free(&sb);
     if (st)
         goto done;
     r->deadline_ms = ra.info.deadline_ms;
@@ -733,11 +786,9 @@ static int continue_run(pl_engine *e, const char *id, bool check,
     }
     claimed = true;
     if (dv) {
-        bool taken;
-        if ((st = delivered(r, dv, &taken)) || !taken)
-            goto done;
-        r->state_written_us = pl__now_us();
-        st = run_execute(r, def, &ra.action, true, out);
+        if (!(st = ride_begin(r, dv, &sb, &ride)))
+            st = run_execute(r, def, &ra.action, true, out);
+        r->ride = NULL;
         goto done;
     }
     bool had = true;
@@ -751,9 +802,8 @@ static int continue_run(pl_engine *e, const char *id, bool check,
         drop_lease(e, num, gen);
         goto done;
     }
-    claim_ctx cc = {
-        e,         id, token != NULL, token, had, leased != NULL, false,
-        &r->state, 0,  &resume};
+    claim_ctx cc = {e,     id,   token != NULL, token, had,    leased != NULL,
+                    false, NULL, &r->state,     0,     &resume};
     if ((st = pl__store_state_update(e->store, num, claim_fn, &cc))) {
         drop_lease(e, num, gen);
         goto done;
@@ -767,6 +817,9 @@ static int continue_run(pl_engine *e, const char *id, bool check,
 done:
     if (claimed)
         pl__engine_release(e, num);
+    pl__buf_free(&sb);
+    pl__buf_free(&ride.expect);
+    pl__buf_free(&ride.rec);
     pl__kvs_free(&resume);
     pl__run_free(r);
     root_clear(&ra);

@@ -31,8 +31,9 @@
  * DELIVERIES.  pl_run_signal() and pl_run_cancel() put a record in the
  * run's inbox and make its timer due now, in one transaction that refuses
  * an ended run (store.h, INBOXES); pl_run_signal() continuing a waiting run
- * in its thread takes the run's lease and claims it in that transaction
- * too (runner.c).  A wait consumes the first event of its name in delivery
+ * in its thread takes the run's lease, claims it and writes the run's next
+ * commit in that transaction too (run.h, RIDES): the replay sees the
+ * record in the inbox before it is stored.  A wait consumes the first event of its name in delivery
  * order: its `event` step and the record's removal are one commit, the
  * run's next one.  No sync of its own is needed: until that commit the
  * record stays in the inbox, where a replay after a crash finds it first
@@ -154,12 +155,12 @@ static void inbox_free(inbox *ib)
     memset(ib, 0, sizeof *ib);
 }
 
-static int inbox_load(pl_engine *e, uint64_t num, const char *id, inbox *ib)
+/* Decode the records of @p ib->raw. */
+static int inbox_decode(inbox *ib, const char *id)
 {
-    memset(ib, 0, sizeof *ib);
-    int st = pl__store_inbox_read(e->store, num, &ib->raw);
-    if (st || !ib->raw.n)
-        return st;
+    int st;
+    if (!ib->raw.n)
+        return PL_OK;
     if (!(ib->v = calloc(ib->raw.n, sizeof *ib->v)))
         return pl__err(PL_ENOMEM, "out of memory");
     for (; ib->n < ib->raw.n; ib->n++) {
@@ -177,6 +178,27 @@ static int inbox_load(pl_engine *e, uint64_t num, const char *id, inbox *ib)
 static uint64_t inbox_seq(const inbox *ib, size_t i)
 {
     return pl__get_be64(pl__kvs_key(&ib->raw, i));
+}
+
+/* Run @p r's inbox; with a delivery riding its next commit (run.h, RIDES),
+ * that delivery's record last, at the seq the store is to give it (one
+ * past the last), as the replay sees it the first time it looks. */
+static int inbox_load_run(pl__run *r, inbox *ib)
+{
+    memset(ib, 0, sizeof *ib);
+    int st = pl__store_inbox_read(r->e->store, r->num, &ib->raw);
+    pl__ride *ride = r->ride;
+    if (!st && ride) {
+        size_t n = ib->raw.n;
+        if (!ride->seq)
+            ride->seq = n && ib->raw.e[n - 1].klen == 8
+                            ? pl__get_be64(pl__kvs_key(&ib->raw, n - 1)) + 1
+                            : 1;
+        uint8_t key[8];
+        pl__put_be64(key, ride->seq);
+        st = pl__kvs_add(&ib->raw, key, 8, ride->rec.data, ride->rec.len);
+    }
+    return st ? st : inbox_decode(ib, r->id);
 }
 
 /* The cancellation in the inbox, if any: its index, or -1. */
@@ -240,7 +262,7 @@ static int boundary_at_end(pl_ctx *c, const inbox *ib)
     inbox own;
     int st = PL_OK;
     if (!ib) {
-        if ((st = inbox_load(r->e, r->num, r->id, &own))) {
+        if ((st = inbox_load_run(r, &own))) {
             inbox_free(&own);
             return pl__run_fail(r, st, "run %s: reading its inbox: %s", r->id,
                                 pl_errmsg());
@@ -497,7 +519,7 @@ static int wait_event(pl_ctx *c, const char *name, int64_t until_ms,
                             c->path, seq, name);
     for (;;) {
         inbox ib;
-        if ((st = inbox_load(r->e, r->num, r->id, &ib))) {
+        if ((st = inbox_load_run(r, &ib))) {
             inbox_free(&ib);
             return pl__run_fail(r, st, "run %s: reading its inbox: %s", r->id,
                                 pl_errmsg());
@@ -684,20 +706,22 @@ int pl_run_signal(pl_outcome **out, pl_engine *e, const char *run_id,
     char what[PL_MAX_NAME + 32];
     snprintf(what, sizeof what, "the event '%s'", name);
     if (out) {
-        /* a waiting run is taken and claimed by the delivery itself, and
-         * goes on here */
+        /* a waiting run goes on here, the delivery riding its next commit
+         * (run.h, RIDES) */
         signal_ctx sc = {run_id, what, &ib, 0, false};
-        pl__delivery dv = {signal_fn, &sc, false};
+        pl__delivery dv = {signal_fn, &sc, &ib, false};
         st = pl__run_continue_delivered(out, e, run_id, &dv);
-        if (dv.tried) {
+        if (sc.delivered) {
             pl__buf_free(&p);
-            /* delivered: someone else may have been quicker to continue */
-            if (st == PL_EBUSY && sc.delivered) {
+            /* the delivery alone: the run changed, or someone else was
+             * quicker to continue it */
+            if (st == PL_EBUSY && !*out) {
                 pl__err_clear();
                 return PL_OK;
             }
             return st;
         }
+        /* not tried, or nothing was written: deliver alone */
         pl_outcome_free(*out);
         *out = NULL;
         pl__err_clear();
