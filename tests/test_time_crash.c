@@ -17,6 +17,13 @@
  * ledger shape (ids, types, actors), pass pl_run_verify(), and every
  * tool's effect must be in the file once, but for the one call in flight
  * at the kill, which may be there twice.
+ *
+ * Then the one transaction a signal (and a cancellation) makes when it
+ * continues a waiting run in the caller's thread, the delivery riding the
+ * run's next commit: its count of write transactions, a delivery racing
+ * it, and a SIGKILL at every boundary of the signal and of the
+ * cancellation: the event is consumed once, or, killed before that one
+ * transaction, was never accepted and is sent again.
  */
 #include "support.h"
 
@@ -488,6 +495,52 @@ Test(time_crash, a_delivery_between_the_look_and_the_commit_wins)
     pl_registry_free(reg);
 }
 
+/* What a child does to a waiting run "go" (it exits 3 when it succeeds). */
+typedef enum { DO_SIGNAL, DO_CANCEL } kill_act;
+
+/*
+ * Start run @p id waiting for "go", then fork a child that does @p act to
+ * it and SIGKILLs itself at boundary @p k; the store reopened, and the
+ * run's status in *status.
+ */
+static pl_engine *killed_at(const char *store, const pl_registry *reg,
+                            const char *id, kill_act act, long k,
+                            pl_run_status *status)
+{
+    pl_engine *e = open_engine(store, reg);
+    cr_assert_not_null(e, "%s", pl_errmsg());
+    pl_outcome_free(start_go(e, id));
+    pl_engine_close(e);
+    fflush(NULL);
+    pid_t pid = fork();
+    cr_assert_neq(pid, -1);
+    if (pid == 0) {
+        pl_engine *ce = open_engine(store, reg);
+        g_seen = 0;
+        g_kill_at = k;
+        pl_outcome *co = NULL;
+        int st = !ce                ? PL_ESTORE
+                 : act == DO_CANCEL ? pl_run_cancel(ce, id, REASON)
+                                    : signal_go(ce, id, &co);
+        bool done = !st && (act == DO_CANCEL ||
+                            (co && co->status == PL_RUN_COMPLETED));
+        _exit(done ? 3 : 12);
+    }
+    int ws = 0;
+    while (waitpid(pid, &ws, 0) == -1 && errno == EINTR)
+        ;
+    bool killed = WIFSIGNALED(ws) && WTERMSIG(ws) == SIGKILL;
+    cr_assert(killed || (WIFEXITED(ws) && WEXITSTATUS(ws) == 3),
+              "k=%ld: status %#x", k, ws);
+    e = open_engine(store, reg);
+    cr_assert_not_null(e, "%s", pl_errmsg());
+    pl_run_info *ri = NULL;
+    cr_assert_eq(pl_run_get(&ri, e, id), PL_OK, "%s", pl_errmsg());
+    *status = ri->status;
+    pl_run_info_free(ri);
+    return e;
+}
+
 /*
  * The process that signals is killed at each step boundary of the signal
  * (each step appended, each commit): before the commit that carries the
@@ -517,35 +570,9 @@ Test(time_crash, a_signal_killed_at_every_boundary)
     for (long k = 1; k <= bounds + 1; k++) {
         char id[32];
         snprintf(id, sizeof id, "sig-%ld", k);
-        e = open_engine(store, reg);
-        cr_assert_not_null(e, "%s", pl_errmsg());
-        pl_outcome_free(start_go(e, id));
-        pl_engine_close(e);
         remove(g_fx);
-        fflush(NULL);
-        pid_t pid = fork();
-        cr_assert_neq(pid, -1);
-        if (pid == 0) {
-            pl_engine *ce = open_engine(store, reg);
-            g_seen = 0;
-            g_kill_at = k;
-            pl_outcome *co = NULL;
-            int st = ce ? signal_go(ce, id, &co) : PL_ESTORE;
-            _exit(st || !co || co->status != PL_RUN_COMPLETED ? 12 : 3);
-        }
-        int ws = 0;
-        while (waitpid(pid, &ws, 0) == -1 && errno == EINTR)
-            ;
-        bool killed = WIFSIGNALED(ws) && WTERMSIG(ws) == SIGKILL;
-        cr_assert(killed || (WIFEXITED(ws) && WEXITSTATUS(ws) == 3),
-                  "k=%ld: status %#x", k, ws);
-        cr_expect(killed || k > bounds, "k=%ld: not killed", k);
-        e = open_engine(store, reg);
-        cr_assert_not_null(e, "%s", pl_errmsg());
-        pl_run_info *ri = NULL;
-        cr_assert_eq(pl_run_get(&ri, e, id), PL_OK, "%s", pl_errmsg());
-        pl_run_status s = ri->status;
-        pl_run_info_free(ri);
+        pl_run_status s;
+        e = killed_at(store, reg, id, DO_SIGNAL, k, &s);
         if (s == PL_RUN_WAITING) { /* not accepted: nothing was written */
             /* (the idempotent call may have run: it runs again) */
             cr_expect_leq(count_effect("pay"), 1, "k=%ld", k);
@@ -559,6 +586,110 @@ Test(time_crash, a_signal_killed_at_every_boundary)
         cr_expect(pays == 1 || pays == 2, "k=%ld: pay %d times", k, pays);
         cr_expect_eq(events_of(e, id), 1, "k=%ld: consumed once", k);
         cr_expect_eq(pl_run_verify(e, id), PL_OK, "k=%ld: %s", k, pl_errmsg());
+        pl_engine_close(e);
+    }
+    g_kill_at = 0;
+    pl_registry_free(reg);
+}
+
+/* The `cancel` steps of run @p id (pl_run_walk()). */
+static int count_cancel(const pl_step *s, void *user)
+{
+    *(int *)user += pl_step_type_of(s) == PL_STEP_CANCEL;
+    return 0;
+}
+
+static int cancels_of(pl_engine *e, const char *id)
+{
+    int n = 0;
+    cr_assert_eq(pl_run_walk(e, id, count_cancel, &n), PL_OK, "%s",
+                 pl_errmsg());
+    return n;
+}
+
+/* Run @p id ended `cancelled` with REASON, one `cancel` step, no timer
+ * left, nothing paid, its ledger verified. */
+static void expect_cancelled(pl_engine *e, const char *id, long k)
+{
+    pl_run_info *ri = NULL;
+    cr_assert_eq(pl_run_get(&ri, e, id), PL_OK, "%s", pl_errmsg());
+    cr_expect_eq(ri->status, PL_RUN_CANCELLED, "k=%ld: %s", k,
+                 pl_run_status_name(ri->status));
+    cr_expect_str_eq(ri->reason ? ri->reason : "", REASON, "k=%ld", k);
+    pl_run_info_free(ri);
+    cr_expect_eq(cancels_of(e, id), 1, "k=%ld", k);
+    cr_expect_eq(count_effect("pay"), 0, "k=%ld", k);
+    cr_expect_eq(pl_run_verify(e, id), PL_OK, "k=%ld: %s", k, pl_errmsg());
+    int64_t next = -1;
+    cr_expect_eq(pl_engine_wake(e, &next), PL_OK, "%s", pl_errmsg());
+    cr_expect_eq(next, 0, "k=%ld: no timer is left", k);
+}
+
+/*
+ * A waiting run cancelled where its policies are registered ends at once:
+ * the cancellation's record, the `cancel` step, the run's end, the removal
+ * of its timer and of its lease are one transaction (one sync).
+ */
+Test(time_crash, cancelling_a_waiting_run_is_one_transaction)
+{
+    pl_registry *reg = registry();
+    char store[4300];
+    fresh(store, sizeof store, "cancel1");
+    pl_engine *e = open_engine(store, reg);
+    cr_assert_not_null(e, "%s", pl_errmsg());
+    pl_outcome_free(start_go(e, "cancel-1"));
+    uint64_t m0 = 0, m1 = 0;
+    cr_assert_eq(pl_engine_change_mark(&m0, e), PL_OK);
+    cr_assert_eq(pl_run_cancel(e, "cancel-1", REASON), PL_OK, "%s",
+                 pl_errmsg());
+    cr_assert_eq(pl_engine_change_mark(&m1, e), PL_OK);
+    if (!t_on_pg()) /* PostgreSQL's mark is its WAL position, no count */
+        cr_expect_eq(m1 - m0, 1,
+                     "write transactions of the cancellation: "
+                     "%llu",
+                     (unsigned long long)(m1 - m0));
+    expect_cancelled(e, "cancel-1", 0);
+    /* ended: a second cancellation, and a signal, are refused */
+    cr_expect_eq(pl_run_cancel(e, "cancel-1", REASON), PL_ESTATE);
+    pl_outcome *o = NULL;
+    cr_expect_eq(signal_go(e, "cancel-1", &o), PL_ESTATE);
+    cr_expect_null(o);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/*
+ * The process that cancels a waiting run is killed at each boundary of
+ * the cancellation: before its one transaction nothing is written (the
+ * run still waits, and the cancellation, never accepted, is sent again);
+ * after it the run has ended.  Either way it ends `cancelled` once.
+ */
+Test(time_crash, a_cancellation_killed_at_every_boundary)
+{
+    pl_registry *reg = registry();
+    char store[4300];
+    fresh(store, sizeof store, "cancelk");
+    pl_engine *e = open_engine(store, reg);
+    cr_assert_not_null(e, "%s", pl_errmsg());
+    pl_outcome_free(start_go(e, "ref"));
+    long b0 = g_seen;
+    cr_assert_eq(pl_run_cancel(e, "ref", REASON), PL_OK, "%s", pl_errmsg());
+    long bounds = g_seen - b0;
+    cr_assert_geq(bounds, 2, "%ld boundaries", bounds);
+    pl_engine_close(e);
+    for (long k = 1; k <= bounds + 1; k++) {
+        char id[32];
+        snprintf(id, sizeof id, "cancel-%ld", k);
+        pl_run_status s;
+        e = killed_at(store, reg, id, DO_CANCEL, k, &s);
+        cr_expect(s == PL_RUN_WAITING || s == PL_RUN_CANCELLED, "k=%ld: %s", k,
+                  pl_run_status_name(s));
+        if (s == PL_RUN_WAITING) { /* not accepted: nothing was written */
+            cr_expect_eq(cancels_of(e, id), 0, "k=%ld", k);
+            cr_assert_eq(pl_run_cancel(e, id, REASON), PL_OK, "k=%ld: %s", k,
+                         pl_errmsg());
+        }
+        expect_cancelled(e, id, k);
         pl_engine_close(e);
     }
     g_kill_at = 0;

@@ -38,8 +38,9 @@ typedef struct pl__delivery {
 } pl__delivery;
 
 /*
- * RIDES.  pl_run_signal() continuing a waiting run in its thread makes one
- * transaction, one sync, of the delivery and the run's next commit: the
+ * RIDES.  pl_run_signal() (and pl_run_cancel()) continuing a waiting run
+ * in its thread makes one transaction, one sync, of the delivery and the
+ * run's next commit: the
  * run is claimed in memory only (as the claim would, from the state read),
  * replayed with the record in its inbox as if delivered, and its first
  * commit, whatever it holds (the `event` step and a call's `action_call`,

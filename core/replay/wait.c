@@ -213,8 +213,11 @@ static long inbox_cancel(const inbox *ib)
 /* ---- call boundaries ------------------------------------------------------ */
 
 /*
- * Record the cancellation @p reason at the cursor of @p c, durably: the
- * run is cancelled from here on.  Returns PL_ECANCELLED.
+ * Record the cancellation @p reason at the cursor of @p c: the run is
+ * cancelled from here on.  Returns PL_ECANCELLED.  The step is written by
+ * the run's next commit (its end, or a compensating call's): until then
+ * the cancellation stays in the inbox, where a replay after a crash finds
+ * it at the same place again.
  */
 static int cancel_here(pl_ctx *c, const char *reason)
 {
@@ -223,8 +226,6 @@ static int cancel_here(pl_ctx *c, const char *reason)
     if (pl_json_pack(&j, "{s:s}", "reason", reason))
         return pl__run_fail(r, PL_ENOMEM, "out of memory");
     int st = append_json(c, PL_STEP_CANCEL, ENGINE_ACTOR, j);
-    if (!st)
-        st = pl__run_commit(r);
     if (st)
         return st;
     free(r->cancel_reason);
@@ -781,10 +782,26 @@ int pl_run_cancel(pl_engine *e, const char *run_id, const char *reason)
         return pl__err(PL_EINVAL, "pl_run_cancel: the reason is longer than "
                                   "4096 bytes");
     pl__inbox_rec ib = {.reason = (char *)reason, .sent_us = pl__now_us()};
+    /* a waiting run whose policies are here ends here, the delivery riding
+     * its next commit (run.h, RIDES): with no compensating call, its
+     * cancellation, its end, its timer's removal and its lease are one
+     * transaction */
+    signal_ctx sc = {run_id, "a cancellation", &ib, 0, false};
+    pl__delivery dv = {signal_fn, &sc, &ib, false};
+    pl_outcome *o = NULL;
+    int st = pl__run_continue_delivered(&o, e, run_id, &dv);
+    pl_outcome_free(o);
+    if (sc.delivered) {
+        if (st && st != PL_EBUSY && st != PL_ESTATE && st != PL_ENOTFOUND)
+            return st;
+        pl__err_clear();
+        return PL_OK;
+    }
+    pl__err_clear();
     uint64_t num;
     pl_run_status found;
     char to[PL_MAX_RUN_ID + 1]; /* run_id, or the link its chain is at */
-    int st = deliver(e, run_id, &ib, "a cancellation", NULL, &num, &found, to);
+    st = deliver(e, run_id, &ib, "a cancellation", NULL, &num, &found, to);
     if (st)
         return st;
     if (found == PL_RUN_SUSPENDED || found == PL_RUN_SUBMITTED) {
@@ -796,7 +813,7 @@ int pl_run_cancel(pl_engine *e, const char *run_id, const char *reason)
     if (found == PL_RUN_WAITING) {
         /* its wait returns PL_ECANCELLED to its policy, here if this
          * engine has its policies, else in the worker its timer wakes */
-        pl_outcome *o = NULL;
+        o = NULL;
         int cst = pl_run_continue(&o, e, to, NULL);
         pl_outcome_free(o);
         if (cst && cst != PL_ENOTFOUND && cst != PL_EBUSY && cst != PL_ESTATE)

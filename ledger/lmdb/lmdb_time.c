@@ -424,6 +424,16 @@ static int take_claim(pl__lmdb_store *s, MDB_txn *txn, put_ctx *c, int *st)
         t->then->gen = got.gen;
         if ((rc = pl__lmdb_commit_in(s, txn, t->then, st)) || *st)
             return rc;
+        /* it ends the execution: the timer made due goes */
+        int64_t due;
+        char id[PL_MAX_RUN_ID + 1];
+        if (t->then->release && !t->then->timer_us &&
+            !(rc = timer_get(s, txn, c->run, &due, id, st)) && !*st)
+            rc = timer_del(s, txn, c->run, due);
+        if (rc == MDB_NOTFOUND)
+            rc = 0;
+        if (rc || *st)
+            return rc;
     }
     t->taken = true;
     t->gen = got.gen;

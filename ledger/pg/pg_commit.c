@@ -578,12 +578,19 @@ static int put_result(size_t i, PGresult *r, void *user)
 }
 
 int pl__pg_put_batches(pl__pg_store *s, PGconn *c, pl__batch *const *batches,
-                       size_t n)
+                       size_t n, uint64_t drop_timer)
 {
     size_t nq = 0;
     if (PQenterPipelineMode(c) != 1)
         return pl__pg_err(s, c, NULL, "entering pipeline mode");
     int st = write_all(s, c, batches, n, &nq);
+    char run[24];
+    snprintf(run, sizeof run, "%llu", (unsigned long long)drop_timer);
+    const char *vals[1] = {run};
+    if (!st && drop_timer &&
+        !(st = pl__pg_send(s, c, T_DROP, 1, vals, NULL, NULL,
+                           "dropping a timer")))
+        nq++;
     if (!st)
         st = pl__pg_send(s, c, Q_COMMIT, 0, NULL, NULL, NULL, "committing");
     lock_ctx x = {s, c, n ? batches[0]->run : 0, NULL};
@@ -602,7 +609,7 @@ int pl__pg_put_state(pl__pg_store *s, PGconn *c, uint64_t num,
     b.steps = *extra; /* borrowed: not freed here */
     b.state = *state;
     pl__batch *one[1] = {&b};
-    return pl__pg_put_batches(s, c, one, 1);
+    return pl__pg_put_batches(s, c, one, 1, 0);
 }
 
 PGconn *pl__pg_rollback(pl__pg_store *s, PGconn *c)

@@ -110,6 +110,10 @@ int pl__pg_time_sql(const pl__pg_store *s, int which, char **out)
             "excluded.rec WHERE excluded.due < t.due) SELECT seq FROM i",
             n, n, n);
         break;
+    case T_DROP:
+        *out = pl__asprintf("DELETE FROM \"%s\".timers WHERE run = $1::bigint",
+                            n);
+        break;
     case T_ACQUIRE:
         /* a delivery's take of the lease (as L_ACQUIRE), not of a run
          * parked with a key: its wake (T_TAKE) waits for the key's room */
@@ -441,10 +445,13 @@ static int put_send(pl__pg_store *s, PGconn *c, uint64_t run,
     b.run = run;
     b.state = *claimed; /* borrowed: not freed here */
     if (!take->then)
-        return pl__pg_put_batches(s, c, (pl__batch *[]){&b}, 1);
-    /* the run's next commit: its state, when it has one, is the later */
+        return pl__pg_put_batches(s, c, (pl__batch *[]){&b}, 1, 0);
+    /* the run's next commit: its state, when it has one, is the later;
+     * when it ends the execution, the timer made due goes */
     take->then->gen = take->gen;
-    return pl__pg_put_batches(s, c, (pl__batch *[]){&b, take->then}, 2);
+    bool ends = take->then->release && !take->then->timer_us;
+    return pl__pg_put_batches(s, c, (pl__batch *[]){&b, take->then}, 2,
+                              ends ? run : 0);
 }
 
 /* The claim of @p take on @p state, into @p claimed: false when refused. */
