@@ -33,14 +33,15 @@
  * an ended run (store.h, INBOXES); pl_run_signal() continuing a waiting run
  * in its thread takes the run's lease, claims it and writes the run's next
  * commit in that transaction too (run.h, RIDES): the replay sees the
- * record in the inbox before it is stored.  A wait consumes the first event of its name in delivery
- * order: its `event` step and the record's removal are one commit, the
- * run's next one.  No sync of its own is needed: until that commit the
- * record stays in the inbox, where a replay after a crash finds it first
- * again, and nothing outside the run sees the consumption before it (a
- * call's `action_call` is committed, with it, before the call runs).  A
- * cancellation stays in the inbox; its `cancel` step is what the run goes
- * by.
+ * record in the inbox before it is stored.  A wait consumes the first
+ * event of its name in delivery order: its `event` step and the record's
+ * removal are one commit, the run's next one.  No sync of its own is
+ * needed: until that commit the record stays in the inbox, where a replay
+ * after a crash finds it first again, and nothing outside the run sees the
+ * consumption before it (a call that is not idempotent commits its
+ * `action_call`, with it, before it runs).  A cancellation stays in the
+ * inbox; its `cancel` step, written the same way by the run's next commit,
+ * is what the run goes by.
  */
 #include <errno.h>
 #include <stdio.h>
