@@ -7,6 +7,8 @@
  *
  *   replay/          the replay engine, from the public entry points down
  *     runner.c       the runner: start, continue, resume, ownership
+ *     claim.c        a run's state claimed for an execution; a delivery
+ *                    riding the run's next commit (run.h, RIDES)
  *     outcome.c      new run ids; outcomes freed and their result read,
  *                    the outcome a state record holds; a run's end
  *                    cancelled or waiting recorded

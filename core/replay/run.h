@@ -25,6 +25,28 @@ PL__HIDDEN int pl__run_fail(pl__run *r, int status, const char *fmt, ...)
 PL__HIDDEN int pl__run_continue_leased(pl_outcome **out, pl_engine *e,
                                        const pl__lease *lease) PL__MUST_CHECK;
 
+/* What a claim of a run's state checks and makes (pl__claim_fn()). */
+typedef struct pl__claim {
+    pl_engine *e;
+    const char *id;
+    bool resume;
+    const char *token;
+    bool leased;           /* the run's lease is ours: no other owner */
+    bool worker;           /* taken from the queue: running or submitted */
+    bool waiting;          /* a delivery's take: a waiting run only */
+    const pl__buf *expect; /* non-NULL: only this state (a ride's) */
+    pl__run_state *out;    /* the state as claimed */
+    pl_run_status before;  /* status found */
+    const pl__kvs *steps;  /* resume: the answer record to write */
+} pl__claim;
+
+/* Claim the run state @p state (a pl__state_fn, @p user a pl__claim):
+ * `running`, owned by this process, or a refusal (claim.c). */
+PL__HIDDEN int pl__claim_fn(pl__buf *state, pl__kvs *extra, void *user);
+
+/* Mark state @p st as owned by this process, written now (claim.c). */
+PL__HIDDEN void pl__run_set_owner(pl_engine *e, pl__run_state *st);
+
 /*
  * A delivery to a run (wait.c) that may take the run's lease, claim it and
  * write the run's next commit in its own transaction: @c fn delivers
@@ -60,8 +82,14 @@ typedef struct pl__ride {
     uint64_t seq;   /* the seq the replay gave it; 0: not yet looked */
 } pl__ride;
 
+/* Claim run @p r, whose state as read is @p sb, in memory only, for the
+ * delivery @p dv to ride its next commit, into @p ride (claim.c). */
+PL__HIDDEN int pl__run_ride_begin(pl__run *r, pl__delivery *dv,
+                                  const pl__buf *sb,
+                                  pl__ride *ride) PL__MUST_CHECK;
+
 /* Write run @p r's pending batch with its ride (commit.c calls it for the
- * first commit of an execution that has one). */
+ * first commit of an execution that has one; claim.c). */
 PL__HIDDEN int pl__run_ride(pl__run *r) PL__MUST_CHECK;
 
 /*
