@@ -6,9 +6,10 @@
  * declares what it shares in the header named after it.
  *
  *   replay/          the replay engine, from the public entry points down
- *     runner.c       the runner: start, continue, resume
+ *     runner.c       the runner: start, continue, resume, ownership
  *     claim.c        a run claimed for an execution: its state's claim,
- *                    a worker's take and claim in one transaction (claim.h)
+ *                    a worker's take and claim in one transaction (claim.h);
+ *                    a delivery riding the run's next commit (run.h, RIDES)
  *     outcome.c      new run ids; outcomes freed and their result read,
  *                    the outcome a state record holds; a run's end
  *                    cancelled or waiting recorded
@@ -356,6 +357,8 @@ typedef struct pl__run {
                                parks (susp_path, susp_seq: the wait step) */
     int64_t wait_until_ms; /* parked: wakes then (0: an event only) */
     char *wait_event;      /* parked: for this event; NULL: a sleep */
+    /* a delivery that goes with the run's next commit (run.h, RIDES) */
+    struct pl__ride *ride;
 
     /* set when the run suspends */
     char token[33];

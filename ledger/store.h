@@ -516,6 +516,14 @@ typedef struct pl__inbox_take {
     void *user;
     bool taken;
     uint64_t gen;
+    /* non-NULL: the run's next commit, written in the same transaction
+     * once the lease is taken and the state claimed (its gen set to the
+     * lease's), so that the delivery and that commit are one sync. */
+    pl__batch *then;
+    /* nonzero: taken only when the record gets this seq, the one the run
+     * saw it at; else the delivery alone is written (LMDB) or nothing is,
+     * PL_EBUSY (PostgreSQL) */
+    uint64_t then_seq;
 } pl__inbox_take;
 
 /*

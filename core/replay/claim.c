@@ -11,11 +11,18 @@
  * The store says too whether the run has any step and whether a
  * cancellation waits in its inbox: a run that never ran starts live,
  * reading no ledger, and its first call boundary reads no inbox.
+ *
+ * A delivery to a waiting run that continues it here rides the run's next
+ * commit (run.h, RIDES): the run is claimed in memory first
+ * (pl__run_ride_begin()), and the delivery, its lease and the claim are
+ * written with that commit (pl__run_ride()).
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "claim.h"
+#include "commit.h"
 #include "run.h"
 
 void pl__set_owner(pl_engine *e, pl__run_state *st)
@@ -29,6 +36,9 @@ void pl__set_owner(pl_engine *e, pl__run_state *st)
 int pl__claim_fn(pl__buf *state, pl__kvs *extra, void *user)
 {
     pl__claim_ctx *c = user;
+    if (c->expect && (c->expect->len != state->len ||
+                      memcmp(c->expect->data, state->data, state->len) != 0))
+        return pl__err(PL_EBUSY, "run '%s' changed since it was read", c->id);
     pl__run_state st;
     int rc = pl__run_state_decode(&st, c->id, state->data, state->len);
     if (rc)
@@ -204,4 +214,73 @@ done:
     pl__run_state_clear(&x.state);
     pl__root_clear(&x.ra);
     return st;
+}
+
+/* Claim run @p r, whose state as read is @p sb, in memory only, for the
+ * delivery @p dv to ride its next commit (run.h, RIDES), into @p ride. */
+int pl__run_ride_begin(pl__run *r, pl__delivery *dv, const pl__buf *sb,
+                       pl__ride *ride)
+{
+    pl__claim_ctx cc = {.e = r->e,
+                        .id = r->id,
+                        .leased = true,
+                        .waiting = true,
+                        .out = &r->state};
+    pl__kvs extra = {0};
+    ride->dv = dv;
+    int st = pl__buf_append(&ride->expect, sb->data, sb->len);
+    if (!st)
+        st = pl__inbox_encode(&ride->rec, r->id, dv->rec);
+    pl__buf claimed = {0};
+    if (!st)
+        st = pl__buf_append(&claimed, sb->data, sb->len);
+    if (!st)
+        st = pl__claim_fn(&claimed, &extra, &cc);
+    pl__buf_free(&claimed);
+    pl__kvs_free(&extra);
+    if (st)
+        return st;
+    r->ride = ride;
+    r->state_written_us = 0; /* the claimed state goes with the commit */
+    return PL_OK;
+}
+
+int pl__run_ride(pl__run *r)
+{
+    pl__ride *ride = r->ride;
+    pl_engine *e = r->e;
+    r->ride = NULL; /* one try */
+    pl__run_state claimed = {0};
+    pl__claim_ctx cc = {.e = e,
+                        .id = r->id,
+                        .leased = true,
+                        .waiting = true,
+                        .expect = &ride->expect,
+                        .out = &claimed};
+    /* a successor's creation is a commit's own (PostgreSQL): the delivery
+     * takes the run, then that commit follows */
+    bool alone = r->batch.succ_id != NULL;
+    pl__inbox_take take = {e->worker,
+                           e->lease_us,
+                           pl__claim_fn,
+                           &cc,
+                           false,
+                           0,
+                           alone ? NULL : &r->batch,
+                           ride->seq};
+    ride->dv->tried = true;
+    int st = ride->dv->fn(e, &take, ride->dv->user);
+    pl__run_state_clear(&claimed);
+    if (!st && take.taken) {
+        r->batch.gen = take.gen;
+        st = pl__engine_lease(e, r->num, take.gen, &r->lease_lost);
+        return st || !alone ? st : pl__commit(e, &r->batch);
+    }
+    /* nothing of this execution was written: it stops, writing nothing */
+    atomic_store(&r->lease_lost, true);
+    return st ? st
+              : pl__err(PL_EBUSY,
+                        "run %s changed before the delivery could take it "
+                        "(it goes on elsewhere)",
+                        r->id);
 }

@@ -1,7 +1,7 @@
 /*
  * claim.h -- a run claimed for an execution (claim.c): its state's claim,
  * and a worker's take of a queued run with the claim in the same store
- * transaction.
+ * transaction.  A delivery's ride on a run's next commit is in run.h.
  */
 #ifndef PL_CLAIM_H
 #define PL_CLAIM_H
@@ -17,12 +17,13 @@ typedef struct pl__claim_ctx {
     const char *id;
     bool resume;
     const char *token;
-    bool leased;          /* the run's lease is ours: no other owner */
-    bool worker;          /* taken from the queue: running or submitted */
-    bool waiting;         /* a delivery's take: a waiting run only */
-    pl__run_state *out;   /* the state as claimed */
-    pl_run_status before; /* status found */
-    const pl__kvs *steps; /* resume: the answer record to write */
+    bool leased;           /* the run's lease is ours: no other owner */
+    bool worker;           /* taken from the queue: running or submitted */
+    bool waiting;          /* a delivery's take: a waiting run only */
+    pl__run_state *out;    /* the state as claimed */
+    pl_run_status before;  /* status found */
+    const pl__kvs *steps;  /* resume: the answer record to write */
+    const pl__buf *expect; /* non-NULL: only this state (a ride's) */
 } pl__claim_ctx;
 
 /*

@@ -157,8 +157,8 @@ static int write_batch(pl__run *r, bool final, bool with_state, bool keep)
         if (!rc)
             rc = pl__run_state_encode(&r->batch.state, r->id, st);
     }
-    if (!rc)
-        rc = pl__commit(r->e, &r->batch);
+    if (!rc) /* the first commit of a run a delivery claims carries it */
+        rc = r->ride ? pl__run_ride(r) : pl__commit(r->e, &r->batch);
     r->batch.inbox_del = 0; /* consumed with this commit, or never */
     if (rc) {
         st->steps -= n;

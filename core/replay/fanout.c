@@ -343,6 +343,11 @@ int pl_ctx_call_all(pl_step **out, pl_ctx *c, const pl_call_spec *calls,
     pl__run *r = c->run;
     if ((st = pl__call_may_start(r)) || (st = pl__wait_boundary(c)))
         return st;
+    /* a delivery riding the run's next commit (run.h, RIDES) takes the run
+     * before any branch writes */
+    if (r->ride && (st = pl__run_write(r, false)))
+        return pl__run_fail(r, st, "run %s: commit failed: %s", r->id,
+                            pl_errmsg());
     /* the results are read for PL_ERESULT even when the caller drops them */
     pl_step **res = out ? out : calloc(n, sizeof *res);
     fanout f = {.n = n};

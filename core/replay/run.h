@@ -50,23 +50,57 @@ PL__HIDDEN int pl__run_continue_leased(pl_outcome **out, pl_engine *e,
                                        const pl__lease *lease) PL__MUST_CHECK;
 
 /*
- * A delivery to a run (wait.c) that may take the run's lease and claim it
- * in its own transaction: @c fn delivers, with @c take given to
- * pl__store_inbox_put().
+ * A delivery to a run (wait.c) that may take the run's lease, claim it and
+ * write the run's next commit in its own transaction: @c fn delivers
+ * record @c rec, with @c take given to pl__store_inbox_put().
  */
 typedef struct pl__delivery {
     int (*fn)(pl_engine *e, pl__inbox_take *take, void *user);
     void *user;
+    const pl__inbox_rec *rec;
     bool tried; /* set: fn was called (whatever it returned) */
 } pl__delivery;
 
 /*
- * Deliver with @p dv and continue run @p id here, as pl_run_continue()
- * would, the lease and the claim in the delivery's transaction (runner.c).
- * When the run is not a waiting one this engine can execute, nothing is
- * done (dv->tried false: the caller delivers alone); when the delivery
- * could not take it (another holds its lease, or it stopped waiting), the
- * delivery alone is made (*out NULL, PL_OK).
+ * RIDES.  pl_run_signal() (and pl_run_cancel()) continuing a waiting run
+ * in its thread makes one transaction, one sync, of the delivery and the
+ * run's next commit: the
+ * run is claimed in memory only (as the claim would, from the state read),
+ * replayed with the record in its inbox as if delivered, and its first
+ * commit, whatever it holds (the `event` step and a call's `action_call`,
+ * the run parked again, its end), is handed to the delivery, which writes
+ * it after taking the lease and claiming the state, in the same
+ * transaction.  The store takes the run only when its state is the one
+ * read and the record gets the seq the replay gave it: else the delivery
+ * alone is written (or, when that is refused too, nothing), and this
+ * execution stops, writing nothing (PL_EBUSY).  Until that commit nothing
+ * of the execution is visible outside the process, and no call that is not
+ * idempotent has run (its `action_call` is that commit).
+ */
+typedef struct pl__ride {
+    pl__delivery *dv;
+    pl__buf expect; /* the run's state as read */
+    pl__buf rec;    /* the record, bound to the run, as stored */
+    uint64_t seq;   /* the seq the replay gave it; 0: not yet looked */
+} pl__ride;
+
+/* Claim run @p r, whose state as read is @p sb, in memory only, for the
+ * delivery @p dv to ride its next commit, into @p ride (claim.c). */
+PL__HIDDEN int pl__run_ride_begin(pl__run *r, pl__delivery *dv,
+                                  const pl__buf *sb,
+                                  pl__ride *ride) PL__MUST_CHECK;
+
+/* Write run @p r's pending batch with its ride (commit.c calls it for the
+ * first commit of an execution that has one; claim.c). */
+PL__HIDDEN int pl__run_ride(pl__run *r) PL__MUST_CHECK;
+
+/*
+ * Continue run @p id here, as pl_run_continue() would, the delivery @p dv
+ * riding its next commit (RIDES).  When the run is not a waiting one this
+ * engine can execute, nothing is done (dv->tried false: the caller
+ * delivers alone); when the delivery could not take it (another holds its
+ * lease, or it changed), PL_EBUSY, and the delivery alone may have been
+ * made (the caller knows).
  */
 PL__HIDDEN int pl__run_continue_delivered(pl_outcome **out, pl_engine *e,
                                           const char *id,

@@ -504,26 +504,6 @@ static void drop_lease(pl_engine *e, uint64_t num, uint64_t gen)
     pl__errmsg_restore(saved);
 }
 
-/* The lease and the claim taken by the delivery @p dv, for run @p r:
- * PL_OK with *taken false when the delivery alone was made. */
-static int delivered(pl__run *r, pl__delivery *dv, bool *taken)
-{
-    pl_engine *e = r->e;
-    pl__claim_ctx cc = {
-        .e = e, .id = r->id, .leased = true, .waiting = true, .out = &r->state};
-    pl__inbox_take take = {e->worker, e->lease_us, pl__claim_fn, &cc, false, 0};
-    dv->tried = true;
-    *taken = false;
-    int st = dv->fn(e, &take, dv->user);
-    if (st || !take.taken)
-        return st;
-    *taken = true;
-    r->batch.gen = take.gen;
-    if ((st = pl__engine_lease(e, r->num, take.gen, &r->lease_lost)))
-        drop_lease(e, r->num, take.gen);
-    return st;
-}
-
 static int continue_run(pl_engine *e, const char *id, bool check,
                         const char *token, const cJSON *answer,
                         pl_outcome **out, const pl__lease *leased,
@@ -541,6 +521,8 @@ static int continue_run(pl_engine *e, const char *id, bool check,
     const pl_policy_def *def = pl_registry_find(e->reg, ra.action.policy);
     pl__run *r = NULL;
     pl__kvs resume = {0};
+    pl__buf sb = {0};
+    pl__ride ride = {0};
     bool claimed = false;
     if (!def && dv) /* not executable here: the caller delivers alone */
         goto done;
@@ -556,11 +538,9 @@ static int continue_run(pl_engine *e, const char *id, bool check,
     r->num = num;
     r->root_code = ra.info.code; /* the run takes it over */
     ra.info.code = NULL;
-    pl__buf sb = {0};
     st = pl__store_state_get(e->store, num, &sb);
     if (!st)
         st = pl__run_state_decode(&r->state, id, sb.data, sb.len);
-    pl__buf_free(&sb);
     if (st)
         goto done;
     r->deadline_ms = ra.info.deadline_ms;
@@ -618,11 +598,9 @@ static int continue_run(pl_engine *e, const char *id, bool check,
     }
     claimed = true;
     if (dv) {
-        bool taken;
-        if ((st = delivered(r, dv, &taken)) || !taken)
-            goto done;
-        r->state_written_us = pl__now_us();
-        st = pl__run_execute(r, def, &ra.action, true, out);
+        if (!(st = pl__run_ride_begin(r, dv, &sb, &ride)))
+            st = pl__run_execute(r, def, &ra.action, true, out);
+        r->ride = NULL;
         goto done;
     }
     bool had = true;
@@ -636,9 +614,14 @@ static int continue_run(pl_engine *e, const char *id, bool check,
         drop_lease(e, num, gen);
         goto done;
     }
-    pl__claim_ctx cc = {
-        e,         id, token != NULL, token, had, leased != NULL, false,
-        &r->state, 0,  &resume};
+    pl__claim_ctx cc = {.e = e,
+                        .id = id,
+                        .resume = token != NULL,
+                        .token = token,
+                        .leased = had,
+                        .worker = leased != NULL,
+                        .out = &r->state,
+                        .steps = &resume};
     if ((st = pl__store_state_update(e->store, num, pl__claim_fn, &cc))) {
         drop_lease(e, num, gen);
         goto done;
@@ -652,6 +635,9 @@ static int continue_run(pl_engine *e, const char *id, bool check,
 done:
     if (claimed)
         pl__engine_release(e, num);
+    pl__buf_free(&sb);
+    pl__buf_free(&ride.expect);
+    pl__buf_free(&ride.rec);
     pl__kvs_free(&resume);
     pl__run_free(r);
     pl__root_clear(&ra);

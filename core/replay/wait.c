@@ -31,15 +31,17 @@
  * DELIVERIES.  pl_run_signal() and pl_run_cancel() put a record in the
  * run's inbox and make its timer due now, in one transaction that refuses
  * an ended run (store.h, INBOXES); pl_run_signal() continuing a waiting run
- * in its thread takes the run's lease and claims it in that transaction
- * too (runner.c).  A wait consumes the first event of its name in delivery
- * order: its `event` step and the record's removal are one commit, the
- * run's next one.  No sync of its own is needed: until that commit the
- * record stays in the inbox, where a replay after a crash finds it first
- * again, and nothing outside the run sees the consumption before it (a
- * call's `action_call` is committed, with it, before the call runs).  A
- * cancellation stays in the inbox; its `cancel` step is what the run goes
- * by.
+ * in its thread takes the run's lease, claims it and writes the run's next
+ * commit in that transaction too (run.h, RIDES): the replay sees the
+ * record in the inbox before it is stored.  A wait consumes the first
+ * event of its name in delivery order: its `event` step and the record's
+ * removal are one commit, the run's next one.  No sync of its own is
+ * needed: until that commit the record stays in the inbox, where a replay
+ * after a crash finds it first again, and nothing outside the run sees the
+ * consumption before it (a call that is not idempotent commits its
+ * `action_call`, with it, before it runs).  A cancellation stays in the
+ * inbox; its `cancel` step, written the same way by the run's next commit,
+ * is what the run goes by.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -154,12 +156,12 @@ static void inbox_free(inbox *ib)
     memset(ib, 0, sizeof *ib);
 }
 
-static int inbox_load(pl_engine *e, uint64_t num, const char *id, inbox *ib)
+/* Decode the records of @p ib->raw. */
+static int inbox_decode(inbox *ib, const char *id)
 {
-    memset(ib, 0, sizeof *ib);
-    int st = pl__store_inbox_read(e->store, num, &ib->raw);
-    if (st || !ib->raw.n)
-        return st;
+    int st;
+    if (!ib->raw.n)
+        return PL_OK;
     if (!(ib->v = calloc(ib->raw.n, sizeof *ib->v)))
         return pl__err(PL_ENOMEM, "out of memory");
     for (; ib->n < ib->raw.n; ib->n++) {
@@ -179,6 +181,27 @@ static uint64_t inbox_seq(const inbox *ib, size_t i)
     return pl__get_be64(pl__kvs_key(&ib->raw, i));
 }
 
+/* Run @p r's inbox; with a delivery riding its next commit (run.h, RIDES),
+ * that delivery's record last, at the seq the store is to give it (one
+ * past the last), as the replay sees it the first time it looks. */
+static int inbox_load_run(pl__run *r, inbox *ib)
+{
+    memset(ib, 0, sizeof *ib);
+    int st = pl__store_inbox_read(r->e->store, r->num, &ib->raw);
+    pl__ride *ride = r->ride;
+    if (!st && ride) {
+        size_t n = ib->raw.n;
+        if (!ride->seq)
+            ride->seq = n && ib->raw.e[n - 1].klen == 8
+                            ? pl__get_be64(pl__kvs_key(&ib->raw, n - 1)) + 1
+                            : 1;
+        uint8_t key[8];
+        pl__put_be64(key, ride->seq);
+        st = pl__kvs_add(&ib->raw, key, 8, ride->rec.data, ride->rec.len);
+    }
+    return st ? st : inbox_decode(ib, r->id);
+}
+
 /* The cancellation in the inbox, if any: its index, or -1. */
 static long inbox_cancel(const inbox *ib)
 {
@@ -191,8 +214,11 @@ static long inbox_cancel(const inbox *ib)
 /* ---- call boundaries ------------------------------------------------------ */
 
 /*
- * Record the cancellation @p reason at the cursor of @p c, durably: the
- * run is cancelled from here on.  Returns PL_ECANCELLED.
+ * Record the cancellation @p reason at the cursor of @p c: the run is
+ * cancelled from here on.  Returns PL_ECANCELLED.  The step is written by
+ * the run's next commit (its end, or a compensating call's): until then
+ * the cancellation stays in the inbox, where a replay after a crash finds
+ * it at the same place again.
  */
 static int cancel_here(pl_ctx *c, const char *reason)
 {
@@ -201,8 +227,6 @@ static int cancel_here(pl_ctx *c, const char *reason)
     if (pl_json_pack(&j, "{s:s}", "reason", reason))
         return pl__run_fail(r, PL_ENOMEM, "out of memory");
     int st = append_json(c, PL_STEP_CANCEL, ENGINE_ACTOR, j);
-    if (!st)
-        st = pl__run_commit(r);
     if (st)
         return st;
     free(r->cancel_reason);
@@ -240,7 +264,7 @@ static int boundary_at_end(pl_ctx *c, const inbox *ib)
     inbox own;
     int st = PL_OK;
     if (!ib) {
-        if ((st = inbox_load(r->e, r->num, r->id, &own))) {
+        if ((st = inbox_load_run(r, &own))) {
             inbox_free(&own);
             return pl__run_fail(r, st, "run %s: reading its inbox: %s", r->id,
                                 pl_errmsg());
@@ -497,7 +521,7 @@ static int wait_event(pl_ctx *c, const char *name, int64_t until_ms,
                             c->path, seq, name);
     for (;;) {
         inbox ib;
-        if ((st = inbox_load(r->e, r->num, r->id, &ib))) {
+        if ((st = inbox_load_run(r, &ib))) {
             inbox_free(&ib);
             return pl__run_fail(r, st, "run %s: reading its inbox: %s", r->id,
                                 pl_errmsg());
@@ -684,20 +708,22 @@ int pl_run_signal(pl_outcome **out, pl_engine *e, const char *run_id,
     char what[PL_MAX_NAME + 32];
     snprintf(what, sizeof what, "the event '%s'", name);
     if (out) {
-        /* a waiting run is taken and claimed by the delivery itself, and
-         * goes on here */
+        /* a waiting run goes on here, the delivery riding its next commit
+         * (run.h, RIDES) */
         signal_ctx sc = {run_id, what, &ib, 0, false};
-        pl__delivery dv = {signal_fn, &sc, false};
+        pl__delivery dv = {signal_fn, &sc, &ib, false};
         st = pl__run_continue_delivered(out, e, run_id, &dv);
-        if (dv.tried) {
+        if (sc.delivered) {
             pl__buf_free(&p);
-            /* delivered: someone else may have been quicker to continue */
-            if (st == PL_EBUSY && sc.delivered) {
+            /* the delivery alone: the run changed, or someone else was
+             * quicker to continue it */
+            if (st == PL_EBUSY && !*out) {
                 pl__err_clear();
                 return PL_OK;
             }
             return st;
         }
+        /* not tried, or nothing was written: deliver alone */
         pl_outcome_free(*out);
         *out = NULL;
         pl__err_clear();
@@ -757,10 +783,26 @@ int pl_run_cancel(pl_engine *e, const char *run_id, const char *reason)
         return pl__err(PL_EINVAL, "pl_run_cancel: the reason is longer than "
                                   "4096 bytes");
     pl__inbox_rec ib = {.reason = (char *)reason, .sent_us = pl__now_us()};
+    /* a waiting run whose policies are here ends here, the delivery riding
+     * its next commit (run.h, RIDES): with no compensating call, its
+     * cancellation, its end, its timer's removal and its lease are one
+     * transaction */
+    signal_ctx sc = {run_id, "a cancellation", &ib, 0, false};
+    pl__delivery dv = {signal_fn, &sc, &ib, false};
+    pl_outcome *o = NULL;
+    int st = pl__run_continue_delivered(&o, e, run_id, &dv);
+    pl_outcome_free(o);
+    if (sc.delivered) {
+        if (st && st != PL_EBUSY && st != PL_ESTATE && st != PL_ENOTFOUND)
+            return st;
+        pl__err_clear();
+        return PL_OK;
+    }
+    pl__err_clear();
     uint64_t num;
     pl_run_status found;
     char to[PL_MAX_RUN_ID + 1]; /* run_id, or the link its chain is at */
-    int st = deliver(e, run_id, &ib, "a cancellation", NULL, &num, &found, to);
+    st = deliver(e, run_id, &ib, "a cancellation", NULL, &num, &found, to);
     if (st)
         return st;
     if (found == PL_RUN_SUSPENDED || found == PL_RUN_SUBMITTED) {
@@ -772,7 +814,7 @@ int pl_run_cancel(pl_engine *e, const char *run_id, const char *reason)
     if (found == PL_RUN_WAITING) {
         /* its wait returns PL_ECANCELLED to its policy, here if this
          * engine has its policies, else in the worker its timer wakes */
-        pl_outcome *o = NULL;
+        o = NULL;
         int cst = pl_run_continue(&o, e, to, NULL);
         pl_outcome_free(o);
         if (cst && cst != PL_ENOTFOUND && cst != PL_EBUSY && cst != PL_ESTATE)

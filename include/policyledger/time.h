@@ -109,7 +109,12 @@ int pl_ctx_wait_event(cJSON **out_payload, pl_ctx *ctx, const char *name,
  *             continues a waiting run).  Else, when the run was waiting,
  *             it is continued here, in the caller's thread, as
  *             pl_run_continue() would, and *out is its outcome (NULL when
- *             the run was not waiting, or another process took it first).
+ *             the run was not waiting, or another process took it first,
+ *             or another event came first: the event is delivered and the
+ *             run's timer wakes it).  The delivery then rides the run's
+ *             next commit: both are durable in one transaction, one sync,
+ *             and nothing is until it (a crash before it leaves the run
+ *             waiting, the event not delivered: send it again).
  * @param payload a JSON object; borrowed.
  * @return PL_OK; PL_ESTATE (the run has ended: completed, failed or
  *         cancelled; nothing is delivered); PL_ENOTFOUND; PL_EINVAL;
@@ -126,7 +131,10 @@ int pl_run_signal(pl_outcome **out, pl_engine *engine, const char *run_id,
  * was committed is seen at the boundary after the next commit); a
  * waiting run is continued at once, here when its
  * root policy is registered in @p engine (else by the worker its timer
- * wakes), and its wait returns PL_ECANCELLED; a suspended or submitted
+ * wakes), and its wait returns PL_ECANCELLED (here, the request rides the
+ * run's next commit as a signal's delivery does: with no compensating
+ * call, the request, the `cancel` step, the run's end, its timer's removal
+ * and its lease are one transaction); a suspended or submitted
  * run, whose policies are not running, ends `cancelled` at once.  A run
  * that ends before its next call boundary ends as it would have: its
  * status says whether the cancellation was seen.

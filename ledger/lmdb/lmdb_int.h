@@ -121,6 +121,10 @@ typedef struct commit_ctx {
     bool journal;
 } commit_ctx;
 
+/* Write batch @p bt in @p txn, as a commit without the journal does. */
+PL__HIDDEN int pl__lmdb_commit_in(pl__lmdb_store *s, MDB_txn *txn,
+                                  pl__batch *bt, int *st);
+
 /* Put one step in its place, refusing to change an existing one. */
 PL__HIDDEN int pl__lmdb_put_step(pl__lmdb_store *s, MDB_txn *txn, MDB_val *k,
                                  const MDB_val *v, bool *append, uint64_t run,

@@ -220,6 +220,13 @@ static int commit_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
     return c->journal ? pl__lmdb_journal_append(s, txn, c, st) : 0;
 }
 
+int pl__lmdb_commit_in(pl__lmdb_store *s, MDB_txn *txn, pl__batch *bt, int *st)
+{
+    pl__batch *one[1] = {bt};
+    commit_ctx c = {one, 1, false};
+    return commit_body(s, txn, &c, st);
+}
+
 int pl__lmdb_commit(pl__lmdb_store *s, pl__batch *const *batches, size_t n,
                     bool journal)
 {

@@ -378,10 +378,14 @@ typedef struct put_ctx {
 
 /* With the delivery, take the run's lease and claim its state (see
  * pl__inbox_take): unless another owner's live lease is there, the run is
- * held apart (lmdb_journal.c), or the claim refuses. */
+ * held apart (lmdb_journal.c), the claim refuses, or the run's next commit
+ * goes with it and the record's seq is not the one the run saw.  That
+ * commit is then written here too. */
 static int take_claim(pl__lmdb_store *s, MDB_txn *txn, put_ctx *c, int *st)
 {
     pl__inbox_take *t = c->take;
+    if (t->then_seq && t->then_seq != c->seq)
+        return 0; /* another delivery came first: the delivery alone */
     pl__lease l;
     int lst = 0;
     int rc = pl__lmdb_lease_peek(s, txn, c->run, &l, &lst);
@@ -414,11 +418,26 @@ static int take_claim(pl__lmdb_store *s, MDB_txn *txn, put_ctx *c, int *st)
     pl__lease got;
     rc = pl__lmdb_lease_take(s, txn, c->run, c->id, t->owner, t->lease_us, &got,
                              st);
-    if (!rc && !*st) {
-        t->taken = true;
-        t->gen = got.gen;
+    if (rc || *st)
+        return rc;
+    if (t->then) {
+        t->then->gen = got.gen;
+        if ((rc = pl__lmdb_commit_in(s, txn, t->then, st)) || *st)
+            return rc;
+        /* it ends the execution: the timer made due goes */
+        int64_t due;
+        char id[PL_MAX_RUN_ID + 1];
+        if (t->then->release && !t->then->timer_us &&
+            !(rc = timer_get(s, txn, c->run, &due, id, st)) && !*st)
+            rc = timer_del(s, txn, c->run, due);
+        if (rc == MDB_NOTFOUND)
+            rc = 0;
+        if (rc || *st)
+            return rc;
     }
-    return rc;
+    t->taken = true;
+    t->gen = got.gen;
+    return 0;
 }
 
 static int put_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)

@@ -615,7 +615,8 @@ int pl__pg_lock_state(pl__pg_store *s, PGconn *c, uint64_t num, pl__buf *state)
                                        "reading a run state");
 }
 
-/* The results of the writes and of COMMIT. */
+/* The results of the writes and of COMMIT: a step there already, an
+ * inbox record consumed or a fence that failed is PL_EBUSY. */
 static int put_result(size_t i, PGresult *r, void *user)
 {
     lock_ctx *x = user;
@@ -624,9 +625,45 @@ static int put_result(size_t i, PGresult *r, void *user)
     ExecStatusType es = PQresultStatus(r);
     if (es == PGRES_COMMAND_OK || es == PGRES_TUPLES_OK)
         return PL_OK;
-    return pl__pg_unique_violation(r)
-               ? pl__pg_busy()
-               : pl__pg_err(x->s, x->c, r, "writing a run state");
+    if (pl__pg_unique_violation(r))
+        return pl__pg_busy();
+    int st = pl__pg_time_failed(r);
+    return st ? st : pl__pg_lease_failed(x->s, x->c, r);
+}
+
+int pl__pg_put_batches(pl__pg_store *s, PGconn *c, pl__batch *const *batches,
+                       size_t n, uint64_t drop_timer)
+{
+    size_t nq = 0;
+    /* one batch: its shape's statement (pg_one.c) */
+    const pl__batch *one = n == 1 ? batches[0] : NULL;
+    lock_ctx x = {s,
+                  c,
+                  n ? batches[0]->run : 0,
+                  NULL,
+                  one ? pl__pg_one_shape(one, false) : 0,
+                  false};
+    if (PQenterPipelineMode(c) != 1)
+        return pl__pg_err(s, c, NULL, "entering pipeline mode");
+    int st = PL_OK;
+    if (x.shape && !pl__pg_one_prepared(c, x.shape)) {
+        x.prep = true;
+        st = pl__pg_one_prepare(s, c, x.shape);
+    }
+    if (!st)
+        st = write_all(s, c, batches, n, one, x.shape, &nq);
+    char run[24];
+    snprintf(run, sizeof run, "%llu", (unsigned long long)drop_timer);
+    const char *vals[1] = {run};
+    if (!st && drop_timer &&
+        !(st = pl__pg_send(s, c, T_DROP, 1, vals, NULL, NULL,
+                           "dropping a timer")))
+        nq++;
+    if (!st)
+        st = pl__pg_send(s, c, Q_COMMIT, 0, NULL, NULL, NULL, "committing");
+    return st ? st
+              : pl__pg_pipeline_finish(s, c, x.prep + nq + 1, put_result, &x,
+                                       "writing a run state");
 }
 
 /* Write the new state and @p extra's steps, and COMMIT, in one round trip
@@ -639,22 +676,7 @@ int pl__pg_put_state(pl__pg_store *s, PGconn *c, uint64_t num,
     b.steps = *extra; /* borrowed: not freed here */
     b.state = *state;
     pl__batch *one[1] = {&b};
-    size_t nq = 0;
-    lock_ctx x = {s, c, num, NULL, pl__pg_one_shape(&b, false), false};
-    if (PQenterPipelineMode(c) != 1)
-        return pl__pg_err(s, c, NULL, "entering pipeline mode");
-    int st = PL_OK;
-    if (x.shape && !pl__pg_one_prepared(c, x.shape)) {
-        x.prep = true;
-        st = pl__pg_one_prepare(s, c, x.shape);
-    }
-    if (!st)
-        st = write_all(s, c, one, 1, &b, x.shape, &nq);
-    if (!st)
-        st = pl__pg_send(s, c, Q_COMMIT, 0, NULL, NULL, NULL, "committing");
-    return st ? st
-              : pl__pg_pipeline_finish(s, c, x.prep + nq + 1, put_result, &x,
-                                       "writing a run state");
+    return pl__pg_put_batches(s, c, one, 1, 0);
 }
 
 PGconn *pl__pg_rollback(pl__pg_store *s, PGconn *c)

@@ -68,6 +68,7 @@ enum {
     T_GET,
     T_INBOX_PUT,
     T_ACQUIRE, /* a delivery's take of the lease */
+    T_DROP,    /* a run's timer dropped */
     T_INBOX_READ,
     L_TAKE, /* a worker's take, with its run's records (pg_lease.c) */
     Q_CREATE,
@@ -215,6 +216,12 @@ PL__HIDDEN int pl__pg_lock_state(pl__pg_store *s, PGconn *c, uint64_t num,
 PL__HIDDEN int pl__pg_put_state(pl__pg_store *s, PGconn *c, uint64_t num,
                                 const pl__buf *state,
                                 const pl__kvs *extra) PL__MUST_CHECK;
+/* In that transaction: write @p batches (as a commit does, without
+ * creating runs), drop run @p drop_timer's timer (0: none), and COMMIT,
+ * in one round trip. */
+PL__HIDDEN int pl__pg_put_batches(pl__pg_store *s, PGconn *c,
+                                  pl__batch *const *batches, size_t n,
+                                  uint64_t drop_timer) PL__MUST_CHECK;
 /* After a failure in a transaction pl__pg_lock_state() began: roll it back
  * (the message kept).  Returns @p c, or NULL when it had to be closed. */
 PL__HIDDEN PGconn *pl__pg_rollback(pl__pg_store *s, PGconn *c);

@@ -29,7 +29,10 @@
  * trips: BEGIN with the state's lock, then the record, the timer and
  * COMMIT in one statement and one pipeline.  A delivery that also takes
  * the run (pl__inbox_take) sends the lease's statement in place of COMMIT,
- * then the claimed state and COMMIT: three round trips, one commit.
+ * then the claimed state, the run's next commit when it goes with it
+ * (Q_WRITE's statement), and COMMIT: three round trips, one commit.  When
+ * the record's seq is not the one that commit saw, all is rolled back
+ * (PL_EBUSY).
  *
  * Due times are written on the writing host's clock (a wake time from the
  * recorded clock, a delivery's "now") and compared with the server's: a
@@ -106,6 +109,10 @@ int pl__pg_time_sql(const pl__pg_store *s, int which, char **out)
             "UPDATE SET due = excluded.due, id = excluded.id, rec = "
             "excluded.rec WHERE excluded.due < t.due) SELECT seq FROM i",
             n, n, n);
+        break;
+    case T_DROP:
+        *out = pl__asprintf("DELETE FROM \"%s\".timers WHERE run = $1::bigint",
+                            n);
         break;
     case T_ACQUIRE:
         /* a delivery's take of the lease (as L_ACQUIRE), not of a run
@@ -431,8 +438,20 @@ static int put_send(pl__pg_store *s, PGconn *c, uint64_t run,
         return st;
     if (!take->taken)
         return pl__pg_command(s, c, "COMMIT", "committing");
-    pl__kvs none = {0};
-    return pl__pg_put_state(s, c, run, claimed, &none);
+    if (take->then_seq && take->then_seq != *seq) /* rolled back */
+        return pl__err(PL_EBUSY, "run #%llu: another delivery came first",
+                       (unsigned long long)run);
+    pl__batch b = {0};
+    b.run = run;
+    b.state = *claimed; /* borrowed: not freed here */
+    if (!take->then)
+        return pl__pg_put_batches(s, c, (pl__batch *[]){&b}, 1, 0);
+    /* the run's next commit: its state, when it has one, is the later;
+     * when it ends the execution, the timer made due goes */
+    take->then->gen = take->gen;
+    bool ends = take->then->release && !take->then->timer_us;
+    return pl__pg_put_batches(s, c, (pl__batch *[]){&b, take->then}, 2,
+                              ends ? run : 0);
 }
 
 /* The claim of @p take on @p state, into @p claimed: false when refused. */
