@@ -89,8 +89,9 @@ static int units_args_ok(const pl_rate_grant *out, const pl_engine *e,
     if (budget == 0 || budget > PL_RATE_MAX_UNITS)
         return pl__err(PL_EINVAL, "%s: a budget is 1 to 2^53 %s, not %llu", fn,
                        unit, (unsigned long long)budget);
-    if (window_ms < 1)
-        return pl__err(PL_EINVAL, "%s: window_ms %lld is not a window", fn,
+    if (window_ms < 1 || (uint64_t)window_ms > PL_RATE_MAX_UNITS)
+        return pl__err(PL_EINVAL,
+                       "%s: window_ms %lld is not a window (1 ms to 2^53)", fn,
                        (long long)window_ms);
     return PL_OK;
 }

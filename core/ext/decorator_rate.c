@@ -104,6 +104,9 @@ static int read_options(pl_rate_limit_options *o,
     if (o->budget > PL_RATE_MAX_UNITS)
         return pl_errorf(PL_EINVAL, "%s: budget %llu is more than 2^53", fn,
                          (unsigned long long)o->budget);
+    if ((uint64_t)o->window_ms > PL_RATE_MAX_UNITS)
+        return pl_errorf(PL_EINVAL, "%s: window_ms %lld is more than 2^53", fn,
+                         (long long)o->window_ms);
     if (!o->unit)
         o->unit = "tokens";
     if (!unit_ok(o->unit))

@@ -303,7 +303,7 @@ typedef struct pl_rate_grant {
  * @return PL_OK; PL_EINVAL (NULL argument, a wrong version, a name that is
  *         empty or longer than PL_MAX_FLOW_KEY, a unit that is not 1 to
  *         PL_MAX_RATE_UNIT of [a-z0-9_], budget 0 or above
- *         PL_RATE_MAX_UNITS, window_ms below 1); PL_ELIMIT (@p amount is
+ *         PL_RATE_MAX_UNITS, window_ms not 1..2^53); PL_ELIMIT (@p amount is
  *         more than @p budget); PL_ESTATE (a read-only engine); PL_ECORRUPT
  *         (the budget record is damaged); PL_ESTORE.
  */
@@ -436,7 +436,8 @@ typedef struct pl_rate_limit_options {
  * @return PL_OK; PL_EINVAL (NULL argument, wrong version, no resource or a
  *         name longer than PL_MAX_FLOW_KEY, limit 0 without a budget, a
  *         limit with one, a budget above PL_RATE_MAX_UNITS, a unit or
- *         estimate_member that is not a name, window_ms below 1).
+ *         estimate_member that is not a name, window_ms below 1, or above
+ *         2^53 with a budget).
  */
 int pl_decorator_rate_limit(pl_decorator *out,
                             const pl_rate_limit_options *opts);

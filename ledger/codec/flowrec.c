@@ -25,9 +25,10 @@
  *   a budget in units (LMDB: key 'u', the resource's name's length (u8),
  *   the name, the unit)
  *   | 0 | format   | uint       | 1                                        |
- *   | 1 | window   | uint       | the window's length, ms (1 or more)      |
+ *   | 1 | window   | uint       | the window's length, ms: 1..2^53         |
  *   | 2 | limit    | uint       | units per window, 1..PL_RATE_MAX_UNITS   |
- *   | 3 | start    | int        | the current window's start, Unix ms      |
+ *   | 3 | start    | int        | the current window's start, Unix ms,     |
+ *   |   |          |            | 0..2^62                                  |
  *   | 4 | used     | uint       | units charged in it, 0..2^62 (may pass   |
  *   |   |          |            | limit: a call's actual use corrected)    |
  *   | 5 | sum      | bin (32)   | pl__runrec_sum('u', "<unit>:<resource>", |
@@ -219,8 +220,10 @@ int pl__units_decode(pl__unit_budget *out, const char *resource,
     rd r;
     uint64_t window;
     if (open_rec(&r, data, len) || rd_uint(&r, &window) || window == 0 ||
-        window > INT64_MAX || rd_uint(&r, &out->limit) || out->limit == 0 ||
-        out->limit > PL_RATE_MAX_UNITS || rd_int(&r, &out->start_ms) ||
+        window > PL_RATE_MAX_UNITS || rd_uint(&r, &out->limit) ||
+        out->limit == 0 || out->limit > PL_RATE_MAX_UNITS ||
+        rd_int(&r, &out->start_ms) || out->start_ms < 0 ||
+        (uint64_t)out->start_ms > PL__UNITS_USED_MAX ||
         rd_uint(&r, &out->used) || out->used > PL__UNITS_USED_MAX)
         return pl__err(PL_ECORRUPT, "%s is malformed", what);
     out->window_ms = (int64_t)window;

@@ -13,9 +13,9 @@
  *   |               | (bigint, checked: window_ms >= 1, lim >= 1,         |
  *   |               | 0 <= count <= lim): a rate budget (flowrec.h)       |
  *   | units         | name text, unit text (PK both), window_ms, lim,     |
- *   |               | start_ms, used (bigint, checked: window_ms >= 1,    |
- *   |               | 1 <= lim <= 2^53, 0 <= used <= 2^62): a budget in   |
- *   |               | units (flowrec.h)                                   |
+ *   |               | start_ms, used (bigint, checked: 1 <= window_ms and |
+ *   |               | lim <= 2^53, start_ms >= 0, 0 <= used <= 2^62): a   |
+ *   |               | budget in units (flowrec.h)                         |
  *   | parked        | run bigint PK, fkey text, flimit integer: the key   |
  *   |               | of a run that parked (a wait), kept for its wake    |
  *
@@ -108,9 +108,9 @@ int pl__pg_flow_setup(pl__pg_store *s, PGconn *c)
         "NULL CHECK (lim >= 1), start_ms bigint NOT NULL, count bigint NOT "
         "NULL, CHECK (count >= 0 AND count <= lim));"
         "CREATE TABLE IF NOT EXISTS \"%s\".units (name text, unit text, "
-        "window_ms bigint NOT NULL CHECK (window_ms >= 1), lim bigint NOT "
-        "NULL CHECK (lim >= 1 AND lim <= " UNITS_MAX "), start_ms bigint NOT "
-        "NULL, used bigint NOT NULL CHECK (used >= 0 AND used <= " USED_MAX
+        "window_ms bigint NOT NULL CHECK (window_ms >= 1 AND window_ms <= " UNITS_MAX
+        "), lim bigint NOT NULL CHECK (lim >= 1 AND lim <= " UNITS_MAX
+        "), start_ms bigint NOT NULL CHECK (start_ms >= 0), used bigint NOT NULL CHECK (used >= 0 AND used <= " USED_MAX
         "), PRIMARY KEY (name, unit));"
         /* flowrec.c's pl__units_admit() and pl__units_settle() */
         "CREATE OR REPLACE FUNCTION \"%s\".pl_units(nm text, un text, win "
