@@ -7,6 +7,7 @@
  * Nothing is timed: what a window admitted is added up from the store's
  * times and the usage the runs recorded.
  */
+#include "llm_support.h"
 #include "support.h"
 
 #include "internal.h"
@@ -652,6 +653,79 @@ Test(rate_units, a_wait_survives_a_kill)
     cr_assert_geq(c.denied, before.denied);
     int64_t most = 0;
     u_check_windows(&c, &most);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+static pl_rate_limit_options u_llm;
+
+static int u_fifty(int64_t *out, const pl_action *a, void *user)
+{
+    (void)a;
+    (void)user;
+    *out = 50;
+    return PL_OK;
+}
+
+/* "ask": the scripted model in a loop of turns, each turn through a budget
+ * of tokens: [loop, rate_limit, invoke_action]. */
+static int ask(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)a;
+    (void)user;
+    pl_decorator d[3];
+    int st = pl_decorator_loop(&d[0], 4);
+    if (!st)
+        st = pl_decorator_rate_limit(&d[1], &u_llm);
+    if (!st)
+        st = pl_decorator_invoke_action(&d[2]);
+    cJSON *p = cJSON_Parse("{\"text\": \"note it\"}");
+    const char *names[] = {"effect"};
+    pl_action call = PL_ACTION_INIT;
+    call.policy = "llm";
+    call.payload = p;
+    call.actions = names;
+    call.n_actions = 1;
+    pl_step *res = NULL;
+    if (!st)
+        st = pl_ctx_call(&res, ctx, &call, d, 3);
+    cJSON_Delete(p);
+    pl_step_free(res);
+    return st && st != PL_ERESULT ? st : pl_steps_add_resultf(out, "{}");
+}
+
+/* An LLM policy's turns are charged the input + output tokens its model
+ * calls report, as pl_llm_run_tokens() counts them. */
+Test(rate_units, an_llm_turn_is_charged_its_usage)
+{
+    char url[4300];
+    snprintf(url, sizeof url, "scripted://%s",
+             t_write_file("script.json",
+                          "{\"responses\": ["
+                          " {\"tool_calls\": [{\"id\": \"n1\", \"name\": "
+                          "\"effect\", \"arguments\": {\"note\": \"a\"}}],"
+                          "  \"usage\": {\"input\": 11, \"output\": 3}},"
+                          " {\"text\": \"Done.\", \"usage\": {\"input\": 30, "
+                          "\"output\": 9}}]}"));
+    pl_registry *reg = t_llm_registry(url, NULL);
+    u_llm = (pl_rate_limit_options)PL_RATE_LIMIT_OPTIONS_INIT;
+    u_llm.resource = "llm-turns";
+    u_llm.budget = 1000;
+    u_llm.window_ms = U_LONG;
+    u_llm.estimate = u_fifty;
+    cr_assert_eq(pl_registry_add_fn(reg, "ask", ask, NULL), PL_OK);
+    pl_engine *e = u_engine(t_store_path(), reg);
+    u_run(e, "ask", "{}", "turns");
+    u_rec c = {0};
+    u_read(e, "turns", &c);
+    cr_assert_eq(c.takes, 2);
+    cr_assert_eq(c.usages, 2);
+    cr_assert_eq(c.actual[0], 14);
+    cr_assert_eq(c.actual[1], 39);
+    pl_llm_tokens tok = PL_LLM_TOKENS_INIT;
+    cr_assert_eq(pl_llm_run_tokens(&tok, e, "turns"), PL_OK);
+    cr_assert_eq(tok.input + tok.output, 53);
+    cr_assert_eq(u_used(e, "llm-turns"), 53);
     pl_engine_close(e);
     pl_registry_free(reg);
 }
