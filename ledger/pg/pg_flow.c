@@ -34,7 +34,10 @@
  * (pl_key_room()), and gives the lease the key again; a woken run whose
  * key is full keeps its due timer, taken once a place frees.  A run's
  * parked row is written by its parking commit (pg_conn.c's Q_WRITE, from
- * the lease row the same commit drops) and deleted by its wake.
+ * the lease row the same commit drops) and deleted by its wake, by a
+ * commit that ends an execution of it without parking (a run continued
+ * by hand while parked, and cancelled or failed), and with the run by a
+ * delete (Q_DELETE); a prune sweeps the rows of runs gone (pg_delete.c).
  *
  * A RATE TAKE is one prepared statement: INSERT ... ON CONFLICT DO UPDATE
  * on the budget's row, which the server locks and counts in place, only
