@@ -8,18 +8,14 @@
  * times and the usage the runs recorded.
  */
 #include "llm_support.h"
-#include "support.h"
+#include "support_rate.h"
 
 #include "internal.h"
 
-#include <errno.h>
-#include <fcntl.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #define U_BUDGET 100     /* tokens a window */
@@ -28,27 +24,7 @@
 /* A window no test outlives: 2^40 ms, about 35 years. */
 #define U_LONG ((int64_t)1 << 40)
 
-static char u_dir[512];
-
-static void u_setup(void) { snprintf(u_dir, sizeof u_dir, "%s", t_tmpdir()); }
-
-TestSuite(rate_units, .init = u_setup, .fini = t_cleanup, .timeout = 300);
-
-/* How the decorator waits: for real, and noted in "<dir>/waiting" so that
- * a test can kill the process in a wait. */
-static int u_sleep(int64_t ms, void *user)
-{
-    (void)user;
-    char p[600];
-    snprintf(p, sizeof p, "%s/waiting", u_dir);
-    int fd = open(p, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
-    if (fd >= 0)
-        close(fd);
-    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000};
-    while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
-        ;
-    return PL_OK;
-}
+TestSuite(rate_units, .init = rt_setup, .fini = t_cleanup, .timeout = 300);
 
 static pl_rate_limit_options u_opts; /* "metered" */
 static pl_rate_limit_options u_long; /* "metered_long": one long window */
@@ -134,7 +110,7 @@ static pl_registry *u_registry(void)
     u_opts.resource = "llm";
     u_opts.budget = U_BUDGET;
     u_opts.window_ms = U_WINDOW_MS;
-    u_opts.sleep = u_sleep;
+    u_opts.sleep = rt_sleep;
     u_long = u_opts;
     u_long.resource = "llm-long";
     u_long.budget = 1000;
@@ -152,16 +128,6 @@ static pl_registry *u_registry(void)
     cr_assert_eq(pl_registry_add_fn(reg, "metered_v1", metered, &u_old.v1),
                  PL_OK);
     return reg;
-}
-
-static pl_engine *u_engine(const char *path, const pl_registry *reg)
-{
-    pl_engine_options o = PL_ENGINE_OPTIONS_INIT;
-    o.durability = PL_DURABILITY_PROCESS;
-    o.lease_ms = 300;
-    pl_engine *e = NULL;
-    cr_assert_eq(pl_engine_open(&e, path, reg, &o), PL_OK, "%s", pl_errmsg());
-    return e;
 }
 
 /* What a run recorded: its takes and its usage records, in order. */
@@ -241,7 +207,7 @@ static uint64_t u_used(pl_engine *e, const char *resource)
 Test(rate_units, bad_arguments_are_refused)
 {
     pl_registry *reg = u_registry();
-    pl_engine *e = u_engine(t_store_path(), reg);
+    pl_engine *e = rt_engine(t_store_path(), reg);
     pl_rate_grant g = PL_RATE_GRANT_INIT;
     cr_assert_eq(pl_rate_take_units(NULL, e, "x", "tokens", 10, 10, 1),
                  PL_EINVAL);
@@ -311,13 +277,13 @@ Test(rate_units, bad_arguments_are_refused)
 Test(rate_units, version_1_options_count_calls)
 {
     pl_registry *reg = u_registry();
-    pl_engine *e = u_engine(t_store_path(), reg);
+    pl_engine *e = rt_engine(t_store_path(), reg);
     memset(&u_old, 0x5a, sizeof u_old);
     u_old.v1.version = 1;
     u_old.v1.resource = "old";
     u_old.v1.limit = 2;
     u_old.v1.window_ms = U_LONG;
-    u_old.v1.sleep = u_sleep;
+    u_old.v1.sleep = rt_sleep;
     u_old.v1.sleep_user = NULL;
     pl_decorator d;
     cr_assert_eq(pl_decorator_rate_limit(&d, &u_old.v1), PL_OK, "%s",
@@ -338,7 +304,7 @@ Test(rate_units, a_window_admits_its_budget_and_is_corrected)
 {
     pl_registry *reg = u_registry();
     const char *path = t_store_path();
-    pl_engine *e = u_engine(path, reg);
+    pl_engine *e = rt_engine(path, reg);
     pl_rate_grant g = PL_RATE_GRANT_INIT;
     cr_assert_eq(pl_rate_take_units(&g, e, "api", "tokens", 100, U_LONG, 60),
                  PL_OK, "%s", pl_errmsg());
@@ -416,7 +382,7 @@ Test(rate_units, a_window_admits_its_budget_and_is_corrected)
 Test(rate_units, calls_are_charged_what_they_used)
 {
     pl_registry *reg = u_registry();
-    pl_engine *e = u_engine(t_store_path(), reg);
+    pl_engine *e = rt_engine(t_store_path(), reg);
     u_run(e, "metered_long",
           "{\"calls\": [{\"max_tokens\": 30, \"use\": 80}, "
           "{\"max_tokens\": 30, \"use\": 10}, "
@@ -457,7 +423,7 @@ Test(rate_units, calls_are_charged_what_they_used)
 Test(rate_units, hostile_usage_and_estimates)
 {
     pl_registry *reg = u_registry();
-    pl_engine *e = u_engine(t_store_path(), reg);
+    pl_engine *e = rt_engine(t_store_path(), reg);
     u_run(e, "metered_long",
           "{\"calls\": [{\"max_tokens\": 20, \"use\": -5}, "
           "{\"max_tokens\": 20, \"use\": \"12\"}, "
@@ -537,7 +503,7 @@ Test(rate_units, processes_share_one_budget)
 {
     pl_registry *reg = u_registry();
     const char *path = t_store_path();
-    pl_engine *e = u_engine(path, reg);
+    pl_engine *e = rt_engine(path, reg);
     pl_engine_close(e);
     enum { P = 3, N = 5 };
     pid_t kids[P];
@@ -545,10 +511,6 @@ Test(rate_units, processes_share_one_budget)
         kids[i] = fork();
         cr_assert_geq(kids[i], 0);
         if (kids[i] == 0) {
-            pl_engine_options eo = PL_ENGINE_OPTIONS_INIT;
-            pl_engine *ce = NULL;
-            if (pl_engine_open(&ce, path, reg, &eo))
-                _exit(2);
             char id[24], json[512];
             snprintf(id, sizeof id, "proc-%d", i);
             int n = snprintf(json, sizeof json, "{\"calls\": [");
@@ -557,15 +519,7 @@ Test(rate_units, processes_share_one_budget)
                               "%s{\"max_tokens\": %d, \"use\": %d}",
                               k ? ", " : "", U_EST, 10 + (i + k) % 3 * 10);
             snprintf(json + n, sizeof json - (size_t)n, "]}");
-            cJSON *p = cJSON_Parse(json);
-            pl_action a = PL_ACTION_INIT;
-            a.policy = "metered";
-            a.payload = p;
-            pl_run_options ro = PL_RUN_OPTIONS_INIT;
-            ro.run_id = id;
-            pl_outcome *o = NULL;
-            int st = pl_run_start(&o, ce, &a, &ro);
-            _exit(!st && o->status == PL_RUN_COMPLETED ? 0 : 1);
+            rt_child_run(path, reg, "metered", json, id);
         }
     }
     for (int i = 0; i < P; i++) {
@@ -573,7 +527,7 @@ Test(rate_units, processes_share_one_budget)
         cr_assert_eq(waitpid(kids[i], &status, 0), kids[i]);
         cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     }
-    e = u_engine(path, reg);
+    e = rt_engine(path, reg);
     u_rec all = {0};
     for (int i = 0; i < P; i++) {
         char id[24];
@@ -598,7 +552,7 @@ Test(rate_units, a_wait_survives_a_kill)
 {
     pl_registry *reg = u_registry();
     const char *path = t_store_path();
-    pl_engine *e = u_engine(path, reg);
+    pl_engine *e = rt_engine(path, reg);
     pl_engine_close(e);
     const char *json = "{\"calls\": [{\"max_tokens\": 40, \"use\": 40}, "
                        "{\"max_tokens\": 40, \"use\": 40}, "
@@ -608,44 +562,16 @@ Test(rate_units, a_wait_survives_a_kill)
                        "{\"max_tokens\": 40, \"use\": 40}]}";
     pid_t kid = fork();
     cr_assert_geq(kid, 0);
-    if (kid == 0) {
-        pl_engine *ce = NULL;
-        if (pl_engine_open(&ce, path, reg, NULL))
-            _exit(2);
-        cJSON *p = cJSON_Parse(json);
-        pl_action a = PL_ACTION_INIT;
-        a.policy = "metered";
-        a.payload = p;
-        pl_run_options ro = PL_RUN_OPTIONS_INIT;
-        ro.run_id = "killed";
-        pl_outcome *o = NULL;
-        int st = pl_run_start(&o, ce, &a, &ro);
-        _exit(st ? 1 : 0);
-    }
-    char p[600];
-    snprintf(p, sizeof p, "%s/waiting", u_dir);
-    for (int ms = 0; access(p, F_OK) != 0; ms += 5) {
-        cr_assert_lt(ms, 60000, "the run never waited");
-        struct timespec ts = {0, 5000000};
-        nanosleep(&ts, NULL);
-    }
-    kill(kid, SIGKILL);
-    cr_assert_eq(waitpid(kid, NULL, 0), kid);
-    e = u_engine(path, reg);
+    if (kid == 0)
+        rt_child_run(path, reg, "metered", json, "killed");
+    rt_kill_in_wait(kid);
+    e = rt_engine(path, reg);
     u_rec before = {0};
     u_read(e, "killed", &before);
     cr_assert_geq(before.denied, 1,
                   "the wait was not recorded before it "
                   "began");
-    pl_outcome *o = NULL;
-    int st;
-    while ((st = pl_run_continue(&o, e, "killed", NULL)) == PL_EBUSY) {
-        struct timespec ts = {0, 20000000};
-        nanosleep(&ts, NULL);
-    }
-    cr_assert_eq(st, PL_OK, "%s", pl_errmsg());
-    cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason);
-    pl_outcome_free(o);
+    rt_continue_to_end(e, "killed");
     u_rec c = {0};
     u_read(e, "killed", &c);
     cr_assert_eq(c.takes, 6);
@@ -714,7 +640,7 @@ Test(rate_units, an_llm_turn_is_charged_its_usage)
     u_llm.window_ms = U_LONG;
     u_llm.estimate = u_fifty;
     cr_assert_eq(pl_registry_add_fn(reg, "ask", ask, NULL), PL_OK);
-    pl_engine *e = u_engine(t_store_path(), reg);
+    pl_engine *e = rt_engine(t_store_path(), reg);
     u_run(e, "ask", "{}", "turns");
     u_rec c = {0};
     u_read(e, "turns", &c);

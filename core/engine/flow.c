@@ -107,31 +107,39 @@ static void grant_out(pl_rate_grant *out, const pl__units_grant *g)
     pl__struct_out(out, &full, &pl__rate_grant_layout);
 }
 
-int pl_rate_take_units(pl_rate_grant *out, pl_engine *e, const char *resource,
-                       const char *unit, uint64_t budget, int64_t window_ms,
-                       uint64_t amount)
+/* Ask the store for @p op once the arguments are checked. */
+static int units_call(pl_rate_grant *out, pl_engine *e, pl__units_op *op,
+                      const char *fn)
 {
-    const char *fn = "pl_rate_take_units";
-    int st = units_args_ok(out, e, resource, unit, budget, window_ms, fn);
+    int st = units_args_ok(out, e, op->resource, op->unit, op->limit,
+                           op->window_ms, fn);
     if (st)
         return st;
     pl__units_grant g = {0};
     grant_out(out, &g);
-    if (amount > budget)
+    if (!op->settle && op->amount > op->limit)
         return pl__err(PL_ELIMIT,
                        "%s: %llu %s is more than the whole budget of '%s' "
                        "(%llu %s per %lld ms): it could never be admitted",
-                       fn, (unsigned long long)amount, unit, resource,
-                       (unsigned long long)budget, unit, (long long)window_ms);
+                       fn, (unsigned long long)op->amount, op->unit,
+                       op->resource, (unsigned long long)op->limit, op->unit,
+                       (long long)op->window_ms);
+    if ((st = pl__store_units(e->store, op, &g)))
+        return st;
+    grant_out(out, &g);
+    return PL_OK;
+}
+
+int pl_rate_take_units(pl_rate_grant *out, pl_engine *e, const char *resource,
+                       const char *unit, uint64_t budget, int64_t window_ms,
+                       uint64_t amount)
+{
     pl__units_op op = {.resource = resource,
                        .unit = unit,
                        .limit = budget,
                        .window_ms = window_ms,
                        .amount = amount};
-    if ((st = pl__store_units(e->store, &op, &g)))
-        return st;
-    grant_out(out, &g);
-    return PL_OK;
+    return units_call(out, e, &op, "pl_rate_take_units");
 }
 
 int pl_rate_settle_units(pl_rate_grant *out, pl_engine *e, const char *resource,
@@ -139,17 +147,11 @@ int pl_rate_settle_units(pl_rate_grant *out, pl_engine *e, const char *resource,
                          int64_t window_start_ms, uint64_t charged,
                          uint64_t actual)
 {
-    const char *fn = "pl_rate_settle_units";
-    int st = units_args_ok(out, e, resource, unit, budget, window_ms, fn);
-    if (st)
-        return st;
-    pl__units_grant g = {0};
-    grant_out(out, &g);
     if (charged > PL_RATE_MAX_UNITS || actual > PL_RATE_MAX_UNITS)
         return pl__err(PL_EINVAL,
-                       "%s: %llu %s charged, %llu used: each is 0 to 2^53", fn,
-                       (unsigned long long)charged, unit,
-                       (unsigned long long)actual);
+                       "pl_rate_settle_units: %llu charged, %llu used: each "
+                       "is 0 to 2^53",
+                       (unsigned long long)charged, (unsigned long long)actual);
     pl__units_op op = {.resource = resource,
                        .unit = unit,
                        .limit = budget,
@@ -157,8 +159,5 @@ int pl_rate_settle_units(pl_rate_grant *out, pl_engine *e, const char *resource,
                        .settle = true,
                        .start_ms = window_start_ms,
                        .delta = (int64_t)actual - (int64_t)charged};
-    if ((st = pl__store_units(e->store, &op, &g)))
-        return st;
-    grant_out(out, &g);
-    return PL_OK;
+    return units_call(out, e, &op, "pl_rate_settle_units");
 }

@@ -382,8 +382,12 @@ int pl__lmdb_rate_take(pl__lmdb_store *s, const char *resource, uint32_t limit,
     return pl__lmdb_write(s, rate_body, &c);
 }
 
-int pl__lmdb_rate_get(pl__lmdb_store *s, const char *resource,
-                      pl__rate_budget *out)
+/* Read flow key @p k in a read transaction and hand its value to
+ * @p decode; @p none (a message) when there is none. */
+typedef int (*decode_fn)(const MDB_val *v, void *user);
+
+static int flow_read(pl__lmdb_store *s, MDB_val *k, decode_fn decode,
+                     void *user, const char *none)
 {
     if (!s->has_flow)
         return pl__err(PL_ENOTFOUND, "store '%s' holds no rate budgets",
@@ -393,18 +397,38 @@ int pl__lmdb_rate_get(pl__lmdb_store *s, const char *resource,
     int st = pl__lmdb_txn_begin(s, false, &txn, &seen);
     if (st)
         return st;
-    uint8_t kb[PL__FLOW_KEY_MAX + 1];
-    MDB_val k = {key_b(kb, resource), kb}, v;
-    int rc = mdb_get(txn, s->flow, &k, &v);
+    MDB_val v;
+    int rc = mdb_get(txn, s->flow, k, &v);
     if (rc == MDB_NOTFOUND)
-        st = pl__err(PL_ENOTFOUND, "rate limit '%s' has no budget yet",
-                     resource);
+        st = pl__err(PL_ENOTFOUND, "%s", none);
     else if (rc)
         st = pl__lmdb_err(s, rc, "reading a rate budget");
     else
-        st = pl__rate_decode(out, resource, v.mv_data, v.mv_size);
+        st = decode(&v, user);
     pl__lmdb_txn_abort(s, txn);
     return st;
+}
+
+typedef struct rate_read {
+    const char *resource, *unit;
+    void *out;
+} rate_read;
+
+static int rate_decode(const MDB_val *v, void *user)
+{
+    rate_read *r = user;
+    return pl__rate_decode(r->out, r->resource, v->mv_data, v->mv_size);
+}
+
+int pl__lmdb_rate_get(pl__lmdb_store *s, const char *resource,
+                      pl__rate_budget *out)
+{
+    uint8_t kb[PL__FLOW_KEY_MAX + 1];
+    MDB_val k = {key_b(kb, resource), kb};
+    char none[PL__FLOW_KEY_MAX + 64];
+    snprintf(none, sizeof none, "rate limit '%s' has no budget yet", resource);
+    rate_read r = {resource, NULL, out};
+    return flow_read(s, &k, rate_decode, &r, none);
 }
 
 /* ---- budgets in units ------------------------------------------------------ */
@@ -466,27 +490,21 @@ int pl__lmdb_units(pl__lmdb_store *s, const pl__units_op *op,
     return pl__lmdb_write(s, units_body, &c);
 }
 
+static int units_decode(const MDB_val *v, void *user)
+{
+    rate_read *r = user;
+    return pl__units_decode(r->out, r->resource, r->unit, v->mv_data,
+                            v->mv_size);
+}
+
 int pl__lmdb_units_get(pl__lmdb_store *s, const char *resource,
                        const char *unit, pl__unit_budget *out)
 {
-    if (!s->has_flow)
-        return pl__err(PL_ENOTFOUND, "store '%s' holds no rate budgets",
-                       s->path);
-    MDB_txn *txn;
-    size_t seen;
-    int st = pl__lmdb_txn_begin(s, false, &txn, &seen);
-    if (st)
-        return st;
     uint8_t ku[PL__FLOW_KEY_MAX + PL_MAX_RATE_UNIT + 2];
-    MDB_val k = {key_u(ku, resource, unit), ku}, v;
-    int rc = mdb_get(txn, s->flow, &k, &v);
-    if (rc == MDB_NOTFOUND)
-        st = pl__err(PL_ENOTFOUND, "rate limit '%s' has no %s budget yet",
-                     resource, unit);
-    else if (rc)
-        st = pl__lmdb_err(s, rc, "reading a rate budget");
-    else
-        st = pl__units_decode(out, resource, unit, v.mv_data, v.mv_size);
-    pl__lmdb_txn_abort(s, txn);
-    return st;
+    MDB_val k = {key_u(ku, resource, unit), ku};
+    char none[PL__FLOW_KEY_MAX + PL_MAX_RATE_UNIT + 64];
+    snprintf(none, sizeof none, "rate limit '%s' has no %s budget yet",
+             resource, unit);
+    rate_read r = {resource, unit, out};
+    return flow_read(s, &k, units_decode, &r, none);
 }
