@@ -4,8 +4,11 @@
 #   scripts/test.sh --sanitize   the suite built with ASan + UBSan (build-asan/)
 #   scripts/test.sh --tsan       the threads' stress test under ThreadSanitizer
 #                                (build-tsan/; Criterion cannot run under it)
-#   scripts/test.sh --minimal    the suite built without libpq and libcurl
-#                                (build-min/; what needs them is left out)
+#   scripts/test.sh --minimal    the suite built without libpq and libcurl,
+#                                as a Release (-O3, NDEBUG) build (build-min/;
+#                                what needs them is left out, and so are the
+#                                tests labelled "long", which the default
+#                                and sanitizer builds run on the same code)
 # The browser tests of ledger-web (tests/web/) run in build/ alone, and so
 # does the benchmark (build/bench/pl-bench): the other builds leave it out,
 # and the TSan build makes only its one test's program.
@@ -16,7 +19,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh --test
 
-dir=build flags=(-DPL_BUILD_TESTS=ON -DPL_SANITIZE=OFF) targets=()
+dir=build flags=(-DPL_BUILD_TESTS=ON -DPL_SANITIZE=OFF) targets=() only=()
 case "${1:-}" in
   "") ;;
   --sanitize) dir=build-asan flags=(-DPL_BUILD_TESTS=ON -DPL_SANITIZE=ON
@@ -25,11 +28,13 @@ case "${1:-}" in
                                 -DPL_BROWSER_TESTS=OFF -DPL_BUILD_BENCH=OFF)
           targets=(--target stress_threads) ;;
   --minimal) dir=build-min flags=(-DPL_BUILD_TESTS=ON -DPL_SANITIZE=OFF
+                                  -DCMAKE_BUILD_TYPE=Release
                                   -DPL_WITH_POSTGRESQL=OFF -DPL_WITH_CURL=OFF
-                                  -DPL_WITH_WEB=OFF -DPL_BROWSER_TESTS=OFF) ;;
+                                  -DPL_WITH_WEB=OFF -DPL_BROWSER_TESTS=OFF)
+             only=(-LE long) ;;
   *) echo "usage: scripts/test.sh [--sanitize | --tsan | --minimal]" >&2
      exit 2 ;;
 esac
 cmake -S . -B "$dir" "${flags[@]}" >/dev/null
 cmake --build "$dir" -j"$(nproc)" "${targets[@]}"
-ctest --test-dir "$dir" --output-on-failure -j"$(nproc)"
+ctest --test-dir "$dir" --output-on-failure -j"$(nproc)" "${only[@]}"

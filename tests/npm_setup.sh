@@ -32,8 +32,9 @@ fi
 if ! command -v npm >/dev/null || ! command -v node >/dev/null; then
   give_up "no npm or node (scripts/deps.sh --test installs them)"
 fi
-# the browser is Debian's chromium, never one playwright would download
-if ! PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 timeout 600 npm install \
+# the browser is Debian's chromium, never one playwright would download;
+# what an earlier build tree installed comes from npm's cache
+if ! PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 timeout 600 npm install --prefer-offline \
      --prefix "$dir" --no-audit --no-fund "$@"; then
   give_up "npm could not install $*"
 fi
