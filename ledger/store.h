@@ -20,7 +20,7 @@
  *     siderec.c      records beside a run's: inbox, timer, tombstone and
  *                    purge records (runrec.h)
  *     flowrec.c      flow control's records: a queued run's flow, a rate
- *                    limit's budget (flowrec.h)
+ *                    limit's budget, a budget in units (flowrec.h)
  *     mp_write.c     the msgpack writer (mp.h)
  *     mp_read.c      the checked msgpack reader, and payloads decoded
  *     payload_cmp.c  payloads compared without encoding them again
