@@ -406,8 +406,9 @@ typedef struct pl_rate_limit_options {
  *     call that cannot fit in what is left of the window waits as above; a
  *     call whose estimate is more than the whole budget, or with no
  *     estimate (the member missing, not a whole number, negative or above
- *     PL_RATE_MAX_UNITS), is not made: it ends at once with a recorded
- *     "InvalidInput" error saying why.  The take is recorded as above with
+ *     PL_RATE_MAX_UNITS; the function's answer outside 0..2^53), is not
+ *     made: it ends at once with a recorded "InvalidInput" error saying
+ *     why.  The take is recorded as above with
  *     "unit", "budget", "estimate", "window_start_ms" and "used" (the
  *     window's units charged) in place of "limit"; a refused one as
  *     {"resource", "unit", "admitted": false, "refused": why}.

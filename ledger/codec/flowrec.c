@@ -232,7 +232,7 @@ int pl__units_decode(pl__unit_budget *out, const char *resource,
 
 /* The start of the window @p now_ms is in, for budget @p b: a clock that
  * went back stays in the window the budget counts.  A budget of another
- * window length starts afresh (*fresh). */
+ * window length, or of an earlier window, starts afresh. */
 static int64_t units_window(pl__unit_budget *b, int64_t window_ms,
                             int64_t now_ms)
 {
