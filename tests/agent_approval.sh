@@ -61,11 +61,13 @@ rc=0
 has "$c/out" 'ended\|completed'
 
 # 2. An answer sent after the time, before anyone woke the run: the event
-# is there when the wait looks, and wins over the timeout.
+# is there when the wait looks, and wins over the timeout.  The timeout
+# is long enough for the run to park first even on a loaded machine (else
+# it is due before the wait, and the run escalates at once).
 c="$dir/late-answer"; new_case "$c"
-run_demo "$c" --approval-timeout 1
+run_demo "$c" --approval-timeout 1000
 has "$c/out" '^run research-1: waiting'
-sleep 0.1
+sleep 1.1
 run_demo "$c" --answer '{"approved": true}'
 has "$c/out" '^run research-1: completed'
 has "$c/out" "^answer: $expected_answer"
