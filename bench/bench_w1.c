@@ -126,8 +126,11 @@ void w1_child(const void *varg, void *vres)
         r->round_trips_per_call = ((double)(c2.round_trips - c1.round_trips) -
                                    (double)(c1.round_trips - c0.round_trips)) /
                                   k;
-        r->statements_per_call = ((double)(c2.statements - c1.statements) -
-                                  (double)(c1.statements - c0.statements)) /
+        /* the statements run: less the commits' shapes prepared */
+        r->statements_per_call = ((double)(c2.statements - c2.prepares -
+                                           (c1.statements - c1.prepares)) -
+                                  (double)(c1.statements - c1.prepares -
+                                           (c0.statements - c0.prepares))) /
                                  k;
     }
     pl_engine_close(e);

@@ -50,6 +50,7 @@
  *                    (pg_store.h; built with PL_WITH_POSTGRESQL)
  *     pg_conn.c      connections, the URI, open, the schema (pg_int.h)
  *     pg_commit.c    a commit: one prepared statement, one round trip
+ *     pg_one.c       the statement of a commit that writes one run
  *     pg_read.c      reading ledgers, runs and states
  *     pg_lease.c     leases and the queue
  *     pg_delete.c    deleting runs, tombstones (DELETING below)

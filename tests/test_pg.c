@@ -406,7 +406,9 @@ Test(pg, timers_and_consumptions_go_in_the_commit)
     cr_assert_eq(pl__pg_commit(s, one, 1, false), PL_OK, "%s", pl_errmsg());
     c1 = counts();
     cr_expect_eq(c1.round_trips - c0.round_trips, 1);
-    cr_expect_eq(c1.statements - c0.statements, 1);
+    cr_expect_eq(c1.statements - c0.statements, 2,
+                 "one, and its preparation on this connection (the first "
+                 "commit of its shape)");
     cr_assert_eq(pl__pg_inbox_read(s, a.run, &ib), PL_OK, "%s", pl_errmsg());
     cr_expect_eq(ib.n, 0, "consumed with the commit");
     int64_t kept = 0;
@@ -508,10 +510,158 @@ Test(pg, a_call_is_one_round_trip)
     cr_expect_eq(c[2].connects, c[0].connects);
     cr_expect_eq(thirty - ten, 20, "%llu round trips for 10 calls, %llu for 30",
                  (unsigned long long)ten, (unsigned long long)thirty);
-    cr_expect_eq(c[2].statements - c[1].statements -
-                     (c[1].statements - c[0].statements),
+    /* less the commits' shapes prepared (a state written once a second
+     * makes one shape more, in the run that first has it) */
+    cr_expect_eq(c[2].statements - c[2].prepares -
+                     (c[1].statements - c[1].prepares) -
+                     (c[1].statements - c[1].prepares -
+                      (c[0].statements - c[0].prepares)),
                  20, "one statement a call");
     pl_engine_close(e);
     pl_registry_free(reg);
+    free(uri);
+}
+
+/* ---- the plan the server keeps -------------------------------------------- */
+
+static void admin_sql(PGconn *c, const char *sql)
+{
+    PGresult *r = PQexec(c, sql);
+    cr_assert_eq(PQresultStatus(r), PGRES_COMMAND_OK, "%s: %s", sql,
+                 PQresultErrorMessage(r));
+    PQclear(r);
+}
+
+/* A leased run "id" of store @p s, its lease's generation 1. */
+static uint64_t leased_run(pl__pg_store *s, const char *id)
+{
+    pl__buf info = {0};
+    cr_assert_eq(pl__buf_append(&info, "info", 4), PL_OK);
+    pl__batch a = {0};
+    a.create_id = id;
+    a.create_info = &info;
+    a.lease_owner = "w1";
+    a.lease_us = 600 * 1000000LL;
+    cr_assert_eq(pl__buf_append(&a.state, "s0", 2), PL_OK);
+    pl__batch *one[1] = {&a};
+    cr_assert_eq(pl__pg_commit(s, one, 1, false), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(a.rc, PL_OK);
+    pl__batch_free(&a);
+    pl__buf_free(&info);
+    return a.run;
+}
+
+/* A call's commit: steps @p from and @p from + 1 of @p run, under its
+ * lease's fence of generation @p gen, and @p state if not NULL. */
+static int call_commit(pl__pg_store *s, uint64_t run, uint64_t gen,
+                       uint32_t from, const char *state)
+{
+    pl__batch w = {0};
+    w.run = run;
+    w.gen = gen;
+    if (state)
+        cr_assert_eq(pl__buf_append(&w.state, state, strlen(state)), PL_OK);
+    uint8_t key[12];
+    for (uint32_t i = from; i < from + 2; i++) {
+        step_key(key, run, i);
+        cr_assert_eq(pl__kvs_add(&w.steps, key, 12, (uint8_t *)"x", 1), PL_OK);
+    }
+    pl__batch *one[1] = {&w};
+    int st = pl__pg_commit(s, one, 1, false);
+    pl__kvs_free(&w.steps);
+    pl__buf_free(&w.state);
+    return st;
+}
+
+/*
+ * A call's commit on a store of thousands of runs whose tables have their
+ * statistics: the server keeps one plan for the commit's statement after
+ * its first few, where it used to plan it again for every commit (which
+ * cost it more than running it); and the statement writes only what the
+ * commit has: steps under a fence touch neither the parked runs, the
+ * timers, the inbox's records consumed nor the states.
+ */
+Test(pg, a_call_commit_keeps_its_plan_on_a_large_store)
+{
+    char *uri = t_pg_store_uri("t_plan");
+    pl__pg_store *s = NULL;
+    cr_assert_eq(pl__pg_open(&s, uri, NULL), PL_OK, "%s", pl_errmsg());
+    PGconn *c = t_pg_admin();
+    admin_sql(c, "INSERT INTO t_plan.runs SELECT int8send(i), "
+                 "nextval('t_plan.run_num'), '\\x00' FROM "
+                 "generate_series(1, 2000) i");
+    admin_sql(c, "INSERT INTO t_plan.state SELECT num, '\\x00' FROM "
+                 "t_plan.runs");
+    admin_sql(c, "INSERT INTO t_plan.leases (run, gen, owner, id, expires) "
+                 "SELECT num, 1, '', '', 0 FROM t_plan.runs");
+    admin_sql(c, "INSERT INTO t_plan.steps SELECT int8send(num) || "
+                 "int4send(j), '\\x00' FROM t_plan.runs, "
+                 "generate_series(0, 9) j");
+    admin_sql(c, "ANALYZE t_plan.runs, t_plan.state, t_plan.leases, "
+                 "t_plan.steps");
+    uint64_t run = leased_run(s, "plan-a");
+    uint64_t custom0, generic0, custom, generic;
+    cr_assert_eq(pl__pg_plans_get(s, &custom0, &generic0), PL_OK, "%s",
+                 pl_errmsg());
+    for (uint32_t i = 0; i < 40; i++)
+        cr_assert_eq(call_commit(s, run, 1, 2 * i, NULL), PL_OK, "%s",
+                     pl_errmsg());
+    cr_assert_eq(pl__pg_plans_get(s, &custom, &generic), PL_OK, "%s",
+                 pl_errmsg());
+    cr_expect_leq(custom - custom0, 5, "%llu of 40 commits planned alone",
+                  (unsigned long long)(custom - custom0));
+    cr_expect_geq(generic - generic0, 35);
+    cr_expect_eq(steps_of(s, run), 80);
+
+    pl__pg_close(s);
+    PQfinish(c);
+    free(uri);
+}
+
+/*
+ * A commit's statement is prepared on a connection the first time a commit
+ * of its shape goes through it, in the commit's own round trip; a commit
+ * that fails then (its fence lost, a step that exists) keeps nothing, and
+ * the next commit of that shape on the same connection goes through.
+ */
+Test(pg, a_shape_prepared_by_a_failed_commit_serves_the_next)
+{
+    char *uri = t_pg_store_uri("t_shape");
+    pl__pg_store *s = NULL;
+    cr_assert_eq(pl__pg_open(&s, uri, NULL), PL_OK, "%s", pl_errmsg());
+    uint64_t run = leased_run(s, "shape-a");
+    pl__pg_counts c0 = counts();
+    /* steps and a state under a fence of a generation the lease never had:
+     * one round trip, its statement prepared in it, nothing written */
+    cr_expect_eq(call_commit(s, run, 7, 0, "s1"), PL_EBUSY);
+    cr_expect(strstr(pl_errmsg(), "taken over by w1") != NULL, "%s",
+              pl_errmsg());
+    pl__pg_counts c1 = counts();
+    cr_expect_eq(c1.round_trips - c0.round_trips, 1);
+    cr_expect_eq(c1.statements - c0.statements, 2, "its preparation, and it");
+    cr_expect_eq(steps_of(s, run), 0);
+    pl__buf got = {0};
+    cr_assert_eq(pl__pg_state_get(s, run, &got), PL_OK, "%s", pl_errmsg());
+    cr_expect(got.len == 2 && memcmp(got.data, "s0", 2) == 0);
+    /* the same shape again, the right generation: one statement */
+    c0 = counts();
+    cr_expect_eq(call_commit(s, run, 1, 0, "s2"), PL_OK, "%s", pl_errmsg());
+    c1 = counts();
+    cr_expect_eq(c1.round_trips - c0.round_trips, 1);
+    cr_expect_eq(c1.statements - c0.statements, 1);
+    cr_expect_eq(c1.connects, c0.connects, "the same connection");
+    cr_expect_eq(steps_of(s, run), 2);
+    cr_assert_eq(pl__pg_state_get(s, run, &got), PL_OK, "%s", pl_errmsg());
+    cr_expect(got.len == 2 && memcmp(got.data, "s2", 2) == 0);
+    /* a step that exists: the same shape fails whole, and serves again */
+    cr_expect_eq(call_commit(s, run, 1, 1, "s3"), PL_EBUSY);
+    cr_expect(strstr(pl_errmsg(), "exists already") != NULL, "%s", pl_errmsg());
+    cr_expect_eq(steps_of(s, run), 2);
+    cr_expect_eq(call_commit(s, run, 1, 2, "s4"), PL_OK, "%s", pl_errmsg());
+    cr_expect_eq(steps_of(s, run), 4);
+    cr_assert_eq(pl__pg_state_get(s, run, &got), PL_OK, "%s", pl_errmsg());
+    cr_expect(got.len == 2 && memcmp(got.data, "s4", 2) == 0);
+    pl__buf_free(&got);
+    pl__pg_close(s);
     free(uri);
 }

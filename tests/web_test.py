@@ -503,6 +503,15 @@ def api(s, total):
     st, doc, _ = s.get("/api/overview")
     check(st == 200 and len(doc["buckets"]) == 60 and doc["latency"] and
           doc["waiting"][0]["id"] == "agent-1", "overview")
+    # the sample is bounded (the long run read only so far), and gives
+    # every policy's latencies, p50 no more than p95
+    lat = {e["policy"]: e for e in doc["latency"]}
+    check(0 < doc["sampled_steps"] <= 20000 and 0 < doc["sampled"] <= 200
+          and "noop" in lat and
+          all(0 <= e["p50_ms"] <= e["p95_ms"] and e["calls"] > 0
+              for e in lat.values()),
+          "the overview's sample: %d steps of %d runs, %s" %
+          (doc["sampled_steps"], doc["sampled"], sorted(lat)))
     st, doc, _ = s.get("/api/overview?window=day")
     check(st == 200 and len(doc["buckets"]) == 96, "overview by day")
     st, doc, _ = s.get("/api/overview?window=year")
@@ -539,6 +548,14 @@ def api(s, total):
           "deleting a suspended run: 409 (%d %s)" % (st, doc))
     st, doc, _ = s.get("/api/runs/agent-1")
     check(st == 200, "a refused delete leaves the run")
+    st, doc, _ = s.post("/api/batch/delete")
+    check(st == 400 and doc["error"] == "no_filter",
+          "a batch delete without a filter: 400")
+    st, doc, _ = s.post("/api/batch/delete?prefix=agent-&dry_run=yes")
+    check(st == 400 and doc["error"] == "bad_dry_run", "a bad dry_run: 400")
+    st, doc, _ = s.post("/api/batch/delete?prefix=agent-")
+    check(st == 200 and doc["deleted"] == 0 and doc["runs"] == [],
+          "a batch delete never takes a suspended run: %s" % doc)
 
     # --- live: an event stream, then the actions ---
     ev = http.client.HTTPConnection(s.host, s.port, timeout=30)
@@ -616,9 +633,43 @@ def api(s, total):
     check(st == 200 and doc == {"run_id": "order-1-fork", "deleted": True},
           "delete a completed run: %s" % doc)
     st, doc, _ = s.get("/api/runs/order-1-fork")
-    check(st == 404, "a deleted run is gone: %d" % st)
+    t = doc.get("tombstone") or {}
+    check(st == 404 and doc["error"] == "deleted" and
+          t.get("status") == "completed" and
+          t.get("root_policy") == "order" and len(t.get("head") or "") == 64
+          and t["deleted_us"] >= t["created_us"] > 0 and
+          t["expires_us"] > t["deleted_us"],
+          "a deleted run is gone, its tombstone shown: %d %s" % (st, doc))
+    st, doc, _ = s.get("/api/runs/order-1-fork/steps")
+    check(st == 404 and doc["error"] == "deleted", "its steps too: %s" % doc)
+    st, doc, _ = s.get("/api/runs/never-was")
+    check(st == 404 and doc["error"] == "not_found" and
+          "tombstone" not in doc, "a run that never was: not_found")
     st, doc, _ = s.post("/api/runs/order-1-fork/delete")
     check(st == 404, "deleting it again: 404 (%d %s)" % (st, doc))
+
+    # --- a batch delete: the ended runs a filter holds ---
+    st, doc, _ = s.post("/api/batch/delete?prefix=agent-&dry_run=1")
+    check(st == 200 and doc["dry_run"] is True and doc["matched"] == 3 and
+          sorted(r["run_id"] for r in doc["runs"]) ==
+          ["agent-1", "agent-2", "agent-3"] and
+          {r["state"] for r in doc["runs"]} == {"completed", "cancelled"},
+          "a dry run names the ended runs it would delete: %s" % doc)
+    st, doc, _ = s.get("/api/runs/agent-1")
+    check(st == 200, "a dry run deletes nothing")
+    st, doc, _ = s.post("/api/batch/delete?prefix=agent-&limit=2")
+    check(st == 200 and doc["deleted"] == 2 and doc["truncated"] is True and
+          all(r["deleted"] for r in doc["runs"]),
+          "a batch delete takes at most its limit, and says more match: %s"
+          % doc)
+    st, doc, _ = s.post("/api/batch/delete?prefix=agent-")
+    check(st == 200 and doc["deleted"] == 1 and doc["refused"] == 0 and
+          doc["truncated"] is False, "and again, the rest: %s" % doc)
+    st, doc, _ = s.get("/api/runs?prefix=agent-")
+    check(st == 200 and doc["runs"] == [], "the agent runs are gone")
+    st, doc, _ = s.get("/api/runs/agent-2")
+    check(st == 404 and doc["tombstone"]["status"] == "cancelled",
+          "each keeps its tombstone: %s" % doc)
 
 
 if __name__ == "__main__":

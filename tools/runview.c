@@ -35,6 +35,13 @@ bool crashed(const pl_run_info *ri)
     return ri->status == PL_RUN_RUNNING && !ri->owner_alive;
 }
 
+bool run_ended(const pl_run_info *ri)
+{
+    return ri->status == PL_RUN_COMPLETED || ri->status == PL_RUN_FAILED ||
+           ri->status == PL_RUN_CANCELLED || ri->status == PL_RUN_SUPERSEDED ||
+           ri->status == PL_RUN_CONTINUED;
+}
+
 cJSON *run_json(const pl_run_info *ri)
 {
     char created[40], updated[40], hb[40];

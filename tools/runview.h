@@ -14,6 +14,9 @@
 const char *status_text(const pl_run_info *ri);
 /* Running, and its owner is gone. */
 bool crashed(const pl_run_info *ri);
+/* Ended for good (completed, failed, cancelled, superseded, continued):
+ * what pl_run_delete() takes. */
+bool run_ended(const pl_run_info *ri);
 /* A run's record as JSON; NULL on OOM. */
 cJSON *run_json(const pl_run_info *ri);
 

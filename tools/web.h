@@ -128,8 +128,6 @@ int web_fail_status(cJSON **out, int st, const char *what);
 int api_session(web *w, const web_req *r, cJSON **out);
 int api_run(web *w, const char *id, cJSON **out);
 int api_timeline(web *w, const char *id, cJSON **out);
-/* The policy an action_call row calls. */
-const char *web_callee(const srow *call);
 /* The run's export as JSON lines, in a temporary file: *fd at its start
  * (the caller closes it), *len bytes. */
 int api_export(web *w, const char *id, int *fd, size_t *len, cJSON **out);
@@ -144,6 +142,9 @@ int web_get_run(web *w, const char *id, pl_run_info **ri, cJSON **out);
 /* The first page of run @p ri's steps into @p doc (steps, next, limit,
  * payload_cap).  The HTTP status; on failure a reply in *out. */
 int web_first_page(web *w, const pl_run_info *ri, cJSON *doc, cJSON **out);
+
+/* The invocation path of step @p s ("0.3" of step "0.3:1") in @p out. */
+void web_step_path(const pl_step *s, char *out, size_t n);
 
 /* The calls of a stream of steps awaiting an answer. */
 typedef struct web_pending {
@@ -162,14 +163,6 @@ typedef void (*web_end_fn)(void *call, bool answered, void *user);
 bool web_track(web_tracker *t, const char *path, pl_step_type type, void *call,
                web_end_fn end, void *user);
 void web_track_free(web_tracker *t);
-
-/* Each call of a run's rows, in row order: @p call its action_call's row,
- * @p end the row that answered it or SIZE_MAX for none (in flight, in
- * doubt, waiting).  False on OOM. */
-typedef void (*web_call_fn)(const rows *rs, size_t call, size_t end,
-                            const pl_run_info *ri, void *user);
-bool web_calls(const rows *rs, const pl_run_info *ri, web_call_fn fn,
-               void *user);
 
 /* A run's unanswered calls marked in_doubt or waiting, from one walk of
  * at most @p max_steps steps (0: all); its error results counted. */

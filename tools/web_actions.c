@@ -25,6 +25,13 @@
  *                          ones only are continued)
  *   /api/batch/cancel      --cancel, on the unfinished runs a filter (one
  *                          at least) selects
+ *   /api/batch/delete      pl_run_delete() on the ended runs a filter (one
+ *                          at least) selects ("status=failed&until=7d":
+ *                          the failed runs created over a week ago)
+ *
+ * A batch acts on at most BATCH_MAX runs a request (the filter's limit);
+ * "truncated" says more may match.  With dry_run=1 it acts on none and
+ * lists the runs it would act on.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -510,10 +517,14 @@ int api_action(web *w, const char *id, const char *action, const web_req *r,
 
 /* ---- batches ----------------------------------------------------------------------- */
 
+typedef enum { PICK_CRASHED, PICK_UNFINISHED, PICK_ENDED } pick_what;
+
+/* The runs a batch acts on, each {run_id, state, root_policy, created_us}
+ * in a JSON array (the dry run's answer). */
 typedef struct pick {
     const web_filter *f;
-    bool cancel; /* pick the unfinished runs, else the crashed ones */
-    char **ids;
+    pick_what what;
+    cJSON *runs;
     size_t n, scanned;
     bool truncated, oom;
 } pick;
@@ -526,11 +537,18 @@ static int pick_visit(const pl_run_info *ri, void *user)
         return 1;
     }
     p->scanned++;
-    bool ended = ri->status == PL_RUN_COMPLETED ||
-                 ri->status == PL_RUN_FAILED || ri->status == PL_RUN_CANCELLED;
-    if ((p->cancel ? ended : !crashed(ri)) || !web_filter_match(p->f, ri))
+    bool take = p->what == PICK_CRASHED      ? crashed(ri)
+                : p->what == PICK_UNFINISHED ? !run_ended(ri)
+                                             : run_ended(ri);
+    if (!take || !web_filter_match(p->f, ri))
         return 0;
-    if (!(p->ids[p->n] = cli_strdup(ri->id))) {
+    cJSON *r = cJSON_CreateObject();
+    if (!r || !cJSON_AddStringToObject(r, "run_id", ri->id) ||
+        !cJSON_AddStringToObject(r, "state", web_status_name(ri)) ||
+        !cJSON_AddStringToObject(r, "root_policy", ri->policy) ||
+        !cJSON_AddNumberToObject(r, "created_us", (double)ri->created_us) ||
+        !cJSON_AddItemToArray(p->runs, r)) {
+        cJSON_Delete(r);
         p->oom = true;
         return 1;
     }
@@ -540,66 +558,92 @@ static int pick_visit(const pl_run_info *ri, void *user)
 
 int api_batch(web *w, const char *action, const web_req *r, cJSON **out)
 {
-    bool cancel = !strcmp(action, "cancel");
-    if (!cancel && strcmp(action, "continue") != 0)
+    static const char *const verbs[] = {"continue", "cancel", "delete"};
+    static const char *const done_key[] = {"continued", "cancelled", "deleted"};
+    int k = 0;
+    while (k < 3 && strcmp(action, verbs[k]) != 0)
+        k++;
+    if (k == 3)
         return web_fail(out, 404, "not_found",
-                        "no batch action %s: continue or cancel",
+                        "no batch action %s: continue, cancel or delete",
                         QUOTE(action));
     web_filter f;
     int http = web_filter_parse(&f, r, out);
     if (http != 200)
         return http;
-    if (cancel && !f.status && !f.policy && !f.prefix && !f.q && !f.since_us &&
+    if (k > 0 && !f.status && !f.policy && !f.prefix && !f.q && !f.since_us &&
         !f.until_us)
         return web_fail(out, 400, "no_filter",
-                        "a batch cancel needs a filter (status, policy, "
-                        "prefix, q, since or until): it would cancel every "
-                        "unfinished run");
+                        "a batch %s needs a filter (status, policy, prefix, "
+                        "q, since or until): it would %s every %s run",
+                        verbs[k], verbs[k], k == 1 ? "unfinished" : "ended");
+    const char *dry = web_arg(r, "dry_run");
+    if (dry && strcmp(dry, "0") != 0 && strcmp(dry, "1") != 0)
+        return web_fail(out, 400, "bad_dry_run", "dry_run: 0 or 1");
+    bool dry_run = dry && !strcmp(dry, "1");
     if (f.limit > BATCH_MAX)
         f.limit = BATCH_MAX;
-    pick p = {
-        .f = &f, .cancel = cancel, .ids = calloc(f.limit, sizeof(char *))};
-    if (!p.ids)
+    pick p = {.f = &f,
+              .what = k == 0   ? PICK_CRASHED
+                      : k == 1 ? PICK_UNFINISHED
+                               : PICK_ENDED,
+              .runs = cJSON_CreateArray()};
+    cJSON *doc = cJSON_CreateObject(), *acted = NULL;
+    if (!p.runs || !doc || (!dry_run && !(acted = cJSON_CreateArray()))) {
+        cJSON_Delete(p.runs);
+        cJSON_Delete(doc);
         return web_fail(out, 500, "PL_ENOMEM", "out of memory");
+    }
     char start[PL_MAX_RUN_ID + 3];
     web_filter_start(&f, start, sizeof start);
     pl_runs_options o = PL_RUNS_OPTIONS_INIT;
     o.after = start;
     o.reverse = !f.asc;
     int st = pl_engine_runs_from(w->engine, &o, pick_visit, &p);
-    cJSON *doc = NULL, *runs = NULL;
     if (st < 0)
         http = web_fail_status(out, st, "listing runs");
-    else if (p.oom || !(doc = cJSON_CreateObject()) ||
-             !(runs = cJSON_AddArrayToObject(doc, "runs")))
+    else if (p.oom)
         http = web_fail(out, 500, "PL_ENOMEM", "out of memory");
     unsigned done = 0, refused = 0;
-    for (size_t i = 0; http == 200 && i < p.n; i++) {
+    const char *reason = web_arg(r, "reason");
+    const cJSON *run, *todo = http == 200 && !dry_run ? p.runs : NULL;
+    cJSON_ArrayForEach(run, todo)
+    {
+        const char *id = cJSON_GetStringValue(
+            cJSON_GetObjectItemCaseSensitive(run, "run_id"));
         cJSON *one = NULL;
-        const char *reason = web_arg(r, "reason");
-        int h = cancel ? cancel_run(w, p.ids[i], reason ? reason : "", &one)
-                       : continue_run(w, p.ids[i], "(was crashed)", &one);
+        int h = k == 0   ? continue_run(w, id, "(was crashed)", &one)
+                : k == 1 ? cancel_run(w, id, reason ? reason : "", &one)
+                         : do_delete(w, id, &one);
         if (h == 200)
             done++;
         else
             refused++;
         /* a refusal says which run, and why */
         if (one && !cJSON_GetObjectItemCaseSensitive(one, "run_id"))
-            cJSON_AddStringToObject(one, "run_id", p.ids[i]);
+            cJSON_AddStringToObject(one, "run_id", id);
         if (one)
-            cJSON_AddItemToArray(runs, one);
+            cJSON_AddItemToArray(acted, one);
     }
-    if (http == 200) {
-        cJSON_AddNumberToObject(doc, cancel ? "cancelled" : "continued", done);
-        cJSON_AddNumberToObject(doc, "refused", refused);
-        cJSON_AddNumberToObject(doc, "scanned", (double)p.scanned);
-        cJSON_AddBoolToObject(doc, "truncated", p.truncated);
-        *out = doc;
-    } else {
+    if (http != 200) {
+        cJSON_Delete(p.runs);
+        cJSON_Delete(acted);
         cJSON_Delete(doc);
+        return http;
     }
-    for (size_t i = 0; i < p.n; i++)
-        free(p.ids[i]);
-    free(p.ids);
-    return http;
+    if (dry_run) {
+        cJSON_AddTrueToObject(doc, "dry_run");
+        cJSON_AddStringToObject(doc, "action", verbs[k]);
+        cJSON_AddNumberToObject(doc, "matched", (double)p.n);
+        cJSON_AddItemToObject(doc, "runs", p.runs);
+    } else {
+        cJSON_Delete(p.runs);
+        cJSON_AddItemToObject(doc, "runs", acted);
+        cJSON_AddNumberToObject(doc, done_key[k], done);
+        cJSON_AddNumberToObject(doc, "refused", refused);
+    }
+    cJSON_AddNumberToObject(doc, "scanned", (double)p.scanned);
+    cJSON_AddBoolToObject(doc, "truncated", p.truncated);
+    *out = doc;
+    return 200;
 }

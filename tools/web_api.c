@@ -31,18 +31,14 @@ int api_session(web *w, const web_req *r, cJSON **out)
                              cJSON_CreateString(pl_registry_at(reg, i)->name));
     cJSON *acts = cJSON_AddArrayToObject(o, "actions");
     static const char *const names[] = {
-        "answer", "continue", "fork",           "upgrade", "check",
-        "verify", "signal",   "batch_continue", "cancel",  "batch_cancel"};
-    for (size_t i = 0; acts && !w->read_only && i < 10; i++)
+        "answer", "continue",       "fork",         "upgrade",
+        "check",  "verify",         "signal",       "cancel",
+        "delete", "batch_continue", "batch_cancel", "batch_delete"};
+    for (size_t i = 0;
+         acts && !w->read_only && i < sizeof names / sizeof *names; i++)
         cJSON_AddItemToArray(acts, cJSON_CreateString(names[i]));
     *out = o;
     return 200;
-}
-
-const char *web_callee(const srow *call)
-{
-    const cJSON *p = cJSON_GetObjectItemCaseSensitive(call->payload, "policy");
-    return cJSON_IsString(p) ? p->valuestring : call->actor;
 }
 
 int api_run(web *w, const char *id, cJSON **out)
@@ -156,9 +152,8 @@ static int timeline_visit(const pl_step *s, void *user)
     }
     x->steps++;
     const char *id = pl_step_id(s);
-    const char *colon = strrchr(id, ':');
     char path[WEB_STEP_ID_MAX + 1];
-    snprintf(path, sizeof path, "%.*s", colon ? (int)(colon - id) : 0, id);
+    web_step_path(s, path, sizeof path);
     if (pl_step_time_us(s) > x->last_us)
         x->last_us = pl_step_time_us(s);
     pl_step_type type = pl_step_type_of(s);

@@ -10,8 +10,9 @@
  *   GET  /login?token=T                            the cookie, then /
  *   GET  /api/session  /api/runs  /api/runs/ID  /api/runs/ID/timeline
  *        /api/runs/ID/export  /api/overview  /api/inbox  /api/events
- *   POST /api/runs/ID/{answer,continue,fork,check,verify}
- *        /api/batch/{continue,cancel}
+ *   POST /api/runs/ID/{answer,continue,fork,upgrade,check,verify,signal,
+ *                    cancel,delete}
+ *        /api/batch/{continue,cancel,delete}
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>

@@ -52,12 +52,6 @@ static bool stopping(web *w)
     return s;
 }
 
-static bool unfinished(const pl_run_info *ri)
-{
-    return ri->status != PL_RUN_COMPLETED && ri->status != PL_RUN_FAILED &&
-           ri->status != PL_RUN_CANCELLED;
-}
-
 /* ---- counts -------------------------------------------------------------------- */
 
 typedef struct count {
@@ -87,7 +81,7 @@ static int count_visit(const pl_run_info *ri, void *user)
         o->created_us = ri->created_us;
         o->updated_us = ri->updated_us;
     }
-    if (unfinished(ri)) {
+    if (!run_ended(ri)) {
         web_watch *e = &c->watch[c->next];
         char *id = cli_strdup(ri->id);
         if (id) {
@@ -313,7 +307,7 @@ static int fresh_visit(const pl_run_info *ri, void *user)
     pthread_mutex_lock(&w->mu);
     snprintf(w->newest, sizeof w->newest, "%s", ri->id);
     publish(w, "run", run_event(ri, "new"));
-    if (unfinished(ri) && w->n_watch < WEB_WATCH_MAX) {
+    if (!run_ended(ri) && w->n_watch < WEB_WATCH_MAX) {
         char *id = cli_strdup(ri->id);
         if (id)
             w->watch[w->n_watch++] = (web_watch){
@@ -353,7 +347,7 @@ static void recheck(web *w)
                 e->steps = ri->steps;
                 e->updated_us = ri->updated_us;
             }
-            if (!unfinished(ri)) {
+            if (run_ended(ri)) {
                 free(e->id);
                 *e = w->watch[--w->n_watch];
                 w->watch[w->n_watch] = (web_watch){0};

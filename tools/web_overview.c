@@ -7,23 +7,28 @@
  *               (completed, failed, cancelled, suspended, waiting,
  *               crashed), by their last update
  *   latency     p50 and p95 of call durations per called policy
- *   tokens      model tokens per model per bucket
+ *   tokens      model tokens per model per bucket, from the exchanges
+ *               each model records
  *   waiting     the oldest runs waiting (suspended, submitted, or waiting
  *               for a time or an event), from the counts (web_live.c)
  *
  * Bounded: the newest WEB_SCAN_MAX runs are read (newest first: for the
- * engine's ids, creation order) and the steps of at most STEP_RUNS of
- * those in the window; the answer says how many ("scanned", "sampled").
+ * engine's ids, creation order), and the steps of at most SAMPLE_RUNS of
+ * those in the window, streamed one at a time (pl_run_walk()): the first
+ * SAMPLE_RUN_STEPS of each run, SAMPLE_STEPS in all.  Only the calls
+ * awaiting their answer are held (the callee's name and the call's time);
+ * a latency is kept for a call answered in the window.  The answer says
+ * how much was read ("scanned" runs, "sampled" runs, "sampled_steps").
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "web.h"
 
-#define STEP_RUNS 200      /* runs whose steps are read for latencies */
-#define STEP_RUN_MAX 2000  /* a run of more steps is not sampled */
-#define SAMPLES_MAX 100000 /* call durations kept */
-#define POLICIES_MAX 64    /* policies (and models) shown */
+#define SAMPLE_RUNS 200       /* runs whose steps are read */
+#define SAMPLE_RUN_STEPS 2000 /* steps read of one run, at most */
+#define SAMPLE_STEPS 20000    /* steps read in all, at most */
+#define POLICIES_MAX 64       /* policies (and models) shown */
 #define BUCKETS_MAX 96
 
 typedef struct series {
@@ -39,7 +44,7 @@ typedef struct ov {
     unsigned n_buckets;
     /* completed, failed, suspended, crashed, cancelled, waiting */
     uint64_t ended[BUCKETS_MAX][6];
-    size_t scanned, sampled, samples;
+    size_t scanned, sampled, steps;
     char (*sample_ids)[PL_MAX_RUN_ID + 1];
     size_t n_sample;
     series lat[POLICIES_MAX], tok[POLICIES_MAX];
@@ -89,46 +94,131 @@ static int ov_visit(const pl_run_info *ri, void *user)
             o->ended[b][k]++;
     }
     if ((b >= 0 || bucket_of(o, ri->created_us) >= 0) &&
-        o->n_sample < STEP_RUNS && ri->steps <= STEP_RUN_MAX)
+        o->n_sample < SAMPLE_RUNS && ri->steps > 0)
         snprintf(o->sample_ids[o->n_sample++], PL_MAX_RUN_ID + 1, "%s", ri->id);
     return 0;
 }
 
-static void ov_call(const rows *rs, size_t call, size_t end,
-                    const pl_run_info *ri, void *user)
+/* A call awaiting its answer in a walk: whom it called, and when. */
+typedef struct ov_pending {
+    char callee[PL_MAX_NAME + 1];
+    int64_t time_us;
+} ov_pending;
+
+/* One sampled run's walk. */
+typedef struct ov_walk {
+    ov *o;
+    web_tracker t;
+    const pl_step *cur; /* the step being fed */
+    size_t steps;
+    bool oom;
+} ov_walk;
+
+static bool add_latency(series *s, double ms)
 {
-    (void)ri;
-    ov *o = user;
-    if (end == SIZE_MAX)
-        return;
-    const srow *c = &rs->v[call], *r = &rs->v[end];
-    series *s = series_of(o->lat, &o->n_lat, web_callee(c));
-    if (s && o->samples < SAMPLES_MAX) {
-        if (s->n == s->cap) {
-            size_t cap = s->cap ? 2 * s->cap : 64;
-            double *v = realloc(s->v, cap * sizeof *v);
-            if (!v)
-                return;
-            s->v = v;
-            s->cap = cap;
-        }
-        s->v[s->n++] = (double)(r->time_us - c->time_us) / 1e3;
-        o->samples++;
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? 2 * s->cap : 64;
+        double *v = realloc(s->v, cap * sizeof *v);
+        if (!v)
+            return false;
+        s->v = v;
+        s->cap = cap;
     }
-    const cJSON *tin = cJSON_GetObjectItemCaseSensitive(r->payload,
-                                                        "tokens_in");
-    const cJSON *tout = cJSON_GetObjectItemCaseSensitive(r->payload,
-                                                         "tokens_out");
-    int b = bucket_of(o, r->time_us);
-    if (b < 0 || !cJSON_IsNumber(tin) || !cJSON_IsNumber(tout))
+    s->v[s->n++] = ms;
+    return true;
+}
+
+/* A call's end: answered by the step being fed (x->cur), or never. */
+static void ov_end(void *call, bool answered, void *user)
+{
+    ov_walk *x = user;
+    ov_pending *c = call;
+    ov *o = x->o;
+    int b = answered ? bucket_of(o, pl_step_time_us(x->cur)) : -1;
+    if (b < 0) {
+        free(c);
         return;
-    const cJSON *m = cJSON_GetObjectItemCaseSensitive(r->payload, "model");
-    series *t = series_of(o->tok, &o->n_tok,
-                          cJSON_IsString(m) ? m->valuestring : web_callee(c));
+    }
+    series *s = series_of(o->lat, &o->n_lat, c->callee);
+    if (s &&
+        !add_latency(s, (double)(pl_step_time_us(x->cur) - c->time_us) / 1e3))
+        x->oom = true;
+    free(c);
+}
+
+static uint64_t count_of(const cJSON *o, const char *name)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+    return cJSON_IsNumber(v) && v->valuedouble > 0 && v->valuedouble < 1e15
+               ? (uint64_t)v->valuedouble
+               : 0;
+}
+
+/* A model exchange (the side effect "llm_exchange" a model policy records
+ * for each request it sends, {"usage": {"input", "output"}}): its tokens,
+ * for the model that made it (its actor), in the bucket it was made in. */
+static void ov_exchange(ov *o, const pl_step *s)
+{
+    const cJSON *p = pl_step_payload(s);
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(p, "name");
+    int b = bucket_of(o, pl_step_time_us(s));
+    if (b < 0 || !cJSON_IsString(name) ||
+        strcmp(name->valuestring, "llm_exchange") != 0)
+        return;
+    const cJSON *u = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(p, "value"), "usage");
+    series *t = series_of(o->tok, &o->n_tok, pl_step_actor(s));
     if (t) {
-        t->tin[b] += tin->valuedouble > 0 ? (uint64_t)tin->valuedouble : 0;
-        t->tout[b] += tout->valuedouble > 0 ? (uint64_t)tout->valuedouble : 0;
+        t->tin[b] += count_of(u, "input");
+        t->tout[b] += count_of(u, "output");
     }
+}
+
+static int ov_step(const pl_step *s, void *user)
+{
+    ov_walk *x = user;
+    if (x->steps == SAMPLE_RUN_STEPS || x->o->steps == SAMPLE_STEPS)
+        return 1;
+    x->steps++;
+    x->o->steps++;
+    char path[WEB_STEP_ID_MAX + 1];
+    web_step_path(s, path, sizeof path);
+    pl_step_type type = pl_step_type_of(s);
+    if (type == PL_STEP_SIDE_EFFECT)
+        ov_exchange(x->o, s);
+    ov_pending *c = NULL;
+    if (type == PL_STEP_ACTION_CALL) {
+        if (!(c = malloc(sizeof *c))) {
+            x->oom = true;
+            return 1;
+        }
+        /* the callee, as the timeline names it */
+        const cJSON *pol = cJSON_GetObjectItemCaseSensitive(pl_step_payload(s),
+                                                            "policy");
+        snprintf(c->callee, sizeof c->callee, "%s",
+                 cJSON_IsString(pol) ? pol->valuestring : pl_step_actor(s));
+        c->time_us = pl_step_time_us(s);
+    }
+    x->cur = s;
+    if (!web_track(&x->t, path, type, c, ov_end, x)) {
+        free(c);
+        x->oom = true;
+    }
+    x->cur = NULL;
+    return x->oom;
+}
+
+/* Read a sampled run's first steps, a step at a time. */
+static int ov_sample(ov *o, const char *id)
+{
+    ov_walk x = {.o = o};
+    int st = pl_run_walk(o->w->engine, id, ov_step, &x);
+    /* the calls still awaiting an answer where the walk stopped */
+    web_track(&x.t, NULL, PL_STEP_TEXT, NULL, ov_end, &x);
+    web_track_free(&x.t);
+    if (x.oom)
+        return PL_ENOMEM;
+    return st > 0 ? PL_OK : st;
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -235,7 +325,7 @@ int api_overview(web *w, const web_req *r, cJSON **out)
     if (win && !day && strcmp(win, "hour") != 0)
         return web_fail(out, 400, "bad_window", "window: hour or day");
     ov *o = calloc(1, sizeof *o);
-    if (!o || !(o->sample_ids = calloc(STEP_RUNS, sizeof *o->sample_ids))) {
+    if (!o || !(o->sample_ids = calloc(SAMPLE_RUNS, sizeof *o->sample_ids))) {
         free(o);
         return web_fail(out, 500, "PL_ENOMEM", "out of memory");
     }
@@ -250,15 +340,15 @@ int api_overview(web *w, const web_req *r, cJSON **out)
     int http = 200;
     if (st < 0)
         http = web_fail_status(out, st, "listing runs");
+    /* a run deleted or unreadable since it was listed is passed over */
     for (size_t i = 0; http == 200 && i < o->n_sample; i++) {
-        pl_run_info *ri = NULL;
-        rows rs = {0};
-        if (!pl_run_get(&ri, w->engine, o->sample_ids[i]) &&
-            !read_rows(w->engine, o->sample_ids[i], &rs) &&
-            web_calls(&rs, ri, ov_call, o))
+        if (o->steps == SAMPLE_STEPS)
+            break;
+        st = ov_sample(o, o->sample_ids[i]);
+        if (st == PL_ENOMEM)
+            http = web_fail(out, 500, "PL_ENOMEM", "out of memory");
+        else if (!st)
             o->sampled++;
-        rows_free(&rs);
-        pl_run_info_free(ri);
     }
     cJSON *doc = http == 200 ? cJSON_CreateObject() : NULL;
     if (doc) {
@@ -268,6 +358,7 @@ int api_overview(web *w, const web_req *r, cJSON **out)
         cJSON_AddNumberToObject(doc, "bucket_us", (double)o->bucket_us);
         cJSON_AddNumberToObject(doc, "scanned", (double)o->scanned);
         cJSON_AddNumberToObject(doc, "sampled", (double)o->sampled);
+        cJSON_AddNumberToObject(doc, "sampled_steps", (double)o->steps);
         cJSON_AddBoolToObject(doc, "truncated", o->truncated);
         if (!add_json(o, doc) || !web_counts_json(w, doc)) {
             cJSON_Delete(doc);

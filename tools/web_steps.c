@@ -69,35 +69,11 @@ bool web_track(web_tracker *t, const char *path, pl_step_type type, void *call,
     return true;
 }
 
-typedef struct rows_ends {
-    size_t *end;
-    size_t at;
-} rows_ends;
-
-static void rows_end(void *call, bool answered, void *user)
+void web_step_path(const pl_step *s, char *out, size_t n)
 {
-    rows_ends *x = user;
-    x->end[(size_t)(uintptr_t)call] = answered ? x->at : SIZE_MAX;
-}
-
-bool web_calls(const rows *rs, const pl_run_info *ri, web_call_fn fn,
-               void *user)
-{
-    rows_ends x = {malloc((rs->n + 1) * sizeof(size_t)), 0};
-    web_tracker t = {0};
-    bool ok = x.end != NULL;
-    for (size_t i = 0; ok && i <= rs->n; i++) {
-        x.at = i;
-        const srow *s = i < rs->n ? &rs->v[i] : NULL;
-        ok = web_track(&t, s ? s->path : NULL, s ? s->type : PL_STEP_TEXT,
-                       (void *)(uintptr_t)i, rows_end, &x);
-    }
-    for (size_t i = 0; ok && i < rs->n; i++)
-        if (rs->v[i].type == PL_STEP_ACTION_CALL)
-            fn(rs, i, x.end[i], ri, user);
-    web_track_free(&t);
-    free(x.end);
-    return ok;
+    const char *id = pl_step_id(s);
+    const char *colon = strrchr(id, ':');
+    snprintf(out, n, "%.*s", colon ? (int)(colon - id) : 0, id);
 }
 
 /* ---- a run's marks from one walk ----------------------------------------------- */
@@ -164,9 +140,8 @@ static int marks_visit(const pl_step *s, void *user)
     x->m->steps++;
     x->m->errors += pl_step_is_error(s);
     const char *id = pl_step_id(s);
-    const char *colon = strrchr(id, ':');
-    char path[PL_MAX_RUN_ID + 64];
-    snprintf(path, sizeof path, "%.*s", colon ? (int)(colon - id) : 0, id);
+    char path[WEB_STEP_ID_MAX + 1];
+    web_step_path(s, path, sizeof path);
     pl_step_type type = pl_step_type_of(s);
     char *call = NULL;
     if (type == PL_STEP_ACTION_CALL && !(call = cli_strdup(id))) {
@@ -381,9 +356,48 @@ static bool step_id_ok(const char *s)
            strchr(s, ':');
 }
 
+/* A 404 for deleted run @p id, with what its tombstone says; false when
+ * it has none. */
+static bool deleted(web *w, const char *id, cJSON **out)
+{
+    pl_tombstone t = PL_TOMBSTONE_INIT;
+    if (pl_run_tombstone(&t, w->engine, id))
+        return false;
+    char del[40], exp[40], created[40], head[2 * PL_HASH_LEN + 1] = "";
+    cli_time_iso(del, sizeof del, t.deleted_us, false);
+    cli_time_iso(exp, sizeof exp, t.expires_us, false);
+    cli_time_iso(created, sizeof created, t.created_us, false);
+    if (t.has_head)
+        cli_hex(head, t.head, PL_HASH_LEN);
+    const char *status = pl_run_status_name(t.status);
+    web_fail(out, 404, "deleted",
+             "run %s was deleted on %s: it was %s; its tombstone keeps the "
+             "id until %s",
+             QUOTE(id), del, status ? status : "?", exp);
+    cJSON *j = *out ? cJSON_AddObjectToObject(*out, "tombstone") : NULL;
+    if (j) {
+        cJSON_AddStringToObject(j, "run_id", id);
+        cJSON_AddStringToObject(j, "status", status ? status : "?");
+        cJSON_AddStringToObject(j, "root_policy", t.policy);
+        cJSON_AddStringToObject(j, "created", created);
+        cJSON_AddNumberToObject(j, "created_us", (double)t.created_us);
+        cJSON_AddStringToObject(j, "deleted", del);
+        cJSON_AddNumberToObject(j, "deleted_us", (double)t.deleted_us);
+        cJSON_AddStringToObject(j, "expires", exp);
+        cJSON_AddNumberToObject(j, "expires_us", (double)t.expires_us);
+        if (t.has_head)
+            cJSON_AddStringToObject(j, "head", head);
+        else
+            cJSON_AddNullToObject(j, "head");
+    }
+    return true;
+}
+
 int web_get_run(web *w, const char *id, pl_run_info **ri, cJSON **out)
 {
     int st = pl_run_get(ri, w->engine, id);
+    if (st == PL_ENOTFOUND && deleted(w, id, out))
+        return 404;
     if (st == PL_ENOTFOUND)
         return web_fail(out, 404, "not_found", "no run %s in the store",
                         QUOTE(id));

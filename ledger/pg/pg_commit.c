@@ -22,6 +22,11 @@
  *   |                  | when one is gone), each as arrays that unnest()  |
  *   |                  | turns into rows; plain SQL, no function called   |
  *   |                  | unless a fence or a consumption failed           |
+ *   | plone<shape>     | instead of Q_WRITE when one batch is left (a     |
+ *   |                  | call's commit): the same with scalars, and only  |
+ *   |                  | the parts that batch has (pg_one.c); prepared    |
+ *   |                  | first in the pipeline the first time a shape is  |
+ *   |                  | used on the connection                           |
  *   | Q_STEPS          | only past STEPS_ROWS rows or STEPS_BYTES bytes   |
  *   |                  | of steps: the rest, as many as it takes          |
  *   | Q_SCHED          | once per batch that writes a schedule            |
@@ -193,6 +198,38 @@ static int write_send(pl__pg_store *s, PGconn *c, write_set *w, bool first)
                        fmts, "sending a commit");
 }
 
+/* Send the arrays' first chunk of steps with @p one's write (pg_one.c),
+ * or, for any other commit, Q_WRITE with all of them (@p first) or Q_STEPS. */
+static int chunk_send(pl__pg_store *s, PGconn *c, write_set *w, bool first,
+                      const pl__batch *one, unsigned shape)
+{
+    if (!first || !one)
+        return write_send(s, c, w, first);
+    arr_end(&w->a[A_KEY]);
+    arr_end(&w->a[A_VAL]);
+    if (w->a[A_KEY].b.len > INT32_MAX || w->a[A_VAL].b.len > INT32_MAX)
+        return pl__err(PL_EINVAL,
+                       "store '%s': a commit too large for the "
+                       "server",
+                       s->path);
+    return pl__pg_one_send(s, c, one, shape, &w->a[A_KEY].b, &w->a[A_VAL].b);
+}
+
+/* The one batch of @p batches that writes to a run it does not create, if
+ * there is exactly one (a call's commit): its write goes as pg_one.c's
+ * statement; NULL for none or more (Q_WRITE). */
+static const pl__batch *one_write(pl__batch *const *batches, size_t n)
+{
+    const pl__batch *one = NULL;
+    for (size_t b = 0; b < n; b++)
+        if (!batches[b]->create_id) {
+            if (one)
+                return NULL;
+            one = batches[b];
+        }
+    return one;
+}
+
 /* Begin the arrays of a statement: all of them (@p first) or the steps'. */
 static int write_begin(write_set *w, bool first)
 {
@@ -251,17 +288,19 @@ static int time_add(write_set *w, const pl__batch *bt, bool timer)
 
 /*
  * Send the steps, states, fences, timers and inbox consumptions of every
- * batch that creates no run: Q_WRITE, and Q_STEPS for steps past its
- * limits.  *nsent counts the statements sent.
+ * batch that creates no run: Q_WRITE, or for @p one, the only such batch,
+ * the statement of its @p shape (pg_one.c); and Q_STEPS for steps past
+ * their limits.  *nsent counts the statements sent.
  */
 static int write_all(pl__pg_store *s, PGconn *c, pl__batch *const *batches,
-                     size_t n, size_t *nsent)
+                     size_t n, const pl__batch *one, unsigned shape,
+                     size_t *nsent)
 {
     write_set w = {0};
     int st = write_begin(&w, true);
     /* the fences and states first: they all go with Q_WRITE, which the
-     * steps' first chunk completes */
-    for (size_t b = 0; !st && b < n; b++) {
+     * steps' first chunk completes (one's go as scalars) */
+    for (size_t b = 0; !st && !one && b < n; b++) {
         const pl__batch *bt = batches[b];
         if (bt->create_id)
             continue;
@@ -290,7 +329,7 @@ static int write_all(pl__pg_store *s, PGconn *c, pl__batch *const *batches,
             const pl__kv *e = &bt->steps.e[i];
             if (rows && (rows == STEPS_ROWS ||
                          bytes + e->klen + e->vlen > STEPS_BYTES)) {
-                if ((st = write_send(s, c, &w, first)))
+                if ((st = chunk_send(s, c, &w, first, one, shape)))
                     break;
                 ++*nsent;
                 first = false;
@@ -308,8 +347,9 @@ static int write_all(pl__pg_store *s, PGconn *c, pl__batch *const *batches,
     /* the last chunk: Q_WRITE if none went yet, else Q_STEPS; a commit of
      * nothing but creations sends neither */
     bool any = !first || w.a[A_FENCE_RUN].n || w.a[A_STATE_RUN].n ||
-               w.a[A_KEY].n || w.a[A_TIMER_RUN].n || w.a[A_INBOX_RUN].n;
-    if (!st && any && (st = write_send(s, c, &w, first)) == PL_OK)
+               w.a[A_KEY].n || w.a[A_TIMER_RUN].n || w.a[A_INBOX_RUN].n ||
+               shape;
+    if (!st && any && (st = chunk_send(s, c, &w, first, one, shape)) == PL_OK)
         ++*nsent;
     write_set_free(&w);
     return st;
@@ -330,6 +370,8 @@ typedef struct commit_ctx {
     size_t nq; /* how many; every statement after them is a write */
     pl__batch *const *batches;
     size_t n;
+    unsigned shape; /* the one-run write's (pg_one.c), or 0 */
+    bool prep;      /* its statement prepared first in the pipeline */
 } commit_ctx;
 
 /* Q_WRITE's answer: the runs written with a cancellation in their inbox,
@@ -425,6 +467,8 @@ static int succ_send(commit_ctx *x, pl__batch *bt)
 static int commit_result(size_t i, PGresult *r, void *user)
 {
     commit_ctx *x = user;
+    if (x->prep && i-- == 0)
+        return pl__pg_one_prepared_result(x->s, x->c, x->shape, r);
     sent_kind kind = i < x->nq ? x->q[i].kind : SENT_WRITE;
     ExecStatusType es = PQresultStatus(r);
     if (es == PGRES_TUPLES_OK && kind == SENT_CREATE) {
@@ -466,7 +510,10 @@ int pl__pg_commit(pl__pg_store *s, pl__batch *const *batches, size_t n,
         creates += (batches[b]->create_id != NULL) +
                    (batches[b]->succ_id != NULL);
     }
-    commit_ctx x = {s, NULL, NULL, 0, batches, n};
+    commit_ctx x = {s, NULL, NULL, 0, batches, n, 0, false};
+    const pl__batch *one = one_write(batches, n);
+    if (one)
+        x.shape = pl__pg_one_shape(one, one->timer_us != 0);
     if (creates && !(x.q = calloc(2 * creates, sizeof *x.q)))
         return pl__err(PL_ENOMEM, "out of memory");
     int st = pl__pg_conn_get(s, &x.c);
@@ -477,6 +524,10 @@ int pl__pg_commit(pl__pg_store *s, pl__batch *const *batches, size_t n,
     size_t writes = 0;
     if (PQenterPipelineMode(x.c) != 1)
         st = pl__pg_err(s, x.c, NULL, "entering pipeline mode");
+    if (!st && x.shape && !pl__pg_one_prepared(x.c, x.shape)) {
+        x.prep = true;
+        st = pl__pg_one_prepare(s, x.c, x.shape);
+    }
     for (size_t b = 0; !st && b < n; b++) {
         if (batches[b]->create_id)
             st = create_send(&x, batches[b]);
@@ -484,7 +535,7 @@ int pl__pg_commit(pl__pg_store *s, pl__batch *const *batches, size_t n,
             st = succ_send(&x, batches[b]);
     }
     if (!st)
-        st = write_all(s, x.c, batches, n, &writes);
+        st = write_all(s, x.c, batches, n, one, x.shape, &writes);
     /* schedules, each its statement, in the same pipeline */
     for (size_t b = 0; !st && b < n; b++)
         if (batches[b]->sched_name && !batches[b]->create_id &&
@@ -498,9 +549,9 @@ int pl__pg_commit(pl__pg_store *s, pl__batch *const *batches, size_t n,
      * everything after an error; after a failed send nothing is synced,
      * and the connection, left in pipeline mode, is dropped, which rolls
      * it back too */
-    if (!st && x.nq + writes)
-        st = pl__pg_pipeline_finish(s, x.c, x.nq + writes, commit_result, &x,
-                                    "committing");
+    if (!st && x.prep + x.nq + writes)
+        st = pl__pg_pipeline_finish(s, x.c, x.prep + x.nq + writes,
+                                    commit_result, &x, "committing");
     else if (!st)
         PQexitPipelineMode(x.c);
     free(x.q);
@@ -523,6 +574,8 @@ typedef struct lock_ctx {
     PGconn *c;
     uint64_t num;
     pl__buf *state;
+    unsigned shape; /* pl__pg_put_state()'s write (pg_one.c) */
+    bool prep;      /* its statement prepared first */
 } lock_ctx;
 
 /* The results of BEGIN and of the SELECT ... FOR UPDATE. */
@@ -556,7 +609,7 @@ int pl__pg_lock_state(pl__pg_store *s, PGconn *c, uint64_t num, pl__buf *state)
     if (!st)
         st = pl__pg_send(s, c, Q_STATE_LOCK, 1, vals, lens, fmts,
                          "reading a run state");
-    lock_ctx x = {s, c, num, state};
+    lock_ctx x = {s, c, num, state, 0, false};
     return st ? st
               : pl__pg_pipeline_finish(s, c, 2, lock_result, &x,
                                        "reading a run state");
@@ -566,7 +619,8 @@ int pl__pg_lock_state(pl__pg_store *s, PGconn *c, uint64_t num, pl__buf *state)
 static int put_result(size_t i, PGresult *r, void *user)
 {
     lock_ctx *x = user;
-    (void)i;
+    if (x->prep && i == 0)
+        return pl__pg_one_prepared_result(x->s, x->c, x->shape, r);
     ExecStatusType es = PQresultStatus(r);
     if (es == PGRES_COMMAND_OK || es == PGRES_TUPLES_OK)
         return PL_OK;
@@ -586,14 +640,20 @@ int pl__pg_put_state(pl__pg_store *s, PGconn *c, uint64_t num,
     b.state = *state;
     pl__batch *one[1] = {&b};
     size_t nq = 0;
+    lock_ctx x = {s, c, num, NULL, pl__pg_one_shape(&b, false), false};
     if (PQenterPipelineMode(c) != 1)
         return pl__pg_err(s, c, NULL, "entering pipeline mode");
-    int st = write_all(s, c, one, 1, &nq);
+    int st = PL_OK;
+    if (x.shape && !pl__pg_one_prepared(c, x.shape)) {
+        x.prep = true;
+        st = pl__pg_one_prepare(s, c, x.shape);
+    }
+    if (!st)
+        st = write_all(s, c, one, 1, &b, x.shape, &nq);
     if (!st)
         st = pl__pg_send(s, c, Q_COMMIT, 0, NULL, NULL, NULL, "committing");
-    lock_ctx x = {s, c, num, NULL};
     return st ? st
-              : pl__pg_pipeline_finish(s, c, nq + 1, put_result, &x,
+              : pl__pg_pipeline_finish(s, c, x.prep + nq + 1, put_result, &x,
                                        "writing a run state");
 }
 

@@ -39,13 +39,16 @@
  * consumptions of all of them (timers and inboxes: pg_time.c) as arrays,
  * sent in libpq's pipeline mode after any creations of runs,
  * with one Sync at the end (pg_commit.c has the statements, and how a new
- * record type joins them).  Steps are inserted, never updated: an existing
+ * record type joins them); a commit that writes one run sends instead a
+ * statement of the parts it has, with scalars (pg_one.c).  Steps are inserted, never updated: an existing
  * key (unique_violation) fails the commit with PL_EBUSY, as on LMDB.
  * There is no journal: steps are in place at once.
  *
  * STATEMENTS: every statement on the hot path (commits, reads, leases, the
  * queue, renewals) is prepared on each connection when it opens, all in
- * one round trip, and run by name from then on (pg_int.h lists them).
+ * one round trip, and run by name from then on (pg_int.h lists them); a
+ * one-run commit's statement, the first time its shape is used on the
+ * connection, in that commit's round trip (pg_one.c).
  *
  * DURABILITY: sync and group commit with synchronous_commit = on (group
  * relies on the server's own group commit of concurrent sessions, which
@@ -73,7 +76,13 @@
 #include <string.h>
 #include <unistd.h>
 
-static _Atomic uint64_t g_round_trips, g_statements, g_connects, g_wait_ns;
+static _Atomic uint64_t g_round_trips, g_statements, g_connects, g_wait_ns,
+    g_prepares;
+
+void pl__pg_count_prepare(void)
+{
+    atomic_fetch_add_explicit(&g_prepares, 1, memory_order_relaxed);
+}
 
 void pl__pg_count_wait(uint64_t t0)
 {
@@ -95,6 +104,30 @@ void pl__pg_counts_get(pl__pg_counts *out)
     out->statements = atomic_load_explicit(&g_statements, memory_order_relaxed);
     out->connects = atomic_load_explicit(&g_connects, memory_order_relaxed);
     out->wait_ns = atomic_load_explicit(&g_wait_ns, memory_order_relaxed);
+    out->prepares = atomic_load_explicit(&g_prepares, memory_order_relaxed);
+}
+
+int pl__pg_plans_get(pl__pg_store *s, uint64_t *custom, uint64_t *generic)
+{
+    PGconn *c;
+    int st = pl__pg_conn_get(s, &c);
+    if (st)
+        return st;
+    PGresult *r = pl__pg_exec(c,
+                              "SELECT coalesce(sum(custom_plans), 0)::bigint, "
+                              "coalesce(sum(generic_plans), 0)::bigint FROM "
+                              "pg_prepared_statements",
+                              0, NULL, NULL);
+    if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1 ||
+        PQgetlength(r, 0, 0) != 8 || PQgetlength(r, 0, 1) != 8)
+        st = pl__pg_err(s, c, r, "reading the plans");
+    else {
+        *custom = pl__get_be64((const uint8_t *)PQgetvalue(r, 0, 0));
+        *generic = pl__get_be64((const uint8_t *)PQgetvalue(r, 0, 1));
+    }
+    PQclear(r);
+    pl__pg_conn_put(s, c);
+    return st;
 }
 
 bool pl__pg_is_uri(const char *path)

@@ -7,6 +7,7 @@
  *   | pg_conn.c    | errors, the connection pool, the URI, open/close   |
  *   |              | and the schema                                     |
  *   | pg_commit.c  | writing: commits and read-modify-write of a state  |
+ *   | pg_one.c     | the write of a commit that writes one run          |
  *   | pg_read.c    | reading: ledgers, runs, states, statistics         |
  *   | pg_lease.c   | leases and the queue                               |
  *   | pg_sched.c   | schedules                                          |
@@ -115,6 +116,9 @@ struct pl__pg_store {
 /* Count @p round_trips waits for the server and @p statements sent
  * (pl__pg_counts_get()). */
 PL__HIDDEN void pl__pg_count(unsigned round_trips, unsigned statements);
+/* Count a statement prepared in a commit's pipeline (counted as a
+ * statement sent too). */
+PL__HIDDEN void pl__pg_count_prepare(void);
 /* Count the time since @p t0 (pl__mono_ns()) as spent in round trips. */
 PL__HIDDEN void pl__pg_count_wait(uint64_t t0);
 
@@ -216,6 +220,37 @@ PL__HIDDEN int pl__pg_put_state(pl__pg_store *s, PGconn *c, uint64_t num,
 /* After a failure in a transaction pl__pg_lock_state() began: roll it back
  * (the message kept).  Returns @p c, or NULL when it had to be closed. */
 PL__HIDDEN PGconn *pl__pg_rollback(pl__pg_store *s, PGconn *c);
+
+/* ---- the write of one run (pg_one.c) ------------------------------------ */
+
+/* The parts of a one-run write's statement (a shape: their bits). */
+enum {
+    ONE_FENCE = 1,  /* its lease's fence */
+    ONE_DROP = 2,   /* the lease dropped */
+    ONE_STEPS = 4,  /* steps */
+    ONE_STATE = 8,  /* a state */
+    ONE_TIMER = 16, /* a timer */
+    ONE_INBOX = 32, /* an inbox record consumed */
+    ONE_PARK = 64,  /* the run parks with its key */
+    ONE_SHAPES = 128
+};
+/* The shape of batch @p bt's write; @p timer: it writes its timer. */
+PL__HIDDEN unsigned pl__pg_one_shape(const pl__batch *bt, bool timer);
+/* Whether connection @p c has prepared @p shape's statement. */
+PL__HIDDEN bool pl__pg_one_prepared(PGconn *c, unsigned shape);
+/* Send the preparation of @p shape's statement in a pipeline: first, so
+ * that nothing before it can make the server skip it. */
+PL__HIDDEN int pl__pg_one_prepare(pl__pg_store *s, PGconn *c,
+                                  unsigned shape) PL__MUST_CHECK;
+/* Its result: @p c remembers the shape if it was prepared. */
+PL__HIDDEN int pl__pg_one_prepared_result(pl__pg_store *s, PGconn *c,
+                                          unsigned shape,
+                                          const PGresult *r) PL__MUST_CHECK;
+/* Send @p bt's write as @p shape's statement, the first of its steps in
+ * @p keys and @p vals (binary bytea arrays; the rest goes as Q_STEPS). */
+PL__HIDDEN int pl__pg_one_send(pl__pg_store *s, PGconn *c, const pl__batch *bt,
+                               unsigned shape, const pl__buf *keys,
+                               const pl__buf *vals) PL__MUST_CHECK;
 
 /* ---- timers and inboxes (pg_time.c) -------------------------------------- */
 

@@ -105,9 +105,20 @@ PL__HIDDEN int pl__pg_inbox_read(pl__pg_store *s, uint64_t run,
 typedef struct pl__pg_counts {
     uint64_t round_trips, statements, connects;
     uint64_t wait_ns;
+    uint64_t prepares; /* the statements prepared in commits (a shape's
+                          first on a connection, pg_one.c): in statements
+                          too */
 } pl__pg_counts;
 
 PL__HIDDEN void pl__pg_counts_get(pl__pg_counts *out);
+
+/* The plans the server made for the prepared statements of the connection
+ * the store's next call takes: *custom for the values of one execution,
+ * *generic kept for all (pg_prepared_statements).  For the tests and
+ * pl-bench: a statement the server plans again on every execution costs
+ * it more than the execution itself. */
+PL__HIDDEN int pl__pg_plans_get(pl__pg_store *s, uint64_t *custom,
+                                uint64_t *generic) PL__MUST_CHECK;
 
 /* rate budgets (pg_flow.c; store.h) */
 PL__HIDDEN int pl__pg_rate_take(pl__pg_store *s, const char *resource,

@@ -22,6 +22,11 @@
  *              more by its button and by scrolling; a 2 MiB payload
  *              shown cut, then whole on demand; a signal sent; a batch
  *              cancel's summary stays until dismissed
+ *   delete     a run deleted from its page after a confirmation naming it,
+ *              and the failed runs older than a time by the batch delete,
+ *              which names them first; another tab's list drops them live;
+ *              a deleted run's id opens its tombstone; read-only mode shows
+ *              no delete; a delete without the CSRF token is refused
  *
  * Exit 0 passed, 1 failed, 77 skipped (playwright-core not installed: npm
  * was not reachable when tests/npm_setup.sh ran; with PL_NPM_REQUIRED=1, where nothing
@@ -674,11 +679,115 @@ async function steps() {
   await stopWeb(web);
 }
 
-const CASES = { story, paging, hostile, refusals, steps };
+async function deletes() {
+  const store = path.join(tmp, 'delete.db');
+  /* job-000000..119: failed 7, 57 and 107; suspended 3 and 103 */
+  run(opt['web-fixture'], [store, 'many', '120']);
+  const tick = () => new Promise((r) => setTimeout(r, 5));
+  await tick();
+  const cut = new Date().toISOString();
+  await tick();
+  run(opt['web-gen'], [store, '20']); /* newer runs, two of them failed */
+  const web = await startWeb(store, []);
+  const b = await browser();
+  let page = await newPage(b);
+  const watcher = await newPage(b);
+  await watcher.goto(web.base + '/#/runs');
+  await watcher.waitForSelector('#runs-body tr[data-id="job-000110"]');
+  ok(await watcher.locator('#runs-body tr[data-id="job-000107"]').count() === 1, 'the list shows the runs to delete');
+
+  /* from a run's page, after a question that says what goes */
+  await page.goto(web.base + '/#/run/job-000110');
+  await page.waitForSelector('#act-delete');
+  await page.click('#act-delete');
+  const question = await page.locator('#actions .confirm .question').textContent();
+  ok(/job-000110 \(completed, 1 step, root policy job\)/.test(question) && /tombstone/.test(question),
+    'the delete asks first, naming the run, its status, steps and policy: ' + question);
+  await page.click('#actions .confirm button.danger');
+  await page.waitForSelector('#tombstone');
+  ok(/run job-000110: deleted/.test(await page.locator('#outcome').textContent()), 'the delete says what it did');
+  ok(await page.locator('#tombstone .badge').first().textContent() === 'deleted' &&
+    /completed/.test(await page.locator('#tombstone .facts').textContent()), 'the run\'s page turns into its tombstone, its final status kept');
+  await watcher.waitForSelector('#runs-body tr[data-id="job-000110"]', { state: 'detached' });
+  ok(true, 'the other tab\'s list drops the deleted run, live');
+  const gone = await request(web.base, 'GET', '/api/runs/job-000110');
+  ok(gone.status === 404 && gone.json.error === 'deleted' && gone.json.tombstone.status === 'completed', 'the store holds its tombstone only');
+  await page.goto(web.base + '/#/runs');
+  await page.waitForSelector('#runs-body tr[data-id]');
+  await page.goto(web.base + '/#/run/job-000110');
+  await page.waitForSelector('#tombstone');
+  ok(/was deleted on .*: it was completed; its tombstone keeps the id until/.test(await page.locator('#tombstone .alert').textContent()),
+    'opening a deleted run\'s id shows its tombstone');
+  await shot(page, 'tombstone');
+  await page.goto(web.base + '/#/run/job-000103');
+  await page.waitForSelector('#act-cancel');
+  ok(await page.locator('#act-delete').count() === 0, 'a suspended run has no delete');
+
+  /* the failed runs older than a time: named, then deleted */
+  await page.goto(web.base + '/#/runs');
+  await page.waitForSelector('#runs-body tr[data-id]');
+  ok(await page.locator('#batch-delete').isDisabled(), 'with no filter, the batch delete is off');
+  await page.selectOption('#filters select[name=range]', '<1h');
+  await page.waitForFunction(() => location.hash.includes('until=1h'));
+  ok(true, 'the time range offers "older than"');
+  await page.goto(web.base + '/#/runs?status=failed&until=' + encodeURIComponent(cut));
+  await page.waitForFunction(() => document.querySelectorAll('#runs-body tr[data-id]').length === 3);
+  const older = await page.$$eval('#runs-body tr[data-id]', (t) => t.map((x) => x.dataset.id));
+  ok(JSON.stringify(older) === '["job-000107","job-000057","job-000007"]', 'the filter holds the three failed runs made before the cut: ' + older);
+  await page.click('#batch-delete');
+  await page.waitForFunction(() => /^Delete 3 ended runs/.test(document.querySelector('#batch .confirm .question')?.textContent || ''));
+  const ask = await page.locator('#batch .confirm .question').textContent();
+  ok(/job-000107 \(failed\), job-000057 \(failed\), job-000007 \(failed\)/.test(ask), 'the batch delete names what it would delete: ' + ask);
+  await shot(page, 'delete');
+  await page.click('#batch .confirm button.danger');
+  await page.waitForSelector('#batch-outcome pre.summary');
+  const summary = await page.locator('#batch-outcome pre.summary').textContent();
+  ok(summary.includes('3 run(s) deleted, 0 refused') && (summary.match(/^run job-\d+: deleted/gm) || []).length === 3,
+    'the batch delete says what it deleted: ' + JSON.stringify(summary));
+  await page.waitForSelector('#runs-body td.empty');
+  await watcher.waitForSelector('#runs-body tr[data-id="job-000107"]', { state: 'detached' });
+  ok(true, 'the list drops them, in this tab and live in the other');
+  const left = (await request(web.base, 'GET', '/api/runs?status=failed')).json.runs;
+  ok(left.length === 2 && left.every((r) => !r.id.startsWith('job-')), 'the failed runs made after the cut stay');
+
+  /* a delete without the CSRF token */
+  const json = { 'Content-Type': 'application/json' };
+  const forged = await request(web.base, 'POST', '/api/runs/job-000001/delete', json, {});
+  const forgedBatch = await request(web.base, 'POST', '/api/batch/delete?status=completed', json, {});
+  ok(forged.status === 403 && forged.json.error === 'csrf' && forgedBatch.status === 403, 'a delete without the CSRF token is refused (403)');
+  ok((await request(web.base, 'GET', '/api/runs/job-000001')).status === 200, 'and the run stays');
+  clean(page, 'deleting');
+  clean(watcher, 'in the watching tab');
+  /* (closed first: a page whose server stops sees its event stream cut) */
+  await page.context().close();
+  await watcher.context().close();
+  await stopWeb(web);
+
+  /* read-only: no delete anywhere, and the tombstones still show */
+  const ro = await startWeb(store, ['--read-only']);
+  page = await newPage(b);
+  await page.goto(ro.base + '/#/run/job-000001');
+  await page.waitForSelector('.run-head #actions');
+  ok(await page.locator('#act-delete').count() === 0, 'read-only mode shows no delete on a run\'s page');
+  await page.goto(ro.base + '/#/runs?status=completed');
+  await page.waitForSelector('#runs-body tr[data-id]');
+  ok(await page.locator('#batch-delete').count() === 0, 'nor a batch delete');
+  const sess = (await request(ro.base, 'GET', '/api/session')).json;
+  const refused = await request(ro.base, 'POST', '/api/runs/job-000001/delete', Object.assign({ 'X-CSRF-Token': sess.csrf }, json), {});
+  ok(refused.status === 403 && refused.json.error === 'read_only', 'and the server refuses one (403 read_only)');
+  await page.goto(ro.base + '/#/run/job-000007');
+  await page.waitForSelector('#tombstone');
+  ok(/failed/.test(await page.locator('#tombstone .facts').textContent()), 'a tombstone shows in read-only mode too');
+  clean(page, 'read-only');
+  await b.close();
+  await stopWeb(ro);
+}
+
+const CASES = { story, paging, hostile, refusals, steps, delete: deletes };
 
 (async () => {
   if (!CASES[CASE]) {
-    console.error('usage: node test_web.js story|paging|hostile|refusals|steps --web BIN ...');
+    console.error('usage: node test_web.js story|paging|hostile|refusals|steps|delete --web BIN ...');
     process.exit(2);
   }
   loadPlaywright();

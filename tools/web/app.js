@@ -284,6 +284,8 @@ PL.summary = function (d) {
       if (o.message) t += '\n  ' + o.message;
       return t;
     }
+    if (o.deleted === true) return `run ${id}: deleted (its tombstone keeps the id)`;
+    if (o.error && !o.status) return `run ${id}: refused: ${o.message || o.error}`;
     if (o.status === 'not_run') return `run ${id}: not run: ${o.message || o.error || ''}`;
     if (o.status === 'delivered') return `run ${id}: delivered` + (o.now ? ` (now ${o.now})` : '');
     let t = `run ${id}: ${o.status}` + (o.note ? ' ' + o.note : '');
@@ -309,6 +311,12 @@ PL.summary = function (d) {
     return lines.join('\n') + (lines.length ? '\n' : '') +
       `${d.cancelled} run(s) cancelled, ${d.refused || 0} refused` + (d.truncated ? ' (more may match: run it again)' : '');
   }
+  if (typeof d.deleted === 'number') {
+    const runs = Array.isArray(d.runs) ? d.runs : [];
+    const lines = runs.map(one).filter(Boolean);
+    return lines.join('\n') + (lines.length ? '\n' : '') +
+      `${d.deleted} run(s) deleted, ${d.refused || 0} refused` + (d.truncated ? ' (more may match: run it again)' : '');
+  }
   let t = one(d);
   if (d.new_run) t = `forked ${d.forked_from} at ${d.forked_at} into ${d.new_run}\n` + t;
   return t;
@@ -332,7 +340,9 @@ PL.act = async function (button, box, path, body, then) {
 };
 
 /* A button that asks once more on the page (no browser dialog) before it
- * does what it says. */
+ * does what it says.  question: a string, or a function giving one or a
+ * promise of one (shown once it comes; null: there is nothing to do, and
+ * only "No" is offered). */
 PL.confirmButton = function (label, question, cls, onYes) {
   const wrap = PL.h('span', { class: 'confirm' });
   const btn = PL.h('button', { type: 'button', class: cls || '', text: label });
@@ -343,7 +353,23 @@ PL.confirmButton = function (label, question, cls, onYes) {
     PL.confirming = key;
     const yes = PL.h('button', { type: 'button', class: 'danger', text: 'Yes' });
     const no = PL.h('button', { type: 'button', class: 'ghost', text: 'No' });
-    const q = PL.h('span', { class: 'question', text: typeof question === 'function' ? question() : question });
+    const q = PL.h('span', { class: 'question' });
+    const put = (t) => {
+      if (t === null) {
+        q.textContent = 'Nothing matches: there is nothing to do.';
+        yes.hidden = true;
+      } else {
+        q.textContent = String(t);
+        yes.disabled = false;
+      }
+    };
+    const v = typeof question === 'function' ? question() : question;
+    if (v && typeof v.then === 'function') {
+      q.textContent = 'Looking…';
+      yes.disabled = true;
+      v.then((t) => { if (q.isConnected) put(t); },
+        (e) => { if (q.isConnected) q.textContent = 'Cannot tell what it would do: ' + e.message; });
+    } else put(v);
     btn.hidden = true;
     wrap.append(q, yes, no);
     const done = () => { PL.confirming = null; q.remove(); yes.remove(); no.remove(); btn.hidden = false; };

@@ -23,6 +23,9 @@
     divergence: 'diverged',
   };
 
+  /* the statuses of runs that have ended for good: those a delete takes */
+  const ENDED = ['completed', 'failed', 'cancelled', 'superseded', 'continued'];
+
   function runOf(d) { return (d && (d.run || d)) || {}; }
 
   /* Steps, flat with their invocation path (as ledger-dump --format json
@@ -207,7 +210,8 @@
       return b;
     };
     const unfinished = status === 'crashed' || status === 'running';
-    btn('Continue', 'continue', '/api/runs/' + id + '/continue', {}, unfinished && status === 'crashed' ? 'primary' : '', unfinished);
+    /* a run that has ended has nothing to continue */
+    if (!ENDED.includes(status)) btn('Continue', 'continue', '/api/runs/' + id + '/continue', {}, status === 'crashed' ? 'primary' : '', unfinished);
     btn('Check', 'check', '/api/runs/' + id + '/check', {}, '', true, (d) => checked(run, d));
     const v = h('button', { type: 'button', id: 'act-verify', text: 'Verify' });
     v.addEventListener('click', () => verify(v, id));
@@ -223,6 +227,16 @@
       const sig = h('button', { type: 'button', id: 'act-signal', text: 'Signal…' });
       sig.addEventListener('click', () => { form.hidden = !form.hidden; });
       bar.append(sig, form);
+    }
+    if (PL.can('delete') && ENDED.includes(status)) {
+      const steps = typeof run.steps === 'number' ? run.steps : null;
+      const del = PL.confirmButton('Delete…', () => 'Delete run ' + PL.preview(String(run.id), 80) + ' (' + status + ', ' +
+        (steps === null ? 'its' : PL.num(steps)) + ' step' + (steps === 1 ? '' : 's') + ', root policy ' +
+        PL.preview(String(run.root_policy || run.policy || ''), 60) + ') for good? Its record and every step go; ' +
+        'a tombstone keeps its id, final status and head.', 'danger-outline', (b) =>
+        PL.act(b, st.outcome, '/api/runs/' + id + '/delete', {}, () => load(true)));
+      del.querySelector('button').id = 'act-delete';
+      bar.appendChild(del);
     }
     bar.appendChild(h('a', { class: 'button', id: 'export', href: '/api/runs/' + id + '/export', download: String(run.id).replace(/[^A-Za-z0-9._-]/g, '_') + '.jsonl', text: 'Export JSONL' }));
     return bar;
@@ -357,6 +371,26 @@
     }
   }
 
+  /* A deleted run: what its tombstone keeps. */
+  function tombstone(t, message) {
+    const main = st.main;
+    if (st.observer) { st.observer.disconnect(); st.observer = null; }
+    const head = typeof t.head === 'string' ? t.head : '';
+    PL.clear(main).append(h('nav', { class: 'crumbs' }, h('a', { href: '#/runs', text: '‹ Runs' })),
+      h('section', { class: 'run-head', id: 'tombstone' },
+        h('div', { class: 'title-row' }, h('h1', { class: 'mono run-id', title: st.id, text: PL.preview(st.id, 100) }),
+          PL.badge('deleted')),
+        h('dl', { class: 'facts' },
+          kv('final status', PL.badge(String(t.status || '?'))),
+          kv('root policy', h('span', { class: 'mono', text: String(t.root_policy || '') })),
+          kv('created', PL.timeCell(t.created, t.created_us)),
+          kv('deleted', PL.timeCell(t.deleted, t.deleted_us)),
+          kv('id kept until', PL.timeCell(t.expires, t.expires_us)),
+          kv('head', head ? h('span', { class: 'mono', title: head, text: head.slice(0, 16) }) : '–')),
+        h('div', { class: 'alert deleted', text: message || 'Deleted: its record and steps are gone; its tombstone keeps the id.' })),
+      st.outcome);
+  }
+
   /* The run and its first page; with more pages read, the last one again
    * (a running run's new steps come at its end). */
   const loader = PL.loader(() => {
@@ -377,6 +411,9 @@
         st.pages = [first];
       }
       draw();
+    } else if (e.status === 404 && e.data && e.data.tombstone && typeof e.data.tombstone === 'object') {
+      st.data = null;
+      tombstone(e.data.tombstone, String(e.data.message || ''));
     } else if (!quiet || !st.data) {
       PL.clear(st.main).append(h('nav', { class: 'crumbs' }, h('a', { href: '#/runs', text: '‹ Runs' })),
         h('div', { class: 'outcome bad' }, h('strong', { text: e.status === 404 ? 'No such run: ' : 'Could not read the run: ' }),

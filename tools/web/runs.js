@@ -10,6 +10,8 @@
   const FILTERS = ['status', 'policy', 'prefix', 'since', 'until', 'q'];
   const STATUSES = ['running', 'crashed', 'suspended', 'waiting', 'submitted', 'completed', 'failed', 'cancelled', 'superseded'];
   const RANGES = [['', 'any time'], ['15m', 'last 15 min'], ['1h', 'last hour'], ['24h', 'last day'], ['7d', 'last week']];
+  /* created before an age ago: until=AGE */
+  const OLDER = [['1h', 'older than 1h'], ['24h', 'older than 1d'], ['7d', 'older than 7d'], ['30d', 'older than 30d']];
 
   /* batchDone: the last batch action's answer or error, shown until
    * dismissed (the list's reloads and filters keep it). */
@@ -186,6 +188,7 @@
     const c = countsOf(st.data);
     const crashed = c.crashed || 0;
     const f = apiFilters();
+    const filtered = Object.keys(f).length > 0;
     const cont = PL.confirmButton('Continue crashed (' + PL.compact(crashed) + ')',
       () => 'Continue every crashed run that matches the filter?', 'primary', (btn) => {
         batchAct(btn, '/api/batch/continue' + PL.query(Object.assign({}, f, { status: 'crashed' })));
@@ -194,12 +197,38 @@
     cont.querySelector('button').id = 'batch-continue';
     st.batch.appendChild(cont);
     if (PL.can('cancel')) {
-      const cancel = PL.confirmButton('Cancel matching', () => 'Cancel every unfinished run that matches the filter?', 'danger-outline', (btn) => {
+      const cancel = PL.confirmButton('Cancel…', () => 'Cancel every unfinished run that matches the filter?', 'danger-outline', (btn) => {
         batchAct(btn, '/api/batch/cancel' + PL.query(f));
       });
-      cancel.querySelector('button').id = 'batch-cancel';
+      const b = cancel.querySelector('button');
+      b.id = 'batch-cancel';
+      b.disabled = !filtered;
+      b.title = filtered ? 'cancel the unfinished runs the filter holds' : 'choose a filter first: a cancel never takes every run';
       st.batch.appendChild(cancel);
     }
+    if (PL.can('batch_delete')) {
+      /* the runs it would delete are asked first (a dry run), and named */
+      const q = Object.assign({}, f, { limit: 100 });
+      const del = PL.confirmButton('Delete…', () =>
+        PL.api('/api/batch/delete' + PL.query(Object.assign({ dry_run: 1 }, q)), { method: 'POST', body: {} }).then(deleteQuestion),
+      'danger-outline', (btn) => batchAct(btn, '/api/batch/delete' + PL.query(q)));
+      const b = del.querySelector('button');
+      b.id = 'batch-delete';
+      b.disabled = !filtered;
+      b.title = filtered ? 'delete the ended runs the filter holds, 100 at a time (names them first)'
+        : 'choose a filter first (a status, an age, ...): a delete never takes every run';
+      st.batch.appendChild(del);
+    }
+  }
+
+  /* What a batch delete's dry run found, as the question asked. */
+  function deleteQuestion(d) {
+    const runs = d && Array.isArray(d.runs) ? d.runs.filter((r) => r && typeof r === 'object') : [];
+    if (!runs.length) return null;
+    const named = runs.slice(0, 3).map((r) => PL.preview(String(r.run_id), 40) + ' (' + String(r.state) + ')');
+    return 'Delete ' + (d.truncated ? 'the first ' : '') + runs.length + ' ended run' + (runs.length === 1 ? '' : 's') +
+      ' for good: ' + named.join(', ') + (runs.length > 3 ? ' and ' + (runs.length - 3) + ' more' : '') +
+      (d.truncated ? ' (more may match: delete again)' : '') + '? Their records and steps go; a tombstone keeps each id.';
   }
 
   function filterForm() {
@@ -211,10 +240,12 @@
     const names = Array.isArray(PL.session.policies) ? PL.session.policies.filter((p) => typeof p === 'string') : [];
     const datalist = h('datalist', { id: 'policies' }, names.slice(0, 500).map((p) => h('option', { value: p })));
     const prefix = h('input', { name: 'prefix', placeholder: 'run id prefix', value: f.prefix || '', size: 14, class: 'mono', 'aria-label': 'run id prefix' });
-    const q = h('input', { name: 'q', type: 'search', placeholder: 'search payloads', value: f.q || '', size: 18, 'aria-label': 'search text' });
+    const q = h('input', { name: 'q', type: 'search', placeholder: 'search payloads', value: f.q || '', size: 15, 'aria-label': 'search text' });
+    const older = !f.since && OLDER.some(([v]) => v === f.until);
     const range = h('select', { name: 'range', 'aria-label': 'time range' },
-      RANGES.map(([v, t]) => h('option', { value: v, text: t, selected: (f.since || '') === v })),
-      h('option', { value: 'custom', text: 'between…', selected: !!(f.since && !RANGES.some(([v]) => v === f.since)) || !!f.until }));
+      RANGES.map(([v, t]) => h('option', { value: v, text: t, selected: !f.until && (f.since || '') === v })),
+      OLDER.map(([v, t]) => h('option', { value: '<' + v, text: t, selected: older && f.until === v })),
+      h('option', { value: 'custom', text: 'between…', selected: !older && (!!(f.since && !RANGES.some(([v]) => v === f.since)) || !!f.until) }));
     const toLocal = (v) => {
       const d = v && !/^\d+[mhd]$/.test(v) ? PL.toDate(v) : null;
       return d ? new Date(d.getTime() - d.getTimezoneOffset() * 60000).toISOString().slice(0, 16) : '';
@@ -233,7 +264,8 @@
       if (range.value === 'custom') {
         if (since.value) nf.since = new Date(since.value).toISOString().replace(/\.\d+Z$/, 'Z');
         if (until.value) nf.until = new Date(until.value).toISOString().replace(/\.\d+Z$/, 'Z');
-      } else if (range.value) nf.since = range.value;
+      } else if (range.value.startsWith('<')) nf.until = range.value.slice(1);
+      else if (range.value) nf.since = range.value;
       st.cursors = [];
       setParams(nf, '');
     };

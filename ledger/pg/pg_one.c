@@ -1,0 +1,299 @@
+/*
+ * pg_one.c -- the write of a commit that writes one run (a call's commit,
+ * the common case): a statement made of the parts the write has and
+ * nothing else.
+ *
+ * Q_WRITE (pg_conn.c) writes any number of runs, and for that it carries
+ * every kind of record a commit may write as arrays, one data-modifying
+ * CTE each: a call's commit, which writes two steps under its lease's
+ * fence, made the server start and end all of them (the state, timers,
+ * inbox, parked runs and dropped leases, their tables and indexes opened
+ * for nothing), and the plan the server keeps for it was generic over
+ * arrays of any size, dearer by its estimates than a plan for the
+ * arrays at hand: once the tables had statistics, the server planned the
+ * statement again on every commit (bench/README.md, "On PostgreSQL").
+ *
+ * Here the run's number, its fence's generation, its state, timer and
+ * inbox record are scalars, and the statement has a part only for what
+ * the write has:
+ *
+ *   | part      | when                        | what                       |
+ *   |-----------|-----------------------------|----------------------------|
+ *   | ONE_FENCE | the write holds a lease     | its row locked, if it is   |
+ *   |           | (pl__batch.gen)             | still that generation: one |
+ *   |           |                             | index probe                |
+ *   | ONE_DROP  | the execution ended         | the lease dropped          |
+ *   | ONE_STEPS | steps                       | inserted from two arrays   |
+ *   | ONE_STATE | a state                     | upserted                   |
+ *   | ONE_TIMER | a timer                     | upserted, an earlier one   |
+ *   |           |                             | kept                       |
+ *   | ONE_INBOX | an inbox record consumed    | deleted; it must be there  |
+ *   | ONE_PARK  | the run parks with its key  | its key kept (pg_flow.c)   |
+ *
+ * and always the run's cancellation looked up in its inbox, the answer's
+ * third column, as Q_WRITE's.  Its answer and errors are Q_WRITE's: a
+ * fence that failed calls pl_fence_lost(), a record consumed by another
+ * execution pl_consumed(), before anything is written.
+ *
+ * Each combination of parts is its own prepared statement, made on a
+ * connection the first time a commit of that shape goes through it: sent
+ * first in the commit's pipeline, so the commit is still one round trip.
+ * A connection remembers the shapes it has prepared (libpq's instance
+ * data).  With scalars and no part that writes nothing, the plan the
+ * server keeps is the one it would make for the values at hand, so it
+ * keeps it.
+ */
+#include "pg_int.h"
+#include "runrec.h"
+
+#include <libpq-events.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The parameters, in the order every shape's statement numbers them. */
+enum {
+    P_RUN,
+    P_GEN,
+    P_KEYS,
+    P_VALS,
+    P_STATE,
+    P_DUE,
+    P_TID,
+    P_TREC,
+    P_SEQ,
+    P_N
+};
+
+/* Their types (pg_type.oid): given when the statement is prepared, so a
+ * shape need not use them all. */
+static const Oid param_types[P_N] = {20 /* int8 */,
+                                     20,
+                                     1001 /* bytea[] */,
+                                     1001,
+                                     17 /* bytea */,
+                                     20,
+                                     25 /* text */,
+                                     17,
+                                     20};
+
+unsigned pl__pg_one_shape(const pl__batch *bt, bool timer)
+{
+    unsigned m = 0;
+    if (bt->gen)
+        m |= ONE_FENCE | (bt->release ? ONE_DROP : 0) |
+             (bt->park ? ONE_PARK : 0);
+    if (bt->steps.n)
+        m |= ONE_STEPS;
+    if (bt->state.len)
+        m |= ONE_STATE;
+    if (timer)
+        m |= ONE_TIMER;
+    if (bt->inbox_del)
+        m |= ONE_INBOX;
+    return m;
+}
+
+/* ---- the shapes a connection has prepared -------------------------------- */
+
+/* One bit a shape: ONE_SHAPES of them. */
+typedef struct prepared {
+    uint64_t bits[(ONE_SHAPES + 63) / 64];
+} prepared;
+
+static int conn_event(PGEventId id, void *info, void *pass)
+{
+    (void)pass;
+    if (id == PGEVT_CONNDESTROY) {
+        const PGEventConnDestroy *d = info;
+        free(PQinstanceData(d->conn, conn_event));
+    }
+    return 1;
+}
+
+bool pl__pg_one_prepared(PGconn *c, unsigned shape)
+{
+    const prepared *p = PQinstanceData(c, conn_event);
+    return p && (p->bits[shape / 64] >> (shape % 64) & 1);
+}
+
+/* @p c's record of its shapes, made the first time (NULL: no memory). */
+static prepared *conn_prepared(PGconn *c)
+{
+    prepared *p = PQinstanceData(c, conn_event);
+    if (p)
+        return p;
+    if (!(p = calloc(1, sizeof *p)))
+        return NULL;
+    /* registered once a connection: its destruction frees the record */
+    (void)PQregisterEventProc(c, conn_event, "policyledger", NULL);
+    if (!PQsetInstanceData(c, conn_event, p)) {
+        free(p);
+        return NULL;
+    }
+    return p;
+}
+
+/* ---- the statements ------------------------------------------------------- */
+
+static void one_name(char *out, size_t n, unsigned shape)
+{
+    snprintf(out, n, "plone%u", shape);
+}
+
+/* Shape @p m's statement for schema @p n (NULL: out of memory). */
+static char *one_sql(const char *n, unsigned m)
+{
+    pl__buf b = {0};
+    int st = PL_OK;
+    const char *sep = "WITH ";
+#define PART(bit, ...)                                                         \
+    do {                                                                       \
+        if (!st && (m & (bit))) {                                              \
+            char *x = pl__asprintf(__VA_ARGS__);                               \
+            st = x ? pl__buf_append(&b, sep, strlen(sep)) : PL_ENOMEM;         \
+            if (!st)                                                           \
+                st = pl__buf_append(&b, x, strlen(x));                         \
+            free(x);                                                           \
+            sep = ", ";                                                        \
+        }                                                                      \
+    } while (0)
+    PART(ONE_FENCE,
+         "f AS (SELECT 1 FROM \"%s\".leases l WHERE l.run = $1 AND l.gen = "
+         "$2 AND (l.fkey IS NULL OR l.expires > " NOW_US ") FOR UPDATE)",
+         n);
+    PART(ONE_DROP, "dr AS (DELETE FROM \"%s\".leases WHERE run = $1)", n);
+    PART(ONE_STEPS,
+         "k AS (INSERT INTO \"%s\".steps (k, v) SELECT * FROM unnest($3, "
+         "$4))",
+         n);
+    PART(ONE_STATE,
+         "t AS (INSERT INTO \"%s\".state (run, v) VALUES ($1, $5) ON "
+         "CONFLICT (run) DO UPDATE SET v = excluded.v)",
+         n);
+    /* an earlier due time is kept (store.h, TIMERS) */
+    PART(ONE_TIMER,
+         "m AS (INSERT INTO \"%s\".timers AS x (run, due, id, rec) VALUES "
+         "($1, $6, $7, $8) ON CONFLICT (run) DO UPDATE SET due = "
+         "excluded.due, id = excluded.id, rec = excluded.rec WHERE "
+         "excluded.due < x.due)",
+         n);
+    PART(ONE_INBOX,
+         "d AS (DELETE FROM \"%s\".inbox WHERE run = $1 AND seq = $9 "
+         "RETURNING 1)",
+         n);
+    /* from the lease row as it was before dr dropped it */
+    PART(ONE_PARK,
+         "p AS (INSERT INTO \"%s\".parked AS z (run, fkey, flimit) SELECT "
+         "l.run, l.fkey, l.flimit FROM \"%s\".leases l WHERE l.run = $1 AND "
+         "l.fkey IS NOT NULL ON CONFLICT (run) DO UPDATE SET fkey = "
+         "excluded.fkey, flimit = excluded.flimit)",
+         n, n);
+#undef PART
+    /* the checks (the main query reads f and d first: a failure raises
+     * before any CTE that writes runs), then the run's cancellation, as
+     * Q_WRITE answers */
+    char *fence = m & ONE_FENCE ? pl__asprintf("CASE WHEN NOT EXISTS (SELECT "
+                                               "FROM f) THEN \"%s\".pl_fence_"
+                                               "lost(ARRAY[$1], ARRAY[$2]) END",
+                                               n)
+                                : pl__strdup("NULL");
+    char *inbox = m & ONE_INBOX ? pl__asprintf("CASE WHEN NOT EXISTS (SELECT "
+                                               "FROM d) THEN \"%s\".pl_"
+                                               "consumed(1, 0) END",
+                                               n)
+                                : pl__strdup("NULL");
+    char *x = fence && inbox ? pl__asprintf(" SELECT %s, %s, (SELECT "
+                                            "i.run::text FROM \"%s\".inbox "
+                                            "i WHERE i.cancel AND i.run = $1 "
+                                            "LIMIT 1)",
+                                            fence, inbox, n)
+                             : NULL;
+    free(fence);
+    free(inbox);
+    if (!st)
+        st = x ? pl__buf_append(&b, x, strlen(x) + 1) : PL_ENOMEM;
+    free(x);
+    if (st) {
+        pl__buf_free(&b);
+        return NULL;
+    }
+    return (char *)b.data;
+}
+
+int pl__pg_one_prepare(pl__pg_store *s, PGconn *c, unsigned shape)
+{
+    char name[24];
+    one_name(name, sizeof name, shape);
+    /* the record first: a shape prepared is always remembered */
+    char *sql = conn_prepared(c) ? one_sql(s->schema, shape) : NULL;
+    if (!sql)
+        return pl__err(PL_ENOMEM, "out of memory");
+    int ok = PQsendPrepare(c, name, sql, P_N, param_types);
+    free(sql);
+    pl__pg_count_prepare();
+    return ok ? PL_OK : pl__pg_err(s, c, NULL, "preparing a commit");
+}
+
+int pl__pg_one_prepared_result(pl__pg_store *s, PGconn *c, unsigned shape,
+                               const PGresult *r)
+{
+    if (PQresultStatus(r) != PGRES_COMMAND_OK)
+        return pl__pg_err(s, c, r, "preparing a commit");
+    prepared *p = PQinstanceData(c, conn_event); /* pl__pg_one_prepare's */
+    p->bits[shape / 64] |= (uint64_t)1 << (shape % 64);
+    return PL_OK;
+}
+
+int pl__pg_one_send(pl__pg_store *s, PGconn *c, const pl__batch *bt,
+                    unsigned shape, const pl__buf *keys, const pl__buf *vals)
+{
+    uint8_t run[8], gen[8], due[8], seq[8];
+    pl__buf rec = {0};
+    const char *v[P_N] = {0};
+    int len[P_N] = {0}, fmt[P_N] = {1, 1, 1, 1, 1, 1, 1, 1, 1};
+    pl__put_be64(run, bt->run);
+    v[P_RUN] = (const char *)run;
+    len[P_RUN] = 8;
+    if (shape & ONE_FENCE) {
+        pl__put_be64(gen, bt->gen);
+        v[P_GEN] = (const char *)gen;
+        len[P_GEN] = 8;
+    }
+    if (shape & ONE_STEPS) {
+        v[P_KEYS] = (const char *)keys->data;
+        len[P_KEYS] = (int)keys->len;
+        v[P_VALS] = (const char *)vals->data;
+        len[P_VALS] = (int)vals->len;
+    }
+    if (shape & ONE_STATE) {
+        if (bt->state.len > INT32_MAX)
+            return pl__err(PL_EINVAL,
+                           "store '%s': a state too large for the server",
+                           s->path);
+        v[P_STATE] = (const char *)bt->state.data;
+        len[P_STATE] = (int)bt->state.len;
+    }
+    int st = PL_OK;
+    if (shape & ONE_TIMER) {
+        st = pl__timer_encode(&rec, bt->timer_id, bt->timer_us);
+        pl__put_be64(due, (uint64_t)bt->timer_us);
+        v[P_DUE] = (const char *)due;
+        len[P_DUE] = 8;
+        v[P_TID] = bt->timer_id;
+        len[P_TID] = (int)strlen(bt->timer_id);
+        v[P_TREC] = (const char *)rec.data;
+        len[P_TREC] = (int)rec.len;
+    }
+    if (shape & ONE_INBOX) {
+        pl__put_be64(seq, bt->inbox_del);
+        v[P_SEQ] = (const char *)seq;
+        len[P_SEQ] = 8;
+    }
+    char name[24];
+    one_name(name, sizeof name, shape);
+    if (!st && !PQsendQueryPrepared(c, name, P_N, v, len, fmt, 1))
+        st = pl__pg_err(s, c, NULL, "sending a commit");
+    pl__buf_free(&rec);
+    return st;
+}
