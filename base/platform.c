@@ -12,6 +12,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/futex.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 #include <linux/openat2.h>
 #include <signal.h>
 #include <stdio.h>
@@ -333,4 +336,13 @@ void pl__fiber_exit(pl__fiber *to)
     switch_begin(NULL, to->bottom, to->size);
     tsan_switch(to->tsan);
     setcontext(&to->ctx);
+}
+
+/* ---- memory -------------------------------------------------------------- */
+
+void pl__heap_release(void)
+{
+#if defined(__GLIBC__)
+    malloc_trim(0);
+#endif
 }

@@ -12,6 +12,7 @@
  *   | a writer-first rwlock   | pthread_rwlockattr_setkind_np()             |
  *   | who defines a symbol    | dlsym(3), dladdr(3)                         |
  *   | a command's child       | prctl(PR_SET_PDEATHSIG), close_range(2)     |
+ *   | freed pages back now    | malloc_trim(3) (glibc; elsewhere nothing)   |
  *   | fibers                  | ucontext (getcontext, makecontext,          |
  *   |                         | swapcontext, setcontext), mmap'd stacks,    |
  *   |                         | pthread_getattr_np() for a thread's stack   |
@@ -39,6 +40,16 @@
  */
 PL__HIDDEN bool pl__symbol_elsewhere(void *handle, const char *symbol,
                                      const char **where);
+
+/* ---- memory -------------------------------------------------------------- */
+
+/*
+ * Give the free pages of the heap back to the system now, after a large
+ * block was freed (pl__free_sized(), util.h): once a large block has been
+ * unmapped, glibc serves blocks of that size from its heap and keeps their
+ * pages when they are freed.  Nothing where the allocator gives no way.
+ */
+PL__HIDDEN void pl__heap_release(void);
 
 /* ---- waiting on a word --------------------------------------------------- */
 

@@ -3,6 +3,8 @@
  */
 #include "util.h"
 
+#include "platform.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -54,9 +56,16 @@ void *pl__grow(void *items, size_t *cap, size_t n, size_t size, size_t first)
     return p;
 }
 
+void pl__free_sized(void *p, size_t size)
+{
+    free(p);
+    if (p && size >= PL__LARGE_FREE)
+        pl__heap_release();
+}
+
 void pl__buf_free(pl__buf *b)
 {
-    free(b->data);
+    pl__free_sized(b->data, b->cap);
     b->data = NULL;
     b->len = b->cap = 0;
 }

@@ -69,6 +69,17 @@ PL__HIDDEN int pl__buf_append(pl__buf *b, const void *p,
                               size_t n) PL__MUST_CHECK;
 PL__HIDDEN void pl__buf_free(pl__buf *b);
 
+/*
+ * Free a block of @p size bytes; when it is a large one (PL__LARGE_FREE or
+ * more), give the heap's free pages back to the system at once
+ * (pl__heap_release(), platform.h).  A model's long answer passes through
+ * several blocks of its size in turn; the allocator would otherwise keep
+ * each one's pages, and the process would hold the answer's size once
+ * more for each.
+ */
+#define PL__LARGE_FREE ((size_t)1 << 20)
+PL__HIDDEN void pl__free_sized(void *p, size_t size);
+
 static inline void pl__buf_reset(pl__buf *b) { b->len = 0; }
 
 /*

@@ -6,7 +6,9 @@
  * declares what it shares in the header named after it.
  *
  *   replay/          the replay engine, from the public entry points down
- *     runner.c       the runner: start, continue, resume, ownership
+ *     runner.c       the runner: start, continue, resume
+ *     claim.c        a run claimed for an execution: its state's claim,
+ *                    a worker's take and claim in one transaction (claim.h)
  *     outcome.c      new run ids; outcomes freed and their result read,
  *                    the outcome a state record holds; a run's end
  *                    cancelled or waiting recorded
@@ -106,7 +108,9 @@ struct pl_step {
     char *actor;    /* in the same allocation as the step */
     uint8_t *mp;    /* payload, msgpack map; in the same allocation */
     size_t mp_len;
-    bool mp_own; /* mp is a block of its own (a large payload), freed too */
+    struct pl__mp_block *mp_block; /* a large payload's bytes, shared by
+                                      the steps that hold them, or NULL */
+    bool listed; /* its decoded payload is in the table of shareable ones */
     char *id;    /* NULL until in a ledger; idbuf when it fits */
     char *code;  /* may be NULL */
     cJSON *json; /* decoded payload, on first use; read-only, its
@@ -128,6 +132,11 @@ struct pl_steps {
 PL__HIDDEN pl_step *pl__step_new(pl_step_type type, const char *actor,
                                  size_t actor_len, const uint8_t *mp,
                                  size_t mp_len);
+/* A step of @p type by @p actor holding the payload bytes of @p from: the
+ * same bytes when @p from holds a large payload's shared block, else a
+ * copy.  NULL on OOM (message set). */
+PL__HIDDEN pl_step *pl__step_like(pl_step_type type, const char *actor,
+                                  const pl_step *from);
 /* A step from a record read with pl__rec_decode_lazy() (decoding the payload
  * checks it), with its id "<path>:<seq>".  PL_ECORRUPT or PL_ENOMEM. */
 PL__HIDDEN int pl__step_from_rec(const pl__rec *rec, const char *path,

@@ -158,10 +158,72 @@ int pl__store_lease_acquire(pl__store *s, uint64_t run, const char *run_id,
                 had, held);
 }
 
-int pl__store_lease_next(pl__store *s, const char *owner, int64_t lease_us,
-                         pl__lease *out)
+/* A take's claim on LMDB, in the state's read-modify-write. */
+typedef struct take_ctx {
+    pl__taken t;
+    pl__take_fn fn;
+    void *user;
+    bool drop;
+} take_ctx;
+
+static int take_claim(pl__buf *state, pl__kvs *extra, void *user)
 {
-    return CALL(s, lease_next, owner, lease_us, out);
+    take_ctx *x = user;
+    (void)extra;
+    x->t.state = state->data;
+    x->t.state_len = state->len;
+    x->drop = false;
+    pl__buf claimed = {0};
+    int st = x->fn(&x->t, &claimed, &x->drop, x->user);
+    x->t.state = NULL;
+    if (!st) {
+        pl__buf_free(state);
+        *state = claimed; /* taken over */
+    } else
+        pl__buf_free(&claimed);
+    return st;
+}
+
+int pl__store_take(pl__store *s, const char *owner, int64_t lease_us,
+                   pl__take_fn fn, void *user, pl__lease *out, bool *taken)
+{
+    *taken = false;
+#if PL_WITH_POSTGRESQL
+    if (s->pg)
+        return pl__pg_take(s->pg, owner, lease_us, fn, user, out, taken);
+#endif
+    /* LMDB: the lease's transaction, then the claim's; every read is in
+     * memory */
+    int st = pl__lmdb_lease_next(s->lmdb, owner, lease_us, out);
+    if (st)
+        return st;
+    *taken = true;
+    take_ctx x = {.t = {.lease = *out}, .fn = fn, .user = user};
+    pl__buf info = {0};
+    uint64_t num = 0;
+    /* the run's steps may still be in the journal of a group commit */
+    if (!(st = pl__lmdb_settle(s->lmdb)))
+        st = pl__lmdb_run_find(s->lmdb, out->id, &num, &info);
+    if (!st && num != out->run)
+        st = pl__err(PL_ECORRUPT,
+                     "the lease of run #%llu names run '%s', which is "
+                     "run #%llu",
+                     (unsigned long long)out->run, out->id,
+                     (unsigned long long)num);
+    x.t.info = info.data;
+    x.t.info_len = info.len;
+    if (!st)
+        st = pl__lmdb_state_update(s->lmdb, num, take_claim, &x);
+    pl__buf_free(&info);
+    if (st && x.drop) {
+        char saved[PL__ERRMSG_MAX];
+        pl__errmsg_save(saved);
+        if (pl__lmdb_lease_release(s->lmdb, out->run, out->gen)) {
+            /* it expires on its own */
+        }
+        pl__errmsg_restore(saved);
+    }
+    return st;
 }
 
 int pl__store_lease_renew(pl__store *s, const uint64_t *runs,

@@ -334,11 +334,39 @@ PL__HIDDEN int pl__store_lease_acquire(pl__store *s, uint64_t run,
                                        uint64_t *gen, bool *had,
                                        pl__lease *held) PL__MUST_CHECK;
 
-/* Take any expired lease (a queued or crashed run) for @p owner: its run,
- * new generation and id in @p out.  PL_ENOTFOUND when none is expired. */
-PL__HIDDEN int pl__store_lease_next(pl__store *s, const char *owner,
-                                    int64_t lease_us,
-                                    pl__lease *out) PL__MUST_CHECK;
+/*
+ * TAKE.  What a worker does before it executes a queued or crashed run, in
+ * one transaction: take the first expired lease for @p owner, for
+ * @p lease_us (exactly once; FLOW below has the order), read its run's
+ * info and state, and claim the run: @p fn gets them, the state locked,
+ * and answers with the run's new state in @p state, written with the
+ * lease.  On PostgreSQL: 2 round trips, one WAL flush, and the store says
+ * too whether the run has any step and a cancellation waiting, so that the
+ * engine reads neither.  @p fn may be called more than once (LMDB reads
+ * the state again in the claim's transaction).
+ *
+ * @p fn refuses with a status, returned: the lease alone is taken, and
+ * kept until it runs out (a run this worker cannot execute: another may),
+ * or dropped with *drop (a run with nothing to execute).  *taken says
+ * whether a lease was taken (in @p out), the run claimed or not.
+ * PL_ENOTFOUND when no lease is expired; on PostgreSQL PL_EBUSY when
+ * another transaction holds the first run's state (it is taken next time:
+ * a take never waits); otherwise a failure of the store's, nothing of the
+ * transaction this worker's.
+ */
+typedef struct pl__taken {
+    pl__lease lease;
+    const uint8_t *info, *state; /* the run's info and state records */
+    size_t info_len, state_len;
+    bool known;        /* the store read the two below (PostgreSQL) */
+    bool no_steps;     /* the run has no step yet */
+    bool inbox_cancel; /* a cancellation waits in its inbox */
+} pl__taken;
+typedef int (*pl__take_fn)(const pl__taken *t, pl__buf *state, bool *drop,
+                           void *user);
+PL__HIDDEN int pl__store_take(pl__store *s, const char *owner, int64_t lease_us,
+                              pl__take_fn fn, void *user, pl__lease *out,
+                              bool *taken) PL__MUST_CHECK;
 
 /* Extend the leases of runs @p runs whose generation is still @p gens[i] by
  * @p lease_us from now, in one transaction; lost[i] says which are not. */
@@ -512,7 +540,7 @@ PL__HIDDEN int pl__store_inbox_read(pl__store *s, uint64_t run,
  * FLOW.  Every run holding a lease has a place in the queue, its rank:
  * when its lease was made (a queued run: its submission; by the store's
  * clock), less its priority times PL_PRIORITY_STEP_MS; and, when queued
- * with one, a concurrency key and its limit.  pl__store_lease_next() takes
+ * with one, a concurrency key and its limit.  pl__store_take() takes
  * the expired lease of least rank (ties: least run number) whose key, if
  * it has one, has fewer than its limit of live leases (held, not expired).
  * A run that parks (pl__batch.park) keeps its key while it waits, and a

@@ -401,6 +401,35 @@ Test(api, steps_move_push_and_clear)
     pl_steps_free(b);
 }
 
+Test(api, step_flag_is_a_member_that_is_true)
+{
+    pl_steps *l = NULL;
+    cr_assert_eq(pl_steps_new(&l), PL_OK);
+    cJSON *p = cJSON_Parse("{\"again\": true, \"no\": false, \"one\": 1, "
+                           "\"text\": \"true\", \"in\": {\"deep\": true}}");
+    cr_assert_not_null(p);
+    cr_assert_eq(pl_steps_add(l, PL_STEP_TEXT, "x", p), PL_OK, "%s",
+                 pl_errmsg());
+    cJSON_Delete(p);
+    const pl_step *s = pl_steps_at(l, 0);
+    cr_expect(pl_step_flag(s, "again"));
+    cr_expect(!pl_step_flag(s, "no"), "false is not true");
+    cr_expect(!pl_step_flag(s, "one"), "1 is not true");
+    cr_expect(!pl_step_flag(s, "text"), "the string \"true\" is not true");
+    cr_expect(!pl_step_flag(s, "missing"));
+    cr_expect(!pl_step_flag(s, "deep"), "only top-level members");
+    cr_expect(!pl_step_flag(s, NULL));
+    cr_expect(!pl_step_flag(s, "AGAIN"), "names are case-sensitive");
+    cr_expect(!pl_step_is_error(s));
+    p = cJSON_Parse("{\"error\": true, \"code\": \"Oops\"}");
+    cr_assert_not_null(p);
+    cr_assert_eq(pl_steps_add(l, PL_STEP_ACTION_RESULT, "x", p), PL_OK);
+    cJSON_Delete(p);
+    cr_expect(pl_step_flag(pl_steps_at(l, 1), "error"));
+    cr_expect(pl_step_is_error(pl_steps_at(l, 1)));
+    pl_steps_free(l);
+}
+
 Test(api, run_head_anchors_a_finished_run)
 {
     pl_registry *reg = registry();
@@ -580,6 +609,7 @@ Test(api, step_accessors_take_null)
     cr_expect_eq(pl_step_time_us(NULL), 0);
     cr_expect_null(pl_step_code(NULL));
     cr_expect(!pl_step_is_error(NULL));
+    cr_expect(!pl_step_flag(NULL, "again"));
     cr_expect_null(pl_step_error_code(NULL));
     cr_expect_eq(pl_steps_count(NULL), 0);
     cr_expect_null(pl_steps_at(NULL, 0));

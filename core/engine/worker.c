@@ -4,10 +4,11 @@
  *
  * A run waits in the queue as a lease nobody holds (pl_run_submit()) or a
  * lease whose holder stopped renewing it (a crashed worker).  Each of the
- * worker's threads takes one such lease in one conditional update (LMDB:
- * one write transaction; PostgreSQL: UPDATE ... FOR UPDATE SKIP LOCKED),
- * executes its run through the runner, as pl_run_continue() does, and
- * takes the next; with nothing queued, it takes waiting runs whose timers
+ * worker's threads takes one such lease and claims its run in one store
+ * transaction (claim.c; PostgreSQL: pl_take(), whose UPDATE takes a row
+ * that SELECT ... FOR UPDATE SKIP LOCKED chose), executes the run as
+ * pl_run_continue() does, and takes the next; with nothing queued, it
+ * takes waiting runs whose timers
  * are due (TIMERS in store.h) the same way, up to TAKE_BATCH in one
  * transaction, and executes them one after the other (a run's wake costs
  * the store one write the less).  pl_worker_stop() sets a flag that every thread checks
@@ -31,6 +32,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "claim.h"
 #include "internal.h"
 #include "retention.h"
 #include "run.h"
@@ -223,12 +225,15 @@ static void *work(void *arg)
         pl__lease lease;
         int st = PL_OK;
         int64_t next_due = 0;
+        pl_outcome *o = NULL;
+        bool taken = false; /* from the queue, claimed and executed */
         maybe_prune(w);
         if (i_due < n_due) {
             lease = due[i_due++];
         } else if (!next_retake(w, &lease)) {
-            st = pl__store_lease_next(e->store, e->worker, e->lease_us, &lease);
-            if (st == PL_ENOTFOUND) { /* no queued run: waiting ones due? */
+            st = pl__run_take_next(&o, e, &lease, &taken);
+            if (st == PL_ENOTFOUND && !taken) { /* no queued run: waiting
+                                                   ones due? */
                 st = pl__store_timer_take(e->store, e->worker, e->lease_us, due,
                                           TAKE_BATCH, &n_due, &next_due);
                 i_due = 0;
@@ -236,7 +241,7 @@ static void *work(void *arg)
                     lease = due[i_due++];
             }
         }
-        if (st == PL_ESTATE) { /* read-only: it never will */
+        if (!taken && st == PL_ESTATE) { /* read-only: it never will */
             pthread_mutex_lock(&w->mu);
             w->fatal = st;
             pl__errmsg_save(w->fatal_msg);
@@ -244,11 +249,13 @@ static void *work(void *arg)
             atomic_store(&e->worker_stop, 1);
             break;
         }
-        if (st == PL_ENOTFOUND || !st)
+        /* a run taken and executed answered for the store, unless its
+         * execution met the store's failure (said below, with the run) */
+        if (taken ? !store_fault(st) : st == PL_ENOTFOUND || !st)
             store_back(w);
-        else if (store_fault(st))
+        else if (!taken && store_fault(st))
             store_lost(w, st, NULL);
-        if (st) {
+        if (st && !taken) {
             /* nothing queued or due, or the store failed (a server
              * restarting): look again later, or when the next timer is
              * due if that is sooner */
@@ -259,8 +266,8 @@ static void *work(void *arg)
             idle(e, ms);
             continue;
         }
-        pl_outcome *o = NULL;
-        st = pl__run_continue_leased(&o, e, &lease);
+        if (!taken)
+            st = pl__run_continue_leased(&o, e, &lease);
         if (store_fault(st) && !stopping(e)) {
             store_lost(w, st, &lease);
             continue; /* not counted: it goes on once the store is back */

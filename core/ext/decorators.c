@@ -17,15 +17,14 @@
 #include "ext.h"
 
 /* Does the turn @p l want another: an action_call step, or a text step
- * asking for one ({"again": true}, an LLM policy's re-prompt)? */
+ * asking for one ({"again": true}, an LLM policy's re-prompt)?  A model's
+ * long answer is never decoded to tell. */
 static bool has_calls(const pl_steps *l)
 {
     for (size_t i = 0; i < pl_steps_count(l); i++) {
         const pl_step *s = pl_steps_at(l, i);
         if (pl_step_type_of(s) == PL_STEP_ACTION_CALL ||
-            (pl_step_type_of(s) == PL_STEP_TEXT &&
-             cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(pl_step_payload(s),
-                                                           "again"))))
+            (pl_step_type_of(s) == PL_STEP_TEXT && pl_step_flag(s, "again")))
             return true;
     }
     return false;

@@ -20,15 +20,18 @@
 #include "invocation.h"
 #include "run.h"
 
-/* A result step for the caller: a copy of what the ledger now holds. */
+/* A result step for the caller: a copy of what the ledger now holds, or
+ * the bytes of @p from (the step whose payload it is) when it shares
+ * them. */
 static int make_result(pl_ctx *c, uint32_t seq, int64_t time_us,
                        const char *actor, const uint8_t *mp, size_t mp_len,
-                       pl_step **out)
+                       const pl_step *from, pl_step **out)
 {
     if (!out)
         return PL_OK;
-    pl_step *s = pl__step_new(PL_STEP_ACTION_RESULT, actor, strlen(actor), mp,
-                              mp_len);
+    pl_step *s = from ? pl__step_like(PL_STEP_ACTION_RESULT, actor, from)
+                      : pl__step_new(PL_STEP_ACTION_RESULT, actor,
+                                     strlen(actor), mp, mp_len);
     if (!s || pl__step_place(s, c->path, seq, time_us)) {
         pl_step_free(s);
         return pl__run_fail(c->run, PL_ENOMEM, "out of memory");
@@ -39,11 +42,12 @@ static int make_result(pl_ctx *c, uint32_t seq, int64_t time_us,
 
 /*
  * Append the call's `action_result`, make it durable, report it, and hand a
- * copy to the caller.
+ * copy to the caller (of @p from's bytes, when not NULL: the step whose
+ * payload @p mp is).
  */
-int pl__callee_finish(pl_ctx *c, uint32_t call_seq, const char *callee,
-                      const uint8_t *mp, size_t mp_len, const pl__link *link,
-                      uint64_t t0, pl_step **out)
+static int finish(pl_ctx *c, uint32_t call_seq, const char *callee,
+                  const uint8_t *mp, size_t mp_len, const pl_step *from,
+                  const pl__link *link, uint64_t t0, pl_step **out)
 {
     pl__run *r = c->run;
     uint32_t seq = c->next_seq;
@@ -81,7 +85,25 @@ int pl__callee_finish(pl_ctx *c, uint32_t call_seq, const char *callee,
                           c->path, call_seq, callee, pl__ev_clock(r) - t0,
                           err ? codebuf : NULL, tin, tout);
     }
-    return make_result(c, seq, time_us, callee, mp, mp_len, out);
+    return make_result(c, seq, time_us, callee, mp, mp_len, from, out);
+}
+
+int pl__callee_finish(pl_ctx *c, uint32_t call_seq, const char *callee,
+                      const uint8_t *mp, size_t mp_len, const pl__link *link,
+                      uint64_t t0, pl_step **out)
+{
+    return finish(c, call_seq, callee, mp, mp_len, NULL, link, t0, out);
+}
+
+int pl__callee_finish_step(pl_ctx *c, uint32_t call_seq, const char *callee,
+                           const pl_step *last, const pl__link *link,
+                           uint64_t t0, pl_step **out)
+{
+    if (!last)
+        return finish(c, call_seq, callee, (const uint8_t *)"\x80", 1, NULL,
+                      link, t0, out);
+    return finish(c, call_seq, callee, last->mp, last->mp_len, last, link, t0,
+                  out);
 }
 
 int pl__callee_finish_error(pl_ctx *c, uint32_t call_seq, const char *callee,
@@ -236,10 +258,9 @@ int pl__callee_execute(pl_ctx *c, uint32_t call_seq, bool call_replayed,
                             &link);
     if (st)
         return st;
-    const pl_step *last = res.n ? res.v[res.n - 1] : NULL;
-    st = pl__callee_finish(c, call_seq, def->name,
-                           last ? last->mp : (const uint8_t *)"\x80",
-                           last ? last->mp_len : 1, &link, t0, out);
+    st = pl__callee_finish_step(c, call_seq, def->name,
+                                res.n ? res.v[res.n - 1] : NULL, &link, t0,
+                                out);
     pl__callee_free_steps(&res);
     return st;
 }

@@ -39,6 +39,12 @@ PL__HIDDEN int pl__callee_finish(pl_ctx *c, uint32_t call_seq,
                                  const char *callee, const uint8_t *mp,
                                  size_t mp_len, const pl__link *link,
                                  uint64_t t0, pl_step **out) PL__MUST_CHECK;
+/* The same with the callee's last step @p last as the result (NULL: {}),
+ * whose bytes the caller's copy shares when they are a large payload's. */
+PL__HIDDEN int pl__callee_finish_step(pl_ctx *c, uint32_t call_seq,
+                                      const char *callee, const pl_step *last,
+                                      const pl__link *link, uint64_t t0,
+                                      pl_step **out) PL__MUST_CHECK;
 /* End the call with an error result {"error": true, "code": code,
  * "message": message} that the engine gives in the callee's name. */
 PL__HIDDEN int pl__callee_finish_error(pl_ctx *c, uint32_t call_seq,

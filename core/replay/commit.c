@@ -125,7 +125,7 @@ static int share_steps(pl__run *r)
     return st;
 }
 
-static int write_batch(pl__run *r, bool final, bool with_state)
+static int write_batch(pl__run *r, bool final, bool with_state, bool keep)
 {
     assert(!r->check); /* check mode compares; it has nothing to write */
     int rc = settle_hashes(r);
@@ -168,8 +168,12 @@ static int write_batch(pl__run *r, bool final, bool with_state)
     }
     if (r->batch.state.len)
         r->state_written_us = now;
-    /* a large step's bytes are not kept for the next batch */
-    pl__kvs_trim(&r->batch.steps, PL__SHARE_MIN);
+    /* a large step's bytes are not kept for the next batch (but for the
+     * caller that reads them back first: pl__run_commit_keep()) */
+    if (keep)
+        pl__kvs_reset(&r->batch.steps);
+    else
+        pl__kvs_trim(&r->batch.steps, PL__SHARE_MIN);
     r->folded = 0;
     pl__emit(r, PL_EVENT_COMMIT, NULL, (uint32_t)n, NULL, 0, 0,
              pl__ev_clock(r) - t0, NULL);
@@ -178,22 +182,29 @@ static int write_batch(pl__run *r, bool final, bool with_state)
 
 int pl__run_write(pl__run *r, bool final)
 {
-    return write_batch(r, final, false);
+    return write_batch(r, final, false, false);
 }
 
-static int commit(pl__run *r, bool with_state)
+static int commit(pl__run *r, bool with_state, bool keep)
 {
     if (!r->batch.steps.n && !r->folded)
         return PL_OK;
-    int rc = write_batch(r, false, with_state);
+    int rc = write_batch(r, false, with_state, keep);
     return rc ? pl__run_fail(r, rc, "run %s: commit failed: %s", r->id,
                              pl_errmsg())
               : PL_OK;
 }
 
-int pl__run_commit(pl__run *r) { return commit(r, false); }
+int pl__run_commit(pl__run *r) { return commit(r, false, false); }
 
-int pl__run_commit_state(pl__run *r) { return commit(r, true); }
+int pl__run_commit_state(pl__run *r) { return commit(r, true, false); }
+
+int pl__run_commit_keep(pl__run *r) { return commit(r, false, true); }
+
+void pl__run_batch_trim(pl__run *r)
+{
+    pl__kvs_trim(&r->batch.steps, PL__SHARE_MIN);
+}
 
 int pl__run_head(pl__run *r, uint8_t out[PL_HASH_LEN])
 {

@@ -13,6 +13,11 @@ PL__HIDDEN int pl__run_commit(pl__run *r) PL__MUST_CHECK;
  * of the open ledgers are anchored before code runs that may not return
  * (a call that is not idempotent). */
 PL__HIDDEN int pl__run_commit_state(pl__run *r) PL__MUST_CHECK;
+/* The same, the batch's bytes kept where they were, so that its records
+ * can be read back (until the next append); then pl__run_batch_trim()
+ * frees what a large step left. */
+PL__HIDDEN int pl__run_commit_keep(pl__run *r) PL__MUST_CHECK;
+PL__HIDDEN void pl__run_batch_trim(pl__run *r);
 /* Commit the pending steps with the run's state: when the heartbeat is due,
  * or always when @p final (an execution's end).  Returns the store's error
  * and leaves the run as it was on failure. */

@@ -237,10 +237,9 @@ static int append_results(pl_ctx *c, fanout *f, size_t from, pl_step **out)
         if (b->st)
             return b->st; /* passed on once every branch has ended */
         merge_branch(r, b);
-        const pl_step *last = b->res.n ? b->res.v[b->res.n - 1] : NULL;
-        st = pl__callee_finish(c, b->call_seq, b->def->name,
-                               last ? last->mp : (const uint8_t *)"\x80",
-                               last ? last->mp_len : 1, &b->link, b->t0, o);
+        st = pl__callee_finish_step(c, b->call_seq, b->def->name,
+                                    b->res.n ? b->res.v[b->res.n - 1] : NULL,
+                                    &b->link, b->t0, o);
         pl__callee_free_steps(&b->res);
         if (st)
             return st;

@@ -348,6 +348,83 @@ void pl__inv_matched(pl_ctx *c, const char *actor, const char *code)
     inv_consume(c);
 }
 
+/* A payload's bytes, copied into its record. */
+typedef struct put_bytes {
+    pl__run *r;
+    const uint8_t *mp;
+    size_t len;
+} put_bytes;
+
+static int put(pl__buf *out, void *user)
+{
+    const put_bytes *b = user;
+    if (pl__buf_append(out, b->mp, b->len))
+        return pl__run_fail(b->r, PL_ENOMEM, "out of memory encoding a step");
+    return PL_OK;
+}
+
+/*
+ * Write a step past the recorded end of invocation @p c: its record's
+ * header, then its payload, which @p w writes straight into the record.
+ * A failure of @p w is returned as it is, nothing appended.
+ */
+static int append_live(pl_ctx *c, pl_step_type type, const char *actor,
+                       const char *code, const pl__link *link,
+                       pl__payload_writer w, void *user, int64_t *time_us)
+{
+    pl__run *r = c->run;
+    assert(!c->replaying); /* past the recorded end: live */
+    if (r->check)
+        return pl__run_fail(r, PL_ECHECK,
+                            "check: run %s, invocation %s: the "
+                            "record ends before step %u (%s by "
+                            "'%s')",
+                            r->id, c->path, c->next_seq,
+                            pl_step_type_name(type), actor);
+    if (c->next_seq == UINT32_MAX)
+        return pl__run_fail(r, PL_ELIMIT, "run %s: ledger %s is full", r->id,
+                            c->path);
+
+    uint8_t key[PL__KEY_MAX], prev[PL_HASH_LEN];
+    int st = pl__inv_head(c, prev);
+    if (st)
+        return st;
+    memcpy(key, c->prefix, c->prefix_len);
+    pl__put_be32(key + c->prefix_len, c->next_seq);
+    pl__kvs *l = &r->batch.steps;
+    int64_t now = pl__now_us();
+    if ((st = pl__kvs_begin(l, key, c->prefix_len + 4)))
+        return pl__run_fail(r, st, "%s", pl_errmsg());
+    st = pl__rec_encode_head(&l->data, c->next_seq, now, type, actor, prev,
+                             code, link);
+    if (st) {
+        pl__kvs_cancel(l);
+        return pl__run_fail(r, st, "%s", pl_errmsg());
+    }
+    if ((st = w(&l->data, user))) {
+        pl__kvs_cancel(l);
+        return st;
+    }
+    c->last_hash_ok = false; /* pl__inv_head() hashes it when it is needed */
+    c->hash_pending = true;
+    c->pending_at = l->n;
+    pl__kvs_end(l);
+    if (time_us)
+        *time_us = now;
+    r->appended++;
+    pl__emit(r, PL_EVENT_STEP_APPENDED, c->path, c->next_seq, actor, type, 0, 0,
+             NULL);
+    c->next_seq++;
+    return PL_OK;
+}
+
+/* The recorded step where a step is to be appended, or NULL; the run's
+ * failure once it has stopped. */
+static int append_at(pl_ctx *c, const pl__rec **rec)
+{
+    return c->run->stop ? c->run->stop : pl__inv_peek(c, rec);
+}
+
 /*
  * Append a step to invocation @p c: compare it with the recorded step at the
  * cursor, or write it past the recorded end.  *replayed says which.
@@ -357,10 +434,8 @@ int pl__inv_append(pl_ctx *c, pl_step_type type, const char *actor,
                    const pl__link *link, bool *replayed, int64_t *time_us)
 {
     pl__run *r = c->run;
-    if (r->stop)
-        return r->stop;
     const pl__rec *rec;
-    int st = pl__inv_peek(c, &rec);
+    int st = append_at(c, &rec);
     if (st)
         return st;
     if (rec) {
@@ -379,45 +454,24 @@ int pl__inv_append(pl_ctx *c, pl_step_type type, const char *actor,
         pl__inv_matched(c, actor, code);
         return PL_OK;
     }
-    assert(!c->replaying); /* past the recorded end: live */
-    if (r->check)
-        return pl__run_fail(r, PL_ECHECK,
-                            "check: run %s, invocation %s: the "
-                            "record ends before step %u (%s by "
-                            "'%s')",
-                            r->id, c->path, c->next_seq,
-                            pl_step_type_name(type), actor);
-    if (c->next_seq == UINT32_MAX)
-        return pl__run_fail(r, PL_ELIMIT, "run %s: ledger %s is full", r->id,
-                            c->path);
-
-    uint8_t key[PL__KEY_MAX], prev[PL_HASH_LEN];
-    if ((st = pl__inv_head(c, prev)))
-        return st;
-    memcpy(key, c->prefix, c->prefix_len);
-    pl__put_be32(key + c->prefix_len, c->next_seq);
-    pl__kvs *l = &r->batch.steps;
-    int64_t now = pl__now_us();
-    if ((st = pl__kvs_begin(l, key, c->prefix_len + 4)))
-        return pl__run_fail(r, st, "%s", pl_errmsg());
-    st = pl__rec_encode(&l->data, c->next_seq, now, type, actor, prev, code,
-                        link, mp, mp_len);
-    if (st) {
-        pl__kvs_cancel(l);
-        return pl__run_fail(r, st, "%s", pl_errmsg());
-    }
-    c->last_hash_ok = false; /* pl__inv_head() hashes it when it is needed */
-    c->hash_pending = true;
-    c->pending_at = l->n;
-    pl__kvs_end(l);
-    if (time_us)
-        *time_us = now;
+    put_bytes b = {r, mp, mp_len};
     *replayed = false;
-    r->appended++;
-    pl__emit(r, PL_EVENT_STEP_APPENDED, c->path, c->next_seq, actor, type, 0, 0,
-             NULL);
-    c->next_seq++;
-    return PL_OK;
+    return append_live(c, type, actor, code, link, put, &b, time_us);
+}
+
+int pl__inv_append_written(pl_ctx *c, pl_step_type type, const char *actor,
+                           pl__payload_writer w, void *user)
+{
+    pl__run *r = c->run;
+    const pl__rec *rec;
+    int st = append_at(c, &rec);
+    if (st)
+        return st;
+    if (NEVER(rec != NULL)) /* the caller replays what is recorded */
+        return pl__run_fail(r, PL_EINVAL,
+                            "run %s: step %s:%u is recorded already", r->id,
+                            c->path, c->next_seq);
+    return append_live(c, type, actor, NULL, NULL, w, user, NULL);
 }
 
 /* Seed steps open a new ledger. */

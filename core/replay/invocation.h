@@ -26,6 +26,14 @@ PL__HIDDEN int pl__inv_append(pl_ctx *c, pl_step_type type, const char *actor,
                               const uint8_t *mp, size_t mp_len,
                               const char *code, const pl__link *link,
                               bool *replayed, int64_t *time_us) PL__MUST_CHECK;
+/* Writes a step's payload, a msgpack map, at the end of @p out. */
+typedef int (*pl__payload_writer)(pl__buf *out, void *user);
+/* Append a step past the recorded end, its payload written by @p w straight
+ * into its record in the batch (no copy of it made first).  A failure of
+ * @p w is returned as it is, the run not failed by it. */
+PL__HIDDEN int pl__inv_append_written(pl_ctx *c, pl_step_type type,
+                                      const char *actor, pl__payload_writer w,
+                                      void *user) PL__MUST_CHECK;
 /* Append the seed steps that open a new ledger. */
 PL__HIDDEN int pl__inv_append_seed(pl_ctx *c,
                                    const pl_steps *seed) PL__MUST_CHECK;

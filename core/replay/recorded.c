@@ -24,9 +24,30 @@
 #include "ctx.h"
 #include "diverge.h"
 #include "invocation.h"
+#include "platform.h"
 #include "run.h"
 
 typedef int (*produce_fn)(cJSON **out, void *user);
+
+/* A side effect's step, {"name", "value"}, written into its record; where
+ * its payload lies in the batch's bytes. */
+typedef struct named {
+    const char *name;
+    const cJSON *value;
+    size_t max_bytes;
+    size_t at, end;
+} named;
+
+static void trim_batch(void *run) { pl__run_batch_trim(run); }
+
+static int write_named(pl__buf *out, void *user)
+{
+    named *n = user;
+    n->at = out->len;
+    int st = pl__named_value_encode(out, n->name, n->value, n->max_bytes);
+    n->end = out->len;
+    return st;
+}
 
 /*
  * Record a value once: on replay return the recorded one, if @p match (when
@@ -125,24 +146,43 @@ static int recorded_checked(pl_ctx *c, const char *name, produce_fn fn,
                             "'%s' at %s failed: %s",
                             r->id, name, c->path, why);
     }
-    pl__buf b = {0};
-    st = pl__named_value_encode(&b, name, value, r->e->max_payload);
-    bool replayed;
-    if (!st)
-        st = pl__inv_append(c, PL_STEP_SIDE_EFFECT, c->def->name, b.data, b.len,
-                            NULL, NULL, &replayed, NULL);
-    else
+    named n = {name, value, r->e->max_payload, 0, 0};
+    st = pl__inv_append_written(c, PL_STEP_SIDE_EFFECT, c->def->name,
+                                write_named, &n);
+    if (st && !r->stop)
         st = pl__run_fail(r, st, "run %s: side effect '%s': %s", r->id, name,
                           pl_errmsg());
-    pl__buf_free(&b);
-    if (!st && durable)
-        st = pl__run_commit(r);
-    if (st) {
-        cJSON_Delete(value);
+    if (st || !durable) {
+        if (st)
+            cJSON_Delete(value);
+        else
+            *out = value;
         return st;
     }
-    *out = value;
-    return PL_OK;
+    /* the value, durable, is what the record holds: the caller gets it
+     * back from there, so that the record and the commit's copy of it
+     * are never in memory beside the value made (a model's long answer
+     * would be there three times) */
+    cJSON_Delete(value);
+    if (n.end - n.at >= PL__LARGE_FREE)
+        pl__heap_release();
+    if ((st = pl__run_commit_keep(r)))
+        return st;
+    const uint8_t *p = r->batch.steps.data.data + n.at;
+    const uint8_t *v;
+    size_t vn;
+    if (NEVER(!pl__map_find(p, n.end - n.at, "value", &v, &vn))) {
+        pl__run_batch_trim(r);
+        return pl__run_fail(r, PL_ECORRUPT,
+                            "run %s: the side effect '%s' recorded has no "
+                            "value",
+                            r->id, name);
+    }
+    /* the batch's bytes go as soon as they are read */
+    st = pl__payload_decode_release(out, v, vn, trim_batch, r);
+    return st ? pl__run_fail(r, st, "run %s: side effect '%s': %s", r->id, name,
+                             pl_errmsg())
+              : PL_OK;
 }
 
 static int recorded(pl_ctx *c, const char *name, produce_fn fn, void *user,

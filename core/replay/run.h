@@ -18,6 +18,30 @@ PL__HIDDEN void pl__run_free(pl__run *r);
 PL__HIDDEN int pl__run_fail(pl__run *r, int status, const char *fmt, ...)
     PL__PRINTF(3, 4);
 
+/* The root action as stored in a run's info record, decoded for execution
+ * (runner.c). */
+typedef struct pl__root_action {
+    pl__run_info info;
+    pl_action action;
+    cJSON *payload;
+    pl_steps *seed;
+} pl__root_action;
+
+/* Decode run @p id's info record @p info into @p ra (cleared on failure). */
+PL__HIDDEN int pl__root_decode(pl__root_action *ra, const char *id,
+                               const uint8_t *info, size_t len) PL__MUST_CHECK;
+PL__HIDDEN void pl__root_clear(pl__root_action *ra);
+
+/*
+ * Execute the root invocation of @p r (claimed: its state as written, its
+ * lease held) and record the end (runner.c); @p replaying unless the run
+ * is known to have no step.  Returns PL_OK with an outcome, or a status
+ * when the end could not be recorded.
+ */
+PL__HIDDEN int pl__run_execute(pl__run *r, const pl_policy_def *def,
+                               const pl_action *root, bool replaying,
+                               pl_outcome **out) PL__MUST_CHECK;
+
 /*
  * Execute run @p lease->id, whose lease this worker has just taken from
  * the queue (generation lease->gen), as pl_run_continue() would (runner.c).

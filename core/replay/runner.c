@@ -17,6 +17,7 @@
 #include <stdlib.h>
 
 #include "chain.h"
+#include "claim.h"
 #include "commit.h"
 #include "internal.h"
 #include "path.h"
@@ -25,27 +26,9 @@
 #include "suspend.h"
 #include "wait.h"
 
-/* ---- ownership --------------------------------------------------------------------- */
-
-static void set_owner(pl_engine *e, pl__run_state *st)
-{
-    st->owner_pid = e->pid;
-    st->owner_start = e->pstart;
-    snprintf(st->owner_host, sizeof st->owner_host, "%s", e->host);
-    st->updated_us = st->heartbeat_us = pl__now_us();
-}
-
 /* ---- root actions -------------------------------------------------------------------- */
 
-/* The root action as stored in a run's info record, decoded for execution. */
-typedef struct root_action {
-    pl__run_info info;
-    pl_action action;
-    cJSON *payload;
-    pl_steps *seed;
-} root_action;
-
-static void root_clear(root_action *ra)
+void pl__root_clear(pl__root_action *ra)
 {
     pl__run_info_clear(&ra->info);
     cJSON_Delete(ra->payload);
@@ -95,22 +78,18 @@ static int seed_decode(pl_steps **out, const uint8_t *mp, size_t len)
     return st;
 }
 
-static int root_load(pl_engine *e, const char *id, uint64_t *num,
-                     root_action *ra)
+int pl__root_decode(pl__root_action *ra, const char *id, const uint8_t *info,
+                    size_t len)
 {
     memset(ra, 0, sizeof *ra);
-    pl__buf info = {0};
-    int st = pl__store_run_find(e->store, id, num, &info);
-    if (!st)
-        st = pl__run_info_decode(&ra->info, id, info.data, info.len);
-    pl__buf_free(&info);
+    int st = pl__run_info_decode(&ra->info, id, info, len);
     if (!st)
         st = pl__payload_decode(&ra->payload, ra->info.payload,
                                 ra->info.payload_len);
     if (!st && ra->info.seed)
         st = seed_decode(&ra->seed, ra->info.seed, ra->info.seed_len);
     if (st) {
-        root_clear(ra);
+        pl__root_clear(ra);
         return st;
     }
     ra->action.version = PL_ACTION_VERSION;
@@ -120,6 +99,18 @@ static int root_load(pl_engine *e, const char *id, uint64_t *num,
     ra->action.n_actions = ra->info.n_actions;
     ra->action.seed = ra->seed;
     return PL_OK;
+}
+
+static int root_load(pl_engine *e, const char *id, uint64_t *num,
+                     pl__root_action *ra)
+{
+    memset(ra, 0, sizeof *ra);
+    pl__buf info = {0};
+    int st = pl__store_run_find(e->store, id, num, &info);
+    if (!st)
+        st = pl__root_decode(ra, id, info.data, info.len);
+    pl__buf_free(&info);
+    return st;
 }
 
 /* Check the root action @p in, read into @p a (of the current version). */
@@ -163,12 +154,8 @@ static bool store_failure(int st)
            st == PL_ENOMEM;
 }
 
-/*
- * Execute the root invocation of @p r and record the end.  Returns PL_OK with
- * an outcome, or a status when the end could not be recorded.
- */
-static int run_execute(pl__run *r, const pl_policy_def *def,
-                       const pl_action *root, bool replaying, pl_outcome **out)
+int pl__run_execute(pl__run *r, const pl_policy_def *def, const pl_action *root,
+                    bool replaying, pl_outcome **out)
 {
     uint64_t t0 = pl__ev_clock(r);
     pl__emit(r, PL_EVENT_RUN_STARTED, "0", 0, def->name, 0, 0, 0, NULL);
@@ -410,7 +397,7 @@ static int start_run(pl_outcome **out, char **out_id, pl_engine *e,
     if (submit)
         r->state.updated_us = r->state.heartbeat_us = pl__now_us();
     else
-        set_owner(e, &r->state);
+        pl__set_owner(e, &r->state);
     /* the run is created by a commit of its own, which group commit shares
      * with other runs' commits; its lease with it */
     create.create_id = id;
@@ -443,7 +430,7 @@ static int start_run(pl_outcome **out, char **out_id, pl_engine *e,
     st = pl__engine_lease(e, r->num, 1, &r->lease_lost);
     r->state_written_us = pl__now_us();
     if (!st)
-        st = run_execute(r, def, root, false, out);
+        st = pl__run_execute(r, def, root, false, out);
     pl__engine_release(e, r->num);
 done:
     pl__buf_free(&info);
@@ -487,108 +474,6 @@ int pl_run_submit(char **out, pl_engine *e, const pl_action *root,
 
 /* ---- continue --------------------------------------------------------------------------- */
 
-typedef struct claim_ctx {
-    pl_engine *e;
-    const char *id;
-    bool resume;
-    const char *token;
-    bool leased;          /* the run's lease is ours: no other owner */
-    bool worker;          /* taken from the queue: running or submitted */
-    bool waiting;         /* a delivery's take: a waiting run only */
-    pl__run_state *out;   /* the state as claimed */
-    pl_run_status before; /* status found */
-    const pl__kvs *steps; /* resume: the answer record to write */
-} claim_ctx;
-
-static int claim_fn(pl__buf *state, pl__kvs *extra, void *user)
-{
-    claim_ctx *c = user;
-    pl__run_state st;
-    int rc = pl__run_state_decode(&st, c->id, state->data, state->len);
-    if (rc)
-        return pl__err(rc, "run '%s': %s", c->id, pl_errmsg());
-    c->before = st.status;
-    if (c->waiting && st.status != PL_RUN_WAITING) {
-        rc = pl__err(PL_ESTATE, "run '%s' is %s, not waiting", c->id,
-                     pl_run_status_name(st.status));
-    } else if (c->resume) {
-        if (st.status != PL_RUN_SUSPENDED)
-            rc = pl__err(PL_ESTATE, "run '%s' is %s, not suspended", c->id,
-                         pl_run_status_name(st.status));
-        else if (!c->token || strcmp(c->token, st.token) != 0)
-            rc = pl__err(PL_ETOKEN, "wrong resume token for run '%s'", c->id);
-        for (size_t i = 0; !rc && i < c->steps->n; i++)
-            rc = pl__kvs_add(extra, pl__kvs_key(c->steps, i),
-                             c->steps->e[i].klen, pl__kvs_val(c->steps, i),
-                             c->steps->e[i].vlen);
-    } else if (st.status == PL_RUN_SUSPENDED) {
-        rc = pl__err(PL_ESTATE,
-                     "run '%s' is suspended at %s: resume it with "
-                     "its token",
-                     c->id, st.susp_path ? st.susp_path : "?");
-    } else if (c->worker && st.status != PL_RUN_RUNNING &&
-               st.status != PL_RUN_SUBMITTED && st.status != PL_RUN_WAITING) {
-        rc = pl__err(PL_ESTATE, "run '%s' is %s: nothing to execute", c->id,
-                     pl_run_status_name(st.status));
-    } else if (st.status == PL_RUN_RUNNING && !c->leased &&
-               pl__owner_alive(c->e, &st)) {
-        rc = pl__err(PL_EBUSY,
-                     "run '%s' is running in process %lld on %s "
-                     "(last write %.1f s ago)",
-                     c->id, (long long)st.owner_pid, st.owner_host,
-                     (double)(pl__now_us() - st.heartbeat_us) / 1e6);
-    }
-    if (rc) {
-        pl__run_state_clear(&st);
-        return rc;
-    }
-    st.status = PL_RUN_RUNNING;
-    st.attempts++;
-    st.error = 0;
-    st.has_head = false; /* rewritten when this execution ends */
-    free(st.reason);
-    st.reason = NULL;
-    st.token[0] = '\0';
-    free(st.susp_path);
-    st.susp_path = NULL;
-    free(st.prompt);
-    st.prompt = NULL;
-    st.prompt_len = 0;
-    st.wait_until_ms = 0;
-    free(st.wait_event);
-    st.wait_event = NULL;
-    free(st.result);
-    st.result = NULL;
-    st.result_len = 0;
-    st.steps += c->steps ? c->steps->n : 0;
-    set_owner(c->e, &st);
-    pl__buf_reset(state);
-    rc = pl__run_state_encode(state, c->id, &st);
-    pl__run_state_clear(c->out); /* a store may call this more than once */
-    if (!rc)
-        rc = pl__run_state_copy(c->out, &st);
-    pl__run_state_clear(&st);
-    return rc;
-}
-
-/* One step record of a run being counted (pl__store_each_step()). */
-static int count_record(const uint8_t *key, size_t klen, const uint8_t *val,
-                        size_t vlen, void *user)
-{
-    (void)key;
-    (void)klen;
-    *(uint64_t *)user += pl__rec_steps(val, vlen);
-    return PL_OK;
-}
-
-/* Count the steps of run @p num: its records, and the callee steps folded
- * into them (record.c). */
-static int count_steps(pl_engine *e, uint64_t num, uint64_t *out)
-{
-    *out = 0;
-    return pl__store_each_step(e->store, num, count_record, out);
-}
-
 /* The lease of a run to execute (run.h). */
 int pl__run_take_lease(pl_engine *e, uint64_t num, const char *id,
                        uint64_t *gen, bool *had)
@@ -624,9 +509,9 @@ static void drop_lease(pl_engine *e, uint64_t num, uint64_t gen)
 static int delivered(pl__run *r, pl__delivery *dv, bool *taken)
 {
     pl_engine *e = r->e;
-    claim_ctx cc = {
+    pl__claim_ctx cc = {
         .e = e, .id = r->id, .leased = true, .waiting = true, .out = &r->state};
-    pl__inbox_take take = {e->worker, e->lease_us, claim_fn, &cc, false, 0};
+    pl__inbox_take take = {e->worker, e->lease_us, pl__claim_fn, &cc, false, 0};
     dv->tried = true;
     *taken = false;
     int st = dv->fn(e, &take, dv->user);
@@ -645,7 +530,7 @@ static int continue_run(pl_engine *e, const char *id, bool check,
                         pl__delivery *dv)
 {
     uint64_t num;
-    root_action ra;
+    pl__root_action ra;
     /* the run's steps may still be in the journal of a group commit */
     int st = pl__store_settle(e->store);
     if (st)
@@ -703,7 +588,7 @@ static int continue_run(pl_engine *e, const char *id, bool check,
     r->check = check || (!token && (r->state.status == PL_RUN_COMPLETED ||
                                     r->state.status == PL_RUN_CONTINUED));
     if (r->check) {
-        st = run_execute(r, def, &ra.action, true, out);
+        st = pl__run_execute(r, def, &ra.action, true, out);
         goto done;
     }
     /* a resume the run refuses is refused before its lease is taken, so
@@ -737,7 +622,7 @@ static int continue_run(pl_engine *e, const char *id, bool check,
         if ((st = delivered(r, dv, &taken)) || !taken)
             goto done;
         r->state_written_us = pl__now_us();
-        st = run_execute(r, def, &ra.action, true, out);
+        st = pl__run_execute(r, def, &ra.action, true, out);
         goto done;
     }
     bool had = true;
@@ -751,25 +636,25 @@ static int continue_run(pl_engine *e, const char *id, bool check,
         drop_lease(e, num, gen);
         goto done;
     }
-    claim_ctx cc = {
+    pl__claim_ctx cc = {
         e,         id, token != NULL, token, had, leased != NULL, false,
         &r->state, 0,  &resume};
-    if ((st = pl__store_state_update(e->store, num, claim_fn, &cc))) {
+    if ((st = pl__store_state_update(e->store, num, pl__claim_fn, &cc))) {
         drop_lease(e, num, gen);
         goto done;
     }
     r->state_written_us = pl__now_us();
     r->crashed_before = cc.before == PL_RUN_RUNNING;
     /* a crashed run's step count is as of its last heartbeat */
-    if (r->crashed_before && (st = count_steps(e, num, &r->state.steps)))
+    if (r->crashed_before && (st = pl__count_steps(e, num, &r->state.steps)))
         goto done;
-    st = run_execute(r, def, &ra.action, true, out);
+    st = pl__run_execute(r, def, &ra.action, true, out);
 done:
     if (claimed)
         pl__engine_release(e, num);
     pl__kvs_free(&resume);
     pl__run_free(r);
-    root_clear(&ra);
+    pl__root_clear(&ra);
     return st;
 }
 
@@ -817,7 +702,7 @@ static int start_existing(pl_outcome **out, pl_engine *e, const char *id,
                           const pl_action *root, pl_if_exists how)
 {
     uint64_t num;
-    root_action ra;
+    pl__root_action ra;
     pl__tomb t;
     int st = pl__store_settle(e->store);
     if (!st)
@@ -837,7 +722,7 @@ static int start_existing(pl_outcome **out, pl_engine *e, const char *id,
                      "run '%s' exists already with another root (policy "
                      "'%s', or another payload): not the run asked for",
                      id, ra.action.policy);
-    root_clear(&ra);
+    pl__root_clear(&ra);
     if (st)
         return st;
     pl__run_state rs = {0};

@@ -42,6 +42,84 @@ int pl_step_type_parse(pl_step_type *out, const char *name)
 
 /* ---- steps ------------------------------------------------------------------- */
 
+/*
+ * A large payload's bytes (at least PL__SHARE_MIN) are a block of their own,
+ * shared by the steps that hold the same payload: the callee's last step
+ * and the result its caller gets, or a result and the step a policy makes
+ * of its decoded payload (pl_steps_add() of pl_step_payload()), so that a
+ * long answer passed on is not copied at each hand.  The last step that
+ * holds a block frees it.
+ */
+typedef struct pl__mp_block {
+    atomic_size_t refs;
+    uint8_t *data;
+    size_t size;
+} pl__mp_block;
+
+static void block_drop(pl__mp_block *b)
+{
+    if (b && atomic_fetch_sub(&b->refs, 1) == 1) {
+        pl__free_sized(b->data, b->size);
+        free(b);
+    }
+}
+
+/*
+ * The decoded payloads of the steps that hold a shared block, the last few
+ * decoded: pl_steps_add() finds its payload among them and takes the
+ * step's bytes instead of encoding the tree again.  A step leaves the
+ * table before it is freed, so an entry never outlives its tree.
+ */
+#define LISTED_MAX 8
+static struct {
+    pthread_mutex_t mu;
+    const cJSON *root[LISTED_MAX];
+    pl_step *step[LISTED_MAX];
+    unsigned next;
+} g_listed = {PTHREAD_MUTEX_INITIALIZER, {0}, {0}, 0};
+
+static void list_step(pl_step *s)
+{
+    pthread_mutex_lock(&g_listed.mu);
+    unsigned i = g_listed.next++ % LISTED_MAX;
+    if (g_listed.step[i])
+        g_listed.step[i]->listed = false;
+    g_listed.root[i] = s->json;
+    g_listed.step[i] = s;
+    s->listed = true;
+    pthread_mutex_unlock(&g_listed.mu);
+}
+
+static void unlist_step(pl_step *s)
+{
+    pthread_mutex_lock(&g_listed.mu);
+    for (unsigned i = 0; s->listed && i < LISTED_MAX; i++)
+        if (g_listed.step[i] == s) {
+            g_listed.step[i] = NULL;
+            g_listed.root[i] = NULL;
+            s->listed = false;
+        }
+    pthread_mutex_unlock(&g_listed.mu);
+}
+
+/* The block of the step whose decoded payload is @p root, with a reference
+ * taken for the caller, and that step's type; NULL when none is listed. */
+static pl__mp_block *listed_block(const cJSON *root, pl_step_type *type,
+                                  size_t *len)
+{
+    pl__mp_block *b = NULL;
+    pthread_mutex_lock(&g_listed.mu);
+    for (unsigned i = 0; !b && i < LISTED_MAX; i++)
+        if (g_listed.root[i] == root && g_listed.step[i]) {
+            b = g_listed.step[i]->mp_block;
+            *type = g_listed.step[i]->type;
+            *len = g_listed.step[i]->mp_len;
+            atomic_fetch_add(&b->refs, 1);
+        }
+    pthread_mutex_unlock(&g_listed.mu);
+    return b;
+}
+
 /* A step with room for a decoded tree of @p tree_bytes after its own
  * fields, at *tree. */
 static pl_step *step_alloc(pl_step_type type, const char *actor,
@@ -75,6 +153,32 @@ pl_step *pl__step_new(pl_step_type type, const char *actor, size_t actor_len,
 {
     void *tree;
     return step_alloc(type, actor, actor_len, mp, mp_len, 0, &tree);
+}
+
+/* A step of the bytes of shared block @p b, @p len long, whose reference it
+ * takes over (dropped on failure). */
+static pl_step *step_of_block(pl_step_type type, const char *actor,
+                              pl__mp_block *b, size_t len)
+{
+    pl_step *s = pl__step_new(type, actor, strlen(actor), (const uint8_t *)"",
+                              0); /* mp is the block's */
+    if (!s) {
+        block_drop(b);
+        return NULL;
+    }
+    s->mp = b->data;
+    s->mp_len = len;
+    s->mp_block = b;
+    return s;
+}
+
+pl_step *pl__step_like(pl_step_type type, const char *actor,
+                       const pl_step *from)
+{
+    if (!from->mp_block)
+        return pl__step_new(type, actor, strlen(actor), from->mp, from->mp_len);
+    atomic_fetch_add(&from->mp_block->refs, 1);
+    return step_of_block(type, actor, from->mp_block, from->mp_len);
 }
 
 int pl__step_from_rec(const pl__rec *rec, const char *path, pl_step **out)
@@ -154,17 +258,21 @@ const cJSON *pl_step_payload(const pl_step *cs)
             return NULL;
         s->json = pl__payload_build(s->mp, s->mp_len, &ts, s->tree);
         s->decoded = true;
+        if (s->json && s->mp_block)
+            list_step(s);
     }
     return s->json;
 }
 
-bool pl_step_is_error(const pl_step *s)
+bool pl_step_flag(const pl_step *s, const char *name)
 {
     const uint8_t *v;
     size_t n;
-    return s && pl__map_find(s->mp, s->mp_len, "error", &v, &n) && n == 1 &&
-           v[0] == 0xc3;
+    return s && name && pl__map_find(s->mp, s->mp_len, name, &v, &n) &&
+           n == 1 && v[0] == 0xc3;
 }
+
+bool pl_step_is_error(const pl_step *s) { return pl_step_flag(s, "error"); }
 
 const char *pl_step_error_code(const pl_step *s)
 {
@@ -210,9 +318,11 @@ void pl_step_free(pl_step *s)
 {
     if (!s)
         return;
-    free(s->tree);
-    if (s->mp_own)
-        free(s->mp);
+    if (s->mp_block) /* only such a step is listed */
+        unlist_step(s);
+    /* a decoded tree is about as large as its payload */
+    pl__free_sized(s->tree, s->tree ? s->mp_len : 0);
+    block_drop(s->mp_block);
     if (s->id != s->idbuf)
         free(s->id);
     free(s->code);
@@ -290,10 +400,9 @@ int pl__steps_push(pl_steps *l, pl_step *s)
     return PL_OK;
 }
 
-/* pl__steps_add_mp(), the bytes in @p own (NULL: copied from mp), which a
- * step of a large payload takes over rather than copying. */
-static int steps_add(pl_steps *l, pl_step_type type, const char *actor,
-                     const uint8_t *mp, size_t mp_len, pl__buf *own)
+/* The checks of a step a policy adds; PL_OK, or the error with its
+ * message.  *actor defaults to the list's. */
+static int step_ok(const pl_steps *l, pl_step_type type, const char **actor)
 {
     if (!pl_step_type_name(type))
         return pl__err(PL_EINVAL, "unknown step type %d", (int)type);
@@ -302,30 +411,47 @@ static int steps_add(pl_steps *l, pl_step_type type, const char *actor,
                        "step type %s is recorded by the engine only "
                        "(pl_ctx_sleep, pl_ctx_wait_event, pl_run_cancel)",
                        pl_step_type_name(type));
-    if (!actor)
-        actor = l->default_actor;
-    if (!actor)
+    if (!*actor)
+        *actor = l->default_actor;
+    if (!*actor)
         return pl__err(PL_EINVAL, "a step needs an actor");
-    if (!pl__name_ok(actor))
+    if (!pl__name_ok(*actor))
         return pl__err(PL_EINVAL,
                        "bad actor name (1..%d bytes, no control "
                        "characters)",
                        PL_MAX_NAME);
-    bool take = own && mp_len >= PL__SHARE_MIN;
-    pl_step *s = pl__step_new(type, actor, strlen(actor), mp,
-                              take ? 0 : mp_len);
+    return PL_OK;
+}
+
+static int push_new(pl_steps *l, pl_step *s)
+{
     if (!s)
         return PL_ENOMEM;
-    if (take) {
-        s->mp = own->data;
-        s->mp_len = own->len;
-        s->mp_own = true;
-        *own = (pl__buf){0};
-    }
     int rc = pl__steps_push(l, s);
     if (rc)
         pl_step_free(s);
     return rc;
+}
+
+/* pl__steps_add_mp(), the bytes in @p own (NULL: copied from mp), which a
+ * step of a large payload takes over rather than copying. */
+static int steps_add(pl_steps *l, pl_step_type type, const char *actor,
+                     const uint8_t *mp, size_t mp_len, pl__buf *own)
+{
+    int rc = step_ok(l, type, &actor);
+    if (rc)
+        return rc;
+    if (!own || mp_len < PL__SHARE_MIN)
+        return push_new(l,
+                        pl__step_new(type, actor, strlen(actor), mp, mp_len));
+    pl__mp_block *b = malloc(sizeof *b);
+    if (!b)
+        return pl__err(PL_ENOMEM, "out of memory creating a step");
+    atomic_init(&b->refs, 1);
+    b->data = own->data;
+    b->size = own->cap;
+    *own = (pl__buf){0};
+    return push_new(l, step_of_block(type, actor, b, mp_len));
 }
 
 int pl__steps_add_mp(pl_steps *l, pl_step_type type, const char *actor,
@@ -341,6 +467,21 @@ int pl_steps_add(pl_steps *l, pl_step_type type, const char *actor,
         return pl__err(PL_EINVAL, "pl_steps_add: %s is NULL%s",
                        l ? "the payload" : "the list",
                        l ? " (an empty payload is {}: pl_json_empty())" : "");
+    /* a step's decoded payload, as large as a shared block: the step's
+     * bytes, not encoded again (unless this type nests the payload deeper
+     * than the step's: then it is encoded, and checked as it is) */
+    pl_step_type from = PL_STEP_TEXT;
+    size_t len = 0;
+    pl__mp_block *shared = listed_block(payload, &from, &len);
+    if (shared && pl__step_wrapping(type) <= pl__step_wrapping(from)) {
+        int rc = step_ok(l, type, &actor);
+        if (rc) {
+            block_drop(shared);
+            return rc;
+        }
+        return push_new(l, step_of_block(type, actor, shared, len));
+    }
+    block_drop(shared);
     pl__buf b = {0};
     int rc = pl__payload_encode(&b, payload, 0);
     if (!rc)

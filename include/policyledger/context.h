@@ -306,7 +306,9 @@ typedef int (*pl_side_effect_fn)(cJSON **out_value, void *user);
 
 /**
  * Run @p fn once and record its value: on replay the recorded value is
- * returned and fn is not called.  The value is durable before this returns.
+ * returned and fn is not called.  The value is durable before this returns,
+ * and is the recorded one the first time too (read back from the record,
+ * as a replay reads it).
  * @param name a short label, compared on replay.
  * @param[out] out_value caller owns; free with cJSON_Delete().
  * @return PL_OK; fn's status; the run-stopping statuses of pl_ctx_call().

@@ -98,6 +98,14 @@ const char *pl_step_code(const pl_step *step);
  *  for a NULL step. */
 bool pl_step_is_error(const pl_step *step);
 
+/**
+ * @return true when the step's payload has a top-level member @p name whose
+ *         value is true (JSON `true`); false otherwise, and for a NULL step
+ *         or name.  Read from the step's encoded payload without decoding
+ *         it, so a large payload costs no decoded copy.
+ */
+bool pl_step_flag(const pl_step *step, const char *name);
+
 /** @return the error code of an error-as-data step, or NULL (and for a NULL
  *  step).  Borrowed. */
 const char *pl_step_error_code(const pl_step *step);

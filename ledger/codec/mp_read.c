@@ -354,20 +354,34 @@ int pl__payload_decode_block(const cJSON **out, void **block, const uint8_t *mp,
     return PL_OK;
 }
 
-int pl__payload_decode_in(cJSON **out, const uint8_t *mp, size_t len,
-                          unsigned outer)
+static int decode(cJSON **out, const uint8_t *mp, size_t len, unsigned outer,
+                  void (*release)(void *), void *user)
 {
     void *block;
     const cJSON *root;
     *out = NULL;
     int st = pl__payload_decode_block(&root, &block, mp, len, outer);
+    if (release)
+        release(user);
     if (st)
         return st;
     /* a tree the caller owns is one cJSON_Delete() can free */
     *out = cJSON_Duplicate(root, true);
-    free(block);
+    pl__free_sized(block, len); /* a tree is about as large as its bytes */
     return *out ? PL_OK
                 : pl__err(PL_ENOMEM, "out of memory decoding a payload");
+}
+
+int pl__payload_decode_in(cJSON **out, const uint8_t *mp, size_t len,
+                          unsigned outer)
+{
+    return decode(out, mp, len, outer, NULL, NULL);
+}
+
+int pl__payload_decode_release(cJSON **out, const uint8_t *mp, size_t len,
+                               void (*release)(void *), void *user)
+{
+    return decode(out, mp, len, 0, release, user);
 }
 
 char *pl__payload_text(const uint8_t *mp, size_t len, size_t max)

@@ -93,6 +93,13 @@ PL__HIDDEN cJSON *pl__payload_build(const uint8_t *mp, size_t len,
 PL__HIDDEN int pl__payload_decode(cJSON **out, const uint8_t *mp,
                                   size_t len) PL__MUST_CHECK;
 
+/* The same, calling @p release (@p user) as soon as the bytes are read,
+ * success or not, before the tree the caller owns is made: a large value
+ * is never in memory three times, its bytes and two trees. */
+PL__HIDDEN int pl__payload_decode_release(cJSON **out, const uint8_t *mp,
+                                          size_t len, void (*release)(void *),
+                                          void *user) PL__MUST_CHECK;
+
 /*
  * The same for a value that holds a policy's value @p outer containers deep
  * (see pl__step_wrapping()): the policy's value may nest PL_MAX_JSON_DEPTH

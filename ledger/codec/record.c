@@ -70,11 +70,10 @@
 
 /* ---- writing ------------------------------------------------------------- */
 
-int pl__rec_encode(pl__buf *out, uint32_t seq, int64_t time_us,
-                   pl_step_type type, const char *actor,
-                   const uint8_t prev_hash[PL_HASH_LEN], const char *code,
-                   const pl__link *link, const uint8_t *payload,
-                   size_t payload_len)
+int pl__rec_encode_head(pl__buf *out, uint32_t seq, int64_t time_us,
+                        pl_step_type type, const char *actor,
+                        const uint8_t prev_hash[PL_HASH_LEN], const char *code,
+                        const pl__link *link)
 {
     msgpack_packer pk;
     packer_init(&pk, out);
@@ -99,11 +98,27 @@ int pl__rec_encode(pl__buf *out, uint32_t seq, int64_t time_us,
                      ? msgpack_pack_uint32(&pk, (uint32_t)link->folded)
                      : msgpack_pack_bin_with_body(&pk, link->head, PL_HASH_LEN);
     }
-    if (rc || pl__buf_append(out, payload, payload_len)) {
+    if (rc) {
         out->len = start;
         return pl__err(PL_ENOMEM, "out of memory encoding a step");
     }
     return PL_OK;
+}
+
+int pl__rec_encode(pl__buf *out, uint32_t seq, int64_t time_us,
+                   pl_step_type type, const char *actor,
+                   const uint8_t prev_hash[PL_HASH_LEN], const char *code,
+                   const pl__link *link, const uint8_t *payload,
+                   size_t payload_len)
+{
+    size_t start = out->len;
+    int rc = pl__rec_encode_head(out, seq, time_us, type, actor, prev_hash,
+                                 code, link);
+    if (!rc && pl__buf_append(out, payload, payload_len)) {
+        out->len = start;
+        return pl__err(PL_ENOMEM, "out of memory encoding a step");
+    }
+    return rc;
 }
 
 /* ---- reading ------------------------------------------------------------- */

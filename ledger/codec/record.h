@@ -47,6 +47,16 @@ typedef struct pl__link {
 } pl__link;
 
 /*
+ * Encode a step record's header into @p out (appended): its payload, a
+ * msgpack map, is to follow.
+ */
+PL__HIDDEN int pl__rec_encode_head(pl__buf *out, uint32_t seq, int64_t time_us,
+                                   pl_step_type type, const char *actor,
+                                   const uint8_t prev_hash[PL_HASH_LEN],
+                                   const char *code,
+                                   const pl__link *link) PL__MUST_CHECK;
+
+/*
  * Encode a step record into @p out (appended).  @p payload is an already
  * encoded, already checked msgpack map.
  */

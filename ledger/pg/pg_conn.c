@@ -691,6 +691,8 @@ static int make_statements(pl__pg_store *s)
     for (int i = L_ACQUIRE; i <= L_CREATE_SUCC; i++)
         if (pl__pg_lease_sql(s, i, &s->q[i]))
             return PL_ENOMEM;
+    if (pl__pg_lease_sql(s, L_TAKE, &s->q[L_TAKE]))
+        return PL_ENOMEM;
     if (pl__pg_sched_sql(s, Q_SCHED, &s->q[Q_SCHED]) ||
         pl__pg_sched_sql(s, Q_SCHEDS, &s->q[Q_SCHEDS]))
         return PL_ENOMEM;

@@ -19,9 +19,10 @@
  *   | parked        | run bigint PK, fkey text, flimit integer: the key   |
  *   |               | of a run that parked (a wait), kept for its wake    |
  *
- * A TAKE is one prepared statement, one round trip: pl_take(owner,
- * lease_us), a function that walks the expired leases in the queue's order
- * and takes the first it may.  For a run with a key it first takes the
+ * A TAKE is pl_take(owner, lease_us), called by the worker's take
+ * statement (pg_lease.c, which reads the run in the same statement): a
+ * function that walks the expired leases in the queue's order and takes
+ * the first it may.  For a run with a key it first takes the
  * key's transaction-scoped advisory lock, without waiting
  * (pg_try_advisory_xact_lock: a key another worker is taking on is passed
  * over this time, never waited for, so no two takes deadlock), then counts

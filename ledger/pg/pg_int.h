@@ -56,7 +56,6 @@ enum {
     L_ACQUIRE,
     L_GET,
     L_GETS, /* the leases of a page of runs */
-    L_NEXT,
     L_RENEW,
     L_RELEASE,
     L_RATE,      /* a rate budget's take (pg_flow.c) */
@@ -72,6 +71,7 @@ enum {
     T_INBOX_PUT,
     T_ACQUIRE, /* a delivery's take of the lease */
     T_INBOX_READ,
+    L_TAKE, /* a worker's take, with its run's records (pg_lease.c) */
     Q_CREATE,
     Q_WRITE,       /* a commit's fences, steps, states, timers and inbox
                 consumptions (pg_commit.c) */

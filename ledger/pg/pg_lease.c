@@ -80,9 +80,6 @@ int pl__pg_lease_sql(const pl__pg_store *s, int which, char **out)
                             "FROM \"%s\".leases WHERE run = ANY($1::bigint[])",
                             n);
         break;
-    case L_NEXT: /* the queue's order and the keys' limits: pg_flow.c */
-        *out = pl__asprintf("SELECT * FROM \"%s\".pl_take($1, $2::bigint)", n);
-        break;
     case L_RATE:
     case L_RATE_GET:
     case L_UNITS:
@@ -119,6 +116,24 @@ int pl__pg_lease_sql(const pl__pg_store *s, int which, char **out)
             "LEFT JOIN \"%s\".leases p ON p.run = $2::bigint WHERE r.id = "
             "convert_to($1, 'UTF8') AND r.num = currval('\"%s\".run_num')",
             n, n, n, n);
+        break;
+    case L_TAKE:
+        /* pl_take() and what the claim needs, in binary: the run's info,
+         * its state locked (or, locked by another, NULL and state_busy),
+         * whether it has steps, whether a cancellation waits.  Neither
+         * the take nor the lock waits for another transaction's */
+        *out = pl__asprintf(
+            "WITH t AS MATERIALIZED (SELECT * FROM \"%s\".pl_take($1, "
+            "$2::bigint) LIMIT 1), s AS MATERIALIZED (SELECT x.run, x.v FROM "
+            "\"%s\".state x JOIN t ON x.run = t.run FOR UPDATE OF x SKIP "
+            "LOCKED) SELECT t.run, t.gen, t.expires_in, t.owner, t.id, "
+            "r.info, s.v, s.run IS NULL AND EXISTS (SELECT 1 FROM \"%s\".state "
+            "y WHERE y.run = t.run), EXISTS (SELECT 1 FROM \"%s\".steps k "
+            "WHERE k.k >= int8send(t.run) AND k.k < int8send(t.run + 1)), "
+            "EXISTS (SELECT 1 FROM \"%s\".inbox i WHERE i.run = t.run AND "
+            "i.cancel) FROM t LEFT JOIN \"%s\".runs r ON r.num = t.run LEFT "
+            "JOIN s ON s.run = t.run",
+            n, n, n, n, n, n);
         break;
     default: /* L_CREATE: after the run's creation, in its transaction;
               * its flow (pg_flow.c) with it */
@@ -334,18 +349,178 @@ int pl__pg_lease_acquire(pl__pg_store *s, uint64_t run, const char *run_id,
                    (unsigned long long)run, held->owner);
 }
 
-int pl__pg_lease_next(pl__pg_store *s, const char *owner, int64_t lease_us,
-                      pl__lease *out)
+/* ---- a worker's take ------------------------------------------------------ */
+
+/*
+ * TAKE (store.h) in one transaction, two round trips: BEGIN and L_TAKE
+ * (pl_take(), the run's info, its state locked, whether it has steps and
+ * a cancellation waiting), then the claimed state written with COMMIT (or
+ * COMMIT alone: the lease kept unclaimed; or the lease dropped first), so
+ * one WAL flush.  Nothing waits for another transaction: pl_take() skips
+ * locked leases and keys, and a state another transaction holds (a
+ * delivery, a deletion, which lock the state before the lease) rolls the
+ * take back, to be taken next time, instead of waiting for it in the
+ * opposite order.
+ */
+typedef struct take_row {
+    pl__pg_store *s;
+    PGconn *c;
+    bool found, state_busy, has_info, has_state;
+    pl__taken t;
+    pl__buf info, state;
+} take_row;
+
+static bool bin_i64(const PGresult *r, int col, int64_t *v)
 {
+    if (PQgetisnull(r, 0, col) || PQgetlength(r, 0, col) != 8)
+        return false;
+    *v = (int64_t)pl__get_be64((const uint8_t *)PQgetvalue(r, 0, col));
+    return true;
+}
+
+static bool bin_true(const PGresult *r, int col)
+{
+    return PQgetlength(r, 0, col) == 1 && *PQgetvalue(r, 0, col) != 0;
+}
+
+static int bin_text(const PGresult *r, int col, char *out, size_t n)
+{
+    int len = PQgetlength(r, 0, col);
+    if (PQgetisnull(r, 0, col) || len < 0 || (size_t)len >= n)
+        return PL_ECORRUPT;
+    memcpy(out, PQgetvalue(r, 0, col), (size_t)len);
+    out[len] = '\0';
+    return PL_OK;
+}
+
+/* The results of BEGIN and L_TAKE, then of what ends the transaction. */
+static int take_result(size_t i, PGresult *r, void *user)
+{
+    take_row *x = user;
+    ExecStatusType es = PQresultStatus(r);
+    if (es != PGRES_TUPLES_OK && es != PGRES_COMMAND_OK)
+        return pl__pg_err(x->s, x->c, r, "taking a queued run");
+    if (i != 1 || x->found || PQntuples(r) == 0)
+        return PL_OK;
+    int64_t run, gen, in;
+    pl__lease *l = &x->t.lease;
+    if (PQnfields(r) != 10 || !bin_i64(r, 0, &run) || !bin_i64(r, 1, &gen) ||
+        !bin_i64(r, 2, &in) || bin_text(r, 3, l->owner, sizeof l->owner) ||
+        bin_text(r, 4, l->id, sizeof l->id))
+        return pl__err(PL_ECORRUPT, "store '%s': a lease row is malformed",
+                       x->s->path);
+    x->found = true;
+    l->run = (uint64_t)run;
+    l->gen = (uint64_t)gen;
+    l->expires_in_us = in;
+    x->has_info = !PQgetisnull(r, 0, 5);
+    x->has_state = !PQgetisnull(r, 0, 6);
+    x->state_busy = bin_true(r, 7);
+    x->t.known = true;
+    x->t.no_steps = !bin_true(r, 8);
+    x->t.inbox_cancel = bin_true(r, 9);
+    int st = PL_OK;
+    if (x->has_info)
+        st = pl__buf_append(&x->info, PQgetvalue(r, 0, 5),
+                            (size_t)PQgetlength(r, 0, 5));
+    if (!st && x->has_state)
+        st = pl__buf_append(&x->state, PQgetvalue(r, 0, 6),
+                            (size_t)PQgetlength(r, 0, 6));
+    return st;
+}
+
+/* End the take's transaction: the claimed @p state written (len 0: none),
+ * the lease dropped first if @p drop, and COMMIT; one round trip. */
+static int take_end(take_row *x, const pl__buf *state, bool drop)
+{
+    pl__pg_store *s = x->s;
+    const pl__lease *l = &x->t.lease;
+    if (state->len) {
+        pl__kvs none = {0};
+        return pl__pg_put_state(s, x->c, l->run, state, &none);
+    }
+    if (!drop)
+        return pl__pg_command(s, x->c, "COMMIT", "committing");
+    char a[24], g[24];
+    snprintf(a, sizeof a, "%llu", (unsigned long long)l->run);
+    snprintf(g, sizeof g, "%llu", (unsigned long long)l->gen);
+    const char *vals[2] = {a, g};
+    if (PQenterPipelineMode(x->c) != 1)
+        return pl__pg_err(s, x->c, NULL, "entering pipeline mode");
+    int st = pl__pg_send(s, x->c, L_RELEASE, 2, vals, NULL, NULL,
+                         "dropping a lease");
+    if (!st)
+        st = pl__pg_send(s, x->c, Q_COMMIT, 0, NULL, NULL, NULL, "committing");
+    return st ? st
+              : pl__pg_pipeline_finish(s, x->c, 2, take_result, x,
+                                       "dropping a lease");
+}
+
+int pl__pg_take(pl__pg_store *s, const char *owner, int64_t lease_us,
+                pl__take_fn fn, void *user, pl__lease *out, bool *taken)
+{
+    *taken = false;
+    if (s->read_only)
+        return pl__pg_read_only(s);
+    take_row x = {.s = s};
+    int st = pl__pg_conn_get(s, &x.c);
+    if (st)
+        return st;
     char d[24];
     snprintf(d, sizeof d, "%lld", (long long)lease_us);
     const char *vals[2] = {owner, d};
-    PGresult *r;
-    int st = pl__pg_lease_exec(s, L_NEXT, 2, vals, &r, "taking a queued run");
-    if (st)
-        return st;
-    st = PQntuples(r) == 0 ? PL_ENOTFOUND : lease_row(s, r, 0, out);
-    PQclear(r);
+    int fmts[2] = {0, 0};
+    if (PQenterPipelineMode(x.c) != 1)
+        st = pl__pg_err(s, x.c, NULL, "entering pipeline mode");
+    if (!st)
+        st = pl__pg_send(s, x.c, Q_BEGIN, 0, NULL, NULL, NULL,
+                         "beginning a transaction");
+    if (!st)
+        st = pl__pg_send(s, x.c, L_TAKE, 2, vals, NULL, fmts,
+                         "taking a queued run");
+    if (!st)
+        st = pl__pg_pipeline_finish(s, x.c, 2, take_result, &x,
+                                    "taking a queued run");
+    if (!st && !x.found)
+        st = PL_ENOTFOUND;
+    else if (!st && x.state_busy)
+        st = pl__err(PL_EBUSY,
+                     "run #%llu's state is being written by another "
+                     "transaction: it is taken next time",
+                     (unsigned long long)x.t.lease.run);
+    else if (!st) {
+        pl__buf claimed = {0};
+        bool drop = false;
+        int fst;
+        if (!x.has_info || !x.has_state)
+            fst = pl__err(PL_ECORRUPT, "run '%s' (#%llu) has no %s record",
+                          x.t.lease.id, (unsigned long long)x.t.lease.run,
+                          x.has_info ? "state" : "info");
+        else {
+            x.t.info = x.info.data;
+            x.t.info_len = x.info.len;
+            x.t.state = x.state.data;
+            x.t.state_len = x.state.len;
+            fst = fn(&x.t, &claimed, &drop, user);
+        }
+        if (fst)
+            pl__buf_reset(&claimed); /* the lease alone, or dropped */
+        char saved[PL__ERRMSG_MAX];
+        pl__errmsg_save(saved);
+        st = take_end(&x, &claimed, fst && drop);
+        pl__buf_free(&claimed);
+        if (!st) {
+            *out = x.t.lease;
+            *taken = true;
+            pl__errmsg_restore(saved);
+            st = fst;
+        }
+    }
+    if (st && !*taken)
+        x.c = pl__pg_rollback(s, x.c);
+    pl__pg_conn_put(s, x.c);
+    pl__buf_free(&x.info);
+    pl__buf_free(&x.state);
     return st;
 }
 

@@ -51,9 +51,9 @@ PL__HIDDEN int pl__pg_lease_acquire(pl__pg_store *s, uint64_t run,
                                     int64_t lease_us, uint64_t steal_gen,
                                     uint64_t *gen, bool *had,
                                     pl__lease *held) PL__MUST_CHECK;
-PL__HIDDEN int pl__pg_lease_next(pl__pg_store *s, const char *owner,
-                                 int64_t lease_us,
-                                 pl__lease *out) PL__MUST_CHECK;
+PL__HIDDEN int pl__pg_take(pl__pg_store *s, const char *owner, int64_t lease_us,
+                           pl__take_fn fn, void *user, pl__lease *out,
+                           bool *taken) PL__MUST_CHECK;
 PL__HIDDEN int pl__pg_lease_renew(pl__pg_store *s, const uint64_t *runs,
                                   const uint64_t *gens, size_t n,
                                   int64_t lease_us, bool *lost) PL__MUST_CHECK;

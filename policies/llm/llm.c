@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "llm.h"
+#include "platform.h"
 
 static void llm_free(void *p)
 {
@@ -328,6 +329,16 @@ static int one_exchange(cJSON **value, pl_ctx *ctx, const pl__llm *m,
     return st;
 }
 
+/* The bytes of @p v's strings, counted until they reach @p enough. */
+static size_t strings_reach(const cJSON *v, size_t enough)
+{
+    size_t n = 0;
+    for (const cJSON *c = v ? v->child : NULL; c && n < enough; c = c->next)
+        n += cJSON_IsString(c) && c->valuestring ? strlen(c->valuestring)
+                                                 : strings_reach(c, enough - n);
+    return n;
+}
+
 /* How many re-prompts in a row end the ledger (each a turn of its own). */
 static unsigned reprompts_in_a_row(pl_ctx *ctx)
 {
@@ -450,7 +461,10 @@ static int llm_policy(pl_ctx *ctx, const pl_action *a, pl_steps *out,
 done:
     free(why);
     cJSON_Delete(tok);
+    bool large = strings_reach(v, PL__LARGE_FREE) >= PL__LARGE_FREE;
     cJSON_Delete(v);
+    if (large) /* its pages go now, not kept beside the steps made of it */
+        pl__heap_release();
     free_tools(tools, n_tools);
     return st;
 }

@@ -1,0 +1,226 @@
+/*
+ * test_pg_worker.c -- what a worker asks of a PostgreSQL server to execute
+ * a queued run, counted (pl__pg_counts_get()): the round trips from the
+ * worker's start to the run's completion, so that they cannot grow back
+ * unseen.  A count, never a timing.  The guarantees themselves (exactly
+ * once across processes, leases, fencing, keys, timers, cancellation) are
+ * test_workers.c's, test_flow.c's and test_time*.c's, run on this store as
+ * pg_test_*.
+ */
+#include "support.h"
+
+#include "internal.h"
+#include "pg_store.h"
+
+#include <libpq-fe.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- a worker that stops at its first completed run ----------------------- */
+
+typedef struct counted {
+    pl_engine *e;
+    pl__pg_counts at_end; /* when the run completed */
+    int completed;
+} counted;
+
+static void on_event(const pl_event *ev, void *user)
+{
+    counted *c = user;
+    if (ev->kind != PL_EVENT_RUN_COMPLETED)
+        return;
+    if (c->completed++ == 0)
+        pl__pg_counts_get(&c->at_end);
+    pl_worker_stop(c->e);
+}
+
+/*
+ * Submit run @p id of "chain" with @p calls calls, then drain it with a
+ * worker of a fresh engine; returns the round trips from the worker's
+ * start to the run's completion (the completion's commit included).
+ */
+static uint64_t drain_one(const char *schema, const char *id, int calls)
+{
+    char *uri = t_pg_store_uri(schema);
+    pl_registry *reg = t_registry();
+    pl_engine *e = t_engine(uri, reg, PL_DURABILITY_SYNC);
+    char payload[32];
+    snprintf(payload, sizeof payload, "{\"n\": %d}", calls);
+    cJSON *p = t_json(payload);
+    pl_action root = {PL_ACTION_VERSION, "chain", p, NULL, 0, NULL};
+    pl_run_options ro = PL_RUN_OPTIONS_INIT;
+    ro.run_id = id;
+    cr_assert_eq(pl_run_submit(NULL, e, &root, &ro), PL_OK, "%s", pl_errmsg());
+    cJSON_Delete(p);
+    pl_engine_close(e);
+
+    counted c = {0};
+    pl_engine_options o = PL_ENGINE_OPTIONS_INIT;
+    o.on_event = on_event;
+    o.event_user = &c;
+    cr_assert_eq(pl_engine_open(&c.e, uri, reg, &o), PL_OK, "%s", pl_errmsg());
+    pl__pg_counts c0;
+    pl__pg_counts_get(&c0);
+    pl_worker_options wo = PL_WORKER_OPTIONS_INIT;
+    cr_assert_eq(pl_worker_run(c.e, &wo), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(c.completed, 1);
+
+    pl_run_info *info = NULL;
+    cr_assert_eq(pl_run_get(&info, c.e, id), PL_OK, "%s", pl_errmsg());
+    cr_expect_eq(info->status, PL_RUN_COMPLETED);
+    cr_expect_eq(info->attempts, 1);
+    pl_run_info_free(info);
+    pl_engine_close(c.e);
+    pl_registry_free(reg);
+    free(uri);
+    return c.at_end.round_trips - c0.round_trips;
+}
+
+TestSuite(pg_worker, .fini = t_cleanup, .timeout = 120);
+
+/*
+ * A queued run of one call, from the worker's start to its completion:
+ * the worker's first look at the schedules (1: once a second, not a
+ * run's), then the run's 4: its take (the lease, the run's info and state
+ * read, whether it has steps or a cancellation waiting: BEGIN and one
+ * statement), its claim (the state written, COMMIT), its call, and its end
+ * (the state, the lease dropped with its concurrency key's place).  No read
+ * of a ledger or an inbox: the take said the run has no step and no
+ * cancellation.
+ */
+Test(pg_worker, a_queued_run_of_one_call_is_four_round_trips)
+{
+    uint64_t n = drain_one("t_rt_one", "one-call", 1);
+    cr_expect_eq(n, 1 + 4, "%llu round trips for a queued run of one call",
+                 (unsigned long long)n);
+}
+
+/* Each call more is one round trip more, and nothing else. */
+Test(pg_worker, each_call_more_is_one_round_trip)
+{
+    uint64_t n = drain_one("t_rt_ten", "ten-calls", 10);
+    cr_expect_eq(n, 1 + 4 + 9, "%llu round trips for a queued run of ten calls",
+                 (unsigned long long)n);
+}
+
+/* ---- the take ------------------------------------------------------------ */
+
+static void admin(PGconn *c, const char *sql)
+{
+    PGresult *r = PQexec(c, sql);
+    ExecStatusType es = PQresultStatus(r);
+    cr_assert(es == PGRES_COMMAND_OK || es == PGRES_TUPLES_OK, "%s: %s", sql,
+              PQresultErrorMessage(r));
+    PQclear(r);
+}
+
+typedef struct told {
+    int calls;
+    bool known, no_steps, inbox_cancel;
+} told;
+
+/* A take's claim that notes what the store said, and writes the state as
+ * it was. */
+static int note(const pl__taken *t, pl__buf *state, bool *drop, void *user)
+{
+    (void)drop;
+    told *x = user;
+    x->calls++;
+    x->known = t->known;
+    x->no_steps = t->no_steps;
+    x->inbox_cancel = t->inbox_cancel;
+    pl__buf_reset(state);
+    return pl__buf_append(state, t->state, t->state_len);
+}
+
+/* An engine on @p uri with run @p id of "echo" queued. */
+static pl_engine *queued(const char *uri, const pl_registry *reg,
+                         const char *id)
+{
+    pl_engine *e = NULL;
+    cr_assert_eq(pl_engine_open(&e, uri, reg, NULL), PL_OK, "%s", pl_errmsg());
+    cJSON *p = t_json("{}");
+    pl_action root = {PL_ACTION_VERSION, "echo", p, NULL, 0, NULL};
+    pl_run_options ro = PL_RUN_OPTIONS_INIT;
+    ro.run_id = id;
+    cr_assert_eq(pl_run_submit(NULL, e, &root, &ro), PL_OK, "%s", pl_errmsg());
+    cJSON_Delete(p);
+    return e;
+}
+
+/* pl__store_take() for "w1", its claim noting into @p x. */
+static int take(pl_engine *e, told *x, pl__lease *l, bool *taken)
+{
+    return pl__store_take(e->store, "w1", 60000000, note, x, l, taken);
+}
+
+/* The take says whether the run has steps and a cancellation waiting: a
+ * run never executed has neither; one that ran (here: completed, then
+ * queued again behind the engine's back, a cancellation in its inbox) has
+ * both. */
+Test(pg_worker, the_take_says_whether_a_run_has_steps_and_a_cancellation)
+{
+    char *uri = t_pg_store_uri("t_told");
+    pl_registry *reg = t_registry();
+    pl_engine *e = queued(uri, reg, "fresh");
+    told x = {0};
+    pl__lease l;
+    bool taken = false;
+    cr_assert_eq(take(e, &x, &l, &taken), PL_OK, "%s", pl_errmsg());
+    cr_expect(x.known && x.no_steps && !x.inbox_cancel);
+
+    pl_outcome_free(t_start(e, "echo", "{}", "ran"));
+    PGconn *c = t_pg_admin();
+    admin(c, "INSERT INTO t_told.leases (run, gen, owner, id, expires, "
+             "qrank, flimit) SELECT num, 7, '', 'ran', 0, 0, 0 FROM "
+             "t_told.runs WHERE id = convert_to('ran', 'UTF8')");
+    admin(c, "INSERT INTO t_told.inbox (run, seq, rec, cancel) SELECT num, "
+             "1, '\\x00', true FROM t_told.runs WHERE id = "
+             "convert_to('ran', 'UTF8')");
+    PQfinish(c);
+    x = (told){0};
+    cr_assert_eq(take(e, &x, &l, &taken), PL_OK, "%s", pl_errmsg());
+    cr_expect_str_eq(l.id, "ran");
+    cr_expect_eq(l.gen, 8);
+    cr_expect(x.known && !x.no_steps && x.inbox_cancel);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+    free(uri);
+}
+
+/* A run whose state another transaction holds locked (a delivery, a
+ * deletion: they lock the state before the lease, the take the lease
+ * first) is passed over, never waited for: the take is rolled back, the
+ * run stays queued, and the next take gets it. */
+Test(pg_worker, a_take_passes_over_a_state_another_transaction_holds)
+{
+    char *uri = t_pg_store_uri("t_held");
+    pl_registry *reg = t_registry();
+    pl_engine *e = queued(uri, reg, "held");
+    PGconn *c = t_pg_admin();
+    admin(c, "BEGIN");
+    admin(c, "SELECT v FROM t_held.state FOR UPDATE");
+    told x = {0};
+    pl__lease l;
+    bool taken = true;
+    cr_expect_eq(take(e, &x, &l, &taken), PL_EBUSY);
+    cr_expect_not(taken);
+    cr_expect_eq(x.calls, 0);
+    cr_expect(strstr(pl_errmsg(), "taken next time") != NULL, "%s",
+              pl_errmsg());
+    pl_run_info *info = NULL;
+    cr_assert_eq(pl_run_get(&info, e, "held"), PL_OK, "%s", pl_errmsg());
+    cr_expect_eq(info->status, PL_RUN_SUBMITTED);
+    pl_run_info_free(info);
+    admin(c, "COMMIT");
+    PQfinish(c);
+    cr_assert_eq(take(e, &x, &l, &taken), PL_OK, "%s", pl_errmsg());
+    cr_expect(taken);
+    cr_expect_str_eq(l.id, "held");
+    cr_expect_eq(l.gen, 1, "the rolled-back take left generation %llu",
+                 (unsigned long long)l.gen);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+    free(uri);
+}

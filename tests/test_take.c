@@ -1,0 +1,198 @@
+/*
+ * test_take.c -- a worker's take (pl__store_take(), TAKE in store.h): the
+ * next expired lease, its run read and claimed, in one transaction; and
+ * what a claim that refuses leaves: the lease kept unclaimed, or dropped.
+ * On the store the suite runs on: LMDB, and PostgreSQL as pg_test_take.
+ * The take's round trips on PostgreSQL are test_pg_worker.c's.
+ */
+#include "support.h"
+
+#include "internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* What a take's claim saw, and what it answers. */
+typedef struct seen {
+    int calls;
+    char id[PL_MAX_RUN_ID + 1];
+    pl_run_status status;
+    size_t info_len;
+    int refuse; /* PL_OK: claim, writing the state as it was */
+    bool drop;
+} seen;
+
+static int claim(const pl__taken *t, pl__buf *state, bool *drop, void *user)
+{
+    seen *s = user;
+    s->calls++;
+    snprintf(s->id, sizeof s->id, "%s", t->lease.id);
+    s->info_len = t->info_len;
+    pl__run_state rs;
+    int st = pl__run_state_decode(&rs, t->lease.id, t->state, t->state_len);
+    if (st)
+        return st;
+    s->status = rs.status;
+    pl__run_state_clear(&rs);
+    if (s->refuse) {
+        *drop = s->drop;
+        return pl__err(s->refuse, "refused by the test");
+    }
+    pl__buf_reset(state);
+    return pl__buf_append(state, t->state, t->state_len);
+}
+
+static pl_engine *k_engine(const char *path, const pl_registry *reg)
+{
+    pl_engine_options o = PL_ENGINE_OPTIONS_INIT;
+    o.host_id = "host-t";
+    pl_engine *e = NULL;
+    cr_assert_eq(pl_engine_open(&e, path, reg, &o), PL_OK, "%s", pl_errmsg());
+    return e;
+}
+
+static void k_submit(pl_engine *e, const char *id)
+{
+    pl_action root = PL_ACTION_INIT;
+    root.policy = "echo";
+    root.payload = t_json("{\"x\": 1}");
+    pl_run_options ro = PL_RUN_OPTIONS_INIT;
+    ro.run_id = id;
+    cr_assert_eq(pl_run_submit(NULL, e, &root, &ro), PL_OK, "%s", pl_errmsg());
+    cJSON_Delete((cJSON *)root.payload);
+}
+
+static pl_run_status k_status(pl_engine *e, const char *id)
+{
+    pl_run_info *info = NULL;
+    cr_assert_eq(pl_run_get(&info, e, id), PL_OK, "%s", pl_errmsg());
+    pl_run_status s = info->status;
+    pl_run_info_free(info);
+    return s;
+}
+
+/* pl__store_take() for @p owner, its claim noting into @p s. */
+static int k_take(pl_engine *e, const char *owner, seen *s, pl__lease *l,
+                  bool *taken)
+{
+    return pl__store_take(e->store, owner, 60000000, claim, s, l, taken);
+}
+
+/* Run @p run's lease is held by @p owner, generation @p gen, live. */
+static void k_held(pl_engine *e, uint64_t run, const char *owner, uint64_t gen)
+{
+    pl__lease held;
+    cr_assert_eq(pl__store_lease_get(e->store, run, &held), PL_OK, "%s",
+                 pl_errmsg());
+    cr_expect_str_eq(held.owner, owner);
+    cr_expect_eq(held.gen, gen);
+    cr_expect_gt(held.expires_in_us, 0);
+}
+
+TestSuite(take, .fini = t_cleanup, .timeout = 60);
+
+Test(take, an_empty_queue_is_enotfound_and_takes_nothing)
+{
+    pl_registry *reg = t_registry();
+    pl_engine *e = k_engine(t_store_path(), reg);
+    seen s = {0};
+    pl__lease l;
+    bool taken = true;
+    cr_expect_eq(k_take(e, "w1", &s, &l, &taken), PL_ENOTFOUND);
+    cr_expect_not(taken);
+    cr_expect_eq(s.calls, 0);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/* The claim gets the run's info and state; its answer is written with the
+ * lease, this worker's, which nobody else takes. */
+Test(take, the_run_taken_is_claimed_with_its_lease)
+{
+    pl_registry *reg = t_registry();
+    pl_engine *e = k_engine(t_store_path(), reg);
+    k_submit(e, "one");
+    seen s = {0};
+    pl__lease l;
+    bool taken = false;
+    cr_assert_eq(k_take(e, "w1", &s, &l, &taken), PL_OK, "%s", pl_errmsg());
+    cr_expect(taken);
+    cr_expect_geq(s.calls, 1);
+    cr_expect_str_eq(s.id, "one");
+    cr_expect_eq(s.status, PL_RUN_SUBMITTED);
+    cr_expect_gt(s.info_len, 0);
+    cr_expect_str_eq(l.id, "one");
+    cr_expect_str_eq(l.owner, "w1");
+    cr_expect_eq(l.gen, 1);
+    k_held(e, l.run, "w1", 1);
+    /* held: another worker finds nothing to take */
+    seen s2 = {0};
+    cr_expect_eq(k_take(e, "w2", &s2, &l, &taken), PL_ENOTFOUND);
+    cr_expect_not(taken);
+    cr_expect_eq(s2.calls, 0);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/* A claim that refuses (a run this worker cannot execute) leaves the lease
+ * taken but the run unclaimed: it is not taken again until the lease runs
+ * out, and its state is as it was. */
+Test(take, a_refused_claim_keeps_the_lease_and_the_state)
+{
+    pl_registry *reg = t_registry();
+    pl_engine *e = k_engine(t_store_path(), reg);
+    k_submit(e, "kept");
+    seen s = {.refuse = PL_ENOTFOUND};
+    pl__lease l;
+    bool taken = false;
+    cr_expect_eq(k_take(e, "w1", &s, &l, &taken), PL_ENOTFOUND);
+    cr_expect(taken, "a refused claim took no lease");
+    cr_expect(strstr(pl_errmsg(), "refused by the test") != NULL, "%s",
+              pl_errmsg());
+    cr_expect_str_eq(l.owner, "w1");
+    k_held(e, l.run, "w1", l.gen);
+    cr_expect_eq(k_status(e, "kept"), PL_RUN_SUBMITTED);
+    seen s2 = {0};
+    cr_expect_eq(k_take(e, "w2", &s2, &l, &taken), PL_ENOTFOUND);
+    cr_expect_not(taken);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/* A claim that finds nothing to execute drops the lease with the take. */
+Test(take, a_claim_with_nothing_to_execute_drops_the_lease)
+{
+    pl_registry *reg = t_registry();
+    pl_engine *e = k_engine(t_store_path(), reg);
+    k_submit(e, "stale");
+    seen s = {.refuse = PL_ESTATE, .drop = true};
+    pl__lease l;
+    bool taken = false;
+    cr_expect_eq(k_take(e, "w1", &s, &l, &taken), PL_ESTATE);
+    cr_expect(taken);
+    pl__lease held;
+    cr_expect_eq(pl__store_lease_get(e->store, l.run, &held), PL_ENOTFOUND);
+    cr_expect_eq(k_status(e, "stale"), PL_RUN_SUBMITTED);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/* The queue's order holds through takes: the first submitted first. */
+Test(take, takes_follow_the_queue)
+{
+    pl_registry *reg = t_registry();
+    pl_engine *e = k_engine(t_store_path(), reg);
+    const char *ids[] = {"q1", "q2", "q3"};
+    for (int i = 0; i < 3; i++)
+        k_submit(e, ids[i]);
+    for (int i = 0; i < 3; i++) {
+        seen s = {0};
+        pl__lease l;
+        bool taken = false;
+        cr_assert_eq(k_take(e, "w1", &s, &l, &taken), PL_OK, "%s", pl_errmsg());
+        cr_expect_str_eq(l.id, ids[i]);
+    }
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
