@@ -213,7 +213,8 @@ PL__HIDDEN extern const pl__layout pl__action_layout, pl__policy_def_layout,
     pl__sandbox_options_layout, pl__tools_options_layout,
     pl__schema_error_layout, pl__llm_options_layout, pl__llm_tokens_layout,
     pl__mcp_options_layout, pl__runs_options_layout, pl__tombstone_layout,
-    pl__prune_options_layout, pl__rate_limit_options_layout;
+    pl__prune_options_layout, pl__rate_limit_options_layout,
+    pl__rate_grant_layout;
 
 /* ---- strings ------------------------------------------------------------- */
 

@@ -64,7 +64,8 @@ LAYOUT(retry_options, pl_retry_options, PL_RETRY_OPTIONS,
        sizeof(pl_retry_options));
 LAYOUT(budget, pl_budget, PL_BUDGET, sizeof(pl_budget));
 LAYOUT(rate_limit_options, pl_rate_limit_options, PL_RATE_LIMIT_OPTIONS,
-       sizeof(pl_rate_limit_options));
+       END(pl_rate_limit_options, sleep_user), sizeof(pl_rate_limit_options));
+LAYOUT(rate_grant, pl_rate_grant, PL_RATE_GRANT, sizeof(pl_rate_grant));
 LAYOUT(paginate_options, pl_paginate_options, PL_PAGINATE_OPTIONS,
        sizeof(pl_paginate_options));
 LAYOUT(observe_options, pl_observe_options, PL_OBSERVE_OPTIONS,

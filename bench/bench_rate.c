@@ -12,6 +12,16 @@
  *                  against the limit (the goal: within 10%), the fewest and
  *                  most admitted in one window, and the waits recorded.
  *                  No floor: the limit is the figure's measure.
+ *   rate tokens    then the same with a budget of tokens: TOK_BUDGET
+ *                  tokens per TOK_WINDOW_MS window, each call charged its
+ *                  max_tokens (TOK_EST) and then the tokens its result
+ *                  reports (TOK_EST / 3 to TOK_EST, by the call's number);
+ *                  the tokens charged in each window of the span are added
+ *                  up from the usage the runs recorded, by the window
+ *                  their calls were admitted in.  The figures: tokens
+ *                  charged per window against the budget (the goal: no
+ *                  window above it), the fewest and most in one window,
+ *                  calls, and the waits recorded.
  */
 #include <errno.h>
 #include <math.h>
@@ -30,8 +40,11 @@
 #define RATE_LIMIT 20
 #define RATE_WINDOW_MS 1000
 #define RATE_CALLS 10 /* calls a run */
+#define TOK_BUDGET 2000
+#define TOK_WINDOW_MS 1000
+#define TOK_EST 300 /* each call's max_tokens */
 
-static pl_rate_limit_options g_rate;
+static pl_rate_limit_options g_rate, g_tokens;
 
 static int64_t wall_ms(void)
 {
@@ -40,24 +53,34 @@ static int64_t wall_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* The tool: its result reports the tokens the payload says it used. */
 static int rate_tool(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *u)
 {
     (void)ctx;
-    (void)a;
     (void)u;
+    const cJSON *use = cJSON_GetObjectItemCaseSensitive(a->payload, "use");
+    if (cJSON_IsNumber(use))
+        return pl_steps_add_resultf(out, "{s:b, s:i}", "ok", 1, "tokens",
+                                    use->valueint);
     return pl_steps_add_resultf(out, "{s:b}", "ok", 1);
 }
 
+/* RATE_CALLS calls of the tool through rate_limit with the options @p u
+ * points to (g_rate, g_tokens). */
 static int rate_run(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *u)
 {
     (void)a;
-    (void)u;
     pl_decorator d;
-    int st = pl_decorator_rate_limit(&d, &g_rate);
+    int st = pl_decorator_rate_limit(&d, u);
     for (int i = 0; !st && i < RATE_CALLS; i++) {
         pl_action call = PL_ACTION_INIT;
         call.policy = "rate_tool";
-        call.payload = cJSON_CreateObject();
+        /* a budget of tokens: the estimate, and a use at most it */
+        call.payload = u == &g_tokens ? cJSON_Parse("{\"max_tokens\": 300}")
+                                      : cJSON_CreateObject();
+        if (call.payload && u == &g_tokens)
+            cJSON_AddNumberToObject((cJSON *)call.payload, "use",
+                                    TOK_EST / 3 + i * 37 % (TOK_EST * 2 / 3));
         pl_step *res = NULL;
         st = call.payload ? pl_ctx_call(&res, ctx, &call, &d, 1)
                           : pl_errorf(PL_ENOMEM, "out of memory");
@@ -73,18 +96,24 @@ static pl_registry *rate_registry(void)
     g_rate.resource = "bench-provider";
     g_rate.limit = RATE_LIMIT;
     g_rate.window_ms = RATE_WINDOW_MS;
+    g_tokens = (pl_rate_limit_options)PL_RATE_LIMIT_OPTIONS_INIT;
+    g_tokens.resource = "bench-provider";
+    g_tokens.budget = TOK_BUDGET;
+    g_tokens.window_ms = TOK_WINDOW_MS;
     pl_registry *reg = NULL;
     if (pl_registry_new(&reg) ||
         pl_registry_add_fn(reg, "rate_tool", rate_tool, NULL) ||
-        pl_registry_add_fn(reg, "rate_run", rate_run, NULL)) {
+        pl_registry_add_fn(reg, "rate_run", rate_run, &g_rate) ||
+        pl_registry_add_fn(reg, "tokens_run", rate_run, &g_tokens)) {
         pl_registry_free(reg);
         return NULL;
     }
     return reg;
 }
 
-/* A child: runs of rate_run until @p until_ms; exits 0 when all went. */
-static void rate_child(const char *path, int i, int64_t until_ms)
+/* A child: runs of @p policy until @p until_ms; exits 0 when all went. */
+static void rate_child(const char *path, const char *policy, int i,
+                       int64_t until_ms)
 {
     pl_registry *reg = rate_registry();
     pl_engine *e = NULL;
@@ -92,10 +121,10 @@ static void rate_child(const char *path, int i, int64_t until_ms)
         _exit(1);
     int st = PL_OK;
     for (int n = 0; !st && wall_ms() < until_ms; n++) {
-        char id[32];
-        snprintf(id, sizeof id, "rate-%d-%d", i, n);
+        char id[48];
+        snprintf(id, sizeof id, "%s-%d-%d", policy, i, n);
         pl_action root = PL_ACTION_INIT;
-        root.policy = "rate_run";
+        root.policy = policy;
         root.payload = cJSON_CreateObject();
         pl_run_options ro = PL_RUN_OPTIONS_INIT;
         ro.run_id = id;
@@ -113,7 +142,7 @@ static void rate_child(const char *path, int i, int64_t until_ms)
 
 typedef struct rate_count {
     int64_t from_ms, to_ms; /* the span measured */
-    int per[64];            /* admitted in each window of the span */
+    int64_t per[64];        /* admitted (tokens: charged) in each window */
     long admitted, waits;
 } rate_count;
 
@@ -122,10 +151,20 @@ static int rate_visit(const pl_step *s, void *user)
     rate_count *c = user;
     const cJSON *p = pl_step_payload(s);
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(p, "name");
-    if (pl_step_type_of(s) != PL_STEP_SIDE_EFFECT || !cJSON_IsString(name) ||
-        strcmp(name->valuestring, "rate_limit") != 0)
+    if (pl_step_type_of(s) != PL_STEP_SIDE_EFFECT || !cJSON_IsString(name))
         return 0;
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(p, "value");
+    if (strcmp(name->valuestring, "rate_limit_usage") == 0) {
+        /* a call's tokens, charged to the window it was admitted in */
+        const cJSON *w = cJSON_GetObjectItemCaseSensitive(v, "window_start_ms");
+        const cJSON *n = cJSON_GetObjectItemCaseSensitive(v, "charged");
+        int64_t t = cJSON_IsNumber(w) ? (int64_t)w->valuedouble : -1;
+        if (cJSON_IsNumber(n) && t >= c->from_ms && t < c->to_ms)
+            c->per[(t - c->from_ms) / TOK_WINDOW_MS] += (int64_t)n->valuedouble;
+        return 0;
+    }
+    if (strcmp(name->valuestring, "rate_limit") != 0)
+        return 0;
     const cJSON *at = cJSON_GetObjectItemCaseSensitive(v, "at_ms");
     if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(v, "admitted"))) {
         c->waits++;
@@ -134,14 +173,17 @@ static int rate_visit(const pl_step *s, void *user)
     int64_t t = cJSON_IsNumber(at) ? (int64_t)at->valuedouble : -1;
     if (t >= c->from_ms && t < c->to_ms) {
         c->admitted++;
-        c->per[(t - c->from_ms) / RATE_WINDOW_MS]++;
+        if (!cJSON_GetObjectItemCaseSensitive(v, "estimate"))
+            c->per[(t - c->from_ms) / RATE_WINDOW_MS]++;
     }
     return 0;
 }
 
-int bench_rate(bool quick, const char *path)
+/* RATE_PROCS processes running @p policy over whole windows of @p secs s,
+ * then every run's records counted into *c; the failures. */
+static int rate_span(const char *path, const char *policy, int secs,
+                     int64_t window_ms, rate_count *c)
 {
-    int secs = quick ? 3 : 30;
     pl_registry *reg = rate_registry();
     pl_engine *e = NULL;
     if (!reg || pl_engine_open(&e, path, reg, NULL)) {
@@ -153,14 +195,13 @@ int bench_rate(bool quick, const char *path)
     /* the span: whole windows, from the first that starts a window after
      * the children have started */
     int64_t now = wall_ms();
-    rate_count c = {0};
-    c.from_ms = (now / RATE_WINDOW_MS + 2) * RATE_WINDOW_MS;
-    c.to_ms = c.from_ms + (int64_t)secs * 1000;
+    c->from_ms = (now / window_ms + 2) * window_ms;
+    c->to_ms = c->from_ms + (int64_t)secs * 1000;
     pid_t kids[RATE_PROCS];
     for (int i = 0; i < RATE_PROCS; i++) {
         kids[i] = fork();
         if (kids[i] == 0)
-            rate_child(path, i, c.to_ms + RATE_WINDOW_MS);
+            rate_child(path, policy, i, c->to_ms + window_ms);
     }
     int failures = 0;
     for (int i = 0; i < RATE_PROCS; i++) {
@@ -181,9 +222,9 @@ int bench_rate(bool quick, const char *path)
     /* every run of every child, by id */
     for (int i = 0; i < RATE_PROCS; i++) {
         for (int n = 0;; n++) {
-            char id[32];
-            snprintf(id, sizeof id, "rate-%d-%d", i, n);
-            int st = pl_run_walk(e, id, rate_visit, &c);
+            char id[48];
+            snprintf(id, sizeof id, "%s-%d-%d", policy, i, n);
+            int st = pl_run_walk(e, id, rate_visit, c);
             if (st == PL_ENOTFOUND)
                 break;
             if (st)
@@ -192,28 +233,84 @@ int bench_rate(bool quick, const char *path)
     }
     pl_engine_close(e);
     pl_registry_free(reg);
-    int fewest = RATE_LIMIT, most = 0;
-    for (int w = 0; w < secs; w++) {
-        fewest = c.per[w] < fewest ? c.per[w] : fewest;
-        most = c.per[w] > most ? c.per[w] : most;
+    return failures;
+}
+
+static void fewest_most(const rate_count *c, int windows, int64_t *fewest,
+                        int64_t *most)
+{
+    *fewest = INT64_MAX;
+    *most = 0;
+    for (int w = 0; w < windows; w++) {
+        *fewest = c->per[w] < *fewest ? c->per[w] : *fewest;
+        *most = c->per[w] > *most ? c->per[w] : *most;
     }
+}
+
+/* The budget of tokens: charged per window against it. */
+static int bench_tokens(bool quick, const char *path)
+{
+    int secs = quick ? 3 : 30;
+    rate_count c = {0};
+    int failures = rate_span(path, "tokens_run", secs, TOK_WINDOW_MS, &c);
+    if (failures)
+        return failures;
+    int64_t fewest, most, total = 0;
+    fewest_most(&c, secs, &fewest, &most);
+    for (int w = 0; w < secs; w++)
+        total += c.per[w];
+    double per_w = (double)total / secs;
+    double over = most > TOK_BUDGET
+                      ? (double)(most - TOK_BUDGET) / TOK_BUDGET * 100
+                      : 0;
+    say("\nrate tokens: a budget of %d tokens/s shared by %d processes "
+        "(sync), each call estimated %d, using %d..%d, over %d windows\n",
+        TOK_BUDGET, RATE_PROCS, TOK_EST, TOK_EST / 3, TOK_EST - 1, secs);
+    say("  charged %.0f tokens a window (%.1f%% of the budget; %ld calls); "
+        "%lld..%lld a window; %ld waits recorded\n",
+        per_w, per_w / TOK_BUDGET * 100, c.admitted, (long long)fewest,
+        (long long)most, c.waits);
+    cJSON *j = cJSON_AddObjectToObject(g_json, "rate_tokens_shared");
+    cJSON_AddNumberToObject(j, "budget_per_window", TOK_BUDGET);
+    cJSON_AddNumberToObject(j, "window_ms", TOK_WINDOW_MS);
+    cJSON_AddNumberToObject(j, "processes", RATE_PROCS);
+    cJSON_AddNumberToObject(j, "windows", secs);
+    cJSON_AddNumberToObject(j, "charged_per_window", per_w);
+    cJSON_AddNumberToObject(j, "fewest_in_window", (double)fewest);
+    cJSON_AddNumberToObject(j, "most_in_window", (double)most);
+    cJSON_AddNumberToObject(j, "calls", (double)c.admitted);
+    cJSON_AddNumberToObject(j, "waits", (double)c.waits);
+    add_goal("token budget shared by 3 processes: a window over it by", over,
+             "%", true, 0);
+    return 0;
+}
+
+int bench_rate(bool quick, const char *path)
+{
+    int secs = quick ? 3 : 30;
+    rate_count c = {0};
+    int failures = rate_span(path, "rate_run", secs, RATE_WINDOW_MS, &c);
+    if (failures)
+        return failures;
+    int64_t fewest, most;
+    fewest_most(&c, secs, &fewest, &most);
     double per_s = (double)c.admitted / secs;
     double off = fabs(per_s - RATE_LIMIT) / RATE_LIMIT * 100;
     say("\nrate: one limit of %d calls/s shared by %d processes (sync), "
         "over %d s\n",
         RATE_LIMIT, RATE_PROCS, secs);
     say("  admitted %.2f calls/s (%ld calls), %.1f%% off the limit; "
-        "%d..%d a window; %ld waits recorded\n",
-        per_s, c.admitted, off, fewest, most, c.waits);
+        "%lld..%lld a window; %ld waits recorded\n",
+        per_s, c.admitted, off, (long long)fewest, (long long)most, c.waits);
     cJSON *j = cJSON_AddObjectToObject(g_json, "rate_shared");
     cJSON_AddNumberToObject(j, "limit_per_s", RATE_LIMIT);
     cJSON_AddNumberToObject(j, "processes", RATE_PROCS);
     cJSON_AddNumberToObject(j, "seconds", secs);
     cJSON_AddNumberToObject(j, "admitted_per_s", per_s);
     cJSON_AddNumberToObject(j, "off_limit_percent", off);
-    cJSON_AddNumberToObject(j, "fewest_in_window", fewest);
-    cJSON_AddNumberToObject(j, "most_in_window", most);
+    cJSON_AddNumberToObject(j, "fewest_in_window", (double)fewest);
+    cJSON_AddNumberToObject(j, "most_in_window", (double)most);
     cJSON_AddNumberToObject(j, "waits", (double)c.waits);
     add_goal("rate limit shared by 3 processes: off by", off, "%", true, 10);
-    return failures ? 1 : 0;
+    return bench_tokens(quick, path);
 }

@@ -6,8 +6,8 @@
  * record that decodes encodes again to a record that decodes to the same
  * fields (a version 1 record, which has no checksum, is how the fuzzer
  * reaches past the checksum check).  The same bytes also go to flow
- * control's decoders (ledger/codec/flowrec.c): a queued run's flow record
- * and a rate budget, checked the same way.
+ * control's decoders (ledger/codec/flowrec.c): a queued run's flow record,
+ * a rate budget and a budget in units, checked the same way.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -174,6 +174,44 @@ static void budget(const uint8_t *data, size_t size)
     pl__buf_free(&b);
 }
 
+static void units(const uint8_t *data, size_t size)
+{
+    pl__unit_budget u;
+    int rc = pl__units_decode(&u, "provider", "tokens", data, size);
+    CHECK(rc == PL_OK || rc == PL_ECORRUPT);
+    if (rc)
+        return;
+    CHECK(u.window_ms >= 1 && u.limit >= 1 && u.limit <= PL_RATE_MAX_UNITS &&
+          u.used <= PL__UNITS_USED_MAX);
+    pl__buf b = {0};
+    CHECK(pl__units_encode(&b, "provider", "tokens", &u) == PL_OK);
+    pl__unit_budget back;
+    CHECK(pl__units_decode(&back, "provider", "tokens", b.data, b.len) ==
+          PL_OK);
+    CHECK(back.window_ms == u.window_ms && back.limit == u.limit &&
+          back.start_ms == u.start_ms && back.used == u.used);
+    /* bound to its resource and unit */
+    CHECK(pl__units_decode(&back, "other", "tokens", b.data, b.len) ==
+          PL_ECORRUPT);
+    CHECK(pl__units_decode(&back, "provider", "requests", b.data, b.len) ==
+          PL_ECORRUPT);
+    pl__buf_free(&b);
+    /* a take never charges past the budget; a spent window names the next;
+     * a correction never leaves the bounds */
+    pl__units_grant g;
+    uint64_t amount = size % 2 ? u.limit : u.limit / 2;
+    uint64_t was = u.used;
+    pl__units_admit(&u, u.window_ms, u.limit, amount, u.start_ms, &g);
+    CHECK(!g.admitted || (u.used <= u.limit && u.used >= amount));
+    CHECK(g.admitted || (g.retry_at_ms > u.start_ms && u.used == was));
+    pl__units_settle(&u, u.window_ms, u.limit, u.start_ms,
+                     -(int64_t)PL_RATE_MAX_UNITS, u.start_ms, &g);
+    CHECK(u.used == 0);
+    pl__units_settle(&u, u.window_ms, u.limit, u.start_ms - 1,
+                     (int64_t)PL_RATE_MAX_UNITS, u.start_ms, &g);
+    CHECK(u.used <= PL__UNITS_USED_MAX);
+}
+
 /* An inbox record (checksummed: only its own bytes decode) encodes again
  * to the same fields, bound to its run. */
 static void inbox(const uint8_t *data, size_t size)
@@ -250,5 +288,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     sched(data, size);
     flow(data, size);
     budget(data, size);
+    units(data, size);
     return 0;
 }

@@ -339,3 +339,14 @@ int pl__store_rate_get(pl__store *s, const char *resource, pl__rate_budget *out)
 {
     return CALL(s, rate_get, resource, out);
 }
+
+int pl__store_units(pl__store *s, const pl__units_op *op, pl__units_grant *out)
+{
+    return CALL(s, units, op, out);
+}
+
+int pl__store_units_get(pl__store *s, const char *resource, const char *unit,
+                        pl__unit_budget *out)
+{
+    return CALL(s, units_get, resource, unit, out);
+}

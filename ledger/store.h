@@ -20,7 +20,7 @@
  *     siderec.c      records beside a run's: inbox, timer, tombstone and
  *                    purge records (runrec.h)
  *     flowrec.c      flow control's records: a queued run's flow, a rate
- *                    limit's budget (flowrec.h)
+ *                    limit's budget, a budget in units (flowrec.h)
  *     mp_write.c     the msgpack writer (mp.h)
  *     mp_read.c      the checked msgpack reader, and payloads decoded
  *     payload_cmp.c  payloads compared without encoding them again
@@ -560,7 +560,9 @@ PL__HIDDEN int pl__store_inbox_read(pl__store *s, uint64_t run,
  * lease row (pg_flow.c).  They go with the lease.
  *
  * RATE BUDGETS.  A named rate limit's budget (fixed windows, flowrec.h) is
- * a record of the store's own, read and counted in one transaction.
+ * a record of the store's own, read and counted in one transaction; so is
+ * a budget in units (tokens), one per resource and unit, apart from the
+ * call budgets.
  */
 
 /* Take one call of rate limit @p resource's budget (see pl_rate_take()). */
@@ -573,5 +575,16 @@ PL__HIDDEN int pl__store_rate_take(pl__store *s, const char *resource,
  * none. */
 PL__HIDDEN int pl__store_rate_get(pl__store *s, const char *resource,
                                   pl__rate_budget *out) PL__MUST_CHECK;
+
+/* A budget in units: take or correct (@p op, pl__units_admit() and
+ * pl__units_settle() in one transaction), *out what happened. */
+PL__HIDDEN int pl__store_units(pl__store *s, const pl__units_op *op,
+                               pl__units_grant *out) PL__MUST_CHECK;
+
+/* The budget of @p resource in @p unit as stored: PL_ENOTFOUND when it has
+ * none. */
+PL__HIDDEN int pl__store_units_get(pl__store *s, const char *resource,
+                                   const char *unit,
+                                   pl__unit_budget *out) PL__MUST_CHECK;
 
 #endif /* PL_STORE_H */

@@ -268,6 +268,7 @@ static const char *stage_name(char c)
     case 'c': return "pl_run_continue (check)";
     case 'r': return "pl_run_continue";
     case 'b': return "pl_rate_take";
+    case 'u': return "pl_rate_take_units";
     case 't': return "pl_engine_wake";
     case 'd': return "pl_run_tombstone";
     case 'i': return "pl_run_get";

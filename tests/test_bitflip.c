@@ -8,13 +8,15 @@
  * waiting for an event ("parked", with its timer, an event of another name
  * and a cancellation in its inbox: continued, it is cancelled and makes a
  * compensating call), and one queued with a priority and a concurrency key
- * ("queued"); a rate limit's budget; and a schedule.  Each flip is made in
+ * ("queued"); a rate limit's budget and a budget in tokens; and a
+ * schedule.  Each flip is made in
  * a copy of the data file, in place, at the bytes LMDB itself points to (so
  * a changed key stays where it was in its page, out of order in the B-tree,
  * as real corruption would leave it).  A forked child then opens the copy
  * and runs pl_engine_runs, pl_schedule_list, and for each run pl_run_walk,
  * pl_run_ledger, pl_run_verify, pl_run_continue with the check option and
- * pl_run_continue for real, then pl_engine_wake and pl_rate_take, reporting
+ * pl_run_continue for real, then pl_engine_wake, pl_rate_take and
+ * pl_rate_take_units, reporting
  * through a pipe which call it is in.  A child stuck in one call for a
  * minute is killed and fails the test (a hang), as does one that dies of a
  * signal (a crash) or a sanitizer report.
@@ -130,6 +132,10 @@ static uint8_t *build(const char *path, const pl_registry *reg, size_t *len)
     int64_t at, retry;
     cr_assert_eq(pl_rate_take(&ok, &at, &retry, e, BUDGET, 5, BUDGET_WINDOW_MS),
                  PL_OK);
+    pl_rate_grant g = PL_RATE_GRANT_INIT;
+    cr_assert_eq(pl_rate_take_units(&g, e, BUDGET, "tokens", 500,
+                                    BUDGET_WINDOW_MS, 120),
+                 PL_OK, "%s", pl_errmsg());
     pl_engine_close(e);
     /* where waitev is not registered, a cancellation waits in the inbox */
     pl_registry *bare = NULL;
@@ -264,6 +270,13 @@ static void child(const char *path, const pl_registry *reg, int fd)
         note(&r,
              pl_rate_take(&ok, &at, &retry, e, BUDGET, 5, BUDGET_WINDOW_MS));
         t_mix(&r.digest, &ok, sizeof ok);
+        /* the budget in tokens: read and charged */
+        stage(fd, 'u');
+        pl_rate_grant g = PL_RATE_GRANT_INIT;
+        note(&r, pl_rate_take_units(&g, e, BUDGET, "tokens", 500,
+                                    BUDGET_WINDOW_MS, 100));
+        t_mix(&r.digest, &g.admitted, sizeof g.admitted);
+        t_mix(&r.digest, &g.used, sizeof g.used);
         pl_engine_close(e);
     }
     stage(fd, '=');

@@ -6,13 +6,10 @@
  * Nothing is timed: the calls admitted per window are counted from the
  * times the store gave, as the runs recorded them.
  */
-#include "support.h"
+#include "support_rate.h"
 
 #include "internal.h"
 
-#include <errno.h>
-#include <fcntl.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,27 +20,7 @@
 #define R_WINDOW_MS 1000 /* wide: 4 calls fill it even on a busy machine */
 #define R_LIMIT 4
 
-static char r_dir[512];
-
-static void r_setup(void) { snprintf(r_dir, sizeof r_dir, "%s", t_tmpdir()); }
-
-TestSuite(rate, .init = r_setup, .fini = t_cleanup, .timeout = 300);
-
-/* How the decorator waits: for real, and noted in "<dir>/waiting" so that
- * a test can kill the process in a wait. */
-static int r_sleep(int64_t ms, void *user)
-{
-    (void)user;
-    char p[600];
-    snprintf(p, sizeof p, "%s/waiting", r_dir);
-    int fd = open(p, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
-    if (fd >= 0)
-        close(fd);
-    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000};
-    while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
-        ;
-    return PL_OK;
-}
+TestSuite(rate, .init = rt_setup, .fini = t_cleanup, .timeout = 300);
 
 static pl_rate_limit_options r_opts;
 
@@ -75,7 +52,7 @@ static pl_registry *r_registry(void)
     r_opts.resource = "provider";
     r_opts.limit = R_LIMIT;
     r_opts.window_ms = R_WINDOW_MS;
-    r_opts.sleep = r_sleep;
+    r_opts.sleep = rt_sleep;
     r_durable_opts = r_opts;
     r_durable_opts.resource = "durable-provider";
     r_durable_opts.sleep = NULL;
@@ -84,16 +61,6 @@ static pl_registry *r_registry(void)
     cr_assert_eq(pl_registry_add_fn(reg, "durable", limited, &r_durable_opts),
                  PL_OK);
     return reg;
-}
-
-static pl_engine *r_engine(const char *path, const pl_registry *reg)
-{
-    pl_engine_options o = PL_ENGINE_OPTIONS_INIT;
-    o.durability = PL_DURABILITY_PROCESS;
-    o.lease_ms = 300;
-    pl_engine *e = NULL;
-    cr_assert_eq(pl_engine_open(&e, path, reg, &o), PL_OK, "%s", pl_errmsg());
-    return e;
 }
 
 /* The takes a run recorded (in its calls' ledgers): admitted ones' store
@@ -161,7 +128,7 @@ static int r_check_windows(const int64_t *at, size_t n)
 Test(rate, bad_arguments_are_refused)
 {
     pl_registry *reg = r_registry();
-    pl_engine *e = r_engine(t_store_path(), reg);
+    pl_engine *e = rt_engine(t_store_path(), reg);
     bool ok;
     int64_t at, retry;
     cr_assert_eq(pl_rate_take(NULL, &at, &retry, e, "x", 1, 10), PL_EINVAL);
@@ -202,7 +169,7 @@ Test(rate, a_window_admits_its_limit)
 {
     pl_registry *reg = r_registry();
     const char *path = t_store_path();
-    pl_engine *e = r_engine(path, reg);
+    pl_engine *e = rt_engine(path, reg);
     bool ok;
     int64_t at, retry, first = 0;
     const int64_t window = 3600 * 1000; /* an hour: one window, surely */
@@ -258,7 +225,7 @@ static void r_run(pl_engine *e, const char *id, int n)
 Test(rate, a_run_waits_for_budget_and_replays_without_waiting)
 {
     pl_registry *reg = r_registry();
-    pl_engine *e = r_engine(t_store_path(), reg);
+    pl_engine *e = rt_engine(t_store_path(), reg);
     enum { N = 3 * R_LIMIT };
     int64_t at[N];
     size_t admitted = 0, denied = 0;
@@ -308,7 +275,7 @@ Test(rate, processes_share_one_budget)
 {
     pl_registry *reg = r_registry();
     const char *path = t_store_path();
-    pl_engine *e = r_engine(path, reg);
+    pl_engine *e = rt_engine(path, reg);
     pl_engine_close(e);
     enum { P = 3, N = 8 };
     pid_t kids[P];
@@ -316,19 +283,10 @@ Test(rate, processes_share_one_budget)
         kids[i] = fork();
         cr_assert_geq(kids[i], 0);
         if (kids[i] == 0) {
-            pl_engine *ce = r_engine(path, reg);
             char id[24], json[48];
             snprintf(id, sizeof id, "proc-%d", i);
             snprintf(json, sizeof json, "{\"n\": %d}", N);
-            cJSON *p = cJSON_Parse(json);
-            pl_action a = PL_ACTION_INIT;
-            a.policy = "limited";
-            a.payload = p;
-            pl_run_options ro = PL_RUN_OPTIONS_INIT;
-            ro.run_id = id;
-            pl_outcome *o = NULL;
-            int st = pl_run_start(&o, ce, &a, &ro);
-            _exit(!st && o->status == PL_RUN_COMPLETED ? 0 : 1);
+            rt_child_run(path, reg, "limited", json, id);
         }
     }
     for (int i = 0; i < P; i++) {
@@ -336,7 +294,7 @@ Test(rate, processes_share_one_budget)
         cr_assert_eq(waitpid(kids[i], &status, 0), kids[i]);
         cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     }
-    e = r_engine(path, reg);
+    e = rt_engine(path, reg);
     int64_t at[P * N];
     size_t admitted = 0, denied = 0;
     for (int i = 0; i < P; i++) {
@@ -358,38 +316,21 @@ Test(rate, a_wait_survives_a_kill)
 {
     pl_registry *reg = r_registry();
     const char *path = t_store_path();
-    pl_engine *e = r_engine(path, reg);
+    pl_engine *e = rt_engine(path, reg);
     pl_engine_close(e);
     pid_t kid = fork();
     cr_assert_geq(kid, 0);
     if (kid == 0) {
-        pl_engine *ce = r_engine(path, reg);
-        r_run(ce, "killed", 4 * R_LIMIT);
-        _exit(0);
+        char json[32];
+        snprintf(json, sizeof json, "{\"n\": %d}", 4 * R_LIMIT);
+        rt_child_run(path, reg, "limited", json, "killed");
     }
-    char p[600];
-    snprintf(p, sizeof p, "%s/waiting", r_dir);
-    for (int ms = 0; access(p, F_OK) != 0; ms += 5) {
-        cr_assert_lt(ms, 60000, "the run never waited");
-        struct timespec ts = {0, 5000000};
-        nanosleep(&ts, NULL);
-    }
-    kill(kid, SIGKILL);
-    cr_assert_eq(waitpid(kid, NULL, 0), kid);
-    e = r_engine(path, reg);
+    rt_kill_in_wait(kid);
+    e = rt_engine(path, reg);
     size_t admitted = 0, denied = 0;
     r_takes(e, "killed", NULL, 0, &admitted, &denied);
     cr_assert_geq(denied, 1, "the wait was not recorded before it began");
-    pl_outcome *o = NULL;
-    /* the killed process's lease runs out first */
-    int st;
-    while ((st = pl_run_continue(&o, e, "killed", NULL)) == PL_EBUSY) {
-        struct timespec ts = {0, 20000000};
-        nanosleep(&ts, NULL);
-    }
-    cr_assert_eq(st, PL_OK, "%s", pl_errmsg());
-    cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason);
-    pl_outcome_free(o);
+    rt_continue_to_end(e, "killed");
     int64_t at[8 * R_LIMIT];
     size_t a2 = 0, d2 = 0;
     r_takes(e, "killed", at, 8 * R_LIMIT, &a2, &d2);
@@ -416,7 +357,7 @@ static int r_count_waits(const pl_step *s, void *user)
 Test(rate, a_long_wait_parks_the_run)
 {
     pl_registry *reg = r_registry();
-    pl_engine *e = r_engine(t_store_path(), reg);
+    pl_engine *e = rt_engine(t_store_path(), reg);
     cr_assert_eq(pl_engine_set_wait_in_place(e, 0), PL_OK);
     enum { N = R_LIMIT + 1 };
     char json[32], id[32];

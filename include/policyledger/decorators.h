@@ -264,22 +264,121 @@ int pl_rate_take(bool *out_admitted, int64_t *out_at_ms,
                  int64_t *out_retry_at_ms, pl_engine *engine,
                  const char *resource, uint32_t limit, int64_t window_ms);
 
-#define PL_RATE_LIMIT_OPTIONS_VERSION 1
+/** The largest budget in units, and the largest charge: 2^53. */
+#define PL_RATE_MAX_UNITS ((uint64_t)1 << 53)
+
+/** The longest unit name of a budget in units, in bytes. */
+#define PL_MAX_RATE_UNIT 32
+
+#define PL_RATE_GRANT_VERSION 1
+
+/** What pl_rate_take_units() and pl_rate_settle_units() answer.
+ *  Initialise with PL_RATE_GRANT_INIT. */
+typedef struct pl_rate_grant {
+    unsigned version;        /**< PL_RATE_GRANT_VERSION */
+    bool admitted;           /**< a take: the units are charged; a settle:
+                                  the correction applied */
+    int64_t at_ms;           /**< the store's clock (Unix ms) */
+    int64_t window_start_ms; /**< the window charged, or the current one */
+    int64_t retry_at_ms;     /**< a take not admitted: when the next window
+                                  starts, by the store's clock; else 0 */
+    uint64_t used;           /**< units charged in that window, after */
+} pl_rate_grant;
+
+#define PL_RATE_GRANT_INIT { PL_RATE_GRANT_VERSION, false, 0, 0, 0, 0 }
+
+/**
+ * Take @p amount units (tokens, or any unit a call reports) of the budget
+ * of @p resource in @p unit: at most @p budget units charged per fixed
+ * window of @p window_ms, aligned as pl_rate_take()'s, by the store's
+ * clock.  Admitted when the units already charged in the window plus
+ * @p amount stay within @p budget; else nothing is charged and
+ * out->retry_at_ms says when the next window starts.  A budget is a record
+ * in the store (one per resource and unit, apart from pl_rate_take()'s
+ * call budgets), read and charged in one transaction, shared by every
+ * process and host on the store.  Another window length starts a new
+ * window; the budget is the last one given.
+ * @param amount the units to charge now (an estimate): 0..@p budget; a
+ *        call larger than the whole budget could never be admitted.
+ * @return PL_OK; PL_EINVAL (NULL argument, a wrong version, a name that is
+ *         empty or longer than PL_MAX_FLOW_KEY, a unit that is not 1 to
+ *         PL_MAX_RATE_UNIT of [a-z0-9_], budget 0 or above
+ *         PL_RATE_MAX_UNITS, window_ms not 1..2^53); PL_ELIMIT (@p amount is
+ *         more than @p budget); PL_ESTATE (a read-only engine); PL_ECORRUPT
+ *         (the budget record is damaged); PL_ESTORE.
+ */
+int pl_rate_take_units(pl_rate_grant *out, pl_engine *engine,
+                       const char *resource, const char *unit,
+                       uint64_t budget, int64_t window_ms, uint64_t amount);
+
+/**
+ * Correct a take: the call charged @p charged units in the window that
+ * starts at @p window_start_ms and used @p actual.  While that window
+ * lasts the budget is corrected both ways (never below 0: a window may end
+ * over its budget when calls used more than they were charged, and then
+ * admits nothing more).  Once it has ended, an extra charge goes to the
+ * current window and a refund is dropped (the window it would free is
+ * gone).  out->admitted says whether the correction applied; out->used is
+ * the window's units after it.
+ * @return as pl_rate_take_units(), but for PL_ELIMIT: @p charged and
+ *         @p actual are each 0..PL_RATE_MAX_UNITS (PL_EINVAL).
+ */
+int pl_rate_settle_units(pl_rate_grant *out, pl_engine *engine,
+                         const char *resource, const char *unit,
+                         uint64_t budget, int64_t window_ms,
+                         int64_t window_start_ms, uint64_t charged,
+                         uint64_t actual);
+
+/**
+ * How a budget in units estimates a call before it runs: *out_units, the
+ * units the call will use at most (0..PL_RATE_MAX_UNITS).
+ * @return PL_OK, or a status that fails the run.
+ */
+typedef int (*pl_rate_estimate_fn)(int64_t *out_units,
+                                   const pl_action *action, void *user);
+
+/**
+ * How a budget in units reads a call's actual use from its result, the
+ * steps the inner chain returned: *out_units, or -1 when the result
+ * reports none (the estimate stands).
+ * @return PL_OK, or a status that fails the run.
+ */
+typedef int (*pl_rate_usage_fn)(int64_t *out_units, const pl_steps *result,
+                                void *user);
+
+#define PL_RATE_LIMIT_OPTIONS_VERSION 2
 
 /** rate_limit's options.  Initialise with PL_RATE_LIMIT_OPTIONS_INIT. */
 typedef struct pl_rate_limit_options {
     unsigned version;     /**< PL_RATE_LIMIT_OPTIONS_VERSION */
     const char *resource; /**< the budget's name, shared by every process:
                                1..PL_MAX_FLOW_KEY bytes; required */
-    uint32_t limit;       /**< calls per window, 1 or more; required */
+    uint32_t limit;       /**< calls per window, 1 or more; required
+                               unless budget is set (then 0) */
     int64_t window_ms;    /**< the window, 1 ms or more; default 1000 */
     pl_sleep_fn sleep;    /**< how to wait; NULL: the engine's durable
                                sleep, pl_ctx_sleep_until() */
     void *sleep_user;     /**< passed to sleep */
+    /* version 2: a budget in units, not calls */
+    uint64_t budget;      /**< units per window, 1..PL_RATE_MAX_UNITS;
+                               0: the budget counts calls (limit) */
+    const char *unit;     /**< the units' name, 1..PL_MAX_RATE_UNIT of
+                               [a-z0-9_]; NULL: "tokens" */
+    const char *estimate_member; /**< the payload's member that holds a
+                               call's estimate; NULL: "max_tokens" */
+    pl_rate_estimate_fn estimate; /**< the estimate instead, from the
+                               action; NULL: estimate_member */
+    void *estimate_user;  /**< passed to estimate */
+    pl_rate_usage_fn usage; /**< a call's actual use from its result;
+                               NULL: the sum of the top-level "tokens" of
+                               the steps it returned (an LLM call's input +
+                               output tokens, policyledger_llm.h) */
+    void *usage_user;     /**< passed to usage */
 } pl_rate_limit_options;
 
 #define PL_RATE_LIMIT_OPTIONS_INIT                                             \
-    { PL_RATE_LIMIT_OPTIONS_VERSION, NULL, 0, 1000, NULL, NULL }
+    { PL_RATE_LIMIT_OPTIONS_VERSION, NULL, 0, 1000, NULL, NULL,                \
+      0, NULL, NULL, NULL, NULL, NULL, NULL }
 
 /**
  * rate_limit: before the inner chain runs, take a call's worth of the
@@ -298,12 +397,48 @@ typedef struct pl_rate_limit_options {
  * would pass the deadline (pl_ctx_deadline()) is not waited: the call ends
  * with a recorded "Timeout" error.
  *
+ * A budget in units (opts->budget, e.g. a provider's tokens per minute)
+ * charges each call twice, through pl_rate_take_units() and
+ * pl_rate_settle_units():
+ *   - Before the call, its estimate: opts->estimate's answer, else the
+ *     payload's member opts->estimate_member ("max_tokens": what an LLM
+ *     request may use at most), a whole number 0..PL_RATE_MAX_UNITS.  A
+ *     call that cannot fit in what is left of the window waits as above; a
+ *     call whose estimate is more than the whole budget, or with no
+ *     estimate (the member missing, not a whole number, negative or above
+ *     PL_RATE_MAX_UNITS; the function's answer outside 0..2^53), is not
+ *     made: it ends at once with a recorded "InvalidInput" error saying
+ *     why.  The take is recorded as above with
+ *     "unit", "budget", "estimate", "window_start_ms" and "used" (the
+ *     window's units charged) in place of "limit"; a refused one as
+ *     {"resource", "unit", "admitted": false, "refused": why}.
+ *   - After the call returns, its actual use: opts->usage's answer, else
+ *     the sum of the top-level "tokens" of the steps the inner chain
+ *     returned (what pl_decorator_budget() counts).  The call is charged
+ *     that instead of its estimate, more or less, and the correction is
+ *     recorded as a side effect "rate_limit_usage" {"resource", "unit",
+ *     "window_start_ms", "estimate", "actual", "charged"}.  A result that
+ *     reports no use ("actual": null), or a use that is not a whole number
+ *     0..PL_RATE_MAX_UNITS (negative, fractional, huge, not a number), is
+ *     charged its estimate, and the record's "note" says why: the
+ *     documented fallback, never a wrong budget.
+ *   A crash can only leave a budget charged more than it should be, never
+ *   less: an extra charge is applied, then recorded (a crash in between
+ *   applies it again when the run continues); a refund is recorded, then
+ *   applied (a crash in between drops it).  Over a window, the units
+ *   charged stay within the budget but for calls that used more than
+ *   their estimate (each is charged what it used, so the window admits
+ *   nothing more).
+ *
  * Put it where each repetition should count: [retry, rate_limit] takes
  * budget for every attempt; around invoke_action's per-call list, every
- * tool call.
+ * tool call; [loop, rate_limit] around an LLM policy, every turn.
  * @param opts borrowed (see above).
  * @return PL_OK; PL_EINVAL (NULL argument, wrong version, no resource or a
- *         name longer than PL_MAX_FLOW_KEY, limit 0, window_ms below 1).
+ *         name longer than PL_MAX_FLOW_KEY, limit 0 without a budget, a
+ *         limit with one, a budget above PL_RATE_MAX_UNITS, a unit or
+ *         estimate_member that is not a name, window_ms below 1, or above
+ *         2^53 with a budget).
  */
 int pl_decorator_rate_limit(pl_decorator *out,
                             const pl_rate_limit_options *opts);

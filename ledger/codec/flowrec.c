@@ -22,6 +22,18 @@
  *   | 5 | sum      | bin (32)   | pl__runrec_sum('b', the resource, the    |
  *   |   |          |            | bytes before it)                         |
  *
+ *   a budget in units (LMDB: key 'u', the resource's name's length (u8),
+ *   the name, the unit)
+ *   | 0 | format   | uint       | 1                                        |
+ *   | 1 | window   | uint       | the window's length, ms: 1..2^53         |
+ *   | 2 | limit    | uint       | units per window, 1..PL_RATE_MAX_UNITS   |
+ *   | 3 | start    | int        | the current window's start, Unix ms,     |
+ *   |   |          |            | 0..2^62                                  |
+ *   | 4 | used     | uint       | units charged in it, 0..2^62 (may pass   |
+ *   |   |          |            | limit: a call's actual use corrected)    |
+ *   | 5 | sum      | bin (32)   | pl__runrec_sum('u', "<unit>:<resource>", |
+ *   |   |          |            | the bytes before it)                     |
+ *
  * The reader is mp.h's checked one: every length is checked against the
  * bytes that remain, and a record longer than its fields is refused.
  */
@@ -171,4 +183,108 @@ bool pl__rate_admit(pl__rate_budget *b, int64_t window_ms, uint32_t limit,
     }
     *retry_at_ms = start + window_ms;
     return false;
+}
+
+/* ---- budgets in units ----------------------------------------------------- */
+
+static void units_id(char *out, size_t cap, const char *resource,
+                     const char *unit)
+{
+    snprintf(out, cap, "%s:%s", unit, resource);
+}
+
+int pl__units_encode(pl__buf *out, const char *resource, const char *unit,
+                     const pl__unit_budget *b)
+{
+    char id[PL__FLOW_KEY_MAX + PL_MAX_RATE_UNIT + 2];
+    units_id(id, sizeof id, resource, unit);
+    msgpack_packer pk;
+    out->len = 0;
+    packer_init(&pk, out);
+    if (msgpack_pack_array(&pk, FIELDS) || msgpack_pack_uint32(&pk, FORMAT) ||
+        msgpack_pack_uint64(&pk, (uint64_t)b->window_ms) ||
+        msgpack_pack_uint64(&pk, b->limit) ||
+        msgpack_pack_int64(&pk, b->start_ms) ||
+        msgpack_pack_uint64(&pk, b->used))
+        return pl__err(PL_ENOMEM, "out of memory");
+    return end_sum(&pk, out, 'u', id);
+}
+
+int pl__units_decode(pl__unit_budget *out, const char *resource,
+                     const char *unit, const uint8_t *data, size_t len)
+{
+    char id[PL__FLOW_KEY_MAX + PL_MAX_RATE_UNIT + 2];
+    char what[PL__FLOW_KEY_MAX + PL_MAX_RATE_UNIT + 64];
+    units_id(id, sizeof id, resource, unit);
+    snprintf(what, sizeof what, "the %s budget of '%s'", unit, resource);
+    rd r;
+    uint64_t window;
+    if (open_rec(&r, data, len) || rd_uint(&r, &window) || window == 0 ||
+        window > PL_RATE_MAX_UNITS || rd_uint(&r, &out->limit) ||
+        out->limit == 0 || out->limit > PL_RATE_MAX_UNITS ||
+        rd_int(&r, &out->start_ms) || out->start_ms < 0 ||
+        (uint64_t)out->start_ms > PL__UNITS_USED_MAX ||
+        rd_uint(&r, &out->used) || out->used > PL__UNITS_USED_MAX)
+        return pl__err(PL_ECORRUPT, "%s is malformed", what);
+    out->window_ms = (int64_t)window;
+    return check_sum(&r, data, 'u', id, what);
+}
+
+/* The start of the window @p now_ms is in, for budget @p b: a clock that
+ * went back stays in the window the budget counts.  A budget of another
+ * window length, or of an earlier window, starts afresh. */
+static int64_t units_window(pl__unit_budget *b, int64_t window_ms,
+                            int64_t now_ms)
+{
+    int64_t start = now_ms - (now_ms % window_ms + window_ms) % window_ms;
+    if (b->window_ms == window_ms && b->start_ms > start)
+        start = b->start_ms;
+    if (b->window_ms != window_ms || b->start_ms != start) {
+        b->window_ms = window_ms;
+        b->start_ms = start;
+        b->used = 0;
+    }
+    return start;
+}
+
+static uint64_t units_add(uint64_t used, uint64_t n)
+{
+    return n > PL__UNITS_USED_MAX - used ? PL__UNITS_USED_MAX : used + n;
+}
+
+bool pl__units_admit(pl__unit_budget *b, int64_t window_ms, uint64_t limit,
+                     uint64_t amount, int64_t now_ms, pl__units_grant *g)
+{
+    pl__unit_budget was = *b;
+    int64_t start = units_window(b, window_ms, now_ms);
+    b->limit = limit;
+    *g = (pl__units_grant){.at_ms = now_ms, .start_ms = start};
+    if (amount <= limit && b->used <= limit - amount) {
+        b->used += amount;
+        g->admitted = true;
+    } else {
+        g->retry_at_ms = start + window_ms;
+    }
+    g->used = b->used;
+    return memcmp(&was, b, sizeof was) != 0;
+}
+
+bool pl__units_settle(pl__unit_budget *b, int64_t window_ms, uint64_t limit,
+                      int64_t start_ms, int64_t delta, int64_t now_ms,
+                      pl__units_grant *g)
+{
+    pl__unit_budget was = *b;
+    int64_t start = units_window(b, window_ms, now_ms);
+    b->limit = limit;
+    *g = (pl__units_grant){.at_ms = now_ms, .start_ms = start};
+    if (delta > 0) {
+        b->used = units_add(b->used, (uint64_t)delta);
+        g->admitted = true;
+    } else if (delta < 0 && start == start_ms) {
+        uint64_t back = (uint64_t)(-(delta + 1)) + 1; /* no overflow */
+        b->used = back >= b->used ? 0 : b->used - back;
+        g->admitted = true;
+    }
+    g->used = b->used;
+    return memcmp(&was, b, sizeof was) != 0;
 }

@@ -14,6 +14,8 @@
  *   | 'q', u64 BE rank + 2^63, u64 BE run  | empty: the queue, in order   |
  *   | 'k', u8 key length, key, u64 BE run  | empty: the runs of each key  |
  *   | 'b', the resource's name             | a rate budget (flowrec.c)    |
+ *   | 'u', u8 name length, the name, the   | a budget in units            |
+ *   | unit                                 | (flowrec.c)                  |
  *
  * The 'r', 'q' and 'k' entries of a run exist exactly while it has a
  * lease: made with it and dropped with it, in the same transaction; but a
@@ -380,8 +382,12 @@ int pl__lmdb_rate_take(pl__lmdb_store *s, const char *resource, uint32_t limit,
     return pl__lmdb_write(s, rate_body, &c);
 }
 
-int pl__lmdb_rate_get(pl__lmdb_store *s, const char *resource,
-                      pl__rate_budget *out)
+/* Read flow key @p k in a read transaction and hand its value to
+ * @p decode; @p none (a message) when there is none. */
+typedef int (*decode_fn)(const MDB_val *v, void *user);
+
+static int flow_read(pl__lmdb_store *s, MDB_val *k, decode_fn decode,
+                     void *user, const char *none)
 {
     if (!s->has_flow)
         return pl__err(PL_ENOTFOUND, "store '%s' holds no rate budgets",
@@ -391,16 +397,114 @@ int pl__lmdb_rate_get(pl__lmdb_store *s, const char *resource,
     int st = pl__lmdb_txn_begin(s, false, &txn, &seen);
     if (st)
         return st;
-    uint8_t kb[PL__FLOW_KEY_MAX + 1];
-    MDB_val k = {key_b(kb, resource), kb}, v;
-    int rc = mdb_get(txn, s->flow, &k, &v);
+    MDB_val v;
+    int rc = mdb_get(txn, s->flow, k, &v);
     if (rc == MDB_NOTFOUND)
-        st = pl__err(PL_ENOTFOUND, "rate limit '%s' has no budget yet",
-                     resource);
+        st = pl__err(PL_ENOTFOUND, "%s", none);
     else if (rc)
         st = pl__lmdb_err(s, rc, "reading a rate budget");
     else
-        st = pl__rate_decode(out, resource, v.mv_data, v.mv_size);
+        st = decode(&v, user);
     pl__lmdb_txn_abort(s, txn);
     return st;
+}
+
+typedef struct rate_read {
+    const char *resource, *unit;
+    void *out;
+} rate_read;
+
+static int rate_decode(const MDB_val *v, void *user)
+{
+    rate_read *r = user;
+    return pl__rate_decode(r->out, r->resource, v->mv_data, v->mv_size);
+}
+
+int pl__lmdb_rate_get(pl__lmdb_store *s, const char *resource,
+                      pl__rate_budget *out)
+{
+    uint8_t kb[PL__FLOW_KEY_MAX + 1];
+    MDB_val k = {key_b(kb, resource), kb};
+    char none[PL__FLOW_KEY_MAX + 64];
+    snprintf(none, sizeof none, "rate limit '%s' has no budget yet", resource);
+    rate_read r = {resource, NULL, out};
+    return flow_read(s, &k, rate_decode, &r, none);
+}
+
+/* ---- budgets in units ------------------------------------------------------ */
+
+static size_t key_u(uint8_t *out, const char *resource, const char *unit)
+{
+    size_t n = strlen(resource), m = strlen(unit);
+    out[0] = 'u';
+    out[1] = (uint8_t)n;
+    memcpy(out + 2, resource, n);
+    memcpy(out + 2 + n, unit, m);
+    return n + m + 2;
+}
+
+typedef struct units_ctx {
+    const pl__units_op *op;
+    pl__units_grant *out;
+} units_ctx;
+
+static int units_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
+{
+    units_ctx *c = user;
+    const pl__units_op *op = c->op;
+    uint8_t ku[PL__FLOW_KEY_MAX + PL_MAX_RATE_UNIT + 2];
+    MDB_val k = {key_u(ku, op->resource, op->unit), ku}, v;
+    pl__unit_budget b = {0};
+    int rc = mdb_get(txn, s->flow, &k, &v);
+    if (rc && rc != MDB_NOTFOUND)
+        return rc;
+    if (!rc && (*st = pl__units_decode(&b, op->resource, op->unit, v.mv_data,
+                                       v.mv_size)))
+        return 0;
+    int64_t now = pl__now_us() / 1000;
+    bool changed = op->settle
+                       ? pl__units_settle(&b, op->window_ms, op->limit,
+                                          op->start_ms, op->delta, now, c->out)
+                       : pl__units_admit(&b, op->window_ms, op->limit,
+                                         op->amount, now, c->out);
+    if (!changed)
+        return 0; /* nothing changed: the transaction writes nothing */
+    pl__buf rec = {0};
+    if ((*st = pl__units_encode(&rec, op->resource, op->unit, &b)))
+        return 0;
+    v = (MDB_val){rec.len, rec.data};
+    rc = mdb_put(txn, s->flow, &k, &v, 0);
+    pl__buf_free(&rec);
+    return rc;
+}
+
+int pl__lmdb_units(pl__lmdb_store *s, const pl__units_op *op,
+                   pl__units_grant *out)
+{
+    if (s->read_only || !s->has_flow)
+        return pl__err(PL_ESTATE,
+                       "store '%s' is open read-only: it keeps no rate "
+                       "budget",
+                       s->path);
+    units_ctx c = {op, out};
+    return pl__lmdb_write(s, units_body, &c);
+}
+
+static int units_decode(const MDB_val *v, void *user)
+{
+    rate_read *r = user;
+    return pl__units_decode(r->out, r->resource, r->unit, v->mv_data,
+                            v->mv_size);
+}
+
+int pl__lmdb_units_get(pl__lmdb_store *s, const char *resource,
+                       const char *unit, pl__unit_budget *out)
+{
+    uint8_t ku[PL__FLOW_KEY_MAX + PL_MAX_RATE_UNIT + 2];
+    MDB_val k = {key_u(ku, resource, unit), ku};
+    char none[PL__FLOW_KEY_MAX + PL_MAX_RATE_UNIT + 64];
+    snprintf(none, sizeof none, "rate limit '%s' has no %s budget yet",
+             resource, unit);
+    rate_read r = {resource, unit, out};
+    return flow_read(s, &k, units_decode, &r, none);
 }

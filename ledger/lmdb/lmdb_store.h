@@ -94,4 +94,10 @@ PL__HIDDEN int pl__lmdb_rate_take(pl__lmdb_store *s, const char *resource,
 PL__HIDDEN int pl__lmdb_rate_get(pl__lmdb_store *s, const char *resource,
                                  pl__rate_budget *out) PL__MUST_CHECK;
 
+PL__HIDDEN int pl__lmdb_units(pl__lmdb_store *s, const pl__units_op *op,
+                              pl__units_grant *out) PL__MUST_CHECK;
+PL__HIDDEN int pl__lmdb_units_get(pl__lmdb_store *s, const char *resource,
+                                  const char *unit,
+                                  pl__unit_budget *out) PL__MUST_CHECK;
+
 #endif /* PL_LMDB_STORE_H */

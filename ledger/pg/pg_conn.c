@@ -629,14 +629,19 @@ static int make_statements(pl__pg_store *s)
         "p AS (INSERT INTO \"%s\".parked AS z (run, fkey, flimit) SELECT "
         "l.run, l.fkey, l.flimit FROM \"%s\".leases l WHERE l.run = "
         "ANY($15::bigint[]) AND l.fkey IS NOT NULL ON CONFLICT (run) DO "
-        "UPDATE SET fkey = excluded.fkey, flimit = excluded.flimit) "
+        "UPDATE SET fkey = excluded.fkey, flimit = excluded.flimit), "
+        /* a run whose execution ends without parking (it ended, failed,
+         * was cancelled, suspends) has no key to keep: its row goes */
+        "pe AS (DELETE FROM \"%s\".parked z USING unnest($1::bigint[], "
+        "$3::boolean[]) AS u(run, dropit) WHERE u.dropit AND z.run = u.run "
+        "AND z.run = ANY($1::bigint[]) AND NOT z.run = ANY($15::bigint[])) "
         "SELECT CASE WHEN (SELECT count(*) FROM f) < cardinality($1::bigint[]) "
         "THEN \"%s\".pl_fence_lost($1::bigint[], $2::bigint[]) END, "
         "CASE WHEN (SELECT count(*) FROM d) < cardinality($12::bigint[]) "
         "THEN \"%s\".pl_consumed(cardinality($12::bigint[]), (SELECT "
         "count(*) FROM d)) END, (SELECT string_agg(DISTINCT i.run::text, ',') "
         "FROM \"%s\".inbox i WHERE i.cancel AND i.run = ANY($14::bigint[]))",
-        n, n, n, n, n, n, n, n, n, n, n);
+        n, n, n, n, n, n, n, n, n, n, n, n);
     s->q[Q_STEPS] = pl__asprintf("INSERT INTO \"%s\".steps (k, v) SELECT * "
                                  "FROM unnest($1::bytea[], $2::bytea[])",
                                  n);
@@ -659,11 +664,12 @@ static int make_statements(pl__pg_store *s)
         "z AS (DELETE FROM \"%s\".leases USING d WHERE leases.run = "
         "d.num), ti AS (DELETE FROM \"%s\".timers USING d WHERE "
         "timers.run = d.num), ib AS (DELETE FROM \"%s\".inbox USING d "
-        "WHERE inbox.run = d.num), t AS (INSERT INTO \"%s\".tombs (id, expires, v) SELECT "
+        "WHERE inbox.run = d.num), pk AS (DELETE FROM \"%s\".parked USING d "
+        "WHERE parked.run = d.num), t AS (INSERT INTO \"%s\".tombs (id, expires, v) SELECT "
         "id, exp, tomb FROM d WHERE length(tomb) > 0 ON CONFLICT (id) DO "
         "UPDATE SET expires = excluded.expires, v = excluded.v) "
         "SELECT id FROM d",
-        n, n, n, n, n, n, n, n, n, n);
+        n, n, n, n, n, n, n, n, n, n, n);
     /* a continued run's successor: it takes its id over from a tombstone;
      * a live run with that id fails the commit (unique_violation) */
     s->q[Q_CREATE_SUCC] = pl__asprintf(

@@ -2,7 +2,8 @@
  * pg_delete.c -- deleted runs on PostgreSQL (DELETING in store.h): their
  * tombstones read and expired.  A delete itself is a commit's statement
  * (pg_commit.c), which removes a run's steps with its records in one
- * transaction: there is nothing left to purge.  Rows deleted are reclaimed
+ * transaction: what is left to purge is the parked rows of runs an older
+ * store deleted (pl__pg_purge()).  Rows deleted are reclaimed
  * by the server's autovacuum, which keeps the tables' size flat under
  * steady churn.
  */
@@ -12,13 +13,40 @@
 #include <stdlib.h>
 #include <string.h>
 
+/*
+ * A delete leaves no steps to purge.  What a purge removes here is the
+ * parked rows (pg_flow.c) of runs gone: a run's row goes with its delete
+ * and when its execution ends, but a store written before that holds
+ * rows of runs deleted since, at most @p max_steps of them a call.
+ */
 int pl__pg_purge(pl__pg_store *s, size_t max_steps, size_t *removed, bool *more)
 {
-    (void)s;
-    (void)max_steps;
     *removed = 0;
     *more = false;
-    return PL_OK;
+    if (s->read_only)
+        return pl__pg_read_only(s);
+    PGconn *c;
+    int st = pl__pg_conn_get(s, &c);
+    if (st)
+        return st;
+    char *sql = pl__asprintf(
+        "DELETE FROM \"%s\".parked WHERE run IN (SELECT p.run FROM "
+        "\"%s\".parked p WHERE NOT EXISTS (SELECT 1 FROM \"%s\".runs r "
+        "WHERE r.num = p.run) LIMIT %zu)",
+        s->schema, s->schema, s->schema, max_steps ? max_steps : 1);
+    PGresult *r = sql ? PQexec(c, sql) : NULL;
+    if (!sql)
+        st = pl__err(PL_ENOMEM, "out of memory");
+    else if (PQresultStatus(r) != PGRES_COMMAND_OK)
+        st = pl__pg_err(s, c, r, "removing the parked rows of runs gone");
+    else {
+        *removed = (size_t)strtoull(PQcmdTuples(r), NULL, 10);
+        *more = *removed == (max_steps ? max_steps : 1);
+    }
+    PQclear(r);
+    free(sql);
+    pl__pg_conn_put(s, c);
+    return st;
 }
 
 /* A store made before tombstones, opened read-only, has no tombs table

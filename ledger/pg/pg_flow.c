@@ -12,6 +12,10 @@
  *   | rates         | name text PK, window_ms, lim, start_ms, count       |
  *   |               | (bigint, checked: window_ms >= 1, lim >= 1,         |
  *   |               | 0 <= count <= lim): a rate budget (flowrec.h)       |
+ *   | units         | name text, unit text (PK both), window_ms, lim,     |
+ *   |               | start_ms, used (bigint, checked: 1 <= window_ms and |
+ *   |               | lim <= 2^53, start_ms >= 0, 0 <= used <= 2^62): a   |
+ *   |               | budget in units (flowrec.h)                         |
  *   | parked        | run bigint PK, fkey text, flimit integer: the key   |
  *   |               | of a run that parked (a wait), kept for its wake    |
  *
@@ -31,11 +35,17 @@
  * (pl_key_room()), and gives the lease the key again; a woken run whose
  * key is full keeps its due timer, taken once a place frees.  A run's
  * parked row is written by its parking commit (pg_conn.c's Q_WRITE, from
- * the lease row the same commit drops) and deleted by its wake.
+ * the lease row the same commit drops) and deleted by its wake, by a
+ * commit that ends an execution of it without parking (a run continued
+ * by hand while parked, and cancelled or failed), and with the run by a
+ * delete (Q_DELETE); a prune sweeps the rows of runs gone (pg_delete.c).
  *
  * A RATE TAKE is one prepared statement: INSERT ... ON CONFLICT DO UPDATE
  * on the budget's row, which the server locks and counts in place, only
- * while the window has room, by the server's clock.
+ * while the window has room, by the server's clock.  A take or correction
+ * of a budget in units is one too: pl_units(), a function that locks the
+ * row (made first if need be) and applies flowrec.c's rule
+ * (pl__units_admit(), pl__units_settle()) by the server's clock.
  */
 #include "pg_int.h"
 
@@ -44,6 +54,8 @@
 #include <string.h>
 
 #define NOW_MS "(extract(epoch from clock_timestamp()) * 1000)::bigint"
+#define UNITS_MAX "9007199254740992"   /* PL_RATE_MAX_UNITS */
+#define USED_MAX "4611686018427387904" /* PL__UNITS_USED_MAX */
 
 int pl__pg_flow_sql(const pl__pg_store *s, int which, char **out)
 {
@@ -52,6 +64,15 @@ int pl__pg_flow_sql(const pl__pg_store *s, int which, char **out)
         *out = pl__asprintf("SELECT window_ms, lim, start_ms, count FROM "
                             "\"%s\".rates WHERE name = $1",
                             n);
+    else if (which == L_UNITS_GET)
+        *out = pl__asprintf("SELECT window_ms, lim, start_ms, used FROM "
+                            "\"%s\".units WHERE name = $1 AND unit = $2",
+                            n);
+    else if (which == L_UNITS)
+        *out = pl__asprintf(
+            "SELECT * FROM \"%s\".pl_units($1, $2, $3::bigint, $4::bigint, "
+            "$5::boolean, $6::bigint, $7::bigint, $8::bigint)",
+            n);
     else /* L_RATE: $1 name, $2 window, $3 limit */
         *out = pl__asprintf(
             "WITH t AS (SELECT " NOW_MS " AS ms), w AS (SELECT ms, ms - "
@@ -90,6 +111,36 @@ int pl__pg_flow_setup(pl__pg_store *s, PGconn *c)
         "window_ms bigint NOT NULL CHECK (window_ms >= 1), lim bigint NOT "
         "NULL CHECK (lim >= 1), start_ms bigint NOT NULL, count bigint NOT "
         "NULL, CHECK (count >= 0 AND count <= lim));"
+        "CREATE TABLE IF NOT EXISTS \"%s\".units (name text, unit text, "
+        "window_ms bigint NOT NULL CHECK (window_ms >= 1 AND window_ms <= " UNITS_MAX
+        "), lim bigint NOT NULL CHECK (lim >= 1 AND lim <= " UNITS_MAX
+        "), start_ms bigint NOT NULL CHECK (start_ms >= 0), used bigint NOT NULL CHECK (used >= 0 AND used <= " USED_MAX
+        "), PRIMARY KEY (name, unit));"
+        /* flowrec.c's pl__units_admit() and pl__units_settle() */
+        "CREATE OR REPLACE FUNCTION \"%s\".pl_units(nm text, un text, win "
+        "bigint, lm bigint, stl boolean, amt bigint, ws bigint, dl bigint) "
+        "RETURNS TABLE (ok boolean, at_ms bigint, start_ms bigint, used "
+        "bigint) LANGUAGE plpgsql AS $f$ "
+        "#variable_conflict use_column\n"
+        "DECLARE t bigint := " NOW_MS "; w bigint := t - mod(t, win); "
+        "b record; u bigint; done boolean := false; BEGIN "
+        "INSERT INTO \"%s\".units AS x (name, unit, window_ms, lim, "
+        "start_ms, used) VALUES (nm, un, win, lm, w, 0) ON CONFLICT (name, "
+        "unit) DO NOTHING; "
+        "SELECT x.window_ms AS wm, x.start_ms AS sm, x.used AS us INTO b "
+        "FROM \"%s\".units x WHERE x.name = nm AND x.unit = un FOR UPDATE; "
+        "u := b.us; "
+        "IF b.wm = win AND b.sm > w THEN w := b.sm; END IF; "
+        "IF b.wm <> win OR b.sm <> w THEN u := 0; END IF; "
+        "IF stl THEN "
+        "IF dl > 0 THEN u := least(u + dl, " USED_MAX "); done := true; "
+        "ELSIF dl < 0 AND w = ws THEN u := greatest(u + dl, 0); done := "
+        "true; END IF; "
+        "ELSIF amt <= lm AND u <= lm - amt THEN u := u + amt; done := true; "
+        "END IF; "
+        "UPDATE \"%s\".units x SET window_ms = win, lim = lm, start_ms = w, "
+        "used = u WHERE x.name = nm AND x.unit = un; "
+        "RETURN QUERY SELECT done, t, w, u; END $f$;"
         "CREATE TABLE IF NOT EXISTS \"%s\".parked (run bigint PRIMARY KEY, "
         "fkey text NOT NULL, flimit integer NOT NULL);"
         /* the places this transaction gave already count: a take of
@@ -130,7 +181,7 @@ int pl__pg_flow_setup(pl__pg_store *s, PGconn *c)
         "l.gen, l.expires - " NOW_US ", l.owner, l.id; "
         "RETURN; END LOOP; END $f$;"
         "COMMIT",
-        n, n, n, n, n, n, n, n, n, n, n, n, n, n, n);
+        n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n);
     if (!sql)
         return pl__err(PL_ENOMEM, "out of memory");
     int st = pl__pg_command(s, c, sql, "making the queue's flow control");
@@ -193,5 +244,77 @@ int pl__pg_rate_get(pl__pg_store *s, const char *resource, pl__rate_budget *out)
     out->limit = (uint32_t)v[1];
     out->start_ms = v[2];
     out->count = (uint32_t)v[3];
+    return PL_OK;
+}
+
+/* ---- budgets in units ------------------------------------------------------ */
+
+int pl__pg_units(pl__pg_store *s, const pl__units_op *op, pl__units_grant *out)
+{
+    char w[24], l[24], a[24], ws[24], d[24];
+    snprintf(w, sizeof w, "%lld", (long long)op->window_ms);
+    snprintf(l, sizeof l, "%llu", (unsigned long long)op->limit);
+    snprintf(a, sizeof a, "%llu", (unsigned long long)op->amount);
+    snprintf(ws, sizeof ws, "%lld", (long long)op->start_ms);
+    snprintf(d, sizeof d, "%lld", (long long)op->delta);
+    const char *vals[8] = {op->resource,           op->unit, w,  l,
+                           op->settle ? "t" : "f", a,        ws, d};
+    PGresult *r;
+    int st = pl__pg_lease_exec(s, L_UNITS, 8, vals, &r,
+                               op->settle ? "correcting a rate budget"
+                                          : "taking a rate budget");
+    if (st)
+        return st;
+    int64_t v[3];
+    const char *ok = PQntuples(r) == 1 && PQnfields(r) == 4
+                         ? PQgetvalue(r, 0, 0)
+                         : "";
+    for (int i = 0; !st && i < 3; i++)
+        if (!*ok || !pl__pg_parse_i64(PQgetvalue(r, 0, i + 1), &v[i]))
+            st = pl__err(PL_ECORRUPT,
+                         "store '%s': the %s budget of '%s' is malformed",
+                         s->path, op->unit, op->resource);
+    *out = (pl__units_grant){0};
+    if (!st && (v[2] < 0 || (uint64_t)v[2] > PL__UNITS_USED_MAX))
+        st = pl__err(PL_ECORRUPT,
+                     "store '%s': the %s budget of '%s' is malformed", s->path,
+                     op->unit, op->resource);
+    if (!st) {
+        out->admitted = strcmp(ok, "t") == 0;
+        out->at_ms = v[0];
+        out->start_ms = v[1];
+        out->used = (uint64_t)v[2];
+        if (!op->settle && !out->admitted)
+            out->retry_at_ms = v[1] + op->window_ms;
+    }
+    PQclear(r);
+    return st;
+}
+
+int pl__pg_units_get(pl__pg_store *s, const char *resource, const char *unit,
+                     pl__unit_budget *out)
+{
+    const char *vals[2] = {resource, unit};
+    PGresult *r;
+    int st = pl__pg_lease_exec(s, L_UNITS_GET, 2, vals, &r,
+                               "reading a rate budget");
+    if (st)
+        return st;
+    int64_t v[4];
+    if (PQntuples(r) == 0)
+        st = pl__err(PL_ENOTFOUND, "rate limit '%s' has no %s budget yet",
+                     resource, unit);
+    for (int i = 0; !st && i < 4; i++)
+        if (PQnfields(r) != 4 || !pl__pg_parse_i64(PQgetvalue(r, 0, i), &v[i]))
+            st = pl__err(PL_ECORRUPT,
+                         "store '%s': the %s budget of '%s' is malformed",
+                         s->path, unit, resource);
+    PQclear(r);
+    if (st)
+        return st;
+    out->window_ms = v[0];
+    out->limit = (uint64_t)v[1];
+    out->start_ms = v[2];
+    out->used = (uint64_t)v[3];
     return PL_OK;
 }

@@ -58,8 +58,10 @@ enum {
     L_GETS, /* the leases of a page of runs */
     L_RENEW,
     L_RELEASE,
-    L_RATE,     /* a rate budget's take (pg_flow.c) */
-    L_RATE_GET, /* a rate budget, read */
+    L_RATE,      /* a rate budget's take (pg_flow.c) */
+    L_RATE_GET,  /* a rate budget, read */
+    L_UNITS,     /* a budget in units: a take or a correction */
+    L_UNITS_GET, /* a budget in units, read */
     L_CREATE,
     L_CREATE_SUCC, /* a continued run's successor's lease (pg_commit.c) */
     T_SET,         /* timers and inboxes: pg_time.c */

@@ -81,7 +81,9 @@ int pl__pg_lease_sql(const pl__pg_store *s, int which, char **out)
                             n);
         break;
     case L_RATE:
-    case L_RATE_GET: return pl__pg_flow_sql(s, which, out);
+    case L_RATE_GET:
+    case L_UNITS:
+    case L_UNITS_GET: return pl__pg_flow_sql(s, which, out);
     case L_RENEW:
         /* rows a commit has locked (its fence) are skipped, not waited
          * for: renewed next time, never a deadlock with a group commit */

@@ -29,6 +29,8 @@
  *   |           |                             | kept                       |
  *   | ONE_INBOX | an inbox record consumed    | deleted; it must be there  |
  *   | ONE_PARK  | the run parks with its key  | its key kept (pg_flow.c)   |
+ *   |           | (ONE_DROP without it: its   | (its row deleted)          |
+ *   |           | execution ends)             |                            |
  *
  * and always the run's cancellation looked up in its inbox, the answer's
  * third column, as Q_WRITE's.  Its answer and errors are Q_WRITE's: a
@@ -189,6 +191,10 @@ static char *one_sql(const char *n, unsigned m)
          "l.fkey IS NOT NULL ON CONFLICT (run) DO UPDATE SET fkey = "
          "excluded.fkey, flimit = excluded.flimit)",
          n, n);
+    /* an execution that ends without parking keeps no key: its run's
+     * parked row, if a continue by hand left one, goes (pg_flow.c) */
+    if (!(m & ONE_PARK))
+        PART(ONE_DROP, "pe AS (DELETE FROM \"%s\".parked WHERE run = $1)", n);
 #undef PART
     /* the checks (the main query reads f and d first: a failure raises
      * before any CTE that writes runs), then the run's cancellation, as

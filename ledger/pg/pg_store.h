@@ -128,4 +128,10 @@ PL__HIDDEN int pl__pg_rate_take(pl__pg_store *s, const char *resource,
 PL__HIDDEN int pl__pg_rate_get(pl__pg_store *s, const char *resource,
                                pl__rate_budget *out) PL__MUST_CHECK;
 
+PL__HIDDEN int pl__pg_units(pl__pg_store *s, const pl__units_op *op,
+                            pl__units_grant *out) PL__MUST_CHECK;
+PL__HIDDEN int pl__pg_units_get(pl__pg_store *s, const char *resource,
+                                const char *unit,
+                                pl__unit_budget *out) PL__MUST_CHECK;
+
 #endif /* PL_PG_STORE_H */
