@@ -125,7 +125,8 @@ Test(pg_parked, a_run_that_ends_while_parked_leaves_no_row)
     /* cancelled while parked */
     cr_assert_eq(pl_run_cancel(e, "cancelled", "stop"), PL_OK, "%s",
                  pl_errmsg());
-    cr_assert_eq(p_status(e, "cancelled"), PL_RUN_CANCELLED);
+    cr_assert_eq(p_status(e, "cancelled"), PL_RUN_CANCELLED, "%s",
+                 pl_run_status_name(p_status(e, "cancelled")));
     cr_assert_not(p_parked(path, "cancelled"), "a cancelled run's row stayed");
 
     /* failed while parked (continued, its policy fails) */

@@ -718,8 +718,16 @@ int pl_run_signal(pl_outcome **out, pl_engine *e, const char *run_id,
             /* the delivery alone: the run changed, or someone else was
              * quicker to continue it */
             if (st == PL_EBUSY && !*out) {
+                /* continued as after a delivery alone; refused again if
+                 * another process has it */
                 pl__err_clear();
-                return PL_OK;
+                st = pl_run_continue(out, e, run_id, NULL);
+                if (st == PL_EBUSY || st == PL_ESTATE) {
+                    pl_outcome_free(*out);
+                    *out = NULL;
+                    pl__err_clear();
+                    return PL_OK;
+                }
             }
             return st;
         }
@@ -792,6 +800,15 @@ int pl_run_cancel(pl_engine *e, const char *run_id, const char *reason)
     pl_outcome *o = NULL;
     int st = pl__run_continue_delivered(&o, e, run_id, &dv);
     pl_outcome_free(o);
+    o = NULL;
+    if (sc.delivered && st == PL_EBUSY) {
+        /* the delivery alone: the store would not let it take the run (it
+         * changed, or another process is quicker): continued as a delivery
+         * alone would be, refused again if another process has it */
+        pl__err_clear();
+        st = pl_run_continue(&o, e, run_id, NULL);
+        pl_outcome_free(o);
+    }
     if (sc.delivered) {
         if (st && st != PL_EBUSY && st != PL_ESTATE && st != PL_ENOTFOUND)
             return st;
