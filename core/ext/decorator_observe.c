@@ -231,8 +231,10 @@ static int ask_summarizer(char **out, pl_ctx *ctx, const char *summarizer,
     cJSON_Delete(p);
     if (st == PL_ERESULT) /* no summary: the observation goes without */
         st = PL_OK;
-    if (st)
+    if (st) {
+        pl_step_free(res);
         return st;
+    }
     const cJSON *t = cJSON_GetObjectItemCaseSensitive(pl_step_payload(res),
                                                       "text");
     if (!pl_step_is_error(res) && cJSON_IsString(t) && t->valuestring[0] &&

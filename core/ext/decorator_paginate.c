@@ -348,8 +348,10 @@ static int paginate_fn(pl_ctx *ctx, const pl_action *action, pl_steps *out,
     pl_action page = *action;
     pl_step *res = NULL;
     int st = pl_ctx_call(&res, ctx, &page, o->per_page, o->n_per_page);
-    if (st && st != PL_ERESULT) /* an error result is passed on below */
+    if (st && st != PL_ERESULT) { /* an error result is passed on below */
+        pl_step_free(res);
         return st;
+    }
     const cJSON *first = pl_step_payload(res);
     if (!first) {
         pl_step_free(res);

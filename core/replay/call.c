@@ -356,8 +356,10 @@ int pl_ctx_invoke(cJSON **out, pl_ctx *c, const char *policy,
     a.payload = payload;
     pl_step *res = NULL;
     int st = pl_ctx_call(&res, c, &a, NULL, 0);
-    if (st && st != PL_ERESULT)
+    if (st && st != PL_ERESULT) {
+        pl_step_free(res); /* e.g. a callee's cancellation result */
         return st;
+    }
     const cJSON *p = pl_step_payload(res);
     cJSON *copy = p ? cJSON_Duplicate(p, true) : NULL;
     if (!copy)
