@@ -504,9 +504,8 @@ typedef int (*pl__inbox_check_fn)(const uint8_t *state, size_t len, void *user);
  * @c owner and claim its state with @c claim (the new state; PL_OK to
  * claim), so that the caller executes the run without two transactions
  * more.  Taken only when no live lease of another owner is there, the
- * run is not parked with a concurrency key that is full (LMDB; on
- * PostgreSQL, not parked with a key at all: its wake takes it), and
- * @c claim returns PL_OK (its refusal is no error: the delivery alone is
+ * run is not parked with a concurrency key that is full (the lease then
+ * gets the key back, as a wake's does), and @c claim returns PL_OK (its refusal is no error: the delivery alone is
  * written); then @c taken is true and @c gen the lease's generation.
  */
 typedef struct pl__inbox_take {

@@ -28,7 +28,9 @@
  * waits for it and keeps the earlier due time it set.  It takes two round
  * trips: BEGIN with the state's lock, then the record, the timer and
  * COMMIT in one statement and one pipeline.  A delivery that also takes
- * the run (pl__inbox_take) sends the lease's statement in place of COMMIT,
+ * the run (pl__inbox_take) sends the lease's statement in place of COMMIT
+ * (T_ACQUIRE: a run parked with a key only while the key has room, its
+ * lease given the key back, as a wake's),
  * then the claimed state, the run's next commit when it goes with it
  * (Q_WRITE's statement), and COMMIT: three round trips, one commit.  When
  * the record's seq is not the one that commit saw, all is rolled back
@@ -115,18 +117,28 @@ int pl__pg_time_sql(const pl__pg_store *s, int which, char **out)
                             n);
         break;
     case T_ACQUIRE:
-        /* a delivery's take of the lease (as L_ACQUIRE), not of a run
-         * parked with a key: its wake (T_TAKE) waits for the key's room */
+        /* a delivery's take of the lease (as L_ACQUIRE); a run parked
+         * with a key only while the key has room (pl_key_room(), as its
+         * wake, T_TAKE), the lease getting its key back and the parked row
+         * going */
         *out = pl__asprintf(
-            "INSERT INTO \"%s\".leases AS l (run, gen, owner, id, expires) "
-            "SELECT $1::bigint, 1, $2::text, $3::text, " NOW_US
-            " + $4::bigint WHERE NOT EXISTS (SELECT 1 FROM \"%s\".parked p "
-            "WHERE p.run = $1::bigint) "
+            "WITH p AS MATERIALIZED (SELECT z.fkey, z.flimit, "
+            "\"%s\".pl_key_room(z.fkey, z.flimit) AS room FROM \"%s\".parked z "
+            "WHERE z.run = $1::bigint), "
+            "g AS (INSERT INTO \"%s\".leases AS l (run, gen, owner, id, "
+            "expires, fkey, flimit) SELECT $1::bigint, 1, $2::text, $3::text, " NOW_US
+            " + $4::bigint, (SELECT fkey FROM p), coalesce((SELECT "
+            "flimit FROM p), 0) WHERE coalesce((SELECT room FROM p), true) "
             "ON CONFLICT (run) DO UPDATE SET gen = l.gen + 1, owner = "
-            "excluded.owner, id = excluded.id, expires = excluded.expires "
+            "excluded.owner, id = excluded.id, expires = excluded.expires, "
+            "fkey = coalesce(excluded.fkey, l.fkey), flimit = CASE WHEN "
+            "excluded.fkey IS NULL THEN l.flimit ELSE excluded.flimit END "
             "WHERE l.expires <= " NOW_US " OR l.owner = excluded.owner OR "
-            "l.gen = $5::bigint RETURNING gen, (xmax <> 0)::int",
-            n, n);
+            "l.gen = $5::bigint RETURNING l.run, l.gen, (l.xmax <> 0)::int "
+            "AS had), "
+            "k AS (DELETE FROM \"%s\".parked z USING g WHERE z.run = g.run) "
+            "SELECT gen, had FROM g",
+            n, n, n, n);
         break;
     case Q_INBOX_ADD:
         *out = pl__asprintf("INSERT INTO \"%s\".inbox (run, seq, rec, cancel) "

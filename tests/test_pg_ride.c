@@ -1,0 +1,282 @@
+/*
+ * test_pg_ride.c -- a signal or a cancellation that continues a waiting
+ * run in the caller's thread on PostgreSQL, counted: the delivery rides
+ * the run's next commit (core/replay/run.h, RIDES), so the signal is one
+ * write transaction until the run parks or ends again, whether or not the
+ * run has a concurrency key; the write transactions are the server's
+ * transaction ids (every writing transaction takes one), the round trips
+ * the library's own count (pl__pg_counts_get()).  Counts, never timings.
+ * What a ride guarantees (a crash at any instant, races) is
+ * test_time_crash.c's, run on this store as pg_test_time_crash.
+ */
+#include "support.h"
+
+#include "internal.h"
+#include "pg_store.h"
+
+#include <libpq-fe.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+TestSuite(pg_ride, .fini = t_cleanup, .timeout = 120);
+
+/* "waiter": waits for "go", then completes; a cancellation ends it. */
+static int waiter(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)a;
+    (void)user;
+    cJSON *p = NULL;
+    int st = pl_ctx_wait_event(&p, ctx, "go", PL_WAIT_FOREVER);
+    cJSON_Delete(p);
+    return st ? st : pl_steps_add_resultf(out, "{}");
+}
+
+/* The server's next transaction id: each writing transaction takes one. */
+static uint64_t next_xid(PGconn *c)
+{
+    PGresult *r = PQexec(c, "SELECT txid_snapshot_xmax("
+                            "txid_current_snapshot())");
+    cr_assert_eq(PQresultStatus(r), PGRES_TUPLES_OK, "%s",
+                 PQresultErrorMessage(r));
+    uint64_t v = strtoull(PQgetvalue(r, 0, 0), NULL, 10);
+    PQclear(r);
+    return v;
+}
+
+/* An engine on a schema of its own, with "waiter". */
+static pl_engine *r_engine(const char *schema, pl_registry **reg)
+{
+    char *uri = t_pg_store_uri(schema);
+    *reg = t_registry();
+    cr_assert_eq(pl_registry_add_fn(*reg, "waiter", waiter, NULL), PL_OK);
+    pl_engine *e = t_engine(uri, *reg, PL_DURABILITY_SYNC);
+    free(uri);
+    cr_assert_eq(pl_engine_set_wait_in_place(e, 0), PL_OK);
+    return e;
+}
+
+/* Submit "waiter" as @p id, under @p key (NULL: none) with @p limit, and
+ * execute it: it parks. */
+static void r_park(pl_engine *e, const char *id, const char *key,
+                   unsigned limit)
+{
+    pl_action a = PL_ACTION_INIT;
+    a.policy = "waiter";
+    a.payload = pl_json_empty();
+    pl_run_options ro = PL_RUN_OPTIONS_INIT;
+    ro.run_id = id;
+    ro.concurrency_key = key;
+    ro.concurrency_limit = key ? limit : 0;
+    cr_assert_eq(pl_run_submit(NULL, e, &a, &ro), PL_OK, "%s", pl_errmsg());
+    pl_outcome *o = NULL;
+    cr_assert_eq(pl_run_continue(&o, e, id, NULL), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(o->status, PL_RUN_WAITING, "%s",
+                 pl_run_status_name(o->status));
+    pl_outcome_free(o);
+}
+
+static pl_run_status r_status(pl_engine *e, const char *id)
+{
+    pl_run_info *info = NULL;
+    cr_assert_eq(pl_run_get(&info, e, id), PL_OK, "%s", pl_errmsg());
+    pl_run_status s = info->status;
+    pl_run_info_free(info);
+    return s;
+}
+
+/* What a signal or cancellation cost: write transactions, round trips. */
+typedef struct cost {
+    uint64_t txns, round_trips;
+} cost;
+
+typedef struct meter {
+    PGconn *c;
+    uint64_t x0;
+    pl__pg_counts c0;
+} meter;
+
+static void m_begin(meter *m)
+{
+    m->x0 = next_xid(m->c);
+    pl__pg_counts_get(&m->c0);
+}
+
+static cost m_end(meter *m)
+{
+    pl__pg_counts c1;
+    pl__pg_counts_get(&c1);
+    cost k = {next_xid(m->c) - m->x0, c1.round_trips - m->c0.round_trips};
+    return k;
+}
+
+/* Signal run @p id "go", continuing it here: it completes. */
+static cost r_signal(pl_engine *e, meter *m, const char *id)
+{
+    cJSON *p = cJSON_CreateObject();
+    pl_outcome *o = NULL;
+    m_begin(m);
+    cr_assert_eq(pl_run_signal(&o, e, id, "go", p), PL_OK, "%s", pl_errmsg());
+    cost k = m_end(m);
+    cJSON_Delete(p);
+    cr_assert_not_null(o, "%s: not continued here", id);
+    cr_expect_eq(o->status, PL_RUN_COMPLETED, "%s: %s", id,
+                 pl_run_status_name(o->status));
+    pl_outcome_free(o);
+    return k;
+}
+
+static cost r_cancel(pl_engine *e, meter *m, const char *id)
+{
+    m_begin(m);
+    cr_assert_eq(pl_run_cancel(e, id, "stop"), PL_OK, "%s", pl_errmsg());
+    cost k = m_end(m);
+    cr_expect_eq(r_status(e, id), PL_RUN_CANCELLED, "%s: %s", id,
+                 pl_run_status_name(r_status(e, id)));
+    return k;
+}
+
+/* What "peek" saw: the concurrency key of its run's lease, as the server
+ * has it while the run executes ("" for none, "?" not looked). */
+static char g_key[64] = "?";
+
+/* "peek" (not idempotent: its `action_call` is durable before it runs, in
+ * the ride's transaction): reads its run's lease row. */
+static int peek(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)ctx;
+    (void)a;
+    (void)user;
+    PGconn *c = t_pg_admin();
+    PGresult *r = PQexec(c, "SELECT coalesce(l.fkey, '') FROM "
+                            "t_ride_back.leases l JOIN t_ride_back.runs u ON "
+                            "u.num = l.run WHERE u.id = convert_to('a', "
+                            "'UTF8')");
+    snprintf(g_key, sizeof g_key, "%s",
+             PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1
+                 ? PQgetvalue(r, 0, 0)
+                 : "no lease");
+    PQclear(r);
+    PQfinish(c);
+    return pl_steps_add_resultf(out, "{}");
+}
+
+/* "waiter-peek": waits for "go", then calls "peek". */
+static int waiter_peek(pl_ctx *ctx, const pl_action *a, pl_steps *out,
+                       void *user)
+{
+    (void)a;
+    (void)user;
+    cJSON *p = NULL;
+    int st = pl_ctx_wait_event(&p, ctx, "go", PL_WAIT_FOREVER);
+    cJSON_Delete(p);
+    if (!st)
+        st = pl_ctx_invokef(NULL, ctx, "peek", "{}");
+    return st ? st : pl_steps_add_resultf(out, "{}");
+}
+
+/*
+ * The lease a keyed run takes with the ride has its key back: while the
+ * run executes it counts against the key, as after a worker's wake (a
+ * continue by hand, which is what a refused ride came to, leased it with
+ * no key).  A run that parks again keeps its key for its wake.
+ */
+static void the_ride_gives_the_lease_its_key_back(void)
+{
+    pl_registry *reg;
+    pl_engine *e = r_engine("t_ride_back", &reg);
+    pl_policy_def d = PL_POLICY_DEF_INIT;
+    d.name = "peek";
+    d.fn = peek;
+    d.idempotent = false;
+    cr_assert_eq(pl_registry_add(reg, &d), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(pl_registry_add_fn(reg, "waiter-peek", waiter_peek, NULL),
+                 PL_OK);
+    pl_action a = PL_ACTION_INIT;
+    a.policy = "waiter-peek";
+    a.payload = pl_json_empty();
+    pl_run_options ro = PL_RUN_OPTIONS_INIT;
+    ro.run_id = "a";
+    ro.concurrency_key = "one";
+    ro.concurrency_limit = 1;
+    cr_assert_eq(pl_run_submit(NULL, e, &a, &ro), PL_OK, "%s", pl_errmsg());
+    pl_outcome *o = NULL;
+    cr_assert_eq(pl_run_continue(&o, e, "a", NULL), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(o->status, PL_RUN_WAITING);
+    pl_outcome_free(o);
+    cJSON *p = cJSON_CreateObject();
+    /* "other" does not end the wait: the run parks again, keeping its key */
+    cr_assert_eq(pl_run_signal(&o, e, "a", "other", p), PL_OK, "%s",
+                 pl_errmsg());
+    cr_assert_not_null(o);
+    cr_expect_eq(o->status, PL_RUN_WAITING);
+    pl_outcome_free(o);
+    PGconn *c = t_pg_admin();
+    PGresult *r = PQexec(c, "SELECT count(*) FROM t_ride_back.parked WHERE "
+                            "fkey = 'one' AND flimit = 1");
+    cr_assert_eq(PQresultStatus(r), PGRES_TUPLES_OK, "%s",
+                 PQresultErrorMessage(r));
+    cr_expect_str_eq(PQgetvalue(r, 0, 0), "1", "the parked run lost its key");
+    PQclear(r);
+    PQfinish(c);
+    cr_assert_eq(pl_run_signal(&o, e, "a", "go", p), PL_OK, "%s", pl_errmsg());
+    cr_assert_not_null(o);
+    cr_expect_eq(o->status, PL_RUN_COMPLETED);
+    pl_outcome_free(o);
+    cr_expect_str_eq(g_key, "one", "the executing run's lease had key '%s'",
+                     g_key);
+    cJSON_Delete(p);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/*
+ * A waiting run with a concurrency key, signalled and cancelled, takes the
+ * ride as one without a key does: one write transaction each (the
+ * delivery, the lease, the claim and the run's end).  A store that refused
+ * the ride for a run parked with a key made four (the delivery alone, then
+ * the lease, the claim and the end of a continue).  One test, so that no
+ * other writes to the server meanwhile (the binary's tests run in
+ * parallel), autovacuum off (its ANALYZE writes too).
+ */
+Test(pg_ride, a_keyed_waiting_run_takes_the_ride)
+{
+    pl_registry *reg;
+    pl_engine *e = r_engine("t_ride_key", &reg);
+    meter m = {t_pg_admin(), 0, {0}};
+    PGresult *r = PQexec(m.c, "ALTER SYSTEM SET autovacuum = off");
+    cr_assert_eq(PQresultStatus(r), PGRES_COMMAND_OK, "%s",
+                 PQresultErrorMessage(r));
+    PQclear(r);
+    PQclear(PQexec(m.c, "SELECT pg_reload_conf()"));
+    r_park(e, "plain-s", NULL, 0);
+    r_park(e, "plain-c", NULL, 0);
+    r_park(e, "keyed-s", "k", 2);
+    r_park(e, "keyed-c", "k", 2);
+    cost ps = r_signal(e, &m, "plain-s");
+    cost ks = r_signal(e, &m, "keyed-s");
+    cost pc = r_cancel(e, &m, "plain-c");
+    cost kc = r_cancel(e, &m, "keyed-c");
+    cr_expect_eq(ps.txns, 1, "a signal: %llu write transactions",
+                 (unsigned long long)ps.txns);
+    cr_expect_eq(ks.txns, 1, "a keyed run's signal: %llu write transactions",
+                 (unsigned long long)ks.txns);
+    cr_expect_eq(pc.txns, 1, "a cancellation: %llu write transactions",
+                 (unsigned long long)pc.txns);
+    cr_expect_eq(kc.txns, 1,
+                 "a keyed run's cancellation: %llu write transactions",
+                 (unsigned long long)kc.txns);
+    cr_expect_eq(ks.round_trips, ps.round_trips,
+                 "a keyed run's signal: %llu round trips, %llu without a key",
+                 (unsigned long long)ks.round_trips,
+                 (unsigned long long)ps.round_trips);
+    cr_expect_eq(kc.round_trips, pc.round_trips,
+                 "a keyed run's cancellation: %llu round trips, %llu without "
+                 "a key",
+                 (unsigned long long)kc.round_trips,
+                 (unsigned long long)pc.round_trips);
+    PQfinish(m.c);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+    the_ride_gives_the_lease_its_key_back();
+}
