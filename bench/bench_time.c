@@ -20,7 +20,9 @@
  * event and makes one call: the time from the signal to that call's
  * result being durable, in sync mode, next to one commit of the floor,
  * synced (raw LMDB; with --store, a 160 B INSERT); and the store's write
- * transactions (each a sync) the signal costs, counted by the store.
+ * transactions (each a sync) the signal costs, counted by the store; on
+ * PostgreSQL also the round trips and statements to the next step durable
+ * and to the call's, counted by the library (pl__pg_counts_get()).
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -34,6 +36,7 @@
 #include <unistd.h>
 
 #include "bench.h"
+#include "pg_store.h" /* pl__pg_counts_get(): round trips to the server */
 
 /* ---- W7: parked timers ------------------------------------------------------ */
 
@@ -332,16 +335,22 @@ int report_w7(bool quick)
 
 static uint64_t g_w8_commits;
 static double g_w8_first; /* when the signal's first commit was made */
+static pl__pg_counts g_w8_at_first; /* PostgreSQL's counts then */
 
 static void w8_count(const pl_event *ev, void *user)
 {
     (void)user;
-    if (ev->kind == PL_EVENT_COMMIT && !g_w8_commits++)
+    if (ev->kind == PL_EVENT_COMMIT && !g_w8_commits++) {
         g_w8_first = now_s();
+        pl__pg_counts_get(&g_w8_at_first);
+    }
 }
 
 typedef struct w8_res {
     double next_s, signal_s, floor_s, commits, txns;
+    /* PostgreSQL: round trips and statements to the next step durable,
+     * and round trips of the whole signal */
+    double rt_next, stmts_next, rt_all;
 } w8_res;
 
 #define W8_N 200
@@ -359,6 +368,7 @@ static void w8_child(const void *varg, void *vres)
         die("W8 wait in place");
     uint64_t commits = 0;
     double lat[W8_N], next[W8_N], flo[W8_N], txns[W8_N];
+    double rt_next[W8_N], stmts_next[W8_N], rt_all[W8_N];
     cJSON *go = cJSON_CreateObject();
     for (int i = 0; i < W8_N; i++) {
         char id[32];
@@ -373,12 +383,18 @@ static void w8_child(const void *varg, void *vres)
         o = NULL;
         g_w8_commits = 0;
         uint64_t x0 = store_commits(e);
+        pl__pg_counts c0, c1;
+        pl__pg_counts_get(&c0);
         double t0 = now_s();
         if (pl_run_signal(&o, e, id, "go", go) || !o ||
             o->status != PL_RUN_COMPLETED || !g_w8_commits)
             die("W8 signal");
         lat[i] = now_s() - t0;
+        pl__pg_counts_get(&c1);
         next[i] = g_w8_first - t0;
+        rt_next[i] = (double)(g_w8_at_first.round_trips - c0.round_trips);
+        stmts_next[i] = (double)(g_w8_at_first.statements - c0.statements);
+        rt_all[i] = (double)(c1.round_trips - c0.round_trips);
         txns[i] = (double)(store_commits(e) - x0);
         commits += g_w8_commits;
         pl_outcome_free(o);
@@ -402,6 +418,9 @@ static void w8_child(const void *varg, void *vres)
     }
     r->commits = (double)commits / W8_N;
     r->txns = percentile(txns, W8_N, 0.50);
+    r->rt_next = percentile(rt_next, W8_N, 0.50);
+    r->stmts_next = percentile(stmts_next, W8_N, 0.50);
+    r->rt_all = percentile(rt_all, W8_N, 0.50);
     r->signal_s = percentile(lat, W8_N, 0.50);
     r->next_s = percentile(next, W8_N, 0.50);
 }
@@ -430,6 +449,10 @@ int report_w8(void)
         "  synced transactions per signal  %8.0f\n",
         r.floor_s * 1e3, r.next_s * 1e3, x, r.signal_s * 1e3,
         r.floor_s > 0 ? r.signal_s / r.floor_s : 0, r.commits, r.txns);
+    if (g_pg_uri)
+        say("  round trips to the next step     %8.0f  (%.0f statements; "
+            "%.0f to the call's)\n",
+            r.rt_next, r.stmts_next, r.rt_all);
     if (d.note[0])
         say("  %s: not judged\n", d.note);
     cJSON *o = cJSON_AddObjectToObject(g_json,
@@ -439,6 +462,11 @@ int report_w8(void)
     jnum(o, "raw_commit_ms", r.floor_s * 1e3);
     jnum(o, "run_commits_per_signal", r.commits);
     jnum(o, "synced_transactions_per_signal", r.txns);
+    if (g_pg_uri) {
+        jnum(o, "round_trips_to_next_step", r.rt_next);
+        jnum(o, "statements_to_next_step", r.stmts_next);
+        jnum(o, "round_trips_per_signal", r.rt_all);
+    }
     if (r.floor_s > 0) {
         jnum(o, "of_floor", x);
         add_goal_noted(g_pg_uri ? "PostgreSQL W8 signal to durable next step, "
