@@ -523,6 +523,11 @@ typedef struct pl__inbox_take {
      * saw it at; else the delivery alone is written (LMDB) or nothing is,
      * PL_EBUSY (PostgreSQL) */
     uint64_t then_seq;
+    /* non-NULL: the state @c claim expects, refusing any other; a store
+     * may then check and claim it before it reads the run's state, and
+     * write all in one round trip when the state is still that one
+     * (PostgreSQL) */
+    const pl__buf *expect;
 } pl__inbox_take;
 
 /*

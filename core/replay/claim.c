@@ -267,7 +267,8 @@ int pl__run_ride(pl__run *r)
                            false,
                            0,
                            alone ? NULL : &r->batch,
-                           ride->seq};
+                           ride->seq,
+                           &ride->expect};
     ride->dv->tried = true;
     int st = ride->dv->fn(e, &take, ride->dv->user);
     pl__run_state_clear(&claimed);

@@ -355,6 +355,13 @@ static int write_all(pl__pg_store *s, PGconn *c, pl__batch *const *batches,
     return st;
 }
 
+int pl__pg_one_write_send(pl__pg_store *s, PGconn *c, const pl__batch *bt,
+                          unsigned shape, size_t *nsent)
+{
+    pl__batch *one[1] = {(pl__batch *)bt};
+    return write_all(s, c, one, 1, bt, shape, nsent);
+}
+
 /* What a statement sent in the pipeline was. */
 typedef enum { SENT_CREATE, SENT_LEASE, SENT_WRITE, SENT_SUCC } sent_kind;
 

@@ -69,8 +69,11 @@ enum {
     T_NEXT,
     T_GET,
     T_INBOX_PUT,
-    T_ACQUIRE, /* a delivery's take of the lease */
-    T_DROP,    /* a run's timer dropped */
+    T_ACQUIRE,   /* a delivery's take of the lease */
+    T_DROP,      /* a run's timer dropped */
+    T_RIDE_LOCK, /* a ride's statements, in one round trip (pg_time.c) */
+    T_RIDE_PUT,
+    T_RIDE_TAKE,
     T_INBOX_READ,
     L_TAKE, /* a worker's take, with its run's records (pg_lease.c) */
     Q_CREATE,
@@ -224,6 +227,12 @@ PL__HIDDEN int pl__pg_put_state(pl__pg_store *s, PGconn *c, uint64_t num,
 PL__HIDDEN int pl__pg_put_batches(pl__pg_store *s, PGconn *c,
                                   pl__batch *const *batches, size_t n,
                                   uint64_t drop_timer) PL__MUST_CHECK;
+/* In a pipeline under way: send batch @p bt's write as @p shape's
+ * statement (pg_one.c; prepared already), and Q_STEPS for the steps past
+ * its limits; *nsent counts the statements sent. */
+PL__HIDDEN int pl__pg_one_write_send(pl__pg_store *s, PGconn *c,
+                                     const pl__batch *bt, unsigned shape,
+                                     size_t *nsent) PL__MUST_CHECK;
 /* After a failure in a transaction pl__pg_lock_state() began: roll it back
  * (the message kept).  Returns @p c, or NULL when it had to be closed. */
 PL__HIDDEN PGconn *pl__pg_rollback(pl__pg_store *s, PGconn *c);

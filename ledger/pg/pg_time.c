@@ -51,7 +51,39 @@
 #include <string.h>
 
 #define CONSUMED_STATE "PLINB"
+#define RIDE_STATE "PLRDE"  /* a ride refused: the delivery goes alone */
 #define LOOK_AGAIN_US 50000 /* a due timer not taken: when to look again */
+
+/* A delivery's record and its run's timer made due now (keeping an
+ * earlier one): $1 run, $2 record, $3 due, $4 id, $5 timer record, $6
+ * whether a cancellation; three schemas. */
+#define INBOX_PUT                                                              \
+    "WITH i AS (INSERT INTO \"%s\".inbox (run, seq, rec, cancel) SELECT "      \
+    "$1::bigint, coalesce(max(seq), 0) + 1, $2::bytea, $6::boolean FROM "      \
+    "\"%s\".inbox WHERE run = $1::bigint RETURNING seq), t AS (INSERT INTO "   \
+    "\"%s\".timers AS t (run, due, id, rec) VALUES ($1::bigint, $3::bigint, "  \
+    "$4, $5::bytea) ON CONFLICT (run) DO UPDATE SET due = excluded.due, id = " \
+    "excluded.id, rec = excluded.rec WHERE excluded.due < t.due) "
+
+/* A delivery's take of the lease (as L_ACQUIRE) in g: $1 run, $2 owner, $3
+ * id, $4 lease_us, $5 the generation it may take over.  A run parked with
+ * a key only while the key has room (pl_key_room(), as its wake, T_TAKE),
+ * the lease getting its key back and the parked row going; four
+ * schemas. */
+#define ACQUIRE                                                                    \
+    "WITH p AS MATERIALIZED (SELECT z.fkey, z.flimit, \"%s\".pl_key_room("         \
+    "z.fkey, z.flimit) AS room FROM \"%s\".parked z WHERE z.run = "                \
+    "$1::bigint), g AS (INSERT INTO \"%s\".leases AS l (run, gen, owner, "         \
+    "id, expires, fkey, flimit) SELECT $1::bigint, 1, $2::text, $3::text, " NOW_US \
+    " + $4::bigint, (SELECT fkey FROM p), coalesce((SELECT flimit "                \
+    "FROM p), 0) WHERE coalesce((SELECT room FROM p), true) ON CONFLICT "          \
+    "(run) DO UPDATE SET gen = l.gen + 1, owner = excluded.owner, id = "           \
+    "excluded.id, expires = excluded.expires, fkey = coalesce(excluded.fkey, "     \
+    "l.fkey), flimit = CASE WHEN excluded.fkey IS NULL THEN l.flimit ELSE "        \
+    "excluded.flimit END WHERE l.expires <= " NOW_US " OR l.owner = "              \
+    "excluded.owner OR l.gen = $5::bigint RETURNING l.run, l.gen, (l.xmax "        \
+    "<> 0)::int AS had), k AS (DELETE FROM \"%s\".parked z USING g WHERE "         \
+    "z.run = g.run) "
 
 int pl__pg_time_sql(const pl__pg_store *s, int which, char **out)
 {
@@ -101,44 +133,38 @@ int pl__pg_time_sql(const pl__pg_store *s, int which, char **out)
         break;
     case T_INBOX_PUT:
         /* the record, and the timer due now (keeping an earlier one) */
-        *out = pl__asprintf(
-            "WITH i AS (INSERT INTO \"%s\".inbox (run, seq, rec, cancel) "
-            "SELECT $1::bigint, coalesce(max(seq), 0) + 1, $2::bytea, "
-            "$6::boolean FROM "
-            "\"%s\".inbox WHERE run = $1::bigint RETURNING seq), "
-            "t AS (INSERT INTO \"%s\".timers AS t (run, due, id, rec) VALUES "
-            "($1::bigint, $3::bigint, $4, $5::bytea) ON CONFLICT (run) DO "
-            "UPDATE SET due = excluded.due, id = excluded.id, rec = "
-            "excluded.rec WHERE excluded.due < t.due) SELECT seq FROM i",
-            n, n, n);
+        *out = pl__asprintf(INBOX_PUT "SELECT seq FROM i", n, n, n);
+        break;
+    case T_RIDE_PUT:
+        /* the same, in a ride: the record must get the seq the run saw */
+        *out = pl__asprintf(INBOX_PUT
+                            "SELECT seq, \"%s\".pl_ride($7::bigint "
+                            "= 0 OR seq = $7::bigint, 'another delivery came "
+                            "first') FROM i",
+                            n, n, n, n);
         break;
     case T_DROP:
         *out = pl__asprintf("DELETE FROM \"%s\".timers WHERE run = $1::bigint",
                             n);
         break;
     case T_ACQUIRE:
-        /* a delivery's take of the lease (as L_ACQUIRE); a run parked
-         * with a key only while the key has room (pl_key_room(), as its
-         * wake, T_TAKE), the lease getting its key back and the parked row
-         * going */
+        *out = pl__asprintf(ACQUIRE "SELECT gen, had FROM g", n, n, n, n);
+        break;
+    case T_RIDE_TAKE:
+        /* the same, in a ride: the lease must be taken */
+        *out = pl__asprintf(ACQUIRE "SELECT (SELECT gen FROM g), "
+                                    "\"%s\".pl_ride(EXISTS (SELECT FROM g), "
+                                    "'another holds its lease, or its "
+                                    "concurrency key is full')",
+                            n, n, n, n, n);
+        break;
+    case T_RIDE_LOCK:
+        /* a ride's first: the run's state locked, as the ride read it */
         *out = pl__asprintf(
-            "WITH p AS MATERIALIZED (SELECT z.fkey, z.flimit, "
-            "\"%s\".pl_key_room(z.fkey, z.flimit) AS room FROM \"%s\".parked z "
-            "WHERE z.run = $1::bigint), "
-            "g AS (INSERT INTO \"%s\".leases AS l (run, gen, owner, id, "
-            "expires, fkey, flimit) SELECT $1::bigint, 1, $2::text, $3::text, " NOW_US
-            " + $4::bigint, (SELECT fkey FROM p), coalesce((SELECT "
-            "flimit FROM p), 0) WHERE coalesce((SELECT room FROM p), true) "
-            "ON CONFLICT (run) DO UPDATE SET gen = l.gen + 1, owner = "
-            "excluded.owner, id = excluded.id, expires = excluded.expires, "
-            "fkey = coalesce(excluded.fkey, l.fkey), flimit = CASE WHEN "
-            "excluded.fkey IS NULL THEN l.flimit ELSE excluded.flimit END "
-            "WHERE l.expires <= " NOW_US " OR l.owner = excluded.owner OR "
-            "l.gen = $5::bigint RETURNING l.run, l.gen, (l.xmax <> 0)::int "
-            "AS had), "
-            "k AS (DELETE FROM \"%s\".parked z USING g WHERE z.run = g.run) "
-            "SELECT gen, had FROM g",
-            n, n, n, n);
+            "WITH x AS (SELECT v FROM \"%s\".state WHERE run = $1::bigint "
+            "FOR UPDATE) SELECT \"%s\".pl_ride(coalesce((SELECT v = $2::bytea "
+            "FROM x), false), 'its state changed since it was read')",
+            n, n);
         break;
     case Q_INBOX_ADD:
         *out = pl__asprintf("INSERT INTO \"%s\".inbox (run, seq, rec, cancel) "
@@ -172,8 +198,13 @@ int pl__pg_time_setup(pl__pg_store *s, PGconn *c)
         "IF got < want THEN RAISE EXCEPTION 'an inbox record this commit "
         "consumes was consumed by another execution; nothing is written' "
         "USING ERRCODE = '" CONSUMED_STATE "'; END IF; END $f$;"
+        /* a ride's check (pl__pg_inbox_put()): ok, or SQLSTATE PLRDE */
+        "CREATE OR REPLACE FUNCTION \"%s\".pl_ride(ok boolean, why text) "
+        "RETURNS boolean LANGUAGE plpgsql AS $f$ BEGIN IF ok IS NOT TRUE "
+        "THEN RAISE EXCEPTION 'the delivery cannot take the run: %%', why "
+        "USING ERRCODE = '" RIDE_STATE "'; END IF; RETURN true; END $f$;"
         "COMMIT",
-        n, n, n, n, n);
+        n, n, n, n, n, n);
     if (!sql)
         return pl__err(PL_ENOMEM, "out of memory");
     int st = pl__pg_command(s, c, sql, "creating the timers and inbox tables");
@@ -481,6 +512,163 @@ static bool claim(pl__inbox_take *take, const pl__buf *state, pl__buf *claimed)
     return !st && !NEVER(!none);
 }
 
+/* ---- a ride in one round trip ----------------------------------------------- */
+
+typedef struct ride_ctx {
+    pl__pg_store *s;
+    PGconn *c;
+    pl__inbox_take *take;
+    unsigned shape;
+    bool prep;    /* the shape's statement prepared first */
+    bool refused; /* a check said no (RIDE_STATE): nothing was written */
+    uint64_t seq; /* the record's, from T_RIDE_PUT */
+} ride_ctx;
+
+/* The results of [the shape's preparation,] T_RIDE_LOCK, T_RIDE_PUT,
+ * T_RIDE_TAKE, the run's next commit (its statement first, Q_STEPS after)
+ * and T_DROP. */
+static int ride_result(size_t i, PGresult *r, void *user)
+{
+    ride_ctx *x = user;
+    if (x->prep && i-- == 0)
+        return pl__pg_one_prepared_result(x->s, x->c, x->shape, r);
+    ExecStatusType es = PQresultStatus(r);
+    if (es != PGRES_TUPLES_OK && es != PGRES_COMMAND_OK) {
+        const char *code = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+        if (i < 3 && code && strcmp(code, RIDE_STATE) == 0) {
+            x->refused = true;
+            return pl__err(PL_EBUSY, "%s",
+                           PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY));
+        }
+        if (i < 3)
+            return pl__pg_err(x->s, x->c, r, "delivering to an inbox");
+        if (pl__pg_unique_violation(r))
+            return pl__pg_busy();
+        int st = pl__pg_time_failed(r);
+        return st ? st : pl__pg_err(x->s, x->c, r, "committing");
+    }
+    int64_t v;
+    if (i == 1 || i == 2) { /* the seq; the lease's generation */
+        if (PQntuples(r) != 1 || !pl__pg_parse_i64(PQgetvalue(r, 0, 0), &v))
+            return pl__err(PL_ECORRUPT,
+                           "store '%s': a ride's answer is "
+                           "malformed",
+                           x->s->path);
+        if (i == 1)
+            x->seq = (uint64_t)v;
+        else
+            x->take->gen = (uint64_t)v;
+    } else if (i == 3) { /* the commit's: whether a cancellation waits */
+        if (PQntuples(r) != 1 || PQnfields(r) != 3)
+            return pl__err(PL_ECORRUPT,
+                           "store '%s': a commit's answer is "
+                           "malformed",
+                           x->s->path);
+        x->take->then->inbox_known = true;
+        x->take->then->inbox_cancel = !PQgetisnull(r, 0, 2);
+    }
+    return PL_OK;
+}
+
+/* Whether @p take's ride can go in one round trip: a commit of the run's
+ * own writes (no creation, schedule or import), with its state. */
+static bool ride_fits(const pl__inbox_take *take)
+{
+    const pl__batch *b = take->then;
+    return b && take->expect && b->state.len && !b->create_id && !b->succ_id &&
+           !b->sched_name && !b->inbox_add;
+}
+
+/*
+ * The ride in one pipeline, one round trip and one implicit transaction
+ * (the Sync commits it, or rolls all back): the state checked and claimed
+ * here on the state the ride read (take->expect), then on the server the
+ * state locked and compared with it, the record at the seq the run saw
+ * and the timer due now, the lease taken (T_RIDE_TAKE: as T_ACQUIRE), the
+ * run's next commit (pg_one.c's statement, without a fence: this
+ * transaction holds the lease it took), and, when that commit ends the
+ * execution, the timer dropped.  Each check that says no raises
+ * RIDE_STATE: *refused, nothing written, and the caller goes the longer
+ * way, which writes the delivery alone or refuses as before.
+ */
+static int ride_fast(pl__pg_store *s, PGconn *c, uint64_t run,
+                     const char *run_id, pl__inbox_check_fn check, void *user,
+                     const uint8_t *rec, size_t len, pl__inbox_take *take,
+                     uint64_t *seq, bool *refused)
+{
+    *refused = true;
+    pl__buf claimed = {0};
+    char saved[PL__ERRMSG_MAX];
+    pl__errmsg_save(saved);
+    int cst = check(take->expect->data, take->expect->len, user);
+    pl__errmsg_restore(saved);
+    if (cst || !claim(take, take->expect, &claimed)) {
+        pl__buf_free(&claimed);
+        return PL_OK; /* the longer way says why */
+    }
+    pl__buf_free(&claimed); /* the next commit's state is the later */
+    pl__batch *then = take->then;
+    then->gen = 1; /* for its shape: the lease dropped, the key kept */
+    ride_ctx x = {s, c, take, 0, false, false, 0};
+    x.shape = pl__pg_one_shape(then, then->timer_us != 0) &
+              ~(unsigned)ONE_FENCE;
+    then->gen = 0;
+    bool ends = then->release && !then->timer_us;
+    timer_row t = {0};
+    const char *cancel = "f";
+    int st = timer_row_make(&t, run, run_id, pl__now_us());
+    if (!st)
+        st = cancel_mark(run_id, rec, len, &cancel);
+    *refused = false;
+    if (!st && PQenterPipelineMode(c) != 1)
+        st = pl__pg_err(s, c, NULL, "entering pipeline mode");
+    if (!st && !pl__pg_one_prepared(c, x.shape)) {
+        x.prep = true;
+        st = pl__pg_one_prepare(s, c, x.shape);
+    }
+    const char *lv0[2] = {t.run, (const char *)take->expect->data};
+    int ll0[2] = {0, (int)take->expect->len}, lf0[2] = {0, 1};
+    if (!st)
+        st = pl__pg_send(s, c, T_RIDE_LOCK, 2, lv0, ll0, lf0,
+                         "delivering to an inbox");
+    char then_seq[24];
+    snprintf(then_seq, sizeof then_seq, "%llu",
+             (unsigned long long)take->then_seq);
+    const char *pv[7] = {t.run,   (const char *)rec,        t.due,
+                         run_id,  (const char *)t.rec.data, cancel,
+                         then_seq};
+    int pl[7] = {0, (int)len, 0, 0, (int)t.rec.len, 0, 0};
+    int pf[7] = {0, 1, 0, 0, 1, 0, 0};
+    if (!st)
+        st = pl__pg_send(s, c, T_RIDE_PUT, 7, pv, pl, pf,
+                         "delivering to an inbox");
+    char d[24];
+    snprintf(d, sizeof d, "%lld", (long long)take->lease_us);
+    const char *lv[5] = {t.run, take->owner, run_id, d, "0"};
+    if (!st)
+        st = pl__pg_send(s, c, T_RIDE_TAKE, 5, lv, NULL, NULL,
+                         "taking a lease");
+    size_t nq = 3;
+    if (!st)
+        st = pl__pg_one_write_send(s, c, then, x.shape, &nq);
+    const char *dv[1] = {t.run};
+    if (!st && ends &&
+        !(st = pl__pg_send(s, c, T_DROP, 1, dv, NULL, NULL,
+                           "dropping a timer")))
+        nq++;
+    if (!st)
+        st = pl__pg_pipeline_finish(s, c, x.prep + nq, ride_result, &x,
+                                    "delivering to an inbox");
+    pl__buf_free(&t.rec);
+    *refused = x.refused;
+    if (st)
+        return st;
+    *seq = x.seq;
+    then->gen = take->gen;
+    take->taken = true;
+    return PL_OK;
+}
+
 int pl__pg_inbox_put(pl__pg_store *s, uint64_t run, const char *run_id,
                      pl__inbox_check_fn check, void *user, const uint8_t *rec,
                      size_t len, pl__inbox_take *take, uint64_t *seq)
@@ -496,6 +684,20 @@ int pl__pg_inbox_put(pl__pg_store *s, uint64_t run, const char *run_id,
     int st = pl__pg_conn_get(s, &c);
     if (st)
         return st;
+    bool refused = true;
+    if (take && ride_fits(take)) {
+        st = ride_fast(s, c, run, run_id, check, user, rec, len, take, seq,
+                       &refused);
+        if (st && !refused)
+            c = pl__pg_rollback(s, c);
+        if (!refused) {
+            pl__pg_conn_put(s, c);
+            return st;
+        }
+        pl__err_clear(); /* nothing written: the longer way */
+        take->taken = false;
+        take->then->inbox_known = false;
+    }
     pl__buf state = {0}, claimed = {0};
     st = pl__pg_lock_state(s, c, run, &state);
     if (!st)
