@@ -8,7 +8,8 @@
  *   replay/          the replay engine, from the public entry points down
  *     runner.c       the runner: start, continue, resume, ownership
  *     claim.c        a run claimed for an execution: its state's claim,
- *                    a worker's take and claim in one transaction (claim.h);
+ *                    a worker's take and claim in one transaction, of a
+ *                    queued run or a due one (claim.h), pl_engine_wake;
  *                    a delivery riding the run's next commit (run.h, RIDES)
  *     outcome.c      new run ids; outcomes freed and their result read,
  *                    the outcome a state record holds; a run's end
@@ -24,7 +25,7 @@
  *     version.c      pl_ctx_version: code versions inside a policy
  *     suspend.c      suspending a run for an answer from outside (suspend.h)
  *     wait.c         sleeps, waits for events, cancellation, deadlines,
- *                    waking waiting runs, a cancelled or parked run's end
+ *                    a cancelled or parked run's end
  *                    (wait.h)
  *     continued.c    a run continued as new: its successor (run.h)
  *     commit.c       a run's pending steps made durable; the sync points
@@ -400,7 +401,8 @@ struct pl_ctx {
     /* recorded steps read ahead of the cursor */
     pl__kvs ahead;
     size_t ahead_pos;
-    bool peeked; /* rec holds the decoded record at ahead_pos */
+    bool ahead_end; /* that read stopped at the ledger's end */
+    bool peeked;    /* rec holds the decoded record at ahead_pos */
     pl__rec rec;
 
     /*

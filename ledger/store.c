@@ -117,6 +117,17 @@ int pl__store_run_find(pl__store *s, const char *id, uint64_t *num,
     return CALL(s, run_find, id, num, info);
 }
 
+int pl__store_run_load(pl__store *s, const char *id, uint64_t *num,
+                       pl__buf *info, pl__buf *state)
+{
+#if PL_WITH_POSTGRESQL
+    if (s->pg)
+        return pl__pg_run_load(s->pg, id, num, info, state);
+#endif
+    int st = pl__lmdb_run_find(s->lmdb, id, num, info);
+    return st ? st : pl__lmdb_state_get(s->lmdb, *num, state);
+}
+
 int pl__store_state_get(pl__store *s, uint64_t num, pl__buf *state)
 {
     return CALL(s, state_get, num, state);
@@ -224,6 +235,14 @@ int pl__store_take(pl__store *s, const char *owner, int64_t lease_us,
         pl__errmsg_restore(saved);
     }
     return st;
+}
+
+int pl__store_take_due(pl__store *s, const char *owner, int64_t lease_us,
+                       pl__take_fn fn, void *user, pl__lease *out, bool *taken,
+                       int64_t *next_due_us)
+{
+    return CALL(s, take_due, owner, lease_us, fn, user, out, taken,
+                next_due_us);
 }
 
 int pl__store_lease_renew(pl__store *s, const uint64_t *runs,

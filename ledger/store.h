@@ -267,6 +267,11 @@ PL__HIDDEN int pl__store_each_step(pl__store *s, uint64_t run, pl__step_fn fn,
 PL__HIDDEN int pl__store_run_find(pl__store *s, const char *id, uint64_t *num,
                                   pl__buf *info) PL__MUST_CHECK;
 
+/* pl__store_run_find() with @p info, and the run's state record: on
+ * PostgreSQL one query. */
+PL__HIDDEN int pl__store_run_load(pl__store *s, const char *id, uint64_t *num,
+                                  pl__buf *info, pl__buf *state) PL__MUST_CHECK;
+
 /* Read a run's state record. */
 PL__HIDDEN int pl__store_state_get(pl__store *s, uint64_t num,
                                    pl__buf *state) PL__MUST_CHECK;
@@ -367,6 +372,20 @@ typedef int (*pl__take_fn)(const pl__taken *t, pl__buf *state, bool *drop,
 PL__HIDDEN int pl__store_take(pl__store *s, const char *owner, int64_t lease_us,
                               pl__take_fn fn, void *user, pl__lease *out,
                               bool *taken) PL__MUST_CHECK;
+
+/*
+ * The take of a waiting run whose timer is due (TIMERS below), as
+ * pl__store_take() takes a queued one: the earliest due timer whose run may
+ * wake (no live lease; its concurrency key, if it parked with one, with
+ * room), deleted, the run's lease taken (with its key), its records read
+ * and @p fn's claim written, in one transaction (on PostgreSQL two round
+ * trips).  PL_ENOTFOUND when none is due: *next_due_us is when the next
+ * timer is (0: none).
+ */
+PL__HIDDEN int pl__store_take_due(pl__store *s, const char *owner,
+                                  int64_t lease_us, pl__take_fn fn, void *user,
+                                  pl__lease *out, bool *taken,
+                                  int64_t *next_due_us) PL__MUST_CHECK;
 
 /* Extend the leases of runs @p runs whose generation is still @p gens[i] by
  * @p lease_us from now, in one transaction; lost[i] says which are not. */

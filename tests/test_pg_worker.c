@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* ---- a worker that stops at its first completed run ----------------------- */
 
@@ -221,6 +222,79 @@ Test(pg_worker, a_take_passes_over_a_state_another_transaction_holds)
     cr_expect_eq(l.gen, 1, "the rolled-back take left generation %llu",
                  (unsigned long long)l.gen);
     pl_engine_close(e);
+    pl_registry_free(reg);
+    free(uri);
+}
+
+/* ---- a wake ---------------------------------------------------------------- */
+
+/* "napper": sleeps until payload.until (Unix ms), then completes. */
+static int napper(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)user;
+    const cJSON *u = cJSON_GetObjectItemCaseSensitive(a->payload, "until");
+    int st = pl_ctx_sleep_until(ctx, (int64_t)u->valuedouble);
+    return st ? st : pl_steps_add_resultf(out, "{}");
+}
+
+/*
+ * A waiting run whose timer is due, woken by pl_engine_wake(), from the
+ * wake's start to the run's completion: the schedules' look (1), the
+ * run's take (the timer, the lease with its key, the run's info and state
+ * read, whether a cancellation waits: BEGIN and one statement) and its
+ * claim (the state written, COMMIT), 2, its ledger read, 1 (its end known
+ * from a read short of its limits), and its end, 1: no look at its inbox
+ * (the take said no cancellation waits).  The timer's take and the run's
+ * continue, each a transaction of its own, were 9: the timer 1, the run
+ * found and its state read 2, the claim 2, the ledger 2, the inbox 1, the
+ * end 1.
+ */
+Test(pg_worker, a_woken_run_is_four_round_trips)
+{
+    char *uri = t_pg_store_uri("t_rt_wake");
+    pl_registry *reg = t_registry();
+    cr_assert_eq(pl_registry_add_fn(reg, "napper", napper, NULL), PL_OK);
+    counted c = {0};
+    pl_engine_options o = PL_ENGINE_OPTIONS_INIT;
+    o.on_event = on_event;
+    o.event_user = &c;
+    cr_assert_eq(pl_engine_open(&c.e, uri, reg, &o), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(pl_engine_set_wait_in_place(c.e, 0), PL_OK);
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    char payload[64];
+    snprintf(payload, sizeof payload, "{\"until\": %lld}",
+             (long long)now.tv_sec * 1000 + now.tv_nsec / 1000000 + 50);
+    cJSON *p = t_json(payload);
+    pl_action root = {PL_ACTION_VERSION, "napper", p, NULL, 0, NULL};
+    pl_run_options ro = PL_RUN_OPTIONS_INIT;
+    ro.run_id = "napper";
+    ro.concurrency_key = "k";
+    ro.concurrency_limit = 1;
+    cr_assert_eq(pl_run_submit(NULL, c.e, &root, &ro), PL_OK, "%s",
+                 pl_errmsg());
+    cJSON_Delete(p);
+    pl_outcome *out = NULL;
+    cr_assert_eq(pl_run_continue(&out, c.e, "napper", NULL), PL_OK, "%s",
+                 pl_errmsg());
+    cr_assert_eq(out->status, PL_RUN_WAITING);
+    pl_outcome_free(out);
+    struct timespec nap = {0, 100 * 1000000L}; /* past its wake time */
+    nanosleep(&nap, NULL);
+    pl__pg_counts c0;
+    pl__pg_counts_get(&c0);
+    int64_t next = -1;
+    cr_assert_eq(pl_engine_wake(c.e, &next), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(c.completed, 1, "the run was not woken");
+    cr_expect_eq(next, 0, "a timer is left");
+    uint64_t n = c.at_end.round_trips - c0.round_trips;
+    cr_expect_eq(n, 1 + 4, "%llu round trips for a woken run",
+                 (unsigned long long)n);
+    pl_run_info *info = NULL;
+    cr_assert_eq(pl_run_get(&info, c.e, "napper"), PL_OK, "%s", pl_errmsg());
+    cr_expect_eq(info->status, PL_RUN_COMPLETED);
+    pl_run_info_free(info);
+    pl_engine_close(c.e);
     pl_registry_free(reg);
     free(uri);
 }

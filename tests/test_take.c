@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* What a take's claim saw, and what it answers. */
 typedef struct seen {
@@ -193,6 +194,118 @@ Test(take, takes_follow_the_queue)
         cr_assert_eq(k_take(e, "w1", &s, &l, &taken), PL_OK, "%s", pl_errmsg());
         cr_expect_str_eq(l.id, ids[i]);
     }
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/* ---- a due run's take ------------------------------------------------------- */
+
+/* "napper": sleeps until payload.until (Unix ms), then completes. */
+static int napper(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)user;
+    const cJSON *u = cJSON_GetObjectItemCaseSensitive(a->payload, "until");
+    int st = pl_ctx_sleep_until(ctx, (int64_t)u->valuedouble);
+    return st ? st : pl_steps_add_resultf(out, "{}");
+}
+
+/* Run @p id of "napper", parked until @p ms from now, then due. */
+static void k_napping(pl_engine *e, const char *id, int64_t ms)
+{
+    cr_assert_eq(pl_engine_set_wait_in_place(e, 0), PL_OK);
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    char payload[64];
+    snprintf(payload, sizeof payload, "{\"until\": %lld}",
+             (long long)now.tv_sec * 1000 + now.tv_nsec / 1000000 + ms);
+    pl_outcome *o = t_start(e, "napper", payload, id);
+    cr_assert_eq(o->status, PL_RUN_WAITING);
+    pl_outcome_free(o);
+    struct timespec nap = {0, (long)(ms + 50) * 1000000L};
+    nanosleep(&nap, NULL);
+}
+
+/* pl__store_take_due() for @p owner, its claim noting into @p s. */
+static int k_take_due(pl_engine *e, const char *owner, seen *s, pl__lease *l,
+                      bool *taken, int64_t *next)
+{
+    return pl__store_take_due(e->store, owner, 60000000, claim, s, l, taken,
+                              next);
+}
+
+/* A due timer's take: the claim gets the waiting run's info and state,
+ * the lease is this worker's, the timer is gone; nothing else is due. */
+Test(take, a_due_run_is_taken_with_its_timer)
+{
+    pl_registry *reg = t_registry();
+    cr_assert_eq(pl_registry_add_fn(reg, "napper", napper, NULL), PL_OK);
+    pl_engine *e = k_engine(t_store_path(), reg);
+    k_napping(e, "nap", 20);
+    seen s = {0};
+    pl__lease l;
+    bool taken = false;
+    int64_t next = -1;
+    cr_assert_eq(k_take_due(e, "w1", &s, &l, &taken, &next), PL_OK, "%s",
+                 pl_errmsg());
+    cr_expect(taken);
+    cr_expect_str_eq(s.id, "nap");
+    cr_expect_eq(s.status, PL_RUN_WAITING);
+    cr_expect_gt(s.info_len, 0);
+    cr_expect_str_eq(l.owner, "w1");
+    k_held(e, l.run, "w1", l.gen);
+    int64_t due;
+    cr_expect_eq(pl__store_timer_get(e->store, l.run, &due), PL_ENOTFOUND);
+    seen s2 = {0};
+    cr_expect_eq(k_take_due(e, "w2", &s2, &l, &taken, &next), PL_ENOTFOUND);
+    cr_expect_not(taken);
+    cr_expect_eq(s2.calls, 0);
+    cr_expect_eq(next, 0, "a timer is left, due at %lld", (long long)next);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/* A claim that refuses, saying to drop the lease (a stale wake: the run
+ * ended meanwhile), leaves neither the lease nor the timer. */
+Test(take, a_refused_due_claim_can_drop_the_lease)
+{
+    pl_registry *reg = t_registry();
+    cr_assert_eq(pl_registry_add_fn(reg, "napper", napper, NULL), PL_OK);
+    pl_engine *e = k_engine(t_store_path(), reg);
+    k_napping(e, "nap", 20);
+    seen s = {.refuse = PL_ESTATE, .drop = true};
+    pl__lease l;
+    bool taken = false;
+    int64_t next = -1;
+    cr_expect_eq(k_take_due(e, "w1", &s, &l, &taken, &next), PL_ESTATE);
+    cr_expect(taken);
+    pl__lease held;
+    cr_expect_eq(pl__store_lease_get(e->store, l.run, &held), PL_ENOTFOUND);
+    int64_t due;
+    cr_expect_eq(pl__store_timer_get(e->store, l.run, &due), PL_ENOTFOUND);
+    cr_expect_eq(k_status(e, "nap"), PL_RUN_WAITING);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/* pl_engine_wake() takes, claims and executes the due run: on LMDB two
+ * write transactions, the take with the claim and the run's end (the
+ * timer's take and the claim were two of their own). */
+Test(take, a_wake_is_one_transaction_before_the_run_goes_on)
+{
+    pl_registry *reg = t_registry();
+    cr_assert_eq(pl_registry_add_fn(reg, "napper", napper, NULL), PL_OK);
+    pl_engine *e = k_engine(t_store_path(), reg);
+    k_napping(e, "nap", 20);
+    uint64_t m0 = 0, m1 = 0;
+    cr_assert_eq(pl_engine_change_mark(&m0, e), PL_OK);
+    int64_t next = -1;
+    cr_assert_eq(pl_engine_wake(e, &next), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(pl_engine_change_mark(&m1, e), PL_OK);
+    cr_expect_eq(k_status(e, "nap"), PL_RUN_COMPLETED);
+    cr_expect_eq(next, 0);
+    if (!t_on_pg()) /* PostgreSQL's mark is its WAL position, no count */
+        cr_expect_eq(m1 - m0, 2, "write transactions of a wake: %llu",
+                     (unsigned long long)(m1 - m0));
     pl_engine_close(e);
     pl_registry_free(reg);
 }

@@ -8,10 +8,9 @@
  * transaction (claim.c; PostgreSQL: pl_take(), whose UPDATE takes a row
  * that SELECT ... FOR UPDATE SKIP LOCKED chose), executes the run as
  * pl_run_continue() does, and takes the next; with nothing queued, it
- * takes waiting runs whose timers
- * are due (TIMERS in store.h) the same way, up to TAKE_BATCH in one
- * transaction, and executes them one after the other (a run's wake costs
- * the store one write the less).  pl_worker_stop() sets a flag that every thread checks
+ * takes a waiting run whose timer is due (TIMERS in store.h) the same way:
+ * the timer, the lease, the run's records read and its claim in one store
+ * transaction (pl__run_take_due()).  pl_worker_stop() sets a flag that every thread checks
  * before it takes a run and while it waits, and that a run taken from the
  * queue checks before each call it starts (call.c): a stop lets the calls
  * under way finish, stops their runs before their next call, and hands
@@ -41,7 +40,6 @@
 #define POLL_MS_DEFAULT 100
 #define NAP_MS 20 /* the longest a waiting thread sleeps between checks */
 #define SCHED_LOOK_MS 1000 /* schedules are read at least this often */
-#define TAKE_BATCH 8       /* due timers a thread takes at once */
 /* a lease handed back expires this long ago: first in the queue */
 #define HAND_BACK_US (-((int64_t)1 << 60))
 
@@ -200,26 +198,10 @@ static void fire_schedules(worker *w)
     pthread_mutex_unlock(&w->mu);
 }
 
-/* Hand the leases of runs taken but not executed back to the queue, so
- * that another worker takes them now, not once the leases have run out;
- * a lease taken over meanwhile is left alone. */
-static void hand_back(pl_engine *e, const pl__lease *l, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        bool lost;
-        if (pl__store_lease_renew(e->store, &l[i].run, &l[i].gen, 1,
-                                  HAND_BACK_US, &lost)) {
-            /* it expires on its own */
-        }
-    }
-}
-
 static void *work(void *arg)
 {
     worker *w = arg;
     pl_engine *e = w->e;
-    pl__lease due[TAKE_BATCH]; /* due timers taken, executed in order */
-    size_t n_due = 0, i_due = 0;
     while (!stopping(e)) {
         fire_schedules(w);
         pl__lease lease;
@@ -228,18 +210,11 @@ static void *work(void *arg)
         pl_outcome *o = NULL;
         bool taken = false; /* from the queue, claimed and executed */
         maybe_prune(w);
-        if (i_due < n_due) {
-            lease = due[i_due++];
-        } else if (!next_retake(w, &lease)) {
+        if (!next_retake(w, &lease)) {
             st = pl__run_take_next(&o, e, &lease, &taken);
-            if (st == PL_ENOTFOUND && !taken) { /* no queued run: waiting
-                                                   ones due? */
-                st = pl__store_timer_take(e->store, e->worker, e->lease_us, due,
-                                          TAKE_BATCH, &n_due, &next_due);
-                i_due = 0;
-                if (!st)
-                    lease = due[i_due++];
-            }
+            if (st == PL_ENOTFOUND && !taken) /* no queued run: a waiting
+                                                 one due? */
+                st = pl__run_take_due(&o, e, &lease, &taken, &next_due);
         }
         if (!taken && st == PL_ESTATE) { /* read-only: it never will */
             pthread_mutex_lock(&w->mu);
@@ -295,7 +270,6 @@ static void *work(void *arg)
         pthread_mutex_unlock(&w->mu);
         pl_outcome_free(o);
     }
-    hand_back(e, due + i_due, n_due - i_due);
     return NULL;
 }
 

@@ -8,6 +8,10 @@
  * pl_run_continue() makes and the claim, in one transaction (on
  * PostgreSQL two round trips and one WAL flush, where a take, a find, a
  * read and a claim of their own were five round trips and two flushes).
+ * So is a wake (pl__run_take_due(): the worker's and pl_engine_wake()'s),
+ * pl__store_take_due(): the due timer taken with the lease, then the same
+ * (where the timer's take and a continue of the run were four round trips
+ * and two flushes, LMDB's two write transactions, now one).
  * The store says too whether the run has any step and whether a
  * cancellation waits in its inbox: a run that never ran starts live,
  * reading no ledger, and its first call boundary reads no inbox.
@@ -174,14 +178,18 @@ static int take_fn(const pl__taken *t, pl__buf *state, bool *drop, void *user)
     return st;
 }
 
-int pl__run_take_next(pl_outcome **out, pl_engine *e, pl__lease *lease,
-                      bool *taken)
+/* A take from the queue, or (@p next_due non-NULL) of a due timer's
+ * run, and its execution. */
+static int take_run(pl_outcome **out, pl_engine *e, pl__lease *lease,
+                    bool *taken, int64_t *next_due)
 {
     *out = NULL;
     take_ctx x = {.e = e};
     pl__run *r = NULL;
-    int st = pl__store_take(e->store, e->worker, e->lease_us, take_fn, &x,
-                            lease, taken);
+    int st = next_due ? pl__store_take_due(e->store, e->worker, e->lease_us,
+                                           take_fn, &x, lease, taken, next_due)
+                      : pl__store_take(e->store, e->worker, e->lease_us,
+                                       take_fn, &x, lease, taken);
     if (st || !*taken)
         goto done;
     uint64_t num = lease->run;
@@ -214,6 +222,58 @@ done:
     pl__run_state_clear(&x.state);
     pl__root_clear(&x.ra);
     return st;
+}
+
+int pl__run_take_next(pl_outcome **out, pl_engine *e, pl__lease *lease,
+                      bool *taken)
+{
+    return take_run(out, e, lease, taken, NULL);
+}
+
+int pl__run_take_due(pl_outcome **out, pl_engine *e, pl__lease *lease,
+                     bool *taken, int64_t *next_due_us)
+{
+    return take_run(out, e, lease, taken, next_due_us);
+}
+
+/* pl_engine_wake(): every run due taken and executed here, as a worker's
+ * wake is. */
+int pl_engine_wake(pl_engine *e, int64_t *next_due_ms)
+{
+    if (next_due_ms)
+        *next_due_ms = 0;
+    if (!e)
+        return pl__err(PL_EINVAL, "pl_engine_wake: engine is NULL");
+    int64_t tick = 0; /* the schedules' next (schedule.c) */
+    int sst = pl__schedules_wake(e, &tick);
+    if (sst)
+        return sst;
+    for (;;) {
+        /* the timer, the lease, the run's records and its claim in one
+         * transaction (claim.c), then its execution here */
+        pl__lease lease;
+        int64_t next = 0;
+        bool taken = false;
+        pl_outcome *o = NULL;
+        int st = pl__run_take_due(&o, e, &lease, &taken, &next);
+        pl_outcome_free(o);
+        if (!taken && (st == PL_ENOTFOUND || st == PL_EBUSY)) {
+            /* none due; or one whose state another transaction held a
+             * moment (next: soon) */
+            next = next ? (next + 999) / 1000 : 0;
+            if (next_due_ms)
+                *next_due_ms = tick && (!next || tick < next) ? tick : next;
+            pl__err_clear();
+            return PL_OK;
+        }
+        if (!taken)
+            return st;
+        if (st == PL_ENOTFOUND || st == PL_ESTATE || st == PL_EBUSY)
+            continue; /* not executable here, ended, or taken over */
+        if (st == PL_ESTORE || st == PL_ENOMEM || st == PL_EMAPFULL ||
+            st == PL_ENOSPC || st == PL_EACCES || st == PL_EIO)
+            return st;
+    }
 }
 
 /* Claim run @p r, whose state as read is @p sb, in memory only, for the
@@ -270,6 +330,10 @@ int pl__run_ride(pl__run *r)
                            ride->seq,
                            &ride->expect};
     ride->dv->tried = true;
+    ride->dv->num = r->num;
+    /* what the replay knew of the inbox held until this commit: the store
+     * may say again (PostgreSQL) */
+    r->batch.inbox_known = false;
     int st = ride->dv->fn(e, &take, ride->dv->user);
     pl__run_state_clear(&claimed);
     if (!st && take.taken) {

@@ -52,4 +52,13 @@ PL__HIDDEN int pl__count_steps(pl_engine *e, uint64_t num,
 PL__HIDDEN int pl__run_take_next(pl_outcome **out, pl_engine *e,
                                  pl__lease *lease, bool *taken) PL__MUST_CHECK;
 
+/*
+ * The same for a waiting run whose timer is due (pl__store_take_due()):
+ * PL_ENOTFOUND (*taken false) when none is, *next_due_us saying when the
+ * next timer is (Unix us; 0: none).
+ */
+PL__HIDDEN int pl__run_take_due(pl_outcome **out, pl_engine *e,
+                                pl__lease *lease, bool *taken,
+                                int64_t *next_due_us) PL__MUST_CHECK;
+
 #endif /* PL_CLAIM_H */

@@ -89,6 +89,7 @@ int pl__inv_open(pl__run *r, pl_ctx *parent, uint32_t call_seq, bool replaying,
     c->replaying = replaying;
     pl__kvs_reset(&c->ahead);
     c->ahead_pos = 0;
+    c->ahead_end = false;
     c->peeked = false;
     pl__buf_reset(&c->last_rec);
     c->last_hash_ok = true;
@@ -101,10 +102,20 @@ int pl__inv_open(pl__run *r, pl_ctx *parent, uint32_t call_seq, bool replaying,
     return PL_OK;
 }
 
-/* Read the next batch of recorded steps; at the end, go live. */
+/* Read the next batch of recorded steps; at the end, go live.  A read
+ * that stopped short of its limits stopped at the ledger's end: once its
+ * records are replayed the invocation goes live without reading again. */
 static int inv_load(pl_ctx *c)
 {
     pl__run *r = c->run;
+    if (c->ahead_end) {
+        pl__kvs_reset(&c->ahead);
+        c->ahead_pos = 0;
+        c->peeked = false;
+        c->replaying = false; /* live from here; last_rec holds the tail */
+        c->last_hash_ok = c->next_seq == 0;
+        return PL_OK;
+    }
     int st = pl__store_read(r->e->store, c->prefix, c->prefix_len, c->next_seq,
                             PL__AHEAD_N, PL__AHEAD_BYTES, &c->ahead);
     if (st)
@@ -114,6 +125,8 @@ static int inv_load(pl_ctx *c)
                             r->id, c->path, pl_errmsg());
     c->ahead_pos = 0;
     c->peeked = false;
+    c->ahead_end = c->ahead.n < PL__AHEAD_N &&
+                   c->ahead.data.len < PL__AHEAD_BYTES;
     if (c->ahead.n == 0) {
         c->replaying = false; /* live from here; last_rec holds the tail */
         c->last_hash_ok = c->next_seq == 0;

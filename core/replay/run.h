@@ -58,7 +58,8 @@ typedef struct pl__delivery {
     int (*fn)(pl_engine *e, pl__inbox_take *take, void *user);
     void *user;
     const pl__inbox_rec *rec;
-    bool tried; /* set: fn was called (whatever it returned) */
+    bool tried;   /* set: fn was called (whatever it returned) */
+    uint64_t num; /* set before fn is called: the run's number, as read */
 } pl__delivery;
 
 /*

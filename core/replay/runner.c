@@ -101,12 +101,15 @@ int pl__root_decode(pl__root_action *ra, const char *id, const uint8_t *info,
     return PL_OK;
 }
 
+/* Run @p id's number and root action, and with @p state its state record
+ * (on PostgreSQL in the same query). */
 static int root_load(pl_engine *e, const char *id, uint64_t *num,
-                     pl__root_action *ra)
+                     pl__root_action *ra, pl__buf *state)
 {
     memset(ra, 0, sizeof *ra);
     pl__buf info = {0};
-    int st = pl__store_run_find(e->store, id, num, &info);
+    int st = state ? pl__store_run_load(e->store, id, num, &info, state)
+                   : pl__store_run_find(e->store, id, num, &info);
     if (!st)
         st = pl__root_decode(ra, id, info.data, info.len);
     pl__buf_free(&info);
@@ -515,13 +518,15 @@ static int continue_run(pl_engine *e, const char *id, bool check,
     int st = pl__store_settle(e->store);
     if (st)
         return st;
-    st = root_load(e, id, &num, &ra);
-    if (st)
+    pl__buf sb = {0}; /* its state record, read with it */
+    st = root_load(e, id, &num, &ra, &sb);
+    if (st) {
+        pl__buf_free(&sb);
         return st;
+    }
     const pl_policy_def *def = pl_registry_find(e->reg, ra.action.policy);
     pl__run *r = NULL;
     pl__kvs resume = {0};
-    pl__buf sb = {0};
     pl__ride ride = {0};
     bool claimed = false;
     if (!def && dv) /* not executable here: the caller delivers alone */
@@ -538,9 +543,7 @@ static int continue_run(pl_engine *e, const char *id, bool check,
     r->num = num;
     r->root_code = ra.info.code; /* the run takes it over */
     ra.info.code = NULL;
-    st = pl__store_state_get(e->store, num, &sb);
-    if (!st)
-        st = pl__run_state_decode(&r->state, id, sb.data, sb.len);
+    st = pl__run_state_decode(&r->state, id, sb.data, sb.len);
     if (st)
         goto done;
     r->deadline_ms = ra.info.deadline_ms;
@@ -692,7 +695,7 @@ static int start_existing(pl_outcome **out, pl_engine *e, const char *id,
     pl__tomb t;
     int st = pl__store_settle(e->store);
     if (!st)
-        st = root_load(e, id, &num, &ra);
+        st = root_load(e, id, &num, &ra, NULL);
     if (st == PL_ENOTFOUND && !pl__tomb_load(e, id, &t))
         return strcmp(t.policy, root->policy) != 0
                    ? pl__err(PL_EEXIST,

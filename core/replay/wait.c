@@ -181,6 +181,8 @@ static uint64_t inbox_seq(const inbox *ib, size_t i)
     return pl__get_be64(pl__kvs_key(&ib->raw, i));
 }
 
+static long inbox_cancel(const inbox *ib);
+
 /* Run @p r's inbox; with a delivery riding its next commit (run.h, RIDES),
  * that delivery's record last, at the seq the store is to give it (one
  * past the last), as the replay sees it the first time it looks. */
@@ -199,7 +201,16 @@ static int inbox_load_run(pl__run *r, inbox *ib)
         pl__put_be64(key, ride->seq);
         st = pl__kvs_add(&ib->raw, key, 8, ride->rec.data, ride->rec.len);
     }
-    return st ? st : inbox_decode(ib, r->id);
+    if (!st)
+        st = inbox_decode(ib, r->id);
+    if (!st && ride) {
+        /* until the ride's commit the inbox is this one: a record
+         * delivered meanwhile takes the seq the ride counts on, and the
+         * execution writes nothing (pl__run_ride() forgets this) */
+        r->batch.inbox_known = true;
+        r->batch.inbox_cancel = inbox_cancel(ib) >= 0;
+    }
+    return st;
 }
 
 /* The cancellation in the inbox, if any: its index, or -1. */
@@ -633,7 +644,8 @@ static int deliver_check(const uint8_t *state, size_t len, void *user)
 }
 
 /*
- * Deliver @p ib to run @p id, or, when it has continued as new
+ * Deliver @p ib to run @p id (its number in *num when nonzero, as the
+ * caller read it), or, when it has continued as new
  * (pl_ctx_continue_as_new()), to the link of its chain that goes on: the
  * id it went to in @p to (PL_MAX_RUN_ID + 1 bytes).
  */
@@ -642,10 +654,11 @@ static int deliver(pl_engine *e, const char *id, const pl__inbox_rec *ib,
                    pl_run_status *found, char *to)
 {
     int st;
+    bool known = *num != 0;
     snprintf(to, PL_MAX_RUN_ID + 1, "%s", id);
     for (unsigned hops = 0;; hops++) {
         pl__buf rec = {0};
-        st = pl__store_run_find(e->store, to, num, NULL);
+        st = known ? PL_OK : pl__store_run_find(e->store, to, num, NULL);
         if (!st) /* bound to the run it goes to */
             st = pl__inbox_encode(&rec, to, ib);
         deliver_ctx d = {to, what, 0, ""};
@@ -655,6 +668,13 @@ static int deliver(pl_engine *e, const char *id, const pl__inbox_rec *ib,
                                      rec.data, rec.len, take, &seq);
         pl__buf_free(&rec);
         *found = d.status;
+        if (known && st == PL_ECORRUPT) {
+            /* no state: the run read was deleted since; found again */
+            known = false;
+            pl__err_clear();
+            continue;
+        }
+        known = false;
         if (st != PL_ESTATE || !d.succ[0] || hops >= 1000000)
             return st;
         pl__err_clear();
@@ -669,12 +689,13 @@ typedef struct signal_ctx {
     const pl__inbox_rec *ib;
     pl_run_status found;
     bool delivered;
+    const pl__delivery *dv; /* its delivery: the run's number read */
 } signal_ctx;
 
 static int signal_fn(pl_engine *e, pl__inbox_take *take, void *user)
 {
     signal_ctx *s = user;
-    uint64_t num;
+    uint64_t num = take ? s->dv->num : 0;
     char to[PL_MAX_RUN_ID + 1];
     int st = deliver(e, s->id, s->ib, s->what, take, &num, &s->found, to);
     s->delivered = !st;
@@ -710,8 +731,9 @@ int pl_run_signal(pl_outcome **out, pl_engine *e, const char *run_id,
     if (out) {
         /* a waiting run goes on here, the delivery riding its next commit
          * (run.h, RIDES) */
-        signal_ctx sc = {run_id, what, &ib, 0, false};
-        pl__delivery dv = {signal_fn, &sc, &ib, false};
+        pl__delivery dv = {signal_fn, NULL, &ib, false, 0};
+        signal_ctx sc = {run_id, what, &ib, 0, false, &dv};
+        dv.user = &sc;
         st = pl__run_continue_delivered(out, e, run_id, &dv);
         if (sc.delivered) {
             pl__buf_free(&p);
@@ -795,8 +817,9 @@ int pl_run_cancel(pl_engine *e, const char *run_id, const char *reason)
      * its next commit (run.h, RIDES): with no compensating call, its
      * cancellation, its end, its timer's removal and its lease are one
      * transaction */
-    signal_ctx sc = {run_id, "a cancellation", &ib, 0, false};
-    pl__delivery dv = {signal_fn, &sc, &ib, false};
+    pl__delivery dv = {signal_fn, NULL, &ib, false, 0};
+    signal_ctx sc = {run_id, "a cancellation", &ib, 0, false, &dv};
+    dv.user = &sc;
     pl_outcome *o = NULL;
     int st = pl__run_continue_delivered(&o, e, run_id, &dv);
     pl_outcome_free(o);
@@ -841,43 +864,7 @@ int pl_run_cancel(pl_engine *e, const char *run_id, const char *reason)
     return PL_OK;
 }
 
-/* ---- waking ----------------------------------------------------------------------- */
-
-int pl_engine_wake(pl_engine *e, int64_t *next_due_ms)
-{
-    if (next_due_ms)
-        *next_due_ms = 0;
-    if (!e)
-        return pl__err(PL_EINVAL, "pl_engine_wake: engine is NULL");
-    int64_t tick = 0; /* the schedules' next (schedule.c) */
-    int sst = pl__schedules_wake(e, &tick);
-    if (sst)
-        return sst;
-    for (;;) {
-        pl__lease lease;
-        int64_t next = 0;
-        size_t n;
-        int st = pl__store_timer_take(e->store, e->worker, e->lease_us, &lease,
-                                      1, &n, &next);
-        if (st == PL_ENOTFOUND) {
-            next = next ? (next + 999) / 1000 : 0;
-            if (next_due_ms)
-                *next_due_ms = tick && (!next || tick < next) ? tick : next;
-            pl__err_clear();
-            return PL_OK;
-        }
-        if (st)
-            return st;
-        pl_outcome *o = NULL;
-        st = pl__run_continue_leased(&o, e, &lease);
-        pl_outcome_free(o);
-        if (st == PL_ENOTFOUND || st == PL_ESTATE || st == PL_EBUSY)
-            continue; /* not executable here, ended, or taken over */
-        if (st == PL_ESTORE || st == PL_ENOMEM || st == PL_EMAPFULL ||
-            st == PL_ENOSPC || st == PL_EACCES || st == PL_EIO)
-            return st;
-    }
-}
+/* ---- waiting in place ------------------------------------------------------------ */
 
 int pl_engine_set_wait_in_place(pl_engine *e, int64_t ms)
 {

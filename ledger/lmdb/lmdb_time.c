@@ -235,6 +235,7 @@ static int earliest(pl__lmdb_store *s, int64_t *due)
 }
 
 #define TAKE_MAX 64 /* timers a take looks at, past those it skips */
+#define FULL_PASS 7 /* due timers past those it takes, should keys be full */
 /* When a due timer waits for its key's room: how soon to look again. */
 #define LOOK_AGAIN_US 50000
 
@@ -301,7 +302,7 @@ static int take_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
     uint64_t runs[TAKE_MAX];
     size_t found = 0;
     for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST);
-         !rc && found < c->max && found < TAKE_MAX;
+         !rc && found < c->max + FULL_PASS && found < TAKE_MAX;
          rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
         if (k.mv_size != 16) {
             *st = pl__err(PL_ECORRUPT, "store '%s': a timer key is malformed",
@@ -329,7 +330,7 @@ static int take_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
     mdb_cursor_close(cur);
     if (rc == MDB_NOTFOUND)
         rc = 0;
-    for (size_t i = 0; !rc && !*st && i < found; i++)
+    for (size_t i = 0; !rc && !*st && i < found && c->n < c->max; i++)
         rc = take_one(s, txn, c, dues[i], runs[i], st);
     /* due, but its key full: look again soon, not at once */
     if (c->blocked && !c->n && (!c->next || c->next > now + LOOK_AGAIN_US))
@@ -337,12 +338,10 @@ static int take_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
     return rc;
 }
 
-int pl__lmdb_timer_take(pl__lmdb_store *s, const char *owner, int64_t lease_us,
-                        pl__lease *out, size_t max, size_t *n,
-                        int64_t *next_due_us)
+/* PL_OK when a timer is due, else PL_ENOTFOUND with *next_due_us when the
+ * first will be (0: none); read without the writer's lock. */
+static int any_due(pl__lmdb_store *s, int64_t *next_due_us)
 {
-    *next_due_us = 0;
-    *n = 0;
     if (!s->has_time)
         return PL_ENOTFOUND;
     int64_t first;
@@ -353,6 +352,18 @@ int pl__lmdb_timer_take(pl__lmdb_store *s, const char *owner, int64_t lease_us,
         *next_due_us = first;
         return PL_ENOTFOUND;
     }
+    return PL_OK;
+}
+
+int pl__lmdb_timer_take(pl__lmdb_store *s, const char *owner, int64_t lease_us,
+                        pl__lease *out, size_t max, size_t *n,
+                        int64_t *next_due_us)
+{
+    *next_due_us = 0;
+    *n = 0;
+    int st = any_due(s, next_due_us);
+    if (st)
+        return st;
     take_ctx c = {owner, lease_us, out, max, 0, 0, false};
     st = pl__lmdb_write(s, take_body, &c);
     if (!st && !c.n) {
@@ -362,6 +373,96 @@ int pl__lmdb_timer_take(pl__lmdb_store *s, const char *owner, int64_t lease_us,
     if (!st)
         *n = c.n;
     return st;
+}
+
+/* ---- a due run taken and claimed ------------------------------------------- */
+
+typedef struct due_ctx {
+    take_ctx t; /* of one timer */
+    pl__take_fn fn;
+    void *user;
+    int fst;   /* fn's refusal: the timer and lease taken */
+    bool drop; /* and the lease to drop */
+} due_ctx;
+
+/* In one write transaction: the earliest due timer whose run may wake
+ * (take_body()), its lease, the run's info and state read and @c fn's
+ * claim written; or, @c fn refusing, the lease alone. */
+static int due_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
+{
+    due_ctx *c = user;
+    c->fst = PL_OK;
+    int rc = take_body(s, txn, &c->t, st);
+    if (rc || *st || !c->t.n)
+        return rc; /* stale entries dropped are written */
+    pl__lease *l = &c->t.out[0];
+    MDB_val k = {strlen(l->id), l->id}, v;
+    if ((rc = mdb_get(txn, s->runs, &k, &v)) && rc != MDB_NOTFOUND)
+        return rc;
+    if (rc || v.mv_size < 8 || pl__get_be64(v.mv_data) != l->run) {
+        *st = pl__err(PL_ECORRUPT,
+                      "the timer of run #%llu names run '%s', which is not "
+                      "that run",
+                      (unsigned long long)l->run, l->id);
+        return 0;
+    }
+    pl__taken t = {.lease = *l,
+                   .info = (const uint8_t *)v.mv_data + 8,
+                   .info_len = v.mv_size - 8};
+    uint8_t key[8];
+    pl__put_be64(key, l->run);
+    MDB_val sk = {8, key}, sv;
+    if ((rc = pl__lmdb_held(s, txn, l->run, st)) || *st)
+        return rc;
+    if ((rc = mdb_get(txn, s->state, &sk, &sv)) == MDB_NOTFOUND) {
+        *st = pl__err(PL_ECORRUPT, "run #%llu has no state record",
+                      (unsigned long long)l->run);
+        return 0;
+    }
+    if (rc)
+        return rc;
+    t.state = sv.mv_data;
+    t.state_len = sv.mv_size;
+    pl__buf claimed = {0};
+    c->drop = false;
+    c->fst = c->fn(&t, &claimed, &c->drop, c->user);
+    if (!c->fst) {
+        sv = (MDB_val){claimed.len, claimed.data};
+        rc = mdb_put(txn, s->state, &sk, &sv, 0);
+    }
+    pl__buf_free(&claimed);
+    return rc;
+}
+
+int pl__lmdb_take_due(pl__lmdb_store *s, const char *owner, int64_t lease_us,
+                      pl__take_fn fn, void *user, pl__lease *out, bool *taken,
+                      int64_t *next_due_us)
+{
+    *taken = false;
+    *next_due_us = 0;
+    int st = any_due(s, next_due_us);
+    if (st)
+        return st;
+    /* a run's steps may still be in the journal of a group commit */
+    if ((st = pl__lmdb_settle(s)))
+        return st;
+    due_ctx c = {
+        {owner, lease_us, out, 1, 0, 0, false}, fn, user, PL_OK, false};
+    st = pl__lmdb_write(s, due_body, &c);
+    if (!st && !c.t.n) {
+        *next_due_us = c.t.next;
+        return PL_ENOTFOUND;
+    }
+    *taken = !st;
+    if (!st && c.fst && c.drop) { /* as store.c's take: then dropped */
+        char saved[PL__ERRMSG_MAX];
+        pl__errmsg_save(saved);
+        if (pl__lmdb_lease_release(s, out->run, out->gen)) {
+            /* it expires on its own */
+        }
+        pl__errmsg_restore(saved);
+    }
+    return st ? st : c.fst;
 }
 
 typedef struct put_ctx {

@@ -529,6 +529,10 @@ static int make_statements(pl__pg_store *s)
     const char *n = s->schema;
     s->q[Q_RUN_FIND] = pl__asprintf(
         "SELECT num, info FROM \"%s\".runs WHERE id = $1::bytea", n);
+    s->q[Q_RUN_LOAD] = pl__asprintf(
+        "SELECT r.num, r.info, s.v FROM \"%s\".runs r LEFT JOIN \"%s\".state "
+        "s ON s.run = r.num WHERE r.id = $1::bytea",
+        n, n);
     s->q[Q_STATE_GET] = pl__asprintf(
         "SELECT v FROM \"%s\".state WHERE run = $1::bigint", n);
     s->q[Q_STATE_LOCK] = pl__asprintf(
@@ -691,7 +695,8 @@ static int make_statements(pl__pg_store *s)
     for (int i = L_ACQUIRE; i <= L_CREATE_SUCC; i++)
         if (pl__pg_lease_sql(s, i, &s->q[i]))
             return PL_ENOMEM;
-    if (pl__pg_lease_sql(s, L_TAKE, &s->q[L_TAKE]))
+    if (pl__pg_lease_sql(s, L_TAKE, &s->q[L_TAKE]) ||
+        pl__pg_lease_sql(s, L_TAKE_DUE, &s->q[L_TAKE_DUE]))
         return PL_ENOMEM;
     if (pl__pg_sched_sql(s, Q_SCHED, &s->q[Q_SCHED]) ||
         pl__pg_sched_sql(s, Q_SCHEDS, &s->q[Q_SCHEDS]))

@@ -45,6 +45,7 @@
  */
 enum {
     Q_RUN_FIND,
+    Q_RUN_LOAD, /* a run found, with its state (pg_read.c) */
     Q_STATE_GET,
     Q_STATE_LOCK,
     Q_READ,
@@ -75,7 +76,8 @@ enum {
     T_RIDE_PUT,
     T_RIDE_TAKE,
     T_INBOX_READ,
-    L_TAKE, /* a worker's take, with its run's records (pg_lease.c) */
+    L_TAKE,     /* a worker's take, with its run's records (pg_lease.c) */
+    L_TAKE_DUE, /* the same, of a waiting run whose timer is due */
     Q_CREATE,
     Q_WRITE,       /* a commit's fences, steps, states, timers and inbox
                 consumptions (pg_commit.c) */

@@ -56,6 +56,20 @@
     "holder = '' THEN 'the queue' ELSE holder END "                            \
     "USING ERRCODE = '" FENCE_STATE "'; "
 
+/* What a take reads of the run it took (t: run, gen, expires_in, owner,
+ * id), in binary: its info, its state locked (or, locked by another, NULL
+ * and state_busy), whether it has steps, whether a cancellation waits;
+ * five schemas. */
+#define TAKE_READS                                                             \
+    "s AS MATERIALIZED (SELECT x.run, x.v FROM \"%s\".state x JOIN t ON "      \
+    "x.run = t.run FOR UPDATE OF x SKIP LOCKED) SELECT t.run, t.gen, "         \
+    "t.expires_in, t.owner, t.id, r.info, s.v, s.run IS NULL AND EXISTS "      \
+    "(SELECT 1 FROM \"%s\".state y WHERE y.run = t.run), EXISTS (SELECT 1 "    \
+    "FROM \"%s\".steps k WHERE k.k >= int8send(t.run) AND k.k < "              \
+    "int8send(t.run + 1)), EXISTS (SELECT 1 FROM \"%s\".inbox i WHERE i.run "  \
+    "= t.run AND i.cancel) FROM t LEFT JOIN \"%s\".runs r ON r.num = t.run "   \
+    "LEFT JOIN s ON s.run = t.run"
+
 int pl__pg_lease_sql(const pl__pg_store *s, int which, char **out)
 {
     const char *n = s->schema;
@@ -124,16 +138,34 @@ int pl__pg_lease_sql(const pl__pg_store *s, int which, char **out)
          * the take nor the lock waits for another transaction's */
         *out = pl__asprintf(
             "WITH t AS MATERIALIZED (SELECT * FROM \"%s\".pl_take($1, "
-            "$2::bigint) LIMIT 1), s AS MATERIALIZED (SELECT x.run, x.v FROM "
-            "\"%s\".state x JOIN t ON x.run = t.run FOR UPDATE OF x SKIP "
-            "LOCKED) SELECT t.run, t.gen, t.expires_in, t.owner, t.id, "
-            "r.info, s.v, s.run IS NULL AND EXISTS (SELECT 1 FROM \"%s\".state "
-            "y WHERE y.run = t.run), EXISTS (SELECT 1 FROM \"%s\".steps k "
-            "WHERE k.k >= int8send(t.run) AND k.k < int8send(t.run + 1)), "
-            "EXISTS (SELECT 1 FROM \"%s\".inbox i WHERE i.run = t.run AND "
-            "i.cancel) FROM t LEFT JOIN \"%s\".runs r ON r.num = t.run LEFT "
-            "JOIN s ON s.run = t.run",
+            "$2::bigint) LIMIT 1), " TAKE_READS,
             n, n, n, n, n, n);
+        break;
+    case L_TAKE_DUE:
+        /* the earliest due timer as T_TAKE takes it (pg_time.c: its run
+         * holding no live lease, its key with room, the timer deleted,
+         * the lease taken with the key), then the same */
+        *out = pl__asprintf(
+            "WITH m AS (SELECT tm.run, tm.id, p.fkey, p.flimit FROM "
+            "\"%s\".timers tm LEFT JOIN \"%s\".parked p ON p.run = tm.run "
+            "WHERE tm.due <= " NOW_US " AND NOT EXISTS (SELECT 1 FROM "
+            "\"%s\".leases l WHERE l.run = tm.run AND l.expires > " NOW_US
+            ") AND (p.fkey IS NULL OR \"%s\".pl_key_room(p.fkey, p.flimit)) "
+            "ORDER BY tm.due, tm.run LIMIT 1 FOR UPDATE OF tm SKIP LOCKED), "
+            "d AS (DELETE FROM \"%s\".timers x USING m WHERE x.run = m.run "
+            "RETURNING m.run, m.id, m.fkey, m.flimit), "
+            "k AS (DELETE FROM \"%s\".parked z USING d WHERE z.run = d.run), "
+            "g AS (INSERT INTO \"%s\".leases AS y (run, gen, owner, id, "
+            "expires, fkey, flimit) SELECT run, 1, $1, id, " NOW_US
+            " + $2::bigint, fkey, coalesce(flimit, 0) FROM d ON CONFLICT "
+            "(run) DO UPDATE SET gen = y.gen + 1, owner = excluded.owner, id "
+            "= excluded.id, expires = excluded.expires, fkey = "
+            "coalesce(excluded.fkey, y.fkey), flimit = CASE WHEN "
+            "excluded.fkey IS NULL THEN y.flimit ELSE excluded.flimit END "
+            "RETURNING y.run, y.gen, y.expires, y.owner, y.id), "
+            "t AS MATERIALIZED (SELECT run, gen, expires - " NOW_US
+            " AS expires_in, owner, id FROM g), " TAKE_READS,
+            n, n, n, n, n, n, n, n, n, n, n, n);
         break;
     default: /* L_CREATE: after the run's creation, in its transaction;
               * its flow (pg_flow.c) with it */
@@ -351,6 +383,8 @@ int pl__pg_lease_acquire(pl__pg_store *s, uint64_t run, const char *run_id,
 
 /* ---- a worker's take ------------------------------------------------------ */
 
+#define BUSY_AGAIN_US 10000 /* a due run's state held: when to look again */
+
 /*
  * TAKE (store.h) in one transaction, two round trips: BEGIN and L_TAKE
  * (pl_take(), the run's info, its state locked, whether it has steps and
@@ -456,8 +490,10 @@ static int take_end(take_row *x, const pl__buf *state, bool drop)
                                        "dropping a lease");
 }
 
-int pl__pg_take(pl__pg_store *s, const char *owner, int64_t lease_us,
-                pl__take_fn fn, void *user, pl__lease *out, bool *taken)
+/* A take by statement @p which: L_TAKE (the queue) or L_TAKE_DUE. */
+static int take_by(pl__pg_store *s, int which, const char *owner,
+                   int64_t lease_us, pl__take_fn fn, void *user, pl__lease *out,
+                   bool *taken)
 {
     *taken = false;
     if (s->read_only)
@@ -476,7 +512,7 @@ int pl__pg_take(pl__pg_store *s, const char *owner, int64_t lease_us,
         st = pl__pg_send(s, x.c, Q_BEGIN, 0, NULL, NULL, NULL,
                          "beginning a transaction");
     if (!st)
-        st = pl__pg_send(s, x.c, L_TAKE, 2, vals, NULL, fmts,
+        st = pl__pg_send(s, x.c, which, 2, vals, NULL, fmts,
                          "taking a queued run");
     if (!st)
         st = pl__pg_pipeline_finish(s, x.c, 2, take_result, &x,
@@ -522,6 +558,29 @@ int pl__pg_take(pl__pg_store *s, const char *owner, int64_t lease_us,
     pl__buf_free(&x.info);
     pl__buf_free(&x.state);
     return st;
+}
+
+int pl__pg_take(pl__pg_store *s, const char *owner, int64_t lease_us,
+                pl__take_fn fn, void *user, pl__lease *out, bool *taken)
+{
+    return take_by(s, L_TAKE, owner, lease_us, fn, user, out, taken);
+}
+
+int pl__pg_take_due(pl__pg_store *s, const char *owner, int64_t lease_us,
+                    pl__take_fn fn, void *user, pl__lease *out, bool *taken,
+                    int64_t *next_due_us)
+{
+    *next_due_us = 0;
+    int st = take_by(s, L_TAKE_DUE, owner, lease_us, fn, user, out, taken);
+    if (st == PL_EBUSY && !*taken) /* its state held a moment: soon again */
+        *next_due_us = pl__now_us() + BUSY_AGAIN_US;
+    if (st != PL_ENOTFOUND || *taken)
+        return st;
+    char saved[PL__ERRMSG_MAX];
+    pl__errmsg_save(saved);
+    int nst = pl__pg_timer_next(s, next_due_us);
+    pl__errmsg_restore(saved);
+    return nst ? nst : st;
 }
 
 int pl__pg_lease_renew(pl__pg_store *s, const uint64_t *runs,

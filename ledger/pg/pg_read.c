@@ -241,6 +241,35 @@ int pl__pg_run_find(pl__pg_store *s, const char *id, uint64_t *num,
     return st;
 }
 
+int pl__pg_run_load(pl__pg_store *s, const char *id, uint64_t *num,
+                    pl__buf *info, pl__buf *state)
+{
+    const char *vals[1] = {id};
+    int lens[1] = {(int)strlen(id)};
+    PGresult *r = NULL;
+    int st = query(s, Q_RUN_LOAD, 1, vals, lens, &r, "reading a run");
+    if (st)
+        return st;
+    pl__buf_reset(info);
+    pl__buf_reset(state);
+    if (PQntuples(r) == 0)
+        st = pl__err(PL_ENOTFOUND, "no run '%s' in store '%s'", id, s->path);
+    else if (PQgetlength(r, 0, 0) != 8)
+        st = pl__err(PL_ECORRUPT, "run '%s' has a malformed record", id);
+    else if (PQgetisnull(r, 0, 2))
+        st = pl__err(PL_ECORRUPT, "run '%s' has no state record", id);
+    else {
+        *num = pl__get_be64((const uint8_t *)PQgetvalue(r, 0, 0));
+        st = pl__buf_append(info, PQgetvalue(r, 0, 1),
+                            (size_t)PQgetlength(r, 0, 1));
+        if (!st)
+            st = pl__buf_append(state, PQgetvalue(r, 0, 2),
+                                (size_t)PQgetlength(r, 0, 2));
+    }
+    PQclear(r);
+    return st;
+}
+
 int pl__pg_state_get(pl__pg_store *s, uint64_t num, pl__buf *state)
 {
     uint8_t key[8];

@@ -35,6 +35,8 @@ PL__HIDDEN int pl__pg_run_find(pl__pg_store *s, const char *id, uint64_t *num,
                                pl__buf *info) PL__MUST_CHECK;
 PL__HIDDEN int pl__pg_state_get(pl__pg_store *s, uint64_t num,
                                 pl__buf *state) PL__MUST_CHECK;
+PL__HIDDEN int pl__pg_run_load(pl__pg_store *s, const char *id, uint64_t *num,
+                               pl__buf *info, pl__buf *state) PL__MUST_CHECK;
 PL__HIDDEN int pl__pg_states_get(pl__pg_store *s, const uint64_t *nums,
                                  size_t n, pl__buf *states) PL__MUST_CHECK;
 PL__HIDDEN int pl__pg_state_update(pl__pg_store *s, uint64_t num,
@@ -54,6 +56,12 @@ PL__HIDDEN int pl__pg_lease_acquire(pl__pg_store *s, uint64_t run,
 PL__HIDDEN int pl__pg_take(pl__pg_store *s, const char *owner, int64_t lease_us,
                            pl__take_fn fn, void *user, pl__lease *out,
                            bool *taken) PL__MUST_CHECK;
+PL__HIDDEN int pl__pg_take_due(pl__pg_store *s, const char *owner,
+                               int64_t lease_us, pl__take_fn fn, void *user,
+                               pl__lease *out, bool *taken,
+                               int64_t *next_due_us) PL__MUST_CHECK;
+PL__HIDDEN int pl__pg_timer_next(pl__pg_store *s,
+                                 int64_t *next_due_us) PL__MUST_CHECK;
 PL__HIDDEN int pl__pg_lease_renew(pl__pg_store *s, const uint64_t *runs,
                                   const uint64_t *gens, size_t n,
                                   int64_t lease_us, bool *lost) PL__MUST_CHECK;

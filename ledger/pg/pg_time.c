@@ -306,6 +306,38 @@ static int taken(pl__pg_store *s, PGresult *r, int i, const char *owner,
     return st;
 }
 
+/* When the next timer is due, into *out (0: none), on @p c. */
+static int next_due(pl__pg_store *s, PGconn *c, int64_t *out)
+{
+    *out = 0;
+    PGresult *r;
+    int st = time_exec(s, c, T_NEXT, 0, NULL, NULL, NULL, &r,
+                       "reading the timers");
+    int64_t due = 0;
+    /* due times are written on the writers' clocks (see above) */
+    if (!st && PQntuples(r) == 1 && !PQgetisnull(r, 0, 0) &&
+        pl__pg_parse_i64(PQgetvalue(r, 0, 0), &due))
+        *out = due;
+    PQclear(r);
+    /* due, yet not taken (its run executing, or its key full): look again
+     * soon, not at once */
+    int64_t now = pl__now_us();
+    if (*out && *out <= now)
+        *out = now + LOOK_AGAIN_US;
+    return st;
+}
+
+int pl__pg_timer_next(pl__pg_store *s, int64_t *next_due_us)
+{
+    PGconn *c;
+    int st = pl__pg_conn_get(s, &c);
+    if (st)
+        return st;
+    st = next_due(s, c, next_due_us);
+    pl__pg_conn_put(s, c);
+    return st;
+}
+
 int pl__pg_timer_take(pl__pg_store *s, const char *owner, int64_t lease_us,
                       pl__lease *out, size_t max, size_t *n,
                       int64_t *next_due_us)
@@ -326,18 +358,8 @@ int pl__pg_timer_take(pl__pg_store *s, const char *owner, int64_t lease_us,
     st = time_exec(s, c, T_TAKE, 3, vals, NULL, NULL, &r, "taking a timer");
     if (!st && PQntuples(r) == 0) {
         PQclear(r);
-        st = time_exec(s, c, T_NEXT, 0, NULL, NULL, NULL, &r,
-                       "reading the timers");
-        int64_t due = 0;
-        /* due times are written on the writers' clocks (see above) */
-        if (!st && PQntuples(r) == 1 && !PQgetisnull(r, 0, 0) &&
-            pl__pg_parse_i64(PQgetvalue(r, 0, 0), &due))
-            *next_due_us = due;
-        /* due, yet not taken (its run executing, or its key full): look
-         * again soon, not at once */
-        int64_t now = pl__now_us();
-        if (*next_due_us && *next_due_us <= now)
-            *next_due_us = now + LOOK_AGAIN_US;
+        r = NULL;
+        st = next_due(s, c, next_due_us);
         if (!st)
             st = PL_ENOTFOUND;
     } else if (!st) {
