@@ -245,8 +245,9 @@ typedef struct pl_worker_options {
  * The limit binds runs taken from the queue; pl_run_continue() of a queued
  * run executes it at once (an operator's override), and counts.  A run
  * that parks (a durable sleep, a wait for an event) leaves the queue while
- * it waits: woken by its timer, it is executed without waiting for its
- * key.
+ * it waits, giving up its key's place: woken (by its timer, or an event
+ * continuing it in pl_run_signal()'s thread), it takes a place again, and
+ * while its key is full a timer's wake waits for one.
  *
  * While it executes a run the engine renews the run's lease (see
  * pl_engine_options.lease_ms); a worker whose lease was taken over anyway
