@@ -209,20 +209,29 @@ static int napper(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     return st ? st : pl_steps_add_resultf(out, "{}");
 }
 
-/* Run @p id of "napper", parked until @p ms from now, then due. */
-static void k_napping(pl_engine *e, const char *id, int64_t ms)
+/* A run of "napper" parked, then due: its id in @p id (16 bytes).  It
+ * sleeps 20 ms, and longer on a host so slow that it was due before it
+ * parked (then it completed: another is started). */
+static void k_napping(pl_engine *e, char *id)
 {
     cr_assert_eq(pl_engine_set_wait_in_place(e, 0), PL_OK);
-    struct timespec now;
-    clock_gettime(CLOCK_REALTIME, &now);
-    char payload[64];
-    snprintf(payload, sizeof payload, "{\"until\": %lld}",
-             (long long)now.tv_sec * 1000 + now.tv_nsec / 1000000 + ms);
-    pl_outcome *o = t_start(e, "napper", payload, id);
-    cr_assert_eq(o->status, PL_RUN_WAITING);
-    pl_outcome_free(o);
-    struct timespec nap = {0, (long)(ms + 50) * 1000000L};
-    nanosleep(&nap, NULL);
+    for (long ms = 20;; ms *= 4) {
+        cr_assert_lt(ms, 100000, "no run could park on this host");
+        snprintf(id, 16, "nap-%ld", ms);
+        struct timespec now;
+        clock_gettime(CLOCK_REALTIME, &now);
+        char payload[64];
+        snprintf(payload, sizeof payload, "{\"until\": %lld}",
+                 (long long)now.tv_sec * 1000 + now.tv_nsec / 1000000 + ms);
+        pl_outcome *o = t_start(e, "napper", payload, id);
+        pl_run_status st = o->status;
+        pl_outcome_free(o);
+        if (st != PL_RUN_WAITING)
+            continue;
+        struct timespec nap = {(ms + 50) / 1000, (ms + 50) % 1000 * 1000000L};
+        nanosleep(&nap, NULL);
+        return;
+    }
 }
 
 /* pl__store_take_due() for @p owner, its claim noting into @p s. */
@@ -240,7 +249,8 @@ Test(take, a_due_run_is_taken_with_its_timer)
     pl_registry *reg = t_registry();
     cr_assert_eq(pl_registry_add_fn(reg, "napper", napper, NULL), PL_OK);
     pl_engine *e = k_engine(t_store_path(), reg);
-    k_napping(e, "nap", 20);
+    char id[16];
+    k_napping(e, id);
     seen s = {0};
     pl__lease l;
     bool taken = false;
@@ -248,7 +258,7 @@ Test(take, a_due_run_is_taken_with_its_timer)
     cr_assert_eq(k_take_due(e, "w1", &s, &l, &taken, &next), PL_OK, "%s",
                  pl_errmsg());
     cr_expect(taken);
-    cr_expect_str_eq(s.id, "nap");
+    cr_expect_str_eq(s.id, id);
     cr_expect_eq(s.status, PL_RUN_WAITING);
     cr_expect_gt(s.info_len, 0);
     cr_expect_str_eq(l.owner, "w1");
@@ -271,7 +281,8 @@ Test(take, a_refused_due_claim_can_drop_the_lease)
     pl_registry *reg = t_registry();
     cr_assert_eq(pl_registry_add_fn(reg, "napper", napper, NULL), PL_OK);
     pl_engine *e = k_engine(t_store_path(), reg);
-    k_napping(e, "nap", 20);
+    char id[16];
+    k_napping(e, id);
     seen s = {.refuse = PL_ESTATE, .drop = true};
     pl__lease l;
     bool taken = false;
@@ -282,7 +293,7 @@ Test(take, a_refused_due_claim_can_drop_the_lease)
     cr_expect_eq(pl__store_lease_get(e->store, l.run, &held), PL_ENOTFOUND);
     int64_t due;
     cr_expect_eq(pl__store_timer_get(e->store, l.run, &due), PL_ENOTFOUND);
-    cr_expect_eq(k_status(e, "nap"), PL_RUN_WAITING);
+    cr_expect_eq(k_status(e, id), PL_RUN_WAITING);
     pl_engine_close(e);
     pl_registry_free(reg);
 }
@@ -295,13 +306,14 @@ Test(take, a_wake_is_one_transaction_before_the_run_goes_on)
     pl_registry *reg = t_registry();
     cr_assert_eq(pl_registry_add_fn(reg, "napper", napper, NULL), PL_OK);
     pl_engine *e = k_engine(t_store_path(), reg);
-    k_napping(e, "nap", 20);
+    char id[16];
+    k_napping(e, id);
     uint64_t m0 = 0, m1 = 0;
     cr_assert_eq(pl_engine_change_mark(&m0, e), PL_OK);
     int64_t next = -1;
     cr_assert_eq(pl_engine_wake(e, &next), PL_OK, "%s", pl_errmsg());
     cr_assert_eq(pl_engine_change_mark(&m1, e), PL_OK);
-    cr_expect_eq(k_status(e, "nap"), PL_RUN_COMPLETED);
+    cr_expect_eq(k_status(e, id), PL_RUN_COMPLETED);
     cr_expect_eq(next, 0);
     if (!t_on_pg()) /* PostgreSQL's mark is its WAL position, no count */
         cr_expect_eq(m1 - m0, 2, "write transactions of a wake: %llu",

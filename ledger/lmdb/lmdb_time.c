@@ -392,6 +392,7 @@ static int due_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
 {
     due_ctx *c = user;
     c->fst = PL_OK;
+    c->drop = false;
     int rc = take_body(s, txn, &c->t, st);
     if (rc || *st || !c->t.n)
         return rc; /* stale entries dropped are written */
@@ -399,11 +400,13 @@ static int due_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
     MDB_val k = {strlen(l->id), l->id}, v;
     if ((rc = mdb_get(txn, s->runs, &k, &v)) && rc != MDB_NOTFOUND)
         return rc;
+    /* a run not there, or without a state: the timer is taken all the
+     * same (else it would be due again at once, for ever) */
     if (rc || v.mv_size < 8 || pl__get_be64(v.mv_data) != l->run) {
-        *st = pl__err(PL_ECORRUPT,
-                      "the timer of run #%llu names run '%s', which is not "
-                      "that run",
-                      (unsigned long long)l->run, l->id);
+        c->fst = pl__err(PL_ECORRUPT,
+                         "the timer of run #%llu names run '%s', which is "
+                         "not that run",
+                         (unsigned long long)l->run, l->id);
         return 0;
     }
     pl__taken t = {.lease = *l,
@@ -415,8 +418,8 @@ static int due_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
     if ((rc = pl__lmdb_held(s, txn, l->run, st)) || *st)
         return rc;
     if ((rc = mdb_get(txn, s->state, &sk, &sv)) == MDB_NOTFOUND) {
-        *st = pl__err(PL_ECORRUPT, "run #%llu has no state record",
-                      (unsigned long long)l->run);
+        c->fst = pl__err(PL_ECORRUPT, "run #%llu has no state record",
+                         (unsigned long long)l->run);
         return 0;
     }
     if (rc)
@@ -424,7 +427,6 @@ static int due_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
     t.state = sv.mv_data;
     t.state_len = sv.mv_size;
     pl__buf claimed = {0};
-    c->drop = false;
     c->fst = c->fn(&t, &claimed, &c->drop, c->user);
     if (!c->fst) {
         sv = (MDB_val){claimed.len, claimed.data};

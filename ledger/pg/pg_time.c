@@ -22,7 +22,8 @@
  * A take is one statement: the earliest due timer whose run holds no live
  * lease, locked with FOR UPDATE SKIP LOCKED, deleted, and the run's lease
  * taken for the worker, so two workers never take the same timer and
- * neither waits for the other.  A delivery locks the run's state row (as a
+ * neither waits for the other (a worker's wake takes it so in the
+ * statement that also reads the run: pg_lease.c's L_TAKE_DUE).  A delivery locks the run's state row (as a
  * claim does) and then writes, so it never slips between a run's look at
  * its inbox and its parking: the parking commit, which writes the state,
  * waits for it and keeps the earlier due time it set.  It takes two round
@@ -34,7 +35,9 @@
  * then the claimed state, the run's next commit when it goes with it
  * (Q_WRITE's statement), and COMMIT: three round trips, one commit.  When
  * the record's seq is not the one that commit saw, all is rolled back
- * (PL_EBUSY).
+ * (PL_EBUSY).  A ride (the run's next commit going with the delivery,
+ * and the state it expects known) first tries all of it in one round
+ * trip (ride_fast() below), checks on the server raising RIDE_STATE.
  *
  * Due times are written on the writing host's clock (a wake time from the
  * recorded clock, a delivery's "now") and compared with the server's: a
