@@ -188,3 +188,38 @@ Test(pg_parked, delete_and_prune_remove_rows_left_behind)
     pl_engine_close(e);
     pl_registry_free(reg);
 }
+
+/* A store written before an ended execution dropped its run's parked row:
+ * the next writable open removes the rows of runs that ended, once (a
+ * mark in meta says so), and keeps a waiting run's. */
+Test(pg_parked, an_open_removes_the_rows_of_runs_that_ended)
+{
+    const char *path = t_store_path();
+    pl_registry *reg = t_registry();
+    cr_assert_eq(pl_registry_add_fn(reg, "sleeper", sleeper, NULL), PL_OK);
+    pl_engine *e = t_engine(path, reg, PL_DURABILITY_SYNC);
+    cr_assert_eq(pl_engine_set_wait_in_place(e, 0), PL_OK);
+    p_park(e, path, "ended");
+    p_park(e, path, "waits");
+    cr_assert_eq(pl_run_cancel(e, "ended", "stop"), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(p_status(e, "ended"), PL_RUN_CANCELLED);
+    pl_engine_close(e);
+    cr_assert_eq(p_sql(path, "SELECT count(*) FROM \"%s\".meta WHERE k = "
+                             "'parked_swept'"),
+                 1, "a new store is not marked swept");
+    /* as an older store left it: the ended run's row, and no mark */
+    p_sql(path, "INSERT INTO \"%s\".parked (run, fkey, flimit) SELECT num, "
+                "'k', 8 FROM \"%s\".runs WHERE id = convert_to('ended', "
+                "'UTF8')");
+    p_sql(path, "DELETE FROM \"%s\".meta WHERE k = 'parked_swept'");
+    cr_assert(p_parked(path, "ended"));
+    e = t_engine(path, reg, PL_DURABILITY_SYNC);
+    cr_expect_not(p_parked(path, "ended"), "an ended run's row stayed");
+    cr_expect(p_parked(path, "waits"), "a waiting run's row went");
+    cr_expect_eq(p_status(e, "waits"), PL_RUN_WAITING);
+    cr_expect_eq(p_sql(path, "SELECT count(*) FROM \"%s\".meta WHERE k = "
+                             "'parked_swept'"),
+                 1);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}

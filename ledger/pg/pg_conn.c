@@ -848,6 +848,8 @@ int pl__pg_open(pl__pg_store **out, const char *uri,
         st = pl__pg_time_setup(s, c);
     if (!st && !s->read_only)
         st = pl__pg_flow_setup(s, c);
+    if (!st && !s->read_only)
+        st = pl__pg_parked_sweep(s, c);
     /* the schema is there: prepare the statements on this connection and
      * every one opened from now on */
     if (!st) {

@@ -3,11 +3,14 @@
  * tombstones read and expired.  A delete itself is a commit's statement
  * (pg_commit.c), which removes a run's steps with its records in one
  * transaction: what is left to purge is the parked rows of runs an older
- * store deleted (pl__pg_purge()).  Rows deleted are reclaimed
+ * store deleted (pl__pg_purge()), and once, on a writable open, the rows
+ * an older store left for runs that ended (pl__pg_parked_sweep()).  Rows
+ * deleted are reclaimed
  * by the server's autovacuum, which keeps the tables' size flat under
  * steady churn.
  */
 #include "pg_int.h"
+#include "runrec.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,6 +49,103 @@ int pl__pg_purge(pl__pg_store *s, size_t max_steps, size_t *removed, bool *more)
     PQclear(r);
     free(sql);
     pl__pg_conn_put(s, c);
+    return st;
+}
+
+/* Whether a run of @p status keeps its parked row: one that waits (its
+ * wake needs its key), or executes (its next commit keeps or drops it). */
+static bool keeps_parked(pl_run_status status)
+{
+    return status == PL_RUN_WAITING || status == PL_RUN_RUNNING ||
+           status == PL_RUN_SUBMITTED;
+}
+
+/*
+ * A commit that ends an execution without parking deletes its run's
+ * parked row (pg_one.c, Q_WRITE); a store written before that holds the
+ * rows of runs that ended then, which nothing else removes while the runs
+ * are kept.  Once a store (the mark 'parked_swept' in meta), every parked
+ * row's run is read, and the rows of runs that ended (or are suspended)
+ * are deleted, each only while the run's state is still the one read.
+ */
+int pl__pg_parked_sweep(pl__pg_store *s, PGconn *c)
+{
+    const char *n = s->schema;
+    char *sql = pl__asprintf("SELECT p.run, r.id, x.v FROM \"%s\".parked p "
+                             "JOIN \"%s\".runs r ON r.num = p.run JOIN "
+                             "\"%s\".state x ON x.run = p.run WHERE NOT "
+                             "EXISTS (SELECT 1 FROM \"%s\".meta WHERE k = "
+                             "'parked_swept')",
+                             n, n, n, n);
+    if (!sql)
+        return pl__err(PL_ENOMEM, "out of memory");
+    PGresult *r = pl__pg_exec(c, sql, 0, NULL, NULL);
+    free(sql);
+    int st = PQresultStatus(r) == PGRES_TUPLES_OK
+                 ? PL_OK
+                 : pl__pg_err(s, c, r, "reading the parked rows");
+    pl__buf runs = {0}, states = {0};
+    /* two arrays in text: the runs', "{1,2}", and their states' */
+    size_t ended = 0;
+    for (int i = 0; !st && i < PQntuples(r); i++) {
+        char id[PL_MAX_RUN_ID + 1];
+        int len = PQgetlength(r, i, 1);
+        if (PQgetlength(r, i, 0) != 8 || len <= 0 || len > PL_MAX_RUN_ID)
+            continue; /* malformed: not this sweep's to judge */
+        memcpy(id, PQgetvalue(r, i, 1), (size_t)len);
+        id[len] = '\0';
+        pl__run_state rs;
+        const uint8_t *v = (const uint8_t *)PQgetvalue(r, i, 2);
+        size_t vlen = (size_t)PQgetlength(r, i, 2);
+        if (pl__run_state_decode(&rs, id, v, vlen))
+            continue; /* unreadable: left as it is */
+        bool keep = keeps_parked(rs.status);
+        pl__run_state_clear(&rs);
+        if (keep)
+            continue;
+        char num[24];
+        int nl = snprintf(num, sizeof num, "%s%llu", ended ? "," : "{",
+                          (unsigned long long)pl__get_be64(
+                              (const uint8_t *)PQgetvalue(r, i, 0)));
+        st = pl__buf_append(&runs, num, (size_t)nl);
+        /* a bytea in hex, quoted in the array: "\\x0a..." */
+        const char *pre = ended ? ",\"\\\\x" : "{\"\\\\x";
+        if (!st)
+            st = pl__buf_append(&states, pre, strlen(pre));
+        for (size_t j = 0; !st && j < vlen; j++) {
+            char hx[3];
+            snprintf(hx, sizeof hx, "%02x", v[j]);
+            st = pl__buf_append(&states, hx, 2);
+        }
+        if (!st)
+            st = pl__buf_append(&states, "\"", 1);
+        ended++;
+    }
+    PQclear(r);
+    if (!st && ended && !(st = pl__buf_append(&runs, "}", 2)))
+        st = pl__buf_append(&states, "}", 2);
+    if (!st) {
+        /* the rows of runs whose state is still the one read, and the
+         * mark, in one transaction */
+        sql = pl__asprintf(
+            "WITH d AS (DELETE FROM \"%s\".parked p USING unnest($1::bigint[], "
+            "$2::bytea[]) AS u(run, v), \"%s\".state x WHERE p.run = u.run "
+            "AND x.run = u.run AND x.v = u.v) INSERT INTO \"%s\".meta (k, v) "
+            "VALUES ('parked_swept', 1) ON CONFLICT (k) DO NOTHING",
+            n, n, n);
+        const char *vals[2] = {ended ? (const char *)runs.data : "{}",
+                               ended ? (const char *)states.data : "{}"};
+        r = sql ? PQexecParams(c, sql, 2, NULL, vals, NULL, NULL, 0) : NULL;
+        pl__pg_count(1, 1);
+        if (!sql)
+            st = pl__err(PL_ENOMEM, "out of memory");
+        else if (PQresultStatus(r) != PGRES_COMMAND_OK)
+            st = pl__pg_err(s, c, r, "removing the parked rows of runs ended");
+        PQclear(r);
+        free(sql);
+    }
+    pl__buf_free(&runs);
+    pl__buf_free(&states);
     return st;
 }
 

@@ -235,6 +235,9 @@ PL__HIDDEN int pl__pg_put_batches(pl__pg_store *s, PGconn *c,
 PL__HIDDEN int pl__pg_one_write_send(pl__pg_store *s, PGconn *c,
                                      const pl__batch *bt, unsigned shape,
                                      size_t *nsent) PL__MUST_CHECK;
+/* Remove, once a store, the parked rows an older store left for runs that
+ * ended, on @p c (pg_delete.c). */
+PL__HIDDEN int pl__pg_parked_sweep(pl__pg_store *s, PGconn *c) PL__MUST_CHECK;
 /* After a failure in a transaction pl__pg_lock_state() began: roll it back
  * (the message kept).  Returns @p c, or NULL when it had to be closed. */
 PL__HIDDEN PGconn *pl__pg_rollback(pl__pg_store *s, PGconn *c);
