@@ -298,6 +298,21 @@ int pl__store_timer_set(pl__store *s, uint64_t run, const char *run_id,
     return CALL(s, timer_set, run, run_id, due_us);
 }
 
+int pl__store_poll(pl__store *s, bool *known, bool *queued, bool *due,
+                   int64_t *next_due_us)
+{
+    *known = *queued = *due = false;
+    *next_due_us = 0;
+#if PL_WITH_POSTGRESQL
+    if (s->pg) {
+        *known = true;
+        return pl__pg_poll(s->pg, queued, due, next_due_us);
+    }
+#endif
+    (void)s;
+    return PL_OK;
+}
+
 int pl__store_timer_take(pl__store *s, const char *owner, int64_t lease_us,
                          pl__lease *out, size_t max, size_t *n,
                          int64_t *next_due_us)

@@ -34,13 +34,14 @@
  *   a read-write open adds the identity) is another program's: it is
  *   refused (PL_ECORRUPT), and nothing is created in it.
  *
- * COMMIT: a commit's batches are one transaction and one round trip: one
- * prepared statement carries the fences, steps, states, timers and inbox
- * consumptions of all of them (timers and inboxes: pg_time.c) as arrays,
- * sent in libpq's pipeline mode after any creations of runs,
- * with one Sync at the end (pg_commit.c has the statements, and how a new
- * record type joins them); a commit that writes one run sends instead a
- * statement of the parts it has, with scalars (pg_one.c).  Steps are inserted, never updated: an existing
+ * COMMIT: a commit's batches are one transaction and one round trip:
+ * each run's write (its fence, steps, state, timer and inbox consumption;
+ * timers and inboxes: pg_time.c) is a prepared statement of the parts it
+ * has, with scalars (pg_one.c), sent in libpq's pipeline mode after any
+ * creations of runs, with one Sync at the end (pg_commit.c has the
+ * statements, and how a new record type joins them); Q_WRITE carries all
+ * of a group's runs as arrays where a run's writes in separate statements
+ * would undo each other.  Steps are inserted, never updated: an existing
  * key (unique_violation) fails the commit with PL_EBUSY, as on LMDB.
  * There is no journal: steps are in place at once.
  *
@@ -691,7 +692,8 @@ static int make_statements(pl__pg_store *s)
     for (int i = L_ACQUIRE; i <= L_CREATE_SUCC; i++)
         if (pl__pg_lease_sql(s, i, &s->q[i]))
             return PL_ENOMEM;
-    if (pl__pg_lease_sql(s, L_TAKE, &s->q[L_TAKE]))
+    if (pl__pg_lease_sql(s, L_TAKE, &s->q[L_TAKE]) ||
+        pl__pg_lease_sql(s, L_POLL, &s->q[L_POLL]))
         return PL_ENOMEM;
     if (pl__pg_sched_sql(s, Q_SCHED, &s->q[Q_SCHED]) ||
         pl__pg_sched_sql(s, Q_SCHEDS, &s->q[Q_SCHEDS]))

@@ -54,6 +54,8 @@ PL__HIDDEN int pl__pg_lease_acquire(pl__pg_store *s, uint64_t run,
 PL__HIDDEN int pl__pg_take(pl__pg_store *s, const char *owner, int64_t lease_us,
                            pl__take_fn fn, void *user, pl__lease *out,
                            bool *taken) PL__MUST_CHECK;
+PL__HIDDEN int pl__pg_poll(pl__pg_store *s, bool *queued, bool *due,
+                           int64_t *next_due_us) PL__MUST_CHECK;
 PL__HIDDEN int pl__pg_lease_renew(pl__pg_store *s, const uint64_t *runs,
                                   const uint64_t *gens, size_t n,
                                   int64_t lease_us, bool *lost) PL__MUST_CHECK;
