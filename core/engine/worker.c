@@ -233,7 +233,8 @@ static int take_next(worker *w, bool idle, pl_outcome **o, pl__lease *lease,
     int st = idle ? pl__store_poll(e->store, &known, &queued, &timers, next_due)
                   : PL_OK;
     if (!st)
-        st = queued ? pl__run_take_next(o, e, lease, taken) : PL_ENOTFOUND;
+        st = queued || !known ? pl__run_take_next(o, e, lease, taken)
+                              : PL_ENOTFOUND;
     if (st != PL_ENOTFOUND || *taken)
         return st;
     /* no queued run: waiting ones due?  Not looked for when none is, and
