@@ -101,9 +101,10 @@ int pl__store_read(pl__store *s, const uint8_t *prefix, size_t prefix_len,
 }
 
 int pl__store_scan(pl__store *s, uint64_t run, const uint8_t *after,
-                   size_t after_len, size_t max_n, pl__kvs *out)
+                   size_t after_len, size_t max_n, size_t max_bytes,
+                   pl__kvs *out)
 {
-    return CALL(s, scan, run, after, after_len, max_n, out);
+    return CALL(s, scan, run, after, after_len, max_n, max_bytes, out);
 }
 
 int pl__store_each_step(pl__store *s, uint64_t run, pl__step_fn fn, void *user)

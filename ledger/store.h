@@ -241,11 +241,14 @@ PL__HIDDEN int pl__store_read(pl__store *s, const uint8_t *prefix,
 
 /*
  * Read steps of run @p run in key order, starting after @p after (NULL:
- * from the first), at most @p max_n.  Keys are kept.  An empty result means
- * the end.
+ * from the first), at most @p max_n records and @p max_bytes bytes of keys
+ * and records (a shared value counted as the record it stands for), but
+ * always one record: a record that would take the page past @p max_bytes
+ * starts the next page, or comes alone.  Keys are kept, so the next page
+ * starts after the last key of this one.  An empty result means the end.
  */
 PL__HIDDEN int pl__store_scan(pl__store *s, uint64_t run, const uint8_t *after,
-                              size_t after_len, size_t max_n,
+                              size_t after_len, size_t max_n, size_t max_bytes,
                               pl__kvs *out) PL__MUST_CHECK;
 
 /*

@@ -114,10 +114,11 @@ Test(pg, store_functions)
               pl_errmsg());
 
     /* a scan returns every step of the run in key order, keys kept */
-    cr_assert_eq(pl__pg_scan(s, a.run, NULL, 0, 100, &out), PL_OK);
+    cr_assert_eq(pl__pg_scan(s, a.run, NULL, 0, 100, SIZE_MAX, &out), PL_OK);
     cr_assert_eq(out.n, 5);
     cr_expect_eq(out.e[1].klen, 16, "the callee's step sorts after step 0");
-    cr_assert_eq(pl__pg_scan(s, a.run, pl__kvs_key(&out, 1), 16, 2, &out),
+    cr_assert_eq(pl__pg_scan(s, a.run, pl__kvs_key(&out, 1), 16, 2, SIZE_MAX,
+                             &out),
                  PL_OK);
     cr_assert_eq(out.n, 2);
     cr_expect(memcmp(pl__kvs_val(&out, 0), "v1", 2) == 0);

@@ -544,14 +544,29 @@ static int make_statements(pl__pg_store *s)
         "s AS (INSERT INTO \"%s\".state (run, v) SELECT num, $3::bytea "
         "FROM r WHERE length($3::bytea) > 0) SELECT num FROM r",
         n, n, n, n);
+    /* the rows of the plain query, of which those that start before $4
+     * bytes of values: the server adds up their lengths (which a TOASTed
+     * value's header gives) and sends no more */
     s->q[Q_READ] = pl__asprintf(
-        "SELECT k, v FROM \"%s\".steps WHERE k >= $1::bytea AND "
-        "k <= $2::bytea AND length(k) = length($1::bytea) ORDER BY k "
-        "LIMIT $3::bigint",
+        "SELECT k, v FROM (SELECT k, v, sum(length(v)) OVER w - length(v) "
+        "AS before FROM (SELECT k, v FROM \"%s\".steps WHERE "
+        "k >= $1::bytea AND k <= $2::bytea AND length(k) = length($1::bytea) "
+        "ORDER BY k LIMIT $3::bigint) s "
+        "WINDOW w AS (ORDER BY k ROWS UNBOUNDED PRECEDING)) p "
+        "WHERE before = 0 OR before < $4::bigint ORDER BY k",
         n);
+    /* at most $3 rows, and $4 bytes of keys and values but always the
+     * first; more: whether a step follows the row (the plain query reads
+     * one row more to say it for the last) */
     s->q[Q_SCAN] = pl__asprintf(
-        "SELECT k, v FROM \"%s\".steps WHERE k > $1::bytea AND "
-        "k <= $2::bytea ORDER BY k LIMIT $3::bigint",
+        "SELECT k, v, more FROM (SELECT k, v, row_number() OVER w AS i, "
+        "sum(length(k) + length(v)) OVER w AS upto, "
+        "length(k) + length(v) AS len, lead(k) OVER w IS NOT NULL AS more "
+        "FROM (SELECT k, v FROM \"%s\".steps WHERE k > $1::bytea AND "
+        "k <= $2::bytea ORDER BY k LIMIT $3::bigint + 1) s "
+        "WINDOW w AS (ORDER BY k ROWS UNBOUNDED PRECEDING)) p "
+        "WHERE i <= $3::bigint AND (upto <= $4::bigint OR upto = len) "
+        "ORDER BY k",
         n);
     s->q[Q_RUNS] = pl__asprintf(
         "SELECT id, int8send(num) || info FROM \"%s\".runs "
