@@ -198,10 +198,41 @@ static void fire_schedules(worker *w)
     pthread_mutex_unlock(&w->mu);
 }
 
+/*
+ * What a thread takes when it has no run to take back: a queued run, or
+ * else a waiting one whose timer is due, claimed and executed (*taken).  After a look that found nothing
+ * (@p idle), it asks the store first whether either may be there
+ * (pl__store_poll(): one round trip on PostgreSQL, where a take that
+ * finds nothing costs two and a look at the timers two more), and takes
+ * only what may be; a run queued since is found by the next look.  A
+ * thread that starts looks first too.
+ */
+static int take_next(worker *w, bool idle, pl_outcome **o, pl__lease *lease,
+                     bool *taken, int64_t *next_due)
+{
+    pl_engine *e = w->e;
+    bool known = false, queued = true, timers = true;
+    int st = idle ? pl__store_poll(e->store, &known, &queued, &timers, next_due)
+                  : PL_OK;
+    if (!st)
+        st = queued || !known ? pl__run_take_next(o, e, lease, taken)
+                              : PL_ENOTFOUND;
+    if (st != PL_ENOTFOUND || *taken)
+        return st;
+    /* no queued run: waiting ones due?  Not looked for when none is, and
+     * the next is due later by this host's clock too */
+    if (known && !timers && (!*next_due || *next_due > pl__now_us()))
+        return PL_ENOTFOUND;
+    *next_due = 0;
+    return pl__run_take_due(o, e, lease, taken, next_due);
+}
+
 static void *work(void *arg)
 {
     worker *w = arg;
     pl_engine *e = w->e;
+    bool idle_last = true; /* the last look found nothing (a thread that
+                              starts looks first) */
     while (!stopping(e)) {
         fire_schedules(w);
         pl__lease lease;
@@ -210,12 +241,9 @@ static void *work(void *arg)
         pl_outcome *o = NULL;
         bool taken = false; /* from the queue, claimed and executed */
         maybe_prune(w);
-        if (!next_retake(w, &lease)) {
-            st = pl__run_take_next(&o, e, &lease, &taken);
-            if (st == PL_ENOTFOUND && !taken) /* no queued run: a waiting
-                                                 one due? */
-                st = pl__run_take_due(&o, e, &lease, &taken, &next_due);
-        }
+        if (!next_retake(w, &lease))
+            st = take_next(w, idle_last, &o, &lease, &taken, &next_due);
+        idle_last = st == PL_ENOTFOUND && !taken;
         if (!taken && st == PL_ESTATE) { /* read-only: it never will */
             pthread_mutex_lock(&w->mu);
             w->fatal = st;

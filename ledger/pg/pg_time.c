@@ -544,9 +544,9 @@ typedef struct ride_ctx {
     PGconn *c;
     pl__inbox_take *take;
     unsigned shape;
-    bool prep;    /* the shape's statement prepared first */
-    bool refused; /* a check said no (RIDE_STATE): nothing was written */
-    uint64_t seq; /* the record's, from T_RIDE_PUT */
+    pl__pg_ones ones; /* the shape's statement prepared first, if need be */
+    bool refused;     /* a check said no (RIDE_STATE): nothing was written */
+    uint64_t seq;     /* the record's, from T_RIDE_PUT */
 } ride_ctx;
 
 /* The results of [the shape's preparation,] T_RIDE_LOCK, T_RIDE_PUT,
@@ -555,8 +555,9 @@ typedef struct ride_ctx {
 static int ride_result(size_t i, PGresult *r, void *user)
 {
     ride_ctx *x = user;
-    if (x->prep && i-- == 0)
-        return pl__pg_one_prepared_result(x->s, x->c, x->shape, r);
+    if (i < x->ones.nprep)
+        return pl__pg_ones_prepared_result(x->s, x->c, &x->ones, i, r);
+    i -= x->ones.nprep;
     ExecStatusType es = PQresultStatus(r);
     if (es != PGRES_TUPLES_OK && es != PGRES_COMMAND_OK) {
         const char *code = PQresultErrorField(r, PG_DIAG_SQLSTATE);
@@ -634,7 +635,7 @@ static int ride_fast(pl__pg_store *s, PGconn *c, uint64_t run,
     pl__buf_free(&claimed); /* the next commit's state is the later */
     pl__batch *then = take->then;
     then->gen = 1; /* for its shape: the lease dropped, the key kept */
-    ride_ctx x = {s, c, take, 0, false, false, 0};
+    ride_ctx x = {s, c, take, 0, {0}, false, 0};
     x.shape = pl__pg_one_shape(then, then->timer_us != 0) &
               ~(unsigned)ONE_FENCE;
     then->gen = 0;
@@ -647,10 +648,8 @@ static int ride_fast(pl__pg_store *s, PGconn *c, uint64_t run,
     *refused = false;
     if (!st && PQenterPipelineMode(c) != 1)
         st = pl__pg_err(s, c, NULL, "entering pipeline mode");
-    if (!st && !pl__pg_one_prepared(c, x.shape)) {
-        x.prep = true;
-        st = pl__pg_one_prepare(s, c, x.shape);
-    }
+    if (!st && !(st = pl__pg_ones_shape(&x.ones, c, x.shape)))
+        st = pl__pg_ones_prepare(s, c, &x.ones);
     const char *lv0[2] = {t.run, (const char *)take->expect->data};
     int ll0[2] = {0, (int)take->expect->len}, lf0[2] = {0, 1};
     if (!st)
@@ -682,7 +681,7 @@ static int ride_fast(pl__pg_store *s, PGconn *c, uint64_t run,
                            "dropping a timer")))
         nq++;
     if (!st)
-        st = pl__pg_pipeline_finish(s, c, x.prep + nq, ride_result, &x,
+        st = pl__pg_pipeline_finish(s, c, x.ones.nprep + nq, ride_result, &x,
                                     "delivering to an inbox");
     pl__buf_free(&t.rec);
     *refused = x.refused;
