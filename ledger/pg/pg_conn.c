@@ -530,10 +530,7 @@ static int make_statements(pl__pg_store *s)
     const char *n = s->schema;
     s->q[Q_RUN_FIND] = pl__asprintf(
         "SELECT num, info FROM \"%s\".runs WHERE id = $1::bytea", n);
-    s->q[Q_RUN_LOAD] = pl__asprintf(
-        "SELECT r.num, r.info, s.v FROM \"%s\".runs r LEFT JOIN \"%s\".state "
-        "s ON s.run = r.num WHERE r.id = $1::bytea",
-        n, n);
+    s->q[Q_RUN_LOAD] = pl__pg_read_sql(s, Q_RUN_LOAD);
     s->q[Q_STATE_GET] = pl__asprintf(
         "SELECT v FROM \"%s\".state WHERE run = $1::bigint", n);
     s->q[Q_STATE_LOCK] = pl__asprintf(
@@ -711,10 +708,9 @@ static int make_statements(pl__pg_store *s)
     for (int i = L_ACQUIRE; i <= L_CREATE_SUCC; i++)
         if (pl__pg_lease_sql(s, i, &s->q[i]))
             return PL_ENOMEM;
-    if (pl__pg_lease_sql(s, L_TAKE, &s->q[L_TAKE]) ||
-        pl__pg_lease_sql(s, L_TAKE_DUE, &s->q[L_TAKE_DUE]) ||
-        pl__pg_lease_sql(s, L_POLL, &s->q[L_POLL]))
-        return PL_ENOMEM;
+    for (int i = L_TAKE; i <= L_POLL; i++) /* and L_TAKE_DUE */
+        if (pl__pg_lease_sql(s, i, &s->q[i]))
+            return PL_ENOMEM;
     if (pl__pg_sched_sql(s, Q_SCHED, &s->q[Q_SCHED]) ||
         pl__pg_sched_sql(s, Q_SCHEDS, &s->q[Q_SCHEDS]))
         return PL_ENOMEM;
@@ -863,10 +859,8 @@ int pl__pg_open(pl__pg_store **out, const char *uri,
         st = pl__pg_sched_setup(s, c);
     if (!st && !s->read_only)
         st = pl__pg_time_setup(s, c);
-    if (!st && !s->read_only)
-        st = pl__pg_flow_setup(s, c);
-    if (!st && !s->read_only)
-        st = pl__pg_parked_sweep(s, c);
+    if (!st && !s->read_only && !(st = pl__pg_flow_setup(s, c)))
+        st = pl__pg_parked_sweep(s, c); /* the parked rows of runs ended */
     /* the schema is there: prepare the statements on this connection and
      * every one opened from now on */
     if (!st) {

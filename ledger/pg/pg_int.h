@@ -236,6 +236,9 @@ PL__HIDDEN int pl__pg_put_batches(pl__pg_store *s, PGconn *c,
 PL__HIDDEN int pl__pg_one_write_send(pl__pg_store *s, PGconn *c,
                                      const pl__batch *bt, unsigned shape,
                                      size_t *nsent) PL__MUST_CHECK;
+/* Read statement @p which (Q_RUN_LOAD) for the store's schema (NULL: out
+ * of memory). */
+PL__HIDDEN char *pl__pg_read_sql(const pl__pg_store *s, int which);
 /* Remove, once a store, the parked rows an older store left for runs that
  * ended, on @p c (pg_delete.c). */
 PL__HIDDEN int pl__pg_parked_sweep(pl__pg_store *s, PGconn *c) PL__MUST_CHECK;

@@ -262,6 +262,15 @@ int pl__pg_run_find(pl__pg_store *s, const char *id, uint64_t *num,
     return st;
 }
 
+char *pl__pg_read_sql(const pl__pg_store *s, int which)
+{
+    (void)which; /* Q_RUN_LOAD: a run found, with its state */
+    return pl__asprintf("SELECT r.num, r.info, s.v FROM \"%s\".runs r LEFT "
+                        "JOIN \"%s\".state s ON s.run = r.num WHERE r.id = "
+                        "$1::bytea",
+                        s->schema, s->schema);
+}
+
 int pl__pg_run_load(pl__pg_store *s, const char *id, uint64_t *num,
                     pl__buf *info, pl__buf *state)
 {
