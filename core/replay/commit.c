@@ -3,8 +3,8 @@
  *
  * SYNC POINTS.  The pending batch is committed, as one transaction, before a
  * result reaches code that could act on it: when a call returns its
- * `action_result`, after a side effect's value is recorded, before a
- * non-idempotent callee runs (its `action_call` must be durable first), and
+ * `action_result`, after a side effect's value is recorded (not a
+ * capture's: pl_ctx_capture()), before a non-idempotent callee runs (its `action_call` must be durable first), and
  * when the run ends.  An idempotent call therefore costs one commit holding
  * its `action_call`, the callee's steps and its `action_result`.  That is
  * safe because nothing in the batch has been seen outside the process: if

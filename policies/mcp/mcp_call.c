@@ -264,7 +264,9 @@ static const char *code_now(const pl_mcp *m, const char *name)
  * tools it lists, this tool's code identity in that list; and the list
  * itself ("list", and "codes" in its order) at the run's first call in
  * this process, and again whenever the list changed since the run last
- * recorded it.
+ * recorded it.  A capture (pl_ctx_capture()): it reads what this process
+ * knows of the server and does nothing outside it, so it goes with the
+ * call's commit instead of forcing one of its own before the request.
  */
 static int snapshot(cJSON **out, void *user)
 {
@@ -346,7 +348,7 @@ int pl__mcp_call_tool(pl_ctx *ctx, const pl_action *a, pl_steps *out,
         follow_list(m, pl__mcp_mono_ms() + m->start_timeout_ms);
     cJSON *snap = NULL;
     snap_args sa = {m, t, pl_ctx_run_id(ctx)};
-    int sst = pl_ctx_side_effect(&snap, ctx, "mcp.tools", snapshot, &sa);
+    int sst = pl_ctx_capture(&snap, ctx, "mcp.tools", snapshot, &sa);
     if (!sst) {
         const char *fp = pl__mcp_str(snap, "fingerprint");
         pthread_mutex_lock(&m->lock);
