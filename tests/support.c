@@ -86,6 +86,19 @@ void t_slice(const char *var, long *k, long *n)
               "%s '%s' is not k/N with 0 <= k < N", var, s);
 }
 
+int t_stride(void)
+{
+    const char *s = getenv("PL_TEST_STRIDE");
+    if (!s || !*s)
+        return 1;
+    char *end;
+    errno = 0;
+    long n = strtol(s, &end, 10);
+    cr_assert(errno == 0 && !*end && n >= 1 && n <= 100,
+              "PL_TEST_STRIDE '%s' is not a number from 1 to 100", s);
+    return (int)n;
+}
+
 void t_need_npm(const char *path, const char *setup)
 {
     if (access(path, R_OK) == 0)

@@ -20,6 +20,10 @@ const char *t_tmpdir(void);
  * variable @p var, "k/N": the items i with i % N == k (the suite runs such a
  * sweep as N tests); unset, the whole sweep (0/1).  Anything else fails. */
 void t_slice(const char *var, long *k, long *n);
+/* PL_TEST_STRIDE (1 unless set; the sanitizer builds set it): a nested
+ * crash matrix kills at every stride-th inner boundary (offset by the
+ * outer one, so that across the outer loop every inner one is struck). */
+int t_stride(void);
 /* The file @p path that tests/npm_setup.sh installs from npm (fixture
  * @p setup): missing, the test is skipped, saying why; with PL_NPM_REQUIRED=1,
  * where nothing may skip, it fails. */
