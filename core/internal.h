@@ -162,7 +162,8 @@ PL__HIDDEN int pl__read_mirror(pl_engine *e, pl__hasher **hasher, uint64_t num,
                                const uint8_t *val, size_t vlen, pl__rec *rec,
                                pl__kvs *hold) PL__MUST_CHECK;
 /* Every step record of run @p num in key order, after key @p after (NULL:
- * from the first), a chunk at a time, to @p fn; its non-zero value stops. */
+ * from the first), a chunk at a time (at most 256 records and 1 MiB, or
+ * one larger record), to @p fn; its non-zero value stops. */
 typedef int (*pl__rec_fn)(const uint8_t *key, size_t klen, const uint8_t *val,
                           size_t vlen, void *user);
 PL__HIDDEN int pl__scan_run(pl_engine *e, const char *run_id, uint64_t num,

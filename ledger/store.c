@@ -101,9 +101,10 @@ int pl__store_read(pl__store *s, const uint8_t *prefix, size_t prefix_len,
 }
 
 int pl__store_scan(pl__store *s, uint64_t run, const uint8_t *after,
-                   size_t after_len, size_t max_n, pl__kvs *out)
+                   size_t after_len, size_t max_n, size_t max_bytes,
+                   pl__kvs *out)
 {
-    return CALL(s, scan, run, after, after_len, max_n, out);
+    return CALL(s, scan, run, after, after_len, max_n, max_bytes, out);
 }
 
 int pl__store_each_step(pl__store *s, uint64_t run, pl__step_fn fn, void *user)
@@ -296,6 +297,21 @@ int pl__store_timer_set(pl__store *s, uint64_t run, const char *run_id,
                         int64_t due_us)
 {
     return CALL(s, timer_set, run, run_id, due_us);
+}
+
+int pl__store_poll(pl__store *s, bool *known, bool *queued, bool *due,
+                   int64_t *next_due_us)
+{
+    *known = *queued = *due = false;
+    *next_due_us = 0;
+#if PL_WITH_POSTGRESQL
+    if (s->pg) {
+        *known = true;
+        return pl__pg_poll(s->pg, queued, due, next_due_us);
+    }
+#endif
+    (void)s;
+    return PL_OK;
 }
 
 int pl__store_timer_take(pl__store *s, const char *owner, int64_t lease_us,

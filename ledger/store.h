@@ -49,8 +49,8 @@
  *   pg/              the store on PostgreSQL, for a postgresql:// path
  *                    (pg_store.h; built with PL_WITH_POSTGRESQL)
  *     pg_conn.c      connections, the URI, open, the schema (pg_int.h)
- *     pg_commit.c    a commit: one prepared statement, one round trip
- *     pg_one.c       the statement of a commit that writes one run
+ *     pg_commit.c    a commit: one transaction, one round trip
+ *     pg_one.c       the statement of one run's write in a commit
  *     pg_read.c      reading ledgers, runs and states
  *     pg_lease.c     leases and the queue
  *     pg_delete.c    deleting runs, tombstones (DELETING below)
@@ -241,11 +241,14 @@ PL__HIDDEN int pl__store_read(pl__store *s, const uint8_t *prefix,
 
 /*
  * Read steps of run @p run in key order, starting after @p after (NULL:
- * from the first), at most @p max_n.  Keys are kept.  An empty result means
- * the end.
+ * from the first), at most @p max_n records and @p max_bytes bytes of keys
+ * and records (a shared value counted as the record it stands for), but
+ * always one record: a record that would take the page past @p max_bytes
+ * starts the next page, or comes alone.  Keys are kept, so the next page
+ * starts after the last key of this one.  An empty result means the end.
  */
 PL__HIDDEN int pl__store_scan(pl__store *s, uint64_t run, const uint8_t *after,
-                              size_t after_len, size_t max_n,
+                              size_t after_len, size_t max_n, size_t max_bytes,
                               pl__kvs *out) PL__MUST_CHECK;
 
 /*
@@ -367,6 +370,20 @@ typedef int (*pl__take_fn)(const pl__taken *t, pl__buf *state, bool *drop,
 PL__HIDDEN int pl__store_take(pl__store *s, const char *owner, int64_t lease_us,
                               pl__take_fn fn, void *user, pl__lease *out,
                               bool *taken) PL__MUST_CHECK;
+
+/*
+ * POLL.  What an idle worker asks before it takes: whether
+ * pl__store_take() or pl__store_timer_take() may find anything, read
+ * without taking or locking, in one round trip on PostgreSQL.  *known is
+ * false when the store cannot say (LMDB: its takes read memory, and cost
+ * no more); else *queued says a lease has run out (a queued or crashed
+ * run, whose key may still be full), *due that a timer is due (its run
+ * may still be executing), and *next_due_us is the earliest timer's due
+ * time (0: none).  A hint, never a take: a take after it may find
+ * nothing, and a run queued after it is seen by the next.
+ */
+PL__HIDDEN int pl__store_poll(pl__store *s, bool *known, bool *queued,
+                              bool *due, int64_t *next_due_us) PL__MUST_CHECK;
 
 /* Extend the leases of runs @p runs whose generation is still @p gens[i] by
  * @p lease_us from now, in one transaction; lost[i] says which are not. */

@@ -9,6 +9,10 @@
 # it runs as the `postgres` user the Debian package creates.  PL_PG_FSYNC
 # (on or off, default off) is the server's fsync setting.  Missing server
 # binaries fail (scripts/deps.sh --test installs them).
+# PL_TEST_TIMEOUT (seconds; the suite sets it to the test's timeout): a
+# command still running 20 s before it is stopped and the server's view of
+# it is printed first (every session: what it runs and what it waits for;
+# the locks not granted), so a hang in CI says where it hangs.
 set -eu
 
 bindir=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1 || true)
@@ -63,7 +67,34 @@ PL_TEST_PG_URI="postgresql:///postgres?host=$dir&user=$user"
 PL_TEST_PG_RESTART="$as $bindir/pg_ctl -D $dir/data -l $dir/log -w -t 60 -m immediate restart"
 export PL_TEST_PG_URI PL_TEST_PG_RESTART
 set +e
-"$@"
-rc=$?
+if [ -n "${PL_TEST_TIMEOUT:-}" ] && [ "$PL_TEST_TIMEOUT" -gt 40 ]; then
+  exec 3<&0 # the command keeps this script's input, as in the foreground
+  "$@" <&3 3<&- &
+  cmd=$!
+  (
+    t0=$(date +%s)
+    while [ $(($(date +%s) - t0)) -lt $((PL_TEST_TIMEOUT - 20)) ] &&
+          kill -0 "$cmd" 2>/dev/null; do
+      sleep 1
+    done
+    kill -0 "$cmd" 2>/dev/null || exit 0
+    echo "pg_run: '$*' still runs after $(($(date +%s) - t0)) s;" \
+         "the server's sessions:" >&2
+    timeout 20 $as "$bindir/psql" -X -q -h "$dir" -U "$user" -d postgres -c \
+      "SELECT pid, state, wait_event_type, wait_event, backend_xid,
+              now() - xact_start AS in_xact, left(query, 200) AS query
+         FROM pg_stat_activity WHERE backend_type = 'client backend'
+          AND pid <> pg_backend_pid() ORDER BY pid" \
+      -c "SELECT pid, locktype, mode, relation::regclass, transactionid
+            FROM pg_locks WHERE NOT granted" >&2 2>&1
+  ) &
+  dog=$!
+  wait "$cmd"
+  rc=$?
+  wait "$dog" # it ends within a second of the command
+else
+  "$@"
+  rc=$?
+fi
 set -e
 exit "$rc"

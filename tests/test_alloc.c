@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #include "support.h"
+#include "support_wrap.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define PL_LSAN 1
@@ -50,15 +51,6 @@
 #endif
 
 /* ---- the wrapper --------------------------------------------------------- */
-
-void *__real_malloc(size_t n);
-void *__real_calloc(size_t n, size_t size);
-void *__real_realloc(void *p, size_t n);
-void __real_free(void *p);
-void *__wrap_malloc(size_t n);
-void *__wrap_calloc(size_t n, size_t size);
-void *__wrap_realloc(void *p, size_t n);
-void __wrap_free(void *p);
 
 static bool g_armed;   /* counting (and failing) */
 static long g_count;   /* allocations while armed */

@@ -114,10 +114,11 @@ Test(pg, store_functions)
               pl_errmsg());
 
     /* a scan returns every step of the run in key order, keys kept */
-    cr_assert_eq(pl__pg_scan(s, a.run, NULL, 0, 100, &out), PL_OK);
+    cr_assert_eq(pl__pg_scan(s, a.run, NULL, 0, 100, SIZE_MAX, &out), PL_OK);
     cr_assert_eq(out.n, 5);
     cr_expect_eq(out.e[1].klen, 16, "the callee's step sorts after step 0");
-    cr_assert_eq(pl__pg_scan(s, a.run, pl__kvs_key(&out, 1), 16, 2, &out),
+    cr_assert_eq(pl__pg_scan(s, a.run, pl__kvs_key(&out, 1), 16, 2, SIZE_MAX,
+                             &out),
                  PL_OK);
     cr_assert_eq(out.n, 2);
     cr_expect(memcmp(pl__kvs_val(&out, 0), "v1", 2) == 0);
@@ -250,7 +251,9 @@ Test(pg, a_commit_is_one_round_trip)
     cr_assert_eq(pl__pg_commit(s, group, 2, false), PL_OK, "%s", pl_errmsg());
     c1 = counts();
     cr_expect_eq(c1.round_trips - c0.round_trips, 1);
-    cr_expect_eq(c1.statements - c0.statements, 3, "1,000 steps a statement");
+    cr_expect_eq(c1.statements - c0.statements - (c1.prepares - c0.prepares), 4,
+                 "a statement a run, 1,000 steps a statement");
+    cr_expect_eq(c1.prepares - c0.prepares, 2, "two shapes, new here");
     cr_expect_eq(steps_of(s, a.run), 2500);
     cr_expect_eq(steps_of(s, b.run), 1);
     pl__buf got = {0};
@@ -573,6 +576,34 @@ static int call_commit(pl__pg_store *s, uint64_t run, uint64_t gen,
     return st;
 }
 
+/* Give store schema @p n 2,000 runs of 10 steps, a lease each, and its
+ * tables their statistics: a store a generic plan must serve well. */
+static void fill_large(PGconn *c, const char *n)
+{
+    char sql[512];
+    snprintf(sql, sizeof sql,
+             "INSERT INTO %s.runs SELECT int8send(i), nextval('%s.run_num'), "
+             "'\\x00' FROM generate_series(1, 2000) i",
+             n, n);
+    admin_sql(c, sql);
+    snprintf(sql, sizeof sql,
+             "INSERT INTO %s.state SELECT num, '\\x00' FROM %s.runs", n, n);
+    admin_sql(c, sql);
+    snprintf(sql, sizeof sql,
+             "INSERT INTO %s.leases (run, gen, owner, id, expires) SELECT "
+             "num, 1, '', '', 0 FROM %s.runs",
+             n, n);
+    admin_sql(c, sql);
+    snprintf(sql, sizeof sql,
+             "INSERT INTO %s.steps SELECT int8send(num) || int4send(j), "
+             "'\\x00' FROM %s.runs, generate_series(0, 9) j",
+             n, n);
+    admin_sql(c, sql);
+    snprintf(sql, sizeof sql, "ANALYZE %s.runs, %s.state, %s.leases, %s.steps",
+             n, n, n, n);
+    admin_sql(c, sql);
+}
+
 /*
  * A call's commit on a store of thousands of runs whose tables have their
  * statistics: the server keeps one plan for the commit's statement after
@@ -587,18 +618,7 @@ Test(pg, a_call_commit_keeps_its_plan_on_a_large_store)
     pl__pg_store *s = NULL;
     cr_assert_eq(pl__pg_open(&s, uri, NULL), PL_OK, "%s", pl_errmsg());
     PGconn *c = t_pg_admin();
-    admin_sql(c, "INSERT INTO t_plan.runs SELECT int8send(i), "
-                 "nextval('t_plan.run_num'), '\\x00' FROM "
-                 "generate_series(1, 2000) i");
-    admin_sql(c, "INSERT INTO t_plan.state SELECT num, '\\x00' FROM "
-                 "t_plan.runs");
-    admin_sql(c, "INSERT INTO t_plan.leases (run, gen, owner, id, expires) "
-                 "SELECT num, 1, '', '', 0 FROM t_plan.runs");
-    admin_sql(c, "INSERT INTO t_plan.steps SELECT int8send(num) || "
-                 "int4send(j), '\\x00' FROM t_plan.runs, "
-                 "generate_series(0, 9) j");
-    admin_sql(c, "ANALYZE t_plan.runs, t_plan.state, t_plan.leases, "
-                 "t_plan.steps");
+    fill_large(c, "t_plan");
     uint64_t run = leased_run(s, "plan-a");
     uint64_t custom0, generic0, custom, generic;
     cr_assert_eq(pl__pg_plans_get(s, &custom0, &generic0), PL_OK, "%s",
@@ -662,6 +682,125 @@ Test(pg, a_shape_prepared_by_a_failed_commit_serves_the_next)
     cr_assert_eq(pl__pg_state_get(s, run, &got), PL_OK, "%s", pl_errmsg());
     cr_expect(got.len == 2 && memcmp(got.data, "s4", 2) == 0);
     pl__buf_free(&got);
+    pl__pg_close(s);
+    free(uri);
+}
+
+/*
+ * A group commit (a commit of several runs' calls) on the same large
+ * store: each run's write is its own prepared statement of the parts it
+ * has, in the group's one round trip and one transaction, so the server
+ * keeps their plans, where the one statement of arrays for all runs was
+ * planned again on every commit; and a fence that fails still fails the
+ * whole group.
+ */
+Test(pg, a_group_commit_keeps_its_plans_on_a_large_store)
+{
+    char *uri = t_pg_store_uri("t_gplan");
+    pl__pg_store *s = NULL;
+    cr_assert_eq(pl__pg_open(&s, uri, NULL), PL_OK, "%s", pl_errmsg());
+    PGconn *c = t_pg_admin();
+    fill_large(c, "t_gplan");
+    uint64_t runs[3] = {leased_run(s, "gplan-a"), leased_run(s, "gplan-b"),
+                        leased_run(s, "gplan-c")};
+    pl__batch w[3];
+    memset(w, 0, sizeof w);
+    pl__batch *group[3] = {&w[2], &w[0], &w[1]}; /* not in run order */
+    uint8_t key[12];
+    uint64_t custom0, generic0, custom, generic;
+    cr_assert_eq(pl__pg_plans_get(s, &custom0, &generic0), PL_OK, "%s",
+                 pl_errmsg());
+    pl__pg_counts c0 = counts();
+    for (uint32_t i = 0; i < 40; i++) {
+        for (int r = 0; r < 3; r++) {
+            w[r].run = runs[r];
+            w[r].gen = 1;
+            pl__kvs_reset(&w[r].steps);
+            for (uint32_t j = 2 * i; j < 2 * i + 2; j++) {
+                step_key(key, runs[r], j);
+                cr_assert_eq(pl__kvs_add(&w[r].steps, key, 12, key, 12), PL_OK);
+            }
+        }
+        pl__buf_reset(&w[1].state); /* b's state every other commit */
+        if (i % 2)
+            cr_assert_eq(pl__buf_append(&w[1].state, "sb", 2), PL_OK);
+        cr_assert_eq(pl__pg_commit(s, group, 3, false), PL_OK, "%s",
+                     pl_errmsg());
+    }
+    pl__pg_counts c1 = counts();
+    cr_expect_eq(c1.round_trips - c0.round_trips, 40, "a round trip a group");
+    cr_expect_eq(c1.statements - c0.statements - (c1.prepares - c0.prepares),
+                 120, "a statement a run");
+    cr_assert_eq(pl__pg_plans_get(s, &custom, &generic), PL_OK, "%s",
+                 pl_errmsg());
+    /* two shapes (steps, steps and a state), each planned for its values
+     * five times before its generic plan is kept */
+    cr_expect_leq(custom - custom0, 10, "%llu of 120 writes planned alone",
+                  (unsigned long long)(custom - custom0));
+    cr_expect_geq(generic - generic0, 110);
+    for (int r = 0; r < 3; r++)
+        cr_expect_eq(steps_of(s, runs[r]), 80);
+
+    /* a fence that fails fails the group: nothing of it is written */
+    for (int r = 0; r < 3; r++) {
+        pl__kvs_reset(&w[r].steps);
+        step_key(key, runs[r], 80);
+        cr_assert_eq(pl__kvs_add(&w[r].steps, key, 12, key, 12), PL_OK);
+    }
+    w[2].gen = 9;
+    cr_expect_eq(pl__pg_commit(s, group, 3, false), PL_EBUSY);
+    cr_expect(strstr(pl_errmsg(), "taken over by w1") != NULL, "%s",
+              pl_errmsg());
+    for (int r = 0; r < 3; r++)
+        cr_expect_eq(steps_of(s, runs[r]), 80);
+    for (int r = 0; r < 3; r++) {
+        pl__kvs_free(&w[r].steps);
+        pl__buf_free(&w[r].state);
+    }
+    pl__pg_close(s);
+    PQfinish(c);
+    free(uri);
+}
+
+/*
+ * A group whose run's execution ends (its lease dropped) before another
+ * batch of the same run: that batch's fence must not meet the dropped
+ * lease, so the group goes as one statement that fences every run before
+ * it drops any lease.  Both batches are written, the lease dropped, the
+ * last state kept.
+ */
+Test(pg, a_group_that_drops_a_lease_then_writes_its_run)
+{
+    char *uri = t_pg_store_uri("t_gdrop");
+    pl__pg_store *s = NULL;
+    cr_assert_eq(pl__pg_open(&s, uri, NULL), PL_OK, "%s", pl_errmsg());
+    uint64_t run = leased_run(s, "gdrop-a");
+    pl__batch a = {0}, b = {0};
+    a.run = b.run = run;
+    a.gen = b.gen = 1;
+    a.release = true;
+    uint8_t key[12];
+    step_key(key, run, 0);
+    cr_assert_eq(pl__kvs_add(&a.steps, key, 12, key, 12), PL_OK);
+    step_key(key, run, 1);
+    cr_assert_eq(pl__kvs_add(&b.steps, key, 12, key, 12), PL_OK);
+    cr_assert_eq(pl__buf_append(&a.state, "sa", 2), PL_OK);
+    cr_assert_eq(pl__buf_append(&b.state, "sb", 2), PL_OK);
+    pl__batch *group[2] = {&a, &b};
+    pl__pg_counts c0 = counts();
+    cr_assert_eq(pl__pg_commit(s, group, 2, false), PL_OK, "%s", pl_errmsg());
+    pl__pg_counts c1 = counts();
+    cr_expect_eq(c1.round_trips - c0.round_trips, 1);
+    cr_expect_eq(c1.statements - c0.statements, 1, "Q_WRITE alone");
+    cr_expect_eq(steps_of(s, run), 2);
+    pl__lease l;
+    cr_expect_eq(pl__pg_lease_get(s, run, &l), PL_ENOTFOUND);
+    pl__buf got = {0};
+    cr_assert_eq(pl__pg_state_get(s, run, &got), PL_OK, "%s", pl_errmsg());
+    cr_expect(got.len == 2 && memcmp(got.data, "sb", 2) == 0);
+    pl__buf_free(&got);
+    pl__batch_free(&a);
+    pl__batch_free(&b);
     pl__pg_close(s);
     free(uri);
 }

@@ -13,9 +13,12 @@
 #include "pg_store.h"
 
 #include <libpq-fe.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* ---- a worker that stops at its first completed run ----------------------- */
 
@@ -82,7 +85,8 @@ TestSuite(pg_worker, .fini = t_cleanup, .timeout = 120);
 /*
  * A queued run of one call, from the worker's start to its completion:
  * the worker's first look at the schedules (1: once a second, not a
- * run's), then the run's 4: its take (the lease, the run's info and state
+ * run's) and at the queue (1: an_idle_look_is_one_round_trip), then the
+ * run's 4: its take (the lease, the run's info and state
  * read, whether it has steps or a cancellation waiting: BEGIN and one
  * statement), its claim (the state written, COMMIT), its call, and its end
  * (the state, the lease dropped with its concurrency key's place).  No read
@@ -92,7 +96,7 @@ TestSuite(pg_worker, .fini = t_cleanup, .timeout = 120);
 Test(pg_worker, a_queued_run_of_one_call_is_four_round_trips)
 {
     uint64_t n = drain_one("t_rt_one", "one-call", 1);
-    cr_expect_eq(n, 1 + 4, "%llu round trips for a queued run of one call",
+    cr_expect_eq(n, 1 + 1 + 4, "%llu round trips for a queued run of one call",
                  (unsigned long long)n);
 }
 
@@ -100,7 +104,8 @@ Test(pg_worker, a_queued_run_of_one_call_is_four_round_trips)
 Test(pg_worker, each_call_more_is_one_round_trip)
 {
     uint64_t n = drain_one("t_rt_ten", "ten-calls", 10);
-    cr_expect_eq(n, 1 + 4 + 9, "%llu round trips for a queued run of ten calls",
+    cr_expect_eq(n, 1 + 1 + 4 + 9,
+                 "%llu round trips for a queued run of ten calls",
                  (unsigned long long)n);
 }
 
@@ -220,6 +225,111 @@ Test(pg_worker, a_take_passes_over_a_state_another_transaction_holds)
     cr_expect_str_eq(l.id, "held");
     cr_expect_eq(l.gen, 1, "the rolled-back take left generation %llu",
                  (unsigned long long)l.gen);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+    free(uri);
+}
+
+/* ---- an idle worker's look ------------------------------------------------ */
+
+static pl__pg_counts counts(void)
+{
+    pl__pg_counts c;
+    pl__pg_counts_get(&c);
+    return c;
+}
+
+/* pl__store_poll() on @p e, in one round trip, taking nothing. */
+static void look(pl_engine *e, bool *queued, bool *due, int64_t *next)
+{
+    bool known = false;
+    pl__pg_counts c0 = counts();
+    cr_assert_eq(pl__store_poll(e->store, &known, queued, due, next), PL_OK,
+                 "%s", pl_errmsg());
+    pl__pg_counts c1 = counts();
+    cr_expect(known);
+    cr_expect_eq(c1.round_trips - c0.round_trips, 1);
+}
+
+/*
+ * What an idle worker asks before it takes: whether a lease has run out
+ * (a queued or crashed run), whether a timer is due, and when the next
+ * is due, in one round trip, without taking anything.
+ */
+Test(pg_worker, a_look_says_what_a_take_may_find)
+{
+    char *uri = t_pg_store_uri("t_look");
+    pl_registry *reg = t_registry();
+    pl_engine *e = NULL;
+    cr_assert_eq(pl_engine_open(&e, uri, reg, NULL), PL_OK, "%s", pl_errmsg());
+    bool queued = true, due = true;
+    int64_t next = 1;
+    look(e, &queued, &due, &next);
+    cr_expect(!queued && !due && next == 0, "an empty store");
+
+    PGconn *c = t_pg_admin();
+    admin(c, "INSERT INTO t_look.leases (run, gen, owner, id, expires, "
+             "qrank, flimit) VALUES (77, 3, 'w9', 'r77', 0, 0, 0)");
+    look(e, &queued, &due, &next);
+    cr_expect(queued && !due && next == 0, "a lease run out");
+    admin(c, "UPDATE t_look.leases SET expires = 9000000000000000");
+    look(e, &queued, &due, &next);
+    cr_expect(!queued, "a lease held");
+    admin(c, "INSERT INTO t_look.timers (run, due, id, rec) VALUES (77, "
+             "8000000000000000, 'r77', '\\x00')");
+    look(e, &queued, &due, &next);
+    cr_expect(!queued && !due && next == 8000000000000000LL,
+              "a timer due later: %lld", (long long)next);
+    admin(c, "UPDATE t_look.timers SET due = 5");
+    look(e, &queued, &due, &next);
+    cr_expect(!queued && due && next == 5, "a timer due");
+    /* nothing was taken */
+    PGresult *r = PQexec(c, "SELECT gen, owner FROM t_look.leases WHERE run = "
+                            "77 AND EXISTS (SELECT 1 FROM t_look.timers)");
+    cr_assert_eq(PQntuples(r), 1, "%s", PQresultErrorMessage(r));
+    cr_expect_str_eq(PQgetvalue(r, 0, 0), "3");
+    cr_expect_str_eq(PQgetvalue(r, 0, 1), "w9");
+    PQclear(r);
+    PQfinish(c);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+    free(uri);
+}
+
+static void *run_worker(void *arg)
+{
+    pl_worker_options wo = PL_WORKER_OPTIONS_INIT;
+    wo.poll_ms = 600000; /* one look, then a wait the stop ends */
+    return (void *)(intptr_t)pl_worker_run(arg, &wo);
+}
+
+/*
+ * An idle worker's look at an empty store is one round trip (with its
+ * first look at the schedules, once a second), where a take that found
+ * nothing and a look at the timers were four: the take, its rollback,
+ * the timers' take, the next timer read.
+ */
+Test(pg_worker, an_idle_look_is_one_round_trip)
+{
+    char *uri = t_pg_store_uri("t_idle");
+    pl_registry *reg = t_registry();
+    pl_engine *e = NULL;
+    cr_assert_eq(pl_engine_open(&e, uri, reg, NULL), PL_OK, "%s", pl_errmsg());
+    pl__pg_counts c0 = counts();
+    pthread_t t;
+    cr_assert_eq(pthread_create(&t, NULL, run_worker, e), 0);
+    /* until it has looked (a wait, bounded, not a measurement) */
+    struct timespec ms = {0, 1000000};
+    for (int i = 0; i < 30000 && counts().round_trips - c0.round_trips < 2; i++)
+        nanosleep(&ms, NULL);
+    pl_worker_stop(e);
+    void *rc;
+    cr_assert_eq(pthread_join(t, &rc), 0);
+    cr_expect_eq((intptr_t)rc, PL_OK, "%s", pl_errmsg());
+    pl__pg_counts c1 = counts();
+    cr_expect_eq(c1.round_trips - c0.round_trips, 1 + 1,
+                 "%llu round trips for the schedules and one idle look",
+                 (unsigned long long)(c1.round_trips - c0.round_trips));
     pl_engine_close(e);
     pl_registry_free(reg);
     free(uri);

@@ -11,6 +11,10 @@
  *   web_gen STORE --big MB     run "big-run": a call whose payload and
  *                              result hold a string of MB MiB, among small
  *                              calls
+ *   web_gen STORE --search     runs "search-deep" and "search-past": 700
+ *                              calls of noop, the 600th (steps 1800 to
+ *                              1802) or the 690th (2070 to 2072) with the
+ *                              word "deep-marker", which nothing else holds
  *
  * Prints the number of runs it made.  Exit 0, or 1 with a message.
  */
@@ -75,6 +79,27 @@ static int many(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     return pl_steps_add_resultf(out, "{s:i}", "calls", (int)calls);
 }
 
+/* {"n": N, "at": K}: N calls of noop, the K-th's payload (and result)
+ * holding "deep-marker". */
+static int seek(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)user;
+    const cJSON *n = cJSON_GetObjectItemCaseSensitive(a->payload, "n");
+    const cJSON *at = cJSON_GetObjectItemCaseSensitive(a->payload, "at");
+    int calls = cJSON_IsNumber(n) ? n->valueint : 0;
+    for (int i = 0; i < calls; i++) {
+        cJSON *r = NULL;
+        int st = cJSON_IsNumber(at) && i == at->valueint
+                     ? pl_ctx_invokef(&r, ctx, "noop", "{s:s}", "echo",
+                                      "a deep-marker in a step")
+                     : pl_ctx_invokef(&r, ctx, "noop", "{s:i}", "i", i);
+        cJSON_Delete(r);
+        if (st)
+            return st;
+    }
+    return pl_steps_add_resultf(out, "{s:i}", "calls", calls);
+}
+
 static int start(pl_engine *e, const char *policy, cJSON *payload,
                  const char *id)
 {
@@ -106,7 +131,8 @@ int main(int argc, char **argv)
                 (!strcmp(argv[2], "--long") || !strcmp(argv[2], "--big"));
     if (argc != 3 && !pair) {
         fprintf(stderr, "usage: web_gen STORE N | web_gen STORE --hostile | "
-                        "web_gen STORE --long N | web_gen STORE --big MB\n");
+                        "web_gen STORE --long N | web_gen STORE --big MB | "
+                        "web_gen STORE --search\n");
         return 1;
     }
     pl_registry *reg = NULL;
@@ -121,6 +147,8 @@ int main(int argc, char **argv)
         st = pl_registry_add_fn(reg, "boom", boom, NULL);
     if (!st)
         st = pl_registry_add_fn(reg, "many", many, NULL);
+    if (!st)
+        st = pl_registry_add_fn(reg, "seek", seek, NULL);
     if (!st)
         st = pl_engine_open(&e, argv[1], reg, &eo);
     if (st) {
@@ -137,6 +165,17 @@ int main(int argc, char **argv)
         cJSON_AddNumberToObject(p, "big", big ? (double)v : 0);
         st = start(e, "many", p, big ? "big-run" : "long-run");
         made++;
+    } else if (!strcmp(argv[2], "--search")) {
+        static const struct {
+            const char *id;
+            int at;
+        } runs[] = {{"search-deep", 600}, {"search-past", 690}};
+        for (size_t i = 0; !st && i < 2; i++, made++) {
+            cJSON *p = NULL;
+            st = pl_json_pack(&p, "{s:i, s:i}", "n", 700, "at", runs[i].at);
+            if (!st)
+                st = start(e, "seek", p, runs[i].id);
+        }
     } else if (!strcmp(argv[2], "--hostile")) {
         size_t n = sizeof hostile / sizeof hostile[0];
         for (size_t i = 0; !st && i < n; i++) {

@@ -127,6 +127,7 @@ def fill(store, tmp, agent_env):
     run(os.path.join(BUILD, "tests", "web_gen"), store, "--long",
         str(LONG_CALLS))
     run(os.path.join(BUILD, "tests", "web_gen"), store, "--big", "8")
+    run(os.path.join(BUILD, "tests", "web_gen"), store, "--search")
 
 
 def all_pages(s, query):
@@ -140,6 +141,54 @@ def all_pages(s, query):
         cursor = doc["next_cursor"]
         if not cursor:
             return ids, pages, doc
+
+
+def search_checks(s, total):
+    """A search reads each run's steps within its bounds, and the request's
+    bounds stop a page before a run it could not decide: the pages hold
+    every run once, whatever their bounds."""
+    # "deep-marker" is in call 600 of search-deep (steps 1800-1802) and
+    # call 690 of search-past (steps 2070-2072): past a run's 2,000 steps
+    hits, pages, doc = all_pages(s, "q=deep-marker&limit=500")
+    check(hits == ["search-deep"],
+          "a search finds a word in a run's 1,800th step, not past its "
+          "2,000th: %s" % hits)
+    b = doc["search"]
+    check(b["run_steps"] == 2000 and b["run_bytes"] == 16 << 20 and
+          b["request_steps"] == 20000 and b["request_bytes"] == 64 << 20,
+          "the answer says the search's bounds: %s" % b)
+    # nothing matches: every run read once, in pages the bounds cut
+    scanned, cut, steps, cursor = 0, 0, 0, None
+    while True:
+        q = "q=no-such-text-at-all&limit=500" + (
+            "&cursor=" + urllib.parse.quote(cursor) if cursor else "")
+        st, doc, _ = s.get("/api/runs?" + q)
+        check(st == 200 and doc["runs"] == [], "q matching nothing: %s" %
+              str(doc)[:300])
+        b = doc["search"]
+        check(b["steps"] <= 20000 + 2000 and
+              b["bytes"] <= (64 << 20) + (16 << 20) + (9 << 20),
+              "a request's search stays within its bounds: %s" % b)
+        check(b["unreadable"] == 0, "every run's steps read: %s" % b)
+        scanned += doc["scanned"]
+        cut += b["runs_cut"]
+        steps += b["steps"]
+        cursor = doc["next_cursor"]
+        check(not cursor or doc["truncated"],
+              "a page of no match stops only at a bound: %s" % str(doc)[:300])
+        if not cursor:
+            break
+    check(scanned == total, "the pages of a search read every run once: "
+          "%d of %d" % (scanned, total))
+    # long-run, search-deep and search-past have more steps than a run's
+    # search reads, big-run more bytes (its 8 MiB string three times)
+    check(cut == 4, "four runs searched up to a run's bounds: %d" % cut)
+    check(steps > 3 * 2000, "the steps of every run read: %d" % steps)
+    # a batch selects what the list shows
+    st, doc, _ = s.post("/api/batch/delete?q=deep-marker&dry_run=1")
+    check(st == 200 and [r["run_id"] for r in doc["runs"]] ==
+          ["search-deep"] and doc["search"]["steps"] > 1800,
+          "a batch's search finds the same run: %s" % str(doc)[:300])
 
 
 def step_pages(s, run_id, limit):
@@ -250,7 +299,7 @@ def test(tmp):
                AGENT_DATA=os.path.join(agent, "data"))
     env.pop("PL_WEB_TOKEN", None)
     fill(store, tmp, env)
-    total = N_GEN + 5 + len(HOSTILE) + 1 + 3 + 2
+    total = N_GEN + 5 + len(HOSTILE) + 1 + 3 + 2 + 2
     plugins = ["--plugin", os.path.join(EX, "order-plugin.so"),
                "--plugin", os.path.join(EX, "agent-plugin.so")]
 
@@ -416,6 +465,7 @@ def api(s, total):
     check(len(pre) == 6, "prefix ascending: %s" % pre)
     hits, _, _ = all_pages(s, "q=" + urllib.parse.quote("onerror=alert"))
     check("hostile-1" in hits and "hostile-3" in hits, "q: %s" % hits)
+    search_checks(s, total)
     st, doc, _ = s.get("/api/runs?since=1h&until=2999-01-01&limit=3")
     check(st == 200 and len(doc["runs"]) == 3, "since/until")
     st, doc, _ = s.get("/api/runs?since=2999-01-01")

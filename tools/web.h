@@ -36,6 +36,11 @@
 #define WEB_STEP_ID_MAX 400        /* longest step id taken */
 #define WEB_RUN_SCAN_MAX 200000    /* steps a run's summary reads */
 #define WEB_TIMELINE_STEPS 5000    /* steps the timeline reads */
+/* A search (q) reads each run's steps' payloads, at most: */
+#define WEB_SEARCH_RUN_STEPS 2000           /* steps of a run */
+#define WEB_SEARCH_RUN_BYTES (16 << 20)     /* and their payloads' bytes */
+#define WEB_SEARCH_STEPS 20000              /* steps of a request */
+#define WEB_SEARCH_BYTES ((size_t)64 << 20) /* and their bytes */
 
 /* Counted statuses: pl_run_status values, and crashed (running, its owner
  * gone) apart from running. */
@@ -194,10 +199,27 @@ typedef struct web_filter {
     const char *cursor;
 } web_filter;
 
+/* What a request's search (q) read of the runs' steps. */
+typedef struct web_search {
+    size_t runs;       /* runs whose steps it read */
+    size_t steps;      /* steps read */
+    size_t bytes;      /* their payloads' bytes, as JSON */
+    size_t cut;        /* runs read up to the bounds of a run only */
+    size_t unreadable; /* runs whose steps could not be read */
+    bool oom;
+} web_search;
+
 /* Parse @p r's filter arguments; on a bad one, a 400 in *out. */
 int web_filter_parse(web_filter *f, const web_req *r, cJSON **out);
-/* Does run @p ri pass @p f (but for the cursor and the limit)? */
-bool web_filter_match(const web_filter *f, const pl_run_info *ri);
+/* Does run @p ri pass @p f (but for the cursor and the limit)?  1 yes, 0
+ * no; WEB_SEARCH_SPENT when deciding needs more of the request's search
+ * bounds than @p s has left (stop before this run: the next request goes
+ * on from it).  On OOM, 0 and s->oom. */
+#define WEB_SEARCH_SPENT (-1)
+int web_filter_match(web *w, const web_filter *f, const pl_run_info *ri,
+                     web_search *s);
+/* What @p s read, as member "search" of @p into (nothing without q). */
+bool web_search_json(const web_filter *f, const web_search *s, cJSON *into);
 /* Where a listing with @p f starts (pl_runs_options.after): its cursor,
  * else just outside its prefix's range; "" for the start.  @p n at least
  * PL_MAX_RUN_ID + 3. */

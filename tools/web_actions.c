@@ -522,10 +522,12 @@ typedef enum { PICK_CRASHED, PICK_UNFINISHED, PICK_ENDED } pick_what;
 /* The runs a batch acts on, each {run_id, state, root_policy, created_us}
  * in a JSON array (the dry run's answer). */
 typedef struct pick {
+    web *w;
     const web_filter *f;
     pick_what what;
     cJSON *runs;
     size_t n, scanned;
+    web_search search;
     bool truncated, oom;
 } pick;
 
@@ -536,11 +538,20 @@ static int pick_visit(const pl_run_info *ri, void *user)
         p->truncated = true;
         return 1;
     }
-    p->scanned++;
     bool take = p->what == PICK_CRASHED      ? crashed(ri)
                 : p->what == PICK_UNFINISHED ? !run_ended(ri)
                                              : run_ended(ri);
-    if (!take || !web_filter_match(p->f, ri))
+    int m = take ? web_filter_match(p->w, p->f, ri, &p->search) : 0;
+    if (m == WEB_SEARCH_SPENT) { /* the search's bounds: a request more */
+        p->truncated = true;
+        return 1;
+    }
+    if (p->search.oom) {
+        p->oom = true;
+        return 1;
+    }
+    p->scanned++;
+    if (!m)
         return 0;
     cJSON *r = cJSON_CreateObject();
     if (!r || !cJSON_AddStringToObject(r, "run_id", ri->id) ||
@@ -583,7 +594,8 @@ int api_batch(web *w, const char *action, const web_req *r, cJSON **out)
     bool dry_run = dry && !strcmp(dry, "1");
     if (f.limit > BATCH_MAX)
         f.limit = BATCH_MAX;
-    pick p = {.f = &f,
+    pick p = {.w = w,
+              .f = &f,
               .what = k == 0   ? PICK_CRASHED
                       : k == 1 ? PICK_UNFINISHED
                                : PICK_ENDED,
@@ -644,6 +656,10 @@ int api_batch(web *w, const char *action, const web_req *r, cJSON **out)
     }
     cJSON_AddNumberToObject(doc, "scanned", (double)p.scanned);
     cJSON_AddBoolToObject(doc, "truncated", p.truncated);
+    if (!web_search_json(&f, &p.search, doc)) {
+        cJSON_Delete(doc);
+        return web_fail(out, 500, "PL_ENOMEM", "out of memory");
+    }
     *out = doc;
     return 200;
 }

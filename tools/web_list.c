@@ -7,7 +7,10 @@
  * applied to the records read; a request reads at most WEB_SCAN_MAX
  * records, and a page that filled no further says so ("truncated") and
  * hands back the cursor to go on from.  A run id prefix narrows the range
- * read, not only the rows shown.
+ * read, not only the rows shown.  A search (q) reads a run's steps when
+ * its record does not match, within bounds per run and per request (see
+ * web_filter_match()); a request whose search bounds are spent stops
+ * before the run it could not decide, the same way.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -117,21 +120,110 @@ static bool text_match(const pl_run_info *ri, const char *needle)
     return false;
 }
 
-bool web_filter_match(const web_filter *f, const pl_run_info *ri)
+/* A search through a run's steps, step by step. */
+typedef struct search_walk {
+    const char *needle;
+    size_t steps, bytes;           /* read */
+    size_t left_steps, left_bytes; /* of the request's bounds */
+    bool hit, cut, spent, oom;
+} search_walk;
+
+static int search_visit(const pl_step *s, void *user)
+{
+    search_walk *x = user;
+    if (x->steps == WEB_SEARCH_RUN_STEPS || x->bytes >= WEB_SEARCH_RUN_BYTES) {
+        x->cut = true; /* the run's bounds: searched as far as they go */
+        return 1;
+    }
+    if (x->steps == x->left_steps || x->bytes >= x->left_bytes) {
+        x->spent = true;
+        return 1;
+    }
+    x->steps++;
+    const cJSON *payload = pl_step_payload(s);
+    if (!payload)
+        return 0;
+    char *text = cJSON_PrintUnformatted(payload);
+    if (!text) {
+        x->oom = true;
+        return 1;
+    }
+    x->bytes += strlen(text);
+    x->hit = strstr(text, x->needle) != NULL;
+    free(text);
+    return x->hit;
+}
+
+/*
+ * Does @p q occur in the payload of one of the run's steps?  At most
+ * WEB_SEARCH_RUN_STEPS steps and WEB_SEARCH_RUN_BYTES of payloads (as
+ * compact JSON) of a run are read, from its first; and, but for the first
+ * run a request searches, only as much as the request's bounds
+ * (WEB_SEARCH_STEPS, WEB_SEARCH_BYTES) have left: past them, the run is
+ * not decided (WEB_SEARCH_SPENT).  Whether a run matches never depends on
+ * where a page starts.
+ */
+static int steps_match(web *w, const char *q, const pl_run_info *ri,
+                       web_search *s)
+{
+    search_walk x = {
+        .needle = q, .left_steps = SIZE_MAX, .left_bytes = SIZE_MAX};
+    if (s->runs) {
+        x.left_steps = s->steps < WEB_SEARCH_STEPS ? WEB_SEARCH_STEPS - s->steps
+                                                   : 0;
+        x.left_bytes = s->bytes < WEB_SEARCH_BYTES ? WEB_SEARCH_BYTES - s->bytes
+                                                   : 0;
+    }
+    int st = pl_run_walk(w->engine, ri->id, search_visit, &x);
+    s->steps += x.steps;
+    s->bytes += x.bytes;
+    if (x.oom || st == PL_ENOMEM) {
+        s->oom = true;
+        return 0;
+    }
+    if (x.spent && !x.hit)
+        return WEB_SEARCH_SPENT;
+    s->runs++;
+    s->cut += x.cut;
+    s->unreadable += st < 0; /* a damaged run: its record alone */
+    return x.hit;
+}
+
+int web_filter_match(web *w, const web_filter *f, const pl_run_info *ri,
+                     web_search *s)
 {
     if (f->status == -1
             ? !crashed(ri)
             : f->status && ((int)ri->status != f->status || crashed(ri)))
-        return false;
+        return 0;
     if (f->policy && strcmp(ri->policy, f->policy) != 0)
-        return false;
+        return 0;
     if (f->prefix && strncmp(ri->id, f->prefix, strlen(f->prefix)) != 0)
-        return false;
+        return 0;
     if (f->since_us && ri->created_us < f->since_us)
-        return false;
+        return 0;
     if (f->until_us && ri->created_us > f->until_us)
-        return false;
-    return !f->q || text_match(ri, f->q);
+        return 0;
+    if (!f->q || text_match(ri, f->q))
+        return 1;
+    return steps_match(w, f->q, ri, s);
+}
+
+bool web_search_json(const web_filter *f, const web_search *s, cJSON *into)
+{
+    if (!f->q)
+        return true;
+    cJSON *j = cJSON_AddObjectToObject(into, "search");
+    return j && cJSON_AddNumberToObject(j, "runs", (double)s->runs) &&
+           cJSON_AddNumberToObject(j, "steps", (double)s->steps) &&
+           cJSON_AddNumberToObject(j, "bytes", (double)s->bytes) &&
+           cJSON_AddNumberToObject(j, "runs_cut", (double)s->cut) &&
+           cJSON_AddNumberToObject(j, "unreadable", (double)s->unreadable) &&
+           cJSON_AddNumberToObject(j, "run_steps", WEB_SEARCH_RUN_STEPS) &&
+           cJSON_AddNumberToObject(j, "run_bytes", WEB_SEARCH_RUN_BYTES) &&
+           cJSON_AddNumberToObject(j, "request_steps", WEB_SEARCH_STEPS) &&
+           cJSON_AddNumberToObject(j, "request_bytes",
+                                   (double)WEB_SEARCH_BYTES);
 }
 
 /* ---- a run as the list shows it ------------------------------------------------ */
@@ -198,8 +290,9 @@ typedef struct page {
     size_t shown, scanned;
     char last[PL_MAX_RUN_ID + 1]; /* the last id read */
     bool more;                    /* stopped before the end */
-    bool truncated;               /* stopped by WEB_SCAN_MAX */
+    bool truncated;               /* stopped by WEB_SCAN_MAX or the search */
     size_t budget;                /* steps left to read for tokens */
+    web_search search;
     bool oom;
 } page;
 
@@ -217,9 +310,18 @@ static int page_visit(const pl_run_info *ri, void *user)
         p->truncated = p->shown < f->limit;
         return 1;
     }
+    int m = web_filter_match(p->w, f, ri, &p->search);
+    if (m == WEB_SEARCH_SPENT) { /* the next page starts with this run */
+        p->more = p->truncated = true;
+        return 1;
+    }
+    if (p->search.oom) {
+        p->oom = true;
+        return 1;
+    }
     p->scanned++;
     snprintf(p->last, sizeof p->last, "%s", ri->id);
-    if (!web_filter_match(f, ri))
+    if (!m)
         return 0;
     cJSON *j = web_run_summary(p->w, ri, &p->budget);
     if (j && p->with_prompt && ri->prompt)
@@ -289,7 +391,7 @@ static int list(web *w, const web_filter *f, bool with_prompt, cJSON **out)
     cJSON_AddNumberToObject(doc, "scanned", (double)p.scanned);
     cJSON_AddBoolToObject(doc, "truncated", p.truncated);
     cJSON_AddStringToObject(doc, "order", f->asc ? "asc" : "desc");
-    if (!web_counts_json(w, doc)) {
+    if (!web_search_json(f, &p.search, doc) || !web_counts_json(w, doc)) {
         cJSON_Delete(doc);
         return web_fail(out, 500, "PL_ENOMEM", "out of memory");
     }

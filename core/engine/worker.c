@@ -214,12 +214,46 @@ static void hand_back(pl_engine *e, const pl__lease *l, size_t n)
     }
 }
 
+/*
+ * What a thread takes when it has no due timer or run to take back: a
+ * queued run, claimed and executed (*taken), or else due timers, into
+ * @p due (PL_OK without *taken).  After a look that found nothing
+ * (@p idle), it asks the store first whether either may be there
+ * (pl__store_poll(): one round trip on PostgreSQL, where a take that
+ * finds nothing costs two and a look at the timers two more), and takes
+ * only what may be; a run queued since is found by the next look.  A
+ * thread that starts looks first too.
+ */
+static int take_next(worker *w, bool idle, pl_outcome **o, pl__lease *lease,
+                     bool *taken, pl__lease *due, size_t *n_due,
+                     int64_t *next_due)
+{
+    pl_engine *e = w->e;
+    bool known = false, queued = true, timers = true;
+    int st = idle ? pl__store_poll(e->store, &known, &queued, &timers, next_due)
+                  : PL_OK;
+    if (!st)
+        st = queued || !known ? pl__run_take_next(o, e, lease, taken)
+                              : PL_ENOTFOUND;
+    if (st != PL_ENOTFOUND || *taken)
+        return st;
+    /* no queued run: waiting ones due?  Not looked for when none is, and
+     * the next is due later by this host's clock too */
+    if (known && !timers && (!*next_due || *next_due > pl__now_us()))
+        return PL_ENOTFOUND;
+    *next_due = 0;
+    return pl__store_timer_take(e->store, e->worker, e->lease_us, due,
+                                TAKE_BATCH, n_due, next_due);
+}
+
 static void *work(void *arg)
 {
     worker *w = arg;
     pl_engine *e = w->e;
     pl__lease due[TAKE_BATCH]; /* due timers taken, executed in order */
     size_t n_due = 0, i_due = 0;
+    bool idle_last = true; /* the last look found nothing (a thread that
+                              starts looks first) */
     while (!stopping(e)) {
         fire_schedules(w);
         pl__lease lease;
@@ -231,16 +265,13 @@ static void *work(void *arg)
         if (i_due < n_due) {
             lease = due[i_due++];
         } else if (!next_retake(w, &lease)) {
-            st = pl__run_take_next(&o, e, &lease, &taken);
-            if (st == PL_ENOTFOUND && !taken) { /* no queued run: waiting
-                                                   ones due? */
-                st = pl__store_timer_take(e->store, e->worker, e->lease_us, due,
-                                          TAKE_BATCH, &n_due, &next_due);
-                i_due = 0;
-                if (!st)
-                    lease = due[i_due++];
-            }
+            i_due = n_due = 0;
+            st = take_next(w, idle_last, &o, &lease, &taken, due, &n_due,
+                           &next_due);
+            if (!st && !taken) /* due timers */
+                lease = due[i_due++];
         }
+        idle_last = st == PL_ENOTFOUND && !taken;
         if (!taken && st == PL_ESTATE) { /* read-only: it never will */
             pthread_mutex_lock(&w->mu);
             w->fatal = st;

@@ -1,7 +1,9 @@
 /*
  * walk.c -- a run's steps in tree order: every step record read in key
  * order, a chunk at a time (pl__scan_run()), and handed out as steps
- * (pl_run_walk(), from its start or from a given step).
+ * (pl_run_walk(), from its start or from a given step).  A chunk is at
+ * most CHUNK records and CHUNK_BYTES bytes (one larger record alone), so a
+ * walk holds about one chunk, whatever the size of the run's payloads.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -11,6 +13,7 @@
 #include "path.h"
 
 #define CHUNK 256
+#define CHUNK_BYTES ((size_t)1 << 20)
 
 int pl__scan_run(pl_engine *e, const char *run_id, uint64_t num,
                  const uint8_t *from, size_t from_len, pl__rec_fn fn,
@@ -28,7 +31,7 @@ int pl__scan_run(pl_engine *e, const char *run_id, uint64_t num,
         /* every key the store hands out sorts after the one before it and
          * after `after`, or it fails: no step is handed out twice */
         st = pl__store_scan(e->store, num, after_len ? after : NULL, after_len,
-                            chunk, &page);
+                            chunk, CHUNK_BYTES, &page);
         chunk = CHUNK;
         if (st) {
             st = pl__err(st, "run '%s': %s", run_id, pl_errmsg());

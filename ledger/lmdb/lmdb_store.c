@@ -452,7 +452,9 @@ int pl__lmdb_read(pl__lmdb_store *s, const uint8_t *prefix, size_t prefix_len,
 /*
  * Copy up to @p max_n records of @p dbi whose keys start with @p prefix
  * (plen bytes, may be 0), from just after the key @p after (NULL: from the
- * first key with the prefix), in key order.
+ * first key with the prefix), in key order, and at most @p max_bytes of
+ * keys and values but always the first (a step's shared value counted as
+ * the record it stands for).
  *
  * Every key handed out sorts strictly after @p after and after the one
  * before it, or the read fails with PL_ECORRUPT naming both: a key that
@@ -462,8 +464,8 @@ int pl__lmdb_read(pl__lmdb_store *s, const uint8_t *prefix, size_t prefix_len,
  * it too (else a changed key hid the rest of the range).
  */
 static int page(pl__lmdb_store *s, MDB_dbi dbi, const void *prefix, size_t plen,
-                const void *after, size_t after_len, size_t max_n, pl__kvs *out,
-                const char *what)
+                const void *after, size_t after_len, size_t max_n,
+                size_t max_bytes, pl__kvs *out, const char *what)
 {
     pl__kvs_reset(out);
     MDB_txn *txn;
@@ -484,6 +486,7 @@ static int page(pl__lmdb_store *s, MDB_dbi dbi, const void *prefix, size_t plen,
     pl__buf whole = {0};      /* a shared value's record */
     const void *prev = after; /* the last key handed out, or after */
     size_t prev_len = after_len;
+    size_t bytes = 0;
     int rc = mdb_cursor_open(txn, dbi, &cur);
     if (!rc)
         rc = mdb_cursor_get(cur, &k, &v, k.mv_size ? MDB_SET_RANGE : MDB_FIRST);
@@ -505,9 +508,13 @@ static int page(pl__lmdb_store *s, MDB_dbi dbi, const void *prefix, size_t plen,
                 rc = 0;
             break;
         }
-        if ((dbi == s->steps && (st = as_record(s, txn, &k, &v, &whole))) ||
-            (st = pl__kvs_add(out, k.mv_data, k.mv_size, v.mv_data, v.mv_size)))
+        if (dbi == s->steps && (st = as_record(s, txn, &k, &v, &whole)))
             break;
+        if (out->n && bytes + k.mv_size + v.mv_size > max_bytes)
+            break; /* it starts the next page */
+        if ((st = pl__kvs_add(out, k.mv_data, k.mv_size, v.mv_data, v.mv_size)))
+            break;
+        bytes += k.mv_size + v.mv_size;
         prev = k.mv_data;
         prev_len = k.mv_size;
         rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
@@ -522,11 +529,12 @@ static int page(pl__lmdb_store *s, MDB_dbi dbi, const void *prefix, size_t plen,
 }
 
 int pl__lmdb_scan(pl__lmdb_store *s, uint64_t run, const uint8_t *after,
-                  size_t after_len, size_t max_n, pl__kvs *out)
+                  size_t after_len, size_t max_n, size_t max_bytes,
+                  pl__kvs *out)
 {
     uint8_t prefix[8];
     pl__put_be64(prefix, run);
-    return page(s, s->steps, prefix, 8, after, after_len, max_n, out,
+    return page(s, s->steps, prefix, 8, after, after_len, max_n, max_bytes, out,
                 "scanning a run");
 }
 
@@ -778,6 +786,6 @@ int pl__lmdb_runs(pl__lmdb_store *s, const char *after, bool desc, size_t max_n,
 {
     if (desc)
         return runs_desc(s, after, max_n, out);
-    return page(s, s->runs, "", 0, after, after ? strlen(after) : 0, max_n, out,
-                "listing runs");
+    return page(s, s->runs, "", 0, after, after ? strlen(after) : 0, max_n,
+                SIZE_MAX, out, "listing runs");
 }

@@ -24,7 +24,8 @@ PL__HIDDEN int pl__lmdb_read(pl__lmdb_store *s, const uint8_t *prefix,
                              size_t max_bytes, pl__kvs *out) PL__MUST_CHECK;
 PL__HIDDEN int pl__lmdb_scan(pl__lmdb_store *s, uint64_t run,
                              const uint8_t *after, size_t after_len,
-                             size_t max_n, pl__kvs *out) PL__MUST_CHECK;
+                             size_t max_n, size_t max_bytes,
+                             pl__kvs *out) PL__MUST_CHECK;
 PL__HIDDEN int pl__lmdb_each_step(pl__lmdb_store *s, uint64_t run,
                                   pl__step_fn fn, void *user) PL__MUST_CHECK;
 PL__HIDDEN int pl__lmdb_run_find(pl__lmdb_store *s, const char *id,

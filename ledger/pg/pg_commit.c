@@ -14,19 +14,21 @@
  *   | Q_CREATE_SUCC    | once per batch whose run ends continued: its     |
  *   |                  | successor, and L_CREATE_SUCC its queued lease at |
  *   |                  | the predecessor's place, with its key            |
- *   | Q_WRITE          | once, for every other batch together: the fences |
- *   |                  | of their leases (their rows locked; the leases   |
- *   |                  | of finished executions dropped), their steps,    |
- *   |                  | their states, their timers and the inbox records |
- *   |                  | they consume (pl_consumed() fails the commit     |
- *   |                  | when one is gone), each as arrays that unnest()  |
- *   |                  | turns into rows; plain SQL, no function called   |
- *   |                  | unless a fence or a consumption failed           |
- *   | plone<shape>     | instead of Q_WRITE when one batch is left (a     |
- *   |                  | call's commit): the same with scalars, and only  |
- *   |                  | the parts that batch has (pg_one.c); prepared    |
- *   |                  | first in the pipeline the first time a shape is  |
- *   |                  | used on the connection                           |
+ *   | plone<shape>     | once per other batch (each run's write: a call's |
+ *   |                  | commit, or one run's of a group), in run order:  |
+ *   |                  | the fence of its lease (its row locked; the      |
+ *   |                  | lease of a finished execution dropped), its      |
+ *   |                  | steps, its state, its timer, the inbox record it |
+ *   |                  | consumes, with scalars and only the parts that   |
+ *   |                  | batch has (pg_one.c); each shape prepared first  |
+ *   |                  | in the pipeline the first time a connection uses |
+ *   |                  | it; plain SQL, no function called unless a fence |
+ *   |                  | or a consumption failed                          |
+ *   | Q_WRITE          | instead, once for every other batch together,    |
+ *   |                  | when a batch drops a lease whose run a later     |
+ *   |                  | batch writes (rare): the same as arrays that     |
+ *   |                  | unnest() turns into rows, every fence before any |
+ *   |                  | drop                                             |
  *   | Q_STEPS          | only past STEPS_ROWS rows or STEPS_BYTES bytes   |
  *   |                  | of steps: the rest, as many as it takes          |
  *   | Q_SCHED          | once per batch that writes a schedule            |
@@ -39,13 +41,21 @@
  * arrays travel in PostgreSQL's binary array format (arr_*() below).
  *
  * A NEW RECORD TYPE written with a commit goes in the same round trip:
- * give pl__batch a field for it, add an array (or two) for its rows to
+ * give pl__batch a field for it, a part for it in pg_one.c's statements
+ * (a bit of the shape, a scalar parameter), and an array (or two) in
  * Q_WRITE's statement in pg_conn.c (another data-modifying CTE, `INSERT
- * ... SELECT * FROM unnest($8::..., $9::...)`), and fill the array here in
- * write_arrays(), as the states are; or, for rows that must come before
- * the others, another prepared statement sent in pl__pg_commit() before the
- * Sync.  Either way the commit stays one transaction and one round trip,
- * and an error in any statement rolls all of it back.
+ * ... SELECT * FROM unnest($8::..., $9::...)`) filled here in write_all(),
+ * as the states are; or, for rows that must come before the others,
+ * another prepared statement sent in pl__pg_commit() before the Sync.
+ * Either way the commit stays one transaction and one round trip, and an
+ * error in any statement rolls all of it back.
+ *
+ * Why a statement a run and not one for the group: a statement of arrays
+ * has a generic plan that does not know their sizes, which the server,
+ * once the tables have statistics, finds dearer than a plan for the
+ * arrays at hand, and so plans the statement again on every commit
+ * (bench/README.md, "On PostgreSQL"); each run's statement, with scalars,
+ * keeps its plan.
  *
  * Errors: an existing step key (unique_violation) fails the commit with
  * PL_EBUSY, as on LMDB; a fence that fails (SQLSTATE PLOWN) is PL_EBUSY
@@ -215,21 +225,6 @@ static int chunk_send(pl__pg_store *s, PGconn *c, write_set *w, bool first,
     return pl__pg_one_send(s, c, one, shape, &w->a[A_KEY].b, &w->a[A_VAL].b);
 }
 
-/* The one batch of @p batches that writes to a run it does not create, if
- * there is exactly one (a call's commit): its write goes as pg_one.c's
- * statement; NULL for none or more (Q_WRITE). */
-static const pl__batch *one_write(pl__batch *const *batches, size_t n)
-{
-    const pl__batch *one = NULL;
-    for (size_t b = 0; b < n; b++)
-        if (!batches[b]->create_id) {
-            if (one)
-                return NULL;
-            one = batches[b];
-        }
-    return one;
-}
-
 /* Begin the arrays of a statement: all of them (@p first) or the steps'. */
 static int write_begin(write_set *w, bool first)
 {
@@ -355,6 +350,23 @@ static int write_all(pl__pg_store *s, PGconn *c, pl__batch *const *batches,
     return st;
 }
 
+/* Send the writes of @p batches as @p o plans them: each batch's as its
+ * statement (pg_one.c), or all of them as Q_WRITE.  *nsent counts the
+ * statements sent. */
+static int writes_send(pl__pg_store *s, PGconn *c, pl__batch *const *batches,
+                       size_t n, const pl__pg_ones *o, size_t *nsent)
+{
+    if (!o->all)
+        return write_all(s, c, batches, n, NULL, 0, nsent);
+    int st = PL_OK;
+    for (size_t i = 0; !st && i < o->n; i++) {
+        const pl__batch *bt = o->order[i];
+        st = write_all(s, c, &o->order[i], 1, bt,
+                       pl__pg_one_shape(bt, bt->timer_us != 0), nsent);
+    }
+    return st;
+}
+
 /* What a statement sent in the pipeline was. */
 typedef enum { SENT_CREATE, SENT_LEASE, SENT_WRITE, SENT_SUCC } sent_kind;
 
@@ -370,23 +382,26 @@ typedef struct commit_ctx {
     size_t nq; /* how many; every statement after them is a write */
     pl__batch *const *batches;
     size_t n;
-    unsigned shape; /* the one-run write's (pg_one.c), or 0 */
-    bool prep;      /* its statement prepared first in the pipeline */
+    pl__pg_ones o; /* how the writes go (pg_one.c) */
 } commit_ctx;
 
-/* Q_WRITE's answer: the runs written with a cancellation in their inbox,
- * "3,17" (NULL: none), in its last column (the others are the checks'). */
+/* A write's answer: the runs written with a cancellation in their inbox,
+ * "3,17" (NULL: none), in its last column (the others are the checks'):
+ * Q_WRITE's for every run it wrote, a batch's statement's for its run. */
 static int cancels_seen(commit_ctx *x, PGresult *r)
 {
-    if (PQntuples(r) != 1 || PQnfields(r) != 3)
+    const pl__batch *one = NULL;
+    if (x->o.all && x->o.answered < x->o.n)
+        one = x->o.order[x->o.answered++];
+    if (PQntuples(r) != 1 || PQnfields(r) != 3 || (x->o.all && !one))
         return pl__err(PL_ECORRUPT,
                        "store '%s': a commit's answer is malformed",
                        x->s->path);
     const char *p = PQgetisnull(r, 0, 2) ? "" : PQgetvalue(r, 0, 2);
-    for (size_t b = 0; b < x->n; b++) {
-        x->batches[b]->inbox_known = !x->batches[b]->create_id;
-        x->batches[b]->inbox_cancel = false;
-    }
+    for (size_t b = 0; b < x->n; b++)
+        if (!x->batches[b]->create_id &&
+            (!one || x->batches[b]->run == one->run))
+            x->batches[b]->inbox_known = true;
     while (*p) {
         char *end;
         unsigned long long run = strtoull(p, &end, 10);
@@ -467,8 +482,9 @@ static int succ_send(commit_ctx *x, pl__batch *bt)
 static int commit_result(size_t i, PGresult *r, void *user)
 {
     commit_ctx *x = user;
-    if (x->prep && i-- == 0)
-        return pl__pg_one_prepared_result(x->s, x->c, x->shape, r);
+    if (i < x->o.nprep)
+        return pl__pg_ones_prepared_result(x->s, x->c, &x->o, i, r);
+    i -= x->o.nprep;
     sent_kind kind = i < x->nq ? x->q[i].kind : SENT_WRITE;
     ExecStatusType es = PQresultStatus(r);
     if (es == PGRES_TUPLES_OK && kind == SENT_CREATE) {
@@ -507,13 +523,11 @@ int pl__pg_commit(pl__pg_store *s, pl__batch *const *batches, size_t n,
     size_t creates = 0;
     for (size_t b = 0; b < n; b++) {
         batches[b]->rc = PL_OK;
+        batches[b]->inbox_known = batches[b]->inbox_cancel = false;
         creates += (batches[b]->create_id != NULL) +
                    (batches[b]->succ_id != NULL);
     }
-    commit_ctx x = {s, NULL, NULL, 0, batches, n, 0, false};
-    const pl__batch *one = one_write(batches, n);
-    if (one)
-        x.shape = pl__pg_one_shape(one, one->timer_us != 0);
+    commit_ctx x = {s, NULL, NULL, 0, batches, n, {0}};
     if (creates && !(x.q = calloc(2 * creates, sizeof *x.q)))
         return pl__err(PL_ENOMEM, "out of memory");
     int st = pl__pg_conn_get(s, &x.c);
@@ -522,12 +536,11 @@ int pl__pg_commit(pl__pg_store *s, pl__batch *const *batches, size_t n,
         return st;
     }
     size_t writes = 0;
-    if (PQenterPipelineMode(x.c) != 1)
+    st = pl__pg_ones_plan(&x.o, x.c, batches, n);
+    if (!st && PQenterPipelineMode(x.c) != 1)
         st = pl__pg_err(s, x.c, NULL, "entering pipeline mode");
-    if (!st && x.shape && !pl__pg_one_prepared(x.c, x.shape)) {
-        x.prep = true;
-        st = pl__pg_one_prepare(s, x.c, x.shape);
-    }
+    if (!st)
+        st = pl__pg_ones_prepare(s, x.c, &x.o);
     for (size_t b = 0; !st && b < n; b++) {
         if (batches[b]->create_id)
             st = create_send(&x, batches[b]);
@@ -535,7 +548,7 @@ int pl__pg_commit(pl__pg_store *s, pl__batch *const *batches, size_t n,
             st = succ_send(&x, batches[b]);
     }
     if (!st)
-        st = write_all(s, x.c, batches, n, one, x.shape, &writes);
+        st = writes_send(s, x.c, batches, n, &x.o, &writes);
     /* schedules, each its statement, in the same pipeline */
     for (size_t b = 0; !st && b < n; b++)
         if (batches[b]->sched_name && !batches[b]->create_id &&
@@ -549,12 +562,14 @@ int pl__pg_commit(pl__pg_store *s, pl__batch *const *batches, size_t n,
      * everything after an error; after a failed send nothing is synced,
      * and the connection, left in pipeline mode, is dropped, which rolls
      * it back too */
-    if (!st && x.prep + x.nq + writes)
-        st = pl__pg_pipeline_finish(s, x.c, x.prep + x.nq + writes,
-                                    commit_result, &x, "committing");
+    size_t nsent = x.o.nprep + x.nq + writes;
+    if (!st && nsent)
+        st = pl__pg_pipeline_finish(s, x.c, nsent, commit_result, &x,
+                                    "committing");
     else if (!st)
         PQexitPipelineMode(x.c);
     free(x.q);
+    pl__pg_ones_free(&x.o);
     pl__pg_conn_put(s, x.c);
     return st;
 }
@@ -574,8 +589,7 @@ typedef struct lock_ctx {
     PGconn *c;
     uint64_t num;
     pl__buf *state;
-    unsigned shape; /* pl__pg_put_state()'s write (pg_one.c) */
-    bool prep;      /* its statement prepared first */
+    pl__pg_ones o; /* pl__pg_put_batches()'s writes (pg_one.c) */
 } lock_ctx;
 
 /* The results of BEGIN and of the SELECT ... FOR UPDATE. */
@@ -609,7 +623,7 @@ int pl__pg_lock_state(pl__pg_store *s, PGconn *c, uint64_t num, pl__buf *state)
     if (!st)
         st = pl__pg_send(s, c, Q_STATE_LOCK, 1, vals, lens, fmts,
                          "reading a run state");
-    lock_ctx x = {s, c, num, state, 0, false};
+    lock_ctx x = {s, c, num, state, {0}};
     return st ? st
               : pl__pg_pipeline_finish(s, c, 2, lock_result, &x,
                                        "reading a run state");
@@ -620,8 +634,8 @@ int pl__pg_lock_state(pl__pg_store *s, PGconn *c, uint64_t num, pl__buf *state)
 static int put_result(size_t i, PGresult *r, void *user)
 {
     lock_ctx *x = user;
-    if (x->prep && i == 0)
-        return pl__pg_one_prepared_result(x->s, x->c, x->shape, r);
+    if (i < x->o.nprep)
+        return pl__pg_ones_prepared_result(x->s, x->c, &x->o, i, r);
     ExecStatusType es = PQresultStatus(r);
     if (es == PGRES_COMMAND_OK || es == PGRES_TUPLES_OK)
         return PL_OK;
@@ -635,23 +649,16 @@ int pl__pg_put_batches(pl__pg_store *s, PGconn *c, pl__batch *const *batches,
                        size_t n, uint64_t drop_timer)
 {
     size_t nq = 0;
-    /* one batch: its shape's statement (pg_one.c) */
-    const pl__batch *one = n == 1 ? batches[0] : NULL;
-    lock_ctx x = {s,
-                  c,
-                  n ? batches[0]->run : 0,
-                  NULL,
-                  one ? pl__pg_one_shape(one, false) : 0,
-                  false};
+    lock_ctx x = {s, c, n ? batches[0]->run : 0, NULL, {0}};
+    int st = pl__pg_ones_plan(&x.o, c, batches, n);
+    if (st)
+        return st;
     if (PQenterPipelineMode(c) != 1)
-        return pl__pg_err(s, c, NULL, "entering pipeline mode");
-    int st = PL_OK;
-    if (x.shape && !pl__pg_one_prepared(c, x.shape)) {
-        x.prep = true;
-        st = pl__pg_one_prepare(s, c, x.shape);
-    }
+        st = pl__pg_err(s, c, NULL, "entering pipeline mode");
     if (!st)
-        st = write_all(s, c, batches, n, one, x.shape, &nq);
+        st = pl__pg_ones_prepare(s, c, &x.o);
+    if (!st)
+        st = writes_send(s, c, batches, n, &x.o, &nq);
     char run[24];
     snprintf(run, sizeof run, "%llu", (unsigned long long)drop_timer);
     const char *vals[1] = {run};
@@ -661,9 +668,11 @@ int pl__pg_put_batches(pl__pg_store *s, PGconn *c, pl__batch *const *batches,
         nq++;
     if (!st)
         st = pl__pg_send(s, c, Q_COMMIT, 0, NULL, NULL, NULL, "committing");
-    return st ? st
-              : pl__pg_pipeline_finish(s, c, x.prep + nq + 1, put_result, &x,
-                                       "writing a run state");
+    if (!st)
+        st = pl__pg_pipeline_finish(s, c, x.o.nprep + nq + 1, put_result, &x,
+                                    "writing a run state");
+    pl__pg_ones_free(&x.o);
+    return st;
 }
 
 /* Write the new state and @p extra's steps, and COMMIT, in one round trip

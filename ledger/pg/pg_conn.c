@@ -34,13 +34,14 @@
  *   a read-write open adds the identity) is another program's: it is
  *   refused (PL_ECORRUPT), and nothing is created in it.
  *
- * COMMIT: a commit's batches are one transaction and one round trip: one
- * prepared statement carries the fences, steps, states, timers and inbox
- * consumptions of all of them (timers and inboxes: pg_time.c) as arrays,
- * sent in libpq's pipeline mode after any creations of runs,
- * with one Sync at the end (pg_commit.c has the statements, and how a new
- * record type joins them); a commit that writes one run sends instead a
- * statement of the parts it has, with scalars (pg_one.c).  Steps are inserted, never updated: an existing
+ * COMMIT: a commit's batches are one transaction and one round trip:
+ * each run's write (its fence, steps, state, timer and inbox consumption;
+ * timers and inboxes: pg_time.c) is a prepared statement of the parts it
+ * has, with scalars (pg_one.c), sent in libpq's pipeline mode after any
+ * creations of runs, with one Sync at the end (pg_commit.c has the
+ * statements, and how a new record type joins them); Q_WRITE carries all
+ * of a group's runs as arrays where a run's writes in separate statements
+ * would undo each other.  Steps are inserted, never updated: an existing
  * key (unique_violation) fails the commit with PL_EBUSY, as on LMDB.
  * There is no journal: steps are in place at once.
  *
@@ -543,14 +544,29 @@ static int make_statements(pl__pg_store *s)
         "s AS (INSERT INTO \"%s\".state (run, v) SELECT num, $3::bytea "
         "FROM r WHERE length($3::bytea) > 0) SELECT num FROM r",
         n, n, n, n);
+    /* the rows of the plain query, of which those that start before $4
+     * bytes of values: the server adds up their lengths (which a TOASTed
+     * value's header gives) and sends no more */
     s->q[Q_READ] = pl__asprintf(
-        "SELECT k, v FROM \"%s\".steps WHERE k >= $1::bytea AND "
-        "k <= $2::bytea AND length(k) = length($1::bytea) ORDER BY k "
-        "LIMIT $3::bigint",
+        "SELECT k, v FROM (SELECT k, v, sum(length(v)) OVER w - length(v) "
+        "AS before FROM (SELECT k, v FROM \"%s\".steps WHERE "
+        "k >= $1::bytea AND k <= $2::bytea AND length(k) = length($1::bytea) "
+        "ORDER BY k LIMIT $3::bigint) s "
+        "WINDOW w AS (ORDER BY k ROWS UNBOUNDED PRECEDING)) p "
+        "WHERE before = 0 OR before < $4::bigint ORDER BY k",
         n);
+    /* at most $3 rows, and $4 bytes of keys and values but always the
+     * first; more: whether a step follows the row (the plain query reads
+     * one row more to say it for the last) */
     s->q[Q_SCAN] = pl__asprintf(
-        "SELECT k, v FROM \"%s\".steps WHERE k > $1::bytea AND "
-        "k <= $2::bytea ORDER BY k LIMIT $3::bigint",
+        "SELECT k, v, more FROM (SELECT k, v, row_number() OVER w AS i, "
+        "sum(length(k) + length(v)) OVER w AS upto, "
+        "length(k) + length(v) AS len, lead(k) OVER w IS NOT NULL AS more "
+        "FROM (SELECT k, v FROM \"%s\".steps WHERE k > $1::bytea AND "
+        "k <= $2::bytea ORDER BY k LIMIT $3::bigint + 1) s "
+        "WINDOW w AS (ORDER BY k ROWS UNBOUNDED PRECEDING)) p "
+        "WHERE i <= $3::bigint AND (upto <= $4::bigint OR upto = len) "
+        "ORDER BY k",
         n);
     s->q[Q_RUNS] = pl__asprintf(
         "SELECT id, int8send(num) || info FROM \"%s\".runs "
@@ -691,7 +707,8 @@ static int make_statements(pl__pg_store *s)
     for (int i = L_ACQUIRE; i <= L_CREATE_SUCC; i++)
         if (pl__pg_lease_sql(s, i, &s->q[i]))
             return PL_ENOMEM;
-    if (pl__pg_lease_sql(s, L_TAKE, &s->q[L_TAKE]))
+    if (pl__pg_lease_sql(s, L_TAKE, &s->q[L_TAKE]) ||
+        pl__pg_lease_sql(s, L_POLL, &s->q[L_POLL]))
         return PL_ENOMEM;
     if (pl__pg_sched_sql(s, Q_SCHED, &s->q[Q_SCHED]) ||
         pl__pg_sched_sql(s, Q_SCHEDS, &s->q[Q_SCHEDS]))

@@ -7,7 +7,7 @@
  *   | pg_conn.c    | errors, the connection pool, the URI, open/close   |
  *   |              | and the schema                                     |
  *   | pg_commit.c  | writing: commits and read-modify-write of a state  |
- *   | pg_one.c     | the write of a commit that writes one run          |
+ *   | pg_one.c     | one run's write in a commit                        |
  *   | pg_read.c    | reading: ledgers, runs, states, statistics         |
  *   | pg_lease.c   | leases and the queue                               |
  *   | pg_sched.c   | schedules                                          |
@@ -73,6 +73,7 @@ enum {
     T_DROP,    /* a run's timer dropped */
     T_INBOX_READ,
     L_TAKE, /* a worker's take, with its run's records (pg_lease.c) */
+    L_POLL, /* an idle worker's look at the queue and the timers */
     Q_CREATE,
     Q_WRITE,       /* a commit's fences, steps, states, timers and inbox
                 consumptions (pg_commit.c) */
@@ -243,16 +244,31 @@ enum {
 };
 /* The shape of batch @p bt's write; @p timer: it writes its timer. */
 PL__HIDDEN unsigned pl__pg_one_shape(const pl__batch *bt, bool timer);
-/* Whether connection @p c has prepared @p shape's statement. */
-PL__HIDDEN bool pl__pg_one_prepared(PGconn *c, unsigned shape);
-/* Send the preparation of @p shape's statement in a pipeline: first, so
- * that nothing before it can make the server skip it. */
-PL__HIDDEN int pl__pg_one_prepare(pl__pg_store *s, PGconn *c,
-                                  unsigned shape) PL__MUST_CHECK;
-/* Its result: @p c remembers the shape if it was prepared. */
-PL__HIDDEN int pl__pg_one_prepared_result(pl__pg_store *s, PGconn *c,
-                                          unsigned shape,
-                                          const PGresult *r) PL__MUST_CHECK;
+/* How a commit's batches are written: each that writes a run it does not
+ * create as its shape's statement, or, when one would undo another's
+ * fence (a lease dropped, then the same run written), all as Q_WRITE. */
+typedef struct pl__pg_ones {
+    bool all; /* each as its statement; false: Q_WRITE */
+    size_t nprep;
+    unsigned prep[ONE_SHAPES]; /* the shapes to prepare first */
+    pl__batch **order;         /* the batches with a statement, by run */
+    size_t n;
+    size_t answered; /* their answers read so far */
+} pl__pg_ones;
+/* Plan the write of @p batches on connection @p c into @p o (freed with
+ * pl__pg_ones_free()). */
+PL__HIDDEN int pl__pg_ones_plan(pl__pg_ones *o, PGconn *c,
+                                pl__batch *const *batches,
+                                size_t n) PL__MUST_CHECK;
+PL__HIDDEN void pl__pg_ones_free(pl__pg_ones *o);
+/* Send the preparations of @p o's new shapes in a pipeline: first, so that
+ * nothing before them can make the server skip them. */
+PL__HIDDEN int pl__pg_ones_prepare(pl__pg_store *s, PGconn *c,
+                                   const pl__pg_ones *o) PL__MUST_CHECK;
+/* The result of preparation @p i: @p c remembers its shape if prepared. */
+PL__HIDDEN int pl__pg_ones_prepared_result(pl__pg_store *s, PGconn *c,
+                                           const pl__pg_ones *o, size_t i,
+                                           const PGresult *r) PL__MUST_CHECK;
 /* Send @p bt's write as @p shape's statement, the first of its steps in
  * @p keys and @p vals (binary bytea arrays; the rest goes as Q_STEPS). */
 PL__HIDDEN int pl__pg_one_send(pl__pg_store *s, PGconn *c, const pl__batch *bt,

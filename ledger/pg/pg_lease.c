@@ -135,6 +135,16 @@ int pl__pg_lease_sql(const pl__pg_store *s, int which, char **out)
             "JOIN s ON s.run = t.run",
             n, n, n, n, n, n);
         break;
+    case L_POLL:
+        /* what pl_take() and the timers' take (T_TAKE) look for, by
+         * index, without taking or locking: a lease run out, a timer due,
+         * and the earliest timer; in binary */
+        *out = pl__asprintf(
+            "SELECT EXISTS (SELECT 1 FROM \"%s\".leases WHERE expires <= " NOW_US
+            "), EXISTS (SELECT 1 FROM \"%s\".timers WHERE due <= " NOW_US
+            "), (SELECT min(due) FROM \"%s\".timers)",
+            n, n, n);
+        break;
     default: /* L_CREATE: after the run's creation, in its transaction;
               * its flow (pg_flow.c) with it */
         *out = pl__asprintf(
@@ -521,6 +531,37 @@ int pl__pg_take(pl__pg_store *s, const char *owner, int64_t lease_us,
     pl__pg_conn_put(s, x.c);
     pl__buf_free(&x.info);
     pl__buf_free(&x.state);
+    return st;
+}
+
+/* POLL (store.h): L_POLL, one round trip, in its own implicit
+ * transaction: read-only, it neither takes nor waits. */
+int pl__pg_poll(pl__pg_store *s, bool *queued, bool *due, int64_t *next_due_us)
+{
+    *queued = *due = false;
+    *next_due_us = 0;
+    if (s->read_only)
+        return pl__pg_read_only(s);
+    PGconn *c;
+    int st = pl__pg_conn_get(s, &c);
+    if (st)
+        return st;
+    PGresult *r = pl__pg_exec_q(s, c, L_POLL, 0, NULL, NULL, NULL);
+    int64_t next = 0;
+    if (PQresultStatus(r) != PGRES_TUPLES_OK)
+        st = pl__pg_err(s, c, r, "looking at the queue");
+    else if (PQntuples(r) != 1 || PQnfields(r) != 3 ||
+             PQgetlength(r, 0, 0) != 1 || PQgetlength(r, 0, 1) != 1 ||
+             (!PQgetisnull(r, 0, 2) && !bin_i64(r, 2, &next)))
+        st = pl__err(PL_ECORRUPT, "store '%s': the queue's answer is malformed",
+                     s->path);
+    else {
+        *queued = bin_true(r, 0);
+        *due = bin_true(r, 1);
+        *next_due_us = next;
+    }
+    PQclear(r);
+    pl__pg_conn_put(s, c);
     return st;
 }
 

@@ -1,7 +1,7 @@
 /*
- * pg_one.c -- the write of a commit that writes one run (a call's commit,
- * the common case): a statement made of the parts the write has and
- * nothing else.
+ * pg_one.c -- the write of one run in a commit (a call's commit, or each
+ * run's in a group commit): a statement made of the parts the write has
+ * and nothing else.
  *
  * Q_WRITE (pg_conn.c) writes any number of runs, and for that it carries
  * every kind of record a commit may write as arrays, one data-modifying
@@ -11,7 +11,8 @@
  * for nothing), and the plan the server keeps for it was generic over
  * arrays of any size, dearer by its estimates than a plan for the
  * arrays at hand: once the tables had statistics, the server planned the
- * statement again on every commit (bench/README.md, "On PostgreSQL").
+ * statement again on every commit (bench/README.md, "On PostgreSQL"),
+ * a lone call's as a group's.
  *
  * Here the run's number, its fence's generation, its state, timer and
  * inbox record are scalars, and the statement has a part only for what
@@ -44,6 +45,15 @@
  * data).  With scalars and no part that writes nothing, the plan the
  * server keeps is the one it would make for the values at hand, so it
  * keeps it.
+ *
+ * A group commit sends one such statement a run's batch, in run order
+ * (the lease rows locked in that order, as Q_WRITE locks them), all in
+ * its one pipeline and transaction: a run's batches keep their order, so
+ * its last state is the one kept, and its earliest timer (the statement's
+ * upsert keeps an earlier one).  One case goes as Q_WRITE instead: a
+ * batch that drops its run's lease followed by another batch of the same
+ * run, whose fence would then fail; Q_WRITE fences every batch before it
+ * drops any lease (pl__pg_ones_plan()).
  */
 #include "pg_int.h"
 #include "runrec.h"
@@ -113,7 +123,7 @@ static int conn_event(PGEventId id, void *info, void *pass)
     return 1;
 }
 
-bool pl__pg_one_prepared(PGconn *c, unsigned shape)
+static bool one_prepared(PGconn *c, unsigned shape)
 {
     const prepared *p = PQinstanceData(c, conn_event);
     return p && (p->bits[shape / 64] >> (shape % 64) & 1);
@@ -227,7 +237,8 @@ static char *one_sql(const char *n, unsigned m)
     return (char *)b.data;
 }
 
-int pl__pg_one_prepare(pl__pg_store *s, PGconn *c, unsigned shape)
+/* Send the preparation of @p shape's statement in a pipeline. */
+static int one_prepare(pl__pg_store *s, PGconn *c, unsigned shape)
 {
     char name[24];
     one_name(name, sizeof name, shape);
@@ -241,12 +252,72 @@ int pl__pg_one_prepare(pl__pg_store *s, PGconn *c, unsigned shape)
     return ok ? PL_OK : pl__pg_err(s, c, NULL, "preparing a commit");
 }
 
-int pl__pg_one_prepared_result(pl__pg_store *s, PGconn *c, unsigned shape,
-                               const PGresult *r)
+/* ---- a commit's writes, a statement each ---------------------------------- */
+
+/* Whether a batch of @p batches after @p b, which drops its run's lease,
+ * writes the same run: its fence would fail after the drop, where Q_WRITE
+ * fences every batch before it drops any lease. */
+static bool written_after_drop(pl__batch *const *batches, size_t n, size_t b)
+{
+    for (size_t j = b + 1; j < n; j++)
+        if (!batches[j]->create_id && batches[j]->run == batches[b]->run)
+            return true;
+    return false;
+}
+
+int pl__pg_ones_plan(pl__pg_ones *o, PGconn *c, pl__batch *const *batches,
+                     size_t n)
+{
+    *o = (pl__pg_ones){0};
+    for (size_t b = 0; b < n; b++)
+        if (!batches[b]->create_id && batches[b]->gen && batches[b]->release &&
+            written_after_drop(batches, n, b))
+            return PL_OK; /* Q_WRITE */
+    if (n && !(o->order = malloc(n * sizeof *o->order)))
+        return pl__err(PL_ENOMEM, "out of memory");
+    o->all = true;
+    uint64_t seen[(ONE_SHAPES + 63) / 64] = {0};
+    for (size_t b = 0; b < n; b++) {
+        pl__batch *bt = batches[b];
+        unsigned m = bt->create_id ? 0
+                                   : pl__pg_one_shape(bt, bt->timer_us != 0);
+        if (!m)
+            continue; /* creates its run, or writes none of the parts */
+        /* by run, a run's batches in their order: the lease rows are
+         * locked in run order, as Q_WRITE's f locks them */
+        size_t i = o->n++;
+        for (; i > 0 && o->order[i - 1]->run > bt->run; i--)
+            o->order[i] = o->order[i - 1];
+        o->order[i] = bt;
+        if (!(seen[m / 64] >> (m % 64) & 1) && !one_prepared(c, m))
+            o->prep[o->nprep++] = m;
+        seen[m / 64] |= (uint64_t)1 << (m % 64);
+    }
+    return PL_OK;
+}
+
+void pl__pg_ones_free(pl__pg_ones *o)
+{
+    free(o->order);
+    o->order = NULL;
+}
+
+int pl__pg_ones_prepare(pl__pg_store *s, PGconn *c, const pl__pg_ones *o)
+{
+    int st = PL_OK;
+    for (size_t i = 0; !st && i < o->nprep; i++)
+        st = one_prepare(s, c, o->prep[i]);
+    return st;
+}
+
+int pl__pg_ones_prepared_result(pl__pg_store *s, PGconn *c,
+                                const pl__pg_ones *o, size_t i,
+                                const PGresult *r)
 {
     if (PQresultStatus(r) != PGRES_COMMAND_OK)
         return pl__pg_err(s, c, r, "preparing a commit");
-    prepared *p = PQinstanceData(c, conn_event); /* pl__pg_one_prepare's */
+    unsigned shape = o->prep[i];
+    prepared *p = PQinstanceData(c, conn_event); /* one_prepare()'s */
     p->bits[shape / 64] |= (uint64_t)1 << (shape % 64);
     return PL_OK;
 }

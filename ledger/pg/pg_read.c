@@ -23,7 +23,7 @@ static int query(pl__pg_store *s, int which, int nparams,
     int st = pl__pg_conn_get(s, &c);
     if (st)
         return st;
-    int fmts[3] = {1, 1, 1};
+    int fmts[4] = {1, 1, 1, 1};
     PGresult *r = pl__pg_exec_q(s, c, which, nparams, vals, lens, fmts);
     if (PQresultStatus(r) != PGRES_TUPLES_OK) {
         st = pl__pg_err(s, c, r, what);
@@ -50,10 +50,10 @@ static int share_get_fn(const uint8_t *key, size_t klen, const uint8_t **val,
     g->r = NULL;
     uint8_t lim[8];
     pl__put_be64(lim, 1);
-    const char *vals[3] = {(const char *)key, (const char *)key,
-                           (const char *)lim};
-    int lens[3] = {(int)klen, (int)klen, 8};
-    int st = query(g->s, Q_READ, 3, vals, lens, &g->r, "reading a shared step");
+    const char *vals[4] = {(const char *)key, (const char *)key,
+                           (const char *)lim, (const char *)lim};
+    int lens[4] = {(int)klen, (int)klen, 8, 8};
+    int st = query(g->s, Q_READ, 4, vals, lens, &g->r, "reading a shared step");
     if (st)
         return st;
     if (PQntuples(g->r) < 1)
@@ -85,17 +85,18 @@ int pl__pg_read(pl__pg_store *s, const uint8_t *prefix, size_t prefix_len,
                 uint32_t from_seq, size_t max_n, size_t max_bytes, pl__kvs *out)
 {
     pl__kvs_reset(out);
-    uint8_t lo[PL__KEY_MAX], hi[PL__KEY_MAX], lim[8];
+    uint8_t lo[PL__KEY_MAX], hi[PL__KEY_MAX], lim[8], blim[8];
     memcpy(lo, prefix, prefix_len);
     memcpy(hi, prefix, prefix_len);
     pl__put_be32(lo + prefix_len, from_seq);
     pl__put_be32(hi + prefix_len, UINT32_MAX);
     pl__put_be64(lim, max_n < READ_MAX ? (max_n ? max_n : 1) : READ_MAX);
-    const char *vals[3] = {(const char *)lo, (const char *)hi,
-                           (const char *)lim};
-    int lens[3] = {(int)prefix_len + 4, (int)prefix_len + 4, 8};
+    pl__put_be64(blim, max_bytes > INT64_MAX ? INT64_MAX : max_bytes);
+    const char *vals[4] = {(const char *)lo, (const char *)hi,
+                           (const char *)lim, (const char *)blim};
+    int lens[4] = {(int)prefix_len + 4, (int)prefix_len + 4, 8, 8};
     PGresult *r = NULL;
-    int st = query(s, Q_READ, 3, vals, lens, &r, "reading a ledger");
+    int st = query(s, Q_READ, 4, vals, lens, &r, "reading a ledger");
     if (st)
         return st;
     uint32_t want = from_seq;
@@ -126,10 +127,13 @@ int pl__pg_read(pl__pg_store *s, const uint8_t *prefix, size_t prefix_len,
     return st;
 }
 
-/* Copy rows of (key, step value) to @p out, as records. */
-static int rows_to_kvs(pl__pg_store *s, PGresult *r, pl__kvs *out)
+/* Copy rows of (key, step value) to @p out, as records, while they hold
+ * at most @p max_bytes of keys and records (the first always). */
+static int rows_to_kvs(pl__pg_store *s, PGresult *r, size_t max_bytes,
+                       pl__kvs *out)
 {
     int st = PL_OK;
+    size_t bytes = 0;
     pl__buf whole = {0}; /* a shared value's record */
     for (int i = 0; !st && i < PQntuples(r); i++) {
         const uint8_t *k = (const uint8_t *)PQgetvalue(r, i, 0);
@@ -137,41 +141,54 @@ static int rows_to_kvs(pl__pg_store *s, PGresult *r, pl__kvs *out)
         const uint8_t *v = (const uint8_t *)PQgetvalue(r, i, 1);
         size_t vlen = (size_t)PQgetlength(r, i, 1);
         st = as_record(s, k, klen, &v, &vlen, &whole);
+        if (!st && out->n && bytes + klen + vlen > max_bytes)
+            break; /* a shared value, larger than stored: the next page's */
         if (!st)
             st = pl__kvs_add(out, k, klen, v, vlen);
+        bytes += klen + vlen;
     }
     pl__buf_free(&whole);
     return st;
 }
 
+/* Rows (key, step value, more) of run @p run after key @p after, at most
+ * @p max_n and @p max_bytes of keys and stored values (the first always);
+ * more: whether a step of the run follows the row. */
 static int scan(pl__pg_store *s, uint64_t run, const uint8_t *after,
-                size_t after_len, size_t max_n, PGresult **out)
+                size_t after_len, size_t max_n, size_t max_bytes,
+                PGresult **out)
 {
-    uint8_t first[8], hi[PL__KEY_MAX], lim[8];
+    uint8_t first[8], hi[PL__KEY_MAX], lim[8], blim[8];
     pl__put_be64(first, run);
     memcpy(hi, first, 8);
     memset(hi + 8, 0xff, sizeof hi - 8);
-    pl__put_be64(lim, max_n > INT64_MAX ? INT64_MAX : max_n);
-    const char *vals[3] = {(const char *)(after ? after : first),
-                           (const char *)hi, (const char *)lim};
-    int lens[3] = {after ? (int)after_len : 8, (int)sizeof hi, 8};
-    return query(s, Q_SCAN, 3, vals, lens, out, "scanning a run");
+    pl__put_be64(lim, max_n >= INT64_MAX ? INT64_MAX - 1 : max_n); /* $3 + 1 */
+    pl__put_be64(blim, max_bytes > INT64_MAX ? INT64_MAX : max_bytes);
+    const char *vals[4] = {(const char *)(after ? after : first),
+                           (const char *)hi, (const char *)lim,
+                           (const char *)blim};
+    int lens[4] = {after ? (int)after_len : 8, (int)sizeof hi, 8, 8};
+    return query(s, Q_SCAN, 4, vals, lens, out, "scanning a run");
 }
 
 int pl__pg_scan(pl__pg_store *s, uint64_t run, const uint8_t *after,
-                size_t after_len, size_t max_n, pl__kvs *out)
+                size_t after_len, size_t max_n, size_t max_bytes, pl__kvs *out)
 {
     pl__kvs_reset(out);
     if (after && after_len > PL__KEY_MAX)
         return pl__err(PL_EINVAL, "store '%s': a step key of %zu bytes",
                        s->path, after_len);
     PGresult *r = NULL;
-    int st = scan(s, run, after, after_len, max_n, &r);
+    int st = scan(s, run, after, after_len, max_n, max_bytes, &r);
     if (!st)
-        st = rows_to_kvs(s, r, out);
+        st = rows_to_kvs(s, r, max_bytes, out);
     PQclear(r);
     return st;
 }
+
+/* Bytes of keys and stored values a page of pl__pg_each_step() holds (one
+ * larger step alone). */
+#define EACH_BYTES ((size_t)4 << 20)
 
 int pl__pg_each_step(pl__pg_store *s, uint64_t run, pl__step_fn fn, void *user)
 {
@@ -180,7 +197,8 @@ int pl__pg_each_step(pl__pg_store *s, uint64_t run, pl__step_fn fn, void *user)
     pl__buf whole = {0}; /* a shared value's record */
     for (;;) {
         PGresult *r = NULL;
-        int st = scan(s, run, last_len ? last : NULL, last_len, READ_MAX, &r);
+        int st = scan(s, run, last_len ? last : NULL, last_len, READ_MAX,
+                      EACH_BYTES, &r);
         if (st) {
             pl__buf_free(&whole);
             return st;
@@ -206,8 +224,11 @@ int pl__pg_each_step(pl__pg_store *s, uint64_t run, pl__step_fn fn, void *user)
                 }
             }
         }
+        /* the last row says whether a step follows it */
+        bool more = n > 0 && PQgetlength(r, n - 1, 2) == 1 &&
+                    *PQgetvalue(r, n - 1, 2) != 0;
         PQclear(r);
-        if (st || n < READ_MAX) {
+        if (st || !more) {
             pl__buf_free(&whole);
             return st;
         }
@@ -275,7 +296,7 @@ int pl__pg_runs(pl__pg_store *s, const char *after, bool desc, size_t max_n,
     int st = query(s, desc ? Q_RUNS_DESC : Q_RUNS, 2, vals, lens, &r,
                    "listing runs");
     if (!st)
-        st = rows_to_kvs(s, r, out);
+        st = rows_to_kvs(s, r, SIZE_MAX, out);
     PQclear(r);
     return st;
 }

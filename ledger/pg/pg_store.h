@@ -27,7 +27,7 @@ PL__HIDDEN int pl__pg_read(pl__pg_store *s, const uint8_t *prefix,
                            size_t prefix_len, uint32_t from_seq, size_t max_n,
                            size_t max_bytes, pl__kvs *out) PL__MUST_CHECK;
 PL__HIDDEN int pl__pg_scan(pl__pg_store *s, uint64_t run, const uint8_t *after,
-                           size_t after_len, size_t max_n,
+                           size_t after_len, size_t max_n, size_t max_bytes,
                            pl__kvs *out) PL__MUST_CHECK;
 PL__HIDDEN int pl__pg_each_step(pl__pg_store *s, uint64_t run, pl__step_fn fn,
                                 void *user) PL__MUST_CHECK;
@@ -54,6 +54,8 @@ PL__HIDDEN int pl__pg_lease_acquire(pl__pg_store *s, uint64_t run,
 PL__HIDDEN int pl__pg_take(pl__pg_store *s, const char *owner, int64_t lease_us,
                            pl__take_fn fn, void *user, pl__lease *out,
                            bool *taken) PL__MUST_CHECK;
+PL__HIDDEN int pl__pg_poll(pl__pg_store *s, bool *queued, bool *due,
+                           int64_t *next_due_us) PL__MUST_CHECK;
 PL__HIDDEN int pl__pg_lease_renew(pl__pg_store *s, const uint64_t *runs,
                                   const uint64_t *gens, size_t n,
                                   int64_t lease_us, bool *lost) PL__MUST_CHECK;

@@ -4,6 +4,11 @@
  * demos and tools make.
  *
  *   node test_web.js CASE --web BIN --modules DIR --shots DIR [--tools ...]
+ *                    [--store pg]
+ *
+ * With --store pg, the story's store is a schema on the PostgreSQL server
+ * tests/pg_run.sh started (PL_TEST_PG_URI), and it saves no screenshots;
+ * else every store is an LMDB file in a temporary directory.
  *
  * CASE is one of:
  *   story      the order and agent demos' store: every run listed with its
@@ -54,6 +59,11 @@ for (let i = 1; i < argv.length; i += 2) opt[argv[i].replace(/^--/, '')] = argv[
 const WAIT_MS = 60000;
 const GUARD_MS = 280000;
 const SLOWDOWN = Number(process.env.PL_WEB_SLOWDOWN || 1);
+const PG = opt.store === 'pg';
+if (PG && !process.env.PL_TEST_PG_URI) {
+  console.error('--store pg: PL_TEST_PG_URI is not set (run under tests/pg_run.sh)');
+  process.exit(2);
+}
 
 let failures = 0;
 let lastPage = null; /* on a failure, its screenshot is saved */
@@ -208,7 +218,7 @@ function clean(page, where) {
 }
 
 async function shot(page, name) {
-  if (!opt.shots) return;
+  if (!opt.shots || PG) return;
   fs.mkdirSync(opt.shots, { recursive: true });
   for (const scheme of ['light', 'dark']) {
     await page.emulateMedia({ colorScheme: scheme });
@@ -232,7 +242,7 @@ async function waitRowStatus(page, id, want) {
 
 /* The order and agent demos' runs, and the dump fixture's. */
 function storyStore() {
-  const store = path.join(tmp, 'story.db');
+  const store = PG ? process.env.PL_TEST_PG_URI + '&schema=story' : path.join(tmp, 'story.db');
   const effects = path.join(tmp, 'effects');
   for (const o of ['A-1', 'A-2']) run(opt['order-demo'], ['--store', store, '--order', o, '--effects', effects, '--quiet']);
   run(opt['order-demo'], ['--store', store, '--order', 'A-3', '--effects', effects, '--crash-after', '7', '--quiet'], null, [null, 137]);

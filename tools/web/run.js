@@ -400,6 +400,12 @@
       last ? PL.api('/api/runs/' + id + '/steps' + PL.query({ cursor: last.cursor })).catch(() => null) : null, last]);
   }, (d, e, quiet) => {
     if (!st.main) return;
+    /* a reload that shows what the page shows already (a live event about
+     * a change it has drawn) draws nothing: an open confirmation, an answer
+     * being typed and the scroll position stay */
+    if (!e && !d[3] && st.pages.length === 1 && st.data &&
+        JSON.stringify(d[0]) === JSON.stringify(st.data) &&
+        JSON.stringify(d[1]) === JSON.stringify(st.timeline)) return;
     if (!e) {
       st.data = d[0];
       st.timeline = d[1];

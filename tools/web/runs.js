@@ -180,6 +180,12 @@
     });
     const page = st.cursors.length + 1;
     st.pager.append(prev, h('span', { class: 'muted', id: 'page', text: 'page ' + page + ' · ' + n + ' run' + (n === 1 ? '' : 's') }), nx);
+    /* a page cut by what one request reads (records, or a search's steps) */
+    if (st.data && st.data.truncated && next) {
+      const s = st.data.search;
+      const what = s && typeof s === 'object' ? PL.num(s.runs) + ' runs\u2019 steps searched' : PL.num(st.data.scanned) + ' runs read';
+      st.pager.appendChild(h('span', { class: 'muted', id: 'truncated', text: what + ' \u00b7 Next reads on' }));
+    }
   }
 
   function drawBatch() {

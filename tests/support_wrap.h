@@ -1,0 +1,21 @@
+/*
+ * support_wrap.h -- the allocator as a binary linked with -Wl,--wrap for
+ * malloc, calloc, realloc and free sees it (tests/CMakeLists.txt): the
+ * library's calls go to the binary's __wrap_ functions, which reach the
+ * allocator through the __real_ ones.
+ */
+#ifndef PL_TEST_SUPPORT_WRAP_H
+#define PL_TEST_SUPPORT_WRAP_H
+
+#include <stddef.h>
+
+void *__real_malloc(size_t n);
+void *__real_calloc(size_t n, size_t size);
+void *__real_realloc(void *p, size_t n);
+void __real_free(void *p);
+void *__wrap_malloc(size_t n);
+void *__wrap_calloc(size_t n, size_t size);
+void *__wrap_realloc(void *p, size_t n);
+void __wrap_free(void *p);
+
+#endif
