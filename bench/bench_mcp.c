@@ -11,7 +11,7 @@
  *                  - engine: pl_mcp_register() on another copy of the
  *                    server, and a run of a policy that calls its echo that
  *                    many times, each a recorded call (action_call, the
- *                    mcp.tools side effect, the result), process
+ *                    mcp.tools capture, the result), process
  *                    durability.
  *                  Each call timed on its own, the two interleaved in
  *                  batches; the figure is the ratio of the medians (the

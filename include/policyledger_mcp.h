@@ -85,7 +85,10 @@
  * tools as listed) and "codes" (their identities, in that order).  A
  * replay serves these values like the calls' results: a run replayed
  * after the server changed its tools is never sent a call it recorded,
- * and its ledger keeps the tools as they were.
+ * and its ledger keeps the tools as they were.  A value without the list
+ * is a capture (pl_ctx_capture()), durable with the call's result: a call
+ * of an idempotent tool then costs the one commit of any idempotent call;
+ * one with the list is made durable before the request.
  *
  * Code identity.  Each tool is registered with the code_version
  * "mcp:<name>.<tool>@fnv1a64:<16 hex digits>", a fingerprint of its entry

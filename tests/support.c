@@ -6,11 +6,13 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 t_counters t_calls;
@@ -30,6 +32,18 @@ static int rm_one(const char *p, const struct stat *sb, int flag,
 void t_rmtree(const char *path)
 {
     nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+void t_expect_killed(int pid, const char *when)
+{
+    int status = 0;
+    pid_t w;
+    while ((w = waitpid(pid, &status, 0)) == -1 && errno == EINTR)
+        ;
+    cr_assert_eq(w, pid, "waitpid: %s", strerror(errno));
+    cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL,
+              "the child should have died of SIGKILL %s, but exited with %d",
+              when, WIFEXITED(status) ? WEXITSTATUS(status) : -1);
 }
 
 void t_cleanup(void)

@@ -69,6 +69,9 @@ void t_lmdb_only(const char *why);
 void t_cleanup(void);
 /* Remove a directory tree. */
 void t_rmtree(const char *path);
+/* Wait for the forked child @p pid and assert that it died of SIGKILL;
+ * the failure says @p when (where it should have died) and how it ended. */
+void t_expect_killed(int pid, const char *when);
 
 /* A registry with the test policies below. */
 pl_registry *t_registry(void);

@@ -340,16 +340,10 @@ static void crash_child(const char *store)
         int st = pl_run_start(&out, e, &a, &ro);
         _exit(st ? 12 : 3); /* it should have died before this */
     }
-    int status = 0;
-    pid_t w;
-    while ((w = waitpid(pid, &status, 0)) == -1 && errno == EINTR)
-        ;
-    cr_assert_eq(w, pid);
-    cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL,
-              "the child should have died of SIGKILL (boundary %ld, wait "
-              "%d), but exited with %d",
-              g_kill_at_boundary, g_kill_at_sleep,
-              WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    char when[64];
+    snprintf(when, sizeof when, "(boundary %ld, wait %d)", g_kill_at_boundary,
+             g_kill_at_sleep);
+    t_expect_killed(pid, when);
 }
 
 /* The shape of a ledger: its steps' types, actors and side effect names. */

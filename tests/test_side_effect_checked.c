@@ -1,12 +1,18 @@
 /*
  * test_side_effect_checked.c -- pl_ctx_side_effect_checked() (core/
  * recorded.c): a recorded value served on replay only when it still fits
- * the call, a divergence otherwise; and its argument checks.
+ * the call, a divergence otherwise; and its argument checks.  And
+ * pl_ctx_capture(): a recorded value that rides the next commit (none of
+ * its own), served on replay, produced again after a crash that lost it.
  */
 #include "support.h"
 
+#include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 /* What the policy asks for now (stands in for a request it builds), and
  * how often its side effect ran. */
@@ -120,4 +126,165 @@ Test(side_effect_checked, a_fitting_value_is_served_and_a_misfit_diverges)
     pl_engine_close(e);
     pl_registry_free(reg);
     g_key = "a";
+}
+
+/* ---- pl_ctx_capture() ---- */
+
+static int g_commits, g_captured, g_effected;
+static int g_effect_commits, g_capture_commits, g_bad_capture; /* the last */
+static const char *g_by = "parent"; /* who produces the values */
+static bool g_die;                  /* the forked child: die after both */
+
+static int capture_value(cJSON **out, void *user)
+{
+    (void)user;
+    g_captured++;
+    return pl_json_pack(out, "{s:s}", "by", g_by);
+}
+
+static int effect_value(cJSON **out, void *user)
+{
+    (void)user;
+    g_effected++;
+    return pl_json_pack(out, "{s:s}", "by", g_by);
+}
+
+static void count_commits(const pl_event *ev, void *user)
+{
+    (void)user;
+    if (ev->kind == PL_EVENT_COMMIT)
+        g_commits++;
+}
+
+/* A side effect, then a capture: both values in the result; the commits
+ * each made, and the argument checks, in the globals. */
+static int probe(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)a;
+    (void)user;
+    cJSON *eff = NULL, *cap = NULL, *bad = NULL;
+    int before = g_commits;
+    int st = pl_ctx_side_effect(&eff, ctx, "effect", effect_value, NULL);
+    g_effect_commits = g_commits - before;
+    before = g_commits;
+    if (!st)
+        st = pl_ctx_capture(&cap, ctx, "capture", capture_value, NULL);
+    g_capture_commits = g_commits - before;
+    if (g_die)
+        raise(SIGKILL); /* both appended, the capture not yet durable */
+    g_bad_capture = (pl_ctx_capture(&bad, ctx, "x", NULL, NULL) == PL_EINVAL) +
+                    (pl_ctx_capture(&bad, ctx, "", capture_value, NULL) ==
+                     PL_EINVAL) +
+                    (pl_ctx_capture(NULL, ctx, "x", capture_value, NULL) ==
+                     PL_EINVAL) +
+                    (pl_ctx_capture(&bad, NULL, "x", capture_value, NULL) ==
+                     PL_EINVAL) +
+                    !bad;
+    if (!st)
+        st = pl_steps_add_resultf(out, "{s:O, s:O}", "effect", eff, "capture",
+                                  cap);
+    cJSON_Delete(eff);
+    cJSON_Delete(cap);
+    return st;
+}
+
+static pl_engine *capture_engine(const char *path, pl_registry **reg)
+{
+    *reg = t_registry();
+    if (pl_registry_add_fn(*reg, "probe", probe, NULL))
+        return NULL;
+    pl_engine_options o = PL_ENGINE_OPTIONS_INIT;
+    o.durability = PL_DURABILITY_PROCESS;
+    o.on_event = count_commits;
+    pl_engine *e = NULL;
+    return pl_engine_open(&e, path, *reg, &o) ? NULL : e;
+}
+
+static const char *by(const cJSON *result, const char *key)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(result, key);
+    const cJSON *b = cJSON_GetObjectItemCaseSensitive(v, "by");
+    return cJSON_IsString(b) ? b->valuestring : "";
+}
+
+Test(capture, rides_the_next_commit_and_is_served_on_replay)
+{
+    const char *path = t_store_path();
+    pl_registry *reg;
+    pl_engine *e = capture_engine(path, &reg);
+    cr_assert_not_null(e, "%s", pl_errmsg());
+    g_captured = g_effected = 0;
+    pl_outcome *o = t_start(e, "probe", "{}", "r");
+    cr_assert_eq(o->status, PL_RUN_COMPLETED);
+    const cJSON *r = pl_outcome_result(o);
+    cr_expect_eq(g_effect_commits, 1, "a side effect commits");
+    cr_expect_eq(g_capture_commits, 0, "a capture does not");
+    cr_expect_str_eq(by(r, "capture"), "parent");
+    cr_expect_eq(g_bad_capture, 5, "bad arguments are PL_EINVAL, no value");
+    cr_expect_eq(g_captured, 1);
+    pl_outcome_free(o);
+
+    /* the capture is a side_effect step, named, with its value */
+    pl_steps *l = NULL;
+    cr_assert_eq(pl_run_ledger(&l, e, "r", "0"), PL_OK, "%s", pl_errmsg());
+    const pl_step *s = pl_steps_at(l, 1);
+    cr_assert_not_null(s);
+    cr_expect_eq(pl_step_type_of(s), PL_STEP_SIDE_EFFECT);
+    char *text = cJSON_PrintUnformatted(pl_step_payload(s));
+    cr_expect_str_eq(text, "{\"name\":\"capture\",\"value\":{\"by\":"
+                           "\"parent\"}}");
+    free(text);
+    pl_steps_free(l);
+
+    /* replayed: served, fn not called */
+    g_by = "replay";
+    cr_assert_eq(pl_run_continue(&o, e, "r", NULL), PL_OK, "%s", pl_errmsg());
+    cr_expect_eq(o->status, PL_RUN_COMPLETED);
+    cr_expect_str_eq(by(pl_outcome_result(o), "capture"), "parent");
+    cr_expect_eq(g_captured, 1);
+    pl_outcome_free(o);
+    g_by = "parent";
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+Test(capture, a_capture_lost_in_a_crash_is_produced_again)
+{
+    const char *path = t_store_path();
+    fflush(NULL);
+    pid_t pid = fork();
+    cr_assert_neq(pid, -1, "fork: %s", strerror(errno));
+    if (pid == 0) {
+        g_by = "child";
+        g_die = true;
+        pl_registry *reg;
+        pl_engine *e = capture_engine(path, &reg);
+        if (!e)
+            _exit(11);
+        cJSON *p = t_json("{}");
+        pl_action a = {PL_ACTION_VERSION, "probe", p, NULL, 0, NULL};
+        pl_run_options ro = PL_RUN_OPTIONS_INIT;
+        ro.run_id = "k";
+        pl_outcome *out = NULL;
+        int st = pl_run_start(&out, e, &a, &ro);
+        _exit(st ? 12 : 3); /* it should have died before this */
+    }
+    t_expect_killed(pid, "after its capture");
+
+    /* the side effect was durable and is served; the capture, which only
+     * the commit after it would have made durable, is produced again */
+    pl_registry *reg;
+    pl_engine *e = capture_engine(path, &reg);
+    cr_assert_not_null(e, "%s", pl_errmsg());
+    g_captured = g_effected = 0;
+    pl_outcome *o = NULL;
+    cr_assert_eq(pl_run_continue(&o, e, "k", NULL), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(o->status, PL_RUN_COMPLETED);
+    cr_expect_str_eq(by(pl_outcome_result(o), "effect"), "child");
+    cr_expect_str_eq(by(pl_outcome_result(o), "capture"), "parent");
+    cr_expect_eq(g_effected, 0);
+    cr_expect_eq(g_captured, 1);
+    pl_outcome_free(o);
+    pl_engine_close(e);
+    pl_registry_free(reg);
 }

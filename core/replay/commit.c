@@ -3,13 +3,14 @@
  *
  * SYNC POINTS.  The pending batch is committed, as one transaction, before a
  * result reaches code that could act on it: when a call returns its
- * `action_result`, after a side effect's value is recorded, before a
- * non-idempotent callee runs (its `action_call` must be durable first), and
- * when the run ends.  An idempotent call therefore costs one commit holding
- * its `action_call`, the callee's steps and its `action_result`.  That is
- * safe because nothing in the batch has been seen outside the process: if
- * the process dies first, the whole call is simply executed again, which is
- * what being idempotent permits.
+ * `action_result`, after a side effect's value is recorded (not a
+ * capture's: pl_ctx_capture()), before a non-idempotent callee runs (its
+ * `action_call` must be durable first), and when the run ends.  An
+ * idempotent call therefore costs one commit holding its `action_call`,
+ * the callee's steps and its `action_result`.  That is safe because
+ * nothing in the batch has been seen outside the process: if the process
+ * dies first, the whole call is simply executed again, which is what being
+ * idempotent permits.
  *
  * A commit first hashes the steps whose hash is still pending (an
  * invocation's head may be an entry of the batch it empties), then writes

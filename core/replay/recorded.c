@@ -5,7 +5,9 @@
  * The first execution produces the value and appends it as a `side_effect`
  * step; every replay reads the recorded value back instead of producing it
  * again.  A user's side effect is made durable before its value is
- * returned (a sync point), since it may have acted outside the process.
+ * returned (a sync point), since it may have acted outside the process; a
+ * captured value (pl_ctx_capture()), which did not, rides the next commit
+ * as the clock does.
  *
  * Each is one step, {"name": name, "value": value}, by the policy:
  *
@@ -14,6 +16,7 @@
  *   "random"      64 random bits, 16 lowercase hex digits
  *   "uuid"        a random (version 4) uuid, "xxxxxxxx-xxxx-4xxx-..."
  *   a user's      what the user's function returned, any JSON value
+ *                 (a side effect or a capture: the same step)
  *
  * A recorded value of the wrong shape is PL_ECORRUPT, not a new value.
  */
@@ -314,6 +317,18 @@ int pl_ctx_side_effect(cJSON **out, pl_ctx *c, const char *name,
                                   "and out are required");
     user_effect u = {fn, user};
     return recorded(c, name, produce_user, &u, true, out);
+}
+
+int pl_ctx_capture(cJSON **out, pl_ctx *c, const char *name,
+                   pl_side_effect_fn fn, void *user)
+{
+    if (out)
+        *out = NULL;
+    if (!c || !fn || !out || !pl__name_ok(name))
+        return pl__err(PL_EINVAL, "pl_ctx_capture: ctx, a valid name, fn and "
+                                  "out are required");
+    user_effect u = {fn, user};
+    return recorded(c, name, produce_user, &u, false, out);
 }
 
 int pl_ctx_side_effect_checked(cJSON **out, pl_ctx *c, const char *name,

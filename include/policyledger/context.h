@@ -317,6 +317,23 @@ int pl_ctx_side_effect(cJSON **out_value, pl_ctx *ctx, const char *name, pl_side
                        void *user);
 
 /**
+ * As pl_ctx_side_effect(), for a value @p fn reads without acting outside
+ * the process (what a connection knows of its server, a configuration
+ * loaded at start): recorded once as the same `side_effect` step, and on
+ * replay the recorded value is returned and fn is not called; but the
+ * value is not made durable before this returns: it goes with the
+ * invocation's next commit, as pl_ctx_now()'s does.  A crash before that
+ * commit loses it with the steps around it, and the execution that
+ * follows calls fn again.  A call that records nothing else that needs a
+ * commit of its own then costs one commit fewer.
+ * @param[out] out_value the value fn produced, as recorded; caller owns;
+ *             free with cJSON_Delete().
+ * @return as pl_ctx_side_effect().
+ */
+int pl_ctx_capture(cJSON **out_value, pl_ctx *ctx, const char *name, pl_side_effect_fn fn,
+                   void *user);
+
+/**
  * Whether a recorded side effect's value still fits the call replaying it
  * (for pl_ctx_side_effect_checked()).  Return true when it does; else
  * false, with a short description of the difference written into @p why

@@ -242,6 +242,15 @@ static void remember(pl_mcp *m, const char *run, const char *fp)
     snprintf(r->fingerprint, sizeof r->fingerprint, "%s", fp);
 }
 
+/* Whether run @p run's next snapshot holds the list itself: the run has
+ * not recorded it in this process, or the list changed since (under the
+ * lock). */
+static bool whole_due(pl_mcp *m, const char *run)
+{
+    const run_seen *r = seen(m, run);
+    return !r || strcmp(r->fingerprint, m->fingerprint) != 0;
+}
+
 /* The tool's code identity in the list as last listed, or NULL when the
  * server lists it no more. */
 static const char *code_now(const pl_mcp *m, const char *name)
@@ -264,15 +273,17 @@ static const char *code_now(const pl_mcp *m, const char *name)
  * tools it lists, this tool's code identity in that list; and the list
  * itself ("list", and "codes" in its order) at the run's first call in
  * this process, and again whenever the list changed since the run last
- * recorded it.
+ * recorded it.  It reads what this process knows of the server and does
+ * nothing outside it, so but for the list itself it is a capture
+ * (pl_ctx_capture()), durable with the call's result instead of by a
+ * commit of its own before the request.
  */
 static int snapshot(cJSON **out, void *user)
 {
     snap_args *a = user;
     pl_mcp *m = a->m;
     pthread_mutex_lock(&m->lock);
-    const run_seen *r = seen(m, a->run);
-    bool whole = !r || strcmp(r->fingerprint, m->fingerprint) != 0;
+    bool whole = whole_due(m, a->run);
     const char *code = code_now(m, a->t->name);
     cJSON *v = cJSON_CreateObject();
     bool ok = v && cJSON_AddStringToObject(v, "server", m->name) &&
@@ -346,8 +357,16 @@ int pl__mcp_call_tool(pl_ctx *ctx, const pl_action *a, pl_steps *out,
         follow_list(m, pl__mcp_mono_ms() + m->start_timeout_ms);
     cJSON *snap = NULL;
     snap_args sa = {m, t, pl_ctx_run_id(ctx)};
-    int sst = pl_ctx_side_effect(&snap, ctx, "mcp.tools", snapshot, &sa);
-    if (!sst) {
+    /* A snapshot that holds the list is made durable before the call goes
+     * on, since the handle then remembers that the run holds it (a run
+     * whose steps a failed commit dropped, continued in this process, must
+     * record it again); the others are captures, durable with the call */
+    pthread_mutex_lock(&m->lock);
+    bool whole = whole_due(m, sa.run);
+    pthread_mutex_unlock(&m->lock);
+    int sst = whole ? pl_ctx_side_effect(&snap, ctx, "mcp.tools", snapshot, &sa)
+                    : pl_ctx_capture(&snap, ctx, "mcp.tools", snapshot, &sa);
+    if (!sst && (whole || !cJSON_GetObjectItemCaseSensitive(snap, "list"))) {
         const char *fp = pl__mcp_str(snap, "fingerprint");
         pthread_mutex_lock(&m->lock);
         remember(m, sa.run, fp ? fp : "");
