@@ -215,7 +215,10 @@ int pl__pg_rate_take(pl__pg_store *s, const char *resource, uint32_t limit,
     if (st)
         return st;
     *admitted = took == 1;
-    *at_ms = now;
+    /* the clock was read before the budget's row lock was waited for: a
+     * take that waited while another moved the window on is charged to
+     * that later window, and says so */
+    *at_ms = *admitted && start > now ? start : now;
     *retry_at_ms = *admitted ? 0 : start + window_ms;
     return PL_OK;
 }
