@@ -88,8 +88,8 @@ int pl__pg_flow_sql(const pl__pg_store *s, int which, char **out)
             "WHERE NOT (b.window_ms = excluded.window_ms AND b.lim = "
             "excluded.lim AND b.start_ms >= excluded.start_ms AND b.count >= "
             "b.lim) RETURNING b.start_ms) SELECT (SELECT count(*) FROM up), "
-            "w.ms, coalesce((SELECT start_ms FROM \"%s\".rates WHERE name = "
-            "$1), w.ws) FROM w",
+            "w.ms, coalesce((SELECT start_ms FROM up), (SELECT start_ms FROM "
+            "\"%s\".rates WHERE name = $1), w.ws) FROM w",
             n, n);
     return *out ? PL_OK : pl__err(PL_ENOMEM, "out of memory");
 }
@@ -217,7 +217,7 @@ int pl__pg_rate_take(pl__pg_store *s, const char *resource, uint32_t limit,
     *admitted = took == 1;
     /* the clock was read before the budget's row lock was waited for: a
      * take that waited while another moved the window on is charged to
-     * that later window, and says so */
+     * that later window (the start the update returned), and says so */
     *at_ms = *admitted && start > now ? start : now;
     *retry_at_ms = *admitted ? 0 : start + window_ms;
     return PL_OK;
