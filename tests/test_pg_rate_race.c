@@ -72,9 +72,9 @@ Test(pg_rate_race, a_take_that_waited_records_the_window_it_was_charged_to)
     cr_assert_eq(pthread_create(&th, NULL, taker, &t), 0);
     bool waiting = false;
     for (int i = 0; !waiting && i < 3000; i++) {
-        PGresult *r = r_exec(c, "SELECT count(*) FROM pg_locks WHERE NOT "
-                                "granted");
-        waiting = atoi(PQgetvalue(r, 0, 0)) > 0;
+        PGresult *r = r_exec(c, "SELECT count(*) > 0 FROM pg_locks WHERE "
+                                "NOT granted");
+        waiting = PQgetvalue(r, 0, 0)[0] == 't';
         PQclear(r);
         struct timespec nap = {0, 10000000L};
         if (!waiting)
