@@ -171,6 +171,10 @@ static void w7_child(const void *varg, void *vres)
     g_w7->due = g_w7->late + a->runs;
     /* the workers run while the runs are parked: a run due meanwhile is
      * woken on time (forked before this process opens the store) */
+    /* the store is made before a worker opens it: an open meeting a store
+     * that another process is still making can find it short */
+    pl_registry *reg = time_registry();
+    pl_engine_close(open_engine(path, reg, PL_DURABILITY_PROCESS, NULL));
     pid_t pids[W7_WORKERS_MAX];
     for (int w = 0; w < a->workers; w++) {
         fflush(NULL);
@@ -180,7 +184,6 @@ static void w7_child(const void *varg, void *vres)
         if (pids[w] == 0)
             w7_worker(path, w, a->runs);
     }
-    pl_registry *reg = time_registry();
     pl_engine *e = open_engine(path, reg, PL_DURABILITY_PROCESS, NULL);
     if (pl_engine_set_wait_in_place(e, 0))
         die("W7 wait in place");
