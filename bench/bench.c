@@ -54,7 +54,7 @@
  *                  worker processes (pl_worker_run) sharing the store, in
  *                  sync mode; runs/s and the scaling over one worker.  No
  *                  floor: the figures are ratios to each other.
- *   W7 timers      N runs each sleeping a random 0..60 s (0..5 s with
+ *   W7 timers      N runs each sleeping a random 0..60 s (0..1 s with
  *                  --quick), parked on one store by one process while
  *                  worker processes (pl_worker_run: one on LMDB, four on
  *                  PostgreSQL) wake them, for N = 10,000 and 100,000
@@ -145,7 +145,7 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick")) {
             quick = true;
-            g_reps = 3;
+            g_reps = 1;
         } else if (!strcmp(argv[i], "--json"))
             g_print_json = true;
         else if (!strcmp(argv[i], "--dir") && i + 1 < argc)

@@ -252,7 +252,7 @@ static void w7_child(const void *varg, void *vres)
 int report_w7(bool quick)
 {
     int sizes[2] = {quick ? 200 : 10000, quick ? 2000 : 100000};
-    int max_ms = quick ? 5000 : 60000, workers = g_pg_uri ? 4 : 1;
+    int max_ms = quick ? 1000 : 60000, workers = g_pg_uri ? 4 : 1;
     say("\nW7 timers: N runs sleeping a random 0..%d s, parked on one %s "
         "store\n  by one process, woken by %d worker process%s\n",
         max_ms / 1000, g_pg_uri ? "PostgreSQL" : "LMDB", workers,

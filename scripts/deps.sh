@@ -11,8 +11,10 @@
 #                            tests/test_pg.c runs on, node and npm for the
 #                            reference MCP servers of tests/test_mcp.c and
 #                            the browser tests of ledger-web, which drive
-#                            Debian's chromium)
-#   scripts/deps.sh --fuzz   and clang with libFuzzer (scripts/fuzz.sh)
+#                            Debian's chromium, clang 19 and its runtimes
+#                            for the sanitizer build: scripts/test.sh
+#                            --sanitize)
+#   scripts/deps.sh --fuzz   and clang 19 with libFuzzer (scripts/fuzz.sh)
 set -euo pipefail
 
 pkgs=(gcc libc6-dev make cmake pkg-config
@@ -20,12 +22,13 @@ pkgs=(gcc libc6-dev make cmake pkg-config
       libmicrohttpd-dev tzdata)
 if [ "${1:-}" = "--test" ]; then
   pkgs+=(libcriterion-dev valgrind g++ clang-format python3
-         json-schema-test-suite postgresql nodejs chromium)
+         json-schema-test-suite postgresql nodejs chromium
+         clang-19 libclang-rt-19-dev)
   # npm is Debian's own package, unless the nodejs installed brings it
   command -v npm >/dev/null || pkgs+=(npm)
 fi
 if [ "${1:-}" = "--fuzz" ]; then
-  pkgs+=(clang-14 libclang-rt-14-dev)
+  pkgs+=(clang-19 libclang-rt-19-dev)
 fi
 
 missing=()

@@ -13,7 +13,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh --fuzz
 
-cc=$(command -v clang-14 || command -v clang)
+cc=$(command -v clang-19 || command -v clang)
 dir=build-fuzz
 cmake -S . -B "$dir" -DCMAKE_C_COMPILER="$cc" -DPL_FUZZ=ON \
   -DPL_BUILD_TESTS=OFF -DPL_BUILD_EXAMPLES=OFF -DPL_BUILD_BENCH=OFF >/dev/null

@@ -118,7 +118,7 @@ Test(versioned, an_array_of_an_older_version_is_read_at_its_stride)
     for (unsigned i = 0; i < 3; i++) {
         cr_expect_eq(v[i].version, 3);
         cr_expect_eq(v[i].a, 100 + i);
-        cr_expect_eq(v[i].b, 'a' + i);
+        cr_expect_eq(v[i].b, (char)('a' + i));
         cr_expect_eq(v[i].c, 'C');
         cr_expect_eq(v[i].e, 5);
     }
