@@ -12,8 +12,8 @@
  * the runner waits for that child without a timeout.  Here a thread of the
  * runner allocates those sizes the whole time, so every worker is forked
  * beside it; and each test forks beside a thread of its own doing the
- * same, its child allocating them and exiting 0.  A hang is this
- * program's CTest timeout.  See docs/testing.md, "The suite".
+ * same, its child allocating them and exiting 0.  See docs/testing.md,
+ * "The suite".
  */
 #include "support.h"
 
@@ -25,6 +25,10 @@
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+/* A child that hangs fails its test within this long; a worker that hangs
+ * before its test begins is the program's CTest timeout. */
+TestSuite(runner_fork, .timeout = 60);
 
 /* glibc's directory stream: its 32 KiB buffer and its header */
 #define DIR_STREAM_BYTES 32816
