@@ -144,7 +144,7 @@ int main(int argc, char **argv)
     const char *dir = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick")) {
-            quick = true;
+            quick = g_quick = true;
             g_reps = 1;
         } else if (!strcmp(argv[i], "--json"))
             g_print_json = true;

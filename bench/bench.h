@@ -206,6 +206,7 @@ int bench_rate(bool quick, const char *path);
 
 /* ---- what the workloads' files share (see bench.c for the workloads) ---- */
 extern int g_reps;                   /* REPS, or fewer with --quick */
+extern bool g_quick;                 /* --quick: proves each workload runs */
 extern char g_dir[1024];             /* where the stores go */
 extern const pl_durability modes[3]; /* sync, group, process */
 

@@ -255,7 +255,7 @@ int floor_scan(int n, scan_res *r)
  * when the host's speed changes while the workload runs (other jobs come
  * and go), the floor moves and the figures with it.  So the floor is
  * probed before a workload and after it: PROBE_REPS short measurements
- * of PROBE_N commits each (the workload's floor: raw LMDB, or on
+ * of PROBE_N commits each (a fifth with --quick; the workload's floor: raw LMDB, or on
  * PostgreSQL the libpq INSERT), and the medians compared.  A move larger
  * than the probes' own spread (the larger relative range of the two sets
  * of repetitions) and than NOISE_MIN marks the workload's figures: "floor
@@ -270,7 +270,7 @@ int floor_scan(int n, scan_res *r)
 /* Probe the floor: its time per commit, up to PROBE_REPS times. */
 static int probe(pl_durability mode, double *out)
 {
-    floor_arg fa = {mode, PROBE_N, 1, false};
+    floor_arg fa = {mode, g_quick ? PROBE_N / 5 : PROBE_N, 1, false};
     int n = 0;
     for (int i = 0; i < PROBE_REPS; i++) {
         floor_res fr;

@@ -357,6 +357,7 @@ typedef struct w8_res {
 } w8_res;
 
 #define W8_N 200
+#define W8_N_QUICK 50 /* --quick */
 
 static void w8_child(const void *varg, void *vres)
 {
@@ -370,10 +371,11 @@ static void w8_child(const void *varg, void *vres)
     if (pl_engine_set_wait_in_place(e, 0))
         die("W8 wait in place");
     uint64_t commits = 0;
+    int n = g_quick ? W8_N_QUICK : W8_N;
     double lat[W8_N], next[W8_N], flo[W8_N], txns[W8_N];
     double rt_next[W8_N], stmts_next[W8_N], rt_all[W8_N];
     cJSON *go = cJSON_CreateObject();
-    for (int i = 0; i < W8_N; i++) {
+    for (int i = 0; i < n; i++) {
         char id[32];
         snprintf(id, sizeof id, "w8-%04d", i);
         pl_action root = {PL_ACTION_VERSION, "waiter", go, NULL, 0, NULL};
@@ -411,21 +413,21 @@ static void w8_child(const void *varg, void *vres)
     } else {
         MDB_dbi dbi;
         MDB_env *env = raw_open("w8-floor.db", PL_DURABILITY_SYNC, &dbi);
-        for (int i = 0; i < W8_N; i++) {
+        for (int i = 0; i < n; i++) {
             double t0 = now_s();
             raw_commits(env, dbi, 0, i, 1, false, true);
             flo[i] = now_s() - t0;
         }
         raw_close(env, "w8-floor.db");
-        r->floor_s = percentile(flo, W8_N, 0.50);
+        r->floor_s = percentile(flo, n, 0.50);
     }
-    r->commits = (double)commits / W8_N;
-    r->txns = percentile(txns, W8_N, 0.50);
-    r->rt_next = percentile(rt_next, W8_N, 0.50);
-    r->stmts_next = percentile(stmts_next, W8_N, 0.50);
-    r->rt_all = percentile(rt_all, W8_N, 0.50);
-    r->signal_s = percentile(lat, W8_N, 0.50);
-    r->next_s = percentile(next, W8_N, 0.50);
+    r->commits = (double)commits / n;
+    r->txns = percentile(txns, n, 0.50);
+    r->rt_next = percentile(rt_next, n, 0.50);
+    r->stmts_next = percentile(stmts_next, n, 0.50);
+    r->rt_all = percentile(rt_all, n, 0.50);
+    r->signal_s = percentile(lat, n, 0.50);
+    r->next_s = percentile(next, n, 0.50);
 }
 
 int report_w8(void)
@@ -435,7 +437,7 @@ int report_w8(void)
     say("\nW8 signal: a parked run signalled and continued in the caller's "
         "thread,\n  until its next call is durable (sync mode, %s; median "
         "of %d)\n",
-        g_pg_uri ? "PostgreSQL" : "LMDB", W8_N);
+        g_pg_uri ? "PostgreSQL" : "LMDB", g_quick ? W8_N_QUICK : W8_N);
     drift d;
     drift_begin(&d, PL_DURABILITY_SYNC);
     int failed = in_child(w8_child, NULL, &r, sizeof r);

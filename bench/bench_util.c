@@ -68,6 +68,7 @@ static int cmp_double(const void *a, const void *b)
  * 1,000 calls in any mode: a fraction of a second each, which the host's
  * CPU or disk speed moves the most) run SHORT_REPS times as many. */
 int g_reps = REPS;
+bool g_quick;
 
 /* The median of n values (sorts them). */
 double median(double *v, int n)

@@ -123,7 +123,7 @@ void w3_child(const void *varg, void *vres)
 int report_w3(bool quick)
 {
     int failures = 0;
-    int runs = quick ? 50 : 100, calls = quick ? 40 : 100;
+    int runs = quick ? 20 : 100, calls = quick ? 20 : 100;
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     int pool_threads = ncpu > 2 && ncpu < 64 ? (int)ncpu : 2;
     /* threads: one per run, every run in flight at once; pool: as many

@@ -251,7 +251,7 @@ static void w6_count_child(const void *varg, void *vres)
 int report_w6(bool quick)
 {
     static const int counts[] = {1, 2, 4};
-    int runs = quick ? 100 : 1000, reps = g_reps < 3 ? g_reps : 3;
+    int runs = quick ? 50 : 1000, reps = g_reps < 3 ? g_reps : 3;
     int failures = 0;
     pl_durability mode = PL_DURABILITY_SYNC;
     say("\nW6 workers: %d submitted runs of %d calls drained by N worker "
