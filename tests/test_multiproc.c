@@ -318,3 +318,66 @@ Test(multiproc, four_processes_killed_and_restarted, .timeout = 600)
            "flight at a kill)\n",
            N_PROCS, N_PROCS * KILLS, lines, repeats);
 }
+
+/*
+ * A new store that several processes open at once: one of them creates
+ * it while the others may find its file half made (LMDB's two meta pages
+ * not yet written, or the file shorter than them).  Every opener must get
+ * the store, none a refusal as a truncated or foreign file.
+ */
+#define OPENERS 4
+#define OPEN_ROUNDS 100
+
+static int open_new(const char *path, int go, int i)
+{
+    char b;
+    if (read(go, &b, 1) != 0) /* the parent closing its end starts all */
+        return 3;
+    pl_registry *reg = registry();
+    pl_engine *e = NULL;
+    pl_engine_options o = PL_ENGINE_OPTIONS_INIT;
+    o.durability = i % 2 ? PL_DURABILITY_PROCESS : PL_DURABILITY_SYNC;
+    o.read_only = i == 3;
+    int st = reg ? pl_engine_open(&e, path, reg, &o) : PL_ENOMEM;
+    if (st == PL_ENOTFOUND && o.read_only)
+        st = PL_OK; /* not made yet */
+    if (st)
+        fprintf(stderr, "open_race: %s: %s\n", pl_status_name(st), pl_errmsg());
+    pl_engine_close(e);
+    pl_registry_free(reg);
+    return st ? 1 : 0;
+}
+
+Test(multiproc, processes_opening_a_new_store_at_once_all_get_it,
+     .timeout = 600)
+{
+    t_lmdb_only("the file LMDB creates");
+    const char *dir = t_tmpdir();
+    int refused = 0;
+    for (int round = 0; round < OPEN_ROUNDS; round++) {
+        char path[4200];
+        snprintf(path, sizeof path, "%s/new-%d.db", dir, round);
+        int go[2];
+        cr_assert_eq(pipe(go), 0);
+        pid_t pids[OPENERS];
+        for (int i = 0; i < OPENERS; i++) {
+            pids[i] = fork();
+            cr_assert_geq(pids[i], 0);
+            if (pids[i] == 0) {
+                close(go[1]);
+                _exit(open_new(path, go[0], i));
+            }
+        }
+        close(go[0]);
+        close(go[1]);
+        for (int i = 0; i < OPENERS; i++) {
+            int ws;
+            cr_assert_eq(waitpid(pids[i], &ws, 0), pids[i]);
+            cr_assert(WIFEXITED(ws), "an opener died of signal %d",
+                      WIFSIGNALED(ws) ? WTERMSIG(ws) : 0);
+            refused += WEXITSTATUS(ws) != 0;
+        }
+    }
+    cr_assert_eq(refused, 0, "%d of %d opens of a new store were refused",
+                 refused, OPENERS * OPEN_ROUNDS);
+}

@@ -42,6 +42,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <time.h>
 #include <unistd.h>
 
 #define DEFAULT_MAP_SIZE ((size_t)64 << 20)
@@ -477,7 +478,7 @@ static int open_read_only(pl__lmdb_store *s)
     MDB_dbi *dbis[] = {&s->meta, &s->runs, &s->state, &s->steps, &s->journal};
     pl__lmdb_kind kind;
     int rc = pl__lmdb_identify(txn, &kind);
-    if (!rc && kind == PL__LMDB_FOREIGN) {
+    if (!rc && (kind == PL__LMDB_FOREIGN || kind == PL__LMDB_EMPTY)) {
         pl__lmdb_txn_abort(s, txn);
         return pl__lmdb_refuse_kind(s->path, kind, true);
     }
@@ -591,6 +592,66 @@ static void data_file(char *out, size_t n, const char *path, bool dir)
     snprintf(out, n, dir ? "%s/data.mdb" : "%s", path);
 }
 
+/*
+ * Nothing is mapped, and no lock file made, before the data file is known
+ * to be whole, and to be a store if it holds anything.
+ */
+static int check_before_map(const char *path, const char *file,
+                            const char *lock, bool dir, bool must_exist)
+{
+    struct stat sb;
+    if (must_exist && stat(file, &sb) != 0)
+        return errno == ENOENT || errno == ENOTDIR
+                   ? pl__err(PL_ENOTFOUND, "store '%s' does not exist", path)
+                   : pl__err(errno == EACCES || errno == EPERM ? PL_EACCES
+                                                               : PL_ESTORE,
+                             "store '%s': %s", path, strerror(errno));
+    if (must_exist && !S_ISREG(sb.st_mode))
+        return pl__err(PL_ECORRUPT, "'%s' is not a policyledger store", path);
+    if (must_exist && sb.st_size == 0)
+        return pl__err(PL_ECORRUPT, "'%s' is an empty file, not a store", path);
+    int st = pl__lmdb_check_file(path, file);
+    if (st)
+        return st;
+    if (stat(file, &sb) == 0 && sb.st_size > 0 && stat(lock, &sb) != 0 &&
+        errno == ENOENT)
+        return pl__lmdb_probe(path, dir, must_exist);
+    return PL_OK;
+}
+
+/*
+ * A file refused as empty, short or not LMDB may be a store another
+ * process is making: LMDB's first opener holds byte 0 of the lock file
+ * exclusively while it writes the meta pages.  Wait (at most CREATOR_WAIT_MS)
+ * for such a holder to let go; true if there was one.  Only looked at when
+ * this process has no store of that file open: closing a descriptor of the
+ * lock file would drop the locks LMDB holds on it here.
+ */
+#define CREATOR_WAIT_MS 5000
+
+static bool creator_waited(const char *file, const char *lock)
+{
+    struct stat sb;
+    pthread_once(&g_open_once, open_once);
+    pthread_mutex_lock(&g_open_mu);
+    bool mine = stat(file, &sb) == 0 && open_find(sb.st_dev, sb.st_ino);
+    int fd = mine ? -1 : open(lock, O_RDONLY | O_CLOEXEC);
+    bool waited = false;
+    for (int ms = 0; fd >= 0 && ms < CREATOR_WAIT_MS; ms++) {
+        struct flock fl = {
+            .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 1};
+        if (fcntl(fd, F_GETLK, &fl) || fl.l_type == F_UNLCK)
+            break;
+        waited = true;
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    if (fd >= 0)
+        close(fd);
+    pthread_mutex_unlock(&g_open_mu);
+    return waited;
+}
+
 int pl__lmdb_open(pl__lmdb_store **out, const char *path,
                   const pl__store_options *opts)
 {
@@ -602,25 +663,14 @@ int pl__lmdb_open(pl__lmdb_store **out, const char *path,
         return pl__err(PL_EINVAL, "store path is too long");
     data_file(file, sizeof file, path, dir);
     bool must_exist = opts->read_only || opts->no_create;
-    if (must_exist && stat(file, &sb) != 0)
-        return errno == ENOENT || errno == ENOTDIR
-                   ? pl__err(PL_ENOTFOUND, "store '%s' does not exist", path)
-                   : pl__err(errno == EACCES || errno == EPERM ? PL_EACCES
-                                                               : PL_ESTORE,
-                             "store '%s': %s", path, strerror(errno));
-    if (must_exist && !S_ISREG(sb.st_mode))
-        return pl__err(PL_ECORRUPT, "'%s' is not a policyledger store", path);
-    if (must_exist && sb.st_size == 0)
-        return pl__err(PL_ECORRUPT, "'%s' is an empty file, not a store", path);
-    /* nothing is mapped, and no lock file made, before the file is known
-     * to be whole, and to be a store if it holds anything */
-    int st = pl__lmdb_check_file(path, file);
-    if (st)
-        return st;
     char lock[4096 + 16];
     snprintf(lock, sizeof lock, dir ? "%s/lock.mdb" : "%s-lock", path);
-    if (stat(file, &sb) == 0 && sb.st_size > 0 && stat(lock, &sb) != 0 &&
-        errno == ENOENT && (st = pl__lmdb_probe(path, dir, must_exist)))
+    int st = check_before_map(path, file, lock, dir, must_exist);
+    if (st == PL_ECORRUPT && creator_waited(file, lock)) {
+        pl__err_clear();
+        st = check_before_map(path, file, lock, dir, must_exist);
+    }
+    if (st)
         return st;
 
     pl__lmdb_store *s = calloc(1, sizeof *s);
