@@ -29,10 +29,9 @@ PL__HIDDEN pl__mcp_http *pl__mcp_http_new(const char *url,
                                           size_t max_msg);
 
 /*
- * POST the message @p body (@p len bytes of JSON).  For a request (@p id >
- * 0) read the answer of that id,
- * from a JSON body or an event stream, into *answer (the whole message;
- * caller frees).  The session id the server gives is kept and sent, and
+ * POST the message @p body (@p len bytes of JSON).  For a request
+ * (@p id > 0) read the answer of that id, from a JSON body or an event
+ * stream, into *answer (the whole message; caller frees).  The session id the server gives is kept and sent, and
  * @p version (once known) as MCP-Protocol-Version.  A T_ code; @p why
  * says what failed.  T_DEAD after a 404 of a session: the session is
  * forgotten (initialize again).
