@@ -119,14 +119,25 @@ int pl__store_run_find(pl__store *s, const char *id, uint64_t *num,
 }
 
 int pl__store_run_load(pl__store *s, const char *id, uint64_t *num,
-                       pl__buf *info, pl__buf *state)
+                       pl__buf *info, pl__buf *state, pl__run_more *more)
 {
+    if (more) {
+        more->keyed = false;
+        more->room = true;
+        more->ledger_read = false;
+        pl__kvs_reset(&more->inbox);
+        pl__kvs_reset(&more->ledger);
+    }
 #if PL_WITH_POSTGRESQL
     if (s->pg)
-        return pl__pg_run_load(s->pg, id, num, info, state);
+        return pl__pg_run_load(s->pg, id, num, info, state, more);
 #endif
     int st = pl__lmdb_run_find(s->lmdb, id, num, info);
-    return st ? st : pl__lmdb_state_get(s->lmdb, *num, state);
+    if (!st)
+        st = pl__lmdb_state_get(s->lmdb, *num, state);
+    if (!st && more)
+        st = pl__lmdb_key_now(s->lmdb, *num, &more->keyed, &more->room);
+    return st || !more ? st : pl__lmdb_inbox_read(s->lmdb, *num, &more->inbox);
 }
 
 int pl__store_state_get(pl__store *s, uint64_t num, pl__buf *state)
@@ -163,11 +174,11 @@ int pl__store_runs(pl__store *s, const char *after, bool desc, size_t max_n,
 
 int pl__store_lease_acquire(pl__store *s, uint64_t run, const char *run_id,
                             const char *owner, int64_t lease_us,
-                            uint64_t steal_gen, uint64_t *gen, bool *had,
-                            pl__lease *held)
+                            uint64_t steal_gen, bool wake, uint64_t *gen,
+                            bool *had, pl__lease *held)
 {
-    return CALL(s, lease_acquire, run, run_id, owner, lease_us, steal_gen, gen,
-                had, held);
+    return CALL(s, lease_acquire, run, run_id, owner, lease_us, steal_gen, wake,
+                gen, had, held);
 }
 
 /* A take's claim on LMDB, in the state's read-modify-write. */

@@ -271,10 +271,27 @@ PL__HIDDEN int pl__store_each_step(pl__store *s, uint64_t run, pl__step_fn fn,
 PL__HIDDEN int pl__store_run_find(pl__store *s, const char *id, uint64_t *num,
                                   pl__buf *info) PL__MUST_CHECK;
 
-/* pl__store_run_find() with @p info, and the run's state record: on
- * PostgreSQL one query. */
+/* What a delivery that would continue a run reads with it: whether the
+ * run is parked with a concurrency key and that key has room for one more
+ * live run now (FLOW below; read only: a take looks again, in its own
+ * transaction), and its inbox (pl__store_inbox_read()); and, asked with
+ * @c ledger_n (0: not), its root ledger's first records, as
+ * pl__store_read() of the root ledger from seq 0 with @c ledger_n and
+ * @c ledger_bytes (@c ledger_read: read; a store may leave it to that). */
+typedef struct pl__run_more {
+    bool keyed, room;
+    pl__kvs inbox;
+    size_t ledger_n, ledger_bytes;
+    bool ledger_read;
+    pl__kvs ledger;
+} pl__run_more;
+
+/* pl__store_run_find() with @p info, and the run's state record, and, with
+ * @p more (NULL: not asked; the caller frees its inbox), what a delivery
+ * reads with it: on PostgreSQL one query. */
 PL__HIDDEN int pl__store_run_load(pl__store *s, const char *id, uint64_t *num,
-                                  pl__buf *info, pl__buf *state) PL__MUST_CHECK;
+                                  pl__buf *info, pl__buf *state,
+                                  pl__run_more *more) PL__MUST_CHECK;
 
 /* Read a run's state record. */
 PL__HIDDEN int pl__store_state_get(pl__store *s, uint64_t num,
@@ -335,12 +352,15 @@ typedef struct pl__lease {
  * none, when it expired, when @p owner holds it, or when its generation
  * is @p steal_gen (nonzero: a holder known to be dead).  *gen is the new
  * generation and *had whether a lease was there.  A lease held by another
- * is PL_EBUSY with the holder in @p held (no message set).
+ * is PL_EBUSY with the holder in @p held (no message set).  With @p wake,
+ * taken as a wake takes it (FLOW below): a run parked with a concurrency
+ * key only while the key has room, the lease getting the key back; a key
+ * that is full is PL_EBUSY too, with an empty held->owner (no message).
  */
 PL__HIDDEN int pl__store_lease_acquire(pl__store *s, uint64_t run,
                                        const char *run_id, const char *owner,
                                        int64_t lease_us, uint64_t steal_gen,
-                                       uint64_t *gen, bool *had,
+                                       bool wake, uint64_t *gen, bool *had,
                                        pl__lease *held) PL__MUST_CHECK;
 
 /*

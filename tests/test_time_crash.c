@@ -332,13 +332,22 @@ Test(time_crash, killed_at_every_boundary_around_sleep_wait_and_cancel,
     pl_registry_free(reg);
 }
 
+/* Runs made by start_go() have the concurrency key "k" (limit 1). */
+static bool g_keyed;
+
 static pl_outcome *start_go(pl_engine *e, const char *id)
 {
     pl_action a = {PL_ACTION_VERSION, "go", pl_json_empty(), NULL, 0, NULL};
     pl_run_options ro = PL_RUN_OPTIONS_INIT;
     ro.run_id = id;
+    ro.concurrency_key = g_keyed ? "k" : NULL;
+    ro.concurrency_limit = g_keyed ? 1 : 0;
     pl_outcome *o = NULL;
-    cr_assert_eq(pl_run_start(&o, e, &a, &ro), PL_OK, "%s", pl_errmsg());
+    if (g_keyed) /* a key is a submitted run's */
+        cr_assert_eq(pl_run_submit(NULL, e, &a, &ro), PL_OK, "%s", pl_errmsg());
+    int st = g_keyed ? pl_run_continue(&o, e, id, NULL)
+                     : pl_run_start(&o, e, &a, &ro);
+    cr_assert_eq(st, PL_OK, "%s", pl_errmsg());
     cr_assert_eq(o->status, PL_RUN_WAITING);
     return o;
 }
@@ -551,11 +560,11 @@ static pl_engine *killed_at(const char *store, const pl_registry *reg,
  * made due and goes on.  Either way the run completes with one `event`
  * step, the call made once (twice at most when it was in flight).
  */
-Test(time_crash, a_signal_killed_at_every_boundary)
+static void signal_killed_at_every_boundary(const char *name)
 {
     pl_registry *reg = registry();
     char store[4300];
-    fresh(store, sizeof store, "sigkill");
+    fresh(store, sizeof store, name);
     /* the reference: how many boundaries a signal crosses */
     pl_engine *e = open_engine(store, reg);
     cr_assert_not_null(e, "%s", pl_errmsg());
@@ -590,6 +599,19 @@ Test(time_crash, a_signal_killed_at_every_boundary)
     }
     g_kill_at = 0;
     pl_registry_free(reg);
+}
+
+Test(time_crash, a_signal_killed_at_every_boundary)
+{
+    signal_killed_at_every_boundary("sigkill");
+}
+
+/* The same with a concurrency key: its ride takes the run with the
+ * `event` step, a commit before the call's (runner.c, wait.c). */
+Test(time_crash, a_keyed_signal_killed_at_every_boundary)
+{
+    g_keyed = true;
+    signal_killed_at_every_boundary("sigkey");
 }
 
 /* The `cancel` steps of run @p id (pl_run_walk()). */

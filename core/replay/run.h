@@ -83,6 +83,12 @@ typedef struct pl__ride {
     pl__buf expect; /* the run's state as read */
     pl__buf rec;    /* the record, bound to the run, as stored */
     uint64_t seq;   /* the seq the replay gave it; 0: not yet looked */
+    /* the run is parked with a concurrency key: the ride takes it as soon
+     * as its wait ends (wait.c), so that nothing of its policy runs past
+     * the wait before the store has given it a place under its key */
+    bool keyed;
+    const pl__kvs *inbox; /* the run's inbox, read with its state */
+    pl__kvs *ledger;      /* its root ledger's first read, or NULL */
 } pl__ride;
 
 /* Claim run @p r, whose state as read is @p sb, in memory only, for the
@@ -106,6 +112,15 @@ PL__HIDDEN int pl__run_ride(pl__run *r) PL__MUST_CHECK;
 PL__HIDDEN int pl__run_continue_delivered(pl_outcome **out, pl_engine *e,
                                           const char *id,
                                           pl__delivery *dv) PL__MUST_CHECK;
+
+/*
+ * Continue run @p id here as a wake would (after a delivery the store
+ * would not let take the run): as pl_run_continue(), but a run parked
+ * with a concurrency key only while its key has room; else PL_EBUSY and
+ * nothing runs: the run's timer, due, wakes it once a place frees.
+ */
+PL__HIDDEN int pl__run_continue_woken(pl_outcome **out, pl_engine *e,
+                                      const char *id) PL__MUST_CHECK;
 
 /* Take run @p num's lease for this engine's worker: free, expired, or held
  * by a dead process of this host.  *had says whether the run had a lease.

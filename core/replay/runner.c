@@ -20,6 +20,7 @@
 #include "claim.h"
 #include "commit.h"
 #include "internal.h"
+#include "invocation.h"
 #include "path.h"
 #include "retention.h"
 #include "run.h"
@@ -104,11 +105,11 @@ int pl__root_decode(pl__root_action *ra, const char *id, const uint8_t *info,
 /* Run @p id's number and root action, and with @p state its state record
  * (on PostgreSQL in the same query). */
 static int root_load(pl_engine *e, const char *id, uint64_t *num,
-                     pl__root_action *ra, pl__buf *state)
+                     pl__root_action *ra, pl__buf *state, pl__run_more *more)
 {
     memset(ra, 0, sizeof *ra);
     pl__buf info = {0};
-    int st = state ? pl__store_run_load(e->store, id, num, &info, state)
+    int st = state ? pl__store_run_load(e->store, id, num, &info, state, more)
                    : pl__store_run_find(e->store, id, num, &info);
     if (!st)
         st = pl__root_decode(ra, id, info.data, info.len);
@@ -477,22 +478,36 @@ int pl_run_submit(char **out, pl_engine *e, const pl_action *root,
 
 /* ---- continue --------------------------------------------------------------------------- */
 
-/* The lease of a run to execute (run.h). */
-int pl__run_take_lease(pl_engine *e, uint64_t num, const char *id,
-                       uint64_t *gen, bool *had)
+/* The lease of a run to execute; with @p wake, taken as a wake takes it:
+ * a run parked with a concurrency key only while the key has room. */
+static int take_lease(pl_engine *e, uint64_t num, const char *id, bool wake,
+                      uint64_t *gen, bool *had)
 {
     pl__lease held = {0};
     int st = pl__store_lease_acquire(e->store, num, id, e->worker, e->lease_us,
-                                     0, gen, had, &held);
+                                     0, wake, gen, had, &held);
     if (st == PL_EBUSY && pl__worker_dead(e, held.owner))
         st = pl__store_lease_acquire(e->store, num, id, e->worker, e->lease_us,
-                                     held.gen, gen, had, &held);
-    if (st == PL_EBUSY)
+                                     held.gen, wake, gen, had, &held);
+    if (st == PL_EBUSY && !*held.owner)
+        st = pl__err(PL_EBUSY,
+                     "run '%s' waits for a place under its concurrency key "
+                     "(the key is full): a worker or pl_engine_wake() "
+                     "continues it once one frees",
+                     id);
+    else if (st == PL_EBUSY)
         st = pl__err(PL_EBUSY,
                      "run '%s' is leased to worker %s for %.1f s more "
                      "(it is running there)",
                      id, held.owner, (double)held.expires_in_us / 1e6);
     return st;
+}
+
+/* The lease of a run to execute (run.h). */
+int pl__run_take_lease(pl_engine *e, uint64_t num, const char *id,
+                       uint64_t *gen, bool *had)
+{
+    return take_lease(e, num, id, false, gen, had);
 }
 
 /* Drop a lease taken for an execution that did not start, keeping the
@@ -507,10 +522,14 @@ static void drop_lease(pl_engine *e, uint64_t num, uint64_t gen)
     pl__errmsg_restore(saved);
 }
 
+/* Continue run @p id (see pl_run_continue(), pl_run_resume()); leased by
+ * a worker's take (@p leased), with a delivery riding its next commit
+ * (@p dv), or, @p wake, as a wake takes a run: a run parked with a
+ * concurrency key only while the key has room. */
 static int continue_run(pl_engine *e, const char *id, bool check,
                         const char *token, const cJSON *answer,
                         pl_outcome **out, const pl__lease *leased,
-                        pl__delivery *dv)
+                        pl__delivery *dv, bool wake)
 {
     uint64_t num;
     pl__root_action ra;
@@ -519,9 +538,15 @@ static int continue_run(pl_engine *e, const char *id, bool check,
     if (st)
         return st;
     pl__buf sb = {0}; /* its state record, read with it */
-    st = root_load(e, id, &num, &ra, &sb);
+    /* a delivery's: the run's key as its wake would find it, its inbox and
+     * its root ledger's first records (invocation.c's first read) */
+    pl__run_more more = {
+        .room = true, .ledger_n = PL__AHEAD_N, .ledger_bytes = PL__AHEAD_BYTES};
+    st = root_load(e, id, &num, &ra, &sb, dv ? &more : NULL);
     if (st) {
         pl__buf_free(&sb);
+        pl__kvs_free(&more.inbox);
+        pl__kvs_free(&more.ledger);
         return st;
     }
     const pl_policy_def *def = pl_registry_find(e->reg, ra.action.policy);
@@ -549,6 +574,10 @@ static int continue_run(pl_engine *e, const char *id, bool check,
     r->deadline_ms = ra.info.deadline_ms;
     if (dv && r->state.status != PL_RUN_WAITING)
         goto done; /* the caller delivers alone */
+    /* a run parked with a key whose key is full: nothing of it runs here;
+     * the delivery alone makes its timer due, for its wake */
+    if (dv && more.keyed && !more.room)
+        goto done;
     if (leased && r->state.status != PL_RUN_RUNNING &&
         r->state.status != PL_RUN_SUBMITTED &&
         r->state.status != PL_RUN_WAITING) {
@@ -601,6 +630,9 @@ static int continue_run(pl_engine *e, const char *id, bool check,
     }
     claimed = true;
     if (dv) {
+        ride.keyed = more.keyed;
+        ride.inbox = &more.inbox;
+        ride.ledger = more.ledger_read ? &more.ledger : NULL;
         if (!(st = pl__run_ride_begin(r, dv, &sb, &ride)))
             st = pl__run_execute(r, def, &ra.action, true, out);
         r->ride = NULL;
@@ -608,7 +640,7 @@ static int continue_run(pl_engine *e, const char *id, bool check,
     }
     bool had = true;
     uint64_t gen = leased ? leased->gen : 0;
-    if (!leased && (st = pl__run_take_lease(e, num, id, &gen, &had)))
+    if (!leased && (st = take_lease(e, num, id, wake, &gen, &had)))
         goto done;
     r->batch.gen = gen;
     r->worker = leased != NULL;
@@ -641,6 +673,8 @@ done:
     pl__buf_free(&sb);
     pl__buf_free(&ride.expect);
     pl__buf_free(&ride.rec);
+    pl__kvs_free(&more.inbox);
+    pl__kvs_free(&more.ledger);
     pl__kvs_free(&resume);
     pl__run_free(r);
     pl__root_clear(&ra);
@@ -663,7 +697,7 @@ int pl_run_continue(pl_outcome **out, pl_engine *e, const char *run_id,
     if (o.if_exists != PL_IF_EXISTS_FAIL)
         return pl__err(PL_EINVAL, "pl_run_continue: if_exists applies to "
                                   "pl_run_start only");
-    return continue_run(e, run_id, o.check, NULL, NULL, out, NULL, NULL);
+    return continue_run(e, run_id, o.check, NULL, NULL, out, NULL, NULL, false);
 }
 
 int pl_run_resume(pl_outcome **out, pl_engine *e, const char *run_id,
@@ -678,7 +712,8 @@ int pl_run_resume(pl_outcome **out, pl_engine *e, const char *run_id,
     if (!cJSON_IsObject(answer))
         return pl__err(PL_EJSON, "pl_run_resume: the answer must be a JSON "
                                  "object");
-    return continue_run(e, run_id, false, token, answer, out, NULL, NULL);
+    return continue_run(e, run_id, false, token, answer, out, NULL, NULL,
+                        false);
 }
 
 /*
@@ -695,7 +730,7 @@ static int start_existing(pl_outcome **out, pl_engine *e, const char *id,
     pl__tomb t;
     int st = pl__store_settle(e->store);
     if (!st)
-        st = root_load(e, id, &num, &ra, NULL);
+        st = root_load(e, id, &num, &ra, NULL, NULL);
     if (st == PL_ENOTFOUND && !pl__tomb_load(e, id, &t))
         return strcmp(t.policy, root->policy) != 0
                    ? pl__err(PL_EEXIST,
@@ -726,7 +761,7 @@ static int start_existing(pl_outcome **out, pl_engine *e, const char *id,
     if (!st && recorded)
         st = pl__recorded_outcome(out, id, &rs);
     else if (!st) /* as pl_run_continue(): a completed run is replayed */
-        st = continue_run(e, id, false, NULL, NULL, out, NULL, NULL);
+        st = continue_run(e, id, false, NULL, NULL, out, NULL, NULL, false);
     pl__run_state_clear(&rs);
     return st;
 }
@@ -737,7 +772,8 @@ int pl__run_continue_leased(pl_outcome **out, pl_engine *e,
     *out = NULL;
     /* a run this worker cannot execute (its policy is not registered
      * here) keeps its lease until it expires: another worker may */
-    return continue_run(e, lease->id, false, NULL, NULL, out, lease, NULL);
+    return continue_run(e, lease->id, false, NULL, NULL, out, lease, NULL,
+                        false);
 }
 
 int pl__run_continue_delivered(pl_outcome **out, pl_engine *e, const char *id,
@@ -745,5 +781,11 @@ int pl__run_continue_delivered(pl_outcome **out, pl_engine *e, const char *id,
 {
     *out = NULL;
     dv->tried = false;
-    return continue_run(e, id, false, NULL, NULL, out, NULL, dv);
+    return continue_run(e, id, false, NULL, NULL, out, NULL, dv, false);
+}
+
+int pl__run_continue_woken(pl_outcome **out, pl_engine *e, const char *id)
+{
+    *out = NULL;
+    return continue_run(e, id, false, NULL, NULL, out, NULL, NULL, true);
 }

@@ -189,8 +189,12 @@ static long inbox_cancel(const inbox *ib);
 static int inbox_load_run(pl__run *r, inbox *ib)
 {
     memset(ib, 0, sizeof *ib);
-    int st = pl__store_inbox_read(r->e->store, r->num, &ib->raw);
     pl__ride *ride = r->ride;
+    const pl__kvs *read = ride ? ride->inbox : NULL; /* read with the run */
+    int st = read ? PL_OK : pl__store_inbox_read(r->e->store, r->num, &ib->raw);
+    for (size_t i = 0; read && !st && i < read->n; i++)
+        st = pl__kvs_add(&ib->raw, pl__kvs_key(read, i), read->e[i].klen,
+                         pl__kvs_val(read, i), read->e[i].vlen);
     if (!st && ride) {
         size_t n = ib->raw.n;
         if (!ride->seq)
@@ -304,6 +308,24 @@ int pl__wait_boundary(pl_ctx *c)
     return boundary_at_end(c, NULL);
 }
 
+/* A wait at the ledger's end over with @p st: a ride of a run with a
+ * concurrency key (run.h, RIDES) takes the run now, before its policy goes
+ * on past the wait, so that it goes on only with a place under its key. */
+static int ride_keyed(pl__run *r, int st)
+{
+    if (!r->ride || !r->ride->keyed ||
+        (st && st != PL_ECANCELLED && st != PL_ETIMEDOUT))
+        return st;
+    char saved[PL__ERRMSG_MAX];
+    pl__errmsg_save(saved);
+    int wst = pl__run_write(r, false);
+    if (wst)
+        return pl__run_fail(r, wst, "run %s: commit failed: %s", r->id,
+                            pl_errmsg());
+    pl__errmsg_restore(saved);
+    return st;
+}
+
 /* ---- parking ----------------------------------------------------------------- */
 
 static int64_t wait_in_place_ms(const pl_engine *e)
@@ -393,10 +415,10 @@ static int sleep_until(pl_ctx *c, int64_t until_ms)
                             c->path, seq, (long long)until_ms);
     for (;;) {
         if ((st = boundary_at_end(c, NULL)))
-            return st;
+            return ride_keyed(r, st);
         int64_t now = pl__now_us() / 1000;
         if (now >= until_ms)
-            return PL_OK;
+            return ride_keyed(r, PL_OK);
         bool stopping = r->worker && atomic_load(&r->e->worker_stop);
         if (until_ms - now > wait_in_place_ms(r->e) || stopping)
             return park(c, seq, until_ms, NULL);
@@ -552,7 +574,7 @@ static int wait_event(pl_ctx *c, const char *name, int64_t until_ms,
         }
         inbox_free(&ib);
         if (st || found)
-            return st;
+            return ride_keyed(r, st);
         int64_t now = pl__now_us() / 1000;
         if (until_ms && now >= until_ms) {
             cJSON *t = NULL;
@@ -560,9 +582,10 @@ static int wait_event(pl_ctx *c, const char *name, int64_t until_ms,
                 return pl__run_fail(r, PL_ENOMEM, "out of memory");
             if ((st = append_json(c, PL_STEP_EVENT, ENGINE_ACTOR, t)))
                 return st;
-            return pl__err(PL_ETIMEDOUT,
-                           "run %s: the wait for '%s' at %s timed out", r->id,
-                           name, c->path);
+            st = pl__err(PL_ETIMEDOUT,
+                         "run %s: the wait for '%s' at %s timed out", r->id,
+                         name, c->path);
+            return ride_keyed(r, st);
         }
         bool stopping = r->worker && atomic_load(&r->e->worker_stop);
         int64_t place = wait_in_place_ms(r->e);
@@ -737,13 +760,11 @@ int pl_run_signal(pl_outcome **out, pl_engine *e, const char *run_id,
         st = pl__run_continue_delivered(out, e, run_id, &dv);
         if (sc.delivered) {
             pl__buf_free(&p);
-            /* the delivery alone: the run changed, or someone else was
-             * quicker to continue it */
             if (st == PL_EBUSY && !*out) {
-                /* continued as after a delivery alone; refused again if
-                 * another process has it */
+                /* the delivery alone: continued as its wake would, refused
+                 * if another process has it or its key is full */
                 pl__err_clear();
-                st = pl_run_continue(out, e, run_id, NULL);
+                st = pl__run_continue_woken(out, e, run_id);
                 if (st == PL_EBUSY || st == PL_ESTATE) {
                     pl_outcome_free(*out);
                     *out = NULL;
@@ -763,8 +784,9 @@ int pl_run_signal(pl_outcome **out, pl_engine *e, const char *run_id,
     pl__buf_free(&p);
     if (st || !out || found != PL_RUN_WAITING)
         return st;
-    /* continue it here; someone else may have been quicker */
-    st = pl_run_continue(out, e, to, NULL);
+    /* continue it here, as its wake would; someone else may have been
+     * quicker, or its key is full (its timer, due, wakes it later) */
+    st = pl__run_continue_woken(out, e, to);
     if (st == PL_EBUSY) {
         pl__err_clear();
         return PL_OK;
@@ -829,7 +851,7 @@ int pl_run_cancel(pl_engine *e, const char *run_id, const char *reason)
          * changed, or another process is quicker): continued as a delivery
          * alone would be, refused again if another process has it */
         pl__err_clear();
-        st = pl_run_continue(&o, e, run_id, NULL);
+        st = pl__run_continue_woken(&o, e, run_id);
         pl_outcome_free(o);
     }
     if (sc.delivered) {
@@ -853,9 +875,10 @@ int pl_run_cancel(pl_engine *e, const char *run_id, const char *reason)
     /* a running run sees the cancellation at its next call boundary */
     if (found == PL_RUN_WAITING) {
         /* its wait returns PL_ECANCELLED to its policy, here if this
-         * engine has its policies, else in the worker its timer wakes */
+         * engine has its policies and its concurrency key, if it has one,
+         * has room; else in the worker its timer wakes */
         o = NULL;
-        int cst = pl_run_continue(&o, e, to, NULL);
+        int cst = pl__run_continue_woken(&o, e, to);
         pl_outcome_free(o);
         if (cst && cst != PL_ENOTFOUND && cst != PL_EBUSY && cst != PL_ESTATE)
             return cst;

@@ -110,8 +110,9 @@ int pl_ctx_wait_event(cJSON **out_payload, pl_ctx *ctx, const char *name,
  *             it is continued here, in the caller's thread, as
  *             pl_run_continue() would, and *out is its outcome (NULL when
  *             the run was not waiting, or another process took it first,
- *             or another event came first: the event is delivered and the
- *             run's timer wakes it).  The delivery then rides the run's
+ *             or another event came first, or the run has a concurrency
+ *             key that is full: the event is delivered and the run's
+ *             timer wakes it, a keyed run's once its key has room).  The delivery then rides the run's
  *             next commit: both are durable in one transaction, one sync,
  *             and nothing is until it (a crash before it leaves the run
  *             waiting, the event not delivered: send it again).
@@ -134,8 +135,11 @@ int pl_run_signal(pl_outcome **out, pl_engine *engine, const char *run_id,
  * wakes), and its wait returns PL_ECANCELLED (here, the request rides the
  * run's next commit as a signal's delivery does: with no compensating
  * call, the request, the `cancel` step, the run's end, its timer's removal
- * and its lease are one transaction); a suspended or submitted
- * run, whose policies are not running, ends `cancelled` at once.  A run
+ * and its lease are one transaction); a waiting run with a concurrency key
+ * that is full is not continued here: it ends when a worker or
+ * pl_engine_wake() takes it once its key has room (its policy, which may
+ * make compensating calls, executes under its key); a suspended or
+ * submitted run, whose policies are not running, ends `cancelled` at once.  A run
  * that ends before its next call boundary ends as it would have: its
  * status says whether the cancellation was seen.
  * @param reason recorded with the run ("" when NULL), at most 4096 bytes.
@@ -246,8 +250,10 @@ typedef struct pl_worker_options {
  * run executes it at once (an operator's override), and counts.  A run
  * that parks (a durable sleep, a wait for an event) leaves the queue while
  * it waits, giving up its key's place: woken (by its timer, or an event
- * continuing it in pl_run_signal()'s thread), it takes a place again, and
- * while its key is full a timer's wake waits for one.
+ * or a cancellation continuing it in the caller's thread), it takes a
+ * place again, and while its key is full its wake waits for one (a signal
+ * or cancellation then delivers alone, and the run's timer, due, wakes it
+ * once a place frees).
  *
  * While it executes a run the engine renews the run's lease (see
  * pl_engine_options.lease_ms); a worker whose lease was taken over anyway

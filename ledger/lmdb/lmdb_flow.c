@@ -313,6 +313,25 @@ int pl__lmdb_flow_room(pl__lmdb_store *s, MDB_txn *txn, uint64_t run,
     return rc;
 }
 
+int pl__lmdb_key_now(pl__lmdb_store *s, uint64_t run, bool *keyed, bool *room)
+{
+    *keyed = false;
+    *room = true;
+    if (!s->has_flow || !s->has_leases)
+        return PL_OK;
+    MDB_txn *txn;
+    size_t seen;
+    int st = pl__lmdb_txn_begin(s, false, &txn, &seen);
+    if (st)
+        return st;
+    *keyed = pl__lmdb_flow_keyed(s, txn, run);
+    int rc = *keyed ? pl__lmdb_flow_room(s, txn, run, room, &st) : 0;
+    if (rc && !st)
+        st = pl__lmdb_err(s, rc, "reading a concurrency key");
+    pl__lmdb_txn_abort(s, txn);
+    return st;
+}
+
 int pl__lmdb_flow_made(pl__lmdb_store *s, MDB_txn *txn, uint64_t run, int *st)
 {
     if (!s->has_flow)

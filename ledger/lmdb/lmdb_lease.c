@@ -196,6 +196,7 @@ typedef struct acquire_ctx {
     const char *run_id, *owner;
     int64_t lease_us;
     uint64_t steal_gen;
+    bool wake;
     uint64_t *gen;
     bool *had;
     pl__lease *held;
@@ -218,6 +219,17 @@ static int acquire_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
                       (unsigned long long)c->run, l.owner);
         return 0;
     }
+    bool room = true; /* as a wake: a run parked with a key, while it has
+                       * room (its place back with the lease, made()) */
+    int frc = c->wake ? pl__lmdb_flow_room(s, txn, c->run, &room, st) : 0;
+    if (frc || *st)
+        return frc;
+    if (!room) {
+        memset(c->held, 0, sizeof *c->held);
+        *st = pl__err(PL_EBUSY, "run #%llu waits for its concurrency key",
+                      (unsigned long long)c->run);
+        return 0;
+    }
     *c->gen = rc ? 1 : l.gen + 1;
     int prc = put(s, txn, c->run, *c->gen, pl__now_us() + c->lease_us, c->owner,
                   c->run_id);
@@ -226,12 +238,13 @@ static int acquire_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
 
 int pl__lmdb_lease_acquire(pl__lmdb_store *s, uint64_t run, const char *run_id,
                            const char *owner, int64_t lease_us,
-                           uint64_t steal_gen, uint64_t *gen, bool *had,
-                           pl__lease *held)
+                           uint64_t steal_gen, bool wake, uint64_t *gen,
+                           bool *had, pl__lease *held)
 {
     if (!s->has_leases)
         return no_leases(s);
-    acquire_ctx c = {run, run_id, owner, lease_us, steal_gen, gen, had, held};
+    acquire_ctx c = {run,  run_id, owner, lease_us, steal_gen,
+                     wake, gen,    had,   held};
     return pl__lmdb_write(s, acquire_body, &c);
 }
 

@@ -32,6 +32,9 @@ PL__HIDDEN int pl__lmdb_run_find(pl__lmdb_store *s, const char *id,
                                  uint64_t *num, pl__buf *info) PL__MUST_CHECK;
 PL__HIDDEN int pl__lmdb_state_get(pl__lmdb_store *s, uint64_t num,
                                   pl__buf *state) PL__MUST_CHECK;
+/* A run's concurrency key as its wake would find it (store.h) */
+PL__HIDDEN int pl__lmdb_key_now(pl__lmdb_store *s, uint64_t run, bool *keyed,
+                                bool *room) PL__MUST_CHECK;
 PL__HIDDEN int pl__lmdb_state_update(pl__lmdb_store *s, uint64_t num,
                                      pl__state_fn fn,
                                      void *user) PL__MUST_CHECK;
@@ -45,7 +48,7 @@ PL__HIDDEN int pl__lmdb_runs(pl__lmdb_store *s, const char *after, bool desc,
 PL__HIDDEN int pl__lmdb_lease_acquire(pl__lmdb_store *s, uint64_t run,
                                       const char *run_id, const char *owner,
                                       int64_t lease_us, uint64_t steal_gen,
-                                      uint64_t *gen, bool *had,
+                                      bool wake, uint64_t *gen, bool *had,
                                       pl__lease *held) PL__MUST_CHECK;
 PL__HIDDEN int pl__lmdb_lease_next(pl__lmdb_store *s, const char *owner,
                                    int64_t lease_us,

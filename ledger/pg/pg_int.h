@@ -76,9 +76,11 @@ enum {
     T_RIDE_PUT,
     T_RIDE_TAKE,
     T_INBOX_READ,
-    L_TAKE,     /* a worker's take, with its run's records (pg_lease.c) */
-    L_TAKE_DUE, /* the same, of a waiting run whose timer is due */
-    L_POLL,     /* an idle worker's look at the queue and the timers */
+    L_TAKE,      /* a worker's take, with its run's records (pg_lease.c) */
+    L_TAKE_DUE,  /* the same, of a waiting run whose timer is due */
+    L_RUN_LOAD,  /* Q_RUN_LOAD, the run's key as a wake finds it, its inbox */
+    L_READ_ROOT, /* Q_READ of a run's root ledger, the run by its id */
+    L_POLL,      /* an idle worker's look at the queue and the timers */
     Q_CREATE,
     Q_WRITE,       /* a commit's fences, steps, states, timers and inbox
                 consumptions (pg_commit.c) */

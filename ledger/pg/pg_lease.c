@@ -74,6 +74,9 @@ int pl__pg_lease_sql(const pl__pg_store *s, int which, char **out)
 {
     const char *n = s->schema;
     switch (which) {
+    case L_RUN_LOAD:
+    case L_READ_ROOT:
+        return (*out = pl__pg_read_sql(s, which)) ? PL_OK : PL_ENOMEM;
     case L_ACQUIRE:
         *out = pl__asprintf(
             "INSERT INTO \"%s\".leases AS l (run, gen, owner, id, expires) "
@@ -359,8 +362,8 @@ int pl__pg_leases_get(pl__pg_store *s, const uint64_t *runs, size_t n,
 
 int pl__pg_lease_acquire(pl__pg_store *s, uint64_t run, const char *run_id,
                          const char *owner, int64_t lease_us,
-                         uint64_t steal_gen, uint64_t *gen, bool *had,
-                         pl__lease *held)
+                         uint64_t steal_gen, bool wake, uint64_t *gen,
+                         bool *had, pl__lease *held)
 {
     char a[24], d[24], g[24];
     snprintf(a, sizeof a, "%llu", (unsigned long long)run);
@@ -368,7 +371,10 @@ int pl__pg_lease_acquire(pl__pg_store *s, uint64_t run, const char *run_id,
     snprintf(g, sizeof g, "%llu", (unsigned long long)steal_gen);
     const char *vals[5] = {a, owner, run_id, d, g};
     PGresult *r;
-    int st = pl__pg_lease_exec(s, L_ACQUIRE, 5, vals, &r, "taking a lease");
+    /* as a wake: a delivery's take of the lease (pg_time.c), a run parked
+     * with a key only while the key has room, the lease getting it back */
+    int st = pl__pg_lease_exec(s, wake ? T_ACQUIRE : L_ACQUIRE, 5, vals, &r,
+                               "taking a lease");
     if (st)
         return st;
     int64_t v = 0, x = 0;
@@ -385,6 +391,12 @@ int pl__pg_lease_acquire(pl__pg_store *s, uint64_t run, const char *run_id,
     PQclear(r);
     /* held by another: say by whom (it may have gone meanwhile) */
     st = pl__pg_lease_get(s, run, held);
+    if (wake && (st == PL_ENOTFOUND ||
+                 (!st && (held->expires_in_us <= 0 || !*held->owner)))) {
+        memset(held, 0, sizeof *held); /* its key is full */
+        return pl__err(PL_EBUSY, "run #%llu waits for its concurrency key",
+                       (unsigned long long)run);
+    }
     if (st == PL_ENOTFOUND)
         snprintf(held->owner, sizeof held->owner, "another worker");
     return pl__err(PL_EBUSY, "run #%llu is leased to %s",

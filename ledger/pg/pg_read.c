@@ -81,6 +81,33 @@ static int as_record(pl__pg_store *s, const uint8_t *k, size_t klen,
     return st;
 }
 
+/* Row (@p k, @p v) of a ledger's read into @p out, as a record: it must be
+ * step *want of the ledger whose keys are @p prefix_len bytes long before
+ * the seq.  *more: whether the read goes on past it (@p max_n, @p
+ * max_bytes with *bytes so far). */
+static int read_row(pl__pg_store *s, const uint8_t *k, size_t klen,
+                    const uint8_t *v, size_t vlen, size_t prefix_len,
+                    uint32_t *want, size_t max_n, size_t max_bytes,
+                    size_t *bytes, pl__buf *whole, pl__kvs *out, bool *more)
+{
+    *more = false;
+    if (klen < prefix_len + 4 || pl__get_be32(k + prefix_len) != *want)
+        return pl__err(PL_ECORRUPT,
+                       "store '%s': a ledger is missing its step %u", s->path,
+                       *want);
+    int st = as_record(s, k, klen, &v, &vlen, whole);
+    if (!st)
+        st = pl__kvs_begin(out, NULL, 0);
+    if (!st)
+        st = pl__buf_append(&out->data, v, vlen);
+    if (st)
+        return st;
+    pl__kvs_end(out);
+    *bytes += vlen;
+    *more = ++*want != 0 && out->n < max_n && *bytes < max_bytes;
+    return PL_OK;
+}
+
 int pl__pg_read(pl__pg_store *s, const uint8_t *prefix, size_t prefix_len,
                 uint32_t from_seq, size_t max_n, size_t max_bytes, pl__kvs *out)
 {
@@ -102,26 +129,13 @@ int pl__pg_read(pl__pg_store *s, const uint8_t *prefix, size_t prefix_len,
     uint32_t want = from_seq;
     size_t bytes = 0;
     pl__buf whole = {0}; /* a shared value's record */
-    for (int i = 0; i < PQntuples(r); i++) {
-        const uint8_t *k = (const uint8_t *)PQgetvalue(r, i, 0);
-        if (pl__get_be32(k + prefix_len) != want) {
-            st = pl__err(PL_ECORRUPT,
-                         "store '%s': a ledger is missing its step %u", s->path,
-                         want);
-            break;
-        }
-        size_t vlen = (size_t)PQgetlength(r, i, 1);
-        const uint8_t *v = (const uint8_t *)PQgetvalue(r, i, 1);
-        if ((st = as_record(s, k, (size_t)PQgetlength(r, i, 0), &v, &vlen,
-                            &whole)) ||
-            (st = pl__kvs_begin(out, NULL, 0)) ||
-            (st = pl__buf_append(&out->data, v, vlen)))
-            break;
-        pl__kvs_end(out);
-        bytes += vlen;
-        if (++want == 0 || out->n >= max_n || bytes >= max_bytes)
-            break;
-    }
+    bool more = true;
+    for (int i = 0; !st && more && i < PQntuples(r); i++)
+        st = read_row(s, (const uint8_t *)PQgetvalue(r, i, 0),
+                      (size_t)PQgetlength(r, i, 0),
+                      (const uint8_t *)PQgetvalue(r, i, 1),
+                      (size_t)PQgetlength(r, i, 1), prefix_len, &want, max_n,
+                      max_bytes, &bytes, &whole, out, &more);
     PQclear(r);
     pl__buf_free(&whole);
     return st;
@@ -264,20 +278,146 @@ int pl__pg_run_find(pl__pg_store *s, const char *id, uint64_t *num,
 
 char *pl__pg_read_sql(const pl__pg_store *s, int which)
 {
-    (void)which; /* Q_RUN_LOAD: a run found, with its state */
-    return pl__asprintf("SELECT r.num, r.info, s.v FROM \"%s\".runs r LEFT "
-                        "JOIN \"%s\".state s ON s.run = r.num WHERE r.id = "
-                        "$1::bytea",
-                        s->schema, s->schema);
+    const char *n = s->schema;
+    if (which == Q_RUN_LOAD) /* a run found, with its state */
+        return pl__asprintf("SELECT r.num, r.info, s.v FROM \"%s\".runs r "
+                            "LEFT JOIN \"%s\".state s ON s.run = r.num WHERE "
+                            "r.id = $1::bytea",
+                            n, n);
+    if (which == L_READ_ROOT) /* Q_READ (pg_conn.c) of the root ledger, from
+                               * seq 0, of the run whose id is $1 */
+        return pl__asprintf(
+            "SELECT k, v FROM (SELECT k, v, sum(length(v)) OVER w - "
+            "length(v) AS before FROM (SELECT t.k, t.v FROM \"%s\".runs r "
+            "JOIN \"%s\".steps t ON t.k >= int8send(r.num) || "
+            "'\\x00000000'::bytea AND t.k <= int8send(r.num) || "
+            "'\\xffffffff'::bytea AND length(t.k) = 12 WHERE r.id = $1::bytea "
+            "ORDER BY t.k LIMIT $2::bigint) s WINDOW w AS (ORDER BY k ROWS "
+            "UNBOUNDED PRECEDING)) p WHERE before = 0 OR before < $3::bigint "
+            "ORDER BY k",
+            n, n);
+    /* L_RUN_LOAD: the same, whether the run is parked with a key and
+     * whether the key has room now, counted as pl_key_room() counts (no
+     * lock: a take counts again), and its inbox in one value: each record
+     * its seq (8 bytes), its length (4) and its bytes, in seq order */
+    return pl__asprintf(
+        "SELECT r.num, r.info, s.v, p.fkey IS NOT NULL, p.fkey IS NULL OR "
+        "(SELECT count(*) FROM \"%s\".leases o WHERE o.fkey = p.fkey AND "
+        "o.owner <> '' AND o.expires > " NOW_US ") < p.flimit, (SELECT "
+        "string_agg(int8send(i.seq) || int4send(length(i.rec)) || i.rec, "
+        "''::bytea ORDER BY i.seq) FROM \"%s\".inbox i WHERE i.run = r.num) "
+        "FROM \"%s\".runs r LEFT JOIN \"%s\".state s ON s.run = r.num LEFT "
+        "JOIN \"%s\".parked p ON p.run = r.num WHERE r.id = $1::bytea",
+        n, n, n, n, n);
+}
+
+/* L_RUN_LOAD's columns past Q_RUN_LOAD's, in binary, into @p more. */
+static int run_more(pl__pg_store *s, PGresult *r, pl__run_more *more)
+{
+    /* booleans: one byte each */
+    more->keyed = PQgetlength(r, 0, 3) == 1 && *PQgetvalue(r, 0, 3);
+    more->room = PQgetlength(r, 0, 4) != 1 || *PQgetvalue(r, 0, 4);
+    const uint8_t *p = (const uint8_t *)PQgetvalue(r, 0, 5);
+    size_t left = PQgetisnull(r, 0, 5) ? 0 : (size_t)PQgetlength(r, 0, 5);
+    int st = PL_OK;
+    while (!st && left) {
+        size_t len = left >= 12 ? pl__get_be32(p + 8) : 0;
+        if (left < 12 || len > left - 12)
+            return pl__err(PL_ECORRUPT,
+                           "store '%s': an inbox read is malformed", s->path);
+        st = pl__kvs_add(&more->inbox, p, 8, p + 12, len);
+        p += 12 + len;
+        left -= 12 + len;
+    }
+    return st;
+}
+
+/* A run's load and its root ledger's first read, in one pipeline. */
+typedef struct load_ctx {
+    pl__pg_store *s;
+    PGconn *c;
+    PGresult *run; /* L_RUN_LOAD's, kept */
+    pl__kvs rows;  /* L_READ_ROOT's (key, value) rows */
+} load_ctx;
+
+static int load_result(size_t i, PGresult *r, void *user)
+{
+    load_ctx *x = user;
+    if (PQresultStatus(r) != PGRES_TUPLES_OK)
+        return pl__pg_err(x->s, x->c, r, "reading a run");
+    if (!i) { /* kept: the pipeline clears the one it hands over */
+        x->run = PQcopyResult(r, PG_COPYRES_ATTRS | PG_COPYRES_TUPLES);
+        return x->run ? PL_OK : pl__err(PL_ENOMEM, "out of memory");
+    }
+    int st = PL_OK;
+    for (int k = 0; !st && k < PQntuples(r); k++)
+        st = pl__kvs_add(&x->rows, (const uint8_t *)PQgetvalue(r, k, 0),
+                         (size_t)PQgetlength(r, k, 0),
+                         (const uint8_t *)PQgetvalue(r, k, 1),
+                         (size_t)PQgetlength(r, k, 1));
+    return st;
+}
+
+/* L_RUN_LOAD and L_READ_ROOT in one round trip: the run's row in *out,
+ * its root ledger's first records in more->ledger. */
+static int load_with_ledger(pl__pg_store *s, const char *id, pl__run_more *more,
+                            PGresult **out)
+{
+    *out = NULL;
+    PGconn *c;
+    int st = pl__pg_conn_get(s, &c);
+    if (st)
+        return st;
+    uint8_t lim[8], blim[8];
+    size_t n = more->ledger_n < READ_MAX ? more->ledger_n : READ_MAX;
+    pl__put_be64(lim, n);
+    pl__put_be64(blim, more->ledger_bytes > INT64_MAX ? INT64_MAX
+                                                      : more->ledger_bytes);
+    const char *vals[3] = {id, (const char *)lim, (const char *)blim};
+    int lens[3] = {(int)strlen(id), 8, 8}, fmts[3] = {1, 1, 1};
+    load_ctx x = {.s = s, .c = c};
+    if (PQenterPipelineMode(c) != 1)
+        st = pl__pg_err(s, c, NULL, "entering pipeline mode");
+    if (!st)
+        st = pl__pg_send(s, c, L_RUN_LOAD, 1, vals, lens, fmts,
+                         "reading a run");
+    if (!st)
+        st = pl__pg_send(s, c, L_READ_ROOT, 3, vals, lens, fmts,
+                         "reading a ledger");
+    if (!st)
+        st = pl__pg_pipeline_finish(s, c, 2, load_result, &x, "reading a run");
+    pl__pg_conn_put(s, c);
+    /* the rows as records, as pl__pg_read() makes them (a shared value may
+     * read more, on another connection) */
+    uint32_t want = 0;
+    size_t bytes = 0;
+    pl__buf whole = {0};
+    bool go = true;
+    for (size_t i = 0; !st && go && i < x.rows.n; i++)
+        st = read_row(s, pl__kvs_key(&x.rows, i), x.rows.e[i].klen,
+                      pl__kvs_val(&x.rows, i), x.rows.e[i].vlen, 8, &want, n,
+                      more->ledger_bytes, &bytes, &whole, &more->ledger, &go);
+    pl__buf_free(&whole);
+    pl__kvs_free(&x.rows);
+    more->ledger_read = !st;
+    if (st)
+        PQclear(x.run);
+    else
+        *out = x.run;
+    return st;
 }
 
 int pl__pg_run_load(pl__pg_store *s, const char *id, uint64_t *num,
-                    pl__buf *info, pl__buf *state)
+                    pl__buf *info, pl__buf *state, pl__run_more *more)
 {
     const char *vals[1] = {id};
     int lens[1] = {(int)strlen(id)};
     PGresult *r = NULL;
-    int st = query(s, Q_RUN_LOAD, 1, vals, lens, &r, "reading a run");
+    bool ro = s->read_only; /* L_RUN_LOAD is not prepared there */
+    int st = more && !ro && more->ledger_n
+                 ? load_with_ledger(s, id, more, &r)
+                 : query(s, more && !ro ? L_RUN_LOAD : Q_RUN_LOAD, 1, vals,
+                         lens, &r, "reading a run");
     if (st)
         return st;
     pl__buf_reset(info);
@@ -295,8 +435,12 @@ int pl__pg_run_load(pl__pg_store *s, const char *id, uint64_t *num,
         if (!st)
             st = pl__buf_append(state, PQgetvalue(r, 0, 2),
                                 (size_t)PQgetlength(r, 0, 2));
+        if (!st && more && !ro)
+            st = run_more(s, r, more);
     }
     PQclear(r);
+    if (!st && more && ro) /* the inbox alone, as it is read otherwise */
+        st = pl__pg_inbox_read(s, *num, &more->inbox);
     return st;
 }
 

@@ -36,7 +36,8 @@ PL__HIDDEN int pl__pg_run_find(pl__pg_store *s, const char *id, uint64_t *num,
 PL__HIDDEN int pl__pg_state_get(pl__pg_store *s, uint64_t num,
                                 pl__buf *state) PL__MUST_CHECK;
 PL__HIDDEN int pl__pg_run_load(pl__pg_store *s, const char *id, uint64_t *num,
-                               pl__buf *info, pl__buf *state) PL__MUST_CHECK;
+                               pl__buf *info, pl__buf *state,
+                               pl__run_more *more) PL__MUST_CHECK;
 PL__HIDDEN int pl__pg_states_get(pl__pg_store *s, const uint64_t *nums,
                                  size_t n, pl__buf *states) PL__MUST_CHECK;
 PL__HIDDEN int pl__pg_state_update(pl__pg_store *s, uint64_t num,
@@ -51,7 +52,7 @@ PL__HIDDEN int pl__pg_runs(pl__pg_store *s, const char *after, bool desc,
 PL__HIDDEN int pl__pg_lease_acquire(pl__pg_store *s, uint64_t run,
                                     const char *run_id, const char *owner,
                                     int64_t lease_us, uint64_t steal_gen,
-                                    uint64_t *gen, bool *had,
+                                    bool wake, uint64_t *gen, bool *had,
                                     pl__lease *held) PL__MUST_CHECK;
 PL__HIDDEN int pl__pg_take(pl__pg_store *s, const char *owner, int64_t lease_us,
                            pl__take_fn fn, void *user, pl__lease *out,

@@ -1,0 +1,276 @@
+/*
+ * test_time_keys.c -- a waiting run with a concurrency key, signalled or
+ * cancelled while another run of its key holds the key's only place: the
+ * delivery is durable at once, and the run stays waiting with it until
+ * the key has room; then a worker or pl_engine_wake() takes it, as a
+ * timer's wake does.  Never two runs of the key executing at once.
+ *
+ * Runs on LMDB and, as pg_test_time_keys, on PostgreSQL.  No test asserts
+ * a duration: every wait is for a condition, with a generous bound.
+ */
+#include "support_time.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define K_BOUND_MS 60000 /* the longest any condition is waited for */
+
+/* Runs of key "k" executing their policies now, and the most at once. */
+static atomic_int g_live, g_most;
+/* "holder" holds its place until g_release. */
+static atomic_int g_holding, g_release;
+
+static void k_enter(void)
+{
+    int n = atomic_fetch_add(&g_live, 1) + 1;
+    for (int m = atomic_load(&g_most); n > m;)
+        if (atomic_compare_exchange_weak(&g_most, &m, n))
+            break;
+}
+
+static void k_leave(void) { atomic_fetch_sub(&g_live, 1); }
+
+/* "holder": executes, holding its key's place, until g_release. */
+static int holder(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *u)
+{
+    (void)ctx;
+    (void)a;
+    (void)u;
+    k_enter();
+    atomic_store(&g_holding, 1);
+    for (int ms = 0; !atomic_load(&g_release) && ms < K_BOUND_MS; ms += 2)
+        nap_ms(2);
+    k_leave();
+    return pl_steps_add_resultf(out, "{}");
+}
+
+/* "keyed-waiter": waits for "go"; past its wait (the event, or a
+ * cancellation and its compensating call "undo") it executes, counted. */
+static int keyed_waiter(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *u)
+{
+    (void)a;
+    (void)u;
+    cJSON *p = NULL;
+    int st = pl_ctx_wait_event(&p, ctx, "go", PL_WAIT_FOREVER);
+    if (st && st != PL_ECANCELLED)
+        return st; /* parked (PL_ESUSPENDED), or stopped */
+    k_enter();
+    int rs = st ? pl_ctx_invoke(NULL, ctx, "undo", pl_json_empty())
+                : pl_steps_add_resultf(out, "{s:O}", "got", p);
+    k_leave();
+    cJSON_Delete(p);
+    return rs ? rs : st;
+}
+
+static pl_registry *k_registry(void)
+{
+    pl_registry *reg = registry();
+    cr_assert_eq(pl_registry_add_fn(reg, "holder", holder, NULL), PL_OK);
+    cr_assert_eq(pl_registry_add_fn(reg, "keyed-waiter", keyed_waiter, NULL),
+                 PL_OK);
+    return reg;
+}
+
+static void k_submit(pl_engine *e, const char *policy, const char *id)
+{
+    pl_action root = PL_ACTION_INIT;
+    root.policy = policy;
+    root.payload = pl_json_empty();
+    pl_run_options ro = PL_RUN_OPTIONS_INIT;
+    ro.run_id = id;
+    ro.concurrency_key = "k";
+    ro.concurrency_limit = 1;
+    cr_assert_eq(pl_run_submit(NULL, e, &root, &ro), PL_OK, "%s: %s", id,
+                 pl_errmsg());
+}
+
+/* Run "a" of key "k" parked waiting for "go" (on an engine that parks
+ * every wait). */
+static void k_park_a(pl_engine *e)
+{
+    k_submit(e, "keyed-waiter", "a");
+    pl_outcome *o = NULL;
+    cr_assert_eq(pl_run_continue(&o, e, "a", NULL), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(o->status, PL_RUN_WAITING, "%s",
+                 pl_run_status_name(o->status));
+    pl_outcome_free(o);
+}
+
+static void k_await_holding(void)
+{
+    for (int ms = 0; !atomic_load(&g_holding); ms += 2) {
+        cr_assert_lt(ms, K_BOUND_MS, "the holder never started");
+        nap_ms(2);
+    }
+}
+
+static void k_await_status(pl_engine *e, const char *id, pl_run_status want)
+{
+    for (int ms = 0; status_of(e, id) != want; ms += 5) {
+        cr_assert_lt(ms, K_BOUND_MS, "run %s is %s, never %s", id,
+                     pl_run_status_name(status_of(e, id)),
+                     pl_run_status_name(want));
+        nap_ms(5);
+    }
+}
+
+/* The key's place held by "holder" (run "b") in a worker while "a"
+ * waits. */
+typedef struct k_worker {
+    pthread_t th;
+    pl_engine *e;
+    int rc;
+} k_worker;
+
+static void *k_worker_main(void *arg)
+{
+    k_worker *w = arg;
+    pl_worker_options o = PL_WORKER_OPTIONS_INIT;
+    o.concurrency = 2; /* a thread free for "a", were the key not full */
+    o.poll_ms = 5;
+    w->rc = pl_worker_run(w->e, &o);
+    return NULL;
+}
+
+TestSuite(time_keys, .fini = t_cleanup, .timeout = 120);
+
+/*
+ * "a" is signalled while "b" holds key "k" (limit 1): the signal is
+ * accepted and the event durable, but "a" is not continued in the
+ * caller's thread (out stays NULL) and no wake takes it while the key is
+ * full; once "b" has ended, the worker takes "a", which consumes the event.
+ */
+Test(time_keys, a_signal_waits_for_the_key)
+{
+    pl_registry *reg = k_registry();
+    pl_engine *e = engine_parking(reg);
+    k_park_a(e);
+    k_submit(e, "holder", "b");
+    k_worker w = {.e = e};
+    cr_assert_eq(pthread_create(&w.th, NULL, k_worker_main, &w), 0);
+    k_await_holding();
+    cJSON *p = t_json("{\"n\": 7}");
+    pl_outcome *o = NULL;
+    cr_assert_eq(pl_run_signal(&o, e, "a", "go", p), PL_OK, "%s", pl_errmsg());
+    cJSON_Delete(p);
+    cr_expect_null(o, "run a was continued while its key was full (%s)",
+                   o ? pl_run_status_name(o->status) : "");
+    pl_outcome_free(o);
+    cr_expect_eq(status_of(e, "a"), PL_RUN_WAITING, "a is %s",
+                 pl_run_status_name(status_of(e, "a")));
+    /* a second signal meanwhile is delivered too, and waits as well */
+    p = t_json("{\"n\": 8}");
+    cr_assert_eq(pl_run_signal(&o, e, "a", "later", p), PL_OK, "%s",
+                 pl_errmsg());
+    cJSON_Delete(p);
+    cr_expect_null(o);
+    pl_outcome_free(o);
+    cr_expect_eq(status_of(e, "a"), PL_RUN_WAITING);
+    atomic_store(&g_release, 1);
+    k_await_status(e, "b", PL_RUN_COMPLETED);
+    k_await_status(e, "a", PL_RUN_COMPLETED);
+    pl_worker_stop(e);
+    cr_assert_eq(pthread_join(w.th, NULL), 0);
+    cr_expect_eq(w.rc, PL_OK, "%s", pl_errmsg());
+    cr_expect_eq(atomic_load(&g_most), 1,
+                 "%d runs of key k (limit 1) executed at once",
+                 atomic_load(&g_most));
+    /* the event delivered while the key was full is the one consumed */
+    cr_assert_eq(pl_run_continue(&o, e, "a", NULL), PL_OK, "%s", pl_errmsg());
+    cJSON *want = t_json("{\"got\": {\"n\": 7}}");
+    cr_expect(cJSON_Compare(result_of(o), want, true), "a's result: %s",
+              t_text(result_of(o)));
+    cJSON_Delete(want);
+    pl_outcome_free(o);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+static void *k_hold_main(void *arg)
+{
+    pl_engine *e = arg;
+    pl_outcome *o = NULL;
+    int st = pl_run_continue(&o, e, "b", NULL);
+    bool ok = !st && o && o->status == PL_RUN_COMPLETED;
+    pl_outcome_free(o);
+    return ok ? arg : NULL;
+}
+
+/*
+ * "a" is cancelled while "b" holds key "k": the cancellation is durable,
+ * and "a", whose policy sees it at its wait and makes a compensating call,
+ * waits for the key as a signalled run does; pl_engine_wake() takes
+ * nothing while the key is full, and ends "a" cancelled once "b" has
+ * ended.
+ */
+Test(time_keys, a_cancellation_waits_for_the_key)
+{
+    pl_registry *reg = k_registry();
+    pl_engine *e = engine_parking(reg);
+    k_park_a(e);
+    k_submit(e, "holder", "b");
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, k_hold_main, e), 0);
+    k_await_holding();
+    cr_assert_eq(pl_run_cancel(e, "a", "stop"), PL_OK, "%s", pl_errmsg());
+    cr_expect_eq(status_of(e, "a"), PL_RUN_WAITING, "a is %s",
+                 pl_run_status_name(status_of(e, "a")));
+    int64_t next = 0;
+    cr_assert_eq(pl_engine_wake(e, &next), PL_OK, "%s", pl_errmsg());
+    cr_expect_eq(status_of(e, "a"), PL_RUN_WAITING,
+                 "a woken while its key was full: %s",
+                 pl_run_status_name(status_of(e, "a")));
+    cr_expect_gt(next, 0, "a's wake is not due again");
+    atomic_store(&g_release, 1);
+    void *ok = NULL;
+    cr_assert_eq(pthread_join(th, &ok), 0);
+    cr_expect_not_null(ok, "run b did not complete");
+    /* b's place is free: the wake takes a (its lease may take a moment to
+     * be seen as free on a busy host: waited for, bounded) */
+    for (int ms = 0; status_of(e, "a") == PL_RUN_WAITING; ms += 5) {
+        cr_assert_lt(ms, K_BOUND_MS, "a was never woken");
+        cr_assert_eq(pl_engine_wake(e, &next), PL_OK, "%s", pl_errmsg());
+        if (status_of(e, "a") == PL_RUN_WAITING)
+            nap_ms(5);
+    }
+    cr_expect_eq(status_of(e, "a"), PL_RUN_CANCELLED, "a is %s",
+                 pl_run_status_name(status_of(e, "a")));
+    cr_expect_eq(atomic_load(&g_undo), 1, "undo ran %d times",
+                 atomic_load(&g_undo));
+    cr_expect_eq(atomic_load(&g_most), 1,
+                 "%d runs of key k (limit 1) executed at once",
+                 atomic_load(&g_most));
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/* Without a key, a signalled waiting run goes on in the caller's thread as
+ * before, while another run executes. */
+Test(time_keys, a_run_without_a_key_goes_on_at_once)
+{
+    pl_registry *reg = k_registry();
+    pl_engine *e = engine_parking(reg);
+    pl_outcome *o = t_start(e, "keyed-waiter", "{}", "free");
+    cr_assert_eq(o->status, PL_RUN_WAITING);
+    pl_outcome_free(o);
+    k_submit(e, "holder", "b");
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, k_hold_main, e), 0);
+    k_await_holding();
+    cJSON *p = t_json("{\"n\": 1}");
+    o = NULL;
+    cr_assert_eq(pl_run_signal(&o, e, "free", "go", p), PL_OK, "%s",
+                 pl_errmsg());
+    cJSON_Delete(p);
+    cr_assert_not_null(o, "the run without a key was not continued");
+    cr_expect_eq(o->status, PL_RUN_COMPLETED);
+    pl_outcome_free(o);
+    atomic_store(&g_release, 1);
+    void *ok = NULL;
+    cr_assert_eq(pthread_join(th, &ok), 0);
+    cr_expect_not_null(ok, "run b did not complete");
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
