@@ -185,10 +185,11 @@ typedef struct pl__batch {
                                  their seqs (u64 BE), written as they are
                                  (an import's; a seq taken: PL_EBUSY);
                                  timer_id names the run they are bound to */
-    /* set by a commit that looks in the run's inbox as it writes (the
-     * PostgreSQL store, in the commit's one statement): whether a
-     * cancellation waits there.  The LMDB store leaves inbox_known false:
-     * the engine reads the inbox itself. */
+    /* set by a commit that looks in the run's inbox as it writes:
+     * whether a cancellation waits there (inbox_known false: not known,
+     * the engine reads the inbox itself).  PostgreSQL answers in the
+     * commit's one statement; LMDB knows only an empty inbox, in the
+     * commit's transaction, and leaves any other unknown. */
     bool inbox_known;
     bool inbox_cancel;
     /* with release: the run parks (a wait), and keeps its concurrency key

@@ -204,6 +204,60 @@ Test(mcp, bad_arguments_are_refused)
     pl_mcp_close(NULL);
 }
 
+/* A tools/call's arguments, short and long (the request is written into a
+ * buffer kept from one request to the next, grown when one does not fit),
+ * with escapes, non-ASCII text and numbers: the server gets them as
+ * given, each time. */
+Test(mcp, arguments_reach_the_server_as_given_short_or_long)
+{
+    pl_mcp_options o = quiet();
+    open_fake("ok", &o);
+    static const size_t lens[] = {5, 20000, 3, 70000, 300};
+    enum { N = sizeof lens / sizeof lens[0] };
+    cJSON *args[N], *calls = cJSON_CreateArray();
+    for (size_t i = 0; i < N; i++) {
+        char *text = malloc(lens[i] + 1);
+        cr_assert_not_null(text);
+        for (size_t k = 0; k < lens[i]; k++)
+            text[k] = (char)('a' + (i + k) % 26);
+        text[lens[i]] = '\0';
+        args[i] = NULL;
+        cr_assert_eq(pl_json_pack(&args[i],
+                                  "{s:s, s:s, s:f, s:f, s:[i, s, n, b]}",
+                                  "text", text, "esc",
+                                  "quote\" back\\ nl\n tab\t \xc3\xa9 "
+                                  "\xe2\x9c\x93 \x01",
+                                  "n", 12345678901.0, "x", -0.5, "list", 1,
+                                  "two", 1),
+                     PL_OK);
+        free(text);
+        cJSON *c = NULL;
+        cr_assert_eq(pl_json_pack(&c, "{s:s, s:O}", "tool", "fake.echo", "args",
+                                  args[i]),
+                     PL_OK);
+        cJSON_AddItemToArray(calls, c);
+    }
+    cJSON *in = cJSON_CreateObject();
+    cJSON_AddItemToObject(in, "calls", calls);
+    char *text = cJSON_PrintUnformatted(in);
+    cJSON_Delete(in);
+    pl_outcome *r = t_start(F.engine, "use", text, "r1");
+    free(text);
+    cr_assert_eq(r->status, PL_RUN_COMPLETED, "%s", r->reason ? r->reason : "");
+    cr_expect_eq(r->calls_executed, (uint64_t)N);
+    const cJSON *got = cJSON_GetObjectItemCaseSensitive(pl_outcome_result(r),
+                                                        "got");
+    for (size_t i = 0; i < N; i++) {
+        const cJSON *sc = cJSON_GetObjectItemCaseSensitive(at(got, (int)i),
+                                                           "structuredContent");
+        cr_expect(cJSON_Compare(cJSON_GetObjectItemCaseSensitive(sc, "args"),
+                                args[i], true),
+                  "call %zu: the server got other arguments", i);
+        cJSON_Delete(args[i]);
+    }
+    pl_outcome_free(r);
+}
+
 Test(mcp, a_name_taken_registers_none)
 {
     pl_mcp_options o = quiet();

@@ -119,6 +119,7 @@ typedef struct commit_ctx {
     pl__batch *const *batches;
     size_t n;
     bool journal;
+    bool look; /* answer each batch's inbox_known (store.h) */
 } commit_ctx;
 
 /* Write batch @p bt in @p txn, as a commit without the journal does. */
@@ -204,6 +205,9 @@ PL__HIDDEN int pl__lmdb_time_open(pl__lmdb_store *s, MDB_txn *txn, bool create);
 /* A commit's timer and inbox work for batch @p bt, in its transaction. */
 PL__HIDDEN int pl__lmdb_time_batch(pl__lmdb_store *s, MDB_txn *txn,
                                    const pl__batch *bt, int *st);
+/* Whether run @p run's inbox holds no record, as @p txn sees it. */
+PL__HIDDEN int pl__lmdb_inbox_empty(pl__lmdb_store *s, MDB_txn *txn,
+                                    uint64_t run, bool *empty);
 /* What a run's lease is, for the queue (lmdb_flow.c). */
 typedef enum pl__lease_state {
     PL__LEASE_NONE,   /* the run has none */

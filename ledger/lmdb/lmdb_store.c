@@ -216,6 +216,13 @@ static int commit_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
         if (bt->succ_id &&
             ((rc = create_succ(s, txn, bt, has_pf ? &pf : NULL, st)) || *st))
             return rc;
+        /* an empty inbox holds no cancellation: the run's call boundaries
+         * need not read it until its next commit (store.h) */
+        bool empty = false;
+        if (c->look && !bt->create_id &&
+            (rc = pl__lmdb_inbox_empty(s, txn, bt->run, &empty)))
+            return rc;
+        bt->inbox_known = empty;
     }
     return c->journal ? pl__lmdb_journal_append(s, txn, c, st) : 0;
 }
@@ -223,7 +230,7 @@ static int commit_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
 int pl__lmdb_commit_in(pl__lmdb_store *s, MDB_txn *txn, pl__batch *bt, int *st)
 {
     pl__batch *one[1] = {bt};
-    commit_ctx c = {one, 1, false};
+    commit_ctx c = {one, 1, false, false};
     return commit_body(s, txn, &c, st);
 }
 
@@ -231,8 +238,13 @@ int pl__lmdb_commit(pl__lmdb_store *s, pl__batch *const *batches, size_t n,
                     bool journal)
 {
     assert(n > 0 && batches);
-    commit_ctx c = {batches, n, journal};
-    return pl__lmdb_write(s, commit_body, &c);
+    commit_ctx c = {batches, n, journal, true};
+    for (size_t b = 0; b < n; b++)
+        batches[b]->inbox_known = batches[b]->inbox_cancel = false;
+    int st = pl__lmdb_write(s, commit_body, &c);
+    for (size_t b = 0; st && b < n; b++)
+        batches[b]->inbox_known = false;
+    return st;
 }
 
 /* ---- shared step values (share.c) ---------------------------------------- */

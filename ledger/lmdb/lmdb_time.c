@@ -612,6 +612,45 @@ int pl__lmdb_inbox_put(pl__lmdb_store *s, uint64_t run, const char *run_id,
     return st;
 }
 
+/* Run @p run's inbox records in @p txn: whether it has any (*any), and
+ * with @p out, each of them added there (keys their seqs).  An LMDB code;
+ * *st set when @p out cannot take one. */
+static int inbox_walk(pl__lmdb_store *s, MDB_txn *txn, uint64_t run,
+                      pl__kvs *out, bool *any, int *st)
+{
+    *any = false;
+    MDB_cursor *cur;
+    uint8_t key[16];
+    pl__put_be64(key, run);
+    pl__put_be64(key + 8, 0);
+    MDB_val k = {16, key}, v;
+    int rc = mdb_cursor_open(txn, s->inbox, &cur);
+    if (rc)
+        return rc;
+    for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE); !rc && !*st;
+         rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+        if (k.mv_size != 16 || pl__get_be64(k.mv_data) != run)
+            break;
+        *any = true;
+        if (!out)
+            break;
+        *st = pl__kvs_add(out, (const uint8_t *)k.mv_data + 8, 8, v.mv_data,
+                          v.mv_size);
+    }
+    mdb_cursor_close(cur);
+    return rc == MDB_NOTFOUND ? 0 : rc;
+}
+
+int pl__lmdb_inbox_empty(pl__lmdb_store *s, MDB_txn *txn, uint64_t run,
+                         bool *empty)
+{
+    bool any = false;
+    int st = PL_OK;
+    int rc = s->has_time ? inbox_walk(s, txn, run, NULL, &any, &st) : 0;
+    *empty = !any;
+    return rc;
+}
+
 int pl__lmdb_inbox_read(pl__lmdb_store *s, uint64_t run, pl__kvs *out)
 {
     pl__kvs_reset(out);
@@ -622,23 +661,9 @@ int pl__lmdb_inbox_read(pl__lmdb_store *s, uint64_t run, pl__kvs *out)
     int st = pl__lmdb_txn_begin(s, false, &txn, &seen);
     if (st)
         return st;
-    MDB_cursor *cur;
-    uint8_t key[16];
-    pl__put_be64(key, run);
-    pl__put_be64(key + 8, 0);
-    MDB_val k = {16, key}, v;
-    int rc = mdb_cursor_open(txn, s->inbox, &cur);
-    if (!rc) {
-        for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE); !rc && !st;
-             rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
-            if (k.mv_size != 16 || pl__get_be64(k.mv_data) != run)
-                break;
-            st = pl__kvs_add(out, (const uint8_t *)k.mv_data + 8, 8, v.mv_data,
-                             v.mv_size);
-        }
-        mdb_cursor_close(cur);
-    }
-    if (rc && rc != MDB_NOTFOUND && !st)
+    bool any;
+    int rc = inbox_walk(s, txn, run, out, &any, &st);
+    if (rc && !st)
         st = pl__lmdb_err(s, rc, "reading an inbox");
     pl__lmdb_txn_abort(s, txn);
     return st;

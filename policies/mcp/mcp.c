@@ -528,6 +528,7 @@ void pl_mcp_close(pl_mcp *m)
     free_strv(m->argv);
     free_strv(m->env);
     free(m->buf);
+    pl__buf_free(&m->out);
     free(m->name);
     free(m);
 }

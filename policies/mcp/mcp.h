@@ -29,16 +29,17 @@ PL__HIDDEN pl__mcp_http *pl__mcp_http_new(const char *url,
                                           size_t max_msg);
 
 /*
- * POST @p msg.  For a request (@p id > 0) read the answer of that id,
- * from a JSON body or an event stream, into *answer (the whole message;
- * caller frees).  The session id the server gives is kept and sent, and
+ * POST the message @p body (@p len bytes of JSON).  For a request
+ * (@p id > 0) read the answer of that id, from a JSON body or an event
+ * stream, into *answer (the whole message; caller frees).  The session id the server gives is kept and sent, and
  * @p version (once known) as MCP-Protocol-Version.  A T_ code; @p why
  * says what failed.  T_DEAD after a 404 of a session: the session is
  * forgotten (initialize again).
  */
-PL__HIDDEN int pl__mcp_http_post(pl__mcp_http *h, const cJSON *msg, int64_t id,
-                                 const char *version, int64_t timeout_ms,
-                                 cJSON **answer, char *why, size_t n);
+PL__HIDDEN int pl__mcp_http_post(pl__mcp_http *h, const char *body, size_t len,
+                                 int64_t id, const char *version,
+                                 int64_t timeout_ms, cJSON **answer, char *why,
+                                 size_t n);
 
 /* Forget the session, to start a new one with the next initialize. */
 PL__HIDDEN void pl__mcp_http_forget(pl__mcp_http *h);
@@ -52,12 +53,12 @@ PL__HIDDEN void pl__mcp_http_free(pl__mcp_http *h);
 
 #else /* built without libcurl: no connection is ever made */
 
-static inline int pl__mcp_http_post(pl__mcp_http *h, const cJSON *msg,
-                                    int64_t id, const char *version,
+static inline int pl__mcp_http_post(pl__mcp_http *h, const char *body,
+                                    size_t len, int64_t id, const char *version,
                                     int64_t timeout_ms, cJSON **answer,
                                     char *why, size_t n)
 {
-    (void)h, (void)msg, (void)id, (void)version, (void)timeout_ms;
+    (void)h, (void)body, (void)len, (void)id, (void)version, (void)timeout_ms;
     *answer = NULL;
     snprintf(why, n, "built without libcurl");
     return T_DEAD;

@@ -397,14 +397,15 @@ int pl__mcp_call_tool(pl_ctx *ctx, const pl_action *a, pl_steps *out,
         if (left < wait)
             wait = left > 0 ? left : 0;
     }
+    /* the arguments are the action's payload itself, referred to (never
+     * freed with the params), not copied */
+    const char *key = pl_ctx_idempotency_key(ctx);
     cJSON *p = cJSON_CreateObject();
     cJSON *meta = p ? cJSON_AddObjectToObject(p, "_meta") : NULL;
     if (!meta || !cJSON_AddStringToObject(p, "name", t->name) ||
-        !cJSON_AddItemToObject(p, "arguments",
-                               cJSON_Duplicate(a->payload, 1)) ||
-        !cJSON_AddStringToObject(meta, META_KEY, pl_ctx_idempotency_key(ctx)) ||
-        !cJSON_AddStringToObject(meta, "progressToken",
-                                 pl_ctx_idempotency_key(ctx))) {
+        !cJSON_AddItemReferenceToObject(p, "arguments", (cJSON *)a->payload) ||
+        !cJSON_AddStringToObject(meta, META_KEY, key) ||
+        !cJSON_AddStringToObject(meta, "progressToken", key)) {
         cJSON_Delete(p);
         return PL_ENOMEM;
     }

@@ -171,7 +171,7 @@ static size_t on_body(char *p, size_t size, size_t n, void *user)
     return len;
 }
 
-int pl__mcp_http_post(pl__mcp_http *h, const cJSON *msg, int64_t id,
+int pl__mcp_http_post(pl__mcp_http *h, const char *body, size_t len, int64_t id,
                       const char *version, int64_t timeout_ms, cJSON **answer,
                       char *why, size_t n)
 {
@@ -180,9 +180,6 @@ int pl__mcp_http_post(pl__mcp_http *h, const cJSON *msg, int64_t id,
         snprintf(why, n, "no answer in time");
         return T_TIMEOUT;
     }
-    char *body = cJSON_PrintUnformatted(msg);
-    if (!body)
-        return T_NOMEM;
     struct curl_slist *hd = NULL;
     char line[512];
     hd = curl_slist_append(hd, "Content-Type: application/json");
@@ -206,7 +203,7 @@ int pl__mcp_http_post(pl__mcp_http *h, const cJSON *msg, int64_t id,
     curl_easy_setopt(c, CURLOPT_URL, h->url);
     curl_easy_setopt(c, CURLOPT_POST, 1L);
     curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
-    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(body));
+    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, hd);
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &x);
@@ -225,7 +222,6 @@ int pl__mcp_http_post(pl__mcp_http *h, const cJSON *msg, int64_t id,
         memset(auth, 0, strlen(auth));
         free(auth);
     }
-    free(body);
     if (x.session[0])
         snprintf(h->session, sizeof h->session, "%s", x.session);
     int t = T_OK;

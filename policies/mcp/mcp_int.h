@@ -50,6 +50,7 @@ struct pl_mcp {
     int wfd, rfd;
     char *buf; /* what was read and not yet taken: max_msg + 1 bytes */
     size_t len;
+    pl__buf out; /* the message being sent, its room kept for the next */
     int64_t next_id;
     char version[16];
     char fingerprint[32]; /* "fnv1a64:" and 16 hex digits: the tool list */

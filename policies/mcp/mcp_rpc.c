@@ -19,6 +19,7 @@
  * answers to other ids (a request that timed out) are dropped.
  */
 #include <errno.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -126,15 +127,62 @@ fail:
 /* Messages                                                                 */
 /* ------------------------------------------------------------------------ */
 
-/* Write @p msg and a newline before @p deadline (monotonic ms). */
-static int send_msg(pl_mcp *m, const cJSON *msg, int64_t deadline, char *why,
-                    size_t n)
+/* Append the string literal @p s. */
+#define APPEND(b, s) pl__buf_append(b, s, sizeof s - 1)
+
+/* Append @p v printed as compact JSON to @p b: straight into its spare
+ * room when it fits (a buffer kept from the last message mostly has
+ * it), else printed apart and copied.  False when out of memory. */
+static bool append_json(pl__buf *b, const cJSON *v)
 {
-    char *text = cJSON_PrintUnformatted(msg);
-    if (!text)
+    if (pl__buf_reserve(b, 256))
+        return false;
+    size_t room = b->cap - b->len;
+    char *at = (char *)b->data + b->len;
+    if (room <= INT_MAX &&
+        cJSON_PrintPreallocated((cJSON *)v, at, (int)room, false)) {
+        b->len += strlen(at);
+        return true;
+    }
+    char *text = cJSON_PrintUnformatted(v);
+    bool ok = text && !pl__buf_append(b, text, strlen(text));
+    free(text);
+    return ok;
+}
+
+/*
+ * The text of a message, {"jsonrpc", "method", "params", "id"} as cJSON
+ * would print it, into the handle's buffer m->out (kept from one message
+ * to the next): a request with @p id > 0, else a notification.  @p method
+ * is one of ours, a name that needs no escaping.  False when out of
+ * memory.
+ */
+static bool message_text(pl_mcp *m, const char *method, const cJSON *params,
+                         int64_t id)
+{
+    pl__buf *b = &m->out;
+    char num[32];
+    pl__buf_reset(b);
+    if (APPEND(b, "{\"jsonrpc\":\"2.0\",\"method\":\"") ||
+        pl__buf_append(b, method, strlen(method)) || APPEND(b, "\""))
+        return false;
+    if (params && (APPEND(b, ",\"params\":") || !append_json(b, params)))
+        return false;
+    if (id > 0) {
+        int k = snprintf(num, sizeof num, ",\"id\":%lld", (long long)id);
+        if (pl__buf_append(b, num, (size_t)k))
+            return false;
+    }
+    return !APPEND(b, "}");
+}
+
+/* Write m->out and a newline before @p deadline (monotonic ms). */
+static int send_text(pl_mcp *m, int64_t deadline, char *why, size_t n)
+{
+    if (pl__buf_append(&m->out, "\n", 1))
         return T_NOMEM;
-    size_t len = strlen(text);
-    text[len] = '\n'; /* replaces the NUL: written by length */
+    const char *text = (const char *)m->out.data;
+    size_t len = m->out.len - 1;
     size_t off = 0;
     int t = T_OK;
     while (off < len + 1) {
@@ -162,7 +210,6 @@ static int send_msg(pl_mcp *m, const cJSON *msg, int64_t deadline, char *why,
         t = T_DEAD;
         break;
     }
-    free(text);
     return t;
 }
 
@@ -242,7 +289,9 @@ static void answer_server(pl_mcp *m, const cJSON *req, int64_t deadline)
         cJSON_AddStringToObject(e, "message", "Method not found");
     }
     char why[64];
-    send_msg(m, a, deadline, why, sizeof why);
+    pl__buf_reset(&m->out);
+    if (append_json(&m->out, a))
+        send_text(m, deadline, why, sizeof why);
     cJSON_Delete(a);
 }
 
@@ -282,32 +331,18 @@ void pl__mcp_drain(pl_mcp *m)
     }
 }
 
-static cJSON *message(const char *method, cJSON *params)
-{
-    cJSON *msg = cJSON_CreateObject();
-    if (!msg) {
-        cJSON_Delete(params);
-        return NULL;
-    }
-    cJSON_AddStringToObject(msg, "jsonrpc", "2.0");
-    cJSON_AddStringToObject(msg, "method", method);
-    if (params)
-        cJSON_AddItemToObject(msg, "params", params);
-    return msg;
-}
-
 void pl__mcp_notify(pl_mcp *m, const char *method, cJSON *params)
 {
-    cJSON *msg = message(method, params);
+    bool ok = message_text(m, method, params, 0);
+    cJSON_Delete(params);
     char why[128];
     cJSON *none = NULL;
-    if (msg && m->http)
-        pl__mcp_http_post(m->http, msg, 0, m->version, 1000, &none, why,
-                          sizeof why);
-    else if (msg)
-        send_msg(m, msg, pl__mcp_mono_ms() + 1000, why, sizeof why);
+    if (ok && m->http)
+        pl__mcp_http_post(m->http, (const char *)m->out.data, m->out.len, 0,
+                          m->version, 1000, &none, why, sizeof why);
+    else if (ok)
+        send_text(m, pl__mcp_mono_ms() + 1000, why, sizeof why);
     cJSON_Delete(none);
-    cJSON_Delete(msg);
 }
 
 /*
@@ -321,17 +356,16 @@ int pl__mcp_rpc(pl_mcp *m, const char *method, cJSON *params, int64_t deadline,
 {
     *result = *error = NULL;
     int64_t id = ++m->next_id;
-    cJSON *msg = message(method, params);
-    if (!msg || !cJSON_AddNumberToObject(msg, "id", (double)id)) {
-        cJSON_Delete(msg);
+    bool ok = message_text(m, method, params, id);
+    cJSON_Delete(params);
+    if (!ok)
         return T_NOMEM;
-    }
     int t;
     if (m->http) {
         cJSON *in = NULL;
-        t = pl__mcp_http_post(m->http, msg, id, m->version,
-                              deadline - pl__mcp_mono_ms(), &in, why, n);
-        cJSON_Delete(msg);
+        t = pl__mcp_http_post(m->http, (const char *)m->out.data, m->out.len,
+                              id, m->version, deadline - pl__mcp_mono_ms(), &in,
+                              why, n);
         if (pl__mcp_http_list_changed(m->http))
             m->list_changed = true;
         if (t == T_OK) {
@@ -343,10 +377,8 @@ int pl__mcp_rpc(pl_mcp *m, const char *method, cJSON *params, int64_t deadline,
             snprintf(why, n, "an answer with neither result nor error");
             t = T_DEAD;
         }
-        msg = NULL;
     } else {
-        t = send_msg(m, msg, deadline, why, n);
-        cJSON_Delete(msg);
+        t = send_text(m, deadline, why, n);
     }
     size_t garbage = 0;
     while (t == T_OK) {
