@@ -205,12 +205,10 @@ void pl__rwlock_init_writer_first(pthread_rwlock_t *lock)
 
 /* Valgrind is told where each stack is, or it takes a fiber's stack frames
  * for stray accesses below the stack pointer. */
-#if defined(__has_include)
-#if __has_include(<valgrind/valgrind.h>)
+#ifdef PL_HAVE_VALGRIND_H /* CMakeLists.txt */
 #include <valgrind/valgrind.h>
 #define stack_register(lo, hi) VALGRIND_STACK_REGISTER(lo, hi)
 #define stack_deregister(id) VALGRIND_STACK_DEREGISTER(id)
-#endif
 #endif
 #ifndef stack_register
 #define stack_register(lo, hi) ((void)(lo), (void)(hi), 0u)
