@@ -31,12 +31,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "bench.h"
 #include "pg_store.h" /* pl__pg_counts_get(): round trips to the server */
+
+#include <libpq-fe.h>
 
 /* ---- W7: parked timers ------------------------------------------------------ */
 
@@ -47,6 +50,9 @@ typedef struct w7_shared {
     atomic_int woken;
     int cap;
     double peak_kb[W7_WORKERS_MAX], anon_peak_kb[W7_WORKERS_MAX];
+    /* each worker's round trips, statements and CPU seconds (user and
+     * system), from its start to its stop */
+    double rt[W7_WORKERS_MAX], stmts[W7_WORKERS_MAX], cpu_s[W7_WORKERS_MAX];
     double *due;   /* Unix ms each wake was due, beside late[] */
     double late[]; /* ms, one per wake */
 } w7_shared;
@@ -109,6 +115,7 @@ typedef struct w7_arg {
     int runs;
     int max_ms;
     int workers;
+    bool drain; /* the workers start once every run is parked and due */
 } w7_arg;
 
 typedef struct w7_res {
@@ -117,6 +124,10 @@ typedef struct w7_res {
     double after_p99_ms;  /* of the wakes due once all were parked */
     double txns_per_wake; /* LMDB: write transactions a wake cost, then */
     int woken;
+    /* drain: wakes a second, and per wake the workers' round trips,
+     * statements and CPU, and the server's CPU (its backends that ended) */
+    double wakes_per_s, rt_per_wake, stmts_per_wake, cpu_ms_per_wake,
+        server_ms_per_wake;
 } w7_res;
 
 static pl_engine *g_w7_engine;
@@ -136,6 +147,8 @@ static void w7_worker(const char *path, int id, int runs)
 {
     pl_registry *reg = time_registry();
     g_w7_engine = open_engine(path, reg, PL_DURABILITY_PROCESS, NULL);
+    pl__pg_counts c0, c1;
+    pl__pg_counts_get(&c0);
     pthread_t th;
     if (pthread_create(&th, NULL, w7_work, NULL))
         die("W7 thread");
@@ -148,11 +161,76 @@ static void w7_worker(const char *path, int id, int runs)
     }
     pl_worker_stop(g_w7_engine);
     pthread_join(th, NULL);
+    pl__pg_counts_get(&c1);
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    g_w7->rt[id] = (double)(c1.round_trips - c0.round_trips);
+    g_w7->stmts[id] = (double)(c1.statements - c0.statements);
+    g_w7->cpu_s[id] = (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 +
+                      (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
     g_w7->peak_kb[id] = (double)status_kb("VmHWM");
     g_w7->anon_peak_kb[id] = anon;
     pl_engine_close(g_w7_engine);
     pl_registry_free(reg);
     _exit(0);
+}
+
+/* The worker processes, forked. */
+static void w7_fork(const char *path, const w7_arg *a, pid_t *pids)
+{
+    for (int w = 0; w < a->workers; w++) {
+        fflush(NULL);
+        pids[w] = fork();
+        if (pids[w] < 0)
+            die("W7 fork");
+        if (pids[w] == 0)
+            w7_worker(path, w, a->runs);
+    }
+}
+
+/* The CPU seconds of the server's backends that have ended (what its
+ * postmaster reaped: /proc/PID/stat's cutime and cstime), -1 when that
+ * cannot be read (a server on another host). */
+static double server_ended_s(void)
+{
+    PGconn *c = PQconnectdb(g_pg_uri);
+    PGresult *r = PQexec(c, "SELECT pg_backend_pid()");
+    long pid = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1
+                   ? strtol(PQgetvalue(r, 0, 0), NULL, 10)
+                   : 0;
+    PQclear(r);
+    PQfinish(c);
+    double v[2] = {-1, -1};
+    for (int k = 0; k < 2 && pid > 0; k++) {
+        char path[64], line[1024];
+        snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+        FILE *f = fopen(path, "r");
+        if (!f || !fgets(line, sizeof line, f)) {
+            if (f)
+                fclose(f);
+            return -1;
+        }
+        fclose(f);
+        char *p = strrchr(line, ')'); /* past the name: state, ppid, ... */
+        long long x[15] = {0};
+        int n = 0;
+        for (char *t = p ? p + 1 : NULL; t && n < 15; n++) {
+            while (*t == ' ')
+                t++;
+            char *end;
+            x[n] = strtoll(t, &end, 10); /* the state, a letter: 0 */
+            t = end == t ? strchr(t, ' ') : end;
+        }
+        if (n < 15)
+            return -1;
+        if (!k) { /* the backend: its parent is the postmaster */
+            pid = (long)x[1];
+            continue;
+        }
+        v[0] = (double)x[13]; /* cutime, cstime: in clock ticks */
+        v[1] = (double)x[14];
+    }
+    return v[0] < 0 ? -1 : (v[0] + v[1]) / (double)sysconf(_SC_CLK_TCK);
 }
 
 static void w7_child(const void *varg, void *vres)
@@ -176,14 +254,8 @@ static void w7_child(const void *varg, void *vres)
     pl_registry *reg = time_registry();
     pl_engine_close(open_engine(path, reg, PL_DURABILITY_PROCESS, NULL));
     pid_t pids[W7_WORKERS_MAX];
-    for (int w = 0; w < a->workers; w++) {
-        fflush(NULL);
-        pids[w] = fork();
-        if (pids[w] < 0)
-            die("W7 fork");
-        if (pids[w] == 0)
-            w7_worker(path, w, a->runs);
-    }
+    if (!a->drain)
+        w7_fork(path, a, pids);
     pl_engine *e = open_engine(path, reg, PL_DURABILITY_PROCESS, NULL);
     if (pl_engine_set_wait_in_place(e, 0))
         die("W7 wait in place");
@@ -197,7 +269,8 @@ static void w7_child(const void *varg, void *vres)
         char id[32];
         snprintf(id, sizeof id, "w7-%06d", i);
         cJSON *p = cJSON_CreateObject();
-        cJSON_AddNumberToObject(p, "ms", rand_r(&seed) % (a->max_ms + 1));
+        cJSON_AddNumberToObject(p, "ms",
+                                a->drain ? 1 : rand_r(&seed) % (a->max_ms + 1));
         pl_action root = {PL_ACTION_VERSION, "sleeper", p, NULL, 0, NULL};
         pl_run_options ro = PL_RUN_OPTIONS_INIT;
         ro.run_id = id;
@@ -219,6 +292,14 @@ static void w7_child(const void *varg, void *vres)
                                 : (double)((s1.used_pages - s0.used_pages) *
                                            s1.page_size) /
                                       a->runs;
+    double srv0 = -1, drain0 = 0;
+    if (a->drain) { /* every run due: then the workers */
+        struct timespec nap = {0, 50000000L};
+        nanosleep(&nap, NULL);
+        srv0 = g_pg_uri ? server_ended_s() : -1;
+        drain0 = now_s();
+        w7_fork(path, a, pids);
+    }
     for (int w = 0; w < a->workers; w++) {
         int ws;
         if (waitpid(pids[w], &ws, 0) != pids[w] || !WIFEXITED(ws) ||
@@ -231,6 +312,32 @@ static void w7_child(const void *varg, void *vres)
                               : r->anon_peak_kb;
     }
     r->woken = atomic_load(&g_w7->woken);
+    if (a->drain && r->woken) {
+        /* the last wake, as the sleepers noted it */
+        double last = 0, rt = 0, stmts = 0, cpu = 0;
+        for (int i = 0; i < r->woken && i < a->runs; i++)
+            if (g_w7->due[i] + g_w7->late[i] > last)
+                last = g_w7->due[i] + g_w7->late[i];
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        double since = now_s() - drain0; /* now_s(): monotonic */
+        double span = since - ((double)ts.tv_sec * 1e3 +
+                               (double)ts.tv_nsec / 1e6 - last) /
+                                  1e3;
+        for (int w = 0; w < a->workers; w++) {
+            rt += g_w7->rt[w];
+            stmts += g_w7->stmts[w];
+            cpu += g_w7->cpu_s[w];
+        }
+        r->wakes_per_s = span > 0 ? r->woken / span : 0;
+        r->rt_per_wake = rt / r->woken;
+        r->stmts_per_wake = stmts / r->woken;
+        r->cpu_ms_per_wake = cpu * 1e3 / r->woken;
+        struct timespec nap = {0, 200000000L}; /* the backends reaped */
+        nanosleep(&nap, NULL);
+        double srv1 = srv0 >= 0 ? server_ended_s() : -1;
+        r->server_ms_per_wake = srv1 >= 0 ? (srv1 - srv0) * 1e3 / r->woken : -1;
+    }
     if (!g_pg_uri && r->woken > woken0)
         r->txns_per_wake = (double)(store_commits(e) - x0) /
                            (double)(r->woken - woken0);
@@ -267,7 +374,7 @@ int report_w7(bool quick)
     drift d;
     drift_begin(&d, PL_DURABILITY_PROCESS);
     for (int k = 0; k < 2; k++) {
-        w7_arg a = {sizes[k], max_ms, workers};
+        w7_arg a = {sizes[k], max_ms, workers, false};
         w7_res r;
         memset(&r, 0, sizeof r);
         if (in_child(w7_child, &a, &r, sizeof r) || r.woken != a.runs) {
@@ -308,6 +415,41 @@ int report_w7(bool quick)
         jnum(o, "load_average_1min", load);
         jnum(o, "park_all_s", r.park_s);
         cJSON_AddItemToArray(arr, o);
+    }
+    /* the wake path's throughput: every run due before the workers start */
+    w7_arg da = {quick ? 1000 : 5000, 1, workers, true};
+    w7_res dr;
+    memset(&dr, 0, sizeof dr);
+    if (in_child(w7_child, &da, &dr, sizeof dr) || dr.woken != da.runs) {
+        say("  drain of %d due runs failed\n", da.runs);
+        failures++;
+    } else {
+        double load = 0;
+        if (getloadavg(&load, 1) != 1)
+            load = -1;
+        say("  drain: %d runs all due, then woken by %d worker%s: %.0f wakes/s"
+            " (load %.1f)\n",
+            da.runs, workers, workers > 1 ? "s" : "", dr.wakes_per_s, load);
+        if (g_pg_uri)
+            say("    a wake: %.2f round trips, %.2f statements, %.3f ms of the "
+                "workers' CPU, %.3f ms of the server's\n",
+                dr.rt_per_wake, dr.stmts_per_wake, dr.cpu_ms_per_wake,
+                dr.server_ms_per_wake);
+        else
+            say("    a wake: %.3f ms of the worker's CPU\n",
+                dr.cpu_ms_per_wake);
+        cJSON *o = cJSON_AddObjectToObject(g_json, g_pg_uri ? "pg_w7_drain"
+                                                            : "w7_drain");
+        jnum(o, "runs", da.runs);
+        jnum(o, "workers", workers);
+        jnum(o, "wakes_per_s", dr.wakes_per_s);
+        jnum(o, "worker_cpu_ms_per_wake", dr.cpu_ms_per_wake);
+        if (g_pg_uri) {
+            jnum(o, "round_trips_per_wake", dr.rt_per_wake);
+            jnum(o, "statements_per_wake", dr.stmts_per_wake);
+            jnum(o, "server_cpu_ms_per_wake", dr.server_ms_per_wake);
+        }
+        jnum(o, "load_average_1min", load);
     }
     const char *noise = drift_end(&d, NULL);
     if (noise[0])

@@ -361,6 +361,9 @@ typedef struct pl__run {
     char *wait_event;      /* parked: for this event; NULL: a sleep */
     /* a delivery that goes with the run's next commit (run.h, RIDES) */
     struct pl__ride *ride;
+    /* its root ledger's first read, made with its take (claim.c), or
+     * NULL: taken over by its first read (invocation.c) */
+    pl__kvs *first_read;
 
     /* set when the run suspends */
     char token[33];

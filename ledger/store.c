@@ -257,6 +257,36 @@ int pl__store_take_due(pl__store *s, const char *owner, int64_t lease_us,
                 next_due_us);
 }
 
+int pl__store_take_dues(pl__store *s, const char *owner, int64_t lease_us,
+                        size_t max, size_t ahead_n, size_t ahead_bytes,
+                        pl__take_fn fn, void *user, pl__dues *out,
+                        int64_t *next_due_us)
+{
+    out->n = 0;
+    if (max > PL__DUES_MAX)
+        max = PL__DUES_MAX;
+#if PL_WITH_POSTGRESQL
+    if (s->pg)
+        return pl__pg_take_dues(s->pg, owner, lease_us, max, ahead_n,
+                                ahead_bytes, fn, user, out, next_due_us);
+#endif
+    (void)ahead_n;
+    (void)ahead_bytes;
+    /* LMDB: one, its records read in memory */
+    bool taken = false;
+    int st = pl__lmdb_take_due(s->lmdb, owner, lease_us, fn, user,
+                               &out->lease[0], &taken, next_due_us);
+    if (!taken)
+        return st;
+    out->n = 1;
+    out->st[0] = st;
+    out->ledger_read[0] = false;
+    pl__kvs_reset(&out->ledger[0]);
+    if (st)
+        pl__errmsg_save(out->msg[0]);
+    return PL_OK;
+}
+
 int pl__store_lease_renew(pl__store *s, const uint64_t *runs,
                           const uint64_t *gens, size_t n, int64_t lease_us,
                           bool *lost)

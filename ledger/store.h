@@ -56,6 +56,7 @@
  *     pg_delete.c    deleting runs, tombstones (DELETING below)
  *     pg_sched.c     schedules (SCHEDULES below)
  *     pg_time.c      timers and inboxes (TIMERS below)
+ *     pg_wake.c      due timers' runs taken in batches (pl__store_take_dues())
  *     pg_flow.c      the queue's order, concurrency keys, rate budgets
  *
  * Thread rules: one store per process and path; all functions may be called
@@ -390,6 +391,7 @@ typedef struct pl__taken {
     bool known;        /* the store read the two below (PostgreSQL) */
     bool no_steps;     /* the run has no step yet */
     bool inbox_cancel; /* a cancellation waits in its inbox */
+    size_t index;      /* its place in a batch (pl__store_take_dues()) */
 } pl__taken;
 typedef int (*pl__take_fn)(const pl__taken *t, pl__buf *state, bool *drop,
                            void *user);
@@ -410,6 +412,38 @@ PL__HIDDEN int pl__store_take_due(pl__store *s, const char *owner,
                                   int64_t lease_us, pl__take_fn fn, void *user,
                                   pl__lease *out, bool *taken,
                                   int64_t *next_due_us) PL__MUST_CHECK;
+
+/*
+ * The same for up to @p max (at most PL__DUES_MAX) due runs, in due order,
+ * in one transaction: each timer deleted, its run's lease taken and its
+ * claim written, as pl__store_take_due() takes one; @p fn is called for
+ * each (pl__taken.index its place in @p out).  Exactly once across
+ * workers and hosts: a timer is taken by one transaction, and a run whose
+ * state another transaction holds is left for the next take.  With
+ * @p ahead_n nonzero the store may read each run's root ledger's first
+ * records as well, as pl__store_read() of it from seq 0 with @p ahead_n
+ * and @p ahead_bytes (out->ledger_read[i]: read).  PostgreSQL: two round
+ * trips and one WAL flush for the batch (BEGIN and one statement that
+ * takes, locks and reads; the claims and COMMIT), however many it holds;
+ * LMDB takes one at a time.  PL_OK with out->n >= 1, out->st[i] saying
+ * what @p fn answered (as pl__store_take_due()'s status with *taken);
+ * PL_ENOTFOUND when none is due (*next_due_us as there); otherwise a
+ * failure of the store's, nothing taken.  The caller frees out->ledger[].
+ */
+#define PL__DUES_MAX 8
+typedef struct pl__dues {
+    size_t n;
+    pl__lease lease[PL__DUES_MAX];
+    int st[PL__DUES_MAX];
+    pl__kvs ledger[PL__DUES_MAX];
+    bool ledger_read[PL__DUES_MAX];
+    char msg[PL__DUES_MAX][PL__ERRMSG_MAX]; /* with st[i]: its message */
+} pl__dues;
+PL__HIDDEN int pl__store_take_dues(pl__store *s, const char *owner,
+                                   int64_t lease_us, size_t max, size_t ahead_n,
+                                   size_t ahead_bytes, pl__take_fn fn,
+                                   void *user, pl__dues *out,
+                                   int64_t *next_due_us) PL__MUST_CHECK;
 
 /*
  * POLL.  What an idle worker asks before it takes: whether

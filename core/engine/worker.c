@@ -40,8 +40,6 @@
 #define POLL_MS_DEFAULT 100
 #define NAP_MS 20 /* the longest a waiting thread sleeps between checks */
 #define SCHED_LOOK_MS 1000 /* schedules are read at least this often */
-/* a lease handed back expires this long ago: first in the queue */
-#define HAND_BACK_US (-((int64_t)1 << 60))
 
 typedef struct worker {
     pl_engine *e;
@@ -207,10 +205,13 @@ static void fire_schedules(worker *w)
  * only what may be; a run queued since is found by the next look.  A
  * thread that starts looks first too.
  */
-static int take_next(worker *w, bool idle, pl_outcome **o, pl__lease *lease,
-                     bool *taken, int64_t *next_due)
+static int take_next(worker *w, pl__woken *wk, bool idle, pl_outcome **o,
+                     pl__lease *lease, bool *taken, int64_t *next_due)
 {
     pl_engine *e = w->e;
+    /* the runs of the last batch of wakes first: claimed, theirs to run */
+    if (pl__woken_pending(wk))
+        return pl__run_take_due(o, wk, lease, taken, next_due);
     bool known = false, queued = true, timers = true;
     int st = idle ? pl__store_poll(e->store, &known, &queued, &timers, next_due)
                   : PL_OK;
@@ -224,7 +225,7 @@ static int take_next(worker *w, bool idle, pl_outcome **o, pl__lease *lease,
     if (known && !timers && (!*next_due || *next_due > pl__now_us()))
         return PL_ENOTFOUND;
     *next_due = 0;
-    return pl__run_take_due(o, e, lease, taken, next_due);
+    return pl__run_take_due(o, wk, lease, taken, next_due);
 }
 
 static void *work(void *arg)
@@ -233,6 +234,15 @@ static void *work(void *arg)
     pl_engine *e = w->e;
     bool idle_last = true; /* the last look found nothing (a thread that
                               starts looks first) */
+    pl__woken *wk;         /* this thread's batch of wakes */
+    if (pl__woken_new(&wk, e)) {
+        pthread_mutex_lock(&w->mu);
+        w->fatal = PL_ENOMEM;
+        pl__errmsg_save(w->fatal_msg);
+        pthread_mutex_unlock(&w->mu);
+        atomic_store(&e->worker_stop, 1);
+        return NULL;
+    }
     while (!stopping(e)) {
         fire_schedules(w);
         pl__lease lease;
@@ -242,7 +252,7 @@ static void *work(void *arg)
         bool taken = false; /* from the queue, claimed and executed */
         maybe_prune(w);
         if (!next_retake(w, &lease))
-            st = take_next(w, idle_last, &o, &lease, &taken, &next_due);
+            st = take_next(w, wk, idle_last, &o, &lease, &taken, &next_due);
         idle_last = st == PL_ENOTFOUND && !taken;
         if (!taken && st == PL_ESTATE) { /* read-only: it never will */
             pthread_mutex_lock(&w->mu);
@@ -281,7 +291,7 @@ static void *work(void *arg)
              * run out; a lease taken over meanwhile is left alone */
             bool lost;
             if (pl__store_lease_renew(e->store, &lease.run, &lease.gen, 1,
-                                      HAND_BACK_US, &lost)) {
+                                      PL__HAND_BACK_US, &lost)) {
                 /* it expires on its own */
             }
         }
@@ -298,6 +308,7 @@ static void *work(void *arg)
         pthread_mutex_unlock(&w->mu);
         pl_outcome_free(o);
     }
+    pl__woken_free(wk); /* its runs not executed go back to the queue */
     return NULL;
 }
 

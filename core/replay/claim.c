@@ -27,6 +27,7 @@
 
 #include "claim.h"
 #include "commit.h"
+#include "invocation.h"
 #include "run.h"
 
 void pl__set_owner(pl_engine *e, pl__run_state *st)
@@ -141,10 +142,11 @@ typedef struct take_ctx {
 } take_ctx;
 
 /* The run taken (pl__take_fn): the checks continue_run() makes of a run
- * leased from the queue, on its state as locked, and its claim. */
+ * leased from the queue, on its state as locked, and its claim.  @p user
+ * is the takes' contexts, one a run of the batch (pl__taken.index). */
 static int take_fn(const pl__taken *t, pl__buf *state, bool *drop, void *user)
 {
-    take_ctx *x = user;
+    take_ctx *x = (take_ctx *)user + t->index;
     const char *id = t->lease.id;
     int st = PL_OK;
     if (!x->decoded &&
@@ -178,62 +180,172 @@ static int take_fn(const pl__taken *t, pl__buf *state, bool *drop, void *user)
     return st;
 }
 
-/* A take from the queue, or (@p next_due non-NULL) of a due timer's
- * run, and its execution. */
-static int take_run(pl_outcome **out, pl_engine *e, pl__lease *lease,
-                    bool *taken, int64_t *next_due)
+/* What a take left in @p x, released. */
+static void take_clear(take_ctx *x)
 {
-    *out = NULL;
-    take_ctx x = {.e = e};
+    if (x->engine_claim)
+        pl__engine_release(x->e, x->engine_claim);
+    x->engine_claim = 0;
+    pl__run_state_clear(&x->state);
+    pl__root_clear(&x->ra);
+}
+
+/* Execute run @p lease->id, taken and claimed into @p x, its root ledger's
+ * first read in @p first (or NULL). */
+static int execute_taken(pl_outcome **out, take_ctx *x, const pl__lease *lease,
+                         pl__kvs *first, atomic_bool *lost)
+{
+    pl_engine *e = x->e;
     pl__run *r = NULL;
-    int st = next_due ? pl__store_take_due(e->store, e->worker, e->lease_us,
-                                           take_fn, &x, lease, taken, next_due)
-                      : pl__store_take(e->store, e->worker, e->lease_us,
-                                       take_fn, &x, lease, taken);
-    if (st || !*taken)
-        goto done;
     uint64_t num = lease->run;
-    if ((st = pl__run_new(e, lease->id, &r)))
+    int st = pl__run_new(e, lease->id, &r);
+    if (st)
         goto done; /* claimed: the lease runs out, another worker goes on */
     r->num = num;
-    r->root_code = x.ra.info.code; /* the run takes it over */
-    x.ra.info.code = NULL;
-    r->deadline_ms = x.ra.info.deadline_ms;
-    r->state = x.state;
-    memset(&x.state, 0, sizeof x.state);
+    r->root_code = x->ra.info.code; /* the run takes it over */
+    x->ra.info.code = NULL;
+    r->deadline_ms = x->ra.info.deadline_ms;
+    r->state = x->state;
+    memset(&x->state, 0, sizeof x->state);
     r->batch.gen = lease->gen;
     r->worker = true;
+    r->first_read = first;
     /* the store said, with the claim, whether a cancellation waits */
-    r->batch.inbox_known = x.known;
-    r->batch.inbox_cancel = x.inbox_cancel;
+    r->batch.inbox_known = x->known;
+    r->batch.inbox_cancel = x->inbox_cancel;
     if ((st = pl__engine_lease(e, num, lease->gen, &r->lease_lost)))
-        goto done; /* claimed: the lease runs out */
+        goto done;                 /* claimed: the lease runs out */
+    if (lost && atomic_load(lost)) /* taken over while it waited its turn */
+        atomic_store(&r->lease_lost, true);
     r->state_written_us = pl__now_us();
-    r->crashed_before = x.before == PL_RUN_RUNNING;
+    r->crashed_before = x->before == PL_RUN_RUNNING;
     /* a crashed run's step count is as of its last heartbeat */
-    if (r->crashed_before && !x.no_steps &&
+    if (r->crashed_before && !x->no_steps &&
         (st = pl__count_steps(e, num, &r->state.steps)))
         goto done;
-    st = pl__run_execute(r, x.def, &x.ra.action, !x.no_steps, out);
+    st = pl__run_execute(r, x->def, &x->ra.action, !x->no_steps, out);
 done:
-    if (x.engine_claim)
-        pl__engine_release(e, x.engine_claim);
+    take_clear(x);
     pl__run_free(r);
-    pl__run_state_clear(&x.state);
-    pl__root_clear(&x.ra);
     return st;
 }
 
 int pl__run_take_next(pl_outcome **out, pl_engine *e, pl__lease *lease,
                       bool *taken)
 {
-    return take_run(out, e, lease, taken, NULL);
+    *out = NULL;
+    take_ctx x = {.e = e};
+    int st = pl__store_take(e->store, e->worker, e->lease_us, take_fn, &x,
+                            lease, taken);
+    if (st || !*taken) {
+        take_clear(&x);
+        return st;
+    }
+    return execute_taken(out, &x, lease, NULL, NULL);
 }
 
-int pl__run_take_due(pl_outcome **out, pl_engine *e, pl__lease *lease,
+/* ---- wakes, in batches -------------------------------------------------------- */
+
+struct pl__woken {
+    pl_engine *e;
+    pl__dues d;                     /* the batch taken */
+    take_ctx x[PL__DUES_MAX];       /* each run's take */
+    atomic_bool lost[PL__DUES_MAX]; /* a renewal found its lease taken over
+                                       while it waited its turn */
+    size_t next;                    /* the next to execute */
+};
+
+int pl__woken_new(pl__woken **out, pl_engine *e)
+{
+    *out = calloc(1, sizeof **out);
+    if (!*out)
+        return pl__err(PL_ENOMEM, "out of memory");
+    (*out)->e = e;
+    return PL_OK;
+}
+
+bool pl__woken_pending(const pl__woken *w) { return w->next < w->d.n; }
+
+/* The batch's rest dropped: each run not executed yet handed back to the
+ * queue, claimed (another worker takes it, as a crashed one). */
+static void woken_drop(pl__woken *w)
+{
+    pl_engine *e = w->e;
+    char saved[PL__ERRMSG_MAX];
+    pl__errmsg_save(saved);
+    for (size_t i = w->next; i < w->d.n; i++) {
+        bool lost;
+        if (!w->d.st[i] && pl__store_lease_renew(e->store, &w->d.lease[i].run,
+                                                 &w->d.lease[i].gen, 1,
+                                                 PL__HAND_BACK_US, &lost)) {
+            /* it expires on its own */
+        }
+    }
+    pl__errmsg_restore(saved);
+    for (size_t i = 0; i < PL__DUES_MAX; i++) {
+        take_clear(&w->x[i]);
+        pl__kvs_free(&w->d.ledger[i]);
+    }
+    w->d.n = w->next = 0;
+}
+
+void pl__woken_free(pl__woken *w)
+{
+    if (!w)
+        return;
+    woken_drop(w);
+    free(w);
+}
+
+/* A batch of due runs taken into @p w (its previous one all executed). */
+static int woken_take(pl__woken *w, int64_t *next_due_us)
+{
+    pl_engine *e = w->e;
+    woken_drop(w);
+    for (size_t i = 0; i < PL__DUES_MAX; i++) {
+        w->x[i] = (take_ctx){.e = e};
+        atomic_store(&w->lost[i], false);
+    }
+    int st = pl__store_take_dues(e->store, e->worker, e->lease_us, PL__DUES_MAX,
+                                 PL__AHEAD_N, PL__AHEAD_BYTES, take_fn, w->x,
+                                 &w->d, next_due_us);
+    if (st) { /* nothing taken: the claims fn made are undone */
+        w->d.n = 0;
+        for (size_t i = 0; i < PL__DUES_MAX; i++)
+            take_clear(&w->x[i]);
+        return st;
+    }
+    /* those waiting their turn: their leases renewed meanwhile */
+    for (size_t i = 1; i < w->d.n; i++)
+        if (!w->d.st[i] &&
+            (w->d.st[i] = pl__engine_lease(e, w->d.lease[i].run,
+                                           w->d.lease[i].gen, &w->lost[i])))
+            pl__errmsg_save(w->d.msg[i]);
+    return PL_OK;
+}
+
+int pl__run_take_due(pl_outcome **out, pl__woken *w, pl__lease *lease,
                      bool *taken, int64_t *next_due_us)
 {
-    return take_run(out, e, lease, taken, next_due_us);
+    *out = NULL;
+    *taken = false;
+    *next_due_us = 0;
+    if (!pl__woken_pending(w)) {
+        int st = woken_take(w, next_due_us);
+        if (st)
+            return st;
+    }
+    size_t i = w->next++;
+    *lease = w->d.lease[i];
+    *taken = true;
+    if (w->d.st[i]) { /* refused: the lease alone taken, or dropped */
+        take_clear(&w->x[i]);
+        pl__errmsg_restore(w->d.msg[i]);
+        return w->d.st[i];
+    }
+    return execute_taken(out, &w->x[i], lease,
+                         w->d.ledger_read[i] ? &w->d.ledger[i] : NULL,
+                         &w->lost[i]);
 }
 
 /* pl_engine_wake(): every run due taken and executed here, as a worker's
@@ -248,32 +360,45 @@ int pl_engine_wake(pl_engine *e, int64_t *next_due_ms)
     int sst = pl__schedules_wake(e, &tick);
     if (sst)
         return sst;
+    pl__woken *w;
+    if ((sst = pl__woken_new(&w, e)))
+        return sst;
+    int fault = PL_OK; /* the first failure of the store's */
+    char fault_msg[PL__ERRMSG_MAX];
     for (;;) {
-        /* the timer, the lease, the run's records and its claim in one
-         * transaction (claim.c), then its execution here */
+        /* due timers, their leases, their runs' records and claims in one
+         * transaction (claim.c), then each run's execution here, in turn:
+         * a batch's runs are all executed, whatever fails meanwhile */
         pl__lease lease;
         int64_t next = 0;
         bool taken = false;
         pl_outcome *o = NULL;
-        int st = pl__run_take_due(&o, e, &lease, &taken, &next);
+        if (fault && !pl__woken_pending(w))
+            break;
+        int st = pl__run_take_due(&o, w, &lease, &taken, &next);
         pl_outcome_free(o);
         if (!taken && (st == PL_ENOTFOUND || st == PL_EBUSY)) {
-            /* none due; or one whose state another transaction held a
-             * moment (next: soon) */
+            /* none due; or one not taken now (next: soon) */
             next = next ? (next + 999) / 1000 : 0;
             if (next_due_ms)
                 *next_due_ms = tick && (!next || tick < next) ? tick : next;
             pl__err_clear();
-            return PL_OK;
+            break;
+        }
+        bool store = st == PL_ESTORE || st == PL_ENOMEM || st == PL_EMAPFULL ||
+                     st == PL_ENOSPC || st == PL_EACCES || st == PL_EIO;
+        if ((!taken || store) && !fault) {
+            fault = st;
+            pl__errmsg_save(fault_msg);
         }
         if (!taken)
-            return st;
-        if (st == PL_ENOTFOUND || st == PL_ESTATE || st == PL_EBUSY)
-            continue; /* not executable here, ended, or taken over */
-        if (st == PL_ESTORE || st == PL_ENOMEM || st == PL_EMAPFULL ||
-            st == PL_ENOSPC || st == PL_EACCES || st == PL_EIO)
-            return st;
+            break;
+        /* else not executable here, ended, or taken over: the next */
     }
+    pl__woken_free(w);
+    if (fault)
+        pl__errmsg_restore(fault_msg);
+    return fault;
 }
 
 /* Claim run @p r, whose state as read is @p sb, in memory only, for the

@@ -53,11 +53,33 @@ PL__HIDDEN int pl__run_take_next(pl_outcome **out, pl_engine *e,
                                  pl__lease *lease, bool *taken) PL__MUST_CHECK;
 
 /*
- * The same for a waiting run whose timer is due (pl__store_take_due()):
- * PL_ENOTFOUND (*taken false) when none is, *next_due_us saying when the
- * next timer is (Unix us; 0: none).
+ * Wakes: waiting runs whose timers are due, taken in batches
+ * (pl__store_take_dues(): on PostgreSQL up to PL__DUES_MAX runs, their
+ * claims and their root ledgers' first records in two round trips and one
+ * flush) and executed one at a time, in due order.  A batch belongs to one
+ * thread (pl__woken): the runs waiting their turn in it are claimed by
+ * this process, their leases renewed.
  */
-PL__HIDDEN int pl__run_take_due(pl_outcome **out, pl_engine *e,
+typedef struct pl__woken pl__woken;
+/* A lease handed back expires this long ago: first in the queue. */
+#define PL__HAND_BACK_US (-((int64_t)1 << 60))
+PL__HIDDEN int pl__woken_new(pl__woken **out, pl_engine *e) PL__MUST_CHECK;
+/* Whether runs of the batch wait their turn. */
+PL__HIDDEN bool pl__woken_pending(const pl__woken *w);
+/* Free @p w, handing the runs still waiting their turn back to the queue
+ * (their leases made to have run out: another worker takes them, as it
+ * takes a crashed run). */
+PL__HIDDEN void pl__woken_free(pl__woken *w);
+
+/*
+ * The next run of batch @p w, or, none left, a new batch's first, executed
+ * as pl__run_take_next() executes a queued run: PL_ENOTFOUND (*taken false)
+ * when none is due, *next_due_us saying when to look again (Unix us; 0:
+ * no timer).  *taken says whether a lease was taken (in @p lease): the
+ * status is then the execution's (or why the run was not executed), else
+ * the store's.
+ */
+PL__HIDDEN int pl__run_take_due(pl_outcome **out, pl__woken *w,
                                 pl__lease *lease, bool *taken,
                                 int64_t *next_due_us) PL__MUST_CHECK;
 

@@ -116,13 +116,15 @@ static int inv_load(pl_ctx *c)
         c->last_hash_ok = c->next_seq == 0;
         return PL_OK;
     }
-    pl__kvs *first = r->ride ? r->ride->ledger : NULL; /* read with the run */
+    /* read with the run (a ride's, a wake's) */
+    pl__kvs **firstp = r->ride ? &r->ride->ledger : &r->first_read;
+    pl__kvs *first = *firstp;
     int st = PL_OK;
     if (first && !c->depth && !c->next_seq) {
         pl__kvs t = c->ahead; /* taken over, once */
         c->ahead = *first;
         *first = t;
-        r->ride->ledger = NULL;
+        *firstp = NULL;
     } else {
         st = pl__store_read(r->e->store, c->prefix, c->prefix_len, c->next_seq,
                             PL__AHEAD_N, PL__AHEAD_BYTES, &c->ahead);

@@ -708,7 +708,7 @@ static int make_statements(pl__pg_store *s)
     for (int i = L_ACQUIRE; i <= L_CREATE_SUCC; i++)
         if (pl__pg_lease_sql(s, i, &s->q[i]))
             return PL_ENOMEM;
-    for (int i = L_TAKE; i <= L_POLL; i++) /* and L_TAKE_DUE */
+    for (int i = L_TAKE; i <= L_POLL; i++) /* and L_TAKE_DUES */
         if (pl__pg_lease_sql(s, i, &s->q[i]))
             return PL_ENOMEM;
     if (pl__pg_sched_sql(s, Q_SCHED, &s->q[Q_SCHED]) ||

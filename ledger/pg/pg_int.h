@@ -12,6 +12,7 @@
  *   | pg_lease.c   | leases and the queue                               |
  *   | pg_sched.c   | schedules                                          |
  *   | pg_time.c    | timers and inboxes                                 |
+ *   | pg_wake.c    | waiting runs whose timers are due, taken in batches |
  *   | pg_delete.c  | deleted runs: tombstones read and expired          |
  *
  * The store as a whole (its tables, commits, durability and connections)
@@ -35,6 +36,10 @@
 #define READ_MAX 1024 /* rows per SELECT */
 /* The server's clock in Unix us: every lease's and timer's "now". */
 #define NOW_US "(extract(epoch from clock_timestamp()) * 1000000)::bigint"
+/* The same read once by a statement (an InitPlan): a bound an index scan
+ * can use, where clock_timestamp() itself, volatile, is a filter tested
+ * on every row the scan passes. */
+#define NOW_ONCE "(SELECT " NOW_US ")"
 
 /*
  * The statements (s->q[]), naming the schema, in three ranges: the first
@@ -77,7 +82,8 @@ enum {
     T_RIDE_TAKE,
     T_INBOX_READ,
     L_TAKE,      /* a worker's take, with its run's records (pg_lease.c) */
-    L_TAKE_DUE,  /* the same, of a waiting run whose timer is due */
+    L_TAKE_DUES, /* the same, of waiting runs whose timers are due
+                    (pg_wake.c) */
     L_RUN_LOAD,  /* Q_RUN_LOAD, the run's key as a wake finds it, its inbox */
     L_READ_ROOT, /* Q_READ of a run's root ledger, the run by its id */
     L_POLL,      /* an idle worker's look at the queue and the timers */
@@ -196,6 +202,11 @@ PL__HIDDEN int pl__pg_lease_setup(pl__pg_store *s, PGconn *c);
 PL__HIDDEN int pl__pg_lease_exec(pl__pg_store *s, int which, int n,
                                  const char *const *vals, PGresult **out,
                                  const char *what);
+/* BEGIN and statement @p which (text parameters), in one pipeline: one
+ * round trip, the transaction left open; @p fn gets both results. */
+PL__HIDDEN int pl__pg_begin_with(pl__pg_store *s, PGconn *c, int which, int n,
+                                 const char *const *vals, pl__pg_result_fn fn,
+                                 void *user, const char *what) PL__MUST_CHECK;
 /* The status of a commit's failed statement: PL_EBUSY for a fence that
  * failed (the lease was taken over), else the server's error. */
 PL__HIDDEN int pl__pg_lease_failed(pl__pg_store *s, PGconn *c,
@@ -313,6 +324,19 @@ PL__HIDDEN int pl__pg_time_failed(const PGresult *r);
 PL__HIDDEN int pl__pg_inbox_add_send(pl__pg_store *s, PGconn *c,
                                      const pl__batch *bt,
                                      size_t *nsent) PL__MUST_CHECK;
+/* ---- wakes (pg_wake.c) ------------------------------------------------------ */
+
+/* Format L_TAKE_DUES for the store's schema. */
+PL__HIDDEN int pl__pg_wake_sql(const pl__pg_store *s, char **out);
+/* Parse an L_TAKE_DUES ledger column of run @p run (@p len bytes at @p p:
+ * each row its key's length (4 bytes), its key, its value's length (4)
+ * and its value) into @p out, as pl__pg_read() of the run's root ledger
+ * from seq 0 with @p max_n and @p max_bytes would answer (pg_read.c). */
+PL__HIDDEN int pl__pg_ledger_first(pl__pg_store *s, uint64_t run,
+                                   const uint8_t *p, size_t len, size_t max_n,
+                                   size_t max_bytes,
+                                   pl__kvs *out) PL__MUST_CHECK;
+
 /* ---- flow control (pg_flow.c) ------------------------------------------- */
 
 /* Format statement @p which (L_RATE, L_RATE_GET) for the store's schema. */

@@ -144,39 +144,15 @@ int pl__pg_lease_sql(const pl__pg_store *s, int which, char **out)
             "$2::bigint) LIMIT 1), " TAKE_READS,
             n, n, n, n, n, n);
         break;
-    case L_TAKE_DUE:
-        /* the earliest due timer as T_TAKE takes it (pg_time.c: its run
-         * holding no live lease, its key with room, the timer deleted,
-         * the lease taken with the key), then the same */
-        *out = pl__asprintf(
-            "WITH m AS (SELECT tm.run, tm.id, p.fkey, p.flimit FROM "
-            "\"%s\".timers tm LEFT JOIN \"%s\".parked p ON p.run = tm.run "
-            "WHERE tm.due <= " NOW_US " AND NOT EXISTS (SELECT 1 FROM "
-            "\"%s\".leases l WHERE l.run = tm.run AND l.expires > " NOW_US
-            ") AND (p.fkey IS NULL OR \"%s\".pl_key_room(p.fkey, p.flimit)) "
-            "ORDER BY tm.due, tm.run LIMIT 1 FOR UPDATE OF tm SKIP LOCKED), "
-            "d AS (DELETE FROM \"%s\".timers x USING m WHERE x.run = m.run "
-            "RETURNING m.run, m.id, m.fkey, m.flimit), "
-            "k AS (DELETE FROM \"%s\".parked z USING d WHERE z.run = d.run), "
-            "g AS (INSERT INTO \"%s\".leases AS y (run, gen, owner, id, "
-            "expires, fkey, flimit) SELECT run, 1, $1, id, " NOW_US
-            " + $2::bigint, fkey, coalesce(flimit, 0) FROM d ON CONFLICT "
-            "(run) DO UPDATE SET gen = y.gen + 1, owner = excluded.owner, id "
-            "= excluded.id, expires = excluded.expires, fkey = "
-            "coalesce(excluded.fkey, y.fkey), flimit = CASE WHEN "
-            "excluded.fkey IS NULL THEN y.flimit ELSE excluded.flimit END "
-            "RETURNING y.run, y.gen, y.expires, y.owner, y.id), "
-            "t AS MATERIALIZED (SELECT run, gen, expires - " NOW_US
-            " AS expires_in, owner, id FROM g), " TAKE_READS,
-            n, n, n, n, n, n, n, n, n, n, n, n);
-        break;
+    case L_TAKE_DUES: return pl__pg_wake_sql(s, out);
     case L_POLL:
         /* what pl_take() and the timers' take (T_TAKE) look for, by
-         * index, without taking or locking: a lease run out, a timer due,
-         * and the earliest timer; in binary */
+         * index (the clock read once: a bound the index can use), without
+         * taking or locking: a lease run out, a timer due, and the
+         * earliest timer; in binary */
         *out = pl__asprintf(
-            "SELECT EXISTS (SELECT 1 FROM \"%s\".leases WHERE expires <= " NOW_US
-            "), EXISTS (SELECT 1 FROM \"%s\".timers WHERE due <= " NOW_US
+            "SELECT EXISTS (SELECT 1 FROM \"%s\".leases WHERE expires <= " NOW_ONCE
+            "), EXISTS (SELECT 1 FROM \"%s\".timers WHERE due <= " NOW_ONCE
             "), (SELECT min(due) FROM \"%s\".timers)",
             n, n, n);
         break;
@@ -405,8 +381,6 @@ int pl__pg_lease_acquire(pl__pg_store *s, uint64_t run, const char *run_id,
 
 /* ---- a worker's take ------------------------------------------------------ */
 
-#define BUSY_AGAIN_US 10000 /* a due run's state held: when to look again */
-
 /*
  * TAKE (store.h) in one transaction, two round trips: BEGIN and L_TAKE
  * (pl_take(), the run's info, its state locked, whether it has steps and
@@ -512,7 +486,20 @@ static int take_end(take_row *x, const pl__buf *state, bool drop)
                                        "dropping a lease");
 }
 
-/* A take by statement @p which: L_TAKE (the queue) or L_TAKE_DUE. */
+int pl__pg_begin_with(pl__pg_store *s, PGconn *c, int which, int n,
+                      const char *const *vals, pl__pg_result_fn fn, void *user,
+                      const char *what)
+{
+    if (PQenterPipelineMode(c) != 1)
+        return pl__pg_err(s, c, NULL, "entering pipeline mode");
+    int st = pl__pg_send(s, c, Q_BEGIN, 0, NULL, NULL, NULL,
+                         "beginning a transaction");
+    if (!st)
+        st = pl__pg_send(s, c, which, n, vals, NULL, NULL, what);
+    return st ? st : pl__pg_pipeline_finish(s, c, 2, fn, user, what);
+}
+
+/* A take by statement @p which: L_TAKE (the queue; due timers: pg_wake.c). */
 static int take_by(pl__pg_store *s, int which, const char *owner,
                    int64_t lease_us, pl__take_fn fn, void *user, pl__lease *out,
                    bool *taken)
@@ -527,18 +514,8 @@ static int take_by(pl__pg_store *s, int which, const char *owner,
     char d[24];
     snprintf(d, sizeof d, "%lld", (long long)lease_us);
     const char *vals[2] = {owner, d};
-    int fmts[2] = {0, 0};
-    if (PQenterPipelineMode(x.c) != 1)
-        st = pl__pg_err(s, x.c, NULL, "entering pipeline mode");
-    if (!st)
-        st = pl__pg_send(s, x.c, Q_BEGIN, 0, NULL, NULL, NULL,
-                         "beginning a transaction");
-    if (!st)
-        st = pl__pg_send(s, x.c, which, 2, vals, NULL, fmts,
-                         "taking a queued run");
-    if (!st)
-        st = pl__pg_pipeline_finish(s, x.c, 2, take_result, &x,
-                                    "taking a queued run");
+    st = pl__pg_begin_with(s, x.c, which, 2, vals, take_result, &x,
+                           "taking a queued run");
     if (!st && !x.found)
         st = PL_ENOTFOUND;
     else if (!st && x.state_busy)
@@ -586,23 +563,6 @@ int pl__pg_take(pl__pg_store *s, const char *owner, int64_t lease_us,
                 pl__take_fn fn, void *user, pl__lease *out, bool *taken)
 {
     return take_by(s, L_TAKE, owner, lease_us, fn, user, out, taken);
-}
-
-int pl__pg_take_due(pl__pg_store *s, const char *owner, int64_t lease_us,
-                    pl__take_fn fn, void *user, pl__lease *out, bool *taken,
-                    int64_t *next_due_us)
-{
-    *next_due_us = 0;
-    int st = take_by(s, L_TAKE_DUE, owner, lease_us, fn, user, out, taken);
-    if (st == PL_EBUSY && !*taken) /* its state held a moment: soon again */
-        *next_due_us = pl__now_us() + BUSY_AGAIN_US;
-    if (st != PL_ENOTFOUND || *taken)
-        return st;
-    char saved[PL__ERRMSG_MAX];
-    pl__errmsg_save(saved);
-    int nst = pl__pg_timer_next(s, next_due_us);
-    pl__errmsg_restore(saved);
-    return nst ? nst : st;
 }
 
 /* POLL (store.h): L_POLL, one round trip, in its own implicit

@@ -407,6 +407,36 @@ static int load_with_ledger(pl__pg_store *s, const char *id, pl__run_more *more,
     return st;
 }
 
+int pl__pg_ledger_first(pl__pg_store *s, uint64_t run, const uint8_t *p,
+                        size_t len, size_t max_n, size_t max_bytes,
+                        pl__kvs *out)
+{
+    pl__kvs_reset(out);
+    uint32_t want = 0;
+    size_t bytes = 0;
+    pl__buf whole = {0};
+    bool go = true;
+    int st = PL_OK;
+    while (!st && go && len) {
+        size_t klen = len >= 4 ? pl__get_be32(p) : 0;
+        size_t vlen = len >= 8 + klen && klen <= len - 8
+                          ? pl__get_be32(p + 4 + klen)
+                          : 0;
+        if (len < 8 || klen > len - 8 || vlen > len - 8 - klen || klen < 8 ||
+            pl__get_be64(p + 4) != run)
+            st = pl__err(PL_ECORRUPT,
+                         "store '%s': run #%llu's ledger read is malformed",
+                         s->path, (unsigned long long)run);
+        else
+            st = read_row(s, p + 4, klen, p + 8 + klen, vlen, 8, &want, max_n,
+                          max_bytes, &bytes, &whole, out, &go);
+        p += 8 + klen + vlen;
+        len -= len < 8 + klen + vlen ? len : 8 + klen + vlen;
+    }
+    pl__buf_free(&whole);
+    return st;
+}
+
 int pl__pg_run_load(pl__pg_store *s, const char *id, uint64_t *num,
                     pl__buf *info, pl__buf *state, pl__run_more *more)
 {

@@ -61,6 +61,11 @@ PL__HIDDEN int pl__pg_take_due(pl__pg_store *s, const char *owner,
                                int64_t lease_us, pl__take_fn fn, void *user,
                                pl__lease *out, bool *taken,
                                int64_t *next_due_us) PL__MUST_CHECK;
+PL__HIDDEN int pl__pg_take_dues(pl__pg_store *s, const char *owner,
+                                int64_t lease_us, size_t max, size_t ahead_n,
+                                size_t ahead_bytes, pl__take_fn fn, void *user,
+                                pl__dues *out,
+                                int64_t *next_due_us) PL__MUST_CHECK;
 PL__HIDDEN int pl__pg_timer_next(pl__pg_store *s,
                                  int64_t *next_due_us) PL__MUST_CHECK;
 PL__HIDDEN int pl__pg_poll(pl__pg_store *s, bool *queued, bool *due,

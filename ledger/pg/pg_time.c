@@ -23,7 +23,7 @@
  * lease, locked with FOR UPDATE SKIP LOCKED, deleted, and the run's lease
  * taken for the worker, so two workers never take the same timer and
  * neither waits for the other (a worker's wake takes it so in the
- * statement that also reads the run: pg_lease.c's L_TAKE_DUE).  A delivery locks the run's state row (as a
+ * statement that also reads the run, in batches: pg_wake.c's L_TAKE_DUES).  A delivery locks the run's state row (as a
  * claim does) and then writes, so it never slips between a run's look at
  * its inbox and its parking: the parking commit, which writes the state,
  * waits for it and keeps the earlier due time it set.  It takes two round
@@ -106,7 +106,7 @@ int pl__pg_time_sql(const pl__pg_store *s, int which, char **out)
              * (pl_key_room(): pg_flow.c); the lease gets it back */
             "WITH t AS (SELECT tm.run, tm.due, tm.id, tm.rec, p.fkey, "
             "p.flimit FROM \"%s\".timers tm LEFT JOIN \"%s\".parked p ON "
-            "p.run = tm.run WHERE tm.due <= " NOW_US " AND NOT EXISTS "
+            "p.run = tm.run WHERE tm.due <= " NOW_ONCE " AND NOT EXISTS "
             "(SELECT 1 FROM \"%s\".leases l WHERE l.run = tm.run AND "
             "l.expires > " NOW_US ") AND (p.fkey IS NULL OR "
             "\"%s\".pl_key_room(p.fkey, p.flimit)) ORDER BY tm.due, tm.run "

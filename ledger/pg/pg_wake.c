@@ -1,0 +1,292 @@
+/*
+ * pg_wake.c -- waiting runs whose timers are due, taken in batches, on the
+ * store on PostgreSQL (pl__store_take_dues() in store.h).
+ *
+ * A batch is one transaction, two round trips and one WAL flush, however
+ * many runs it holds (up to PL__DUES_MAX):
+ *
+ *   1. BEGIN and L_TAKE_DUES, one statement: the earliest due timers whose
+ *      runs hold no live lease (and whose concurrency keys, for runs that
+ *      parked with one, have room: pl_key_room(), pg_flow.c), locked with
+ *      FOR UPDATE SKIP LOCKED; of those, the runs whose state rows it can
+ *      lock without waiting (FOR UPDATE SKIP LOCKED: a delivery or a
+ *      deletion holding one leaves that run, and its timer, for the next
+ *      take); their timers and parked rows deleted, their leases taken
+ *      with their keys; and for each run its info and state, whether it
+ *      has steps and a cancellation waiting, and its root ledger's first
+ *      records (as L_READ_ROOT reads them), in due order;
+ *   2. each run's claim (its state, written as a commit writes one) and
+ *      COMMIT, in one pipeline.
+ *
+ * Exactly once across workers and hosts: a timer row is taken by the one
+ * transaction that locked it, and deleted by it; a worker killed before
+ * step 2 took nothing (the server rolls back), and one killed after it
+ * leaves claimed runs whose leases run out, taken from the queue by
+ * another worker as any crashed run is.
+ *
+ * The timers' due index is scanned with the server's clock read once (an
+ * InitPlan, NOW_ONCE): an index bound, so a take reads the due timers it
+ * looks at and no others.  With clock_timestamp() in the condition itself
+ * the scan tested it as a filter on every timer, due or not: a take that
+ * found nothing due read the whole index (100,000 waiting runs: tens of
+ * milliseconds of the server's time a look).
+ */
+#include "pg_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A due timer not taken (its run's state held, its key full): when to
+ * look again */
+#define LOOK_AGAIN_US 10000
+
+int pl__pg_wake_sql(const pl__pg_store *s, char **out)
+{
+    const char *n = s->schema;
+    /* $1 owner, $2 lease_us, $3 how many, $4 and $5 the ledger read's
+     * limits (rows, bytes: L_READ_ROOT's); in binary */
+    *out = pl__asprintf(
+        "WITH m AS MATERIALIZED (SELECT tm.run, tm.due, tm.id, p.fkey, "
+        "p.flimit FROM \"%s\".timers tm LEFT JOIN \"%s\".parked p ON p.run "
+        "= tm.run WHERE tm.due <= " NOW_ONCE " AND NOT EXISTS (SELECT 1 FROM "
+        "\"%s\".leases l WHERE l.run = tm.run AND l.expires > " NOW_US
+        ") AND (p.fkey IS NULL OR \"%s\".pl_key_room(p.fkey, p.flimit)) "
+        "ORDER BY tm.due, tm.run LIMIT $3::integer FOR UPDATE OF tm SKIP "
+        "LOCKED), "
+        /* the states this transaction can lock now; a run without one is
+         * taken too (and fails: else its timer is due for ever) */
+        "s AS MATERIALIZED (SELECT x.run, x.v FROM \"%s\".state x JOIN m ON "
+        "x.run = m.run FOR UPDATE OF x SKIP LOCKED), "
+        "d AS (DELETE FROM \"%s\".timers x USING m WHERE x.run = m.run AND "
+        "(EXISTS (SELECT 1 FROM s WHERE s.run = m.run) OR NOT EXISTS (SELECT "
+        "1 FROM \"%s\".state y WHERE y.run = m.run)) RETURNING m.run, m.due, "
+        "m.id, m.fkey, m.flimit), "
+        "k AS (DELETE FROM \"%s\".parked z USING d WHERE z.run = d.run), "
+        "g AS (INSERT INTO \"%s\".leases AS y (run, gen, owner, id, expires, "
+        "fkey, flimit) SELECT run, 1, $1, id, " NOW_US " + $2::bigint, fkey, "
+        "coalesce(flimit, 0) FROM d ON CONFLICT (run) DO UPDATE SET gen = "
+        "y.gen + 1, owner = excluded.owner, id = excluded.id, expires = "
+        "excluded.expires, fkey = coalesce(excluded.fkey, y.fkey), flimit = "
+        "CASE WHEN excluded.fkey IS NULL THEN y.flimit ELSE excluded.flimit "
+        "END RETURNING y.run, y.gen, y.expires - " NOW_US " AS expires_in, "
+        "y.owner, y.id) "
+        "SELECT g.run, g.gen, g.expires_in, g.owner, g.id, r.info, s.v, "
+        "EXISTS (SELECT 1 FROM \"%s\".steps k WHERE k.k >= int8send(g.run) "
+        "AND k.k < int8send(g.run + 1)), EXISTS (SELECT 1 FROM \"%s\".inbox "
+        "i WHERE i.run = g.run AND i.cancel), (SELECT string_agg(int4send("
+        "length(q.k)) || q.k || int4send(length(q.v)) || q.v, ''::bytea "
+        "ORDER BY q.k) FROM (SELECT w.k, w.v, sum(length(w.v)) OVER (ORDER "
+        "BY w.k ROWS UNBOUNDED PRECEDING) - length(w.v) AS before FROM "
+        "(SELECT t.k, t.v FROM \"%s\".steps t WHERE t.k >= int8send(g.run) "
+        "|| '\\x00000000'::bytea AND t.k <= int8send(g.run) || "
+        "'\\xffffffff'::bytea AND length(t.k) = 12 ORDER BY t.k LIMIT "
+        "$4::bigint) w) q WHERE q.before = 0 OR q.before < $5::bigint) "
+        "FROM g JOIN d ON d.run = g.run LEFT JOIN \"%s\".runs r ON r.num = "
+        "g.run LEFT JOIN s ON s.run = g.run ORDER BY d.due, d.run",
+        n, n, n, n, n, n, n, n, n, n, n, n, n);
+    return *out ? PL_OK : pl__err(PL_ENOMEM, "out of memory");
+}
+
+typedef struct dues_ctx {
+    pl__pg_store *s;
+    PGconn *c;
+    PGresult *r; /* L_TAKE_DUES's rows, kept */
+} dues_ctx;
+
+static int dues_result(size_t i, PGresult *r, void *user)
+{
+    dues_ctx *x = user;
+    ExecStatusType es = PQresultStatus(r);
+    if (es != PGRES_TUPLES_OK && es != PGRES_COMMAND_OK)
+        return pl__pg_err(x->s, x->c, r, "taking due timers");
+    if (i != 1)
+        return PL_OK;
+    x->r = PQcopyResult(r, PG_COPYRES_ATTRS | PG_COPYRES_TUPLES);
+    return x->r ? PL_OK : pl__err(PL_ENOMEM, "out of memory");
+}
+
+static bool col_i64(const PGresult *r, int row, int col, int64_t *v)
+{
+    if (PQgetisnull(r, row, col) || PQgetlength(r, row, col) != 8)
+        return false;
+    *v = (int64_t)pl__get_be64((const uint8_t *)PQgetvalue(r, row, col));
+    return true;
+}
+
+static bool col_true(const PGresult *r, int row, int col)
+{
+    return PQgetlength(r, row, col) == 1 && *PQgetvalue(r, row, col) != 0;
+}
+
+static bool col_text(const PGresult *r, int row, int col, char *out, size_t n)
+{
+    int len = PQgetlength(r, row, col);
+    if (PQgetisnull(r, row, col) || len < 0 || (size_t)len >= n)
+        return false;
+    memcpy(out, PQgetvalue(r, row, col), (size_t)len);
+    out[len] = '\0';
+    return true;
+}
+
+/* Row @p row: its lease into out->lease[row], its ledger read, and the
+ * claim @p fn answers (out->st[row]: a refusal, or a run with no records,
+ * keeps the lease unclaimed; *drop: it goes after the commit). */
+static int dues_row(pl__pg_store *s, PGresult *r, int row, size_t ahead_n,
+                    size_t ahead_bytes, pl__take_fn fn, void *user,
+                    pl__dues *out, pl__buf *claimed, bool *drop)
+{
+    size_t i = (size_t)row;
+    pl__lease *l = &out->lease[i];
+    int64_t run, gen, in;
+    if (PQnfields(r) != 10 || !col_i64(r, row, 0, &run) ||
+        !col_i64(r, row, 1, &gen) || !col_i64(r, row, 2, &in) ||
+        !col_text(r, row, 3, l->owner, sizeof l->owner) ||
+        !col_text(r, row, 4, l->id, sizeof l->id))
+        return pl__err(PL_ECORRUPT, "store '%s': a lease row is malformed",
+                       s->path);
+    l->run = (uint64_t)run;
+    l->gen = (uint64_t)gen;
+    l->expires_in_us = in;
+    out->n = i + 1;
+    out->ledger_read[i] = false;
+    pl__kvs_reset(&out->ledger[i]);
+    *drop = false;
+    pl__taken t = {.lease = *l,
+                   .known = true,
+                   .no_steps = !col_true(r, row, 7),
+                   .inbox_cancel = col_true(r, row, 8),
+                   .index = i};
+    if (PQgetisnull(r, row, 5) || PQgetisnull(r, row, 6)) {
+        out->st[i] = pl__err(PL_ECORRUPT, "run '%s' (#%llu) has no %s record",
+                             l->id, (unsigned long long)l->run,
+                             PQgetisnull(r, row, 5) ? "info" : "state");
+        pl__errmsg_save(out->msg[i]);
+        return PL_OK;
+    }
+    if (ahead_n) {
+        int st = pl__pg_ledger_first(s, l->run,
+                                     (const uint8_t *)PQgetvalue(r, row, 9),
+                                     PQgetisnull(r, row, 9)
+                                         ? 0
+                                         : (size_t)PQgetlength(r, row, 9),
+                                     ahead_n, ahead_bytes, &out->ledger[i]);
+        if (st) {
+            out->st[i] = st; /* the lease alone: it runs out */
+            pl__errmsg_save(out->msg[i]);
+            return PL_OK;
+        }
+        out->ledger_read[i] = true;
+    }
+    t.info = (const uint8_t *)PQgetvalue(r, row, 5);
+    t.info_len = (size_t)PQgetlength(r, row, 5);
+    t.state = (const uint8_t *)PQgetvalue(r, row, 6);
+    t.state_len = (size_t)PQgetlength(r, row, 6);
+    out->st[i] = fn(&t, claimed, drop, user);
+    if (out->st[i]) {
+        pl__errmsg_save(out->msg[i]);
+        pl__buf_reset(claimed);
+    }
+    *drop = *drop && out->st[i];
+    return PL_OK;
+}
+
+int pl__pg_take_dues(pl__pg_store *s, const char *owner, int64_t lease_us,
+                     size_t max, size_t ahead_n, size_t ahead_bytes,
+                     pl__take_fn fn, void *user, pl__dues *out,
+                     int64_t *next_due_us)
+{
+    out->n = 0;
+    *next_due_us = 0;
+    if (s->read_only)
+        return pl__pg_read_only(s);
+    if (!max)
+        return pl__err(PL_EINVAL, "a take of no due timer");
+    dues_ctx x = {.s = s};
+    int st = pl__pg_conn_get(s, &x.c);
+    if (st)
+        return st;
+    char d[24], m[24], an[24], ab[24];
+    unsigned long long bytes = ahead_bytes < INT64_MAX ? ahead_bytes
+                                                       : INT64_MAX;
+    snprintf(d, sizeof d, "%lld", (long long)lease_us);
+    snprintf(m, sizeof m, "%zu", max);
+    snprintf(an, sizeof an, "%zu", ahead_n < READ_MAX ? ahead_n : READ_MAX);
+    snprintf(ab, sizeof ab, "%llu", bytes);
+    const char *vals[5] = {owner, d, m, an, ab};
+    st = pl__pg_begin_with(s, x.c, L_TAKE_DUES, 5, vals, dues_result, &x,
+                           "taking due timers");
+    int rows = st ? 0 : PQntuples(x.r);
+    if (!st && rows > (int)max)
+        st = pl__err(PL_ECORRUPT, "store '%s': a take of %zu timers took %d",
+                     s->path, max, rows);
+    pl__buf claimed[PL__DUES_MAX] = {{0}};
+    pl__batch b[PL__DUES_MAX];
+    pl__batch *put[PL__DUES_MAX];
+    bool drop[PL__DUES_MAX] = {false};
+    size_t nput = 0;
+    for (int row = 0; !st && row < rows; row++)
+        st = dues_row(s, x.r, row, ahead_n, ahead_bytes, fn, user, out,
+                      &claimed[row], &drop[row]);
+    PQclear(x.r);
+    /* the claims and COMMIT: one round trip */
+    char saved[PL__ERRMSG_MAX];
+    pl__errmsg_save(saved);
+    for (size_t i = 0; !st && i < out->n; i++) {
+        if (!claimed[i].len)
+            continue;
+        memset(&b[nput], 0, sizeof b[nput]);
+        b[nput].run = out->lease[i].run;
+        b[nput].state = claimed[i]; /* borrowed */
+        put[nput] = &b[nput];
+        nput++;
+    }
+    if (!st && rows)
+        st = nput ? pl__pg_put_batches(s, x.c, put, nput, 0)
+                  : pl__pg_command(s, x.c, "COMMIT", "committing");
+    for (size_t i = 0; i < PL__DUES_MAX; i++)
+        pl__buf_free(&claimed[i]);
+    if (st || !rows) {
+        /* nothing taken: rolled back (none found: nothing to end) */
+        for (size_t i = 0; i < out->n; i++)
+            pl__kvs_free(&out->ledger[i]);
+        out->n = 0;
+        x.c = pl__pg_rollback(s, x.c);
+    }
+    pl__pg_conn_put(s, x.c);
+    if (st)
+        return st;
+    pl__errmsg_restore(saved);
+    for (size_t i = 0; i < out->n; i++)
+        if (drop[i] &&
+            pl__pg_lease_release(s, out->lease[i].run, out->lease[i].gen)) {
+            /* it expires on its own */
+        }
+    pl__errmsg_restore(saved);
+    if (out->n)
+        return PL_OK;
+    /* none taken: when to look again (a due timer not taken now: soon) */
+    st = pl__pg_timer_next(s, next_due_us);
+    int64_t soon = pl__now_us() + LOOK_AGAIN_US;
+    if (!st && *next_due_us && *next_due_us < soon)
+        *next_due_us = soon;
+    return st ? st : PL_ENOTFOUND;
+}
+
+/* pl__store_take_due(): a batch of one, its ledger not read. */
+int pl__pg_take_due(pl__pg_store *s, const char *owner, int64_t lease_us,
+                    pl__take_fn fn, void *user, pl__lease *out, bool *taken,
+                    int64_t *next_due_us)
+{
+    pl__dues d;
+    int st = pl__pg_take_dues(s, owner, lease_us, 1, 0, 0, fn, user, &d,
+                              next_due_us);
+    *taken = !st && d.n == 1;
+    if (!*taken)
+        return st;
+    *out = d.lease[0];
+    pl__kvs_free(&d.ledger[0]);
+    if (d.st[0])
+        pl__errmsg_restore(d.msg[0]);
+    return d.st[0];
+}
