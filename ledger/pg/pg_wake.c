@@ -202,6 +202,7 @@ int pl__pg_take_dues(pl__pg_store *s, const char *owner, int64_t lease_us,
         return pl__pg_read_only(s);
     if (!max)
         return pl__err(PL_EINVAL, "a take of no due timer");
+    max = max < PL__DUES_MAX ? max : PL__DUES_MAX;
     dues_ctx x = {.s = s};
     int st = pl__pg_conn_get(s, &x.c);
     if (st)
@@ -278,15 +279,18 @@ int pl__pg_take_due(pl__pg_store *s, const char *owner, int64_t lease_us,
                     pl__take_fn fn, void *user, pl__lease *out, bool *taken,
                     int64_t *next_due_us)
 {
-    pl__dues d;
-    int st = pl__pg_take_dues(s, owner, lease_us, 1, 0, 0, fn, user, &d,
+    pl__dues *d = calloc(1, sizeof *d);
+    if (!d)
+        return pl__err(PL_ENOMEM, "out of memory");
+    int st = pl__pg_take_dues(s, owner, lease_us, 1, 0, 0, fn, user, d,
                               next_due_us);
-    *taken = !st && d.n == 1;
-    if (!*taken)
-        return st;
-    *out = d.lease[0];
-    pl__kvs_free(&d.ledger[0]);
-    if (d.st[0])
-        pl__errmsg_restore(d.msg[0]);
-    return d.st[0];
+    *taken = !st && d->n == 1;
+    if (*taken) {
+        *out = d->lease[0];
+        if ((st = d->st[0]))
+            pl__errmsg_restore(d->msg[0]);
+    }
+    pl__kvs_free(&d->ledger[0]);
+    free(d);
+    return st;
 }
