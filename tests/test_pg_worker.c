@@ -409,6 +409,44 @@ Test(pg_worker, woken_runs_are_taken_in_batches)
     free(uri);
 }
 
+/*
+ * A run started that parks at once (a sleep): its creation (the run, its
+ * state and lease: one pipeline), then its parking commit (its steps, its
+ * timer, the lease dropped), 2 round trips; no look at its inbox, empty
+ * when the run was made (it was 3).
+ */
+Test(pg_worker, a_run_started_that_parks_is_two_round_trips)
+{
+    char *uri = t_pg_store_uri("t_rt_park");
+    pl_registry *reg = t_registry();
+    cr_assert_eq(pl_registry_add_fn(reg, "napper", napper, NULL), PL_OK);
+    pl_engine *e;
+    cr_assert_eq(pl_engine_open(&e, uri, reg, NULL), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(pl_engine_set_wait_in_place(e, 0), PL_OK);
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    long long t0 = (long long)now.tv_sec * 1000 + now.tv_nsec / 1000000;
+    cr_assert(park_napper(e, "park-0", t0 + 3600000)); /* connections made */
+    pl__pg_counts c0, c1;
+    pl__pg_counts_get(&c0);
+    cr_assert(park_napper(e, "park-1", t0 + 3600000), "it did not park");
+    pl__pg_counts_get(&c1);
+    cr_expect_eq(c1.round_trips - c0.round_trips, 2,
+                 "%llu round trips to start a run that parks",
+                 (unsigned long long)(c1.round_trips - c0.round_trips));
+    /* a cancellation finds it parked, and ends it */
+    cr_assert_eq(pl_run_cancel(e, "park-1", "stop"), PL_OK, "%s", pl_errmsg());
+    int64_t next = 0;
+    cr_assert_eq(pl_engine_wake(e, &next), PL_OK, "%s", pl_errmsg());
+    pl_run_info *info = NULL;
+    cr_assert_eq(pl_run_get(&info, e, "park-1"), PL_OK, "%s", pl_errmsg());
+    cr_expect_eq(info->status, PL_RUN_CANCELLED);
+    pl_run_info_free(info);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+    free(uri);
+}
+
 /* ---- an idle worker's look ------------------------------------------------ */
 
 static pl__pg_counts counts(void)

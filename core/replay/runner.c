@@ -431,6 +431,12 @@ static int start_run(pl_outcome **out, char **out_id, pl_engine *e,
     if ((st = pl__engine_claim(e, r->num, id)))
         goto done;
     r->batch.gen = 1; /* the lease the creation took */
+    /* its inbox was empty when it was made: its first call boundary does
+     * not look (a cancellation delivered since is seen after its next
+     * commit, as after any commit that answered; a wait that parks keeps
+     * the due time a delivery set) */
+    r->batch.inbox_known = true;
+    r->batch.inbox_cancel = false;
     st = pl__engine_lease(e, r->num, 1, &r->lease_lost);
     r->state_written_us = pl__now_us();
     if (!st)
