@@ -820,8 +820,9 @@ static bool commit_sees_cancel(pl__pg_store *s, uint64_t run, uint32_t from)
     pl__batch *one[1] = {&w};
     cr_assert_eq(pl__pg_commit(s, one, 1, false), PL_OK, "%s", pl_errmsg());
     cr_expect(w.inbox_known);
+    bool cancel = w.inbox_cancel;
     pl__batch_free(&w);
-    return w.inbox_cancel;
+    return cancel;
 }
 
 /*
@@ -886,7 +887,6 @@ Test(pg, a_commit_looks_for_a_cancellation_by_its_index)
     PQclear(r);
     cr_expect(cancel_index, "the cancellation looked for by inbox_cancel");
     cr_expect_not(seq_scan, "no sequential scan");
-
     snprintf(sql, sizeof sql,
              "INSERT INTO t_cancel.inbox (run, seq, rec, cancel) VALUES "
              "(%llu, 1001, '\\x00', true)",
