@@ -275,6 +275,7 @@ static void woken_drop(pl__woken *w)
     pl__errmsg_save(saved);
     for (size_t i = w->next; i < w->d.n; i++) {
         bool lost;
+        take_clear(&w->x[i]); /* no longer renewed here, then handed back */
         if (!w->d.st[i] && pl__store_lease_renew(e->store, &w->d.lease[i].run,
                                                  &w->d.lease[i].gen, 1,
                                                  PL__HAND_BACK_US, &lost)) {
