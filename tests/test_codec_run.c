@@ -698,6 +698,17 @@ Test(codec, inbox_and_timer_records_round_trip_and_are_bound_to_their_run)
     cr_expect_str_eq(back.reason, "");
     cr_expect_null(back.name);
     pl__inbox_clear(&back);
+    /* what a store marks a record it is given as: an event or not */
+    bool cancel = false;
+    cr_expect_eq(pl__inbox_is_cancel(b.data, b.len, &cancel), PL_OK);
+    cr_expect(cancel);
+    pl__buf_reset(&b);
+    cr_assert_eq(pl__inbox_encode(&b, "run-1", &ev), PL_OK);
+    cr_expect_eq(pl__inbox_is_cancel(b.data, b.len, &cancel), PL_OK);
+    cr_expect(!cancel);
+    cr_expect_eq(pl__inbox_is_cancel(b.data + 1, b.len - 1, &cancel),
+                 PL_EINVAL);
+    cr_expect_eq(pl__inbox_is_cancel(NULL, 0, &cancel), PL_EINVAL);
 
     int64_t due;
     char id[PL_MAX_RUN_ID + 1];

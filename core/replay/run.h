@@ -60,6 +60,9 @@ typedef struct pl__delivery {
     const pl__inbox_rec *rec;
     bool tried;   /* set: fn was called (whatever it returned) */
     uint64_t num; /* set before fn is called: the run's number, as read */
+    /* set before fn is called with a take: rec encoded for the run, as
+     * its replay saw it */
+    const pl__buf *bound;
 } pl__delivery;
 
 /*
@@ -91,8 +94,9 @@ typedef struct pl__ride {
     pl__kvs *ledger;      /* its root ledger's first read, or NULL */
 } pl__ride;
 
-/* Claim run @p r, whose state as read is @p sb, in memory only, for the
- * delivery @p dv to ride its next commit, into @p ride (claim.c). */
+/* Claim run @p r, whose state as read is @p sb (decoded in r->state), in
+ * memory only, for the delivery @p dv to ride its next commit, into
+ * @p ride (claim.c). */
 PL__HIDDEN int pl__run_ride_begin(pl__run *r, pl__delivery *dv,
                                   const pl__buf *sb,
                                   pl__ride *ride) PL__MUST_CHECK;

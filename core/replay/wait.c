@@ -668,27 +668,28 @@ static int deliver_check(const uint8_t *state, size_t len, void *user)
 
 /*
  * Deliver @p ib to run @p id (its number in *num when nonzero, as the
- * caller read it), or, when it has continued as new
- * (pl_ctx_continue_as_new()), to the link of its chain that goes on: the
- * id it went to in @p to (PL_MAX_RUN_ID + 1 bytes).
+ * caller read it; @p bound, when not NULL, @p ib encoded for it), or, when
+ * it has continued as new (pl_ctx_continue_as_new()), to the link of its
+ * chain that goes on: the id it went to in @p to (PL_MAX_RUN_ID + 1 bytes).
  */
 static int deliver(pl_engine *e, const char *id, const pl__inbox_rec *ib,
-                   const char *what, pl__inbox_take *take, uint64_t *num,
-                   pl_run_status *found, char *to)
+                   const pl__buf *bound, const char *what, pl__inbox_take *take,
+                   uint64_t *num, pl_run_status *found, char *to)
 {
     int st;
     bool known = *num != 0;
     snprintf(to, PL_MAX_RUN_ID + 1, "%s", id);
     for (unsigned hops = 0;; hops++) {
         pl__buf rec = {0};
+        const pl__buf *put = bound ? bound : &rec;
         st = known ? PL_OK : pl__store_run_find(e->store, to, num, NULL);
-        if (!st) /* bound to the run it goes to */
+        if (!st && !bound) /* bound to the run it goes to */
             st = pl__inbox_encode(&rec, to, ib);
         deliver_ctx d = {to, what, 0, ""};
         uint64_t seq;
         if (!st)
             st = pl__store_inbox_put(e->store, *num, to, deliver_check, &d,
-                                     rec.data, rec.len, take, &seq);
+                                     put->data, put->len, take, &seq);
         pl__buf_free(&rec);
         *found = d.status;
         if (known && st == PL_ECORRUPT) {
@@ -703,6 +704,7 @@ static int deliver(pl_engine *e, const char *id, const pl__inbox_rec *ib,
         pl__err_clear();
         snprintf(to, PL_MAX_RUN_ID + 1, "%s", d.succ);
         take = NULL; /* the lease and the claim were for the run found first */
+        bound = NULL;
     }
 }
 
@@ -720,7 +722,8 @@ static int signal_fn(pl_engine *e, pl__inbox_take *take, void *user)
     signal_ctx *s = user;
     uint64_t num = take ? s->dv->num : 0;
     char to[PL_MAX_RUN_ID + 1];
-    int st = deliver(e, s->id, s->ib, s->what, take, &num, &s->found, to);
+    int st = deliver(e, s->id, s->ib, take ? s->dv->bound : NULL, s->what, take,
+                     &num, &s->found, to);
     s->delivered = !st;
     return st;
 }
@@ -754,7 +757,7 @@ int pl_run_signal(pl_outcome **out, pl_engine *e, const char *run_id,
     if (out) {
         /* a waiting run goes on here, the delivery riding its next commit
          * (run.h, RIDES) */
-        pl__delivery dv = {signal_fn, NULL, &ib, false, 0};
+        pl__delivery dv = {signal_fn, NULL, &ib, false, 0, NULL};
         signal_ctx sc = {run_id, what, &ib, 0, false, &dv};
         dv.user = &sc;
         st = pl__run_continue_delivered(out, e, run_id, &dv);
@@ -780,7 +783,7 @@ int pl_run_signal(pl_outcome **out, pl_engine *e, const char *run_id,
         pl__err_clear();
     }
     char to[PL_MAX_RUN_ID + 1]; /* run_id, or the link its chain is at */
-    st = deliver(e, run_id, &ib, what, NULL, &num, &found, to);
+    st = deliver(e, run_id, &ib, NULL, what, NULL, &num, &found, to);
     pl__buf_free(&p);
     if (st || !out || found != PL_RUN_WAITING)
         return st;
@@ -839,7 +842,7 @@ int pl_run_cancel(pl_engine *e, const char *run_id, const char *reason)
      * its next commit (run.h, RIDES): with no compensating call, its
      * cancellation, its end, its timer's removal and its lease are one
      * transaction */
-    pl__delivery dv = {signal_fn, NULL, &ib, false, 0};
+    pl__delivery dv = {signal_fn, NULL, &ib, false, 0, NULL};
     signal_ctx sc = {run_id, "a cancellation", &ib, 0, false, &dv};
     dv.user = &sc;
     pl_outcome *o = NULL;
@@ -864,7 +867,8 @@ int pl_run_cancel(pl_engine *e, const char *run_id, const char *reason)
     uint64_t num;
     pl_run_status found;
     char to[PL_MAX_RUN_ID + 1]; /* run_id, or the link its chain is at */
-    st = deliver(e, run_id, &ib, "a cancellation", NULL, &num, &found, to);
+    st = deliver(e, run_id, &ib, NULL, "a cancellation", NULL, &num, &found,
+                 to);
     if (st)
         return st;
     if (found == PL_RUN_SUSPENDED || found == PL_RUN_SUBMITTED) {
