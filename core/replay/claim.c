@@ -294,8 +294,6 @@ int pl__run_ride_begin(pl__run *r, pl__delivery *dv, const pl__buf *sb,
         .e = r->e, .id = r->id, .leased = true, .waiting = true};
     ride->dv = dv;
     int st = pl__buf_append(&ride->expect, sb->data, sb->len);
-    if (!st)
-        st = pl__inbox_encode(&ride->rec, r->id, dv->rec);
     if (!st) /* no extra records: not a resume */
         st = claim_state(&cc, &r->state, NULL);
     if (st)
@@ -332,7 +330,6 @@ int pl__run_ride(pl__run *r)
                            true};
     ride->dv->tried = true;
     ride->dv->num = r->num;
-    ride->dv->bound = &ride->rec;
     /* what the replay knew of the inbox held until this commit: the store
      * may say again (PostgreSQL) */
     r->batch.inbox_known = false;

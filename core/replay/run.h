@@ -60,9 +60,6 @@ typedef struct pl__delivery {
     const pl__inbox_rec *rec;
     bool tried;   /* set: fn was called (whatever it returned) */
     uint64_t num; /* set before fn is called: the run's number, as read */
-    /* set before fn is called with a take: rec encoded for the run, as
-     * its replay saw it */
-    const pl__buf *bound;
 } pl__delivery;
 
 /*
@@ -84,7 +81,6 @@ typedef struct pl__delivery {
 typedef struct pl__ride {
     pl__delivery *dv;
     pl__buf expect; /* the run's state as read */
-    pl__buf rec;    /* the record, bound to the run, as stored */
     uint64_t seq;   /* the seq the replay gave it; 0: not yet looked */
     /* the run is parked with a concurrency key: the ride takes it as soon
      * as its wait ends (wait.c), so that nothing of its policy runs past

@@ -673,7 +673,6 @@ done:
         pl__engine_release(e, num);
     pl__buf_free(&sb);
     pl__buf_free(&ride.expect);
-    pl__buf_free(&ride.rec);
     pl__kvs_free(&more.inbox);
     pl__kvs_free(&more.ledger);
     pl__kvs_free(&resume);

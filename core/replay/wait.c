@@ -156,21 +156,22 @@ static void inbox_free(inbox *ib)
     memset(ib, 0, sizeof *ib);
 }
 
-/* Decode the records of @p ib->raw. */
-static int inbox_decode(inbox *ib, const char *id)
+/* Decode @p ib->raw; its last record is @p last, if given (a ride's). */
+static int inbox_decode(inbox *ib, const char *id, const pl__inbox_rec *last)
 {
     int st;
-    if (!ib->raw.n)
-        return PL_OK;
-    if (!(ib->v = calloc(ib->raw.n, sizeof *ib->v)))
+    if (ib->raw.n && !(ib->v = calloc(ib->raw.n, sizeof *ib->v)))
         return pl__err(PL_ENOMEM, "out of memory");
     for (; ib->n < ib->raw.n; ib->n++) {
         size_t i = ib->n;
         if (ib->raw.e[i].klen != 8)
             return pl__err(PL_ECORRUPT, "run '%s': an inbox key is malformed",
                            id);
-        if ((st = pl__inbox_decode(&ib->v[i], id, pl__kvs_val(&ib->raw, i),
-                                   ib->raw.e[i].vlen)))
+        if ((st = last && i + 1 == ib->raw.n
+                      ? pl__inbox_copy(&ib->v[i], last)
+                      : pl__inbox_decode(&ib->v[i], id,
+                                         pl__kvs_val(&ib->raw, i),
+                                         ib->raw.e[i].vlen)))
             return st;
     }
     return PL_OK;
@@ -181,7 +182,14 @@ static uint64_t inbox_seq(const inbox *ib, size_t i)
     return pl__get_be64(pl__kvs_key(&ib->raw, i));
 }
 
-static long inbox_cancel(const inbox *ib);
+/* The cancellation in the inbox, if any: its index, or -1. */
+static long inbox_cancel(const inbox *ib)
+{
+    for (size_t i = 0; i < ib->n; i++)
+        if (ib->v[i].reason)
+            return (long)i;
+    return -1;
+}
 
 /* Run @p r's inbox; with a delivery riding its next commit (run.h, RIDES),
  * that delivery's record last, at the seq the store is to give it (one
@@ -203,10 +211,10 @@ static int inbox_load_run(pl__run *r, inbox *ib)
                             : 1;
         uint8_t key[8];
         pl__put_be64(key, ride->seq);
-        st = pl__kvs_add(&ib->raw, key, 8, ride->rec.data, ride->rec.len);
+        st = pl__kvs_add(&ib->raw, key, 8, NULL, 0); /* the store encodes it */
     }
     if (!st)
-        st = inbox_decode(ib, r->id);
+        st = inbox_decode(ib, r->id, ride ? ride->dv->rec : NULL);
     if (!st && ride) {
         /* until the ride's commit the inbox is this one: a record
          * delivered meanwhile takes the seq the ride counts on, and the
@@ -215,15 +223,6 @@ static int inbox_load_run(pl__run *r, inbox *ib)
         r->batch.inbox_cancel = inbox_cancel(ib) >= 0;
     }
     return st;
-}
-
-/* The cancellation in the inbox, if any: its index, or -1. */
-static long inbox_cancel(const inbox *ib)
-{
-    for (size_t i = 0; i < ib->n; i++)
-        if (ib->v[i].reason)
-            return (long)i;
-    return -1;
 }
 
 /* ---- call boundaries ------------------------------------------------------ */
@@ -668,28 +667,27 @@ static int deliver_check(const uint8_t *state, size_t len, void *user)
 
 /*
  * Deliver @p ib to run @p id (its number in *num when nonzero, as the
- * caller read it; @p bound, when not NULL, @p ib encoded for it), or, when
- * it has continued as new (pl_ctx_continue_as_new()), to the link of its
- * chain that goes on: the id it went to in @p to (PL_MAX_RUN_ID + 1 bytes).
+ * caller read it), or, when it has continued as new
+ * (pl_ctx_continue_as_new()), to the link of its chain that goes on: the
+ * id it went to in @p to (PL_MAX_RUN_ID + 1 bytes).
  */
 static int deliver(pl_engine *e, const char *id, const pl__inbox_rec *ib,
-                   const pl__buf *bound, const char *what, pl__inbox_take *take,
-                   uint64_t *num, pl_run_status *found, char *to)
+                   const char *what, pl__inbox_take *take, uint64_t *num,
+                   pl_run_status *found, char *to)
 {
     int st;
     bool known = *num != 0;
     snprintf(to, PL_MAX_RUN_ID + 1, "%s", id);
     for (unsigned hops = 0;; hops++) {
         pl__buf rec = {0};
-        const pl__buf *put = bound ? bound : &rec;
         st = known ? PL_OK : pl__store_run_find(e->store, to, num, NULL);
-        if (!st && !bound) /* bound to the run it goes to */
+        if (!st) /* bound to the run it goes to */
             st = pl__inbox_encode(&rec, to, ib);
         deliver_ctx d = {to, what, 0, ""};
         uint64_t seq;
         if (!st)
             st = pl__store_inbox_put(e->store, *num, to, deliver_check, &d,
-                                     put->data, put->len, take, &seq);
+                                     rec.data, rec.len, take, &seq);
         pl__buf_free(&rec);
         *found = d.status;
         if (known && st == PL_ECORRUPT) {
@@ -704,7 +702,6 @@ static int deliver(pl_engine *e, const char *id, const pl__inbox_rec *ib,
         pl__err_clear();
         snprintf(to, PL_MAX_RUN_ID + 1, "%s", d.succ);
         take = NULL; /* the lease and the claim were for the run found first */
-        bound = NULL;
     }
 }
 
@@ -722,8 +719,7 @@ static int signal_fn(pl_engine *e, pl__inbox_take *take, void *user)
     signal_ctx *s = user;
     uint64_t num = take ? s->dv->num : 0;
     char to[PL_MAX_RUN_ID + 1];
-    int st = deliver(e, s->id, s->ib, take ? s->dv->bound : NULL, s->what, take,
-                     &num, &s->found, to);
+    int st = deliver(e, s->id, s->ib, s->what, take, &num, &s->found, to);
     s->delivered = !st;
     return st;
 }
@@ -757,7 +753,7 @@ int pl_run_signal(pl_outcome **out, pl_engine *e, const char *run_id,
     if (out) {
         /* a waiting run goes on here, the delivery riding its next commit
          * (run.h, RIDES) */
-        pl__delivery dv = {signal_fn, NULL, &ib, false, 0, NULL};
+        pl__delivery dv = {signal_fn, NULL, &ib, false, 0};
         signal_ctx sc = {run_id, what, &ib, 0, false, &dv};
         dv.user = &sc;
         st = pl__run_continue_delivered(out, e, run_id, &dv);
@@ -783,7 +779,7 @@ int pl_run_signal(pl_outcome **out, pl_engine *e, const char *run_id,
         pl__err_clear();
     }
     char to[PL_MAX_RUN_ID + 1]; /* run_id, or the link its chain is at */
-    st = deliver(e, run_id, &ib, NULL, what, NULL, &num, &found, to);
+    st = deliver(e, run_id, &ib, what, NULL, &num, &found, to);
     pl__buf_free(&p);
     if (st || !out || found != PL_RUN_WAITING)
         return st;
@@ -842,7 +838,7 @@ int pl_run_cancel(pl_engine *e, const char *run_id, const char *reason)
      * its next commit (run.h, RIDES): with no compensating call, its
      * cancellation, its end, its timer's removal and its lease are one
      * transaction */
-    pl__delivery dv = {signal_fn, NULL, &ib, false, 0, NULL};
+    pl__delivery dv = {signal_fn, NULL, &ib, false, 0};
     signal_ctx sc = {run_id, "a cancellation", &ib, 0, false, &dv};
     dv.user = &sc;
     pl_outcome *o = NULL;
@@ -867,8 +863,7 @@ int pl_run_cancel(pl_engine *e, const char *run_id, const char *reason)
     uint64_t num;
     pl_run_status found;
     char to[PL_MAX_RUN_ID + 1]; /* run_id, or the link its chain is at */
-    st = deliver(e, run_id, &ib, NULL, "a cancellation", NULL, &num, &found,
-                 to);
+    st = deliver(e, run_id, &ib, "a cancellation", NULL, &num, &found, to);
     if (st)
         return st;
     if (found == PL_RUN_SUSPENDED || found == PL_RUN_SUBMITTED) {
