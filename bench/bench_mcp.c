@@ -307,8 +307,7 @@ int report_mcp(bool quick)
         say("  failed\n");
         return 1;
     }
-    say("  %-22s %12s %12s %12s\n", "", "median us", "p90 us",
-        "ratio");
+    say("  %-22s %12s %12s %12s\n", "", "median us", "p90 us", "ratio");
     cJSON *o = cJSON_AddObjectToObject(g_json, "mcp");
     jnum(o, "calls", calls);
     jnum(o, "warm_after", MCP_WARM);
