@@ -21,7 +21,10 @@
  *                  so the engine's time per call shows as a larger
  *                  share.  Both phases report the engine's time added to
  *                  a call (the difference of the medians), which does not
- *                  depend on the server's speed.
+ *                  depend on the server's speed, and this process's CPU
+ *                  time a call on either side (a batch's calls but its
+ *                  first, which records the whole tool list), which a
+ *                  busy host's other processes hardly change.
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -30,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <policyledger_mcp.h>
@@ -47,6 +51,7 @@
 typedef struct mcp_phase {
     double bare_us, engine_us; /* medians of one call */
     double bare_p90_us, engine_p90_us;
+    double cpu_us[2]; /* this process's CPU time a call: bare, engine */
 } mcp_phase;
 
 typedef struct mcp_res {
@@ -173,6 +178,18 @@ static void bare_stop(bare *b)
 
 static double *g_times; /* each recorded call's time, us */
 static int g_n;
+/* CPU time of this thread in the calls after each batch's first (that one
+ * records the whole tool list), and how many: read between calls, so
+ * outside every call's own time */
+static double g_cpu_s[2];
+static int g_cpu_n[2];
+
+static double cpu_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
 
 /* {"n": N}: N calls of ev.echo, each timed. */
 static int mcp_root(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *u)
@@ -181,13 +198,20 @@ static int mcp_root(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *u)
     int n = (int)cJSON_GetObjectItemCaseSensitive(a->payload, "n")->valuedouble;
     cJSON *args = NULL;
     int st = pl_json_pack(&args, "{s:s}", "message", "bench");
+    double c0 = 0;
     for (int i = 0; !st && i < n; i++) {
         cJSON *r = NULL;
+        if (i == 1)
+            c0 = cpu_s();
         double t0 = now_s();
         st = pl_ctx_invoke(&r, ctx, "ev.echo", args);
         if (g_times)
             g_times[g_n++] = (now_s() - t0) * 1e6;
         cJSON_Delete(r);
+    }
+    if (g_times && n > 1) {
+        g_cpu_s[1] += cpu_s() - c0;
+        g_cpu_n[1] += n - 1;
     }
     cJSON_Delete(args);
     return st ? st : pl_steps_add_resultf(out, "{s:i}", "calls", n);
@@ -221,14 +245,25 @@ static void timed_phase(bare *b, pl_engine *e, int batch, double *bt, int *run,
 {
     int nb = 0;
     g_n = 0;
+    memset(g_cpu_s, 0, sizeof g_cpu_s);
+    memset(g_cpu_n, 0, sizeof g_cpu_n);
     for (int k = 0; k < MCP_BATCHES; k++) {
+        double c0 = 0;
         for (int i = 0; i < batch; i++) {
+            if (i == 1)
+                c0 = cpu_s();
             double t0 = now_s();
             bare_echo(b);
             bt[nb++] = (now_s() - t0) * 1e6;
         }
+        if (batch > 1) {
+            g_cpu_s[0] += cpu_s() - c0;
+            g_cpu_n[0] += batch - 1;
+        }
         engine_run(e, batch, (*run)++);
     }
+    for (int i = 0; i < 2; i++)
+        ph->cpu_us[i] = g_cpu_n[i] ? g_cpu_s[i] / g_cpu_n[i] * 1e6 : 0;
     ph->bare_us = percentile(bt, (size_t)nb, 0.5);
     ph->bare_p90_us = percentile(bt, (size_t)nb, 0.9);
     ph->engine_us = percentile(g_times, (size_t)g_n, 0.5);
@@ -322,6 +357,8 @@ int report_mcp(bool quick)
             ph[i]->bare_p90_us);
         say("  %-22s %12.1f\n", "  the engine adds",
             ph[i]->engine_us - ph[i]->bare_us);
+        say("  %-22s %12.1f %12s %12.1f\n", "  client CPU: engine",
+            ph[i]->cpu_us[1], "bare", ph[i]->cpu_us[0]);
         char k[64];
 #define PHASE_NUM(name, v)                                                     \
     (snprintf(k, sizeof k, "%s%s", keys[i], name), jnum(o, k, v))
@@ -330,6 +367,8 @@ int report_mcp(bool quick)
         PHASE_NUM("bare_call_us", ph[i]->bare_us);
         PHASE_NUM("bare_call_p90_us", ph[i]->bare_p90_us);
         PHASE_NUM("added_us", ph[i]->engine_us - ph[i]->bare_us);
+        PHASE_NUM("engine_cpu_us", ph[i]->cpu_us[1]);
+        PHASE_NUM("bare_cpu_us", ph[i]->cpu_us[0]);
         PHASE_NUM("ratio", ratio);
 #undef PHASE_NUM
     }
