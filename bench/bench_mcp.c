@@ -323,6 +323,29 @@ static void mcp_child(const void *varg, void *vres)
     unlink(errlog);
 }
 
+/* A phase's figures into @p o, each key prefixed with @p prefix. */
+static void phase_json(cJSON *o, const char *prefix, const mcp_phase *ph)
+{
+    const struct {
+        const char *key;
+        double v;
+    } f[] = {
+        {"engine_call_us", ph->engine_us},
+        {"engine_call_p90_us", ph->engine_p90_us},
+        {"bare_call_us", ph->bare_us},
+        {"bare_call_p90_us", ph->bare_p90_us},
+        {"added_us", ph->engine_us - ph->bare_us},
+        {"engine_cpu_us", ph->cpu_us[1]},
+        {"bare_cpu_us", ph->cpu_us[0]},
+        {"ratio", ph->engine_us / ph->bare_us},
+    };
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
+        char k[64];
+        snprintf(k, sizeof k, "%s%s", prefix, f[i].key);
+        jnum(o, k, f[i].v);
+    }
+}
+
 int report_mcp(bool quick)
 {
     int calls = quick ? MCP_CALLS_QUICK : MCP_CALLS;
@@ -359,18 +382,7 @@ int report_mcp(bool quick)
             ph[i]->engine_us - ph[i]->bare_us);
         say("  %-22s %12.1f %12s %12.1f\n", "  client CPU: engine",
             ph[i]->cpu_us[1], "bare", ph[i]->cpu_us[0]);
-        char k[64];
-#define PHASE_NUM(name, v)                                                     \
-    (snprintf(k, sizeof k, "%s%s", keys[i], name), jnum(o, k, v))
-        PHASE_NUM("engine_call_us", ph[i]->engine_us);
-        PHASE_NUM("engine_call_p90_us", ph[i]->engine_p90_us);
-        PHASE_NUM("bare_call_us", ph[i]->bare_us);
-        PHASE_NUM("bare_call_p90_us", ph[i]->bare_p90_us);
-        PHASE_NUM("added_us", ph[i]->engine_us - ph[i]->bare_us);
-        PHASE_NUM("engine_cpu_us", ph[i]->cpu_us[1]);
-        PHASE_NUM("bare_cpu_us", ph[i]->cpu_us[0]);
-        PHASE_NUM("ratio", ratio);
-#undef PHASE_NUM
+        phase_json(o, keys[i], ph[i]);
     }
     add_goal("mcp process: recorded call / bare JSON-RPC",
              r.first.engine_us / r.first.bare_us, "x", true, 1.2);
