@@ -804,3 +804,97 @@ Test(pg, a_group_that_drops_a_lease_then_writes_its_run)
     pl__pg_close(s);
     free(uri);
 }
+
+/* A call's commit of steps @p from and @p from + 1 of @p run under its
+ * lease's fence (generation 1): whether it saw a cancellation waiting. */
+static bool commit_sees_cancel(pl__pg_store *s, uint64_t run, uint32_t from)
+{
+    pl__batch w = {0};
+    w.run = run;
+    w.gen = 1;
+    uint8_t key[12];
+    for (uint32_t i = from; i < from + 2; i++) {
+        step_key(key, run, i);
+        cr_assert_eq(pl__kvs_add(&w.steps, key, 12, key, 12), PL_OK);
+    }
+    pl__batch *one[1] = {&w};
+    cr_assert_eq(pl__pg_commit(s, one, 1, false), PL_OK, "%s", pl_errmsg());
+    cr_expect(w.inbox_known);
+    bool cancel = w.inbox_cancel;
+    pl__batch_free(&w);
+    return cancel;
+}
+
+/*
+ * Every commit looks for a cancellation in its run's inbox: by an index of
+ * the cancellations alone, so the signals waiting in the inbox (here 1,000
+ * of the run's) are not read again by each commit, as the inbox's primary
+ * key made the plan the server keeps do (a sequential scan of the inbox,
+ * or every record of the run).  A store made before the index gains it
+ * when it is opened, and a cancellation is still seen by the next commit.
+ */
+Test(pg, a_commit_looks_for_a_cancellation_by_its_index)
+{
+    char *uri = t_pg_store_uri("t_cancel");
+    pl__pg_store *s = NULL;
+    cr_assert_eq(pl__pg_open(&s, uri, NULL), PL_OK, "%s", pl_errmsg());
+    uint64_t run = leased_run(s, "cancel-a");
+    PGconn *c = t_pg_admin();
+    admin_sql(c, "DROP INDEX IF EXISTS t_cancel.inbox_cancel"); /* older */
+    pl__pg_close(s);
+    cr_assert_eq(pl__pg_open(&s, uri, NULL), PL_OK, "%s", pl_errmsg());
+    PGresult *r = PQexec(c, "SELECT 1 FROM pg_indexes WHERE schemaname = "
+                            "'t_cancel' AND indexname = 'inbox_cancel'");
+    cr_expect_eq(PQntuples(r), 1, "the index made again on open");
+    PQclear(r);
+
+    char sql[512];
+    snprintf(sql, sizeof sql,
+             "INSERT INTO t_cancel.inbox (run, seq, rec) SELECT %llu, g, "
+             "'\\x00' FROM generate_series(1, 1000) g",
+             (unsigned long long)run);
+    admin_sql(c, sql);
+    admin_sql(c, "ANALYZE t_cancel.inbox");
+    cr_expect_not(commit_sees_cancel(s, run, 0));
+    /* the plan the server keeps for that statement, as the store's
+     * connection last ran it */
+    r = PQexec(c, "SELECT query FROM pg_stat_activity WHERE query LIKE "
+                  "'WITH f AS %\"t_cancel\".steps%'");
+    cr_assert_eq(PQntuples(r), 1, "%s", PQresultErrorMessage(r));
+    size_t qn = strlen(PQgetvalue(r, 0, 0)) + 128;
+    char *q = malloc(qn);
+    cr_assert(q);
+    snprintf(q, qn,
+             "PREPARE callc(int8, int8, bytea[], bytea[], bytea, int8, text, "
+             "bytea, int8) AS %s",
+             PQgetvalue(r, 0, 0));
+    PQclear(r);
+    admin_sql(c, q);
+    free(q);
+    admin_sql(c, "SET plan_cache_mode = force_generic_plan");
+    snprintf(sql, sizeof sql,
+             "EXPLAIN (COSTS OFF) EXECUTE callc(%llu, 1, '{}', '{}', NULL, "
+             "NULL, NULL, NULL, NULL)",
+             (unsigned long long)run);
+    r = PQexec(c, sql);
+    cr_assert_eq(PQresultStatus(r), PGRES_TUPLES_OK, "%s",
+                 PQresultErrorMessage(r));
+    bool cancel_index = false, seq_scan = false; /* by a row of the plan */
+    for (int i = 0; i < PQntuples(r); i++) {
+        cancel_index |= strstr(PQgetvalue(r, i, 0), "inbox_cancel") != NULL;
+        seq_scan |= strstr(PQgetvalue(r, i, 0), "Seq Scan") != NULL;
+    }
+    PQclear(r);
+    cr_expect(cancel_index, "the cancellation looked for by inbox_cancel");
+    cr_expect_not(seq_scan, "no sequential scan");
+    snprintf(sql, sizeof sql,
+             "INSERT INTO t_cancel.inbox (run, seq, rec, cancel) VALUES "
+             "(%llu, 1001, '\\x00', true)",
+             (unsigned long long)run);
+    admin_sql(c, sql);
+    cr_expect(commit_sees_cancel(s, run, 2), "a cancellation waits");
+    cr_expect_eq(steps_of(s, run), 4);
+    pl__pg_close(s);
+    PQfinish(c);
+    free(uri);
+}

@@ -8,7 +8,8 @@
  *   | timers | run bigint PK, due bigint (Unix us, indexed), id text,   |
  *   |        | rec bytea (the timer record, runrec.c)                   |
  *   | inbox  | run bigint, seq bigint, rec bytea (the inbox record),    |
- *   |        | cancel boolean (a cancellation); PK (run, seq)           |
+ *   |        | cancel boolean (a cancellation); PK (run, seq); the      |
+ *   |        | cancellations' runs indexed alone (inbox_cancel)         |
  *   | pl_consumed(want, got) | raises SQLSTATE PLINB when got < want    |
  *
  * A commit's timers and inbox consumptions go with its other writes, in
@@ -17,7 +18,10 @@
  * whole commit when a record is gone (PL_EBUSY: another execution
  * consumed it).  The same statement answers whether the inbox of each run
  * it writes holds a cancellation (pl__batch.inbox_cancel), so a run looks
- * for one at its call boundaries without a round trip of its own.
+ * for one at its call boundaries without a round trip of its own; it reads
+ * inbox_cancel, which holds the cancellations alone, so the signals
+ * waiting in an inbox cost a commit nothing (by the primary key, the plan
+ * the server keeps read every record of the run, or the whole inbox).
  *
  * A take is one statement: the earliest due timer whose run holds no live
  * lease, locked with FOR UPDATE SKIP LOCKED, deleted, and the run's lease
@@ -196,6 +200,9 @@ int pl__pg_time_setup(pl__pg_store *s, PGconn *c)
         "CREATE TABLE IF NOT EXISTS \"%s\".inbox (run bigint NOT NULL, "
         "seq bigint NOT NULL, rec bytea NOT NULL, cancel boolean NOT NULL "
         "DEFAULT false, PRIMARY KEY (run, seq));"
+        /* the cancellations alone: every commit looks for its run's */
+        "CREATE INDEX IF NOT EXISTS inbox_cancel ON \"%s\".inbox (run) "
+        "WHERE cancel;"
         "CREATE OR REPLACE FUNCTION \"%s\".pl_consumed(want integer, got "
         "bigint) RETURNS void LANGUAGE plpgsql AS $f$ BEGIN "
         "IF got < want THEN RAISE EXCEPTION 'an inbox record this commit "
@@ -207,7 +214,7 @@ int pl__pg_time_setup(pl__pg_store *s, PGconn *c)
         "THEN RAISE EXCEPTION 'the delivery cannot take the run: %%', why "
         "USING ERRCODE = '" RIDE_STATE "'; END IF; RETURN true; END $f$;"
         "COMMIT",
-        n, n, n, n, n, n);
+        n, n, n, n, n, n, n);
     if (!sql)
         return pl__err(PL_ENOMEM, "out of memory");
     int st = pl__pg_command(s, c, sql, "creating the timers and inbox tables");
