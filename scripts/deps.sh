@@ -15,7 +15,7 @@
 #                            for the sanitizer build: scripts/test.sh
 #                            --sanitize)
 #   scripts/deps.sh --test-build   what building the test suite needs
-#                            (Criterion, g++, valgrind's header), not
+#                            (Criterion, g++, valgrind's header, python3), not
 #                            what running it needs: .ci/run builds the
 #                            suite while the rest (--test) installs
 #   scripts/deps.sh --fuzz   and clang 19 with libFuzzer (scripts/fuzz.sh)
@@ -25,10 +25,10 @@ pkgs=(gcc libc6-dev make cmake pkg-config
       liblmdb-dev libpq-dev libmsgpack-dev libcjson-dev libssl-dev libcurl4-openssl-dev
       libmicrohttpd-dev tzdata)
 case "${1:-}" in
-  --test | --test-build) pkgs+=(libcriterion-dev valgrind g++) ;;
+  --test | --test-build) pkgs+=(libcriterion-dev valgrind g++ python3) ;;
 esac
 if [ "${1:-}" = "--test" ]; then
-  pkgs+=(clang-format python3 json-schema-test-suite postgresql nodejs chromium
+  pkgs+=(clang-format json-schema-test-suite postgresql nodejs chromium
          clang-19 libclang-rt-19-dev)
   # npm is Debian's own package, unless the nodejs installed brings it
   command -v npm >/dev/null || pkgs+=(npm)
