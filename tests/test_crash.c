@@ -23,9 +23,12 @@
  * also that the crashed run is "running" with a dead owner, that a check
  * replay (pl_run_options.check) of it reports PL_ECHECK, and that a check
  * replay of the recovered run executes and writes nothing.
- * The matrix runs in each durability mode.  A second matrix also kills the
- * RECOVERY run at each of its own boundaries, then recovers again.  A third,
- * in test_crash_threads.c, kills a process running many orders on several threads (group commit),
+ * The matrix runs in each durability mode.  For each k it also kills the
+ * RECOVERY run at each of the recovery's own boundaries, then recovers
+ * again; an uncrashed recovery of a copy of the store killed at k learns
+ * those boundaries, and it is the one checked for k alone.  Another, in
+ * test_crash_threads.c, kills a process running many orders on several
+ * threads (group commit),
  * or as tasks of a pool (group and process mode: its threads share
  * commits), at a boundary of any of them, and recovers every run.
  */
@@ -457,40 +460,11 @@ static void recover_and_check(const place *p, pl_durability mode,
 
 /* ---- the matrices ----------------------------------------------------------------- */
 
-static void crash_matrix(pl_durability mode)
-{
-    const char *base = t_tmpdir();
-    reference *ref = calloc(1, sizeof *ref);
-    recorder *rec = calloc(1, sizeof *rec);
-    cr_assert(ref && rec);
-    make_reference(base, mode, ref);
-    int K = ref->rec.n;
-
-    for (int k = 1; k <= K; k++) {
-        char name[32], what[96];
-        snprintf(name, sizeof name, "k%d", k);
-        snprintf(what, sizeof what, "%s, killed at boundary %d",
-                 pl_durability_name(mode), k);
-        place p;
-        place_make(&p, base, name);
-        crash_child(p.store, p.fx, mode, true, k, what);
-        expectation x = {what,
-                         {in_flight(&ref->rec, k), NULL},
-                         durable_by(&ref->rec, k),
-                         ends_run(&ref->rec, k)};
-        recover_and_check(&p, mode, ref, &x, rec);
-        t_rmtree(p.dir);
-    }
-    rows_free(&ref->ledgers);
-    free(ref->result);
-    free(ref);
-    free(rec);
-}
-
 /*
- * Kill the run at boundary k, then kill its recovery at each of the
- * recovery's own boundaries j, then recover again.  The recovery's
- * boundaries come from an uncrashed recovery of a copy of the crashed store.
+ * Kill the run at boundary k and recover it (an uncrashed recovery of a
+ * copy of the crashed store, checked as (a)-(d) say: the case of k alone,
+ * and where the recovery's boundaries come from), then kill its recovery at
+ * each of those boundaries j, then recover again.
  */
 static void recovery_crash_matrix(pl_durability mode)
 {
@@ -600,12 +574,6 @@ Test(crash, boundary_table)
         free(ref);
     }
 }
-
-Test(crash, matrix_sync) { crash_matrix(PL_DURABILITY_SYNC); }
-
-Test(crash, matrix_group) { crash_matrix(PL_DURABILITY_GROUP); }
-
-Test(crash, matrix_process) { crash_matrix(PL_DURABILITY_PROCESS); }
 
 Test(crash, recovery_matrix_sync) { recovery_crash_matrix(PL_DURABILITY_SYNC); }
 
