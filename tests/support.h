@@ -54,6 +54,10 @@ char *t_pg_store_uri(const char *schema);
 struct pg_conn *t_pg_admin(void);
 /* Copy the store's tables (see t_store_copy()); support_pg.c. */
 void t_pg_copy(const char *to, const char *from);
+/* Make the store @p to (a t_pg_copy() of @p from, used since) hold @p
+ * from's rows and sequence values again: its tables emptied and refilled,
+ * in one transaction, without building its schema again; support_pg.c. */
+void t_pg_refill(const char *to, const char *from);
 /* Copy a file (a missing @p from copies nothing). */
 void t_copy_file(const char *from, const char *to);
 /* Skip the test in a build without libcurl (PL_WITH_CURL=OFF): it speaks
