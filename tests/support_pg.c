@@ -92,6 +92,12 @@ void t_pg_refill(const char *to, const char *from)
              "= '%s' AND c.relkind IN ('r', 'S')",
              fs, ts);
     PGresult *rel = pg_exec(c, sql, PGRES_TUPLES_OK);
+    if (PQntuples(rel) == 0) { /* not made yet: a copy */
+        PQclear(rel);
+        PQfinish(c);
+        t_pg_copy(to, from);
+        return;
+    }
     /* one transaction, one round trip: every table emptied and refilled,
      * every sequence set back */
     size_t cap = 64, len = 0;

@@ -335,6 +335,27 @@ static void place_copy(const place *to, const place *from)
     t_copy_file(from->fx, to->fx);
 }
 
+/* Make @p to a copy of @p from again: on LMDB a new copy of its files, on
+ * PostgreSQL its tables refilled once made (the schema is not built again:
+ * t_pg_refill()). */
+static void place_refill(const place *to, const place *from)
+{
+    cr_assert(unlink(to->fx) == 0 || errno == ENOENT, "unlink %s", to->fx);
+#if PL_WITH_POSTGRESQL
+    if (t_on_pg()) {
+        t_pg_refill(to->store, from->store);
+        t_copy_file(from->fx, to->fx);
+        return;
+    }
+#endif
+    char lock[4400];
+    snprintf(lock, sizeof lock, "%s-lock", to->store);
+    cr_assert(unlink(to->store) == 0 || errno == ENOENT, "unlink %s",
+              to->store);
+    cr_assert(unlink(lock) == 0 || errno == ENOENT, "unlink %s", lock);
+    place_copy(to, from);
+}
+
 /* ---- recovery and its checks ---------------------------------------------------- */
 
 typedef struct expectation {
@@ -476,6 +497,12 @@ static void recovery_crash_matrix(pl_durability mode)
     make_reference(base, mode, ref);
     int K = ref->rec.n;
     int total = 0, stride = t_stride();
+    /* the copies of each crashed store: one place for the uncrashed
+     * recovery, one for the killed ones, each copied into again before
+     * each use */
+    place probe, p;
+    place_make(&probe, base, "probe");
+    place_make(&p, base, "killed");
 
     for (int k = 1; k <= K; k++) {
         char name[64], what[128];
@@ -490,14 +517,10 @@ static void recovery_crash_matrix(pl_durability mode)
         crash_child(crashed.store, crashed.fx, mode, true, k, what);
 
         /* an uncrashed recovery of a copy: the recovery's boundaries */
-        place probe;
-        snprintf(name, sizeof name, "k%d-probe", k);
-        place_make(&probe, base, name);
-        place_copy(&probe, &crashed);
+        place_refill(&probe, &crashed);
         expectation x1 = {
             what, {flight1, NULL}, durable1, ends_run(&ref->rec, k)};
         recover_and_check(&probe, mode, ref, &x1, first);
-        t_rmtree(probe.dir);
         cr_assert(!first->overflow);
         analyse(first);
         int K2 = first->n;
@@ -514,25 +537,23 @@ static void recovery_crash_matrix(pl_durability mode)
         cr_assert_eq(served_in(first), durable1, "%s: served", what);
 
         for (int j = 1 + (k - 1) % stride; j <= K2; j += stride) {
-            place p;
-            snprintf(name, sizeof name, "k%d-j%d", k, j);
             snprintf(what, sizeof what,
                      "%s, killed at %d, its recovery "
                      "killed at %d",
                      pl_durability_name(mode), k, j);
-            place_make(&p, base, name);
-            place_copy(&p, &crashed);
+            place_refill(&p, &crashed);
             crash_child(p.store, p.fx, mode, false, j, what);
             expectation x = {what,
                              {flight1, in_flight(first, j)},
                              durable1 + durable_by(first, j),
                              ends_run(&ref->rec, k) || ends_run(first, j)};
             recover_and_check(&p, mode, ref, &x, rec);
-            t_rmtree(p.dir);
             total++;
         }
         t_rmtree(crashed.dir);
     }
+    t_rmtree(p.dir);
+    t_rmtree(probe.dir);
     cr_assert_gt(total, K / stride,
                  "every recovery was killed at each boundary (every %d)",
                  stride);
