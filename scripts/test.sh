@@ -17,9 +17,13 @@
 # With PL_NPM_REQUIRED=1 (.ci/run sets it when the npm registry answers), a
 # test that would skip for want of its npm helpers fails instead
 # (tests/npm_setup.sh).
+# With PL_TEST_BUILD_ONLY=1 it stops once the suite is built, and installs
+# only what building it needs (.ci/run builds the default tree while the
+# rest of the tests' packages install).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/deps.sh --test
+build_only=${PL_TEST_BUILD_ONLY:-0}
+if [ "$build_only" = 1 ]; then scripts/deps.sh --test-build; else scripts/deps.sh --test; fi
 
 dir=build flags=(-DPL_BUILD_TESTS=ON -DPL_SANITIZE=OFF) targets=() ctest_args=()
 case "${1:-}" in
@@ -49,4 +53,9 @@ case "${1:-}" in
 esac
 cmake -S . -B "$dir" "${flags[@]}" >/dev/null
 cmake --build "$dir" -j"$(nproc)" "${targets[@]}"
-ctest --test-dir "$dir" --output-on-failure -j"$(nproc)" "${ctest_args[@]}"
+[ "$build_only" = 1 ] && exit 0
+# Twice as many tests at once as there are CPUs: a third of a test's time
+# is spent waiting (on the disk's flushes, its servers, its children), and
+# none asserts a time. PL_TEST_JOBS=N to choose.
+ctest --test-dir "$dir" --output-on-failure \
+      -j"${PL_TEST_JOBS:-$(($(nproc) * 2))}" "${ctest_args[@]}"

@@ -48,7 +48,8 @@ struct pl_mcp {
     bool up;            /* HTTP: initialized */
     pid_t pid;          /* stdio: 0 when not running */
     int wfd, rfd;
-    char *buf; /* what was read and not yet taken: max_msg + 1 bytes */
+    int64_t rcv_ms; /* rfd's receive timeout as last set; 0: not set */
+    char *buf;      /* what was read and not yet taken: max_msg + 1 bytes */
     size_t len;
     pl__buf out; /* the message being sent, its room kept for the next */
     int64_t next_id;

@@ -15,8 +15,12 @@
  *   server -> client   the same three shapes
  *
  * Reading keeps at most max_message_bytes of a line: a longer one stops
- * the server.  One request is in flight at a time (the handle's lock);
- * answers to other ids (a request that timed out) are dropped.
+ * the server.  Its output is read blocking, under a receive timeout of at
+ * most a second (SO_RCVTIMEO, set only when it changes): waiting for an
+ * answer is one recv(), not a poll() and a read() (a poll() of a socket
+ * with data costs about as much again as the recv()), and the deadline is
+ * looked at after each.  One request is in flight at a time (the handle's
+ * lock); answers to other ids (a request that timed out) are dropped.
  */
 #include <errno.h>
 #include <limits.h>
@@ -26,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -111,8 +116,8 @@ int pl__mcp_spawn(pl_mcp *m, char *why, size_t n)
     m->pid = pid;
     m->wfd = sin[0];
     m->rfd = sout[0];
+    m->rcv_ms = 0;
     m->len = 0;
-    fcntl(m->rfd, F_SETFL, fcntl(m->rfd, F_GETFL) | O_NONBLOCK);
     return T_OK;
 fail:
     for (int i = 0; i < 2; i++) {
@@ -213,6 +218,24 @@ static int send_text(pl_mcp *m, int64_t deadline, char *why, size_t n)
     return t;
 }
 
+/* Wait up to @p ms (at most a second) for the server's output and read
+ * what it wrote: recv()'s answer, -1 with errno EAGAIN when nothing came
+ * (the receive timeout set only when it changes). */
+static ssize_t read_within(pl_mcp *m, int64_t ms)
+{
+    if (ms > 1000)
+        ms = 1000;
+    if (ms != m->rcv_ms) {
+        struct timeval tv = {(time_t)(ms / 1000),
+                             (suseconds_t)(ms % 1000 * 1000)};
+        m->rcv_ms = 0;
+        if (setsockopt(m->rfd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv))
+            return -1;
+        m->rcv_ms = ms;
+    }
+    return recv(m->rfd, m->buf + m->len, m->max_msg + 1 - m->len, 0);
+}
+
 /*
  * Read the next JSON object the server writes, before @p deadline.  Lines
  * that are not JSON objects are skipped and counted in @p *garbage.
@@ -255,14 +278,16 @@ static int read_msg(pl_mcp *m, cJSON **out, int64_t deadline, size_t *garbage,
                 snprintf(why, n, "no answer in time");
             return T_TIMEOUT;
         }
-        struct pollfd pf = {m->rfd, POLLIN, 0};
-        int p = poll(&pf, 1, left > 1000 ? 1000 : (int)left);
-        if (p <= 0)
+        ssize_t r = read_within(m, left);
+        if (r < 0 &&
+            (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK))
             continue;
-        ssize_t r = read(m->rfd, m->buf + m->len, m->max_msg + 1 - m->len);
-        if (r < 0 && (errno == EINTR || errno == EAGAIN))
-            continue;
-        if (r <= 0) {
+        if (r < 0) {
+            snprintf(why, n, "cannot read the server's output: %s",
+                     strerror(errno));
+            return T_DEAD;
+        }
+        if (r == 0) {
             snprintf(why, n, "the server exited or closed its output");
             return T_DEAD;
         }
