@@ -17,6 +17,16 @@ static PGresult *pg_exec(PGconn *c, const char *sql, ExecStatusType want)
     return r;
 }
 
+/* Run @p sql (statements, the last of which returns rows or none). */
+static void pg_run(PGconn *c, const char *sql)
+{
+    PGresult *r = PQexec(c, sql);
+    ExecStatusType es = PQresultStatus(r);
+    cr_assert(es == PGRES_COMMAND_OK || es == PGRES_TUPLES_OK, "%s: %s", sql,
+              PQresultErrorMessage(r));
+    PQclear(r);
+}
+
 const char *t_pg_schema(const char *store)
 {
     const char *s = strstr(store, "&schema=");
@@ -69,11 +79,7 @@ void t_pg_copy(const char *to, const char *from)
                      "INCLUDING ALL); INSERT INTO \"%s\".\"%s\" SELECT * "
                      "FROM \"%s\".\"%s\"",
                      ts, name, fs, name, ts, name, fs, name);
-        PGresult *r = PQexec(c, sql);
-        ExecStatusType es = PQresultStatus(r);
-        cr_assert(es == PGRES_COMMAND_OK || es == PGRES_TUPLES_OK, "%s: %s",
-                  sql, PQresultErrorMessage(r));
-        PQclear(r);
+        pg_run(c, sql);
     }
     PQclear(rel);
     PQfinish(c);
@@ -132,11 +138,7 @@ void t_pg_refill(const char *to, const char *from)
     }
     memcpy(all + len, "COMMIT;", 8);
     PQclear(rel);
-    PGresult *r = PQexec(c, all);
-    ExecStatusType es = PQresultStatus(r);
-    cr_assert(es == PGRES_COMMAND_OK || es == PGRES_TUPLES_OK, "%s: %s", all,
-              PQresultErrorMessage(r));
-    PQclear(r);
+    pg_run(c, all);
     free(all);
     PQfinish(c);
 }
