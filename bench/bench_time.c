@@ -352,8 +352,9 @@ static void w8_count(const pl_event *ev, void *user)
 typedef struct w8_res {
     double next_s, signal_s, floor_s, commits, txns;
     /* PostgreSQL: round trips and statements to the next step durable,
-     * and round trips of the whole signal */
-    double rt_next, stmts_next, rt_all;
+     * and round trips of the whole signal; the time to the next step in
+     * round trips (the server's work, the socket, the sync) */
+    double rt_next, stmts_next, rt_all, wait_next_s;
 } w8_res;
 
 #define W8_N 200
@@ -373,7 +374,7 @@ static void w8_child(const void *varg, void *vres)
     uint64_t commits = 0;
     int n = g_quick ? W8_N_QUICK : W8_N;
     double lat[W8_N], next[W8_N], flo[W8_N], txns[W8_N];
-    double rt_next[W8_N], stmts_next[W8_N], rt_all[W8_N];
+    double rt_next[W8_N], stmts_next[W8_N], rt_all[W8_N], wait_next[W8_N];
     cJSON *go = cJSON_CreateObject();
     for (int i = 0; i < n; i++) {
         char id[32];
@@ -400,6 +401,7 @@ static void w8_child(const void *varg, void *vres)
         rt_next[i] = (double)(g_w8_at_first.round_trips - c0.round_trips);
         stmts_next[i] = (double)(g_w8_at_first.statements - c0.statements);
         rt_all[i] = (double)(c1.round_trips - c0.round_trips);
+        wait_next[i] = (double)(g_w8_at_first.wait_ns - c0.wait_ns) / 1e9;
         txns[i] = (double)(store_commits(e) - x0);
         commits += g_w8_commits;
         pl_outcome_free(o);
@@ -426,6 +428,7 @@ static void w8_child(const void *varg, void *vres)
     r->rt_next = percentile(rt_next, n, 0.50);
     r->stmts_next = percentile(stmts_next, n, 0.50);
     r->rt_all = percentile(rt_all, n, 0.50);
+    r->wait_next_s = percentile(wait_next, n, 0.50);
     r->signal_s = percentile(lat, n, 0.50);
     r->next_s = percentile(next, n, 0.50);
 }
@@ -456,8 +459,11 @@ int report_w8(void)
         r.floor_s > 0 ? r.signal_s / r.floor_s : 0, r.commits, r.txns);
     if (g_pg_uri)
         say("  round trips to the next step     %8.0f  (%.0f statements; "
-            "%.0f to the call's)\n",
-            r.rt_next, r.stmts_next, r.rt_all);
+            "%.0f to the call's)\n"
+            "    in them (server, socket, sync) %8.2f ms; the engine's own "
+            "%.2f ms\n",
+            r.rt_next, r.stmts_next, r.rt_all, r.wait_next_s * 1e3,
+            (r.next_s - r.wait_next_s) * 1e3);
     if (d.note[0])
         say("  %s: not judged\n", d.note);
     cJSON *o = cJSON_AddObjectToObject(g_json,
@@ -471,6 +477,7 @@ int report_w8(void)
         jnum(o, "round_trips_to_next_step", r.rt_next);
         jnum(o, "statements_to_next_step", r.stmts_next);
         jnum(o, "round_trips_per_signal", r.rt_all);
+        jnum(o, "round_trip_ms_to_next_step", r.wait_next_s * 1e3);
     }
     if (r.floor_s > 0) {
         jnum(o, "of_floor", x);

@@ -585,6 +585,11 @@ typedef struct pl__inbox_take {
      * write all in one round trip when the state is still that one
      * (PostgreSQL) */
     const pl__buf *expect;
+    /* with expect: the caller has claimed that state already, in memory
+     * (a waiting run's, which a delivery's check lets in), and @c then
+     * writes the state: a store that finds the run's state is still that
+     * one need neither check nor claim it again */
+    bool claimed;
 } pl__inbox_take;
 
 /*

@@ -52,6 +52,10 @@ const char *t_pg_server(void);
  * (free it); support_pg.c. */
 char *t_pg_store_uri(const char *schema);
 struct pg_conn *t_pg_admin(void);
+/* Restart the server as a crash would (immediate mode: no shutdown
+ * checkpoint, crash recovery on start; PL_TEST_PG_RESTART, which
+ * pg_run.sh sets); support_pg.c. */
+void t_pg_restart(void);
 /* Copy the store's tables (see t_store_copy()); support_pg.c. */
 void t_pg_copy(const char *to, const char *from);
 /* Make the store @p to hold @p from's rows and sequence values: when @p to

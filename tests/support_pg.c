@@ -51,6 +51,16 @@ PGconn *t_pg_admin(void)
     return c;
 }
 
+void t_pg_restart(void)
+{
+    const char *cmd = getenv("PL_TEST_PG_RESTART");
+    cr_assert(cmd && *cmd, "PL_TEST_PG_RESTART is not set: run this binary "
+                           "through tests/pg_run.sh (ctest does)");
+    char line[1024];
+    snprintf(line, sizeof line, "%s >/dev/null 2>&1", cmd);
+    cr_assert_eq(system(line), 0, "restarting the server failed: %s", cmd);
+}
+
 /* Every table and sequence of the schema in @p from, with their rows and
  * values, into the schema in @p to (which must not exist yet). */
 void t_pg_copy(const char *to, const char *from)

@@ -698,6 +698,31 @@ Test(codec, inbox_and_timer_records_round_trip_and_are_bound_to_their_run)
     cr_expect_str_eq(back.reason, "");
     cr_expect_null(back.name);
     pl__inbox_clear(&back);
+    /* a copy is the record, field by field, its own memory */
+    pl__inbox_rec cp;
+    cr_assert_eq(pl__inbox_copy(&cp, &ca), PL_OK);
+    cr_expect_str_eq(cp.reason, "");
+    cr_expect(cp.reason != ca.reason && !cp.name && !cp.payload);
+    cr_expect_eq(cp.sent_us, 5);
+    pl__inbox_clear(&cp);
+    cr_assert_eq(pl__inbox_copy(&cp, &ev), PL_OK);
+    cr_expect_str_eq(cp.name, "approved");
+    cr_expect(!cp.reason && cp.payload != ev.payload);
+    cr_expect_eq(cp.payload_len, sizeof pay);
+    cr_expect_arr_eq(cp.payload, pay, sizeof pay);
+    cr_expect_eq(cp.sent_us, 123);
+    pl__inbox_clear(&cp);
+    /* what a store marks a record it is given as: an event or not */
+    bool cancel = false;
+    cr_expect_eq(pl__inbox_is_cancel(b.data, b.len, &cancel), PL_OK);
+    cr_expect(cancel);
+    pl__buf_reset(&b);
+    cr_assert_eq(pl__inbox_encode(&b, "run-1", &ev), PL_OK);
+    cr_expect_eq(pl__inbox_is_cancel(b.data, b.len, &cancel), PL_OK);
+    cr_expect(!cancel);
+    cr_expect_eq(pl__inbox_is_cancel(b.data + 1, b.len - 1, &cancel),
+                 PL_EINVAL);
+    cr_expect_eq(pl__inbox_is_cancel(NULL, 0, &cancel), PL_EINVAL);
 
     int64_t due;
     char id[PL_MAX_RUN_ID + 1];

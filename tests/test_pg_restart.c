@@ -16,16 +16,6 @@
 static char g_effects[512];
 static bool g_restart; /* "step" 1 restarts the server before it returns */
 
-static void restart_server(void)
-{
-    const char *cmd = getenv("PL_TEST_PG_RESTART");
-    cr_assert(cmd && *cmd, "PL_TEST_PG_RESTART is not set: run this binary "
-                           "through tests/pg_run.sh (ctest does)");
-    char line[1024];
-    snprintf(line, sizeof line, "%s >/dev/null 2>&1", cmd);
-    cr_assert_eq(system(line), 0, "restarting the server failed: %s", cmd);
-}
-
 /* "step" {"i": i}: appends "i\n" to the effects file; returns {"i": i}. */
 static int step(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
 {
@@ -39,7 +29,7 @@ static int step(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     fclose(f);
     if (i == 1 && g_restart) {
         g_restart = false;
-        restart_server();
+        t_pg_restart();
     }
     return pl_steps_add_resultf(out, "{s:i}", "i", i);
 }

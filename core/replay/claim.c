@@ -37,6 +37,67 @@ void pl__set_owner(pl_engine *e, pl__run_state *st)
     st->updated_us = st->heartbeat_us = pl__now_us();
 }
 
+/* The claim's checks and changes (pl__claim_fn) on the decoded state
+ * @p st: refused, or @p st made `running` for this process. */
+static int claim_state(pl__claim_ctx *c, pl__run_state *st, pl__kvs *extra)
+{
+    int rc = PL_OK;
+    c->before = st->status;
+    if (c->waiting && st->status != PL_RUN_WAITING) {
+        rc = pl__err(PL_ESTATE, "run '%s' is %s, not waiting", c->id,
+                     pl_run_status_name(st->status));
+    } else if (c->resume) {
+        if (st->status != PL_RUN_SUSPENDED)
+            rc = pl__err(PL_ESTATE, "run '%s' is %s, not suspended", c->id,
+                         pl_run_status_name(st->status));
+        else if (!c->token || strcmp(c->token, st->token) != 0)
+            rc = pl__err(PL_ETOKEN, "wrong resume token for run '%s'", c->id);
+        for (size_t i = 0; !rc && i < c->steps->n; i++)
+            rc = pl__kvs_add(extra, pl__kvs_key(c->steps, i),
+                             c->steps->e[i].klen, pl__kvs_val(c->steps, i),
+                             c->steps->e[i].vlen);
+    } else if (st->status == PL_RUN_SUSPENDED) {
+        rc = pl__err(PL_ESTATE,
+                     "run '%s' is suspended at %s: resume it with "
+                     "its token",
+                     c->id, st->susp_path ? st->susp_path : "?");
+    } else if (c->worker && st->status != PL_RUN_RUNNING &&
+               st->status != PL_RUN_SUBMITTED && st->status != PL_RUN_WAITING) {
+        rc = pl__err(PL_ESTATE, "run '%s' is %s: nothing to execute", c->id,
+                     pl_run_status_name(st->status));
+    } else if (st->status == PL_RUN_RUNNING && !c->leased &&
+               pl__owner_alive(c->e, st)) {
+        rc = pl__err(PL_EBUSY,
+                     "run '%s' is running in process %lld on %s "
+                     "(last write %.1f s ago)",
+                     c->id, (long long)st->owner_pid, st->owner_host,
+                     (double)(pl__now_us() - st->heartbeat_us) / 1e6);
+    }
+    if (rc)
+        return rc;
+    st->status = PL_RUN_RUNNING;
+    st->attempts++;
+    st->error = 0;
+    st->has_head = false; /* rewritten when this execution ends */
+    free(st->reason);
+    st->reason = NULL;
+    st->token[0] = '\0';
+    free(st->susp_path);
+    st->susp_path = NULL;
+    free(st->prompt);
+    st->prompt = NULL;
+    st->prompt_len = 0;
+    st->wait_until_ms = 0;
+    free(st->wait_event);
+    st->wait_event = NULL;
+    free(st->result);
+    st->result = NULL;
+    st->result_len = 0;
+    st->steps += c->steps ? c->steps->n : 0;
+    pl__set_owner(c->e, st);
+    return PL_OK;
+}
+
 int pl__claim_fn(pl__buf *state, pl__kvs *extra, void *user)
 {
     pl__claim_ctx *c = user;
@@ -47,66 +108,13 @@ int pl__claim_fn(pl__buf *state, pl__kvs *extra, void *user)
     int rc = pl__run_state_decode(&st, c->id, state->data, state->len);
     if (rc)
         return pl__err(rc, "run '%s': %s", c->id, pl_errmsg());
-    c->before = st.status;
-    if (c->waiting && st.status != PL_RUN_WAITING) {
-        rc = pl__err(PL_ESTATE, "run '%s' is %s, not waiting", c->id,
-                     pl_run_status_name(st.status));
-    } else if (c->resume) {
-        if (st.status != PL_RUN_SUSPENDED)
-            rc = pl__err(PL_ESTATE, "run '%s' is %s, not suspended", c->id,
-                         pl_run_status_name(st.status));
-        else if (!c->token || strcmp(c->token, st.token) != 0)
-            rc = pl__err(PL_ETOKEN, "wrong resume token for run '%s'", c->id);
-        for (size_t i = 0; !rc && i < c->steps->n; i++)
-            rc = pl__kvs_add(extra, pl__kvs_key(c->steps, i),
-                             c->steps->e[i].klen, pl__kvs_val(c->steps, i),
-                             c->steps->e[i].vlen);
-    } else if (st.status == PL_RUN_SUSPENDED) {
-        rc = pl__err(PL_ESTATE,
-                     "run '%s' is suspended at %s: resume it with "
-                     "its token",
-                     c->id, st.susp_path ? st.susp_path : "?");
-    } else if (c->worker && st.status != PL_RUN_RUNNING &&
-               st.status != PL_RUN_SUBMITTED && st.status != PL_RUN_WAITING) {
-        rc = pl__err(PL_ESTATE, "run '%s' is %s: nothing to execute", c->id,
-                     pl_run_status_name(st.status));
-    } else if (st.status == PL_RUN_RUNNING && !c->leased &&
-               pl__owner_alive(c->e, &st)) {
-        rc = pl__err(PL_EBUSY,
-                     "run '%s' is running in process %lld on %s "
-                     "(last write %.1f s ago)",
-                     c->id, (long long)st.owner_pid, st.owner_host,
-                     (double)(pl__now_us() - st.heartbeat_us) / 1e6);
+    if (!(rc = claim_state(c, &st, extra))) {
+        pl__buf_reset(state);
+        rc = pl__run_state_encode(state, c->id, &st);
+        pl__run_state_clear(c->out); /* a store may call this more than once */
+        if (!rc)
+            rc = pl__run_state_copy(c->out, &st);
     }
-    if (rc) {
-        pl__run_state_clear(&st);
-        return rc;
-    }
-    st.status = PL_RUN_RUNNING;
-    st.attempts++;
-    st.error = 0;
-    st.has_head = false; /* rewritten when this execution ends */
-    free(st.reason);
-    st.reason = NULL;
-    st.token[0] = '\0';
-    free(st.susp_path);
-    st.susp_path = NULL;
-    free(st.prompt);
-    st.prompt = NULL;
-    st.prompt_len = 0;
-    st.wait_until_ms = 0;
-    free(st.wait_event);
-    st.wait_event = NULL;
-    free(st.result);
-    st.result = NULL;
-    st.result_len = 0;
-    st.steps += c->steps ? c->steps->n : 0;
-    pl__set_owner(c->e, &st);
-    pl__buf_reset(state);
-    rc = pl__run_state_encode(state, c->id, &st);
-    pl__run_state_clear(c->out); /* a store may call this more than once */
-    if (!rc)
-        rc = pl__run_state_copy(c->out, &st);
     pl__run_state_clear(&st);
     return rc;
 }
@@ -276,28 +284,18 @@ int pl_engine_wake(pl_engine *e, int64_t *next_due_ms)
     }
 }
 
-/* Claim run @p r, whose state as read is @p sb, in memory only, for the
- * delivery @p dv to ride its next commit (run.h, RIDES), into @p ride. */
+/* Claim run @p r, whose state as read is @p sb (decoded in r->state), in
+ * memory only, for the delivery @p dv to ride its next commit (run.h,
+ * RIDES), into @p ride. */
 int pl__run_ride_begin(pl__run *r, pl__delivery *dv, const pl__buf *sb,
                        pl__ride *ride)
 {
-    pl__claim_ctx cc = {.e = r->e,
-                        .id = r->id,
-                        .leased = true,
-                        .waiting = true,
-                        .out = &r->state};
-    pl__kvs extra = {0};
+    pl__claim_ctx cc = {
+        .e = r->e, .id = r->id, .leased = true, .waiting = true};
     ride->dv = dv;
     int st = pl__buf_append(&ride->expect, sb->data, sb->len);
-    if (!st)
-        st = pl__inbox_encode(&ride->rec, r->id, dv->rec);
-    pl__buf claimed = {0};
-    if (!st)
-        st = pl__buf_append(&claimed, sb->data, sb->len);
-    if (!st)
-        st = pl__claim_fn(&claimed, &extra, &cc);
-    pl__buf_free(&claimed);
-    pl__kvs_free(&extra);
+    if (!st) /* no extra records: not a resume */
+        st = claim_state(&cc, &r->state, NULL);
     if (st)
         return st;
     r->ride = ride;
@@ -328,7 +326,8 @@ int pl__run_ride(pl__run *r)
                            0,
                            alone ? NULL : &r->batch,
                            ride->seq,
-                           &ride->expect};
+                           &ride->expect,
+                           true};
     ride->dv->tried = true;
     ride->dv->num = r->num;
     /* what the replay knew of the inbox held until this commit: the store

@@ -81,7 +81,6 @@ typedef struct pl__delivery {
 typedef struct pl__ride {
     pl__delivery *dv;
     pl__buf expect; /* the run's state as read */
-    pl__buf rec;    /* the record, bound to the run, as stored */
     uint64_t seq;   /* the seq the replay gave it; 0: not yet looked */
     /* the run is parked with a concurrency key: the ride takes it as soon
      * as its wait ends (wait.c), so that nothing of its policy runs past
@@ -91,8 +90,9 @@ typedef struct pl__ride {
     pl__kvs *ledger;      /* its root ledger's first read, or NULL */
 } pl__ride;
 
-/* Claim run @p r, whose state as read is @p sb, in memory only, for the
- * delivery @p dv to ride its next commit, into @p ride (claim.c). */
+/* Claim run @p r, whose state as read is @p sb (decoded in r->state), in
+ * memory only, for the delivery @p dv to ride its next commit, into
+ * @p ride (claim.c). */
 PL__HIDDEN int pl__run_ride_begin(pl__run *r, pl__delivery *dv,
                                   const pl__buf *sb,
                                   pl__ride *ride) PL__MUST_CHECK;

@@ -614,7 +614,8 @@ static int continue_run(pl_engine *e, const char *id, bool check,
         st = pl__err(PL_ETOKEN, "wrong resume token for run '%s'", id);
         goto done;
     }
-    pl__run_state_clear(&r->state);
+    if (!dv) /* claimed from the store's state; a ride's, from this one */
+        pl__run_state_clear(&r->state);
     if (leased && leased->run != num) {
         st = pl__err(PL_ECORRUPT,
                      "the lease of run #%llu names run '%s', "
@@ -672,7 +673,6 @@ done:
         pl__engine_release(e, num);
     pl__buf_free(&sb);
     pl__buf_free(&ride.expect);
-    pl__buf_free(&ride.rec);
     pl__kvs_free(&more.inbox);
     pl__kvs_free(&more.ledger);
     pl__kvs_free(&resume);

@@ -156,21 +156,22 @@ static void inbox_free(inbox *ib)
     memset(ib, 0, sizeof *ib);
 }
 
-/* Decode the records of @p ib->raw. */
-static int inbox_decode(inbox *ib, const char *id)
+/* Decode @p ib->raw; its last record is @p last, if given (a ride's). */
+static int inbox_decode(inbox *ib, const char *id, const pl__inbox_rec *last)
 {
     int st;
-    if (!ib->raw.n)
-        return PL_OK;
-    if (!(ib->v = calloc(ib->raw.n, sizeof *ib->v)))
+    if (ib->raw.n && !(ib->v = calloc(ib->raw.n, sizeof *ib->v)))
         return pl__err(PL_ENOMEM, "out of memory");
     for (; ib->n < ib->raw.n; ib->n++) {
         size_t i = ib->n;
         if (ib->raw.e[i].klen != 8)
             return pl__err(PL_ECORRUPT, "run '%s': an inbox key is malformed",
                            id);
-        if ((st = pl__inbox_decode(&ib->v[i], id, pl__kvs_val(&ib->raw, i),
-                                   ib->raw.e[i].vlen)))
+        if ((st = last && i + 1 == ib->raw.n
+                      ? pl__inbox_copy(&ib->v[i], last)
+                      : pl__inbox_decode(&ib->v[i], id,
+                                         pl__kvs_val(&ib->raw, i),
+                                         ib->raw.e[i].vlen)))
             return st;
     }
     return PL_OK;
@@ -181,7 +182,14 @@ static uint64_t inbox_seq(const inbox *ib, size_t i)
     return pl__get_be64(pl__kvs_key(&ib->raw, i));
 }
 
-static long inbox_cancel(const inbox *ib);
+/* The cancellation in the inbox, if any: its index, or -1. */
+static long inbox_cancel(const inbox *ib)
+{
+    for (size_t i = 0; i < ib->n; i++)
+        if (ib->v[i].reason)
+            return (long)i;
+    return -1;
+}
 
 /* Run @p r's inbox; with a delivery riding its next commit (run.h, RIDES),
  * that delivery's record last, at the seq the store is to give it (one
@@ -203,10 +211,10 @@ static int inbox_load_run(pl__run *r, inbox *ib)
                             : 1;
         uint8_t key[8];
         pl__put_be64(key, ride->seq);
-        st = pl__kvs_add(&ib->raw, key, 8, ride->rec.data, ride->rec.len);
+        st = pl__kvs_add(&ib->raw, key, 8, NULL, 0); /* the store encodes it */
     }
     if (!st)
-        st = inbox_decode(ib, r->id);
+        st = inbox_decode(ib, r->id, ride ? ride->dv->rec : NULL);
     if (!st && ride) {
         /* until the ride's commit the inbox is this one: a record
          * delivered meanwhile takes the seq the ride counts on, and the
@@ -215,15 +223,6 @@ static int inbox_load_run(pl__run *r, inbox *ib)
         r->batch.inbox_cancel = inbox_cancel(ib) >= 0;
     }
     return st;
-}
-
-/* The cancellation in the inbox, if any: its index, or -1. */
-static long inbox_cancel(const inbox *ib)
-{
-    for (size_t i = 0; i < ib->n; i++)
-        if (ib->v[i].reason)
-            return (long)i;
-    return -1;
 }
 
 /* ---- call boundaries ------------------------------------------------------ */

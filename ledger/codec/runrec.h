@@ -107,6 +107,15 @@ PL__HIDDEN int pl__inbox_encode(pl__buf *out, const char *run_id,
 PL__HIDDEN int pl__inbox_decode(pl__inbox_rec *out, const char *run_id,
                                 const uint8_t *data, size_t len) PL__MUST_CHECK;
 PL__HIDDEN void pl__inbox_clear(pl__inbox_rec *ib);
+/* A copy of @p from in @p to (pl__inbox_clear() frees it). */
+PL__HIDDEN int pl__inbox_copy(pl__inbox_rec *to,
+                              const pl__inbox_rec *from) PL__MUST_CHECK;
+/* Whether inbox record @p data, as pl__inbox_encode() made it here, is a
+ * cancellation: its shape alone, not checked (a stored record's bytes are
+ * decoded, checksum and all, with pl__inbox_decode()).  PL_EINVAL when it
+ * is not a record that function makes. */
+PL__HIDDEN int pl__inbox_is_cancel(const uint8_t *data, size_t len,
+                                   bool *cancel) PL__MUST_CHECK;
 
 /* A timer record (siderec.c, TIMER RECORDS): the run's id and due time. */
 PL__HIDDEN int pl__timer_encode(pl__buf *out, const char *run_id,

@@ -90,6 +90,31 @@ int pl__inbox_encode(pl__buf *out, const char *run_id, const pl__inbox_rec *ib)
     return rc;
 }
 
+int pl__inbox_copy(pl__inbox_rec *to, const pl__inbox_rec *from)
+{
+    memset(to, 0, sizeof *to);
+    to->sent_us = from->sent_us;
+    to->payload_len = from->payload_len;
+    if ((from->name && !(to->name = pl__strdup(from->name))) ||
+        (from->reason && !(to->reason = pl__strdup(from->reason))) ||
+        (from->payload &&
+         !(to->payload = pl__rr_dup_mem(from->payload, from->payload_len)))) {
+        pl__inbox_clear(to);
+        return pl__err(PL_ENOMEM, "out of memory copying an inbox record");
+    }
+    return PL_OK;
+}
+
+int pl__inbox_is_cancel(const uint8_t *data, size_t len, bool *cancel)
+{
+    /* a map of 4 entries (v, sent, cancel, sum) or of 5 (v, sent, name,
+     * payload, sum): a fixmap's first byte */
+    *cancel = len > 0 && data[0] == 0x84;
+    if (!len || (data[0] != 0x84 && data[0] != 0x85))
+        return pl__err(PL_EINVAL, "not an inbox record");
+    return PL_OK;
+}
+
 void pl__inbox_clear(pl__inbox_rec *ib)
 {
     free(ib->name);

@@ -477,7 +477,16 @@ typedef struct put_ctx {
     pl__inbox_take *take;
     pl__buf state; /* with take: the state as found, then as claimed */
     uint64_t seq;
+    bool claimed; /* the state found is the one take claimed already */
 } put_ctx;
+
+/* Whether @p t claimed @p v already (pl__inbox_take.claimed). */
+static bool claimed_as(const pl__inbox_take *t, const MDB_val *v)
+{
+    return t && t->claimed && t->expect && t->then && t->then->state.len &&
+           t->expect->len == v->mv_size &&
+           memcmp(t->expect->data, v->mv_data, v->mv_size) == 0;
+}
 
 /* With the delivery, take the run's lease and claim its state (see
  * pl__inbox_take): unless another owner's live lease is there, the run is
@@ -504,20 +513,22 @@ static int take_claim(pl__lmdb_store *s, MDB_txn *txn, put_ctx *c, int *st)
     if (!live &&
         ((rc = pl__lmdb_flow_room(s, txn, c->run, &room, st)) || *st || !room))
         return rc;
-    char saved[PL__ERRMSG_MAX];
-    pl__errmsg_save(saved);
-    pl__kvs extra = {0};
-    int cst = t->claim(&c->state, &extra, t->user);
-    bool none = extra.n == 0;
-    pl__kvs_free(&extra);
-    pl__errmsg_restore(saved);
-    if (cst || NEVER(!none))
-        return 0; /* refused: the delivery alone */
-    uint8_t key[8];
-    pl__put_be64(key, c->run);
-    MDB_val k = {8, key}, v = {c->state.len, c->state.data};
-    if ((rc = mdb_put(txn, s->state, &k, &v, 0)))
-        return rc;
+    if (!c->claimed) { /* else the next commit writes the state */
+        char saved[PL__ERRMSG_MAX];
+        pl__errmsg_save(saved);
+        pl__kvs extra = {0};
+        int cst = t->claim(&c->state, &extra, t->user);
+        bool none = extra.n == 0;
+        pl__kvs_free(&extra);
+        pl__errmsg_restore(saved);
+        if (cst || NEVER(!none))
+            return 0; /* refused: the delivery alone */
+        uint8_t key[8];
+        pl__put_be64(key, c->run);
+        MDB_val k = {8, key}, v = {c->state.len, c->state.data};
+        if ((rc = mdb_put(txn, s->state, &k, &v, 0)))
+            return rc;
+    }
     pl__lease got;
     rc = pl__lmdb_lease_take(s, txn, c->run, c->id, t->owner, t->lease_us, &got,
                              st);
@@ -555,11 +566,15 @@ static int put_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
                       (unsigned long long)c->run);
         return 0;
     }
-    if (rc || (*st = c->check(v.mv_data, v.mv_size, c->user)))
+    if (rc)
         return rc;
-    if (c->take) { /* copied now: a write may move the page it is in */
-        pl__buf_reset(&c->state);
+    c->claimed = claimed_as(c->take, &v);
+    if (!c->claimed && (*st = c->check(v.mv_data, v.mv_size, c->user)))
+        return 0;
+    if (c->take)
         c->take->taken = false;
+    if (c->take && !c->claimed) { /* copied now: a write may move its page */
+        pl__buf_reset(&c->state);
         if ((*st = pl__buf_append(&c->state, v.mv_data, v.mv_size)))
             return 0;
     }
@@ -602,7 +617,7 @@ int pl__lmdb_inbox_put(pl__lmdb_store *s, uint64_t run, const char *run_id,
         return no_time(s, true);
     if (take && !s->has_leases)
         take = NULL; /* a read-only store: the write fails anyway */
-    put_ctx c = {run, run_id, check, user, rec, len, take, {0}, 0};
+    put_ctx c = {run, run_id, check, user, rec, len, take, {0}, 0, false};
     int st = pl__lmdb_write(s, put_body, &c);
     pl__buf_free(&c.state);
     if (st && take)

@@ -440,13 +440,11 @@ static int put_result(size_t i, PGresult *r, void *user)
 
 /* Whether inbox record @p rec is a cancellation, in *cancel ("t", "f"):
  * marked as one, for the commits that look. */
-static int cancel_mark(const char *run_id, const uint8_t *rec, size_t len,
-                       const char **cancel)
+static int cancel_mark(const uint8_t *rec, size_t len, const char **cancel)
 {
-    pl__inbox_rec ib = {0};
-    int st = pl__inbox_decode(&ib, run_id, rec, len);
-    *cancel = ib.reason ? "t" : "f";
-    pl__inbox_clear(&ib);
+    bool yes = false;
+    int st = pl__inbox_is_cancel(rec, len, &yes);
+    *cancel = yes ? "t" : "f";
     return st;
 }
 
@@ -488,7 +486,7 @@ static int put_send(pl__pg_store *s, PGconn *c, uint64_t run,
     if (!st && PQenterPipelineMode(c) != 1)
         st = pl__pg_err(s, c, NULL, "entering pipeline mode");
     if (!st)
-        st = cancel_mark(run_id, rec, len, &cancel);
+        st = cancel_mark(rec, len, &cancel);
     if (!st) {
         const char *vals[6] = {t.run,  (const char *)rec,        t.due,
                                run_id, (const char *)t.rec.data, cancel};
@@ -630,16 +628,17 @@ static int ride_fast(pl__pg_store *s, PGconn *c, uint64_t run,
                      uint64_t *seq, bool *refused)
 {
     *refused = true;
-    pl__buf claimed = {0};
-    char saved[PL__ERRMSG_MAX];
-    pl__errmsg_save(saved);
-    int cst = check(take->expect->data, take->expect->len, user);
-    pl__errmsg_restore(saved);
-    if (cst || !claim(take, take->expect, &claimed)) {
-        pl__buf_free(&claimed);
-        return PL_OK; /* the longer way says why */
+    if (!take->claimed) { /* checked and claimed here, on the state read */
+        pl__buf claimed = {0};
+        char saved[PL__ERRMSG_MAX];
+        pl__errmsg_save(saved);
+        int cst = check(take->expect->data, take->expect->len, user);
+        pl__errmsg_restore(saved);
+        bool ok = !cst && claim(take, take->expect, &claimed);
+        pl__buf_free(&claimed); /* the next commit's state is the later */
+        if (!ok)
+            return PL_OK; /* the longer way says why */
     }
-    pl__buf_free(&claimed); /* the next commit's state is the later */
     pl__batch *then = take->then;
     then->gen = 1; /* for its shape: the lease dropped, the key kept */
     ride_ctx x = {s, c, take, 0, {0}, false, 0};
@@ -651,7 +650,7 @@ static int ride_fast(pl__pg_store *s, PGconn *c, uint64_t run,
     const char *cancel = "f";
     int st = timer_row_make(&t, run, run_id, pl__now_us());
     if (!st)
-        st = cancel_mark(run_id, rec, len, &cancel);
+        st = cancel_mark(rec, len, &cancel);
     *refused = false;
     if (!st && PQenterPipelineMode(c) != 1)
         st = pl__pg_err(s, c, NULL, "entering pipeline mode");
