@@ -58,6 +58,11 @@ struct pg_conn *t_pg_admin(void);
 void t_pg_restart(void);
 /* Copy the store's tables (see t_store_copy()); support_pg.c. */
 void t_pg_copy(const char *to, const char *from);
+/* Make the store @p to hold @p from's rows and sequence values: when @p to
+ * was made (a t_pg_copy() of a store of the same tables, used since), its
+ * tables emptied and refilled in one transaction, without building its
+ * schema again; else a t_pg_copy(); support_pg.c. */
+void t_pg_refill(const char *to, const char *from);
 /* Copy a file (a missing @p from copies nothing). */
 void t_copy_file(const char *from, const char *to);
 /* Skip the test in a build without libcurl (PL_WITH_CURL=OFF): it speaks

@@ -17,6 +17,16 @@ static PGresult *pg_exec(PGconn *c, const char *sql, ExecStatusType want)
     return r;
 }
 
+/* Run @p sql (statements, the last of which returns rows or none). */
+static void pg_run(PGconn *c, const char *sql)
+{
+    PGresult *r = PQexec(c, sql);
+    ExecStatusType es = PQresultStatus(r);
+    cr_assert(es == PGRES_COMMAND_OK || es == PGRES_TUPLES_OK, "%s: %s", sql,
+              PQresultErrorMessage(r));
+    PQclear(r);
+}
+
 const char *t_pg_schema(const char *store)
 {
     const char *s = strstr(store, "&schema=");
@@ -79,12 +89,66 @@ void t_pg_copy(const char *to, const char *from)
                      "INCLUDING ALL); INSERT INTO \"%s\".\"%s\" SELECT * "
                      "FROM \"%s\".\"%s\"",
                      ts, name, fs, name, ts, name, fs, name);
-        PGresult *r = PQexec(c, sql);
-        ExecStatusType es = PQresultStatus(r);
-        cr_assert(es == PGRES_COMMAND_OK || es == PGRES_TUPLES_OK, "%s: %s",
-                  sql, PQresultErrorMessage(r));
-        PQclear(r);
+        pg_run(c, sql);
     }
     PQclear(rel);
+    PQfinish(c);
+}
+
+void t_pg_refill(const char *to, const char *from)
+{
+    const char *fs = t_pg_schema(from), *ts = t_pg_schema(to);
+    PGconn *c = t_pg_admin();
+    char sql[1024];
+    snprintf(sql, sizeof sql,
+             "SELECT c.relname, c.relkind, EXISTS (SELECT 1 FROM pg_class f "
+             "JOIN pg_namespace fn ON fn.oid = f.relnamespace WHERE "
+             "fn.nspname = '%s' AND f.relname = c.relname) FROM pg_class c "
+             "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname "
+             "= '%s' AND c.relkind IN ('r', 'S')",
+             fs, ts);
+    PGresult *rel = pg_exec(c, sql, PGRES_TUPLES_OK);
+    if (PQntuples(rel) == 0) { /* not made yet: a copy */
+        PQclear(rel);
+        PQfinish(c);
+        t_pg_copy(to, from);
+        return;
+    }
+    /* one transaction, one round trip: every table emptied and refilled,
+     * every sequence set back */
+    size_t cap = 64, len = 0;
+    char *all = malloc(cap);
+    cr_assert_not_null(all);
+    len = (size_t)snprintf(all, cap, "BEGIN;");
+    for (int i = 0; i < PQntuples(rel); i++) {
+        const char *name = PQgetvalue(rel, i, 0);
+        bool in_from = *PQgetvalue(rel, i, 2) == 't';
+        if (*PQgetvalue(rel, i, 1) == 'S') {
+            cr_assert(in_from, "sequence %s.%s is not in %s", ts, name, fs);
+            snprintf(sql, sizeof sql,
+                     "SELECT setval('\"%s\".\"%s\"', last_value, is_called) "
+                     "FROM \"%s\".\"%s\";",
+                     ts, name, fs, name);
+        } else if (in_from) {
+            snprintf(sql, sizeof sql,
+                     "DELETE FROM \"%s\".\"%s\"; INSERT INTO \"%s\".\"%s\" "
+                     "SELECT * FROM \"%s\".\"%s\";",
+                     ts, name, ts, name, fs, name);
+        } else {
+            snprintf(sql, sizeof sql, "DELETE FROM \"%s\".\"%s\";", ts, name);
+        }
+        size_t n = strlen(sql);
+        if (len + n + 8 > cap) {
+            cap = 2 * (len + n + 8);
+            all = realloc(all, cap);
+            cr_assert_not_null(all);
+        }
+        memcpy(all + len, sql, n + 1);
+        len += n;
+    }
+    memcpy(all + len, "COMMIT;", 8);
+    PQclear(rel);
+    pg_run(c, all);
+    free(all);
     PQfinish(c);
 }

@@ -23,9 +23,12 @@
  * also that the crashed run is "running" with a dead owner, that a check
  * replay (pl_run_options.check) of it reports PL_ECHECK, and that a check
  * replay of the recovered run executes and writes nothing.
- * The matrix runs in each durability mode.  A second matrix also kills the
- * RECOVERY run at each of its own boundaries, then recovers again.  A third,
- * in test_crash_threads.c, kills a process running many orders on several threads (group commit),
+ * The matrix runs in each durability mode.  For each k it also kills the
+ * RECOVERY run at each of the recovery's own boundaries, then recovers
+ * again; an uncrashed recovery of a copy of the store killed at k learns
+ * those boundaries, and it is the one checked for k alone.  Another, in
+ * test_crash_threads.c, kills a process running many orders on several
+ * threads (group commit),
  * or as tasks of a pool (group and process mode: its threads share
  * commits), at a boundary of any of them, and recovers every run.
  */
@@ -332,6 +335,27 @@ static void place_copy(const place *to, const place *from)
     t_copy_file(from->fx, to->fx);
 }
 
+/* Make @p to a copy of @p from again: on LMDB a new copy of its files, on
+ * PostgreSQL its tables refilled once made (the schema is not built again:
+ * t_pg_refill()). */
+static void place_refill(const place *to, const place *from)
+{
+    cr_assert(unlink(to->fx) == 0 || errno == ENOENT, "unlink %s", to->fx);
+#if PL_WITH_POSTGRESQL
+    if (t_on_pg()) {
+        t_pg_refill(to->store, from->store);
+        t_copy_file(from->fx, to->fx);
+        return;
+    }
+#endif
+    char lock[4400];
+    snprintf(lock, sizeof lock, "%s-lock", to->store);
+    cr_assert(unlink(to->store) == 0 || errno == ENOENT, "unlink %s",
+              to->store);
+    cr_assert(unlink(lock) == 0 || errno == ENOENT, "unlink %s", lock);
+    place_copy(to, from);
+}
+
 /* ---- recovery and its checks ---------------------------------------------------- */
 
 typedef struct expectation {
@@ -457,40 +481,11 @@ static void recover_and_check(const place *p, pl_durability mode,
 
 /* ---- the matrices ----------------------------------------------------------------- */
 
-static void crash_matrix(pl_durability mode)
-{
-    const char *base = t_tmpdir();
-    reference *ref = calloc(1, sizeof *ref);
-    recorder *rec = calloc(1, sizeof *rec);
-    cr_assert(ref && rec);
-    make_reference(base, mode, ref);
-    int K = ref->rec.n;
-
-    for (int k = 1; k <= K; k++) {
-        char name[32], what[96];
-        snprintf(name, sizeof name, "k%d", k);
-        snprintf(what, sizeof what, "%s, killed at boundary %d",
-                 pl_durability_name(mode), k);
-        place p;
-        place_make(&p, base, name);
-        crash_child(p.store, p.fx, mode, true, k, what);
-        expectation x = {what,
-                         {in_flight(&ref->rec, k), NULL},
-                         durable_by(&ref->rec, k),
-                         ends_run(&ref->rec, k)};
-        recover_and_check(&p, mode, ref, &x, rec);
-        t_rmtree(p.dir);
-    }
-    rows_free(&ref->ledgers);
-    free(ref->result);
-    free(ref);
-    free(rec);
-}
-
 /*
- * Kill the run at boundary k, then kill its recovery at each of the
- * recovery's own boundaries j, then recover again.  The recovery's
- * boundaries come from an uncrashed recovery of a copy of the crashed store.
+ * Kill the run at boundary k and recover it (an uncrashed recovery of a
+ * copy of the crashed store, checked as (a)-(d) say: the case of k alone,
+ * and where the recovery's boundaries come from), then kill its recovery at
+ * each of those boundaries j, then recover again.
  */
 static void recovery_crash_matrix(pl_durability mode)
 {
@@ -502,6 +497,12 @@ static void recovery_crash_matrix(pl_durability mode)
     make_reference(base, mode, ref);
     int K = ref->rec.n;
     int total = 0, stride = t_stride();
+    /* the copies of each crashed store: one place for the uncrashed
+     * recovery, one for the killed ones, each copied into again before
+     * each use */
+    place probe, p;
+    place_make(&probe, base, "probe");
+    place_make(&p, base, "killed");
 
     for (int k = 1; k <= K; k++) {
         char name[64], what[128];
@@ -516,14 +517,10 @@ static void recovery_crash_matrix(pl_durability mode)
         crash_child(crashed.store, crashed.fx, mode, true, k, what);
 
         /* an uncrashed recovery of a copy: the recovery's boundaries */
-        place probe;
-        snprintf(name, sizeof name, "k%d-probe", k);
-        place_make(&probe, base, name);
-        place_copy(&probe, &crashed);
+        place_refill(&probe, &crashed);
         expectation x1 = {
             what, {flight1, NULL}, durable1, ends_run(&ref->rec, k)};
         recover_and_check(&probe, mode, ref, &x1, first);
-        t_rmtree(probe.dir);
         cr_assert(!first->overflow);
         analyse(first);
         int K2 = first->n;
@@ -540,25 +537,23 @@ static void recovery_crash_matrix(pl_durability mode)
         cr_assert_eq(served_in(first), durable1, "%s: served", what);
 
         for (int j = 1 + (k - 1) % stride; j <= K2; j += stride) {
-            place p;
-            snprintf(name, sizeof name, "k%d-j%d", k, j);
             snprintf(what, sizeof what,
                      "%s, killed at %d, its recovery "
                      "killed at %d",
                      pl_durability_name(mode), k, j);
-            place_make(&p, base, name);
-            place_copy(&p, &crashed);
+            place_refill(&p, &crashed);
             crash_child(p.store, p.fx, mode, false, j, what);
             expectation x = {what,
                              {flight1, in_flight(first, j)},
                              durable1 + durable_by(first, j),
                              ends_run(&ref->rec, k) || ends_run(first, j)};
             recover_and_check(&p, mode, ref, &x, rec);
-            t_rmtree(p.dir);
             total++;
         }
         t_rmtree(crashed.dir);
     }
+    t_rmtree(p.dir);
+    t_rmtree(probe.dir);
     cr_assert_gt(total, K / stride,
                  "every recovery was killed at each boundary (every %d)",
                  stride);
@@ -600,12 +595,6 @@ Test(crash, boundary_table)
         free(ref);
     }
 }
-
-Test(crash, matrix_sync) { crash_matrix(PL_DURABILITY_SYNC); }
-
-Test(crash, matrix_group) { crash_matrix(PL_DURABILITY_GROUP); }
-
-Test(crash, matrix_process) { crash_matrix(PL_DURABILITY_PROCESS); }
 
 Test(crash, recovery_matrix_sync) { recovery_crash_matrix(PL_DURABILITY_SYNC); }
 

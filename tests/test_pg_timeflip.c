@@ -4,7 +4,8 @@
  * its state record, its timer record, and an event of another name and a
  * cancellation in its inbox.  Bit after bit of each of those records (every
  * STRIDE-th: a fixed stride, so the same bits every time) is flipped in a
- * copy of the store (a schema of its own), and the engine then lists the
+ * copy of the store (a schema of its own, its rows made the store's as
+ * built again before each flip), and the engine then lists the
  * runs, reads, verifies and continues the run (in check mode, then for
  * real: it is cancelled and makes a compensating call) and wakes what is
  * due.  Each flip must be reported (a call returns PL_ECORRUPT or
@@ -221,8 +222,7 @@ Test(pg_timeflip, every_time_record)
             uint8_t *buf = malloc(len);
             cr_assert_not_null(buf);
             for (size_t bit = row % STRIDE; bit < len * 8; bit += STRIDE) {
-                t_store_in(copy, sizeof copy, NULL, "copy");
-                t_store_copy(copy, base);
+                t_pg_refill(copy, base); /* the store as built, again */
                 memcpy(buf, orig, len);
                 buf[bit / 8] ^= (uint8_t)(1u << (bit % 8));
                 char w[512];
@@ -240,14 +240,13 @@ Test(pg_timeflip, every_time_record)
                           tg->what, row, bit, len * 8);
                 reported += got.reported;
                 flips++;
-                snprintf(w, sizeof w, "DROP SCHEMA \"%s\" CASCADE",
-                         t_pg_schema(copy));
-                PQclear(PQexec(c, w));
             }
             free(buf);
         }
         PQclear(rows);
     }
+    snprintf(q, sizeof q, "DROP SCHEMA \"%s\" CASCADE", t_pg_schema(copy));
+    PQclear(PQexec(c, q));
     cr_log_info("%zu flips in %zu records, %zu reported", flips, records,
                 reported);
     cr_assert_geq(records, 4, "state, timer, an event and a cancellation");

@@ -72,7 +72,10 @@ class Server:
         return self.err.read()
 
     def req(self, method, path, body=None, headers=None, raw=False):
-        c = http.client.HTTPConnection(self.host, self.port, timeout=60)
+        # a guard against a server that never answers, not a time limit:
+        # the export of the 100,000-step run takes seconds under the
+        # sanitizers, and minutes on a loaded host
+        c = http.client.HTTPConnection(self.host, self.port, timeout=300)
         h = dict(headers or {})
         if isinstance(body, (dict, list)):
             body = json.dumps(body)
