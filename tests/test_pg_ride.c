@@ -230,6 +230,129 @@ static void the_ride_gives_the_lease_its_key_back(void)
     pl_registry_free(reg);
 }
 
+/* "noop" returns {}; "waiter-call" waits for "go", then calls "noop" and
+ * returns the event's payload: its first commit after the wait (the
+ * `event` step and the call's `action_call`) goes on holding the lease. */
+static int noop(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)ctx;
+    (void)a;
+    (void)user;
+    return pl_steps_add_resultf(out, "{}");
+}
+
+static int waiter_call(pl_ctx *ctx, const pl_action *a, pl_steps *out,
+                       void *user)
+{
+    (void)a;
+    (void)user;
+    cJSON *p = NULL;
+    int st = pl_ctx_wait_event(&p, ctx, "go", PL_WAIT_FOREVER);
+    if (!st)
+        st = pl_ctx_invokef(NULL, ctx, "noop", "{}");
+    if (!st)
+        st = pl_steps_add_result(out, p);
+    cJSON_Delete(p);
+    return st;
+}
+
+/* Rows of @p sql's one value, as a number. */
+static long r_count(PGconn *c, const char *sql)
+{
+    PGresult *r = PQexec(c, sql);
+    cr_assert_eq(PQresultStatus(r), PGRES_TUPLES_OK, "%s: %s", sql,
+                 PQresultErrorMessage(r));
+    long n = strtol(PQgetvalue(r, 0, 0), NULL, 10);
+    PQclear(r);
+    return n;
+}
+
+/*
+ * A ride whose commit consumes its record and goes on holding the lease
+ * writes the consumption alone (the `event` step): the record itself is
+ * never inserted into the inbox, which a trigger on the inbox table
+ * counts.  A delivery that no wait consumes (the run parks again) and a
+ * delivery alone (not continued here) are written, as before.  (Run by
+ * the test below, after its counts.)
+ */
+static void a_ride_whose_run_goes_on_writes_no_inbox_record(void)
+{
+    pl_registry *reg;
+    pl_engine *e = r_engine("t_ride_fold", &reg);
+    cr_assert_eq(pl_registry_add_fn(reg, "noop", noop, NULL), PL_OK);
+    cr_assert_eq(pl_registry_add_fn(reg, "waiter-call", waiter_call, NULL),
+                 PL_OK);
+    PGconn *c = t_pg_admin();
+    PGresult *r = PQexec(
+        c, "CREATE TABLE t_ride_fold.ins (seq bigint);"
+           "CREATE FUNCTION t_ride_fold.ins_fn() RETURNS trigger LANGUAGE "
+           "plpgsql AS $f$ BEGIN INSERT INTO t_ride_fold.ins VALUES "
+           "(NEW.seq); RETURN NULL; END $f$;"
+           "CREATE TRIGGER ins AFTER INSERT ON t_ride_fold.inbox FOR EACH ROW "
+           "EXECUTE FUNCTION t_ride_fold.ins_fn()");
+    cr_assert_eq(PQresultStatus(r), PGRES_COMMAND_OK, "%s",
+                 PQresultErrorMessage(r));
+    PQclear(r);
+    const char *ids[3] = {"fold", "again", "alone"};
+    for (int i = 0; i < 3; i++) {
+        pl_action a = PL_ACTION_INIT;
+        a.policy = "waiter-call";
+        a.payload = pl_json_empty();
+        pl_run_options ro = PL_RUN_OPTIONS_INIT;
+        ro.run_id = ids[i];
+        pl_outcome *o = NULL;
+        cr_assert_eq(pl_run_start(&o, e, &a, &ro), PL_OK, "%s", pl_errmsg());
+        cr_assert_eq(o->status, PL_RUN_WAITING);
+        pl_outcome_free(o);
+    }
+    cJSON *p = cJSON_CreateObject();
+    cJSON_AddNumberToObject(p, "v", 7);
+    pl_outcome *o = NULL;
+    cr_assert_eq(pl_run_signal(&o, e, "fold", "go", p), PL_OK, "%s",
+                 pl_errmsg());
+    cr_assert_not_null(o);
+    cr_expect_eq(o->status, PL_RUN_COMPLETED, "%s",
+                 pl_run_status_name(o->status));
+    const cJSON *res = pl_outcome_result(o);
+    cJSON *v = res ? cJSON_GetObjectItem(res, "v") : NULL;
+    cr_expect(cJSON_IsNumber(v) && v->valuedouble == 7,
+              "the event's payload was not the one consumed");
+    pl_outcome_free(o);
+    cr_expect_eq(r_count(c, "SELECT count(*) FROM t_ride_fold.ins"), 0,
+                 "the record the ride's commit consumes was inserted");
+    /* its ledger replays: the consumption is recorded */
+    cr_assert_eq(pl_run_continue(&o, e, "fold", NULL), PL_OK, "%s",
+                 pl_errmsg());
+    cr_expect_eq(o->status, PL_RUN_COMPLETED);
+    pl_outcome_free(o);
+    /* "other": no wait consumes it: written, and kept */
+    cr_assert_eq(pl_run_signal(&o, e, "again", "other", p), PL_OK, "%s",
+                 pl_errmsg());
+    cr_assert_not_null(o);
+    cr_expect_eq(o->status, PL_RUN_WAITING);
+    pl_outcome_free(o);
+    cr_expect_eq(r_count(c, "SELECT count(*) FROM t_ride_fold.ins"), 1);
+    cr_expect_eq(r_count(c, "SELECT count(*) FROM t_ride_fold.inbox i JOIN "
+                            "t_ride_fold.runs u ON u.num = i.run WHERE u.id "
+                            "= convert_to('again', 'UTF8')"),
+                 1, "the record no wait consumed is not in the inbox");
+    /* then "go" rides, and consumes its own record alone */
+    cr_assert_eq(pl_run_signal(&o, e, "again", "go", p), PL_OK, "%s",
+                 pl_errmsg());
+    cr_assert_not_null(o);
+    cr_expect_eq(o->status, PL_RUN_COMPLETED);
+    pl_outcome_free(o);
+    cr_expect_eq(r_count(c, "SELECT count(*) FROM t_ride_fold.ins"), 1);
+    /* a delivery alone is written */
+    cr_assert_eq(pl_run_signal(NULL, e, "alone", "go", p), PL_OK, "%s",
+                 pl_errmsg());
+    cr_expect_eq(r_count(c, "SELECT count(*) FROM t_ride_fold.ins"), 2);
+    cJSON_Delete(p);
+    PQfinish(c);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
 /*
  * A waiting run with a concurrency key, signalled and cancelled, takes the
  * ride as one without a key does, but with the step that ends its wait
@@ -282,4 +405,5 @@ Test(pg_ride, a_keyed_waiting_run_takes_the_ride)
     pl_engine_close(e);
     pl_registry_free(reg);
     the_ride_gives_the_lease_its_key_back();
+    a_ride_whose_run_goes_on_writes_no_inbox_record();
 }

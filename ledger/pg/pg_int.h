@@ -270,7 +270,8 @@ enum {
     ONE_TIMER = 16, /* a timer */
     ONE_INBOX = 32, /* an inbox record consumed */
     ONE_PARK = 64,  /* the run parks with its key */
-    ONE_SHAPES = 128
+    ONE_RIDE = 128, /* a delivery riding the write (pg_time.c) */
+    ONE_SHAPES = 256
 };
 /* The shape of batch @p bt's write; @p timer: it writes its timer. */
 PL__HIDDEN unsigned pl__pg_one_shape(const pl__batch *bt, bool timer);

@@ -32,6 +32,9 @@
  *   | ONE_PARK  | the run parks with its key  | its key kept (pg_flow.c)   |
  *   |           | (ONE_DROP without it: its   | (its row deleted)          |
  *   |           | execution ends)             |                            |
+ *   | ONE_RIDE  | a delivery rides the write  | the lease taken, the timer |
+ *   |           | and the write consumes its  | due now, the record's seq  |
+ *   |           | record (pg_time.c)          | and the lease checked      |
  *
  * and always the run's cancellation looked up in its inbox, the answer's
  * third column, as Q_WRITE's.  Its answer and errors are Q_WRITE's: a
@@ -74,6 +77,8 @@ enum {
     P_TID,
     P_TREC,
     P_SEQ,
+    P_OWNER,
+    P_LEASE,
     P_N
 };
 
@@ -87,6 +92,8 @@ static const Oid param_types[P_N] = {20 /* int8 */,
                                      20,
                                      25 /* text */,
                                      17,
+                                     20,
+                                     25,
                                      20};
 
 unsigned pl__pg_one_shape(const pl__batch *bt, bool timer)
@@ -201,6 +208,28 @@ static char *one_sql(const char *n, unsigned m)
          "l.fkey IS NOT NULL ON CONFLICT (run) DO UPDATE SET fkey = "
          "excluded.fkey, flimit = excluded.flimit)",
          n, n);
+    /* a delivery riding the write (pg_time.c, ONE_RIDE below): the lease
+     * taken as T_ACQUIRE takes it (a run parked with a key only while the
+     * key has room, the lease given the key back), the parked row gone,
+     * the timer due now ($6; the write has no timer of its own) */
+    PART(ONE_RIDE,
+         "rp AS MATERIALIZED (SELECT z.fkey, z.flimit, \"%s\".pl_key_room("
+         "z.fkey, z.flimit) AS room FROM \"%s\".parked z WHERE z.run = $1), "
+         "rg AS (INSERT INTO \"%s\".leases AS l (run, gen, owner, id, "
+         "expires, fkey, flimit) SELECT $1, 1, $10, $7, " NOW_US " + $11, "
+         "(SELECT fkey FROM rp), coalesce((SELECT flimit FROM rp), 0) WHERE "
+         "coalesce((SELECT room FROM rp), true) ON CONFLICT (run) DO UPDATE "
+         "SET gen = l.gen + 1, owner = excluded.owner, id = excluded.id, "
+         "expires = excluded.expires, fkey = coalesce(excluded.fkey, "
+         "l.fkey), flimit = CASE WHEN excluded.fkey IS NULL THEN l.flimit "
+         "ELSE excluded.flimit END WHERE l.expires <= " NOW_US " OR l.owner "
+         "= excluded.owner OR l.gen = 0 RETURNING l.run, l.gen), "
+         "rk AS (DELETE FROM \"%s\".parked z USING rg WHERE z.run = rg.run), "
+         "rt AS (INSERT INTO \"%s\".timers AS x (run, due, id, rec) VALUES "
+         "($1, $6, $7, $8) ON CONFLICT (run) DO UPDATE SET due = "
+         "excluded.due, id = excluded.id, rec = excluded.rec WHERE "
+         "excluded.due < x.due)",
+         n, n, n, n, n);
     /* an execution that ends without parking keeps no key: its run's
      * parked row, if a continue by hand left one, goes (pg_flow.c) */
     if (!(m & ONE_PARK))
@@ -219,14 +248,28 @@ static char *one_sql(const char *n, unsigned m)
                                                "consumed(1, 0) END",
                                                n)
                                 : pl__strdup("NULL");
-    char *x = fence && inbox ? pl__asprintf(" SELECT %s, %s, (SELECT "
-                                            "i.run::text FROM \"%s\".inbox "
-                                            "i WHERE i.cancel AND i.run = $1 "
-                                            "LIMIT 1)",
-                                            fence, inbox, n)
-                             : NULL;
+    /* a ride's: the lease's generation, then its checks (pl_ride()): the
+     * record would get the seq the run saw ($9; the write consumes it, so
+     * it is not written), and the lease was taken */
+    char *ride = m & ONE_RIDE
+                     ? pl__asprintf(", (SELECT gen FROM rg), \"%s\".pl_ride(("
+                                    "SELECT coalesce(max(seq), 0) + 1 FROM "
+                                    "\"%s\".inbox WHERE run = $1) = $9, "
+                                    "'another delivery came first'), \"%s\"."
+                                    "pl_ride(EXISTS (SELECT FROM rg), 'another "
+                                    "holds its lease, or its concurrency key "
+                                    "is full')",
+                                    n, n, n)
+                     : pl__strdup("");
+    char *x = fence && inbox && ride
+                  ? pl__asprintf(" SELECT %s, %s, (SELECT i.run::text FROM "
+                                 "\"%s\".inbox i WHERE i.cancel AND i.run = "
+                                 "$1 LIMIT 1)%s",
+                                 fence, inbox, n, ride)
+                  : NULL;
     free(fence);
     free(inbox);
+    free(ride);
     if (!st)
         st = x ? pl__buf_append(&b, x, strlen(x) + 1) : PL_ENOMEM;
     free(x);
@@ -336,7 +379,7 @@ int pl__pg_one_send(pl__pg_store *s, PGconn *c, const pl__batch *bt,
     uint8_t run[8], gen[8], due[8], seq[8];
     pl__buf rec = {0};
     const char *v[P_N] = {0};
-    int len[P_N] = {0}, fmt[P_N] = {1, 1, 1, 1, 1, 1, 1, 1, 1};
+    int len[P_N] = {0}, fmt[P_N] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
     pl__put_be64(run, bt->run);
     v[P_RUN] = (const char *)run;
     len[P_RUN] = 8;
@@ -360,7 +403,15 @@ int pl__pg_one_send(pl__pg_store *s, PGconn *c, const pl__batch *bt,
         len[P_STATE] = (int)bt->state.len;
     }
     int st = PL_OK;
-    if (shape & ONE_TIMER) {
+    char lease[8];
+    if (shape & ONE_RIDE) { /* the delivery's lease: bt->lease_* */
+        pl__put_be64((uint8_t *)lease, (uint64_t)bt->lease_us);
+        v[P_OWNER] = bt->lease_owner;
+        len[P_OWNER] = (int)strlen(bt->lease_owner);
+        v[P_LEASE] = lease;
+        len[P_LEASE] = 8;
+    }
+    if (shape & (ONE_TIMER | ONE_RIDE)) {
         st = pl__timer_encode(&rec, bt->timer_id, bt->timer_us);
         pl__put_be64(due, (uint64_t)bt->timer_us);
         v[P_DUE] = (const char *)due;
@@ -370,7 +421,7 @@ int pl__pg_one_send(pl__pg_store *s, PGconn *c, const pl__batch *bt,
         v[P_TREC] = (const char *)rec.data;
         len[P_TREC] = (int)rec.len;
     }
-    if (shape & ONE_INBOX) {
+    if (shape & (ONE_INBOX | ONE_RIDE)) {
         pl__put_be64(seq, bt->inbox_del);
         v[P_SEQ] = (const char *)seq;
         len[P_SEQ] = 8;

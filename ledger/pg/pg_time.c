@@ -550,28 +550,30 @@ typedef struct ride_ctx {
     pl__inbox_take *take;
     unsigned shape;
     pl__pg_ones ones; /* the shape's statement prepared first, if need be */
+    bool folded;      /* the delivery in the write's statement (ONE_RIDE) */
     bool refused;     /* a check said no (RIDE_STATE): nothing was written */
     uint64_t seq;     /* the record's, from T_RIDE_PUT */
 } ride_ctx;
 
-/* The results of [the shape's preparation,] T_RIDE_LOCK, T_RIDE_PUT,
- * T_RIDE_TAKE, the run's next commit (its statement first, Q_STEPS after)
- * and T_DROP. */
+/* The results of [the shape's preparation,] T_RIDE_LOCK, then T_RIDE_PUT,
+ * T_RIDE_TAKE and the run's next commit, or (folded) the commit with the
+ * delivery in it (its statement first, Q_STEPS after), and T_DROP. */
 static int ride_result(size_t i, PGresult *r, void *user)
 {
     ride_ctx *x = user;
     if (i < x->ones.nprep)
         return pl__pg_ones_prepared_result(x->s, x->c, &x->ones, i, r);
     i -= x->ones.nprep;
+    size_t commit = x->folded ? 1 : 3; /* the commit's statement */
     ExecStatusType es = PQresultStatus(r);
     if (es != PGRES_TUPLES_OK && es != PGRES_COMMAND_OK) {
         const char *code = PQresultErrorField(r, PG_DIAG_SQLSTATE);
-        if (i < 3 && code && strcmp(code, RIDE_STATE) == 0) {
+        if (i <= commit && code && strcmp(code, RIDE_STATE) == 0) {
             x->refused = true;
             return pl__err(PL_EBUSY, "%s",
                            PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY));
         }
-        if (i < 3)
+        if (i < commit)
             return pl__pg_err(x->s, x->c, r, "delivering to an inbox");
         if (pl__pg_unique_violation(r))
             return pl__pg_busy();
@@ -579,7 +581,7 @@ static int ride_result(size_t i, PGresult *r, void *user)
         return st ? st : pl__pg_err(x->s, x->c, r, "committing");
     }
     int64_t v;
-    if (i == 1 || i == 2) { /* the seq; the lease's generation */
+    if (!x->folded && (i == 1 || i == 2)) { /* the seq; the lease's gen */
         if (PQntuples(r) != 1 || !pl__pg_parse_i64(PQgetvalue(r, 0, 0), &v))
             return pl__err(PL_ECORRUPT,
                            "store '%s': a ride's answer is "
@@ -589,12 +591,15 @@ static int ride_result(size_t i, PGresult *r, void *user)
             x->seq = (uint64_t)v;
         else
             x->take->gen = (uint64_t)v;
-    } else if (i == 3) { /* the commit's: whether a cancellation waits */
-        if (PQntuples(r) != 1 || PQnfields(r) != 3)
+    } else if (i == commit) { /* whether a cancellation waits [, the gen] */
+        if (PQntuples(r) != 1 || PQnfields(r) != (x->folded ? 6 : 3) ||
+            (x->folded && PQgetlength(r, 0, 3) != 8))
             return pl__err(PL_ECORRUPT,
                            "store '%s': a commit's answer is "
                            "malformed",
                            x->s->path);
+        if (x->folded)
+            x->take->gen = pl__get_be64((const uint8_t *)PQgetvalue(r, 0, 3));
         x->take->then->inbox_known = true;
         x->take->then->inbox_cancel = !PQgetisnull(r, 0, 2);
     }
@@ -610,17 +615,41 @@ static bool ride_fits(const pl__inbox_take *take)
            !b->sched_name && !b->inbox_add;
 }
 
+/* Whether @p take's delivery can go in its commit's own statement
+ * (ONE_RIDE): the commit consumes the record at the seq the run saw it at,
+ * so the record need not be written (nor then removed), and the run goes
+ * on holding the lease (no end, no park, no timer of its own: the lease
+ * taken is not dropped in the statement that takes it). */
+static bool ride_folds(const pl__inbox_take *take)
+{
+    const pl__batch *b = take->then;
+    return take->then_seq && b->inbox_del == take->then_seq && !b->release &&
+           !b->park && !b->timer_us;
+}
+
 /*
  * The ride in one pipeline, one round trip and one implicit transaction
  * (the Sync commits it, or rolls all back): the state checked and claimed
  * here on the state the ride read (take->expect), then on the server the
- * state locked and compared with it, the record at the seq the run saw
- * and the timer due now, the lease taken (T_RIDE_TAKE: as T_ACQUIRE), the
- * run's next commit (pg_one.c's statement, without a fence: this
- * transaction holds the lease it took), and, when that commit ends the
- * execution, the timer dropped.  Each check that says no raises
- * RIDE_STATE: *refused, nothing written, and the caller goes the longer
- * way, which writes the delivery alone or refuses as before.
+ * state locked and compared with it (T_RIDE_LOCK, a statement of its own:
+ * the next reads the inbox in a snapshot taken after the lock, so that it
+ * sees a delivery committed meanwhile), then either
+ *
+ *   - folded (ride_folds()): the run's next commit as the one-run
+ *     statement of its shape with ONE_RIDE (pg_one.c): the lease taken,
+ *     the timer due now, and the checks that the record would get the seq
+ *     the run saw and that the lease was taken; the record itself, which
+ *     that commit consumes, is never written: its consumption, the `event`
+ *     step, is;
+ *   - or the record at the seq the run saw and the timer due now
+ *     (T_RIDE_PUT), the lease (T_RIDE_TAKE: as T_ACQUIRE), the run's next
+ *     commit (pg_one.c's statement, without a fence: this transaction
+ *     holds the lease it took), and, when that commit ends the execution,
+ *     the timer dropped.
+ *
+ * Each check that says no raises RIDE_STATE: *refused, nothing written,
+ * and the caller goes the longer way, which writes the delivery alone or
+ * refuses as before.
  */
 static int ride_fast(pl__pg_store *s, PGconn *c, uint64_t run,
                      const char *run_id, pl__inbox_check_fn check, void *user,
@@ -641,14 +670,17 @@ static int ride_fast(pl__pg_store *s, PGconn *c, uint64_t run,
     }
     pl__batch *then = take->then;
     then->gen = 1; /* for its shape: the lease dropped, the key kept */
-    ride_ctx x = {s, c, take, 0, {0}, false, 0};
+    ride_ctx x = {s, c, take, 0, {0}, ride_folds(take), false, 0};
     x.shape = pl__pg_one_shape(then, then->timer_us != 0) &
               ~(unsigned)ONE_FENCE;
     then->gen = 0;
+    if (x.folded)
+        x.shape = (x.shape & ~(unsigned)ONE_INBOX) | ONE_RIDE;
     bool ends = then->release && !then->timer_us;
+    int64_t now = pl__now_us();
     timer_row t = {0};
     const char *cancel = "f";
-    int st = timer_row_make(&t, run, run_id, pl__now_us());
+    int st = timer_row_make(&t, run, run_id, now);
     if (!st)
         st = cancel_mark(rec, len, &cancel);
     *refused = false;
@@ -669,18 +701,34 @@ static int ride_fast(pl__pg_store *s, PGconn *c, uint64_t run,
                          then_seq};
     int pl[7] = {0, (int)len, 0, 0, (int)t.rec.len, 0, 0};
     int pf[7] = {0, 1, 0, 0, 1, 0, 0};
-    if (!st)
+    if (!st && !x.folded)
         st = pl__pg_send(s, c, T_RIDE_PUT, 7, pv, pl, pf,
                          "delivering to an inbox");
     char d[24];
     snprintf(d, sizeof d, "%lld", (long long)take->lease_us);
     const char *lv[5] = {t.run, take->owner, run_id, d, "0"};
-    if (!st)
+    if (!st && !x.folded)
         st = pl__pg_send(s, c, T_RIDE_TAKE, 5, lv, NULL, NULL,
                          "taking a lease");
-    size_t nq = 3;
+    size_t nq = x.folded ? 1 : 3;
+    /* folded: the delivery's lease and timer go as the batch's, for the
+     * statement's parameters (pl__pg_one_send()) */
+    const char *owner = then->lease_owner, *tid = then->timer_id;
+    int64_t lease_us = then->lease_us;
+    if (x.folded) {
+        then->lease_owner = take->owner;
+        then->lease_us = take->lease_us;
+        then->timer_us = now;
+        then->timer_id = run_id;
+    }
     if (!st)
         st = pl__pg_one_write_send(s, c, then, x.shape, &nq);
+    if (x.folded) {
+        then->lease_owner = owner;
+        then->lease_us = lease_us;
+        then->timer_us = 0;
+        then->timer_id = tid;
+    }
     const char *dv[1] = {t.run};
     if (!st && ends &&
         !(st = pl__pg_send(s, c, T_DROP, 1, dv, NULL, NULL,
@@ -693,7 +741,7 @@ static int ride_fast(pl__pg_store *s, PGconn *c, uint64_t run,
     *refused = x.refused;
     if (st)
         return st;
-    *seq = x.seq;
+    *seq = x.folded ? take->then_seq : x.seq;
     then->gen = take->gen;
     take->taken = true;
     return PL_OK;
