@@ -256,6 +256,20 @@ static int waiter_call(pl_ctx *ctx, const pl_action *a, pl_steps *out,
     return st;
 }
 
+/* "waiter-call" as @p id, started by @p e: it parks. */
+static void r_start(pl_engine *e, const char *id)
+{
+    pl_action a = PL_ACTION_INIT;
+    a.policy = "waiter-call";
+    a.payload = pl_json_empty();
+    pl_run_options ro = PL_RUN_OPTIONS_INIT;
+    ro.run_id = id;
+    pl_outcome *o = NULL;
+    cr_assert_eq(pl_run_start(&o, e, &a, &ro), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(o->status, PL_RUN_WAITING);
+    pl_outcome_free(o);
+}
+
 /* Rows of @p sql's one value, as a number. */
 static long r_count(PGconn *c, const char *sql)
 {
@@ -294,17 +308,8 @@ static void a_ride_whose_run_goes_on_writes_no_inbox_record(void)
                  PQresultErrorMessage(r));
     PQclear(r);
     const char *ids[3] = {"fold", "again", "alone"};
-    for (int i = 0; i < 3; i++) {
-        pl_action a = PL_ACTION_INIT;
-        a.policy = "waiter-call";
-        a.payload = pl_json_empty();
-        pl_run_options ro = PL_RUN_OPTIONS_INIT;
-        ro.run_id = ids[i];
-        pl_outcome *o = NULL;
-        cr_assert_eq(pl_run_start(&o, e, &a, &ro), PL_OK, "%s", pl_errmsg());
-        cr_assert_eq(o->status, PL_RUN_WAITING);
-        pl_outcome_free(o);
-    }
+    for (int i = 0; i < 3; i++)
+        r_start(e, ids[i]);
     cJSON *p = cJSON_CreateObject();
     cJSON_AddNumberToObject(p, "v", 7);
     pl_outcome *o = NULL;
@@ -351,6 +356,98 @@ static void a_ride_whose_run_goes_on_writes_no_inbox_record(void)
     PQfinish(c);
     pl_engine_close(e);
     pl_registry_free(reg);
+}
+
+/* Signal @p id "go" with {"v": @p v} from @p e, continuing it here; its
+ * round trips in *rt; the status it ends in, and its result's "v" in *got
+ * (-1: none). */
+static pl_run_status r_go(pl_engine *e, const char *id, int v, uint64_t *rt,
+                          int *got)
+{
+    cJSON *p = cJSON_CreateObject();
+    cJSON_AddNumberToObject(p, "v", v);
+    pl_outcome *o = NULL;
+    pl__pg_counts c0, c1;
+    pl__pg_counts_get(&c0);
+    cr_assert_eq(pl_run_signal(&o, e, id, "go", p), PL_OK, "%s: %s", id,
+                 pl_errmsg());
+    pl__pg_counts_get(&c1);
+    cJSON_Delete(p);
+    if (rt)
+        *rt = c1.round_trips - c0.round_trips;
+    cr_assert_not_null(o, "%s: not continued here", id);
+    const cJSON *res = pl_outcome_result(o);
+    cJSON *x = res ? cJSON_GetObjectItem(res, "v") : NULL;
+    *got = cJSON_IsNumber(x) ? (int)x->valuedouble : -1;
+    pl_run_status st = o->status;
+    pl_outcome_free(o);
+    return st;
+}
+
+/*
+ * A run parked by this process is kept by its store (pg_cache.c): a signal
+ * continuing it here reads nothing first, one round trip to its next step
+ * and one more to its end, where a run another process parked takes one
+ * more (its read).  What another process does meanwhile is seen: an event
+ * it delivered is consumed first, a ride it took (the run parked again) or
+ * a cancellation is not missed.  (Run by the test below, after its
+ * counts.)
+ */
+static void a_run_parked_here_is_signalled_in_one_round_trip(void)
+{
+    pl_registry *ra, *rb;
+    pl_engine *a = r_engine("t_ride_kept", &ra);
+    pl_engine *b = r_engine("t_ride_kept", &rb);
+    pl_registry *regs[2] = {ra, rb};
+    for (int i = 0; i < 2; i++) {
+        cr_assert_eq(pl_registry_add_fn(regs[i], "noop", noop, NULL), PL_OK);
+        cr_assert_eq(pl_registry_add_fn(regs[i], "waiter-call", waiter_call,
+                                        NULL),
+                     PL_OK);
+    }
+    uint64_t here, there;
+    int got;
+    r_start(a, "mine");
+    r_start(b, "theirs");
+    cr_expect_eq(r_go(a, "mine", 1, &here, &got), PL_RUN_COMPLETED);
+    cr_expect_eq(got, 1);
+    cr_expect_eq(r_go(a, "theirs", 1, &there, &got), PL_RUN_COMPLETED);
+    cr_expect_eq(got, 1);
+    cr_expect_eq(here, 2, "a run parked here: %llu round trips",
+                 (unsigned long long)here);
+    cr_expect_eq(there, 3, "a run parked elsewhere: %llu round trips",
+                 (unsigned long long)there);
+    /* an event delivered by another process first is consumed first */
+    r_start(a, "first");
+    cJSON *p = cJSON_CreateObject();
+    cJSON_AddNumberToObject(p, "v", 5);
+    cr_assert_eq(pl_run_signal(NULL, b, "first", "go", p), PL_OK, "%s",
+                 pl_errmsg());
+    cr_expect_eq(r_go(a, "first", 6, NULL, &got), PL_RUN_COMPLETED);
+    cr_expect_eq(got, 5, "consumed the event sent second (v %d)", got);
+    /* a ride of another process's: the run parked again, another state */
+    r_start(a, "moved");
+    pl_outcome *o = NULL;
+    cr_assert_eq(pl_run_signal(&o, b, "moved", "other", p), PL_OK, "%s",
+                 pl_errmsg());
+    cr_assert_not_null(o);
+    cr_expect_eq(o->status, PL_RUN_WAITING);
+    pl_outcome_free(o);
+    cr_expect_eq(r_go(a, "moved", 7, NULL, &got), PL_RUN_COMPLETED);
+    cr_expect_eq(got, 7);
+    /* cancelled by another process: the signal is refused */
+    r_start(a, "gone");
+    cr_assert_eq(pl_run_cancel(b, "gone", "stop"), PL_OK, "%s", pl_errmsg());
+    o = NULL;
+    cr_expect_eq(pl_run_signal(&o, a, "gone", "go", p), PL_ESTATE, "%s",
+                 pl_errmsg());
+    cr_expect_null(o);
+    pl_outcome_free(o);
+    cJSON_Delete(p);
+    pl_engine_close(a);
+    pl_engine_close(b);
+    pl_registry_free(ra);
+    pl_registry_free(rb);
 }
 
 /*
@@ -406,4 +503,5 @@ Test(pg_ride, a_keyed_waiting_run_takes_the_ride)
     pl_registry_free(reg);
     the_ride_gives_the_lease_its_key_back();
     a_ride_whose_run_goes_on_writes_no_inbox_record();
+    a_run_parked_here_is_signalled_in_one_round_trip();
 }

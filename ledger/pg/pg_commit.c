@@ -578,6 +578,7 @@ int pl__pg_commit(pl__pg_store *s, pl__batch *const *batches, size_t n,
     free(x.q);
     pl__pg_ones_free(&x.o);
     pl__pg_conn_put(s, x.c);
+    pl__pg_cache_commit(s, batches, n, st);
     return st;
 }
 

@@ -893,8 +893,7 @@ void pl__pg_close(pl__pg_store *s)
     free(s->schema);
     free(s->conninfo);
     free(s->path);
+    pl__pg_cache_free(s->cache);
     pthread_mutex_destroy(&s->mu);
     free(s);
 }
-
-const char *pl__pg_path(const pl__pg_store *s) { return s->path; }

@@ -126,6 +126,7 @@ struct pl__pg_store {
     pid_t pid; /* the process the idle connections belong to */
     PGconn *idle[IDLE_MAX];
     size_t n_idle;
+    struct pl__pg_cache *cache; /* pg_cache.c; made when first needed */
 };
 
 /* Count @p round_trips waits for the server and @p statements sent
@@ -258,6 +259,27 @@ PL__HIDDEN int pl__pg_parked_sweep(pl__pg_store *s, PGconn *c) PL__MUST_CHECK;
 /* After a failure in a transaction pl__pg_lock_state() began: roll it back
  * (the message kept).  Returns @p c, or NULL when it had to be closed. */
 PL__HIDDEN PGconn *pl__pg_rollback(pl__pg_store *s, PGconn *c);
+
+/* ---- the runs this process parked (pg_cache.c) -------------------------- */
+
+typedef struct pl__pg_cache pl__pg_cache;
+/* After pl__pg_commit() of @p batches returned @p st: keep the runs it
+ * created, follow those kept, drop those it failed to write. */
+PL__HIDDEN void pl__pg_cache_commit(pl__pg_store *s, pl__batch *const *batches,
+                                    size_t n, int st);
+/* After a delivery with @p take to run @p run (@p written: the ride went,
+ * its commit written): keep following the run, or drop it. */
+PL__HIDDEN void pl__pg_cache_ride(pl__pg_store *s, uint64_t run,
+                                  const pl__inbox_take *take, bool written);
+/* Forget run @p run (an inbox record delivered to it, a ride refused). */
+PL__HIDDEN void pl__pg_cache_drop(pl__pg_store *s, uint64_t run);
+/* Parked run @p id as kept: its number, info, state and root ledger rows
+ * (all of them, within a read's @p max_n rows and @p max_bytes), its inbox
+ * empty; PL_ENOTFOUND when it is not kept so. */
+PL__HIDDEN int pl__pg_cache_get(pl__pg_store *s, const char *id, size_t max_n,
+                                size_t max_bytes, uint64_t *num, pl__buf *info,
+                                pl__buf *state, pl__kvs *rows) PL__MUST_CHECK;
+PL__HIDDEN void pl__pg_cache_free(pl__pg_cache *c);
 
 /* ---- the write of one run (pg_one.c) ------------------------------------ */
 

@@ -358,6 +358,26 @@ static int load_result(size_t i, PGresult *r, void *user)
     return st;
 }
 
+/* A run's root ledger rows (key, value) @p rows, read with @p n and
+ * more->ledger_bytes, into more->ledger as records, as pl__pg_read() makes
+ * them (a shared value may read more, on another connection). */
+static int ledger_rows(pl__pg_store *s, const pl__kvs *rows, size_t n,
+                       pl__run_more *more)
+{
+    uint32_t want = 0;
+    size_t bytes = 0;
+    pl__buf whole = {0};
+    bool go = true;
+    int st = PL_OK;
+    for (size_t i = 0; !st && go && i < rows->n; i++)
+        st = read_row(s, pl__kvs_key(rows, i), rows->e[i].klen,
+                      pl__kvs_val(rows, i), rows->e[i].vlen, 8, &want, n,
+                      more->ledger_bytes, &bytes, &whole, &more->ledger, &go);
+    pl__buf_free(&whole);
+    more->ledger_read = !st;
+    return st;
+}
+
 /* L_RUN_LOAD and L_READ_ROOT in one round trip: the run's row in *out,
  * its root ledger's first records in more->ledger. */
 static int load_with_ledger(pl__pg_store *s, const char *id, pl__run_more *more,
@@ -387,19 +407,9 @@ static int load_with_ledger(pl__pg_store *s, const char *id, pl__run_more *more,
     if (!st)
         st = pl__pg_pipeline_finish(s, c, 2, load_result, &x, "reading a run");
     pl__pg_conn_put(s, c);
-    /* the rows as records, as pl__pg_read() makes them (a shared value may
-     * read more, on another connection) */
-    uint32_t want = 0;
-    size_t bytes = 0;
-    pl__buf whole = {0};
-    bool go = true;
-    for (size_t i = 0; !st && go && i < x.rows.n; i++)
-        st = read_row(s, pl__kvs_key(&x.rows, i), x.rows.e[i].klen,
-                      pl__kvs_val(&x.rows, i), x.rows.e[i].vlen, 8, &want, n,
-                      more->ledger_bytes, &bytes, &whole, &more->ledger, &go);
-    pl__buf_free(&whole);
+    if (!st)
+        st = ledger_rows(s, &x.rows, n, more);
     pl__kvs_free(&x.rows);
-    more->ledger_read = !st;
     if (st)
         PQclear(x.run);
     else
@@ -444,6 +454,25 @@ int pl__pg_run_load(pl__pg_store *s, const char *id, uint64_t *num,
     int lens[1] = {(int)strlen(id)};
     PGresult *r = NULL;
     bool ro = s->read_only; /* L_RUN_LOAD is not prepared there */
+    if (more && !ro && more->ledger_n) {
+        /* a run this process parked: as it was kept (pg_cache.c), its
+         * inbox empty; the ride checks it is still so */
+        size_t n = more->ledger_n < READ_MAX ? more->ledger_n : READ_MAX;
+        pl__kvs rows = {0};
+        int cst = pl__pg_cache_get(s, id, n, more->ledger_bytes, num, info,
+                                   state, &rows);
+        if (!cst)
+            cst = ledger_rows(s, &rows, n, more);
+        pl__kvs_free(&rows);
+        if (!cst)
+            return PL_OK;
+        if (cst != PL_ENOTFOUND) { /* not as kept: read as before */
+            pl__pg_cache_drop(s, *num);
+            pl__err_clear();
+            pl__kvs_reset(&more->ledger);
+            more->ledger_read = false;
+        }
+    }
     int st = more && !ro && more->ledger_n
                  ? load_with_ledger(s, id, more, &r)
                  : query(s, more && !ro ? L_RUN_LOAD : Q_RUN_LOAD, 1, vals,
@@ -473,6 +502,8 @@ int pl__pg_run_load(pl__pg_store *s, const char *id, uint64_t *num,
         st = pl__pg_inbox_read(s, *num, &more->inbox);
     return st;
 }
+
+const char *pl__pg_path(const pl__pg_store *s) { return s->path; }
 
 int pl__pg_state_get(pl__pg_store *s, uint64_t num, pl__buf *state)
 {

@@ -770,12 +770,14 @@ int pl__pg_inbox_put(pl__pg_store *s, uint64_t run, const char *run_id,
             c = pl__pg_rollback(s, c);
         if (!refused) {
             pl__pg_conn_put(s, c);
+            pl__pg_cache_ride(s, run, take, !st);
             return st;
         }
         pl__err_clear(); /* nothing written: the longer way */
         take->taken = false;
         take->then->inbox_known = false;
     }
+    pl__pg_cache_drop(s, run); /* its inbox, if kept, is no longer empty */
     pl__buf state = {0}, claimed = {0};
     st = pl__pg_lock_state(s, c, run, &state);
     if (!st)
