@@ -10,7 +10,7 @@
 #                                      real store (the step, run-record and
 #                                      store harnesses')
 #   scripts/fuzz.sh --build            build them, and run none (.ci/run
-#                                      builds them beside the sanitizer suite)
+#                                      builds them in the background)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh --fuzz
