@@ -40,8 +40,9 @@
  * has, with scalars (pg_one.c), sent in libpq's pipeline mode after any
  * creations of runs, with one Sync at the end (pg_commit.c has the
  * statements, and how a new record type joins them); a group commit's
- * runs go as one statement of arrays, Q_WRITE, its plan kept generic.  Steps are inserted, never updated: an existing
- * key (unique_violation) fails the commit with PL_EBUSY, as on LMDB.
+ * runs go as one statement of arrays, Q_WRITE, its plan kept generic.
+ * Steps are inserted, never updated: an existing key (unique_violation)
+ * fails the commit with PL_EBUSY, as on LMDB.
  * There is no journal: steps are in place at once.
  *
  * STATEMENTS: every statement on the hot path (commits, reads, leases, the

@@ -9,9 +9,9 @@
  * the server start and end all of them (the state, timers, inbox, parked
  * runs and dropped leases, their tables and indexes opened for nothing).
  *
- * In one run's statement the run's number, its fence's generation, its state, timer and
- * inbox record are scalars, and the statement has a part only for what
- * the write has:
+ * In one run's statement the run's number, its fence's generation, its
+ * state, timer and inbox record are scalars, and the statement has a part
+ * only for what the write has:
  *
  *   | part      | when                        | what                       |
  *   |-----------|-----------------------------|----------------------------|
