@@ -376,6 +376,8 @@ static int set_list(pl_mcp *m, cJSON *list)
     cJSON_Delete(m->codes);
     m->list = list;
     m->codes = codes;
+    m->list_size = cJSON_GetArraySize(list);
+    m->list_gen++;
     memcpy(m->fingerprint, fp, sizeof fp);
     return PL_OK;
 }

@@ -233,7 +233,7 @@ static int add_rpc_error(pl_steps *out, const pl_mcp *m, const char *tname,
 
 typedef struct snap_args {
     pl_mcp *m;
-    const tool *t;
+    tool *t;
     const char *run;
 } snap_args;
 
@@ -250,6 +250,8 @@ static run_seen *seen(pl_mcp *m, const char *run)
 static void remember(pl_mcp *m, const char *run, const char *fp)
 {
     run_seen *r = seen(m, run);
+    if (r && strcmp(r->fingerprint, fp) == 0)
+        return;
     if (!r) {
         r = &m->runs[m->next_run++ % PL__MCP_RUNS];
         snprintf(r->id, sizeof r->id, "%s", run);
@@ -267,19 +269,25 @@ static bool whole_due(pl_mcp *m, const char *run)
 }
 
 /* The tool's code identity in the list as last listed, or NULL when the
- * server lists it no more. */
-static const char *code_now(const pl_mcp *m, const char *name)
+ * server lists it no more (looked up once a list, under the lock). */
+static const char *code_now(const pl_mcp *m, tool *t)
 {
-    int i = 0;
-    const cJSON *it;
+    if (t->code_gen == m->list_gen)
+        return t->code_cur;
+    const char *code = NULL;
+    const cJSON *it, *c = m->codes ? m->codes->child : NULL;
     cJSON_ArrayForEach(it, m->list)
     {
         const char *tn = pl__mcp_str(it, "name");
-        if (tn && strcmp(tn, name) == 0)
-            return cJSON_GetStringValue(cJSON_GetArrayItem(m->codes, i));
-        i++;
+        if (tn && strcmp(tn, t->name) == 0) {
+            code = cJSON_GetStringValue(c);
+            break;
+        }
+        c = c ? c->next : NULL;
     }
-    return NULL;
+    t->code_gen = m->list_gen;
+    t->code_cur = code;
+    return code;
 }
 
 /*
@@ -299,12 +307,11 @@ static int snapshot(cJSON **out, void *user)
     pl_mcp *m = a->m;
     pthread_mutex_lock(&m->lock);
     bool whole = whole_due(m, a->run);
-    const char *code = code_now(m, a->t->name);
+    const char *code = code_now(m, a->t);
     cJSON *v = cJSON_CreateObject();
     bool ok = v && cJSON_AddStringToObject(v, "server", m->name) &&
               cJSON_AddStringToObject(v, "protocol", m->version) &&
-              cJSON_AddNumberToObject(v, "tools",
-                                      cJSON_GetArraySize(m->list)) &&
+              cJSON_AddNumberToObject(v, "tools", m->list_size) &&
               cJSON_AddStringToObject(v, "fingerprint", m->fingerprint) &&
               (code ? cJSON_AddStringToObject(v, "tool", code)
                     : cJSON_AddNullToObject(v, "tool"));

@@ -28,6 +28,9 @@ typedef struct tool {
     char *name;                  /* on the server */
     char code[PL__MCP_CODE_MAX]; /* its code identity: as listed at
                                     registration */
+    unsigned long code_gen;      /* the list code_cur was found in */
+    const char *code_cur;        /* its code identity in that list, or NULL
+                                    when it lists the tool no more */
 } tool;
 
 /* A run, and the fingerprint of the tool list last recorded in it. */
@@ -54,10 +57,12 @@ struct pl_mcp {
     pl__buf out; /* the message being sent, its room kept for the next */
     int64_t next_id;
     char version[16];
-    char fingerprint[32]; /* "fnv1a64:" and 16 hex digits: the tool list */
-    cJSON *list;          /* the tool list as last listed */
-    cJSON *codes;         /* each listed tool's code identity, in order */
-    bool list_changed;    /* the server said so (or restarted) since */
+    char fingerprint[32];   /* "fnv1a64:" and 16 hex digits: the tool list */
+    cJSON *list;            /* the tool list as last listed */
+    cJSON *codes;           /* each listed tool's code identity, in order */
+    int list_size;          /* how many tools it lists */
+    unsigned long list_gen; /* counts the lists taken, from 1 */
+    bool list_changed;      /* the server said so (or restarted) since */
     bool quiet; /* stdio: the last drain found the server's output open and
                    empty, so it runs (pl__mcp_ensure() need not ask) */
     run_seen runs[PL__MCP_RUNS];
