@@ -9,6 +9,8 @@
 #   scripts/fuzz.sh --seeds            rewrite the seeds that come from a
 #                                      real store (the step, run-record and
 #                                      store harnesses')
+#   scripts/fuzz.sh --build            build them, and run none (.ci/run
+#                                      builds them in the background)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh --fuzz
@@ -20,6 +22,7 @@ cmake -S . -B "$dir" -DCMAKE_C_COMPILER="$cc" -DPL_FUZZ=ON \
 all=(fuzz_step_record fuzz_run_record fuzz_payload fuzz_store
      fuzz_llm_response fuzz_cli_args)
 cmake --build "$dir" -j"$(nproc)" --target "${all[@]}" >/dev/null
+[ "${1:-}" = "--build" ] && exit 0
 
 if [ "${1:-}" = "--seeds" ]; then
   for n in fuzz_step_record fuzz_run_record fuzz_store; do

@@ -1,7 +1,8 @@
 #!/bin/sh
 # pg_run.sh -- run a command against a throwaway PostgreSQL server.
 #   sh tests/pg_run.sh COMMAND [ARG...]
-# initdb's a cluster in a new temporary directory, starts it listening on a
+# initdb's a cluster in a new temporary directory (or copies the one
+# PL_PG_TEMPLATE names, below), starts it listening on a
 # Unix socket in that directory only (no TCP), runs COMMAND with
 # PL_TEST_PG_URI set to a postgresql:// URI for it (and PL_TEST_PG_RESTART
 # to a command that restarts it), then stops the server
@@ -50,9 +51,26 @@ finish() {
 trap finish EXIT
 trap 'exit 130' INT TERM
 
-$as "$bindir/initdb" -D "$dir/data" -A trust -U "$user" --no-sync \
-    -E UTF8 --locale=C >"$dir/initdb.log" 2>&1 || {
-  echo "pg_run: initdb failed:" >&2; cat "$dir/initdb.log" >&2; exit 1; }
+initdb_args="-A trust -U $user --no-sync -E UTF8 --locale=C"
+# PL_PG_TEMPLATE (the suite sets it to a path in its build tree): the
+# cluster is a copy of one initdb made there once (a second of CPU, the copy
+# a tenth), never started; the first to make it keeps it (rename(2)), and
+# its name says which server and options made it.
+tpl=
+if [ -n "${PL_PG_TEMPLATE:-}" ]; then
+  tpl=$PL_PG_TEMPLATE-$(echo "$bindir $initdb_args" | cksum | cut -d' ' -f1)
+fi
+if [ -n "$tpl" ] && [ -d "$tpl" ]; then
+  cp -a "$tpl" "$dir/data"
+else
+  # shellcheck disable=SC2086 # the arguments split as written
+  $as "$bindir/initdb" -D "$dir/data" $initdb_args >"$dir/initdb.log" 2>&1 || {
+    echo "pg_run: initdb failed:" >&2; cat "$dir/initdb.log" >&2; exit 1; }
+  if [ -n "$tpl" ]; then
+    { cp -a "$dir/data" "$tpl.$$" && mv -T "$tpl.$$" "$tpl"; } 2>/dev/null ||
+      rm -rf "$tpl.$$"
+  fi
+fi
 started=1
 # The tests kill clients and restart the server, never the machine: the
 # server's writes reach the page cache either way, so they run without
