@@ -324,6 +324,9 @@ typedef struct w3_arg {
 typedef struct w3_res {
     double calls_per_s;
     double round_trips_per_call; /* on PostgreSQL */
+    /* on PostgreSQL: CPU seconds a call, the server's (< 0: not on this
+     * host) and this process's */
+    double server_cpu_per_call, client_cpu_per_call;
 } w3_res;
 
 void w3_child(const void *varg, void *vres);
@@ -333,6 +336,15 @@ int report_w3(bool quick);
 void pg_path_in(char *out, size_t n, const char *name);
 void pg_remove(const char *path);
 void pg_floor(const void *varg, void *vres);
+/* The postmaster's pid, the parent of a session's backend (-1: the server
+ * is not on this host, or its processes cannot be read). */
+long long pg_postmaster(void);
+/* CPU seconds the server of postmaster @p pm has used: its live processes'
+ * (/proc/PID/schedstat) and its reaped children's (cutime, cstime); < 0
+ * when they cannot be read. */
+double pg_server_cpu_s(long long pm);
+/* CPU seconds this process has used (getrusage()). */
+double self_cpu_s(void);
 int report_pg_w1(bool quick);
 int report_pg_w3(bool quick);
 

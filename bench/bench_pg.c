@@ -3,6 +3,7 @@
  * libpq floor.
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <poll.h>
@@ -27,6 +28,7 @@
 #include <netinet/tcp.h>
 #include <policyledger.h>
 #include <policyledger_llm.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 
 #include "bench.h"
@@ -115,6 +117,75 @@ static void pg_sql(PGconn *c, const char *sql)
         _exit(1);
     }
     PQclear(r);
+}
+
+/* ---- CPU, the server's and the process's ---------------------------------- */
+
+/* Field @p n (1-based, as proc(5) numbers them) of /proc/@p pid/stat, after
+ * the command's parentheses; -1 when it cannot be read. */
+static long long proc_stat_field(long long pid, int n)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%lld/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    size_t len = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[len] = '\0';
+    char *p = strrchr(buf, ')');
+    for (int i = 3; p && i <= n; i++) {
+        p = strchr(p + 1, ' ');
+        if (p && i == n)
+            return strtoll(p + 1, NULL, 10);
+    }
+    return -1;
+}
+
+long long pg_postmaster(void)
+{
+    PGconn *c = pg_connect();
+    PGresult *r = PQexec(c, "SELECT pg_backend_pid()");
+    long long pm = -1;
+    if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1)
+        pm = proc_stat_field(strtoll(PQgetvalue(r, 0, 0), NULL, 10), 4);
+    PQclear(r);
+    PQfinish(c);
+    return pm > 1 ? pm : -1;
+}
+
+double pg_server_cpu_s(long long pm)
+{
+    long long reaped = proc_stat_field(pm, 16),
+              sreaped = proc_stat_field(pm, 17);
+    DIR *d = pm > 0 && reaped >= 0 && sreaped >= 0 ? opendir("/proc") : NULL;
+    if (!d)
+        return -1;
+    double s = (double)(reaped + sreaped) / (double)sysconf(_SC_CLK_TCK);
+    for (struct dirent *e; (e = readdir(d));) {
+        char *end;
+        long long pid = strtoll(e->d_name, &end, 10);
+        if (*end || pid <= 0 || (pid != pm && proc_stat_field(pid, 4) != pm))
+            continue;
+        char path[64];
+        unsigned long long ns;
+        snprintf(path, sizeof path, "/proc/%lld/schedstat", pid);
+        FILE *f = fopen(path, "r");
+        if (f && fscanf(f, "%llu", &ns) == 1)
+            s += (double)ns / 1e9;
+        if (f)
+            fclose(f);
+    }
+    closedir(d);
+    return s;
+}
+
+double self_cpu_s(void)
+{
+    struct rusage u;
+    getrusage(RUSAGE_SELF, &u);
+    return (double)(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+           (double)(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
 }
 
 /* Drop the schema of a pg_path_in() path. */
@@ -365,9 +436,11 @@ int report_pg_w3(bool quick)
         "pl_pool of %d threads;\n  floor: %d sessions, each a 160 B INSERT "
         "committed alone\n",
         runs, calls, threads, threads);
-    say("  %-8s %11s %12s %10s %8s\n", "mode", "calls/s", "floor rec/s",
-        "ratio", "rt/call");
+    say("  %-8s %11s %12s %10s %8s %8s %8s\n", "mode", "calls/s", "floor rec/s",
+        "ratio", "rt/call", "srv us", "cli us");
     double eng[3][REPS_MAX], flo[3][REPS_MAX], pair[REPS_MAX], rt[3] = {0};
+    /* CPU a call, the server's and this process's (-1: not measured) */
+    double srv[3][REPS_MAX], cli[3][REPS_MAX];
     int ok[3] = {0}, pairs = 0;
     drift d;
     drift_begin(&d, PL_DURABILITY_SYNC);
@@ -382,6 +455,8 @@ int report_pg_w3(bool quick)
             if (in_child(pg_floor, &fa, &fr, sizeof fr) ||
                 in_child(w3_child, &a, &r, sizeof r))
                 continue;
+            srv[m][ok[m]] = r.server_cpu_per_call * 1e6;
+            cli[m][ok[m]] = r.client_cpu_per_call * 1e6;
             eng[m][ok[m]] = got[m] = r.calls_per_s;
             flo[m][ok[m]++] = fr.records_per_s;
             rt[m] = r.round_trips_per_call; /* the last repetition's */
@@ -398,8 +473,13 @@ int report_pg_w3(bool quick)
             continue;
         }
         double rate = median(eng[m], ok[m]), floor_rate = median(flo[m], ok[m]);
-        say("  %-8s %11.0f %12.0f %9.2fx %8.3f\n", pl_durability_name(modes[m]),
+        double srv_us = median(srv[m], ok[m]), cli_us = median(cli[m], ok[m]);
+        say("  %-8s %11.0f %12.0f %9.2fx %8.3f ", pl_durability_name(modes[m]),
             rate, floor_rate, rate / floor_rate, rt[m]);
+        if (srv_us >= 0)
+            say("%8.1f %8.1f\n", srv_us, cli_us);
+        else
+            say("%8s %8.1f\n", "-", cli_us);
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "durability", pl_durability_name(modes[m]));
         jnum(o, "runs", runs);
@@ -409,6 +489,9 @@ int report_pg_w3(bool quick)
         jnum(o, "floor_records_per_s", floor_rate);
         jnum(o, "ratio_to_floor", rate / floor_rate);
         jnum(o, "round_trips_per_call", rt[m]);
+        if (srv_us >= 0)
+            jnum(o, "server_cpu_us_per_call", srv_us);
+        jnum(o, "client_cpu_us_per_call", cli_us);
         cJSON_AddItemToArray(jw3, o);
     }
     if (pairs) {

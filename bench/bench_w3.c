@@ -96,6 +96,8 @@ void w3_child(const void *varg, void *vres)
     w3_pool pool = {e, a, 0, 0};
     pl__pg_counts c0, c1;
     pl__pg_counts_get(&c0);
+    long long pm = g_pg_uri ? pg_postmaster() : -1;
+    double srv0 = pg_server_cpu_s(pm), cli0 = self_cpu_s();
     pthread_t th[256];
     int threads = a->threads > 256 ? 256 : a->threads;
     double t0 = now_s();
@@ -108,12 +110,15 @@ void w3_child(const void *varg, void *vres)
             pthread_join(th[i], NULL);
     }
     double dt = now_s() - t0;
+    double srv1 = pg_server_cpu_s(pm), cli1 = self_cpu_s();
     if (atomic_load(&pool.failed))
         die("W3");
     double calls = (double)a->runs * a->calls;
     r->calls_per_s = calls / dt;
     pl__pg_counts_get(&c1);
     r->round_trips_per_call = (double)(c1.round_trips - c0.round_trips) / calls;
+    r->server_cpu_per_call = srv0 < 0 || srv1 < 0 ? -1 : (srv1 - srv0) / calls;
+    r->client_cpu_per_call = (cli1 - cli0) / calls;
     pl_engine_close(e);
     pl_registry_free(reg);
     remove_store(path);

@@ -14,8 +14,7 @@
  *   | Q_CREATE_SUCC    | once per batch whose run ends continued: its     |
  *   |                  | successor, and L_CREATE_SUCC its queued lease at |
  *   |                  | the predecessor's place, with its key            |
- *   | plone<shape>     | once per other batch (each run's write: a call's |
- *   |                  | commit, or one run's of a group), in run order:  |
+ *   | plone<shape>     | when one batch writes a run (a call's commit):   |
  *   |                  | the fence of its lease (its row locked; the      |
  *   |                  | lease of a finished execution dropped), its      |
  *   |                  | steps, its state, its timer, the inbox record it |
@@ -24,11 +23,12 @@
  *   |                  | in the pipeline the first time a connection uses |
  *   |                  | it; plain SQL, no function called unless a fence |
  *   |                  | or a consumption failed                          |
- *   | Q_WRITE          | instead, once for every other batch together,    |
- *   |                  | when a batch drops a lease whose run a later     |
- *   |                  | batch writes (rare): the same as arrays that     |
- *   |                  | unnest() turns into rows, every fence before any |
- *   |                  | drop                                             |
+ *   | Q_GENERIC        | instead, when several batches write runs (a      |
+ *   |                  | group commit): the plans kept generic until the  |
+ *   |                  | transaction ends, then                           |
+ *   | Q_WRITE          | once for all of them: the same parts as arrays   |
+ *   |                  | that unnest() turns into rows, the lease rows    |
+ *   |                  | locked in run order, every fence before any drop |
  *   | Q_STEPS          | only past STEPS_ROWS rows or STEPS_BYTES bytes   |
  *   |                  | of steps: the rest, as many as it takes          |
  *   | Q_SCHED          | once per batch that writes a schedule            |
@@ -43,19 +43,20 @@
  * A NEW RECORD TYPE written with a commit goes in the same round trip:
  * give pl__batch a field for it, a part for it in pg_one.c's statements
  * (a bit of the shape, a scalar parameter), and an array (or two) in
- * Q_WRITE's statement in pg_conn.c (another data-modifying CTE, `INSERT
+ * Q_WRITE's statement in pg_one.c (another data-modifying CTE, `INSERT
  * ... SELECT * FROM unnest($8::..., $9::...)`) filled here in write_all(),
  * as the states are; or, for rows that must come before the others,
  * another prepared statement sent in pl__pg_commit() before the Sync.
  * Either way the commit stays one transaction and one round trip, and an
  * error in any statement rolls all of it back.
  *
- * Why a statement a run and not one for the group: a statement of arrays
- * has a generic plan that does not know their sizes, which the server,
- * once the tables have statistics, finds dearer than a plan for the
- * arrays at hand, and so plans the statement again on every commit
- * (bench/README.md, "On PostgreSQL"); each run's statement, with scalars,
- * keeps its plan.
+ * Why one statement for a group and not one a run: each statement costs
+ * the server its bind and the start and end of its plan's nodes, ~25 us,
+ * and a group commit mostly carries one call a run.  Q_WRITE's plan is
+ * generic over arrays of any size, which the server, once the tables have
+ * statistics, would find dearer than a plan for the arrays at hand and so
+ * plan again on every commit (bench/README.md, "On PostgreSQL"); Q_GENERIC
+ * before it keeps it generic, for that transaction only.
  *
  * Errors: an existing step key (unique_violation) fails the commit with
  * PL_EBUSY, as on LMDB; a fence that fails (SQLSTATE PLOWN) is PL_EBUSY
@@ -350,21 +351,25 @@ static int write_all(pl__pg_store *s, PGconn *c, pl__batch *const *batches,
     return st;
 }
 
-/* Send the writes of @p batches as @p o plans them: each batch's as its
- * statement (pg_one.c), or all of them as Q_WRITE.  *nsent counts the
- * statements sent. */
+/* Send the writes of @p batches as @p o plans them: the one batch's as its
+ * statement (pg_one.c), or a group's as Q_GENERIC and Q_WRITE.  *nsent
+ * counts the statements sent. */
 static int writes_send(pl__pg_store *s, PGconn *c, pl__batch *const *batches,
                        size_t n, const pl__pg_ones *o, size_t *nsent)
 {
-    if (!o->all)
+    if (o->group) {
+        int st = pl__pg_send(s, c, Q_GENERIC, 0, NULL, NULL, NULL,
+                             "sending a commit");
+        if (st)
+            return st;
+        ++*nsent;
         return write_all(s, c, batches, n, NULL, 0, nsent);
-    int st = PL_OK;
-    for (size_t i = 0; !st && i < o->n; i++) {
-        const pl__batch *bt = o->order[i];
-        st = write_all(s, c, &o->order[i], 1, bt,
-                       pl__pg_one_shape(bt, bt->timer_us != 0), nsent);
     }
-    return st;
+    if (!o->one)
+        return PL_OK;
+    pl__batch *const one[1] = {o->one};
+    return write_all(s, c, one, 1, o->one,
+                     pl__pg_one_shape(o->one, o->one->timer_us != 0), nsent);
 }
 
 int pl__pg_one_write_send(pl__pg_store *s, PGconn *c, const pl__batch *bt,
@@ -397,10 +402,8 @@ typedef struct commit_ctx {
  * Q_WRITE's for every run it wrote, a batch's statement's for its run. */
 static int cancels_seen(commit_ctx *x, PGresult *r)
 {
-    const pl__batch *one = NULL;
-    if (x->o.all && x->o.answered < x->o.n)
-        one = x->o.order[x->o.answered++];
-    if (PQntuples(r) != 1 || PQnfields(r) != 3 || (x->o.all && !one))
+    const pl__batch *one = x->o.group ? NULL : x->o.one;
+    if (PQntuples(r) != 1 || PQnfields(r) != 3 || (!x->o.group && !one))
         return pl__err(PL_ECORRUPT,
                        "store '%s': a commit's answer is malformed",
                        x->s->path);
@@ -494,6 +497,9 @@ static int commit_result(size_t i, PGresult *r, void *user)
     i -= x->o.nprep;
     sent_kind kind = i < x->nq ? x->q[i].kind : SENT_WRITE;
     ExecStatusType es = PQresultStatus(r);
+    if (x->o.group && i == x->nq) /* Q_GENERIC's, before Q_WRITE */
+        return es == PGRES_TUPLES_OK ? PL_OK
+                                     : pl__pg_err(x->s, x->c, r, "committing");
     if (es == PGRES_TUPLES_OK && kind == SENT_CREATE) {
         pl__batch *bt = x->q[i].batch;
         if (PQntuples(r) == 0)
@@ -576,7 +582,6 @@ int pl__pg_commit(pl__pg_store *s, pl__batch *const *batches, size_t n,
     else if (!st)
         PQexitPipelineMode(x.c);
     free(x.q);
-    pl__pg_ones_free(&x.o);
     pl__pg_conn_put(s, x.c);
     return st;
 }
@@ -678,7 +683,6 @@ int pl__pg_put_batches(pl__pg_store *s, PGconn *c, pl__batch *const *batches,
     if (!st)
         st = pl__pg_pipeline_finish(s, c, x.o.nprep + nq + 1, put_result, &x,
                                     "writing a run state");
-    pl__pg_ones_free(&x.o);
     return st;
 }
 

@@ -35,14 +35,14 @@
  *   refused (PL_ECORRUPT), and nothing is created in it.
  *
  * COMMIT: a commit's batches are one transaction and one round trip:
- * each run's write (its fence, steps, state, timer and inbox consumption;
+ * a run's write (its fence, steps, state, timer and inbox consumption;
  * timers and inboxes: pg_time.c) is a prepared statement of the parts it
  * has, with scalars (pg_one.c), sent in libpq's pipeline mode after any
  * creations of runs, with one Sync at the end (pg_commit.c has the
- * statements, and how a new record type joins them); Q_WRITE carries all
- * of a group's runs as arrays where a run's writes in separate statements
- * would undo each other.  Steps are inserted, never updated: an existing
- * key (unique_violation) fails the commit with PL_EBUSY, as on LMDB.
+ * statements, and how a new record type joins them); a group commit's
+ * runs go as one statement of arrays, Q_WRITE, its plan kept generic.
+ * Steps are inserted, never updated: an existing key (unique_violation)
+ * fails the commit with PL_EBUSY, as on LMDB.
  * There is no journal: steps are in place at once.
  *
  * STATEMENTS: every statement on the hot path (commits, reads, leases, the
@@ -608,60 +608,9 @@ static int make_statements(pl__pg_store *s)
     s->q[Q_MARK] = pl__strdup(
         "SELECT (CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() "
         "ELSE pg_current_wal_lsn() END - '0/0'::pg_lsn)::bigint");
-    /* a commit's writes (pg_commit.c), in plain SQL: no function runs
-     * unless the commit fails.  f locks the lease rows of the fences that
-     * hold, in run order, and the main query counts them first: a fence
-     * that failed calls pl_fence_lost(), which raises its error (before
-     * any row is written: the data-modifying CTEs no query reads run
-     * after the main query); then d, the inbox records consumed, each of
-     * which must still be there (pl_consumed() raises otherwise); the other
-     * CTEs after, to completion.  It answers with the runs of $14 with a
-     * cancellation in their inbox.  Each join names its table's rows
-     * with = ANY as well, so that the plan the server keeps for the
-     * prepared statement reads them by index, not the whole table */
-    s->q[Q_WRITE] = pl__asprintf(
-        "WITH f AS (SELECT l.run FROM \"%s\".leases l JOIN unnest("
-        "$1::bigint[], $2::bigint[]) AS u(run, gen) ON l.run = u.run AND "
-        "l.gen = u.gen WHERE l.run = ANY($1::bigint[]) AND (l.fkey IS NULL "
-        "OR l.expires > " NOW_US ") ORDER BY l.run FOR UPDATE OF l), "
-        /* the leases of finished executions, dropped */
-        "dr AS (DELETE FROM \"%s\".leases l USING unnest($1::bigint[], "
-        "$3::boolean[]) AS u(run, dropit) WHERE u.dropit AND l.run = u.run "
-        "AND l.run = ANY($1::bigint[])), "
-        "k AS (INSERT INTO \"%s\".steps (k, v) SELECT * "
-        "FROM unnest($4::bytea[], $5::bytea[])), t AS (INSERT INTO "
-        "\"%s\".state (run, v) SELECT * FROM unnest($6::bigint[], "
-        "$7::bytea[]) ON CONFLICT (run) DO UPDATE SET v = excluded.v), "
-        /* timers keep an earlier due time (store.h, TIMERS) */
-        "m AS (INSERT INTO \"%s\".timers AS x (run, due, id, rec) SELECT * "
-        "FROM unnest($8::bigint[], $9::bigint[], $10::text[], $11::bytea[]) "
-        "ON CONFLICT (run) DO UPDATE SET due = excluded.due, id = "
-        "excluded.id, rec = excluded.rec WHERE excluded.due < x.due), "
-        /* inbox records consumed: each must still be there */
-        "d AS (DELETE FROM \"%s\".inbox x USING unnest($12::bigint[], "
-        "$13::bigint[]) AS u(run, seq) WHERE x.run = u.run AND x.seq = "
-        "u.seq AND x.run = ANY($12::bigint[]) RETURNING 1), "
-        /* a run that parks keeps its key for its wake (pg_flow.c): from
-         * its lease row as it was before dr dropped it */
-        "p AS (INSERT INTO \"%s\".parked AS z (run, fkey, flimit) SELECT "
-        "l.run, l.fkey, l.flimit FROM \"%s\".leases l WHERE l.run = "
-        "ANY($15::bigint[]) AND l.fkey IS NOT NULL ON CONFLICT (run) DO "
-        "UPDATE SET fkey = excluded.fkey, flimit = excluded.flimit), "
-        /* a run whose execution ends without parking (it ended, failed,
-         * was cancelled, suspends) has no key to keep: its row goes */
-        "pe AS (DELETE FROM \"%s\".parked z USING unnest($1::bigint[], "
-        "$3::boolean[]) AS u(run, dropit) WHERE u.dropit AND z.run = u.run "
-        "AND z.run = ANY($1::bigint[]) AND NOT z.run = ANY($15::bigint[])) "
-        "SELECT CASE WHEN (SELECT count(*) FROM f) < cardinality($1::bigint[]) "
-        "THEN \"%s\".pl_fence_lost($1::bigint[], $2::bigint[]) END, "
-        "CASE WHEN (SELECT count(*) FROM d) < cardinality($12::bigint[]) "
-        "THEN \"%s\".pl_consumed(cardinality($12::bigint[]), (SELECT "
-        "count(*) FROM d)) END, (SELECT string_agg(DISTINCT i.run::text, ',') "
-        "FROM \"%s\".inbox i WHERE i.cancel AND i.run = ANY($14::bigint[]))",
-        n, n, n, n, n, n, n, n, n, n, n, n);
-    s->q[Q_STEPS] = pl__asprintf("INSERT INTO \"%s\".steps (k, v) SELECT * "
-                                 "FROM unnest($1::bytea[], $2::bytea[])",
-                                 n);
+    for (int i = Q_WRITE; i <= Q_GENERIC; i++) /* pg_one.c */
+        if (pl__pg_write_sql(s, i, &s->q[i]))
+            return PL_ENOMEM;
     /* deleting runs (pg_commit.c): each is deleted if its state is still
      * the one read and no live worker holds its lease (FOR UPDATE: a
      * concurrent change is waited for and looked at again); its steps,

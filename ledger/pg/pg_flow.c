@@ -34,7 +34,7 @@
  * key's advisory lock and counts its live leases as a take does
  * (pl_key_room()), and gives the lease the key again; a woken run whose
  * key is full keeps its due timer, taken once a place frees.  A run's
- * parked row is written by its parking commit (pg_conn.c's Q_WRITE, from
+ * parked row is written by its parking commit (pg_one.c's statements, from
  * the lease row the same commit drops) and deleted by its wake, by a
  * commit that ends an execution of it without parking (a run continued
  * by hand while parked, and cancelled or failed), and with the run by a

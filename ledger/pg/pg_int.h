@@ -91,6 +91,8 @@ enum {
     Q_WRITE,       /* a commit's fences, steps, states, timers and inbox
                 consumptions (pg_commit.c) */
     Q_STEPS,       /* more steps */
+    Q_GENERIC,     /* the plans kept generic until the transaction ends,
+                      sent before Q_WRITE (pg_one.c) */
     Q_DELETE,      /* runs deleted, tombstones written (pg_commit.c) */
     Q_CREATE_SUCC, /* a continued run's successor (pg_commit.c) */
     /* unprepared */
@@ -249,6 +251,9 @@ PL__HIDDEN int pl__pg_put_batches(pl__pg_store *s, PGconn *c,
 PL__HIDDEN int pl__pg_one_write_send(pl__pg_store *s, PGconn *c,
                                      const pl__batch *bt, unsigned shape,
                                      size_t *nsent) PL__MUST_CHECK;
+/* Format write statement @p which (Q_WRITE, Q_STEPS, Q_GENERIC) for the
+ * store's schema (pg_one.c). */
+PL__HIDDEN int pl__pg_write_sql(const pl__pg_store *s, int which, char **out);
 /* Read statement @p which (Q_RUN_LOAD) for the store's schema (NULL: out
  * of memory). */
 PL__HIDDEN char *pl__pg_read_sql(const pl__pg_store *s, int which);
@@ -274,23 +279,19 @@ enum {
 };
 /* The shape of batch @p bt's write; @p timer: it writes its timer. */
 PL__HIDDEN unsigned pl__pg_one_shape(const pl__batch *bt, bool timer);
-/* How a commit's batches are written: each that writes a run it does not
- * create as its shape's statement, or, when one would undo another's
- * fence (a lease dropped, then the same run written), all as Q_WRITE. */
+/* How a commit's batches are written: the one batch that writes a run it
+ * does not create as its shape's statement, or, when several do (a group
+ * commit), all of them as Q_WRITE. */
 typedef struct pl__pg_ones {
-    bool all; /* each as its statement; false: Q_WRITE */
+    bool group; /* Q_WRITE; false: one's statement, if one */
     size_t nprep;
-    unsigned prep[ONE_SHAPES]; /* the shapes to prepare first */
-    pl__batch **order;         /* the batches with a statement, by run */
-    size_t n;
-    size_t answered; /* their answers read so far */
+    unsigned prep[1]; /* the shape to prepare first */
+    pl__batch *one;   /* the batch that writes */
 } pl__pg_ones;
-/* Plan the write of @p batches on connection @p c into @p o (freed with
- * pl__pg_ones_free()). */
+/* Plan the write of @p batches on connection @p c into @p o. */
 PL__HIDDEN int pl__pg_ones_plan(pl__pg_ones *o, PGconn *c,
                                 pl__batch *const *batches,
                                 size_t n) PL__MUST_CHECK;
-PL__HIDDEN void pl__pg_ones_free(pl__pg_ones *o);
 /* Plan, into @p o, the preparation of @p shape alone (if @p c lacks it),
  * for a write its caller sends (pg_time.c's ride). */
 PL__HIDDEN int pl__pg_ones_shape(pl__pg_ones *o, PGconn *c,

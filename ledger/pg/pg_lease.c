@@ -34,7 +34,7 @@
  * locks the lease row until the commit ends, so a take waits for it and
  * then finds the generation it must increment.
  *
- * A commit's fences are plain SQL in its statement (Q_WRITE, pg_conn.c):
+ * A commit's fences are plain SQL in its statement (pg_one.c):
  * SELECT ... FOR UPDATE of the lease rows that hold, in run order, and
  * pl_fence_lost() only when fewer hold than it fences.  The older
  * pl_fences() did the same in PL/pgSQL on every commit, which cost the

@@ -1,22 +1,17 @@
 /*
- * pg_one.c -- the write of one run in a commit (a call's commit, or each
- * run's in a group commit): a statement made of the parts the write has
- * and nothing else.
+ * pg_one.c -- the statements of a commit's writes: one run's (a call's
+ * commit) made of the parts the write has and nothing else, and a group's
+ * (Q_WRITE), every run's at once.
  *
- * Q_WRITE (pg_conn.c) writes any number of runs, and for that it carries
- * every kind of record a commit may write as arrays, one data-modifying
- * CTE each: a call's commit, which writes two steps under its lease's
- * fence, made the server start and end all of them (the state, timers,
- * inbox, parked runs and dropped leases, their tables and indexes opened
- * for nothing), and the plan the server keeps for it was generic over
- * arrays of any size, dearer by its estimates than a plan for the
- * arrays at hand: once the tables had statistics, the server planned the
- * statement again on every commit (bench/README.md, "On PostgreSQL"),
- * a lone call's as a group's.
+ * Q_WRITE writes any number of runs, and for that it carries every kind of
+ * record a commit may write as arrays, one data-modifying CTE each: for a
+ * call's commit, which writes two steps under its lease's fence, it made
+ * the server start and end all of them (the state, timers, inbox, parked
+ * runs and dropped leases, their tables and indexes opened for nothing).
  *
- * Here the run's number, its fence's generation, its state, timer and
- * inbox record are scalars, and the statement has a part only for what
- * the write has:
+ * In one run's statement the run's number, its fence's generation, its
+ * state, timer and inbox record are scalars, and the statement has a part
+ * only for what the write has:
  *
  *   | part      | when                        | what                       |
  *   |-----------|-----------------------------|----------------------------|
@@ -46,14 +41,14 @@
  * server keeps is the one it would make for the values at hand, so it
  * keeps it.
  *
- * A group commit sends one such statement a run's batch, in run order
- * (the lease rows locked in that order, as Q_WRITE locks them), all in
- * its one pipeline and transaction: a run's batches keep their order, so
- * its last state is the one kept, and its earliest timer (the statement's
- * upsert keeps an earlier one).  One case goes as Q_WRITE instead: a
- * batch that drops its run's lease followed by another batch of the same
- * run, whose fence would then fail; Q_WRITE fences every batch before it
- * drops any lease (pl__pg_ones_plan()).
+ * A group commit (several batches that write runs) goes as one statement
+ * of arrays instead, Q_WRITE (below): its fences, steps, states, timers
+ * and inbox records for every run at once, the lease rows locked in run
+ * order, every fence before any lease is dropped, a run's last state and
+ * earliest timer kept.  A statement a run costs the server each one's
+ * bind, start and end of its plan's nodes, ~25 us, for the one call a run
+ * a group commit mostly carries; Q_WRITE costs that once a group.  Its
+ * plan is kept generic on purpose (Q_GENERIC), for that transaction only.
  */
 #include "pg_int.h"
 #include "runrec.h"
@@ -252,47 +247,106 @@ static int one_prepare(pl__pg_store *s, PGconn *c, unsigned shape)
     return ok ? PL_OK : pl__pg_err(s, c, NULL, "preparing a commit");
 }
 
-/* ---- a commit's writes, a statement each ---------------------------------- */
+/* ---- a group's statement -------------------------------------------------- */
 
-/* Whether a batch of @p batches after @p b, which drops its run's lease,
- * writes the same run: its fence would fail after the drop, where Q_WRITE
- * fences every batch before it drops any lease. */
-static bool written_after_drop(pl__batch *const *batches, size_t n, size_t b)
+/*
+ * Q_WRITE, a commit's writes of any number of runs (pg_commit.c), in plain
+ * SQL: no function runs unless the commit fails.  f locks the lease rows
+ * of the fences that hold, in run order, and the main query counts them
+ * first: a fence that failed calls pl_fence_lost(), which raises its error
+ * (before any row is written: the data-modifying CTEs no query reads run
+ * after the main query); then d, the inbox records consumed, each of which
+ * must still be there (pl_consumed() raises otherwise); the other CTEs
+ * after, to completion.  It answers with the runs of $14 with a
+ * cancellation in their inbox.  Each join names its table's rows with
+ * = ANY as well, so that the generic plan reads them by index, not the
+ * whole table.
+ *
+ * Q_GENERIC goes before it in the same transaction: a generic plan does
+ * not know the arrays' sizes (the server guesses 10 elements), so once the
+ * tables have statistics the server would find it dearer than a plan for
+ * the arrays at hand and plan Q_WRITE again on every commit, which costs it
+ * more than running it; set for the transaction alone (set_config()'s
+ * is_local), it leaves every other commit's plans to the server's choice.
+ */
+int pl__pg_write_sql(const pl__pg_store *s, int which, char **out)
 {
-    for (size_t j = b + 1; j < n; j++)
-        if (!batches[j]->create_id && batches[j]->run == batches[b]->run)
-            return true;
-    return false;
+    const char *n = s->schema;
+    if (which == Q_WRITE)
+        *out = pl__asprintf(
+            "WITH f AS (SELECT l.run FROM \"%s\".leases l JOIN "
+            "unnest($1::bigint[], $2::bigint[]) AS u(run, gen) ON l.run = "
+            "u.run AND l.gen = u.gen WHERE l.run = ANY($1::bigint[]) AND "
+            "(l.fkey IS NULL OR l.expires > " NOW_US ") ORDER BY l.run FOR "
+            "UPDATE OF l), "
+            /* the leases of finished executions, dropped */
+            "dr AS (DELETE FROM \"%s\".leases l USING unnest($1::bigint[], "
+            "$3::boolean[]) AS u(run, dropit) WHERE u.dropit AND l.run = "
+            "u.run AND l.run = ANY($1::bigint[])), "
+            "k AS (INSERT INTO \"%s\".steps (k, v) SELECT * FROM "
+            "unnest($4::bytea[], $5::bytea[])), "
+            "t AS (INSERT INTO \"%s\".state (run, v) SELECT * FROM "
+            "unnest($6::bigint[], $7::bytea[]) ON CONFLICT (run) DO UPDATE "
+            "SET v = excluded.v), "
+            /* timers keep an earlier due time (store.h, TIMERS) */
+            "m AS (INSERT INTO \"%s\".timers AS x (run, due, id, rec) SELECT "
+            "* FROM unnest($8::bigint[], $9::bigint[], $10::text[], "
+            "$11::bytea[]) ON CONFLICT (run) DO UPDATE SET due = excluded.due, "
+            "id = excluded.id, rec = excluded.rec WHERE excluded.due < "
+            "x.due), "
+            /* inbox records consumed: each must still be there */
+            "d AS (DELETE FROM \"%s\".inbox x USING unnest($12::bigint[], "
+            "$13::bigint[]) AS u(run, seq) WHERE x.run = u.run AND x.seq = "
+            "u.seq AND x.run = ANY($12::bigint[]) RETURNING 1), "
+            /* a run that parks keeps its key for its wake (pg_flow.c): from
+             * its lease row as it was before dr dropped it */
+            "p AS (INSERT INTO \"%s\".parked AS z (run, fkey, flimit) SELECT "
+            "l.run, l.fkey, l.flimit FROM \"%s\".leases l WHERE l.run = "
+            "ANY($15::bigint[]) AND l.fkey IS NOT NULL ON CONFLICT (run) DO "
+            "UPDATE SET fkey = excluded.fkey, flimit = excluded.flimit), "
+            /* a run whose execution ends without parking (it ended, failed,
+             * was cancelled, suspends) has no key to keep: its row goes */
+            "pe AS (DELETE FROM \"%s\".parked z USING unnest($1::bigint[], "
+            "$3::boolean[]) AS u(run, dropit) WHERE u.dropit AND z.run = "
+            "u.run AND z.run = ANY($1::bigint[]) AND NOT z.run = "
+            "ANY($15::bigint[])) "
+            "SELECT CASE WHEN (SELECT count(*) FROM f) < "
+            "cardinality($1::bigint[]) THEN \"%s\".pl_fence_lost("
+            "$1::bigint[], $2::bigint[]) END, CASE WHEN (SELECT count(*) "
+            "FROM d) < cardinality($12::bigint[]) THEN \"%s\".pl_consumed("
+            "cardinality($12::bigint[]), (SELECT count(*) FROM d)) END, "
+            "(SELECT string_agg(DISTINCT i.run::text, ',') FROM \"%s\".inbox "
+            "i WHERE i.cancel AND i.run = ANY($14::bigint[]))",
+            n, n, n, n, n, n, n, n, n, n, n, n);
+    else if (which == Q_STEPS)
+        *out = pl__asprintf("INSERT INTO \"%s\".steps (k, v) SELECT * FROM "
+                            "unnest($1::bytea[], $2::bytea[])",
+                            n);
+    else
+        *out = pl__strdup("SELECT set_config('plan_cache_mode', "
+                          "'force_generic_plan', true)");
+    return *out ? PL_OK : PL_ENOMEM;
 }
+
+/* ---- a commit's writes, a statement each ---------------------------------- */
 
 int pl__pg_ones_plan(pl__pg_ones *o, PGconn *c, pl__batch *const *batches,
                      size_t n)
 {
     *o = (pl__pg_ones){0};
-    for (size_t b = 0; b < n; b++)
-        if (!batches[b]->create_id && batches[b]->gen && batches[b]->release &&
-            written_after_drop(batches, n, b))
-            return PL_OK; /* Q_WRITE */
-    if (n && !(o->order = malloc(n * sizeof *o->order)))
-        return pl__err(PL_ENOMEM, "out of memory");
-    o->all = true;
-    uint64_t seen[(ONE_SHAPES + 63) / 64] = {0};
     for (size_t b = 0; b < n; b++) {
         pl__batch *bt = batches[b];
-        unsigned m = bt->create_id ? 0
-                                   : pl__pg_one_shape(bt, bt->timer_us != 0);
-        if (!m)
+        if (bt->create_id || !pl__pg_one_shape(bt, bt->timer_us != 0))
             continue; /* creates its run, or writes none of the parts */
-        /* by run, a run's batches in their order: the lease rows are
-         * locked in run order, as Q_WRITE's f locks them */
-        size_t i = o->n++;
-        for (; i > 0 && o->order[i - 1]->run > bt->run; i--)
-            o->order[i] = o->order[i - 1];
-        o->order[i] = bt;
-        if (!(seen[m / 64] >> (m % 64) & 1) && !one_prepared(c, m))
-            o->prep[o->nprep++] = m;
-        seen[m / 64] |= (uint64_t)1 << (m % 64);
+        if (o->one) {
+            o->group = true; /* Q_WRITE, prepared on every connection */
+            return PL_OK;
+        }
+        o->one = bt;
     }
+    unsigned m = o->one ? pl__pg_one_shape(o->one, o->one->timer_us != 0) : 0;
+    if (m && !one_prepared(c, m))
+        o->prep[o->nprep++] = m;
     return PL_OK;
 }
 
@@ -302,12 +356,6 @@ int pl__pg_ones_shape(pl__pg_ones *o, PGconn *c, unsigned shape)
     if (!one_prepared(c, shape))
         o->prep[o->nprep++] = shape;
     return PL_OK;
-}
-
-void pl__pg_ones_free(pl__pg_ones *o)
-{
-    free(o->order);
-    o->order = NULL;
 }
 
 int pl__pg_ones_prepare(pl__pg_store *s, PGconn *c, const pl__pg_ones *o)

@@ -1,0 +1,47 @@
+/*
+ * support_pg_store.h -- what test_pg.c and test_pg_plans.c share: a step's
+ * key, the steps a run has, the store's counts.
+ */
+#ifndef PL_SUPPORT_PG_STORE_H
+#define PL_SUPPORT_PG_STORE_H
+
+#include "support.h"
+
+#include "pg_store.h"
+
+/* Step @p seq of @p run's root invocation: its key. */
+static inline void step_key(uint8_t key[12], uint64_t run, uint32_t seq)
+{
+    pl__put_be64(key, run);
+    pl__put_be32(key + 8, seq);
+}
+
+static inline int count_step(const uint8_t *key, size_t klen,
+                             const uint8_t *val, size_t vlen, void *user)
+{
+    (void)key;
+    (void)klen;
+    (void)val;
+    (void)vlen;
+    ++*(int *)user;
+    return PL_OK;
+}
+
+/* The steps @p run has in store @p s. */
+static inline size_t steps_of(pl__pg_store *s, uint64_t run)
+{
+    int n = 0;
+    cr_assert_eq(pl__pg_each_step(s, run, count_step, &n), PL_OK, "%s",
+                 pl_errmsg());
+    return (size_t)n;
+}
+
+/* The store's counts of round trips and statements, now. */
+static inline pl__pg_counts counts(void)
+{
+    pl__pg_counts c;
+    pl__pg_counts_get(&c);
+    return c;
+}
+
+#endif

@@ -1,0 +1,432 @@
+/*
+ * test_pg_plans.c -- the plans the PostgreSQL server keeps for a commit's
+ * statements, on a store of thousands of runs whose tables have their
+ * statistics (tests/pg_run.sh starts the server): a call's statement, a
+ * group's, and what each reads by index.  test_pg.c: the store's functions
+ * and round trips.
+ */
+#include "support.h"
+
+#include "pg_int.h" /* the statements */
+#include "pg_store.h"
+#include "support_pg_store.h"
+
+#include <libpq-fe.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- the plan the server keeps -------------------------------------------- */
+
+static void admin_sql(PGconn *c, const char *sql)
+{
+    PGresult *r = PQexec(c, sql);
+    cr_assert_eq(PQresultStatus(r), PGRES_COMMAND_OK, "%s: %s", sql,
+                 PQresultErrorMessage(r));
+    PQclear(r);
+}
+
+/* A leased run "id" of store @p s, its lease's generation 1. */
+static uint64_t leased_run(pl__pg_store *s, const char *id)
+{
+    pl__buf info = {0};
+    cr_assert_eq(pl__buf_append(&info, "info", 4), PL_OK);
+    pl__batch a = {0};
+    a.create_id = id;
+    a.create_info = &info;
+    a.lease_owner = "w1";
+    a.lease_us = 600 * 1000000LL;
+    cr_assert_eq(pl__buf_append(&a.state, "s0", 2), PL_OK);
+    pl__batch *one[1] = {&a};
+    cr_assert_eq(pl__pg_commit(s, one, 1, false), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(a.rc, PL_OK);
+    pl__batch_free(&a);
+    pl__buf_free(&info);
+    return a.run;
+}
+
+/* A call's commit: steps @p from and @p from + 1 of @p run, under its
+ * lease's fence of generation @p gen, and @p state if not NULL. */
+static int call_commit(pl__pg_store *s, uint64_t run, uint64_t gen,
+                       uint32_t from, const char *state)
+{
+    pl__batch w = {0};
+    w.run = run;
+    w.gen = gen;
+    if (state)
+        cr_assert_eq(pl__buf_append(&w.state, state, strlen(state)), PL_OK);
+    uint8_t key[12];
+    for (uint32_t i = from; i < from + 2; i++) {
+        step_key(key, run, i);
+        cr_assert_eq(pl__kvs_add(&w.steps, key, 12, (uint8_t *)"x", 1), PL_OK);
+    }
+    pl__batch *one[1] = {&w};
+    int st = pl__pg_commit(s, one, 1, false);
+    pl__kvs_free(&w.steps);
+    pl__buf_free(&w.state);
+    return st;
+}
+
+/* Give store schema @p n 2,000 runs of 10 steps, a lease each, and its
+ * tables their statistics: a store a generic plan must serve well. */
+static void fill_large(PGconn *c, const char *n)
+{
+    char sql[512];
+    snprintf(sql, sizeof sql,
+             "INSERT INTO %s.runs SELECT int8send(i), nextval('%s.run_num'), "
+             "'\\x00' FROM generate_series(1, 2000) i",
+             n, n);
+    admin_sql(c, sql);
+    snprintf(sql, sizeof sql,
+             "INSERT INTO %s.state SELECT num, '\\x00' FROM %s.runs", n, n);
+    admin_sql(c, sql);
+    snprintf(sql, sizeof sql,
+             "INSERT INTO %s.leases (run, gen, owner, id, expires) SELECT "
+             "num, 1, '', '', 0 FROM %s.runs",
+             n, n);
+    admin_sql(c, sql);
+    snprintf(sql, sizeof sql,
+             "INSERT INTO %s.steps SELECT int8send(num) || int4send(j), "
+             "'\\x00' FROM %s.runs, generate_series(0, 9) j",
+             n, n);
+    admin_sql(c, sql);
+    snprintf(sql, sizeof sql, "ANALYZE %s.runs, %s.state, %s.leases, %s.steps",
+             n, n, n, n);
+    admin_sql(c, sql);
+}
+
+/*
+ * A call's commit on a store of thousands of runs whose tables have their
+ * statistics: the server keeps one plan for the commit's statement after
+ * its first few, where it used to plan it again for every commit (which
+ * cost it more than running it); and the statement writes only what the
+ * commit has: steps under a fence touch neither the parked runs, the
+ * timers, the inbox's records consumed nor the states.
+ */
+Test(pg, a_call_commit_keeps_its_plan_on_a_large_store)
+{
+    char *uri = t_pg_store_uri("t_plan");
+    pl__pg_store *s = NULL;
+    cr_assert_eq(pl__pg_open(&s, uri, NULL), PL_OK, "%s", pl_errmsg());
+    PGconn *c = t_pg_admin();
+    fill_large(c, "t_plan");
+    uint64_t run = leased_run(s, "plan-a");
+    uint64_t custom0, generic0, custom, generic;
+    cr_assert_eq(pl__pg_plans_get(s, &custom0, &generic0), PL_OK, "%s",
+                 pl_errmsg());
+    for (uint32_t i = 0; i < 40; i++)
+        cr_assert_eq(call_commit(s, run, 1, 2 * i, NULL), PL_OK, "%s",
+                     pl_errmsg());
+    cr_assert_eq(pl__pg_plans_get(s, &custom, &generic), PL_OK, "%s",
+                 pl_errmsg());
+    cr_expect_leq(custom - custom0, 5, "%llu of 40 commits planned alone",
+                  (unsigned long long)(custom - custom0));
+    cr_expect_geq(generic - generic0, 35);
+    cr_expect_eq(steps_of(s, run), 80);
+
+    pl__pg_close(s);
+    PQfinish(c);
+    free(uri);
+}
+
+/*
+ * A commit's statement is prepared on a connection the first time a commit
+ * of its shape goes through it, in the commit's own round trip; a commit
+ * that fails then (its fence lost, a step that exists) keeps nothing, and
+ * the next commit of that shape on the same connection goes through.
+ */
+Test(pg, a_shape_prepared_by_a_failed_commit_serves_the_next)
+{
+    char *uri = t_pg_store_uri("t_shape");
+    pl__pg_store *s = NULL;
+    cr_assert_eq(pl__pg_open(&s, uri, NULL), PL_OK, "%s", pl_errmsg());
+    uint64_t run = leased_run(s, "shape-a");
+    pl__pg_counts c0 = counts();
+    /* steps and a state under a fence of a generation the lease never had:
+     * one round trip, its statement prepared in it, nothing written */
+    cr_expect_eq(call_commit(s, run, 7, 0, "s1"), PL_EBUSY);
+    cr_expect(strstr(pl_errmsg(), "taken over by w1") != NULL, "%s",
+              pl_errmsg());
+    pl__pg_counts c1 = counts();
+    cr_expect_eq(c1.round_trips - c0.round_trips, 1);
+    cr_expect_eq(c1.statements - c0.statements, 2, "its preparation, and it");
+    cr_expect_eq(steps_of(s, run), 0);
+    pl__buf got = {0};
+    cr_assert_eq(pl__pg_state_get(s, run, &got), PL_OK, "%s", pl_errmsg());
+    cr_expect(got.len == 2 && memcmp(got.data, "s0", 2) == 0);
+    /* the same shape again, the right generation: one statement */
+    c0 = counts();
+    cr_expect_eq(call_commit(s, run, 1, 0, "s2"), PL_OK, "%s", pl_errmsg());
+    c1 = counts();
+    cr_expect_eq(c1.round_trips - c0.round_trips, 1);
+    cr_expect_eq(c1.statements - c0.statements, 1);
+    cr_expect_eq(c1.connects, c0.connects, "the same connection");
+    cr_expect_eq(steps_of(s, run), 2);
+    cr_assert_eq(pl__pg_state_get(s, run, &got), PL_OK, "%s", pl_errmsg());
+    cr_expect(got.len == 2 && memcmp(got.data, "s2", 2) == 0);
+    /* a step that exists: the same shape fails whole, and serves again */
+    cr_expect_eq(call_commit(s, run, 1, 1, "s3"), PL_EBUSY);
+    cr_expect(strstr(pl_errmsg(), "exists already") != NULL, "%s", pl_errmsg());
+    cr_expect_eq(steps_of(s, run), 2);
+    cr_expect_eq(call_commit(s, run, 1, 2, "s4"), PL_OK, "%s", pl_errmsg());
+    cr_expect_eq(steps_of(s, run), 4);
+    cr_assert_eq(pl__pg_state_get(s, run, &got), PL_OK, "%s", pl_errmsg());
+    cr_expect(got.len == 2 && memcmp(got.data, "s4", 2) == 0);
+    pl__buf_free(&got);
+    pl__pg_close(s);
+    free(uri);
+}
+
+/*
+ * A group commit (a commit of several runs' calls) on the same large
+ * store: one statement of arrays for every run, whose plan stays the
+ * generic one (set for the group's transaction: the server, left to
+ * itself, planned it again on every commit once the tables had their
+ * statistics), reading the store by index; a lone call's commit after it,
+ * on the same connection, still gets the server's own choice; and a fence
+ * that fails still fails the whole group.
+ */
+Test(pg, a_group_commit_keeps_its_plans_on_a_large_store)
+{
+    char *uri = t_pg_store_uri("t_gplan");
+    pl__pg_store *s = NULL;
+    cr_assert_eq(pl__pg_open(&s, uri, NULL), PL_OK, "%s", pl_errmsg());
+    PGconn *c = t_pg_admin();
+    fill_large(c, "t_gplan");
+    uint64_t runs[3] = {leased_run(s, "gplan-a"), leased_run(s, "gplan-b"),
+                        leased_run(s, "gplan-c")};
+    pl__batch w[3];
+    memset(w, 0, sizeof w);
+    pl__batch *group[3] = {&w[2], &w[0], &w[1]}; /* not in run order */
+    uint8_t key[12];
+    uint64_t custom0, generic0, custom, generic;
+    cr_assert_eq(pl__pg_plans_get(s, &custom0, &generic0), PL_OK, "%s",
+                 pl_errmsg());
+    pl__pg_counts c0 = counts();
+    for (uint32_t i = 0; i < 40; i++) {
+        for (int r = 0; r < 3; r++) {
+            w[r].run = runs[r];
+            w[r].gen = 1;
+            pl__kvs_reset(&w[r].steps);
+            for (uint32_t j = 2 * i; j < 2 * i + 2; j++) {
+                step_key(key, runs[r], j);
+                cr_assert_eq(pl__kvs_add(&w[r].steps, key, 12, key, 12), PL_OK);
+            }
+        }
+        pl__buf_reset(&w[1].state); /* b's state every other commit */
+        if (i % 2)
+            cr_assert_eq(pl__buf_append(&w[1].state, "sb", 2), PL_OK);
+        cr_assert_eq(pl__pg_commit(s, group, 3, false), PL_OK, "%s",
+                     pl_errmsg());
+    }
+    pl__pg_counts c1 = counts();
+    cr_expect_eq(c1.round_trips - c0.round_trips, 40, "a round trip a group");
+    cr_expect_eq(c1.statements - c0.statements, 80,
+                 "Q_GENERIC and Q_WRITE a group");
+    /* the generic plan reads the store by index */
+    char *sql = NULL;
+    cr_assert_eq(pl__pg_write_sql(s, Q_WRITE, &sql), PL_OK);
+    char *q = pl__asprintf("PREPARE gw AS %s", sql);
+    cr_assert(q);
+    admin_sql(c, q);
+    free(q);
+    free(sql);
+    admin_sql(c, "SET plan_cache_mode = force_generic_plan");
+    PGresult *res = PQexec(
+        c, "EXPLAIN (COSTS OFF) EXECUTE gw('{1,2}', "
+           "'{1,1}', "
+           "'{f,f}', '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}', "
+           "'{}', '{}', '{1,2}', '{}')");
+    cr_assert_eq(PQresultStatus(res), PGRES_TUPLES_OK, "%s",
+                 PQresultErrorMessage(res));
+    bool seq_scan = false;
+    for (int i = 0; i < PQntuples(res); i++)
+        seq_scan |= strstr(PQgetvalue(res, i, 0), "Seq Scan") != NULL;
+    cr_expect_not(seq_scan, "no sequential scan in the group's plan");
+    PQclear(res);
+
+    cr_assert_eq(pl__pg_plans_get(s, &custom, &generic), PL_OK, "%s",
+                 pl_errmsg());
+    cr_expect_eq(custom, custom0, "%llu of 40 groups planned alone",
+                 (unsigned long long)(custom - custom0));
+    cr_expect_geq(generic - generic0, 80);
+    for (int r = 0; r < 3; r++)
+        cr_expect_eq(steps_of(s, runs[r]), 80);
+
+    /* a lone call's commit on that connection: its own shape, planned as
+     * the server chooses (the setting ended with the group's transaction):
+     * for its values, the first time */
+    cr_assert_eq(pl__pg_plans_get(s, &custom0, &generic0), PL_OK, "%s",
+                 pl_errmsg());
+    c0 = counts();
+    pl__batch *lone[1] = {&w[0]};
+    pl__kvs_reset(&w[0].steps);
+    step_key(key, runs[0], 80);
+    cr_assert_eq(pl__kvs_add(&w[0].steps, key, 12, key, 12), PL_OK);
+    cr_assert_eq(pl__pg_commit(s, lone, 1, false), PL_OK, "%s", pl_errmsg());
+    c1 = counts();
+    cr_expect_eq(c1.connects, c0.connects, "the same connection");
+    cr_assert_eq(pl__pg_plans_get(s, &custom, &generic), PL_OK, "%s",
+                 pl_errmsg());
+    cr_expect_eq(custom - custom0, 1, "%llu custom plans",
+                 (unsigned long long)(custom - custom0));
+    cr_expect_eq(generic, generic0);
+
+    /* a fence that fails fails the group: nothing of it is written */
+    for (int r = 0; r < 3; r++) {
+        pl__kvs_reset(&w[r].steps);
+        step_key(key, runs[r], 81);
+        cr_assert_eq(pl__kvs_add(&w[r].steps, key, 12, key, 12), PL_OK);
+    }
+    w[2].gen = 9;
+    cr_expect_eq(pl__pg_commit(s, group, 3, false), PL_EBUSY);
+    cr_expect(strstr(pl_errmsg(), "taken over by w1") != NULL, "%s",
+              pl_errmsg());
+    cr_expect_eq(steps_of(s, runs[0]), 81);
+    for (int r = 1; r < 3; r++)
+        cr_expect_eq(steps_of(s, runs[r]), 80);
+    for (int r = 0; r < 3; r++) {
+        pl__kvs_free(&w[r].steps);
+        pl__buf_free(&w[r].state);
+    }
+    pl__pg_close(s);
+    PQfinish(c);
+    free(uri);
+}
+
+/*
+ * A group whose run's execution ends (its lease dropped) before another
+ * batch of the same run: that batch's fence must not meet the dropped
+ * lease, so the group goes as one statement that fences every run before
+ * it drops any lease.  Both batches are written, the lease dropped, the
+ * last state kept.
+ */
+Test(pg, a_group_that_drops_a_lease_then_writes_its_run)
+{
+    char *uri = t_pg_store_uri("t_gdrop");
+    pl__pg_store *s = NULL;
+    cr_assert_eq(pl__pg_open(&s, uri, NULL), PL_OK, "%s", pl_errmsg());
+    uint64_t run = leased_run(s, "gdrop-a");
+    pl__batch a = {0}, b = {0};
+    a.run = b.run = run;
+    a.gen = b.gen = 1;
+    a.release = true;
+    uint8_t key[12];
+    step_key(key, run, 0);
+    cr_assert_eq(pl__kvs_add(&a.steps, key, 12, key, 12), PL_OK);
+    step_key(key, run, 1);
+    cr_assert_eq(pl__kvs_add(&b.steps, key, 12, key, 12), PL_OK);
+    cr_assert_eq(pl__buf_append(&a.state, "sa", 2), PL_OK);
+    cr_assert_eq(pl__buf_append(&b.state, "sb", 2), PL_OK);
+    pl__batch *group[2] = {&a, &b};
+    pl__pg_counts c0 = counts();
+    cr_assert_eq(pl__pg_commit(s, group, 2, false), PL_OK, "%s", pl_errmsg());
+    pl__pg_counts c1 = counts();
+    cr_expect_eq(c1.round_trips - c0.round_trips, 1);
+    cr_expect_eq(c1.statements - c0.statements, 2, "Q_GENERIC, Q_WRITE");
+    cr_expect_eq(steps_of(s, run), 2);
+    pl__lease l;
+    cr_expect_eq(pl__pg_lease_get(s, run, &l), PL_ENOTFOUND);
+    pl__buf got = {0};
+    cr_assert_eq(pl__pg_state_get(s, run, &got), PL_OK, "%s", pl_errmsg());
+    cr_expect(got.len == 2 && memcmp(got.data, "sb", 2) == 0);
+    pl__buf_free(&got);
+    pl__batch_free(&a);
+    pl__batch_free(&b);
+    pl__pg_close(s);
+    free(uri);
+}
+
+/* A call's commit of steps @p from and @p from + 1 of @p run under its
+ * lease's fence (generation 1): whether it saw a cancellation waiting. */
+static bool commit_sees_cancel(pl__pg_store *s, uint64_t run, uint32_t from)
+{
+    pl__batch w = {0};
+    w.run = run;
+    w.gen = 1;
+    uint8_t key[12];
+    for (uint32_t i = from; i < from + 2; i++) {
+        step_key(key, run, i);
+        cr_assert_eq(pl__kvs_add(&w.steps, key, 12, key, 12), PL_OK);
+    }
+    pl__batch *one[1] = {&w};
+    cr_assert_eq(pl__pg_commit(s, one, 1, false), PL_OK, "%s", pl_errmsg());
+    cr_expect(w.inbox_known);
+    bool cancel = w.inbox_cancel;
+    pl__batch_free(&w);
+    return cancel;
+}
+
+/*
+ * Every commit looks for a cancellation in its run's inbox: by an index of
+ * the cancellations alone, so the signals waiting in the inbox (here 1,000
+ * of the run's) are not read again by each commit, as the inbox's primary
+ * key made the plan the server keeps do (a sequential scan of the inbox,
+ * or every record of the run).  A store made before the index gains it
+ * when it is opened, and a cancellation is still seen by the next commit.
+ */
+Test(pg, a_commit_looks_for_a_cancellation_by_its_index)
+{
+    char *uri = t_pg_store_uri("t_cancel");
+    pl__pg_store *s = NULL;
+    cr_assert_eq(pl__pg_open(&s, uri, NULL), PL_OK, "%s", pl_errmsg());
+    uint64_t run = leased_run(s, "cancel-a");
+    PGconn *c = t_pg_admin();
+    admin_sql(c, "DROP INDEX IF EXISTS t_cancel.inbox_cancel"); /* older */
+    pl__pg_close(s);
+    cr_assert_eq(pl__pg_open(&s, uri, NULL), PL_OK, "%s", pl_errmsg());
+    PGresult *r = PQexec(c, "SELECT 1 FROM pg_indexes WHERE schemaname = "
+                            "'t_cancel' AND indexname = 'inbox_cancel'");
+    cr_expect_eq(PQntuples(r), 1, "the index made again on open");
+    PQclear(r);
+
+    char sql[512];
+    snprintf(sql, sizeof sql,
+             "INSERT INTO t_cancel.inbox (run, seq, rec) SELECT %llu, g, "
+             "'\\x00' FROM generate_series(1, 1000) g",
+             (unsigned long long)run);
+    admin_sql(c, sql);
+    admin_sql(c, "ANALYZE t_cancel.inbox");
+    cr_expect_not(commit_sees_cancel(s, run, 0));
+    /* the plan the server keeps for that statement, as the store's
+     * connection last ran it */
+    r = PQexec(c, "SELECT query FROM pg_stat_activity WHERE query LIKE "
+                  "'WITH f AS %\"t_cancel\".steps%'");
+    cr_assert_eq(PQntuples(r), 1, "%s", PQresultErrorMessage(r));
+    size_t qn = strlen(PQgetvalue(r, 0, 0)) + 128;
+    char *q = malloc(qn);
+    cr_assert(q);
+    snprintf(q, qn,
+             "PREPARE callc(int8, int8, bytea[], bytea[], bytea, int8, text, "
+             "bytea, int8) AS %s",
+             PQgetvalue(r, 0, 0));
+    PQclear(r);
+    admin_sql(c, q);
+    free(q);
+    admin_sql(c, "SET plan_cache_mode = force_generic_plan");
+    snprintf(sql, sizeof sql,
+             "EXPLAIN (COSTS OFF) EXECUTE callc(%llu, 1, '{}', '{}', NULL, "
+             "NULL, NULL, NULL, NULL)",
+             (unsigned long long)run);
+    r = PQexec(c, sql);
+    cr_assert_eq(PQresultStatus(r), PGRES_TUPLES_OK, "%s",
+                 PQresultErrorMessage(r));
+    bool cancel_index = false, seq_scan = false; /* by a row of the plan */
+    for (int i = 0; i < PQntuples(r); i++) {
+        cancel_index |= strstr(PQgetvalue(r, i, 0), "inbox_cancel") != NULL;
+        seq_scan |= strstr(PQgetvalue(r, i, 0), "Seq Scan") != NULL;
+    }
+    PQclear(r);
+    cr_expect(cancel_index, "the cancellation looked for by inbox_cancel");
+    cr_expect_not(seq_scan, "no sequential scan");
+    snprintf(sql, sizeof sql,
+             "INSERT INTO t_cancel.inbox (run, seq, rec, cancel) VALUES "
+             "(%llu, 1001, '\\x00', true)",
+             (unsigned long long)run);
+    admin_sql(c, sql);
+    cr_expect(commit_sees_cancel(s, run, 2), "a cancellation waits");
+    cr_expect_eq(steps_of(s, run), 4);
+    pl__pg_close(s);
+    PQfinish(c);
+    free(uri);
+}
