@@ -230,6 +230,101 @@ Test(pg_worker, a_take_passes_over_a_state_another_transaction_holds)
     free(uri);
 }
 
+/* Submit @p n runs of "echo" to @p e, ids @p prefix-NN, with concurrency
+ * key @p key (NULL: none), limit 1. */
+static void submit_n(pl_engine *e, const char *prefix, int n, const char *key)
+{
+    cJSON *p = t_json("{}");
+    pl_action root = {PL_ACTION_VERSION, "echo", p, NULL, 0, NULL};
+    for (int i = 0; i < n; i++) {
+        char id[64];
+        snprintf(id, sizeof id, "%s-%03d", prefix, i);
+        pl_run_options ro = PL_RUN_OPTIONS_INIT;
+        ro.run_id = id;
+        ro.concurrency_key = key;
+        ro.concurrency_limit = key ? 1 : 0;
+        cr_assert_eq(pl_run_submit(NULL, e, &root, &ro), PL_OK, "%s",
+                     pl_errmsg());
+    }
+    cJSON_Delete(p);
+}
+
+/* The take reads the queue a few leases at a time, in its order, and goes
+ * on past a batch it could take nothing from: here 40 runs of a key whose
+ * one place the first holds, then two runs without a key. */
+Test(pg_worker, a_take_goes_on_past_a_full_key_in_the_queues_order)
+{
+    char *uri = t_pg_store_uri("t_walk");
+    pl_registry *reg = t_registry();
+    pl_engine *e = NULL;
+    cr_assert_eq(pl_engine_open(&e, uri, reg, NULL), PL_OK, "%s", pl_errmsg());
+    submit_n(e, "keyed", 40, "k");
+    submit_n(e, "free", 2, NULL);
+    static const char *const want[] = {"keyed-000", "free-000", "free-001"};
+    told x = {0};
+    pl__lease l;
+    bool taken = false;
+    for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
+        cr_assert_eq(take(e, &x, &l, &taken), PL_OK, "take %zu: %s", i,
+                     pl_errmsg());
+        cr_expect(taken);
+        cr_expect_str_eq(l.id, want[i], "take %zu got %s", i, l.id);
+    }
+    /* the key's place is held: nothing more to take */
+    cr_expect_eq(take(e, &x, &l, &taken), PL_ENOTFOUND, "%s", pl_errmsg());
+    cr_expect_not(taken);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+    free(uri);
+}
+
+/* A take reads the queue's first leases by index, never the whole queue:
+ * five takes from a queue of 1,000, planned with the table's statistics,
+ * read no lease row by a sequential scan (the server's statistics of the
+ * table, flushed when the engine's connections close; on a much smaller
+ * table the server may rightly scan it whole to find a row).  A take that
+ * sorted the whole queue read every queued row each time. */
+Test(pg_worker, a_take_reads_the_head_of_the_queue_not_all_of_it)
+{
+    char *uri = t_pg_store_uri("t_head");
+    pl_registry *reg = t_registry();
+    pl_engine *e = NULL;
+    cr_assert_eq(pl_engine_open(&e, uri, reg, NULL), PL_OK, "%s", pl_errmsg());
+    submit_n(e, "q", 1000, NULL);
+    PGconn *c = t_pg_admin();
+    admin(c, "ANALYZE t_head.leases"); /* planned with statistics */
+    told x = {0};
+    pl__lease l;
+    bool taken = false;
+    for (int i = 0; i < 5; i++) {
+        cr_assert_eq(take(e, &x, &l, &taken), PL_OK, "%s", pl_errmsg());
+        cr_expect(taken);
+    }
+    pl_engine_close(e);
+    /* the engine's backends flush their statistics as they exit */
+    long long upd = 0, seq = -1;
+    for (int i = 0; i < 200 && upd < 5; i++) {
+        PGresult *r = PQexec(c, "SELECT n_tup_upd, seq_tup_read FROM "
+                                "pg_stat_user_tables WHERE relid = "
+                                "'t_head.leases'::regclass");
+        cr_assert_eq(PQresultStatus(r), PGRES_TUPLES_OK, "%s",
+                     PQresultErrorMessage(r));
+        upd = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+        seq = strtoll(PQgetvalue(r, 0, 1), NULL, 10);
+        PQclear(r);
+        if (upd < 5) {
+            struct timespec ts = {0, 25000000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    PQfinish(c);
+    cr_assert_geq(upd, 5, "the takes' statistics never arrived");
+    cr_expect_lt(seq, 1000, "five takes read %lld lease rows sequentially",
+                 seq);
+    pl_registry_free(reg);
+    free(uri);
+}
+
 /* ---- a wake ---------------------------------------------------------------- */
 
 /* "napper": sleeps until payload.until (Unix ms), then completes. */
