@@ -18,6 +18,8 @@ Every line received is appended to DIR/log.  MODE:
     silent      reads and never answers
     huge        as ok, but a call is answered with a 50 MB line
     badversion  answers initialize with an unknown protocol version
+    oddname     as ok, with one tool more whose name JSON must escape
+                (ODD), answering as "echo" does and with the name it got
 """
 import json
 import os
@@ -50,6 +52,10 @@ TOOLS = [
      "inputSchema": {"type": "object"}},
     {"name": "die", "description": "Exit.", "inputSchema": {"type": "object"}},
 ]
+ODD = 'say "hi" \\ \u00e9/\u2713'
+if mode == "oddname":
+    TOOLS.append({"name": ODD, "description": "Echo, with the name.",
+                  "inputSchema": {"type": "object"}})
 
 for line in sys.stdin:
     log.write(line)
@@ -90,9 +96,9 @@ for line in sys.stdin:
             sys.stdout.flush()
             continue
         name, args = params.get("name"), params.get("arguments") or {}
-        if name == "echo":
+        if name == "echo" or (mode == "oddname" and name == ODD):
             result(i, {"content": [{"type": "text", "text": json.dumps(args)}],
-                       "structuredContent": {"args": args,
+                       "structuredContent": {"args": args, "name": name,
                                              "meta": params.get("_meta")}})
         elif name == "fail" and "rpc" in args:
             send({"jsonrpc": "2.0", "id": i,

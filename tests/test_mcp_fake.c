@@ -258,6 +258,54 @@ Test(mcp, arguments_reach_the_server_as_given_short_or_long)
     pl_outcome_free(r);
 }
 
+/* A tool whose name JSON must escape, and each call's _meta (its
+ * idempotency key, "RUN/CALLER'S PATH:SEQ", as the progress token too):
+ * the request's params are written straight into the message, and the
+ * server gets them as given. */
+Test(mcp, an_escaped_tool_name_and_the_meta_reach_the_server_as_given)
+{
+    pl_mcp_options o = quiet();
+    open_fake("oddname", &o);
+    static const char odd[] = "say \"hi\" \\ \xc3\xa9/\xe2\x9c\x93";
+    enum { N = 6 }; /* the last call's seq has two digits */
+    cJSON *calls = cJSON_CreateArray();
+    for (int i = 0; i < N; i++) {
+        char tool[64];
+        snprintf(tool, sizeof tool, "fake.%s", i % 2 ? "echo" : odd);
+        cJSON *c = NULL;
+        cr_assert_eq(pl_json_pack(&c, "{s:s, s:{s:i}}", "tool", tool, "args",
+                                  "i", i),
+                     PL_OK);
+        cJSON_AddItemToArray(calls, c);
+    }
+    char *text = cJSON_PrintUnformatted(calls);
+    cJSON_Delete(calls);
+    cJSON *got = run("r1", text, N);
+    free(text);
+    for (int i = 0; i < N; i++) {
+        const cJSON *sc = cJSON_GetObjectItemCaseSensitive(at(got, i),
+                                                           "structuredContent");
+        const cJSON *meta = cJSON_GetObjectItemCaseSensitive(sc, "meta");
+        const char *name = cJSON_GetStringValue(
+            cJSON_GetObjectItemCaseSensitive(sc, "name"));
+        const char *key = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(
+            meta, "policyledger/idempotencyKey"));
+        const char *token = cJSON_GetStringValue(
+            cJSON_GetObjectItemCaseSensitive(meta, "progressToken"));
+        cr_assert(name && key && token, "call %d: %s", i, t_text(got));
+        cr_expect_str_eq(name, i % 2 ? "echo" : odd);
+        char want[32];
+        snprintf(want, sizeof want, "r1/0:%d", 2 * i);
+        cr_expect_str_eq(key, want);
+        cr_expect_str_eq(token, key);
+        const cJSON *args = cJSON_GetObjectItemCaseSensitive(sc, "args");
+        cr_expect_eq(
+            cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(args, "i")),
+            i);
+    }
+    cJSON_Delete(got);
+}
+
 Test(mcp, a_name_taken_registers_none)
 {
     pl_mcp_options o = quiet();

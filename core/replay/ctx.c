@@ -5,6 +5,7 @@
 #include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "ctx.h"
 #include "invocation.h"
@@ -110,16 +111,43 @@ int pl_ctx_ledger(const pl_steps **out, pl_ctx *c)
 const char *pl_ctx_run_id(const pl_ctx *c) { return c->run->id; }
 const char *pl_ctx_path(const pl_ctx *c) { return c->path; }
 const char *pl_ctx_policy(const pl_ctx *c) { return c->def->name; }
+/*
+ * "RUN/PATH:SEQ" (the caller's path, the call's seq), or "RUN/0" for a
+ * root; made on first use, and put together without printf(), since a
+ * tool call asks for it every time (an MCP call sends it).
+ */
 const char *pl_ctx_idempotency_key(const pl_ctx *cc)
 {
-    pl_ctx *c = (pl_ctx *)cc; /* made on first use */
-    if (!c->idem[0]) {
-        if (c->parent)
-            snprintf(c->idem, sizeof c->idem, "%s/%s:%u", c->run->id,
-                     c->parent->path, c->call_seq);
-        else
-            snprintf(c->idem, sizeof c->idem, "%s/0", c->run->id);
+    pl_ctx *c = (pl_ctx *)cc;
+    if (c->idem[0])
+        return c->idem;
+    size_t rn = strlen(c->run->id),
+           pn = c->parent ? strlen(c->parent->path) : 0;
+    if (NEVER(rn + 1 + pn + 1 + 10 >= sizeof c->idem)) { /* ids are bounded */
+        snprintf(c->idem, sizeof c->idem, "%s/%s:%u", c->run->id,
+                 c->parent ? c->parent->path : "", c->call_seq);
+        return c->idem;
     }
+    char *at = c->idem;
+    memcpy(at, c->run->id, rn);
+    at += rn;
+    *at++ = '/';
+    if (!c->parent) {
+        *at++ = '0';
+    } else {
+        char num[10];
+        size_t k = sizeof num;
+        uint32_t v = c->call_seq;
+        do
+            num[--k] = (char)('0' + v % 10);
+        while (v /= 10);
+        memcpy(at, c->parent->path, pn);
+        at += pn;
+        *at++ = ':';
+        memcpy(at, num + k, sizeof num - k);
+        at += sizeof num - k;
+    }
+    *at = '\0';
     return c->idem;
 }
 /*

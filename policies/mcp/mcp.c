@@ -42,7 +42,12 @@ int pl__mcp_ensure(pl_mcp *m, int64_t deadline, char *why, size_t n)
     if (m->http) {
         pl__mcp_http_forget(m->http); /* a new session */
     } else if (m->pid > 0) {
-        /* an exit noticed here rather than on the next read */
+        /* an exit noticed here rather than on the next read; not asked
+         * when a drain has just found the server's output open */
+        if (m->quiet) {
+            m->quiet = false;
+            return T_OK;
+        }
         if (waitpid(m->pid, NULL, WNOHANG) == m->pid) {
             m->pid = 0;
             pl__mcp_stop(m);
@@ -371,6 +376,8 @@ static int set_list(pl_mcp *m, cJSON *list)
     cJSON_Delete(m->codes);
     m->list = list;
     m->codes = codes;
+    m->list_size = cJSON_GetArraySize(list);
+    m->list_gen++;
     memcpy(m->fingerprint, fp, sizeof fp);
     return PL_OK;
 }

@@ -155,10 +155,21 @@ static char *joined_text(const cJSON *content)
     return (char *)b.data;
 }
 
-/* Add the steps of a tools/call result. */
-static int add_result(pl_steps *out, const cJSON *r, size_t cap)
+/* Whether content item @p it is {"type": "text", "text": a string}, in
+ * that order: kept as it is. */
+static bool plain_text(const cJSON *it)
 {
-    const cJSON *content = cJSON_GetObjectItemCaseSensitive(r, "content");
+    const cJSON *type = it->child, *text = type ? type->next : NULL;
+    return text && !text->next && type->string && text->string &&
+           strcmp(type->string, "type") == 0 && cJSON_IsString(type) &&
+           strcmp(type->valuestring, "text") == 0 &&
+           strcmp(text->string, "text") == 0 && cJSON_IsString(text);
+}
+
+/* Add the steps of a tools/call result @p r, whose parts it takes. */
+static int add_result(pl_steps *out, cJSON *r, size_t cap)
+{
+    cJSON *content = cJSON_GetObjectItemCaseSensitive(r, "content");
     if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "isError"))) {
         char *text = joined_text(content);
         if (!text)
@@ -175,20 +186,24 @@ static int add_result(pl_steps *out, const cJSON *r, size_t cap)
     cJSON *res = cJSON_CreateObject();
     cJSON *items = res ? cJSON_AddArrayToObject(res, "content") : NULL;
     int st = items ? PL_OK : PL_ENOMEM;
-    const cJSON *it;
-    cJSON_ArrayForEach(it, content)
-    {
-        if (st)
-            break;
-        cJSON *c = content_item(it, cap);
+    /* a text item as content_item() would make it is moved, not copied */
+    cJSON *it = content ? content->child : NULL;
+    while (!st && it) {
+        cJSON *next = it->next;
+        cJSON *c = plain_text(it) ? cJSON_DetachItemViaPointer(content, it)
+                                  : content_item(it, cap);
         if (c)
             cJSON_AddItemToArray(items, c);
+        it = next;
     }
-    const cJSON *sc = cJSON_GetObjectItemCaseSensitive(r, "structuredContent");
-    if (!st && cJSON_IsObject(sc) &&
-        !cJSON_AddItemToObject(res, "structuredContent",
-                               cJSON_Duplicate(sc, 1)))
-        st = PL_ENOMEM;
+    cJSON *sc = cJSON_GetObjectItemCaseSensitive(r, "structuredContent");
+    if (!st && cJSON_IsObject(sc)) {
+        sc = cJSON_DetachItemViaPointer(r, sc);
+        if (!cJSON_AddItemToObject(res, "structuredContent", sc)) {
+            cJSON_Delete(sc);
+            st = PL_ENOMEM;
+        }
+    }
     if (!st)
         st = pl_steps_add_result(out, res);
     cJSON_Delete(res);
@@ -218,7 +233,7 @@ static int add_rpc_error(pl_steps *out, const pl_mcp *m, const char *tname,
 
 typedef struct snap_args {
     pl_mcp *m;
-    const tool *t;
+    tool *t;
     const char *run;
 } snap_args;
 
@@ -235,6 +250,8 @@ static run_seen *seen(pl_mcp *m, const char *run)
 static void remember(pl_mcp *m, const char *run, const char *fp)
 {
     run_seen *r = seen(m, run);
+    if (r && strcmp(r->fingerprint, fp) == 0)
+        return;
     if (!r) {
         r = &m->runs[m->next_run++ % PL__MCP_RUNS];
         snprintf(r->id, sizeof r->id, "%s", run);
@@ -252,19 +269,25 @@ static bool whole_due(pl_mcp *m, const char *run)
 }
 
 /* The tool's code identity in the list as last listed, or NULL when the
- * server lists it no more. */
-static const char *code_now(const pl_mcp *m, const char *name)
+ * server lists it no more (looked up once a list, under the lock). */
+static const char *code_now(const pl_mcp *m, tool *t)
 {
-    int i = 0;
-    const cJSON *it;
+    if (t->code_gen == m->list_gen)
+        return t->code_cur;
+    const char *code = NULL;
+    const cJSON *it, *c = m->codes ? m->codes->child : NULL;
     cJSON_ArrayForEach(it, m->list)
     {
         const char *tn = pl__mcp_str(it, "name");
-        if (tn && strcmp(tn, name) == 0)
-            return cJSON_GetStringValue(cJSON_GetArrayItem(m->codes, i));
-        i++;
+        if (tn && strcmp(tn, t->name) == 0) {
+            code = cJSON_GetStringValue(c);
+            break;
+        }
+        c = c ? c->next : NULL;
     }
-    return NULL;
+    t->code_gen = m->list_gen;
+    t->code_cur = code;
+    return code;
 }
 
 /*
@@ -284,12 +307,11 @@ static int snapshot(cJSON **out, void *user)
     pl_mcp *m = a->m;
     pthread_mutex_lock(&m->lock);
     bool whole = whole_due(m, a->run);
-    const char *code = code_now(m, a->t->name);
+    const char *code = code_now(m, a->t);
     cJSON *v = cJSON_CreateObject();
     bool ok = v && cJSON_AddStringToObject(v, "server", m->name) &&
               cJSON_AddStringToObject(v, "protocol", m->version) &&
-              cJSON_AddNumberToObject(v, "tools",
-                                      cJSON_GetArraySize(m->list)) &&
+              cJSON_AddNumberToObject(v, "tools", m->list_size) &&
               cJSON_AddStringToObject(v, "fingerprint", m->fingerprint) &&
               (code ? cJSON_AddStringToObject(v, "tool", code)
                     : cJSON_AddNullToObject(v, "tool"));
@@ -348,6 +370,34 @@ static int add_recorded(bool *found, pl_steps *out, pl_ctx *ctx)
     return st;
 }
 
+typedef struct call_params {
+    const char *name;
+    const cJSON *args;
+    const char *key;
+} call_params;
+
+/*
+ * A tools/call's params, {"_meta": {META_KEY: key, "progressToken": key},
+ * "name", "arguments"} as cJSON prints them, written straight into the
+ * message: the arguments are the action's payload itself, never copied.
+ */
+static bool write_params(pl__buf *b, const void *user)
+{
+    const call_params *p = user;
+    return !pl__buf_append(b, "{\"_meta\":{\"" META_KEY "\":",
+                           sizeof "{\"_meta\":{\"" META_KEY "\":" - 1) &&
+           pl__mcp_append_string(b, p->key) &&
+           !pl__buf_append(b, ",\"progressToken\":",
+                           sizeof ",\"progressToken\":" - 1) &&
+           pl__mcp_append_string(b, p->key) &&
+           !pl__buf_append(b, "},\"name\":", sizeof "},\"name\":" - 1) &&
+           pl__mcp_append_string(b, p->name) &&
+           (!p->args || (!pl__buf_append(b, ",\"arguments\":",
+                                         sizeof ",\"arguments\":" - 1) &&
+                         pl__mcp_append_json(b, p->args))) &&
+           !pl__buf_append(b, "}", 1);
+}
+
 int pl__mcp_call_tool(pl_ctx *ctx, const pl_action *a, pl_steps *out,
                       void *user)
 {
@@ -397,27 +447,15 @@ int pl__mcp_call_tool(pl_ctx *ctx, const pl_action *a, pl_steps *out,
         if (left < wait)
             wait = left > 0 ? left : 0;
     }
-    /* the arguments are the action's payload itself, referred to (never
-     * freed with the params), not copied */
-    const char *key = pl_ctx_idempotency_key(ctx);
-    cJSON *p = cJSON_CreateObject();
-    cJSON *meta = p ? cJSON_AddObjectToObject(p, "_meta") : NULL;
-    if (!meta || !cJSON_AddStringToObject(p, "name", t->name) ||
-        !cJSON_AddItemReferenceToObject(p, "arguments", (cJSON *)a->payload) ||
-        !cJSON_AddStringToObject(meta, META_KEY, key) ||
-        !cJSON_AddStringToObject(meta, "progressToken", key)) {
-        cJSON_Delete(p);
-        return PL_ENOMEM;
-    }
+    call_params p = {t->name, a->payload, pl_ctx_idempotency_key(ctx)};
     char why[256] = "";
     cJSON *r = NULL, *e = NULL;
     int64_t deadline = pl__mcp_mono_ms() + wait;
     pthread_mutex_lock(&m->lock);
     int tr = pl__mcp_ensure(m, deadline, why, sizeof why);
     if (tr == T_OK)
-        tr = pl__mcp_rpc(m, "tools/call", p, deadline, &r, &e, why, sizeof why);
-    else
-        cJSON_Delete(p);
+        tr = pl__mcp_rpc_with(m, "tools/call", write_params, &p, deadline, &r,
+                              &e, why, sizeof why);
     pthread_mutex_unlock(&m->lock);
     int st;
     if (tr == T_OK && e) {

@@ -28,6 +28,9 @@ typedef struct tool {
     char *name;                  /* on the server */
     char code[PL__MCP_CODE_MAX]; /* its code identity: as listed at
                                     registration */
+    unsigned long code_gen;      /* the list code_cur was found in */
+    const char *code_cur;        /* its code identity in that list, or NULL
+                                    when it lists the tool no more */
 } tool;
 
 /* A run, and the fingerprint of the tool list last recorded in it. */
@@ -54,10 +57,14 @@ struct pl_mcp {
     pl__buf out; /* the message being sent, its room kept for the next */
     int64_t next_id;
     char version[16];
-    char fingerprint[32]; /* "fnv1a64:" and 16 hex digits: the tool list */
-    cJSON *list;          /* the tool list as last listed */
-    cJSON *codes;         /* each listed tool's code identity, in order */
-    bool list_changed;    /* the server said so (or restarted) since */
+    char fingerprint[32];   /* "fnv1a64:" and 16 hex digits: the tool list */
+    cJSON *list;            /* the tool list as last listed */
+    cJSON *codes;           /* each listed tool's code identity, in order */
+    int list_size;          /* how many tools it lists */
+    unsigned long list_gen; /* counts the lists taken, from 1 */
+    bool list_changed;      /* the server said so (or restarted) since */
+    bool quiet; /* stdio: the last drain found the server's output open and
+                   empty, so it runs (pl__mcp_ensure() need not ask) */
     run_seen runs[PL__MCP_RUNS];
     size_t next_run;
     tool *tools;
@@ -105,6 +112,22 @@ PL__HIDDEN int pl__mcp_rpc(pl_mcp *m, const char *method, cJSON *params,
                            int64_t deadline, cJSON **result, cJSON **error,
                            char *why, size_t n);
 
+/* Append a request's params, as JSON text, to @p b: false when out of
+ * memory. */
+typedef bool (*pl__mcp_params_fn)(pl__buf *b, const void *user);
+
+/* pl__mcp_rpc() with the params written by @p params (@p user its
+ * argument) straight into the message, no tree made of them. */
+PL__HIDDEN int pl__mcp_rpc_with(pl_mcp *m, const char *method,
+                                pl__mcp_params_fn params, const void *user,
+                                int64_t deadline, cJSON **result, cJSON **error,
+                                char *why, size_t n);
+
+/* Append @p v as compact JSON, or @p s as a JSON string, to @p b as cJSON
+ * prints them: false when out of memory (mcp_rpc.c). */
+PL__HIDDEN bool pl__mcp_append_json(pl__buf *b, const cJSON *v);
+PL__HIDDEN bool pl__mcp_append_string(pl__buf *b, const char *s);
+
 /* Start the server if it is not running, and perform the handshake. */
 PL__HIDDEN int pl__mcp_ensure(pl_mcp *m, int64_t deadline, char *why, size_t n);
 
@@ -114,7 +137,8 @@ PL__HIDDEN int pl__mcp_ensure(pl_mcp *m, int64_t deadline, char *why, size_t n);
 PL__HIDDEN int pl__mcp_relist(pl_mcp *m, int64_t deadline);
 
 /* Read what the server sent while no request was in flight
- * (notifications, its requests), without waiting. */
+ * (notifications, its requests), without waiting; m->quiet says whether
+ * there was nothing, its output still open. */
 PL__HIDDEN void pl__mcp_drain(pl_mcp *m);
 
 /* The policy of every tool; @p user is its tool (mcp_call.c). */

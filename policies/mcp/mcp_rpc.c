@@ -60,7 +60,7 @@ static bool reap_within(pid_t pid, int64_t ms)
  * its process group. */
 void pl__mcp_stop(pl_mcp *m)
 {
-    m->up = false;
+    m->up = m->quiet = false;
     pl__mcp_close_fd(&m->wfd);
     pl__mcp_close_fd(&m->rfd);
     m->len = 0;
@@ -138,7 +138,7 @@ fail:
 /* Append @p v printed as compact JSON to @p b: straight into its spare
  * room when it fits (a buffer kept from the last message mostly has
  * it), else printed apart and copied.  False when out of memory. */
-static bool append_json(pl__buf *b, const cJSON *v)
+bool pl__mcp_append_json(pl__buf *b, const cJSON *v)
 {
     if (pl__buf_reserve(b, 256))
         return false;
@@ -155,29 +155,77 @@ static bool append_json(pl__buf *b, const cJSON *v)
     return ok;
 }
 
+bool pl__mcp_append_string(pl__buf *b, const char *s)
+{
+    static const char hex[] = "0123456789abcdef";
+    if (APPEND(b, "\""))
+        return false;
+    for (const char *run = s;; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c >= 32 && c != '"' && c != '\\')
+            continue;
+        if (pl__buf_append(b, run, (size_t)(s - run)))
+            return false;
+        if (!c)
+            break;
+        char esc[6] = {'\\', (char)c, 0};
+        size_t k = 2;
+        switch (c) {
+        case '"':
+        case '\\': break;
+        case '\b': esc[1] = 'b'; break;
+        case '\f': esc[1] = 'f'; break;
+        case '\n': esc[1] = 'n'; break;
+        case '\r': esc[1] = 'r'; break;
+        case '\t': esc[1] = 't'; break;
+        default:
+            memcpy(esc + 1, "u00", 3);
+            esc[4] = hex[c >> 4];
+            esc[5] = hex[c & 15];
+            k = 6;
+        }
+        if (pl__buf_append(b, esc, k))
+            return false;
+        run = s + 1;
+    }
+    return !APPEND(b, "\"");
+}
+
+/* The params of a message as a tree: printed. */
+static bool tree_params(pl__buf *b, const void *user)
+{
+    return pl__mcp_append_json(b, user);
+}
+
+/* Append the decimal digits of @p v (> 0). */
+static bool append_id(pl__buf *b, int64_t v)
+{
+    char num[24];
+    size_t k = sizeof num;
+    for (uint64_t u = (uint64_t)v; u; u /= 10)
+        num[--k] = (char)('0' + u % 10);
+    return !pl__buf_append(b, num + k, sizeof num - k);
+}
+
 /*
  * The text of a message, {"jsonrpc", "method", "params", "id"} as cJSON
  * would print it, into the handle's buffer m->out (kept from one message
- * to the next): a request with @p id > 0, else a notification.  @p method
- * is one of ours, a name that needs no escaping.  False when out of
- * memory.
+ * to the next): a request with @p id > 0, else a notification; its
+ * params written by @p params (none when NULL).  @p method is one of
+ * ours, a name that needs no escaping.  False when out of memory.
  */
-static bool message_text(pl_mcp *m, const char *method, const cJSON *params,
-                         int64_t id)
+static bool message_text(pl_mcp *m, const char *method,
+                         pl__mcp_params_fn params, const void *user, int64_t id)
 {
     pl__buf *b = &m->out;
-    char num[32];
     pl__buf_reset(b);
     if (APPEND(b, "{\"jsonrpc\":\"2.0\",\"method\":\"") ||
         pl__buf_append(b, method, strlen(method)) || APPEND(b, "\""))
         return false;
-    if (params && (APPEND(b, ",\"params\":") || !append_json(b, params)))
+    if (params && (APPEND(b, ",\"params\":") || !params(b, user)))
         return false;
-    if (id > 0) {
-        int k = snprintf(num, sizeof num, ",\"id\":%lld", (long long)id);
-        if (pl__buf_append(b, num, (size_t)k))
-            return false;
-    }
+    if (id > 0 && (APPEND(b, ",\"id\":") || !append_id(b, id)))
+        return false;
     return !APPEND(b, "}");
 }
 
@@ -315,7 +363,7 @@ static void answer_server(pl_mcp *m, const cJSON *req, int64_t deadline)
     }
     char why[64];
     pl__buf_reset(&m->out);
-    if (append_json(&m->out, a))
+    if (pl__mcp_append_json(&m->out, a))
         send_text(m, deadline, why, sizeof why);
     cJSON_Delete(a);
 }
@@ -336,14 +384,20 @@ static void from_server(pl_mcp *m, const cJSON *in, int64_t deadline)
 
 void pl__mcp_drain(pl_mcp *m)
 {
+    m->quiet = false;
     if (m->http || m->rfd < 0)
         return;
     size_t garbage = 0;
     char why[128];
     for (int i = 0; i < 1000; i++) {
         struct pollfd pf = {m->rfd, POLLIN, 0};
-        if (!memchr(m->buf, '\n', m->len) && poll(&pf, 1, 0) <= 0)
-            return;
+        if (!memchr(m->buf, '\n', m->len)) {
+            /* nothing, not even a hang-up: the server's output is open */
+            int k = poll(&pf, 1, 0);
+            m->quiet = k == 0;
+            if (k <= 0)
+                return;
+        }
         cJSON *in = NULL;
         int t = read_msg(m, &in, pl__mcp_mono_ms() + 1, &garbage, why,
                          sizeof why);
@@ -358,7 +412,7 @@ void pl__mcp_drain(pl_mcp *m)
 
 void pl__mcp_notify(pl_mcp *m, const char *method, cJSON *params)
 {
-    bool ok = message_text(m, method, params, 0);
+    bool ok = message_text(m, method, params ? tree_params : NULL, params, 0);
     cJSON_Delete(params);
     char why[128];
     cJSON *none = NULL;
@@ -379,11 +433,20 @@ void pl__mcp_notify(pl_mcp *m, const char *method, cJSON *params)
 int pl__mcp_rpc(pl_mcp *m, const char *method, cJSON *params, int64_t deadline,
                 cJSON **result, cJSON **error, char *why, size_t n)
 {
-    *result = *error = NULL;
-    int64_t id = ++m->next_id;
-    bool ok = message_text(m, method, params, id);
+    int t = pl__mcp_rpc_with(m, method, params ? tree_params : NULL, params,
+                             deadline, result, error, why, n);
     cJSON_Delete(params);
-    if (!ok)
+    return t;
+}
+
+int pl__mcp_rpc_with(pl_mcp *m, const char *method, pl__mcp_params_fn params,
+                     const void *user, int64_t deadline, cJSON **result,
+                     cJSON **error, char *why, size_t n)
+{
+    *result = *error = NULL;
+    m->quiet = false;
+    int64_t id = ++m->next_id;
+    if (!message_text(m, method, params, user, id))
         return T_NOMEM;
     int t;
     if (m->http) {
