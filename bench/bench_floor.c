@@ -263,7 +263,7 @@ int floor_scan(int n, scan_res *r)
  * a spread above UNSTEADY_MAX ("floor unsteady (spread 60%)"), a floor
  * that does not hold still for a second, before or after.
  */
-#define PROBE_N 100
+#define PROBE_N 400
 #define NOISE_MIN 0.05
 #define UNSTEADY_MAX 0.25
 
