@@ -451,6 +451,35 @@ static void a_run_parked_here_is_signalled_in_one_round_trip(void)
 }
 
 /*
+ * A delivery makes its run's timer due now (a worker then continues it if
+ * the ride fails); a ride that goes on to end the run leaves no timer
+ * behind, as no ended run keeps one: every run of @p schema has ended,
+ * and none has a timer row (a stale due one would be taken and dropped by
+ * a worker's wake, a take for nothing).
+ */
+static void no_ended_run_keeps_a_timer(PGconn *c, const char *schema)
+{
+    char sql[512];
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM \"%s\".runs", schema);
+    cr_assert_gt(r_count(c, sql), 0, "schema %s has no run", schema);
+    snprintf(sql, sizeof sql, "SELECT id FROM \"%s\".timers", schema);
+    PGresult *r = PQexec(c, sql);
+    cr_assert_eq(PQresultStatus(r), PGRES_TUPLES_OK, "%s: %s", sql,
+                 PQresultErrorMessage(r));
+    pl_registry *reg;
+    pl_engine *e = r_engine(schema, &reg);
+    for (int i = 0; i < PQntuples(r); i++) {
+        pl_run_status st = r_status(e, PQgetvalue(r, i, 0));
+        cr_expect(st == PL_RUN_WAITING,
+                  "schema %s: run '%s' is %s and keeps a timer", schema,
+                  PQgetvalue(r, i, 0), pl_run_status_name(st));
+    }
+    PQclear(r);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/*
  * A waiting run with a concurrency key, signalled and cancelled, takes the
  * ride as one without a key does, but with the step that ends its wait
  * (the `event`, the `cancel`), before its policy goes on past the wait:
@@ -504,4 +533,11 @@ Test(pg_ride, a_keyed_waiting_run_takes_the_ride)
     the_ride_gives_the_lease_its_key_back();
     a_ride_whose_run_goes_on_writes_no_inbox_record();
     a_run_parked_here_is_signalled_in_one_round_trip();
+    /* every run those made has ended, by a signal or a cancellation that
+     * continued it in the caller's thread */
+    PGconn *c = t_pg_admin();
+    no_ended_run_keeps_a_timer(c, "t_ride_key");
+    no_ended_run_keeps_a_timer(c, "t_ride_kept");
+    no_ended_run_keeps_a_timer(c, "t_ride_fold");
+    PQfinish(c);
 }

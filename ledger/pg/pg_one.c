@@ -206,7 +206,10 @@ static char *one_sql(const char *n, unsigned m)
     /* a delivery riding the write (pg_time.c, ONE_RIDE below): the lease
      * taken as T_ACQUIRE takes it (a run parked with a key only while the
      * key has room, the lease given the key back), the parked row gone,
-     * the timer due now ($6; the write has no timer of its own) */
+     * the timer due now ($6; the write has no timer of its own), or, when
+     * the write ends the execution, the run's timer gone (a wake would
+     * find nothing to do) */
+    bool ends = (m & ONE_DROP) && !(m & ONE_PARK);
     PART(ONE_RIDE,
          "rp AS MATERIALIZED (SELECT z.fkey, z.flimit, \"%s\".pl_key_room("
          "z.fkey, z.flimit) AS room FROM \"%s\".parked z WHERE z.run = $1), "
@@ -220,15 +223,20 @@ static char *one_sql(const char *n, unsigned m)
          "ELSE excluded.flimit END WHERE l.expires <= " NOW_US " OR l.owner "
          "= excluded.owner OR l.gen = 0 RETURNING l.run, l.gen), "
          "rk AS (DELETE FROM \"%s\".parked z USING rg WHERE z.run = rg.run), "
-         "rt AS (INSERT INTO \"%s\".timers AS x (run, due, id, rec) VALUES "
-         "($1, $6, $7, $8) ON CONFLICT (run) DO UPDATE SET due = "
-         "excluded.due, id = excluded.id, rec = excluded.rec WHERE "
-         "excluded.due < x.due)",
-         n, n, n, n, n);
+         "rt AS (%s\"%s\".timers %s)",
+         n, n, n, n, ends ? "DELETE FROM " : "INSERT INTO ", n,
+         ends ? "WHERE run = $1"
+              : "AS x (run, due, id, rec) VALUES ($1, $6, $7, $8) ON "
+                "CONFLICT (run) DO UPDATE SET due = excluded.due, id = "
+                "excluded.id, rec = excluded.rec WHERE excluded.due < x.due");
     /* an execution that ends without parking keeps no key: its run's
      * parked row, if a continue by hand left one, goes (pg_flow.c) */
     if (!(m & ONE_PARK))
         PART(ONE_DROP, "pe AS (DELETE FROM \"%s\".parked WHERE run = $1)", n);
+    /* nor a timer: one a delivery made due meanwhile (a ride's, a signal
+     * while it ran) would wake it for nothing */
+    if (ends && !(m & (ONE_TIMER | ONE_RIDE)))
+        PART(ONE_DROP, "te AS (DELETE FROM \"%s\".timers WHERE run = $1)", n);
 #undef PART
     /* the checks (the main query reads f and d first: a failure raises
      * before any CTE that writes runs), then the run's cancellation, as
@@ -352,7 +360,12 @@ int pl__pg_write_sql(const pl__pg_store *s, int which, char **out)
             "pe AS (DELETE FROM \"%s\".parked z USING unnest($1::bigint[], "
             "$3::boolean[]) AS u(run, dropit) WHERE u.dropit AND z.run = "
             "u.run AND z.run = ANY($1::bigint[]) AND NOT z.run = "
-            "ANY($15::bigint[])) "
+            "ANY($15::bigint[])), "
+            /* nor a timer, unless this commit sets one */
+            "te AS (DELETE FROM \"%s\".timers z USING unnest($1::bigint[], "
+            "$3::boolean[]) AS u(run, dropit) WHERE u.dropit AND z.run = "
+            "u.run AND z.run = ANY($1::bigint[]) AND NOT z.run = "
+            "ANY($15::bigint[]) AND NOT z.run = ANY($8::bigint[])) "
             "SELECT CASE WHEN (SELECT count(*) FROM f) < "
             "cardinality($1::bigint[]) THEN \"%s\".pl_fence_lost("
             "$1::bigint[], $2::bigint[]) END, CASE WHEN (SELECT count(*) "
@@ -360,7 +373,7 @@ int pl__pg_write_sql(const pl__pg_store *s, int which, char **out)
             "cardinality($12::bigint[]), (SELECT count(*) FROM d)) END, "
             "(SELECT string_agg(DISTINCT i.run::text, ',') FROM \"%s\".inbox "
             "i WHERE i.cancel AND i.run = ANY($14::bigint[]))",
-            n, n, n, n, n, n, n, n, n, n, n, n);
+            n, n, n, n, n, n, n, n, n, n, n, n, n);
     else if (which == Q_STEPS)
         *out = pl__asprintf("INSERT INTO \"%s\".steps (k, v) SELECT * FROM "
                             "unnest($1::bytea[], $2::bytea[])",
