@@ -33,6 +33,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define RUNS 64
 #define BYTES ((size_t)4 << 20)
@@ -54,6 +55,7 @@ typedef struct kept {
 
 struct pl__pg_cache {
     pthread_mutex_t mu;
+    pid_t pid; /* the process whose runs these are */
     kept k[RUNS];
     size_t bytes; /* of rows */
     uint64_t tick;
@@ -69,11 +71,39 @@ static pl__pg_cache *cache_of(pl__pg_store *s, bool make)
         if (pthread_mutex_init(&c->mu, NULL)) {
             free(c);
             c = NULL;
-        }
+        } else
+            c->pid = getpid();
         s->cache = c;
     }
     pthread_mutex_unlock(&s->mu);
     return c;
+}
+
+static void drop(pl__pg_cache *c, kept *k);
+
+/* Lock @p c; a child that fork() made parked none of its runs: it
+ * forgets them, as it forgets the pool's idle connections (pg_conn.c). */
+static void lock(pl__pg_cache *c)
+{
+    pthread_mutex_lock(&c->mu);
+    if (c->pid == getpid())
+        return;
+    for (size_t i = 0; i < RUNS; i++)
+        if (c->k[i].num)
+            drop(c, &c->k[i]);
+    c->pid = getpid();
+}
+
+void pl__pg_cache_lock(pl__pg_cache *c)
+{
+    if (c)
+        pthread_mutex_lock(&c->mu);
+}
+
+void pl__pg_cache_unlock(pl__pg_cache *c)
+{
+    if (c)
+        pthread_mutex_unlock(&c->mu);
 }
 
 static void drop(pl__pg_cache *c, kept *k)
@@ -169,7 +199,7 @@ void pl__pg_cache_commit(pl__pg_store *s, pl__batch *const *batches, size_t n,
     pl__pg_cache *c = cache_of(s, creates);
     if (!c)
         return;
-    pthread_mutex_lock(&c->mu);
+    lock(c);
     for (size_t b = 0; b < n; b++) {
         const pl__batch *bt = batches[b];
         if (!st && bt->create_id)
@@ -188,7 +218,7 @@ void pl__pg_cache_ride(pl__pg_store *s, uint64_t run,
     pl__pg_cache *c = cache_of(s, false);
     if (!c)
         return;
-    pthread_mutex_lock(&c->mu);
+    lock(c);
     kept *k = find(c, run);
     bool keep = k && written && take && take->then && k->parked &&
                 take->expect && take->expect->len == k->state.len &&
@@ -211,7 +241,7 @@ void pl__pg_cache_drop(pl__pg_store *s, uint64_t run)
     pl__pg_cache *c = cache_of(s, false);
     if (!c)
         return;
-    pthread_mutex_lock(&c->mu);
+    lock(c);
     kept *k = find(c, run);
     if (k)
         drop(c, k);
@@ -226,7 +256,7 @@ int pl__pg_cache_get(pl__pg_store *s, const char *id, size_t max_n,
     if (!c)
         return PL_ENOTFOUND;
     int st = PL_ENOTFOUND;
-    pthread_mutex_lock(&c->mu);
+    lock(c);
     for (size_t i = 0; i < RUNS; i++) {
         kept *k = &c->k[i];
         if (!k->num || !k->parked || strcmp(k->id, id) != 0)

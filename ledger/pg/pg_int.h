@@ -129,6 +129,7 @@ struct pl__pg_store {
     PGconn *idle[IDLE_MAX];
     size_t n_idle;
     struct pl__pg_cache *cache; /* pg_cache.c; made when first needed */
+    struct pl__pg_store *next;  /* the process's open stores (fork) */
 };
 
 /* Count @p round_trips waits for the server and @p statements sent
@@ -285,6 +286,10 @@ PL__HIDDEN int pl__pg_cache_get(pl__pg_store *s, const char *id, size_t max_n,
                                 size_t max_bytes, uint64_t *num, pl__buf *info,
                                 pl__buf *state, pl__kvs *rows) PL__MUST_CHECK;
 PL__HIDDEN void pl__pg_cache_free(pl__pg_cache *c);
+/* Around fork() (pg_conn.c's handlers): @p c's lock taken before, and
+ * given back after, in the parent and in the child (NULL: none). */
+PL__HIDDEN void pl__pg_cache_lock(pl__pg_cache *c);
+PL__HIDDEN void pl__pg_cache_unlock(pl__pg_cache *c);
 
 /* ---- the write of one run (pg_one.c) ------------------------------------ */
 
