@@ -40,6 +40,12 @@
 #define POLL_MS_DEFAULT 100
 #define NAP_MS 20 /* the longest a waiting thread sleeps between checks */
 #define SCHED_LOOK_MS 1000 /* schedules are read at least this often */
+/* A thread that woke for a timer and found it taken by another worker
+ * looks at the next one this much after it is due (doubled at each such
+ * loss, to LOST_MAX_US; a random part of it, so that the threads that lost
+ * do not wake together; back to 0 once it takes a run). */
+#define LOST_MIN_US 500
+#define LOST_MAX_US 4000
 
 typedef struct worker {
     pl_engine *e;
@@ -158,15 +164,17 @@ static bool stopping(const pl_engine *e)
     return atomic_load(&((pl_engine *)e)->worker_stop) != 0;
 }
 
-/* Sleep @p ms, in short naps, unless a stop is asked for. */
-static void idle(const pl_engine *e, unsigned ms)
+/* Sleep @p us microseconds, in naps of NAP_MS at most, unless a stop is
+ * asked for: to the microsecond, so that a thread waiting for a timer
+ * looks when it is due, not up to a millisecond later. */
+static void idle(const pl_engine *e, int64_t us)
 {
-    while (ms && !stopping(e)) {
-        unsigned nap = ms < NAP_MS ? ms : NAP_MS;
-        struct timespec ts = {0, (long)nap * 1000000L};
+    while (us > 0 && !stopping(e)) {
+        int64_t nap = us < NAP_MS * 1000 ? us : NAP_MS * 1000;
+        struct timespec ts = {0, (long)nap * 1000L};
         while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
             ;
-        ms -= nap;
+        us -= nap;
     }
 }
 
@@ -206,12 +214,16 @@ static void fire_schedules(worker *w)
  * thread that starts looks first too.
  */
 static int take_next(worker *w, pl__woken *wk, bool idle, pl_outcome **o,
-                     pl__lease *lease, bool *taken, int64_t *next_due)
+                     pl__lease *lease, bool *taken, int64_t *next_due,
+                     bool *woke)
 {
     pl_engine *e = w->e;
+    *woke = false;
     /* the runs of the last batch of wakes first: claimed, theirs to run */
-    if (pl__woken_pending(wk))
+    if (pl__woken_pending(wk)) {
+        *woke = true;
         return pl__run_take_due(o, wk, lease, taken, next_due);
+    }
     bool known = false, queued = true, timers = true;
     int st = idle ? pl__store_poll(e->store, &known, &queued, &timers, next_due)
                   : PL_OK;
@@ -225,6 +237,7 @@ static int take_next(worker *w, pl__woken *wk, bool idle, pl_outcome **o,
     if (known && !timers && (!*next_due || *next_due > pl__now_us()))
         return PL_ENOTFOUND;
     *next_due = 0;
+    *woke = true;
     return pl__run_take_due(o, wk, lease, taken, next_due);
 }
 
@@ -234,7 +247,10 @@ static void *work(void *arg)
     pl_engine *e = w->e;
     bool idle_last = true; /* the last look found nothing (a thread that
                               starts looks first) */
-    pl__woken *wk;         /* this thread's batch of wakes */
+    int64_t slept_for = 0; /* the timer the last sleep waited for */
+    int64_t lost_us = 0;   /* the thread's delay after a timer's due time */
+    unsigned seed = (unsigned)(pl__mono_ns() ^ (uintptr_t)&seed);
+    pl__woken *wk; /* this thread's batch of wakes */
     if (pl__woken_new(&wk, e)) {
         pthread_mutex_lock(&w->mu);
         w->fatal = PL_ENOMEM;
@@ -251,9 +267,16 @@ static void *work(void *arg)
         pl_outcome *o = NULL;
         bool taken = false; /* from the queue, claimed and executed */
         maybe_prune(w);
+        bool woke = false;
         if (!next_retake(w, &lease))
-            st = take_next(w, wk, idle_last, &o, &lease, &taken, &next_due);
-        idle_last = st == PL_ENOTFOUND && !taken;
+            st = take_next(w, wk, idle_last, &o, &lease, &taken, &next_due,
+                           &woke);
+        /* a batch of wakes that took every run due it saw, executed: the
+         * next look asks first, as after a look that found nothing (one
+         * round trip on PostgreSQL, where taking from the queue and then
+         * the timers blind costs four or five) */
+        idle_last = (st == PL_ENOTFOUND && !taken) ||
+                    (taken && woke && pl__woken_spent(wk));
         if (!taken && st == PL_ESTATE) { /* read-only: it never will */
             pthread_mutex_lock(&w->mu);
             w->fatal = st;
@@ -272,13 +295,23 @@ static void *work(void *arg)
             /* nothing queued or due, or the store failed (a server
              * restarting): look again later, or when the next timer is
              * due if that is sooner */
-            unsigned ms = w->poll_ms;
-            int64_t until = next_due ? next_due - pl__now_us() : 0;
-            if (next_due && until < (int64_t)ms * 1000)
-                ms = until > 0 ? (unsigned)((until + 999) / 1000) : 1;
-            idle(e, ms);
+            int64_t us = (int64_t)w->poll_ms * 1000, now = pl__now_us();
+            /* a timer this thread waited for, taken by another: the
+             * others keep up, or soon will not, and it looks later */
+            if (st == PL_ENOTFOUND && slept_for && slept_for <= now)
+                lost_us = lost_us ? lost_us * 2 : LOST_MIN_US;
+            lost_us = lost_us < LOST_MAX_US ? lost_us : LOST_MAX_US;
+            int64_t until = next_due ? next_due - now : 0;
+            if (next_due && lost_us)
+                until += lost_us / 2 + rand_r(&seed) % (lost_us / 2 + 1);
+            slept_for = next_due && until < us ? next_due : 0;
+            if (next_due && until < us)
+                us = until > 0 ? until : 1000;
+            idle(e, us);
             continue;
         }
+        lost_us = 0; /* it took a run */
+        slept_for = 0;
         if (!taken)
             st = pl__run_continue_leased(&o, e, &lease);
         if (store_fault(st) && !stopping(e)) {

@@ -274,6 +274,11 @@ int pl__woken_new(pl__woken **out, pl_engine *e)
 
 bool pl__woken_pending(const pl__woken *w) { return w->next < w->d.n; }
 
+bool pl__woken_spent(const pl__woken *w)
+{
+    return w->d.n && w->next == w->d.n && w->d.n < PL__DUES_MAX;
+}
+
 /* The batch's rest dropped: each run not executed yet handed back to the
  * queue, claimed (another worker takes it, as a crashed one). */
 static void woken_drop(pl__woken *w)

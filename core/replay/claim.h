@@ -66,6 +66,9 @@ typedef struct pl__woken pl__woken;
 PL__HIDDEN int pl__woken_new(pl__woken **out, pl_engine *e) PL__MUST_CHECK;
 /* Whether runs of the batch wait their turn. */
 PL__HIDDEN bool pl__woken_pending(const pl__woken *w);
+/* Whether the batch's runs have all been executed and the take that made
+ * it found fewer due than it could take: none is left due that it saw. */
+PL__HIDDEN bool pl__woken_spent(const pl__woken *w);
 /* Free @p w, handing the runs still waiting their turn back to the queue
  * (their leases made to have run out: another worker takes them, as it
  * takes a crashed run). */

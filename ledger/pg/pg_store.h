@@ -66,7 +66,8 @@ PL__HIDDEN int pl__pg_take_dues(pl__pg_store *s, const char *owner,
                                 size_t ahead_bytes, pl__take_fn fn, void *user,
                                 pl__dues *out,
                                 int64_t *next_due_us) PL__MUST_CHECK;
-PL__HIDDEN int pl__pg_timer_next(pl__pg_store *s,
+/* When to look at the timers again (pg_time.c's next_due()). */
+PL__HIDDEN int pl__pg_timer_next(pl__pg_store *s, int64_t again_us,
                                  int64_t *next_due_us) PL__MUST_CHECK;
 PL__HIDDEN int pl__pg_poll(pl__pg_store *s, bool *queued, bool *due,
                            int64_t *next_due_us) PL__MUST_CHECK;

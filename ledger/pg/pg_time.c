@@ -131,7 +131,11 @@ int pl__pg_time_sql(const pl__pg_store *s, int which, char **out)
             n, n, n, n, n, n, n);
         break;
     case T_NEXT:
-        *out = pl__asprintf("SELECT min(due) FROM \"%s\".timers", n);
+        /* the earliest timer, and the earliest not due at $1 */
+        *out = pl__asprintf("SELECT (SELECT min(due) FROM \"%s\".timers), "
+                            "(SELECT min(due) FROM \"%s\".timers WHERE due > "
+                            "$1::bigint)",
+                            n, n);
         break;
     case T_GET:
         *out = pl__asprintf("SELECT due, rec FROM \"%s\".timers WHERE run = "
@@ -316,34 +320,51 @@ static int taken(pl__pg_store *s, PGresult *r, int i, const char *owner,
     return st;
 }
 
-/* When the next timer is due, into *out (0: none), on @p c. */
-static int next_due(pl__pg_store *s, PGconn *c, int64_t *out)
+/*
+ * When to look at the timers again, into *out (0: none), on @p c: when the
+ * earliest is due; or, one being due already though a take just found
+ * none (another's take holds it until it commits; or its run's state is
+ * being written, its key is full), when the next is due, and @p again_us
+ * from now at the latest.  A worker that lost a timer to another's take
+ * looks again at the next one, not @p again_us later: with timers due
+ * every millisecond (100,000 runs sleeping a minute), a look put off by
+ * 10 ms left ten runs due meanwhile, late, to the workers still looking.
+ */
+static int next_due(pl__pg_store *s, PGconn *c, int64_t again_us, int64_t *out)
 {
     *out = 0;
-    PGresult *r;
-    int st = time_exec(s, c, T_NEXT, 0, NULL, NULL, NULL, &r,
-                       "reading the timers");
-    int64_t due = 0;
-    /* due times are written on the writers' clocks (see above) */
-    if (!st && PQntuples(r) == 1 && !PQgetisnull(r, 0, 0) &&
-        pl__pg_parse_i64(PQgetvalue(r, 0, 0), &due))
-        *out = due;
-    PQclear(r);
-    /* due, yet not taken (its run executing, or its key full): look again
-     * soon, not at once */
     int64_t now = pl__now_us();
-    if (*out && *out <= now)
-        *out = now + LOOK_AGAIN_US;
+    char a[24];
+    snprintf(a, sizeof a, "%lld", (long long)now);
+    const char *vals[1] = {a};
+    PGresult *r;
+    int st = time_exec(s, c, T_NEXT, 1, vals, NULL, NULL, &r,
+                       "reading the timers");
+    int64_t due = 0, later = 0;
+    /* due times are written on the writers' clocks (see above) */
+    if (!st && PQntuples(r) == 1 && PQnfields(r) == 2 &&
+        !PQgetisnull(r, 0, 0) && pl__pg_parse_i64(PQgetvalue(r, 0, 0), &due)) {
+        if (PQgetisnull(r, 0, 1) ||
+            !pl__pg_parse_i64(PQgetvalue(r, 0, 1), &later))
+            later = 0;
+        *out = due;
+    }
+    PQclear(r);
+    if (*out && *out <= now) {
+        *out = now + again_us;
+        if (later && later < *out)
+            *out = later;
+    }
     return st;
 }
 
-int pl__pg_timer_next(pl__pg_store *s, int64_t *next_due_us)
+int pl__pg_timer_next(pl__pg_store *s, int64_t again_us, int64_t *next_due_us)
 {
     PGconn *c;
     int st = pl__pg_conn_get(s, &c);
     if (st)
         return st;
-    st = next_due(s, c, next_due_us);
+    st = next_due(s, c, again_us, next_due_us);
     pl__pg_conn_put(s, c);
     return st;
 }
@@ -369,7 +390,7 @@ int pl__pg_timer_take(pl__pg_store *s, const char *owner, int64_t lease_us,
     if (!st && PQntuples(r) == 0) {
         PQclear(r);
         r = NULL;
-        st = next_due(s, c, next_due_us);
+        st = next_due(s, c, LOOK_AGAIN_US, next_due_us);
         if (!st)
             st = PL_ENOTFOUND;
     } else if (!st) {

@@ -266,11 +266,9 @@ int pl__pg_take_dues(pl__pg_store *s, const char *owner, int64_t lease_us,
     pl__errmsg_restore(saved);
     if (out->n)
         return PL_OK;
-    /* none taken: when to look again (a due timer not taken now: soon) */
-    st = pl__pg_timer_next(s, next_due_us);
-    int64_t soon = pl__now_us() + LOOK_AGAIN_US;
-    if (!st && *next_due_us && *next_due_us < soon)
-        *next_due_us = soon;
+    /* none taken: when to look again (a due timer not taken now: at the
+     * next one, or soon) */
+    st = pl__pg_timer_next(s, LOOK_AGAIN_US, next_due_us);
     return st ? st : PL_ENOTFOUND;
 }
 
