@@ -1,6 +1,7 @@
 /*
- * support_pg_store.h -- what test_pg.c and test_pg_plans.c share: a step's
- * key, the steps a run has, the store's counts.
+ * support_pg_store.h -- what test_pg.c, test_pg_plans.c and test_pg_fork.c
+ * share: a step's key, the steps a run has, the store's counts, a run
+ * made with a lease.
  */
 #ifndef PL_SUPPORT_PG_STORE_H
 #define PL_SUPPORT_PG_STORE_H
@@ -42,6 +43,25 @@ static inline pl__pg_counts counts(void)
     pl__pg_counts c;
     pl__pg_counts_get(&c);
     return c;
+}
+
+/* A leased run "id" of store @p s, its lease's generation 1. */
+static inline uint64_t leased_run(pl__pg_store *s, const char *id)
+{
+    pl__buf info = {0};
+    cr_assert_eq(pl__buf_append(&info, "info", 4), PL_OK);
+    pl__batch a = {0};
+    a.create_id = id;
+    a.create_info = &info;
+    a.lease_owner = "w1";
+    a.lease_us = 600 * 1000000LL;
+    cr_assert_eq(pl__buf_append(&a.state, "s0", 2), PL_OK);
+    pl__batch *one[1] = {&a};
+    cr_assert_eq(pl__pg_commit(s, one, 1, false), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(a.rc, PL_OK);
+    pl__batch_free(&a);
+    pl__buf_free(&info);
+    return a.run;
 }
 
 #endif

@@ -9,6 +9,7 @@
 
 #include "pg_int.h"
 #include "pg_store.h"
+#include "support_pg_store.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -30,28 +31,15 @@ static atomic_bool g_stop;
 /* Parked run "kept" of @p s, created and parked by this process: kept. */
 static void park_kept(pl__pg_store *s)
 {
-    pl__buf info = {0};
-    cr_assert_eq(pl__buf_append(&info, "info", 4), PL_OK);
-    pl__batch a = {0};
-    a.create_id = "kept";
-    a.create_info = &info;
-    a.lease_owner = "w1";
-    a.lease_us = 600 * 1000000LL;
-    cr_assert_eq(pl__buf_append(&a.state, "s0", 2), PL_OK);
-    pl__batch *one[1] = {&a};
-    cr_assert_eq(pl__pg_commit(s, one, 1, false), PL_OK, "%s", pl_errmsg());
-    cr_assert_eq(a.rc, PL_OK);
     pl__batch p = {0};
-    p.run = a.run;
+    p.run = leased_run(s, "kept");
     p.gen = 1;
     p.release = true;
     p.park = true;
     cr_assert_eq(pl__buf_append(&p.state, "s1", 2), PL_OK);
-    one[0] = &p;
+    pl__batch *one[1] = {&p};
     cr_assert_eq(pl__pg_commit(s, one, 1, false), PL_OK, "%s", pl_errmsg());
-    pl__batch_free(&a);
     pl__batch_free(&p);
-    pl__buf_free(&info);
 }
 
 /* Whether run "kept" is kept by @p s: PL_OK, or PL_ENOTFOUND. */

@@ -26,25 +26,6 @@ static void admin_sql(PGconn *c, const char *sql)
     PQclear(r);
 }
 
-/* A leased run "id" of store @p s, its lease's generation 1. */
-static uint64_t leased_run(pl__pg_store *s, const char *id)
-{
-    pl__buf info = {0};
-    cr_assert_eq(pl__buf_append(&info, "info", 4), PL_OK);
-    pl__batch a = {0};
-    a.create_id = id;
-    a.create_info = &info;
-    a.lease_owner = "w1";
-    a.lease_us = 600 * 1000000LL;
-    cr_assert_eq(pl__buf_append(&a.state, "s0", 2), PL_OK);
-    pl__batch *one[1] = {&a};
-    cr_assert_eq(pl__pg_commit(s, one, 1, false), PL_OK, "%s", pl_errmsg());
-    cr_assert_eq(a.rc, PL_OK);
-    pl__batch_free(&a);
-    pl__buf_free(&info);
-    return a.run;
-}
-
 /* A call's commit: steps @p from and @p from + 1 of @p run, under its
  * lease's fence of generation @p gen, and @p state if not NULL. */
 static int call_commit(pl__pg_store *s, uint64_t run, uint64_t gen,
