@@ -20,7 +20,7 @@
 
 TestSuite(pg_fork, .fini = t_cleanup, .timeout = 120);
 
-#define FORKS 200
+#define FORKS 100
 /* A child's few calls take milliseconds; one still waiting after this
  * long waits for a lock nobody will give back: SIGALRM ends it, and the
  * parent says so (a hang, not a timing) */
