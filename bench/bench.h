@@ -90,13 +90,20 @@ void add_goal_noted(const char *what, double value, const char *unit,
 
 /* ---- noise: the floor probed before and after a workload ---- */
 #define PROBE_REPS 3
+typedef struct probe_res {
+    double s[PROBE_REPS]; /* time per commit */
+    int n;
+} probe_res;
 typedef struct drift {
     pl_durability mode;
-    double before[PROBE_REPS];
-    int nb;
+    bool settle; /* on PostgreSQL: pg_settle() before each probe */
+    double before[PROBE_REPS], after[PROBE_REPS];
+    int nb, na;
     char note[64]; /* "" or "floor moved N%: noisy host" */
 } drift;
 void drift_begin(drift *d, pl_durability mode);
+/* drift_begin(), the server settled before each probe (pg_settle()). */
+void drift_begin_settled(drift *d, pl_durability mode);
 const char *drift_end(drift *d, cJSON *o);
 
 /*
@@ -336,6 +343,11 @@ int report_w3(bool quick);
 void pg_path_in(char *out, size_t n, const char *name);
 void pg_remove(const char *path);
 void pg_floor(const void *varg, void *vres);
+/* The drift's probe: PROBE_REPS times per commit, after a warm-up, each
+ * of floor_arg.n commits on one session (a probe_res). */
+void pg_probe(const void *varg, void *vres);
+/* Write the server's dirty pages and wait for its autovacuum workers. */
+void pg_settle(void);
 /* The postmaster's pid, the parent of a session's backend (-1: the server
  * is not on this host, or its processes cannot be read). */
 long long pg_postmaster(void);

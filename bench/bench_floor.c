@@ -264,26 +264,39 @@ int floor_scan(int n, scan_res *r)
  * that does not hold still for a second, before or after.
  */
 #define PROBE_N 400
+#define PG_PROBE_N 2000 /* PostgreSQL, commits not synced: ~30 us each */
 #define NOISE_MIN 0.05
 #define UNSTEADY_MAX 0.25
 
-/* Probe the floor: its time per commit, up to PROBE_REPS times. */
-static int probe(pl_durability mode, double *out)
+/* Probe the floor: its time per commit, up to PROBE_REPS times (on
+ * PostgreSQL: after pg_settle() when @p settle). */
+static int probe(pl_durability mode, bool settle, double *out)
 {
-    floor_arg fa = {mode, g_quick ? PROBE_N / 5 : PROBE_N, 1, false};
-    int n = 0;
+    int n = g_pg_uri && mode == PL_DURABILITY_PROCESS ? PG_PROBE_N : PROBE_N;
+    floor_arg fa = {mode, g_quick ? n / 5 : n, 1, false};
+    if (g_pg_uri) {
+        probe_res pr;
+        memset(&pr, 0, sizeof pr);
+        if (settle)
+            pg_settle();
+        if (in_child(pg_probe, &fa, &pr, sizeof pr))
+            return 0;
+        memcpy(out, pr.s, (size_t)pr.n * sizeof *out);
+        return pr.n;
+    }
+    int k = 0;
     for (int i = 0; i < PROBE_REPS; i++) {
         floor_res fr;
-        if (!in_child(g_pg_uri ? pg_floor : floor_puts, &fa, &fr, sizeof fr))
-            out[n++] = fr.per_record_s;
+        if (!in_child(floor_puts, &fa, &fr, sizeof fr))
+            out[k++] = fr.per_record_s;
     }
-    return n;
+    return k;
 }
 
 double floor_commit_s(void)
 {
     double v[PROBE_REPS];
-    int n = probe(PL_DURABILITY_SYNC, v);
+    int n = probe(PL_DURABILITY_SYNC, false, v);
     return n ? median(v, n) : 0;
 }
 
@@ -302,14 +315,22 @@ void drift_begin(drift *d, pl_durability mode)
 {
     memset(d, 0, sizeof *d);
     d->mode = mode;
-    d->nb = probe(mode, d->before);
+    d->nb = probe(mode, false, d->before);
+}
+
+void drift_begin_settled(drift *d, pl_durability mode)
+{
+    memset(d, 0, sizeof *d);
+    d->mode = mode;
+    d->settle = true;
+    d->nb = probe(mode, true, d->before);
 }
 
 /* Probe again; d->note says whether the floor moved (also in @p o). */
 const char *drift_end(drift *d, cJSON *o)
 {
-    double after[PROBE_REPS];
-    int na = probe(d->mode, after);
+    double *after = d->after;
+    int na = d->na = probe(d->mode, d->settle, after);
     if (!d->nb || !na)
         return d->note;
     double b = median(d->before, d->nb), a = median(after, na);

@@ -240,10 +240,14 @@ static void pg_floor_puts(PGconn *c, int id, int from, int n)
     }
 }
 
-/* A fresh floor table in @p schema (a pg_schema() of "floor"). */
-static void pg_floor_create(const char *path, const char *schema)
+/* A fresh floor table in the schema of @p name (its path_in() path and
+ * pg_schema() into @p path and @p schema). */
+static void pg_floor_create(const char *name, char path[1100],
+                            char schema[128])
 {
     char sql[512];
+    path_in(path, 1100, name);
+    pg_schema(schema, 128, name);
     pg_remove(path);
     PGconn *c = pg_connect();
     snprintf(sql, sizeof sql,
@@ -275,15 +279,62 @@ void pg_floor(const void *varg, void *vres)
     const floor_arg *a = varg;
     floor_res *r = vres;
     char path[1100], schema[128];
-    path_in(path, sizeof path, "floor");
-    pg_schema(schema, sizeof schema, "floor");
-    pg_floor_create(path, schema);
+    pg_floor_create("floor", path, schema);
     pg_floor_thread args[256];
     int threads = a->threads < 1 ? 1 : a->threads > 256 ? 256 : a->threads;
     for (int i = 0; i < threads; i++)
         args[i] = (pg_floor_thread){a, schema, i};
     timed_threads(pg_floor_commits, args, sizeof *args, threads, a->n, r);
     pg_remove(path);
+}
+
+/*
+ * The drift's probe on PostgreSQL (bench_floor.c): PROBE_REPS rounds of
+ * a->n commits each on one session, timed apart from the session's start
+ * (a backend forked, its caches filled: milliseconds that move with the
+ * server's memory, not with the host's speed) and after a->n / 4 commits
+ * not timed, which warm the new table's pages and the plan.
+ */
+void pg_probe(const void *varg, void *vres)
+{
+    const floor_arg *a = varg;
+    probe_res *r = vres;
+    char path[1100], schema[128];
+    pg_floor_create("probe", path, schema);
+    PGconn *c = pg_floor_session(a->mode, schema);
+    int from = a->n / 4;
+    pg_floor_puts(c, 0, 0, from);
+    for (int i = 0; i < PROBE_REPS; i++, from += a->n) {
+        double t0 = now_s();
+        pg_floor_puts(c, 0, from, a->n);
+        r->s[r->n++] = (now_s() - t0) / a->n;
+    }
+    PQfinish(c);
+    pg_remove(path);
+}
+
+/* The server as a workload leaves it, settled: its dirty pages written
+ * (CHECKPOINT) and its autovacuum workers gone (at most SETTLE_MAX_S),
+ * so that the drift's probe after a workload measures the host, not the
+ * server's work after that workload's writes. */
+#define SETTLE_MAX_S 60
+void pg_settle(void)
+{
+    PGconn *c = pg_connect();
+    pg_sql(c, "CHECKPOINT");
+    double t0 = now_s();
+    while (now_s() - t0 < SETTLE_MAX_S) {
+        PGresult *r = PQexec(c, "SELECT count(*) FROM pg_stat_activity WHERE "
+                                "backend_type = 'autovacuum worker'");
+        bool busy = PQresultStatus(r) == PGRES_TUPLES_OK &&
+                    strcmp(PQgetvalue(r, 0, 0), "0") != 0;
+        PQclear(r);
+        if (!busy)
+            break;
+        struct timespec nap = {0, 100000000L};
+        nanosleep(&nap, NULL);
+    }
+    PQfinish(c);
 }
 
 /* The floor's side of W1's turns (see w1_turns) on PostgreSQL. */
@@ -295,9 +346,7 @@ static void pg_floor_in_turns(const void *varg, void *vres)
     close(a->turns->to_floors[1]);
     close(a->turns->to_run[0]);
     char path[1100], schema[128];
-    path_in(path, sizeof path, "floor");
-    pg_schema(schema, sizeof schema, "floor");
-    pg_floor_create(path, schema);
+    pg_floor_create("floor", path, schema);
     PGconn *c = pg_floor_session(a->mode, schema);
     int n;
     while (read(a->turns->to_floors[0], &n, sizeof n) == (ssize_t)sizeof n) {

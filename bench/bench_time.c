@@ -121,7 +121,8 @@ typedef struct w7_arg {
 typedef struct w7_res {
     double peak_kb, anon_peak_kb, bytes_per_run, late_p50_ms, late_p99_ms,
         park_s;
-    double after_p99_ms;  /* of the wakes due once all were parked */
+    double after_p50_ms, after_p99_ms; /* of the wakes due once all were
+                                           parked */
     double txns_per_wake; /* LMDB: write transactions a wake cost, then */
     int woken;
     /* drain: wakes a second, and per wake the workers' round trips,
@@ -254,8 +255,11 @@ static void w7_child(const void *varg, void *vres)
     pl_registry *reg = time_registry();
     pl_engine_close(open_engine(path, reg, PL_DURABILITY_PROCESS, NULL));
     pid_t pids[W7_WORKERS_MAX];
-    if (!a->drain)
+    double srv0 = -1, drain0 = 0;
+    if (!a->drain) {
+        srv0 = g_pg_uri ? server_ended_s() : -1;
         w7_fork(path, a, pids);
+    }
     pl_engine *e = open_engine(path, reg, PL_DURABILITY_PROCESS, NULL);
     if (pl_engine_set_wait_in_place(e, 0))
         die("W7 wait in place");
@@ -292,7 +296,6 @@ static void w7_child(const void *varg, void *vres)
                                 : (double)((s1.used_pages - s0.used_pages) *
                                            s1.page_size) /
                                       a->runs;
-    double srv0 = -1, drain0 = 0;
     if (a->drain) { /* every run due: then the workers */
         struct timespec nap = {0, 50000000L};
         nanosleep(&nap, NULL);
@@ -312,9 +315,20 @@ static void w7_child(const void *varg, void *vres)
                               : r->anon_peak_kb;
     }
     r->woken = atomic_load(&g_w7->woken);
+    double rt = 0, stmts = 0, cpu = 0; /* the workers', from start to stop */
+    for (int w = 0; w < a->workers; w++) {
+        rt += g_w7->rt[w];
+        stmts += g_w7->stmts[w];
+        cpu += g_w7->cpu_s[w];
+    }
+    if (r->woken) {
+        r->rt_per_wake = rt / r->woken;
+        r->stmts_per_wake = stmts / r->woken;
+        r->cpu_ms_per_wake = cpu * 1e3 / r->woken;
+    }
     if (a->drain && r->woken) {
         /* the last wake, as the sleepers noted it */
-        double last = 0, rt = 0, stmts = 0, cpu = 0;
+        double last = 0;
         for (int i = 0; i < r->woken && i < a->runs; i++)
             if (g_w7->due[i] + g_w7->late[i] > last)
                 last = g_w7->due[i] + g_w7->late[i];
@@ -324,18 +338,12 @@ static void w7_child(const void *varg, void *vres)
         double span = since - ((double)ts.tv_sec * 1e3 +
                                (double)ts.tv_nsec / 1e6 - last) /
                                   1e3;
-        for (int w = 0; w < a->workers; w++) {
-            rt += g_w7->rt[w];
-            stmts += g_w7->stmts[w];
-            cpu += g_w7->cpu_s[w];
-        }
         r->wakes_per_s = span > 0 ? r->woken / span : 0;
-        r->rt_per_wake = rt / r->woken;
-        r->stmts_per_wake = stmts / r->woken;
-        r->cpu_ms_per_wake = cpu * 1e3 / r->woken;
+    }
+    if (r->woken && srv0 >= 0) { /* the workers' sessions, ended */
         struct timespec nap = {0, 200000000L}; /* the backends reaped */
         nanosleep(&nap, NULL);
-        double srv1 = srv0 >= 0 ? server_ended_s() : -1;
+        double srv1 = server_ended_s();
         r->server_ms_per_wake = srv1 >= 0 ? (srv1 - srv0) * 1e3 / r->woken : -1;
     }
     if (!g_pg_uri && r->woken > woken0)
@@ -346,6 +354,7 @@ static void w7_child(const void *varg, void *vres)
     for (int i = 0; after && i < r->woken && i < a->runs; i++)
         if (g_w7->due[i] > parked_ms)
             after[na++] = g_w7->late[i];
+    r->after_p50_ms = na ? percentile(after, na, 0.50) : 0;
     r->after_p99_ms = na ? percentile(after, na, 0.99) : 0;
     free(after);
     r->late_p50_ms = percentile(g_w7->late, (size_t)a->runs, 0.50);
@@ -364,15 +373,18 @@ int report_w7(bool quick)
         "store\n  by one process, woken by %d worker process%s\n",
         max_ms / 1000, g_pg_uri ? "PostgreSQL" : "LMDB", workers,
         workers > 1 ? "es" : "");
-    say("  %-8s %12s %12s %10s %9s %11s %11s %11s %5s\n", "runs", "worker peak",
-        "worker anon", "bytes/run", "park", "late p50", "late p99", "p99 after",
-        "load");
+    say("  %-8s %12s %12s %10s %9s %11s %11s %11s %11s %5s\n", "runs",
+        "worker peak", "worker anon", "bytes/run", "park", "late p50",
+        "late p99", "p50 after", "p99 after", "load");
     cJSON *arr = cJSON_AddArrayToObject(g_json, g_pg_uri ? "pg_w7_timers"
                                                          : "w7_timers");
     double anon[2] = {0}, p50 = -1, p99 = -1;
     int failures = 0;
+    /* the server settled before each probe: W7's 110,000 runs leave it
+     * dirty pages to write and tables to vacuum (bench/README.md, "Noise:
+     * the floor's drift") */
     drift d;
-    drift_begin(&d, PL_DURABILITY_PROCESS);
+    drift_begin_settled(&d, PL_DURABILITY_PROCESS);
     for (int k = 0; k < 2; k++) {
         w7_arg a = {sizes[k], max_ms, workers, false};
         w7_res r;
@@ -392,13 +404,18 @@ int report_w7(bool quick)
         if (getloadavg(&load, 1) != 1)
             load = -1;
         say("  %-8d %9.1f MB %9.1f MB %10s %7.1f s %8.1f ms %8.1f ms %8.1f ms "
-            "%5.1f\n",
+            "%8.1f ms %5.1f\n",
             a.runs, r.peak_kb / 1024, r.anon_peak_kb / 1024, bytes, r.park_s,
-            r.late_p50_ms, r.late_p99_ms, r.after_p99_ms, load);
+            r.late_p50_ms, r.late_p99_ms, r.after_p50_ms, r.after_p99_ms, load);
         if (!g_pg_uri)
             say("  %-8s write transactions per wake once all were parked: "
                 "%.2f\n",
                 "", r.txns_per_wake);
+        else /* the workers' looks that found nothing count too */
+            say("  %-8s a wake: %.2f round trips, %.2f statements, %.3f ms of "
+                "the workers' CPU, %.3f ms of their sessions' on the server\n",
+                "", r.rt_per_wake, r.stmts_per_wake, r.cpu_ms_per_wake,
+                r.server_ms_per_wake);
         cJSON *o = cJSON_CreateObject();
         jnum(o, "runs", a.runs);
         jnum(o, "workers", workers);
@@ -409,9 +426,16 @@ int report_w7(bool quick)
             jnum(o, "store_bytes_per_waiting_run", r.bytes_per_run);
         jnum(o, "wake_late_p50_ms", r.late_p50_ms);
         jnum(o, "wake_late_p99_ms", r.late_p99_ms);
+        jnum(o, "wake_late_p50_after_parking_ms", r.after_p50_ms);
         jnum(o, "wake_late_p99_after_parking_ms", r.after_p99_ms);
         if (!g_pg_uri)
             jnum(o, "write_transactions_per_wake", r.txns_per_wake);
+        if (g_pg_uri) {
+            jnum(o, "round_trips_per_wake", r.rt_per_wake);
+            jnum(o, "statements_per_wake", r.stmts_per_wake);
+            jnum(o, "server_cpu_ms_per_wake", r.server_ms_per_wake);
+        }
+        jnum(o, "worker_cpu_ms_per_wake", r.cpu_ms_per_wake);
         jnum(o, "load_average_1min", load);
         jnum(o, "park_all_s", r.park_s);
         cJSON_AddItemToArray(arr, o);
@@ -452,6 +476,13 @@ int report_w7(bool quick)
         jnum(o, "load_average_1min", load);
     }
     const char *noise = drift_end(&d, NULL);
+    say("  the floor's probes, us a commit: before");
+    for (int i = 0; i < d.nb; i++)
+        say(" %.1f", d.before[i] * 1e6);
+    say(", after");
+    for (int i = 0; i < d.na; i++)
+        say(" %.1f", d.after[i] * 1e6);
+    say("\n");
     if (noise[0])
         say("  %s: lateness not judged\n", noise);
     const char *pre = g_pg_uri ? "PostgreSQL W7" : "W7";
