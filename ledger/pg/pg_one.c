@@ -17,9 +17,13 @@
  *   |-----------|-----------------------------|----------------------------|
  *   | ONE_FENCE | the write holds a lease     | its row locked, if it is   |
  *   |           | (pl__batch.gen)             | still that generation: one |
- *   |           |                             | index probe                |
+ *   |           |                             | index probe, in the main   |
+ *   |           |                             | query's check              |
  *   | ONE_DROP  | the execution ended         | the lease dropped          |
  *   | ONE_STEPS | steps                       | inserted from two arrays   |
+ *   | ONE_PAIR  | two steps (a call's         | inserted as two rows of    |
+ *   |           | action_call and its result) | scalars (VALUES): no array |
+ *   |           | of at most PAIR_BYTES       | to build or take apart     |
  *   | ONE_STATE | a state                     | upserted                   |
  *   | ONE_TIMER | a timer                     | upserted, an earlier one   |
  *   |           |                             | kept                       |
@@ -32,9 +36,11 @@
  *   |           | record (pg_time.c)          | and the lease checked      |
  *
  * and always the run's cancellation looked up in its inbox, the answer's
- * third column, as Q_WRITE's.  Its answer and errors are Q_WRITE's: a
- * fence that failed calls pl_fence_lost(), a record consumed by another
- * execution pl_consumed(), before anything is written.
+ * third column, as Q_WRITE's (the run's number when one waits: an EXISTS,
+ * which stops at the first entry of inbox_cancel).  Its answer and errors
+ * are Q_WRITE's: a fence that failed calls pl_fence_lost(), a record
+ * consumed by another execution pl_consumed(), before anything is
+ * written.
  *
  * Each combination of parts is its own prepared statement, made on a
  * connection the first time a commit of that shape goes through it: sent
@@ -56,6 +62,7 @@
 #include "pg_int.h"
 #include "runrec.h"
 
+#include <assert.h>
 #include <libpq-events.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -74,8 +81,16 @@ enum {
     P_SEQ,
     P_OWNER,
     P_LEASE,
+    P_K1, /* ONE_PAIR: the two steps' keys and values */
+    P_V1,
+    P_K2,
+    P_V2,
     P_N
 };
+
+/* A pair of steps of at most this many bytes goes as scalars (ONE_PAIR);
+ * a larger one as arrays, chunked as any steps are (pg_commit.c). */
+#define PAIR_BYTES (1u << 20)
 
 /* Their types (pg_type.oid): given when the statement is prepared, so a
  * shape need not use them all. */
@@ -89,7 +104,11 @@ static const Oid param_types[P_N] = {20 /* int8 */,
                                      17,
                                      20,
                                      25,
-                                     20};
+                                     20,
+                                     17,
+                                     17,
+                                     17,
+                                     17};
 
 unsigned pl__pg_one_shape(const pl__batch *bt, bool timer)
 {
@@ -97,7 +116,12 @@ unsigned pl__pg_one_shape(const pl__batch *bt, bool timer)
     if (bt->gen)
         m |= ONE_FENCE | (bt->release ? ONE_DROP : 0) |
              (bt->park ? ONE_PARK : 0);
-    if (bt->steps.n)
+    if (bt->steps.n == 2 &&
+        (uint64_t)bt->steps.e[0].klen + bt->steps.e[0].vlen +
+                bt->steps.e[1].klen + bt->steps.e[1].vlen <=
+            PAIR_BYTES)
+        m |= ONE_PAIR;
+    else if (bt->steps.n)
         m |= ONE_STEPS;
     if (bt->state.len)
         m |= ONE_STATE;
@@ -150,9 +174,21 @@ static prepared *conn_prepared(PGconn *c)
 
 /* ---- the statements ------------------------------------------------------- */
 
+/* "plone<shape>", the statement's name (written by hand: on every
+ * commit, where snprintf() cost more than the rest of the send). */
 static void one_name(char *out, size_t n, unsigned shape)
 {
-    snprintf(out, n, "plone%u", shape);
+    char digits[12];
+    size_t k = 0, at = 5;
+    do
+        digits[k++] = (char)('0' + shape % 10);
+    while ((shape /= 10) && k < sizeof digits);
+    assert(n > at + k);
+    (void)n; /* 24 bytes, always */
+    memcpy(out, "plone", at);
+    while (k)
+        out[at++] = digits[--k];
+    out[at] = '\0';
 }
 
 /* Shape @p m's statement for schema @p n (NULL: out of memory). */
@@ -172,14 +208,14 @@ static char *one_sql(const char *n, unsigned m)
             sep = ", ";                                                        \
         }                                                                      \
     } while (0)
-    PART(ONE_FENCE,
-         "f AS (SELECT 1 FROM \"%s\".leases l WHERE l.run = $1 AND l.gen = "
-         "$2 AND (l.fkey IS NULL OR l.expires > " NOW_US ") FOR UPDATE)",
-         n);
     PART(ONE_DROP, "dr AS (DELETE FROM \"%s\".leases WHERE run = $1)", n);
     PART(ONE_STEPS,
          "k AS (INSERT INTO \"%s\".steps (k, v) SELECT * FROM unnest($3, "
          "$4))",
+         n);
+    PART(ONE_PAIR,
+         "k AS (INSERT INTO \"%s\".steps (k, v) VALUES ($12, $13), ($14, "
+         "$15))",
          n);
     PART(ONE_STATE,
          "t AS (INSERT INTO \"%s\".state (run, v) VALUES ($1, $5) ON "
@@ -230,14 +266,19 @@ static char *one_sql(const char *n, unsigned m)
     if (!(m & ONE_PARK))
         PART(ONE_DROP, "pe AS (DELETE FROM \"%s\".parked WHERE run = $1)", n);
 #undef PART
-    /* the checks (the main query reads f and d first: a failure raises
-     * before any CTE that writes runs), then the run's cancellation, as
-     * Q_WRITE answers */
-    char *fence = m & ONE_FENCE ? pl__asprintf("CASE WHEN NOT EXISTS (SELECT "
-                                               "FROM f) THEN \"%s\".pl_fence_"
-                                               "lost(ARRAY[$1], ARRAY[$2]) END",
-                                               n)
-                                : pl__strdup("NULL");
+    /* the checks (the main query runs them first, the data-modifying CTEs
+     * after it: a failure raises before anything is written), then the
+     * run's cancellation, as Q_WRITE answers.  The fence locks its lease row
+     * in the EXISTS itself (an InitPlan of the main query), not in a CTE
+     * the EXISTS would read: no CTE scan, no tuplestore */
+    char *fence = m & ONE_FENCE
+                      ? pl__asprintf("CASE WHEN NOT EXISTS (SELECT FROM \"%s\"."
+                                     "leases l WHERE l.run = $1 AND l.gen = $2 "
+                                     "AND (l.fkey IS NULL OR l.expires > " NOW_US
+                                     ") FOR UPDATE) THEN \"%s\".pl_fence_lost("
+                                     "ARRAY[$1], ARRAY[$2]) END",
+                                     n, n)
+                      : pl__strdup("NULL");
     char *inbox = m & ONE_INBOX ? pl__asprintf("CASE WHEN NOT EXISTS (SELECT "
                                                "FROM d) THEN \"%s\".pl_"
                                                "consumed(1, 0) END",
@@ -257,9 +298,9 @@ static char *one_sql(const char *n, unsigned m)
                                     n, n, n)
                      : pl__strdup("");
     char *x = fence && inbox && ride
-                  ? pl__asprintf(" SELECT %s, %s, (SELECT i.run::text FROM "
-                                 "\"%s\".inbox i WHERE i.cancel AND i.run = "
-                                 "$1 LIMIT 1)%s",
+                  ? pl__asprintf(" SELECT %s, %s, CASE WHEN EXISTS (SELECT "
+                                 "FROM \"%s\".inbox i WHERE i.cancel AND i.run "
+                                 "= $1) THEN $1::text END%s",
                                  fence, inbox, n, ride)
                   : NULL;
     free(fence);
@@ -427,7 +468,8 @@ int pl__pg_one_send(pl__pg_store *s, PGconn *c, const pl__batch *bt,
     uint8_t run[8], gen[8], due[8], seq[8];
     pl__buf rec = {0};
     const char *v[P_N] = {0};
-    int len[P_N] = {0}, fmt[P_N] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+    int len[P_N] = {0};
+    int fmt[P_N] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
     pl__put_be64(run, bt->run);
     v[P_RUN] = (const char *)run;
     len[P_RUN] = 8;
@@ -441,6 +483,18 @@ int pl__pg_one_send(pl__pg_store *s, PGconn *c, const pl__batch *bt,
         len[P_KEYS] = (int)keys->len;
         v[P_VALS] = (const char *)vals->data;
         len[P_VALS] = (int)vals->len;
+    }
+    if (shape & ONE_PAIR) { /* at most PAIR_BYTES: each fits an int */
+        for (size_t i = 0; i < 2; i++) {
+            const pl__kv *e = &bt->steps.e[i];
+            const uint8_t *k = pl__kvs_key(&bt->steps, i),
+                          *x = pl__kvs_val(&bt->steps, i);
+            /* never NULL, which would be SQL's NULL: an empty value */
+            v[P_K1 + 2 * i] = k ? (const char *)k : "";
+            len[P_K1 + 2 * i] = (int)e->klen;
+            v[P_V1 + 2 * i] = x ? (const char *)x : "";
+            len[P_V1 + 2 * i] = (int)e->vlen;
+        }
     }
     if (shape & ONE_STATE) {
         if (bt->state.len > INT32_MAX)
