@@ -397,16 +397,14 @@ Test(pg, a_commit_looks_for_a_cancellation_by_its_index)
     char *q = malloc(qn);
     cr_assert(q);
     snprintf(q, qn,
-             "PREPARE callc(int8, int8, bytea[], bytea[], bytea, int8, text, "
-             "bytea, int8, text, int8, bytea, bytea, bytea, bytea) AS %s",
+             "PREPARE callc(int8, int8, bytea, bytea, bytea, bytea) AS %s",
              PQgetvalue(r, 0, 0));
     PQclear(r);
     admin_sql(c, q);
     free(q);
     admin_sql(c, "SET plan_cache_mode = force_generic_plan");
     snprintf(sql, sizeof sql,
-             "EXPLAIN (COSTS OFF) EXECUTE callc(%llu, 1, NULL, NULL, NULL, "
-             "NULL, NULL, NULL, NULL, NULL, NULL, '\\x01', '\\x02', "
+             "EXPLAIN (COSTS OFF) EXECUTE callc(%llu, 1, '\\x01', '\\x02', "
              "'\\x03', '\\x04')",
              (unsigned long long)run);
     r = PQexec(c, sql);

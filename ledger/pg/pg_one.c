@@ -68,10 +68,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The parameters, in the order every shape's statement numbers them. */
+/* The parameters, in the order every shape's statement numbers them: a
+ * shape is prepared with, and sends, those up to the last it uses (the
+ * server looks up each parameter's type on every Bind, NULL or not), so
+ * the call's shape (ONE_FENCE | ONE_PAIR) has six. */
 enum {
     P_RUN,
     P_GEN,
+    P_K1, /* ONE_PAIR: the two steps' keys and values */
+    P_V1,
+    P_K2,
+    P_V2,
     P_KEYS,
     P_VALS,
     P_STATE,
@@ -81,10 +88,6 @@ enum {
     P_SEQ,
     P_OWNER,
     P_LEASE,
-    P_K1, /* ONE_PAIR: the two steps' keys and values */
-    P_V1,
-    P_K2,
-    P_V2,
     P_N
 };
 
@@ -96,19 +99,38 @@ enum {
  * shape need not use them all. */
 static const Oid param_types[P_N] = {20 /* int8 */,
                                      20,
+                                     17 /* bytea */,
+                                     17,
+                                     17,
+                                     17,
                                      1001 /* bytea[] */,
                                      1001,
-                                     17 /* bytea */,
+                                     17,
                                      20,
                                      25 /* text */,
                                      17,
                                      20,
                                      25,
-                                     20,
-                                     17,
-                                     17,
-                                     17,
-                                     17};
+                                     20};
+
+/* How many parameters shape @p m's statement has: up to the last it
+ * uses. */
+static int one_nparams(unsigned m)
+{
+    if (m & ONE_RIDE)
+        return P_LEASE + 1;
+    if (m & ONE_INBOX)
+        return P_SEQ + 1;
+    if (m & ONE_TIMER)
+        return P_TREC + 1;
+    if (m & ONE_STATE)
+        return P_STATE + 1;
+    if (m & ONE_STEPS)
+        return P_VALS + 1;
+    if (m & ONE_PAIR)
+        return P_V2 + 1;
+    return m & ONE_FENCE ? P_GEN + 1 : P_RUN + 1;
+}
 
 unsigned pl__pg_one_shape(const pl__batch *bt, bool timer)
 {
@@ -210,26 +232,26 @@ static char *one_sql(const char *n, unsigned m)
     } while (0)
     PART(ONE_DROP, "dr AS (DELETE FROM \"%s\".leases WHERE run = $1)", n);
     PART(ONE_STEPS,
-         "k AS (INSERT INTO \"%s\".steps (k, v) SELECT * FROM unnest($3, "
-         "$4))",
+         "k AS (INSERT INTO \"%s\".steps (k, v) SELECT * FROM unnest($7, "
+         "$8))",
          n);
     PART(ONE_PAIR,
-         "k AS (INSERT INTO \"%s\".steps (k, v) VALUES ($12, $13), ($14, "
-         "$15))",
+         "k AS (INSERT INTO \"%s\".steps (k, v) VALUES ($3, $4), ($5, "
+         "$6))",
          n);
     PART(ONE_STATE,
-         "t AS (INSERT INTO \"%s\".state (run, v) VALUES ($1, $5) ON "
+         "t AS (INSERT INTO \"%s\".state (run, v) VALUES ($1, $9) ON "
          "CONFLICT (run) DO UPDATE SET v = excluded.v)",
          n);
     /* an earlier due time is kept (store.h, TIMERS) */
     PART(ONE_TIMER,
          "m AS (INSERT INTO \"%s\".timers AS x (run, due, id, rec) VALUES "
-         "($1, $6, $7, $8) ON CONFLICT (run) DO UPDATE SET due = "
+         "($1, $10, $11, $12) ON CONFLICT (run) DO UPDATE SET due = "
          "excluded.due, id = excluded.id, rec = excluded.rec WHERE "
          "excluded.due < x.due)",
          n);
     PART(ONE_INBOX,
-         "d AS (DELETE FROM \"%s\".inbox WHERE run = $1 AND seq = $9 "
+         "d AS (DELETE FROM \"%s\".inbox WHERE run = $1 AND seq = $13 "
          "RETURNING 1)",
          n);
     /* from the lease row as it was before dr dropped it */
@@ -242,12 +264,12 @@ static char *one_sql(const char *n, unsigned m)
     /* a delivery riding the write (pg_time.c, ONE_RIDE below): the lease
      * taken as T_ACQUIRE takes it (a run parked with a key only while the
      * key has room, the lease given the key back), the parked row gone,
-     * the timer due now ($6; the write has no timer of its own) */
+     * the timer due now ($10; the write has no timer of its own) */
     PART(ONE_RIDE,
          "rp AS MATERIALIZED (SELECT z.fkey, z.flimit, \"%s\".pl_key_room("
          "z.fkey, z.flimit) AS room FROM \"%s\".parked z WHERE z.run = $1), "
          "rg AS (INSERT INTO \"%s\".leases AS l (run, gen, owner, id, "
-         "expires, fkey, flimit) SELECT $1, 1, $10, $7, " NOW_US " + $11, "
+         "expires, fkey, flimit) SELECT $1, 1, $14, $11, " NOW_US " + $15, "
          "(SELECT fkey FROM rp), coalesce((SELECT flimit FROM rp), 0) WHERE "
          "coalesce((SELECT room FROM rp), true) ON CONFLICT (run) DO UPDATE "
          "SET gen = l.gen + 1, owner = excluded.owner, id = excluded.id, "
@@ -257,7 +279,7 @@ static char *one_sql(const char *n, unsigned m)
          "= excluded.owner OR l.gen = 0 RETURNING l.run, l.gen), "
          "rk AS (DELETE FROM \"%s\".parked z USING rg WHERE z.run = rg.run), "
          "rt AS (INSERT INTO \"%s\".timers AS x (run, due, id, rec) VALUES "
-         "($1, $6, $7, $8) ON CONFLICT (run) DO UPDATE SET due = "
+         "($1, $10, $11, $12) ON CONFLICT (run) DO UPDATE SET due = "
          "excluded.due, id = excluded.id, rec = excluded.rec WHERE "
          "excluded.due < x.due)",
          n, n, n, n, n);
@@ -285,12 +307,12 @@ static char *one_sql(const char *n, unsigned m)
                                                n)
                                 : pl__strdup("NULL");
     /* a ride's: the lease's generation, then its checks (pl_ride()): the
-     * record would get the seq the run saw ($9; the write consumes it, so
+     * record would get the seq the run saw ($13; the write consumes it, so
      * it is not written), and the lease was taken */
     char *ride = m & ONE_RIDE
                      ? pl__asprintf(", (SELECT gen FROM rg), \"%s\".pl_ride(("
                                     "SELECT coalesce(max(seq), 0) + 1 FROM "
-                                    "\"%s\".inbox WHERE run = $1) = $9, "
+                                    "\"%s\".inbox WHERE run = $1) = $13, "
                                     "'another delivery came first'), \"%s\"."
                                     "pl_ride(EXISTS (SELECT FROM rg), 'another "
                                     "holds its lease, or its concurrency key "
@@ -325,7 +347,7 @@ static int one_prepare(pl__pg_store *s, PGconn *c, unsigned shape)
     char *sql = conn_prepared(c) ? one_sql(s->schema, shape) : NULL;
     if (!sql)
         return pl__err(PL_ENOMEM, "out of memory");
-    int ok = PQsendPrepare(c, name, sql, P_N, param_types);
+    int ok = PQsendPrepare(c, name, sql, one_nparams(shape), param_types);
     free(sql);
     pl__pg_count_prepare();
     return ok ? PL_OK : pl__pg_err(s, c, NULL, "preparing a commit");
@@ -530,7 +552,8 @@ int pl__pg_one_send(pl__pg_store *s, PGconn *c, const pl__batch *bt,
     }
     char name[24];
     one_name(name, sizeof name, shape);
-    if (!st && !PQsendQueryPrepared(c, name, P_N, v, len, fmt, 1))
+    if (!st &&
+        !PQsendQueryPrepared(c, name, one_nparams(shape), v, len, fmt, 1))
         st = pl__pg_err(s, c, NULL, "sending a commit");
     pl__buf_free(&rec);
     return st;
