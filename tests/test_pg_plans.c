@@ -455,8 +455,7 @@ static bool last_commit_had_values(PGconn *c, const char *n)
  * Whether the commit's statement inserted them as values (seen by @p c). */
 static bool commit_and_read_back(pl__pg_store *s, PGconn *c, uint64_t run,
                                  uint32_t from, size_t n,
-                                 const uint8_t *const *vals,
-                                 const size_t *lens)
+                                 const uint8_t *const *vals, const size_t *lens)
 {
     pl__batch w = {0};
     w.run = run;
@@ -471,8 +470,8 @@ static bool commit_and_read_back(pl__pg_store *s, PGconn *c, uint64_t run,
     cr_assert_eq(pl__pg_commit(s, one, 1, false), PL_OK, "%s", pl_errmsg());
     pl__pg_counts c1 = counts();
     cr_expect_eq(c1.round_trips - c0.round_trips, 1);
-    cr_expect_eq(c1.statements - c1.prepares - (c0.statements - c0.prepares),
-                 1, "one statement");
+    cr_expect_eq(c1.statements - c1.prepares - (c0.statements - c0.prepares), 1,
+                 "one statement");
     bool values = last_commit_had_values(c, "t_pair");
     pl__kvs got = {0};
     step_key(key, run, from - 1); /* the scan's rows come after it */

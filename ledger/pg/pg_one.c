@@ -132,16 +132,24 @@ static int one_nparams(unsigned m)
     return m & ONE_FENCE ? P_GEN + 1 : P_RUN + 1;
 }
 
+/* Whether @p steps are two of at most PAIR_BYTES together (ONE_PAIR). */
+static bool pair_fits(const pl__kvs *steps)
+{
+    if (steps->n != 2)
+        return false;
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < 2; i++)
+        bytes += (uint64_t)steps->e[i].klen + steps->e[i].vlen;
+    return bytes <= PAIR_BYTES;
+}
+
 unsigned pl__pg_one_shape(const pl__batch *bt, bool timer)
 {
     unsigned m = 0;
     if (bt->gen)
         m |= ONE_FENCE | (bt->release ? ONE_DROP : 0) |
              (bt->park ? ONE_PARK : 0);
-    if (bt->steps.n == 2 &&
-        (uint64_t)bt->steps.e[0].klen + bt->steps.e[0].vlen +
-                bt->steps.e[1].klen + bt->steps.e[1].vlen <=
-            PAIR_BYTES)
+    if (pair_fits(&bt->steps))
         m |= ONE_PAIR;
     else if (bt->steps.n)
         m |= ONE_STEPS;
@@ -294,12 +302,13 @@ static char *one_sql(const char *n, unsigned m)
      * in the EXISTS itself (an InitPlan of the main query), not in a CTE
      * the EXISTS would read: no CTE scan, no tuplestore */
     char *fence = m & ONE_FENCE
-                      ? pl__asprintf("CASE WHEN NOT EXISTS (SELECT FROM \"%s\"."
-                                     "leases l WHERE l.run = $1 AND l.gen = $2 "
-                                     "AND (l.fkey IS NULL OR l.expires > " NOW_US
-                                     ") FOR UPDATE) THEN \"%s\".pl_fence_lost("
-                                     "ARRAY[$1], ARRAY[$2]) END",
-                                     n, n)
+                      ? pl__asprintf(
+                            "CASE WHEN NOT EXISTS (SELECT FROM \"%s\"."
+                            "leases l WHERE l.run = $1 AND l.gen = $2 "
+                            "AND (l.fkey IS NULL OR l.expires > " NOW_US
+                            ") FOR UPDATE) THEN \"%s\".pl_fence_lost("
+                            "ARRAY[$1], ARRAY[$2]) END",
+                            n, n)
                       : pl__strdup("NULL");
     char *inbox = m & ONE_INBOX ? pl__asprintf("CASE WHEN NOT EXISTS (SELECT "
                                                "FROM d) THEN \"%s\".pl_"
