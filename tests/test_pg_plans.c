@@ -2,7 +2,8 @@
  * test_pg_plans.c -- the plans the PostgreSQL server keeps for a commit's
  * statements, on a store of thousands of runs whose tables have their
  * statistics (tests/pg_run.sh starts the server): a call's statement, a
- * group's, and what each reads by index.  test_pg.c: the store's functions
+ * group's, and what each reads by index; and a call's two steps, which its
+ * statement sends as values, not arrays.  test_pg.c: the store's functions
  * and round trips.
  */
 #include "support.h"
