@@ -57,6 +57,8 @@ typedef struct w6_res {
     double calls_per_s;
     double srv_us;    /* the server's CPU a run, us (< 0: not on this host) */
     double worker_us; /* the workers' CPU a run, us (< 0: not readable) */
+    double flushes;   /* the server's WAL flushes a run (< 0: unknown) */
+    double per_flush; /* the commits a flush covered (< 0: unknown) */
 } w6_res;
 
 /* CPU seconds process @p pid has used so far: the sum over its threads of
@@ -180,6 +182,10 @@ static int w6(w6_arg *a, w6_res *r)
     w6_res none;
     if (in_child(w6_submit_child, a, &none, sizeof none))
         return -1;
+    /* the server's flushes and commits, from before the workers open
+     * (their opens' few commits count too) to after they have ended */
+    long long sy0 = 0, cm0 = 0, sy1 = 0, cm1 = 0;
+    bool wal = g_pg_uri && !pg_wal_counts(&sy0, &cm0);
     int ready[2], go[2], done[2];
     if (pipe(ready) || pipe(go) || pipe(done))
         die("W6 pipes");
@@ -239,6 +245,7 @@ static int w6(w6_arg *a, w6_res *r)
         if (!WIFEXITED(status) || WEXITSTATUS(status))
             rc = -1;
     }
+    wal = wal && !pg_wal_counts(&sy1, &cm1) && sy1 > sy0;
     /* every worker is gone: whatever is left in the pipe came late */
     char buf[256];
     ssize_t k;
@@ -258,6 +265,8 @@ static int w6(w6_arg *a, w6_res *r)
     r->calls_per_s = r->runs_per_s * W6_CALLS;
     r->srv_us = srv0 >= 0 && srv1 >= 0 ? (srv1 - srv0) * 1e6 / a->runs : -1;
     r->worker_us = wk0 >= 0 && wk1 >= 0 ? (wk1 - wk0) * 1e6 / a->runs : -1;
+    r->flushes = wal ? (double)(sy1 - sy0) / a->runs : -1;
+    r->per_flush = wal ? (double)(cm1 - cm0) / (double)(sy1 - sy0) : -1;
     return 0;
 }
 
@@ -310,13 +319,15 @@ int report_w6(bool quick)
     say("\nW6 workers: %d submitted runs of %d calls drained by N worker "
         "processes\n  (pl_worker_run, concurrency 1 each, %s mode; median "
         "of %d;\n  srv us, wrk us: the CPU a run of the server's processes and of "
-        "the workers, during the drain)\n",
+        "the workers, during the drain;\n  flushes: the server's WAL flushes "
+        "a run, com/fl: the commits each covered)\n",
         runs, W6_CALLS, pl_durability_name(mode), reps);
-    say("  %-8s %10s %10s %9s %9s %9s\n", "workers", "runs/s", "calls/s",
-        "scaling", "srv us", "wrk us");
+    say("  %-8s %10s %10s %9s %9s %9s %8s %8s\n", "workers", "runs/s",
+        "calls/s", "scaling", "srv us", "wrk us", "flushes", "com/fl");
     g_w6_postmaster = g_pg_uri ? pg_postmaster() : -1;
     cJSON *jw6 = cJSON_AddArrayToObject(g_json, "w6_workers");
     double rate[3][REPS_MAX], srv[3][REPS_MAX], wrk[3][REPS_MAX];
+    double fl[3][REPS_MAX], pf[3][REPS_MAX];
     int ok[3] = {0};
     drift d;
     drift_begin(&d, mode);
@@ -328,6 +339,8 @@ int report_w6(bool quick)
             if (!w6(&a, &r)) {
                 srv[w][ok[w]] = r.srv_us;
                 wrk[w][ok[w]] = r.worker_us;
+                fl[w][ok[w]] = r.flushes;
+                pf[w][ok[w]] = r.per_flush;
                 rate[w][ok[w]++] = r.runs_per_s;
             }
         }
@@ -356,13 +369,18 @@ int report_w6(bool quick)
         }
         double m = median(rate[w], ok[w]);
         double su = median(srv[w], ok[w]), wu = median(wrk[w], ok[w]);
-        char sb[16] = "-", wb[16] = "-";
+        double fu = median(fl[w], ok[w]), pu = median(pf[w], ok[w]);
+        char sb[16] = "-", wb[16] = "-", fb[16] = "-", pb[16] = "-";
         if (su >= 0)
             snprintf(sb, sizeof sb, "%.0f", su);
         if (wu >= 0)
             snprintf(wb, sizeof wb, "%.0f", wu);
-        say("  %-8d %10.0f %10.0f %8.2fx %9s %9s\n", counts[w], m,
-            m * W6_CALLS, one > 0 ? m / one : 0, sb, wb);
+        if (fu >= 0)
+            snprintf(fb, sizeof fb, "%.1f", fu);
+        if (pu >= 0)
+            snprintf(pb, sizeof pb, "%.2f", pu);
+        say("  %-8d %10.0f %10.0f %8.2fx %9s %9s %8s %8s\n", counts[w], m,
+            m * W6_CALLS, one > 0 ? m / one : 0, sb, wb, fb, pb);
         cJSON *o = cJSON_CreateObject();
         jnum(o, "workers", counts[w]);
         jnum(o, "runs", runs);
@@ -376,6 +394,10 @@ int report_w6(bool quick)
             jnum(o, "server_cpu_us_per_run", su);
         if (wu >= 0)
             jnum(o, "workers_cpu_us_per_run", wu);
+        if (fu >= 0)
+            jnum(o, "server_flushes_per_run", fu);
+        if (pu >= 0)
+            jnum(o, "commits_per_flush", pu);
         cJSON_AddItemToArray(jw6, o);
     }
     return failures;
