@@ -278,6 +278,73 @@ Test(pg_worker, a_take_goes_on_past_a_full_key_in_the_queues_order)
     free(uri);
 }
 
+/* Runs with and without a key, taken in the queue's order: a head without
+ * a key is taken by the take's plain statement, a head with one by
+ * pl_take() (its key's place counted), and a head whose key is full is
+ * passed over as before. */
+Test(pg_worker, a_take_keeps_the_queues_order_with_and_without_keys)
+{
+    char *uri = t_pg_store_uri("t_mixed");
+    pl_registry *reg = t_registry();
+    pl_engine *e = NULL;
+    cr_assert_eq(pl_engine_open(&e, uri, reg, NULL), PL_OK, "%s", pl_errmsg());
+    submit_n(e, "a", 1, NULL);
+    submit_n(e, "k", 2, "k");
+    submit_n(e, "b", 1, NULL);
+    static const char *const want[] = {"a-000", "k-000", "b-000"};
+    told x = {0};
+    pl__lease l;
+    bool taken = false;
+    for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
+        cr_assert_eq(take(e, &x, &l, &taken), PL_OK, "take %zu: %s", i,
+                     pl_errmsg());
+        cr_expect(taken);
+        cr_expect_str_eq(l.id, want[i], "take %zu got %s", i, l.id);
+        cr_expect_eq(l.gen, 1, "take %zu: generation %llu", i,
+                     (unsigned long long)l.gen);
+    }
+    /* k-001 is the head now, and its key's one place is held */
+    cr_expect_eq(take(e, &x, &l, &taken), PL_ENOTFOUND, "%s", pl_errmsg());
+    cr_expect_not(taken);
+    cr_expect_eq(x.calls, 3);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+    free(uri);
+}
+
+/* A queued lease another transaction holds locked (a commit's fence, a
+ * delivery) is skipped, never waited for: the take gets the next run in
+ * the queue, and the held one once it is free. */
+Test(pg_worker, a_take_skips_a_lease_another_transaction_holds)
+{
+    char *uri = t_pg_store_uri("t_skip");
+    pl_registry *reg = t_registry();
+    pl_engine *e = NULL;
+    cr_assert_eq(pl_engine_open(&e, uri, reg, NULL), PL_OK, "%s", pl_errmsg());
+    submit_n(e, "q", 2, NULL);
+    PGconn *c = t_pg_admin();
+    admin(c, "BEGIN");
+    admin(c, "SELECT l.run FROM t_skip.leases l JOIN t_skip.runs r ON r.num "
+             "= l.run WHERE r.id = convert_to('q-000', 'UTF8') FOR UPDATE "
+             "OF l");
+    told x = {0};
+    pl__lease l;
+    bool taken = false;
+    cr_assert_eq(take(e, &x, &l, &taken), PL_OK, "%s", pl_errmsg());
+    cr_expect(taken);
+    cr_expect_str_eq(l.id, "q-001");
+    cr_expect_eq(take(e, &x, &l, &taken), PL_ENOTFOUND, "%s", pl_errmsg());
+    admin(c, "COMMIT");
+    PQfinish(c);
+    cr_assert_eq(take(e, &x, &l, &taken), PL_OK, "%s", pl_errmsg());
+    cr_expect(taken);
+    cr_expect_str_eq(l.id, "q-000");
+    cr_expect_eq(l.gen, 1);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+    free(uri);
+}
+
 /* A take reads the queue's first leases by index, never the whole queue:
  * five takes from a queue of 1,000, planned with the table's statistics,
  * read no lease row by a sequential scan (the server's statistics of the
