@@ -192,6 +192,16 @@ long long pg_postmaster(void)
     return pm > 1 ? pm : -1;
 }
 
+double schedstat_s(const char *path)
+{
+    unsigned long long ns;
+    FILE *f = fopen(path, "r");
+    double s = f && fscanf(f, "%llu", &ns) == 1 ? (double)ns / 1e9 : 0;
+    if (f)
+        fclose(f);
+    return s;
+}
+
 double pg_server_cpu_s(long long pm)
 {
     long long reaped = proc_stat_field(pm, 16),
@@ -206,13 +216,8 @@ double pg_server_cpu_s(long long pm)
         if (*end || pid <= 0 || (pid != pm && proc_stat_field(pid, 4) != pm))
             continue;
         char path[64];
-        unsigned long long ns;
         snprintf(path, sizeof path, "/proc/%lld/schedstat", pid);
-        FILE *f = fopen(path, "r");
-        if (f && fscanf(f, "%llu", &ns) == 1)
-            s += (double)ns / 1e9;
-        if (f)
-            fclose(f);
+        s += schedstat_s(path);
     }
     closedir(d);
     return s;

@@ -75,14 +75,9 @@ static double proc_cpu_s(pid_t pid)
         if (e->d_name[0] == '.')
             continue;
         char p[300];
-        unsigned long long ns;
         snprintf(p, sizeof p, "/proc/%d/task/%s/schedstat", (int)pid,
                  e->d_name);
-        FILE *f = fopen(p, "r");
-        if (f && fscanf(f, "%llu", &ns) == 1)
-            s += (double)ns / 1e9;
-        if (f)
-            fclose(f);
+        s += schedstat_s(p);
     }
     closedir(d);
     return s;

@@ -249,9 +249,30 @@ static void submit_n(pl_engine *e, const char *prefix, int n, const char *key)
     cJSON_Delete(p);
 }
 
+/* @p n takes from @p e get the runs @p want in that order, each at its
+ * lease's first generation; then nothing is left to take. */
+static void takes_in_order(pl_engine *e, const char *const *want, size_t n)
+{
+    told x = {0};
+    pl__lease l;
+    bool taken = false;
+    for (size_t i = 0; i < n; i++) {
+        cr_assert_eq(take(e, &x, &l, &taken), PL_OK, "take %zu: %s", i,
+                     pl_errmsg());
+        cr_expect(taken);
+        cr_expect_str_eq(l.id, want[i], "take %zu got %s", i, l.id);
+        cr_expect_eq(l.gen, 1, "take %zu: generation %llu", i,
+                     (unsigned long long)l.gen);
+    }
+    cr_expect_eq(take(e, &x, &l, &taken), PL_ENOTFOUND, "%s", pl_errmsg());
+    cr_expect_not(taken);
+    cr_expect_eq(x.calls, (int)n);
+}
+
 /* The take reads the queue a few leases at a time, in its order, and goes
  * on past a batch it could take nothing from: here 40 runs of a key whose
- * one place the first holds, then two runs without a key. */
+ * one place the first holds, then two runs without a key (then the key's
+ * place is held: nothing more to take). */
 Test(pg_worker, a_take_goes_on_past_a_full_key_in_the_queues_order)
 {
     char *uri = t_pg_store_uri("t_walk");
@@ -261,18 +282,7 @@ Test(pg_worker, a_take_goes_on_past_a_full_key_in_the_queues_order)
     submit_n(e, "keyed", 40, "k");
     submit_n(e, "free", 2, NULL);
     static const char *const want[] = {"keyed-000", "free-000", "free-001"};
-    told x = {0};
-    pl__lease l;
-    bool taken = false;
-    for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
-        cr_assert_eq(take(e, &x, &l, &taken), PL_OK, "take %zu: %s", i,
-                     pl_errmsg());
-        cr_expect(taken);
-        cr_expect_str_eq(l.id, want[i], "take %zu got %s", i, l.id);
-    }
-    /* the key's place is held: nothing more to take */
-    cr_expect_eq(take(e, &x, &l, &taken), PL_ENOTFOUND, "%s", pl_errmsg());
-    cr_expect_not(taken);
+    takes_in_order(e, want, sizeof want / sizeof *want);
     pl_engine_close(e);
     pl_registry_free(reg);
     free(uri);
@@ -280,8 +290,8 @@ Test(pg_worker, a_take_goes_on_past_a_full_key_in_the_queues_order)
 
 /* Runs with and without a key, taken in the queue's order: a head without
  * a key is taken by the take's plain statement, a head with one by
- * pl_take() (its key's place counted), and a head whose key is full is
- * passed over as before. */
+ * pl_take() (its key's place counted), and a head whose key is full (k-001
+ * at the end) is passed over as before. */
 Test(pg_worker, a_take_keeps_the_queues_order_with_and_without_keys)
 {
     char *uri = t_pg_store_uri("t_mixed");
@@ -292,21 +302,7 @@ Test(pg_worker, a_take_keeps_the_queues_order_with_and_without_keys)
     submit_n(e, "k", 2, "k");
     submit_n(e, "b", 1, NULL);
     static const char *const want[] = {"a-000", "k-000", "b-000"};
-    told x = {0};
-    pl__lease l;
-    bool taken = false;
-    for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
-        cr_assert_eq(take(e, &x, &l, &taken), PL_OK, "take %zu: %s", i,
-                     pl_errmsg());
-        cr_expect(taken);
-        cr_expect_str_eq(l.id, want[i], "take %zu got %s", i, l.id);
-        cr_expect_eq(l.gen, 1, "take %zu: generation %llu", i,
-                     (unsigned long long)l.gen);
-    }
-    /* k-001 is the head now, and its key's one place is held */
-    cr_expect_eq(take(e, &x, &l, &taken), PL_ENOTFOUND, "%s", pl_errmsg());
-    cr_expect_not(taken);
-    cr_expect_eq(x.calls, 3);
+    takes_in_order(e, want, sizeof want / sizeof *want);
     pl_engine_close(e);
     pl_registry_free(reg);
     free(uri);
@@ -327,19 +323,11 @@ Test(pg_worker, a_take_skips_a_lease_another_transaction_holds)
     admin(c, "SELECT l.run FROM t_skip.leases l JOIN t_skip.runs r ON r.num "
              "= l.run WHERE r.id = convert_to('q-000', 'UTF8') FOR UPDATE "
              "OF l");
-    told x = {0};
-    pl__lease l;
-    bool taken = false;
-    cr_assert_eq(take(e, &x, &l, &taken), PL_OK, "%s", pl_errmsg());
-    cr_expect(taken);
-    cr_expect_str_eq(l.id, "q-001");
-    cr_expect_eq(take(e, &x, &l, &taken), PL_ENOTFOUND, "%s", pl_errmsg());
+    static const char *const next[] = {"q-001"}, *const held[] = {"q-000"};
+    takes_in_order(e, next, 1);
     admin(c, "COMMIT");
     PQfinish(c);
-    cr_assert_eq(take(e, &x, &l, &taken), PL_OK, "%s", pl_errmsg());
-    cr_expect(taken);
-    cr_expect_str_eq(l.id, "q-000");
-    cr_expect_eq(l.gen, 1);
+    takes_in_order(e, held, 1);
     pl_engine_close(e);
     pl_registry_free(reg);
     free(uri);
