@@ -280,7 +280,7 @@ static void w6_count_event(const pl_event *ev, void *user)
 static void w6_count_child(const void *varg, void *vres)
 {
     const w6_arg *a = varg;
-    double *per_run = vres;
+    double *per_run = vres; /* round trips, statements */
     w6_res none;
     w6_submit_child(a, &none);
     pl_registry *reg = make_registry(false);
@@ -298,7 +298,8 @@ static void w6_count_child(const void *varg, void *vres)
     if (pl_worker_run(g_w6_engine, &wo))
         die("W6 count worker");
     pl__pg_counts_get(&c1);
-    *per_run = (double)(c1.round_trips - c0.round_trips) / a->runs;
+    per_run[0] = (double)(c1.round_trips - c0.round_trips) / a->runs;
+    per_run[1] = (double)(c1.statements - c0.statements) / a->runs;
     pl_engine_close(g_w6_engine);
     pl_registry_free(reg);
     remove_store(a->path);
@@ -348,12 +349,14 @@ int report_w6(bool quick)
     if (g_pg_uri) { /* round trips a run (deterministic but for polls) */
         w6_arg a = {mode, W6_COUNT, 1, ""};
         path_in(a.path, sizeof a.path, "w6count");
-        double per_run = 0;
-        if (in_child(w6_count_child, &a, &per_run, sizeof per_run))
+        double per_run[2] = {0, 0};
+        if (in_child(w6_count_child, &a, per_run, sizeof per_run))
             failures++;
         else {
-            say("  round trips a run, one worker: %.1f\n", per_run);
-            jnum(g_json, "pg_w6_round_trips_per_run", per_run);
+            say("  round trips a run, one worker: %.1f (statements: %.1f)\n",
+                per_run[0], per_run[1]);
+            jnum(g_json, "pg_w6_round_trips_per_run", per_run[0]);
+            jnum(g_json, "pg_w6_statements_per_run", per_run[1]);
         }
     }
     for (size_t w = 0; w < 3; w++) {
