@@ -2,7 +2,8 @@
  * test_pg_plans.c -- the plans the PostgreSQL server keeps for a commit's
  * statements, on a store of thousands of runs whose tables have their
  * statistics (tests/pg_run.sh starts the server): a call's statement, a
- * group's, and what each reads by index.  test_pg.c: the store's functions
+ * group's, and what each reads by index; and a call's two steps, which its
+ * statement sends as values, not arrays.  test_pg.c: the store's functions
  * and round trips.
  */
 #include "support.h"
@@ -391,22 +392,21 @@ Test(pg, a_commit_looks_for_a_cancellation_by_its_index)
     /* the plan the server keeps for that statement, as the store's
      * connection last ran it */
     r = PQexec(c, "SELECT query FROM pg_stat_activity WHERE query LIKE "
-                  "'WITH f AS %\"t_cancel\".steps%'");
+                  "'WITH k AS %\"t_cancel\".steps%'");
     cr_assert_eq(PQntuples(r), 1, "%s", PQresultErrorMessage(r));
     size_t qn = strlen(PQgetvalue(r, 0, 0)) + 128;
     char *q = malloc(qn);
     cr_assert(q);
     snprintf(q, qn,
-             "PREPARE callc(int8, int8, bytea[], bytea[], bytea, int8, text, "
-             "bytea, int8) AS %s",
+             "PREPARE callc(int8, int8, bytea, bytea, bytea, bytea) AS %s",
              PQgetvalue(r, 0, 0));
     PQclear(r);
     admin_sql(c, q);
     free(q);
     admin_sql(c, "SET plan_cache_mode = force_generic_plan");
     snprintf(sql, sizeof sql,
-             "EXPLAIN (COSTS OFF) EXECUTE callc(%llu, 1, '{}', '{}', NULL, "
-             "NULL, NULL, NULL, NULL)",
+             "EXPLAIN (COSTS OFF) EXECUTE callc(%llu, 1, '\\x01', '\\x02', "
+             "'\\x03', '\\x04')",
              (unsigned long long)run);
     r = PQexec(c, sql);
     cr_assert_eq(PQresultStatus(r), PGRES_TUPLES_OK, "%s",
@@ -426,6 +426,119 @@ Test(pg, a_commit_looks_for_a_cancellation_by_its_index)
     admin_sql(c, sql);
     cr_expect(commit_sees_cancel(s, run, 2), "a cancellation waits");
     cr_expect_eq(steps_of(s, run), 4);
+    pl__pg_close(s);
+    PQfinish(c);
+    free(uri);
+}
+
+/* ---- a call's two steps as values ------------------------------------------ */
+
+/* The statement the store's connection in schema @p n last ran: whether it
+ * inserted its steps as rows of values (not from arrays). */
+static bool last_commit_had_values(PGconn *c, const char *n)
+{
+    char sql[256];
+    snprintf(sql, sizeof sql,
+             "SELECT query LIKE '%%steps (k, v) VALUES%%' FROM "
+             "pg_stat_activity WHERE query LIKE '%%\"%s\".steps%%' AND pid "
+             "<> pg_backend_pid()",
+             n);
+    PGresult *r = PQexec(c, sql);
+    cr_assert_eq(PQntuples(r), 1, "%s", PQresultErrorMessage(r));
+    bool values = strcmp(PQgetvalue(r, 0, 0), "t") == 0;
+    PQclear(r);
+    return values;
+}
+
+/* A commit under @p run's fence (generation 1) of @p n steps from seq
+ * @p from, step i's value @p vals[i] of @p lens[i] bytes; then the run's
+ * steps read back from the store must be all of them, byte for byte.
+ * Whether the commit's statement inserted them as values (seen by @p c). */
+static bool commit_and_read_back(pl__pg_store *s, PGconn *c, uint64_t run,
+                                 uint32_t from, size_t n,
+                                 const uint8_t *const *vals, const size_t *lens)
+{
+    pl__batch w = {0};
+    w.run = run;
+    w.gen = 1;
+    uint8_t key[12];
+    for (size_t i = 0; i < n; i++) {
+        step_key(key, run, from + (uint32_t)i);
+        cr_assert_eq(pl__kvs_add(&w.steps, key, 12, vals[i], lens[i]), PL_OK);
+    }
+    pl__batch *one[1] = {&w};
+    pl__pg_counts c0 = counts();
+    cr_assert_eq(pl__pg_commit(s, one, 1, false), PL_OK, "%s", pl_errmsg());
+    pl__pg_counts c1 = counts();
+    cr_expect_eq(c1.round_trips - c0.round_trips, 1);
+    cr_expect_eq(c1.statements - c1.prepares - (c0.statements - c0.prepares), 1,
+                 "one statement");
+    bool values = last_commit_had_values(c, "t_pair");
+    pl__kvs got = {0};
+    step_key(key, run, from - 1); /* the scan's rows come after it */
+    cr_assert_eq(pl__pg_scan(s, run, from ? key : NULL, from ? 12 : 0, 100,
+                             (size_t)64 << 20, &got),
+                 PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(got.n, n);
+    for (size_t i = 0; i < n; i++) {
+        step_key(key, run, from + (uint32_t)i);
+        cr_expect(got.e[i].klen == 12 &&
+                      memcmp(pl__kvs_key(&got, i), key, 12) == 0,
+                  "step %zu's key", i);
+        cr_expect_eq(got.e[i].vlen, lens[i], "step %zu", i);
+        cr_expect(lens[i] == 0 ||
+                      memcmp(pl__kvs_val(&got, i), vals[i], lens[i]) == 0,
+                  "step %zu's value", i);
+    }
+    pl__kvs_free(&got);
+    pl__batch_free(&w);
+    return values;
+}
+
+/*
+ * A call's commit writes two steps, its action_call and action_result: as
+ * two rows of values, where any other number of steps (or a pair too large
+ * for it) goes as arrays.  Either way the steps read back are the ones
+ * written, an empty value empty (not NULL) and bytes past a NUL kept.
+ */
+Test(pg, a_call_commit_writes_its_two_steps_as_values)
+{
+    char *uri = t_pg_store_uri("t_pair");
+    pl__pg_store *s = NULL;
+    cr_assert_eq(pl__pg_open(&s, uri, NULL), PL_OK, "%s", pl_errmsg());
+    PGconn *c = t_pg_admin();
+    uint64_t run = leased_run(s, "pair-a");
+
+    const uint8_t nul[] = {'a', 0, 'b'};
+    const uint8_t *pair[2] = {(const uint8_t *)"", nul};
+    size_t pair_lens[2] = {0, sizeof nul};
+    cr_expect(commit_and_read_back(s, c, run, 0, 2, pair, pair_lens),
+              "a pair as values");
+
+    const uint8_t *three[3] = {(const uint8_t *)"x", (const uint8_t *)"",
+                               (const uint8_t *)"zz"};
+    size_t three_lens[3] = {1, 0, 2};
+    cr_expect_not(commit_and_read_back(s, c, run, 2, 3, three, three_lens),
+                  "three as arrays");
+
+    /* two values of 600 kB: past what goes as values, the arrays again */
+    size_t big = 600 * 1000;
+    uint8_t *a = malloc(big), *b = malloc(big);
+    cr_assert(a && b);
+    for (size_t i = 0; i < big; i++) {
+        a[i] = (uint8_t)(i * 7);
+        b[i] = (uint8_t)(i * 13 + 1);
+    }
+    const uint8_t *bigs[2] = {a, b};
+    size_t big_lens[2] = {big, big};
+    cr_expect_not(commit_and_read_back(s, c, run, 5, 2, bigs, big_lens),
+                  "a large pair");
+    free(a);
+    free(b);
+
+    /* and a pair once more, on the connection that has both shapes */
+    cr_expect(commit_and_read_back(s, c, run, 7, 2, pair, pair_lens));
+    cr_expect_eq(steps_of(s, run), 9);
     pl__pg_close(s);
     PQfinish(c);
     free(uri);

@@ -293,9 +293,17 @@ static int write_all(pl__pg_store *s, PGconn *c, pl__batch *const *batches,
                      size_t *nsent)
 {
     write_set w = {0};
-    int st = write_begin(&w, true);
+    /* one's fences, states, timers and inbox records go as scalars, and
+     * with ONE_PAIR its steps too: no array is built for them */
+    if (one && (shape & ONE_PAIR)) {
+        int st = pl__pg_one_send(s, c, one, shape, NULL, NULL);
+        if (!st)
+            ++*nsent;
+        return st;
+    }
+    int st = write_begin(&w, !one);
     /* the fences and states first: they all go with Q_WRITE, which the
-     * steps' first chunk completes (one's go as scalars) */
+     * steps' first chunk completes */
     for (size_t b = 0; !st && !one && b < n; b++) {
         const pl__batch *bt = batches[b];
         if (bt->create_id)

@@ -298,7 +298,8 @@ enum {
     ONE_INBOX = 32, /* an inbox record consumed */
     ONE_PARK = 64,  /* the run parks with its key */
     ONE_RIDE = 128, /* a delivery riding the write (pg_time.c) */
-    ONE_SHAPES = 256
+    ONE_PAIR = 256, /* two steps, as scalars (ONE_STEPS: as arrays) */
+    ONE_SHAPES = 512
 };
 /* The shape of batch @p bt's write; @p timer: it writes its timer. */
 PL__HIDDEN unsigned pl__pg_one_shape(const pl__batch *bt, bool timer);
@@ -328,7 +329,8 @@ PL__HIDDEN int pl__pg_ones_prepared_result(pl__pg_store *s, PGconn *c,
                                            const pl__pg_ones *o, size_t i,
                                            const PGresult *r) PL__MUST_CHECK;
 /* Send @p bt's write as @p shape's statement, the first of its steps in
- * @p keys and @p vals (binary bytea arrays; the rest goes as Q_STEPS). */
+ * @p keys and @p vals (binary bytea arrays; the rest goes as Q_STEPS), or
+ * with ONE_PAIR its two steps from bt->steps (@p keys and @p vals NULL). */
 PL__HIDDEN int pl__pg_one_send(pl__pg_store *s, PGconn *c, const pl__batch *bt,
                                unsigned shape, const pl__buf *keys,
                                const pl__buf *vals) PL__MUST_CHECK;

@@ -17,9 +17,13 @@
  *   |-----------|-----------------------------|----------------------------|
  *   | ONE_FENCE | the write holds a lease     | its row locked, if it is   |
  *   |           | (pl__batch.gen)             | still that generation: one |
- *   |           |                             | index probe                |
+ *   |           |                             | index probe, in the main   |
+ *   |           |                             | query's check              |
  *   | ONE_DROP  | the execution ended         | the lease dropped          |
  *   | ONE_STEPS | steps                       | inserted from two arrays   |
+ *   | ONE_PAIR  | two steps (a call's         | inserted as two rows of    |
+ *   |           | action_call and its result) | scalars (VALUES): no array |
+ *   |           | of at most PAIR_BYTES       | to build or take apart     |
  *   | ONE_STATE | a state                     | upserted                   |
  *   | ONE_TIMER | a timer                     | upserted, an earlier one   |
  *   |           |                             | kept                       |
@@ -32,9 +36,11 @@
  *   |           | record (pg_time.c)          | and the lease checked      |
  *
  * and always the run's cancellation looked up in its inbox, the answer's
- * third column, as Q_WRITE's.  Its answer and errors are Q_WRITE's: a
- * fence that failed calls pl_fence_lost(), a record consumed by another
- * execution pl_consumed(), before anything is written.
+ * third column, as Q_WRITE's (the run's number when one waits: an EXISTS,
+ * which stops at the first entry of inbox_cancel).  Its answer and errors
+ * are Q_WRITE's: a fence that failed calls pl_fence_lost(), a record
+ * consumed by another execution pl_consumed(), before anything is
+ * written.
  *
  * Each combination of parts is its own prepared statement, made on a
  * connection the first time a commit of that shape goes through it: sent
@@ -56,15 +62,23 @@
 #include "pg_int.h"
 #include "runrec.h"
 
+#include <assert.h>
 #include <libpq-events.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* The parameters, in the order every shape's statement numbers them. */
+/* The parameters, in the order every shape's statement numbers them: a
+ * shape is prepared with, and sends, those up to the last it uses (the
+ * server looks up each parameter's type on every Bind, NULL or not), so
+ * the call's shape (ONE_FENCE | ONE_PAIR) has six. */
 enum {
     P_RUN,
     P_GEN,
+    P_K1, /* ONE_PAIR: the two steps' keys and values */
+    P_V1,
+    P_K2,
+    P_V2,
     P_KEYS,
     P_VALS,
     P_STATE,
@@ -77,13 +91,21 @@ enum {
     P_N
 };
 
+/* A pair of steps of at most this many bytes goes as scalars (ONE_PAIR);
+ * a larger one as arrays, chunked as any steps are (pg_commit.c). */
+#define PAIR_BYTES (1u << 20)
+
 /* Their types (pg_type.oid): given when the statement is prepared, so a
  * shape need not use them all. */
 static const Oid param_types[P_N] = {20 /* int8 */,
                                      20,
+                                     17 /* bytea */,
+                                     17,
+                                     17,
+                                     17,
                                      1001 /* bytea[] */,
                                      1001,
-                                     17 /* bytea */,
+                                     17,
                                      20,
                                      25 /* text */,
                                      17,
@@ -91,13 +113,45 @@ static const Oid param_types[P_N] = {20 /* int8 */,
                                      25,
                                      20};
 
+/* How many parameters shape @p m's statement has: up to the last it
+ * uses. */
+static int one_nparams(unsigned m)
+{
+    if (m & ONE_RIDE)
+        return P_LEASE + 1;
+    if (m & ONE_INBOX)
+        return P_SEQ + 1;
+    if (m & ONE_TIMER)
+        return P_TREC + 1;
+    if (m & ONE_STATE)
+        return P_STATE + 1;
+    if (m & ONE_STEPS)
+        return P_VALS + 1;
+    if (m & ONE_PAIR)
+        return P_V2 + 1;
+    return m & ONE_FENCE ? P_GEN + 1 : P_RUN + 1;
+}
+
+/* Whether @p steps are two of at most PAIR_BYTES together (ONE_PAIR). */
+static bool pair_fits(const pl__kvs *steps)
+{
+    if (steps->n != 2)
+        return false;
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < 2; i++)
+        bytes += (uint64_t)steps->e[i].klen + steps->e[i].vlen;
+    return bytes <= PAIR_BYTES;
+}
+
 unsigned pl__pg_one_shape(const pl__batch *bt, bool timer)
 {
     unsigned m = 0;
     if (bt->gen)
         m |= ONE_FENCE | (bt->release ? ONE_DROP : 0) |
              (bt->park ? ONE_PARK : 0);
-    if (bt->steps.n)
+    if (pair_fits(&bt->steps))
+        m |= ONE_PAIR;
+    else if (bt->steps.n)
         m |= ONE_STEPS;
     if (bt->state.len)
         m |= ONE_STATE;
@@ -150,9 +204,21 @@ static prepared *conn_prepared(PGconn *c)
 
 /* ---- the statements ------------------------------------------------------- */
 
+/* "plone<shape>", the statement's name (written by hand: on every
+ * commit, where snprintf() cost more than the rest of the send). */
 static void one_name(char *out, size_t n, unsigned shape)
 {
-    snprintf(out, n, "plone%u", shape);
+    char digits[12];
+    size_t k = 0, at = 5;
+    do
+        digits[k++] = (char)('0' + shape % 10);
+    while ((shape /= 10) && k < sizeof digits);
+    assert(n > at + k);
+    (void)n; /* 24 bytes, always */
+    memcpy(out, "plone", at);
+    while (k)
+        out[at++] = digits[--k];
+    out[at] = '\0';
 }
 
 /* Shape @p m's statement for schema @p n (NULL: out of memory). */
@@ -172,28 +238,28 @@ static char *one_sql(const char *n, unsigned m)
             sep = ", ";                                                        \
         }                                                                      \
     } while (0)
-    PART(ONE_FENCE,
-         "f AS (SELECT 1 FROM \"%s\".leases l WHERE l.run = $1 AND l.gen = "
-         "$2 AND (l.fkey IS NULL OR l.expires > " NOW_US ") FOR UPDATE)",
-         n);
     PART(ONE_DROP, "dr AS (DELETE FROM \"%s\".leases WHERE run = $1)", n);
     PART(ONE_STEPS,
-         "k AS (INSERT INTO \"%s\".steps (k, v) SELECT * FROM unnest($3, "
-         "$4))",
+         "k AS (INSERT INTO \"%s\".steps (k, v) SELECT * FROM unnest($7, "
+         "$8))",
+         n);
+    PART(ONE_PAIR,
+         "k AS (INSERT INTO \"%s\".steps (k, v) VALUES ($3, $4), ($5, "
+         "$6))",
          n);
     PART(ONE_STATE,
-         "t AS (INSERT INTO \"%s\".state (run, v) VALUES ($1, $5) ON "
+         "t AS (INSERT INTO \"%s\".state (run, v) VALUES ($1, $9) ON "
          "CONFLICT (run) DO UPDATE SET v = excluded.v)",
          n);
     /* an earlier due time is kept (store.h, TIMERS) */
     PART(ONE_TIMER,
          "m AS (INSERT INTO \"%s\".timers AS x (run, due, id, rec) VALUES "
-         "($1, $6, $7, $8) ON CONFLICT (run) DO UPDATE SET due = "
+         "($1, $10, $11, $12) ON CONFLICT (run) DO UPDATE SET due = "
          "excluded.due, id = excluded.id, rec = excluded.rec WHERE "
          "excluded.due < x.due)",
          n);
     PART(ONE_INBOX,
-         "d AS (DELETE FROM \"%s\".inbox WHERE run = $1 AND seq = $9 "
+         "d AS (DELETE FROM \"%s\".inbox WHERE run = $1 AND seq = $13 "
          "RETURNING 1)",
          n);
     /* from the lease row as it was before dr dropped it */
@@ -206,12 +272,12 @@ static char *one_sql(const char *n, unsigned m)
     /* a delivery riding the write (pg_time.c, ONE_RIDE below): the lease
      * taken as T_ACQUIRE takes it (a run parked with a key only while the
      * key has room, the lease given the key back), the parked row gone,
-     * the timer due now ($6; the write has no timer of its own) */
+     * the timer due now ($10; the write has no timer of its own) */
     PART(ONE_RIDE,
          "rp AS MATERIALIZED (SELECT z.fkey, z.flimit, \"%s\".pl_key_room("
          "z.fkey, z.flimit) AS room FROM \"%s\".parked z WHERE z.run = $1), "
          "rg AS (INSERT INTO \"%s\".leases AS l (run, gen, owner, id, "
-         "expires, fkey, flimit) SELECT $1, 1, $10, $7, " NOW_US " + $11, "
+         "expires, fkey, flimit) SELECT $1, 1, $14, $11, " NOW_US " + $15, "
          "(SELECT fkey FROM rp), coalesce((SELECT flimit FROM rp), 0) WHERE "
          "coalesce((SELECT room FROM rp), true) ON CONFLICT (run) DO UPDATE "
          "SET gen = l.gen + 1, owner = excluded.owner, id = excluded.id, "
@@ -221,7 +287,7 @@ static char *one_sql(const char *n, unsigned m)
          "= excluded.owner OR l.gen = 0 RETURNING l.run, l.gen), "
          "rk AS (DELETE FROM \"%s\".parked z USING rg WHERE z.run = rg.run), "
          "rt AS (INSERT INTO \"%s\".timers AS x (run, due, id, rec) VALUES "
-         "($1, $6, $7, $8) ON CONFLICT (run) DO UPDATE SET due = "
+         "($1, $10, $11, $12) ON CONFLICT (run) DO UPDATE SET due = "
          "excluded.due, id = excluded.id, rec = excluded.rec WHERE "
          "excluded.due < x.due)",
          n, n, n, n, n);
@@ -230,26 +296,32 @@ static char *one_sql(const char *n, unsigned m)
     if (!(m & ONE_PARK))
         PART(ONE_DROP, "pe AS (DELETE FROM \"%s\".parked WHERE run = $1)", n);
 #undef PART
-    /* the checks (the main query reads f and d first: a failure raises
-     * before any CTE that writes runs), then the run's cancellation, as
-     * Q_WRITE answers */
-    char *fence = m & ONE_FENCE ? pl__asprintf("CASE WHEN NOT EXISTS (SELECT "
-                                               "FROM f) THEN \"%s\".pl_fence_"
-                                               "lost(ARRAY[$1], ARRAY[$2]) END",
-                                               n)
-                                : pl__strdup("NULL");
+    /* the checks (the main query runs them first, the data-modifying CTEs
+     * after it: a failure raises before anything is written), then the
+     * run's cancellation, as Q_WRITE answers.  The fence locks its lease row
+     * in the EXISTS itself (an InitPlan of the main query), not in a CTE
+     * the EXISTS would read: no CTE scan, no tuplestore */
+    char *fence = m & ONE_FENCE
+                      ? pl__asprintf(
+                            "CASE WHEN NOT EXISTS (SELECT FROM \"%s\"."
+                            "leases l WHERE l.run = $1 AND l.gen = $2 "
+                            "AND (l.fkey IS NULL OR l.expires > " NOW_US
+                            ") FOR UPDATE) THEN \"%s\".pl_fence_lost("
+                            "ARRAY[$1], ARRAY[$2]) END",
+                            n, n)
+                      : pl__strdup("NULL");
     char *inbox = m & ONE_INBOX ? pl__asprintf("CASE WHEN NOT EXISTS (SELECT "
                                                "FROM d) THEN \"%s\".pl_"
                                                "consumed(1, 0) END",
                                                n)
                                 : pl__strdup("NULL");
     /* a ride's: the lease's generation, then its checks (pl_ride()): the
-     * record would get the seq the run saw ($9; the write consumes it, so
+     * record would get the seq the run saw ($13; the write consumes it, so
      * it is not written), and the lease was taken */
     char *ride = m & ONE_RIDE
                      ? pl__asprintf(", (SELECT gen FROM rg), \"%s\".pl_ride(("
                                     "SELECT coalesce(max(seq), 0) + 1 FROM "
-                                    "\"%s\".inbox WHERE run = $1) = $9, "
+                                    "\"%s\".inbox WHERE run = $1) = $13, "
                                     "'another delivery came first'), \"%s\"."
                                     "pl_ride(EXISTS (SELECT FROM rg), 'another "
                                     "holds its lease, or its concurrency key "
@@ -257,9 +329,9 @@ static char *one_sql(const char *n, unsigned m)
                                     n, n, n)
                      : pl__strdup("");
     char *x = fence && inbox && ride
-                  ? pl__asprintf(" SELECT %s, %s, (SELECT i.run::text FROM "
-                                 "\"%s\".inbox i WHERE i.cancel AND i.run = "
-                                 "$1 LIMIT 1)%s",
+                  ? pl__asprintf(" SELECT %s, %s, CASE WHEN EXISTS (SELECT "
+                                 "FROM \"%s\".inbox i WHERE i.cancel AND i.run "
+                                 "= $1) THEN $1::text END%s",
                                  fence, inbox, n, ride)
                   : NULL;
     free(fence);
@@ -284,7 +356,7 @@ static int one_prepare(pl__pg_store *s, PGconn *c, unsigned shape)
     char *sql = conn_prepared(c) ? one_sql(s->schema, shape) : NULL;
     if (!sql)
         return pl__err(PL_ENOMEM, "out of memory");
-    int ok = PQsendPrepare(c, name, sql, P_N, param_types);
+    int ok = PQsendPrepare(c, name, sql, one_nparams(shape), param_types);
     free(sql);
     pl__pg_count_prepare();
     return ok ? PL_OK : pl__pg_err(s, c, NULL, "preparing a commit");
@@ -427,7 +499,8 @@ int pl__pg_one_send(pl__pg_store *s, PGconn *c, const pl__batch *bt,
     uint8_t run[8], gen[8], due[8], seq[8];
     pl__buf rec = {0};
     const char *v[P_N] = {0};
-    int len[P_N] = {0}, fmt[P_N] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+    int len[P_N] = {0};
+    int fmt[P_N] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
     pl__put_be64(run, bt->run);
     v[P_RUN] = (const char *)run;
     len[P_RUN] = 8;
@@ -441,6 +514,18 @@ int pl__pg_one_send(pl__pg_store *s, PGconn *c, const pl__batch *bt,
         len[P_KEYS] = (int)keys->len;
         v[P_VALS] = (const char *)vals->data;
         len[P_VALS] = (int)vals->len;
+    }
+    if (shape & ONE_PAIR) { /* at most PAIR_BYTES: each fits an int */
+        for (size_t i = 0; i < 2; i++) {
+            const pl__kv *e = &bt->steps.e[i];
+            const uint8_t *k = pl__kvs_key(&bt->steps, i),
+                          *x = pl__kvs_val(&bt->steps, i);
+            /* never NULL, which would be SQL's NULL: an empty value */
+            v[P_K1 + 2 * i] = k ? (const char *)k : "";
+            len[P_K1 + 2 * i] = (int)e->klen;
+            v[P_V1 + 2 * i] = x ? (const char *)x : "";
+            len[P_V1 + 2 * i] = (int)e->vlen;
+        }
     }
     if (shape & ONE_STATE) {
         if (bt->state.len > INT32_MAX)
@@ -476,7 +561,8 @@ int pl__pg_one_send(pl__pg_store *s, PGconn *c, const pl__batch *bt,
     }
     char name[24];
     one_name(name, sizeof name, shape);
-    if (!st && !PQsendQueryPrepared(c, name, P_N, v, len, fmt, 1))
+    if (!st &&
+        !PQsendQueryPrepared(c, name, one_nparams(shape), v, len, fmt, 1))
         st = pl__pg_err(s, c, NULL, "sending a commit");
     pl__buf_free(&rec);
     return st;
