@@ -269,23 +269,40 @@ static void takes_in_order(pl_engine *e, const char *const *want, size_t n)
     cr_expect_eq(x.calls, (int)n);
 }
 
+/* Runs of "echo" to submit: @p n of them, ids @p prefix-NN, with
+ * concurrency key @p key (NULL: none), limit 1. */
+typedef struct queued_n {
+    const char *prefix;
+    int n;
+    const char *key;
+} queued_n;
+
+/* A store @p schema with the @p nq queues @p q submitted in that order,
+ * from which takes get @p want, in order, then nothing. */
+static void takes_from(const char *schema, const queued_n *q, size_t nq,
+                       const char *const *want, size_t n)
+{
+    char *uri = t_pg_store_uri(schema);
+    pl_registry *reg = t_registry();
+    pl_engine *e = NULL;
+    cr_assert_eq(pl_engine_open(&e, uri, reg, NULL), PL_OK, "%s", pl_errmsg());
+    for (size_t i = 0; i < nq; i++)
+        submit_n(e, q[i].prefix, q[i].n, q[i].key);
+    takes_in_order(e, want, n);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+    free(uri);
+}
+
 /* The take reads the queue a few leases at a time, in its order, and goes
  * on past a batch it could take nothing from: here 40 runs of a key whose
  * one place the first holds, then two runs without a key (then the key's
  * place is held: nothing more to take). */
 Test(pg_worker, a_take_goes_on_past_a_full_key_in_the_queues_order)
 {
-    char *uri = t_pg_store_uri("t_walk");
-    pl_registry *reg = t_registry();
-    pl_engine *e = NULL;
-    cr_assert_eq(pl_engine_open(&e, uri, reg, NULL), PL_OK, "%s", pl_errmsg());
-    submit_n(e, "keyed", 40, "k");
-    submit_n(e, "free", 2, NULL);
+    static const queued_n q[] = {{"keyed", 40, "k"}, {"free", 2, NULL}};
     static const char *const want[] = {"keyed-000", "free-000", "free-001"};
-    takes_in_order(e, want, sizeof want / sizeof *want);
-    pl_engine_close(e);
-    pl_registry_free(reg);
-    free(uri);
+    takes_from("t_walk", q, 2, want, 3);
 }
 
 /* Runs with and without a key, taken in the queue's order: a head without
@@ -294,18 +311,9 @@ Test(pg_worker, a_take_goes_on_past_a_full_key_in_the_queues_order)
  * at the end) is passed over as before. */
 Test(pg_worker, a_take_keeps_the_queues_order_with_and_without_keys)
 {
-    char *uri = t_pg_store_uri("t_mixed");
-    pl_registry *reg = t_registry();
-    pl_engine *e = NULL;
-    cr_assert_eq(pl_engine_open(&e, uri, reg, NULL), PL_OK, "%s", pl_errmsg());
-    submit_n(e, "a", 1, NULL);
-    submit_n(e, "k", 2, "k");
-    submit_n(e, "b", 1, NULL);
+    static const queued_n q[] = {{"a", 1, NULL}, {"k", 2, "k"}, {"b", 1, NULL}};
     static const char *const want[] = {"a-000", "k-000", "b-000"};
-    takes_in_order(e, want, sizeof want / sizeof *want);
-    pl_engine_close(e);
-    pl_registry_free(reg);
-    free(uri);
+    takes_from("t_mixed", q, 3, want, 3);
 }
 
 /* A queued lease another transaction holds locked (a commit's fence, a
