@@ -355,6 +355,13 @@ long long pg_postmaster(void);
  * (/proc/PID/schedstat) and its reaped children's (cutime, cstime); < 0
  * when they cannot be read. */
 double pg_server_cpu_s(long long pm);
+/* The server's WAL flushes (pg_stat_wal's wal_sync) and its database's
+ * commits so far, once every other session has ended (their statistics
+ * reach the server as they end); -1 when they cannot be read. */
+int pg_wal_counts(long long *syncs, long long *commits);
+/* The CPU seconds a /proc/.../schedstat file says its task has run; 0 when
+ * it cannot be read (the task has ended). */
+double schedstat_s(const char *path);
 /* CPU seconds this process has used (getrusage()). */
 double self_cpu_s(void);
 int report_pg_w1(bool quick);

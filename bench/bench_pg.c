@@ -119,6 +119,44 @@ static void pg_sql(PGconn *c, const char *sql)
     PQclear(r);
 }
 
+/* ---- the server's WAL flushes ---------------------------------------------- */
+
+int pg_wal_counts(long long *syncs, long long *commits)
+{
+    PGconn *c = pg_connect();
+    /* a session's statistics reach the server when it ends: wait for the
+     * others to end (5 s at most) */
+    long long others = 1;
+    for (int i = 0; i < 500 && others; i++) {
+        PGresult *r = PQexec(c, "SELECT count(*) FROM pg_stat_activity "
+                                "WHERE backend_type = 'client backend' AND "
+                                "pid <> pg_backend_pid()");
+        others = PQresultStatus(r) == PGRES_TUPLES_OK
+                     ? strtoll(PQgetvalue(r, 0, 0), NULL, 10)
+                     : -1;
+        PQclear(r);
+        if (others > 0) {
+            struct timespec ts = {0, 10000000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    pg_sql(c, "SELECT pg_stat_clear_snapshot()");
+    PGresult *r = PQexec(c, "SELECT wal_sync, (SELECT xact_commit FROM "
+                            "pg_stat_database WHERE datname = "
+                            "current_database()) FROM pg_stat_wal");
+    int rc = others == 0 && PQresultStatus(r) == PGRES_TUPLES_OK &&
+                     PQntuples(r) == 1
+                 ? 0
+                 : -1;
+    if (!rc) {
+        *syncs = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+        *commits = strtoll(PQgetvalue(r, 0, 1), NULL, 10);
+    }
+    PQclear(r);
+    PQfinish(c);
+    return rc;
+}
+
 /* ---- CPU, the server's and the process's ---------------------------------- */
 
 /* Field @p n (1-based, as proc(5) numbers them) of /proc/@p pid/stat, after
@@ -154,6 +192,16 @@ long long pg_postmaster(void)
     return pm > 1 ? pm : -1;
 }
 
+double schedstat_s(const char *path)
+{
+    unsigned long long ns;
+    FILE *f = fopen(path, "r");
+    double s = f && fscanf(f, "%llu", &ns) == 1 ? (double)ns / 1e9 : 0;
+    if (f)
+        fclose(f);
+    return s;
+}
+
 double pg_server_cpu_s(long long pm)
 {
     long long reaped = proc_stat_field(pm, 16),
@@ -168,13 +216,8 @@ double pg_server_cpu_s(long long pm)
         if (*end || pid <= 0 || (pid != pm && proc_stat_field(pid, 4) != pm))
             continue;
         char path[64];
-        unsigned long long ns;
         snprintf(path, sizeof path, "/proc/%lld/schedstat", pid);
-        FILE *f = fopen(path, "r");
-        if (f && fscanf(f, "%llu", &ns) == 1)
-            s += (double)ns / 1e9;
-        if (f)
-            fclose(f);
+        s += schedstat_s(path);
     }
     closedir(d);
     return s;

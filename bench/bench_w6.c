@@ -18,6 +18,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <dirent.h>
+
 #include <arpa/inet.h>
 #include <curl/curl.h>
 #include <libpq-fe.h>
@@ -53,9 +55,49 @@ typedef struct w6_arg {
 typedef struct w6_res {
     double runs_per_s;
     double calls_per_s;
+    double srv_us;    /* the server's CPU a run, us (< 0: not on this host) */
+    double worker_us; /* the workers' CPU a run, us (< 0: not readable) */
+    double flushes;   /* the server's WAL flushes a run (< 0: unknown) */
+    double per_flush; /* the commits a flush covered (< 0: unknown) */
 } w6_res;
 
+/* CPU seconds process @p pid has used so far: the sum over its threads of
+ * /proc/PID/task/TID/schedstat (ns); < 0 when they cannot be read. */
+static double proc_cpu_s(pid_t pid)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+    DIR *d = opendir(path);
+    if (!d)
+        return -1;
+    double s = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (e->d_name[0] == '.')
+            continue;
+        char p[300];
+        snprintf(p, sizeof p, "/proc/%d/task/%s/schedstat", (int)pid,
+                 e->d_name);
+        s += schedstat_s(p);
+    }
+    closedir(d);
+    return s;
+}
+
+/* The CPU seconds of @p n processes together (< 0: any unreadable). */
+static double procs_cpu_s(const pid_t *pids, int n)
+{
+    double s = 0;
+    for (int i = 0; i < n; i++) {
+        double c = proc_cpu_s(pids[i]);
+        if (c < 0)
+            return -1;
+        s += c;
+    }
+    return s;
+}
+
 static pl_engine *g_w6_engine;
+static long long g_w6_postmaster = -1; /* the server's, if on this host */
 static int g_w6_done_fd = -1;
 
 static void w6_on_term(int sig)
@@ -135,6 +177,10 @@ static int w6(w6_arg *a, w6_res *r)
     w6_res none;
     if (in_child(w6_submit_child, a, &none, sizeof none))
         return -1;
+    /* the server's flushes and commits, from before the workers open
+     * (their opens' few commits count too) to after they have ended */
+    long long sy0 = 0, cm0 = 0, sy1 = 0, cm1 = 0;
+    bool wal = g_pg_uri && !pg_wal_counts(&sy0, &cm0);
     int ready[2], go[2], done[2];
     if (pipe(ready) || pipe(go) || pipe(done))
         die("W6 pipes");
@@ -159,6 +205,10 @@ static int w6(w6_arg *a, w6_res *r)
     for (int i = 0; !rc && i < n; i++)
         if (read(ready[0], &c, 1) != 1)
             rc = -1;
+    /* the CPU of the drain: the server's processes and the workers' */
+    long long pm = g_w6_postmaster;
+    double srv0 = pm > 0 ? pg_server_cpu_s(pm) : -1;
+    double wk0 = procs_cpu_s(kids, n);
     double t0 = now_s();
     for (int i = 0; !rc && i < n; i++)
         if (write(go[1], "g", 1) != 1)
@@ -179,6 +229,8 @@ static int w6(w6_arg *a, w6_res *r)
             got += (int)k;
     }
     double t1 = now_s();
+    double srv1 = srv0 >= 0 ? pg_server_cpu_s(pm) : -1;
+    double wk1 = wk0 >= 0 ? procs_cpu_s(kids, n) : -1;
     for (int i = 0; i < n; i++)
         kill(kids[i], SIGTERM);
     close(go[1]);
@@ -188,6 +240,7 @@ static int w6(w6_arg *a, w6_res *r)
         if (!WIFEXITED(status) || WEXITSTATUS(status))
             rc = -1;
     }
+    wal = wal && !pg_wal_counts(&sy1, &cm1) && sy1 > sy0;
     /* every worker is gone: whatever is left in the pipe came late */
     char buf[256];
     ssize_t k;
@@ -205,6 +258,10 @@ static int w6(w6_arg *a, w6_res *r)
         return rc;
     r->runs_per_s = a->runs / (t1 - t0);
     r->calls_per_s = r->runs_per_s * W6_CALLS;
+    r->srv_us = srv0 >= 0 && srv1 >= 0 ? (srv1 - srv0) * 1e6 / a->runs : -1;
+    r->worker_us = wk0 >= 0 && wk1 >= 0 ? (wk1 - wk0) * 1e6 / a->runs : -1;
+    r->flushes = wal ? (double)(sy1 - sy0) / a->runs : -1;
+    r->per_flush = wal ? (double)(cm1 - cm0) / (double)(sy1 - sy0) : -1;
     return 0;
 }
 
@@ -223,7 +280,7 @@ static void w6_count_event(const pl_event *ev, void *user)
 static void w6_count_child(const void *varg, void *vres)
 {
     const w6_arg *a = varg;
-    double *per_run = vres;
+    double *per_run = vres; /* round trips, statements */
     w6_res none;
     w6_submit_child(a, &none);
     pl_registry *reg = make_registry(false);
@@ -241,7 +298,8 @@ static void w6_count_child(const void *varg, void *vres)
     if (pl_worker_run(g_w6_engine, &wo))
         die("W6 count worker");
     pl__pg_counts_get(&c1);
-    *per_run = (double)(c1.round_trips - c0.round_trips) / a->runs;
+    per_run[0] = (double)(c1.round_trips - c0.round_trips) / a->runs;
+    per_run[1] = (double)(c1.statements - c0.statements) / a->runs;
     pl_engine_close(g_w6_engine);
     pl_registry_free(reg);
     remove_store(a->path);
@@ -256,11 +314,16 @@ int report_w6(bool quick)
     pl_durability mode = PL_DURABILITY_SYNC;
     say("\nW6 workers: %d submitted runs of %d calls drained by N worker "
         "processes\n  (pl_worker_run, concurrency 1 each, %s mode; median "
-        "of %d)\n",
+        "of %d;\n  srv us, wrk us: the CPU a run of the server's processes and of "
+        "the workers, during the drain;\n  flushes: the server's WAL flushes "
+        "a run, com/fl: the commits each covered)\n",
         runs, W6_CALLS, pl_durability_name(mode), reps);
-    say("  %-8s %10s %10s %9s\n", "workers", "runs/s", "calls/s", "scaling");
+    say("  %-8s %10s %10s %9s %9s %9s %8s %8s\n", "workers", "runs/s",
+        "calls/s", "scaling", "srv us", "wrk us", "flushes", "com/fl");
+    g_w6_postmaster = g_pg_uri ? pg_postmaster() : -1;
     cJSON *jw6 = cJSON_AddArrayToObject(g_json, "w6_workers");
-    double rate[3][REPS_MAX];
+    double rate[3][REPS_MAX], srv[3][REPS_MAX], wrk[3][REPS_MAX];
+    double fl[3][REPS_MAX], pf[3][REPS_MAX];
     int ok[3] = {0};
     drift d;
     drift_begin(&d, mode);
@@ -269,8 +332,13 @@ int report_w6(bool quick)
         for (size_t w = 0; w < 3; w++) {
             w6_arg a = {mode, runs, counts[w], ""};
             w6_res r;
-            if (!w6(&a, &r))
+            if (!w6(&a, &r)) {
+                srv[w][ok[w]] = r.srv_us;
+                wrk[w][ok[w]] = r.worker_us;
+                fl[w][ok[w]] = r.flushes;
+                pf[w][ok[w]] = r.per_flush;
                 rate[w][ok[w]++] = r.runs_per_s;
+            }
         }
     drift_end(&d, NULL);
     if (d.note[0]) {
@@ -281,12 +349,14 @@ int report_w6(bool quick)
     if (g_pg_uri) { /* round trips a run (deterministic but for polls) */
         w6_arg a = {mode, W6_COUNT, 1, ""};
         path_in(a.path, sizeof a.path, "w6count");
-        double per_run = 0;
-        if (in_child(w6_count_child, &a, &per_run, sizeof per_run))
+        double per_run[2] = {0, 0};
+        if (in_child(w6_count_child, &a, per_run, sizeof per_run))
             failures++;
         else {
-            say("  round trips a run, one worker: %.1f\n", per_run);
-            jnum(g_json, "pg_w6_round_trips_per_run", per_run);
+            say("  round trips a run, one worker: %.1f (statements: %.1f)\n",
+                per_run[0], per_run[1]);
+            jnum(g_json, "pg_w6_round_trips_per_run", per_run[0]);
+            jnum(g_json, "pg_w6_statements_per_run", per_run[1]);
         }
     }
     for (size_t w = 0; w < 3; w++) {
@@ -296,8 +366,19 @@ int report_w6(bool quick)
             continue;
         }
         double m = median(rate[w], ok[w]);
-        say("  %-8d %10.0f %10.0f %8.2fx\n", counts[w], m, m * W6_CALLS,
-            one > 0 ? m / one : 0);
+        double su = median(srv[w], ok[w]), wu = median(wrk[w], ok[w]);
+        double fu = median(fl[w], ok[w]), pu = median(pf[w], ok[w]);
+        char sb[16] = "-", wb[16] = "-", fb[16] = "-", pb[16] = "-";
+        if (su >= 0)
+            snprintf(sb, sizeof sb, "%.0f", su);
+        if (wu >= 0)
+            snprintf(wb, sizeof wb, "%.0f", wu);
+        if (fu >= 0)
+            snprintf(fb, sizeof fb, "%.1f", fu);
+        if (pu >= 0)
+            snprintf(pb, sizeof pb, "%.2f", pu);
+        say("  %-8d %10.0f %10.0f %8.2fx %9s %9s %8s %8s\n", counts[w], m,
+            m * W6_CALLS, one > 0 ? m / one : 0, sb, wb, fb, pb);
         cJSON *o = cJSON_CreateObject();
         jnum(o, "workers", counts[w]);
         jnum(o, "runs", runs);
@@ -307,6 +388,14 @@ int report_w6(bool quick)
         jnum(o, "calls_per_s", m * W6_CALLS);
         if (one > 0)
             jnum(o, "scaling", m / one);
+        if (su >= 0)
+            jnum(o, "server_cpu_us_per_run", su);
+        if (wu >= 0)
+            jnum(o, "workers_cpu_us_per_run", wu);
+        if (fu >= 0)
+            jnum(o, "server_flushes_per_run", fu);
+        if (pu >= 0)
+            jnum(o, "commits_per_flush", pu);
         cJSON_AddItemToArray(jw6, o);
     }
     return failures;

@@ -249,30 +249,93 @@ static void submit_n(pl_engine *e, const char *prefix, int n, const char *key)
     cJSON_Delete(p);
 }
 
-/* The take reads the queue a few leases at a time, in its order, and goes
- * on past a batch it could take nothing from: here 40 runs of a key whose
- * one place the first holds, then two runs without a key. */
-Test(pg_worker, a_take_goes_on_past_a_full_key_in_the_queues_order)
+/* @p n takes from @p e get the runs @p want in that order, each at its
+ * lease's first generation; then nothing is left to take. */
+static void takes_in_order(pl_engine *e, const char *const *want, size_t n)
 {
-    char *uri = t_pg_store_uri("t_walk");
-    pl_registry *reg = t_registry();
-    pl_engine *e = NULL;
-    cr_assert_eq(pl_engine_open(&e, uri, reg, NULL), PL_OK, "%s", pl_errmsg());
-    submit_n(e, "keyed", 40, "k");
-    submit_n(e, "free", 2, NULL);
-    static const char *const want[] = {"keyed-000", "free-000", "free-001"};
     told x = {0};
     pl__lease l;
     bool taken = false;
-    for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
+    for (size_t i = 0; i < n; i++) {
         cr_assert_eq(take(e, &x, &l, &taken), PL_OK, "take %zu: %s", i,
                      pl_errmsg());
         cr_expect(taken);
         cr_expect_str_eq(l.id, want[i], "take %zu got %s", i, l.id);
+        cr_expect_eq(l.gen, 1, "take %zu: generation %llu", i,
+                     (unsigned long long)l.gen);
     }
-    /* the key's place is held: nothing more to take */
     cr_expect_eq(take(e, &x, &l, &taken), PL_ENOTFOUND, "%s", pl_errmsg());
     cr_expect_not(taken);
+    cr_expect_eq(x.calls, (int)n);
+}
+
+/* Runs of "echo" to submit: @p n of them, ids @p prefix-NN, with
+ * concurrency key @p key (NULL: none), limit 1. */
+typedef struct queued_n {
+    const char *prefix;
+    int n;
+    const char *key;
+} queued_n;
+
+/* A store @p schema with the @p nq queues @p q submitted in that order,
+ * from which takes get @p want, in order, then nothing. */
+static void takes_from(const char *schema, const queued_n *q, size_t nq,
+                       const char *const *want, size_t n)
+{
+    char *uri = t_pg_store_uri(schema);
+    pl_registry *reg = t_registry();
+    pl_engine *e = NULL;
+    cr_assert_eq(pl_engine_open(&e, uri, reg, NULL), PL_OK, "%s", pl_errmsg());
+    for (size_t i = 0; i < nq; i++)
+        submit_n(e, q[i].prefix, q[i].n, q[i].key);
+    takes_in_order(e, want, n);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+    free(uri);
+}
+
+/* The take reads the queue a few leases at a time, in its order, and goes
+ * on past a batch it could take nothing from: here 40 runs of a key whose
+ * one place the first holds, then two runs without a key (then the key's
+ * place is held: nothing more to take). */
+Test(pg_worker, a_take_goes_on_past_a_full_key_in_the_queues_order)
+{
+    static const queued_n q[] = {{"keyed", 40, "k"}, {"free", 2, NULL}};
+    static const char *const want[] = {"keyed-000", "free-000", "free-001"};
+    takes_from("t_walk", q, 2, want, 3);
+}
+
+/* Runs with and without a key, taken in the queue's order: a head without
+ * a key is taken by the take's plain statement, a head with one by
+ * pl_take() (its key's place counted), and a head whose key is full (k-001
+ * at the end) is passed over as before. */
+Test(pg_worker, a_take_keeps_the_queues_order_with_and_without_keys)
+{
+    static const queued_n q[] = {{"a", 1, NULL}, {"k", 2, "k"}, {"b", 1, NULL}};
+    static const char *const want[] = {"a-000", "k-000", "b-000"};
+    takes_from("t_mixed", q, 3, want, 3);
+}
+
+/* A queued lease another transaction holds locked (a commit's fence, a
+ * delivery) is skipped, never waited for: the take gets the next run in
+ * the queue, and the held one once it is free. */
+Test(pg_worker, a_take_skips_a_lease_another_transaction_holds)
+{
+    char *uri = t_pg_store_uri("t_skip");
+    pl_registry *reg = t_registry();
+    pl_engine *e = NULL;
+    cr_assert_eq(pl_engine_open(&e, uri, reg, NULL), PL_OK, "%s", pl_errmsg());
+    submit_n(e, "q", 2, NULL);
+    PGconn *c = t_pg_admin();
+    admin(c, "BEGIN");
+    admin(c, "SELECT l.run FROM t_skip.leases l JOIN t_skip.runs r ON r.num "
+             "= l.run WHERE r.id = convert_to('q-000', 'UTF8') FOR UPDATE "
+             "OF l");
+    static const char *const next[] = {"q-001"}, *const held[] = {"q-000"};
+    takes_in_order(e, next, 1);
+    admin(c, "COMMIT");
+    PQfinish(c);
+    takes_in_order(e, held, 1);
     pl_engine_close(e);
     pl_registry_free(reg);
     free(uri);

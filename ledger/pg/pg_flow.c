@@ -19,10 +19,18 @@
  *   | parked        | run bigint PK, fkey text, flimit integer: the key   |
  *   |               | of a run that parked (a wait), kept for its wake    |
  *
- * A TAKE is pl_take(owner, lease_us), called by the worker's take
- * statement (pg_lease.c, which reads the run in the same statement): a
- * function that walks the expired leases in the queue's order and takes
- * the first it may.  It reads them TAKE_BATCH at a time by the queue's
+ * A TAKE is the worker's take statement (pg_lease.c, which reads the run
+ * in the same statement).  It locks the queue's head, the first expired
+ * lease in the queue's order that no other transaction holds (FOR UPDATE
+ * SKIP LOCKED, by the queue's index), and takes it in plain SQL if it has
+ * no key; a head with a key goes to pl_take(owner, lease_us): a function
+ * that walks the expired leases in the queue's order and takes the first
+ * it may (the head itself if its key has room: the head's lock is this
+ * transaction's own).  A keyed head passed over stays locked until the
+ * take's transaction ends, a few ms: another take passes over it
+ * meanwhile, as over a key whose advisory lock it cannot take, and a
+ * fence of it waits for that end (nothing the take holds waits for
+ * anything: no deadlock).  It reads them TAKE_BATCH at a time by the queue's
  * index, each batch after the last lease read, against the server's clock
  * read once: a take reads the head of the queue, not the whole queue
  * sorted (which cost a take more than the rest of a run's statements

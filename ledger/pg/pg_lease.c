@@ -135,14 +135,25 @@ int pl__pg_lease_sql(const pl__pg_store *s, int which, char **out)
             n, n, n, n);
         break;
     case L_TAKE:
-        /* pl_take() and what the claim needs, in binary: the run's info,
-         * its state locked (or, locked by another, NULL and state_busy),
-         * whether it has steps, whether a cancellation waits.  Neither
-         * the take nor the lock waits for another transaction's */
+        /* the take (pg_flow.c): the queue's head locked (h) and, without
+         * a key, taken here (u), where pl_take()'s PL/pgSQL cost a take
+         * more than its statements (bench/README.md); with a key, by
+         * pl_take(), which counts the key's places.  Then what the claim
+         * needs, in binary: the run's info, its state locked (or, locked
+         * by another, NULL and state_busy), whether it has steps, whether
+         * a cancellation waits.  Neither the take nor the lock waits for
+         * another transaction's */
         *out = pl__asprintf(
-            "WITH t AS MATERIALIZED (SELECT * FROM \"%s\".pl_take($1, "
-            "$2::bigint) LIMIT 1), " TAKE_READS,
-            n, n, n, n, n, n);
+            "WITH h AS MATERIALIZED (SELECT l.run, l.fkey FROM \"%s\".leases "
+            "l WHERE l.expires <= " NOW_ONCE " ORDER BY l.qrank, l.run LIMIT "
+            "1 FOR UPDATE OF l SKIP LOCKED), u AS (UPDATE \"%s\".leases l SET "
+            "gen = l.gen + 1, owner = $1, expires = " NOW_US " + $2::bigint "
+            "FROM h WHERE l.run = h.run AND h.fkey IS NULL RETURNING l.run, "
+            "l.gen, l.expires - " NOW_US " AS expires_in, l.owner, l.id), t AS "
+            "MATERIALIZED (SELECT * FROM u UNION ALL SELECT * FROM "
+            "\"%s\".pl_take($1, $2::bigint) WHERE EXISTS (SELECT 1 FROM h "
+            "WHERE h.fkey IS NOT NULL) LIMIT 1), " TAKE_READS,
+            n, n, n, n, n, n, n, n);
         break;
     case L_TAKE_DUES: return pl__pg_wake_sql(s, out);
     case L_POLL:
