@@ -285,8 +285,7 @@ static void pg_floor_puts(PGconn *c, int id, int from, int n)
 
 /* A fresh floor table in the schema of @p name (its path_in() path and
  * pg_schema() into @p path and @p schema). */
-static void pg_floor_create(const char *name, char path[1100],
-                            char schema[128])
+static void pg_floor_create(const char *name, char path[1100], char schema[128])
 {
     char sql[512];
     path_in(path, 1100, name);
