@@ -323,17 +323,20 @@ static char *one_sql(const char *n, unsigned m)
                                                "consumed(1, 0) END",
                                                n)
                                 : pl__strdup("NULL");
-    /* a ride's: the lease's generation, then its checks (pl_ride()): the
+    /* a ride's: the lease's generation, then its checks (pl_ride(), a
+     * PL/pgSQL call made only when one fails, as pl_consumed() above): the
      * record would get the seq the run saw ($13; the write consumes it, so
      * it is not written), and the lease was taken */
     char *ride = m & ONE_RIDE
-                     ? pl__asprintf(", (SELECT gen FROM rg), \"%s\".pl_ride(("
+                     ? pl__asprintf(", (SELECT gen FROM rg), CASE WHEN ("
                                     "SELECT coalesce(max(seq), 0) + 1 FROM "
-                                    "\"%s\".inbox WHERE run = $1) = $13, "
-                                    "'another delivery came first'), \"%s\"."
-                                    "pl_ride(EXISTS (SELECT FROM rg), 'another "
+                                    "\"%s\".inbox WHERE run = $1) = $13 THEN "
+                                    "true ELSE \"%s\".pl_ride(false, "
+                                    "'another delivery came first') END, CASE "
+                                    "WHEN EXISTS (SELECT FROM rg) THEN true "
+                                    "ELSE \"%s\".pl_ride(false, 'another "
                                     "holds its lease, or its concurrency key "
-                                    "is full')",
+                                    "is full') END",
                                     n, n, n)
                      : pl__strdup("");
     char *x = fence && inbox && ride

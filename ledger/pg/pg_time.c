@@ -149,9 +149,9 @@ int pl__pg_time_sql(const pl__pg_store *s, int which, char **out)
     case T_RIDE_PUT:
         /* the same, in a ride: the record must get the seq the run saw */
         *out = pl__asprintf(INBOX_PUT
-                            "SELECT seq, \"%s\".pl_ride($7::bigint "
-                            "= 0 OR seq = $7::bigint, 'another delivery came "
-                            "first') FROM i",
+                            "SELECT seq, CASE WHEN $7::bigint = 0 OR seq = "
+                            "$7::bigint THEN true ELSE \"%s\".pl_ride(false, "
+                            "'another delivery came first') END FROM i",
                             n, n, n, n);
         break;
     case T_DROP:
@@ -163,18 +163,20 @@ int pl__pg_time_sql(const pl__pg_store *s, int which, char **out)
         break;
     case T_RIDE_TAKE:
         /* the same, in a ride: the lease must be taken */
-        *out = pl__asprintf(ACQUIRE "SELECT (SELECT gen FROM g), "
-                                    "\"%s\".pl_ride(EXISTS (SELECT FROM g), "
-                                    "'another holds its lease, or its "
-                                    "concurrency key is full')",
+        *out = pl__asprintf(ACQUIRE "SELECT (SELECT gen FROM g), CASE WHEN "
+                                    "EXISTS (SELECT FROM g) THEN true ELSE "
+                                    "\"%s\".pl_ride(false, 'another holds "
+                                    "its lease, or its concurrency key is "
+                                    "full') END",
                             n, n, n, n, n);
         break;
     case T_RIDE_LOCK:
         /* a ride's first: the run's state locked, as the ride read it */
         *out = pl__asprintf(
             "WITH x AS (SELECT v FROM \"%s\".state WHERE run = $1::bigint "
-            "FOR UPDATE) SELECT \"%s\".pl_ride(coalesce((SELECT v = $2::bytea "
-            "FROM x), false), 'its state changed since it was read')",
+            "FOR UPDATE) SELECT CASE WHEN (SELECT v = $2::bytea FROM x) THEN "
+            "true ELSE \"%s\".pl_ride(false, 'its state changed since it "
+            "was read') END",
             n, n);
         break;
     case Q_INBOX_ADD:
