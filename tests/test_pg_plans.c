@@ -2,9 +2,9 @@
  * test_pg_plans.c -- the plans the PostgreSQL server keeps for a commit's
  * statements, on a store of thousands of runs whose tables have their
  * statistics (tests/pg_run.sh starts the server): a call's statement, a
- * group's, and what each reads by index; and a call's two steps, which its
- * statement sends as values, not arrays.  test_pg.c: the store's functions
- * and round trips.
+ * group's, and what each reads by index; a call's two steps, which its
+ * statement sends as values, not arrays; and its answer, one column after
+ * its checks.  test_pg.c: the store's functions and round trips.
  */
 #include "support.h"
 
@@ -407,6 +407,97 @@ Test(pg, a_commit_looks_for_a_cancellation_by_its_index)
     admin_sql(c, sql);
     cr_expect(commit_sees_cancel(s, run, 2), "a cancellation waits");
     cr_expect_eq(steps_of(s, run), 4);
+    pl__pg_close(s);
+    PQfinish(c);
+    free(uri);
+}
+
+/* ---- a call's answer ------------------------------------------------------- */
+
+/* A call's commit of steps @p from and @p from + 1 of @p run under
+ * generation @p gen's fence, consuming inbox record @p seq (0: none):
+ * what it returns, and in @p cancel whether it saw a cancellation. */
+static int call_answer(pl__pg_store *s, uint64_t run, uint64_t gen,
+                       uint32_t from, uint64_t seq, bool *cancel)
+{
+    pl__batch w = {0};
+    w.run = run;
+    w.gen = gen;
+    w.inbox_del = seq;
+    uint8_t key[12];
+    for (uint32_t i = from; i < from + 2; i++) {
+        step_key(key, run, i);
+        cr_assert_eq(pl__kvs_add(&w.steps, key, 12, key, 12), PL_OK);
+    }
+    pl__batch *one[1] = {&w};
+    int st = pl__pg_commit(s, one, 1, false);
+    *cancel = w.inbox_known && w.inbox_cancel;
+    pl__batch_free(&w);
+    return st;
+}
+
+/*
+ * A call's statement answers in one column, the run's number when a
+ * cancellation waits, where Q_WRITE has the checks' two columns besides.
+ * Its checks still come first: with a cancellation waiting, a fence lost
+ * fails the commit with the fence's error, and an inbox record gone with
+ * PL_EBUSY, each before a step is written; with its fence held, the commit
+ * sees the cancellation.
+ */
+Test(pg, a_call_commit_answers_in_one_column)
+{
+    char *uri = t_pg_store_uri("t_answer");
+    pl__pg_store *s = NULL;
+    cr_assert_eq(pl__pg_open(&s, uri, NULL), PL_OK, "%s", pl_errmsg());
+    uint64_t run = leased_run(s, "answer-a");
+    PGconn *c = t_pg_admin();
+    char sql[512];
+    snprintf(sql, sizeof sql,
+             "INSERT INTO t_answer.inbox (run, seq, rec, cancel) VALUES "
+             "(%llu, 1, '\\x00', true)",
+             (unsigned long long)run);
+    admin_sql(c, sql);
+
+    bool cancel = true;
+    cr_expect_eq(call_answer(s, run, 2, 0, 0, &cancel), PL_EBUSY,
+                 "a generation the lease no longer has");
+    cr_expect(strstr(pl_errmsg(), "taken over by w1") != NULL, "%s",
+              pl_errmsg());
+    cr_expect_not(cancel);
+    cr_expect_eq(steps_of(s, run), 0);
+    cr_expect_eq(call_answer(s, run, 1, 0, 9, &cancel), PL_EBUSY,
+                 "inbox record 9 is not there");
+    cr_expect_eq(steps_of(s, run), 0);
+    cr_expect_eq(call_answer(s, run, 1, 0, 0, &cancel), PL_OK, "%s",
+                 pl_errmsg());
+    cr_expect(cancel, "the cancellation seen");
+
+    /* the statement the store's connection last ran, run by hand */
+    PGresult *r = PQexec(c, "SELECT query FROM pg_stat_activity WHERE query "
+                            "LIKE 'WITH k AS %\"t_answer\".steps%'");
+    cr_assert_eq(PQntuples(r), 1, "%s", PQresultErrorMessage(r));
+    cr_expect_eq(steps_of(s, run), 2);
+    size_t qn = strlen(PQgetvalue(r, 0, 0)) + 128;
+    char *q = malloc(qn);
+    cr_assert(q);
+    snprintf(q, qn,
+             "PREPARE callc(int8, int8, bytea, bytea, bytea, bytea) AS %s",
+             PQgetvalue(r, 0, 0));
+    PQclear(r);
+    admin_sql(c, q);
+    free(q);
+    snprintf(sql, sizeof sql,
+             "EXECUTE callc(%llu, 1, '\\x01', '\\x02', '\\x03', "
+             "'\\x04')",
+             (unsigned long long)run);
+    r = PQexec(c, sql);
+    cr_assert_eq(PQresultStatus(r), PGRES_TUPLES_OK, "%s",
+                 PQresultErrorMessage(r));
+    cr_expect_eq(PQnfields(r), 1, "one column");
+    char want[24];
+    snprintf(want, sizeof want, "%llu", (unsigned long long)run);
+    cr_expect_str_eq(PQgetvalue(r, 0, 0), want, "the run: a cancellation");
+    PQclear(r);
     pl__pg_close(s);
     PQfinish(c);
     free(uri);

@@ -406,16 +406,18 @@ typedef struct commit_ctx {
 } commit_ctx;
 
 /* A write's answer: the runs written with a cancellation in their inbox,
- * "3,17" (NULL: none), in its last column (the others are the checks'):
- * Q_WRITE's for every run it wrote, a batch's statement's for its run. */
+ * "3,17" (NULL: none), in its last column: Q_WRITE's third (the others
+ * are the checks') for every run it wrote, a batch's statement's only
+ * column for its run (pg_one.c). */
 static int cancels_seen(commit_ctx *x, PGresult *r)
 {
     const pl__batch *one = x->o.group ? NULL : x->o.one;
-    if (PQntuples(r) != 1 || PQnfields(r) != 3 || (!x->o.group && !one))
+    int col = x->o.group ? 2 : 0;
+    if (PQntuples(r) != 1 || PQnfields(r) != col + 1 || (!x->o.group && !one))
         return pl__err(PL_ECORRUPT,
                        "store '%s': a commit's answer is malformed",
                        x->s->path);
-    const char *p = PQgetisnull(r, 0, 2) ? "" : PQgetvalue(r, 0, 2);
+    const char *p = PQgetisnull(r, 0, col) ? "" : PQgetvalue(r, 0, col);
     for (size_t b = 0; b < x->n; b++)
         if (!x->batches[b]->create_id &&
             (!one || x->batches[b]->run == one->run))

@@ -35,12 +35,12 @@
  *   |           | and the write consumes its  | due now, the record's seq  |
  *   |           | record (pg_time.c)          | and the lease checked      |
  *
- * and always the run's cancellation looked up in its inbox, the answer's
- * third column, as Q_WRITE's (the run's number when one waits: an EXISTS,
- * which stops at the first entry of inbox_cancel).  Its answer and errors
- * are Q_WRITE's: a fence that failed calls pl_fence_lost(), a record
- * consumed by another execution pl_consumed(), before anything is
- * written.
+ * and always the run's cancellation looked up in its inbox (the run's
+ * number when one waits: an EXISTS, which stops at the first entry of
+ * inbox_cancel), the answer's one column (ONE_RIDE: its third, as
+ * Q_WRITE's, before the ride's).  Its errors are Q_WRITE's: a fence that
+ * failed calls pl_fence_lost(), a record consumed by another execution
+ * pl_consumed(), before anything is written.
  *
  * Each combination of parts is its own prepared statement, made on a
  * connection the first time a commit of that shape goes through it: sent
@@ -339,12 +339,23 @@ static char *one_sql(const char *n, unsigned m)
                                     "is full') END",
                                     n, n, n)
                      : pl__strdup("");
-    char *x = fence && inbox && ride
-                  ? pl__asprintf(" SELECT %s, %s, CASE WHEN EXISTS (SELECT "
-                                 "FROM \"%s\".inbox i WHERE i.cancel AND i.run "
-                                 "= $1) THEN $1::text END%s",
-                                 fence, inbox, n, ride)
-                  : NULL;
+    /* the answer: a ride's, the checks' columns, the cancellation and the
+     * ride's (pg_time.c reads them); any other shape's, one column, the
+     * cancellation, after coalesce() has run the checks first, in order
+     * (each NULL, or it raises).  The server describes and sends every
+     * column of every answer: two columns fewer are 4k of a call's 151k
+     * instructions on the server (bench/README.md) */
+#define PROBE                                                                  \
+    "CASE WHEN EXISTS (SELECT FROM \"%s\".inbox i WHERE i.cancel AND i.run = " \
+    "$1) THEN $1::text END"
+    char *x = !(fence && inbox && ride) ? NULL
+              : m & ONE_RIDE
+                  ? pl__asprintf(" SELECT %s, %s, " PROBE "%s", fence, inbox, n,
+                                 ride)
+                  : pl__asprintf(
+                        " SELECT coalesce((%s)::text, (%s)::text, " PROBE ")",
+                        fence, inbox, n);
+#undef PROBE
     free(fence);
     free(inbox);
     free(ride);

@@ -614,8 +614,9 @@ static int ride_result(size_t i, PGresult *r, void *user)
             x->seq = (uint64_t)v;
         else
             x->take->gen = (uint64_t)v;
-    } else if (i == commit) { /* whether a cancellation waits [, the gen] */
-        if (PQntuples(r) != 1 || PQnfields(r) != (x->folded ? 6 : 3) ||
+    } else if (i == commit) { /* whether a cancellation waits [, the gen]:
+                                 * pg_one.c's answer, 1 column, a ride's 6 */
+        if (PQntuples(r) != 1 || PQnfields(r) != (x->folded ? 6 : 1) ||
             (x->folded && PQgetlength(r, 0, 3) != 8))
             return pl__err(PL_ECORRUPT,
                            "store '%s': a commit's answer is "
@@ -624,7 +625,7 @@ static int ride_result(size_t i, PGresult *r, void *user)
         if (x->folded)
             x->take->gen = pl__get_be64((const uint8_t *)PQgetvalue(r, 0, 3));
         x->take->then->inbox_known = true;
-        x->take->then->inbox_cancel = !PQgetisnull(r, 0, 2);
+        x->take->then->inbox_cancel = !PQgetisnull(r, 0, x->folded ? 2 : 0);
     }
     return PL_OK;
 }
