@@ -28,11 +28,14 @@
  *                  about 3x faster by then, so the engine's time per call
  *                  shows as a larger share.  Both phases report the
  *                  engine's time added to a call (the difference of the
- *                  medians) and the client's CPU time a call on either
- *                  side.  One server for both sides: its compiler warms
+ *                  medians), both figures again round by round (medians
+ *                  over the rounds of a round's own), and the client's
+ *                  CPU time a call on either side.  One server for both sides: its compiler warms
  *                  with both, so neither side meets a server warmer than
  *                  the other's (two copies warmed apart and swung the
- *                  ratio 1.0x-1.7x from run to run).
+ *                  ratio 1.0x-1.7x from run to run); the client's thread
+ *                  and the server's main thread share one CPU
+ *                  (pin_pair()).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -209,6 +212,25 @@ static void timed_phase(mcp_times *tm, pl_engine *e, int per_run, double *bt,
     ph->engine_p90_us = percentile(et, (size_t)tm->n[1], 0.9);
 }
 
+/*
+ * This thread and the server's main thread (@p server: its id is the
+ * process's) on one CPU, the server's other threads (its compiler's, its
+ * collector's, started already) left where they were: each request's
+ * wake-up hands the CPU over, as it mostly does unpinned.  Unpinned, a
+ * phase now and then ran with the server woken on the other CPU: both
+ * sides' round trips 3x slower for the whole phase.
+ */
+static void pin_pair(pid_t server)
+{
+    int cpu = sched_getcpu();
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu >= 0 ? cpu : 0, &one);
+    if (sched_setaffinity(0, sizeof one, &one) ||
+        sched_setaffinity(server, sizeof one, &one))
+        say("  (not pinned to one CPU: %s)\n", strerror(errno));
+}
+
 static void mcp_child(const void *varg, void *vres)
 {
     int calls = *(const int *)varg, per_run = calls / MCP_RUNS;
@@ -217,16 +239,6 @@ static void mcp_child(const void *varg, void *vres)
     path_in(path, sizeof path, "mcp.db");
     remove_store(path);
     snprintf(errlog, sizeof errlog, "%s.stderr", path);
-    /* this process and the server (which inherits it) on one CPU: each
-     * request's wake-up hands the CPU over, as it mostly does unpinned; a
-     * server woken on the other CPU instead made both sides' round trips
-     * 3x slower for a whole phase, at random */
-    int cpu = sched_getcpu();
-    cpu_set_t one;
-    CPU_ZERO(&one);
-    CPU_SET(cpu >= 0 ? cpu : 0, &one);
-    if (sched_setaffinity(0, sizeof one, &one))
-        say("  (not pinned to one CPU: %s)\n", strerror(errno));
     static mcp_times tm;
     pl_registry *reg = NULL;
     pl_mcp_options mo = PL_MCP_OPTIONS_INIT;
@@ -237,6 +249,7 @@ static void mcp_child(const void *varg, void *vres)
                         &mo))
         die("mcp: registry");
     pl_engine *e = open_engine(path, reg, PL_DURABILITY_PROCESS, NULL);
+    pin_pair(tm.m->pid);
     double *bt = calloc((size_t)calls, sizeof *bt);
     double *et = calloc((size_t)calls, sizeof *et);
     if (!bt || !et)
