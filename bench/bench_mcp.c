@@ -57,8 +57,8 @@
                      "server-everything/dist/index.js"
 #define MCP_CALLS 1000 /* timed, of each */
 #define MCP_CALLS_QUICK 200
-#define MCP_RUNS 20  /* a phase's runs */
-#define MCP_ROUND 10 /* timed calls of a side in a row */
+#define MCP_RUNS 20   /* a phase's runs */
+#define MCP_ROUND 10  /* timed calls of a side in a row */
 #define MCP_WARM 5000 /* calls of each between the two phases */
 
 typedef struct mcp_phase {
@@ -77,8 +77,8 @@ typedef struct mcp_res {
 
 /* What the runs of a phase time: each side's calls (us) and CPU time. */
 typedef struct mcp_times {
-    pl_mcp *m;     /* the server's handle */
-    double *t[2];  /* bare, engine; NULL: not timed */
+    pl_mcp *m;    /* the server's handle */
+    double *t[2]; /* bare, engine; NULL: not timed */
     int n[2];
     double cpu_s[2];
 } mcp_times;
