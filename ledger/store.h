@@ -161,6 +161,10 @@ typedef struct pl__batch {
      * transaction: */
     uint64_t gen;            /* fence: nonzero = the run's lease must still
                                 have this generation, else PL_EBUSY */
+    uint64_t nokey_gen;      /* = gen: that generation's lease is known to
+                                have no concurrency key (FLOW below), so
+                                its fence need not ask whether a key's
+                                lease ran out; any other value: not known */
     bool release;            /* the execution ended: drop the run's lease */
     const char *lease_owner; /* create: the new run's lease, held by this
                                 worker (generation 1), or "" = queued:

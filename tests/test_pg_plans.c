@@ -3,8 +3,9 @@
  * statements, on a store of thousands of runs whose tables have their
  * statistics (tests/pg_run.sh starts the server): a call's statement, a
  * group's, and what each reads by index; a call's two steps, which its
- * statement sends as values, not arrays; and its answer, one column after
- * its checks.  test_pg.c: the store's functions and round trips.
+ * statement sends as values, not arrays; its answer, one column after its
+ * checks; and its fence, by generation alone when the lease is known to
+ * have no key.  test_pg.c: the store's functions and round trips.
  */
 #include "support.h"
 
@@ -439,6 +440,22 @@ Test(pg, a_commit_looks_for_a_cancellation_by_its_index)
 
 /* ---- a call's answer ------------------------------------------------------- */
 
+/* Whether the statement the store's connection in schema @p n last ran
+ * has @p text in it. */
+static bool last_commit_has(PGconn *c, const char *n, const char *text)
+{
+    char sql[256];
+    snprintf(sql, sizeof sql,
+             "SELECT strpos(query, '%s') > 0 FROM pg_stat_activity WHERE "
+             "query LIKE '%%\"%s\".steps%%' AND pid <> pg_backend_pid()",
+             text, n);
+    PGresult *r = PQexec(c, sql);
+    cr_assert_eq(PQntuples(r), 1, "%s", PQresultErrorMessage(r));
+    bool has = strcmp(PQgetvalue(r, 0, 0), "t") == 0;
+    PQclear(r);
+    return has;
+}
+
 /*
  * A call's statement answers in one column, the run's number when a
  * cancellation waits, where Q_WRITE has the checks' two columns besides.
@@ -495,24 +512,87 @@ Test(pg, a_call_commit_answers_in_one_column)
     free(uri);
 }
 
-/* ---- a call's two steps as values ------------------------------------------ */
-
-/* The statement the store's connection in schema @p n last ran: whether it
- * inserted its steps as rows of values (not from arrays). */
-static bool last_commit_had_values(PGconn *c, const char *n)
+/* A run of store @p s leased at generation 1 with concurrency key @p key
+ * (limit 1), its lease run out. */
+static uint64_t keyed_run_out(pl__pg_store *s, PGconn *c, const char *id,
+                              const char *key)
 {
-    char sql[256];
+    pl__buf info = {0};
+    cr_assert_eq(pl__buf_append(&info, "info", 4), PL_OK);
+    pl__batch a = {0};
+    a.create_id = id;
+    a.create_info = &info;
+    a.lease_owner = "w1";
+    a.lease_us = 600 * 1000000LL;
+    a.flow_key = key;
+    a.flow_limit = 1;
+    pl__batch *one[1] = {&a};
+    cr_assert_eq(pl__pg_commit(s, one, 1, false), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(a.rc, PL_OK);
+    pl__batch_free(&a);
+    pl__buf_free(&info);
+    char sql[128];
     snprintf(sql, sizeof sql,
-             "SELECT query LIKE '%%steps (k, v) VALUES%%' FROM "
-             "pg_stat_activity WHERE query LIKE '%%\"%s\".steps%%' AND pid "
-             "<> pg_backend_pid()",
-             n);
-    PGresult *r = PQexec(c, sql);
-    cr_assert_eq(PQntuples(r), 1, "%s", PQresultErrorMessage(r));
-    bool values = strcmp(PQgetvalue(r, 0, 0), "t") == 0;
-    PQclear(r);
-    return values;
+             "UPDATE t_nokey.leases SET expires = 0 WHERE run = %llu",
+             (unsigned long long)a.run);
+    admin_sql(c, sql);
+    return a.run;
 }
+
+/* A call's commit of steps @p from and @p from + 1 of @p run under
+ * generation @p gen's fence, @p nokey_gen its batch's. */
+static int nokey_commit(pl__pg_store *s, uint64_t run, uint64_t gen,
+                        uint64_t nokey_gen, uint32_t from)
+{
+    pl__batch w = {0};
+    w.run = run;
+    w.gen = gen;
+    w.nokey_gen = nokey_gen;
+    uint8_t key[12];
+    for (uint32_t i = from; i < from + 2; i++) {
+        step_key(key, run, i);
+        cr_assert_eq(pl__kvs_add(&w.steps, key, 12, key, 12), PL_OK);
+    }
+    pl__batch *one[1] = {&w};
+    int st = pl__pg_commit(s, one, 1, false);
+    pl__batch_free(&w);
+    return st;
+}
+
+/*
+ * A lease whose generation the engine knows to have no concurrency key (a
+ * run it made without one) is fenced by its generation alone: the
+ * statement leaves out the test of whether a keyed lease ran out, which
+ * such a lease passes whatever the time.  A generation gone still fails,
+ * and a keyed lease that ran out fails its holder's commit as before.
+ */
+Test(pg, a_lease_known_to_have_no_key_is_fenced_by_its_generation)
+{
+    char *uri = t_pg_store_uri("t_nokey");
+    pl__pg_store *s = NULL;
+    cr_assert_eq(pl__pg_open(&s, uri, NULL), PL_OK, "%s", pl_errmsg());
+    PGconn *c = t_pg_admin();
+    uint64_t run = leased_run(s, "nokey-a");
+    admin_sql(c, "UPDATE t_nokey.leases SET expires = 0"); /* run out */
+    cr_expect_eq(nokey_commit(s, run, 1, 1, 0), PL_OK, "%s", pl_errmsg());
+    cr_expect_not(last_commit_has(c, "t_nokey", "expires"), "no clock");
+    cr_expect_eq(nokey_commit(s, run, 1, 0, 2), PL_OK, "%s", pl_errmsg());
+    cr_expect(last_commit_has(c, "t_nokey", "expires"), "not known: asked");
+    cr_expect_eq(nokey_commit(s, run, 2, 2, 4), PL_EBUSY, "generation 2");
+    cr_expect(strstr(pl_errmsg(), "taken over by w1") != NULL, "%s",
+              pl_errmsg());
+    cr_expect_eq(steps_of(s, run), 4);
+
+    uint64_t keyed = keyed_run_out(s, c, "nokey-b", "tenant");
+    cr_expect_eq(nokey_commit(s, keyed, 1, 0, 0), PL_EBUSY, "ran out");
+    cr_expect(strstr(pl_errmsg(), "ran out") != NULL, "%s", pl_errmsg());
+    cr_expect_eq(steps_of(s, keyed), 0);
+    pl__pg_close(s);
+    PQfinish(c);
+    free(uri);
+}
+
+/* ---- a call's two steps as values ------------------------------------------ */
 
 /* A commit under @p run's fence (generation 1) of @p n steps from seq
  * @p from, step i's value @p vals[i] of @p lens[i] bytes; then the run's
@@ -537,7 +617,7 @@ static bool commit_and_read_back(pl__pg_store *s, PGconn *c, uint64_t run,
     cr_expect_eq(c1.round_trips - c0.round_trips, 1);
     cr_expect_eq(c1.statements - c1.prepares - (c0.statements - c0.prepares), 1,
                  "one statement");
-    bool values = last_commit_had_values(c, "t_pair");
+    bool values = last_commit_has(c, "t_pair", "steps (k, v) VALUES");
     pl__kvs got = {0};
     step_key(key, run, from - 1); /* the scan's rows come after it */
     cr_assert_eq(pl__pg_scan(s, run, from ? key : NULL, from ? 12 : 0, 100,

@@ -216,6 +216,7 @@ static int execute_taken(pl_outcome **out, take_ctx *x, const pl__lease *lease,
     r->state = x->state;
     memset(&x->state, 0, sizeof x->state);
     r->batch.gen = lease->gen;
+    r->batch.nokey_gen = 0; /* a key is not known of: the fence asks */
     r->worker = true;
     r->first_read = first;
     /* the store said, with the claim, whether a cancellation waits */
@@ -468,6 +469,7 @@ int pl__run_ride(pl__run *r)
     pl__run_state_clear(&claimed);
     if (!st && take.taken) {
         r->batch.gen = take.gen;
+        r->batch.nokey_gen = 0; /* the take may have given it a key */
         st = pl__engine_lease(e, r->num, take.gen, &r->lease_lost);
         return st || !alone ? st : pl__commit(e, &r->batch);
     }

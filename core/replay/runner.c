@@ -431,6 +431,8 @@ static int start_run(pl_outcome **out, char **out_id, pl_engine *e,
     if ((st = pl__engine_claim(e, r->num, id)))
         goto done;
     r->batch.gen = 1; /* the lease the creation took */
+    /* made without a key, which only a later generation could have */
+    r->batch.nokey_gen = opts->concurrency_key ? 0 : 1;
     /* its inbox was empty when it was made: its first call boundary does
      * not look (a cancellation delivered since is seen after its next
      * commit, as after any commit that answered; a wait that parks keeps
@@ -650,6 +652,7 @@ static int continue_run(pl_engine *e, const char *id, bool check,
     if (!leased && (st = take_lease(e, num, id, wake, &gen, &had)))
         goto done;
     r->batch.gen = gen;
+    r->batch.nokey_gen = 0; /* a key is not known of: the fence asks */
     r->worker = leased != NULL;
     if ((st = pl__engine_lease(e, num, gen, &r->lease_lost)) ||
         (token && (st = pl__suspend_resume_step(r, token, answer, &resume)))) {

@@ -304,7 +304,8 @@ enum {
     ONE_PARK = 64,  /* the run parks with its key */
     ONE_RIDE = 128, /* a delivery riding the write (pg_time.c) */
     ONE_PAIR = 256, /* two steps, as scalars (ONE_STEPS: as arrays) */
-    ONE_SHAPES = 512
+    ONE_GEN = 512,  /* the fence by generation alone: no key */
+    ONE_SHAPES = 1024
 };
 /* The shape of batch @p bt's write; @p timer: it writes its timer. */
 PL__HIDDEN unsigned pl__pg_one_shape(const pl__batch *bt, bool timer);
