@@ -245,9 +245,25 @@ static void fork_done(void)
     pthread_mutex_unlock(&g_stores_mu);
 }
 
+/* This process's id, kept (pl__pg_pid()): 0 until first asked. */
+static _Atomic pid_t g_pid;
+
+static void fork_child(void)
+{
+    atomic_store_explicit(&g_pid, getpid(), memory_order_relaxed);
+    fork_done();
+}
+
 static void fork_once(void)
 {
-    pthread_atfork(fork_prepare, fork_done, fork_done);
+    pthread_atfork(fork_prepare, fork_done, fork_child);
+    atomic_store_explicit(&g_pid, getpid(), memory_order_relaxed);
+}
+
+pid_t pl__pg_pid(void)
+{
+    pthread_once(&g_fork_once, fork_once); /* the child's handler first */
+    return atomic_load_explicit(&g_pid, memory_order_relaxed);
 }
 
 static void stores_add(pl__pg_store *s)
@@ -334,10 +350,10 @@ int pl__pg_conn_get(pl__pg_store *s, PGconn **out)
 {
     PGconn *c = NULL;
     pthread_mutex_lock(&s->mu);
-    if (s->pid != getpid()) {
+    if (s->pid != pl__pg_pid()) {
         while (s->n_idle)
             conn_forget(s->idle[--s->n_idle]);
-        s->pid = getpid();
+        s->pid = pl__pg_pid();
     }
     if (s->n_idle)
         c = s->idle[--s->n_idle];
@@ -357,7 +373,7 @@ void pl__pg_conn_put(pl__pg_store *s, PGconn *c)
     bool keep = !pl__pg_lost(c) && PQtransactionStatus(c) == PQTRANS_IDLE &&
                 PQpipelineStatus(c) == PQ_PIPELINE_OFF;
     pthread_mutex_lock(&s->mu);
-    if (s->pid != getpid()) {
+    if (s->pid != pl__pg_pid()) {
         pthread_mutex_unlock(&s->mu);
         conn_forget(c);
         return;
@@ -837,8 +853,8 @@ int pl__pg_open(pl__pg_store **out, const char *uri,
     if (!s)
         return pl__err(PL_ENOMEM, "out of memory");
     pthread_mutex_init(&s->mu, NULL);
-    s->pid = getpid();
     stores_add(s);
+    s->pid = pl__pg_pid();
     s->nosync = opts && opts->nosync;
     s->read_only = opts && opts->read_only;
     s->no_create = opts && opts->no_create;
@@ -881,7 +897,7 @@ void pl__pg_close(pl__pg_store *s)
     if (!s)
         return;
     stores_remove(s);
-    bool mine = s->pid == getpid();
+    bool mine = s->pid == pl__pg_pid();
     while (s->n_idle) {
         PGconn *c = s->idle[--s->n_idle];
         if (mine)

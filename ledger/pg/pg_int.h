@@ -156,6 +156,13 @@ PL__HIDDEN int pl__pg_busy(void);
 
 /* ---- connections (pg_conn.c) --------------------------------------------- */
 
+/*
+ * This process's id, as getpid() says, without a system call each time (a
+ * worker asked twice a round trip, ~25 calls a run): read once, and again
+ * in a child by a pthread_atfork() handler, which fork() runs before it
+ * returns in the child.
+ */
+PL__HIDDEN pid_t pl__pg_pid(void);
 /* Take an idle connection, or open one. */
 PL__HIDDEN int pl__pg_conn_get(pl__pg_store *s, PGconn **out) PL__MUST_CHECK;
 /* Give a connection back: kept if it is sound and outside a transaction. */
