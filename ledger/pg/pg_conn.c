@@ -65,7 +65,7 @@
  * restarted broke them all), and the next call opens a new one: a call
  * that met the loss fails with PL_ESTORE, and whatever it had not
  * committed is rolled back by the server.  A child made by fork() never
- * uses its parent's connections.
+ * uses its parent's connections (pg_fork.c).
  */
 #include "pg_int.h"
 
@@ -218,72 +218,6 @@ static void conn_forget(PGconn *c)
     if (null >= 0)
         close(null);
     PQfinish(c);
-}
-
-/* fork() copies locks as they are: one another thread held (the pool's, the
- * kept runs', pg_cache.c) would stay held in the child; so the open stores'
- * locks are taken around a fork, and given back in both processes. */
-static pthread_mutex_t g_stores_mu = PTHREAD_MUTEX_INITIALIZER;
-static pl__pg_store *g_stores;
-static pthread_once_t g_fork_once = PTHREAD_ONCE_INIT;
-
-static void fork_prepare(void)
-{
-    pthread_mutex_lock(&g_stores_mu);
-    for (pl__pg_store *s = g_stores; s; s = s->next) {
-        pthread_mutex_lock(&s->mu); /* then its cache's: cache_of()'s order */
-        pl__pg_cache_lock(s->cache);
-    }
-}
-
-static void fork_done(void)
-{
-    for (pl__pg_store *s = g_stores; s; s = s->next) {
-        pl__pg_cache_unlock(s->cache);
-        pthread_mutex_unlock(&s->mu);
-    }
-    pthread_mutex_unlock(&g_stores_mu);
-}
-
-/* This process's id, kept (pl__pg_pid()): 0 until first asked. */
-static _Atomic pid_t g_pid;
-
-static void fork_child(void)
-{
-    atomic_store_explicit(&g_pid, getpid(), memory_order_relaxed);
-    fork_done();
-}
-
-static void fork_once(void)
-{
-    pthread_atfork(fork_prepare, fork_done, fork_child);
-    atomic_store_explicit(&g_pid, getpid(), memory_order_relaxed);
-}
-
-pid_t pl__pg_pid(void)
-{
-    pthread_once(&g_fork_once, fork_once); /* the child's handler first */
-    return atomic_load_explicit(&g_pid, memory_order_relaxed);
-}
-
-static void stores_add(pl__pg_store *s)
-{
-    pthread_once(&g_fork_once, fork_once);
-    pthread_mutex_lock(&g_stores_mu);
-    s->next = g_stores;
-    g_stores = s;
-    pthread_mutex_unlock(&g_stores_mu);
-}
-
-static void stores_remove(pl__pg_store *s)
-{
-    pthread_mutex_lock(&g_stores_mu);
-    pl__pg_store **pp = &g_stores;
-    while (*pp && *pp != s)
-        pp = &(*pp)->next;
-    if (*pp)
-        *pp = s->next;
-    pthread_mutex_unlock(&g_stores_mu);
 }
 
 static int prepared_result(size_t i, PGresult *r, void *user)
@@ -853,7 +787,7 @@ int pl__pg_open(pl__pg_store **out, const char *uri,
     if (!s)
         return pl__err(PL_ENOMEM, "out of memory");
     pthread_mutex_init(&s->mu, NULL);
-    stores_add(s);
+    pl__pg_stores_add(s);
     s->pid = pl__pg_pid();
     s->nosync = opts && opts->nosync;
     s->read_only = opts && opts->read_only;
@@ -896,7 +830,7 @@ void pl__pg_close(pl__pg_store *s)
 {
     if (!s)
         return;
-    stores_remove(s);
+    pl__pg_stores_remove(s);
     bool mine = s->pid == pl__pg_pid();
     while (s->n_idle) {
         PGconn *c = s->idle[--s->n_idle];

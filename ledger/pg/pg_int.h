@@ -6,6 +6,7 @@
  *   |--------------|----------------------------------------------------|
  *   | pg_conn.c    | errors, the connection pool, the URI, open/close   |
  *   |              | and the schema                                     |
+ *   | pg_fork.c    | the open stores across fork(), the process's id    |
  *   | pg_commit.c  | writing: commits and read-modify-write of a state  |
  *   | pg_one.c     | one run's write in a commit                        |
  *   | pg_read.c    | reading: ledgers, runs, states, statistics         |
@@ -154,7 +155,7 @@ PL__HIDDEN int pl__pg_read_only(const pl__pg_store *s);
 /* PL_EBUSY: a step exists already where one is being written. */
 PL__HIDDEN int pl__pg_busy(void);
 
-/* ---- connections (pg_conn.c) --------------------------------------------- */
+/* ---- fork() (pg_fork.c) --------------------------------------------------- */
 
 /*
  * This process's id, as getpid() says, without a system call each time (a
@@ -163,6 +164,13 @@ PL__HIDDEN int pl__pg_busy(void);
  * returns in the child.
  */
 PL__HIDDEN pid_t pl__pg_pid(void);
+/* Add open store @p s to the process's, whose locks a fork() takes and
+ * gives back (its pool's, its kept runs'); remove it. */
+PL__HIDDEN void pl__pg_stores_add(pl__pg_store *s);
+PL__HIDDEN void pl__pg_stores_remove(pl__pg_store *s);
+
+/* ---- connections (pg_conn.c) --------------------------------------------- */
+
 /* Take an idle connection, or open one. */
 PL__HIDDEN int pl__pg_conn_get(pl__pg_store *s, PGconn **out) PL__MUST_CHECK;
 /* Give a connection back: kept if it is sound and outside a transaction. */
