@@ -45,8 +45,10 @@ static inline pl__pg_counts counts(void)
     return c;
 }
 
-/* A leased run "id" of store @p s, its lease's generation 1. */
-static inline uint64_t leased_run(pl__pg_store *s, const char *id)
+/* A leased run "id" of store @p s, its lease's generation 1, with
+ * concurrency key @p key (limit 1; NULL: none). */
+static inline uint64_t leased_keyed_run(pl__pg_store *s, const char *id,
+                                        const char *key)
 {
     pl__buf info = {0};
     cr_assert_eq(pl__buf_append(&info, "info", 4), PL_OK);
@@ -55,6 +57,8 @@ static inline uint64_t leased_run(pl__pg_store *s, const char *id)
     a.create_info = &info;
     a.lease_owner = "w1";
     a.lease_us = 600 * 1000000LL;
+    a.flow_key = key;
+    a.flow_limit = key ? 1 : 0;
     cr_assert_eq(pl__buf_append(&a.state, "s0", 2), PL_OK);
     pl__batch *one[1] = {&a};
     cr_assert_eq(pl__pg_commit(s, one, 1, false), PL_OK, "%s", pl_errmsg());
@@ -62,6 +66,12 @@ static inline uint64_t leased_run(pl__pg_store *s, const char *id)
     pl__batch_free(&a);
     pl__buf_free(&info);
     return a.run;
+}
+
+/* A leased run "id" of store @p s, its lease's generation 1. */
+static inline uint64_t leased_run(pl__pg_store *s, const char *id)
+{
+    return leased_keyed_run(s, id, NULL);
 }
 
 #endif

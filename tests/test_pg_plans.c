@@ -321,14 +321,17 @@ Test(pg, a_group_that_drops_a_lease_then_writes_its_run)
 }
 
 /* A call's commit of steps @p from and @p from + 1 of @p run under
- * generation @p gen's fence, consuming inbox record @p seq (0: none):
- * what it returns, and in @p cancel whether it saw a cancellation. */
+ * generation @p gen's fence (its batch's nokey_gen @p nokey_gen),
+ * consuming inbox record @p seq (0: none): what it returns, and in
+ * @p cancel whether it saw a cancellation. */
 static int call_answer(pl__pg_store *s, uint64_t run, uint64_t gen,
-                       uint32_t from, uint64_t seq, bool *cancel)
+                       uint64_t nokey_gen, uint32_t from, uint64_t seq,
+                       bool *cancel)
 {
     pl__batch w = {0};
     w.run = run;
     w.gen = gen;
+    w.nokey_gen = nokey_gen;
     w.inbox_del = seq;
     uint8_t key[12];
     for (uint32_t i = from; i < from + 2; i++) {
@@ -349,7 +352,7 @@ static int call_answer(pl__pg_store *s, uint64_t run, uint64_t gen,
 static bool commit_sees_cancel(pl__pg_store *s, uint64_t run, uint32_t from)
 {
     bool cancel;
-    cr_assert_eq(call_answer(s, run, 1, from, 0, &cancel), PL_OK, "%s",
+    cr_assert_eq(call_answer(s, run, 1, 0, from, 0, &cancel), PL_OK, "%s",
                  pl_errmsg());
     return cancel;
 }
@@ -479,16 +482,16 @@ Test(pg, a_call_commit_answers_in_one_column)
     admin_sql(c, sql);
 
     bool cancel = true;
-    cr_expect_eq(call_answer(s, run, 2, 0, 0, &cancel), PL_EBUSY,
+    cr_expect_eq(call_answer(s, run, 2, 0, 0, 0, &cancel), PL_EBUSY,
                  "a generation the lease no longer has");
     cr_expect(strstr(pl_errmsg(), "taken over by w1") != NULL, "%s",
               pl_errmsg());
     cr_expect_not(cancel);
     cr_expect_eq(steps_of(s, run), 0);
-    cr_expect_eq(call_answer(s, run, 1, 0, 9, &cancel), PL_EBUSY,
+    cr_expect_eq(call_answer(s, run, 1, 0, 0, 9, &cancel), PL_EBUSY,
                  "inbox record 9 is not there");
     cr_expect_eq(steps_of(s, run), 0);
-    cr_expect_eq(call_answer(s, run, 1, 0, 0, &cancel), PL_OK, "%s",
+    cr_expect_eq(call_answer(s, run, 1, 0, 0, 0, &cancel), PL_OK, "%s",
                  pl_errmsg());
     cr_expect(cancel, "the cancellation seen");
 
@@ -512,53 +515,6 @@ Test(pg, a_call_commit_answers_in_one_column)
     free(uri);
 }
 
-/* A run of store @p s leased at generation 1 with concurrency key @p key
- * (limit 1), its lease run out. */
-static uint64_t keyed_run_out(pl__pg_store *s, PGconn *c, const char *id,
-                              const char *key)
-{
-    pl__buf info = {0};
-    cr_assert_eq(pl__buf_append(&info, "info", 4), PL_OK);
-    pl__batch a = {0};
-    a.create_id = id;
-    a.create_info = &info;
-    a.lease_owner = "w1";
-    a.lease_us = 600 * 1000000LL;
-    a.flow_key = key;
-    a.flow_limit = 1;
-    pl__batch *one[1] = {&a};
-    cr_assert_eq(pl__pg_commit(s, one, 1, false), PL_OK, "%s", pl_errmsg());
-    cr_assert_eq(a.rc, PL_OK);
-    pl__batch_free(&a);
-    pl__buf_free(&info);
-    char sql[128];
-    snprintf(sql, sizeof sql,
-             "UPDATE t_nokey.leases SET expires = 0 WHERE run = %llu",
-             (unsigned long long)a.run);
-    admin_sql(c, sql);
-    return a.run;
-}
-
-/* A call's commit of steps @p from and @p from + 1 of @p run under
- * generation @p gen's fence, @p nokey_gen its batch's. */
-static int nokey_commit(pl__pg_store *s, uint64_t run, uint64_t gen,
-                        uint64_t nokey_gen, uint32_t from)
-{
-    pl__batch w = {0};
-    w.run = run;
-    w.gen = gen;
-    w.nokey_gen = nokey_gen;
-    uint8_t key[12];
-    for (uint32_t i = from; i < from + 2; i++) {
-        step_key(key, run, i);
-        cr_assert_eq(pl__kvs_add(&w.steps, key, 12, key, 12), PL_OK);
-    }
-    pl__batch *one[1] = {&w};
-    int st = pl__pg_commit(s, one, 1, false);
-    pl__batch_free(&w);
-    return st;
-}
-
 /*
  * A lease whose generation the engine knows to have no concurrency key (a
  * run it made without one) is fenced by its generation alone: the
@@ -573,18 +529,23 @@ Test(pg, a_lease_known_to_have_no_key_is_fenced_by_its_generation)
     cr_assert_eq(pl__pg_open(&s, uri, NULL), PL_OK, "%s", pl_errmsg());
     PGconn *c = t_pg_admin();
     uint64_t run = leased_run(s, "nokey-a");
-    admin_sql(c, "UPDATE t_nokey.leases SET expires = 0"); /* run out */
-    cr_expect_eq(nokey_commit(s, run, 1, 1, 0), PL_OK, "%s", pl_errmsg());
+    uint64_t keyed = leased_keyed_run(s, "nokey-b", "tenant");
+    admin_sql(c, "UPDATE t_nokey.leases SET expires = 0"); /* both run out */
+    bool cancel;
+    cr_expect_eq(call_answer(s, run, 1, 1, 0, 0, &cancel), PL_OK, "%s",
+                 pl_errmsg());
     cr_expect_not(last_commit_has(c, "t_nokey", "expires"), "no clock");
-    cr_expect_eq(nokey_commit(s, run, 1, 0, 2), PL_OK, "%s", pl_errmsg());
+    cr_expect_eq(call_answer(s, run, 1, 0, 2, 0, &cancel), PL_OK, "%s",
+                 pl_errmsg());
     cr_expect(last_commit_has(c, "t_nokey", "expires"), "not known: asked");
-    cr_expect_eq(nokey_commit(s, run, 2, 2, 4), PL_EBUSY, "generation 2");
+    cr_expect_eq(call_answer(s, run, 2, 2, 4, 0, &cancel), PL_EBUSY,
+                 "generation 2");
     cr_expect(strstr(pl_errmsg(), "taken over by w1") != NULL, "%s",
               pl_errmsg());
     cr_expect_eq(steps_of(s, run), 4);
 
-    uint64_t keyed = keyed_run_out(s, c, "nokey-b", "tenant");
-    cr_expect_eq(nokey_commit(s, keyed, 1, 0, 0), PL_EBUSY, "ran out");
+    cr_expect_eq(call_answer(s, keyed, 1, 0, 0, 0, &cancel), PL_EBUSY,
+                 "ran out");
     cr_expect(strstr(pl_errmsg(), "ran out") != NULL, "%s", pl_errmsg());
     cr_expect_eq(steps_of(s, keyed), 0);
     pl__pg_close(s);
