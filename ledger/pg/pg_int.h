@@ -279,6 +279,9 @@ PL__HIDDEN void pl__pg_cache_ride(pl__pg_store *s, uint64_t run,
                                   const pl__inbox_take *take, bool written);
 /* Forget run @p run (an inbox record delivered to it, a ride refused). */
 PL__HIDDEN void pl__pg_cache_drop(pl__pg_store *s, uint64_t run);
+/* Whether run @p run is kept: made by this store without a concurrency
+ * key, which a run keeps for its life (false: not known). */
+PL__HIDDEN bool pl__pg_cache_unkeyed(pl__pg_store *s, uint64_t run);
 /* Parked run @p id as kept: its number, info, state and root ledger rows
  * (all of them, within a read's @p max_n rows and @p max_bytes), its inbox
  * empty; PL_ENOTFOUND when it is not kept so. */
@@ -304,7 +307,8 @@ enum {
     ONE_PARK = 64,  /* the run parks with its key */
     ONE_RIDE = 128, /* a delivery riding the write (pg_time.c) */
     ONE_PAIR = 256, /* two steps, as scalars (ONE_STEPS: as arrays) */
-    ONE_SHAPES = 512
+    ONE_UNKEYED = 512, /* with ONE_RIDE: the run has no concurrency key */
+    ONE_SHAPES = 1024
 };
 /* The shape of batch @p bt's write; @p timer: it writes its timer. */
 PL__HIDDEN unsigned pl__pg_one_shape(const pl__batch *bt, bool timer);
