@@ -4,185 +4,84 @@
  *
  *   mcp            the reference server-everything over stdio (from npm,
  *                  installed into the build tree by tests/npm_setup.sh;
- *                  skipped, saying so, without it), its "echo" tool:
- *                  - bare: a minimal client in this process, the server a
- *                    child on a pipe pair, one tools/call written and its
- *                    answer read (cJSON both ways), as many times;
- *                  - engine: pl_mcp_register() on another copy of the
- *                    server, and a run of a policy that calls its echo that
- *                    many times, each a recorded call (action_call, the
- *                    mcp.tools capture, the result), process
- *                    durability.
- *                  Each call timed on its own, the two interleaved in
- *                  batches; the figure is the ratio of the medians (the
- *                  goal: at most 1.2).  Then, after MCP_WARM more calls of
- *                  each (untimed, interleaved), the same again: node's
- *                  compiler has made the server about 3x faster by then,
- *                  so the engine's time per call shows as a larger
- *                  share.  Both phases report the engine's time added to
- *                  a call (the difference of the medians), which does not
- *                  depend on the server's speed, and this process's CPU
- *                  time a call on either side (a batch's calls but its
- *                  first, which records the whole tool list), which a
- *                  busy host's other processes hardly change.
+ *                  skipped, saying so, without it), its "echo" tool, one
+ *                  copy of the server, registered with pl_mcp_register()
+ *                  and spoken to both ways, in turn:
+ *                  - bare: one tools/call, its params a cJSON tree, sent
+ *                    and its answer read over the handle's own connection
+ *                    (pl__mcp_rpc(): the request written, one send(), the
+ *                    answer recv()ed and parsed), nothing recorded;
+ *                  - engine: a recorded call of its echo in a run, process
+ *                    durability (action_call, the mcp.tools capture, the
+ *                    exchange, the result, the commit).
+ *                  A run of a policy does both in rounds: MCP_ROUND bare
+ *                  round trips back to back, then MCP_ROUND recorded
+ *                  calls, each side's round led by one more call that is
+ *                  not timed (the first after the other side's work, and
+ *                  a run's first recorded call, which records the whole
+ *                  tool list).  Each timed call timed on its own, and
+ *                  this thread's CPU time read around a round's timed
+ *                  calls.  The figure is the
+ *                  ratio of the medians (the goal: at most 1.2).  Then,
+ *                  after MCP_WARM more calls of each (untimed, in turn),
+ *                  the same again: node's compiler has made the server
+ *                  about 3x faster by then, so the engine's time per call
+ *                  shows as a larger share.  Both phases report the
+ *                  engine's time added to a call (the difference of the
+ *                  medians), both figures again round by round (medians
+ *                  over the rounds of a round's own), and the client's
+ *                  CPU time a call on either side.  One server for both sides: its compiler warms
+ *                  with both, so neither side meets a server warmer than
+ *                  the other's (two copies warmed apart and swung the
+ *                  ratio 1.0x-1.7x from run to run); the client's thread
+ *                  and the server's main thread share one CPU
+ *                  (pin_pair()).
  */
 #define _GNU_SOURCE
-#include <fcntl.h>
-#include <signal.h>
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <policyledger_mcp.h>
 
 #include "bench.h"
+#include "mcp_int.h" /* pl__mcp_rpc(): the bare round trip */
 
 #define EVERYTHING                                                             \
     PL_BENCH_NPM_DIR "/node_modules/@modelcontextprotocol/"                    \
                      "server-everything/dist/index.js"
-#define MCP_CALLS 1000 /* of each, in MCP_BATCHES batches */
+#define MCP_CALLS 1000 /* timed, of each */
 #define MCP_CALLS_QUICK 200
-#define MCP_BATCHES 20
+#define MCP_RUNS 20   /* a phase's runs */
+#define MCP_ROUND 10  /* timed calls of a side in a row */
 #define MCP_WARM 5000 /* calls of each between the two phases */
 
 typedef struct mcp_phase {
     double bare_us, engine_us; /* medians of one call */
     double bare_p90_us, engine_p90_us;
-    double cpu_us[2]; /* this process's CPU time a call: bare, engine */
+    double cpu_us[2]; /* this thread's CPU time a call: bare, engine */
+    double round_ratio, round_added_us; /* medians over the rounds of a
+                                           round's engine / bare medians, and
+                                           their difference */
 } mcp_phase;
 
 typedef struct mcp_res {
-    mcp_phase first; /* the servers' first calls */
+    mcp_phase first; /* the server's first calls */
     mcp_phase warm;  /* after MCP_WARM more of each */
 } mcp_res;
 
-/* ---- the bare client ---- */
-
-typedef struct bare {
-    pid_t pid;
-    FILE *in, *out; /* the server's standard input, output */
-    long next_id;
-    char *line;
-    size_t cap;
-} bare;
-
-static void bare_start(bare *b)
-{
-    int to[2], from[2];
-    if (pipe(to) || pipe(from))
-        die("mcp: pipe");
-    fflush(NULL);
-    b->pid = fork();
-    if (b->pid < 0)
-        die("mcp: fork");
-    if (b->pid == 0) {
-        dup2(to[0], 0);
-        dup2(from[1], 1);
-        int null = open("/dev/null", O_WRONLY);
-        if (null >= 0)
-            dup2(null, 2);
-        close(to[1]);
-        close(from[0]);
-        execlp("node", "node", EVERYTHING, "stdio", (char *)NULL);
-        _exit(127);
-    }
-    close(to[0]);
-    close(from[1]);
-    b->in = fdopen(to[1], "w");
-    b->out = fdopen(from[0], "r");
-    if (!b->in || !b->out)
-        die("mcp: fdopen");
-}
-
-/* Send a message; with @p id, read until its answer (skipping the
- * server's notifications) and return its "result" (caller frees). */
-static cJSON *bare_send(bare *b, cJSON *msg, long id)
-{
-    char *text = cJSON_PrintUnformatted(msg);
-    if (!text || fprintf(b->in, "%s\n", text) < 0 || fflush(b->in))
-        die("mcp: bare write");
-    free(text);
-    while (id && getline(&b->line, &b->cap, b->out) > 0) {
-        cJSON *in = cJSON_Parse(b->line);
-        const cJSON *got = cJSON_GetObjectItemCaseSensitive(in, "id");
-        if (cJSON_IsNumber(got) && got->valuedouble == (double)id) {
-            cJSON *r = cJSON_DetachItemFromObjectCaseSensitive(in, "result");
-            cJSON_Delete(in);
-            if (!r)
-                die("mcp: bare: an error answer");
-            return r;
-        }
-        cJSON_Delete(in);
-    }
-    if (id)
-        die("mcp: bare: the server closed its output");
-    return NULL;
-}
-
-static cJSON *request(bare *b, const char *method, cJSON *params, long *id)
-{
-    cJSON *m = cJSON_CreateObject();
-    cJSON_AddStringToObject(m, "jsonrpc", "2.0");
-    *id = ++b->next_id;
-    cJSON_AddNumberToObject(m, "id", (double)*id);
-    cJSON_AddStringToObject(m, "method", method);
-    cJSON_AddItemToObject(m, "params", params);
-    return m;
-}
-
-static void bare_handshake(bare *b)
-{
-    long id;
-    cJSON *p = NULL;
-    pl_json_pack(&p, "{s:s, s:{}, s:{s:s, s:s}}", "protocolVersion",
-                 PL_MCP_PROTOCOL_VERSION, "capabilities", "clientInfo", "name",
-                 "bench", "version", "1");
-    cJSON *m = request(b, "initialize", p, &id);
-    cJSON_Delete(bare_send(b, m, id));
-    cJSON_Delete(m);
-    m = cJSON_CreateObject();
-    cJSON_AddStringToObject(m, "jsonrpc", "2.0");
-    cJSON_AddStringToObject(m, "method", "notifications/initialized");
-    bare_send(b, m, 0);
-    cJSON_Delete(m);
-}
-
-/* One echo through the bare client. */
-static void bare_echo(bare *b)
-{
-    long id;
-    cJSON *p = NULL;
-    pl_json_pack(&p, "{s:s, s:{s:s}}", "name", "echo", "arguments", "message",
-                 "bench");
-    cJSON *m = request(b, "tools/call", p, &id);
-    cJSON *r = bare_send(b, m, id);
-    if (!cJSON_GetObjectItemCaseSensitive(r, "content"))
-        die("mcp: bare: no content");
-    cJSON_Delete(r);
-    cJSON_Delete(m);
-}
-
-static void bare_stop(bare *b)
-{
-    fclose(b->in);
-    fclose(b->out);
-    kill(b->pid, SIGTERM);
-    waitpid(b->pid, NULL, 0);
-    free(b->line);
-}
-
-/* ---- the engine ---- */
-
-static double *g_times; /* each recorded call's time, us */
-static int g_n;
-/* CPU time of this thread in the calls after each batch's first (that one
- * records the whole tool list), and how many: read between calls, so
- * outside every call's own time */
-static double g_cpu_s[2];
-static int g_cpu_n[2];
+/* What the runs of a phase time: each side's calls (us) and CPU time. */
+typedef struct mcp_times {
+    pl_mcp *m;    /* the server's handle */
+    double *t[2]; /* bare, engine; NULL: not timed */
+    int n[2];
+    double cpu_s[2];
+} mcp_times;
 
 static double cpu_s(void)
 {
@@ -191,27 +90,64 @@ static double cpu_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* {"n": N}: N calls of ev.echo, each timed. */
+/* One echo as a bare JSON-RPC round trip over the handle's connection. */
+static void bare_echo(pl_mcp *m)
+{
+    cJSON *p = NULL, *r = NULL, *e = NULL;
+    char why[256];
+    pl_json_pack(&p, "{s:s, s:{s:s}}", "name", "echo", "arguments", "message",
+                 "bench");
+    pthread_mutex_lock(&m->lock);
+    int t = pl__mcp_rpc(m, "tools/call", p, pl__mcp_mono_ms() + 10000, &r, &e,
+                        why, sizeof why);
+    pthread_mutex_unlock(&m->lock);
+    if (t != T_OK || !cJSON_GetObjectItemCaseSensitive(r, "content")) {
+        fprintf(stderr, "pl-bench: mcp: bare: %s\n",
+                t != T_OK ? why : "no content");
+        _exit(1);
+    }
+    cJSON_Delete(r);
+    cJSON_Delete(e);
+}
+
+/* Side @p k's call (0: bare, 1: recorded); its time into @p tm when
+ * @p timed and the phase is timed. */
+static int one_call(mcp_times *tm, int k, bool timed, pl_ctx *ctx,
+                    const cJSON *args)
+{
+    double t0 = now_s();
+    cJSON *r = NULL;
+    int st = PL_OK;
+    if (k == 0)
+        bare_echo(tm->m);
+    else
+        st = pl_ctx_invoke(&r, ctx, "ev.echo", args);
+    double t1 = now_s();
+    cJSON_Delete(r);
+    if (timed && tm->t[k])
+        tm->t[k][tm->n[k]++] = (t1 - t0) * 1e6;
+    return st;
+}
+
+/* {"n": N}: N timed calls of each side, in rounds that take turns, each
+ * side's round led by a call not timed; this thread's CPU time read
+ * before and after a round's timed calls. */
 static int mcp_root(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *u)
 {
-    (void)u;
+    mcp_times *tm = u;
     int n = (int)cJSON_GetObjectItemCaseSensitive(a->payload, "n")->valuedouble;
     cJSON *args = NULL;
     int st = pl_json_pack(&args, "{s:s}", "message", "bench");
-    double c0 = 0;
-    for (int i = 0; !st && i < n; i++) {
-        cJSON *r = NULL;
-        if (i == 1)
-            c0 = cpu_s();
-        double t0 = now_s();
-        st = pl_ctx_invoke(&r, ctx, "ev.echo", args);
-        if (g_times)
-            g_times[g_n++] = (now_s() - t0) * 1e6;
-        cJSON_Delete(r);
-    }
-    if (g_times && n > 1) {
-        g_cpu_s[1] += cpu_s() - c0;
-        g_cpu_n[1] += n - 1;
+    for (int done = 0; !st && done < n; done += MCP_ROUND) {
+        int round = n - done < MCP_ROUND ? n - done : MCP_ROUND;
+        for (int k = 0; !st && k < 2; k++) {
+            st = one_call(tm, k, false, ctx, args);
+            double c0 = cpu_s();
+            for (int i = 0; !st && i < round; i++)
+                st = one_call(tm, k, true, ctx, args);
+            if (tm->t[k])
+                tm->cpu_s[k] += cpu_s() - c0;
+        }
     }
     cJSON_Delete(args);
     return st ? st : pl_steps_add_resultf(out, "{s:i}", "calls", n);
@@ -238,86 +174,98 @@ static void engine_run(pl_engine *e, int n, int k)
     cJSON_Delete(p);
 }
 
-/* MCP_BATCHES batches of @p batch calls of each, interleaved, every call
- * timed (@p bt and g_times hold them); their medians and p90s. */
-static void timed_phase(bare *b, pl_engine *e, int batch, double *bt, int *run,
-                        mcp_phase *ph)
+/* MCP_RUNS runs of @p per_run calls of each side, every call timed; their
+ * medians, p90s and CPU time a call. */
+static void timed_phase(mcp_times *tm, pl_engine *e, int per_run, double *bt,
+                        double *et, int *run, mcp_phase *ph)
 {
-    int nb = 0;
-    g_n = 0;
-    memset(g_cpu_s, 0, sizeof g_cpu_s);
-    memset(g_cpu_n, 0, sizeof g_cpu_n);
-    for (int k = 0; k < MCP_BATCHES; k++) {
-        double c0 = 0;
-        for (int i = 0; i < batch; i++) {
-            if (i == 1)
-                c0 = cpu_s();
-            double t0 = now_s();
-            bare_echo(b);
-            bt[nb++] = (now_s() - t0) * 1e6;
-        }
-        if (batch > 1) {
-            g_cpu_s[0] += cpu_s() - c0;
-            g_cpu_n[0] += batch - 1;
-        }
-        engine_run(e, batch, (*run)++);
-    }
+    memset(tm->n, 0, sizeof tm->n);
+    memset(tm->cpu_s, 0, sizeof tm->cpu_s);
+    tm->t[0] = bt;
+    tm->t[1] = et;
+    for (int k = 0; k < MCP_RUNS; k++)
+        engine_run(e, per_run, (*run)++);
+    tm->t[0] = tm->t[1] = NULL;
     for (int i = 0; i < 2; i++)
-        ph->cpu_us[i] = g_cpu_n[i] ? g_cpu_s[i] / g_cpu_n[i] * 1e6 : 0;
-    ph->bare_us = percentile(bt, (size_t)nb, 0.5);
-    ph->bare_p90_us = percentile(bt, (size_t)nb, 0.9);
-    ph->engine_us = percentile(g_times, (size_t)g_n, 0.5);
-    ph->engine_p90_us = percentile(g_times, (size_t)g_n, 0.9);
+        ph->cpu_us[i] = tm->n[i] ? tm->cpu_s[i] / tm->n[i] * 1e6 : 0;
+    /* round by round: the two sides' calls of a round are neighbours in
+     * time, so the host's and the server's drift cancel in their ratio */
+    int rounds = tm->n[0] / MCP_ROUND;
+    double *rr = calloc((size_t)rounds * 2 + 1, sizeof *rr), *ra = rr + rounds;
+    if (!rr)
+        die("mcp: out of memory");
+    for (int k = 0; k < rounds; k++) {
+        double b[MCP_ROUND], x[MCP_ROUND];
+        memcpy(b, bt + k * MCP_ROUND, sizeof b);
+        memcpy(x, et + k * MCP_ROUND, sizeof x);
+        double mb = percentile(b, MCP_ROUND, 0.5);
+        double me = percentile(x, MCP_ROUND, 0.5);
+        rr[k] = me / mb;
+        ra[k] = me - mb;
+    }
+    ph->round_ratio = percentile(rr, (size_t)rounds, 0.5);
+    ph->round_added_us = percentile(ra, (size_t)rounds, 0.5);
+    free(rr);
+    ph->bare_us = percentile(bt, (size_t)tm->n[0], 0.5);
+    ph->bare_p90_us = percentile(bt, (size_t)tm->n[0], 0.9);
+    ph->engine_us = percentile(et, (size_t)tm->n[1], 0.5);
+    ph->engine_p90_us = percentile(et, (size_t)tm->n[1], 0.9);
+}
+
+/*
+ * This thread and the server's main thread (@p server: its id is the
+ * process's) on one CPU, the server's other threads (its compiler's, its
+ * collector's, started already) left where they were: each request's
+ * wake-up hands the CPU over, as it mostly does unpinned.  Unpinned, a
+ * phase now and then ran with the server woken on the other CPU: both
+ * sides' round trips 3x slower for the whole phase.
+ */
+static void pin_pair(pid_t server)
+{
+    int cpu = sched_getcpu();
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu >= 0 ? cpu : 0, &one);
+    if (sched_setaffinity(0, sizeof one, &one) ||
+        sched_setaffinity(server, sizeof one, &one))
+        say("  (not pinned to one CPU: %s)\n", strerror(errno));
 }
 
 static void mcp_child(const void *varg, void *vres)
 {
-    int calls = *(const int *)varg, batch = calls / MCP_BATCHES;
+    int calls = *(const int *)varg, per_run = calls / MCP_RUNS;
     mcp_res *r = vres;
     char path[1100], errlog[1200];
     path_in(path, sizeof path, "mcp.db");
     remove_store(path);
     snprintf(errlog, sizeof errlog, "%s.stderr", path);
+    static mcp_times tm;
     pl_registry *reg = NULL;
-    pl_mcp *m = NULL;
     pl_mcp_options mo = PL_MCP_OPTIONS_INIT;
     mo.stderr_path = errlog;
     if (pl_registry_new(&reg) ||
-        pl_registry_add_fn(reg, "mcp_root", mcp_root, NULL) ||
-        pl_mcp_register(&m, reg, "ev", "stdio:node " EVERYTHING " stdio", &mo))
+        pl_registry_add_fn(reg, "mcp_root", mcp_root, &tm) ||
+        pl_mcp_register(&tm.m, reg, "ev", "stdio:node " EVERYTHING " stdio",
+                        &mo))
         die("mcp: registry");
     pl_engine *e = open_engine(path, reg, PL_DURABILITY_PROCESS, NULL);
-    bare b = {0};
-    bare_start(&b);
-    bare_handshake(&b);
+    pin_pair(tm.m->pid);
     double *bt = calloc((size_t)calls, sizeof *bt);
-    g_times = calloc((size_t)calls, sizeof *g_times);
-    if (!bt || !g_times)
+    double *et = calloc((size_t)calls, sizeof *et);
+    if (!bt || !et)
         die("mcp: out of memory");
-    /* a warm-up of each, then the batches, interleaved */
-    for (int i = 0; i < batch; i++)
-        bare_echo(&b);
-    double *keep = g_times;
-    g_times = NULL;
-    engine_run(e, batch, 0);
-    g_times = keep;
-    int run = 1;
-    timed_phase(&b, e, batch, bt, &run, &r->first);
-    /* both servers' compilers warm: as many calls of each, untimed */
-    g_times = NULL;
-    for (int done = 0; done < MCP_WARM; done += MCP_WARM / 10) {
-        for (int i = 0; i < MCP_WARM / 10; i++)
-            bare_echo(&b);
+    /* a warm-up run, then the timed ones */
+    int run = 0;
+    engine_run(e, per_run, run++);
+    timed_phase(&tm, e, per_run, bt, et, &run, &r->first);
+    /* the server's compiler warm: as many calls of each, untimed */
+    for (int done = 0; done < MCP_WARM; done += MCP_WARM / 10)
         engine_run(e, MCP_WARM / 10, run++);
-    }
-    g_times = keep;
-    timed_phase(&b, e, batch, bt, &run, &r->warm);
+    timed_phase(&tm, e, per_run, bt, et, &run, &r->warm);
     free(bt);
-    free(g_times);
-    g_times = NULL;
-    bare_stop(&b);
+    free(et);
     pl_engine_close(e);
-    pl_mcp_close(m);
+    pl_mcp_close(tm.m);
     pl_registry_free(reg);
     remove_store(path);
     unlink(errlog);
@@ -338,6 +286,8 @@ static void phase_json(cJSON *o, const char *prefix, const mcp_phase *ph)
         {"engine_cpu_us", ph->cpu_us[1]},
         {"bare_cpu_us", ph->cpu_us[0]},
         {"ratio", ph->engine_us / ph->bare_us},
+        {"round_ratio", ph->round_ratio},
+        {"round_added_us", ph->round_added_us},
     };
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
         char k[64];
@@ -351,8 +301,8 @@ int report_mcp(bool quick)
     int calls = quick ? MCP_CALLS_QUICK : MCP_CALLS;
     say("\nmcp: a recorded MCP tool call (server-everything's echo over "
         "stdio, process\n  mode) vs a bare JSON-RPC round trip to the same "
-        "server; %d of each\n",
-        calls);
+        "server process, in rounds\n  of %d that take turns; %d of each\n",
+        MCP_ROUND, calls);
     if (access(EVERYTHING, R_OK) != 0) {
         say("  skipped: %s is not installed (the suite's mcp_setup, "
             "tests/npm_setup.sh, installs it)\n",
@@ -380,6 +330,8 @@ int report_mcp(bool quick)
             ph[i]->bare_p90_us);
         say("  %-22s %12.1f\n", "  the engine adds",
             ph[i]->engine_us - ph[i]->bare_us);
+        say("  %-22s %12.1f %25.2fx\n", "  round by round",
+            ph[i]->round_added_us, ph[i]->round_ratio);
         say("  %-22s %12.1f %12s %12.1f\n", "  client CPU: engine",
             ph[i]->cpu_us[1], "bare", ph[i]->cpu_us[0]);
         phase_json(o, keys[i], ph[i]);

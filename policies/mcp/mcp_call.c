@@ -237,12 +237,18 @@ typedef struct snap_args {
     const char *run;
 } snap_args;
 
-/* What this process last recorded in run @p run, or NULL. */
+/* What this process last recorded in run @p run, or NULL (under the
+ * lock).  The entry found last is looked at first: a call looks its run
+ * up three times, and a run's calls follow each other. */
 static run_seen *seen(pl_mcp *m, const char *run)
 {
+    if (strcmp(m->runs[m->last_seen].id, run) == 0)
+        return &m->runs[m->last_seen];
     for (size_t i = 0; i < PL__MCP_RUNS; i++)
-        if (strcmp(m->runs[i].id, run) == 0)
+        if (strcmp(m->runs[i].id, run) == 0) {
+            m->last_seen = i;
             return &m->runs[i];
+        }
     return NULL;
 }
 

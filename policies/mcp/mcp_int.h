@@ -67,6 +67,8 @@ struct pl_mcp {
                    empty, so it runs (pl__mcp_ensure() need not ask) */
     run_seen runs[PL__MCP_RUNS];
     size_t next_run;
+    size_t last_seen; /* the entry of runs seen() found last: a run's calls
+                         look it up three times each, so it goes first */
     tool *tools;
     size_t n_tools;
 };
