@@ -180,6 +180,21 @@ static int waiter_peek(pl_ctx *ctx, const pl_action *a, pl_steps *out,
     return st ? st : pl_steps_add_resultf(out, "{}");
 }
 
+/* Signal "waiter-peek" run @p id "go" with @p p: it completes, and its
+ * lease had key and limit @p want while it executed. */
+static void go_and_peek(pl_engine *e, const char *id, cJSON *p,
+                        const char *want)
+{
+    pl_outcome *o = NULL;
+    cr_assert_eq(pl_run_signal(&o, e, id, "go", p), PL_OK, "%s", pl_errmsg());
+    cr_assert_not_null(o);
+    cr_expect_eq(o->status, PL_RUN_COMPLETED);
+    pl_outcome_free(o);
+    cr_expect_str_eq(g_key, want,
+                     "%s: the executing run's lease had key and limit '%s'", id,
+                     g_key);
+}
+
 /*
  * The lease a keyed run takes with the ride has its key back: while the
  * run executes it counts against the key, as after a worker's wake (a
@@ -226,25 +241,13 @@ static void the_ride_gives_the_lease_its_key_back(void)
     cr_expect_str_eq(PQgetvalue(r, 0, 0), "1", "the parked run lost its key");
     PQclear(r);
     PQfinish(c);
-    cr_assert_eq(pl_run_signal(&o, e, "a", "go", p), PL_OK, "%s", pl_errmsg());
-    cr_assert_not_null(o);
-    cr_expect_eq(o->status, PL_RUN_COMPLETED);
-    pl_outcome_free(o);
-    cr_expect_str_eq(g_key, "one/1",
-                     "the executing run's lease had key and limit '%s'",
-                     g_key);
+    go_and_peek(e, "a", p, "one/1");
     ro = (pl_run_options)PL_RUN_OPTIONS_INIT;
     ro.run_id = g_peek = "b";
     cr_assert_eq(pl_run_start(&o, e, &a, &ro), PL_OK, "%s", pl_errmsg());
     cr_assert_eq(o->status, PL_RUN_WAITING);
     pl_outcome_free(o);
-    cr_assert_eq(pl_run_signal(&o, e, "b", "go", p), PL_OK, "%s", pl_errmsg());
-    cr_assert_not_null(o);
-    cr_expect_eq(o->status, PL_RUN_COMPLETED);
-    pl_outcome_free(o);
-    cr_expect_str_eq(g_key, "/0",
-                     "the executing run's lease had key and limit '%s'",
-                     g_key);
+    go_and_peek(e, "b", p, "/0");
     cJSON_Delete(p);
     pl_engine_close(e);
     pl_registry_free(reg);

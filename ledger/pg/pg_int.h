@@ -298,15 +298,15 @@ PL__HIDDEN void pl__pg_cache_unlock(pl__pg_cache *c);
 
 /* The parts of a one-run write's statement (a shape: their bits). */
 enum {
-    ONE_FENCE = 1,  /* its lease's fence */
-    ONE_DROP = 2,   /* the lease dropped */
-    ONE_STEPS = 4,  /* steps */
-    ONE_STATE = 8,  /* a state */
-    ONE_TIMER = 16, /* a timer */
-    ONE_INBOX = 32, /* an inbox record consumed */
-    ONE_PARK = 64,  /* the run parks with its key */
-    ONE_RIDE = 128, /* a delivery riding the write (pg_time.c) */
-    ONE_PAIR = 256, /* two steps, as scalars (ONE_STEPS: as arrays) */
+    ONE_FENCE = 1,     /* its lease's fence */
+    ONE_DROP = 2,      /* the lease dropped */
+    ONE_STEPS = 4,     /* steps */
+    ONE_STATE = 8,     /* a state */
+    ONE_TIMER = 16,    /* a timer */
+    ONE_INBOX = 32,    /* an inbox record consumed */
+    ONE_PARK = 64,     /* the run parks with its key */
+    ONE_RIDE = 128,    /* a delivery riding the write (pg_time.c) */
+    ONE_PAIR = 256,    /* two steps, as scalars (ONE_STEPS: as arrays) */
     ONE_UNKEYED = 512, /* with ONE_RIDE: the run has no concurrency key */
     ONE_SHAPES = 1024
 };
