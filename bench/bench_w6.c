@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,43 +58,89 @@ typedef struct w6_res {
     double calls_per_s;
     double srv_us;    /* the server's CPU a run, us (< 0: not on this host) */
     double worker_us; /* the workers' CPU a run, us (< 0: not readable) */
+    double srv_sw;    /* the server's context switches a run (< 0: ...) */
+    double worker_sw; /* the workers' */
     double flushes;   /* the server's WAL flushes a run (< 0: unknown) */
     double per_flush; /* the commits a flush covered (< 0: unknown) */
 } w6_res;
 
-/* CPU seconds process @p pid has used so far: the sum over its threads of
- * /proc/PID/task/TID/schedstat (ns); < 0 when they cannot be read. */
-static double proc_cpu_s(pid_t pid)
+/* What processes have used so far: CPU seconds, the sum over their
+ * threads of /proc/PID/task/TID/schedstat (ns); and context switches,
+ * voluntary (a wait: for the server, a lock, the disk) and not (a
+ * preemption), from each thread's status. */
+typedef struct w6_use {
+    double cpu_s;
+    double switches;
+} w6_use;
+
+/* Add process @p pid's use to @p u; false when it cannot be read. */
+static bool proc_use(pid_t pid, w6_use *u)
 {
     char path[64];
     snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
     DIR *d = opendir(path);
     if (!d)
-        return -1;
-    double s = 0;
+        return false;
     for (struct dirent *e; (e = readdir(d));) {
         if (e->d_name[0] == '.')
             continue;
         char p[300];
         snprintf(p, sizeof p, "/proc/%d/task/%s/schedstat", (int)pid,
                  e->d_name);
-        s += schedstat_s(p);
+        u->cpu_s += schedstat_s(p);
+        snprintf(p, sizeof p, "/proc/%d/task/%s/status", (int)pid, e->d_name);
+        FILE *f = fopen(p, "r");
+        char line[256];
+        unsigned long long n;
+        while (f && fgets(line, sizeof line, f))
+            if (sscanf(line, "voluntary_ctxt_switches: %llu", &n) == 1 ||
+                sscanf(line, "nonvoluntary_ctxt_switches: %llu", &n) == 1)
+                u->switches += (double)n;
+        if (f)
+            fclose(f);
     }
     closedir(d);
-    return s;
+    return true;
 }
 
-/* The CPU seconds of @p n processes together (< 0: any unreadable). */
-static double procs_cpu_s(const pid_t *pids, int n)
+/* The use of @p n processes together (cpu_s < 0: any unreadable). */
+static w6_use procs_use(const pid_t *pids, int n)
 {
-    double s = 0;
-    for (int i = 0; i < n; i++) {
-        double c = proc_cpu_s(pids[i]);
-        if (c < 0)
-            return -1;
-        s += c;
+    w6_use u = {0, 0};
+    for (int i = 0; i < n; i++)
+        if (!proc_use(pids[i], &u))
+            return (w6_use){-1, -1};
+    return u;
+}
+
+/* The context switches of the server's processes: postmaster @p pm's and
+ * its children's (< 0: not on this host).  Its CPU is pg_server_cpu_s()'s,
+ * which counts the children that ended too; a child's switches end with
+ * it (during a drain, none of the workers' backends ends). */
+static double server_switches(long long pm)
+{
+    DIR *d = pm > 0 ? opendir("/proc") : NULL;
+    if (!d)
+        return -1;
+    w6_use u = {0, 0};
+    for (struct dirent *e; (e = readdir(d));) {
+        char *end, path[64], buf[512];
+        long long pid = strtoll(e->d_name, &end, 10), ppid = -1;
+        if (*end || pid <= 0)
+            continue;
+        snprintf(path, sizeof path, "/proc/%lld/stat", pid);
+        FILE *f = fopen(path, "r");
+        size_t len = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+        if (f)
+            fclose(f);
+        buf[len] = '\0';
+        const char *q = strrchr(buf, ')'); /* then " STATE PPID" */
+        if (q && sscanf(q + 1, " %*c %lld", &ppid) == 1 &&
+            (pid == pm || ppid == pm))
+            proc_use((pid_t)pid, &u);
     }
-    return s;
+    closedir(d);
+    return u.switches;
 }
 
 static pl_engine *g_w6_engine;
@@ -208,7 +255,8 @@ static int w6(w6_arg *a, w6_res *r)
     /* the CPU of the drain: the server's processes and the workers' */
     long long pm = g_w6_postmaster;
     double srv0 = pm > 0 ? pg_server_cpu_s(pm) : -1;
-    double wk0 = procs_cpu_s(kids, n);
+    double ssw0 = server_switches(pm);
+    w6_use wk0 = procs_use(kids, n);
     double t0 = now_s();
     for (int i = 0; !rc && i < n; i++)
         if (write(go[1], "g", 1) != 1)
@@ -230,7 +278,8 @@ static int w6(w6_arg *a, w6_res *r)
     }
     double t1 = now_s();
     double srv1 = srv0 >= 0 ? pg_server_cpu_s(pm) : -1;
-    double wk1 = wk0 >= 0 ? procs_cpu_s(kids, n) : -1;
+    double ssw1 = ssw0 >= 0 ? server_switches(pm) : -1;
+    w6_use wk1 = wk0.cpu_s >= 0 ? procs_use(kids, n) : (w6_use){-1, -1};
     for (int i = 0; i < n; i++)
         kill(kids[i], SIGTERM);
     close(go[1]);
@@ -259,7 +308,10 @@ static int w6(w6_arg *a, w6_res *r)
     r->runs_per_s = a->runs / (t1 - t0);
     r->calls_per_s = r->runs_per_s * W6_CALLS;
     r->srv_us = srv0 >= 0 && srv1 >= 0 ? (srv1 - srv0) * 1e6 / a->runs : -1;
-    r->worker_us = wk0 >= 0 && wk1 >= 0 ? (wk1 - wk0) * 1e6 / a->runs : -1;
+    bool wk = wk0.cpu_s >= 0 && wk1.cpu_s >= 0;
+    r->worker_us = wk ? (wk1.cpu_s - wk0.cpu_s) * 1e6 / a->runs : -1;
+    r->srv_sw = ssw0 >= 0 && ssw1 >= 0 ? (ssw1 - ssw0) / a->runs : -1;
+    r->worker_sw = wk ? (wk1.switches - wk0.switches) / a->runs : -1;
     r->flushes = wal ? (double)(sy1 - sy0) / a->runs : -1;
     r->per_flush = wal ? (double)(cm1 - cm0) / (double)(sy1 - sy0) : -1;
     return 0;
@@ -305,6 +357,23 @@ static void w6_count_child(const void *varg, void *vres)
     remove_store(a->path);
 }
 
+/* W6's figures beside runs/s, each a median over the repetitions: its
+ * column, decimals, JSON key and place in w6_res (< 0: not known). */
+static const struct {
+    const char *col;
+    int decimals;
+    const char *key;
+    size_t at;
+} w6_cols[] = {
+    {"srv us", 0, "server_cpu_us_per_run", offsetof(w6_res, srv_us)},
+    {"wrk us", 0, "workers_cpu_us_per_run", offsetof(w6_res, worker_us)},
+    {"srv sw", 1, "server_switches_per_run", offsetof(w6_res, srv_sw)},
+    {"wrk sw", 1, "workers_switches_per_run", offsetof(w6_res, worker_sw)},
+    {"flushes", 1, "server_flushes_per_run", offsetof(w6_res, flushes)},
+    {"com/fl", 2, "commits_per_flush", offsetof(w6_res, per_flush)},
+};
+#define W6_COLS (sizeof w6_cols / sizeof w6_cols[0])
+
 /* W6 with 1, 2 and 4 workers; returns the failures. */
 int report_w6(bool quick)
 {
@@ -314,16 +383,18 @@ int report_w6(bool quick)
     pl_durability mode = PL_DURABILITY_SYNC;
     say("\nW6 workers: %d submitted runs of %d calls drained by N worker "
         "processes\n  (pl_worker_run, concurrency 1 each, %s mode; median "
-        "of %d;\n  srv us, wrk us: the CPU a run of the server's processes and of "
-        "the workers, during the drain;\n  flushes: the server's WAL flushes "
-        "a run, com/fl: the commits each covered)\n",
+        "of %d;\n  srv, wrk: the server's processes and the workers, during "
+        "the drain: us, their CPU a run,\n  sw, their context switches a "
+        "run; flushes: the server's WAL flushes a run,\n  com/fl: the commits "
+        "each covered)\n",
         runs, W6_CALLS, pl_durability_name(mode), reps);
-    say("  %-8s %10s %10s %9s %9s %9s %8s %8s\n", "workers", "runs/s",
-        "calls/s", "scaling", "srv us", "wrk us", "flushes", "com/fl");
+    say("  %-8s %8s %8s %8s", "workers", "runs/s", "calls/s", "scaling");
+    for (size_t c = 0; c < W6_COLS; c++)
+        say(" %7s", w6_cols[c].col);
+    say("\n");
     g_w6_postmaster = g_pg_uri ? pg_postmaster() : -1;
     cJSON *jw6 = cJSON_AddArrayToObject(g_json, "w6_workers");
-    double rate[3][REPS_MAX], srv[3][REPS_MAX], wrk[3][REPS_MAX];
-    double fl[3][REPS_MAX], pf[3][REPS_MAX];
+    double rate[3][REPS_MAX], fig[3][W6_COLS][REPS_MAX];
     int ok[3] = {0};
     drift d;
     drift_begin(&d, mode);
@@ -333,10 +404,9 @@ int report_w6(bool quick)
             w6_arg a = {mode, runs, counts[w], ""};
             w6_res r;
             if (!w6(&a, &r)) {
-                srv[w][ok[w]] = r.srv_us;
-                wrk[w][ok[w]] = r.worker_us;
-                fl[w][ok[w]] = r.flushes;
-                pf[w][ok[w]] = r.per_flush;
+                for (size_t c = 0; c < W6_COLS; c++)
+                    memcpy(&fig[w][c][ok[w]], (char *)&r + w6_cols[c].at,
+                           sizeof(double));
                 rate[w][ok[w]++] = r.runs_per_s;
             }
         }
@@ -366,19 +436,8 @@ int report_w6(bool quick)
             continue;
         }
         double m = median(rate[w], ok[w]);
-        double su = median(srv[w], ok[w]), wu = median(wrk[w], ok[w]);
-        double fu = median(fl[w], ok[w]), pu = median(pf[w], ok[w]);
-        char sb[16] = "-", wb[16] = "-", fb[16] = "-", pb[16] = "-";
-        if (su >= 0)
-            snprintf(sb, sizeof sb, "%.0f", su);
-        if (wu >= 0)
-            snprintf(wb, sizeof wb, "%.0f", wu);
-        if (fu >= 0)
-            snprintf(fb, sizeof fb, "%.1f", fu);
-        if (pu >= 0)
-            snprintf(pb, sizeof pb, "%.2f", pu);
-        say("  %-8d %10.0f %10.0f %8.2fx %9s %9s %8s %8s\n", counts[w], m,
-            m * W6_CALLS, one > 0 ? m / one : 0, sb, wb, fb, pb);
+        say("  %-8d %8.0f %8.0f %7.2fx", counts[w], m, m * W6_CALLS,
+            one > 0 ? m / one : 0);
         cJSON *o = cJSON_CreateObject();
         jnum(o, "workers", counts[w]);
         jnum(o, "runs", runs);
@@ -388,14 +447,16 @@ int report_w6(bool quick)
         jnum(o, "calls_per_s", m * W6_CALLS);
         if (one > 0)
             jnum(o, "scaling", m / one);
-        if (su >= 0)
-            jnum(o, "server_cpu_us_per_run", su);
-        if (wu >= 0)
-            jnum(o, "workers_cpu_us_per_run", wu);
-        if (fu >= 0)
-            jnum(o, "server_flushes_per_run", fu);
-        if (pu >= 0)
-            jnum(o, "commits_per_flush", pu);
+        for (size_t c = 0; c < W6_COLS; c++) {
+            double v = median(fig[w][c], ok[w]);
+            char b[16] = "-";
+            if (v >= 0) {
+                snprintf(b, sizeof b, "%.*f", w6_cols[c].decimals, v);
+                jnum(o, w6_cols[c].key, v);
+            }
+            say(" %7s", b);
+        }
+        say("\n");
         cJSON_AddItemToArray(jw6, o);
     }
     return failures;

@@ -58,6 +58,7 @@
  *     pg_time.c      timers and inboxes (TIMERS below)
  *     pg_wake.c      due timers' runs taken in batches (pl__store_take_dues())
  *     pg_cache.c     the runs this process parked, for a signal that continues one
+ *     pg_fork.c      the open stores across fork(), the process's id
  *     pg_flow.c      the queue's order, concurrency keys, rate budgets
  *
  * Thread rules: one store per process and path; all functions may be called

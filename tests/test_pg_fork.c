@@ -3,7 +3,8 @@
  * uses its store on PostgreSQL (tests/pg_run.sh starts the server): the
  * child's calls never wait for a lock that thread held at the fork (the
  * connection pool's, pg_conn.c; the kept runs', pg_cache.c), and the
- * child forgets the runs its parent kept, as it forgets its connections.
+ * child forgets the runs its parent kept, as it forgets its connections
+ * (both know a child by its process id, kept by the store: pl__pg_pid()).
  */
 #include "support.h"
 
@@ -71,11 +72,14 @@ static void *hammer(void *arg)
     return NULL;
 }
 
-/* The child: its own connection, and nothing kept (exit 0), or a status
- * that says what went wrong. */
+/* The child: its own process id as the store keeps it (pl__pg_pid()),
+ * its own connection, and nothing kept (exit 0), or a status that says
+ * what went wrong. */
 static void child(pl__pg_store *s)
 {
     alarm(CHILD_ALARM_S);
+    if (pl__pg_pid() != getpid())
+        _exit(5);
     pl__pg_cache_drop(s, 1 << 30); /* the kept runs' lock, none dropped */
     if (kept(s) != PL_ENOTFOUND)
         _exit(2);
@@ -97,6 +101,7 @@ Test(pg_fork, a_child_forked_beside_a_busy_thread_uses_the_store)
     free(uri);
     park_kept(s);
     cr_assert_eq(kept(s), PL_OK, "the run this process parked is kept");
+    cr_assert_eq(pl__pg_pid(), getpid());
     atomic_store(&g_stop, false);
     pthread_t th;
     cr_assert_eq(pthread_create(&th, NULL, hammer, s), 0);

@@ -72,7 +72,7 @@ static pl__pg_cache *cache_of(pl__pg_store *s, bool make)
             free(c);
             c = NULL;
         } else
-            c->pid = getpid();
+            c->pid = pl__pg_pid();
         s->cache = c;
     }
     pthread_mutex_unlock(&s->mu);
@@ -86,12 +86,12 @@ static void drop(pl__pg_cache *c, kept *k);
 static void lock(pl__pg_cache *c)
 {
     pthread_mutex_lock(&c->mu);
-    if (c->pid == getpid())
+    if (c->pid == pl__pg_pid())
         return;
     for (size_t i = 0; i < RUNS; i++)
         if (c->k[i].num)
             drop(c, &c->k[i]);
-    c->pid = getpid();
+    c->pid = pl__pg_pid();
 }
 
 void pl__pg_cache_lock(pl__pg_cache *c)

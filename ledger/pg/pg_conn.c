@@ -65,7 +65,7 @@
  * restarted broke them all), and the next call opens a new one: a call
  * that met the loss fails with PL_ESTORE, and whatever it had not
  * committed is rolled back by the server.  A child made by fork() never
- * uses its parent's connections.
+ * uses its parent's connections (pg_fork.c).
  */
 #include "pg_int.h"
 
@@ -220,56 +220,6 @@ static void conn_forget(PGconn *c)
     PQfinish(c);
 }
 
-/* fork() copies locks as they are: one another thread held (the pool's, the
- * kept runs', pg_cache.c) would stay held in the child; so the open stores'
- * locks are taken around a fork, and given back in both processes. */
-static pthread_mutex_t g_stores_mu = PTHREAD_MUTEX_INITIALIZER;
-static pl__pg_store *g_stores;
-static pthread_once_t g_fork_once = PTHREAD_ONCE_INIT;
-
-static void fork_prepare(void)
-{
-    pthread_mutex_lock(&g_stores_mu);
-    for (pl__pg_store *s = g_stores; s; s = s->next) {
-        pthread_mutex_lock(&s->mu); /* then its cache's: cache_of()'s order */
-        pl__pg_cache_lock(s->cache);
-    }
-}
-
-static void fork_done(void)
-{
-    for (pl__pg_store *s = g_stores; s; s = s->next) {
-        pl__pg_cache_unlock(s->cache);
-        pthread_mutex_unlock(&s->mu);
-    }
-    pthread_mutex_unlock(&g_stores_mu);
-}
-
-static void fork_once(void)
-{
-    pthread_atfork(fork_prepare, fork_done, fork_done);
-}
-
-static void stores_add(pl__pg_store *s)
-{
-    pthread_once(&g_fork_once, fork_once);
-    pthread_mutex_lock(&g_stores_mu);
-    s->next = g_stores;
-    g_stores = s;
-    pthread_mutex_unlock(&g_stores_mu);
-}
-
-static void stores_remove(pl__pg_store *s)
-{
-    pthread_mutex_lock(&g_stores_mu);
-    pl__pg_store **pp = &g_stores;
-    while (*pp && *pp != s)
-        pp = &(*pp)->next;
-    if (*pp)
-        *pp = s->next;
-    pthread_mutex_unlock(&g_stores_mu);
-}
-
 static int prepared_result(size_t i, PGresult *r, void *user)
 {
     pl__pg_store *s = user;
@@ -334,10 +284,10 @@ int pl__pg_conn_get(pl__pg_store *s, PGconn **out)
 {
     PGconn *c = NULL;
     pthread_mutex_lock(&s->mu);
-    if (s->pid != getpid()) {
+    if (s->pid != pl__pg_pid()) {
         while (s->n_idle)
             conn_forget(s->idle[--s->n_idle]);
-        s->pid = getpid();
+        s->pid = pl__pg_pid();
     }
     if (s->n_idle)
         c = s->idle[--s->n_idle];
@@ -357,7 +307,7 @@ void pl__pg_conn_put(pl__pg_store *s, PGconn *c)
     bool keep = !pl__pg_lost(c) && PQtransactionStatus(c) == PQTRANS_IDLE &&
                 PQpipelineStatus(c) == PQ_PIPELINE_OFF;
     pthread_mutex_lock(&s->mu);
-    if (s->pid != getpid()) {
+    if (s->pid != pl__pg_pid()) {
         pthread_mutex_unlock(&s->mu);
         conn_forget(c);
         return;
@@ -837,8 +787,8 @@ int pl__pg_open(pl__pg_store **out, const char *uri,
     if (!s)
         return pl__err(PL_ENOMEM, "out of memory");
     pthread_mutex_init(&s->mu, NULL);
-    s->pid = getpid();
-    stores_add(s);
+    pl__pg_stores_add(s);
+    s->pid = pl__pg_pid();
     s->nosync = opts && opts->nosync;
     s->read_only = opts && opts->read_only;
     s->no_create = opts && opts->no_create;
@@ -880,8 +830,8 @@ void pl__pg_close(pl__pg_store *s)
 {
     if (!s)
         return;
-    stores_remove(s);
-    bool mine = s->pid == getpid();
+    pl__pg_stores_remove(s);
+    bool mine = s->pid == pl__pg_pid();
     while (s->n_idle) {
         PGconn *c = s->idle[--s->n_idle];
         if (mine)

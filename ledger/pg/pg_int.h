@@ -6,6 +6,7 @@
  *   |--------------|----------------------------------------------------|
  *   | pg_conn.c    | errors, the connection pool, the URI, open/close   |
  *   |              | and the schema                                     |
+ *   | pg_fork.c    | the open stores across fork(), the process's id    |
  *   | pg_commit.c  | writing: commits and read-modify-write of a state  |
  *   | pg_one.c     | one run's write in a commit                        |
  *   | pg_read.c    | reading: ledgers, runs, states, statistics         |
@@ -153,6 +154,20 @@ PL__HIDDEN bool pl__pg_unique_violation(const PGresult *r);
 PL__HIDDEN int pl__pg_read_only(const pl__pg_store *s);
 /* PL_EBUSY: a step exists already where one is being written. */
 PL__HIDDEN int pl__pg_busy(void);
+
+/* ---- fork() (pg_fork.c) --------------------------------------------------- */
+
+/*
+ * This process's id, as getpid() says, without a system call each time (a
+ * worker asked twice a round trip, ~25 calls a run): read once, and again
+ * in a child by a pthread_atfork() handler, which fork() runs before it
+ * returns in the child.
+ */
+PL__HIDDEN pid_t pl__pg_pid(void);
+/* Add open store @p s to the process's, whose locks a fork() takes and
+ * gives back (its pool's, its kept runs'); remove it. */
+PL__HIDDEN void pl__pg_stores_add(pl__pg_store *s);
+PL__HIDDEN void pl__pg_stores_remove(pl__pg_store *s);
 
 /* ---- connections (pg_conn.c) --------------------------------------------- */
 
