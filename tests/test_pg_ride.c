@@ -136,9 +136,11 @@ static cost r_cancel(pl_engine *e, meter *m, const char *id)
     return k;
 }
 
-/* What "peek" saw: the concurrency key of its run's lease, as the server
- * has it while the run executes ("" for none, "?" not looked). */
+/* What "peek" saw: the concurrency key and limit of run g_peek's lease,
+ * as the server has it while the run executes ("/0" for none, "?" not
+ * looked). */
 static char g_key[64] = "?";
+static const char *g_peek = "a";
 
 /* "peek" (not idempotent: its `action_call` is durable before it runs, in
  * the ride's transaction): reads its run's lease row. */
@@ -148,10 +150,13 @@ static int peek(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     (void)a;
     (void)user;
     PGconn *c = t_pg_admin();
-    PGresult *r = PQexec(c, "SELECT coalesce(l.fkey, '') FROM "
-                            "t_ride_back.leases l JOIN t_ride_back.runs u ON "
-                            "u.num = l.run WHERE u.id = convert_to('a', "
-                            "'UTF8')");
+    const char *v[1] = {g_peek};
+    PGresult *r = PQexecParams(c,
+                               "SELECT coalesce(l.fkey, '') || '/' || "
+                               "l.flimit FROM t_ride_back.leases l JOIN "
+                               "t_ride_back.runs u ON u.num = l.run WHERE "
+                               "u.id = convert_to($1, 'UTF8')",
+                               1, NULL, v, NULL, NULL, 0);
     snprintf(g_key, sizeof g_key, "%s",
              PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1
                  ? PQgetvalue(r, 0, 0)
@@ -175,11 +180,28 @@ static int waiter_peek(pl_ctx *ctx, const pl_action *a, pl_steps *out,
     return st ? st : pl_steps_add_resultf(out, "{}");
 }
 
+/* Signal "waiter-peek" run @p id "go" with @p p: it completes, and its
+ * lease had key and limit @p want while it executed. */
+static void go_and_peek(pl_engine *e, const char *id, cJSON *p,
+                        const char *want)
+{
+    pl_outcome *o = NULL;
+    cr_assert_eq(pl_run_signal(&o, e, id, "go", p), PL_OK, "%s", pl_errmsg());
+    cr_assert_not_null(o);
+    cr_expect_eq(o->status, PL_RUN_COMPLETED);
+    pl_outcome_free(o);
+    cr_expect_str_eq(g_key, want,
+                     "%s: the executing run's lease had key and limit '%s'", id,
+                     g_key);
+}
+
 /*
  * The lease a keyed run takes with the ride has its key back: while the
  * run executes it counts against the key, as after a worker's wake (a
  * continue by hand, which is what a refused ride came to, leased it with
- * no key).  A run that parks again keeps its key for its wake.
+ * no key).  A run that parks again keeps its key for its wake.  A run
+ * started here without a key (kept by the store: its ride leaves the
+ * parked table alone) executes under a lease without one.
  */
 static void the_ride_gives_the_lease_its_key_back(void)
 {
@@ -219,12 +241,13 @@ static void the_ride_gives_the_lease_its_key_back(void)
     cr_expect_str_eq(PQgetvalue(r, 0, 0), "1", "the parked run lost its key");
     PQclear(r);
     PQfinish(c);
-    cr_assert_eq(pl_run_signal(&o, e, "a", "go", p), PL_OK, "%s", pl_errmsg());
-    cr_assert_not_null(o);
-    cr_expect_eq(o->status, PL_RUN_COMPLETED);
+    go_and_peek(e, "a", p, "one/1");
+    ro = (pl_run_options)PL_RUN_OPTIONS_INIT;
+    ro.run_id = g_peek = "b";
+    cr_assert_eq(pl_run_start(&o, e, &a, &ro), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(o->status, PL_RUN_WAITING);
     pl_outcome_free(o);
-    cr_expect_str_eq(g_key, "one", "the executing run's lease had key '%s'",
-                     g_key);
+    go_and_peek(e, "b", p, "/0");
     cJSON_Delete(p);
     pl_engine_close(e);
     pl_registry_free(reg);

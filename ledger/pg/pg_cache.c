@@ -248,6 +248,17 @@ void pl__pg_cache_drop(pl__pg_store *s, uint64_t run)
     pthread_mutex_unlock(&c->mu);
 }
 
+bool pl__pg_cache_unkeyed(pl__pg_store *s, uint64_t run)
+{
+    pl__pg_cache *c = cache_of(s, false);
+    if (!c)
+        return false;
+    lock(c);
+    bool found = find(c, run) != NULL; /* create() keeps no keyed run */
+    pthread_mutex_unlock(&c->mu);
+    return found;
+}
+
 int pl__pg_cache_get(pl__pg_store *s, const char *id, size_t max_n,
                      size_t max_bytes, uint64_t *num, pl__buf *info,
                      pl__buf *state, pl__kvs *rows)

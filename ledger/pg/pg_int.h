@@ -294,6 +294,9 @@ PL__HIDDEN void pl__pg_cache_ride(pl__pg_store *s, uint64_t run,
                                   const pl__inbox_take *take, bool written);
 /* Forget run @p run (an inbox record delivered to it, a ride refused). */
 PL__HIDDEN void pl__pg_cache_drop(pl__pg_store *s, uint64_t run);
+/* Whether run @p run is kept: made by this store without a concurrency
+ * key, which a run keeps for its life (false: not known). */
+PL__HIDDEN bool pl__pg_cache_unkeyed(pl__pg_store *s, uint64_t run);
 /* Parked run @p id as kept: its number, info, state and root ledger rows
  * (all of them, within a read's @p max_n rows and @p max_bytes), its inbox
  * empty; PL_ENOTFOUND when it is not kept so. */
@@ -310,17 +313,18 @@ PL__HIDDEN void pl__pg_cache_unlock(pl__pg_cache *c);
 
 /* The parts of a one-run write's statement (a shape: their bits). */
 enum {
-    ONE_FENCE = 1,  /* its lease's fence */
-    ONE_DROP = 2,   /* the lease dropped */
-    ONE_STEPS = 4,  /* steps */
-    ONE_STATE = 8,  /* a state */
-    ONE_TIMER = 16, /* a timer */
-    ONE_INBOX = 32, /* an inbox record consumed */
-    ONE_PARK = 64,  /* the run parks with its key */
-    ONE_RIDE = 128, /* a delivery riding the write (pg_time.c) */
-    ONE_PAIR = 256, /* two steps, as scalars (ONE_STEPS: as arrays) */
-    ONE_GEN = 512,  /* the fence by generation alone: no key */
-    ONE_SHAPES = 1024
+    ONE_FENCE = 1,     /* its lease's fence */
+    ONE_DROP = 2,      /* the lease dropped */
+    ONE_STEPS = 4,     /* steps */
+    ONE_STATE = 8,     /* a state */
+    ONE_TIMER = 16,    /* a timer */
+    ONE_INBOX = 32,    /* an inbox record consumed */
+    ONE_PARK = 64,     /* the run parks with its key */
+    ONE_RIDE = 128,    /* a delivery riding the write (pg_time.c) */
+    ONE_PAIR = 256,    /* two steps, as scalars (ONE_STEPS: as arrays) */
+    ONE_UNKEYED = 512, /* with ONE_RIDE: the run has no concurrency key */
+    ONE_GEN = 1024,    /* the fence by generation alone: no key */
+    ONE_SHAPES = 2048
 };
 /* The shape of batch @p bt's write; @p timer: it writes its timer. */
 PL__HIDDEN unsigned pl__pg_one_shape(const pl__batch *bt, bool timer);

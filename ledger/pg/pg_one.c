@@ -19,11 +19,11 @@
  *   |           | (pl__batch.gen)             | still that generation: one |
  *   |           |                             | index probe, in the main   |
  *   |           |                             | query's check              |
- *   | ONE_DROP  | the execution ended         | the lease dropped          |
- *   | ONE_STEPS | steps                       | inserted from two arrays   |
  *   | ONE_GEN   | the fence's generation is   | the fence does not ask     |
  *   |           | known to hold no            | whether a keyed lease ran  |
  *   |           | concurrency key             | out (5.5k instructions)    |
+ *   | ONE_DROP  | the execution ended         | the lease dropped          |
+ *   | ONE_STEPS | steps                       | inserted from two arrays   |
  *   | ONE_PAIR  | two steps (a call's         | inserted as two rows of    |
  *   |           | action_call and its result) | scalars (VALUES): no array |
  *   |           | of at most PAIR_BYTES       | to build or take apart     |
@@ -37,6 +37,9 @@
  *   | ONE_RIDE  | a delivery rides the write  | the lease taken, the timer |
  *   |           | and the write consumes its  | due now, the record's seq  |
  *   |           | record (pg_time.c)          | and the lease checked      |
+ *   | ONE_      | with ONE_RIDE: a run this   | the same, its parked row   |
+ *   | UNKEYED   | store made without a key    | neither read nor deleted   |
+ *   |           | (pg_cache.c)                | (it has none)              |
  *
  * and always the run's cancellation looked up in its inbox (the run's
  * number when one waits: an EXISTS, which stops at the first entry of
@@ -93,6 +96,11 @@ enum {
     P_LEASE,
     P_N
 };
+
+/* The lease row a ride may take (as T_ACQUIRE's): run out, this owner's,
+ * or one nobody took yet. */
+#define RIDE_TAKES                                                             \
+    "l.expires <= " NOW_US " OR l.owner = excluded.owner OR l.gen = 0"
 
 /* A pair of steps of at most this many bytes goes as scalars (ONE_PAIR);
  * a larger one as arrays, chunked as any steps are (pg_commit.c). */
@@ -278,23 +286,37 @@ static char *one_sql(const char *n, unsigned m)
      * key has room, the lease given the key back), the parked row gone,
      * the timer due now ($10; the write has no timer of its own), or,
      * when the write ends the execution, the run's timer gone (a wake
-     * would find nothing to do) */
+     * would find nothing to do).  A run without a key (ONE_UNKEYED) has
+     * no parked row, and its lease no key to get back: the parked table
+     * is not read */
     bool ends = (m & ONE_DROP) && !(m & ONE_PARK);
-    PART(ONE_RIDE,
-         "rp AS MATERIALIZED (SELECT z.fkey, z.flimit, \"%s\".pl_key_room("
-         "z.fkey, z.flimit) AS room FROM \"%s\".parked z WHERE z.run = $1), "
-         "rg AS (INSERT INTO \"%s\".leases AS l (run, gen, owner, id, "
-         "expires, fkey, flimit) SELECT $1, 1, $14, $11, " NOW_US " + $15, "
-         "(SELECT fkey FROM rp), coalesce((SELECT flimit FROM rp), 0) WHERE "
-         "coalesce((SELECT room FROM rp), true) ON CONFLICT (run) DO UPDATE "
-         "SET gen = l.gen + 1, owner = excluded.owner, id = excluded.id, "
-         "expires = excluded.expires, fkey = coalesce(excluded.fkey, "
-         "l.fkey), flimit = CASE WHEN excluded.fkey IS NULL THEN l.flimit "
-         "ELSE excluded.flimit END WHERE l.expires <= " NOW_US " OR l.owner "
-         "= excluded.owner OR l.gen = 0 RETURNING l.run, l.gen), "
-         "rk AS (DELETE FROM \"%s\".parked z USING rg WHERE z.run = rg.run), "
-         "rt AS (%s\"%s\".timers %s)",
-         n, n, n, n, ends ? "DELETE FROM " : "INSERT INTO ", n,
+    if (!(m & ONE_UNKEYED))
+        PART(ONE_RIDE,
+             "rp AS MATERIALIZED (SELECT z.fkey, z.flimit, \"%s\"."
+             "pl_key_room(z.fkey, z.flimit) AS room FROM \"%s\".parked z "
+             "WHERE z.run = $1), "
+             "rg AS (INSERT INTO \"%s\".leases AS l (run, gen, owner, id, "
+             "expires, fkey, flimit) SELECT $1, 1, $14, $11, " NOW_US " + $15, "
+             "(SELECT fkey FROM rp), coalesce((SELECT flimit FROM rp), 0) "
+             "WHERE coalesce((SELECT room FROM rp), true) ON CONFLICT (run) "
+             "DO UPDATE SET gen = l.gen + 1, owner = excluded.owner, id = "
+             "excluded.id, expires = excluded.expires, fkey = coalesce("
+             "excluded.fkey, l.fkey), flimit = CASE WHEN excluded.fkey IS "
+             "NULL THEN l.flimit ELSE excluded.flimit END WHERE " RIDE_TAKES
+             " RETURNING l.run, l.gen), "
+             "rk AS (DELETE FROM \"%s\".parked z USING rg WHERE z.run = "
+             "rg.run)",
+             n, n, n, n);
+    else /* its key columns as they are: NULL and 0 */
+        PART(ONE_RIDE,
+             "rg AS (INSERT INTO \"%s\".leases AS l (run, gen, owner, id, "
+             "expires) VALUES ($1, 1, $14, $11, " NOW_US " + $15) ON CONFLICT "
+             "(run) DO UPDATE SET gen = l.gen + 1, owner = excluded.owner, id "
+             "= excluded.id, expires = excluded.expires WHERE " RIDE_TAKES
+             " RETURNING l.run, l.gen)",
+             n);
+    PART(ONE_RIDE, "rt AS (%s\"%s\".timers %s)",
+         ends ? "DELETE FROM " : "INSERT INTO ", n,
          ends ? "WHERE run = $1"
               : "AS x (run, due, id, rec) VALUES ($1, $10, $11, $12) ON "
                 "CONFLICT (run) DO UPDATE SET due = excluded.due, id = "

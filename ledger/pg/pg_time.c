@@ -696,10 +696,11 @@ static int ride_fast(pl__pg_store *s, PGconn *c, uint64_t run,
     then->gen = 1; /* for its shape: the lease dropped, the key kept */
     ride_ctx x = {s, c, take, 0, {0}, ride_folds(take), false, 0};
     x.shape = pl__pg_one_shape(then, then->timer_us != 0) &
-              ~(unsigned)ONE_FENCE;
+              ~(unsigned)(ONE_FENCE | ONE_GEN);
     then->gen = 0;
-    if (x.folded)
-        x.shape = (x.shape & ~(unsigned)ONE_INBOX) | ONE_RIDE;
+    if (x.folded) /* a run kept has no key: the parked table is not read */
+        x.shape = (x.shape & ~(unsigned)ONE_INBOX) | ONE_RIDE |
+                  (pl__pg_cache_unkeyed(s, run) ? ONE_UNKEYED : 0u);
     bool ends = then->release && !then->timer_us;
     int64_t now = pl__now_us();
     timer_row t = {0};
