@@ -341,6 +341,35 @@ Test(pg_worker, a_take_skips_a_lease_another_transaction_holds)
     free(uri);
 }
 
+/* A queued lease with a key that another transaction holds locked (another
+ * worker's take, which locked it as its head and has not yet taken its
+ * key's advisory lock) is passed over with its key: the key's later runs
+ * wait behind it, never go first.  A take that passed over the held lease
+ * alone got the key's lock first and took q's second run, its first left
+ * to wait behind it for as long as it ran. */
+Test(pg_worker, a_take_passes_over_a_held_keyed_lease_with_its_key)
+{
+    char *uri = t_pg_store_uri("t_hkey");
+    pl_registry *reg = t_registry();
+    pl_engine *e = NULL;
+    cr_assert_eq(pl_engine_open(&e, uri, reg, NULL), PL_OK, "%s", pl_errmsg());
+    submit_n(e, "k", 2, "k");
+    submit_n(e, "free", 1, NULL);
+    PGconn *c = t_pg_admin();
+    admin(c, "BEGIN");
+    admin(c, "SELECT l.run FROM t_hkey.leases l JOIN t_hkey.runs r ON r.num "
+             "= l.run WHERE r.id = convert_to('k-000', 'UTF8') FOR UPDATE "
+             "OF l");
+    static const char *const other[] = {"free-000"}, *const first[] = {"k-000"};
+    takes_in_order(e, other, 1);
+    admin(c, "COMMIT");
+    PQfinish(c);
+    takes_in_order(e, first, 1); /* then k-001 waits for k's one place */
+    pl_engine_close(e);
+    pl_registry_free(reg);
+    free(uri);
+}
+
 /* A take reads the queue's first leases by index, never the whole queue:
  * five takes from a queue of 1,000, planned with the table's statistics,
  * read no lease row by a sequential scan (the server's statistics of the

@@ -40,7 +40,10 @@
  * over this time, never waited for, so no two takes deadlock), then counts
  * the key's live leases in a snapshot taken after the lock: two workers
  * never both take a key's last place.  The row is taken with FOR UPDATE
- * SKIP LOCKED and its expiry checked again.
+ * SKIP LOCKED and its expiry checked again; a keyed row another
+ * transaction holds (another take's head, whose key's lock that take has
+ * not reached yet) is passed over with its key, as a key whose lock this
+ * take cannot have: taking the key's next run instead would put it first.
  *
  * A WAKE (pg_time.c's timer take) of a parked run with a key takes the
  * key's advisory lock and counts its live leases as a take does
@@ -193,7 +196,11 @@ int pl__pg_flow_setup(pl__pg_store *s, PGconn *c)
         "END IF; END IF; "
         "SELECT x.run INTO got FROM \"%s\".leases x WHERE x.run = c.r AND "
         "x.expires <= " NOW_US " FOR UPDATE SKIP LOCKED; "
-        "IF NOT FOUND THEN CONTINUE; END IF; "
+        /* held by another transaction (another take, which locked it as
+         * its head): its key is passed over with it, or a later run of
+         * the key would go first and leave this one waiting behind it */
+        "IF NOT FOUND THEN IF c.k IS NOT NULL THEN full_keys := full_keys "
+        "|| c.k; END IF; CONTINUE; END IF; "
         "RETURN QUERY UPDATE \"%s\".leases l SET gen = l.gen + 1, owner = "
         "who, expires = " NOW_US " + dur WHERE l.run = got RETURNING l.run, "
         "l.gen, l.expires - " NOW_US ", l.owner, l.id; "
