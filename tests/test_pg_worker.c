@@ -316,58 +316,59 @@ Test(pg_worker, a_take_keeps_the_queues_order_with_and_without_keys)
     takes_from("t_mixed", q, 3, want, 3);
 }
 
+/* A store @p schema with the @p nq queues @p q submitted in that order and
+ * the lease of run @p held locked by another transaction: takes get
+ * @p during, in order, then nothing; once it commits, @p after. */
+static void takes_beside_a_held_lease(const char *schema, const queued_n *q,
+                                      size_t nq, const char *held,
+                                      const char *const *during, size_t n,
+                                      const char *const *after, size_t m)
+{
+    char *uri = t_pg_store_uri(schema);
+    pl_registry *reg = t_registry();
+    pl_engine *e = NULL;
+    cr_assert_eq(pl_engine_open(&e, uri, reg, NULL), PL_OK, "%s", pl_errmsg());
+    for (size_t i = 0; i < nq; i++)
+        submit_n(e, q[i].prefix, q[i].n, q[i].key);
+    char sql[300];
+    snprintf(sql, sizeof sql,
+             "SELECT l.run FROM %s.leases l JOIN %s.runs r ON r.num = l.run "
+             "WHERE r.id = convert_to('%s', 'UTF8') FOR UPDATE OF l",
+             schema, schema, held);
+    PGconn *c = t_pg_admin();
+    admin(c, "BEGIN");
+    admin(c, sql);
+    takes_in_order(e, during, n);
+    admin(c, "COMMIT");
+    PQfinish(c);
+    takes_in_order(e, after, m);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+    free(uri);
+}
+
 /* A queued lease another transaction holds locked (a commit's fence, a
  * delivery) is skipped, never waited for: the take gets the next run in
  * the queue, and the held one once it is free. */
 Test(pg_worker, a_take_skips_a_lease_another_transaction_holds)
 {
-    char *uri = t_pg_store_uri("t_skip");
-    pl_registry *reg = t_registry();
-    pl_engine *e = NULL;
-    cr_assert_eq(pl_engine_open(&e, uri, reg, NULL), PL_OK, "%s", pl_errmsg());
-    submit_n(e, "q", 2, NULL);
-    PGconn *c = t_pg_admin();
-    admin(c, "BEGIN");
-    admin(c, "SELECT l.run FROM t_skip.leases l JOIN t_skip.runs r ON r.num "
-             "= l.run WHERE r.id = convert_to('q-000', 'UTF8') FOR UPDATE "
-             "OF l");
+    static const queued_n q[] = {{"q", 2, NULL}};
     static const char *const next[] = {"q-001"}, *const held[] = {"q-000"};
-    takes_in_order(e, next, 1);
-    admin(c, "COMMIT");
-    PQfinish(c);
-    takes_in_order(e, held, 1);
-    pl_engine_close(e);
-    pl_registry_free(reg);
-    free(uri);
+    takes_beside_a_held_lease("t_skip", q, 1, "q-000", next, 1, held, 1);
 }
 
 /* A queued lease with a key that another transaction holds locked (another
  * worker's take, which locked it as its head and has not yet taken its
  * key's advisory lock) is passed over with its key: the key's later runs
  * wait behind it, never go first.  A take that passed over the held lease
- * alone got the key's lock first and took q's second run, its first left
- * to wait behind it for as long as it ran. */
+ * alone got the key's lock first and took k's second run, its first left
+ * to wait behind it for as long as that one ran.  Once free, k-000 is
+ * taken, and k-001 waits for k's one place. */
 Test(pg_worker, a_take_passes_over_a_held_keyed_lease_with_its_key)
 {
-    char *uri = t_pg_store_uri("t_hkey");
-    pl_registry *reg = t_registry();
-    pl_engine *e = NULL;
-    cr_assert_eq(pl_engine_open(&e, uri, reg, NULL), PL_OK, "%s", pl_errmsg());
-    submit_n(e, "k", 2, "k");
-    submit_n(e, "free", 1, NULL);
-    PGconn *c = t_pg_admin();
-    admin(c, "BEGIN");
-    admin(c, "SELECT l.run FROM t_hkey.leases l JOIN t_hkey.runs r ON r.num "
-             "= l.run WHERE r.id = convert_to('k-000', 'UTF8') FOR UPDATE "
-             "OF l");
+    static const queued_n q[] = {{"k", 2, "k"}, {"free", 1, NULL}};
     static const char *const other[] = {"free-000"}, *const first[] = {"k-000"};
-    takes_in_order(e, other, 1);
-    admin(c, "COMMIT");
-    PQfinish(c);
-    takes_in_order(e, first, 1); /* then k-001 waits for k's one place */
-    pl_engine_close(e);
-    pl_registry_free(reg);
-    free(uri);
+    takes_beside_a_held_lease("t_hkey", q, 2, "k-000", other, 1, first, 1);
 }
 
 /* A take reads the queue's first leases by index, never the whole queue:
