@@ -277,10 +277,13 @@ typedef struct queued_n {
     const char *key;
 } queued_n;
 
-/* A store @p schema with the @p nq queues @p q submitted in that order,
- * from which takes get @p want, in order, then nothing. */
-static void takes_from(const char *schema, const queued_n *q, size_t nq,
-                       const char *const *want, size_t n)
+/* A store @p schema with the @p nq queues @p q submitted in that order and
+ * the lease of run @p held (NULL: none) locked by another transaction:
+ * takes get @p during, in order, then nothing; once it commits, @p after. */
+static void takes_beside_a_held_lease(const char *schema, const queued_n *q,
+                                      size_t nq, const char *held,
+                                      const char *const *during, size_t n,
+                                      const char *const *after, size_t m)
 {
     char *uri = t_pg_store_uri(schema);
     pl_registry *reg = t_registry();
@@ -288,10 +291,34 @@ static void takes_from(const char *schema, const queued_n *q, size_t nq,
     cr_assert_eq(pl_engine_open(&e, uri, reg, NULL), PL_OK, "%s", pl_errmsg());
     for (size_t i = 0; i < nq; i++)
         submit_n(e, q[i].prefix, q[i].n, q[i].key);
-    takes_in_order(e, want, n);
+    PGconn *c = NULL;
+    if (held) {
+        char sql[300];
+        snprintf(sql, sizeof sql,
+                 "SELECT l.run FROM %s.leases l JOIN %s.runs r ON r.num = "
+                 "l.run WHERE r.id = convert_to('%s', 'UTF8') FOR UPDATE OF l",
+                 schema, schema, held);
+        c = t_pg_admin();
+        admin(c, "BEGIN");
+        admin(c, sql);
+    }
+    takes_in_order(e, during, n);
+    if (c) {
+        admin(c, "COMMIT");
+        PQfinish(c);
+        takes_in_order(e, after, m);
+    }
     pl_engine_close(e);
     pl_registry_free(reg);
     free(uri);
+}
+
+/* A store @p schema with the @p nq queues @p q submitted in that order,
+ * from which takes get @p want, in order, then nothing. */
+static void takes_from(const char *schema, const queued_n *q, size_t nq,
+                       const char *const *want, size_t n)
+{
+    takes_beside_a_held_lease(schema, q, nq, NULL, want, n, NULL, 0);
 }
 
 /* The take reads the queue a few leases at a time, in its order, and goes
@@ -314,37 +341,6 @@ Test(pg_worker, a_take_keeps_the_queues_order_with_and_without_keys)
     static const queued_n q[] = {{"a", 1, NULL}, {"k", 2, "k"}, {"b", 1, NULL}};
     static const char *const want[] = {"a-000", "k-000", "b-000"};
     takes_from("t_mixed", q, 3, want, 3);
-}
-
-/* A store @p schema with the @p nq queues @p q submitted in that order and
- * the lease of run @p held locked by another transaction: takes get
- * @p during, in order, then nothing; once it commits, @p after. */
-static void takes_beside_a_held_lease(const char *schema, const queued_n *q,
-                                      size_t nq, const char *held,
-                                      const char *const *during, size_t n,
-                                      const char *const *after, size_t m)
-{
-    char *uri = t_pg_store_uri(schema);
-    pl_registry *reg = t_registry();
-    pl_engine *e = NULL;
-    cr_assert_eq(pl_engine_open(&e, uri, reg, NULL), PL_OK, "%s", pl_errmsg());
-    for (size_t i = 0; i < nq; i++)
-        submit_n(e, q[i].prefix, q[i].n, q[i].key);
-    char sql[300];
-    snprintf(sql, sizeof sql,
-             "SELECT l.run FROM %s.leases l JOIN %s.runs r ON r.num = l.run "
-             "WHERE r.id = convert_to('%s', 'UTF8') FOR UPDATE OF l",
-             schema, schema, held);
-    PGconn *c = t_pg_admin();
-    admin(c, "BEGIN");
-    admin(c, sql);
-    takes_in_order(e, during, n);
-    admin(c, "COMMIT");
-    PQfinish(c);
-    takes_in_order(e, after, m);
-    pl_engine_close(e);
-    pl_registry_free(reg);
-    free(uri);
 }
 
 /* A queued lease another transaction holds locked (a commit's fence, a
