@@ -357,11 +357,14 @@ int pl__pg_lease_acquire(pl__pg_store *s, uint64_t run, const char *run_id,
     snprintf(d, sizeof d, "%lld", (long long)lease_us);
     snprintf(g, sizeof g, "%llu", (unsigned long long)steal_gen);
     const char *vals[5] = {a, owner, run_id, d, g};
+    int tries = 0;
     PGresult *r;
+    int st;
+again:
     /* as a wake: a delivery's take of the lease (pg_time.c), a run parked
      * with a key only while the key has room, the lease getting it back */
-    int st = pl__pg_lease_exec(s, wake ? T_ACQUIRE : L_ACQUIRE, 5, vals, &r,
-                               "taking a lease");
+    st = pl__pg_lease_exec(s, wake ? T_ACQUIRE : L_ACQUIRE, 5, vals, &r,
+                           "taking a lease");
     if (st)
         return st;
     int64_t v = 0, x = 0;
@@ -383,6 +386,12 @@ int pl__pg_lease_acquire(pl__pg_store *s, uint64_t run, const char *run_id,
         memset(held, 0, sizeof *held); /* its key is full */
         return pl__err(PL_EBUSY, "run #%llu waits for its concurrency key",
                        (unsigned long long)run);
+    }
+    /* gone between the two statements (its execution ended and dropped
+     * it): free now, so taken as any free lease, never reported held */
+    if (st == PL_ENOTFOUND && tries++ < 3) {
+        pl__err_clear();
+        goto again;
     }
     if (st == PL_ENOTFOUND)
         snprintf(held->owner, sizeof held->owner, "another worker");
