@@ -682,6 +682,8 @@ int pl__pg_put_batches(pl__pg_store *s, PGconn *c, pl__batch *const *batches,
         st = pl__pg_ones_prepare(s, c, &x.o);
     if (!st)
         st = writes_send(s, c, batches, n, &x.o, &nq);
+    if (!st && x.o.group) /* Q_WRITE marks no claim's lease (pg_one.c) */
+        st = pl__pg_marks_send(s, c, batches, n, &nq);
     char run[24];
     snprintf(run, sizeof run, "%llu", (unsigned long long)drop_timer);
     const char *vals[1] = {run};

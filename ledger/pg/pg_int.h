@@ -70,6 +70,7 @@ enum {
     L_UNITS,     /* a budget in units: a take or a correction */
     L_UNITS_GET, /* a budget in units, read */
     L_CREATE,
+    L_MARK,        /* claimed runs' leases marked (LEASE MARKS, pg_lease.c) */
     L_CREATE_SUCC, /* a continued run's successor's lease (pg_commit.c) */
     T_SET,         /* timers and inboxes: pg_time.c */
     T_TAKE,
@@ -326,6 +327,11 @@ enum {
     ONE_GEN = 1024,    /* the fence by generation alone: no key */
     ONE_SHAPES = 2048
 };
+/* After a group's Q_WRITE: the leases of the runs it claims marked
+ * (pg_one.c, L_MARK); *nsent counts the statement, if one is sent. */
+PL__HIDDEN int pl__pg_marks_send(pl__pg_store *s, PGconn *c,
+                                 pl__batch *const *batches, size_t n,
+                                 size_t *nsent) PL__MUST_CHECK;
 /* The shape of batch @p bt's write; @p timer: it writes its timer. */
 PL__HIDDEN unsigned pl__pg_one_shape(const pl__batch *bt, bool timer);
 /* How a commit's batches are written: the one batch that writes a run it

@@ -42,6 +42,38 @@
  * "Where the time goes on PostgreSQL"); it stays for stores that older
  * versions of this library still write to.
  */
+/*
+ * LEASE MARKS: leases.cancel, true once a cancellation waits in the run's
+ * inbox, is what a commit under a fence answers (pg_one.c): its fence
+ * locks and reads the lease row anyway, where a look at the inbox cost the
+ * server a relation and an index scan more on every call.  A mark is
+ * never cleared on a row (a cancellation stays in the inbox until the run
+ * is deleted); a row made anew starts unmarked.
+ *
+ * A delivery and a lease made at the same time must not miss each other:
+ * under READ COMMITTED neither statement sees the other's uncommitted
+ * row.  Both serialise on the run's state row, which every delivery and
+ * every claim locks (FOR UPDATE) in a statement before the one that
+ * marks, so the statement that marks takes its snapshot after the lock:
+ *
+ *   - a delivery that stores a cancellation marks the run's lease after
+ *     its state's lock (pg_time.c: INBOX_PUT, in T_INBOX_PUT and
+ *     T_RIDE_PUT; Q_INBOX_ADD, an import's, after its commit's state
+ *     write), so it sees any lease committed before it took the lock;
+ *   - every lease made or taken for an execution is marked from the inbox
+ *     after that lock, so it sees any delivery committed before it:
+ *       T_ACQUIRE, T_RIDE_TAKE (a delivery's take, after the lock and the
+ *         record) and a ride's statement (ONE_RIDE, after T_RIDE_LOCK) in
+ *         their own INSERT ... ON CONFLICT;
+ *       L_ACQUIRE (pl_run_continue()), L_TAKE and pl_take() (a worker's),
+ *         L_TAKE_DUES (a wake's) and T_TAKE (no execution: the store's own
+ *         take of a timer) take the lock in the same statement or none:
+ *         the claim that follows, which every execution starts with,
+ *         marks, its state written without a fence (pg_one.c's one-run
+ *         statement; a group's Q_WRITE, by L_MARK after it);
+ *   - L_CREATE and L_CREATE_SUCC make a run's first lease, with the run:
+ *     its inbox is empty; L_RENEW sets the expiry alone; the rest delete.
+ */
 #define FENCE_STATE "PLOWN"
 /* PL/pgSQL: the error of the fence of run rs[i], generation gs[i], whose
  * lease is now hgen, held by holder (NULL: none) */
@@ -121,6 +153,15 @@ int pl__pg_lease_sql(const pl__pg_store *s, int which, char **out)
         *out = pl__asprintf("DELETE FROM \"%s\".leases WHERE run = $1::bigint "
                             "AND gen = $2::bigint",
                             n);
+        break;
+    case L_MARK:
+        /* the claims of a group (pl__pg_put_batches()), whose Q_WRITE
+         * marks no lease: after their states' locks (LEASE MARKS) */
+        *out = pl__asprintf("UPDATE \"%s\".leases l SET cancel = true WHERE "
+                            "l.run = ANY($1::bigint[]) AND NOT l.cancel AND "
+                            "EXISTS (SELECT FROM \"%s\".inbox i WHERE "
+                            "i.cancel AND i.run = l.run)",
+                            n, n);
         break;
     case L_CREATE_SUCC:
         /* after a continued run's successor's creation, before its

@@ -41,10 +41,13 @@
  *   | UNKEYED   | store made without a key    | neither read nor deleted   |
  *   |           | (pg_cache.c)                | (it has none)              |
  *
- * and always the run's cancellation looked up in its inbox (the run's
- * number when one waits: an EXISTS, which stops at the first entry of
- * inbox_cancel), the answer's one column (ONE_RIDE: its third, as
- * Q_WRITE's, before the ride's).  Its errors are Q_WRITE's: a fence that
+ * and always whether a cancellation waits for the run, the answer's one
+ * column (the run's number when one does; ONE_RIDE: its third, as
+ * Q_WRITE's, before the ride's): with ONE_FENCE the mark on the lease row
+ * the fence locks and reads anyway (LEASE MARKS, pg_lease.c); without a
+ * fence, a look in its inbox (an EXISTS, which stops at the first entry
+ * of inbox_cancel).  A state written without a fence (a claim's) marks
+ * the run's lease from its inbox.  Its errors are Q_WRITE's: a fence that
  * failed calls pl_fence_lost(), a record consumed by another execution
  * pl_consumed(), before anything is written.
  *
@@ -101,6 +104,12 @@ enum {
  * or one nobody took yet. */
 #define RIDE_TAKES                                                             \
     "l.expires <= " NOW_US " OR l.owner = excluded.owner OR l.gen = 0"
+
+/* Its lease's mark (LEASE MARKS, pg_lease.c): whether a cancellation waits
+ * in the run's inbox, read in the ride's snapshot, which its state's lock
+ * (T_RIDE_LOCK, the statement before) came first; one schema. */
+#define RIDE_MARK                                                              \
+    "EXISTS (SELECT FROM \"%s\".inbox i WHERE i.cancel AND i.run = $1)"
 
 /* A pair of steps of at most this many bytes goes as scalars (ONE_PAIR);
  * a larger one as arrays, chunked as any steps are (pg_commit.c). */
@@ -263,6 +272,16 @@ static char *one_sql(const char *n, unsigned m)
          "t AS (INSERT INTO \"%s\".state (run, v) VALUES ($1, $9) ON "
          "CONFLICT (run) DO UPDATE SET v = excluded.v)",
          n);
+    /* a state written without a fence is a claim's (or a write of a run
+     * that holds no lease): the run's lease, if it has one, marked when a
+     * cancellation waits (LEASE MARKS, pg_lease.c), in this statement's
+     * snapshot, which a claim takes after its state's lock (an earlier
+     * statement); a mark is never cleared here */
+    if (!(m & (ONE_FENCE | ONE_DROP | ONE_RIDE)))
+        PART(ONE_STATE,
+             "cl AS (UPDATE \"%s\".leases l SET cancel = true WHERE l.run = "
+             "$1 AND NOT l.cancel AND " RIDE_MARK ")",
+             n, n);
     /* an earlier due time is kept (store.h, TIMERS) */
     PART(ONE_TIMER,
          "m AS (INSERT INTO \"%s\".timers AS x (run, due, id, rec) VALUES "
@@ -296,25 +315,27 @@ static char *one_sql(const char *n, unsigned m)
              "pl_key_room(z.fkey, z.flimit) AS room FROM \"%s\".parked z "
              "WHERE z.run = $1), "
              "rg AS (INSERT INTO \"%s\".leases AS l (run, gen, owner, id, "
-             "expires, fkey, flimit) SELECT $1, 1, $14, $11, " NOW_US " + $15, "
-             "(SELECT fkey FROM rp), coalesce((SELECT flimit FROM rp), 0) "
-             "WHERE coalesce((SELECT room FROM rp), true) ON CONFLICT (run) "
-             "DO UPDATE SET gen = l.gen + 1, owner = excluded.owner, id = "
-             "excluded.id, expires = excluded.expires, fkey = coalesce("
-             "excluded.fkey, l.fkey), flimit = CASE WHEN excluded.fkey IS "
-             "NULL THEN l.flimit ELSE excluded.flimit END WHERE " RIDE_TAKES
+             "expires, fkey, flimit, cancel) SELECT $1, 1, $14, $11, " NOW_US
+             " + $15, (SELECT fkey FROM rp), coalesce((SELECT flimit FROM "
+             "rp), 0), " RIDE_MARK " WHERE coalesce((SELECT room FROM rp), "
+             "true) ON CONFLICT (run) DO UPDATE SET gen = l.gen + 1, owner = "
+             "excluded.owner, id = excluded.id, expires = excluded.expires, "
+             "fkey = coalesce(excluded.fkey, l.fkey), flimit = CASE WHEN "
+             "excluded.fkey IS NULL THEN l.flimit ELSE excluded.flimit END, "
+             "cancel = l.cancel OR excluded.cancel WHERE " RIDE_TAKES
              " RETURNING l.run, l.gen), "
              "rk AS (DELETE FROM \"%s\".parked z USING rg WHERE z.run = "
              "rg.run)",
-             n, n, n, n);
+             n, n, n, n, n);
     else /* its key columns as they are: NULL and 0 */
         PART(ONE_RIDE,
              "rg AS (INSERT INTO \"%s\".leases AS l (run, gen, owner, id, "
-             "expires) VALUES ($1, 1, $14, $11, " NOW_US " + $15) ON CONFLICT "
-             "(run) DO UPDATE SET gen = l.gen + 1, owner = excluded.owner, id "
-             "= excluded.id, expires = excluded.expires WHERE " RIDE_TAKES
-             " RETURNING l.run, l.gen)",
-             n);
+             "expires, cancel) VALUES ($1, 1, $14, $11, " NOW_US " + $15, "
+             RIDE_MARK ") ON CONFLICT (run) DO UPDATE SET gen = l.gen + 1, "
+             "owner = excluded.owner, id = excluded.id, expires = "
+             "excluded.expires, cancel = l.cancel OR excluded.cancel WHERE "
+             RIDE_TAKES " RETURNING l.run, l.gen)",
+             n, n);
     PART(ONE_RIDE, "rt AS (%s\"%s\".timers %s)",
          ends ? "DELETE FROM " : "INSERT INTO ", n,
          ends ? "WHERE run = $1"
@@ -338,12 +359,14 @@ static char *one_sql(const char *n, unsigned m)
     /* a keyed lease must not have run out (its key's place may have gone
      * to another run): a lease known to have no key (ONE_GEN) passes
      * that test whatever the time, and the statement leaves it out */
+    /* the fence answers the lease row's mark (true: a cancellation
+     * waits), or, no row of that generation, raises */
     char *fence = m & ONE_FENCE
                       ? pl__asprintf(
-                            "CASE WHEN NOT EXISTS (SELECT FROM \"%s\"."
+                            "coalesce((SELECT l.cancel FROM \"%s\"."
                             "leases l WHERE l.run = $1 AND l.gen = $2 %s "
-                            "FOR UPDATE) THEN \"%s\".pl_fence_lost(ARRAY[$1], "
-                            "ARRAY[$2]) END",
+                            "FOR UPDATE), \"%s\".pl_fence_lost(ARRAY[$1], "
+                            "ARRAY[$2]))",
                             n,
                             m & ONE_GEN ? ""
                                         : "AND (l.fkey IS NULL OR "
@@ -373,8 +396,10 @@ static char *one_sql(const char *n, unsigned m)
                      : pl__strdup("");
     /* the answer: a ride's, the checks' columns, the cancellation and the
      * ride's (pg_time.c reads them); any other shape's, one column, the
-     * cancellation, after coalesce() has run the checks first, in order
-     * (each NULL, or it raises).  The server describes and sends every
+     * cancellation, after the checks, in order (each NULL, or it raises):
+     * without a fence, coalesce() runs the consumption's check before the
+     * look in the inbox; with one, its CASE the fence (the lease's mark)
+     * before the consumption's.  The server describes and sends every
      * column of every answer: two columns fewer are 4k of a call's 151k
      * instructions on the server (bench/README.md) */
 #define PROBE                                                                  \
@@ -384,9 +409,15 @@ static char *one_sql(const char *n, unsigned m)
               : m & ONE_RIDE
                   ? pl__asprintf(" SELECT %s, %s, " PROBE "%s", fence, inbox, n,
                                  ride)
-                  : pl__asprintf(
-                        " SELECT coalesce((%s)::text, (%s)::text, " PROBE ")",
-                        fence, inbox, n);
+              : !(m & ONE_FENCE)
+                  ? pl__asprintf(" SELECT coalesce((%s)::text, " PROBE ")",
+                                 inbox, n)
+              : m & ONE_INBOX
+                  ? pl__asprintf(" SELECT CASE WHEN %s THEN coalesce((%s)::"
+                                 "text, $1::text) ELSE (%s)::text END",
+                                 fence, inbox, inbox)
+                  : pl__asprintf(" SELECT CASE WHEN %s THEN $1::text END",
+                                 fence);
 #undef PROBE
     free(fence);
     free(inbox);
@@ -624,5 +655,33 @@ int pl__pg_one_send(pl__pg_store *s, PGconn *c, const pl__batch *bt,
         !PQsendQueryPrepared(c, name, one_nparams(shape), v, len, fmt, 1))
         st = pl__pg_err(s, c, NULL, "sending a commit");
     pl__buf_free(&rec);
+    return st;
+}
+
+/* The leases of the runs of @p batches whose states they write without a
+ * fence (claims, which a one-run statement marks itself), marked when a
+ * cancellation waits (LEASE MARKS, pg_lease.c): L_MARK, sent after a
+ * group's Q_WRITE in the transaction that locked those states; *nsent
+ * counts it. */
+int pl__pg_marks_send(pl__pg_store *s, PGconn *c, pl__batch *const *batches,
+                      size_t n, size_t *nsent)
+{
+    uint64_t *runs = n ? calloc(n, sizeof *runs) : NULL;
+    size_t k = 0;
+    if (n && !runs)
+        return pl__err(PL_ENOMEM, "out of memory");
+    for (size_t b = 0; b < n; b++)
+        if (!batches[b]->gen && batches[b]->state.len &&
+            !batches[b]->create_id)
+            runs[k++] = batches[b]->run;
+    pl__buf a = {0};
+    int st = k ? pl__pg_int_array(&a, runs, k) : PL_OK;
+    const char *vals[1] = {(const char *)a.data};
+    if (!st && k &&
+        !(st = pl__pg_send(s, c, L_MARK, 1, vals, NULL, NULL,
+                           "marking leases")))
+        ++*nsent;
+    pl__buf_free(&a);
+    free(runs);
     return st;
 }

@@ -61,33 +61,37 @@
 #define RIDE_STATE "PLRDE"  /* a ride refused: the delivery goes alone */
 #define LOOK_AGAIN_US 50000 /* a due timer not taken: when to look again */
 
-/* A delivery's record and its run's timer made due now (keeping an
- * earlier one): $1 run, $2 record, $3 due, $4 id, $5 timer record, $6
- * whether a cancellation; three schemas. */
+/* A delivery's record, its run's timer made due now (keeping an earlier
+ * one), a cancellation's mark on its lease (LEASE MARKS, pg_lease.c): $1
+ * run, $2 record, $3 due, $4 id, $5 timer record, $6 cancel; 4 schemas. */
 #define INBOX_PUT                                                              \
     "WITH i AS (INSERT INTO \"%s\".inbox (run, seq, rec, cancel) SELECT "      \
     "$1::bigint, coalesce(max(seq), 0) + 1, $2::bytea, $6::boolean FROM "      \
     "\"%s\".inbox WHERE run = $1::bigint RETURNING seq), t AS (INSERT INTO "   \
     "\"%s\".timers AS t (run, due, id, rec) VALUES ($1::bigint, $3::bigint, "  \
     "$4, $5::bytea) ON CONFLICT (run) DO UPDATE SET due = excluded.due, id = " \
-    "excluded.id, rec = excluded.rec WHERE excluded.due < t.due) "
+    "excluded.id, rec = excluded.rec WHERE excluded.due < t.due), c AS "       \
+    "(UPDATE \"%s\".leases SET cancel = true WHERE run = $1::bigint AND "      \
+    "$6::boolean AND NOT cancel) "
 
 /* A delivery's take of the lease (as L_ACQUIRE) in g: $1 run, $2 owner, $3
  * id, $4 lease_us, $5 the generation it may take over.  A run parked with
  * a key only while the key has room (pl_key_room(), as its wake, T_TAKE),
- * the lease getting its key back and the parked row going; four
- * schemas. */
+ * the lease getting its key back and the parked row going, and its mark
+ * (LEASE MARKS, pg_lease.c) from the inbox; five schemas. */
 #define ACQUIRE                                                                    \
     "WITH p AS MATERIALIZED (SELECT z.fkey, z.flimit, \"%s\".pl_key_room("         \
     "z.fkey, z.flimit) AS room FROM \"%s\".parked z WHERE z.run = "                \
     "$1::bigint), g AS (INSERT INTO \"%s\".leases AS l (run, gen, owner, "         \
-    "id, expires, fkey, flimit) SELECT $1::bigint, 1, $2::text, $3::text, " NOW_US \
-    " + $4::bigint, (SELECT fkey FROM p), coalesce((SELECT flimit "                \
-    "FROM p), 0) WHERE coalesce((SELECT room FROM p), true) ON CONFLICT "          \
-    "(run) DO UPDATE SET gen = l.gen + 1, owner = excluded.owner, id = "           \
-    "excluded.id, expires = excluded.expires, fkey = coalesce(excluded.fkey, "     \
-    "l.fkey), flimit = CASE WHEN excluded.fkey IS NULL THEN l.flimit ELSE "        \
-    "excluded.flimit END WHERE l.expires <= " NOW_US " OR l.owner = "              \
+    "id, expires, fkey, flimit, cancel) SELECT $1::bigint, 1, $2::text, "          \
+    "$3::text, " NOW_US " + $4::bigint, (SELECT fkey FROM p), coalesce(("          \
+    "SELECT flimit FROM p), 0), EXISTS (SELECT FROM \"%s\".inbox i WHERE "         \
+    "i.cancel AND i.run = $1::bigint) WHERE coalesce((SELECT room FROM p), "       \
+    "true) ON CONFLICT (run) DO UPDATE SET gen = l.gen + 1, owner = "              \
+    "excluded.owner, id = excluded.id, expires = excluded.expires, fkey = "        \
+    "coalesce(excluded.fkey, l.fkey), flimit = CASE WHEN excluded.fkey IS "        \
+    "NULL THEN l.flimit ELSE excluded.flimit END, cancel = l.cancel OR "           \
+    "excluded.cancel WHERE l.expires <= " NOW_US " OR l.owner = "                  \
     "excluded.owner OR l.gen = $5::bigint RETURNING l.run, l.gen, (l.xmax "        \
     "<> 0)::int AS had), k AS (DELETE FROM \"%s\".parked z USING g WHERE "         \
     "z.run = g.run) "
@@ -144,7 +148,7 @@ int pl__pg_time_sql(const pl__pg_store *s, int which, char **out)
         break;
     case T_INBOX_PUT:
         /* the record, and the timer due now (keeping an earlier one) */
-        *out = pl__asprintf(INBOX_PUT "SELECT seq FROM i", n, n, n);
+        *out = pl__asprintf(INBOX_PUT "SELECT seq FROM i", n, n, n, n);
         break;
     case T_RIDE_PUT:
         /* the same, in a ride: the record must get the seq the run saw */
@@ -152,14 +156,14 @@ int pl__pg_time_sql(const pl__pg_store *s, int which, char **out)
                             "SELECT seq, CASE WHEN $7::bigint = 0 OR seq = "
                             "$7::bigint THEN true ELSE \"%s\".pl_ride(false, "
                             "'another delivery came first') END FROM i",
-                            n, n, n, n);
+                            n, n, n, n, n);
         break;
     case T_DROP:
         *out = pl__asprintf("DELETE FROM \"%s\".timers WHERE run = $1::bigint",
                             n);
         break;
     case T_ACQUIRE:
-        *out = pl__asprintf(ACQUIRE "SELECT gen, had FROM g", n, n, n, n);
+        *out = pl__asprintf(ACQUIRE "SELECT gen, had FROM g", n, n, n, n, n);
         break;
     case T_RIDE_TAKE:
         /* the same, in a ride: the lease must be taken */
@@ -168,7 +172,7 @@ int pl__pg_time_sql(const pl__pg_store *s, int which, char **out)
                                     "\"%s\".pl_ride(false, 'another holds "
                                     "its lease, or its concurrency key is "
                                     "full') END",
-                            n, n, n, n, n);
+                            n, n, n, n, n, n);
         break;
     case T_RIDE_LOCK:
         /* a ride's first: the run's state locked, as the ride read it */
@@ -180,10 +184,13 @@ int pl__pg_time_sql(const pl__pg_store *s, int which, char **out)
             n, n);
         break;
     case Q_INBOX_ADD:
-        *out = pl__asprintf("INSERT INTO \"%s\".inbox (run, seq, rec, cancel) "
-                            "VALUES ($1::bigint, $2::bigint, $3::bytea, "
-                            "$4::boolean)",
-                            n);
+        /* a cancellation marks the lease (LEASE MARKS, pg_lease.c) */
+        *out = pl__asprintf("WITH i AS (INSERT INTO \"%s\".inbox (run, seq, "
+                            "rec, cancel) VALUES ($1::bigint, $2::bigint, "
+                            "$3::bytea, $4::boolean)) UPDATE \"%s\".leases "
+                            "SET cancel = true WHERE run = $1::bigint AND "
+                            "$4::boolean AND NOT cancel",
+                            n, n);
         break;
     default: /* T_INBOX_READ */
         *out = pl__asprintf("SELECT seq, rec FROM \"%s\".inbox WHERE run = "
@@ -209,6 +216,14 @@ int pl__pg_time_setup(pl__pg_store *s, PGconn *c)
         /* the cancellations alone: every commit looks for its run's */
         "CREATE INDEX IF NOT EXISTS inbox_cancel ON \"%s\".inbox (run) "
         "WHERE cancel;"
+        /* the leases' marks (LEASE MARKS, pg_lease.c): a store made
+         * before them gains them, each as its run's inbox says */
+        "DO $d$ BEGIN IF NOT EXISTS (SELECT FROM pg_attribute WHERE "
+        "attrelid = '\"%s\".leases'::regclass AND attname = 'cancel' AND "
+        "NOT attisdropped) THEN ALTER TABLE \"%s\".leases ADD COLUMN IF NOT "
+        "EXISTS cancel boolean NOT NULL DEFAULT false; UPDATE \"%s\".leases "
+        "l SET cancel = true WHERE EXISTS (SELECT FROM \"%s\".inbox i WHERE "
+        "i.cancel AND i.run = l.run); END IF; END $d$;"
         "CREATE OR REPLACE FUNCTION \"%s\".pl_consumed(want integer, got "
         "bigint) RETURNS void LANGUAGE plpgsql AS $f$ BEGIN "
         "IF got < want THEN RAISE EXCEPTION 'an inbox record this commit "
@@ -220,7 +235,7 @@ int pl__pg_time_setup(pl__pg_store *s, PGconn *c)
         "THEN RAISE EXCEPTION 'the delivery cannot take the run: %%', why "
         "USING ERRCODE = '" RIDE_STATE "'; END IF; RETURN true; END $f$;"
         "COMMIT",
-        n, n, n, n, n, n, n);
+        n, n, n, n, n, n, n, n, n, n, n);
     if (!sql)
         return pl__err(PL_ENOMEM, "out of memory");
     int st = pl__pg_command(s, c, sql, "creating the timers and inbox tables");
