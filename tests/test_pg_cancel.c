@@ -126,13 +126,53 @@ static int take_claim(const pl__taken *tk, pl__buf *state, bool *drop,
     return pl__buf_append(state, tk->state, tk->state_len);
 }
 
+/* pl_run_continue()'s take of parked run @p run ("id") and its claim
+ * (L_ACQUIRE, then the state's update), a cancellation delivered between
+ * them when @p between: the generation taken. */
+static uint64_t continued(pl__pg_store *s, uint64_t run, const char *id,
+                          bool between)
+{
+    uint64_t gen = 0;
+    bool had = false;
+    pl__lease held;
+    cr_assert_eq(pl__pg_lease_acquire(s, run, id, "w2", LEASE_US, 0, false,
+                                      &gen, &had, &held),
+                 PL_OK, "%s", pl_errmsg());
+    if (between)
+        deliver(s, run, id);
+    cr_assert_eq(pl__pg_state_update(s, run, claim_as_is, NULL), PL_OK, "%s",
+                 pl_errmsg());
+    return gen;
+}
+
+/* A wake's take and claim of parked run @p run ("id"), its timer due, a
+ * cancellation delivered from another thread during the take when
+ * @p during (it waits for the take's lock of the run's state): the
+ * generation taken. */
+static uint64_t woken(pl__pg_store *s, uint64_t run, const char *id,
+                      bool during)
+{
+    taking t = {s, run, id, during, 0, false};
+    pl__lease l;
+    bool taken = false;
+    int64_t next = 0;
+    cr_assert_eq(pl__pg_take_due(s, "w2", LEASE_US, take_claim, &t, &l,
+                                 &taken, &next),
+                 PL_OK, "%s", pl_errmsg());
+    cr_assert(taken && t.started == during);
+    cr_assert_eq(l.run, run);
+    if (during)
+        pthread_join(t.th, NULL);
+    return l.gen;
+}
+
 /*
  * (a) A cancellation delivered before a take: delivered to a parked run,
  * whose lease row is gone, so the delivery marks none; the lease each
  * take then makes is marked by the take's claim, a statement after the
  * run's state's lock, and the run's first commit under it sees the
- * cancellation: pl_run_continue()'s take and claim (L_ACQUIRE, then the
- * state's update), and a wake's (the due timer the delivery set).
+ * cancellation: pl_run_continue()'s take and claim, and a wake's (the due
+ * timer the delivery set).
  */
 Test(pg_cancel, a_cancellation_before_a_take_is_seen_by_the_first_commit)
 {
@@ -141,29 +181,12 @@ Test(pg_cancel, a_cancellation_before_a_take_is_seen_by_the_first_commit)
     cr_assert_eq(pl__pg_open(&s, uri, NULL), PL_OK, "%s", pl_errmsg());
     uint64_t run = parked_run(s, "before-a");
     deliver(s, run, "before-a");
-    uint64_t gen = 0;
-    bool had = false;
-    pl__lease held;
-    cr_assert_eq(pl__pg_lease_acquire(s, run, "before-a", "w2", LEASE_US, 0,
-                                      false, &gen, &had, &held),
-                 PL_OK, "%s", pl_errmsg());
-    cr_assert_eq(pl__pg_state_update(s, run, claim_as_is, NULL), PL_OK, "%s",
-                 pl_errmsg());
+    uint64_t gen = continued(s, run, "before-a", false);
     cr_expect(commit_sees(s, run, gen, 2, false), "acquire and claim");
-
-    /* the wake */
-    uint64_t run2 = parked_run(s, "before-b");
-    deliver(s, run2, "before-b");
-    taking t = {s, run2, "before-b", false, 0, false};
-    pl__lease l;
-    bool taken = false;
-    int64_t next = 0;
-    cr_assert_eq(pl__pg_take_due(s, "w2", LEASE_US, take_claim, &t, &l,
-                                 &taken, &next),
-                 PL_OK, "%s", pl_errmsg());
-    cr_assert(taken);
-    cr_assert_eq(l.run, run2);
-    cr_expect(commit_sees(s, run2, l.gen, 2, false), "the wake");
+    run = parked_run(s, "before-b");
+    deliver(s, run, "before-b");
+    gen = woken(s, run, "before-b", false);
+    cr_expect(commit_sees(s, run, gen, 2, false), "the wake");
     pl__pg_close(s);
     free(uri);
 }
@@ -181,37 +204,15 @@ Test(pg_cancel, a_cancellation_between_take_and_claim_is_seen)
     pl__pg_store *s = NULL;
     cr_assert_eq(pl__pg_open(&s, uri, NULL), PL_OK, "%s", pl_errmsg());
     uint64_t run = parked_run(s, "between-a");
-    uint64_t gen = 0;
-    bool had = false;
-    pl__lease held;
-    cr_assert_eq(pl__pg_lease_acquire(s, run, "between-a", "w2", LEASE_US, 0,
-                                      false, &gen, &had, &held),
-                 PL_OK, "%s", pl_errmsg());
-    deliver(s, run, "between-a");
-    cr_assert_eq(pl__pg_state_update(s, run, claim_as_is, NULL), PL_OK, "%s",
-                 pl_errmsg());
+    uint64_t gen = continued(s, run, "between-a", true);
     cr_expect(commit_sees(s, run, gen, 2, false), "acquire, deliver, claim");
-    pl__pg_close(s);
-
-    /* a wake's take, a delivery under way in another thread */
-    char *uri2 = t_pg_store_uri("t_between2");
-    cr_assert_eq(pl__pg_open(&s, uri2, NULL), PL_OK, "%s", pl_errmsg());
-    uint64_t run2 = parked_run(s, "between-b");
-    cr_assert_eq(pl__pg_timer_set(s, run2, "between-b", pl__now_us()), PL_OK,
+    run = parked_run(s, "between-b");
+    cr_assert_eq(pl__pg_timer_set(s, run, "between-b", pl__now_us()), PL_OK,
                  "%s", pl_errmsg());
-    taking t = {s, run2, "between-b", true, 0, false};
-    pl__lease l;
-    bool taken = false;
-    int64_t next = 0;
-    cr_assert_eq(pl__pg_take_due(s, "w2", LEASE_US, take_claim, &t, &l,
-                                 &taken, &next),
-                 PL_OK, "%s", pl_errmsg());
-    cr_assert(taken && t.started);
-    pthread_join(t.th, NULL);
-    cr_expect(commit_sees(s, run2, l.gen, 2, false), "seen after the wake");
+    gen = woken(s, run, "between-b", true);
+    cr_expect(commit_sees(s, run, gen, 2, false), "seen after the wake");
     pl__pg_close(s);
     free(uri);
-    free(uri2);
 }
 
 /* (c) A cancellation delivered while the run holds its lease: its next
@@ -236,7 +237,9 @@ Test(pg_cancel, a_cancellation_while_running_is_seen_at_the_next_commit)
 
 static atomic_int g_loops;
 
-/* "spinner": waits for "go" (payload "sleep": sleeps 1 ms instead), then
+#define NAP_MS 40 /* a "sleep" spinner's sleep */
+
+/* "spinner": waits for "go" (payload "sleep": sleeps NAP_MS instead), then
  * calls "echo" until it is cancelled, LOOP_MAX times at most; payload
  * "self": cancels its own run after its third call, as another process
  * would while it runs. */
@@ -247,7 +250,7 @@ static int spinner(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *u)
     const char *h = cJSON_IsString(how) ? how->valuestring : "";
     int st;
     if (strcmp(h, "sleep") == 0)
-        st = pl_ctx_sleep(ctx, 1);
+        st = pl_ctx_sleep(ctx, NAP_MS);
     else {
         cJSON *p = NULL;
         st = pl_ctx_wait_event(&p, ctx, "go", PL_WAIT_FOREVER);
@@ -339,9 +342,9 @@ static void *cancel_main(void *arg)
 
 /*
  * (e) A cancellation racing the take of a parked run, many times: a
- * signal's ride, or a wake (pl_engine_wake()) of a run whose sleep is
- * due, in one thread, the cancellation in another, a few hundred
- * microseconds apart either way.  Whichever goes first, and whether the
+ * signal's ride, or a wake (pl_engine_wake()) of a run whose sleep
+ * comes due, in one thread, the cancellation in another, up to a
+ * millisecond apart either way.  Whichever goes first, and whether the
  * cancellation lands before the take, during it or while the run calls
  * on, the run ends cancelled: never after its LOOP_MAX calls.
  */
@@ -355,11 +358,13 @@ Test(pg_cancel, a_cancellation_racing_a_take_is_never_missed)
         bool wake = i % 2;
         snprintf(id, sizeof id, "race-%d", i);
         c_park(e, id, wake ? "sleep" : "go");
-        racer r = {e, id, (i * 137) % 900, PL_OK};
+        /* a wake's cancellation comes about when the sleep is due */
+        int delay = (i * 137) % 900 + (wake ? NAP_MS * 1000 - 450 : 0);
+        racer r = {e, id, delay, PL_OK};
         pthread_t th;
         cr_assert_eq(pthread_create(&th, NULL, cancel_main, &r), 0);
         if (wake) {
-            for (int k = 0; k < 1000 && c_status(e, id) == PL_RUN_WAITING;
+            for (int k = 0; k < 5000 && c_status(e, id) == PL_RUN_WAITING;
                  k++)
                 cr_assert_eq(pl_engine_wake(e, NULL), PL_OK, "%s",
                              pl_errmsg());
