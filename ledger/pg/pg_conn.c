@@ -809,6 +809,8 @@ int pl__pg_open(pl__pg_store **out, const char *uri,
         st = pl__pg_sched_setup(s, c);
     if (!st && !s->read_only)
         st = pl__pg_time_setup(s, c);
+    if (!st && !s->read_only)
+        st = pl__pg_marks_setup(s, c);
     if (!st && !s->read_only && !(st = pl__pg_flow_setup(s, c)))
         st = pl__pg_parked_sweep(s, c); /* the parked rows of runs ended */
     /* the schema is there: prepare the statements on this connection and

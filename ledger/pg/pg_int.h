@@ -77,6 +77,7 @@ enum {
     T_NEXT,
     T_GET,
     T_INBOX_PUT,
+    T_CANCEL_PUT, /* the same, of a cancellation */
     T_ACQUIRE,   /* a delivery's take of the lease */
     T_DROP,      /* a run's timer dropped */
     T_RIDE_LOCK, /* a ride's statements, in one round trip (pg_time.c) */
@@ -216,6 +217,9 @@ PL__HIDDEN int pl__pg_command(pl__pg_store *s, PGconn *c, const char *sql,
 
 /* Format lease statement @p which (L_*) for the store's schema. */
 PL__HIDDEN int pl__pg_lease_sql(const pl__pg_store *s, int which, char **out);
+/* Give the leases their cancellation marks (after the inbox is made:
+ * pg_lease.c). */
+PL__HIDDEN int pl__pg_marks_setup(pl__pg_store *s, PGconn *c) PL__MUST_CHECK;
 /* Make the leases table and the fence function if they are not there. */
 PL__HIDDEN int pl__pg_lease_setup(pl__pg_store *s, PGconn *c);
 /* Run lease statement @p which with text parameters and text results. */

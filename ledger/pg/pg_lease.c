@@ -57,9 +57,10 @@
  * marks, so the statement that marks takes its snapshot after the lock:
  *
  *   - a delivery that stores a cancellation marks the run's lease after
- *     its state's lock (pg_time.c: INBOX_PUT, in T_INBOX_PUT and
- *     T_RIDE_PUT; Q_INBOX_ADD, an import's, after its commit's state
- *     write), so it sees any lease committed before it took the lock;
+ *     its state's lock (pg_time.c: T_CANCEL_PUT, T_INBOX_PUT's variant;
+ *     Q_INBOX_ADD, an import's, after its commit's state write), so it
+ *     sees any lease committed before it took the lock (a ride's record,
+ *     T_RIDE_PUT, marks none: the ride's take, after it, marks);
  *   - every lease made or taken for an execution is marked from the inbox
  *     after that lock, so it sees any delivery committed before it:
  *       T_ACQUIRE, T_RIDE_TAKE (a delivery's take, after the lock and the
@@ -286,6 +287,30 @@ int pl__pg_lease_setup(pl__pg_store *s, PGconn *c)
     if (!sql)
         return pl__err(PL_ENOMEM, "out of memory");
     int st = pl__pg_command(s, c, sql, "creating the leases table");
+    free(sql);
+    return st;
+}
+
+/* The leases' marks (LEASE MARKS above), after the inbox is made: a store
+ * made before them gains the column, each lease marked as its run's inbox
+ * says. */
+int pl__pg_marks_setup(pl__pg_store *s, PGconn *c)
+{
+    const char *n = s->schema;
+    char *sql = pl__asprintf(
+        "BEGIN;"
+        "SELECT pg_advisory_xact_lock(hashtext('policyledger store %s'));"
+        "DO $d$ BEGIN IF NOT EXISTS (SELECT FROM pg_attribute WHERE "
+        "attrelid = '\"%s\".leases'::regclass AND attname = 'cancel' AND "
+        "NOT attisdropped) THEN ALTER TABLE \"%s\".leases ADD COLUMN IF NOT "
+        "EXISTS cancel boolean NOT NULL DEFAULT false; UPDATE \"%s\".leases "
+        "l SET cancel = true WHERE EXISTS (SELECT FROM \"%s\".inbox i WHERE "
+        "i.cancel AND i.run = l.run); END IF; END $d$;"
+        "COMMIT",
+        n, n, n, n, n);
+    if (!sql)
+        return pl__err(PL_ENOMEM, "out of memory");
+    int st = pl__pg_command(s, c, sql, "marking the leases");
     free(sql);
     return st;
 }
