@@ -156,8 +156,8 @@ static uint64_t woken(pl__pg_store *s, uint64_t run, const char *id,
     pl__lease l;
     bool taken = false;
     int64_t next = 0;
-    cr_assert_eq(pl__pg_take_due(s, "w2", LEASE_US, take_claim, &t, &l,
-                                 &taken, &next),
+    cr_assert_eq(pl__pg_take_due(s, "w2", LEASE_US, take_claim, &t, &l, &taken,
+                                 &next),
                  PL_OK, "%s", pl_errmsg());
     cr_assert(taken && t.started == during);
     cr_assert_eq(l.run, run);
@@ -364,10 +364,8 @@ Test(pg_cancel, a_cancellation_racing_a_take_is_never_missed)
         pthread_t th;
         cr_assert_eq(pthread_create(&th, NULL, cancel_main, &r), 0);
         if (wake) {
-            for (int k = 0; k < 5000 && c_status(e, id) == PL_RUN_WAITING;
-                 k++)
-                cr_assert_eq(pl_engine_wake(e, NULL), PL_OK, "%s",
-                             pl_errmsg());
+            for (int k = 0; k < 5000 && c_status(e, id) == PL_RUN_WAITING; k++)
+                cr_assert_eq(pl_engine_wake(e, NULL), PL_OK, "%s", pl_errmsg());
         } else {
             pl_outcome *o = NULL;
             int st = pl_run_signal(&o, e, id, "go", pl_json_empty());

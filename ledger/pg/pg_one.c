@@ -105,10 +105,11 @@ enum {
 #define RIDE_TAKES                                                             \
     "l.expires <= " NOW_US " OR l.owner = excluded.owner OR l.gen = 0"
 
-/* Its lease's mark (LEASE MARKS, pg_lease.c): whether a cancellation waits
- * in the run's inbox, read in the ride's snapshot, which its state's lock
- * (T_RIDE_LOCK, the statement before) came first; one schema. */
-#define RIDE_MARK                                                              \
+/* A lease's mark from the inbox (LEASE MARKS, pg_lease.c): whether a
+ * cancellation waits there for run $1, read by a ride's take and a claim
+ * in a statement whose snapshot comes after the run's state's lock (an
+ * earlier statement: T_RIDE_LOCK, the claim's); one schema. */
+#define INBOX_MARK                                                             \
     "EXISTS (SELECT FROM \"%s\".inbox i WHERE i.cancel AND i.run = $1)"
 
 /* A pair of steps of at most this many bytes goes as scalars (ONE_PAIR);
@@ -280,7 +281,7 @@ static char *one_sql(const char *n, unsigned m)
     if (!(m & (ONE_FENCE | ONE_DROP | ONE_RIDE)))
         PART(ONE_STATE,
              "cl AS (UPDATE \"%s\".leases l SET cancel = true WHERE l.run = "
-             "$1 AND NOT l.cancel AND " RIDE_MARK ")",
+             "$1 AND NOT l.cancel AND " INBOX_MARK ")",
              n, n);
     /* an earlier due time is kept (store.h, TIMERS) */
     PART(ONE_TIMER,
@@ -317,7 +318,7 @@ static char *one_sql(const char *n, unsigned m)
              "rg AS (INSERT INTO \"%s\".leases AS l (run, gen, owner, id, "
              "expires, fkey, flimit, cancel) SELECT $1, 1, $14, $11, " NOW_US
              " + $15, (SELECT fkey FROM rp), coalesce((SELECT flimit FROM "
-             "rp), 0), " RIDE_MARK " WHERE coalesce((SELECT room FROM rp), "
+             "rp), 0), " INBOX_MARK " WHERE coalesce((SELECT room FROM rp), "
              "true) ON CONFLICT (run) DO UPDATE SET gen = l.gen + 1, owner = "
              "excluded.owner, id = excluded.id, expires = excluded.expires, "
              "fkey = coalesce(excluded.fkey, l.fkey), flimit = CASE WHEN "
@@ -331,7 +332,7 @@ static char *one_sql(const char *n, unsigned m)
         PART(ONE_RIDE,
              "rg AS (INSERT INTO \"%s\".leases AS l (run, gen, owner, id, "
              "expires, cancel) VALUES ($1, 1, $14, $11, " NOW_US " + $15, "
-             RIDE_MARK ") ON CONFLICT (run) DO UPDATE SET gen = l.gen + 1, "
+             INBOX_MARK ") ON CONFLICT (run) DO UPDATE SET gen = l.gen + 1, "
              "owner = excluded.owner, id = excluded.id, expires = "
              "excluded.expires, cancel = l.cancel OR excluded.cancel WHERE "
              RIDE_TAKES " RETURNING l.run, l.gen)",
@@ -356,11 +357,11 @@ static char *one_sql(const char *n, unsigned m)
      * run's cancellation, as Q_WRITE answers.  The fence locks its lease row
      * in the EXISTS itself (an InitPlan of the main query), not in a CTE
      * the EXISTS would read: no CTE scan, no tuplestore */
-    /* a keyed lease must not have run out (its key's place may have gone
-     * to another run): a lease known to have no key (ONE_GEN) passes
-     * that test whatever the time, and the statement leaves it out */
     /* the fence answers the lease row's mark (true: a cancellation
-     * waits), or, no row of that generation, raises */
+     * waits), or, no row of that generation, raises; a keyed lease must
+     * not have run out (its key's place may have gone to another run): a
+     * lease known to have no key (ONE_GEN) passes that test whatever the
+     * time, and the statement leaves it out */
     char *fence = m & ONE_FENCE
                       ? pl__asprintf(
                             "coalesce((SELECT l.cancel FROM \"%s\"."
