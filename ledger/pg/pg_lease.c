@@ -71,7 +71,8 @@
  *         take of a timer) take the lock in the same statement or none:
  *         the claim that follows, which every execution starts with,
  *         marks, its state written without a fence (pg_one.c's one-run
- *         statement; a group's Q_WRITE, by L_MARK after it);
+ *         statement, by pl_cancel_mark() when its look in the inbox finds
+ *         a cancellation; a group's Q_WRITE, by L_MARK after it);
  *   - L_CREATE and L_CREATE_SUCC make a run's first lease, with the run:
  *     its inbox is empty; L_RENEW sets the expiry alone; the rest delete.
  */
@@ -293,7 +294,8 @@ int pl__pg_lease_setup(pl__pg_store *s, PGconn *c)
 
 /* The leases' marks (LEASE MARKS above), after the inbox is made: a store
  * made before them gains the column, each lease marked as its run's inbox
- * says. */
+ * says; and pl_cancel_mark(run), which marks the run's lease and answers
+ * the run's number (a claim's statement calls it: pg_one.c). */
 int pl__pg_marks_setup(pl__pg_store *s, PGconn *c)
 {
     const char *n = s->schema;
@@ -306,8 +308,11 @@ int pl__pg_marks_setup(pl__pg_store *s, PGconn *c)
         "EXISTS cancel boolean NOT NULL DEFAULT false; UPDATE \"%s\".leases "
         "l SET cancel = true WHERE EXISTS (SELECT FROM \"%s\".inbox i WHERE "
         "i.cancel AND i.run = l.run); END IF; END $d$;"
+        "CREATE OR REPLACE FUNCTION \"%s\".pl_cancel_mark(r bigint) RETURNS "
+        "text LANGUAGE plpgsql AS $f$ BEGIN UPDATE \"%s\".leases SET cancel "
+        "= true WHERE run = r AND NOT cancel; RETURN r::text; END $f$;"
         "COMMIT",
-        n, n, n, n, n);
+        n, n, n, n, n, n, n);
     if (!sql)
         return pl__err(PL_ENOMEM, "out of memory");
     int st = pl__pg_command(s, c, sql, "marking the leases");

@@ -46,8 +46,8 @@
  * Q_WRITE's, before the ride's): with ONE_FENCE the mark on the lease row
  * the fence locks and reads anyway (LEASE MARKS, pg_lease.c); without a
  * fence, a look in its inbox (an EXISTS, which stops at the first entry
- * of inbox_cancel).  A state written without a fence (a claim's) marks
- * the run's lease from its inbox.  Its errors are Q_WRITE's: a fence that
+ * of inbox_cancel; a state written without a fence, a claim's, marks the
+ * run's lease when it finds one).  Its errors are Q_WRITE's: a fence that
  * failed calls pl_fence_lost(), a record consumed by another execution
  * pl_consumed(), before anything is written.
  *
@@ -273,16 +273,6 @@ static char *one_sql(const char *n, unsigned m)
          "t AS (INSERT INTO \"%s\".state (run, v) VALUES ($1, $9) ON "
          "CONFLICT (run) DO UPDATE SET v = excluded.v)",
          n);
-    /* a state written without a fence is a claim's (or a write of a run
-     * that holds no lease): the run's lease, if it has one, marked when a
-     * cancellation waits (LEASE MARKS, pg_lease.c), in this statement's
-     * snapshot, which a claim takes after its state's lock (an earlier
-     * statement); a mark is never cleared here */
-    if (!(m & (ONE_FENCE | ONE_DROP | ONE_RIDE)))
-        PART(ONE_STATE,
-             "cl AS (UPDATE \"%s\".leases l SET cancel = true WHERE l.run = "
-             "$1 AND NOT l.cancel AND " INBOX_MARK ")",
-             n, n);
     /* an earlier due time is kept (store.h, TIMERS) */
     PART(ONE_TIMER,
          "m AS (INSERT INTO \"%s\".timers AS x (run, due, id, rec) VALUES "
@@ -406,10 +396,22 @@ static char *one_sql(const char *n, unsigned m)
 #define PROBE                                                                  \
     "CASE WHEN EXISTS (SELECT FROM \"%s\".inbox i WHERE i.cancel AND i.run = " \
     "$1) THEN $1::text END"
+    /* a state written without a fence is a claim's (or a write of a run
+     * that holds no lease): when its look finds a cancellation, the run's
+     * lease, if it has one, is marked (LEASE MARKS, pg_lease.c), in this
+     * statement's snapshot, which a claim takes after its state's lock
+     * (an earlier statement).  pl_cancel_mark() runs only then: an UPDATE
+     * in the statement cost every claim 35-45k instructions */
+    bool claim = (m & ONE_STATE) && !(m & (ONE_FENCE | ONE_DROP | ONE_RIDE));
     char *x = !(fence && inbox && ride) ? NULL
               : m & ONE_RIDE
                   ? pl__asprintf(" SELECT %s, %s, " PROBE "%s", fence, inbox, n,
                                  ride)
+              : claim
+                  ? pl__asprintf(" SELECT coalesce((%s)::text, CASE WHEN "
+                                 INBOX_MARK " THEN \"%s\".pl_cancel_mark($1) "
+                                 "END)",
+                                 inbox, n, n)
               : !(m & ONE_FENCE)
                   ? pl__asprintf(" SELECT coalesce((%s)::text, " PROBE ")",
                                  inbox, n)
