@@ -166,6 +166,32 @@ static uint64_t woken(pl__pg_store *s, uint64_t run, const char *id,
     return l.gen;
 }
 
+/* In schema @p schema, two parked runs each taken once, by
+ * pl_run_continue()'s take and claim, then by a wake's, a cancellation
+ * delivered before each take or, @p between, during it: the first commit
+ * under each lease must see the cancellation. */
+static void each_take_sees(const char *schema, bool between)
+{
+    char *uri = t_pg_store_uri(schema);
+    pl__pg_store *s = NULL;
+    cr_assert_eq(pl__pg_open(&s, uri, NULL), PL_OK, "%s", pl_errmsg());
+    uint64_t run = parked_run(s, "take-a");
+    if (!between)
+        deliver(s, run, "take-a");
+    uint64_t gen = continued(s, run, "take-a", between);
+    cr_expect(commit_sees(s, run, gen, 2, false), "%s: the continue", schema);
+    run = parked_run(s, "take-b");
+    if (!between)
+        deliver(s, run, "take-b"); /* its timer due, as a delivery makes it */
+    else
+        cr_assert_eq(pl__pg_timer_set(s, run, "take-b", pl__now_us()), PL_OK,
+                     "%s", pl_errmsg());
+    gen = woken(s, run, "take-b", between);
+    cr_expect(commit_sees(s, run, gen, 2, false), "%s: the wake", schema);
+    pl__pg_close(s);
+    free(uri);
+}
+
 /*
  * (a) A cancellation delivered before a take: delivered to a parked run,
  * whose lease row is gone, so the delivery marks none; the lease each
@@ -176,19 +202,7 @@ static uint64_t woken(pl__pg_store *s, uint64_t run, const char *id,
  */
 Test(pg_cancel, a_cancellation_before_a_take_is_seen_by_the_first_commit)
 {
-    char *uri = t_pg_store_uri("t_before");
-    pl__pg_store *s = NULL;
-    cr_assert_eq(pl__pg_open(&s, uri, NULL), PL_OK, "%s", pl_errmsg());
-    uint64_t run = parked_run(s, "before-a");
-    deliver(s, run, "before-a");
-    uint64_t gen = continued(s, run, "before-a", false);
-    cr_expect(commit_sees(s, run, gen, 2, false), "acquire and claim");
-    run = parked_run(s, "before-b");
-    deliver(s, run, "before-b");
-    gen = woken(s, run, "before-b", false);
-    cr_expect(commit_sees(s, run, gen, 2, false), "the wake");
-    pl__pg_close(s);
-    free(uri);
+    each_take_sees("t_before", false);
 }
 
 /*
@@ -200,19 +214,7 @@ Test(pg_cancel, a_cancellation_before_a_take_is_seen_by_the_first_commit)
  */
 Test(pg_cancel, a_cancellation_between_take_and_claim_is_seen)
 {
-    char *uri = t_pg_store_uri("t_between");
-    pl__pg_store *s = NULL;
-    cr_assert_eq(pl__pg_open(&s, uri, NULL), PL_OK, "%s", pl_errmsg());
-    uint64_t run = parked_run(s, "between-a");
-    uint64_t gen = continued(s, run, "between-a", true);
-    cr_expect(commit_sees(s, run, gen, 2, false), "acquire, deliver, claim");
-    run = parked_run(s, "between-b");
-    cr_assert_eq(pl__pg_timer_set(s, run, "between-b", pl__now_us()), PL_OK,
-                 "%s", pl_errmsg());
-    gen = woken(s, run, "between-b", true);
-    cr_expect(commit_sees(s, run, gen, 2, false), "seen after the wake");
-    pl__pg_close(s);
-    free(uri);
+    each_take_sees("t_between", true);
 }
 
 /* (c) A cancellation delivered while the run holds its lease: its next
