@@ -17,7 +17,8 @@
  * store's schema, made on every writable open (an older store gains them).
  *
  *   | leases | run bigint PK, gen bigint, owner text, id text,          |
- *   |        | expires bigint (Unix us by the server's clock)          |
+ *   |        | expires bigint (Unix us by the server's clock), cancel  |
+ *   |        | boolean (a cancellation waits: LEASE MARKS below)        |
  *   | pl_fences(runs[], gens[], drops[]) | for each run, in run order:  |
  *   |        | raises SQLSTATE PLOWN unless its lease has that          |
  *   |        | generation (locking its row); drops it if drop           |
@@ -26,6 +27,8 @@
  *   | pl_fence_lost(runs[], gens[]) | raises the error of the first    |
  *   |        | run, in run order, whose lease is not that generation     |
  *   |        | (what a commit calls when its fences failed)             |
+ *   | pl_cancel_mark(run) | marks the run's lease; answers the run     |
+ *   |        | (what a claim calls when a cancellation waits)            |
  *
  * Every expiry is the server's clock_timestamp(): hosts need not agree on
  * the time.  A worker takes a queued or expired lease with one UPDATE whose
