@@ -126,6 +126,14 @@ static int take_claim(const pl__taken *tk, pl__buf *state, bool *drop,
     return pl__buf_append(state, tk->state, tk->state_len);
 }
 
+/* A batch's claims (pl__take_fn, @p user an array of takings): each
+ * state as it was. */
+static int batch_claim(const pl__taken *tk, pl__buf *state, bool *drop,
+                       void *user)
+{
+    return take_claim(tk, state, drop, (taking *)user + tk->index);
+}
+
 /* pl_run_continue()'s take of parked run @p run ("id") and its claim
  * (L_ACQUIRE, then the state's update), a cancellation delivered between
  * them when @p between: the generation taken. */
@@ -215,6 +223,40 @@ Test(pg_cancel, a_cancellation_before_a_take_is_seen_by_the_first_commit)
 Test(pg_cancel, a_cancellation_between_take_and_claim_is_seen)
 {
     each_take_sees("t_between", true);
+}
+
+/* A wake's take of several runs claims them all in one statement of
+ * arrays (Q_WRITE), which marks no lease: L_MARK, after it, marks each
+ * whose inbox holds a cancellation, and each run's first commit sees its
+ * own, or none. */
+Test(pg_cancel, a_wake_of_several_runs_marks_each_lease)
+{
+    char *uri = t_pg_store_uri("t_batch");
+    pl__pg_store *s = NULL;
+    cr_assert_eq(pl__pg_open(&s, uri, NULL), PL_OK, "%s", pl_errmsg());
+    uint64_t a = parked_run(s, "batch-a"), b = parked_run(s, "batch-b");
+    uint64_t quiet = parked_run(s, "batch-c");
+    deliver(s, a, "batch-a");
+    deliver(s, b, "batch-b");
+    cr_assert_eq(pl__pg_timer_set(s, quiet, "batch-c", pl__now_us()), PL_OK,
+                 "%s", pl_errmsg());
+    pl__dues *d = calloc(1, sizeof *d);
+    cr_assert(d);
+    taking t[3] = {{0}};
+    int64_t next = 0;
+    cr_assert_eq(pl__pg_take_dues(s, "w2", LEASE_US, 3, 0, 0, batch_claim, t, d,
+                                  &next),
+                 PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(d->n, 3);
+    for (size_t i = 0; i < d->n; i++) {
+        cr_assert_eq(d->st[i], PL_OK, "%s", d->msg[i]);
+        bool seen = commit_sees(s, d->lease[i].run, d->lease[i].gen, 2, false);
+        cr_expect_eq(seen, d->lease[i].run != quiet, "run #%llu",
+                     (unsigned long long)d->lease[i].run);
+    }
+    free(d);
+    pl__pg_close(s);
+    free(uri);
 }
 
 /* (c) A cancellation delivered while the run holds its lease: its next
