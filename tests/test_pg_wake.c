@@ -1,0 +1,414 @@
+/*
+ * test_pg_wake.c -- a timer's wake of a run with a concurrency key on the
+ * PostgreSQL store (pg_time.c's T_TAKE, pg_wake.c's L_TAKE_DUES), against
+ * a real server that tests/pg_run.sh starts for this binary (pl_wake(),
+ * pg_flow.c): a wake takes a key's parked runs in their due order (ties:
+ * the run's number) and only while the key has room, and a queued run of
+ * a key that a delivery made due only as its key's first, with room; with
+ * two worker processes waking and taking at once, never two runs of a key
+ * limited to one execute at once, and each key's runs start in their
+ * order.
+ */
+#define _DEFAULT_SOURCE /* MAP_ANONYMOUS */
+
+#include "support.h"
+
+#include "internal.h"
+
+#include <libpq-fe.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define W_BOUND_MS 60000 /* the longest any condition is waited for */
+
+TestSuite(pg_wake, .fini = t_cleanup, .timeout = 240);
+
+static void w_nap(long ms)
+{
+    struct timespec ts = {ms / 1000, ms % 1000 * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static long long w_now_ms(void)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    return (long long)now.tv_sec * 1000 + now.tv_nsec / 1000000;
+}
+
+/* ---- what the runs did, shared by the worker processes ------------------ */
+
+#define W_RUNS 12 /* a round's runs */
+
+typedef struct w_shared {
+    atomic_int live, most; /* of the round's key, executing; the most */
+    atomic_int started;
+    int order[W_RUNS * 4]; /* the runs' numbers as they started */
+} w_shared;
+
+static w_shared *g_w;
+
+/* "one": {"i": I[, "until": ms][, "wait": true]}: sleeps until "until"
+ * (parked meanwhile), or waits for the event "go"; then, its key's place
+ * held, notes its start and executes a few ms. */
+static int one(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)user;
+    const cJSON *i = cJSON_GetObjectItemCaseSensitive(a->payload, "i");
+    const cJSON *until = cJSON_GetObjectItemCaseSensitive(a->payload, "until");
+    const cJSON *wait = cJSON_GetObjectItemCaseSensitive(a->payload, "wait");
+    int st = PL_OK;
+    if (cJSON_IsNumber(until))
+        st = pl_ctx_sleep_until(ctx, (int64_t)until->valuedouble);
+    cJSON *ev = NULL;
+    if (!st && cJSON_IsTrue(wait))
+        st = pl_ctx_wait_event(&ev, ctx, "go", PL_WAIT_FOREVER);
+    cJSON_Delete(ev);
+    if (st)
+        return st; /* parked */
+    if (g_w) {
+        int n = atomic_fetch_add(&g_w->live, 1) + 1;
+        for (int m = atomic_load(&g_w->most); n > m;)
+            if (atomic_compare_exchange_weak(&g_w->most, &m, n))
+                break;
+        int at = atomic_fetch_add(&g_w->started, 1);
+        if (at < W_RUNS * 4)
+            g_w->order[at] = i->valueint;
+        w_nap(3);
+        atomic_fetch_sub(&g_w->live, 1);
+    }
+    return pl_steps_add_resultf(out, "{}");
+}
+
+static pl_registry *w_registry(void)
+{
+    pl_registry *reg = t_registry();
+    cr_assert_eq(pl_registry_add_fn(reg, "one", one, NULL), PL_OK);
+    return reg;
+}
+
+static pl_engine *w_engine(const char *uri, const pl_registry *reg)
+{
+    pl_engine *e = NULL;
+    cr_assert_eq(pl_engine_open(&e, uri, reg, NULL), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(pl_engine_set_wait_in_place(e, 0), PL_OK); /* waits park */
+    return e;
+}
+
+/* Run @p id of "one" with payload @p json, key @p key (limit 1): queued,
+ * and with @p start executed here, where it parks. */
+static void w_run(pl_engine *e, const char *id, const char *json,
+                  const char *key, bool start)
+{
+    pl_action a = PL_ACTION_INIT;
+    a.policy = "one";
+    a.payload = t_json(json);
+    pl_run_options ro = PL_RUN_OPTIONS_INIT;
+    ro.run_id = id;
+    ro.concurrency_key = key;
+    ro.concurrency_limit = 1;
+    cr_assert_eq(pl_run_submit(NULL, e, &a, &ro), PL_OK, "%s: %s", id,
+                 pl_errmsg());
+    if (start) {
+        pl_outcome *o = NULL;
+        cr_assert_eq(pl_run_continue(&o, e, id, NULL), PL_OK, "%s: %s", id,
+                     pl_errmsg());
+        cr_assert_eq(o->status, PL_RUN_WAITING, "%s did not park: %s", id,
+                     pl_run_status_name(o->status));
+        pl_outcome_free(o);
+    }
+    cJSON_Delete((cJSON *)a.payload);
+}
+
+static void w_signal(pl_engine *e, const char *id)
+{
+    cJSON *p = t_json("{}");
+    cr_assert_eq(pl_run_signal(NULL, e, id, "go", p), PL_OK, "%s: %s", id,
+                 pl_errmsg());
+    cJSON_Delete(p);
+}
+
+/* ---- takes and wakes, one at a time --------------------------------------- */
+
+/* A claim that writes the state as it was. */
+static int as_is(const pl__taken *t, pl__buf *state, bool *drop, void *user)
+{
+    (void)drop;
+    (void)user;
+    pl__buf_reset(state);
+    return pl__buf_append(state, t->state, t->state_len);
+}
+
+/* A wake of one due timer on @p e: the run taken, or "" for none; its
+ * lease in @p l. */
+static void wake_one(pl_engine *e, pl__lease *l, char *id, size_t n)
+{
+    bool taken = false;
+    int64_t next = 0;
+    int st = pl__store_take_due(e->store, "w1", 60000000, as_is, NULL, l,
+                                &taken, &next);
+    cr_assert(st == PL_OK || st == PL_ENOTFOUND, "%s", pl_errmsg());
+    snprintf(id, n, "%s", taken ? l->id : "");
+}
+
+/* A take from the queue on @p e: the run taken, or "" for none; its lease
+ * in @p l. */
+static void take_one(pl_engine *e, pl__lease *l, char *id, size_t n)
+{
+    bool taken = false;
+    int st = pl__store_take(e->store, "w1", 60000000, as_is, NULL, l, &taken);
+    cr_assert(st == PL_OK || st == PL_ENOTFOUND, "%s", pl_errmsg());
+    snprintf(id, n, "%s", taken ? l->id : "");
+}
+
+/* The live leases of concurrency key @p key in schema @p schema. */
+static long live_of_key(const char *schema, const char *key)
+{
+    char sql[300];
+    snprintf(sql, sizeof sql,
+             "SELECT count(*) FROM %s.leases WHERE fkey = '%s' AND owner <> "
+             "'' AND expires > (extract(epoch from clock_timestamp()) * "
+             "1000000)::bigint",
+             schema, key);
+    PGconn *c = t_pg_admin();
+    PGresult *r = PQexec(c, sql);
+    cr_assert_eq(PQresultStatus(r), PGRES_TUPLES_OK, "%s",
+                 PQresultErrorMessage(r));
+    long v = strtol(PQgetvalue(r, 0, 0), NULL, 10);
+    PQclear(r);
+    PQfinish(c);
+    return v;
+}
+
+/*
+ * A run queued with a key that a delivery made due (a signal sent before
+ * its first execution; as a run whose worker died) is woken only as the
+ * first of its key's queue and while the key has room: not while q-000
+ * is ahead of it, nor while q-000 executes; once q-000's place frees, it
+ * is.  A wake that took it at once gave it the key's place ahead of q-000
+ * (and then its second place, beside q-000).
+ */
+Test(pg_wake, a_queued_keyed_run_is_woken_as_its_keys_first)
+{
+    char *uri = t_pg_store_uri("t_wq");
+    pl_registry *reg = w_registry();
+    pl_engine *e = w_engine(uri, reg);
+    w_run(e, "q-000", "{\"i\": 0}", "k", false);
+    w_run(e, "q-001", "{\"i\": 1, \"wait\": true}", "k", false);
+    w_signal(e, "q-001");
+    int64_t due = 0;
+    uint64_t num = 0;
+    cr_assert_eq(pl__store_run_find(e->store, "q-001", &num, NULL), PL_OK);
+    cr_assert_eq(pl__store_timer_get(e->store, num, &due), PL_OK,
+                 "the signal made no timer due: %s", pl_errmsg());
+    char id[PL_MAX_RUN_ID + 1];
+    pl__lease l0, l1;
+    wake_one(e, &l1, id, sizeof id);
+    cr_expect_str_eq(id, "", "a wake took %s ahead of q-000", id);
+    take_one(e, &l0, id, sizeof id);
+    cr_assert_str_eq(id, "q-000");
+    wake_one(e, &l1, id, sizeof id);
+    cr_expect_str_eq(id, "", "a wake took %s while q-000 held the key", id);
+    cr_expect_eq(live_of_key("t_wq", "k"), 1);
+    take_one(e, &l1, id, sizeof id);
+    cr_expect_str_eq(id, "", "the key's one place was given twice");
+    cr_assert_eq(pl__store_lease_release(e->store, l0.run, l0.gen), PL_OK);
+    wake_one(e, &l1, id, sizeof id);
+    cr_expect_str_eq(id, "q-001", "the key's first run, with room: %s", id);
+    take_one(e, &l0, id, sizeof id);
+    cr_expect_str_eq(id, "", "%s taken beside q-001", id);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+    free(uri);
+}
+
+/*
+ * Two runs of a key limited to one, parked on timers due in the other
+ * order than they parked in (p-late parked first, due last): once both
+ * are due, a wake takes p-early, whose timer is due first; the next finds
+ * the key full; once p-early's place frees, p-late is taken.  The key's
+ * place goes to the timers in their due order, not in the order the
+ * server happens to read their rows in.
+ */
+Test(pg_wake, a_wake_takes_a_keys_parked_runs_in_due_order)
+{
+    char *uri = t_pg_store_uri("t_wdue");
+    pl_registry *reg = w_registry();
+    pl_engine *e = w_engine(uri, reg);
+    long long t0 = w_now_ms();
+    char json[96];
+    snprintf(json, sizeof json, "{\"i\": 1, \"until\": %lld}", t0 + 1200);
+    w_run(e, "p-late", json, "k", true);
+    snprintf(json, sizeof json, "{\"i\": 0, \"until\": %lld}", t0 + 600);
+    w_run(e, "p-early", json, "k", true);
+    while (w_now_ms() < t0 + 1300)
+        w_nap(20);
+    char id[PL_MAX_RUN_ID + 1];
+    pl__lease l0, l1;
+    wake_one(e, &l0, id, sizeof id);
+    cr_expect_str_eq(id, "p-early", "a wake took %s first", id);
+    wake_one(e, &l1, id, sizeof id);
+    cr_expect_str_eq(id, "", "a wake took %s while the key was full", id);
+    cr_assert_eq(pl__store_lease_release(e->store, l0.run, l0.gen), PL_OK);
+    wake_one(e, &l1, id, sizeof id);
+    cr_expect_str_eq(id, "p-late");
+    pl_engine_close(e);
+    pl_registry_free(reg);
+    free(uri);
+}
+
+/*
+ * Two runs of a key limited to one, parked on timers due at the same time
+ * (both sleep until the same ms), p-b first: a wake takes p-a, numbered
+ * first, as the take's order says.  With the timers read by an index on
+ * due alone, ties came in the rows' physical order, and p-b took the
+ * key's place.
+ */
+Test(pg_wake, a_wake_breaks_a_tie_of_a_keys_timers_by_run)
+{
+    char *uri = t_pg_store_uri("t_wtie");
+    pl_registry *reg = w_registry();
+    pl_engine *e = w_engine(uri, reg);
+    long long t0 = w_now_ms();
+    char json[96];
+    snprintf(json, sizeof json, "{\"i\": 0, \"until\": %lld}", t0 + 600);
+    w_run(e, "p-a", json, "k", false);
+    w_run(e, "p-b", json, "k", true);
+    pl_outcome *o = NULL;
+    cr_assert_eq(pl_run_continue(&o, e, "p-a", NULL), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(o->status, PL_RUN_WAITING);
+    pl_outcome_free(o);
+    while (w_now_ms() < t0 + 700)
+        w_nap(20);
+    char id[PL_MAX_RUN_ID + 1];
+    pl__lease l0, l1;
+    wake_one(e, &l0, id, sizeof id);
+    cr_expect_str_eq(id, "p-a", "a wake took %s first", id);
+    wake_one(e, &l1, id, sizeof id);
+    cr_expect_str_eq(id, "", "a wake took %s while the key was full", id);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+    free(uri);
+}
+
+/* ---- two worker processes ------------------------------------------------- */
+
+#define W_ROUNDS 4
+#define W_PARKED 4 /* a round's runs parked on timers, due in this order */
+
+static void w_worker(const char *uri, const pl_registry *reg)
+{
+    pl_engine *e = NULL;
+    if (pl_engine_open(&e, uri, reg, NULL) != PL_OK ||
+        pl_engine_set_wait_in_place(e, 0) != PL_OK) {
+        fprintf(stderr, "worker: %s\n", pl_errmsg());
+        _exit(3); /* a child never asserts */
+    }
+    pl_worker_options o = PL_WORKER_OPTIONS_INIT;
+    o.concurrency = 2;
+    o.poll_ms = 10;
+    _exit(pl_worker_run(e, &o) == PL_OK ? 0 : 1);
+}
+
+/* Whether the runs of the round's @p kind ('p' parked, 'q' queued),
+ * numbered @p from to @p to, started once each, in their order. */
+static void w_expect_order(int round, int from, int to, const char *kind)
+{
+    int last = -1, seen = 0;
+    int n = atomic_load(&g_w->started);
+    for (int i = 0; i < n && i < W_RUNS * 4; i++) {
+        int v = g_w->order[i];
+        if (v < from || v >= to)
+            continue;
+        cr_expect_gt(v, last, "round %d: %s run %d started after run %d", round,
+                     kind, v, last);
+        last = v;
+        seen++;
+    }
+    cr_expect_eq(seen, to - from, "round %d: %d %s runs started, not %d", round,
+                 seen, kind, to - from);
+}
+
+/*
+ * Each round: a key limited to one; four runs of it parked on timers due
+ * in order, then eight queued, every other one sent the event it waits
+ * for (its timer due at once); then two worker processes (two threads
+ * each), which take from the queue and wake due timers at once against
+ * the one server.  Never two of the key's runs execute at once, the
+ * parked runs start in their due order and the queued ones in the
+ * queue's.  A wake that took a queued run sent its event gave it a
+ * second place of the key (the first round saw two at once), or its
+ * place ahead of the key's earlier runs.
+ */
+Test(pg_wake, two_workers_wake_and_take_a_key_in_its_order)
+{
+    char *uri = t_pg_store_uri("t_wtwo");
+    pl_registry *reg = w_registry();
+    g_w = mmap(NULL, sizeof *g_w, PROT_READ | PROT_WRITE,
+               MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    cr_assert_neq(g_w, MAP_FAILED);
+    for (int round = 0; round < W_ROUNDS; round++) {
+        memset(g_w, 0, sizeof *g_w);
+        pl_engine *e = w_engine(uri, reg);
+        char key[16], id[32], json[96];
+        snprintf(key, sizeof key, "k%d", round);
+        long long t0 = w_now_ms();
+        for (int i = 0; i < W_RUNS; i++) {
+            snprintf(id, sizeof id, "r%d-%02d", round, i);
+            if (i < W_PARKED)
+                snprintf(json, sizeof json, "{\"i\": %d, \"until\": %lld}", i,
+                         t0 + 1000 + 10 * i);
+            else
+                snprintf(json, sizeof json, "{\"i\": %d, \"wait\": %s}", i,
+                         i % 2 ? "true" : "false");
+            w_run(e, id, json, key, i < W_PARKED);
+            if (i >= W_PARKED && i % 2)
+                w_signal(e, id);
+        }
+        while (w_now_ms() < t0 + 1000 + 10 * W_PARKED)
+            w_nap(10);
+        pid_t kids[2];
+        for (int k = 0; k < 2; k++) {
+            kids[k] = fork();
+            cr_assert_geq(kids[k], 0);
+            if (kids[k] == 0)
+                w_worker(uri, reg);
+        }
+        for (int i = 0; i < W_RUNS; i++) {
+            snprintf(id, sizeof id, "r%d-%02d", round, i);
+            for (int ms = 0;; ms += 10) {
+                pl_run_info *info = NULL;
+                cr_assert_eq(pl_run_get(&info, e, id), PL_OK, "%s",
+                             pl_errmsg());
+                pl_run_status st = info->status;
+                pl_run_info_free(info);
+                if (st == PL_RUN_COMPLETED)
+                    break;
+                cr_assert_lt(ms, W_BOUND_MS, "round %d: %s is %s", round, id,
+                             pl_run_status_name(st));
+                w_nap(10);
+            }
+        }
+        for (int k = 0; k < 2; k++) {
+            kill(kids[k], SIGKILL);
+            waitpid(kids[k], NULL, 0);
+        }
+        pl_engine_close(e);
+        cr_expect_leq(atomic_load(&g_w->most), 1,
+                      "round %d: %d runs of a key limited to one at once",
+                      round, atomic_load(&g_w->most));
+        w_expect_order(round, 0, W_PARKED, "parked");
+        w_expect_order(round, W_PARKED, W_RUNS, "queued");
+    }
+    munmap(g_w, sizeof *g_w);
+    g_w = NULL;
+    pl_registry_free(reg);
+    free(uri);
+}
