@@ -15,7 +15,6 @@
 
 #include "internal.h"
 
-#include <libpq-fe.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -102,6 +101,17 @@ static pl_engine *w_engine(const char *uri, const pl_registry *reg)
     return e;
 }
 
+/* Execute queued run @p id here: it parks. */
+static void w_park(pl_engine *e, const char *id)
+{
+    pl_outcome *o = NULL;
+    cr_assert_eq(pl_run_continue(&o, e, id, NULL), PL_OK, "%s: %s", id,
+                 pl_errmsg());
+    cr_assert_eq(o->status, PL_RUN_WAITING, "%s did not park: %s", id,
+                 pl_run_status_name(o->status));
+    pl_outcome_free(o);
+}
+
 /* Run @p id of "one" with payload @p json, key @p key (limit 1): queued,
  * and with @p start executed here, where it parks. */
 static void w_run(pl_engine *e, const char *id, const char *json,
@@ -116,15 +126,9 @@ static void w_run(pl_engine *e, const char *id, const char *json,
     ro.concurrency_limit = 1;
     cr_assert_eq(pl_run_submit(NULL, e, &a, &ro), PL_OK, "%s: %s", id,
                  pl_errmsg());
-    if (start) {
-        pl_outcome *o = NULL;
-        cr_assert_eq(pl_run_continue(&o, e, id, NULL), PL_OK, "%s: %s", id,
-                     pl_errmsg());
-        cr_assert_eq(o->status, PL_RUN_WAITING, "%s did not park: %s", id,
-                     pl_run_status_name(o->status));
-        pl_outcome_free(o);
-    }
     cJSON_Delete((cJSON *)a.payload);
+    if (start)
+        w_park(e, id);
 }
 
 static void w_signal(pl_engine *e, const char *id)
@@ -177,14 +181,7 @@ static long live_of_key(const char *schema, const char *key)
              "'' AND expires > (extract(epoch from clock_timestamp()) * "
              "1000000)::bigint",
              schema, key);
-    PGconn *c = t_pg_admin();
-    PGresult *r = PQexec(c, sql);
-    cr_assert_eq(PQresultStatus(r), PGRES_TUPLES_OK, "%s",
-                 PQresultErrorMessage(r));
-    long v = strtol(PQgetvalue(r, 0, 0), NULL, 10);
-    PQclear(r);
-    PQfinish(c);
-    return v;
+    return (long)t_pg_number(sql);
 }
 
 /*
@@ -230,72 +227,72 @@ Test(pg_wake, a_queued_keyed_run_is_woken_as_its_keys_first)
 }
 
 /*
- * Two runs of a key limited to one, parked on timers due in the other
- * order than they parked in (p-late parked first, due last): once both
- * are due, a wake takes p-early, whose timer is due first; the next finds
- * the key full; once p-early's place frees, p-late is taken.  The key's
- * place goes to the timers in their due order, not in the order the
- * server happens to read their rows in.
+ * Runs @p ids of key "k" (limit 1), submitted in that order, sleeping
+ * until @p due_ms after now, parked in the order @p parked; once both are
+ * due, wakes take @p want[0], then nothing (the key is full), then, its
+ * place freed, @p want[1].
  */
-Test(pg_wake, a_wake_takes_a_keys_parked_runs_in_due_order)
+static void wakes_of_two_parked(const char *schema, const char *const ids[2],
+                                const long due_ms[2], const int parked[2],
+                                const char *const want[2])
 {
-    char *uri = t_pg_store_uri("t_wdue");
+    char *uri = t_pg_store_uri(schema);
     pl_registry *reg = w_registry();
     pl_engine *e = w_engine(uri, reg);
-    long long t0 = w_now_ms();
-    char json[96];
-    snprintf(json, sizeof json, "{\"i\": 1, \"until\": %lld}", t0 + 1200);
-    w_run(e, "p-late", json, "k", true);
-    snprintf(json, sizeof json, "{\"i\": 0, \"until\": %lld}", t0 + 600);
-    w_run(e, "p-early", json, "k", true);
-    while (w_now_ms() < t0 + 1300)
+    long long t0 = w_now_ms(), last = 0;
+    for (int i = 0; i < 2; i++) {
+        char json[96];
+        snprintf(json, sizeof json, "{\"i\": %d, \"until\": %lld}", i,
+                 t0 + due_ms[i]);
+        w_run(e, ids[i], json, "k", false);
+        last = due_ms[i] > last ? due_ms[i] : last;
+    }
+    for (int i = 0; i < 2; i++)
+        w_park(e, ids[parked[i]]);
+    while (w_now_ms() < t0 + last + 100)
         w_nap(20);
     char id[PL_MAX_RUN_ID + 1];
     pl__lease l0, l1;
     wake_one(e, &l0, id, sizeof id);
-    cr_expect_str_eq(id, "p-early", "a wake took %s first", id);
+    cr_expect_str_eq(id, want[0], "a wake took %s first", id);
     wake_one(e, &l1, id, sizeof id);
     cr_expect_str_eq(id, "", "a wake took %s while the key was full", id);
     cr_assert_eq(pl__store_lease_release(e->store, l0.run, l0.gen), PL_OK);
     wake_one(e, &l1, id, sizeof id);
-    cr_expect_str_eq(id, "p-late");
+    cr_expect_str_eq(id, want[1]);
     pl_engine_close(e);
     pl_registry_free(reg);
     free(uri);
 }
 
 /*
+ * Two runs of a key limited to one, parked on timers due in the other
+ * order than they parked in (p-late parked first, due last): the key's
+ * place goes to p-early first, whose timer is due first.
+ */
+Test(pg_wake, a_wake_takes_a_keys_parked_runs_in_due_order)
+{
+    static const char *const ids[2] = {"p-late", "p-early"};
+    static const long due[2] = {1200, 600};
+    static const int parked[2] = {0, 1};
+    static const char *const want[2] = {"p-early", "p-late"};
+    wakes_of_two_parked("t_wdue", ids, due, parked, want);
+}
+
+/*
  * Two runs of a key limited to one, parked on timers due at the same time
- * (both sleep until the same ms), p-b first: a wake takes p-a, numbered
- * first, as the take's order says.  With the timers read by an index on
- * due alone, ties came in the rows' physical order, and p-b took the
- * key's place.
+ * (both sleep until the same ms), p-b first: the key's place goes to p-a,
+ * numbered first, as the take's order says.  With the timers read by an
+ * index on due alone, ties came in the rows' physical order, and p-b took
+ * the key's place.
  */
 Test(pg_wake, a_wake_breaks_a_tie_of_a_keys_timers_by_run)
 {
-    char *uri = t_pg_store_uri("t_wtie");
-    pl_registry *reg = w_registry();
-    pl_engine *e = w_engine(uri, reg);
-    long long t0 = w_now_ms();
-    char json[96];
-    snprintf(json, sizeof json, "{\"i\": 0, \"until\": %lld}", t0 + 600);
-    w_run(e, "p-a", json, "k", false);
-    w_run(e, "p-b", json, "k", true);
-    pl_outcome *o = NULL;
-    cr_assert_eq(pl_run_continue(&o, e, "p-a", NULL), PL_OK, "%s", pl_errmsg());
-    cr_assert_eq(o->status, PL_RUN_WAITING);
-    pl_outcome_free(o);
-    while (w_now_ms() < t0 + 700)
-        w_nap(20);
-    char id[PL_MAX_RUN_ID + 1];
-    pl__lease l0, l1;
-    wake_one(e, &l0, id, sizeof id);
-    cr_expect_str_eq(id, "p-a", "a wake took %s first", id);
-    wake_one(e, &l1, id, sizeof id);
-    cr_expect_str_eq(id, "", "a wake took %s while the key was full", id);
-    pl_engine_close(e);
-    pl_registry_free(reg);
-    free(uri);
+    static const char *const ids[2] = {"p-a", "p-b"};
+    static const long due[2] = {600, 600};
+    static const int parked[2] = {1, 0};
+    static const char *const want[2] = {"p-a", "p-b"};
+    wakes_of_two_parked("t_wtie", ids, due, parked, want);
 }
 
 /* ---- two worker processes ------------------------------------------------- */
@@ -383,16 +380,9 @@ Test(pg_wake, two_workers_wake_and_take_a_key_in_its_order)
         }
         for (int i = 0; i < W_RUNS; i++) {
             snprintf(id, sizeof id, "r%d-%02d", round, i);
-            for (int ms = 0;; ms += 10) {
-                pl_run_info *info = NULL;
-                cr_assert_eq(pl_run_get(&info, e, id), PL_OK, "%s",
-                             pl_errmsg());
-                pl_run_status st = info->status;
-                pl_run_info_free(info);
-                if (st == PL_RUN_COMPLETED)
-                    break;
+            for (int ms = 0; status_of(e, id) != PL_RUN_COMPLETED; ms += 10) {
                 cr_assert_lt(ms, W_BOUND_MS, "round %d: %s is %s", round, id,
-                             pl_run_status_name(st));
+                             pl_run_status_name(status_of(e, id)));
                 w_nap(10);
             }
         }
