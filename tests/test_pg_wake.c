@@ -7,7 +7,7 @@
  * a key that a delivery made due only as its key's first, with room; with
  * two worker processes waking and taking at once, never two runs of a key
  * limited to one execute at once, and each key's runs start in their
- * order.
+ * order; and a wake never takes over a lease another took meanwhile.
  */
 #define _DEFAULT_SOURCE /* MAP_ANONYMOUS */
 
@@ -15,6 +15,8 @@
 
 #include "internal.h"
 
+#include <libpq-fe.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -112,7 +114,8 @@ static void w_park(pl_engine *e, const char *id)
     pl_outcome_free(o);
 }
 
-/* Run @p id of "one" with payload @p json, key @p key (limit 1): queued,
+/* Run @p id of "one" with payload @p json, key @p key (limit 1; NULL:
+ * none): queued,
  * and with @p start executed here, where it parks. */
 static void w_run(pl_engine *e, const char *id, const char *json,
                   const char *key, bool start)
@@ -123,7 +126,7 @@ static void w_run(pl_engine *e, const char *id, const char *json,
     pl_run_options ro = PL_RUN_OPTIONS_INIT;
     ro.run_id = id;
     ro.concurrency_key = key;
-    ro.concurrency_limit = 1;
+    ro.concurrency_limit = key ? 1 : 0;
     cr_assert_eq(pl_run_submit(NULL, e, &a, &ro), PL_OK, "%s: %s", id,
                  pl_errmsg());
     cJSON_Delete((cJSON *)a.payload);
@@ -221,6 +224,81 @@ Test(pg_wake, a_queued_keyed_run_is_woken_as_its_keys_first)
     cr_expect_str_eq(id, "q-001", "the key's first run, with room: %s", id);
     take_one(e, &l0, id, sizeof id);
     cr_expect_str_eq(id, "", "%s taken beside q-001", id);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+    free(uri);
+}
+
+/* A wake on another thread: whether it took a run, and its status. */
+typedef struct wake_arg {
+    pl_engine *e;
+    pl__lease l;
+    bool taken;
+    int st;
+} wake_arg;
+
+static void *wake_thread(void *p)
+{
+    wake_arg *w = p;
+    int64_t next = 0;
+    w->st = pl__store_take_due(w->e->store, "w1", 60000000, as_is, NULL,
+                               &w->l, &w->taken, &next);
+    return NULL;
+}
+
+/*
+ * A queued run without a key that a delivery made due is taken from the
+ * queue (here by hand: another worker's take, its transaction open) while
+ * a wake of its timer goes: the wake waits for that take and then leaves
+ * its live lease alone and its timer due.  Before, the wake's lease
+ * statement took over whatever lease it met (a generation more, its own
+ * owner): the run executed twice, once under each.
+ */
+Test(pg_wake, a_wake_leaves_a_lease_taken_meanwhile_to_its_taker)
+{
+    char *uri = t_pg_store_uri("t_wl");
+    pl_registry *reg = w_registry();
+    pl_engine *e = w_engine(uri, reg);
+    w_run(e, "l-000", "{\"i\": 0, \"wait\": true}", NULL, false);
+    w_signal(e, "l-000");
+    uint64_t num = 0;
+    int64_t due = 0;
+    cr_assert_eq(pl__store_run_find(e->store, "l-000", &num, NULL), PL_OK);
+    cr_assert_eq(pl__store_timer_get(e->store, num, &due), PL_OK,
+                 "the signal made no timer due: %s", pl_errmsg());
+    PGconn *c = t_pg_admin();
+    char sql[300];
+    snprintf(sql, sizeof sql,
+             "BEGIN; UPDATE t_wl.leases SET gen = gen + 1, owner = 'other', "
+             "expires = (extract(epoch from clock_timestamp()) * 1000000)"
+             "::bigint + 60000000 WHERE run = %llu",
+             (unsigned long long)num);
+    PGresult *r = PQexec(c, sql);
+    cr_assert_eq(PQresultStatus(r), PGRES_COMMAND_OK, "%s",
+                 PQerrorMessage(c));
+    cr_assert_str_eq(PQcmdTuples(r), "1");
+    PQclear(r);
+    wake_arg w = {.e = e};
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, wake_thread, &w), 0);
+    w_nap(300); /* the wake most likely waits for the take by now; if not,
+                 * it finds the lease live: the same outcome */
+    r = PQexec(c, "COMMIT");
+    cr_assert_eq(PQresultStatus(r), PGRES_COMMAND_OK, "%s",
+                 PQerrorMessage(c));
+    PQclear(r);
+    PQfinish(c);
+    cr_assert_eq(pthread_join(th, NULL), 0);
+    cr_expect(w.st == PL_OK || w.st == PL_ENOTFOUND, "the wake: %s",
+              pl_errmsg());
+    cr_expect(!w.taken, "a wake took over %s's live lease", w.l.id);
+    snprintf(sql, sizeof sql,
+             "SELECT count(*) FROM t_wl.leases WHERE run = %llu AND owner "
+             "= 'other' AND gen = 1",
+             (unsigned long long)num);
+    cr_expect_eq(t_pg_number(sql), 1, "the taker's lease was changed");
+    cr_expect_eq(pl__store_timer_get(e->store, num, &due), PL_OK,
+                 "the run's timer went with a wake that took nothing");
     pl_engine_close(e);
     pl_registry_free(reg);
     free(uri);

@@ -65,7 +65,9 @@
  * queued run that a delivery made due took its key's place ahead of the
  * runs queued before it, or with no place counted at all.  A woken
  * parked run gets its key back on its lease; one whose key is full keeps
- * its due timer, taken once a place frees.  A run's
+ * its due timer, taken once a place frees.  The wake's statement takes a
+ * lease only if it ran out: a take of the queue or a ride that got it
+ * after pl_wake() looked keeps it, and the run's timer stays.  A run's
  * parked row is written by its parking commit (pg_one.c's statements, from
  * the lease row the same commit drops) and deleted by its wake, by a
  * commit that ends an execution of it without parking (a run continued

@@ -110,17 +110,20 @@ int pl__pg_time_sql(const pl__pg_store *s, int which, char **out)
              * a run with a key only while the key has room); the lease
              * gets a parked run's key back */
             "WITH t AS (SELECT * FROM \"%s\".pl_wake($3::integer)), "
-            "d AS (DELETE FROM \"%s\".timers x USING t WHERE x.run = t.run "
-            "RETURNING t.run, t.due, t.id, t.rec, t.fkey, t.flimit), "
-            "k AS (DELETE FROM \"%s\".parked z USING d WHERE z.run = d.run), "
+            /* a lease another transaction took since pl_wake() looked (a
+             * take of the queue, a ride) is live: not taken over, and the
+             * run's timer stays */
             "l AS (INSERT INTO \"%s\".leases AS y (run, gen, owner, id, "
             "expires, fkey, flimit) SELECT run, 1, $1, id, " NOW_US
-            " + $2::bigint, fkey, coalesce(flimit, 0) FROM d "
+            " + $2::bigint, fkey, coalesce(flimit, 0) FROM t "
             "ON CONFLICT (run) DO UPDATE SET gen = y.gen + 1, owner = "
             "excluded.owner, id = excluded.id, expires = excluded.expires, "
             "fkey = coalesce(excluded.fkey, y.fkey), flimit = CASE WHEN "
             "excluded.fkey IS NULL THEN y.flimit ELSE excluded.flimit END "
-            "RETURNING y.run, y.gen) "
+            "WHERE y.expires <= " NOW_US " RETURNING y.run, y.gen), "
+            "d AS (DELETE FROM \"%s\".timers x USING t, l WHERE x.run = t.run "
+            "AND l.run = t.run RETURNING t.run, t.due, t.rec), "
+            "k AS (DELETE FROM \"%s\".parked z USING l WHERE z.run = l.run) "
             "SELECT d.run, l.gen, d.due, d.rec FROM d JOIN l ON l.run = d.run "
             "ORDER BY d.due, d.run",
             n, n, n, n);
