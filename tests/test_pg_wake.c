@@ -241,8 +241,8 @@ static void *wake_thread(void *p)
 {
     wake_arg *w = p;
     int64_t next = 0;
-    w->st = pl__store_take_due(w->e->store, "w1", 60000000, as_is, NULL,
-                               &w->l, &w->taken, &next);
+    w->st = pl__store_take_due(w->e->store, "w1", 60000000, as_is, NULL, &w->l,
+                               &w->taken, &next);
     return NULL;
 }
 
@@ -274,8 +274,7 @@ Test(pg_wake, a_wake_leaves_a_lease_taken_meanwhile_to_its_taker)
              "::bigint + 60000000 WHERE run = %llu",
              (unsigned long long)num);
     PGresult *r = PQexec(c, sql);
-    cr_assert_eq(PQresultStatus(r), PGRES_COMMAND_OK, "%s",
-                 PQerrorMessage(c));
+    cr_assert_eq(PQresultStatus(r), PGRES_COMMAND_OK, "%s", PQerrorMessage(c));
     cr_assert_str_eq(PQcmdTuples(r), "1");
     PQclear(r);
     wake_arg w = {.e = e};
@@ -284,8 +283,7 @@ Test(pg_wake, a_wake_leaves_a_lease_taken_meanwhile_to_its_taker)
     w_nap(300); /* the wake most likely waits for the take by now; if not,
                  * it finds the lease live: the same outcome */
     r = PQexec(c, "COMMIT");
-    cr_assert_eq(PQresultStatus(r), PGRES_COMMAND_OK, "%s",
-                 PQerrorMessage(c));
+    cr_assert_eq(PQresultStatus(r), PGRES_COMMAND_OK, "%s", PQerrorMessage(c));
     PQclear(r);
     PQfinish(c);
     cr_assert_eq(pthread_join(th, NULL), 0);
