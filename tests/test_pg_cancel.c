@@ -38,17 +38,24 @@ static int open_check(const uint8_t *state, size_t len, void *user)
     return PL_OK;
 }
 
-/* Deliver a cancellation of run @p run ("id") as pl_run_cancel() does. */
-static void deliver(pl__pg_store *s, uint64_t run, const char *id)
+/* Deliver a cancellation of run @p run ("id") as pl_run_cancel() does:
+ * its status (asserting nothing: a thread of the test's may call it). */
+static int deliver_st(pl__pg_store *s, uint64_t run, const char *id)
 {
     pl__buf rec = {0};
     pl__inbox_rec ca = {.reason = "stop", .sent_us = pl__now_us()};
-    cr_assert_eq(pl__inbox_encode(&rec, id, &ca), PL_OK, "%s", pl_errmsg());
     uint64_t seq = 0;
-    cr_assert_eq(pl__pg_inbox_put(s, run, id, open_check, NULL, rec.data,
-                                  rec.len, NULL, &seq),
-                 PL_OK, "%s", pl_errmsg());
+    int st = pl__inbox_encode(&rec, id, &ca);
+    if (!st)
+        st = pl__pg_inbox_put(s, run, id, open_check, NULL, rec.data, rec.len,
+                              NULL, &seq);
     pl__buf_free(&rec);
+    return st;
+}
+
+static void deliver(pl__pg_store *s, uint64_t run, const char *id)
+{
+    cr_assert_eq(deliver_st(s, run, id), PL_OK, "%s", pl_errmsg());
 }
 
 /* A commit of run @p run under generation @p gen's fence, of steps @p from
@@ -102,12 +109,13 @@ typedef struct taking {
     bool deliver_then; /* deliver from another thread during the take */
     pthread_t th;
     bool started;
+    int st; /* the delivery's */
 } taking;
 
 static void *deliver_main(void *arg)
 {
     taking *t = arg;
-    deliver(t->s, t->run, t->id);
+    t->st = deliver_st(t->s, t->run, t->id);
     return NULL;
 }
 
@@ -160,7 +168,7 @@ static uint64_t continued(pl__pg_store *s, uint64_t run, const char *id,
 static uint64_t woken(pl__pg_store *s, uint64_t run, const char *id,
                       bool during)
 {
-    taking t = {s, run, id, during, 0, false};
+    taking t = {s, run, id, during, 0, false, PL_OK};
     pl__lease l;
     bool taken = false;
     int64_t next = 0;
@@ -169,8 +177,10 @@ static uint64_t woken(pl__pg_store *s, uint64_t run, const char *id,
                  PL_OK, "%s", pl_errmsg());
     cr_assert(taken && t.started == during);
     cr_assert_eq(l.run, run);
-    if (during)
+    if (during) {
         pthread_join(t.th, NULL);
+        cr_assert_eq(t.st, PL_OK, "%s", pl_status_name(t.st));
+    }
     return l.gen;
 }
 
@@ -272,6 +282,52 @@ Test(pg_cancel, a_cancellation_while_running_is_seen_at_the_next_commit)
     cr_expect(commit_sees(s, run, 1, 2, false));
     cr_expect(commit_sees(s, run, 1, 4, false));
     pl__pg_close(s);
+    free(uri);
+}
+
+/*
+ * A cancellation delivered while the run's commit holds its lease (its
+ * fence's lock) and wants its state after: the delivery holds the state
+ * and wants the lease to mark it.  It gives way (its wait for the lease is
+ * bounded) and delivers again once the commit is through, where a
+ * deadlock would fail one of them; the next commit sees the cancellation.
+ */
+Test(pg_cancel, a_cancellation_gives_way_to_a_commit_holding_the_lease)
+{
+    char *uri = t_pg_store_uri("t_giveway");
+    pl__pg_store *s = NULL;
+    cr_assert_eq(pl__pg_open(&s, uri, NULL), PL_OK, "%s", pl_errmsg());
+    uint64_t run = leased_run(s, "giveway-a");
+    PGconn *c = t_pg_admin();
+    char sql[256];
+    PGresult *r = PQexec(c, "BEGIN");
+    PQclear(r);
+    snprintf(sql, sizeof sql,
+             "SELECT 1 FROM t_giveway.leases WHERE run = %llu AND gen = 1 "
+             "FOR UPDATE",
+             (unsigned long long)run);
+    r = PQexec(c, sql); /* the commit's fence */
+    cr_assert_eq(PQntuples(r), 1, "%s", PQresultErrorMessage(r));
+    PQclear(r);
+    taking t = {s, run, "giveway-a", false, 0, false, PL_OK};
+    cr_assert_eq(pthread_create(&t.th, NULL, deliver_main, &t), 0);
+    nanosleep(&(struct timespec){0, 20000000L}, NULL);
+    snprintf(sql, sizeof sql,
+             "UPDATE t_giveway.state SET v = v WHERE run = %llu",
+             (unsigned long long)run);
+    r = PQexec(c, sql); /* the commit's state, after its fence */
+    cr_expect_eq(PQresultStatus(r), PGRES_COMMAND_OK, "%s",
+                 PQresultErrorMessage(r));
+    PQclear(r);
+    r = PQexec(c, "COMMIT");
+    cr_expect_eq(PQresultStatus(r), PGRES_COMMAND_OK, "%s",
+                 PQresultErrorMessage(r));
+    PQclear(r);
+    pthread_join(t.th, NULL);
+    cr_expect_eq(t.st, PL_OK, "%s", pl_status_name(t.st));
+    cr_expect(commit_sees(s, run, 1, 0, false));
+    pl__pg_close(s);
+    PQfinish(c);
     free(uri);
 }
 

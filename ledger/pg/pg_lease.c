@@ -78,6 +78,12 @@
  *         a cancellation; a group's Q_WRITE, by L_MARK after it);
  *   - L_CREATE and L_CREATE_SUCC make a run's first lease, with the run:
  *     its inbox is empty; L_RENEW sets the expiry alone; the rest delete.
+ *
+ * A delivery locks the state, then the lease; a commit, the lease (its
+ * fence), then the state it writes: a cancellation's mark (T_CANCEL_PUT)
+ * waits for the lease a bounded time and, when that runs out, is rolled
+ * back and delivered again (pg_time.c), so the two never deadlock.  A
+ * claim's mark waits for nobody's commit: its lease is new.
  */
 #define FENCE_STATE "PLOWN"
 /* PL/pgSQL: the error of the fence of run rs[i], generation gs[i], whose

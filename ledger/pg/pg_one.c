@@ -688,3 +688,38 @@ int pl__pg_marks_send(pl__pg_store *s, PGconn *c, pl__batch *const *batches,
     free(runs);
     return st;
 }
+
+/* An import's inbox records (pl__batch.inbox_add), each its statement,
+ * Q_INBOX_ADD (pg_time.c), in the commit's pipeline. */
+int pl__pg_inbox_add_send(pl__pg_store *s, PGconn *c, const pl__batch *bt,
+                          size_t *nsent)
+{
+    const pl__kvs *a = bt->inbox_add;
+    char run[24], seq[24];
+    snprintf(run, sizeof run, "%llu", (unsigned long long)bt->run);
+    int st = PL_OK;
+    for (size_t i = 0; !st && a && i < a->n; i++) {
+        const char *cancel = "f";
+        if (NEVER(a->e[i].klen != 8) || a->e[i].vlen > INT32_MAX)
+            return pl__err(PL_EINVAL, "an inbox record to write is malformed");
+        snprintf(seq, sizeof seq, "%llu",
+                 (unsigned long long)pl__get_be64(pl__kvs_key(a, i)));
+        /* its id is the run's: the record is bound to it */
+        pl__inbox_rec ib = {0};
+        st = NEVER(!bt->timer_id)
+                 ? pl__err(PL_EINVAL, "inbox records to write name no run")
+                 : pl__inbox_decode(&ib, bt->timer_id, pl__kvs_val(a, i),
+                                    a->e[i].vlen);
+        cancel = ib.reason ? "t" : "f";
+        pl__inbox_clear(&ib);
+        const char *vals[4] = {run, seq, (const char *)pl__kvs_val(a, i),
+                               cancel};
+        int lens[4] = {0, 0, (int)a->e[i].vlen, 0}, fmts[4] = {0, 0, 1, 0};
+        if (!st)
+            st = pl__pg_send(s, c, Q_INBOX_ADD, 4, vals, lens, fmts,
+                             "writing an inbox record");
+        if (!st)
+            (*nsent)++;
+    }
+    return st;
+}

@@ -56,10 +56,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define CONSUMED_STATE "PLINB"
 #define RIDE_STATE "PLRDE"  /* a ride refused: the delivery goes alone */
 #define LOOK_AGAIN_US 50000 /* a due timer not taken: when to look again */
+#define LOCK_WAIT "50ms"   /* a cancellation's wait for its run's lease */
+#define LOCK_STATE "55P03" /* lock_not_available: LOCK_WAIT ran out */
 
 /* A delivery's record and its run's timer made due now (keeping an
  * earlier one): $1 run, $2 record, $3 due, $4 id, $5 timer record, $6
@@ -146,12 +149,17 @@ int pl__pg_time_sql(const pl__pg_store *s, int which, char **out)
         /* the record, and the timer due now (keeping an earlier one) */
         *out = pl__asprintf(INBOX_PUT "SELECT seq FROM i", n, n, n);
         break;
-    case T_CANCEL_PUT: /* the same, a cancellation marking the run's lease
-                        * (LEASE MARKS, pg_lease.c): a statement of its own,
-                        * as the UPDATE costs a signal 24k instructions */
-        *out = pl__asprintf(INBOX_PUT ", c AS (UPDATE \"%s\".leases SET "
-                            "cancel = true WHERE run = $1::bigint AND NOT "
-                            "cancel) SELECT seq FROM i",
+    case T_CANCEL_PUT:
+        /* the same, marking the lease (LEASE MARKS, pg_lease.c; apart: it
+         * cost a signal 24k instructions).  Holding the state, it waits
+         * LOCK_WAIT at most for the lease, which a commit holds and may
+         * want the state after: it gives up first, pl__pg_inbox_put()
+         * delivers again (a deadlock would fail the run's commit) */
+        *out = pl__asprintf(INBOX_PUT ", w AS MATERIALIZED (SELECT set_config("
+                            "'lock_timeout', '" LOCK_WAIT "', true)), c AS "
+                            "(UPDATE \"%s\".leases SET cancel = true WHERE "
+                            "run = $1::bigint AND NOT cancel AND EXISTS "
+                            "(SELECT FROM w)) SELECT seq FROM i",
                             n, n, n, n);
         break;
     case T_RIDE_PUT:
@@ -457,13 +465,23 @@ typedef struct put_ctx {
     PGconn *c;
     uint64_t *seq;
     pl__inbox_take *take;
+    bool *locked; /* LOCK_WAIT ran out: deliver again */
 } put_ctx;
+
+/* Whether @p r says LOCK_WAIT ran out (*x->locked). */
+static void put_locked(put_ctx *x, const PGresult *r)
+{
+    const char *code = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+    if (code && strcmp(code, LOCK_STATE) == 0)
+        *x->locked = true;
+}
 
 /* The results of T_INBOX_PUT and of COMMIT. */
 static int put_result(size_t i, PGresult *r, void *user)
 {
     put_ctx *x = user;
     ExecStatusType es = PQresultStatus(r);
+    put_locked(x, r);
     if (es != PGRES_TUPLES_OK && es != PGRES_COMMAND_OK)
         return pl__pg_err(x->s, x->c, r, "delivering to an inbox");
     if (i)
@@ -492,8 +510,10 @@ static int take_result(size_t i, PGresult *r, void *user)
     put_ctx *x = user;
     if (!i)
         return put_result(0, r, user);
-    if (PQresultStatus(r) != PGRES_TUPLES_OK)
+    if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+        put_locked(x, r);
         return pl__pg_err(x->s, x->c, r, "taking a lease");
+    }
     int64_t g;
     if (PQntuples(r) == 0)
         return PL_OK; /* another's: not taken */
@@ -515,7 +535,8 @@ static int take_result(size_t i, PGresult *r, void *user)
  */
 static int put_send(pl__pg_store *s, PGconn *c, uint64_t run,
                     const char *run_id, const uint8_t *rec, size_t len,
-                    pl__inbox_take *take, const pl__buf *claimed, uint64_t *seq)
+                    pl__inbox_take *take, const pl__buf *claimed, uint64_t *seq,
+                    bool *locked)
 {
     /* due now, on this host's clock: a wake is asked for */
     timer_row t = {0};
@@ -540,7 +561,7 @@ static int put_send(pl__pg_store *s, PGconn *c, uint64_t run,
         st = pl__pg_send(s, c, T_ACQUIRE, 5, lv, NULL, NULL, "taking a lease");
     else if (!st)
         st = pl__pg_send(s, c, Q_COMMIT, 0, NULL, NULL, NULL, "committing");
-    put_ctx x = {s, c, seq, take};
+    put_ctx x = {s, c, seq, take, locked};
     if (!st)
         st = pl__pg_pipeline_finish(s, c, 2, take ? take_result : put_result,
                                     &x, "delivering to an inbox");
@@ -819,17 +840,29 @@ int pl__pg_inbox_put(pl__pg_store *s, uint64_t run, const char *run_id,
     }
     pl__pg_cache_drop(s, run); /* its inbox, if kept, is no longer empty */
     pl__buf state = {0}, claimed = {0};
-    st = pl__pg_lock_state(s, c, run, &state);
-    if (!st)
-        st = check(state.data, state.len, user);
-    if (take && !st && !claim(take, &state, &claimed))
-        take = NULL; /* refused: the delivery alone */
-    if (!st)
-        st = put_send(s, c, run, run_id, rec, len, take, &claimed, seq);
-    if (st) {
-        c = pl__pg_rollback(s, c);
-        if (take)
-            take->taken = false;
+    pl__inbox_take *taking = take;
+    for (int tries = 1;; tries++) { /* again while LOCK_WAIT runs out */
+        bool locked = false;
+        take = taking;
+        pl__buf_reset(&state);
+        pl__buf_reset(&claimed);
+        st = pl__pg_lock_state(s, c, run, &state);
+        if (!st)
+            st = check(state.data, state.len, user);
+        if (take && !st && !claim(take, &state, &claimed))
+            take = NULL; /* refused: the delivery alone */
+        if (!st)
+            st = put_send(s, c, run, run_id, rec, len, take, &claimed, seq,
+                          &locked);
+        if (st) {
+            c = pl__pg_rollback(s, c);
+            if (take)
+                take->taken = false;
+        }
+        if (!st || !locked || !c || tries == 100)
+            break;
+        pl__err_clear();
+        nanosleep(&(struct timespec){0, (tries % 10 + 1) * 1000000L}, NULL);
     }
     pl__pg_conn_put(s, c);
     pl__buf_free(&state);
@@ -863,38 +896,5 @@ int pl__pg_inbox_read(pl__pg_store *s, uint64_t run, pl__kvs *out)
     }
     PQclear(r);
     pl__pg_conn_put(s, c);
-    return st;
-}
-
-int pl__pg_inbox_add_send(pl__pg_store *s, PGconn *c, const pl__batch *bt,
-                          size_t *nsent)
-{
-    const pl__kvs *a = bt->inbox_add;
-    char run[24], seq[24];
-    snprintf(run, sizeof run, "%llu", (unsigned long long)bt->run);
-    int st = PL_OK;
-    for (size_t i = 0; !st && a && i < a->n; i++) {
-        const char *cancel = "f";
-        if (NEVER(a->e[i].klen != 8) || a->e[i].vlen > INT32_MAX)
-            return pl__err(PL_EINVAL, "an inbox record to write is malformed");
-        snprintf(seq, sizeof seq, "%llu",
-                 (unsigned long long)pl__get_be64(pl__kvs_key(a, i)));
-        /* its id is the run's: the record is bound to it */
-        pl__inbox_rec ib = {0};
-        st = NEVER(!bt->timer_id)
-                 ? pl__err(PL_EINVAL, "inbox records to write name no run")
-                 : pl__inbox_decode(&ib, bt->timer_id, pl__kvs_val(a, i),
-                                    a->e[i].vlen);
-        cancel = ib.reason ? "t" : "f";
-        pl__inbox_clear(&ib);
-        const char *vals[4] = {run, seq, (const char *)pl__kvs_val(a, i),
-                               cancel};
-        int lens[4] = {0, 0, (int)a->e[i].vlen, 0}, fmts[4] = {0, 0, 1, 0};
-        if (!st)
-            st = pl__pg_send(s, c, Q_INBOX_ADD, 4, vals, lens, fmts,
-                             "writing an inbox record");
-        if (!st)
-            (*nsent)++;
-    }
     return st;
 }
