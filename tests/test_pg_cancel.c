@@ -58,6 +58,17 @@ static void deliver(pl__pg_store *s, uint64_t run, const char *id)
     cr_assert_eq(deliver_st(s, run, id), PL_OK, "%s", pl_errmsg());
 }
 
+/* Run @p sql on @p c, expecting @p want; the rows it answers. */
+static int admin_exec(PGconn *c, const char *sql, ExecStatusType want)
+{
+    PGresult *r = PQexec(c, sql);
+    cr_expect_eq(PQresultStatus(r), want, "%s: %s", sql,
+                 PQresultErrorMessage(r));
+    int n = PQntuples(r);
+    PQclear(r);
+    return n;
+}
+
 /* A commit of run @p run under generation @p gen's fence, of steps @p from
  * and @p from + 1 (and @p release: the lease dropped, a state written):
  * whether it saw a cancellation waiting. */
@@ -300,29 +311,20 @@ Test(pg_cancel, a_cancellation_gives_way_to_a_commit_holding_the_lease)
     uint64_t run = leased_run(s, "giveway-a");
     PGconn *c = t_pg_admin();
     char sql[256];
-    PGresult *r = PQexec(c, "BEGIN");
-    PQclear(r);
+    admin_exec(c, "BEGIN", PGRES_COMMAND_OK);
     snprintf(sql, sizeof sql,
              "SELECT 1 FROM t_giveway.leases WHERE run = %llu AND gen = 1 "
              "FOR UPDATE",
-             (unsigned long long)run);
-    r = PQexec(c, sql); /* the commit's fence */
-    cr_assert_eq(PQntuples(r), 1, "%s", PQresultErrorMessage(r));
-    PQclear(r);
+             (unsigned long long)run); /* the commit's fence */
+    cr_assert_eq(admin_exec(c, sql, PGRES_TUPLES_OK), 1);
     taking t = {s, run, "giveway-a", false, 0, false, PL_OK};
     cr_assert_eq(pthread_create(&t.th, NULL, deliver_main, &t), 0);
     nanosleep(&(struct timespec){0, 20000000L}, NULL);
     snprintf(sql, sizeof sql,
              "UPDATE t_giveway.state SET v = v WHERE run = %llu",
              (unsigned long long)run);
-    r = PQexec(c, sql); /* the commit's state, after its fence */
-    cr_expect_eq(PQresultStatus(r), PGRES_COMMAND_OK, "%s",
-                 PQresultErrorMessage(r));
-    PQclear(r);
-    r = PQexec(c, "COMMIT");
-    cr_expect_eq(PQresultStatus(r), PGRES_COMMAND_OK, "%s",
-                 PQresultErrorMessage(r));
-    PQclear(r);
+    admin_exec(c, sql, PGRES_COMMAND_OK); /* its state, after its fence */
+    admin_exec(c, "COMMIT", PGRES_COMMAND_OK);
     pthread_join(t.th, NULL);
     cr_expect_eq(t.st, PL_OK, "%s", pl_status_name(t.st));
     cr_expect(commit_sees(s, run, 1, 0, false));
@@ -514,14 +516,9 @@ Test(pg_cancel, a_store_made_before_the_marks_opens_and_cancels)
              "INSERT INTO t_older.inbox (run, seq, rec, cancel) VALUES "
              "(%llu, 1, '\\x00', true)",
              (unsigned long long)run);
-    PGresult *r = PQexec(c, sql);
-    cr_assert_eq(PQresultStatus(r), PGRES_COMMAND_OK, "%s",
-                 PQresultErrorMessage(r));
-    PQclear(r);
-    r = PQexec(c, "ALTER TABLE t_older.leases DROP COLUMN cancel");
-    cr_assert_eq(PQresultStatus(r), PGRES_COMMAND_OK, "%s",
-                 PQresultErrorMessage(r));
-    PQclear(r);
+    admin_exec(c, sql, PGRES_COMMAND_OK);
+    admin_exec(c, "ALTER TABLE t_older.leases DROP COLUMN cancel",
+               PGRES_COMMAND_OK);
 
     cr_assert_eq(pl__pg_open(&s, uri, NULL), PL_OK, "%s", pl_errmsg());
     cr_expect(commit_sees(s, run, 1, 0, false), "marked on open");
