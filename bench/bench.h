@@ -143,9 +143,11 @@ int report_w8(void);
 #define ONLY_AGENT (1u << 18)  /* --only agent (agent_chain.c) */
 #define ONLY_RATE (1u << 19)   /* --only rate (bench_rate.c) */
 #define ONLY_MCP (1u << 20)    /* --only mcp (bench_mcp.c) */
+#define ONLY_TAKE (1u << 21)   /* --only take (bench_take.c) */
 #define ONLY_ALL                                                               \
-    (0x1feu | ONLY_FANOUT | ONLY_CHURN | ONLY_AGENT | ONLY_RATE | ONLY_MCP)
-#define ONLY_NAMES "w1..w8, fanout, churn, agent, rate and mcp"
+    (0x1feu | ONLY_FANOUT | ONLY_CHURN | ONLY_AGENT | ONLY_RATE | ONLY_MCP |    \
+     ONLY_TAKE)
+#define ONLY_NAMES "w1..w8, fanout, churn, agent, rate, mcp and take"
 
 void usage(FILE *f);
 /* "w1,churn" -> their bits; 0 when malformed. */
@@ -206,6 +208,9 @@ int agent_chain_report(bool quick, bool quiet, const char *dir, cJSON *json);
 
 /* ---- bench_mcp.c: the mcp workload (--only mcp); the failures ---- */
 int report_mcp(bool quick);
+/* take (bench_take.c): a take of the queue's head with many runs running
+ * ahead of it, on PostgreSQL only; 0, or 1 when it failed. */
+int report_take(bool quick);
 
 /* ---- bench_rate.c ---- */
 /* The rate workload on the store at @p path; the failures. */
