@@ -6,7 +6,9 @@
  * made on every writable open (an older store gains them):
  *
  *   | leases.qrank  | bigint: the queue's order (Unix us, server clock), |
- *   |               | indexed with run                                   |
+ *   |               | indexed with run for the queued runs alone         |
+ *   |               | (leases_queue: owner ''); the owned leases' expiry |
+ *   |               | has an index of its own (leases_live)              |
  *   | leases.fkey   | text: the concurrency key, or NULL; indexed         |
  *   | leases.flimit | integer: its limit (0 without a key)                |
  *   | rates         | name text PK, window_ms, lim, start_ms, count       |
@@ -121,8 +123,15 @@ int pl__pg_flow_setup(pl__pg_store *s, PGconn *c)
         "ALTER TABLE \"%s\".leases ADD COLUMN IF NOT EXISTS qrank bigint NOT "
         "NULL DEFAULT " NOW_US ", ADD COLUMN IF NOT EXISTS fkey text, ADD "
         "COLUMN IF NOT EXISTS flimit integer NOT NULL DEFAULT 0;"
-        "CREATE INDEX IF NOT EXISTS leases_qrank ON \"%s\".leases (qrank, "
-        "run);"
+        /* the queue and the live leases indexed apart (pg_lease.c,
+         * TAKE_HEAD); a store made before them loses the indexes of the
+         * whole table, here, under the store's lock */
+        "CREATE INDEX IF NOT EXISTS leases_queue ON \"%s\".leases (qrank, "
+        "run) WHERE owner = '';"
+        "CREATE INDEX IF NOT EXISTS leases_live ON \"%s\".leases (expires) "
+        "WHERE owner <> '';"
+        "DROP INDEX IF EXISTS \"%s\".leases_qrank;"
+        "DROP INDEX IF EXISTS \"%s\".leases_expires;"
         "CREATE INDEX IF NOT EXISTS leases_fkey ON \"%s\".leases (fkey) "
         "WHERE fkey IS NOT NULL;"
         "CREATE TABLE IF NOT EXISTS \"%s\".rates (name text PRIMARY KEY, "
@@ -182,9 +191,15 @@ int pl__pg_flow_setup(pl__pg_store *s, PGconn *c)
         "'{}'; tnow bigint := " NOW_US "; aq bigint := " I64_MIN "; ar bigint "
         ":= " I64_MIN "; n integer; BEGIN "
         "LOOP n := 0; "
-        "FOR c IN SELECT l.run AS r, l.fkey AS k, l.flimit AS lim, l.qrank "
-        "AS q FROM \"%s\".leases l WHERE (l.qrank, l.run) > (aq, ar) AND "
-        "l.expires <= tnow ORDER BY l.qrank, l.run LIMIT " TAKE_BATCH " LOOP "
+        /* the next batch of the queued runs (leases_queue) and of the
+         * leases run out while owned (leases_live), merged in order */
+        "FOR c IN SELECT * FROM ((SELECT l.run AS r, l.fkey AS k, l.flimit "
+        "AS lim, l.qrank AS q FROM \"%s\".leases l WHERE l.owner = '' AND "
+        "(l.qrank, l.run) > (aq, ar) ORDER BY l.qrank, l.run LIMIT " TAKE_BATCH
+        ") UNION ALL (SELECT l.run, l.fkey, l.flimit, l.qrank FROM "
+        "\"%s\".leases l WHERE l.owner <> '' AND l.expires <= tnow AND "
+        "(l.qrank, l.run) > (aq, ar) ORDER BY l.qrank, l.run LIMIT " TAKE_BATCH
+        ")) b ORDER BY b.q, b.r LIMIT " TAKE_BATCH " LOOP "
         "n := n + 1; aq := c.q; ar := c.r; "
         "IF c.k IS NOT NULL THEN "
         "IF c.k = ANY (full_keys) THEN CONTINUE; END IF; "
@@ -207,7 +222,8 @@ int pl__pg_flow_setup(pl__pg_store *s, PGconn *c)
         "RETURN; END LOOP; "
         "IF n < " TAKE_BATCH " THEN RETURN; END IF; END LOOP; END $f$;"
         "COMMIT",
-        n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n);
+        n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n,
+        n);
     if (!sql)
         return pl__err(PL_ENOMEM, "out of memory");
     int st = pl__pg_command(s, c, sql, "making the queue's flow control");
