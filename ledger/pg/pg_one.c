@@ -97,11 +97,6 @@ enum {
     P_N
 };
 
-/* The lease row a ride may take (as T_ACQUIRE's): run out, this owner's,
- * or one nobody took yet. */
-#define RIDE_TAKES                                                             \
-    "l.expires <= " NOW_US " OR l.owner = excluded.owner OR l.gen = 0"
-
 /* A pair of steps of at most this many bytes goes as scalars (ONE_PAIR);
  * a larger one as arrays, chunked as any steps are (pg_commit.c). */
 #define PAIR_BYTES (1u << 20)
@@ -282,9 +277,14 @@ static char *one_sql(const char *n, unsigned m)
          "excluded.fkey, flimit = excluded.flimit)",
          n, n);
     /* a delivery riding the write (pg_time.c, ONE_RIDE below): the lease
-     * taken as T_ACQUIRE takes it (a run parked with a key only while the
-     * key has room, the lease given the key back), the parked row gone,
-     * the timer due now ($10; the write has no timer of its own), or,
+     * inserted, a plain INSERT (a parked run has no lease row: one there
+     * is another's, and its unique violation refuses the ride, as the
+     * ride's checks do; bench/README.md has what ON CONFLICT cost), a run
+     * parked with a key only while the key has room, the lease given the
+     * key back, the parked row gone, the timer due now ($10; the write
+     * has no timer of its own: should this process die holding the lease,
+     * the timer is what continues the run where no worker takes from the
+     * queue, pl_engine_wake() taking due timers alone), or,
      * when the write ends the execution, the run's timer gone (a wake
      * would find nothing to do).  A run without a key (ONE_UNKEYED) has
      * no parked row, and its lease no key to get back: the parked table
@@ -298,22 +298,16 @@ static char *one_sql(const char *n, unsigned m)
              "rg AS (INSERT INTO \"%s\".leases AS l (run, gen, owner, id, "
              "expires, fkey, flimit) SELECT $1, 1, $14, $11, " NOW_US " + $15, "
              "(SELECT fkey FROM rp), coalesce((SELECT flimit FROM rp), 0) "
-             "WHERE coalesce((SELECT room FROM rp), true) ON CONFLICT (run) "
-             "DO UPDATE SET gen = l.gen + 1, owner = excluded.owner, id = "
-             "excluded.id, expires = excluded.expires, fkey = coalesce("
-             "excluded.fkey, l.fkey), flimit = CASE WHEN excluded.fkey IS "
-             "NULL THEN l.flimit ELSE excluded.flimit END WHERE " RIDE_TAKES
-             " RETURNING l.run, l.gen), "
+             "WHERE coalesce((SELECT room FROM rp), true) RETURNING l.run, "
+             "l.gen), "
              "rk AS (DELETE FROM \"%s\".parked z USING rg WHERE z.run = "
              "rg.run)",
              n, n, n, n);
     else /* its key columns as they are: NULL and 0 */
         PART(ONE_RIDE,
              "rg AS (INSERT INTO \"%s\".leases AS l (run, gen, owner, id, "
-             "expires) VALUES ($1, 1, $14, $11, " NOW_US " + $15) ON CONFLICT "
-             "(run) DO UPDATE SET gen = l.gen + 1, owner = excluded.owner, id "
-             "= excluded.id, expires = excluded.expires WHERE " RIDE_TAKES
-             " RETURNING l.run, l.gen)",
+             "expires) VALUES ($1, 1, $14, $11, " NOW_US " + $15) RETURNING "
+             "l.run, l.gen)",
              n);
     PART(ONE_RIDE, "rt AS (%s\"%s\".timers %s)",
          ends ? "DELETE FROM " : "INSERT INTO ", n,
