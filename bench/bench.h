@@ -23,6 +23,7 @@
 #define PL_BENCH_H
 
 #include <cjson/cJSON.h>
+#include <libpq-fe.h>
 #include <lmdb.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -55,6 +56,10 @@ int in_child(child_fn fn, const void *arg, void *result, size_t size);
 
 /* ---- stores ---- */
 extern const char *g_pg_uri; /* --store postgresql://..., or NULL */
+/* A connection to g_pg_uri, and a statement run on it (bench_pg.c): each
+ * ends the process when it fails. */
+PGconn *pg_connect(void);
+void pg_sql(PGconn *c, const char *sql);
 void path_in(char *out, size_t n, const char *name); /* a store's path */
 void remove_store(const char *path);
 pl_registry *make_registry(bool killer); /* "tool" and the bench roots */

@@ -69,7 +69,7 @@ static void pg_quiet(void *user, const char *message)
     (void)message;
 }
 
-static PGconn *pg_connect(void)
+PGconn *pg_connect(void)
 {
     PGconn *c = PQconnectdb(g_pg_uri);
     if (PQstatus(c) != CONNECTION_OK) {
@@ -108,7 +108,7 @@ uint64_t store_commits(pl_engine *e)
     return v;
 }
 
-static void pg_sql(PGconn *c, const char *sql)
+void pg_sql(PGconn *c, const char *sql)
 {
     PGresult *r = PQexec(c, sql);
     ExecStatusType es = PQresultStatus(r);

@@ -16,24 +16,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <libpq-fe.h>
-
 #include "bench.h"
 #include "pg_store.h" /* pl__pg_take() */
 
 #define RUNNING 10000
 #define QUEUED 2000
-
-static void take_sql(PGconn *c, const char *sql)
-{
-    PGresult *r = PQexec(c, sql);
-    ExecStatusType es = PQresultStatus(r);
-    if (es != PGRES_COMMAND_OK && es != PGRES_TUPLES_OK) {
-        fprintf(stderr, "pl-bench: %s: %s", sql, PQresultErrorMessage(r));
-        exit(1);
-    }
-    PQclear(r);
-}
 
 /* The claim refused: the lease alone is taken and kept. */
 static int refuse(const pl__taken *t, pl__buf *state, bool *drop, void *user)
@@ -54,11 +41,11 @@ static void take_fill(PGconn *c, const char *n)
              "convert_to('take-' || i, 'UTF8'), nextval('\"%s\".run_num'), "
              "'\\x00' FROM generate_series(1, %d) i",
              n, n, RUNNING + QUEUED);
-    take_sql(c, sql);
+    pg_sql(c, sql);
     snprintf(sql, sizeof sql,
              "INSERT INTO \"%s\".state SELECT num, '\\x00' FROM \"%s\".runs",
              n, n);
-    take_sql(c, sql);
+    pg_sql(c, sql);
     snprintf(sql, sizeof sql,
              "INSERT INTO \"%s\".leases (run, gen, owner, id, expires, qrank) "
              "SELECT num, CASE WHEN num <= %d THEN 1 ELSE 0 END, CASE WHEN "
@@ -66,10 +53,10 @@ static void take_fill(PGconn *c, const char *n)
              "WHEN num <= %d THEN (extract(epoch from clock_timestamp()) * "
              "1e6)::bigint + 3600000000 ELSE 0 END, num FROM \"%s\".runs",
              n, RUNNING, RUNNING, RUNNING, n);
-    take_sql(c, sql);
+    pg_sql(c, sql);
     snprintf(sql, sizeof sql,
              "ANALYZE \"%s\".runs, \"%s\".state, \"%s\".leases", n, n, n);
-    take_sql(c, sql);
+    pg_sql(c, sql);
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -95,11 +82,7 @@ int report_take(bool quick)
     if (pl__pg_open(&s, path, NULL))
         die("opening the take's store");
     const char *schema = strstr(path, "schema=") + 7;
-    PGconn *c = PQconnectdb(g_pg_uri);
-    if (PQstatus(c) != CONNECTION_OK) {
-        fprintf(stderr, "pl-bench: %s", PQerrorMessage(c));
-        exit(1);
-    }
+    PGconn *c = pg_connect();
     take_fill(c, schema);
     double *t = malloc(sizeof *t * (size_t)n);
     if (!t)

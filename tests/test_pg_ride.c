@@ -279,6 +279,16 @@ static int waiter_call(pl_ctx *ctx, const pl_action *a, pl_steps *out,
     return st;
 }
 
+/* r_engine() with "noop" and "waiter-call" too. */
+static pl_engine *r_engine_call(const char *schema, pl_registry **reg)
+{
+    pl_engine *e = r_engine(schema, reg);
+    cr_assert_eq(pl_registry_add_fn(*reg, "noop", noop, NULL), PL_OK);
+    cr_assert_eq(pl_registry_add_fn(*reg, "waiter-call", waiter_call, NULL),
+                 PL_OK);
+    return e;
+}
+
 /* "waiter-call" as @p id, started by @p e: it parks. */
 static void r_start(pl_engine *e, const char *id)
 {
@@ -315,10 +325,7 @@ static long r_count(PGconn *c, const char *sql)
 static void a_ride_whose_run_goes_on_writes_no_inbox_record(void)
 {
     pl_registry *reg;
-    pl_engine *e = r_engine("t_ride_fold", &reg);
-    cr_assert_eq(pl_registry_add_fn(reg, "noop", noop, NULL), PL_OK);
-    cr_assert_eq(pl_registry_add_fn(reg, "waiter-call", waiter_call, NULL),
-                 PL_OK);
+    pl_engine *e = r_engine_call("t_ride_fold", &reg);
     PGconn *c = t_pg_admin();
     PGresult *r = PQexec(
         c, "CREATE TABLE t_ride_fold.ins (seq bigint);"
@@ -533,10 +540,7 @@ static void r_lease_row(PGconn *c, const char *schema, const char *id,
 static void a_ride_meets_a_lease_row_already_there(void)
 {
     pl_registry *reg;
-    pl_engine *e = r_engine("t_ride_row", &reg);
-    cr_assert_eq(pl_registry_add_fn(reg, "noop", noop, NULL), PL_OK);
-    cr_assert_eq(pl_registry_add_fn(reg, "waiter-call", waiter_call, NULL),
-                 PL_OK);
+    pl_engine *e = r_engine_call("t_ride_row", &reg);
     PGconn *c = t_pg_admin();
     r_start(e, "held"); /* its ride's commit goes on holding the lease */
     r_start(e, "dead");
