@@ -24,19 +24,22 @@
  * A TAKE is the worker's take statement (pg_lease.c, which reads the run
  * in the same statement).  It locks the queue's head, the first expired
  * lease in the queue's order that no other transaction holds (FOR UPDATE
- * SKIP LOCKED, by the queue's index), and takes it in plain SQL if it has
- * no key; a head with a key goes to pl_take(owner, lease_us): a function
+ * SKIP LOCKED: pg_lease.c's TAKE_HEAD, the earlier of the first queued
+ * run, by leases_queue, and the first owned lease run out, by
+ * leases_live; the runs running are in neither's way), and takes it in
+ * plain SQL if it has no key; a head with a key goes to
+ * pl_take(owner, lease_us): a function
  * that walks the expired leases in the queue's order and takes the first
  * it may (the head itself if its key has room: the head's lock is this
  * transaction's own).  A keyed head passed over stays locked until the
  * take's transaction ends, a few ms: another take passes over it
  * meanwhile, as over a key whose advisory lock it cannot take, and a
  * fence of it waits for that end (nothing the take holds waits for
- * anything: no deadlock).  It reads them TAKE_BATCH at a time by the queue's
- * index, each batch after the last lease read, against the server's clock
- * read once: a take reads the head of the queue, not the whole queue
- * sorted (which cost a take more than the rest of a run's statements
- * together on a queue of 1,000).  For a run with a key it first takes the
+ * anything: no deadlock).  It reads them TAKE_BATCH at a time by the two
+ * indexes, merged, each batch after the last lease read, against the
+ * server's clock read once: a take reads the head of the queue, not the
+ * whole queue sorted (which cost a take more than the rest of a run's
+ * statements together on a queue of 1,000).  For a run with a key it first takes the
  * key's transaction-scoped advisory lock, without waiting
  * (pg_try_advisory_xact_lock: a key another worker is taking on is passed
  * over this time, never waited for, so no two takes deadlock), then counts
