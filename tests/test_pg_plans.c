@@ -731,7 +731,8 @@ static bool plan_has(const pl__buf *plan, const char *text)
  * out by leases_live, never passing the 10,000 running runs ahead; the
  * keyed take (pl_take()) walks the same two indexes; an idle worker's
  * look reads each at its first entry; and every other statement that
- * reads the leases still does so by index.  A lease row has the primary
+ * reads the leases (renewals, reads, the timers' takes, a run's load
+ * with its key's count) still does so by index.  A lease row has the primary
  * key and one of the two besides (and leases_fkey with a key): the whole
  * table's indexes are gone.
  */
@@ -759,6 +760,8 @@ Test(pg, the_queue_and_the_live_leases_are_read_by_their_indexes)
         {L_RENEW, "('{1,2}', '{1,1}', 60000000)", {"leases_pkey", NULL}},
         {L_GETS, "('{1,2}')", {"leases_pkey", NULL}},
         {T_TAKE, "('w9', 60000000, 8)", {"leases_pkey", NULL}},
+        {L_TAKE_DUES, "('w9', 60000000, 8, 100, 1000000)", {NULL, NULL}},
+        {L_RUN_LOAD, "('\\x00')", {NULL, NULL}},
     };
     pl__buf plan = {0};
     for (size_t i = 0; i < sizeof st / sizeof *st; i++) {
