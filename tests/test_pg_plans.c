@@ -682,6 +682,26 @@ static void fill_fleet(PGconn *c, const char *n)
     admin_sql(c, sql);
 }
 
+/* The indexes of schema @p n's leases table, "name:definition|..." in
+ * name order, into @p out. */
+static void lease_indexes(PGconn *c, const char *n, pl__buf *out)
+{
+    char sql[256];
+    snprintf(sql, sizeof sql,
+             "SELECT string_agg(indexname || ':' || indexdef, '|' ORDER BY "
+             "indexname) FROM pg_indexes WHERE schemaname = '%s' AND "
+             "tablename = 'leases'",
+             n);
+    PGresult *r = PQexec(c, sql);
+    cr_assert_eq(PQresultStatus(r), PGRES_TUPLES_OK, "%s",
+                 PQresultErrorMessage(r));
+    pl__buf_reset(out);
+    cr_assert_eq(pl__buf_append(out, PQgetvalue(r, 0, 0),
+                                strlen(PQgetvalue(r, 0, 0)) + 1),
+                 PL_OK);
+    PQclear(r);
+}
+
 /* The notices a connection gets: auto_explain's plans. */
 static void keep_notice(void *user, const char *message)
 {
@@ -743,13 +763,16 @@ Test(pg, the_queue_and_the_live_leases_are_read_by_their_indexes)
     cr_assert_eq(pl__pg_open(&s, uri, NULL), PL_OK, "%s", pl_errmsg());
     PGconn *c = t_pg_admin();
     fill_fleet(c, "t_fleet");
-    PGresult *r = PQexec(c, "SELECT string_agg(indexname, ',' ORDER BY "
-                            "indexname) FROM pg_indexes WHERE schemaname = "
-                            "'t_fleet' AND tablename = 'leases'");
-    cr_assert_eq(PQresultStatus(r), PGRES_TUPLES_OK);
-    cr_expect_str_eq(PQgetvalue(r, 0, 0),
-                     "leases_fkey,leases_live,leases_pkey,leases_queue");
-    PQclear(r);
+    pl__buf plan = {0};
+    lease_indexes(c, "t_fleet", &plan); /* four, and no other */
+    const char *v = (const char *)plan.data;
+    int n = 0;
+    for (const char *p = v; (p = strchr(p, '|')); p++)
+        n++;
+    cr_expect(n == 3 && strstr(v, "leases_fkey:") == v &&
+                  strstr(v, "|leases_live:") && strstr(v, "|leases_pkey:") &&
+                  strstr(v, "|leases_queue:"),
+              "%s", v);
     admin_sql(c, "SET plan_cache_mode = force_generic_plan");
     static const struct {
         int which;
@@ -763,7 +786,6 @@ Test(pg, the_queue_and_the_live_leases_are_read_by_their_indexes)
         {L_TAKE_DUES, "('w9', 60000000, 8, 100, 1000000)", {NULL, NULL}},
         {L_RUN_LOAD, "('\\x00')", {NULL, NULL}},
     };
-    pl__buf plan = {0};
     for (size_t i = 0; i < sizeof st / sizeof *st; i++) {
         plan_of(c, s, st[i].which, st[i].args, &plan);
         cr_expect_not(plan_has(&plan, "Seq Scan on leases"),
@@ -786,7 +808,7 @@ Test(pg, the_queue_and_the_live_leases_are_read_by_their_indexes)
     admin_sql(c, "SET auto_explain.log_level = notice");
     admin_sql(c, "SET client_min_messages = notice");
     admin_sql(c, "BEGIN");
-    r = PQexec(c, "SELECT run FROM t_fleet.pl_take('w9', 60000000)");
+    PGresult *r = PQexec(c, "SELECT run FROM t_fleet.pl_take('w9', 60000000)");
     cr_assert_eq(PQresultStatus(r), PGRES_TUPLES_OK, "%s",
                  PQresultErrorMessage(r));
     cr_expect_str_eq(PQgetvalue(r, 0, 0), "10001");
@@ -833,12 +855,9 @@ Test(pg, an_old_stores_lease_indexes_are_converted_at_open)
     admin_sql(c, "CREATE INDEX leases_expires ON t_oldidx.leases (expires)");
     admin_sql(c, "CREATE INDEX leases_qrank ON t_oldidx.leases (qrank, run)");
     cr_assert_eq(pl__pg_open(&s, uri, NULL), PL_OK, "%s", pl_errmsg());
-    PGresult *r = PQexec(c, "SELECT string_agg(indexname || ':' || "
-                            "indexdef, '|' ORDER BY indexname) FROM "
-                            "pg_indexes WHERE schemaname = 't_oldidx' AND "
-                            "tablename = 'leases'");
-    cr_assert_eq(PQresultStatus(r), PGRES_TUPLES_OK);
-    const char *v = PQgetvalue(r, 0, 0);
+    pl__buf idx = {0};
+    lease_indexes(c, "t_oldidx", &idx);
+    const char *v = (const char *)idx.data;
     cr_expect(strstr(v, "leases_queue:") && strstr(v, "leases_live:"), "%s",
               v);
     cr_expect(strstr(v, "(qrank, run) WHERE (owner = ''::text)") &&
@@ -846,7 +865,7 @@ Test(pg, an_old_stores_lease_indexes_are_converted_at_open)
               "%s", v);
     cr_expect(!strstr(v, "leases_qrank") && !strstr(v, "leases_expires"),
               "%s", v);
-    PQclear(r);
+    pl__buf_free(&idx);
     /* the run, its lease dropped to the queue by hand, is taken */
     char sql[256];
     snprintf(sql, sizeof sql,
