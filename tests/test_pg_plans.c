@@ -654,7 +654,7 @@ Test(pg, a_call_commit_writes_its_two_steps_as_values)
 /* Give store schema @p n a busy fleet: 10,000 runs running (their leases
  * live, ranked before the rest), 10,000 queued after them (a tenth with
  * a key) and 50 whose owned leases ran out (a crashed worker's), its
- * tables analyzed. */
+ * tables analyzed, then the running leases renewed. */
 static void fill_fleet(PGconn *c, const char *n)
 {
     char sql[1024];
@@ -680,6 +680,16 @@ static void fill_fleet(PGconn *c, const char *n)
     snprintf(sql, sizeof sql, "ANALYZE %s.runs, %s.state, %s.leases", n, n,
              n);
     admin_sql(c, sql);
+    /* the running leases renewed three times since, no vacuum between:
+     * where the server would read the table whole rather than an index */
+    snprintf(sql, sizeof sql,
+             "ALTER TABLE %s.leases SET (autovacuum_enabled = false)", n);
+    admin_sql(c, sql);
+    snprintf(sql, sizeof sql,
+             "UPDATE %s.leases SET expires = expires + 1 WHERE owner = 'w@h'",
+             n);
+    for (int i = 0; i < 3; i++)
+        admin_sql(c, sql);
 }
 
 /* The indexes of schema @p n's leases table, "name:definition|..." in

@@ -192,17 +192,21 @@ int pl__pg_flow_setup(pl__pg_store *s, PGconn *c)
         "#variable_conflict use_column\n"
         "DECLARE c record; live bigint; got bigint; full_keys text[] := "
         "'{}'; tnow bigint := " NOW_US "; aq bigint := " I64_MIN "; ar bigint "
-        ":= " I64_MIN "; n integer; BEGIN "
+        ":= " I64_MIN "; lo bigint := " I64_MIN "; crashed boolean := "
+        "coalesce(" LIVE_RUN_OUT("%s") ", false); n integer; BEGIN "
         "LOOP n := 0; "
         /* the next batch of the queued runs (leases_queue) and of the
-         * leases run out while owned (leases_live), merged in order */
+         * leases run out while owned (leases_live, read only when there are
+         * some, by the range that ran out: pg_lease.c, TAKE_HEAD), merged
+         * in order */
         "FOR c IN SELECT * FROM ((SELECT l.run AS r, l.fkey AS k, l.flimit "
         "AS lim, l.qrank AS q FROM \"%s\".leases l WHERE l.owner = '' AND "
         "(l.qrank, l.run) > (aq, ar) ORDER BY l.qrank, l.run LIMIT " TAKE_BATCH
         ") UNION ALL (SELECT l.run, l.fkey, l.flimit, l.qrank FROM "
-        "\"%s\".leases l WHERE l.owner <> '' AND l.expires <= tnow AND "
-        "(l.qrank, l.run) > (aq, ar) ORDER BY l.qrank, l.run LIMIT " TAKE_BATCH
-        ")) b ORDER BY b.q, b.r LIMIT " TAKE_BATCH " LOOP "
+        "\"%s\".leases l WHERE crashed AND l.owner <> '' AND l.expires <= "
+        "tnow AND l.expires >= lo AND (l.qrank, l.run) > (aq, ar) ORDER BY "
+        "l.qrank, l.run LIMIT " TAKE_BATCH ")) b ORDER BY b.q, b.r LIMIT "
+        TAKE_BATCH " LOOP "
         "n := n + 1; aq := c.q; ar := c.r; "
         "IF c.k IS NOT NULL THEN "
         "IF c.k = ANY (full_keys) THEN CONTINUE; END IF; "
@@ -226,7 +230,7 @@ int pl__pg_flow_setup(pl__pg_store *s, PGconn *c)
         "IF n < " TAKE_BATCH " THEN RETURN; END IF; END LOOP; END $f$;"
         "COMMIT",
         n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n,
-        n);
+        n, n);
     if (!sql)
         return pl__err(PL_ENOMEM, "out of memory");
     int st = pl__pg_command(s, c, sql, "making the queue's flow control");

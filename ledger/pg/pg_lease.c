@@ -65,11 +65,18 @@
  * ahead of it, by leases_queue, which holds the queued runs alone, so a
  * take never passes the runs that are running.  When q wins, e's row
  * stays locked until the take's transaction ends (another take passes
- * over it meanwhile); two schemas. */
+ * over it meanwhile).  e reads nothing unless leases_live's first entry
+ * has run out (LIVE_RUN_OUT, a gate the server tests once), and then the
+ * range of it that ran out: its lower bound, a parameter too, makes the
+ * server plan a narrow range (where a bound on one side alone it
+ * estimated as a third of the live leases, and read the table whole once
+ * renewals had left it dead rows); three schemas. */
 #define I64_MAX "9223372036854775807"
+#define I64_MIN "(-9223372036854775807 - 1)"
 #define TAKE_HEAD                                                              \
     "e AS MATERIALIZED (SELECT l.run, l.fkey, l.qrank FROM \"%s\".leases l " \
-    "WHERE l.owner <> '' AND l.expires <= " NOW_ONCE " ORDER BY l.qrank, "     \
+    "WHERE l.owner <> '' AND l.expires <= " NOW_ONCE " AND l.expires >= "     \
+    "(SELECT " I64_MIN ") AND " LIVE_RUN_OUT("%s") " ORDER BY l.qrank, "       \
     "l.run LIMIT 1 FOR UPDATE OF l SKIP LOCKED), q AS MATERIALIZED (SELECT "  \
     "l.run, l.fkey FROM \"%s\".leases l WHERE l.owner = '' AND (l.qrank, "   \
     "l.run) < (coalesce((SELECT e.qrank FROM e), " I64_MAX "), coalesce(("     \
@@ -173,7 +180,7 @@ int pl__pg_lease_sql(const pl__pg_store *s, int which, char **out)
             "MATERIALIZED (SELECT * FROM u UNION ALL SELECT * FROM "
             "\"%s\".pl_take($1, $2::bigint) WHERE EXISTS (SELECT 1 FROM h "
             "WHERE h.fkey IS NOT NULL) LIMIT 1), " TAKE_READS,
-            n, n, n, n, n, n, n, n, n);
+            n, n, n, n, n, n, n, n, n, n);
         break;
     case L_TAKE_DUES: return pl__pg_wake_sql(s, out);
     case L_POLL:
@@ -186,8 +193,7 @@ int pl__pg_lease_sql(const pl__pg_store *s, int which, char **out)
          * scan, which passes every live lease */
         *out = pl__asprintf(
             "SELECT (SELECT min(qrank) FROM \"%s\".leases WHERE owner = '') "
-            "IS NOT NULL OR coalesce((SELECT min(expires) FROM \"%s\".leases "
-            "WHERE owner <> '') <= " NOW_ONCE ", false), EXISTS (SELECT 1 FROM \"%s\".timers "
+            "IS NOT NULL OR coalesce(" LIVE_RUN_OUT("%s") ", false), EXISTS (SELECT 1 FROM \"%s\".timers "
             "WHERE due <= " NOW_ONCE "), (SELECT min(due) FROM \"%s\".timers)",
             n, n, n, n);
         break;
