@@ -660,7 +660,10 @@ PL__HIDDEN int pl__store_inbox_read(pl__store *s, uint64_t run,
  * A run that parks (pl__batch.park) keeps its key while it waits, and a
  * wake (pl__store_timer_take(), a delivery's take) takes it only while its
  * key has room: a woken run whose key is full stays due, taken once a
- * place frees.
+ * place frees.  On PostgreSQL (pl_wake(), pg_flow.c) a key's places go
+ * to its woken runs in due order (ties: the run's number), and to a run
+ * queued with a key whose timer a delivery made due only as the first of
+ * its key's queue.
  * LMDB keeps them in the `flow` database (lmdb_flow.c): the run's flow
  * record, an index by rank, and one by key; PostgreSQL as columns of the
  * lease row (pg_flow.c).  They go with the lease.

@@ -334,6 +334,16 @@ pl_engine *t_engine(const char *path, const pl_registry *reg,
     return e;
 }
 
+pl_run_status status_of(pl_engine *e, const char *id)
+{
+    pl_run_info *info = NULL;
+    cr_assert_eq(pl_run_get(&info, e, id), PL_OK, "run %s: %s", id,
+                 pl_errmsg());
+    pl_run_status s = info->status;
+    pl_run_info_free(info);
+    return s;
+}
+
 pl_outcome *t_start(pl_engine *e, const char *policy, const char *payload_json,
                     const char *run_id)
 {

@@ -52,6 +52,9 @@ const char *t_pg_server(void);
  * (free it); support_pg.c. */
 char *t_pg_store_uri(const char *schema);
 struct pg_conn *t_pg_admin(void);
+/* The number in the first column of the first row @p sql answers, on a
+ * connection of its own (the test fails on an error); support_pg.c. */
+long long t_pg_number(const char *sql);
 /* Restart the server as a crash would (immediate mode: no shutdown
  * checkpoint, crash recovery on start; PL_TEST_PG_RESTART, which
  * pg_run.sh sets); support_pg.c. */
@@ -112,6 +115,8 @@ void t_mix_json(uint64_t *h, const cJSON *j);
 cJSON *t_json(const char *text);
 /* Compact text of a JSON value (caller frees). */
 char *t_text(const cJSON *v);
+/* Run @p id's status as stored (the test fails if it cannot be read). */
+pl_run_status status_of(pl_engine *e, const char *id);
 /* Start a run of @p policy with @p payload_json, expecting PL_OK. */
 pl_outcome *t_start(pl_engine *e, const char *policy, const char *payload_json,
                     const char *run_id);

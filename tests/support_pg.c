@@ -27,6 +27,17 @@ static void pg_run(PGconn *c, const char *sql)
     PQclear(r);
 }
 
+long long t_pg_number(const char *sql)
+{
+    PGconn *c = t_pg_admin();
+    PGresult *r = pg_exec(c, sql, PGRES_TUPLES_OK);
+    cr_assert(PQntuples(r) >= 1 && PQnfields(r) >= 1, "%s: no number", sql);
+    long long n = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+    PQclear(r);
+    PQfinish(c);
+    return n;
+}
+
 const char *t_pg_schema(const char *store)
 {
     const char *s = strstr(store, "&schema=");

@@ -1,7 +1,7 @@
 /*
  * support_pg_store.h -- what test_pg.c, test_pg_plans.c and test_pg_fork.c
- * share: a step's key, the steps a run has, the store's counts, a run
- * made with a lease.
+ * share: a store opened, a step's key, the steps a run has, the store's
+ * counts, a run made with a lease.
  */
 #ifndef PL_SUPPORT_PG_STORE_H
 #define PL_SUPPORT_PG_STORE_H
@@ -9,6 +9,16 @@
 #include "support.h"
 
 #include "pg_store.h"
+
+/* Store @p schema on the test server, open (pl__pg_close() it). */
+static inline pl__pg_store *pg_store(const char *schema)
+{
+    char *uri = t_pg_store_uri(schema);
+    pl__pg_store *s = NULL;
+    cr_assert_eq(pl__pg_open(&s, uri, NULL), PL_OK, "%s", pl_errmsg());
+    free(uri);
+    return s;
+}
 
 /* Step @p seq of @p run's root invocation: its key. */
 static inline void step_key(uint8_t key[12], uint64_t run, uint32_t seq)

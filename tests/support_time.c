@@ -159,14 +159,6 @@ pl_run_info *info_of(pl_engine *e, const char *id)
     return info;
 }
 
-pl_run_status status_of(pl_engine *e, const char *id)
-{
-    pl_run_info *info = info_of(e, id);
-    pl_run_status s = info->status;
-    pl_run_info_free(info);
-    return s;
-}
-
 int64_t now_ms(void)
 {
     struct timespec ts;

@@ -21,8 +21,6 @@ pl_registry *registry(void);
 pl_engine *engine_parking(const pl_registry *reg);
 /* The run's record (free it with pl_run_info_free()). */
 pl_run_info *info_of(pl_engine *e, const char *id);
-/* The run's status. */
-pl_run_status status_of(pl_engine *e, const char *id);
 /* The Unix time now, in ms. */
 int64_t now_ms(void);
 /* Sleep @p ms milliseconds. */

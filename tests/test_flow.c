@@ -268,18 +268,9 @@ static void f_submit(pl_engine *e, const char *policy, const char *json,
     cJSON_Delete((cJSON *)root.payload);
 }
 
-static pl_run_status f_status(pl_engine *e, const char *id)
-{
-    pl_run_info *info = NULL;
-    cr_assert_eq(pl_run_get(&info, e, id), PL_OK, "%s", pl_errmsg());
-    pl_run_status s = info->status;
-    pl_run_info_free(info);
-    return s;
-}
-
 static void f_await_status(pl_engine *e, const char *id, pl_run_status want)
 {
-    for (int ms = 0; f_status(e, id) != want; ms += 10) {
+    for (int ms = 0; status_of(e, id) != want; ms += 10) {
         cr_assert_lt(ms, F_BOUND_MS, "run %s never became %s", id,
                      pl_run_status_name(want));
         f_nap(10);
@@ -445,13 +436,13 @@ Test(flow, a_run_waiting_for_its_key_holds_no_worker)
     }
     cr_assert(f_exists("a1.in"));
     cr_assert_not(f_exists("a2.in"), "a2 started while a1 held key a");
-    cr_assert_eq(f_status(e, "a2"), PL_RUN_SUBMITTED);
+    cr_assert_eq(status_of(e, "a2"), PL_RUN_SUBMITTED);
     char p[1024];
     f_path(p, sizeof p, "a1.block");
     unlink(p);
     f_await_status(e, "a2", PL_RUN_COMPLETED);
     f_worker_stop(&w);
-    cr_assert_eq(f_status(e, "a1"), PL_RUN_COMPLETED);
+    cr_assert_eq(status_of(e, "a1"), PL_RUN_COMPLETED);
     pl_engine_close(e);
     pl_registry_free(reg);
 }
@@ -475,7 +466,7 @@ Test(flow, a_continued_run_keeps_its_place)
     cr_assert_eq(pl_run_continue(&o, e, "p", NULL), PL_OK, "%s", pl_errmsg());
     cr_assert_eq(o->status, PL_RUN_CONTINUED);
     pl_outcome_free(o);
-    cr_assert_eq(f_status(e, "p~1"), PL_RUN_SUBMITTED);
+    cr_assert_eq(status_of(e, "p~1"), PL_RUN_SUBMITTED);
     f_n_seen = 0;
     f_worker w;
     f_worker_start(&w, e, 1);
@@ -507,12 +498,12 @@ Test(flow, a_continued_run_keeps_its_key)
         cr_assert_lt(ms, F_BOUND_MS, "c~1 never ran");
         f_nap(10);
     }
-    cr_assert_eq(f_status(e, "c"), PL_RUN_CONTINUED);
+    cr_assert_eq(status_of(e, "c"), PL_RUN_CONTINUED);
     f_submit(e, "gate", "{\"name\": \"a2\"}", "a2", 0, "a", 1);
     f_submit(e, "gate", "{\"name\": \"b1\"}", "b1", 0, "b", 1);
     f_await_status(e, "b1", PL_RUN_COMPLETED);
     cr_assert_not(f_exists("a2.in"), "a2 started while c~1 held key a");
-    cr_assert_eq(f_status(e, "a2"), PL_RUN_SUBMITTED);
+    cr_assert_eq(status_of(e, "a2"), PL_RUN_SUBMITTED);
     char p[1024];
     f_path(p, sizeof p, "c.block");
     unlink(p);
@@ -554,7 +545,7 @@ Test(flow, an_older_store_gains_its_queue_order)
     pl_engine_options ro = PL_ENGINE_OPTIONS_INIT;
     ro.read_only = true;
     cr_assert_eq(pl_engine_open(&e, path, reg, &ro), PL_OK, "%s", pl_errmsg());
-    cr_assert_eq(f_status(e, "old-queued"), PL_RUN_SUBMITTED);
+    cr_assert_eq(status_of(e, "old-queued"), PL_RUN_SUBMITTED);
     pl_engine_close(e);
     e = f_engine(path, reg, "host-a");
     f_worker w;

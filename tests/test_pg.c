@@ -132,9 +132,7 @@ Test(pg, store_functions)
 /* A run longer than one page of pl__pg_each_step(), many INSERTs long. */
 Test(pg, store_many_steps)
 {
-    char *uri = t_pg_store_uri("t_many");
-    pl__pg_store *s = NULL;
-    cr_assert_eq(pl__pg_open(&s, uri, NULL), PL_OK, "%s", pl_errmsg());
+    pl__pg_store *s = pg_store("t_many");
     pl__batch w = {0};
     w.run = 7;
     uint8_t key[12];
@@ -156,7 +154,6 @@ Test(pg, store_many_steps)
     pl__kvs_free(&out);
     pl__batch_free(&w);
     pl__pg_close(s);
-    free(uri);
 }
 
 /* ---- round trips ---------------------------------------------------------- */
@@ -177,9 +174,7 @@ static int set_state(pl__buf *state, pl__kvs *extra, void *user)
  */
 Test(pg, a_commit_is_one_round_trip)
 {
-    char *uri = t_pg_store_uri("t_rtrip");
-    pl__pg_store *s = NULL;
-    cr_assert_eq(pl__pg_open(&s, uri, NULL), PL_OK, "%s", pl_errmsg());
+    pl__pg_store *s = pg_store("t_rtrip");
     pl__buf info = {0};
     cr_assert_eq(pl__buf_append(&info, "info", 4), PL_OK);
 
@@ -305,7 +300,6 @@ Test(pg, a_commit_is_one_round_trip)
     pl__buf_free(&info);
     pl__buf_free(&got);
     pl__pg_close(s);
-    free(uri);
 }
 
 static int inbox_open(const uint8_t *state, size_t len, void *user)
@@ -326,9 +320,7 @@ static int inbox_open(const uint8_t *state, size_t len, void *user)
  */
 Test(pg, timers_and_consumptions_go_in_the_commit)
 {
-    char *uri = t_pg_store_uri("t_time");
-    pl__pg_store *s = NULL;
-    cr_assert_eq(pl__pg_open(&s, uri, NULL), PL_OK, "%s", pl_errmsg());
+    pl__pg_store *s = pg_store("t_time");
     pl__buf info = {0};
     cr_assert_eq(pl__buf_append(&info, "info", 4), PL_OK);
     pl__batch a = {0};
@@ -460,7 +452,6 @@ Test(pg, timers_and_consumptions_go_in_the_commit)
     pl__batch_free(&a);
     pl__buf_free(&info);
     pl__pg_close(s);
-    free(uri);
 }
 
 /* Through the engine: every call more is one round trip more (its commit). */

@@ -159,15 +159,6 @@ static void effects_read(char *out, size_t n)
     fclose(f);
 }
 
-static pl_run_status status_of(pl_engine *e, const char *id)
-{
-    pl_run_info *info = NULL;
-    cr_assert_eq(pl_run_get(&info, e, id), PL_OK, "%s", pl_errmsg());
-    pl_run_status s = info->status;
-    pl_run_info_free(info);
-    return s;
-}
-
 /* ---- the engine on it ---------------------------------------------------- */
 
 Test(pg, start_complete_and_replay)

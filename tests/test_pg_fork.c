@@ -95,10 +95,7 @@ static void child(pl__pg_store *s)
 
 Test(pg_fork, a_child_forked_beside_a_busy_thread_uses_the_store)
 {
-    char *uri = t_pg_store_uri("t_fork");
-    pl__pg_store *s;
-    cr_assert_eq(pl__pg_open(&s, uri, NULL), PL_OK, "%s", pl_errmsg());
-    free(uri);
+    pl__pg_store *s = pg_store("t_fork");
     park_kept(s);
     cr_assert_eq(kept(s), PL_OK, "the run this process parked is kept");
     cr_assert_eq(pl__pg_pid(), getpid());

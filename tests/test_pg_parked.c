@@ -83,15 +83,6 @@ static bool p_parked(const char *path, const char *id)
     return p_sql(path, sql) > 0;
 }
 
-static pl_run_status p_status(pl_engine *e, const char *id)
-{
-    pl_run_info *info = NULL;
-    cr_assert_eq(pl_run_get(&info, e, id), PL_OK, "%s", pl_errmsg());
-    pl_run_status s = info->status;
-    pl_run_info_free(info);
-    return s;
-}
-
 /* Submit "sleeper" as @p id under key "k" and execute it: it parks. */
 static void p_park(pl_engine *e, const char *path, const char *id)
 {
@@ -125,8 +116,8 @@ Test(pg_parked, a_run_that_ends_while_parked_leaves_no_row)
     /* cancelled while parked */
     cr_assert_eq(pl_run_cancel(e, "cancelled", "stop"), PL_OK, "%s",
                  pl_errmsg());
-    cr_assert_eq(p_status(e, "cancelled"), PL_RUN_CANCELLED, "%s",
-                 pl_run_status_name(p_status(e, "cancelled")));
+    cr_assert_eq(status_of(e, "cancelled"), PL_RUN_CANCELLED, "%s",
+                 pl_run_status_name(status_of(e, "cancelled")));
     cr_assert_not(p_parked(path, "cancelled"), "a cancelled run's row stayed");
 
     /* failed while parked (continued, its policy fails) */
@@ -145,7 +136,7 @@ Test(pg_parked, a_run_that_ends_while_parked_leaves_no_row)
 
     /* the run still waiting keeps its key for its wake */
     cr_assert(p_parked(path, "waits"));
-    cr_assert_eq(p_status(e, "waits"), PL_RUN_WAITING);
+    cr_assert_eq(status_of(e, "waits"), PL_RUN_WAITING);
     pl_engine_close(e);
     pl_registry_free(reg);
 }
@@ -162,7 +153,7 @@ Test(pg_parked, delete_and_prune_remove_rows_left_behind)
     p_park(e, path, "deleted");
     p_park(e, path, "waits");
     cr_assert_eq(pl_run_cancel(e, "deleted", "stop"), PL_OK, "%s", pl_errmsg());
-    cr_assert_eq(p_status(e, "deleted"), PL_RUN_CANCELLED);
+    cr_assert_eq(status_of(e, "deleted"), PL_RUN_CANCELLED);
     /* rows as an older store left them: the ended run's, and one of a run
      * deleted long ago (a number no run has) */
     p_sql(path, "INSERT INTO \"%s\".parked (run, fkey, flimit) SELECT num, "
@@ -184,7 +175,7 @@ Test(pg_parked, delete_and_prune_remove_rows_left_behind)
                              "r.num = p.run)"),
                  0, "a prune left the rows of runs gone");
     cr_assert(p_parked(path, "waits"), "a prune took a waiting run's row");
-    cr_assert_eq(p_status(e, "waits"), PL_RUN_WAITING);
+    cr_assert_eq(status_of(e, "waits"), PL_RUN_WAITING);
     pl_engine_close(e);
     pl_registry_free(reg);
 }
@@ -202,7 +193,7 @@ Test(pg_parked, an_open_removes_the_rows_of_runs_that_ended)
     p_park(e, path, "ended");
     p_park(e, path, "waits");
     cr_assert_eq(pl_run_cancel(e, "ended", "stop"), PL_OK, "%s", pl_errmsg());
-    cr_assert_eq(p_status(e, "ended"), PL_RUN_CANCELLED);
+    cr_assert_eq(status_of(e, "ended"), PL_RUN_CANCELLED);
     pl_engine_close(e);
     cr_assert_eq(p_sql(path, "SELECT count(*) FROM \"%s\".meta WHERE k = "
                              "'parked_swept'"),
@@ -216,7 +207,7 @@ Test(pg_parked, an_open_removes_the_rows_of_runs_that_ended)
     e = t_engine(path, reg, PL_DURABILITY_SYNC);
     cr_expect_not(p_parked(path, "ended"), "an ended run's row stayed");
     cr_expect(p_parked(path, "waits"), "a waiting run's row went");
-    cr_expect_eq(p_status(e, "waits"), PL_RUN_WAITING);
+    cr_expect_eq(status_of(e, "waits"), PL_RUN_WAITING);
     cr_expect_eq(p_sql(path, "SELECT count(*) FROM \"%s\".meta WHERE k = "
                              "'parked_swept'"),
                  1);

@@ -88,9 +88,7 @@ static void fill_large(PGconn *c, const char *n)
  */
 Test(pg, a_call_commit_keeps_its_plan_on_a_large_store)
 {
-    char *uri = t_pg_store_uri("t_plan");
-    pl__pg_store *s = NULL;
-    cr_assert_eq(pl__pg_open(&s, uri, NULL), PL_OK, "%s", pl_errmsg());
+    pl__pg_store *s = pg_store("t_plan");
     PGconn *c = t_pg_admin();
     fill_large(c, "t_plan");
     uint64_t run = leased_run(s, "plan-a");
@@ -109,7 +107,6 @@ Test(pg, a_call_commit_keeps_its_plan_on_a_large_store)
 
     pl__pg_close(s);
     PQfinish(c);
-    free(uri);
 }
 
 /*
@@ -120,9 +117,7 @@ Test(pg, a_call_commit_keeps_its_plan_on_a_large_store)
  */
 Test(pg, a_shape_prepared_by_a_failed_commit_serves_the_next)
 {
-    char *uri = t_pg_store_uri("t_shape");
-    pl__pg_store *s = NULL;
-    cr_assert_eq(pl__pg_open(&s, uri, NULL), PL_OK, "%s", pl_errmsg());
+    pl__pg_store *s = pg_store("t_shape");
     uint64_t run = leased_run(s, "shape-a");
     pl__pg_counts c0 = counts();
     /* steps and a state under a fence of a generation the lease never had:
@@ -157,7 +152,6 @@ Test(pg, a_shape_prepared_by_a_failed_commit_serves_the_next)
     cr_expect(got.len == 2 && memcmp(got.data, "s4", 2) == 0);
     pl__buf_free(&got);
     pl__pg_close(s);
-    free(uri);
 }
 
 /*
@@ -171,9 +165,7 @@ Test(pg, a_shape_prepared_by_a_failed_commit_serves_the_next)
  */
 Test(pg, a_group_commit_keeps_its_plans_on_a_large_store)
 {
-    char *uri = t_pg_store_uri("t_gplan");
-    pl__pg_store *s = NULL;
-    cr_assert_eq(pl__pg_open(&s, uri, NULL), PL_OK, "%s", pl_errmsg());
+    pl__pg_store *s = pg_store("t_gplan");
     PGconn *c = t_pg_admin();
     fill_large(c, "t_gplan");
     uint64_t runs[3] = {leased_run(s, "gplan-a"), leased_run(s, "gplan-b"),
@@ -274,7 +266,6 @@ Test(pg, a_group_commit_keeps_its_plans_on_a_large_store)
     }
     pl__pg_close(s);
     PQfinish(c);
-    free(uri);
 }
 
 /*
@@ -286,9 +277,7 @@ Test(pg, a_group_commit_keeps_its_plans_on_a_large_store)
  */
 Test(pg, a_group_that_drops_a_lease_then_writes_its_run)
 {
-    char *uri = t_pg_store_uri("t_gdrop");
-    pl__pg_store *s = NULL;
-    cr_assert_eq(pl__pg_open(&s, uri, NULL), PL_OK, "%s", pl_errmsg());
+    pl__pg_store *s = pg_store("t_gdrop");
     uint64_t run = leased_run(s, "gdrop-a");
     pl__batch a = {0}, b = {0};
     a.run = b.run = run;
@@ -317,7 +306,6 @@ Test(pg, a_group_that_drops_a_lease_then_writes_its_run)
     pl__batch_free(&a);
     pl__batch_free(&b);
     pl__pg_close(s);
-    free(uri);
 }
 
 /* A call's commit of steps @p from and @p from + 1 of @p run under
@@ -469,9 +457,7 @@ static bool last_commit_has(PGconn *c, const char *n, const char *text)
  */
 Test(pg, a_call_commit_answers_in_one_column)
 {
-    char *uri = t_pg_store_uri("t_answer");
-    pl__pg_store *s = NULL;
-    cr_assert_eq(pl__pg_open(&s, uri, NULL), PL_OK, "%s", pl_errmsg());
+    pl__pg_store *s = pg_store("t_answer");
     uint64_t run = leased_run(s, "answer-a");
     PGconn *c = t_pg_admin();
     char sql[512];
@@ -512,7 +498,6 @@ Test(pg, a_call_commit_answers_in_one_column)
     PQclear(r);
     pl__pg_close(s);
     PQfinish(c);
-    free(uri);
 }
 
 /*
@@ -524,9 +509,7 @@ Test(pg, a_call_commit_answers_in_one_column)
  */
 Test(pg, a_lease_known_to_have_no_key_is_fenced_by_its_generation)
 {
-    char *uri = t_pg_store_uri("t_nokey");
-    pl__pg_store *s = NULL;
-    cr_assert_eq(pl__pg_open(&s, uri, NULL), PL_OK, "%s", pl_errmsg());
+    pl__pg_store *s = pg_store("t_nokey");
     PGconn *c = t_pg_admin();
     uint64_t run = leased_run(s, "nokey-a");
     uint64_t keyed = leased_keyed_run(s, "nokey-b", "tenant");
@@ -550,7 +533,6 @@ Test(pg, a_lease_known_to_have_no_key_is_fenced_by_its_generation)
     cr_expect_eq(steps_of(s, keyed), 0);
     pl__pg_close(s);
     PQfinish(c);
-    free(uri);
 }
 
 /* ---- a call's two steps as values ------------------------------------------ */
@@ -608,9 +590,7 @@ static bool commit_and_read_back(pl__pg_store *s, PGconn *c, uint64_t run,
  */
 Test(pg, a_call_commit_writes_its_two_steps_as_values)
 {
-    char *uri = t_pg_store_uri("t_pair");
-    pl__pg_store *s = NULL;
-    cr_assert_eq(pl__pg_open(&s, uri, NULL), PL_OK, "%s", pl_errmsg());
+    pl__pg_store *s = pg_store("t_pair");
     PGconn *c = t_pg_admin();
     uint64_t run = leased_run(s, "pair-a");
 
@@ -646,7 +626,6 @@ Test(pg, a_call_commit_writes_its_two_steps_as_values)
     cr_expect_eq(steps_of(s, run), 9);
     pl__pg_close(s);
     PQfinish(c);
-    free(uri);
 }
 
 /* ---- the queue and the live leases, indexed apart --------------------------- */
@@ -768,9 +747,7 @@ static bool plan_has(const pl__buf *plan, const char *text)
  */
 Test(pg, the_queue_and_the_live_leases_are_read_by_their_indexes)
 {
-    char *uri = t_pg_store_uri("t_fleet");
-    pl__pg_store *s = NULL;
-    cr_assert_eq(pl__pg_open(&s, uri, NULL), PL_OK, "%s", pl_errmsg());
+    pl__pg_store *s = pg_store("t_fleet");
     PGconn *c = t_pg_admin();
     fill_fleet(c, "t_fleet");
     pl__buf plan = {0};
@@ -833,7 +810,6 @@ Test(pg, the_queue_and_the_live_leases_are_read_by_their_indexes)
     pl__buf_free(&plan);
     pl__pg_close(s);
     PQfinish(c);
-    free(uri);
 }
 
 /* A take's claim refused: the lease alone is taken. */

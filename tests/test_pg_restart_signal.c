@@ -145,15 +145,6 @@ static void events_of(pl_engine *e, const char *id, int *consumed, int *waiting)
     PQfinish(c);
 }
 
-static pl_run_status status_of(pl_engine *e, const char *id)
-{
-    pl_run_info *ri = NULL;
-    cr_assert_eq(pl_run_get(&ri, e, id), PL_OK, "%s", pl_errmsg());
-    pl_run_status s = ri->status;
-    pl_run_info_free(ri);
-    return s;
-}
-
 /* Continue run @p id here until it has completed (a store error on the
  * way is the restart's); its events once consumed, none waiting. */
 static void finish(pl_engine *e, const char *id)

@@ -76,15 +76,6 @@ static void r_park(pl_engine *e, const char *id, const char *key,
     pl_outcome_free(o);
 }
 
-static pl_run_status r_status(pl_engine *e, const char *id)
-{
-    pl_run_info *info = NULL;
-    cr_assert_eq(pl_run_get(&info, e, id), PL_OK, "%s", pl_errmsg());
-    pl_run_status s = info->status;
-    pl_run_info_free(info);
-    return s;
-}
-
 /* What a signal or cancellation cost: write transactions, round trips. */
 typedef struct cost {
     uint64_t txns, round_trips;
@@ -131,8 +122,8 @@ static cost r_cancel(pl_engine *e, meter *m, const char *id)
     m_begin(m);
     cr_assert_eq(pl_run_cancel(e, id, "stop"), PL_OK, "%s", pl_errmsg());
     cost k = m_end(m);
-    cr_expect_eq(r_status(e, id), PL_RUN_CANCELLED, "%s: %s", id,
-                 pl_run_status_name(r_status(e, id)));
+    cr_expect_eq(status_of(e, id), PL_RUN_CANCELLED, "%s: %s", id,
+                 pl_run_status_name(status_of(e, id)));
     return k;
 }
 
@@ -499,7 +490,7 @@ static void no_ended_run_keeps_a_timer(PGconn *c, const char *schema)
     pl_registry *reg;
     pl_engine *e = r_engine(schema, &reg);
     for (int i = 0; i < PQntuples(r); i++) {
-        pl_run_status st = r_status(e, PQgetvalue(r, i, 0));
+        pl_run_status st = status_of(e, PQgetvalue(r, i, 0));
         cr_expect(st == PL_RUN_WAITING,
                   "schema %s: run '%s' is %s and keeps a timer", schema,
                   PQgetvalue(r, i, 0), pl_run_status_name(st));
@@ -562,7 +553,7 @@ static void a_ride_meets_a_lease_row_already_there(void)
                   (unsigned long long)(c1.round_trips - c0.round_trips));
     cr_expect_null(o, "continued here past another's lease");
     pl_outcome_free(o);
-    cr_expect_eq(r_status(e, "held"), PL_RUN_WAITING);
+    cr_expect_eq(status_of(e, "held"), PL_RUN_WAITING);
     cr_expect_eq(r_count(c, "SELECT count(*) FROM t_ride_row.inbox i JOIN "
                             "t_ride_row.runs r ON r.num = i.run WHERE r.id = "
                             "convert_to('held', 'UTF8')"),

@@ -25,9 +25,6 @@
 #include "support.h"
 
 #include <errno.h>
-#if PL_WITH_POSTGRESQL
-#include <libpq-fe.h>
-#endif
 #include <lmdb.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -144,14 +141,7 @@ static size_t pg_txns(const char *path)
              "SELECT count(DISTINCT x) FROM (SELECT xmin::text AS x FROM "
              "\"%s\".steps UNION ALL SELECT xmin::text FROM \"%s\".runs) t",
              schema, schema);
-    PGconn *c = t_pg_admin();
-    PGresult *r = PQexec(c, sql);
-    cr_assert_eq(PQresultStatus(r), PGRES_TUPLES_OK, "%s",
-                 PQresultErrorMessage(r));
-    size_t n = (size_t)strtoull(PQgetvalue(r, 0, 0), NULL, 10);
-    PQclear(r);
-    PQfinish(c);
-    return n;
+    return (size_t)t_pg_number(sql);
 }
 #endif
 

@@ -32,14 +32,6 @@ static pl_run_info *get_info(pl_engine *e, const char *id)
     return info;
 }
 
-static pl_run_status status_of(pl_engine *e, const char *id)
-{
-    pl_run_info *info = get_info(e, id);
-    pl_run_status s = info->status;
-    pl_run_info_free(info);
-    return s;
-}
-
 static pl_outcome *resume_ok(pl_engine *e, const char *id, const char *token,
                              const char *answer_json)
 {

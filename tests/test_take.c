@@ -64,15 +64,6 @@ static void k_submit(pl_engine *e, const char *id)
     cJSON_Delete((cJSON *)root.payload);
 }
 
-static pl_run_status k_status(pl_engine *e, const char *id)
-{
-    pl_run_info *info = NULL;
-    cr_assert_eq(pl_run_get(&info, e, id), PL_OK, "%s", pl_errmsg());
-    pl_run_status s = info->status;
-    pl_run_info_free(info);
-    return s;
-}
-
 /* pl__store_take() for @p owner, its claim noting into @p s. */
 static int k_take(pl_engine *e, const char *owner, seen *s, pl__lease *l,
                   bool *taken)
@@ -153,7 +144,7 @@ Test(take, a_refused_claim_keeps_the_lease_and_the_state)
               pl_errmsg());
     cr_expect_str_eq(l.owner, "w1");
     k_held(e, l.run, "w1", l.gen);
-    cr_expect_eq(k_status(e, "kept"), PL_RUN_SUBMITTED);
+    cr_expect_eq(status_of(e, "kept"), PL_RUN_SUBMITTED);
     seen s2 = {0};
     cr_expect_eq(k_take(e, "w2", &s2, &l, &taken), PL_ENOTFOUND);
     cr_expect_not(taken);
@@ -174,7 +165,7 @@ Test(take, a_claim_with_nothing_to_execute_drops_the_lease)
     cr_expect(taken);
     pl__lease held;
     cr_expect_eq(pl__store_lease_get(e->store, l.run, &held), PL_ENOTFOUND);
-    cr_expect_eq(k_status(e, "stale"), PL_RUN_SUBMITTED);
+    cr_expect_eq(status_of(e, "stale"), PL_RUN_SUBMITTED);
     pl_engine_close(e);
     pl_registry_free(reg);
 }
@@ -293,7 +284,7 @@ Test(take, a_refused_due_claim_can_drop_the_lease)
     cr_expect_eq(pl__store_lease_get(e->store, l.run, &held), PL_ENOTFOUND);
     int64_t due;
     cr_expect_eq(pl__store_timer_get(e->store, l.run, &due), PL_ENOTFOUND);
-    cr_expect_eq(k_status(e, id), PL_RUN_WAITING);
+    cr_expect_eq(status_of(e, id), PL_RUN_WAITING);
     pl_engine_close(e);
     pl_registry_free(reg);
 }
@@ -313,7 +304,7 @@ Test(take, a_wake_is_one_transaction_before_the_run_goes_on)
     int64_t next = -1;
     cr_assert_eq(pl_engine_wake(e, &next), PL_OK, "%s", pl_errmsg());
     cr_assert_eq(pl_engine_change_mark(&m1, e), PL_OK);
-    cr_expect_eq(k_status(e, id), PL_RUN_COMPLETED);
+    cr_expect_eq(status_of(e, id), PL_RUN_COMPLETED);
     cr_expect_eq(next, 0);
     if (!t_on_pg()) /* PostgreSQL's mark is its WAL position, no count */
         cr_expect_eq(m1 - m0, 2, "write transactions of a wake: %llu",

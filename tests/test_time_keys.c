@@ -5,6 +5,9 @@
  * the key has room; then a worker or pl_engine_wake() takes it, as a
  * timer's wake does.  Never two runs of the key executing at once.
  *
+ * A run queued with a key that a delivery made due is woken only as the
+ * first of its key's queue.
+ *
  * Runs on LMDB and, as pg_test_time_keys, on PostgreSQL.  No test asserts
  * a duration: every wait is for a condition, with a generous bound.
  */
@@ -271,6 +274,42 @@ Test(time_keys, a_run_without_a_key_goes_on_at_once)
     void *ok = NULL;
     cr_assert_eq(pthread_join(th, &ok), 0);
     cr_expect_not_null(ok, "run b did not complete");
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/*
+ * "q1", queued with key "k" behind "q0" and signalled before it ever ran
+ * (the signal makes its timer due), is not woken ahead of "q0":
+ * pl_engine_wake() leaves it while "q0" is first in the key's queue, and
+ * takes it once "q0" has run.  Before, a wake gave it the key's place as
+ * soon as the key had room, ahead of the run queued first.
+ */
+Test(time_keys, a_queued_run_is_woken_only_as_its_keys_first)
+{
+    pl_registry *reg = k_registry();
+    pl_engine *e = engine_parking(reg);
+    atomic_store(&g_release, 1); /* "holder" returns at once */
+    k_submit(e, "holder", "q0");
+    k_submit(e, "keyed-waiter", "q1");
+    cJSON *p = t_json("{\"n\": 1}");
+    cr_assert_eq(pl_run_signal(NULL, e, "q1", "go", p), PL_OK, "%s",
+                 pl_errmsg());
+    cJSON_Delete(p);
+    int64_t next = 0;
+    cr_assert_eq(pl_engine_wake(e, &next), PL_OK, "%s", pl_errmsg());
+    cr_expect_eq(status_of(e, "q1"), PL_RUN_SUBMITTED,
+                 "q1 was woken ahead of q0: %s",
+                 pl_run_status_name(status_of(e, "q1")));
+    cr_expect_eq(status_of(e, "q0"), PL_RUN_SUBMITTED);
+    pl_outcome *o = NULL;
+    cr_assert_eq(pl_run_continue(&o, e, "q0", NULL), PL_OK, "%s", pl_errmsg());
+    cr_expect_eq(o->status, PL_RUN_COMPLETED);
+    pl_outcome_free(o);
+    cr_assert_eq(pl_engine_wake(e, &next), PL_OK, "%s", pl_errmsg());
+    cr_expect_eq(status_of(e, "q1"), PL_RUN_COMPLETED, "q1 is %s",
+                 pl_run_status_name(status_of(e, "q1")));
+    cr_expect_eq(atomic_load(&g_most), 1);
     pl_engine_close(e);
     pl_registry_free(reg);
 }

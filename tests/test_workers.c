@@ -227,15 +227,6 @@ static void w_submit(pl_engine *e, const char *policy, const char *json,
     cJSON_Delete((cJSON *)root.payload);
 }
 
-static pl_run_status w_status(pl_engine *e, const char *id)
-{
-    pl_run_info *info = NULL;
-    cr_assert_eq(pl_run_get(&info, e, id), PL_OK, "%s", pl_errmsg());
-    pl_run_status s = info->status;
-    pl_run_info_free(info);
-    return s;
-}
-
 /* A worker on its own thread, stopped by w_worker_stop(). */
 typedef struct w_worker {
     pthread_t th;
@@ -277,7 +268,7 @@ static void w_worker_stop(w_worker *w)
 /* Wait until run @p id has status @p want. */
 static void w_await_status(pl_engine *e, const char *id, pl_run_status want)
 {
-    for (int ms = 0; w_status(e, id) != want; ms += 10) {
+    for (int ms = 0; status_of(e, id) != want; ms += 10) {
         cr_assert_lt(ms, W_BOUND_MS, "run %s never became %s", id,
                      pl_run_status_name(want));
         w_nap(10);
@@ -301,7 +292,7 @@ Test(workers, submitted_runs_wait_and_a_worker_drains_them)
     /* submitted: recorded, not executed */
     cr_assert_eq(t_calls.add, 0);
     cr_assert_eq(t_calls.chain, 0);
-    cr_assert_eq(w_status(e, "q-00"), PL_RUN_SUBMITTED);
+    cr_assert_eq(status_of(e, "q-00"), PL_RUN_SUBMITTED);
     pl_run_info *info = NULL;
     cr_assert_eq(pl_run_get(&info, e, "q-03"), PL_OK);
     cr_assert_str_eq(info->policy, "chain");
@@ -561,7 +552,7 @@ Test(workers, a_call_longer_than_the_lease_keeps_its_run)
     cr_assert_eq(waitpid(kid, &status, 0), kid);
     cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0,
               "the run's own process did not complete it");
-    cr_assert_eq(w_status(e, "long"), PL_RUN_COMPLETED);
+    cr_assert_eq(status_of(e, "long"), PL_RUN_COMPLETED);
     cr_assert_eq(pl_run_verify(e, "long"), PL_OK, "%s", pl_errmsg());
     pl_engine_close(e);
     pl_registry_free(reg);
@@ -591,7 +582,7 @@ Test(workers, a_dead_workers_run_is_taken_after_its_lease_expires)
     waitpid(kid, NULL, 0);
     w_remove("block");
     e = w_engine(path, reg, "host-b");
-    cr_assert_eq(w_status(e, "orphan"), PL_RUN_RUNNING);
+    cr_assert_eq(status_of(e, "orphan"), PL_RUN_RUNNING);
     /* once its lease expires, the run shows its owner gone */
     for (int ms = 0;; ms += 10) {
         pl_run_info *info = NULL;
@@ -719,7 +710,7 @@ static void stop_between_calls(const char *policy, int adds_after)
     cr_assert_eq(w.skipped, 1);
     cr_assert_eq(w.completed, 0);
     cr_assert_eq(t_calls.add, 1, "%s: a call after the stop ran", policy);
-    cr_assert_eq(w_status(e, "handed"), PL_RUN_RUNNING);
+    cr_assert_eq(status_of(e, "handed"), PL_RUN_RUNNING);
     pl__lease l;
     cr_assert_eq(pl__store_lease_get(e->store, 1, &l), PL_OK, "%s",
                  pl_errmsg());

@@ -313,6 +313,51 @@ int pl__lmdb_flow_room(pl__lmdb_store *s, MDB_txn *txn, uint64_t run,
     return rc;
 }
 
+int pl__lmdb_flow_first(pl__lmdb_store *s, MDB_txn *txn, uint64_t run,
+                        bool *first, int *st)
+{
+    *first = true;
+    pl__flow f;
+    pl__lease_state ls;
+    int rc = s->has_flow ? flow_get(s, txn, run, &f, st) : MDB_NOTFOUND;
+    if (rc == MDB_NOTFOUND)
+        return 0;
+    if (rc || *st || !*f.key)
+        return rc;
+    if ((rc = pl__lmdb_lease_state(s, txn, run, &ls, st)) || *st ||
+        ls != PL__LEASE_EXPIRED)
+        return rc; /* parked: no place in the queue to keep */
+    uint8_t kk[PL__FLOW_KEY_MAX + 10];
+    size_t plen = key_k(kk, f.key, 0) - 8;
+    MDB_cursor *cur;
+    if ((rc = mdb_cursor_open(txn, s->flow, &cur)))
+        return rc;
+    MDB_val k = {plen, kk}, v;
+    for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+         !rc && *first && k.mv_size == plen + 8 &&
+         memcmp(k.mv_data, kk, plen) == 0;
+         rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+        uint64_t other = pl__get_be64((const uint8_t *)k.mv_data + plen);
+        pl__flow o;
+        if (other == run)
+            continue;
+        if ((rc = pl__lmdb_lease_state(s, txn, other, &ls, st)) || *st)
+            break;
+        if (ls != PL__LEASE_EXPIRED)
+            continue;
+        if ((rc = flow_get(s, txn, other, &o, st)) == MDB_NOTFOUND) {
+            rc = 0;
+            continue;
+        }
+        if (rc || *st)
+            break;
+        *first = !(o.rank_us < f.rank_us ||
+                   (o.rank_us == f.rank_us && other < run));
+    }
+    mdb_cursor_close(cur);
+    return rc == MDB_NOTFOUND ? 0 : rc;
+}
+
 int pl__lmdb_key_now(pl__lmdb_store *s, uint64_t run, bool *keyed, bool *room)
 {
     *keyed = false;

@@ -248,6 +248,12 @@ PL__HIDDEN int pl__lmdb_flow_park(pl__lmdb_store *s, MDB_txn *txn, uint64_t run,
  * has fewer than its limit of live leases. */
 PL__HIDDEN int pl__lmdb_flow_room(pl__lmdb_store *s, MDB_txn *txn, uint64_t run,
                                   bool *room, int *st);
+/* Whether run @p run, due to wake, is not behind a run of its key in the
+ * queue: a run queued with a key (its lease ran out, or it never ran, and
+ * a delivery made its timer due) is woken only as the first of its key's
+ * queue, in the queue's order (rank, then run), as a take would take it. */
+PL__HIDDEN int pl__lmdb_flow_first(pl__lmdb_store *s, MDB_txn *txn,
+                                   uint64_t run, bool *first, int *st);
 /* A lease made now for run @p run, which had none: its place in the queue,
  * a parked run's kept record again. */
 PL__HIDDEN int pl__lmdb_flow_made(pl__lmdb_store *s, MDB_txn *txn, uint64_t run,

@@ -269,10 +269,13 @@ static int take_one(pl__lmdb_store *s, MDB_txn *txn, take_ctx *c, int64_t due,
         return rc;
     /* a run parked with a key: only while the key has room (counting the
      * runs this take woke before it); else it stays due */
-    bool room;
+    bool room, first = true;
     if ((rc = pl__lmdb_flow_room(s, txn, run, &room, st)) || *st)
         return rc;
-    if (!room) {
+    /* a run queued with a key: only as its key's first (FLOW in store.h) */
+    if (room && ((rc = pl__lmdb_flow_first(s, txn, run, &first, st)) || *st))
+        return rc;
+    if (!room || !first) {
         c->blocked = true;
         return 0;
     }

@@ -50,10 +50,29 @@
  * not reached yet) is passed over with its key, as a key whose lock this
  * take cannot have: taking the key's next run instead would put it first.
  *
- * A WAKE (pg_time.c's timer take) of a parked run with a key takes the
- * key's advisory lock and counts its live leases as a take does
- * (pl_key_room()), and gives the lease the key again; a woken run whose
- * key is full keeps its due timer, taken once a place frees.  A run's
+ * A WAKE (pg_time.c's T_TAKE, pg_wake.c's L_TAKE_DUES) chooses its due
+ * timers with pl_wake(most): a function that walks them in the order of
+ * the timers_due index (due, run), TAKE_BATCH at a time against the
+ * server's clock read once, and locks each it takes (FOR UPDATE SKIP
+ * LOCKED).  A run with a live lease is executing: its timer waits.  A run
+ * with a key (the key its parking kept, or, for a run whose lease ran
+ * out, the lease's: queued, and a delivery made its timer due, or its
+ * worker gone) is taken only while the key has room, counted as a take
+ * counts (pl_key_room(): the key's advisory lock, then its live leases),
+ * and a run whose lease ran out only as the first of its key's queue;
+ * a key refused once (full, its lock another's, a run of it ahead in the
+ * queue, its timer locked by another transaction) is passed over for the
+ * rest of the walk, as pl_take()'s full_keys.  So the key's places go to
+ * its timers in due order (ties: the run's number): counted as a plain
+ * statement's scan read them (a filter on the rows, in the order of the
+ * plan's choice), a run of the key due with another, or after another the
+ * key refused and then had room for, took the key's place first; and a
+ * queued run that a delivery made due took its key's place ahead of the
+ * runs queued before it, or with no place counted at all.  A woken
+ * parked run gets its key back on its lease; one whose key is full keeps
+ * its due timer, taken once a place frees.  The wake's statement takes a
+ * lease only if it ran out: a take of the queue or a ride that got it
+ * after pl_wake() looked keeps it, and the run's timer stays.  A run's
  * parked row is written by its parking commit (pg_one.c's statements, from
  * the lease row the same commit drops) and deleted by its wake, by a
  * commit that ends an execution of it without parking (a run continued
@@ -186,6 +205,44 @@ int pl__pg_flow_setup(pl__pg_store *s, PGconn *c)
         "IF live + given >= lim THEN RETURN false; END IF; "
         "PERFORM set_config(g, (given + 1)::text, true); "
         "RETURN true; END $f$;"
+        /* a wake's choice of due timers (pg_time.c's T_TAKE, pg_wake.c's
+         * L_TAKE_DUES); ROWS: a batch's few (PL__DUES_MAX), which the
+         * statements around it are planned for (planned for the default
+         * thousand, they read the whole state and timers tables) */
+        "CREATE OR REPLACE FUNCTION \"%s\".pl_wake(most integer) RETURNS "
+        "TABLE (run bigint, due bigint, id text, rec bytea, fkey text, "
+        "flimit integer) LANGUAGE plpgsql ROWS 8 AS $f$ "
+        "#variable_conflict use_column\n"
+        "DECLARE c record; k text; lim integer; full_keys text[] := '{}'; "
+        "tnow bigint := " NOW_US "; ad bigint := " I64_MIN
+        "; ar bigint := " I64_MIN "; n integer; took integer := 0; BEGIN "
+        "LOOP n := 0; "
+        "FOR c IN SELECT tm.run AS r, tm.due AS d, tm.id AS i, tm.rec AS "
+        "b, p.fkey AS pk, p.flimit AS pl, q.fkey AS qk, q.flimit AS ql, "
+        "q.qrank AS qq, q.run AS qr, q.expires AS qe FROM \"%s\".timers tm "
+        "LEFT JOIN \"%s\".parked p ON p.run = tm.run LEFT JOIN \"%s\".leases "
+        "q ON q.run = tm.run WHERE tm.due <= tnow AND (tm.due, tm.run) > "
+        "(ad, ar) ORDER BY tm.due, tm.run LIMIT " TAKE_BATCH " LOOP "
+        "n := n + 1; ad := c.d; ar := c.r; "
+        /* executing: it parks again or ends */
+        "IF c.qr IS NOT NULL AND c.qe > " NOW_US " THEN CONTINUE; END IF; "
+        "k := coalesce(c.pk, c.qk); "
+        "IF k IS NOT NULL THEN "
+        "IF k = ANY (full_keys) THEN CONTINUE; END IF; "
+        "lim := CASE WHEN c.pk IS NULL THEN c.ql ELSE c.pl END; "
+        /* queued, its key's first in the queue's order, or the queue's */
+        "IF (c.pk IS NULL AND EXISTS (SELECT 1 FROM \"%s\".leases o WHERE "
+        "o.fkey = k AND o.expires <= " NOW_US " AND (o.qrank, o.run) < "
+        "(c.qq, c.qr))) OR NOT \"%s\".pl_key_room(k, lim) THEN "
+        "full_keys := full_keys || k; CONTINUE; END IF; END IF; "
+        "PERFORM 1 FROM \"%s\".timers x WHERE x.run = c.r AND x.due <= "
+        "tnow FOR UPDATE SKIP LOCKED; "
+        "IF NOT FOUND THEN IF k IS NOT NULL THEN full_keys := full_keys || "
+        "k; END IF; CONTINUE; END IF; "
+        "run := c.r; due := c.d; id := c.i; rec := c.b; fkey := c.pk; "
+        "flimit := c.pl; RETURN NEXT; took := took + 1; "
+        "IF took >= most THEN RETURN; END IF; END LOOP; "
+        "IF n < " TAKE_BATCH " THEN RETURN; END IF; END LOOP; END $f$;"
         "CREATE OR REPLACE FUNCTION \"%s\".pl_take(who text, dur bigint) "
         "RETURNS TABLE (run bigint, gen bigint, expires_in bigint, owner "
         "text, id text) LANGUAGE plpgsql AS $f$ "
@@ -229,8 +286,8 @@ int pl__pg_flow_setup(pl__pg_store *s, PGconn *c)
         "RETURN; END LOOP; "
         "IF n < " TAKE_BATCH " THEN RETURN; END IF; END LOOP; END $f$;"
         "COMMIT",
-        n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n,
-        n, n);
+        n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n,
+        n, n, n, n, n, n, n, n);
     if (!sql)
         return pl__err(PL_ENOMEM, "out of memory");
     int st = pl__pg_command(s, c, sql, "making the queue's flow control");

@@ -5,8 +5,8 @@
  * function in the store's schema, made on every writable open (an older
  * store gains them).
  *
- *   | timers | run bigint PK, due bigint (Unix us, indexed), id text,   |
- *   |        | rec bytea (the timer record, runrec.c)                   |
+ *   | timers | run bigint PK, due bigint (Unix us, indexed with run),   |
+ *   |        | id text, rec bytea (the timer record, runrec.c)          |
  *   | inbox  | run bigint, seq bigint, rec bytea (the inbox record),    |
  *   |        | cancel boolean (a cancellation); PK (run, seq); the      |
  *   |        | cancellations' runs indexed alone (inbox_cancel)         |
@@ -106,29 +106,27 @@ int pl__pg_time_sql(const pl__pg_store *s, int which, char **out)
         break;
     case T_TAKE:
         *out = pl__asprintf(
-            /* a parked run's key, if it has one, must have room
-             * (pl_key_room(): pg_flow.c); the lease gets it back */
-            "WITH t AS (SELECT tm.run, tm.due, tm.id, tm.rec, p.fkey, "
-            "p.flimit FROM \"%s\".timers tm LEFT JOIN \"%s\".parked p ON "
-            "p.run = tm.run WHERE tm.due <= " NOW_ONCE " AND NOT EXISTS "
-            "(SELECT 1 FROM \"%s\".leases l WHERE l.run = tm.run AND "
-            "l.expires > " NOW_US ") AND (p.fkey IS NULL OR "
-            "\"%s\".pl_key_room(p.fkey, p.flimit)) ORDER BY tm.due, tm.run "
-            "LIMIT $3::integer FOR UPDATE OF tm SKIP LOCKED), "
-            "d AS (DELETE FROM \"%s\".timers x USING t WHERE x.run = t.run "
-            "RETURNING t.run, t.due, t.id, t.rec, t.fkey, t.flimit), "
-            "k AS (DELETE FROM \"%s\".parked z USING d WHERE z.run = d.run), "
+            /* the due timers, chosen and locked by pl_wake() (pg_flow.c:
+             * a run with a key only while the key has room); the lease
+             * gets a parked run's key back */
+            "WITH t AS (SELECT * FROM \"%s\".pl_wake($3::integer)), "
+            /* a lease another transaction took since pl_wake() looked (a
+             * take of the queue, a ride) is live: not taken over, and the
+             * run's timer stays */
             "l AS (INSERT INTO \"%s\".leases AS y (run, gen, owner, id, "
             "expires, fkey, flimit) SELECT run, 1, $1, id, " NOW_US
-            " + $2::bigint, fkey, coalesce(flimit, 0) FROM d "
+            " + $2::bigint, fkey, coalesce(flimit, 0) FROM t "
             "ON CONFLICT (run) DO UPDATE SET gen = y.gen + 1, owner = "
             "excluded.owner, id = excluded.id, expires = excluded.expires, "
             "fkey = coalesce(excluded.fkey, y.fkey), flimit = CASE WHEN "
             "excluded.fkey IS NULL THEN y.flimit ELSE excluded.flimit END "
-            "RETURNING y.run, y.gen) "
+            "WHERE y.expires <= " NOW_US " RETURNING y.run, y.gen), "
+            "d AS (DELETE FROM \"%s\".timers x USING t, l WHERE x.run = t.run "
+            "AND l.run = t.run RETURNING t.run, t.due, t.rec), "
+            "k AS (DELETE FROM \"%s\".parked z USING l WHERE z.run = l.run) "
             "SELECT d.run, l.gen, d.due, d.rec FROM d JOIN l ON l.run = d.run "
             "ORDER BY d.due, d.run",
-            n, n, n, n, n, n, n);
+            n, n, n, n);
         break;
     case T_NEXT:
         /* the earliest timer, and the earliest not due at $1 */
@@ -202,7 +200,11 @@ int pl__pg_time_setup(pl__pg_store *s, PGconn *c)
         "SELECT pg_advisory_xact_lock(hashtext('policyledger store %s'));"
         "CREATE TABLE IF NOT EXISTS \"%s\".timers (run bigint PRIMARY KEY, "
         "due bigint NOT NULL, id text NOT NULL, rec bytea NOT NULL);"
-        "CREATE INDEX IF NOT EXISTS timers_due ON \"%s\".timers (due);"
+        /* the wakes' order, ties by run (pl_wake(), pg_flow.c); a store
+         * made with an index on due alone gains it, and loses that one */
+        "CREATE INDEX IF NOT EXISTS timers_due_run ON \"%s\".timers (due, "
+        "run);"
+        "DROP INDEX IF EXISTS \"%s\".timers_due;"
         "CREATE TABLE IF NOT EXISTS \"%s\".inbox (run bigint NOT NULL, "
         "seq bigint NOT NULL, rec bytea NOT NULL, cancel boolean NOT NULL "
         "DEFAULT false, PRIMARY KEY (run, seq));"
@@ -220,7 +222,7 @@ int pl__pg_time_setup(pl__pg_store *s, PGconn *c)
         "THEN RAISE EXCEPTION 'the delivery cannot take the run: %%', why "
         "USING ERRCODE = '" RIDE_STATE "'; END IF; RETURN true; END $f$;"
         "COMMIT",
-        n, n, n, n, n, n, n);
+        n, n, n, n, n, n, n, n);
     if (!sql)
         return pl__err(PL_ENOMEM, "out of memory");
     int st = pl__pg_command(s, c, sql, "creating the timers and inbox tables");

@@ -6,9 +6,9 @@
  * many runs it holds (up to PL__DUES_MAX):
  *
  *   1. BEGIN and L_TAKE_DUES, one statement: the earliest due timers whose
- *      runs hold no live lease (and whose concurrency keys, for runs that
- *      parked with one, have room: pl_key_room(), pg_flow.c), locked with
- *      FOR UPDATE SKIP LOCKED; of those, the runs whose state rows it can
+ *      runs hold no live lease (and whose concurrency keys have room, in
+ *      their order: pl_wake(), pg_flow.c), locked with FOR UPDATE SKIP
+ *      LOCKED; of those, the runs whose state rows it can
  *      lock without waiting (FOR UPDATE SKIP LOCKED: a delivery or a
  *      deletion holding one leaves that run, and its timer, for the next
  *      take); their timers and parked rows deleted, their leases taken
@@ -24,8 +24,8 @@
  * leaves claimed runs whose leases run out, taken from the queue by
  * another worker as any crashed run is.
  *
- * The timers' due index is scanned with the server's clock read once (an
- * InitPlan, NOW_ONCE): an index bound, so a take reads the due timers it
+ * The timers' due index is scanned with the server's clock read once
+ * (pl_wake()'s tnow): an index bound, so a take reads the due timers it
  * looks at and no others.  With clock_timestamp() in the condition itself
  * the scan tested it as a filter on every timer, due or not: a take that
  * found nothing due read the whole index (100,000 waiting runs: tens of
@@ -47,30 +47,28 @@ int pl__pg_wake_sql(const pl__pg_store *s, char **out)
     /* $1 owner, $2 lease_us, $3 how many, $4 and $5 the ledger read's
      * limits (rows, bytes: L_READ_ROOT's); in binary */
     *out = pl__asprintf(
-        "WITH m AS MATERIALIZED (SELECT tm.run, tm.due, tm.id, p.fkey, "
-        "p.flimit FROM \"%s\".timers tm LEFT JOIN \"%s\".parked p ON p.run "
-        "= tm.run WHERE tm.due <= " NOW_ONCE " AND NOT EXISTS (SELECT 1 FROM "
-        "\"%s\".leases l WHERE l.run = tm.run AND l.expires > " NOW_US
-        ") AND (p.fkey IS NULL OR \"%s\".pl_key_room(p.fkey, p.flimit)) "
-        "ORDER BY tm.due, tm.run LIMIT $3::integer FOR UPDATE OF tm SKIP "
-        "LOCKED), "
+        "WITH m AS MATERIALIZED (SELECT w.run, w.due, w.id, w.fkey, "
+        "w.flimit FROM \"%s\".pl_wake($3::integer) w), "
         /* the states this transaction can lock now; a run without one is
          * taken too (and fails: else its timer is due for ever) */
         "s AS MATERIALIZED (SELECT x.run, x.v FROM \"%s\".state x JOIN m ON "
         "x.run = m.run FOR UPDATE OF x SKIP LOCKED), "
-        "d AS (DELETE FROM \"%s\".timers x USING m WHERE x.run = m.run AND "
-        "(EXISTS (SELECT 1 FROM s WHERE s.run = m.run) OR NOT EXISTS (SELECT "
-        "1 FROM \"%s\".state y WHERE y.run = m.run)) RETURNING m.run, m.due, "
-        "m.id, m.fkey, m.flimit), "
-        "k AS (DELETE FROM \"%s\".parked z USING d WHERE z.run = d.run), "
+        /* a lease another transaction took since pl_wake() looked (a
+         * take of the queue, a ride) is live: not taken over, and the
+         * run's timer stays */
         "g AS (INSERT INTO \"%s\".leases AS y (run, gen, owner, id, expires, "
-        "fkey, flimit) SELECT run, 1, $1, id, " NOW_US " + $2::bigint, fkey, "
-        "coalesce(flimit, 0) FROM d ON CONFLICT (run) DO UPDATE SET gen = "
+        "fkey, flimit) SELECT m.run, 1, $1, m.id, " NOW_US " + $2::bigint, "
+        "m.fkey, coalesce(m.flimit, 0) FROM m WHERE EXISTS (SELECT 1 FROM s "
+        "WHERE s.run = m.run) OR NOT EXISTS (SELECT 1 FROM \"%s\".state y "
+        "WHERE y.run = m.run) ON CONFLICT (run) DO UPDATE SET gen = "
         "y.gen + 1, owner = excluded.owner, id = excluded.id, expires = "
         "excluded.expires, fkey = coalesce(excluded.fkey, y.fkey), flimit = "
         "CASE WHEN excluded.fkey IS NULL THEN y.flimit ELSE excluded.flimit "
-        "END RETURNING y.run, y.gen, y.expires - " NOW_US " AS expires_in, "
-        "y.owner, y.id) "
+        "END WHERE y.expires <= " NOW_US " RETURNING y.run, y.gen, y.expires "
+        "- " NOW_US " AS expires_in, y.owner, y.id), "
+        "d AS (DELETE FROM \"%s\".timers x USING m, g WHERE x.run = m.run "
+        "AND g.run = m.run RETURNING m.run, m.due), "
+        "k AS (DELETE FROM \"%s\".parked z USING g WHERE z.run = g.run) "
         "SELECT g.run, g.gen, g.expires_in, g.owner, g.id, r.info, s.v, "
         "EXISTS (SELECT 1 FROM \"%s\".steps k WHERE k.k >= int8send(g.run) "
         "AND k.k < int8send(g.run + 1)), EXISTS (SELECT 1 FROM \"%s\".inbox "
@@ -84,7 +82,7 @@ int pl__pg_wake_sql(const pl__pg_store *s, char **out)
         "$4::bigint) w) q WHERE q.before = 0 OR q.before < $5::bigint) "
         "FROM g JOIN d ON d.run = g.run LEFT JOIN \"%s\".runs r ON r.num = "
         "g.run LEFT JOIN s ON s.run = g.run ORDER BY d.due, d.run",
-        n, n, n, n, n, n, n, n, n, n, n, n, n);
+        n, n, n, n, n, n, n, n, n, n);
     return *out ? PL_OK : pl__err(PL_ENOMEM, "out of memory");
 }
 
