@@ -50,19 +50,26 @@ static int call_commit(pl__pg_store *s, uint64_t run, uint64_t gen,
     return st;
 }
 
+/* Give store schema @p n @p count runs, each with a state. */
+static void fill_runs(PGconn *c, const char *n, int count)
+{
+    char sql[512];
+    snprintf(sql, sizeof sql,
+             "INSERT INTO %s.runs SELECT int8send(i), nextval('%s.run_num'), "
+             "'\\x00' FROM generate_series(1, %d) i",
+             n, n, count);
+    admin_sql(c, sql);
+    snprintf(sql, sizeof sql,
+             "INSERT INTO %s.state SELECT num, '\\x00' FROM %s.runs", n, n);
+    admin_sql(c, sql);
+}
+
 /* Give store schema @p n 2,000 runs of 10 steps, a lease each, and its
  * tables their statistics: a store a generic plan must serve well. */
 static void fill_large(PGconn *c, const char *n)
 {
     char sql[512];
-    snprintf(sql, sizeof sql,
-             "INSERT INTO %s.runs SELECT int8send(i), nextval('%s.run_num'), "
-             "'\\x00' FROM generate_series(1, 2000) i",
-             n, n);
-    admin_sql(c, sql);
-    snprintf(sql, sizeof sql,
-             "INSERT INTO %s.state SELECT num, '\\x00' FROM %s.runs", n, n);
-    admin_sql(c, sql);
+    fill_runs(c, n, 2000);
     snprintf(sql, sizeof sql,
              "INSERT INTO %s.leases (run, gen, owner, id, expires) SELECT "
              "num, 1, '', '', 0 FROM %s.runs",
@@ -637,14 +644,7 @@ Test(pg, a_call_commit_writes_its_two_steps_as_values)
 static void fill_fleet(PGconn *c, const char *n)
 {
     char sql[1024];
-    snprintf(sql, sizeof sql,
-             "INSERT INTO %s.runs SELECT int8send(i), nextval('%s.run_num'), "
-             "'\\x00' FROM generate_series(1, 20050) i",
-             n, n);
-    admin_sql(c, sql);
-    snprintf(sql, sizeof sql,
-             "INSERT INTO %s.state SELECT num, '\\x00' FROM %s.runs", n, n);
-    admin_sql(c, sql);
+    fill_runs(c, n, 20050);
     snprintf(sql, sizeof sql,
              "INSERT INTO %s.leases (run, gen, owner, id, expires, qrank, "
              "fkey, flimit) SELECT num, CASE WHEN num > 10000 AND num <= "
