@@ -87,10 +87,10 @@ int report_take(bool quick)
     double *t = malloc(sizeof *t * (size_t)n);
     if (!t)
         die("out of memory");
-    int failures = 0;
+    int failures = 0, done = 0;
     uint64_t want = RUNNING + 1; /* the queue's head, in rank order */
-    for (int i = 0; i < n; i++) {
-        pl__lease l;
+    for (int i = 0; i < n; i++, done++) {
+        pl__lease l = {0};
         bool taken;
         double t0 = now_s();
         int st = pl__pg_take(s, "bench@host", 60000000, refuse, NULL, &l,
@@ -105,14 +105,14 @@ int report_take(bool quick)
         }
     }
     double floor = floor_commit_s();
-    qsort(t, (size_t)n, sizeof *t, cmp_double);
-    double p50 = t[n / 2], p99 = t[n * 99 / 100];
+    qsort(t, (size_t)done, sizeof *t, cmp_double);
+    double p50 = done ? t[done / 2] : 0, p99 = done ? t[done * 99 / 100] : 0;
     say("  a take, p50 / p99                %8.2f / %.2f ms\n"
         "  one commit of the floor          %8.2f ms (take p50 %.1fx)\n",
         p50 * 1e3, p99 * 1e3, floor * 1e3, floor > 0 ? p50 / floor : 0);
     cJSON *o = cJSON_AddObjectToObject(g_json, "take");
     jnum(o, "running", RUNNING);
-    jnum(o, "takes", n);
+    jnum(o, "takes", done);
     jnum(o, "p50_ms", p50 * 1e3);
     jnum(o, "p99_ms", p99 * 1e3);
     jnum(o, "floor_ms", floor * 1e3);
