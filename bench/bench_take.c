@@ -43,8 +43,8 @@ static void take_fill(PGconn *c, const char *n)
              n, n, RUNNING + QUEUED);
     pg_sql(c, sql);
     snprintf(sql, sizeof sql,
-             "INSERT INTO \"%s\".state SELECT num, '\\x00' FROM \"%s\".runs",
-             n, n);
+             "INSERT INTO \"%s\".state SELECT num, '\\x00' FROM \"%s\".runs", n,
+             n);
     pg_sql(c, sql);
     snprintf(sql, sizeof sql,
              "INSERT INTO \"%s\".leases (run, gen, owner, id, expires, qrank) "

@@ -656,8 +656,7 @@ static void fill_fleet(PGconn *c, const char *n)
              "WHEN num %% 10 = 0 THEN 2 ELSE 0 END FROM %s.runs",
              n, n);
     admin_sql(c, sql);
-    snprintf(sql, sizeof sql, "ANALYZE %s.runs, %s.state, %s.leases", n, n,
-             n);
+    snprintf(sql, sizeof sql, "ANALYZE %s.runs, %s.state, %s.leases", n, n, n);
     admin_sql(c, sql);
     /* the running leases renewed three times since, no vacuum between:
      * where the server would read the table whole rather than an index */
@@ -844,13 +843,12 @@ Test(pg, an_old_stores_lease_indexes_are_converted_at_open)
     pl__buf idx = {0};
     lease_indexes(c, "t_oldidx", &idx);
     const char *v = (const char *)idx.data;
-    cr_expect(strstr(v, "leases_queue:") && strstr(v, "leases_live:"), "%s",
-              v);
+    cr_expect(strstr(v, "leases_queue:") && strstr(v, "leases_live:"), "%s", v);
     cr_expect(strstr(v, "(qrank, run) WHERE (owner = ''::text)") &&
                   strstr(v, "(expires) WHERE (owner <> ''::text)"),
               "%s", v);
-    cr_expect(!strstr(v, "leases_qrank") && !strstr(v, "leases_expires"),
-              "%s", v);
+    cr_expect(!strstr(v, "leases_qrank") && !strstr(v, "leases_expires"), "%s",
+              v);
     pl__buf_free(&idx);
     /* the run, its lease dropped to the queue by hand, is taken */
     char sql[256];

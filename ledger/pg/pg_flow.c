@@ -250,42 +250,45 @@ int pl__pg_flow_setup(pl__pg_store *s, PGconn *c)
         "DECLARE c record; live bigint; got bigint; full_keys text[] := "
         "'{}'; tnow bigint := " NOW_US "; aq bigint := " I64_MIN "; ar bigint "
         ":= " I64_MIN "; lo bigint := " I64_MIN "; crashed boolean := "
-        "coalesce(" LIVE_RUN_OUT("%s") ", false); n integer; BEGIN "
-        "LOOP n := 0; "
-        /* the next batch of the queued runs (leases_queue) and of the
+        "coalesce(" LIVE_RUN_OUT(
+            "%s") ", false); n integer; BEGIN "
+                  "LOOP n := 0; "
+                  /* the next batch of the queued runs (leases_queue) and of the
          * leases run out while owned (leases_live, read only when there are
          * some, by the range that ran out: pg_lease.c, TAKE_HEAD), merged
          * in order */
-        "FOR c IN SELECT * FROM ((SELECT l.run AS r, l.fkey AS k, l.flimit "
-        "AS lim, l.qrank AS q FROM \"%s\".leases l WHERE l.owner = '' AND "
-        "(l.qrank, l.run) > (aq, ar) ORDER BY l.qrank, l.run LIMIT " TAKE_BATCH
-        ") UNION ALL (SELECT l.run, l.fkey, l.flimit, l.qrank FROM "
-        "\"%s\".leases l WHERE crashed AND l.owner <> '' AND l.expires <= "
-        "tnow AND l.expires >= lo AND (l.qrank, l.run) > (aq, ar) ORDER BY "
-        "l.qrank, l.run LIMIT " TAKE_BATCH ")) b ORDER BY b.q, b.r LIMIT "
-        TAKE_BATCH " LOOP "
-        "n := n + 1; aq := c.q; ar := c.r; "
-        "IF c.k IS NOT NULL THEN "
-        "IF c.k = ANY (full_keys) THEN CONTINUE; END IF; "
-        "IF NOT pg_try_advisory_xact_lock(hashtextextended('%s/' || c.k, "
-        "0)) THEN full_keys := full_keys || c.k; CONTINUE; END IF; "
-        "SELECT count(*) INTO live FROM \"%s\".leases o WHERE o.fkey = c.k "
-        "AND o.owner <> '' AND o.expires > " NOW_US "; "
-        "IF live >= c.lim THEN full_keys := full_keys || c.k; CONTINUE; "
-        "END IF; END IF; "
-        "SELECT x.run INTO got FROM \"%s\".leases x WHERE x.run = c.r AND "
-        "x.expires <= " NOW_US " FOR UPDATE SKIP LOCKED; "
-        /* held by another transaction (another take, which locked it as
+                  "FOR c IN SELECT * FROM ((SELECT l.run AS r, l.fkey AS k, l.flimit "
+                  "AS lim, l.qrank AS q FROM \"%s\".leases l WHERE l.owner = '' AND "
+                  "(l.qrank, l.run) > (aq, ar) ORDER BY l.qrank, l.run LIMIT " TAKE_BATCH
+                  ") UNION ALL (SELECT l.run, l.fkey, l.flimit, l.qrank FROM "
+                  "\"%s\".leases l WHERE crashed AND l.owner <> '' AND l.expires <= "
+                  "tnow AND l.expires >= lo AND (l.qrank, l.run) > (aq, ar) ORDER BY "
+                  "l.qrank, l.run LIMIT " TAKE_BATCH
+                  ")) b ORDER BY b.q, b.r LIMIT " TAKE_BATCH " LOOP "
+                  "n := n + 1; aq := c.q; ar := c.r; "
+                  "IF c.k IS NOT NULL THEN "
+                  "IF c.k = ANY (full_keys) THEN CONTINUE; END IF; "
+                  "IF NOT pg_try_advisory_xact_lock(hashtextextended('%s/' || c.k, "
+                  "0)) THEN full_keys := full_keys || c.k; CONTINUE; END IF; "
+                  "SELECT count(*) INTO live FROM \"%s\".leases o WHERE o.fkey = c.k "
+                  "AND o.owner <> '' AND o.expires > " NOW_US "; "
+                  "IF live >= c.lim THEN full_keys := full_keys || c.k; CONTINUE; "
+                  "END IF; END IF; "
+                  "SELECT x.run INTO got FROM \"%s\".leases x WHERE x.run = c.r AND "
+                  "x.expires <= " NOW_US " FOR UPDATE SKIP LOCKED; "
+                  /* held by another transaction (another take, which locked it as
          * its head): its key is passed over with it, or a later run of
          * the key would go first and leave this one waiting behind it */
-        "IF NOT FOUND THEN IF c.k IS NOT NULL THEN full_keys := full_keys "
-        "|| c.k; END IF; CONTINUE; END IF; "
-        "RETURN QUERY UPDATE \"%s\".leases l SET gen = l.gen + 1, owner = "
-        "who, expires = " NOW_US " + dur WHERE l.run = got RETURNING l.run, "
-        "l.gen, l.expires - " NOW_US ", l.owner, l.id; "
-        "RETURN; END LOOP; "
-        "IF n < " TAKE_BATCH " THEN RETURN; END IF; END LOOP; END $f$;"
-        "COMMIT",
+                  "IF NOT FOUND THEN IF c.k IS NOT NULL THEN full_keys := full_keys "
+                  "|| c.k; END IF; CONTINUE; END IF; "
+                  "RETURN QUERY UPDATE \"%s\".leases l SET gen = l.gen + 1, owner = "
+                  "who, expires = " NOW_US
+                  " + dur WHERE l.run = got RETURNING l.run, "
+                  "l.gen, l.expires - " NOW_US ", l.owner, l.id; "
+                  "RETURN; END LOOP; "
+                  "IF n < " TAKE_BATCH
+                  " THEN RETURN; END IF; END LOOP; END $f$;"
+                  "COMMIT",
         n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n,
         n, n, n, n, n, n, n, n);
     if (!sql)

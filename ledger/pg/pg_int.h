@@ -45,7 +45,7 @@
  * back): the first entry of leases_live (pg_flow.c), by the index alone;
  * NULL without owned leases.  Its one argument is the schema's format. */
 #define LIVE_RUN_OUT(schema_fmt)                                               \
-    "(SELECT min(m.expires) FROM \"" schema_fmt "\".leases m WHERE m.owner " \
+    "(SELECT min(m.expires) FROM \"" schema_fmt "\".leases m WHERE m.owner "   \
     "<> '') <= " NOW_ONCE
 
 /*

@@ -73,17 +73,20 @@
  * renewals had left it dead rows); three schemas. */
 #define I64_MAX "9223372036854775807"
 #define I64_MIN "(-9223372036854775807 - 1)"
-#define TAKE_HEAD                                                              \
-    "e AS MATERIALIZED (SELECT l.run, l.fkey, l.qrank FROM \"%s\".leases l " \
-    "WHERE l.owner <> '' AND l.expires <= " NOW_ONCE " AND l.expires >= "     \
-    "(SELECT " I64_MIN ") AND " LIVE_RUN_OUT("%s") " ORDER BY l.qrank, "       \
-    "l.run LIMIT 1 FOR UPDATE OF l SKIP LOCKED), q AS MATERIALIZED (SELECT "  \
-    "l.run, l.fkey FROM \"%s\".leases l WHERE l.owner = '' AND (l.qrank, "   \
-    "l.run) < (coalesce((SELECT e.qrank FROM e), " I64_MAX "), coalesce(("     \
-    "SELECT e.run FROM e), " I64_MAX ")) ORDER BY l.qrank, l.run LIMIT 1 FOR " \
-    "UPDATE OF l SKIP LOCKED), h AS MATERIALIZED (SELECT q.run, q.fkey FROM "  \
-    "q UNION ALL SELECT e.run, e.fkey FROM e WHERE NOT EXISTS (SELECT FROM "   \
-    "q))"
+#define TAKE_HEAD                                                                       \
+    "e AS MATERIALIZED (SELECT l.run, l.fkey, l.qrank FROM \"%s\".leases l "            \
+    "WHERE l.owner <> '' AND l.expires <= " NOW_ONCE " AND l.expires >= "               \
+    "(SELECT " I64_MIN ") AND " LIVE_RUN_OUT(                                           \
+        "%s") " ORDER BY l.qrank, "                                                     \
+              "l.run LIMIT 1 FOR UPDATE OF l SKIP LOCKED), q AS MATERIALIZED (SELECT "  \
+              "l.run, l.fkey FROM \"%s\".leases l WHERE l.owner = '' AND (l.qrank, "    \
+              "l.run) < (coalesce((SELECT e.qrank FROM e), " I64_MAX                    \
+              "), coalesce(("                                                           \
+              "SELECT e.run FROM e), " I64_MAX                                          \
+              ")) ORDER BY l.qrank, l.run LIMIT 1 FOR "                                 \
+              "UPDATE OF l SKIP LOCKED), h AS MATERIALIZED (SELECT q.run, q.fkey FROM " \
+              "q UNION ALL SELECT e.run, e.fkey FROM e WHERE NOT EXISTS (SELECT FROM "  \
+              "q))"
 
 /* What a take reads of the run it took (t: run, gen, expires_in, owner,
  * id), in binary: its info, its state locked (or, locked by another, NULL
@@ -193,8 +196,10 @@ int pl__pg_lease_sql(const pl__pg_store *s, int which, char **out)
          * scan, which passes every live lease */
         *out = pl__asprintf(
             "SELECT (SELECT min(qrank) FROM \"%s\".leases WHERE owner = '') "
-            "IS NOT NULL OR coalesce(" LIVE_RUN_OUT("%s") ", false), EXISTS (SELECT 1 FROM \"%s\".timers "
-            "WHERE due <= " NOW_ONCE "), (SELECT min(due) FROM \"%s\".timers)",
+            "IS NOT NULL OR coalesce(" LIVE_RUN_OUT(
+                "%s") ", false), EXISTS (SELECT 1 FROM \"%s\".timers "
+                      "WHERE due <= " NOW_ONCE
+                      "), (SELECT min(due) FROM \"%s\".timers)",
             n, n, n, n);
         break;
     default: /* L_CREATE: after the run's creation, in its transaction;
