@@ -150,7 +150,7 @@ int report_w8(void);
 #define ONLY_MCP (1u << 20)    /* --only mcp (bench_mcp.c) */
 #define ONLY_TAKE (1u << 21)   /* --only take (bench_take.c) */
 #define ONLY_ALL                                                               \
-    (0x1feu | ONLY_FANOUT | ONLY_CHURN | ONLY_AGENT | ONLY_RATE | ONLY_MCP |    \
+    (0x1feu | ONLY_FANOUT | ONLY_CHURN | ONLY_AGENT | ONLY_RATE | ONLY_MCP |   \
      ONLY_TAKE)
 #define ONLY_NAMES "w1..w8, fanout, churn, agent, rate, mcp and take"
 
@@ -358,6 +358,13 @@ void pg_floor(const void *varg, void *vres);
 void pg_probe(const void *varg, void *vres);
 /* Write the server's dirty pages and wait for its autovacuum workers. */
 void pg_settle(void);
+/* A floor taken one commit at a time, in turns with a workload (W8): a
+ * fresh table @p name and a session in @p mode; pg_floor_turn() makes one
+ * 160 B INSERT committed alone (record @p i), pg_floor_turns_end() drops
+ * the table. */
+PGconn *pg_floor_turns(const char *name, pl_durability mode);
+void pg_floor_turn(PGconn *c, int i);
+void pg_floor_turns_end(PGconn *c, const char *name);
 /* The postmaster's pid, the parent of a session's backend (-1: the server
  * is not on this host, or its processes cannot be read). */
 long long pg_postmaster(void);

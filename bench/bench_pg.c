@@ -300,6 +300,23 @@ static void pg_floor_create(const char *name, char path[1100], char schema[128])
     PQfinish(c);
 }
 
+PGconn *pg_floor_turns(const char *name, pl_durability mode)
+{
+    char path[1100], schema[128];
+    pg_floor_create(name, path, schema);
+    return pg_floor_session(mode, schema);
+}
+
+void pg_floor_turn(PGconn *c, int i) { pg_floor_puts(c, 0, i, 1); }
+
+void pg_floor_turns_end(PGconn *c, const char *name)
+{
+    char path[1100];
+    path_in(path, sizeof path, name);
+    PQfinish(c);
+    pg_remove(path);
+}
+
 typedef struct pg_floor_thread {
     const floor_arg *a;
     const char *schema;
