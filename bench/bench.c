@@ -123,7 +123,7 @@ static int report_rate(bool quick)
     return failures;
 }
 
-/* W1, W3, W6, W7, W8 and rate (as @p only selects them) on PostgreSQL;
+/* W1, W3, W6, W7, W8, rate and take (as @p only selects them) on PostgreSQL;
  * returns the failures. */
 static int report_pg(bool quick, unsigned only)
 {
@@ -134,7 +134,8 @@ static int report_pg(bool quick, unsigned only)
            (only & 1u << 6 ? report_w6(quick) : 0) +
            (only & 1u << 7 ? report_w7(quick) : 0) +
            (only & 1u << 8 ? report_w8() : 0) +
-           (only & ONLY_RATE ? report_rate(quick) : 0);
+           (only & ONLY_RATE ? report_rate(quick) : 0) +
+           (only & ONLY_TAKE ? report_take(quick) : 0);
 }
 
 int main(int argc, char **argv)

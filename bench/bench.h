@@ -23,6 +23,7 @@
 #define PL_BENCH_H
 
 #include <cjson/cJSON.h>
+#include <libpq-fe.h>
 #include <lmdb.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -55,6 +56,10 @@ int in_child(child_fn fn, const void *arg, void *result, size_t size);
 
 /* ---- stores ---- */
 extern const char *g_pg_uri; /* --store postgresql://..., or NULL */
+/* A connection to g_pg_uri, and a statement run on it (bench_pg.c): each
+ * ends the process when it fails. */
+PGconn *pg_connect(void);
+void pg_sql(PGconn *c, const char *sql);
 void path_in(char *out, size_t n, const char *name); /* a store's path */
 void remove_store(const char *path);
 pl_registry *make_registry(bool killer); /* "tool" and the bench roots */
@@ -143,9 +148,11 @@ int report_w8(void);
 #define ONLY_AGENT (1u << 18)  /* --only agent (agent_chain.c) */
 #define ONLY_RATE (1u << 19)   /* --only rate (bench_rate.c) */
 #define ONLY_MCP (1u << 20)    /* --only mcp (bench_mcp.c) */
+#define ONLY_TAKE (1u << 21)   /* --only take (bench_take.c) */
 #define ONLY_ALL                                                               \
-    (0x1feu | ONLY_FANOUT | ONLY_CHURN | ONLY_AGENT | ONLY_RATE | ONLY_MCP)
-#define ONLY_NAMES "w1..w8, fanout, churn, agent, rate and mcp"
+    (0x1feu | ONLY_FANOUT | ONLY_CHURN | ONLY_AGENT | ONLY_RATE | ONLY_MCP |   \
+     ONLY_TAKE)
+#define ONLY_NAMES "w1..w8, fanout, churn, agent, rate, mcp and take"
 
 void usage(FILE *f);
 /* "w1,churn" -> their bits; 0 when malformed. */
@@ -206,6 +213,9 @@ int agent_chain_report(bool quick, bool quiet, const char *dir, cJSON *json);
 
 /* ---- bench_mcp.c: the mcp workload (--only mcp); the failures ---- */
 int report_mcp(bool quick);
+/* take (bench_take.c): a take of the queue's head with many runs running
+ * ahead of it, on PostgreSQL only; 0, or 1 when it failed. */
+int report_take(bool quick);
 
 /* ---- bench_rate.c ---- */
 /* The rate workload on the store at @p path; the failures. */
@@ -348,6 +358,13 @@ void pg_floor(const void *varg, void *vres);
 void pg_probe(const void *varg, void *vres);
 /* Write the server's dirty pages and wait for its autovacuum workers. */
 void pg_settle(void);
+/* A floor taken one commit at a time, in turns with a workload (W8): a
+ * fresh table @p name and a session in @p mode; pg_floor_turn() makes one
+ * 160 B INSERT committed alone (record @p i), pg_floor_turns_end() drops
+ * the table. */
+PGconn *pg_floor_turns(const char *name, pl_durability mode);
+void pg_floor_turn(PGconn *c, int i);
+void pg_floor_turns_end(PGconn *c, const char *name);
 /* The postmaster's pid, the parent of a session's backend (-1: the server
  * is not on this host, or its processes cannot be read). */
 long long pg_postmaster(void);

@@ -69,7 +69,7 @@ static void pg_quiet(void *user, const char *message)
     (void)message;
 }
 
-static PGconn *pg_connect(void)
+PGconn *pg_connect(void)
 {
     PGconn *c = PQconnectdb(g_pg_uri);
     if (PQstatus(c) != CONNECTION_OK) {
@@ -108,7 +108,7 @@ uint64_t store_commits(pl_engine *e)
     return v;
 }
 
-static void pg_sql(PGconn *c, const char *sql)
+void pg_sql(PGconn *c, const char *sql)
 {
     PGresult *r = PQexec(c, sql);
     ExecStatusType es = PQresultStatus(r);
@@ -298,6 +298,23 @@ static void pg_floor_create(const char *name, char path[1100], char schema[128])
              schema, schema);
     pg_sql(c, sql);
     PQfinish(c);
+}
+
+PGconn *pg_floor_turns(const char *name, pl_durability mode)
+{
+    char path[1100], schema[128];
+    pg_floor_create(name, path, schema);
+    return pg_floor_session(mode, schema);
+}
+
+void pg_floor_turn(PGconn *c, int i) { pg_floor_puts(c, 0, i, 1); }
+
+void pg_floor_turns_end(PGconn *c, const char *name)
+{
+    char path[1100];
+    path_in(path, sizeof path, name);
+    PQfinish(c);
+    pg_remove(path);
 }
 
 typedef struct pg_floor_thread {

@@ -9,18 +9,20 @@
 
 void usage(FILE *f)
 {
-    fprintf(f, "usage: pl-bench [--quick] [--json] [--dir DIR] [--only LIST]\n"
-               "       pl-bench [--quick] [--json] --store URI\n"
-               "  --quick     small sizes, finishes in well under a minute\n"
-               "  --json      print one JSON document instead of the table\n"
-               "  --dir DIR   where the stores go (default: a new directory "
-               "under $TMPDIR or /tmp)\n"
-               "  --only LIST the workloads to run, e.g. w1,w4, fanout, "
-               "churn, agent, rate or mcp\n"
-               "              (default: all)\n"
-               "  --store URI W1, W3, W6, W7, W8, rate and churn on PostgreSQL "
-               "(a postgresql:// URI),\n"
-               "              W1 and W3 next to a libpq floor\n");
+    fprintf(
+        f,
+        "usage: pl-bench [--quick] [--json] [--dir DIR] [--only LIST]\n"
+        "       pl-bench [--quick] [--json] --store URI\n"
+        "  --quick     small sizes, finishes in well under a minute\n"
+        "  --json      print one JSON document instead of the table\n"
+        "  --dir DIR   where the stores go (default: a new directory "
+        "under $TMPDIR or /tmp)\n"
+        "  --only LIST the workloads to run, e.g. w1,w4, fanout, "
+        "churn, agent, rate, mcp or take\n"
+        "              (default: all)\n"
+        "  --store URI W1, W3, W6, W7, W8, rate, take and churn on PostgreSQL "
+        "(a postgresql:// URI),\n"
+        "              W1 and W3 next to a libpq floor\n");
 }
 
 unsigned parse_only(const char *list)
@@ -33,7 +35,7 @@ unsigned parse_only(const char *list)
         {"w4", 1u << 4},       {"w5", 1u << 5},       {"w6", 1u << 6},
         {"w7", 1u << 7},       {"w8", 1u << 8},       {"fanout", ONLY_FANOUT},
         {"churn", ONLY_CHURN}, {"agent", ONLY_AGENT}, {"rate", ONLY_RATE},
-        {"mcp", ONLY_MCP}};
+        {"mcp", ONLY_MCP},     {"take", ONLY_TAKE}};
     unsigned mask = 0;
     for (const char *p = list; *p;) {
         size_t n = strcspn(p, ",");

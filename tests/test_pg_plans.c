@@ -50,19 +50,26 @@ static int call_commit(pl__pg_store *s, uint64_t run, uint64_t gen,
     return st;
 }
 
+/* Give store schema @p n @p count runs, each with a state. */
+static void fill_runs(PGconn *c, const char *n, int count)
+{
+    char sql[512];
+    snprintf(sql, sizeof sql,
+             "INSERT INTO %s.runs SELECT int8send(i), nextval('%s.run_num'), "
+             "'\\x00' FROM generate_series(1, %d) i",
+             n, n, count);
+    admin_sql(c, sql);
+    snprintf(sql, sizeof sql,
+             "INSERT INTO %s.state SELECT num, '\\x00' FROM %s.runs", n, n);
+    admin_sql(c, sql);
+}
+
 /* Give store schema @p n 2,000 runs of 10 steps, a lease each, and its
  * tables their statistics: a store a generic plan must serve well. */
 static void fill_large(PGconn *c, const char *n)
 {
     char sql[512];
-    snprintf(sql, sizeof sql,
-             "INSERT INTO %s.runs SELECT int8send(i), nextval('%s.run_num'), "
-             "'\\x00' FROM generate_series(1, 2000) i",
-             n, n);
-    admin_sql(c, sql);
-    snprintf(sql, sizeof sql,
-             "INSERT INTO %s.state SELECT num, '\\x00' FROM %s.runs", n, n);
-    admin_sql(c, sql);
+    fill_runs(c, n, 2000);
     snprintf(sql, sizeof sql,
              "INSERT INTO %s.leases (run, gen, owner, id, expires) SELECT "
              "num, 1, '', '', 0 FROM %s.runs",
@@ -636,4 +643,238 @@ Test(pg, a_call_commit_writes_its_two_steps_as_values)
     cr_expect_eq(steps_of(s, run), 9);
     pl__pg_close(s);
     PQfinish(c);
+}
+
+/* ---- the queue and the live leases, indexed apart --------------------------- */
+
+/* Give store schema @p n a busy fleet: 10,000 runs running (their leases
+ * live, ranked before the rest), 10,000 queued after them (a tenth with
+ * a key) and 50 whose owned leases ran out (a crashed worker's), its
+ * tables analyzed, then the running leases renewed. */
+static void fill_fleet(PGconn *c, const char *n)
+{
+    char sql[1024];
+    fill_runs(c, n, 20050);
+    snprintf(sql, sizeof sql,
+             "INSERT INTO %s.leases (run, gen, owner, id, expires, qrank, "
+             "fkey, flimit) SELECT num, CASE WHEN num > 10000 AND num <= "
+             "20000 THEN 0 ELSE 1 END, CASE WHEN num <= 10000 THEN 'w@h' "
+             "WHEN num <= 20000 THEN '' ELSE 'gone@h' END, '', CASE WHEN num "
+             "<= 10000 THEN (extract(epoch from clock_timestamp()) * "
+             "1e6)::bigint + 3600000000 WHEN num <= 20000 THEN 0 ELSE 1 END, "
+             "num, CASE WHEN num %% 10 = 0 THEN 'k' || num %% 7 END, CASE "
+             "WHEN num %% 10 = 0 THEN 2 ELSE 0 END FROM %s.runs",
+             n, n);
+    admin_sql(c, sql);
+    snprintf(sql, sizeof sql, "ANALYZE %s.runs, %s.state, %s.leases", n, n, n);
+    admin_sql(c, sql);
+    /* the running leases renewed three times since, no vacuum between:
+     * where the server would read the table whole rather than an index */
+    snprintf(sql, sizeof sql,
+             "ALTER TABLE %s.leases SET (autovacuum_enabled = false)", n);
+    admin_sql(c, sql);
+    snprintf(sql, sizeof sql,
+             "UPDATE %s.leases SET expires = expires + 1 WHERE owner = 'w@h'",
+             n);
+    for (int i = 0; i < 3; i++)
+        admin_sql(c, sql);
+}
+
+/* The indexes of schema @p n's leases table, "name:definition|..." in
+ * name order, into @p out. */
+static void lease_indexes(PGconn *c, const char *n, pl__buf *out)
+{
+    char sql[256];
+    snprintf(sql, sizeof sql,
+             "SELECT string_agg(indexname || ':' || indexdef, '|' ORDER BY "
+             "indexname) FROM pg_indexes WHERE schemaname = '%s' AND "
+             "tablename = 'leases'",
+             n);
+    PGresult *r = PQexec(c, sql);
+    cr_assert_eq(PQresultStatus(r), PGRES_TUPLES_OK, "%s",
+                 PQresultErrorMessage(r));
+    pl__buf_reset(out);
+    cr_assert_eq(pl__buf_append(out, PQgetvalue(r, 0, 0),
+                                strlen(PQgetvalue(r, 0, 0)) + 1),
+                 PL_OK);
+    PQclear(r);
+}
+
+/* The notices a connection gets: auto_explain's plans. */
+static void keep_notice(void *user, const char *message)
+{
+    pl__buf *b = user;
+    cr_assert_eq(pl__buf_append(b, message, strlen(message)), PL_OK);
+}
+
+/* The generic plan of statement @p which of store @p s (of pg_int.h's
+ * lease statements, or T_TAKE) with arguments @p args, into @p plan. */
+static void plan_of(PGconn *c, pl__pg_store *s, int which, const char *args,
+                    pl__buf *plan)
+{
+    char *sql = NULL;
+    cr_assert_eq(which == T_TAKE ? pl__pg_time_sql(s, which, &sql)
+                                 : pl__pg_lease_sql(s, which, &sql),
+                 PL_OK);
+    char *q = pl__asprintf("PREPARE st%d AS %s", which, sql);
+    cr_assert(q);
+    admin_sql(c, q);
+    free(q);
+    free(sql);
+    q = pl__asprintf("EXPLAIN (COSTS OFF) EXECUTE st%d%s", which, args);
+    cr_assert(q);
+    PGresult *r = PQexec(c, q);
+    free(q);
+    cr_assert_eq(PQresultStatus(r), PGRES_TUPLES_OK, "%s",
+                 PQresultErrorMessage(r));
+    pl__buf_reset(plan);
+    for (int i = 0; i < PQntuples(r); i++) {
+        const char *line = PQgetvalue(r, i, 0);
+        cr_assert_eq(pl__buf_append(plan, line, strlen(line)), PL_OK);
+        cr_assert_eq(pl__buf_append(plan, "\n", 2), PL_OK);
+        plan->len--; /* NUL-terminated, the NUL not counted */
+    }
+    PQclear(r);
+}
+
+/* Whether @p plan (NUL-terminated) has @p text. */
+static bool plan_has(const pl__buf *plan, const char *text)
+{
+    return plan->len && strstr((const char *)plan->data, text) != NULL;
+}
+
+/*
+ * The queue and the live leases indexed apart: a take reads the queue's
+ * head by leases_queue (the queued runs alone) and the owned leases run
+ * out by leases_live, never passing the 10,000 running runs ahead; the
+ * keyed take (pl_take()) walks the same two indexes; an idle worker's
+ * look reads each at its first entry; and every other statement that
+ * reads the leases (renewals, reads, the timers' takes, a run's load
+ * with its key's count) still does so by index.  A lease row has the primary
+ * key and one of the two besides (and leases_fkey with a key): the whole
+ * table's indexes are gone.
+ */
+Test(pg, the_queue_and_the_live_leases_are_read_by_their_indexes)
+{
+    pl__pg_store *s = pg_store("t_fleet");
+    PGconn *c = t_pg_admin();
+    fill_fleet(c, "t_fleet");
+    pl__buf plan = {0};
+    lease_indexes(c, "t_fleet", &plan); /* four, and no other */
+    const char *v = (const char *)plan.data;
+    int n = 0;
+    for (const char *p = v; (p = strchr(p, '|')); p++)
+        n++;
+    cr_expect(n == 3 && strstr(v, "leases_fkey:") == v &&
+                  strstr(v, "|leases_live:") && strstr(v, "|leases_pkey:") &&
+                  strstr(v, "|leases_queue:"),
+              "%s", v);
+    admin_sql(c, "SET plan_cache_mode = force_generic_plan");
+    static const struct {
+        int which;
+        const char *args, *uses[2];
+    } st[] = {
+        {L_TAKE, "('w9', 60000000)", {"leases_queue", "leases_live"}},
+        {L_POLL, "", {"leases_queue", "leases_live"}},
+        {L_RENEW, "('{1,2}', '{1,1}', 60000000)", {"leases_pkey", NULL}},
+        {L_GETS, "('{1,2}')", {"leases_pkey", NULL}},
+        {T_TAKE, "('w9', 60000000, 8)", {"leases_pkey", NULL}},
+        {L_TAKE_DUES, "('w9', 60000000, 8, 100, 1000000)", {NULL, NULL}},
+        {L_RUN_LOAD, "('\\x00')", {NULL, NULL}},
+    };
+    for (size_t i = 0; i < sizeof st / sizeof *st; i++) {
+        plan_of(c, s, st[i].which, st[i].args, &plan);
+        cr_expect_not(plan_has(&plan, "Seq Scan on leases"),
+                      "statement %d reads the leases whole:\n%s", st[i].which,
+                      (const char *)plan.data);
+        for (int j = 0; j < 2; j++)
+            cr_expect(!st[i].uses[j] || plan_has(&plan, st[i].uses[j]),
+                      "statement %d does not use %s:\n%s", st[i].which,
+                      st[i].uses[j], (const char *)plan.data);
+    }
+    /* pl_take()'s walk, as the server runs it (auto_explain's plans of
+     * its statements, sent as notices), in a transaction rolled back: the
+     * queue's head, run 10,001, taken past the running runs */
+    PQsetNoticeProcessor(c, keep_notice, &plan);
+    pl__buf_reset(&plan);
+    admin_sql(c, "LOAD 'auto_explain'");
+    admin_sql(c, "SET auto_explain.log_min_duration = 0");
+    admin_sql(c, "SET auto_explain.log_nested_statements = on");
+    admin_sql(c, "SET auto_explain.log_analyze = on");
+    admin_sql(c, "SET auto_explain.log_level = notice");
+    admin_sql(c, "SET client_min_messages = notice");
+    admin_sql(c, "BEGIN");
+    PGresult *r = PQexec(c, "SELECT run FROM t_fleet.pl_take('w9', 60000000)");
+    cr_assert_eq(PQresultStatus(r), PGRES_TUPLES_OK, "%s",
+                 PQresultErrorMessage(r));
+    cr_expect_str_eq(PQgetvalue(r, 0, 0), "10001");
+    PQclear(r);
+    admin_sql(c, "ROLLBACK");
+    cr_assert_eq(pl__buf_append(&plan, "", 1), PL_OK);
+    cr_expect(plan_has(&plan, "leases_queue") && plan_has(&plan, "leases_live"),
+              "%s", (const char *)plan.data);
+    cr_expect_not(plan_has(&plan, "Seq Scan on leases"), "%s",
+                  (const char *)plan.data);
+    PQsetNoticeProcessor(c, NULL, NULL);
+    pl__buf_free(&plan);
+    pl__pg_close(s);
+    PQfinish(c);
+}
+
+/* A take's claim refused: the lease alone is taken. */
+static int refuse_claim(const pl__taken *t, pl__buf *state, bool *drop,
+                        void *user)
+{
+    (void)t;
+    (void)state;
+    (void)user;
+    *drop = false;
+    return PL_EBUSY;
+}
+
+/*
+ * A store made before the queue and the live leases were indexed apart
+ * (leases_qrank and leases_expires, each of the whole table) is converted
+ * when it is opened to write: the two made, the old two dropped, under
+ * the store's lock, and its queue taken in order after it.
+ */
+Test(pg, an_old_stores_lease_indexes_are_converted_at_open)
+{
+    char *uri = t_pg_store_uri("t_oldidx");
+    pl__pg_store *s = NULL;
+    cr_assert_eq(pl__pg_open(&s, uri, NULL), PL_OK, "%s", pl_errmsg());
+    uint64_t run = leased_run(s, "old-a");
+    pl__pg_close(s);
+    PGconn *c = t_pg_admin();
+    admin_sql(c, "DROP INDEX t_oldidx.leases_queue, t_oldidx.leases_live");
+    admin_sql(c, "CREATE INDEX leases_expires ON t_oldidx.leases (expires)");
+    admin_sql(c, "CREATE INDEX leases_qrank ON t_oldidx.leases (qrank, run)");
+    cr_assert_eq(pl__pg_open(&s, uri, NULL), PL_OK, "%s", pl_errmsg());
+    pl__buf idx = {0};
+    lease_indexes(c, "t_oldidx", &idx);
+    const char *v = (const char *)idx.data;
+    cr_expect(strstr(v, "leases_queue:") && strstr(v, "leases_live:"), "%s", v);
+    cr_expect(strstr(v, "(qrank, run) WHERE (owner = ''::text)") &&
+                  strstr(v, "(expires) WHERE (owner <> ''::text)"),
+              "%s", v);
+    cr_expect(!strstr(v, "leases_qrank") && !strstr(v, "leases_expires"), "%s",
+              v);
+    pl__buf_free(&idx);
+    /* the run, its lease dropped to the queue by hand, is taken */
+    char sql[256];
+    snprintf(sql, sizeof sql,
+             "UPDATE t_oldidx.leases SET owner = '', gen = 0, expires = 0 "
+             "WHERE run = %llu",
+             (unsigned long long)run);
+    admin_sql(c, sql);
+    pl__lease l;
+    bool taken = false;
+    int st = pl__pg_take(s, "w2", 60000000, refuse_claim, NULL, &l, &taken);
+    cr_expect_eq(st, PL_EBUSY, "%s", pl_errmsg());
+    cr_expect(taken);
+    cr_expect_eq(l.run, run);
+    cr_expect_str_eq(l.owner, "w2");
+    pl__pg_close(s);
+    PQfinish(c);
+    free(uri);
 }

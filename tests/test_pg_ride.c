@@ -270,6 +270,16 @@ static int waiter_call(pl_ctx *ctx, const pl_action *a, pl_steps *out,
     return st;
 }
 
+/* r_engine() with "noop" and "waiter-call" too. */
+static pl_engine *r_engine_call(const char *schema, pl_registry **reg)
+{
+    pl_engine *e = r_engine(schema, reg);
+    cr_assert_eq(pl_registry_add_fn(*reg, "noop", noop, NULL), PL_OK);
+    cr_assert_eq(pl_registry_add_fn(*reg, "waiter-call", waiter_call, NULL),
+                 PL_OK);
+    return e;
+}
+
 /* "waiter-call" as @p id, started by @p e: it parks. */
 static void r_start(pl_engine *e, const char *id)
 {
@@ -306,10 +316,7 @@ static long r_count(PGconn *c, const char *sql)
 static void a_ride_whose_run_goes_on_writes_no_inbox_record(void)
 {
     pl_registry *reg;
-    pl_engine *e = r_engine("t_ride_fold", &reg);
-    cr_assert_eq(pl_registry_add_fn(reg, "noop", noop, NULL), PL_OK);
-    cr_assert_eq(pl_registry_add_fn(reg, "waiter-call", waiter_call, NULL),
-                 PL_OK);
+    pl_engine *e = r_engine_call("t_ride_fold", &reg);
     PGconn *c = t_pg_admin();
     PGresult *r = PQexec(
         c, "CREATE TABLE t_ride_fold.ins (seq bigint);"
@@ -493,6 +500,84 @@ static void no_ended_run_keeps_a_timer(PGconn *c, const char *schema)
     pl_registry_free(reg);
 }
 
+/* Run @p id's lease row in @p schema made by hand: held by @p owner until
+ * @p expires (Unix us). */
+static void r_lease_row(PGconn *c, const char *schema, const char *id,
+                        const char *owner, const char *expires)
+{
+    char sql[512];
+    snprintf(sql, sizeof sql,
+             "INSERT INTO %s.leases (run, gen, owner, id, expires) SELECT "
+             "num, 4, '%s', '%s', %s FROM %s.runs WHERE id = convert_to('%s', "
+             "'UTF8')",
+             schema, owner, id, expires, schema, id);
+    PGresult *r = PQexec(c, sql);
+    cr_assert_eq(PQresultStatus(r), PGRES_COMMAND_OK, "%s",
+                 PQresultErrorMessage(r));
+    PQclear(r);
+}
+
+/*
+ * A parked run has no lease row: the ride inserts one.  When a row is
+ * there after all (another process took the run a moment before: here
+ * made by hand), the insert fails on the lease's key and the ride is
+ * refused as by its checks, the longer way taken in the same call: the
+ * event is delivered alone, the run left
+ * to the lease's holder (no outcome here), and a continue once that lease
+ * is gone consumes the event.  A row whose lease ran out (its holder
+ * died) does not stop the signal: the longer way takes that lease and
+ * continues the run here.  (Run by the test below, after its counts.)
+ */
+static void a_ride_meets_a_lease_row_already_there(void)
+{
+    pl_registry *reg;
+    pl_engine *e = r_engine_call("t_ride_row", &reg);
+    PGconn *c = t_pg_admin();
+    r_start(e, "held"); /* its ride's commit goes on holding the lease */
+    r_start(e, "dead");
+    r_lease_row(c, "t_ride_row", "held", "other@host",
+                "(extract(epoch from clock_timestamp()) * 1e6)::bigint + "
+                "600000000");
+    r_lease_row(c, "t_ride_row", "dead", "gone@host", "1");
+    cJSON *p = cJSON_CreateObject();
+    pl_outcome *o = NULL;
+    pl__pg_counts c0, c1;
+    pl__pg_counts_get(&c0);
+    cr_assert_eq(pl_run_signal(&o, e, "held", "go", p), PL_OK, "%s",
+                 pl_errmsg());
+    pl__pg_counts_get(&c1);
+    /* refused as by its checks, the delivery goes the longer way in the
+     * same call: 7 round trips; a failure the store took for another
+     * (PL_EBUSY from the whole delivery) was retried from the engine: 9 */
+    cr_expect_leq(c1.round_trips - c0.round_trips, 7, "%llu round trips",
+                  (unsigned long long)(c1.round_trips - c0.round_trips));
+    cr_expect_null(o, "continued here past another's lease");
+    pl_outcome_free(o);
+    cr_expect_eq(status_of(e, "held"), PL_RUN_WAITING);
+    cr_expect_eq(r_count(c, "SELECT count(*) FROM t_ride_row.inbox i JOIN "
+                            "t_ride_row.runs r ON r.num = i.run WHERE r.id = "
+                            "convert_to('held', 'UTF8')"),
+                 1, "the event delivered alone");
+    PQclear(PQexec(c, "DELETE FROM t_ride_row.leases WHERE owner = "
+                      "'other@host'"));
+    cr_assert_eq(pl_run_continue(&o, e, "held", NULL), PL_OK, "%s",
+                 pl_errmsg());
+    cr_expect_eq(o->status, PL_RUN_COMPLETED, "%s",
+                 pl_run_status_name(o->status));
+    pl_outcome_free(o);
+    o = NULL;
+    cr_assert_eq(pl_run_signal(&o, e, "dead", "go", p), PL_OK, "%s",
+                 pl_errmsg());
+    cr_assert_not_null(o, "a lease run out kept the run from the signal");
+    cr_expect_eq(o->status, PL_RUN_COMPLETED, "%s",
+                 pl_run_status_name(o->status));
+    pl_outcome_free(o);
+    cJSON_Delete(p);
+    PQfinish(c);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
 /*
  * A waiting run with a concurrency key, signalled and cancelled, takes the
  * ride as one without a key does, but with the step that ends its wait
@@ -547,11 +632,13 @@ Test(pg_ride, a_keyed_waiting_run_takes_the_ride)
     the_ride_gives_the_lease_its_key_back();
     a_ride_whose_run_goes_on_writes_no_inbox_record();
     a_run_parked_here_is_signalled_in_one_round_trip();
+    a_ride_meets_a_lease_row_already_there();
     /* every run those made has ended, by a signal or a cancellation that
      * continued it in the caller's thread */
     PGconn *c = t_pg_admin();
     no_ended_run_keeps_a_timer(c, "t_ride_key");
     no_ended_run_keeps_a_timer(c, "t_ride_kept");
     no_ended_run_keeps_a_timer(c, "t_ride_fold");
+    no_ended_run_keeps_a_timer(c, "t_ride_row");
     PQfinish(c);
 }

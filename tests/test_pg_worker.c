@@ -249,24 +249,34 @@ static void submit_n(pl_engine *e, const char *prefix, int n, const char *key)
     cJSON_Delete(p);
 }
 
-/* @p n takes from @p e get the runs @p want in that order, each at its
- * lease's first generation; then nothing is left to take. */
-static void takes_in_order(pl_engine *e, const char *const *want, size_t n)
+/* A take from @p e: run @p id at generation @p gen, its claim called once
+ * (NULL: nothing taken). */
+static void takes_next(pl_engine *e, const char *id, uint64_t gen)
 {
     told x = {0};
     pl__lease l;
     bool taken = false;
-    for (size_t i = 0; i < n; i++) {
-        cr_assert_eq(take(e, &x, &l, &taken), PL_OK, "take %zu: %s", i,
-                     pl_errmsg());
-        cr_expect(taken);
-        cr_expect_str_eq(l.id, want[i], "take %zu got %s", i, l.id);
-        cr_expect_eq(l.gen, 1, "take %zu: generation %llu", i,
-                     (unsigned long long)l.gen);
+    if (!id) {
+        cr_expect_eq(take(e, &x, &l, &taken), PL_ENOTFOUND, "%s", pl_errmsg());
+        cr_expect_not(taken, "took %s", l.id);
+        cr_expect_eq(x.calls, 0);
+        return;
     }
-    cr_expect_eq(take(e, &x, &l, &taken), PL_ENOTFOUND, "%s", pl_errmsg());
-    cr_expect_not(taken);
-    cr_expect_eq(x.calls, (int)n);
+    cr_assert_eq(take(e, &x, &l, &taken), PL_OK, "%s: %s", id, pl_errmsg());
+    cr_expect(taken);
+    cr_expect_str_eq(l.id, id);
+    cr_expect_eq(l.gen, gen, "%s: generation %llu", id,
+                 (unsigned long long)l.gen);
+    cr_expect_eq(x.calls, 1);
+}
+
+/* @p n takes from @p e get the runs @p want in that order, each at its
+ * lease's first generation; then nothing is left to take. */
+static void takes_in_order(pl_engine *e, const char *const *want, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        takes_next(e, want[i], 1);
+    takes_next(e, NULL, 0);
 }
 
 /* Runs of "echo" to submit: @p n of them, ids @p prefix-NN, with
@@ -410,6 +420,60 @@ Test(pg_worker, a_take_reads_the_head_of_the_queue_not_all_of_it)
     cr_assert_geq(upd, 5, "the takes' statistics never arrived");
     cr_expect_lt(seq, 1000, "five takes read %lld lease rows sequentially",
                  seq);
+    pl_registry_free(reg);
+    free(uri);
+}
+
+/*
+ * 2,000 runs running ahead of the queue (their leases live, held by
+ * another worker, ranked before every queued run; one of them holds key
+ * k's one place), and among the queued runs two whose worker crashed
+ * (owned leases run out): takes get the runs in the queue's order, each
+ * crashed run in its place, before the runs queued after it; k's runs
+ * wait while k's place is held and come in order once it frees.  The
+ * queued runs and the live leases are indexed apart, so the take does
+ * not pass the running runs (test_pg_plans.c has the plans).
+ */
+Test(pg_worker, a_take_past_many_running_runs_keeps_the_queues_order)
+{
+    char *uri = t_pg_store_uri("t_fleet");
+    pl_registry *reg = t_registry();
+    pl_engine *e = NULL;
+    cr_assert_eq(pl_engine_open(&e, uri, reg, NULL), PL_OK, "%s", pl_errmsg());
+    submit_n(e, "crashed", 1, NULL);
+    submit_n(e, "q", 2, NULL);
+    submit_n(e, "k", 2, "k");
+    submit_n(e, "dead", 1, NULL);
+    submit_n(e, "late", 1, NULL);
+    PGconn *c = t_pg_admin();
+    admin(c, "INSERT INTO t_fleet.runs (id, num, info) SELECT convert_to("
+             "'busy-' || i, 'UTF8'), nextval('t_fleet.run_num'), '\\x00' "
+             "FROM generate_series(1, 2000) i");
+    admin(c, "INSERT INTO t_fleet.state SELECT r.num, '\\x00' FROM "
+             "t_fleet.runs r WHERE NOT EXISTS (SELECT 1 FROM t_fleet.state "
+             "s WHERE s.run = r.num)");
+    admin(c, "INSERT INTO t_fleet.leases (run, gen, owner, id, expires, "
+             "qrank, fkey, flimit) SELECT r.num, 1, 'other@host', "
+             "convert_from(r.id, 'UTF8'), (extract(epoch from "
+             "clock_timestamp()) * 1e6)::bigint + 3600000000, r.num - 100000, "
+             "CASE WHEN r.id = convert_to('busy-7', 'UTF8') THEN 'k' END, "
+             "CASE WHEN r.id = convert_to('busy-7', 'UTF8') THEN 1 ELSE 0 "
+             "END FROM t_fleet.runs r WHERE NOT EXISTS (SELECT 1 FROM "
+             "t_fleet.leases l WHERE l.run = r.num)");
+    admin(c, "UPDATE t_fleet.leases SET owner = 'gone@host', gen = 1, "
+             "expires = 1 WHERE id IN ('crashed-000', 'dead-000')");
+    admin(c, "ANALYZE t_fleet.leases");
+    takes_next(e, "crashed-000", 2);
+    takes_next(e, "q-000", 1);
+    takes_next(e, "q-001", 1);
+    takes_next(e, "dead-000", 2); /* k-000 and k-001 wait for k's place */
+    takes_next(e, "late-000", 1);
+    takes_next(e, NULL, 0);
+    admin(c, "DELETE FROM t_fleet.leases WHERE id = 'busy-7'"); /* k frees */
+    takes_next(e, "k-000", 1);
+    takes_next(e, NULL, 0); /* k-001 waits for k-000 */
+    PQfinish(c);
+    pl_engine_close(e);
     pl_registry_free(reg);
     free(uri);
 }

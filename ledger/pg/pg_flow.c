@@ -6,7 +6,9 @@
  * made on every writable open (an older store gains them):
  *
  *   | leases.qrank  | bigint: the queue's order (Unix us, server clock), |
- *   |               | indexed with run                                   |
+ *   |               | indexed with run for the queued runs alone         |
+ *   |               | (leases_queue: owner ''); the owned leases' expiry |
+ *   |               | has an index of its own (leases_live)              |
  *   | leases.fkey   | text: the concurrency key, or NULL; indexed         |
  *   | leases.flimit | integer: its limit (0 without a key)                |
  *   | rates         | name text PK, window_ms, lim, start_ms, count       |
@@ -22,19 +24,22 @@
  * A TAKE is the worker's take statement (pg_lease.c, which reads the run
  * in the same statement).  It locks the queue's head, the first expired
  * lease in the queue's order that no other transaction holds (FOR UPDATE
- * SKIP LOCKED, by the queue's index), and takes it in plain SQL if it has
- * no key; a head with a key goes to pl_take(owner, lease_us): a function
+ * SKIP LOCKED: pg_lease.c's TAKE_HEAD, the earlier of the first queued
+ * run, by leases_queue, and the first owned lease run out, by
+ * leases_live; the runs running are in neither's way), and takes it in
+ * plain SQL if it has no key; a head with a key goes to
+ * pl_take(owner, lease_us): a function
  * that walks the expired leases in the queue's order and takes the first
  * it may (the head itself if its key has room: the head's lock is this
  * transaction's own).  A keyed head passed over stays locked until the
  * take's transaction ends, a few ms: another take passes over it
  * meanwhile, as over a key whose advisory lock it cannot take, and a
  * fence of it waits for that end (nothing the take holds waits for
- * anything: no deadlock).  It reads them TAKE_BATCH at a time by the queue's
- * index, each batch after the last lease read, against the server's clock
- * read once: a take reads the head of the queue, not the whole queue
- * sorted (which cost a take more than the rest of a run's statements
- * together on a queue of 1,000).  For a run with a key it first takes the
+ * anything: no deadlock).  It reads them TAKE_BATCH at a time by the two
+ * indexes, merged, each batch after the last lease read, against the
+ * server's clock read once: a take reads the head of the queue, not the
+ * whole queue sorted (which cost a take more than the rest of a run's
+ * statements together on a queue of 1,000).  For a run with a key it first takes the
  * key's transaction-scoped advisory lock, without waiting
  * (pg_try_advisory_xact_lock: a key another worker is taking on is passed
  * over this time, never waited for, so no two takes deadlock), then counts
@@ -140,8 +145,15 @@ int pl__pg_flow_setup(pl__pg_store *s, PGconn *c)
         "ALTER TABLE \"%s\".leases ADD COLUMN IF NOT EXISTS qrank bigint NOT "
         "NULL DEFAULT " NOW_US ", ADD COLUMN IF NOT EXISTS fkey text, ADD "
         "COLUMN IF NOT EXISTS flimit integer NOT NULL DEFAULT 0;"
-        "CREATE INDEX IF NOT EXISTS leases_qrank ON \"%s\".leases (qrank, "
-        "run);"
+        /* the queue and the live leases indexed apart (pg_lease.c,
+         * TAKE_HEAD); a store made before them loses the indexes of the
+         * whole table, here, under the store's lock */
+        "CREATE INDEX IF NOT EXISTS leases_queue ON \"%s\".leases (qrank, "
+        "run) WHERE owner = '';"
+        "CREATE INDEX IF NOT EXISTS leases_live ON \"%s\".leases (expires) "
+        "WHERE owner <> '';"
+        "DROP INDEX IF EXISTS \"%s\".leases_qrank;"
+        "DROP INDEX IF EXISTS \"%s\".leases_expires;"
         "CREATE INDEX IF NOT EXISTS leases_fkey ON \"%s\".leases (fkey) "
         "WHERE fkey IS NOT NULL;"
         "CREATE TABLE IF NOT EXISTS \"%s\".rates (name text PRIMARY KEY, "
@@ -237,35 +249,48 @@ int pl__pg_flow_setup(pl__pg_store *s, PGconn *c)
         "#variable_conflict use_column\n"
         "DECLARE c record; live bigint; got bigint; full_keys text[] := "
         "'{}'; tnow bigint := " NOW_US "; aq bigint := " I64_MIN "; ar bigint "
-        ":= " I64_MIN "; n integer; BEGIN "
-        "LOOP n := 0; "
-        "FOR c IN SELECT l.run AS r, l.fkey AS k, l.flimit AS lim, l.qrank "
-        "AS q FROM \"%s\".leases l WHERE (l.qrank, l.run) > (aq, ar) AND "
-        "l.expires <= tnow ORDER BY l.qrank, l.run LIMIT " TAKE_BATCH " LOOP "
-        "n := n + 1; aq := c.q; ar := c.r; "
-        "IF c.k IS NOT NULL THEN "
-        "IF c.k = ANY (full_keys) THEN CONTINUE; END IF; "
-        "IF NOT pg_try_advisory_xact_lock(hashtextextended('%s/' || c.k, "
-        "0)) THEN full_keys := full_keys || c.k; CONTINUE; END IF; "
-        "SELECT count(*) INTO live FROM \"%s\".leases o WHERE o.fkey = c.k "
-        "AND o.owner <> '' AND o.expires > " NOW_US "; "
-        "IF live >= c.lim THEN full_keys := full_keys || c.k; CONTINUE; "
-        "END IF; END IF; "
-        "SELECT x.run INTO got FROM \"%s\".leases x WHERE x.run = c.r AND "
-        "x.expires <= " NOW_US " FOR UPDATE SKIP LOCKED; "
-        /* held by another transaction (another take, which locked it as
+        ":= " I64_MIN "; lo bigint := " I64_MIN "; crashed boolean := "
+        "coalesce(" LIVE_RUN_OUT(
+            "%s") ", false); n integer; BEGIN "
+                  "LOOP n := 0; "
+                  /* the next batch of the queued runs (leases_queue) and of the
+         * leases run out while owned (leases_live, read only when there are
+         * some, by the range that ran out: pg_lease.c, TAKE_HEAD), merged
+         * in order */
+                  "FOR c IN SELECT * FROM ((SELECT l.run AS r, l.fkey AS k, l.flimit "
+                  "AS lim, l.qrank AS q FROM \"%s\".leases l WHERE l.owner = '' AND "
+                  "(l.qrank, l.run) > (aq, ar) ORDER BY l.qrank, l.run LIMIT " TAKE_BATCH
+                  ") UNION ALL (SELECT l.run, l.fkey, l.flimit, l.qrank FROM "
+                  "\"%s\".leases l WHERE crashed AND l.owner <> '' AND l.expires <= "
+                  "tnow AND l.expires >= lo AND (l.qrank, l.run) > (aq, ar) ORDER BY "
+                  "l.qrank, l.run LIMIT " TAKE_BATCH
+                  ")) b ORDER BY b.q, b.r LIMIT " TAKE_BATCH " LOOP "
+                  "n := n + 1; aq := c.q; ar := c.r; "
+                  "IF c.k IS NOT NULL THEN "
+                  "IF c.k = ANY (full_keys) THEN CONTINUE; END IF; "
+                  "IF NOT pg_try_advisory_xact_lock(hashtextextended('%s/' || c.k, "
+                  "0)) THEN full_keys := full_keys || c.k; CONTINUE; END IF; "
+                  "SELECT count(*) INTO live FROM \"%s\".leases o WHERE o.fkey = c.k "
+                  "AND o.owner <> '' AND o.expires > " NOW_US "; "
+                  "IF live >= c.lim THEN full_keys := full_keys || c.k; CONTINUE; "
+                  "END IF; END IF; "
+                  "SELECT x.run INTO got FROM \"%s\".leases x WHERE x.run = c.r AND "
+                  "x.expires <= " NOW_US " FOR UPDATE SKIP LOCKED; "
+                  /* held by another transaction (another take, which locked it as
          * its head): its key is passed over with it, or a later run of
          * the key would go first and leave this one waiting behind it */
-        "IF NOT FOUND THEN IF c.k IS NOT NULL THEN full_keys := full_keys "
-        "|| c.k; END IF; CONTINUE; END IF; "
-        "RETURN QUERY UPDATE \"%s\".leases l SET gen = l.gen + 1, owner = "
-        "who, expires = " NOW_US " + dur WHERE l.run = got RETURNING l.run, "
-        "l.gen, l.expires - " NOW_US ", l.owner, l.id; "
-        "RETURN; END LOOP; "
-        "IF n < " TAKE_BATCH " THEN RETURN; END IF; END LOOP; END $f$;"
-        "COMMIT",
+                  "IF NOT FOUND THEN IF c.k IS NOT NULL THEN full_keys := full_keys "
+                  "|| c.k; END IF; CONTINUE; END IF; "
+                  "RETURN QUERY UPDATE \"%s\".leases l SET gen = l.gen + 1, owner = "
+                  "who, expires = " NOW_US
+                  " + dur WHERE l.run = got RETURNING l.run, "
+                  "l.gen, l.expires - " NOW_US ", l.owner, l.id; "
+                  "RETURN; END LOOP; "
+                  "IF n < " TAKE_BATCH
+                  " THEN RETURN; END IF; END LOOP; END $f$;"
+                  "COMMIT",
         n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n,
-        n, n, n);
+        n, n, n, n, n, n, n, n);
     if (!sql)
         return pl__err(PL_ENOMEM, "out of memory");
     int st = pl__pg_command(s, c, sql, "making the queue's flow control");

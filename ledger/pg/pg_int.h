@@ -41,6 +41,12 @@
  * can use, where clock_timestamp() itself, volatile, is a filter tested
  * on every row the scan passes. */
 #define NOW_ONCE "(SELECT " NOW_US ")"
+/* Whether an owned lease has run out (a crashed worker's, or one handed
+ * back): the first entry of leases_live (pg_flow.c), by the index alone;
+ * NULL without owned leases.  Its one argument is the schema's format. */
+#define LIVE_RUN_OUT(schema_fmt)                                               \
+    "(SELECT min(m.expires) FROM \"" schema_fmt "\".leases m WHERE m.owner "   \
+    "<> '') <= " NOW_ONCE
 
 /*
  * The statements (s->q[]), naming the schema, in three ranges: the first

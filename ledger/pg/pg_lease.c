@@ -68,7 +68,7 @@
  *     after that lock, so it sees any delivery committed before it:
  *       T_ACQUIRE, T_RIDE_TAKE (a delivery's take, after the lock and the
  *         record) and a ride's statement (ONE_RIDE, after T_RIDE_LOCK) in
- *         their own INSERT ... ON CONFLICT;
+ *         their own INSERT;
  *       L_ACQUIRE (pl_run_continue()), L_TAKE and pl_take() (a worker's),
  *         L_TAKE_DUES (a wake's) and T_TAKE (no execution: the store's own
  *         take of a timer) take the lock in the same statement or none:
@@ -98,6 +98,38 @@
     "CASE WHEN holder IS NULL THEN 'nobody (it was dropped)' WHEN "            \
     "holder = '' THEN 'the queue' ELSE holder END "                            \
     "USING ERRCODE = '" FENCE_STATE "'; "
+
+/* The queue's head (h: run, fkey), locked, in the queue's order (qrank,
+ * run) of the runs a take may take: the earlier of two candidates, each
+ * the first of its own index that no other transaction holds (FOR UPDATE
+ * SKIP LOCKED).  e: a lease run out while still owned (a crashed
+ * worker's, or one handed back), by leases_live, whose rows are the live
+ * leases and those, sorted by rank (none, mostly); q: the first queued run
+ * ahead of it, by leases_queue, which holds the queued runs alone, so a
+ * take never passes the runs that are running.  When q wins, e's row
+ * stays locked until the take's transaction ends (another take passes
+ * over it meanwhile).  e reads nothing unless leases_live's first entry
+ * has run out (LIVE_RUN_OUT, a gate the server tests once), and then the
+ * range of it that ran out: its lower bound, a parameter too, makes the
+ * server plan a narrow range (where a bound on one side alone it
+ * estimated as a third of the live leases, and read the table whole once
+ * renewals had left it dead rows); three schemas. */
+#define I64_MAX "9223372036854775807"
+#define I64_MIN "(-9223372036854775807 - 1)"
+#define TAKE_HEAD                                                                       \
+    "e AS MATERIALIZED (SELECT l.run, l.fkey, l.qrank FROM \"%s\".leases l "            \
+    "WHERE l.owner <> '' AND l.expires <= " NOW_ONCE " AND l.expires >= "               \
+    "(SELECT " I64_MIN ") AND " LIVE_RUN_OUT(                                           \
+        "%s") " ORDER BY l.qrank, "                                                     \
+              "l.run LIMIT 1 FOR UPDATE OF l SKIP LOCKED), q AS MATERIALIZED (SELECT "  \
+              "l.run, l.fkey FROM \"%s\".leases l WHERE l.owner = '' AND (l.qrank, "    \
+              "l.run) < (coalesce((SELECT e.qrank FROM e), " I64_MAX                    \
+              "), coalesce(("                                                           \
+              "SELECT e.run FROM e), " I64_MAX                                          \
+              ")) ORDER BY l.qrank, l.run LIMIT 1 FOR "                                 \
+              "UPDATE OF l SKIP LOCKED), h AS MATERIALIZED (SELECT q.run, q.fkey FROM " \
+              "q UNION ALL SELECT e.run, e.fkey FROM e WHERE NOT EXISTS (SELECT FROM "  \
+              "q))"
 
 /* What a take reads of the run it took (t: run, gen, expires_in, owner,
  * id), in binary: its info, its state locked (or, locked by another, NULL
@@ -196,28 +228,31 @@ int pl__pg_lease_sql(const pl__pg_store *s, int which, char **out)
          * a cancellation waits.  Neither the take nor the lock waits for
          * another transaction's */
         *out = pl__asprintf(
-            "WITH h AS MATERIALIZED (SELECT l.run, l.fkey FROM \"%s\".leases "
-            "l WHERE l.expires <= " NOW_ONCE " ORDER BY l.qrank, l.run LIMIT "
-            "1 FOR UPDATE OF l SKIP LOCKED), u AS (UPDATE \"%s\".leases l SET "
+            "WITH " TAKE_HEAD ", u AS (UPDATE \"%s\".leases l SET "
             "gen = l.gen + 1, owner = $1, expires = " NOW_US " + $2::bigint "
             "FROM h WHERE l.run = h.run AND h.fkey IS NULL RETURNING l.run, "
             "l.gen, l.expires - " NOW_US " AS expires_in, l.owner, l.id), t AS "
             "MATERIALIZED (SELECT * FROM u UNION ALL SELECT * FROM "
             "\"%s\".pl_take($1, $2::bigint) WHERE EXISTS (SELECT 1 FROM h "
             "WHERE h.fkey IS NOT NULL) LIMIT 1), " TAKE_READS,
-            n, n, n, n, n, n, n, n);
+            n, n, n, n, n, n, n, n, n, n);
         break;
     case L_TAKE_DUES: return pl__pg_wake_sql(s, out);
     case L_POLL:
         /* what pl_take() and the timers' take (T_TAKE) look for, by
          * index (the clock read once: a bound the index can use), without
-         * taking or locking: a lease run out, a timer due, and the
-         * earliest timer; in binary */
+         * taking or locking: a run queued or a lease run out, a timer
+         * due, and the earliest timer; in binary.  Each of the leases'
+         * indexes is read at its first entry (min()): an EXISTS of a
+         * partial index's rows the server would plan as a sequential
+         * scan, which passes every live lease */
         *out = pl__asprintf(
-            "SELECT EXISTS (SELECT 1 FROM \"%s\".leases WHERE expires <= " NOW_ONCE
-            "), EXISTS (SELECT 1 FROM \"%s\".timers WHERE due <= " NOW_ONCE
-            "), (SELECT min(due) FROM \"%s\".timers)",
-            n, n, n);
+            "SELECT (SELECT min(qrank) FROM \"%s\".leases WHERE owner = '') "
+            "IS NOT NULL OR coalesce(" LIVE_RUN_OUT(
+                "%s") ", false), EXISTS (SELECT 1 FROM \"%s\".timers "
+                      "WHERE due <= " NOW_ONCE
+                      "), (SELECT min(due) FROM \"%s\".timers)",
+            n, n, n, n);
         break;
     default: /* L_CREATE: after the run's creation, in its transaction;
               * its flow (pg_flow.c) with it */
@@ -244,8 +279,6 @@ int pl__pg_lease_setup(pl__pg_store *s, PGconn *c)
         "CREATE TABLE IF NOT EXISTS \"%s\".leases (run bigint PRIMARY KEY, "
         "gen bigint NOT NULL, owner text NOT NULL, id text NOT NULL, "
         "expires bigint NOT NULL);"
-        "CREATE INDEX IF NOT EXISTS leases_expires ON \"%s\".leases "
-        "(expires);"
         "CREATE OR REPLACE FUNCTION \"%s\".pl_fence(r bigint, g bigint, "
         "dropit boolean) RETURNS void LANGUAGE plpgsql AS $f$ "
         "DECLARE holder text; BEGIN "
@@ -293,7 +326,7 @@ int pl__pg_lease_setup(pl__pg_store *s, PGconn *c)
         "nothing more is written', rs[1] USING ERRCODE = '" FENCE_STATE "'; "
         "END $f$;"
         "COMMIT",
-        n, n, n, n, n, n, n, n, n, n, n, n, n);
+        n, n, n, n, n, n, n, n, n, n, n, n);
     if (!sql)
         return pl__err(PL_ENOMEM, "out of memory");
     int st = pl__pg_command(s, c, sql, "creating the leases table");

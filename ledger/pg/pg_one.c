@@ -100,11 +100,6 @@ enum {
     P_N
 };
 
-/* The lease row a ride may take (as T_ACQUIRE's): run out, this owner's,
- * or one nobody took yet. */
-#define RIDE_TAKES                                                             \
-    "l.expires <= " NOW_US " OR l.owner = excluded.owner OR l.gen = 0"
-
 /* A lease's mark from the inbox (LEASE MARKS, pg_lease.c): whether a
  * cancellation waits there for run $1, read by a ride's take and a claim
  * in a statement whose snapshot comes after the run's state's lock (an
@@ -292,9 +287,14 @@ static char *one_sql(const char *n, unsigned m)
          "excluded.fkey, flimit = excluded.flimit)",
          n, n);
     /* a delivery riding the write (pg_time.c, ONE_RIDE below): the lease
-     * taken as T_ACQUIRE takes it (a run parked with a key only while the
-     * key has room, the lease given the key back), the parked row gone,
-     * the timer due now ($10; the write has no timer of its own), or,
+     * inserted, a plain INSERT (a parked run has no lease row: one there
+     * is another's, and its unique violation refuses the ride, as the
+     * ride's checks do; bench/README.md has what ON CONFLICT cost), a run
+     * parked with a key only while the key has room, the lease given the
+     * key back, the parked row gone, the timer due now ($10; the write
+     * has no timer of its own: should this process die holding the lease,
+     * the timer is what continues the run where no worker takes from the
+     * queue, pl_engine_wake() taking due timers alone), or,
      * when the write ends the execution, the run's timer gone (a wake
      * would find nothing to do).  A run without a key (ONE_UNKEYED) has
      * no parked row, and its lease no key to get back: the parked table
@@ -309,12 +309,7 @@ static char *one_sql(const char *n, unsigned m)
              "expires, fkey, flimit, cancel) SELECT $1, 1, $14, $11, " NOW_US
              " + $15, (SELECT fkey FROM rp), coalesce((SELECT flimit FROM "
              "rp), 0), " INBOX_MARK " WHERE coalesce((SELECT room FROM rp), "
-             "true) ON CONFLICT (run) DO UPDATE SET gen = l.gen + 1, owner = "
-             "excluded.owner, id = excluded.id, expires = excluded.expires, "
-             "fkey = coalesce(excluded.fkey, l.fkey), flimit = CASE WHEN "
-             "excluded.fkey IS NULL THEN l.flimit ELSE excluded.flimit END, "
-             "cancel = l.cancel OR excluded.cancel WHERE " RIDE_TAKES
-             " RETURNING l.run, l.gen), "
+             "true) RETURNING l.run, l.gen), "
              "rk AS (DELETE FROM \"%s\".parked z USING rg WHERE z.run = "
              "rg.run)",
              n, n, n, n, n);
@@ -322,10 +317,7 @@ static char *one_sql(const char *n, unsigned m)
         PART(ONE_RIDE,
              "rg AS (INSERT INTO \"%s\".leases AS l (run, gen, owner, id, "
              "expires, cancel) VALUES ($1, 1, $14, $11, " NOW_US " + $15, "
-             INBOX_MARK ") ON CONFLICT (run) DO UPDATE SET gen = l.gen + 1, "
-             "owner = excluded.owner, id = excluded.id, expires = "
-             "excluded.expires, cancel = l.cancel OR excluded.cancel WHERE "
-             RIDE_TAKES " RETURNING l.run, l.gen)",
+             INBOX_MARK ") RETURNING l.run, l.gen)",
              n, n);
     PART(ONE_RIDE, "rt AS (%s\"%s\".timers %s)",
          ends ? "DELETE FROM " : "INSERT INTO ", n,

@@ -632,6 +632,15 @@ static int ride_result(size_t i, PGresult *r, void *user)
             return pl__err(PL_EBUSY, "%s",
                            PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY));
         }
+        /* a folded ride inserts the parked run's lease (pg_one.c): a row
+         * there is another's (a wake's, another delivery's), the ride
+         * refused as by its checks */
+        const char *key = PQresultErrorField(r, PG_DIAG_CONSTRAINT_NAME);
+        if (x->folded && i == commit && pl__pg_unique_violation(r) && key &&
+            strcmp(key, "leases_pkey") == 0) {
+            x->refused = true;
+            return pl__err(PL_EBUSY, "another holds the run's lease");
+        }
         if (i < commit)
             return pl__pg_err(x->s, x->c, r, "delivering to an inbox");
         if (pl__pg_unique_violation(r))
