@@ -666,7 +666,7 @@ static int make_statements(pl__pg_store *s)
     for (int i = T_SET; i <= T_INBOX_READ; i++)
         if (pl__pg_time_sql(s, i, &s->q[i]))
             return PL_ENOMEM;
-    if (pl__pg_time_sql(s, Q_INBOX_ADD, &s->q[Q_INBOX_ADD]))
+    if (pl__pg_write_sql(s, Q_INBOX_ADD, &s->q[Q_INBOX_ADD]))
         return PL_ENOMEM;
     for (int i = 0; i < Q_N; i++)
         if (!s->q[i])

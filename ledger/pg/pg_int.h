@@ -279,8 +279,8 @@ PL__HIDDEN int pl__pg_put_batches(pl__pg_store *s, PGconn *c,
 PL__HIDDEN int pl__pg_one_write_send(pl__pg_store *s, PGconn *c,
                                      const pl__batch *bt, unsigned shape,
                                      size_t *nsent) PL__MUST_CHECK;
-/* Format write statement @p which (Q_WRITE, Q_STEPS, Q_GENERIC) for the
- * store's schema (pg_one.c). */
+/* Format write statement @p which (Q_WRITE, Q_STEPS, Q_GENERIC,
+ * Q_INBOX_ADD) for the store's schema (pg_one.c). */
 PL__HIDDEN int pl__pg_write_sql(const pl__pg_store *s, int which, char **out);
 /* Read statement @p which (Q_RUN_LOAD) for the store's schema (NULL: out
  * of memory). */

@@ -518,6 +518,15 @@ int pl__pg_write_sql(const pl__pg_store *s, int which, char **out)
             "(SELECT string_agg(DISTINCT i.run::text, ',') FROM \"%s\".inbox "
             "i WHERE i.cancel AND i.run = ANY($14::bigint[]))",
             n, n, n, n, n, n, n, n, n, n, n, n, n);
+    else if (which == Q_INBOX_ADD) /* an import's record (below); a
+                                    * cancellation marks the lease (LEASE
+                                    * MARKS, pg_lease.c) */
+        *out = pl__asprintf("WITH i AS (INSERT INTO \"%s\".inbox (run, seq, "
+                            "rec, cancel) VALUES ($1::bigint, $2::bigint, "
+                            "$3::bytea, $4::boolean)) UPDATE \"%s\".leases "
+                            "SET cancel = true WHERE run = $1::bigint AND "
+                            "$4::boolean AND NOT cancel",
+                            n, n);
     else if (which == Q_STEPS)
         *out = pl__asprintf("INSERT INTO \"%s\".steps (k, v) SELECT * FROM "
                             "unnest($1::bytea[], $2::bytea[])",
@@ -682,7 +691,7 @@ int pl__pg_marks_send(pl__pg_store *s, PGconn *c, pl__batch *const *batches,
 }
 
 /* An import's inbox records (pl__batch.inbox_add), each its statement,
- * Q_INBOX_ADD (pg_time.c), in the commit's pipeline. */
+ * Q_INBOX_ADD (pl__pg_write_sql() above), in the commit's pipeline. */
 int pl__pg_inbox_add_send(pl__pg_store *s, PGconn *c, const pl__batch *bt,
                           size_t *nsent)
 {

@@ -195,15 +195,6 @@ int pl__pg_time_sql(const pl__pg_store *s, int which, char **out)
             "was read') END",
             n, n);
         break;
-    case Q_INBOX_ADD:
-        /* a cancellation marks the lease (LEASE MARKS, pg_lease.c) */
-        *out = pl__asprintf("WITH i AS (INSERT INTO \"%s\".inbox (run, seq, "
-                            "rec, cancel) VALUES ($1::bigint, $2::bigint, "
-                            "$3::bytea, $4::boolean)) UPDATE \"%s\".leases "
-                            "SET cancel = true WHERE run = $1::bigint AND "
-                            "$4::boolean AND NOT cancel",
-                            n, n);
-        break;
     default: /* T_INBOX_READ */
         *out = pl__asprintf("SELECT seq, rec FROM \"%s\".inbox WHERE run = "
                             "$1::bigint ORDER BY seq",
