@@ -377,8 +377,7 @@ static void prepare_last_call(PGconn *c, const char *n)
 /* A cancellation delivered to @p run of schema @p n as the store delivers
  * one (pg_time.c, INBOX_PUT): its inbox record at @p seq, and its lease's
  * mark. */
-static void deliver_cancel(PGconn *c, const char *n, uint64_t run,
-                           uint64_t seq)
+static void deliver_cancel(PGconn *c, const char *n, uint64_t run, uint64_t seq)
 {
     char sql[512];
     snprintf(sql, sizeof sql,

@@ -84,9 +84,9 @@ enum {
     T_GET,
     T_INBOX_PUT,
     T_CANCEL_PUT, /* the same, of a cancellation */
-    T_ACQUIRE,   /* a delivery's take of the lease */
-    T_DROP,      /* a run's timer dropped */
-    T_RIDE_LOCK, /* a ride's statements, in one round trip (pg_time.c) */
+    T_ACQUIRE,    /* a delivery's take of the lease */
+    T_DROP,       /* a run's timer dropped */
+    T_RIDE_LOCK,  /* a ride's statements, in one round trip (pg_time.c) */
     T_RIDE_PUT,
     T_RIDE_TAKE,
     T_INBOX_READ,

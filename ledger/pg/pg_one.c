@@ -316,8 +316,8 @@ static char *one_sql(const char *n, unsigned m)
     else /* its key columns as they are: NULL and 0 */
         PART(ONE_RIDE,
              "rg AS (INSERT INTO \"%s\".leases AS l (run, gen, owner, id, "
-             "expires, cancel) VALUES ($1, 1, $14, $11, " NOW_US " + $15, "
-             INBOX_MARK ") RETURNING l.run, l.gen)",
+             "expires, cancel) VALUES ($1, 1, $14, $11, " NOW_US
+             " + $15, " INBOX_MARK ") RETURNING l.run, l.gen)",
              n, n);
     PART(ONE_RIDE, "rt AS (%s\"%s\".timers %s)",
          ends ? "DELETE FROM " : "INSERT INTO ", n,
@@ -395,24 +395,22 @@ static char *one_sql(const char *n, unsigned m)
      * (an earlier statement).  pl_cancel_mark() runs only then: an UPDATE
      * in the statement cost every claim 35-45k instructions */
     bool claim = (m & ONE_STATE) && !(m & (ONE_FENCE | ONE_DROP | ONE_RIDE));
-    char *x = !(fence && inbox && ride) ? NULL
-              : m & ONE_RIDE
-                  ? pl__asprintf(" SELECT %s, %s, " PROBE "%s", fence, inbox, n,
-                                 ride)
-              : claim
-                  ? pl__asprintf(" SELECT coalesce((%s)::text, CASE WHEN "
-                                 INBOX_MARK " THEN \"%s\".pl_cancel_mark($1) "
-                                 "END)",
-                                 inbox, n, n)
-              : !(m & ONE_FENCE)
-                  ? pl__asprintf(" SELECT coalesce((%s)::text, " PROBE ")",
-                                 inbox, n)
-              : m & ONE_INBOX
-                  ? pl__asprintf(" SELECT CASE WHEN %s THEN coalesce((%s)::"
-                                 "text, $1::text) ELSE (%s)::text END",
-                                 fence, inbox, inbox)
-                  : pl__asprintf(" SELECT CASE WHEN %s THEN $1::text END",
-                                 fence);
+    char *x =
+        !(fence && inbox && ride) ? NULL
+        : m & ONE_RIDE
+            ? pl__asprintf(" SELECT %s, %s, " PROBE "%s", fence, inbox, n, ride)
+        : claim
+            ? pl__asprintf(" SELECT coalesce((%s)::text, CASE WHEN " INBOX_MARK
+                           " THEN \"%s\".pl_cancel_mark($1) "
+                           "END)",
+                           inbox, n, n)
+        : !(m & ONE_FENCE)
+            ? pl__asprintf(" SELECT coalesce((%s)::text, " PROBE ")", inbox, n)
+        : m & ONE_INBOX
+            ? pl__asprintf(" SELECT CASE WHEN %s THEN coalesce((%s)::"
+                           "text, $1::text) ELSE (%s)::text END",
+                           fence, inbox, inbox)
+            : pl__asprintf(" SELECT CASE WHEN %s THEN $1::text END", fence);
 #undef PROBE
     free(fence);
     free(inbox);
@@ -675,8 +673,7 @@ int pl__pg_marks_send(pl__pg_store *s, PGconn *c, pl__batch *const *batches,
     if (n && !runs)
         return pl__err(PL_ENOMEM, "out of memory");
     for (size_t b = 0; b < n; b++)
-        if (!batches[b]->gen && batches[b]->state.len &&
-            !batches[b]->create_id)
+        if (!batches[b]->gen && batches[b]->state.len && !batches[b]->create_id)
             runs[k++] = batches[b]->run;
     pl__buf a = {0};
     int st = k ? pl__pg_int_array(&a, runs, k) : PL_OK;

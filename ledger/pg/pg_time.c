@@ -61,8 +61,8 @@
 #define CONSUMED_STATE "PLINB"
 #define RIDE_STATE "PLRDE"  /* a ride refused: the delivery goes alone */
 #define LOOK_AGAIN_US 50000 /* a due timer not taken: when to look again */
-#define LOCK_WAIT "50ms"   /* a cancellation's wait for its run's lease */
-#define LOCK_STATE "55P03" /* lock_not_available: LOCK_WAIT ran out */
+#define LOCK_WAIT "50ms"    /* a cancellation's wait for its run's lease */
+#define LOCK_STATE "55P03"  /* lock_not_available: LOCK_WAIT ran out */
 
 /* A delivery's record and its run's timer made due now (keeping an
  * earlier one): $1 run, $2 record, $3 due, $4 id, $5 timer record, $6
@@ -80,21 +80,21 @@
  * a key only while the key has room (pl_key_room(), as its wake, T_TAKE),
  * the lease getting its key back and the parked row going, and its mark
  * (LEASE MARKS, pg_lease.c) from the inbox; five schemas. */
-#define ACQUIRE                                                                    \
-    "WITH p AS MATERIALIZED (SELECT z.fkey, z.flimit, \"%s\".pl_key_room("         \
-    "z.fkey, z.flimit) AS room FROM \"%s\".parked z WHERE z.run = "                \
-    "$1::bigint), g AS (INSERT INTO \"%s\".leases AS l (run, gen, owner, "         \
-    "id, expires, fkey, flimit, cancel) SELECT $1::bigint, 1, $2::text, "          \
-    "$3::text, " NOW_US " + $4::bigint, (SELECT fkey FROM p), coalesce(("          \
-    "SELECT flimit FROM p), 0), EXISTS (SELECT FROM \"%s\".inbox i WHERE "         \
-    "i.cancel AND i.run = $1::bigint) WHERE coalesce((SELECT room FROM p), "       \
-    "true) ON CONFLICT (run) DO UPDATE SET gen = l.gen + 1, owner = "              \
-    "excluded.owner, id = excluded.id, expires = excluded.expires, fkey = "        \
-    "coalesce(excluded.fkey, l.fkey), flimit = CASE WHEN excluded.fkey IS "        \
-    "NULL THEN l.flimit ELSE excluded.flimit END, cancel = l.cancel OR "           \
-    "excluded.cancel WHERE l.expires <= " NOW_US " OR l.owner = "                  \
-    "excluded.owner OR l.gen = $5::bigint RETURNING l.run, l.gen, (l.xmax "        \
-    "<> 0)::int AS had), k AS (DELETE FROM \"%s\".parked z USING g WHERE "         \
+#define ACQUIRE                                                                \
+    "WITH p AS MATERIALIZED (SELECT z.fkey, z.flimit, \"%s\".pl_key_room("     \
+    "z.fkey, z.flimit) AS room FROM \"%s\".parked z WHERE z.run = "            \
+    "$1::bigint), g AS (INSERT INTO \"%s\".leases AS l (run, gen, owner, "     \
+    "id, expires, fkey, flimit, cancel) SELECT $1::bigint, 1, $2::text, "      \
+    "$3::text, " NOW_US " + $4::bigint, (SELECT fkey FROM p), coalesce(("      \
+    "SELECT flimit FROM p), 0), EXISTS (SELECT FROM \"%s\".inbox i WHERE "     \
+    "i.cancel AND i.run = $1::bigint) WHERE coalesce((SELECT room FROM p), "   \
+    "true) ON CONFLICT (run) DO UPDATE SET gen = l.gen + 1, owner = "          \
+    "excluded.owner, id = excluded.id, expires = excluded.expires, fkey = "    \
+    "coalesce(excluded.fkey, l.fkey), flimit = CASE WHEN excluded.fkey IS "    \
+    "NULL THEN l.flimit ELSE excluded.flimit END, cancel = l.cancel OR "       \
+    "excluded.cancel WHERE l.expires <= " NOW_US " OR l.owner = "              \
+    "excluded.owner OR l.gen = $5::bigint RETURNING l.run, l.gen, (l.xmax "    \
+    "<> 0)::int AS had), k AS (DELETE FROM \"%s\".parked z USING g WHERE "     \
     "z.run = g.run) "
 
 int pl__pg_time_sql(const pl__pg_store *s, int which, char **out)
@@ -155,7 +155,8 @@ int pl__pg_time_sql(const pl__pg_store *s, int which, char **out)
          * LOCK_WAIT at most for the lease, which a commit holds and may
          * want the state after: it gives up first, pl__pg_inbox_put()
          * delivers again (a deadlock would fail the run's commit) */
-        *out = pl__asprintf(INBOX_PUT ", w AS MATERIALIZED (SELECT set_config("
+        *out = pl__asprintf(INBOX_PUT
+                            ", w AS MATERIALIZED (SELECT set_config("
                             "'lock_timeout', '" LOCK_WAIT "', true)), c AS "
                             "(UPDATE \"%s\".leases SET cancel = true WHERE "
                             "run = $1::bigint AND NOT cancel AND EXISTS "
@@ -542,8 +543,8 @@ static int put_send(pl__pg_store *s, PGconn *c, uint64_t run,
                                run_id, (const char *)t.rec.data, cancel};
         int lens[6] = {0, (int)len, 0, 0, (int)t.rec.len, 0};
         int fmts[6] = {0, 1, 0, 0, 1, 0};
-        st = pl__pg_send(s, c, *cancel == 't' ? T_CANCEL_PUT : T_INBOX_PUT,
-                         6, vals, lens, fmts, "delivering to an inbox");
+        st = pl__pg_send(s, c, *cancel == 't' ? T_CANCEL_PUT : T_INBOX_PUT, 6,
+                         vals, lens, fmts, "delivering to an inbox");
     }
     char d[24];
     snprintf(d, sizeof d, "%lld", (long long)(take ? take->lease_us : 0));
