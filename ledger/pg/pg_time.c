@@ -111,13 +111,11 @@ int pl__pg_time_sql(const pl__pg_store *s, int which, char **out)
         break;
     case T_TAKE:
         *out = pl__asprintf(
-            /* the due timers, chosen and locked by pl_wake() (pg_flow.c:
-             * a run with a key only while the key has room); the lease
-             * gets a parked run's key back */
+            /* the due timers, chosen and locked by pl_wake() (pg_flow.c);
+             * the lease gets a parked run's key back.  A lease another
+             * took since pl_wake() looked (a take of the queue, a ride) is
+             * live: not taken over, and the run's timer stays */
             "WITH t AS (SELECT * FROM \"%s\".pl_wake($3::integer)), "
-            /* a lease another transaction took since pl_wake() looked (a
-             * take of the queue, a ride) is live: not taken over, and the
-             * run's timer stays */
             "l AS (INSERT INTO \"%s\".leases AS y (run, gen, owner, id, "
             "expires, fkey, flimit) SELECT run, 1, $1, id, " NOW_US
             " + $2::bigint, fkey, coalesce(flimit, 0) FROM t "
