@@ -393,15 +393,6 @@ static void c_park(pl_engine *e, const char *id, const char *how)
     pl_outcome_free(o);
 }
 
-static pl_run_status c_status(pl_engine *e, const char *id)
-{
-    pl_run_info *info = NULL;
-    cr_assert_eq(pl_run_get(&info, e, id), PL_OK, "%s", pl_errmsg());
-    pl_run_status st = info->status;
-    pl_run_info_free(info);
-    return st;
-}
-
 /*
  * (d) A parked run that a signal rides, cancelled while it runs in the
  * signaller's thread: the lease the ride took is marked by the delivery,
@@ -466,7 +457,7 @@ Test(pg_cancel, a_cancellation_racing_a_take_is_never_missed)
         pthread_t th;
         cr_assert_eq(pthread_create(&th, NULL, cancel_main, &r), 0);
         if (wake) {
-            for (int k = 0; k < 5000 && c_status(e, id) == PL_RUN_WAITING; k++)
+            for (int k = 0; k < 5000 && status_of(e, id) == PL_RUN_WAITING; k++)
                 cr_assert_eq(pl_engine_wake(e, NULL), PL_OK, "%s", pl_errmsg());
         } else {
             pl_outcome *o = NULL;
@@ -479,16 +470,16 @@ Test(pg_cancel, a_cancellation_racing_a_take_is_never_missed)
         cr_expect_eq(r.st, PL_OK, "%s: %s", id, pl_status_name(r.st));
         /* a cancellation delivered to a run this engine executes: the
          * run's thread ends it */
-        for (int k = 0; k < 2000 && (c_status(e, id) == PL_RUN_RUNNING ||
-                                     c_status(e, id) == PL_RUN_WAITING);
+        for (int k = 0; k < 2000 && (status_of(e, id) == PL_RUN_RUNNING ||
+                                     status_of(e, id) == PL_RUN_WAITING);
              k++) {
             cr_assert_eq(pl_engine_wake(e, NULL), PL_OK, "%s", pl_errmsg());
             struct timespec ts = {0, 1000000L};
             nanosleep(&ts, NULL);
         }
-        cr_expect_eq(c_status(e, id), PL_RUN_CANCELLED, "%s (%s): %s", id,
+        cr_expect_eq(status_of(e, id), PL_RUN_CANCELLED, "%s (%s): %s", id,
                      wake ? "wake" : "ride",
-                     pl_run_status_name(c_status(e, id)));
+                     pl_run_status_name(status_of(e, id)));
     }
     pl_engine_close(e);
     pl_registry_free(reg);
