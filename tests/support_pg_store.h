@@ -27,6 +27,17 @@ static inline void step_key(uint8_t key[12], uint64_t run, uint32_t seq)
     pl__put_be32(key + 8, seq);
 }
 
+/* Steps @p from and @p from + 1 of @p run's root invocation into @p w,
+ * each valued with its key: a call's pair. */
+static inline void two_steps(pl__batch *w, uint64_t run, uint32_t from)
+{
+    uint8_t key[12];
+    for (uint32_t i = from; i < from + 2; i++) {
+        step_key(key, run, i);
+        cr_assert_eq(pl__kvs_add(&w->steps, key, 12, key, 12), PL_OK);
+    }
+}
+
 static inline int count_step(const uint8_t *key, size_t klen,
                              const uint8_t *val, size_t vlen, void *user)
 {

@@ -79,11 +79,7 @@ static bool commit_sees(pl__pg_store *s, uint64_t run, uint64_t gen,
     w.run = run;
     w.gen = gen;
     w.release = release;
-    uint8_t key[12];
-    for (uint32_t i = from; i < from + 2; i++) {
-        step_key(key, run, i);
-        cr_assert_eq(pl__kvs_add(&w.steps, key, 12, key, 12), PL_OK);
-    }
+    two_steps(&w, run, from);
     if (release)
         cr_assert_eq(pl__buf_append(&w.state, "parked", 6), PL_OK);
     pl__batch *one[1] = {&w};

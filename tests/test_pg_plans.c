@@ -328,11 +328,7 @@ static int call_answer(pl__pg_store *s, uint64_t run, uint64_t gen,
     w.gen = gen;
     w.nokey_gen = nokey_gen;
     w.inbox_del = seq;
-    uint8_t key[12];
-    for (uint32_t i = from; i < from + 2; i++) {
-        step_key(key, run, i);
-        cr_assert_eq(pl__kvs_add(&w.steps, key, 12, key, 12), PL_OK);
-    }
+    two_steps(&w, run, from);
     pl__batch *one[1] = {&w};
     int st = pl__pg_commit(s, one, 1, false);
     if (st == PL_OK)
