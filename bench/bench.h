@@ -216,6 +216,7 @@ int report_mcp(bool quick);
 /* take (bench_take.c): a take of the queue's head with many runs running
  * ahead of it, on PostgreSQL only; 0, or 1 when it failed. */
 int report_take(bool quick);
+int report_take_keys(bool quick, cJSON *o); /* within take's */
 
 /* ---- bench_rate.c ---- */
 /* The rate workload on the store at @p path; the failures. */

@@ -10,7 +10,8 @@
  * unclaimed (the claim is refused: no state is written), as a worker's
  * take does before it executes a run, in one transaction and one commit.
  * What it shows is what the live leases ahead cost a take: the queue's
- * index walking past them, or not.
+ * index walking past them, or not.  Then the keyed takes
+ * (bench_take_keys.c).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -120,5 +121,5 @@ int report_take(bool quick)
     PQfinish(c);
     pl__pg_close(s);
     remove_store(path);
-    return failures;
+    return failures | report_take_keys(quick, o);
 }

@@ -1,0 +1,186 @@
+/*
+ * bench_take_keys.c -- take, keyed: a worker's take on PostgreSQL
+ * (pl__pg_take(), docs/design.md §14) with many runs of one concurrency
+ * key queued, next to the libpq floor's commit in the same run.
+ *
+ *   room: a key of limit 2 with one run running and QUEUED_KEY queued:
+ *         each take takes the key's next run (its count reads the key's
+ *         live leases, not its queued runs);
+ *   full: a key of limit 1 with one run running and QUEUED_KEY queued,
+ *         ranked ahead of runs without a key and runs of a second key
+ *         with room, taken in turn: each take passes over the full key's
+ *         queued runs.
+ *
+ * After each take its lease is dropped (outside the time measured), so
+ * every take finds the store as the first did.  The server's buffers a
+ * take reads are EXPLAIN (ANALYZE, BUFFERS)'s of pl_take() (the keyed
+ * take's walk and counts; the statement around it reads the queue's head
+ * alone), in a transaction rolled back.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+#include "pg_store.h" /* pl__pg_take() */
+
+#define QUEUED_KEY 10000
+#define TAIL 2000
+#define RUNNING 1000 /* without a key, ahead of all: a busy fleet's */
+
+static int refuse(const pl__taken *t, pl__buf *state, bool *drop, void *user)
+{
+    (void)t;
+    (void)state;
+    (void)user;
+    *drop = false;
+    return PL_EBUSY;
+}
+
+/* Schema @p n: run 1 running with key @p key (limit @p lim), runs
+ * 2..QUEUED_KEY + 1 queued with it, then TAIL runs queued after them,
+ * without a key (odd) or with key "other" of limit 1 (even), if @p tail;
+ * and RUNNING runs numbered after them running without a key, ranked
+ * ahead of all (the leases a key's count must not read either). */
+static void keys_fill(PGconn *c, const char *n, const char *key, int lim,
+                      bool tail)
+{
+    char sql[1400];
+    int queued = QUEUED_KEY + 1 + (tail ? TAIL : 0), total = queued + RUNNING;
+    snprintf(sql, sizeof sql,
+             "INSERT INTO \"%s\".runs (id, num, info) SELECT "
+             "convert_to('key-' || i, 'UTF8'), nextval('\"%s\".run_num'), "
+             "'\\x00' FROM generate_series(1, %d) i",
+             n, n, total);
+    pg_sql(c, sql);
+    snprintf(sql, sizeof sql,
+             "INSERT INTO \"%s\".state SELECT num, '\\x00' FROM \"%s\".runs", n,
+             n);
+    pg_sql(c, sql);
+    snprintf(sql, sizeof sql,
+             "INSERT INTO \"%s\".leases (run, gen, owner, id, expires, qrank, "
+             "fkey, flimit) SELECT num, CASE WHEN num = 1 OR num > %d THEN 1 "
+             "ELSE 0 END, CASE WHEN num = 1 OR num > %d THEN 'other@host' "
+             "ELSE '' END, 'key-' || num, CASE WHEN num = 1 OR num > %d THEN "
+             "(extract(epoch from clock_timestamp()) * 1e6)::bigint + "
+             "3600000000 ELSE 0 END, CASE WHEN num > %d THEN 0 ELSE num END, "
+             "CASE WHEN num <= %d THEN '%s' WHEN num > %d THEN NULL WHEN num "
+             "%% 2 = 0 THEN 'other' END, CASE WHEN num <= %d THEN %d WHEN num "
+             "> %d THEN 0 WHEN num %% 2 = 0 THEN 1 ELSE 0 END FROM \"%s\".runs",
+             n, queued, queued, queued, queued, QUEUED_KEY + 1, key, queued,
+             QUEUED_KEY + 1, lim, queued, n);
+    pg_sql(c, sql);
+    snprintf(sql, sizeof sql,
+             "ANALYZE \"%s\".runs, \"%s\".state, \"%s\".leases", n, n, n);
+    pg_sql(c, sql);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The shared buffers pl_take() reads, hit or read, once; -1 if unknown. */
+static long take_buffers(PGconn *c, const char *n)
+{
+    char sql[256];
+    pg_sql(c, "BEGIN");
+    snprintf(sql, sizeof sql,
+             "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) SELECT * FROM "
+             "\"%s\".pl_take('bench@host', 60000000)",
+             n);
+    PGresult *r = PQexec(c, sql);
+    long b = -1;
+    if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1) {
+        cJSON *j = cJSON_Parse(PQgetvalue(r, 0, 0));
+        cJSON *p = cJSON_GetObjectItem(cJSON_GetArrayItem(j, 0), "Plan");
+        cJSON *h = cJSON_GetObjectItem(p, "Shared Hit Blocks");
+        cJSON *d = cJSON_GetObjectItem(p, "Shared Read Blocks");
+        if (cJSON_IsNumber(h) && cJSON_IsNumber(d))
+            b = (long)(h->valuedouble + d->valuedouble);
+        cJSON_Delete(j);
+    }
+    PQclear(r);
+    pg_sql(c, "ROLLBACK");
+    return b;
+}
+
+/* One case: @p takes takes, each expected to take run @p first + i *
+ * @p step, timed; 1 on a wrong take. */
+static int keys_case(const char *name, const char *what, const char *key,
+                     int lim, bool tail, int takes, uint64_t first,
+                     uint64_t step, double floor, cJSON *o)
+{
+    say("  %s: %s\n", name, what);
+    char path[1200];
+    path_in(path, sizeof path, name);
+    remove_store(path);
+    pl__pg_store *s = NULL;
+    if (pl__pg_open(&s, path, NULL))
+        die("opening the keyed take's store");
+    const char *schema = strstr(path, "schema=") + 7;
+    PGconn *c = pg_connect();
+    keys_fill(c, schema, key, lim, tail);
+    long buffers = take_buffers(c, schema);
+    double *t = malloc(sizeof *t * (size_t)takes);
+    if (!t)
+        die("out of memory");
+    int failures = 0, done = 0;
+    for (int i = 0; i < takes; i++, done++) {
+        pl__lease l = {0};
+        bool taken;
+        uint64_t want = first + (uint64_t)i * step;
+        double t0 = now_s();
+        int st = pl__pg_take(s, "bench@host", 60000000, refuse, NULL, &l,
+                             &taken);
+        t[i] = now_s() - t0;
+        if (!taken || st != PL_EBUSY || l.run != want) {
+            say("    take %d: %s run #%llu, not #%llu (%s)\n", i,
+                taken ? "took" : "took no", (unsigned long long)l.run,
+                (unsigned long long)want, pl_errmsg());
+            failures = 1;
+            break;
+        }
+        char sql[256];
+        snprintf(sql, sizeof sql,
+                 "DELETE FROM \"%s\".leases WHERE run = %llu", schema,
+                 (unsigned long long)l.run);
+        pg_sql(c, sql);
+    }
+    qsort(t, (size_t)done, sizeof *t, cmp_double);
+    double p50 = done ? t[done / 2] : 0, p99 = done ? t[done * 99 / 100] : 0;
+    say("    a take, p50 / p99              %8.2f / %.2f ms (floor %.1fx)\n"
+        "    pl_take()'s buffers, one take  %8ld\n",
+        p50 * 1e3, p99 * 1e3, floor > 0 ? p50 / floor : 0, buffers);
+    cJSON *k = cJSON_AddObjectToObject(o, name);
+    jnum(k, "queued_of_key", QUEUED_KEY);
+    jnum(k, "takes", done);
+    jnum(k, "p50_ms", p50 * 1e3);
+    jnum(k, "p99_ms", p99 * 1e3);
+    jnum(k, "buffers", (double)buffers);
+    free(t);
+    PQfinish(c);
+    pl__pg_close(s);
+    remove_store(path);
+    return failures;
+}
+
+int report_take_keys(bool quick, cJSON *o)
+{
+    int n = quick ? 100 : 500;
+    double floor = floor_commit_s();
+    say("\ntake, keyed: %d runs of one key queued (%d takes each; one "
+        "commit of the floor %.2f ms)\n",
+        QUEUED_KEY, n, floor * 1e3);
+    int f = keys_case("take_key_room",
+                      "its key has room (limit 2, one running)", "tenant", 2,
+                      false, n, 2, 1, floor, o);
+    /* the tail starts at QUEUED_KEY + 2, without a key; each take's
+     * lease dropped, the second key has room again */
+    f |= keys_case("take_key_full",
+                   "past them, its key full (limit 1, one running)", "tenant",
+                   1, true, n, QUEUED_KEY + 2, 1, floor, o);
+    jnum(o, "keys_floor_ms", floor * 1e3);
+    return f;
+}
