@@ -11,6 +11,7 @@
 
 #include "pg_int.h" /* the statements */
 #include "pg_store.h"
+#include "support_pg_plans.h"
 #include "support_pg_store.h"
 
 #include <libpq-fe.h>
@@ -19,14 +20,6 @@
 #include <string.h>
 
 /* ---- the plan the server keeps -------------------------------------------- */
-
-static void admin_sql(PGconn *c, const char *sql)
-{
-    PGresult *r = PQexec(c, sql);
-    cr_assert_eq(PQresultStatus(r), PGRES_COMMAND_OK, "%s: %s", sql,
-                 PQresultErrorMessage(r));
-    PQclear(r);
-}
 
 /* A call's commit: steps @p from and @p from + 1 of @p run, under its
  * lease's fence of generation @p gen, and @p state if not NULL. */
@@ -48,20 +41,6 @@ static int call_commit(pl__pg_store *s, uint64_t run, uint64_t gen,
     pl__kvs_free(&w.steps);
     pl__buf_free(&w.state);
     return st;
-}
-
-/* Give store schema @p n @p count runs, each with a state. */
-static void fill_runs(PGconn *c, const char *n, int count)
-{
-    char sql[512];
-    snprintf(sql, sizeof sql,
-             "INSERT INTO %s.runs SELECT int8send(i), nextval('%s.run_num'), "
-             "'\\x00' FROM generate_series(1, %d) i",
-             n, n, count);
-    admin_sql(c, sql);
-    snprintf(sql, sizeof sql,
-             "INSERT INTO %s.state SELECT num, '\\x00' FROM %s.runs", n, n);
-    admin_sql(c, sql);
 }
 
 /* Give store schema @p n 2,000 runs of 10 steps, a lease each, and its
@@ -675,69 +654,6 @@ static void fill_fleet(PGconn *c, const char *n)
         admin_sql(c, sql);
 }
 
-/* The indexes of schema @p n's leases table, "name:definition|..." in
- * name order, into @p out. */
-static void lease_indexes(PGconn *c, const char *n, pl__buf *out)
-{
-    char sql[256];
-    snprintf(sql, sizeof sql,
-             "SELECT string_agg(indexname || ':' || indexdef, '|' ORDER BY "
-             "indexname) FROM pg_indexes WHERE schemaname = '%s' AND "
-             "tablename = 'leases'",
-             n);
-    PGresult *r = PQexec(c, sql);
-    cr_assert_eq(PQresultStatus(r), PGRES_TUPLES_OK, "%s",
-                 PQresultErrorMessage(r));
-    pl__buf_reset(out);
-    cr_assert_eq(pl__buf_append(out, PQgetvalue(r, 0, 0),
-                                strlen(PQgetvalue(r, 0, 0)) + 1),
-                 PL_OK);
-    PQclear(r);
-}
-
-/* The notices a connection gets: auto_explain's plans. */
-static void keep_notice(void *user, const char *message)
-{
-    pl__buf *b = user;
-    cr_assert_eq(pl__buf_append(b, message, strlen(message)), PL_OK);
-}
-
-/* The generic plan of statement @p which of store @p s (of pg_int.h's
- * lease statements, or T_TAKE) with arguments @p args, into @p plan. */
-static void plan_of(PGconn *c, pl__pg_store *s, int which, const char *args,
-                    pl__buf *plan)
-{
-    char *sql = NULL;
-    cr_assert_eq(which == T_TAKE ? pl__pg_time_sql(s, which, &sql)
-                                 : pl__pg_lease_sql(s, which, &sql),
-                 PL_OK);
-    char *q = pl__asprintf("PREPARE st%d AS %s", which, sql);
-    cr_assert(q);
-    admin_sql(c, q);
-    free(q);
-    free(sql);
-    q = pl__asprintf("EXPLAIN (COSTS OFF) EXECUTE st%d%s", which, args);
-    cr_assert(q);
-    PGresult *r = PQexec(c, q);
-    free(q);
-    cr_assert_eq(PQresultStatus(r), PGRES_TUPLES_OK, "%s",
-                 PQresultErrorMessage(r));
-    pl__buf_reset(plan);
-    for (int i = 0; i < PQntuples(r); i++) {
-        const char *line = PQgetvalue(r, i, 0);
-        cr_assert_eq(pl__buf_append(plan, line, strlen(line)), PL_OK);
-        cr_assert_eq(pl__buf_append(plan, "\n", 2), PL_OK);
-        plan->len--; /* NUL-terminated, the NUL not counted */
-    }
-    PQclear(r);
-}
-
-/* Whether @p plan (NUL-terminated) has @p text. */
-static bool plan_has(const pl__buf *plan, const char *text)
-{
-    return plan->len && strstr((const char *)plan->data, text) != NULL;
-}
-
 /*
  * The queue and the live leases indexed apart: a take reads the queue's
  * head by leases_queue (the queued runs alone) and the owned leases run
@@ -745,9 +661,11 @@ static bool plan_has(const pl__buf *plan, const char *text)
  * keyed take (pl_take()) walks the same two indexes; an idle worker's
  * look reads each at its first entry; and every other statement that
  * reads the leases (renewals, reads, the timers' takes, a run's load
- * with its key's count) still does so by index.  A lease row has the primary
- * key and one of the two besides (and leases_fkey with a key): the whole
- * table's indexes are gone.
+ * with its key's count, by leases_key_live) still does so by index.  A
+ * lease row has the primary key and two of the others besides (the
+ * queue's and its key's queue, or the live leases' and, with a key, its
+ * key's live leases): the whole table's indexes, and leases_fkey, are
+ * gone.  test_pg_keys.c: a key's count and the keyed take at scale.
  */
 Test(pg, the_queue_and_the_live_leases_are_read_by_their_indexes)
 {
@@ -755,14 +673,16 @@ Test(pg, the_queue_and_the_live_leases_are_read_by_their_indexes)
     PGconn *c = t_pg_admin();
     fill_fleet(c, "t_fleet");
     pl__buf plan = {0};
-    lease_indexes(c, "t_fleet", &plan); /* four, and no other */
+    lease_indexes(c, "t_fleet", &plan); /* six, and no other */
     const char *v = (const char *)plan.data;
     int n = 0;
     for (const char *p = v; (p = strchr(p, '|')); p++)
         n++;
-    cr_expect(n == 3 && strstr(v, "leases_fkey:") == v &&
-                  strstr(v, "|leases_live:") && strstr(v, "|leases_pkey:") &&
-                  strstr(v, "|leases_queue:"),
+    cr_expect(n == 5 && strstr(v, "leases_key_live:") == v &&
+                  strstr(v, "|leases_key_queue:") &&
+                  strstr(v, "|leases_live:") &&
+                  strstr(v, "|leases_nokey_queue:") &&
+                  strstr(v, "|leases_pkey:") && strstr(v, "|leases_queue:"),
               "%s", v);
     admin_sql(c, "SET plan_cache_mode = force_generic_plan");
     static const struct {
@@ -775,7 +695,7 @@ Test(pg, the_queue_and_the_live_leases_are_read_by_their_indexes)
         {L_GETS, "('{1,2}')", {"leases_pkey", NULL}},
         {T_TAKE, "('w9', 60000000, 8)", {"leases_pkey", NULL}},
         {L_TAKE_DUES, "('w9', 60000000, 8, 100, 1000000)", {NULL, NULL}},
-        {L_RUN_LOAD, "('\\x00')", {NULL, NULL}},
+        {L_RUN_LOAD, "('\\x00')", {"leases_key_live", NULL}},
     };
     for (size_t i = 0; i < sizeof st / sizeof *st; i++) {
         plan_of(c, s, st[i].which, st[i].args, &plan);
@@ -790,14 +710,7 @@ Test(pg, the_queue_and_the_live_leases_are_read_by_their_indexes)
     /* pl_take()'s walk, as the server runs it (auto_explain's plans of
      * its statements, sent as notices), in a transaction rolled back: the
      * queue's head, run 10,001, taken past the running runs */
-    PQsetNoticeProcessor(c, keep_notice, &plan);
-    pl__buf_reset(&plan);
-    admin_sql(c, "LOAD 'auto_explain'");
-    admin_sql(c, "SET auto_explain.log_min_duration = 0");
-    admin_sql(c, "SET auto_explain.log_nested_statements = on");
-    admin_sql(c, "SET auto_explain.log_analyze = on");
-    admin_sql(c, "SET auto_explain.log_level = notice");
-    admin_sql(c, "SET client_min_messages = notice");
+    explain_into(c, &plan);
     admin_sql(c, "BEGIN");
     PGresult *r = PQexec(c, "SELECT run FROM t_fleet.pl_take('w9', 60000000)");
     cr_assert_eq(PQresultStatus(r), PGRES_TUPLES_OK, "%s",
@@ -816,22 +729,12 @@ Test(pg, the_queue_and_the_live_leases_are_read_by_their_indexes)
     PQfinish(c);
 }
 
-/* A take's claim refused: the lease alone is taken. */
-static int refuse_claim(const pl__taken *t, pl__buf *state, bool *drop,
-                        void *user)
-{
-    (void)t;
-    (void)state;
-    (void)user;
-    *drop = false;
-    return PL_EBUSY;
-}
-
 /*
  * A store made before the queue and the live leases were indexed apart
- * (leases_qrank and leases_expires, each of the whole table) is converted
- * when it is opened to write: the two made, the old two dropped, under
- * the store's lock, and its queue taken in order after it.
+ * (leases_qrank and leases_expires, each of the whole table), and before
+ * the keys' live leases and queues were (leases_fkey, of every keyed
+ * row), is converted when it is opened to write: the new made, the old
+ * dropped, under the store's lock, and its queue taken in order after it.
  */
 Test(pg, an_old_stores_lease_indexes_are_converted_at_open)
 {
@@ -844,6 +747,10 @@ Test(pg, an_old_stores_lease_indexes_are_converted_at_open)
     admin_sql(c, "DROP INDEX t_oldidx.leases_queue, t_oldidx.leases_live");
     admin_sql(c, "CREATE INDEX leases_expires ON t_oldidx.leases (expires)");
     admin_sql(c, "CREATE INDEX leases_qrank ON t_oldidx.leases (qrank, run)");
+    admin_sql(c, "DROP INDEX t_oldidx.leases_key_live, "
+                 "t_oldidx.leases_key_queue, t_oldidx.leases_nokey_queue");
+    admin_sql(c, "CREATE INDEX leases_fkey ON t_oldidx.leases (fkey) WHERE "
+                 "fkey IS NOT NULL");
     cr_assert_eq(pl__pg_open(&s, uri, NULL), PL_OK, "%s", pl_errmsg());
     pl__buf idx = {0};
     lease_indexes(c, "t_oldidx", &idx);
@@ -854,6 +761,9 @@ Test(pg, an_old_stores_lease_indexes_are_converted_at_open)
               "%s", v);
     cr_expect(!strstr(v, "leases_qrank") && !strstr(v, "leases_expires"), "%s",
               v);
+    cr_expect(strstr(v, "leases_key_live:") && strstr(v, "leases_key_queue:") &&
+                  strstr(v, "leases_nokey_queue:") && !strstr(v, "leases_fkey"),
+              "%s", v);
     pl__buf_free(&idx);
     /* the run, its lease dropped to the queue by hand, is taken */
     char sql[256];

@@ -98,6 +98,12 @@
 #define TAKE_BATCH "16"
 #define UNITS_MAX "9007199254740992"   /* PL_RATE_MAX_UNITS */
 #define USED_MAX "4611686018427387904" /* PL__UNITS_USED_MAX */
+/* pl_take()'s gate of the leases run out, and the live leases of a key
+ * pl_key_room() and pl_take() count (pg_int.h), as of t and tk, read
+ * after the key's lock: one schema each */
+#define RUN_OUT LIVE_RUN_OUT("%s")
+#define ROOM_LIVE KEY_LIVE("%s", "k", "lim", "t")
+#define TAKE_LIVE KEY_LIVE("%s", "c.k", "c.lim", "tk")
 
 int pl__pg_flow_sql(const pl__pg_store *s, int which, char **out)
 {
@@ -154,8 +160,15 @@ int pl__pg_flow_setup(pl__pg_store *s, PGconn *c)
         "WHERE owner <> '';"
         "DROP INDEX IF EXISTS \"%s\".leases_qrank;"
         "DROP INDEX IF EXISTS \"%s\".leases_expires;"
-        "CREATE INDEX IF NOT EXISTS leases_fkey ON \"%s\".leases (fkey) "
-        "WHERE fkey IS NOT NULL;"
+        /* the keys (KEYS below); leases_fkey, of every keyed row, went
+         * with them */
+        "CREATE INDEX IF NOT EXISTS leases_key_live ON \"%s\".leases (fkey, "
+        "expires) WHERE fkey IS NOT NULL AND owner <> '';"
+        "CREATE INDEX IF NOT EXISTS leases_key_queue ON \"%s\".leases (fkey, "
+        "qrank, run) WHERE fkey IS NOT NULL AND owner = '';"
+        "CREATE INDEX IF NOT EXISTS leases_nokey_queue ON \"%s\".leases "
+        "(qrank, run) WHERE fkey IS NULL AND owner = '';"
+        "DROP INDEX IF EXISTS \"%s\".leases_fkey;"
         "CREATE TABLE IF NOT EXISTS \"%s\".rates (name text PRIMARY KEY, "
         "window_ms bigint NOT NULL CHECK (window_ms >= 1), lim bigint NOT "
         "NULL CHECK (lim >= 1), start_ms bigint NOT NULL, count bigint NOT "
@@ -196,12 +209,11 @@ int pl__pg_flow_setup(pl__pg_store *s, PGconn *c)
          * several timers inserts their leases after all its looks */
         "CREATE OR REPLACE FUNCTION \"%s\".pl_key_room(k text, lim integer) "
         "RETURNS boolean LANGUAGE plpgsql AS $f$ DECLARE live bigint; "
-        "g text := 'pl_granted.k' || md5(k); given bigint; BEGIN "
+        "g text := 'pl_granted.k' || md5(k); given bigint; t bigint; BEGIN "
         "IF NOT pg_try_advisory_xact_lock(hashtextextended('%s/' || k, 0)) "
         "THEN RETURN false; END IF; "
         "given := coalesce(nullif(current_setting(g, true), ''), '0')::bigint; "
-        "SELECT count(*) INTO live FROM \"%s\".leases o WHERE o.fkey = k "
-        "AND o.owner <> '' AND o.expires > " NOW_US "; "
+        "t := " NOW_US "; live := " ROOM_LIVE "; "
         "IF live + given >= lim THEN RETURN false; END IF; "
         "PERFORM set_config(g, (given + 1)::text, true); "
         "RETURN true; END $f$;"
@@ -231,9 +243,13 @@ int pl__pg_flow_setup(pl__pg_store *s, PGconn *c)
         "IF k = ANY (full_keys) THEN CONTINUE; END IF; "
         "lim := CASE WHEN c.pk IS NULL THEN c.ql ELSE c.pl END; "
         /* queued, its key's first in the queue's order, or the queue's */
-        "IF (c.pk IS NULL AND EXISTS (SELECT 1 FROM \"%s\".leases o WHERE "
-        "o.fkey = k AND o.expires <= " NOW_US " AND (o.qrank, o.run) < "
-        "(c.qq, c.qr))) OR NOT \"%s\".pl_key_room(k, lim) THEN "
+        "IF (c.pk IS NULL AND coalesce((SELECT true FROM \"%s\".leases o WHERE "
+        "o.fkey >= k AND o.fkey <= k AND o.owner = '' AND (o.qrank, o.run) < "
+        "(c.qq, c.qr) AND o.expires <= " NOW_US " ORDER BY o.fkey, o.qrank, "
+        "o.run LIMIT 1) OR (SELECT true FROM \"%s\".leases o WHERE o.fkey "
+        ">= k AND o.fkey <= k AND o.owner <> '' AND o.expires <= " NOW_US
+        " AND (o.qrank, o.run) < (c.qq, c.qr) ORDER BY o.fkey, o.expires "
+        "LIMIT 1), false)) OR NOT \"%s\".pl_key_room(k, lim) THEN "
         "full_keys := full_keys || k; CONTINUE; END IF; END IF; "
         "PERFORM 1 FROM \"%s\".timers x WHERE x.run = c.r AND x.due <= "
         "tnow FOR UPDATE SKIP LOCKED; "
@@ -248,49 +264,70 @@ int pl__pg_flow_setup(pl__pg_store *s, PGconn *c)
         "text, id text) LANGUAGE plpgsql AS $f$ "
         "#variable_conflict use_column\n"
         "DECLARE c record; live bigint; got bigint; full_keys text[] := "
-        "'{}'; tnow bigint := " NOW_US "; aq bigint := " I64_MIN "; ar bigint "
-        ":= " I64_MIN "; lo bigint := " I64_MIN "; crashed boolean := "
-        "coalesce(" LIVE_RUN_OUT(
-            "%s") ", false); n integer; BEGIN "
-                  "LOOP n := 0; "
-                  /* the next batch of the queued runs (leases_queue) and of the
-         * leases run out while owned (leases_live, read only when there are
-         * some, by the range that ran out: pg_lease.c, TAKE_HEAD), merged
-         * in order */
-                  "FOR c IN SELECT * FROM ((SELECT l.run AS r, l.fkey AS k, l.flimit "
-                  "AS lim, l.qrank AS q FROM \"%s\".leases l WHERE l.owner = '' AND "
-                  "(l.qrank, l.run) > (aq, ar) ORDER BY l.qrank, l.run LIMIT " TAKE_BATCH
-                  ") UNION ALL (SELECT l.run, l.fkey, l.flimit, l.qrank FROM "
-                  "\"%s\".leases l WHERE crashed AND l.owner <> '' AND l.expires <= "
-                  "tnow AND l.expires >= lo AND (l.qrank, l.run) > (aq, ar) ORDER BY "
-                  "l.qrank, l.run LIMIT " TAKE_BATCH
-                  ")) b ORDER BY b.q, b.r LIMIT " TAKE_BATCH " LOOP "
-                  "n := n + 1; aq := c.q; ar := c.r; "
-                  "IF c.k IS NOT NULL THEN "
-                  "IF c.k = ANY (full_keys) THEN CONTINUE; END IF; "
-                  "IF NOT pg_try_advisory_xact_lock(hashtextextended('%s/' || c.k, "
-                  "0)) THEN full_keys := full_keys || c.k; CONTINUE; END IF; "
-                  "SELECT count(*) INTO live FROM \"%s\".leases o WHERE o.fkey = c.k "
-                  "AND o.owner <> '' AND o.expires > " NOW_US "; "
-                  "IF live >= c.lim THEN full_keys := full_keys || c.k; CONTINUE; "
-                  "END IF; END IF; "
-                  "SELECT x.run INTO got FROM \"%s\".leases x WHERE x.run = c.r AND "
-                  "x.expires <= " NOW_US " FOR UPDATE SKIP LOCKED; "
-                  /* held by another transaction (another take, which locked it as
+        "'{}'; tnow bigint := " NOW_US "; aq bigint := " I64_MIN "; ar "
+        "bigint := " I64_MIN "; lo bigint := " I64_MIN "; crashed boolean "
+        ":= coalesce(" RUN_OUT ", false); n integer; "
+        "heads boolean := false; hr bigint[]; hk text[]; hl integer[]; "
+        "hq bigint[]; tk bigint; BEGIN "
+        "LOOP n := 0; "
+        /* past the first batch: the heads of the keys not found full
+         * (KEYS below), once */
+        "IF aq > " I64_MIN " AND NOT heads THEN heads := true; "
+        "SELECT array_agg(h.r ORDER BY h.q, h.r), array_agg(ks.k ORDER BY "
+        "h.q, h.r), array_agg(h.lim ORDER BY h.q, h.r), array_agg(h.q ORDER "
+        "BY h.q, h.r) INTO hr, hk, hl, hq FROM (WITH RECURSIVE ks(k) AS "
+        "((SELECT l.fkey FROM \"%s\".leases l WHERE l.fkey IS NOT NULL AND "
+        "l.owner = '' ORDER BY l.fkey LIMIT 1) UNION ALL SELECT (SELECT "
+        "l.fkey FROM \"%s\".leases l WHERE l.fkey IS NOT NULL AND l.owner = "
+        "'' AND l.fkey > ks.k ORDER BY l.fkey LIMIT 1) FROM ks WHERE ks.k "
+        "IS NOT NULL) SELECT ks.k FROM ks WHERE ks.k IS NOT NULL AND ks.k "
+        "<> ALL (full_keys)) ks CROSS JOIN LATERAL (SELECT l.run AS r, "
+        "l.flimit AS lim, l.qrank AS q FROM \"%s\".leases l WHERE l.fkey >= "
+        "ks.k AND l.fkey <= ks.k AND l.owner = '' AND (l.qrank, l.run) > (aq, "
+        "ar) ORDER BY l.fkey, l.qrank, l.run LIMIT 1) h; END IF; "
+        /* the next batch in the queue's order: first of the queued runs
+         * (leases_queue), then of the queued runs without a key
+         * (leases_nokey_queue) and the keys' heads; merged with the
+         * leases run out while owned (leases_live, read only when there
+         * are some, by the range that ran out: pg_lease.c, TAKE_HEAD) */
+        "FOR c IN SELECT * FROM ((SELECT l.run AS r, l.fkey AS k, l.flimit "
+        "AS lim, l.qrank AS q FROM \"%s\".leases l WHERE NOT heads AND "
+        "l.owner = '' AND (l.qrank, l.run) > (aq, ar) ORDER BY l.qrank, "
+        "l.run LIMIT " TAKE_BATCH ") UNION ALL (SELECT l.run, l.fkey, "
+        "l.flimit, l.qrank FROM \"%s\".leases l WHERE heads AND l.fkey IS "
+        "NULL AND l.owner = '' AND (l.qrank, l.run) > (aq, ar) ORDER BY "
+        "l.qrank, l.run LIMIT " TAKE_BATCH ") UNION ALL (SELECT h.r, h.k, "
+        "h.lim, h.q FROM unnest(hr, hk, hl, hq) h(r, k, lim, q) WHERE heads "
+        "AND (h.q, h.r) > (aq, ar) AND h.k <> ALL (full_keys) ORDER BY h.q, "
+        "h.r LIMIT " TAKE_BATCH ") UNION ALL (SELECT l.run, l.fkey, "
+        "l.flimit, l.qrank FROM \"%s\".leases l WHERE crashed AND l.owner "
+        "<> '' AND l.expires <= tnow AND l.expires >= lo AND (l.qrank, "
+        "l.run) > (aq, ar) ORDER BY l.qrank, l.run LIMIT " TAKE_BATCH ")) b "
+        "ORDER BY b.q, b.r LIMIT " TAKE_BATCH " LOOP "
+        "n := n + 1; aq := c.q; ar := c.r; "
+        "IF c.k IS NOT NULL THEN "
+        "IF c.k = ANY (full_keys) THEN CONTINUE; END IF; "
+        "IF NOT pg_try_advisory_xact_lock(hashtextextended('%s/' || c.k, "
+        "0)) THEN full_keys := full_keys || c.k; CONTINUE; END IF; "
+        "tk := " NOW_US "; live := " TAKE_LIVE "; "
+        "IF live >= c.lim THEN full_keys := full_keys || c.k; CONTINUE; "
+        "END IF; END IF; "
+        "SELECT x.run INTO got FROM \"%s\".leases x WHERE x.run = c.r AND "
+        "x.expires <= " NOW_US " FOR UPDATE SKIP LOCKED; "
+        /* held by another transaction (another take, which locked it as
          * its head): its key is passed over with it, or a later run of
          * the key would go first and leave this one waiting behind it */
-                  "IF NOT FOUND THEN IF c.k IS NOT NULL THEN full_keys := full_keys "
-                  "|| c.k; END IF; CONTINUE; END IF; "
-                  "RETURN QUERY UPDATE \"%s\".leases l SET gen = l.gen + 1, owner = "
-                  "who, expires = " NOW_US
-                  " + dur WHERE l.run = got RETURNING l.run, "
-                  "l.gen, l.expires - " NOW_US ", l.owner, l.id; "
-                  "RETURN; END LOOP; "
-                  "IF n < " TAKE_BATCH
-                  " THEN RETURN; END IF; END LOOP; END $f$;"
-                  "COMMIT",
+        "IF NOT FOUND THEN IF c.k IS NOT NULL THEN full_keys := full_keys "
+        "|| c.k; END IF; CONTINUE; END IF; "
+        "RETURN QUERY UPDATE \"%s\".leases l SET gen = l.gen + 1, owner = "
+        "who, expires = " NOW_US " + dur WHERE l.run = got RETURNING l.run, "
+        "l.gen, l.expires - " NOW_US ", l.owner, l.id; "
+        "RETURN; END LOOP; "
+        "IF n < " TAKE_BATCH " THEN RETURN; END IF; "
+        "END LOOP; END $f$;"
+        "COMMIT",
         n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n,
-        n, n, n, n, n, n, n, n);
+        n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n);
     if (!sql)
         return pl__err(PL_ENOMEM, "out of memory");
     int st = pl__pg_command(s, c, sql, "making the queue's flow control");

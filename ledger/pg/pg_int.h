@@ -47,6 +47,19 @@
 #define LIVE_RUN_OUT(schema_fmt)                                               \
     "(SELECT min(m.expires) FROM \"" schema_fmt "\".leases m WHERE m.owner "   \
     "<> '') <= " NOW_ONCE
+/* The live leases of concurrency key @p k, counted up to @p lim (enough
+ * to say whether the key has room), those expiring after @p now (a bound
+ * the index can use: NOW_ONCE, or a PL/pgSQL variable): SQL expressions
+ * all.  By leases_key_live alone (pg_flow.c, KEYS), the key's owned
+ * leases: its key a range of one value, the order the LIMIT reads in is
+ * that index's and no other's, where by fkey = k the server, taking the
+ * share of the key's queued runs among all rows for its share of the
+ * owned ones, chose leases_live and read every live lease. */
+#define KEY_LIVE(schema_fmt, k, lim, now)                                      \
+    "(SELECT count(*) FROM (SELECT FROM \"" schema_fmt "\".leases o WHERE "    \
+    "o.fkey >= " k " AND o.fkey <= " k                                         \
+    " AND o.owner <> '' AND o.expires > " now                                  \
+    " ORDER BY o.fkey, o.expires LIMIT greatest(" lim ", 0)) o)"
 
 /*
  * The statements (s->q[]), naming the schema, in three ranges: the first

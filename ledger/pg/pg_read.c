@@ -276,6 +276,9 @@ int pl__pg_run_find(pl__pg_store *s, const char *id, uint64_t *num,
     return st;
 }
 
+/* L_RUN_LOAD's count of the parked run's key (pg_int.h); one schema */
+#define LOAD_LIVE KEY_LIVE("%s", "p.fkey", "p.flimit", NOW_ONCE)
+
 char *pl__pg_read_sql(const pl__pg_store *s, int which)
 {
     const char *n = s->schema;
@@ -301,9 +304,8 @@ char *pl__pg_read_sql(const pl__pg_store *s, int which)
      * lock: a take counts again), and its inbox in one value: each record
      * its seq (8 bytes), its length (4) and its bytes, in seq order */
     return pl__asprintf(
-        "SELECT r.num, r.info, s.v, p.fkey IS NOT NULL, p.fkey IS NULL OR "
-        "(SELECT count(*) FROM \"%s\".leases o WHERE o.fkey = p.fkey AND "
-        "o.owner <> '' AND o.expires > " NOW_US ") < p.flimit, (SELECT "
+        "SELECT r.num, r.info, s.v, p.fkey IS NOT NULL, p.fkey IS NULL OR " LOAD_LIVE
+        " < p.flimit, (SELECT "
         "string_agg(int8send(i.seq) || int4send(length(i.rec)) || i.rec, "
         "''::bytea ORDER BY i.seq) FROM \"%s\".inbox i WHERE i.run = r.num) "
         "FROM \"%s\".runs r LEFT JOIN \"%s\".state s ON s.run = r.num LEFT "

@@ -1,0 +1,231 @@
+/*
+ * test_pg_keys.c -- concurrency keys on PostgreSQL at scale (pg_flow.c,
+ * KEYS; docs/design.md §14): a key's count reads its live leases alone
+ * (leases_key_live), never its queued runs; a take past a full key's
+ * queue skips it by the keys' heads (leases_key_queue) and the queued
+ * runs without a key (leases_nokey_queue), never walking it; and the
+ * order that skip keeps: a key's runs in queue order, a key's head held
+ * by another transaction passed over with its key, a crashed worker's
+ * lease in its place.  test_pg_plans.c: the statements' plans.
+ */
+#include "support.h"
+
+#include "pg_int.h" /* the statements */
+#include "pg_store.h"
+#include "support_pg_plans.h"
+#include "support_pg_store.h"
+
+#include <libpq-fe.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+TestSuite(pg_keys, .timeout = 240);
+
+/* Queue in schema @p n: lease rows for runs @p from..@p to (ranked by
+ * number), with key @p key ("" none) of limit @p lim, owned by @p owner
+ * ("": queued) until an hour from now, or (owner "gone@h") run out. */
+static void leases_of(PGconn *c, const char *n, int from, int to,
+                      const char *key, int lim, const char *owner)
+{
+    char sql[1024];
+    snprintf(sql, sizeof sql,
+             "INSERT INTO %s.leases (run, gen, owner, id, expires, qrank, "
+             "fkey, flimit) SELECT i, CASE WHEN '%s' = '' THEN 0 ELSE 1 END, "
+             "'%s', '', CASE WHEN '%s' = '' THEN 0 WHEN '%s' = 'gone@h' THEN "
+             "1 ELSE (extract(epoch from clock_timestamp()) * 1e6)::bigint + "
+             "3600000000 END, i, NULLIF('%s', ''), %d FROM generate_series(%d, "
+             "%d) i",
+             n, owner, owner, owner, owner, key, *key ? lim : 0, from, to);
+    admin_sql(c, sql);
+}
+
+/* Whether @p text occurs in @p plan fewer than @p most times. */
+static bool fewer_than(const pl__buf *plan, const char *text, int most)
+{
+    int k = 0;
+    for (const char *p = (const char *)plan->data; (p = strstr(p, text)); p++)
+        k++;
+    return k < most;
+}
+
+/* The one value of @p sql, run in a transaction rolled back, into @p out
+ * (at most @p size bytes). */
+static void value_rolled_back(PGconn *c, const char *sql, char *out,
+                              size_t size)
+{
+    admin_sql(c, "BEGIN");
+    PGresult *r = PQexec(c, sql);
+    cr_assert_eq(PQresultStatus(r), PGRES_TUPLES_OK, "%s: %s", sql,
+                 PQresultErrorMessage(r));
+    snprintf(out, size, "%s", PQntuples(r) ? PQgetvalue(r, 0, 0) : "");
+    PQclear(r);
+    admin_sql(c, "ROLLBACK");
+}
+
+/*
+ * A key with 10,000 runs queued and one running, behind 1,000 runs
+ * running without a key, then runs without a key and of a second key:
+ * the take of the key's next run counts the key's live leases by
+ * leases_key_live (not its queued runs, nor the 1,000 live leases); with
+ * the key full, the take past its 10,000 queued runs reads the keys'
+ * heads and the queue without a key by their indexes, in a few
+ * statements, never walking the key's queue; a wake of the key's last
+ * run looks for a run of it queued ahead by leases_key_queue, and a
+ * key's room (pl_key_room()) is counted as a take counts.  No statement
+ * reads the leases whole.
+ */
+Test(pg_keys, a_keys_count_and_the_keyed_take_are_read_by_their_indexes)
+{
+    pl__pg_store *s = pg_store("t_kplan");
+    PGconn *c = t_pg_admin();
+    fill_runs(c, "t_kplan", 12000);
+    leases_of(c, "t_kplan", 1, 1000, "", 0, "w@h");
+    leases_of(c, "t_kplan", 1001, 1001, "tenant", 2, "w@h");
+    leases_of(c, "t_kplan", 1002, 11001, "tenant", 2, "");
+    leases_of(c, "t_kplan", 11002, 11500, "other", 1, "");
+    leases_of(c, "t_kplan", 11501, 12000, "", 0, "");
+    admin_sql(c, "ANALYZE t_kplan.runs, t_kplan.state, t_kplan.leases");
+    pl__buf plan = {0};
+    char v[32];
+    explain_into(c, &plan);
+    value_rolled_back(c, "SELECT run FROM t_kplan.pl_take('w9', 60000000)", v,
+                      sizeof v);
+    cr_expect_str_eq(v, "1002");
+    cr_assert_eq(pl__buf_append(&plan, "", 1), PL_OK);
+    cr_expect(plan_has(&plan, "using leases_key_live"), "%s",
+              (const char *)plan.data);
+    cr_expect_not(plan_has(&plan, "Seq Scan on leases"), "%s",
+                  (const char *)plan.data);
+
+    /* the key full: the take passes its queue by the heads */
+    admin_sql(c, "UPDATE t_kplan.leases SET owner = 'w@h', gen = 1, expires "
+                 "= (extract(epoch from clock_timestamp()) * 1e6)::bigint + "
+                 "3600000000 WHERE run = 1002");
+    pl__buf_reset(&plan);
+    value_rolled_back(c, "SELECT run FROM t_kplan.pl_take('w9', 60000000)", v,
+                      sizeof v);
+    cr_expect_str_eq(v, "11002");
+    cr_assert_eq(pl__buf_append(&plan, "", 1), PL_OK);
+    cr_expect(plan_has(&plan, "using leases_key_queue") &&
+                  plan_has(&plan, "using leases_nokey_queue") &&
+                  plan_has(&plan, "using leases_key_live"),
+              "%s", (const char *)plan.data);
+    cr_expect_not(plan_has(&plan, "Seq Scan on leases"), "%s",
+                  (const char *)plan.data);
+    /* a batch, the heads, the next batch, a count, the take: where a
+     * walk of the key's queue ran 600 statements and more */
+    cr_expect(fewer_than(&plan, "Query Text:", 16), "%s",
+              (const char *)plan.data);
+
+    /* a key's room, counted as a take counts */
+    pl__buf_reset(&plan);
+    value_rolled_back(c, "SELECT t_kplan.pl_key_room('tenant', 3)", v,
+                      sizeof v);
+    cr_expect_str_eq(v, "t");
+    cr_assert_eq(pl__buf_append(&plan, "", 1), PL_OK);
+    cr_expect(plan_has(&plan, "using leases_key_live"), "%s",
+              (const char *)plan.data);
+
+    /* the wake of the key's last queued run: runs of its key ahead */
+    admin_sql(c, "INSERT INTO t_kplan.timers (run, due, id, rec) VALUES "
+                 "(11001, 0, 't', '\\x00')");
+    pl__buf_reset(&plan);
+    value_rolled_back(c, "SELECT count(*) FROM t_kplan.pl_wake(8)", v,
+                      sizeof v);
+    cr_expect_str_eq(v, "0");
+    cr_assert_eq(pl__buf_append(&plan, "", 1), PL_OK);
+    cr_expect(plan_has(&plan, "using leases_key_queue"), "%s",
+              (const char *)plan.data);
+    cr_expect_not(plan_has(&plan, "Seq Scan on leases"), "%s",
+                  (const char *)plan.data);
+    PQsetNoticeProcessor(c, NULL, NULL);
+    pl__buf_free(&plan);
+    pl__pg_close(s);
+    PQfinish(c);
+}
+
+/* The run store @p s's take takes (its lease kept), or 0 if none (the
+ * queue has none it may start). */
+static uint64_t take(pl__pg_store *s)
+{
+    pl__lease l = {0};
+    bool taken = false;
+    int st = pl__pg_take(s, "w2", 60000000, refuse_claim, NULL, &l, &taken);
+    if (!taken) {
+        cr_expect_eq(st, PL_ENOTFOUND, "%s", pl_errmsg());
+        return 0;
+    }
+    cr_expect_eq(st, PL_EBUSY, "%s", pl_errmsg());
+    return l.run;
+}
+
+/*
+ * Past a full key's 40 queued runs (more than a take reads at a time),
+ * runs of two keys with room and runs without a key, ranked among more of
+ * the full key's: each take takes the first the queue's order allows,
+ * each key's runs in their order and no key past its limit; a place
+ * freed goes to its key's first run queued.
+ */
+Test(pg_keys, a_take_past_a_full_keys_queue_takes_in_the_queues_order)
+{
+    pl__pg_store *s = pg_store("t_kfull");
+    PGconn *c = t_pg_admin();
+    fill_runs(c, "t_kfull", 60);
+    leases_of(c, "t_kfull", 1, 1, "a", 1, "w@h");
+    leases_of(c, "t_kfull", 2, 41, "a", 1, "");
+    leases_of(c, "t_kfull", 42, 42, "b", 1, "");
+    leases_of(c, "t_kfull", 43, 43, "", 0, "");
+    leases_of(c, "t_kfull", 44, 44, "c", 2, "");
+    leases_of(c, "t_kfull", 45, 45, "b", 1, "");
+    leases_of(c, "t_kfull", 46, 47, "c", 2, "");
+    leases_of(c, "t_kfull", 48, 48, "", 0, "");
+    leases_of(c, "t_kfull", 49, 60, "a", 1, "");
+    static const uint64_t order[] = {42, 43, 44, 46, 48, 0};
+    for (size_t i = 0; i < sizeof order / sizeof *order; i++)
+        cr_expect_eq(take(s), order[i], "take %zu", i);
+    /* a's place freed: its first queued; then b's: its second */
+    admin_sql(c, "DELETE FROM t_kfull.leases WHERE run = 1");
+    cr_expect_eq(take(s), 2);
+    admin_sql(c, "DELETE FROM t_kfull.leases WHERE run = 42");
+    cr_expect_eq(take(s), 45);
+    cr_expect_eq(take(s), 0);
+    pl__pg_close(s);
+    PQfinish(c);
+}
+
+/*
+ * Past a full key's queue, a key's first run held by another transaction
+ * (another take's head) is passed over with its key, so its second never
+ * goes first; a crashed worker's lease of a key, run out, is taken in its
+ * place in the queue's order, and its key then counts it.
+ */
+Test(pg_keys, a_take_past_a_full_keys_queue_keeps_held_and_crashed_runs)
+{
+    pl__pg_store *s = pg_store("t_kheld");
+    PGconn *c = t_pg_admin();
+    PGconn *o = t_pg_admin();
+    fill_runs(c, "t_kheld", 50);
+    leases_of(c, "t_kheld", 1, 1, "a", 1, "w@h");
+    leases_of(c, "t_kheld", 2, 41, "a", 1, "");
+    leases_of(c, "t_kheld", 42, 43, "b", 2, "");
+    leases_of(c, "t_kheld", 44, 44, "d", 1, "gone@h");
+    leases_of(c, "t_kheld", 45, 45, "", 0, "");
+    leases_of(c, "t_kheld", 46, 46, "d", 1, "");
+    admin_sql(o, "BEGIN");
+    PGresult *r = PQexec(
+        o, "SELECT 1 FROM t_kheld.leases WHERE run = 42 FOR UPDATE");
+    cr_assert_eq(PQresultStatus(r), PGRES_TUPLES_OK, "%s",
+                 PQresultErrorMessage(r));
+    PQclear(r);
+    cr_expect_eq(take(s), 44); /* b passed over: 43 waits behind 42 */
+    cr_expect_eq(take(s), 45);
+    cr_expect_eq(take(s), 0); /* d's place is 44's; 46 waits */
+    admin_sql(o, "COMMIT");
+    cr_expect_eq(take(s), 42);
+    cr_expect_eq(take(s), 43);
+    cr_expect_eq(take(s), 0);
+    PQfinish(o);
+    pl__pg_close(s);
+    PQfinish(c);
+}
