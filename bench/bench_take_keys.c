@@ -81,7 +81,9 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* The shared buffers pl_take() reads, hit or read, once; -1 if unknown. */
+/* The shared buffers pl_take() reads, hit or read, once; -1 if unknown.
+ * Its second call's: the first reads the catalogs too, to compile and
+ * plan the function's statements, as a connection's first take does. */
 static long take_buffers(PGconn *c, const char *n)
 {
     char sql[256];
@@ -122,6 +124,7 @@ static int keys_case(const char *name, const char *what, const char *key,
     const char *schema = strstr(path, "schema=") + 7;
     PGconn *c = pg_connect();
     keys_fill(c, schema, key, lim, tail);
+    take_buffers(c, schema);
     long buffers = take_buffers(c, schema);
     double *t = malloc(sizeof *t * (size_t)takes);
     if (!t)
@@ -143,9 +146,8 @@ static int keys_case(const char *name, const char *what, const char *key,
             break;
         }
         char sql[256];
-        snprintf(sql, sizeof sql,
-                 "DELETE FROM \"%s\".leases WHERE run = %llu", schema,
-                 (unsigned long long)l.run);
+        snprintf(sql, sizeof sql, "DELETE FROM \"%s\".leases WHERE run = %llu",
+                 schema, (unsigned long long)l.run);
         pg_sql(c, sql);
     }
     qsort(t, (size_t)done, sizeof *t, cmp_double);
