@@ -662,10 +662,11 @@ static void fill_fleet(PGconn *c, const char *n)
  * look reads each at its first entry; and every other statement that
  * reads the leases (renewals, reads, the timers' takes, a run's load
  * with its key's count, by leases_key_live) still does so by index.  A
- * lease row has the primary key and two of the others besides (the
- * queue's and its key's queue, or the live leases' and, with a key, its
- * key's live leases): the whole table's indexes, and leases_fkey, are
- * gone.  test_pg_keys.c: a key's count and the keyed take at scale.
+ * queued run's lease row has the primary key, the queue's and the queue
+ * by key; an owned one the primary key and the live leases' (and, with a
+ * key, its key's live leases'): the whole table's indexes, and
+ * leases_fkey, are gone.  test_pg_keys.c: a key's count and the keyed
+ * take at scale.
  */
 Test(pg, the_queue_and_the_live_leases_are_read_by_their_indexes)
 {
@@ -673,16 +674,15 @@ Test(pg, the_queue_and_the_live_leases_are_read_by_their_indexes)
     PGconn *c = t_pg_admin();
     fill_fleet(c, "t_fleet");
     pl__buf plan = {0};
-    lease_indexes(c, "t_fleet", &plan); /* six, and no other */
+    lease_indexes(c, "t_fleet", &plan); /* five, and no other */
     const char *v = (const char *)plan.data;
     int n = 0;
     for (const char *p = v; (p = strchr(p, '|')); p++)
         n++;
-    cr_expect(n == 5 && strstr(v, "leases_key_live:") == v &&
+    cr_expect(n == 4 && strstr(v, "leases_key_live:") == v &&
                   strstr(v, "|leases_key_queue:") &&
-                  strstr(v, "|leases_live:") &&
-                  strstr(v, "|leases_nokey_queue:") &&
-                  strstr(v, "|leases_pkey:") && strstr(v, "|leases_queue:"),
+                  strstr(v, "|leases_live:") && strstr(v, "|leases_pkey:") &&
+                  strstr(v, "|leases_queue:"),
               "%s", v);
     admin_sql(c, "SET plan_cache_mode = force_generic_plan");
     static const struct {
@@ -748,7 +748,7 @@ Test(pg, an_old_stores_lease_indexes_are_converted_at_open)
     admin_sql(c, "CREATE INDEX leases_expires ON t_oldidx.leases (expires)");
     admin_sql(c, "CREATE INDEX leases_qrank ON t_oldidx.leases (qrank, run)");
     admin_sql(c, "DROP INDEX t_oldidx.leases_key_live, "
-                 "t_oldidx.leases_key_queue, t_oldidx.leases_nokey_queue");
+                 "t_oldidx.leases_key_queue");
     admin_sql(c, "CREATE INDEX leases_fkey ON t_oldidx.leases (fkey) WHERE "
                  "fkey IS NOT NULL");
     cr_assert_eq(pl__pg_open(&s, uri, NULL), PL_OK, "%s", pl_errmsg());
@@ -762,7 +762,7 @@ Test(pg, an_old_stores_lease_indexes_are_converted_at_open)
     cr_expect(!strstr(v, "leases_qrank") && !strstr(v, "leases_expires"), "%s",
               v);
     cr_expect(strstr(v, "leases_key_live:") && strstr(v, "leases_key_queue:") &&
-                  strstr(v, "leases_nokey_queue:") && !strstr(v, "leases_fkey"),
+                  !strstr(v, "leases_fkey"),
               "%s", v);
     pl__buf_free(&idx);
     /* the run, its lease dropped to the queue by hand, is taken */

@@ -9,7 +9,8 @@
  *   |               | indexed with run for the queued runs alone         |
  *   |               | (leases_queue: owner ''); the owned leases' expiry |
  *   |               | has an index of its own (leases_live)              |
- *   | leases.fkey   | text: the concurrency key, or NULL; indexed         |
+ *   | leases.fkey   | text: the concurrency key, or NULL; indexed as      |
+ *   |               | KEYS says                                           |
  *   | leases.flimit | integer: its limit (0 without a key)                |
  *   | rates         | name text PK, window_ms, lim, start_ms, count       |
  *   |               | (bigint, checked: window_ms >= 1, lim >= 1,         |
@@ -20,6 +21,28 @@
  *   |               | budget in units (flowrec.h)                         |
  *   | parked        | run bigint PK, fkey text, flimit integer: the key   |
  *   |               | of a run that parked (a wait), kept for its wake    |
+ *
+ * KEYS: two partial indexes serve what is read of a key, so that nothing
+ * of a key reads its queued runs but what it needs of them:
+ *
+ *   | leases_key_live  | (fkey, expires) WHERE fkey IS NOT NULL AND owner |
+ *   |                  | <> '': a key's owned leases, what its count      |
+ *   |                  | reads (KEY_LIVE, pg_int.h: up to its limit, in   |
+ *   |                  | this index's order, which no other gives) and a  |
+ *   |                  | wake's look for a lease of the key run out ahead |
+ *   |                  | of its run                                       |
+ *   | leases_key_queue | (fkey, qrank, run) WHERE owner = '': the queue   |
+ *   |                  | by key, each key's in order (the runs without a  |
+ *   |                  | key, NULL, last): what a wake's look for a run   |
+ *   |                  | of the key queued ahead reads, and the keys'     |
+ *   |                  | heads and the queue without a key that pl_take() |
+ *   |                  | reads past its first batch                       |
+ *
+ * A queued run's row has an entry in leases_queue and leases_key_queue;
+ * an owned one in leases_live and, with a key, leases_key_live.
+ * leases_fkey (fkey, every keyed row), which a store made before them
+ * has, is dropped at a writable open, under the store's lock: a count
+ * through it read every queued run of the key.
  *
  * A TAKE is the worker's take statement (pg_lease.c, which reads the run
  * in the same statement).  It locks the queue's head, the first expired
@@ -39,7 +62,19 @@
  * indexes, merged, each batch after the last lease read, against the
  * server's clock read once: a take reads the head of the queue, not the
  * whole queue sorted (which cost a take more than the rest of a run's
- * statements together on a queue of 1,000).  For a run with a key it first takes the
+ * statements together on a queue of 1,000).  Past its first batch (a
+ * full key's queued runs, mostly) it reads each key's first queued run
+ * past the last read, once, of the keys not refused (by leases_key_queue:
+ * a loose scan, two reads of the index a key), and then, merged with
+ * them in the queue's order, the queued runs without a key (by
+ * leases_key_queue, whose NULL key is theirs) and the owned leases run
+ * out, TAKE_BATCH at a time:
+ * every keyed run the walk passed refused its key, so the first queued
+ * run of a key not refused is its first past the last read, and the
+ * walk takes what a walk of the whole queue would, its cost bounded by
+ * the keys queued rather than by their runs (a walk of a full key's
+ * 10,000 queued runs: 2,000 buffers and 9 ms a take, bench/README.md).
+ * For a run with a key it first takes the
  * key's transaction-scoped advisory lock, without waiting
  * (pg_try_advisory_xact_lock: a key another worker is taking on is passed
  * over this time, never waited for, so no two takes deadlock), then counts
@@ -165,9 +200,7 @@ int pl__pg_flow_setup(pl__pg_store *s, PGconn *c)
         "CREATE INDEX IF NOT EXISTS leases_key_live ON \"%s\".leases (fkey, "
         "expires) WHERE fkey IS NOT NULL AND owner <> '';"
         "CREATE INDEX IF NOT EXISTS leases_key_queue ON \"%s\".leases (fkey, "
-        "qrank, run) WHERE fkey IS NOT NULL AND owner = '';"
-        "CREATE INDEX IF NOT EXISTS leases_nokey_queue ON \"%s\".leases "
-        "(qrank, run) WHERE fkey IS NULL AND owner = '';"
+        "qrank, run) WHERE owner = '';"
         "DROP INDEX IF EXISTS \"%s\".leases_fkey;"
         "CREATE TABLE IF NOT EXISTS \"%s\".rates (name text PRIMARY KEY, "
         "window_ms bigint NOT NULL CHECK (window_ms >= 1), lim bigint NOT "
@@ -287,7 +320,7 @@ int pl__pg_flow_setup(pl__pg_store *s, PGconn *c)
         "ar) ORDER BY l.fkey, l.qrank, l.run LIMIT 1) h; END IF; "
         /* the next batch in the queue's order: first of the queued runs
          * (leases_queue), then of the queued runs without a key
-         * (leases_nokey_queue) and the keys' heads; merged with the
+         * (leases_key_queue's NULL key) and the keys' heads; merged with the
          * leases run out while owned (leases_live, read only when there
          * are some, by the range that ran out: pg_lease.c, TAKE_HEAD) */
         "FOR c IN SELECT * FROM ((SELECT l.run AS r, l.fkey AS k, l.flimit "
@@ -296,7 +329,8 @@ int pl__pg_flow_setup(pl__pg_store *s, PGconn *c)
         "l.run LIMIT " TAKE_BATCH ") UNION ALL (SELECT l.run, l.fkey, "
         "l.flimit, l.qrank FROM \"%s\".leases l WHERE heads AND l.fkey IS "
         "NULL AND l.owner = '' AND (l.qrank, l.run) > (aq, ar) ORDER BY "
-        "l.qrank, l.run LIMIT " TAKE_BATCH ") UNION ALL (SELECT h.r, h.k, "
+        "l.fkey, l.qrank, l.run LIMIT " TAKE_BATCH
+        ") UNION ALL (SELECT h.r, h.k, "
         "h.lim, h.q FROM unnest(hr, hk, hl, hq) h(r, k, lim, q) WHERE heads "
         "AND (h.q, h.r) > (aq, ar) AND h.k <> ALL (full_keys) ORDER BY h.q, "
         "h.r LIMIT " TAKE_BATCH ") UNION ALL (SELECT l.run, l.fkey, "
@@ -327,7 +361,7 @@ int pl__pg_flow_setup(pl__pg_store *s, PGconn *c)
         "END LOOP; END $f$;"
         "COMMIT",
         n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n,
-        n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n);
+        n, n, n, n, n, n, n, n, n, n, n, n, n, n, n);
     if (!sql)
         return pl__err(PL_ENOMEM, "out of memory");
     int st = pl__pg_command(s, c, sql, "making the queue's flow control");
