@@ -217,6 +217,17 @@ int report_mcp(bool quick);
  * ahead of it, on PostgreSQL only; 0, or 1 when it failed. */
 int report_take(bool quick);
 int report_take_keys(bool quick, cJSON *o); /* within take's */
+/* bench_take.c: a new PostgreSQL store open, its schema; runs 1..count
+ * of its schema, each with a state; a take's claim refused (the lease
+ * kept) */
+void take_runs(PGconn *c, const char *schema, int count);
+struct pl__taken;
+struct pl__buf;
+struct pl__pg_store;
+const char *take_open(const char *name, char *path, size_t size,
+                      struct pl__pg_store **s);
+int take_refuse(const struct pl__taken *t, struct pl__buf *state, bool *drop,
+                void *user);
 
 /* ---- bench_rate.c ---- */
 /* The rate workload on the store at @p path; the failures. */

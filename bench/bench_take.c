@@ -24,7 +24,7 @@
 #define QUEUED 2000
 
 /* The claim refused: the lease alone is taken and kept. */
-static int refuse(const pl__taken *t, pl__buf *state, bool *drop, void *user)
+int take_refuse(const pl__taken *t, pl__buf *state, bool *drop, void *user)
 {
     (void)t;
     (void)state;
@@ -33,20 +33,40 @@ static int refuse(const pl__taken *t, pl__buf *state, bool *drop, void *user)
     return PL_EBUSY;
 }
 
-/* The runs of schema @p n: RUNNING running, then QUEUED queued. */
-static void take_fill(PGconn *c, const char *n)
+/* Runs 1..@p count of schema @p n, each with a state. */
+void take_runs(PGconn *c, const char *n, int count)
 {
-    char sql[1024];
+    char sql[512];
     snprintf(sql, sizeof sql,
              "INSERT INTO \"%s\".runs (id, num, info) SELECT "
              "convert_to('take-' || i, 'UTF8'), nextval('\"%s\".run_num'), "
              "'\\x00' FROM generate_series(1, %d) i",
-             n, n, RUNNING + QUEUED);
+             n, n, count);
     pg_sql(c, sql);
     snprintf(sql, sizeof sql,
              "INSERT INTO \"%s\".state SELECT num, '\\x00' FROM \"%s\".runs", n,
              n);
     pg_sql(c, sql);
+}
+
+/* A new store @p name, open in @p s, its path in @p path (@p size
+ * bytes): its schema. */
+const char *take_open(const char *name, char *path, size_t size,
+                      pl__pg_store **s)
+{
+    path_in(path, size, name);
+    remove_store(path);
+    *s = NULL;
+    if (pl__pg_open(s, path, NULL))
+        die("opening a take's store");
+    return strstr(path, "schema=") + 7;
+}
+
+/* The runs of schema @p n: RUNNING running, then QUEUED queued. */
+static void take_fill(PGconn *c, const char *n)
+{
+    char sql[1024];
+    take_runs(c, n, RUNNING + QUEUED);
     snprintf(sql, sizeof sql,
              "INSERT INTO \"%s\".leases (run, gen, owner, id, expires, qrank) "
              "SELECT num, CASE WHEN num <= %d THEN 1 ELSE 0 END, CASE WHEN "
@@ -77,12 +97,8 @@ int report_take(bool quick)
         "ahead of it (%d takes)\n",
         RUNNING, n);
     char path[1200];
-    path_in(path, sizeof path, "take");
-    remove_store(path);
-    pl__pg_store *s = NULL;
-    if (pl__pg_open(&s, path, NULL))
-        die("opening the take's store");
-    const char *schema = strstr(path, "schema=") + 7;
+    pl__pg_store *s;
+    const char *schema = take_open("take", path, sizeof path, &s);
     PGconn *c = pg_connect();
     take_fill(c, schema);
     double *t = malloc(sizeof *t * (size_t)n);
@@ -94,7 +110,7 @@ int report_take(bool quick)
         pl__lease l = {0};
         bool taken;
         double t0 = now_s();
-        int st = pl__pg_take(s, "bench@host", 60000000, refuse, NULL, &l,
+        int st = pl__pg_take(s, "bench@host", 60000000, take_refuse, NULL, &l,
                              &taken);
         t[i] = now_s() - t0;
         if (!taken || st != PL_EBUSY || l.run != want + (uint64_t)i) {

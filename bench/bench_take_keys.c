@@ -28,15 +28,6 @@
 #define TAIL 2000
 #define RUNNING 1000 /* without a key, ahead of all: a busy fleet's */
 
-static int refuse(const pl__taken *t, pl__buf *state, bool *drop, void *user)
-{
-    (void)t;
-    (void)state;
-    (void)user;
-    *drop = false;
-    return PL_EBUSY;
-}
-
 /* Schema @p n: run 1 running with key @p key (limit @p lim), runs
  * 2..QUEUED_KEY + 1 queued with it, then TAIL runs queued after them,
  * without a key (odd) or with key "other" of limit 1 (even), if @p tail;
@@ -47,16 +38,7 @@ static void keys_fill(PGconn *c, const char *n, const char *key, int lim,
 {
     char sql[1400];
     int queued = QUEUED_KEY + 1 + (tail ? TAIL : 0), total = queued + RUNNING;
-    snprintf(sql, sizeof sql,
-             "INSERT INTO \"%s\".runs (id, num, info) SELECT "
-             "convert_to('key-' || i, 'UTF8'), nextval('\"%s\".run_num'), "
-             "'\\x00' FROM generate_series(1, %d) i",
-             n, n, total);
-    pg_sql(c, sql);
-    snprintf(sql, sizeof sql,
-             "INSERT INTO \"%s\".state SELECT num, '\\x00' FROM \"%s\".runs", n,
-             n);
-    pg_sql(c, sql);
+    take_runs(c, n, total);
     snprintf(sql, sizeof sql,
              "INSERT INTO \"%s\".leases (run, gen, owner, id, expires, qrank, "
              "fkey, flimit) SELECT num, CASE WHEN num = 1 OR num > %d THEN 1 "
@@ -73,12 +55,6 @@ static void keys_fill(PGconn *c, const char *n, const char *key, int lim,
     snprintf(sql, sizeof sql,
              "ANALYZE \"%s\".runs, \"%s\".state, \"%s\".leases", n, n, n);
     pg_sql(c, sql);
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
 }
 
 /* The shared buffers pl_take() reads, hit or read, once; -1 if unknown.
@@ -116,12 +92,8 @@ static int keys_case(const char *name, const char *what, const char *key,
 {
     say("  %s: %s\n", name, what);
     char path[1200];
-    path_in(path, sizeof path, name);
-    remove_store(path);
-    pl__pg_store *s = NULL;
-    if (pl__pg_open(&s, path, NULL))
-        die("opening the keyed take's store");
-    const char *schema = strstr(path, "schema=") + 7;
+    pl__pg_store *s;
+    const char *schema = take_open(name, path, sizeof path, &s);
     PGconn *c = pg_connect();
     keys_fill(c, schema, key, lim, tail);
     take_buffers(c, schema);
@@ -135,7 +107,7 @@ static int keys_case(const char *name, const char *what, const char *key,
         bool taken;
         uint64_t want = first + (uint64_t)i * step;
         double t0 = now_s();
-        int st = pl__pg_take(s, "bench@host", 60000000, refuse, NULL, &l,
+        int st = pl__pg_take(s, "bench@host", 60000000, take_refuse, NULL, &l,
                              &taken);
         t[i] = now_s() - t0;
         if (!taken || st != PL_EBUSY || l.run != want) {
@@ -150,8 +122,8 @@ static int keys_case(const char *name, const char *what, const char *key,
                  schema, (unsigned long long)l.run);
         pg_sql(c, sql);
     }
-    qsort(t, (size_t)done, sizeof *t, cmp_double);
-    double p50 = done ? t[done / 2] : 0, p99 = done ? t[done * 99 / 100] : 0;
+    double p50 = percentile(t, (size_t)done, 0.5),
+           p99 = percentile(t, (size_t)done, 0.99);
     say("    a take, p50 / p99              %8.2f / %.2f ms (floor %.1fx)\n"
         "    pl_take()'s buffers, one take  %8ld\n",
         p50 * 1e3, p99 * 1e3, floor > 0 ? p50 / floor : 0, buffers);

@@ -103,6 +103,25 @@ static inline bool plan_has(const pl__buf *plan, const char *text)
     return plan->len && strstr((const char *)plan->data, text) != NULL;
 }
 
+/* The notices explain_into() kept in @p plan, NUL-terminated, read no
+ * lease table whole. */
+static inline void expect_no_seq_scan(pl__buf *plan)
+{
+    cr_assert_eq(pl__buf_append(plan, "", 1), PL_OK);
+    cr_expect_not(plan_has(plan, "Seq Scan on leases"), "%s",
+                  (const char *)plan->data);
+}
+
+/* The end of explain_into()'s plans on connection @p c, and of the test
+ * of store @p s: both closed. */
+static inline void plans_end(PGconn *c, pl__buf *plan, pl__pg_store *s)
+{
+    PQsetNoticeProcessor(c, NULL, NULL);
+    pl__buf_free(plan);
+    pl__pg_close(s);
+    PQfinish(c);
+}
+
 /* Give store schema @p n @p count runs, each with a state. */
 static inline void fill_runs(PGconn *c, const char *n, int count)
 {

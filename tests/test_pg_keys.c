@@ -40,6 +40,24 @@ static void leases_of(PGconn *c, const char *n, int from, int to,
     admin_sql(c, sql);
 }
 
+/* Lease rows @p from..@p to, as leases_of() makes them. */
+typedef struct span {
+    int from, to;
+    const char *key;
+    int lim;
+    const char *owner;
+} span;
+
+/* Store schema @p n's @p runs runs and the @p count spans of leases
+ * @p q. */
+static void queue_of(PGconn *c, const char *n, int runs, const span *q,
+                     size_t count)
+{
+    fill_runs(c, n, runs);
+    for (size_t i = 0; i < count; i++)
+        leases_of(c, n, q[i].from, q[i].to, q[i].key, q[i].lim, q[i].owner);
+}
+
 /* Whether @p text occurs in @p plan fewer than @p most times. */
 static bool fewer_than(const pl__buf *plan, const char *text, int most)
 {
@@ -49,18 +67,28 @@ static bool fewer_than(const pl__buf *plan, const char *text, int most)
     return k < most;
 }
 
-/* The one value of @p sql, run in a transaction rolled back, into @p out
- * (at most @p size bytes). */
-static void value_rolled_back(PGconn *c, const char *sql, char *out,
-                              size_t size)
+/* Call @p sql (one value), in a transaction rolled back, its plans into
+ * @p plan (explain_into()): the value is @p want, no statement read the
+ * leases whole, and one read index @p index. */
+static void call_uses(PGconn *c, pl__buf *plan, const char *sql,
+                      const char *want, const char *index)
 {
+    pl__buf_reset(plan);
     admin_sql(c, "BEGIN");
     PGresult *r = PQexec(c, sql);
     cr_assert_eq(PQresultStatus(r), PGRES_TUPLES_OK, "%s: %s", sql,
                  PQresultErrorMessage(r));
-    snprintf(out, size, "%s", PQntuples(r) ? PQgetvalue(r, 0, 0) : "");
+    cr_expect(PQntuples(r) == 1 && strcmp(PQgetvalue(r, 0, 0), want) == 0,
+              "%s: %s, not %s", sql, PQntuples(r) ? PQgetvalue(r, 0, 0) : "",
+              want);
     PQclear(r);
     admin_sql(c, "ROLLBACK");
+    expect_no_seq_scan(plan);
+    char *u = pl__asprintf("using %s", index);
+    cr_assert(u);
+    cr_expect(plan_has(plan, u), "%s: no %s:\n%s", sql, u,
+              (const char *)plan->data);
+    free(u);
 }
 
 /*
@@ -79,70 +107,42 @@ Test(pg_keys, a_keys_count_and_the_keyed_take_are_read_by_their_indexes)
 {
     pl__pg_store *s = pg_store("t_kplan");
     PGconn *c = t_pg_admin();
-    fill_runs(c, "t_kplan", 12000);
-    leases_of(c, "t_kplan", 1, 1000, "", 0, "w@h");
-    leases_of(c, "t_kplan", 1001, 1001, "tenant", 2, "w@h");
-    leases_of(c, "t_kplan", 1002, 11001, "tenant", 2, "");
-    leases_of(c, "t_kplan", 11002, 11500, "other", 1, "");
-    leases_of(c, "t_kplan", 11501, 12000, "", 0, "");
+    static const span q[] = {{1, 1000, "", 0, "w@h"},
+                             {1001, 1001, "tenant", 2, "w@h"},
+                             {1002, 11001, "tenant", 2, ""},
+                             {11002, 11500, "other", 1, ""},
+                             {11501, 12000, "", 0, ""}};
+    queue_of(c, "t_kplan", 12000, q, sizeof q / sizeof *q);
     admin_sql(c, "ANALYZE t_kplan.runs, t_kplan.state, t_kplan.leases");
     pl__buf plan = {0};
-    char v[32];
     explain_into(c, &plan);
-    value_rolled_back(c, "SELECT run FROM t_kplan.pl_take('w9', 60000000)", v,
-                      sizeof v);
-    cr_expect_str_eq(v, "1002");
-    cr_assert_eq(pl__buf_append(&plan, "", 1), PL_OK);
-    cr_expect(plan_has(&plan, "using leases_key_live"), "%s",
-              (const char *)plan.data);
-    cr_expect_not(plan_has(&plan, "Seq Scan on leases"), "%s",
-                  (const char *)plan.data);
+    call_uses(c, &plan, "SELECT run FROM t_kplan.pl_take('w9', 60000000)",
+              "1002", "leases_key_live");
 
     /* the key full: the take passes its queue by the heads */
     admin_sql(c, "UPDATE t_kplan.leases SET owner = 'w@h', gen = 1, expires "
                  "= (extract(epoch from clock_timestamp()) * 1e6)::bigint + "
                  "3600000000 WHERE run = 1002");
-    pl__buf_reset(&plan);
-    value_rolled_back(c, "SELECT run FROM t_kplan.pl_take('w9', 60000000)", v,
-                      sizeof v);
-    cr_expect_str_eq(v, "11002");
-    cr_assert_eq(pl__buf_append(&plan, "", 1), PL_OK);
-    cr_expect(plan_has(&plan, "using leases_key_queue") &&
-                  plan_has(&plan, "Index Cond: ((fkey IS NULL) AND") &&
+    call_uses(c, &plan, "SELECT run FROM t_kplan.pl_take('w9', 60000000)",
+              "11002", "leases_key_queue");
+    cr_expect(plan_has(&plan, "Index Cond: ((fkey IS NULL) AND") &&
                   plan_has(&plan, "using leases_key_live"),
               "%s", (const char *)plan.data);
-    cr_expect_not(plan_has(&plan, "Seq Scan on leases"), "%s",
-                  (const char *)plan.data);
     /* a batch, the heads, the next batch, a count, the take: where a
      * walk of the key's queue ran 600 statements and more */
     cr_expect(fewer_than(&plan, "Query Text:", 16), "%s",
               (const char *)plan.data);
 
     /* a key's room, counted as a take counts */
-    pl__buf_reset(&plan);
-    value_rolled_back(c, "SELECT t_kplan.pl_key_room('tenant', 3)", v,
-                      sizeof v);
-    cr_expect_str_eq(v, "t");
-    cr_assert_eq(pl__buf_append(&plan, "", 1), PL_OK);
-    cr_expect(plan_has(&plan, "using leases_key_live"), "%s",
-              (const char *)plan.data);
+    call_uses(c, &plan, "SELECT t_kplan.pl_key_room('tenant', 3)", "t",
+              "leases_key_live");
 
     /* the wake of the key's last queued run: runs of its key ahead */
     admin_sql(c, "INSERT INTO t_kplan.timers (run, due, id, rec) VALUES "
                  "(11001, 0, 't', '\\x00')");
-    pl__buf_reset(&plan);
-    value_rolled_back(c, "SELECT count(*) FROM t_kplan.pl_wake(8)", v,
-                      sizeof v);
-    cr_expect_str_eq(v, "0");
-    cr_assert_eq(pl__buf_append(&plan, "", 1), PL_OK);
-    cr_expect(plan_has(&plan, "using leases_key_queue"), "%s",
-              (const char *)plan.data);
-    cr_expect_not(plan_has(&plan, "Seq Scan on leases"), "%s",
-                  (const char *)plan.data);
-    PQsetNoticeProcessor(c, NULL, NULL);
-    pl__buf_free(&plan);
-    pl__pg_close(s);
-    PQfinish(c);
+    call_uses(c, &plan, "SELECT count(*) FROM t_kplan.pl_wake(8)", "0",
+              "leases_key_queue");
+    plans_end(c, &plan, s);
 }
 
 /* The run store @p s's take takes (its lease kept), or 0 if none (the
@@ -171,16 +171,11 @@ Test(pg_keys, a_take_past_a_full_keys_queue_takes_in_the_queues_order)
 {
     pl__pg_store *s = pg_store("t_kfull");
     PGconn *c = t_pg_admin();
-    fill_runs(c, "t_kfull", 60);
-    leases_of(c, "t_kfull", 1, 1, "a", 1, "w@h");
-    leases_of(c, "t_kfull", 2, 41, "a", 1, "");
-    leases_of(c, "t_kfull", 42, 42, "b", 1, "");
-    leases_of(c, "t_kfull", 43, 43, "", 0, "");
-    leases_of(c, "t_kfull", 44, 44, "c", 2, "");
-    leases_of(c, "t_kfull", 45, 45, "b", 1, "");
-    leases_of(c, "t_kfull", 46, 47, "c", 2, "");
-    leases_of(c, "t_kfull", 48, 48, "", 0, "");
-    leases_of(c, "t_kfull", 49, 60, "a", 1, "");
+    static const span q[] = {
+        {1, 1, "a", 1, "w@h"}, {2, 41, "a", 1, ""},  {42, 42, "b", 1, ""},
+        {43, 43, "", 0, ""},   {44, 44, "c", 2, ""}, {45, 45, "b", 1, ""},
+        {46, 47, "c", 2, ""},  {48, 48, "", 0, ""},  {49, 60, "a", 1, ""}};
+    queue_of(c, "t_kfull", 60, q, sizeof q / sizeof *q);
     static const uint64_t order[] = {42, 43, 44, 46, 48, 0};
     for (size_t i = 0; i < sizeof order / sizeof *order; i++)
         cr_expect_eq(take(s), order[i], "take %zu", i);
@@ -205,13 +200,10 @@ Test(pg_keys, a_take_past_a_full_keys_queue_keeps_held_and_crashed_runs)
     pl__pg_store *s = pg_store("t_kheld");
     PGconn *c = t_pg_admin();
     PGconn *o = t_pg_admin();
-    fill_runs(c, "t_kheld", 50);
-    leases_of(c, "t_kheld", 1, 1, "a", 1, "w@h");
-    leases_of(c, "t_kheld", 2, 41, "a", 1, "");
-    leases_of(c, "t_kheld", 42, 43, "b", 2, "");
-    leases_of(c, "t_kheld", 44, 44, "d", 1, "gone@h");
-    leases_of(c, "t_kheld", 45, 45, "", 0, "");
-    leases_of(c, "t_kheld", 46, 46, "d", 1, "");
+    static const span q[] = {{1, 1, "a", 1, "w@h"}, {2, 41, "a", 1, ""},
+                             {42, 43, "b", 2, ""},  {44, 44, "d", 1, "gone@h"},
+                             {45, 45, "", 0, ""},   {46, 46, "d", 1, ""}};
+    queue_of(c, "t_kheld", 50, q, sizeof q / sizeof *q);
     admin_sql(o, "BEGIN");
     PGresult *r = PQexec(
         o, "SELECT 1 FROM t_kheld.leases WHERE run = 42 FOR UPDATE");

@@ -718,15 +718,10 @@ Test(pg, the_queue_and_the_live_leases_are_read_by_their_indexes)
     cr_expect_str_eq(PQgetvalue(r, 0, 0), "10001");
     PQclear(r);
     admin_sql(c, "ROLLBACK");
-    cr_assert_eq(pl__buf_append(&plan, "", 1), PL_OK);
+    expect_no_seq_scan(&plan);
     cr_expect(plan_has(&plan, "leases_queue") && plan_has(&plan, "leases_live"),
               "%s", (const char *)plan.data);
-    cr_expect_not(plan_has(&plan, "Seq Scan on leases"), "%s",
-                  (const char *)plan.data);
-    PQsetNoticeProcessor(c, NULL, NULL);
-    pl__buf_free(&plan);
-    pl__pg_close(s);
-    PQfinish(c);
+    plans_end(c, &plan, s);
 }
 
 /*
