@@ -101,7 +101,8 @@ static void call_uses(PGconn *c, pl__buf *plan, const char *sql,
  * statements, never walking the key's queue; a wake of the key's last
  * run looks for a run of it queued ahead by leases_key_queue, and a
  * key's room (pl_key_room()) is counted as a take counts.  No statement
- * reads the leases whole.
+ * reads the leases whole, with the plans of a connection's first calls
+ * or the generic ones it keeps after.
  */
 Test(pg_keys, a_keys_count_and_the_keyed_take_are_read_by_their_indexes)
 {
@@ -140,6 +141,19 @@ Test(pg_keys, a_keys_count_and_the_keyed_take_are_read_by_their_indexes)
     /* the wake of the key's last queued run: runs of its key ahead */
     admin_sql(c, "INSERT INTO t_kplan.timers (run, due, id, rec) VALUES "
                  "(11001, 0, 't', '\\x00')");
+    call_uses(c, &plan, "SELECT count(*) FROM t_kplan.pl_wake(8)", "0",
+              "leases_key_queue");
+
+    /* the plans a connection keeps after its first few calls: the
+     * generic ones read the same */
+    admin_sql(c, "SET plan_cache_mode = force_generic_plan");
+    call_uses(c, &plan, "SELECT run FROM t_kplan.pl_take('w9', 60000000)",
+              "11002", "leases_key_queue");
+    cr_expect(plan_has(&plan, "using leases_key_live") &&
+                  fewer_than(&plan, "Query Text:", 16),
+              "%s", (const char *)plan.data);
+    call_uses(c, &plan, "SELECT t_kplan.pl_key_room('tenant', 3)", "t",
+              "leases_key_live");
     call_uses(c, &plan, "SELECT count(*) FROM t_kplan.pl_wake(8)", "0",
               "leases_key_queue");
     plans_end(c, &plan, s);
