@@ -28,29 +28,34 @@
 #define TAIL 2000
 #define RUNNING 1000 /* without a key, ahead of all: a busy fleet's */
 
+/* What follows a key's queued runs: nothing, or TAIL runs without a key
+ * (odd) and of keys of limit 1 (even): one key, or each its own. */
+enum { NO_TAIL, TAIL_ONE_KEY, TAIL_KEYS };
+
 /* Schema @p n: run 1 running with key @p key (limit @p lim), runs
- * 2..QUEUED_KEY + 1 queued with it, then TAIL runs queued after them,
- * without a key (odd) or with key "other" of limit 1 (even), if @p tail;
+ * 2..QUEUED_KEY + 1 queued with it, then the @p tail queued after them;
  * and RUNNING runs numbered after them running without a key, ranked
  * ahead of all (the leases a key's count must not read either). */
 static void keys_fill(PGconn *c, const char *n, const char *key, int lim,
-                      bool tail)
+                      int tail)
 {
     char sql[1400];
     int queued = QUEUED_KEY + 1 + (tail ? TAIL : 0), total = queued + RUNNING;
     take_runs(c, n, total);
-    snprintf(sql, sizeof sql,
-             "INSERT INTO \"%s\".leases (run, gen, owner, id, expires, qrank, "
-             "fkey, flimit) SELECT num, CASE WHEN num = 1 OR num > %d THEN 1 "
-             "ELSE 0 END, CASE WHEN num = 1 OR num > %d THEN 'other@host' "
-             "ELSE '' END, 'key-' || num, CASE WHEN num = 1 OR num > %d THEN "
-             "(extract(epoch from clock_timestamp()) * 1e6)::bigint + "
-             "3600000000 ELSE 0 END, CASE WHEN num > %d THEN 0 ELSE num END, "
-             "CASE WHEN num <= %d THEN '%s' WHEN num > %d THEN NULL WHEN num "
-             "%% 2 = 0 THEN 'other' END, CASE WHEN num <= %d THEN %d WHEN num "
-             "> %d THEN 0 WHEN num %% 2 = 0 THEN 1 ELSE 0 END FROM \"%s\".runs",
-             n, queued, queued, queued, queued, QUEUED_KEY + 1, key, queued,
-             QUEUED_KEY + 1, lim, queued, n);
+    snprintf(
+        sql, sizeof sql,
+        "INSERT INTO \"%s\".leases (run, gen, owner, id, expires, qrank, "
+        "fkey, flimit) SELECT num, CASE WHEN num = 1 OR num > %d THEN 1 "
+        "ELSE 0 END, CASE WHEN num = 1 OR num > %d THEN 'other@host' "
+        "ELSE '' END, 'key-' || num, CASE WHEN num = 1 OR num > %d THEN "
+        "(extract(epoch from clock_timestamp()) * 1e6)::bigint + "
+        "3600000000 ELSE 0 END, CASE WHEN num > %d THEN 0 ELSE num END, "
+        "CASE WHEN num <= %d THEN '%s' WHEN num > %d THEN NULL WHEN num "
+        "%% 2 = 0 THEN 'other' || CASE WHEN %d = 1 THEN num::text ELSE '' END "
+        "END, CASE WHEN num <= %d THEN %d WHEN num "
+        "> %d THEN 0 WHEN num %% 2 = 0 THEN 1 ELSE 0 END FROM \"%s\".runs",
+        n, queued, queued, queued, queued, QUEUED_KEY + 1, key, queued,
+        tail == TAIL_KEYS, QUEUED_KEY + 1, lim, queued, n);
     pg_sql(c, sql);
     snprintf(sql, sizeof sql,
              "ANALYZE \"%s\".runs, \"%s\".state, \"%s\".leases", n, n, n);
@@ -87,7 +92,7 @@ static long take_buffers(PGconn *c, const char *n)
 /* One case: @p takes takes, each expected to take run @p first + i *
  * @p step, timed; 1 on a wrong take. */
 static int keys_case(const char *name, const char *what, const char *key,
-                     int lim, bool tail, int takes, uint64_t first,
+                     int lim, int tail, int takes, uint64_t first,
                      uint64_t step, double floor, cJSON *o)
 {
     say("  %s: %s\n", name, what);
@@ -149,12 +154,17 @@ int report_take_keys(bool quick, cJSON *o)
         QUEUED_KEY, n, floor * 1e3);
     int f = keys_case("take_key_room",
                       "its key has room (limit 2, one running)", "tenant", 2,
-                      false, n, 2, 1, floor, o);
+                      NO_TAIL, n, 2, 1, floor, o);
     /* the tail starts at QUEUED_KEY + 2, without a key; each take's
      * lease dropped, the second key has room again */
     f |= keys_case("take_key_full",
                    "past them, its key full (limit 1, one running)", "tenant",
-                   1, true, n, QUEUED_KEY + 2, 1, floor, o);
+                   1, TAIL_ONE_KEY, n, QUEUED_KEY + 2, 1, floor, o);
+    /* the same, the tail's keyed runs each of its own key: 1,000 keys
+     * queued, whose heads a take reads in turns with the queue */
+    f |= keys_case("take_key_full_keys",
+                   "past them, its key full, 1,000 keys queued after", "tenant",
+                   1, TAIL_KEYS, n, QUEUED_KEY + 2, 1, floor, o);
     jnum(o, "keys_floor_ms", floor * 1e3);
     return f;
 }

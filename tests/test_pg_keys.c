@@ -235,3 +235,36 @@ Test(pg_keys, a_take_past_a_full_keys_queue_keeps_held_and_crashed_runs)
     pl__pg_close(s);
     PQfinish(c);
 }
+
+/*
+ * Past the queued runs of 40 full keys (more keys than a take reads the
+ * heads of at a time), each key's runs spread among the others': a key
+ * with room ranked after them all, its name after theirs, goes first; then
+ * the run without a key; then a key with room whose name is before
+ * theirs; then none.
+ */
+Test(pg_keys, a_take_past_many_full_keys_reads_their_heads_in_turns)
+{
+    pl__pg_store *s = pg_store("t_kmany");
+    PGconn *c = t_pg_admin();
+    fill_runs(c, "t_kmany", 123);
+    admin_sql(c, "INSERT INTO t_kmany.leases (run, gen, owner, id, expires, "
+                 "qrank, fkey, flimit) SELECT i, CASE WHEN i <= 40 THEN 1 "
+                 "ELSE 0 END, CASE WHEN i <= 40 THEN 'w@h' ELSE '' END, '', "
+                 "CASE WHEN i <= 40 THEN (extract(epoch from "
+                 "clock_timestamp()) * 1e6)::bigint + 3600000000 ELSE 0 END, "
+                 "i, 'k' || lpad((i % 40)::text, 2, '0'), 1 FROM "
+                 "generate_series(1, 120) i");
+    static const span q[] = {{121, 121, "zz", 1, ""},
+                             {122, 122, "", 0, ""},
+                             {123, 123, "aa", 1, ""}};
+    for (size_t i = 0; i < sizeof q / sizeof *q; i++)
+        leases_of(c, "t_kmany", q[i].from, q[i].to, q[i].key, q[i].lim,
+                  q[i].owner);
+    cr_expect_eq(take(s), 121);
+    cr_expect_eq(take(s), 122);
+    cr_expect_eq(take(s), 123);
+    cr_expect_eq(take(s), 0);
+    pl__pg_close(s);
+    PQfinish(c);
+}

@@ -62,18 +62,21 @@
  * indexes, merged, each batch after the last lease read, against the
  * server's clock read once: a take reads the head of the queue, not the
  * whole queue sorted (which cost a take more than the rest of a run's
- * statements together on a queue of 1,000).  Past its first batch (a
- * full key's queued runs, mostly) it reads each key's first queued run
- * past the last read, once, of the keys not refused (by leases_key_queue:
- * a loose scan, two reads of the index a key), and then, merged with
- * them in the queue's order, the queued runs without a key (by
- * leases_key_queue, whose NULL key is theirs) and the owned leases run
- * out, TAKE_BATCH at a time:
- * every keyed run the walk passed refused its key, so the first queued
- * run of a key not refused is its first past the last read, and the
- * walk takes what a walk of the whole queue would, its cost bounded by
- * the keys queued rather than by their runs (a walk of a full key's
- * 10,000 queued runs: 2,000 buffers and 9 ms a take, bench/README.md).
+ * statements together on a queue of 1,000).  After each batch passed (a
+ * full key's queued runs, mostly) it reads the heads of TAKE_BATCH more
+ * keys, in the keys' order: each key's first queued run past the last
+ * read, of the keys not refused (by leases_key_queue: a loose scan, two
+ * reads of the index a key).  Once it has every key's, it walks them
+ * instead of the queue, merged in the queue's order with the queued
+ * runs without a key (by leases_key_queue, whose NULL key is theirs) and
+ * the owned leases run out, TAKE_BATCH at a time: every keyed run the
+ * walk passed refused its key, so the first queued run of a key not
+ * refused is its first past the last read, and the walk takes what a
+ * walk of the whole queue would.  A take so reads about twice the lesser
+ * of the queued runs it passes and the keys queued, never all the runs
+ * of a full key (a walk of a full key's 10,000 queued runs: 2,000
+ * buffers and 9 ms a take, bench/README.md), nor, with a few runs ahead,
+ * the heads of thousands of keys.
  * For a run with a key it first takes the
  * key's transaction-scoped advisory lock, without waiting
  * (pg_try_advisory_xact_lock: a key another worker is taking on is passed
@@ -139,6 +142,11 @@
 #define RUN_OUT LIVE_RUN_OUT("%s")
 #define ROOM_LIVE KEY_LIVE("%s", "k", "lim", "t")
 #define TAKE_LIVE KEY_LIVE("%s", "c.k", "c.lim", "tk")
+/* the keys' heads pl_take() keeps: of a key not refused, past the last
+ * run read */
+#define HEAD_OK                                                                \
+    "FILTER (WHERE ks.k <> ALL (full_keys) AND (h.r IS NOT NULL OR (ks.q, "    \
+    "ks.r) > (aq, ar)))"
 
 int pl__pg_flow_sql(const pl__pg_store *s, int which, char **out)
 {
@@ -301,23 +309,9 @@ int pl__pg_flow_setup(pl__pg_store *s, PGconn *c)
         "bigint := " I64_MIN "; lo bigint := " I64_MIN "; crashed boolean "
         ":= coalesce(" RUN_OUT ", false); n integer; "
         "heads boolean := false; hr bigint[]; hk text[]; hl integer[]; "
-        "hq bigint[]; tk bigint; BEGIN "
+        "hq bigint[]; tk bigint; kk text; nk bigint; kr bigint[]; kh text[]; "
+        "kl integer[]; kq bigint[]; BEGIN "
         "LOOP n := 0; "
-        /* past the first batch: the heads of the keys not found full
-         * (KEYS below), once */
-        "IF aq > " I64_MIN " AND NOT heads THEN heads := true; "
-        "SELECT array_agg(h.r ORDER BY h.q, h.r), array_agg(ks.k ORDER BY "
-        "h.q, h.r), array_agg(h.lim ORDER BY h.q, h.r), array_agg(h.q ORDER "
-        "BY h.q, h.r) INTO hr, hk, hl, hq FROM (WITH RECURSIVE ks(k) AS "
-        "((SELECT l.fkey FROM \"%s\".leases l WHERE l.fkey IS NOT NULL AND "
-        "l.owner = '' ORDER BY l.fkey LIMIT 1) UNION ALL SELECT (SELECT "
-        "l.fkey FROM \"%s\".leases l WHERE l.fkey IS NOT NULL AND l.owner = "
-        "'' AND l.fkey > ks.k ORDER BY l.fkey LIMIT 1) FROM ks WHERE ks.k "
-        "IS NOT NULL) SELECT ks.k FROM ks WHERE ks.k IS NOT NULL AND ks.k "
-        "<> ALL (full_keys)) ks CROSS JOIN LATERAL (SELECT l.run AS r, "
-        "l.flimit AS lim, l.qrank AS q FROM \"%s\".leases l WHERE l.fkey >= "
-        "ks.k AND l.fkey <= ks.k AND l.owner = '' AND (l.qrank, l.run) > (aq, "
-        "ar) ORDER BY l.fkey, l.qrank, l.run LIMIT 1) h; END IF; "
         /* the next batch in the queue's order: first of the queued runs
          * (leases_queue), then of the queued runs without a key
          * (leases_key_queue's NULL key) and the keys' heads; merged with the
@@ -358,10 +352,37 @@ int pl__pg_flow_setup(pl__pg_store *s, PGconn *c)
         "l.gen, l.expires - " NOW_US ", l.owner, l.id; "
         "RETURN; END LOOP; "
         "IF n < " TAKE_BATCH " THEN RETURN; END IF; "
+        /* a batch passed: the heads of the next TAKE_BATCH keys, after kk
+         * in the keys' order, of those not refused (KEYS above): each
+         * key's first entry in leases_key_queue, read on from the last
+         * key's, is its head, unless the walk has passed it (a run queued
+         * since, ranked ahead: then its first past the last read) */
+        "IF NOT heads THEN "
+        "SELECT max(ks.k), count(*), array_agg(coalesce(h.r, ks.r)) " HEAD_OK
+        ", array_agg(ks.k) " HEAD_OK
+        ", array_agg(coalesce(h.lim, ks.lim)) " HEAD_OK
+        ", array_agg(coalesce(h.q, ks.q)) " HEAD_OK
+        " INTO kk, nk, kr, kh, kl, kq FROM (WITH RECURSIVE ks(k, q, r, lim, "
+        "i) AS ((SELECT a.*, 1 FROM ((SELECT l.fkey, l.qrank, l.run, "
+        "l.flimit FROM \"%s\".leases l WHERE kk IS NULL AND l.fkey IS NOT "
+        "NULL AND l.owner = '' ORDER BY l.fkey, l.qrank, l.run LIMIT 1) "
+        "UNION ALL (SELECT l.fkey, l.qrank, l.run, l.flimit FROM \"%s\"."
+        "leases l WHERE l.fkey > kk AND l.owner = '' ORDER BY l.fkey, "
+        "l.qrank, l.run LIMIT 1)) a LIMIT 1) UNION ALL SELECT x.*, ks.i + 1 "
+        "FROM ks CROSS JOIN LATERAL (SELECT l.fkey, l.qrank, l.run, "
+        "l.flimit FROM \"%s\".leases l WHERE l.fkey > ks.k AND l.owner = '' "
+        "ORDER BY l.fkey, l.qrank, l.run LIMIT 1) x WHERE ks.i < " TAKE_BATCH
+        ") SELECT * FROM ks) ks LEFT JOIN LATERAL (SELECT l.run AS r, "
+        "l.flimit AS lim, l.qrank AS q FROM \"%s\".leases l WHERE (ks.q, "
+        "ks.r) <= (aq, ar) AND l.fkey >= ks.k AND l.fkey <= ks.k AND "
+        "l.owner = '' AND (l.qrank, l.run) > (aq, ar) ORDER BY l.fkey, "
+        "l.qrank, l.run LIMIT 1) h ON true; "
+        "hr := hr || kr; hk := hk || kh; hl := hl || kl; hq := hq || kq; "
+        "heads := nk < " TAKE_BATCH "; END IF; "
         "END LOOP; END $f$;"
         "COMMIT",
         n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n,
-        n, n, n, n, n, n, n, n, n, n, n, n, n, n, n);
+        n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n);
     if (!sql)
         return pl__err(PL_ENOMEM, "out of memory");
     int st = pl__pg_command(s, c, sql, "making the queue's flow control");
