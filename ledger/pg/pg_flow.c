@@ -36,7 +36,7 @@
  *   |                  | key, NULL, last): what a wake's look for a run   |
  *   |                  | of the key queued ahead reads, and the keys'     |
  *   |                  | heads and the queue without a key that pl_take() |
- *   |                  | reads past its first batch                       |
+ *   |                  | reads past its first batches                     |
  *
  * A queued run's row has an entry in leases_queue and leases_key_queue;
  * an owned one in leases_live and, with a key, leases_key_live.
@@ -65,19 +65,20 @@
  * statements together on a queue of 1,000).  After each batch passed (a
  * full key's queued runs, mostly) it reads the heads of TAKE_BATCH more
  * keys, in the keys' order: each key's first queued run past the last
- * read, of the keys not refused (by leases_key_queue: a loose scan, two
- * reads of the index a key).  Once it has every key's, it walks them
+ * read, of the keys not refused (by leases_key_queue: a loose scan, a
+ * key's first entry read on from the last key's).  Once it has every
+ * key's, it walks them
  * instead of the queue, merged in the queue's order with the queued
  * runs without a key (by leases_key_queue, whose NULL key is theirs) and
  * the owned leases run out, TAKE_BATCH at a time: every keyed run the
  * walk passed refused its key, so the first queued run of a key not
  * refused is its first past the last read, and the walk takes what a
- * walk of the whole queue would.  A take so reads about twice the lesser
- * of the queued runs it passes and the keys queued, never all the runs
- * of a full key (a walk of a full key's 10,000 queued runs: 2,000
- * buffers and 9 ms a take, bench/README.md), nor, with a few runs ahead,
- * the heads of thousands of keys.
- * For a run with a key it first takes the
+ * walk of the whole queue would.  A take so reads in turns the queued
+ * runs it passes and the keys queued, till the one or the other ends:
+ * never all the runs of a full key with few keys queued (a walk of a
+ * full key's 10,000 queued runs: 2,000 buffers and 9 ms a take,
+ * bench/README.md), nor, with a few runs ahead, the heads of thousands
+ * of keys.  For a run with a key it first takes the
  * key's transaction-scoped advisory lock, without waiting
  * (pg_try_advisory_xact_lock: a key another worker is taking on is passed
  * over this time, never waited for, so no two takes deadlock), then counts
@@ -353,7 +354,7 @@ int pl__pg_flow_setup(pl__pg_store *s, PGconn *c)
         "RETURN; END LOOP; "
         "IF n < " TAKE_BATCH " THEN RETURN; END IF; "
         /* a batch passed: the heads of the next TAKE_BATCH keys, after kk
-         * in the keys' order, of those not refused (KEYS above): each
+         * in the keys' order, of those not refused (TAKE above): each
          * key's first entry in leases_key_queue, read on from the last
          * key's, is its head, unless the walk has passed it (a run queued
          * since, ranked ahead: then its first past the last read) */
