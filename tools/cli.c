@@ -375,6 +375,43 @@ void cli_shorten(char *text, size_t max)
     memcpy(text + cut, "...", 4);
 }
 
+cJSON *cli_json_add_int(cJSON *o, const char *name, int64_t v)
+{
+    char digits[24];
+    snprintf(digits, sizeof digits, "%lld", (long long)v);
+    return cJSON_AddRawToObject(o, name, digits);
+}
+
+bool cli_json_times_as_digits(cJSON *o)
+{
+    cJSON *m = o ? o->child : NULL;
+    while (m) {
+        cJSON *next = m->next;
+        size_t n = m->string ? strlen(m->string) : 0;
+        if (cJSON_IsNumber(m) && n > 3 && !strcmp(m->string + n - 3, "_us")) {
+            char digits[24];
+            snprintf(digits, sizeof digits, "%lld", (long long)m->valuedouble);
+            cJSON *raw = cJSON_CreateRaw(digits);
+            if (!raw ||
+                !cJSON_ReplaceItemInObjectCaseSensitive(o, m->string, raw)) {
+                cJSON_Delete(raw);
+                return false;
+            }
+        }
+        m = next;
+    }
+    return true;
+}
+
+int64_t cli_json_int_of(const cJSON *o, const char *name)
+{
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(o, name);
+    if (cJSON_IsNumber(m))
+        return (int64_t)m->valuedouble;
+    return cJSON_IsRaw(m) && m->valuestring ? strtoll(m->valuestring, NULL, 10)
+                                            : 0;
+}
+
 bool cli_json_line(FILE *f, const cJSON *item)
 {
     char *s = cJSON_PrintUnformatted(item);

@@ -101,6 +101,22 @@ char *cli_json_compact(const cJSON *item);
  */
 void cli_shorten(char *text, size_t max);
 
+/*
+ * Add @p v to @p o as a JSON integer with its digits written out.  cJSON
+ * prints a number of 16 digits (a time in microseconds) in exponent form
+ * when that reads back the same (1.7959603720989e+15), which JSON readers
+ * take for a float.  Returns the member, or NULL on OOM.
+ */
+cJSON *cli_json_add_int(cJSON *o, const char *name, int64_t v);
+
+/* The members of @p o named "..._us" that are numbers, as
+ * cli_json_add_int() writes them (for a line made by the library, such as
+ * pl_run_export_each()'s).  False on OOM. */
+bool cli_json_times_as_digits(cJSON *o);
+
+/* A member cli_json_add_int() added (or a number): its value; 0 if none. */
+int64_t cli_json_int_of(const cJSON *o, const char *name);
+
 /* Print @p item as one line of JSON on @p f.  Returns false on OOM. */
 bool cli_json_line(FILE *f, const cJSON *item);
 

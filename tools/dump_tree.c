@@ -184,7 +184,8 @@ typedef struct export_marks {
 static int export_line(cJSON *line, void *user)
 {
     export_marks *m = user;
-    if (!mark_export_line(line, m->r, m->ri, &m->next))
+    if (!mark_export_line(line, m->r, m->ri, &m->next) ||
+        !cli_json_times_as_digits(line))
         return PL_ENOMEM;
     return cli_json_line(stdout, line) ? 0 : PL_EIO;
 }

@@ -185,6 +185,45 @@ def case_golden_runs_still_replay():
             d.close()
 
 
+def ints_us(value, where):
+    """Every "..._us" member, at any depth, is a JSON integer as printed
+    (a time with 16 digits, 1795854118824200, was once printed as
+    1.7958541188242e+15, which a JSON reader takes for a float)."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if k.endswith("_us") and v is not None:
+                check(type(v) is int, "%s: %s is %r, not an integer" %
+                      (where, k, v))
+            ints_us(v, where)
+    elif isinstance(value, list):
+        for v in value:
+            ints_us(v, where)
+
+
+def case_times_print_as_integers():
+    """The golden waiting run's steps have times whose microseconds end in
+    00: every format ledger-dump prints gives them as integers."""
+    d = Dir()
+    try:
+        store = d.path("fresh.db")
+        golden = os.path.join(HERE, "event-waiting.jsonl")
+        with open(golden) as f:
+            check("e+15" in f.read(), "the golden export lost its case")
+        replay(store, "--import", golden, expect=0)
+        rid = GOLDEN["event-waiting.jsonl"][1]
+        for args in (("--run", rid, "--format", "jsonl"),
+                     ("--run", rid, "--format", "jsonl", "--type", "wait"),
+                     ("--format", "jsonl")):
+            for line in dump(store, *args).stdout.splitlines():
+                check("e+" not in line, "exponent form", args, line)
+                ints_us(json.loads(line), " ".join(args))
+        for args in (("--run", rid, "--format", "json"),
+                     ("--format", "json")):
+            ints_us(json.loads(dump(store, *args).stdout), " ".join(args))
+    finally:
+        d.close()
+
+
 def case_code_identity_differs_but_replays():
     """Another build of the same policies: reported, not fatal."""
     d = Dir()
