@@ -64,6 +64,9 @@ void watch_clear(watch *w)
         free(w->versions[i].path);
     }
     free(w->versions);
+    for (size_t i = 0; i < w->n_woken; i++)
+        free(w->woken[i].id);
+    free(w->woken);
     divergence *d = &w->div;
     free(d->step_id);
     free(d->path);
@@ -83,6 +86,8 @@ void on_event(const pl_event *ev, void *user)
         pl_trace_event(ev, w->trace);
     if (w && w->otel)
         pl_otel_event(ev, w->otel);
+    if (w && w->wake)
+        watch_woken(w, ev);
     /* a worker's store going away and coming back: one line each */
     if (ev->kind == PL_EVENT_STORE_LOST)
         cli_error("worker: lost the store: %s (%s)",

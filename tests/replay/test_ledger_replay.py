@@ -691,6 +691,10 @@ def case_time():
         check("delivered" in p.stdout, "not delivered", p.stdout)
         p = s.tool("--wake", plugins=P, expect=0)
         check("next due" in p.stdout, "no next due time", p.stdout)
+        # each run it continued is summed up, as --run sums it up
+        check("run aw-2: completed\n  calls served from the ledger 1, "
+              "executed 0; " in p.stdout and '  result {"got":{"n":2}}\n'
+              in p.stdout, "--wake did not say what it continued", p.stdout)
         doc, _ = s.tool_json("--run", "aw-2", plugins=P, expect=0)
         check(doc["runs"][0]["result"] == {"got": {"n": 2}},
               "--wake did not continue the signalled run", doc)
@@ -720,6 +724,18 @@ def case_time():
                    plugins=P, expect=1)
         check("has ended (completed)" in p.stderr, "no reason", p.stderr)
         p = s.tool("--cancel", "nope", plugins=P, expect=2)
+        # cancelled where its plugin was not loaded: --wake ends it, says
+        # so, and exits 5 as --run would; with nothing due, exit 0
+        s.helper("start", ARGS.plugin, "await", "aw-5", "{}")
+        run([ARGS.tool, s.path, "--cancel", "aw-5", "--reason", "gone"],
+            env=s.env, expect=0)
+        doc, _ = s.tool_json("--wake", plugins=P, expect=5)
+        check([(r["run_id"], r["status"], r["reason"])
+               for r in doc["runs"]] == [("aw-5", "cancelled", "gone")]
+              and doc["summary"]["next_due_ms"] == 0, "--wake --json", doc)
+        doc, _ = s.tool_json("--wake", plugins=P, expect=0)
+        check(doc["runs"] == [] and doc["summary"]["next_due"] is None,
+              "a second --wake continued something", doc)
     finally:
         s.close()
 
