@@ -15,25 +15,42 @@ typedef struct list_ctx {
     const opts *o;
     cJSON *all; /* json: the array */
     size_t shown;
+    int status_width; /* text: the widest status listed, at least 30 */
     bool oom;
 } list_ctx;
+
+static bool listed(const opts *o, const pl_run_info *ri)
+{
+    return !((o->has_status && ri->status != o->status) ||
+             (o->policy && strcmp(ri->policy, o->policy) != 0) ||
+             (o->has_since && ri->updated_us < o->since_us));
+}
+
+/* text: a first pass for the width of the status column (a waiting run's
+ * says what it waits for), so that the columns after it line up */
+static int width_visit(const pl_run_info *ri, void *user)
+{
+    list_ctx *c = user;
+    int n = listed(c->o, ri) ? (int)strlen(status_text(ri)) : 0;
+    if (n > c->status_width)
+        c->status_width = n;
+    return 0;
+}
 
 static int list_visit(const pl_run_info *ri, void *user)
 {
     list_ctx *c = user;
     const opts *o = c->o;
-    if ((o->has_status && ri->status != o->status) ||
-        (o->policy && strcmp(ri->policy, o->policy) != 0) ||
-        (o->has_since && ri->updated_us < o->since_us))
+    if (!listed(o, ri))
         return 0;
     c->shown++;
     if (o->format == FMT_TEXT) {
         char created[40], updated[40];
         cli_time_human(created, sizeof created, ri->created_us);
         cli_time_human(updated, sizeof updated, ri->updated_us);
-        printf("%-36s  %-16s  %-30s  %6llu  %s  %s\n", ri->id, ri->policy,
-               status_text(ri), (unsigned long long)ri->steps, created,
-               updated);
+        printf("%-36s  %-16s  %-*s  %6llu  %s  %s\n", ri->id, ri->policy,
+               c->status_width, status_text(ri),
+               (unsigned long long)ri->steps, created, updated);
         return 0;
     }
     cJSON *j = run_json(ri);
@@ -52,13 +69,19 @@ static int list_visit(const pl_run_info *ri, void *user)
 
 int cmd_list(pl_engine *e, const opts *o)
 {
-    list_ctx c = {o, NULL, 0, false};
+    list_ctx c = {o, NULL, 0, 30, false};
     if (o->format == FMT_JSON && !(c.all = cJSON_CreateArray()))
         c.oom = true;
-    if (o->format == FMT_TEXT)
-        printf("%-36s  %-16s  %-30s  %6s  %-19s  %s\n", "RUN", "POLICY",
-               "STATUS", "STEPS", "CREATED (UTC)", "UPDATED (UTC)");
-    int st = c.oom ? PL_ENOMEM : pl_engine_runs(e, list_visit, &c);
+    int st = 0;
+    if (o->format == FMT_TEXT) {
+        st = pl_engine_runs(e, width_visit, &c);
+        if (!st)
+            printf("%-36s  %-16s  %-*s  %6s  %-19s  %s\n", "RUN", "POLICY",
+                   c.status_width, "STATUS", "STEPS", "CREATED (UTC)",
+                   "UPDATED (UTC)");
+    }
+    if (!st)
+        st = c.oom ? PL_ENOMEM : pl_engine_runs(e, list_visit, &c);
     if (c.oom) {
         cli_error("out of memory");
         cJSON_Delete(c.all);

@@ -22,6 +22,7 @@ the recorded workflows).  Standard library only; exits 1 if a case fails.
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -220,6 +221,30 @@ def case_times_print_as_integers():
         for args in (("--run", rid, "--format", "json"),
                      ("--format", "json")):
             ints_us(json.loads(dump(store, *args).stdout), " ".join(args))
+    finally:
+        d.close()
+
+
+def case_run_list_columns_line_up():
+    """A waiting run's status says what it waits for, longer than the
+    column once was: the columns after it still line up."""
+    d = Dir()
+    try:
+        store = d.path("fresh.db")
+        for name in ("timer-waiting.jsonl", "order-completed.jsonl"):
+            replay(store, "--import", os.path.join(HERE, name), expect=0)
+        lines = dump(store).stdout.splitlines()
+        check(len(lines) == 3, "not two runs", lines)
+        waiting = next(l for l in lines if l.startswith("nap-waiting "))
+        check("waiting until " in waiting and "(due)" in waiting,
+              "the status does not say when", waiting)
+        at = lines[0].index("CREATED (UTC)")
+        for line in lines[1:]:
+            check(re.match(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d  ",
+                           line[at:]), "the columns do not line up", lines)
+            check(line[:at].endswith("  ") and
+                  line[:at].split()[-1].isdigit(),
+                  "no step count before the time", lines)
     finally:
         d.close()
 
