@@ -16,8 +16,9 @@
  *      is not suspended, a wrong token, fork at a step that is not there,
  *      touch a run a live process owns)
  *   2  the store or a plugin cannot be opened, or the run does not exist
- *   4  a run ended suspended (and none failed)
- *   5  a run failed or diverged, or an export to import was changed
+ *   4  a run ended suspended or waiting (and none failed)
+ *   5  a run failed, was cancelled or diverged, or an export to import was
+ *      changed
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
@@ -227,21 +228,22 @@ static void usage(FILE *f)
         "     live process owns)\n"
         "  2  the store or a plugin cannot be opened (a missing store "
         "too: only\n"
-        "     --submit and --import create one), or the run does not exist, "
+        "     --submit, --import and --schedule-put create one), or the run does not exist, "
         "or the\n"
         "     store cannot be written (full, read-only): the run is left to "
         "continue\n"
-        "  4  a run ended suspended (none failed)\n"
-        "  5  a run failed, or (--check) diverged or needs a version the "
-        "loaded code\n"
-        "     does not support, or (--import) the export was changed\n"
+        "  4  a run ended suspended or waiting (none failed)\n"
+        "  5  a run failed or was cancelled, or (--check) diverged or needs a "
+        "version the\n"
+        "     loaded code does not support, or (--import) the export was "
+        "changed\n"
         "\n"
         "Examples:\n"
         "  # the order service crashed: finish every run it left behind\n"
-        "  ledger-replay orders.db --plugin ./order_plugin.so --all\n"
+        "  ledger-replay orders.db --plugin ./order-plugin.so --all\n"
         "\n"
         "  # finish one run, and show what it cost\n"
-        "  ledger-replay orders.db --plugin ./order_plugin.so --run "
+        "  ledger-replay orders.db --plugin ./order-plugin.so --run "
         "order-A-1001\n"
         "\n"
         "  # a human approved the refund the run is waiting for\n"
@@ -249,32 +251,32 @@ static void usage(FILE *f)
         "--answer '{\"approved\": true}'\n"
         "\n"
         "  # before deploying a new build: does it still replay every run?\n"
-        "  ledger-replay orders.db --plugin ./build/new/order_plugin.so "
+        "  ledger-replay orders.db --plugin ./build/new/order-plugin.so "
         "--check --json\n"
         "\n"
         "  # three hosts drain one queue; one submits\n"
-        "  ledger-replay postgresql://db/orders --plugin ./order_plugin.so "
+        "  ledger-replay postgresql://db/orders --plugin ./order-plugin.so "
         "--submit order \\\n"
         "      --payload '{\"order_id\": \"A-1\", \"items\": [], "
         "\"amount_cents\": 100}'\n"
         "  PL_WORKER_HOST=web-2 ledger-replay postgresql://db/orders "
         "--plugin \\\n"
-        "      ./order_plugin.so --worker --concurrency 8\n"
+        "      ./order-plugin.so --worker --concurrency 8\n"
         "\n"
         "  # the release pipeline's gate: would the new build strand a "
         "live run?\n"
-        "  ledger-replay orders.db --plugin ./build/new/order_plugin.so "
+        "  ledger-replay orders.db --plugin ./build/new/order-plugin.so "
         "--check --live\n"
         "\n"
         "  # it would: see what upgrading them would repeat, then do it\n"
-        "  ledger-replay orders.db --plugin ./new/order_plugin.so --upgrade "
+        "  ledger-replay orders.db --plugin ./new/order-plugin.so --upgrade "
         "--all-diverged \\\n"
         "      --dry-run\n"
-        "  ledger-replay orders.db --plugin ./new/order_plugin.so --upgrade "
+        "  ledger-replay orders.db --plugin ./new/order-plugin.so --upgrade "
         "--all-diverged\n"
         "\n"
         "  # re-run order-A-1001 from its third step with today's code\n"
-        "  ledger-replay orders.db --plugin ./order_plugin.so --fork "
+        "  ledger-replay orders.db --plugin ./order-plugin.so --fork "
         "order-A-1001 --at 0:2\n",
         f);
 }

@@ -152,6 +152,15 @@ def case_usage():
                      "--json", "Examples", "Exit status"):
             check(word in p.stdout, "--help does not explain " + word)
         check(p.stderr == "", "--help wrote to stderr", p.stderr)
+        # its examples name the plugin the build makes, and its exit
+        # statuses every way a run can end
+        plugin = os.path.basename(ARGS.order_plugin)
+        check("./" + plugin in p.stdout and "order_plugin.so" not in
+              p.stdout, "--help names another plugin than " + plugin)
+        text = " ".join(p.stdout.split())
+        for words in ("suspended or waiting", "failed or was cancelled",
+                      "--submit, --import and --schedule-put create"):
+            check(words in text, "--help's exit statuses miss: " + words)
         bad = [
             [],                                           # nothing at all
             [s.path],                                     # no plugin, no mode

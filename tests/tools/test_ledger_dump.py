@@ -328,6 +328,24 @@ class BadInputTest(Base):
         for w in ("usage: ledger-dump STORE", "Examples:", "--follow",
                   "Exit codes"):
             self.assertIn(w, out)
+        # every status --status takes, and every step type --type takes,
+        # is named by --help and by the refusal of an unknown one
+        words = " ".join(out.split())
+        _, _, refusal = dump(self.store, "--status", "done")
+        for status in ("running", "suspended", "completed", "failed",
+                       "submitted", "waiting", "cancelled", "superseded",
+                       "continued"):
+            self.ok(self.store, "--status", status)
+            self.assertRegex(words, r"\b%s\b" % status)
+            self.assertRegex(refusal, r"\b%s\b" % status)
+        _, _, refusal = dump(self.store, "--run", "r-completed", "--type",
+                             "nope")
+        for t in ("text", "action_call", "action_result", "suspend",
+                  "resume", "side_effect", "error", "wait", "event",
+                  "cancel"):
+            self.ok(self.store, "--run", "r-completed", "--type", t)
+            self.assertRegex(words, r"\b%s\b" % t)
+            self.assertRegex(refusal, r"\b%s\b" % t)
 
     def test_missing_store_is_not_created(self):
         missing = os.path.join(self.tmp, "nothing-here")
