@@ -474,7 +474,8 @@ char *cli_read_all(const char *path, size_t max)
 {
     FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
     if (!f) {
-        cli_error("cannot open '%s': %s", path, strerror(errno));
+        int err = errno;
+        cli_error("cannot open %s: %s", QUOTE(path), strerror(err));
         return NULL;
     }
     size_t len = 0, cap = 4096;
@@ -484,9 +485,10 @@ char *cli_read_all(const char *path, size_t max)
             char *grown = cap > max ? NULL : realloc(buf, cap * 2);
             if (!grown) {
                 if (cap > max)
-                    cli_error("'%s' is larger than %zu bytes", path, max);
+                    cli_error("%s is larger than %zu bytes", QUOTE(path),
+                              max);
                 else
-                    cli_error("out of memory reading '%s'", path);
+                    cli_error("out of memory reading %s", QUOTE(path));
                 free(buf);
                 buf = NULL;
                 break;
@@ -498,7 +500,8 @@ char *cli_read_all(const char *path, size_t max)
         len += n;
         if (n == 0) {
             if (ferror(f)) {
-                cli_error("cannot read '%s': %s", path, strerror(errno));
+                int err = errno;
+                cli_error("cannot read %s: %s", QUOTE(path), strerror(err));
                 free(buf);
                 buf = NULL;
             } else {

@@ -289,8 +289,8 @@ static int parse_count(unsigned *out, const char *flag, const char *v,
     errno = 0;
     unsigned long n = strtoul(v, &end, 10);
     if (errno || end == v || *end || v[0] == '-' || n < lo || n > hi) {
-        cli_error("%s needs a whole number from %lu to %lu, not '%s'", flag, lo,
-                  hi, v);
+        cli_error("%s needs a whole number from %lu to %lu, not %s", flag, lo,
+                  hi, QUOTE(v));
         return -1;
     }
     *out = (unsigned)n;
@@ -338,8 +338,8 @@ static int parse_queue_flag(options *o, const char *a, const char *v)
         if (errno || end == v || *end || n < -PL_PRIORITY_MAX ||
             n > PL_PRIORITY_MAX) {
             cli_error("--priority needs a whole number from %d to %d, not "
-                      "'%s'",
-                      -PL_PRIORITY_MAX, PL_PRIORITY_MAX, v);
+                      "%s",
+                      -PL_PRIORITY_MAX, PL_PRIORITY_MAX, QUOTE(v));
             return -1;
         }
         o->priority = (int)n + PL_PRIORITY_MAX + 1;
@@ -440,8 +440,8 @@ static int parse_args(options *o, int argc, char **argv)
         }
         if (a[0] != '-' || !strcmp(a, "-")) {
             if (o->store) {
-                cli_error("unexpected argument '%s' (the store is '%s')", a,
-                          o->store);
+                cli_error("unexpected argument %s (the store is %s)",
+                          QUOTE(a), QUOTE(o->store));
                 return EXIT_USAGE;
             }
             o->store = a;
@@ -739,7 +739,7 @@ int main(int argc, char **argv)
         char name[80];
         if (!eq || eq == t.opt.mcp[i] ||
             (size_t)(eq - t.opt.mcp[i]) >= sizeof name) {
-            cli_error("--mcp '%s': expected NAME=SPEC", t.opt.mcp[i]);
+            cli_error("--mcp %s: expected NAME=SPEC", QUOTE(t.opt.mcp[i]));
             rc = EXIT_USAGE;
             goto done;
         }
@@ -747,7 +747,7 @@ int main(int argc, char **argv)
                  t.opt.mcp[i]);
         st = pl_mcp_register(&mcps[i], t.reg, name, eq + 1, NULL);
         if (st)
-            cli_error("cannot register the MCP server '%s': %s (%s)", name,
+            cli_error("cannot register the MCP server %s: %s (%s)", QUOTE(name),
                       pl_errmsg(), pl_status_name(st));
     }
     if (st) {

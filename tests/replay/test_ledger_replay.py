@@ -11,6 +11,7 @@ import argparse
 import hashlib
 import json
 import os
+import re
 import resource
 import shutil
 import signal
@@ -191,6 +192,26 @@ def case_usage():
             [s.path, "--plugin", ARGS.order_plugin, "--submit", "order",
              "--payload", "{}", "--key", "t", "--key-limit", "0"],
         ]
+        # a user's string in a message: quoted, escaped, cut (one line)
+        long = "12\x1b[31m" + "x" * 200
+        for argv in ([s.path, "--plugin", ARGS.order_plugin, "--worker",
+                      "--concurrency", long],
+                     [s.path, "--plugin", ARGS.order_plugin, "--submit",
+                      "order", "--payload", "{}", "--priority", long],
+                     [s.path, long, "--plugin", ARGS.order_plugin, "--all"],
+                     [s.path, "--mcp", long, "--check"],
+                     [s.path, "--prune", "--older-than", long],
+                     [s.path, "--prune", "--older-than", "1d", "--status",
+                      long],
+                     [s.path, "--plugin", ARGS.order_plugin, "--worker",
+                      "--retain", long],
+                     [s.path, "--plugin", ARGS.order_plugin, "--resume",
+                      "x", "--answer", "@" + long]):
+            p = run([ARGS.tool] + argv, expect=1)
+            check(p.stderr.count("\n") == 1 and "\x1b" not in p.stderr and
+                  re.search(r'"12\\x1b\[31mx+"\.\.\. \(20[67] bytes\)',
+                            p.stderr), "a user's string not quoted and cut",
+                  argv, p.stderr)
         for argv in bad:
             p = run([ARGS.tool] + argv, expect=1)
             check(p.stderr.startswith("ledger-replay: "),
