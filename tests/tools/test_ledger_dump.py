@@ -213,6 +213,27 @@ class RunTest(Base):
                          [])
 
 
+class ChainTest(Base):
+    def test_chain_formats(self):
+        """A run never continued is a chain of one: a line of text, a line
+        of JSON (jsonl), or one document (json) like every other."""
+        out = self.ok(self.store, "--run", "r-completed", "--chain")
+        self.assertRegex(out, r"^\* r-completed +completed +13 steps  "
+                              r"created \d{4}-\d\d-\d\dT")
+        self.assertEqual(len(out.splitlines()), 1)
+        rows = self.ok(self.store, "--run", "r-completed", "--chain",
+                       "--format", "jsonl").splitlines()
+        self.assertEqual([json.loads(r)["id"] for r in rows], ["r-completed"])
+        doc = json.loads(self.ok(self.store, "--run", "r-completed",
+                                 "--chain", "--format", "json"))
+        self.assertEqual([r["id"] for r in doc["chain"]], ["r-completed"])
+        self.assertEqual(doc["chain"][0]["status"], "completed")
+        rc, out, err = dump(self.store, "--run", "nope", "--chain",
+                            "--format", "json")
+        self.assertEqual((rc, out), (2, ""))
+        self.assertIn('no run "nope"', err)
+
+
 class VerifyStatsTest(Base):
     def test_verify_clean(self):
         out = self.ok(self.store, "--verify")
