@@ -354,6 +354,15 @@ def test(tmp):
               "read-only refuses actions: %d %s" % (st, doc))
         st, doc, _ = ro.get("/api/runs?limit=5")
         check(st == 200 and len(doc["runs"]) == 5, "read-only lists")
+        # an address in use: exit 2, one line that says why
+        p = subprocess.run([WEB, store, "--read-only", "--listen",
+                            "127.0.0.1:%d" % ro.port], env=env,
+                           capture_output=True, text=True, timeout=30)
+        check(p.returncode == 2 and p.stdout == "" and
+              p.stderr.count("\n") == 1 and
+              p.stderr.startswith("ledger-web: cannot serve on ") and
+              "in use" in p.stderr,
+              "an address in use: %d %r" % (p.returncode, p.stderr))
     finally:
         ro.stop()
 
