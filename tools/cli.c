@@ -412,6 +412,18 @@ int64_t cli_json_int_of(const cJSON *o, const char *name)
                                             : 0;
 }
 
+bool cli_stdout_ok(void)
+{
+    errno = 0;
+    bool flushed = fflush(stdout) == 0;
+    int err = errno;
+    if (flushed && !ferror(stdout))
+        return true;
+    cli_error("cannot write the output: %s",
+              err ? strerror(err) : "a write to it failed");
+    return false;
+}
+
 bool cli_json_line(FILE *f, const cJSON *item)
 {
     char *s = cJSON_PrintUnformatted(item);

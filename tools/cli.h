@@ -117,6 +117,13 @@ bool cli_json_times_as_digits(cJSON *o);
 /* A member cli_json_add_int() added (or a number): its value; 0 if none. */
 int64_t cli_json_int_of(const cJSON *o, const char *name);
 
+/*
+ * Flush stdout and say (once, on stderr) if anything written to it was
+ * lost: a full disk or a closed pipe must not pass for output written.
+ * Returns false then.
+ */
+bool cli_stdout_ok(void);
+
 /* Print @p item as one line of JSON on @p f.  Returns false on OOM. */
 bool cli_json_line(FILE *f, const cJSON *item);
 

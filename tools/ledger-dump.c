@@ -73,7 +73,8 @@ static void usage(FILE *f)
         "  -h, --help          this text\n"
         "\n"
         "Exit codes: 0 fine; 1 bad usage; 2 the store cannot be opened or read, or\n"
-        "the run does not exist; 3 --verify found a fault.\n"
+        "the run does not exist, or the output cannot be written (a full disk); 3\n"
+        "--verify found a fault.\n"
         "\n"
         "Examples:\n"
         "  ledger-dump ./store                          list every run\n"
@@ -275,7 +276,8 @@ int main(int argc, char **argv)
         rc = cmd_run(e, &o);
     else
         rc = cmd_list(e, &o);
-    fflush(stdout);
+    if (!cli_stdout_ok() && rc == CLI_EXIT_OK)
+        rc = CLI_EXIT_STORE;
     cli_close_store(e, reg);
     return rc;
 }

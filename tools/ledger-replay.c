@@ -228,10 +228,11 @@ static void usage(FILE *f)
         "     live process owns)\n"
         "  2  the store or a plugin cannot be opened (a missing store "
         "too: only\n"
-        "     --submit, --import and --schedule-put create one), or the run does not exist, "
-        "or the\n"
-        "     store cannot be written (full, read-only): the run is left to "
-        "continue\n"
+        "     --submit, --import and --schedule-put create one), or the run "
+        "does not\n"
+        "     exist, or the store cannot be written (full, read-only): the "
+        "run is left\n"
+        "     to continue; or the output cannot be written (a full disk)\n"
         "  4  a run ended suspended or waiting (none failed)\n"
         "  5  a run failed or was cancelled, or (--check) diverged or needs a "
         "version the\n"
@@ -845,6 +846,9 @@ int main(int argc, char **argv)
         free(text);
         cJSON_Delete(doc);
     }
+    /* a summary lost to a full disk must not pass for one written */
+    if (!cli_stdout_ok() && rc != EXIT_USAGE)
+        rc = EXIT_OPEN;
 done:
     pl_engine_close(t.engine);
     t.engine = NULL;

@@ -455,6 +455,19 @@ def case_check():
         check("non-determinism" in p.stderr, "divergence not explained",
               p.stderr)
 
+        # a full disk under the output: exit 2 and a line, not exit 0
+        # with the summaries lost
+        for args in (["--check", "--run", "order-A-1"],
+                     ["--check", "--run", "order-A-1", "--json"]):
+            with open("/dev/full", "w") as full:
+                p = subprocess.run([ARGS.tool, s.path, "--plugin",
+                                    ARGS.order_plugin] + args, stdout=full,
+                                   stderr=subprocess.PIPE, text=True,
+                                   env=s.env, timeout=120)
+            check(p.returncode == 2 and p.stderr == "ledger-replay: cannot "
+                  "write the output: No space left on device\n",
+                  "output lost without a word", args, p.returncode, p.stderr)
+
         # nothing was executed or written by any of it
         check(s.data_digest() == before_data, "a check wrote to the store")
         check(s.effect_lines() == before_fx, "a check executed a call")

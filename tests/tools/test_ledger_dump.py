@@ -368,6 +368,19 @@ class BadInputTest(Base):
             self.assertRegex(words, r"\b%s\b" % t)
             self.assertRegex(refusal, r"\b%s\b" % t)
 
+    def test_output_that_cannot_be_written(self):
+        """A full disk under the output is exit 2 and a line, not exit 0
+        with the output lost (an export taken with > run.jsonl)."""
+        for args in ([], ["--run", "r-completed", "--format", "jsonl"],
+                     ["--format", "json"], ["--stats"]):
+            with open("/dev/full", "w") as full:
+                p = subprocess.run([DUMP, self.store, *args], stdout=full,
+                                   stderr=subprocess.PIPE, text=True,
+                                   timeout=120)
+            self.assertEqual(p.returncode, 2, (args, p.stderr))
+            self.assertEqual(p.stderr, "ledger-dump: cannot write the "
+                             "output: No space left on device\n")
+
     def test_missing_store_is_not_created(self):
         missing = os.path.join(self.tmp, "nothing-here")
         self.expect(2, [missing], ["does not exist"])
