@@ -497,8 +497,7 @@ char *cli_read_all(const char *path, size_t max)
             char *grown = cap > max ? NULL : realloc(buf, cap * 2);
             if (!grown) {
                 if (cap > max)
-                    cli_error("%s is larger than %zu bytes", QUOTE(path),
-                              max);
+                    cli_error("%s is larger than %zu bytes", QUOTE(path), max);
                 else
                     cli_error("out of memory reading %s", QUOTE(path));
                 free(buf);

@@ -49,8 +49,8 @@ static int list_visit(const pl_run_info *ri, void *user)
         cli_time_human(created, sizeof created, ri->created_us);
         cli_time_human(updated, sizeof updated, ri->updated_us);
         printf("%-36s  %-16s  %-*s  %6llu  %s  %s\n", ri->id, ri->policy,
-               c->status_width, status_text(ri),
-               (unsigned long long)ri->steps, created, updated);
+               c->status_width, status_text(ri), (unsigned long long)ri->steps,
+               created, updated);
         return 0;
     }
     cJSON *j = run_json(ri);

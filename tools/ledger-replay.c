@@ -441,8 +441,8 @@ static int parse_args(options *o, int argc, char **argv)
         }
         if (a[0] != '-' || !strcmp(a, "-")) {
             if (o->store) {
-                cli_error("unexpected argument %s (the store is %s)",
-                          QUOTE(a), QUOTE(o->store));
+                cli_error("unexpected argument %s (the store is %s)", QUOTE(a),
+                          QUOTE(o->store));
                 return EXIT_USAGE;
             }
             o->store = a;

@@ -167,10 +167,10 @@ void mode_wake(tool *t)
         char iso[40];
         cli_time_iso(iso, sizeof iso, next * 1000, false);
         cJSON *sum = cJSON_CreateObject();
-        if (sum && (!cJSON_AddNumberToObject(sum, "next_due_ms", (double)next) ||
-                    !cJSON_AddItemToObject(sum, "next_due",
-                                           json_str_or_null(next ? iso
-                                                                 : NULL)))) {
+        if (sum &&
+            (!cJSON_AddNumberToObject(sum, "next_due_ms", (double)next) ||
+             !cJSON_AddItemToObject(sum, "next_due",
+                                    json_str_or_null(next ? iso : NULL)))) {
             cJSON_Delete(sum);
             sum = NULL;
         }

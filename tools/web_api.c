@@ -208,9 +208,9 @@ int api_timeline(web *w, const char *id, cJSON **out)
         cJSON_AddStringToObject(doc, "run", ri->id);
         cJSON_AddStringToObject(doc, "state", web_status_name(ri));
         cli_json_add_int(doc, "start_us", ri->created_us);
-        cli_json_add_int(doc, "end_us", (x.last_us > ri->updated_us
-                                             ? x.last_us
-                                             : ri->updated_us));
+        cli_json_add_int(doc, "end_us",
+                         (x.last_us > ri->updated_us ? x.last_us
+                                                     : ri->updated_us));
         cJSON_AddNumberToObject(doc, "steps_read", (double)x.steps);
         cJSON_AddBoolToObject(doc, "truncated", x.truncated);
         if (!add_tokens(doc, w->engine, id))

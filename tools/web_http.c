@@ -610,8 +610,8 @@ bool web_http_start(web *w, const char *host, unsigned port)
     }
     g_start_error[0] = '\0';
     g_daemon = MHD_start_daemon(flags, (uint16_t)port, NULL, NULL, on_request,
-                                w, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log,
-                                NULL, MHD_OPTION_SOCK_ADDR, sa,
+                                w, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
+                                MHD_OPTION_SOCK_ADDR, sa,
                                 MHD_OPTION_CONNECTION_LIMIT,
                                 (unsigned)WEB_CONN_MAX,
                                 MHD_OPTION_CONNECTION_TIMEOUT,
