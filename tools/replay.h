@@ -193,6 +193,7 @@ void watch_woken(watch *w, const pl_event *ev);
 
 double now_ms(void);
 char *dup_or_null(const char *s, bool *oom);
+/* Forget what a replay saw; the trace and the exporter stay. */
 void watch_clear(watch *w);
 /* Note a change of code first seen at @p step_id. */
 void watch_add_change(watch *w, const char *step_id, const char *recorded,

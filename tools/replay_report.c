@@ -53,6 +53,9 @@ static bool same_str(const char *a, const char *b)
 
 void watch_clear(watch *w)
 {
+    /* what a replay saw goes; where events go (--trace, --otel) stays */
+    pl_trace *trace = w->trace;
+    pl_otel *otel = w->otel;
     for (size_t i = 0; i < w->n_changes; i++) {
         free(w->changes[i].step_id);
         free(w->changes[i].recorded);
@@ -77,6 +80,8 @@ void watch_clear(watch *w)
     free(d->new_payload);
     free(d->new_code);
     memset(w, 0, sizeof *w);
+    w->trace = trace;
+    w->otel = otel;
 }
 
 void on_event(const pl_event *ev, void *user)
