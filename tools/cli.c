@@ -200,8 +200,9 @@ bool cli_parse_time(int64_t *out_us, const char *t, int64_t now_us)
         return false;
     static const unsigned mdays[] = {31, 29, 31, 30, 31, 30,
                                      31, 31, 30, 31, 30, 31};
-    if (y < 1970 || mo < 1 || mo > 12 || d < 1 || d > mdays[mo - 1] || h > 23 ||
-        mi > 59 || s > 60)
+    bool leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+    if (y < 1970 || mo < 1 || mo > 12 || d < 1 || d > mdays[mo - 1] ||
+        (mo == 2 && d == 29 && !leap) || h > 23 || mi > 59 || s > 60)
         return false;
     int64_t days = days_from_civil(y, mo, d);
     *out_us = ((days * 86400 + h * 3600 + mi * 60 + s) * 1000000) + frac;

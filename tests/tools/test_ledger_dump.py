@@ -330,6 +330,12 @@ class BadInputTest(Base):
         self.expect(1, [self.store, "--bogus"], ['unknown option "--bogus"'])
         self.expect(1, [self.store, "--since", "yesterday"], ["bad --since"])
         self.expect(1, [self.store, "--since", "2026-13-01"], ["bad --since"])
+        # not a day: refused, not read as the 1st of March
+        self.expect(1, [self.store, "--since", "2026-02-29"], ["bad --since"])
+        self.expect(1, [self.store, "--since", "2100-02-29T00:00Z"],
+                    ["bad --since"])
+        self.ok(self.store, "--since", "2028-02-29")
+        self.ok(self.store, "--since", "2000-02-29T12:00:00Z")
         self.expect(1, [self.store, "--since", "99999999999999d"],
                     ["bad --since"])
         self.expect(1, [self.store, "--since", "10x"], ["bad --since"])
