@@ -244,8 +244,7 @@ void cli_time_human(char *out, size_t n, int64_t us)
              mi, s);
 }
 
-/* A duration in its two largest units: "2 d 23 h", "5 min 3 s", "40 ms". */
-static void span_text(char *out, size_t n, int64_t ms)
+void cli_span_text(char *out, size_t n, int64_t ms)
 {
     static const struct {
         const char *unit;
@@ -273,7 +272,7 @@ void cli_wait_text(char *out, size_t n, int64_t wake_ms, const char *event,
         cli_time_human(when, sizeof when, wake_ms * 1000);
         int64_t ms = wake_ms - now_us / 1000;
         if (ms > 0)
-            span_text(left, sizeof left, ms);
+            cli_span_text(left, sizeof left, ms);
     }
     if (event && wake_ms)
         snprintf(out, n, "for the event '%s' until %s (%s%s)", event, when,

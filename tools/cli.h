@@ -58,6 +58,10 @@ void cli_time_iso(char *out, size_t n, int64_t us, bool micro);
 /* Unix microseconds for a person: "2026-11-24 15:04:05" (UTC). */
 void cli_time_human(char *out, size_t n, int64_t us);
 
+/* A duration (ms, not negative) in its two largest units: "2 d 23 h",
+ * "5 min 3 s", "40 ms". */
+void cli_span_text(char *out, size_t n, int64_t ms);
+
 /* What a waiting run waits for, for a person: "until 2026-12-01 02:00:00
  * (in 2 d 23 h)", "for the event 'approve'", or both ("for the event
  * 'approve' until ..."); a time past says "(due)". */
