@@ -470,6 +470,23 @@ bool cli_open_store(pl_engine **engine, pl_registry **registry,
     return true;
 }
 
+bool cli_say_deleted(pl_engine *e, const char *id)
+{
+    pl_tombstone t = PL_TOMBSTONE_INIT;
+    if (pl_run_tombstone(&t, e, id))
+        return false;
+    char del[40], exp[40], head[2 * PL_HASH_LEN + 1] = "none";
+    cli_time_iso(del, sizeof del, t.deleted_us, false);
+    cli_time_iso(exp, sizeof exp, t.expires_us, false);
+    if (t.has_head)
+        cli_hex(head, t.head, PL_HASH_LEN);
+    cli_error("run %s was deleted on %s: it was %s (policy %s, head %s); "
+              "its tombstone keeps the id until %s",
+              QUOTE(id), del, pl_run_status_name(t.status), t.policy, head,
+              exp);
+    return true;
+}
+
 void cli_close_store(pl_engine *engine, pl_registry *registry)
 {
     pl_engine_close(engine);

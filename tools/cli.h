@@ -143,6 +143,11 @@ bool cli_open_store(pl_engine **engine, pl_registry **registry,
                     const char *path);
 void cli_close_store(pl_engine *engine, pl_registry *registry);
 
+/* Run @p id is not in the store: if it was deleted, say (one line on
+ * stderr) when, how it had ended and until when its tombstone keeps the
+ * id, and return true; false when it has no tombstone. */
+bool cli_say_deleted(pl_engine *engine, const char *id);
+
 /*
  * Read a whole file ("-" for stdin) of at most @p max bytes, NUL-terminated.
  * Returns NULL (and says why on stderr) on any failure.  Caller frees.
