@@ -84,7 +84,10 @@ class Prune(unittest.TestCase):
                            (REPLAY, ["--plugin", DEMO_PLUGIN, "--check",
                                      "--run", "order-A-1"]),
                            (REPLAY, ["--plugin", DEMO_PLUGIN, "--fork",
-                                     "order-A-1", "--at", "0:1"])):
+                                     "order-A-1", "--at", "0:1"]),
+                           (REPLAY, ["--cancel", "order-A-1"]),
+                           (REPLAY, ["--signal", "order-A-1", "--name", "go",
+                                     "--payload", "{}"])):
             rc, out, err = run(tool, self.store, *args)
             self.assertEqual(rc, 2, (args, out, err))
             self.assertTrue(err.startswith(deleted), (args, err))
