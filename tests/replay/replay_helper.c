@@ -19,6 +19,7 @@
  * Exit: 0 done, 1 a check failed, 2 the store, plugin or run failed.
  */
 #define _POSIX_C_SOURCE 200809L
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -137,12 +138,20 @@ int main(int argc, char **argv)
     } else if (!strcmp(cmd, "schedule") && argc == 7) {
         struct timespec now;
         clock_gettime(CLOCK_REALTIME, &now);
+        char *end;
+        errno = 0;
+        long long ago_s = strtoll(argv[6], &end, 10);
+        if (errno || end == argv[6] || *end || ago_s < 0 ||
+            ago_s > 100LL * 366 * 86400) {
+            fprintf(stderr, "replay-helper: bad seconds '%s'\n", argv[6]);
+            goto done;
+        }
         pl_schedule sc = PL_SCHEDULE_INIT;
         sc.name = argv[3];
         sc.cron = argv[4];
         sc.policy = argv[5];
         sc.start_ms = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000 -
-                      atoll(argv[6]) * 1000;
+                      (int64_t)ago_s * 1000;
         if (pl_schedule_put(e, &sc)) {
             rc = fail("schedule");
             goto done;
