@@ -73,7 +73,9 @@
  * the owned leases run out, TAKE_BATCH at a time: every keyed run the
  * walk passed refused its key, so the first queued run of a key not
  * refused is its first past the last read, and the walk takes what a
- * walk of the whole queue would.  A take so reads in turns the queued
+ * walk of the whole queue would (a head another take took since it was
+ * read is passed over with its key, as one another take holds).  A take
+ * so reads in turns the queued
  * runs it passes and the keys queued, till the one or the other ends:
  * never all the runs of a full key with few keys queued (a walk of a
  * full key's 10,000 queued runs: 2,000 buffers and 9 ms a take,
