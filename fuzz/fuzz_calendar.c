@@ -3,9 +3,11 @@
  * (base/cron.c) and a zone's TZif bytes (base/tz.c), and the fire times of
  * the one in the other.  The first 8 bytes give the start time (the top
  * bit of the 8th: taken as it is, else brought into 1970..9000), then the
- * expression up to a '\n', then the zone file (none: UTC).  Whatever the
- * bytes: a status, PL_EINVAL with a message for what is refused (the zone
- * named in it), never a crash.  A zone that reads keeps its offsets within
+ * expression up to a '\n', then the zone file (none: UTC; '@' and a name:
+ * that zone of the system's tz database).  Whatever the bytes: a status,
+ * PL_EINVAL with a message for what is refused (the zone named in it),
+ * never a crash; a zone loaded by name is the one asked, under the
+ * database's folder (no '.', no leading '/').  A zone that reads keeps its offsets within
  * 26 hours, names its next change after the time asked, and its instants
  * of a wall-clock time read that time.  A parsed expression gives, from
  * the start, fire times that each come strictly after the one before,
@@ -87,11 +89,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t zlen = nl ? rest - el - 1 : 0;
 
     pl__tz *z = NULL;
-    int zrc = zlen ? pl__tz_parse(&z, "x", zdata, zlen)
+    int zrc;
+    if (zlen && zdata[0] == '@') { /* a zone by name, read from the system */
+        char *name = malloc(zlen);
+        CHECK(name != NULL);
+        memcpy(name, zdata + 1, zlen - 1);
+        name[zlen - 1] = '\0';
+        zrc = pl__tz_load(&z, name, NULL);
+        CHECK(zrc == PL_OK || zrc == PL_EINVAL || zrc == PL_ENOMEM);
+        /* one that loads is the name asked, under the zones' folder */
+        CHECK(zrc || (!strchr(name, '.') && name[0] != '/' &&
+                      strcmp(pl__tz_name(z), name) == 0));
+        free(name);
+    } else {
+        zrc = zlen ? pl__tz_parse(&z, "x", zdata, zlen)
                    : pl__tz_load(&z, "UTC", NULL);
-    CHECK(zrc == PL_OK || zrc == PL_EINVAL || zrc == PL_ENOMEM);
+        CHECK(zrc == PL_OK || zrc == PL_EINVAL || zrc == PL_ENOMEM);
+        CHECK(zrc != PL_EINVAL || strstr(pl_errmsg(), "zone 'x'"));
+    }
     CHECK(!zrc == !!z);
-    CHECK(zrc != PL_EINVAL || strstr(pl_errmsg(), "zone 'x'"));
     if (z)
         check_zone(z,
                    after >= 0 && after < AFTER_MAX ? after / 1000 : 1700000000);
