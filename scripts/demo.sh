@@ -34,3 +34,7 @@ echo "== 3. Once more: a completed run replays from its ledger and does nothing.
 "$demo" "${args[@]}" --quiet
 echo
 echo "The store is $store; the side effects are in $effects."
+if [ -x build/tools/ledger-web ]; then
+  echo "See it in a browser (then open the URL it prints):"
+  echo "  build/tools/ledger-web $store --plugin build/examples/order-plugin.so"
+fi

@@ -101,7 +101,7 @@ rc=0
 rc=0
 "$replay" "$dir/c/s.db" --plugin "$plugin" --mcp "fs=stdio:/nonexistent/x" \
   --check >"$dir/check3.out" 2>&1 || rc=$?
-[ $rc -eq 2 ] && grep -q "cannot register the MCP server 'fs'" "$dir/check3.out" ||
+[ $rc -eq 2 ] && grep -q 'cannot register the MCP server "fs"' "$dir/check3.out" ||
   { cat "$dir/check3.out"; fail "a bad --mcp spec: rc $rc"; }
 
 # ... and with the plugin mounting the server itself (AGENT_MCP), no --mcp

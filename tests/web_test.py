@@ -89,7 +89,9 @@ class Server:
         ctype = hdrs.get("content-type", "")
         check(ctype.startswith("application/json"),
               "%s %s answers JSON (%s)" % (method, path, ctype))
-        return r.status, json.loads(data), hdrs
+        doc = json.loads(data)
+        integer_times(doc, "%s %s" % (method, path))
+        return r.status, doc, hdrs
 
     def get(self, path, **kw):
         return self.req("GET", path, **kw)
@@ -106,6 +108,19 @@ class Server:
         check(rc == 0, "ledger-web stops with 0 on SIGTERM (got %d): %s" %
               (rc, self.stderr()))
         print(self.stderr(), end="")
+
+
+def integer_times(value, where):
+    """Every "..._us" member is a JSON integer (cJSON once printed a
+    16-digit time as 1.7959603720989e+15, a float to every reader)."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            check(not (k.endswith("_us") and isinstance(v, float)),
+                  "%s: %s is %r, not an integer" % (where, k, v))
+            integer_times(v, where)
+    elif isinstance(value, list):
+        for v in value:
+            integer_times(v, where)
 
 
 def run(*cmd, ok=(0,), env=None, cwd=None):
@@ -339,6 +354,15 @@ def test(tmp):
               "read-only refuses actions: %d %s" % (st, doc))
         st, doc, _ = ro.get("/api/runs?limit=5")
         check(st == 200 and len(doc["runs"]) == 5, "read-only lists")
+        # an address in use: exit 2, one line that says why
+        p = subprocess.run([WEB, store, "--read-only", "--listen",
+                            "127.0.0.1:%d" % ro.port], env=env,
+                           capture_output=True, text=True, timeout=30)
+        check(p.returncode == 2 and p.stdout == "" and
+              p.stderr.count("\n") == 1 and
+              p.stderr.startswith("ledger-web: cannot serve on ") and
+              "in use" in p.stderr,
+              "an address in use: %d %r" % (p.returncode, p.stderr))
     finally:
         ro.stop()
 
@@ -455,6 +479,11 @@ def api(s, total):
     check(asc == list(reversed(ids)), "ascending is the same, reversed")
 
     # filters
+    st, doc, _ = s.get("/api/runs?status=done")
+    check(st == 400 and all(w in doc["message"] for w in (
+        "running", "crashed", "suspended", "completed", "failed", "submitted",
+        "waiting", "cancelled", "superseded", "continued")),
+        "bad_status names every status: %s" % doc)
     crashed, _, _ = all_pages(s, "status=crashed")
     check(crashed == ["order-2"], "status=crashed: %s" % crashed)
     failed, _, _ = all_pages(s, "status=failed&limit=500")

@@ -200,8 +200,9 @@ bool cli_parse_time(int64_t *out_us, const char *t, int64_t now_us)
         return false;
     static const unsigned mdays[] = {31, 29, 31, 30, 31, 30,
                                      31, 31, 30, 31, 30, 31};
-    if (y < 1970 || mo < 1 || mo > 12 || d < 1 || d > mdays[mo - 1] || h > 23 ||
-        mi > 59 || s > 60)
+    bool leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+    if (y < 1970 || mo < 1 || mo > 12 || d < 1 || d > mdays[mo - 1] ||
+        (mo == 2 && d == 29 && !leap) || h > 23 || mi > 59 || s > 60)
         return false;
     int64_t days = days_from_civil(y, mo, d);
     *out_us = ((days * 86400 + h * 3600 + mi * 60 + s) * 1000000) + frac;
@@ -243,8 +244,7 @@ void cli_time_human(char *out, size_t n, int64_t us)
              mi, s);
 }
 
-/* A duration in its two largest units: "2 d 23 h", "5 min 3 s", "40 ms". */
-static void span_text(char *out, size_t n, int64_t ms)
+void cli_span_text(char *out, size_t n, int64_t ms)
 {
     static const struct {
         const char *unit;
@@ -272,7 +272,7 @@ void cli_wait_text(char *out, size_t n, int64_t wake_ms, const char *event,
         cli_time_human(when, sizeof when, wake_ms * 1000);
         int64_t ms = wake_ms - now_us / 1000;
         if (ms > 0)
-            span_text(left, sizeof left, ms);
+            cli_span_text(left, sizeof left, ms);
     }
     if (event && wake_ms)
         snprintf(out, n, "for the event '%s' until %s (%s%s)", event, when,
@@ -375,6 +375,55 @@ void cli_shorten(char *text, size_t max)
     memcpy(text + cut, "...", 4);
 }
 
+cJSON *cli_json_add_int(cJSON *o, const char *name, int64_t v)
+{
+    char digits[24];
+    snprintf(digits, sizeof digits, "%lld", (long long)v);
+    return cJSON_AddRawToObject(o, name, digits);
+}
+
+bool cli_json_times_as_digits(cJSON *o)
+{
+    cJSON *m = o ? o->child : NULL;
+    while (m) {
+        cJSON *next = m->next;
+        size_t n = m->string ? strlen(m->string) : 0;
+        if (cJSON_IsNumber(m) && n > 3 && !strcmp(m->string + n - 3, "_us")) {
+            char digits[24];
+            snprintf(digits, sizeof digits, "%lld", (long long)m->valuedouble);
+            cJSON *raw = cJSON_CreateRaw(digits);
+            if (!raw ||
+                !cJSON_ReplaceItemInObjectCaseSensitive(o, m->string, raw)) {
+                cJSON_Delete(raw);
+                return false;
+            }
+        }
+        m = next;
+    }
+    return true;
+}
+
+int64_t cli_json_int_of(const cJSON *o, const char *name)
+{
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(o, name);
+    if (cJSON_IsNumber(m))
+        return (int64_t)m->valuedouble;
+    return cJSON_IsRaw(m) && m->valuestring ? strtoll(m->valuestring, NULL, 10)
+                                            : 0;
+}
+
+bool cli_stdout_ok(void)
+{
+    errno = 0;
+    bool flushed = fflush(stdout) == 0;
+    int err = errno;
+    if (flushed && !ferror(stdout))
+        return true;
+    cli_error("cannot write the output: %s",
+              err ? strerror(err) : "a write to it failed");
+    return false;
+}
+
 bool cli_json_line(FILE *f, const cJSON *item)
 {
     char *s = cJSON_PrintUnformatted(item);
@@ -421,6 +470,23 @@ bool cli_open_store(pl_engine **engine, pl_registry **registry,
     return true;
 }
 
+bool cli_say_deleted(pl_engine *e, const char *id)
+{
+    pl_tombstone t = PL_TOMBSTONE_INIT;
+    if (pl_run_tombstone(&t, e, id))
+        return false;
+    char del[40], exp[40], head[2 * PL_HASH_LEN + 1] = "none";
+    cli_time_iso(del, sizeof del, t.deleted_us, false);
+    cli_time_iso(exp, sizeof exp, t.expires_us, false);
+    if (t.has_head)
+        cli_hex(head, t.head, PL_HASH_LEN);
+    cli_error("run %s was deleted on %s: it was %s (policy %s, head %s); "
+              "its tombstone keeps the id until %s",
+              QUOTE(id), del, pl_run_status_name(t.status), t.policy, head,
+              exp);
+    return true;
+}
+
 void cli_close_store(pl_engine *engine, pl_registry *registry)
 {
     pl_engine_close(engine);
@@ -437,7 +503,8 @@ char *cli_read_all(const char *path, size_t max)
 {
     FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
     if (!f) {
-        cli_error("cannot open '%s': %s", path, strerror(errno));
+        int err = errno;
+        cli_error("cannot open %s: %s", QUOTE(path), strerror(err));
         return NULL;
     }
     size_t len = 0, cap = 4096;
@@ -447,9 +514,9 @@ char *cli_read_all(const char *path, size_t max)
             char *grown = cap > max ? NULL : realloc(buf, cap * 2);
             if (!grown) {
                 if (cap > max)
-                    cli_error("'%s' is larger than %zu bytes", path, max);
+                    cli_error("%s is larger than %zu bytes", QUOTE(path), max);
                 else
-                    cli_error("out of memory reading '%s'", path);
+                    cli_error("out of memory reading %s", QUOTE(path));
                 free(buf);
                 buf = NULL;
                 break;
@@ -461,7 +528,8 @@ char *cli_read_all(const char *path, size_t max)
         len += n;
         if (n == 0) {
             if (ferror(f)) {
-                cli_error("cannot read '%s': %s", path, strerror(errno));
+                int err = errno;
+                cli_error("cannot read %s: %s", QUOTE(path), strerror(err));
                 free(buf);
                 buf = NULL;
             } else {

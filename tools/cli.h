@@ -58,6 +58,10 @@ void cli_time_iso(char *out, size_t n, int64_t us, bool micro);
 /* Unix microseconds for a person: "2026-11-24 15:04:05" (UTC). */
 void cli_time_human(char *out, size_t n, int64_t us);
 
+/* A duration (ms, not negative) in its two largest units: "2 d 23 h",
+ * "5 min 3 s", "40 ms". */
+void cli_span_text(char *out, size_t n, int64_t ms);
+
 /* What a waiting run waits for, for a person: "until 2026-12-01 02:00:00
  * (in 2 d 23 h)", "for the event 'approve'", or both ("for the event
  * 'approve' until ..."); a time past says "(due)". */
@@ -101,6 +105,29 @@ char *cli_json_compact(const cJSON *item);
  */
 void cli_shorten(char *text, size_t max);
 
+/*
+ * Add @p v to @p o as a JSON integer with its digits written out.  cJSON
+ * prints a number of 16 digits (a time in microseconds) in exponent form
+ * when that reads back the same (1.7959603720989e+15), which JSON readers
+ * take for a float.  Returns the member, or NULL on OOM.
+ */
+cJSON *cli_json_add_int(cJSON *o, const char *name, int64_t v);
+
+/* The members of @p o named "..._us" that are numbers, as
+ * cli_json_add_int() writes them (for a line made by the library, such as
+ * pl_run_export_each()'s).  False on OOM. */
+bool cli_json_times_as_digits(cJSON *o);
+
+/* A member cli_json_add_int() added (or a number): its value; 0 if none. */
+int64_t cli_json_int_of(const cJSON *o, const char *name);
+
+/*
+ * Flush stdout and say (once, on stderr) if anything written to it was
+ * lost: a full disk or a closed pipe must not pass for output written.
+ * Returns false then.
+ */
+bool cli_stdout_ok(void);
+
 /* Print @p item as one line of JSON on @p f.  Returns false on OOM. */
 bool cli_json_line(FILE *f, const cJSON *item);
 
@@ -115,6 +142,11 @@ bool cli_json_document(FILE *f, const cJSON *item);
 bool cli_open_store(pl_engine **engine, pl_registry **registry,
                     const char *path);
 void cli_close_store(pl_engine *engine, pl_registry *registry);
+
+/* Run @p id is not in the store: if it was deleted, say (one line on
+ * stderr) when, how it had ended and until when its tombstone keeps the
+ * id, and return true; false when it has no tombstone. */
+bool cli_say_deleted(pl_engine *engine, const char *id);
 
 /*
  * Read a whole file ("-" for stdin) of at most @p max bytes, NUL-terminated.

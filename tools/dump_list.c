@@ -15,25 +15,42 @@ typedef struct list_ctx {
     const opts *o;
     cJSON *all; /* json: the array */
     size_t shown;
+    int status_width; /* text: the widest status listed, at least 30 */
     bool oom;
 } list_ctx;
+
+static bool listed(const opts *o, const pl_run_info *ri)
+{
+    return !((o->has_status && ri->status != o->status) ||
+             (o->policy && strcmp(ri->policy, o->policy) != 0) ||
+             (o->has_since && ri->updated_us < o->since_us));
+}
+
+/* text: a first pass for the width of the status column (a waiting run's
+ * says what it waits for), so that the columns after it line up */
+static int width_visit(const pl_run_info *ri, void *user)
+{
+    list_ctx *c = user;
+    int n = listed(c->o, ri) ? (int)strlen(status_text(ri)) : 0;
+    if (n > c->status_width)
+        c->status_width = n;
+    return 0;
+}
 
 static int list_visit(const pl_run_info *ri, void *user)
 {
     list_ctx *c = user;
     const opts *o = c->o;
-    if ((o->has_status && ri->status != o->status) ||
-        (o->policy && strcmp(ri->policy, o->policy) != 0) ||
-        (o->has_since && ri->updated_us < o->since_us))
+    if (!listed(o, ri))
         return 0;
     c->shown++;
     if (o->format == FMT_TEXT) {
         char created[40], updated[40];
         cli_time_human(created, sizeof created, ri->created_us);
         cli_time_human(updated, sizeof updated, ri->updated_us);
-        printf("%-36s  %-16s  %-30s  %6llu  %s  %s\n", ri->id, ri->policy,
-               status_text(ri), (unsigned long long)ri->steps, created,
-               updated);
+        printf("%-36s  %-16s  %-*s  %6llu  %s  %s\n", ri->id, ri->policy,
+               c->status_width, status_text(ri), (unsigned long long)ri->steps,
+               created, updated);
         return 0;
     }
     cJSON *j = run_json(ri);
@@ -52,13 +69,19 @@ static int list_visit(const pl_run_info *ri, void *user)
 
 int cmd_list(pl_engine *e, const opts *o)
 {
-    list_ctx c = {o, NULL, 0, false};
+    list_ctx c = {o, NULL, 0, 30, false};
     if (o->format == FMT_JSON && !(c.all = cJSON_CreateArray()))
         c.oom = true;
-    if (o->format == FMT_TEXT)
-        printf("%-36s  %-16s  %-30s  %6s  %-19s  %s\n", "RUN", "POLICY",
-               "STATUS", "STEPS", "CREATED (UTC)", "UPDATED (UTC)");
-    int st = c.oom ? PL_ENOMEM : pl_engine_runs(e, list_visit, &c);
+    int st = 0;
+    if (o->format == FMT_TEXT) {
+        st = pl_engine_runs(e, width_visit, &c);
+        if (!st)
+            printf("%-36s  %-16s  %-*s  %6s  %-19s  %s\n", "RUN", "POLICY",
+                   c.status_width, "STATUS", "STEPS", "CREATED (UTC)",
+                   "UPDATED (UTC)");
+    }
+    if (!st)
+        st = c.oom ? PL_ENOMEM : pl_engine_runs(e, list_visit, &c);
     if (c.oom) {
         cli_error("out of memory");
         cJSON_Delete(c.all);
@@ -84,10 +107,27 @@ int cmd_list(pl_engine *e, const opts *o)
 
 /* ---- chains -------------------------------------------------------------------- */
 
-/* Print one link (its record, or its tombstone when deleted); the id of the
- * link after it in @p next ("" at the end).  false when there is none. */
+/* A link in JSON: a line (jsonl), or into @p all (json).  Takes @p j. */
+static void chain_json(cJSON *all, cJSON *j, bool *oom)
+{
+    if (!j) {
+        *oom = true;
+    } else if (all) {
+        if (!cJSON_AddItemToArray(all, j)) {
+            cJSON_Delete(j);
+            *oom = true;
+        }
+    } else {
+        *oom |= !cli_json_line(stdout, j);
+        cJSON_Delete(j);
+    }
+}
+
+/* Print one link (its record, or its tombstone when deleted), or with
+ * --format json add it to @p all; the id of the link after it in @p next
+ * ("" at the end).  false when there is none. */
 static bool chain_link(pl_engine *e, const opts *o, const char *id, bool asked,
-                       char *next, bool *oom)
+                       char *next, cJSON *all, bool *oom)
 {
     pl_run_info *ri = NULL;
     pl_tombstone t = PL_TOMBSTONE_INIT;
@@ -102,12 +142,10 @@ static bool chain_link(pl_engine *e, const opts *o, const char *id, bool asked,
                    pl_run_status_name(t.status), del);
         } else {
             cJSON *j = cJSON_CreateObject();
-            *oom |= !j;
             cJSON_AddStringToObject(j, "id", id);
             cJSON_AddStringToObject(j, "status", pl_run_status_name(t.status));
             cJSON_AddStringToObject(j, "deleted", del);
-            cli_json_line(stdout, j);
-            cJSON_Delete(j);
+            chain_json(all, j, oom);
         }
         return true; /* a deleted link: the chain goes on unknown */
     }
@@ -118,10 +156,7 @@ static bool chain_link(pl_engine *e, const opts *o, const char *id, bool asked,
                id, pl_run_status_name(ri->status),
                (unsigned long long)ri->steps, created);
     } else {
-        cJSON *j = run_json(ri);
-        *oom |= !j;
-        cli_json_line(stdout, j);
-        cJSON_Delete(j);
+        chain_json(all, run_json(ri), oom);
     }
     if (ri->successor)
         snprintf(next, PL_MAX_RUN_ID + 1, "%s", ri->successor);
@@ -145,19 +180,32 @@ int cmd_chain(pl_engine *e, const opts *o)
         if (!more)
             break;
     }
-    bool oom = false, any = false;
+    /* json: one document, {"chain": [the links]} */
+    cJSON *all = o->format == FMT_JSON ? cJSON_CreateArray() : NULL;
+    bool oom = o->format == FMT_JSON && !all, any = false;
     char id[PL_MAX_RUN_ID + 1];
     snprintf(id, sizeof id, "%s", first);
     for (unsigned hops = 0;
-         hops < 1000000 && id[0] &&
-         chain_link(e, o, id, !strcmp(id, o->run), next, &oom);
+         hops < 1000000 && id[0] && !oom &&
+         chain_link(e, o, id, !strcmp(id, o->run), next, all, &oom);
          hops++) {
         any = true;
         memcpy(id, next, sizeof id);
     }
+    if (any && !oom && all) {
+        cJSON *doc = cJSON_CreateObject();
+        if (doc && cJSON_AddItemToObject(doc, "chain", all)) {
+            all = NULL;
+            oom = !cli_json_document(stdout, doc);
+        } else {
+            oom = true;
+        }
+        cJSON_Delete(doc);
+    }
+    cJSON_Delete(all);
     if (oom)
         cli_error("out of memory");
-    if (!any) {
+    if (!any && !oom) {
         cli_error("no run %s in the store", QUOTE(o->run));
         return CLI_EXIT_STORE;
     }

@@ -18,28 +18,19 @@ static int64_t ms(const cJSON *o, const char *k)
     return (int64_t)cJSON_GetNumberValue(cJSON_GetObjectItem(o, k));
 }
 
-/* "2026-11-28 02:00:00 (in 2 d 3 h)", or "-" for no time. */
+/* "2026-11-28 02:00:00 (in 2 d 3 h)", "... (5 min 3 s ago)", or "-" for no
+ * time. */
 static void when(char *out, size_t n, int64_t at_ms, int64_t now_ms)
 {
     if (at_ms <= 0) {
         snprintf(out, n, "-");
         return;
     }
-    char t[40];
+    char t[40], span[40];
     cli_time_human(t, sizeof t, at_ms * 1000);
-    int64_t d = (at_ms - now_ms) / 1000;
-    const char *sign = d < 0 ? "ago" : "in";
-    if (d < 0)
-        d = -d;
-    if (d >= 86400)
-        snprintf(out, n, "%s (%s %lld d %lld h)", t, sign,
-                 (long long)(d / 86400), (long long)(d / 3600 % 24));
-    else if (d >= 3600)
-        snprintf(out, n, "%s (%s %lld h %lld min)", t, sign,
-                 (long long)(d / 3600), (long long)(d / 60 % 60));
-    else
-        snprintf(out, n, "%s (%s %lld min %lld s)", t, sign,
-                 (long long)(d / 60), (long long)(d % 60));
+    int64_t d = at_ms - now_ms;
+    cli_span_text(span, sizeof span, d < 0 ? -d : d);
+    snprintf(out, n, d < 0 ? "%s (%s ago)" : "%s (in %s)", t, span);
 }
 
 int cmd_schedules(pl_engine *e, const opts *o)

@@ -132,28 +132,10 @@ static bool print_rows(const opts *o, const rows *r, size_t from,
     return true;
 }
 
-/* A deleted run: what its tombstone says (false: it has none). */
-static bool say_deleted(pl_engine *e, const char *id)
-{
-    pl_tombstone t = PL_TOMBSTONE_INIT;
-    if (pl_run_tombstone(&t, e, id))
-        return false;
-    char del[40], exp[40], head[2 * PL_HASH_LEN + 1] = "none";
-    cli_time_iso(del, sizeof del, t.deleted_us, false);
-    cli_time_iso(exp, sizeof exp, t.expires_us, false);
-    if (t.has_head)
-        cli_hex(head, t.head, PL_HASH_LEN);
-    cli_error("run %s was deleted on %s: it was %s (policy %s, head %s); "
-              "its tombstone keeps the id until %s",
-              QUOTE(id), del, pl_run_status_name(t.status), t.policy, head,
-              exp);
-    return true;
-}
-
 static int get_run(pl_engine *e, const char *id, pl_run_info **out)
 {
     int st = pl_run_get(out, e, id);
-    if (st == PL_ENOTFOUND && say_deleted(e, id))
+    if (st == PL_ENOTFOUND && cli_say_deleted(e, id))
         return CLI_EXIT_STORE;
     if (st == PL_ENOTFOUND || st == PL_EINVAL) {
         cli_error("no run %s in the store", QUOTE(id));
@@ -184,7 +166,8 @@ typedef struct export_marks {
 static int export_line(cJSON *line, void *user)
 {
     export_marks *m = user;
-    if (!mark_export_line(line, m->r, m->ri, &m->next))
+    if (!mark_export_line(line, m->r, m->ri, &m->next) ||
+        !cli_json_times_as_digits(line))
         return PL_ENOMEM;
     return cli_json_line(stdout, line) ? 0 : PL_EIO;
 }

@@ -95,6 +95,10 @@ int cmd_verify(pl_engine *e, const opts *o)
         pl_run_info *ri = NULL;
         int st = pl_run_get(&ri, e, o->run);
         pl_run_info_free(ri);
+        if (st == PL_ENOTFOUND && cli_say_deleted(e, o->run)) {
+            cJSON_Delete(v.faults_json);
+            return CLI_EXIT_STORE;
+        }
         if (st == PL_ENOTFOUND || st == PL_EINVAL) {
             cli_error("no run %s in the store", QUOTE(o->run));
             cJSON_Delete(v.faults_json);

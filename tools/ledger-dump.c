@@ -44,11 +44,13 @@ static void usage(FILE *f)
         "                      (or \"derived\":true), which ledger-replay --import\n"
         "                      loads; with filters or --follow, step lines only\n"
         "  --status STATUS     runs with this status: running, suspended, completed,\n"
-        "                      failed, submitted\n"
+        "                      failed, submitted, waiting, cancelled, superseded,\n"
+        "                      continued\n"
         "  --policy NAME       runs whose root policy is NAME; with --run, steps whose\n"
         "                      actor is NAME\n"
         "  --type TYPE         steps of this type (text, action_call, action_result,\n"
-        "                      suspend, resume, side_effect, error)\n"
+        "                      suspend, resume, side_effect, error, wait, event,\n"
+        "                      cancel)\n"
         "  --actor NAME        steps by this actor\n"
         "  --invocation PATH   steps of invocation PATH and the ones below it\n"
         "  --since TIME        runs updated, or steps recorded, at or after TIME: an\n"
@@ -71,7 +73,8 @@ static void usage(FILE *f)
         "  -h, --help          this text\n"
         "\n"
         "Exit codes: 0 fine; 1 bad usage; 2 the store cannot be opened or read, or\n"
-        "the run does not exist; 3 --verify found a fault.\n"
+        "the run does not exist, or the output cannot be written (a full disk); 3\n"
+        "--verify found a fault.\n"
         "\n"
         "Examples:\n"
         "  ledger-dump ./store                          list every run\n"
@@ -143,7 +146,8 @@ static int parse_args(opts *o, int argc, char **argv)
             else if (!strcmp(v, "jsonl"))
                 o->format = FMT_JSONL;
             else {
-                cli_error("unknown --format '%s' (text, json or jsonl)", v);
+                cli_error("unknown --format %s (text, json or jsonl)",
+                          QUOTE(v));
                 return CLI_EXIT_USAGE;
             }
         } else if (cli_option(argc, argv, &i, "--status", &v)) {
@@ -157,10 +161,10 @@ static int parse_args(opts *o, int argc, char **argv)
                     found = true;
                 }
             if (!found) {
-                cli_error("unknown --status '%s' (running, suspended, "
+                cli_error("unknown --status %s (running, suspended, "
                           "completed, failed, submitted, waiting, "
-                          "cancelled or superseded)",
-                          v);
+                          "cancelled, superseded or continued)",
+                          QUOTE(v));
                 return CLI_EXIT_USAGE;
             }
             o->has_status = true;
@@ -176,10 +180,10 @@ static int parse_args(opts *o, int argc, char **argv)
             if (!v)
                 return CLI_EXIT_USAGE;
             if (pl_step_type_parse(&o->type, v)) {
-                cli_error("unknown --type '%s' (text, action_call, "
+                cli_error("unknown --type %s (text, action_call, "
                           "action_result, suspend, resume, side_effect, "
-                          "error)",
-                          v);
+                          "error, wait, event or cancel)",
+                          QUOTE(v));
                 return CLI_EXIT_USAGE;
             }
             o->has_type = true;
@@ -187,9 +191,9 @@ static int parse_args(opts *o, int argc, char **argv)
             if (!v)
                 return CLI_EXIT_USAGE;
             if (!path_ok(v)) {
-                cli_error("bad --invocation '%s': an invocation path is "
+                cli_error("bad --invocation %s: an invocation path is "
                           "numbers joined by dots, like 0 or 0.3.1",
-                          v);
+                          QUOTE(v));
                 return CLI_EXIT_USAGE;
             }
             o->invocation = v;
@@ -197,10 +201,10 @@ static int parse_args(opts *o, int argc, char **argv)
             if (!v)
                 return CLI_EXIT_USAGE;
             if (!cli_parse_time(&o->since_us, v, now)) {
-                cli_error("bad --since '%s': give an ISO 8601 date or UTC "
+                cli_error("bad --since %s: give an ISO 8601 date or UTC "
                           "date-time (2026-11-24, 2026-11-24T15:04:05Z) or "
                           "a time ago (90s, 10m, 2h, 3d)",
-                          v);
+                          QUOTE(v));
                 return CLI_EXIT_USAGE;
             }
             o->has_since = true;
@@ -272,7 +276,8 @@ int main(int argc, char **argv)
         rc = cmd_run(e, &o);
     else
         rc = cmd_list(e, &o);
-    fflush(stdout);
+    if (!cli_stdout_ok() && rc == CLI_EXIT_OK)
+        rc = CLI_EXIT_STORE;
     cli_close_store(e, reg);
     return rc;
 }

@@ -16,8 +16,9 @@
  *      is not suspended, a wrong token, fork at a step that is not there,
  *      touch a run a live process owns)
  *   2  the store or a plugin cannot be opened, or the run does not exist
- *   4  a run ended suspended (and none failed)
- *   5  a run failed or diverged, or an export to import was changed
+ *   4  a run ended suspended or waiting (and none failed)
+ *   5  a run failed, was cancelled or diverged, or an export to import was
+ *      changed
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
@@ -113,9 +114,10 @@ static void usage(FILE *f)
         "                        next call, a suspended one ends now\n"
         "  --wake                continue every waiting run whose time has "
         "come, once;\n"
-        "                        print when the next one is due (--worker "
-        "wakes them as\n"
-        "                        they come due)\n"
+        "                        sum up each as --run does and print when "
+        "the next one\n"
+        "                        is due (--worker wakes them as they come "
+        "due)\n"
         "  --import FILE [--new-id NEW]\n"
         "                        load a run exported by `ledger-dump STORE "
         "--run ID\n"
@@ -226,21 +228,23 @@ static void usage(FILE *f)
         "     live process owns)\n"
         "  2  the store or a plugin cannot be opened (a missing store "
         "too: only\n"
-        "     --submit and --import create one), or the run does not exist, "
-        "or the\n"
-        "     store cannot be written (full, read-only): the run is left to "
-        "continue\n"
-        "  4  a run ended suspended (none failed)\n"
-        "  5  a run failed, or (--check) diverged or needs a version the "
-        "loaded code\n"
-        "     does not support, or (--import) the export was changed\n"
+        "     --submit, --import and --schedule-put create one), or the run "
+        "does not\n"
+        "     exist, or the store cannot be written (full, read-only): the "
+        "run is left\n"
+        "     to continue; or the output cannot be written (a full disk)\n"
+        "  4  a run ended suspended or waiting (none failed)\n"
+        "  5  a run failed or was cancelled, or (--check) diverged or needs a "
+        "version the\n"
+        "     loaded code does not support, or (--import) the export was "
+        "changed\n"
         "\n"
         "Examples:\n"
         "  # the order service crashed: finish every run it left behind\n"
-        "  ledger-replay orders.db --plugin ./order_plugin.so --all\n"
+        "  ledger-replay orders.db --plugin ./order-plugin.so --all\n"
         "\n"
         "  # finish one run, and show what it cost\n"
-        "  ledger-replay orders.db --plugin ./order_plugin.so --run "
+        "  ledger-replay orders.db --plugin ./order-plugin.so --run "
         "order-A-1001\n"
         "\n"
         "  # a human approved the refund the run is waiting for\n"
@@ -248,32 +252,32 @@ static void usage(FILE *f)
         "--answer '{\"approved\": true}'\n"
         "\n"
         "  # before deploying a new build: does it still replay every run?\n"
-        "  ledger-replay orders.db --plugin ./build/new/order_plugin.so "
+        "  ledger-replay orders.db --plugin ./build/new/order-plugin.so "
         "--check --json\n"
         "\n"
         "  # three hosts drain one queue; one submits\n"
-        "  ledger-replay postgresql://db/orders --plugin ./order_plugin.so "
+        "  ledger-replay postgresql://db/orders --plugin ./order-plugin.so "
         "--submit order \\\n"
         "      --payload '{\"order_id\": \"A-1\", \"items\": [], "
         "\"amount_cents\": 100}'\n"
         "  PL_WORKER_HOST=web-2 ledger-replay postgresql://db/orders "
         "--plugin \\\n"
-        "      ./order_plugin.so --worker --concurrency 8\n"
+        "      ./order-plugin.so --worker --concurrency 8\n"
         "\n"
         "  # the release pipeline's gate: would the new build strand a "
         "live run?\n"
-        "  ledger-replay orders.db --plugin ./build/new/order_plugin.so "
+        "  ledger-replay orders.db --plugin ./build/new/order-plugin.so "
         "--check --live\n"
         "\n"
         "  # it would: see what upgrading them would repeat, then do it\n"
-        "  ledger-replay orders.db --plugin ./new/order_plugin.so --upgrade "
+        "  ledger-replay orders.db --plugin ./new/order-plugin.so --upgrade "
         "--all-diverged \\\n"
         "      --dry-run\n"
-        "  ledger-replay orders.db --plugin ./new/order_plugin.so --upgrade "
+        "  ledger-replay orders.db --plugin ./new/order-plugin.so --upgrade "
         "--all-diverged\n"
         "\n"
         "  # re-run order-A-1001 from its third step with today's code\n"
-        "  ledger-replay orders.db --plugin ./order_plugin.so --fork "
+        "  ledger-replay orders.db --plugin ./order-plugin.so --fork "
         "order-A-1001 --at 0:2\n",
         f);
 }
@@ -286,8 +290,8 @@ static int parse_count(unsigned *out, const char *flag, const char *v,
     errno = 0;
     unsigned long n = strtoul(v, &end, 10);
     if (errno || end == v || *end || v[0] == '-' || n < lo || n > hi) {
-        cli_error("%s needs a whole number from %lu to %lu, not '%s'", flag, lo,
-                  hi, v);
+        cli_error("%s needs a whole number from %lu to %lu, not %s", flag, lo,
+                  hi, QUOTE(v));
         return -1;
     }
     *out = (unsigned)n;
@@ -335,8 +339,8 @@ static int parse_queue_flag(options *o, const char *a, const char *v)
         if (errno || end == v || *end || n < -PL_PRIORITY_MAX ||
             n > PL_PRIORITY_MAX) {
             cli_error("--priority needs a whole number from %d to %d, not "
-                      "'%s'",
-                      -PL_PRIORITY_MAX, PL_PRIORITY_MAX, v);
+                      "%s",
+                      -PL_PRIORITY_MAX, PL_PRIORITY_MAX, QUOTE(v));
             return -1;
         }
         o->priority = (int)n + PL_PRIORITY_MAX + 1;
@@ -437,8 +441,8 @@ static int parse_args(options *o, int argc, char **argv)
         }
         if (a[0] != '-' || !strcmp(a, "-")) {
             if (o->store) {
-                cli_error("unexpected argument '%s' (the store is '%s')", a,
-                          o->store);
+                cli_error("unexpected argument %s (the store is %s)", QUOTE(a),
+                          QUOTE(o->store));
                 return EXIT_USAGE;
             }
             o->store = a;
@@ -736,7 +740,7 @@ int main(int argc, char **argv)
         char name[80];
         if (!eq || eq == t.opt.mcp[i] ||
             (size_t)(eq - t.opt.mcp[i]) >= sizeof name) {
-            cli_error("--mcp '%s': expected NAME=SPEC", t.opt.mcp[i]);
+            cli_error("--mcp %s: expected NAME=SPEC", QUOTE(t.opt.mcp[i]));
             rc = EXIT_USAGE;
             goto done;
         }
@@ -744,7 +748,7 @@ int main(int argc, char **argv)
                  t.opt.mcp[i]);
         st = pl_mcp_register(&mcps[i], t.reg, name, eq + 1, NULL);
         if (st)
-            cli_error("cannot register the MCP server '%s': %s (%s)", name,
+            cli_error("cannot register the MCP server %s: %s (%s)", QUOTE(name),
                       pl_errmsg(), pl_status_name(st));
     }
     if (st) {
@@ -842,6 +846,9 @@ int main(int argc, char **argv)
         free(text);
         cJSON_Delete(doc);
     }
+    /* a summary lost to a full disk must not pass for one written */
+    if (!cli_stdout_ok() && rc != EXIT_USAGE)
+        rc = EXIT_OPEN;
 done:
     pl_engine_close(t.engine);
     t.engine = NULL;

@@ -123,6 +123,14 @@ typedef struct version_seen {
     uint32_t seq;
 } version_seen;
 
+/* A run --wake continued: what its events said (pl_engine_wake() gives no
+ * outcomes). */
+typedef struct woken {
+    char *id;
+    uint64_t served, executed, elapsed_ns;
+    bool ended; /* it completed, failed, suspended or parked again */
+} woken;
+
 typedef struct watch {
     code_change *changes;
     size_t n_changes;
@@ -132,6 +140,9 @@ typedef struct watch {
     bool oom;
     pl_trace *trace; /* --trace */
     pl_otel *otel;   /* --otel */
+    bool wake;       /* --wake: note the runs it continues */
+    woken *woken;
+    size_t n_woken;
 } watch;
 
 /* Live runs by a key: a change and a version, or a code identity. */
@@ -173,10 +184,16 @@ typedef struct tool {
     cJSON *summary; /* --json: added to the document */
 } tool;
 
+/* ---- replay_time.c ---- */
+
+/* --wake: fold one event into the runs it continued. */
+void watch_woken(watch *w, const pl_event *ev);
+
 /* ---- replay_report.c ---- */
 
 double now_ms(void);
 char *dup_or_null(const char *s, bool *oom);
+/* Forget what a replay saw; the trace and the exporter stay. */
 void watch_clear(watch *w);
 /* Note a change of code first seen at @p step_id. */
 void watch_add_change(watch *w, const char *step_id, const char *recorded,

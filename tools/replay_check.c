@@ -302,7 +302,8 @@ void mode_check(tool *t)
             st = visit_any(info, &c);
         pl_run_info_free(info);
         if (st == PL_ENOTFOUND) {
-            cli_error("no run %s in the store", QUOTE(t->opt.run));
+            if (!cli_say_deleted(t->engine, t->opt.run))
+                cli_error("no run %s in the store", QUOTE(t->opt.run));
             worst(t, EXIT_OPEN);
             goto done;
         }

@@ -53,6 +53,9 @@ static bool same_str(const char *a, const char *b)
 
 void watch_clear(watch *w)
 {
+    /* what a replay saw goes; where events go (--trace, --otel) stays */
+    pl_trace *trace = w->trace;
+    pl_otel *otel = w->otel;
     for (size_t i = 0; i < w->n_changes; i++) {
         free(w->changes[i].step_id);
         free(w->changes[i].recorded);
@@ -64,6 +67,9 @@ void watch_clear(watch *w)
         free(w->versions[i].path);
     }
     free(w->versions);
+    for (size_t i = 0; i < w->n_woken; i++)
+        free(w->woken[i].id);
+    free(w->woken);
     divergence *d = &w->div;
     free(d->step_id);
     free(d->path);
@@ -74,6 +80,8 @@ void watch_clear(watch *w)
     free(d->new_payload);
     free(d->new_code);
     memset(w, 0, sizeof *w);
+    w->trace = trace;
+    w->otel = otel;
 }
 
 void on_event(const pl_event *ev, void *user)
@@ -83,6 +91,8 @@ void on_event(const pl_event *ev, void *user)
         pl_trace_event(ev, w->trace);
     if (w && w->otel)
         pl_otel_event(ev, w->otel);
+    if (w && w->wake)
+        watch_woken(w, ev);
     /* a worker's store going away and coming back: one line each */
     if (ev->kind == PL_EVENT_STORE_LOST)
         cli_error("worker: lost the store: %s (%s)",

@@ -107,17 +107,17 @@ int prepare_prune(tool *t)
         return EXIT_USAGE;
     }
     if (!cli_parse_time(&since, o->older_than, now) || since > now) {
-        cli_error("bad --older-than '%s': give a duration (30d, 12h, 90m, "
+        cli_error("bad --older-than %s: give a duration (30d, 12h, 90m, "
                   "45s) or a past ISO 8601 date",
-                  o->older_than);
+                  QUOTE(o->older_than));
         return EXIT_USAGE;
     }
     t->prune_older_ms = (uint64_t)(now - since) / 1000;
     if (o->status && !(t->prune_statuses = parse_statuses(o->status))) {
-        cli_error("bad --status '%s': a comma-separated list of final "
+        cli_error("bad --status %s: a comma-separated list of final "
                   "statuses (completed, failed, cancelled, superseded, "
                   "continued)",
-                  o->status);
+                  QUOTE(o->status));
         return EXIT_USAGE;
     }
     struct stat sb;
@@ -134,8 +134,8 @@ int prepare_worker(tool *t)
     if (!t->opt.retain)
         return 0;
     if (!cli_parse_time(&since, t->opt.retain, now) || since >= now) {
-        cli_error("bad --retain '%s': give a duration (30d, 12h, 90m, 45s)",
-                  t->opt.retain);
+        cli_error("bad --retain %s: give a duration (30d, 12h, 90m, 45s)",
+                  QUOTE(t->opt.retain));
         return EXIT_USAGE;
     }
     t->retain_ms = (uint64_t)(now - since) / 1000;

@@ -89,13 +89,18 @@ int need_run(tool *t, const char *id)
     pl_run_info *info = NULL;
     int st = pl_run_get(&info, t->engine, id);
     pl_run_info_free(info);
+    if (st == PL_ENOTFOUND && cli_say_deleted(t->engine, id)) {
+        worst(t, EXIT_OPEN);
+        return -1;
+    }
     if (st == PL_ENOTFOUND || st == PL_EINVAL) {
         cli_error("no run %s in the store", QUOTE(id));
         worst(t, EXIT_OPEN);
         return -1;
     }
     if (st) {
-        cli_error("run %s: %s (%s)", id, pl_errmsg(), pl_status_name(st));
+        cli_error("run %s: %s (%s)", QUOTE(id), pl_errmsg(),
+                  pl_status_name(st));
         worst(t, EXIT_OPEN);
         return -1;
     }

@@ -14,8 +14,9 @@ static void report_delivery(tool *t, const char *what, int st, pl_outcome *o,
                             double t0)
 {
     if (st) {
-        cli_error("cannot %s run %s: %s (%s)", what, QUOTE(t->opt.run),
-                  pl_errmsg(), pl_status_name(st));
+        if (st != PL_ENOTFOUND || !cli_say_deleted(t->engine, t->opt.run))
+            cli_error("cannot %s run %s: %s (%s)", what, QUOTE(t->opt.run),
+                      pl_errmsg(), pl_status_name(st));
         worst(t, st == PL_ESTATE || st == PL_EINVAL || st == PL_EJSON ||
                          st == PL_ELIMIT
                      ? EXIT_USAGE
@@ -71,10 +72,89 @@ void mode_cancel(tool *t)
     pl_run_info_free(ri);
 }
 
+void watch_woken(watch *w, const pl_event *ev)
+{
+    if (!ev->run_id)
+        return;
+    woken *r = NULL;
+    for (size_t i = w->n_woken; i-- > 0 && !r;)
+        if (!strcmp(w->woken[i].id, ev->run_id))
+            r = &w->woken[i];
+    if (!r && ev->kind == PL_EVENT_RUN_STARTED) {
+        woken *grown = realloc(w->woken, (w->n_woken + 1) * sizeof *grown);
+        char *id = dup_or_null(ev->run_id, &w->oom);
+        if (!grown || !id) {
+            free(id);
+            w->oom = true;
+            if (grown)
+                w->woken = grown;
+            return;
+        }
+        w->woken = grown;
+        r = &w->woken[w->n_woken++];
+        memset(r, 0, sizeof *r);
+        r->id = id;
+    }
+    if (!r)
+        return;
+    switch (ev->kind) {
+    case PL_EVENT_CALL_SERVED: r->served++; break;
+    case PL_EVENT_CALL_COMPLETED:
+    case PL_EVENT_CALL_FAILED: r->executed++; break;
+    case PL_EVENT_RUN_COMPLETED:
+    case PL_EVENT_RUN_FAILED:
+    case PL_EVENT_RUN_SUSPENDED:
+        r->ended = true;
+        r->elapsed_ns = ev->elapsed_ns;
+        break;
+    default: break;
+    }
+}
+
+/* A run --wake continued, summed up as --run sums up its outcome. */
+static void report_woken(tool *t, const woken *r)
+{
+    pl_run_info *ri = NULL;
+    int st = pl_run_get(&ri, t->engine, r->id);
+    if (st) {
+        report_refused(t, r->id, st, refused_code(st));
+        return;
+    }
+    pl_steps *root = NULL;
+    if (ri->status == PL_RUN_COMPLETED &&
+        pl_run_ledger(&root, t->engine, r->id, "0"))
+        root = NULL; /* the summary goes without its result */
+    /* the outcome's fields, borrowed from the record */
+    pl_outcome o = {
+        .status = ri->status,
+        .run_id = r->id,
+        .steps = root,
+        .resume_token = (char *)ri->resume_token,
+        .prompt = (cJSON *)ri->prompt,
+        .suspended_path = (char *)ri->suspended_path,
+        .error = ri->error,
+        .reason = (char *)ri->reason,
+        .calls_served = r->served,
+        .calls_executed = r->executed,
+        .wake_ms = ri->wake_ms,
+        .wait_event = (char *)ri->wait_event,
+        .successor = (char *)ri->successor,
+    };
+    report_outcome(t, &o, (double)r->elapsed_ns / 1e6, NULL);
+    pl_steps_free(root);
+    pl_run_info_free(ri);
+}
+
 void mode_wake(tool *t)
 {
     int64_t next = 0;
+    t->w.wake = true;
     int st = pl_engine_wake(t->engine, &next);
+    t->w.wake = false;
+    /* every run it continued, before any failure that stopped it */
+    for (size_t i = 0; i < t->w.n_woken; i++)
+        if (t->w.woken[i].ended)
+            report_woken(t, &t->w.woken[i]);
     if (st) {
         cli_error("cannot wake the waiting runs: %s (%s)", pl_errmsg(),
                   pl_status_name(st));
@@ -85,9 +165,20 @@ void mode_wake(tool *t)
     if (next)
         cli_time_human(when, sizeof when, next * 1000);
     if (t->opt.json) {
-        cJSON *j = json_run(t, "next_due");
-        if (j)
-            cJSON_AddNumberToObject(j, "due_ms", (double)next);
+        char iso[40];
+        cli_time_iso(iso, sizeof iso, next * 1000, false);
+        cJSON *sum = cJSON_CreateObject();
+        if (sum &&
+            (!cJSON_AddNumberToObject(sum, "next_due_ms", (double)next) ||
+             !cJSON_AddItemToObject(sum, "next_due",
+                                    json_str_or_null(next ? iso : NULL)))) {
+            cJSON_Delete(sum);
+            sum = NULL;
+        }
+        if (!sum)
+            t->w.oom = true;
+        cJSON_Delete(t->summary);
+        t->summary = sum;
     } else {
         printf("next due: %s%s\n", when, next ? " UTC" : "");
     }

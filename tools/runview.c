@@ -56,9 +56,9 @@ cJSON *run_json(const pl_run_info *ri)
     cJSON_AddStringToObject(o, "status", pl_run_status_name(ri->status));
     cJSON_AddNumberToObject(o, "steps", (double)ri->steps);
     cJSON_AddStringToObject(o, "created", created);
-    cJSON_AddNumberToObject(o, "created_us", (double)ri->created_us);
+    cli_json_add_int(o, "created_us", ri->created_us);
     cJSON_AddStringToObject(o, "updated", updated);
-    cJSON_AddNumberToObject(o, "updated_us", (double)ri->updated_us);
+    cli_json_add_int(o, "updated_us", ri->updated_us);
     cJSON_AddStringToObject(o, "heartbeat", hb);
     cJSON_AddNumberToObject(o, "owner_pid", (double)ri->owner_pid);
     cJSON_AddStringToObject(o, "owner_host",
@@ -92,10 +92,6 @@ cJSON *run_json(const pl_run_info *ri)
     }
     if (ri->deadline_ms)
         cJSON_AddNumberToObject(o, "deadline_ms", (double)ri->deadline_ms);
-    if (ri->successor)
-        cJSON_AddStringToObject(o, "successor", ri->successor);
-    if (ri->predecessor)
-        cJSON_AddStringToObject(o, "predecessor", ri->predecessor);
     if (ri->status == PL_RUN_SUSPENDED) {
         cJSON_AddStringToObject(o, "suspended_path",
                                 ri->suspended_path ? ri->suspended_path : "");
@@ -248,7 +244,7 @@ cJSON *row_json(const char *run, const srow *w, const char *mark)
     cJSON_AddStringToObject(o, "type", pl_step_type_name(w->type));
     cJSON_AddItemToObject(o, "payload", cJSON_Duplicate(w->payload, 1));
     cJSON_AddStringToObject(o, "time", t);
-    cJSON_AddNumberToObject(o, "time_us", (double)w->time_us);
+    cli_json_add_int(o, "time_us", w->time_us);
     if (w->code)
         cJSON_AddStringToObject(o, "code", w->code);
     else

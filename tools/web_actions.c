@@ -557,7 +557,7 @@ static int pick_visit(const pl_run_info *ri, void *user)
     if (!r || !cJSON_AddStringToObject(r, "run_id", ri->id) ||
         !cJSON_AddStringToObject(r, "state", web_status_name(ri)) ||
         !cJSON_AddStringToObject(r, "root_policy", ri->policy) ||
-        !cJSON_AddNumberToObject(r, "created_us", (double)ri->created_us) ||
+        !cli_json_add_int(r, "created_us", ri->created_us) ||
         !cJSON_AddItemToArray(p->runs, r)) {
         cJSON_Delete(r);
         p->oom = true;

@@ -108,9 +108,9 @@ static void timeline_end(void *call, bool answered, void *user)
         const pl_step *r = x->at;
         int64_t t = pl_step_time_us(r);
         const cJSON *p = pl_step_payload(r);
-        cJSON_AddNumberToObject(e, "end_us", (double)t);
+        cli_json_add_int(e, "end_us", t);
         cJSON_AddNumberToObject(e, "duration_ms",
-                                (double)(t - (int64_t)num_of(e, "start_us")) /
+                                (double)(t - cli_json_int_of(e, "start_us")) /
                                     1e3);
         cJSON_AddStringToObject(e, "result", pl_step_id(r));
         cJSON_AddStringToObject(e, "state",
@@ -179,7 +179,7 @@ static int timeline_visit(const pl_step *s, void *user)
                                 cJSON_IsString(pol) ? pol->valuestring
                                                     : pl_step_actor(s));
         cJSON_AddStringToObject(e, "caller", pl_step_actor(s));
-        cJSON_AddNumberToObject(e, "start_us", (double)pl_step_time_us(s));
+        cli_json_add_int(e, "start_us", pl_step_time_us(s));
     }
     x->at = s;
     if (!web_track(&x->t, path, type, e, timeline_end, x)) {
@@ -207,11 +207,10 @@ int api_timeline(web *w, const char *id, cJSON **out)
     if (!st) {
         cJSON_AddStringToObject(doc, "run", ri->id);
         cJSON_AddStringToObject(doc, "state", web_status_name(ri));
-        cJSON_AddNumberToObject(doc, "start_us", (double)ri->created_us);
-        cJSON_AddNumberToObject(doc, "end_us",
-                                (double)(x.last_us > ri->updated_us
-                                             ? x.last_us
-                                             : ri->updated_us));
+        cli_json_add_int(doc, "start_us", ri->created_us);
+        cli_json_add_int(doc, "end_us",
+                         (x.last_us > ri->updated_us ? x.last_us
+                                                     : ri->updated_us));
         cJSON_AddNumberToObject(doc, "steps_read", (double)x.steps);
         cJSON_AddBoolToObject(doc, "truncated", x.truncated);
         if (!add_tokens(doc, w->engine, id))
@@ -259,7 +258,8 @@ static int export_line(cJSON *line, void *user)
                  !strcmp(x->ri->suspended_path, path))
             mark = "suspended";
     }
-    if (mark && !cJSON_AddStringToObject(line, "mark", mark))
+    if (!cli_json_times_as_digits(line) ||
+        (mark && !cJSON_AddStringToObject(line, "mark", mark)))
         return PL_ENOMEM;
     if (!cli_json_line(x->f, line))
         return PL_EIO;

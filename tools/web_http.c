@@ -564,6 +564,26 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 
 static struct MHD_Daemon *g_daemon;
 
+/* libmicrohttpd's own messages, which it would print bare on stderr: while
+ * it starts, the last one is kept for the one line that says why it could
+ * not; once it serves, each is a line of ours. */
+static char g_start_error[256];
+static _Atomic bool g_serving;
+
+static void on_mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    (void)cls;
+    char msg[sizeof g_start_error];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    size_t n = strlen(msg);
+    while (n && (msg[n - 1] == '\n' || msg[n - 1] == ' '))
+        msg[--n] = '\0';
+    if (g_serving)
+        cli_error("libmicrohttpd: %s", msg);
+    else
+        memcpy(g_start_error, msg, n + 1);
+}
+
 bool web_http_start(web *w, const char *host, unsigned port)
 {
     struct sockaddr_in a4;
@@ -588,8 +608,10 @@ bool web_http_start(web *w, const char *host, unsigned port)
                   QUOTE(host));
         return false;
     }
+    g_start_error[0] = '\0';
     g_daemon = MHD_start_daemon(flags, (uint16_t)port, NULL, NULL, on_request,
-                                w, MHD_OPTION_SOCK_ADDR, sa,
+                                w, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
+                                MHD_OPTION_SOCK_ADDR, sa,
                                 MHD_OPTION_CONNECTION_LIMIT,
                                 (unsigned)WEB_CONN_MAX,
                                 MHD_OPTION_CONNECTION_TIMEOUT,
@@ -599,11 +621,13 @@ bool web_http_start(web *w, const char *host, unsigned port)
                                 MHD_OPTION_NOTIFY_COMPLETED, on_completed, w,
                                 MHD_OPTION_END);
     if (!g_daemon) {
-        cli_error("cannot serve on %s port %u: the address is in use or "
-                  "cannot be bound",
-                  QUOTE(host), port);
+        cli_error("cannot serve on %s port %u: %s", QUOTE(host), port,
+                  g_start_error[0] ? g_start_error
+                                   : "the address is in use or cannot be "
+                                     "bound");
         return false;
     }
+    g_serving = true;
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(
         g_daemon, MHD_DAEMON_INFO_BIND_PORT);
     unsigned bound = info ? info->port : port;

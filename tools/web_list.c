@@ -55,7 +55,7 @@ int web_filter_parse(web_filter *f, const web_req *r, cJSON **out)
                 return web_fail(out, 400, "bad_status",
                                 "status: one of running, crashed, suspended, "
                                 "completed, failed, submitted, waiting, "
-                                "cancelled, superseded");
+                                "cancelled, superseded, continued");
         }
     }
     if ((v = web_arg(r, "policy")) && *v)

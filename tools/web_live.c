@@ -240,8 +240,8 @@ static cJSON *run_event(const pl_run_info *ri, const char *what)
     cJSON_AddBoolToObject(o, "crashed", crashed(ri));
     cJSON_AddStringToObject(o, "root_policy", ri->policy);
     cJSON_AddNumberToObject(o, "steps", (double)ri->steps);
-    cJSON_AddNumberToObject(o, "created_us", (double)ri->created_us);
-    cJSON_AddNumberToObject(o, "updated_us", (double)ri->updated_us);
+    cli_json_add_int(o, "created_us", ri->created_us);
+    cli_json_add_int(o, "updated_us", ri->updated_us);
     return o;
 }
 

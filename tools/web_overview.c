@@ -241,8 +241,7 @@ static bool add_json(ov *o, cJSON *doc)
         if (!e)
             return false;
         cJSON_AddItemToArray(b, e);
-        cJSON_AddNumberToObject(e, "start_us",
-                                (double)(o->from_us + i * o->bucket_us));
+        cli_json_add_int(e, "start_us", (o->from_us + i * o->bucket_us));
         cJSON_AddNumberToObject(e, "completed", (double)o->ended[i][0]);
         cJSON_AddNumberToObject(e, "failed", (double)o->ended[i][1]);
         cJSON_AddNumberToObject(e, "suspended", (double)o->ended[i][2]);
@@ -312,8 +311,8 @@ static bool add_json(ov *o, cJSON *doc)
         cJSON_AddItemToArray(wait, e);
         cJSON_AddStringToObject(e, "id", old[i].id);
         cJSON_AddStringToObject(e, "root_policy", old[i].policy);
-        cJSON_AddNumberToObject(e, "created_us", (double)old[i].created_us);
-        cJSON_AddNumberToObject(e, "updated_us", (double)updated);
+        cli_json_add_int(e, "created_us", old[i].created_us);
+        cli_json_add_int(e, "updated_us", updated);
     }
     return b && lat && tok && wait;
 }
@@ -353,9 +352,9 @@ int api_overview(web *w, const web_req *r, cJSON **out)
     cJSON *doc = http == 200 ? cJSON_CreateObject() : NULL;
     if (doc) {
         cJSON_AddStringToObject(doc, "window", day ? "day" : "hour");
-        cJSON_AddNumberToObject(doc, "from_us", (double)o->from_us);
-        cJSON_AddNumberToObject(doc, "to_us", (double)o->now_us);
-        cJSON_AddNumberToObject(doc, "bucket_us", (double)o->bucket_us);
+        cli_json_add_int(doc, "from_us", o->from_us);
+        cli_json_add_int(doc, "to_us", o->now_us);
+        cli_json_add_int(doc, "bucket_us", o->bucket_us);
         cJSON_AddNumberToObject(doc, "scanned", (double)o->scanned);
         cJSON_AddNumberToObject(doc, "sampled", (double)o->sampled);
         cJSON_AddNumberToObject(doc, "sampled_steps", (double)o->steps);

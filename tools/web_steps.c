@@ -380,11 +380,11 @@ static bool deleted(web *w, const char *id, cJSON **out)
         cJSON_AddStringToObject(j, "status", status ? status : "?");
         cJSON_AddStringToObject(j, "root_policy", t.policy);
         cJSON_AddStringToObject(j, "created", created);
-        cJSON_AddNumberToObject(j, "created_us", (double)t.created_us);
+        cli_json_add_int(j, "created_us", t.created_us);
         cJSON_AddStringToObject(j, "deleted", del);
-        cJSON_AddNumberToObject(j, "deleted_us", (double)t.deleted_us);
+        cli_json_add_int(j, "deleted_us", t.deleted_us);
         cJSON_AddStringToObject(j, "expires", exp);
-        cJSON_AddNumberToObject(j, "expires_us", (double)t.expires_us);
+        cli_json_add_int(j, "expires_us", t.expires_us);
         if (t.has_head)
             cJSON_AddStringToObject(j, "head", head);
         else

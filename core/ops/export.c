@@ -308,7 +308,27 @@ done:
     return st;
 }
 
-static int put_visit(cJSON *line, void *user) { return put_line(user, line); }
+/* cJSON prints a number of 16 digits in exponent form when that reads back
+ * the same (1.7959603720989e+15), which JSON readers take for a float: the
+ * times in microseconds ("..._us") are written as their digits. */
+static int put_visit(cJSON *line, void *user)
+{
+    for (cJSON *m = line->child, *next; m; m = next) {
+        next = m->next;
+        size_t n = m->string ? strlen(m->string) : 0;
+        if (!cJSON_IsNumber(m) || n < 4 || strcmp(m->string + n - 3, "_us"))
+            continue;
+        char digits[24];
+        snprintf(digits, sizeof digits, "%lld", (long long)m->valuedouble);
+        cJSON *raw = cJSON_CreateRaw(digits);
+        if (!raw ||
+            !cJSON_ReplaceItemInObjectCaseSensitive(line, m->string, raw)) {
+            cJSON_Delete(raw);
+            return pl__err(PL_ENOMEM, "out of memory");
+        }
+    }
+    return put_line(user, line);
+}
 
 int pl_run_export(pl_engine *e, const char *run_id, FILE *out)
 {

@@ -22,6 +22,7 @@ the recorded workflows).  Standard library only; exits 1 if a case fails.
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -183,6 +184,69 @@ def case_golden_runs_still_replay():
                           w, g)
         finally:
             d.close()
+
+
+def ints_us(value, where):
+    """Every "..._us" member, at any depth, is a JSON integer as printed
+    (a time with 16 digits, 1795854118824200, was once printed as
+    1.7958541188242e+15, which a JSON reader takes for a float)."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if k.endswith("_us") and v is not None:
+                check(type(v) is int, "%s: %s is %r, not an integer" %
+                      (where, k, v))
+            ints_us(v, where)
+    elif isinstance(value, list):
+        for v in value:
+            ints_us(v, where)
+
+
+def case_times_print_as_integers():
+    """The golden waiting run's steps have times whose microseconds end in
+    00: every format ledger-dump prints gives them as integers."""
+    d = Dir()
+    try:
+        store = d.path("fresh.db")
+        golden = os.path.join(HERE, "event-waiting.jsonl")
+        with open(golden) as f:
+            check("e+15" in f.read(), "the golden export lost its case")
+        replay(store, "--import", golden, expect=0)
+        rid = GOLDEN["event-waiting.jsonl"][1]
+        for args in (("--run", rid, "--format", "jsonl"),
+                     ("--run", rid, "--format", "jsonl", "--type", "wait"),
+                     ("--format", "jsonl")):
+            for line in dump(store, *args).stdout.splitlines():
+                check("e+" not in line, "exponent form", args, line)
+                ints_us(json.loads(line), " ".join(args))
+        for args in (("--run", rid, "--format", "json"),
+                     ("--format", "json")):
+            ints_us(json.loads(dump(store, *args).stdout), " ".join(args))
+    finally:
+        d.close()
+
+
+def case_run_list_columns_line_up():
+    """A waiting run's status says what it waits for, longer than the
+    column once was: the columns after it still line up."""
+    d = Dir()
+    try:
+        store = d.path("fresh.db")
+        for name in ("timer-waiting.jsonl", "order-completed.jsonl"):
+            replay(store, "--import", os.path.join(HERE, name), expect=0)
+        lines = dump(store).stdout.splitlines()
+        check(len(lines) == 3, "not two runs", lines)
+        waiting = next(l for l in lines if l.startswith("nap-waiting "))
+        check("waiting until " in waiting and "(due)" in waiting,
+              "the status does not say when", waiting)
+        at = lines[0].index("CREATED (UTC)")
+        for line in lines[1:]:
+            check(re.match(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d  ",
+                           line[at:]), "the columns do not line up", lines)
+            check(line[:at].endswith("  ") and
+                  line[:at].split()[-1].isdigit(),
+                  "no step count before the time", lines)
+    finally:
+        d.close()
 
 
 def case_code_identity_differs_but_replays():

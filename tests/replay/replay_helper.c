@@ -11,12 +11,19 @@
  *       pl_run_verify(): print "ok", or the fault and exit 1
  *   replay-helper head STORE RUN_ID
  *       print the run's head hash in hex
+ *   replay-helper schedule STORE NAME CRON POLICY SECONDS_AGO
+ *       put schedule NAME with its ticks counted from SECONDS_AGO ago
+ *       (pl_schedule.start_ms, which the tool does not offer): a tick
+ *       missed, due with no worker to fire it
  *
  * Exit: 0 done, 1 a check failed, 2 the store, plugin or run failed.
  */
 #define _POSIX_C_SOURCE 200809L
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <policyledger.h>
@@ -127,6 +134,29 @@ int main(int argc, char **argv)
         for (size_t i = 0; i < PL_HASH_LEN; i++)
             printf("%02x", h[i]);
         printf("\n");
+        rc = 0;
+    } else if (!strcmp(cmd, "schedule") && argc == 7) {
+        struct timespec now;
+        clock_gettime(CLOCK_REALTIME, &now);
+        char *end;
+        errno = 0;
+        long long ago_s = strtoll(argv[6], &end, 10);
+        if (errno || end == argv[6] || *end || ago_s < 0 ||
+            ago_s > 100LL * 366 * 86400) {
+            fprintf(stderr, "replay-helper: bad seconds '%s'\n", argv[6]);
+            goto done;
+        }
+        pl_schedule sc = PL_SCHEDULE_INIT;
+        sc.name = argv[3];
+        sc.cron = argv[4];
+        sc.policy = argv[5];
+        sc.start_ms = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000 -
+                      (int64_t)ago_s * 1000;
+        if (pl_schedule_put(e, &sc)) {
+            rc = fail("schedule");
+            goto done;
+        }
+        printf("ok\n");
         rc = 0;
     } else {
         fprintf(stderr, "replay-helper: bad arguments\n");

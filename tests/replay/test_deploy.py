@@ -83,9 +83,18 @@ def dump_run(s, rid):
     return p.stdout
 
 
+def once(pairs):
+    """An object whose members are each there once (a run's successor
+    and predecessor were once printed twice)."""
+    keys = [k for k, _ in pairs]
+    check(len(keys) == len(set(keys)), "a member printed twice", keys)
+    return dict(pairs)
+
+
 def dump_runs(s):
     p = base.run([ARGS.dump, s.path, "--format", "json"], expect=0)
-    return {r["id"]: r for r in json.loads(p.stdout)["runs"]}
+    return {r["id"]: r
+            for r in json.loads(p.stdout, object_pairs_hook=once)["runs"]}
 
 
 def case_gate_fails_v2_and_passes_the_version_gate():

@@ -11,6 +11,7 @@ import argparse
 import hashlib
 import json
 import os
+import re
 import resource
 import shutil
 import signal
@@ -152,6 +153,15 @@ def case_usage():
                      "--json", "Examples", "Exit status"):
             check(word in p.stdout, "--help does not explain " + word)
         check(p.stderr == "", "--help wrote to stderr", p.stderr)
+        # its examples name the plugin the build makes, and its exit
+        # statuses every way a run can end
+        plugin = os.path.basename(ARGS.order_plugin)
+        check("./" + plugin in p.stdout and "order_plugin.so" not in
+              p.stdout, "--help names another plugin than " + plugin)
+        text = " ".join(p.stdout.split())
+        for words in ("suspended or waiting", "failed or was cancelled",
+                      "--submit, --import and --schedule-put create"):
+            check(words in text, "--help's exit statuses miss: " + words)
         bad = [
             [],                                           # nothing at all
             [s.path],                                     # no plugin, no mode
@@ -182,6 +192,26 @@ def case_usage():
             [s.path, "--plugin", ARGS.order_plugin, "--submit", "order",
              "--payload", "{}", "--key", "t", "--key-limit", "0"],
         ]
+        # a user's string in a message: quoted, escaped, cut (one line)
+        long = "12\x1b[31m" + "x" * 200
+        for argv in ([s.path, "--plugin", ARGS.order_plugin, "--worker",
+                      "--concurrency", long],
+                     [s.path, "--plugin", ARGS.order_plugin, "--submit",
+                      "order", "--payload", "{}", "--priority", long],
+                     [s.path, long, "--plugin", ARGS.order_plugin, "--all"],
+                     [s.path, "--mcp", long, "--check"],
+                     [s.path, "--prune", "--older-than", long],
+                     [s.path, "--prune", "--older-than", "1d", "--status",
+                      long],
+                     [s.path, "--plugin", ARGS.order_plugin, "--worker",
+                      "--retain", long],
+                     [s.path, "--plugin", ARGS.order_plugin, "--resume",
+                      "x", "--answer", "@" + long]):
+            p = run([ARGS.tool] + argv, expect=1)
+            check(p.stderr.count("\n") == 1 and "\x1b" not in p.stderr and
+                  re.search(r'"12\\x1b\[31mx+"\.\.\. \(20[67] bytes\)',
+                            p.stderr), "a user's string not quoted and cut",
+                  argv, p.stderr)
         for argv in bad:
             p = run([ARGS.tool] + argv, expect=1)
             check(p.stderr.startswith("ledger-replay: "),
@@ -424,6 +454,19 @@ def case_check():
                    expect=5)
         check("non-determinism" in p.stderr, "divergence not explained",
               p.stderr)
+
+        # a full disk under the output: exit 2 and a line, not exit 0
+        # with the summaries lost
+        for args in (["--check", "--run", "order-A-1"],
+                     ["--check", "--run", "order-A-1", "--json"]):
+            with open("/dev/full", "w") as full:
+                p = subprocess.run([ARGS.tool, s.path, "--plugin",
+                                    ARGS.order_plugin] + args, stdout=full,
+                                   stderr=subprocess.PIPE, text=True,
+                                   env=s.env, timeout=120)
+            check(p.returncode == 2 and p.stderr == "ledger-replay: cannot "
+                  "write the output: No space left on device\n",
+                  "output lost without a word", args, p.returncode, p.stderr)
 
         # nothing was executed or written by any of it
         check(s.data_digest() == before_data, "a check wrote to the store")
@@ -691,6 +734,10 @@ def case_time():
         check("delivered" in p.stdout, "not delivered", p.stdout)
         p = s.tool("--wake", plugins=P, expect=0)
         check("next due" in p.stdout, "no next due time", p.stdout)
+        # each run it continued is summed up, as --run sums it up
+        check("run aw-2: completed\n  calls served from the ledger 1, "
+              "executed 0; " in p.stdout and '  result {"got":{"n":2}}\n'
+              in p.stdout, "--wake did not say what it continued", p.stdout)
         doc, _ = s.tool_json("--run", "aw-2", plugins=P, expect=0)
         check(doc["runs"][0]["result"] == {"got": {"n": 2}},
               "--wake did not continue the signalled run", doc)
@@ -720,6 +767,18 @@ def case_time():
                    plugins=P, expect=1)
         check("has ended (completed)" in p.stderr, "no reason", p.stderr)
         p = s.tool("--cancel", "nope", plugins=P, expect=2)
+        # cancelled where its plugin was not loaded: --wake ends it, says
+        # so, and exits 5 as --run would; with nothing due, exit 0
+        s.helper("start", ARGS.plugin, "await", "aw-5", "{}")
+        run([ARGS.tool, s.path, "--cancel", "aw-5", "--reason", "gone"],
+            env=s.env, expect=0)
+        doc, _ = s.tool_json("--wake", plugins=P, expect=5)
+        check([(r["run_id"], r["status"], r["reason"])
+               for r in doc["runs"]] == [("aw-5", "cancelled", "gone")]
+              and doc["summary"]["next_due_ms"] == 0, "--wake --json", doc)
+        doc, _ = s.tool_json("--wake", plugins=P, expect=0)
+        check(doc["runs"] == [] and doc["summary"]["next_due"] is None,
+              "a second --wake continued something", doc)
     finally:
         s.close()
 

@@ -254,6 +254,29 @@ def case_trace_to_stderr_and_otel_from_env():
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def case_check_traced():
+    """--check (and so --upgrade) replays traced as --run does: each
+    replay's events in the file, each call served."""
+    tmp = tempfile.mkdtemp(prefix="replay-trace-")
+    rx = Receiver(tmp, {"status": 200, "body": {}})
+    try:
+        run_id = crash_demo(tmp, 3)
+        replay(tmp, "--run", run_id)
+        trace = os.path.join(tmp, "check.jsonl")
+        p = replay(tmp, "--check", "--run", run_id, "--json", "--trace",
+                   trace, "--otel", rx.url)
+        summary = json.loads(p.stdout)["runs"][0]
+        check(summary["check"] == "ok" and summary["calls_served"] == 3,
+              "not checked", summary)
+        served, executed = check_trace(trace, run_id, summary)
+        check(len(served) == 3 and not executed, "the check's calls",
+              served, executed)
+        check_spans(rx.spans(), run_id, 3, 0)
+    finally:
+        rx.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def free_port():
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
@@ -310,7 +333,8 @@ def case_bad_flags():
 
 
 CASES = [case_crash_then_replay_traced, case_trace_to_stderr_and_otel_from_env,
-         case_a_collector_that_is_down_or_failing, case_bad_flags]
+         case_check_traced, case_a_collector_that_is_down_or_failing,
+         case_bad_flags]
 
 
 def main():

@@ -7,6 +7,7 @@ Standard library only.  Exits 1 if any case fails.
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -77,6 +78,25 @@ def case_put_list_replace_delete(d):
     check("no schedule 'nightly'" in p.stderr, p.stderr)
 
 
+def case_a_due_tick_no_worker_fired(d):
+    """A tick missed with no worker to fire it: listed as due, how long
+    ago it was, in the words docs/tools.md gives ("(... ago), due: ...")."""
+    store = os.path.join(d, "s.db")
+    run([ARGS.helper, "schedule", store, "late", "0 * * * *", "report",
+         "7200"], 0)
+    put(store, "soon", "--cron", "*/5 * * * *", "--policy", "ping",
+        "--payload", "{}")
+    lines = run([ARGS.dump, store, "--schedules"], 0).stdout.splitlines()
+    late = next(l for l in lines if l.startswith("late "))
+    check(re.search(r" \(\d+ min( \d+ s)? ago\), due: no worker has "
+                    r"fired it$", late) or
+          re.search(r" \(1 h( \d+ min)? ago\), due: no worker has fired "
+                    r"it$", late), "the due tick", late)
+    soon = next(l for l in lines if l.startswith("soon "))
+    check(re.search(r" \(in (\d+ min( \d+ s)?|\d+ s|\d+ ms)\)$", soon),
+          "the next tick", soon)
+
+
 def case_refused_writes_nothing(d):
     store = os.path.join(d, "never.db")
     base = ["--policy", "p", "--payload", "{}"]
@@ -112,7 +132,8 @@ def case_refused_writes_nothing(d):
     check("--schedules" in p.stderr, p.stderr)
 
 
-CASES = [case_put_list_replace_delete, case_refused_writes_nothing]
+CASES = [case_put_list_replace_delete, case_a_due_tick_no_worker_fired,
+         case_refused_writes_nothing]
 
 
 def main():
@@ -120,6 +141,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--replay", required=True)
     ap.add_argument("--dump", required=True)
+    ap.add_argument("--helper", required=True)
     ARGS = ap.parse_args()
     failed = 0
     for case in CASES:

@@ -213,6 +213,27 @@ class RunTest(Base):
                          [])
 
 
+class ChainTest(Base):
+    def test_chain_formats(self):
+        """A run never continued is a chain of one: a line of text, a line
+        of JSON (jsonl), or one document (json) like every other."""
+        out = self.ok(self.store, "--run", "r-completed", "--chain")
+        self.assertRegex(out, r"^\* r-completed +completed +13 steps  "
+                              r"created \d{4}-\d\d-\d\dT")
+        self.assertEqual(len(out.splitlines()), 1)
+        rows = self.ok(self.store, "--run", "r-completed", "--chain",
+                       "--format", "jsonl").splitlines()
+        self.assertEqual([json.loads(r)["id"] for r in rows], ["r-completed"])
+        doc = json.loads(self.ok(self.store, "--run", "r-completed",
+                                 "--chain", "--format", "json"))
+        self.assertEqual([r["id"] for r in doc["chain"]], ["r-completed"])
+        self.assertEqual(doc["chain"][0]["status"], "completed")
+        rc, out, err = dump(self.store, "--run", "nope", "--chain",
+                            "--format", "json")
+        self.assertEqual((rc, out), (2, ""))
+        self.assertIn('no run "nope"', err)
+
+
 class VerifyStatsTest(Base):
     def test_verify_clean(self):
         out = self.ok(self.store, "--verify")
@@ -309,6 +330,12 @@ class BadInputTest(Base):
         self.expect(1, [self.store, "--bogus"], ['unknown option "--bogus"'])
         self.expect(1, [self.store, "--since", "yesterday"], ["bad --since"])
         self.expect(1, [self.store, "--since", "2026-13-01"], ["bad --since"])
+        # not a day: refused, not read as the 1st of March
+        self.expect(1, [self.store, "--since", "2026-02-29"], ["bad --since"])
+        self.expect(1, [self.store, "--since", "2100-02-29T00:00Z"],
+                    ["bad --since"])
+        self.ok(self.store, "--since", "2028-02-29")
+        self.ok(self.store, "--since", "2000-02-29T12:00:00Z")
         self.expect(1, [self.store, "--since", "99999999999999d"],
                     ["bad --since"])
         self.expect(1, [self.store, "--since", "10x"], ["bad --since"])
@@ -328,6 +355,37 @@ class BadInputTest(Base):
         for w in ("usage: ledger-dump STORE", "Examples:", "--follow",
                   "Exit codes"):
             self.assertIn(w, out)
+        # every status --status takes, and every step type --type takes,
+        # is named by --help and by the refusal of an unknown one
+        words = " ".join(out.split())
+        _, _, refusal = dump(self.store, "--status", "done")
+        for status in ("running", "suspended", "completed", "failed",
+                       "submitted", "waiting", "cancelled", "superseded",
+                       "continued"):
+            self.ok(self.store, "--status", status)
+            self.assertRegex(words, r"\b%s\b" % status)
+            self.assertRegex(refusal, r"\b%s\b" % status)
+        _, _, refusal = dump(self.store, "--run", "r-completed", "--type",
+                             "nope")
+        for t in ("text", "action_call", "action_result", "suspend",
+                  "resume", "side_effect", "error", "wait", "event",
+                  "cancel"):
+            self.ok(self.store, "--run", "r-completed", "--type", t)
+            self.assertRegex(words, r"\b%s\b" % t)
+            self.assertRegex(refusal, r"\b%s\b" % t)
+
+    def test_output_that_cannot_be_written(self):
+        """A full disk under the output is exit 2 and a line, not exit 0
+        with the output lost (an export taken with > run.jsonl)."""
+        for args in ([], ["--run", "r-completed", "--format", "jsonl"],
+                     ["--format", "json"], ["--stats"]):
+            with open("/dev/full", "w") as full:
+                p = subprocess.run([DUMP, self.store, *args], stdout=full,
+                                   stderr=subprocess.PIPE, text=True,
+                                   timeout=120)
+            self.assertEqual(p.returncode, 2, (args, p.stderr))
+            self.assertEqual(p.stderr, "ledger-dump: cannot write the "
+                             "output: No space left on device\n")
 
     def test_missing_store_is_not_created(self):
         missing = os.path.join(self.tmp, "nothing-here")

@@ -75,6 +75,23 @@ class Prune(unittest.TestCase):
         self.assertEqual(rc, 2)
         self.assertIn("was deleted on", err)
         self.assertIn("it was completed (policy order, head ", err)
+        # and so do --verify --run and ledger-replay's modes that take a run
+        deleted = ('ledger-dump: run "order-A-1" was deleted on ', "ledger-"
+                   'replay: run "order-A-1" was deleted on ')
+        for tool, args in ((DUMP, ["--verify", "--run", "order-A-1"]),
+                           (REPLAY, ["--plugin", DEMO_PLUGIN, "--run",
+                                     "order-A-1"]),
+                           (REPLAY, ["--plugin", DEMO_PLUGIN, "--check",
+                                     "--run", "order-A-1"]),
+                           (REPLAY, ["--plugin", DEMO_PLUGIN, "--fork",
+                                     "order-A-1", "--at", "0:1"]),
+                           (REPLAY, ["--cancel", "order-A-1"]),
+                           (REPLAY, ["--signal", "order-A-1", "--name", "go",
+                                     "--payload", "{}"])):
+            rc, out, err = run(tool, self.store, *args)
+            self.assertEqual(rc, 2, (args, out, err))
+            self.assertTrue(err.startswith(deleted), (args, err))
+            self.assertEqual(err.count("\n"), 1, err)
         # the tombstone keeps the id; under another id the export loads
         arch = os.path.join(self.arch, "order-A-1.jsonl")
         rc, _, err = run(REPLAY, self.store, "--import", arch)
