@@ -182,8 +182,9 @@ typedef struct pl_mcp_options {
  *         answers `initialize` with a protocol version this library does
  *         not speak, "2024-11-05", "2025-03-26" or "2025-06-18"; a tool
  *         name that makes a bad policy name); PL_EIO (the server cannot be
- *         started, exits, answers with an error or garbage, or does not
- *         answer within start_timeout_ms); PL_EEXIST (a policy of that
+ *         started, exits, answers with an error or garbage, lists a
+ *         tool twice, or does not answer within start_timeout_ms: none is
+ *         registered); PL_EEXIST (a policy of that
  *         name exists: none is registered); the errors of
  *         pl_registry_add() (a tool's inputSchema this library refuses);
  *         PL_ENOMEM.  On failure *out is NULL and the server is stopped.

@@ -20,7 +20,7 @@ dir=build-fuzz
 cmake -S . -B "$dir" -DCMAKE_C_COMPILER="$cc" -DPL_FUZZ=ON \
   -DPL_BUILD_TESTS=OFF -DPL_BUILD_EXAMPLES=OFF -DPL_BUILD_BENCH=OFF >/dev/null
 all=(fuzz_step_record fuzz_run_record fuzz_payload fuzz_store
-     fuzz_llm_response fuzz_cli_args)
+     fuzz_llm_response fuzz_cli_args fuzz_llm_stream fuzz_calendar fuzz_mcp)
 cmake --build "$dir" -j"$(nproc)" --target "${all[@]}" >/dev/null
 [ "${1:-}" = "--build" ] && exit 0
 
@@ -55,7 +55,7 @@ fuzz_one() {
     echo "fuzz: $n found a fault; the input is $dir/$n-crash-* (or leak-, timeout-)" >&2
     return 1
   fi
-  echo "fuzz: $n for ${secs}s: $(grep -E '^stat::(number_of_executed_units|peak_rss_mb)' "$log" | tr '\n' ' ')"
+  echo "fuzz: $n for ${secs}s: $(grep -E '^stat::(number_of_executed_units|peak_rss_mb)' "$log" | tr '\n' ' ')$(grep -oE 'cov: [0-9]+ ft: [0-9]+' "$log" | tail -n 1)"
   rm -rf "$work"
 }
 # as many harnesses at once as there are cores, each for SECONDS

@@ -12,14 +12,16 @@ Every line received is appended to DIR/log.  MODE:
                 with arguments.rpc, a JSON-RPC error of that code), "slow"
                 (never answers while DIR/hold exists), "asks" (sends the
                 client a ping and a made-up request before answering)
-    garbage     answers initialize and tools/list, then prints lines that
-                are not JSON-RPC and never answers a call
+    garbage     answers initialize and tools/list, then prints six lines
+                that are not JSON-RPC (and a blank one) and never answers a
+                call
     exit        exits at once
     silent      reads and never answers
     huge        as ok, but a call is answered with a 50 MB line
     badversion  answers initialize with an unknown protocol version
     oddname     as ok, with one tool more whose name JSON must escape
                 (ODD), answering as "echo" does and with the name it got
+    twice       as ok, but its tool list's second page names "echo" again
 """
 import json
 import os
@@ -76,11 +78,13 @@ for line in sys.stdin:
                    "serverInfo": {"name": "fake", "version": "1"}})
     elif method == "tools/list":
         if params.get("cursor") == "page2":
-            result(i, {"tools": TOOLS[2:]})
+            result(i, {"tools": TOOLS[2:] + (TOOLS[:1] if mode == "twice"
+                                             else [])})
         else:
             result(i, {"tools": TOOLS[:2], "nextCursor": "page2"})
     elif method == "tools/call":
         if mode == "garbage":
+            sys.stdout.write("\r\n")  # a blank line is no garbage
             for k in range(5):
                 sys.stdout.write("this is not JSON %d\n" % k)
             sys.stdout.write("[1, 2]\n")

@@ -2,9 +2,10 @@
  * test_mcp_fake.c -- MCP servers' tools as policies, as test_mcp.c, with
  * tests/mcp_fake_server.py for a server that pages its tool list, asks the
  * client, or misbehaves (garbage, a 50 MB answer, an exit, no answer, a
- * death between calls); bad arguments and a name taken; the tool list a
- * call was made against; server-everything over Streamable HTTP; and
- * ledger-replay --mcp checking a run of MCP tools without calling them.
+ * death between calls); bad arguments, a name taken and a tool listed
+ * twice; the tool list a call was made against; server-everything over
+ * Streamable HTTP; and ledger-replay --mcp checking a run of MCP tools
+ * without calling them.
  */
 #include "support_mcp.h"
 
@@ -108,7 +109,10 @@ Test(mcp, a_server_that_prints_garbage_is_a_timeout_not_a_hang)
     o.timeout_ms = 500;
     open_fake("garbage", &o);
     cJSON *got = run("r1", "[{\"tool\": \"fake.echo\"}]", 1);
-    expect_error(at(got, 0), PL_ERR_TIMEOUT, "not JSON-RPC were skipped");
+    /* six, the blank "\r\n" line before them not counted (it was, when the
+     * byte looked at was the next line's) */
+    expect_error(at(got, 0), PL_ERR_TIMEOUT,
+                 "(6 lines that are not JSON-RPC were skipped)");
     cJSON_Delete(got);
     close_all();
     char log[4300];
@@ -179,6 +183,25 @@ Test(mcp, a_server_that_dies_is_started_again_at_the_next_call)
     cr_expect_eq(count_lines(log, "tools/list", NULL), 2,
                  "one list, in two "
                  "pages, not read again");
+}
+
+/* A JSON-RPC error's code is taken as sent: one past an int's range
+ * (found by fuzz/fuzz_mcp.c: converted to an int, undefined behaviour)
+ * or not whole is no known code, a ToolBug naming it. */
+Test(mcp, an_error_code_out_of_range_is_a_tool_bug_naming_it)
+{
+    pl_mcp_options o = quiet();
+    open_fake("ok", &o);
+    cJSON *got = run("r1",
+                     "[{\"tool\": \"fake.fail\", \"args\": {\"text\": "
+                     "\"far\", \"rpc\": -8.9e106}},"
+                     " {\"tool\": \"fake.fail\", \"args\": {\"text\": "
+                     "\"half\", \"rpc\": -32602.5}}]",
+                     2);
+    expect_error(at(got, 0), PL_ERR_TOOL_BUG, "error -8.9e+106: far");
+    expect_error(at(got, 1), PL_ERR_TOOL_BUG, "error -32602.5: half");
+    cJSON_Delete(got);
+    close_all();
 }
 
 Test(mcp, bad_arguments_are_refused)
@@ -318,6 +341,21 @@ Test(mcp, a_name_taken_registers_none)
     snprintf(spec, sizeof spec, "stdio:python3 " FAKE " ok %s", F.dir);
     cr_expect_eq(pl_mcp_register(&F.mcp, F.reg, "fake", spec, &o), PL_EEXIST);
     cr_expect_eq(pl_registry_count(F.reg), 1);
+}
+
+/* A tool list that names a tool twice is refused before any of its tools
+ * is registered (found by fuzz/fuzz_mcp.c: the first was registered, the
+ * second refused as taken, and the registry kept a policy of the closed
+ * handle). */
+Test(mcp, a_tool_list_naming_a_tool_twice_registers_none)
+{
+    pl_mcp_options o = quiet();
+    o.start_timeout_ms = 20000;
+    cr_expect_eq(register_fake("twice", &o), PL_EIO);
+    cr_expect(strstr(pl_errmsg(), "names 'echo' twice"), "%s", pl_errmsg());
+    cr_expect_null(F.mcp);
+    cr_expect_null(pl_registry_find(F.reg, "fake.echo"));
+    cr_expect_eq(pl_registry_count(F.reg), 2); /* "use" and "halt" */
 }
 
 Test(mcp, a_call_records_the_tool_list_it_was_made_against)

@@ -287,6 +287,14 @@ static int register_tools(pl_mcp *m, pl_registry *reg, const cJSON *list,
         else if (pl_registry_find(reg, names[i]))
             st = pl__err(PL_EEXIST, "MCP server %s: policy '%s' exists",
                          m->name, names[i]);
+        /* one name twice would register the first and then fail, leaving
+         * the registry a policy of a handle that is closed */
+        for (size_t k = 0; !st && k < i; k++)
+            if (strcmp(names[k], names[i]) == 0)
+                st = pl__err(PL_EIO,
+                             "MCP server %s: the tool list names '%.80s' "
+                             "twice",
+                             m->name, tn);
         if (!st && cJSON_IsObject(in)) {
             pl_schema *s = NULL;
             if (!(schemas[i] = cJSON_PrintUnformatted(in)))
@@ -380,6 +388,13 @@ static int set_list(pl_mcp *m, cJSON *list)
     m->list_gen++;
     memcpy(m->fingerprint, fp, sizeof fp);
     return PL_OK;
+}
+
+int pl__mcp_take_list(pl_mcp *m, pl_registry *reg, cJSON *list,
+                      const pl_mcp_options *o)
+{
+    int st = set_list(m, list); /* takes the list */
+    return st ? st : register_tools(m, reg, m->list, o);
 }
 
 int pl__mcp_relist(pl_mcp *m, int64_t deadline)
@@ -481,9 +496,9 @@ int pl_mcp_register(pl_mcp **out, pl_registry *reg, const char *name,
     }
     if ((st = list_tools(&list, m, deadline)))
         goto done;
-    st = set_list(m, list); /* takes the list */
+    st = pl__mcp_take_list(m, reg, list, o);
     list = NULL;
-    if (st || (st = register_tools(m, reg, m->list, o)))
+    if (st)
         goto done;
     *out = m;
 done:

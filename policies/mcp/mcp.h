@@ -41,6 +41,17 @@ PL__HIDDEN int pl__mcp_http_post(pl__mcp_http *h, const char *body, size_t len,
                                  int64_t timeout_ms, cJSON **answer, char *why,
                                  size_t n);
 
+/* The answer of id @p id (the whole message; caller frees) in a 2xx
+ * response's body that came in @p n pieces (@p pieces, @p lens bytes
+ * each), read as a transfer reads it: an event stream (@p stream, read
+ * up to the answer) or a JSON body; NULL when it is not there, with
+ * *too_big when the body or an event passed max_msg.  What the server
+ * sends, apart from libcurl (the fuzz harness). */
+PL__HIDDEN cJSON *pl__mcp_http_read(pl__mcp_http *h, int64_t id, bool stream,
+                                    const char *const *pieces,
+                                    const size_t *lens, size_t n,
+                                    bool *too_big);
+
 /* Forget the session, to start a new one with the next initialize. */
 PL__HIDDEN void pl__mcp_http_forget(pl__mcp_http *h);
 

@@ -215,16 +215,25 @@ static int add_rpc_error(pl_steps *out, const pl_mcp *m, const char *tname,
 {
     const cJSON *c = cJSON_GetObjectItemCaseSensitive(e, "code");
     const char *msg = pl__mcp_str(e, "message");
-    int code = cJSON_IsNumber(c) ? (int)c->valuedouble : 0;
+    /* as sent: a code past an int's range is no known code, and converting
+     * it would be undefined behaviour */
+    double code = cJSON_IsNumber(c) ? c->valuedouble : 0;
     const char *kind = code == -32602   ? PL_ERR_INVALID_INPUT
                        : code == -32601 ? PL_ERR_NOT_FOUND
                        : code == -32002 ? PL_ERR_NOT_FOUND
                        : code == -32001 ? PL_ERR_TIMEOUT
                                         : PL_ERR_TOOL_BUG;
     char text[1024];
-    snprintf(text, sizeof text, "MCP server %s, tool %s: error %d: %.900s",
+    snprintf(text, sizeof text, "MCP server %s, tool %s: error %.15g: %.900s",
              m->name, tname, code, msg ? msg : "(no message)");
     return pl_steps_add_error(out, kind, text);
+}
+
+int pl__mcp_answer_steps(pl_steps *out, const pl_mcp *m, const char *tname,
+                         cJSON *result, const cJSON *error)
+{
+    return error ? add_rpc_error(out, m, tname, error)
+                 : add_result(out, result, m->max_inline);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -464,10 +473,8 @@ int pl__mcp_call_tool(pl_ctx *ctx, const pl_action *a, pl_steps *out,
                               &e, why, sizeof why);
     pthread_mutex_unlock(&m->lock);
     int st;
-    if (tr == T_OK && e) {
-        st = add_rpc_error(out, m, t->name, e);
-    } else if (tr == T_OK) {
-        st = add_result(out, r, m->max_inline);
+    if (tr == T_OK) {
+        st = pl__mcp_answer_steps(out, m, t->name, r, e);
     } else if (tr == T_NOMEM) {
         st = PL_ENOMEM;
     } else {

@@ -171,6 +171,28 @@ static size_t on_body(char *p, size_t size, size_t n, void *user)
     return len;
 }
 
+/* After the transfer: a JSON body's answer (a stream's came as read). */
+static void body_answer(exchange *x)
+{
+    if (x->id && !x->answer && !x->stream && x->body.len)
+        take(x, (const char *)x->body.data, x->body.len);
+}
+
+cJSON *pl__mcp_http_read(pl__mcp_http *h, int64_t id, bool stream,
+                         const char *const *pieces, const size_t *lens,
+                         size_t n, bool *too_big)
+{
+    exchange x = {.h = h, .id = id, .stream = stream};
+    for (size_t i = 0; i < n; i++)
+        if (on_body((char *)pieces[i], 1, lens[i], &x) != lens[i])
+            break;
+    if (!x.too_big)
+        body_answer(&x);
+    *too_big = x.too_big;
+    pl__buf_free(&x.body);
+    return x.answer;
+}
+
 int pl__mcp_http_post(pl__mcp_http *h, const char *body, size_t len, int64_t id,
                       const char *version, int64_t timeout_ms, cJSON **answer,
                       char *why, size_t n)
@@ -251,8 +273,7 @@ int pl__mcp_http_post(pl__mcp_http *h, const char *body, size_t len, int64_t id,
         snprintf(why, n, "HTTP %ld", status);
         t = T_DEAD;
     } else if (id) {
-        if (!x.stream && x.body.len)
-            take(&x, (const char *)x.body.data, x.body.len);
+        body_answer(&x);
         if (x.answer) {
             *answer = x.answer;
         } else {

@@ -138,6 +138,27 @@ PL__HIDDEN int pl__mcp_ensure(pl_mcp *m, int64_t deadline, char *why, size_t n);
  * PL_OK, or an error with the old list kept. */
 PL__HIDDEN int pl__mcp_relist(pl_mcp *m, int64_t deadline);
 
+/* Take @p list (a tools/list result's tools, gathered; taken) as the
+ * server's and register a policy for each of its tools in @p reg: every
+ * name and input schema is checked first (mcp.c). */
+PL__HIDDEN int pl__mcp_take_list(pl_mcp *m, pl_registry *reg, cJSON *list,
+                                 const pl_mcp_options *o);
+
+/* The step of a tools/call answer: the error taxonomy's error for
+ * @p error (when not NULL) or for a result that is one, else the result,
+ * whose parts it takes, as action_result (mcp_call.c). */
+PL__HIDDEN int pl__mcp_answer_steps(pl_steps *out, const pl_mcp *m,
+                                    const char *tname, cJSON *result,
+                                    const cJSON *error);
+
+/*
+ * Take the next JSON object of the lines read into m->buf, dropping what
+ * it read: 1 and *out (caller frees); 0 when no whole line is left.  A
+ * line that is not a JSON object is skipped and counted in *garbage
+ * (mcp_rpc.c).
+ */
+PL__HIDDEN int pl__mcp_take_msg(pl_mcp *m, cJSON **out, size_t *garbage);
+
 /* Read what the server sent while no request was in flight
  * (notifications, its requests), without waiting; m->quiet says whether
  * there was nothing, its output still open. */

@@ -284,6 +284,29 @@ static ssize_t read_within(pl_mcp *m, int64_t ms)
     return recv(m->rfd, m->buf + m->len, m->max_msg + 1 - m->len, 0);
 }
 
+int pl__mcp_take_msg(pl_mcp *m, cJSON **out, size_t *garbage)
+{
+    *out = NULL;
+    for (;;) {
+        char *nl = memchr(m->buf, '\n', m->len);
+        if (!nl)
+            return 0;
+        size_t line = (size_t)(nl - m->buf);
+        /* a blank line (of "\r\n" too) is no message, and no garbage */
+        bool blank = line == 0 || (line == 1 && m->buf[0] == '\r');
+        cJSON *v = cJSON_ParseWithLength(m->buf, line);
+        memmove(m->buf, nl + 1, m->len - line - 1);
+        m->len -= line + 1;
+        if (v && cJSON_IsObject(v)) {
+            *out = v;
+            return 1;
+        }
+        cJSON_Delete(v);
+        if (!blank)
+            (*garbage)++;
+    }
+}
+
 /*
  * Read the next JSON object the server writes, before @p deadline.  Lines
  * that are not JSON objects are skipped and counted in @p *garbage.
@@ -293,21 +316,8 @@ static int read_msg(pl_mcp *m, cJSON **out, int64_t deadline, size_t *garbage,
 {
     *out = NULL;
     for (;;) {
-        char *nl = memchr(m->buf, '\n', m->len);
-        if (nl) {
-            size_t line = (size_t)(nl - m->buf);
-            cJSON *v = cJSON_ParseWithLength(m->buf, line);
-            memmove(m->buf, nl + 1, m->len - line - 1);
-            m->len -= line + 1;
-            if (v && cJSON_IsObject(v)) {
-                *out = v;
-                return T_OK;
-            }
-            cJSON_Delete(v);
-            if (line > 0 && !(line == 1 && m->buf[0] == '\r'))
-                (*garbage)++;
-            continue;
-        }
+        if (pl__mcp_take_msg(m, out, garbage))
+            return T_OK;
         if (m->len > m->max_msg) {
             snprintf(why, n,
                      "the server sent a message longer than %zu bytes "
