@@ -21,6 +21,8 @@ import tempfile
 import time
 import urllib.parse
 
+import web_attack
+
 BUILD = sys.argv[1]
 PG = os.environ["PL_TEST_PG_URI"] if sys.argv[2:] == ["--pg"] else None
 WEB = os.path.join(BUILD, "tools", "ledger-web")
@@ -340,6 +342,7 @@ def test(tmp):
     s = Server(store, *plugins, env=env)
     try:
         api(s, total)
+        web_attack.attacks(s, check)
     finally:
         s.stop()
 

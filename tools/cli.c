@@ -37,6 +37,9 @@ void cli_error(const char *fmt, ...)
     /* one line whatever it holds: a library's line breaks (libpq's
      * "\n\t") become spaces, any other control character an escape, and a
      * long message is cut */
+    /* the line is written whole: the threads of a server may each say
+     * something at the same moment */
+    flockfile(stderr);
     fprintf(stderr, "%s: ", g_name);
     size_t len = strlen(small);
     if ((size_t)n > len) { /* cut before a character, not inside one */
@@ -67,6 +70,7 @@ void cli_error(const char *fmt, ...)
     if ((size_t)n > len)
         fprintf(stderr, "... (%d bytes)", n);
     fputc('\n', stderr);
+    funlockfile(stderr);
 }
 
 bool cli_option(int argc, char **argv, int *i, const char *name,

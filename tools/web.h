@@ -7,7 +7,9 @@
  * they make with what answered them; web_list.c the run list's filters and
  * pages; web_live.c what runs in the background (counts per status, the
  * change poller and its Server-Sent Events) and the overview;
- * web_overview.c the overview; web_actions.c the POST actions.
+ * web_overview.c the overview; web_actions.c the POST actions;
+ * web_guard.c what a hostile client meets (origins, parameters, slow
+ * requests).
  */
 #ifndef PL_WEB_H
 #define PL_WEB_H
@@ -22,7 +24,10 @@
 #define WEB_SCAN_MAX 20000 /* most run records one request reads */
 #define WEB_SSE_MAX 16     /* Server-Sent Events streams at once */
 #define WEB_CONN_MAX 64    /* connections at once */
+#define WEB_CONN_PER_IP 32 /* of them from one address */
 #define WEB_TIMEOUT_S 30   /* an idle connection is closed after */
+#define WEB_REQUEST_S 10   /* a request must be whole this long after its
+                            * connection opened or its previous answer */
 #define WEB_POLL_MS 500    /* how often the store's change mark is read */
 #define WEB_EVENTS 256     /* events kept for the streams */
 #define WEB_WATCH_MAX 1000 /* unfinished runs watched for changes */
@@ -109,6 +114,10 @@ typedef struct web_req {
     bool too_big;
 } web_req;
 
+/* The offset of the first byte of @p s (@p n bytes) that is not part of
+ * well-formed UTF-8; @p n if none (web_guard.c). */
+size_t web_utf8_bad(const char *s, size_t n);
+
 /* A request's query parameter, or NULL. */
 const char *web_arg(const web_req *r, const char *name);
 
@@ -124,8 +133,12 @@ int web_fail(cJSON **out, int status, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)))
 #endif
     ;
-/* A failing engine call as a reply: 404 for PL_ENOTFOUND, 409 for
- * PL_EBUSY and PL_ESTATE, 400 for PL_EINVAL, 500 else. */
+/* The HTTP status of a failing engine call: 404 for PL_ENOTFOUND; 409 for
+ * PL_EBUSY, PL_ESTATE, PL_EEXIST, PL_ESUSPENDED, PL_ECANCELLED; 400 for
+ * PL_EINVAL, PL_ETOKEN, PL_EJSON, PL_ELIMIT (the request's fault); 500
+ * else. */
+int web_http_status(int st);
+/* A failing engine call as a reply, its status web_http_status()'s. */
 int web_fail_status(cJSON **out, int st, const char *what);
 
 /* ---- web_api.c: GET, each returns the HTTP status and sets *out ---- */

@@ -157,16 +157,6 @@ static cJSON *refused_json(const char *id, int st)
     return j;
 }
 
-static int http_of(int st)
-{
-    return st == PL_ENOTFOUND                  ? 404
-           : st == PL_EBUSY || st == PL_ESTATE ? 409
-           : st == PL_EINVAL || st == PL_ETOKEN || st == PL_EJSON ||
-                   st == PL_ELIMIT
-               ? 400
-               : 500;
-}
-
 /* Continue run @p id; its summary in *out (refused: an error status). */
 static int continue_run(web *w, const char *id, const char *note, cJSON **out)
 {
@@ -199,11 +189,30 @@ static int continue_run(web *w, const char *id, const char *note, cJSON **out)
     st = pl_run_continue(&o, w->engine, id, NULL);
     if (st) {
         *out = refused_json(id, st);
-        return http_of(st);
+        return web_http_status(st);
     }
     *out = outcome_json(o, ms_since(t0), note);
     pl_outcome_free(o);
     return *out ? 200 : web_fail(out, 500, "PL_ENOMEM", "out of memory");
+}
+
+/* Does @p text hold the escape \u0000?  cJSON would make it a NUL that
+ * ends its string there: {"name": "a\u0000b"} would signal "a".  Its
+ * offset in *at. */
+static bool nul_escape(const char *text, size_t *at)
+{
+    for (const char *p = text; *p; p++) {
+        if (*p != '\\')
+            continue;
+        if (p[1] == 'u' && p[2] == '0' && p[3] == '0' && p[4] == '0' &&
+            p[5] == '0') {
+            *at = (size_t)(p - text);
+            return true;
+        }
+        if (p[1])
+            p++; /* the escaped character, "\\" too */
+    }
+    return false;
 }
 
 /* The request body as one JSON object; else a 400 in *out. */
@@ -215,6 +224,15 @@ static int body_object(const web_req *r, cJSON **obj, cJSON **out)
     /* the body is NUL-terminated: parsed with its NUL, so that nothing
      * may follow the object; a NUL inside it is refused */
     const char *end = NULL;
+    size_t bad = web_utf8_bad(r->body, r->len);
+    if (bad < r->len)
+        return web_fail(out, 400, "bad_json",
+                        "the body is not UTF-8 (at byte %zu)", bad);
+    if (nul_escape(r->body, &bad))
+        return web_fail(out, 400, "bad_json",
+                        "the body holds \\u0000 (at byte %zu): a string "
+                        "may not",
+                        bad);
     if (strlen(r->body) == r->len)
         *obj = cJSON_ParseWithLengthOpts(r->body, r->len + 1, &end, true);
     if (!*obj || !cJSON_IsObject(*obj)) {
@@ -262,7 +280,7 @@ static int do_answer(web *w, const char *id, const web_req *r, cJSON **out)
     cJSON_Delete(answer);
     if (st) {
         *out = refused_json(id, st);
-        return http_of(st);
+        return web_http_status(st);
     }
     *out = outcome_json(o, ms_since(t0), "(resumed)");
     pl_outcome_free(o);
@@ -296,7 +314,7 @@ static int do_fork(web *w, const char *id, const web_req *r, bool upgrade,
                  ? pl_run_upgrade(&new_id, w->engine, id, at->valuestring, want)
                  : pl_run_fork(&new_id, w->engine, id, at->valuestring, want);
     if (st) {
-        http = web_fail(out, http_of(st), pl_status_name(st),
+        http = web_fail(out, web_http_status(st), pl_status_name(st),
                         "cannot %s run %s at %s: %s", verb, QUOTE(id),
                         QUOTE(at->valuestring), pl_errmsg());
         cJSON_Delete(body);
@@ -433,7 +451,7 @@ static int do_signal(web *w, const char *id, const web_req *r, cJSON **out)
                            payload ? payload : pl_json_empty());
     cJSON_Delete(body);
     if (st)
-        return web_fail(out, http_of(st), pl_status_name(st),
+        return web_fail(out, web_http_status(st), pl_status_name(st),
                         "cannot signal run %s: %s", QUOTE(id), pl_errmsg());
     *out = o ? outcome_json(o, ms_since(t0), "(signalled)")
              : delivered_json(w, id);
@@ -446,7 +464,7 @@ static int cancel_run(web *w, const char *id, const char *reason, cJSON **out)
 {
     int st = pl_run_cancel(w->engine, id, reason);
     if (st)
-        return web_fail(out, http_of(st), pl_status_name(st),
+        return web_fail(out, web_http_status(st), pl_status_name(st),
                         "cannot cancel run %s: %s", QUOTE(id), pl_errmsg());
     *out = delivered_json(w, id);
     return *out ? 200 : web_fail(out, 500, "PL_ENOMEM", "out of memory");
@@ -476,7 +494,7 @@ static int do_delete(web *w, const char *id, cJSON **out)
 {
     int st = pl_run_delete(w->engine, id);
     if (st)
-        return web_fail(out, http_of(st), pl_status_name(st),
+        return web_fail(out, web_http_status(st), pl_status_name(st),
                         "cannot delete run %s: %s", QUOTE(id), pl_errmsg());
     cJSON *o = cJSON_CreateObject();
     if (!o || !cJSON_AddStringToObject(o, "run_id", id) ||

@@ -1,7 +1,8 @@
 /*
  * web_http.c -- ledger-web's HTTP side, on libmicrohttpd: a thread per
- * connection, bounded in number, time and size; who may ask (the token,
- * the Host of a loopback server, the CSRF token of every POST); the
+ * connection, bounded in number, time and size (web_guard.c for slow
+ * clients); who may ask (the token, the Host of a loopback server, the
+ * CSRF token and the Origin of every POST); the
  * page's embedded files; the routes of the JSON API; the headers every
  * answer carries.
  *
@@ -25,6 +26,7 @@
 
 #include "web.h"
 #include "web_assets.h"
+#include "web_guard.h"
 
 #define COOKIE "pl_web"
 #define HEADER_MEMORY (64 * 1024) /* a request's headers, at most */
@@ -54,13 +56,31 @@ int web_fail(cJSON **out, int status, const char *code, const char *fmt, ...)
     return status;
 }
 
+int web_http_status(int st)
+{
+    switch (st) {
+    case PL_ENOTFOUND:
+        return 404;
+    case PL_EBUSY:
+    case PL_ESTATE:
+    case PL_EEXIST: /* a new run's id taken */
+    case PL_ESUSPENDED:
+    case PL_ECANCELLED:
+        return 409;
+    case PL_EINVAL:
+    case PL_ETOKEN:
+    case PL_EJSON:
+    case PL_ELIMIT:
+        return 400;
+    default:
+        return 500;
+    }
+}
+
 int web_fail_status(cJSON **out, int st, const char *what)
 {
-    int http = st == PL_ENOTFOUND                   ? 404
-               : st == PL_EBUSY || st == PL_ESTATE  ? 409
-               : st == PL_EINVAL || st == PL_ETOKEN ? 400
-                                                    : 500;
-    return web_fail(out, http, pl_status_name(st), "%s: %s", what, pl_errmsg());
+    return web_fail(out, web_http_status(st), pl_status_name(st), "%s: %s",
+                    what, pl_errmsg());
 }
 
 static void common_headers(struct MHD_Response *resp, bool api)
@@ -126,11 +146,41 @@ static char *inert(char *text)
     return out;
 }
 
+/*
+ * @p text with each byte that is not part of well-formed UTF-8 as U+FFFD:
+ * JSON is UTF-8, and a request's bytes or a store's may not be ("no
+ * action \"\xff\"").  Takes @p text; NULL on OOM.
+ */
+static char *utf8_only(char *text)
+{
+    size_t len = strlen(text), at = web_utf8_bad(text, len);
+    if (at == len)
+        return text;
+    char *out = malloc(3 * len + 1), *o = out;
+    for (size_t i = 0; out && i < len;) {
+        size_t ok = web_utf8_bad(text + i, len - i);
+        memcpy(o, text + i, ok);
+        o += ok;
+        i += ok;
+        if (i < len) {
+            memcpy(o, "\xef\xbf\xbd", 3);
+            o += 3;
+            i++;
+        }
+    }
+    if (out)
+        *o = '\0';
+    free(text);
+    return out;
+}
+
 static enum MHD_Result send_json(struct MHD_Connection *c, int status,
                                  cJSON *doc)
 {
     char *text = doc ? cJSON_PrintUnformatted(doc) : NULL;
     cJSON_Delete(doc);
+    if (text)
+        text = utf8_only(text);
     if (text)
         text = inert(text);
     if (!text) {
@@ -465,6 +515,10 @@ static enum MHD_Result route_post(web *w, web_req *r)
         return send_error(c, 403, "csrf",
                           "a POST needs the header X-CSRF-Token with the "
                           "value GET /api/session gives");
+    if (!web_same_origin(c))
+        return send_error(c, 403, "origin",
+                          "a POST from a page of another origin (Origin, "
+                          "Sec-Fetch-Site) is refused");
     if (r->too_big)
         return send_error(c, 413, "too_large", "the request body is too large");
     cJSON *out = NULL;
@@ -523,6 +577,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
         r->body[r->len] = '\0';
         return MHD_YES;
     }
+    web_conn_busy(c);
     if (!host_ok(w, c))
         return send_error(c, 403, "host",
                           "this server answers pages of its own address "
@@ -543,6 +598,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
                           "TOKEN");
     if (r->too_big && get)
         return send_error(c, 413, "too_large", "the request body is too large");
+    const char *twice = web_arg_twice(c);
+    if (twice) {
+        char msg[64];
+        snprintf(msg, sizeof msg, "the parameter %s is given twice", twice);
+        return send_error(c, 400, "duplicate_parameter", msg);
+    }
     return get ? route_get(w, r) : route_post(w, r);
 }
 
@@ -550,9 +611,9 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
                          enum MHD_RequestTerminationCode code)
 {
     (void)cls;
-    (void)c;
     (void)code;
     web_req *r = *con_cls;
+    web_conn_idle(c);
     if (r) {
         free(r->body);
         free(r);
@@ -614,6 +675,11 @@ bool web_http_start(web *w, const char *host, unsigned port)
                                 MHD_OPTION_SOCK_ADDR, sa,
                                 MHD_OPTION_CONNECTION_LIMIT,
                                 (unsigned)WEB_CONN_MAX,
+                                MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+                                (unsigned)WEB_CONN_PER_IP,
+                                MHD_OPTION_NOTIFY_CONNECTION, web_on_connection,
+                                NULL, MHD_OPTION_UNESCAPE_CALLBACK, web_unescape,
+                                NULL,
                                 MHD_OPTION_CONNECTION_TIMEOUT,
                                 (unsigned)WEB_TIMEOUT_S,
                                 MHD_OPTION_CONNECTION_MEMORY_LIMIT,
@@ -628,6 +694,7 @@ bool web_http_start(web *w, const char *host, unsigned port)
         return false;
     }
     g_serving = true;
+    web_guard_start();
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(
         g_daemon, MHD_DAEMON_INFO_BIND_PORT);
     unsigned bound = info ? info->port : port;
@@ -646,6 +713,7 @@ void web_http_stop(web *w)
     w->stopping = true;
     pthread_cond_broadcast(&w->changed);
     pthread_mutex_unlock(&w->mu);
+    web_guard_stop();
     MHD_stop_daemon(g_daemon);
     g_daemon = NULL;
 }

@@ -12,6 +12,7 @@
  * web_filter_match()); a request whose search bounds are spent stops
  * before the run it could not decide, the same way.
  */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,8 +32,11 @@ const char *web_status_name(const pl_run_info *ri)
 static bool parse_size(const char *text, size_t *out)
 {
     char *end;
+    if (text[0] < '0' || text[0] > '9') /* no sign, no space */
+        return false;
+    errno = 0;
     unsigned long long v = strtoull(text, &end, 10);
-    if (end == text || *end || text[0] == '-')
+    if (*end || errno)
         return false;
     *out = (size_t)v;
     return true;

@@ -1,0 +1,330 @@
+"""ledger-web under hostile requests: bytes a client chooses, sent raw
+over sockets (http.client would refuse or rewrite some of them).
+
+web_test.py calls attacks() on a server it started on its filled store
+(LMDB or PostgreSQL).  Each check is an attack and what the server must
+answer; none measures a time (the socket timeouts are guards against a
+server that never answers).
+"""
+import os
+import re
+import socket
+import threading
+import time
+
+GUARD = 120  # seconds a socket waits before the server is deemed stuck
+
+
+def raw(s, data, src="127.0.0.1", timeout=GUARD):
+    """Send @data on a new connection from address @src; the bytes
+    answered until the server closes (b"" if it closed at once)."""
+    c = socket.socket()
+    c.bind((src, 0))
+    c.settimeout(timeout)
+    c.connect((s.host, s.port))
+    out = b""
+    try:
+        c.sendall(data)
+        while True:
+            b = c.recv(65536)
+            if not b:
+                break
+            out += b
+    except (ConnectionResetError, TimeoutError):
+        pass  # the status parse() finds (or not) says what happened
+    finally:
+        c.close()
+    return out
+
+
+def get(s, path, headers="", src="127.0.0.1"):
+    data = ("GET %s HTTP/1.1\r\nHost: %s:%d\r\nConnection: close\r\n%s\r\n"
+            % (path, s.host, s.port, headers)).encode("latin1")
+    return parse(raw(s, data, src))
+
+
+def post(s, path, headers="", body=b""):
+    data = ("POST %s HTTP/1.1\r\nHost: %s:%d\r\nConnection: close\r\n"
+            "X-CSRF-Token: %s\r\nContent-Length: %d\r\n%s\r\n" %
+            (path, s.host, s.port, s.csrf, len(body), headers)).encode()
+    return parse(raw(s, data + body))
+
+
+def parse(resp):
+    """(status, content type, body) of a raw answer; status None when the
+    connection closed without one."""
+    m = re.match(rb"HTTP/1\.[01] (\d+)", resp)
+    head, _, body = resp.partition(b"\r\n\r\n")
+    t = re.search(rb"(?i)\r\ncontent-type: ([^\r]*)", head)
+    return (int(m.group(1)) if m else None,
+            t.group(1).decode() if t else "", body)
+
+
+def rss_kb(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def attacks(s, check):
+    paths_and_params(s, check)
+    posts(s, check)
+    slow_clients(s, check)
+    event_streams(s, check)
+
+
+def paths_and_params(s, check):
+    # %00 decoded was a NUL that cut the path: "/app.js%00.html" served
+    # app.js, "order-1%00" read order-1, "failed%00x" filtered by failed
+    for path, code in [("/app.js%00.html", 404), ("/%00", 404),
+                       ("/api/runs/order-1%00", 400),
+                       ("/api/runs/order-1%00/steps", 400),
+                       ("/api/runs?status=failed%00x", 400),
+                       ("/api/runs?status=%00", 400)]:
+        st, ctype, body = get(s, path)
+        check(st == code and ctype.startswith("application/json") and
+              b'"error"' in body, "GET %s: %d (%s %s)" %
+              (path, code, st, body[:200]))
+    st, _, _ = get(s, "/api/runs?q=%00")
+    check(st == 200, "q=%%00 is searched for as text (%s)" % st)
+    # a parameter given twice: one of them would be ignored
+    for q in ["limit=5&limit=600", "status=failed&status=running",
+              "prefix=a&prefix=b", "limit=3&limit=3"]:
+        st, _, body = get(s, "/api/runs?" + q)
+        check(st == 400 and b"duplicate_parameter" in body,
+              "?%s: 400 (%s %s)" % (q, st, body[:200]))
+    st, _, _ = get(s, "/api/runs?x=1&x=2&limit=2")
+    check(st == 200, "an unknown parameter twice is ignored (%s)" % st)
+    # a number is digits only
+    for path in ["/api/runs?limit=+5", "/api/runs?limit=%205",
+                 "/api/runs?limit=-0", "/api/runs?limit=99999999999999999999",
+                 "/api/runs/order-1/steps?limit=+5",
+                 "/api/runs/order-1/steps?limit=%205"]:
+        st, _, body = get(s, path)
+        check(st == 400 and b"bad_limit" in body, "%s: 400 (%s %s)" %
+              (path, st, body[:200]))
+    # paths: traversal, encodings, sizes, control bytes; every answer a
+    # JSON 4xx (a URL over the header memory: libmicrohttpd's 414 page)
+    for path in ["/assets/../../etc/passwd", "/%2e%2e%2f%2e%2e%2fetc%2fpasswd",
+                 "/%252e%252e%252fetc%252fpasswd", "/..\\..\\etc\\passwd",
+                 "/api/runs/%ff%fe", "/api/runs/%01%02", "/api/runs/a%2Fb",
+                 "/api/runs/" + "x" * 5000, "/api/runs/", "/api/runs//steps",
+                 "/api/runs/order-1/steps/", "/api/nothing",
+                 "/api/runs/order-1/step?id=" + "0." * 300 + "0:1"]:
+        st, ctype, body = get(s, path)
+        check(st in (400, 404) and ctype.startswith("application/json"),
+              "GET %s: a JSON 4xx (%s %s)" % (path[:60], st, body[:200]))
+    st, _, _ = get(s, "/api/runs/" + "x" * (1 << 20))
+    check(st == 414, "a 1 MB path: 414 (%s)" % st)
+    # 10,000 parameters overflow a connection's 64 KiB of header memory:
+    # libmicrohttpd closes it (it has no room left for its 431); the server
+    # goes on
+    many = "&".join("p%d=%d" % (i, i) for i in range(10000))
+    st, _, _ = get(s, "/api/runs?" + many)
+    check(st in (None, 414, 431), "10,000 parameters refused (%s)" % st)
+    st, _, _ = get(s, "/api/runs?limit=1")
+    check(st == 200, "and the server still answers (%s)" % st)
+
+
+def posts(s, check):
+    # a page of another origin may not act, even holding the token
+    origin = "http://%s:%d" % (s.host, s.port)
+    for h in ["Origin: http://evil.example\r\n", "Origin: null\r\n",
+              "Origin: %s.evil.example\r\n" % origin,
+              "Origin: http://localhost:%d\r\n" % s.port,
+              "Sec-Fetch-Site: cross-site\r\n",
+              "Sec-Fetch-Site: same-site\r\n"]:
+        st, _, body = post(s, "/api/runs/order-1/verify", h)
+        check(st == 403 and b'"origin"' in body, "a POST with %s: 403 (%s %s)"
+              % (h.strip(), st, body[:200]))
+    for h in ["Origin: %s\r\n" % origin, "Sec-Fetch-Site: same-origin\r\n",
+              ""]:
+        st, _, body = post(s, "/api/runs/order-1/verify", h)
+        check(st == 200, "a POST with %r: 200 (%s %s)" % (h, st, body[:200]))
+    # bodies: none, not JSON, too deep, of the wrong types
+    for path, body, code in [
+            ("/api/runs/order-1/answer", b"", 400),
+            ("/api/runs/order-1/answer", b"[" * 100000, 400),
+            ("/api/runs/order-1/signal", b'{"name": 5}', 400),
+            ("/api/runs/order-1/fork", b'{"at": [1]}', 400),
+            ("/api/runs/order-1/cancel", b'{"reason": {}}', 400),
+            ("/api/runs/order-1/answer", b'{"a": 1}\x00', 400),
+            ("/api/runs/nope/continue", b"", 404),
+            ("/api/runs/nope/signal", b'{"name": "x"}', 404)]:
+        st, ctype, out = post(s, path, body=body)
+        check(st == code and ctype.startswith("application/json"),
+              "POST %s %r: %d (%s %s)" % (path, body[:20], code, st, out[:200]))
+    # \u0000 made cJSON end a string there: the event "a\u0000b" was
+    # delivered as "a"; bytes that are not UTF-8 were stored as they came
+    for path, body in [("/api/runs/order-1/signal", b'{"name": "a\\u0000b"}'),
+                       ("/api/runs/order-1/cancel",
+                        b'{"reason": "x\\u0000"}'),
+                       ("/api/runs/order-1/signal", b'{"name": "\xff\xfe"}'),
+                       ("/api/runs/order-1/signal",
+                        b'{"name": "\xed\xa0\x80"}'),
+                       ("/api/runs/order-1/fork", b'{"at": "0:1\xc0\xaf"}')]:
+        st, _, out = post(s, path, body=body)
+        check(st == 400 and b"bad_json" in out, "POST %s %r: 400 (%s %s)" %
+              (path, body, st, out[:200]))
+    st, _, out = post(s, "/api/runs/order-1/cancel",
+                      body=b'{"reason": "\\\\u0000 is text"}')
+    check(st == 409, "an escaped backslash before u0000 is text: 409 (%s %s)"
+          % (st, out[:200]))
+    # an answer is UTF-8, whatever the request held
+    for path in ["/api/runs/order-1/%ff", "/api/batch/%ff%fe"]:
+        st, _, out = post(s, path)
+        try:
+            out.decode("utf-8")
+        except UnicodeDecodeError:
+            out = b"not UTF-8: " + out
+        check(st == 404 and b"\xef\xbf\xbd" in out,
+              "POST %s: 404 in UTF-8 (%s %s)" % (path, st, out[:200]))
+    # a fork to an id that exists: the client's conflict, not the server's
+    st, _, out = post(s, "/api/runs/order-1/fork",
+                      body=b'{"at": "0:2", "new_id": "order-2"}')
+    check(st == 409 and b"PL_EEXIST" in out,
+          "a fork to a taken id: 409 (%s %s)" % (st, out[:200]))
+    # 100 MB, chunked: a 413 once past 1 MiB, and the memory stays
+    pid = s.proc.pid
+    before = rss_kb(pid)
+    c = socket.create_connection((s.host, s.port), timeout=GUARD)
+    c.sendall(("POST /api/runs/order-1/answer HTTP/1.1\r\nHost: %s:%d\r\n"
+               "X-CSRF-Token: %s\r\nTransfer-Encoding: chunked\r\n"
+               "Connection: close\r\n\r\n" % (s.host, s.port, s.csrf)).encode())
+    chunk = b"100000\r\n" + b"x" * (1 << 20) + b"\r\n"
+    try:
+        for _ in range(100):
+            c.sendall(chunk)
+        c.sendall(b"0\r\n\r\n")
+    except (BrokenPipeError, ConnectionResetError):
+        pass
+    out = b""
+    try:
+        while True:
+            b = c.recv(65536)
+            if not b:
+                break
+            out += b
+    except ConnectionResetError:
+        pass
+    c.close()
+    st = parse(out)[0]
+    grown = rss_kb(pid) - before
+    check(st == 413 and grown < 32 << 10,
+          "a 100 MB body: 413 (%s), the server grew %d KiB" % (st, grown))
+
+
+def trickle(s, n, stop, src="127.0.0.1"):
+    """@n connections from @src that send a request's headers a byte a
+    second, until @stop is set; the list of their sockets."""
+    socks = []
+    for _ in range(n):
+        c = socket.socket()
+        c.bind((src, 0))
+        c.settimeout(GUARD)
+        c.connect((s.host, s.port))
+        try:
+            c.sendall(b"GET /api/session HTTP/1.1\r\nX-Slow: ")
+        except OSError:
+            pass
+        socks.append(c)
+
+    def run():
+        while not stop.is_set():
+            for c in socks:
+                try:
+                    c.send(b"x")
+                except OSError:
+                    pass
+            stop.wait(1)
+    threading.Thread(target=run, daemon=True).start()
+    return socks
+
+
+def closed(c):
+    c.setblocking(False)
+    try:
+        return c.recv(1) == b""
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True
+
+
+def slow_clients(s, check):
+    # 70 connections sending their headers a byte a second: they held
+    # every connection the server takes, for as long as they went on
+    stop = threading.Event()
+    socks = trickle(s, 70, stop)
+    try:
+        time.sleep(1)
+        # one address holds 32 at most: another is served at once
+        st, _, _ = get(s, "/api/session", src="127.0.0.2")
+        check(st == 200, "served beside 70 slow connections (%s)" % st)
+        # and a request not whole 10 s after its connection opened is cut,
+        # however often a byte comes
+        deadline = time.time() + GUARD
+        while time.time() < deadline and not all(closed(c) for c in socks):
+            time.sleep(0.5)
+        check(all(closed(c) for c in socks),
+              "every slow connection is closed by the server: %d of 70" %
+              sum(closed(c) for c in socks))
+    finally:
+        stop.set()
+        for c in socks:
+            c.close()
+    st, _, _ = get(s, "/api/session")
+    check(st == 200, "then the slow address is served again (%s)" % st)
+
+
+def event_streams(s, check):
+    # 200 event streams that never read, from one address: 16 streams,
+    # then 503, then refused; others are served, and stop is clean
+    # (web_test.py's stop() wants exit 0)
+    socks, codes = [], {}
+    base = threads(s)
+    for _ in range(200):
+        c = socket.socket()
+        c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        c.settimeout(GUARD)
+        try:
+            c.connect((s.host, s.port))
+            c.sendall(("GET /api/events HTTP/1.1\r\nHost: %s:%d\r\n\r\n" %
+                       (s.host, s.port)).encode())
+        except OSError:
+            pass
+        socks.append(c)
+    st, _, _ = get(s, "/api/session", src="127.0.0.3")
+    check(st == 200, "served beside 200 event streams (%s)" % st)
+    for c in socks:
+        c.settimeout(5)
+        try:
+            k = parse(c.recv(64))[0]
+        except OSError:
+            k = None
+        codes[k] = codes.get(k, 0) + 1
+    check(codes.get(200, 0) <= 16 and codes.get(200, 0) + codes.get(503, 0)
+          <= 32, "at most 16 streams, 32 connections from one address: %s" %
+          codes)
+    # one that goes away in the middle of the stream, without a FIN
+    c = socket.create_connection((s.host, s.port), timeout=GUARD)
+    c.sendall(("GET /api/events HTTP/1.1\r\nHost: %s:%d\r\n\r\n" %
+               (s.host, s.port)).encode())
+    c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                 b"\x01\x00\x00\x00\x00\x00\x00\x00")
+    c.close()
+    for c in socks:
+        c.close()
+    # their threads end (a stream notices at its next keep-alive)
+    deadline = time.time() + GUARD
+    while threads(s) > base + 2 and time.time() < deadline:
+        time.sleep(0.5)
+    check(threads(s) <= base + 2, "the streams' threads end: %d, %d before"
+          % (threads(s), base))
+
+
+def threads(s):
+    with open("/proc/%d/status" % s.proc.pid) as f:
+        return int([x for x in f if x.startswith("Threads:")][0].split()[1])

@@ -1,0 +1,31 @@
+/*
+ * web_guard.h -- web_guard.c's part of the server, as libmicrohttpd calls
+ * it (web_http.c registers the callbacks).
+ */
+#ifndef PL_WEB_GUARD_H
+#define PL_WEB_GUARD_H
+
+#include <microhttpd.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+/* False for a POST a browser says came from a page of another origin. */
+bool web_same_origin(struct MHD_Connection *c);
+/* The name of a query parameter the API reads given twice, or NULL. */
+const char *web_arg_twice(struct MHD_Connection *c);
+/* MHD_OPTION_UNESCAPE_CALLBACK: %XX decoded, but for %00. */
+size_t web_unescape(void *cls, struct MHD_Connection *c, char *s);
+
+/* MHD_OPTION_NOTIFY_CONNECTION: each connection timed while it has no
+ * whole request; web_conn_busy() once it has one, web_conn_idle() once it
+ * is answered.  The guard's thread cuts one WEB_REQUEST_S late. */
+void web_on_connection(void *cls, struct MHD_Connection *c, void **ctx,
+                       enum MHD_ConnectionNotificationCode code);
+void web_conn_busy(struct MHD_Connection *c);
+void web_conn_idle(struct MHD_Connection *c);
+/* The guard's thread (without it, says so: libmicrohttpd's own timeout
+ * still holds). */
+bool web_guard_start(void);
+void web_guard_stop(void);
+
+#endif /* PL_WEB_GUARD_H */
