@@ -26,8 +26,7 @@
 #define WEB_CONN_MAX 64    /* connections at once */
 #define WEB_CONN_PER_IP 32 /* of them from one address */
 #define WEB_TIMEOUT_S 30   /* an idle connection is closed after */
-#define WEB_REQUEST_S 10   /* a request must be whole this long after its
-                            * connection opened or its previous answer */
+#define WEB_REQUEST_S 10   /* to send a request, from connect or last answer */
 #define WEB_POLL_MS 500    /* how often the store's change mark is read */
 #define WEB_EVENTS 256     /* events kept for the streams */
 #define WEB_WATCH_MAX 1000 /* unfinished runs watched for changes */

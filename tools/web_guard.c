@@ -105,14 +105,13 @@ size_t web_unescape(void *cls, struct MHD_Connection *c, char *s)
     return (size_t)(o - s);
 }
 
-
 size_t web_utf8_bad(const char *s, size_t n)
 {
     const unsigned char *p = (const unsigned char *)s;
     size_t i = 0;
     while (i < n) {
         unsigned c = p[i];
-        size_t len = c < 0x80                ? 1
+        size_t len = c < 0x80                 ? 1
                      : c >= 0xc2 && c <= 0xdf ? 2
                      : c >= 0xe0 && c <= 0xef ? 3
                      : c >= 0xf0 && c <= 0xf4 ? 4
@@ -195,7 +194,7 @@ void web_conn_idle(struct MHD_Connection *c)
 }
 
 void web_on_connection(void *cls, struct MHD_Connection *c, void **ctx,
-                          enum MHD_ConnectionNotificationCode code)
+                       enum MHD_ConnectionNotificationCode code)
 {
     (void)cls;
     web_conn *k = *ctx;
@@ -247,7 +246,6 @@ static void *guard_main(void *arg)
     pthread_mutex_unlock(&g_conn_mu);
     return NULL;
 }
-
 
 bool web_guard_start(void)
 {

@@ -59,21 +59,17 @@ int web_fail(cJSON **out, int status, const char *code, const char *fmt, ...)
 int web_http_status(int st)
 {
     switch (st) {
-    case PL_ENOTFOUND:
-        return 404;
+    case PL_ENOTFOUND: return 404;
     case PL_EBUSY:
     case PL_ESTATE:
     case PL_EEXIST: /* a new run's id taken */
     case PL_ESUSPENDED:
-    case PL_ECANCELLED:
-        return 409;
+    case PL_ECANCELLED: return 409;
     case PL_EINVAL:
     case PL_ETOKEN:
     case PL_EJSON:
-    case PL_ELIMIT:
-        return 400;
-    default:
-        return 500;
+    case PL_ELIMIT: return 400;
+    default: return 500;
     }
 }
 
@@ -670,22 +666,16 @@ bool web_http_start(web *w, const char *host, unsigned port)
         return false;
     }
     g_start_error[0] = '\0';
-    g_daemon = MHD_start_daemon(flags, (uint16_t)port, NULL, NULL, on_request,
-                                w, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
-                                MHD_OPTION_SOCK_ADDR, sa,
-                                MHD_OPTION_CONNECTION_LIMIT,
-                                (unsigned)WEB_CONN_MAX,
-                                MHD_OPTION_PER_IP_CONNECTION_LIMIT,
-                                (unsigned)WEB_CONN_PER_IP,
-                                MHD_OPTION_NOTIFY_CONNECTION, web_on_connection,
-                                NULL, MHD_OPTION_UNESCAPE_CALLBACK, web_unescape,
-                                NULL,
-                                MHD_OPTION_CONNECTION_TIMEOUT,
-                                (unsigned)WEB_TIMEOUT_S,
-                                MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-                                (size_t)HEADER_MEMORY,
-                                MHD_OPTION_NOTIFY_COMPLETED, on_completed, w,
-                                MHD_OPTION_END);
+    g_daemon = MHD_start_daemon(
+        flags, (uint16_t)port, NULL, NULL, on_request, w,
+        MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL, MHD_OPTION_SOCK_ADDR, sa,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)WEB_CONN_MAX,
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)WEB_CONN_PER_IP,
+        MHD_OPTION_NOTIFY_CONNECTION, web_on_connection, NULL,
+        MHD_OPTION_UNESCAPE_CALLBACK, web_unescape, NULL,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)WEB_TIMEOUT_S,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HEADER_MEMORY,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, w, MHD_OPTION_END);
     if (!g_daemon) {
         cli_error("cannot serve on %s port %u: %s", QUOTE(host), port,
                   g_start_error[0] ? g_start_error

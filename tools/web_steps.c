@@ -417,8 +417,7 @@ int api_steps(web *w, const char *id, const web_req *r, cJSON **out)
     if (lim) {
         char *end;
         unsigned long v = strtoul(lim, &end, 10);
-        if (*lim < '0' || *lim > '9' || *end || v < 1 ||
-            v > WEB_STEP_PAGE_MAX)
+        if (*lim < '0' || *lim > '9' || *end || v < 1 || v > WEB_STEP_PAGE_MAX)
             return web_fail(out, 400, "bad_limit", "limit: 1..%d",
                             WEB_STEP_PAGE_MAX);
         limit = v;
