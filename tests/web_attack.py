@@ -30,7 +30,7 @@ def raw(s, data, src="127.0.0.1", timeout=GUARD):
             if not b:
                 break
             out += b
-    except (ConnectionResetError, TimeoutError):
+    except (ConnectionResetError, BrokenPipeError, TimeoutError):
         pass  # the status parse() finds (or not) says what happened
     finally:
         c.close()
