@@ -15,6 +15,7 @@
 
 #include "mcp_int.h"
 #include "platform.h"
+#include "registry.h"
 
 #define MAX_ARGS 256
 #define MAX_TOOLS 1024
@@ -307,6 +308,9 @@ static int register_tools(pl_mcp *m, pl_registry *reg, const cJSON *list,
         i++;
     }
     m->n_tools = st ? 0 : n;
+    /* all or none: a policy added before one that fails (out of memory)
+     * would point into this handle, which the failure closes */
+    size_t before = pl_registry_count(reg);
     for (i = 0; !st && i < n; i++) {
         const cJSON *t = cJSON_GetArrayItem(list, (int)i);
         const cJSON *ann = cJSON_GetObjectItemCaseSensitive(t, "annotations");
@@ -328,6 +332,10 @@ static int register_tools(pl_mcp *m, pl_registry *reg, const cJSON *list,
                  code ? code : "mcp:");
         d.code_version = m->tools[i].code;
         st = pl_registry_add(reg, &d);
+    }
+    if (st) {
+        pl__registry_truncate(reg, before);
+        m->n_tools = 0;
     }
     for (i = 0; i < n; i++) {
         free(names ? names[i] : NULL);
