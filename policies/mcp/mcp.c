@@ -451,6 +451,7 @@ int pl_mcp_register(pl_mcp **out, pl_registry *reg, const char *name,
     if (!m)
         return PL_ENOMEM;
     m->wfd = m->rfd = m->err_fd = -1;
+    m->retry_after_ms = -1;
     m->timeout_ms = o->timeout_ms ? o->timeout_ms : 30000;
     m->start_timeout_ms = o->start_timeout_ms ? o->start_timeout_ms : 60000;
     m->max_msg = o->max_message_bytes ? o->max_message_bytes : 4 << 20;

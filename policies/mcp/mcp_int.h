@@ -49,6 +49,7 @@ struct pl_mcp {
     pthread_mutex_t lock;
     pl__mcp_http *http; /* Streamable HTTP; NULL: stdio */
     bool up;            /* HTTP: initialized */
+    long retry_after_ms; /* HTTP: the last request's Retry-After; -1: none */
     pid_t pid;          /* stdio: 0 when not running */
     int wfd, rfd;
     int64_t rcv_ms; /* rfd's receive timeout as last set; 0: not set */
