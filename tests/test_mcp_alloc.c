@@ -7,8 +7,9 @@
  * at their first call.  pl_tools_register() the same way.
  *
  * This binary is linked with -Wl,--wrap for malloc, calloc, realloc and
- * free (tests/CMakeLists.txt), as test_alloc.c is; cJSON's allocations go
- * through the wrapper too (cJSON_InitHooks).  The wrapper fails the k-th
+ * free (tests/CMakeLists.txt), as test_alloc.c is, with support_wrap.c's
+ * wrappers; cJSON's allocations go through them too (cJSON_InitHooks).
+ * t_alloc_fails() below fails the k-th
  * allocation made once the registry holds more policies than before the
  * registration, for every k until one registers with nothing failing.
  */
@@ -20,27 +21,15 @@
 #include "support_mcp.h"
 #include "support_wrap.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-#define PL_LSAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define PL_LSAN 1
-#endif
-#endif
-#ifdef PL_LSAN
-#include <sanitizer/lsan_interface.h>
-#endif
-
-/* ---- the wrapper --------------------------------------------------------- */
+/* ---- which allocation fails (support_wrap.c's wrappers ask) -------------- */
 
 static const pl_registry *g_reg; /* armed: counting (and failing) */
 static size_t g_base;            /* its policies before the registration */
 static long g_count;             /* allocations once it holds more */
 static long g_fail_at;           /* this one fails; 0: none */
-static long g_live;              /* allocated while armed, not yet freed */
 static bool g_failed;            /* the k-th has failed */
 
-static bool fails(void)
+bool t_alloc_fails(void)
 {
     if (!g_reg || pl_registry_count(g_reg) <= g_base)
         return false;
@@ -48,39 +37,6 @@ static bool fails(void)
         return false;
     g_failed = true;
     return true;
-}
-
-void *__wrap_malloc(size_t n)
-{
-    if (fails())
-        return NULL;
-    void *p = __real_malloc(n);
-    g_live += p != NULL;
-    return p;
-}
-
-void *__wrap_calloc(size_t n, size_t size)
-{
-    if (fails())
-        return NULL;
-    void *p = __real_calloc(n, size);
-    g_live += p != NULL;
-    return p;
-}
-
-void *__wrap_realloc(void *p, size_t n)
-{
-    if (fails())
-        return NULL;
-    void *q = __real_realloc(p, n);
-    g_live += !p && q;
-    return q;
-}
-
-void __wrap_free(void *p)
-{
-    g_live -= p != NULL;
-    __real_free(p);
 }
 
 static void *hook_malloc(size_t n) { return __wrap_malloc(n); }
@@ -108,7 +64,7 @@ static void arm(const pl_registry *reg, long k)
     g_count = 0;
     g_fail_at = k;
     g_failed = false;
-    g_live = 0;
+    t_alloc_live = 0;
     g_reg = reg;
 }
 
@@ -124,22 +80,21 @@ static size_t count_prefixed(const pl_registry *reg, const char *prefix)
     return n;
 }
 
-Test(mcp_alloc, a_failing_allocation_while_adding_the_tools_registers_none)
+/* Call @p add (@p arg its argument) with the k-th allocation of the
+ * additions failing, for k = 1, 2, ... until it registers with nothing
+ * failing: each failure a status with a message that leaves the registry
+ * as it was and nothing allocated.  How many failed. */
+static long sweep(int (*add)(void *), void *arg)
 {
-    char spec[9000];
-    snprintf(spec, sizeof spec, "stdio:python3 " FAKE " ok %s", F.dir);
-    pl_mcp_options o = quiet();
-    o.start_timeout_ms = 20000;
-    cr_assert_eq(pl_registry_new(&F.reg), PL_OK);
-    cr_assert_eq(pl_registry_add_fn(F.reg, "use", use, NULL), PL_OK);
-    long k = 1, failures = 0;
-    for (;; k++) {
+    size_t before = pl_registry_count(F.reg);
+    long failures = 0;
+    for (long k = 1;; k++) {
         arm(F.reg, k);
-        int st = pl_mcp_register(&F.mcp, F.reg, "fake", spec, &o);
+        int st = add(arg);
         disarm();
         if (!g_failed) {
             cr_assert_eq(st, PL_OK, "%s", pl_errmsg());
-            break;
+            return failures;
         }
         failures++;
         /* PL_ENOMEM, or PL_EJSON when it is cJSON_Parse()'s (the
@@ -147,23 +102,39 @@ Test(mcp_alloc, a_failing_allocation_while_adding_the_tools_registers_none)
         cr_assert(st < 0 && *pl_errmsg(), "allocation %ld failing: %s (%s)",
                   k, pl_status_name(st), pl_errmsg());
         cr_assert_null(F.mcp);
-        cr_assert_eq(pl_registry_count(F.reg), 1,
-                     "allocation %ld failing: the registry keeps %zu "
-                     "policies of the closed handle",
-                     k, count_prefixed(F.reg, "fake."));
-        cr_assert_eq(g_live, 0,
+        cr_assert_eq(pl_registry_count(F.reg), before,
+                     "allocation %ld failing: %zu policies left behind", k,
+                     pl_registry_count(F.reg) - before);
+        cr_assert_eq(t_alloc_live, 0,
                      "allocation %ld failing: %ld allocations not freed", k,
-                     g_live);
+                     t_alloc_live);
     }
+}
+
+static int add_fake(void *spec)
+{
+    pl_mcp_options o = quiet();
+    o.start_timeout_ms = 20000;
+    return pl_mcp_register(&F.mcp, F.reg, "fake", spec, &o);
+}
+
+static int add_tools(void *tools) { return pl_tools_register(F.reg, tools); }
+
+Test(mcp_alloc, a_failing_allocation_while_adding_the_tools_registers_none)
+{
+    char spec[9000];
+    snprintf(spec, sizeof spec, "stdio:python3 " FAKE " ok %s", F.dir);
+    cr_assert_eq(pl_registry_new(&F.reg), PL_OK);
+    cr_assert_eq(pl_registry_add_fn(F.reg, "use", use, NULL), PL_OK);
+    long failures = sweep(add_fake, spec);
     /* the tools' additions allocate: each of them failed in turn */
     cr_expect_gt(failures, 20);
     cr_expect_eq(count_prefixed(F.reg, "fake."), 5);
     cr_expect_eq(pl_mcp_tool_count(F.mcp), 5);
-    cJSON *got = NULL;
     snprintf(F.store, sizeof F.store, "%s", t_store_path());
     F.engine = t_engine(F.store, F.reg, PL_DURABILITY_PROCESS);
-    got = run("r1", "[{\"tool\": \"fake.echo\", \"args\": {\"text\": \"x\"}}]",
-              1);
+    cJSON *got = run(
+        "r1", "[{\"tool\": \"fake.echo\", \"args\": {\"text\": \"x\"}}]", 1);
     cr_expect(strstr(first_text(at(got, 0)), "\"x\""), "%s", t_text(got));
     cJSON_Delete(got);
     printf("mcp_alloc: %ld allocations failed in turn while the tools were "
@@ -183,26 +154,7 @@ Test(mcp_alloc, a_failing_allocation_while_adding_the_tools_policies_adds_none)
     to.root = F.dir;
     pl_tools *tools = NULL;
     cr_assert_eq(pl_tools_new(&tools, &to), PL_OK, "%s", pl_errmsg());
-    long k = 1, failures = 0;
-    for (;; k++) {
-        arm(F.reg, k);
-        int st = pl_tools_register(F.reg, tools);
-        disarm();
-        if (!g_failed) {
-            cr_assert_eq(st, PL_OK, "%s", pl_errmsg());
-            break;
-        }
-        failures++;
-        cr_assert(st < 0 && *pl_errmsg(), "allocation %ld failing: %s (%s)",
-                  k, pl_status_name(st), pl_errmsg());
-        cr_assert_eq(pl_registry_count(F.reg), 1,
-                     "allocation %ld failing: %zu policies left", k,
-                     pl_registry_count(F.reg) - 1);
-        cr_assert_eq(g_live, 0,
-                     "allocation %ld failing: %ld allocations not freed", k,
-                     g_live);
-    }
-    cr_expect_gt(failures, 5);
+    cr_expect_gt(sweep(add_tools, tools), 5);
     cr_expect_not_null(pl_registry_find(F.reg, "read_file"));
     pl_registry_free(F.reg);
     F.reg = NULL;
