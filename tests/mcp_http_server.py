@@ -17,9 +17,11 @@ one given (or was expired) is answered 404; notifications 202; tools/list
 lists the tool "echo"; tools/call of echo returns its arguments as text;
 DELETE ends the session.
 
-The script is {"init": [R...], "list": [R...], "call": [R...]}: the n-th
-initialize, tools/list, tools/call gets R[n] instead (past the end, or
-null, the normal answer).  R is an object:
+The script is {"init": [R...], "list": [R...], "call": [R...],
+"notify": [R...]}: the n-th initialize, tools/list, tools/call,
+notification gets R[n] instead (past the end, or null, the normal answer;
+a notification takes only "status" and "expire").  Once a session was
+given, a request with none is answered 400.  R is an object:
     "status": N, "reason": TEXT     the status line (default 200 OK)
     "headers": [[NAME, VALUE]...]   more headers, sent as they are (a VALUE
                                     may hold CR, LF or NUL)
@@ -51,7 +53,7 @@ import zlib
 
 lock = threading.Lock()
 state = {"n": 0, "sessions": set(), "next": 0,
-         "count": {"initialize": 0, "tools/list": 0, "tools/call": 0}}
+         "count": {"init": 0, "list": 0, "call": 0, "notify": 0}}
 TOOLS = [{"name": "echo", "description": "Echo the arguments.",
           "inputSchema": {"type": "object"}}]
 SCRIPT_KEY = {"initialize": "init", "tools/list": "list",
@@ -135,14 +137,17 @@ def handle(conn, script, log_path, token):
         n = state["n"]
         state["n"] += 1
         r = None
-        if method in SCRIPT_KEY:
-            k = state["count"][method]
-            state["count"][method] += 1
-            rs = script.get(SCRIPT_KEY[method]) or []
+        key = SCRIPT_KEY.get(method) or (
+            "notify" if str(method).startswith("notifications/") else None)
+        if key:
+            k = state["count"][key]
+            state["count"][key] += 1
+            rs = script.get(key) or []
             r = rs[k] if k < len(rs) else None
         if r and r.get("expire"):
             state["sessions"].clear()
         known = sid in state["sessions"]
+        issued = state["next"] > 0
         if method == "initialize" and not (r and "session" in r):
             state["next"] += 1
             new_sid = "s-%d" % state["next"]
@@ -161,8 +166,18 @@ def handle(conn, script, log_path, token):
         respond(conn, 404, [("Content-Type", "application/json")],
                 json.dumps(err).encode(), "Not Found")
         return
+    if sid is None and issued and method != "initialize":
+        err = {"jsonrpc": "2.0", "id": None,
+               "error": {"code": -32000,
+                         "message": "Bad Request: No valid session ID"}}
+        respond(conn, 400, [("Content-Type", "application/json")],
+                json.dumps(err).encode(), "Bad Request")
+        return
     if i is None:
-        respond(conn, 202, [], b"", "Accepted")
+        if r and r.get("status"):
+            respond(conn, r["status"], [], b"")
+        else:
+            respond(conn, 202, [], b"", "Accepted")
         return
     r = r or {}
     for s in r.get("interim", []):

@@ -363,6 +363,23 @@ Test(mcp_http, an_expired_session_is_started_again_and_the_call_resent,
     cJSON_Delete(got);
 }
 
+/* A session that ends at a notification (notifications/cancelled, after
+ * a call timed out) is begun anew by the next call, which succeeds. */
+Test(mcp_http, a_session_ended_at_a_notification_is_begun_anew, .fini = fini)
+{
+    pl_mcp_options o = quiet();
+    o.timeout_ms = 300;
+    open_on("{\"call\": [{\"forever\": true, \"sse\": true}],"
+            " \"notify\": [null, {\"expire\": true}]}",
+            &o);
+    cJSON *got = echo_calls("r1", 2);
+    expect_error(at(got, 0), PL_ERR_TIMEOUT, "no answer in time");
+    cr_expect(strstr(first_text(at(got, 1)), "\"i\": 1"), "%s", t_text(got));
+    cJSON_Delete(got);
+    cr_expect_eq(requests(&g_servers[0], "notifications/cancelled"), 1);
+    cr_expect_eq(requests(&g_servers[0], "initialize"), 2);
+}
+
 /* ------------------------------------------------------------------------ */
 /* Bodies                                                                   */
 /* ------------------------------------------------------------------------ */

@@ -96,8 +96,8 @@ int pl__mcp_ensure(pl_mcp *m, int64_t deadline, char *why, size_t n)
         pl__mcp_stop(m);
         return t;
     }
+    m->up = true; /* before: a 404 of the notification says it is not */
     pl__mcp_notify(m, "notifications/initialized", NULL);
-    m->up = true;
     if (m->list) /* started again: it may be another version of itself */
         m->list_changed = true;
     return T_OK;

@@ -426,9 +426,13 @@ void pl__mcp_notify(pl_mcp *m, const char *method, cJSON *params)
     cJSON_Delete(params);
     char why[128];
     cJSON *none = NULL;
-    if (ok && m->http)
+    /* a notification's 404 ends the session too: the next request
+     * begins a new one */
+    if (ok && m->http &&
         pl__mcp_http_post(m->http, (const char *)m->out.data, m->out.len, 0,
-                          m->version, 1000, &none, why, sizeof why);
+                          m->version, 1000, &none, why,
+                          sizeof why) == T_EXPIRED)
+        m->up = false;
     else if (ok)
         send_text(m, pl__mcp_mono_ms() + 1000, why, sizeof why);
     cJSON_Delete(none);
