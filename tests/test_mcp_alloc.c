@@ -75,8 +75,7 @@ static size_t count_prefixed(const pl_registry *reg, const char *prefix)
 {
     size_t n = 0;
     for (size_t i = 0; i < pl_registry_count(reg); i++)
-        n += strncmp(pl_registry_at(reg, i)->name, prefix, strlen(prefix)) ==
-             0;
+        n += strncmp(pl_registry_at(reg, i)->name, prefix, strlen(prefix)) == 0;
     return n;
 }
 
@@ -99,8 +98,8 @@ static long sweep(int (*add)(void *), void *arg)
         failures++;
         /* PL_ENOMEM, or PL_EJSON when it is cJSON_Parse()'s (the
          * registry's check of a schema cannot tell the two apart) */
-        cr_assert(st < 0 && *pl_errmsg(), "allocation %ld failing: %s (%s)",
-                  k, pl_status_name(st), pl_errmsg());
+        cr_assert(st < 0 && *pl_errmsg(), "allocation %ld failing: %s (%s)", k,
+                  pl_status_name(st), pl_errmsg());
         cr_assert_null(F.mcp);
         cr_assert_eq(pl_registry_count(F.reg), before,
                      "allocation %ld failing: %zu policies left behind", k,
@@ -133,8 +132,9 @@ Test(mcp_alloc, a_failing_allocation_while_adding_the_tools_registers_none)
     cr_expect_eq(pl_mcp_tool_count(F.mcp), 5);
     snprintf(F.store, sizeof F.store, "%s", t_store_path());
     F.engine = t_engine(F.store, F.reg, PL_DURABILITY_PROCESS);
-    cJSON *got = run(
-        "r1", "[{\"tool\": \"fake.echo\", \"args\": {\"text\": \"x\"}}]", 1);
+    cJSON *got = run("r1",
+                     "[{\"tool\": \"fake.echo\", \"args\": {\"text\": \"x\"}}]",
+                     1);
     cr_expect(strstr(first_text(at(got, 0)), "\"x\""), "%s", t_text(got));
     cJSON_Delete(got);
     printf("mcp_alloc: %ld allocations failed in turn while the tools were "

@@ -119,7 +119,8 @@ static cJSON *echo_calls(const char *id, int n)
                  "%s{\"tool\": \"h.echo\", \"args\": {\"i\": %d}}",
                  i ? ", " : "", i);
     }
-    strcat(calls, "]");
+    size_t l = strlen(calls);
+    snprintf(calls + l, sizeof calls - l, "]");
     return run(id, calls, -1);
 }
 

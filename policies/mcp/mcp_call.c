@@ -419,14 +419,14 @@ static bool write_params(pl__buf *b, const void *user)
 static int transport_error(pl_steps *out, const pl_mcp *m, const char *tname,
                            int tr, const char *why, long retry_after)
 {
-    const char *code = tr == T_TIMEOUT                   ? PL_ERR_TIMEOUT
-                       : tr == T_TOOBIG || tr == T_BAD   ? PL_ERR_TOOL_BUG
-                       : tr == T_AUTH                    ? PL_ERR_UNAUTHORIZED
-                       : tr == T_FORBIDDEN               ? PL_ERR_FORBIDDEN
-                       : tr == T_NOTFOUND                ? PL_ERR_NOT_FOUND
-                       : tr == T_RATE                    ? PL_ERR_RATE_LIMITED
-                       : tr == T_INVALID                 ? PL_ERR_INVALID_INPUT
-                                                         : PL_ERR_RETRYABLE_SERVER;
+    const char *code = tr == T_TIMEOUT                 ? PL_ERR_TIMEOUT
+                       : tr == T_TOOBIG || tr == T_BAD ? PL_ERR_TOOL_BUG
+                       : tr == T_AUTH                  ? PL_ERR_UNAUTHORIZED
+                       : tr == T_FORBIDDEN             ? PL_ERR_FORBIDDEN
+                       : tr == T_NOTFOUND              ? PL_ERR_NOT_FOUND
+                       : tr == T_RATE                  ? PL_ERR_RATE_LIMITED
+                       : tr == T_INVALID               ? PL_ERR_INVALID_INPUT
+                                         : PL_ERR_RETRYABLE_SERVER;
     char text[512];
     snprintf(text, sizeof text, "MCP server %s, tool %s: %s", m->name, tname,
              why);

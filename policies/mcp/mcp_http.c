@@ -42,7 +42,7 @@ struct pl__mcp_http {
     size_t max_msg;
     CURL *c;
     char session[PL__MCP_SESSION_MAX + 1]; /* "" until initialize gives one */
-    bool list_changed;  /* a stream brought notifications/tools/list_changed */
+    bool list_changed;   /* a stream brought notifications/tools/list_changed */
     long retry_after_ms; /* the last answer's Retry-After; -1: none */
 };
 
@@ -76,10 +76,10 @@ typedef struct exchange {
     pl__buf body;  /* JSON body, or the stream's unread part */
     cJSON *answer; /* found */
     bool too_big;
-    char ctype[64]; /* the Content-Type, cut */
+    char ctype[64];                        /* the Content-Type, cut */
     char session[PL__MCP_SESSION_MAX + 1]; /* as given, if valid */
-    bool session_bad; /* one given that is not 1..MAX visible ASCII */
-    size_t header_bytes;   /* of every response, 1xx ones too */
+    bool session_bad;     /* one given that is not 1..MAX visible ASCII */
+    size_t header_bytes;  /* of every response, 1xx ones too */
     bool headers_too_big; /* past PL__MCP_HEADERS_MAX: the transfer ends */
 } exchange;
 
