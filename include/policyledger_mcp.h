@@ -44,11 +44,17 @@
  *
  * Streamable HTTP (a spec "http://..." or "https://...", built with
  * libcurl): each message is one POST; the Mcp-Session-Id the server gives
- * at initialize is sent with every later request (after a 404 for it, the
- * next call starts a new session), the negotiated version as
+ * at initialize (1..1024 visible ASCII characters) is sent with every
+ * later request (after a 404 for it, a new session is started and the
+ * request sent once more), the negotiated version as
  * MCP-Protocol-Version; an answer is read from a JSON body or an event
- * stream (left once the answer has come); a 401 or 403 is Unauthorized.
- * No server process is started: the endpoint must be running.
+ * stream (left once the answer has come).  Redirects are not followed.
+ * A status that is not 2xx: 401 Unauthorized, 403 Forbidden, 404 (of no
+ * session) NotFound, 429 RateLimited, 5xx RetryableServer, 400 and 422
+ * InvalidInput, others ToolBug; a Retry-After of a 429 or 5xx is the
+ * result's number "retry_after_ms" (pl_decorator_retry() waits it).  A
+ * 2xx without the answer, a bad session id or headers past 256 KiB:
+ * ToolBug.  No server process is started: the endpoint must be running.
  *
  * Requests the server sends to the client are answered: "ping" with {},
  * any other with JSON-RPC error -32601 (over stdio; over HTTP they are
@@ -187,7 +193,8 @@ typedef struct pl_mcp_options {
  *         registered); PL_EEXIST (a policy of that
  *         name exists: none is registered); the errors of
  *         pl_registry_add() (a tool's inputSchema this library refuses);
- *         PL_ENOMEM.  On failure *out is NULL and the server is stopped.
+ *         PL_ENOMEM.  On failure *out is NULL, the server is stopped,
+ *         and @p reg holds none of its tools.
  */
 int pl_mcp_register(pl_mcp **out, pl_registry *reg, const char *name,
                     const char *spec, const pl_mcp_options *opts);

@@ -4,7 +4,8 @@
  *
  * This binary is linked with -Wl,--wrap for malloc, calloc, realloc and
  * free (tests/CMakeLists.txt), so every allocation the library's own code
- * makes goes through the wrapper below; cJSON's go through it too, by
+ * makes goes through the wrappers (support_wrap.c), which ask
+ * t_alloc_fails() below; cJSON's go through it too, by
  * cJSON_InitHooks.  (LMDB, OpenSSL and libc allocate inside their own
  * shared objects, out of its reach.)
  *
@@ -39,26 +40,14 @@
 #include "support.h"
 #include "support_wrap.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-#define PL_LSAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define PL_LSAN 1
-#endif
-#endif
-#ifdef PL_LSAN
-#include <sanitizer/lsan_interface.h>
-#endif
-
-/* ---- the wrapper --------------------------------------------------------- */
+/* ---- which allocation fails (support_wrap.c's wrappers ask) -------------- */
 
 static bool g_armed;   /* counting (and failing) */
 static long g_count;   /* allocations while armed */
 static long g_fail_at; /* this one fails; 0: none */
-static long g_live;    /* allocated and not yet freed */
 static bool g_failed;  /* the n-th has failed */
 
-static bool fails(void)
+bool t_alloc_fails(void)
 {
     if (!g_armed)
         return false;
@@ -70,39 +59,6 @@ static bool fails(void)
         backtrace_symbols_fd(frames, backtrace(frames, 64), 2);
     }
     return true;
-}
-
-void *__wrap_malloc(size_t n)
-{
-    if (fails())
-        return NULL;
-    void *p = __real_malloc(n);
-    g_live += p != NULL;
-    return p;
-}
-
-void *__wrap_calloc(size_t n, size_t size)
-{
-    if (fails())
-        return NULL;
-    void *p = __real_calloc(n, size);
-    g_live += p != NULL;
-    return p;
-}
-
-void *__wrap_realloc(void *p, size_t n)
-{
-    if (fails())
-        return NULL;
-    void *q = __real_realloc(p, n);
-    g_live += !p && q;
-    return q;
-}
-
-void __wrap_free(void *p)
-{
-    g_live -= p != NULL;
-    __real_free(p);
 }
 
 /* ---- the policies -------------------------------------------------------- */
@@ -336,7 +292,7 @@ static void child(long fail_at, int report)
     snprintf(path, sizeof path, "%s/store-%ld.db", t_tmpdir(), fail_at);
 
     world w = {0};
-    g_live = 0;
+    t_alloc_live = 0;
     g_count = 0;
     g_fail_at = fail_at;
     g_armed = true;
@@ -345,7 +301,7 @@ static void child(long fail_at, int report)
     snprintf(msg, sizeof msg, "%s", st ? pl_errmsg() : "");
     world_close(&w);
     g_armed = false;
-    long live = g_live;
+    long live = t_alloc_live;
 
     char why[800] = "";
     if (st && (st >= 0 || !pl_strerror(st) || !msg[0] ||

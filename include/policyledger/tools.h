@@ -329,8 +329,9 @@ void pl_tools_free(pl_tools *tools);
  * Register "calculator", "http_get" and, with a root, "read_file" (and,
  * with allowed commands, "run_command") in @p reg.  A library built
  * without libcurl (PL_WITH_CURL=OFF) has no "http_get": pl_tools_new()
- * refuses an http:// or https:// allow entry there, saying so.  Every name
- * is checked first, so PL_EEXIST registers none.
+ * refuses an http:// or https:// allow entry there, saying so.  All or
+ * none: every name is checked first, so PL_EEXIST registers none, and
+ * a later failure (PL_ENOMEM) takes back those it had added.
  * @param tools borrowed: must outlive every engine using @p reg.
  * @return PL_OK; PL_EINVAL (NULL argument); PL_EEXIST (a name is taken);
  *         PL_ENOMEM.

@@ -15,6 +15,7 @@
 
 #include "mcp_int.h"
 #include "platform.h"
+#include "registry.h"
 
 #define MAX_ARGS 256
 #define MAX_TOOLS 1024
@@ -95,8 +96,8 @@ int pl__mcp_ensure(pl_mcp *m, int64_t deadline, char *why, size_t n)
         pl__mcp_stop(m);
         return t;
     }
+    m->up = true; /* before: a 404 of the notification says it is not */
     pl__mcp_notify(m, "notifications/initialized", NULL);
-    m->up = true;
     if (m->list) /* started again: it may be another version of itself */
         m->list_changed = true;
     return T_OK;
@@ -307,6 +308,9 @@ static int register_tools(pl_mcp *m, pl_registry *reg, const cJSON *list,
         i++;
     }
     m->n_tools = st ? 0 : n;
+    /* all or none: a policy added before one that fails (out of memory)
+     * would point into this handle, which the failure closes */
+    size_t before = pl_registry_count(reg);
     for (i = 0; !st && i < n; i++) {
         const cJSON *t = cJSON_GetArrayItem(list, (int)i);
         const cJSON *ann = cJSON_GetObjectItemCaseSensitive(t, "annotations");
@@ -328,6 +332,10 @@ static int register_tools(pl_mcp *m, pl_registry *reg, const cJSON *list,
                  code ? code : "mcp:");
         d.code_version = m->tools[i].code;
         st = pl_registry_add(reg, &d);
+    }
+    if (st) {
+        pl__registry_truncate(reg, before);
+        m->n_tools = 0;
     }
     for (i = 0; i < n; i++) {
         free(names ? names[i] : NULL);
@@ -443,6 +451,7 @@ int pl_mcp_register(pl_mcp **out, pl_registry *reg, const char *name,
     if (!m)
         return PL_ENOMEM;
     m->wfd = m->rfd = m->err_fd = -1;
+    m->retry_after_ms = -1;
     m->timeout_ms = o->timeout_ms ? o->timeout_ms : 30000;
     m->start_timeout_ms = o->start_timeout_ms ? o->start_timeout_ms : 60000;
     m->max_msg = o->max_message_bytes ? o->max_message_bytes : 4 << 20;

@@ -14,8 +14,33 @@
 
 #include "util.h"
 
-/* How a transport exchange ended. */
-enum { T_OK = 0, T_DEAD, T_TIMEOUT, T_TOOBIG, T_NOMEM, T_AUTH };
+/*
+ * How a transport exchange ended.  A call reads each as the error
+ * taxonomy (mcp_call.c): T_DEAD (the server is gone, a 5xx, a stream cut
+ * short) and T_EXPIRED (a 404 of the session) RetryableServer, T_TIMEOUT
+ * Timeout, T_TOOBIG and T_BAD (what the server sent is not the protocol:
+ * a 3xx, a bad session id, a body that is not the answer) ToolBug, T_AUTH
+ * (401) Unauthorized, T_FORBIDDEN (403) Forbidden, T_NOTFOUND (404 of no
+ * session) NotFound, T_RATE (429) RateLimited, T_INVALID (400, 422)
+ * InvalidInput.
+ */
+enum {
+    T_OK = 0,
+    T_DEAD,
+    T_TIMEOUT,
+    T_TOOBIG,
+    T_NOMEM,
+    T_AUTH,
+    T_FORBIDDEN,
+    T_NOTFOUND,
+    T_RATE,
+    T_INVALID,
+    T_BAD,
+    T_EXPIRED
+};
+
+/* The longest Mcp-Session-Id taken. */
+#define PL__MCP_SESSION_MAX 1024
 
 typedef struct pl__mcp_http pl__mcp_http;
 
@@ -33,7 +58,7 @@ PL__HIDDEN pl__mcp_http *pl__mcp_http_new(const char *url,
  * (@p id > 0) read the answer of that id, from a JSON body or an event
  * stream, into *answer (the whole message; caller frees).  The session id the server gives is kept and sent, and
  * @p version (once known) as MCP-Protocol-Version.  A T_ code; @p why
- * says what failed.  T_DEAD after a 404 of a session: the session is
+ * says what failed.  T_EXPIRED after a 404 of a session: the session is
  * forgotten (initialize again).
  */
 PL__HIDDEN int pl__mcp_http_post(pl__mcp_http *h, const char *body, size_t len,
@@ -51,6 +76,10 @@ PL__HIDDEN cJSON *pl__mcp_http_read(pl__mcp_http *h, int64_t id, bool stream,
                                     const char *const *pieces,
                                     const size_t *lens, size_t n,
                                     bool *too_big);
+
+/* The Retry-After of the last exchange's 429 or 5xx, in milliseconds;
+ * -1 when it had none. */
+PL__HIDDEN long pl__mcp_http_retry_after(const pl__mcp_http *h);
 
 /* Forget the session, to start a new one with the next initialize. */
 PL__HIDDEN void pl__mcp_http_forget(pl__mcp_http *h);
@@ -73,6 +102,11 @@ static inline int pl__mcp_http_post(pl__mcp_http *h, const char *body,
     *answer = NULL;
     snprintf(why, n, "built without libcurl");
     return T_DEAD;
+}
+static inline long pl__mcp_http_retry_after(const pl__mcp_http *h)
+{
+    (void)h;
+    return -1;
 }
 static inline void pl__mcp_http_forget(pl__mcp_http *h) { (void)h; }
 static inline bool pl__mcp_http_list_changed(pl__mcp_http *h)

@@ -413,6 +413,37 @@ static bool write_params(pl__buf *b, const void *user)
            !pl__buf_append(b, "}", 1);
 }
 
+/* The error result of a call whose exchange ended @p tr (not T_OK), as
+ * the taxonomy (mcp.h), with the server's Retry-After as retry_after_ms
+ * (the retry decorator waits it) when it gave one. */
+static int transport_error(pl_steps *out, const pl_mcp *m, const char *tname,
+                           int tr, const char *why, long retry_after)
+{
+    const char *code = tr == T_TIMEOUT                 ? PL_ERR_TIMEOUT
+                       : tr == T_TOOBIG || tr == T_BAD ? PL_ERR_TOOL_BUG
+                       : tr == T_AUTH                  ? PL_ERR_UNAUTHORIZED
+                       : tr == T_FORBIDDEN             ? PL_ERR_FORBIDDEN
+                       : tr == T_NOTFOUND              ? PL_ERR_NOT_FOUND
+                       : tr == T_RATE                  ? PL_ERR_RATE_LIMITED
+                       : tr == T_INVALID               ? PL_ERR_INVALID_INPUT
+                                         : PL_ERR_RETRYABLE_SERVER;
+    char text[512];
+    snprintf(text, sizeof text, "MCP server %s, tool %s: %s", m->name, tname,
+             why);
+    if (retry_after < 0)
+        return pl_steps_add_error(out, code, text);
+    cJSON *v = cJSON_CreateObject();
+    int st = v && cJSON_AddTrueToObject(v, "error") &&
+                     cJSON_AddStringToObject(v, "code", code) &&
+                     cJSON_AddStringToObject(v, "message", text) &&
+                     cJSON_AddNumberToObject(v, "retry_after_ms",
+                                             (double)retry_after)
+                 ? pl_steps_add_result(out, v)
+                 : PL_ENOMEM;
+    cJSON_Delete(v);
+    return st;
+}
+
 int pl__mcp_call_tool(pl_ctx *ctx, const pl_action *a, pl_steps *out,
                       void *user)
 {
@@ -467,10 +498,12 @@ int pl__mcp_call_tool(pl_ctx *ctx, const pl_action *a, pl_steps *out,
     cJSON *r = NULL, *e = NULL;
     int64_t deadline = pl__mcp_mono_ms() + wait;
     pthread_mutex_lock(&m->lock);
+    m->retry_after_ms = -1;
     int tr = pl__mcp_ensure(m, deadline, why, sizeof why);
     if (tr == T_OK)
         tr = pl__mcp_rpc_with(m, "tools/call", write_params, &p, deadline, &r,
                               &e, why, sizeof why);
+    long retry_after = m->retry_after_ms;
     pthread_mutex_unlock(&m->lock);
     int st;
     if (tr == T_OK) {
@@ -478,15 +511,7 @@ int pl__mcp_call_tool(pl_ctx *ctx, const pl_action *a, pl_steps *out,
     } else if (tr == T_NOMEM) {
         st = PL_ENOMEM;
     } else {
-        char text[512];
-        snprintf(text, sizeof text, "MCP server %s, tool %s: %s", m->name,
-                 t->name, why);
-        st = pl_steps_add_error(out,
-                                tr == T_TIMEOUT  ? PL_ERR_TIMEOUT
-                                : tr == T_TOOBIG ? PL_ERR_TOOL_BUG
-                                : tr == T_AUTH   ? PL_ERR_UNAUTHORIZED
-                                                 : PL_ERR_RETRYABLE_SERVER,
-                                text);
+        st = transport_error(out, m, t->name, tr, why, retry_after);
     }
     cJSON_Delete(r);
     cJSON_Delete(e);

@@ -11,9 +11,19 @@
  * an event stream (text/event-stream: "data:" lines, events ended by a
  * blank line), read until the message with the request's id: the
  * transfer stops there.  A notification is answered 202 with no body.
- * Bodies are kept up to max_msg bytes (per event on a stream).  The token
- * is read from the environment at each request and goes into that
- * request's header only.
+ * Bodies are kept up to max_msg bytes (per event on a stream), as
+ * decoded: gzip and the other encodings libcurl knows are asked for.  The
+ * token is read from the environment at each request and goes into that
+ * request's header only; redirects are never followed, so it never goes
+ * to another host (a 3xx is an error naming where it pointed).
+ *
+ * A server is not trusted: the session id is taken from the answer to
+ * initialize alone (1..PL__MCP_SESSION_MAX visible ASCII characters, as
+ * the spec has it; another is an error), and one that changes or goes
+ * missing in later answers is not followed.  A status that is not 2xx is
+ * a T_ code the call reads as the error taxonomy (mcp.h), with the
+ * server's Retry-After kept for a 429 or 5xx, and the message of a
+ * JSON-RPC error in its body quoted.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -23,6 +33,7 @@
 
 #include <curl/curl.h>
 
+#include "llm.h" /* pl__llm_retry_after() */
 #include "mcp.h"
 
 struct pl__mcp_http {
@@ -30,8 +41,9 @@ struct pl__mcp_http {
     char *token_env;
     size_t max_msg;
     CURL *c;
-    char session[256]; /* "" until the server gives one */
-    bool list_changed; /* a stream brought notifications/tools/list_changed */
+    char session[PL__MCP_SESSION_MAX + 1]; /* "" until initialize gives one */
+    bool list_changed;   /* a stream brought notifications/tools/list_changed */
+    long retry_after_ms; /* the last answer's Retry-After; -1: none */
 };
 
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
@@ -45,6 +57,7 @@ pl__mcp_http *pl__mcp_http_new(const char *url, const char *token_env,
     if (!h)
         return NULL;
     h->max_msg = max_msg;
+    h->retry_after_ms = -1;
     h->url = pl__strdup(url);
     h->token_env = token_env ? pl__strdup(token_env) : NULL;
     h->c = curl_easy_init();
@@ -63,8 +76,26 @@ typedef struct exchange {
     pl__buf body;  /* JSON body, or the stream's unread part */
     cJSON *answer; /* found */
     bool too_big;
-    char session[256];
+    char ctype[64];                        /* the Content-Type, cut */
+    char session[PL__MCP_SESSION_MAX + 1]; /* as given, if valid */
+    bool session_bad;     /* one given that is not 1..MAX visible ASCII */
+    size_t header_bytes;  /* of every response, 1xx ones too */
+    bool headers_too_big; /* past PL__MCP_HEADERS_MAX: the transfer ends */
 } exchange;
+
+/* The most header bytes read of one exchange. */
+#define PL__MCP_HEADERS_MAX ((size_t)256 << 10)
+
+/* 1..PL__MCP_SESSION_MAX characters, each visible ASCII (0x21..0x7E). */
+static bool session_ok(const char *v, size_t k)
+{
+    if (!k || k > PL__MCP_SESSION_MAX)
+        return false;
+    for (size_t i = 0; i < k; i++)
+        if (v[i] < 0x21 || v[i] > 0x7e)
+            return false;
+    return true;
+}
 
 static size_t on_header(char *p, size_t size, size_t n, void *user)
 {
@@ -72,22 +103,43 @@ static size_t on_header(char *p, size_t size, size_t n, void *user)
     size_t len = size * n;
     static const char sid[] = "mcp-session-id:";
     static const char ct[] = "content-type:";
-    if (len > sizeof sid - 1 && strncasecmp(p, sid, sizeof sid - 1) == 0) {
+    if ((x->header_bytes += len) > PL__MCP_HEADERS_MAX) {
+        x->headers_too_big = true;
+        return 0; /* ends the transfer */
+    }
+    if (len >= 5 && memcmp(p, "HTTP/", 5) == 0) {
+        /* a response begins (after a 1xx, another): its own headers */
+        x->session[0] = x->ctype[0] = '\0';
+        x->session_bad = x->stream = false;
+    } else if (len > sizeof sid - 1 &&
+               strncasecmp(p, sid, sizeof sid - 1) == 0) {
         const char *v = p + sizeof sid - 1;
         size_t k = len - (sizeof sid - 1);
         while (k && (*v == ' ' || *v == '\t'))
             v++, k--;
-        while (k && (v[k - 1] == '\r' || v[k - 1] == '\n' || v[k - 1] == ' '))
+        if (k && v[k - 1] == '\n')
             k--;
-        if (k < sizeof x->session) {
+        if (k && v[k - 1] == '\r')
+            k--;
+        while (k && (v[k - 1] == ' ' || v[k - 1] == '\t'))
+            k--;
+        if (session_ok(v, k)) {
             memcpy(x->session, v, k);
             x->session[k] = '\0';
+        } else {
+            x->session_bad = true;
         }
     } else if (len > sizeof ct - 1 && strncasecmp(p, ct, sizeof ct - 1) == 0) {
         const char *v = p + sizeof ct - 1;
-        while (*v == ' ')
-            v++;
-        x->stream = strncasecmp(v, "text/event-stream", 17) == 0;
+        size_t k = len - (sizeof ct - 1);
+        while (k && *v == ' ')
+            v++, k--;
+        x->stream = k >= 17 && strncasecmp(v, "text/event-stream", 17) == 0;
+        size_t c = 0;
+        while (c < k && c < sizeof x->ctype - 1 && v[c] >= 0x20 && v[c] < 0x7f)
+            c++;
+        memcpy(x->ctype, v, c);
+        x->ctype[c] = '\0';
     }
     return len;
 }
@@ -193,20 +245,106 @@ cJSON *pl__mcp_http_read(pl__mcp_http *h, int64_t id, bool stream,
     return x.answer;
 }
 
+/* The message of a JSON-RPC error in a body that is not 2xx, if any. */
+static const char *error_message(const exchange *x, cJSON **hold)
+{
+    *hold = x->stream || !x->body.len
+                ? NULL
+                : cJSON_ParseWithLength((const char *)x->body.data,
+                                        x->body.len);
+    const cJSON *e = cJSON_GetObjectItemCaseSensitive(*hold, "error");
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(e, "message");
+    return cJSON_IsString(m) ? m->valuestring : NULL;
+}
+
+/* A status that is not 2xx as a T_ code, @p why saying what it was. */
+static int status_error(pl__mcp_http *h, const exchange *x, long status,
+                        bool sent_session, char *why, size_t n)
+{
+    struct curl_header *ra = NULL;
+    bool wait = status == 429 || (status >= 500 && status <= 599);
+    char after[80] = "";
+    if (wait && curl_easy_header(h->c, "Retry-After", 0, CURLH_HEADER, -1,
+                                 &ra) == CURLHE_OK) {
+        long ms = -1;
+        if (pl__llm_retry_after(&ms, ra->value, pl__now_us() / 1000) == PL_OK)
+            h->retry_after_ms = ms;
+        snprintf(after, sizeof after, "; Retry-After: %.40s", ra->value);
+    }
+    cJSON *hold = NULL;
+    const char *msg = error_message(x, &hold);
+    char said[240] = "";
+    if (msg)
+        snprintf(said, sizeof said, ": %.200s", msg);
+    const char *what = "";
+    int t = T_BAD;
+    if (status == 401) {
+        what = " (the server refused the credentials)";
+        t = T_AUTH;
+    } else if (status == 403) {
+        what = " (forbidden)";
+        t = T_FORBIDDEN;
+    } else if (status == 404 && sent_session) {
+        what = " (the session ended)";
+        h->session[0] = '\0';
+        t = T_EXPIRED;
+    } else if (status == 404) {
+        what = " (no MCP endpoint at the URL)";
+        t = T_NOTFOUND;
+    } else if (status == 429) {
+        what = " (too many requests)";
+        t = T_RATE;
+    } else if (status >= 500 && status <= 599) {
+        t = T_DEAD;
+    } else if (status == 400 || status == 422) {
+        what = " (the server refused the request)";
+        t = T_INVALID;
+    } else if (status >= 300 && status <= 399) {
+        char *to = NULL;
+        curl_easy_getinfo(h->c, CURLINFO_REDIRECT_URL, &to);
+        snprintf(why, n, "HTTP %ld: a redirect to %.200s, not followed%s",
+                 status, to ? to : "(nowhere)", said);
+        cJSON_Delete(hold);
+        return T_BAD;
+    }
+    snprintf(why, n, "HTTP %ld%s%s%s", status, what, after, said);
+    cJSON_Delete(hold);
+    return t;
+}
+
+/* A 2xx that did not bring the answer of a request. */
+static int no_answer(const exchange *x, long status, char *why, size_t n)
+{
+    if (x->stream) {
+        snprintf(why, n,
+                 "HTTP %ld: the event stream ended without the answer "
+                 "(%zu bytes after its last event)",
+                 status, x->body.len);
+        return T_DEAD;
+    }
+    snprintf(why, n,
+             "HTTP %ld: the body (%zu bytes, Content-Type %s) is not the "
+             "answer",
+             status, x->body.len, x->ctype[0] ? x->ctype : "none");
+    return T_BAD;
+}
+
 int pl__mcp_http_post(pl__mcp_http *h, const char *body, size_t len, int64_t id,
                       const char *version, int64_t timeout_ms, cJSON **answer,
                       char *why, size_t n)
 {
     *answer = NULL;
+    h->retry_after_ms = -1;
     if (timeout_ms <= 0) {
         snprintf(why, n, "no answer in time");
         return T_TIMEOUT;
     }
     struct curl_slist *hd = NULL;
-    char line[512];
+    char line[PL__MCP_SESSION_MAX + 64];
     hd = curl_slist_append(hd, "Content-Type: application/json");
     hd = curl_slist_append(hd, "Accept: application/json, text/event-stream");
-    if (h->session[0]) {
+    bool sent_session = h->session[0] != '\0';
+    if (sent_session) {
         snprintf(line, sizeof line, "Mcp-Session-Id: %s", h->session);
         hd = curl_slist_append(hd, line);
     }
@@ -236,6 +374,11 @@ int pl__mcp_http_post(pl__mcp_http *h, const char *body, size_t len, int64_t id,
     curl_easy_setopt(c, CURLOPT_ERRORBUFFER, err);
     curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(c, CURLOPT_NOPROXY, "*");
+    /* the bearer token is a header of ours: a redirect followed would
+     * carry it to wherever the server points, so none is */
+    curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
+    curl_easy_setopt(c, CURLOPT_UNRESTRICTED_AUTH, 0L);
+    curl_easy_setopt(c, CURLOPT_ACCEPT_ENCODING, ""); /* all it decodes */
     CURLcode rc = curl_easy_perform(c);
     long status = 0;
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
@@ -244,45 +387,65 @@ int pl__mcp_http_post(pl__mcp_http *h, const char *body, size_t len, int64_t id,
         memset(auth, 0, strlen(auth));
         free(auth);
     }
-    if (x.session[0])
-        snprintf(h->session, sizeof h->session, "%s", x.session);
+    bool ok = status >= 200 && status <= 299;
     int t = T_OK;
-    if (x.answer) {
-        *answer = x.answer; /* a stream stopped once it came */
-    } else if (x.too_big) {
+    if (x.too_big) {
         snprintf(why, n,
                  "the server sent a message longer than %zu bytes "
                  "(max_message_bytes)",
                  h->max_msg);
         t = T_TOOBIG;
-    } else if (rc == CURLE_OPERATION_TIMEDOUT) {
+    } else if (x.headers_too_big) {
+        snprintf(why, n, "the server sent more than %zu bytes of headers",
+                 PL__MCP_HEADERS_MAX);
+        t = T_BAD;
+    } else if (!x.answer && rc == CURLE_OPERATION_TIMEDOUT) {
         snprintf(why, n, "no answer in time");
         t = T_TIMEOUT;
-    } else if (rc != CURLE_OK) {
+    } else if (!x.answer && rc == CURLE_BAD_CONTENT_ENCODING) {
+        snprintf(why, n, "HTTP %ld: a body that does not decode: %s", status,
+                 err[0] ? err : curl_easy_strerror(rc));
+        t = T_BAD;
+    } else if (!x.answer && rc == CURLE_OUT_OF_MEMORY) {
+        /* what libcurl says of a header line past its CURL_MAX_HTTP_HEADER
+         * (100 KiB) too */
+        snprintf(why, n,
+                 "libcurl: %s (a header line past its limit, or out of "
+                 "memory)",
+                 err[0] ? err : curl_easy_strerror(rc));
+        t = T_BAD;
+    } else if (!x.answer && rc != CURLE_OK) {
         snprintf(why, n, "%s", err[0] ? err : curl_easy_strerror(rc));
         t = T_DEAD;
-    } else if (status == 401 || status == 403) {
-        snprintf(why, n, "HTTP %ld: the server refused the credentials",
-                 status);
-        t = T_AUTH;
-    } else if (status == 404 && h->session[0]) {
-        snprintf(why, n, "HTTP 404: the session ended");
-        h->session[0] = '\0';
-        t = T_DEAD;
-    } else if (status < 200 || status > 299) {
-        snprintf(why, n, "HTTP %ld", status);
-        t = T_DEAD;
-    } else if (id) {
-        body_answer(&x);
-        if (x.answer) {
-            *answer = x.answer;
-        } else {
-            snprintf(why, n, "HTTP %ld without the answer", status);
-            t = T_DEAD;
-        }
+    } else if (!ok) {
+        t = status_error(h, &x, status, sent_session, why, n);
+    } else if (x.session_bad && !sent_session) {
+        snprintf(why, n,
+                 "HTTP %ld: the server gave an Mcp-Session-Id that is not "
+                 "1..%d visible ASCII characters",
+                 status, PL__MCP_SESSION_MAX);
+        t = T_BAD;
+    } else {
+        /* taken from initialize's answer alone: another later is not
+         * followed, nor is one that goes missing */
+        if (!sent_session && x.session[0])
+            memcpy(h->session, x.session, sizeof h->session);
+        if (id)
+            body_answer(&x);
+        if (id && !x.answer)
+            t = no_answer(&x, status, why, n);
     }
+    if (t == T_OK)
+        *answer = x.answer;
+    else
+        cJSON_Delete(x.answer);
     pl__buf_free(&x.body);
     return t;
+}
+
+long pl__mcp_http_retry_after(const pl__mcp_http *h)
+{
+    return h->retry_after_ms;
 }
 
 void pl__mcp_http_forget(pl__mcp_http *h) { h->session[0] = '\0'; }
@@ -299,7 +462,7 @@ void pl__mcp_http_free(pl__mcp_http *h)
     if (!h)
         return;
     if (h->c && h->session[0]) {
-        char line[300];
+        char line[PL__MCP_SESSION_MAX + 32];
         struct curl_slist *hd = NULL;
         snprintf(line, sizeof line, "Mcp-Session-Id: %s", h->session);
         hd = curl_slist_append(hd, line);

@@ -47,9 +47,10 @@ struct pl_mcp {
     long timeout_ms, start_timeout_ms;
     size_t max_msg, max_inline;
     pthread_mutex_t lock;
-    pl__mcp_http *http; /* Streamable HTTP; NULL: stdio */
-    bool up;            /* HTTP: initialized */
-    pid_t pid;          /* stdio: 0 when not running */
+    pl__mcp_http *http;  /* Streamable HTTP; NULL: stdio */
+    bool up;             /* HTTP: initialized */
+    long retry_after_ms; /* HTTP: the last request's Retry-After; -1: none */
+    pid_t pid;           /* stdio: 0 when not running */
     int wfd, rfd;
     int64_t rcv_ms; /* rfd's receive timeout as last set; 0: not set */
     char *buf;      /* what was read and not yet taken: max_msg + 1 bytes */

@@ -426,9 +426,13 @@ void pl__mcp_notify(pl_mcp *m, const char *method, cJSON *params)
     cJSON_Delete(params);
     char why[128];
     cJSON *none = NULL;
-    if (ok && m->http)
+    /* a notification's 404 ends the session too: the next request
+     * begins a new one */
+    if (ok && m->http &&
         pl__mcp_http_post(m->http, (const char *)m->out.data, m->out.len, 0,
-                          m->version, 1000, &none, why, sizeof why);
+                          m->version, 1000, &none, why,
+                          sizeof why) == T_EXPIRED)
+        m->up = false;
     else if (ok)
         send_text(m, pl__mcp_mono_ms() + 1000, why, sizeof why);
     cJSON_Delete(none);
@@ -455,6 +459,7 @@ int pl__mcp_rpc_with(pl_mcp *m, const char *method, pl__mcp_params_fn params,
 {
     *result = *error = NULL;
     m->quiet = false;
+    m->retry_after_ms = -1;
     int64_t id = ++m->next_id;
     if (!message_text(m, method, params, user, id))
         return T_NOMEM;
@@ -464,6 +469,22 @@ int pl__mcp_rpc_with(pl_mcp *m, const char *method, pl__mcp_params_fn params,
         t = pl__mcp_http_post(m->http, (const char *)m->out.data, m->out.len,
                               id, m->version, deadline - pl__mcp_mono_ms(), &in,
                               why, n);
+        if (t == T_EXPIRED && strcmp(method, "initialize") != 0) {
+            /* the session ended, the request unread: a new session (the
+             * spec's way), and the request sent once more in it */
+            m->up = false;
+            t = pl__mcp_ensure(m, deadline, why, n);
+            if (t == T_OK) {
+                id = ++m->next_id;
+                t = message_text(m, method, params, user, id) ? T_OK : T_NOMEM;
+            }
+            if (t == T_OK)
+                t = pl__mcp_http_post(m->http, (const char *)m->out.data,
+                                      m->out.len, id, m->version,
+                                      deadline - pl__mcp_mono_ms(), &in, why,
+                                      n);
+        }
+        m->retry_after_ms = pl__mcp_http_retry_after(m->http);
         if (pl__mcp_http_list_changed(m->http))
             m->list_changed = true;
         if (t == T_OK) {
@@ -513,8 +534,8 @@ int pl__mcp_rpc_with(pl_mcp *m, const char *method, pl__mcp_params_fn params,
             cJSON_AddStringToObject(p, "reason", "timeout");
         }
         pl__mcp_notify(m, "notifications/cancelled", p);
-    } else if (t == T_DEAD || t == T_TOOBIG) {
-        pl__mcp_stop(m);
+    } else if (t == T_DEAD || t == T_TOOBIG || t == T_BAD || t == T_EXPIRED) {
+        pl__mcp_stop(m); /* HTTP: a new session at the next call */
     }
     return t;
 }

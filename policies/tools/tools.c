@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "registry.h"
 #include "tools.h"
 
 #if PL_WITH_CURL
@@ -406,17 +407,22 @@ int pl_tools_register(pl_registry *reg, const pl_tools *tools)
         d.in_doubt = tools->command_in_doubt;
         defs[n++] = d;
     }
-    /* All or none: the registry cannot take one back, so check first. */
+    /* All or none: a taken name is refused before any is added, and the
+     * ones added before a later failure (out of memory) are taken back,
+     * since the caller frees @p tools, which they point to */
     for (size_t i = 0; i < n; i++)
         if (pl_registry_find(reg, defs[i].name))
             return pl__err(PL_EEXIST,
                            "pl_tools_register: policy '%s' is registered "
                            "already",
                            defs[i].name);
+    size_t before = pl_registry_count(reg);
     for (size_t i = 0; i < n; i++) {
         int st = pl_registry_add(reg, &defs[i]);
-        if (st)
+        if (st) {
+            pl__registry_truncate(reg, before);
             return st;
+        }
     }
     return PL_OK;
 }

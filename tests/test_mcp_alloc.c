@@ -1,0 +1,162 @@
+/*
+ * test_mcp_alloc.c -- registering an MCP server's tools is all or nothing:
+ * an allocation that fails while the tools are added to the registry
+ * (tests/mcp_fake_server.py, five tools) leaves none of them, and nothing
+ * allocated.  Before, the tools added before the failure stayed in the
+ * registry, pointing into the handle the failure closed: a use after free
+ * at their first call.  pl_tools_register() the same way.
+ *
+ * This binary is linked with -Wl,--wrap for malloc, calloc, realloc and
+ * free (tests/CMakeLists.txt), as test_alloc.c is, with support_wrap.c's
+ * wrappers; cJSON's allocations go through them too (cJSON_InitHooks).
+ * t_alloc_fails() below fails the k-th
+ * allocation made once the registry holds more policies than before the
+ * registration, for every k until one registers with nothing failing.
+ */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "support_mcp.h"
+#include "support_wrap.h"
+
+/* ---- which allocation fails (support_wrap.c's wrappers ask) -------------- */
+
+static const pl_registry *g_reg; /* armed: counting (and failing) */
+static size_t g_base;            /* its policies before the registration */
+static long g_count;             /* allocations once it holds more */
+static long g_fail_at;           /* this one fails; 0: none */
+static bool g_failed;            /* the k-th has failed */
+
+bool t_alloc_fails(void)
+{
+    if (!g_reg || pl_registry_count(g_reg) <= g_base)
+        return false;
+    if (++g_count != g_fail_at)
+        return false;
+    g_failed = true;
+    return true;
+}
+
+static void *hook_malloc(size_t n) { return __wrap_malloc(n); }
+static void hook_free(void *p) { __wrap_free(p); }
+
+static void init(void)
+{
+    cJSON_Hooks hooks = {hook_malloc, hook_free};
+    cJSON_InitHooks(&hooks);
+    setup();
+}
+
+static void fini(void)
+{
+    teardown();
+    cJSON_InitHooks(NULL);
+}
+
+TestSuite(mcp_alloc, .init = init, .fini = fini, .timeout = 600);
+
+/* Arm the wrapper on @p reg, failing the @p k-th allocation. */
+static void arm(const pl_registry *reg, long k)
+{
+    g_base = pl_registry_count(reg);
+    g_count = 0;
+    g_fail_at = k;
+    g_failed = false;
+    t_alloc_live = 0;
+    g_reg = reg;
+}
+
+static void disarm(void) { g_reg = NULL; }
+
+/* The policies of @p reg whose names begin with @p prefix. */
+static size_t count_prefixed(const pl_registry *reg, const char *prefix)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < pl_registry_count(reg); i++)
+        n += strncmp(pl_registry_at(reg, i)->name, prefix, strlen(prefix)) == 0;
+    return n;
+}
+
+/* Call @p add (@p arg its argument) with the k-th allocation of the
+ * additions failing, for k = 1, 2, ... until it registers with nothing
+ * failing: each failure a status with a message that leaves the registry
+ * as it was and nothing allocated.  How many failed. */
+static long sweep(int (*add)(void *), void *arg)
+{
+    size_t before = pl_registry_count(F.reg);
+    long failures = 0;
+    for (long k = 1;; k++) {
+        arm(F.reg, k);
+        int st = add(arg);
+        disarm();
+        if (!g_failed) {
+            cr_assert_eq(st, PL_OK, "%s", pl_errmsg());
+            return failures;
+        }
+        failures++;
+        /* PL_ENOMEM, or PL_EJSON when it is cJSON_Parse()'s (the
+         * registry's check of a schema cannot tell the two apart) */
+        cr_assert(st < 0 && *pl_errmsg(), "allocation %ld failing: %s (%s)", k,
+                  pl_status_name(st), pl_errmsg());
+        cr_assert_null(F.mcp);
+        cr_assert_eq(pl_registry_count(F.reg), before,
+                     "allocation %ld failing: %zu policies left behind", k,
+                     pl_registry_count(F.reg) - before);
+        cr_assert_eq(t_alloc_live, 0,
+                     "allocation %ld failing: %ld allocations not freed", k,
+                     t_alloc_live);
+    }
+}
+
+static int add_fake(void *spec)
+{
+    pl_mcp_options o = quiet();
+    o.start_timeout_ms = 20000;
+    return pl_mcp_register(&F.mcp, F.reg, "fake", spec, &o);
+}
+
+static int add_tools(void *tools) { return pl_tools_register(F.reg, tools); }
+
+Test(mcp_alloc, a_failing_allocation_while_adding_the_tools_registers_none)
+{
+    char spec[9000];
+    snprintf(spec, sizeof spec, "stdio:python3 " FAKE " ok %s", F.dir);
+    cr_assert_eq(pl_registry_new(&F.reg), PL_OK);
+    cr_assert_eq(pl_registry_add_fn(F.reg, "use", use, NULL), PL_OK);
+    long failures = sweep(add_fake, spec);
+    /* the tools' additions allocate: each of them failed in turn */
+    cr_expect_gt(failures, 20);
+    cr_expect_eq(count_prefixed(F.reg, "fake."), 5);
+    cr_expect_eq(pl_mcp_tool_count(F.mcp), 5);
+    snprintf(F.store, sizeof F.store, "%s", t_store_path());
+    F.engine = t_engine(F.store, F.reg, PL_DURABILITY_PROCESS);
+    cJSON *got = run("r1",
+                     "[{\"tool\": \"fake.echo\", \"args\": {\"text\": \"x\"}}]",
+                     1);
+    cr_expect(strstr(first_text(at(got, 0)), "\"x\""), "%s", t_text(got));
+    cJSON_Delete(got);
+    printf("mcp_alloc: %ld allocations failed in turn while the tools were "
+           "added\n",
+           failures);
+#ifdef PL_LSAN
+    close_all();
+    cr_expect_eq(__lsan_do_recoverable_leak_check(), 0);
+#endif
+}
+
+Test(mcp_alloc, a_failing_allocation_while_adding_the_tools_policies_adds_none)
+{
+    cr_assert_eq(pl_registry_new(&F.reg), PL_OK);
+    cr_assert_eq(pl_registry_add_fn(F.reg, "use", use, NULL), PL_OK);
+    pl_tools_options to = PL_TOOLS_OPTIONS_INIT;
+    to.root = F.dir;
+    pl_tools *tools = NULL;
+    cr_assert_eq(pl_tools_new(&tools, &to), PL_OK, "%s", pl_errmsg());
+    cr_expect_gt(sweep(add_tools, tools), 5);
+    cr_expect_not_null(pl_registry_find(F.reg, "read_file"));
+    pl_registry_free(F.reg);
+    F.reg = NULL;
+    pl_tools_free(tools);
+}

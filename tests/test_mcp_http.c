@@ -1,0 +1,469 @@
+/*
+ * test_mcp_http.c -- the Streamable HTTP transport of MCP against a
+ * hostile server (tests/mcp_http_server.py, scripted): every kind of
+ * status (401, 403, 404, 429 and 503 with and without Retry-After, a 500
+ * of HTML, a 400 with a JSON-RPC error, a 1xx before the answer), a
+ * redirect to another host (never followed: the bearer token never goes
+ * there), session ids that are empty, 1 MB long, hold CR or NUL, change
+ * between answers or go missing, a session that expires (a new one is
+ * started and the call sent again), a Content-Type that lies, a gzip body
+ * and a gzip bomb, an answer that never ends (bounded by the call's
+ * deadline) and a 50 MB header block.  Each is an error result of the
+ * taxonomy or a recovery, never a crash, a hang or a token sent astray.
+ */
+#include "support_mcp.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define TOKEN "s3cret-token-value"
+
+TestSuite(mcp_http, .init = setup, .fini = teardown, .timeout = 300);
+
+typedef struct server {
+    pid_t pid;
+    char log[4200];
+    char url[96];
+} server;
+
+static server g_servers[2];
+
+static void stop_servers(void)
+{
+    for (int i = 0; i < 2; i++)
+        if (g_servers[i].pid > 0) {
+            kill(g_servers[i].pid, SIGKILL);
+            waitpid(g_servers[i].pid, NULL, 0);
+            g_servers[i].pid = 0;
+        }
+}
+
+static void fini(void)
+{
+    teardown();
+    stop_servers();
+}
+
+/* Start server @p k on @p host with the script @p script (JSON text). */
+static server *start(int k, const char *host, const char *script)
+{
+    server *s = &g_servers[k];
+    char path[4300], portf[4300];
+    snprintf(path, sizeof path, "%s/script-%d.json", F.dir, k);
+    snprintf(portf, sizeof portf, "%s/port-%d", F.dir, k);
+    snprintf(s->log, sizeof s->log, "%s/requests-%d.log", F.dir, k);
+    write_file(F.dir, strrchr(path, '/') + 1, script);
+    unlink(portf);
+    unlink(s->log);
+    setenv("PL_TEST_MCP_TOKEN", TOKEN, 1);
+    fflush(NULL);
+    s->pid = fork();
+    cr_assert_neq(s->pid, -1);
+    if (s->pid == 0) {
+        execlp("python3", "python3", PL_TEST_SRC_DIR "/mcp_http_server.py",
+               "--script", path, "--log", s->log, "--port-file", portf,
+               "--host", host, (char *)NULL);
+        _exit(127);
+    }
+    int port = 0;
+    for (int i = 0; i < 1000 && !port; i++) { /* up to 20 s for python */
+        FILE *f = fopen(portf, "r");
+        if (f) {
+            if (fscanf(f, "%d", &port) != 1)
+                port = 0;
+            fclose(f);
+        }
+        if (!port) {
+            cr_assert_eq(waitpid(s->pid, NULL, WNOHANG), 0,
+                         "the scripted server exited at start");
+            struct timespec ts = {0, 20000000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    cr_assert_gt(port, 0, "the scripted server did not start");
+    snprintf(s->url, sizeof s->url, "http://%s:%d/mcp", host, port);
+    return s;
+}
+
+/* Register server 0 (started on @p script) as "h", with the token. */
+static int register_on(const char *script, pl_mcp_options *o)
+{
+    server *s = start(0, "127.0.0.1", script);
+    o->token_env = "PL_TEST_MCP_TOKEN";
+    if (!o->start_timeout_ms)
+        o->start_timeout_ms = 20000;
+    return open_reg("h", s->url, o);
+}
+
+static void open_on(const char *script, pl_mcp_options *o)
+{
+    int st = register_on(script, o);
+    cr_assert_eq(st, PL_OK, "%s", pl_errmsg());
+    snprintf(F.store, sizeof F.store, "%s", t_store_path());
+    F.engine = t_engine(F.store, F.reg, PL_DURABILITY_PROCESS);
+}
+
+/* The run of @p n calls of h.echo, {"i": k} each: the "got" array. */
+static cJSON *echo_calls(const char *id, int n)
+{
+    char calls[4096] = "[";
+    for (int i = 0; i < n; i++) {
+        size_t l = strlen(calls);
+        snprintf(calls + l, sizeof calls - l,
+                 "%s{\"tool\": \"h.echo\", \"args\": {\"i\": %d}}",
+                 i ? ", " : "", i);
+    }
+    size_t l = strlen(calls);
+    snprintf(calls + l, sizeof calls - l, "]");
+    return run(id, calls, -1);
+}
+
+/* The log's entries (a JSON array; caller frees). */
+static cJSON *log_of(const server *s)
+{
+    cJSON *arr = cJSON_CreateArray();
+    FILE *f = fopen(s->log, "r");
+    static char line[1 << 16];
+    while (f && fgets(line, sizeof line, f))
+        cJSON_AddItemToArray(arr, cJSON_Parse(line));
+    if (f)
+        fclose(f);
+    return arr;
+}
+
+/* How many of the log's requests are @p method. */
+static int requests(const server *s, const char *method)
+{
+    cJSON *l = log_of(s);
+    int n = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, l)
+    {
+        const char *m = cJSON_GetStringValue(
+            cJSON_GetObjectItemCaseSensitive(e, "method"));
+        n += m && strcmp(m, method) == 0;
+    }
+    cJSON_Delete(l);
+    return n;
+}
+
+static double retry_after_of(const cJSON *r)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(r, "retry_after_ms");
+    return cJSON_IsNumber(v) ? v->valuedouble : -1;
+}
+
+/* The message of @p r holds nothing of the token nor of an HTML page. */
+static void clean_message(const cJSON *r)
+{
+    const char *m = s_of(r, "message");
+    cr_expect(!strstr(m, TOKEN), "%s", m);
+    cr_expect(!strstr(m, "<html"), "%s", m);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Statuses                                                                 */
+/* ------------------------------------------------------------------------ */
+
+Test(mcp_http, each_status_is_its_error_of_the_taxonomy, .fini = fini)
+{
+    /* a server of no session: its 404 is no session's end */
+    pl_mcp_options o = quiet();
+    open_on("{\"init\": [{\"session\": null}], \"call\": ["
+            "{\"status\": 401, \"reason\": \"Unauthorized\"},"
+            "{\"status\": 403},"
+            "{\"status\": 404},"
+            "{\"status\": 429},"
+            "{\"status\": 429, \"headers\": [[\"Retry-After\", \"2\"]]},"
+            "{\"status\": 503, \"headers\": [[\"Retry-After\", \"1\"]]},"
+            "{\"status\": 503},"
+            "{\"status\": 500, \"content_type\": \"text/html\", \"body\": "
+            "\"<html><body>Internal Server Error</body></html>\"},"
+            "{\"status\": 400, \"body\": \"{\\\"jsonrpc\\\": \\\"2.0\\\", "
+            "\\\"id\\\": null, \\\"error\\\": {\\\"code\\\": -32600, "
+            "\\\"message\\\": \\\"Bad Request: no such thing\\\"}}\"},"
+            "{\"status\": 418},"
+            "{\"interim\": [100, 103]}]}",
+            &o);
+    cJSON *got = echo_calls("r1", 11);
+    expect_error(at(got, 0), PL_ERR_UNAUTHORIZED, "HTTP 401");
+    expect_error(at(got, 1), PL_ERR_FORBIDDEN, "HTTP 403");
+    expect_error(at(got, 2), PL_ERR_NOT_FOUND, "HTTP 404");
+    expect_error(at(got, 3), PL_ERR_RATE_LIMITED, "HTTP 429");
+    cr_expect_eq(retry_after_of(at(got, 3)), -1);
+    expect_error(at(got, 4), PL_ERR_RATE_LIMITED, "Retry-After: 2");
+    cr_expect_eq(retry_after_of(at(got, 4)), 2000);
+    expect_error(at(got, 5), PL_ERR_RETRYABLE_SERVER, "HTTP 503");
+    cr_expect_eq(retry_after_of(at(got, 5)), 1000);
+    expect_error(at(got, 6), PL_ERR_RETRYABLE_SERVER, "HTTP 503");
+    cr_expect_eq(retry_after_of(at(got, 6)), -1);
+    expect_error(at(got, 7), PL_ERR_RETRYABLE_SERVER, "HTTP 500");
+    expect_error(at(got, 8), PL_ERR_INVALID_INPUT,
+                 "HTTP 400 (the server refused the request): Bad Request: "
+                 "no such thing");
+    expect_error(at(got, 9), PL_ERR_TOOL_BUG, "HTTP 418");
+    cr_expect(strstr(first_text(at(got, 10)), "\"i\": 10"), "%s", t_text(got));
+    for (int i = 0; i < 10; i++)
+        clean_message(at(got, i));
+    cJSON_Delete(got);
+}
+
+/* The retry decorator waits a 429's Retry-After, then the call succeeds. */
+Test(mcp_http, a_429_is_retried_after_its_retry_after, .fini = fini)
+{
+    pl_mcp_options o = quiet();
+    open_on("{\"call\": [{\"status\": 429, \"headers\": "
+            "[[\"Retry-After\", \"0\"]]}]}",
+            &o);
+    pl_retry_options ro = PL_RETRY_OPTIONS_INIT;
+    ro.base_ms = 1;
+    ro.max_backoff_ms = 5;
+    cr_assert_eq(pl_decorator_retry(&per_call, &ro), PL_OK);
+    cJSON *got = echo_calls("r1", 1);
+    cr_expect(strstr(first_text(at(got, 0)), "\"i\": 0"), "%s", t_text(got));
+    cJSON_Delete(got);
+    cr_expect_eq(requests(&g_servers[0], "tools/call"), 2);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Redirects                                                                */
+/* ------------------------------------------------------------------------ */
+
+Test(mcp_http, a_redirect_to_another_host_is_not_followed, .fini = fini)
+{
+    server *other = start(1, "127.0.0.2", "{}");
+    char script[1024];
+    snprintf(script, sizeof script,
+             "{\"call\": [{\"status\": 307, \"headers\": [[\"Location\", "
+             "\"%s\"]]}, {\"status\": 308, \"headers\": [[\"Location\", "
+             "\"%s\"]]}, {\"status\": 302, \"headers\": [[\"Location\", "
+             "\"%s\"]]}]}",
+             other->url, other->url, other->url);
+    pl_mcp_options o = quiet();
+    open_on(script, &o);
+    cJSON *got = echo_calls("r1", 4);
+    for (int i = 0; i < 3; i++) {
+        expect_error(at(got, i), PL_ERR_TOOL_BUG, "not followed");
+        expect_error(at(got, i), PL_ERR_TOOL_BUG, other->url);
+        clean_message(at(got, i));
+    }
+    cr_expect(strstr(first_text(at(got, 3)), "\"i\": 3"), "%s", t_text(got));
+    cJSON_Delete(got);
+    close_all();
+    /* the other host heard nothing, and so never the token */
+    cJSON *l = log_of(other);
+    cr_expect_eq(cJSON_GetArraySize(l), 0, "%s", t_text(l));
+    cJSON_Delete(l);
+    /* the server itself had it with each request */
+    l = log_of(&g_servers[0]);
+    const cJSON *e;
+    cJSON_ArrayForEach(e, l)
+    {
+        cr_expect(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(e, "auth_ok")),
+                  "%s", t_text(e));
+    }
+    cJSON_Delete(l);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Session ids                                                              */
+/* ------------------------------------------------------------------------ */
+
+/* An id that is not 1..1024 visible ASCII characters fails registration,
+ * saying so; none is sent on. */
+Test(mcp_http, a_session_id_that_is_no_id_fails_registration, .fini = fini)
+{
+    static const char *const bad[] = {
+        "{\"init\": [{\"session\": \"\"}]}",
+        "{\"init\": [{\"session\": \"ab\\rcd\"}]}",
+        "{\"init\": [{\"session\": \"ab\\u0000cd\"}]}",
+        "{\"init\": [{\"session\": \"has space\"}]}",
+        "{\"init\": [{\"session_bytes\": 2000}]}",
+        "{\"init\": [{\"session_bytes\": 1048576}]}",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        pl_mcp_options o = quiet();
+        int st = register_on(bad[i], &o);
+        cr_expect_eq(st, PL_EIO, "%s: %s", bad[i], pl_errmsg());
+        cr_expect(strstr(pl_errmsg(), "Mcp-Session-Id") ||
+                      strstr(pl_errmsg(), "header"),
+                  "%s: %s", bad[i], pl_errmsg());
+        cr_expect_null(F.mcp);
+        cr_expect_eq(requests(&g_servers[0], "tools/list"), 0, "%s", bad[i]);
+        close_all();
+        stop_servers();
+    }
+}
+
+/* The id initialize gave is kept: one that changes in later answers is
+ * not followed, nor is one that goes missing. */
+Test(mcp_http, the_session_id_is_initializes_whatever_comes_after, .fini = fini)
+{
+    pl_mcp_options o = quiet();
+    open_on("{\"list\": [{\"session\": \"s-evil\"}], \"call\": ["
+            "{\"session\": \"s-other\"}, {\"session\": null},"
+            "{\"session\": \"bad\\rid\"}]}",
+            &o);
+    cJSON *got = echo_calls("r1", 4);
+    for (int i = 0; i < 4; i++) {
+        char want[16];
+        snprintf(want, sizeof want, "\"i\": %d", i);
+        cr_expect(strstr(first_text(at(got, i)), want), "%s", t_text(got));
+    }
+    cJSON_Delete(got);
+    cJSON *l = log_of(&g_servers[0]);
+    const cJSON *e;
+    cJSON_ArrayForEach(e, l)
+    {
+        const char *m = cJSON_GetStringValue(
+            cJSON_GetObjectItemCaseSensitive(e, "method"));
+        const char *sid = cJSON_GetStringValue(
+            cJSON_GetObjectItemCaseSensitive(e, "session"));
+        if (m && strcmp(m, "initialize") != 0)
+            cr_expect(sid && strcmp(sid, "s-1") == 0, "%s", t_text(e));
+    }
+    cJSON_Delete(l);
+    cr_expect_eq(requests(&g_servers[0], "initialize"), 1);
+}
+
+/* A 404 of the session: a new session is started (initialize again, as
+ * the spec says) and the call sent once more in it; a server that ends
+ * the new one at once too is a RetryableServer error, no loop. */
+Test(mcp_http, an_expired_session_is_started_again_and_the_call_resent,
+     .fini = fini)
+{
+    pl_mcp_options o = quiet();
+    open_on("{\"call\": [{\"expire\": true}, null,"
+            " {\"expire\": true}, {\"expire\": true}]}",
+            &o);
+    cJSON *got = echo_calls("r1", 1);
+    cr_expect(strstr(first_text(at(got, 0)), "\"i\": 0"), "%s", t_text(got));
+    cJSON_Delete(got);
+    cr_expect_eq(requests(&g_servers[0], "initialize"), 2);
+    cJSON *l = log_of(&g_servers[0]);
+    const cJSON *e;
+    int k = 0;
+    cJSON_ArrayForEach(e, l)
+    {
+        const char *m = cJSON_GetStringValue(
+            cJSON_GetObjectItemCaseSensitive(e, "method"));
+        const char *sid = cJSON_GetStringValue(
+            cJSON_GetObjectItemCaseSensitive(e, "session"));
+        if (m && strcmp(m, "tools/call") == 0 && k++ == 1)
+            cr_expect(sid && strcmp(sid, "s-2") == 0, "%s", t_text(e));
+    }
+    cJSON_Delete(l);
+    got = echo_calls("r2", 1);
+    expect_error(at(got, 0), PL_ERR_RETRYABLE_SERVER, "the session ended");
+    cJSON_Delete(got);
+}
+
+/* A session that ends at a notification (notifications/cancelled, after
+ * a call timed out) is begun anew by the next call, which succeeds. */
+Test(mcp_http, a_session_ended_at_a_notification_is_begun_anew, .fini = fini)
+{
+    pl_mcp_options o = quiet();
+    o.timeout_ms = 300;
+    open_on("{\"call\": [{\"forever\": true, \"sse\": true}],"
+            " \"notify\": [null, {\"expire\": true}]}",
+            &o);
+    cJSON *got = echo_calls("r1", 2);
+    expect_error(at(got, 0), PL_ERR_TIMEOUT, "no answer in time");
+    cr_expect(strstr(first_text(at(got, 1)), "\"i\": 1"), "%s", t_text(got));
+    cJSON_Delete(got);
+    cr_expect_eq(requests(&g_servers[0], "notifications/cancelled"), 1);
+    cr_expect_eq(requests(&g_servers[0], "initialize"), 2);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Bodies                                                                   */
+/* ------------------------------------------------------------------------ */
+
+Test(mcp_http, a_content_type_that_lies_is_a_clear_error, .fini = fini)
+{
+    pl_mcp_options o = quiet();
+    open_on("{\"call\": ["
+            "{\"sse\": true, \"content_type\": \"application/json\"},"
+            "{\"content_type\": \"text/event-stream\"},"
+            "{\"content_type\": \"text/html\", \"body\": \"<html></html>\"},"
+            "{\"status\": 202, \"body\": \"\"},"
+            "{\"sse\": true, \"content_type\": null}]}",
+            &o);
+    cJSON *got = echo_calls("r1", 6);
+    expect_error(at(got, 0), PL_ERR_TOOL_BUG,
+                 "Content-Type application/json) is not the answer");
+    expect_error(at(got, 1), PL_ERR_RETRYABLE_SERVER,
+                 "the event stream ended without the answer");
+    expect_error(at(got, 2), PL_ERR_TOOL_BUG, "text/html");
+    expect_error(at(got, 3), PL_ERR_TOOL_BUG, "HTTP 202");
+    expect_error(at(got, 4), PL_ERR_TOOL_BUG, "Content-Type none");
+    cr_expect(strstr(first_text(at(got, 5)), "\"i\": 5"), "%s", t_text(got));
+    cJSON_Delete(got);
+}
+
+/* gzip is asked for and read; a gzip bomb costs max_message_bytes. */
+Test(mcp_http, a_gzip_body_is_read_and_a_gzip_bomb_is_cut, .fini = fini)
+{
+    pl_mcp_options o = quiet();
+    open_on("{\"call\": [{\"gzip\": true}, {\"gzip\": true, \"sse\": true},"
+            " {\"gzip_bomb\": 268435456}, {\"body\": \"not gzip\","
+            " \"headers\": [[\"Content-Encoding\", \"gzip\"]]}]}",
+            &o);
+    cJSON *got = echo_calls("r1", 4);
+    cr_expect(strstr(first_text(at(got, 0)), "\"i\": 0"), "%s", t_text(got));
+    cr_expect(strstr(first_text(at(got, 1)), "\"i\": 1"), "%s", t_text(got));
+    expect_error(at(got, 2), PL_ERR_TOOL_BUG, "longer than 4194304 bytes");
+    expect_error(at(got, 3), PL_ERR_TOOL_BUG, "does not decode");
+    cJSON_Delete(got);
+    cJSON *l = log_of(&g_servers[0]);
+    const char *ae = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetArrayItem(l, 0), "accept_encoding"));
+    cr_expect(ae && strstr(ae, "gzip"), "%s", t_text(l));
+    cJSON_Delete(l);
+}
+
+/* A stream of comments that never brings the answer, and a JSON body
+ * that never ends, end at the call's deadline (the timeout decorator's),
+ * well before the handle's own 30 s. */
+Test(mcp_http, an_answer_that_never_ends_stops_at_the_deadline, .fini = fini)
+{
+    pl_mcp_options o = quiet();
+    open_on("{\"call\": [{\"forever\": true, \"sse\": true},"
+            " {\"drip\": true}]}",
+            &o);
+    cr_assert_eq(pl_decorator_timeout(&per_call, 400), PL_OK);
+    cJSON *got = echo_calls("r1", 3);
+    /* the call's own Timeout, or the decorator's, when the call came
+     * back a few ms past the deadline */
+    expect_error(at(got, 0), PL_ERR_TIMEOUT, NULL);
+    expect_error(at(got, 1), PL_ERR_TIMEOUT, NULL);
+    cr_expect(strstr(first_text(at(got, 2)), "\"i\": 2"), "%s", t_text(got));
+    cJSON_Delete(got);
+}
+
+static long max_rss_kb(void)
+{
+    struct rusage u;
+    cr_assert_eq(getrusage(RUSAGE_SELF, &u), 0);
+    return u.ru_maxrss;
+}
+
+/* 50 MB of headers: an error, and no 50 MB kept of them. */
+Test(mcp_http, a_50_MB_header_block_is_an_error_not_50_MB_kept, .fini = fini)
+{
+    pl_mcp_options o = quiet();
+    open_on("{\"call\": [{\"header_flood\": 52428800}]}", &o);
+    long before = max_rss_kb();
+    cJSON *got = echo_calls("r1", 2);
+    long grew = max_rss_kb() - before;
+    expect_error(at(got, 0), PL_ERR_TOOL_BUG, "bytes of headers");
+    cr_expect(strstr(first_text(at(got, 1)), "\"i\": 1"), "%s", t_text(got));
+    cr_expect_lt(grew, 40 * 1024, "the process grew %ld KiB", grew);
+    cJSON_Delete(got);
+}
