@@ -335,6 +335,11 @@ def test(tmp):
           "an unknown flag is refused")
     p = subprocess.run([WEB, "--help"], capture_output=True, text=True)
     check(p.returncode == 0 and "--read-only" in p.stdout, "--help")
+    with open("/dev/full", "w") as full:
+        p = subprocess.run([WEB, "--help"], stdout=full,
+                           stderr=subprocess.PIPE, text=True, timeout=30)
+    check(p.returncode == 2 and "cannot write the output" in p.stderr,
+          "--help lost to a full disk: %d %s" % (p.returncode, p.stderr))
     p = subprocess.run([WEB, os.path.join(tmp, "nothing-here")],
                        capture_output=True, text=True, timeout=30)
     check(p.returncode == 2, "a missing store exits 2: %d" % p.returncode)

@@ -410,8 +410,10 @@ bool cli_json_times_as_digits(cJSON *o)
 int64_t cli_json_int_of(const cJSON *o, const char *name)
 {
     const cJSON *m = cJSON_GetObjectItemCaseSensitive(o, name);
-    if (cJSON_IsNumber(m))
-        return (int64_t)m->valuedouble;
+    if (cJSON_IsNumber(m)) /* in range first: the cast of any other is UB */
+        return m->valuedouble >= -9.2e18 && m->valuedouble <= 9.2e18
+                   ? (int64_t)m->valuedouble
+                   : 0;
     return cJSON_IsRaw(m) && m->valuestring ? strtoll(m->valuestring, NULL, 10)
                                             : 0;
 }

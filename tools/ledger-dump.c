@@ -114,8 +114,8 @@ static int parse_args(opts *o, int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            exit(CLI_EXIT_OK);
+            usage(stdout); /* a help lost to a full disk says so */
+            exit(cli_stdout_ok() ? CLI_EXIT_OK : CLI_EXIT_STORE);
         } else if (!strcmp(a, "--full")) {
             o->full = true;
         } else if (!strcmp(a, "--follow")) {

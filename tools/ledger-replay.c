@@ -387,8 +387,8 @@ static int parse_args(options *o, int argc, char **argv)
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return -1;
+            usage(stdout); /* a help lost to a full disk says so */
+            return cli_stdout_ok() ? -1 : CLI_EXIT_STORE;
         }
         if (!strcmp(a, "--json")) {
             o->json = true;

@@ -86,8 +86,8 @@ static int parse_args(args *a, int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         const char *v = NULL;
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            usage(stdout);
-            return -1;
+            usage(stdout); /* a help lost to a full disk says so */
+            return cli_stdout_ok() ? -1 : CLI_EXIT_STORE;
         } else if (cli_option(argc, argv, &i, "--plugin", &v)) {
             if (!v)
                 return CLI_EXIT_USAGE;

@@ -467,6 +467,14 @@ def case_check():
             check(p.returncode == 2 and p.stderr == "ledger-replay: cannot "
                   "write the output: No space left on device\n",
                   "output lost without a word", args, p.returncode, p.stderr)
+        # its help too (longer than stdio's buffer: the failed write's
+        # reason is gone by the last flush)
+        with open("/dev/full", "w") as full:
+            p = subprocess.run([ARGS.tool, "--help"], stdout=full,
+                               stderr=subprocess.PIPE, text=True, timeout=120)
+        check(p.returncode == 2 and p.stderr.startswith(
+              "ledger-replay: cannot write the output: "),
+              "help lost without a word", p.returncode, p.stderr)
 
         # nothing was executed or written by any of it
         check(s.data_digest() == before_data, "a check wrote to the store")

@@ -378,7 +378,7 @@ class BadInputTest(Base):
         """A full disk under the output is exit 2 and a line, not exit 0
         with the output lost (an export taken with > run.jsonl)."""
         for args in ([], ["--run", "r-completed", "--format", "jsonl"],
-                     ["--format", "json"], ["--stats"]):
+                     ["--format", "json"], ["--stats"], ["--help"]):
             with open("/dev/full", "w") as full:
                 p = subprocess.run([DUMP, self.store, *args], stdout=full,
                                    stderr=subprocess.PIPE, text=True,
