@@ -15,7 +15,7 @@ Every POST is logged before it is answered, one JSON line:
 answered with a new session id "s-N"; a request whose session id is not
 one given (or was expired) is answered 404; notifications 202; tools/list
 lists the tool "echo"; tools/call of echo returns its arguments as text;
-DELETE ends the session.
+DELETE ends the session (logged as the method "DELETE").
 
 The script is {"init": [R...], "list": [R...], "call": [R...],
 "notify": [R...]}: the n-th initialize, tools/list, tools/call,
@@ -123,8 +123,16 @@ def handle(conn, script, log_path, token):
     verb, h, body = req
     sid = h.get("mcp-session-id")
     if verb == "DELETE":
+        auth = h.get("authorization")
         with lock:
             state["sessions"].discard(sid)
+            n = state["n"]
+        with open(log_path, "a") as f:
+            f.write(json.dumps({
+                "n": n, "method": "DELETE", "id": None, "session": sid,
+                "auth": auth is not None,
+                "auth_ok": auth == "Bearer %s" % token if token else False,
+                "accept_encoding": h.get("accept-encoding")}) + "\n")
         respond(conn, 200, [], b"")
         return
     try:

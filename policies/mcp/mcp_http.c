@@ -466,6 +466,13 @@ void pl__mcp_http_free(pl__mcp_http *h)
         struct curl_slist *hd = NULL;
         snprintf(line, sizeof line, "Mcp-Session-Id: %s", h->session);
         hd = curl_slist_append(hd, line);
+        /* a server that asks for the token asks for it to end a session
+         * too */
+        const char *token = h->token_env ? getenv(h->token_env) : NULL;
+        char *auth = token ? pl__asprintf("Authorization: Bearer %s", token)
+                           : NULL;
+        if (auth)
+            hd = curl_slist_append(hd, auth);
         curl_easy_reset(h->c);
         curl_easy_setopt(h->c, CURLOPT_URL, h->url);
         curl_easy_setopt(h->c, CURLOPT_CUSTOMREQUEST, "DELETE");
@@ -476,6 +483,7 @@ void pl__mcp_http_free(pl__mcp_http *h)
         curl_easy_setopt(h->c, CURLOPT_NOBODY, 1L);
         curl_easy_perform(h->c);
         curl_slist_free_all(hd);
+        free(auth);
     }
     if (h->c)
         curl_easy_cleanup(h->c);
