@@ -87,8 +87,10 @@ static bool read_at(int fd, uint8_t *buf, size_t n, off_t at)
     return true;
 }
 
-int pl__lmdb_check_file(const char *path, const char *file)
+/* One look at @p file; @p seen: its size at the look. */
+static int check_once(const char *path, const char *file, off_t *seen)
 {
+    *seen = -1;
     int fd = open(file, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return errno == ENOENT
@@ -107,6 +109,7 @@ int pl__lmdb_check_file(const char *path, const char *file)
         st = pl__err(PL_ECORRUPT, "'%s' is not a policyledger store", path);
         goto done;
     }
+    *seen = sb.st_size;
     if (sb.st_size == 0)
         goto done; /* LMDB writes a new environment into an empty file */
     if ((uint64_t)sb.st_size < META_LEN || !read_at(fd, m[0], META_LEN, 0) ||
@@ -162,6 +165,26 @@ int pl__lmdb_check_file(const char *path, const char *file)
         }
 done:
     close(fd);
+    return st;
+}
+
+/*
+ * A store another process is making, or committing to, grows while it is
+ * looked at: its size read before a meta page its writer wrote after it
+ * would read as truncated.  A file found short is looked at again while it
+ * is still growing; one whose size stays is what it looked.
+ */
+int pl__lmdb_check_file(const char *path, const char *file)
+{
+    int st = PL_OK;
+    for (int tries = 0; tries < 8; tries++) {
+        off_t seen;
+        st = check_once(path, file, &seen);
+        struct stat sb;
+        if (st != PL_ECORRUPT || seen < 0 || stat(file, &sb) ||
+            sb.st_size == seen)
+            break;
+    }
     return st;
 }
 
