@@ -35,6 +35,13 @@ static void value(const char *name, const char *v)
     if (strcmp(name, "--payload") == 0) {
         cJSON *j = cli_parse_object(v, "the payload");
         CHECK(!j || cJSON_IsObject(j));
+        /* its "..._us" members as the tools print times: any number, in
+         * int64's range or not, without undefined behaviour */
+        for (const cJSON *m = j ? j->child : NULL; m; m = m->next)
+            if (m->string)
+                (void)cli_json_int_of(j, m->string);
+        if (j)
+            (void)cli_json_times_as_digits(j);
         char *text = j ? cli_json_compact(j) : NULL;
         free(text);
         cJSON_Delete(j);

@@ -392,7 +392,10 @@ bool cli_json_times_as_digits(cJSON *o)
     while (m) {
         cJSON *next = m->next;
         size_t n = m->string ? strlen(m->string) : 0;
-        if (cJSON_IsNumber(m) && n > 3 && !strcmp(m->string + n - 3, "_us")) {
+        /* in int64's range only (a damaged record's time stays a number:
+         * its cast would be undefined) */
+        if (cJSON_IsNumber(m) && n > 3 && !strcmp(m->string + n - 3, "_us") &&
+            m->valuedouble >= -9.2e18 && m->valuedouble <= 9.2e18) {
             char digits[24];
             snprintf(digits, sizeof digits, "%lld", (long long)m->valuedouble);
             cJSON *raw = cJSON_CreateRaw(digits);

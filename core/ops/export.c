@@ -316,7 +316,10 @@ static int put_visit(cJSON *line, void *user)
     for (cJSON *m = line->child, *next; m; m = next) {
         next = m->next;
         size_t n = m->string ? strlen(m->string) : 0;
-        if (!cJSON_IsNumber(m) || n < 4 || strcmp(m->string + n - 3, "_us"))
+        /* a time out of int64's range (a damaged record) stays a number:
+         * its cast would be undefined */
+        if (!cJSON_IsNumber(m) || n < 4 || strcmp(m->string + n - 3, "_us") ||
+            !(m->valuedouble >= -9.2e18 && m->valuedouble <= 9.2e18))
             continue;
         char digits[24];
         snprintf(digits, sizeof digits, "%lld", (long long)m->valuedouble);
