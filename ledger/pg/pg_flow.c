@@ -103,7 +103,8 @@
  * and a run whose lease ran out only as the first of its key's queue;
  * a key refused once (full, its lock another's, a run of it ahead in the
  * queue, its timer locked by another transaction) is passed over for the
- * rest of the walk, as pl_take()'s full_keys.  So the key's places go to
+ * rest of the walk, as pl_take()'s full_keys (and its later timers not
+ * read: TIMER KEYS below).  So the key's places go to
  * its timers in due order (ties: the run's number): counted as a plain
  * statement's scan read them (a filter on the rows, in the order of the
  * plan's choice), a run of the key due with another, or after another the
@@ -119,6 +120,25 @@
  * commit that ends an execution of it without parking (a run continued
  * by hand while parked, and cancelled or failed), and with the run by a
  * delete (Q_DELETE); a prune sweeps the rows of runs gone (pg_delete.c).
+ *
+ * TIMER KEYS: a timer row keeps in fkey the key a wake finds for its run
+ * (TIMER_KEY, pg_int.h: its parked row's, else its lease's; none for a
+ * run whose execution ends without parking), written with the timer by
+ * every statement that writes one, and timers_key (fkey, due, run) holds
+ * the timers by key, each key's in due order (those without a key, NULL,
+ * last).  pl_wake() walks timers_due_run a batch at a time; after each
+ * batch passed (a full key's due timers, mostly) it reads TAKE_BATCH keys
+ * more (a loose scan of timers_key), and once it has every key's, each
+ * key's first due timer past the last read, of the keys not refused, is
+ * its head: it walks those instead, merged in due order with the timers
+ * without a key (timers_key's NULL key); a key's head taken or passed
+ * (executing) is replaced by the key's next, and the batch read again
+ * from there.  So a wake reads in turns the due timers it passes and the
+ * keys with timers, never all of a full key's (10,000 due: a wake read
+ * them all, 625 batches; bench/README.md).  A store made before them
+ * gains the column, filled from the parked rows and leases, and the
+ * index at its next writable open, under its lock; a timer without a key
+ * in the column is still read, and its run's key counted, as before.
  *
  * A RATE TAKE is one prepared statement: INSERT ... ON CONFLICT DO UPDATE
  * on the budget's row, which the server locks and counts in place, only
@@ -249,6 +269,16 @@ int pl__pg_flow_setup(pl__pg_store *s, PGconn *c)
         "RETURN QUERY SELECT done, t, w, u; END $f$;"
         "CREATE TABLE IF NOT EXISTS \"%s\".parked (run bigint PRIMARY KEY, "
         "fkey text NOT NULL, flimit integer NOT NULL);"
+        /* the timers' keys (TIMER KEYS above): a store made before them
+         * gains the column, filled from the runs' parked rows and leases,
+         * and the index, under the store's lock */
+        "DO $d$ BEGIN IF NOT EXISTS (SELECT FROM pg_attribute WHERE attrelid "
+        "= '\"%s\".timers'::regclass AND attname = 'fkey' AND NOT "
+        "attisdropped) THEN ALTER TABLE \"%s\".timers ADD COLUMN fkey text; "
+        "UPDATE \"%s\".timers t SET fkey = " TIMER_KEY("%s", "t.run") "; "
+        "END IF; END $d$;"
+        "CREATE INDEX IF NOT EXISTS timers_key ON \"%s\".timers (fkey, due, "
+        "run);"
         /* the places this transaction gave already count: a take of
          * several timers inserts their leases after all its looks */
         "CREATE OR REPLACE FUNCTION \"%s\".pl_key_room(k text, lim integer) "
@@ -271,15 +301,37 @@ int pl__pg_flow_setup(pl__pg_store *s, PGconn *c)
         "#variable_conflict use_column\n"
         "DECLARE c record; k text; lim integer; full_keys text[] := '{}'; "
         "tnow bigint := " NOW_US "; ad bigint := " I64_MIN
-        "; ar bigint := " I64_MIN "; n integer; took integer := 0; BEGIN "
-        "LOOP n := 0; "
-        "FOR c IN SELECT tm.run AS r, tm.due AS d, tm.id AS i, tm.rec AS "
-        "b, p.fkey AS pk, p.flimit AS pl, q.fkey AS qk, q.flimit AS ql, "
-        "q.qrank AS qq, q.run AS qr, q.expires AS qe FROM \"%s\".timers tm "
+        "; ar bigint := " I64_MIN "; n integer; took integer := 0; "
+        "heads boolean := false; again boolean; keys text[] := '{}'; kk "
+        "text; nk bigint; kl text[]; hr bigint[]; hk text[]; hd bigint[]; "
+        "j integer; nr bigint; nd bigint; BEGIN "
+        "LOOP n := 0; again := false; "
+        /* the next batch in due order: of timers_due_run, then of the
+         * timers without a key (timers_key's NULL key) and the keys'
+         * heads (TIMER KEYS above) */
+        "FOR c IN SELECT tm.run AS r, w.due AS d, tm.id AS i, tm.rec AS b, "
+        "w.k AS tk, p.fkey AS pk, p.flimit AS pl, q.fkey AS qk, q.flimit "
+        "AS ql, q.qrank AS qq, q.run AS qr, q.expires AS qe FROM ((SELECT "
+        "t.run, t.due, NULL::text AS k FROM \"%s\".timers t WHERE NOT heads AND t.due <= tnow "
+        "AND (t.due, t.run) > (ad, ar) ORDER BY t.due, t.run LIMIT " TAKE_BATCH
+        ") UNION ALL (SELECT t.run, t.due, NULL FROM \"%s\".timers t WHERE heads "
+        "AND t.fkey IS NULL AND t.due <= tnow AND (t.due, t.run) > (ad, ar) "
+        "ORDER BY t.fkey, t.due, t.run LIMIT " TAKE_BATCH ") UNION ALL "
+        "(SELECT h.r, h.d, h.k FROM unnest(hr, hk, hd) h(r, k, d) WHERE heads AND "
+        "(h.d, h.r) > (ad, ar) AND h.k <> ALL (full_keys) ORDER BY h.d, h.r "
+        "LIMIT " TAKE_BATCH ")) w JOIN \"%s\".timers tm ON tm.run = w.run "
         "LEFT JOIN \"%s\".parked p ON p.run = tm.run LEFT JOIN \"%s\".leases "
-        "q ON q.run = tm.run WHERE tm.due <= tnow AND (tm.due, tm.run) > "
-        "(ad, ar) ORDER BY tm.due, tm.run LIMIT " TAKE_BATCH " LOOP "
+        "q ON q.run = tm.run WHERE tm.due <= tnow ORDER BY w.due, w.run "
+        "LIMIT " TAKE_BATCH " LOOP "
+        /* a key's head read: its next in its place, and the batch read
+         * again from here (that next may come before the batch's rest) */
+        "IF again THEN EXIT; END IF; "
         "n := n + 1; ad := c.d; ar := c.r; "
+        "IF c.tk IS NOT NULL THEN j := array_position(hk, c.tk); "
+        "SELECT t.run, t.due INTO nr, nd FROM \"%s\".timers t WHERE t.fkey "
+        ">= c.tk AND t.fkey <= c.tk AND t.due <= tnow AND (t.due, t.run) > "
+        "(ad, ar) ORDER BY t.fkey, t.due, t.run LIMIT 1; hr[j] := nr; hd[j] "
+        ":= nd; again := true; END IF; "
         /* executing: it parks again or ends */
         "IF c.qr IS NOT NULL AND c.qe > " NOW_US " THEN CONTINUE; END IF; "
         "k := coalesce(c.pk, c.qk); "
@@ -302,7 +354,28 @@ int pl__pg_flow_setup(pl__pg_store *s, PGconn *c)
         "run := c.r; due := c.d; id := c.i; rec := c.b; fkey := c.pk; "
         "flimit := c.pl; RETURN NEXT; took := took + 1; "
         "IF took >= most THEN RETURN; END IF; END LOOP; "
-        "IF n < " TAKE_BATCH " THEN RETURN; END IF; END LOOP; END $f$;"
+        "IF n < " TAKE_BATCH " AND NOT again THEN RETURN; END IF; "
+        /* a batch passed: TAKE_BATCH keys more, after kk in the keys'
+         * order (timers_key, a loose scan); once it has every key's, each
+         * key's first due timer past the last read, of those not refused,
+         * is its head */
+        "IF NOT heads THEN "
+        "SELECT max(ks.k), count(*), array_agg(ks.k) INTO kk, nk, kl FROM "
+        "(WITH RECURSIVE ks(k, i) AS ((SELECT a.k, 1 FROM ((SELECT t.fkey AS "
+        "k FROM \"%s\".timers t WHERE kk IS NULL AND t.fkey IS NOT NULL ORDER "
+        "BY t.fkey LIMIT 1) UNION ALL (SELECT t.fkey FROM \"%s\".timers t "
+        "WHERE t.fkey > kk ORDER BY t.fkey LIMIT 1)) a LIMIT 1) UNION ALL "
+        "SELECT x.k, ks.i + 1 FROM ks CROSS JOIN LATERAL (SELECT t.fkey AS k "
+        "FROM \"%s\".timers t WHERE t.fkey > ks.k ORDER BY t.fkey LIMIT 1) x "
+        "WHERE ks.i < " TAKE_BATCH ") SELECT * FROM ks) ks; "
+        "keys := keys || kl; heads := nk < " TAKE_BATCH "; "
+        "IF heads THEN SELECT array_agg(h.run), array_agg(x.k), "
+        "array_agg(h.due) INTO hr, hk, hd FROM unnest(keys) x(k) CROSS JOIN "
+        "LATERAL (SELECT t.run, t.due FROM \"%s\".timers t WHERE t.fkey >= "
+        "x.k AND t.fkey <= x.k AND t.due <= tnow AND (t.due, t.run) > (ad, "
+        "ar) ORDER BY t.fkey, t.due, t.run LIMIT 1) h WHERE x.k <> ALL "
+        "(full_keys); END IF; END IF; "
+        "END LOOP; END $f$;"
         "CREATE OR REPLACE FUNCTION \"%s\".pl_take(who text, dur bigint) "
         "RETURNS TABLE (run bigint, gen bigint, expires_in bigint, owner "
         "text, id text) LANGUAGE plpgsql AS $f$ "
@@ -385,7 +458,8 @@ int pl__pg_flow_setup(pl__pg_store *s, PGconn *c)
         "END LOOP; END $f$;"
         "COMMIT",
         n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n,
-        n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n);
+        n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n,
+        n, n, n, n, n);
     if (!sql)
         return pl__err(PL_ENOMEM, "out of memory");
     int st = pl__pg_command(s, c, sql, "making the queue's flow control");
