@@ -166,5 +166,5 @@ int report_take_keys(bool quick, cJSON *o)
                    "past them, its key full, 1,000 keys queued after", "tenant",
                    1, TAIL_KEYS, n, QUEUED_KEY + 2, 1, floor, o);
     jnum(o, "keys_floor_ms", floor * 1e3);
-    return f;
+    return f | report_keys_scale(quick, o);
 }

@@ -1,0 +1,205 @@
+/*
+ * bench_keys_scale.c -- take, keyed, at scale: what a wake and a take on
+ * PostgreSQL (pl__pg_take_due(), pl__pg_take(); pg_flow.c, KEYS and TIMER
+ * KEYS; docs/design.md §14) cost past what their keys refuse, next to the
+ * libpq floor's commit in the same run.
+ *
+ *   wake_key_full:  a key of limit 1 with one run running and DUE_KEY
+ *                   runs parked with it on due timers, due ahead of TAIL
+ *                   runs without a key: each wake takes the next of those;
+ *   take_full_keys: FULL_KEYS keys of limit 1, each with one run running
+ *                   and one queued, ranked ahead of TAIL queued runs
+ *                   without a key: each take takes the next of those.
+ *
+ * RUNNING runs without a key run meanwhile, as in bench_take_keys.c;
+ * after each wake or take its lease is dropped (outside the time
+ * measured), so every one finds the store as the first did.  The buffers
+ * are EXPLAIN (ANALYZE, BUFFERS)'s of pl_wake(1) and pl_take(), in a
+ * transaction rolled back.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+#include "pg_store.h" /* pl__pg_take(), pl__pg_take_due() */
+
+#define DUE_KEY 10000
+#define FULL_KEYS 5000
+#define TAIL 2000
+#define RUNNING 1000
+
+#define NOW_SQL "(extract(epoch from clock_timestamp()) * 1e6)::bigint"
+
+/* Schema @p n for wake_key_full: run 1 running with key "tenant" (limit
+ * 1), runs 2..DUE_KEY + 1 parked with it on timers due at their numbers,
+ * then TAIL runs without a key due after them, then RUNNING running
+ * without a key.  The timers' keys filled as the store keeps them, where
+ * it keeps them (a build before timers.fkey has no such column). */
+static void wake_fill(PGconn *c, const char *n)
+{
+    char sql[1400];
+    int parked = DUE_KEY + 1, due = parked + TAIL;
+    take_runs(c, n, due + RUNNING);
+    snprintf(sql, sizeof sql,
+             "INSERT INTO \"%s\".leases (run, gen, owner, id, expires, qrank, "
+             "fkey, flimit) SELECT num, 1, 'other@host', 'k-' || num, " NOW_SQL
+             " + 3600000000, 0, CASE WHEN num = 1 THEN 'tenant' END, CASE "
+             "WHEN num = 1 THEN 1 ELSE 0 END FROM \"%s\".runs WHERE num = 1 "
+             "OR num > %d",
+             n, n, due);
+    pg_sql(c, sql);
+    snprintf(sql, sizeof sql,
+             "INSERT INTO \"%s\".parked (run, fkey, flimit) SELECT num, "
+             "'tenant', 1 FROM \"%s\".runs WHERE num BETWEEN 2 AND %d",
+             n, n, parked);
+    pg_sql(c, sql);
+    snprintf(sql, sizeof sql,
+             "INSERT INTO \"%s\".timers (run, due, id, rec) SELECT num, num, "
+             "'k-' || num, '\\x00' FROM \"%s\".runs WHERE num BETWEEN 2 AND "
+             "%d",
+             n, n, due);
+    pg_sql(c, sql);
+    snprintf(sql, sizeof sql,
+             "DO $d$ BEGIN IF EXISTS (SELECT FROM pg_attribute WHERE attrelid "
+             "= '\"%s\".timers'::regclass AND attname = 'fkey' AND NOT "
+             "attisdropped) THEN EXECUTE 'UPDATE \"%s\".timers t SET fkey = "
+             "p.fkey FROM \"%s\".parked p WHERE p.run = t.run'; END IF; END "
+             "$d$",
+             n, n, n);
+    pg_sql(c, sql);
+    snprintf(sql, sizeof sql,
+             "ANALYZE \"%s\".runs, \"%s\".state, \"%s\".leases, \"%s\".timers, "
+             "\"%s\".parked",
+             n, n, n, n, n);
+    pg_sql(c, sql);
+}
+
+/* Schema @p n for take_full_keys: runs 1..FULL_KEYS running, each with a
+ * key of its own (limit 1), runs FULL_KEYS + 1..2 * FULL_KEYS queued with
+ * them, then TAIL queued without a key, then RUNNING running without. */
+static void keys_fill(PGconn *c, const char *n)
+{
+    char sql[1400];
+    int queued = 2 * FULL_KEYS + TAIL;
+    take_runs(c, n, queued + RUNNING);
+    snprintf(
+        sql, sizeof sql,
+        "INSERT INTO \"%s\".leases (run, gen, owner, id, expires, qrank, "
+        "fkey, flimit) SELECT num, CASE WHEN num <= %d OR num > %d THEN 1 "
+        "ELSE 0 END, CASE WHEN num <= %d OR num > %d THEN 'other@host' ELSE "
+        "'' END, 'k-' || num, CASE WHEN num <= %d OR num > %d THEN " NOW_SQL
+        " + 3600000000 ELSE 0 END, CASE WHEN num > %d THEN 0 ELSE num END, "
+        "CASE WHEN num <= %d THEN 'key' || lpad((num - 1) %% %d + 1 || '', "
+        "5, '0') END, CASE WHEN num <= %d THEN 1 ELSE 0 END FROM \"%s\".runs",
+        n, FULL_KEYS, queued, FULL_KEYS, queued, FULL_KEYS, queued, queued,
+        2 * FULL_KEYS, FULL_KEYS, 2 * FULL_KEYS, n);
+    pg_sql(c, sql);
+    snprintf(sql, sizeof sql,
+             "ANALYZE \"%s\".runs, \"%s\".state, \"%s\".leases", n, n, n);
+    pg_sql(c, sql);
+}
+
+/* The shared buffers statement @p sql reads, hit or read, on its second
+ * call (the first plans it), in a transaction rolled back; -1 unknown. */
+static long buffers_of(PGconn *c, const char *sql)
+{
+    long b = -1;
+    for (int i = 0; i < 2; i++) {
+        pg_sql(c, "BEGIN");
+        PGresult *r = PQexec(c, sql);
+        b = -1;
+        if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1) {
+            cJSON *j = cJSON_Parse(PQgetvalue(r, 0, 0));
+            cJSON *p = cJSON_GetObjectItem(cJSON_GetArrayItem(j, 0), "Plan");
+            cJSON *h = cJSON_GetObjectItem(p, "Shared Hit Blocks");
+            cJSON *d = cJSON_GetObjectItem(p, "Shared Read Blocks");
+            if (cJSON_IsNumber(h) && cJSON_IsNumber(d))
+                b = (long)(h->valuedouble + d->valuedouble);
+            cJSON_Delete(j);
+        }
+        PQclear(r);
+        pg_sql(c, "ROLLBACK");
+    }
+    return b;
+}
+
+/* One case, @p wake or a take: @p n of them, each expected to take run
+ * @p first + i, timed; 1 on a wrong one. */
+static int scale_case(const char *name, const char *what, bool wake, int n,
+                      uint64_t first, double floor, cJSON *o)
+{
+    say("  %s: %s\n", name, what);
+    char path[1200], sql[512];
+    pl__pg_store *s;
+    const char *schema = take_open(name, path, sizeof path, &s);
+    PGconn *c = pg_connect();
+    if (wake)
+        wake_fill(c, schema);
+    else
+        keys_fill(c, schema);
+    snprintf(sql, sizeof sql,
+             "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) SELECT * FROM "
+             "\"%s\".%s",
+             schema,
+             wake ? "pl_wake(1)" : "pl_take('bench@host', 60000000)");
+    long buffers = buffers_of(c, sql);
+    double *t = malloc(sizeof *t * (size_t)n);
+    if (!t)
+        die("out of memory");
+    int failures = 0, done = 0;
+    for (int i = 0; i < n; i++, done++) {
+        pl__lease l = {0};
+        bool taken;
+        int64_t next;
+        uint64_t want = first + (uint64_t)i;
+        double t0 = now_s();
+        int st = wake ? pl__pg_take_due(s, "bench@host", 60000000,
+                                        take_refuse, NULL, &l, &taken, &next)
+                      : pl__pg_take(s, "bench@host", 60000000, take_refuse,
+                                    NULL, &l, &taken);
+        t[i] = now_s() - t0;
+        if (!taken || st != PL_EBUSY || l.run != want) {
+            say("    %d: %s run #%llu, not #%llu (%s)\n", i,
+                taken ? "took" : "took no", (unsigned long long)l.run,
+                (unsigned long long)want, pl_errmsg());
+            failures = 1;
+            break;
+        }
+        snprintf(sql, sizeof sql, "DELETE FROM \"%s\".leases WHERE run = %llu",
+                 schema, (unsigned long long)l.run);
+        pg_sql(c, sql);
+    }
+    double p50 = percentile(t, (size_t)done, 0.5),
+           p99 = percentile(t, (size_t)done, 0.99);
+    say("    a %s, p50 / p99              %8.2f / %.2f ms (floor %.1fx)\n"
+        "    its function's buffers, one    %8ld\n",
+        wake ? "wake" : "take", p50 * 1e3, p99 * 1e3,
+        floor > 0 ? p50 / floor : 0, buffers);
+    cJSON *k = cJSON_AddObjectToObject(o, name);
+    jnum(k, "refused", wake ? DUE_KEY : FULL_KEYS);
+    jnum(k, "n", done);
+    jnum(k, "p50_ms", p50 * 1e3);
+    jnum(k, "p99_ms", p99 * 1e3);
+    jnum(k, "buffers", (double)buffers);
+    free(t);
+    PQfinish(c);
+    pl__pg_close(s);
+    remove_store(path);
+    return failures;
+}
+
+int report_keys_scale(bool quick, cJSON *o)
+{
+    double floor = floor_commit_s();
+    say("\ntake, keyed, past what keys refuse (one commit of the floor %.2f "
+        "ms)\n",
+        floor * 1e3);
+    int f = scale_case("wake_key_full",
+                       "a wake past 10,000 due timers of a full key", true,
+                       quick ? 100 : 500, DUE_KEY + 2, floor, o);
+    f |= scale_case("take_full_keys",
+                    "a take past 5,000 full keys' queued runs", false,
+                    quick ? 20 : 100, 2 * FULL_KEYS + 1, floor, o);
+    return f;
+}
