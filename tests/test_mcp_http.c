@@ -6,7 +6,9 @@
  * redirect to another host (never followed: the bearer token never goes
  * there), session ids that are empty, 1 MB long, hold CR or NUL, change
  * between answers or go missing, a session that expires (a new one is
- * started and the call sent again), a Content-Type that lies, a gzip body
+ * started and the call sent again, the old one ended with a DELETE, as
+ * one left after an error is; a server that refuses DELETE changes
+ * nothing), a Content-Type that lies, a gzip body
  * and a gzip bomb, an answer that never ends (bounded by the call's
  * deadline) and a 50 MB header block.  Each is an error result of the
  * taxonomy or a recovery, never a crash, a hang or a token sent astray.
