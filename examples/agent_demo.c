@@ -289,16 +289,23 @@ int main(int argc, char **argv)
             stream = true;
             continue;
         }
-        static const char *const valued[] = {
-            "--store",  "--model",  "--data",   "--question",
-            "--run",    "--answer", "--token",  "--plugin",
-            "--mcp",    "--crash-after-steps",  "--approval-timeout"};
+        static const char *const valued[] = {"--store",
+                                             "--model",
+                                             "--data",
+                                             "--question",
+                                             "--run",
+                                             "--answer",
+                                             "--token",
+                                             "--plugin",
+                                             "--mcp",
+                                             "--crash-after-steps",
+                                             "--approval-timeout"};
         bool known = false;
         for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++)
             known = known || !strcmp(a, valued[k]);
         if (!known)
-            return bad_usage(a[0] == '-' ? "unknown option" : "unexpected "
-                                                              "argument",
+            return bad_usage(a[0] == '-' ? "unknown option"
+                                         : "unexpected argument",
                              a);
         if (!v) {
             fprintf(stderr, "agent-demo: %s needs a value (see --help)\n", a);

@@ -104,7 +104,7 @@ int main(int argc, char **argv)
         cJSON_free(r);
         st = PL_EPOLICY;
     } else if (!st && o->status == PL_RUN_COMPLETED &&
-        !(st = pl_llm_run_tokens(&tok, e, "question"))) {
+               !(st = pl_llm_run_tokens(&tok, e, "question"))) {
         char *r = cJSON_PrintUnformatted(pl_outcome_result(o));
         printf("%s\n%llu model calls, %llu input and %llu output tokens\n",
                r ? r : "?", (unsigned long long)tok.exchanges,

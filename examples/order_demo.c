@@ -159,8 +159,8 @@ int main(int argc, char **argv)
         if (strcmp(a, "--store") && strcmp(a, "--effects") &&
             strcmp(a, "--order") && strcmp(a, "--plugin") &&
             strcmp(a, "--crash-after") && strcmp(a, "--durability"))
-            return bad_usage(a[0] == '-' ? "unknown option" : "unexpected "
-                                                              "argument",
+            return bad_usage(a[0] == '-' ? "unknown option"
+                                         : "unexpected argument",
                              a);
         if (!v) {
             fprintf(stderr, "order-demo: %s needs a value (see --help)\n", a);
@@ -282,8 +282,8 @@ int main(int argc, char **argv)
     /* an error as its result is no order done */
     size_t n_steps = o->steps ? pl_steps_count(o->steps) : 0;
     rc = o->status == PL_RUN_COMPLETED &&
-                 !(n_steps && pl_step_is_error(pl_steps_at(o->steps,
-                                                           n_steps - 1)))
+                 !(n_steps &&
+                   pl_step_is_error(pl_steps_at(o->steps, n_steps - 1)))
              ? 0
              : 1;
     goto done;

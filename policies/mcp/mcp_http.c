@@ -47,7 +47,7 @@ struct pl__mcp_http {
     size_t max_msg;
     CURL *c;
     char session[PL__MCP_SESSION_MAX + 1]; /* "" until initialize gives one */
-    char version[16]; /* the protocol version the last request named */
+    char version[16];    /* the protocol version the last request named */
     bool list_changed;   /* a stream brought notifications/tools/list_changed */
     long retry_after_ms; /* the last answer's Retry-After; -1: none */
 };
@@ -455,7 +455,6 @@ long pl__mcp_http_retry_after(const pl__mcp_http *h)
     return h->retry_after_ms;
 }
 
-
 bool pl__mcp_http_list_changed(pl__mcp_http *h)
 {
     bool changed = h->list_changed;
@@ -479,8 +478,7 @@ static void end_session(pl__mcp_http *h, long timeout_ms)
         snprintf(line, sizeof line, "Mcp-Session-Id: %s", h->session);
         hd = curl_slist_append(hd, line);
         if (h->version[0]) {
-            snprintf(line, sizeof line, "MCP-Protocol-Version: %s",
-                     h->version);
+            snprintf(line, sizeof line, "MCP-Protocol-Version: %s", h->version);
             hd = curl_slist_append(hd, line);
         }
         /* a server that asks for the token asks for it to end a session
