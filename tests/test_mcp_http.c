@@ -155,6 +155,16 @@ static int requests(const server *s, const char *method)
     return n;
 }
 
+/* Each of the @p n results of @p got is its echo: {"i": k}. */
+static void all_echoed(const cJSON *got, int n)
+{
+    for (int i = 0; i < n; i++) {
+        char want[16];
+        snprintf(want, sizeof want, "\"i\": %d", i);
+        cr_expect(strstr(first_text(at(got, i)), want), "%s", t_text(got));
+    }
+}
+
 static double retry_after_of(const cJSON *r)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(r, "retry_after_ms");
@@ -313,11 +323,7 @@ Test(mcp_http, the_session_id_is_initializes_whatever_comes_after, .fini = fini)
             "{\"session\": \"bad\\rid\"}]}",
             &o);
     cJSON *got = echo_calls("r1", 4);
-    for (int i = 0; i < 4; i++) {
-        char want[16];
-        snprintf(want, sizeof want, "\"i\": %d", i);
-        cr_expect(strstr(first_text(at(got, i)), want), "%s", t_text(got));
-    }
+    all_echoed(got, 4);
     cJSON_Delete(got);
     cJSON *l = log_of(&g_servers[0]);
     const cJSON *e;
@@ -475,11 +481,7 @@ Test(mcp_http, a_server_refusing_delete_changes_nothing, .fini = fini)
             " \"call\": [{\"expire\": true}]}",
             &o);
     cJSON *got = echo_calls("r1", 2);
-    for (int i = 0; i < 2; i++) {
-        char want[16];
-        snprintf(want, sizeof want, "\"i\": %d", i);
-        cr_expect(strstr(first_text(at(got, i)), want), "%s", t_text(got));
-    }
+    all_echoed(got, 2);
     cJSON_Delete(got);
     deleted_before(&g_servers[0], "s-1", 1);
     close_all();

@@ -11,12 +11,11 @@ import argparse
 import itertools
 import os
 import sys
-import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_ledger_replay as base  # noqa: E402
 
-from test_ledger_replay import Failure, Store, check  # noqa: E402
+from test_ledger_replay import Store, check  # noqa: E402
 
 ARGS = None
 PG = None  # --pg: the server's URI
@@ -134,22 +133,7 @@ def main():
         check(PG, "--pg needs PL_TEST_PG_URI (run under tests/pg_run.sh)")
     base.ARGS = argparse.Namespace(tool=ARGS.tool, helper=ARGS.helper,
                                    plugin=ARGS.plugin)
-    failed = 0
-    for case in CASES:
-        if ARGS.cases and case.__name__ not in ARGS.cases:
-            continue
-        try:
-            case()
-            print("PASS", case.__name__)
-        except Failure as e:
-            failed += 1
-            print("FAIL", case.__name__ + ":", e)
-        except Exception:
-            failed += 1
-            print("FAIL", case.__name__ + ":")
-            traceback.print_exc(file=sys.stdout)
-    print("%d case(s) failed" % failed if failed else "all cases passed")
-    return 1 if failed else 0
+    return base.run_cases(CASES, ARGS.cases)
 
 
 if __name__ == "__main__":

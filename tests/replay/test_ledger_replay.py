@@ -881,9 +881,15 @@ def main():
         ap.add_argument("--" + name, required=True)
     ap.add_argument("cases", nargs="*")
     ARGS = ap.parse_args()
+    return run_cases(CASES, ARGS.cases)
+
+
+def run_cases(cases, only):
+    """Run each case (those named in @only, if any), saying PASS or FAIL;
+    the exit status: 1 if any failed."""
     failed = 0
-    for case in CASES:
-        if ARGS.cases and case.__name__ not in ARGS.cases:
+    for case in cases:
+        if only and case.__name__ not in only:
             continue
         try:
             case()
