@@ -155,6 +155,55 @@ static int requests(const server *s, const char *method)
     return n;
 }
 
+/* Where in the log the @p nth (from 0) request @p method of session
+ * @p sid (NULL: any) is; -1 if it is not.  *e: that entry, in @p l. */
+static int index_of(const cJSON *l, const char *method, const char *sid,
+                    int nth, const cJSON **e)
+{
+    int i = 0;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, l)
+    {
+        const char *m = cJSON_GetStringValue(
+            cJSON_GetObjectItemCaseSensitive(it, "method"));
+        const char *s = cJSON_GetStringValue(
+            cJSON_GetObjectItemCaseSensitive(it, "session"));
+        if (m && !strcmp(m, method) && (!sid || (s && !strcmp(s, sid))) &&
+            nth-- == 0) {
+            if (e)
+                *e = it;
+            return i;
+        }
+        i++;
+    }
+    return -1;
+}
+
+/* Session @p sid was ended with a DELETE before the @p nth initialize
+ * (-1: at any time), carrying the token and the protocol version as every
+ * request does. */
+static void deleted_before(const server *s, const char *sid, int nth)
+{
+    cJSON *l = log_of(s);
+    const cJSON *d = NULL;
+    int at_delete = index_of(l, "DELETE", sid, 0, &d);
+    cr_expect_geq(at_delete, 0, "no DELETE of %s: %s", sid, t_text(l));
+    if (nth >= 0) {
+        int at_init = index_of(l, "initialize", NULL, nth, NULL);
+        cr_expect(at_init < 0 || at_delete < at_init,
+                  "the DELETE of %s came after initialize %d: %s", sid, nth,
+                  t_text(l));
+    }
+    if (d) {
+        cr_expect(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(d, "auth_ok")),
+                  "%s", t_text(d));
+        const char *v = cJSON_GetStringValue(
+            cJSON_GetObjectItemCaseSensitive(d, "protocol_version"));
+        cr_expect(v && !strcmp(v, "2025-06-18"), "%s", t_text(d));
+    }
+    cJSON_Delete(l);
+}
+
 /* Each of the @p n results of @p got is its echo: {"i": k}. */
 static void all_echoed(const cJSON *got, int n)
 {
@@ -387,55 +436,7 @@ Test(mcp_http, a_session_ended_at_a_notification_is_begun_anew, .fini = fini)
     cJSON_Delete(got);
     cr_expect_eq(requests(&g_servers[0], "notifications/cancelled"), 1);
     cr_expect_eq(requests(&g_servers[0], "initialize"), 2);
-}
-
-/* Where in the log the @p nth (from 0) request @p method of session
- * @p sid (NULL: any) is; -1 if it is not.  *e: that entry, in @p l. */
-static int index_of(const cJSON *l, const char *method, const char *sid,
-                    int nth, const cJSON **e)
-{
-    int i = 0;
-    const cJSON *it;
-    cJSON_ArrayForEach(it, l)
-    {
-        const char *m = cJSON_GetStringValue(
-            cJSON_GetObjectItemCaseSensitive(it, "method"));
-        const char *s = cJSON_GetStringValue(
-            cJSON_GetObjectItemCaseSensitive(it, "session"));
-        if (m && !strcmp(m, method) && (!sid || (s && !strcmp(s, sid))) &&
-            nth-- == 0) {
-            if (e)
-                *e = it;
-            return i;
-        }
-        i++;
-    }
-    return -1;
-}
-
-/* Session @p sid was ended with a DELETE before the @p nth initialize
- * (-1: at any time), carrying the token and the protocol version as every
- * request does. */
-static void deleted_before(const server *s, const char *sid, int nth)
-{
-    cJSON *l = log_of(s);
-    const cJSON *d = NULL;
-    int at_delete = index_of(l, "DELETE", sid, 0, &d);
-    cr_expect_geq(at_delete, 0, "no DELETE of %s: %s", sid, t_text(l));
-    if (nth >= 0) {
-        int at_init = index_of(l, "initialize", NULL, nth, NULL);
-        cr_expect(at_init < 0 || at_delete < at_init,
-                  "the DELETE of %s came after initialize %d: %s", sid, nth,
-                  t_text(l));
-    }
-    if (d) {
-        cr_expect(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(d, "auth_ok")),
-                  "%s", t_text(d));
-        const char *v = cJSON_GetStringValue(
-            cJSON_GetObjectItemCaseSensitive(d, "protocol_version"));
-        cr_expect(v && !strcmp(v, "2025-06-18"), "%s", t_text(d));
-    }
-    cJSON_Delete(l);
+    deleted_before(&g_servers[0], "s-1", 1);
 }
 
 /* A session the server ended (404) is ended by the client too: a DELETE
