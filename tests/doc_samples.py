@@ -2,6 +2,7 @@
 """doc_samples.py -- the C of docs/guide.md and README.md compiles and runs.
 
     doc_samples.py --src SRC --lib-dir DIR --replay LEDGER-REPLAY
+                   --dump LEDGER-DUMP
                    [--cc CC] [--cxx CXX] [--valgrind VALGRIND] [--jobs N]
                    [--program-flags FLAGS]
 
@@ -19,7 +20,8 @@ before it (only blank lines between):
   <!-- sample: plugin POLICY [PAYLOAD] -->   a plugin: built as a shared
       object, as C and as C++ (g++, -fvisibility=hidden, as the guide's
       build lines say), each loaded by `ledger-replay --plugin`, which runs
-      POLICY with PAYLOAD (a JSON object; default {}) to `completed`.
+      POLICY with PAYLOAD (a JSON object; default {}) to `completed`;
+      `ledger-dump` shows the plugin's build-id as the run's code.
   <!-- sample: body CONTEXT -->   statements: compiled as the body of
       CONTEXT's function in tests/doc_samples.c (a policy, a program's
       main, ...: what the fragment uses and does not show is declared
@@ -276,6 +278,15 @@ class Check:
                 problems.append("%s as %s: ledger-replay --plugin ran %s: "
                                 "exit %d\n%s%s" % (s.where, lang, policy, rc,
                                                    out, err))
+                continue
+            # a policy registered without a code_version: the plugin's
+            # build-id is its code identity (the guide's Plugins)
+            rc, out, err = run([self.a.dump, store, "--run", "sample"])
+            if rc or not re.search(r"^  code +build-id:[0-9a-f]+$", out,
+                                   re.M):
+                problems.append("%s as %s: the run's code is not the "
+                                "plugin's build-id:\n%s%s" %
+                                (s.where, lang, out, err))
         return "\n".join(problems) or None
 
     def check(self, s):
@@ -293,6 +304,7 @@ def main():
     ap.add_argument("--src", required=True)
     ap.add_argument("--lib-dir", required=True)
     ap.add_argument("--replay", required=True)
+    ap.add_argument("--dump", required=True)
     ap.add_argument("--cc", default="cc")
     ap.add_argument("--cxx", default="c++")
     ap.add_argument("--valgrind")
