@@ -41,6 +41,11 @@ extern const pl_paginate_options paginate_opts;
 #include PL_SAMPLE_FILE
 #endif
 
+#ifdef PL_SAMPLE_CTX_alone
+/* File-scope code that needs nothing more: no function around it. */
+#define PL_SAMPLE_NO_BODY 1
+#endif
+
 #if defined(PL_SAMPLE_CTX_policy) || defined(PL_SAMPLE_CTX_order) ||           \
     defined(PL_SAMPLE_CTX_fanout) || defined(PL_SAMPLE_CTX_rate) ||            \
     defined(PL_SAMPLE_CTX_observe)
@@ -118,4 +123,8 @@ int main(int argc, char **argv)
     }
     return st;
 }
+#endif
+
+#if defined(PL_SAMPLE_NO_BODY) && defined(PL_SAMPLE_BODY)
+#error "the context 'alone' takes no statements"
 #endif

@@ -61,6 +61,7 @@ class Sample:
         self.doc, self.line, self.code = doc, line, code
         self.output = output  # (line, [lines]) of the block after, or None
         self.where = "%s:%d" % (doc, line)
+        self.inferred = marker is None
         if marker is None:
             marker = "program" if re.search(r"^int main\(", code, re.M) \
                 else "file alone"
@@ -163,6 +164,9 @@ class Check:
 
     def compile_fragment(self, s):
         code, body_line = s.code, s.line
+        with open(self.contexts, encoding="utf-8") as f:
+            if not re.search(r"\bPL_SAMPLE_CTX_%s\b" % s.arg, f.read()):
+                return "no context '%s' in tests/doc_samples.c" % s.arg
         defs = ["-DPL_SAMPLE_CTX_" + s.arg]
         if s.kind == "file":
             lines = code.split("\n")
@@ -329,12 +333,19 @@ def main():
     failed = 0
     for s, problem in zip(found, results):
         what = s.kind + (" " + s.arg if s.arg else "")
-        if problem:
+        if s.kind == "none":
+            print("not compiled %s: %s" % (s.where, s.arg))
+        elif problem:
             failed += 1
             print("FAIL %s (%s):\n%s" % (s.where, what, problem.rstrip()))
+            if s.inferred:
+                print("  (no <!-- sample: ... --> comment before the block: "
+                      "it was taken as %s; tests/doc_samples.py says what "
+                      "else a block may be)" % what)
         else:
             print("ok   %s (%s)" % (s.where, what))
-    print("%d samples, %d failed" % (len(found), failed))
+    print("%d samples, %d failed, %d not compiled" %
+          (len(found), failed, sum(s.kind == "none" for s in found)))
     return 1 if failed else 0
 
 
