@@ -31,6 +31,11 @@ before it (only blank lines between):
       body of CONTEXT's function.
   <!-- sample: none: WHY -->     not compiled; WHY is required.
 
+Beside the blocks, the prose: every pl_* and PL_* name the two pages use
+is declared in include/ (or, an environment variable or SQL function, is
+named in the code), and every `pl_type.member` they name is a member of
+that struct in include/.
+
 A block without a comment is a program when it defines main(), else file
 code in the context `alone`, which adds nothing (the README is written
 without comments).
@@ -135,6 +140,48 @@ def samples(src):
             found.append(Sample(doc, b["line"], b["text"], b["marker"],
                                 output))
     return found
+
+
+def check_names(src):
+    """The pl_/PL_ names and pl_type.member fields the pages use exist."""
+    headers = ""
+    for d, _, files in os.walk(os.path.join(src, "include")):
+        for f in sorted(files):
+            with open(os.path.join(d, f), encoding="utf-8") as h:
+                headers += h.read()
+    code = ""
+    for top in ("core", "ledger", "base", "policies", "tools", "tests",
+                "scripts"):
+        for d, _, files in os.walk(os.path.join(src, top)):
+            for f in files:
+                if f.endswith((".c", ".h", ".sh", ".py")):
+                    with open(os.path.join(d, f), encoding="utf-8",
+                              errors="replace") as h:
+                        code += h.read()
+    structs = dict(re.findall(r"typedef struct (pl_\w+) \{(.*?)\n\} \1;",
+                              headers, re.S))
+    problems, seen = [], set()
+    for doc in DOCS:
+        with open(os.path.join(src, doc), encoding="utf-8") as f:
+            lines = f.read().split("\n")
+        for n, line in enumerate(lines, 1):
+            for name in re.findall(r"\b(?:pl|PL)_\w+", line):
+                if name in seen:
+                    continue
+                seen.add(name)
+                if not re.search(r"\b%s\b" % name, headers) and \
+                        not re.search(r"\b%s\b" % name, code):
+                    problems.append("%s:%d: %s is declared nowhere" %
+                                    (doc, n, name))
+            for t, m in re.findall(r"\b(pl_\w+)\.(\w+)", line):
+                if t in structs and not re.search(
+                        r"[\s*]%s\s*(\[[^]]*\])?\s*[;,:]" % m, structs[t]):
+                    problems.append("%s:%d: %s has no member %s" %
+                                    (doc, n, t, m))
+                elif t not in structs and not re.search(r"\b%s\b" % t,
+                                                       headers):
+                    problems.append("%s:%d: no struct %s" % (doc, n, t))
+    return len(seen), problems
 
 
 def run(cmd, cwd=None, timeout=120):
@@ -344,6 +391,13 @@ def main():
                       "else a block may be)" % what)
         else:
             print("ok   %s (%s)" % (s.where, what))
+    n_names, problems = check_names(args.src)
+    if problems:
+        failed += 1
+        print("FAIL names:\n" + "\n".join(problems))
+    else:
+        print("ok   the %d pl_/PL_ names the pages use, and their members"
+              % n_names)
     print("%d samples, %d failed, %d not compiled" %
           (len(found), failed, sum(s.kind == "none" for s in found)))
     return 1 if failed else 0
