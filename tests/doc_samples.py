@@ -185,8 +185,11 @@ def check_names(src):
 
 
 def run(cmd, cwd=None, timeout=120):
-    p = subprocess.run(cmd, cwd=cwd, capture_output=True,
-                       text=True, timeout=timeout)
+    try:
+        p = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True,
+                           timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return 127, "", "%s: %s\n" % (cmd[0], e)
     return p.returncode, p.stdout, p.stderr
 
 
