@@ -219,6 +219,7 @@ int report_take(bool quick);
 int report_take_keys(bool quick, cJSON *o); /* within take's */
 /* bench_keys_scale.c: a wake and a take past what keys refuse */
 int report_keys_scale(bool quick, cJSON *o);
+int report_keys_scale_lmdb(bool quick, cJSON *o); /* without --store */
 /* bench_take.c: a new PostgreSQL store open, its schema; runs 1..count
  * of its schema, each with a state; a take's claim refused (the lease
  * kept) */

@@ -9,7 +9,14 @@
  *                   runs without a key: each wake takes the next of those;
  *   take_full_keys: FULL_KEYS keys of limit 1, each with one run running
  *                   and one queued, ranked ahead of TAIL queued runs
- *                   without a key: each take takes the next of those.
+ *                   without a key: each take takes the next of those
+ *                   (and the same with a fifth of the keys).
+ *
+ * On LMDB (no --store), lmdb_wake_key_full: the wake's case by the engine
+ * (runs parked and signalled, the key's place held by a run executing),
+ * LMDB_DUE_KEY due runs of the full key ahead of LMDB_FREE runs without a
+ * key, all woken and executed by one pl_engine_wake(); against the same
+ * LMDB_FREE runs with nothing due ahead, in the same run.
  *
  * RUNNING runs without a key run meanwhile, as in bench_take_keys.c;
  * after each wake or take its lease is dropped (outside the time
@@ -17,9 +24,12 @@
  * are EXPLAIN (ANALYZE, BUFFERS)'s of pl_wake(1) and pl_take(), in a
  * transaction rolled back.
  */
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "bench.h"
 #include "pg_store.h" /* pl__pg_take(), pl__pg_take_due() */
@@ -28,6 +38,8 @@
 #define FULL_KEYS 5000
 #define TAIL 2000
 #define RUNNING 1000
+#define LMDB_DUE_KEY 10000
+#define LMDB_FREE 200
 
 #define NOW_SQL "(extract(epoch from clock_timestamp()) * 1e6)::bigint"
 
@@ -75,13 +87,13 @@ static void wake_fill(PGconn *c, const char *n)
     pg_sql(c, sql);
 }
 
-/* Schema @p n for take_full_keys: runs 1..FULL_KEYS running, each with a
- * key of its own (limit 1), runs FULL_KEYS + 1..2 * FULL_KEYS queued with
+/* Schema @p n for take_full_keys: runs 1..@p keys running, each with a
+ * key of its own (limit 1), runs @p keys + 1..2 * @p keys queued with
  * them, then TAIL queued without a key, then RUNNING running without. */
-static void keys_fill(PGconn *c, const char *n)
+static void keys_fill(PGconn *c, const char *n, int keys)
 {
     char sql[1400];
-    int queued = 2 * FULL_KEYS + TAIL;
+    int queued = 2 * keys + TAIL;
     take_runs(c, n, queued + RUNNING);
     snprintf(
         sql, sizeof sql,
@@ -92,8 +104,8 @@ static void keys_fill(PGconn *c, const char *n)
         " + 3600000000 ELSE 0 END, CASE WHEN num > %d THEN 0 ELSE num END, "
         "CASE WHEN num <= %d THEN 'key' || lpad((num - 1) %% %d + 1 || '', "
         "5, '0') END, CASE WHEN num <= %d THEN 1 ELSE 0 END FROM \"%s\".runs",
-        n, FULL_KEYS, queued, FULL_KEYS, queued, FULL_KEYS, queued, queued,
-        2 * FULL_KEYS, FULL_KEYS, 2 * FULL_KEYS, n);
+        n, keys, queued, keys, queued, keys, queued, queued, 2 * keys, keys,
+        2 * keys, n);
     pg_sql(c, sql);
     snprintf(sql, sizeof sql,
              "ANALYZE \"%s\".runs, \"%s\".state, \"%s\".leases", n, n, n);
@@ -124,9 +136,9 @@ static long buffers_of(PGconn *c, const char *sql)
     return b;
 }
 
-/* One case, @p wake or a take: @p n of them, each expected to take run
- * @p first + i, timed; 1 on a wrong one. */
-static int scale_case(const char *name, const char *what, bool wake, int n,
+/* One case, a wake (@p keys 0) or a take past @p keys full keys: @p n of
+ * them, each expected to take run @p first + i, timed; 1 on a wrong one. */
+static int scale_case(const char *name, const char *what, int keys, int n,
                       uint64_t first, double floor, cJSON *o)
 {
     say("  %s: %s\n", name, what);
@@ -134,10 +146,11 @@ static int scale_case(const char *name, const char *what, bool wake, int n,
     pl__pg_store *s;
     const char *schema = take_open(name, path, sizeof path, &s);
     PGconn *c = pg_connect();
+    bool wake = !keys;
     if (wake)
         wake_fill(c, schema);
     else
-        keys_fill(c, schema);
+        keys_fill(c, schema, keys);
     snprintf(sql, sizeof sql,
              "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) SELECT * FROM "
              "\"%s\".%s",
@@ -177,7 +190,7 @@ static int scale_case(const char *name, const char *what, bool wake, int n,
         wake ? "wake" : "take", p50 * 1e3, p99 * 1e3,
         floor > 0 ? p50 / floor : 0, buffers);
     cJSON *k = cJSON_AddObjectToObject(o, name);
-    jnum(k, "refused", wake ? DUE_KEY : FULL_KEYS);
+    jnum(k, "refused", wake ? DUE_KEY : keys);
     jnum(k, "n", done);
     jnum(k, "p50_ms", p50 * 1e3);
     jnum(k, "p99_ms", p99 * 1e3);
@@ -196,10 +209,171 @@ int report_keys_scale(bool quick, cJSON *o)
         "ms)\n",
         floor * 1e3);
     int f = scale_case("wake_key_full",
-                       "a wake past 10,000 due timers of a full key", true,
+                       "a wake past 10,000 due timers of a full key", 0,
                        quick ? 100 : 500, DUE_KEY + 2, floor, o);
+    /* the take's cost against the keys: a fifth of them too */
+    f |= scale_case("take_full_keys_1000",
+                    "a take past 1,000 full keys' queued runs", FULL_KEYS / 5,
+                    quick ? 20 : 100, 2 * FULL_KEYS / 5 + 1, floor, o);
     f |= scale_case("take_full_keys",
-                    "a take past 5,000 full keys' queued runs", false,
+                    "a take past 5,000 full keys' queued runs", FULL_KEYS,
                     quick ? 20 : 100, 2 * FULL_KEYS + 1, floor, o);
     return f;
+}
+
+/* ---- LMDB: a wake past a full key's due timers, by the engine ------------ */
+
+static atomic_int g_holding, g_release;
+
+/* "ks-wait": waits for the event "go" (parked meanwhile), then ends. */
+static int ks_wait(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *u)
+{
+    (void)a;
+    (void)u;
+    cJSON *p = NULL;
+    int st = pl_ctx_wait_event(&p, ctx, "go", PL_WAIT_FOREVER);
+    cJSON_Delete(p);
+    return st ? st : pl_steps_add_resultf(out, "{}");
+}
+
+/* "ks-hold": holds its key's place until g_release. */
+static int ks_hold(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *u)
+{
+    (void)ctx;
+    (void)a;
+    (void)u;
+    atomic_store(&g_holding, 1);
+    while (!atomic_load(&g_release)) {
+        struct timespec ts = {0, 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    return pl_steps_add_resultf(out, "{}");
+}
+
+/* Run @p id of @p policy submitted (with key "tenant", limit 1, when
+ * @p key) and continued: "ks-wait" parks. */
+static void ks_start(pl_engine *e, const char *policy, const char *id,
+                     bool key)
+{
+    pl_action root = PL_ACTION_INIT;
+    root.policy = policy;
+    root.payload = cJSON_CreateObject();
+    pl_run_options ro = PL_RUN_OPTIONS_INIT;
+    ro.run_id = id;
+    if (key) {
+        ro.concurrency_key = "tenant";
+        ro.concurrency_limit = 1;
+    }
+    if (pl_run_submit(NULL, e, &root, &ro))
+        die("submitting a run");
+    cJSON_Delete((cJSON *)root.payload);
+    pl_outcome *o = NULL;
+    if (pl_run_continue(&o, e, id, NULL) || o->status != PL_RUN_WAITING)
+        die("parking a run");
+    pl_outcome_free(o);
+}
+
+static void *ks_hold_main(void *arg)
+{
+    pl_outcome *o = NULL;
+    if (pl_run_continue(&o, arg, "hold", NULL))
+        die("the key's holder");
+    pl_outcome_free(o);
+    return NULL;
+}
+
+/* The wake of LMDB_FREE runs without a key behind @p keyed due runs of a
+ * full key: seconds a run woken; *failed: some were not. */
+static double ks_wake(const char *name, int keyed, int *failed)
+{
+    char path[1200], id[32];
+    path_in(path, sizeof path, name);
+    remove_store(path);
+    pl_registry *reg = make_registry(false);
+    if (pl_registry_add_fn(reg, "ks-wait", ks_wait, NULL) ||
+        pl_registry_add_fn(reg, "ks-hold", ks_hold, NULL))
+        die("registering");
+    pl_engine *e = open_engine(path, reg, PL_DURABILITY_PROCESS, NULL);
+    if (pl_engine_set_wait_in_place(e, 0))
+        die("parking");
+    for (int i = 0; i < keyed; i++) {
+        snprintf(id, sizeof id, "k%d", i);
+        ks_start(e, "ks-wait", id, true);
+    }
+    for (int i = 0; i < LMDB_FREE; i++) {
+        snprintf(id, sizeof id, "f%d", i);
+        ks_start(e, "ks-wait", id, false);
+    }
+    pl_action root = PL_ACTION_INIT;
+    root.policy = "ks-hold";
+    root.payload = cJSON_CreateObject();
+    pl_run_options ro = PL_RUN_OPTIONS_INIT;
+    ro.run_id = "hold";
+    ro.concurrency_key = "tenant";
+    ro.concurrency_limit = 1;
+    if (pl_run_submit(NULL, e, &root, &ro))
+        die("submitting the holder");
+    cJSON_Delete((cJSON *)root.payload);
+    atomic_store(&g_holding, 0);
+    atomic_store(&g_release, 0);
+    pthread_t th;
+    if (pthread_create(&th, NULL, ks_hold_main, e))
+        die("thread");
+    while (!atomic_load(&g_holding)) {
+        struct timespec ts = {0, 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    cJSON *p = cJSON_CreateObject();
+    for (int i = 0; i < keyed + LMDB_FREE; i++) {
+        if (i < keyed)
+            snprintf(id, sizeof id, "k%d", i);
+        else
+            snprintf(id, sizeof id, "f%d", i - keyed);
+        if (pl_run_signal(NULL, e, id, "go", p))
+            die("signalling");
+    }
+    cJSON_Delete(p);
+    int64_t next = 0;
+    double t0 = now_s();
+    if (pl_engine_wake(e, &next))
+        die("waking");
+    double t = now_s() - t0;
+    int left = 0;
+    for (int i = 0; i < LMDB_FREE; i++) {
+        pl_run_info *info = NULL;
+        snprintf(id, sizeof id, "f%d", i);
+        if (pl_run_get(&info, e, id))
+            die("reading a run");
+        left += info->status != PL_RUN_COMPLETED;
+        pl_run_info_free(info);
+    }
+    if (left)
+        say("  %d of the %d runs without a key not woken\n", left,
+            LMDB_FREE);
+    *failed = left != 0;
+    atomic_store(&g_release, 1);
+    pthread_join(th, NULL);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+    remove_store(path);
+    return t / LMDB_FREE;
+}
+
+int report_keys_scale_lmdb(bool quick, cJSON *o)
+{
+    int keyed = quick ? LMDB_DUE_KEY / 10 : LMDB_DUE_KEY;
+    say("\nwake, keyed, on LMDB: %d runs without a key woken past %d due "
+        "runs of a full key\n",
+        LMDB_FREE, keyed);
+    int f0, f1;
+    double floor = ks_wake("wake_free", 0, &f0);
+    double past = ks_wake("wake_key_full", keyed, &f1);
+    say("  a run woken and executed, nothing due ahead   %8.3f ms\n"
+        "  the same past the full key's due runs          %8.3f ms (%.1fx)\n",
+        floor * 1e3, past * 1e3, floor > 0 ? past / floor : 0);
+    cJSON *k = cJSON_AddObjectToObject(o, "lmdb_wake_key_full");
+    jnum(k, "refused", keyed);
+    jnum(k, "floor_ms", floor * 1e3);
+    jnum(k, "ms", past * 1e3);
+    return f0 | f1;
 }
