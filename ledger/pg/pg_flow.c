@@ -354,7 +354,11 @@ int pl__pg_flow_setup(pl__pg_store *s, PGconn *c)
         "run := c.r; due := c.d; id := c.i; rec := c.b; fkey := c.pk; "
         "flimit := c.pl; RETURN NEXT; took := took + 1; "
         "IF took >= most THEN RETURN; END IF; END LOOP; "
-        "IF n < " TAKE_BATCH " AND NOT again THEN RETURN; END IF; "
+        /* the heads read before this statement: one taken by another wake
+         * since is not in the batch, which may then come short of the
+         * rest: read on till a batch finds none */
+        "IF NOT again AND (n = 0 OR (n < " TAKE_BATCH " AND NOT heads)) THEN "
+        "RETURN; END IF; "
         /* a batch passed: TAKE_BATCH keys more, after kk in the keys'
          * order (timers_key, a loose scan); once it has every key's, each
          * key's first due timer past the last read, of those not refused,
