@@ -112,9 +112,7 @@ static void keys_fill(PGconn *c, const char *n, int keys)
     pg_sql(c, sql);
 }
 
-/* The shared buffers statement @p sql reads, hit or read, on its second
- * call (the first plans it), in a transaction rolled back; -1 unknown. */
-static long buffers_of(PGconn *c, const char *sql)
+long explain_buffers(PGconn *c, const char *sql)
 {
     long b = -1;
     for (int i = 0; i < 2; i++) {
@@ -136,6 +134,48 @@ static long buffers_of(PGconn *c, const char *sql)
     return b;
 }
 
+int timed_takes(pl__pg_store *s, PGconn *c, const char *schema, bool wake,
+                int n, uint64_t first, uint64_t step, double *t, int *done)
+{
+    for (*done = 0; *done < n; ++*done) {
+        int i = *done;
+        pl__lease l = {0};
+        bool taken;
+        int64_t next;
+        uint64_t want = first + (uint64_t)i * step;
+        double t0 = now_s();
+        int st = wake ? pl__pg_take_due(s, "bench@host", 60000000, take_refuse,
+                                        NULL, &l, &taken, &next)
+                      : pl__pg_take(s, "bench@host", 60000000, take_refuse,
+                                    NULL, &l, &taken);
+        t[i] = now_s() - t0;
+        if (!taken || st != PL_EBUSY || l.run != want) {
+            say("    %s %d: %s run #%llu, not #%llu (%s)\n",
+                wake ? "wake" : "take", i, taken ? "took" : "took no",
+                (unsigned long long)l.run, (unsigned long long)want,
+                pl_errmsg());
+            return 1;
+        }
+        char sql[256];
+        snprintf(sql, sizeof sql, "DELETE FROM \"%s\".leases WHERE run = %llu",
+                 schema, (unsigned long long)l.run);
+        pg_sql(c, sql);
+    }
+    return 0;
+}
+
+void take_case_end(cJSON *k, double p50, double p99, long buffers, double *t,
+                   PGconn *c, pl__pg_store *s, const char *path)
+{
+    jnum(k, "p50_ms", p50 * 1e3);
+    jnum(k, "p99_ms", p99 * 1e3);
+    jnum(k, "buffers", (double)buffers);
+    free(t);
+    PQfinish(c);
+    pl__pg_close(s);
+    remove_store(path);
+}
+
 /* One case, a wake (@p keys 0) or a take past @p keys full keys: @p n of
  * them, each expected to take run @p first + i, timed; 1 on a wrong one. */
 static int scale_case(const char *name, const char *what, int keys, int n,
@@ -154,35 +194,13 @@ static int scale_case(const char *name, const char *what, int keys, int n,
     snprintf(sql, sizeof sql,
              "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) SELECT * FROM "
              "\"%s\".%s",
-             schema,
-             wake ? "pl_wake(1)" : "pl_take('bench@host', 60000000)");
-    long buffers = buffers_of(c, sql);
+             schema, wake ? "pl_wake(1)" : "pl_take('bench@host', 60000000)");
+    long buffers = explain_buffers(c, sql);
     double *t = malloc(sizeof *t * (size_t)n);
     if (!t)
         die("out of memory");
-    int failures = 0, done = 0;
-    for (int i = 0; i < n; i++, done++) {
-        pl__lease l = {0};
-        bool taken;
-        int64_t next;
-        uint64_t want = first + (uint64_t)i;
-        double t0 = now_s();
-        int st = wake ? pl__pg_take_due(s, "bench@host", 60000000,
-                                        take_refuse, NULL, &l, &taken, &next)
-                      : pl__pg_take(s, "bench@host", 60000000, take_refuse,
-                                    NULL, &l, &taken);
-        t[i] = now_s() - t0;
-        if (!taken || st != PL_EBUSY || l.run != want) {
-            say("    %d: %s run #%llu, not #%llu (%s)\n", i,
-                taken ? "took" : "took no", (unsigned long long)l.run,
-                (unsigned long long)want, pl_errmsg());
-            failures = 1;
-            break;
-        }
-        snprintf(sql, sizeof sql, "DELETE FROM \"%s\".leases WHERE run = %llu",
-                 schema, (unsigned long long)l.run);
-        pg_sql(c, sql);
-    }
+    int done;
+    int failures = timed_takes(s, c, schema, wake, n, first, 1, t, &done);
     double p50 = percentile(t, (size_t)done, 0.5),
            p99 = percentile(t, (size_t)done, 0.99);
     say("    a %s, p50 / p99              %8.2f / %.2f ms (floor %.1fx)\n"
@@ -192,13 +210,7 @@ static int scale_case(const char *name, const char *what, int keys, int n,
     cJSON *k = cJSON_AddObjectToObject(o, name);
     jnum(k, "refused", wake ? DUE_KEY : keys);
     jnum(k, "n", done);
-    jnum(k, "p50_ms", p50 * 1e3);
-    jnum(k, "p99_ms", p99 * 1e3);
-    jnum(k, "buffers", (double)buffers);
-    free(t);
-    PQfinish(c);
-    pl__pg_close(s);
-    remove_store(path);
+    take_case_end(k, p50, p99, buffers, t, c, s, path);
     return failures;
 }
 
@@ -252,8 +264,7 @@ static int ks_hold(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *u)
 
 /* Run @p id of @p policy submitted (with key "tenant", limit 1, when
  * @p key) and continued: "ks-wait" parks. */
-static void ks_start(pl_engine *e, const char *policy, const char *id,
-                     bool key)
+static void ks_start(pl_engine *e, const char *policy, const char *id, bool key)
 {
     pl_action root = PL_ACTION_INIT;
     root.policy = policy;
@@ -348,8 +359,7 @@ static double ks_wake(const char *name, int keyed, int *failed)
         pl_run_info_free(info);
     }
     if (left)
-        say("  %d of the %d runs without a key not woken\n", left,
-            LMDB_FREE);
+        say("  %d of the %d runs without a key not woken\n", left, LMDB_FREE);
     *failed = left != 0;
     atomic_store(&g_release, 1);
     pthread_join(th, NULL);

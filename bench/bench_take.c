@@ -90,8 +90,8 @@ int report_take(bool quick)
 {
     if (!g_pg_uri) {
         say("\ntake: on PostgreSQL only (--store), but for a wake's keys\n");
-        return report_keys_scale_lmdb(
-            quick, cJSON_AddObjectToObject(g_json, "take"));
+        return report_keys_scale_lmdb(quick,
+                                      cJSON_AddObjectToObject(g_json, "take"));
     }
     int n = quick ? 200 : QUEUED / 2;
     say("\ntake: a worker's take of the queue's head with %d runs running "

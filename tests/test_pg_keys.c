@@ -159,13 +159,17 @@ Test(pg_keys, a_keys_count_and_the_keyed_take_are_read_by_their_indexes)
     plans_end(c, &plan, s);
 }
 
-/* The run store @p s's take takes (its lease kept), or 0 if none (the
- * queue has none it may start). */
-static uint64_t take(pl__pg_store *s)
+/* The run store @p s's take takes (its lease kept), or with @p due a
+ * wake of its due timers, or 0 if none (none it may start). */
+static uint64_t took(pl__pg_store *s, bool due)
 {
     pl__lease l = {0};
     bool taken = false;
-    int st = pl__pg_take(s, "w2", 60000000, refuse_claim, NULL, &l, &taken);
+    int64_t next = 0;
+    int st = due ? pl__pg_take_due(s, "w3", 60000000, refuse_claim, NULL, &l,
+                                   &taken, &next)
+                 : pl__pg_take(s, "w2", 60000000, refuse_claim, NULL, &l,
+                               &taken);
     if (!taken) {
         cr_expect_eq(st, PL_ENOTFOUND, "%s", pl_errmsg());
         return 0;
@@ -192,13 +196,13 @@ Test(pg_keys, a_take_past_a_full_keys_queue_takes_in_the_queues_order)
     queue_of(c, "t_kfull", 60, q, sizeof q / sizeof *q);
     static const uint64_t order[] = {42, 43, 44, 46, 48, 0};
     for (size_t i = 0; i < sizeof order / sizeof *order; i++)
-        cr_expect_eq(take(s), order[i], "take %zu", i);
+        cr_expect_eq(took(s, false), order[i], "take %zu", i);
     /* a's place freed: its first queued; then b's: its second */
     admin_sql(c, "DELETE FROM t_kfull.leases WHERE run = 1");
-    cr_expect_eq(take(s), 2);
+    cr_expect_eq(took(s, false), 2);
     admin_sql(c, "DELETE FROM t_kfull.leases WHERE run = 42");
-    cr_expect_eq(take(s), 45);
-    cr_expect_eq(take(s), 0);
+    cr_expect_eq(took(s, false), 45);
+    cr_expect_eq(took(s, false), 0);
     pl__pg_close(s);
     PQfinish(c);
 }
@@ -224,13 +228,13 @@ Test(pg_keys, a_take_past_a_full_keys_queue_keeps_held_and_crashed_runs)
     cr_assert_eq(PQresultStatus(r), PGRES_TUPLES_OK, "%s",
                  PQresultErrorMessage(r));
     PQclear(r);
-    cr_expect_eq(take(s), 44); /* b passed over: 43 waits behind 42 */
-    cr_expect_eq(take(s), 45);
-    cr_expect_eq(take(s), 0); /* d's place is 44's; 46 waits */
+    cr_expect_eq(took(s, false), 44); /* b passed over: 43 waits behind 42 */
+    cr_expect_eq(took(s, false), 45);
+    cr_expect_eq(took(s, false), 0); /* d's place is 44's; 46 waits */
     admin_sql(o, "COMMIT");
-    cr_expect_eq(take(s), 42);
-    cr_expect_eq(take(s), 43);
-    cr_expect_eq(take(s), 0);
+    cr_expect_eq(took(s, false), 42);
+    cr_expect_eq(took(s, false), 43);
+    cr_expect_eq(took(s, false), 0);
     PQfinish(o);
     pl__pg_close(s);
     PQfinish(c);
@@ -261,10 +265,10 @@ Test(pg_keys, a_take_past_many_full_keys_reads_their_heads_in_turns)
     for (size_t i = 0; i < sizeof q / sizeof *q; i++)
         leases_of(c, "t_kmany", q[i].from, q[i].to, q[i].key, q[i].lim,
                   q[i].owner);
-    cr_expect_eq(take(s), 121);
-    cr_expect_eq(take(s), 122);
-    cr_expect_eq(take(s), 123);
-    cr_expect_eq(take(s), 0);
+    cr_expect_eq(took(s, false), 121);
+    cr_expect_eq(took(s, false), 122);
+    cr_expect_eq(took(s, false), 123);
+    cr_expect_eq(took(s, false), 0);
     pl__pg_close(s);
     PQfinish(c);
 }
@@ -290,22 +294,6 @@ static void parked_of(PGconn *c, const char *n, int from, int to,
              "'', '\\x00', NULLIF('%s', '') FROM generate_series(%d, %d) i",
              n, key, from, to);
     admin_sql(c, sql);
-}
-
-/* The run a wake of store @p s takes (its lease kept), or 0 if none. */
-static uint64_t wake(pl__pg_store *s)
-{
-    pl__lease l = {0};
-    bool taken = false;
-    int64_t next = 0;
-    int st = pl__pg_take_due(s, "w3", 60000000, refuse_claim, NULL, &l,
-                             &taken, &next);
-    if (!taken) {
-        cr_expect_eq(st, PL_ENOTFOUND, "%s", pl_errmsg());
-        return 0;
-    }
-    cr_expect_eq(st, PL_EBUSY, "%s", pl_errmsg());
-    return l.run;
 }
 
 /*
@@ -337,8 +325,8 @@ Test(pg_keys, a_wake_past_a_full_keys_due_timers_reads_their_heads)
         call_uses(c, &plan,
                   "SELECT string_agg(run::text, ',') FROM t_wplan.pl_wake(8)",
                   "10002,10003", "timers_key");
-        cr_expect(plan_has(&plan, "Index Cond: ((fkey IS NULL) AND"),
-                  "%s", (const char *)plan.data);
+        cr_expect(plan_has(&plan, "Index Cond: ((fkey IS NULL) AND"), "%s",
+                  (const char *)plan.data);
         cr_expect_not(plan_has(&plan, "Seq Scan on timers"), "%s",
                       (const char *)plan.data);
         /* a batch, the keys, their heads, the timers without a key, the
@@ -378,13 +366,13 @@ Test(pg_keys, a_wake_past_a_full_keys_timers_takes_them_in_due_order)
     admin_sql(c, "SET auto_explain.log_min_duration = -1");
     static const uint64_t order[] = {42, 43, 44, 46, 48, 0};
     for (size_t i = 0; i < sizeof order / sizeof *order; i++)
-        cr_expect_eq(wake(s), order[i], "wake %zu", i);
+        cr_expect_eq(took(s, true), order[i], "wake %zu", i);
     /* a's place freed: its first due; then b's: its second */
     admin_sql(c, "DELETE FROM t_wfull.leases WHERE run = 1");
-    cr_expect_eq(wake(s), 2);
+    cr_expect_eq(took(s, true), 2);
     admin_sql(c, "DELETE FROM t_wfull.leases WHERE run = 42");
-    cr_expect_eq(wake(s), 45);
-    cr_expect_eq(wake(s), 0);
+    cr_expect_eq(took(s, true), 45);
+    cr_expect_eq(took(s, true), 0);
     pl__pg_close(s);
     PQfinish(c);
     pl__buf_free(&plan);
@@ -420,17 +408,17 @@ Test(pg_keys, a_wake_past_many_full_keys_reads_their_heads_in_turns)
     /* zz's second, executing (its lease live: it parks again or ends),
      * then its third */
     static const span live[] = {{124, 124, "zz", 2, "w@h"}};
-    leases_of(c, "t_wmany", live[0].from, live[0].to, live[0].key,
-              live[0].lim, live[0].owner);
+    leases_of(c, "t_wmany", live[0].from, live[0].to, live[0].key, live[0].lim,
+              live[0].owner);
     parked_of(c, "t_wmany", 125, 125, "zz", 2);
     admin_sql(c, "UPDATE t_wmany.timers SET fkey = 'zz' WHERE run = 124");
     static const uint64_t order[] = {121, 122, 123, 0};
     for (size_t i = 0; i < sizeof order / sizeof *order; i++)
-        cr_expect_eq(wake(s), order[i], "wake %zu", i);
+        cr_expect_eq(took(s, true), order[i], "wake %zu", i);
     /* zz's place: one live (124), one taken (121); 121's freed: 125 */
     admin_sql(c, "DELETE FROM t_wmany.leases WHERE run = 121");
-    cr_expect_eq(wake(s), 125);
-    cr_expect_eq(wake(s), 0);
+    cr_expect_eq(took(s, true), 125);
+    cr_expect_eq(took(s, true), 0);
     pl__pg_close(s);
     PQfinish(c);
 }

@@ -261,12 +261,10 @@ Test(time_keys, a_cancellation_waits_for_the_key)
     pl_registry_free(reg);
 }
 
-/* Without a key, a signalled waiting run goes on in the caller's thread as
- * before, while another run executes. */
-Test(time_keys, a_run_without_a_key_goes_on_at_once)
+/* Run "free", without a key, parked waiting for "go"; then "holder" (run
+ * "b") holding key "k"'s place in a thread, returned. */
+static pthread_t k_free_and_hold(pl_engine *e)
 {
-    pl_registry *reg = k_registry();
-    pl_engine *e = engine_parking(reg);
     pl_outcome *o = t_start(e, "keyed-waiter", "{}", "free");
     cr_assert_eq(o->status, PL_RUN_WAITING);
     pl_outcome_free(o);
@@ -274,8 +272,18 @@ Test(time_keys, a_run_without_a_key_goes_on_at_once)
     pthread_t th;
     cr_assert_eq(pthread_create(&th, NULL, k_hold_main, e), 0);
     k_await_holding();
+    return th;
+}
+
+/* Without a key, a signalled waiting run goes on in the caller's thread as
+ * before, while another run executes. */
+Test(time_keys, a_run_without_a_key_goes_on_at_once)
+{
+    pl_registry *reg = k_registry();
+    pl_engine *e = engine_parking(reg);
+    pthread_t th = k_free_and_hold(e);
     cJSON *p = t_json("{\"n\": 1}");
-    o = NULL;
+    pl_outcome *o = NULL;
     cr_assert_eq(pl_run_signal(&o, e, "free", "go", p), PL_OK, "%s",
                  pl_errmsg());
     cJSON_Delete(p);
@@ -345,13 +353,7 @@ Test(time_keys, a_wake_passes_a_full_keys_due_runs)
         snprintf(id[i], sizeof id[i], "w%02d", i);
         k_park(e, id[i]);
     }
-    pl_outcome *o = t_start(e, "keyed-waiter", "{}", "free");
-    cr_assert_eq(o->status, PL_RUN_WAITING);
-    pl_outcome_free(o);
-    k_submit(e, "holder", "b");
-    pthread_t th;
-    cr_assert_eq(pthread_create(&th, NULL, k_hold_main, e), 0);
-    k_await_holding();
+    pthread_t th = k_free_and_hold(e);
     char pay[48];
     for (int i = 0; i <= K_FULL_DUE; i++) {
         snprintf(pay, sizeof pay, "{\"n\": %d, \"free\": %s}", i,

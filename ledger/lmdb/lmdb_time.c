@@ -268,8 +268,8 @@ static bool was_refused(const refused *r, const char *key)
 
 /* Take the timer at index entry (@p due, @p run) and its run's lease into
  * c->out[c->n] (a stale entry is dropped instead). */
-static int take_one(pl__lmdb_store *s, MDB_txn *txn, take_ctx *c,
-                    refused *ref, int64_t due, uint64_t run, int *st)
+static int take_one(pl__lmdb_store *s, MDB_txn *txn, take_ctx *c, refused *ref,
+                    int64_t due, uint64_t run, int *st)
 {
     int64_t tdue;
     char id[PL_MAX_RUN_ID + 1];
@@ -320,8 +320,8 @@ static int take_one(pl__lmdb_store *s, MDB_txn *txn, take_ctx *c,
 /* Up to TAKE_MAX due entries after (*due, *run) (all from the first with
  * *past false) whose runs are not executing, into @p dues and @p runs
  * (*found); *more: the due index may hold more due entries past them. */
-static int due_batch(pl__lmdb_store *s, MDB_txn *txn, take_ctx *c,
-                     int64_t now, bool *past, int64_t *due, uint64_t *run,
+static int due_batch(pl__lmdb_store *s, MDB_txn *txn, take_ctx *c, int64_t now,
+                     bool *past, int64_t *due, uint64_t *run,
                      int64_t dues[TAKE_MAX], uint64_t runs[TAKE_MAX],
                      size_t *found, bool *more, int *st)
 {

@@ -65,9 +65,9 @@
  * TIMER KEYS): its parked row's, else its lease's; what a timer row keeps
  * in fkey.  @p r an SQL expression; two schemas. */
 #define TIMER_KEY(schema_fmt, r)                                               \
-    "coalesce((SELECT p.fkey FROM \"" schema_fmt "\".parked p WHERE p.run = " \
-    r "), (SELECT l.fkey FROM \"" schema_fmt "\".leases l WHERE l.run = " r  \
-    "))"
+    "coalesce((SELECT p.fkey FROM \"" schema_fmt                               \
+    "\".parked p WHERE p.run = " r "), (SELECT l.fkey FROM \"" schema_fmt      \
+    "\".leases l WHERE l.run = " r "))"
 /* A timer's upsert, the row aliased @p x: an earlier due time kept
  * (store.h, TIMERS), the key the last write found. */
 #define TIMER_UPSERT(x)                                                        \

@@ -492,37 +492,38 @@ int pl__pg_write_sql(const pl__pg_store *s, int which, char **out)
             "SELECT u.*, CASE WHEN u.run = ANY($15::bigint[]) OR NOT EXISTS "
             "(SELECT FROM unnest($1::bigint[], $3::boolean[]) AS e(run, "
             "dropit) WHERE e.dropit AND e.run = u.run) THEN " TIMER_KEY(
-                "%s", "u.run") " END FROM unnest($8::bigint[], $9::bigint[], "
-            "$10::text[], $11::bytea[]) AS u(run, due, id, rec) " TIMER_UPSERT(
-                "x") "), "
-            /* inbox records consumed: each must still be there */
-            "d AS (DELETE FROM \"%s\".inbox x USING unnest($12::bigint[], "
-            "$13::bigint[]) AS u(run, seq) WHERE x.run = u.run AND x.seq = "
-            "u.seq AND x.run = ANY($12::bigint[]) RETURNING 1), "
-            /* a run that parks keeps its key for its wake (pg_flow.c): from
+                "%s",
+                "u.run") " END FROM unnest($8::bigint[], $9::bigint[], "
+                         "$10::text[], $11::bytea[]) AS u(run, due, id, rec) " TIMER_UPSERT(
+                             "x") "), "
+                                  /* inbox records consumed: each must still be there */
+                                  "d AS (DELETE FROM \"%s\".inbox x USING unnest($12::bigint[], "
+                                  "$13::bigint[]) AS u(run, seq) WHERE x.run = u.run AND x.seq = "
+                                  "u.seq AND x.run = ANY($12::bigint[]) RETURNING 1), "
+                                  /* a run that parks keeps its key for its wake (pg_flow.c): from
              * its lease row as it was before dr dropped it */
-            "p AS (INSERT INTO \"%s\".parked AS z (run, fkey, flimit) SELECT "
-            "l.run, l.fkey, l.flimit FROM \"%s\".leases l WHERE l.run = "
-            "ANY($15::bigint[]) AND l.fkey IS NOT NULL ON CONFLICT (run) DO "
-            "UPDATE SET fkey = excluded.fkey, flimit = excluded.flimit), "
-            /* a run whose execution ends without parking (it ended, failed,
+                                  "p AS (INSERT INTO \"%s\".parked AS z (run, fkey, flimit) SELECT "
+                                  "l.run, l.fkey, l.flimit FROM \"%s\".leases l WHERE l.run = "
+                                  "ANY($15::bigint[]) AND l.fkey IS NOT NULL ON CONFLICT (run) DO "
+                                  "UPDATE SET fkey = excluded.fkey, flimit = excluded.flimit), "
+                                  /* a run whose execution ends without parking (it ended, failed,
              * was cancelled, suspends) has no key to keep: its row goes */
-            "pe AS (DELETE FROM \"%s\".parked z USING unnest($1::bigint[], "
-            "$3::boolean[]) AS u(run, dropit) WHERE u.dropit AND z.run = "
-            "u.run AND z.run = ANY($1::bigint[]) AND NOT z.run = "
-            "ANY($15::bigint[])), "
-            /* nor a timer, unless this commit sets one */
-            "te AS (DELETE FROM \"%s\".timers z USING unnest($1::bigint[], "
-            "$3::boolean[]) AS u(run, dropit) WHERE u.dropit AND z.run = "
-            "u.run AND z.run = ANY($1::bigint[]) AND NOT z.run = "
-            "ANY($15::bigint[]) AND NOT z.run = ANY($8::bigint[])) "
-            "SELECT CASE WHEN (SELECT count(*) FROM f) < "
-            "cardinality($1::bigint[]) THEN \"%s\".pl_fence_lost("
-            "$1::bigint[], $2::bigint[]) END, CASE WHEN (SELECT count(*) "
-            "FROM d) < cardinality($12::bigint[]) THEN \"%s\".pl_consumed("
-            "cardinality($12::bigint[]), (SELECT count(*) FROM d)) END, "
-            "(SELECT string_agg(DISTINCT i.run::text, ',') FROM \"%s\".inbox "
-            "i WHERE i.cancel AND i.run = ANY($14::bigint[]))",
+                                  "pe AS (DELETE FROM \"%s\".parked z USING unnest($1::bigint[], "
+                                  "$3::boolean[]) AS u(run, dropit) WHERE u.dropit AND z.run = "
+                                  "u.run AND z.run = ANY($1::bigint[]) AND NOT z.run = "
+                                  "ANY($15::bigint[])), "
+                                  /* nor a timer, unless this commit sets one */
+                                  "te AS (DELETE FROM \"%s\".timers z USING unnest($1::bigint[], "
+                                  "$3::boolean[]) AS u(run, dropit) WHERE u.dropit AND z.run = "
+                                  "u.run AND z.run = ANY($1::bigint[]) AND NOT z.run = "
+                                  "ANY($15::bigint[]) AND NOT z.run = ANY($8::bigint[])) "
+                                  "SELECT CASE WHEN (SELECT count(*) FROM f) < "
+                                  "cardinality($1::bigint[]) THEN \"%s\".pl_fence_lost("
+                                  "$1::bigint[], $2::bigint[]) END, CASE WHEN (SELECT count(*) "
+                                  "FROM d) < cardinality($12::bigint[]) THEN \"%s\".pl_consumed("
+                                  "cardinality($12::bigint[]), (SELECT count(*) FROM d)) END, "
+                                  "(SELECT string_agg(DISTINCT i.run::text, ',') FROM \"%s\".inbox "
+                                  "i WHERE i.cancel AND i.run = ANY($14::bigint[]))",
             n, n, n, n, n, n, n, n, n, n, n, n, n, n, n);
     else if (which == Q_INBOX_ADD) /* an import's record (below); a
                                     * cancellation marks the lease (LEASE

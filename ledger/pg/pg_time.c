@@ -72,9 +72,9 @@
     "WITH i AS (INSERT INTO \"%s\".inbox (run, seq, rec, cancel) SELECT "      \
     "$1::bigint, coalesce(max(seq), 0) + 1, $2::bytea, $6::boolean FROM "      \
     "\"%s\".inbox WHERE run = $1::bigint RETURNING seq), t AS (INSERT INTO "   \
-    "\"%s\".timers AS t (run, due, id, rec, fkey) VALUES ($1::bigint, "      \
-    "$3::bigint, $4, $5::bytea, " TIMER_KEY("%s", "$1::bigint") ") "           \
-    TIMER_UPSERT("t") ") "
+    "\"%s\".timers AS t (run, due, id, rec, fkey) VALUES ($1::bigint, "        \
+    "$3::bigint, $4, $5::bytea, " TIMER_KEY(                                   \
+        "%s", "$1::bigint") ") " TIMER_UPSERT("t") ") "
 
 /* A delivery's take of the lease (as L_ACQUIRE) in g: $1 run, $2 owner, $3
  * id, $4 lease_us, $5 the generation it may take over.  A run parked with
