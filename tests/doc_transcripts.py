@@ -50,7 +50,8 @@ Matching rules, line by line, for what varies from run to run:
 Beside the blocks, every `--flag` the pages give one of the project's
 programs (ledger-replay, ledger-dump, ledger-web, agent-demo, order-demo,
 llm-agent, pl-bench, scripts/*.sh), in a block or in the prose's
-`code`, is one that program's --help (a script: its source) names.
+`code`, is one that program's --help (a script: its source) names; and
+every AGENT_* and OTEL_* variable they name is in the code.
 """
 import argparse
 import concurrent.futures
@@ -399,6 +400,29 @@ def check_flags(args):
     return problems, sorted(skipped)
 
 
+def check_env(src):
+    """The AGENT_* and OTEL_* variables the pages name are in the code
+    (PL_* names are doc_samples.py's)."""
+    code = ""
+    for top in ("core", "tools", "examples", "policies", "scripts"):
+        for d, _, files in os.walk(os.path.join(src, top)):
+            for f in files:
+                if f.endswith((".c", ".h", ".sh")):
+                    with open(os.path.join(d, f), encoding="utf-8",
+                              errors="replace") as h:
+                        code += h.read()
+    problems = []
+    for doc in DOCS:
+        with open(os.path.join(src, doc), encoding="utf-8") as f:
+            for n, line in enumerate(f, 1):
+                for name in re.findall(r"\b(?:AGENT|OTEL)_[A-Z0-9_]+\b",
+                                       line):
+                    if not re.search(r"\b%s\b" % name, code):
+                        problems.append("%s:%d: %s is read nowhere" %
+                                        (doc, n, name))
+    return problems
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--src", required=True)
@@ -444,11 +468,13 @@ def main():
         else:
             print("ok   %s (%s)" % (where, b["marker"]))
     problems, skipped = check_flags(args)
+    problems += check_env(args.src)
     if problems:
         failed += 1
-        print("FAIL flags:\n" + "\n".join(problems))
+        print("FAIL flags and variables:\n" + "\n".join(problems))
     else:
-        print("ok   every --flag given to a program exists%s" %
+        print("ok   every --flag given to a program exists, every AGENT_ "
+              "and OTEL_ variable named is read%s" %
               (" (not built, not checked: %s)" % ", ".join(skipped)
                if skipped else ""))
     print("%d transcripts run, %d not run, %d failed" %
