@@ -62,9 +62,12 @@ import subprocess
 import sys
 import tempfile
 
+sys.dont_write_bytecode = True  # nothing written into the source tree
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import doc_samples  # noqa: E402  (its block reader)
+
 DOCS = ("docs/guide.md", "README.md")
 MARKER = re.compile(r"<!--\s*transcript:\s*(.*?)\s*-->\s*$")
-SAMPLE = re.compile(r"<!--\s*sample:\s*program\s*-->\s*$")
 END = "@@doc-transcript-end"
 PROGRAMS = {"ledger-replay": "tools", "ledger-dump": "tools",
             "ledger-web": "tools", "agent-demo": "examples",
@@ -74,42 +77,34 @@ PROGRAMS = {"ledger-replay": "tools", "ledger-dump": "tools",
 PASSED_ON = {"scripts/bench-pg.sh": "pl-bench"}
 
 
+def program(doc, b):
+    """Whether doc_samples.py runs the C block b as a program."""
+    try:
+        return doc_samples.Sample(doc, b["line"], b["text"], b["marker"],
+                                  None).kind == "program"
+    except ValueError:  # a comment doc_samples.py refuses, and says so
+        return False
+
+
 def blocks(src, doc):
-    """Every fenced block: its first line's number, language, lines, the
-    comment before it, and whether it is a sample program's output."""
+    """doc_samples.py's fenced blocks of doc, each with its lines, the
+    transcript comment before it, and whether it is a sample program's
+    output (which doc_samples.py checks)."""
     with open(os.path.join(src, doc), encoding="utf-8") as f:
         lines = f.read().split("\n")
-    out, i, prev = [], 0, None
-    while i < len(lines):
-        m = re.match(r"^```(\S*)\s*$", lines[i])
-        if not m:
-            i += 1
-            continue
-        j = i + 1
-        while j < len(lines) and lines[j] != "```":
-            j += 1
-        if j == len(lines):
-            raise ValueError("%s:%d: a block that never ends" % (doc, i + 1))
-        k = i - 1
+    out = doc_samples.blocks(src, doc)
+    for n, b in enumerate(out):
+        k = b["line"] - 3  # the line before the opening fence
         while k >= 0 and not lines[k].strip():
             k -= 1
-        b = {"line": i + 2, "lang": m.group(1), "lines": lines[i + 1:j],
-             "marker": None, "output_of_sample": False}
         mk = MARKER.match(lines[k]) if k >= 0 else None
-        if mk:
-            b["marker"] = mk.group(1)
-        elif prev and prev["lang"] == "c" and prev["sample_program"] and \
-                k == prev["end"] and b["lines"][:1] and \
-                b["lines"][0].startswith("$ ./"):
-            b["output_of_sample"] = True
-        kk = i - 1
-        while kk >= 0 and not lines[kk].strip():
-            kk -= 1
-        b["sample_program"] = bool(kk >= 0 and SAMPLE.match(lines[kk]))
-        b["end"] = j
-        out.append(b)
-        prev = b
-        i = j + 1
+        b["transcript"] = mk.group(1) if mk else None
+        b["lines"] = b["text"].split("\n")[:-1]
+        prev = out[n - 1] if n else None
+        b["output_of_sample"] = bool(
+            prev and prev["lang"] == "c" and b["lang"] == "" and
+            b["right_after"] and b["text"].startswith("$ ") and
+            program(doc, prev))
     return out
 
 
@@ -283,9 +278,9 @@ def check_block(setups, doc, b):
     work = tempfile.mkdtemp(prefix="doc_transcript.")
     try:
         try:
-            argv, env = setups.make(b["marker"], work)
+            argv, env = setups.make(b["transcript"], work)
         except (RuntimeError, OSError) as e:
-            return "%s: setup %s: %s" % (where, b["marker"], e)
+            return "%s: setup %s: %s" % (where, b["transcript"], e)
         if argv:  # the block is this command's whole output
             rc, out = run(argv, work, env)
             got = trim(out.split("\n"))
@@ -300,7 +295,7 @@ def check_block(setups, doc, b):
             return None
         if not any(line.startswith("$ ") for line in b["lines"]):
             return "%s: setup %s runs commands: the block shows them as " \
-                "`$ ` lines" % (where, b["marker"])
+                "`$ ` lines" % (where, b["transcript"])
         cmds = session(b["lines"], where)
         script = ""
         for _, cmd, _ in cmds:
@@ -436,12 +431,12 @@ def main():
         for b in blocks(args.src, doc):
             where = "%s:%d" % (doc, b["line"])
             if b["lang"] == "c" or b["output_of_sample"]:
-                if b["marker"]:
+                if b["transcript"]:
                     print("FAIL %s: a transcript comment before a C sample "
                           "or its output" % where)
                     failed += 1
                 continue
-            m = b["marker"]
+            m = b["transcript"]
             if m is None:
                 print("FAIL %s: a block with no <!-- transcript: SETUP --> "
                       "or <!-- transcript: none: WHY --> before it" % where)
@@ -464,9 +459,9 @@ def main():
         where = "%s:%d" % (doc, b["line"])
         if problem:
             failed += 1
-            print("FAIL %s (%s):\n%s" % (where, b["marker"], problem))
+            print("FAIL %s (%s):\n%s" % (where, b["transcript"], problem))
         else:
-            print("ok   %s (%s)" % (where, b["marker"]))
+            print("ok   %s (%s)" % (where, b["transcript"]))
     problems, skipped = check_flags(args)
     problems += check_env(args.src)
     if problems:
