@@ -6,8 +6,9 @@
 # documents (2 bad usage, 1 what it cannot open), never killed by a signal,
 # never 0.
 #   demo_errors.sh SOURCE_DIR BUILD_DIR ORDER_DEMO AGENT_DEMO LLM_AGENT REMINDER
+#                  QUICKSTART
 set -eu
-src=$1 build=$2 od=$3 ad=$4 la=$5 rm_=$6
+src=$1 build=$2 od=$3 ad=$4 la=$5 rm_=$6 qs=$7
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 cd "$dir"
@@ -79,6 +80,12 @@ one_line 2 "too many arguments" "$rm_" r.db 50 more
 one_line 1 "'junk.db' is not an LMDB store" "$rm_" junk.db 50
 "$rm_" --help | grep -q '^usage: reminder \[STORE\] \[PERIOD_MS\]'
 made_nothing --bogus --help-me --help l.db r.db
+
+# quickstart (the README's program): a flag or a second argument is usage
+one_line 2 "usage: .*quickstart \\[STORE\\]" "$qs" --help
+one_line 2 "usage: .*quickstart \\[STORE\\]" "$qs" q.db more
+one_line 1 "'junk.db' is not an LMDB store" "$qs" junk.db
+made_nothing --help q.db
 
 # the scripts: demo.sh takes no argument (a copy of it, where an argument
 # not refused would find no deps.sh to run, rather than building), and
