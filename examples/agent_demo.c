@@ -126,6 +126,13 @@ static void usage(FILE *f)
         "ended in\nan error result), 2 bad usage.\n");
 }
 
+/* A usage error: one line, and where the rest is said. */
+static int bad_usage(const char *what, const char *arg)
+{
+    fprintf(stderr, "agent-demo: %s '%s' (see --help)\n", what, arg);
+    return 2;
+}
+
 static int parse_long(const char *s, long *out)
 {
     char *end;
@@ -251,6 +258,7 @@ static int mount_mcp(pl_mcp **out, pl_registry *reg, const char *const *spec,
     for (size_t i = 0; i < n; i++) {
         const char *eq = strchr(spec[i], '=');
         snprintf(name, sizeof name, "%.*s", (int)(eq - spec[i]), spec[i]);
+        /* (NAME is at most 64 bytes: the argument was checked) */
         int st = pl_mcp_register(&out[i], reg, name, eq + 1, &o);
         if (st)
             return st;
@@ -281,10 +289,26 @@ int main(int argc, char **argv)
             stream = true;
             continue;
         }
+        static const char *const valued[] = {"--store",
+                                             "--model",
+                                             "--data",
+                                             "--question",
+                                             "--run",
+                                             "--answer",
+                                             "--token",
+                                             "--plugin",
+                                             "--mcp",
+                                             "--crash-after-steps",
+                                             "--approval-timeout"};
+        bool known = false;
+        for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++)
+            known = known || !strcmp(a, valued[k]);
+        if (!known)
+            return bad_usage(a[0] == '-' ? "unknown option"
+                                         : "unexpected argument",
+                             a);
         if (!v) {
-            fprintf(stderr, "agent-demo: %s needs a value (or is unknown)\n",
-                    a);
-            usage(stderr);
+            fprintf(stderr, "agent-demo: %s needs a value (see --help)\n", a);
             return 2;
         }
         i++;
@@ -306,10 +330,10 @@ int main(int argc, char **argv)
             plugin = v;
         else if (!strcmp(a, "--mcp")) {
             const char *eq = strchr(v, '=');
-            if (!eq || eq == v || n_mcp == MAX_MCP) {
+            if (!eq || eq == v || eq - v > 64 || n_mcp == MAX_MCP) {
                 fprintf(stderr,
-                        "agent-demo: --mcp needs NAME=SPEC (at most %d), not "
-                        "'%s'\n",
+                        "agent-demo: --mcp needs NAME=SPEC (NAME 1..64 "
+                        "bytes; at most %d), not '%s'\n",
                         MAX_MCP, v);
                 return 2;
             }
@@ -331,14 +355,15 @@ int main(int argc, char **argv)
                         v);
                 return 2;
             }
-        } else {
-            fprintf(stderr, "agent-demo: unknown option '%s'\n", a);
-            usage(stderr);
-            return 2;
         }
     }
     if (!*question) {
         fprintf(stderr, "agent-demo: --question needs some text\n");
+        return 2;
+    }
+    if (!*run_id || strlen(run_id) > PL_MAX_RUN_ID) {
+        fprintf(stderr, "agent-demo: --run needs an id of 1..%d bytes\n",
+                PL_MAX_RUN_ID);
         return 2;
     }
     if (token && !answer_text) {
@@ -384,13 +409,18 @@ int main(int argc, char **argv)
     pl_outcome *o = NULL;
     pl_run_info *info = NULL;
     cJSON *payload = NULL;
-    int rc = 1, st;
+    int rc = 1, st = PL_OK;
     pl_engine_options eo = PL_ENGINE_OPTIONS_INIT;
     eo.on_event = on_event;
     eo.event_user = &d;
-    if ((st = pl_registry_new(&reg)) || (st = pl_plugin_load(reg, plugin)) ||
-        (st = mount_mcp(mcp, reg, mcp_spec, n_mcp, store)) ||
-        (st = pl_engine_open(&e, store, reg, &eo)) ||
+    if ((st = pl_registry_new(&reg)) || (st = pl_plugin_load(reg, plugin)))
+        goto fail;
+    if ((st = mount_mcp(mcp, reg, mcp_spec, n_mcp, store))) {
+        if (st == PL_EINVAL) /* a spec or a name that is none: usage */
+            rc = 2;
+        goto fail;
+    }
+    if ((st = pl_engine_open(&e, store, reg, &eo)) ||
         (st = pl_engine_set_wait_in_place(e, 0))) /* a timed wait parks */
         goto fail;
 

@@ -10,6 +10,7 @@
  * and the model is not asked again.
  */
 #include <stdio.h>
+#include <string.h>
 
 #include <policyledger_llm.h>
 
@@ -47,8 +48,20 @@ static int agent(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
 
 int main(int argc, char **argv)
 {
+    static const char use[] = "usage: llm-agent STORE MODEL_URL QUESTION";
+    if (argc == 2 && !strcmp(argv[1], "--help")) {
+        printf("%s\n", use);
+        return 0;
+    }
+    /* an option is taken for no store nor model */
+    for (int i = 1; i < argc && i < 3; i++)
+        if (argv[i][0] == '-') {
+            fprintf(stderr, "llm-agent: unknown option '%s' (%s)\n", argv[i],
+                    use);
+            return 2;
+        }
     if (argc != 4) {
-        fprintf(stderr, "usage: llm-agent STORE MODEL_URL QUESTION\n");
+        fprintf(stderr, "%s\n", use);
         return 2;
     }
     pl_registry *reg = NULL;
@@ -82,8 +95,16 @@ int main(int argc, char **argv)
     if (!st)
         st = pl_run_start(&o, e, &root, &ro);
     pl_llm_tokens tok = PL_LLM_TOKENS_INIT;
-    if (!st && o->status == PL_RUN_COMPLETED &&
-        !(st = pl_llm_run_tokens(&tok, e, "question"))) {
+    size_t n = !st && o->steps ? pl_steps_count(o->steps) : 0;
+    if (!st && o->status == PL_RUN_COMPLETED && n &&
+        pl_step_is_error(pl_steps_at(o->steps, n - 1))) {
+        /* the model or a tool ended it with an error: no answer */
+        char *r = cJSON_PrintUnformatted(pl_outcome_result(o));
+        fprintf(stderr, "llm-agent: no answer: %s\n", r ? r : "?");
+        cJSON_free(r);
+        st = PL_EPOLICY;
+    } else if (!st && o->status == PL_RUN_COMPLETED &&
+               !(st = pl_llm_run_tokens(&tok, e, "question"))) {
         char *r = cJSON_PrintUnformatted(pl_outcome_result(o));
         printf("%s\n%llu model calls, %llu input and %llu output tokens\n",
                r ? r : "?", (unsigned long long)tok.exchanges,

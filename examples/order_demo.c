@@ -13,6 +13,10 @@
  * continues it: every finished call is served from its ledger.  With
  * --crash-after N the process kills itself with SIGKILL at the N-th step
  * boundary (a step appended or a commit made).
+ *
+ * Exit status: 0 the order completed with its result; 1 it failed or ended
+ * in an error result, or the store, the plugin or the effects file cannot
+ * be opened; 2 bad usage.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
@@ -82,7 +86,18 @@ static void usage(FILE *f)
         "                     next to this program)\n"
         "  --crash-after N    SIGKILL this process at step boundary N\n"
         "  --durability MODE  sync (default), group or process\n"
-        "  --quiet            print only the outcome\n");
+        "  --quiet            print only the outcome\n"
+        "\n"
+        "Exit status: 0 completed, 1 failed (or ended in an error result, or "
+        "the\nstore, the plugin or the effects file cannot be opened), 2 bad "
+        "usage.\n");
+}
+
+/* A usage error: one line, and where the rest is said. */
+static int bad_usage(const char *what, const char *arg)
+{
+    fprintf(stderr, "order-demo: %s '%s' (see --help)\n", what, arg);
+    return 2;
 }
 
 static int parse_long(const char *s, long *out)
@@ -141,10 +156,14 @@ int main(int argc, char **argv)
             d.quiet = 1;
             continue;
         }
+        if (strcmp(a, "--store") && strcmp(a, "--effects") &&
+            strcmp(a, "--order") && strcmp(a, "--plugin") &&
+            strcmp(a, "--crash-after") && strcmp(a, "--durability"))
+            return bad_usage(a[0] == '-' ? "unknown option"
+                                         : "unexpected argument",
+                             a);
         if (!v) {
-            fprintf(stderr, "order-demo: %s needs a value (or is unknown)\n",
-                    a);
-            usage(stderr);
+            fprintf(stderr, "order-demo: %s needs a value (see --help)\n", a);
             return 2;
         }
         i++;
@@ -169,10 +188,6 @@ int main(int argc, char **argv)
                 fprintf(stderr, "order-demo: %s\n", pl_errmsg());
                 return 2;
             }
-        } else {
-            fprintf(stderr, "order-demo: unknown option '%s'\n", a);
-            usage(stderr);
-            return 2;
         }
     }
     char run_id[PL_MAX_RUN_ID + 1];
@@ -195,7 +210,16 @@ int main(int argc, char **argv)
         }
         plugin = plugin_buf;
     }
-    /* the plugin reads where its tools write their effects from here */
+    /* the plugin reads where its tools write their effects from here: a
+     * file that cannot be written is said now, not found by a tool as an
+     * unreachable warehouse */
+    FILE *ef = fopen(effects, "a");
+    if (!ef) {
+        fprintf(stderr, "order-demo: --effects '%s': %s\n", effects,
+                strerror(errno));
+        return 1;
+    }
+    fclose(ef);
     if (setenv("ORDER_EFFECTS", effects, 1)) {
         fprintf(stderr, "order-demo: cannot set ORDER_EFFECTS\n");
         return 2;
@@ -255,7 +279,13 @@ int main(int argc, char **argv)
     free(result);
     if (!d.quiet)
         print_effects(effects);
-    rc = o->status == PL_RUN_COMPLETED ? 0 : 1;
+    /* an error as its result is no order done */
+    size_t n_steps = o->steps ? pl_steps_count(o->steps) : 0;
+    rc = o->status == PL_RUN_COMPLETED &&
+                 !(n_steps &&
+                   pl_step_is_error(pl_steps_at(o->steps, n_steps - 1)))
+             ? 0
+             : 1;
     goto done;
 fail:
     fprintf(stderr, "order-demo: %s (%s)\n", pl_errmsg(), pl_status_name(st));

@@ -49,6 +49,10 @@ static int sum3(pl_ctx *ctx, const pl_action *action, pl_steps *out, void *user)
 
 int main(int argc, char **argv)
 {
+    if (argc > 2 || (argc == 2 && argv[1][0] == '-')) {
+        fprintf(stderr, "usage: %s [STORE]\n", argv[0]);
+        return 2;
+    }
     const char *store = argc > 1 ? argv[1] : "quickstart.db";
     pl_registry *reg = NULL;
     pl_engine *engine = NULL;

@@ -9,9 +9,15 @@
  * --payload JSON`).  Here one process plays every part:
  *
  *   reminder [STORE] [PERIOD_MS]     (default: reminder.db, 200 ms)
+ *
+ * Exit status: 0 approved, 1 the run failed or the store cannot be opened,
+ * 2 bad usage.
  */
+#include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include <policyledger.h>
@@ -73,10 +79,49 @@ static pl_run_status status_of(pl_engine *e, const char *id)
     return s;
 }
 
+/* The arguments: 0, or 2 for bad usage (said in one line). */
+static int parse_args(int argc, char **argv, const char **path, long *period)
+{
+    static const char use[] = "usage: reminder [STORE] [PERIOD_MS]";
+    if (argc == 2 && !strcmp(argv[1], "--help")) {
+        printf("%s   (default: reminder.db, 200 ms)\n", use);
+        return -1;
+    }
+    for (int i = 1; i < argc; i++)
+        if (argv[i][0] == '-' && (argv[i][1] < '0' || argv[i][1] > '9')) {
+            fprintf(stderr, "reminder: unknown option '%s' (%s)\n", argv[i],
+                    use);
+            return 2;
+        }
+    if (argc > 3) {
+        fprintf(stderr, "reminder: too many arguments (%s)\n", use);
+        return 2;
+    }
+    *path = argc > 1 ? argv[1] : "reminder.db";
+    *period = 200;
+    if (argc > 2) {
+        char *end;
+        errno = 0;
+        *period = strtol(argv[2], &end, 10);
+        if (errno || end == argv[2] || *end || *period < 1 ||
+            *period > INT_MAX) {
+            fprintf(stderr,
+                    "reminder: PERIOD_MS is a number of milliseconds from 1 "
+                    "to %d, not '%s'\n",
+                    INT_MAX, argv[2]);
+            return 2;
+        }
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
-    const char *path = argc > 1 ? argv[1] : "reminder.db";
-    long period = argc > 2 ? strtol(argv[2], NULL, 10) : 200;
+    const char *path;
+    long period;
+    int usage = parse_args(argc, argv, &path, &period);
+    if (usage)
+        return usage < 0 ? 0 : usage;
     pl_registry *reg = NULL;
     pl_engine *e = NULL;
     pl_outcome *o = NULL;
@@ -137,6 +182,10 @@ int main(int argc, char **argv)
                o->run_id, pl_run_status_name(o->status), r ? r : "", g_sent);
         free(r);
     }
+    if (!st && o->status != PL_RUN_COMPLETED) /* it failed: say so */
+        st = pl_errorf(PL_EPOLICY, "run %s ended %s: %s", o->run_id,
+                       pl_run_status_name(o->status),
+                       o->reason ? o->reason : "");
     if (st)
         fprintf(stderr, "reminder: %s (%s)\n", pl_errmsg(), pl_status_name(st));
     cJSON_Delete(yes);

@@ -46,7 +46,9 @@
  * libcurl): each message is one POST; the Mcp-Session-Id the server gives
  * at initialize (1..1024 visible ASCII characters) is sent with every
  * later request (after a 404 for it, a new session is started and the
- * request sent once more), the negotiated version as
+ * request sent once more; a session left, after its 404 or an error, or
+ * at pl_mcp_close(), is ended with a DELETE of it, best effort, in at
+ * most 1 s, 2 s at close), the negotiated version as
  * MCP-Protocol-Version; an answer is read from a JSON body or an event
  * stream (left once the answer has come).  Redirects are not followed.
  * A status that is not 2xx: 401 Unauthorized, 403 Forbidden, 404 (of no

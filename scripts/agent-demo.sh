@@ -17,22 +17,35 @@
 # AGENT_DEMO_DIR names the directory for the store (default: a new one).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-stream= mcp=
+# Exit status: 0 the story ran; 1 a step of it failed; 2 bad usage or no
+# build.
+usage() { echo "agent-demo.sh: $1 (usage: scripts/agent-demo.sh [--stream] [--mcp] [BUILD_DIR])" >&2; exit 2; }
+stream='' mcp='' build=''
 while [ $# -gt 0 ]; do
   case $1 in
-    --stream) stream=1; shift ;;
-    --mcp) mcp=1; shift ;;
-    *) break ;;
+    --stream) stream=1 ;;
+    --mcp) mcp=1
+      # the script mounts the one server it knows; agent-demo itself
+      # takes --mcp NAME=SPEC
+      case ${2-} in *=*) usage "--mcp takes no value here, not '$2' (agent-demo takes --mcp NAME=SPEC)" ;; esac ;;
+    -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
+    -*) usage "unknown option '$1'" ;;
+    *) [ -z "$build" ] || usage "one BUILD_DIR, not '$build' and '$1'"
+       build=$1 ;;
   esac
+  shift
 done
-build=${1:-build}
+build=${build:-build}
+[ -d "$build" ] || usage "no build directory '$build': build first (scripts/demo.sh)"
 demo=$build/examples/agent-demo plugin=$build/examples/agent-plugin.so
 replay=$build/tools/ledger-replay dump=$build/tools/ledger-dump
 for f in "$demo" "$plugin" "$replay" "$dump"; do
   [ -e "$f" ] || { echo "agent-demo.sh: $f is missing: build first (scripts/demo.sh)" >&2; exit 2; }
 done
 dir=${AGENT_DEMO_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/policyledger-agent.XXXXXX")}
-mkdir -p "$dir"
+if ! { mkdir -p "$dir" 2>/dev/null && [ -w "$dir" ]; }; then
+  echo "agent-demo.sh: cannot write the store's directory '$dir' (AGENT_DEMO_DIR)" >&2; exit 1
+fi
 store="$dir/agent.db" run=research-1
 rm -f "$store" "$store-lock" "$dir/script.json.served" # a story afresh
 script=script.json
@@ -66,9 +79,15 @@ echo "== 1. The agent researches.  Kill it (SIGKILL) at step boundary 24: its"
 echo "==    first model call and its first tool calls are durable: search_notes"
 echo "==    (two pages, each a recorded call) and ${mcp:+fs.}read${mcp:+_text}_file."
 # (the braces keep the shell's own "Killed" notice off the screen)
+# (a status other than SIGKILL's is a failure of its own: said, and the
+# story stops there)
+killed=0
 { "$demo" --store "$store" --run "$run" --model "$AGENT_MODEL" \
     --data "$AGENT_DATA" "${mcp_args[@]}" --crash-after-steps 24 2>&1; } 2>/dev/null ||
-  echo "   (the process died: exit status $?)"
+  killed=$?
+[ "$killed" -eq 137 ] || {
+  echo "agent-demo.sh: agent-demo did not die at the step boundary (exit status $killed)" >&2; exit 1; }
+echo "   (the process died: exit status $killed)"
 before=$(served)
 echo "   the model has been asked $before time(s) so far"
 echo

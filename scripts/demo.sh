@@ -5,7 +5,14 @@
 # then a durable order workflow (reserve stock, charge a card, ship) on an
 # LMDB file, killed with SIGKILL in the middle and finished by running it
 # again.
+#   scripts/demo.sh          (no arguments: it installs, builds and runs)
 set -euo pipefail
+case ${1-} in
+  "") ;;
+  -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
+  *) echo "demo.sh: unexpected argument '$1': it takes none (see --help);" \
+          "scripts/agent-demo.sh takes the agent's options" >&2; exit 2 ;;
+esac
 cd "$(dirname "$0")/.."
 scripts/deps.sh
 cmake -S . -B build -DPL_BUILD_TESTS=OFF >/dev/null

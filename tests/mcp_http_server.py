@@ -15,12 +15,15 @@ Every POST is logged before it is answered, one JSON line:
 answered with a new session id "s-N"; a request whose session id is not
 one given (or was expired) is answered 404; notifications 202; tools/list
 lists the tool "echo"; tools/call of echo returns its arguments as text;
-DELETE ends the session (logged as the method "DELETE").
+DELETE ends the session (logged as the method "DELETE", with
+"protocol_version": its MCP-Protocol-Version header or null).
 
 The script is {"init": [R...], "list": [R...], "call": [R...],
-"notify": [R...]}: the n-th initialize, tools/list, tools/call,
-notification gets R[n] instead (past the end, or null, the normal answer;
-a notification takes only "status" and "expire").  Once a session was
+"notify": [R...], "delete": [R...]}: the n-th initialize, tools/list,
+tools/call, notification, DELETE gets R[n] instead (past the end, or null,
+the normal answer; a notification takes only "status" and "expire", a
+DELETE only "status": e.g. 405, a server that lets no client end its
+sessions, which then go on).  Once a session was
 given, a request with none is answered 400.  R is an object:
     "status": N, "reason": TEXT     the status line (default 200 OK)
     "headers": [[NAME, VALUE]...]   more headers, sent as they are (a VALUE
@@ -53,7 +56,8 @@ import zlib
 
 lock = threading.Lock()
 state = {"n": 0, "sessions": set(), "next": 0,
-         "count": {"init": 0, "list": 0, "call": 0, "notify": 0}}
+         "count": {"init": 0, "list": 0, "call": 0, "notify": 0,
+                   "delete": 0}}
 TOOLS = [{"name": "echo", "description": "Echo the arguments.",
           "inputSchema": {"type": "object"}}]
 SCRIPT_KEY = {"initialize": "init", "tools/list": "list",
@@ -125,15 +129,31 @@ def handle(conn, script, log_path, token):
     if verb == "DELETE":
         auth = h.get("authorization")
         with lock:
-            state["sessions"].discard(sid)
+            k = state["count"]["delete"]
+            state["count"]["delete"] += 1
+            rs = script.get("delete") or []
+            r = (rs[k] if k < len(rs) else None) or {}
+            status = r.get("status", 200)
+            if status == 200:
+                state["sessions"].discard(sid)
             n = state["n"]
+            state["n"] += 1
         with open(log_path, "a") as f:
             f.write(json.dumps({
                 "n": n, "method": "DELETE", "id": None, "session": sid,
                 "auth": auth is not None,
                 "auth_ok": auth == "Bearer %s" % token if token else False,
-                "accept_encoding": h.get("accept-encoding")}) + "\n")
-        respond(conn, 200, [], b"")
+                "accept_encoding": h.get("accept-encoding"),
+                "protocol_version": h.get("mcp-protocol-version")}) + "\n")
+        if status == 200:
+            respond(conn, 200, [], b"")
+        else:
+            respond(conn, status, [("Allow", "GET, POST"),
+                                   ("Content-Type", "application/json")],
+                    json.dumps({"jsonrpc": "2.0", "id": None, "error": {
+                        "code": -32000, "message": "Method not allowed: "
+                        "sessions end at the server's will"}}).encode(),
+                    "Method Not Allowed")
         return
     try:
         msg = json.loads(body)

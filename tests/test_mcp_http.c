@@ -6,7 +6,9 @@
  * redirect to another host (never followed: the bearer token never goes
  * there), session ids that are empty, 1 MB long, hold CR or NUL, change
  * between answers or go missing, a session that expires (a new one is
- * started and the call sent again), a Content-Type that lies, a gzip body
+ * started and the call sent again, the old one ended with a DELETE, as
+ * one left after an error is; a server that refuses DELETE changes
+ * nothing), a Content-Type that lies, a gzip body
  * and a gzip bomb, an answer that never ends (bounded by the call's
  * deadline) and a 50 MB header block.  Each is an error result of the
  * taxonomy or a recovery, never a crash, a hang or a token sent astray.
@@ -151,6 +153,65 @@ static int requests(const server *s, const char *method)
     }
     cJSON_Delete(l);
     return n;
+}
+
+/* Where in the log the @p nth (from 0) request @p method of session
+ * @p sid (NULL: any) is; -1 if it is not.  *e: that entry, in @p l. */
+static int index_of(const cJSON *l, const char *method, const char *sid,
+                    int nth, const cJSON **e)
+{
+    int i = 0;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, l)
+    {
+        const char *m = cJSON_GetStringValue(
+            cJSON_GetObjectItemCaseSensitive(it, "method"));
+        const char *s = cJSON_GetStringValue(
+            cJSON_GetObjectItemCaseSensitive(it, "session"));
+        if (m && !strcmp(m, method) && (!sid || (s && !strcmp(s, sid))) &&
+            nth-- == 0) {
+            if (e)
+                *e = it;
+            return i;
+        }
+        i++;
+    }
+    return -1;
+}
+
+/* Session @p sid was ended with a DELETE before the @p nth initialize
+ * (-1: at any time), carrying the token and the protocol version as every
+ * request does. */
+static void deleted_before(const server *s, const char *sid, int nth)
+{
+    cJSON *l = log_of(s);
+    const cJSON *d = NULL;
+    int at_delete = index_of(l, "DELETE", sid, 0, &d);
+    cr_expect_geq(at_delete, 0, "no DELETE of %s: %s", sid, t_text(l));
+    if (nth >= 0) {
+        int at_init = index_of(l, "initialize", NULL, nth, NULL);
+        cr_expect(at_init < 0 || at_delete < at_init,
+                  "the DELETE of %s came after initialize %d: %s", sid, nth,
+                  t_text(l));
+    }
+    if (d) {
+        cr_expect(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(d, "auth_ok")),
+                  "%s", t_text(d));
+        const char *v = cJSON_GetStringValue(
+            cJSON_GetObjectItemCaseSensitive(d, "protocol_version"));
+        cr_expect(v && !strcmp(v, "2025-06-18"), "%s", t_text(d));
+    }
+    cJSON_Delete(l);
+}
+
+/* Each of the @p n results of @p got is its echo: {"i": k}. */
+static void all_echoed(const cJSON *got, int n)
+{
+    for (int i = 0; i < n; i++) {
+        char want[16];
+        snprintf(want, sizeof want, "\"i\": %d", i);
+        cr_expect(strstr(first_text(at(got, i)), want), "%s", t_text(got));
+    }
 }
 
 static double retry_after_of(const cJSON *r)
@@ -311,11 +372,7 @@ Test(mcp_http, the_session_id_is_initializes_whatever_comes_after, .fini = fini)
             "{\"session\": \"bad\\rid\"}]}",
             &o);
     cJSON *got = echo_calls("r1", 4);
-    for (int i = 0; i < 4; i++) {
-        char want[16];
-        snprintf(want, sizeof want, "\"i\": %d", i);
-        cr_expect(strstr(first_text(at(got, i)), want), "%s", t_text(got));
-    }
+    all_echoed(got, 4);
     cJSON_Delete(got);
     cJSON *l = log_of(&g_servers[0]);
     const cJSON *e;
@@ -378,6 +435,58 @@ Test(mcp_http, a_session_ended_at_a_notification_is_begun_anew, .fini = fini)
     cr_expect(strstr(first_text(at(got, 1)), "\"i\": 1"), "%s", t_text(got));
     cJSON_Delete(got);
     cr_expect_eq(requests(&g_servers[0], "notifications/cancelled"), 1);
+    cr_expect_eq(requests(&g_servers[0], "initialize"), 2);
+    deleted_before(&g_servers[0], "s-1", 1);
+}
+
+/* A session the server ended (404) is ended by the client too: a DELETE
+ * of it, with the token, before the new one begins; the last is ended at
+ * close. */
+Test(mcp_http, an_expired_session_is_deleted_before_a_new_one, .fini = fini)
+{
+    pl_mcp_options o = quiet();
+    open_on("{\"call\": [{\"expire\": true}]}", &o);
+    cJSON *got = echo_calls("r1", 1);
+    cr_expect(strstr(first_text(at(got, 0)), "\"i\": 0"), "%s", t_text(got));
+    cJSON_Delete(got);
+    deleted_before(&g_servers[0], "s-1", 1);
+    cr_expect_eq(requests(&g_servers[0], "DELETE"), 1);
+    close_all();
+    deleted_before(&g_servers[0], "s-2", -1);
+    cr_expect_eq(requests(&g_servers[0], "DELETE"), 2);
+}
+
+/* A session left after a transport error (an answer that is not one) is
+ * ended with a DELETE before the next call begins a new one. */
+Test(mcp_http, a_session_left_after_an_error_is_deleted, .fini = fini)
+{
+    pl_mcp_options o = quiet();
+    open_on("{\"call\": [{\"content_type\": \"text/html\", "
+            "\"body\": \"<html></html>\"}]}",
+            &o);
+    cJSON *got = echo_calls("r1", 2);
+    expect_error(at(got, 0), PL_ERR_TOOL_BUG, "text/html");
+    cr_expect(strstr(first_text(at(got, 1)), "\"i\": 1"), "%s", t_text(got));
+    cJSON_Delete(got);
+    cr_expect_eq(requests(&g_servers[0], "initialize"), 2);
+    deleted_before(&g_servers[0], "s-1", 1);
+}
+
+/* A server that lets no client end a session (405 to DELETE) changes
+ * nothing for the caller: the calls go on in the new session, and close
+ * is as quiet. */
+Test(mcp_http, a_server_refusing_delete_changes_nothing, .fini = fini)
+{
+    pl_mcp_options o = quiet();
+    open_on("{\"delete\": [{\"status\": 405}, {\"status\": 405}],"
+            " \"call\": [{\"expire\": true}]}",
+            &o);
+    cJSON *got = echo_calls("r1", 2);
+    all_echoed(got, 2);
+    cJSON_Delete(got);
+    deleted_before(&g_servers[0], "s-1", 1);
+    close_all();
+    cr_expect_eq(requests(&g_servers[0], "DELETE"), 2);
     cr_expect_eq(requests(&g_servers[0], "initialize"), 2);
 }
 

@@ -54,16 +54,71 @@ void mode_signal(tool *t)
     pl_outcome_free(o);
 }
 
+static void report_woken(tool *t, const woken *r);
+
+/* The run a cancellation reached: @p id, or the link its chain has gone
+ * on to (a delivery goes to the link that is going on); NULL if unread. */
+static pl_run_info *cancelled_link(tool *t, const char *id)
+{
+    char cur[PL_MAX_RUN_ID + 1];
+    snprintf(cur, sizeof cur, "%s", id);
+    for (int hops = 0;; hops++) {
+        pl_run_info *ri = NULL;
+        if (pl_run_get(&ri, t->engine, cur)) {
+            pl_run_info_free(ri);
+            return NULL;
+        }
+        if (ri->status != PL_RUN_CONTINUED || !ri->successor || hops == 1000)
+            return ri;
+        snprintf(cur, sizeof cur, "%s", ri->successor);
+        pl_run_info_free(ri);
+    }
+}
+
+/* A run the cancellation ended here is summed up as --run sums it up and
+ * folded into the exit status (5: cancelled); one only marked (waiting,
+ * its policies not loaded here; running in another process) is
+ * "delivered", and what it is now is said. */
 void mode_cancel(tool *t)
 {
     double t0 = now_ms();
+    t->w.wake = true; /* the run continued here, if it is, as --wake notes */
     int st = pl_run_cancel(t->engine, t->opt.run,
                            t->opt.reason ? t->opt.reason : "");
+    t->w.wake = false;
+    if (st) {
+        report_delivery(t, "cancel", st, NULL, t0);
+        return;
+    }
+    bool ended = false;
+    for (size_t i = 0; i < t->w.n_woken; i++)
+        if (t->w.woken[i].ended) {
+            report_woken(t, &t->w.woken[i]);
+            ended = true;
+        }
+    if (ended)
+        return;
+    pl_run_info *ri = cancelled_link(t, t->opt.run);
+    if (ri && ri->status == PL_RUN_CANCELLED) {
+        /* suspended or submitted: it ended at once, no policy ran */
+        char id[PL_MAX_RUN_ID + 1];
+        snprintf(id, sizeof id, "%s", ri->id);
+        woken r = {.id = id, .elapsed_ns = (uint64_t)((now_ms() - t0) * 1e6)};
+        report_woken(t, &r);
+        pl_run_info_free(ri);
+        return;
+    }
     report_delivery(t, "cancel", st, NULL, t0);
-    pl_run_info *ri = NULL;
-    if (!st && !pl_run_get(&ri, t->engine, t->opt.run) && !t->opt.json)
-        printf("  now %s%s\n", pl_run_status_name(ri->status),
-               ri->status == PL_RUN_WAITING
+    const char *now = ri ? pl_run_status_name(ri->status) : "unknown";
+    cJSON *j = t->opt.json ? cJSON_GetArrayItem(t->runs,
+                                                cJSON_GetArraySize(t->runs) - 1)
+                           : NULL;
+    if (j && !cJSON_AddStringToObject(j, "now", now))
+        t->w.oom = true;
+    if (!t->opt.json)
+        printf("  now %s%s\n", now,
+               !ri ? ""
+               : ri->status == PL_RUN_WAITING
                    ? " (its policies are not loaded here: a worker, or "
                      "--wake with its plugin, ends it)"
                : ri->status == PL_RUN_RUNNING

@@ -629,6 +629,19 @@ static int check_before_map(const char *path, const char *file,
  */
 #define CREATOR_WAIT_MS 5000
 
+/* Whether the directory that holds the file @p path is there. */
+static bool dir_exists(const char *path)
+{
+    char d[4096];
+    snprintf(d, sizeof d, "%s", path);
+    char *slash = strrchr(d, '/');
+    if (!slash)
+        return true;          /* the working directory */
+    slash[slash == d] = '\0'; /* "/x.db": "/" */
+    struct stat sb;
+    return stat(d, &sb) == 0 && S_ISDIR(sb.st_mode);
+}
+
 static bool creator_waited(const char *file, const char *lock)
 {
     struct stat sb;
@@ -736,8 +749,12 @@ int pl__lmdb_open(pl__lmdb_store **out, const char *path,
     if (rc) {
         if (rc == MDB_INVALID || (opts->read_only && rc == EINVAL))
             st = pl__err(PL_ECORRUPT, "'%s' is not an LMDB store", path);
-        else if (rc == ENOENT)
+        else if (rc == ENOENT && !dir_exists(path))
             st = pl__err(PL_EINVAL, "store '%s': its directory does not exist",
+                         path);
+        else if (rc == ENOENT) /* a directory no file is made in (/proc) */
+            st = pl__err(PL_EINVAL,
+                         "store '%s': no file can be made in its directory",
                          path);
         else
             st = pl__lmdb_err(s, rc, "opening");

@@ -145,13 +145,34 @@ static void quiet(void *user, const char *message)
     (void)message;
 }
 
-/* libpq's message for @p c, without its trailing newline. */
-static const char *conn_msg(const PGconn *c, char *buf, size_t n)
+/* A message of libpq's on one line: its trailing newline gone, each line
+ * break inside it (with the tabs that indent a hint) one space, so that an
+ * error is one line wherever it is printed. */
+static void one_line(char *buf)
 {
-    snprintf(buf, n, "%s", c ? PQerrorMessage(c) : "out of memory");
     size_t len = strlen(buf);
     while (len && (buf[len - 1] == '\n' || buf[len - 1] == ' '))
         buf[--len] = '\0';
+    size_t w = 0;
+    for (size_t r = 0; r < len;) {
+        if (buf[r] != '\n') {
+            buf[w++] = buf[r++];
+            continue;
+        }
+        while (r < len && (buf[r] == '\n' || buf[r] == '\t' || buf[r] == ' '))
+            r++;
+        while (w && buf[w - 1] == ' ')
+            w--;
+        buf[w++] = ' ';
+    }
+    buf[w] = '\0';
+}
+
+/* libpq's message for @p c, on one line. */
+static const char *conn_msg(const PGconn *c, char *buf, size_t n)
+{
+    snprintf(buf, n, "%s", c ? PQerrorMessage(c) : "out of memory");
+    one_line(buf);
     return buf;
 }
 
@@ -171,9 +192,7 @@ int pl__pg_err(const pl__pg_store *s, const PGconn *c, const PGresult *r,
                        s->path, what, conn_msg(c, buf, sizeof buf));
     const char *m = r ? PQresultErrorMessage(r) : "";
     snprintf(buf, sizeof buf, "%s", *m ? m : PQerrorMessage(c));
-    size_t len = strlen(buf);
-    while (len && buf[len - 1] == '\n')
-        buf[--len] = '\0';
+    one_line(buf);
     /* the causes a user can remove, as the LMDB store names them: the
      * server's disk is full (53100), the database or transaction is
      * read-only (25006), or the role may not write (42501) */

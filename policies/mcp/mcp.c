@@ -41,7 +41,9 @@ int pl__mcp_ensure(pl_mcp *m, int64_t deadline, char *why, size_t n)
     if (m->http && m->up)
         return T_OK;
     if (m->http) {
-        pl__mcp_http_forget(m->http); /* a new session */
+        /* a new session; the old one ended first, at most half of what
+         * is left of the call's time spent on it */
+        pl__mcp_http_forget(m->http, (deadline - pl__mcp_mono_ms()) / 2);
     } else if (m->pid > 0) {
         /* an exit noticed here rather than on the next read; not asked
          * when a drain has just found the server's output open */

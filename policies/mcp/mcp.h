@@ -59,7 +59,7 @@ PL__HIDDEN pl__mcp_http *pl__mcp_http_new(const char *url,
  * stream, into *answer (the whole message; caller frees).  The session id the server gives is kept and sent, and
  * @p version (once known) as MCP-Protocol-Version.  A T_ code; @p why
  * says what failed.  T_EXPIRED after a 404 of a session: the session is
- * forgotten (initialize again).
+ * to be left (pl__mcp_http_forget(), then initialize again).
  */
 PL__HIDDEN int pl__mcp_http_post(pl__mcp_http *h, const char *body, size_t len,
                                  int64_t id, const char *version,
@@ -81,8 +81,10 @@ PL__HIDDEN cJSON *pl__mcp_http_read(pl__mcp_http *h, int64_t id, bool stream,
  * -1 when it had none. */
 PL__HIDDEN long pl__mcp_http_retry_after(const pl__mcp_http *h);
 
-/* Forget the session, to start a new one with the next initialize. */
-PL__HIDDEN void pl__mcp_http_forget(pl__mcp_http *h);
+/* Leave the session, to start a new one with the next initialize: a
+ * DELETE of it first, best effort, in at most min(@p timeout_ms, 1 s)
+ * (none when <= 0). */
+PL__HIDDEN void pl__mcp_http_forget(pl__mcp_http *h, int64_t timeout_ms);
 
 /* Whether a stream read since the last call brought
  * notifications/tools/list_changed. */
@@ -108,7 +110,10 @@ static inline long pl__mcp_http_retry_after(const pl__mcp_http *h)
     (void)h;
     return -1;
 }
-static inline void pl__mcp_http_forget(pl__mcp_http *h) { (void)h; }
+static inline void pl__mcp_http_forget(pl__mcp_http *h, int64_t timeout_ms)
+{
+    (void)h, (void)timeout_ms;
+}
 static inline bool pl__mcp_http_list_changed(pl__mcp_http *h)
 {
     (void)h;

@@ -20,7 +20,12 @@
  * A server is not trusted: the session id is taken from the answer to
  * initialize alone (1..PL__MCP_SESSION_MAX visible ASCII characters, as
  * the spec has it; another is an error), and one that changes or goes
- * missing in later answers is not followed.  A status that is not 2xx is
+ * missing in later answers is not followed.  A session the client leaves
+ * (the server answered 404 to it, or an error stopped it: a new one is
+ * begun) or closes is ended with a DELETE of it, best effort and in
+ * bounded time, carrying the token and the protocol version as every
+ * request does: a server that refuses it (405) or fails changes nothing.
+ * A status that is not 2xx is
  * a T_ code the call reads as the error taxonomy (mcp.h), with the
  * server's Retry-After kept for a 429 or 5xx, and the message of a
  * JSON-RPC error in its body quoted.
@@ -42,6 +47,7 @@ struct pl__mcp_http {
     size_t max_msg;
     CURL *c;
     char session[PL__MCP_SESSION_MAX + 1]; /* "" until initialize gives one */
+    char version[16];    /* the protocol version the last request named */
     bool list_changed;   /* a stream brought notifications/tools/list_changed */
     long retry_after_ms; /* the last answer's Retry-After; -1: none */
 };
@@ -285,8 +291,8 @@ static int status_error(pl__mcp_http *h, const exchange *x, long status,
         what = " (forbidden)";
         t = T_FORBIDDEN;
     } else if (status == 404 && sent_session) {
+        /* kept, to be ended with a DELETE when a new one begins */
         what = " (the session ended)";
-        h->session[0] = '\0';
         t = T_EXPIRED;
     } else if (status == 404) {
         what = " (no MCP endpoint at the URL)";
@@ -351,6 +357,7 @@ int pl__mcp_http_post(pl__mcp_http *h, const char *body, size_t len, int64_t id,
     if (version && *version) {
         snprintf(line, sizeof line, "MCP-Protocol-Version: %s", version);
         hd = curl_slist_append(hd, line);
+        snprintf(h->version, sizeof h->version, "%s", version);
     }
     const char *token = h->token_env ? getenv(h->token_env) : NULL;
     char *auth = token ? pl__asprintf("Authorization: Bearer %s", token) : NULL;
@@ -448,8 +455,6 @@ long pl__mcp_http_retry_after(const pl__mcp_http *h)
     return h->retry_after_ms;
 }
 
-void pl__mcp_http_forget(pl__mcp_http *h) { h->session[0] = '\0'; }
-
 bool pl__mcp_http_list_changed(pl__mcp_http *h)
 {
     bool changed = h->list_changed;
@@ -457,15 +462,25 @@ bool pl__mcp_http_list_changed(pl__mcp_http *h)
     return changed;
 }
 
-void pl__mcp_http_free(pl__mcp_http *h)
+static size_t discard(char *p, size_t size, size_t n, void *user)
 {
-    if (!h)
-        return;
-    if (h->c && h->session[0]) {
+    (void)p, (void)user;
+    return size * n;
+}
+
+/* End the session: a DELETE of it, at most @p timeout_ms (none when
+ * <= 0), whatever it answers; then it is forgotten. */
+static void end_session(pl__mcp_http *h, long timeout_ms)
+{
+    if (h->c && h->session[0] && timeout_ms > 0) {
         char line[PL__MCP_SESSION_MAX + 32];
         struct curl_slist *hd = NULL;
         snprintf(line, sizeof line, "Mcp-Session-Id: %s", h->session);
         hd = curl_slist_append(hd, line);
+        if (h->version[0]) {
+            snprintf(line, sizeof line, "MCP-Protocol-Version: %s", h->version);
+            hd = curl_slist_append(hd, line);
+        }
         /* a server that asks for the token asks for it to end a session
          * too */
         const char *token = h->token_env ? getenv(h->token_env) : NULL;
@@ -473,18 +488,39 @@ void pl__mcp_http_free(pl__mcp_http *h)
                            : NULL;
         if (auth)
             hd = curl_slist_append(hd, auth);
-        curl_easy_reset(h->c);
-        curl_easy_setopt(h->c, CURLOPT_URL, h->url);
-        curl_easy_setopt(h->c, CURLOPT_CUSTOMREQUEST, "DELETE");
-        curl_easy_setopt(h->c, CURLOPT_HTTPHEADER, hd);
-        curl_easy_setopt(h->c, CURLOPT_TIMEOUT_MS, 2000L);
-        curl_easy_setopt(h->c, CURLOPT_NOSIGNAL, 1L);
-        curl_easy_setopt(h->c, CURLOPT_NOPROXY, "*");
-        curl_easy_setopt(h->c, CURLOPT_NOBODY, 1L);
-        curl_easy_perform(h->c);
+        CURL *c = h->c;
+        curl_easy_reset(c);
+        curl_easy_setopt(c, CURLOPT_URL, h->url);
+        curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, "DELETE");
+        curl_easy_setopt(c, CURLOPT_HTTPHEADER, hd);
+        curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout_ms);
+        curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+        curl_easy_setopt(c, CURLOPT_NOPROXY, "*");
+        curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+        curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
+        /* whatever the answer says (a 405: sessions end at the server's
+         * will), it is not ours to read, nor to print */
+        curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, discard);
+        curl_easy_perform(c);
         curl_slist_free_all(hd);
-        free(auth);
+        if (auth) {
+            memset(auth, 0, strlen(auth));
+            free(auth);
+        }
     }
+    h->session[0] = '\0';
+}
+
+void pl__mcp_http_forget(pl__mcp_http *h, int64_t timeout_ms)
+{
+    end_session(h, (long)(timeout_ms < 1000 ? timeout_ms : 1000));
+}
+
+void pl__mcp_http_free(pl__mcp_http *h)
+{
+    if (!h)
+        return;
+    end_session(h, 2000);
     if (h->c)
         curl_easy_cleanup(h->c);
     free(h->url);

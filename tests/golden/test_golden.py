@@ -135,7 +135,7 @@ def make_golden(d):
         run([ARGS.helper, "start", store, ARGS.plugin, policy, rid, payload],
             expect=0, env=d.env)
     replay(store, "--cancel", "await-cancelled", "--reason",
-           "the customer withdrew", plugins=[ARGS.plugin], expect=0,
+           "the customer withdrew", plugins=[ARGS.plugin], expect=5,
            env=d.env)
     return {f: export(store, rid) for f, (_, rid, _) in GOLDEN.items()}
 

@@ -24,12 +24,11 @@ import json
 import os
 import subprocess
 import sys
-import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_ledger_replay as base  # noqa: E402
 
-from test_ledger_replay import Failure, Store, build_id, check  # noqa: E402
+from test_ledger_replay import Store, build_id, check  # noqa: E402
 
 ARGS = None
 PG = None  # --pg: the server's URI
@@ -275,22 +274,7 @@ def main():
     base.ARGS = argparse.Namespace(tool=ARGS.tool, demo=ARGS.demo,
                                    order_plugin=ARGS.order_plugin,
                                    order_plugin_v2=ARGS.order_plugin_v2)
-    failed = 0
-    for case in CASES:
-        if ARGS.cases and case.__name__ not in ARGS.cases:
-            continue
-        try:
-            case()
-            print("PASS", case.__name__)
-        except Failure as e:
-            failed += 1
-            print("FAIL", case.__name__ + ":", e)
-        except Exception:
-            failed += 1
-            print("FAIL", case.__name__ + ":")
-            traceback.print_exc(file=sys.stdout)
-    print("%d case(s) failed" % failed if failed else "all cases passed")
-    return 1 if failed else 0
+    return base.run_cases(CASES, ARGS.cases)
 
 
 if __name__ == "__main__":

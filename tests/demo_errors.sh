@@ -1,0 +1,103 @@
+#!/bin/sh
+# The example programs and the demo scripts given what they cannot use: an
+# unknown flag, a flag without its value, a stray argument, a bad --mcp
+# spec, a store path that cannot be written, a store of the wrong kind.
+# Each says so in one line on stderr, prints nothing else, and exits as it
+# documents (2 bad usage, 1 what it cannot open), never killed by a signal,
+# never 0.
+#   demo_errors.sh SOURCE_DIR BUILD_DIR ORDER_DEMO AGENT_DEMO LLM_AGENT REMINDER
+#                  QUICKSTART
+set -eu
+src=$1 build=$2 od=$3 ad=$4 la=$5 rm_=$6 qs=$7
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+cd "$dir"
+echo "not a store" >junk.db
+
+# one_line STATUS PATTERN CMD...: CMD exits STATUS with one line on stderr
+# holding PATTERN, and nothing on stdout.
+one_line() {
+  want=$1 pat=$2; shift 2
+  set +e; "$@" >out 2>err; got=$?; set -e
+  if [ "$got" -ne "$want" ] || [ -s out ] || [ "$(wc -l <err)" -ne 1 ] ||
+     ! grep -q -- "$pat" err; then
+    echo "FAIL: $* exited $got (expected $want, one line saying: $pat)"
+    echo "stdout:"; cat out; echo "stderr:"; cat err; exit 1
+  fi
+}
+# nothing made: no store under a name that was a flag
+made_nothing() {
+  for f in "$@"; do
+    [ ! -e "$f" ] || { echo "FAIL: $f was made"; exit 1; }
+  done
+}
+
+# order-demo
+one_line 2 "unknown option '--bogus' (see --help)" "$od" --bogus
+one_line 2 "unknown option '--bogus' (see --help)" "$od" --bogus x
+one_line 2 "unexpected argument 'orders.db'" "$od" orders.db
+one_line 2 "--store needs a value" "$od" --store
+one_line 2 "needs a number, not '-1'" "$od" --crash-after -1
+one_line 2 "unknown durability 'fast'" "$od" --durability fast
+one_line 1 "its directory does not exist" "$od" --store "$dir/none/o.db" --quiet
+one_line 1 "no file can be made in its directory" "$od" --store /proc/o.db --quiet
+one_line 1 "'junk.db' is not an LMDB store" "$od" --store junk.db --quiet
+one_line 1 "cannot connect: .* refused" "$od" --quiet --effects e \
+  --store "postgresql://nobody@127.0.0.1:1/none?connect_timeout=5"
+one_line 1 "--effects '$dir/none/fx'" "$od" --store o.db --effects "$dir/none/fx"
+made_nothing o.db
+# effects that cannot be written once open: the run ends in an error
+# result, which is no order done
+set +e; "$od" --store full.db --effects /dev/full --quiet >out 2>&1; got=$?; set -e
+[ "$got" -eq 1 ] && grep -q '"error":true' out || {
+  echo "FAIL: order-demo with unwritable effects exited $got"; cat out; exit 1; }
+made_nothing --bogus
+
+# agent-demo (its own story of bad answers and models is agent_errors.sh)
+one_line 2 "unknown option '--offline' (see --help)" "$ad" --offline
+one_line 2 "unexpected argument 'x.db'" "$ad" x.db
+one_line 2 "--mcp needs a value" "$ad" --mcp
+one_line 2 "--mcp needs NAME=SPEC" "$ad" --store a.db --mcp fs
+one_line 2 "--mcp needs NAME=SPEC" "$ad" --store a.db \
+  --mcp "$(printf 'n%.0s' $(seq 70))=stdio:true"
+one_line 2 "expected \"stdio:COMMAND ARG...\"" "$ad" --store a.db --mcp fs=nonsense
+one_line 2 "no command" "$ad" --store a.db --mcp fs=stdio:
+one_line 2 "MCP server name 'a.b'" "$ad" --store a.db --mcp a.b=stdio:true
+one_line 2 "--run needs an id" "$ad" --store a.db --run ''
+one_line 1 "'junk.db' is not an LMDB store" "$ad" --store junk.db
+made_nothing --offline x.db
+
+# llm-agent, reminder
+one_line 2 "unknown option '--bogus'" "$la" --bogus m q
+one_line 2 "usage: llm-agent" "$la" l.db
+one_line 1 "'junk.db' is not an LMDB store" "$la" junk.db scripted://x q
+"$la" --help | grep -q '^usage: llm-agent STORE MODEL_URL QUESTION$'
+one_line 2 "unknown option '--help-me'" "$rm_" --help-me
+one_line 2 "not 'abc'" "$rm_" r.db abc
+one_line 2 "not '-5'" "$rm_" r.db -5
+one_line 2 "not '0'" "$rm_" r.db 0
+one_line 2 "too many arguments" "$rm_" r.db 50 more
+one_line 1 "'junk.db' is not an LMDB store" "$rm_" junk.db 50
+"$rm_" --help | grep -q '^usage: reminder \[STORE\] \[PERIOD_MS\]'
+made_nothing --bogus --help-me --help l.db r.db
+
+# quickstart (the README's program): a flag or a second argument is usage
+one_line 2 "usage: .*quickstart \\[STORE\\]" "$qs" --help
+one_line 2 "usage: .*quickstart \\[STORE\\]" "$qs" q.db more
+one_line 1 "'junk.db' is not an LMDB store" "$qs" junk.db
+made_nothing --help q.db
+
+# the scripts: demo.sh takes no argument (a copy of it, where an argument
+# not refused would find no deps.sh to run, rather than building), and
+# agent-demo.sh only its own
+mkdir -p copy/scripts && cp "$src/scripts/demo.sh" copy/scripts/
+one_line 2 "unexpected argument '--stream'" bash copy/scripts/demo.sh --stream
+bash copy/scripts/demo.sh --help | grep -q 'Install what is missing'
+ag=$src/scripts/agent-demo.sh
+one_line 2 "unknown option '--offline'" bash "$ag" --offline "$build"
+one_line 2 "--mcp takes no value here" bash "$ag" --mcp fs=stdio:x "$build"
+one_line 2 "no build directory '$dir/none'" bash "$ag" "$dir/none"
+one_line 2 "one BUILD_DIR" bash "$ag" "$build" "$build"
+export AGENT_DEMO_DIR="$dir/junk.db" # a file, where a directory goes
+one_line 1 "cannot write the store's directory" bash "$ag" "$build"
+echo "ok: every bad argument said in one line, with its exit status"
