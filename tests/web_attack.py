@@ -405,26 +405,30 @@ def exports(s, check):
 
     def slow_read():  # reading, a little at a time: never stalled
         while not stop.is_set():
-            for c in held:
+            for c in list(held):
                 try:
                     c.recv(4096)
                 except OSError:
-                    pass
+                    pass  # nothing there now
             stop.wait(0.05)
     reader = threading.Thread(target=slow_read, daemon=True)
+    reader.start()
     try:
         for src in ["127.0.0.1", "127.0.0.1", "127.0.0.2", "127.0.0.2"]:
             c, head = ask(s, path, src, rcvbuf=4096)
-            held.append(c)
-            check(parse(head)[0] == 200,
-                  "export %d from %s: 200 (%s)" % (len(held), src, head[:80]))
-        for c in held:
-            c.settimeout(1)
-        reader.start()
+            check(parse(head)[0] == 200, "export %d from %s: 200 (%s)" %
+                  (len(held) + 1, src, head[:80]))
+            c.setblocking(False)
+            held.append(c)  # read from now on
         for src, why in [("127.0.0.1", "a third from one address"),
                          ("127.0.0.3", "a fifth in all")]:
             c, head = ask(s, path, src)
-            body = c.recv(65536)
+            body = b""
+            while True:
+                b = c.recv(65536)
+                if not b:
+                    break
+                body += b
             c.close()
             check(parse(head)[0] == 503 and header(head, "Retry-After") and
                   header(head, "Content-Type") == "application/json" and
@@ -439,8 +443,7 @@ def exports(s, check):
         figures(s, "4 exports downloading")
     finally:
         stop.set()
-        if reader.is_alive():
-            reader.join()
+        reader.join()
         for c in held:
             c.close()  # gone in the middle of their downloads
     deadline = time.time() + GUARD
@@ -501,6 +504,10 @@ def stalled_streams(s, check):
             c.sendall(("GET /api/events HTTP/1.1\r\nHost: %s:%d\r\n\r\n" %
                        (s.host, s.port)).encode())
             # its answer seen, not taken
+            deadline = time.time() + GUARD
+            while (len(c.recv(12, socket.MSG_PEEK)) < 12 and
+                   time.time() < deadline):
+                time.sleep(0.01)
             check(parse(c.recv(12, socket.MSG_PEEK))[0] == 200,
                   "a stream that will not read: 200")
             stuck.append(c)
