@@ -264,6 +264,8 @@ int pl_engine_stats(pl_store_stats *out, pl_engine *e)
 }
 int pl_engine_change_mark(uint64_t *out, pl_engine *e)
 {
+    if (out)
+        *out = 0;
     if (!out || !e)
         return pl__err(PL_EINVAL, "pl_engine_change_mark: an output and an "
                                   "engine are required");

@@ -283,6 +283,7 @@ int pl_engine_stats(pl_store_stats *out, pl_engine *engine);
  * transaction's id, moved by every process's writes; PostgreSQL: the
  * server's WAL position, which writes to other schemas and databases of
  * the server move too.  Only equality means anything.
+ * @param[out] out the mark; 0 on failure.
  * @return PL_OK; PL_EINVAL (NULL argument); PL_ESTORE.
  */
 int pl_engine_change_mark(uint64_t *out, pl_engine *engine);

@@ -650,6 +650,8 @@ typedef struct pl_prune_options {
  * are chosen in one pass over the run records (pl_engine_runs()), each
  * checked again as it is deleted: a run that changed meanwhile is left.
  * A crash or kill at any instant leaves each run whole or gone.
+ * @param opts NULL = PL_PRUNE_OPTIONS_INIT: every run that has ended is
+ *        deleted.
  * @param[out] deleted the runs deleted (dry run: that would be); may be
  *        NULL.
  * @return PL_OK; PL_EINVAL; a status opts->before returned; PL_ESTATE (a

@@ -497,6 +497,32 @@ static char *masked(const char *uri)
 }
 
 /*
+ * A URI libpq cannot parse is a bad argument, not a store that failed: it
+ * is refused before any connection, with libpq's reason (cut before the
+ * URI it quotes, which may hold a password).
+ */
+static int check_conninfo(const pl__pg_store *s, const char *conninfo)
+{
+    char *err = NULL;
+    PQconninfoOption *opts = PQconninfoParse(conninfo, &err);
+    if (opts) {
+        PQconninfoFree(opts);
+        return PL_OK;
+    }
+    if (!err)
+        return pl__err(PL_ENOMEM, "out of memory");
+    size_t len = strcspn(err, "\n");
+    const char *quote = strstr(err, " in URI");
+    if (quote && (size_t)(quote - err) < len)
+        len = (size_t)(quote - err);
+    int st = pl__err(PL_EINVAL, "store '%s': not a valid postgresql:// URI: "
+                                "%.*s",
+                     s->path, (int)len, err);
+    PQfreemem(err);
+    return st;
+}
+
+/*
  * Split schema=NAME off the URI's query string, and give libpq a
  * connect_timeout unless the URI has one: a host that does not answer
  * fails the call instead of hanging it.
@@ -519,7 +545,7 @@ static int parse_uri(pl__pg_store *s, const char *uri)
                 st = pl__err(PL_EINVAL,
                              "store '%s': schema must be 1 to %d of a-z, 0-9 "
                              "and _, not starting with a digit",
-                             uri, SCHEMA_MAX);
+                             s->path, SCHEMA_MAX);
         } else if (len) {
             if (!(st = pl__buf_append(&ci, &sep, 1)))
                 st = pl__buf_append(&ci, p, len);
@@ -534,6 +560,8 @@ static int parse_uri(pl__pg_store *s, const char *uri)
                             19);
     if (!st)
         st = pl__buf_append(&ci, "", 1);
+    if (!st)
+        st = check_conninfo(s, (const char *)ci.data);
     if (!st && !(s->schema = pl__strndup(schema, schema_len)))
         st = PL_ENOMEM;
     if (!st) {

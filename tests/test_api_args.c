@@ -1,0 +1,336 @@
+/*
+ * test_api_args.c -- every public function given each bad argument its
+ * signature allows: NULL for each pointer, "" and over-long names, names
+ * that are not UTF-8, ids holding a control character, negative and huge
+ * sizes and durations, versioned structs of a wrong version, payloads that
+ * are not JSON objects.  Each row of the tables below is one call and what
+ * its header promises for it: the status, a message naming the argument,
+ * the out-parameter left NULL (or 0), and, for the calls on an engine,
+ * nothing written to the store (its change mark unmoved, and reopened, it
+ * holds what it held before).
+ */
+#define _GNU_SOURCE /* strcasestr */
+#include "support.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+/* What a row's call is given: an engine on a store holding one completed
+ * run ("done"), a registry, bad names and payloads, and an out-parameter
+ * of every type, set to garbage before each call. */
+typedef struct fx {
+    pl_engine *e;
+    pl_registry *reg;
+    const cJSON *obj;   /* {} */
+    cJSON *arr;         /* [] : not an object */
+    char long_id[PL_MAX_RUN_ID + 2];   /* one byte too long */
+    char long_name[PL_MAX_NAME + 2];   /* one byte too long */
+    union {             /* the out-parameter, whatever its type */
+        void *p;
+        pl_engine *eng;
+        pl_outcome *outcome;
+        pl_run_info *info;
+        pl_steps *steps;
+        cJSON *json;
+        char *str;
+        pl_registry *reg;
+        pl_schema *schema;
+        pl_sandbox *sb;
+        pl_tools *tools;
+        pl_trace *trace;
+        pl_pool *pool;
+        pl_schema_cache *cache;
+        uint64_t u64;
+        int64_t i64;
+        size_t size;
+        int fd;
+        pl_durability dur;
+        pl_step_type type;
+        uint8_t hash[PL_HASH_LEN];
+    } out;
+} fx;
+
+/* What a failing call leaves in its out-parameter. */
+enum out_rule {
+    OUT_ANY,  /* no out-parameter, or none promised */
+    OUT_ZERO, /* NULL, or 0 */
+};
+
+typedef struct row {
+    const char *call; /* the call, as written in the table */
+    int want;         /* the status its header gives */
+    const char *word; /* what pl_errmsg() must name: the argument */
+    enum out_rule out;
+    int (*fn)(fx *f);
+} row;
+
+/* A table is an X-macro of rows X(id, status, word, out rule, call); the
+ * call reads the fixture through `f`. */
+#define ROW_FN(id, want, word, out, call)                                      \
+    static int row_##id(fx *f)                                                 \
+    {                                                                          \
+        (void)f;                                                               \
+        return (call);                                                         \
+    }
+#define ROW_ENTRY(id, want, word, out, call) {#call, want, word, out, row_##id},
+
+/* Run each row, checking what its header promises. */
+static void run_rows(fx *f, const row *rows, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        const row *r = &rows[i];
+        memset(&f->out, 0xA5, sizeof f->out);
+        pl_errorf(PL_OK, "(no message)");
+        fprintf(stderr, "api_args: %s\n", r->call); /* named if it crashes */
+        int st = r->fn(f);
+        const char *msg = pl_errmsg();
+        cr_expect_eq(st, r->want, "%s: %s, want %s (%s)", r->call,
+                     pl_status_name(st), pl_status_name(r->want), msg);
+        if (st != PL_OK && r->word)
+            cr_expect(strcasestr(msg, r->word) != NULL,
+                      "%s: the message does not name \"%s\": %s", r->call,
+                      r->word, msg);
+        if (r->out == OUT_ZERO)
+            cr_expect(f->out.u64 == 0, "%s: out-parameter left 0x%llx",
+                      r->call, (unsigned long long)f->out.u64);
+        if (st == PL_OK) { /* a row meant to fail that did not: free it */
+            if (r->out == OUT_ZERO)
+                memset(&f->out, 0, sizeof f->out);
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* The fixture                                                              */
+/* ------------------------------------------------------------------------ */
+
+static const char *g_store;
+
+static void fx_names(fx *f)
+{
+    memset(f->long_id, 'r', PL_MAX_RUN_ID + 1);
+    f->long_id[PL_MAX_RUN_ID + 1] = '\0';
+    memset(f->long_name, 'p', PL_MAX_NAME + 1);
+    f->long_name[PL_MAX_NAME + 1] = '\0';
+    f->obj = pl_json_empty();
+    f->arr = cJSON_CreateArray();
+}
+
+static void fx_open(fx *f)
+{
+    memset(f, 0, sizeof *f);
+    fx_names(f);
+    f->reg = t_registry();
+    g_store = t_store_path();
+    f->e = t_engine(g_store, f->reg, PL_DURABILITY_SYNC);
+    pl_outcome_free(t_start(f->e, "echo", "{\"x\":1}", "done"));
+}
+
+static int count_visit(const pl_run_info *info, void *user)
+{
+    (void)info;
+    ++*(size_t *)user;
+    return 0;
+}
+
+/* The store holds what fx_open() left: one run, no schedule. */
+static void fx_check_store(fx *f)
+{
+    pl_engine_close(f->e);
+    f->e = t_engine(g_store, f->reg, PL_DURABILITY_SYNC);
+    size_t runs = 0;
+    cr_assert_eq(pl_engine_runs(f->e, count_visit, &runs),
+                 PL_OK, "%s", pl_errmsg());
+    cr_expect_eq(runs, 1, "the store holds %zu runs after the bad calls",
+                 runs);
+    cJSON *list = NULL;
+    cr_assert_eq(pl_schedule_list(&list, f->e, 0), PL_OK, "%s", pl_errmsg());
+    cr_expect_eq(cJSON_GetArraySize(list), 0, "a schedule was written");
+    cJSON_Delete(list);
+    cr_expect_eq(pl_run_verify(f->e, "done"), PL_OK, "%s", pl_errmsg());
+}
+
+static void fx_close(fx *f)
+{
+    pl_engine_close(f->e);
+    pl_registry_free(f->reg);
+    cJSON_Delete(f->arr);
+    t_cleanup();
+}
+
+#define RUN_TABLE(f, TABLE)                                                    \
+    do {                                                                       \
+        static const row rows_[] = {TABLE(ROW_ENTRY)};                         \
+        run_rows(f, rows_, sizeof rows_ / sizeof rows_[0]);                    \
+    } while (0)
+
+TestSuite(api_args, .timeout = 120);
+
+/* ------------------------------------------------------------------------ */
+/* The engine: opening it, runs, their ledgers, export, deletion            */
+/* ------------------------------------------------------------------------ */
+
+/* A root action of @p policy with @p payload. */
+#define ACT(policy, payload)                                                   \
+    (&(pl_action){PL_ACTION_VERSION, (policy), (payload), NULL, 0, NULL})
+/* Run options giving run id @p id. */
+#define RUN_ID(id)                                                             \
+    (&(pl_run_options){PL_RUN_OPTIONS_VERSION, (id), false,                    \
+                       PL_IF_EXISTS_FAIL, 0, 0, 0, NULL, 0})
+#define RUN_V(v)                                                               \
+    (&(pl_run_options){(v), NULL, false, PL_IF_EXISTS_FAIL, 0, 0, 0, NULL, 0})
+#define ENGINE_V(v)                                                            \
+    (&(pl_engine_options){(v), PL_DURABILITY_SYNC, 0, 0, 0, 0, NULL, NULL,     \
+                          false, NULL, 0, false, 0, 0})
+#define STATS_V(v) (&(pl_store_stats){(v), 0, 0, 0, 0, 0, 0, 0})
+#define RUNS_V(v, after) (&(pl_runs_options){(v), (after), false})
+#define PRUNE_V(v) (&(pl_prune_options){(v), 0, 0, 0, false, NULL, NULL})
+#define TOMB (&(pl_tombstone){PL_TOMBSTONE_VERSION, 0, 0, {0}, 0, 0, 0, {0}})
+#define TOMB_V(v) (&(pl_tombstone){(v), 0, 0, {0}, 0, 0, 0, {0}})
+
+static int visit_run(const pl_run_info *info, void *user)
+{
+    (void)info;
+    (void)user;
+    return 0;
+}
+
+static int visit_step(const pl_step *step, void *user)
+{
+    (void)step;
+    (void)user;
+    return 0;
+}
+
+static int visit_line(cJSON *line, void *user)
+{
+    (void)line;
+    (void)user;
+    return 0;
+}
+
+#define BAD_UTF8 "r\xff\xfe"
+#define CTRL_ID "run\x01id"
+
+/* clang-format off */
+#define ENGINE_ROWS(X)                                                                     \
+    X(open_out, PL_EINVAL, "out", OUT_ANY, pl_engine_open(NULL, g_store, f->reg, NULL))     \
+    X(open_path, PL_EINVAL, "path", OUT_ZERO, pl_engine_open(&f->out.eng, NULL, f->reg, NULL)) \
+    X(open_empty, PL_EINVAL, "path", OUT_ZERO, pl_engine_open(&f->out.eng, "", f->reg, NULL)) \
+    X(open_reg, PL_EINVAL, "registry", OUT_ZERO, pl_engine_open(&f->out.eng, g_store, NULL, NULL)) \
+    X(open_v0, PL_EINVAL, "version", OUT_ZERO, pl_engine_open(&f->out.eng, g_store, f->reg, ENGINE_V(0))) \
+    X(open_v99, PL_EINVAL, "version", OUT_ZERO, pl_engine_open(&f->out.eng, g_store, f->reg, ENGINE_V(99))) \
+    X(open_pg, PL_EINVAL, "postgres", OUT_ZERO, pl_engine_open(&f->out.eng, "postgresql://[::1", f->reg, NULL)) \
+    X(stats_out, PL_EINVAL, "out", OUT_ANY, pl_engine_stats(NULL, f->e))                  \
+    X(stats_eng, PL_EINVAL, "engine", OUT_ANY, pl_engine_stats(STATS_V(1), NULL))         \
+    X(stats_v0, PL_EINVAL, "version", OUT_ANY, pl_engine_stats(STATS_V(0), f->e))         \
+    X(stats_v99, PL_EINVAL, "version", OUT_ANY, pl_engine_stats(STATS_V(99), f->e))       \
+    X(mark_out, PL_EINVAL, "out", OUT_ANY, pl_engine_change_mark(NULL, f->e))             \
+    X(mark_eng, PL_EINVAL, "engine", OUT_ZERO, pl_engine_change_mark(&f->out.u64, NULL))  \
+    X(start_out, PL_EINVAL, "out", OUT_ANY, pl_run_start(NULL, f->e, ACT("echo", f->obj), NULL)) \
+    X(start_eng, PL_EINVAL, "engine", OUT_ZERO, pl_run_start(&f->out.outcome, NULL, ACT("echo", f->obj), NULL)) \
+    X(start_root, PL_EINVAL, "root", OUT_ZERO, pl_run_start(&f->out.outcome, f->e, NULL, NULL)) \
+    X(start_policy, PL_EINVAL, "policy", OUT_ZERO, pl_run_start(&f->out.outcome, f->e, ACT(NULL, f->obj), NULL)) \
+    X(start_policy_empty, PL_EINVAL, "policy", OUT_ZERO, pl_run_start(&f->out.outcome, f->e, ACT("", f->obj), NULL)) \
+    X(start_policy_long, PL_EINVAL, "policy", OUT_ZERO, pl_run_start(&f->out.outcome, f->e, ACT(f->long_name, f->obj), NULL)) \
+    X(start_policy_utf8, PL_ENOTFOUND, "policy", OUT_ZERO, pl_run_start(&f->out.outcome, f->e, ACT(BAD_UTF8, f->obj), NULL)) \
+    X(start_payload, PL_EINVAL, "payload", OUT_ZERO, pl_run_start(&f->out.outcome, f->e, ACT("echo", NULL), NULL)) \
+    X(start_payload_arr, PL_EJSON, "payload", OUT_ZERO, pl_run_start(&f->out.outcome, f->e, ACT("echo", f->arr), NULL)) \
+    X(start_action_v0, PL_EINVAL, "version", OUT_ZERO, pl_run_start(&f->out.outcome, f->e, (&(pl_action){0, "echo", f->obj, NULL, 0, NULL}), NULL)) \
+    X(start_opts_v0, PL_EINVAL, "version", OUT_ZERO, pl_run_start(&f->out.outcome, f->e, ACT("echo", f->obj), RUN_V(0))) \
+    X(start_opts_v99, PL_EINVAL, "version", OUT_ZERO, pl_run_start(&f->out.outcome, f->e, ACT("echo", f->obj), RUN_V(99))) \
+    X(start_id_empty, PL_EINVAL, "run id", OUT_ZERO, pl_run_start(&f->out.outcome, f->e, ACT("echo", f->obj), RUN_ID(""))) \
+    X(start_id_long, PL_EINVAL, "run id", OUT_ZERO, pl_run_start(&f->out.outcome, f->e, ACT("echo", f->obj), RUN_ID(f->long_id))) \
+    X(start_id_ctrl, PL_EINVAL, "run id", OUT_ZERO, pl_run_start(&f->out.outcome, f->e, ACT("echo", f->obj), RUN_ID(CTRL_ID))) \
+    X(start_id_utf8, PL_EINVAL, "run id", OUT_ZERO, pl_run_start(&f->out.outcome, f->e, ACT("echo", f->obj), RUN_ID(BAD_UTF8))) \
+    X(cont_out, PL_EINVAL, "out", OUT_ANY, pl_run_continue(NULL, f->e, "done", NULL))     \
+    X(cont_eng, PL_EINVAL, "engine", OUT_ZERO, pl_run_continue(&f->out.outcome, NULL, "done", NULL)) \
+    X(cont_id, PL_EINVAL, "run id", OUT_ZERO, pl_run_continue(&f->out.outcome, f->e, NULL, NULL)) \
+    X(cont_id_empty, PL_EINVAL, "run id", OUT_ZERO, pl_run_continue(&f->out.outcome, f->e, "", NULL)) \
+    X(cont_id_long, PL_EINVAL, "run id", OUT_ZERO, pl_run_continue(&f->out.outcome, f->e, f->long_id, NULL)) \
+    X(cont_id_ctrl, PL_EINVAL, "run id", OUT_ZERO, pl_run_continue(&f->out.outcome, f->e, CTRL_ID, NULL)) \
+    X(cont_opts_v0, PL_EINVAL, "version", OUT_ZERO, pl_run_continue(&f->out.outcome, f->e, "done", RUN_V(0))) \
+    X(resume_out, PL_EINVAL, "out", OUT_ANY, pl_run_resume(NULL, f->e, "done", "t", f->obj)) \
+    X(resume_eng, PL_EINVAL, "engine", OUT_ZERO, pl_run_resume(&f->out.outcome, NULL, "done", "t", f->obj)) \
+    X(resume_id, PL_EINVAL, "run id", OUT_ZERO, pl_run_resume(&f->out.outcome, f->e, NULL, "t", f->obj)) \
+    X(resume_id_ctrl, PL_EINVAL, "run id", OUT_ZERO, pl_run_resume(&f->out.outcome, f->e, CTRL_ID, "t", f->obj)) \
+    X(resume_token, PL_EINVAL, "token", OUT_ZERO, pl_run_resume(&f->out.outcome, f->e, "done", NULL, f->obj)) \
+    X(resume_answer, PL_EINVAL, "answer", OUT_ZERO, pl_run_resume(&f->out.outcome, f->e, "done", "t", NULL)) \
+    X(resume_answer_arr, PL_EJSON, "answer", OUT_ZERO, pl_run_resume(&f->out.outcome, f->e, "done", "t", f->arr)) \
+    X(get_out, PL_EINVAL, "out", OUT_ANY, pl_run_get(NULL, f->e, "done"))                 \
+    X(get_eng, PL_EINVAL, "engine", OUT_ZERO, pl_run_get(&f->out.info, NULL, "done"))     \
+    X(get_id, PL_EINVAL, "run id", OUT_ZERO, pl_run_get(&f->out.info, f->e, NULL))        \
+    X(get_id_empty, PL_EINVAL, "run id", OUT_ZERO, pl_run_get(&f->out.info, f->e, ""))    \
+    X(get_id_long, PL_EINVAL, "run id", OUT_ZERO, pl_run_get(&f->out.info, f->e, f->long_id)) \
+    X(get_id_ctrl, PL_EINVAL, "run id", OUT_ZERO, pl_run_get(&f->out.info, f->e, CTRL_ID)) \
+    X(get_id_utf8, PL_EINVAL, "run id", OUT_ZERO, pl_run_get(&f->out.info, f->e, BAD_UTF8)) \
+    X(runs_eng, PL_EINVAL, "engine", OUT_ANY, pl_engine_runs(NULL, visit_run, NULL))      \
+    X(runs_visit, PL_EINVAL, "visit", OUT_ANY, pl_engine_runs(f->e, NULL, NULL))          \
+    X(runs_from_v0, PL_EINVAL, "version", OUT_ANY, pl_engine_runs_from(f->e, RUNS_V(0, NULL), visit_run, NULL)) \
+    X(runs_from_v99, PL_EINVAL, "version", OUT_ANY, pl_engine_runs_from(f->e, RUNS_V(99, NULL), visit_run, NULL)) \
+    X(runs_from_after, PL_EINVAL, "cursor", OUT_ANY, pl_engine_runs_from(f->e, RUNS_V(1, f->long_id), visit_run, NULL)) \
+    X(ledger_out, PL_EINVAL, "out", OUT_ANY, pl_run_ledger(NULL, f->e, "done", "0"))      \
+    X(ledger_eng, PL_EINVAL, "engine", OUT_ZERO, pl_run_ledger(&f->out.steps, NULL, "done", "0")) \
+    X(ledger_id, PL_EINVAL, "run id", OUT_ZERO, pl_run_ledger(&f->out.steps, f->e, NULL, "0")) \
+    X(ledger_id_ctrl, PL_EINVAL, "run id", OUT_ZERO, pl_run_ledger(&f->out.steps, f->e, CTRL_ID, "0")) \
+    X(ledger_path, PL_EINVAL, "path", OUT_ZERO, pl_run_ledger(&f->out.steps, f->e, "done", NULL)) \
+    X(ledger_path_bad, PL_EINVAL, "path", OUT_ZERO, pl_run_ledger(&f->out.steps, f->e, "done", "0.x")) \
+    X(ledger_path_empty, PL_EINVAL, "path", OUT_ZERO, pl_run_ledger(&f->out.steps, f->e, "done", "")) \
+    X(walk_eng, PL_EINVAL, "engine", OUT_ANY, pl_run_walk(NULL, "done", visit_step, NULL)) \
+    X(walk_id, PL_EINVAL, "run id", OUT_ANY, pl_run_walk(f->e, NULL, visit_step, NULL))   \
+    X(walk_id_ctrl, PL_EINVAL, "run id", OUT_ANY, pl_run_walk(f->e, CTRL_ID, visit_step, NULL)) \
+    X(walk_visit, PL_EINVAL, "visit", OUT_ANY, pl_run_walk(f->e, "done", NULL, NULL))     \
+    X(walk_from_step, PL_EINVAL, "step", OUT_ANY, pl_run_walk_from(f->e, "done", "0:x", visit_step, NULL)) \
+    X(walk_from_step_empty, PL_EINVAL, "step", OUT_ANY, pl_run_walk_from(f->e, "done", "", visit_step, NULL)) \
+    X(verify_eng, PL_EINVAL, "engine", OUT_ANY, pl_run_verify(NULL, "done"))              \
+    X(verify_id, PL_EINVAL, "run id", OUT_ANY, pl_run_verify(f->e, NULL))                 \
+    X(verify_id_ctrl, PL_EINVAL, "run id", OUT_ANY, pl_run_verify(f->e, CTRL_ID))         \
+    X(head_out, PL_EINVAL, "out", OUT_ANY, pl_run_head(NULL, f->e, "done"))               \
+    X(head_eng, PL_EINVAL, "engine", OUT_ANY, pl_run_head(f->out.hash, NULL, "done"))     \
+    X(head_id, PL_EINVAL, "run id", OUT_ANY, pl_run_head(f->out.hash, f->e, NULL))        \
+    X(fork_out, PL_EINVAL, "out", OUT_ANY, pl_run_fork(NULL, f->e, "done", "0:1", NULL))  \
+    X(fork_eng, PL_EINVAL, "engine", OUT_ZERO, pl_run_fork(&f->out.str, NULL, "done", "0:1", NULL)) \
+    X(fork_id, PL_EINVAL, "run id", OUT_ZERO, pl_run_fork(&f->out.str, f->e, NULL, "0:1", NULL)) \
+    X(fork_step, PL_EINVAL, "step", OUT_ZERO, pl_run_fork(&f->out.str, f->e, "done", NULL, NULL)) \
+    X(fork_step_bad, PL_EINVAL, "step", OUT_ZERO, pl_run_fork(&f->out.str, f->e, "done", "1:1", NULL)) \
+    X(fork_step_huge, PL_EINVAL, "step", OUT_ZERO, pl_run_fork(&f->out.str, f->e, "done", "0:99999999999", NULL)) \
+    X(fork_new_empty, PL_EINVAL, "id", OUT_ZERO, pl_run_fork(&f->out.str, f->e, "done", "0:1", "")) \
+    X(fork_new_ctrl, PL_EINVAL, "id", OUT_ZERO, pl_run_fork(&f->out.str, f->e, "done", "0:1", CTRL_ID)) \
+    X(fork_new_long, PL_EINVAL, "id", OUT_ZERO, pl_run_fork(&f->out.str, f->e, "done", "0:1", f->long_id)) \
+    X(upgrade_out, PL_EINVAL, "out", OUT_ANY, pl_run_upgrade(NULL, f->e, "done", "0:1", NULL)) \
+    X(upgrade_id, PL_EINVAL, "run id", OUT_ZERO, pl_run_upgrade(&f->out.str, f->e, NULL, "0:1", NULL)) \
+    X(upgrade_new_ctrl, PL_EINVAL, "id", OUT_ZERO, pl_run_upgrade(&f->out.str, f->e, "done", "0:1", CTRL_ID)) \
+    X(export_eng, PL_EINVAL, "engine", OUT_ANY, pl_run_export(NULL, "done", stderr))      \
+    X(export_id, PL_EINVAL, "run id", OUT_ANY, pl_run_export(f->e, NULL, stderr))         \
+    X(export_file, PL_EINVAL, "stream", OUT_ANY, pl_run_export(f->e, "done", NULL))          \
+    X(export_each_visit, PL_EINVAL, "visit", OUT_ANY, pl_run_export_each(f->e, "done", NULL, NULL)) \
+    X(export_each_id, PL_EINVAL, "run id", OUT_ANY, pl_run_export_each(f->e, CTRL_ID, visit_line, NULL)) \
+    X(import_in, PL_EINVAL, "stream", OUT_ZERO, pl_run_import(&f->out.str, f->e, NULL, NULL)) \
+    X(delete_eng, PL_EINVAL, "engine", OUT_ANY, pl_run_delete(NULL, "done"))              \
+    X(delete_id, PL_EINVAL, "run id", OUT_ANY, pl_run_delete(f->e, NULL))                 \
+    X(delete_id_ctrl, PL_EINVAL, "run id", OUT_ANY, pl_run_delete(f->e, CTRL_ID))         \
+    X(tomb_out, PL_EINVAL, "out", OUT_ANY, pl_run_tombstone(NULL, f->e, "done"))          \
+    X(tomb_v0, PL_EINVAL, "version", OUT_ANY, pl_run_tombstone(TOMB_V(0), f->e, "done"))  \
+    X(tomb_id, PL_EINVAL, "run id", OUT_ANY, pl_run_tombstone(TOMB, f->e, NULL))          \
+    X(tomb_id_ctrl, PL_EINVAL, "run id", OUT_ANY, pl_run_tombstone(TOMB, f->e, CTRL_ID))  \
+    X(prune_eng, PL_EINVAL, "engine", OUT_ANY, pl_engine_prune(NULL, PRUNE_V(1), NULL))   \
+    X(prune_v0, PL_EINVAL, "version", OUT_ANY, pl_engine_prune(f->e, PRUNE_V(0), NULL))   \
+    X(prune_v99, PL_EINVAL, "version", OUT_ANY, pl_engine_prune(f->e, PRUNE_V(99), NULL))
+/* clang-format on */
+
+ENGINE_ROWS(ROW_FN)
+
+Test(api_args, engine_and_runs)
+{
+    fx f;
+    fx_open(&f);
+    uint64_t before = 0, after = 0;
+    cr_assert_eq(pl_engine_change_mark(&before, f.e), PL_OK);
+    RUN_TABLE(&f, ENGINE_ROWS);
+    cr_assert_eq(pl_engine_change_mark(&after, f.e), PL_OK);
+    cr_expect_eq(before, after, "a bad call wrote to the store");
+    fx_check_store(&f);
+    fx_close(&f);
+}
