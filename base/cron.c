@@ -312,7 +312,7 @@ static void day_first(const pl__cron *c, const pl__tz *z, int64_t day,
     }
 }
 
-#define AFTER_MAX 221845392000000LL /* 9000-01-01 in Unix milliseconds */
+#define AFTER_MAX PL__CRON_TIME_MAX
 
 int pl__cron_next(int64_t *out_ms, const pl__cron *c, const pl__tz *z,
                   int64_t after_ms)

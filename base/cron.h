@@ -66,6 +66,10 @@ PL__HIDDEN int pl__cron_parse(pl__cron *out, const char *expr) PL__MUST_CHECK;
 PL__HIDDEN int pl__cron_next(int64_t *out_ms, const pl__cron *c,
                              const pl__tz *z, int64_t after_ms) PL__MUST_CHECK;
 
+/* The latest time a cron expression is read after: 9000-01-01 in Unix
+ * milliseconds (pl__cron_next() takes 0 <= after_ms < this). */
+#define PL__CRON_TIME_MAX 221845392000000LL
+
 /* Both in one: parse @p expr, load zone @p zone (NULL: UTC), and give
  * the first fire time after @p after_ms. */
 PL__HIDDEN int pl__cron_next_fire(int64_t *out_ms, const char *expr,

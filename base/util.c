@@ -176,13 +176,39 @@ char *pl__asprintf(const char *fmt, ...)
     return p;
 }
 
+/* The length of the well-formed UTF-8 sequence at @p p (shortest form, no
+ * surrogates, at most U+10FFFF), or 0. */
+static size_t utf8_len(const unsigned char *p)
+{
+    if (p[0] < 0x80)
+        return 1;
+    size_t n = p[0] >= 0xC2 && p[0] <= 0xDF   ? 2
+               : p[0] >= 0xE0 && p[0] <= 0xEF ? 3
+               : p[0] >= 0xF0 && p[0] <= 0xF4 ? 4
+                                              : 0;
+    for (size_t i = 1; i < n; i++)
+        if ((p[i] & 0xC0) != 0x80)
+            return 0;
+    if ((p[0] == 0xE0 && p[1] < 0xA0) || (p[0] == 0xED && p[1] > 0x9F) ||
+        (p[0] == 0xF0 && p[1] < 0x90) || (p[0] == 0xF4 && p[1] > 0x8F))
+        return 0;
+    return n;
+}
+
 bool pl__name_ok(const char *s)
 {
     if (!s || !*s)
         return false;
+    const unsigned char *p = (const unsigned char *)s;
     size_t n = 0;
-    for (; s[n]; n++) {
-        if ((unsigned char)s[n] < 0x20 || s[n] == 0x7f || n >= PL_MAX_NAME)
+    while (p[n]) {
+        if (p[n] < 0x20 || p[n] == 0x7f)
+            return false;
+        size_t k = utf8_len(p + n);
+        if (!k)
+            return false;
+        n += k;
+        if (n > PL_MAX_NAME)
             return false;
     }
     return true;

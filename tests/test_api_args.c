@@ -12,6 +12,9 @@
 #define _GNU_SOURCE /* strcasestr */
 #include "support.h"
 
+#include <policyledger_llm.h>
+#include <policyledger_mcp.h>
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +30,7 @@ typedef struct fx {
     cJSON *arr;         /* [] : not an object */
     char long_id[PL_MAX_RUN_ID + 2];   /* one byte too long */
     char long_name[PL_MAX_NAME + 2];   /* one byte too long */
+    char long_reason[4098];            /* a cancel's reason, too long */
     union {             /* the out-parameter, whatever its type */
         void *p;
         pl_engine *eng;
@@ -84,7 +88,17 @@ static void run_rows(fx *f, const row *rows, size_t n)
         memset(&f->out, 0xA5, sizeof f->out);
         pl_errorf(PL_OK, "(no message)");
         fprintf(stderr, "api_args: %s\n", r->call); /* named if it crashes */
+        uint64_t mark = 0, mark_after = 0;
+        if (f->e)
+            cr_assert_eq(pl_engine_change_mark(&mark, f->e), PL_OK);
         int st = r->fn(f);
+        if (f->e) {
+            char msg_[512];
+            snprintf(msg_, sizeof msg_, "%s", pl_errmsg());
+            cr_assert_eq(pl_engine_change_mark(&mark_after, f->e), PL_OK);
+            cr_expect_eq(mark, mark_after, "%s wrote to the store", r->call);
+            pl_errorf(st, "%s", msg_);
+        }
         const char *msg = pl_errmsg();
         cr_expect_eq(st, r->want, "%s: %s, want %s (%s)", r->call,
                      pl_status_name(st), pl_status_name(r->want), msg);
@@ -114,6 +128,8 @@ static void fx_names(fx *f)
     f->long_id[PL_MAX_RUN_ID + 1] = '\0';
     memset(f->long_name, 'p', PL_MAX_NAME + 1);
     f->long_name[PL_MAX_NAME + 1] = '\0';
+    memset(f->long_reason, 'w', sizeof f->long_reason - 1);
+    f->long_reason[sizeof f->long_reason - 1] = '\0';
     f->obj = pl_json_empty();
     f->arr = cJSON_CreateArray();
 }
@@ -235,7 +251,7 @@ static int visit_line(cJSON *line, void *user)
     X(start_policy, PL_EINVAL, "policy", OUT_ZERO, pl_run_start(&f->out.outcome, f->e, ACT(NULL, f->obj), NULL)) \
     X(start_policy_empty, PL_EINVAL, "policy", OUT_ZERO, pl_run_start(&f->out.outcome, f->e, ACT("", f->obj), NULL)) \
     X(start_policy_long, PL_EINVAL, "policy", OUT_ZERO, pl_run_start(&f->out.outcome, f->e, ACT(f->long_name, f->obj), NULL)) \
-    X(start_policy_utf8, PL_ENOTFOUND, "policy", OUT_ZERO, pl_run_start(&f->out.outcome, f->e, ACT(BAD_UTF8, f->obj), NULL)) \
+    X(start_policy_utf8, PL_EINVAL, "policy", OUT_ZERO, pl_run_start(&f->out.outcome, f->e, ACT(BAD_UTF8, f->obj), NULL)) \
     X(start_payload, PL_EINVAL, "payload", OUT_ZERO, pl_run_start(&f->out.outcome, f->e, ACT("echo", NULL), NULL)) \
     X(start_payload_arr, PL_EJSON, "payload", OUT_ZERO, pl_run_start(&f->out.outcome, f->e, ACT("echo", f->arr), NULL)) \
     X(start_action_v0, PL_EINVAL, "version", OUT_ZERO, pl_run_start(&f->out.outcome, f->e, (&(pl_action){0, "echo", f->obj, NULL, 0, NULL}), NULL)) \
@@ -329,6 +345,142 @@ Test(api_args, engine_and_runs)
     uint64_t before = 0, after = 0;
     cr_assert_eq(pl_engine_change_mark(&before, f.e), PL_OK);
     RUN_TABLE(&f, ENGINE_ROWS);
+    cr_assert_eq(pl_engine_change_mark(&after, f.e), PL_OK);
+    cr_expect_eq(before, after, "a bad call wrote to the store");
+    fx_check_store(&f);
+    fx_close(&f);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Time and events, the queue, schedules, rate budgets, pools, tokens       */
+/* ------------------------------------------------------------------------ */
+
+#define SCHED(name, cron, zone, policy, payload)                               \
+    (&(pl_schedule){PL_SCHEDULE_VERSION, (name), (cron), (zone), (policy),     \
+                    (payload), PL_OVERLAP_SKIP, PL_CATCH_UP_SKIP, 0, 0})
+#define SCHED_V(v)                                                             \
+    (&(pl_schedule){(v), "s", "* * * * *", NULL, "echo", NULL,                 \
+                    PL_OVERLAP_SKIP, PL_CATCH_UP_SKIP, 0, 0})
+#define WORKER_V(v)                                                            \
+    (&(pl_worker_options){(v), 0, 0, NULL, NULL, NULL, NULL, 0})
+#define POOL(v, threads, per, stack)                                           \
+    (&(pl_pool_options){(v), (threads), (per), (stack)})
+#define GRANT (&(pl_rate_grant){PL_RATE_GRANT_VERSION, false, 0, 0, 0, 0})
+#define GRANT_V(v) (&(pl_rate_grant){(v), false, 0, 0, 0, 0})
+#define TOKENS_V(v) (&(pl_llm_tokens){(v), 0, 0, 0})
+#define HUGE_MS ((int64_t)1 << 62)
+
+static bool g_admitted;
+static int64_t g_at, g_retry;
+
+static void pool_task(pl_engine *e, void *user)
+{
+    (void)e;
+    (void)user;
+}
+
+/* clang-format off */
+#define TIME_ROWS(X)                                                                       \
+    X(signal_eng, PL_EINVAL, "engine", OUT_ZERO, pl_run_signal(&f->out.outcome, NULL, "done", "ev", f->obj)) \
+    X(signal_id, PL_EINVAL, "run id", OUT_ZERO, pl_run_signal(&f->out.outcome, f->e, NULL, "ev", f->obj)) \
+    X(signal_id_ctrl, PL_EINVAL, "run id", OUT_ZERO, pl_run_signal(&f->out.outcome, f->e, CTRL_ID, "ev", f->obj)) \
+    X(signal_name, PL_EINVAL, "name", OUT_ZERO, pl_run_signal(&f->out.outcome, f->e, "done", NULL, f->obj)) \
+    X(signal_name_empty, PL_EINVAL, "name", OUT_ZERO, pl_run_signal(&f->out.outcome, f->e, "done", "", f->obj)) \
+    X(signal_name_long, PL_EINVAL, "name", OUT_ZERO, pl_run_signal(&f->out.outcome, f->e, "done", f->long_name, f->obj)) \
+    X(signal_name_utf8, PL_EINVAL, "name", OUT_ZERO, pl_run_signal(&f->out.outcome, f->e, "done", BAD_UTF8, f->obj)) \
+    X(signal_payload, PL_EINVAL, "payload", OUT_ZERO, pl_run_signal(&f->out.outcome, f->e, "done", "ev", NULL)) \
+    X(signal_payload_arr, PL_EJSON, "payload", OUT_ZERO, pl_run_signal(&f->out.outcome, f->e, "done", "ev", f->arr)) \
+    X(cancel_eng, PL_EINVAL, "engine", OUT_ANY, pl_run_cancel(NULL, "done", NULL))        \
+    X(cancel_id, PL_EINVAL, "run id", OUT_ANY, pl_run_cancel(f->e, NULL, NULL))           \
+    X(cancel_id_ctrl, PL_EINVAL, "run id", OUT_ANY, pl_run_cancel(f->e, CTRL_ID, NULL))   \
+    X(cancel_reason_long, PL_EINVAL, "reason", OUT_ANY, pl_run_cancel(f->e, "done", f->long_reason)) \
+    X(wake_eng, PL_EINVAL, "engine", OUT_ZERO, pl_engine_wake(NULL, &f->out.i64))         \
+    X(wait_eng, PL_EINVAL, "engine", OUT_ANY, pl_engine_set_wait_in_place(NULL, 10))      \
+    X(wait_neg, PL_EINVAL, "ms", OUT_ANY, pl_engine_set_wait_in_place(f->e, -2))          \
+    X(submit_out, PL_EINVAL, "out", OUT_ANY, pl_run_submit(NULL, f->e, ACT("echo", f->obj), NULL)) \
+    X(submit_eng, PL_EINVAL, "engine", OUT_ZERO, pl_run_submit(&f->out.str, NULL, ACT("echo", f->obj), NULL)) \
+    X(submit_root, PL_EINVAL, "root", OUT_ZERO, pl_run_submit(&f->out.str, f->e, NULL, NULL)) \
+    X(submit_payload_arr, PL_EJSON, "payload", OUT_ZERO, pl_run_submit(&f->out.str, f->e, ACT("echo", f->arr), NULL)) \
+    X(submit_policy_long, PL_EINVAL, "policy", OUT_ZERO, pl_run_submit(&f->out.str, f->e, ACT(f->long_name, f->obj), NULL)) \
+    X(submit_id_ctrl, PL_EINVAL, "run id", OUT_ZERO, pl_run_submit(&f->out.str, f->e, ACT("echo", f->obj), RUN_ID(CTRL_ID))) \
+    X(submit_opts_v0, PL_EINVAL, "version", OUT_ZERO, pl_run_submit(&f->out.str, f->e, ACT("echo", f->obj), RUN_V(0))) \
+    X(worker_eng, PL_EINVAL, "engine", OUT_ANY, pl_worker_run(NULL, NULL))                \
+    X(worker_v0, PL_EINVAL, "version", OUT_ANY, pl_worker_run(f->e, WORKER_V(0)))         \
+    X(worker_v99, PL_EINVAL, "version", OUT_ANY, pl_worker_run(f->e, WORKER_V(99)))       \
+    X(sched_eng, PL_EINVAL, "engine", OUT_ANY, pl_schedule_put(NULL, SCHED("s", "* * * * *", NULL, "echo", NULL))) \
+    X(sched_null, PL_EINVAL, "schedule", OUT_ANY, pl_schedule_put(f->e, NULL))            \
+    X(sched_v0, PL_EINVAL, "version", OUT_ANY, pl_schedule_put(f->e, SCHED_V(0)))         \
+    X(sched_v99, PL_EINVAL, "version", OUT_ANY, pl_schedule_put(f->e, SCHED_V(99)))       \
+    X(sched_name, PL_EINVAL, "name", OUT_ANY, pl_schedule_put(f->e, SCHED(NULL, "* * * * *", NULL, "echo", NULL))) \
+    X(sched_name_empty, PL_EINVAL, "name", OUT_ANY, pl_schedule_put(f->e, SCHED("", "* * * * *", NULL, "echo", NULL))) \
+    X(sched_name_ctrl, PL_EINVAL, "name", OUT_ANY, pl_schedule_put(f->e, SCHED(CTRL_ID, "* * * * *", NULL, "echo", NULL))) \
+    X(sched_name_long, PL_EINVAL, "name", OUT_ANY, pl_schedule_put(f->e, SCHED(f->long_name, "* * * * *", NULL, "echo", NULL))) \
+    X(sched_cron, PL_EINVAL, "cron", OUT_ANY, pl_schedule_put(f->e, SCHED("s", NULL, NULL, "echo", NULL))) \
+    X(sched_cron_bad, PL_EINVAL, "cron", OUT_ANY, pl_schedule_put(f->e, SCHED("s", "61 * * * *", NULL, "echo", NULL))) \
+    X(sched_zone, PL_EINVAL, "zone", OUT_ANY, pl_schedule_put(f->e, SCHED("s", "* * * * *", "No/Such_Zone", "echo", NULL))) \
+    X(sched_zone_dots, PL_EINVAL, "zone", OUT_ANY, pl_schedule_put(f->e, SCHED("s", "* * * * *", "../../etc/passwd", "echo", NULL))) \
+    X(sched_policy, PL_EINVAL, "policy", OUT_ANY, pl_schedule_put(f->e, SCHED("s", "* * * * *", NULL, NULL, NULL))) \
+    X(sched_policy_empty, PL_EINVAL, "policy", OUT_ANY, pl_schedule_put(f->e, SCHED("s", "* * * * *", NULL, "", NULL))) \
+    X(sched_policy_long, PL_EINVAL, "policy", OUT_ANY, pl_schedule_put(f->e, SCHED("s", "* * * * *", NULL, f->long_name, NULL))) \
+    X(sched_payload_arr, PL_EJSON, "payload", OUT_ANY, pl_schedule_put(f->e, SCHED("s", "* * * * *", NULL, "echo", f->arr))) \
+    X(sched_del_eng, PL_EINVAL, "engine", OUT_ANY, pl_schedule_delete(NULL, "s"))         \
+    X(sched_del_name, PL_EINVAL, "name", OUT_ANY, pl_schedule_delete(f->e, NULL))         \
+    X(sched_del_ctrl, PL_EINVAL, "name", OUT_ANY, pl_schedule_delete(f->e, CTRL_ID))      \
+    X(sched_list_out, PL_EINVAL, "out", OUT_ANY, pl_schedule_list(NULL, f->e, 0))         \
+    X(sched_list_eng, PL_EINVAL, "engine", OUT_ZERO, pl_schedule_list(&f->out.json, NULL, 0)) \
+    X(sched_list_neg, PL_EINVAL, "now", OUT_ZERO, pl_schedule_list(&f->out.json, f->e, -1)) \
+    X(sched_fire_eng, PL_EINVAL, "engine", OUT_ANY, pl_schedule_fire(NULL, 0, NULL, NULL)) \
+    X(sched_fire_neg, PL_EINVAL, "now", OUT_ANY, pl_schedule_fire(f->e, -1, NULL, NULL))  \
+    X(sched_fire_huge, PL_EINVAL, "now", OUT_ANY, pl_schedule_fire(f->e, HUGE_MS, NULL, NULL)) \
+    X(cron_out, PL_EINVAL, "out", OUT_ANY, pl_cron_next(NULL, "* * * * *", NULL, 0))      \
+    X(cron_expr, PL_EINVAL, "cron", OUT_ZERO, pl_cron_next(&f->out.i64, NULL, NULL, 0))   \
+    X(cron_expr_empty, PL_EINVAL, "cron", OUT_ZERO, pl_cron_next(&f->out.i64, "", NULL, 0)) \
+    X(cron_zone, PL_EINVAL, "zone", OUT_ZERO, pl_cron_next(&f->out.i64, "* * * * *", "No/Such_Zone", 0)) \
+    X(cron_zone_empty, PL_EINVAL, "zone", OUT_ZERO, pl_cron_next(&f->out.i64, "* * * * *", "", 0)) \
+    X(cron_neg, PL_EINVAL, "time", OUT_ZERO, pl_cron_next(&f->out.i64, "* * * * *", NULL, -1)) \
+    X(cron_huge, PL_EINVAL, "time", OUT_ZERO, pl_cron_next(&f->out.i64, "* * * * *", NULL, HUGE_MS)) \
+    X(rate_out, PL_EINVAL, "out", OUT_ANY, pl_rate_take(NULL, &g_at, &g_retry, f->e, "r", 1, 1000)) \
+    X(rate_eng, PL_EINVAL, "engine", OUT_ANY, pl_rate_take(&g_admitted, &g_at, &g_retry, NULL, "r", 1, 1000)) \
+    X(rate_res, PL_EINVAL, "resource", OUT_ANY, pl_rate_take(&g_admitted, &g_at, &g_retry, f->e, NULL, 1, 1000)) \
+    X(rate_res_empty, PL_EINVAL, "resource", OUT_ANY, pl_rate_take(&g_admitted, &g_at, &g_retry, f->e, "", 1, 1000)) \
+    X(rate_res_long, PL_EINVAL, "resource", OUT_ANY, pl_rate_take(&g_admitted, &g_at, &g_retry, f->e, f->long_id, 1, 1000)) \
+    X(rate_limit0, PL_EINVAL, "limit", OUT_ANY, pl_rate_take(&g_admitted, &g_at, &g_retry, f->e, "r", 0, 1000)) \
+    X(rate_window0, PL_EINVAL, "window", OUT_ANY, pl_rate_take(&g_admitted, &g_at, &g_retry, f->e, "r", 1, 0)) \
+    X(rate_window_neg, PL_EINVAL, "window", OUT_ANY, pl_rate_take(&g_admitted, &g_at, &g_retry, f->e, "r", 1, -5)) \
+    X(rate_window_huge, PL_EINVAL, "window", OUT_ANY, pl_rate_take(&g_admitted, &g_at, &g_retry, f->e, "r", 1, INT64_MAX)) \
+    X(units_out, PL_EINVAL, "out", OUT_ANY, pl_rate_take_units(NULL, f->e, "r", "tok", 10, 1000, 1)) \
+    X(units_v0, PL_EINVAL, "version", OUT_ANY, pl_rate_take_units(GRANT_V(0), f->e, "r", "tok", 10, 1000, 1)) \
+    X(units_unit, PL_EINVAL, "unit", OUT_ANY, pl_rate_take_units(GRANT, f->e, "r", NULL, 10, 1000, 1)) \
+    X(units_unit_long, PL_EINVAL, "unit", OUT_ANY, pl_rate_take_units(GRANT, f->e, "r", f->long_id, 10, 1000, 1)) \
+    X(units_budget0, PL_EINVAL, "budget", OUT_ANY, pl_rate_take_units(GRANT, f->e, "r", "tok", 0, 1000, 1)) \
+    X(units_budget_huge, PL_EINVAL, "budget", OUT_ANY, pl_rate_take_units(GRANT, f->e, "r", "tok", UINT64_MAX, 1000, 1)) \
+    X(units_window_huge, PL_EINVAL, "window", OUT_ANY, pl_rate_take_units(GRANT, f->e, "r", "tok", 10, HUGE_MS, 1)) \
+    X(units_amount, PL_ELIMIT, "more than", OUT_ANY, pl_rate_take_units(GRANT, f->e, "r", "tok", 10, 1000, 11)) \
+    X(settle_huge, PL_EINVAL, "used", OUT_ANY, pl_rate_settle_units(GRANT, f->e, "r", "tok", 10, 1000, 0, 1, UINT64_MAX)) \
+    X(pool_out, PL_EINVAL, "out", OUT_ANY, pl_pool_new(NULL, f->e, NULL))                 \
+    X(pool_eng, PL_EINVAL, "engine", OUT_ZERO, pl_pool_new(&f->out.pool, NULL, NULL))     \
+    X(pool_v0, PL_EINVAL, "version", OUT_ZERO, pl_pool_new(&f->out.pool, f->e, POOL(0, 2, 0, 0))) \
+    X(pool_per, PL_EINVAL, "tasks per thread", OUT_ZERO, pl_pool_new(&f->out.pool, f->e, POOL(1, 2, 257, 0))) \
+    X(pool_stack, PL_EINVAL, "stack", OUT_ZERO, pl_pool_new(&f->out.pool, f->e, POOL(1, 2, 0, 1024))) \
+    X(pool_threads, PL_EINVAL, "threads", OUT_ZERO, pl_pool_new(&f->out.pool, f->e, POOL(1, UINT32_MAX, 0, 0))) \
+    X(pool_submit, PL_EINVAL, "pool", OUT_ANY, pl_pool_submit(NULL, pool_task, NULL))     \
+    X(pool_wait, PL_EINVAL, "pool", OUT_ANY, pl_pool_wait(NULL))                          \
+    X(tokens_out, PL_EINVAL, "out", OUT_ANY, pl_llm_run_tokens(NULL, f->e, "done"))       \
+    X(tokens_v0, PL_EINVAL, "version", OUT_ANY, pl_llm_run_tokens(TOKENS_V(0), f->e, "done")) \
+    X(tokens_eng, PL_EINVAL, "engine", OUT_ANY, pl_llm_run_tokens(TOKENS_V(1), NULL, "done")) \
+    X(tokens_id, PL_EINVAL, "run id", OUT_ANY, pl_llm_run_tokens(TOKENS_V(1), f->e, NULL)) \
+    X(tokens_id_ctrl, PL_EINVAL, "run id", OUT_ANY, pl_llm_run_tokens(TOKENS_V(1), f->e, CTRL_ID))
+/* clang-format on */
+
+TIME_ROWS(ROW_FN)
+
+Test(api_args, time_queue_schedules)
+{
+    fx f;
+    fx_open(&f);
+    uint64_t before = 0, after = 0;
+    cr_assert_eq(pl_engine_change_mark(&before, f.e), PL_OK);
+    RUN_TABLE(&f, TIME_ROWS);
     cr_assert_eq(pl_engine_change_mark(&after, f.e), PL_OK);
     cr_expect_eq(before, after, "a bad call wrote to the store");
     fx_check_store(&f);

@@ -43,7 +43,12 @@ int pl_rate_take(bool *out_admitted, int64_t *out_at_ms,
                  uint32_t limit, int64_t window_ms)
 {
     if (!out_admitted || !out_at_ms || !out_retry_at_ms || !e || !resource)
-        return pl__err(PL_EINVAL, "pl_rate_take: NULL argument");
+        return pl__err(PL_EINVAL, "pl_rate_take: NULL %s",
+                       !out_admitted       ? "out_admitted"
+                       : !out_at_ms        ? "out_at_ms"
+                       : !out_retry_at_ms  ? "out_retry_at_ms"
+                       : !e                ? "engine"
+                                           : "resource");
     *out_admitted = false;
     *out_at_ms = *out_retry_at_ms = 0;
     size_t n = strlen(resource);
@@ -53,10 +58,12 @@ int pl_rate_take(bool *out_admitted, int64_t *out_at_ms,
                        PL_MAX_FLOW_KEY);
     if (limit == 0)
         return pl__err(PL_EINVAL, "pl_rate_take: limit is 0");
-    if (window_ms < 1)
+    /* the store adds a window to a window's start: bounded as the units'
+     * windows are, a sum that cannot overflow */
+    if (window_ms < 1 || (uint64_t)window_ms > PL_RATE_MAX_UNITS)
         return pl__err(PL_EINVAL,
                        "pl_rate_take: window_ms %lld is not a "
-                       "window",
+                       "window (1 ms to 2^53)",
                        (long long)window_ms);
     return pl__store_rate_take(e->store, resource, limit, window_ms,
                                out_admitted, out_at_ms, out_retry_at_ms);
@@ -70,7 +77,9 @@ static int units_args_ok(const pl_rate_grant *out, const pl_engine *e,
                          uint64_t budget, int64_t window_ms, const char *fn)
 {
     if (!out || !e || !resource || !unit)
-        return pl__err(PL_EINVAL, "%s: NULL argument", fn);
+        return pl__err(PL_EINVAL, "%s: NULL %s", fn,
+                       !out ? "out" : !e ? "engine" : !resource ? "resource"
+                                                                 : "unit");
     if (pl__struct_version_ok(out->version, &pl__rate_grant_layout, fn))
         return PL_EINVAL;
     size_t n = strlen(resource), m = strlen(unit);
@@ -147,6 +156,11 @@ int pl_rate_settle_units(pl_rate_grant *out, pl_engine *e, const char *resource,
                          int64_t window_start_ms, uint64_t charged,
                          uint64_t actual)
 {
+    if (window_start_ms < 0)
+        return pl__err(PL_EINVAL,
+                       "pl_rate_settle_units: window_start_ms %lld is not "
+                       "a window's start",
+                       (long long)window_start_ms);
     if (charged > PL_RATE_MAX_UNITS || actual > PL_RATE_MAX_UNITS)
         return pl__err(PL_EINVAL,
                        "pl_rate_settle_units: %llu charged, %llu used: each "

@@ -105,7 +105,8 @@ static int check_def(const pl_schedule *s, pl__cron *c)
 int pl_schedule_put(pl_engine *e, const pl_schedule *in)
 {
     if (!e || !in)
-        return pl__err(PL_EINVAL, "pl_schedule_put: NULL argument");
+        return pl__err(PL_EINVAL, "pl_schedule_put: NULL %s",
+                       !e ? "engine" : "schedule");
     pl_schedule s;
     if (pl__struct_in(&s, in, &pl__schedule_layout, "pl_schedule_put"))
         return PL_EINVAL;
@@ -162,7 +163,9 @@ int pl_schedule_put(pl_engine *e, const pl_schedule *in)
 
 int pl_schedule_delete(pl_engine *e, const char *name)
 {
-    if (!e || !pl__sched_name_ok(name))
+    if (!e)
+        return pl__err(PL_EINVAL, "pl_schedule_delete: NULL engine");
+    if (!pl__sched_name_ok(name))
         return pl__err(PL_EINVAL,
                        "pl_schedule_delete: bad schedule name "
                        "'%.120s'",
@@ -215,9 +218,16 @@ static char *name_of(const pl__kvs *all, size_t i)
 
 int pl_schedule_list(cJSON **out, pl_engine *e, int64_t now_ms)
 {
+    if (out)
+        *out = NULL;
     if (!out || !e)
-        return pl__err(PL_EINVAL, "pl_schedule_list: NULL argument");
-    *out = NULL;
+        return pl__err(PL_EINVAL, "pl_schedule_list: NULL %s",
+                       !out ? "out" : "engine");
+    if (now_ms < 0 || now_ms >= PL__CRON_TIME_MAX)
+        return pl__err(PL_EINVAL,
+                       "pl_schedule_list: now_ms %lld is not a time from "
+                       "1970 to 9000",
+                       (long long)now_ms);
     pl__kvs all = {0};
     int st = pl__store_scheds(e->store, &all);
     cJSON *list = st ? NULL : cJSON_CreateArray();
@@ -434,9 +444,13 @@ int pl__schedule_fire(pl_engine *e, int64_t now_ms, pl__schedule_run_fn fn,
         *started = 0;
     if (next_ms)
         *next_ms = 0;
-    if (!e || now_ms < 0)
-        return pl__err(PL_EINVAL, "pl_schedule_fire: NULL engine or a "
-                                  "negative time");
+    if (!e)
+        return pl__err(PL_EINVAL, "pl_schedule_fire: NULL engine");
+    if (now_ms < 0 || now_ms >= PL__CRON_TIME_MAX)
+        return pl__err(PL_EINVAL,
+                       "pl_schedule_fire: now_ms %lld is not a time from "
+                       "1970 to 9000",
+                       (long long)now_ms);
     pl__kvs all = {0};
     int st = pl__store_scheds(e->store, &all), first = PL_OK;
     char msg[PL__ERRMSG_MAX] = "";
@@ -524,5 +538,8 @@ int pl_cron_next(int64_t *out_ms, const char *cron, const char *zone,
 {
     if (!out_ms)
         return pl__err(PL_EINVAL, "pl_cron_next: out_ms is NULL");
-    return pl__cron_next_fire(out_ms, cron, zone, after_ms);
+    int st = pl__cron_next_fire(out_ms, cron, zone, after_ms);
+    if (st)
+        *out_ms = 0;
+    return st;
 }

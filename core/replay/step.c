@@ -417,7 +417,7 @@ static int step_ok(const pl_steps *l, pl_step_type type, const char **actor)
         return pl__err(PL_EINVAL, "a step needs an actor");
     if (!pl__name_ok(*actor))
         return pl__err(PL_EINVAL,
-                       "bad actor name (1..%d bytes, no control "
+                       "bad actor name (1..%d bytes of UTF-8, no control "
                        "characters)",
                        PL_MAX_NAME);
     return PL_OK;

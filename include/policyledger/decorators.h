@@ -256,7 +256,7 @@ int pl_decorator_cap(pl_decorator *out, size_t max_bytes);
  * @param[out] out_retry_at_ms when not admitted: when the next window
  *        starts, by the store's clock (else 0).
  * @return PL_OK; PL_EINVAL (NULL argument, a name that is empty or longer
- *         than PL_MAX_FLOW_KEY, limit 0, window_ms below 1); PL_ESTATE (a
+ *         than PL_MAX_FLOW_KEY, limit 0, window_ms not 1..2^53); PL_ESTATE (a
  *         read-only engine); PL_ECORRUPT (the budget record is damaged);
  *         PL_ESTORE.
  */
@@ -321,7 +321,8 @@ int pl_rate_take_units(pl_rate_grant *out, pl_engine *engine,
  * gone).  out->admitted says whether the correction applied; out->used is
  * the window's units after it.
  * @return as pl_rate_take_units(), but for PL_ELIMIT: @p charged and
- *         @p actual are each 0..PL_RATE_MAX_UNITS (PL_EINVAL).
+ *         @p actual are each 0..PL_RATE_MAX_UNITS, and a negative
+ *         @p window_start_ms is no window's (PL_EINVAL).
  */
 int pl_rate_settle_units(pl_rate_grant *out, pl_engine *engine,
                          const char *resource, const char *unit,

@@ -164,8 +164,9 @@ int pl_engine_wake(pl_engine *engine, int64_t *next_due_ms);
 
 /**
  * Waits of at most @p ms wait on their thread instead of parking the run
- * (0: every wait parks; -1: the default, 1000).
- * @return PL_OK; PL_EINVAL.
+ * (0: every wait parks; -1: the default, 1000; any larger value: no wait
+ * of at most that parks).
+ * @return PL_OK; PL_EINVAL (a NULL engine, @p ms below -1).
  */
 int pl_engine_set_wait_in_place(pl_engine *engine, int64_t ms);
 
@@ -384,7 +385,8 @@ int pl_schedule_put(pl_engine *engine, const pl_schedule *schedule);
 
 /**
  * Delete schedule @p name.  The runs it started stay.
- * @return PL_OK; PL_ENOTFOUND; PL_EINVAL; PL_ESTATE; the store's errors.
+ * @return PL_OK; PL_ENOTFOUND; PL_EINVAL (a NULL engine, a bad name);
+ *         PL_ESTATE (a read-only engine); the store's errors.
  */
 int pl_schedule_delete(pl_engine *engine, const char *name);
 
@@ -396,8 +398,9 @@ int pl_schedule_delete(pl_engine *engine, const char *name);
  * after the cursor: at or before @p now_ms, ticks are waiting to fire),
  * "next_ms" (the first tick after @p now_ms and the cursor) and
  * "last_run" (the id of the run it started last, or "").
- * @param[out] out caller owns; free with cJSON_Delete().
- * @return PL_OK; PL_EINVAL; PL_ECORRUPT (a damaged schedule record: the
+ * @param[out] out caller owns; free with cJSON_Delete().  NULL on failure.
+ * @return PL_OK; PL_EINVAL (a NULL argument, @p now_ms outside 0 to the
+ *         year 9000); PL_ECORRUPT (a damaged schedule record: the
  *         message names it); PL_EVERSION; the store's errors; PL_ENOMEM.
  */
 int pl_schedule_list(cJSON **out, pl_engine *engine, int64_t now_ms);
@@ -413,7 +416,8 @@ int pl_schedule_list(cJSON **out, pl_engine *engine, int64_t now_ms);
  * @param[out] started the runs this call created (may be NULL).
  * @param[out] next_ms the earliest next tick of all schedules, 0 when
  *        there is none (may be NULL).
- * @return PL_OK; PL_EINVAL; PL_ESTATE (a read-only engine); the first
+ * @return PL_OK; PL_EINVAL (a NULL engine, @p now_ms outside 0 to the
+ *         year 9000); PL_ESTATE (a read-only engine); the first
  *         failure of a schedule (a damaged record, PL_ECORRUPT, naming it:
  *         the other schedules are fired all the same); the store's errors.
  */
@@ -425,8 +429,10 @@ int pl_schedule_fire(pl_engine *engine, int64_t now_ms, size_t *started,
  * @p after_ms (Unix ms, from 0 to the year 9000), by the rules above; no
  * engine needed.  Thread-safe (no setenv(), no localtime()).
  * @param zone "UTC", a tz database name, or NULL for UTC.
- * @return PL_OK; PL_EINVAL (a bad expression or zone, a time out of range:
- *         the message says which and why); PL_ENOMEM.
+ * @param[out] out_ms the tick; 0 on failure.
+ * @return PL_OK; PL_EINVAL (a NULL @p out_ms or @p cron, a bad expression
+ *         or zone, a time out of range: the message says which and why);
+ *         PL_ENOMEM.
  */
 int pl_cron_next(int64_t *out_ms, const char *cron, const char *zone,
                  int64_t after_ms);
