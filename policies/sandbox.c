@@ -100,8 +100,9 @@ int pl_sandbox_new(pl_sandbox **out, const char *root,
 {
     if (out)
         *out = NULL;
-    if (!out || !root)
-        return pl__err(PL_EINVAL, "pl_sandbox_new: NULL argument");
+    if (!out || !root || !*root)
+        return pl__err(PL_EINVAL, "pl_sandbox_new: %s",
+                       !out ? "NULL out" : !root ? "NULL root" : "empty root");
     pl_sandbox_options o;
     if (pl__struct_in(&o, opts, &pl__sandbox_options_layout, "pl_sandbox_new"))
         return PL_EINVAL;
@@ -533,7 +534,8 @@ int pl_sandbox_resolve(char **out, const pl_sandbox *sb, const char *path,
     if (out)
         *out = NULL;
     if (!out || !sb)
-        return pl__err(PL_EINVAL, "pl_sandbox_resolve: NULL argument");
+        return pl__err(PL_EINVAL, "pl_sandbox_resolve: NULL %s",
+                       !out ? "out" : "sandbox");
     int st = check_path_bytes(path, len);
     if (st)
         return st;
@@ -618,7 +620,8 @@ int pl_sandbox_open_file(int *out_fd, const pl_sandbox *sb, const char *path,
     if (out_fd)
         *out_fd = -1;
     if (!out_fd || !sb)
-        return pl__err(PL_EINVAL, "pl_sandbox_open_file: NULL argument");
+        return pl__err(PL_EINVAL, "pl_sandbox_open_file: NULL %s",
+                       !out_fd ? "out_fd" : "sandbox");
     int st = check_path_bytes(path, len);
     if (st)
         return st;
@@ -771,7 +774,8 @@ int pl_sandbox_check_command_in(const pl_sandbox *sb, const char *cwd,
                                 const char *const *argv, size_t argc)
 {
     if (!sb || !argv)
-        return pl__err(PL_EINVAL, "pl_sandbox_check_command: NULL argument");
+        return pl__err(PL_EINVAL, "pl_sandbox_check_command: NULL %s",
+                       !sb ? "sandbox" : "argv");
     if (argc == 0)
         return pl__err(PL_EINVAL, "sandbox: empty command");
     for (size_t i = 0; i < argc; i++) {

@@ -46,6 +46,7 @@ typedef struct fx {
         pl_trace *trace;
         pl_pool *pool;
         pl_schema_cache *cache;
+        pl_mcp *mcp;
         uint64_t u64;
         int64_t i64;
         size_t size;
@@ -484,5 +485,198 @@ Test(api_args, time_queue_schedules)
     cr_assert_eq(pl_engine_change_mark(&after, f.e), PL_OK);
     cr_expect_eq(before, after, "a bad call wrote to the store");
     fx_check_store(&f);
+    fx_close(&f);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Without an engine: steps, the registry, JSON, schemas, the sandbox,      */
+/* tools, traces, decorators, models and MCP servers                        */
+/* ------------------------------------------------------------------------ */
+
+static int noop_policy(pl_ctx *ctx, const pl_action *a, pl_steps *out,
+                       void *user)
+{
+    (void)ctx;
+    (void)a;
+    (void)user;
+    return pl_steps_add_result(out, pl_json_empty());
+}
+
+static void noop_release(void *user) { (void)user; }
+
+#define DEF(v, nm, pf)                                                         \
+    (&(pl_policy_def){.version = (v), .name = (nm), .fn = (pf)})
+#define V(type, v) (&(type){.version = (v)})
+static pl_steps *g_steps;       /* an empty list */
+static pl_sandbox *g_sb;        /* a sandbox on a temporary directory */
+static pl_schema *g_schema;     /* {"type": "object"} */
+static pl_decorator g_dec;      /* a constructor's output */
+static const char *const g_argv[] = {"true", NULL};
+/* clang-format off */
+#define PURE_ROWS(X)                                                                       \
+    X(dur_out, PL_EINVAL, "durability", OUT_ANY, pl_durability_parse(NULL, "sync"))       \
+    X(dur_name, PL_EINVAL, "durability", OUT_ANY, pl_durability_parse(&f->out.dur, NULL)) \
+    X(dur_bad, PL_EINVAL, "durability", OUT_ANY, pl_durability_parse(&f->out.dur, "fast")) \
+    X(type_out, PL_EINVAL, "out", OUT_ANY, pl_step_type_parse(NULL, "text"))        \
+    X(type_bad, PL_EINVAL, "step type", OUT_ANY, pl_step_type_parse(&f->out.type, "txt")) \
+    X(prev_hash_step, PL_EINVAL, "step", OUT_ANY, pl_step_prev_hash(f->out.hash, NULL))   \
+    X(hash_step, PL_EINVAL, "step", OUT_ANY, pl_step_hash(f->out.hash, NULL))             \
+    X(steps_new, PL_EINVAL, "out", OUT_ANY, pl_steps_new(NULL))                           \
+    X(steps_move_dst, PL_EINVAL, "lists", OUT_ANY, pl_steps_move(NULL, g_steps))           \
+    X(steps_move_same, PL_EINVAL, "different", OUT_ANY, pl_steps_move(g_steps, g_steps))       \
+    X(steps_push_list, PL_EINVAL, "list", OUT_ANY, pl_steps_push(NULL, NULL))             \
+    X(steps_push_step, PL_EINVAL, "step", OUT_ANY, pl_steps_push(g_steps, NULL))          \
+    X(steps_add_list, PL_EINVAL, "list", OUT_ANY, pl_steps_add(NULL, PL_STEP_TEXT, "a", f->obj)) \
+    X(steps_add_type, PL_EINVAL, "step type", OUT_ANY, pl_steps_add(g_steps, (pl_step_type)99, "a", f->obj)) \
+    X(steps_add_wait, PL_EINVAL, "engine", OUT_ANY, pl_steps_add(g_steps, PL_STEP_WAIT, "a", f->obj)) \
+    X(steps_add_actor, PL_EINVAL, "actor", OUT_ANY, pl_steps_add(g_steps, PL_STEP_TEXT, NULL, f->obj)) \
+    X(steps_add_actor_empty, PL_EINVAL, "actor", OUT_ANY, pl_steps_add(g_steps, PL_STEP_TEXT, "", f->obj)) \
+    X(steps_add_actor_long, PL_EINVAL, "actor", OUT_ANY, pl_steps_add(g_steps, PL_STEP_TEXT, f->long_name, f->obj)) \
+    X(steps_add_actor_utf8, PL_EINVAL, "actor", OUT_ANY, pl_steps_add(g_steps, PL_STEP_TEXT, BAD_UTF8, f->obj)) \
+    X(steps_add_actor_ctrl, PL_EINVAL, "actor", OUT_ANY, pl_steps_add(g_steps, PL_STEP_TEXT, CTRL_ID, f->obj)) \
+    X(steps_add_payload, PL_EINVAL, "payload", OUT_ANY, pl_steps_add(g_steps, PL_STEP_TEXT, "a", NULL)) \
+    X(steps_add_payload_arr, PL_EJSON, "payload", OUT_ANY, pl_steps_add(g_steps, PL_STEP_TEXT, "a", f->arr)) \
+    X(steps_text_list, PL_EINVAL, "list", OUT_ANY, pl_steps_add_text(NULL, "a", "hi"))    \
+    X(steps_text_text, PL_EINVAL, "text", OUT_ANY, pl_steps_add_text(g_steps, "a", NULL)) \
+    X(steps_result_payload, PL_EINVAL, "payload", OUT_ANY, pl_steps_add_result(g_steps, NULL)) \
+    X(steps_result_arr, PL_EJSON, "payload", OUT_ANY, pl_steps_add_result(g_steps, f->arr)) \
+    X(steps_call_policy, PL_EINVAL, "policy", OUT_ANY, pl_steps_add_call(g_steps, NULL, f->obj)) \
+    X(steps_call_policy_long, PL_EINVAL, "policy", OUT_ANY, pl_steps_add_call(g_steps, f->long_name, f->obj)) \
+    X(steps_call_arr, PL_EJSON, "payload", OUT_ANY, pl_steps_add_call(g_steps, "echo", f->arr)) \
+    X(steps_error_code, PL_EINVAL, "code", OUT_ANY, pl_steps_add_error(g_steps, NULL, "m")) \
+    X(steps_error_code_empty, PL_EINVAL, "code", OUT_ANY, pl_steps_add_error(g_steps, "", "m")) \
+    X(steps_resultf_fmt, PL_EINVAL, "fmt", OUT_ANY, pl_steps_add_resultf(g_steps, NULL))  \
+    X(steps_resultf_arr, PL_EJSON, "object", OUT_ANY, pl_steps_add_resultf(g_steps, "[i]", 1)) \
+    X(reg_new, PL_EINVAL, "out", OUT_ANY, pl_registry_new(NULL))                          \
+    X(reg_add_reg, PL_EINVAL, "registry", OUT_ANY, pl_registry_add(NULL, DEF(PL_POLICY_DEF_VERSION, "x", noop_policy))) \
+    X(reg_add_def, PL_EINVAL, "def", OUT_ANY, pl_registry_add(f->reg, NULL))              \
+    X(reg_add_v0, PL_EINVAL, "version", OUT_ANY, pl_registry_add(f->reg, DEF(0, "x", noop_policy))) \
+    X(reg_add_v99, PL_EINVAL, "version", OUT_ANY, pl_registry_add(f->reg, DEF(99, "x", noop_policy))) \
+    X(reg_add_name, PL_EINVAL, "name", OUT_ANY, pl_registry_add(f->reg, DEF(PL_POLICY_DEF_VERSION, NULL, noop_policy))) \
+    X(reg_add_name_empty, PL_EINVAL, "name", OUT_ANY, pl_registry_add(f->reg, DEF(PL_POLICY_DEF_VERSION, "", noop_policy))) \
+    X(reg_add_name_long, PL_EINVAL, "name", OUT_ANY, pl_registry_add(f->reg, DEF(PL_POLICY_DEF_VERSION, f->long_name, noop_policy))) \
+    X(reg_add_name_utf8, PL_EINVAL, "name", OUT_ANY, pl_registry_add(f->reg, DEF(PL_POLICY_DEF_VERSION, BAD_UTF8, noop_policy))) \
+    X(reg_add_name_ctrl, PL_EINVAL, "name", OUT_ANY, pl_registry_add(f->reg, DEF(PL_POLICY_DEF_VERSION, CTRL_ID, noop_policy))) \
+    X(reg_add_fn, PL_EINVAL, "function", OUT_ANY, pl_registry_add(f->reg, DEF(PL_POLICY_DEF_VERSION, "x", NULL))) \
+    X(reg_add_taken, PL_EEXIST, "echo", OUT_ANY, pl_registry_add(f->reg, DEF(PL_POLICY_DEF_VERSION, "echo", noop_policy))) \
+    X(reg_add_schema_arr, PL_EJSON, "schema", OUT_ANY, pl_registry_add(f->reg, (&(pl_policy_def){.version = PL_POLICY_DEF_VERSION, .name = "x", .fn = noop_policy, .input_schema = "[]"}))) \
+    X(reg_add_schema_bad, PL_EJSON, "schema", OUT_ANY, pl_registry_add(f->reg, (&(pl_policy_def){.version = PL_POLICY_DEF_VERSION, .name = "x", .fn = noop_policy, .input_schema = "{"}))) \
+    X(reg_owned_release, PL_EINVAL, "release", OUT_ANY, pl_registry_add_owned(f->reg, DEF(PL_POLICY_DEF_VERSION, "x", noop_policy), NULL)) \
+    X(reg_owned_name, PL_EINVAL, "name", OUT_ANY, pl_registry_add_owned(f->reg, DEF(PL_POLICY_DEF_VERSION, "", noop_policy), noop_release)) \
+    X(reg_fn_reg, PL_EINVAL, "registry", OUT_ANY, pl_registry_add_fn(NULL, "x", noop_policy, NULL)) \
+    X(reg_fn_name, PL_EINVAL, "name", OUT_ANY, pl_registry_add_fn(f->reg, NULL, noop_policy, NULL)) \
+    X(reg_fn_fn, PL_EINVAL, "function", OUT_ANY, pl_registry_add_fn(f->reg, "x", NULL, NULL))   \
+    X(reg_human_name, PL_EINVAL, "name", OUT_ANY, pl_registry_add_human(f->reg, NULL))    \
+    X(reg_human_reg, PL_EINVAL, "registry", OUT_ANY, pl_registry_add_human(NULL, "h"))    \
+    X(plugin_reg, PL_EINVAL, "registry", OUT_ANY, pl_plugin_load(NULL, "/nonexistent.so")) \
+    X(plugin_path, PL_EINVAL, "path", OUT_ANY, pl_plugin_load(f->reg, NULL))              \
+    X(plugin_path_empty, PL_EINVAL, "path", OUT_ANY, pl_plugin_load(f->reg, ""))          \
+    X(plugin_missing, PL_ENOTFOUND, "/nonexistent", OUT_ANY, pl_plugin_load(f->reg, "/nonexistent/p.so")) \
+    X(pack_out, PL_EINVAL, "out", OUT_ANY, pl_json_pack(NULL, "{s:i}", "a", 1))           \
+    X(pack_fmt, PL_EINVAL, "fmt", OUT_ZERO, pl_json_pack(&f->out.json, NULL))             \
+    X(pack_fmt_bad, PL_EINVAL, "format", OUT_ZERO, pl_json_pack(&f->out.json, "{s:i", "a", 1)) \
+    X(pack_key, PL_EINVAL, "key", OUT_ZERO, pl_json_pack(&f->out.json, "{s:i}", (const char *)NULL, 1)) \
+    X(pack_str, PL_EINVAL, "NULL", OUT_ZERO, pl_json_pack(&f->out.json, "{s:s}", "a", (const char *)NULL)) \
+    X(unpack_json, PL_EINVAL, "json", OUT_ANY, pl_json_unpack(NULL, "{}"))                \
+    X(unpack_fmt, PL_EINVAL, "fmt", OUT_ANY, pl_json_unpack(f->obj, NULL))                \
+    X(schema_out, PL_EINVAL, "out", OUT_ANY, pl_schema_compile(NULL, f->obj))             \
+    X(schema_null, PL_EINVAL, "schema", OUT_ZERO, pl_schema_compile(&f->out.schema, NULL)) \
+    X(schema_arr, PL_EJSON, "object", OUT_ZERO, pl_schema_compile(&f->out.schema, f->arr)) \
+    X(schema_text_null, PL_EINVAL, "text", OUT_ZERO, pl_schema_compile_text(&f->out.schema, NULL)) \
+    X(schema_text_bad, PL_EJSON, "JSON", OUT_ZERO, pl_schema_compile_text(&f->out.schema, "{")) \
+    X(schema_text_empty, PL_EJSON, "JSON", OUT_ZERO, pl_schema_compile_text(&f->out.schema, "")) \
+    X(validate_schema, PL_EINVAL, "schema", OUT_ANY, pl_schema_validate(NULL, NULL, f->obj)) \
+    X(validate_instance, PL_EINVAL, "instance", OUT_ANY, pl_schema_validate(NULL, g_schema, NULL)) \
+    X(validate_v0, PL_EINVAL, "version", OUT_ANY, pl_schema_validate(V(pl_schema_error, 0), g_schema, f->obj)) \
+    X(sb_out, PL_EINVAL, "out", OUT_ANY, pl_sandbox_new(NULL, "/tmp", NULL))              \
+    X(sb_root, PL_EINVAL, "root", OUT_ZERO, pl_sandbox_new(&f->out.sb, NULL, NULL))       \
+    X(sb_root_empty, PL_EINVAL, "root", OUT_ZERO, pl_sandbox_new(&f->out.sb, "", NULL))   \
+    X(sb_root_missing, PL_ENOTFOUND, "/nonexistent", OUT_ZERO, pl_sandbox_new(&f->out.sb, "/nonexistent/dir", NULL)) \
+    X(sb_v0, PL_EINVAL, "version", OUT_ZERO, pl_sandbox_new(&f->out.sb, "/tmp", V(pl_sandbox_options, 0))) \
+    X(sb_v99, PL_EINVAL, "version", OUT_ZERO, pl_sandbox_new(&f->out.sb, "/tmp", V(pl_sandbox_options, 99))) \
+    X(sb_resolve_out, PL_EINVAL, "out", OUT_ANY, pl_sandbox_resolve(NULL, g_sb, "a", 1))  \
+    X(sb_resolve_sb, PL_EINVAL, "sandbox", OUT_ZERO, pl_sandbox_resolve(&f->out.str, NULL, "a", 1)) \
+    X(sb_resolve_path, PL_EINVAL, "path", OUT_ZERO, pl_sandbox_resolve(&f->out.str, g_sb, NULL, 1)) \
+    X(sb_resolve_escape, PL_EFORBIDDEN, "..", OUT_ZERO, pl_sandbox_resolve(&f->out.str, g_sb, "../x", 4)) \
+    X(sb_resolve_nul, PL_EINVAL, "NUL", OUT_ZERO, pl_sandbox_resolve(&f->out.str, g_sb, "a\0b", 3)) \
+    X(sb_resolve_huge, PL_ELIMIT, "longer", OUT_ZERO, pl_sandbox_resolve(&f->out.str, g_sb, "a", SIZE_MAX)) \
+    X(sb_open_out, PL_EINVAL, "out", OUT_ANY, pl_sandbox_open_file(NULL, g_sb, "a", 1, 0, 0)) \
+    X(sb_open_escape, PL_EFORBIDDEN, "..", OUT_ANY, pl_sandbox_open_file(&f->out.fd, g_sb, "../x", 4, 0, 0)) \
+    X(sb_cmd_sb, PL_EINVAL, "sandbox", OUT_ANY, pl_sandbox_check_command(NULL, g_argv, 1)) \
+    X(sb_cmd_argv, PL_EINVAL, "argv", OUT_ANY, pl_sandbox_check_command(g_sb, NULL, 1))   \
+    X(sb_cmd_argc, PL_EINVAL, "empty", OUT_ANY, pl_sandbox_check_command(g_sb, g_argv, 0)) \
+    X(sb_cmd_argc_huge, PL_EINVAL, "NULL", OUT_ANY, pl_sandbox_check_command(g_sb, g_argv, 2)) \
+    X(tools_out, PL_EINVAL, "out", OUT_ANY, pl_tools_new(NULL, NULL))                     \
+    X(tools_v0, PL_EINVAL, "version", OUT_ZERO, pl_tools_new(&f->out.tools, V(pl_tools_options, 0))) \
+    X(tools_reg, PL_EINVAL, "registry", OUT_ANY, pl_tools_register(NULL, NULL))           \
+    X(trace_out, PL_EINVAL, "out", OUT_ANY, pl_trace_open(NULL, "/tmp/x"))                \
+    X(trace_path, PL_EINVAL, "path", OUT_ZERO, pl_trace_open(&f->out.trace, NULL))        \
+    X(trace_path_empty, PL_EIO, "cannot open", OUT_ZERO, pl_trace_open(&f->out.trace, ""))    \
+    X(otel_stats, PL_EINVAL, "otel", OUT_ANY, pl_otel_stats(V(pl_otel_counts, 1), NULL))  \
+    X(otel_flush, PL_EINVAL, "otel", OUT_ANY, pl_otel_flush(NULL, 10))                    \
+    X(cache_out, PL_EINVAL, "out", OUT_ANY, pl_schema_cache_new(NULL))                    \
+    X(dec_validate_out, PL_EINVAL, "out", OUT_ANY, pl_decorator_validate(NULL, NULL))     \
+    X(dec_loop_out, PL_EINVAL, "out", OUT_ANY, pl_decorator_loop(NULL, 3))                \
+    X(dec_invoke_out, PL_EINVAL, "out", OUT_ANY, pl_decorator_invoke_action(NULL))        \
+    X(dec_invoke_with_out, PL_EINVAL, "out", OUT_ANY, pl_decorator_invoke_action_with(NULL, NULL, 0)) \
+    X(dec_invoke_with_per, PL_EINVAL, "list", OUT_ANY, pl_decorator_invoke_action_with(&g_dec, NULL, 2)) \
+    X(dec_retry_out, PL_EINVAL, "out", OUT_ANY, pl_decorator_retry(NULL, NULL))           \
+    X(dec_retry_v0, PL_EINVAL, "version", OUT_ANY, pl_decorator_retry(&g_dec, V(pl_retry_options, 0))) \
+    X(dec_retry_v99, PL_EINVAL, "version", OUT_ANY, pl_decorator_retry(&g_dec, V(pl_retry_options, 99))) \
+    X(dec_timeout_out, PL_EINVAL, "out", OUT_ANY, pl_decorator_timeout(NULL, 100))        \
+    X(dec_timeout_zero, PL_EINVAL, "ms", OUT_ANY, pl_decorator_timeout(&g_dec, 0))        \
+    X(dec_timeout_neg, PL_EINVAL, "ms", OUT_ANY, pl_decorator_timeout(&g_dec, -5))        \
+    X(dec_timeout_huge, PL_EINVAL, "ms", OUT_ANY, pl_decorator_timeout(&g_dec, INT64_MAX)) \
+    X(dec_budget_out, PL_EINVAL, "out", OUT_ANY, pl_decorator_budget(NULL, V(pl_budget, 1))) \
+    X(dec_budget_null, PL_EINVAL, "limits", OUT_ANY, pl_decorator_budget(&g_dec, NULL))   \
+    X(dec_budget_v0, PL_EINVAL, "version", OUT_ANY, pl_decorator_budget(&g_dec, V(pl_budget, 0))) \
+    X(dec_cap_out, PL_EINVAL, "out", OUT_ANY, pl_decorator_cap(NULL, 100))                \
+    X(dec_cap_zero, PL_EINVAL, "cap", OUT_ANY, pl_decorator_cap(&g_dec, 0))         \
+    X(dec_rate_out, PL_EINVAL, "out", OUT_ANY, pl_decorator_rate_limit(NULL, NULL))       \
+    X(dec_rate_null, PL_EINVAL, "options", OUT_ANY, pl_decorator_rate_limit(&g_dec, NULL))   \
+    X(dec_rate_v0, PL_EINVAL, "version", OUT_ANY, pl_decorator_rate_limit(&g_dec, V(pl_rate_limit_options, 0))) \
+    X(dec_page_out, PL_EINVAL, "out", OUT_ANY, pl_decorator_paginate(NULL, NULL))         \
+    X(dec_page_v0, PL_EINVAL, "version", OUT_ANY, pl_decorator_paginate(&g_dec, V(pl_paginate_options, 0))) \
+    X(dec_observe_out, PL_EINVAL, "out", OUT_ANY, pl_decorator_observe(NULL, NULL))       \
+    X(dec_observe_v0, PL_EINVAL, "version", OUT_ANY, pl_decorator_observe(&g_dec, V(pl_observe_options, 0))) \
+    X(observation_out, PL_EINVAL, "out", OUT_ANY, pl_observation_default(NULL, "t", f->obj)) \
+    X(observation_raw, PL_EINVAL, "raw", OUT_ZERO, pl_observation_default(&f->out.json, "t", NULL)) \
+    X(llm_reg, PL_EINVAL, "reg", OUT_ANY, pl_llm_register(NULL, "m", "scripted://x", NULL, NULL)) \
+    X(llm_name, PL_EINVAL, "name", OUT_ANY, pl_llm_register(f->reg, NULL, "scripted://x", NULL, NULL)) \
+    X(llm_name_utf8, PL_EINVAL, "name", OUT_ANY, pl_llm_register(f->reg, BAD_UTF8, "scripted://x", NULL, NULL)) \
+    X(llm_url, PL_EINVAL, "url", OUT_ANY, pl_llm_register(f->reg, "m", NULL, NULL, NULL)) \
+    X(llm_url_bad, PL_EINVAL, "url", OUT_ANY, pl_llm_register(f->reg, "m", "gopher://x", NULL, NULL)) \
+    X(llm_v0, PL_EINVAL, "version", OUT_ANY, pl_llm_register(f->reg, "m", "scripted://x", NULL, V(pl_llm_options, 0))) \
+    X(mcp_out, PL_EINVAL, "out", OUT_ANY, pl_mcp_register(NULL, f->reg, "m", "stdio:true", NULL)) \
+    X(mcp_reg, PL_EINVAL, "registry", OUT_ZERO, pl_mcp_register(&f->out.mcp, NULL, "m", "stdio:true", NULL)) \
+    X(mcp_name, PL_EINVAL, "name", OUT_ZERO, pl_mcp_register(&f->out.mcp, f->reg, NULL, "stdio:true", NULL)) \
+    X(mcp_name_utf8, PL_EINVAL, "name", OUT_ZERO, pl_mcp_register(&f->out.mcp, f->reg, BAD_UTF8, "stdio:true", NULL)) \
+    X(mcp_spec, PL_EINVAL, "spec", OUT_ZERO, pl_mcp_register(&f->out.mcp, f->reg, "m", NULL, NULL)) \
+    X(mcp_spec_empty, PL_EINVAL, "spec", OUT_ZERO, pl_mcp_register(&f->out.mcp, f->reg, "m", "", NULL)) \
+    X(mcp_v0, PL_EINVAL, "version", OUT_ZERO, pl_mcp_register(&f->out.mcp, f->reg, "m", "stdio:true", V(pl_mcp_options, 0)))
+/* clang-format on */
+
+PURE_ROWS(ROW_FN)
+
+Test(api_args, without_an_engine)
+{
+    fx f;
+    memset(&f, 0, sizeof f);
+    fx_names(&f);
+    f.reg = t_registry();
+    size_t policies = pl_registry_count(f.reg);
+    cr_assert_eq(pl_steps_new(&g_steps), PL_OK);
+    cr_assert_eq(pl_sandbox_new(&g_sb, t_tmpdir(), NULL), PL_OK, "%s",
+                 pl_errmsg());
+    cr_assert_eq(pl_schema_compile_text(&g_schema, "{\"type\":\"object\"}"),
+                 PL_OK, "%s", pl_errmsg());
+    RUN_TABLE(&f, PURE_ROWS);
+    /* nothing was added by a refused call */
+    cr_expect_eq(pl_steps_count(g_steps), 0, "a refused step was added");
+    cr_expect_eq(pl_registry_count(f.reg), policies,
+                 "a refused policy was registered");
+    pl_schema_free(g_schema);
+    pl_sandbox_free(g_sb);
+    pl_steps_free(g_steps);
     fx_close(&f);
 }

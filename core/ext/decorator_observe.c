@@ -154,8 +154,10 @@ int pl_observation_default(cJSON **out, const char *tool, const cJSON *raw)
     if (out)
         *out = NULL;
     if (!out || !tool || !cJSON_IsObject(raw))
-        return pl_errorf(PL_EINVAL, "pl_observation_default: NULL argument "
-                                    "or a raw result that is not an object");
+        return pl_errorf(PL_EINVAL, "pl_observation_default: %s",
+                         !out    ? "NULL out"
+                         : !tool ? "NULL tool"
+                                 : "the raw result is not an object");
     char *sum = NULL;
     int st = summary(&sum, tool, raw);
     if (st)

@@ -83,10 +83,11 @@ int pl_decorator_timeout(pl_decorator *out, int64_t ms)
 {
     if (!out)
         return pl_errorf(PL_EINVAL, "pl_decorator_timeout: out is NULL");
-    if (ms <= 0)
+    /* the bound timeout_fn() holds a recorded decorator to */
+    if (ms <= 0 || ms > INT64_MAX / 2)
         return pl_errorf(PL_EINVAL,
                          "pl_decorator_timeout: %lld ms is not a "
-                         "timeout: give 1 ms or more",
+                         "timeout: give 1 ms to 2^62",
                          (long long)ms);
     pl_decorator d = PL_DECORATOR_INIT;
     d.fn = timeout_fn;

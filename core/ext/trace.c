@@ -43,7 +43,8 @@ int pl_trace_open(pl_trace **out, const char *path)
     if (out)
         *out = NULL;
     if (!out || !path)
-        return pl_errorf(PL_EINVAL, "pl_trace_open: NULL argument");
+        return pl_errorf(PL_EINVAL, "pl_trace_open: NULL %s",
+                         !out ? "out" : "path");
     pl_trace *t = calloc(1, sizeof *t);
     if (!t)
         return pl_errorf(PL_ENOMEM, "pl_trace_open: out of memory");

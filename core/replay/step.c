@@ -562,7 +562,8 @@ int pl_steps_push(pl_steps *l, pl_step *s)
 {
     if (!l || !s) {
         pl_step_free(s);
-        return pl__err(PL_EINVAL, "pl_steps_push: NULL argument");
+        return pl__err(PL_EINVAL, "pl_steps_push: NULL %s",
+                       !l ? "list" : "step");
     }
     int rc = pl__steps_push(l, s);
     if (rc)

@@ -57,7 +57,8 @@ int pl_next_call(pl_next *next, pl_ctx *ctx, const pl_action *action,
  * turn asking for another: an LLM policy's re-prompt), at most
  * @p max_turns times.  All turns share the
  * invocation's ledger.  Running out of turns appends an `error` step with
- * code "BudgetExceeded", which becomes the call's result.
+ * code "BudgetExceeded", which becomes the call's result (at once when
+ * @p max_turns is 0: no turn runs).
  * @param[out] out the decorator.
  * @return PL_OK; PL_EINVAL (NULL @p out).
  */
@@ -177,7 +178,8 @@ int pl_decorator_retry(pl_decorator *out, const pl_retry_options *opts);
  * is not interrupted: when it returns past the deadline (by the recorded
  * clock) its result is replaced by a recorded "Timeout" error step, which
  * becomes the call's result.  The steps it returned stay in its ledger.
- * @return PL_OK; PL_EINVAL (NULL @p out, @p ms zero or negative).
+ * @return PL_OK; PL_EINVAL (NULL @p out, @p ms zero or negative, or over
+ *         2^62).
  */
 int pl_decorator_timeout(pl_decorator *out, int64_t ms);
 

@@ -432,9 +432,11 @@ static int check_options(const pl_mcp_options *o)
 int pl_mcp_register(pl_mcp **out, pl_registry *reg, const char *name,
                     const char *spec, const pl_mcp_options *opts)
 {
+    if (out)
+        *out = NULL;
     if (!out || !reg)
-        return pl__err(PL_EINVAL, "pl_mcp_register: NULL argument");
-    *out = NULL;
+        return pl__err(PL_EINVAL, "pl_mcp_register: NULL %s",
+                       !out ? "out" : "registry");
     pl_mcp_options current;
     if (pl__struct_in(&current, opts, &pl__mcp_options_layout,
                       "pl_mcp_register"))

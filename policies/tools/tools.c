@@ -214,7 +214,7 @@ int pl_tools_new(pl_tools **out, const pl_tools_options *opts)
     if (out)
         *out = NULL;
     if (!out)
-        return pl__err(PL_EINVAL, "pl_tools_new: NULL argument");
+        return pl__err(PL_EINVAL, "pl_tools_new: NULL out");
     pl_tools_options o;
     if (pl__struct_in(&o, opts, &pl__tools_options_layout, "pl_tools_new"))
         return PL_EINVAL;
@@ -359,7 +359,8 @@ void pl_tools_free(pl_tools *tools)
 int pl_tools_register(pl_registry *reg, const pl_tools *tools)
 {
     if (!reg || !tools)
-        return pl__err(PL_EINVAL, "pl_tools_register: NULL argument");
+        return pl__err(PL_EINVAL, "pl_tools_register: NULL %s",
+                       !reg ? "registry" : "tools");
     pl_policy_def defs[4];
     size_t n = 0;
 
