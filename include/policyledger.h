@@ -59,7 +59,16 @@
  *     handed out as on PL_OK and the run still going (handle it, or return
  *     PL_ERESULT from the policy to fail the run with that error as its
  *     reason); any other non-zero status has stopped the run, except
- *     PL_EINVAL for a stale context or an argument refused before the call.
+ *     PL_EINVAL for a NULL or stale context and for an argument refused
+ *     before any call is made (pl_ctx_call_step()'s step that is no call,
+ *     pl_ctx_call_all()'s NULL or zero calls, and PL_ELIMIT for too many,
+ *     pl_ctx_invokef()'s format).  An action that cannot be called (no
+ *     valid policy name, a NULL payload or one that is not an object, a
+ *     wrong version, bad decorators) stops the run: it is the policy's
+ *     bug, recorded as the run's reason.
+ *   - The other pl_ctx_* functions refuse a bad argument (PL_EINVAL, said
+ *     in pl_errmsg()) without touching the run, but where their comment
+ *     says the run stops.
  *   - Decorator constructors all read `int pl_decorator_X(pl_decorator *out,
  *     ...)`: PL_OK, or PL_EINVAL (with a message) for a NULL out or a bad
  *     configuration.

@@ -102,7 +102,9 @@ int pl_sandbox_new(pl_sandbox **out, const char *root,
         *out = NULL;
     if (!out || !root || !*root)
         return pl__err(PL_EINVAL, "pl_sandbox_new: %s",
-                       !out ? "NULL out" : !root ? "NULL root" : "empty root");
+                       !out    ? "NULL out"
+                       : !root ? "NULL root"
+                               : "empty root");
     pl_sandbox_options o;
     if (pl__struct_in(&o, opts, &pl__sandbox_options_layout, "pl_sandbox_new"))
         return PL_EINVAL;

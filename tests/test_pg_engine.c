@@ -586,7 +586,14 @@ Test(pg, bad_uris_and_an_unreachable_server)
                                 reg, NULL),
                  PL_ESTORE);
     cr_expect(strstr(pl_errmsg(), "cannot connect") != NULL, "%s", pl_errmsg());
-    cr_expect_eq(pl_engine_open(&e, "postgres://[bad", reg, NULL), PL_ESTORE);
+    /* a URI libpq cannot read is refused before any connection */
+    cr_expect_eq(pl_engine_open(&e, "postgres://[bad", reg, NULL), PL_EINVAL);
+    cr_expect(strstr(pl_errmsg(), "not a valid postgresql:// URI") != NULL,
+              "%s", pl_errmsg());
+    cr_expect_eq(pl_engine_open(&e, "postgresql://u:secret@[::1/postgres",
+                                reg, NULL),
+                 PL_EINVAL);
+    cr_expect(strstr(pl_errmsg(), "secret") == NULL, "%s", pl_errmsg());
     /* a password is not repeated in messages */
     cr_expect_eq(pl_engine_open(&e,
                                 "postgresql://u:secret@/postgres?host=/"

@@ -44,11 +44,11 @@ int pl_rate_take(bool *out_admitted, int64_t *out_at_ms,
 {
     if (!out_admitted || !out_at_ms || !out_retry_at_ms || !e || !resource)
         return pl__err(PL_EINVAL, "pl_rate_take: NULL %s",
-                       !out_admitted       ? "out_admitted"
-                       : !out_at_ms        ? "out_at_ms"
-                       : !out_retry_at_ms  ? "out_retry_at_ms"
-                       : !e                ? "engine"
-                                           : "resource");
+                       !out_admitted      ? "out_admitted"
+                       : !out_at_ms       ? "out_at_ms"
+                       : !out_retry_at_ms ? "out_retry_at_ms"
+                       : !e               ? "engine"
+                                          : "resource");
     *out_admitted = false;
     *out_at_ms = *out_retry_at_ms = 0;
     size_t n = strlen(resource);
@@ -78,8 +78,10 @@ static int units_args_ok(const pl_rate_grant *out, const pl_engine *e,
 {
     if (!out || !e || !resource || !unit)
         return pl__err(PL_EINVAL, "%s: NULL %s", fn,
-                       !out ? "out" : !e ? "engine" : !resource ? "resource"
-                                                                 : "unit");
+                       !out        ? "out"
+                       : !e        ? "engine"
+                       : !resource ? "resource"
+                                   : "unit");
     if (pl__struct_version_ok(out->version, &pl__rate_grant_layout, fn))
         return PL_EINVAL;
     size_t n = strlen(resource), m = strlen(unit);

@@ -146,8 +146,16 @@ int pl_ctx_emit(pl_ctx *c, pl_steps *out, pl_step_type type, const char *actor,
         return r->stop;
     if (!actor)
         actor = c->def->name;
-    if (!pl_step_type_name(type) || type > PL_STEP_ERROR || !pl__name_ok(actor))
-        return pl__err(PL_EINVAL, "pl_ctx_emit: bad type or actor");
+    if (!pl_step_type_name(type) || type > PL_STEP_ERROR)
+        return pl__err(PL_EINVAL,
+                       "pl_ctx_emit: step type %d is not one a policy "
+                       "emits",
+                       (int)type);
+    if (!pl__name_ok(actor))
+        return pl__err(PL_EINVAL,
+                       "pl_ctx_emit: bad actor name (1..%d bytes of UTF-8, "
+                       "no control characters)",
+                       PL_MAX_NAME);
     pl__buf b = {0};
     st = pl__payload_encode(&b, payload, r->e->max_payload);
     if (st) {

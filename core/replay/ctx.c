@@ -108,9 +108,9 @@ int pl_ctx_ledger(const pl_steps **out, pl_ctx *c)
 
 /* ---- accessors ------------------------------------------------------------------------------ */
 
-const char *pl_ctx_run_id(const pl_ctx *c) { return c->run->id; }
-const char *pl_ctx_path(const pl_ctx *c) { return c->path; }
-const char *pl_ctx_policy(const pl_ctx *c) { return c->def->name; }
+const char *pl_ctx_run_id(const pl_ctx *c) { return c ? c->run->id : NULL; }
+const char *pl_ctx_path(const pl_ctx *c) { return c ? c->path : NULL; }
+const char *pl_ctx_policy(const pl_ctx *c) { return c ? c->def->name : NULL; }
 /*
  * "RUN/PATH:SEQ" (the caller's path, the call's seq), or "RUN/0" for a
  * root; made on first use, and put together without printf(), since a
@@ -119,6 +119,8 @@ const char *pl_ctx_policy(const pl_ctx *c) { return c->def->name; }
 const char *pl_ctx_idempotency_key(const pl_ctx *cc)
 {
     pl_ctx *c = (pl_ctx *)cc;
+    if (!c)
+        return NULL;
     if (c->idem[0])
         return c->idem;
     size_t rn = strlen(c->run->id),
@@ -160,6 +162,8 @@ const char *pl_ctx_idempotency_key(const pl_ctx *cc)
 bool pl_ctx_replaying(const pl_ctx *cc)
 {
     pl_ctx *c = (pl_ctx *)cc; /* the peek only reads ahead */
+    if (!c)
+        return false;
     if (c->run->check)
         return true; /* a check replay writes nothing, ever */
     if (!c->replaying || c->run->cur != c || c->run->stop)
@@ -169,7 +173,7 @@ bool pl_ctx_replaying(const pl_ctx *cc)
         return true;
     return rec != NULL;
 }
-pl_engine *pl_ctx_engine(const pl_ctx *c) { return c->run->e; }
+pl_engine *pl_ctx_engine(const pl_ctx *c) { return c ? c->run->e : NULL; }
 
 /* ---- the cooperative deadline --------------------------------------------------------------- */
 

@@ -241,8 +241,10 @@ static int bad_record(pl_ctx *c, const char *what)
 
 int pl_ctx_now(int64_t *out, pl_ctx *c)
 {
+    if (out)
+        *out = 0;
     if (!c || !out)
-        return pl__err(PL_EINVAL, "pl_ctx_now: NULL argument");
+        return pl__err(PL_EINVAL, "pl_ctx_now: NULL %s", !out ? "out" : "ctx");
     cJSON *v;
     int st = recorded(c, "now", produce_now, NULL, false, &v);
     if (st)
@@ -258,8 +260,11 @@ int pl_ctx_now(int64_t *out, pl_ctx *c)
 
 int pl_ctx_random(uint64_t *out, pl_ctx *c)
 {
+    if (out)
+        *out = 0;
     if (!c || !out)
-        return pl__err(PL_EINVAL, "pl_ctx_random: NULL argument");
+        return pl__err(PL_EINVAL, "pl_ctx_random: NULL %s",
+                       !out ? "out" : "ctx");
     cJSON *v;
     int st = recorded(c, "random", produce_random, NULL, false, &v);
     if (st)
@@ -283,8 +288,10 @@ int pl_ctx_random(uint64_t *out, pl_ctx *c)
 
 int pl_ctx_uuid(char out[PL_UUID_LEN + 1], pl_ctx *c)
 {
+    if (out)
+        out[0] = '\0';
     if (!c || !out)
-        return pl__err(PL_EINVAL, "pl_ctx_uuid: NULL argument");
+        return pl__err(PL_EINVAL, "pl_ctx_uuid: NULL %s", !out ? "out" : "ctx");
     cJSON *v;
     int st = recorded(c, "uuid", produce_uuid, NULL, false, &v);
     if (st)

@@ -310,8 +310,12 @@ typedef int (*pl_side_effect_fn)(cJSON **out_value, void *user);
  * and is the recorded one the first time too (read back from the record,
  * as a replay reads it).
  * @param name a short label, compared on replay.
- * @param[out] out_value caller owns; free with cJSON_Delete().
- * @return PL_OK; fn's status; the run-stopping statuses of pl_ctx_call().
+ * @param[out] out_value caller owns; free with cJSON_Delete().  NULL on
+ *             failure.
+ * @return PL_OK; fn's status; PL_EINVAL (a NULL @p out_value or @p fn, a
+ *         @p name not 1..PL_MAX_NAME bytes of UTF-8 without control
+ *         characters, a stale context: refused, the run goes on); the
+ *         run-stopping statuses of pl_ctx_call().
  */
 int pl_ctx_side_effect(cJSON **out_value, pl_ctx *ctx, const char *name, pl_side_effect_fn fn,
                        void *user);
@@ -364,7 +368,7 @@ typedef struct pl_side_effect_match {
  * PL_ENONDET.  On the first execution @p match is not called.
  * @param user passed to @p fn; @p match carries its own.
  * @return as pl_ctx_side_effect(); PL_EINVAL also when @p match or its fn
- *         is NULL.
+ *         is NULL, or @p match has a wrong version (the run goes on).
  */
 int pl_ctx_side_effect_checked(cJSON **out_value, pl_ctx *ctx, const char *name,
                                pl_side_effect_fn fn,
@@ -426,8 +430,12 @@ int pl_ctx_version(int *out_version, pl_ctx *ctx, const char *change_id,
  * caller unwinds.  After pl_run_resume(), the replay reaches this call again
  * and it returns PL_OK with the answer.
  * @param prompt a JSON object, never NULL; borrowed.
- * @param[out] out_answer caller owns; free with cJSON_Delete().
- * @return PL_OK; PL_ESUSPENDED; the run-stopping statuses of pl_ctx_call().
+ * @param[out] out_answer caller owns; free with cJSON_Delete().  NULL
+ *             unless PL_OK.
+ * @return PL_OK; PL_ESUSPENDED; PL_EINVAL (a NULL @p prompt, a stale
+ *         context: refused, the run goes on); PL_EJSON (a @p prompt that
+ *         is not an object: the run stops); the run-stopping statuses of
+ *         pl_ctx_call().
  */
 int pl_ctx_suspend(cJSON **out_answer, pl_ctx *ctx, const cJSON *prompt);
 
@@ -461,6 +469,11 @@ int pl_ctx_suspend(cJSON **out_answer, pl_ctx *ctx, const cJSON *prompt);
  *         PL_ENOMEM.
  */
 int pl_ctx_continue_as_new(pl_ctx *ctx, const cJSON *payload);
+
+/*
+ * The accessors below give NULL (false, 0) for a NULL context; unlike the
+ * calls, they do not tell a stale context: read them while the policy runs.
+ */
 
 /** @return the run id (borrowed, valid while the policy runs). */
 const char *pl_ctx_run_id(const pl_ctx *ctx);

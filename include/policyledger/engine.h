@@ -218,9 +218,10 @@ typedef struct pl_engine_options {
  *                      connection URI, which opens a PostgreSQL store in
  *                      the schema its `schema=NAME` parameter names
  *                      (default "policyledger"), creating it if needed.
- *                      A library built without PostgreSQL
- *                      (PL_WITH_POSTGRESQL=OFF) refuses such a URI with
- *                      PL_EINVAL, saying so.
+ *                      A URI libpq cannot parse, or a bad schema name,
+ *                      is PL_EINVAL before any connection.  A library
+ *                      built without PostgreSQL (PL_WITH_POSTGRESQL=OFF)
+ *                      refuses such a URI with PL_EINVAL, saying so.
  * @param registry      borrowed: must outlive the engine and not change
  *                      while the engine runs.
  * @param opts          NULL for defaults.

@@ -515,8 +515,9 @@ static int check_conninfo(const pl__pg_store *s, const char *conninfo)
     const char *quote = strstr(err, " in URI");
     if (quote && (size_t)(quote - err) < len)
         len = (size_t)(quote - err);
-    int st = pl__err(PL_EINVAL, "store '%s': not a valid postgresql:// URI: "
-                                "%.*s",
+    int st = pl__err(PL_EINVAL,
+                     "store '%s': not a valid postgresql:// URI: "
+                     "%.*s",
                      s->path, (int)len, err);
     PQfreemem(err);
     return st;

@@ -580,7 +580,9 @@ int pl_llm_run_tokens(pl_llm_tokens *out, pl_engine *engine, const char *run_id)
 {
     if (!out || !engine || !run_id)
         return pl__err(PL_EINVAL, "pl_llm_run_tokens: NULL %s",
-                       !out ? "out" : !engine ? "engine" : "run id");
+                       !out      ? "out"
+                       : !engine ? "engine"
+                                 : "run id");
     if (pl__struct_version_ok(out->version, &pl__llm_tokens_layout,
                               "pl_llm_run_tokens"))
         return PL_EINVAL;
