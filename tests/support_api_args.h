@@ -42,6 +42,7 @@ typedef struct fx {
         pl_pool *pool;
         pl_schema_cache *cache;
         pl_mcp *mcp;
+        pl_otel *otel;
         pl_step *step;
         const pl_steps *view;
         uint64_t u64;

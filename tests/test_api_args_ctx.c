@@ -29,6 +29,25 @@ static int noop_policy(pl_ctx *ctx, const pl_action *a, pl_steps *out,
 
 static void noop_release(void *user) { (void)user; }
 
+/* pl_json_vpack() and pl_json_vunpack(), through a va_list */
+static int vpack(cJSON **out, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int st = pl_json_vpack(out, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+static int vunpack(const cJSON *json, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int st = pl_json_vunpack(json, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
 #define DEF(v, nm, pf)                                                         \
     (&(pl_policy_def){.version = (v), .name = (nm), .fn = (pf)})
 static pl_steps *g_steps;   /* an empty list */
@@ -130,12 +149,17 @@ static const char *const g_argv[] = {"true", NULL};
     X(sb_cmd_argv, PL_EINVAL, "argv", OUT_ANY, pl_sandbox_check_command(g_sb, NULL, 1))   \
     X(sb_cmd_argc, PL_EINVAL, "empty", OUT_ANY, pl_sandbox_check_command(g_sb, g_argv, 0)) \
     X(sb_cmd_argc_huge, PL_EINVAL, "NULL", OUT_ANY, pl_sandbox_check_command(g_sb, g_argv, 2)) \
+    X(sb_cmd_in_sb, PL_EINVAL, "sandbox", OUT_ANY, pl_sandbox_check_command_in(NULL, ".", g_argv, 1)) \
     X(tools_out, PL_EINVAL, "out", OUT_ANY, pl_tools_new(NULL, NULL))                     \
     X(tools_v0, PL_EINVAL, "version", OUT_ZERO, pl_tools_new(&f->out.tools, V(pl_tools_options, 0))) \
     X(tools_reg, PL_EINVAL, "registry", OUT_ANY, pl_tools_register(NULL, NULL))           \
     X(trace_out, PL_EINVAL, "out", OUT_ANY, pl_trace_open(NULL, "/tmp/x"))                \
     X(trace_path, PL_EINVAL, "path", OUT_ZERO, pl_trace_open(&f->out.trace, NULL))        \
     X(trace_path_empty, PL_EIO, "cannot open", OUT_ZERO, pl_trace_open(&f->out.trace, ""))    \
+    X(otel_out, PL_WITH_CURL ? PL_EINVAL : PL_EIO, "pl_otel_open", OUT_ANY, pl_otel_open(NULL, NULL)) \
+    X(otel_v0, PL_WITH_CURL ? PL_EINVAL : PL_EIO, "pl_otel_open", OUT_ZERO, pl_otel_open(&f->out.otel, V(pl_otel_options, 0))) \
+    X(vpack_fmt, PL_EINVAL, "fmt", OUT_ZERO, vpack(&f->out.json, NULL))                   \
+    X(vunpack_json, PL_EINVAL, "json", OUT_ANY, vunpack(NULL, "{}"))                      \
     X(otel_stats, PL_EINVAL, "otel", OUT_ANY, pl_otel_stats(V(pl_otel_counts, 1), NULL))  \
     X(otel_flush, PL_EINVAL, "otel", OUT_ANY, pl_otel_flush(NULL, 10))                    \
     X(cache_out, PL_EINVAL, "out", OUT_ANY, pl_schema_cache_new(NULL))                    \
@@ -177,6 +201,7 @@ static const char *const g_argv[] = {"true", NULL};
     X(mcp_name_utf8, PL_EINVAL, "name", OUT_ZERO, pl_mcp_register(&f->out.mcp, f->reg, BAD_UTF8, "stdio:true", NULL)) \
     X(mcp_spec, PL_EINVAL, "spec", OUT_ZERO, pl_mcp_register(&f->out.mcp, f->reg, "m", NULL, NULL)) \
     X(mcp_spec_empty, PL_EINVAL, "spec", OUT_ZERO, pl_mcp_register(&f->out.mcp, f->reg, "m", "", NULL)) \
+    X(mcp_http, PL_WITH_CURL ? PL_EIO : PL_EINVAL, "http", OUT_ZERO, pl_mcp_register(&f->out.mcp, f->reg, "m", "http://127.0.0.1:1/mcp", NULL)) \
     X(mcp_v0, PL_EINVAL, "version", OUT_ZERO, pl_mcp_register(&f->out.mcp, f->reg, "m", "stdio:true", V(pl_mcp_options, 0)))
 /* clang-format on */
 
@@ -357,12 +382,33 @@ static const ctx_row g_ctx_rows[] = {CTX_ROWS(CTX_ROW_ENTRY)};
     X(pl_event_kind_name((pl_event_kind)99) == NULL)                           \
     X(pl_durability_name((pl_durability)99) == NULL)                           \
     X(strcmp(pl_strerror(12345), "unknown status") == 0)                       \
-    X(pl_status_name(12345) != NULL)
+    X(pl_status_name(12345) != NULL)                                           \
+    X(pl_engine_registry(NULL) == NULL)                                        \
+    X(pl_engine_durability(NULL) == PL_DURABILITY_SYNC)                        \
+    X(pl_trace_close(NULL) == PL_OK)                                           \
+    X(pl_otel_close(NULL) == PL_OK)
 #define NULL_SAFE_CHECK(expr) cr_expect(expr, "%s", #expr);
 
 Test(api_args_ctx, null_safe_accessors)
 {
     NULL_SAFE(NULL_SAFE_CHECK)
+    /* what frees, closes or takes an event: NULL does nothing */
+    pl_engine_close(NULL);
+    pl_pool_free(NULL);
+    pl_outcome_free(NULL);
+    pl_run_info_free(NULL);
+    pl_step_free(NULL);
+    pl_steps_free(NULL);
+    pl_steps_clear(NULL);
+    pl_registry_free(NULL);
+    pl_schema_free(NULL);
+    pl_schema_cache_free(NULL);
+    pl_sandbox_free(NULL);
+    pl_tools_free(NULL);
+    pl_mcp_close(NULL);
+    pl_worker_stop(NULL);
+    pl_trace_event(NULL, NULL);
+    pl_otel_event(NULL, NULL);
     cr_expect_eq(pl_errorf(PL_EINVAL, NULL), PL_EINVAL);
     cr_expect_str_eq(pl_errmsg(), "PL_EINVAL");
 }

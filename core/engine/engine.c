@@ -242,7 +242,10 @@ void pl_engine_close(pl_engine *e)
     free(e);
 }
 
-const pl_registry *pl_engine_registry(const pl_engine *e) { return e->reg; }
+const pl_registry *pl_engine_registry(const pl_engine *e)
+{
+    return e ? e->reg : NULL;
+}
 
 int pl_engine_stats(pl_store_stats *out, pl_engine *e)
 {
@@ -272,7 +275,10 @@ int pl_engine_change_mark(uint64_t *out, pl_engine *e)
     return pl__store_mark(e->store, out);
 }
 
-pl_durability pl_engine_durability(const pl_engine *e) { return e->durability; }
+pl_durability pl_engine_durability(const pl_engine *e)
+{
+    return e ? e->durability : PL_DURABILITY_SYNC;
+}
 
 /* ---- the active set --------------------------------------------------------------- */
 

@@ -246,10 +246,11 @@ int pl_engine_open(pl_engine **out, const char *path,
  */
 void pl_engine_close(pl_engine *engine);
 
-/** @return the engine's registry (borrowed). */
+/** @return the engine's registry (borrowed); NULL for a NULL engine. */
 const pl_registry *pl_engine_registry(const pl_engine *engine);
 
-/** @return the engine's durability mode. */
+/** @return the engine's durability mode; PL_DURABILITY_SYNC, the default,
+ *  for a NULL engine. */
 pl_durability pl_engine_durability(const pl_engine *engine);
 
 #define PL_STORE_STATS_VERSION 1

@@ -63,7 +63,8 @@ int pl_trace_open(pl_trace **out, const char *path);
 /**
  * Write one event as a line: a pl_event_fn whose user is the pl_trace.
  * A line that cannot be written is counted, never reported here (an event
- * callback returns nothing): pl_trace_close() reports it.
+ * callback returns nothing): pl_trace_close() reports it.  A NULL
+ * @p event or @p trace does nothing.
  */
 void pl_trace_event(const pl_event *event, void *trace);
 
@@ -180,7 +181,8 @@ typedef struct pl_otel_counts {
  */
 int pl_otel_open(pl_otel **out, const pl_otel_options *opts);
 
-/** Take one event: a pl_event_fn whose user is the pl_otel. */
+/** Take one event: a pl_event_fn whose user is the pl_otel.  A NULL
+ *  @p event or @p otel does nothing. */
 void pl_otel_event(const pl_event *event, void *otel);
 
 /** Copy the exporter's counters into @p out, made with PL_OTEL_COUNTS_INIT.
