@@ -311,18 +311,27 @@ cJSON *log_of(const scripted *s)
     return arr;
 }
 
-/* How many of the log's requests are @p method. */
-int requests(const scripted *s, const char *method)
+bool is_request(const cJSON *e, const char *method, const char *sid)
+{
+    const char *m = cJSON_GetStringValue(
+        cJSON_GetObjectItemCaseSensitive(e, "method"));
+    const char *in = cJSON_GetStringValue(
+        cJSON_GetObjectItemCaseSensitive(e, "session"));
+    return m && strcmp(m, method) == 0 &&
+           (!sid || (in && strcmp(in, sid) == 0));
+}
+
+int requests_in(const scripted *s, const char *method, const char *sid)
 {
     cJSON *l = log_of(s);
     int n = 0;
     const cJSON *e;
-    cJSON_ArrayForEach(e, l)
-    {
-        const char *m = cJSON_GetStringValue(
-            cJSON_GetObjectItemCaseSensitive(e, "method"));
-        n += m && strcmp(m, method) == 0;
-    }
+    cJSON_ArrayForEach(e, l) { n += is_request(e, method, sid); }
     cJSON_Delete(l);
     return n;
+}
+
+int requests(const scripted *s, const char *method)
+{
+    return requests_in(s, method, NULL);
 }

@@ -88,7 +88,12 @@ int register_on(const char *script, pl_mcp_options *o);
 void open_on(const char *script, pl_mcp_options *o);
 /* The log's entries (a JSON array; caller frees). */
 cJSON *log_of(const scripted *s);
-/* How many of the log's requests are @p method. */
+/* Whether log entry @p e is a request @p method of session @p sid (NULL:
+ * any). */
+bool is_request(const cJSON *e, const char *method, const char *sid);
+/* How many of the log's requests are @p method; _in: of session @p sid
+ * (NULL: any). */
 int requests(const scripted *s, const char *method);
+int requests_in(const scripted *s, const char *method, const char *sid);
 
 #endif

@@ -75,21 +75,36 @@ static bool echoes(const cJSON *r, const char *who)
            text && strstr(text, want);
 }
 
-/* The "calls" of one call of @p tool with {"who": @p who}. */
-static const char *call_of(const char *tool, const char *who)
+/*
+ * Start run @p id of "use" on @p e: one call of @p tool with
+ * {"who": @p who}.  No cr_assert: children and threads call it.
+ */
+static int start_use(pl_outcome **o, pl_engine *e, const char *id,
+                     const char *tool, const char *who)
 {
-    static char text[256];
+    char text[512];
     snprintf(text, sizeof text,
-             "[{\"tool\": \"%s\", \"args\": {\"who\": \"%s\"}}]", tool, who);
-    return text;
+             "{\"calls\": [{\"tool\": \"%s\", \"args\": {\"who\": \"%s\"}}]}",
+             tool, who);
+    return t_try_start(o, e, "use", text, id);
+}
+
+/* The result of the call of a completed run of "use" (NULL if none). */
+static const cJSON *got_of(const pl_outcome *o)
+{
+    return cJSON_GetArrayItem(
+        cJSON_GetObjectItemCaseSensitive(pl_outcome_result(o), "got"), 0);
 }
 
 /* The parent's run @p id: one call of @p tool, answered with its echo. */
 static void parent_calls(const char *id, const char *tool, const char *who)
 {
-    cJSON *got = run(id, call_of(tool, who), 1);
-    cr_expect(echoes(at(got, 0), who), "%s", t_text(got));
-    cJSON_Delete(got);
+    pl_outcome *o = NULL;
+    cr_assert_eq(start_use(&o, F.engine, id, tool, who), PL_OK, "%s",
+                 pl_errmsg());
+    cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason ? o->reason : "");
+    cr_expect(echoes(got_of(o), who), "%s", t_text(got_of(o)));
+    pl_outcome_free(o);
 }
 
 /* The child's end: @p code, or C_LEAK when LeakSanitizer (built with
@@ -122,35 +137,31 @@ static _Noreturn void child_calls(const char *store, const char *tool,
     pl_engine *e = NULL;
     if (pl_engine_open(&e, store, F.reg, &eo) != PL_OK)
         _exit(C_ENGINE);
-    char text[512];
-    snprintf(text, sizeof text, "{\"calls\": %s}", call_of(tool, "child"));
-    cJSON *payload = cJSON_Parse(text);
-    pl_action a = PL_ACTION_INIT;
-    a.policy = "use";
-    a.payload = payload;
-    pl_run_options ro = PL_RUN_OPTIONS_INIT;
-    ro.run_id = "child";
     pl_outcome *o = NULL;
     int code = C_OK;
-    if (!payload || pl_run_start(&o, e, &a, &ro) != PL_OK ||
+    if (start_use(&o, e, "child", tool, "child") != PL_OK ||
         o->status != PL_RUN_COMPLETED)
         code = C_RUN;
-    else if (!echoes(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(
-                                            pl_outcome_result(o), "got"),
-                                        0),
-                     "child"))
+    else if (!echoes(got_of(o), "child"))
         code = C_RESULT;
     pl_outcome_free(o);
-    cJSON_Delete(payload);
     pl_engine_close(e);
     pl_mcp_close(F.mcp);
     child_exit(code, ask_leaks);
 }
 
-/* A store for the child, apart from the parent's. */
-static void child_store(char *out, size_t n)
+/* Fork a child that calls @p tool (child_calls(), on a store apart from
+ * the parent's) and wait for it to exit 0. */
+static void fork_child_calling(const char *tool, bool ask_leaks)
 {
-    snprintf(out, n, "%s", t_store_path());
+    char store[4200];
+    snprintf(store, sizeof store, "%s", t_store_path());
+    fflush(NULL);
+    pid_t pid = fork();
+    cr_assert_neq(pid, -1);
+    if (pid == 0)
+        child_calls(store, tool, ask_leaks);
+    expect_child_ok(pid);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -216,14 +227,7 @@ Test(mcp_fork, a_childs_call_starts_its_own_server_and_leaves_the_parents)
 {
     open_fake("ok");
     parent_calls("p1", "fake.echo", "before");
-    char store[4200];
-    child_store(store, sizeof store);
-    fflush(NULL);
-    pid_t pid = fork();
-    cr_assert_neq(pid, -1);
-    if (pid == 0)
-        child_calls(store, "fake.echo", true);
-    expect_child_ok(pid);
+    fork_child_calling("fake.echo", true);
     /* the parent's server answers as before: not started again */
     parent_calls("p2", "fake.echo", "after");
     const char *whos[] = {"\"before\"", "\"after\""};
@@ -243,16 +247,7 @@ typedef struct slow_call {
 static void *run_slow(void *arg)
 {
     slow_call *c = arg;
-    char text[256];
-    snprintf(text, sizeof text, "{\"calls\": [{\"tool\": \"%s\"}]}", c->tool);
-    cJSON *p = cJSON_Parse(text);
-    pl_action a = PL_ACTION_INIT;
-    a.policy = "use";
-    a.payload = p;
-    pl_run_options ro = PL_RUN_OPTIONS_INIT;
-    ro.run_id = "slow";
-    c->st = p ? pl_run_start(&c->o, F.engine, &a, &ro) : PL_ENOMEM;
-    cJSON_Delete(p);
+    c->st = start_use(&c->o, F.engine, "slow", c->tool, "slow");
     return NULL;
 }
 
@@ -270,11 +265,7 @@ static cJSON *slow_result(slow_call *c)
     cr_assert_eq(c->st, PL_OK, "%s", pl_errmsg());
     cr_assert_eq(c->o->status, PL_RUN_COMPLETED, "%s",
                  c->o->reason ? c->o->reason : "");
-    cJSON *r = cJSON_Duplicate(
-        cJSON_GetArrayItem(
-            cJSON_GetObjectItemCaseSensitive(pl_outcome_result(c->o), "got"),
-            0),
-        1);
+    cJSON *r = cJSON_Duplicate(got_of(c->o), 1);
     pl_outcome_free(c->o);
     cr_assert_not_null(r);
     return r;
@@ -287,19 +278,13 @@ Test(mcp_fork, a_fork_during_a_call_leaves_that_call_to_the_parent)
 {
     open_fake("patient");
     write_file(F.dir, "hold", "");
-    char store[4200], log[4300], hold[4300];
-    child_store(store, sizeof store);
+    char log[4300], hold[4300];
     snprintf(log, sizeof log, "%s/log", F.dir);
     snprintf(hold, sizeof hold, "%s/hold", F.dir);
     slow_call c;
     slow_start(&c, "fake.slow");
     wait_for(log, "tools/call", "\"slow\"");
-    fflush(NULL);
-    pid_t pid = fork();
-    cr_assert_neq(pid, -1);
-    if (pid == 0)
-        child_calls(store, "fake.echo", false);
-    expect_child_ok(pid);
+    fork_child_calling("fake.echo", false);
     cr_assert_eq(unlink(hold), 0);
     cJSON *r = slow_result(&c);
     cr_expect_str_eq(first_text(r), "done", "%s", t_text(r));
@@ -318,19 +303,7 @@ Test(mcp_fork, a_fork_during_a_call_leaves_that_call_to_the_parent)
 /* How many requests @p method of session @p sid server 0 logged. */
 static int in_session(const char *method, const char *sid)
 {
-    cJSON *l = log_of(&g_servers[0]);
-    int n = 0;
-    const cJSON *e;
-    cJSON_ArrayForEach(e, l)
-    {
-        const char *m = cJSON_GetStringValue(
-            cJSON_GetObjectItemCaseSensitive(e, "method"));
-        const char *s = cJSON_GetStringValue(
-            cJSON_GetObjectItemCaseSensitive(e, "session"));
-        n += m && s && !strcmp(m, method) && !strcmp(s, sid);
-    }
-    cJSON_Delete(l);
-    return n;
+    return requests_in(&g_servers[0], method, sid);
 }
 
 Test(mcp_fork, a_child_closing_an_inherited_http_handle_ends_no_session)
@@ -362,14 +335,7 @@ Test(mcp_fork, a_childs_http_call_begins_and_ends_a_session_of_its_own)
     pl_mcp_options o = quiet();
     open_on("{}", &o);
     parent_calls("p1", "h.echo", "before");
-    char store[4200];
-    child_store(store, sizeof store);
-    fflush(NULL);
-    pid_t pid = fork();
-    cr_assert_neq(pid, -1);
-    if (pid == 0)
-        child_calls(store, "h.echo", true);
-    expect_child_ok(pid);
+    fork_child_calling("h.echo", true);
     /* the child's call went in a session it began, which its close ended */
     cr_expect_eq(requests(&g_servers[0], "initialize"), 2);
     cr_expect_eq(in_session("tools/call", "s-2"), 1);
@@ -395,19 +361,12 @@ Test(mcp_fork, a_fork_during_an_http_call_leaves_that_call_to_the_parent)
     o.timeout_ms = 3000;
     open_on("{\"call\": [null, {\"forever\": true, \"sse\": true}]}", &o);
     parent_calls("p1", "h.echo", "before");
-    char store[4200];
-    child_store(store, sizeof store);
     slow_call c;
     slow_start(&c, "h.echo");
     for (int i = 0; i < 6000 && requests(&g_servers[0], "tools/call") < 2; i++)
         nanosleep(&(struct timespec){0, 10000000}, NULL);
     cr_assert_eq(requests(&g_servers[0], "tools/call"), 2);
-    fflush(NULL);
-    pid_t pid = fork();
-    cr_assert_neq(pid, -1);
-    if (pid == 0)
-        child_calls(store, "h.echo", false);
-    expect_child_ok(pid);
+    fork_child_calling("h.echo", false);
     cJSON *r = slow_result(&c);
     expect_error(r, PL_ERR_TIMEOUT, "no answer in time");
     cJSON_Delete(r);

@@ -50,12 +50,7 @@ static int index_of(const cJSON *l, const char *method, const char *sid,
     const cJSON *it;
     cJSON_ArrayForEach(it, l)
     {
-        const char *m = cJSON_GetStringValue(
-            cJSON_GetObjectItemCaseSensitive(it, "method"));
-        const char *s = cJSON_GetStringValue(
-            cJSON_GetObjectItemCaseSensitive(it, "session"));
-        if (m && !strcmp(m, method) && (!sid || (s && !strcmp(s, sid))) &&
-            nth-- == 0) {
+        if (is_request(it, method, sid) && nth-- == 0) {
             if (e)
                 *e = it;
             return i;
