@@ -75,7 +75,7 @@ static int count_visit(const pl_run_info *info, void *user)
 }
 
 /* The store holds what fx_open() left: one run, no schedule. */
-void fx_check_store(fx *f)
+static void fx_check_store(fx *f)
 {
     pl_engine_close(f->e);
     f->e = t_engine(g_store, f->reg, PL_DURABILITY_SYNC);
@@ -96,4 +96,13 @@ void fx_close(fx *f)
     pl_registry_free(f->reg);
     cJSON_Delete(f->arr);
     t_cleanup();
+}
+
+void run_on_a_store(const row *rows, size_t n)
+{
+    fx f;
+    fx_open(&f);
+    run_rows(&f, rows, n);
+    fx_check_store(&f);
+    fx_close(&f);
 }

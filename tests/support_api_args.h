@@ -96,9 +96,11 @@ void fx_names(fx *f);
 /* fx_names(), the test registry, and an engine on a new store holding one
  * completed run, "done". */
 void fx_open(fx *f);
-/* Reopen the store: it holds what fx_open() left, one run, no schedule. */
-void fx_check_store(fx *f);
 void fx_close(fx *f);
+/* Run @p rows on a store fx_open() made (no row may move its change
+ * mark), then reopen it: it holds what fx_open() left, one run and no
+ * schedule. */
+void run_on_a_store(const row *rows, size_t n);
 
 /* A root action of @p policy with @p payload. */
 #define ACT(policy, payload)                                                   \

@@ -159,15 +159,8 @@ ENGINE_ROWS(ROW_FN)
 
 Test(api_args, engine_and_runs)
 {
-    fx f;
-    fx_open(&f);
-    uint64_t before = 0, after = 0;
-    cr_assert_eq(pl_engine_change_mark(&before, f.e), PL_OK);
-    RUN_TABLE(&f, ENGINE_ROWS);
-    cr_assert_eq(pl_engine_change_mark(&after, f.e), PL_OK);
-    cr_expect_eq(before, after, "a bad call wrote to the store");
-    fx_check_store(&f);
-    fx_close(&f);
+    static const row rows[] = {ENGINE_ROWS(ROW_ENTRY)};
+    run_on_a_store(rows, sizeof rows / sizeof rows[0]);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -294,13 +287,6 @@ TIME_ROWS(ROW_FN)
 
 Test(api_args, time_queue_schedules)
 {
-    fx f;
-    fx_open(&f);
-    uint64_t before = 0, after = 0;
-    cr_assert_eq(pl_engine_change_mark(&before, f.e), PL_OK);
-    RUN_TABLE(&f, TIME_ROWS);
-    cr_assert_eq(pl_engine_change_mark(&after, f.e), PL_OK);
-    cr_expect_eq(before, after, "a bad call wrote to the store");
-    fx_check_store(&f);
-    fx_close(&f);
+    static const row rows[] = {TIME_ROWS(ROW_ENTRY)};
+    run_on_a_store(rows, sizeof rows / sizeof rows[0]);
 }
