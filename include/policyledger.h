@@ -67,8 +67,8 @@
  *     wrong version, bad decorators) stops the run: it is the policy's
  *     bug, recorded as the run's reason.
  *   - The other pl_ctx_* functions refuse a bad argument (PL_EINVAL, said
- *     in pl_errmsg()) without touching the run, but where their comment
- *     says the run stops.
+ *     in pl_errmsg()) without touching the run, except where their
+ *     comment says the run stops.
  *   - Decorator constructors all read `int pl_decorator_X(pl_decorator *out,
  *     ...)`: PL_OK, or PL_EINVAL (with a message) for a NULL out or a bad
  *     configuration.

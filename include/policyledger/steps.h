@@ -269,7 +269,8 @@ typedef enum pl_in_doubt {
 /** A policy's registration.  Initialise with PL_POLICY_DEF_INIT. */
 typedef struct pl_policy_def {
     unsigned version;         /**< PL_POLICY_DEF_VERSION */
-    const char *name;         /**< 1..PL_MAX_NAME bytes, UTF-8, no control chars */
+    const char *name;         /**< 1..PL_MAX_NAME bytes of UTF-8, no
+                                   control characters */
     pl_policy_fn fn;          /**< the policy */
     void *user;               /**< passed to fn */
     const char *description;  /**< for tool catalogs; may be NULL */

@@ -80,9 +80,9 @@ typedef struct pl_sandbox_options {
  * @param[out] out caller owns; free with pl_sandbox_free().
  * @param opts NULL for defaults (no command allowed).
  * @return PL_OK; PL_EINVAL (NULL argument, an empty @p root, wrong options
- *         version, an empty command name or one with '/' or a control byte); PL_ENOTFOUND
- *         (no such directory); PL_EIO (not a directory, or it cannot be
- *         opened); PL_ENOMEM.
+ *         version, an empty command name or one with '/' or a control
+ *         byte); PL_ENOTFOUND (no such directory); PL_EIO (not a
+ *         directory, or it cannot be opened); PL_ENOMEM.
  */
 int pl_sandbox_new(pl_sandbox **out, const char *root,
                    const pl_sandbox_options *opts);
