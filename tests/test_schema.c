@@ -322,6 +322,87 @@ Test(schema, keywords_from_2020_12)
 
 /* ------------------------------------------------------------------------ */
 /* Schemas that are not schemas                                             */
+/* {"pattern": @p pattern} on the string @p str: PL_OK or PL_EJSON. */
+static int pattern_on(const char *pattern, const char *str)
+{
+    cJSON *sch = cJSON_CreateObject(), *inst = cJSON_CreateString(str);
+    cr_assert(sch && inst && cJSON_AddStringToObject(sch, "pattern", pattern));
+    pl_schema *s = NULL;
+    cr_assert_eq(pl_schema_compile(&s, sch), PL_OK, "%s: %s", pattern,
+                 pl_errmsg());
+    int st = pl_schema_validate(NULL, s, inst);
+    pl_schema_free(s);
+    cJSON_Delete(sch);
+    cJSON_Delete(inst);
+    return st;
+}
+
+/* A pattern refused when compiling, the message saying @p why. */
+static void pattern_refused(const char *pattern, const char *why)
+{
+    cJSON *sch = cJSON_CreateObject();
+    cr_assert(sch && cJSON_AddStringToObject(sch, "pattern", pattern));
+    pl_schema *s = NULL;
+    cr_expect_eq(pl_schema_compile(&s, sch), PL_EINVAL, "%s: %s", pattern,
+                 pl_errmsg());
+    cr_expect_null(s);
+    cr_expect(strstr(pl_errmsg(), why) != NULL, "%s: want %s in: %s", pattern,
+              why, pl_errmsg());
+    pl_schema_free(s);
+    cJSON_Delete(sch);
+}
+
+/* Escapes inside brackets, which POSIX brackets do not have, once passed
+ * through as they were: "[a\-z]" became the range a-z, "[a\]b]" the class
+ * [a] then "b]", "[\^a]" a negated class, and "\<" GNU's word start. */
+Test(schema, ecma_classes_mean_what_ecma_says)
+{
+    cr_expect_eq(pattern_on("^[a\\-z]$", "m"), PL_EJSON);
+    cr_expect_eq(pattern_on("^[a\\-z]$", "-"), PL_OK);
+    cr_expect_eq(pattern_on("^[a\\]b]$", "]"), PL_OK);
+    cr_expect_eq(pattern_on("^[a\\]b]$", "b"), PL_OK);
+    cr_expect_eq(pattern_on("^[\\^a]$", "^"), PL_OK);
+    cr_expect_eq(pattern_on("^[\\^a]$", "b"), PL_EJSON);
+    cr_expect_eq(pattern_on("^[\\^]$", "^"), PL_OK);
+    cr_expect_eq(pattern_on("^[[:alpha:]]$", "a"), PL_EJSON); /* [ : a l p h */
+    cr_expect_eq(pattern_on("^[[:alpha:]]$", ":]"), PL_OK);
+    cr_expect_eq(pattern_on("^\\<a\\>$", "<a>"), PL_OK);
+    cr_expect_eq(pattern_on("^[\\w\\-]+$", "a_b-c"), PL_OK);
+    cr_expect_eq(pattern_on("^[^\\d]$", "5"), PL_EJSON);
+    cr_expect_eq(pattern_on("^[\\D]$", "x"), PL_OK);
+    cr_expect_eq(pattern_on("^[^]$", "\n"), PL_OK);
+    cr_expect_eq(pattern_on("a{,2}", "a{,2}"), PL_OK); /* a brace itself */
+    /* a ")" that closes no group could once reach past the pattern */
+    pattern_refused("a)|(b", "closes no group");
+    pattern_refused("(a", "not closed");
+    pattern_refused("[]", "no character");
+    pattern_refused("[z-a]", "out of order");
+    pattern_refused("a\\", "backslash");
+}
+
+/* Repetitions glibc's regcomp() copies out: "(a+)+" doubles at each "+",
+ * "a{1,32767}" is 32,767 copies; once seconds and gigabytes (a fuzzer's
+ * out-of-memory), now refused at once, saying why. */
+Test(schema, patterns_that_copy_out_too_far_are_refused)
+{
+    pattern_refused("a{1,32767}", "more than 1000 atoms");
+    pattern_refused("((a{1,100}){1,100}){1,100}", "more than 1000 atoms");
+    pattern_refused("a++++++++++++++++++++++++++++++++++++++++++", "repeat");
+    pattern_refused(
+        "((((((((((((((((((((a+)+)+)+)+)+)+)+)+)+)+)+)+)+)+)+)+)+)+)"
+        "+)+)+",
+        "more than 1000 atoms");
+    pattern_refused("a{2,1}", "out of order");
+    char deep[200] = "";
+    for (int i = 0; i < 65; i++)
+        strcat(deep, "(");
+    strcat(deep, "a");
+    for (int i = 0; i < 65; i++)
+        strcat(deep, ")");
+    pattern_refused(deep, "nest deeper");
+    cr_expect_eq(pattern_on("^a{1,999}$", "aaa"), PL_OK);
+}
+
 /* ------------------------------------------------------------------------ */
 
 static void expect_refused(const char *text, int status, const char *where)

@@ -26,13 +26,23 @@
  * "$id" resolution, no remote references, no "format" assertions.
  *
  * Regular expressions are POSIX extended (regcomp REG_EXTENDED), matched
- * anywhere in the string as ECMA-262 "test" does, after a translation of
- * the escapes ECMA-262 has and POSIX lacks: \d \D \w \W \s \S (outside and,
- * for \d \w \s, inside brackets).  Dialect differences: no lookaround, no
- * lazy quantifiers, no \p{...} classes, no backreferences (refused at
- * compile time: they make matching exponential), and matching is by byte
- * (a "." matches one byte of a multi-byte character).  A pattern regcomp
- * refuses makes the schema PL_EINVAL at compile time, naming where.
+ * anywhere in the string as ECMA-262 "test" does, after a translation
+ * (schema_compile.c) that reads the pattern as ECMA-262 does: each class
+ * ("[...]", \d \D \w \W \s \S, inside brackets too) becomes the set of
+ * bytes it names, written as a POSIX bracket that names exactly that set
+ * ("[a\-z]" is a, - and z; "[[:alpha:]]" is ECMA's class of "[:alph"
+ * followed by "]"), an escaped character is itself ("\<" is "<", not
+ * GNU's word start), a brace that is no quantifier is itself, and the
+ * groups must balance.  Dialect differences: no lookaround, no lazy
+ * quantifiers, no \p{...} classes, no backreferences (refused at compile
+ * time: they make matching exponential), and matching is by byte (a "."
+ * matches one byte of a multi-byte character).  Refused too, before
+ * regcomp sees them: a quantifier with nothing to repeat (first, or after
+ * another: "a++"), groups nested deeper than 64, and repetitions that copy
+ * out to more than 1000 atoms (glibc copies a repeated group once per
+ * repetition and once more for a "+": "a{1,32767}" or "(((a+)+)+)..." took
+ * seconds and gigabytes in regcomp).  A pattern regcomp refuses makes the
+ * schema PL_EINVAL at compile time, naming where.
  *
  * Bounds on hostile input: the schema nests at most PL_SCHEMA_MAX_DEPTH
  * JSON levels; evaluation recurses at most PL_SCHEMA_MAX_DEPTH schemas deep

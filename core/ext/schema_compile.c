@@ -122,86 +122,318 @@ static int schema_err(int st, const where *w, const char *fmt, ...)
     return pl_errorf(st, "JSON Schema at %s: %s", at, what);
 }
 
-/* Translate an ECMA-262 pattern's escapes to POSIX ERE.  NULL on OOM; sets
- * *bad for a construct that POSIX cannot express safely. */
+/* ---- patterns: ECMA-262 to POSIX ERE ------------------------------------- */
+
+/* Bounds on a pattern, checked before regcomp() sees it: glibc copies a
+ * repeated group once per repetition ("a{1,32767}" is 32,767 copies, and
+ * "((a{1,100}){1,100}){1,100}" a million: seconds and gigabytes), and
+ * parses nested groups recursively. */
+#define RX_MAX_POSITIONS 1000 /* atoms once repetitions are copied out */
+#define RX_MAX_NEST 64        /* groups inside groups */
+
+typedef struct rx_out {
+    char *p;
+    size_t len, cap;
+    bool oom;
+} rx_out;
+
+static void rx_put(rx_out *o, const char *s, size_t n)
+{
+    if (o->oom)
+        return;
+    if (o->len + n + 1 > o->cap) {
+        size_t cap = (o->cap ? o->cap * 2 : 64) + n;
+        char *p = realloc(o->p, cap);
+        if (!p) {
+            o->oom = true;
+            return;
+        }
+        o->p = p;
+        o->cap = cap;
+    }
+    memcpy(o->p + o->len, s, n);
+    o->len += n;
+    o->p[o->len] = 0;
+}
+
+typedef struct rx_set {
+    bool has[256];
+} rx_set;
+
+static void set_range(rx_set *s, int lo, int hi)
+{
+    for (int c = lo; c <= hi; c++)
+        s->has[c] = true;
+}
+
+/* The bytes of \d \w \s and their complements (\D \W \S); false for
+ * another letter. */
+static bool set_class(rx_set *s, char e)
+{
+    rx_set c = {{0}};
+    char lower = (char)(e | 0x20);
+    if (lower == 'd') {
+        set_range(&c, '0', '9');
+    } else if (lower == 'w') {
+        set_range(&c, '0', '9');
+        set_range(&c, 'A', 'Z');
+        set_range(&c, 'a', 'z');
+        c.has['_'] = true;
+    } else if (lower == 's') {
+        set_range(&c, '\t', '\r'); /* \t \n \v \f \r, as [:space:] */
+        c.has[' '] = true;
+    } else {
+        return false;
+    }
+    bool neg = e != lower;
+    for (int i = 1; i < 256; i++)
+        s->has[i] = s->has[i] || (c.has[i] != neg);
+    return true;
+}
+
+/* A set of bytes as a POSIX bracket expression that says exactly it: "]"
+ * first, "^" not first, "-" last, no "[:" "[." "[=" (bytes are written in
+ * order, and ':' '.' '=' come before '['). */
+static void put_set(rx_out *o, const rx_set *s)
+{
+    size_t n = 0;
+    for (int c = 1; c < 256; c++)
+        n += s->has[c];
+    if (n == 255) {
+        rx_put(o, ".", 1);
+        return;
+    }
+    if (n == 1 && s->has['^']) {
+        rx_put(o, "\\^", 2);
+        return;
+    }
+    bool others = s->has[']'];
+    rx_put(o, "[", 1);
+    if (s->has[']'])
+        rx_put(o, "]", 1);
+    for (int c = 1; c < 256; c++) {
+        if (!s->has[c] || c == ']' || c == '^' || c == '-')
+            continue;
+        char ch = (char)c;
+        rx_put(o, &ch, 1);
+        others = true;
+    }
+    if (s->has['-'] && !others)
+        rx_put(o, "-", 1); /* "[-^]": '-' first is itself too */
+    if (s->has['^'])
+        rx_put(o, "^", 1);
+    if (s->has['-'] && others)
+        rx_put(o, "-", 1);
+    rx_put(o, "]", 1);
+}
+
+/* One escape's character (p after the backslash), or -1 with *bad set;
+ * -2 for a class escape (\d \w \s \D \W \S). */
+static int escape_char(const char *p, const char **bad)
+{
+    char e = *p;
+    if (e && strchr("dwsDWS", e))
+        return -2;
+    switch (e) {
+    case 'n': return '\n';
+    case 't': return '\t';
+    case 'r': return '\r';
+    case 'f': return '\f';
+    case 'v': return '\v';
+    case 0: *bad = "a pattern ends in a backslash"; return -1;
+    default: break;
+    }
+    if (e >= '0' && e <= '9')
+        *bad = "backreferences and \\0 are not supported";
+    else if (e && strchr("pPuxbBck", e))
+        *bad = "\\p, \\u, \\x, \\c, \\k and \\b escapes are not supported";
+    else
+        return (unsigned char)e;
+    return -1;
+}
+
+/* An ECMA-262 class, p just past its '[': its set, p past its ']'. */
+static const char *parse_class(const char *p, rx_set *out, const char **bad)
+{
+    rx_set s = {{0}};
+    bool neg = *p == '^';
+    p += neg;
+    while (*p && *p != ']') {
+        int lo = (unsigned char)*p++;
+        if (lo == '\\' && (lo = escape_char(p++, bad)) == -1)
+            return p;
+        if (lo == -2) {
+            set_class(&s, p[-1]);
+            continue;
+        }
+        if (p[0] == '-' && p[1] && p[1] != ']') {
+            p++;
+            int hi = (unsigned char)*p++;
+            if (hi == '\\' && (hi = escape_char(p++, bad)) == -1)
+                return p;
+            if (hi == -2 || hi < lo) {
+                *bad = hi == -2 ? "a range ends in a class escape"
+                                : "a range is out of order";
+                return p;
+            }
+            set_range(&s, lo, hi);
+        } else {
+            s.has[lo] = true;
+        }
+    }
+    if (!*p) {
+        *bad = "a class [ is not closed";
+        return p;
+    }
+    s.has[0] = false;
+    bool any = false;
+    for (int c = 1; c < 256; c++) {
+        out->has[c] = s.has[c] != neg;
+        any = any || out->has[c];
+    }
+    if (!any)
+        *bad = "a class matches no character";
+    return p + 1;
+}
+
+/* "{m}", "{m,}" or "{m,n}" at p: true with its bounds and p past it
+ * (n = 0 for none); false for a '{' that is itself (ECMA-262 Annex B). */
+static bool parse_braces(const char **pp, unsigned long *m, unsigned long *n)
+{
+    const char *p = *pp + 1;
+    char *end;
+    if (*p < '0' || *p > '9')
+        return false;
+    *m = strtoul(p, &end, 10);
+    *n = *m;
+    p = end;
+    if (*p == ',') {
+        p++;
+        *n = 0;
+        if (*p >= '0' && *p <= '9') {
+            *n = strtoul(p, &end, 10);
+            p = end;
+        }
+    }
+    if (*p != '}')
+        return false;
+    *pp = p + 1;
+    return true;
+}
+
+/* Translate an ECMA-262 pattern into POSIX ERE that regcomp() reads as
+ * ECMA-262 does.  NULL on OOM; *bad set (and "" returned) for a construct
+ * POSIX cannot take safely, or past the bounds above. */
 static char *ecma_to_posix(const char *src, const char **bad)
 {
-    /* one character becomes at most REP_MAX: "[^A-Za-z0-9_]" is the longest */
-    enum { REP_MAX = 16 };
-    size_t n = strlen(src), len = 0;
+    rx_out o = {0};
+    size_t size[RX_MAX_NEST + 1] = {0}; /* atoms of each open group */
+    size_t depth = 0, last = 0;         /* last: the atoms a quantifier takes */
+    bool can_repeat = false;
     *bad = NULL;
-    char *out = n < (SIZE_MAX - 1) / REP_MAX ? malloc(n * REP_MAX + 1) : NULL;
-    if (!out)
-        return NULL;
-    bool in_class = false;
-    for (const char *p = src; *p && !*bad; p++) {
-        const char *rep = NULL;
-        char one[2] = {*p, 0}, esc[3] = {'\\', 0, 0};
-        if (*p == '\\' && p[1]) {
-            char c = *++p;
-            switch (c) {
-            case 'd': rep = in_class ? "0-9" : "[0-9]"; break;
-            case 'w': rep = in_class ? "A-Za-z0-9_" : "[A-Za-z0-9_]"; break;
-            case 's': rep = in_class ? "[:space:]" : "[[:space:]]"; break;
-            case 'D': rep = in_class ? NULL : "[^0-9]"; break;
-            case 'W': rep = in_class ? NULL : "[^A-Za-z0-9_]"; break;
-            case 'S': rep = in_class ? NULL : "[^[:space:]]"; break;
-            case 'n': rep = "\n"; break;
-            case 't': rep = "\t"; break;
-            case 'r': rep = "\r"; break;
-            default:
-                if (c >= '1' && c <= '9') {
-                    *bad = "backreferences are not supported";
-                    continue;
+    rx_put(&o, "", 0);
+    for (const char *p = src; *p && !*bad && !o.oom;) {
+        char c = *p;
+        if (c == '*' || c == '+' || c == '?' || c == '{') {
+            unsigned long m = 0, n = 0;
+            const char *q = p;
+            bool braces = c == '{' && parse_braces(&q, &m, &n);
+            if (c != '{' || braces) {
+                if (!can_repeat) {
+                    *bad = "nothing to repeat (a quantifier first, or after "
+                           "another)";
+                    break;
                 }
-                if (c == 'p' || c == 'P' || c == 'u' || c == 'x' || c == 'b' ||
-                    c == 'B') {
-                    *bad = "\\p, \\u, \\x and \\b escapes are not supported";
-                    continue;
+                if (*(braces ? q : p + 1) == '?') {
+                    *bad = "lazy quantifiers are not supported";
+                    break;
                 }
-                break;
-            }
-            if (!rep && in_class && (c == 'D' || c == 'W' || c == 'S')) {
-                *bad = "negated class escapes inside brackets are not "
-                       "supported";
+                unsigned long times = c == '+' ? 2 : 1;
+                if (braces) {
+                    if (m > 32767 || n > 32767 || (n && n < m)) {
+                        *bad = "a repetition's bounds are out of order or "
+                               "past 32767";
+                        break;
+                    }
+                    times = n ? n : m + 1;
+                    rx_put(&o, p, (size_t)(q - p));
+                    p = q;
+                } else {
+                    rx_put(&o, p++, 1);
+                }
+                size[depth] += last * (times ? times - 1 : 0);
+                last *= times;
+                can_repeat = false;
+                if (size[depth] > RX_MAX_POSITIONS)
+                    *bad = "its repetitions copy out to more than 1000 atoms";
                 continue;
             }
-            if (!rep) {
-                /* an escaped character: itself, escaped outside brackets */
-                esc[1] = c;
-                one[0] = c;
-                rep = in_class ? one : esc;
-            }
-        } else if (*p == '(' && p[1] == '?') {
-            *bad = "lookaround and (?...) groups are not supported";
-            continue;
-        } else if ((*p == '*' || *p == '+' || *p == '?' || *p == '}') &&
-                   p[1] == '?' && !in_class) {
-            *bad = "lazy quantifiers are not supported";
-            continue;
-        } else if (*p == '[' && !in_class) {
-            in_class = true;
-            out[len++] = *p;
-            if (p[1] == '^')
-                out[len++] = *++p;
-            if (p[1] == ']') /* a literal ] first in the class */
-                out[len++] = *++p;
-            continue;
-        } else if (*p == ']' && in_class) {
-            in_class = false;
         }
-        if (!rep)
-            rep = one;
-        size_t rn = strlen(rep);
-        memcpy(out + len, rep, rn);
-        len += rn;
+        p++;
+        last = 1;
+        can_repeat = true;
+        if (c == '(') {
+            if (*p == '?') {
+                *bad = "lookaround and (?...) groups are not supported";
+            } else if (depth == RX_MAX_NEST) {
+                *bad = "groups nest deeper than 64";
+            } else {
+                size[++depth] = 0;
+                rx_put(&o, "(", 1);
+            }
+            can_repeat = false;
+            continue;
+        }
+        if (c == ')') {
+            if (!depth) {
+                *bad = "a ) closes no group";
+                break;
+            }
+            last = size[depth] ? size[depth] : 1;
+            size[--depth] += last;
+            rx_put(&o, ")", 1);
+        } else if (c == '|' || c == '^' || c == '$') {
+            rx_put(&o, &c, 1);
+            can_repeat = false;
+            last = 0;
+            continue;
+        } else if (c == '[' || c == '\\') {
+            rx_set s = {{0}};
+            int e = 0;
+            if (c == '[')
+                p = parse_class(p, &s, bad);
+            else if ((e = escape_char(p++, bad)) == -2)
+                set_class(&s, p[-1]);
+            if (*bad)
+                break;
+            if (e > 0 && !strchr("^$\\.*+?()[]{}|", e)) {
+                char ch = (char)e;
+                rx_put(&o, &ch, 1); /* itself: "\<" is not GNU's \< */
+            } else if (e > 0) {
+                char esc[2] = {'\\', (char)e};
+                rx_put(&o, esc, 2);
+            } else {
+                put_set(&o, &s);
+            }
+            size[depth]++;
+        } else if (c == '{' || c == '}') {
+            char esc[2] = {'\\', c};
+            rx_put(&o, esc, 2); /* a brace that is itself (Annex B) */
+            size[depth]++;
+        } else {
+            rx_put(&o, &c, 1);
+            size[depth]++;
+        }
+        if (size[depth] > RX_MAX_POSITIONS)
+            *bad = "its repetitions copy out to more than 1000 atoms";
     }
-    out[len] = '\0';
-    if (*bad) {
-        free(out);
-        return (char *)"";
+    if (!*bad && depth)
+        *bad = "a ( is not closed";
+    if (*bad || o.oom) {
+        free(o.p);
+        return o.oom ? NULL : (char *)"";
     }
-    return out;
+    return o.p;
 }
 
 static int compile_regex(pl_schema *s, const cJSON *node, const char *pattern,

@@ -170,9 +170,13 @@ int pl_ctx_invokef(cJSON **out, pl_ctx *ctx, const char *policy,
  * resolved (a "$ref" elsewhere is refused when compiling).
  *
  * "pattern" and "patternProperties" use POSIX extended regular expressions
- * (<regex.h>), unanchored, after translating ECMA-262's \d \w \s \D \W
- * \S.  Refused when compiling: lookaround, lazy quantifiers,
- * backreferences, \p{..}, \u and \b escapes.  Matching is by byte.
+ * (<regex.h>), unanchored, after translating ECMA-262's classes and
+ * escapes (\d \w \s \D \W \S, inside brackets too) to what they mean
+ * there.  Refused when compiling: lookaround, lazy quantifiers,
+ * backreferences, \p{..}, \u and \b escapes, unbalanced groups, a
+ * quantifier with nothing to repeat ("a++"), groups nested deeper than 64,
+ * and repetitions that copy out to more than 1000 atoms ("a{1,5000}",
+ * "((a+)+)+..."; regcomp copies each repetition).  Matching is by byte.
  *
  * Bounds: a schema nests at most PL_SCHEMA_MAX_DEPTH JSON levels;
  * validation applies schemas at most PL_SCHEMA_MAX_DEPTH deep (a "$ref"
