@@ -375,23 +375,27 @@ Test(schema, ecma_classes_mean_what_ecma_says)
     /* a ")" that closes no group could once reach past the pattern */
     pattern_refused("a)|(b", "closes no group");
     pattern_refused("(a", "not closed");
-    pattern_refused("[]", "no character");
+    cr_expect_eq(pattern_on("[]", "x"), PL_EJSON); /* no character */
+    cr_expect_eq(pattern_on("a|[]", "a"), PL_OK);
+    cr_expect_eq(pattern_on("^a.b$", "a\nb"), PL_EJSON); /* "." is no \n */
     pattern_refused("[z-a]", "out of order");
     pattern_refused("a\\", "backslash");
 }
 
-/* Repetitions glibc's regcomp() copies out: "(a+)+" doubles at each "+",
- * "a{1,32767}" is 32,767 copies; once seconds and gigabytes (a fuzzer's
- * out-of-memory), now refused at once, saying why. */
+/* Repetitions are copied out ("a{3}" is "aaa"): once glibc's regcomp()
+ * did it, and "a{1,32767}" or stacked "+"s took seconds and gigabytes (a
+ * fuzzer's out-of-memory); now a bounded program, refused past it at once,
+ * saying why. */
 Test(schema, patterns_that_copy_out_too_far_are_refused)
 {
-    pattern_refused("a{1,32767}", "more than 1000 atoms");
-    pattern_refused("((a{1,100}){1,100}){1,100}", "more than 1000 atoms");
+    pattern_refused("a{1,32767}", "more than 4000 instructions");
+    pattern_refused("((a{1,100}){1,100}){1,100}",
+                    "more than 4000 instructions");
     pattern_refused("a++++++++++++++++++++++++++++++++++++++++++", "repeat");
     pattern_refused(
         "((((((((((((((((((((a+)+)+)+)+)+)+)+)+)+)+)+)+)+)+)+)+)+)+)"
         "+)+)+",
-        "more than 1000 atoms");
+        "more than 4000 instructions");
     pattern_refused("a{2,1}", "out of order");
     char deep[200] = "";
     for (int i = 0; i < 65; i++)
@@ -401,6 +405,29 @@ Test(schema, patterns_that_copy_out_too_far_are_refused)
         strcat(deep, ")");
     pattern_refused(deep, "nest deeper");
     cr_expect_eq(pattern_on("^a{1,999}$", "aaa"), PL_OK);
+}
+
+/* What glibc's regexec() took seconds and gigabytes on (its cached states
+ * multiply: "((a|b)*a.{30})*c" 54 s over 16 KB, "^.*(a.{100}c)" 15 s over
+ * 100 KB): every thread of the program now runs in step over the string,
+ * its work counted; past the budget, PL_ELIMIT naming the pattern. */
+Test(schema, matching_is_bounded_by_the_budget)
+{
+    size_t n = 256u << 10;
+    char *s = malloc(n + 1);
+    cr_assert_not_null(s);
+    for (size_t i = 0; i < n; i++)
+        s[i] = "ab"[(i * 2654435761u >> 7) & 1];
+    s[n] = 0;
+    cr_expect_eq(pattern_on("((a|b)*a.{30})*c", s), PL_EJSON, "%s",
+                 pl_errmsg());
+    cr_expect_eq(pattern_on("^.*(a.{100}c)", s), PL_EJSON, "%s", pl_errmsg());
+    cr_expect_eq(pattern_on("(a|aa)*b", s), PL_OK); /* "ab" is in it */
+    cr_expect_eq(pattern_on("(a|aa)*c", s), PL_EJSON);
+    memset(s, 'a', n);
+    cr_expect_eq(pattern_on(".{1,1000}c", s), PL_ELIMIT);
+    cr_expect(strstr(pl_errmsg(), ".{1,1000}c") != NULL, "%s", pl_errmsg());
+    free(s);
 }
 
 /* ------------------------------------------------------------------------ */

@@ -181,13 +181,28 @@ static size_t code_points(const char *s)
     return n;
 }
 
+/* Does the pattern at @p node match @p str?  The match's work is taken
+ * from the budget; past it (or out of memory) v->status says so. */
 static bool regex_match(vctx *v, const cJSON *node, const char *str)
 {
     pl__schema_aux *a = pl__schema_aux_find(v->s, node);
     assert(a && a->re); /* compiled with the schema */
-    if (!spend(v, strlen(str) / 64 + 1))
+    if (!spend(v, 1))
         return true; /* the bound reports it */
-    return regexec(a->re, str, 0, NULL, 0) == 0;
+    uint64_t left = PL_SCHEMA_MAX_WORK - v->work;
+    int r = pl__rx_match(a->re, str, &left);
+    v->work = PL_SCHEMA_MAX_WORK - left;
+    if (r == -2 && !v->status)
+        v->status = pl_errorf(PL_ENOMEM, "out of memory matching a pattern");
+    if (r == -1 && !v->status)
+        v->status = pl_errorf(PL_ELIMIT,
+                              "JSON Schema validation gave up after %llu "
+                              "units of work matching the pattern "
+                              "\"%.80s\" (a long string, a large pattern)",
+                              (unsigned long long)PL_SCHEMA_MAX_WORK,
+                              cJSON_IsString(node) ? node->valuestring
+                                                   : node->string);
+    return r != 0;
 }
 
 static void describe(char *buf, size_t cap, const cJSON *i)
