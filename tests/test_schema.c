@@ -405,6 +405,10 @@ Test(schema, patterns_that_copy_out_too_far_are_refused)
         strcat(deep, ")");
     pattern_refused(deep, "nest deeper");
     cr_expect_eq(pattern_on("^a{1,999}$", "aaa"), PL_OK);
+    /* an empty group repeated, first in the pattern (once a null pointer
+     * plus an offset, undefined behaviour) */
+    cr_expect_eq(pattern_on("()*%", "%"), PL_OK);
+    cr_expect_eq(pattern_on("^(){3}(|a)+$", ""), PL_OK);
 }
 
 /* What glibc's regexec() took seconds and gigabytes on (its cached states

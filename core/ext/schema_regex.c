@@ -298,6 +298,8 @@ static bool repeat(parser *ps, size_t at, long m, long n)
 {
     pl__rx *rx = ps->rx;
     size_t len = rx->len - at;
+    if (!len)
+        return true; /* "()*": nothing repeated is nothing */
     rx_inst *frag = malloc(len * sizeof *frag);
     if (!frag) {
         ps->oom = true;
