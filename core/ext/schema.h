@@ -45,7 +45,8 @@
  * JSON levels; evaluation recurses at most PL_SCHEMA_MAX_DEPTH schemas deep
  * (so a "$ref" cycle ends with PL_ELIMIT, never a stack overflow), and one
  * validation does at most PL_SCHEMA_MAX_WORK units of work (a schema
- * applied, a value compared, 16 steps of a pattern's match), so nested
+ * applied, a value compared, 16 steps of a pattern's match, 16 members
+ * scanned to look a name up), so nested
  * anyOf/oneOf references cannot blow up exponentially.
  */
 #ifndef PL_SCHEMA_H

@@ -180,8 +180,8 @@ int pl_ctx_invokef(cJSON **out, pl_ctx *ctx, const char *policy,
  * Bounds: a schema nests at most PL_SCHEMA_MAX_DEPTH JSON levels;
  * validation applies schemas at most PL_SCHEMA_MAX_DEPTH deep (a "$ref"
  * cycle ends there) and does at most PL_SCHEMA_MAX_WORK units of work
- * (a schema applied, a value compared, 16 steps of a pattern's match):
- * PL_ELIMIT past either.  Numbers are compared as doubles.
+ * (a schema applied, a value compared, 16 steps of a pattern's match,
+ * 16 members scanned to look a name up): PL_ELIMIT past either.  Numbers are compared as doubles.
  */
 
 #define PL_SCHEMA_MAX_DEPTH 128        /**< see above */
