@@ -653,6 +653,17 @@ Test(schema, lookups_are_counted_as_work)
     cJSON_Delete(inst);
 }
 
+/* Beside "prefixItems", "items" is the schema of the items past the
+ * prefix (2020-12): an array there was applied as a schema, one that
+ * takes anything, so [1,2] passed "items":[false]. */
+Test(schema, an_items_array_beside_prefix_items_is_refused)
+{
+    expect_refused("{\"prefixItems\":[true],\"items\":[false]}", PL_EINVAL,
+                   "#/items");
+    expect_fail("{\"prefixItems\":[true],\"items\":false}", "[1,2]", "/1",
+                "false");
+}
+
 Test(schema, large_and_deep_instances_are_bounded)
 {
     /* an instance nested deeper than the bound, against a recursive schema */

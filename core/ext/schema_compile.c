@@ -366,8 +366,15 @@ static int compile_node(pl_schema *s, const cJSON *node, const where *w,
             if (!cJSON_IsBool(kw))
                 st = schema_err(PL_EINVAL, &at, "expected a boolean");
         } else if (!strcmp(k, "items")) {
-            st = cJSON_IsArray(kw) ? schema_array(s, kw, w, k, depth, false)
-                                   : sub(s, kw, w, k, depth);
+            /* beside prefixItems (2020-12) "items" is the schema of the
+             * rest: an array there was read as a schema that takes all */
+            if (cJSON_IsArray(kw) &&
+                cJSON_GetObjectItemCaseSensitive(node, "prefixItems"))
+                st = schema_err(PL_EINVAL, &at,
+                                "beside \"prefixItems\", expected a schema");
+            else
+                st = cJSON_IsArray(kw) ? schema_array(s, kw, w, k, depth, false)
+                                       : sub(s, kw, w, k, depth);
         } else if (!strcmp(k, "prefixItems")) {
             st = schema_array(s, kw, w, k, depth, false);
         } else if (!strcmp(k, "additionalItems") || !strcmp(k, "contains") ||
