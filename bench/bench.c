@@ -241,6 +241,8 @@ int main(int argc, char **argv)
         failures += report_rate(quick);
     if (only & ONLY_MCP)
         failures += report_mcp(quick);
+    if (only & ONLY_TAKE) /* on LMDB, a wake's keys alone */
+        failures += report_take(quick);
     churn_report cr = {quick, g_print_json, g_dir, g_pg_uri, g_json};
     failures += (only & ONLY_CHURN ? churn_report_run(&cr) : 0) +
                 (only & ONLY_AGENT && !g_pg_uri

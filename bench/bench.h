@@ -217,6 +217,25 @@ int report_mcp(bool quick);
  * ahead of it, on PostgreSQL only; 0, or 1 when it failed. */
 int report_take(bool quick);
 int report_take_keys(bool quick, cJSON *o); /* within take's */
+/* bench_keys_scale.c: a wake and a take past what keys refuse */
+int report_keys_scale(bool quick, cJSON *o);
+/* The shared buffers the EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) @p sql
+ * reports, hit or read, on its second run (the first plans it), in a
+ * transaction rolled back; -1 if unknown. */
+long explain_buffers(PGconn *c, const char *sql);
+/* @p n wakes (@p wake) or takes of store @p s (schema @p schema), each
+ * timed into t[i] and expected to take run @p first + i * @p step, its
+ * lease dropped after it (outside the time): 1 on a wrong one; *done
+ * those done before. */
+struct pl__pg_store;
+int timed_takes(struct pl__pg_store *s, PGconn *c, const char *schema,
+                bool wake, int n, uint64_t first, uint64_t step, double *t,
+                int *done);
+/* A take case's end: its figures into @p k, @p t freed, @p c, @p s and
+ * the store at @p path gone. */
+void take_case_end(cJSON *k, double p50, double p99, long buffers, double *t,
+                   PGconn *c, struct pl__pg_store *s, const char *path);
+int report_keys_scale_lmdb(bool quick, cJSON *o); /* without --store */
 /* bench_take.c: a new PostgreSQL store open, its schema; runs 1..count
  * of its schema, each with a state; a take's claim refused (the lease
  * kept) */

@@ -89,8 +89,9 @@ static int cmp_double(const void *a, const void *b)
 int report_take(bool quick)
 {
     if (!g_pg_uri) {
-        say("\ntake: on PostgreSQL only (--store)\n");
-        return 0;
+        say("\ntake: on PostgreSQL only (--store), but for a wake's keys\n");
+        return report_keys_scale_lmdb(quick,
+                                      cJSON_AddObjectToObject(g_json, "take"));
     }
     int n = quick ? 200 : QUEUED / 2;
     say("\ntake: a worker's take of the queue's head with %d runs running "

@@ -62,33 +62,6 @@ static void keys_fill(PGconn *c, const char *n, const char *key, int lim,
     pg_sql(c, sql);
 }
 
-/* The shared buffers pl_take() reads, hit or read, once; -1 if unknown.
- * Its second call's: the first reads the catalogs too, to compile and
- * plan the function's statements, as a connection's first take does. */
-static long take_buffers(PGconn *c, const char *n)
-{
-    char sql[256];
-    pg_sql(c, "BEGIN");
-    snprintf(sql, sizeof sql,
-             "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) SELECT * FROM "
-             "\"%s\".pl_take('bench@host', 60000000)",
-             n);
-    PGresult *r = PQexec(c, sql);
-    long b = -1;
-    if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1) {
-        cJSON *j = cJSON_Parse(PQgetvalue(r, 0, 0));
-        cJSON *p = cJSON_GetObjectItem(cJSON_GetArrayItem(j, 0), "Plan");
-        cJSON *h = cJSON_GetObjectItem(p, "Shared Hit Blocks");
-        cJSON *d = cJSON_GetObjectItem(p, "Shared Read Blocks");
-        if (cJSON_IsNumber(h) && cJSON_IsNumber(d))
-            b = (long)(h->valuedouble + d->valuedouble);
-        cJSON_Delete(j);
-    }
-    PQclear(r);
-    pg_sql(c, "ROLLBACK");
-    return b;
-}
-
 /* One case: @p takes takes, each expected to take run @p first + i *
  * @p step, timed; 1 on a wrong take. */
 static int keys_case(const char *name, const char *what, const char *key,
@@ -101,32 +74,21 @@ static int keys_case(const char *name, const char *what, const char *key,
     const char *schema = take_open(name, path, sizeof path, &s);
     PGconn *c = pg_connect();
     keys_fill(c, schema, key, lim, tail);
-    take_buffers(c, schema);
-    long buffers = take_buffers(c, schema);
+    /* pl_take()'s buffers: its second call's (the first reads the
+     * catalogs too, to compile and plan the function's statements, as a
+     * connection's first take does) */
+    char sql[256];
+    snprintf(sql, sizeof sql,
+             "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) SELECT * FROM "
+             "\"%s\".pl_take('bench@host', 60000000)",
+             schema);
+    long buffers = explain_buffers(c, sql);
     double *t = malloc(sizeof *t * (size_t)takes);
     if (!t)
         die("out of memory");
-    int failures = 0, done = 0;
-    for (int i = 0; i < takes; i++, done++) {
-        pl__lease l = {0};
-        bool taken;
-        uint64_t want = first + (uint64_t)i * step;
-        double t0 = now_s();
-        int st = pl__pg_take(s, "bench@host", 60000000, take_refuse, NULL, &l,
-                             &taken);
-        t[i] = now_s() - t0;
-        if (!taken || st != PL_EBUSY || l.run != want) {
-            say("    take %d: %s run #%llu, not #%llu (%s)\n", i,
-                taken ? "took" : "took no", (unsigned long long)l.run,
-                (unsigned long long)want, pl_errmsg());
-            failures = 1;
-            break;
-        }
-        char sql[256];
-        snprintf(sql, sizeof sql, "DELETE FROM \"%s\".leases WHERE run = %llu",
-                 schema, (unsigned long long)l.run);
-        pg_sql(c, sql);
-    }
+    int done;
+    int failures = timed_takes(s, c, schema, false, takes, first, step, t,
+                               &done);
     double p50 = percentile(t, (size_t)done, 0.5),
            p99 = percentile(t, (size_t)done, 0.99);
     say("    a take, p50 / p99              %8.2f / %.2f ms (floor %.1fx)\n"
@@ -135,13 +97,7 @@ static int keys_case(const char *name, const char *what, const char *key,
     cJSON *k = cJSON_AddObjectToObject(o, name);
     jnum(k, "queued_of_key", QUEUED_KEY);
     jnum(k, "takes", done);
-    jnum(k, "p50_ms", p50 * 1e3);
-    jnum(k, "p99_ms", p99 * 1e3);
-    jnum(k, "buffers", (double)buffers);
-    free(t);
-    PQfinish(c);
-    pl__pg_close(s);
-    remove_store(path);
+    take_case_end(k, p50, p99, buffers, t, c, s, path);
     return failures;
 }
 
@@ -166,5 +122,5 @@ int report_take_keys(bool quick, cJSON *o)
                    "past them, its key full, 1,000 keys queued after", "tenant",
                    1, TAIL_KEYS, n, QUEUED_KEY + 2, 1, floor, o);
     jnum(o, "keys_floor_ms", floor * 1e3);
-    return f;
+    return f | report_keys_scale(quick, o);
 }

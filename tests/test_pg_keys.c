@@ -159,13 +159,17 @@ Test(pg_keys, a_keys_count_and_the_keyed_take_are_read_by_their_indexes)
     plans_end(c, &plan, s);
 }
 
-/* The run store @p s's take takes (its lease kept), or 0 if none (the
- * queue has none it may start). */
-static uint64_t take(pl__pg_store *s)
+/* The run store @p s's take takes (its lease kept), or with @p due a
+ * wake of its due timers, or 0 if none (none it may start). */
+static uint64_t took(pl__pg_store *s, bool due)
 {
     pl__lease l = {0};
     bool taken = false;
-    int st = pl__pg_take(s, "w2", 60000000, refuse_claim, NULL, &l, &taken);
+    int64_t next = 0;
+    int st = due ? pl__pg_take_due(s, "w3", 60000000, refuse_claim, NULL, &l,
+                                   &taken, &next)
+                 : pl__pg_take(s, "w2", 60000000, refuse_claim, NULL, &l,
+                               &taken);
     if (!taken) {
         cr_expect_eq(st, PL_ENOTFOUND, "%s", pl_errmsg());
         return 0;
@@ -192,13 +196,13 @@ Test(pg_keys, a_take_past_a_full_keys_queue_takes_in_the_queues_order)
     queue_of(c, "t_kfull", 60, q, sizeof q / sizeof *q);
     static const uint64_t order[] = {42, 43, 44, 46, 48, 0};
     for (size_t i = 0; i < sizeof order / sizeof *order; i++)
-        cr_expect_eq(take(s), order[i], "take %zu", i);
+        cr_expect_eq(took(s, false), order[i], "take %zu", i);
     /* a's place freed: its first queued; then b's: its second */
     admin_sql(c, "DELETE FROM t_kfull.leases WHERE run = 1");
-    cr_expect_eq(take(s), 2);
+    cr_expect_eq(took(s, false), 2);
     admin_sql(c, "DELETE FROM t_kfull.leases WHERE run = 42");
-    cr_expect_eq(take(s), 45);
-    cr_expect_eq(take(s), 0);
+    cr_expect_eq(took(s, false), 45);
+    cr_expect_eq(took(s, false), 0);
     pl__pg_close(s);
     PQfinish(c);
 }
@@ -224,13 +228,13 @@ Test(pg_keys, a_take_past_a_full_keys_queue_keeps_held_and_crashed_runs)
     cr_assert_eq(PQresultStatus(r), PGRES_TUPLES_OK, "%s",
                  PQresultErrorMessage(r));
     PQclear(r);
-    cr_expect_eq(take(s), 44); /* b passed over: 43 waits behind 42 */
-    cr_expect_eq(take(s), 45);
-    cr_expect_eq(take(s), 0); /* d's place is 44's; 46 waits */
+    cr_expect_eq(took(s, false), 44); /* b passed over: 43 waits behind 42 */
+    cr_expect_eq(took(s, false), 45);
+    cr_expect_eq(took(s, false), 0); /* d's place is 44's; 46 waits */
     admin_sql(o, "COMMIT");
-    cr_expect_eq(take(s), 42);
-    cr_expect_eq(take(s), 43);
-    cr_expect_eq(take(s), 0);
+    cr_expect_eq(took(s, false), 42);
+    cr_expect_eq(took(s, false), 43);
+    cr_expect_eq(took(s, false), 0);
     PQfinish(o);
     pl__pg_close(s);
     PQfinish(c);
@@ -261,10 +265,160 @@ Test(pg_keys, a_take_past_many_full_keys_reads_their_heads_in_turns)
     for (size_t i = 0; i < sizeof q / sizeof *q; i++)
         leases_of(c, "t_kmany", q[i].from, q[i].to, q[i].key, q[i].lim,
                   q[i].owner);
-    cr_expect_eq(take(s), 121);
-    cr_expect_eq(take(s), 122);
-    cr_expect_eq(take(s), 123);
-    cr_expect_eq(take(s), 0);
+    cr_expect_eq(took(s, false), 121);
+    cr_expect_eq(took(s, false), 122);
+    cr_expect_eq(took(s, false), 123);
+    cr_expect_eq(took(s, false), 0);
+    pl__pg_close(s);
+    PQfinish(c);
+}
+
+/* ---- wakes: due timers past a full key's ---------------------------------- */
+
+/* Runs @p from..@p to of schema @p n parked on timers due at their
+ * numbers (long past), with key @p key ("": none) of limit @p lim, as a
+ * parking commit leaves them (the timer keeps the run's key). */
+static void parked_of(PGconn *c, const char *n, int from, int to,
+                      const char *key, int lim)
+{
+    char sql[768];
+    if (*key) {
+        snprintf(sql, sizeof sql,
+                 "INSERT INTO %s.parked (run, fkey, flimit) SELECT i, '%s', "
+                 "%d FROM generate_series(%d, %d) i",
+                 n, key, lim, from, to);
+        admin_sql(c, sql);
+    }
+    snprintf(sql, sizeof sql,
+             "INSERT INTO %s.timers (run, due, id, rec, fkey) SELECT i, i, "
+             "'', '\\x00', NULLIF('%s', '') FROM generate_series(%d, %d) i",
+             n, key, from, to);
+    admin_sql(c, sql);
+}
+
+/*
+ * 10,000 runs of a full key (limit 1, its place held) parked on due
+ * timers, then one without a key and one of a key with room, 1,000 runs
+ * running without a key: a wake
+ * passes the full key's timers by the keys' heads and the timers without
+ * a key (timers_key), in a few statements, never reading the key's
+ * 10,000; with the plans of a connection's first calls and the generic
+ * ones.
+ */
+Test(pg_keys, a_wake_past_a_full_keys_due_timers_reads_their_heads)
+{
+    pl__pg_store *s = pg_store("t_wplan");
+    PGconn *c = t_pg_admin();
+    /* the key's place held, and 1,000 runs running without a key */
+    static const span q[] = {{1, 1, "tenant", 1, "w@h"},
+                             {10004, 11003, "", 0, "w@h"}};
+    queue_of(c, "t_wplan", 11003, q, 2);
+    parked_of(c, "t_wplan", 2, 10001, "tenant", 1);
+    parked_of(c, "t_wplan", 10002, 10002, "", 0);
+    parked_of(c, "t_wplan", 10003, 10003, "other", 1);
+    admin_sql(c, "ANALYZE t_wplan.timers, t_wplan.parked, t_wplan.leases");
+    pl__buf plan = {0};
+    explain_into(c, &plan);
+    for (int generic = 0; generic < 2; generic++) {
+        if (generic)
+            admin_sql(c, "SET plan_cache_mode = force_generic_plan");
+        call_uses(c, &plan,
+                  "SELECT string_agg(run::text, ',') FROM t_wplan.pl_wake(8)",
+                  "10002,10003", "timers_key");
+        cr_expect(plan_has(&plan, "Index Cond: ((fkey IS NULL) AND"), "%s",
+                  (const char *)plan.data);
+        cr_expect_not(plan_has(&plan, "Seq Scan on timers"), "%s",
+                      (const char *)plan.data);
+        /* a batch, the keys, their heads, the timers without a key, the
+         * key's count: where the walk read 625 batches */
+        cr_expect(fewer_than(&plan, "Query Text:", 24), "%s",
+                  (const char *)plan.data);
+    }
+    plans_end(c, &plan, s);
+}
+
+/*
+ * Past a full key's 40 due timers (more than a wake reads at a time),
+ * timers of two keys with room and without a key among more of the full
+ * key's: one wake of eight takes them in due order, each key up to its
+ * limit (a key's next timer read once its first is taken); wakes of one
+ * take the same, one at a time; a place freed between two wakes goes to
+ * its key's first due timer.
+ */
+Test(pg_keys, a_wake_past_a_full_keys_timers_takes_them_in_due_order)
+{
+    pl__pg_store *s = pg_store("t_wfull");
+    PGconn *c = t_pg_admin();
+    static const span q[] = {{1, 1, "a", 1, "w@h"}};
+    queue_of(c, "t_wfull", 60, q, 1);
+    static const span p[] = {{2, 41, "a", 1, ""},  {42, 42, "b", 1, ""},
+                             {43, 43, "", 0, ""},  {44, 44, "c", 2, ""},
+                             {45, 45, "b", 1, ""}, {46, 47, "c", 2, ""},
+                             {48, 48, "", 0, ""},  {49, 60, "a", 1, ""}};
+    for (size_t i = 0; i < sizeof p / sizeof *p; i++)
+        parked_of(c, "t_wfull", p[i].from, p[i].to, p[i].key, p[i].lim);
+    /* in one wake of eight, rolled back */
+    pl__buf plan = {0};
+    explain_into(c, &plan);
+    call_uses(c, &plan,
+              "SELECT string_agg(run::text, ',') FROM t_wfull.pl_wake(8)",
+              "42,43,44,46,48", "timers_key");
+    admin_sql(c, "SET auto_explain.log_min_duration = -1");
+    static const uint64_t order[] = {42, 43, 44, 46, 48, 0};
+    for (size_t i = 0; i < sizeof order / sizeof *order; i++)
+        cr_expect_eq(took(s, true), order[i], "wake %zu", i);
+    /* a's place freed: its first due; then b's: its second */
+    admin_sql(c, "DELETE FROM t_wfull.leases WHERE run = 1");
+    cr_expect_eq(took(s, true), 2);
+    admin_sql(c, "DELETE FROM t_wfull.leases WHERE run = 42");
+    cr_expect_eq(took(s, true), 45);
+    cr_expect_eq(took(s, true), 0);
+    pl__pg_close(s);
+    PQfinish(c);
+    pl__buf_free(&plan);
+}
+
+/*
+ * Past the due timers of 40 full keys (more keys than a wake reads at a
+ * time), each key's spread among the others': a key with room due after
+ * them all, its name after theirs, is woken first; then the run without a
+ * key; then a key with room whose name is before theirs; then none.  A
+ * run executing (its lease live) whose timer is due is left, its key's
+ * next due timer taken behind it.
+ */
+Test(pg_keys, a_wake_past_many_full_keys_reads_their_heads_in_turns)
+{
+    pl__pg_store *s = pg_store("t_wmany");
+    PGconn *c = t_pg_admin();
+    fill_runs(c, "t_wmany", 126);
+    admin_sql(c, "INSERT INTO t_wmany.leases (run, gen, owner, id, expires, "
+                 "qrank, fkey, flimit) SELECT i, 1, 'w@h', '', (extract(epoch "
+                 "from clock_timestamp()) * 1e6)::bigint + 3600000000, i, "
+                 "'k' || lpad((i % 40)::text, 2, '0'), 1 FROM "
+                 "generate_series(1, 40) i");
+    admin_sql(c, "INSERT INTO t_wmany.parked (run, fkey, flimit) SELECT i, "
+                 "'k' || lpad((i % 40)::text, 2, '0'), 1 FROM "
+                 "generate_series(41, 120) i");
+    admin_sql(c, "INSERT INTO t_wmany.timers (run, due, id, rec, fkey) SELECT "
+                 "i, i, '', '\\x00', 'k' || lpad((i % 40)::text, 2, '0') FROM "
+                 "generate_series(41, 120) i");
+    parked_of(c, "t_wmany", 121, 121, "zz", 2);
+    parked_of(c, "t_wmany", 122, 122, "", 0);
+    parked_of(c, "t_wmany", 123, 123, "aa", 1);
+    /* zz's second, executing (its lease live: it parks again or ends),
+     * then its third */
+    static const span live[] = {{124, 124, "zz", 2, "w@h"}};
+    leases_of(c, "t_wmany", live[0].from, live[0].to, live[0].key, live[0].lim,
+              live[0].owner);
+    parked_of(c, "t_wmany", 125, 125, "zz", 2);
+    admin_sql(c, "UPDATE t_wmany.timers SET fkey = 'zz' WHERE run = 124");
+    static const uint64_t order[] = {121, 122, 123, 0};
+    for (size_t i = 0; i < sizeof order / sizeof *order; i++)
+        cr_expect_eq(took(s, true), order[i], "wake %zu", i);
+    /* zz's place: one live (124), one taken (121); 121's freed: 125 */
+    admin_sql(c, "DELETE FROM t_wmany.leases WHERE run = 121");
+    cr_expect_eq(took(s, true), 125);
+    cr_expect_eq(took(s, true), 0);
     pl__pg_close(s);
     PQfinish(c);
 }

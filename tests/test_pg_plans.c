@@ -778,3 +778,61 @@ Test(pg, an_old_stores_lease_indexes_are_converted_at_open)
     PQfinish(c);
     free(uri);
 }
+
+/*
+ * A store made before the timers kept their runs' keys (no timers.fkey,
+ * no timers_key) gains both when it is opened to write, each timer's key
+ * filled from its run's parked row or lease, under the store's lock; and
+ * a wake then passes the due timers of a full key to the run behind them.
+ */
+Test(pg, an_old_stores_timers_gain_their_keys_at_open)
+{
+    char *uri = t_pg_store_uri("t_oldtim");
+    pl__pg_store *s = NULL;
+    cr_assert_eq(pl__pg_open(&s, uri, NULL), PL_OK, "%s", pl_errmsg());
+    pl__pg_close(s);
+    PGconn *c = t_pg_admin();
+    admin_sql(c, "DROP INDEX t_oldtim.timers_key");
+    admin_sql(c, "ALTER TABLE t_oldtim.timers DROP COLUMN fkey");
+    fill_runs(c, "t_oldtim", 40);
+    /* run 1 holds key a's one place; 2..30 parked with a, due; 31 due
+     * without a key; 32 queued with key b, a delivery made it due */
+    admin_sql(c, "INSERT INTO t_oldtim.leases (run, gen, owner, id, expires, "
+                 "qrank, fkey, flimit) VALUES (1, 1, 'w@h', '', (extract("
+                 "epoch from clock_timestamp()) * 1e6)::bigint + 3600000000, "
+                 "1, 'a', 1), (32, 0, '', '', 0, 32, 'b', 1)");
+    admin_sql(c, "INSERT INTO t_oldtim.parked SELECT i, 'a', 1 FROM "
+                 "generate_series(2, 30) i");
+    admin_sql(c, "INSERT INTO t_oldtim.timers (run, due, id, rec) SELECT i, "
+                 "i, '', '\\x00' FROM generate_series(2, 32) i");
+    cr_assert_eq(pl__pg_open(&s, uri, NULL), PL_OK, "%s", pl_errmsg());
+    PGresult *r = PQexec(
+        c, "SELECT count(*) FILTER (WHERE fkey = 'a'), count(*) FILTER "
+           "(WHERE fkey IS NULL), string_agg(fkey, ',') FILTER (WHERE run = "
+           "32), (SELECT indexdef FROM pg_indexes WHERE schemaname = "
+           "'t_oldtim' AND indexname = 'timers_key') FROM t_oldtim.timers");
+    cr_assert_eq(PQresultStatus(r), PGRES_TUPLES_OK, "%s",
+                 PQresultErrorMessage(r));
+    cr_expect_str_eq(PQgetvalue(r, 0, 0), "29");
+    cr_expect_str_eq(PQgetvalue(r, 0, 1), "1");
+    cr_expect_str_eq(PQgetvalue(r, 0, 2), "b");
+    cr_expect(strstr(PQgetvalue(r, 0, 3), "(fkey, due, run)"), "%s",
+              PQgetvalue(r, 0, 3));
+    PQclear(r);
+    /* past key a's 29 due timers (more than a batch): 31, then 32 */
+    for (uint64_t want = 31; want <= 33; want++) {
+        pl__lease l = {0};
+        bool taken = false;
+        int64_t next = 0;
+        int st = pl__pg_take_due(s, "w2", 60000000, refuse_claim, NULL, &l,
+                                 &taken, &next);
+        cr_expect_eq(taken, want < 33, "wake of #%llu: %s",
+                     (unsigned long long)want, pl_errmsg());
+        cr_expect(!taken || l.run == want, "woke #%llu, not #%llu",
+                  (unsigned long long)l.run, (unsigned long long)want);
+        cr_expect_eq(st, taken ? PL_EBUSY : PL_ENOTFOUND, "%s", pl_errmsg());
+    }
+    pl__pg_close(s);
+    PQfinish(c);
+    free(uri);
+}

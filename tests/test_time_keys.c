@@ -24,6 +24,10 @@
 static atomic_int g_live, g_most;
 /* "holder" holds its place until g_release. */
 static atomic_int g_holding, g_release;
+/* The payloads' "n" of the keyed waiters that got their event, in the
+ * order they went on. */
+#define K_ORDER_MAX 64
+static atomic_int g_order[K_ORDER_MAX], g_norder;
 
 static void k_enter(void)
 {
@@ -59,10 +63,18 @@ static int keyed_waiter(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *u)
     int st = pl_ctx_wait_event(&p, ctx, "go", PL_WAIT_FOREVER);
     if (st && st != PL_ECANCELLED)
         return st; /* parked (PL_ESUSPENDED), or stopped */
-    k_enter();
+    /* a run without a key says so in its event: not counted */
+    bool keyed = !cJSON_IsTrue(cJSON_GetObjectItem(p, "free"));
+    if (keyed)
+        k_enter();
+    const cJSON *n = cJSON_GetObjectItem(p, "n");
+    int at = atomic_fetch_add(&g_norder, 1);
+    if (!st && cJSON_IsNumber(n) && at < K_ORDER_MAX)
+        atomic_store(&g_order[at], n->valueint);
     int rs = st ? pl_ctx_invoke(NULL, ctx, "undo", pl_json_empty())
                 : pl_steps_add_resultf(out, "{s:O}", "got", p);
-    k_leave();
+    if (keyed)
+        k_leave();
     cJSON_Delete(p);
     return rs ? rs : st;
 }
@@ -89,13 +101,13 @@ static void k_submit(pl_engine *e, const char *policy, const char *id)
                  pl_errmsg());
 }
 
-/* Run "a" of key "k" parked waiting for "go" (on an engine that parks
+/* Run @p id of key "k" parked waiting for "go" (on an engine that parks
  * every wait). */
-static void k_park_a(pl_engine *e)
+static void k_park(pl_engine *e, const char *id)
 {
-    k_submit(e, "keyed-waiter", "a");
+    k_submit(e, "keyed-waiter", id);
     pl_outcome *o = NULL;
-    cr_assert_eq(pl_run_continue(&o, e, "a", NULL), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(pl_run_continue(&o, e, id, NULL), PL_OK, "%s", pl_errmsg());
     cr_assert_eq(o->status, PL_RUN_WAITING, "%s",
                  pl_run_status_name(o->status));
     pl_outcome_free(o);
@@ -149,7 +161,7 @@ Test(time_keys, a_signal_waits_for_the_key)
 {
     pl_registry *reg = k_registry();
     pl_engine *e = engine_parking(reg);
-    k_park_a(e);
+    k_park(e, "a");
     k_submit(e, "holder", "b");
     k_worker w = {.e = e};
     cr_assert_eq(pthread_create(&w.th, NULL, k_worker_main, &w), 0);
@@ -212,7 +224,7 @@ Test(time_keys, a_cancellation_waits_for_the_key)
 {
     pl_registry *reg = k_registry();
     pl_engine *e = engine_parking(reg);
-    k_park_a(e);
+    k_park(e, "a");
     k_submit(e, "holder", "b");
     pthread_t th;
     cr_assert_eq(pthread_create(&th, NULL, k_hold_main, e), 0);
@@ -249,12 +261,10 @@ Test(time_keys, a_cancellation_waits_for_the_key)
     pl_registry_free(reg);
 }
 
-/* Without a key, a signalled waiting run goes on in the caller's thread as
- * before, while another run executes. */
-Test(time_keys, a_run_without_a_key_goes_on_at_once)
+/* Run "free", without a key, parked waiting for "go"; then "holder" (run
+ * "b") holding key "k"'s place in a thread, returned. */
+static pthread_t k_free_and_hold(pl_engine *e)
 {
-    pl_registry *reg = k_registry();
-    pl_engine *e = engine_parking(reg);
     pl_outcome *o = t_start(e, "keyed-waiter", "{}", "free");
     cr_assert_eq(o->status, PL_RUN_WAITING);
     pl_outcome_free(o);
@@ -262,8 +272,18 @@ Test(time_keys, a_run_without_a_key_goes_on_at_once)
     pthread_t th;
     cr_assert_eq(pthread_create(&th, NULL, k_hold_main, e), 0);
     k_await_holding();
+    return th;
+}
+
+/* Without a key, a signalled waiting run goes on in the caller's thread as
+ * before, while another run executes. */
+Test(time_keys, a_run_without_a_key_goes_on_at_once)
+{
+    pl_registry *reg = k_registry();
+    pl_engine *e = engine_parking(reg);
+    pthread_t th = k_free_and_hold(e);
     cJSON *p = t_json("{\"n\": 1}");
-    o = NULL;
+    pl_outcome *o = NULL;
     cr_assert_eq(pl_run_signal(&o, e, "free", "go", p), PL_OK, "%s",
                  pl_errmsg());
     cJSON_Delete(p);
@@ -310,6 +330,76 @@ Test(time_keys, a_queued_run_is_woken_only_as_its_keys_first)
     cr_expect_eq(status_of(e, "q1"), PL_RUN_COMPLETED, "q1 is %s",
                  pl_run_status_name(status_of(e, "q1")));
     cr_expect_eq(atomic_load(&g_most), 1);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/*
+ * Twenty runs of key "k" (limit 1) parked and signalled while "holder"
+ * holds the key's place, then a run without a key signalled after them:
+ * a wake passes the twenty due runs of the full key (more than a take's
+ * batch) and wakes the run without a key behind them, and none of the
+ * twenty.  Once the key frees, each wake gives its place to the next of
+ * the twenty in the order their timers fell due, the key's place freed
+ * between two wakes, never two at once, none left.
+ */
+#define K_FULL_DUE 20
+Test(time_keys, a_wake_passes_a_full_keys_due_runs)
+{
+    pl_registry *reg = k_registry();
+    pl_engine *e = engine_parking(reg);
+    char id[K_FULL_DUE][16];
+    for (int i = 0; i < K_FULL_DUE; i++) {
+        snprintf(id[i], sizeof id[i], "w%02d", i);
+        k_park(e, id[i]);
+    }
+    pthread_t th = k_free_and_hold(e);
+    char pay[48];
+    for (int i = 0; i <= K_FULL_DUE; i++) {
+        snprintf(pay, sizeof pay, "{\"n\": %d, \"free\": %s}", i,
+                 i < K_FULL_DUE ? "false" : "true");
+        cJSON *p = t_json(pay);
+        cr_assert_eq(pl_run_signal(NULL, e, i < K_FULL_DUE ? id[i] : "free",
+                                   "go", p),
+                     PL_OK, "%s", pl_errmsg());
+        cJSON_Delete(p);
+    }
+    int64_t next = 0;
+    cr_assert_eq(pl_engine_wake(e, &next), PL_OK, "%s", pl_errmsg());
+    cr_expect_eq(status_of(e, "free"), PL_RUN_COMPLETED,
+                 "the run without a key behind %d due runs of a full key "
+                 "was not woken: %s",
+                 K_FULL_DUE, pl_run_status_name(status_of(e, "free")));
+    for (int i = 0; i < K_FULL_DUE; i++)
+        cr_expect_eq(status_of(e, id[i]), PL_RUN_WAITING,
+                     "%s woken while its key was full: %s", id[i],
+                     pl_run_status_name(status_of(e, id[i])));
+    cr_expect_gt(next, 0, "the full key's runs are not due again");
+    atomic_store(&g_release, 1);
+    void *ok = NULL;
+    cr_assert_eq(pthread_join(th, &ok), 0);
+    cr_expect_not_null(ok, "run b did not complete");
+    for (int i = 0; i < K_FULL_DUE; i++)
+        for (int ms = 0; status_of(e, id[i]) == PL_RUN_WAITING; ms += 5) {
+            cr_assert_lt(ms, K_BOUND_MS, "%s was never woken", id[i]);
+            cr_assert_eq(pl_engine_wake(e, &next), PL_OK, "%s", pl_errmsg());
+            if (status_of(e, id[i]) == PL_RUN_WAITING)
+                nap_ms(5);
+        }
+    for (int i = 0; i < K_FULL_DUE; i++)
+        cr_expect_eq(status_of(e, id[i]), PL_RUN_COMPLETED, "%s is %s", id[i],
+                     pl_run_status_name(status_of(e, id[i])));
+    cr_assert_eq(atomic_load(&g_norder), K_FULL_DUE + 1);
+    cr_expect_eq(atomic_load(&g_order[0]), K_FULL_DUE,
+                 "the run without a key went on after %d",
+                 atomic_load(&g_order[0]));
+    for (int i = 0; i < K_FULL_DUE; i++)
+        cr_expect_eq(atomic_load(&g_order[i + 1]), i,
+                     "the key's place %d went to w%02d", i,
+                     atomic_load(&g_order[i + 1]));
+    cr_expect_eq(atomic_load(&g_most), 1,
+                 "%d runs of key k (limit 1) executed at once",
+                 atomic_load(&g_most));
     pl_engine_close(e);
     pl_registry_free(reg);
 }

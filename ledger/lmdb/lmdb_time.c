@@ -21,6 +21,8 @@
 #include "runrec.h"
 
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 int pl__lmdb_time_open(pl__lmdb_store *s, MDB_txn *txn, bool create)
 {
@@ -234,8 +236,8 @@ static int earliest(pl__lmdb_store *s, int64_t *due)
     return st;
 }
 
-#define TAKE_MAX 64 /* timers a take looks at, past those it skips */
-#define FULL_PASS 7 /* due timers past those it takes, should keys be full */
+#define TAKE_MAX 64    /* due timers a take reads at a time */
+#define REFUSED_MAX 32 /* keys a take remembers as refused */
 /* When a due timer waits for its key's room: how soon to look again. */
 #define LOOK_AGAIN_US 50000
 
@@ -248,10 +250,26 @@ typedef struct take_ctx {
     bool blocked; /* a due timer's key was full */
 } take_ctx;
 
+/* The keys a take refused (full, or a run of the key queued ahead): their
+ * later due timers are passed over for the rest of the take, so that the
+ * key's places go in due order; past REFUSED_MAX a key is counted again. */
+typedef struct refused {
+    char key[REFUSED_MAX][PL__FLOW_KEY_MAX + 1];
+    size_t n;
+} refused;
+
+static bool was_refused(const refused *r, const char *key)
+{
+    for (size_t i = 0; i < r->n; i++)
+        if (strcmp(r->key[i], key) == 0)
+            return true;
+    return false;
+}
+
 /* Take the timer at index entry (@p due, @p run) and its run's lease into
  * c->out[c->n] (a stale entry is dropped instead). */
-static int take_one(pl__lmdb_store *s, MDB_txn *txn, take_ctx *c, int64_t due,
-                    uint64_t run, int *st)
+static int take_one(pl__lmdb_store *s, MDB_txn *txn, take_ctx *c, refused *ref,
+                    int64_t due, uint64_t run, int *st)
 {
     int64_t tdue;
     char id[PL_MAX_RUN_ID + 1];
@@ -267,6 +285,15 @@ static int take_one(pl__lmdb_store *s, MDB_txn *txn, take_ctx *c, int64_t due,
     }
     if (rc || *st)
         return rc;
+    pl__flow f;
+    bool keyed;
+    if ((rc = pl__lmdb_flow_pass(s, txn, run, &f, &keyed, st)) || *st)
+        return rc;
+    keyed = keyed && *f.key;
+    if (keyed && was_refused(ref, f.key)) {
+        c->blocked = true;
+        return 0;
+    }
     /* a run parked with a key: only while the key has room (counting the
      * runs this take woke before it); else it stays due */
     bool room, first = true;
@@ -277,6 +304,8 @@ static int take_one(pl__lmdb_store *s, MDB_txn *txn, take_ctx *c, int64_t due,
         return rc;
     if (!room || !first) {
         c->blocked = true;
+        if (keyed && ref->n < REFUSED_MAX)
+            snprintf(ref->key[ref->n++], sizeof ref->key[0], "%s", f.key);
         return 0;
     }
     if ((rc = timer_del(s, txn, run, due)))
@@ -288,53 +317,92 @@ static int take_one(pl__lmdb_store *s, MDB_txn *txn, take_ctx *c, int64_t due,
     return rc;
 }
 
-static int take_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
+/* Up to TAKE_MAX due entries after (*due, *run) (all from the first with
+ * *past false) whose runs are not executing, into @p dues and @p runs
+ * (*found); *more: the due index may hold more due entries past them. */
+static int due_batch(pl__lmdb_store *s, MDB_txn *txn, take_ctx *c, int64_t now,
+                     bool *past, int64_t *due, uint64_t *run,
+                     int64_t dues[TAKE_MAX], uint64_t runs[TAKE_MAX],
+                     size_t *found, bool *more, int *st)
 {
-    take_ctx *c = user;
     MDB_cursor *cur;
     int rc = mdb_cursor_open(txn, s->due, &cur);
     if (rc)
         return rc;
-    MDB_val k, v;
-    int64_t now = pl__now_us();
-    c->n = 0;
-    c->next = 0;
-    /* the due entries to take, found first: the cursor is not used across
-     * the writes */
-    int64_t dues[TAKE_MAX];
-    uint64_t runs[TAKE_MAX];
-    size_t found = 0;
-    for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST);
-         !rc && found < c->max + FULL_PASS && found < TAKE_MAX;
-         rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+    uint8_t at[16];
+    due_key(at, *due, *run);
+    MDB_val k = {16, at}, v;
+    *found = 0;
+    *more = false;
+    rc = mdb_cursor_get(cur, &k, &v, *past ? MDB_SET_RANGE : MDB_FIRST);
+    if (!rc && *past && k.mv_size == 16 && memcmp(k.mv_data, at, 16) == 0)
+        rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT); /* the last one read */
+    for (; !rc; rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
         if (k.mv_size != 16) {
             *st = pl__err(PL_ECORRUPT, "store '%s': a timer key is malformed",
                           s->path);
             break;
         }
-        int64_t due = (int64_t)pl__get_be64(k.mv_data);
-        uint64_t run = pl__get_be64((const uint8_t *)k.mv_data + 8);
-        if (due > now) {
-            c->next = due;
+        int64_t d = (int64_t)pl__get_be64(k.mv_data);
+        uint64_t r = pl__get_be64((const uint8_t *)k.mv_data + 8);
+        if (d > now) {
+            if (!c->next || d < c->next)
+                c->next = d;
             break;
         }
+        if (*found == TAKE_MAX) {
+            *more = true;
+            break;
+        }
+        *past = true;
+        *due = d;
+        *run = r;
         pl__lease l;
         int lst = 0;
-        int lrc = pl__lmdb_lease_peek(s, txn, run, &l, &lst);
+        int lrc = pl__lmdb_lease_peek(s, txn, r, &l, &lst);
         if (lrc && lrc != MDB_NOTFOUND) {
             rc = lrc;
             break;
         }
         if (!lrc && !lst && l.expires_in_us > 0)
             continue; /* executing: it parks again or ends */
-        dues[found] = due;
-        runs[found++] = run;
+        dues[*found] = d;
+        runs[(*found)++] = r;
     }
     mdb_cursor_close(cur);
-    if (rc == MDB_NOTFOUND)
-        rc = 0;
-    for (size_t i = 0; !rc && !*st && i < found && c->n < c->max; i++)
-        rc = take_one(s, txn, c, dues[i], runs[i], st);
+    return rc == MDB_NOTFOUND ? 0 : rc;
+}
+
+/* The due timers in due order, TAKE_MAX at a time, till c->max are taken
+ * or none is left due: a due timer its key refuses is passed over, and
+ * the walk goes on past it (past any number of them: a run that may wake
+ * behind a full key's due runs is woken). */
+static int take_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
+{
+    take_ctx *c = user;
+    int64_t now = pl__now_us();
+    c->n = 0;
+    c->next = 0;
+    refused *ref = malloc(sizeof *ref);
+    if (!ref) {
+        *st = pl__err(PL_ENOMEM, "out of memory");
+        return 0;
+    }
+    ref->n = 0;
+    /* the due entries to take, found first: the cursor is not used across
+     * the writes */
+    int64_t dues[TAKE_MAX], at_due = 0;
+    uint64_t runs[TAKE_MAX], at_run = 0;
+    size_t found;
+    bool past = false, more = true;
+    int rc = 0;
+    while (!rc && !*st && more && c->n < c->max) {
+        rc = due_batch(s, txn, c, now, &past, &at_due, &at_run, dues, runs,
+                       &found, &more, st);
+        for (size_t i = 0; !rc && !*st && i < found && c->n < c->max; i++)
+            rc = take_one(s, txn, c, ref, dues[i], runs[i], st);
+    }
+    free(ref);
     /* due, but its key full: look again soon, not at once */
     if (c->blocked && !c->n && (!c->next || c->next > now + LOOK_AGAIN_US))
         c->next = now + LOOK_AGAIN_US;

@@ -61,6 +61,22 @@
     " AND o.owner <> '' AND o.expires > " now                                  \
     " ORDER BY o.fkey, o.expires LIMIT greatest(" lim ", 0)) o)"
 
+/* The concurrency key a wake finds for run @p r (pl_wake(), pg_flow.c,
+ * TIMER KEYS): its parked row's, else its lease's; what a timer row keeps
+ * in fkey.  @p r an SQL expression; two schemas. */
+#define TIMER_KEY(schema_fmt, r)                                               \
+    "coalesce((SELECT p.fkey FROM \"" schema_fmt                               \
+    "\".parked p WHERE p.run = " r "), (SELECT l.fkey FROM \"" schema_fmt      \
+    "\".leases l WHERE l.run = " r "))"
+/* A timer's upsert, the row aliased @p x: an earlier due time kept
+ * (store.h, TIMERS), the key the last write found. */
+#define TIMER_UPSERT(x)                                                        \
+    "ON CONFLICT (run) DO UPDATE SET due = least(excluded.due, " x ".due), "   \
+    "id = CASE WHEN excluded.due < " x ".due THEN excluded.id ELSE " x         \
+    ".id END, rec = CASE WHEN excluded.due < " x ".due THEN excluded.rec "     \
+    "ELSE " x ".rec END, fkey = excluded.fkey WHERE excluded.due < " x         \
+    ".due OR " x ".fkey IS DISTINCT FROM excluded.fkey"
+
 /*
  * The statements (s->q[]), naming the schema, in three ranges: the first
  * prepared on every connection (pg_conn.c), then the lease statements

@@ -268,13 +268,18 @@ static char *one_sql(const char *n, unsigned m)
          "t AS (INSERT INTO \"%s\".state (run, v) VALUES ($1, $9) ON "
          "CONFLICT (run) DO UPDATE SET v = excluded.v)",
          n);
-    /* an earlier due time is kept (store.h, TIMERS) */
+    /* an earlier due time is kept (store.h, TIMERS); the timer's key is
+     * the run's (pg_flow.c, TIMER KEYS), none when its execution ends
+     * without parking */
+    bool ends = (m & ONE_DROP) && !(m & ONE_PARK);
     PART(ONE_TIMER,
-         "m AS (INSERT INTO \"%s\".timers AS x (run, due, id, rec) VALUES "
-         "($1, $10, $11, $12) ON CONFLICT (run) DO UPDATE SET due = "
-         "excluded.due, id = excluded.id, rec = excluded.rec WHERE "
-         "excluded.due < x.due)",
-         n);
+         ends ? "m AS (INSERT INTO \"%s\".timers AS x (run, due, id, rec, "
+                "fkey) VALUES ($1, $10, $11, $12, NULL%.0s%.0s) " TIMER_UPSERT(
+                    "x") ")"
+              : "m AS (INSERT INTO \"%s\".timers AS x (run, due, id, rec, "
+                "fkey) VALUES ($1, $10, $11, $12, " TIMER_KEY(
+                    "%s", "$1") ") " TIMER_UPSERT("x") ")",
+         n, n, n);
     PART(ONE_INBOX,
          "d AS (DELETE FROM \"%s\".inbox WHERE run = $1 AND seq = $13 "
          "RETURNING 1)",
@@ -299,7 +304,6 @@ static char *one_sql(const char *n, unsigned m)
      * would find nothing to do).  A run without a key (ONE_UNKEYED) has
      * no parked row, and its lease no key to get back: the parked table
      * is not read */
-    bool ends = (m & ONE_DROP) && !(m & ONE_PARK);
     if (!(m & ONE_UNKEYED))
         PART(ONE_RIDE,
              "rp AS MATERIALIZED (SELECT z.fkey, z.flimit, \"%s\"."
@@ -319,12 +323,12 @@ static char *one_sql(const char *n, unsigned m)
              "expires, cancel) VALUES ($1, 1, $14, $11, " NOW_US
              " + $15, " INBOX_MARK ") RETURNING l.run, l.gen)",
              n, n);
-    PART(ONE_RIDE, "rt AS (%s\"%s\".timers %s)",
-         ends ? "DELETE FROM " : "INSERT INTO ", n,
-         ends ? "WHERE run = $1"
-              : "AS x (run, due, id, rec) VALUES ($1, $10, $11, $12) ON "
-                "CONFLICT (run) DO UPDATE SET due = excluded.due, id = "
-                "excluded.id, rec = excluded.rec WHERE excluded.due < x.due");
+    PART(ONE_RIDE,
+         ends ? "rt AS (DELETE FROM \"%s\".timers WHERE run = $1%.0s%.0s)"
+              : "rt AS (INSERT INTO \"%s\".timers AS x (run, due, id, rec, "
+                "fkey) VALUES ($1, $10, $11, $12, " TIMER_KEY(
+                    "%s", "$1") ") " TIMER_UPSERT("x") ")",
+         n, n, n);
     /* an execution that ends without parking keeps no key: its run's
      * parked row, if a continue by hand left one, goes (pg_flow.c) */
     if (!(m & ONE_PARK))
@@ -481,41 +485,46 @@ int pl__pg_write_sql(const pl__pg_store *s, int which, char **out)
             "t AS (INSERT INTO \"%s\".state (run, v) SELECT * FROM "
             "unnest($6::bigint[], $7::bytea[]) ON CONFLICT (run) DO UPDATE "
             "SET v = excluded.v), "
-            /* timers keep an earlier due time (store.h, TIMERS) */
-            "m AS (INSERT INTO \"%s\".timers AS x (run, due, id, rec) SELECT "
-            "* FROM unnest($8::bigint[], $9::bigint[], $10::text[], "
-            "$11::bytea[]) ON CONFLICT (run) DO UPDATE SET due = excluded.due, "
-            "id = excluded.id, rec = excluded.rec WHERE excluded.due < "
-            "x.due), "
-            /* inbox records consumed: each must still be there */
-            "d AS (DELETE FROM \"%s\".inbox x USING unnest($12::bigint[], "
-            "$13::bigint[]) AS u(run, seq) WHERE x.run = u.run AND x.seq = "
-            "u.seq AND x.run = ANY($12::bigint[]) RETURNING 1), "
-            /* a run that parks keeps its key for its wake (pg_flow.c): from
+            /* timers keep an earlier due time (store.h, TIMERS); a
+             * timer's key is its run's (pg_flow.c, TIMER KEYS): none for
+             * a run whose execution ends without parking */
+            "m AS (INSERT INTO \"%s\".timers AS x (run, due, id, rec, fkey) "
+            "SELECT u.*, CASE WHEN u.run = ANY($15::bigint[]) OR NOT EXISTS "
+            "(SELECT FROM unnest($1::bigint[], $3::boolean[]) AS e(run, "
+            "dropit) WHERE e.dropit AND e.run = u.run) THEN " TIMER_KEY(
+                "%s",
+                "u.run") " END FROM unnest($8::bigint[], $9::bigint[], "
+                         "$10::text[], $11::bytea[]) AS u(run, due, id, rec) " TIMER_UPSERT(
+                             "x") "), "
+                                  /* inbox records consumed: each must still be there */
+                                  "d AS (DELETE FROM \"%s\".inbox x USING unnest($12::bigint[], "
+                                  "$13::bigint[]) AS u(run, seq) WHERE x.run = u.run AND x.seq = "
+                                  "u.seq AND x.run = ANY($12::bigint[]) RETURNING 1), "
+                                  /* a run that parks keeps its key for its wake (pg_flow.c): from
              * its lease row as it was before dr dropped it */
-            "p AS (INSERT INTO \"%s\".parked AS z (run, fkey, flimit) SELECT "
-            "l.run, l.fkey, l.flimit FROM \"%s\".leases l WHERE l.run = "
-            "ANY($15::bigint[]) AND l.fkey IS NOT NULL ON CONFLICT (run) DO "
-            "UPDATE SET fkey = excluded.fkey, flimit = excluded.flimit), "
-            /* a run whose execution ends without parking (it ended, failed,
+                                  "p AS (INSERT INTO \"%s\".parked AS z (run, fkey, flimit) SELECT "
+                                  "l.run, l.fkey, l.flimit FROM \"%s\".leases l WHERE l.run = "
+                                  "ANY($15::bigint[]) AND l.fkey IS NOT NULL ON CONFLICT (run) DO "
+                                  "UPDATE SET fkey = excluded.fkey, flimit = excluded.flimit), "
+                                  /* a run whose execution ends without parking (it ended, failed,
              * was cancelled, suspends) has no key to keep: its row goes */
-            "pe AS (DELETE FROM \"%s\".parked z USING unnest($1::bigint[], "
-            "$3::boolean[]) AS u(run, dropit) WHERE u.dropit AND z.run = "
-            "u.run AND z.run = ANY($1::bigint[]) AND NOT z.run = "
-            "ANY($15::bigint[])), "
-            /* nor a timer, unless this commit sets one */
-            "te AS (DELETE FROM \"%s\".timers z USING unnest($1::bigint[], "
-            "$3::boolean[]) AS u(run, dropit) WHERE u.dropit AND z.run = "
-            "u.run AND z.run = ANY($1::bigint[]) AND NOT z.run = "
-            "ANY($15::bigint[]) AND NOT z.run = ANY($8::bigint[])) "
-            "SELECT CASE WHEN (SELECT count(*) FROM f) < "
-            "cardinality($1::bigint[]) THEN \"%s\".pl_fence_lost("
-            "$1::bigint[], $2::bigint[]) END, CASE WHEN (SELECT count(*) "
-            "FROM d) < cardinality($12::bigint[]) THEN \"%s\".pl_consumed("
-            "cardinality($12::bigint[]), (SELECT count(*) FROM d)) END, "
-            "(SELECT string_agg(DISTINCT i.run::text, ',') FROM \"%s\".inbox "
-            "i WHERE i.cancel AND i.run = ANY($14::bigint[]))",
-            n, n, n, n, n, n, n, n, n, n, n, n, n);
+                                  "pe AS (DELETE FROM \"%s\".parked z USING unnest($1::bigint[], "
+                                  "$3::boolean[]) AS u(run, dropit) WHERE u.dropit AND z.run = "
+                                  "u.run AND z.run = ANY($1::bigint[]) AND NOT z.run = "
+                                  "ANY($15::bigint[])), "
+                                  /* nor a timer, unless this commit sets one */
+                                  "te AS (DELETE FROM \"%s\".timers z USING unnest($1::bigint[], "
+                                  "$3::boolean[]) AS u(run, dropit) WHERE u.dropit AND z.run = "
+                                  "u.run AND z.run = ANY($1::bigint[]) AND NOT z.run = "
+                                  "ANY($15::bigint[]) AND NOT z.run = ANY($8::bigint[])) "
+                                  "SELECT CASE WHEN (SELECT count(*) FROM f) < "
+                                  "cardinality($1::bigint[]) THEN \"%s\".pl_fence_lost("
+                                  "$1::bigint[], $2::bigint[]) END, CASE WHEN (SELECT count(*) "
+                                  "FROM d) < cardinality($12::bigint[]) THEN \"%s\".pl_consumed("
+                                  "cardinality($12::bigint[]), (SELECT count(*) FROM d)) END, "
+                                  "(SELECT string_agg(DISTINCT i.run::text, ',') FROM \"%s\".inbox "
+                                  "i WHERE i.cancel AND i.run = ANY($14::bigint[]))",
+            n, n, n, n, n, n, n, n, n, n, n, n, n, n, n);
     else if (which == Q_INBOX_ADD) /* an import's record (below); a
                                     * cancellation marks the lease (LEASE
                                     * MARKS, pg_lease.c) */

@@ -6,7 +6,8 @@
  * store gains them).
  *
  *   | timers | run bigint PK, due bigint (Unix us, indexed with run),   |
- *   |        | id text, rec bytea (the timer record, runrec.c)          |
+ *   |        | id text, rec bytea (the timer record, runrec.c), fkey    |
+ *   |        | text (its run's key: pg_flow.c, TIMER KEYS)              |
  *   | inbox  | run bigint, seq bigint, rec bytea (the inbox record),    |
  *   |        | cancel boolean (a cancellation); PK (run, seq); the      |
  *   |        | cancellations' runs indexed alone (inbox_cancel)         |
@@ -66,14 +67,14 @@
 
 /* A delivery's record and its run's timer made due now (keeping an
  * earlier one): $1 run, $2 record, $3 due, $4 id, $5 timer record, $6
- * whether a cancellation; three schemas. */
+ * whether a cancellation; five schemas. */
 #define INBOX_PUT                                                              \
     "WITH i AS (INSERT INTO \"%s\".inbox (run, seq, rec, cancel) SELECT "      \
     "$1::bigint, coalesce(max(seq), 0) + 1, $2::bytea, $6::boolean FROM "      \
     "\"%s\".inbox WHERE run = $1::bigint RETURNING seq), t AS (INSERT INTO "   \
-    "\"%s\".timers AS t (run, due, id, rec) VALUES ($1::bigint, $3::bigint, "  \
-    "$4, $5::bytea) ON CONFLICT (run) DO UPDATE SET due = excluded.due, id = " \
-    "excluded.id, rec = excluded.rec WHERE excluded.due < t.due) "
+    "\"%s\".timers AS t (run, due, id, rec, fkey) VALUES ($1::bigint, "        \
+    "$3::bigint, $4, $5::bytea, " TIMER_KEY(                                   \
+        "%s", "$1::bigint") ") " TIMER_UPSERT("t") ") "
 
 /* A delivery's take of the lease (as L_ACQUIRE) in g: $1 run, $2 owner, $3
  * id, $4 lease_us, $5 the generation it may take over.  A run parked with
@@ -103,11 +104,10 @@ int pl__pg_time_sql(const pl__pg_store *s, int which, char **out)
     switch (which) {
     case T_SET:
         *out = pl__asprintf(
-            "INSERT INTO \"%s\".timers AS t (run, due, id, rec) VALUES "
-            "($1::bigint, $2::bigint, $3, $4::bytea) ON CONFLICT (run) DO "
-            "UPDATE SET due = excluded.due, id = excluded.id, rec = "
-            "excluded.rec WHERE excluded.due < t.due",
-            n);
+            "INSERT INTO \"%s\".timers AS t (run, due, id, rec, fkey) VALUES "
+            "($1::bigint, $2::bigint, $3, $4::bytea, " TIMER_KEY(
+                "%s", "$1::bigint") ") " TIMER_UPSERT("t"),
+            n, n, n);
         break;
     case T_TAKE:
         *out = pl__asprintf(
@@ -145,7 +145,7 @@ int pl__pg_time_sql(const pl__pg_store *s, int which, char **out)
         break;
     case T_INBOX_PUT:
         /* the record, and the timer due now (keeping an earlier one) */
-        *out = pl__asprintf(INBOX_PUT "SELECT seq FROM i", n, n, n);
+        *out = pl__asprintf(INBOX_PUT "SELECT seq FROM i", n, n, n, n, n);
         break;
     case T_CANCEL_PUT:
         /* the same, marking the lease (LEASE MARKS, pg_lease.c; apart: it
@@ -159,7 +159,7 @@ int pl__pg_time_sql(const pl__pg_store *s, int which, char **out)
                             "(UPDATE \"%s\".leases SET cancel = true WHERE "
                             "run = $1::bigint AND NOT cancel AND EXISTS "
                             "(SELECT FROM w)) SELECT seq FROM i",
-                            n, n, n, n);
+                            n, n, n, n, n, n);
         break;
     case T_RIDE_PUT:
         /* the same, in a ride: the record must get the seq the run saw */
@@ -167,7 +167,7 @@ int pl__pg_time_sql(const pl__pg_store *s, int which, char **out)
                             "SELECT seq, CASE WHEN $7::bigint = 0 OR seq = "
                             "$7::bigint THEN true ELSE \"%s\".pl_ride(false, "
                             "'another delivery came first') END FROM i",
-                            n, n, n, n);
+                            n, n, n, n, n, n);
         break;
     case T_DROP:
         *out = pl__asprintf("DELETE FROM \"%s\".timers WHERE run = $1::bigint",
