@@ -322,17 +322,27 @@ Test(schema, keywords_from_2020_12)
 
 /* ------------------------------------------------------------------------ */
 /* Schemas that are not schemas                                             */
-/* {"pattern": @p pattern} on the string @p str: PL_OK or PL_EJSON. */
+/* Compile {"pattern": @p pattern} into *s. */
+static int pattern_compile(pl_schema **s, const char *pattern)
+{
+    cJSON *sch = cJSON_CreateObject();
+    cr_assert(sch && cJSON_AddStringToObject(sch, "pattern", pattern));
+    int st = pl_schema_compile(s, sch);
+    cJSON_Delete(sch);
+    return st;
+}
+
+/* {"pattern": @p pattern} on the string @p str: PL_OK, PL_EJSON or
+ * PL_ELIMIT. */
 static int pattern_on(const char *pattern, const char *str)
 {
-    cJSON *sch = cJSON_CreateObject(), *inst = cJSON_CreateString(str);
-    cr_assert(sch && inst && cJSON_AddStringToObject(sch, "pattern", pattern));
     pl_schema *s = NULL;
-    cr_assert_eq(pl_schema_compile(&s, sch), PL_OK, "%s: %s", pattern,
+    cr_assert_eq(pattern_compile(&s, pattern), PL_OK, "%s: %s", pattern,
                  pl_errmsg());
+    cJSON *inst = cJSON_CreateString(str);
+    cr_assert_not_null(inst);
     int st = pl_schema_validate(NULL, s, inst);
     pl_schema_free(s);
-    cJSON_Delete(sch);
     cJSON_Delete(inst);
     return st;
 }
@@ -340,16 +350,13 @@ static int pattern_on(const char *pattern, const char *str)
 /* A pattern refused when compiling, the message saying @p why. */
 static void pattern_refused(const char *pattern, const char *why)
 {
-    cJSON *sch = cJSON_CreateObject();
-    cr_assert(sch && cJSON_AddStringToObject(sch, "pattern", pattern));
     pl_schema *s = NULL;
-    cr_expect_eq(pl_schema_compile(&s, sch), PL_EINVAL, "%s: %s", pattern,
+    cr_expect_eq(pattern_compile(&s, pattern), PL_EINVAL, "%s: %s", pattern,
                  pl_errmsg());
     cr_expect_null(s);
     cr_expect(strstr(pl_errmsg(), why) != NULL, "%s: want %s in: %s", pattern,
               why, pl_errmsg());
     pl_schema_free(s);
-    cJSON_Delete(sch);
 }
 
 /* Escapes inside brackets, which POSIX brackets do not have, once passed
