@@ -404,12 +404,11 @@ Test(schema, patterns_that_copy_out_too_far_are_refused)
         "+)+)+",
         "more than 4000 instructions");
     pattern_refused("a{2,1}", "out of order");
-    char deep[200] = "";
-    for (int i = 0; i < 65; i++)
-        strcat(deep, "(");
-    strcat(deep, "a");
-    for (int i = 0; i < 65; i++)
-        strcat(deep, ")");
+    char deep[200];
+    memset(deep, '(', 65);
+    deep[65] = 'a';
+    memset(deep + 66, ')', 65);
+    deep[131] = 0;
     pattern_refused(deep, "nest deeper");
     cr_expect_eq(pattern_on("^a{1,999}$", "aaa"), PL_OK);
     /* an empty group repeated, first in the pattern (once a null pointer
