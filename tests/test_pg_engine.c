@@ -590,8 +590,8 @@ Test(pg, bad_uris_and_an_unreachable_server)
     cr_expect_eq(pl_engine_open(&e, "postgres://[bad", reg, NULL), PL_EINVAL);
     cr_expect(strstr(pl_errmsg(), "not a valid postgresql:// URI") != NULL,
               "%s", pl_errmsg());
-    cr_expect_eq(pl_engine_open(&e, "postgresql://u:secret@[::1/postgres",
-                                reg, NULL),
+    cr_expect_eq(pl_engine_open(&e, "postgresql://u:secret@[::1/postgres", reg,
+                                NULL),
                  PL_EINVAL);
     cr_expect(strstr(pl_errmsg(), "secret") == NULL, "%s", pl_errmsg());
     /* a password is not repeated in messages */
