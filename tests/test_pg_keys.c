@@ -273,6 +273,56 @@ Test(pg_keys, a_take_past_many_full_keys_reads_their_heads_in_turns)
     PQfinish(c);
 }
 
+/*
+ * Past 2,000 full keys (limit 1, one run running and one queued each,
+ * their names in another order than their runs'), a key with room whose
+ * one run is queued behind them all, then a run without a key: the take
+ * takes the free key's run, a count a key and a few statements a batch
+ * of keys (each key refused checked in a set, not against every key
+ * refused before it), by the keys' indexes, with the plans of a
+ * connection's first calls and the generic ones; then the run without a
+ * key, then none; a place freed goes to its key's queued run.
+ */
+Test(pg_keys, a_take_past_2000_full_keys_takes_the_free_run_behind_them)
+{
+    pl__pg_store *s = pg_store("t_kwide");
+    PGconn *c = t_pg_admin();
+    fill_runs(c, "t_kwide", 4002);
+    /* run i and run 2000 + i share key k(i * 7 mod 2000): their names
+     * in another order than the queue's */
+    admin_sql(c, "INSERT INTO t_kwide.leases (run, gen, owner, id, expires, "
+                 "qrank, fkey, flimit) SELECT i, CASE WHEN i <= 2000 THEN 1 "
+                 "ELSE 0 END, CASE WHEN i <= 2000 THEN 'w@h' ELSE '' END, '', "
+                 "CASE WHEN i <= 2000 THEN (extract(epoch from "
+                 "clock_timestamp()) * 1e6)::bigint + 3600000000 ELSE 0 END, "
+                 "i, 'k' || lpad(((i % 2000) * 7 % 2000)::text, 4, '0'), 1 "
+                 "FROM generate_series(1, 4000) i");
+    leases_of(c, "t_kwide", 4001, 4001, "j", 1, "");
+    leases_of(c, "t_kwide", 4002, 4002, "", 0, "");
+    admin_sql(c, "ANALYZE t_kwide.runs, t_kwide.state, t_kwide.leases");
+    pl__buf plan = {0};
+    explain_into(c, &plan);
+    call_uses(c, &plan, "SELECT run FROM t_kwide.pl_take('w9', 60000000)",
+              "4001", "leases_key_queue");
+    /* 2,000 counts and the batches' and heads' statements: 125 turns */
+    cr_expect(plan_has(&plan, "using leases_key_live") &&
+                  fewer_than(&plan, "Query Text:", 2000 + 2 * 130),
+              "%.2000s", (const char *)plan.data);
+    admin_sql(c, "SET plan_cache_mode = force_generic_plan");
+    call_uses(c, &plan, "SELECT run FROM t_kwide.pl_take('w9', 60000000)",
+              "4001", "leases_key_queue");
+    cr_expect(plan_has(&plan, "using leases_key_live") &&
+                  fewer_than(&plan, "Query Text:", 2000 + 2 * 130),
+              "%.2000s", (const char *)plan.data);
+    cr_expect_eq(took(s, false), 4001);
+    cr_expect_eq(took(s, false), 4002);
+    cr_expect_eq(took(s, false), 0);
+    admin_sql(c, "DELETE FROM t_kwide.leases WHERE run = 1234");
+    cr_expect_eq(took(s, false), 3234);
+    cr_expect_eq(took(s, false), 0);
+    plans_end(c, &plan, s);
+}
+
 /* ---- wakes: due timers past a full key's ---------------------------------- */
 
 /* Runs @p from..@p to of schema @p n parked on timers due at their
