@@ -472,3 +472,58 @@ Test(pg_keys, a_wake_past_many_full_keys_reads_their_heads_in_turns)
     pl__pg_close(s);
     PQfinish(c);
 }
+
+/* Whether every timer of schema @p n keeps its run's key (TIMER_KEY:
+ * its parked row's, else its lease's). */
+static void timers_keep_keys(PGconn *c, const char *n, const char *after)
+{
+    char *sql = pl__asprintf(
+        "SELECT count(*) FROM %s.timers t WHERE t.fkey IS DISTINCT FROM "
+        "coalesce((SELECT p.fkey FROM %s.parked p WHERE p.run = t.run), "
+        "(SELECT l.fkey FROM %s.leases l WHERE l.run = t.run))",
+        n, n, n);
+    cr_assert(sql);
+    PGresult *r = PQexec(c, sql);
+    cr_assert_eq(PQresultStatus(r), PGRES_TUPLES_OK, "%s",
+                 PQresultErrorMessage(r));
+    cr_expect_str_eq(PQgetvalue(r, 0, 0), "0", "after %s: timers whose key "
+                     "is not their run's", after);
+    PQclear(r);
+    free(sql);
+}
+
+/*
+ * A run's key changed without its timer written (its parked row gone or
+ * of another key, a lease of a key made, a parked row made): the timer's
+ * key follows, so past a full key's 40 due timers (a wake reads the
+ * timers by key) a run that lost the full key, or has another, is woken,
+ * and one that gained it waits with its key's.
+ */
+Test(pg_keys, a_timers_key_follows_its_runs_key)
+{
+    pl__pg_store *s = pg_store("t_wstale");
+    PGconn *c = t_pg_admin();
+    static const span q[] = {{1, 1, "a", 1, "w@h"}};
+    queue_of(c, "t_wstale", 60, q, 1);
+    parked_of(c, "t_wstale", 2, 44, "a", 1);
+    parked_of(c, "t_wstale", 45, 45, "", 0);
+    admin_sql(c, "DELETE FROM t_wstale.parked WHERE run = 42");
+    timers_keep_keys(c, "t_wstale", "a parked row dropped");
+    admin_sql(c, "UPDATE t_wstale.parked SET fkey = 'b' WHERE run = 43");
+    timers_keep_keys(c, "t_wstale", "a parked row's key changed");
+    admin_sql(c, "DELETE FROM t_wstale.parked WHERE run = 44");
+    leases_of(c, "t_wstale", 44, 44, "c", 1, "");
+    timers_keep_keys(c, "t_wstale", "a keyed lease made");
+    admin_sql(c, "INSERT INTO t_wstale.parked VALUES (45, 'a', 1)");
+    timers_keep_keys(c, "t_wstale", "a parked row made");
+    static const uint64_t order[] = {42, 43, 44, 0};
+    for (size_t i = 0; i < sizeof order / sizeof *order; i++)
+        cr_expect_eq(took(s, true), order[i], "wake %zu", i);
+    timers_keep_keys(c, "t_wstale", "the wakes");
+    admin_sql(c, "UPDATE t_wstale.leases SET fkey = NULL WHERE run = 44");
+    admin_sql(c, "DELETE FROM t_wstale.leases WHERE run = 1");
+    timers_keep_keys(c, "t_wstale", "a lease's key dropped, and a lease");
+    cr_expect_eq(took(s, true), 2);
+    pl__pg_close(s);
+    PQfinish(c);
+}

@@ -294,6 +294,27 @@ int pl__pg_flow_setup(pl__pg_store *s, PGconn *c)
                      "END IF; END $d$;"
                      "CREATE INDEX IF NOT EXISTS timers_key ON \"%s\".timers (fkey, due, "
                      "run);"
+                     /* a run's key changed (its lease's or parked row's, made, set or
+         * dropped), its timer's follows, whatever statement changed it
+         * (TIMER KEYS above) */
+                     "CREATE OR REPLACE FUNCTION \"%s\".pl_timer_key() RETURNS trigger "
+                     "LANGUAGE plpgsql AS $f$ DECLARE r bigint; BEGIN IF TG_OP = "
+                     "'DELETE' THEN r := OLD.run; ELSE r := NEW.run; END IF; UPDATE "
+                     "\"%s\".timers t SET fkey = w.k FROM (SELECT " TIMER_KEY("%s", "r")
+                     " AS k) w WHERE t.run = r AND t.fkey IS DISTINCT FROM w.k; RETURN "
+                     "NULL; END $f$;"
+                     "DO $d$ BEGIN IF NOT EXISTS (SELECT FROM pg_trigger WHERE tgrelid = "
+                     "'\"%s\".parked'::regclass AND tgname = 'parked_timer_key') THEN "
+                     "CREATE TRIGGER leases_timer_key_made AFTER INSERT ON \"%s\".leases "
+                     "FOR EACH ROW WHEN (NEW.fkey IS NOT NULL) EXECUTE FUNCTION "
+                     "\"%s\".pl_timer_key(); CREATE TRIGGER leases_timer_key_set AFTER "
+                     "UPDATE OF fkey ON \"%s\".leases FOR EACH ROW WHEN (OLD.fkey IS "
+                     "DISTINCT FROM NEW.fkey) EXECUTE FUNCTION \"%s\".pl_timer_key(); "
+                     "CREATE TRIGGER leases_timer_key_gone AFTER DELETE ON \"%s\".leases "
+                     "FOR EACH ROW WHEN (OLD.fkey IS NOT NULL) EXECUTE FUNCTION "
+                     "\"%s\".pl_timer_key(); CREATE TRIGGER parked_timer_key AFTER INSERT "
+                     "OR UPDATE OR DELETE ON \"%s\".parked FOR EACH ROW EXECUTE FUNCTION "
+                     "\"%s\".pl_timer_key(); END IF; END $d$;"
                      /* the places this transaction gave already count: a take of
          * several timers inserts their leases after all its looks */
                      "CREATE OR REPLACE FUNCTION \"%s\".pl_key_room(k text, lim integer) "
@@ -501,7 +522,7 @@ int pl__pg_flow_setup(pl__pg_store *s, PGconn *c)
                      "COMMIT",
         n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n,
         n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n,
-        n, n, n, n, n);
+        n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n);
     if (!sql)
         return pl__err(PL_ENOMEM, "out of memory");
     int st = pl__pg_command(s, c, sql, "making the queue's flow control");
