@@ -80,7 +80,12 @@
  * never all the runs of a full key with few keys queued (a walk of a
  * full key's 10,000 queued runs: 2,000 buffers and 9 ms a take,
  * bench/README.md), nor, with a few runs ahead, the heads of thousands
- * of keys.  For a run with a key it first takes the
+ * of keys.  The keys it refused are a set it hashes (REFUSED below:
+ * a check a hash and a slot or two, not a scan of every key refused so
+ * far, which cost a take past 5,000 full keys a second); a key's head
+ * is checked once, when read, and once it has every key's the heads are
+ * sorted in the queue's order once and walked from where the walk is,
+ * never filtered whole again.  For a run with a key it first takes the
  * key's transaction-scoped advisory lock, without waiting
  * (pg_try_advisory_xact_lock: a key another worker is taking on is passed
  * over this time, never waited for, so no two takes deadlock), then counts
@@ -103,7 +108,7 @@
  * and a run whose lease ran out only as the first of its key's queue;
  * a key refused once (full, its lock another's, a run of it ahead in the
  * queue, its timer locked by another transaction) is passed over for the
- * rest of the walk, as pl_take()'s full_keys (and its later timers not
+ * rest of the walk, as pl_take()'s refused keys (and its later timers not
  * read: TIMER KEYS below).  So the key's places go to
  * its timers in due order (ties: the run's number): counted as a plain
  * statement's scan read them (a filter on the rows, in the order of the
@@ -139,6 +144,16 @@
  * gains the column, filled from the parked rows and leases, and the
  * index at its next writable open, under its lock; a timer without a key
  * in the column is still read, and its run's key counted, as before.
+ * The column follows the run's key whatever statement changes it:
+ * triggers on the leases (a keyed row made or dropped, a row's key set)
+ * and the parked rows (made, set, dropped) rewrite the run's timer's
+ * key (pl_timer_key(), a probe of timers by run; a row without a key
+ * before and after fires none).  Without them a timer kept the key its
+ * last write found, and a run whose parked row or lease changed its key
+ * after (a parked row dropped, a lease of another key made by a
+ * statement that wrote no timer) waited behind the key it no longer had
+ * once the wake read the timers by key and refused that key
+ * (test_pg_keys).
  *
  * A RATE TAKE is one prepared statement: INSERT ... ON CONFLICT DO UPDATE
  * on the budget's row, which the server locks and counts in place, only
