@@ -64,6 +64,20 @@
  * are read and dropped.  One request is in flight per server at a time:
  * calls from several workers queue on the handle's lock.
  *
+ * fork().  A handle belongs to the process that registered it.  A child
+ * made by fork() never uses nor ends its parent's server or session: at
+ * its first use of the handle it inherited, it drops its own copies of
+ * them (its copies of the pipes closed, nothing written to them; the
+ * server process never signalled nor waited for; the HTTP session never
+ * DELETEd; libcurl's sockets let go without a byte sent on them), and a
+ * call of a tool then starts a server of the child's own (stdio) or
+ * begins a session of its own (HTTP), lists the tools again, and goes on
+ * as after a restart; pl_mcp_close() in the child ends only that one.  So
+ * a registry made before the fork serves the child's engine too.  A call
+ * another thread was making at the fork stays the parent's: the child
+ * neither waits for it (the handle's lock is made anew in the child) nor
+ * reads its answer.  The parent's server and session go on as they were.
+ *
  * Durability.  Calls are recorded like every policy's: a replay or a
  * continued run serves a recorded result and never sends that call to the
  * server.  (pl_mcp_register() itself talks to the server, to list its
@@ -221,8 +235,10 @@ const cJSON *pl_mcp_tool(const pl_mcp *mcp, const char *policy);
 
 /**
  * Stop the server (its standard input closed; SIGTERM to its process
- * group after a second; SIGKILL after another) and free the handle.
- * NULL does nothing.
+ * group after a second; SIGKILL after another), or end the HTTP session
+ * (DELETE), and free the handle.  In a child made by fork(), only what
+ * the child started is stopped or ended: the parent's server and session
+ * are left as they are (see "fork()" above).  NULL does nothing.
  */
 void pl_mcp_close(pl_mcp *mcp);
 

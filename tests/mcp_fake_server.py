@@ -5,7 +5,9 @@ misbehaving server).
 
     mcp_fake_server.py MODE DIR
 
-Every line received is appended to DIR/log.  MODE:
+Every line received is appended to DIR/log, and to DIR/log-PID, PID
+this server's process id, which it appends to DIR/pids as it starts (so
+a test tells two servers of one DIR apart).  MODE:
     ok          initialize; tools/list in two pages; tools "echo" (returns
                 its arguments and the call's _meta as structuredContent),
                 "fail" (isError with the text of arguments.text;
@@ -22,13 +24,19 @@ Every line received is appended to DIR/log.  MODE:
     oddname     as ok, with one tool more whose name JSON must escape
                 (ODD), answering as "echo" does and with the name it got
     twice       as ok, but its tool list's second page names "echo" again
+    patient     as ok, but "slow" answers once DIR/hold is gone, looking
+                for it every 10 ms (meanwhile nothing else is read)
 """
 import json
 import os
 import sys
+import time
 
 mode, d = sys.argv[1], sys.argv[2]
 log = open(os.path.join(d, "log"), "a")
+with open(os.path.join(d, "pids"), "a") as f:
+    f.write("%d\n" % os.getpid())
+own_log = open(os.path.join(d, "log-%d" % os.getpid()), "a")
 if mode == "exit":
     sys.exit(3)
 
@@ -60,8 +68,9 @@ if mode == "oddname":
                   "inputSchema": {"type": "object"}})
 
 for line in sys.stdin:
-    log.write(line)
-    log.flush()
+    for f in (log, own_log):
+        f.write(line)
+        f.flush()
     if mode == "silent":
         continue
     try:
@@ -111,6 +120,8 @@ for line in sys.stdin:
             result(i, {"content": [{"type": "text", "text": args.get("text")}],
                        "isError": True})
         elif name == "slow":
+            while mode == "patient" and os.path.exists(os.path.join(d, "hold")):
+                time.sleep(0.01)
             if os.path.exists(os.path.join(d, "hold")):
                 continue
             result(i, {"content": [{"type": "text", "text": "done"}]})

@@ -344,6 +344,21 @@ pl_run_status status_of(pl_engine *e, const char *id)
     return s;
 }
 
+int t_try_start(pl_outcome **o, pl_engine *e, const char *policy,
+                const char *json, const char *id)
+{
+    cJSON *payload = cJSON_Parse(json);
+    pl_action a = PL_ACTION_INIT;
+    a.policy = policy;
+    a.payload = payload;
+    pl_run_options ro = PL_RUN_OPTIONS_INIT;
+    ro.run_id = id;
+    *o = NULL;
+    int st = payload ? pl_run_start(o, e, &a, &ro) : PL_EJSON;
+    cJSON_Delete(payload);
+    return st;
+}
+
 pl_outcome *t_start(pl_engine *e, const char *policy, const char *payload_json,
                     const char *run_id)
 {

@@ -117,6 +117,11 @@ cJSON *t_json(const char *text);
 char *t_text(const cJSON *v);
 /* Run @p id's status as stored (the test fails if it cannot be read). */
 pl_run_status status_of(pl_engine *e, const char *id);
+/* Start run @p id of @p policy with the payload @p json: pl_run_start()'s
+ * status (no test assertion: forked children, threads and pool tasks use
+ * it too). */
+int t_try_start(pl_outcome **o, pl_engine *e, const char *policy,
+                const char *json, const char *id);
 /* Start a run of @p policy with @p payload_json, expecting PL_OK. */
 pl_outcome *t_start(pl_engine *e, const char *policy, const char *payload_json,
                     const char *run_id);

@@ -283,22 +283,5 @@ void expect_json(const cJSON *got, const char *want_json)
     cJSON_Delete(want);
 }
 
-/* Start run @p id of @p policy with the payload @p json: pl_run_start()'s
- * status (no test assertion: forked children and pool tasks use it too). */
-int start_as(pl_outcome **o, pl_engine *e, const char *policy, const char *json,
-             const char *id)
-{
-    cJSON *payload = cJSON_Parse(json);
-    pl_action a = PL_ACTION_INIT;
-    a.policy = policy;
-    a.payload = payload;
-    pl_run_options ro = PL_RUN_OPTIONS_INIT;
-    ro.run_id = id;
-    *o = NULL;
-    int st = payload ? pl_run_start(o, e, &a, &ro) : PL_EJSON;
-    cJSON_Delete(payload);
-    return st;
-}
-
 const char *const want4 =
     "{\"results\": [{\"id\": 0}, {\"id\": 1}, {\"id\": 2}, {\"id\": 3}]}";

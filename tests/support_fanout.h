@@ -38,11 +38,6 @@ pl_steps *ledger(pl_engine *e, const char *id, const char *path);
 
 void expect_json(const cJSON *got, const char *want_json);
 
-/* Start run @p id of @p policy with the payload @p json: pl_run_start()'s
- * status (no test assertion: forked children and pool tasks use it too). */
-int start_as(pl_outcome **o, pl_engine *e, const char *policy, const char *json,
-             const char *id);
-
 extern const char *const want4;
 
 #endif

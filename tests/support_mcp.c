@@ -1,7 +1,8 @@
 /*
  * support_mcp.c -- what the tests of MCP servers' tools (test_mcp*.c)
- * share: the root policy "use" and "halt", the fixture, and the checks
- * of a result.
+ * share: the root policy "use" and "halt", the fixture, the checks of a
+ * result, and the scripted server over Streamable HTTP
+ * (tests/mcp_http_server.py).
  */
 #include "support_mcp.h"
 
@@ -214,4 +215,123 @@ void write_file(const char *dir, const char *name, const char *text)
     cr_assert_not_null(f, "%s", p);
     fputs(text, f);
     fclose(f);
+}
+
+/* ------------------------------------------------------------------------ */
+/* The scripted server over Streamable HTTP                                 */
+/* ------------------------------------------------------------------------ */
+
+scripted g_servers[2];
+
+void stop_servers(void)
+{
+    for (int i = 0; i < 2; i++)
+        if (g_servers[i].pid > 0) {
+            kill(g_servers[i].pid, SIGKILL);
+            waitpid(g_servers[i].pid, NULL, 0);
+            g_servers[i].pid = 0;
+        }
+}
+
+void teardown_http(void)
+{
+    teardown();
+    stop_servers();
+}
+
+/* Start server @p k on @p host with the script @p script (JSON text). */
+scripted *start_scripted(int k, const char *host, const char *script)
+{
+    scripted *s = &g_servers[k];
+    char path[4300], portf[4300];
+    snprintf(path, sizeof path, "%s/script-%d.json", F.dir, k);
+    snprintf(portf, sizeof portf, "%s/port-%d", F.dir, k);
+    snprintf(s->log, sizeof s->log, "%s/requests-%d.log", F.dir, k);
+    write_file(F.dir, strrchr(path, '/') + 1, script);
+    unlink(portf);
+    unlink(s->log);
+    setenv("PL_TEST_MCP_TOKEN", TOKEN, 1);
+    fflush(NULL);
+    s->pid = fork();
+    cr_assert_neq(s->pid, -1);
+    if (s->pid == 0) {
+        execlp("python3", "python3", PL_TEST_SRC_DIR "/mcp_http_server.py",
+               "--script", path, "--log", s->log, "--port-file", portf,
+               "--host", host, (char *)NULL);
+        _exit(127);
+    }
+    int port = 0;
+    for (int i = 0; i < 1000 && !port; i++) { /* up to 20 s for python */
+        FILE *f = fopen(portf, "r");
+        if (f) {
+            if (fscanf(f, "%d", &port) != 1)
+                port = 0;
+            fclose(f);
+        }
+        if (!port) {
+            cr_assert_eq(waitpid(s->pid, NULL, WNOHANG), 0,
+                         "the scripted server exited at start");
+            struct timespec ts = {0, 20000000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    cr_assert_gt(port, 0, "the scripted server did not start");
+    snprintf(s->url, sizeof s->url, "http://%s:%d/mcp", host, port);
+    return s;
+}
+
+/* Register server 0 (started on @p script) as "h", with the token. */
+int register_on(const char *script, pl_mcp_options *o)
+{
+    scripted *s = start_scripted(0, "127.0.0.1", script);
+    o->token_env = "PL_TEST_MCP_TOKEN";
+    if (!o->start_timeout_ms)
+        o->start_timeout_ms = 20000;
+    return open_reg("h", s->url, o);
+}
+
+void open_on(const char *script, pl_mcp_options *o)
+{
+    int st = register_on(script, o);
+    cr_assert_eq(st, PL_OK, "%s", pl_errmsg());
+    snprintf(F.store, sizeof F.store, "%s", t_store_path());
+    F.engine = t_engine(F.store, F.reg, PL_DURABILITY_PROCESS);
+}
+
+/* The log's entries (a JSON array; caller frees). */
+cJSON *log_of(const scripted *s)
+{
+    cJSON *arr = cJSON_CreateArray();
+    FILE *f = fopen(s->log, "r");
+    static char line[1 << 16];
+    while (f && fgets(line, sizeof line, f))
+        cJSON_AddItemToArray(arr, cJSON_Parse(line));
+    if (f)
+        fclose(f);
+    return arr;
+}
+
+bool is_request(const cJSON *e, const char *method, const char *sid)
+{
+    const char *m = cJSON_GetStringValue(
+        cJSON_GetObjectItemCaseSensitive(e, "method"));
+    const char *in = cJSON_GetStringValue(
+        cJSON_GetObjectItemCaseSensitive(e, "session"));
+    return m && strcmp(m, method) == 0 &&
+           (!sid || (in && strcmp(in, sid) == 0));
+}
+
+int requests_in(const scripted *s, const char *method, const char *sid)
+{
+    cJSON *l = log_of(s);
+    int n = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, l) { n += is_request(e, method, sid); }
+    cJSON_Delete(l);
+    return n;
+}
+
+int requests(const scripted *s, const char *method)
+{
+    return requests_in(s, method, NULL);
 }

@@ -1,7 +1,8 @@
 /*
  * support_mcp.h -- what the tests of MCP servers' tools (test_mcp*.c)
- * share (support_mcp.c): the servers, the fixture, the root policy "use"
- * and "halt", and the checks of a result.
+ * share (support_mcp.c): the servers (the scripted one over Streamable
+ * HTTP started here), the fixture, the root policy "use" and "halt", and
+ * the checks of a result.
  */
 #ifndef PL_TESTS_SUPPORT_MCP_H
 #define PL_TESTS_SUPPORT_MCP_H
@@ -9,6 +10,7 @@
 #include "support.h"
 
 #include <policyledger_mcp.h>
+#include <sys/types.h>
 
 /* The servers: the reference ones from npm (tests/mcp_setup.sh), the fake
  * one, and the tap that copies a server's traffic to a file. */
@@ -64,5 +66,34 @@ int count_lines(const char *path, const char *a, const char *b);
 void wait_for(const char *path, const char *a, const char *b);
 /* Write @p text to the file @p name in @p dir. */
 void write_file(const char *dir, const char *name, const char *text);
+
+/* The scripted MCP server over Streamable HTTP (tests/mcp_http_server.py):
+ * servers 0 and 1 of a test, each its process, request log and URL.  The
+ * bearer token it expects is TOKEN, in $PL_TEST_MCP_TOKEN. */
+#define TOKEN "s3cret-token-value"
+typedef struct scripted {
+    pid_t pid;
+    char log[4200];
+    char url[96];
+} scripted;
+extern scripted g_servers[2];
+/* Start server @p k on @p host with the script @p script (JSON text). */
+scripted *start_scripted(int k, const char *host, const char *script);
+void stop_servers(void);
+/* The fini of a test that starts them: teardown(), then stop_servers(). */
+void teardown_http(void);
+/* Register server 0 (started on @p script) as "h", with the token. */
+int register_on(const char *script, pl_mcp_options *o);
+/* register_on(), then an engine on a new store F.store. */
+void open_on(const char *script, pl_mcp_options *o);
+/* The log's entries (a JSON array; caller frees). */
+cJSON *log_of(const scripted *s);
+/* Whether log entry @p e is a request @p method of session @p sid (NULL:
+ * any). */
+bool is_request(const cJSON *e, const char *method, const char *sid);
+/* How many of the log's requests are @p method; _in: of session @p sid
+ * (NULL: any). */
+int requests(const scripted *s, const char *method);
+int requests_in(const scripted *s, const char *method, const char *sid);
 
 #endif

@@ -224,7 +224,8 @@ static void expect_bad(pl_engine *e, const char *which, int want,
     snprintf(p, sizeof p, "{\"case\": \"%s\"}", which);
     snprintf(id, sizeof id, "bad-%s", which);
     pl_outcome *o;
-    cr_assert_eq(start_as(&o, e, "badargs", p, id), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(t_try_start(&o, e, "badargs", p, id), PL_OK, "%s",
+                 pl_errmsg());
     if (want == PL_OK) {
         cr_expect_eq(o->status, PL_RUN_COMPLETED, "%s: %s", which,
                      o->reason ? o->reason : "");
@@ -294,12 +295,13 @@ Test(fanout, a_failing_callee_fails_the_run_after_the_others_stop)
     pl_registry *reg = registry();
     pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
     pl_outcome *o;
-    cr_assert_eq(start_as(&o, e, "fan",
-                          "{\"calls\": [{\"policy\": \"fail\"}, {\"policy\": "
-                          "\"sleeper\", \"payload\": {\"id\": 1, \"ms\": "
-                          "30}}]}",
-                          "fan-fail"),
-                 PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(
+        t_try_start(&o, e, "fan",
+                    "{\"calls\": [{\"policy\": \"fail\"}, {\"policy\": "
+                    "\"sleeper\", \"payload\": {\"id\": 1, \"ms\": "
+                    "30}}]}",
+                    "fan-fail"),
+        PL_OK, "%s", pl_errmsg());
     cr_expect_eq(o->status, PL_RUN_FAILED);
     cr_expect_eq(o->error, PL_EPOLICY, "%s", pl_status_name(o->error));
     cr_expect(o->reason && strstr(o->reason, "fail"), "%s",
@@ -327,7 +329,7 @@ static void crash_in_charge(const char *store, const pl_registry *reg,
         if (pl_engine_open(&e, store, reg, NULL))
             _exit(1);
         pl_outcome *o;
-        start_as(&o, e, "fan", p, id);
+        t_try_start(&o, e, "fan", p, id);
         _exit(2);
     }
     int status;
@@ -405,7 +407,7 @@ typedef struct pool_job {
 static void pool_task(pl_engine *e, void *user)
 {
     pool_job *j = user;
-    j->st = start_as(&j->o, e, "fan", j->payload, j->id);
+    j->st = t_try_start(&j->o, e, "fan", j->payload, j->id);
 }
 
 static void fan_on_pool(pl_durability d)

@@ -54,7 +54,7 @@ static int run_fan(const char *store, const pl_registry *reg, const char *p,
     if (!e)
         return 1;
     pl_outcome *o;
-    int st = start_as(&o, e, "fan", p, "crash");
+    int st = t_try_start(&o, e, "fan", p, "crash");
     int rc = st || o->status != PL_RUN_COMPLETED ? 2 : 0;
     pl_outcome_free(o);
     pl_engine_close(e);
@@ -149,7 +149,7 @@ Test(fanout, crash_matrix_at_every_boundary, .timeout = 300)
             cr_assert_eq(pl_run_continue(&o, e, "crash", NULL), PL_OK,
                          "boundary %ld: %s", k, pl_errmsg());
         } else { /* killed before the run's record was written */
-            cr_assert_eq(start_as(&o, e, "fan", p, "crash"), PL_OK, "%s",
+            cr_assert_eq(t_try_start(&o, e, "fan", p, "crash"), PL_OK, "%s",
                          pl_errmsg());
         }
         cr_assert_eq(o->status, PL_RUN_COMPLETED, "boundary %ld: %s", k,

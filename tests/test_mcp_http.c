@@ -24,92 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define TOKEN "s3cret-token-value"
-
 TestSuite(mcp_http, .init = setup, .fini = teardown, .timeout = 300);
-
-typedef struct server {
-    pid_t pid;
-    char log[4200];
-    char url[96];
-} server;
-
-static server g_servers[2];
-
-static void stop_servers(void)
-{
-    for (int i = 0; i < 2; i++)
-        if (g_servers[i].pid > 0) {
-            kill(g_servers[i].pid, SIGKILL);
-            waitpid(g_servers[i].pid, NULL, 0);
-            g_servers[i].pid = 0;
-        }
-}
-
-static void fini(void)
-{
-    teardown();
-    stop_servers();
-}
-
-/* Start server @p k on @p host with the script @p script (JSON text). */
-static server *start(int k, const char *host, const char *script)
-{
-    server *s = &g_servers[k];
-    char path[4300], portf[4300];
-    snprintf(path, sizeof path, "%s/script-%d.json", F.dir, k);
-    snprintf(portf, sizeof portf, "%s/port-%d", F.dir, k);
-    snprintf(s->log, sizeof s->log, "%s/requests-%d.log", F.dir, k);
-    write_file(F.dir, strrchr(path, '/') + 1, script);
-    unlink(portf);
-    unlink(s->log);
-    setenv("PL_TEST_MCP_TOKEN", TOKEN, 1);
-    fflush(NULL);
-    s->pid = fork();
-    cr_assert_neq(s->pid, -1);
-    if (s->pid == 0) {
-        execlp("python3", "python3", PL_TEST_SRC_DIR "/mcp_http_server.py",
-               "--script", path, "--log", s->log, "--port-file", portf,
-               "--host", host, (char *)NULL);
-        _exit(127);
-    }
-    int port = 0;
-    for (int i = 0; i < 1000 && !port; i++) { /* up to 20 s for python */
-        FILE *f = fopen(portf, "r");
-        if (f) {
-            if (fscanf(f, "%d", &port) != 1)
-                port = 0;
-            fclose(f);
-        }
-        if (!port) {
-            cr_assert_eq(waitpid(s->pid, NULL, WNOHANG), 0,
-                         "the scripted server exited at start");
-            struct timespec ts = {0, 20000000};
-            nanosleep(&ts, NULL);
-        }
-    }
-    cr_assert_gt(port, 0, "the scripted server did not start");
-    snprintf(s->url, sizeof s->url, "http://%s:%d/mcp", host, port);
-    return s;
-}
-
-/* Register server 0 (started on @p script) as "h", with the token. */
-static int register_on(const char *script, pl_mcp_options *o)
-{
-    server *s = start(0, "127.0.0.1", script);
-    o->token_env = "PL_TEST_MCP_TOKEN";
-    if (!o->start_timeout_ms)
-        o->start_timeout_ms = 20000;
-    return open_reg("h", s->url, o);
-}
-
-static void open_on(const char *script, pl_mcp_options *o)
-{
-    int st = register_on(script, o);
-    cr_assert_eq(st, PL_OK, "%s", pl_errmsg());
-    snprintf(F.store, sizeof F.store, "%s", t_store_path());
-    F.engine = t_engine(F.store, F.reg, PL_DURABILITY_PROCESS);
-}
 
 /* The run of @p n calls of h.echo, {"i": k} each: the "got" array. */
 static cJSON *echo_calls(const char *id, int n)
@@ -126,35 +41,6 @@ static cJSON *echo_calls(const char *id, int n)
     return run(id, calls, -1);
 }
 
-/* The log's entries (a JSON array; caller frees). */
-static cJSON *log_of(const server *s)
-{
-    cJSON *arr = cJSON_CreateArray();
-    FILE *f = fopen(s->log, "r");
-    static char line[1 << 16];
-    while (f && fgets(line, sizeof line, f))
-        cJSON_AddItemToArray(arr, cJSON_Parse(line));
-    if (f)
-        fclose(f);
-    return arr;
-}
-
-/* How many of the log's requests are @p method. */
-static int requests(const server *s, const char *method)
-{
-    cJSON *l = log_of(s);
-    int n = 0;
-    const cJSON *e;
-    cJSON_ArrayForEach(e, l)
-    {
-        const char *m = cJSON_GetStringValue(
-            cJSON_GetObjectItemCaseSensitive(e, "method"));
-        n += m && strcmp(m, method) == 0;
-    }
-    cJSON_Delete(l);
-    return n;
-}
-
 /* Where in the log the @p nth (from 0) request @p method of session
  * @p sid (NULL: any) is; -1 if it is not.  *e: that entry, in @p l. */
 static int index_of(const cJSON *l, const char *method, const char *sid,
@@ -164,12 +50,7 @@ static int index_of(const cJSON *l, const char *method, const char *sid,
     const cJSON *it;
     cJSON_ArrayForEach(it, l)
     {
-        const char *m = cJSON_GetStringValue(
-            cJSON_GetObjectItemCaseSensitive(it, "method"));
-        const char *s = cJSON_GetStringValue(
-            cJSON_GetObjectItemCaseSensitive(it, "session"));
-        if (m && !strcmp(m, method) && (!sid || (s && !strcmp(s, sid))) &&
-            nth-- == 0) {
+        if (is_request(it, method, sid) && nth-- == 0) {
             if (e)
                 *e = it;
             return i;
@@ -182,7 +63,7 @@ static int index_of(const cJSON *l, const char *method, const char *sid,
 /* Session @p sid was ended with a DELETE before the @p nth initialize
  * (-1: at any time), carrying the token and the protocol version as every
  * request does. */
-static void deleted_before(const server *s, const char *sid, int nth)
+static void deleted_before(const scripted *s, const char *sid, int nth)
 {
     cJSON *l = log_of(s);
     const cJSON *d = NULL;
@@ -232,7 +113,7 @@ static void clean_message(const cJSON *r)
 /* Statuses                                                                 */
 /* ------------------------------------------------------------------------ */
 
-Test(mcp_http, each_status_is_its_error_of_the_taxonomy, .fini = fini)
+Test(mcp_http, each_status_is_its_error_of_the_taxonomy, .fini = teardown_http)
 {
     /* a server of no session: its 404 is no session's end */
     pl_mcp_options o = quiet();
@@ -276,7 +157,7 @@ Test(mcp_http, each_status_is_its_error_of_the_taxonomy, .fini = fini)
 }
 
 /* The retry decorator waits a 429's Retry-After, then the call succeeds. */
-Test(mcp_http, a_429_is_retried_after_its_retry_after, .fini = fini)
+Test(mcp_http, a_429_is_retried_after_its_retry_after, .fini = teardown_http)
 {
     pl_mcp_options o = quiet();
     open_on("{\"call\": [{\"status\": 429, \"headers\": "
@@ -296,9 +177,10 @@ Test(mcp_http, a_429_is_retried_after_its_retry_after, .fini = fini)
 /* Redirects                                                                */
 /* ------------------------------------------------------------------------ */
 
-Test(mcp_http, a_redirect_to_another_host_is_not_followed, .fini = fini)
+Test(mcp_http, a_redirect_to_another_host_is_not_followed,
+     .fini = teardown_http)
 {
-    server *other = start(1, "127.0.0.2", "{}");
+    scripted *other = start_scripted(1, "127.0.0.2", "{}");
     char script[1024];
     snprintf(script, sizeof script,
              "{\"call\": [{\"status\": 307, \"headers\": [[\"Location\", "
@@ -338,7 +220,8 @@ Test(mcp_http, a_redirect_to_another_host_is_not_followed, .fini = fini)
 
 /* An id that is not 1..1024 visible ASCII characters fails registration,
  * saying so; none is sent on. */
-Test(mcp_http, a_session_id_that_is_no_id_fails_registration, .fini = fini)
+Test(mcp_http, a_session_id_that_is_no_id_fails_registration,
+     .fini = teardown_http)
 {
     static const char *const bad[] = {
         "{\"init\": [{\"session\": \"\"}]}",
@@ -364,7 +247,8 @@ Test(mcp_http, a_session_id_that_is_no_id_fails_registration, .fini = fini)
 
 /* The id initialize gave is kept: one that changes in later answers is
  * not followed, nor is one that goes missing. */
-Test(mcp_http, the_session_id_is_initializes_whatever_comes_after, .fini = fini)
+Test(mcp_http, the_session_id_is_initializes_whatever_comes_after,
+     .fini = teardown_http)
 {
     pl_mcp_options o = quiet();
     open_on("{\"list\": [{\"session\": \"s-evil\"}], \"call\": ["
@@ -393,7 +277,7 @@ Test(mcp_http, the_session_id_is_initializes_whatever_comes_after, .fini = fini)
  * the spec says) and the call sent once more in it; a server that ends
  * the new one at once too is a RetryableServer error, no loop. */
 Test(mcp_http, an_expired_session_is_started_again_and_the_call_resent,
-     .fini = fini)
+     .fini = teardown_http)
 {
     pl_mcp_options o = quiet();
     open_on("{\"call\": [{\"expire\": true}, null,"
@@ -423,7 +307,8 @@ Test(mcp_http, an_expired_session_is_started_again_and_the_call_resent,
 
 /* A session that ends at a notification (notifications/cancelled, after
  * a call timed out) is begun anew by the next call, which succeeds. */
-Test(mcp_http, a_session_ended_at_a_notification_is_begun_anew, .fini = fini)
+Test(mcp_http, a_session_ended_at_a_notification_is_begun_anew,
+     .fini = teardown_http)
 {
     pl_mcp_options o = quiet();
     o.timeout_ms = 300;
@@ -442,7 +327,8 @@ Test(mcp_http, a_session_ended_at_a_notification_is_begun_anew, .fini = fini)
 /* A session the server ended (404) is ended by the client too: a DELETE
  * of it, with the token, before the new one begins; the last is ended at
  * close. */
-Test(mcp_http, an_expired_session_is_deleted_before_a_new_one, .fini = fini)
+Test(mcp_http, an_expired_session_is_deleted_before_a_new_one,
+     .fini = teardown_http)
 {
     pl_mcp_options o = quiet();
     open_on("{\"call\": [{\"expire\": true}]}", &o);
@@ -458,7 +344,7 @@ Test(mcp_http, an_expired_session_is_deleted_before_a_new_one, .fini = fini)
 
 /* A session left after a transport error (an answer that is not one) is
  * ended with a DELETE before the next call begins a new one. */
-Test(mcp_http, a_session_left_after_an_error_is_deleted, .fini = fini)
+Test(mcp_http, a_session_left_after_an_error_is_deleted, .fini = teardown_http)
 {
     pl_mcp_options o = quiet();
     open_on("{\"call\": [{\"content_type\": \"text/html\", "
@@ -475,7 +361,7 @@ Test(mcp_http, a_session_left_after_an_error_is_deleted, .fini = fini)
 /* A server that lets no client end a session (405 to DELETE) changes
  * nothing for the caller: the calls go on in the new session, and close
  * is as quiet. */
-Test(mcp_http, a_server_refusing_delete_changes_nothing, .fini = fini)
+Test(mcp_http, a_server_refusing_delete_changes_nothing, .fini = teardown_http)
 {
     pl_mcp_options o = quiet();
     open_on("{\"delete\": [{\"status\": 405}, {\"status\": 405}],"
@@ -494,7 +380,7 @@ Test(mcp_http, a_server_refusing_delete_changes_nothing, .fini = fini)
 /* Bodies                                                                   */
 /* ------------------------------------------------------------------------ */
 
-Test(mcp_http, a_content_type_that_lies_is_a_clear_error, .fini = fini)
+Test(mcp_http, a_content_type_that_lies_is_a_clear_error, .fini = teardown_http)
 {
     pl_mcp_options o = quiet();
     open_on("{\"call\": ["
@@ -517,7 +403,8 @@ Test(mcp_http, a_content_type_that_lies_is_a_clear_error, .fini = fini)
 }
 
 /* gzip is asked for and read; a gzip bomb costs max_message_bytes. */
-Test(mcp_http, a_gzip_body_is_read_and_a_gzip_bomb_is_cut, .fini = fini)
+Test(mcp_http, a_gzip_body_is_read_and_a_gzip_bomb_is_cut,
+     .fini = teardown_http)
 {
     pl_mcp_options o = quiet();
     open_on("{\"call\": [{\"gzip\": true}, {\"gzip\": true, \"sse\": true},"
@@ -540,7 +427,8 @@ Test(mcp_http, a_gzip_body_is_read_and_a_gzip_bomb_is_cut, .fini = fini)
 /* A stream of comments that never brings the answer, and a JSON body
  * that never ends, end at the call's deadline (the timeout decorator's),
  * well before the handle's own 30 s. */
-Test(mcp_http, an_answer_that_never_ends_stops_at_the_deadline, .fini = fini)
+Test(mcp_http, an_answer_that_never_ends_stops_at_the_deadline,
+     .fini = teardown_http)
 {
     pl_mcp_options o = quiet();
     open_on("{\"call\": [{\"forever\": true, \"sse\": true},"
@@ -564,7 +452,8 @@ static long max_rss_kb(void)
 }
 
 /* 50 MB of headers: an error, and no 50 MB kept of them. */
-Test(mcp_http, a_50_MB_header_block_is_an_error_not_50_MB_kept, .fini = fini)
+Test(mcp_http, a_50_MB_header_block_is_an_error_not_50_MB_kept,
+     .fini = teardown_http)
 {
     pl_mcp_options o = quiet();
     open_on("{\"call\": [{\"header_flood\": 52428800}]}", &o);

@@ -344,12 +344,30 @@ def test(tmp):
                        capture_output=True, text=True, timeout=30)
     check(p.returncode == 2, "a missing store exits 2: %d" % p.returncode)
 
-    s = Server(store, *plugins, env=env)
+    # exports are written in TMPDIR; a stream or download whose client
+    # takes nothing is cut after 2 s (web_attack.py)
+    exports = os.path.join(tmp, "exports")
+    os.mkdir(exports)
+    s = Server(store, *plugins, "--stall-timeout", "2",
+               env=dict(env, TMPDIR=exports))
+    s.tmpdir = exports
+    held = None
     try:
         api(s, total)
         web_attack.attacks(s, check)
+        held = web_attack.held_export(s, check)
     finally:
-        s.stop()
+        s.stop()  # with a download under way: exit 0, nothing leaked
+        if held:
+            held.close()
+    check(os.listdir(exports) == [], "no export file is left: %s" %
+          os.listdir(exports))
+    for bad in ["0", "x", "3601"]:
+        p = subprocess.run([WEB, store, "--stall-timeout", bad],
+                           capture_output=True, text=True, timeout=30)
+        check(p.returncode == 1 and "--stall-timeout" in p.stderr,
+              "--stall-timeout %r: refused (%d %s)" %
+              (bad, p.returncode, p.stderr))
 
     # --- read-only ---
     ro = Server(store, "--read-only", env=env)

@@ -32,6 +32,12 @@
 #define WEB_WATCH_MAX 1000 /* unfinished runs watched for changes */
 #define WEB_OLDEST_MAX 10  /* oldest suspended runs kept by the counts */
 #define WEB_EXPORT_MAX (64 << 20)  /* largest export served */
+#define WEB_EXPORTS 4              /* exports made or downloaded at once */
+#define WEB_EXPORTS_PER_IP 2       /* of them for one address */
+#define WEB_RETRY_S 5              /* Retry-After of a 503 */
+#define WEB_STALL_S 30             /* an answer whose client takes none of it */
+#define WEB_STALL_MAX 3600         /* --stall-timeout at most */
+#define WEB_ARGS_MAX 100           /* query parameters a request may have */
 #define WEB_STEP_PAGE_DEFAULT 200  /* steps in a page of a run's steps */
 #define WEB_STEP_PAGE_MAX 1000     /* most steps in one */
 #define WEB_PAGE_BYTES (1 << 20)   /* payload bytes a page stops after */
@@ -80,6 +86,8 @@ typedef struct web {
     char csrf[65];
     char url[160];
     bool loopback;
+    unsigned stall_s;    /* --stall-timeout */
+    const char *tmp_dir; /* where exports are written: $TMPDIR, /tmp */
 
     /* web_live.c, under mu */
     pthread_mutex_t mu;
@@ -99,6 +107,8 @@ typedef struct web {
     uint64_t event_seq;
     uint64_t mark;
     unsigned sse;
+    uint64_t sse_kicks; /* web_sse_kick()s: the streams look at their
+                         * connections */
     pthread_t poller, counter;
     bool mu_ready, threads;
 } web;
@@ -111,6 +121,7 @@ typedef struct web_req {
     char *body;
     size_t len;
     bool too_big;
+    size_t args; /* query parameters, when over WEB_ARGS_MAX (dropped) */
 } web_req;
 
 /* The offset of the first byte of @p s (@p n bytes) that is not part of
@@ -145,8 +156,8 @@ int web_fail_status(cJSON **out, int st, const char *what);
 int api_session(web *w, const web_req *r, cJSON **out);
 int api_run(web *w, const char *id, cJSON **out);
 int api_timeline(web *w, const char *id, cJSON **out);
-/* The run's export as JSON lines, in a temporary file: *fd at its start
- * (the caller closes it), *len bytes. */
+/* The run's export as JSON lines, in an unnamed temporary file in
+ * w->tmp_dir: *fd at its start (the caller closes it), *len bytes. */
 int api_export(web *w, const char *id, int *fd, size_t *len, cJSON **out);
 
 /* ---- web_steps.c ---- */
@@ -255,6 +266,9 @@ int api_overview(web *w, const web_req *r, cJSON **out);
 /* The Server-Sent Events stream (web_http.c makes the response). */
 bool web_sse_enter(web *w);
 void web_sse_leave(web *w);
+/* Wake every stream waiting for an event, as if its keep-alive were due:
+ * one whose connection was cut finds out by writing. */
+void web_sse_kick(web *w);
 /* The next event after *seq into @p buf (at most @p n bytes), waiting up
  * to @p wait_ms; 0 when none (a keep-alive comment is written instead),
  * else its length.  -1 when stopping. */

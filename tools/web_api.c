@@ -6,6 +6,8 @@
  * objects are ledger-dump --format json's (runview.c).
  */
 #define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -239,6 +241,7 @@ typedef struct exporter {
     FILE *f;
     const web_marks *m;
     const pl_run_info *ri;
+    int err; /* errno of a failed write */
 } exporter;
 
 static int export_line(cJSON *line, void *user)
@@ -262,8 +265,40 @@ static int export_line(cJSON *line, void *user)
         (mark && !cJSON_AddStringToObject(line, "mark", mark)))
         return PL_ENOMEM;
     if (!cli_json_line(x->f, line))
+        return PL_ENOMEM;
+    if (ferror(x->f)) { /* a full disk */
+        x->err = errno;
         return PL_EIO;
+    }
     return ftell(x->f) > (long)WEB_EXPORT_MAX ? PL_ELIMIT : 0;
+}
+
+/*
+ * A file without a name in @p dir (O_TMPFILE; where the file system has
+ * none, one named and removed at once): its space goes with its last
+ * descriptor, however the download ends or the process does.  NULL (errno
+ * set) if none can be made.
+ */
+static FILE *unnamed_file(const char *dir)
+{
+    int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    if (fd < 0 && (errno == EOPNOTSUPP || errno == EISDIR)) {
+        char path[4096];
+        int n = snprintf(path, sizeof path, "%s/ledger-web-export.XXXXXX", dir);
+        if (n < 0 || (size_t)n >= sizeof path) {
+            errno = ENAMETOOLONG;
+            return NULL;
+        }
+        if ((fd = mkostemp(path, O_CLOEXEC)) >= 0)
+            unlink(path);
+    }
+    FILE *f = fd >= 0 ? fdopen(fd, "w+") : NULL;
+    if (!f && fd >= 0) {
+        int e = errno;
+        close(fd);
+        errno = e;
+    }
+    return f;
 }
 
 int api_export(web *w, const char *id, int *fd, size_t *len, cJSON **out)
@@ -274,19 +309,26 @@ int api_export(web *w, const char *id, int *fd, size_t *len, cJSON **out)
     int http = web_get_run(w, id, &ri, out);
     if (http != 200)
         return http;
-    web_marks m;
-    int st = web_run_marks(w, ri, 0, &m);
     /* in a file, not in memory: the process stays small */
-    exporter x = {NULL, &m, ri};
-    if (!st && !(x.f = tmpfile()))
-        st = PL_EIO;
+    exporter x = {unnamed_file(w->tmp_dir), NULL, ri, 0};
+    if (!x.f) {
+        http = web_fail(out, 500, "export_file",
+                        "cannot make the export's file in %s: %s",
+                        QUOTE(w->tmp_dir), strerror(errno));
+        pl_run_info_free(ri);
+        return http;
+    }
+    web_marks m;
+    x.m = &m;
+    int st = web_run_marks(w, ri, 0, &m);
     if (!st)
         st = pl_run_export_each(w->engine, id, export_line, &x);
-    long size = x.f && !st ? ftell(x.f) : -1;
-    if (!st && (fflush(x.f) != 0 || size < 0 || (*fd = dup(fileno(x.f))) < 0))
+    long size = !st ? ftell(x.f) : -1;
+    if (!st && (fflush(x.f) != 0 || size < 0 || (*fd = dup(fileno(x.f))) < 0)) {
+        x.err = errno;
         st = PL_EIO;
-    if (x.f)
-        fclose(x.f);
+    }
+    fclose(x.f);
     web_marks_free(&m);
     pl_run_info_free(ri);
     if (st) {
@@ -298,6 +340,10 @@ int api_export(web *w, const char *id, int *fd, size_t *len, cJSON **out)
                             "the export of run %s is over %d MiB: take it "
                             "with ledger-dump --run ID --format jsonl",
                             QUOTE(id), WEB_EXPORT_MAX >> 20);
+        if (st == PL_EIO && x.err)
+            return web_fail(out, 500, "export_file",
+                            "cannot write the export's file in %s: %s",
+                            QUOTE(w->tmp_dir), strerror(x.err));
         return web_fail_status(out, st, "exporting the run");
     }
     *len = (size_t)size;

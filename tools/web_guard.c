@@ -1,10 +1,15 @@
 /*
  * web_guard.c -- what ledger-web holds against a hostile client, beside
  * web_http.c's checks of who asks: a POST from another origin, a
- * parameter given twice, a NUL in a path or a parameter, bytes that are not
- * UTF-8, and a client too slow to finish its request.
+ * parameter given twice or too many of them, a NUL in a path or a
+ * parameter, bytes that are not UTF-8, a client too slow to finish its
+ * request or that takes none of its answer, and exports (a file each)
+ * asked for at once.
  */
 #define _GNU_SOURCE
+#include <linux/tcp.h> /* struct tcp_info with tcpi_bytes_acked */
+#include <netinet/in.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -72,6 +77,32 @@ const char *web_arg_twice(struct MHD_Connection *c)
 }
 
 /*
+ * libmicrohttpd keeps a record of each query parameter in the connection's
+ * memory (64 KiB): about a thousand exhaust it, and it closes the
+ * connection without an answer, having no room left for one.  It parses
+ * the query after calling this, from the request line's buffer this gets:
+ * a query of too many parameters is cut to none there, so that the
+ * request is whole and is answered with a 400 (web_http.c).
+ */
+void *web_uri_seen(void *cls, const char *uri, struct MHD_Connection *c)
+{
+    (void)cls;
+    (void)c;
+    web_req *r = calloc(1, sizeof *r);
+    char *query = strchr(uri, '?');
+    if (!r || !query)
+        return r; /* without memory: libmicrohttpd's own limit holds */
+    size_t n = 1;
+    for (const char *p = query + 1; *p; p++)
+        n += *p == '&';
+    if (n > WEB_ARGS_MAX) {
+        query[1] = '\0';
+        r->args = n;
+    }
+    return r;
+}
+
+/*
  * libmicrohttpd's decoding of %XX in the path and the parameters, but for
  * %00: the application reads them as C strings, where a NUL would cut
  * "/app.js%00.html" to "/app.js" and "a%00b" to "a".  Left as it came,
@@ -131,6 +162,81 @@ size_t web_utf8_bad(const char *s, size_t n)
     return n;
 }
 
+/* ---- exports ------------------------------------------------------------------ */
+
+/*
+ * An export is written to a file (up to WEB_EXPORT_MAX) by the thread of
+ * its connection, then downloaded from it: a place is taken from the
+ * start until the download ends or is cut, when the file goes.  So at
+ * most WEB_EXPORTS files (256 MiB) and threads at it, and one address
+ * cannot take them all.
+ */
+struct web_slot {
+    bool used;
+    struct sockaddr_storage addr; /* the client's; AF_UNSPEC unknown */
+};
+
+static pthread_mutex_t g_slot_mu = PTHREAD_MUTEX_INITIALIZER;
+static web_slot g_slots[WEB_EXPORTS];
+
+static bool same_host(const struct sockaddr_storage *a,
+                      const struct sockaddr_storage *b)
+{
+    if (a->ss_family != b->ss_family)
+        return false;
+    if (a->ss_family == AF_INET)
+        return !memcmp(&((const struct sockaddr_in *)a)->sin_addr,
+                       &((const struct sockaddr_in *)b)->sin_addr,
+                       sizeof(struct in_addr));
+    if (a->ss_family == AF_INET6)
+        return !memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
+                       &((const struct sockaddr_in6 *)b)->sin6_addr,
+                       sizeof(struct in6_addr));
+    return true; /* unknown: all one */
+}
+
+web_slot *web_export_enter(struct MHD_Connection *c, bool *mine)
+{
+    struct sockaddr_storage addr;
+    memset(&addr, 0, sizeof addr);
+    const union MHD_ConnectionInfo *i = MHD_get_connection_info(
+        c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    if (i && i->client_addr) {
+        sa_family_t f = i->client_addr->sa_family;
+        if (f == AF_INET || f == AF_INET6)
+            memcpy(&addr, i->client_addr,
+                   f == AF_INET ? sizeof(struct sockaddr_in)
+                                : sizeof(struct sockaddr_in6));
+    }
+    web_slot *slot = NULL;
+    unsigned here = 0;
+    pthread_mutex_lock(&g_slot_mu);
+    for (size_t k = 0; k < WEB_EXPORTS; k++) {
+        if (g_slots[k].used)
+            here += same_host(&g_slots[k].addr, &addr);
+        else if (!slot)
+            slot = &g_slots[k];
+    }
+    *mine = here >= WEB_EXPORTS_PER_IP;
+    if (*mine)
+        slot = NULL;
+    if (slot) {
+        slot->used = true;
+        slot->addr = addr;
+    }
+    pthread_mutex_unlock(&g_slot_mu);
+    return slot;
+}
+
+void web_export_leave(web_slot *s)
+{
+    if (!s)
+        return;
+    pthread_mutex_lock(&g_slot_mu);
+    s->used = false;
+    pthread_mutex_unlock(&g_slot_mu);
+}
+
 /* ---- slow clients ------------------------------------------------------------ */
 
 /*
@@ -142,11 +248,22 @@ size_t web_utf8_bad(const char *s, size_t n)
  * cut by a shutdown() of its socket, which its thread sees as the end of
  * the connection.  An entry leaves the list (under g_conn_mu) before
  * libmicrohttpd closes its socket, so no other connection's is cut.
+ *
+ * Nor does its timeout see a client that takes none of an answer (an
+ * event stream, a download) while the server's socket still has room:
+ * libmicrohttpd's writes go on, into the socket's buffer.  While a
+ * connection answers, the guard reads TCP's count of the bytes its client
+ * has acknowledged (TCP_INFO): none more in the stall bound while bytes
+ * wait for it, and the connection is reset (SO_LINGER 0, shutdown()).  A
+ * client that reads, however slowly, acknowledges something; one whose
+ * window is closed, nothing.
  */
 typedef struct web_conn {
     int fd;
     int64_t since_us; /* waiting for a request since (CLOCK_MONOTONIC) */
     bool busy, cut;   /* answering; shut down */
+    uint64_t acked;   /* bytes the client acknowledged, at stall_us */
+    int64_t stall_us; /* since when it took none of those waiting */
     struct web_conn *prev, *next;
 } web_conn;
 
@@ -156,6 +273,9 @@ static web_conn *g_conns;
 static bool g_guard_stop;
 static pthread_t g_guard;
 static bool g_guard_started;
+static int64_t g_stall_us;
+static void (*g_on_cut)(void *);
+static void *g_on_cut_arg;
 
 static int64_t mono_us(void)
 {
@@ -176,8 +296,10 @@ void web_conn_busy(struct MHD_Connection *c)
 {
     web_conn *k = conn_of(c);
     pthread_mutex_lock(&g_conn_mu);
-    if (k)
+    if (k) {
         k->busy = true;
+        k->stall_us = mono_us();
+    }
     pthread_mutex_unlock(&g_conn_mu);
 }
 
@@ -226,18 +348,53 @@ void web_on_connection(void *cls, struct MHD_Connection *c, void **ctx,
     }
 }
 
+/* Has the client of @p k, answering, taken none of the bytes waiting for
+ * it for the stall bound?  False where TCP does not say. */
+static bool stalled(web_conn *k, int64_t now)
+{
+    struct tcp_info ti;
+    socklen_t n = sizeof ti;
+    memset(&ti, 0, sizeof ti);
+    if (getsockopt(k->fd, IPPROTO_TCP, TCP_INFO, &ti, &n) != 0 ||
+        n < offsetof(struct tcp_info, tcpi_notsent_bytes) +
+                sizeof ti.tcpi_notsent_bytes)
+        return false; /* an old kernel: libmicrohttpd's timeout holds */
+    bool waiting = ti.tcpi_unacked > 0 || ti.tcpi_notsent_bytes > 0;
+    if (!waiting || ti.tcpi_bytes_acked != k->acked) {
+        k->acked = ti.tcpi_bytes_acked;
+        k->stall_us = now;
+        return false;
+    }
+    return now - k->stall_us >= g_stall_us;
+}
+
 static void *guard_main(void *arg)
 {
     (void)arg;
     pthread_mutex_lock(&g_conn_mu);
     while (!g_guard_stop) {
         int64_t now = mono_us();
-        for (web_conn *k = g_conns; k; k = k->next)
-            if (!k->busy && !k->cut &&
+        bool answer_cut = false;
+        for (web_conn *k = g_conns; k; k = k->next) {
+            if (k->cut)
+                continue;
+            if (!k->busy &&
                 now - k->since_us > (int64_t)WEB_REQUEST_S * 1000000) {
                 shutdown(k->fd, SHUT_RDWR);
                 k->cut = true;
+            } else if (k->busy && stalled(k, now)) {
+                /* a reset: what waits for the client is dropped */
+                struct linger l = {1, 0};
+                setsockopt(k->fd, SOL_SOCKET, SO_LINGER, &l, sizeof l);
+                shutdown(k->fd, SHUT_RDWR);
+                k->cut = answer_cut = true;
             }
+        }
+        if (answer_cut && g_on_cut) {
+            pthread_mutex_unlock(&g_conn_mu);
+            g_on_cut(g_on_cut_arg);
+            pthread_mutex_lock(&g_conn_mu);
+        }
         struct timespec t;
         clock_gettime(CLOCK_REALTIME, &t);
         t.tv_sec += 1;
@@ -247,14 +404,19 @@ static void *guard_main(void *arg)
     return NULL;
 }
 
-bool web_guard_start(void)
+bool web_guard_start(unsigned stall_s, void (*on_cut)(void *), void *arg)
 {
+    g_stall_us = (int64_t)stall_s * 1000000;
+    g_on_cut = on_cut;
+    g_on_cut_arg = arg;
     g_guard_stop = false;
     g_guard_started = pthread_create(&g_guard, NULL, guard_main, NULL) == 0;
     if (!g_guard_started)
-        cli_error("note: slow requests are cut after %d s of silence only, "
-                  "not %d s after they start (no thread for the guard)",
-                  WEB_TIMEOUT_S, WEB_REQUEST_S);
+        cli_error("note: slow requests, and answers a client does not "
+                  "take, are cut after %d s of silence only, not %d s "
+                  "after they start or %u s without progress (no thread "
+                  "for the guard)",
+                  WEB_TIMEOUT_S, WEB_REQUEST_S, stall_s);
     return g_guard_started;
 }
 

@@ -16,16 +16,31 @@ const char *web_arg_twice(struct MHD_Connection *c);
 /* MHD_OPTION_UNESCAPE_CALLBACK: %XX decoded, but for %00. */
 size_t web_unescape(void *cls, struct MHD_Connection *c, char *s);
 
+/* MHD_OPTION_URI_LOG_CALLBACK: a new request's web_req (web.h), NULL
+ * without memory.  A query of over WEB_ARGS_MAX parameters is dropped
+ * before libmicrohttpd reads it, their number kept in the web_req's args:
+ * the request is to be refused. */
+void *web_uri_seen(void *cls, const char *uri, struct MHD_Connection *c);
+
+/* A place for an export, made and downloaded: NULL when WEB_EXPORTS are
+ * taken, or WEB_EXPORTS_PER_IP of them by @p c's address (*mine true). */
+typedef struct web_slot web_slot;
+web_slot *web_export_enter(struct MHD_Connection *c, bool *mine);
+void web_export_leave(web_slot *s);
+
 /* MHD_OPTION_NOTIFY_CONNECTION: each connection timed while it has no
  * whole request; web_conn_busy() once it has one, web_conn_idle() once it
- * is answered.  The guard's thread cuts one WEB_REQUEST_S late. */
+ * is answered.  The guard's thread cuts one WEB_REQUEST_S late, and one
+ * answering whose client has taken none of the bytes waiting for it for
+ * the stall bound. */
 void web_on_connection(void *cls, struct MHD_Connection *c, void **ctx,
                        enum MHD_ConnectionNotificationCode code);
 void web_conn_busy(struct MHD_Connection *c);
 void web_conn_idle(struct MHD_Connection *c);
 /* The guard's thread (without it, says so: libmicrohttpd's own timeout
- * still holds). */
-bool web_guard_start(void);
+ * still holds), @p stall_s the stall bound in seconds; @p on_cut(@p arg)
+ * after it cut a connection answering (wakes an event stream waiting). */
+bool web_guard_start(unsigned stall_s, void (*on_cut)(void *), void *arg);
 void web_guard_stop(void);
 
 #endif /* PL_WEB_GUARD_H */

@@ -17,6 +17,7 @@
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
+#include <errno.h>
 #include <microhttpd.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -92,6 +93,8 @@ static void common_headers(struct MHD_Response *resp, bool api)
         MHD_add_response_header(resp, "Cache-Control", "no-store");
 }
 
+/* @p status with @p data (@p len bytes) of @p type; a 503 says when to
+ * ask again (Retry-After). */
 static enum MHD_Result send_bytes(struct MHD_Connection *c, int status,
                                   const char *type, void *data, size_t len,
                                   enum MHD_ResponseMemoryMode mode, bool api)
@@ -105,6 +108,11 @@ static enum MHD_Result send_bytes(struct MHD_Connection *c, int status,
     }
     common_headers(resp, api);
     MHD_add_response_header(resp, "Content-Type", type);
+    if (status == 503) {
+        char retry[16];
+        snprintf(retry, sizeof retry, "%d", WEB_RETRY_S);
+        MHD_add_response_header(resp, "Retry-After", retry);
+    }
     enum MHD_Result r = MHD_queue_response(c, (unsigned)status, resp);
     MHD_destroy_response(resp);
     return r;
@@ -410,6 +418,79 @@ static enum MHD_Result events(web *w, struct MHD_Connection *c)
     return r;
 }
 
+/* ---- exports ---------------------------------------------------------------------- */
+
+/* A download of an export's file, which holds its place (web_guard.c)
+ * until it ends, however it ends: libmicrohttpd frees the response when
+ * it is sent, when the client goes, and when the server stops. */
+typedef struct download {
+    int fd;
+    web_slot *slot;
+} download;
+
+static ssize_t download_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    download *d = cls;
+    ssize_t n;
+    do
+        n = pread(d->fd, buf, max, (off_t)pos);
+    while (n < 0 && errno == EINTR);
+    return n > 0 ? n : MHD_CONTENT_READER_END_WITH_ERROR;
+}
+
+static void download_free(void *cls)
+{
+    download *d = cls;
+    close(d->fd); /* the file is unnamed: its space goes with it */
+    web_export_leave(d->slot);
+    free(d);
+}
+
+static enum MHD_Result send_export(web *w, struct MHD_Connection *c,
+                                   const char *id)
+{
+    bool mine;
+    web_slot *slot = web_export_enter(c, &mine);
+    cJSON *out = NULL;
+    if (!slot) {
+        if (mine)
+            web_fail(&out, 503, "busy",
+                     "this address has %d exports under way: wait for one "
+                     "to end",
+                     WEB_EXPORTS_PER_IP);
+        else
+            web_fail(&out, 503, "busy",
+                     "%d exports are under way: try again shortly",
+                     WEB_EXPORTS);
+        return send_json(c, 503, out);
+    }
+    download *d = malloc(sizeof *d);
+    int fd = -1;
+    size_t len = 0;
+    int status = d ? api_export(w, id, &fd, &len, &out)
+                   : web_fail(&out, 500, "PL_ENOMEM", "out of memory");
+    if (status != 200) {
+        free(d);
+        web_export_leave(slot);
+        return send_json(c, status, out);
+    }
+    *d = (download){fd, slot};
+    struct MHD_Response *resp = MHD_create_response_from_callback(
+        len, 32 * 1024, download_read, d, download_free);
+    if (!resp) {
+        download_free(d);
+        return MHD_NO;
+    }
+    char disp[PL_MAX_RUN_ID + 64];
+    snprintf(disp, sizeof disp, "attachment; filename=\"%s.jsonl\"", id);
+    common_headers(resp, true);
+    MHD_add_response_header(resp, "Content-Type", "application/x-ndjson");
+    MHD_add_response_header(resp, "Content-Disposition", disp);
+    enum MHD_Result res = MHD_queue_response(c, 200, resp);
+    MHD_destroy_response(resp);
+    return res;
+}
+
 /* ---- routing ------------------------------------------------------------------------ */
 
 /* "/api/runs/ID[/what]": the id into @p id, the rest in *what ("" for
@@ -460,31 +541,9 @@ static enum MHD_Result route_get(web *w, web_req *r)
             status = api_step(w, id, r, &out);
         else if (!strcmp(what, "timeline"))
             status = api_timeline(w, id, &out);
-        else if (!strcmp(what, "export")) {
-            int fd = -1;
-            size_t len = 0;
-            status = api_export(w, id, &fd, &len, &out);
-            if (status == 200) {
-                struct MHD_Response *resp = lseek(fd, 0, SEEK_SET) == 0
-                                                ? MHD_create_response_from_fd(
-                                                      len, fd)
-                                                : NULL;
-                if (!resp) {
-                    close(fd);
-                    return MHD_NO;
-                }
-                char disp[PL_MAX_RUN_ID + 64];
-                snprintf(disp, sizeof disp, "attachment; filename=\"%s.jsonl\"",
-                         id);
-                common_headers(resp, true);
-                MHD_add_response_header(resp, "Content-Type",
-                                        "application/x-ndjson");
-                MHD_add_response_header(resp, "Content-Disposition", disp);
-                enum MHD_Result res = MHD_queue_response(c, 200, resp);
-                MHD_destroy_response(resp);
-                return res;
-            }
-        } else
+        else if (!strcmp(what, "export"))
+            return send_export(w, c, id);
+        else
             status = web_fail(&out, 404, "not_found", "no such API path");
     } else
         status = web_fail(&out, 404, "not_found", "no such API path");
@@ -543,9 +602,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
 {
     (void)version;
     web *w = cls;
-    web_req *r = *con_cls;
-    if (!r) {
-        if (!(r = calloc(1, sizeof *r)))
+    web_req *r = *con_cls; /* web_uri_seen()'s */
+    if (!r || !r->conn) {
+        if (!r && !(r = calloc(1, sizeof *r)))
             return MHD_NO;
         r->conn = c;
         r->method = method;
@@ -580,6 +639,17 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
                           "only (the Host header names another)");
     bool get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
     bool api = !strncmp(url, "/api/", 5);
+    if (r->args) {
+        char msg[128];
+        snprintf(msg, sizeof msg, "%zu query parameters: at most %d are taken",
+                 r->args, WEB_ARGS_MAX);
+        if (api)
+            return send_error(c, 400, "too_many_parameters", msg);
+        size_t n = strlen(msg);
+        msg[n] = '\n';
+        return send_bytes(c, 400, "text/plain; charset=utf-8", msg, n + 1,
+                          MHD_RESPMEM_MUST_COPY, false);
+    }
     if (get && !strcmp(url, "/login"))
         return login(w, c);
     if (!get && strcmp(method, "POST") != 0)
@@ -641,6 +711,10 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap)
         memcpy(g_start_error, msg, n + 1);
 }
 
+/* A connection answering was cut: an event stream waiting for its next
+ * event finds out now, not at its next keep-alive. */
+static void kick_streams(void *arg) { web_sse_kick(arg); }
+
 bool web_http_start(web *w, const char *host, unsigned port)
 {
     struct sockaddr_in a4;
@@ -672,6 +746,7 @@ bool web_http_start(web *w, const char *host, unsigned port)
         MHD_OPTION_CONNECTION_LIMIT, (unsigned)WEB_CONN_MAX,
         MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)WEB_CONN_PER_IP,
         MHD_OPTION_NOTIFY_CONNECTION, web_on_connection, NULL,
+        MHD_OPTION_URI_LOG_CALLBACK, web_uri_seen, NULL,
         MHD_OPTION_UNESCAPE_CALLBACK, web_unescape, NULL,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)WEB_TIMEOUT_S,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HEADER_MEMORY,
@@ -684,7 +759,7 @@ bool web_http_start(web *w, const char *host, unsigned port)
         return false;
     }
     g_serving = true;
-    web_guard_start();
+    web_guard_start(w->stall_s, kick_streams, w);
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(
         g_daemon, MHD_DAEMON_INFO_BIND_PORT);
     unsigned bound = info ? info->port : port;

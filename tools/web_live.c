@@ -262,13 +262,22 @@ void web_sse_leave(web *w)
     pthread_mutex_unlock(&w->mu);
 }
 
+void web_sse_kick(web *w)
+{
+    pthread_mutex_lock(&w->mu);
+    w->sse_kicks++;
+    pthread_cond_broadcast(&w->changed);
+    pthread_mutex_unlock(&w->mu);
+}
+
 long web_sse_next(web *w, uint64_t *seq, char *buf, size_t n, int wait_ms)
 {
     struct timespec ts;
     deadline_in(&ts, wait_ms);
     long len = 0;
     pthread_mutex_lock(&w->mu);
-    while (!w->stopping && w->event_seq == *seq)
+    uint64_t kicks = w->sse_kicks;
+    while (!w->stopping && w->event_seq == *seq && w->sse_kicks == kicks)
         if (pthread_cond_timedwait(&w->changed, &w->mu, &ts) == ETIMEDOUT)
             break;
     if (w->stopping) {

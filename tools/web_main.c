@@ -3,7 +3,7 @@
  * public API.
  *
  *   ledger-web STORE [--plugin LIB.so ...] [--listen HOST:PORT]
- *              [--read-only] [--token-file FILE]
+ *              [--read-only] [--token-file FILE] [--stall-timeout S]
  *
  * Serves the page (tools/web/, embedded at build time) and its JSON API
  * (docs/tools.md) until SIGINT or SIGTERM.  Binds to loopback unless told
@@ -35,6 +35,7 @@ static void usage(FILE *f)
         f,
         "usage: ledger-web STORE [--plugin LIB.so ...] [--listen HOST:PORT]\n"
         "                  [--read-only] [--token-file FILE]\n"
+        "                  [--stall-timeout SECONDS]\n"
         "\n"
         "Serve a web view of STORE (an LMDB store or a postgresql:// URI):\n"
         "its runs, each run's steps and timeline, an overview, the inbox of\n"
@@ -55,14 +56,18 @@ static void usage(FILE *f)
         "                      environment variable PL_WEB_TOKEN.  Open\n"
         "                      /login?token=TOKEN once in the browser, or\n"
         "                      send 'Authorization: Bearer TOKEN'\n"
+        "  --stall-timeout S   close an answer or event stream whose client\n"
+        "                      has taken none of it for S seconds (1..%d;\n"
+        "                      default %d)\n"
         "  -h, --help          this text\n"
         "\n"
-        "Prints the URL to open, then serves until interrupted.\n"
+        "Prints the URL to open, then serves until interrupted.  Exports\n"
+        "are written to unnamed files in $TMPDIR (else /tmp).\n"
         "\n"
         "Exit status: 0 stopped (SIGINT, SIGTERM); 1 bad flags or values;\n"
         "2 the store cannot be opened, a plugin cannot be loaded, or the\n"
         "address cannot be used.\n",
-        TOKEN_MIN);
+        TOKEN_MIN, WEB_STALL_MAX, WEB_STALL_S);
 }
 
 typedef struct args {
@@ -72,12 +77,14 @@ typedef struct args {
     const char *listen;
     const char *token_file;
     bool read_only;
+    unsigned stall_s;
 } args;
 
 /* 0, -1 (--help: exit 0), or the exit status. */
 static int parse_args(args *a, int argc, char **argv)
 {
     a->listen = "127.0.0.1:8080";
+    a->stall_s = WEB_STALL_S;
     a->plugins = calloc((size_t)argc, sizeof *a->plugins);
     if (!a->plugins) {
         cli_error("out of memory");
@@ -100,6 +107,19 @@ static int parse_args(args *a, int argc, char **argv)
             if (!v)
                 return CLI_EXIT_USAGE;
             a->token_file = v;
+        } else if (cli_option(argc, argv, &i, "--stall-timeout", &v)) {
+            if (!v)
+                return CLI_EXIT_USAGE;
+            char *end;
+            errno = 0;
+            unsigned long n = strtoul(v, &end, 10);
+            if (v[0] < '0' || v[0] > '9' || *end || errno || n < 1 ||
+                n > WEB_STALL_MAX) {
+                cli_error("--stall-timeout %s: seconds, 1..%d", QUOTE(v),
+                          WEB_STALL_MAX);
+                return CLI_EXIT_USAGE;
+            }
+            a->stall_s = (unsigned)n;
         } else if (!strcmp(argv[i], "--read-only")) {
             a->read_only = true;
         } else if (argv[i][0] == '-' && argv[i][1]) {
@@ -306,6 +326,10 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     w.store = a.store;
     w.read_only = a.read_only;
+    w.stall_s = a.stall_s;
+    w.tmp_dir = getenv("TMPDIR");
+    if (!w.tmp_dir || !w.tmp_dir[0])
+        w.tmp_dir = "/tmp";
     if ((rc = open_store(&w, &a)))
         goto done;
     if (!web_live_start(&w)) {

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -103,6 +104,108 @@ int pl__mcp_ensure(pl_mcp *m, int64_t deadline, char *why, size_t n)
     if (m->list) /* started again: it may be another version of itself */
         m->list_changed = true;
     return T_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Across fork()                                                            */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * A child made by fork() never uses nor ends what its parent's handle
+ * holds (docs/design.md §15): the server process (never signalled nor
+ * waited for), the pipes to it (never written), the HTTP session (never
+ * DELETEd) and libcurl's connections.  A handle keeps the process it
+ * belongs to; the first use in another one (a call, pl_mcp_close()) drops
+ * that process's copies, and a call then starts a server, or a session,
+ * of the child's own, as after a restart.  The process's handles are
+ * listed so that a fork's child handler makes each one's lock anew: a
+ * thread of the parent inside a call holds it, and that thread has no
+ * copy in the child.  The list's lock is held across the fork, so the
+ * list is whole in both processes.
+ */
+static pthread_mutex_t g_open_mu = PTHREAD_MUTEX_INITIALIZER;
+static pl_mcp *g_open;
+static pthread_once_t g_fork_once = PTHREAD_ONCE_INIT;
+/* This process's id, kept: set before the first handle is made, and again
+ * in a child by the fork handler, which fork() runs before it returns. */
+static _Atomic pid_t g_pid;
+
+static void fork_prepare(void) { pthread_mutex_lock(&g_open_mu); }
+
+static void fork_parent(void) { pthread_mutex_unlock(&g_open_mu); }
+
+static void fork_child(void)
+{
+    atomic_store_explicit(&g_pid, getpid(), memory_order_relaxed);
+    for (pl_mcp *m = g_open; m; m = m->next_open)
+        pthread_mutex_init(&m->lock, NULL);
+    pthread_mutex_unlock(&g_open_mu);
+}
+
+static void fork_once(void)
+{
+    atomic_store_explicit(&g_pid, getpid(), memory_order_relaxed);
+    pthread_atfork(fork_prepare, fork_parent, fork_child);
+}
+
+static pid_t self(void)
+{
+    return atomic_load_explicit(&g_pid, memory_order_relaxed);
+}
+
+/* A new handle, of this process; its lock made. */
+static pl_mcp *handle_new(void)
+{
+    pthread_once(&g_fork_once, fork_once);
+    pl_mcp *m = calloc(1, sizeof *m);
+    if (!m)
+        return NULL;
+    pthread_mutex_init(&m->lock, NULL);
+    m->owner = self();
+    pthread_mutex_lock(&g_open_mu);
+    m->next_open = g_open;
+    g_open = m;
+    pthread_mutex_unlock(&g_open_mu);
+    return m;
+}
+
+static void handle_unlist(pl_mcp *m)
+{
+    pthread_mutex_lock(&g_open_mu);
+    pl_mcp **pp = &g_open;
+    while (*pp && *pp != m)
+        pp = &(*pp)->next_open;
+    if (*pp)
+        *pp = m->next_open;
+    pthread_mutex_unlock(&g_open_mu);
+}
+
+/* In a child: drop the parent's server, pipes and session, saying nothing
+ * to them; and the runs known to hold the tool list, which this process
+ * has recorded in none. */
+static void forsake(pl_mcp *m)
+{
+    pl__mcp_close_fd(&m->wfd); /* a copy: the parent's stays open */
+    pl__mcp_close_fd(&m->rfd);
+    m->pid = 0;
+    m->len = 0;
+    m->rcv_ms = 0;
+    m->up = m->quiet = false;
+    if (m->http)
+        pl__mcp_http_forsake(m->http);
+    /* the next call starts the server, or a session, and lists its tools
+     * before it records which it is made against */
+    m->list_changed = m->list != NULL;
+    memset(m->runs, 0, sizeof m->runs);
+    m->next_run = m->last_seen = 0;
+    m->owner = self();
+}
+
+void pl__mcp_lock(pl_mcp *m)
+{
+    pthread_mutex_lock(&m->lock);
+    if (m->owner != self())
+        forsake(m);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -390,13 +493,16 @@ static int set_list(pl_mcp *m, cJSON *list)
         cJSON_Delete(list);
         return st;
     }
-    cJSON_Delete(m->list);
-    cJSON_Delete(m->codes);
+    /* the new lists in place before the old ones go: a child forked
+     * meanwhile (by another thread) holds no list freed */
+    cJSON *old_list = m->list, *old_codes = m->codes;
     m->list = list;
     m->codes = codes;
     m->list_size = cJSON_GetArraySize(list);
     m->list_gen++;
     memcpy(m->fingerprint, fp, sizeof fp);
+    cJSON_Delete(old_list);
+    cJSON_Delete(old_codes);
     return PL_OK;
 }
 
@@ -449,7 +555,7 @@ int pl_mcp_register(pl_mcp **out, pl_registry *reg, const char *name,
                        "MCP server name '%.80s': 1..%d bytes, no "
                        "dot or control character",
                        name ? name : "(null)", MAX_PREFIX);
-    pl_mcp *m = calloc(1, sizeof *m);
+    pl_mcp *m = handle_new();
     if (!m)
         return PL_ENOMEM;
     m->wfd = m->rfd = m->err_fd = -1;
@@ -458,7 +564,6 @@ int pl_mcp_register(pl_mcp **out, pl_registry *reg, const char *name,
     m->start_timeout_ms = o->start_timeout_ms ? o->start_timeout_ms : 60000;
     m->max_msg = o->max_message_bytes ? o->max_message_bytes : 4 << 20;
     m->max_inline = o->max_inline_bytes ? o->max_inline_bytes : 64 << 10;
-    pthread_mutex_init(&m->lock, NULL);
     cJSON *list = NULL;
     if (!(m->name = pl__strdup(name)) || !(m->buf = malloc(m->max_msg + 1))) {
         st = PL_ENOMEM;
@@ -549,6 +654,9 @@ void pl_mcp_close(pl_mcp *m)
 {
     if (!m)
         return;
+    handle_unlist(m);
+    if (m->owner != self()) /* inherited: nothing of the parent's is ended */
+        forsake(m);
     pl__mcp_stop(m);
     pl__mcp_http_free(m->http);
     pl__mcp_close_fd(&m->err_fd);

@@ -90,6 +90,12 @@ PL__HIDDEN void pl__mcp_http_forget(pl__mcp_http *h, int64_t timeout_ms);
  * notifications/tools/list_changed. */
 PL__HIDDEN bool pl__mcp_http_list_changed(pl__mcp_http *h);
 
+/* In a child made by fork(): let go of the parent's session (never
+ * ended) and of libcurl's connections, whose sockets the parent shares
+ * (nothing libcurl writes on closing them reaches the server); the next
+ * request begins a session of this process's own. */
+PL__HIDDEN void pl__mcp_http_forsake(pl__mcp_http *h);
+
 /* Forget the session (sending DELETE for it) and free.  NULL: nothing. */
 PL__HIDDEN void pl__mcp_http_free(pl__mcp_http *h);
 
@@ -119,6 +125,7 @@ static inline bool pl__mcp_http_list_changed(pl__mcp_http *h)
     (void)h;
     return false;
 }
+static inline void pl__mcp_http_forsake(pl__mcp_http *h) { (void)h; }
 static inline void pl__mcp_http_free(pl__mcp_http *h) { (void)h; }
 
 #endif

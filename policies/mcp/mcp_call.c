@@ -320,7 +320,7 @@ static int snapshot(cJSON **out, void *user)
 {
     snap_args *a = user;
     pl_mcp *m = a->m;
-    pthread_mutex_lock(&m->lock);
+    pl__mcp_lock(m);
     bool whole = whole_due(m, a->run);
     const char *code = code_now(m, a->t);
     cJSON *v = cJSON_CreateObject();
@@ -348,7 +348,7 @@ static int snapshot(cJSON **out, void *user)
 static void follow_list(pl_mcp *m, int64_t deadline)
 {
     char why[256];
-    pthread_mutex_lock(&m->lock);
+    pl__mcp_lock(m);
     pl__mcp_drain(m);
     if (m->list_changed &&
         pl__mcp_ensure(m, deadline, why, sizeof why) == T_OK &&
@@ -457,14 +457,14 @@ int pl__mcp_call_tool(pl_ctx *ctx, const pl_action *a, pl_steps *out,
      * on, since the handle then remembers that the run holds it (a run
      * whose steps a failed commit dropped, continued in this process, must
      * record it again); the others are captures, durable with the call */
-    pthread_mutex_lock(&m->lock);
+    pl__mcp_lock(m);
     bool whole = whole_due(m, sa.run);
     pthread_mutex_unlock(&m->lock);
     int sst = whole ? pl_ctx_side_effect(&snap, ctx, "mcp.tools", snapshot, &sa)
                     : pl_ctx_capture(&snap, ctx, "mcp.tools", snapshot, &sa);
     if (!sst && (whole || !cJSON_GetObjectItemCaseSensitive(snap, "list"))) {
         const char *fp = pl__mcp_str(snap, "fingerprint");
-        pthread_mutex_lock(&m->lock);
+        pl__mcp_lock(m);
         remember(m, sa.run, fp ? fp : "");
         pthread_mutex_unlock(&m->lock);
     }
@@ -497,7 +497,7 @@ int pl__mcp_call_tool(pl_ctx *ctx, const pl_action *a, pl_steps *out,
     char why[256] = "";
     cJSON *r = NULL, *e = NULL;
     int64_t deadline = pl__mcp_mono_ms() + wait;
-    pthread_mutex_lock(&m->lock);
+    pl__mcp_lock(m);
     m->retry_after_ms = -1;
     int tr = pl__mcp_ensure(m, deadline, why, sizeof why);
     if (tr == T_OK)

@@ -29,23 +29,40 @@
  * a T_ code the call reads as the error taxonomy (mcp.h), with the
  * server's Retry-After kept for a 429 or 5xx, and the message of a
  * JSON-RPC error in its body quoted.
+ *
+ * The sockets libcurl opens are opened and closed by us (its open and
+ * close socket callbacks), so that a child made by fork() knows the ones
+ * its copy of the handle shares with the parent: it turns them to
+ * /dev/null before libcurl lets them go (pl__mcp_http_forsake()), since
+ * closing a TLS connection reads what the server sent (bytes of the
+ * parent's answer) and writes a close_notify, which would end the
+ * parent's connection.
  */
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <curl/curl.h>
 
 #include "llm.h" /* pl__llm_retry_after() */
 #include "mcp.h"
 
+/* The most sockets libcurl holds open at once for one handle: its
+ * connections kept (at most 5, its default), and the tries of a connect. */
+#define PL__MCP_SOCKS 16
+
 struct pl__mcp_http {
     char *url;
     char *token_env;
     size_t max_msg;
     CURL *c;
+    int socks[PL__MCP_SOCKS]; /* the sockets it holds open (fork) */
+    size_t n_socks;
     char session[PL__MCP_SESSION_MAX + 1]; /* "" until initialize gives one */
     char version[16];    /* the protocol version the last request named */
     bool list_changed;   /* a stream brought notifications/tools/list_changed */
@@ -54,6 +71,50 @@ struct pl__mcp_http {
 
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static void curl_init(void) { curl_global_init(CURL_GLOBAL_DEFAULT); }
+
+static curl_socket_t open_socket(void *user, curlsocktype purpose,
+                                 struct curl_sockaddr *a)
+{
+    pl__mcp_http *h = user;
+    (void)purpose;
+    if (h->n_socks == PL__MCP_SOCKS)
+        return CURL_SOCKET_BAD;
+    int fd = socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
+    if (fd >= 0)
+        h->socks[h->n_socks++] = fd;
+    return fd >= 0 ? fd : CURL_SOCKET_BAD;
+}
+
+static int close_socket(void *user, curl_socket_t fd)
+{
+    pl__mcp_http *h = user;
+    for (size_t i = 0; i < h->n_socks; i++)
+        if (h->socks[i] == fd) {
+            h->socks[i] = h->socks[--h->n_socks];
+            break;
+        }
+    return close(fd);
+}
+
+/* The options of every exchange, set again after each curl_easy_reset(). */
+static void base_options(pl__mcp_http *h, struct curl_slist *hd,
+                         long timeout_ms)
+{
+    CURL *c = h->c;
+    curl_easy_setopt(c, CURLOPT_URL, h->url);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, hd);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout_ms);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(c, CURLOPT_NOPROXY, "*");
+    /* the bearer token is a header of ours: a redirect followed would
+     * carry it to wherever the server points, so none is */
+    curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
+    curl_easy_setopt(c, CURLOPT_OPENSOCKETFUNCTION, open_socket);
+    curl_easy_setopt(c, CURLOPT_OPENSOCKETDATA, h);
+    curl_easy_setopt(c, CURLOPT_CLOSESOCKETFUNCTION, close_socket);
+    curl_easy_setopt(c, CURLOPT_CLOSESOCKETDATA, h);
+}
 
 pl__mcp_http *pl__mcp_http_new(const char *url, const char *token_env,
                                size_t max_msg)
@@ -345,6 +406,10 @@ int pl__mcp_http_post(pl__mcp_http *h, const char *body, size_t len, int64_t id,
         snprintf(why, n, "no answer in time");
         return T_TIMEOUT;
     }
+    if (!h->c && !(h->c = curl_easy_init())) { /* after a fork, none made */
+        snprintf(why, n, "libcurl cannot start");
+        return T_NOMEM;
+    }
     struct curl_slist *hd = NULL;
     char line[PL__MCP_SESSION_MAX + 64];
     hd = curl_slist_append(hd, "Content-Type: application/json");
@@ -367,23 +432,15 @@ int pl__mcp_http_post(pl__mcp_http *h, const char *body, size_t len, int64_t id,
     char err[CURL_ERROR_SIZE] = "";
     CURL *c = h->c;
     curl_easy_reset(c);
-    curl_easy_setopt(c, CURLOPT_URL, h->url);
+    base_options(h, hd, (long)timeout_ms);
     curl_easy_setopt(c, CURLOPT_POST, 1L);
     curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
     curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, hd);
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &x);
     curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
     curl_easy_setopt(c, CURLOPT_HEADERDATA, &x);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)timeout_ms);
-    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(c, CURLOPT_ERRORBUFFER, err);
-    curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(c, CURLOPT_NOPROXY, "*");
-    /* the bearer token is a header of ours: a redirect followed would
-     * carry it to wherever the server points, so none is */
-    curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
     curl_easy_setopt(c, CURLOPT_UNRESTRICTED_AUTH, 0L);
     curl_easy_setopt(c, CURLOPT_ACCEPT_ENCODING, ""); /* all it decodes */
     CURLcode rc = curl_easy_perform(c);
@@ -490,14 +547,8 @@ static void end_session(pl__mcp_http *h, long timeout_ms)
             hd = curl_slist_append(hd, auth);
         CURL *c = h->c;
         curl_easy_reset(c);
-        curl_easy_setopt(c, CURLOPT_URL, h->url);
+        base_options(h, hd, timeout_ms);
         curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, "DELETE");
-        curl_easy_setopt(c, CURLOPT_HTTPHEADER, hd);
-        curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout_ms);
-        curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-        curl_easy_setopt(c, CURLOPT_NOPROXY, "*");
-        curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
-        curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
         /* whatever the answer says (a 405: sessions end at the server's
          * will), it is not ours to read, nor to print */
         curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, discard);
@@ -514,6 +565,28 @@ static void end_session(pl__mcp_http *h, long timeout_ms)
 void pl__mcp_http_forget(pl__mcp_http *h, int64_t timeout_ms)
 {
     end_session(h, (long)(timeout_ms < 1000 ? timeout_ms : 1000));
+}
+
+void pl__mcp_http_forsake(pl__mcp_http *h)
+{
+    int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    if (null >= 0) {
+        for (size_t i = 0; i < h->n_socks; i++)
+            dup2(null, h->socks[i]);
+        close(null);
+        if (h->c)
+            curl_easy_cleanup(h->c); /* closes them (close_socket()) */
+    } else {
+        /* the handle is left, rather than let go on the parent's
+         * sockets: only this process's copies of them are closed */
+        for (size_t i = 0; i < h->n_socks; i++)
+            close(h->socks[i]);
+    }
+    h->n_socks = 0;
+    h->c = curl_easy_init(); /* NULL: the next request tries again */
+    h->session[0] = h->version[0] = '\0';
+    h->list_changed = false;
+    h->retry_after_ms = -1;
 }
 
 void pl__mcp_http_free(pl__mcp_http *h)

@@ -40,6 +40,10 @@ typedef struct run_seen {
 } run_seen;
 
 struct pl_mcp {
+    pid_t owner; /* the process whose server, pipes and session these are:
+                    another (a child made by fork()) drops its copies of
+                    them at its first use (pl__mcp_lock()) */
+    struct pl_mcp *next_open; /* the process's handles (fork) */
     char *name;
     char **argv;
     char **env;
@@ -96,6 +100,12 @@ static inline const char *pl__mcp_str(const cJSON *o, const char *key)
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
     return cJSON_IsString(v) ? v->valuestring : NULL;
 }
+
+/* Take the handle's lock.  In a child made by fork() (the handle's owner
+ * is another process), its first use first drops what the parent's
+ * handle held, telling the server nothing: a call then starts a server
+ * or a session of the child's own (mcp.c). */
+PL__HIDDEN void pl__mcp_lock(pl_mcp *m);
 
 /* Stop the server: its input closed, then SIGTERM, then SIGKILL, each to
  * its process group (mcp_rpc.c). */
