@@ -516,7 +516,14 @@ Test(pg_keys, a_timers_key_follows_its_runs_key)
     timers_keep_keys(c, "t_wstale", "a keyed lease made");
     admin_sql(c, "INSERT INTO t_wstale.parked VALUES (45, 'a', 1)");
     timers_keep_keys(c, "t_wstale", "a parked row made");
-    static const uint64_t order[] = {42, 43, 44, 0};
+    /* queued with key a, a delivery made it due; its lease dropped by
+     * the store's own statement (as after a claim refused) */
+    leases_of(c, "t_wstale", 46, 46, "a", 1, "");
+    parked_of(c, "t_wstale", 46, 46, "", 0);
+    admin_sql(c, "UPDATE t_wstale.timers SET fkey = 'a' WHERE run = 46");
+    cr_expect_eq(pl__pg_lease_release(s, 46, 0), PL_OK, "%s", pl_errmsg());
+    timers_keep_keys(c, "t_wstale", "a lease released");
+    static const uint64_t order[] = {42, 43, 44, 46, 0};
     for (size_t i = 0; i < sizeof order / sizeof *order; i++)
         cr_expect_eq(took(s, true), order[i], "wake %zu", i);
     timers_keep_keys(c, "t_wstale", "the wakes");
