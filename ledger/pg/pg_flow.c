@@ -83,9 +83,9 @@
  * of keys.  The keys it refused are a set it hashes (REFUSED below:
  * a check a hash and a slot or two, not a scan of every key refused so
  * far, which cost a take past 5,000 full keys a second); a key's head
- * is checked once, when read, and once it has every key's the heads are
- * sorted in the queue's order once and walked from where the walk is,
- * never filtered whole again.  For a run with a key it first takes the
+ * is checked once, when the walk reaches it: once it has every key's
+ * the heads are sorted in the queue's order once and walked from where
+ * the walk is, never filtered whole again.  For a run with a key it first takes the
  * key's transaction-scoped advisory lock, without waiting
  * (pg_try_advisory_xact_lock: a key another worker is taking on is passed
  * over this time, never waited for, so no two takes deadlock), then counts
@@ -195,6 +195,9 @@
     "ARRAY[fm + 1]); FOREACH fx IN ARRAY fo LOOP CONTINUE WHEN fx IS NULL; "   \
     "fi := (hashtext(fx) & fm) + 1; WHILE fs[fi] IS NOT NULL LOOP fi := (fi " \
     "& fm) + 1; END LOOP; fs[fi] := fx; END LOOP; END IF; END IF; "
+/* the keys' heads pl_take() keeps: past the last run read (a key's
+ * refused or not, checked once, when the walk reaches its head) */
+#define HEAD_OK "FILTER (WHERE h.r IS NOT NULL OR (ks.q, ks.r) > (aq, ar))"
 /* a head's fields, in the queue's order once it has every key's, the
  * next TAKE_BATCH from hi on */
 #define HEADS_AT(a) a "[hi:hi + " TAKE_BATCH " - 1]"
@@ -447,7 +450,7 @@ int pl__pg_flow_setup(pl__pg_store *s, PGconn *c)
                      ", false); n integer; heads boolean := false; hr bigint[] := '{}'; "
                      "hk text[] := '{}'; hl integer[] := '{}'; hq bigint[] := '{}'; hi "
                      "integer := 1; tk bigint; kk text; nk bigint; kr bigint[]; kh "
-                     "text[]; kl integer[]; kq bigint[]; kb boolean[]; j integer; fs "
+                     "text[]; kl integer[]; kq bigint[]; fs "
                      "text[] := array_fill(NULL::text, ARRAY[64]); fm integer := 63; fc "
                      "integer := 0; fi integer; fo text[]; fx text; BEGIN "
                      "LOOP n := 0; "
@@ -501,14 +504,14 @@ int pl__pg_flow_setup(pl__pg_store *s, PGconn *c)
          * in the keys' order (TAKE above): each key's first entry in
          * leases_key_queue, read on from the last key's, is its head,
          * unless the walk has passed it (a run queued since, ranked ahead:
-         * then its first past the last read); each kept if its key is not
-         * refused, checked once; once it has every key's, the heads sorted
-         * in the queue's order, once */
+         * then its first past the last read), its key checked when the
+         * walk reaches it; once it has every key's, the heads sorted in
+         * the queue's order, once */
                      "IF NOT heads THEN "
-                     "SELECT max(ks.k), count(*), array_agg(coalesce(h.r, ks.r)), "
-                     "array_agg(ks.k), array_agg(coalesce(h.lim, ks.lim)), "
-                     "array_agg(coalesce(h.q, ks.q)), array_agg(h.r IS NOT NULL OR "
-                     "(ks.q, ks.r) > (aq, ar)) INTO kk, nk, kr, kh, kl, kq, kb FROM "
+                     "SELECT max(ks.k), count(*), array_agg(coalesce(h.r, ks.r)) " HEAD_OK
+                     ", array_agg(ks.k) " HEAD_OK ", array_agg(coalesce(h.lim, ks.lim)) "
+                     HEAD_OK ", array_agg(coalesce(h.q, ks.q)) " HEAD_OK
+                     " INTO kk, nk, kr, kh, kl, kq FROM "
                      "(WITH RECURSIVE ks(k, q, r, lim, "
                      "i) AS ((SELECT a.*, 1 FROM ((SELECT l.fkey, l.qrank, l.run, "
                      "l.flimit FROM \"%s\".leases l WHERE kk IS NULL AND l.fkey IS NOT "
@@ -524,9 +527,7 @@ int pl__pg_flow_setup(pl__pg_store *s, PGconn *c)
                      "ks.r) <= (aq, ar) AND l.fkey >= ks.k AND l.fkey <= ks.k AND "
                      "l.owner = '' AND (l.qrank, l.run) > (aq, ar) ORDER BY l.fkey, "
                      "l.qrank, l.run LIMIT 1) h ON true; "
-                     "FOR j IN 1..nk LOOP CONTINUE WHEN NOT kb[j]; " REFUSED("kh[j]")
-                     "CONTINUE WHEN fs[fi] IS NOT NULL; hr := hr || kr[j]; hk := hk || "
-                     "kh[j]; hl := hl || kl[j]; hq := hq || kq[j]; END LOOP; "
+                     "hr := hr || kr; hk := hk || kh; hl := hl || kl; hq := hq || kq; "
                      "heads := nk < " TAKE_BATCH "; "
                      "IF heads THEN SELECT coalesce(array_agg(h.r ORDER BY h.q, h.r), "
                      "'{}'), coalesce(array_agg(h.k ORDER BY h.q, h.r), '{}'), "
