@@ -6,7 +6,9 @@
  * (leases_key_queue, the queue by key), never walking it; and the
  * order that skip keeps: a key's runs in queue order, a key's head held
  * by another transaction passed over with its key, a crashed worker's
- * lease in its place.  test_pg_plans.c: the statements' plans.
+ * lease in its place; a take past 2,000 full keys, each checked once;
+ * and a timer's key, which follows its run's whatever statement changed
+ * it.  test_pg_plans.c: the statements' plans.
  */
 #include "support.h"
 
