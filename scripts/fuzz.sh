@@ -20,7 +20,8 @@ dir=build-fuzz
 cmake -S . -B "$dir" -DCMAKE_C_COMPILER="$cc" -DPL_FUZZ=ON \
   -DPL_BUILD_TESTS=OFF -DPL_BUILD_EXAMPLES=OFF -DPL_BUILD_BENCH=OFF >/dev/null
 all=(fuzz_step_record fuzz_run_record fuzz_payload fuzz_store
-     fuzz_llm_response fuzz_cli_args fuzz_llm_stream fuzz_calendar fuzz_mcp)
+     fuzz_llm_response fuzz_cli_args fuzz_llm_stream fuzz_calendar fuzz_mcp
+     fuzz_schema fuzz_import)
 cmake --build "$dir" -j"$(nproc)" --target "${all[@]}" >/dev/null
 [ "${1:-}" = "--build" ] && exit 0
 
@@ -44,11 +45,13 @@ scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 # one harness: new inputs go to a scratch folder; the seeds are only read
 fuzz_one() {
-  local n=$1 work log=$scratch/$1.log
+  local n=$1 work log=$scratch/$1.log max=4096
+  # an export's seeds are whole runs, 3 to 8 KB
+  [ "$n" = fuzz_import ] && max=16384
   work=$(mktemp -d "$scratch/$n.XXXXXX")
   # stderr of the code under test (the tools' messages) is closed; the
   # fuzzer's own output and any report still print
-  if ! "$dir/fuzz/$n" -max_total_time="$secs" -max_len=4096 -timeout=20 \
+  if ! "$dir/fuzz/$n" -max_total_time="$secs" -max_len=$max -timeout=20 \
        -rss_limit_mb=2048 -close_fd_mask=2 -print_final_stats=1 \
        -artifact_prefix="$dir/$n-" "$work" "fuzz/corpus/$n" >"$log" 2>&1; then
     tail -n 60 "$log"

@@ -398,6 +398,11 @@ Test(import_refuses, a_changed_run_line)
     refused_lines(&f, PL_ECORRUPT, "state record");
     free(f.l.v[0]);
     f.l.v[0] = dup(keep);
+    /* an info record that is not hex (once leaked what was decoded) */
+    edit(&f.l, 0, "\"info\":\"", "\"info\":\"00zz");
+    refused_lines(&f, PL_EJSON, "info");
+    free(f.l.v[0]);
+    f.l.v[0] = dup(keep);
     edit(&f.l, 0, "\"format\":2", "\"format\":3");
     refused_lines(&f, PL_EVERSION, "format");
     free(f.l.v[0]);

@@ -120,6 +120,11 @@ Test(import_refuses, a_changed_inbox)
     refused_lines(&f, PL_EJSON, "seq");
     free(f.l.v[go]);
     f.l.v[go] = dup(keep);
+    /* a record that is not hex (once leaked what was decoded of it) */
+    edit(&f.l, go, "\"record\":\"", "\"record\":\"00zz");
+    refused_lines(&f, PL_EJSON, "record");
+    free(f.l.v[go]);
+    f.l.v[go] = dup(keep);
     /* the last line dropped: truncated */
     char *last = f.l.v[more];
     f.l.n--;

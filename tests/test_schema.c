@@ -322,6 +322,124 @@ Test(schema, keywords_from_2020_12)
 
 /* ------------------------------------------------------------------------ */
 /* Schemas that are not schemas                                             */
+/* Compile {"pattern": @p pattern} into *s. */
+static int pattern_compile(pl_schema **s, const char *pattern)
+{
+    cJSON *sch = cJSON_CreateObject();
+    cr_assert(sch && cJSON_AddStringToObject(sch, "pattern", pattern));
+    int st = pl_schema_compile(s, sch);
+    cJSON_Delete(sch);
+    return st;
+}
+
+/* {"pattern": @p pattern} on the string @p str: PL_OK, PL_EJSON or
+ * PL_ELIMIT. */
+static int pattern_on(const char *pattern, const char *str)
+{
+    pl_schema *s = NULL;
+    cr_assert_eq(pattern_compile(&s, pattern), PL_OK, "%s: %s", pattern,
+                 pl_errmsg());
+    cJSON *inst = cJSON_CreateString(str);
+    cr_assert_not_null(inst);
+    int st = pl_schema_validate(NULL, s, inst);
+    pl_schema_free(s);
+    cJSON_Delete(inst);
+    return st;
+}
+
+/* A pattern refused when compiling, the message saying @p why. */
+static void pattern_refused(const char *pattern, const char *why)
+{
+    pl_schema *s = NULL;
+    cr_expect_eq(pattern_compile(&s, pattern), PL_EINVAL, "%s: %s", pattern,
+                 pl_errmsg());
+    cr_expect_null(s);
+    cr_expect(strstr(pl_errmsg(), why) != NULL, "%s: want %s in: %s", pattern,
+              why, pl_errmsg());
+    pl_schema_free(s);
+}
+
+/* Escapes inside brackets, which POSIX brackets do not have, once passed
+ * through as they were: "[a\-z]" became the range a-z, "[a\]b]" the class
+ * [a] then "b]", "[\^a]" a negated class, and "\<" GNU's word start. */
+Test(schema, ecma_classes_mean_what_ecma_says)
+{
+    cr_expect_eq(pattern_on("^[a\\-z]$", "m"), PL_EJSON);
+    cr_expect_eq(pattern_on("^[a\\-z]$", "-"), PL_OK);
+    cr_expect_eq(pattern_on("^[a\\]b]$", "]"), PL_OK);
+    cr_expect_eq(pattern_on("^[a\\]b]$", "b"), PL_OK);
+    cr_expect_eq(pattern_on("^[\\^a]$", "^"), PL_OK);
+    cr_expect_eq(pattern_on("^[\\^a]$", "b"), PL_EJSON);
+    cr_expect_eq(pattern_on("^[\\^]$", "^"), PL_OK);
+    cr_expect_eq(pattern_on("^[[:alpha:]]$", "a"), PL_EJSON); /* [ : a l p h */
+    cr_expect_eq(pattern_on("^[[:alpha:]]$", ":]"), PL_OK);
+    cr_expect_eq(pattern_on("^\\<a\\>$", "<a>"), PL_OK);
+    cr_expect_eq(pattern_on("^[\\w\\-]+$", "a_b-c"), PL_OK);
+    cr_expect_eq(pattern_on("^[^\\d]$", "5"), PL_EJSON);
+    cr_expect_eq(pattern_on("^[\\D]$", "x"), PL_OK);
+    cr_expect_eq(pattern_on("^[^]$", "\n"), PL_OK);
+    cr_expect_eq(pattern_on("a{,2}", "a{,2}"), PL_OK); /* a brace itself */
+    /* a ")" that closes no group could once reach past the pattern */
+    pattern_refused("a)|(b", "closes no group");
+    pattern_refused("(a", "not closed");
+    cr_expect_eq(pattern_on("[]", "x"), PL_EJSON); /* no character */
+    cr_expect_eq(pattern_on("a|[]", "a"), PL_OK);
+    cr_expect_eq(pattern_on("^a.b$", "a\nb"), PL_EJSON); /* "." is no \n */
+    pattern_refused("[z-a]", "out of order");
+    pattern_refused("a\\", "backslash");
+}
+
+/* Repetitions are copied out ("a{3}" is "aaa"): once glibc's regcomp()
+ * did it, and "a{1,32767}" or stacked "+"s took seconds and gigabytes (a
+ * fuzzer's out-of-memory); now a bounded program, refused past it at once,
+ * saying why. */
+Test(schema, patterns_that_copy_out_too_far_are_refused)
+{
+    pattern_refused("a{1,32767}", "more than 4000 instructions");
+    pattern_refused("((a{1,100}){1,100}){1,100}",
+                    "more than 4000 instructions");
+    pattern_refused("a++++++++++++++++++++++++++++++++++++++++++", "repeat");
+    pattern_refused(
+        "((((((((((((((((((((a+)+)+)+)+)+)+)+)+)+)+)+)+)+)+)+)+)+)+)"
+        "+)+)+",
+        "more than 4000 instructions");
+    pattern_refused("a{2,1}", "out of order");
+    char deep[200];
+    memset(deep, '(', 65);
+    deep[65] = 'a';
+    memset(deep + 66, ')', 65);
+    deep[131] = 0;
+    pattern_refused(deep, "nest deeper");
+    cr_expect_eq(pattern_on("^a{1,999}$", "aaa"), PL_OK);
+    /* an empty group repeated, first in the pattern (once a null pointer
+     * plus an offset, undefined behaviour) */
+    cr_expect_eq(pattern_on("()*%", "%"), PL_OK);
+    cr_expect_eq(pattern_on("^(){3}(|a)+$", ""), PL_OK);
+}
+
+/* What glibc's regexec() took seconds and gigabytes on (its cached states
+ * multiply: "((a|b)*a.{30})*c" 54 s over 16 KB, "^.*(a.{100}c)" 15 s over
+ * 100 KB): every thread of the program now runs in step over the string,
+ * its work counted; past the budget, PL_ELIMIT naming the pattern. */
+Test(schema, matching_is_bounded_by_the_budget)
+{
+    size_t n = 256u << 10;
+    char *s = malloc(n + 1);
+    cr_assert_not_null(s);
+    for (size_t i = 0; i < n; i++)
+        s[i] = "ab"[(i * 2654435761u >> 7) & 1];
+    s[n] = 0;
+    cr_expect_eq(pattern_on("((a|b)*a.{30})*c", s), PL_EJSON, "%s",
+                 pl_errmsg());
+    cr_expect_eq(pattern_on("^.*(a.{100}c)", s), PL_EJSON, "%s", pl_errmsg());
+    cr_expect_eq(pattern_on("(a|aa)*b", s), PL_OK); /* "ab" is in it */
+    cr_expect_eq(pattern_on("(a|aa)*c", s), PL_EJSON);
+    memset(s, 'a', n);
+    cr_expect_eq(pattern_on(".{1,1000}c", s), PL_ELIMIT);
+    cr_expect(strstr(pl_errmsg(), ".{1,1000}c") != NULL, "%s", pl_errmsg());
+    free(s);
+}
+
 /* ------------------------------------------------------------------------ */
 
 static void expect_refused(const char *text, int status, const char *where)
@@ -492,6 +610,64 @@ Test(schema, huge_numbers_and_long_strings)
     cr_expect_eq(pl_schema_validate(&e, s, str), PL_OK, "%s", e.message);
     pl_schema_free(s);
     cJSON_Delete(str);
+}
+
+/* A keyword is looked up among its schema's members, a property among
+ * "properties", a required name among the instance's members: each a scan.
+ * Once uncounted, a schema of 100,000 members applied to each of 100,000
+ * items took hours; "properties" of 50,000 names against as many members
+ * seconds.  Now the scans are work, and past the budget PL_ELIMIT. */
+Test(schema, lookups_are_counted_as_work)
+{
+    cJSON *wide = cJSON_CreateObject(), *arr = cJSON_CreateArray();
+    cr_assert(wide && arr);
+    char name[32];
+    for (int i = 0; i < 100000; i++) {
+        snprintf(name, sizeof name, "k%d", i);
+        cr_assert(cJSON_AddTrueToObject(wide, name));
+        cr_assert(cJSON_AddItemToArray(arr, cJSON_CreateNumber(i)));
+    }
+    cJSON *sch = cJSON_CreateObject();
+    cr_assert(sch && cJSON_AddItemToObject(sch, "items", wide));
+    pl_schema *s = NULL;
+    cr_assert_eq(pl_schema_compile(&s, sch), PL_OK, "%s", pl_errmsg());
+    cr_expect_eq(pl_schema_validate(NULL, s, arr), PL_ELIMIT);
+    pl_schema_free(s);
+    cJSON_Delete(sch);
+    cJSON_Delete(arr);
+
+    cJSON *props = cJSON_CreateObject(), *inst = cJSON_CreateObject();
+    cr_assert(props && inst);
+    for (int i = 0; i < 50000; i++) {
+        snprintf(name, sizeof name, "p%d", i);
+        cr_assert(cJSON_AddTrueToObject(props, name));
+        cr_assert(cJSON_AddNumberToObject(inst, name, i));
+    }
+    sch = cJSON_CreateObject();
+    cr_assert(sch && cJSON_AddItemToObject(sch, "properties", props));
+    cr_assert_eq(pl_schema_compile(&s, sch), PL_OK, "%s", pl_errmsg());
+    cr_expect_eq(pl_schema_validate(NULL, s, inst), PL_ELIMIT);
+    pl_schema_free(s);
+    cJSON_Delete(sch);
+    /* a few properties over the same many members: within the bound */
+    cr_assert_eq(pl_schema_compile_text(
+                     &s, "{\"properties\":{\"p1\":{\"type\":\"number\"}},"
+                         "\"required\":[\"p1\",\"p49999\"]}"),
+                 PL_OK);
+    cr_expect_eq(pl_schema_validate(NULL, s, inst), PL_OK, "%s", pl_errmsg());
+    pl_schema_free(s);
+    cJSON_Delete(inst);
+}
+
+/* Beside "prefixItems", "items" is the schema of the items past the
+ * prefix (2020-12): an array there was applied as a schema, one that
+ * takes anything, so [1,2] passed "items":[false]. */
+Test(schema, an_items_array_beside_prefix_items_is_refused)
+{
+    expect_refused("{\"prefixItems\":[true],\"items\":[false]}", PL_EINVAL,
+                   "#/items");
+    expect_fail("{\"prefixItems\":[true],\"items\":false}", "[1,2]", "/1",
+                "false");
 }
 
 Test(schema, large_and_deep_instances_are_bounded)

@@ -25,35 +25,63 @@
  * ~-escapes decoded); as in draft 7 its sibling keywords are ignored.  No
  * "$id" resolution, no remote references, no "format" assertions.
  *
- * Regular expressions are POSIX extended (regcomp REG_EXTENDED), matched
- * anywhere in the string as ECMA-262 "test" does, after a translation of
- * the escapes ECMA-262 has and POSIX lacks: \d \D \w \W \s \S (outside and,
- * for \d \w \s, inside brackets).  Dialect differences: no lookaround, no
- * lazy quantifiers, no \p{...} classes, no backreferences (refused at
- * compile time: they make matching exponential), and matching is by byte
- * (a "." matches one byte of a multi-byte character).  A pattern regcomp
- * refuses makes the schema PL_EINVAL at compile time, naming where.
+ * Patterns are ECMA-262 syntax, compiled and matched here
+ * (schema_regex.c), anywhere in the string as ECMA-262 "test" does: every
+ * thread of the compiled program runs in step over the string (no
+ * backtracking), so a match costs at most the string's length times the
+ * program's, counted in the validation's work.  Classes ("[...]", \d \D
+ * \w \W \s \S, inside brackets too) are sets of bytes; an escaped
+ * character is itself; a brace that is no quantifier is itself; "." is any
+ * byte but \n and \r.  Dialect differences: no lookaround, no lazy
+ * quantifiers, no \p{...} classes, no backreferences, no \b \u \x \c
+ * (refused at compile time), and matching is by byte (a "." matches one
+ * byte of a multi-byte character).  Refused too: unbalanced groups, a
+ * quantifier with nothing to repeat (first, or after another: "a++"),
+ * groups nested deeper than PL__RX_MAX_NEST, and a program longer than
+ * PL__RX_MAX_PROGRAM once repetitions are copied out ("a{1,5000}").  A
+ * refused pattern makes the schema PL_EINVAL at compile time, naming where.
  *
  * Bounds on hostile input: the schema nests at most PL_SCHEMA_MAX_DEPTH
  * JSON levels; evaluation recurses at most PL_SCHEMA_MAX_DEPTH schemas deep
  * (so a "$ref" cycle ends with PL_ELIMIT, never a stack overflow), and one
  * validation does at most PL_SCHEMA_MAX_WORK units of work (a schema
- * applied, a value compared, 64 bytes of a string matched), so nested
+ * applied, a value compared, 16 steps of a pattern's match, 16 members
+ * scanned to look a name up), so nested
  * anyOf/oneOf references cannot blow up exponentially.
  */
 #ifndef PL_SCHEMA_H
 #define PL_SCHEMA_H
 
-#include <regex.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "ext.h"
+
+/* ---- patterns (schema_regex.c) ------------------------------------------ */
+
+/* Bounds on a pattern: its program (repetitions copied out: "a{3}" is three
+ * "a"s) and its groups' nesting. */
+#define PL__RX_MAX_PROGRAM 4000
+#define PL__RX_MAX_NEST 64
+
+typedef struct pl__rx pl__rx;
+
+/* Compile an ECMA-262 pattern; NULL with *bad saying why it is refused, or
+ * NULL with *bad NULL when out of memory. */
+PL__EXT_HIDDEN pl__rx *pl__rx_compile(const char *pattern, const char **bad);
+PL__EXT_HIDDEN void pl__rx_free(pl__rx *rx);
+
+/* Does @p rx match anywhere in @p str?  1 yes, 0 no, -1 when the work it
+ * takes passes *budget (units of 16 steps of a thread), -2 out of memory.
+ * What it took is taken from *budget. */
+PL__EXT_HIDDEN int pl__rx_match(const pl__rx *rx, const char *str,
+                                uint64_t *budget);
 
 /* ---- the side table: node address -> what compiling found --------------- */
 
 typedef struct pl__schema_aux {
     const cJSON *node;   /* a schema, a "pattern" value, a "$ref" value */
-    regex_t *re;         /* compiled pattern, or NULL */
+    pl__rx *re;          /* compiled pattern, or NULL */
     const cJSON *target; /* the schema a "$ref" names, or NULL */
     bool checked;        /* a schema node compiled already */
 } pl__schema_aux;

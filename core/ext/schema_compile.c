@@ -74,10 +74,7 @@ void pl_schema_free(pl_schema *s)
     if (!s)
         return;
     for (size_t i = 0; i < s->n_slots; i++)
-        if (s->slots[i].re) {
-            regfree(s->slots[i].re);
-            free(s->slots[i].re);
-        }
+        pl__rx_free(s->slots[i].re);
     free(s->slots);
     cJSON_Delete(s->root);
     free(s);
@@ -122,121 +119,22 @@ static int schema_err(int st, const where *w, const char *fmt, ...)
     return pl_errorf(st, "JSON Schema at %s: %s", at, what);
 }
 
-/* Translate an ECMA-262 pattern's escapes to POSIX ERE.  NULL on OOM; sets
- * *bad for a construct that POSIX cannot express safely. */
-static char *ecma_to_posix(const char *src, const char **bad)
-{
-    /* one character becomes at most REP_MAX: "[^A-Za-z0-9_]" is the longest */
-    enum { REP_MAX = 16 };
-    size_t n = strlen(src), len = 0;
-    *bad = NULL;
-    char *out = n < (SIZE_MAX - 1) / REP_MAX ? malloc(n * REP_MAX + 1) : NULL;
-    if (!out)
-        return NULL;
-    bool in_class = false;
-    for (const char *p = src; *p && !*bad; p++) {
-        const char *rep = NULL;
-        char one[2] = {*p, 0}, esc[3] = {'\\', 0, 0};
-        if (*p == '\\' && p[1]) {
-            char c = *++p;
-            switch (c) {
-            case 'd': rep = in_class ? "0-9" : "[0-9]"; break;
-            case 'w': rep = in_class ? "A-Za-z0-9_" : "[A-Za-z0-9_]"; break;
-            case 's': rep = in_class ? "[:space:]" : "[[:space:]]"; break;
-            case 'D': rep = in_class ? NULL : "[^0-9]"; break;
-            case 'W': rep = in_class ? NULL : "[^A-Za-z0-9_]"; break;
-            case 'S': rep = in_class ? NULL : "[^[:space:]]"; break;
-            case 'n': rep = "\n"; break;
-            case 't': rep = "\t"; break;
-            case 'r': rep = "\r"; break;
-            default:
-                if (c >= '1' && c <= '9') {
-                    *bad = "backreferences are not supported";
-                    continue;
-                }
-                if (c == 'p' || c == 'P' || c == 'u' || c == 'x' || c == 'b' ||
-                    c == 'B') {
-                    *bad = "\\p, \\u, \\x and \\b escapes are not supported";
-                    continue;
-                }
-                break;
-            }
-            if (!rep && in_class && (c == 'D' || c == 'W' || c == 'S')) {
-                *bad = "negated class escapes inside brackets are not "
-                       "supported";
-                continue;
-            }
-            if (!rep) {
-                /* an escaped character: itself, escaped outside brackets */
-                esc[1] = c;
-                one[0] = c;
-                rep = in_class ? one : esc;
-            }
-        } else if (*p == '(' && p[1] == '?') {
-            *bad = "lookaround and (?...) groups are not supported";
-            continue;
-        } else if ((*p == '*' || *p == '+' || *p == '?' || *p == '}') &&
-                   p[1] == '?' && !in_class) {
-            *bad = "lazy quantifiers are not supported";
-            continue;
-        } else if (*p == '[' && !in_class) {
-            in_class = true;
-            out[len++] = *p;
-            if (p[1] == '^')
-                out[len++] = *++p;
-            if (p[1] == ']') /* a literal ] first in the class */
-                out[len++] = *++p;
-            continue;
-        } else if (*p == ']' && in_class) {
-            in_class = false;
-        }
-        if (!rep)
-            rep = one;
-        size_t rn = strlen(rep);
-        memcpy(out + len, rep, rn);
-        len += rn;
-    }
-    out[len] = '\0';
-    if (*bad) {
-        free(out);
-        return (char *)"";
-    }
-    return out;
-}
-
 static int compile_regex(pl_schema *s, const cJSON *node, const char *pattern,
                          const where *w)
 {
     const char *bad = NULL;
-    char *posix = ecma_to_posix(pattern, &bad);
-    if (bad)
-        return schema_err(PL_EINVAL, w, "pattern \"%.80s\": %s", pattern, bad);
-    if (!posix)
-        return pl_errorf(PL_ENOMEM, "out of memory compiling a JSON Schema");
-    regex_t *re = malloc(sizeof *re);
-    int rc = re ? regcomp(re, posix, REG_EXTENDED | REG_NOSUB) : REG_ESPACE;
-    free(posix);
-    if (rc) {
-        char why[128] = "out of memory";
-        if (re)
-            regerror(rc, re, why, sizeof why);
-        free(re);
-        return rc == REG_ESPACE
-                   ? pl_errorf(PL_ENOMEM, "out of memory compiling a pattern")
-                   : schema_err(PL_EINVAL, w, "pattern \"%.80s\": %s", pattern,
-                                why);
-    }
+    pl__rx *re = pl__rx_compile(pattern, &bad);
+    if (!re)
+        return bad ? schema_err(PL_EINVAL, w, "pattern \"%.80s\": %s", pattern,
+                                bad)
+                   : pl_errorf(PL_ENOMEM, "out of memory compiling a pattern");
     bool added;
     pl__schema_aux *a = aux_get(s, node, &added);
-    if (!a) {
-        regfree(re);
-        free(re);
-        return pl_errorf(PL_ENOMEM, "out of memory compiling a JSON Schema");
-    }
-    if (a->re) { /* compiled already (a schema reached twice) */
-        regfree(re);
-        free(re);
-        return PL_OK;
+    if (!a || a->re) { /* out of memory, or compiled already (reached twice) */
+        pl__rx_free(re);
+        return a ? PL_OK
+                 : pl_errorf(PL_ENOMEM,
+                             "out of memory compiling a JSON Schema");
     }
     a->re = re;
     return PL_OK;
@@ -468,8 +366,15 @@ static int compile_node(pl_schema *s, const cJSON *node, const where *w,
             if (!cJSON_IsBool(kw))
                 st = schema_err(PL_EINVAL, &at, "expected a boolean");
         } else if (!strcmp(k, "items")) {
-            st = cJSON_IsArray(kw) ? schema_array(s, kw, w, k, depth, false)
-                                   : sub(s, kw, w, k, depth);
+            /* beside prefixItems (2020-12) "items" is the schema of the
+             * rest: an array there was read as a schema that takes all */
+            if (cJSON_IsArray(kw) &&
+                cJSON_GetObjectItemCaseSensitive(node, "prefixItems"))
+                st = schema_err(PL_EINVAL, &at,
+                                "beside \"prefixItems\", expected a schema");
+            else
+                st = cJSON_IsArray(kw) ? schema_array(s, kw, w, k, depth, false)
+                                       : sub(s, kw, w, k, depth);
         } else if (!strcmp(k, "prefixItems")) {
             st = schema_array(s, kw, w, k, depth, false);
         } else if (!strcmp(k, "additionalItems") || !strcmp(k, "contains") ||

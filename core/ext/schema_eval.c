@@ -181,13 +181,28 @@ static size_t code_points(const char *s)
     return n;
 }
 
+/* Does the pattern at @p node match @p str?  The match's work is taken
+ * from the budget; past it (or out of memory) v->status says so. */
 static bool regex_match(vctx *v, const cJSON *node, const char *str)
 {
     pl__schema_aux *a = pl__schema_aux_find(v->s, node);
     assert(a && a->re); /* compiled with the schema */
-    if (!spend(v, strlen(str) / 64 + 1))
+    if (!spend(v, 1))
         return true; /* the bound reports it */
-    return regexec(a->re, str, 0, NULL, 0) == 0;
+    uint64_t left = PL_SCHEMA_MAX_WORK - v->work;
+    int r = pl__rx_match(a->re, str, &left);
+    v->work = PL_SCHEMA_MAX_WORK - left;
+    if (r == -2 && !v->status)
+        v->status = pl_errorf(PL_ENOMEM, "out of memory matching a pattern");
+    if (r == -1 && !v->status)
+        v->status = pl_errorf(PL_ELIMIT,
+                              "JSON Schema validation gave up after %llu "
+                              "units of work matching the pattern "
+                              "\"%.80s\" (a long string, a large pattern)",
+                              (unsigned long long)PL_SCHEMA_MAX_WORK,
+                              cJSON_IsString(node) ? node->valuestring
+                                                   : node->string);
+    return r != 0;
 }
 
 static void describe(char *buf, size_t cap, const cJSON *i)
@@ -280,7 +295,10 @@ static int eval_array(vctx *v, const cJSON *schema, const cJSON *inst,
                       const ipath *at)
 {
     const cJSON *k;
-    double n = (double)count(inst);
+    size_t len = count(inst);
+    double n = (double)len;
+    if (!spend(v, len / 64))
+        return -1;
     if ((k = cJSON_GetObjectItemCaseSensitive(schema, "maxItems")) &&
         n > k->valuedouble)
         return fail(v, at, "maxItems", "%.0f items, more than maxItems %.0f", n,
@@ -362,7 +380,10 @@ static int eval_object(vctx *v, const cJSON *schema, const cJSON *inst,
 {
     const cJSON *k;
     const char *missing;
-    double n = (double)count(inst);
+    size_t members = count(inst), lookup = members / 16 + 1;
+    double n = (double)members;
+    if (!spend(v, members / 64))
+        return -1;
     if ((k = cJSON_GetObjectItemCaseSensitive(schema, "maxProperties")) &&
         n > k->valuedouble)
         return fail(v, at, "maxProperties",
@@ -373,8 +394,12 @@ static int eval_object(vctx *v, const cJSON *schema, const cJSON *inst,
         return fail(v, at, "minProperties",
                     "%.0f properties, fewer than minProperties %.0f", n,
                     k->valuedouble);
+    /* each name required, and each dependency, is looked up among the
+     * instance's members */
     if ((k = cJSON_GetObjectItemCaseSensitive(schema, "required")) &&
-        !required_ok(inst, k, &missing))
+        !spend(v, count(k) * lookup))
+        return -1;
+    if (k && !required_ok(inst, k, &missing))
         return fail(v, at, "required",
                     "the required property \"%.80s\" is missing", missing);
     const char *dep_kws[] = {"dependencies", "dependentRequired",
@@ -383,6 +408,8 @@ static int eval_object(vctx *v, const cJSON *schema, const cJSON *inst,
         if (!(k = cJSON_GetObjectItemCaseSensitive(schema, dep_kws[d])))
             continue;
         for (const cJSON *dep = k->child; dep; dep = dep->next) {
+            if (!spend(v, (cJSON_IsArray(dep) ? count(dep) + 1 : 1) * lookup))
+                return -1;
             if (!cJSON_GetObjectItemCaseSensitive(inst, dep->string))
                 continue;
             if (cJSON_IsArray(dep)) {
@@ -407,7 +434,11 @@ static int eval_object(vctx *v, const cJSON *schema, const cJSON *inst,
                                                           "propertyNames");
     if (!props && !pprops && !addl && !names)
         return 0;
+    /* each member is looked up among "properties" */
+    size_t per_member = props ? count(props) / 16 + 1 : 1;
     for (const cJSON *m = inst->child; m; m = m->next) {
+        if (!spend(v, per_member))
+            return -1;
         ipath here = {at, m->string, 0};
         bool matched = false;
         int r = 0;
@@ -469,7 +500,10 @@ static int eval(vctx *v, const cJSON *schema, const cJSON *inst,
                               PL_SCHEMA_MAX_DEPTH);
         return -1;
     }
-    if (!spend(v, 1))
+    /* each of some 30 keywords is looked up among the schema's members:
+     * a unit covers a small schema's, a large one's cost 2 a member */
+    size_t keys = count(schema);
+    if (!spend(v, keys <= 8 ? 1 : 2 * (uint64_t)keys))
         return -1;
     v->depth++;
     int r = 0;

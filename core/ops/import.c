@@ -482,9 +482,11 @@ static int take_inbox(import_ctx *x, const cJSON *o)
                        x->rd.no, (long long)x->inbox_n);
     pl__buf b = {0};
     int oom = 0;
-    if (!rec || !hex_decode(&b, rec, &oom))
+    if (!rec || !hex_decode(&b, rec, &oom)) {
+        pl__buf_free(&b);
         return oom ? pl__err(PL_ENOMEM, "out of memory")
                    : field_err(&x->rd, "record", "a hex string");
+    }
     pl__inbox_rec r = {0};
     cJSON *payload = NULL;
     int st = pl__inbox_decode(&r, x->src_id, b.data, b.len);
@@ -612,9 +614,11 @@ static int take_run(import_ctx *x, const cJSON *o, pl__run_info *ri,
     if (!status || !policy)
         return field_err(&x->rd, status ? "policy" : "status", "a string");
     x->src_num = (uint64_t)num;
-    if (!info || !hex_decode(&b, info, &oom))
+    if (!info || !hex_decode(&b, info, &oom)) {
+        pl__buf_free(&b); /* what was decoded before a byte that is no hex */
         return oom ? pl__err(PL_ENOMEM, "out of memory")
                    : field_err(&x->rd, "info", "a hex string");
+    }
     st = pl__run_info_decode(ri, x->src_id, b.data, b.len);
     pl__buf_reset(&b);
     if (st) {

@@ -169,16 +169,19 @@ int pl_ctx_invokef(cJSON **out, pl_ctx *ctx, const char *policy,
  * "format" is not asserted; "$id", anchors and remote references are not
  * resolved (a "$ref" elsewhere is refused when compiling).
  *
- * "pattern" and "patternProperties" use POSIX extended regular expressions
- * (<regex.h>), unanchored, after translating ECMA-262's \d \w \s \D \W
- * \S.  Refused when compiling: lookaround, lazy quantifiers,
- * backreferences, \p{..}, \u and \b escapes.  Matching is by byte.
+ * "pattern" and "patternProperties" are ECMA-262 regular expressions,
+ * unanchored, matched without backtracking (in time linear in the
+ * string's length, within the work bound below).  Refused when compiling:
+ * lookaround, lazy quantifiers, backreferences, \p{..}, \u, \x, \c and
+ * \b escapes, unbalanced groups, a quantifier with nothing to repeat
+ * ("a++"), groups nested deeper than 64, and repetitions that copy out to
+ * more than 4000 instructions ("a{1,5000}").  Matching is by byte.
  *
  * Bounds: a schema nests at most PL_SCHEMA_MAX_DEPTH JSON levels;
  * validation applies schemas at most PL_SCHEMA_MAX_DEPTH deep (a "$ref"
  * cycle ends there) and does at most PL_SCHEMA_MAX_WORK units of work
- * (a schema applied, a value compared, 64 bytes matched): PL_ELIMIT past
- * either.  Numbers are compared as doubles.
+ * (a schema applied, a value compared, 16 steps of a pattern's match,
+ * 16 members scanned to look a name up): PL_ELIMIT past either.  Numbers are compared as doubles.
  */
 
 #define PL_SCHEMA_MAX_DEPTH 128        /**< see above */
