@@ -6,7 +6,9 @@
  * (leases_key_queue, the queue by key), never walking it; and the
  * order that skip keeps: a key's runs in queue order, a key's head held
  * by another transaction passed over with its key, a crashed worker's
- * lease in its place.  test_pg_plans.c: the statements' plans.
+ * lease in its place; a take past 2,000 full keys, each checked once;
+ * and a timer's key, which follows its run's whatever statement changed
+ * it.  test_pg_plans.c: the statements' plans.
  */
 #include "support.h"
 
@@ -273,6 +275,56 @@ Test(pg_keys, a_take_past_many_full_keys_reads_their_heads_in_turns)
     PQfinish(c);
 }
 
+/*
+ * Past 2,000 full keys (limit 1, one run running and one queued each,
+ * their names in another order than their runs'), a key with room whose
+ * one run is queued behind them all, then a run without a key: the take
+ * takes the free key's run, a count a key and a few statements a batch
+ * of keys (each key refused checked in a set, not against every key
+ * refused before it), by the keys' indexes, with the plans of a
+ * connection's first calls and the generic ones; then the run without a
+ * key, then none; a place freed goes to its key's queued run.
+ */
+Test(pg_keys, a_take_past_2000_full_keys_takes_the_free_run_behind_them)
+{
+    pl__pg_store *s = pg_store("t_kwide");
+    PGconn *c = t_pg_admin();
+    fill_runs(c, "t_kwide", 4002);
+    /* run i and run 2000 + i share key k(i * 7 mod 2000): their names
+     * in another order than the queue's */
+    admin_sql(c, "INSERT INTO t_kwide.leases (run, gen, owner, id, expires, "
+                 "qrank, fkey, flimit) SELECT i, CASE WHEN i <= 2000 THEN 1 "
+                 "ELSE 0 END, CASE WHEN i <= 2000 THEN 'w@h' ELSE '' END, '', "
+                 "CASE WHEN i <= 2000 THEN (extract(epoch from "
+                 "clock_timestamp()) * 1e6)::bigint + 3600000000 ELSE 0 END, "
+                 "i, 'k' || lpad(((i % 2000) * 7 % 2000)::text, 4, '0'), 1 "
+                 "FROM generate_series(1, 4000) i");
+    leases_of(c, "t_kwide", 4001, 4001, "j", 1, "");
+    leases_of(c, "t_kwide", 4002, 4002, "", 0, "");
+    admin_sql(c, "ANALYZE t_kwide.runs, t_kwide.state, t_kwide.leases");
+    pl__buf plan = {0};
+    explain_into(c, &plan);
+    call_uses(c, &plan, "SELECT run FROM t_kwide.pl_take('w9', 60000000)",
+              "4001", "leases_key_queue");
+    /* 2,000 counts and the batches' and heads' statements: 125 turns */
+    cr_expect(plan_has(&plan, "using leases_key_live") &&
+                  fewer_than(&plan, "Query Text:", 2000 + 2 * 130),
+              "%.2000s", (const char *)plan.data);
+    admin_sql(c, "SET plan_cache_mode = force_generic_plan");
+    call_uses(c, &plan, "SELECT run FROM t_kwide.pl_take('w9', 60000000)",
+              "4001", "leases_key_queue");
+    cr_expect(plan_has(&plan, "using leases_key_live") &&
+                  fewer_than(&plan, "Query Text:", 2000 + 2 * 130),
+              "%.2000s", (const char *)plan.data);
+    cr_expect_eq(took(s, false), 4001);
+    cr_expect_eq(took(s, false), 4002);
+    cr_expect_eq(took(s, false), 0);
+    admin_sql(c, "DELETE FROM t_kwide.leases WHERE run = 1234");
+    cr_expect_eq(took(s, false), 3234);
+    cr_expect_eq(took(s, false), 0);
+    plans_end(c, &plan, s);
+}
+
 /* ---- wakes: due timers past a full key's ---------------------------------- */
 
 /* Runs @p from..@p to of schema @p n parked on timers due at their
@@ -419,6 +471,68 @@ Test(pg_keys, a_wake_past_many_full_keys_reads_their_heads_in_turns)
     admin_sql(c, "DELETE FROM t_wmany.leases WHERE run = 121");
     cr_expect_eq(took(s, true), 125);
     cr_expect_eq(took(s, true), 0);
+    pl__pg_close(s);
+    PQfinish(c);
+}
+
+/* Whether every timer of schema @p n keeps its run's key (TIMER_KEY:
+ * its parked row's, else its lease's). */
+static void timers_keep_keys(PGconn *c, const char *n, const char *after)
+{
+    char *sql = pl__asprintf(
+        "SELECT count(*) FROM %s.timers t WHERE t.fkey IS DISTINCT FROM "
+        "coalesce((SELECT p.fkey FROM %s.parked p WHERE p.run = t.run), "
+        "(SELECT l.fkey FROM %s.leases l WHERE l.run = t.run))",
+        n, n, n);
+    cr_assert(sql);
+    PGresult *r = PQexec(c, sql);
+    cr_assert_eq(PQresultStatus(r), PGRES_TUPLES_OK, "%s",
+                 PQresultErrorMessage(r));
+    cr_expect_str_eq(PQgetvalue(r, 0, 0), "0", "after %s: timers whose key "
+                     "is not their run's", after);
+    PQclear(r);
+    free(sql);
+}
+
+/*
+ * A run's key changed without its timer written (its parked row gone or
+ * of another key, a lease of a key made, a parked row made): the timer's
+ * key follows, so past a full key's 40 due timers (a wake reads the
+ * timers by key) a run that lost the full key, or has another, is woken,
+ * and one that gained it waits with its key's.
+ */
+Test(pg_keys, a_timers_key_follows_its_runs_key)
+{
+    pl__pg_store *s = pg_store("t_wstale");
+    PGconn *c = t_pg_admin();
+    static const span q[] = {{1, 1, "a", 1, "w@h"}};
+    queue_of(c, "t_wstale", 60, q, 1);
+    parked_of(c, "t_wstale", 2, 44, "a", 1);
+    parked_of(c, "t_wstale", 45, 45, "", 0);
+    admin_sql(c, "DELETE FROM t_wstale.parked WHERE run = 42");
+    timers_keep_keys(c, "t_wstale", "a parked row dropped");
+    admin_sql(c, "UPDATE t_wstale.parked SET fkey = 'b' WHERE run = 43");
+    timers_keep_keys(c, "t_wstale", "a parked row's key changed");
+    admin_sql(c, "DELETE FROM t_wstale.parked WHERE run = 44");
+    leases_of(c, "t_wstale", 44, 44, "c", 1, "");
+    timers_keep_keys(c, "t_wstale", "a keyed lease made");
+    admin_sql(c, "INSERT INTO t_wstale.parked VALUES (45, 'a', 1)");
+    timers_keep_keys(c, "t_wstale", "a parked row made");
+    /* queued with key a, a delivery made it due; its lease dropped by
+     * the store's own statement (as after a claim refused) */
+    leases_of(c, "t_wstale", 46, 46, "a", 1, "");
+    parked_of(c, "t_wstale", 46, 46, "", 0);
+    admin_sql(c, "UPDATE t_wstale.timers SET fkey = 'a' WHERE run = 46");
+    cr_expect_eq(pl__pg_lease_release(s, 46, 0), PL_OK, "%s", pl_errmsg());
+    timers_keep_keys(c, "t_wstale", "a lease released");
+    static const uint64_t order[] = {42, 43, 44, 46, 0};
+    for (size_t i = 0; i < sizeof order / sizeof *order; i++)
+        cr_expect_eq(took(s, true), order[i], "wake %zu", i);
+    timers_keep_keys(c, "t_wstale", "the wakes");
+    admin_sql(c, "UPDATE t_wstale.leases SET fkey = NULL WHERE run = 44");
+    admin_sql(c, "DELETE FROM t_wstale.leases WHERE run = 1");
+    timers_keep_keys(c, "t_wstale", "a lease's key dropped, and a lease");
+    cr_expect_eq(took(s, true), 2);
     pl__pg_close(s);
     PQfinish(c);
 }

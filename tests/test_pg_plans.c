@@ -794,6 +794,8 @@ Test(pg, an_old_stores_timers_gain_their_keys_at_open)
     PGconn *c = t_pg_admin();
     admin_sql(c, "DROP INDEX t_oldtim.timers_key");
     admin_sql(c, "ALTER TABLE t_oldtim.timers DROP COLUMN fkey");
+    /* nor the triggers that keep it */
+    admin_sql(c, "DROP FUNCTION t_oldtim.pl_timer_key() CASCADE");
     fill_runs(c, "t_oldtim", 40);
     /* run 1 holds key a's one place; 2..30 parked with a, due; 31 due
      * without a key; 32 queued with key b, a delivery made it due */
@@ -810,7 +812,10 @@ Test(pg, an_old_stores_timers_gain_their_keys_at_open)
         c, "SELECT count(*) FILTER (WHERE fkey = 'a'), count(*) FILTER "
            "(WHERE fkey IS NULL), string_agg(fkey, ',') FILTER (WHERE run = "
            "32), (SELECT indexdef FROM pg_indexes WHERE schemaname = "
-           "'t_oldtim' AND indexname = 'timers_key') FROM t_oldtim.timers");
+           "'t_oldtim' AND indexname = 'timers_key'), (SELECT count(*) FROM "
+           "pg_trigger g JOIN pg_proc f ON f.oid = g.tgfoid WHERE f.proname = "
+           "'pl_timer_key' AND f.pronamespace = 't_oldtim'::regnamespace) "
+           "FROM t_oldtim.timers");
     cr_assert_eq(PQresultStatus(r), PGRES_TUPLES_OK, "%s",
                  PQresultErrorMessage(r));
     cr_expect_str_eq(PQgetvalue(r, 0, 0), "29");
@@ -818,6 +823,7 @@ Test(pg, an_old_stores_timers_gain_their_keys_at_open)
     cr_expect_str_eq(PQgetvalue(r, 0, 2), "b");
     cr_expect(strstr(PQgetvalue(r, 0, 3), "(fkey, due, run)"), "%s",
               PQgetvalue(r, 0, 3));
+    cr_expect_str_eq(PQgetvalue(r, 0, 4), "4"); /* leases 3, parked 1 */
     PQclear(r);
     /* past key a's 29 due timers (more than a batch): 31, then 32 */
     for (uint64_t want = 31; want <= 33; want++) {

@@ -80,7 +80,12 @@
  * never all the runs of a full key with few keys queued (a walk of a
  * full key's 10,000 queued runs: 2,000 buffers and 9 ms a take,
  * bench/README.md), nor, with a few runs ahead, the heads of thousands
- * of keys.  For a run with a key it first takes the
+ * of keys.  The keys it refused are a set it hashes (REFUSED below:
+ * a check a hash and a slot or two, not a scan of every key refused so
+ * far, which cost a take past 5,000 full keys a second); a key's head
+ * is checked once, when the walk reaches it: once it has every key's
+ * the heads are sorted in the queue's order once and walked from where
+ * the walk is, never filtered whole again.  For a run with a key it first takes the
  * key's transaction-scoped advisory lock, without waiting
  * (pg_try_advisory_xact_lock: a key another worker is taking on is passed
  * over this time, never waited for, so no two takes deadlock), then counts
@@ -103,7 +108,7 @@
  * and a run whose lease ran out only as the first of its key's queue;
  * a key refused once (full, its lock another's, a run of it ahead in the
  * queue, its timer locked by another transaction) is passed over for the
- * rest of the walk, as pl_take()'s full_keys (and its later timers not
+ * rest of the walk, as pl_take()'s refused keys (and its later timers not
  * read: TIMER KEYS below).  So the key's places go to
  * its timers in due order (ties: the run's number): counted as a plain
  * statement's scan read them (a filter on the rows, in the order of the
@@ -139,6 +144,16 @@
  * gains the column, filled from the parked rows and leases, and the
  * index at its next writable open, under its lock; a timer without a key
  * in the column is still read, and its run's key counted, as before.
+ * The column follows the run's key whatever statement changes it:
+ * triggers on the leases (a keyed row made or dropped, a row's key set)
+ * and the parked rows (made, set, dropped) rewrite the run's timer's
+ * key (pl_timer_key(), a probe of timers by run; a row without a key
+ * before and after fires none).  Without them a timer kept the key its
+ * last write found, and a run whose parked row or lease changed its key
+ * after (a parked row dropped, a lease of another key made by a
+ * statement that wrote no timer) waited behind the key it no longer had
+ * once the wake read the timers by key and refused that key
+ * (test_pg_keys).
  *
  * A RATE TAKE is one prepared statement: INSERT ... ON CONFLICT DO UPDATE
  * on the budget's row, which the server locks and counts in place, only
@@ -165,11 +180,27 @@
 #define RUN_OUT LIVE_RUN_OUT("%s")
 #define ROOM_LIVE KEY_LIVE("%s", "k", "lim", "t")
 #define TAKE_LIVE KEY_LIVE("%s", "c.k", "c.lim", "tk")
-/* the keys' heads pl_take() keeps: of a key not refused, past the last
- * run read */
-#define HEAD_OK                                                                \
-    "FILTER (WHERE ks.k <> ALL (full_keys) AND (h.r IS NOT NULL OR (ks.q, "    \
-    "ks.r) > (aq, ar)))"
+/* pl_take()'s keys refused, a set it hashes itself (its own text[] fs of
+ * fm + 1 slots, open addressing, at most half full; doubled as it
+ * fills): REFUSED(k) leaves fi at k's slot, NULL if k was not refused,
+ * REFUSE(k) then puts it there.  A check is a hash and a slot or two,
+ * whatever the keys refused: an array scanned (= ANY) cost a take past
+ * 5,000 full keys some 60 million comparisons (bench/README.md) */
+#define REFUSED(k)                                                             \
+    "fi := (hashtext(" k ") & fm) + 1; WHILE fs[fi] IS NOT NULL AND fs[fi] "  \
+    "<> " k " LOOP fi := (fi & fm) + 1; END LOOP; "
+#define REFUSE(k)                                                              \
+    "IF fs[fi] IS NULL THEN fs[fi] := " k "; fc := fc + 1; IF fc * 2 > fm "   \
+    "THEN fo := fs; fm := fm * 2 + 1; fs := array_fill(NULL::text, "           \
+    "ARRAY[fm + 1]); FOREACH fx IN ARRAY fo LOOP CONTINUE WHEN fx IS NULL; "   \
+    "fi := (hashtext(fx) & fm) + 1; WHILE fs[fi] IS NOT NULL LOOP fi := (fi " \
+    "& fm) + 1; END LOOP; fs[fi] := fx; END LOOP; END IF; END IF; "
+/* the keys' heads pl_take() keeps: past the last run read (a key's
+ * refused or not, checked once, when the walk reaches its head) */
+#define HEAD_OK "FILTER (WHERE h.r IS NOT NULL OR (ks.q, ks.r) > (aq, ar))"
+/* a head's fields, in the queue's order once it has every key's, the
+ * next TAKE_BATCH from hi on */
+#define HEADS_AT(a) a "[hi:hi + " TAKE_BATCH " - 1]"
 
 int pl__pg_flow_sql(const pl__pg_store *s, int which, char **out)
 {
@@ -281,6 +312,27 @@ int pl__pg_flow_setup(pl__pg_store *s, PGconn *c)
                      "END IF; END $d$;"
                      "CREATE INDEX IF NOT EXISTS timers_key ON \"%s\".timers (fkey, due, "
                      "run);"
+                     /* a run's key changed (its lease's or parked row's, made, set or
+         * dropped), its timer's follows, whatever statement changed it
+         * (TIMER KEYS above) */
+                     "CREATE OR REPLACE FUNCTION \"%s\".pl_timer_key() RETURNS trigger "
+                     "LANGUAGE plpgsql AS $f$ DECLARE r bigint; BEGIN IF TG_OP = "
+                     "'DELETE' THEN r := OLD.run; ELSE r := NEW.run; END IF; UPDATE "
+                     "\"%s\".timers t SET fkey = w.k FROM (SELECT " TIMER_KEY("%s", "r")
+                     " AS k) w WHERE t.run = r AND t.fkey IS DISTINCT FROM w.k; RETURN "
+                     "NULL; END $f$;"
+                     "DO $d$ BEGIN IF NOT EXISTS (SELECT FROM pg_trigger WHERE tgrelid = "
+                     "'\"%s\".parked'::regclass AND tgname = 'parked_timer_key') THEN "
+                     "CREATE TRIGGER leases_timer_key_made AFTER INSERT ON \"%s\".leases "
+                     "FOR EACH ROW WHEN (NEW.fkey IS NOT NULL) EXECUTE FUNCTION "
+                     "\"%s\".pl_timer_key(); CREATE TRIGGER leases_timer_key_set AFTER "
+                     "UPDATE OF fkey ON \"%s\".leases FOR EACH ROW WHEN (OLD.fkey IS "
+                     "DISTINCT FROM NEW.fkey) EXECUTE FUNCTION \"%s\".pl_timer_key(); "
+                     "CREATE TRIGGER leases_timer_key_gone AFTER DELETE ON \"%s\".leases "
+                     "FOR EACH ROW WHEN (OLD.fkey IS NOT NULL) EXECUTE FUNCTION "
+                     "\"%s\".pl_timer_key(); CREATE TRIGGER parked_timer_key AFTER INSERT "
+                     "OR UPDATE OR DELETE ON \"%s\".parked FOR EACH ROW EXECUTE FUNCTION "
+                     "\"%s\".pl_timer_key(); END IF; END $d$;"
                      /* the places this transaction gave already count: a take of
          * several timers inserts their leases after all its looks */
                      "CREATE OR REPLACE FUNCTION \"%s\".pl_key_room(k text, lim integer) "
@@ -392,16 +444,19 @@ int pl__pg_flow_setup(pl__pg_store *s, PGconn *c)
                      "RETURNS TABLE (run bigint, gen bigint, expires_in bigint, owner "
                      "text, id text) LANGUAGE plpgsql AS $f$ "
                      "#variable_conflict use_column\n"
-                     "DECLARE c record; live bigint; got bigint; full_keys text[] := "
-                     "'{}'; tnow bigint := " NOW_US "; aq bigint := " I64_MIN
-                     "; ar "
-                     "bigint := " I64_MIN "; lo bigint := " I64_MIN
-                     "; crashed boolean "
-                     ":= coalesce(" RUN_OUT ", false); n integer; "
-                     "heads boolean := false; hr bigint[]; hk text[]; hl integer[]; "
-                     "hq bigint[]; tk bigint; kk text; nk bigint; kr bigint[]; kh text[]; "
-                     "kl integer[]; kq bigint[]; BEGIN "
+                     "DECLARE c record; live bigint; got bigint; tnow bigint := " NOW_US
+                     "; aq bigint := " I64_MIN "; ar bigint := " I64_MIN
+                     "; lo bigint := " I64_MIN "; crashed boolean := coalesce(" RUN_OUT
+                     ", false); n integer; heads boolean := false; hr bigint[] := '{}'; "
+                     "hk text[] := '{}'; hl integer[] := '{}'; hq bigint[] := '{}'; hi "
+                     "integer := 1; tk bigint; kk text; nk bigint; kr bigint[]; kh "
+                     "text[]; kl integer[]; kq bigint[]; fs "
+                     "text[] := array_fill(NULL::text, ARRAY[64]); fm integer := 63; fc "
+                     "integer := 0; fi integer; fo text[]; fx text; BEGIN "
                      "LOOP n := 0; "
+                     /* the heads the walk passed (in the queue's order, each read once) */
+                     "IF heads THEN WHILE hi <= cardinality(hr) AND (hq[hi], hr[hi]) <= "
+                     "(aq, ar) LOOP hi := hi + 1; END LOOP; END IF; "
                      /* the next batch in the queue's order: first of the queued runs
          * (leases_queue), then of the queued runs without a key
          * (leases_key_queue's NULL key) and the keys' heads; merged with the
@@ -415,10 +470,10 @@ int pl__pg_flow_setup(pl__pg_store *s, PGconn *c)
                      "l.flimit, l.qrank FROM \"%s\".leases l WHERE heads AND l.fkey IS "
                      "NULL AND l.owner = '' AND (l.qrank, l.run) > (aq, ar) ORDER BY "
                      "l.fkey, l.qrank, l.run LIMIT " TAKE_BATCH
-                     ") UNION ALL (SELECT h.r, h.k, "
-                     "h.lim, h.q FROM unnest(hr, hk, hl, hq) h(r, k, lim, q) WHERE heads "
-                     "AND (h.q, h.r) > (aq, ar) AND h.k <> ALL (full_keys) ORDER BY h.q, "
-                     "h.r LIMIT " TAKE_BATCH
+                     ") UNION ALL (SELECT h.r, h.k, h.lim, h.q FROM unnest(" HEADS_AT("hr")
+                     ", " HEADS_AT("hk") ", " HEADS_AT("hl") ", " HEADS_AT("hq")
+                     ") h(r, k, lim, q) WHERE heads AND (h.q, h.r) > (aq, ar) ORDER BY "
+                     "h.q, h.r LIMIT " TAKE_BATCH
                      ") UNION ALL (SELECT l.run, l.fkey, "
                      "l.flimit, l.qrank FROM \"%s\".leases l WHERE crashed AND l.owner "
                      "<> '' AND l.expires <= tnow AND l.expires >= lo AND (l.qrank, "
@@ -426,20 +481,19 @@ int pl__pg_flow_setup(pl__pg_store *s, PGconn *c)
                      ")) b "
                      "ORDER BY b.q, b.r LIMIT " TAKE_BATCH " LOOP "
                      "n := n + 1; aq := c.q; ar := c.r; "
-                     "IF c.k IS NOT NULL THEN "
-                     "IF c.k = ANY (full_keys) THEN CONTINUE; END IF; "
+                     "IF c.k IS NOT NULL THEN " REFUSED("c.k")
+                     "IF fs[fi] IS NOT NULL THEN CONTINUE; END IF; "
                      "IF NOT pg_try_advisory_xact_lock(hashtextextended('%s/' || c.k, "
-                     "0)) THEN full_keys := full_keys || c.k; CONTINUE; END IF; "
+                     "0)) THEN " REFUSE("c.k") "CONTINUE; END IF; "
                      "tk := " NOW_US "; live := " TAKE_LIVE "; "
-                     "IF live >= c.lim THEN full_keys := full_keys || c.k; CONTINUE; "
-                     "END IF; END IF; "
+                     "IF live >= c.lim THEN " REFUSE("c.k") "CONTINUE; END IF; END IF; "
                      "SELECT x.run INTO got FROM \"%s\".leases x WHERE x.run = c.r AND "
                      "x.expires <= " NOW_US " FOR UPDATE SKIP LOCKED; "
                      /* held by another transaction (another take, which locked it as
          * its head): its key is passed over with it, or a later run of
          * the key would go first and leave this one waiting behind it */
-                     "IF NOT FOUND THEN IF c.k IS NOT NULL THEN full_keys := full_keys "
-                     "|| c.k; END IF; CONTINUE; END IF; "
+                     "IF NOT FOUND THEN IF c.k IS NOT NULL THEN " REFUSED("c.k")
+                         REFUSE("c.k") "END IF; CONTINUE; END IF; "
                      "RETURN QUERY UPDATE \"%s\".leases l SET gen = l.gen + 1, owner = "
                      "who, expires = " NOW_US
                      " + dur WHERE l.run = got RETURNING l.run, "
@@ -447,16 +501,18 @@ int pl__pg_flow_setup(pl__pg_store *s, PGconn *c)
                      "RETURN; END LOOP; "
                      "IF n < " TAKE_BATCH " THEN RETURN; END IF; "
                      /* a batch passed: the heads of the next TAKE_BATCH keys, after kk
-         * in the keys' order, of those not refused (TAKE above): each
-         * key's first entry in leases_key_queue, read on from the last
-         * key's, is its head, unless the walk has passed it (a run queued
-         * since, ranked ahead: then its first past the last read) */
+         * in the keys' order (TAKE above): each key's first entry in
+         * leases_key_queue, read on from the last key's, is its head,
+         * unless the walk has passed it (a run queued since, ranked ahead:
+         * then its first past the last read), its key checked when the
+         * walk reaches it; once it has every key's, the heads sorted in
+         * the queue's order, once */
                      "IF NOT heads THEN "
                      "SELECT max(ks.k), count(*), array_agg(coalesce(h.r, ks.r)) " HEAD_OK
-                     ", array_agg(ks.k) " HEAD_OK
-                     ", array_agg(coalesce(h.lim, ks.lim)) " HEAD_OK
-                     ", array_agg(coalesce(h.q, ks.q)) " HEAD_OK
-                     " INTO kk, nk, kr, kh, kl, kq FROM (WITH RECURSIVE ks(k, q, r, lim, "
+                     ", array_agg(ks.k) " HEAD_OK ", array_agg(coalesce(h.lim, ks.lim)) "
+                     HEAD_OK ", array_agg(coalesce(h.q, ks.q)) " HEAD_OK
+                     " INTO kk, nk, kr, kh, kl, kq FROM "
+                     "(WITH RECURSIVE ks(k, q, r, lim, "
                      "i) AS ((SELECT a.*, 1 FROM ((SELECT l.fkey, l.qrank, l.run, "
                      "l.flimit FROM \"%s\".leases l WHERE kk IS NULL AND l.fkey IS NOT "
                      "NULL AND l.owner = '' ORDER BY l.fkey, l.qrank, l.run LIMIT 1) "
@@ -472,12 +528,17 @@ int pl__pg_flow_setup(pl__pg_store *s, PGconn *c)
                      "l.owner = '' AND (l.qrank, l.run) > (aq, ar) ORDER BY l.fkey, "
                      "l.qrank, l.run LIMIT 1) h ON true; "
                      "hr := hr || kr; hk := hk || kh; hl := hl || kl; hq := hq || kq; "
-                     "heads := nk < " TAKE_BATCH "; END IF; "
+                     "heads := nk < " TAKE_BATCH "; "
+                     "IF heads THEN SELECT coalesce(array_agg(h.r ORDER BY h.q, h.r), "
+                     "'{}'), coalesce(array_agg(h.k ORDER BY h.q, h.r), '{}'), "
+                     "coalesce(array_agg(h.lim ORDER BY h.q, h.r), '{}'), "
+                     "coalesce(array_agg(h.q ORDER BY h.q, h.r), '{}') INTO hr, hk, hl, "
+                     "hq FROM unnest(hr, hk, hl, hq) h(r, k, lim, q); END IF; END IF; "
                      "END LOOP; END $f$;"
                      "COMMIT",
         n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n,
         n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n,
-        n, n, n, n, n);
+        n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n);
     if (!sql)
         return pl__err(PL_ENOMEM, "out of memory");
     int st = pl__pg_command(s, c, sql, "making the queue's flow control");
