@@ -488,8 +488,10 @@ static void timers_keep_keys(PGconn *c, const char *n, const char *after)
     PGresult *r = PQexec(c, sql);
     cr_assert_eq(PQresultStatus(r), PGRES_TUPLES_OK, "%s",
                  PQresultErrorMessage(r));
-    cr_expect_str_eq(PQgetvalue(r, 0, 0), "0", "after %s: timers whose key "
-                     "is not their run's", after);
+    cr_expect_str_eq(PQgetvalue(r, 0, 0), "0",
+                     "after %s: timers whose key "
+                     "is not their run's",
+                     after);
     PQclear(r);
     free(sql);
 }

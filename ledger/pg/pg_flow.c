@@ -187,14 +187,17 @@
  * whatever the keys refused: an array scanned (= ANY) cost a take past
  * 5,000 full keys some 60 million comparisons (bench/README.md) */
 #define REFUSED(k)                                                             \
-    "fi := (hashtext(" k ") & fm) + 1; WHILE fs[fi] IS NOT NULL AND fs[fi] "  \
+    "fi := (hashtext(" k ") & fm) + 1; WHILE fs[fi] IS NOT NULL AND fs[fi] "   \
     "<> " k " LOOP fi := (fi & fm) + 1; END LOOP; "
 #define REFUSE(k)                                                              \
-    "IF fs[fi] IS NULL THEN fs[fi] := " k "; fc := fc + 1; IF fc * 2 > fm "   \
+    "IF fs[fi] IS NULL THEN fs[fi] := " k "; fc := fc + 1; IF fc * 2 > fm "    \
     "THEN fo := fs; fm := fm * 2 + 1; fs := array_fill(NULL::text, "           \
     "ARRAY[fm + 1]); FOREACH fx IN ARRAY fo LOOP CONTINUE WHEN fx IS NULL; "   \
-    "fi := (hashtext(fx) & fm) + 1; WHILE fs[fi] IS NOT NULL LOOP fi := (fi " \
+    "fi := (hashtext(fx) & fm) + 1; WHILE fs[fi] IS NOT NULL LOOP fi := (fi "  \
     "& fm) + 1; END LOOP; fs[fi] := fx; END LOOP; END IF; END IF; "
+/* a timer's key (TIMER_KEY, pg_int.h) of its row t, and of a run r */
+#define TIMER_KEY_T TIMER_KEY("%s", "t.run")
+#define TIMER_KEY_R TIMER_KEY("%s", "r")
 /* the keys' heads pl_take() keeps: past the last run read (a key's
  * refused or not, checked once, when the walk reaches its head) */
 #define HEAD_OK "FILTER (WHERE h.r IS NOT NULL OR (ks.q, ks.r) > (aq, ar))"
@@ -306,236 +309,234 @@ int pl__pg_flow_setup(pl__pg_store *s, PGconn *c)
         "DO $d$ BEGIN IF NOT EXISTS (SELECT FROM pg_attribute WHERE attrelid "
         "= '\"%s\".timers'::regclass AND attname = 'fkey' AND NOT "
         "attisdropped) THEN ALTER TABLE \"%s\".timers ADD COLUMN fkey text; "
-        "UPDATE \"%s\".timers t SET fkey = " TIMER_KEY(
-            "%s",
-            "t.run") "; "
-                     "END IF; END $d$;"
-                     "CREATE INDEX IF NOT EXISTS timers_key ON \"%s\".timers (fkey, due, "
-                     "run);"
-                     /* a run's key changed (its lease's or parked row's, made, set or
+        "UPDATE \"%s\".timers t SET fkey = " TIMER_KEY_T "; "
+        "END IF; END $d$;"
+        "CREATE INDEX IF NOT EXISTS timers_key ON \"%s\".timers (fkey, due, "
+        "run);"
+        /* a run's key changed (its lease's or parked row's, made, set or
          * dropped), its timer's follows, whatever statement changed it
          * (TIMER KEYS above) */
-                     "CREATE OR REPLACE FUNCTION \"%s\".pl_timer_key() RETURNS trigger "
-                     "LANGUAGE plpgsql AS $f$ DECLARE r bigint; BEGIN IF TG_OP = "
-                     "'DELETE' THEN r := OLD.run; ELSE r := NEW.run; END IF; UPDATE "
-                     "\"%s\".timers t SET fkey = w.k FROM (SELECT " TIMER_KEY("%s", "r")
-                     " AS k) w WHERE t.run = r AND t.fkey IS DISTINCT FROM w.k; RETURN "
-                     "NULL; END $f$;"
-                     "DO $d$ BEGIN IF NOT EXISTS (SELECT FROM pg_trigger WHERE tgrelid = "
-                     "'\"%s\".parked'::regclass AND tgname = 'parked_timer_key') THEN "
-                     "CREATE TRIGGER leases_timer_key_made AFTER INSERT ON \"%s\".leases "
-                     "FOR EACH ROW WHEN (NEW.fkey IS NOT NULL) EXECUTE FUNCTION "
-                     "\"%s\".pl_timer_key(); CREATE TRIGGER leases_timer_key_set AFTER "
-                     "UPDATE OF fkey ON \"%s\".leases FOR EACH ROW WHEN (OLD.fkey IS "
-                     "DISTINCT FROM NEW.fkey) EXECUTE FUNCTION \"%s\".pl_timer_key(); "
-                     "CREATE TRIGGER leases_timer_key_gone AFTER DELETE ON \"%s\".leases "
-                     "FOR EACH ROW WHEN (OLD.fkey IS NOT NULL) EXECUTE FUNCTION "
-                     "\"%s\".pl_timer_key(); CREATE TRIGGER parked_timer_key AFTER INSERT "
-                     "OR UPDATE OR DELETE ON \"%s\".parked FOR EACH ROW EXECUTE FUNCTION "
-                     "\"%s\".pl_timer_key(); END IF; END $d$;"
-                     /* the places this transaction gave already count: a take of
+        "CREATE OR REPLACE FUNCTION \"%s\".pl_timer_key() RETURNS trigger "
+        "LANGUAGE plpgsql AS $f$ DECLARE r bigint; BEGIN IF TG_OP = "
+        "'DELETE' THEN r := OLD.run; ELSE r := NEW.run; END IF; UPDATE "
+        "\"%s\".timers t SET fkey = w.k FROM (SELECT " TIMER_KEY_R
+        " AS k) w WHERE t.run = r AND t.fkey IS DISTINCT FROM w.k; RETURN "
+        "NULL; END $f$;"
+        "DO $d$ BEGIN IF NOT EXISTS (SELECT FROM pg_trigger WHERE tgrelid = "
+        "'\"%s\".parked'::regclass AND tgname = 'parked_timer_key') THEN "
+        "CREATE TRIGGER leases_timer_key_made AFTER INSERT ON \"%s\".leases "
+        "FOR EACH ROW WHEN (NEW.fkey IS NOT NULL) EXECUTE FUNCTION "
+        "\"%s\".pl_timer_key(); CREATE TRIGGER leases_timer_key_set AFTER "
+        "UPDATE OF fkey ON \"%s\".leases FOR EACH ROW WHEN (OLD.fkey IS "
+        "DISTINCT FROM NEW.fkey) EXECUTE FUNCTION \"%s\".pl_timer_key(); "
+        "CREATE TRIGGER leases_timer_key_gone AFTER DELETE ON \"%s\".leases "
+        "FOR EACH ROW WHEN (OLD.fkey IS NOT NULL) EXECUTE FUNCTION "
+        "\"%s\".pl_timer_key(); CREATE TRIGGER parked_timer_key AFTER INSERT "
+        "OR UPDATE OR DELETE ON \"%s\".parked FOR EACH ROW EXECUTE FUNCTION "
+        "\"%s\".pl_timer_key(); END IF; END $d$;"
+        /* the places this transaction gave already count: a take of
          * several timers inserts their leases after all its looks */
-                     "CREATE OR REPLACE FUNCTION \"%s\".pl_key_room(k text, lim integer) "
-                     "RETURNS boolean LANGUAGE plpgsql AS $f$ DECLARE live bigint; "
-                     "g text := 'pl_granted.k' || md5(k); given bigint; t bigint; BEGIN "
-                     "IF NOT pg_try_advisory_xact_lock(hashtextextended('%s/' || k, 0)) "
-                     "THEN RETURN false; END IF; "
-                     "given := coalesce(nullif(current_setting(g, true), ''), '0')::bigint; "
-                     "t := " NOW_US "; live := " ROOM_LIVE "; "
-                     "IF live + given >= lim THEN RETURN false; END IF; "
-                     "PERFORM set_config(g, (given + 1)::text, true); "
-                     "RETURN true; END $f$;"
-                     /* a wake's choice of due timers (pg_time.c's T_TAKE, pg_wake.c's
+        "CREATE OR REPLACE FUNCTION \"%s\".pl_key_room(k text, lim integer) "
+        "RETURNS boolean LANGUAGE plpgsql AS $f$ DECLARE live bigint; "
+        "g text := 'pl_granted.k' || md5(k); given bigint; t bigint; BEGIN "
+        "IF NOT pg_try_advisory_xact_lock(hashtextextended('%s/' || k, 0)) "
+        "THEN RETURN false; END IF; "
+        "given := coalesce(nullif(current_setting(g, true), ''), '0')::bigint; "
+        "t := " NOW_US "; live := " ROOM_LIVE "; "
+        "IF live + given >= lim THEN RETURN false; END IF; "
+        "PERFORM set_config(g, (given + 1)::text, true); "
+        "RETURN true; END $f$;"
+        /* a wake's choice of due timers (pg_time.c's T_TAKE, pg_wake.c's
          * L_TAKE_DUES); ROWS: a batch's few (PL__DUES_MAX), which the
          * statements around it are planned for (planned for the default
          * thousand, they read the whole state and timers tables) */
-                     "CREATE OR REPLACE FUNCTION \"%s\".pl_wake(most integer) RETURNS "
-                     "TABLE (run bigint, due bigint, id text, rec bytea, fkey text, "
-                     "flimit integer) LANGUAGE plpgsql ROWS 8 AS $f$ "
-                     "#variable_conflict use_column\n"
-                     "DECLARE c record; k text; lim integer; full_keys text[] := '{}'; "
-                     "tnow bigint := " NOW_US "; ad bigint := " I64_MIN
-                     "; ar bigint := " I64_MIN
-                     "; n integer; took integer := 0; "
-                     "heads boolean := false; again boolean; keys text[] := '{}'; kk "
-                     "text; nk bigint; kl text[]; hr bigint[]; hk text[]; hd bigint[]; "
-                     "j integer; nr bigint; nd bigint; BEGIN "
-                     "LOOP n := 0; again := false; "
-                     /* the next batch in due order: of timers_due_run, then of the
+        "CREATE OR REPLACE FUNCTION \"%s\".pl_wake(most integer) RETURNS "
+        "TABLE (run bigint, due bigint, id text, rec bytea, fkey text, "
+        "flimit integer) LANGUAGE plpgsql ROWS 8 AS $f$ "
+        "#variable_conflict use_column\n"
+        "DECLARE c record; k text; lim integer; full_keys text[] := '{}'; "
+        "tnow bigint := " NOW_US "; ad bigint := " I64_MIN
+        "; ar bigint := " I64_MIN "; n integer; took integer := 0; "
+        "heads boolean := false; again boolean; keys text[] := '{}'; kk "
+        "text; nk bigint; kl text[]; hr bigint[]; hk text[]; hd bigint[]; "
+        "j integer; nr bigint; nd bigint; BEGIN "
+        "LOOP n := 0; again := false; "
+        /* the next batch in due order: of timers_due_run, then of the
          * timers without a key (timers_key's NULL key) and the keys'
          * heads (TIMER KEYS above) */
-                     "FOR c IN SELECT tm.run AS r, w.due AS d, tm.id AS i, tm.rec AS b, "
-                     "w.k AS tk, p.fkey AS pk, p.flimit AS pl, q.fkey AS qk, q.flimit "
-                     "AS ql, q.qrank AS qq, q.run AS qr, q.expires AS qe FROM ((SELECT "
-                     "t.run, t.due, NULL::text AS k FROM \"%s\".timers t WHERE NOT heads AND t.due <= tnow "
-                     "AND (t.due, t.run) > (ad, ar) ORDER BY t.due, t.run LIMIT " TAKE_BATCH
-                     ") UNION ALL (SELECT t.run, t.due, NULL FROM \"%s\".timers t WHERE heads "
-                     "AND t.fkey IS NULL AND t.due <= tnow AND (t.due, t.run) > (ad, ar) "
-                     "ORDER BY t.fkey, t.due, t.run LIMIT " TAKE_BATCH
-                     ") UNION ALL "
-                     "(SELECT h.r, h.d, h.k FROM unnest(hr, hk, hd) h(r, k, d) WHERE heads AND "
-                     "(h.d, h.r) > (ad, ar) AND h.k <> ALL (full_keys) ORDER BY h.d, h.r "
-                     "LIMIT " TAKE_BATCH
-                     ")) w JOIN \"%s\".timers tm ON tm.run = w.run "
-                     "LEFT JOIN \"%s\".parked p ON p.run = tm.run LEFT JOIN \"%s\".leases "
-                     "q ON q.run = tm.run WHERE tm.due <= tnow ORDER BY w.due, w.run "
-                     "LIMIT " TAKE_BATCH " LOOP "
-                     /* a key's head read: its next in its place, and the batch read
+        "FOR c IN SELECT tm.run AS r, w.due AS d, tm.id AS i, tm.rec AS b, "
+        "w.k AS tk, p.fkey AS pk, p.flimit AS pl, q.fkey AS qk, q.flimit "
+        "AS ql, q.qrank AS qq, q.run AS qr, q.expires AS qe FROM ((SELECT "
+        "t.run, t.due, NULL::text AS k FROM \"%s\".timers t WHERE NOT heads AND t.due <= tnow "
+        "AND (t.due, t.run) > (ad, ar) ORDER BY t.due, t.run LIMIT " TAKE_BATCH
+        ") UNION ALL (SELECT t.run, t.due, NULL FROM \"%s\".timers t WHERE heads "
+        "AND t.fkey IS NULL AND t.due <= tnow AND (t.due, t.run) > (ad, ar) "
+        "ORDER BY t.fkey, t.due, t.run LIMIT " TAKE_BATCH ") UNION ALL "
+        "(SELECT h.r, h.d, h.k FROM unnest(hr, hk, hd) h(r, k, d) WHERE heads AND "
+        "(h.d, h.r) > (ad, ar) AND h.k <> ALL (full_keys) ORDER BY h.d, h.r "
+        "LIMIT " TAKE_BATCH ")) w JOIN \"%s\".timers tm ON tm.run = w.run "
+        "LEFT JOIN \"%s\".parked p ON p.run = tm.run LEFT JOIN \"%s\".leases "
+        "q ON q.run = tm.run WHERE tm.due <= tnow ORDER BY w.due, w.run "
+        "LIMIT " TAKE_BATCH " LOOP "
+        /* a key's head read: its next in its place, and the batch read
          * again from here (that next may come before the batch's rest) */
-                     "IF again THEN EXIT; END IF; "
-                     "n := n + 1; ad := c.d; ar := c.r; "
-                     "IF c.tk IS NOT NULL THEN j := array_position(hk, c.tk); "
-                     "SELECT t.run, t.due INTO nr, nd FROM \"%s\".timers t WHERE t.fkey "
-                     ">= c.tk AND t.fkey <= c.tk AND t.due <= tnow AND (t.due, t.run) > "
-                     "(ad, ar) ORDER BY t.fkey, t.due, t.run LIMIT 1; hr[j] := nr; hd[j] "
-                     ":= nd; again := true; END IF; "
-                     /* executing: it parks again or ends */
-                     "IF c.qr IS NOT NULL AND c.qe > " NOW_US
-                     " THEN CONTINUE; END IF; "
-                     "k := coalesce(c.pk, c.qk); "
-                     "IF k IS NOT NULL THEN "
-                     "IF k = ANY (full_keys) THEN CONTINUE; END IF; "
-                     "lim := CASE WHEN c.pk IS NULL THEN c.ql ELSE c.pl END; "
-                     /* queued, its key's first in the queue's order, or the queue's */
-                     "IF (c.pk IS NULL AND coalesce((SELECT true FROM \"%s\".leases o WHERE "
-                     "o.fkey >= k AND o.fkey <= k AND o.owner = '' AND (o.qrank, o.run) < "
-                     "(c.qq, c.qr) AND o.expires <= " NOW_US
-                     " ORDER BY o.fkey, o.qrank, "
-                     "o.run LIMIT 1) OR (SELECT true FROM \"%s\".leases o WHERE o.fkey "
-                     ">= k AND o.fkey <= k AND o.owner <> '' AND o.expires <= " NOW_US
-                     " AND (o.qrank, o.run) < (c.qq, c.qr) ORDER BY o.fkey, o.expires "
-                     "LIMIT 1), false)) OR NOT \"%s\".pl_key_room(k, lim) THEN "
-                     "full_keys := full_keys || k; CONTINUE; END IF; END IF; "
-                     "PERFORM 1 FROM \"%s\".timers x WHERE x.run = c.r AND x.due <= "
-                     "tnow FOR UPDATE SKIP LOCKED; "
-                     "IF NOT FOUND THEN IF k IS NOT NULL THEN full_keys := full_keys || "
-                     "k; END IF; CONTINUE; END IF; "
-                     "run := c.r; due := c.d; id := c.i; rec := c.b; fkey := c.pk; "
-                     "flimit := c.pl; RETURN NEXT; took := took + 1; "
-                     "IF took >= most THEN RETURN; END IF; END LOOP; "
-                     /* the heads read before this statement: one taken by another wake
+        "IF again THEN EXIT; END IF; "
+        "n := n + 1; ad := c.d; ar := c.r; "
+        "IF c.tk IS NOT NULL THEN j := array_position(hk, c.tk); "
+        "SELECT t.run, t.due INTO nr, nd FROM \"%s\".timers t WHERE t.fkey "
+        ">= c.tk AND t.fkey <= c.tk AND t.due <= tnow AND (t.due, t.run) > "
+        "(ad, ar) ORDER BY t.fkey, t.due, t.run LIMIT 1; hr[j] := nr; hd[j] "
+        ":= nd; again := true; END IF; "
+        /* executing: it parks again or ends */
+        "IF c.qr IS NOT NULL AND c.qe > " NOW_US " THEN CONTINUE; END IF; "
+        "k := coalesce(c.pk, c.qk); "
+        "IF k IS NOT NULL THEN "
+        "IF k = ANY (full_keys) THEN CONTINUE; END IF; "
+        "lim := CASE WHEN c.pk IS NULL THEN c.ql ELSE c.pl END; "
+        /* queued, its key's first in the queue's order, or the queue's */
+        "IF (c.pk IS NULL AND coalesce((SELECT true FROM \"%s\".leases o WHERE "
+        "o.fkey >= k AND o.fkey <= k AND o.owner = '' AND (o.qrank, o.run) < "
+        "(c.qq, c.qr) AND o.expires <= " NOW_US " ORDER BY o.fkey, o.qrank, "
+        "o.run LIMIT 1) OR (SELECT true FROM \"%s\".leases o WHERE o.fkey "
+        ">= k AND o.fkey <= k AND o.owner <> '' AND o.expires <= " NOW_US
+        " AND (o.qrank, o.run) < (c.qq, c.qr) ORDER BY o.fkey, o.expires "
+        "LIMIT 1), false)) OR NOT \"%s\".pl_key_room(k, lim) THEN "
+        "full_keys := full_keys || k; CONTINUE; END IF; END IF; "
+        "PERFORM 1 FROM \"%s\".timers x WHERE x.run = c.r AND x.due <= "
+        "tnow FOR UPDATE SKIP LOCKED; "
+        "IF NOT FOUND THEN IF k IS NOT NULL THEN full_keys := full_keys || "
+        "k; END IF; CONTINUE; END IF; "
+        "run := c.r; due := c.d; id := c.i; rec := c.b; fkey := c.pk; "
+        "flimit := c.pl; RETURN NEXT; took := took + 1; "
+        "IF took >= most THEN RETURN; END IF; END LOOP; "
+        /* the heads read before this statement: one taken by another wake
          * since is not in the batch, which may then come short of the
          * rest: read on till a batch finds none */
-                     "IF NOT again AND (n = 0 OR (n < " TAKE_BATCH
-                     " AND NOT heads)) THEN "
-                     "RETURN; END IF; "
-                     /* a batch passed: TAKE_BATCH keys more, after kk in the keys'
+        "IF NOT again AND (n = 0 OR (n < " TAKE_BATCH " AND NOT heads)) THEN "
+        "RETURN; END IF; "
+        /* a batch passed: TAKE_BATCH keys more, after kk in the keys'
          * order (timers_key, a loose scan); once it has every key's, each
          * key's first due timer past the last read, of those not refused,
          * is its head */
-                     "IF NOT heads THEN "
-                     "SELECT max(ks.k), count(*), array_agg(ks.k) INTO kk, nk, kl FROM "
-                     "(WITH RECURSIVE ks(k, i) AS ((SELECT a.k, 1 FROM ((SELECT t.fkey AS "
-                     "k FROM \"%s\".timers t WHERE kk IS NULL AND t.fkey IS NOT NULL ORDER "
-                     "BY t.fkey LIMIT 1) UNION ALL (SELECT t.fkey FROM \"%s\".timers t "
-                     "WHERE t.fkey > kk ORDER BY t.fkey LIMIT 1)) a LIMIT 1) UNION ALL "
-                     "SELECT x.k, ks.i + 1 FROM ks CROSS JOIN LATERAL (SELECT t.fkey AS k "
-                     "FROM \"%s\".timers t WHERE t.fkey > ks.k ORDER BY t.fkey LIMIT 1) x "
-                     "WHERE ks.i < " TAKE_BATCH ") SELECT * FROM ks) ks; "
-                     "keys := keys || kl; heads := nk < " TAKE_BATCH "; "
-                     "IF heads THEN SELECT array_agg(h.run), array_agg(x.k), "
-                     "array_agg(h.due) INTO hr, hk, hd FROM unnest(keys) x(k) CROSS JOIN "
-                     "LATERAL (SELECT t.run, t.due FROM \"%s\".timers t WHERE t.fkey >= "
-                     "x.k AND t.fkey <= x.k AND t.due <= tnow AND (t.due, t.run) > (ad, "
-                     "ar) ORDER BY t.fkey, t.due, t.run LIMIT 1) h WHERE x.k <> ALL "
-                     "(full_keys); END IF; END IF; "
-                     "END LOOP; END $f$;"
-                     "CREATE OR REPLACE FUNCTION \"%s\".pl_take(who text, dur bigint) "
-                     "RETURNS TABLE (run bigint, gen bigint, expires_in bigint, owner "
-                     "text, id text) LANGUAGE plpgsql AS $f$ "
-                     "#variable_conflict use_column\n"
-                     "DECLARE c record; live bigint; got bigint; tnow bigint := " NOW_US
-                     "; aq bigint := " I64_MIN "; ar bigint := " I64_MIN
-                     "; lo bigint := " I64_MIN "; crashed boolean := coalesce(" RUN_OUT
-                     ", false); n integer; heads boolean := false; hr bigint[] := '{}'; "
-                     "hk text[] := '{}'; hl integer[] := '{}'; hq bigint[] := '{}'; hi "
-                     "integer := 1; tk bigint; kk text; nk bigint; kr bigint[]; kh "
-                     "text[]; kl integer[]; kq bigint[]; fs "
-                     "text[] := array_fill(NULL::text, ARRAY[64]); fm integer := 63; fc "
-                     "integer := 0; fi integer; fo text[]; fx text; BEGIN "
-                     "LOOP n := 0; "
-                     /* the heads the walk passed (in the queue's order, each read once) */
-                     "IF heads THEN WHILE hi <= cardinality(hr) AND (hq[hi], hr[hi]) <= "
-                     "(aq, ar) LOOP hi := hi + 1; END LOOP; END IF; "
-                     /* the next batch in the queue's order: first of the queued runs
+        "IF NOT heads THEN "
+        "SELECT max(ks.k), count(*), array_agg(ks.k) INTO kk, nk, kl FROM "
+        "(WITH RECURSIVE ks(k, i) AS ((SELECT a.k, 1 FROM ((SELECT t.fkey AS "
+        "k FROM \"%s\".timers t WHERE kk IS NULL AND t.fkey IS NOT NULL ORDER "
+        "BY t.fkey LIMIT 1) UNION ALL (SELECT t.fkey FROM \"%s\".timers t "
+        "WHERE t.fkey > kk ORDER BY t.fkey LIMIT 1)) a LIMIT 1) UNION ALL "
+        "SELECT x.k, ks.i + 1 FROM ks CROSS JOIN LATERAL (SELECT t.fkey AS k "
+        "FROM \"%s\".timers t WHERE t.fkey > ks.k ORDER BY t.fkey LIMIT 1) x "
+        "WHERE ks.i < " TAKE_BATCH ") SELECT * FROM ks) ks; "
+        "keys := keys || kl; heads := nk < " TAKE_BATCH "; "
+        "IF heads THEN SELECT array_agg(h.run), array_agg(x.k), "
+        "array_agg(h.due) INTO hr, hk, hd FROM unnest(keys) x(k) CROSS JOIN "
+        "LATERAL (SELECT t.run, t.due FROM \"%s\".timers t WHERE t.fkey >= "
+        "x.k AND t.fkey <= x.k AND t.due <= tnow AND (t.due, t.run) > (ad, "
+        "ar) ORDER BY t.fkey, t.due, t.run LIMIT 1) h WHERE x.k <> ALL "
+        "(full_keys); END IF; END IF; "
+        "END LOOP; END $f$;"
+        "CREATE OR REPLACE FUNCTION \"%s\".pl_take(who text, dur bigint) "
+        "RETURNS TABLE (run bigint, gen bigint, expires_in bigint, owner "
+        "text, id text) LANGUAGE plpgsql AS $f$ "
+        "#variable_conflict use_column\n"
+        "DECLARE c record; live bigint; got bigint; tnow bigint := " NOW_US
+        "; aq bigint := " I64_MIN "; ar bigint := " I64_MIN
+        "; lo bigint := " I64_MIN "; crashed boolean := coalesce(" RUN_OUT
+        ", false); n integer; heads boolean := false; hr bigint[] := '{}'; "
+        "hk text[] := '{}'; hl integer[] := '{}'; hq bigint[] := '{}'; hi "
+        "integer := 1; tk bigint; kk text; nk bigint; kr bigint[]; kh "
+        "text[]; kl integer[]; kq bigint[]; fs "
+        "text[] := array_fill(NULL::text, ARRAY[64]); fm integer := 63; fc "
+        "integer := 0; fi integer; fo text[]; fx text; BEGIN "
+        "LOOP n := 0; "
+        /* the heads the walk passed (in the queue's order, each read once) */
+        "IF heads THEN WHILE hi <= cardinality(hr) AND (hq[hi], hr[hi]) <= "
+        "(aq, ar) LOOP hi := hi + 1; END LOOP; END IF; "
+        /* the next batch in the queue's order: first of the queued runs
          * (leases_queue), then of the queued runs without a key
          * (leases_key_queue's NULL key) and the keys' heads; merged with the
          * leases run out while owned (leases_live, read only when there
          * are some, by the range that ran out: pg_lease.c, TAKE_HEAD) */
-                     "FOR c IN SELECT * FROM ((SELECT l.run AS r, l.fkey AS k, l.flimit "
-                     "AS lim, l.qrank AS q FROM \"%s\".leases l WHERE NOT heads AND "
-                     "l.owner = '' AND (l.qrank, l.run) > (aq, ar) ORDER BY l.qrank, "
-                     "l.run LIMIT " TAKE_BATCH
-                     ") UNION ALL (SELECT l.run, l.fkey, "
-                     "l.flimit, l.qrank FROM \"%s\".leases l WHERE heads AND l.fkey IS "
-                     "NULL AND l.owner = '' AND (l.qrank, l.run) > (aq, ar) ORDER BY "
-                     "l.fkey, l.qrank, l.run LIMIT " TAKE_BATCH
-                     ") UNION ALL (SELECT h.r, h.k, h.lim, h.q FROM unnest(" HEADS_AT("hr")
-                     ", " HEADS_AT("hk") ", " HEADS_AT("hl") ", " HEADS_AT("hq")
-                     ") h(r, k, lim, q) WHERE heads AND (h.q, h.r) > (aq, ar) ORDER BY "
-                     "h.q, h.r LIMIT " TAKE_BATCH
-                     ") UNION ALL (SELECT l.run, l.fkey, "
-                     "l.flimit, l.qrank FROM \"%s\".leases l WHERE crashed AND l.owner "
-                     "<> '' AND l.expires <= tnow AND l.expires >= lo AND (l.qrank, "
-                     "l.run) > (aq, ar) ORDER BY l.qrank, l.run LIMIT " TAKE_BATCH
-                     ")) b "
-                     "ORDER BY b.q, b.r LIMIT " TAKE_BATCH " LOOP "
-                     "n := n + 1; aq := c.q; ar := c.r; "
-                     "IF c.k IS NOT NULL THEN " REFUSED("c.k")
-                     "IF fs[fi] IS NOT NULL THEN CONTINUE; END IF; "
-                     "IF NOT pg_try_advisory_xact_lock(hashtextextended('%s/' || c.k, "
-                     "0)) THEN " REFUSE("c.k") "CONTINUE; END IF; "
-                     "tk := " NOW_US "; live := " TAKE_LIVE "; "
-                     "IF live >= c.lim THEN " REFUSE("c.k") "CONTINUE; END IF; END IF; "
-                     "SELECT x.run INTO got FROM \"%s\".leases x WHERE x.run = c.r AND "
-                     "x.expires <= " NOW_US " FOR UPDATE SKIP LOCKED; "
-                     /* held by another transaction (another take, which locked it as
+        "FOR c IN SELECT * FROM ((SELECT l.run AS r, l.fkey AS k, l.flimit "
+        "AS lim, l.qrank AS q FROM \"%s\".leases l WHERE NOT heads AND "
+        "l.owner = '' AND (l.qrank, l.run) > (aq, ar) ORDER BY l.qrank, "
+        "l.run LIMIT " TAKE_BATCH ") UNION ALL (SELECT l.run, l.fkey, "
+        "l.flimit, l.qrank FROM \"%s\".leases l WHERE heads AND l.fkey IS "
+        "NULL AND l.owner = '' AND (l.qrank, l.run) > (aq, ar) ORDER BY "
+        "l.fkey, l.qrank, l.run LIMIT " TAKE_BATCH
+        ") UNION ALL (SELECT h.r, h.k, h.lim, h.q FROM unnest(" HEADS_AT("hr") ", " HEADS_AT("hk") ", " HEADS_AT("hl") ", " HEADS_AT(
+            "hq") ") h(r, k, lim, q) WHERE heads AND (h.q, h.r) > (aq, ar) ORDER BY "
+                  "h.q, h.r LIMIT " TAKE_BATCH
+                  ") UNION ALL (SELECT l.run, l.fkey, "
+                  "l.flimit, l.qrank FROM \"%s\".leases l WHERE crashed AND l.owner "
+                  "<> '' AND l.expires <= tnow AND l.expires >= lo AND (l.qrank, "
+                  "l.run) > (aq, ar) ORDER BY l.qrank, l.run LIMIT " TAKE_BATCH
+                  ")) b "
+                  "ORDER BY b.q, b.r LIMIT " TAKE_BATCH " LOOP "
+                  "n := n + 1; aq := c.q; ar := c.r; "
+                  "IF c.k IS NOT NULL THEN " REFUSED(
+                      "c.k") "IF fs[fi] IS NOT NULL THEN CONTINUE; END IF; "
+                             "IF NOT pg_try_advisory_xact_lock(hashtextextended('%s/' || c.k, "
+                             "0)) THEN " REFUSE(
+                                 "c.k") "CONTINUE; END IF; "
+                                        "tk := " NOW_US "; live := " TAKE_LIVE
+                                        "; "
+                                        "IF live >= c.lim THEN " REFUSE(
+                                            "c.k") "CONTINUE; END IF; END IF; "
+                                                   "SELECT x.run INTO got FROM \"%s\".leases x WHERE x.run = c.r AND "
+                                                   "x.expires <= " NOW_US
+                                                   " FOR UPDATE SKIP LOCKED; "
+                                                   /* held by another transaction (another take, which locked it as
          * its head): its key is passed over with it, or a later run of
          * the key would go first and leave this one waiting behind it */
-                     "IF NOT FOUND THEN IF c.k IS NOT NULL THEN " REFUSED("c.k")
-                         REFUSE("c.k") "END IF; CONTINUE; END IF; "
-                     "RETURN QUERY UPDATE \"%s\".leases l SET gen = l.gen + 1, owner = "
-                     "who, expires = " NOW_US
-                     " + dur WHERE l.run = got RETURNING l.run, "
-                     "l.gen, l.expires - " NOW_US ", l.owner, l.id; "
-                     "RETURN; END LOOP; "
-                     "IF n < " TAKE_BATCH " THEN RETURN; END IF; "
-                     /* a batch passed: the heads of the next TAKE_BATCH keys, after kk
+                                                   "IF NOT FOUND THEN IF c.k IS NOT NULL THEN " REFUSED("c.k") REFUSE(
+                                                       "c.k") "END IF; CONTINUE; END IF; "
+                                                              "RETURN QUERY UPDATE \"%s\".leases l SET gen = l.gen + 1, owner = "
+                                                              "who, expires = " NOW_US
+                                                              " + dur WHERE l.run = got RETURNING l.run, "
+                                                              "l.gen, l.expires - " NOW_US
+                                                              ", l.owner, l.id; "
+                                                              "RETURN; END LOOP; "
+                                                              "IF n < " TAKE_BATCH
+                                                              " THEN RETURN; END IF; "
+                                                              /* a batch passed: the heads of the next TAKE_BATCH keys, after kk
          * in the keys' order (TAKE above): each key's first entry in
          * leases_key_queue, read on from the last key's, is its head,
          * unless the walk has passed it (a run queued since, ranked ahead:
          * then its first past the last read), its key checked when the
          * walk reaches it; once it has every key's, the heads sorted in
          * the queue's order, once */
-                     "IF NOT heads THEN "
-                     "SELECT max(ks.k), count(*), array_agg(coalesce(h.r, ks.r)) " HEAD_OK
-                     ", array_agg(ks.k) " HEAD_OK ", array_agg(coalesce(h.lim, ks.lim)) "
-                     HEAD_OK ", array_agg(coalesce(h.q, ks.q)) " HEAD_OK
-                     " INTO kk, nk, kr, kh, kl, kq FROM "
-                     "(WITH RECURSIVE ks(k, q, r, lim, "
-                     "i) AS ((SELECT a.*, 1 FROM ((SELECT l.fkey, l.qrank, l.run, "
-                     "l.flimit FROM \"%s\".leases l WHERE kk IS NULL AND l.fkey IS NOT "
-                     "NULL AND l.owner = '' ORDER BY l.fkey, l.qrank, l.run LIMIT 1) "
-                     "UNION ALL (SELECT l.fkey, l.qrank, l.run, l.flimit FROM \"%s\"."
-                     "leases l WHERE l.fkey > kk AND l.owner = '' ORDER BY l.fkey, "
-                     "l.qrank, l.run LIMIT 1)) a LIMIT 1) UNION ALL SELECT x.*, ks.i + 1 "
-                     "FROM ks CROSS JOIN LATERAL (SELECT l.fkey, l.qrank, l.run, "
-                     "l.flimit FROM \"%s\".leases l WHERE l.fkey > ks.k AND l.owner = '' "
-                     "ORDER BY l.fkey, l.qrank, l.run LIMIT 1) x WHERE ks.i < " TAKE_BATCH
-                     ") SELECT * FROM ks) ks LEFT JOIN LATERAL (SELECT l.run AS r, "
-                     "l.flimit AS lim, l.qrank AS q FROM \"%s\".leases l WHERE (ks.q, "
-                     "ks.r) <= (aq, ar) AND l.fkey >= ks.k AND l.fkey <= ks.k AND "
-                     "l.owner = '' AND (l.qrank, l.run) > (aq, ar) ORDER BY l.fkey, "
-                     "l.qrank, l.run LIMIT 1) h ON true; "
-                     "hr := hr || kr; hk := hk || kh; hl := hl || kl; hq := hq || kq; "
-                     "heads := nk < " TAKE_BATCH "; "
-                     "IF heads THEN SELECT coalesce(array_agg(h.r ORDER BY h.q, h.r), "
-                     "'{}'), coalesce(array_agg(h.k ORDER BY h.q, h.r), '{}'), "
-                     "coalesce(array_agg(h.lim ORDER BY h.q, h.r), '{}'), "
-                     "coalesce(array_agg(h.q ORDER BY h.q, h.r), '{}') INTO hr, hk, hl, "
-                     "hq FROM unnest(hr, hk, hl, hq) h(r, k, lim, q); END IF; END IF; "
-                     "END LOOP; END $f$;"
-                     "COMMIT",
+                                                              "IF NOT heads THEN "
+                                                              "SELECT max(ks.k), count(*), array_agg(coalesce(h.r, ks.r)) " HEAD_OK
+                                                              ", array_agg(ks.k) " HEAD_OK
+                                                              ", array_agg(coalesce(h.lim, ks.lim)) " HEAD_OK
+                                                              ", array_agg(coalesce(h.q, ks.q)) " HEAD_OK
+                                                              " INTO kk, nk, kr, kh, kl, kq FROM "
+                                                              "(WITH RECURSIVE ks(k, q, r, lim, "
+                                                              "i) AS ((SELECT a.*, 1 FROM ((SELECT l.fkey, l.qrank, l.run, "
+                                                              "l.flimit FROM \"%s\".leases l WHERE kk IS NULL AND l.fkey IS NOT "
+                                                              "NULL AND l.owner = '' ORDER BY l.fkey, l.qrank, l.run LIMIT 1) "
+                                                              "UNION ALL (SELECT l.fkey, l.qrank, l.run, l.flimit FROM \"%s\"."
+                                                              "leases l WHERE l.fkey > kk AND l.owner = '' ORDER BY l.fkey, "
+                                                              "l.qrank, l.run LIMIT 1)) a LIMIT 1) UNION ALL SELECT x.*, ks.i + 1 "
+                                                              "FROM ks CROSS JOIN LATERAL (SELECT l.fkey, l.qrank, l.run, "
+                                                              "l.flimit FROM \"%s\".leases l WHERE l.fkey > ks.k AND l.owner = '' "
+                                                              "ORDER BY l.fkey, l.qrank, l.run LIMIT 1) x WHERE ks.i < " TAKE_BATCH
+                                                              ") SELECT * FROM ks) ks LEFT JOIN LATERAL (SELECT l.run AS r, "
+                                                              "l.flimit AS lim, l.qrank AS q FROM \"%s\".leases l WHERE (ks.q, "
+                                                              "ks.r) <= (aq, ar) AND l.fkey >= ks.k AND l.fkey <= ks.k AND "
+                                                              "l.owner = '' AND (l.qrank, l.run) > (aq, ar) ORDER BY l.fkey, "
+                                                              "l.qrank, l.run LIMIT 1) h ON true; "
+                                                              "hr := hr || kr; hk := hk || kh; hl := hl || kl; hq := hq || kq; "
+                                                              "heads := nk < " TAKE_BATCH
+                                                              "; "
+                                                              "IF heads THEN SELECT coalesce(array_agg(h.r ORDER BY h.q, h.r), "
+                                                              "'{}'), coalesce(array_agg(h.k ORDER BY h.q, h.r), '{}'), "
+                                                              "coalesce(array_agg(h.lim ORDER BY h.q, h.r), '{}'), "
+                                                              "coalesce(array_agg(h.q ORDER BY h.q, h.r), '{}') INTO hr, hk, hl, "
+                                                              "hq FROM unnest(hr, hk, hl, hq) h(r, k, lim, q); END IF; END IF; "
+                                                              "END LOOP; END $f$;"
+                                                              "COMMIT",
         n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n,
         n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n,
         n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n);
