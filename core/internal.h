@@ -77,6 +77,7 @@
  *     validate.c     the validate decorator
  *     schema_compile.c     JSON Schema: compiling (schema.h, draft 7)
  *     schema_eval.c  JSON Schema: validating
+ *     schema_regex.c JSON Schema: patterns, ECMA-262, matched without backtracking
  *     json.c         pl_json_pack / pl_json_unpack
  *     json_calls.c   pl_steps_add_resultf, pl_ctx_invokef
  *     trace.c        the JSON-lines trace writer
