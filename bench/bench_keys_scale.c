@@ -7,6 +7,10 @@
  *   wake_key_full:  a key of limit 1 with one run running and DUE_KEY
  *                   runs parked with it on due timers, due ahead of TAIL
  *                   runs without a key: each wake takes the next of those;
+ *   wake_full_keys: FULL_KEYS keys of limit 1, each with one run running
+ *                   and one parked on a due timer, due ahead of TAIL
+ *                   runs without a key: each wake takes the next of
+ *                   those (and the same with a fifth of the keys);
  *   take_full_keys: FULL_KEYS keys of limit 1, each with one run running
  *                   and one queued, ranked ahead of TAIL queued runs
  *                   without a key: each take takes the next of those
@@ -22,7 +26,9 @@
  * after each wake or take its lease is dropped (outside the time
  * measured), so every one finds the store as the first did.  The buffers
  * are EXPLAIN (ANALYZE, BUFFERS)'s of pl_wake(1) and pl_take(), in a
- * transaction rolled back.
+ * transaction rolled back.  The server's CPU is its store connection's
+ * (/proc, utime + stime): a figure the host's other load moves less than
+ * the time a wake or take takes.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -30,6 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "bench.h"
 #include "pg_store.h" /* pl__pg_take(), pl__pg_take_due() */
@@ -87,6 +94,43 @@ static void wake_fill(PGconn *c, const char *n)
     pg_sql(c, sql);
 }
 
+/* Schema @p n for wake_full_keys: runs 1..@p keys running, each with a
+ * key of its own (limit 1), runs @p keys + 1..2 * @p keys parked with
+ * them on timers due at their numbers, then TAIL runs without a key due
+ * after them, then RUNNING running without a key. */
+static void wake_keys_fill(PGconn *c, const char *n, int keys)
+{
+    char sql[1400];
+    int due = 2 * keys + TAIL;
+    take_runs(c, n, due + RUNNING);
+    snprintf(sql, sizeof sql,
+             "INSERT INTO \"%s\".leases (run, gen, owner, id, expires, qrank, "
+             "fkey, flimit) SELECT num, 1, 'other@host', 'k-' || num, " NOW_SQL
+             " + 3600000000, 0, CASE WHEN num <= %d THEN 'key' || lpad(num || "
+             "'', 5, '0') END, CASE WHEN num <= %d THEN 1 ELSE 0 END FROM "
+             "\"%s\".runs WHERE num <= %d OR num > %d",
+             n, keys, keys, n, keys, due);
+    pg_sql(c, sql);
+    snprintf(sql, sizeof sql,
+             "INSERT INTO \"%s\".parked (run, fkey, flimit) SELECT num, 'key' "
+             "|| lpad(num - %d || '', 5, '0'), 1 FROM \"%s\".runs WHERE num "
+             "BETWEEN %d AND %d",
+             n, keys, n, keys + 1, 2 * keys);
+    pg_sql(c, sql);
+    snprintf(sql, sizeof sql,
+             "INSERT INTO \"%s\".timers (run, due, id, rec, fkey) SELECT "
+             "r.num, r.num, 'k-' || r.num, '\\x00', p.fkey FROM \"%s\".runs r "
+             "LEFT JOIN \"%s\".parked p ON p.run = r.num WHERE r.num BETWEEN "
+             "%d AND %d",
+             n, n, n, keys + 1, due);
+    pg_sql(c, sql);
+    snprintf(sql, sizeof sql,
+             "ANALYZE \"%s\".runs, \"%s\".state, \"%s\".leases, \"%s\".timers, "
+             "\"%s\".parked",
+             n, n, n, n, n);
+    pg_sql(c, sql);
+}
+
 /* Schema @p n for take_full_keys: runs 1..@p keys running, each with a
  * key of its own (limit 1), runs @p keys + 1..2 * @p keys queued with
  * them, then TAIL queued without a key, then RUNNING running without. */
@@ -134,6 +178,37 @@ long explain_buffers(PGconn *c, const char *sql)
     return b;
 }
 
+/* Seconds of CPU the server's other connections (the store's) have used,
+ * as @p c sees them; -1 if /proc has none of them. */
+static double server_cpu_s(PGconn *c)
+{
+    PGresult *r = PQexec(c, "SELECT pid FROM pg_stat_activity WHERE pid <> "
+                            "pg_backend_pid() AND backend_type = 'client "
+                            "backend'");
+    double cpu = -1;
+    for (int i = 0; PQresultStatus(r) == PGRES_TUPLES_OK && i < PQntuples(r);
+         i++) {
+        char path[64], buf[1024];
+        snprintf(path, sizeof path, "/proc/%s/stat", PQgetvalue(r, i, 0));
+        FILE *f = fopen(path, "r");
+        size_t got = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+        if (f)
+            fclose(f);
+        buf[got] = '\0';
+        /* after the command's ")": state, then 10 fields to utime, stime */
+        const char *p = strrchr(buf, ')');
+        unsigned long long ut, st;
+        if (p && sscanf(p + 1,
+                        " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu "
+                        "%llu",
+                        &ut, &st) == 2)
+            cpu = (cpu < 0 ? 0 : cpu) +
+                  (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+    }
+    PQclear(r);
+    return cpu;
+}
+
 int timed_takes(pl__pg_store *s, PGconn *c, const char *schema, bool wake,
                 int n, uint64_t first, uint64_t step, double *t, int *done)
 {
@@ -176,19 +251,21 @@ void take_case_end(cJSON *k, double p50, double p99, long buffers, double *t,
     remove_store(path);
 }
 
-/* One case, a wake (@p keys 0) or a take past @p keys full keys: @p n of
- * them, each expected to take run @p first + i, timed; 1 on a wrong one. */
-static int scale_case(const char *name, const char *what, int keys, int n,
-                      uint64_t first, double floor, cJSON *o)
+/* One case, a wake (@p wake) or a take past @p keys full keys (a wake
+ * with none: past the one full key's due timers): @p n of them, each
+ * expected to take run @p first + i, timed; 1 on a wrong one. */
+static int scale_case(const char *name, const char *what, bool wake, int keys,
+                      int n, uint64_t first, double floor, cJSON *o)
 {
     say("  %s: %s\n", name, what);
     char path[1200], sql[512];
     pl__pg_store *s;
     const char *schema = take_open(name, path, sizeof path, &s);
     PGconn *c = pg_connect();
-    bool wake = !keys;
-    if (wake)
+    if (wake && !keys)
         wake_fill(c, schema);
+    else if (wake)
+        wake_keys_fill(c, schema, keys);
     else
         keys_fill(c, schema, keys);
     snprintf(sql, sizeof sql,
@@ -200,16 +277,24 @@ static int scale_case(const char *name, const char *what, int keys, int n,
     if (!t)
         die("out of memory");
     int done;
+    double cpu0 = server_cpu_s(c);
     int failures = timed_takes(s, c, schema, wake, n, first, 1, t, &done);
+    double cpu = server_cpu_s(c) - cpu0;
+    if (cpu0 < 0 || !done)
+        cpu = -1;
+    else
+        cpu /= done;
     double p50 = percentile(t, (size_t)done, 0.5),
            p99 = percentile(t, (size_t)done, 0.99);
     say("    a %s, p50 / p99              %8.2f / %.2f ms (floor %.1fx)\n"
+        "    the server's CPU, one          %8.2f ms\n"
         "    its function's buffers, one    %8ld\n",
         wake ? "wake" : "take", p50 * 1e3, p99 * 1e3,
-        floor > 0 ? p50 / floor : 0, buffers);
+        floor > 0 ? p50 / floor : 0, cpu * 1e3, buffers);
     cJSON *k = cJSON_AddObjectToObject(o, name);
-    jnum(k, "refused", wake ? DUE_KEY : keys);
+    jnum(k, "refused", wake && !keys ? DUE_KEY : keys);
     jnum(k, "n", done);
+    jnum(k, "server_cpu_ms", cpu * 1e3);
     take_case_end(k, p50, p99, buffers, t, c, s, path);
     return failures;
 }
@@ -221,15 +306,24 @@ int report_keys_scale(bool quick, cJSON *o)
         "ms)\n",
         floor * 1e3);
     int f = scale_case("wake_key_full",
-                       "a wake past 10,000 due timers of a full key", 0,
+                       "a wake past 10,000 due timers of a full key", true, 0,
                        quick ? 100 : 500, DUE_KEY + 2, floor, o);
-    /* the take's cost against the keys: a fifth of them too */
+    /* the wake's and the take's cost against the keys: a fifth of them
+     * too */
+    f |= scale_case("wake_full_keys_1000",
+                    "a wake past 1,000 full keys' due timers", true,
+                    FULL_KEYS / 5, quick ? 20 : 100, 2 * FULL_KEYS / 5 + 1,
+                    floor, o);
+    f |= scale_case("wake_full_keys", "a wake past 5,000 full keys' due timers",
+                    true, FULL_KEYS, quick ? 20 : 100, 2 * FULL_KEYS + 1, floor,
+                    o);
     f |= scale_case("take_full_keys_1000",
-                    "a take past 1,000 full keys' queued runs", FULL_KEYS / 5,
-                    quick ? 20 : 100, 2 * FULL_KEYS / 5 + 1, floor, o);
+                    "a take past 1,000 full keys' queued runs", false,
+                    FULL_KEYS / 5, quick ? 20 : 100, 2 * FULL_KEYS / 5 + 1,
+                    floor, o);
     f |= scale_case("take_full_keys",
-                    "a take past 5,000 full keys' queued runs", FULL_KEYS,
-                    quick ? 20 : 100, 2 * FULL_KEYS + 1, floor, o);
+                    "a take past 5,000 full keys' queued runs", false,
+                    FULL_KEYS, quick ? 20 : 100, 2 * FULL_KEYS + 1, floor, o);
     return f;
 }
 
