@@ -6,7 +6,8 @@
  * (leases_key_queue, the queue by key), never walking it; and the
  * order that skip keeps: a key's runs in queue order, a key's head held
  * by another transaction passed over with its key, a crashed worker's
- * lease in its place; a take past 2,000 full keys, each checked once;
+ * lease in its place; a take past 2,000 full keys, each checked once,
+ * and a wake past 2,000 full keys' due timers;
  * and a timer's key, which follows its run's whatever statement changed
  * it.  test_pg_plans.c: the statements' plans.
  */
@@ -473,6 +474,65 @@ Test(pg_keys, a_wake_past_many_full_keys_reads_their_heads_in_turns)
     cr_expect_eq(took(s, true), 0);
     pl__pg_close(s);
     PQfinish(c);
+}
+
+/*
+ * Past the due timers of 2,000 full keys (limit 1, one run running and
+ * one parked on a due timer each, their names in another order than
+ * their runs'), a key with room whose one run is due behind them all,
+ * then a run without a key, and 40,000 runs waiting on timers not due:
+ * the wake wakes the free key's run, a look and a count a
+ * key and a few statements a batch of timers or keys (each key refused
+ * checked in a set, not against every key refused before it), by the
+ * timers' indexes, with the plans of a connection's first calls and the
+ * generic ones; then the run without a key, then none; a place freed
+ * goes to its key's due run.
+ */
+Test(pg_keys, a_wake_past_2000_full_keys_wakes_the_free_run_behind_them)
+{
+    pl__pg_store *s = pg_store("t_wwide");
+    PGconn *c = t_pg_admin();
+    fill_runs(c, "t_wwide", 44002);
+    /* run i and run 2000 + i share key k(i * 7 mod 2000) */
+    admin_sql(c, "INSERT INTO t_wwide.leases (run, gen, owner, id, expires, "
+                 "qrank, fkey, flimit) SELECT i, 1, 'w@h', '', (extract(epoch "
+                 "from clock_timestamp()) * 1e6)::bigint + 3600000000, i, "
+                 "'k' || lpad(((i % 2000) * 7 % 2000)::text, 4, '0'), 1 FROM "
+                 "generate_series(1, 2000) i");
+    admin_sql(c, "INSERT INTO t_wwide.parked (run, fkey, flimit) SELECT i, "
+                 "'k' || lpad(((i % 2000) * 7 % 2000)::text, 4, '0'), 1 FROM "
+                 "generate_series(2001, 4000) i");
+    admin_sql(c, "INSERT INTO t_wwide.timers (run, due, id, rec, fkey) SELECT "
+                 "i, i, '', '\\x00', 'k' || lpad(((i % 2000) * 7 % "
+                 "2000)::text, 4, '0') FROM generate_series(2001, 4000) i");
+    parked_of(c, "t_wwide", 4001, 4001, "j", 1);
+    parked_of(c, "t_wwide", 4002, 4002, "", 0);
+    admin_sql(c, "INSERT INTO t_wwide.timers (run, due, id, rec) SELECT i, "
+                 "9000000000000000, '', '\\x00' FROM generate_series(4003, "
+                 "44002) i");
+    admin_sql(c, "ANALYZE t_wwide.timers, t_wwide.parked, t_wwide.leases");
+    pl__buf plan = {0};
+    explain_into(c, &plan);
+    for (int generic = 0; generic < 2; generic++) {
+        if (generic)
+            admin_sql(c, "SET plan_cache_mode = force_generic_plan");
+        call_uses(c, &plan, "SELECT run FROM t_wwide.pl_wake(1)", "4001",
+                  "timers_key");
+        cr_expect_not(plan_has(&plan, "Seq Scan on timers"), "%.2000s",
+                      strstr((const char *)plan.data, "Seq Scan on timers"));
+        /* 2,000 keys' looks and counts, and the batches' and keys'
+         * statements: 125 turns */
+        cr_expect(plan_has(&plan, "using leases_key_live") &&
+                      fewer_than(&plan, "Query Text:", 2 * 2001 + 2 * 130),
+                  "%.2000s", (const char *)plan.data);
+    }
+    cr_expect_eq(took(s, true), 4001);
+    cr_expect_eq(took(s, true), 4002);
+    cr_expect_eq(took(s, true), 0);
+    admin_sql(c, "DELETE FROM t_wwide.leases WHERE run = 1234");
+    cr_expect_eq(took(s, true), 3234);
+    cr_expect_eq(took(s, true), 0);
+    plans_end(c, &plan, s);
 }
 
 /* Whether every timer of schema @p n keeps its run's key (TIMER_KEY:

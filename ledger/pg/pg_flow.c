@@ -108,7 +108,9 @@
  * and a run whose lease ran out only as the first of its key's queue;
  * a key refused once (full, its lock another's, a run of it ahead in the
  * queue, its timer locked by another transaction) is passed over for the
- * rest of the walk, as pl_take()'s refused keys (and its later timers not
+ * rest of the walk, as pl_take()'s refused keys (the same hashed set,
+ * REFUSED below: each run's key and each head checked in a slot or two,
+ * where every key refused so far was scanned; and its later timers not
  * read: TIMER KEYS below).  So the key's places go to
  * its timers in due order (ties: the run's number): counted as a plain
  * statement's scan read them (a filter on the rows, in the order of the
@@ -180,12 +182,20 @@
 #define RUN_OUT LIVE_RUN_OUT("%s")
 #define ROOM_LIVE KEY_LIVE("%s", "k", "lim", "t")
 #define TAKE_LIVE KEY_LIVE("%s", "c.k", "c.lim", "tk")
-/* pl_take()'s keys refused, a set it hashes itself (its own text[] fs of
- * fm + 1 slots, open addressing, at most half full; doubled as it
- * fills): REFUSED(k) leaves fi at k's slot, NULL if k was not refused,
- * REFUSE(k) then puts it there.  A check is a hash and a slot or two,
- * whatever the keys refused: an array scanned (= ANY) cost a take past
- * 5,000 full keys some 60 million comparisons (bench/README.md) */
+/* pl_take()'s and pl_wake()'s keys refused, a set each hashes itself
+ * (REFUSED_VARS: its own text[] fs of fm + 1 slots, open addressing, at
+ * most half full; doubled as it fills): REFUSED(k) leaves fi at k's
+ * slot, NULL if k was not refused, REFUSE(k) then puts it there.  A
+ * check is a hash and a slot or two, whatever the keys refused: an array
+ * scanned (= ANY) cost a take past 5,000 full keys some 60 million
+ * comparisons (bench/README.md).  In a query, REFUSED_AT(k) is true when
+ * k is at its first slot: refused for sure, and most keys refused are
+ * there; one further on is not seen, and is checked when the walk
+ * reaches it */
+#define REFUSED_VARS                                                           \
+    "fs text[] := array_fill(NULL::text, ARRAY[64]); fm integer := 63; fc "    \
+    "integer := 0; fi integer; fo text[]; fx text; "
+#define REFUSED_AT(k) "fs[(hashtext(" k ") & fm) + 1] IS NOT DISTINCT FROM " k
 #define REFUSED(k)                                                             \
     "fi := (hashtext(" k ") & fm) + 1; WHILE fs[fi] IS NOT NULL AND fs[fi] "   \
     "<> " k " LOOP fi := (fi & fm) + 1; END LOOP; "
@@ -195,6 +205,13 @@
     "ARRAY[fm + 1]); FOREACH fx IN ARRAY fo LOOP CONTINUE WHEN fx IS NULL; "   \
     "fi := (hashtext(fx) & fm) + 1; WHILE fs[fi] IS NOT NULL LOOP fi := (fi "  \
     "& fm) + 1; END LOOP; fs[fi] := fx; END LOOP; END IF; END IF; "
+/* pl_wake()'s checks of its keys refused: a head's key (c.tk), a run's
+ * (k), and k's refusal; and its heads read, those of keys refused left
+ * out as REFUSED_AT sees them */
+#define WAKE_REFUSED_HEAD REFUSED("c.tk")
+#define WAKE_REFUSED REFUSED("k")
+#define WAKE_REFUSE REFUSE("k")
+#define WAKE_HEAD_OK REFUSED_AT("x.k")
 /* a timer's key (TIMER_KEY, pg_int.h) of its row t, and of a run r */
 #define TIMER_KEY_T TIMER_KEY("%s", "t.run")
 #define TIMER_KEY_R TIMER_KEY("%s", "r")
@@ -354,7 +371,7 @@ int pl__pg_flow_setup(pl__pg_store *s, PGconn *c)
         "TABLE (run bigint, due bigint, id text, rec bytea, fkey text, "
         "flimit integer) LANGUAGE plpgsql ROWS 8 AS $f$ "
         "#variable_conflict use_column\n"
-        "DECLARE c record; k text; lim integer; full_keys text[] := '{}'; "
+        "DECLARE c record; k text; lim integer; " REFUSED_VARS
         "tnow bigint := " NOW_US "; ad bigint := " I64_MIN
         "; ar bigint := " I64_MIN "; n integer; took integer := 0; "
         "heads boolean := false; again boolean; keys text[] := '{}'; kk "
@@ -373,7 +390,7 @@ int pl__pg_flow_setup(pl__pg_store *s, PGconn *c)
         "AND t.fkey IS NULL AND t.due <= tnow AND (t.due, t.run) > (ad, ar) "
         "ORDER BY t.fkey, t.due, t.run LIMIT " TAKE_BATCH ") UNION ALL "
         "(SELECT h.r, h.d, h.k FROM unnest(hr, hk, hd) h(r, k, d) WHERE heads AND "
-        "(h.d, h.r) > (ad, ar) AND h.k <> ALL (full_keys) ORDER BY h.d, h.r "
+        "(h.d, h.r) > (ad, ar) ORDER BY h.d, h.r "
         "LIMIT " TAKE_BATCH ")) w JOIN \"%s\".timers tm ON tm.run = w.run "
         "LEFT JOIN \"%s\".parked p ON p.run = tm.run LEFT JOIN \"%s\".leases "
         "q ON q.run = tm.run WHERE tm.due <= tnow ORDER BY w.due, w.run "
@@ -382,7 +399,10 @@ int pl__pg_flow_setup(pl__pg_store *s, PGconn *c)
          * again from here (that next may come before the batch's rest) */
         "IF again THEN EXIT; END IF; "
         "n := n + 1; ad := c.d; ar := c.r; "
-        "IF c.tk IS NOT NULL THEN j := array_position(hk, c.tk); "
+        /* a head of a key refused since the heads were read (or one
+         * REFUSED_AT did not see): passed, the key's later timers with it */
+        "IF c.tk IS NOT NULL THEN " WAKE_REFUSED_HEAD "IF fs[fi] IS NOT NULL "
+        "THEN CONTINUE; END IF; j := array_position(hk, c.tk); "
         "SELECT t.run, t.due INTO nr, nd FROM \"%s\".timers t WHERE t.fkey "
         ">= c.tk AND t.fkey <= c.tk AND t.due <= tnow AND (t.due, t.run) > "
         "(ad, ar) ORDER BY t.fkey, t.due, t.run LIMIT 1; hr[j] := nr; hd[j] "
@@ -390,8 +410,8 @@ int pl__pg_flow_setup(pl__pg_store *s, PGconn *c)
         /* executing: it parks again or ends */
         "IF c.qr IS NOT NULL AND c.qe > " NOW_US " THEN CONTINUE; END IF; "
         "k := coalesce(c.pk, c.qk); "
-        "IF k IS NOT NULL THEN "
-        "IF k = ANY (full_keys) THEN CONTINUE; END IF; "
+        "IF k IS NOT NULL THEN " WAKE_REFUSED "IF fs[fi] IS NOT NULL THEN "
+        "CONTINUE; END IF; "
         "lim := CASE WHEN c.pk IS NULL THEN c.ql ELSE c.pl END; "
         /* queued, its key's first in the queue's order, or the queue's */
         "IF (c.pk IS NULL AND coalesce((SELECT true FROM \"%s\".leases o WHERE "
@@ -400,12 +420,12 @@ int pl__pg_flow_setup(pl__pg_store *s, PGconn *c)
         "o.run LIMIT 1) OR (SELECT true FROM \"%s\".leases o WHERE o.fkey "
         ">= k AND o.fkey <= k AND o.owner <> '' AND o.expires <= " NOW_US
         " AND (o.qrank, o.run) < (c.qq, c.qr) ORDER BY o.fkey, o.expires "
-        "LIMIT 1), false)) OR NOT \"%s\".pl_key_room(k, lim) THEN "
-        "full_keys := full_keys || k; CONTINUE; END IF; END IF; "
+        "LIMIT 1), false)) OR NOT \"%s\".pl_key_room(k, lim) THEN " WAKE_REFUSE
+        "CONTINUE; END IF; END IF; "
         "PERFORM 1 FROM \"%s\".timers x WHERE x.run = c.r AND x.due <= "
         "tnow FOR UPDATE SKIP LOCKED; "
-        "IF NOT FOUND THEN IF k IS NOT NULL THEN full_keys := full_keys || "
-        "k; END IF; CONTINUE; END IF; "
+        "IF NOT FOUND THEN IF k IS NOT NULL THEN " WAKE_REFUSED WAKE_REFUSE
+        "END IF; CONTINUE; END IF; "
         "run := c.r; due := c.d; id := c.i; rec := c.b; fkey := c.pk; "
         "flimit := c.pl; RETURN NEXT; took := took + 1; "
         "IF took >= most THEN RETURN; END IF; END LOOP; "
@@ -432,8 +452,8 @@ int pl__pg_flow_setup(pl__pg_store *s, PGconn *c)
         "array_agg(h.due) INTO hr, hk, hd FROM unnest(keys) x(k) CROSS JOIN "
         "LATERAL (SELECT t.run, t.due FROM \"%s\".timers t WHERE t.fkey >= "
         "x.k AND t.fkey <= x.k AND t.due <= tnow AND (t.due, t.run) > (ad, "
-        "ar) ORDER BY t.fkey, t.due, t.run LIMIT 1) h WHERE x.k <> ALL "
-        "(full_keys); END IF; END IF; "
+        "ar) ORDER BY t.fkey, t.due, t.run LIMIT 1) h WHERE NOT " WAKE_HEAD_OK
+        "; END IF; END IF; "
         "END LOOP; END $f$;"
         "CREATE OR REPLACE FUNCTION \"%s\".pl_take(who text, dur bigint) "
         "RETURNS TABLE (run bigint, gen bigint, expires_in bigint, owner "
@@ -445,9 +465,7 @@ int pl__pg_flow_setup(pl__pg_store *s, PGconn *c)
         ", false); n integer; heads boolean := false; hr bigint[] := '{}'; "
         "hk text[] := '{}'; hl integer[] := '{}'; hq bigint[] := '{}'; hi "
         "integer := 1; tk bigint; kk text; nk bigint; kr bigint[]; kh "
-        "text[]; kl integer[]; kq bigint[]; fs "
-        "text[] := array_fill(NULL::text, ARRAY[64]); fm integer := 63; fc "
-        "integer := 0; fi integer; fo text[]; fx text; BEGIN "
+        "text[]; kl integer[]; kq bigint[]; " REFUSED_VARS "BEGIN "
         "LOOP n := 0; "
         /* the heads the walk passed (in the queue's order, each read once) */
         "IF heads THEN WHILE hi <= cardinality(hr) AND (hq[hi], hr[hi]) <= "
