@@ -50,6 +50,17 @@
 
 #define NOW_SQL "(extract(epoch from clock_timestamp()) * 1e6)::bigint"
 
+/* The planner's statistics of a timed schema @p n, once it is filled. */
+static void analyze_timed(PGconn *c, const char *n)
+{
+    char sql[512]; /* five names of at most 63 bytes */
+    snprintf(sql, sizeof sql,
+             "ANALYZE \"%s\".runs, \"%s\".state, \"%s\".leases, \"%s\".timers, "
+             "\"%s\".parked",
+             n, n, n, n, n);
+    pg_sql(c, sql);
+}
+
 /* Schema @p n for wake_key_full: run 1 running with key "tenant" (limit
  * 1), runs 2..DUE_KEY + 1 parked with it on timers due at their numbers,
  * then TAIL runs without a key due after them, then RUNNING running
@@ -87,11 +98,7 @@ static void wake_fill(PGconn *c, const char *n)
              "$d$",
              n, n, n);
     pg_sql(c, sql);
-    snprintf(sql, sizeof sql,
-             "ANALYZE \"%s\".runs, \"%s\".state, \"%s\".leases, \"%s\".timers, "
-             "\"%s\".parked",
-             n, n, n, n, n);
-    pg_sql(c, sql);
+    analyze_timed(c, n);
 }
 
 /* Schema @p n for wake_full_keys: runs 1..@p keys running, each with a
@@ -124,11 +131,7 @@ static void wake_keys_fill(PGconn *c, const char *n, int keys)
              "%d AND %d",
              n, n, n, keys + 1, due);
     pg_sql(c, sql);
-    snprintf(sql, sizeof sql,
-             "ANALYZE \"%s\".runs, \"%s\".state, \"%s\".leases, \"%s\".timers, "
-             "\"%s\".parked",
-             n, n, n, n, n);
-    pg_sql(c, sql);
+    analyze_timed(c, n);
 }
 
 /* Schema @p n for take_full_keys: runs 1..@p keys running, each with a
