@@ -626,7 +626,7 @@ typedef struct threads {
 
 /* Add the thread at @p pc, and those its splits and jumps lead to, at
  * position @p at of @p len; true when one of them matches. */
-static bool add(const pl__rx *rx, threads *t, uint32_t *mark, uint32_t gen,
+static bool add(const rx_inst *code, threads *t, uint32_t *mark, uint32_t gen,
                 uint32_t *stack, uint32_t pc, size_t at, size_t len,
                 uint64_t *steps)
 {
@@ -638,7 +638,7 @@ static bool add(const pl__rx *rx, threads *t, uint32_t *mark, uint32_t gen,
         if (mark[pc] == gen)
             continue;
         mark[pc] = gen;
-        const rx_inst *i = &rx->code[pc];
+        const rx_inst *i = &code[pc];
         switch (i->op) {
         case OP_MATCH: return true;
         case OP_JMP: stack[sp++] = (uint32_t)((int64_t)pc + i->x); break;
@@ -674,9 +674,10 @@ int pl__rx_match(const pl__rx *rx, const char *str, uint64_t *budget)
     uint64_t steps = 0;
     int r = 0;
     const unsigned char *s = (const unsigned char *)str;
+    const rx_inst *code = rx->code;
     for (size_t at = 0;;) {
         /* a new start at each position: "test" matches anywhere */
-        if (add(rx, &cur, mark, (uint32_t)at, stack, 0, at, len, &steps)) {
+        if (add(code, &cur, mark, (uint32_t)at, stack, 0, at, len, &steps)) {
             r = 1;
             break;
         }
@@ -694,18 +695,18 @@ int pl__rx_match(const pl__rx *rx, const char *str, uint64_t *budget)
         next.n = 0;
         if (c < 0x80) {
             for (size_t k = 0; k < cur.n && !r; k++) {
-                const rx_inst *i = &rx->code[cur.pc[k]];
+                const rx_inst *i = &code[cur.pc[k]];
                 if (((i->set[c >> 6] >> (c & 63)) & 1) &&
-                    add(rx, &next, mark, (uint32_t)to, stack, cur.pc[k] + 1, to,
-                        len, &steps))
+                    add(code, &next, mark, (uint32_t)to, stack, cur.pc[k] + 1,
+                        to, len, &steps))
                     r = 1;
             }
         } else {
             to = at + pl__utf8_next(str + at, &c);
             for (size_t k = 0; k < cur.n && !r; k++)
-                if (takes(rx, &rx->code[cur.pc[k]], c) &&
-                    add(rx, &next, mark, (uint32_t)to, stack, cur.pc[k] + 1, to,
-                        len, &steps))
+                if (takes(rx, &code[cur.pc[k]], c) &&
+                    add(code, &next, mark, (uint32_t)to, stack, cur.pc[k] + 1,
+                        to, len, &steps))
                     r = 1;
         }
         if (r)
