@@ -9,23 +9,28 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Compile {"pattern": @p pattern} into *s. */
-static int pattern_compile(pl_schema **s, const char *pattern)
+/* {"pattern": @p pattern}. */
+static cJSON *with_pattern(const char *pattern)
 {
     cJSON *sch = cJSON_CreateObject();
     cr_assert(sch && cJSON_AddStringToObject(sch, "pattern", pattern));
+    return sch;
+}
+
+/* Compile @p sch (deleted here) into *s. */
+static int compile_schema(pl_schema **s, cJSON *sch)
+{
     int st = pl_schema_compile(s, sch);
     cJSON_Delete(sch);
     return st;
 }
 
-/* {"pattern": @p pattern} on the string @p str: PL_OK, PL_EJSON or
- * PL_ELIMIT. */
-static int pattern_on(const char *pattern, const char *str)
+/* @p sch (deleted here, @p what in messages) on the string @p str: PL_OK,
+ * PL_EJSON or PL_ELIMIT. */
+static int schema_on(cJSON *sch, const char *what, const char *str)
 {
     pl_schema *s = NULL;
-    cr_assert_eq(pattern_compile(&s, pattern), PL_OK, "%s: %s", pattern,
-                 pl_errmsg());
+    cr_assert_eq(compile_schema(&s, sch), PL_OK, "%s: %s", what, pl_errmsg());
     cJSON *inst = cJSON_CreateString(str);
     cr_assert_not_null(inst);
     int st = pl_schema_validate(NULL, s, inst);
@@ -34,12 +39,17 @@ static int pattern_on(const char *pattern, const char *str)
     return st;
 }
 
+static int pattern_on(const char *pattern, const char *str)
+{
+    return schema_on(with_pattern(pattern), pattern, str);
+}
+
 /* A pattern refused when compiling, the message saying @p why. */
 static void pattern_refused(const char *pattern, const char *why)
 {
     pl_schema *s = NULL;
-    cr_expect_eq(pattern_compile(&s, pattern), PL_EINVAL, "%s: %s", pattern,
-                 pl_errmsg());
+    cr_expect_eq(compile_schema(&s, with_pattern(pattern)), PL_EINVAL, "%s: %s",
+                 pattern, pl_errmsg());
     cr_expect_null(s);
     cr_expect(strstr(pl_errmsg(), why) != NULL, "%s: want %s in: %s", pattern,
               why, pl_errmsg());
@@ -241,15 +251,7 @@ static int max_length_on(int max, const char *str)
 {
     cJSON *sch = cJSON_CreateObject();
     cr_assert(sch && cJSON_AddNumberToObject(sch, "maxLength", max));
-    pl_schema *s = NULL;
-    cr_assert_eq(pl_schema_compile(&s, sch), PL_OK, "%s", pl_errmsg());
-    cJSON *inst = cJSON_CreateString(str);
-    cr_assert_not_null(inst);
-    int st = pl_schema_validate(NULL, s, inst);
-    pl_schema_free(s);
-    cJSON_Delete(inst);
-    cJSON_Delete(sch);
-    return st;
+    return schema_on(sch, "maxLength", str);
 }
 
 /* cJSON keeps a string's bytes as they came (cJSON_Parse does not check
@@ -306,6 +308,18 @@ Test(schema_regex, bytes_that_are_no_utf8_are_taken_by_no_class)
     pattern_refused("[a-\xff]", "UTF-8");
 }
 
+/* @p n copies of the character @p ch, to free. */
+static char *repeated(const char *ch, size_t n)
+{
+    size_t w = strlen(ch);
+    char *s = malloc(w * n + 1);
+    cr_assert_not_null(s);
+    for (size_t i = 0; i < n; i++)
+        memcpy(s + w * i, ch, w);
+    s[w * n] = 0;
+    return s;
+}
+
 /* A class of many ranges past ASCII is one instruction: repeated, it is
  * held to the program's bound; matched, to the work budget, PL_ELIMIT
  * naming the pattern, whatever the characters. */
@@ -346,12 +360,7 @@ Test(schema_regex, non_ascii_classes_keep_the_bounds)
     /* 200,000 "ж" (2 bytes each): each position starts a thread the
      * 1000 copies carry on, past the budget */
     snprintf(pat, sizeof pat, "%s{1,1000}!", cls);
-    size_t n = 200000;
-    char *s = malloc(2 * n + 1);
-    cr_assert_not_null(s);
-    for (size_t i = 0; i < n; i++)
-        memcpy(s + 2 * i, "ж", 2);
-    s[2 * n] = 0;
+    char *s = repeated("ж", 200000);
     cr_expect_eq(pattern_on(pat, s), PL_ELIMIT, "%s", pl_errmsg());
     cr_expect(strstr(pl_errmsg(), "units of work matching the pattern \"[^") !=
                   NULL,
@@ -368,35 +377,27 @@ Test(schema_regex, non_ascii_classes_keep_the_bounds)
  * none of a byte that is no UTF-8 (once "%.80s" cut "é" in two). */
 Test(schema_regex, messages_quote_whole_characters)
 {
-    char pat[256] = "a", want[256] = "pattern \"a";
-    for (int k = 0; k < 50; k++)
-        strcat(pat, "é");
-    for (int k = 0; k < 39; k++) /* 1 + 39 * 2 = 79 bytes; one more is 81 */
-        strcat(want, "é");
-    strcat(pat, "(");
-    strcat(want, "\": a ( is not closed");
+    char pat[256], want[256];
+    char *e50 = repeated("é", 50), *e40 = repeated("é", 40);
+    char *e39 = repeated("é", 39), *e38 = repeated("é", 38);
+    snprintf(pat, sizeof pat, "a%s(", e50);
+    /* 1 + 39 * 2 = 79 bytes; one more character is 81 */
+    snprintf(want, sizeof want, "pattern \"a%s\": a ( is not closed", e39);
     pattern_refused(pat, want);
     pattern_refused("ab\xff"
                     "c",
                     "pattern \"ab\": the pattern is not UTF-8");
     pattern_refused("ab\xc3", "pattern \"ab\": the pattern is not UTF-8");
     /* past the budget: 3 + 38 * 2 = 79 bytes quoted */
-    strcpy(pat, "(x|");
-    strcpy(want, "the pattern \"(x|");
-    for (int k = 0; k < 40; k++)
-        strcat(pat, "é");
-    for (int k = 0; k < 38; k++)
-        strcat(want, "é");
-    strcat(pat, ")?é{1,1000}!");
-    strcat(want, "\" (a long string");
-    size_t n = 200000;
-    char *s = malloc(2 * n + 1);
-    cr_assert_not_null(s);
-    for (size_t i = 0; i < n; i++)
-        memcpy(s + 2 * i, "é", 2);
-    s[2 * n] = 0;
+    snprintf(pat, sizeof pat, "(x|%s)?é{1,1000}!", e40);
+    snprintf(want, sizeof want, "the pattern \"(x|%s\" (a long string", e38);
+    char *s = repeated("é", 200000);
     cr_expect_eq(pattern_on(pat, s), PL_ELIMIT, "%s", pl_errmsg());
     cr_expect(strstr(pl_errmsg(), want) != NULL, "want %s in: %s", want,
               pl_errmsg());
     free(s);
+    free(e50);
+    free(e40);
+    free(e39);
+    free(e38);
 }
