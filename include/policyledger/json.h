@@ -172,8 +172,9 @@ int pl_ctx_invokef(cJSON **out, pl_ctx *ctx, const char *policy,
  * "pattern" and "patternProperties" are ECMA-262 regular expressions,
  * unanchored, matched without backtracking (in time linear in the
  * string's length, within the work bound below), over the string's
- * characters (code points of its UTF-8: "." takes "é" or an emoji whole;
- * a byte that is not UTF-8 is a character no class takes).  Refused when
+ * characters (code points of its UTF-8: "." takes a character of two to
+ * four bytes whole; a byte that is not UTF-8 is a character no class
+ * takes).  Refused when
  * compiling: lookaround, lazy quantifiers, backreferences, \p{..}, \c, \k,
  * \b and \u{..} escapes, a pattern that is not UTF-8, unbalanced groups, a
  * quantifier with nothing to repeat ("a++"), groups nested deeper than
