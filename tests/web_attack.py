@@ -202,6 +202,17 @@ def posts(s, check):
             out = b"not UTF-8: " + out
         check(st == 404 and b"\xef\xbf\xbd" in out,
               "POST %s: 404 in UTF-8 (%s %s)" % (path, st, out[:200]))
+    # a name quoted in a message: a run of bytes that continue a UTF-8
+    # sequence none began was copied past the quote's buffer (cli_quote(),
+    # found by fuzz_web): a stack overflow in the server
+    for path, n in [("/api/batch/" + "%81" * 300, 300),
+                    ("/api/runs/order-1/" + "%bf" * 5000, 5000),
+                    ("/api/batch/a%c3" + "%a9" * 300, 302)]:
+        st, ctype, out = post(s, path)
+        check(st == 404 and ctype.startswith("application/json") and
+              b"... (%d bytes)" % n in out,
+              "POST %s...: 404, the name cut (%s %s)" % (path[:30], st,
+                                                          out[:200]))
     # a fork to an id that exists: the client's conflict, not the server's
     st, _, out = post(s, "/api/runs/order-1/fork",
                       body=b'{"at": "0:2", "new_id": "order-2"}')
