@@ -402,12 +402,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fuzz_req q;
     memset(&q, 0, sizeof q);
     char *cookie = NULL;
+    size_t lines = 0;
     while (rest < text + text_len && *rest && *rest != '\n') {
         char *line = rest;
         eol = strchr(line, '\n');
         rest = eol ? eol + 1 : line + strlen(line);
         if (eol)
             *eol = '\0';
+        lines++;
         char *colon = strchr(line, ':');
         if (!colon || q.n_headers == MAX_HEADERS)
             continue;
@@ -426,7 +428,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     web_req *r = web_uri_seen(NULL, target, NULL);
     CHECK(r != NULL);
-    size_t line_len = strlen(target);
     char *query = strchr(target, '?');
     if (query)
         *query++ = '\0';
@@ -442,9 +443,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     r->client = (const struct sockaddr *)&client;
     r->method = text;
     r->url = target;
-    r->line_len = line_len;
-    r->header_lines = q.n_headers;
-    r->header_bytes = (size_t)(rest - text);
+    r->head_lines = lines;
+    r->head_bytes = (size_t)(rest - text);
     const char *cl = get(&q, WEB_HEADER, "Content-Length");
     r->too_big = (cl && strtoull(cl, NULL, 10) > WEB_BODY_MAX) ||
                  body_len > WEB_BODY_MAX;

@@ -119,8 +119,7 @@ def paths_and_params(s, check):
         st, ctype, body = get(s, path)
         check(st in (400, 404) and ctype.startswith("application/json"),
               "GET %s: a JSON 4xx (%s %s)" % (path[:60], st, body[:200]))
-    st, _, _ = get(s, "/api/runs/" + "x" * (1 << 20))
-    check(st == 414, "a 1 MB path: 414 (%s)" % st)
+    limits(s, check)
     # a thousand parameters filled a connection's 64 KiB with their
     # records: libmicrohttpd closed it without an answer.  Over 100 are
     # dropped before it reads them, and the request refused
@@ -141,12 +140,62 @@ def paths_and_params(s, check):
     st, _, body = get(s, "/api/runs?limit=2&" +
                       "&".join("p%d=%d" % (i, i) for i in range(99)))
     check(st == 200, "100 parameters are taken (%s %s)" % (st, body[:200]))
-    # past the header memory: libmicrohttpd's 414
+    # a target over 64 KiB: ours, whatever it holds
     many = "&".join("p%d=%d" % (i, i) for i in range(10000))
-    st, _, _ = get(s, "/api/runs?" + many)
-    check(st == 414, "10,000 parameters (107 KB): 414 (%s)" % st)
+    st, ctype, body = get(s, "/api/runs?" + many)
+    check(st == 414 and ctype == "application/json" and
+          b"uri_too_long" in body,
+          "10,000 parameters (107 KB): a JSON 414 (%s %s)" % (st, body[:200]))
     st, _, _ = get(s, "/api/runs?limit=1")
     check(st == 200, "and the server still answers (%s)" % st)
+
+
+def limits(s, check):
+    """A request's line and headers at libmicrohttpd's limits: 64 KiB of
+    them (and 100 header lines) taken, more refused with our JSON, and
+    libmicrohttpd's own page only for one it cannot hold (128 KiB)."""
+    def json_error(st, ctype, body, code, error):
+        return (st == code and ctype == "application/json" and
+                json.loads(body)["error"] == error)
+    n = 1 << 16  # the longest target, and line and headers, taken
+    st, _, body = get(s, "/api/runs/" + "x" * (n - 200))
+    check(st == 404 and b"no such API path" in body,
+          "a line and headers of 64 KiB are read (%s %s)" % (st, body[:100]))
+    st, ctype, body = get(s, "/api/runs/" + "x" * (n - 20))
+    check(json_error(st, ctype, body, 431, "headers_too_large"),
+          "a line and headers over 64 KiB: a JSON 431 (%s %s %s)" %
+          (st, ctype, body[:200]))
+    st, ctype, body = get(s, "/api/runs/" + "x" * (n + 1 - len("/api/runs/")))
+    check(json_error(st, ctype, body, 414, "uri_too_long"),
+          "a byte more: a JSON 414 (%s %s %s)" % (st, ctype, body[:200]))
+    # a request line within about 1 KB of 64 KiB left libmicrohttpd no room
+    # to answer in its 64 KiB: the connection was closed without an answer
+    for k in range(64700, 65600, 25):
+        path = "/api/runs/" + "x" * (k - len("/api/runs/"))
+        st, ctype, body = get(s, path)
+        check(st in (404, 414, 431) and ctype == "application/json",
+              "a target of %d bytes: a JSON answer (%s %s %s)" %
+              (k, st, ctype, body[:100]))
+    # header lines: 100 taken (Host and Connection among them), more
+    # refused; ~1,000 of them were libmicrohttpd's HTML 431
+    for lines, code in [(98, 200), (99, 431), (1000, 431)]:
+        hdrs = "".join("X-H%d: v\r\n" % i for i in range(lines))
+        st, ctype, body = get(s, "/api/runs?limit=1", hdrs)
+        check(st == code and ctype == "application/json" and
+              (code == 200 or b"headers_too_large" in body),
+              "%d header lines and 2: %d (%s %s)" % (lines, code, st,
+                                                     body[:200]))
+    st, ctype, body = get(s, "/api/runs", "X-Big: %s\r\n" % ("b" * n))
+    check(json_error(st, ctype, body, 431, "headers_too_large"),
+          "a 64 KiB header: a JSON 431 (%s %s)" % (st, body[:200]))
+    # what libmicrohttpd cannot hold it answers itself, HTML
+    st, ctype, _ = get(s, "/api/runs/" + "x" * (1 << 20))
+    check(st == 414 and ctype == "", "a 1 MB path: its 414 (%s %s)" %
+          (st, ctype))
+    hdrs = "".join("X-H%d: v\r\n" % i for i in range(3000))
+    st, ctype, _ = get(s, "/api/runs", hdrs)
+    check(st == 431 and ctype == "", "3,000 header lines: its 431 (%s %s)" %
+          (st, ctype))
 
 
 def posts(s, check):

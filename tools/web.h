@@ -1,8 +1,10 @@
 /*
  * web.h -- what the files of ledger-web share.  web_main.c parses the
  * command line, opens the store and starts the server; web_http.c speaks
- * HTTP (libmicrohttpd): authentication, CSRF, bounds, headers, the page's
- * files, routing; web_api.c the JSON API's reads (a run, its timeline,
+ * HTTP (libmicrohttpd): a request read, its answer sent with the headers
+ * every answer carries; web_route.c answers a request, whatever carried it
+ * (the server, or fuzz/fuzz_web.c): authentication, CSRF, bounds, the
+ * page's files, routing; web_api.c the JSON API's reads (a run, its timeline,
  * its export); web_steps.c a run's steps a page at a time, and the calls
  * they make with what answered them; web_list.c the run list's filters and
  * pages; web_live.c what runs in the background (counts per status, the
@@ -39,6 +41,9 @@
 #define WEB_STALL_S 30             /* an answer whose client takes none of it */
 #define WEB_STALL_MAX 3600         /* --stall-timeout at most */
 #define WEB_ARGS_MAX 100           /* query parameters a request may have */
+#define WEB_TARGET_MAX (64 << 10)  /* a request line's target (path, query) */
+#define WEB_HEAD_MAX (64 << 10)    /* its line and header lines, bytes */
+#define WEB_HEAD_LINES 100         /* header lines */
 #define WEB_STEP_PAGE_DEFAULT 200  /* steps in a page of a run's steps */
 #define WEB_STEP_PAGE_MAX 1000     /* most steps in one */
 #define WEB_PAGE_BYTES (1 << 20)   /* payload bytes a page stops after */
@@ -136,9 +141,9 @@ typedef struct web_req {
     size_t len;
     bool too_big;
     size_t args;         /* query parameters, when over WEB_ARGS_MAX (dropped) */
-    size_t line_len;     /* the request line's target, as sent */
-    size_t header_bytes; /* the request line and header lines */
-    size_t header_lines; /* header lines */
+    size_t target_len; /* the request line's target, as sent */
+    size_t head_bytes; /* the request line and header lines, as sent */
+    size_t head_lines; /* header lines */
 } web_req;
 
 /* An export's place, held while it is made and downloaded (web_guard.c). */
@@ -153,6 +158,8 @@ typedef struct web_reply {
     size_t len;
     bool own;
     bool api;    /* an answer of the API: not stored by caches */
+    bool bare;   /* no header but its type: a request too large to hold
+                  * leaves little room for an answer's (web_http.c) */
     bool events; /* a Server-Sent Events stream: holds a place (web_live.c) */
     int fd;      /* an export's file, @p len bytes, to download; -1 none */
     web_slot *slot; /* the place the export holds */

@@ -83,9 +83,16 @@ void *web_uri_seen(void *cls, const char *uri, struct MHD_Connection *c)
     (void)cls;
     (void)c;
     web_req *r = calloc(1, sizeof *r);
+    if (!r)
+        return NULL; /* without memory: libmicrohttpd's own limit holds */
+    r->target_len = strlen(uri);
     char *query = strchr(uri, '?');
-    if (!r || !query)
-        return r; /* without memory: libmicrohttpd's own limit holds */
+    if (query && r->target_len > WEB_TARGET_MAX) {
+        query[1] = '\0'; /* refused (414): no parameter is read */
+        return r;
+    }
+    if (!query)
+        return r;
     size_t n = 1;
     for (const char *p = query + 1; *p; p++)
         n += *p == '&';

@@ -18,7 +18,12 @@
 #include "web.h"
 #include "web_guard.h"
 
-#define HEADER_MEMORY (64 * 1024) /* a request's headers, at most */
+/* What libmicrohttpd holds a request's line and headers in (and a record
+ * of each header, parameter and cookie), and then the answer's headers:
+ * twice what a request may have (WEB_HEAD_MAX), so that one over that is
+ * read whole and refused with our JSON (web_route.c), 414 or 431, and only
+ * one over this gets libmicrohttpd's own page (docs/tools.md, Bounded). */
+#define HEADER_MEMORY (128 * 1024)
 
 /* Script, style and data only from the server itself, no inline script,
  * no framing, no plugin. */
@@ -195,7 +200,8 @@ static enum MHD_Result send_reply(web *w, struct MHD_Connection *c,
         web_reply_free(w, out);
         return MHD_NO;
     }
-    common_headers(resp, out->api);
+    if (!out->bare)
+        common_headers(resp, out->api);
     if (out->type)
         MHD_add_response_header(resp, "Content-Type", out->type);
     for (size_t i = 0; i < out->n_headers; i++)
@@ -256,6 +262,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
     const union MHD_ConnectionInfo *i = MHD_get_connection_info(
         c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
     r->client = i ? i->client_addr : NULL;
+    i = MHD_get_connection_info(c, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
+    r->head_bytes = i ? i->header_size : 0;
+    int lines = MHD_get_connection_values(c, MHD_HEADER_KIND, NULL, NULL);
+    r->head_lines = lines > 0 ? (size_t)lines : 0;
     web_reply out;
     web_handle(w, r, &out);
     return send_reply(w, c, &out);

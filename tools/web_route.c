@@ -494,6 +494,25 @@ static void route_post(web *w, web_req *r, web_reply *out)
 void web_handle(web *w, web_req *r, web_reply *out)
 {
     *out = (web_reply){.fd = -1};
+    if (r->target_len > WEB_TARGET_MAX) {
+        char msg[128];
+        snprintf(msg, sizeof msg,
+                 "the request line's target is %zu bytes: at most %d",
+                 r->target_len, WEB_TARGET_MAX);
+        error_reply(out, 414, "uri_too_long", msg);
+        out->bare = true;
+        return;
+    }
+    if (r->head_bytes > WEB_HEAD_MAX || r->head_lines > WEB_HEAD_LINES) {
+        char msg[160];
+        snprintf(msg, sizeof msg,
+                 "the request's headers are %zu lines, %zu bytes with its "
+                 "line: at most %d and %d",
+                 r->head_lines, r->head_bytes, WEB_HEAD_LINES, WEB_HEAD_MAX);
+        error_reply(out, 431, "headers_too_large", msg);
+        out->bare = true;
+        return;
+    }
     if (!host_ok(w, r)) {
         error_reply(out, 403, "host",
                     "this server answers pages of its own address only (the "
