@@ -56,8 +56,9 @@ typedef struct arg_count {
 static void count_arg(void *cls, const char *key)
 {
     arg_count *a = cls;
+    /* by libmicrohttpd's lookup, without case: "LIMIT" is read as limit */
     for (size_t i = 0; key && i < N_KNOWN_ARGS; i++)
-        if (!strcmp(key, known_args[i]) && ++a->n[i] == 2 && !a->twice)
+        if (!strcasecmp(key, known_args[i]) && ++a->n[i] == 2 && !a->twice)
             a->twice = known_args[i];
 }
 
