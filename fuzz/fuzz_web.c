@@ -362,7 +362,8 @@ static void check(const web_reply *out)
         CHECK(out->api && out->body);
         check_json(out->body, out->len, out->status);
     } else if (out->type && !strncmp(out->type, "text/plain", 10)) {
-        CHECK(out->status == 400 && out->len && out->body[out->len - 1] == '\n');
+        CHECK(out->status == 400 && out->len &&
+              out->body[out->len - 1] == '\n');
     } else {
         /* one of the page's files, whole, or unchanged */
         CHECK(out->type && (out->status == 200 || out->status == 304));

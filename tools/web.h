@@ -140,7 +140,7 @@ typedef struct web_req {
     char *body;
     size_t len;
     bool too_big;
-    size_t args;         /* query parameters, when over WEB_ARGS_MAX (dropped) */
+    size_t args;       /* query parameters, when over WEB_ARGS_MAX (dropped) */
     size_t target_len; /* the request line's target, as sent */
     size_t head_bytes; /* the request line and header lines, as sent */
     size_t head_lines; /* header lines */

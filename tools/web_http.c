@@ -183,9 +183,10 @@ static struct MHD_Response *response_of(web *w, web_reply *out)
             free(d);
         }
     } else {
-        resp = MHD_create_response_from_buffer(
-            out->len, out->body,
-            out->own ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
+        resp = MHD_create_response_from_buffer(out->len, out->body,
+                                               out->own
+                                                   ? MHD_RESPMEM_MUST_FREE
+                                                   : MHD_RESPMEM_PERSISTENT);
         if (resp)
             out->own = false; /* the response's */
     }

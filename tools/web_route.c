@@ -85,8 +85,8 @@ static void add_header(web_reply *out, const char *name, const char *value)
     if (out->n_headers == WEB_REPLY_HEADERS)
         return;
     out->headers[out->n_headers].name = name;
-    snprintf(out->headers[out->n_headers].value,
-             sizeof out->headers[0].value, "%s", value);
+    snprintf(out->headers[out->n_headers].value, sizeof out->headers[0].value,
+             "%s", value);
     out->n_headers++;
 }
 
