@@ -21,7 +21,9 @@
  * an event stream, or the login's redirect, with a status the API's
  * manual gives (docs/tools.md); never a crash, a leak or a hang.  Actions
  * change the store: it is copied back from the one made every RESET_EVERY
- * inputs, and when its file grows past RESET_BYTES.
+ * inputs, and when its file grows past RESET_BYTES.  The server's
+ * background threads (counts, change poller) are not started
+ * (web_live_open()), so an input's answer is the same each time.
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
