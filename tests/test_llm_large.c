@@ -104,7 +104,8 @@ static long store_bytes(const char *path)
         char sql[1024];
         snprintf(sql, sizeof sql,
                  "SELECT (SELECT coalesce(sum(octet_length(k) + "
-                 "octet_length(v)), 0) FROM \"%s\".steps) + (SELECT "
+                 "octet_length(v) + coalesce(octet_length(k2) + "
+                 "octet_length(v2), 0)), 0) FROM \"%s\".steps) + (SELECT "
                  "coalesce(sum(octet_length(v)), 0) FROM \"%s\".state) + "
                  "(SELECT coalesce(sum(octet_length(info)), 0) FROM "
                  "\"%s\".runs)",

@@ -419,10 +419,14 @@ Test(pg, verify_finds_a_tampered_step)
     cr_assert_eq(pl_run_head(head, e, "v-1"), PL_OK, "%s", pl_errmsg());
     cr_assert_eq(pl_run_verify(e, "v-1"), PL_OK, "%s", pl_errmsg());
     /* 0:3 is add's second result, {"sum": 1}: make it {"sum": 5} */
-    admin_exec("UPDATE t_verify.steps SET v = set_byte(v, length(v) - 1, "
-               "get_byte(v, length(v) - 1) # 4) WHERE k = int8send((SELECT "
-               "num FROM t_verify.runs WHERE id = 'v-1'::bytea)) || "
-               "'\\x00000003'::bytea");
+    /* (a row's step, or its second: the call's action_result) */
+    admin_exec("WITH x AS (SELECT int8send((SELECT num FROM t_verify.runs "
+               "WHERE id = 'v-1'::bytea)) || '\\x00000003'::bytea AS k) "
+               "UPDATE t_verify.steps s SET v = CASE WHEN s.k = x.k THEN "
+               "set_byte(s.v, length(s.v) - 1, get_byte(s.v, length(s.v) - 1) "
+               "# 4) ELSE s.v END, v2 = CASE WHEN s.k2 = x.k THEN "
+               "set_byte(s.v2, length(s.v2) - 1, get_byte(s.v2, length(s.v2) "
+               "- 1) # 4) ELSE s.v2 END FROM x WHERE s.k = x.k OR s.k2 = x.k");
     int st = pl_run_verify(e, "v-1");
     cr_expect_eq(st, PL_ECORRUPT, "verify gave %s", pl_status_name(st));
     cr_expect(strstr(pl_errmsg(), "0:4") && strstr(pl_errmsg(), "hash"),

@@ -46,7 +46,8 @@ int pl__pg_wake_sql(const pl__pg_store *s, char **out)
     const char *n = s->schema;
     /* $1 owner, $2 lease_us, $3 how many, $4 and $5 the ledger read's
      * limits (rows, bytes: L_READ_ROOT's); in binary */
-    *out = pl__asprintf(
+    char *cols = pl__pg_pair_cols(s, "t"), *split = pl__pg_pair_split(s, "pr");
+    *out = !cols || !split ? NULL : pl__asprintf(
         "WITH m AS MATERIALIZED (SELECT w.run, w.due, w.id, w.fkey, "
         "w.flimit FROM \"%s\".pl_wake($3::integer) w), "
         /* the states this transaction can lock now; a run without one is
@@ -76,13 +77,17 @@ int pl__pg_wake_sql(const pl__pg_store *s, char **out)
         "length(q.k)) || q.k || int4send(length(q.v)) || q.v, ''::bytea "
         "ORDER BY q.k) FROM (SELECT w.k, w.v, sum(length(w.v)) OVER (ORDER "
         "BY w.k ROWS UNBOUNDED PRECEDING) - length(w.v) AS before FROM "
-        "(SELECT t.k, t.v FROM \"%s\".steps t WHERE t.k >= int8send(g.run) "
-        "|| '\\x00000000'::bytea AND t.k <= int8send(g.run) || "
-        "'\\xffffffff'::bytea AND length(t.k) = 12 ORDER BY t.k LIMIT "
-        "$4::bigint) w) q WHERE q.before = 0 OR q.before < $5::bigint) "
+        /* the rows split into their steps (pg_read.c, PAIRS) */
+        "(SELECT x.k, x.v FROM (SELECT %s FROM \"%s\".steps t WHERE t.k >= "
+        "int8send(g.run) || '\\x00000000'::bytea AND t.k <= int8send(g.run) "
+        "|| '\\xffffffff'::bytea AND length(t.k) = 12 ORDER BY t.k LIMIT "
+        "$4::bigint) pr(k, v, k2, v2) %s WHERE x.k IS NOT NULL ORDER BY x.k "
+        "LIMIT $4::bigint) w) q WHERE q.before = 0 OR q.before < $5::bigint) "
         "FROM g JOIN d ON d.run = g.run LEFT JOIN \"%s\".runs r ON r.num = "
         "g.run LEFT JOIN s ON s.run = g.run ORDER BY d.due, d.run",
-        n, n, n, n, n, n, n, n, n, n);
+        n, n, n, n, n, n, n, n, cols, n, split, n);
+    free(cols);
+    free(split);
     return *out ? PL_OK : pl__err(PL_ENOMEM, "out of memory");
 }
 
