@@ -69,13 +69,7 @@ static void admin(const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(sql, sizeof sql, fmt, ap);
     va_end(ap);
-    PGconn *c = t_pg_admin();
-    PGresult *r = PQexec(c, sql);
-    ExecStatusType es = PQresultStatus(r);
-    cr_assert(es == PGRES_COMMAND_OK || es == PGRES_TUPLES_OK, "%s: %s", sql,
-              PQresultErrorMessage(r));
-    PQclear(r);
-    PQfinish(c);
+    pg_admin_exec(sql);
 }
 
 /* Whether @p got holds the values @p want ("v0 v1 ..."), in order. */
