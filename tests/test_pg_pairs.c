@@ -11,6 +11,7 @@
 
 #include "pg_int.h"
 #include "pg_store.h"
+#include "record.h"
 #include "support_pg_store.h"
 
 #include <libpq-fe.h>
@@ -39,8 +40,8 @@ static size_t key_of(uint8_t *key, uint64_t run, uint32_t seq, bool child,
 /* Commit under @p run's fence (generation 1) the @p n steps of a ledger
  * from @p from (the root's, or 0.@p parent's), valued "v<seq>" ("c<seq>"
  * in the child). */
-static void commit_steps(pl__pg_store *s, uint64_t run, uint32_t from,
-                         size_t n, bool child, uint32_t parent)
+static void commit_steps(pl__pg_store *s, uint64_t run, uint32_t from, size_t n,
+                         bool child, uint32_t parent)
 {
     pl__batch w = {0};
     w.run = run;
@@ -51,8 +52,7 @@ static void commit_steps(pl__pg_store *s, uint64_t run, uint32_t from,
         size_t klen = key_of(key, run, seq, child, parent);
         char v[16];
         int vl = snprintf(v, sizeof v, "%c%u", child ? 'c' : 'v', seq);
-        cr_assert_eq(pl__kvs_add(&w.steps, key, klen, (uint8_t *)v,
-                                 (size_t)vl),
+        cr_assert_eq(pl__kvs_add(&w.steps, key, klen, (uint8_t *)v, (size_t)vl),
                      PL_OK);
     }
     pl__batch *one[1] = {&w};
@@ -87,8 +87,8 @@ static void expect_values(const pl__kvs *got, const char *want)
 }
 
 /* Run @p run's root ledger from @p from, @p n and @p bytes at most. */
-static void expect_read(pl__pg_store *s, uint64_t run, uint32_t from,
-                        size_t n, size_t bytes, const char *want)
+static void expect_read(pl__pg_store *s, uint64_t run, uint32_t from, size_t n,
+                        size_t bytes, const char *want)
 {
     uint8_t prefix[8];
     pl__put_be64(prefix, run);
@@ -152,8 +152,8 @@ Test(pg_pairs, a_row_of_two_reads_as_two_steps)
     uint8_t prefix[12], key[16];
     key_of(prefix, run, 6, false, 0);
     pl__kvs got = {0};
-    cr_assert_eq(pl__pg_read(s, prefix, 12, 1, 100, 1 << 20, &got), PL_OK,
-                 "%s", pl_errmsg());
+    cr_assert_eq(pl__pg_read(s, prefix, 12, 1, 100, 1 << 20, &got), PL_OK, "%s",
+                 pl_errmsg());
     expect_values(&got, "c1");
     cr_assert_eq(pl__pg_read(s, prefix, 12, 0, 100, 1 << 20, &got), PL_OK);
     expect_values(&got, "c0 c1");
@@ -164,8 +164,7 @@ Test(pg_pairs, a_row_of_two_reads_as_two_steps)
     expect_scan(s, run, key, key_of(key, run, 0, false, 0), 2, "v1 v2");
     expect_scan(s, run, key, key_of(key, run, 1, false, 0), 2, "v2 v3");
     expect_scan(s, run, key, key_of(key, run, 2, false, 0), 1, "v3");
-    expect_scan(s, run, key, key_of(key, run, 5, false, 0), 100,
-                "v6 c0 c1");
+    expect_scan(s, run, key, key_of(key, run, 5, false, 0), 100, "v6 c0 c1");
     expect_scan(s, run, key, key_of(key, run, 6, false, 0), 100, "c0 c1");
     expect_scan(s, run, key, key_of(key, run, 0, true, 6), 100, "c1");
     expect_scan(s, run, key, key_of(key, run, 1, true, 6), 100, "");
@@ -191,7 +190,8 @@ Test(pg_pairs, a_store_of_single_rows_opens_and_goes_on)
     uint64_t run = leased_run(s, "single");
     pl__pg_close(s);
     /* the old store: its table as it was, its rows as it wrote them */
-    admin("ALTER TABLE t_single.steps DROP COLUMN k2, DROP COLUMN v2;"
+    admin("ALTER TABLE t_single.steps DROP COLUMN v1, DROP COLUMN k2, "
+          "DROP COLUMN v2;"
           "DROP FUNCTION t_single.pl_pair_bad(bytea);"
           "UPDATE t_single.meta SET v = 1 WHERE k = 'format';"
           "INSERT INTO t_single.steps (k, v) SELECT int8send(%llu) || "
@@ -237,7 +237,8 @@ Test(pg_pairs, a_store_of_single_rows_opens_and_goes_on)
 }
 
 /* Run #pl.run's key of root step @p seq (a bytea literal's bytes). */
-#define RK(seq) "(int8send(current_setting('pl.run')::bigint) || '\\x" seq "'::bytea)"
+#define RK(seq)                                                                \
+    "(int8send(current_setting('pl.run')::bigint) || '\\x" seq "'::bytea)"
 
 /* The corruptions of a pair row (run #pl.run's, at its step 2: 2-3), each
  * an UPDATE of that row or a row more. */
@@ -262,6 +263,12 @@ static const char *const g_corrupt[] = {
     "UPDATE t_badpair.steps SET v2 = NULL WHERE k = " RK("00000002"),
     /* a second value without its key */
     "UPDATE t_badpair.steps SET k2 = NULL WHERE k = " RK("00000002"),
+    /* the first's record missing */
+    "UPDATE t_badpair.steps SET v1 = NULL WHERE k = " RK("00000002"),
+    /* a first record where the mark is (a row read as a single and a pair) */
+    "UPDATE t_badpair.steps SET v = v1 WHERE k = " RK("00000002"),
+    /* a first record of a pair in a row without a second */
+    "UPDATE t_badpair.steps SET v1 = v WHERE k = " RK("00000004"),
 };
 
 /* Each corruption, in a run of its own (0-1, 2-3, 4): its ledger's read,
@@ -278,8 +285,7 @@ Test(pg_pairs, a_pair_that_is_not_two_steps_in_a_row_is_corruption)
         commit_steps(s, run, 0, 2, false, 0);
         commit_steps(s, run, 2, 2, false, 0);
         commit_steps(s, run, 4, 1, false, 0);
-        admin("SET pl.run = '%llu'; %s", (unsigned long long)run,
-              g_corrupt[i]);
+        admin("SET pl.run = '%llu'; %s", (unsigned long long)run, g_corrupt[i]);
         snprintf(id, sizeof id, "good-%zu", i);
         uint64_t good = leased_run(s, id);
         commit_steps(s, good, 0, 2, false, 0);
@@ -301,5 +307,41 @@ Test(pg_pairs, a_pair_that_is_not_two_steps_in_a_row_is_corruption)
         expect_read(s, good, 0, 100, 1 << 20, "v0 v1");
         pl__kvs_free(&got);
     }
+    pl__pg_close(s);
+}
+
+/*
+ * A process of a library that reads format 1 alone, which opened the store
+ * before a writable open made it 2, reads a row's (k, v) alone: what a
+ * read-only open of a format 1 store reads here.  A pair's v is its mark,
+ * which no version of the step record's decoder takes for a step: that
+ * process fails the ledger with PL_EVERSION, and never reads the call
+ * without its result (which it would take for a call in flight at a
+ * crash, and run again).
+ */
+Test(pg_pairs, an_older_reader_fails_a_pair_and_never_reads_half)
+{
+    pl__pg_store *s = pg_store("t_older");
+    uint64_t run = leased_run(s, "older");
+    commit_steps(s, run, 0, 1, false, 0);
+    commit_steps(s, run, 1, 2, false, 0);
+    pl__pg_close(s);
+    admin("UPDATE t_older.meta SET v = 1 WHERE k = 'format'");
+    char *uri = t_pg_store_uri("t_older");
+    pl__store_options ro = {.read_only = true};
+    cr_assert_eq(pl__pg_open(&s, uri, &ro), PL_OK, "%s", pl_errmsg());
+    free(uri);
+    uint8_t prefix[8];
+    pl__put_be64(prefix, run);
+    pl__kvs got = {0};
+    cr_assert_eq(pl__pg_read(s, prefix, 8, 0, 100, 1 << 20, &got), PL_OK, "%s",
+                 pl_errmsg());
+    cr_assert_eq(got.n, 2, "the single step and the pair's row: %zu", got.n);
+    cr_expect_eq(got.e[0].vlen, 2);
+    pl__rec rec;
+    cr_expect_eq(pl__rec_decode(&rec, pl__kvs_val(&got, 1), got.e[1].vlen),
+                 PL_EVERSION, "the pair's v decoded: %s", pl_errmsg());
+    cr_expect(strstr(pl_errmsg(), "format version 255"), "%s", pl_errmsg());
+    pl__kvs_free(&got);
     pl__pg_close(s);
 }

@@ -553,7 +553,8 @@ static bool commit_and_read_back(pl__pg_store *s, PGconn *c, uint64_t run,
     cr_expect_eq(c1.round_trips - c0.round_trips, 1);
     cr_expect_eq(c1.statements - c1.prepares - (c0.statements - c0.prepares), 1,
                  "one statement");
-    bool values = last_commit_has(c, "t_pair", "steps (k, v, k2, v2) VALUES");
+    bool values = last_commit_has(c, "t_pair",
+                                  "steps (k, v, v1, k2, v2) VALUES");
     pl__kvs got = {0};
     step_key(key, run, from - 1); /* the scan's rows come after it */
     cr_assert_eq(pl__pg_scan(s, run, from ? key : NULL, from ? 12 : 0, 100,
@@ -619,12 +620,16 @@ Test(pg, a_call_commit_writes_its_two_steps_as_values)
     cr_expect(commit_and_read_back(s, c, run, 7, 2, pair, pair_lens));
     cr_expect_eq(steps_of(s, run), 9);
     /* rows: the pairs one each, the rest one a step */
-    PGresult *r = PQexec(c, "SELECT count(*), count(k2), count(v2) FROM "
-                            "t_pair.steps");
+    PGresult *r = PQexec(c, "SELECT count(*), count(k2), count(v2), "
+                            "count(v1) FROM t_pair.steps WHERE v1 IS NULL OR "
+                            "v = '\\x91ccff'::bytea");
     cr_assert_eq(PQntuples(r), 1, "%s", PQresultErrorMessage(r));
     cr_expect_str_eq(PQgetvalue(r, 0, 0), "7");
     cr_expect_str_eq(PQgetvalue(r, 0, 1), "2");
     cr_expect_str_eq(PQgetvalue(r, 0, 2), "2");
+    cr_expect_str_eq(PQgetvalue(r, 0, 3), "2",
+                     "a pair's first in v1, its v "
+                     "the mark");
     PQclear(r);
     pl__pg_close(s);
     PQfinish(c);

@@ -20,10 +20,12 @@
  *   | runs   | id bytea PK, num bigint UNIQUE,  | run id -> number, info   |
  *   |        | info bytea                       | record (runrec.c)        |
  *   | state  | run bigint PK, v bytea           | run state (runrec.c)     |
- *   | steps  | k bytea PK, v bytea,             | step key (keys.c) ->     |
+ *   | steps  | k bytea PK, v bytea, v1 bytea,   | step key (keys.c) ->     |
  *   |        | k2 bytea, v2 bytea               | step record (record.c);  |
- *   |        |                                  | k2, v2: a second step    |
- *   |        |                                  | (the next key), or NULL  |
+ *   |        |                                  | a pair: v PAIR_MARK, v1  |
+ *   |        |                                  | the first's record, k2,  |
+ *   |        |                                  | v2 the second step (the  |
+ *   |        |                                  | next key); else NULLs    |
  *   | tombs  | id bytea PK, expires bigint,     | a deleted run's id ->    |
  *   |        | v bytea                          | its tombstone (runrec.c) |
  *   |        |                                  | and when that expires    |
@@ -768,10 +770,10 @@ static int setup(pl__pg_store *s, PGconn *c)
         "CREATE TABLE IF NOT EXISTS \"%s\".state (run bigint PRIMARY KEY, "
         "v bytea NOT NULL);"
         /* a row holds a step, or a pair of the steps one commit wrote
-         * whose second key is the one right after its first (k2, v2:
+         * whose second key is the one right after its first (v1, k2, v2:
          * pg_read.c, PAIRS); a store made before has them added */
         "CREATE TABLE IF NOT EXISTS \"%s\".steps (k bytea PRIMARY KEY, "
-        "v bytea NOT NULL, k2 bytea, v2 bytea);"
+        "v bytea NOT NULL, v1 bytea, k2 bytea, v2 bytea);"
         "CREATE TABLE IF NOT EXISTS \"%s\".tombs (id bytea PRIMARY KEY, "
         "expires bigint NOT NULL, v bytea NOT NULL);"
         "CREATE INDEX IF NOT EXISTS tombs_expires ON \"%s\".tombs "

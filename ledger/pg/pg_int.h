@@ -37,11 +37,17 @@
 /* SQLSTATE of pl_pair_bad(): a row of steps whose second step is not the
  * one right after its first (PL_ECORRUPT). */
 #define PAIR_STATE "PLPAR"
+/* SQL: the value of a pair's row in column v, its first step's record in
+ * v1 (pg_read.c, PAIRS): a step record's header of format version 255, so
+ * that a library that reads format 1 alone and opened the store before a
+ * writable open made it 2 fails the ledger with PL_EVERSION (record.c)
+ * instead of reading a call without its result. */
+#define PAIR_MARK "'\\x91ccff'::bytea"
 /* SQL: the seq of step key expression @p x (its last four bytes), a
  * bigint. */
 #define SEQ_OF(x)                                                              \
-    "(get_byte(" x ", length(" x ") - 4)::bigint * 16777216 + get_byte(" x    \
-    ", length(" x ") - 3) * 65536 + get_byte(" x ", length(" x ") - 2) * "   \
+    "(get_byte(" x ", length(" x ") - 4)::bigint * 16777216 + get_byte(" x     \
+    ", length(" x ") - 3) * 65536 + get_byte(" x ", length(" x ") - 2) * "     \
     "256 + get_byte(" x ", length(" x ") - 1))"
 #define IDENTITY 8101813454559079524LL /* "policyld", big-endian */
 #define SCHEMA_DEFAULT "policyledger"

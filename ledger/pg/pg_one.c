@@ -269,10 +269,11 @@ static char *one_sql(const char *n, unsigned m)
          "k AS (INSERT INTO \"%s\".steps (k, v) SELECT * FROM unnest($7, "
          "$8))",
          n);
-    PART(ONE_PAIR,
-         "k AS (INSERT INTO \"%s\".steps (k, v, k2, v2) VALUES ($3, $4, $5, "
-         "$6))",
-         n);
+    PART(
+        ONE_PAIR,
+        "k AS (INSERT INTO \"%s\".steps (k, v, v1, k2, v2) VALUES ($3, " PAIR_MARK
+        ", $4, $5, $6))",
+        n);
     PART(ONE_STATE,
          "t AS (INSERT INTO \"%s\".state (run, v) VALUES ($1, $9) ON "
          "CONFLICT (run) DO UPDATE SET v = excluded.v)",

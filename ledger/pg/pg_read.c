@@ -165,8 +165,7 @@ static int scan_order(pl__pg_store *s, PGresult *r, int i)
         return PL_OK;
     size_t a = (size_t)PQgetlength(r, i - 1, 0),
            b = (size_t)PQgetlength(r, i, 0);
-    int c = memcmp(PQgetvalue(r, i - 1, 0), PQgetvalue(r, i, 0),
-                   a < b ? a : b);
+    int c = memcmp(PQgetvalue(r, i - 1, 0), PQgetvalue(r, i, 0), a < b ? a : b);
     if (c < 0 || (!c && a < b))
         return PL_OK;
     return pl__err(PL_ECORRUPT, "store '%s': a run's steps hold a key twice",
@@ -288,16 +287,23 @@ int pl__pg_each_step(pl__pg_store *s, uint64_t run, pl__step_fn fn, void *user)
 
 /* ---- PAIRS ----------------------------------------------------------------
  *
- * A row of steps holds its step (k, v), and may hold a second (k2, v2):
- * two steps one commit wrote, the second's key the one right after the
- * first's (the same ledger, seq + 1), one heap tuple and one index entry
- * where they were two (a call's action_call and action_result: pg_one.c,
- * ONE_PAIR).  Every read splits a row into its steps: the rows of the key
+ * A row of steps holds its step (k, v), or a pair: two steps one commit
+ * wrote, the second's key the one right after the first's (the same
+ * ledger, seq + 1), one heap tuple and one index entry where they were two
+ * (a call's action_call and action_result: pg_one.c, ONE_PAIR).  A pair's
+ * row holds its first step's record in v1 and its second in (k2, v2); its
+ * v holds PAIR_MARK, a record header of a format no version reads, so a
+ * process of an older library that opened the store while it was format
+ * 1, and still runs when a writable open made it 2, fails such a ledger
+ * with PL_EVERSION: it never reads a call without its result, which it
+ * would take for a call in flight at a crash and run again.  Every read splits a row into its steps: the rows of the key
  * range, and the row before it, whose second may be the range's first
  * step (a read from, or a scan after, the first of a pair); then the
  * steps in key order with the read's limits.  A row's second is checked
  * as it is split: a key that is not the next of its row's first (another
- * ledger's, an earlier one, one past a gap) or a second half missing
+ * ledger's, an earlier one, one past a gap), a second half missing, or a
+ * first whose v is not PAIR_MARK or whose v1 is missing (or a v1 in a
+ * row without a second)
  * raises pl_pair_bad() (SQLSTATE PAIR_STATE, PL_ECORRUPT); a second equal
  * to another row's key reads as a step twice, which the readers refuse
  * (read_row(): each seq once, in order; the scans: keys increasing).
@@ -315,9 +321,10 @@ int pl__pg_each_step(pl__pg_store *s, uint64_t run, pl__step_fn fn, void *user)
 
 char *pl__pg_pair_cols(const pl__pg_store *s, const char *t)
 {
-    return s->single ? pl__asprintf("%s.k, %s.v, NULL::bytea, NULL::bytea", t,
-                                    t)
-                     : pl__asprintf("%s.k, %s.v, %s.k2, %s.v2", t, t, t, t);
+    return s->single
+               ? pl__asprintf(
+                     "%s.k, %s.v, NULL::bytea, NULL::bytea, NULL::bytea", t, t)
+               : pl__asprintf("%s.k, %s.v, %s.v1, %s.k2, %s.v2", t, t, t, t, t);
 }
 
 char *pl__pg_pair_split(const pl__pg_store *s, const char *r)
@@ -330,15 +337,19 @@ char *pl__pg_pair_split(const pl__pg_store *s, const char *r)
     snprintf(k, sizeof k, "%s.k", r);
     snprintf(k2, sizeof k2, "%s.k2", r);
     return pl__asprintf(
-        "CROSS JOIN LATERAL (VALUES (%s.k, %s.v), (CASE WHEN %s.k2 IS NULL "
+        "CROSS JOIN LATERAL (VALUES (%s.k, CASE WHEN %s.k2 IS NULL AND %s.v1 "
+        "IS NULL THEN %s.v WHEN %s.k2 IS NOT NULL AND %s.v1 IS NOT NULL AND "
+        "%s.v = " PAIR_MARK " THEN %s.v1 ELSE \"%s\".pl_pair_bad(%s.k) END), "
+        "(CASE WHEN %s.k2 IS NULL "
         "AND %s.v2 IS NULL THEN NULL WHEN %s.k2 IS NULL OR %s.v2 IS NULL OR "
         "length(%s.k2) <> length(%s.k) OR length(%s.k) < 12 OR substr(%s.k2, "
         "1, length(%s.k) - 4) <> substr(%s.k, 1, length(%s.k) - 4) THEN "
         "\"%s\".pl_pair_bad(%s.k) WHEN " SEQ_OF("%s") " = " SEQ_OF(
             "%s") " + 1 THEN %s.k2 ELSE \"%s\".pl_pair_bad(%s.k) END, %s.v2)) "
                   "x(k, v)",
-        r, r, r, r, r, r, r, r, r, r, r, r, r, s->schema, r, k2, k2, k2, k2,
-        k2, k2, k2, k2, k, k, k, k, k, k, k, k, r, s->schema, r, r);
+        r, r, r, r, r, r, r, r, s->schema, r, /* the first step */
+        r, r, r, r, r, r, r, r, r, r, r, s->schema, r, k2, k2, k2, k2, k2, k2,
+        k2, k2, k, k, k, k, k, k, k, k, r, s->schema, r, r);
 }
 
 /* A read of steps (Q_READ, Q_SCAN, Q_STATS, L_READ_ROOT) for the store's
@@ -373,7 +384,7 @@ static char *steps_sql(const pl__pg_store *s, int which)
             "AS before FROM (SELECT x.k, x.v FROM (SELECT %s FROM \"%s\".steps "
             "t WHERE t.k = $5::bytea UNION ALL (SELECT %s FROM \"%s\".steps t "
             "WHERE t.k >= $1::bytea AND t.k <= $2::bytea AND length(t.k) = "
-            "length($1::bytea) ORDER BY t.k LIMIT $3::bigint)) r(k, v, k2, v2) "
+            "length($1::bytea) ORDER BY t.k LIMIT $3::bigint)) r(k, v, v1, k2, v2) "
             "%s WHERE x.k >= $1::bytea AND x.k <= $2::bytea AND length(x.k) = "
             "length($1::bytea) ORDER BY x.k LIMIT $3::bigint) s "
             "WINDOW w AS (ORDER BY k ROWS UNBOUNDED PRECEDING)) p "
@@ -388,7 +399,7 @@ static char *steps_sql(const pl__pg_store *s, int which)
             "t.k <= $1::bytea AND t.k >= substr($1::bytea, 1, 8) ORDER BY "
             "t.k DESC LIMIT 1) UNION ALL (SELECT %s "
             "FROM \"%s\".steps t WHERE t.k > $1::bytea AND t.k <= $2::bytea "
-            "ORDER BY t.k LIMIT $3::bigint + 1)) r(k, v, k2, v2) %s WHERE "
+            "ORDER BY t.k LIMIT $3::bigint + 1)) r(k, v, v1, k2, v2) %s WHERE "
             "x.k > $1::bytea AND x.k <= $2::bytea ORDER BY x.k LIMIT "
             "$3::bigint + 1) s "
             "WINDOW w AS (ORDER BY k ROWS UNBOUNDED PRECEDING)) p "
@@ -402,7 +413,7 @@ static char *steps_sql(const pl__pg_store *s, int which)
             "\"%s\".runs u JOIN \"%s\".steps t ON t.k >= int8send(u.num) || "
             "'\\x00000000'::bytea AND t.k <= int8send(u.num) || "
             "'\\xffffffff'::bytea AND length(t.k) = 12 WHERE u.id = $1::bytea "
-            "ORDER BY t.k LIMIT $2::bigint) r(k, v, k2, v2) %s WHERE x.k IS "
+            "ORDER BY t.k LIMIT $2::bigint) r(k, v, v1, k2, v2) %s WHERE x.k IS "
             "NOT NULL ORDER BY x.k LIMIT $2::bigint) s WINDOW w AS (ORDER BY "
             "k ROWS UNBOUNDED PRECEDING)) p WHERE before = 0 OR before < "
             "$3::bigint ORDER BY k",
@@ -433,9 +444,10 @@ int pl__pg_pairs_setup(pl__pg_store *s, PGconn *c)
         "BEGIN;"
         "SELECT pg_advisory_xact_lock(hashtext('policyledger store %s'));"
         "DO $d$ BEGIN IF NOT EXISTS (SELECT FROM pg_attribute WHERE "
-        "attrelid = '\"%s\".steps'::regclass AND attname = 'k2' AND NOT "
+        "attrelid = '\"%s\".steps'::regclass AND attname = 'v1' AND NOT "
         "attisdropped) THEN ALTER TABLE \"%s\".steps ADD COLUMN IF NOT "
-        "EXISTS k2 bytea, ADD COLUMN IF NOT EXISTS v2 bytea; END IF; END $d$;"
+        "EXISTS v1 bytea, ADD COLUMN IF NOT EXISTS k2 bytea, ADD COLUMN IF "
+        "NOT EXISTS v2 bytea; END IF; END $d$;"
         "CREATE OR REPLACE FUNCTION \"%s\".pl_pair_bad(k bytea) RETURNS "
         "bytea LANGUAGE plpgsql AS $f$ BEGIN RAISE EXCEPTION 'the row of "
         "steps at key %% holds a second step that is not the one right "
