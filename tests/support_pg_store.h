@@ -1,7 +1,8 @@
 /*
  * support_pg_store.h -- what test_pg.c, test_pg_plans.c and test_pg_fork.c
- * share: a store opened, a step's key, the steps a run has, the store's
- * counts, a run made with a lease.
+ * share (and test_pg_engine.c, test_pg_pairs.c): a store opened, a
+ * statement of the test's own, a step's key, the steps a run has, the
+ * store's counts, a run made with a lease.
  */
 #ifndef PL_SUPPORT_PG_STORE_H
 #define PL_SUPPORT_PG_STORE_H
@@ -9,6 +10,8 @@
 #include "support.h"
 
 #include "pg_store.h"
+
+#include <libpq-fe.h>
 
 /* Store @p schema on the test server, open (pl__pg_close() it). */
 static inline pl__pg_store *pg_store(const char *schema)
@@ -18,6 +21,19 @@ static inline pl__pg_store *pg_store(const char *schema)
     cr_assert_eq(pl__pg_open(&s, uri, NULL), PL_OK, "%s", pl_errmsg());
     free(uri);
     return s;
+}
+
+/* Run @p sql behind the store's back, on a connection of its own
+ * (t_pg_admin()); the test fails on an error. */
+static inline void pg_admin_exec(const char *sql)
+{
+    PGconn *c = t_pg_admin();
+    PGresult *r = PQexec(c, sql);
+    ExecStatusType es = PQresultStatus(r);
+    cr_assert(es == PGRES_COMMAND_OK || es == PGRES_TUPLES_OK, "%s: %s", sql,
+              PQresultErrorMessage(r));
+    PQclear(r);
+    PQfinish(c);
 }
 
 /* Step @p seq of @p run's root invocation: its key. */

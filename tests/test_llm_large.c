@@ -102,13 +102,15 @@ static long store_bytes(const char *path)
 #if PL_WITH_POSTGRESQL
         const char *sc = t_pg_schema(path);
         char sql[1024];
-        snprintf(sql, sizeof sql,
-                 "SELECT (SELECT coalesce(sum(octet_length(k) + "
-                 "octet_length(v)), 0) FROM \"%s\".steps) + (SELECT "
-                 "coalesce(sum(octet_length(v)), 0) FROM \"%s\".state) + "
-                 "(SELECT coalesce(sum(octet_length(info)), 0) FROM "
-                 "\"%s\".runs)",
-                 sc, sc, sc);
+        snprintf(
+            sql, sizeof sql,
+            "SELECT (SELECT coalesce(sum(octet_length(k) + "
+            "octet_length(v) + coalesce(octet_length(v1), 0) + "
+            "coalesce(octet_length(k2) + octet_length(v2), 0)), 0) FROM \"%s\".steps) + (SELECT "
+            "coalesce(sum(octet_length(v)), 0) FROM \"%s\".state) + "
+            "(SELECT coalesce(sum(octet_length(info)), 0) FROM "
+            "\"%s\".runs)",
+            sc, sc, sc);
         return (long)t_pg_number(sql);
 #endif
     }

@@ -12,6 +12,7 @@
 #include "support.h"
 
 #include "pg_store.h"
+#include "support_pg_store.h"
 
 #include <errno.h>
 #include <libpq-fe.h>
@@ -24,19 +25,6 @@
 #include <unistd.h>
 
 /* ---- the server's sessions ------------------------------------------------ */
-
-/* What the tests do behind the store's back, on a connection of their own
- * (t_pg_admin()). */
-static void admin_exec(const char *sql)
-{
-    PGconn *c = t_pg_admin();
-    PGresult *r = PQexec(c, sql);
-    ExecStatusType es = PQresultStatus(r);
-    cr_assert(es == PGRES_COMMAND_OK || es == PGRES_TUPLES_OK, "%s: %s", sql,
-              PQresultErrorMessage(r));
-    PQclear(r);
-    PQfinish(c);
-}
 
 /* Terminate the server sessions of the engine whose schema is @p schema. */
 static int terminate_sessions(const char *schema)
@@ -419,10 +407,18 @@ Test(pg, verify_finds_a_tampered_step)
     cr_assert_eq(pl_run_head(head, e, "v-1"), PL_OK, "%s", pl_errmsg());
     cr_assert_eq(pl_run_verify(e, "v-1"), PL_OK, "%s", pl_errmsg());
     /* 0:3 is add's second result, {"sum": 1}: make it {"sum": 5} */
-    admin_exec("UPDATE t_verify.steps SET v = set_byte(v, length(v) - 1, "
-               "get_byte(v, length(v) - 1) # 4) WHERE k = int8send((SELECT "
-               "num FROM t_verify.runs WHERE id = 'v-1'::bytea)) || "
-               "'\\x00000003'::bytea");
+    /* (a row's step, a pair's first or its second: the call's
+     * action_result) */
+    pg_admin_exec(
+        "WITH x AS (SELECT int8send((SELECT num FROM t_verify.runs "
+        "WHERE id = 'v-1'::bytea)) || '\\x00000003'::bytea AS k) "
+        "UPDATE t_verify.steps s SET v = CASE WHEN s.k = x.k AND s.v1 "
+        "IS NULL THEN set_byte(s.v, length(s.v) - 1, get_byte(s.v, "
+        "length(s.v) - 1) # 4) ELSE s.v END, v1 = CASE WHEN s.k = x.k "
+        "THEN set_byte(s.v1, length(s.v1) - 1, get_byte(s.v1, "
+        "length(s.v1) - 1) # 4) ELSE s.v1 END, v2 = CASE WHEN s.k2 = x.k THEN "
+        "set_byte(s.v2, length(s.v2) - 1, get_byte(s.v2, length(s.v2) "
+        "- 1) # 4) ELSE s.v2 END FROM x WHERE s.k = x.k OR s.k2 = x.k");
     int st = pl_run_verify(e, "v-1");
     cr_expect_eq(st, PL_ECORRUPT, "verify gave %s", pl_status_name(st));
     cr_expect(strstr(pl_errmsg(), "0:4") && strstr(pl_errmsg(), "hash"),
@@ -465,10 +461,10 @@ Test(pg, a_suspended_runs_open_ledger_is_anchored)
     pl_outcome_free(o);
     cr_assert_eq(pl_run_verify(e, "a-1"), PL_OK, "%s", pl_errmsg());
     /* the suspend step, 0.0:0, its last byte (in the prompt) changed */
-    admin_exec("UPDATE t_anchor.steps SET v = set_byte(v, length(v) - 1, "
-               "get_byte(v, length(v) - 1) # 1) WHERE k = int8send((SELECT "
-               "num FROM t_anchor.runs WHERE id = 'a-1'::bytea)) || "
-               "'\\x0000000000000000'::bytea");
+    pg_admin_exec("UPDATE t_anchor.steps SET v = set_byte(v, length(v) - 1, "
+                  "get_byte(v, length(v) - 1) # 1) WHERE k = int8send((SELECT "
+                  "num FROM t_anchor.runs WHERE id = 'a-1'::bytea)) || "
+                  "'\\x0000000000000000'::bytea");
     int st = pl_run_verify(e, "a-1");
     cr_expect_eq(st, PL_ECORRUPT, "verify gave %s", pl_status_name(st));
     cr_expect(strstr(pl_errmsg(), "0.0:0"), "names the step: %s", pl_errmsg());
@@ -561,7 +557,7 @@ Test(pg, unknown_format_is_eversion)
     pl_registry *reg = registry();
     pl_engine *e = t_engine(uri, reg, PL_DURABILITY_SYNC);
     pl_engine_close(e);
-    admin_exec("UPDATE t_format.meta SET v = 99 WHERE k = 'format'");
+    pg_admin_exec("UPDATE t_format.meta SET v = 99 WHERE k = 'format'");
     e = NULL;
     cr_expect_eq(pl_engine_open(&e, uri, reg, NULL), PL_EVERSION);
     cr_expect_null(e);

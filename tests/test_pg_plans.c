@@ -128,8 +128,10 @@ Test(pg, a_shape_prepared_by_a_failed_commit_serves_the_next)
     cr_expect_eq(steps_of(s, run), 2);
     cr_assert_eq(pl__pg_state_get(s, run, &got), PL_OK, "%s", pl_errmsg());
     cr_expect(got.len == 2 && memcmp(got.data, "s2", 2) == 0);
-    /* a step that exists: the same shape fails whole, and serves again */
-    cr_expect_eq(call_commit(s, run, 1, 1, "s3"), PL_EBUSY);
+    /* a step that exists (the row's first: a writer appends where a
+     * commit began, pg_read.c, PAIRS): the same shape fails whole, and
+     * serves again */
+    cr_expect_eq(call_commit(s, run, 1, 0, "s3"), PL_EBUSY);
     cr_expect(strstr(pl_errmsg(), "exists already") != NULL, "%s", pl_errmsg());
     cr_expect_eq(steps_of(s, run), 2);
     cr_expect_eq(call_commit(s, run, 1, 2, "s4"), PL_OK, "%s", pl_errmsg());
@@ -551,7 +553,8 @@ static bool commit_and_read_back(pl__pg_store *s, PGconn *c, uint64_t run,
     cr_expect_eq(c1.round_trips - c0.round_trips, 1);
     cr_expect_eq(c1.statements - c1.prepares - (c0.statements - c0.prepares), 1,
                  "one statement");
-    bool values = last_commit_has(c, "t_pair", "steps (k, v) VALUES");
+    bool values = last_commit_has(c, "t_pair",
+                                  "steps (k, v, v1, k2, v2) VALUES");
     pl__kvs got = {0};
     step_key(key, run, from - 1); /* the scan's rows come after it */
     cr_assert_eq(pl__pg_scan(s, run, from ? key : NULL, from ? 12 : 0, 100,
@@ -575,9 +578,10 @@ static bool commit_and_read_back(pl__pg_store *s, PGconn *c, uint64_t run,
 
 /*
  * A call's commit writes two steps, its action_call and action_result: as
- * two rows of values, where any other number of steps (or a pair too large
- * for it) goes as arrays.  Either way the steps read back are the ones
- * written, an empty value empty (not NULL) and bytes past a NUL kept.
+ * one row of values (the pair), where any other number of steps (or a
+ * pair too large for it) goes as arrays, a row each.  Either way the steps
+ * read back are the ones written, an empty value empty (not NULL) and
+ * bytes past a NUL kept.
  */
 Test(pg, a_call_commit_writes_its_two_steps_as_values)
 {
@@ -615,6 +619,18 @@ Test(pg, a_call_commit_writes_its_two_steps_as_values)
     /* and a pair once more, on the connection that has both shapes */
     cr_expect(commit_and_read_back(s, c, run, 7, 2, pair, pair_lens));
     cr_expect_eq(steps_of(s, run), 9);
+    /* rows: the pairs one each, the rest one a step */
+    PGresult *r = PQexec(c, "SELECT count(*), count(k2), count(v2), "
+                            "count(v1) FROM t_pair.steps WHERE v1 IS NULL OR "
+                            "v = '\\x91ccff'::bytea");
+    cr_assert_eq(PQntuples(r), 1, "%s", PQresultErrorMessage(r));
+    cr_expect_str_eq(PQgetvalue(r, 0, 0), "7");
+    cr_expect_str_eq(PQgetvalue(r, 0, 1), "2");
+    cr_expect_str_eq(PQgetvalue(r, 0, 2), "2");
+    cr_expect_str_eq(PQgetvalue(r, 0, 3), "2",
+                     "a pair's first in v1, its v "
+                     "the mark");
+    PQclear(r);
     pl__pg_close(s);
     PQfinish(c);
 }

@@ -26,8 +26,10 @@
  *   append at one place; and a ledger is read by hopping over the subtrees
  *   of its calls.
  *
- *   The layout is the store's format 1 (its "format" meta record); a change
- *   to it is a new store format.
+ *   The layout is the store's format 1 (its "format" meta record; the
+ *   PostgreSQL store's format 2 has it too, and only keeps two steps of a
+ *   commit in a row: ledger/pg/pg_read.c, PAIRS); a change to it is a new
+ *   store format.
  */
 #include "keys.h"
 

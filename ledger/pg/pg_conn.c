@@ -14,21 +14,32 @@
  *
  *   | table  | columns                          | holds                    |
  *   |--------|----------------------------------|--------------------------|
- *   | meta   | k text PK, v bigint              | ('format', 1), and the   |
+ *   | meta   | k text PK, v bigint              | ('format', 2), and the   |
  *   |        |                                  | identity ('identity',    |
  *   |        |                                  | IDENTITY: "policyld")    |
  *   | runs   | id bytea PK, num bigint UNIQUE,  | run id -> number, info   |
  *   |        | info bytea                       | record (runrec.c)        |
  *   | state  | run bigint PK, v bytea           | run state (runrec.c)     |
- *   | steps  | k bytea PK, v bytea              | step key (keys.c) ->     |
- *   |        |                                  | step record (record.c)   |
+ *   | steps  | k bytea PK, v bytea, v1 bytea,   | step key (keys.c) ->     |
+ *   |        | k2 bytea, v2 bytea               | step record (record.c);  |
+ *   |        |                                  | a pair: v PAIR_MARK, v1  |
+ *   |        |                                  | the first's record, k2,  |
+ *   |        |                                  | v2 the second step (the  |
+ *   |        |                                  | next key); else NULLs    |
  *   | tombs  | id bytea PK, expires bigint,     | a deleted run's id ->    |
  *   |        | v bytea                          | its tombstone (runrec.c) |
  *   |        |                                  | and when that expires    |
  *   |        |                                  | (pg_delete.c)            |
  *   | run_num (a sequence)                      | the next run number      |
  *
- *   A database whose `format` row is not 1 is refused (PL_EVERSION).  A
+ *   A row of steps holds one step, or two that one commit wrote whose
+ *   second key is the step right after the first (same ledger, seq + 1;
+ *   a call's action_call and action_result): one heap tuple, one index
+ *   entry.  Every read splits it into its steps (pg_read.c, PAIRS).
+ *   Format 2 says the store may hold such rows; format 1 stores (single
+ *   rows alone) are read as they are, and a writable open adds the
+ *   columns and makes them 2, so that a library that reads format 1
+ *   alone refuses them.  Any other format is refused (PL_EVERSION).  A
  *   schema that holds anything but a store (its identity, or for a store
  *   made before the identity was written its format and tables, to which
  *   a read-write open adds the identity) is another program's: it is
@@ -42,7 +53,8 @@
  * statements, and how a new record type joins them); a group commit's
  * runs go as one statement of arrays, Q_WRITE, its plan kept generic.
  * Steps are inserted, never updated: an existing key (unique_violation)
- * fails the commit with PL_EBUSY, as on LMDB.
+ * fails the commit with PL_EBUSY, as on LMDB (a pair's second: pg_read.c,
+ * PAIRS).
  * There is no journal: steps are in place at once.
  *
  * STATEMENTS: every statement on the hot path (commits, reads, leases, the
@@ -200,6 +212,7 @@ int pl__pg_err(const pl__pg_store *s, const PGconn *c, const PGresult *r,
     int st = !code                                              ? PL_ESTORE
              : !strcmp(code, "53100")                           ? PL_ENOSPC
              : !strcmp(code, "25006") || !strcmp(code, "42501") ? PL_EACCES
+             : !strcmp(code, PAIR_STATE)                        ? PL_ECORRUPT
                                                                 : PL_ESTORE;
     return pl__err(st, "store '%s': %s: %s", s->path, what, buf);
 }
@@ -593,30 +606,8 @@ static int make_statements(pl__pg_store *s)
         "s AS (INSERT INTO \"%s\".state (run, v) SELECT num, $3::bytea "
         "FROM r WHERE length($3::bytea) > 0) SELECT num FROM r",
         n, n, n, n);
-    /* the rows of the plain query, of which those that start before $4
-     * bytes of values: the server adds up their lengths (which a TOASTed
-     * value's header gives) and sends no more */
-    s->q[Q_READ] = pl__asprintf(
-        "SELECT k, v FROM (SELECT k, v, sum(length(v)) OVER w - length(v) "
-        "AS before FROM (SELECT k, v FROM \"%s\".steps WHERE "
-        "k >= $1::bytea AND k <= $2::bytea AND length(k) = length($1::bytea) "
-        "ORDER BY k LIMIT $3::bigint) s "
-        "WINDOW w AS (ORDER BY k ROWS UNBOUNDED PRECEDING)) p "
-        "WHERE before = 0 OR before < $4::bigint ORDER BY k",
-        n);
-    /* at most $3 rows, and $4 bytes of keys and values but always the
-     * first; more: whether a step follows the row (the plain query reads
-     * one row more to say it for the last) */
-    s->q[Q_SCAN] = pl__asprintf(
-        "SELECT k, v, more FROM (SELECT k, v, row_number() OVER w AS i, "
-        "sum(length(k) + length(v)) OVER w AS upto, "
-        "length(k) + length(v) AS len, lead(k) OVER w IS NOT NULL AS more "
-        "FROM (SELECT k, v FROM \"%s\".steps WHERE k > $1::bytea AND "
-        "k <= $2::bytea ORDER BY k LIMIT $3::bigint + 1) s "
-        "WINDOW w AS (ORDER BY k ROWS UNBOUNDED PRECEDING)) p "
-        "WHERE i <= $3::bigint AND (upto <= $4::bigint OR upto = len) "
-        "ORDER BY k",
-        n);
+    for (int i = Q_READ; i <= Q_SCAN; i++) /* pg_read.c */
+        s->q[i] = pl__pg_read_sql(s, i);
     s->q[Q_RUNS] = pl__asprintf(
         "SELECT id, int8send(num) || info FROM \"%s\".runs "
         "WHERE id > $1::bytea ORDER BY id LIMIT $2::bigint",
@@ -643,14 +634,7 @@ static int make_statements(pl__pg_store *s)
         "to_regclass('\"%s\".state') IS NOT NULL AND "
         "to_regclass('\"%s\".steps') IS NOT NULL",
         n, n, n, n, n);
-    /* one statement: one snapshot */
-    s->q[Q_STATS] = pl__asprintf(
-        "SELECT current_setting('block_size')::bigint, (SELECT "
-        "coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
-        "JOIN pg_namespace ns ON ns.oid = c.relnamespace WHERE ns.nspname = "
-        "'%s' AND c.relkind IN ('r', 'S'))::bigint, (SELECT count(*) FROM "
-        "\"%s\".runs), (SELECT count(*) FROM \"%s\".steps)",
-        n, n, n);
+    s->q[Q_STATS] = pl__pg_read_sql(s, Q_STATS);
     /* the server's WAL position: every commit moves it (also commits to
      * other schemas and databases of the server) */
     s->q[Q_MARK] = pl__strdup(
@@ -785,8 +769,11 @@ static int setup(pl__pg_store *s, PGconn *c)
         "num bigint NOT NULL UNIQUE, info bytea NOT NULL);"
         "CREATE TABLE IF NOT EXISTS \"%s\".state (run bigint PRIMARY KEY, "
         "v bytea NOT NULL);"
+        /* a row holds a step, or a pair of the steps one commit wrote
+         * whose second key is the one right after its first (v1, k2, v2:
+         * pg_read.c, PAIRS); a store made before has them added */
         "CREATE TABLE IF NOT EXISTS \"%s\".steps (k bytea PRIMARY KEY, "
-        "v bytea NOT NULL);"
+        "v bytea NOT NULL, v1 bytea, k2 bytea, v2 bytea);"
         "CREATE TABLE IF NOT EXISTS \"%s\".tombs (id bytea PRIMARY KEY, "
         "expires bigint NOT NULL, v bytea NOT NULL);"
         "CREATE INDEX IF NOT EXISTS tombs_expires ON \"%s\".tombs "
@@ -818,11 +805,12 @@ static int setup(pl__pg_store *s, PGconn *c)
                      s->path);
     else {
         uint64_t f = pl__get_be64((const uint8_t *)PQgetvalue(r, 0, 0));
-        if (f != FORMAT)
+        if (f != FORMAT && f != FORMAT_SINGLE)
             st = pl__err(PL_EVERSION,
                          "store '%s' has format %lld; this build reads "
-                         "format %d",
-                         s->path, (long long)f, FORMAT);
+                         "formats %d and %d",
+                         s->path, (long long)f, FORMAT_SINGLE, FORMAT);
+        s->single = f == FORMAT_SINGLE && s->read_only;
     }
     PQclear(r);
     return st;
@@ -851,6 +839,8 @@ int pl__pg_open(pl__pg_store **out, const char *uri,
         st = pl__pg_conn_get(s, &c);
     if (!st)
         st = setup(s, c);
+    if (!st)
+        st = pl__pg_pairs_setup(s, c);
     if (!st && !s->read_only)
         st = pl__pg_lease_setup(s, c);
     if (!st && !s->read_only)

@@ -29,7 +29,26 @@
 #include <pthread.h>
 #include <sys/types.h>
 
-#define FORMAT 1
+/* The store's format ('format' in meta): 2 since a row of steps may hold
+ * a pair (pg_conn.c, LAYOUT); a store of format 1 (single rows alone) is
+ * read as it is, and a writable open makes it 2. */
+#define FORMAT 2
+#define FORMAT_SINGLE 1
+/* SQLSTATE of pl_pair_bad(): a row of steps whose second step is not the
+ * one right after its first (PL_ECORRUPT). */
+#define PAIR_STATE "PLPAR"
+/* SQL: the value of a pair's row in column v, its first step's record in
+ * v1 (pg_read.c, PAIRS): a step record's header of format version 255, so
+ * that a library that reads format 1 alone and opened the store before a
+ * writable open made it 2 fails the ledger with PL_EVERSION (record.c)
+ * instead of reading a call without its result. */
+#define PAIR_MARK "'\\x91ccff'::bytea"
+/* SQL: the seq of step key expression @p x (its last four bytes), a
+ * bigint. */
+#define SEQ_OF(x)                                                              \
+    "(get_byte(" x ", length(" x ") - 4)::bigint * 16777216 + get_byte(" x     \
+    ", length(" x ") - 3) * 65536 + get_byte(" x ", length(" x ") - 2) * "     \
+    "256 + get_byte(" x ", length(" x ") - 1))"
 #define IDENTITY 8101813454559079524LL /* "policyld", big-endian */
 #define SCHEMA_DEFAULT "policyledger"
 #define SCHEMA_MAX 63
@@ -162,6 +181,8 @@ struct pl__pg_store {
     bool nosync;
     bool read_only; /* every write fails with PL_ESTATE */
     bool no_create; /* a missing schema is PL_ENOTFOUND */
+    bool single;    /* steps has no pair columns (a format 1 store open
+                       read-only): its statements read k and v alone */
     pthread_mutex_t mu;
     pid_t pid; /* the process the idle connections belong to */
     PGconn *idle[IDLE_MAX];
@@ -311,9 +332,21 @@ PL__HIDDEN int pl__pg_one_write_send(pl__pg_store *s, PGconn *c,
 /* Format write statement @p which (Q_WRITE, Q_STEPS, Q_GENERIC,
  * Q_INBOX_ADD) for the store's schema (pg_one.c). */
 PL__HIDDEN int pl__pg_write_sql(const pl__pg_store *s, int which, char **out);
-/* Read statement @p which (Q_RUN_LOAD) for the store's schema (NULL: out
- * of memory). */
+/* Read statement @p which (Q_RUN_LOAD, L_RUN_LOAD, L_READ_ROOT, Q_READ,
+ * Q_SCAN, Q_STATS) for the store's schema (NULL: out of memory). */
 PL__HIDDEN char *pl__pg_read_sql(const pl__pg_store *s, int which);
+/* SQL: the columns a row of steps alias @p t gives its steps from (k, v,
+ * k2, v2; NULLs for the second in a store without pairs), and the steps
+ * of rows alias @p r of those columns, as x(k, v): a JOIN clause, a row's
+ * second key checked (pl_pair_bad()) and NULL when it has none (pg_read.c,
+ * PAIRS).  NULL: out of memory. */
+PL__HIDDEN char *pl__pg_pair_cols(const pl__pg_store *s, const char *t);
+PL__HIDDEN char *pl__pg_pair_split(const pl__pg_store *s, const char *r);
+/* After the format is read: a writable open gives a format 1 store its
+ * pair columns and makes it format 2 (and pl_pair_bad()); a read-only
+ * one of a format 1 store (s->single) has its reads made without the
+ * pair columns. */
+PL__HIDDEN int pl__pg_pairs_setup(pl__pg_store *s, PGconn *c) PL__MUST_CHECK;
 /* Remove, once a store, the parked rows an older store left for runs that
  * ended, on @p c (pg_delete.c). */
 PL__HIDDEN int pl__pg_parked_sweep(pl__pg_store *s, PGconn *c) PL__MUST_CHECK;

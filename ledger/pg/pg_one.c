@@ -24,9 +24,11 @@
  *   |           | concurrency key             | out (5.5k instructions)    |
  *   | ONE_DROP  | the execution ended         | the lease dropped          |
  *   | ONE_STEPS | steps                       | inserted from two arrays   |
- *   | ONE_PAIR  | two steps (a call's         | inserted as two rows of    |
+ *   | ONE_PAIR  | two steps (a call's         | inserted as one row of     |
  *   |           | action_call and its result) | scalars (VALUES): no array |
- *   |           | of at most PAIR_BYTES       | to build or take apart     |
+ *   |           | of at most PAIR_BYTES, the  | to build or take apart,    |
+ *   |           | second's key the next of    | one tuple and one index    |
+ *   |           | the first's                 | entry (pg_read.c, PAIRS)   |
  *   | ONE_STATE | a state                     | upserted                   |
  *   | ONE_TIMER | a timer                     | upserted, an earlier one   |
  *   |           |                             | kept                       |
@@ -148,7 +150,9 @@ static int one_nparams(unsigned m)
     return m & ONE_FENCE ? P_GEN + 1 : P_RUN + 1;
 }
 
-/* Whether @p steps are two of at most PAIR_BYTES together (ONE_PAIR). */
+/* Whether @p steps are two of at most PAIR_BYTES together, the second's
+ * key the one right after the first's (ONE_PAIR: one row, pg_read.c,
+ * PAIRS). */
 static bool pair_fits(const pl__kvs *steps)
 {
     if (steps->n != 2)
@@ -156,7 +160,12 @@ static bool pair_fits(const pl__kvs *steps)
     uint64_t bytes = 0;
     for (size_t i = 0; i < 2; i++)
         bytes += (uint64_t)steps->e[i].klen + steps->e[i].vlen;
-    return bytes <= PAIR_BYTES;
+    size_t len = steps->e[0].klen;
+    const uint8_t *a = pl__kvs_key(steps, 0), *b = pl__kvs_key(steps, 1);
+    return bytes <= PAIR_BYTES && len >= 12 && steps->e[1].klen == len &&
+           !memcmp(a, b, len - 4) &&
+           pl__get_be32(b + len - 4) == pl__get_be32(a + len - 4) + 1 &&
+           pl__get_be32(b + len - 4) != 0;
 }
 
 unsigned pl__pg_one_shape(const pl__batch *bt, bool timer)
@@ -260,10 +269,11 @@ static char *one_sql(const char *n, unsigned m)
          "k AS (INSERT INTO \"%s\".steps (k, v) SELECT * FROM unnest($7, "
          "$8))",
          n);
-    PART(ONE_PAIR,
-         "k AS (INSERT INTO \"%s\".steps (k, v) VALUES ($3, $4), ($5, "
-         "$6))",
-         n);
+    PART(
+        ONE_PAIR,
+        "k AS (INSERT INTO \"%s\".steps (k, v, v1, k2, v2) VALUES ($3, " PAIR_MARK
+        ", $4, $5, $6))",
+        n);
     PART(ONE_STATE,
          "t AS (INSERT INTO \"%s\".state (run, v) VALUES ($1, $9) ON "
          "CONFLICT (run) DO UPDATE SET v = excluded.v)",

@@ -23,7 +23,7 @@ static int query(pl__pg_store *s, int which, int nparams,
     int st = pl__pg_conn_get(s, &c);
     if (st)
         return st;
-    int fmts[4] = {1, 1, 1, 1};
+    int fmts[5] = {1, 1, 1, 1, 1};
     PGresult *r = pl__pg_exec_q(s, c, which, nparams, vals, lens, fmts);
     if (PQresultStatus(r) != PGRES_TUPLES_OK) {
         st = pl__pg_err(s, c, r, what);
@@ -33,6 +33,18 @@ static int query(pl__pg_store *s, int which, int nparams,
     pl__pg_conn_put(s, c);
     *out = r;
     return st;
+}
+
+/* Q_READ's $5 for a read from key @p k (@p klen bytes): the key before it
+ * in its ledger, whose row may hold it (PAIRS), into @p out; its length,
+ * 0 (none: '') for a ledger's first step or a key too short for a seq. */
+static int key_before(const uint8_t *k, size_t klen, uint8_t *out)
+{
+    if (klen < 12 || klen > PL__KEY_MAX || !pl__get_be32(k + klen - 4))
+        return 0;
+    memcpy(out, k, klen);
+    pl__put_be32(out + klen - 4, pl__get_be32(k + klen - 4) - 1);
+    return (int)klen;
 }
 
 /* ---- shared step values (share.c) ---------------------------------------- */
@@ -48,12 +60,13 @@ static int share_get_fn(const uint8_t *key, size_t klen, const uint8_t **val,
     share_get *g = user;
     PQclear(g->r);
     g->r = NULL;
-    uint8_t lim[8];
+    uint8_t lim[8], before[PL__KEY_MAX];
     pl__put_be64(lim, 1);
-    const char *vals[4] = {(const char *)key, (const char *)key,
-                           (const char *)lim, (const char *)lim};
-    int lens[4] = {(int)klen, (int)klen, 8, 8};
-    int st = query(g->s, Q_READ, 4, vals, lens, &g->r, "reading a shared step");
+    const char *vals[5] = {(const char *)key, (const char *)key,
+                           (const char *)lim, (const char *)lim,
+                           (const char *)before};
+    int lens[5] = {(int)klen, (int)klen, 8, 8, key_before(key, klen, before)};
+    int st = query(g->s, Q_READ, 5, vals, lens, &g->r, "reading a shared step");
     if (st)
         return st;
     if (PQntuples(g->r) < 1)
@@ -112,18 +125,21 @@ int pl__pg_read(pl__pg_store *s, const uint8_t *prefix, size_t prefix_len,
                 uint32_t from_seq, size_t max_n, size_t max_bytes, pl__kvs *out)
 {
     pl__kvs_reset(out);
-    uint8_t lo[PL__KEY_MAX], hi[PL__KEY_MAX], lim[8], blim[8];
+    uint8_t lo[PL__KEY_MAX], hi[PL__KEY_MAX], lim[8], blim[8],
+        before[PL__KEY_MAX];
     memcpy(lo, prefix, prefix_len);
     memcpy(hi, prefix, prefix_len);
     pl__put_be32(lo + prefix_len, from_seq);
     pl__put_be32(hi + prefix_len, UINT32_MAX);
     pl__put_be64(lim, max_n < READ_MAX ? (max_n ? max_n : 1) : READ_MAX);
     pl__put_be64(blim, max_bytes > INT64_MAX ? INT64_MAX : max_bytes);
-    const char *vals[4] = {(const char *)lo, (const char *)hi,
-                           (const char *)lim, (const char *)blim};
-    int lens[4] = {(int)prefix_len + 4, (int)prefix_len + 4, 8, 8};
+    const char *vals[5] = {(const char *)lo, (const char *)hi,
+                           (const char *)lim, (const char *)blim,
+                           (const char *)before};
+    int lens[5] = {(int)prefix_len + 4, (int)prefix_len + 4, 8, 8,
+                   key_before(lo, prefix_len + 4, before)};
     PGresult *r = NULL;
-    int st = query(s, Q_READ, 4, vals, lens, &r, "reading a ledger");
+    int st = query(s, Q_READ, 5, vals, lens, &r, "reading a ledger");
     if (st)
         return st;
     uint32_t want = from_seq;
@@ -141,10 +157,26 @@ int pl__pg_read(pl__pg_store *s, const uint8_t *prefix, size_t prefix_len,
     return st;
 }
 
+/* Whether row @p i of a scan's @p r has a key past row i - 1's (a key
+ * read twice is a row's second equal to another row's key: PAIRS). */
+static int scan_order(pl__pg_store *s, PGresult *r, int i)
+{
+    if (!i)
+        return PL_OK;
+    size_t a = (size_t)PQgetlength(r, i - 1, 0),
+           b = (size_t)PQgetlength(r, i, 0);
+    int c = memcmp(PQgetvalue(r, i - 1, 0), PQgetvalue(r, i, 0), a < b ? a : b);
+    if (c < 0 || (!c && a < b))
+        return PL_OK;
+    return pl__err(PL_ECORRUPT, "store '%s': a run's steps hold a key twice",
+                   s->path);
+}
+
 /* Copy rows of (key, step value) to @p out, as records, while they hold
- * at most @p max_bytes of keys and records (the first always). */
+ * at most @p max_bytes of keys and records (the first always); @p steps: a
+ * scan's, whose keys must increase. */
 static int rows_to_kvs(pl__pg_store *s, PGresult *r, size_t max_bytes,
-                       pl__kvs *out)
+                       bool steps, pl__kvs *out)
 {
     int st = PL_OK;
     size_t bytes = 0;
@@ -154,7 +186,9 @@ static int rows_to_kvs(pl__pg_store *s, PGresult *r, size_t max_bytes,
         size_t klen = (size_t)PQgetlength(r, i, 0);
         const uint8_t *v = (const uint8_t *)PQgetvalue(r, i, 1);
         size_t vlen = (size_t)PQgetlength(r, i, 1);
-        st = as_record(s, k, klen, &v, &vlen, &whole);
+        st = steps ? scan_order(s, r, i) : PL_OK;
+        if (!st)
+            st = as_record(s, k, klen, &v, &vlen, &whole);
         if (!st && out->n && bytes + klen + vlen > max_bytes)
             break; /* a shared value, larger than stored: the next page's */
         if (!st)
@@ -195,7 +229,7 @@ int pl__pg_scan(pl__pg_store *s, uint64_t run, const uint8_t *after,
     PGresult *r = NULL;
     int st = scan(s, run, after, after_len, max_n, max_bytes, &r);
     if (!st)
-        st = rows_to_kvs(s, r, max_bytes, out);
+        st = rows_to_kvs(s, r, max_bytes, true, out);
     PQclear(r);
     return st;
 }
@@ -223,7 +257,9 @@ int pl__pg_each_step(pl__pg_store *s, uint64_t run, pl__step_fn fn, void *user)
             const uint8_t *k = (const uint8_t *)PQgetvalue(r, i, 0);
             const uint8_t *v = (const uint8_t *)PQgetvalue(r, i, 1);
             size_t vlen = (size_t)PQgetlength(r, i, 1);
-            st = as_record(s, k, klen, &v, &vlen, &whole);
+            st = scan_order(s, r, i);
+            if (!st)
+                st = as_record(s, k, klen, &v, &vlen, &whole);
             if (!st)
                 st = fn(k, klen, v, vlen, user);
             if (!st && i == n - 1) {
@@ -247,6 +283,183 @@ int pl__pg_each_step(pl__pg_store *s, uint64_t run, pl__step_fn fn, void *user)
             return st;
         }
     }
+}
+
+/* ---- PAIRS ----------------------------------------------------------------
+ *
+ * A row of steps holds its step (k, v), or a pair: two steps one commit
+ * wrote, the second's key the one right after the first's (the same
+ * ledger, seq + 1), one heap tuple and one index entry where they were two
+ * (a call's action_call and action_result: pg_one.c, ONE_PAIR).  A pair's
+ * row holds its first step's record in v1 and its second in (k2, v2); its
+ * v holds PAIR_MARK, a record header of a format no version reads, so a
+ * process of an older library that opened the store while it was format
+ * 1, and still runs when a writable open made it 2, fails such a ledger
+ * with PL_EVERSION: it never reads a call without its result, which it
+ * would take for a call in flight at a crash and run again.  Every read splits a row into its steps: the rows of the key
+ * range, and the row before it, whose second may be the range's first
+ * step (a read from, or a scan after, the first of a pair); then the
+ * steps in key order with the read's limits.  A row's second is checked
+ * as it is split: a key that is not the next of its row's first (another
+ * ledger's, an earlier one, one past a gap), a second half missing, or a
+ * first whose v is not PAIR_MARK or whose v1 is missing (or a v1 in a
+ * row without a second)
+ * raises pl_pair_bad() (SQLSTATE PAIR_STATE, PL_ECORRUPT); a second equal
+ * to another row's key reads as a step twice, which the readers refuse
+ * (read_row(): each seq once, in order; the scans: keys increasing).
+ *
+ * The primary key holds a row's first key alone, and still refuses every
+ * write at a taken position that a writer can make: a writer appends
+ * where a ledger ended in what it read, committed commits only, and a
+ * commit's first step in a ledger starts a row (a pair is two steps of
+ * one commit), so a position a stale writer takes again is a row's first
+ * key (PL_EBUSY, as before).  Only a writer that saw half a commit could
+ * write a pair's second again; it is not probed for (with a probe of the
+ * key in a call's statement, the server's work a call grew by half:
+ * bench/README.md), and a read would report the key twice.
+ */
+
+char *pl__pg_pair_cols(const pl__pg_store *s, const char *t)
+{
+    return s->single
+               ? pl__asprintf(
+                     "%s.k, %s.v, NULL::bytea, NULL::bytea, NULL::bytea", t, t)
+               : pl__asprintf("%s.k, %s.v, %s.v1, %s.k2, %s.v2", t, t, t, t, t);
+}
+
+char *pl__pg_pair_split(const pl__pg_store *s, const char *r)
+{
+    if (s->single)
+        return pl__asprintf("CROSS JOIN LATERAL (VALUES (%s.k, %s.v), "
+                            "(NULL::bytea, NULL::bytea)) x(k, v)",
+                            r, r);
+    char k[16], k2[16];
+    snprintf(k, sizeof k, "%s.k", r);
+    snprintf(k2, sizeof k2, "%s.k2", r);
+    return pl__asprintf(
+        "CROSS JOIN LATERAL (VALUES (%s.k, CASE WHEN %s.k2 IS NULL AND %s.v1 "
+        "IS NULL THEN %s.v WHEN %s.k2 IS NOT NULL AND %s.v1 IS NOT NULL AND "
+        "%s.v = " PAIR_MARK " THEN %s.v1 ELSE \"%s\".pl_pair_bad(%s.k) END), "
+        "(CASE WHEN %s.k2 IS NULL "
+        "AND %s.v2 IS NULL THEN NULL WHEN %s.k2 IS NULL OR %s.v2 IS NULL OR "
+        "length(%s.k2) <> length(%s.k) OR length(%s.k) < 12 OR substr(%s.k2, "
+        "1, length(%s.k) - 4) <> substr(%s.k, 1, length(%s.k) - 4) THEN "
+        "\"%s\".pl_pair_bad(%s.k) WHEN " SEQ_OF("%s") " = " SEQ_OF(
+            "%s") " + 1 THEN %s.k2 ELSE \"%s\".pl_pair_bad(%s.k) END, %s.v2)) "
+                  "x(k, v)",
+        r, r, r, r, r, r, r, r, s->schema, r, /* the first step */
+        r, r, r, r, r, r, r, r, r, r, r, s->schema, r, k2, k2, k2, k2, k2, k2,
+        k2, k2, k, k, k, k, k, k, k, k, r, s->schema, r, r);
+}
+
+/* A read of steps (Q_READ, Q_SCAN, Q_STATS, L_READ_ROOT) for the store's
+ * schema, its rows split (PAIRS).  The byte limits and the answers are
+ * those of single rows' reads: Q_READ, the steps of a ledger from $1 to
+ * $2 (keys as long as $1), $3 at most, those that start before $4 bytes
+ * of values (the server adds up their lengths, which a TOASTed value's
+ * header gives, and sends no more), $5 the key before $1 (its row may
+ * hold $1; '' for none); Q_SCAN, after key $1 up to $2, $3 at most and
+ * $4 bytes of keys and values but always the first, and whether a step
+ * follows each (the plain query reads one step more to say it for the
+ * last), the row before $1 looked for in $1's run alone; L_READ_ROOT, Q_READ of a run's root ledger from seq 0, the run
+ * by its id $1, $2 and $3 its limits. */
+static char *steps_sql(const pl__pg_store *s, int which)
+{
+    const char *n = s->schema;
+    if (which == Q_STATS) /* one statement: one snapshot */
+        return pl__asprintf(
+            "SELECT current_setting('block_size')::bigint, (SELECT "
+            "coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
+            "JOIN pg_namespace ns ON ns.oid = c.relnamespace WHERE "
+            "ns.nspname = '%s' AND c.relkind IN ('r', 'S'))::bigint, (SELECT "
+            "count(*) FROM \"%s\".runs), (SELECT count(*) + count(%s) FROM "
+            "\"%s\".steps)",
+            n, n, s->single ? "NULL::bytea" : "k2", n);
+    char *t = pl__pg_pair_cols(s, "t"), *x = pl__pg_pair_split(s, "r"), *q;
+    if (!t || !x)
+        q = NULL;
+    else if (which == Q_READ)
+        q = pl__asprintf(
+            "SELECT k, v FROM (SELECT k, v, sum(length(v)) OVER w - length(v) "
+            "AS before FROM (SELECT x.k, x.v FROM (SELECT %s FROM \"%s\".steps "
+            "t WHERE t.k = $5::bytea UNION ALL (SELECT %s FROM \"%s\".steps t "
+            "WHERE t.k >= $1::bytea AND t.k <= $2::bytea AND length(t.k) = "
+            "length($1::bytea) ORDER BY t.k LIMIT $3::bigint)) r(k, v, v1, k2, v2) "
+            "%s WHERE x.k >= $1::bytea AND x.k <= $2::bytea AND length(x.k) = "
+            "length($1::bytea) ORDER BY x.k LIMIT $3::bigint) s "
+            "WINDOW w AS (ORDER BY k ROWS UNBOUNDED PRECEDING)) p "
+            "WHERE before = 0 OR before < $4::bigint ORDER BY k",
+            t, n, t, n, x);
+    else if (which == Q_SCAN)
+        q = pl__asprintf(
+            "SELECT k, v, more FROM (SELECT k, v, row_number() OVER w AS i, "
+            "sum(length(k) + length(v)) OVER w AS upto, "
+            "length(k) + length(v) AS len, lead(k) OVER w IS NOT NULL AS more "
+            "FROM (SELECT x.k, x.v FROM ((SELECT %s FROM \"%s\".steps t WHERE "
+            "t.k <= $1::bytea AND t.k >= substr($1::bytea, 1, 8) ORDER BY "
+            "t.k DESC LIMIT 1) UNION ALL (SELECT %s "
+            "FROM \"%s\".steps t WHERE t.k > $1::bytea AND t.k <= $2::bytea "
+            "ORDER BY t.k LIMIT $3::bigint + 1)) r(k, v, v1, k2, v2) %s WHERE "
+            "x.k > $1::bytea AND x.k <= $2::bytea ORDER BY x.k LIMIT "
+            "$3::bigint + 1) s "
+            "WINDOW w AS (ORDER BY k ROWS UNBOUNDED PRECEDING)) p "
+            "WHERE i <= $3::bigint AND (upto <= $4::bigint OR upto = len) "
+            "ORDER BY k",
+            t, n, t, n, x);
+    else /* L_READ_ROOT: a valid second is in the ledger's range */
+        q = pl__asprintf(
+            "SELECT k, v FROM (SELECT k, v, sum(length(v)) OVER w - "
+            "length(v) AS before FROM (SELECT x.k, x.v FROM (SELECT %s FROM "
+            "\"%s\".runs u JOIN \"%s\".steps t ON t.k >= int8send(u.num) || "
+            "'\\x00000000'::bytea AND t.k <= int8send(u.num) || "
+            "'\\xffffffff'::bytea AND length(t.k) = 12 WHERE u.id = $1::bytea "
+            "ORDER BY t.k LIMIT $2::bigint) r(k, v, v1, k2, v2) %s WHERE x.k IS "
+            "NOT NULL ORDER BY x.k LIMIT $2::bigint) s WINDOW w AS (ORDER BY "
+            "k ROWS UNBOUNDED PRECEDING)) p WHERE before = 0 OR before < "
+            "$3::bigint ORDER BY k",
+            t, n, n, x);
+    free(t);
+    free(x);
+    return q;
+}
+
+/* A read-only open of a format 1 store: its reads without pair columns. */
+static int remake_reads(pl__pg_store *s)
+{
+    static const int which[] = {Q_READ, Q_SCAN, Q_STATS, L_READ_ROOT};
+    for (size_t i = 0; i < sizeof which / sizeof *which; i++) {
+        free(s->q[which[i]]);
+        if (!(s->q[which[i]] = steps_sql(s, which[i])))
+            return pl__err(PL_ENOMEM, "out of memory");
+    }
+    return PL_OK;
+}
+
+int pl__pg_pairs_setup(pl__pg_store *s, PGconn *c)
+{
+    if (s->read_only) /* s->single: a format 1 store's reads */
+        return s->single ? remake_reads(s) : PL_OK;
+    const char *n = s->schema;
+    char *sql = pl__asprintf(
+        "BEGIN;"
+        "SELECT pg_advisory_xact_lock(hashtext('policyledger store %s'));"
+        "DO $d$ BEGIN IF NOT EXISTS (SELECT FROM pg_attribute WHERE "
+        "attrelid = '\"%s\".steps'::regclass AND attname = 'v1' AND NOT "
+        "attisdropped) THEN ALTER TABLE \"%s\".steps ADD COLUMN IF NOT "
+        "EXISTS v1 bytea, ADD COLUMN IF NOT EXISTS k2 bytea, ADD COLUMN IF "
+        "NOT EXISTS v2 bytea; END IF; END $d$;"
+        "CREATE OR REPLACE FUNCTION \"%s\".pl_pair_bad(k bytea) RETURNS "
+        "bytea LANGUAGE plpgsql AS $f$ BEGIN RAISE EXCEPTION 'the row of "
+        "steps at key %% holds a second step that is not the one right "
+        "after its first', k USING ERRCODE = '" PAIR_STATE "'; END $f$;"
+        "UPDATE \"%s\".meta SET v = %d WHERE k = 'format' AND v = %d;"
+        "COMMIT",
+        n, n, n, n, n, FORMAT, FORMAT_SINGLE);
+    if (!sql)
+        return pl__err(PL_ENOMEM, "out of memory");
+    int st = pl__pg_command(s, c, sql, "giving the steps their pairs");
+    free(sql);
+    return st;
 }
 
 /* ---- runs ---------------------------------------------------------------- */
@@ -287,18 +500,8 @@ char *pl__pg_read_sql(const pl__pg_store *s, int which)
                             "LEFT JOIN \"%s\".state s ON s.run = r.num WHERE "
                             "r.id = $1::bytea",
                             n, n);
-    if (which == L_READ_ROOT) /* Q_READ (pg_conn.c) of the root ledger, from
-                               * seq 0, of the run whose id is $1 */
-        return pl__asprintf(
-            "SELECT k, v FROM (SELECT k, v, sum(length(v)) OVER w - "
-            "length(v) AS before FROM (SELECT t.k, t.v FROM \"%s\".runs r "
-            "JOIN \"%s\".steps t ON t.k >= int8send(r.num) || "
-            "'\\x00000000'::bytea AND t.k <= int8send(r.num) || "
-            "'\\xffffffff'::bytea AND length(t.k) = 12 WHERE r.id = $1::bytea "
-            "ORDER BY t.k LIMIT $2::bigint) s WINDOW w AS (ORDER BY k ROWS "
-            "UNBOUNDED PRECEDING)) p WHERE before = 0 OR before < $3::bigint "
-            "ORDER BY k",
-            n, n);
+    if (which != L_RUN_LOAD) /* L_READ_ROOT, Q_READ, Q_SCAN, Q_STATS */
+        return steps_sql(s, which);
     /* L_RUN_LOAD: the same, whether the run is parked with a key and
      * whether the key has room now, counted as pl_key_room() counts (no
      * lock: a take counts again), and its inbox in one value: each record
@@ -541,7 +744,7 @@ int pl__pg_runs(pl__pg_store *s, const char *after, bool desc, size_t max_n,
     int st = query(s, desc ? Q_RUNS_DESC : Q_RUNS, 2, vals, lens, &r,
                    "listing runs");
     if (!st)
-        st = rows_to_kvs(s, r, SIZE_MAX, out);
+        st = rows_to_kvs(s, r, SIZE_MAX, false, out);
     PQclear(r);
     return st;
 }

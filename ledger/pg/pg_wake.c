@@ -46,43 +46,51 @@ int pl__pg_wake_sql(const pl__pg_store *s, char **out)
     const char *n = s->schema;
     /* $1 owner, $2 lease_us, $3 how many, $4 and $5 the ledger read's
      * limits (rows, bytes: L_READ_ROOT's); in binary */
-    *out = pl__asprintf(
-        "WITH m AS MATERIALIZED (SELECT w.run, w.due, w.id, w.fkey, "
-        "w.flimit FROM \"%s\".pl_wake($3::integer) w), "
-        /* the states this transaction can lock now; a run without one is
+    char *cols = pl__pg_pair_cols(s, "t"), *split = pl__pg_pair_split(s, "pr");
+    *out = NULL;
+    if (cols && split)
+        *out = pl__asprintf(
+            "WITH m AS MATERIALIZED (SELECT w.run, w.due, w.id, w.fkey, "
+            "w.flimit FROM \"%s\".pl_wake($3::integer) w), "
+            /* the states this transaction can lock now; a run without one is
          * taken too (and fails: else its timer is due for ever) */
-        "s AS MATERIALIZED (SELECT x.run, x.v FROM \"%s\".state x JOIN m ON "
-        "x.run = m.run FOR UPDATE OF x SKIP LOCKED), "
-        /* a lease another transaction took since pl_wake() looked (a
+            "s AS MATERIALIZED (SELECT x.run, x.v FROM \"%s\".state x JOIN m ON "
+            "x.run = m.run FOR UPDATE OF x SKIP LOCKED), "
+            /* a lease another transaction took since pl_wake() looked (a
          * take of the queue, a ride) is live: not taken over, and the
          * run's timer stays */
-        "g AS (INSERT INTO \"%s\".leases AS y (run, gen, owner, id, expires, "
-        "fkey, flimit) SELECT m.run, 1, $1, m.id, " NOW_US " + $2::bigint, "
-        "m.fkey, coalesce(m.flimit, 0) FROM m WHERE EXISTS (SELECT 1 FROM s "
-        "WHERE s.run = m.run) OR NOT EXISTS (SELECT 1 FROM \"%s\".state y "
-        "WHERE y.run = m.run) ON CONFLICT (run) DO UPDATE SET gen = "
-        "y.gen + 1, owner = excluded.owner, id = excluded.id, expires = "
-        "excluded.expires, fkey = coalesce(excluded.fkey, y.fkey), flimit = "
-        "CASE WHEN excluded.fkey IS NULL THEN y.flimit ELSE excluded.flimit "
-        "END WHERE y.expires <= " NOW_US " RETURNING y.run, y.gen, y.expires "
-        "- " NOW_US " AS expires_in, y.owner, y.id), "
-        "d AS (DELETE FROM \"%s\".timers x USING m, g WHERE x.run = m.run "
-        "AND g.run = m.run RETURNING m.run, m.due), "
-        "k AS (DELETE FROM \"%s\".parked z USING g WHERE z.run = g.run) "
-        "SELECT g.run, g.gen, g.expires_in, g.owner, g.id, r.info, s.v, "
-        "EXISTS (SELECT 1 FROM \"%s\".steps k WHERE k.k >= int8send(g.run) "
-        "AND k.k < int8send(g.run + 1)), EXISTS (SELECT 1 FROM \"%s\".inbox "
-        "i WHERE i.run = g.run AND i.cancel), (SELECT string_agg(int4send("
-        "length(q.k)) || q.k || int4send(length(q.v)) || q.v, ''::bytea "
-        "ORDER BY q.k) FROM (SELECT w.k, w.v, sum(length(w.v)) OVER (ORDER "
-        "BY w.k ROWS UNBOUNDED PRECEDING) - length(w.v) AS before FROM "
-        "(SELECT t.k, t.v FROM \"%s\".steps t WHERE t.k >= int8send(g.run) "
-        "|| '\\x00000000'::bytea AND t.k <= int8send(g.run) || "
-        "'\\xffffffff'::bytea AND length(t.k) = 12 ORDER BY t.k LIMIT "
-        "$4::bigint) w) q WHERE q.before = 0 OR q.before < $5::bigint) "
-        "FROM g JOIN d ON d.run = g.run LEFT JOIN \"%s\".runs r ON r.num = "
-        "g.run LEFT JOIN s ON s.run = g.run ORDER BY d.due, d.run",
-        n, n, n, n, n, n, n, n, n, n);
+            "g AS (INSERT INTO \"%s\".leases AS y (run, gen, owner, id, expires, "
+            "fkey, flimit) SELECT m.run, 1, $1, m.id, " NOW_US " + $2::bigint, "
+            "m.fkey, coalesce(m.flimit, 0) FROM m WHERE EXISTS (SELECT 1 FROM s "
+            "WHERE s.run = m.run) OR NOT EXISTS (SELECT 1 FROM \"%s\".state y "
+            "WHERE y.run = m.run) ON CONFLICT (run) DO UPDATE SET gen = "
+            "y.gen + 1, owner = excluded.owner, id = excluded.id, expires = "
+            "excluded.expires, fkey = coalesce(excluded.fkey, y.fkey), flimit = "
+            "CASE WHEN excluded.fkey IS NULL THEN y.flimit ELSE excluded.flimit "
+            "END WHERE y.expires <= " NOW_US
+            " RETURNING y.run, y.gen, y.expires "
+            "- " NOW_US " AS expires_in, y.owner, y.id), "
+            "d AS (DELETE FROM \"%s\".timers x USING m, g WHERE x.run = m.run "
+            "AND g.run = m.run RETURNING m.run, m.due), "
+            "k AS (DELETE FROM \"%s\".parked z USING g WHERE z.run = g.run) "
+            "SELECT g.run, g.gen, g.expires_in, g.owner, g.id, r.info, s.v, "
+            "EXISTS (SELECT 1 FROM \"%s\".steps k WHERE k.k >= int8send(g.run) "
+            "AND k.k < int8send(g.run + 1)), EXISTS (SELECT 1 FROM \"%s\".inbox "
+            "i WHERE i.run = g.run AND i.cancel), (SELECT string_agg(int4send("
+            "length(q.k)) || q.k || int4send(length(q.v)) || q.v, ''::bytea "
+            "ORDER BY q.k) FROM (SELECT w.k, w.v, sum(length(w.v)) OVER (ORDER "
+            "BY w.k ROWS UNBOUNDED PRECEDING) - length(w.v) AS before FROM "
+            /* the rows split into their steps (pg_read.c, PAIRS) */
+            "(SELECT x.k, x.v FROM (SELECT %s FROM \"%s\".steps t WHERE t.k >= "
+            "int8send(g.run) || '\\x00000000'::bytea AND t.k <= int8send(g.run) "
+            "|| '\\xffffffff'::bytea AND length(t.k) = 12 ORDER BY t.k LIMIT "
+            "$4::bigint) pr(k, v, v1, k2, v2) %s WHERE x.k IS NOT NULL ORDER BY x.k "
+            "LIMIT $4::bigint) w) q WHERE q.before = 0 OR q.before < $5::bigint) "
+            "FROM g JOIN d ON d.run = g.run LEFT JOIN \"%s\".runs r ON r.num = "
+            "g.run LEFT JOIN s ON s.run = g.run ORDER BY d.due, d.run",
+            n, n, n, n, n, n, n, n, cols, n, split, n);
+    free(cols);
+    free(split);
     return *out ? PL_OK : pl__err(PL_ENOMEM, "out of memory");
 }
 
