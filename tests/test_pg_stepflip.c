@@ -3,9 +3,10 @@
  * the steps (their keys included), the runs, the leases and the meta
  * records.  The store holds a completed run with nested calls (a callee
  * that makes calls of its own) and a call that failed after its retries
- * ("done"), a run suspended mid-way ("waiting"), and a run created after
- * them ("tail"): three adjacent run numbers, so a step key whose run
- * number changes by one lands in a neighbour's range.
+ * ("done"), a run suspended mid-way ("waiting"), a run created after
+ * them ("tail") and one queued with a priority ("queued", its lease row):
+ * adjacent run numbers, so a step key whose run number changes by one
+ * lands in a neighbour's range.
  *
  * The columns flipped are found, not listed: every bytea and bigint column
  * of every row of the tables below, as the server's catalogue gives them
@@ -54,12 +55,12 @@ TestSuite(pg_stepflip, .timeout = 300);
 #endif
 #endif
 #ifndef STRIDE
-#define STRIDE 13
+#define STRIDE 17
 #endif
 #define LEDGER_DUMP_EVERY 16
 
-static const char *const g_runs[] = {"done", "waiting", "tail"};
-#define N_RUNS 3
+static const char *const g_runs[] = {"done", "waiting", "tail", "queued"};
+#define N_RUNS 4
 
 /* ---- the policies ------------------------------------------------------ */
 
@@ -278,6 +279,14 @@ static void build(const char *path, const pl_registry *reg)
     o = t_start(e, "chain", "{\"n\": 1}", "tail");
     cr_assert_eq(o->status, PL_RUN_COMPLETED);
     pl_outcome_free(o);
+    /* a run in the queue: its lease row, unowned */
+    cJSON *p = t_json("{\"n\": 1}");
+    pl_action a = {PL_ACTION_VERSION, "chain", p, NULL, 0, NULL};
+    pl_run_options ro = PL_RUN_OPTIONS_INIT;
+    ro.run_id = "queued";
+    ro.priority = 3;
+    cr_assert_eq(pl_run_submit(NULL, e, &a, &ro), PL_OK, "%s", pl_errmsg());
+    cJSON_Delete(p);
     pl_engine_close(e);
 }
 
@@ -740,8 +749,8 @@ Test(pg_stepflip, every_step_moved_elsewhere_is_caught)
     uint32_t roots[N_RUNS];
     for (size_t i = 0; i < N_RUNS; i++)
         run_num(c, schema, g_runs[i], &nums[i], &roots[i]);
-    cr_assert(nums[1] == nums[0] + 1 && nums[2] == nums[1] + 1,
-              "the runs' numbers are not adjacent");
+    for (size_t i = 1; i < N_RUNS; i++)
+        cr_assert_eq(nums[i], nums[i - 1] + 1, "run numbers not adjacent");
     table t;
     cr_assert(find_table(c, schema, "steps", &t));
     int kcol = -1;
