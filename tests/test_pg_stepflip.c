@@ -151,49 +151,6 @@ static void note(report *r, int st)
     t_mix(&r->digest, &st, sizeof st);
 }
 
-static int visit_run(const pl_run_info *info, void *user)
-{
-    uint64_t *h = user;
-    t_mix_str(h, info->id);
-    t_mix_str(h, info->policy);
-    t_mix_json(h, info->payload);
-    t_mix(h, &info->status, sizeof info->status);
-    t_mix(h, &info->steps, sizeof info->steps);
-    t_mix(h, &info->created_us, sizeof info->created_us);
-    t_mix(h, &info->updated_us, sizeof info->updated_us);
-    t_mix(h, &info->attempts, sizeof info->attempts);
-    t_mix(h, &info->error, sizeof info->error);
-    t_mix_str(h, info->reason);
-    t_mix_str(h, info->suspended_path);
-    t_mix_json(h, info->prompt);
-    t_mix_str(h, info->resume_token);
-    t_mix(h, &info->wake_ms, sizeof info->wake_ms);
-    t_mix_str(h, info->wait_event);
-    t_mix_str(h, info->code);
-    return 0;
-}
-
-static void mix_step(uint64_t *h, const pl_step *s)
-{
-    pl_step_type t = pl_step_type_of(s);
-    t_mix(h, &t, sizeof t);
-    t_mix_str(h, pl_step_actor(s));
-    t_mix_str(h, pl_step_id(s));
-    t_mix_str(h, pl_step_code(s));
-    int64_t us = pl_step_time_us(s);
-    t_mix(h, &us, sizeof us);
-    uint8_t prev[PL_HASH_LEN] = {0};
-    (void)pl_step_prev_hash(prev, s);
-    t_mix(h, prev, sizeof prev);
-    t_mix_json(h, pl_step_payload(s));
-}
-
-static int visit_step(const pl_step *s, void *user)
-{
-    mix_step(user, s);
-    return 0;
-}
-
 /* Every call on the store at @p path, in turn. */
 static report exercise(const char *path, const pl_registry *reg)
 {
@@ -207,20 +164,20 @@ static report exercise(const char *path, const pl_registry *reg)
         r.verify_reported = r.reported;
         return r;
     }
-    note(&r, pl_engine_runs(e, visit_run, &r.digest));
+    note(&r, pl_engine_runs(e, t_visit_mix_run, &r.digest));
     for (size_t i = 0; i < N_RUNS; i++) {
         pl_run_info *info = NULL;
         st = pl_run_get(&info, e, g_runs[i]);
         note(&r, st);
         if (!st)
-            visit_run(info, &r.digest);
+            t_mix_run(&r.digest, info);
         pl_run_info_free(info);
-        note(&r, pl_run_walk(e, g_runs[i], visit_step, &r.digest));
+        note(&r, pl_run_walk(e, g_runs[i], t_visit_mix_step, &r.digest));
         pl_steps *l = NULL;
         st = pl_run_ledger(&l, e, g_runs[i], "0");
         note(&r, st);
         for (size_t j = 0; !st && j < pl_steps_count(l); j++)
-            mix_step(&r.digest, pl_steps_at(l, j));
+            t_mix_step(&r.digest, pl_steps_at(l, j));
         pl_steps_free(l);
         st = pl_run_verify(e, g_runs[i]);
         note(&r, st);
@@ -288,15 +245,6 @@ static void build(const char *path, const pl_registry *reg)
     cr_assert_eq(pl_run_submit(NULL, e, &a, &ro), PL_OK, "%s", pl_errmsg());
     cJSON_Delete(p);
     pl_engine_close(e);
-}
-
-static PGresult *sql(PGconn *c, const char *q, int n, const char *const *v,
-                     const int *len, const int *fmt, ExecStatusType want)
-{
-    PGresult *res = PQexecParams(c, q, n, NULL, v, len, fmt, 1);
-    cr_assert_eq(PQresultStatus(res), want, "%s: %s", q,
-                 PQresultErrorMessage(res));
-    return res;
 }
 
 static void quiet(void *user, const char *message)
@@ -373,7 +321,7 @@ static PGresult *rows_of(PGconn *c, const char *schema, const table *t)
                               t->col[i]);
     snprintf(q + w, sizeof q - w, " FROM \"%s\".\"%s\" ORDER BY 1", schema,
              t->name);
-    return sql(c, q, 0, NULL, NULL, NULL, PGRES_TUPLES_OK);
+    return t_pg_params(c, q, 0, NULL, NULL, NULL, PGRES_TUPLES_OK);
 }
 
 /* Set column @p col of the row of @p t in @p schema whose key columns hold
@@ -453,7 +401,7 @@ static char *same_sql(PGconn *c, const char *base, const char *copy)
 /* Whether @p same (same_sql()) says the copy holds what its base does. */
 static bool same(PGconn *c, const char *same)
 {
-    PGresult *r = sql(c, same, 0, NULL, NULL, NULL, PGRES_TUPLES_OK);
+    PGresult *r = t_pg_params(c, same, 0, NULL, NULL, NULL, PGRES_TUPLES_OK);
     bool yes = PQntuples(r) == 1 && PQgetlength(r, 0, 0) == 1 &&
                *PQgetvalue(r, 0, 0) == 1;
     PQclear(r);
@@ -554,27 +502,51 @@ static void flip_column(PGconn *c, const char *copy, const pl_registry *reg,
     free(buf);
 }
 
-Test(pg_stepflip, every_ledger_column)
+/* A store as built (base), its copy that the flips damage, what the
+ * calls give back on it whole, and a connection of the test's. */
+typedef struct fixture {
+    pl_registry *reg;
+    char base[4200], copy[4200];
+    report want;
+    PGconn *c;
+    char *same_q; /* same_sql() */
+} fixture;
+
+static void fixture_open(fixture *f)
 {
     setenv("PL_TEST_STORE", "postgresql", 1);
-    pl_registry *reg = registry();
-    char base[4200], copy[4200];
-    t_store_in(base, sizeof base, NULL, "base");
-    build(base, reg);
-    /* the store as built, exercised in a copy: what every flip is held to */
-    t_store_in(copy, sizeof copy, NULL, "copy");
-    t_store_copy(copy, base);
-    report want = exercise(copy, reg);
-    cr_assert(!want.reported, "the unflipped store reports corruption: %s",
+    f->reg = registry();
+    t_store_in(f->base, sizeof f->base, NULL, "base");
+    build(f->base, f->reg);
+    t_store_in(f->copy, sizeof f->copy, NULL, "copy");
+    t_store_copy(f->copy, f->base);
+    f->want = exercise(f->copy, f->reg);
+    cr_assert(!f->want.reported, "the unflipped store reports corruption: %s",
               pl_errmsg());
-    cr_assert_eq(ledger_dump_verify(copy), 0);
+    cr_assert_eq(ledger_dump_verify(f->copy), 0);
+    f->c = admin();
+    f->same_q = same_sql(f->c, f->base, f->copy);
+    cr_assert(same(f->c, f->same_q), "the calls wrote to the whole store");
+}
 
-    PGconn *c = admin();
-    const char *schema = t_pg_schema(base);
+static void fixture_close(fixture *f)
+{
+    char q[512];
+    snprintf(q, sizeof q, "DROP SCHEMA \"%s\" CASCADE", t_pg_schema(f->copy));
+    PQclear(PQexec(f->c, q));
+    PQfinish(f->c);
+    free(f->same_q);
+    pl_registry_free(f->reg);
+}
+
+Test(pg_stepflip, every_ledger_column)
+{
+    fixture f;
+    fixture_open(&f);
+    PGconn *c = f.c;
+    const char *schema = t_pg_schema(f.base);
     tally n = {0};
-    char *same_q = same_sql(c, base, copy);
-    n.same = same_q;
-    cr_assert(same(c, same_q));
+    n.same = f.same_q;
     size_t cols = 0, rows_seen = 0;
     for (size_t i = 0; i < sizeof g_tables / sizeof *g_tables; i++) {
         table t;
@@ -585,8 +557,9 @@ Test(pg_stepflip, every_ledger_column)
             cr_assert_gt(PQntuples(rows), 0, "no rows in %s", t.name);
         tally was = n;
         for (int row = 0; row < PQntuples(rows); row++, rows_seen++)
-            for (int f = 0; f < t.n_flip; f++)
-                flip_column(c, copy, reg, &want, &t, rows, row, t.flip[f], &n);
+            for (int k = 0; k < t.n_flip; k++)
+                flip_column(c, f.copy, f.reg, &f.want, &t, rows, row, t.flip[k],
+                            &n);
         cols += (size_t)t.n_flip;
         fprintf(stderr,
                 "pg_stepflip: %s, %d rows, %d columns flipped: %zu flips, "
@@ -595,11 +568,6 @@ Test(pg_stepflip, every_ledger_column)
                 n.reported - was.reported, n.refused - was.refused);
         PQclear(rows);
     }
-    char q[512];
-    snprintf(q, sizeof q, "DROP SCHEMA \"%s\" CASCADE", t_pg_schema(copy));
-    PQclear(PQexec(c, q));
-    PQfinish(c);
-    free(same_q);
     cr_log_info("%zu flips (every %d-th of %zu bits) in %zu columns of %zu "
                 "rows: %zu reported, %zu refused by the table; ledger-dump "
                 "run %zu times",
@@ -612,7 +580,7 @@ Test(pg_stepflip, every_ledger_column)
             n.flips, STRIDE, n.bits, cols, rows_seen, n.reported, n.refused,
             n.dumps);
     cr_assert_gt(n.reported, 0);
-    pl_registry_free(reg);
+    fixture_close(&f);
 }
 
 /* ---- step keys moved on purpose ---------------------------------------- */
@@ -629,7 +597,7 @@ static void run_num(PGconn *c, const char *schema, const char *id,
              schema, schema);
     const char *v[1] = {id};
     int lens[1] = {(int)strlen(id)}, fmts[1] = {1};
-    PGresult *r = sql(c, q, 1, v, lens, fmts, PGRES_TUPLES_OK);
+    PGresult *r = t_pg_params(c, q, 1, v, lens, fmts, PGRES_TUPLES_OK);
     cr_assert_eq(PQntuples(r), 1, "no run %s", id);
     uint64_t be, cnt;
     memcpy(&be, PQgetvalue(r, 0, 0), 8);
@@ -735,16 +703,10 @@ static size_t moves_of(const uint8_t *k, size_t len, uint64_t num,
 
 Test(pg_stepflip, every_step_moved_elsewhere_is_caught)
 {
-    setenv("PL_TEST_STORE", "postgresql", 1);
-    pl_registry *reg = registry();
-    char base[4200], copy[4200];
-    t_store_in(base, sizeof base, NULL, "base");
-    build(base, reg);
-    t_store_in(copy, sizeof copy, NULL, "copy");
-    t_store_copy(copy, base);
-    cr_assert(!exercise(copy, reg).reported, "%s", pl_errmsg());
-    PGconn *c = admin();
-    const char *schema = t_pg_schema(base);
+    fixture f;
+    fixture_open(&f);
+    PGconn *c = f.c;
+    const char *schema = t_pg_schema(f.base);
     uint64_t nums[N_RUNS];
     uint32_t roots[N_RUNS];
     for (size_t i = 0; i < N_RUNS; i++)
@@ -760,8 +722,6 @@ Test(pg_stepflip, every_step_moved_elsewhere_is_caught)
     cr_assert(kcol >= 0 && t.n_key == 1 && t.key[0] == kcol,
               "steps is keyed by k alone");
     PGresult *rows = rows_of(c, schema, &t);
-    char *same_q = same_sql(c, base, copy);
-    cr_assert(same(c, same_q));
     size_t cases = 0, caught = 0, refused = 0;
     for (int row = 0; row < PQntuples(rows); row++) {
         const uint8_t *k = (const uint8_t *)PQgetvalue(rows, row, kcol);
@@ -775,8 +735,8 @@ Test(pg_stepflip, every_step_moved_elsewhere_is_caught)
         const char *keyv[1] = {(const char *)k};
         int keylen[1] = {(int)len};
         for (size_t j = 0; j < n_moves; j++, cases++) {
-            if (!set_col(c, t_pg_schema(copy), &t, kcol, m[j].k, m[j].len, keyv,
-                         keylen)) {
+            if (!set_col(c, t_pg_schema(f.copy), &t, kcol, m[j].k, m[j].len,
+                         keyv, keylen)) {
                 refused++;
                 continue;
             }
@@ -784,22 +744,17 @@ Test(pg_stepflip, every_step_moved_elsewhere_is_caught)
             snprintf(what, sizeof what,
                      "step %d of run #%llu (a key of %zu bytes) moved %s", row,
                      (unsigned long long)num, len, m[j].what);
-            report got = exercise(copy, reg);
+            report got = exercise(f.copy, f.reg);
             cr_assert(got.reported, "%s: no call reported it", what);
-            int x = ledger_dump_verify(copy);
+            int x = ledger_dump_verify(f.copy);
             cr_assert(x == 2 || x == 3, "%s: ledger-dump --verify exited %d",
                       what, x);
             caught++;
-            put_back(c, copy, same_q, &t, kcol, k, len, keyv, keylen, m[j].k,
-                     m[j].len, what);
+            put_back(c, f.copy, f.same_q, &t, kcol, k, len, keyv, keylen,
+                     m[j].k, m[j].len, what);
         }
     }
     PQclear(rows);
-    free(same_q);
-    char q[512];
-    snprintf(q, sizeof q, "DROP SCHEMA \"%s\" CASCADE", t_pg_schema(copy));
-    PQclear(PQexec(c, q));
-    PQfinish(c);
     cr_log_info("%zu step keys moved: %zu caught, %zu refused by the table",
                 cases, caught, refused);
     fprintf(stderr,
@@ -807,5 +762,5 @@ Test(pg_stepflip, every_step_moved_elsewhere_is_caught)
             "the table\n",
             cases, caught, refused);
     cr_assert_gt(caught, 0);
-    pl_registry_free(reg);
+    fixture_close(&f);
 }

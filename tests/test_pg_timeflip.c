@@ -141,15 +141,6 @@ static report exercise(const char *path, const pl_registry *reg)
     return r;
 }
 
-static PGresult *sql(PGconn *c, const char *q, int n, const char *const *v,
-                     const int *len, const int *fmt, ExecStatusType want)
-{
-    PGresult *res = PQexecParams(c, q, n, NULL, v, len, fmt, 1);
-    cr_assert_eq(PQresultStatus(res), want, "%s: %s", q,
-                 PQresultErrorMessage(res));
-    return res;
-}
-
 /* The records flipped: their table, the column of their bytes, the
  * column that keys a row of the run's. */
 typedef struct target {
@@ -232,7 +223,7 @@ Test(pg_timeflip, every_time_record)
                          t_pg_schema(copy), tg->table, tg->bytes, num, tg->key);
                 const char *v[2] = {(const char *)buf, key};
                 int lens[2] = {(int)len, 0}, fmts[2] = {1, 0};
-                PQclear(sql(c, w, 2, v, lens, fmts, PGRES_COMMAND_OK));
+                PQclear(t_pg_params(c, w, 2, v, lens, fmts, PGRES_COMMAND_OK));
                 report got = exercise(copy, reg);
                 cr_assert(got.reported || got.digest == want.digest,
                           "%s %d, bit %zu of %zu: what the calls give back "
