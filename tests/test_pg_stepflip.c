@@ -18,7 +18,10 @@
  * ledger, verifies it and continues it in check mode; every
  * LEDGER_DUMP_EVERY-th flip, `ledger-dump --verify` runs on the copy as a
  * process.  Each flip must be reported (a call returns PL_ECORRUPT or
- * PL_EVERSION) or change nothing the calls give back; a flip of a step's
+ * PL_EVERSION) or change nothing the calls give back, run by run: the
+ * calls on a run whose answers changed must report it themselves (a step
+ * moved into its range, not only the run that lost it; a run its id no
+ * longer finds is the list's to report); a flip of a step's
  * key (a step its run lost), of the format or of the identity must be
  * reported; ledger-dump exits 0, 2 or 3, and not 0 once pl_run_verify()
  * reported.  A flip the table refuses (a key made equal to another's)
@@ -137,66 +140,101 @@ static pl_registry *registry(void)
 
 /* ---- what the calls give back ------------------------------------------ */
 
-/* What the calls give back, mixed (FNV-1a), and whether one reported. */
-typedef struct report {
-    bool reported, verify_reported;
+/* What the calls give back, mixed (FNV-1a), and whether one reported:
+ * for the open and the list (p[0]), and for each run (p[1 + i]: the calls
+ * on g_runs[i]). */
+typedef struct part {
+    bool reported;
+    bool gone; /* a run not found by its id */
     uint64_t digest;
+} part;
+
+typedef struct report {
+    bool reported;        /* by any call */
+    bool refused;         /* by the open: no call went further */
+    bool verify_reported; /* by pl_run_verify() */
+    part p[N_RUNS + 1];
 } report;
 
 static bool corrupt(int st) { return st == PL_ECORRUPT || st == PL_EVERSION; }
 
-static void note(report *r, int st)
+static void note(report *r, part *p, int st)
 {
+    p->reported |= corrupt(st);
     r->reported |= corrupt(st);
-    t_mix(&r->digest, &st, sizeof st);
+    t_mix(&p->digest, &st, sizeof st);
 }
 
 /* Every call on the store at @p path, in turn. */
 static report exercise(const char *path, const pl_registry *reg)
 {
-    report r = {false, false, 14695981039346656037ull};
+    report r = {0};
+    for (size_t i = 0; i <= N_RUNS; i++)
+        r.p[i].digest = 14695981039346656037ull;
     pl_engine *e = NULL;
     pl_engine_options o = PL_ENGINE_OPTIONS_INIT;
     o.durability = PL_DURABILITY_PROCESS;
     int st = pl_engine_open(&e, path, reg, &o);
-    note(&r, st);
+    note(&r, &r.p[0], st);
     if (st) {
-        r.verify_reported = r.reported;
+        r.refused = r.verify_reported = r.reported;
         return r;
     }
-    note(&r, pl_engine_runs(e, t_visit_mix_run, &r.digest));
+    note(&r, &r.p[0], pl_engine_runs(e, t_visit_mix_run, &r.p[0].digest));
     for (size_t i = 0; i < N_RUNS; i++) {
+        part *p = &r.p[1 + i];
         pl_run_info *info = NULL;
         st = pl_run_get(&info, e, g_runs[i]);
-        note(&r, st);
+        note(&r, p, st);
+        p->gone = st == PL_ENOTFOUND;
         if (!st)
-            t_mix_run(&r.digest, info);
+            t_mix_run(&p->digest, info);
         pl_run_info_free(info);
-        note(&r, pl_run_walk(e, g_runs[i], t_visit_mix_step, &r.digest));
+        note(&r, p, pl_run_walk(e, g_runs[i], t_visit_mix_step, &p->digest));
         pl_steps *l = NULL;
         st = pl_run_ledger(&l, e, g_runs[i], "0");
-        note(&r, st);
+        note(&r, p, st);
         for (size_t j = 0; !st && j < pl_steps_count(l); j++)
-            t_mix_step(&r.digest, pl_steps_at(l, j));
+            t_mix_step(&p->digest, pl_steps_at(l, j));
         pl_steps_free(l);
         st = pl_run_verify(e, g_runs[i]);
-        note(&r, st);
+        note(&r, p, st);
         r.verify_reported |= corrupt(st);
         pl_run_options ro = PL_RUN_OPTIONS_INIT;
         ro.check = true;
         pl_outcome *out = NULL;
-        note(&r, pl_run_continue(&out, e, g_runs[i], &ro));
+        note(&r, p, pl_run_continue(&out, e, g_runs[i], &ro));
         if (out) {
-            t_mix(&r.digest, &out->status, sizeof out->status);
-            t_mix(&r.digest, &out->error, sizeof out->error);
-            t_mix_str(&r.digest, out->reason);
+            t_mix(&p->digest, &out->status, sizeof out->status);
+            t_mix(&p->digest, &out->error, sizeof out->error);
+            t_mix_str(&p->digest, out->reason);
+            p->reported |= corrupt(out->error);
             r.reported |= corrupt(out->error);
-            t_mix_json(&r.digest, pl_outcome_result(out));
+            t_mix_json(&p->digest, pl_outcome_result(out));
         }
         pl_outcome_free(out);
     }
     pl_engine_close(e);
     return r;
+}
+
+/* Whether @p got holds to @p want: the store refused when opened, or each
+ * run's calls give back what they gave or one of them reported (a run
+ * whose answers changed says so itself, whatever another run says; a run
+ * its id no longer finds, the list of runs), and the list the same or a
+ * call reported.  NULL, or what did not hold. */
+static const char *unheld(const report *got, const report *want)
+{
+    if (got->refused)
+        return NULL;
+    if (got->p[0].digest != want->p[0].digest && !got->reported)
+        return "the list of runs";
+    for (size_t i = 0; i < N_RUNS; i++)
+        if (got->p[1 + i].digest != want->p[1 + i].digest &&
+            !got->p[1 + i].reported &&
+            !(got->p[1 + i].gone && got->p[0].reported))
+            return g_runs[i];
+    return NULL;
 }
 
 /* `ledger-dump STORE --verify`, as an operator runs it: its exit status
@@ -475,10 +513,11 @@ static void flip_column(PGconn *c, const char *copy, const pl_registry *reg,
         char what[256];
         snprintf(what, sizeof what, "%s.%s of row %d, bit %zu of %zu", t->name,
                  t->col[col], row, bit, len * 8);
-        cr_assert(got.reported || got.digest == want->digest,
-                  "%s: what the calls give back changed, and no call "
-                  "reported it",
-                  what);
+        const char *bad = unheld(&got, want);
+        cr_assert(!bad,
+                  "%s: what the calls on %s give back changed, and none "
+                  "of them reported it",
+                  what, bad);
         cr_assert(got.reported || !must, "%s: no call reported it", what);
         if (n->flips++ % LEDGER_DUMP_EVERY == 0) {
             int x = ledger_dump_verify(copy);
@@ -746,6 +785,11 @@ Test(pg_stepflip, every_step_moved_elsewhere_is_caught)
                      (unsigned long long)num, len, m[j].what);
             report got = exercise(f.copy, f.reg);
             cr_assert(got.reported, "%s: no call reported it", what);
+            const char *bad = unheld(&got, &f.want);
+            cr_assert(!bad,
+                      "%s: what the calls on %s give back changed, and "
+                      "none of them reported it",
+                      what, bad);
             int x = ledger_dump_verify(f.copy);
             cr_assert(x == 2 || x == 3, "%s: ledger-dump --verify exited %d",
                       what, x);
