@@ -4,15 +4,17 @@
  * records.  The store holds a completed run with nested calls (a callee
  * that makes calls of its own) and a call that failed after its retries
  * ("done"), a run suspended mid-way ("waiting"), a run created after
- * them ("tail") and one queued with a priority ("queued", its lease row):
- * adjacent run numbers, so a step key whose run number changes by one
- * lands in a neighbour's range.
+ * them ("tail"), one queued with a priority ("queued", its lease row),
+ * and one whose 70,000-byte string is stored once and referred to by its
+ * later steps ("big": shared values, share.c): adjacent run numbers, so a
+ * step key whose run number changes by one lands in a neighbour's range.
  *
  * The columns flipped are found, not listed: every bytea and bigint column
  * of every row of the tables below, as the server's catalogue gives them
  * (a column added later is flipped too), each row found by its primary
  * key.  Every STRIDE-th bit of each value (a fixed stride, from bit
- * v % STRIDE of the v-th value: the same bits every time) is flipped in a
+ * v % STRIDE of the v-th value: the same bits every time; of a value over
+ * LONG_VALUE bytes, in its first and last WINDOW bytes) is flipped in a
  * copy of the store (a schema of its own), and the engine then lists the
  * runs and, for each, reads its record, walks every ledger, reads its root
  * ledger, verifies it and continues it in check mode; every
@@ -62,8 +64,13 @@ TestSuite(pg_stepflip, .timeout = 300);
 #endif
 #define LEDGER_DUMP_EVERY 16
 
-static const char *const g_runs[] = {"done", "waiting", "tail", "queued"};
-#define N_RUNS 4
+static const char *const g_runs[] = {"done", "waiting", "tail", "queued",
+                                     "big"};
+#define N_RUNS 5
+/* A value longer than this is flipped in its first and last WINDOW bytes
+ * alone (its header, and the tail of a long string). */
+#define LONG_VALUE 4096
+#define WINDOW 64
 
 /* ---- the policies ------------------------------------------------------ */
 
@@ -128,9 +135,31 @@ static int ask(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     return st;
 }
 
+/* big: echoes a string of 70,000 bytes and returns it: its call's result
+ * and its own are stored as shared values, referring to the call's. */
+static int big(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)a;
+    (void)user;
+    char *text = malloc(70001);
+    if (!text)
+        return PL_ENOMEM;
+    for (size_t i = 0; i < 70000; i++)
+        text[i] = (char)('a' + i % 26);
+    text[70000] = '\0';
+    cJSON *x = NULL;
+    int st = pl_ctx_invokef(&x, ctx, "echo", "{s:s}", "s", text);
+    free(text);
+    if (!st)
+        st = pl_steps_add_result(out, x);
+    cJSON_Delete(x);
+    return st;
+}
+
 static pl_registry *registry(void)
 {
     pl_registry *reg = t_registry();
+    cr_assert_eq(pl_registry_add_fn(reg, "big", big, NULL), PL_OK);
     cr_assert_eq(pl_registry_add_fn(reg, "flaky", flaky, NULL), PL_OK);
     cr_assert_eq(pl_registry_add_fn(reg, "outer", outer, NULL), PL_OK);
     cr_assert_eq(pl_registry_add_fn(reg, "ask", ask, NULL), PL_OK);
@@ -282,6 +311,9 @@ static void build(const char *path, const pl_registry *reg)
     ro.priority = 3;
     cr_assert_eq(pl_run_submit(NULL, e, &a, &ro), PL_OK, "%s", pl_errmsg());
     cJSON_Delete(p);
+    o = t_start(e, "big", "{}", "big");
+    cr_assert_eq(o->status, PL_RUN_COMPLETED);
+    pl_outcome_free(o);
     pl_engine_close(e);
 }
 
@@ -449,6 +481,7 @@ static bool same(PGconn *c, const char *same)
 /* The sweep's counts, and what it holds the copy to. */
 typedef struct tally {
     size_t values, bits, flips, reported, refused, dumps;
+    size_t shared;    /* steps stored as shared values (share.c) */
     const char *same; /* same_sql() */
 } tally;
 
@@ -503,6 +536,8 @@ static void flip_column(PGconn *c, const char *copy, const pl_registry *reg,
     cr_assert_not_null(buf);
     size_t first = n->values++ % STRIDE; /* the phase moves along */
     for (size_t bit = first; bit < len * 8; bit += STRIDE) {
+        if (len > LONG_VALUE && bit >= WINDOW * 8 && bit < (len - WINDOW) * 8)
+            bit = (len - WINDOW) * 8 + (bit - WINDOW * 8) % STRIDE;
         memcpy(buf, orig, len);
         buf[bit / 8] ^= (uint8_t)(1u << (bit % 8));
         if (!set_col(c, t_pg_schema(copy), t, col, buf, len, keyv, keylen)) {
@@ -537,7 +572,8 @@ static void flip_column(PGconn *c, const char *copy, const pl_registry *reg,
         put_back(c, copy, n->same, t, col, orig, len, keyv, keylen, buf, len,
                  what);
     }
-    n->bits += len * 8;
+    n->bits += len > LONG_VALUE ? 2 * WINDOW * 8 : len * 8;
+    n->shared += len >= 2 && orig[0] == 0xc1 && strcmp(t->name, "steps") == 0;
     free(buf);
 }
 
@@ -619,6 +655,7 @@ Test(pg_stepflip, every_ledger_column)
             n.flips, STRIDE, n.bits, cols, rows_seen, n.reported, n.refused,
             n.dumps);
     cr_assert_gt(n.reported, 0);
+    cr_assert_gt(n.shared, 0, "no step is stored as a shared value");
     fixture_close(&f);
 }
 
