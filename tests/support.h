@@ -14,6 +14,19 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+/* 1 in a build with AddressSanitizer, where each call costs several times
+ * more and the sweeps take fewer points; else 0. */
+#if defined(__SANITIZE_ADDRESS__)
+#define T_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define T_SANITIZED 1
+#endif
+#endif
+#ifndef T_SANITIZED
+#define T_SANITIZED 0
+#endif
+
 /* A new empty directory under $TMPDIR (or /tmp); removed by t_cleanup(). */
 const char *t_tmpdir(void);
 /* The slice of a long sweep this process takes, from the environment

@@ -52,16 +52,7 @@ TestSuite(pg_stepflip, .timeout = 300);
 
 /* every STRIDE-th bit; under the sanitizers, where each flip costs more,
  * fewer (still a fixed stride, prime to 8) */
-#if defined(__SANITIZE_ADDRESS__)
-#define STRIDE 29
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define STRIDE 29
-#endif
-#endif
-#ifndef STRIDE
-#define STRIDE 23
-#endif
+#define STRIDE (T_SANITIZED ? 29 : 23)
 /* ledger-dump --verify runs after every LEDGER_DUMP_EVERY-th flip, and
  * every MOVE_DUMP_EVERY-th key moved */
 #define LEDGER_DUMP_EVERY 16

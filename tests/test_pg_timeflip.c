@@ -24,16 +24,7 @@
 
 /* every STRIDE-th bit; under the sanitizers, where each flip costs more,
  * fewer (still a fixed stride) */
-#if defined(__SANITIZE_ADDRESS__)
-#define STRIDE 29
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define STRIDE 29
-#endif
-#endif
-#ifndef STRIDE
-#define STRIDE 23
-#endif
+#define STRIDE (T_SANITIZED ? 29 : 23)
 
 /* waitev: waits a day for "go"; cancelled, it makes a compensating call. */
 static int waitev(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
