@@ -224,6 +224,57 @@ void t_mix_json(uint64_t *h, const cJSON *j)
     cJSON_free(t);
 }
 
+void t_mix_run(uint64_t *h, const pl_run_info *info)
+{
+    t_mix_str(h, info->id);
+    t_mix_str(h, info->policy);
+    t_mix_json(h, info->payload);
+    t_mix(h, &info->status, sizeof info->status);
+    t_mix(h, &info->steps, sizeof info->steps);
+    t_mix(h, &info->created_us, sizeof info->created_us);
+    t_mix(h, &info->updated_us, sizeof info->updated_us);
+    t_mix(h, &info->heartbeat_us, sizeof info->heartbeat_us);
+    t_mix(h, &info->owner_pid, sizeof info->owner_pid);
+    t_mix_str(h, info->owner_host);
+    t_mix(h, &info->attempts, sizeof info->attempts);
+    t_mix(h, &info->error, sizeof info->error);
+    t_mix_str(h, info->reason);
+    t_mix_str(h, info->suspended_path);
+    t_mix_json(h, info->prompt);
+    t_mix_str(h, info->resume_token);
+    t_mix(h, &info->wake_ms, sizeof info->wake_ms);
+    t_mix_str(h, info->wait_event);
+    t_mix(h, &info->deadline_ms, sizeof info->deadline_ms);
+    t_mix_str(h, info->code);
+}
+
+void t_mix_step(uint64_t *h, const pl_step *s)
+{
+    pl_step_type t = pl_step_type_of(s);
+    t_mix(h, &t, sizeof t);
+    t_mix_str(h, pl_step_actor(s));
+    t_mix_str(h, pl_step_id(s));
+    t_mix_str(h, pl_step_code(s));
+    int64_t us = pl_step_time_us(s);
+    t_mix(h, &us, sizeof us);
+    uint8_t prev[PL_HASH_LEN] = {0};
+    (void)pl_step_prev_hash(prev, s);
+    t_mix(h, prev, sizeof prev);
+    t_mix_json(h, pl_step_payload(s));
+}
+
+int t_visit_mix_run(const pl_run_info *info, void *h)
+{
+    t_mix_run(h, info);
+    return 0;
+}
+
+int t_visit_mix_step(const pl_step *s, void *h)
+{
+    t_mix_step(h, s);
+    return 0;
+}
+
 cJSON *t_json(const char *text)
 {
     cJSON *j = cJSON_Parse(text);

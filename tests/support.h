@@ -14,6 +14,19 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+/* 1 in a build with AddressSanitizer, where each call costs several times
+ * more and the sweeps take fewer points; else 0. */
+#if defined(__SANITIZE_ADDRESS__)
+#define T_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define T_SANITIZED 1
+#endif
+#endif
+#ifndef T_SANITIZED
+#define T_SANITIZED 0
+#endif
+
 /* A new empty directory under $TMPDIR (or /tmp); removed by t_cleanup(). */
 const char *t_tmpdir(void);
 /* The slice of a long sweep this process takes, from the environment
@@ -52,6 +65,11 @@ const char *t_pg_server(void);
  * (free it); support_pg.c. */
 char *t_pg_store_uri(const char *schema);
 struct pg_conn *t_pg_admin(void);
+/* PQexecParams() on @p c with binary results; its result, whose status
+ * must be @p want (an ExecStatusType); support_pg.c. */
+struct pg_result *t_pg_params(struct pg_conn *c, const char *q, int n,
+                              const char *const *v, const int *len,
+                              const int *fmt, int want);
 /* The number in the first column of the first row @p sql answers, on a
  * connection of its own (the test fails on an error); support_pg.c. */
 long long t_pg_number(const char *sql);
@@ -110,6 +128,14 @@ extern t_counters t_calls;
 void t_mix(uint64_t *h, const void *p, size_t n);
 void t_mix_str(uint64_t *h, const char *s);
 void t_mix_json(uint64_t *h, const cJSON *j);
+/* ... of a run's record (all but owner_alive, which moves with the clock),
+ * and of a step (the bit-flip tests' digests). */
+void t_mix_run(uint64_t *h, const pl_run_info *info);
+void t_mix_step(uint64_t *h, const pl_step *s);
+/* The same as visitors (pl_engine_runs(), pl_run_walk()): @p h a uint64_t
+ * digest. */
+int t_visit_mix_run(const pl_run_info *info, void *h);
+int t_visit_mix_step(const pl_step *s, void *h);
 
 /* A JSON object from text; fails the test on bad JSON. */
 cJSON *t_json(const char *text);

@@ -38,6 +38,15 @@ long long t_pg_number(const char *sql)
     return n;
 }
 
+PGresult *t_pg_params(PGconn *c, const char *q, int n, const char *const *v,
+                      const int *len, const int *fmt, int want)
+{
+    PGresult *r = PQexecParams(c, q, n, NULL, v, len, fmt, 1);
+    cr_assert_eq((int)PQresultStatus(r), want, "%s: %s", q,
+                 PQresultErrorMessage(r));
+    return r;
+}
+
 const char *t_pg_schema(const char *store)
 {
     const char *s = strstr(store, "&schema=");

@@ -162,51 +162,6 @@ static void find_targets(const char *path, targets *keys, targets *vals,
                     crashed_last_len);
 }
 
-static int visit_run(const pl_run_info *info, void *user)
-{
-    uint64_t *h = user;
-    t_mix_str(h, info->id);
-    t_mix_str(h, info->policy);
-    t_mix_json(h, info->payload);
-    t_mix(h, &info->status, sizeof info->status);
-    t_mix(h, &info->steps, sizeof info->steps);
-    t_mix(h, &info->created_us, sizeof info->created_us);
-    t_mix(h, &info->updated_us, sizeof info->updated_us);
-    t_mix(h, &info->heartbeat_us, sizeof info->heartbeat_us);
-    t_mix(h, &info->owner_pid, sizeof info->owner_pid);
-    t_mix_str(h, info->owner_host);
-    t_mix(h, &info->attempts, sizeof info->attempts);
-    t_mix(h, &info->error, sizeof info->error);
-    t_mix_str(h, info->reason);
-    t_mix_str(h, info->suspended_path);
-    t_mix_json(h, info->prompt);
-    t_mix(h, &info->wake_ms, sizeof info->wake_ms);
-    t_mix_str(h, info->wait_event);
-    t_mix(h, &info->deadline_ms, sizeof info->deadline_ms);
-    return 0;
-}
-
-static void mix_step(uint64_t *h, const pl_step *s)
-{
-    pl_step_type t = pl_step_type_of(s);
-    t_mix(h, &t, sizeof t);
-    t_mix_str(h, pl_step_actor(s));
-    t_mix_str(h, pl_step_id(s));
-    t_mix_str(h, pl_step_code(s));
-    int64_t us = pl_step_time_us(s);
-    t_mix(h, &us, sizeof us);
-    uint8_t prev[PL_HASH_LEN] = {0};
-    (void)pl_step_prev_hash(prev, s);
-    t_mix(h, prev, sizeof prev);
-    t_mix_json(h, pl_step_payload(s));
-}
-
-static int visit_step(const pl_step *s, void *user)
-{
-    mix_step(user, s);
-    return 0;
-}
-
 /* In the child: every call on the store at @p path; never returns. */
 static void child(const char *path, const pl_registry *reg, int fd)
 {
@@ -217,7 +172,7 @@ static void child(const char *path, const pl_registry *reg, int fd)
         note(&r, pl_errmsg()[0] ? PL_ECORRUPT : PL_ESTORE);
     } else {
         stage(fd, 'l'); /* list */
-        note(&r, pl_engine_runs(e, visit_run, &r.digest));
+        note(&r, pl_engine_runs(e, t_visit_mix_run, &r.digest));
         stage(fd, 's');
         cJSON *scheds = NULL;
         note(&r, pl_schedule_list(&scheds, e, SCHED_NOW_MS));
@@ -225,13 +180,13 @@ static void child(const char *path, const pl_registry *reg, int fd)
         cJSON_Delete(scheds);
         for (size_t i = 0; i < N_RUNS; i++) {
             stage(fd, 'w');
-            note(&r, pl_run_walk(e, g_runs[i], visit_step, &r.digest));
+            note(&r, pl_run_walk(e, g_runs[i], t_visit_mix_step, &r.digest));
             stage(fd, 'g');
             pl_steps *l = NULL;
             int st = pl_run_ledger(&l, e, g_runs[i], "0");
             note(&r, st);
             for (size_t j = 0; !st && j < pl_steps_count(l); j++)
-                mix_step(&r.digest, pl_steps_at(l, j));
+                t_mix_step(&r.digest, pl_steps_at(l, j));
             pl_steps_free(l);
             stage(fd, 'v');
             note(&r, pl_run_verify(e, g_runs[i]));

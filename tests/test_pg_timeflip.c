@@ -24,16 +24,7 @@
 
 /* every STRIDE-th bit; under the sanitizers, where each flip costs more,
  * fewer (still a fixed stride) */
-#if defined(__SANITIZE_ADDRESS__)
-#define STRIDE 29
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define STRIDE 29
-#endif
-#endif
-#ifndef STRIDE
-#define STRIDE 23
-#endif
+#define STRIDE (T_SANITIZED ? 29 : 23)
 
 /* waitev: waits a day for "go"; cancelled, it makes a compensating call. */
 static int waitev(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
@@ -141,15 +132,6 @@ static report exercise(const char *path, const pl_registry *reg)
     return r;
 }
 
-static PGresult *sql(PGconn *c, const char *q, int n, const char *const *v,
-                     const int *len, const int *fmt, ExecStatusType want)
-{
-    PGresult *res = PQexecParams(c, q, n, NULL, v, len, fmt, 1);
-    cr_assert_eq(PQresultStatus(res), want, "%s: %s", q,
-                 PQresultErrorMessage(res));
-    return res;
-}
-
 /* The records flipped: their table, the column of their bytes, the
  * column that keys a row of the run's. */
 typedef struct target {
@@ -232,7 +214,7 @@ Test(pg_timeflip, every_time_record)
                          t_pg_schema(copy), tg->table, tg->bytes, num, tg->key);
                 const char *v[2] = {(const char *)buf, key};
                 int lens[2] = {(int)len, 0}, fmts[2] = {1, 0};
-                PQclear(sql(c, w, 2, v, lens, fmts, PGRES_COMMAND_OK));
+                PQclear(t_pg_params(c, w, 2, v, lens, fmts, PGRES_COMMAND_OK));
                 report got = exercise(copy, reg);
                 cr_assert(got.reported || got.digest == want.digest,
                           "%s %d, bit %zu of %zu: what the calls give back "

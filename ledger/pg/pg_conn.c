@@ -40,10 +40,10 @@
  *   rows alone) are read as they are, and a writable open adds the
  *   columns and makes them 2, so that a library that reads format 1
  *   alone refuses them.  Any other format is refused (PL_EVERSION).  A
- *   schema that holds anything but a store (its identity, or for a store
- *   made before the identity was written its format and tables, to which
- *   a read-write open adds the identity) is another program's: it is
- *   refused (PL_ECORRUPT), and nothing is created in it.
+ *   schema that holds anything but a store (its identity, or, made before
+ *   the identity and without one, its format and tables, to which a
+ *   read-write open adds the identity) is another program's (or a damaged
+ *   store): it is refused (PL_ECORRUPT), and nothing is created in it.
  *
  * COMMIT: a commit's batches are one transaction and one round trip:
  * a run's write (its fence, steps, state, timer and inbox consumption;
@@ -81,7 +81,6 @@
  */
 #include "pg_int.h"
 
-#include <errno.h>
 #include <stdatomic.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -733,10 +732,10 @@ static int identify(pl__pg_store *s, PGconn *c, bool must_exist)
     bool marked = false;
     if (tables) {
         char *sql = pl__asprintf(
-            "SELECT EXISTS (SELECT 1 FROM \"%s\".meta WHERE k = 'identity' "
-            "AND v = %lld) OR EXISTS (SELECT 1 FROM \"%s\".meta WHERE k = "
-            "'format')",
-            s->schema, IDENTITY, s->schema);
+            "SELECT coalesce((SELECT v = %lld FROM \"%s\".meta WHERE k = "
+            "'identity'), EXISTS (SELECT 1 FROM \"%s\".meta WHERE k = "
+            "'format'))",
+            IDENTITY, s->schema, s->schema);
         if (!sql)
             return pl__err(PL_ENOMEM, "out of memory");
         r = pl__pg_exec(c, sql, 0, NULL, NULL);
@@ -748,8 +747,9 @@ static int identify(pl__pg_store *s, PGconn *c, bool must_exist)
     }
     if (!marked)
         return pl__err(PL_ECORRUPT,
-                       "schema %s of '%s' holds another program's tables, "
-                       "not a policyledger store: nothing was created in it",
+                       "schema %s of '%s' holds another program's tables "
+                       "(or a store whose identity is damaged), not a "
+                       "policyledger store: nothing was created in it",
                        s->schema, s->path);
     return PL_OK;
 }
