@@ -89,14 +89,16 @@ if [ -n "${PL_TEST_TIMEOUT:-}" ] && [ "$PL_TEST_TIMEOUT" -gt 40 ]; then
   exec 3<&0 # the command keeps this script's input, as in the foreground
   "$@" <&3 3<&- &
   cmd=$!
+  # the watchdog sleeps once (no polling: a process a second for the
+  # length of every test, and up to a second more at its end); when the
+  # command ends first, its sleep is stopped and it ends too.  The sleep
+  # writes nowhere: one left behind holds no test's output open.
   (
-    t0=$(date +%s)
-    while [ $(($(date +%s) - t0)) -lt $((PL_TEST_TIMEOUT - 20)) ] &&
-          kill -0 "$cmd" 2>/dev/null; do
-      sleep 1
-    done
+    sleep $((PL_TEST_TIMEOUT - 20)) >/dev/null 2>&1 &
+    echo $! >"$dir/watchdog"
+    wait
     kill -0 "$cmd" 2>/dev/null || exit 0
-    echo "pg_run: '$*' still runs after $(($(date +%s) - t0)) s;" \
+    echo "pg_run: '$*' still runs after $((PL_TEST_TIMEOUT - 20)) s;" \
          "the server's sessions:" >&2
     timeout 20 $as "$bindir/psql" -X -q -h "$dir" -U "$user" -d postgres -c \
       "SELECT pid, state, wait_event_type, wait_event, backend_xid,
@@ -109,7 +111,11 @@ if [ -n "${PL_TEST_TIMEOUT:-}" ] && [ "$PL_TEST_TIMEOUT" -gt 40 ]; then
   dog=$!
   wait "$cmd"
   rc=$?
-  wait "$dog" # it ends within a second of the command
+  until kill "$(cat "$dir/watchdog" 2>/dev/null)" 2>/dev/null ||
+        ! kill -0 "$dog" 2>/dev/null; do
+    sleep 0.05 # not yet asleep, or printing the sessions
+  done
+  wait "$dog"
 else
   "$@"
   rc=$?
