@@ -89,15 +89,18 @@ if [ -n "${PL_TEST_TIMEOUT:-}" ] && [ "$PL_TEST_TIMEOUT" -gt 40 ]; then
   exec 3<&0 # the command keeps this script's input, as in the foreground
   "$@" <&3 3<&- &
   cmd=$!
-  # the watchdog sleeps once (no polling: a process a second for the
-  # length of every test, and up to a second more at its end); when the
-  # command ends first, its sleep is stopped and it ends too.  The sleep
-  # writes nowhere: one left behind holds no test's output open.
+  # The watchdog sleeps once, and is woken when the command ends: no
+  # polling (a process a second for the length of every test), and no
+  # kill -0 of the command's pid, which on a busy machine another process
+  # can have been given once the command is reaped (three PostgreSQL tests
+  # of a few seconds each took 587 s so).  Its sleep writes nowhere, so one
+  # left behind holds no test's output open.
   (
     sleep $((PL_TEST_TIMEOUT - 20)) >/dev/null 2>&1 &
     echo $! >"$dir/watchdog"
     wait
-    kill -0 "$cmd" 2>/dev/null || exit 0
+    rm -f "$dir/watchdog"
+    [ -e "$dir/ended" ] && exit 0
     echo "pg_run: '$*' still runs after $((PL_TEST_TIMEOUT - 20)) s;" \
          "the server's sessions:" >&2
     timeout 20 $as "$bindir/psql" -X -q -h "$dir" -U "$user" -d postgres -c \
@@ -111,6 +114,8 @@ if [ -n "${PL_TEST_TIMEOUT:-}" ] && [ "$PL_TEST_TIMEOUT" -gt 40 ]; then
   dog=$!
   wait "$cmd"
   rc=$?
+  : >"$dir/ended"
+  # its sleep's pid, while that sleep is its unreaped child
   until kill "$(cat "$dir/watchdog" 2>/dev/null)" 2>/dev/null ||
         ! kill -0 "$dog" 2>/dev/null; do
     sleep 0.05 # not yet asleep, or printing the sessions
