@@ -21,7 +21,7 @@ cmake -S . -B "$dir" -DCMAKE_C_COMPILER="$cc" -DPL_FUZZ=ON \
   -DPL_BUILD_TESTS=OFF -DPL_BUILD_EXAMPLES=OFF -DPL_BUILD_BENCH=OFF >/dev/null
 all=(fuzz_step_record fuzz_run_record fuzz_payload fuzz_store
      fuzz_llm_response fuzz_cli_args fuzz_llm_stream fuzz_calendar fuzz_mcp
-     fuzz_schema fuzz_import)
+     fuzz_schema fuzz_import fuzz_web)
 cmake --build "$dir" -j"$(nproc)" --target "${all[@]}" >/dev/null
 [ "${1:-}" = "--build" ] && exit 0
 

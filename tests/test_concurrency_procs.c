@@ -1,6 +1,6 @@
 /*
  * test_concurrency_procs.c -- another process against a run's owner
- * (docs/design.md §7.6; core/replay/runner.c run ownership): continuing a
+ * (docs/design.md §14; core/replay/runner.c run ownership): continuing a
  * run whose owner process is alive (and blocked) gets PL_EBUSY, and once the
  * owner is killed -9 it succeeds; of two processes recovering the same
  * crashed run at once, exactly one executes it, the other gets PL_EBUSY.

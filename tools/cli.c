@@ -327,9 +327,10 @@ const char *cli_quote(char *out, size_t n, const char *s)
             esc[1] = '\0';
         }
         size_t el = strlen(esc);
-        /* never cut inside a UTF-8 sequence */
+        /* never cut inside a UTF-8 sequence: its (at most 3) continuation
+         * bytes may go past the limit, a run of stray ones no further */
         bool lead = c < 0x80 || c >= 0xc0;
-        if (lead && o + el > limit)
+        if (o + el > limit + (lead ? 0 : 3))
             break;
         memcpy(out + o, esc, el);
         o += el;

@@ -1,8 +1,10 @@
 /*
  * web.h -- what the files of ledger-web share.  web_main.c parses the
  * command line, opens the store and starts the server; web_http.c speaks
- * HTTP (libmicrohttpd): authentication, CSRF, bounds, headers, the page's
- * files, routing; web_api.c the JSON API's reads (a run, its timeline,
+ * HTTP (libmicrohttpd): a request read, its answer sent with the headers
+ * every answer carries; web_route.c answers a request, whatever carried it
+ * (the server, or fuzz/fuzz_web.c): authentication, CSRF, bounds, the
+ * page's files, routing; web_api.c the JSON API's reads (a run, its timeline,
  * its export); web_steps.c a run's steps a page at a time, and the calls
  * they make with what answered them; web_list.c the run list's filters and
  * pages; web_live.c what runs in the background (counts per status, the
@@ -15,6 +17,7 @@
 #define PL_WEB_H
 
 #include <pthread.h>
+#include <sys/socket.h>
 
 #include "runview.h"
 
@@ -38,6 +41,9 @@
 #define WEB_STALL_S 30             /* an answer whose client takes none of it */
 #define WEB_STALL_MAX 3600         /* --stall-timeout at most */
 #define WEB_ARGS_MAX 100           /* query parameters a request may have */
+#define WEB_TARGET_MAX (64 << 10)  /* a request line's target (path, query) */
+#define WEB_HEAD_MAX (64 << 10)    /* its line and header lines, bytes */
+#define WEB_HEAD_LINES 100         /* header lines */
 #define WEB_STEP_PAGE_DEFAULT 200  /* steps in a page of a run's steps */
 #define WEB_STEP_PAGE_MAX 1000     /* most steps in one */
 #define WEB_PAGE_BYTES (1 << 20)   /* payload bytes a page stops after */
@@ -113,29 +119,78 @@ typedef struct web {
     bool mu_ready, threads;
 } web;
 
-/* ---- web_http.c ---- */
+/* ---- a request and its answer (web_route.c) ---- */
+
+/* Where a request's values come from: libmicrohttpd's connection
+ * (web_http.c), or bytes decoded without a socket (fuzz/fuzz_web.c). */
+typedef enum web_kind { WEB_HEADER, WEB_COOKIE, WEB_ARG } web_kind;
+typedef struct web_src {
+    /* The value named @p name of @p kind, or NULL. */
+    const char *(*get)(void *conn, web_kind kind, const char *name);
+    /* Each query parameter's name, in order, to @p fn. */
+    void (*each_arg)(void *conn, void (*fn)(void *cls, const char *name),
+                     void *cls);
+} web_src;
 
 typedef struct web_req {
-    void *conn; /* struct MHD_Connection */
-    const char *method, *url;
+    void *conn; /* @p src's: a struct MHD_Connection */
+    const web_src *src;
+    const struct sockaddr *client; /* its address; NULL unknown */
+    const char *method, *url;      /* url: the path, %XX decoded */
     char *body;
     size_t len;
     bool too_big;
-    size_t args; /* query parameters, when over WEB_ARGS_MAX (dropped) */
+    size_t args;       /* query parameters, when over WEB_ARGS_MAX (dropped) */
+    size_t target_len; /* the request line's target, as sent */
+    size_t head_bytes; /* the request line and header lines, as sent */
+    size_t head_lines; /* header lines */
 } web_req;
+
+/* An export's place, held while it is made and downloaded (web_guard.c). */
+typedef struct web_slot web_slot;
+
+#define WEB_REPLY_HEADERS 2
+/* An answer, for the transport to send (web_http.c) or to read. */
+typedef struct web_reply {
+    int status;
+    const char *type; /* Content-Type; NULL: none */
+    char *body;       /* @p len bytes; freed by web_reply_free() if own */
+    size_t len;
+    bool own;
+    bool api;    /* an answer of the API: not stored by caches */
+    bool bare;   /* no header but its type: a request too large to hold
+                  * leaves little room for an answer's (web_http.c) */
+    bool events; /* a Server-Sent Events stream: holds a place (web_live.c) */
+    int fd;      /* an export's file, @p len bytes, to download; -1 none */
+    web_slot *slot; /* the place the export holds */
+    size_t n_headers;
+    struct {
+        const char *name;
+        char value[640];
+    } headers[WEB_REPLY_HEADERS];
+} web_reply;
+
+/* The answer to @p r: who may ask, the bounds, then the routes.  What both
+ * the server and the fuzzer call. */
+void web_handle(web *w, web_req *r, web_reply *out);
+/* Release what @p out holds (its body, file, places). */
+void web_reply_free(web *w, web_reply *out);
 
 /* The offset of the first byte of @p s (@p n bytes) that is not part of
  * well-formed UTF-8; @p n if none (web_guard.c). */
 size_t web_utf8_bad(const char *s, size_t n);
 
-/* A request's query parameter, or NULL. */
+/* A request's query parameter, header, or NULL. */
 const char *web_arg(const web_req *r, const char *name);
+const char *web_header(const web_req *r, const char *name);
+
+/* ---- web_http.c ---- */
 
 /* Start and stop the server.  On failure says why and returns false. */
 bool web_http_start(web *w, const char *host, unsigned port);
 void web_http_stop(web *w);
 
-/* ---- replies (web_http.c) ---- */
+/* ---- replies (web_route.c) ---- */
 
 /* {"error": code, "message": ...} in *out; returns @p status. */
 int web_fail(cJSON **out, int status, const char *code, const char *fmt, ...)
@@ -256,6 +311,8 @@ const char *web_status_name(const pl_run_info *ri);
 /* ---- web_live.c ---- */
 
 bool web_live_start(web *w);
+/* What web_live_start() makes but its threads (no counts, no events). */
+bool web_live_open(web *w);
 void web_live_stop(web *w);
 /* The counts as JSON members of @p into. */
 bool web_counts_json(web *w, cJSON *into);

@@ -27,17 +27,15 @@
  * somehow.  A client that sends neither (a script) is judged by the token
  * alone.
  */
-bool web_same_origin(struct MHD_Connection *c)
+bool web_same_origin(const web_req *r)
 {
-    const char *site = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
-                                                   "Sec-Fetch-Site");
+    const char *site = web_header(r, "Sec-Fetch-Site");
     if (site && strcmp(site, "same-origin") != 0 && strcmp(site, "none") != 0)
         return false;
-    const char *origin = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
-                                                     "Origin");
+    const char *origin = web_header(r, "Origin");
     if (!origin)
         return true;
-    const char *host = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Host");
+    const char *host = web_header(r, "Host");
     const char *auth = strstr(origin, "://"); /* "null" has none */
     return host && auth && !strcasecmp(auth + 3, host);
 }
@@ -55,24 +53,21 @@ typedef struct arg_count {
     const char *twice;
 } arg_count;
 
-static enum MHD_Result count_arg(void *cls, enum MHD_ValueKind kind,
-                                 const char *key, const char *value)
+static void count_arg(void *cls, const char *key)
 {
-    (void)kind;
-    (void)value;
     arg_count *a = cls;
+    /* by libmicrohttpd's lookup, without case: "LIMIT" is read as limit */
     for (size_t i = 0; key && i < N_KNOWN_ARGS; i++)
-        if (!strcmp(key, known_args[i]) && ++a->n[i] == 2 && !a->twice)
+        if (!strcasecmp(key, known_args[i]) && ++a->n[i] == 2 && !a->twice)
             a->twice = known_args[i];
-    return MHD_YES;
 }
 
 /* The name of a parameter given twice, or NULL. */
-const char *web_arg_twice(struct MHD_Connection *c)
+const char *web_arg_twice(const web_req *r)
 {
     arg_count a;
     memset(&a, 0, sizeof a);
-    MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, count_arg, &a);
+    r->src->each_arg(r->conn, count_arg, &a);
     return a.twice;
 }
 
@@ -89,9 +84,16 @@ void *web_uri_seen(void *cls, const char *uri, struct MHD_Connection *c)
     (void)cls;
     (void)c;
     web_req *r = calloc(1, sizeof *r);
+    if (!r)
+        return NULL; /* without memory: libmicrohttpd's own limit holds */
+    r->target_len = strlen(uri);
     char *query = strchr(uri, '?');
-    if (!r || !query)
-        return r; /* without memory: libmicrohttpd's own limit holds */
+    if (query && r->target_len > WEB_TARGET_MAX) {
+        query[1] = '\0'; /* refused (414): no parameter is read */
+        return r;
+    }
+    if (!query)
+        return r;
     size_t n = 1;
     for (const char *p = query + 1; *p; p++)
         n += *p == '&';
@@ -195,16 +197,14 @@ static bool same_host(const struct sockaddr_storage *a,
     return true; /* unknown: all one */
 }
 
-web_slot *web_export_enter(struct MHD_Connection *c, bool *mine)
+web_slot *web_export_enter(const struct sockaddr *client, bool *mine)
 {
     struct sockaddr_storage addr;
     memset(&addr, 0, sizeof addr);
-    const union MHD_ConnectionInfo *i = MHD_get_connection_info(
-        c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-    if (i && i->client_addr) {
-        sa_family_t f = i->client_addr->sa_family;
+    if (client) {
+        sa_family_t f = client->sa_family;
         if (f == AF_INET || f == AF_INET6)
-            memcpy(&addr, i->client_addr,
+            memcpy(&addr, client,
                    f == AF_INET ? sizeof(struct sockaddr_in)
                                 : sizeof(struct sockaddr_in6));
     }

@@ -9,10 +9,12 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "web.h"
+
 /* False for a POST a browser says came from a page of another origin. */
-bool web_same_origin(struct MHD_Connection *c);
+bool web_same_origin(const web_req *r);
 /* The name of a query parameter the API reads given twice, or NULL. */
-const char *web_arg_twice(struct MHD_Connection *c);
+const char *web_arg_twice(const web_req *r);
 /* MHD_OPTION_UNESCAPE_CALLBACK: %XX decoded, but for %00. */
 size_t web_unescape(void *cls, struct MHD_Connection *c, char *s);
 
@@ -23,9 +25,9 @@ size_t web_unescape(void *cls, struct MHD_Connection *c, char *s);
 void *web_uri_seen(void *cls, const char *uri, struct MHD_Connection *c);
 
 /* A place for an export, made and downloaded: NULL when WEB_EXPORTS are
- * taken, or WEB_EXPORTS_PER_IP of them by @p c's address (*mine true). */
-typedef struct web_slot web_slot;
-web_slot *web_export_enter(struct MHD_Connection *c, bool *mine);
+ * taken, or WEB_EXPORTS_PER_IP of them by @p client's address (*mine
+ * true; a NULL address is one unknown address). */
+web_slot *web_export_enter(const struct sockaddr *client, bool *mine);
 void web_export_leave(web_slot *s);
 
 /* MHD_OPTION_NOTIFY_CONNECTION: each connection timed while it has no

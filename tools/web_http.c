@@ -1,19 +1,9 @@
 /*
  * web_http.c -- ledger-web's HTTP side, on libmicrohttpd: a thread per
  * connection, bounded in number, time and size (web_guard.c for slow
- * clients); who may ask (the token, the Host of a loopback server, the
- * CSRF token and the Origin of every POST); the
- * page's embedded files; the routes of the JSON API; the headers every
- * answer carries.
- *
- * Routes (docs/tools.md is the API's manual):
- *   GET  /  /index.html  /app.js  /style.css ...   the page (tools/web/)
- *   GET  /login?token=T                            the cookie, then /
- *   GET  /api/session  /api/runs  /api/runs/ID  /api/runs/ID/timeline
- *        /api/runs/ID/export  /api/overview  /api/inbox  /api/events
- *   POST /api/runs/ID/{answer,continue,fork,upgrade,check,verify,signal,
- *                    cancel,delete}
- *        /api/batch/{continue,cancel,delete}
+ * clients); a request read whole, handed to web_route.c, and its answer
+ * sent with the headers every answer carries (an event stream and an
+ * export's download as callbacks).
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -26,11 +16,14 @@
 #include <unistd.h>
 
 #include "web.h"
-#include "web_assets.h"
 #include "web_guard.h"
 
-#define COOKIE "pl_web"
-#define HEADER_MEMORY (64 * 1024) /* a request's headers, at most */
+/* What libmicrohttpd holds a request's line and headers in (and a record
+ * of each header, parameter and cookie), and then the answer's headers:
+ * twice what a request may have (WEB_HEAD_MAX), so that one over that is
+ * read whole and refused with our JSON (web_route.c), 414 or 431, and only
+ * one over this gets libmicrohttpd's own page (docs/tools.md, Bounded). */
+#define HEADER_MEMORY (128 * 1024)
 
 /* Script, style and data only from the server itself, no inline script,
  * no framing, no plugin. */
@@ -38,47 +31,6 @@
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src "        \
     "'self' data:; connect-src 'self'; font-src 'self'; base-uri 'none'; "     \
     "form-action 'self'; frame-ancestors 'none'"
-
-/* ---- replies ---------------------------------------------------------------- */
-
-int web_fail(cJSON **out, int status, const char *code, const char *fmt, ...)
-{
-    char msg[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    cJSON_Delete(*out);
-    *out = cJSON_CreateObject();
-    if (*out) {
-        cJSON_AddStringToObject(*out, "error", code);
-        cJSON_AddStringToObject(*out, "message", msg);
-    }
-    return status;
-}
-
-int web_http_status(int st)
-{
-    switch (st) {
-    case PL_ENOTFOUND: return 404;
-    case PL_EBUSY:
-    case PL_ESTATE:
-    case PL_EEXIST: /* a new run's id taken */
-    case PL_ESUSPENDED:
-    case PL_ECANCELLED: return 409;
-    case PL_EINVAL:
-    case PL_ETOKEN:
-    case PL_EJSON:
-    case PL_ELIMIT: return 400;
-    default: return 500;
-    }
-}
-
-int web_fail_status(cJSON **out, int st, const char *what)
-{
-    return web_fail(out, web_http_status(st), pl_status_name(st), "%s: %s",
-                    what, pl_errmsg());
-}
 
 static void common_headers(struct MHD_Response *resp, bool api)
 {
@@ -93,264 +45,40 @@ static void common_headers(struct MHD_Response *resp, bool api)
         MHD_add_response_header(resp, "Cache-Control", "no-store");
 }
 
-/* @p status with @p data (@p len bytes) of @p type; a 503 says when to
- * ask again (Retry-After). */
-static enum MHD_Result send_bytes(struct MHD_Connection *c, int status,
-                                  const char *type, void *data, size_t len,
-                                  enum MHD_ResponseMemoryMode mode, bool api)
+/* ---- where a request's values come from ------------------------------------------ */
+
+static const char *mhd_get(void *conn, web_kind kind, const char *name)
 {
-    struct MHD_Response *resp = MHD_create_response_from_buffer(len, data,
-                                                                mode);
-    if (!resp) {
-        if (mode == MHD_RESPMEM_MUST_FREE)
-            free(data);
-        return MHD_NO;
-    }
-    common_headers(resp, api);
-    MHD_add_response_header(resp, "Content-Type", type);
-    if (status == 503) {
-        char retry[16];
-        snprintf(retry, sizeof retry, "%d", WEB_RETRY_S);
-        MHD_add_response_header(resp, "Retry-After", retry);
-    }
-    enum MHD_Result r = MHD_queue_response(c, (unsigned)status, resp);
-    MHD_destroy_response(resp);
-    return r;
+    static const enum MHD_ValueKind kinds[] = {
+        [WEB_HEADER] = MHD_HEADER_KIND,
+        [WEB_COOKIE] = MHD_COOKIE_KIND,
+        [WEB_ARG] = MHD_GET_ARGUMENT_KIND};
+    return MHD_lookup_connection_value(conn, kinds[kind], name);
 }
 
-/*
- * @p text with every '<', '>' and '&' as a \u escape: they occur in JSON
- * only inside strings, where the escape means the same, and so no answer
- * holds markup, whatever reads it.  Takes @p text; NULL on OOM.
- */
-static char *inert(char *text)
+typedef struct each_arg {
+    void (*fn)(void *cls, const char *name);
+    void *cls;
+} each_arg;
+
+static enum MHD_Result each_one(void *cls, enum MHD_ValueKind kind,
+                                const char *key, const char *value)
 {
-    size_t n = 0, len = strlen(text);
-    for (size_t i = 0; i < len; i++)
-        n += text[i] == '<' || text[i] == '>' || text[i] == '&';
-    if (!n)
-        return text;
-    char *out = malloc(len + 5 * n + 1), *o = out;
-    for (size_t i = 0; out && i < len; i++) {
-        char ch = text[i];
-        if (ch == '<' || ch == '>' || ch == '&') {
-            memcpy(o,
-                   ch == '<'   ? "\\u003c"
-                   : ch == '>' ? "\\u003e"
-                               : "\\u0026",
-                   6);
-            o += 6;
-        } else {
-            *o++ = ch;
-        }
-    }
-    if (out)
-        *o = '\0';
-    free(text);
-    return out;
+    (void)kind;
+    (void)value;
+    each_arg *e = cls;
+    e->fn(e->cls, key);
+    return MHD_YES;
 }
 
-/*
- * @p text with each byte that is not part of well-formed UTF-8 as U+FFFD:
- * JSON is UTF-8, and a request's bytes or a store's may not be ("no
- * action \"\xff\"").  Takes @p text; NULL on OOM.
- */
-static char *utf8_only(char *text)
+static void mhd_each_arg(void *conn, void (*fn)(void *cls, const char *name),
+                         void *cls)
 {
-    size_t len = strlen(text), at = web_utf8_bad(text, len);
-    if (at == len)
-        return text;
-    char *out = malloc(3 * len + 1), *o = out;
-    for (size_t i = 0; out && i < len;) {
-        size_t ok = web_utf8_bad(text + i, len - i);
-        memcpy(o, text + i, ok);
-        o += ok;
-        i += ok;
-        if (i < len) {
-            memcpy(o, "\xef\xbf\xbd", 3);
-            o += 3;
-            i++;
-        }
-    }
-    if (out)
-        *o = '\0';
-    free(text);
-    return out;
+    each_arg e = {fn, cls};
+    MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, each_one, &e);
 }
 
-static enum MHD_Result send_json(struct MHD_Connection *c, int status,
-                                 cJSON *doc)
-{
-    char *text = doc ? cJSON_PrintUnformatted(doc) : NULL;
-    cJSON_Delete(doc);
-    if (text)
-        text = utf8_only(text);
-    if (text)
-        text = inert(text);
-    if (!text) {
-        static char oom[] = "{\"error\":\"PL_ENOMEM\",\"message\":\"out of "
-                            "memory\"}";
-        return send_bytes(c, 500, "application/json", oom, strlen(oom),
-                          MHD_RESPMEM_PERSISTENT, true);
-    }
-    return send_bytes(c, status, "application/json", text, strlen(text),
-                      MHD_RESPMEM_MUST_FREE, true);
-}
-
-static enum MHD_Result send_error(struct MHD_Connection *c, int status,
-                                  const char *code, const char *msg)
-{
-    cJSON *doc = NULL;
-    web_fail(&doc, status, code, "%s", msg);
-    return send_json(c, status, doc);
-}
-
-/* ---- the page's files -------------------------------------------------------- */
-
-static const char *content_type(const char *path)
-{
-    static const struct {
-        const char *ext, *type;
-    } types[] = {
-        {".html", "text/html; charset=utf-8"},
-        {".js", "text/javascript; charset=utf-8"},
-        {".mjs", "text/javascript; charset=utf-8"},
-        {".css", "text/css; charset=utf-8"},
-        {".json", "application/json"},
-        {".svg", "image/svg+xml"},
-        {".png", "image/png"},
-        {".ico", "image/x-icon"},
-        {".woff2", "font/woff2"},
-        {".txt", "text/plain; charset=utf-8"},
-    };
-    const char *dot = strrchr(path, '.');
-    for (size_t i = 0; dot && i < sizeof types / sizeof types[0]; i++)
-        if (!strcmp(dot, types[i].ext))
-            return types[i].type;
-    return "application/octet-stream";
-}
-
-static enum MHD_Result send_asset(struct MHD_Connection *c, const char *url)
-{
-    if (!strcmp(url, "/"))
-        url = "/index.html";
-    const web_asset *a = web_assets;
-    while (a->path && strcmp(a->path, url) != 0)
-        a++;
-    if (!a->path)
-        return send_error(c, 404, "not_found", "no such page");
-    /* the bytes' FNV-1a hash: the same build serves the same ETag */
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < a->len; i++)
-        h = (h ^ a->bytes[i]) * 1099511628211ull;
-    char etag[24];
-    snprintf(etag, sizeof etag, "\"%016llx\"", (unsigned long long)h);
-    const char *inm = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
-                                                  "If-None-Match");
-    bool same = inm && !strcmp(inm, etag);
-    struct MHD_Response *resp = MHD_create_response_from_buffer(
-        same ? 0 : a->len, same ? NULL : (void *)a->bytes,
-        MHD_RESPMEM_PERSISTENT);
-    if (!resp)
-        return MHD_NO;
-    common_headers(resp, false);
-    MHD_add_response_header(resp, "Content-Type", content_type(a->path));
-    /* revalidated each time: a new build's page is never stale */
-    MHD_add_response_header(resp, "Cache-Control", "no-cache");
-    MHD_add_response_header(resp, "ETag", etag);
-    enum MHD_Result r = MHD_queue_response(c, same ? 304 : 200, resp);
-    MHD_destroy_response(resp);
-    return r;
-}
-
-/* ---- who may ask ---------------------------------------------------------------- */
-
-/* Compare without an early exit, so timing says nothing of the token. */
-static bool same_secret(const char *a, const char *b)
-{
-    size_t na = strlen(a), nb = strlen(b);
-    unsigned char d = na != nb;
-    for (size_t i = 0; i < na; i++)
-        d |= (unsigned char)(a[i] ^ b[i % (nb ? nb : 1)]);
-    return d == 0;
-}
-
-static bool authorized(web *w, struct MHD_Connection *c)
-{
-    if (!w->token)
-        return true;
-    const char *auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
-                                                   "Authorization");
-    if (auth && !strncasecmp(auth, "Bearer ", 7) &&
-        same_secret(auth + 7, w->token))
-        return true;
-    const char *cookie = MHD_lookup_connection_value(c, MHD_COOKIE_KIND,
-                                                     COOKIE);
-    return cookie && same_secret(cookie, w->token);
-}
-
-/*
- * Without a token, only a page served from a loopback name may ask: a
- * Host naming anything else is a page of another site whose name was
- * made to point here (DNS rebinding).
- */
-static bool host_ok(web *w, struct MHD_Connection *c)
-{
-    if (w->token)
-        return true;
-    const char *host = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Host");
-    if (!host)
-        return false;
-    char name[128];
-    size_t n = strlen(host);
-    if (n >= sizeof name)
-        return false;
-    memcpy(name, host, n + 1);
-    if (name[0] == '[') {
-        char *end = strchr(name, ']');
-        if (!end)
-            return false;
-        *end = '\0';
-        return !strcmp(name + 1, "::1");
-    }
-    char *colon = strchr(name, ':');
-    if (colon)
-        *colon = '\0';
-    struct in_addr a4;
-    if (!strcmp(name, "localhost"))
-        return true;
-    return inet_pton(AF_INET, name, &a4) == 1 &&
-           (ntohl(a4.s_addr) >> 24) == 127;
-}
-
-static enum MHD_Result login(web *w, struct MHD_Connection *c)
-{
-    const char *t = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND,
-                                                "token");
-    if (!w->token)
-        return send_error(c, 404, "no_token",
-                          "this server asks for no token: open / instead");
-    if (!t || !same_secret(t, w->token))
-        return send_error(c, 403, "bad_token", "wrong or missing token");
-    struct MHD_Response *resp = MHD_create_response_from_buffer(
-        0, NULL, MHD_RESPMEM_PERSISTENT);
-    if (!resp)
-        return MHD_NO;
-    char cookie[700];
-    snprintf(cookie, sizeof cookie,
-             COOKIE "=%s; Path=/; HttpOnly; SameSite=Strict", w->token);
-    common_headers(resp, true);
-    MHD_add_response_header(resp, "Set-Cookie", cookie);
-    MHD_add_response_header(resp, "Location", "/");
-    enum MHD_Result r = MHD_queue_response(c, 303, resp);
-    MHD_destroy_response(resp);
-    return r;
-}
-
-const char *web_arg(const web_req *r, const char *name)
-{
-    return MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, name);
-}
+static const web_src mhd_src = {mhd_get, mhd_each_arg};
 
 /* ---- Server-Sent Events ------------------------------------------------------------ */
 
@@ -391,33 +119,6 @@ static void sse_free(void *cls)
     free(s);
 }
 
-static enum MHD_Result events(web *w, struct MHD_Connection *c)
-{
-    if (!web_sse_enter(w))
-        return send_error(c, 503, "busy",
-                          "too many event streams open: close a page");
-    sse *s = calloc(1, sizeof *s);
-    if (!s) {
-        web_sse_leave(w);
-        return send_error(c, 500, "PL_ENOMEM", "out of memory");
-    }
-    s->w = w;
-    pthread_mutex_lock(&w->mu);
-    s->seq = w->event_seq;
-    pthread_mutex_unlock(&w->mu);
-    struct MHD_Response *resp = MHD_create_response_from_callback(
-        MHD_SIZE_UNKNOWN, 4096, sse_read, s, sse_free);
-    if (!resp) {
-        sse_free(s);
-        return MHD_NO;
-    }
-    common_headers(resp, true);
-    MHD_add_response_header(resp, "Content-Type", "text/event-stream");
-    enum MHD_Result r = MHD_queue_response(c, 200, resp);
-    MHD_destroy_response(resp);
-    return r;
-}
-
 /* ---- exports ---------------------------------------------------------------------- */
 
 /* A download of an export's file, which holds its place (web_guard.c)
@@ -446,154 +147,79 @@ static void download_free(void *cls)
     free(d);
 }
 
-static enum MHD_Result send_export(web *w, struct MHD_Connection *c,
-                                   const char *id)
+/* ---- answers ------------------------------------------------------------------------ */
+
+/* @p out as libmicrohttpd's response: its body, an event stream or an
+ * export's file (each then theirs, freed with the response). */
+static struct MHD_Response *response_of(web *w, web_reply *out)
 {
-    bool mine;
-    web_slot *slot = web_export_enter(c, &mine);
-    cJSON *out = NULL;
-    if (!slot) {
-        if (mine)
-            web_fail(&out, 503, "busy",
-                     "this address has %d exports under way: wait for one "
-                     "to end",
-                     WEB_EXPORTS_PER_IP);
+    struct MHD_Response *resp = NULL;
+    if (out->events) {
+        sse *s = calloc(1, sizeof *s);
+        if (!s)
+            return NULL;
+        s->w = w;
+        pthread_mutex_lock(&w->mu);
+        s->seq = w->event_seq;
+        pthread_mutex_unlock(&w->mu);
+        resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096,
+                                                 sse_read, s, sse_free);
+        if (resp)
+            out->events = false; /* the stream's place is the response's */
         else
-            web_fail(&out, 503, "busy",
-                     "%d exports are under way: try again shortly",
-                     WEB_EXPORTS);
-        return send_json(c, 503, out);
+            free(s);
+    } else if (out->fd >= 0) {
+        download *d = malloc(sizeof *d);
+        if (!d)
+            return NULL;
+        *d = (download){out->fd, out->slot};
+        resp = MHD_create_response_from_callback(out->len, 32 * 1024,
+                                                 download_read, d,
+                                                 download_free);
+        if (resp) {
+            out->fd = -1; /* the download's */
+            out->slot = NULL;
+        } else {
+            free(d);
+        }
+    } else {
+        resp = MHD_create_response_from_buffer(out->len, out->body,
+                                               out->own
+                                                   ? MHD_RESPMEM_MUST_FREE
+                                                   : MHD_RESPMEM_PERSISTENT);
+        if (resp)
+            out->own = false; /* the response's */
     }
-    download *d = malloc(sizeof *d);
-    int fd = -1;
-    size_t len = 0;
-    int status = d ? api_export(w, id, &fd, &len, &out)
-                   : web_fail(&out, 500, "PL_ENOMEM", "out of memory");
-    if (status != 200) {
-        free(d);
-        web_export_leave(slot);
-        return send_json(c, status, out);
-    }
-    *d = (download){fd, slot};
-    struct MHD_Response *resp = MHD_create_response_from_callback(
-        len, 32 * 1024, download_read, d, download_free);
+    return resp;
+}
+
+static enum MHD_Result send_reply(web *w, struct MHD_Connection *c,
+                                  web_reply *out)
+{
+    struct MHD_Response *resp = response_of(w, out);
     if (!resp) {
-        download_free(d);
+        web_reply_free(w, out);
         return MHD_NO;
     }
-    char disp[PL_MAX_RUN_ID + 64];
-    snprintf(disp, sizeof disp, "attachment; filename=\"%s.jsonl\"", id);
-    common_headers(resp, true);
-    MHD_add_response_header(resp, "Content-Type", "application/x-ndjson");
-    MHD_add_response_header(resp, "Content-Disposition", disp);
-    enum MHD_Result res = MHD_queue_response(c, 200, resp);
-    MHD_destroy_response(resp);
-    return res;
-}
-
-/* ---- routing ------------------------------------------------------------------------ */
-
-/* "/api/runs/ID[/what]": the id into @p id, the rest in *what ("" for
- * none).  False for a path of another shape. */
-static bool run_path(const char *url, char *id, size_t n, const char **what)
-{
-    const char *p = url + strlen("/api/runs/");
-    const char *slash = strchr(p, '/');
-    size_t len = slash ? (size_t)(slash - p) : strlen(p);
-    if (len == 0 || len >= n)
-        return false;
-    memcpy(id, p, len);
-    id[len] = '\0';
-    *what = slash ? slash + 1 : "";
-    return !strchr(*what, '/');
-}
-
-static enum MHD_Result route_get(web *w, web_req *r)
-{
-    struct MHD_Connection *c = r->conn;
-    const char *url = r->url;
-    cJSON *out = NULL;
-    int status;
-    if (!strcmp(url, "/api/events"))
-        return events(w, c);
-    if (!strcmp(url, "/api/session"))
-        status = api_session(w, r, &out);
-    else if (!strcmp(url, "/api/runs"))
-        status = api_runs(w, r, &out);
-    else if (!strcmp(url, "/api/overview"))
-        status = api_overview(w, r, &out);
-    else if (!strcmp(url, "/api/inbox"))
-        status = api_inbox(w, r, &out);
-    else if (!strncmp(url, "/api/runs/", 10)) {
-        char id[PL_MAX_RUN_ID + 2];
-        const char *what;
-        if (!run_path(url, id, sizeof id, &what))
-            status = web_fail(&out, 404, "not_found", "no such API path");
-        else if (!cli_run_id_ok(id))
-            status = web_fail(&out, 400, "bad_run_id",
-                              "not a run id: 1..%d bytes of [A-Za-z0-9._:-]",
-                              PL_MAX_RUN_ID);
-        else if (!*what)
-            status = api_run(w, id, &out);
-        else if (!strcmp(what, "steps"))
-            status = api_steps(w, id, r, &out);
-        else if (!strcmp(what, "step"))
-            status = api_step(w, id, r, &out);
-        else if (!strcmp(what, "timeline"))
-            status = api_timeline(w, id, &out);
-        else if (!strcmp(what, "export"))
-            return send_export(w, c, id);
-        else
-            status = web_fail(&out, 404, "not_found", "no such API path");
-    } else
-        status = web_fail(&out, 404, "not_found", "no such API path");
-    return send_json(c, status, out);
-}
-
-static bool is_post_path(const char *url)
-{
-    return !strncmp(url, "/api/runs/", 10) || !strncmp(url, "/api/batch/", 11);
-}
-
-static enum MHD_Result route_post(web *w, web_req *r)
-{
-    struct MHD_Connection *c = r->conn;
-    if (!is_post_path(r->url))
-        return send_error(c, 404, "not_found", "no such API path");
-    if (w->read_only)
-        return send_error(c, 403, "read_only",
-                          "this server was started with --read-only: it "
-                          "changes nothing");
-    const char *csrf = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
-                                                   "X-CSRF-Token");
-    if (!csrf || !same_secret(csrf, w->csrf))
-        return send_error(c, 403, "csrf",
-                          "a POST needs the header X-CSRF-Token with the "
-                          "value GET /api/session gives");
-    if (!web_same_origin(c))
-        return send_error(c, 403, "origin",
-                          "a POST from a page of another origin (Origin, "
-                          "Sec-Fetch-Site) is refused");
-    if (r->too_big)
-        return send_error(c, 413, "too_large", "the request body is too large");
-    cJSON *out = NULL;
-    int status;
-    if (!strncmp(r->url, "/api/batch/", 11)) {
-        status = api_batch(w, r->url + 11, r, &out);
-    } else {
-        char id[PL_MAX_RUN_ID + 2];
-        const char *what;
-        if (!run_path(r->url, id, sizeof id, &what) || !*what)
-            status = web_fail(&out, 404, "not_found", "no such API path");
-        else if (!cli_run_id_ok(id))
-            status = web_fail(&out, 400, "bad_run_id",
-                              "not a run id: 1..%d bytes of [A-Za-z0-9._:-]",
-                              PL_MAX_RUN_ID);
-        else
-            status = api_action(w, id, what, r, &out);
+    if (!out->bare)
+        common_headers(resp, out->api);
+    if (out->type)
+        MHD_add_response_header(resp, "Content-Type", out->type);
+    for (size_t i = 0; i < out->n_headers; i++)
+        MHD_add_response_header(resp, out->headers[i].name,
+                                out->headers[i].value);
+    if (out->status == 503) {
+        char retry[16];
+        snprintf(retry, sizeof retry, "%d", WEB_RETRY_S);
+        MHD_add_response_header(resp, "Retry-After", retry);
     }
-    return send_json(c, status, out);
+    enum MHD_Result r = MHD_queue_response(c, (unsigned)out->status, resp);
+    MHD_destroy_response(resp);
+    web_reply_free(w, out);
+    return r;
 }
+
+/* ---- requests ---------------------------------------------------------------------- */
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
                                   const char *url, const char *method,
@@ -633,44 +259,17 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
         return MHD_YES;
     }
     web_conn_busy(c);
-    if (!host_ok(w, c))
-        return send_error(c, 403, "host",
-                          "this server answers pages of its own address "
-                          "only (the Host header names another)");
-    bool get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
-    bool api = !strncmp(url, "/api/", 5);
-    if (r->args) {
-        char msg[128];
-        snprintf(msg, sizeof msg, "%zu query parameters: at most %d are taken",
-                 r->args, WEB_ARGS_MAX);
-        if (api)
-            return send_error(c, 400, "too_many_parameters", msg);
-        size_t n = strlen(msg);
-        msg[n] = '\n';
-        return send_bytes(c, 400, "text/plain; charset=utf-8", msg, n + 1,
-                          MHD_RESPMEM_MUST_COPY, false);
-    }
-    if (get && !strcmp(url, "/login"))
-        return login(w, c);
-    if (!get && strcmp(method, "POST") != 0)
-        return send_error(c, 405, "method", "GET or POST only");
-    if (!api)
-        return get ? send_asset(c, url)
-                   : send_error(c, 405, "method", "the page's files are GET");
-    if (!authorized(w, c))
-        return send_error(c, 401, "unauthorized",
-                          "this server needs its token: open "
-                          "/login?token=TOKEN or send Authorization: Bearer "
-                          "TOKEN");
-    if (r->too_big && get)
-        return send_error(c, 413, "too_large", "the request body is too large");
-    const char *twice = web_arg_twice(c);
-    if (twice) {
-        char msg[64];
-        snprintf(msg, sizeof msg, "the parameter %s is given twice", twice);
-        return send_error(c, 400, "duplicate_parameter", msg);
-    }
-    return get ? route_get(w, r) : route_post(w, r);
+    r->src = &mhd_src;
+    const union MHD_ConnectionInfo *i = MHD_get_connection_info(
+        c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    r->client = i ? i->client_addr : NULL;
+    i = MHD_get_connection_info(c, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
+    r->head_bytes = i ? i->header_size : 0;
+    int lines = MHD_get_connection_values(c, MHD_HEADER_KIND, NULL, NULL);
+    r->head_lines = lines > 0 ? (size_t)lines : 0;
+    web_reply out;
+    web_handle(w, r, &out);
+    return send_reply(w, c, &out);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,

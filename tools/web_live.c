@@ -432,7 +432,7 @@ static void *poller_main(void *arg)
     return NULL;
 }
 
-bool web_live_start(web *w)
+bool web_live_open(web *w)
 {
     if (pthread_mutex_init(&w->mu, NULL) ||
         pthread_cond_init(&w->changed, NULL) ||
@@ -454,6 +454,13 @@ bool web_live_start(web *w)
         return false;
     }
     (void)pl_engine_change_mark(&w->mark, w->engine);
+    return true;
+}
+
+bool web_live_start(web *w)
+{
+    if (!web_live_open(w))
+        return false;
     if (pthread_create(&w->counter, NULL, counter_main, w)) {
         cli_error("cannot start a thread");
         return false;

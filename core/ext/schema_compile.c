@@ -1,6 +1,6 @@
 /*
  * schema_compile.c -- compiling a JSON Schema (schema.h): its side table,
- * its patterns translated to POSIX and compiled, its "$ref"s resolved, its
+ * its patterns compiled (schema_regex.c), its "$ref"s resolved, its
  * keywords checked.
  */
 #include <errno.h>
@@ -125,8 +125,8 @@ static int compile_regex(pl_schema *s, const cJSON *node, const char *pattern,
     const char *bad = NULL;
     pl__rx *re = pl__rx_compile(pattern, &bad);
     if (!re)
-        return bad ? schema_err(PL_EINVAL, w, "pattern \"%.80s\": %s", pattern,
-                                bad)
+        return bad ? schema_err(PL_EINVAL, w, "pattern \"%.*s\": %s",
+                                pl__utf8_cut(pattern, 80), pattern, bad)
                    : pl_errorf(PL_ENOMEM, "out of memory compiling a pattern");
     bool added;
     pl__schema_aux *a = aux_get(s, node, &added);

@@ -173,11 +173,16 @@ static int equal(vctx *v, const cJSON *a, const cJSON *b, unsigned depth)
     return 1; /* null, true, false */
 }
 
+/* The characters of @p s as patterns read them (schema.h): a byte that is
+ * no UTF-8 is one. */
 static size_t code_points(const char *s)
 {
     size_t n = 0;
-    for (; *s; s++)
-        n += ((unsigned char)*s & 0xC0) != 0x80;
+    uint32_t c;
+    while (*s) {
+        s += (unsigned char)*s < 0x80 ? 1 : pl__utf8_next(s, &c);
+        n++;
+    }
     return n;
 }
 
@@ -194,14 +199,15 @@ static bool regex_match(vctx *v, const cJSON *node, const char *str)
     v->work = PL_SCHEMA_MAX_WORK - left;
     if (r == -2 && !v->status)
         v->status = pl_errorf(PL_ENOMEM, "out of memory matching a pattern");
+    const char *pattern = cJSON_IsString(node) ? node->valuestring
+                                               : node->string;
     if (r == -1 && !v->status)
         v->status = pl_errorf(PL_ELIMIT,
                               "JSON Schema validation gave up after %llu "
                               "units of work matching the pattern "
-                              "\"%.80s\" (a long string, a large pattern)",
+                              "\"%.*s\" (a long string, a large pattern)",
                               (unsigned long long)PL_SCHEMA_MAX_WORK,
-                              cJSON_IsString(node) ? node->valuestring
-                                                   : node->string);
+                              pl__utf8_cut(pattern, 80), pattern);
     return r != 0;
 }
 
@@ -283,11 +289,12 @@ static int eval_string(vctx *v, const cJSON *schema, const cJSON *inst,
     }
     if ((k = cJSON_GetObjectItemCaseSensitive(schema, "pattern")) &&
         !regex_match(v, k, str))
-        return v->status ? -1
-                         : fail(v, at, "pattern",
-                                "the string does not match the pattern "
-                                "\"%.80s\"",
-                                k->valuestring);
+        return v->status
+                   ? -1
+                   : fail(v, at, "pattern",
+                          "the string does not match the pattern "
+                          "\"%.*s\"",
+                          pl__utf8_cut(k->valuestring, 80), k->valuestring);
     return v->status ? -1 : 0;
 }
 

@@ -1,8 +1,10 @@
 /*
  * schema_regex.c -- the patterns of "pattern" and "patternProperties"
- * (schema.h): ECMA-262 syntax compiled to a program of byte sets, splits
- * and jumps, matched by running every thread of it in step over the
- * string (Thompson's construction, as in Pike's VM), so matching costs at
+ * (schema.h): ECMA-262 syntax compiled to a program of character sets,
+ * splits and jumps, matched by running every thread of it in step over the
+ * string's characters (Thompson's construction, as in Pike's VM): each
+ * step decodes one character of UTF-8 (pl__utf8_next), which every live
+ * thread takes or dies on, so all stay at one position and matching costs at
  * most the string's length times the program's: no backtracking, no
  * cached states to multiply.  glibc's regexec() took 18 s and 1.2 GB on
  * "a.{1000}c" anchored at "^.*" over 100 KB, and 54 s on
@@ -11,7 +13,11 @@
  *
  * Program: each instruction is relative to itself (x, y are offsets), so a
  * fragment copied elsewhere (a repetition "{m,n}" copies its atom out) or
- * moved (a split put before it) stays right.
+ * moved (a split put before it) stays right.  A set is one instruction
+ * whatever it holds: a bitmap of ASCII, and past ASCII sorted ranges of
+ * code points (searched by halves) kept once in the program for all the
+ * copies of it, so "[^à-ÿ]{1000}" is 1000 instructions as "a{1000}" is,
+ * and a multi-byte character is one atom ("é+", "(é){2}").
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -21,15 +27,31 @@
 
 enum { OP_SET, OP_SPLIT, OP_JMP, OP_BOL, OP_EOL, OP_MATCH };
 
+/* Code points lo..hi (in a program, past ASCII). */
+typedef struct rx_range {
+    uint32_t lo, hi;
+} rx_range;
+
 typedef struct rx_inst {
     uint8_t op;
-    int32_t x, y;    /* OP_SPLIT: both ways; OP_JMP: x */
-    uint64_t set[4]; /* OP_SET: the bytes it takes */
-} rx_inst;
+    union {
+        struct {
+            int32_t x, y; /* OP_SPLIT: both ways; OP_JMP: x */
+        };
+        struct {
+            uint32_t r0, rn; /* OP_SET: the code points past ASCII it
+                                takes, rx->ranges[r0 .. r0 + rn), sorted
+                                and apart */
+        };
+    };
+    uint64_t set[2]; /* OP_SET: the ASCII characters it takes */
+} rx_inst;           /* 32 bytes: a step of the match reads one line */
 
 struct pl__rx {
     rx_inst *code;
     size_t len, cap;
+    rx_range *ranges; /* the classes' ranges, shared by a class's copies */
+    size_t n_ranges, cap_ranges;
 };
 
 typedef struct parser {
@@ -40,16 +62,13 @@ typedef struct parser {
     bool oom;
 } parser;
 
-static bool in_set(const uint64_t set[4], unsigned char c)
-{
-    return (set[c >> 6] >> (c & 63)) & 1;
-}
-
-static void set_add(uint64_t set[4], int lo, int hi)
-{
-    for (int c = lo; c <= hi; c++)
-        set[c >> 6] |= (uint64_t)1 << (c & 63);
-}
+/* A class being parsed: its ASCII characters, and its ranges past ASCII in
+ * any order until class_close(). */
+typedef struct cls {
+    uint64_t ascii[2];
+    rx_range *r;
+    size_t n, cap;
+} cls;
 
 /* Room for @p n more instructions, within the bound. */
 static bool room(parser *ps, size_t n)
@@ -102,95 +121,276 @@ static bool insert_split(parser *ps, size_t at, int32_t x, int32_t y)
     return true;
 }
 
-/* ---- parsing ECMA-262 ----------------------------------------------------- */
-
-/* \d \w \s and their complements into @p set; false for another letter. */
-static bool class_escape(uint64_t set[4], char e)
+/* Does @p i take the character @p c, past ASCII (PL__RX_BAD: none does)?
+ * (ASCII is i->set's.) */
+static bool takes(const pl__rx *rx, const rx_inst *i, uint32_t c)
 {
-    uint64_t c[4] = {0};
-    char lower = (char)(e | 0x20);
-    if (lower == 'd') {
-        set_add(c, '0', '9');
-    } else if (lower == 'w') {
-        set_add(c, '0', '9');
-        set_add(c, 'A', 'Z');
-        set_add(c, 'a', 'z');
-        set_add(c, '_', '_');
-    } else if (lower == 's') {
-        set_add(c, '\t', '\r'); /* \t \n \v \f \r */
-        set_add(c, ' ', ' ');
-    } else {
-        return false;
+    if (!i->rn)
+        return false; /* rx->ranges may be NULL */
+    const rx_range *r = rx->ranges + i->r0;
+    size_t lo = 0, hi = i->rn;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (c < r[mid].lo)
+            hi = mid;
+        else if (c > r[mid].hi)
+            lo = mid + 1;
+        else
+            return true;
     }
-    for (int k = 0; k < 4; k++)
-        set[k] |= e == lower ? c[k] : ~c[k];
+    return false;
+}
+
+/* @p v (of *cap items of @p size, @p n used) with room for one more:
+ * itself, or moved (*cap grown); NULL out of memory. */
+static void *grow(parser *ps, void *v, size_t *cap, size_t n, size_t size)
+{
+    if (n < *cap)
+        return v;
+    size_t c = *cap * 2 + 8;
+    void *m = realloc(v, c * size);
+    if (!m) {
+        ps->oom = true;
+        return NULL;
+    }
+    *cap = c;
+    return m;
+}
+
+/* Code points @p lo to @p hi into @p c. */
+static bool cls_add(parser *ps, cls *c, uint32_t lo, uint32_t hi)
+{
+    for (; lo <= hi && lo < 0x80; lo++)
+        c->ascii[lo >> 6] |= (uint64_t)1 << (lo & 63);
+    if (lo > hi)
+        return true;
+    rx_range *r = grow(ps, c->r, &c->cap, c->n, sizeof *r);
+    if (!r)
+        return false;
+    c->r = r;
+    r[c->n++] = (rx_range){lo, hi};
     return true;
 }
 
+/* The ranges @p t (sorted, apart), or with @p neg all the code points they
+ * leave out, into @p c. */
+static bool cls_table(parser *ps, cls *c, const rx_range *t, size_t n, bool neg)
+{
+    uint32_t next = 0;
+    for (size_t k = 0; k < n; k++) {
+        if (!neg && !cls_add(ps, c, t[k].lo, t[k].hi))
+            return false;
+        if (neg && t[k].lo > next && !cls_add(ps, c, next, t[k].lo - 1))
+            return false;
+        next = t[k].hi + 1;
+    }
+    return !neg || next > 0x10FFFF || cls_add(ps, c, next, 0x10FFFF);
+}
+
+static int range_cmp(const void *a, const void *b)
+{
+    const rx_range *x = a, *y = b;
+    return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+/* @p c (its complement with @p neg) as the set of a new OP_SET. */
+static bool class_close(parser *ps, cls *c, bool neg)
+{
+    pl__rx *rx = ps->rx;
+    size_t n = 0;
+    if (c->n)
+        qsort(c->r, c->n, sizeof *c->r, range_cmp);
+    for (size_t k = 0; k < c->n; k++) /* merged: sorted and apart */
+        if (n && c->r[k].lo <= c->r[n - 1].hi + 1) {
+            if (c->r[k].hi > c->r[n - 1].hi)
+                c->r[n - 1].hi = c->r[k].hi;
+        } else {
+            c->r[n++] = c->r[k];
+        }
+    size_t r0 = rx->n_ranges;
+    uint32_t next = 0x80; /* with neg: the first not left out yet */
+    for (size_t k = 0; k < n + neg; k++) {
+        uint32_t lo = neg ? next : c->r[k].lo;
+        uint32_t hi = !neg ? c->r[k].hi : k < n ? c->r[k].lo - 1 : 0x10FFFF;
+        if (neg && k < n)
+            next = c->r[k].hi + 1;
+        if (lo > hi) /* a range that begins at next: no gap before it */
+            continue;
+        rx_range *r = grow(ps, rx->ranges, &rx->cap_ranges, rx->n_ranges,
+                           sizeof *r);
+        if (!r)
+            return false;
+        rx->ranges = r;
+        r[rx->n_ranges++] = (rx_range){lo, hi};
+    }
+    if (rx->n_ranges > UINT32_MAX) {
+        ps->bad = "its classes are too large";
+        return false;
+    }
+    if (!emit(ps, OP_SET, 0, 0))
+        return false;
+    rx_inst *i = &rx->code[rx->len - 1];
+    i->set[0] = neg ? ~c->ascii[0] : c->ascii[0];
+    i->set[1] = neg ? ~c->ascii[1] : c->ascii[1];
+    i->r0 = (uint32_t)r0;
+    i->rn = (uint32_t)(rx->n_ranges - r0);
+    return true;
+}
+
+/* ---- parsing ECMA-262 ----------------------------------------------------- */
+
+/* ECMA-262's \d, \w and \s (WhiteSpace and LineTerminator: \t \n \v \f
+ * \r, space, U+00A0, U+1680, U+2000-U+200A, U+2028, U+2029, U+202F,
+ * U+205F, U+3000, U+FEFF), and the line terminators "." leaves out. */
+static const rx_range digits[] = {{'0', '9'}};
+static const rx_range words[] = {
+    {'0', '9'}, {'A', 'Z'}, {'_', '_'}, {'a', 'z'}};
+static const rx_range spaces[] = {
+    {'\t', '\r'},     {' ', ' '},       {0xA0, 0xA0},     {0x1680, 0x1680},
+    {0x2000, 0x200A}, {0x2028, 0x2029}, {0x202F, 0x202F}, {0x205F, 0x205F},
+    {0x3000, 0x3000}, {0xFEFF, 0xFEFF}};
+static const rx_range line_ends[] = {
+    {'\n', '\n'}, {'\r', '\r'}, {0x2028, 0x2029}};
+
+/* \d \w \s and their complements into @p c: 1, 0 for another letter, -1
+ * out of memory. */
+static int class_escape(parser *ps, cls *c, char e)
+{
+    char lower = (char)(e | 0x20);
+    bool neg = e != lower;
+    bool ok = lower == 'd'   ? cls_table(ps, c, digits, 1, neg)
+              : lower == 'w' ? cls_table(ps, c, words, 4, neg)
+              : lower == 's'
+                  ? cls_table(ps, c, spaces, PL__EXT_ARRAY_LEN(spaces), neg)
+                  : true;
+    if (!ok)
+        return -1;
+    return lower == 'd' || lower == 'w' || lower == 's';
+}
+
+/* The character of the pattern at ps->p, ps->p past it; -1 (refused) for
+ * a byte that is no UTF-8. */
+static int32_t pattern_char(parser *ps)
+{
+    uint32_t c;
+    size_t n = pl__utf8_next(ps->p, &c);
+    if (c == PL__RX_BAD) {
+        ps->bad = "the pattern is not UTF-8";
+        return -1;
+    }
+    ps->p += n;
+    return (int32_t)c;
+}
+
+/* @p n hex digits at ps->p, ps->p past them; -1 when they are not. */
+static int32_t hex(parser *ps, int n)
+{
+    int32_t v = 0;
+    for (int k = 0; k < n; k++) {
+        char h = ps->p[k];
+        int d = h >= '0' && h <= '9'   ? h - '0'
+                : h >= 'a' && h <= 'f' ? h - 'a' + 10
+                : h >= 'A' && h <= 'F' ? h - 'A' + 10
+                                       : -1;
+        if (d < 0) {
+            ps->bad = "\\x takes two hex digits and \\u four (no \\u{...}: "
+                      "a pattern has no u flag)";
+            return -1;
+        }
+        v = v * 16 + d;
+    }
+    ps->p += n;
+    return v;
+}
+
 /* The character an escape (ps->p just past the backslash) stands for, -2
- * for a class escape (added to @p set), -1 when refused. */
-static int escape(parser *ps, uint64_t set[4])
+ * for a class escape (added to @p c), -1 when refused.  \uD83D\uDE00, a
+ * surrogate pair, is the one code point U+1F600 it encodes. */
+static int32_t escape(parser *ps, cls *c)
 {
     char e = *ps->p;
     if (!e) {
         ps->bad = "a pattern ends in a backslash";
         return -1;
     }
-    ps->p++;
-    if (class_escape(set, e))
-        return -2;
+    int k = class_escape(ps, c, e);
+    if (k) {
+        ps->p++;
+        return k > 0 ? -2 : -1;
+    }
     switch (e) {
-    case 'n': return '\n';
-    case 't': return '\t';
-    case 'r': return '\r';
-    case 'f': return '\f';
-    case 'v': return '\v';
+    case 'n': ps->p++; return '\n';
+    case 't': ps->p++; return '\t';
+    case 'r': ps->p++; return '\r';
+    case 'f': ps->p++; return '\f';
+    case 'v': ps->p++; return '\v';
+    case 'x': ps->p++; return hex(ps, 2);
+    case 'u': {
+        ps->p++;
+        int32_t u = hex(ps, 4);
+        if (u >= 0xD800 && u <= 0xDBFF && ps->p[0] == '\\' && ps->p[1] == 'u') {
+            const char *back = ps->p;
+            ps->p += 2;
+            int32_t low = hex(ps, 4);
+            if (low >= 0xDC00 && low <= 0xDFFF)
+                return 0x10000 + ((u - 0xD800) << 10) + (low - 0xDC00);
+            ps->p = back; /* a lone surrogate, then the next escape */
+            ps->bad = NULL;
+        }
+        return u;
+    }
     default: break;
     }
     if (e >= '0' && e <= '9')
         ps->bad = "backreferences and \\0 are not supported";
-    else if (strchr("pPuxbBck", e))
-        ps->bad = "\\p, \\u, \\x, \\c, \\k and \\b escapes are not supported";
+    else if (strchr("pPbBck", e))
+        ps->bad = "\\p, \\c, \\k and \\b escapes are not supported";
     else
-        return (unsigned char)e;
+        return pattern_char(ps);
     return -1;
 }
 
-/* A class, ps->p just past its '['. */
-static bool parse_class(parser *ps, uint64_t out[4])
+/* A character of a class, ps->p on it: its code point, -2 for a class
+ * escape (added to @p c), -1 when refused. */
+static int32_t class_char(parser *ps, cls *c)
 {
-    uint64_t s[4] = {0};
+    if (*ps->p != '\\')
+        return pattern_char(ps);
+    ps->p++;
+    return escape(ps, c);
+}
+
+/* A class, ps->p just past its '['. */
+static bool parse_class(parser *ps, cls *c)
+{
     bool neg = *ps->p == '^';
     ps->p += neg;
     while (*ps->p && *ps->p != ']') {
-        int lo = (unsigned char)*ps->p++;
-        if (lo == '\\' && (lo = escape(ps, s)) == -1)
+        int32_t lo = class_char(ps, c);
+        if (lo == -1)
             return false;
         if (lo == -2)
             continue;
+        int32_t hi = lo;
         if (ps->p[0] == '-' && ps->p[1] && ps->p[1] != ']') {
             ps->p++;
-            int hi = (unsigned char)*ps->p++;
-            if (hi == '\\' && (hi = escape(ps, s)) == -1)
+            if ((hi = class_char(ps, c)) == -1)
                 return false;
             if (hi == -2 || hi < lo) {
                 ps->bad = hi == -2 ? "a range ends in a class escape"
                                    : "a range is out of order";
                 return false;
             }
-            set_add(s, lo, hi);
-        } else {
-            set_add(s, lo, lo);
         }
+        if (!cls_add(ps, c, (uint32_t)lo, (uint32_t)hi))
+            return false;
     }
     if (!*ps->p) {
         ps->bad = "a class [ is not closed";
         return false;
     }
     ps->p++;
-    for (int k = 0; k < 4; k++)
-        out[k] = neg ? ~s[k] : s[k];
-    return true;
+    return class_close(ps, c, neg);
 }
 
 /* "{m}", "{m,}" or "{m,n}" at ps->p: true with its bounds (*n = -1: no
@@ -222,63 +422,66 @@ static bool braces(parser *ps, long *m, long *n)
 
 static bool parse_alt(parser *ps);
 
-/* An atom: true having emitted it; *repeat false for an anchor. */
-static bool parse_atom(parser *ps, bool *repeat)
+/* An atom that takes one character, ps->p on it, into @p c and emitted. */
+static bool parse_char_atom(parser *ps, cls *c)
 {
-    char c = *ps->p++;
-    uint64_t set[4] = {0};
-    *repeat = true;
-    switch (c) {
-    case '(':
-        if (*ps->p == '?') {
-            ps->bad = "lookaround and (?...) groups are not supported";
-            return false;
-        }
-        if (++ps->depth > PL__RX_MAX_NEST) {
-            ps->bad = "groups nest deeper than 64";
-            return false;
-        }
-        if (!parse_alt(ps))
-            return false;
-        ps->depth--;
-        if (*ps->p != ')') {
-            ps->bad = "a ( is not closed";
-            return false;
-        }
-        ps->p++;
-        return true;
-    case '^':
-    case '$':
-        *repeat = false;
-        return emit(ps, c == '^' ? OP_BOL : OP_EOL, 0, 0);
+    int32_t e;
+    switch (*ps->p) {
     case '.':
-        set_add(set, 0, 255);
-        set[0] &= ~(((uint64_t)1 << '\n') | ((uint64_t)1 << '\r'));
+        ps->p++;
+        return cls_table(ps, c, line_ends, PL__EXT_ARRAY_LEN(line_ends),
+                         true) &&
+               class_close(ps, c, false);
+    case '[': ps->p++; return parse_class(ps, c);
+    case '\\':
+        ps->p++;
+        e = escape(ps, c);
         break;
-    case '[':
-        if (!parse_class(ps, set))
-            return false;
-        break;
-    case '\\': {
-        int e = escape(ps, set);
-        if (e == -1)
-            return false;
-        if (e >= 0)
-            set_add(set, e, e);
-        break;
-    }
     case '*':
     case '+':
     case '?':
         ps->bad = "nothing to repeat (a quantifier first, or after another)";
         return false;
     default: /* a character, "]", "}", or a "{" that is no quantifier */
-        set_add(set, (unsigned char)c, (unsigned char)c);
+        e = pattern_char(ps);
         break;
     }
-    if (!emit(ps, OP_SET, 0, 0))
+    return e != -1 && (e == -2 || cls_add(ps, c, (uint32_t)e, (uint32_t)e)) &&
+           class_close(ps, c, false);
+}
+
+/* An atom: true having emitted it; *repeat false for an anchor. */
+static bool parse_atom(parser *ps, bool *repeat)
+{
+    char c = *ps->p;
+    *repeat = true;
+    if (c == '^' || c == '$') {
+        ps->p++;
+        *repeat = false;
+        return emit(ps, c == '^' ? OP_BOL : OP_EOL, 0, 0);
+    }
+    if (c != '(') {
+        cls set = {{0, 0}, NULL, 0, 0};
+        bool ok = parse_char_atom(ps, &set);
+        free(set.r);
+        return ok;
+    }
+    if (*++ps->p == '?') {
+        ps->bad = "lookaround and (?...) groups are not supported";
         return false;
-    memcpy(ps->rx->code[ps->rx->len - 1].set, set, sizeof set);
+    }
+    if (++ps->depth > PL__RX_MAX_NEST) {
+        ps->bad = "groups nest deeper than 64";
+        return false;
+    }
+    if (!parse_alt(ps))
+        return false;
+    ps->depth--;
+    if (*ps->p != ')') {
+        ps->bad = "a ( is not closed";
+        return false;
+    }
+    ps->p++;
     return true;
 }
 
@@ -407,8 +610,10 @@ pl__rx *pl__rx_compile(const char *pattern, const char **bad)
 
 void pl__rx_free(pl__rx *rx)
 {
-    if (rx)
+    if (rx) {
         free(rx->code);
+        free(rx->ranges);
+    }
     free(rx);
 }
 
@@ -421,7 +626,7 @@ typedef struct threads {
 
 /* Add the thread at @p pc, and those its splits and jumps lead to, at
  * position @p at of @p len; true when one of them matches. */
-static bool add(const pl__rx *rx, threads *t, uint32_t *mark, uint32_t gen,
+static bool add(const rx_inst *code, threads *t, uint32_t *mark, uint32_t gen,
                 uint32_t *stack, uint32_t pc, size_t at, size_t len,
                 uint64_t *steps)
 {
@@ -433,7 +638,7 @@ static bool add(const pl__rx *rx, threads *t, uint32_t *mark, uint32_t gen,
         if (mark[pc] == gen)
             continue;
         mark[pc] = gen;
-        const rx_inst *i = &rx->code[pc];
+        const rx_inst *i = &code[pc];
         switch (i->op) {
         case OP_MATCH: return true;
         case OP_JMP: stack[sp++] = (uint32_t)((int64_t)pc + i->x); break;
@@ -468,9 +673,11 @@ int pl__rx_match(const pl__rx *rx, const char *str, uint64_t *budget)
     memset(mark, 0xff, n * sizeof *mark);
     uint64_t steps = 0;
     int r = 0;
-    for (size_t at = 0;; at++) {
+    const unsigned char *s = (const unsigned char *)str;
+    const rx_inst *code = rx->code;
+    for (size_t at = 0;;) {
         /* a new start at each position: "test" matches anywhere */
-        if (add(rx, &cur, mark, (uint32_t)at, stack, 0, at, len, &steps)) {
+        if (add(code, &cur, mark, (uint32_t)at, stack, 0, at, len, &steps)) {
             r = 1;
             break;
         }
@@ -481,20 +688,33 @@ int pl__rx_match(const pl__rx *rx, const char *str, uint64_t *budget)
             r = -1;
             break;
         }
-        unsigned char c = (unsigned char)str[at];
+        /* every thread takes the one character at @p at, or dies: ASCII
+         * by its set alone (as fast as when matching was by byte) */
+        uint32_t c = s[at];
+        size_t to = at + 1;
         next.n = 0;
-        for (size_t k = 0; k < cur.n && !r; k++) {
-            const rx_inst *i = &rx->code[cur.pc[k]];
-            if (in_set(i->set, c) &&
-                add(rx, &next, mark, (uint32_t)(at + 1), stack, cur.pc[k] + 1,
-                    at + 1, len, &steps))
-                r = 1;
+        if (c < 0x80) {
+            for (size_t k = 0; k < cur.n && !r; k++) {
+                const rx_inst *i = &code[cur.pc[k]];
+                if (((i->set[c >> 6] >> (c & 63)) & 1) &&
+                    add(code, &next, mark, (uint32_t)to, stack, cur.pc[k] + 1,
+                        to, len, &steps))
+                    r = 1;
+            }
+        } else {
+            to = at + pl__utf8_next(str + at, &c);
+            for (size_t k = 0; k < cur.n && !r; k++)
+                if (takes(rx, &code[cur.pc[k]], c) &&
+                    add(code, &next, mark, (uint32_t)to, stack, cur.pc[k] + 1,
+                        to, len, &steps))
+                    r = 1;
         }
         if (r)
             break;
         threads t = cur;
         cur = next;
         next = t;
+        at = to;
     }
     *budget -= steps / 16 < *budget ? steps / 16 : *budget;
     free(mem);

@@ -192,10 +192,10 @@ typedef struct pl_engine_options {
     bool no_create;
     /**
      * Since version 5.  The retention rule: runs that have ended (completed,
-     * failed, cancelled, continued) whose last write is at least this many
-     * milliseconds old are deleted by the
-     * engine's workers (pl_worker_run(), see pl_worker_options.retain_ms),
-     * leaving tombstones.  0 (the default) keeps every run.
+     * failed, cancelled, superseded, continued) whose last write is at
+     * least this many milliseconds old are deleted by the engine's workers
+     * (pl_worker_run(), see pl_worker_options.retain_ms), leaving
+     * tombstones.  0 (the default) keeps every run.
      */
     uint64_t retain_ms;
     /**
@@ -226,7 +226,8 @@ typedef struct pl_engine_options {
  *                      while the engine runs.
  * @param opts          NULL for defaults.
  * @return PL_OK; PL_EINVAL (also max_payload over 1 GiB); PL_EBUSY (this
- *         process has the store open already); PL_EVERSION (store written
+ *         process has the LMDB store open already; a PostgreSQL store
+ *         may be opened by many engines); PL_EVERSION (store written
  *         by an unknown format); PL_ECORRUPT (not a policyledger store:
  *         another program's file, LMDB environment or schema, in which
  *         nothing is created; or a store file shorter than LMDB's record

@@ -171,11 +171,15 @@ int pl_ctx_invokef(cJSON **out, pl_ctx *ctx, const char *policy,
  *
  * "pattern" and "patternProperties" are ECMA-262 regular expressions,
  * unanchored, matched without backtracking (in time linear in the
- * string's length, within the work bound below).  Refused when compiling:
- * lookaround, lazy quantifiers, backreferences, \p{..}, \u, \x, \c and
- * \b escapes, unbalanced groups, a quantifier with nothing to repeat
- * ("a++"), groups nested deeper than 64, and repetitions that copy out to
- * more than 4000 instructions ("a{1,5000}").  Matching is by byte.
+ * string's length, within the work bound below), over the string's
+ * characters (code points of its UTF-8: "." takes a character of two to
+ * four bytes whole; a byte that is not UTF-8 is a character no class
+ * takes).  Refused when
+ * compiling: lookaround, lazy quantifiers, backreferences, \p{..}, \c, \k,
+ * \b and \u{..} escapes, a pattern that is not UTF-8, unbalanced groups, a
+ * quantifier with nothing to repeat ("a++"), groups nested deeper than
+ * 64, and repetitions that copy out to more than 4000 instructions
+ * ("a{1,5000}").
  *
  * Bounds: a schema nests at most PL_SCHEMA_MAX_DEPTH JSON levels;
  * validation applies schemas at most PL_SCHEMA_MAX_DEPTH deep (a "$ref"
@@ -212,8 +216,8 @@ typedef struct pl_schema_error {
  * Compile a schema.  @p schema is copied.
  * @param[out] out caller owns; free with pl_schema_free().  NULL on failure.
  * @return PL_OK; PL_EINVAL (NULL argument, a keyword with a bad value, an
- *         unsupported or unresolvable "$ref", a pattern POSIX regex cannot
- *         take: the message names where, e.g. "JSON Schema at
+ *         unsupported or unresolvable "$ref", a pattern refused (above):
+ *         the message names where, e.g. "JSON Schema at
  *         #/properties/a/minimum: expected a number"); PL_EJSON (@p schema
  *         is neither an object nor a boolean); PL_ELIMIT (nests deeper than
  *         PL_SCHEMA_MAX_DEPTH); PL_ENOMEM.

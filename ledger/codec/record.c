@@ -11,7 +11,7 @@
  *   | 0     | uint         | format version: 1, or 2 (below)                |
  *   | 1     | uint (u32)   | seq: position in its ledger, from 0            |
  *   | 2     | int          | time the step was first appended, Unix us      |
- *   | 3     | uint         | step type (pl_step_type, 1..7)                 |
+ *   | 3     | uint         | step type (pl_step_type, 1..10)                |
  *   | 4     | str          | actor, 1..PL_MAX_NAME bytes                    |
  *   | 5     | bin (32)     | hash of the previous step of the ledger:       |
  *   |       |              | SHA-256(its key || its record); step 0 holds   |
