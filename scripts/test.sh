@@ -54,6 +54,16 @@ esac
 cmake -S . -B "$dir" "${flags[@]}" >/dev/null
 cmake --build "$dir" -j"$(nproc)" "${targets[@]}"
 [ "$build_only" = 1 ] && exit 0
+# The npm packages the default suite's setups installed in build/ (the
+# reference MCP servers, cron-parser) are copied, not installed again: the
+# setups here find them, as they would find their own (tests/npm_setup.sh).
+if [ "$dir" != build ]; then
+  for m in npm npm-cron; do
+    if [ -d "build/$m/node_modules" ] && [ ! -e "$dir/$m" ]; then
+      cp -a "build/$m" "$dir/$m"
+    fi
+  done
+fi
 # Twice as many tests at once as there are CPUs: a third of a test's time
 # is spent waiting (on the disk's flushes, its servers, its children), and
 # none asserts a time. PL_TEST_JOBS=N to choose.

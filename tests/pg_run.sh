@@ -89,14 +89,19 @@ if [ -n "${PL_TEST_TIMEOUT:-}" ] && [ "$PL_TEST_TIMEOUT" -gt 40 ]; then
   exec 3<&0 # the command keeps this script's input, as in the foreground
   "$@" <&3 3<&- &
   cmd=$!
+  # The watchdog sleeps once, and is woken when the command ends: no
+  # polling (a process a second for the length of every test), and no
+  # kill -0 of the command's pid, which on a busy machine another process
+  # can have been given once the command is reaped (three PostgreSQL tests
+  # of a few seconds each took 587 s so).  Its sleep writes nowhere, so one
+  # left behind holds no test's output open.
   (
-    t0=$(date +%s)
-    while [ $(($(date +%s) - t0)) -lt $((PL_TEST_TIMEOUT - 20)) ] &&
-          kill -0 "$cmd" 2>/dev/null; do
-      sleep 1
-    done
-    kill -0 "$cmd" 2>/dev/null || exit 0
-    echo "pg_run: '$*' still runs after $(($(date +%s) - t0)) s;" \
+    sleep $((PL_TEST_TIMEOUT - 20)) >/dev/null 2>&1 &
+    echo $! >"$dir/watchdog"
+    wait
+    rm -f "$dir/watchdog"
+    [ -e "$dir/ended" ] && exit 0
+    echo "pg_run: '$*' still runs after $((PL_TEST_TIMEOUT - 20)) s;" \
          "the server's sessions:" >&2
     timeout 20 $as "$bindir/psql" -X -q -h "$dir" -U "$user" -d postgres -c \
       "SELECT pid, state, wait_event_type, wait_event, backend_xid,
@@ -109,7 +114,13 @@ if [ -n "${PL_TEST_TIMEOUT:-}" ] && [ "$PL_TEST_TIMEOUT" -gt 40 ]; then
   dog=$!
   wait "$cmd"
   rc=$?
-  wait "$dog" # it ends within a second of the command
+  : >"$dir/ended"
+  # its sleep's pid, while that sleep is its unreaped child
+  until kill "$(cat "$dir/watchdog" 2>/dev/null)" 2>/dev/null ||
+        ! kill -0 "$dog" 2>/dev/null; do
+    sleep 0.05 # not yet asleep, or printing the sessions
+  done
+  wait "$dog"
 else
   "$@"
   rc=$?
