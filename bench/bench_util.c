@@ -262,7 +262,13 @@ void report_goals(bool quick)
                  : met        ? "met"
                               : "MISSED",
                  gl->noise);
-        say("  %-44s %8.2f%-3s %s %6.2f%-3s %s\n", gl->what, gl->value,
+        /* a figure that rounds to its target but misses it (1.204x
+         * against 1.20x) is shown with the digit that tells them apart */
+        char v2[32], t2[32];
+        snprintf(v2, sizeof v2, "%.2f", gl->value);
+        snprintf(t2, sizeof t2, "%.2f", gl->target);
+        int prec = !strcmp(v2, t2) && gl->value != gl->target ? 3 : 2;
+        say("  %-44s %8.*f%-3s %s %6.2f%-3s %s\n", gl->what, prec, gl->value,
             gl->unit, gl->at_most ? "<=" : ">=", gl->target, gl->unit, verdict);
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "goal", gl->what);
