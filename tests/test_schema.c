@@ -583,3 +583,55 @@ Test(schema, large_and_deep_instances_are_bounded)
     cJSON_Delete(many);
     pl_schema_free(s);
 }
+
+/* Whether @p s is well-formed UTF-8 (no overlong forms, no surrogates). */
+static bool utf8_ok(const char *s)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    while (*p) {
+        unsigned n = *p < 0x80                 ? 0
+                     : *p >= 0xc2 && *p < 0xe0 ? 1
+                     : *p >= 0xe0 && *p < 0xf0 ? 2
+                     : *p >= 0xf0 && *p < 0xf5 ? 3
+                                               : 9;
+        if (n == 9)
+            return false;
+        uint32_t c = n ? *p & (0x3f >> n) : *p;
+        for (unsigned k = 1; k <= n; k++) {
+            if ((p[k] & 0xc0) != 0x80)
+                return false;
+            c = c << 6 | (p[k] & 0x3f);
+        }
+        if ((n == 2 && (c < 0x800 || (c >= 0xd800 && c < 0xe000))) ||
+            (n == 3 && (c < 0x10000 || c > 0x10ffff)))
+            return false;
+        p += n + 1;
+    }
+    return true;
+}
+
+/* A name or a value quoted in a message is cut at a character, never in
+ * one: the message stays UTF-8 whatever the instance holds. */
+Test(schema, messages_cut_names_at_characters)
+{
+    char name[160] = "a";
+    for (int i = 0; i < 60; i++)
+        strcat(name, "\xc3\xa9"); /* é: byte 80 is inside one */
+    char sch[512], inst[3][512];
+    snprintf(sch, sizeof sch,
+             "{\"required\":[\"%s\"],\"additionalProperties\":false,"
+             "\"properties\":{\"%s\":{\"const\":1}}}",
+             name, name);
+    snprintf(inst[0], sizeof inst[0], "{}");
+    snprintf(inst[1], sizeof inst[1], "{\"%s\":1,\"b%s\":2}", name, name);
+    snprintf(inst[2], sizeof inst[2], "{\"%s\":\"%s\"}", name, name);
+    pl_schema *s = compile(sch);
+    for (size_t i = 0; i < 3; i++) {
+        pl_schema_error e = PL_SCHEMA_ERROR_INIT;
+        cr_assert_eq(check(&e, s, inst[i]), PL_EJSON, "case %zu", i);
+        cr_expect(utf8_ok(e.message), "case %zu: %s", i, e.message);
+        cr_expect(utf8_ok(pl_errmsg()), "case %zu: %s", i, pl_errmsg());
+        cr_expect(strstr(e.message, "a\xc3\xa9") != NULL, "%s", e.message);
+    }
+    pl_schema_free(s);
+}

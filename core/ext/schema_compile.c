@@ -417,9 +417,10 @@ static int compile_node(pl_schema *s, const cJSON *node, const where *w,
             const cJSON *t = resolve_ref(s->root, kw->valuestring);
             if (!t) {
                 st = schema_err(PL_EINVAL, &at,
-                                "\"%.120s\" does not name a schema in this "
+                                "\"%.*s\" does not name a schema in this "
                                 "document (only \"#\" and \"#/pointer\" "
                                 "references are supported)",
+                                pl__utf8_cut(kw->valuestring, 120),
                                 kw->valuestring);
                 break;
             }
@@ -433,7 +434,8 @@ static int compile_node(pl_schema *s, const cJSON *node, const where *w,
             st = compile_node(s, t, kw->valuestring[1] ? &tat : NULL,
                               depth + 1);
             if (!st && !cJSON_IsObject(t) && !cJSON_IsBool(t))
-                st = schema_err(PL_EINVAL, &at, "\"%.120s\" is not a schema",
+                st = schema_err(PL_EINVAL, &at, "\"%.*s\" is not a schema",
+                                pl__utf8_cut(kw->valuestring, 120),
                                 kw->valuestring);
         }
     }

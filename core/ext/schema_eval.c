@@ -216,8 +216,8 @@ static void describe(char *buf, size_t cap, const cJSON *i)
     if (cJSON_IsNumber(i))
         snprintf(buf, cap, "%.17g", i->valuedouble);
     else if (cJSON_IsString(i))
-        snprintf(buf, cap, "\"%.40s%s\"", i->valuestring,
-                 strlen(i->valuestring) > 40 ? "..." : "");
+        snprintf(buf, cap, "\"%.*s%s\"", pl__utf8_cut(i->valuestring, 40),
+                 i->valuestring, strlen(i->valuestring) > 40 ? "..." : "");
     else
         snprintf(buf, cap, "%s", type_of(i));
 }
@@ -408,7 +408,8 @@ static int eval_object(vctx *v, const cJSON *schema, const cJSON *inst,
         return -1;
     if (k && !required_ok(inst, k, &missing))
         return fail(v, at, "required",
-                    "the required property \"%.80s\" is missing", missing);
+                    "the required property \"%.*s\" is missing",
+                    pl__utf8_cut(missing, 80), missing);
     const char *dep_kws[] = {"dependencies", "dependentRequired",
                              "dependentSchemas"};
     for (size_t d = 0; d < PL__EXT_ARRAY_LEN(dep_kws); d++) {
@@ -422,9 +423,10 @@ static int eval_object(vctx *v, const cJSON *schema, const cJSON *inst,
             if (cJSON_IsArray(dep)) {
                 if (!required_ok(inst, dep, &missing))
                     return fail(v, at, dep_kws[d],
-                                "\"%.80s\" is present, so \"%.80s\" is "
+                                "\"%.*s\" is present, so \"%.*s\" is "
                                 "required",
-                                dep->string, missing);
+                                pl__utf8_cut(dep->string, 80), dep->string,
+                                pl__utf8_cut(missing, 80), missing);
                 continue;
             }
             int r = eval(v, dep, inst, at);
@@ -457,8 +459,8 @@ static int eval_object(vctx *v, const cJSON *schema, const cJSON *inst,
                 return -1;
             if (!r)
                 return fail(v, &here, "propertyNames",
-                            "the property name \"%.80s\" is not allowed",
-                            m->string);
+                            "the property name \"%.*s\" is not allowed",
+                            pl__utf8_cut(m->string, 80), m->string);
         }
         const cJSON *p = props ? cJSON_GetObjectItemCaseSensitive(props,
                                                                   m->string)
@@ -482,7 +484,8 @@ static int eval_object(vctx *v, const cJSON *schema, const cJSON *inst,
         if (!matched && addl) {
             if (cJSON_IsFalse(addl))
                 return fail(v, &here, "additionalProperties",
-                            "the property \"%.80s\" is not allowed", m->string);
+                            "the property \"%.*s\" is not allowed",
+                            pl__utf8_cut(m->string, 80), m->string);
             if ((r = eval(v, addl, m, &here)))
                 return r;
         }
