@@ -614,9 +614,9 @@ static bool utf8_ok(const char *s)
  * one: the message stays UTF-8 whatever the instance holds. */
 Test(schema, messages_cut_names_at_characters)
 {
-    char name[160] = "a";
-    for (int i = 0; i < 60; i++)
-        strcat(name, "\xc3\xa9"); /* é: byte 80 is inside one */
+    char name[160] = "a"; /* "a", then 60 of U+00E9: byte 80 is inside one */
+    for (size_t i = 0; i < 60; i++)
+        memcpy(name + 1 + 2 * i, "\xc3\xa9", 3);
     char sch[512], inst[3][512];
     snprintf(sch, sizeof sch,
              "{\"required\":[\"%s\"],\"additionalProperties\":false,"
