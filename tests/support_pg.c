@@ -3,6 +3,7 @@
  * PL_WITH_POSTGRESQL alone).
  */
 #include "support.h"
+#include "support_pgflip.h"
 
 #include <libpq-fe.h>
 #include <stdio.h>
@@ -171,4 +172,89 @@ void t_pg_refill(const char *to, const char *from)
     pg_run(c, all);
     free(all);
     PQfinish(c);
+}
+
+/* ---- the columns a bit-flip sweep damages (support_pgflip.h) ---- */
+
+/* Table @p name of @p schema, from the catalogue: false if there is none. */
+bool t_pg_find_table(PGconn *c, const char *schema, const char *name,
+                     t_pg_table *t)
+{
+    memset(t, 0, sizeof *t);
+    t->name = name;
+    const char *v[2] = {schema, name};
+    PGresult *r = PQexecParams(
+        c,
+        "SELECT a.attname, format_type(a.atttypid, a.atttypmod), "
+        "a.atttypid IN ('bytea'::regtype, 'int8'::regtype), "
+        "EXISTS (SELECT FROM pg_index i WHERE i.indrelid = a.attrelid AND "
+        "i.indisprimary AND a.attnum = ANY (i.indkey)) "
+        "FROM pg_attribute a JOIN pg_class k ON k.oid = a.attrelid "
+        "JOIN pg_namespace n ON n.oid = k.relnamespace "
+        "WHERE n.nspname = $1 AND k.relname = $2 AND k.relkind = 'r' AND "
+        "a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum",
+        2, NULL, v, NULL, NULL, 0);
+    cr_assert_eq(PQresultStatus(r), PGRES_TUPLES_OK, "%s",
+                 PQresultErrorMessage(r));
+    cr_assert_lt(PQntuples(r), T_PG_COLS_MAX);
+    for (int i = 0; i < PQntuples(r); i++) {
+        int k = t->n++;
+        snprintf(t->col[k], sizeof t->col[k], "%s", PQgetvalue(r, i, 0));
+        snprintf(t->type[k], sizeof t->type[k], "%s", PQgetvalue(r, i, 1));
+        if (*PQgetvalue(r, i, 2) == 't')
+            t->flip[t->n_flip++] = k;
+        if (*PQgetvalue(r, i, 3) == 't')
+            t->key[t->n_key++] = k;
+    }
+    PQclear(r);
+    if (t->n)
+        cr_assert_gt(t->n_key, 0, "table %s has no primary key", name);
+    return t->n > 0;
+}
+
+/* Every row of table @p t in @p schema, its columns in binary. */
+PGresult *t_pg_rows_of(PGconn *c, const char *schema, const t_pg_table *t)
+{
+    char q[1024];
+    size_t w = (size_t)snprintf(q, sizeof q, "SELECT ");
+    for (int i = 0; i < t->n; i++)
+        w += (size_t)snprintf(q + w, sizeof q - w, "%s\"%s\"", i ? ", " : "",
+                              t->col[i]);
+    snprintf(q + w, sizeof q - w, " FROM \"%s\".\"%s\" ORDER BY 1", schema,
+             t->name);
+    return t_pg_params(c, q, 0, NULL, NULL, NULL, PGRES_TUPLES_OK);
+}
+
+/* Set column @p col of the row of @p t in @p schema whose key columns hold
+ * @p keyv (binary values, @p keylen long) to @p val: 1 done, 0 refused
+ * by the table (a unique key taken). */
+int t_pg_set_col(PGconn *c, const char *schema, const t_pg_table *t, int col,
+                 const uint8_t *val, size_t len, const char *const *keyv,
+                 const int *keylen)
+{
+    char q[1024];
+    size_t w = (size_t)snprintf(q, sizeof q,
+                                "UPDATE \"%s\".\"%s\" SET \"%s\" = $1::%s "
+                                "WHERE ",
+                                schema, t->name, t->col[col], t->type[col]);
+    const char *v[T_PG_COLS_MAX + 1] = {(const char *)val};
+    int lens[T_PG_COLS_MAX + 1] = {(int)len}, fmts[T_PG_COLS_MAX + 1] = {1};
+    for (int i = 0; i < t->n_key; i++) {
+        int k = t->key[i];
+        w += (size_t)snprintf(q + w, sizeof q - w, "%s\"%s\" = $%d::%s",
+                              i ? " AND " : "", t->col[k], i + 2, t->type[k]);
+        v[i + 1] = keyv[i];
+        lens[i + 1] = keylen[i];
+        fmts[i + 1] = 1;
+    }
+    PGresult *r = PQexecParams(c, q, t->n_key + 1, NULL, v, lens, fmts, 1);
+    const char *code = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+    int done = PQresultStatus(r) == PGRES_COMMAND_OK;
+    if (!done)
+        cr_assert(code && strcmp(code, "23505") == 0, "%s: %s", q,
+                  PQresultErrorMessage(r));
+    else
+        cr_assert_str_eq(PQcmdTuples(r), "1", "%s: not one row", q);
+    PQclear(r);
+    return done;
 }

@@ -47,6 +47,7 @@
 #include <unistd.h>
 
 #include "support.h"
+#include "support_pgflip.h"
 
 TestSuite(pg_stepflip, .timeout = 300);
 
@@ -325,102 +326,9 @@ static PGconn *admin(void)
     return c;
 }
 
-/* A table's columns: those flipped (bytea, bigint) and those of its
- * primary key, each with its type as SQL writes it. */
-#define COLS_MAX 16
-typedef struct table {
-    const char *name;
-    int n, n_flip, n_key;
-    char col[COLS_MAX][64], type[COLS_MAX][32];
-    int flip[COLS_MAX], key[COLS_MAX]; /* indexes into col[] */
-} table;
-
 /* The tables flipped, where the store has them. */
 static const char *const g_tables[] = {"steps", "runs", "leases", "meta",
                                        "tombs"};
-
-/* Table @p name of @p schema, from the catalogue: false if there is none. */
-static bool find_table(PGconn *c, const char *schema, const char *name,
-                       table *t)
-{
-    memset(t, 0, sizeof *t);
-    t->name = name;
-    const char *v[2] = {schema, name};
-    PGresult *r = PQexecParams(
-        c,
-        "SELECT a.attname, format_type(a.atttypid, a.atttypmod), "
-        "a.atttypid IN ('bytea'::regtype, 'int8'::regtype), "
-        "EXISTS (SELECT FROM pg_index i WHERE i.indrelid = a.attrelid AND "
-        "i.indisprimary AND a.attnum = ANY (i.indkey)) "
-        "FROM pg_attribute a JOIN pg_class k ON k.oid = a.attrelid "
-        "JOIN pg_namespace n ON n.oid = k.relnamespace "
-        "WHERE n.nspname = $1 AND k.relname = $2 AND k.relkind = 'r' AND "
-        "a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum",
-        2, NULL, v, NULL, NULL, 0);
-    cr_assert_eq(PQresultStatus(r), PGRES_TUPLES_OK, "%s",
-                 PQresultErrorMessage(r));
-    cr_assert_lt(PQntuples(r), COLS_MAX);
-    for (int i = 0; i < PQntuples(r); i++) {
-        int k = t->n++;
-        snprintf(t->col[k], sizeof t->col[k], "%s", PQgetvalue(r, i, 0));
-        snprintf(t->type[k], sizeof t->type[k], "%s", PQgetvalue(r, i, 1));
-        if (*PQgetvalue(r, i, 2) == 't')
-            t->flip[t->n_flip++] = k;
-        if (*PQgetvalue(r, i, 3) == 't')
-            t->key[t->n_key++] = k;
-    }
-    PQclear(r);
-    if (t->n)
-        cr_assert_gt(t->n_key, 0, "table %s has no primary key", name);
-    return t->n > 0;
-}
-
-/* Every row of table @p t in @p schema, its columns in binary. */
-static PGresult *rows_of(PGconn *c, const char *schema, const table *t)
-{
-    char q[1024];
-    size_t w = (size_t)snprintf(q, sizeof q, "SELECT ");
-    for (int i = 0; i < t->n; i++)
-        w += (size_t)snprintf(q + w, sizeof q - w, "%s\"%s\"", i ? ", " : "",
-                              t->col[i]);
-    snprintf(q + w, sizeof q - w, " FROM \"%s\".\"%s\" ORDER BY 1", schema,
-             t->name);
-    return t_pg_params(c, q, 0, NULL, NULL, NULL, PGRES_TUPLES_OK);
-}
-
-/* Set column @p col of the row of @p t in @p schema whose key columns hold
- * @p keyv (binary values, @p keylen long) to @p val: 1 done, 0 refused
- * by the table (a unique key taken). */
-static int set_col(PGconn *c, const char *schema, const table *t, int col,
-                   const uint8_t *val, size_t len, const char *const *keyv,
-                   const int *keylen)
-{
-    char q[1024];
-    size_t w = (size_t)snprintf(q, sizeof q,
-                                "UPDATE \"%s\".\"%s\" SET \"%s\" = $1::%s "
-                                "WHERE ",
-                                schema, t->name, t->col[col], t->type[col]);
-    const char *v[COLS_MAX + 1] = {(const char *)val};
-    int lens[COLS_MAX + 1] = {(int)len}, fmts[COLS_MAX + 1] = {1};
-    for (int i = 0; i < t->n_key; i++) {
-        int k = t->key[i];
-        w += (size_t)snprintf(q + w, sizeof q - w, "%s\"%s\" = $%d::%s",
-                              i ? " AND " : "", t->col[k], i + 2, t->type[k]);
-        v[i + 1] = keyv[i];
-        lens[i + 1] = keylen[i];
-        fmts[i + 1] = 1;
-    }
-    PGresult *r = PQexecParams(c, q, t->n_key + 1, NULL, v, lens, fmts, 1);
-    const char *code = PQresultErrorField(r, PG_DIAG_SQLSTATE);
-    int done = PQresultStatus(r) == PGRES_COMMAND_OK;
-    if (!done)
-        cr_assert(code && strcmp(code, "23505") == 0, "%s: %s", q,
-                  PQresultErrorMessage(r));
-    else
-        cr_assert_str_eq(PQcmdTuples(r), "1", "%s: not one row", q);
-    PQclear(r);
-    return done;
-}
 
 static bool keyis(const char *v, int len, const char *text)
 {
@@ -485,18 +393,18 @@ typedef struct tally {
  * copy must then hold what its base holds (@p same_q, same_sql()): the
  * calls made on it after the change @p what wrote nothing. */
 static void put_back(PGconn *c, const char *copy, const char *same_q,
-                     const table *t, int col, const uint8_t *orig, size_t len,
+                     const t_pg_table *t, int col, const uint8_t *orig, size_t len,
                      const char *const *keyv, const int *keylen,
                      const uint8_t *now, size_t now_len, const char *what)
 {
-    const char *kv[COLS_MAX];
-    int kl[COLS_MAX];
+    const char *kv[T_PG_COLS_MAX];
+    int kl[T_PG_COLS_MAX];
     for (int i = 0; i < t->n_key; i++) {
         bool self = t->key[i] == col;
         kv[i] = self ? (const char *)now : keyv[i];
         kl[i] = self ? (int)now_len : keylen[i];
     }
-    cr_assert(set_col(c, t_pg_schema(copy), t, col, orig, len, kv, kl));
+    cr_assert(t_pg_set_col(c, t_pg_schema(copy), t, col, orig, len, kv, kl));
     cr_assert(same(c, same_q), "%s: a call on the damaged store wrote to it",
               what);
 }
@@ -505,15 +413,15 @@ static void put_back(PGconn *c, const char *copy, const char *same_q,
  * that fall on the stride, each in turn in the store at @p copy, and hold
  * the calls to @p want. */
 static void flip_column(PGconn *c, const char *copy, const pl_registry *reg,
-                        const report *want, const table *t, PGresult *rows,
+                        const report *want, const t_pg_table *t, PGresult *rows,
                         int row, int col, tally *n)
 {
     if (PQgetisnull(rows, row, col))
         return;
     size_t len = (size_t)PQgetlength(rows, row, col);
     const uint8_t *orig = (const uint8_t *)PQgetvalue(rows, row, col);
-    const char *keyv[COLS_MAX];
-    int keylen[COLS_MAX], self = -1; /* col's place in the key, if there */
+    const char *keyv[T_PG_COLS_MAX];
+    int keylen[T_PG_COLS_MAX], self = -1; /* col's place in the key, if there */
     for (int i = 0; i < t->n_key; i++) {
         keyv[i] = PQgetvalue(rows, row, t->key[i]);
         keylen[i] = PQgetlength(rows, row, t->key[i]);
@@ -534,7 +442,7 @@ static void flip_column(PGconn *c, const char *copy, const pl_registry *reg,
             bit = (len - WINDOW) * 8 + (bit - WINDOW * 8) % STRIDE;
         memcpy(buf, orig, len);
         buf[bit / 8] ^= (uint8_t)(1u << (bit % 8));
-        if (!set_col(c, t_pg_schema(copy), t, col, buf, len, keyv, keylen)) {
+        if (!t_pg_set_col(c, t_pg_schema(copy), t, col, buf, len, keyv, keylen)) {
             n->refused++;
             continue;
         }
@@ -618,10 +526,10 @@ Test(pg_stepflip, every_ledger_column)
     n.same = f.same_q;
     size_t cols = 0, rows_seen = 0;
     for (size_t i = 0; i < sizeof g_tables / sizeof *g_tables; i++) {
-        table t;
-        if (!find_table(c, schema, g_tables[i], &t))
+        t_pg_table t;
+        if (!t_pg_find_table(c, schema, g_tables[i], &t))
             continue;
-        PGresult *rows = rows_of(c, schema, &t);
+        PGresult *rows = t_pg_rows_of(c, schema, &t);
         if (strcmp(t.name, "steps") == 0 || strcmp(t.name, "runs") == 0)
             cr_assert_gt(PQntuples(rows), 0, "no rows in %s", t.name);
         tally was = n;
@@ -783,15 +691,15 @@ Test(pg_stepflip, every_step_moved_elsewhere_is_caught)
         run_num(c, schema, g_runs[i], &nums[i], &roots[i]);
     for (size_t i = 1; i < N_RUNS; i++)
         cr_assert_eq(nums[i], nums[i - 1] + 1, "run numbers not adjacent");
-    table t;
-    cr_assert(find_table(c, schema, "steps", &t));
+    t_pg_table t;
+    cr_assert(t_pg_find_table(c, schema, "steps", &t));
     int kcol = -1;
     for (int i = 0; i < t.n; i++)
         if (strcmp(t.col[i], "k") == 0)
             kcol = i;
     cr_assert(kcol >= 0 && t.n_key == 1 && t.key[0] == kcol,
               "steps is keyed by k alone");
-    PGresult *rows = rows_of(c, schema, &t);
+    PGresult *rows = t_pg_rows_of(c, schema, &t);
     size_t cases = 0, caught = 0, refused = 0;
     for (int row = 0; row < PQntuples(rows); row++) {
         const uint8_t *k = (const uint8_t *)PQgetvalue(rows, row, kcol);
@@ -805,7 +713,7 @@ Test(pg_stepflip, every_step_moved_elsewhere_is_caught)
         const char *keyv[1] = {(const char *)k};
         int keylen[1] = {(int)len};
         for (size_t j = 0; j < n_moves; j++, cases++) {
-            if (!set_col(c, t_pg_schema(f.copy), &t, kcol, m[j].k, m[j].len,
+            if (!t_pg_set_col(c, t_pg_schema(f.copy), &t, kcol, m[j].k, m[j].len,
                          keyv, keylen)) {
                 refused++;
                 continue;
