@@ -1,0 +1,597 @@
+/*
+ * test_pg_queueflip.c -- hostile bytes in the PostgreSQL store's queue: what
+ * a worker does on damaged leases, timers, inboxes, parked rows and state
+ * records.  The store holds queued runs (with and without a concurrency
+ * key, with priorities), a run parked on a timer already due ("timer"), a
+ * run waiting for an event that was delivered ("inbox"), a run whose
+ * worker died between two calls ("crashed": its lease ran out, two of its
+ * three calls done) and a completed run ("done").  Every call of the runs
+ * is of "eff", which counts its effect: a line in a file of the test's.
+ *
+ * The columns flipped are found, not listed: every bytea and bigint column
+ * of the tables below, as the server's catalogue gives them.  Every
+ * STRIDE-th bit of each value is flipped in a copy of the store (its rows
+ * made the store's as built again before each flip), and a worker in a
+ * forked child drains the copy: pl_worker_run(), stopped after IDLE_MS
+ * without an event (or BOUND_MS in all: a worker still busy then fails the
+ * test, as does a child that does not end).  Each flip must: never execute
+ * a call the ledger has a result for (no effect counted twice), never
+ * complete a run with a result other than the undamaged store's drain
+ * gives, never crash nor hang.  A run may wait, fail loudly or be left as
+ * it was.  test_pg_stepflip.c flips the ledgers and test_pg_timeflip.c the
+ * records of time, read rather than drained.
+ */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <libpq-fe.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "support.h"
+#include "support_pgflip.h"
+
+TestSuite(pg_queueflip, .timeout = 300);
+
+/* every STRIDE-th bit; under the sanitizers, where each flip costs more,
+ * fewer (still a fixed stride, prime to 8) */
+#define STRIDE (T_SANITIZED ? 61 : 37)
+/* a drain stops after IDLE_MS without an event; a worker still busy after
+ * BOUND_MS, or a child not ended after CHILD_MS, fails the test */
+#define IDLE_MS 60
+#define BOUND_MS 10000
+#define CHILD_MS 30000
+
+static const char *const g_runs[] = {"q-plain", "q-first", "q-key-a",
+                                     "q-key-b", "timer",   "inbox",
+                                     "crashed", "done"};
+#define N_RUNS 8
+
+/* The tables flipped, where the store has them. */
+static const char *const g_tables[] = {"leases", "timers", "inbox", "parked",
+                                       "state",  "units",  "rates"};
+
+/* ---- the policies ------------------------------------------------------ */
+
+static char g_effects[4200]; /* the file eff counts its effects in */
+static bool g_crash;         /* crasher dies before its third call */
+
+/* eff: appends its payload's "k" to the effects file; returns it. */
+static int eff(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)ctx;
+    (void)user;
+    const cJSON *k = cJSON_GetObjectItemCaseSensitive(a->payload, "k");
+    if (!cJSON_IsString(k))
+        return pl_steps_add_error(out, PL_ERR_INVALID_INPUT, "no k");
+    int fd = open(g_effects, O_WRONLY | O_APPEND | O_CREAT, 0600);
+    if (fd < 0)
+        return PL_EIO;
+    char line[128];
+    int n = snprintf(line, sizeof line, "%s\n", k->valuestring);
+    bool ok = n > 0 && write(fd, line, (size_t)n) == n;
+    close(fd);
+    if (!ok)
+        return PL_EIO;
+    return pl_steps_add_resultf(out, "{s:s}", "k", k->valuestring);
+}
+
+/* Call eff with k = "<run's id>-<n>". */
+static int effect(pl_ctx *ctx, const pl_action *a, int n, cJSON **got)
+{
+    const cJSON *id = cJSON_GetObjectItemCaseSensitive(a->payload, "id");
+    char k[96];
+    snprintf(k, sizeof k, "%s-%d", cJSON_IsString(id) ? id->valuestring : "?",
+             n);
+    return pl_ctx_invokef(got, ctx, "eff", "{s:s}", "k", k);
+}
+
+/* job: two effects; returns both. */
+static int job(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)user;
+    cJSON *x = NULL, *y = NULL;
+    int st = effect(ctx, a, 1, &x);
+    if (!st)
+        st = effect(ctx, a, 2, &y);
+    if (!st)
+        st = pl_steps_add_resultf(out, "{s:O, s:O}", "x", x, "y", y);
+    cJSON_Delete(x);
+    cJSON_Delete(y);
+    return st;
+}
+
+/* napper: an effect, a sleep of NAP_MS, an effect. */
+#define NAP_MS 400
+static int napper(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)user;
+    cJSON *y = NULL;
+    int st = effect(ctx, a, 1, NULL);
+    if (!st)
+        st = pl_ctx_sleep(ctx, NAP_MS);
+    if (!st)
+        st = effect(ctx, a, 2, &y);
+    if (!st)
+        st = pl_steps_add_resultf(out, "{s:O}", "y", y);
+    cJSON_Delete(y);
+    return st;
+}
+
+/* waiter: an effect, the event "go", an effect; returns the event. */
+static int waiter(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)user;
+    cJSON *p = NULL;
+    int st = effect(ctx, a, 1, NULL);
+    if (!st)
+        st = pl_ctx_wait_event(&p, ctx, "go", 86400000);
+    if (!st)
+        st = effect(ctx, a, 2, NULL);
+    if (!st)
+        st = pl_steps_add_resultf(out, "{s:O}", "got", p);
+    cJSON_Delete(p);
+    return st;
+}
+
+/* crasher: two effects, then (g_crash) its process dies; a third. */
+static int crasher(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)user;
+    cJSON *z = NULL;
+    int st = effect(ctx, a, 1, NULL);
+    if (!st)
+        st = effect(ctx, a, 2, NULL);
+    if (!st && g_crash)
+        _exit(0);
+    if (!st)
+        st = effect(ctx, a, 3, &z);
+    if (!st)
+        st = pl_steps_add_resultf(out, "{s:O}", "z", z);
+    cJSON_Delete(z);
+    return st;
+}
+
+static pl_registry *registry(void)
+{
+    pl_registry *reg = NULL;
+    cr_assert_eq(pl_registry_new(&reg), PL_OK);
+    struct {
+        const char *name;
+        pl_policy_fn fn;
+    } defs[] = {{"eff", eff},       {"job", job},         {"napper", napper},
+                {"waiter", waiter}, {"crasher", crasher}};
+    for (size_t i = 0; i < sizeof defs / sizeof *defs; i++)
+        cr_assert_eq(pl_registry_add_fn(reg, defs[i].name, defs[i].fn, NULL),
+                     PL_OK, "%s", pl_errmsg());
+    return reg;
+}
+
+/* ---- the store --------------------------------------------------------- */
+
+static pl_engine *engine(const char *path, const pl_registry *reg,
+                         unsigned lease_ms)
+{
+    pl_engine_options o = PL_ENGINE_OPTIONS_INIT;
+    o.durability = PL_DURABILITY_SYNC;
+    o.lease_ms = lease_ms;
+    pl_engine *e = NULL;
+    cr_assert_eq(pl_engine_open(&e, path, reg, &o), PL_OK, "%s", pl_errmsg());
+    return e;
+}
+
+static void submit(pl_engine *e, const char *id, const char *policy,
+                   int priority, const char *key)
+{
+    char json[128];
+    snprintf(json, sizeof json, "{\"id\": \"%s\"}", id);
+    cJSON *p = t_json(json);
+    pl_action a = {PL_ACTION_VERSION, policy, p, NULL, 0, NULL};
+    pl_run_options ro = PL_RUN_OPTIONS_INIT;
+    ro.run_id = id;
+    ro.priority = priority;
+    ro.concurrency_key = key;
+    ro.concurrency_limit = key ? 1 : 0;
+    cr_assert_eq(pl_run_submit(NULL, e, &a, &ro), PL_OK, "%s", pl_errmsg());
+    cJSON_Delete(p);
+}
+
+static pl_outcome *start(pl_engine *e, const char *policy, const char *id)
+{
+    char json[128];
+    snprintf(json, sizeof json, "{\"id\": \"%s\"}", id);
+    return t_start(e, policy, json, id);
+}
+
+static int drain(const char *path, const pl_registry *reg);
+
+static int run_status(pl_engine *e, const char *id)
+{
+    pl_run_info *info = NULL;
+    cr_assert_eq(pl_run_get(&info, e, id), PL_OK, "%s", pl_errmsg());
+    int st = info->status;
+    pl_run_info_free(info);
+    return st;
+}
+
+static void build(const char *path, const pl_registry *reg)
+{
+    /* two runs with keys, drained until they wait (their parked rows):
+     * one for a timer, due once the store is built, one for an event */
+    pl_engine *e = engine(path, reg, 0);
+    submit(e, "timer", "napper", 0, "slot");
+    submit(e, "inbox", "waiter", 0, "slot");
+    pl_engine_close(e);
+    cr_assert_eq(drain(path, reg), 0);
+    e = engine(path, reg, 0);
+    cr_assert_eq(run_status(e, "timer"), PL_RUN_WAITING);
+    cr_assert_eq(run_status(e, "inbox"), PL_RUN_WAITING);
+    submit(e, "q-plain", "job", 0, NULL);
+    submit(e, "q-first", "job", 5, NULL);
+    submit(e, "q-key-a", "job", 0, "cust");
+    submit(e, "q-key-b", "job", -2, "cust");
+    pl_outcome *o = start(e, "job", "done");
+    cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason);
+    pl_outcome_free(o);
+    pl_engine_close(e);
+    /* the event, delivered where waiter is not registered: in the inbox */
+    pl_registry *bare = NULL;
+    cr_assert_eq(pl_registry_new(&bare), PL_OK);
+    e = engine(path, bare, 0);
+    cJSON *ev = t_json("{\"x\": 1}");
+    cr_assert_eq(pl_run_signal(NULL, e, "inbox", "go", ev), PL_OK, "%s",
+                 pl_errmsg());
+    cJSON_Delete(ev);
+    pl_engine_close(e);
+    pl_registry_free(bare);
+    /* a worker that dies between two calls, its lease short */
+    fflush(NULL);
+    pid_t kid = fork();
+    cr_assert_neq(kid, -1);
+    if (kid == 0) {
+        g_crash = true;
+        pl_engine_options eo = PL_ENGINE_OPTIONS_INIT;
+        eo.durability = PL_DURABILITY_SYNC;
+        eo.lease_ms = 100;
+        pl_engine *ce = NULL;
+        if (pl_engine_open(&ce, path, reg, &eo))
+            _exit(2);
+        cJSON *p = t_json("{\"id\": \"crashed\"}");
+        pl_action a = {PL_ACTION_VERSION, "crasher", p, NULL, 0, NULL};
+        pl_run_options ro = PL_RUN_OPTIONS_INIT;
+        ro.run_id = "crashed";
+        pl_outcome *out = NULL;
+        pl_run_start(&out, ce, &a, &ro);
+        _exit(3); /* crasher did not die */
+    }
+    int ws;
+    cr_assert_eq(waitpid(kid, &ws, 0), kid);
+    cr_assert(WIFEXITED(ws) && WEXITSTATUS(ws) == 0, "the crash: status %d",
+              ws);
+    usleep((NAP_MS + 100) * 1000); /* its lease runs out, the timer due */
+}
+
+/* ---- a drain ----------------------------------------------------------- */
+
+static _Atomic int64_t g_last; /* the last event, ms */
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void on_event(const pl_event *ev, void *user)
+{
+    (void)ev;
+    (void)user;
+    atomic_store(&g_last, now_ms());
+}
+
+typedef struct watch {
+    pl_engine *e;
+    bool busy; /* still busy at BOUND_MS */
+} watch;
+
+static void *watcher(void *arg)
+{
+    watch *w = arg;
+    int64_t t0 = now_ms();
+    for (;;) {
+        usleep(10 * 1000);
+        int64_t t = now_ms();
+        if (t - t0 > BOUND_MS)
+            w->busy = true;
+        if (w->busy || t - atomic_load(&g_last) > IDLE_MS)
+            break;
+    }
+    pl_worker_stop(w->e);
+    return NULL;
+}
+
+/* The child's exit statuses. */
+enum { D_OK = 0, D_OPEN = 10, D_REFUSED = 11, D_BUSY = 12, D_RUN = 13 };
+
+/* A worker drains the store at @p path in a forked child: its status. */
+static int drain(const char *path, const pl_registry *reg)
+{
+    fflush(NULL);
+    pid_t kid = fork();
+    cr_assert_neq(kid, -1);
+    if (kid == 0) {
+        pl_engine_options eo = PL_ENGINE_OPTIONS_INIT;
+        eo.durability = PL_DURABILITY_SYNC;
+        eo.lease_ms = 150; /* renewed every 50 ms */
+        eo.on_event = on_event;
+        pl_engine *e = NULL;
+        int st = pl_engine_open(&e, path, reg, &eo);
+        if (st)
+            _exit(st == PL_ECORRUPT || st == PL_EVERSION ? D_REFUSED : D_OPEN);
+        if (pl_engine_set_wait_in_place(e, 0))
+            _exit(D_OPEN);
+        atomic_store(&g_last, now_ms());
+        watch w = {e, false};
+        pthread_t th;
+        if (pthread_create(&th, NULL, watcher, &w))
+            _exit(D_OPEN);
+        pl_worker_options wo = PL_WORKER_OPTIONS_INIT;
+        wo.poll_ms = 10;
+        st = pl_worker_run(e, &wo);
+        pthread_join(th, NULL);
+        pl_engine_close(e);
+        _exit(w.busy ? D_BUSY : st ? D_RUN : D_OK);
+    }
+    int ws = 0;
+    pid_t got = 0;
+    for (int ms = 0; (got = waitpid(kid, &ws, WNOHANG)) == 0; ms += 5) {
+        if (ms > CHILD_MS) {
+            kill(kid, SIGKILL);
+            waitpid(kid, &ws, 0);
+            cr_assert_fail("a drain did not end in %d ms", CHILD_MS);
+        }
+        usleep(5 * 1000);
+    }
+    cr_assert_eq(got, kid, "%s", strerror(errno));
+    cr_assert(WIFEXITED(ws), "a drain died of signal %d",
+              WIFSIGNALED(ws) ? WTERMSIG(ws) : 0);
+    return WEXITSTATUS(ws);
+}
+
+/* ---- what a drain leaves ----------------------------------------------- */
+
+typedef struct after {
+    int status[N_RUNS]; /* -1: not read (reported) */
+    int error[N_RUNS];  /* failed: its pl_status */
+    uint64_t result[N_RUNS];
+    char reason[N_RUNS][160];
+} after;
+
+/* The effects counted in the file: NULL, or a key counted twice. */
+static char *twice(void)
+{
+    static char dup[128];
+    FILE *f = fopen(g_effects, "r");
+    cr_assert_not_null(f);
+    char seen[64][96];
+    size_t n = 0;
+    char line[96];
+    char *bad = NULL;
+    while (!bad && fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = '\0';
+        for (size_t i = 0; i < n && !bad; i++)
+            if (strcmp(seen[i], line) == 0)
+                bad = strcpy(dup, line);
+        cr_assert_lt(n, 64);
+        strcpy(seen[n++], line);
+    }
+    fclose(f);
+    return bad;
+}
+
+/* Each run's status and, completed, its result: read in this process. */
+static after read_runs(const char *path, const pl_registry *reg)
+{
+    after a;
+    memset(&a, 0, sizeof a);
+    for (size_t i = 0; i < N_RUNS; i++) {
+        a.status[i] = -1;
+        a.result[i] = 14695981039346656037ull;
+    }
+    pl_engine_options o = PL_ENGINE_OPTIONS_INIT;
+    o.durability = PL_DURABILITY_PROCESS;
+    pl_engine *e = NULL;
+    if (pl_engine_open(&e, path, reg, &o))
+        return a;
+    for (size_t i = 0; i < N_RUNS; i++) {
+        pl_run_info *info = NULL;
+        if (pl_run_get(&info, e, g_runs[i]) == PL_OK) {
+            a.status[i] = info->status;
+            a.error[i] = info->error;
+            snprintf(a.reason[i], sizeof a.reason[i], "%s",
+                     info->reason ? info->reason : "");
+        }
+        pl_run_info_free(info);
+        if (a.status[i] != PL_RUN_COMPLETED)
+            continue;
+        pl_run_options ro = PL_RUN_OPTIONS_INIT;
+        ro.check = true;
+        pl_outcome *out = NULL;
+        if (pl_run_continue(&out, e, g_runs[i], &ro) == PL_OK && out &&
+            out->status == PL_RUN_COMPLETED)
+            t_mix_json(&a.result[i], pl_outcome_result(out));
+        else
+            a.status[i] = -1; /* its result not read: reported */
+        pl_outcome_free(out);
+    }
+    pl_engine_close(e);
+    return a;
+}
+
+/* ---- the sweep --------------------------------------------------------- */
+
+typedef struct sweep {
+    const char *base, *copy;
+    const pl_registry *reg;
+    char *effects; /* the effects file as built */
+    size_t effects_len;
+    after want;
+    size_t flips, refused, corrupt, changed, loud, left;
+} sweep;
+
+static void effects_reset(const sweep *s)
+{
+    FILE *f = fopen(g_effects, "w");
+    cr_assert_not_null(f);
+    cr_assert_eq(fwrite(s->effects, 1, s->effects_len, f), s->effects_len);
+    cr_assert_eq(fclose(f), 0);
+}
+
+/* The copy drained: what it must hold to (@p what: the flip). */
+static void drain_and_hold(sweep *s, const char *what)
+{
+    effects_reset(s);
+    int x = drain(s->copy, s->reg);
+    cr_assert(x == D_OK || x == D_REFUSED || x == D_RUN,
+              "%s: the drain ended with %d%s", what, x,
+              x == D_BUSY ? " (still busy after its bound)" : "");
+    s->corrupt += x == D_REFUSED;
+    const char *dup = twice();
+    cr_assert(!dup, "%s: the call %s executed twice", what, dup);
+    after got = read_runs(s->copy, s->reg);
+    for (size_t i = 0; i < N_RUNS; i++) {
+        if (got.status[i] == PL_RUN_FAILED)
+            cr_assert(got.error[i] == PL_ECORRUPT || got.error[i] == PL_EVERSION,
+                      "%s: run %s failed quietly (%d: %s)", what, g_runs[i],
+                      got.error[i], got.reason[i]);
+        if (got.status[i] != PL_RUN_COMPLETED)
+            continue;
+        cr_assert_eq(got.result[i], s->want.result[i],
+                     "%s: run %s completed with another result", what,
+                     g_runs[i]);
+    }
+    bool loud = false, left = false;
+    for (size_t i = 0; i < N_RUNS; i++) {
+        loud |= got.status[i] == -1 || got.status[i] == PL_RUN_FAILED;
+        left |= got.status[i] != -1 && got.status[i] != PL_RUN_COMPLETED &&
+                got.status[i] != PL_RUN_FAILED;
+    }
+    s->changed += memcmp(&got, &s->want, sizeof got) != 0;
+    s->loud += loud;
+    s->left += left;
+}
+
+static void flip_column(PGconn *c, sweep *s, const t_pg_table *t,
+                        PGresult *rows, int row, int col, size_t *values)
+{
+    if (PQgetisnull(rows, row, col))
+        return;
+    size_t len = (size_t)PQgetlength(rows, row, col);
+    const uint8_t *orig = (const uint8_t *)PQgetvalue(rows, row, col);
+    const char *keyv[T_PG_COLS_MAX];
+    int keylen[T_PG_COLS_MAX];
+    for (int i = 0; i < t->n_key; i++) {
+        keyv[i] = PQgetvalue(rows, row, t->key[i]);
+        keylen[i] = PQgetlength(rows, row, t->key[i]);
+    }
+    uint8_t *buf = malloc(len ? len : 1);
+    cr_assert_not_null(buf);
+    for (size_t bit = (*values)++ % STRIDE; bit < len * 8; bit += STRIDE) {
+        t_pg_refill(s->copy, s->base); /* the store as built, again */
+        memcpy(buf, orig, len);
+        buf[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+        if (!t_pg_set_col(c, t_pg_schema(s->copy), t, col, buf, len, keyv,
+                          keylen)) {
+            s->refused++;
+            continue;
+        }
+        char what[256];
+        snprintf(what, sizeof what, "%s.%s of row %d, bit %zu of %zu",
+                 t->name, t->col[col], row, bit, len * 8);
+        drain_and_hold(s, what);
+        s->flips++;
+    }
+    free(buf);
+}
+
+static char *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f);
+    char *b = malloc(4096);
+    cr_assert_not_null(b);
+    *len = fread(b, 1, 4096, f);
+    cr_assert(feof(f));
+    fclose(f);
+    return b;
+}
+
+Test(pg_queueflip, every_queue_column)
+{
+    setenv("PL_TEST_STORE", "postgresql", 1);
+    snprintf(g_effects, sizeof g_effects, "%s/effects", t_tmpdir());
+    pl_registry *reg = registry();
+    char base[4200], copy[4200];
+    t_store_in(base, sizeof base, NULL, "base");
+    build(base, reg);
+    t_store_in(copy, sizeof copy, NULL, "copy");
+    t_store_copy(copy, base);
+    sweep s = {.base = base, .copy = copy, .reg = reg};
+    s.effects = slurp(g_effects, &s.effects_len);
+
+    /* the store undamaged: every run completes, each call once, the
+     * crashed run's first two calls served from its ledger */
+    effects_reset(&s);
+    cr_assert_eq(drain(copy, reg), D_OK);
+    cr_assert_null(twice(), "the undamaged drain ran a call twice");
+    s.want = read_runs(copy, reg);
+    for (size_t i = 0; i < N_RUNS; i++)
+        cr_assert_eq(s.want.status[i], PL_RUN_COMPLETED,
+                     "run %s: status %d after the undamaged drain", g_runs[i],
+                     s.want.status[i]);
+    size_t all_len;
+    char *all = slurp(g_effects, &all_len);
+    cr_assert(memmem(all, all_len, "crashed-3\n", 10), "crashed-3 not run");
+    cr_assert(memmem(s.effects, s.effects_len, "crashed-2\n", 10));
+    free(all);
+
+    PGconn *c = t_pg_admin();
+    const char *schema = t_pg_schema(base);
+    size_t values = 0, rows_seen = 0;
+    for (size_t i = 0; i < sizeof g_tables / sizeof *g_tables; i++) {
+        t_pg_table t;
+        if (!t_pg_find_table(c, schema, g_tables[i], &t))
+            continue;
+        PGresult *rows = t_pg_rows_of(c, schema, &t);
+        size_t was = s.flips;
+        for (int row = 0; row < PQntuples(rows); row++, rows_seen++)
+            for (int k = 0; k < t.n_flip; k++)
+                flip_column(c, &s, &t, rows, row, t.flip[k], &values);
+        fprintf(stderr, "pg_queueflip: %s, %d rows: %zu flips\n", t.name,
+                PQntuples(rows), s.flips - was);
+        PQclear(rows);
+    }
+    char q[512];
+    snprintf(q, sizeof q, "DROP SCHEMA \"%s\" CASCADE", t_pg_schema(copy));
+    PQclear(PQexec(c, q));
+    PQfinish(c);
+    fprintf(stderr,
+            "pg_queueflip: %zu flips (every %d-th bit) in %zu rows: %zu "
+            "changed what the runs end as (%zu a run failed or unread, "
+            "%zu a run left waiting or queued), %zu refused at the open, "
+            "%zu refused by the table\n",
+            s.flips, STRIDE, rows_seen, s.changed, s.loud, s.left, s.corrupt,
+            s.refused);
+    cr_assert_gt(s.flips, 0);
+    cr_assert_gt(s.changed, 0, "no flip changed anything");
+    free(s.effects);
+    pl_registry_free(reg);
+}
