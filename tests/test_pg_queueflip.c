@@ -1,25 +1,32 @@
 /*
- * test_pg_queueflip.c -- hostile bytes in the PostgreSQL store's queue: what
- * a worker does on damaged leases, timers, inboxes, parked rows and state
- * records.  The store holds queued runs (with and without a concurrency
- * key, with priorities), a run parked on a timer already due ("timer"), a
- * run waiting for an event that was delivered ("inbox"), a run whose
- * worker died between two calls ("crashed": its lease ran out, two of its
- * three calls done) and a completed run ("done").  Every call of the runs
- * is of "eff", which counts its effect: a line in a file of the test's.
+ * test_pg_queueflip.c -- hostile bytes in the queue: what a worker does on
+ * damaged leases, timers, inboxes, parked rows and state records, on
+ * PostgreSQL and on LMDB.  The store holds queued runs (with and without a
+ * concurrency key, with priorities), a run parked on a timer already due
+ * ("timer"), a run waiting for an event that was delivered ("inbox"), both
+ * with a concurrency key (their parked rows), a run whose worker died
+ * between two calls ("crashed": its lease ran out, two of its three calls
+ * done) and a completed run ("done").  Every call of the runs is of
+ * "eff", which counts its effect: a line in a file of the test's.
  *
- * The columns flipped are found, not listed: every bytea and bigint column
- * of the tables below, as the server's catalogue gives them.  Every
- * STRIDE-th bit of each value is flipped in a copy of the store (its rows
- * made the store's as built again before each flip), and a worker in a
- * forked child drains the copy: pl_worker_run(), stopped after IDLE_MS
+ * On PostgreSQL the columns flipped are found, not listed: every bytea and
+ * bigint column of the tables below, as the server's catalogue gives them
+ * (support_pgflip.h); on LMDB every key and value of the databases of
+ * leases, timers, inboxes, state and flow, at the bytes LMDB points to in
+ * its data file (support_bitflip.h).  Every STRIDE-th bit (LMDB_STRIDE-th)
+ * is flipped in a copy of the store, made the store as built again before
+ * each flip, and a worker in a forked child drains the copy:
+ * pl_worker_run() with a lease renewed every 50 ms, stopped after IDLE_MS
  * without an event (or BOUND_MS in all: a worker still busy then fails the
  * test, as does a child that does not end).  Each flip must: never execute
  * a call the ledger has a result for (no effect counted twice), never
  * complete a run with a result other than the undamaged store's drain
- * gives, never crash nor hang.  A run may wait, fail loudly or be left as
- * it was.  test_pg_stepflip.c flips the ledgers and test_pg_timeflip.c the
- * records of time, read rather than drained.
+ * gives, never fail a run quietly (its error PL_ECORRUPT or PL_EVERSION),
+ * never crash nor hang.  A run may wait, fail loudly or be left as it
+ * was.  A flip's drain is in the file's own process tree: a test of
+ * LMDB here, beside the PostgreSQL one, rather than a file of its own.
+ * test_pg_stepflip.c flips the ledgers, test_pg_timeflip.c and
+ * test_bitflip.c the records of time, read and continued, not drained.
  */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
@@ -37,16 +44,20 @@
 #include <unistd.h>
 
 #include "support.h"
+#include "support_bitflip.h"
 #include "support_pgflip.h"
 
 TestSuite(pg_queueflip, .timeout = 300);
 
 /* every STRIDE-th bit; under the sanitizers, where each flip costs more,
  * fewer (still a fixed stride, prime to 8) */
-#define STRIDE (T_SANITIZED ? 61 : 37)
-/* a drain stops after IDLE_MS without an event; a worker still busy after
- * BOUND_MS, or a child not ended after CHILD_MS, fails the test */
+#define STRIDE (T_SANITIZED ? 61 : 47)
+#define LMDB_STRIDE (T_SANITIZED ? 89 : 67)
+/* a drain stops after IDLE_MS without an event (the undamaged store's,
+ * SETTLE_MS: all its runs must end); a worker still busy after BOUND_MS,
+ * or a child not ended after CHILD_MS, fails the test */
 #define IDLE_MS 60
+#define SETTLE_MS 1000
 #define BOUND_MS 10000
 #define CHILD_MS 30000
 
@@ -110,7 +121,7 @@ static int job(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
 }
 
 /* napper: an effect, a sleep of NAP_MS, an effect. */
-#define NAP_MS 400
+#define NAP_MS 1500
 static int napper(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
 {
     (void)user;
@@ -160,7 +171,7 @@ static int crasher(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     return st;
 }
 
-static pl_registry *registry(void)
+static pl_registry *q_registry(void)
 {
     pl_registry *reg = NULL;
     cr_assert_eq(pl_registry_new(&reg), PL_OK);
@@ -211,7 +222,7 @@ static pl_outcome *start(pl_engine *e, const char *policy, const char *id)
     return t_start(e, policy, json, id);
 }
 
-static int drain(const char *path, const pl_registry *reg);
+static int drain(const char *path, const pl_registry *reg, int idle_ms);
 
 static int run_status(pl_engine *e, const char *id)
 {
@@ -229,9 +240,12 @@ static void build(const char *path, const pl_registry *reg)
     pl_engine *e = engine(path, reg, 0);
     submit(e, "timer", "napper", 0, "slot");
     submit(e, "inbox", "waiter", 0, "slot");
-    pl_engine_close(e);
-    cr_assert_eq(drain(path, reg), 0);
-    e = engine(path, reg, 0);
+    /* drained until both wait (a drain that stopped first goes on), the
+     * timer not yet due */
+    for (int i = 0; i < 5 && (run_status(e, "timer") != PL_RUN_WAITING ||
+                              run_status(e, "inbox") != PL_RUN_WAITING);
+         i++)
+        cr_assert_eq(drain(path, reg, IDLE_MS * 2), 0);
     cr_assert_eq(run_status(e, "timer"), PL_RUN_WAITING);
     cr_assert_eq(run_status(e, "inbox"), PL_RUN_WAITING);
     submit(e, "q-plain", "job", 0, NULL);
@@ -299,6 +313,7 @@ static void on_event(const pl_event *ev, void *user)
 
 typedef struct watch {
     pl_engine *e;
+    int idle_ms;
     bool busy; /* still busy at BOUND_MS */
 } watch;
 
@@ -311,7 +326,7 @@ static void *watcher(void *arg)
         int64_t t = now_ms();
         if (t - t0 > BOUND_MS)
             w->busy = true;
-        if (w->busy || t - atomic_load(&g_last) > IDLE_MS)
+        if (w->busy || t - atomic_load(&g_last) > w->idle_ms)
             break;
     }
     pl_worker_stop(w->e);
@@ -322,7 +337,7 @@ static void *watcher(void *arg)
 enum { D_OK = 0, D_OPEN = 10, D_REFUSED = 11, D_BUSY = 12, D_RUN = 13 };
 
 /* A worker drains the store at @p path in a forked child: its status. */
-static int drain(const char *path, const pl_registry *reg)
+static int drain(const char *path, const pl_registry *reg, int idle_ms)
 {
     fflush(NULL);
     pid_t kid = fork();
@@ -339,7 +354,7 @@ static int drain(const char *path, const pl_registry *reg)
         if (pl_engine_set_wait_in_place(e, 0))
             _exit(D_OPEN);
         atomic_store(&g_last, now_ms());
-        watch w = {e, false};
+        watch w = {e, idle_ms, false};
         pthread_t th;
         if (pthread_create(&th, NULL, watcher, &w))
             _exit(D_OPEN);
@@ -459,7 +474,7 @@ static void effects_reset(const sweep *s)
 static void drain_and_hold(sweep *s, const char *what)
 {
     effects_reset(s);
-    int x = drain(s->copy, s->reg);
+    int x = drain(s->copy, s->reg, IDLE_MS);
     cr_assert(x == D_OK || x == D_REFUSED || x == D_RUN,
               "%s: the drain ended with %d%s", what, x,
               x == D_BUSY ? " (still busy after its bound)" : "");
@@ -534,34 +549,59 @@ static char *slurp(const char *path, size_t *len)
     return b;
 }
 
-Test(pg_queueflip, every_queue_column)
+/* The store on @p kind built at @p base, copied to @p copy and drained
+ * there undamaged: what each flip's drain is held to. */
+static void setup(sweep *s, const char *kind, char *base, char *copy,
+                  size_t cap)
 {
-    setenv("PL_TEST_STORE", "postgresql", 1);
+    setenv("PL_TEST_STORE", kind, 1);
     snprintf(g_effects, sizeof g_effects, "%s/effects", t_tmpdir());
-    pl_registry *reg = registry();
-    char base[4200], copy[4200];
-    t_store_in(base, sizeof base, NULL, "base");
+    pl_registry *reg = q_registry();
+    t_store_in(base, cap, t_tmpdir(), "base.db");
     build(base, reg);
-    t_store_in(copy, sizeof copy, NULL, "copy");
+    t_store_in(copy, cap, t_tmpdir(), "copy.db");
     t_store_copy(copy, base);
-    sweep s = {.base = base, .copy = copy, .reg = reg};
-    s.effects = slurp(g_effects, &s.effects_len);
+    *s = (sweep){.base = base, .copy = copy, .reg = reg};
+    s->effects = slurp(g_effects, &s->effects_len);
 
     /* the store undamaged: every run completes, each call once, the
      * crashed run's first two calls served from its ledger */
-    effects_reset(&s);
-    cr_assert_eq(drain(copy, reg), D_OK);
+    effects_reset(s);
+    cr_assert_eq(drain(copy, reg, SETTLE_MS), D_OK);
     cr_assert_null(twice(), "the undamaged drain ran a call twice");
-    s.want = read_runs(copy, reg);
+    s->want = read_runs(copy, reg);
     for (size_t i = 0; i < N_RUNS; i++)
-        cr_assert_eq(s.want.status[i], PL_RUN_COMPLETED,
+        cr_assert_eq(s->want.status[i], PL_RUN_COMPLETED,
                      "run %s: status %d after the undamaged drain", g_runs[i],
-                     s.want.status[i]);
+                     s->want.status[i]);
     size_t all_len;
     char *all = slurp(g_effects, &all_len);
     cr_assert(memmem(all, all_len, "crashed-3\n", 10), "crashed-3 not run");
-    cr_assert(memmem(s.effects, s.effects_len, "crashed-2\n", 10));
+    cr_assert(memmem(s->effects, s->effects_len, "crashed-2\n", 10));
     free(all);
+}
+
+static void summary(const sweep *s, const char *kind, int stride,
+                    size_t records)
+{
+    fprintf(stderr,
+            "queueflip on %s: %zu flips (every %d-th bit) in %zu records: "
+            "%zu changed what the runs end as (%zu a run failed or unread, "
+            "%zu a run left waiting or queued), %zu refused at the open, "
+            "%zu refused by the table\n",
+            kind, s->flips, stride, records, s->changed, s->loud, s->left,
+            s->corrupt, s->refused);
+    cr_assert_gt(s->flips, 0);
+    cr_assert_gt(s->changed, 0, "no flip changed anything");
+    free(s->effects);
+    pl_registry_free((pl_registry *)s->reg);
+}
+
+Test(pg_queueflip, every_queue_column)
+{
+    char base[4200], copy[4200];
+    sweep s;
+    setup(&s, "postgresql", base, copy, sizeof base);
 
     PGconn *c = t_pg_admin();
     const char *schema = t_pg_schema(base);
@@ -583,15 +623,51 @@ Test(pg_queueflip, every_queue_column)
     snprintf(q, sizeof q, "DROP SCHEMA \"%s\" CASCADE", t_pg_schema(copy));
     PQclear(PQexec(c, q));
     PQfinish(c);
-    fprintf(stderr,
-            "pg_queueflip: %zu flips (every %d-th bit) in %zu rows: %zu "
-            "changed what the runs end as (%zu a run failed or unread, "
-            "%zu a run left waiting or queued), %zu refused at the open, "
-            "%zu refused by the table\n",
-            s.flips, STRIDE, rows_seen, s.changed, s.loud, s.left, s.corrupt,
-            s.refused);
-    cr_assert_gt(s.flips, 0);
-    cr_assert_gt(s.changed, 0, "no flip changed anything");
-    free(s.effects);
-    pl_registry_free(reg);
+    summary(&s, "PostgreSQL", STRIDE, rows_seen);
+}
+
+/* On LMDB: every STRIDE-th bit of every key and value of the queue's,
+ * time's, state's and flow's databases, flipped in the data file at the
+ * bytes LMDB points to (support_bitflip.c), then drained as above. */
+Test(pg_queueflip, every_queue_record_on_lmdb)
+{
+    char base[4200], copy[4200];
+    sweep s;
+    setup(&s, "lmdb", base, copy, sizeof base);
+    static const char *const dbs[] = {"leases", "timers", "due",
+                                      "inbox",  "state",  "flow"};
+    targets keys = {0}, vals = {0};
+    find_targets_in(base, dbs, sizeof dbs / sizeof *dbs, &keys, &vals, NULL,
+                    0);
+    size_t len;
+    uint8_t *data = read_whole(base, &len);
+    char lock[4300];
+    snprintf(lock, sizeof lock, "%s-lock", copy);
+    size_t values = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        const targets *ts = pass ? &vals : &keys;
+        for (size_t i = 0; i < ts->n; i++) {
+            const target *t = &ts->v[i];
+            for (size_t bit = values++ % LMDB_STRIDE; bit < t->len * 8;
+                 bit += LMDB_STRIDE) {
+                data[t->off + bit / 8] ^= (uint8_t)(1u << (bit % 8));
+                FILE *f = fopen(copy, "w");
+                cr_assert_not_null(f);
+                cr_assert_eq(fwrite(data, 1, len, f), len);
+                cr_assert_eq(fclose(f), 0);
+                data[t->off + bit / 8] ^= (uint8_t)(1u << (bit % 8));
+                unlink(lock);
+                char what[256];
+                snprintf(what, sizeof what, "the %s of %s %s, bit %zu of %zu",
+                         pass ? "value" : "key", t->db, t->key, bit,
+                         t->len * 8);
+                drain_and_hold(&s, what);
+                s.flips++;
+            }
+        }
+    }
+    free(data);
+    summary(&s, "LMDB", LMDB_STRIDE, keys.n);
+    free(keys.v);
+    free(vals.v);
 }
