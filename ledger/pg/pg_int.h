@@ -357,6 +357,10 @@ PL__HIDDEN char *pl__pg_pair_split(const pl__pg_store *s, const char *r);
  * pair reads for the store (pg_reopen.c).  *@p again: whether the
  * store reads pairs now, so that the read, done again, splits them. */
 PL__HIDDEN int pl__pg_reopen_pairs(pl__pg_store *s, bool *again) PL__MUST_CHECK;
+/* Whether read @p r of statement @p which gives a value equal to the mark
+ * in a store open single (Q_READ, Q_SCAN; false for any other). */
+PL__HIDDEN bool pl__pg_meets_mark(const pl__pg_store *s, int which,
+                                  const PGresult *r);
 /* Statement @p which's text on connection @p c, and its name in @p name
  * (16 bytes) if it is prepared there ("" if not): pg_reopen.c. */
 PL__HIDDEN const char *pl__pg_q(pl__pg_store *s, PGconn *c, int which,

@@ -14,20 +14,6 @@
 
 /* ---- reading ------------------------------------------------------------- */
 
-/* Whether read @p r of steps (Q_READ, Q_SCAN) of a store that was open
- * single gives a value equal to the mark of a pair (pg_reopen.c). */
-static bool meets_mark(const pl__pg_store *s, int which, const PGresult *r)
-{
-    if (!s->was_single || (which != Q_READ && which != Q_SCAN))
-        return false;
-    size_t n = sizeof PAIR_MARK_BYTES - 1;
-    for (int i = 0; i < PQntuples(r); i++)
-        if ((size_t)PQgetlength(r, i, 1) == n &&
-            !memcmp(PQgetvalue(r, i, 1), PAIR_MARK_BYTES, n))
-            return true;
-    return false;
-}
-
 static int query_once(pl__pg_store *s, int which, int nparams,
                       const char *const *vals, const int *lens,
                       PGresult **out, const char *what);
@@ -40,7 +26,7 @@ static int query(pl__pg_store *s, int which, int nparams,
 {
     int st = query_once(s, which, nparams, vals, lens, out, what);
     bool again = false;
-    if (!st && meets_mark(s, which, *out) &&
+    if (!st && pl__pg_meets_mark(s, which, *out) &&
         !(st = pl__pg_reopen_pairs(s, &again)) && again) {
         PQclear(*out);
         st = query_once(s, which, nparams, vals, lens, out, what);
@@ -334,7 +320,9 @@ int pl__pg_each_step(pl__pg_store *s, uint64_t run, pl__step_fn fn, void *user)
  * process of an older library that opened the store while it was format
  * 1, and still runs when a writable open made it 2, fails such a ledger
  * with PL_EVERSION: it never reads a call without its result, which it
- * would take for a call in flight at a crash and run again.  Every read splits a row into its steps: the rows of the key
+ * would take for a call in flight at a crash and run again (a process of
+ * this library open so reads the format again: pg_reopen.c).  Every read
+ * splits a row into its steps: the rows of the key
  * range, and the row before it, whose second may be the range's first
  * step (a read from, or a scan after, the first of a pair); then the
  * steps in key order with the read's limits.  A row's second is checked

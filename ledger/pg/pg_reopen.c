@@ -26,6 +26,19 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A step's value is the mark: 3 bytes, where a record is longer. */
+bool pl__pg_meets_mark(const pl__pg_store *s, int which, const PGresult *r)
+{
+    if (!s->was_single || (which != Q_READ && which != Q_SCAN))
+        return false;
+    size_t n = sizeof PAIR_MARK_BYTES - 1;
+    for (int i = 0; i < PQntuples(r); i++)
+        if ((size_t)PQgetlength(r, i, 1) == n &&
+            !memcmp(PQgetvalue(r, i, 1), PAIR_MARK_BYTES, n))
+            return true;
+    return false;
+}
+
 int pl__pg_reopen_pairs(pl__pg_store *s, bool *again)
 {
     *again = false;
