@@ -347,8 +347,7 @@ Test(pg_pairs, an_older_reader_fails_a_pair_and_never_reads_half)
     for (size_t i = 1; i < 3; i++) {
         cr_expect_eq(pl__rec_decode(&rec, pl__kvs_val(&got, i), got.e[i].vlen),
                      PL_EVERSION, "the pair's v decoded: %s", pl_errmsg());
-        cr_expect(strstr(pl_errmsg(), "format version 255"), "%s",
-                  pl_errmsg());
+        cr_expect(strstr(pl_errmsg(), "format version 255"), "%s", pl_errmsg());
     }
     pl__kvs_free(&got);
     pl__pg_close(s);

@@ -15,8 +15,8 @@
 /* ---- reading ------------------------------------------------------------- */
 
 static int query_once(pl__pg_store *s, int which, int nparams,
-                      const char *const *vals, const int *lens,
-                      PGresult **out, const char *what);
+                      const char *const *vals, const int *lens, PGresult **out,
+                      const char *what);
 
 /* Run a query that returns rows of (key, value) or (value) into @p out;
  * once more if it read a pair's mark in a store that reads pairs since. */
@@ -39,8 +39,8 @@ static int query(pl__pg_store *s, int which, int nparams,
 }
 
 static int query_once(pl__pg_store *s, int which, int nparams,
-                      const char *const *vals, const int *lens,
-                      PGresult **out, const char *what)
+                      const char *const *vals, const int *lens, PGresult **out,
+                      const char *what)
 {
     *out = NULL;
     PGconn *c;
@@ -365,11 +365,12 @@ static char *pair_split(const pl__pg_store *s, bool single, const char *r)
 {
     if (single)
         return pl__asprintf(
-            "CROSS JOIN LATERAL (VALUES (%s.k, %s.v), (CASE WHEN %s.v = "
-            PAIR_MARK " AND length(%s.k) >= 12 THEN substr(%s.k, 1, "
-            "length(%s.k) - 4) || substr(int8send(" SEQ_OF("%s.k") " + 1), "
-            "5, 4) END, CASE WHEN %s.v = " PAIR_MARK " THEN " PAIR_MARK
-            " END)) x(k, v)",
+            "CROSS JOIN LATERAL (VALUES (%s.k, %s.v), (CASE WHEN %s.v = " PAIR_MARK
+            " AND length(%s.k) >= 12 THEN substr(%s.k, 1, "
+            "length(%s.k) - 4) || substr(int8send(" SEQ_OF(
+                "%s.k") " + 1), "
+                        "5, 4) END, CASE WHEN %s.v = " PAIR_MARK
+                        " THEN " PAIR_MARK " END)) x(k, v)",
             r, r, r, r, r, r, r, r, r, r, r, r, r, r, r);
     char k[16], k2[16];
     snprintf(k, sizeof k, "%s.k", r);

@@ -141,7 +141,7 @@ int pl__pg_conn_pairs(pl__pg_store *s, PGconn *c)
  * prepared there ("" if not). */
 const char *pl__pg_q(pl__pg_store *s, PGconn *c, int which, char *name)
 {
-    int pair = !s->was_single ? -1
+    int pair = !s->was_single     ? -1
                : which == Q_READ  ? 0
                : which == Q_SCAN  ? 1
                : which == Q_STATS ? 2
@@ -159,4 +159,3 @@ const char *pl__pg_q(pl__pg_store *s, PGconn *c, int which, char *name)
      * cleared */
     return pair >= 0 && !s->single ? s->pair_q[pair] : s->q[which];
 }
-
