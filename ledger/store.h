@@ -52,6 +52,8 @@
  *     pg_commit.c    a commit: one transaction, one round trip
  *     pg_one.c       the statement of one run's write in a commit
  *     pg_read.c      reading ledgers, runs and states
+ *     pg_reopen.c    a read-only open of a format 1 store that meets pairs
+ *                    a writer gave it since: its reads of pairs made
  *     pg_lease.c     leases and the queue
  *     pg_delete.c    deleting runs, tombstones (DELETING below)
  *     pg_sched.c     schedules (SCHEDULES below)

@@ -323,11 +323,13 @@ int pl__pg_conn_get(pl__pg_store *s, PGconn **out)
     if (s->n_idle)
         c = s->idle[--s->n_idle];
     pthread_mutex_unlock(&s->mu);
-    if (c) {
-        *out = c;
-        return PL_OK;
+    int st = c ? PL_OK : conn_open(s, &c);
+    if (!st && (st = pl__pg_conn_pairs(s, c)) != PL_OK) {
+        PQfinish(c);
+        c = NULL;
     }
-    return conn_open(s, out);
+    *out = c;
+    return st;
 }
 
 /* Give a connection back: kept if it is sound and outside a transaction. */
@@ -386,14 +388,13 @@ PGresult *pl__pg_exec_q(pl__pg_store *s, PGconn *c, int which, int n,
     pl__pg_count(1, 1);
     uint64_t t0 = pl__mono_ns();
     PGresult *r;
-    if (which >= s->n_prepared)
-        r = PQexecParams(c, s->q[which], n, NULL, vals, lens, fmts,
+    char name[16];
+    const char *sql = pl__pg_q(s, c, which, name);
+    if (!name[0])
+        r = PQexecParams(c, sql, n, NULL, vals, lens, fmts,
                          result_format(which));
-    else {
-        char name[16];
-        snprintf(name, sizeof name, "pl%d", which);
+    else
         r = PQexecPrepared(c, name, n, vals, lens, fmts, result_format(which));
-    }
     pl__pg_count_wait(t0);
     return r;
 }
@@ -403,15 +404,14 @@ int pl__pg_send(pl__pg_store *s, PGconn *c, int which, int n,
                 const char *what)
 {
     int ok;
-    if (which >= s->n_prepared)
-        ok = PQsendQueryParams(c, s->q[which], n, NULL, vals, lens, fmts,
+    char name[16];
+    const char *sql = pl__pg_q(s, c, which, name);
+    if (!name[0])
+        ok = PQsendQueryParams(c, sql, n, NULL, vals, lens, fmts,
                                result_format(which));
-    else {
-        char name[16];
-        snprintf(name, sizeof name, "pl%d", which);
+    else
         ok = PQsendQueryPrepared(c, name, n, vals, lens, fmts,
                                  result_format(which));
-    }
     return ok ? PL_OK : pl__pg_err(s, c, NULL, what);
 }
 
@@ -810,7 +810,7 @@ static int setup(pl__pg_store *s, PGconn *c)
                          "store '%s' has format %lld; this build reads "
                          "formats %d and %d",
                          s->path, (long long)f, FORMAT_SINGLE, FORMAT);
-        s->single = f == FORMAT_SINGLE && s->read_only;
+        s->single = s->was_single = f == FORMAT_SINGLE && s->read_only;
     }
     PQclear(r);
     return st;
@@ -881,6 +881,8 @@ void pl__pg_close(pl__pg_store *s)
     }
     for (int i = 0; i < Q_N; i++)
         free(s->q[i]);
+    for (size_t i = 0; i < sizeof s->pair_q / sizeof *s->pair_q; i++)
+        free(s->pair_q[i]);
     free(s->schema);
     free(s->conninfo);
     free(s->path);

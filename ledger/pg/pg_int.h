@@ -10,6 +10,7 @@
  *   | pg_commit.c  | writing: commits and read-modify-write of a state  |
  *   | pg_one.c     | one run's write in a commit                        |
  *   | pg_read.c    | reading: ledgers, runs, states, statistics         |
+ *   | pg_reopen.c  | a store open single that a writable open gave pairs |
  *   | pg_lease.c   | leases and the queue                               |
  *   | pg_sched.c   | schedules                                          |
  *   | pg_time.c    | timers and inboxes                                 |
@@ -27,6 +28,7 @@
 
 #include <libpq-fe.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <sys/types.h>
 
 /* The store's format ('format' in meta): 2 since a row of steps may hold
@@ -43,6 +45,8 @@
  * writable open made it 2 fails the ledger with PL_EVERSION (record.c)
  * instead of reading a call without its result. */
 #define PAIR_MARK "'\\x91ccff'::bytea"
+/* Its bytes, as a read of (k, v) alone gives them (3 bytes). */
+#define PAIR_MARK_BYTES "\x91\xcc\xff"
 /* SQL: the seq of step key expression @p x (its last four bytes), a
  * bigint. */
 #define SEQ_OF(x)                                                              \
@@ -181,8 +185,14 @@ struct pl__pg_store {
     bool nosync;
     bool read_only; /* every write fails with PL_ESTATE */
     bool no_create; /* a missing schema is PL_ENOTFOUND */
-    bool single;    /* steps has no pair columns (a format 1 store open
-                       read-only): its statements read k and v alone */
+    /* steps has no pair columns (a format 1 store open read-only): its
+     * statements read k and v alone; cleared, once, when a read meets a
+     * pair's mark and the store is format 2 by then (pg_reopen.c) */
+    _Atomic bool single;
+    bool was_single; /* single at the open: pair_q[] may be made */
+    /* the pair reads of a store that was single, made under mu before
+     * single is cleared, freed at the close: Q_READ, Q_SCAN, Q_STATS */
+    char *pair_q[3];
     pthread_mutex_t mu;
     pid_t pid; /* the process the idle connections belong to */
     PGconn *idle[IDLE_MAX];
@@ -342,6 +352,26 @@ PL__HIDDEN char *pl__pg_read_sql(const pl__pg_store *s, int which);
  * PAIRS).  NULL: out of memory. */
 PL__HIDDEN char *pl__pg_pair_cols(const pl__pg_store *s, const char *t);
 PL__HIDDEN char *pl__pg_pair_split(const pl__pg_store *s, const char *r);
+/* A read of a store open single (@p which: Q_READ, Q_SCAN) met a value
+ * equal to PAIR_MARK: read the format again, and if it is 2, make the
+ * pair reads for the store (pg_reopen.c).  *@p again: whether the
+ * store reads pairs now, so that the read, done again, splits them. */
+PL__HIDDEN int pl__pg_reopen_pairs(pl__pg_store *s, bool *again) PL__MUST_CHECK;
+/* Whether read @p r of statement @p which gives a value equal to the mark
+ * in a store open single (Q_READ, Q_SCAN; false for any other). */
+PL__HIDDEN bool pl__pg_meets_mark(const pl__pg_store *s, int which,
+                                  const PGresult *r);
+/* Statement @p which's text on connection @p c, and its name in @p name
+ * (16 bytes) if it is prepared there ("" if not): pg_reopen.c. */
+PL__HIDDEN const char *pl__pg_q(pl__pg_store *s, PGconn *c, int which,
+                                char *name);
+/* Prepare the pair reads on @p c, a connection of a store that was open
+ * single, if the store reads pairs now and @p c lacks them (pg_reopen.c). */
+PL__HIDDEN int pl__pg_conn_pairs(pl__pg_store *s, PGconn *c) PL__MUST_CHECK;
+/* Read statement @p which (as pl__pg_read_sql()) of a store with pairs
+ * (@p single false) or without (pg_read.c). */
+PL__HIDDEN char *pl__pg_steps_sql(const pl__pg_store *s, int which,
+                                  bool single);
 /* After the format is read: a writable open gives a format 1 store its
  * pair columns and makes it format 2 (and pl_pair_bad()); a read-only
  * one of a format 1 store (s->single) has its reads made without the

@@ -14,11 +14,35 @@
 
 /* ---- reading ------------------------------------------------------------- */
 
-/* Run a query that returns rows of (key, value) or (value) into @p out. */
+static int query_once(pl__pg_store *s, int which, int nparams,
+                      const char *const *vals, const int *lens, PGresult **out,
+                      const char *what);
+
+/* Run a query that returns rows of (key, value) or (value) into @p out;
+ * once more if it read a pair's mark in a store that reads pairs since. */
 static int query(pl__pg_store *s, int which, int nparams,
                  const char *const *vals, const int *lens, PGresult **out,
                  const char *what)
 {
+    int st = query_once(s, which, nparams, vals, lens, out, what);
+    bool again = false;
+    if (!st && pl__pg_meets_mark(s, which, *out) &&
+        !(st = pl__pg_reopen_pairs(s, &again)) && again) {
+        PQclear(*out);
+        st = query_once(s, which, nparams, vals, lens, out, what);
+    }
+    if (st) {
+        PQclear(*out);
+        *out = NULL;
+    }
+    return st;
+}
+
+static int query_once(pl__pg_store *s, int which, int nparams,
+                      const char *const *vals, const int *lens, PGresult **out,
+                      const char *what)
+{
+    *out = NULL;
     PGconn *c;
     int st = pl__pg_conn_get(s, &c);
     if (st)
@@ -296,7 +320,9 @@ int pl__pg_each_step(pl__pg_store *s, uint64_t run, pl__step_fn fn, void *user)
  * process of an older library that opened the store while it was format
  * 1, and still runs when a writable open made it 2, fails such a ledger
  * with PL_EVERSION: it never reads a call without its result, which it
- * would take for a call in flight at a crash and run again.  Every read splits a row into its steps: the rows of the key
+ * would take for a call in flight at a crash and run again (a process of
+ * this library open so reads the format again: pg_reopen.c).  Every read
+ * splits a row into its steps: the rows of the key
  * range, and the row before it, whose second may be the range's first
  * step (a read from, or a scan after, the first of a pair); then the
  * steps in key order with the read's limits.  A row's second is checked
@@ -319,20 +345,33 @@ int pl__pg_each_step(pl__pg_store *s, uint64_t run, pl__step_fn fn, void *user)
  * bench/README.md), and a read would report the key twice.
  */
 
-char *pl__pg_pair_cols(const pl__pg_store *s, const char *t)
+static char *pair_cols(bool single, const char *t)
 {
-    return s->single
+    return single
                ? pl__asprintf(
                      "%s.k, %s.v, NULL::bytea, NULL::bytea, NULL::bytea", t, t)
                : pl__asprintf("%s.k, %s.v, %s.v1, %s.k2, %s.v2", t, t, t, t, t);
 }
 
-char *pl__pg_pair_split(const pl__pg_store *s, const char *r)
+char *pl__pg_pair_cols(const pl__pg_store *s, const char *t)
 {
-    if (s->single)
-        return pl__asprintf("CROSS JOIN LATERAL (VALUES (%s.k, %s.v), "
-                            "(NULL::bytea, NULL::bytea)) x(k, v)",
-                            r, r);
+    return pair_cols(s->single, t);
+}
+
+/* Without pair columns, a row whose v is the mark gives as its second the
+ * next key, valued the mark too: a read from, or a scan after, the first
+ * of a pair a writable open wrote meets the mark (pg_reopen.c). */
+static char *pair_split(const pl__pg_store *s, bool single, const char *r)
+{
+    if (single)
+        return pl__asprintf(
+            "CROSS JOIN LATERAL (VALUES (%s.k, %s.v), (CASE WHEN %s.v = " PAIR_MARK
+            " AND length(%s.k) >= 12 THEN substr(%s.k, 1, "
+            "length(%s.k) - 4) || substr(int8send(" SEQ_OF(
+                "%s.k") " + 1), "
+                        "5, 4) END, CASE WHEN %s.v = " PAIR_MARK
+                        " THEN " PAIR_MARK " END)) x(k, v)",
+            r, r, r, r, r, r, r, r, r, r, r, r, r, r, r);
     char k[16], k2[16];
     snprintf(k, sizeof k, "%s.k", r);
     snprintf(k2, sizeof k2, "%s.k2", r);
@@ -352,6 +391,11 @@ char *pl__pg_pair_split(const pl__pg_store *s, const char *r)
         k2, k2, k, k, k, k, k, k, k, k, r, s->schema, r, r);
 }
 
+char *pl__pg_pair_split(const pl__pg_store *s, const char *r)
+{
+    return pair_split(s, s->single, r);
+}
+
 /* A read of steps (Q_READ, Q_SCAN, Q_STATS, L_READ_ROOT) for the store's
  * schema, its rows split (PAIRS).  The byte limits and the answers are
  * those of single rows' reads: Q_READ, the steps of a ledger from $1 to
@@ -363,7 +407,7 @@ char *pl__pg_pair_split(const pl__pg_store *s, const char *r)
  * follows each (the plain query reads one step more to say it for the
  * last), the row before $1 looked for in $1's run alone; L_READ_ROOT, Q_READ of a run's root ledger from seq 0, the run
  * by its id $1, $2 and $3 its limits. */
-static char *steps_sql(const pl__pg_store *s, int which)
+char *pl__pg_steps_sql(const pl__pg_store *s, int which, bool single)
 {
     const char *n = s->schema;
     if (which == Q_STATS) /* one statement: one snapshot */
@@ -374,8 +418,8 @@ static char *steps_sql(const pl__pg_store *s, int which)
             "ns.nspname = '%s' AND c.relkind IN ('r', 'S'))::bigint, (SELECT "
             "count(*) FROM \"%s\".runs), (SELECT count(*) + count(%s) FROM "
             "\"%s\".steps)",
-            n, n, s->single ? "NULL::bytea" : "k2", n);
-    char *t = pl__pg_pair_cols(s, "t"), *x = pl__pg_pair_split(s, "r"), *q;
+            n, n, single ? "NULL::bytea" : "k2", n);
+    char *t = pair_cols(single, "t"), *x = pair_split(s, single, "r"), *q;
     if (!t || !x)
         q = NULL;
     else if (which == Q_READ)
@@ -429,7 +473,7 @@ static int remake_reads(pl__pg_store *s)
     static const int which[] = {Q_READ, Q_SCAN, Q_STATS, L_READ_ROOT};
     for (size_t i = 0; i < sizeof which / sizeof *which; i++) {
         free(s->q[which[i]]);
-        if (!(s->q[which[i]] = steps_sql(s, which[i])))
+        if (!(s->q[which[i]] = pl__pg_steps_sql(s, which[i], s->single)))
             return pl__err(PL_ENOMEM, "out of memory");
     }
     return PL_OK;
@@ -501,7 +545,7 @@ char *pl__pg_read_sql(const pl__pg_store *s, int which)
                             "r.id = $1::bytea",
                             n, n);
     if (which != L_RUN_LOAD) /* L_READ_ROOT, Q_READ, Q_SCAN, Q_STATS */
-        return steps_sql(s, which);
+        return pl__pg_steps_sql(s, which, s->single);
     /* L_RUN_LOAD: the same, whether the run is parked with a key and
      * whether the key has room now, counted as pl_key_room() counts (no
      * lock: a take counts again), and its inbox in one value: each record
