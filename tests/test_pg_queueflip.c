@@ -61,9 +61,8 @@ TestSuite(pg_queueflip, .timeout = 300);
 #define BOUND_MS 10000
 #define CHILD_MS 30000
 
-static const char *const g_runs[] = {"q-plain", "q-first", "q-key-a",
-                                     "q-key-b", "timer",   "inbox",
-                                     "crashed", "done"};
+static const char *const g_runs[] = {"q-plain", "q-first", "q-key-a", "q-key-b",
+                                     "timer",   "inbox",   "crashed", "done"};
 #define N_RUNS 8
 
 /* The tables flipped, where the store has them. */
@@ -178,8 +177,11 @@ static pl_registry *q_registry(void)
     struct {
         const char *name;
         pl_policy_fn fn;
-    } defs[] = {{"eff", eff},       {"job", job},         {"napper", napper},
-                {"waiter", waiter}, {"crasher", crasher}};
+    } defs[] = {{"eff", eff},
+                {"job", job},
+                {"napper", napper},
+                {"waiter", waiter},
+                {"crasher", crasher}};
     for (size_t i = 0; i < sizeof defs / sizeof *defs; i++)
         cr_assert_eq(pl_registry_add_fn(reg, defs[i].name, defs[i].fn, NULL),
                      PL_OK, "%s", pl_errmsg());
@@ -403,10 +405,12 @@ static char *twice(void)
     while (!bad && fgets(line, sizeof line, f)) {
         line[strcspn(line, "\n")] = '\0';
         for (size_t i = 0; i < n && !bad; i++)
-            if (strcmp(seen[i], line) == 0)
-                bad = strcpy(dup, line);
+            if (strcmp(seen[i], line) == 0) {
+                snprintf(dup, sizeof dup, "%s", line);
+                bad = dup;
+            }
         cr_assert_lt(n, 64);
-        strcpy(seen[n++], line);
+        snprintf(seen[n++], sizeof seen[0], "%s", line);
     }
     fclose(f);
     return bad;
@@ -484,7 +488,8 @@ static void drain_and_hold(sweep *s, const char *what)
     after got = read_runs(s->copy, s->reg);
     for (size_t i = 0; i < N_RUNS; i++) {
         if (got.status[i] == PL_RUN_FAILED)
-            cr_assert(got.error[i] == PL_ECORRUPT || got.error[i] == PL_EVERSION,
+            cr_assert(got.error[i] == PL_ECORRUPT ||
+                          got.error[i] == PL_EVERSION,
                       "%s: run %s failed quietly (%d: %s)", what, g_runs[i],
                       got.error[i], got.reason[i]);
         if (got.status[i] != PL_RUN_COMPLETED)
@@ -529,8 +534,8 @@ static void flip_column(PGconn *c, sweep *s, const t_pg_table *t,
             continue;
         }
         char what[256];
-        snprintf(what, sizeof what, "%s.%s of row %d, bit %zu of %zu",
-                 t->name, t->col[col], row, bit, len * 8);
+        snprintf(what, sizeof what, "%s.%s of row %d, bit %zu of %zu", t->name,
+                 t->col[col], row, bit, len * 8);
         drain_and_hold(s, what);
         s->flips++;
     }
@@ -637,8 +642,7 @@ Test(pg_queueflip, every_queue_record_on_lmdb)
     static const char *const dbs[] = {"leases", "timers", "due",
                                       "inbox",  "state",  "flow"};
     targets keys = {0}, vals = {0};
-    find_targets_in(base, dbs, sizeof dbs / sizeof *dbs, &keys, &vals, NULL,
-                    0);
+    find_targets_in(base, dbs, sizeof dbs / sizeof *dbs, &keys, &vals, NULL, 0);
     size_t len;
     uint8_t *data = read_whole(base, &len);
     char lock[4300];

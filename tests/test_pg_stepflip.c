@@ -393,8 +393,8 @@ typedef struct tally {
  * copy must then hold what its base holds (@p same_q, same_sql()): the
  * calls made on it after the change @p what wrote nothing. */
 static void put_back(PGconn *c, const char *copy, const char *same_q,
-                     const t_pg_table *t, int col, const uint8_t *orig, size_t len,
-                     const char *const *keyv, const int *keylen,
+                     const t_pg_table *t, int col, const uint8_t *orig,
+                     size_t len, const char *const *keyv, const int *keylen,
                      const uint8_t *now, size_t now_len, const char *what)
 {
     const char *kv[T_PG_COLS_MAX];
@@ -442,7 +442,8 @@ static void flip_column(PGconn *c, const char *copy, const pl_registry *reg,
             bit = (len - WINDOW) * 8 + (bit - WINDOW * 8) % STRIDE;
         memcpy(buf, orig, len);
         buf[bit / 8] ^= (uint8_t)(1u << (bit % 8));
-        if (!t_pg_set_col(c, t_pg_schema(copy), t, col, buf, len, keyv, keylen)) {
+        if (!t_pg_set_col(c, t_pg_schema(copy), t, col, buf, len, keyv,
+                          keylen)) {
             n->refused++;
             continue;
         }
@@ -713,8 +714,8 @@ Test(pg_stepflip, every_step_moved_elsewhere_is_caught)
         const char *keyv[1] = {(const char *)k};
         int keylen[1] = {(int)len};
         for (size_t j = 0; j < n_moves; j++, cases++) {
-            if (!t_pg_set_col(c, t_pg_schema(f.copy), &t, kcol, m[j].k, m[j].len,
-                         keyv, keylen)) {
+            if (!t_pg_set_col(c, t_pg_schema(f.copy), &t, kcol, m[j].k,
+                              m[j].len, keyv, keylen)) {
                 refused++;
                 continue;
             }
