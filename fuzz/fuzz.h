@@ -46,4 +46,20 @@ static inline bool same_json(const cJSON *a, const cJSON *b)
     return !x && !y;
 }
 
+/* The whole of file @p path, in memory (free() it), its length in *len;
+ * a file that cannot be read whole stops the harness. */
+static inline uint8_t *read_whole(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    CHECK(f && fseek(f, 0, SEEK_END) == 0);
+    long n = ftell(f);
+    CHECK(n > 0);
+    rewind(f);
+    uint8_t *bytes = malloc((size_t)n);
+    CHECK(bytes && fread(bytes, 1, (size_t)n, f) == (size_t)n);
+    fclose(f);
+    *len = (size_t)n;
+    return bytes;
+}
+
 #endif

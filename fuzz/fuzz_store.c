@@ -247,16 +247,7 @@ static void setup(void)
     pl_registry_free(bare);
     list_records();
 
-    FILE *f = fopen(g_template, "rb");
-    CHECK(f != NULL);
-    CHECK(fseek(f, 0, SEEK_END) == 0);
-    long n = ftell(f);
-    CHECK(n > 0);
-    rewind(f);
-    g_len = (size_t)n;
-    g_bytes = malloc(g_len);
-    CHECK(g_bytes && fread(g_bytes, 1, g_len, f) == g_len);
-    fclose(f);
+    g_bytes = read_whole(g_template, &g_len);
 }
 
 static void cleanup(void)

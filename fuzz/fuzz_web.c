@@ -153,15 +153,7 @@ static void make_store(void)
     start(e, "cancelled-1", "waitev", "{}", PL_RUN_WAITING);
     CHECK(pl_run_cancel(e, "cancelled-1", "withdrawn") == PL_OK);
     pl_engine_close(e);
-    FILE *f = fopen(g_template, "rb");
-    CHECK(f && fseek(f, 0, SEEK_END) == 0);
-    long n = ftell(f);
-    CHECK(n > 0);
-    rewind(f);
-    g_len = (size_t)n;
-    g_bytes = malloc(g_len);
-    CHECK(g_bytes && fread(g_bytes, 1, g_len, f) == g_len);
-    fclose(f);
+    g_bytes = read_whole(g_template, &g_len);
 }
 
 /* The store as made, opened for the server. */
