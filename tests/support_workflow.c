@@ -5,6 +5,8 @@
  */
 #include "support_workflow.h"
 
+#include <policyledger_llm.h>
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -91,8 +93,18 @@ static int invoice(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     cJSON_Delete(posted);
     if (st)
         return st;
-    return pl_steps_add_resultf(out, "{s:i, s:i}", "invoice", n * 100 + round,
-                                "amount", amount);
+    cJSON *noted = NULL;
+    st = pl_ctx_invokef(&noted, ctx, "note", "{s:s}", "text",
+                        "One line of thanks for the order.");
+    const cJSON *text = cJSON_GetObjectItemCaseSensitive(noted, "text");
+    if (!st && !cJSON_IsString(text))
+        st = pl_errorf(PL_EPOLICY, "invoice: the note has no text");
+    if (!st)
+        st = pl_steps_add_resultf(out, "{s:i, s:i, s:s}", "invoice",
+                                  n * 100 + round, "amount", amount, "note",
+                                  text->valuestring);
+    cJSON_Delete(noted);
+    return st;
 }
 
 /* The saga's compensation, and the end of an order not paid in time. */
@@ -177,11 +189,18 @@ static int version_max(void)
     return v && !strcmp(v, "2") ? 2 : 1;
 }
 
-static int invoice_order(pl_ctx *ctx, int n, int round, int paid)
+/* The child "invoice", its note (the model's) in @p note. */
+static int invoice_order(pl_ctx *ctx, int n, int round, int paid, char *note,
+                         size_t size)
 {
     cJSON *inv = NULL;
     int st = pl_ctx_invokef(&inv, ctx, "invoice", "{s:i, s:i, s:i}", "n", n,
                             "round", round, "amount", paid);
+    const cJSON *text = cJSON_GetObjectItemCaseSensitive(inv, "note");
+    if (!st && !cJSON_IsString(text))
+        st = pl_errorf(PL_EPOLICY, "order: the invoice has no note");
+    if (!st)
+        snprintf(note, size, "%s", text->valuestring);
     cJSON_Delete(inv);
     return st;
 }
@@ -210,12 +229,13 @@ static int order(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
             return st;
     }
     /* version 1 invoices after the fan-out, version 2 before it */
+    char note[256] = "";
     if (v >= 2)
-        st = invoice_order(ctx, n, round, paid);
+        st = invoice_order(ctx, n, round, paid, note, sizeof note);
     if (!st)
         st = fan_out(ctx, n, round, paid);
     if (!st && v == 1)
-        st = invoice_order(ctx, n, round, paid);
+        st = invoice_order(ctx, n, round, paid, note, sizeof note);
     if (st)
         return st;
     if (round + 1 < rounds) {
@@ -230,9 +250,9 @@ static int order(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
         return pl_steps_add_resultf(out, "{s:i, s:s, s:i}", "order", n,
                                     "status", "continued", "round", round);
     }
-    return pl_steps_add_resultf(out, "{s:i, s:s, s:i, s:i, s:b}", "order", n,
-                                "status", "done", "paid", paid, "rounds",
-                                rounds, "dup", dup != 0);
+    return pl_steps_add_resultf(out, "{s:i, s:s, s:i, s:i, s:b, s:s}", "order",
+                                n, "status", "done", "paid", paid, "rounds",
+                                rounds, "dup", dup != 0, "note", note);
 }
 
 static int add(pl_registry *reg, const char *name, pl_policy_fn fn, void *user)
@@ -247,7 +267,15 @@ static int add(pl_registry *reg, const char *name, pl_policy_fn fn, void *user)
 
 int workflow_register(pl_registry *reg)
 {
-    int st = add(reg, "order", order, NULL);
+    const char *script = getenv("WORKFLOW_SCRIPT");
+    if (!script)
+        return pl_errorf(PL_EINVAL, "workflow: WORKFLOW_SCRIPT is not set");
+    char url[4200];
+    if (snprintf(url, sizeof url, "scripted://%s", script) >= (int)sizeof url)
+        return pl_errorf(PL_EINVAL, "workflow: WORKFLOW_SCRIPT is too long");
+    int st = pl_llm_register(reg, "note", url, "You write one line.", NULL);
+    if (!st)
+        st = add(reg, "order", order, NULL);
     if (!st)
         st = add(reg, "invoice", invoice, NULL);
     for (size_t i = 0; !st && i < sizeof tool_names / sizeof *tool_names; i++)

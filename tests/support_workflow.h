@@ -16,8 +16,11 @@
  *            200 ms) and "ship", and the child "invoice"; then, while
  *            round + 1 < rounds, continue as new with round + 1; the last
  *            round ends {"order", "status": "done", "paid", "rounds",
- *            "dup"}.
- *   invoice  {"n", "round", "amount"}: calls "post"; {"invoice", "amount"}.
+ *            "dup", "note": the invoice's note}.
+ *   invoice  {"n", "round", "amount"}: calls "post", then "note";
+ *            {"invoice", "amount", "note": the note's text}.
+ *   note     an LLM policy on the scripted model whose script
+ *            WORKFLOW_SCRIPT names (scripted://).
  *   reserve, charge, ship, release, post: tools.  Each appends to the file
  *            WORKFLOW_FX names "B <run> <pid> <realtime ns>", then
  *            "E <idempotency key> <tool> <pid>" (its effect), then
@@ -39,7 +42,8 @@
 #define WORKFLOW_RATE_LIMIT 1
 #define WORKFLOW_RATE_WINDOW_MS 200
 
-/* Register the policies above in @p reg: PL_OK or the registry's status. */
+/* Register the policies above in @p reg: PL_OK, PL_EINVAL (no
+ * WORKFLOW_SCRIPT), or the registry's status. */
 int workflow_register(pl_registry *reg);
 
 #endif

@@ -177,7 +177,9 @@ int wf_visit_step(const pl_step *s, void *user)
         const cJSON *pol = cJSON_GetObjectItemCaseSensitive(p, "policy");
         cr_assert(cJSON_IsString(pol), "%s: a call without its policy", w->run);
         w->tool_calls += strcmp(pol->valuestring, "order") &&
-                         strcmp(pol->valuestring, "invoice");
+                         strcmp(pol->valuestring, "invoice") &&
+                         strcmp(pol->valuestring, "note");
+        w->notes += !strcmp(pol->valuestring, "note");
         if (root && !strcmp(pol->valuestring, "reserve"))
             w->reserved = true;
         if (root && !strcmp(pol->valuestring, "invoice"))

@@ -64,6 +64,7 @@ typedef struct walk {
     int worst; /* most admitted in one window */
     int takes;
     int tool_calls; /* calls of the tools */
+    int notes;      /* calls of the model's policy "note" */
     int refused;    /* takes refused: the call waited */
     /* this run's root ledger: its version, where it invoiced */
     int version;

@@ -36,6 +36,8 @@
 #define KEY "warehouse"
 #define KEY_LIMIT 2
 #define SCHEDULE "restock"
+/* What the scripted model answers, the invoice's note. */
+#define NOTE "Thank you for your order."
 /* Each worker dies at its kill_at-th step boundary: 1 + (j * 11) % (2 *
  * STRIDE) for its j-th life, so STRIDE apart on average, until MAX_KILLS. */
 #define STRIDE 6
@@ -271,18 +273,19 @@ static cJSON *expected_result(int n)
 {
     cJSON *r = NULL;
     if (n == 100)
-        cr_assert_eq(pl_json_pack(&r, "{s:i, s:s, s:i, s:i, s:b}", "order", 100,
-                                  "status", "done", "paid", 7, "rounds", 1,
-                                  "dup", 0),
+        cr_assert_eq(pl_json_pack(&r, "{s:i, s:s, s:i, s:i, s:b, s:s}", "order",
+                                  100, "status", "done", "paid", 7, "rounds", 1,
+                                  "dup", 0, "note", NOTE),
                      PL_OK);
     else if (kind_of(n) == EXPIRED)
         cr_assert_eq(pl_json_pack(&r, "{s:i, s:s}", "order", n, "status",
                                   "expired"),
                      PL_OK);
     else if (kind_of(n) != CANCELLED)
-        cr_assert_eq(pl_json_pack(&r, "{s:i, s:s, s:i, s:i, s:b}", "order", n,
-                                  "status", "done", "paid", amount_of(n),
-                                  "rounds", rounds_of(n), "dup", 0),
+        cr_assert_eq(pl_json_pack(&r, "{s:i, s:s, s:i, s:i, s:b, s:s}", "order",
+                                  n, "status", "done", "paid", amount_of(n),
+                                  "rounds", rounds_of(n), "dup", 0, "note",
+                                  NOTE),
                      PL_OK);
     return r;
 }
@@ -369,6 +372,19 @@ static int run_tool(const char *out, const char *const argv[])
     return WEXITSTATUS(ws);
 }
 
+/* The lines of file @p path (0 when there is none). */
+static long lines_of(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    long n = 0;
+    int c;
+    while (f && (c = fgetc(f)) != EOF)
+        n += c == '\n';
+    if (f)
+        fclose(f);
+    return n;
+}
+
 static char *slurp(const char *path)
 {
     FILE *f = fopen(path, "r");
@@ -392,6 +408,14 @@ Test(workflow, orders_with_workers_killed_at_every_stride_th_boundary,
     snprintf(g_kills, sizeof g_kills, "%s/kills", dir);
     snprintf(out, sizeof out, "%s/tool.out", dir);
     cr_assert_eq(setenv("WORKFLOW_FX", g_fx, 1), 0);
+    char script[4300], served[4400];
+    snprintf(script, sizeof script, "%s/model.json", dir);
+    snprintf(served, sizeof served, "%s.served", script);
+    FILE *sf = fopen(script, "w");
+    cr_assert(sf);
+    fprintf(sf, "{\"responses\": [{\"text\": \"" NOTE "\"}]}\n");
+    cr_assert_eq(fclose(sf), 0);
+    cr_assert_eq(setenv("WORKFLOW_SCRIPT", script, 1), 0);
     cr_assert_eq(unsetenv("WORKFLOW_VERSION"), 0);
     /* calls long enough for the runs of the key to meet in them */
     cr_assert_eq(setenv("WORKFLOW_TOOL_MS", "40", 1), 0);
@@ -651,6 +675,13 @@ Test(workflow, orders_with_workers_killed_at_every_stride_th_boundary,
     /* the operator's tools agree */
     const char *dump[] = {PL_TEST_BIN_DIR "/tools/ledger-dump", store,
                           "--verify", NULL};
+    long model_calls = lines_of(served);
+    /* each note asked once, but one in flight at a kill (a worker runs
+     * two at most) */
+    cr_expect(model_calls >= wk->notes &&
+                  model_calls <= wk->notes + 2 * (kills + WORKERS),
+              "%ld model answers for %d notes, %d kills", model_calls,
+              wk->notes, kills);
     int x = run_tool(out, dump);
     cr_expect_eq(x, 0, "ledger-dump --verify exited %d:\n%s", x, slurp(out));
     const char *replay[] = {PL_TEST_BIN_DIR "/tools/ledger-replay",
@@ -661,6 +692,8 @@ Test(workflow, orders_with_workers_killed_at_every_stride_th_boundary,
                             NULL};
     x = run_tool(out, replay);
     cr_expect_eq(x, 0, "ledger-replay --check exited %d:\n%s", x, slurp(out));
+    cr_expect_eq(lines_of(served), model_calls,
+                 "ledger-replay --check asked the model again");
 
     /* where the kills struck: the boundaries by kind */
     char where[32][64];
@@ -694,9 +727,9 @@ Test(workflow, orders_with_workers_killed_at_every_stride_th_boundary,
             "workflow: %d calls, %d run again after a kill; at most "
             "%d runs of the key in calls at once; at most %d charges a "
             "window (%d takes, %d refused); %d runs pruned; runs by version: "
-            "%d v1, %d v2\n",
+            "%d v1, %d v2; %ld model answers\n",
             keys, repeated, most, wk->worst, wk->takes, wk->refused, runs->n,
-            wk->runs_of[1], wk->runs_of[2]);
+            wk->runs_of[1], wk->runs_of[2], model_calls);
     free(fx.x);
     free(fx.ev);
     free(wk);
