@@ -6,6 +6,7 @@
 #include "support_workflow.h"
 
 #include <policyledger_llm.h>
+#include <policyledger_mcp.h>
 
 #include <errno.h>
 #include <fcntl.h>
@@ -91,6 +92,11 @@ static int invoice(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     int st = pl_ctx_invokef(&posted, ctx, "post", "{s:i, s:i}", "n", n,
                             "amount", amount);
     cJSON_Delete(posted);
+    if (st)
+        return st;
+    cJSON *crm = NULL; /* the customer's record, an MCP server's tool */
+    st = pl_ctx_invokef(&crm, ctx, WORKFLOW_MCP_NAME ".echo", "{s:i}", "n", n);
+    cJSON_Delete(crm);
     if (st)
         return st;
     cJSON *noted = NULL;
@@ -281,4 +287,16 @@ int workflow_register(pl_registry *reg)
     for (size_t i = 0; !st && i < sizeof tool_names / sizeof *tool_names; i++)
         st = add(reg, tool_names[i], tool, (void *)tool_names[i]);
     return st;
+}
+
+int workflow_register_mcp(pl_mcp **out, pl_registry *reg)
+{
+    const char *spec = getenv("WORKFLOW_MCP");
+    if (!spec)
+        return pl_errorf(PL_EINVAL, "workflow: WORKFLOW_MCP is not set");
+    static const char *const idempotent[] = {"echo"};
+    pl_mcp_options o = PL_MCP_OPTIONS_INIT;
+    o.idempotent = idempotent;
+    o.n_idempotent = 1;
+    return pl_mcp_register(out, reg, WORKFLOW_MCP_NAME, spec, &o);
 }

@@ -17,8 +17,9 @@
  *            round + 1 < rounds, continue as new with round + 1; the last
  *            round ends {"order", "status": "done", "paid", "rounds",
  *            "dup", "note": the invoice's note}.
- *   invoice  {"n", "round", "amount"}: calls "post", then "note";
- *            {"invoice", "amount", "note": the note's text}.
+ *   invoice  {"n", "round", "amount"}: calls "post", "crm.echo" {"n"}
+ *            (an MCP server's tool) and "note"; {"invoice", "amount",
+ *            "note": the note's text}.
  *   note     an LLM policy on the scripted model whose script
  *            WORKFLOW_SCRIPT names (scripted://).
  *   reserve, charge, ship, release, post: tools.  Each appends to the file
@@ -34,6 +35,7 @@
 #define PL_TESTS_SUPPORT_WORKFLOW_H
 
 #include <policyledger.h>
+#include <policyledger_mcp.h>
 
 #define WORKFLOW_CODE "workflow-1"
 
@@ -45,5 +47,14 @@
 /* Register the policies above in @p reg: PL_OK, PL_EINVAL (no
  * WORKFLOW_SCRIPT), or the registry's status. */
 int workflow_register(pl_registry *reg);
+
+/* The prefix of the MCP server's tools. */
+#define WORKFLOW_MCP_NAME "crm"
+
+/* Start the MCP server WORKFLOW_MCP gives ("stdio:COMMAND ARG...") and
+ * register its tools as "crm.<tool>", "echo" idempotent:
+ * pl_mcp_register()'s status (PL_EINVAL without WORKFLOW_MCP).  The
+ * plugin leaves them to ledger-replay's --mcp. */
+int workflow_register_mcp(pl_mcp **out, pl_registry *reg);
 
 #endif

@@ -178,8 +178,11 @@ int wf_visit_step(const pl_step *s, void *user)
         cr_assert(cJSON_IsString(pol), "%s: a call without its policy", w->run);
         w->tool_calls += strcmp(pol->valuestring, "order") &&
                          strcmp(pol->valuestring, "invoice") &&
-                         strcmp(pol->valuestring, "note");
+                         strcmp(pol->valuestring, "note") &&
+                         strncmp(pol->valuestring, WORKFLOW_MCP_NAME ".",
+                                 strlen(WORKFLOW_MCP_NAME) + 1);
         w->notes += !strcmp(pol->valuestring, "note");
+        w->crm += !strcmp(pol->valuestring, WORKFLOW_MCP_NAME ".echo");
         if (root && !strcmp(pol->valuestring, "reserve"))
             w->reserved = true;
         if (root && !strcmp(pol->valuestring, "invoice"))
@@ -250,4 +253,45 @@ int64_t wf_result_us(pl_engine *e, const char *key)
     pl_steps_free(l);
     cr_assert(at, "%s: no result in its caller's ledger", key);
     return at;
+}
+
+/* ---- what the MCP server heard ------------------------------------------- */
+
+void fx_mcp_calls(const char *log, int *distinct, int *total)
+{
+    *distinct = *total = 0;
+    FILE *f = fopen(log, "r");
+    if (!f)
+        return;
+    char **keys = NULL;
+    size_t cap = 0;
+    char *line = NULL;
+    size_t n = 0;
+    while (getline(&line, &n, f) > 0) {
+        cJSON *j = cJSON_Parse(line);
+        const cJSON *m = cJSON_GetObjectItemCaseSensitive(j, "method");
+        const cJSON *p = cJSON_GetObjectItemCaseSensitive(j, "params");
+        const cJSON *meta = cJSON_GetObjectItemCaseSensitive(p, "_meta");
+        const cJSON *key = cJSON_GetObjectItemCaseSensitive(
+            meta, "policyledger/idempotencyKey");
+        if (cJSON_IsString(m) && !strcmp(m->valuestring, "tools/call")) {
+            cr_assert(cJSON_IsString(key), "a call without its key: %s", line);
+            int k = 0;
+            while (k < *distinct && strcmp(keys[k], key->valuestring))
+                k++;
+            if (k == *distinct) {
+                keys = grow(keys, &cap, (size_t)k + 1, sizeof *keys);
+                keys[k] = strdup(key->valuestring);
+                cr_assert(keys[k]);
+                ++*distinct;
+            }
+            ++*total;
+        }
+        cJSON_Delete(j);
+    }
+    free(line);
+    fclose(f);
+    for (int k = 0; k < *distinct; k++)
+        free(keys[k]);
+    free(keys);
 }

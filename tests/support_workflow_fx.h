@@ -65,6 +65,7 @@ typedef struct walk {
     int takes;
     int tool_calls; /* calls of the tools */
     int notes;      /* calls of the model's policy "note" */
+    int crm;        /* calls of the MCP server's "echo" */
     int refused;    /* takes refused: the call waited */
     /* this run's root ledger: its version, where it invoiced */
     int version;
@@ -78,5 +79,9 @@ int wf_visit_step(const pl_step *s, void *user);
 /* When the result of the call whose idempotency key is @p key was
  * appended to its caller's ledger (Unix us). */
 int64_t wf_result_us(pl_engine *e, const char *key);
+
+/* The tools/call requests the MCP server's log @p log holds: *distinct
+ * idempotency keys, *total requests. */
+void fx_mcp_calls(const char *log, int *distinct, int *total);
 
 #endif

@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -100,7 +101,9 @@ static pid_t spawn_worker(const char *store, long kill_at)
     g_kill_at = kill_at;
     atomic_store(&g_boundary, 0);
     pl_registry *reg = NULL;
-    if (pl_registry_new(&reg) || workflow_register(reg))
+    pl_mcp *mcp = NULL; /* stopped with the process */
+    if (pl_registry_new(&reg) || workflow_register(reg) ||
+        workflow_register_mcp(&mcp, reg))
         _exit(10);
     pl_engine_options o = PL_ENGINE_OPTIONS_INIT;
     o.durability = PL_DURABILITY_SYNC;
@@ -416,12 +419,23 @@ Test(workflow, orders_with_workers_killed_at_every_stride_th_boundary,
     fprintf(sf, "{\"responses\": [{\"text\": \"" NOTE "\"}]}\n");
     cr_assert_eq(fclose(sf), 0);
     cr_assert_eq(setenv("WORKFLOW_SCRIPT", script, 1), 0);
+    char mcp_dir[4300], mcp_log[4400], spec[9000], mcp_arg[9100];
+    snprintf(mcp_dir, sizeof mcp_dir, "%s/mcp", dir);
+    snprintf(mcp_log, sizeof mcp_log, "%s/log", mcp_dir);
+    cr_assert_eq(mkdir(mcp_dir, 0700), 0);
+    snprintf(spec, sizeof spec,
+             "stdio:python3 " PL_TEST_SRC_DIR "/mcp_fake_server.py ok %s",
+             mcp_dir);
+    snprintf(mcp_arg, sizeof mcp_arg, WORKFLOW_MCP_NAME "=%s", spec);
+    cr_assert_eq(setenv("WORKFLOW_MCP", spec, 1), 0);
     cr_assert_eq(unsetenv("WORKFLOW_VERSION"), 0);
     /* calls long enough for the runs of the key to meet in them */
     cr_assert_eq(setenv("WORKFLOW_TOOL_MS", "40", 1), 0);
     pl_registry *reg = NULL;
     cr_assert_eq(pl_registry_new(&reg), PL_OK);
     cr_assert_eq(workflow_register(reg), PL_OK, "%s", pl_errmsg());
+    pl_mcp *mcp = NULL;
+    cr_assert_eq(workflow_register_mcp(&mcp, reg), PL_OK, "%s", pl_errmsg());
     pl_engine_options o = PL_ENGINE_OPTIONS_INIT;
     o.durability = PL_DURABILITY_SYNC;
     o.lease_ms = LEASE_MS;
@@ -684,16 +698,32 @@ Test(workflow, orders_with_workers_killed_at_every_stride_th_boundary,
               wk->notes, kills);
     int x = run_tool(out, dump);
     cr_expect_eq(x, 0, "ledger-dump --verify exited %d:\n%s", x, slurp(out));
+    int crm_keys, crm_calls, crm_checked;
+    fx_mcp_calls(mcp_log, &crm_keys, &crm_calls);
     const char *replay[] = {PL_TEST_BIN_DIR "/tools/ledger-replay",
                             store,
                             "--plugin",
                             WORKFLOW_PLUGIN,
+                            "--mcp",
+                            mcp_arg,
                             "--check",
                             NULL};
     x = run_tool(out, replay);
     cr_expect_eq(x, 0, "ledger-replay --check exited %d:\n%s", x, slurp(out));
     cr_expect_eq(lines_of(served), model_calls,
                  "ledger-replay --check asked the model again");
+    int unused;
+    fx_mcp_calls(mcp_log, &unused, &crm_checked);
+    cr_expect_eq(crm_checked, crm_calls,
+                 "ledger-replay --check called the MCP tool again");
+    /* the MCP tool: each call made, once but in flight at a kill */
+    cr_expect_eq(crm_keys, wk->crm,
+                 "the MCP server heard %d calls, the "
+                 "ledgers hold %d",
+                 crm_keys, wk->crm);
+    cr_expect_leq(crm_calls - crm_keys, 2 * (kills + WORKERS),
+                  "%d MCP calls made again, %d kills", crm_calls - crm_keys,
+                  kills);
 
     /* where the kills struck: the boundaries by kind */
     char where[32][64];
@@ -727,14 +757,15 @@ Test(workflow, orders_with_workers_killed_at_every_stride_th_boundary,
             "workflow: %d calls, %d run again after a kill; at most "
             "%d runs of the key in calls at once; at most %d charges a "
             "window (%d takes, %d refused); %d runs pruned; runs by version: "
-            "%d v1, %d v2; %ld model answers\n",
+            "%d v1, %d v2; %ld model answers; %d MCP calls (%d keys)\n",
             keys, repeated, most, wk->worst, wk->takes, wk->refused, runs->n,
-            wk->runs_of[1], wk->runs_of[2], model_calls);
+            wk->runs_of[1], wk->runs_of[2], model_calls, crm_calls, crm_keys);
     free(fx.x);
     free(fx.ev);
     free(wk);
     free(runs);
     free(left);
     pl_engine_close(e);
+    pl_mcp_close(mcp);
     pl_registry_free(reg);
 }
