@@ -1,0 +1,733 @@
+/*
+ * test_pg_liveflip.c -- hostile bytes in what a running worker and the
+ * flow control read, on PostgreSQL and on LMDB: a lease damaged while its
+ * run executes (its renewal), and the rate budgets (calls and units).
+ *
+ * A LEASE RENEWED.  The store holds two runs, "held-a" (with a
+ * concurrency key) and "held-b", each an effect, a call of "gate" and an
+ * effect; gate counts its entry and returns only once the test makes the
+ * file "release".  A worker in a forked child (three threads, its lease
+ * renewed every 50 ms) takes both and holds them at the gate; the test
+ * then flips every STRIDE-th (LMDB_STRIDE-th) bit of held-a's lease (PostgreSQL: its bigint
+ * columns; LMDB: its lease value and its flow record, each written back
+ * through LMDB by this process as a damaged disk would hand them over),
+ * one flip to a copy of the store, waits HOLD_MS (several renewals, more
+ * than a lease), releases the gates and lets the worker drain.  Each flip
+ * must: never run a call the ledger has a result for (held-a's gate may
+ * run again: its lease may be lost with the call in flight, whose result
+ * the ledger never got), never run held-b's gate twice (its lease is
+ * whole: it expires only when its process dies or stops, or loses the
+ * store, docs/design.md §14), fail a run only with PL_ECORRUPT or
+ * PL_EVERSION, complete one only with the undamaged store's result, and
+ * never crash nor hang.
+ *
+ * RATE BUDGETS.  A budget of calls (5 a window, 3 taken) and one in units
+ * (500 a window, 300 taken), in windows of 2^40 ms (so none ends during
+ * the test).  Every bit of each budget's stored values is flipped in a
+ * copy (PostgreSQL: the bigint columns of `rates` and `units`, a value
+ * their CHECKs refuse skipped; LMDB: the values of the flow database's
+ * 'b' and 'u' records) and the budget taken until it refuses: it must
+ * admit at most what the undamaged one admits (2 calls, 200 units) and
+ * then refuse with the undamaged window's retry time, or say PL_ECORRUPT;
+ * never admit past its limit, never a retry later than the window's end.
+ * PostgreSQL does not keep it yet (rate_budgets_on_pg, disabled).
+ */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <libpq-fe.h>
+#include <lmdb.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "support.h"
+#include "support_pgflip.h"
+
+TestSuite(pg_liveflip, .timeout = 240);
+
+/* every STRIDE-th bit of a held lease (fewer under the sanitizers) */
+#define STRIDE (T_SANITIZED ? 13 : 7)
+#define LMDB_STRIDE (T_SANITIZED ? 41 : 23)
+/* the flip's hold: a worker renews every 50 ms a lease of 150 ms */
+#define HOLD_MS 300
+#define LEASE_MS 150
+#define IDLE_MS 100
+#define BOUND_MS 10000
+#define CHILD_MS 30000
+
+static char g_effects[4200], g_release[4200];
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static _Atomic int64_t g_last; /* a drain's last event, ms */
+
+/* ---- the policies ------------------------------------------------------ */
+
+static int count_effect(const char *k)
+{
+    int fd = open(g_effects, O_WRONLY | O_APPEND | O_CREAT, 0600);
+    if (fd < 0)
+        return PL_EIO;
+    char line[128];
+    int n = snprintf(line, sizeof line, "%s\n", k);
+    bool ok = n > 0 && write(fd, line, (size_t)n) == n;
+    close(fd);
+    return ok ? PL_OK : PL_EIO;
+}
+
+/* eff: counts its payload's "k"; returns it. */
+static int eff(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)ctx;
+    (void)user;
+    const cJSON *k = cJSON_GetObjectItemCaseSensitive(a->payload, "k");
+    if (!cJSON_IsString(k))
+        return pl_steps_add_error(out, PL_ERR_INVALID_INPUT, "no k");
+    int st = count_effect(k->valuestring);
+    return st ? st : pl_steps_add_resultf(out, "{s:s}", "k", k->valuestring);
+}
+
+/* gate: counts "k", then waits for the release (10 s at most). */
+static int gate(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)ctx;
+    (void)user;
+    const cJSON *k = cJSON_GetObjectItemCaseSensitive(a->payload, "k");
+    if (!cJSON_IsString(k))
+        return pl_steps_add_error(out, PL_ERR_INVALID_INPUT, "no k");
+    int st = count_effect(k->valuestring);
+    for (int i = 0; !st && i < 1000 && access(g_release, F_OK); i++) {
+        atomic_store(&g_last, now_ms()); /* a held run is no idle worker */
+        usleep(10 * 1000);
+    }
+    return st ? st : pl_steps_add_resultf(out, "{s:s}", "k", k->valuestring);
+}
+
+static int call(pl_ctx *ctx, const char *policy, const char *id,
+                const char *what, cJSON **got)
+{
+    char k[96];
+    snprintf(k, sizeof k, "%s-%s", id, what);
+    return pl_ctx_invokef(got, ctx, policy, "{s:s}", "k", k);
+}
+
+/* held: an effect, the gate, an effect; returns the last two. */
+static int held(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)user;
+    const cJSON *idj = cJSON_GetObjectItemCaseSensitive(a->payload, "id");
+    const char *id = cJSON_IsString(idj) ? idj->valuestring : "?";
+    cJSON *g = NULL, *y = NULL;
+    int st = call(ctx, "eff", id, "1", NULL);
+    if (!st)
+        st = call(ctx, "gate", id, "gate", &g);
+    if (!st)
+        st = call(ctx, "eff", id, "2", &y);
+    if (!st)
+        st = pl_steps_add_resultf(out, "{s:O, s:O}", "g", g, "y", y);
+    cJSON_Delete(g);
+    cJSON_Delete(y);
+    return st;
+}
+
+static pl_registry *live_registry(void)
+{
+    pl_registry *reg = NULL;
+    cr_assert_eq(pl_registry_new(&reg), PL_OK);
+    cr_assert_eq(pl_registry_add_fn(reg, "eff", eff, NULL), PL_OK);
+    cr_assert_eq(pl_registry_add_fn(reg, "gate", gate, NULL), PL_OK);
+    cr_assert_eq(pl_registry_add_fn(reg, "held", held, NULL), PL_OK);
+    return reg;
+}
+
+static pl_engine *engine(const char *path, const pl_registry *reg)
+{
+    pl_engine_options o = PL_ENGINE_OPTIONS_INIT;
+    o.durability = PL_DURABILITY_SYNC;
+    pl_engine *e = NULL;
+    cr_assert_eq(pl_engine_open(&e, path, reg, &o), PL_OK, "%s", pl_errmsg());
+    return e;
+}
+
+/* ---- a drain, in a forked child ---------------------------------------- */
+
+static void on_event(const pl_event *ev, void *user)
+{
+    (void)ev;
+    (void)user;
+    atomic_store(&g_last, now_ms());
+}
+
+typedef struct watch {
+    pl_engine *e;
+    bool busy; /* still busy at BOUND_MS */
+} watch;
+
+static void *watcher(void *arg)
+{
+    watch *w = arg;
+    int64_t t0 = now_ms();
+    for (;;) {
+        usleep(10 * 1000);
+        int64_t t = now_ms();
+        w->busy = t - t0 > BOUND_MS;
+        if (w->busy || t - atomic_load(&g_last) > IDLE_MS)
+            break;
+    }
+    pl_worker_stop(w->e);
+    return NULL;
+}
+
+enum { D_OK = 0, D_OPEN = 10, D_REFUSED = 11, D_BUSY = 12, D_RUN = 13 };
+
+/* A worker of three threads drains @p path in a forked child: its pid. */
+static pid_t drain_start(const char *path, const pl_registry *reg)
+{
+    fflush(NULL);
+    pid_t kid = fork();
+    cr_assert_neq(kid, -1);
+    if (kid)
+        return kid;
+    pl_engine_options eo = PL_ENGINE_OPTIONS_INIT;
+    eo.durability = PL_DURABILITY_SYNC;
+    eo.lease_ms = LEASE_MS;
+    eo.on_event = on_event;
+    pl_engine *e = NULL;
+    int st = pl_engine_open(&e, path, reg, &eo);
+    if (st)
+        _exit(st == PL_ECORRUPT || st == PL_EVERSION ? D_REFUSED : D_OPEN);
+    atomic_store(&g_last, now_ms());
+    watch w = {e, false};
+    pthread_t th;
+    if (pthread_create(&th, NULL, watcher, &w))
+        _exit(D_OPEN);
+    pl_worker_options wo = PL_WORKER_OPTIONS_INIT;
+    wo.poll_ms = 10;
+    wo.concurrency = 3;
+    st = pl_worker_run(e, &wo);
+    pthread_join(th, NULL);
+    pl_engine_close(e);
+    _exit(w.busy ? D_BUSY : st ? D_RUN : D_OK);
+}
+
+static int drain_wait(pid_t kid)
+{
+    int ws = 0;
+    pid_t got = 0;
+    for (int ms = 0; (got = waitpid(kid, &ws, WNOHANG)) == 0; ms += 5) {
+        if (ms > CHILD_MS) {
+            kill(kid, SIGKILL);
+            waitpid(kid, &ws, 0);
+            cr_assert_fail("a drain did not end in %d ms", CHILD_MS);
+        }
+        usleep(5 * 1000);
+    }
+    cr_assert_eq(got, kid, "%s", strerror(errno));
+    cr_assert(WIFEXITED(ws), "a drain died of signal %d",
+              WIFSIGNALED(ws) ? WTERMSIG(ws) : 0);
+    return WEXITSTATUS(ws);
+}
+
+/* How many times the effects file counts @p k. */
+static int counted(const char *k)
+{
+    FILE *f = fopen(g_effects, "r");
+    if (!f)
+        return 0;
+    char line[128];
+    int n = 0;
+    while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = '\0';
+        n += strcmp(line, k) == 0;
+    }
+    fclose(f);
+    return n;
+}
+
+/* ---- a lease renewed --------------------------------------------------- */
+
+static const char *const g_ids[] = {"held-a", "held-b"};
+
+typedef struct live {
+    const char *base, *copy;
+    const pl_registry *reg;
+    uint64_t want[2]; /* each run's result, undamaged */
+    size_t flips, reported, changed, again;
+} live;
+
+/* Each run's status, error and result hash (completed), read here. */
+static void read_runs(const live *l, int status[2], int error[2],
+                      uint64_t result[2])
+{
+    pl_engine_options o = PL_ENGINE_OPTIONS_INIT;
+    o.durability = PL_DURABILITY_PROCESS;
+    pl_engine *e = NULL;
+    for (int i = 0; i < 2; i++)
+        status[i] = -1, error[i] = 0, result[i] = 0;
+    if (pl_engine_open(&e, l->copy, l->reg, &o))
+        return;
+    for (int i = 0; i < 2; i++) {
+        pl_run_info *info = NULL;
+        if (pl_run_get(&info, e, g_ids[i]) == PL_OK) {
+            status[i] = info->status;
+            error[i] = info->error;
+        }
+        pl_run_info_free(info);
+        if (status[i] != PL_RUN_COMPLETED)
+            continue;
+        pl_run_options ro = PL_RUN_OPTIONS_INIT;
+        ro.check = true;
+        pl_outcome *out = NULL;
+        if (pl_run_continue(&out, e, g_ids[i], &ro) == PL_OK && out &&
+            out->status == PL_RUN_COMPLETED)
+            t_mix_json(&result[i], pl_outcome_result(out));
+        else
+            status[i] = -1;
+        pl_outcome_free(out);
+    }
+    pl_engine_close(e);
+}
+
+/* Both runs held at the gate: wait for their entries (10 s at most). */
+static void wait_held(void)
+{
+    for (int i = 0; i < 1000; i++) {
+        if (counted("held-a-gate") && counted("held-b-gate"))
+            return;
+        usleep(10 * 1000);
+    }
+    cr_assert_fail("the runs never reached the gate");
+}
+
+/* A drain of the copy, damaged by @p damage(@p arg) once both runs are
+ * held (NULL: undamaged), and what it must hold to (@p what). */
+static void held_drain(live *l, void (*damage)(live *, const void *),
+                       const void *arg, const char *what)
+{
+    unlink(g_effects);
+    unlink(g_release);
+    pid_t kid = drain_start(l->copy, l->reg);
+    wait_held();
+    if (damage)
+        damage(l, arg);
+    usleep(HOLD_MS * 1000);
+    FILE *f = fopen(g_release, "w");
+    cr_assert_not_null(f);
+    fclose(f);
+    int x = drain_wait(kid);
+    cr_assert(x == D_OK || x == D_RUN, "%s: the drain ended with %d%s", what, x,
+              x == D_BUSY ? " (still busy after its bound)" : "");
+    static const char *const once[] = {"held-a-1", "held-a-2", "held-b-1",
+                                       "held-b-2", "held-b-gate"};
+    for (size_t i = 0; i < sizeof once / sizeof *once; i++)
+        cr_assert_leq(counted(once[i]), 1, "%s: %s ran %d times", what, once[i],
+                      counted(once[i]));
+    int status[2], error[2];
+    uint64_t result[2];
+    read_runs(l, status, error, result);
+    bool loud = false, changed = false;
+    for (int i = 0; i < 2; i++) {
+        if (status[i] == PL_RUN_FAILED)
+            cr_assert(error[i] == PL_ECORRUPT || error[i] == PL_EVERSION,
+                      "%s: run %s failed quietly (%d)", what, g_ids[i],
+                      error[i]);
+        if (status[i] == PL_RUN_COMPLETED && damage)
+            cr_assert_eq(result[i], l->want[i],
+                         "%s: run %s completed with another result", what,
+                         g_ids[i]);
+        if (!damage) {
+            cr_assert_eq(status[i], PL_RUN_COMPLETED, "run %s: status %d",
+                         g_ids[i], status[i]);
+            l->want[i] = result[i];
+        }
+        loud |= status[i] == -1 || status[i] == PL_RUN_FAILED;
+        changed |= status[i] != PL_RUN_COMPLETED;
+    }
+    if (damage) {
+        l->flips++;
+        l->reported += loud;
+        l->changed += changed;
+        l->again += counted("held-a-gate") > 1;
+    }
+}
+
+static void live_setup(live *l, const char *kind, char *base, char *copy,
+                       size_t cap)
+{
+    setenv("PL_TEST_STORE", kind, 1);
+    snprintf(g_effects, sizeof g_effects, "%s/effects", t_tmpdir());
+    snprintf(g_release, sizeof g_release, "%s/release", t_tmpdir());
+    pl_registry *reg = live_registry();
+    t_store_in(base, cap, t_tmpdir(), "base.db");
+    pl_engine *e = engine(base, reg);
+    for (int i = 0; i < 2; i++) {
+        char json[64];
+        snprintf(json, sizeof json, "{\"id\": \"%s\"}", g_ids[i]);
+        cJSON *p = t_json(json);
+        pl_action a = {PL_ACTION_VERSION, "held", p, NULL, 0, NULL};
+        pl_run_options ro = PL_RUN_OPTIONS_INIT;
+        ro.run_id = g_ids[i];
+        ro.concurrency_key = i ? NULL : "key";
+        ro.concurrency_limit = i ? 0 : 1;
+        cr_assert_eq(pl_run_submit(NULL, e, &a, &ro), PL_OK, "%s", pl_errmsg());
+        cJSON_Delete(p);
+    }
+    pl_engine_close(e);
+    t_store_in(copy, cap, t_tmpdir(), "copy.db");
+    t_store_copy(copy, base);
+    *l = (live){.base = base, .copy = copy, .reg = reg};
+    held_drain(l, NULL, NULL, "undamaged");
+}
+
+static void live_summary(const live *l, const char *kind, int stride)
+{
+    fprintf(stderr,
+            "liveflip, a lease renewed, on %s: %zu flips (every %d-th bit): "
+            "%zu changed what the runs end as (%zu a run failed or unread), "
+            "%zu ran held-a's gate again\n",
+            kind, l->flips, stride, l->changed, l->reported, l->again);
+    cr_assert_gt(l->flips, 0);
+    pl_registry_free((pl_registry *)l->reg);
+}
+
+/* PostgreSQL: column col of held-a's lease row, bit bit flipped. */
+typedef struct pg_flip {
+    const t_pg_table *t;
+    int col;
+    size_t bit;
+} pg_flip;
+
+static void pg_damage(live *l, const void *arg)
+{
+    const pg_flip *f = arg;
+    PGconn *c = t_pg_admin();
+    char q[512];
+    snprintf(q, sizeof q,
+             "UPDATE \"%s\".leases SET \"%s\" = \"%s\" # (1::bigint << %zu) "
+             "WHERE id = 'held-a'",
+             t_pg_schema(l->copy), f->t->col[f->col], f->t->col[f->col],
+             f->bit);
+    PGresult *r = PQexec(c, q);
+    cr_assert_eq(PQresultStatus(r), PGRES_COMMAND_OK, "%s", PQerrorMessage(c));
+    PQclear(r);
+    PQfinish(c);
+}
+
+Test(pg_liveflip, lease_renewed_on_pg)
+{
+    char base[4200], copy[4200];
+    live l;
+    live_setup(&l, "postgresql", base, copy, sizeof base);
+    PGconn *c = t_pg_admin();
+    t_pg_table t;
+    cr_assert(t_pg_find_table(c, t_pg_schema(base), "leases", &t));
+    PQfinish(c);
+    size_t from = 0;
+    for (int k = 0; k < t.n_flip; k++) {
+        if (strcmp(t.type[t.flip[k]], "bigint"))
+            continue;
+        for (size_t bit = from++ % STRIDE; bit < 64; bit += STRIDE) {
+            t_pg_refill(copy, base);
+            pg_flip f = {&t, t.flip[k], bit};
+            char what[160];
+            snprintf(what, sizeof what, "leases.%s of held-a, bit %zu",
+                     t.col[t.flip[k]], bit);
+            held_drain(&l, pg_damage, &f, what);
+        }
+    }
+    live_summary(&l, "PostgreSQL", STRIDE);
+}
+
+/* LMDB: bit bit of record key (klen bytes) of database db, flipped and
+ * written back by this process (the worker's store open meanwhile). */
+typedef struct lmdb_flip {
+    const char *db;
+    uint8_t key[64];
+    size_t klen, bit;
+} lmdb_flip;
+
+static MDB_env *lmdb_env(const char *path, MDB_txn **txn, unsigned flags)
+{
+    MDB_env *env = NULL;
+    cr_assert_eq(mdb_env_create(&env), 0);
+    cr_assert_eq(mdb_env_set_maxdbs(env, 16), 0);
+    cr_assert_eq(mdb_env_open(env, path, MDB_NOSUBDIR | MDB_NOTLS, 0600), 0);
+    cr_assert_eq(mdb_txn_begin(env, NULL, flags, txn), 0);
+    return env;
+}
+
+/* The size of the value of @p key in @p db of @p path. */
+static size_t lmdb_size(const char *path, const char *db, const uint8_t *key,
+                        size_t klen)
+{
+    MDB_txn *txn;
+    MDB_env *env = lmdb_env(path, &txn, MDB_RDONLY);
+    MDB_dbi dbi;
+    cr_assert_eq(mdb_dbi_open(txn, db, 0, &dbi), 0);
+    MDB_val k = {klen, (void *)key}, v;
+    cr_assert_eq(mdb_get(txn, dbi, &k, &v), 0, "no %s record", db);
+    size_t n = v.mv_size;
+    mdb_txn_abort(txn);
+    mdb_env_close(env);
+    return n;
+}
+
+static void lmdb_damage(live *l, const void *arg)
+{
+    const lmdb_flip *f = arg;
+    MDB_txn *txn;
+    MDB_env *env = lmdb_env(l->copy, &txn, 0);
+    MDB_dbi dbi;
+    cr_assert_eq(mdb_dbi_open(txn, f->db, 0, &dbi), 0);
+    MDB_val k = {f->klen, (void *)f->key}, v;
+    cr_assert_eq(mdb_get(txn, dbi, &k, &v), 0);
+    uint8_t buf[512];
+    cr_assert_leq(v.mv_size, sizeof buf);
+    memcpy(buf, v.mv_data, v.mv_size);
+    /* the record as held (an owner's longer than as built): a bit past
+     * its end wraps round */
+    size_t bit = f->bit % (v.mv_size * 8);
+    buf[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+    v.mv_data = buf;
+    cr_assert_eq(mdb_put(txn, dbi, &k, &v, 0), 0);
+    cr_assert_eq(mdb_txn_commit(txn), 0);
+    mdb_env_close(env);
+}
+
+/* held-a's run number: the first 8 bytes of its `runs` value. */
+static void lmdb_run_key(const char *path, uint8_t out[8])
+{
+    MDB_txn *txn;
+    MDB_env *env = lmdb_env(path, &txn, MDB_RDONLY);
+    MDB_dbi dbi;
+    cr_assert_eq(mdb_dbi_open(txn, "runs", 0, &dbi), 0);
+    MDB_val k = {6, (void *)"held-a"}, v;
+    cr_assert_eq(mdb_get(txn, dbi, &k, &v), 0);
+    cr_assert_geq(v.mv_size, 8);
+    memcpy(out, v.mv_data, 8);
+    mdb_txn_abort(txn);
+    mdb_env_close(env);
+}
+
+Test(pg_liveflip, lease_renewed_on_lmdb)
+{
+    char base[4200], copy[4200];
+    live l;
+    live_setup(&l, "lmdb", base, copy, sizeof base);
+    char lock[4300];
+    snprintf(lock, sizeof lock, "%s-lock", copy);
+    lmdb_flip fs[2] = {{.db = "leases", .klen = 8}, {.db = "flow", .klen = 9}};
+    lmdb_run_key(base, fs[0].key);
+    fs[1].key[0] = 'r';
+    memcpy(fs[1].key + 1, fs[0].key, 8);
+    size_t from = 0;
+    for (size_t i = 0; i < 2; i++) {
+        /* a lease held is the one as built with an owner's worth more
+         * (a worker id: some 24 bytes, lmdb_damage() wraps round) */
+        size_t bits = lmdb_size(base, fs[i].db, fs[i].key, fs[i].klen) * 8 +
+                      (i ? 0 : 24 * 8);
+        for (size_t bit = from++ % LMDB_STRIDE; bit < bits;
+             bit += LMDB_STRIDE) {
+            t_store_copy(copy, base);
+            unlink(lock);
+            fs[i].bit = bit;
+            char what[160];
+            snprintf(what, sizeof what, "%s record of held-a, bit %zu of %zu",
+                     fs[i].db, bit, bits);
+            held_drain(&l, lmdb_damage, &fs[i], what);
+        }
+    }
+    live_summary(&l, "LMDB", LMDB_STRIDE);
+}
+
+/* ---- rate budgets ------------------------------------------------------ */
+
+#define WINDOW_MS ((int64_t)1 << 40)
+#define BUDGET "liveflip-budget"
+
+typedef struct rates {
+    const char *base, *copy;
+    size_t flips, reported, fewer, same;
+    size_t over, late; /* admitted past the limit; a retry past the window */
+} rates;
+
+/* The budgets as built: 3 calls of 5 taken, 300 units of 500. */
+static void rates_build(const char *path)
+{
+    pl_registry *reg = live_registry();
+    pl_engine *e = engine(path, reg);
+    bool ok;
+    int64_t at, retry;
+    for (int i = 0; i < 3; i++) {
+        cr_assert_eq(pl_rate_take(&ok, &at, &retry, e, BUDGET, 5, WINDOW_MS),
+                     PL_OK, "%s", pl_errmsg());
+        cr_assert(ok);
+    }
+    pl_rate_grant g = PL_RATE_GRANT_INIT;
+    cr_assert_eq(pl_rate_take_units(&g, e, BUDGET, "tokens", 500, WINDOW_MS,
+                                    300),
+                 PL_OK, "%s", pl_errmsg());
+    cr_assert(g.admitted);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/* The copy's budgets taken until they refuse (@p what: the flip): at most
+ * what the undamaged ones admit, then the window's retry time, or
+ * PL_ECORRUPT. */
+static void rates_hold(rates *r, const char *what)
+{
+    pl_registry *reg = live_registry();
+    pl_engine *e = engine(r->copy, reg);
+    int64_t now = 0, end = 0;
+    int calls = 0, units = 0, st = PL_OK, ust = PL_OK;
+    bool ok = true;
+    for (int i = 0; i < 8 && ok && !st; i++) {
+        int64_t retry;
+        st = pl_rate_take(&ok, &now, &retry, e, BUDGET, 5, WINDOW_MS);
+        end = now - now % WINDOW_MS + WINDOW_MS;
+        if (!st && ok)
+            calls++;
+        else if (!st && retry != end && !r->late++)
+            fprintf(stderr, "%s: retry at %lld, the window ends %lld\n", what,
+                    (long long)retry, (long long)end);
+    }
+    pl_rate_grant g = PL_RATE_GRANT_INIT;
+    g.admitted = true;
+    for (int i = 0; i < 8 && g.admitted && !ust; i++) {
+        ust = pl_rate_take_units(&g, e, BUDGET, "tokens", 500, WINDOW_MS, 100);
+        end = g.at_ms - g.at_ms % WINDOW_MS + WINDOW_MS;
+        if (!ust && g.admitted)
+            units += 100;
+        else if (!ust && g.retry_at_ms != end && !r->late++)
+            fprintf(stderr, "%s: units' retry at %lld, the window ends %lld\n",
+                    what, (long long)g.retry_at_ms, (long long)end);
+    }
+    pl_engine_close(e);
+    pl_registry_free(reg);
+    cr_assert(!st || st == PL_ECORRUPT, "%s: a take failed with %d", what, st);
+    cr_assert(!ust || ust == PL_ECORRUPT, "%s: a take failed with %d", what,
+              ust);
+    /* counted, the first of each said: the summary fails the test */
+    if (calls > 2 && !r->over++)
+        fprintf(stderr, "%s: %d calls admitted, 2 left of 5\n", what, calls);
+    if (units > 200 && !r->over++)
+        fprintf(stderr, "%s: %d units admitted, 200 left of 500\n", what,
+                units);
+    r->flips++;
+    r->reported += st || ust;
+    r->same += !st && !ust && calls == 2 && units == 200;
+    r->fewer += !st && !ust && (calls < 2 || units < 200);
+}
+
+static void rates_summary(const rates *r, const char *kind)
+{
+    fprintf(stderr,
+            "liveflip, rate budgets, on %s: %zu flips: %zu PL_ECORRUPT, %zu "
+            "admitted less, %zu as undamaged; %zu admitted past the limit, %zu "
+            "a retry past the window\n",
+            kind, r->flips, r->reported, r->fewer, r->same, r->over, r->late);
+    cr_assert_gt(r->flips, 0);
+    cr_assert_eq(r->over, 0, "%zu flips admitted past the limit", r->over);
+    cr_assert_eq(r->late, 0, "%zu flips gave a retry past the window", r->late);
+}
+
+/* Disabled: PostgreSQL's budgets are typed columns without a checksum, so
+ * a value their CHECKs let pass is taken as it is: in one run, of 420
+ * flips, 182 admitted past the limit (a count or used lowered, or a
+ * window or limit changed, which starts a new window) and 124 answered a
+ * retry past the window (a start moved on).  docs/design.md §14 (rate
+ * budgets) says what a damaged budget must do; this test holds
+ * PostgreSQL to it once its rows carry a checksum as LMDB's records do. */
+Test(pg_liveflip, rate_budgets_on_pg, .disabled = true)
+{
+    setenv("PL_TEST_STORE", "postgresql", 1);
+    char base[4200], copy[4200];
+    t_store_in(base, sizeof base, t_tmpdir(), "base.db");
+    rates_build(base);
+    t_store_in(copy, sizeof copy, t_tmpdir(), "copy.db");
+    t_store_copy(copy, base);
+    rates r = {.base = base, .copy = copy};
+    rates_hold(&r, "undamaged");
+    cr_assert_eq(r.same, 1);
+    r = (rates){.base = base, .copy = copy};
+    PGconn *c = t_pg_admin();
+    static const char *const tables[] = {"rates", "units"};
+    for (size_t i = 0; i < 2; i++) {
+        t_pg_table t;
+        cr_assert(t_pg_find_table(c, t_pg_schema(base), tables[i], &t));
+        for (int k = 0; k < t.n_flip; k++)
+            for (size_t bit = 0; bit < 64; bit++) {
+                t_pg_refill(copy, base);
+                char q[512], what[160];
+                snprintf(q, sizeof q,
+                         "UPDATE \"%s\".%s SET \"%s\" = \"%s\" # (1::bigint "
+                         "<< %zu)",
+                         t_pg_schema(copy), tables[i], t.col[t.flip[k]],
+                         t.col[t.flip[k]], bit);
+                PGresult *res = PQexec(c, q);
+                bool done = PQresultStatus(res) == PGRES_COMMAND_OK;
+                PQclear(res);
+                if (!done) /* refused by the table's checks */
+                    continue;
+                snprintf(what, sizeof what, "%s.%s, bit %zu", tables[i],
+                         t.col[t.flip[k]], bit);
+                rates_hold(&r, what);
+            }
+    }
+    PQfinish(c);
+    rates_summary(&r, "PostgreSQL");
+}
+
+Test(pg_liveflip, rate_budgets_on_lmdb)
+{
+    setenv("PL_TEST_STORE", "lmdb", 1);
+    char base[4200], copy[4200], lock[4300];
+    t_store_in(base, sizeof base, t_tmpdir(), "base.db");
+    rates_build(base);
+    t_store_in(copy, sizeof copy, t_tmpdir(), "copy.db");
+    snprintf(lock, sizeof lock, "%s-lock", copy);
+    t_store_copy(copy, base);
+    rates r = {.base = base, .copy = copy};
+    rates_hold(&r, "undamaged");
+    cr_assert_eq(r.same, 1);
+    r = (rates){.base = base, .copy = copy};
+    /* the flow database's 'b' (calls) and 'u' (units) records */
+    lmdb_flip fs[2] = {{.db = "flow"}, {.db = "flow"}};
+    fs[0].key[0] = 'b';
+    memcpy(fs[0].key + 1, BUDGET, strlen(BUDGET));
+    fs[0].klen = 1 + strlen(BUDGET);
+    fs[1].key[0] = 'u';
+    fs[1].key[1] = (uint8_t)strlen(BUDGET);
+    memcpy(fs[1].key + 2, BUDGET, strlen(BUDGET));
+    memcpy(fs[1].key + 2 + strlen(BUDGET), "tokens", 6);
+    fs[1].klen = 2 + strlen(BUDGET) + 6;
+    for (size_t i = 0; i < 2; i++) {
+        size_t bits = lmdb_size(base, "flow", fs[i].key, fs[i].klen) * 8;
+        for (size_t bit = 0; bit < bits; bit++) {
+            t_store_copy(copy, base);
+            unlink(lock);
+            fs[i].bit = bit;
+            live l = {.copy = copy};
+            lmdb_damage(&l, &fs[i]);
+            char what[160];
+            snprintf(what, sizeof what, "flow '%c' record, bit %zu of %zu",
+                     fs[i].key[0], bit, bits);
+            rates_hold(&r, what);
+        }
+    }
+    rates_summary(&r, "LMDB");
+}
