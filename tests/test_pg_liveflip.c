@@ -30,7 +30,8 @@
  * admit at most what the undamaged one admits (2 calls, 200 units) and
  * then refuse with the undamaged window's retry time, or say PL_ECORRUPT;
  * never admit past its limit, never a retry later than the window's end.
- * PostgreSQL does not keep it yet (rate_budgets_on_pg, disabled).
+ * PostgreSQL's rows are checked by their sum (pg_flow.c, BUDGET SUMS):
+ * without it, a value the CHECKs let pass was taken as it is.
  */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
