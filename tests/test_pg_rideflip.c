@@ -263,7 +263,8 @@ static void ride_and_hold(sweep *s, const char *what)
             cr_assert(status != PL_RUN_FAILED || err == PL_ECORRUPT ||
                           err == PL_EVERSION,
                       "%s: run %s failed quietly (%d)", w, g_ids[i], err);
-            left |= status != -1 && status != PL_RUN_COMPLETED;
+            loud |= status == PL_RUN_FAILED;
+            left |= status == PL_RUN_WAITING;
             if (status != PL_RUN_COMPLETED) {
                 cr_assert(what, "run %s: status %d undamaged", g_ids[i],
                           status);
@@ -329,9 +330,9 @@ static void setup(sweep *s, const char *kind, char *base, char *copy,
 static void summary(sweep *s, const char *kind)
 {
     fprintf(stderr,
-            "rideflip on %s: %zu flips (every %d-th bit): %zu a signal or "
-            "run reported (PL_ECORRUPT, PL_EVERSION, or unreadable), %zu a "
-            "run left waiting; %zu refused by the table\n",
+            "rideflip on %s: %zu flips (every %d-th bit): %zu reported (a "
+            "signal's or a run's PL_ECORRUPT or PL_EVERSION, or a run "
+            "unreadable), %zu a run left waiting; %zu refused by the table\n",
             kind, s->flips, STRIDE, s->reported, s->left, s->refused);
     cr_assert_gt(s->flips, 0);
     free(s->effects);
