@@ -55,8 +55,8 @@
 TestSuite(pg_liveflip, .timeout = 240);
 
 /* every STRIDE-th bit of a held lease (fewer under the sanitizers) */
-#define STRIDE (T_SANITIZED ? 13 : 7)
-#define LMDB_STRIDE (T_SANITIZED ? 41 : 23)
+#define STRIDE (T_SANITIZED ? 13 : 11)
+#define LMDB_STRIDE (T_SANITIZED ? 41 : 31)
 /* the flip's hold: a worker renews every 50 ms a lease of 150 ms */
 #define HOLD_MS 300
 #define LEASE_MS 150
