@@ -35,21 +35,14 @@
  */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
-#include <errno.h>
-#include <fcntl.h>
 #include <libpq-fe.h>
-#include <lmdb.h>
-#include <pthread.h>
-#include <signal.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "support.h"
+#include "support_flip.h"
 #include "support_pgflip.h"
 
 TestSuite(pg_liveflip, .timeout = 240);
@@ -57,49 +50,14 @@ TestSuite(pg_liveflip, .timeout = 240);
 /* every STRIDE-th bit of a held lease (fewer under the sanitizers) */
 #define STRIDE (T_SANITIZED ? 13 : 11)
 #define LMDB_STRIDE (T_SANITIZED ? 41 : 31)
-/* the flip's hold: a worker renews every 50 ms a lease of 150 ms */
+/* the flip's hold: a drain's worker renews every 50 ms a lease of 150 ms
+ * (support_flip.h), stopped after IDLE_MS without an event */
 #define HOLD_MS 300
-#define LEASE_MS 150
 #define IDLE_MS 100
-#define BOUND_MS 10000
-#define CHILD_MS 30000
 
 static char g_effects[4200], g_release[4200];
 
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static _Atomic int64_t g_last; /* a drain's last event, ms */
-
 /* ---- the policies ------------------------------------------------------ */
-
-static int count_effect(const char *k)
-{
-    int fd = open(g_effects, O_WRONLY | O_APPEND | O_CREAT, 0600);
-    if (fd < 0)
-        return PL_EIO;
-    char line[128];
-    int n = snprintf(line, sizeof line, "%s\n", k);
-    bool ok = n > 0 && write(fd, line, (size_t)n) == n;
-    close(fd);
-    return ok ? PL_OK : PL_EIO;
-}
-
-/* eff: counts its payload's "k"; returns it. */
-static int eff(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
-{
-    (void)ctx;
-    (void)user;
-    const cJSON *k = cJSON_GetObjectItemCaseSensitive(a->payload, "k");
-    if (!cJSON_IsString(k))
-        return pl_steps_add_error(out, PL_ERR_INVALID_INPUT, "no k");
-    int st = count_effect(k->valuestring);
-    return st ? st : pl_steps_add_resultf(out, "{s:s}", "k", k->valuestring);
-}
 
 /* gate: counts "k", then waits for the release (10 s at most). */
 static int gate(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
@@ -109,9 +67,9 @@ static int gate(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     const cJSON *k = cJSON_GetObjectItemCaseSensitive(a->payload, "k");
     if (!cJSON_IsString(k))
         return pl_steps_add_error(out, PL_ERR_INVALID_INPUT, "no k");
-    int st = count_effect(k->valuestring);
+    int st = t_flip_count(g_effects, k->valuestring);
     for (int i = 0; !st && i < 1000 && access(g_release, F_OK); i++) {
-        atomic_store(&g_last, now_ms()); /* a held run is no idle worker */
+        t_flip_alive(); /* a held run is no idle worker */
         usleep(10 * 1000);
     }
     return st ? st : pl_steps_add_resultf(out, "{s:s}", "k", k->valuestring);
@@ -148,114 +106,10 @@ static pl_registry *live_registry(void)
 {
     pl_registry *reg = NULL;
     cr_assert_eq(pl_registry_new(&reg), PL_OK);
-    cr_assert_eq(pl_registry_add_fn(reg, "eff", eff, NULL), PL_OK);
+    cr_assert_eq(pl_registry_add_fn(reg, "eff", t_flip_eff, g_effects), PL_OK);
     cr_assert_eq(pl_registry_add_fn(reg, "gate", gate, NULL), PL_OK);
     cr_assert_eq(pl_registry_add_fn(reg, "held", held, NULL), PL_OK);
     return reg;
-}
-
-static pl_engine *engine(const char *path, const pl_registry *reg)
-{
-    pl_engine_options o = PL_ENGINE_OPTIONS_INIT;
-    o.durability = PL_DURABILITY_SYNC;
-    pl_engine *e = NULL;
-    cr_assert_eq(pl_engine_open(&e, path, reg, &o), PL_OK, "%s", pl_errmsg());
-    return e;
-}
-
-/* ---- a drain, in a forked child ---------------------------------------- */
-
-static void on_event(const pl_event *ev, void *user)
-{
-    (void)ev;
-    (void)user;
-    atomic_store(&g_last, now_ms());
-}
-
-typedef struct watch {
-    pl_engine *e;
-    bool busy; /* still busy at BOUND_MS */
-} watch;
-
-static void *watcher(void *arg)
-{
-    watch *w = arg;
-    int64_t t0 = now_ms();
-    for (;;) {
-        usleep(10 * 1000);
-        int64_t t = now_ms();
-        w->busy = t - t0 > BOUND_MS;
-        if (w->busy || t - atomic_load(&g_last) > IDLE_MS)
-            break;
-    }
-    pl_worker_stop(w->e);
-    return NULL;
-}
-
-enum { D_OK = 0, D_OPEN = 10, D_REFUSED = 11, D_BUSY = 12, D_RUN = 13 };
-
-/* A worker of three threads drains @p path in a forked child: its pid. */
-static pid_t drain_start(const char *path, const pl_registry *reg)
-{
-    fflush(NULL);
-    pid_t kid = fork();
-    cr_assert_neq(kid, -1);
-    if (kid)
-        return kid;
-    pl_engine_options eo = PL_ENGINE_OPTIONS_INIT;
-    eo.durability = PL_DURABILITY_SYNC;
-    eo.lease_ms = LEASE_MS;
-    eo.on_event = on_event;
-    pl_engine *e = NULL;
-    int st = pl_engine_open(&e, path, reg, &eo);
-    if (st)
-        _exit(st == PL_ECORRUPT || st == PL_EVERSION ? D_REFUSED : D_OPEN);
-    atomic_store(&g_last, now_ms());
-    watch w = {e, false};
-    pthread_t th;
-    if (pthread_create(&th, NULL, watcher, &w))
-        _exit(D_OPEN);
-    pl_worker_options wo = PL_WORKER_OPTIONS_INIT;
-    wo.poll_ms = 10;
-    wo.concurrency = 3;
-    st = pl_worker_run(e, &wo);
-    pthread_join(th, NULL);
-    pl_engine_close(e);
-    _exit(w.busy ? D_BUSY : st ? D_RUN : D_OK);
-}
-
-static int drain_wait(pid_t kid)
-{
-    int ws = 0;
-    pid_t got = 0;
-    for (int ms = 0; (got = waitpid(kid, &ws, WNOHANG)) == 0; ms += 5) {
-        if (ms > CHILD_MS) {
-            kill(kid, SIGKILL);
-            waitpid(kid, &ws, 0);
-            cr_assert_fail("a drain did not end in %d ms", CHILD_MS);
-        }
-        usleep(5 * 1000);
-    }
-    cr_assert_eq(got, kid, "%s", strerror(errno));
-    cr_assert(WIFEXITED(ws), "a drain died of signal %d",
-              WIFSIGNALED(ws) ? WTERMSIG(ws) : 0);
-    return WEXITSTATUS(ws);
-}
-
-/* How many times the effects file counts @p k. */
-static int counted(const char *k)
-{
-    FILE *f = fopen(g_effects, "r");
-    if (!f)
-        return 0;
-    char line[128];
-    int n = 0;
-    while (fgets(line, sizeof line, f)) {
-        line[strcspn(line, "\n")] = '\0';
-        n += strcmp(line, k) == 0;
-    }
-    fclose(f);
-    return n;
 }
 
 /* ---- a lease renewed --------------------------------------------------- */
@@ -306,7 +160,8 @@ static void read_runs(const live *l, int status[2], int error[2],
 static void wait_held(void)
 {
     for (int i = 0; i < 1000; i++) {
-        if (counted("held-a-gate") && counted("held-b-gate"))
+        if (t_flip_counted(g_effects, "held-a-gate") &&
+            t_flip_counted(g_effects, "held-b-gate"))
             return;
         usleep(10 * 1000);
     }
@@ -320,7 +175,7 @@ static void held_drain(live *l, void (*damage)(live *, const void *),
 {
     unlink(g_effects);
     unlink(g_release);
-    pid_t kid = drain_start(l->copy, l->reg);
+    pid_t kid = t_flip_drain_start(l->copy, l->reg, IDLE_MS, 3);
     wait_held();
     if (damage)
         damage(l, arg);
@@ -328,14 +183,16 @@ static void held_drain(live *l, void (*damage)(live *, const void *),
     FILE *f = fopen(g_release, "w");
     cr_assert_not_null(f);
     fclose(f);
-    int x = drain_wait(kid);
-    cr_assert(x == D_OK || x == D_RUN, "%s: the drain ended with %d%s", what, x,
-              x == D_BUSY ? " (still busy after its bound)" : "");
+    int x = t_flip_drain_end(kid);
+    cr_assert(x == T_DRAIN_OK || x == T_DRAIN_RUN,
+              "%s: the drain ended with %d%s", what, x,
+              x == T_DRAIN_BUSY ? " (still busy after its bound)" : "");
     static const char *const once[] = {"held-a-1", "held-a-2", "held-b-1",
                                        "held-b-2", "held-b-gate"};
     for (size_t i = 0; i < sizeof once / sizeof *once; i++)
-        cr_assert_leq(counted(once[i]), 1, "%s: %s ran %d times", what, once[i],
-                      counted(once[i]));
+        cr_assert_leq(t_flip_counted(g_effects, once[i]), 1,
+                      "%s: %s ran %d times", what, once[i],
+                      t_flip_counted(g_effects, once[i]));
     int status[2], error[2];
     uint64_t result[2];
     read_runs(l, status, error, result);
@@ -361,7 +218,7 @@ static void held_drain(live *l, void (*damage)(live *, const void *),
         l->flips++;
         l->reported += loud;
         l->changed += changed;
-        l->again += counted("held-a-gate") > 1;
+        l->again += t_flip_counted(g_effects, "held-a-gate") > 1;
     }
 }
 
@@ -373,19 +230,9 @@ static void live_setup(live *l, const char *kind, char *base, char *copy,
     snprintf(g_release, sizeof g_release, "%s/release", t_tmpdir());
     pl_registry *reg = live_registry();
     t_store_in(base, cap, t_tmpdir(), "base.db");
-    pl_engine *e = engine(base, reg);
-    for (int i = 0; i < 2; i++) {
-        char json[64];
-        snprintf(json, sizeof json, "{\"id\": \"%s\"}", g_ids[i]);
-        cJSON *p = t_json(json);
-        pl_action a = {PL_ACTION_VERSION, "held", p, NULL, 0, NULL};
-        pl_run_options ro = PL_RUN_OPTIONS_INIT;
-        ro.run_id = g_ids[i];
-        ro.concurrency_key = i ? NULL : "key";
-        ro.concurrency_limit = i ? 0 : 1;
-        cr_assert_eq(pl_run_submit(NULL, e, &a, &ro), PL_OK, "%s", pl_errmsg());
-        cJSON_Delete(p);
-    }
+    pl_engine *e = t_engine(base, reg, PL_DURABILITY_SYNC);
+    for (int i = 0; i < 2; i++)
+        t_flip_submit(e, g_ids[i], "held", 0, i ? NULL : "key");
     pl_engine_close(e);
     t_store_in(copy, cap, t_tmpdir(), "copy.db");
     t_store_copy(copy, base);
@@ -460,67 +307,18 @@ typedef struct lmdb_flip {
     size_t klen, bit;
 } lmdb_flip;
 
-static MDB_env *lmdb_env(const char *path, MDB_txn **txn, unsigned flags)
-{
-    MDB_env *env = NULL;
-    cr_assert_eq(mdb_env_create(&env), 0);
-    cr_assert_eq(mdb_env_set_maxdbs(env, 16), 0);
-    cr_assert_eq(mdb_env_open(env, path, MDB_NOSUBDIR | MDB_NOTLS, 0600), 0);
-    cr_assert_eq(mdb_txn_begin(env, NULL, flags, txn), 0);
-    return env;
-}
-
-/* The size of the value of @p key in @p db of @p path. */
-static size_t lmdb_size(const char *path, const char *db, const uint8_t *key,
-                        size_t klen)
-{
-    MDB_txn *txn;
-    MDB_env *env = lmdb_env(path, &txn, MDB_RDONLY);
-    MDB_dbi dbi;
-    cr_assert_eq(mdb_dbi_open(txn, db, 0, &dbi), 0);
-    MDB_val k = {klen, (void *)key}, v;
-    cr_assert_eq(mdb_get(txn, dbi, &k, &v), 0, "no %s record", db);
-    size_t n = v.mv_size;
-    mdb_txn_abort(txn);
-    mdb_env_close(env);
-    return n;
-}
-
 static void lmdb_damage(live *l, const void *arg)
 {
     const lmdb_flip *f = arg;
-    MDB_txn *txn;
-    MDB_env *env = lmdb_env(l->copy, &txn, 0);
-    MDB_dbi dbi;
-    cr_assert_eq(mdb_dbi_open(txn, f->db, 0, &dbi), 0);
-    MDB_val k = {f->klen, (void *)f->key}, v;
-    cr_assert_eq(mdb_get(txn, dbi, &k, &v), 0);
-    uint8_t buf[512];
-    cr_assert_leq(v.mv_size, sizeof buf);
-    memcpy(buf, v.mv_data, v.mv_size);
-    /* the record as held (an owner's longer than as built): a bit past
-     * its end wraps round */
-    size_t bit = f->bit % (v.mv_size * 8);
-    buf[bit / 8] ^= (uint8_t)(1u << (bit % 8));
-    v.mv_data = buf;
-    cr_assert_eq(mdb_put(txn, dbi, &k, &v, 0), 0);
-    cr_assert_eq(mdb_txn_commit(txn), 0);
-    mdb_env_close(env);
+    t_flip_lmdb(l->copy, f->db, f->key, f->klen, f->bit, false);
 }
 
 /* held-a's run number: the first 8 bytes of its `runs` value. */
 static void lmdb_run_key(const char *path, uint8_t out[8])
 {
-    MDB_txn *txn;
-    MDB_env *env = lmdb_env(path, &txn, MDB_RDONLY);
-    MDB_dbi dbi;
-    cr_assert_eq(mdb_dbi_open(txn, "runs", 0, &dbi), 0);
-    MDB_val k = {6, (void *)"held-a"}, v;
-    cr_assert_eq(mdb_get(txn, dbi, &k, &v), 0);
-    cr_assert_geq(v.mv_size, 8);
-    memcpy(out, v.mv_data, 8);
-    mdb_txn_abort(txn);
-    mdb_env_close(env);
+    cr_assert_geq(t_flip_lmdb_get(path, "runs", (const uint8_t *)"held-a", 6,
+                                  out, 8),
+                  8);
 }
 
 Test(pg_liveflip, lease_renewed_on_lmdb)
@@ -538,7 +336,9 @@ Test(pg_liveflip, lease_renewed_on_lmdb)
     for (size_t i = 0; i < 2; i++) {
         /* a lease held is the one as built with an owner's worth more
          * (a worker id: some 24 bytes, lmdb_damage() wraps round) */
-        size_t bits = lmdb_size(base, fs[i].db, fs[i].key, fs[i].klen) * 8 +
+        size_t bits = t_flip_lmdb_get(base, fs[i].db, fs[i].key, fs[i].klen,
+                                      NULL, 0) *
+                          8 +
                       (i ? 0 : 24 * 8);
         for (size_t bit = from++ % LMDB_STRIDE; bit < bits;
              bit += LMDB_STRIDE) {
@@ -569,7 +369,7 @@ typedef struct rates {
 static void rates_build(const char *path)
 {
     pl_registry *reg = live_registry();
-    pl_engine *e = engine(path, reg);
+    pl_engine *e = t_engine(path, reg, PL_DURABILITY_SYNC);
     bool ok;
     int64_t at, retry;
     for (int i = 0; i < 3; i++) {
@@ -592,7 +392,7 @@ static void rates_build(const char *path)
 static void rates_hold(rates *r, const char *what)
 {
     pl_registry *reg = live_registry();
-    pl_engine *e = engine(r->copy, reg);
+    pl_engine *e = t_engine(r->copy, reg, PL_DURABILITY_SYNC);
     int64_t now = 0, end = 0;
     int calls = 0, units = 0, st = PL_OK, ust = PL_OK;
     bool ok = true;
@@ -726,13 +526,14 @@ Test(pg_liveflip, rate_budgets_on_lmdb)
     memcpy(fs[1].key + 2 + strlen(BUDGET), "tokens", 6);
     fs[1].klen = 2 + strlen(BUDGET) + 6;
     for (size_t i = 0; i < 2; i++) {
-        size_t bits = lmdb_size(base, "flow", fs[i].key, fs[i].klen) * 8;
+        size_t bits = t_flip_lmdb_get(base, "flow", fs[i].key, fs[i].klen, NULL,
+                                      0) *
+                      8;
         for (size_t bit = 0; bit < bits; bit++) {
             t_store_copy(copy, base);
             unlink(lock);
             fs[i].bit = bit;
-            live l = {.copy = copy};
-            lmdb_damage(&l, &fs[i]);
+            t_flip_lmdb(copy, "flow", fs[i].key, fs[i].klen, bit, false);
             char what[160];
             snprintf(what, sizeof what, "flow '%c' record, bit %zu of %zu",
                      fs[i].key[0], bit, bits);

@@ -24,18 +24,14 @@
  */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
-#include <errno.h>
-#include <fcntl.h>
 #include <libpq-fe.h>
-#include <lmdb.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "support.h"
+#include "support_flip.h"
 #include "support_pgflip.h"
 
 TestSuite(pg_rideflip, .timeout = 240);
@@ -47,23 +43,6 @@ static const char *const g_ids[] = {"ride-k", "ride-p"};
 static char g_effects[4200];
 
 /* ---- the policies ------------------------------------------------------ */
-
-/* eff: appends its payload's "k" to the effects file; returns it. */
-static int eff(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
-{
-    (void)ctx;
-    (void)user;
-    const cJSON *k = cJSON_GetObjectItemCaseSensitive(a->payload, "k");
-    if (!cJSON_IsString(k))
-        return pl_steps_add_error(out, PL_ERR_INVALID_INPUT, "no k");
-    FILE *f = fopen(g_effects, "a");
-    if (!f)
-        return PL_EIO;
-    bool ok = fprintf(f, "%s\n", k->valuestring) > 0;
-    ok &= fclose(f) == 0;
-    return ok ? pl_steps_add_resultf(out, "{s:s}", "k", k->valuestring)
-              : PL_EIO;
-}
 
 /* rider: an effect, the event "go" (a day at most), an effect. */
 static int rider(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
@@ -91,7 +70,7 @@ static pl_registry *ride_registry(bool with_rider)
 {
     pl_registry *reg = NULL;
     cr_assert_eq(pl_registry_new(&reg), PL_OK);
-    cr_assert_eq(pl_registry_add_fn(reg, "eff", eff, NULL), PL_OK);
+    cr_assert_eq(pl_registry_add_fn(reg, "eff", t_flip_eff, g_effects), PL_OK);
     if (with_rider)
         cr_assert_eq(pl_registry_add_fn(reg, "rider", rider, NULL), PL_OK);
     return reg;
@@ -99,28 +78,9 @@ static pl_registry *ride_registry(bool with_rider)
 
 static pl_engine *engine(const char *path, const pl_registry *reg)
 {
-    pl_engine_options o = PL_ENGINE_OPTIONS_INIT;
-    o.durability = PL_DURABILITY_SYNC;
-    pl_engine *e = NULL;
-    cr_assert_eq(pl_engine_open(&e, path, reg, &o), PL_OK, "%s", pl_errmsg());
+    pl_engine *e = t_engine(path, reg, PL_DURABILITY_SYNC);
     cr_assert_eq(pl_engine_set_wait_in_place(e, 0), PL_OK);
     return e;
-}
-
-/* How many times the effects file counts @p k. */
-static int counted(const char *k)
-{
-    FILE *f = fopen(g_effects, "r");
-    if (!f)
-        return 0;
-    char line[128];
-    int n = 0;
-    while (fgets(line, sizeof line, f)) {
-        line[strcspn(line, "\n")] = '\0';
-        n += strcmp(line, k) == 0;
-    }
-    fclose(f);
-    return n;
 }
 
 /* ---- the store --------------------------------------------------------- */
@@ -130,18 +90,9 @@ static void build(const char *path)
     pl_registry *reg = ride_registry(true);
     pl_engine *e = engine(path, reg);
     for (int i = 0; i < 2; i++) {
-        char json[64];
-        snprintf(json, sizeof json, "{\"id\": \"%s\"}", g_ids[i]);
-        cJSON *p = t_json(json);
-        pl_action a = {PL_ACTION_VERSION, "rider", p, NULL, 0, NULL};
-        pl_run_options ro = PL_RUN_OPTIONS_INIT;
-        ro.run_id = g_ids[i];
-        ro.concurrency_key = i ? NULL : "slot";
-        ro.concurrency_limit = i ? 0 : 1;
-        cr_assert_eq(pl_run_submit(NULL, e, &a, &ro), PL_OK, "%s", pl_errmsg());
-        cJSON_Delete(p);
+        t_flip_submit(e, g_ids[i], "rider", 0, i ? NULL : "slot");
         pl_outcome *o = NULL;
-        ro = (pl_run_options)PL_RUN_OPTIONS_INIT;
+        pl_run_options ro = PL_RUN_OPTIONS_INIT;
         cr_assert_eq(pl_run_continue(&o, e, g_ids[i], &ro), PL_OK, "%s",
                      pl_errmsg());
         cr_assert_eq(o->status, PL_RUN_WAITING, "%s: status %d", g_ids[i],
@@ -207,35 +158,14 @@ static int ride(const char *path)
         pl_engine_close(e);
         _exit(code);
     }
-    int ws = 0;
-    pid_t got = 0;
-    for (int ms = 0; (got = waitpid(kid, &ws, WNOHANG)) == 0; ms += 5) {
-        if (ms > CHILD_MS) {
-            kill(kid, SIGKILL);
-            waitpid(kid, &ws, 0);
-            cr_assert_fail("a ride did not end in %d ms", CHILD_MS);
-        }
-        usleep(5 * 1000);
-    }
-    cr_assert_eq(got, kid, "%s", strerror(errno));
-    cr_assert(WIFEXITED(ws), "a ride died of signal %d",
-              WIFSIGNALED(ws) ? WTERMSIG(ws) : 0);
-    return WEXITSTATUS(ws);
-}
-
-static void effects_reset(const sweep *s)
-{
-    FILE *f = fopen(g_effects, "w");
-    cr_assert_not_null(f);
-    cr_assert_eq(fwrite(s->effects, 1, s->effects_len, f), s->effects_len);
-    cr_assert_eq(fclose(f), 0);
+    return t_flip_wait(kid, CHILD_MS, "a ride");
 }
 
 /* The copy ridden: what it must hold to (@p what: the flip; NULL: the
  * undamaged store, whose results are kept). */
 static void ride_and_hold(sweep *s, const char *what)
 {
-    effects_reset(s);
+    t_flip_put(g_effects, s->effects, s->effects_len);
     int x = ride(s->copy);
     const char *w = what ? what : "undamaged";
     cr_assert(x == 9 || (x < 9 && x % 3 != 2 && x / 3 != 2),
@@ -243,9 +173,10 @@ static void ride_and_hold(sweep *s, const char *what)
     for (int i = 0; i < 2; i++) {
         char k[64];
         snprintf(k, sizeof k, "%s-1", g_ids[i]);
-        cr_assert_eq(counted(k), 1, "%s: %s ran again", w, k);
+        cr_assert_eq(t_flip_counted(g_effects, k), 1, "%s: %s ran again", w, k);
         snprintf(k, sizeof k, "%s-2", g_ids[i]);
-        cr_assert_leq(counted(k), 1, "%s: %s ran twice", w, k);
+        cr_assert_leq(t_flip_counted(g_effects, k), 1, "%s: %s ran twice", w,
+                      k);
     }
     pl_registry *reg = ride_registry(true);
     pl_engine_options o = PL_ENGINE_OPTIONS_INIT;
@@ -301,18 +232,6 @@ static void ride_and_hold(sweep *s, const char *what)
     }
 }
 
-static char *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "r");
-    cr_assert_not_null(f);
-    char *b = malloc(4096);
-    cr_assert_not_null(b);
-    *len = fread(b, 1, 4096, f);
-    cr_assert(feof(f));
-    fclose(f);
-    return b;
-}
-
 static void setup(sweep *s, const char *kind, char *base, char *copy,
                   size_t cap)
 {
@@ -323,7 +242,7 @@ static void setup(sweep *s, const char *kind, char *base, char *copy,
     t_store_in(copy, cap, t_tmpdir(), "copy.db");
     t_store_copy(copy, base);
     *s = (sweep){.base = base, .copy = copy};
-    s->effects = slurp(g_effects, &s->effects_len);
+    s->effects = t_flip_slurp(g_effects, &s->effects_len);
     ride_and_hold(s, NULL);
 }
 
@@ -405,18 +324,13 @@ typedef struct rec {
 
 static size_t lmdb_records(const char *path, rec *out, size_t cap)
 {
-    MDB_env *env = NULL;
-    MDB_txn *txn = NULL;
-    cr_assert_eq(mdb_env_create(&env), 0);
-    cr_assert_eq(mdb_env_set_maxdbs(env, 16), 0);
-    cr_assert_eq(mdb_env_open(env, path, MDB_NOSUBDIR | MDB_NOTLS, 0600), 0);
-    cr_assert_eq(mdb_txn_begin(env, NULL, MDB_RDONLY, &txn), 0);
     static const char *const dbs[] = {"timers", "inbox", "flow"};
     size_t n = 0;
     for (size_t i = 0; i < 3; i++) {
+        MDB_txn *txn;
         MDB_dbi dbi;
         MDB_cursor *cur;
-        cr_assert_eq(mdb_dbi_open(txn, dbs[i], 0, &dbi), 0, "no %s", dbs[i]);
+        MDB_env *env = t_flip_lmdb_open(path, dbs[i], MDB_RDONLY, &txn, &dbi);
         cr_assert_eq(mdb_cursor_open(txn, dbi, &cur), 0);
         MDB_val k, v;
         for (int rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); !rc;
@@ -431,39 +345,10 @@ static size_t lmdb_records(const char *path, rec *out, size_t cap)
             out[n++].vlen = v.mv_size;
         }
         mdb_cursor_close(cur);
+        mdb_txn_abort(txn);
+        mdb_env_close(env);
     }
-    mdb_txn_abort(txn);
-    mdb_env_close(env);
     return n;
-}
-
-/* Bit @p bit of the value of @p r in the store at @p path, flipped (@p key:
- * of its key, the record moved there). */
-static void lmdb_flip(const char *path, const rec *r, size_t bit, bool key)
-{
-    MDB_env *env = NULL;
-    MDB_txn *txn = NULL;
-    cr_assert_eq(mdb_env_create(&env), 0);
-    cr_assert_eq(mdb_env_set_maxdbs(env, 16), 0);
-    cr_assert_eq(mdb_env_open(env, path, MDB_NOSUBDIR | MDB_NOTLS, 0600), 0);
-    cr_assert_eq(mdb_txn_begin(env, NULL, 0, &txn), 0);
-    MDB_dbi dbi;
-    cr_assert_eq(mdb_dbi_open(txn, r->db, 0, &dbi), 0);
-    MDB_val k = {r->klen, (void *)r->key}, v;
-    cr_assert_eq(mdb_get(txn, dbi, &k, &v), 0);
-    uint8_t buf[1024], kb[64];
-    cr_assert_leq(v.mv_size, sizeof buf);
-    memcpy(buf, v.mv_data, v.mv_size);
-    memcpy(kb, r->key, r->klen);
-    uint8_t *p = key ? kb : buf;
-    p[bit / 8] ^= (uint8_t)(1u << (bit % 8));
-    v.mv_data = buf;
-    if (key)
-        cr_assert_eq(mdb_del(txn, dbi, &k, NULL), 0);
-    k.mv_data = kb;
-    cr_assert_eq(mdb_put(txn, dbi, &k, &v, 0), 0);
-    cr_assert_eq(mdb_txn_commit(txn), 0);
-    mdb_env_close(env);
 }
 
 Test(pg_rideflip, every_ride_record_on_lmdb)
@@ -486,7 +371,7 @@ Test(pg_rideflip, every_ride_record_on_lmdb)
             size_t b = key ? bit - vbits : bit;
             t_store_copy(copy, base);
             unlink(lock);
-            lmdb_flip(copy, &recs[i], b, key);
+            t_flip_lmdb(copy, recs[i].db, recs[i].key, recs[i].klen, b, key);
             char what[200];
             snprintf(what, sizeof what, "the %s of a %.8s record, bit %zu",
                      key ? "key" : "value", recs[i].db, b);
