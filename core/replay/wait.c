@@ -156,11 +156,6 @@ static void inbox_free(inbox *ib)
     memset(ib, 0, sizeof *ib);
 }
 
-/* The largest inbox seq: an `event` step records it as a JSON number,
- * exact to 2^53.  A store gives 1, 2, 3...: a seq past it (or 0) is a
- * damaged key, PL_ECORRUPT, not an event step that cannot be made. */
-#define INBOX_SEQ_MAX ((uint64_t)1 << 53)
-
 /* Decode @p ib->raw; its last record is @p last, if given (a ride's). */
 static int inbox_decode(inbox *ib, const char *id, const pl__inbox_rec *last)
 {
@@ -169,10 +164,7 @@ static int inbox_decode(inbox *ib, const char *id, const pl__inbox_rec *last)
         return pl__err(PL_ENOMEM, "out of memory");
     for (; ib->n < ib->raw.n; ib->n++) {
         size_t i = ib->n;
-        uint64_t seq = ib->raw.e[i].klen == 8
-                           ? pl__get_be64(pl__kvs_key(&ib->raw, i))
-                           : 0;
-        if (!seq || seq > INBOX_SEQ_MAX)
+        if (!pl__inbox_seq_ok(pl__kvs_key(&ib->raw, i), ib->raw.e[i].klen))
             return pl__err(PL_ECORRUPT, "run '%s': an inbox key is malformed",
                            id);
         if ((st = last && i + 1 == ib->raw.n
