@@ -1,25 +1,33 @@
 /*
  * test_pg_liveflip.c -- hostile bytes in what a running worker and the
  * flow control read, on PostgreSQL and on LMDB: a lease damaged while its
- * run executes (its renewal), and the rate budgets (calls and units).
+ * run executes (its renewal), a queued run's concurrency key and limit,
+ * and the rate budgets (calls and units).
  *
  * A LEASE RENEWED.  The store holds two runs, "held-a" (with a
  * concurrency key) and "held-b", each an effect, a call of "gate" and an
  * effect; gate counts its entry and returns only once the test makes the
  * file "release".  A worker in a forked child (three threads, its lease
  * renewed every 50 ms) takes both and holds them at the gate; the test
- * then flips every STRIDE-th (LMDB_STRIDE-th) bit of held-a's lease (PostgreSQL: its bigint
- * columns; LMDB: its lease value and its flow record, each written back
- * through LMDB by this process as a damaged disk would hand them over),
- * one flip to a copy of the store, waits HOLD_MS (several renewals, more
- * than a lease), releases the gates and lets the worker drain.  Each flip
- * must: never run a call the ledger has a result for (held-a's gate may
+ * then flips every STRIDE-th (LMDB_STRIDE-th) bit of held-a's lease
+ * (PostgreSQL: its bigint columns; LMDB: its lease value and its flow
+ * record, each written back through LMDB by this process as a damaged
+ * disk would hand them over), one flip to a copy of the store, waits
+ * HOLD_MS (several renewals, more than a lease), releases the gates and
+ * lets the worker drain.  Each flip must: never run a call the ledger has a result for (held-a's gate may
  * run again: its lease may be lost with the call in flight, whose result
  * the ledger never got), never run held-b's gate twice (its lease is
  * whole: it expires only when its process dies or stops, or loses the
  * store, docs/design.md §14), fail a run only with PL_ECORRUPT or
  * PL_EVERSION, complete one only with the undamaged store's result, and
  * never crash nor hang.
+ *
+ * A KEY'S LIMIT.  As above, with a third run, "held-c", of held-a's key
+ * (its limit 1), queued: its limit or key (PostgreSQL: the lease row's
+ * flimit and fkey; LMDB: its flow record) is flipped while held-a is
+ * held, and held-c must not reach its gate before the release: never a
+ * run past its key's limit (docs/design.md §14, flow control).
+ * PostgreSQL does not keep it yet (key_limit_on_pg, disabled).
  *
  * RATE BUDGETS.  A budget of calls (5 a window, 3 taken) and one in units
  * (500 a window, 300 taken), in windows of 2^40 ms (so none ends during
