@@ -111,6 +111,7 @@
 #include <sys/socket.h>
 
 #include "bench.h"
+#include "cli.h" /* cli_store_shown(): no password printed */
 #include "pg_store.h" /* pl__pg_counts_get(): round trips to the server */
 
 /* The rate workload (bench_rate.c) on a store of its own. */
@@ -127,7 +128,7 @@ static int report_rate(bool quick)
  * returns the failures. */
 static int report_pg(bool quick, unsigned only)
 {
-    say("on PostgreSQL: %s\n\n", g_pg_uri);
+    say("on PostgreSQL: %s\n\n", cli_store_shown(g_pg_uri));
     cJSON_AddStringToObject(g_json, "store", "postgresql");
     return (only & 1u << 1 ? report_pg_w1(quick) : 0) +
            (only & 1u << 3 ? report_pg_w3(quick) : 0) +

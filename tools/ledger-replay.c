@@ -444,7 +444,7 @@ static int parse_args(options *o, int argc, char **argv)
         if (a[0] != '-' || !strcmp(a, "-")) {
             if (o->store) {
                 cli_error("unexpected argument %s (the store is %s)", QUOTE(a),
-                          QUOTE(o->store));
+                          QUOTE(cli_store_shown(o->store)));
                 return EXIT_USAGE;
             }
             o->store = a;
@@ -790,11 +790,11 @@ int main(int argc, char **argv)
         if (st == PL_ENOTFOUND && eo.no_create)
             cli_error("no store at %s: --%s needs an existing store, and "
                       "nothing was created (PL_ENOTFOUND)",
-                      cli_quote(q, sizeof q, t.opt.store),
+                      cli_quote(q, sizeof q, cli_store_shown(t.opt.store)),
                       mode_name(t.opt.mode));
         else
             cli_error("cannot open the store %s: %s (%s)",
-                      cli_quote(q, sizeof q, t.opt.store), pl_errmsg(),
+                      cli_quote(q, sizeof q, cli_store_shown(t.opt.store)), pl_errmsg(),
                       pl_status_name(st));
         rc = EXIT_OPEN;
         goto done;
@@ -828,7 +828,8 @@ int main(int argc, char **argv)
     if (t.opt.json) {
         cJSON *doc = cJSON_CreateObject();
         if (doc) {
-            cJSON_AddStringToObject(doc, "store", t.opt.store);
+            cJSON_AddStringToObject(doc, "store",
+                                    cli_store_shown(t.opt.store));
             cJSON_AddStringToObject(doc, "mode", mode_name(t.opt.mode));
             cJSON_AddItemToObject(doc, "runs", t.runs);
             cJSON_AddItemToObject(doc, "skipped", t.skipped);

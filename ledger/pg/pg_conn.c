@@ -495,7 +495,8 @@ static bool schema_ok(const char *p, size_t n)
     return true;
 }
 
-/* The URI for messages: its password, if any, shown as "***". */
+/* The URI for messages: its password, if any (the user part's, a
+ * password= parameter's), shown as "***". */
 static char *masked(const char *uri)
 {
     const char *user = strstr(uri, "://");
@@ -503,9 +504,30 @@ static char *masked(const char *uri)
     size_t hostpart = strcspn(user, "/?");
     const char *at = memchr(user, '@', hostpart);
     const char *colon = at ? memchr(user, ':', (size_t)(at - user)) : NULL;
-    if (!colon)
-        return pl__strdup(uri);
-    return pl__asprintf("%.*s***%s", (int)(colon + 1 - uri), uri, at);
+    char *m = colon ? pl__asprintf("%.*s***%s", (int)(colon + 1 - uri), uri, at)
+                    : pl__strdup(uri);
+    /* each "password=VALUE" of the query as "password=***": at most 3
+     * bytes longer than what it replaces, written into a copy with room */
+    char *q = m ? strchr(m, '?') : NULL;
+    if (!q)
+        return m;
+    char *out = pl__asprintf("%s%*s", m, (int)(3 * strlen(q)), "");
+    if (!out) {
+        free(m);
+        return NULL;
+    }
+    size_t o = (size_t)(q - m);
+    for (const char *p = q; *p;) {
+        out[o++] = *p++; /* '?' or '&' */
+        size_t n = strcspn(p, "&");
+        bool secret = n >= 9 && !strncmp(p, "password=", 9);
+        memcpy(out + o, secret ? "password=***" : p, secret ? 12 : n);
+        o += secret ? 12 : n;
+        p += n;
+    }
+    out[o] = '\0';
+    free(m);
+    return out;
 }
 
 /*
