@@ -244,10 +244,21 @@ static int parse_args(opts *o, int argc, char **argv)
         cli_error("--schedules lists the schedules; it takes only --format");
         return CLI_EXIT_USAGE;
     }
-    if ((o->verify && (o->stats || o->follow)) || (o->stats && o->run) ||
+    if ((o->verify && (o->stats || o->follow || o->chain)) ||
+        (o->stats && o->run) ||
         (o->follow && o->format == FMT_JSON)) {
-        cli_error("--verify, --stats and --follow do not combine that way "
-                  "(see --help)");
+        cli_error("--verify, --stats, --chain and --follow do not combine that "
+                  "way (see --help)");
+        return CLI_EXIT_USAGE;
+    }
+    /* a filter these would not apply is refused, not ignored: a script
+     * asking --verify --status failed must not get every run's answer */
+    if ((o->verify || o->stats || o->chain) &&
+        (o->has_status || o->policy || o->has_since || o->has_type ||
+         o->actor || o->invocation || o->full || o->follow)) {
+        cli_error("%s takes no filter (--status, --policy, --since, --type, "
+                  "--actor, --invocation) nor --full or --follow",
+                  o->verify ? "--verify" : o->stats ? "--stats" : "--chain");
         return CLI_EXIT_USAGE;
     }
     return -1; /* go on */
