@@ -1,0 +1,327 @@
+#!/usr/bin/env python3
+"""What docs/tools.md and each tool's --help promise, held against the real
+ledger-dump, ledger-replay and ledger-web, on an LMDB store and (with the
+argument Pg, under tests/pg_run.sh) on a PostgreSQL schema.
+
+usage: test_tool_promises.py --dump D --replay R --web W --plugin P
+                             --helper H --source DIR [Pg]
+
+- every flag a tool's parser knows is in its --help, and every flag its
+  --help lists is one it takes;
+- a store's password (a postgresql:// URI's user part or password=
+  parameter) is never printed: not in a message, ledger-replay --json's
+  store, ledger-web's first line or /api/session;
+- ledger-dump --verify, --stats and --chain refuse a filter (exit 1)
+  rather than ignore it;
+- --follow follows a run queued for a worker, or waiting for an event,
+  until it ends;
+- --signal and --cancel of a run that never was say so, exit 2;
+- ledger-replay --json's "exit" is the process's exit status;
+- on PostgreSQL, what opens the store for reading (ledger-dump, --check,
+  --upgrade --dry-run, --prune --dry-run) changes no row.
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+import urllib.request
+
+A = None
+PG = os.environ.get("PL_TEST_PG_URI")
+SECRET = "s3cret-pw"
+
+
+def run(*cmd, timeout=60, **kw):
+    p = subprocess.run([str(c) for c in cmd], capture_output=True, text=True,
+                       timeout=timeout, **kw)
+    return p.returncode, p.stdout, p.stderr
+
+
+class Stores:
+    """A store of the backend under test: a file in a temporary directory,
+    or a schema of its own on the server pg_run.sh started."""
+    pg = False
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="pl-promises-")
+        self.n = 0
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def new_store(self):
+        self.n += 1
+        if self.pg:
+            return "%s&schema=%s_%d" % (PG, self.id().split(".")[-1][5:20],
+                                        self.n)
+        return os.path.join(self.tmp, "s%d.db" % self.n)
+
+    def replay(self, store, *args, timeout=60):
+        return run(A.replay, store, *args, timeout=timeout)
+
+    def ok(self, *cmd):
+        rc, out, err = run(*cmd)
+        self.assertEqual(rc, 0, (cmd, out, err))
+        return out
+
+
+class Help(unittest.TestCase):
+    # flags another program's, cited by a help: ledger-replay --import and
+    # jq -r in ledger-dump's, ledger-dump --format in ledger-replay's
+    CITED = {"ledger-dump": {"--import", "-r"},
+             "ledger-replay": {"--format"}, "ledger-web": set()}
+    SOURCES = {"ledger-dump": ["ledger-dump.c"],
+               "ledger-replay": ["ledger-replay.c", "replay_retention.c"],
+               "ledger-web": ["web_main.c"]}
+
+    def test_every_flag_listed_and_taken(self):
+        for tool, path in (("ledger-dump", A.dump),
+                           ("ledger-replay", A.replay),
+                           ("ledger-web", A.web)):
+            rc, text, err = run(path, "--help")
+            self.assertEqual((rc, err), (0, ""), tool)
+            listed = set(re.findall(r"(?<![\w-])(--?[a-z][a-z-]*)", text))
+            source = "".join(open(os.path.join(A.source, "tools", f)).read()
+                             for f in self.SOURCES[tool])
+            known = set(re.findall(r'"(--?[a-z][a-z-]*)"', source))
+            self.assertEqual(sorted(known - listed), [],
+                             "%s takes these, --help does not list them"
+                             % tool)
+            for flag in sorted(listed - self.CITED[tool] - {"-h", "--help"}):
+                _, _, err = run(path, flag)
+                self.assertNotIn("unknown option", err,
+                                 "%s --help lists %s" % (tool, flag))
+
+
+class Secrets(Stores, unittest.TestCase):
+    """A server that cannot be reached: the message names the store, with
+    its password masked."""
+
+    def test_no_password_in_a_message(self):
+        uri = ("postgresql://alice:%s@127.0.0.1:1/db?connect_timeout=5"
+               "&password=%s" % (SECRET, SECRET))
+        for cmd in ([A.dump, uri], [A.replay, uri, "--plugin", A.plugin,
+                                    "--check", "--json"],
+                    [A.replay, uri, "--cancel", "x"],
+                    [A.replay, uri, "stray", "--check"],
+                    [A.web, uri, "--listen", "127.0.0.1:0"]):
+            rc, out, err = run(*cmd)
+            self.assertIn(rc, (1, 2), (cmd, err))
+            self.assertNotIn(SECRET, out + err, cmd[0])
+            self.assertIn("alice:***@127.0.0.1:1", err, cmd[0])
+            self.assertIn("password=***", err, cmd[0])
+
+
+class Dump(Stores, unittest.TestCase):
+    def test_verify_stats_chain_refuse_a_filter(self):
+        store = self.new_store()
+        self.ok(A.helper, "start", store, A.plugin, "approval", "ap-1", "{}")
+        filters = (["--status", "failed"], ["--policy", "approval"],
+                   ["--since", "2h"], ["--type", "text"], ["--actor", "x"],
+                   ["--invocation", "0"], ["--full"])
+        for mode in (["--verify"], ["--stats"], ["--chain", "--run", "ap-1"],
+                     ["--verify", "--run", "ap-1"]):
+            self.ok(A.dump, store, *mode)
+            for f in filters:
+                if "--run" not in mode and f[0] in ("--type", "--actor",
+                                                    "--invocation", "--full"):
+                    f = f + ["--run", "ap-1"]
+                rc, out, err = run(A.dump, store, *mode, *f)
+                self.assertEqual(rc, 1, (mode, f, out, err))
+                self.assertEqual(out, "")
+        rc, _, err = run(A.dump, store, "--verify", "--chain", "--run", "ap-1")
+        self.assertEqual(rc, 1, err)
+
+    def follow(self, store, run_id, then):
+        """--follow on run_id, started, then `then` run; the follower's
+        output, errors and exit status."""
+        f = subprocess.Popen([A.dump, store, "--run", run_id, "--follow",
+                              "--format", "jsonl"], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        try:
+            time.sleep(0.5)  # it has read the run as it is
+            if f.poll() is not None:
+                self.fail("--follow stopped at once: " + f.stderr.read())
+            self.ok(*then)
+            out, err = f.communicate(timeout=30)
+        finally:
+            if f.poll() is None:
+                f.kill()
+                f.wait()
+        return f.returncode, out, err
+
+    def test_follow_a_submitted_run(self):
+        store = self.new_store()
+        self.ok(A.replay, store, "--plugin", A.plugin, "--submit", "note",
+                "--payload", '{"text":"hi"}', "--new-id", "q-1")
+        rc, out, err = self.follow(store, "q-1", [A.replay, store, "--plugin",
+                                                  A.plugin, "--run", "q-1"])
+        self.assertEqual(rc, 0, err)
+        steps = [json.loads(line) for line in out.splitlines()]
+        self.assertEqual(steps[-1]["payload"], {"noted": "hi"})
+        self.assertIn('run "q-1" is completed', err)
+
+    def test_follow_a_waiting_run(self):
+        store = self.new_store()
+        self.ok(A.helper, "start", store, A.plugin, "await", "aw-1", "{}")
+        rc, out, err = self.follow(store, "aw-1", [
+            A.replay, store, "--plugin", A.plugin, "--signal", "aw-1",
+            "--name", "go", "--payload", '{"n": 1}'])
+        self.assertEqual(rc, 0, err)
+        steps = [json.loads(line) for line in out.splitlines()]
+        self.assertEqual(steps[-1]["payload"], {"got": {"n": 1}})
+        self.assertIn('run "aw-1" is completed', err)
+
+
+class Replay(Stores, unittest.TestCase):
+    def test_signal_or_cancel_of_no_run(self):
+        store = self.new_store()
+        self.ok(A.replay, store, "--plugin", A.plugin, "--submit", "note",
+                "--payload", "{}", "--new-id", "q-1")
+        for args in (["--cancel", "nope"],
+                     ["--signal", "nope", "--name", "go", "--payload", "{}"]):
+            rc, out, err = self.replay(store, *args)
+            self.assertEqual(rc, 2, err)
+            self.assertIn("no run 'nope'", err)
+            self.assertNotIn("tombstone", err)
+
+    def test_json_exit_is_the_exit_status(self):
+        store = self.new_store()
+        p = ["--plugin", A.plugin]
+        cases = [
+            (0, p + ["--submit", "note", "--payload", '{"text":"a"}',
+                     "--new-id", "n-1"]),
+            (0, p + ["--run", "n-1"]),
+            (2, p + ["--run", "nope"]),
+            (0, p + ["--check"]),
+            (1, p + ["--resume", "n-1", "--answer", "{}"]),
+            (0, p + ["--submit", "approval", "--payload", "{}", "--new-id",
+                     "ap-1"]),
+            (4, p + ["--run", "ap-1"]),
+            (5, ["--cancel", "ap-1"]),
+            (1, ["--cancel", "ap-1"]),
+            (2, ["--schedule-delete", "none"]),
+            (0, ["--prune", "--older-than", "0s", "--dry-run"]),
+        ]
+        for want, args in cases:
+            rc, out, err = self.replay(store, *args, "--json")
+            self.assertEqual(rc, want, (args, err))
+            doc = json.loads(out)
+            self.assertEqual(doc["exit"], rc, args)
+            self.assertEqual(sorted(doc)[:4], ["exit", "mode", "runs",
+                                               "skipped"], args)
+            self.assertIsInstance(doc["runs"], list)
+
+
+class PgSecrets(Stores, unittest.TestCase):
+    """On a server that answers: the password given (trust ignores it)
+    is in no output."""
+    pg = True
+
+    def test_no_password_in_outputs(self):
+        store = self.new_store() + "&password=" + SECRET
+        rc, out, err = self.replay(store, "--plugin", A.plugin, "--submit",
+                                   "note", "--payload", "{}", "--json")
+        self.assertEqual(rc, 0, err)
+        self.assertNotIn(SECRET, out + err)
+        self.assertIn("password=***", json.loads(out)["store"])
+        web = subprocess.Popen([A.web, store, "--read-only", "--listen",
+                                "127.0.0.1:0"], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+        try:
+            line = web.stdout.readline()
+            self.assertNotIn(SECRET, line)
+            url = re.search(r"http://\S+", line).group(0)
+            with urllib.request.urlopen(url + "/api/session",
+                                        timeout=30) as r:
+                session = json.loads(r.read())
+            self.assertIn("password=***", session["store"])
+            self.assertNotIn(SECRET, json.dumps(session))
+        finally:
+            web.send_signal(signal.SIGTERM)
+            _, err = web.communicate(timeout=30)
+        self.assertEqual(web.returncode, 0, err)
+        self.assertNotIn(SECRET, err)
+        rc, _, err = run(A.dump, self.new_store() + "&password=" + SECRET)
+        self.assertEqual(rc, 2, err)
+        self.assertNotIn(SECRET, err)
+
+
+class PgReadOnly(Stores, unittest.TestCase):
+    """What opens a store for reading leaves every row as it was: each
+    table of the schema, rows and their xmin, hashed before and after."""
+    pg = True
+
+    def rows(self, schema):
+        q = ("SELECT string_agg(format('SELECT %%L || md5(coalesce(string_agg("
+             "t.xmin::text || t::text, ''|'' ORDER BY t::text), '''')) FROM "
+             "%%I.%%I t', c.relname, n.nspname, c.relname), ' UNION ALL ') "
+             "FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+             "WHERE n.nspname = '%s' AND c.relkind = 'r'" % schema)
+        union = self.ok("psql", "-XAtq", "-v", "ON_ERROR_STOP=1", PG, "-c", q)
+        self.assertTrue(union.strip(), "no tables in " + schema)
+        return sorted(self.ok("psql", "-XAtq", "-v", "ON_ERROR_STOP=1", PG,
+                              "-c", union).split())
+
+    def test_readers_write_nothing(self):
+        store = self.new_store()
+        schema = store.rsplit("schema=", 1)[1]
+        p = ["--plugin", A.plugin]
+        self.ok(A.replay, store, *p, "--submit", "note", "--payload",
+                '{"text":"a"}', "--new-id", "n-1")
+        self.ok(A.replay, store, *p, "--run", "n-1")
+        self.ok(A.helper, "start", store, A.plugin, "approval", "ap-1", "{}")
+        self.ok(A.replay, store, "--schedule-put", "tick", "--cron",
+                "0 3 * * *", "--policy", "note", "--payload", "{}")
+        before = self.rows(schema)
+        for cmd in ([A.dump, store], [A.dump, store, "--run", "ap-1"],
+                    [A.dump, store, "--run", "n-1", "--format", "jsonl"],
+                    [A.dump, store, "--verify"], [A.dump, store, "--stats"],
+                    [A.dump, store, "--schedules"],
+                    [A.replay, store, *p, "--check"],
+                    [A.replay, store, *p, "--check", "--live"],
+                    [A.replay, store, *p, "--upgrade", "--all-diverged",
+                     "--dry-run"],
+                    [A.replay, store, "--prune", "--older-than", "0s",
+                     "--dry-run"]):
+            self.ok(*cmd)
+            self.assertEqual(self.rows(schema), before, cmd[1:])
+        # and a write is seen: the hashes are of what a command changes
+        rc, _, err = self.replay(store, "--cancel", "ap-1")
+        self.assertEqual(rc, 5, err)
+        self.assertNotEqual(self.rows(schema), before)
+
+
+def main():
+    global A
+    ap = argparse.ArgumentParser()
+    for name in ("dump", "replay", "web", "plugin", "helper", "source"):
+        ap.add_argument("--" + name, required=True)
+    ap.add_argument("only", nargs="*")
+    A = ap.parse_args()
+    if A.only == ["Pg"]:
+        if not PG:
+            sys.exit("the Pg cases run under tests/pg_run.sh")
+        suite = unittest.TestSuite()
+        for case in (PgSecrets, PgReadOnly, Dump, Replay):
+            for name in unittest.TestLoader().getTestCaseNames(case):
+                test = case(name)
+                test.pg = True
+                suite.addTest(test)
+    else:
+        suite = unittest.TestSuite(
+            unittest.TestLoader().loadTestsFromTestCase(case)
+            for case in (Help, Secrets, Dump, Replay))
+    result = unittest.TextTestRunner(verbosity=2).run(suite)
+    sys.exit(0 if result.wasSuccessful() else 1)
+
+
+if __name__ == "__main__":
+    main()
