@@ -199,11 +199,11 @@ void mode_submit(tool *t)
                   pl_errmsg(), pl_status_name(st));
         worst(t, write_code(st));
     } else if (t->opt.json && t->runs) {
-        cJSON *j = cJSON_CreateObject();
+        /* run_id as every mode's summary has it; run as it was first */
+        cJSON *j = json_run(t, id);
         if (j) {
             cJSON_AddStringToObject(j, "run", id);
             cJSON_AddStringToObject(j, "status", "submitted");
-            cJSON_AddItemToArray(t->runs, j);
         }
     } else {
         printf("%s\n", id);

@@ -218,6 +218,8 @@ class Replay(Stores, unittest.TestCase):
             self.assertEqual(sorted(doc)[:4], ["exit", "mode", "runs",
                                                "skipped"], args)
             self.assertIsInstance(doc["runs"], list)
+            for r in doc["runs"]:  # each run's summary names it alike
+                self.assertIn("run_id", r, args)
 
 
 class PgSecrets(Stores, unittest.TestCase):
