@@ -12,7 +12,7 @@ usage: test_tool_promises.py --dump D --replay R --web W --plugin P
   parameter) is never printed: not in a message, ledger-replay --json's
   store, ledger-web's first line or /api/session;
 - ledger-dump --verify, --stats and --chain refuse a filter (exit 1)
-  rather than ignore it;
+  rather than ignore it; --verify --format jsonl is a line a run;
 - --follow follows a run queued for a worker, or waiting for an event,
   until it ends;
 - --signal and --cancel of a run that never was say so, exit 2;
@@ -138,6 +138,30 @@ class Dump(Stores, unittest.TestCase):
                 self.assertEqual(out, "")
         rc, _, err = run(A.dump, store, "--verify", "--chain", "--run", "ap-1")
         self.assertEqual(rc, 1, err)
+
+    def test_verify_and_stats_formats(self):
+        """--verify's jsonl is a line a run checked, as its text; its json
+        and --stats's the documents scripts read."""
+        store = self.new_store()
+        self.ok(A.helper, "start", store, A.plugin, "approval", "ap-1", "{}")
+        self.ok(A.replay, store, "--plugin", A.plugin, "--submit", "note",
+                "--payload", "{}", "--new-id", "q-1")
+        lines = [json.loads(x) for x in self.ok(
+            A.dump, store, "--verify", "--format", "jsonl").splitlines()]
+        self.assertEqual(lines, [{"run": "ap-1", "ok": True},
+                                 {"run": "q-1", "ok": True}])
+        doc = json.loads(self.ok(A.dump, store, "--verify", "--format",
+                                 "json"))
+        self.assertEqual(doc, {"runs_checked": 2, "fault_count": 0,
+                               "faults": []})
+        stats = json.loads(self.ok(A.dump, store, "--stats", "--format",
+                                   "json"))
+        self.assertEqual(stats["runs"], 2)
+        self.assertEqual(stats["by_status"]["suspended"], 1)
+        self.assertEqual(stats["by_status"]["submitted"], 1)
+        self.assertEqual(sum(stats["by_status"].values()), 2)
+        self.assertEqual(sorted(r["id"] for r in stats["largest"]),
+                         ["ap-1", "q-1"])
 
     def follow(self, store, run_id, then):
         """--follow on run_id, started, then `then` run; the follower's
