@@ -790,10 +790,11 @@ int main(int argc, char **argv)
     eo.lease_ms = t.opt.lease_ms;
     eo.no_create = t.opt.mode != MODE_SUBMIT && t.opt.mode != MODE_IMPORT &&
                    t.opt.mode != MODE_SCHED_PUT;
-    /* --check and --upgrade --dry-run write nothing: a read-only store or
-     * file system will do */
+    /* --check, --upgrade --dry-run and --prune --dry-run write nothing: a
+     * read-only store or file system will do */
     eo.read_only = t.opt.mode == MODE_CHECK ||
-                   (t.opt.mode == MODE_UPGRADE && t.opt.dry_run);
+                   ((t.opt.mode == MODE_UPGRADE || t.opt.mode == MODE_PRUNE) &&
+                    t.opt.dry_run);
     if ((st = pl_engine_open(&t.engine, t.opt.store, t.reg, &eo))) {
         char q[CLI_QUOTE_MAX];
         if (st == PL_ENOTFOUND && eo.no_create)

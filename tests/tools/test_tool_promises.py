@@ -17,8 +17,9 @@ usage: test_tool_promises.py --dump D --replay R --web W --plugin P
   until it ends;
 - --signal and --cancel of a run that never was say so, exit 2;
 - ledger-replay --json's "exit" is the process's exit status;
-- on PostgreSQL, what opens the store for reading (ledger-dump, --check,
-  --upgrade --dry-run, --prune --dry-run) changes no row.
+- what opens the store for reading (ledger-dump, --check, --upgrade
+  --dry-run, --prune --dry-run) works on a read-only file system, and on
+  PostgreSQL changes no row.
 """
 import argparse
 import json
@@ -215,6 +216,38 @@ class Replay(Stores, unittest.TestCase):
             self.assertEqual(rc, 2, err)
             self.assertIn("no run 'nope'", err)
             self.assertNotIn("tombstone", err)
+
+    def test_readers_on_a_read_only_file_system(self):
+        """What writes nothing opens the store read-only, so a store on a
+        read-only file system (a read-only bind mount in a mount namespace
+        of its own: root and unshare(1)) serves it."""
+        if self.pg:
+            self.skipTest("a file system is LMDB's")
+        if (shutil.which("unshare") is None or subprocess.run(
+                ["unshare", "-m", "true"], capture_output=True).returncode):
+            self.skipTest("no mount namespace to be had")
+        store = self.new_store()
+        self.ok(A.replay, store, "--plugin", A.plugin, "--submit", "note",
+                "--payload", '{"text":"a"}', "--new-id", "n-1")
+        self.ok(A.replay, store, "--plugin", A.plugin, "--run", "n-1")
+        script = ('mount --bind "$1" "$1" && mount -o remount,bind,ro "$1" '
+                  '&& touch "$1/probe" 2>/dev/null && exit 9; shift; '
+                  'exec "$@"')
+        p = ["--plugin", A.plugin]
+        for cmd in ([A.dump, store, "--verify"],
+                    [A.replay, store, *p, "--check"],
+                    [A.replay, store, *p, "--upgrade", "--all-diverged",
+                     "--dry-run"],
+                    [A.replay, store, "--prune", "--older-than", "0s",
+                     "--dry-run"]):
+            rc, out, err = run("unshare", "-m", "sh", "-c", script, "sh",
+                               self.tmp, *cmd)
+            self.assertEqual(rc, 0, (cmd[2:], out, err))
+        self.assertIn("would delete n-1", out)
+        rc, _, err = run("unshare", "-m", "sh", "-c", script, "sh", self.tmp,
+                         A.replay, store, "--prune", "--older-than", "0s")
+        self.assertEqual(rc, 2, err)  # a prune that deletes cannot
+        self.assertIn("read-only", err)
 
     def test_json_exit_is_the_exit_status(self):
         store = self.new_store()
