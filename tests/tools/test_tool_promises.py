@@ -32,6 +32,7 @@ import sys
 import tempfile
 import time
 import unittest
+import urllib.error
 import urllib.request
 
 A = None
@@ -352,6 +353,29 @@ class PgReadOnly(Stores, unittest.TestCase):
                      "--dry-run"]):
             self.ok(*cmd)
             self.assertEqual(self.rows(schema), before, cmd[1:])
+        # ledger-web --read-only, read through every kind of page, and
+        # refusing an action
+        web = subprocess.Popen([A.web, store, "--read-only", "--listen",
+                                "127.0.0.1:0"], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+        try:
+            url = re.search(r"http://\S+", web.stdout.readline()).group(0)
+            for path in ("/api/session", "/api/runs", "/api/runs/ap-1",
+                         "/api/runs/ap-1/timeline", "/api/runs/n-1/export",
+                         "/api/inbox", "/api/overview?window=day"):
+                with urllib.request.urlopen(url + path, timeout=30) as r:
+                    self.assertEqual(r.status, 200, path)
+                    r.read()
+            post = urllib.request.Request(url + "/api/runs/ap-1/cancel",
+                                          data=b"{}", method="POST")
+            with self.assertRaises(urllib.error.HTTPError) as refused:
+                urllib.request.urlopen(post, timeout=30)
+            self.assertEqual(refused.exception.code, 403)
+        finally:
+            web.send_signal(signal.SIGTERM)
+            _, err = web.communicate(timeout=30)
+        self.assertEqual(web.returncode, 0, err)
+        self.assertEqual(self.rows(schema), before, "ledger-web --read-only")
         # and a write is seen: the hashes are of what a command changes
         rc, _, err = self.replay(store, "--cancel", "ap-1")
         self.assertEqual(rc, 5, err)
