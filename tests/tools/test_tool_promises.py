@@ -218,6 +218,33 @@ class Replay(Stores, unittest.TestCase):
             self.assertIn("no run 'nope'", err)
             self.assertNotIn("tombstone", err)
 
+    def test_worker_json(self):
+        """--worker --json: stopped by SIGTERM, exit 0, one document on
+        stdout with its counts in summary; runs holds runs only."""
+        store = self.new_store()
+        self.ok(A.replay, store, "--plugin", A.plugin, "--submit", "note",
+                "--payload", '{"text":"w"}', "--new-id", "w-1")
+        w = subprocess.Popen([A.replay, store, "--plugin", A.plugin,
+                              "--worker", "--json"], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        try:
+            for _ in range(600):  # until it has taken and finished w-1
+                rc, out, _ = run(A.dump, store, "--run", "w-1", "--format",
+                                 "json")
+                if rc == 0 and json.loads(out)["run"]["status"] == \
+                        "completed":
+                    break
+                time.sleep(0.05)
+        finally:
+            w.send_signal(signal.SIGTERM)
+            out, err = w.communicate(timeout=60)
+        self.assertEqual(w.returncode, 0, err)
+        doc = json.loads(out)
+        self.assertEqual((doc["mode"], doc["exit"], doc["runs"]),
+                         ("worker", 0, []))
+        self.assertEqual(doc["summary"], {"completed": 1, "suspended": 0,
+                                          "failed": 0, "not_executed": 0})
+
     def test_readers_on_a_read_only_file_system(self):
         """What writes nothing opens the store read-only, so a store on a
         read-only file system (a read-only bind mount in a mount namespace
