@@ -183,6 +183,27 @@ int main(int argc, char **argv)
                         "without schema= (it makes schemas of its own)\n");
         return 2;
     }
+    /* with --store, a workload named that runs on LMDB only is refused,
+     * not left out in silence */
+    const unsigned on_pg = 1u << 1 | 1u << 3 | 1u << 6 | 1u << 7 | 1u << 8 |
+                           ONLY_RATE | ONLY_TAKE | ONLY_CHURN;
+    if (g_pg_uri && only != ONLY_ALL && (only & ~on_pg)) {
+        fprintf(stderr, "pl-bench: with --store, --only takes w1, w3, w6, "
+                        "w7, w8, rate, take and churn (the others run on "
+                        "LMDB only)\n");
+        return 2;
+    }
+    if (g_pg_uri) { /* a server that cannot be had: said before any
+                       * directory is made (pg_connect() exits) */
+        PGconn *c = PQconnectdb(g_pg_uri);
+        bool up = PQstatus(c) == CONNECTION_OK;
+        if (!up)
+            fprintf(stderr, "pl-bench: cannot connect to %s: %s",
+                    cli_store_shown(g_pg_uri), PQerrorMessage(c));
+        PQfinish(c);
+        if (!up)
+            return 1;
+    }
     if (dir) {
         snprintf(g_dir, sizeof g_dir, "%s", dir);
         struct stat sb;

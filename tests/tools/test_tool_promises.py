@@ -78,28 +78,69 @@ class Help(unittest.TestCase):
     # flags another program's, cited by a help: ledger-replay --import and
     # jq -r in ledger-dump's, ledger-dump --format in ledger-replay's
     CITED = {"ledger-dump": {"--import", "-r"},
-             "ledger-replay": {"--format"}, "ledger-web": set()}
-    SOURCES = {"ledger-dump": ["ledger-dump.c"],
-               "ledger-replay": ["ledger-replay.c", "replay_retention.c"],
-               "ledger-web": ["web_main.c"]}
+             "ledger-replay": {"--format"}, "ledger-web": set(),
+             "pl-bench": set()}
+    SOURCES = {"ledger-dump": ["tools/ledger-dump.c"],
+               "ledger-replay": ["tools/ledger-replay.c",
+                                 "tools/replay_retention.c"],
+               "ledger-web": ["tools/web_main.c"],
+               "pl-bench": ["bench/bench.c"]}
+
+    def test_bench_usage(self):
+        """pl-bench's bad usage is exit 2 and one line of why, before any
+        workload runs; a workload --store cannot run is refused."""
+        if not A.bench:
+            self.skipTest("built without pl-bench")
+        for args, words in ((["--bogus"], "unknown option"),
+                            (["--only"], "--only needs a value"),
+                            (["--only", "w9"], "--only takes workloads"),
+                            (["--store", "/tmp/x.db"], "postgresql:// URI"),
+                            (["--store", "postgresql://h/db?schema=x"],
+                             "without schema="),
+                            (["--store", "postgresql://h/db", "--only",
+                              "w1,w2"], "LMDB only")):
+            rc, out, err = run(A.bench, *args)
+            self.assertEqual(rc, 2, (args, out, err))
+            self.assertIn(words, err.splitlines()[0], args)
+            self.assertNotIn("benchmark", out, args)
+        # a server that cannot be had: exit 1, no password said, and no
+        # directory left behind in TMPDIR
+        tmp = tempfile.mkdtemp(prefix="pl-promises-bench-")
+        try:
+            rc, out, err = run(
+                A.bench, "--quick", "--only", "w1", "--store",
+                "postgresql://u:%s@127.0.0.1:1/db?connect_timeout=5" % SECRET,
+                env=dict(os.environ, TMPDIR=tmp))
+            self.assertEqual(rc, 1, err)
+            self.assertIn("cannot connect to postgresql://u:***@", err)
+            self.assertNotIn(SECRET, out + err)
+            self.assertEqual(os.listdir(tmp), [])
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
 
     def test_every_flag_listed_and_taken(self):
-        for tool, path in (("ledger-dump", A.dump),
-                           ("ledger-replay", A.replay),
-                           ("ledger-web", A.web)):
+        tools = [("ledger-dump", A.dump), ("ledger-replay", A.replay),
+                 ("ledger-web", A.web)]
+        if A.bench:
+            tools.append(("pl-bench", A.bench))
+        for tool, path in tools:
             rc, text, err = run(path, "--help")
             self.assertEqual((rc, err), (0, ""), tool)
             listed = set(re.findall(r"(?<![\w-])(--?[a-z][a-z-]*)", text))
-            source = "".join(open(os.path.join(A.source, "tools", f)).read()
+            source = "".join(open(os.path.join(A.source, f)).read()
                              for f in self.SOURCES[tool])
             known = set(re.findall(r'"(--?[a-z][a-z-]*)"', source))
             self.assertEqual(sorted(known - listed), [],
                              "%s takes these, --help does not list them"
                              % tool)
+            # each alone: with no store nothing runs; pl-bench, which
+            # needs none, is stopped by a workload that is none
+            stop = ["--only", "none"] if tool == "pl-bench" else []
             for flag in sorted(listed - self.CITED[tool] - {"-h", "--help"}):
-                _, _, err = run(path, flag)
-                self.assertNotIn("unknown option", err,
-                                 "%s --help lists %s" % (tool, flag))
+                rc, _, err = run(path, flag, *stop)
+                self.assertIn(rc, (1, 2), (tool, flag, err))
+                self.assertNotRegex(err, "unknown option [\"']%s[\"']" % flag,
+                                    "%s --help lists %s" % (tool, flag))
 
 
 class Secrets(Stores, unittest.TestCase):
@@ -414,6 +455,7 @@ def main():
     ap = argparse.ArgumentParser()
     for name in ("dump", "replay", "web", "plugin", "helper", "source"):
         ap.add_argument("--" + name, required=True)
+    ap.add_argument("--bench")  # pl-bench, when the build makes it
     ap.add_argument("only", nargs="*")
     A = ap.parse_args()
     if A.only == ["Pg"]:
