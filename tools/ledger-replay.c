@@ -865,7 +865,7 @@ int main(int argc, char **argv)
 done:
     pl_engine_close(t.engine);
     t.engine = NULL;
-    close_observers(&t);
+    close_observers(&t, rc);
     watch_clear(&t.w);
     tallies_free(&t);
     cJSON_Delete(t.runs);

@@ -16,6 +16,7 @@ usage: test_tool_promises.py --dump D --replay R --web W --plugin P
 - --follow follows a run queued for a worker, or waiting for an event,
   until it ends;
 - --signal and --cancel of a run that never was say so, exit 2;
+- a refused command leaves no --trace file behind;
 - ledger-replay --json's "exit" is the process's exit status;
 - what opens the store for reading (ledger-dump, --check, --upgrade
   --dry-run, --prune --dry-run) works on a read-only file system, and on
@@ -317,6 +318,29 @@ class Replay(Stores, unittest.TestCase):
                          A.replay, store, "--prune", "--older-than", "0s")
         self.assertEqual(rc, 2, err)  # a prune that deletes cannot
         self.assertIn("read-only", err)
+
+    def test_a_refused_command_makes_no_trace_file(self):
+        """--trace FILE is made by a command that runs, and by none that
+        is refused (a missing store, no such run); one that was there
+        stays."""
+        store = self.new_store()
+        p = ["--plugin", A.plugin]
+        trace = os.path.join(self.tmp, "trace.jsonl")
+        for missing in (self.new_store(), store):
+            rc, _, err = self.replay(missing, *p, "--run", "nope", "--trace",
+                                     trace)
+            self.assertEqual(rc, 2, err)
+            self.assertFalse(os.path.exists(trace), missing)
+            if missing != store:  # then make it, for the second
+                self.ok(A.replay, store, *p, "--submit", "note", "--payload",
+                        '{"text":"t"}', "--new-id", "t-1")
+        open(trace, "w").close()
+        rc, _, err = self.replay(store, *p, "--run", "nope", "--trace", trace)
+        self.assertEqual((rc, os.path.getsize(trace)), (2, 0), err)
+        os.unlink(trace)
+        self.ok(A.replay, store, *p, "--run", "t-1", "--trace", trace)
+        events = [json.loads(x)["event"] for x in open(trace)]
+        self.assertIn("run_completed", events)
 
     def test_json_exit_is_the_exit_status(self):
         store = self.new_store()
