@@ -111,7 +111,7 @@
 #include <sys/socket.h>
 
 #include "bench.h"
-#include "cli.h" /* cli_store_shown(): no password printed */
+#include "cli.h"      /* cli_store_shown(): no password printed */
 #include "pg_store.h" /* pl__pg_counts_get(): round trips to the server */
 
 /* The rate workload (bench_rate.c) on a store of its own. */

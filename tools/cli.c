@@ -529,8 +529,7 @@ bool cli_open_store(pl_engine **engine, pl_registry **registry,
     if (st) {
         char q[CLI_QUOTE_MAX];
         cli_error("cannot open store %s: %s",
-                  cli_quote(q, sizeof q, cli_store_shown(path)),
-                  pl_errmsg());
+                  cli_quote(q, sizeof q, cli_store_shown(path)), pl_errmsg());
         pl_registry_free(*registry);
         *registry = NULL;
         return false;

@@ -80,8 +80,7 @@ static void verify_one(verify_ctx *v, const char *id)
         if (v->o->format == FMT_JSONL) { /* a line a run, as the text */
             cJSON *ok = cJSON_CreateObject();
             if (!ok || !cJSON_AddStringToObject(ok, "run", id) ||
-                !cJSON_AddTrueToObject(ok, "ok") ||
-                !cli_json_line(stdout, ok))
+                !cJSON_AddTrueToObject(ok, "ok") || !cli_json_line(stdout, ok))
                 v->oom = true;
             cJSON_Delete(ok);
         }

@@ -247,8 +247,7 @@ static int parse_args(opts *o, int argc, char **argv)
         return CLI_EXIT_USAGE;
     }
     if ((o->verify && (o->stats || o->follow || o->chain)) ||
-        (o->stats && o->run) ||
-        (o->follow && o->format == FMT_JSON)) {
+        (o->stats && o->run) || (o->follow && o->format == FMT_JSON)) {
         cli_error("--verify, --stats, --chain and --follow do not combine that "
                   "way (see --help)");
         return CLI_EXIT_USAGE;
@@ -260,7 +259,9 @@ static int parse_args(opts *o, int argc, char **argv)
          o->actor || o->invocation || o->full || o->follow)) {
         cli_error("%s takes no filter (--status, --policy, --since, --type, "
                   "--actor, --invocation) nor --full or --follow",
-                  o->verify ? "--verify" : o->stats ? "--stats" : "--chain");
+                  o->verify  ? "--verify"
+                  : o->stats ? "--stats"
+                             : "--chain");
         return CLI_EXIT_USAGE;
     }
     return -1; /* go on */

@@ -804,8 +804,8 @@ int main(int argc, char **argv)
                       mode_name(t.opt.mode));
         else
             cli_error("cannot open the store %s: %s (%s)",
-                      cli_quote(q, sizeof q, cli_store_shown(t.opt.store)), pl_errmsg(),
-                      pl_status_name(st));
+                      cli_quote(q, sizeof q, cli_store_shown(t.opt.store)),
+                      pl_errmsg(), pl_status_name(st));
         rc = EXIT_OPEN;
         goto done;
     }
@@ -838,8 +838,7 @@ int main(int argc, char **argv)
     if (t.opt.json) {
         cJSON *doc = cJSON_CreateObject();
         if (doc) {
-            cJSON_AddStringToObject(doc, "store",
-                                    cli_store_shown(t.opt.store));
+            cJSON_AddStringToObject(doc, "store", cli_store_shown(t.opt.store));
             cJSON_AddStringToObject(doc, "mode", mode_name(t.opt.mode));
             cJSON_AddItemToObject(doc, "runs", t.runs);
             cJSON_AddItemToObject(doc, "skipped", t.skipped);

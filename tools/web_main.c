@@ -126,8 +126,8 @@ static int parse_args(args *a, int argc, char **argv)
             cli_error("unknown option %s (see --help)", QUOTE(argv[i]));
             return CLI_EXIT_USAGE;
         } else if (a->store) {
-            cli_error("one store only: %s and %s", QUOTE(cli_store_shown(a->store)),
-                      QUOTE(argv[i]));
+            cli_error("one store only: %s and %s",
+                      QUOTE(cli_store_shown(a->store)), QUOTE(argv[i]));
             return CLI_EXIT_USAGE;
         } else {
             a->store = argv[i];
@@ -324,7 +324,8 @@ int main(int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
-    w.store = cli_store_shown(a.store); /* no password in a message or an answer */
+    w.store = cli_store_shown(
+        a.store); /* no password in a message or an answer */
     w.read_only = a.read_only;
     w.stall_s = a.stall_s;
     w.tmp_dir = getenv("TMPDIR");
