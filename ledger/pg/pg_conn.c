@@ -506,28 +506,14 @@ static char *masked(const char *uri)
     const char *colon = at ? memchr(user, ':', (size_t)(at - user)) : NULL;
     char *m = colon ? pl__asprintf("%.*s***%s", (int)(colon + 1 - uri), uri, at)
                     : pl__strdup(uri);
-    /* each "password=VALUE" of the query as "password=***": at most 3
-     * bytes longer than what it replaces, written into a copy with room */
-    char *q = m ? strchr(m, '?') : NULL;
-    if (!q)
-        return m;
-    char *out = pl__asprintf("%s%*s", m, (int)(3 * strlen(q)), "");
-    if (!out) {
-        free(m);
-        return NULL;
-    }
-    size_t o = (size_t)(q - m);
-    for (const char *p = q; *p;) {
-        out[o++] = *p++; /* '?' or '&' */
-        size_t n = strcspn(p, "&");
-        bool secret = n >= 9 && !strncmp(p, "password=", 9);
-        memcpy(out + o, secret ? "password=***" : p, secret ? 12 : n);
-        o += secret ? 12 : n;
-        p += n;
-    }
-    out[o] = '\0';
-    free(m);
-    return out;
+    for (char *p = m ? strchr(m, '?') : NULL; p; p = strchr(p + 1, '&'))
+        if (!strncmp(p + 1, "password=", 9)) { /* its value: at most "***" */
+            char *v = p + 10;
+            size_t n = strcspn(v, "&"), k = n < 3 ? n : 3;
+            memset(v, '*', k);
+            memmove(v + k, v + n, strlen(v + n) + 1);
+        }
+    return m;
 }
 
 /*
