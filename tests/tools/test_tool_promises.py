@@ -165,6 +165,8 @@ class Secrets(Stores, unittest.TestCase):
 
 class Dump(Stores, unittest.TestCase):
     def test_verify_stats_chain_refuse_a_filter(self):
+        if self.pg:
+            self.skipTest("refused before the store is opened: LMDB's says")
         store = self.new_store()
         self.ok(A.helper, "start", store, A.plugin, "approval", "ap-1", "{}")
         filters = (["--status", "failed"], ["--policy", "approval"],
@@ -412,15 +414,18 @@ class PgReadOnly(Stores, unittest.TestCase):
     pg = True
 
     def rows(self, schema):
+        if getattr(self, "union", None):  # the tables are the same each time
+            return sorted(self.ok("psql", "-XAtq", "-v", "ON_ERROR_STOP=1",
+                                  PG, "-c", self.union).split())
         q = ("SELECT string_agg(format('SELECT %%L || md5(coalesce(string_agg("
              "t.xmin::text || t::text, ''|'' ORDER BY t::text), '''')) FROM "
              "%%I.%%I t', c.relname, n.nspname, c.relname), ' UNION ALL ') "
              "FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
              "WHERE n.nspname = '%s' AND c.relkind = 'r'" % schema)
-        union = self.ok("psql", "-XAtq", "-v", "ON_ERROR_STOP=1", PG, "-c", q)
-        self.assertTrue(union.strip(), "no tables in " + schema)
-        return sorted(self.ok("psql", "-XAtq", "-v", "ON_ERROR_STOP=1", PG,
-                              "-c", union).split())
+        self.union = self.ok("psql", "-XAtq", "-v", "ON_ERROR_STOP=1", PG,
+                             "-c", q)
+        self.assertTrue(self.union.strip(), "no tables in " + schema)
+        return self.rows(schema)
 
     def test_readers_write_nothing(self):
         store = self.new_store()
