@@ -161,6 +161,12 @@ class Secrets(Stores, unittest.TestCase):
             self.assertNotIn(SECRET, out + err, cmd[0])
             self.assertIn("alice:***@127.0.0.1:1", err, cmd[0])
             self.assertIn("password=***", err, cmd[0])
+        # an MCP endpoint's password, when it cannot be reached
+        rc, out, err = self.replay(
+            self.new_store(), "--mcp",
+            "fs=http://bob:%s@127.0.0.1:1/mcp" % SECRET, "--check")
+        self.assertEqual(rc, 2, err)
+        self.assertNotIn(SECRET, out + err)
 
 
 class Dump(Stores, unittest.TestCase):
