@@ -4,23 +4,24 @@ ledger-dump, ledger-replay and ledger-web, on an LMDB store and (with the
 argument Pg, under tests/pg_run.sh) on a PostgreSQL schema.
 
 usage: test_tool_promises.py --dump D --replay R --web W --plugin P
-                             --helper H --source DIR [Pg]
+                             --helper H --source DIR [--bench B] [Pg]
 
 - every flag a tool's parser knows is in its --help, and every flag its
-  --help lists is one it takes;
+  --help lists is one it takes (pl-bench's too, and its usage errors);
 - a store's password (a postgresql:// URI's user part or password=
   parameter) is never printed: not in a message, ledger-replay --json's
-  store, ledger-web's first line or /api/session;
+  store, ledger-web's first line or /api/session; nor an MCP endpoint's;
 - ledger-dump --verify, --stats and --chain refuse a filter (exit 1)
   rather than ignore it; --verify --format jsonl is a line a run;
 - --follow follows a run queued for a worker, or waiting for an event,
   until it ends;
 - --signal and --cancel of a run that never was say so, exit 2;
 - a refused command leaves no --trace file behind;
-- ledger-replay --json's "exit" is the process's exit status;
+- ledger-replay --json's "exit" is the process's exit status, its runs
+  each named by run_id, --worker's counts in summary;
 - what opens the store for reading (ledger-dump, --check, --upgrade
   --dry-run, --prune --dry-run) works on a read-only file system, and on
-  PostgreSQL changes no row.
+  PostgreSQL changes no row (ledger-web --read-only neither).
 """
 import argparse
 import json
