@@ -111,6 +111,7 @@
 #include <sys/socket.h>
 
 #include "bench.h"
+#include "cli.h"      /* cli_store_shown(): no password printed */
 #include "pg_store.h" /* pl__pg_counts_get(): round trips to the server */
 
 /* The rate workload (bench_rate.c) on a store of its own. */
@@ -127,7 +128,7 @@ static int report_rate(bool quick)
  * returns the failures. */
 static int report_pg(bool quick, unsigned only)
 {
-    say("on PostgreSQL: %s\n\n", g_pg_uri);
+    say("on PostgreSQL: %s\n\n", cli_store_shown(g_pg_uri));
     cJSON_AddStringToObject(g_json, "store", "postgresql");
     return (only & 1u << 1 ? report_pg_w1(quick) : 0) +
            (only & 1u << 3 ? report_pg_w3(quick) : 0) +
@@ -181,6 +182,27 @@ int main(int argc, char **argv)
         fprintf(stderr, "pl-bench: --store takes a postgresql:// URI "
                         "without schema= (it makes schemas of its own)\n");
         return 2;
+    }
+    /* with --store, a workload named that runs on LMDB only is refused,
+     * not left out in silence */
+    const unsigned on_pg = 1u << 1 | 1u << 3 | 1u << 6 | 1u << 7 | 1u << 8 |
+                           ONLY_RATE | ONLY_TAKE | ONLY_CHURN;
+    if (g_pg_uri && only != ONLY_ALL && (only & ~on_pg)) {
+        fprintf(stderr, "pl-bench: with --store, --only takes w1, w3, w6, "
+                        "w7, w8, rate, take and churn (the others run on "
+                        "LMDB only)\n");
+        return 2;
+    }
+    if (g_pg_uri) { /* a server that cannot be had: said before any
+                       * directory is made (pg_connect() exits) */
+        PGconn *c = PQconnectdb(g_pg_uri);
+        bool up = PQstatus(c) == CONNECTION_OK;
+        if (!up)
+            fprintf(stderr, "pl-bench: cannot connect to %s: %s",
+                    cli_store_shown(g_pg_uri), PQerrorMessage(c));
+        PQfinish(c);
+        if (!up)
+            return 1;
     }
     if (dir) {
         snprintf(g_dir, sizeof g_dir, "%s", dir);

@@ -32,6 +32,7 @@
 #include <sys/socket.h>
 
 #include "bench.h"
+#include "cli.h"      /* cli_store_shown(): no password printed */
 #include "pg_store.h" /* pl__pg_counts_get(): round trips to the server */
 
 /* ---- PostgreSQL: W1 and W3 on the PostgreSQL store ------------------------------ */
@@ -73,8 +74,8 @@ PGconn *pg_connect(void)
 {
     PGconn *c = PQconnectdb(g_pg_uri);
     if (PQstatus(c) != CONNECTION_OK) {
-        fprintf(stderr, "pl-bench: cannot connect to %s: %s", g_pg_uri,
-                PQerrorMessage(c));
+        fprintf(stderr, "pl-bench: cannot connect to %s: %s",
+                cli_store_shown(g_pg_uri), PQerrorMessage(c));
         _exit(1);
     }
     PQsetNoticeProcessor(c, pg_quiet, NULL); /* DROP ... CASCADE's */

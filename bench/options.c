@@ -22,7 +22,10 @@ void usage(FILE *f)
         "              (default: all)\n"
         "  --store URI W1, W3, W6, W7, W8, rate, take and churn on PostgreSQL "
         "(a postgresql:// URI),\n"
-        "              W1 and W3 next to a libpq floor\n");
+        "              W1 and W3 next to a libpq floor (--only: of these)\n"
+        "  -h, --help  this text\n"
+        "Exit status: 0 every workload ran, 1 one did not (or DIR cannot be "
+        "made), 2 bad usage.\n");
 }
 
 unsigned parse_only(const char *list)

@@ -122,8 +122,10 @@ static void usage(FILE *f)
         "                   same --mcp to every run of a run, and to\n"
         "                   ledger-replay\n"
         "\n"
-        "Exit status: 0 completed or waiting for approval, 1 failed (or "
-        "ended in\nan error result), 2 bad usage.\n");
+        "Exit status: 0 completed or waiting for approval (or its answer "
+        "delivered),\n1 failed (or ended in an error result, or the "
+        "store, the plugin or an MCP\nserver cannot be opened, or an "
+        "answer is refused), 2 bad usage.\n");
 }
 
 /* A usage error: one line, and where the rest is said. */

@@ -343,6 +343,63 @@ const char *cli_quote(char *out, size_t n, const char *s)
     return out;
 }
 
+/* @p uri with its password (user part, password= parameters) as "***":
+ * each replaced value grows by at most 3 bytes, and there are fewer of
+ * them than bytes. */
+static char *mask_password(const char *uri)
+{
+    size_t len = strlen(uri);
+    char *out = malloc(4 * len + 4);
+    if (!out)
+        return NULL;
+    const char *host = strstr(uri, "://") + 3;
+    size_t hostpart = strcspn(host, "/?");
+    const char *at = memchr(host, '@', hostpart);
+    const char *colon = at ? memchr(host, ':', (size_t)(at - host)) : NULL;
+    size_t o = 0;
+    const char *p = uri;
+    if (colon) { /* user:PASSWORD@host */
+        o = (size_t)(colon + 1 - uri);
+        memcpy(out, uri, o);
+        memcpy(out + o, "***", 3);
+        o += 3;
+        p = at;
+    }
+    size_t head = strcspn(p, "?");
+    memcpy(out + o, p, head);
+    o += head;
+    p += head;
+    while (*p) { /* at '?' or '&': the separator, then one parameter */
+        out[o++] = *p++;
+        size_t n = strcspn(p, "&");
+        bool secret = n >= 9 && !strncmp(p, "password=", 9);
+        memcpy(out + o, secret ? "password=***" : p, secret ? 12 : n);
+        o += secret ? 12 : n;
+        p += n;
+    }
+    out[o] = '\0';
+    return out;
+}
+
+const char *cli_store_shown(const char *path)
+{
+    static const char *given;
+    static char *shown;
+    if (!path)
+        return "(null)";
+    if (path == given && shown)
+        return shown;
+    if (strncmp(path, "postgresql://", 13) && strncmp(path, "postgres://", 11))
+        return path;
+    char *m = mask_password(path);
+    if (!m)
+        return "(the store)"; /* out of memory: never the URI */
+    free(shown);
+    shown = m;
+    given = path;
+    return shown;
+}
+
 bool cli_run_id_ok(const char *id)
 {
     size_t n = strlen(id);
@@ -471,8 +528,8 @@ bool cli_open_store(pl_engine **engine, pl_registry **registry,
     st = pl_engine_open(engine, path, *registry, &opts);
     if (st) {
         char q[CLI_QUOTE_MAX];
-        cli_error("cannot open store %s: %s", cli_quote(q, sizeof q, path),
-                  pl_errmsg());
+        cli_error("cannot open store %s: %s",
+                  cli_quote(q, sizeof q, cli_store_shown(path)), pl_errmsg());
         pl_registry_free(*registry);
         *registry = NULL;
         return false;

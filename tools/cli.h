@@ -90,6 +90,16 @@ const char *cli_quote(char *out, size_t n, const char *s);
  * enclosing block). */
 #define QUOTE(s) cli_quote((char[CLI_QUOTE_MAX]){0}, CLI_QUOTE_MAX, (s))
 
+/*
+ * The store as messages and outputs name it: for a postgresql:// (or
+ * postgres://) URI, the password of its user part and the value of a
+ * password= parameter shown as "***"; any other path as given.  The
+ * password of a store is a secret no tool prints.  Returns a copy of its
+ * own, made on the first call for @p path and kept (a tool names one
+ * store; call it first from the main thread).  NULL is "(null)".
+ */
+const char *cli_store_shown(const char *path);
+
 /* Is @p id a run id: 1..PL_MAX_RUN_ID bytes of [A-Za-z0-9._:@-]? */
 bool cli_run_id_ok(const char *id);
 

@@ -230,14 +230,16 @@ int cmd_run(pl_engine *e, const opts *o)
     }
     if (!o->follow)
         goto done;
-    /* --follow: poll until the run ends, or its owner is gone and nothing
-     * changes any more */
+    /* --follow: poll until the run ends or suspends, or its owner is gone
+     * and nothing changes any more; a run queued for a worker or waiting
+     * for its time or an event is followed until it goes on and ends */
     size_t printed = r.n;
     bool quiet_once = false;
     for (;;) {
-        if (ri->status != PL_RUN_RUNNING) {
-            fprintf(stderr, "%s: run '%s' is %s\n", cli_name(), o->run,
-                    pl_run_status_name(ri->status));
+        if (ri->status != PL_RUN_RUNNING && ri->status != PL_RUN_SUBMITTED &&
+            ri->status != PL_RUN_WAITING) {
+            cli_error("run %s is %s", QUOTE(o->run),
+                      pl_run_status_name(ri->status));
             break;
         }
         sleep_ms(FOLLOW_POLL_MS);
@@ -263,11 +265,10 @@ int cmd_run(pl_engine *e, const opts *o)
             /* one more quiet poll, so steps committed just before the
              * owner exited are not missed */
             if (quiet_once) {
-                fprintf(stderr,
-                        "%s: run '%s' is still running but its owner (pid "
-                        "%lld) is gone: it crashed; stopping.  Finish it "
-                        "with pl_run_continue() (ledger-replay)\n",
-                        cli_name(), o->run, (long long)ri->owner_pid);
+                cli_error("run %s is still running but its owner (pid "
+                          "%lld) is gone: it crashed; stopping.  Finish it "
+                          "with pl_run_continue() (ledger-replay)",
+                          QUOTE(o->run), (long long)ri->owner_pid);
                 break;
             }
             quiet_once = true;

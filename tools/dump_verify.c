@@ -59,6 +59,8 @@ static void fault(verify_ctx *v, const char *run, const char *msg)
         cJSON_AddStringToObject(f, "run", run);
     else
         cJSON_AddNullToObject(f, "run");
+    if (v->o->format == FMT_JSONL)
+        cJSON_AddFalseToObject(f, "ok");
     cJSON_AddStringToObject(f, "message", msg);
     if (v->o->format == FMT_JSONL) {
         cli_json_line(stdout, f);
@@ -75,6 +77,13 @@ static void verify_one(verify_ctx *v, const char *id)
     if (st == PL_OK) {
         if (v->o->format == FMT_TEXT)
             printf("ok    run %s\n", id);
+        if (v->o->format == FMT_JSONL) { /* a line a run, as the text */
+            cJSON *ok = cJSON_CreateObject();
+            if (!ok || !cJSON_AddStringToObject(ok, "run", id) ||
+                !cJSON_AddTrueToObject(ok, "ok") || !cli_json_line(stdout, ok))
+                v->oom = true;
+            cJSON_Delete(ok);
+        }
         return;
     }
     char msg[1024];

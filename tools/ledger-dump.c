@@ -57,8 +57,8 @@ static void usage(FILE *f)
         "                      ISO 8601 date or UTC date-time (2026-11-24,\n"
         "                      2026-11-24T15:04:05Z) or a time ago (90s, 10m, 2h, 3d)\n"
         "  --follow            with --run: print steps as they are appended, until\n"
-        "                      the run completes, fails or suspends (or its owner is\n"
-        "                      gone and nothing changes)\n"
+        "                      the run ends or suspends (followed while queued or\n"
+        "                      waiting), or its owner is gone and nothing changes\n"
         "  --chain             with --run: the run's chain of runs continued as new\n"
         "                      (pl_ctx_continue_as_new), first link to last, each\n"
         "                      with its status and steps; a deleted link says when\n"
@@ -244,10 +244,22 @@ static int parse_args(opts *o, int argc, char **argv)
         cli_error("--schedules lists the schedules; it takes only --format");
         return CLI_EXIT_USAGE;
     }
-    if ((o->verify && (o->stats || o->follow)) || (o->stats && o->run) ||
-        (o->follow && o->format == FMT_JSON)) {
-        cli_error("--verify, --stats and --follow do not combine that way "
-                  "(see --help)");
+    if ((o->verify && (o->stats || o->follow || o->chain)) ||
+        (o->stats && o->run) || (o->follow && o->format == FMT_JSON)) {
+        cli_error("--verify, --stats, --chain and --follow do not combine that "
+                  "way (see --help)");
+        return CLI_EXIT_USAGE;
+    }
+    /* a filter these would not apply is refused, not ignored: a script
+     * asking --verify --status failed must not get every run's answer */
+    if ((o->verify || o->stats || o->chain) &&
+        (o->has_status || o->policy || o->has_since || o->has_type ||
+         o->actor || o->invocation || o->full || o->follow)) {
+        cli_error("%s takes no filter (--status, --policy, --since, --type, "
+                  "--actor, --invocation) nor --full or --follow",
+                  o->verify  ? "--verify"
+                  : o->stats ? "--stats"
+                             : "--chain");
         return CLI_EXIT_USAGE;
     }
     return -1; /* go on */

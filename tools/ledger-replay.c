@@ -192,7 +192,9 @@ static void usage(FILE *f)
         "Options:\n"
         "  --plugin LIB.so       load a plugin's policies (repeatable; at "
         "least one but\n"
-        "                        for --import)\n"
+        "                        for --import, --signal, --cancel, --prune "
+        "and the\n"
+        "                        schedules' modes)\n"
         "  --mcp NAME=SPEC       register the tools of an MCP server as "
         "NAME.TOOL\n"
         "                        (SPEC \"stdio:COMMAND ARG...\" or an "
@@ -215,31 +217,38 @@ static void usage(FILE *f)
         "                        it on.  OTEL_EXPORTER_OTLP_HEADERS adds "
         "headers.  A\n"
         "                        collector that is down never fails a run\n"
-        "  --help                this text\n"
+        "  -h, --help            this text\n"
         "\n"
         "Every run ends with a summary: its status, the calls served from the "
         "ledger,\n"
         "the calls executed, and the time it took.\n"
         "\n"
         "Exit status:\n"
-        "  0  every run completed (--check: every run replays cleanly)\n"
+        "  0  every run completed (--check: every run replays cleanly; "
+        "--signal,\n"
+        "     --cancel: delivered, the run goes on elsewhere)\n"
         "  1  bad usage, or a request the run's state refuses (resuming a run "
         "that is\n"
         "     not suspended, a wrong token, a fork step that is not there, a "
         "run that a\n"
-        "     live process owns)\n"
-        "  2  the store or a plugin cannot be opened (a missing store "
-        "too: only\n"
-        "     --submit, --import and --schedule-put create one), or the run "
-        "does not\n"
-        "     exist, or the store cannot be written (full, read-only): the "
-        "run is left\n"
-        "     to continue; or the output cannot be written (a full disk)\n"
+        "     live process owns, a signal or cancel to a run that has ended), "
+        "or an\n"
+        "     export to import that is malformed or whose run id is taken\n"
+        "  2  the store, a plugin or an MCP server cannot be opened (a "
+        "missing store\n"
+        "     too: only --submit, --import and --schedule-put create one), or "
+        "the run\n"
+        "     or schedule does not exist, or the store cannot be written "
+        "(full,\n"
+        "     read-only): the run is left to continue; or the output cannot "
+        "be\n"
+        "     written (a full disk)\n"
         "  4  a run ended suspended or waiting (none failed)\n"
         "  5  a run failed or was cancelled, or (--check) diverged or needs a "
         "version the\n"
         "     loaded code does not support, or (--import) the export was "
-        "changed\n"
+        "changed, or\n"
+        "     (--prune --archive) a run's export could not be written\n"
         "\n"
         "Examples:\n"
         "  # the order service crashed: finish every run it left behind\n"
@@ -444,7 +453,7 @@ static int parse_args(options *o, int argc, char **argv)
         if (a[0] != '-' || !strcmp(a, "-")) {
             if (o->store) {
                 cli_error("unexpected argument %s (the store is %s)", QUOTE(a),
-                          QUOTE(o->store));
+                          QUOTE(cli_store_shown(o->store)));
                 return EXIT_USAGE;
             }
             o->store = a;
@@ -781,21 +790,22 @@ int main(int argc, char **argv)
     eo.lease_ms = t.opt.lease_ms;
     eo.no_create = t.opt.mode != MODE_SUBMIT && t.opt.mode != MODE_IMPORT &&
                    t.opt.mode != MODE_SCHED_PUT;
-    /* --check and --upgrade --dry-run write nothing: a read-only store or
-     * file system will do */
+    /* --check, --upgrade --dry-run and --prune --dry-run write nothing: a
+     * read-only store or file system will do */
     eo.read_only = t.opt.mode == MODE_CHECK ||
-                   (t.opt.mode == MODE_UPGRADE && t.opt.dry_run);
+                   ((t.opt.mode == MODE_UPGRADE || t.opt.mode == MODE_PRUNE) &&
+                    t.opt.dry_run);
     if ((st = pl_engine_open(&t.engine, t.opt.store, t.reg, &eo))) {
         char q[CLI_QUOTE_MAX];
         if (st == PL_ENOTFOUND && eo.no_create)
             cli_error("no store at %s: --%s needs an existing store, and "
                       "nothing was created (PL_ENOTFOUND)",
-                      cli_quote(q, sizeof q, t.opt.store),
+                      cli_quote(q, sizeof q, cli_store_shown(t.opt.store)),
                       mode_name(t.opt.mode));
         else
             cli_error("cannot open the store %s: %s (%s)",
-                      cli_quote(q, sizeof q, t.opt.store), pl_errmsg(),
-                      pl_status_name(st));
+                      cli_quote(q, sizeof q, cli_store_shown(t.opt.store)),
+                      pl_errmsg(), pl_status_name(st));
         rc = EXIT_OPEN;
         goto done;
     }
@@ -828,7 +838,7 @@ int main(int argc, char **argv)
     if (t.opt.json) {
         cJSON *doc = cJSON_CreateObject();
         if (doc) {
-            cJSON_AddStringToObject(doc, "store", t.opt.store);
+            cJSON_AddStringToObject(doc, "store", cli_store_shown(t.opt.store));
             cJSON_AddStringToObject(doc, "mode", mode_name(t.opt.mode));
             cJSON_AddItemToObject(doc, "runs", t.runs);
             cJSON_AddItemToObject(doc, "skipped", t.skipped);
@@ -854,7 +864,7 @@ int main(int argc, char **argv)
 done:
     pl_engine_close(t.engine);
     t.engine = NULL;
-    close_observers(&t);
+    close_observers(&t, rc);
     watch_clear(&t.w);
     tallies_free(&t);
     cJSON_Delete(t.runs);

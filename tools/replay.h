@@ -181,7 +181,8 @@ typedef struct tool {
     tally versions, codes;
     id_list would_fail; /* live runs the loaded code cannot replay */
     unsigned n_live;
-    cJSON *summary; /* --json: added to the document */
+    cJSON *summary;  /* --json: added to the document */
+    bool trace_made; /* --trace FILE did not exist: this process made it */
 } tool;
 
 /* ---- replay_time.c ---- */
@@ -209,9 +210,11 @@ void report_outcome(tool *t, const pl_outcome *o, double ms, const char *note);
 void report_refused(tool *t, const char *id, int st, int code);
 int refused_code(int st);
 /* --trace and --otel: open what the options ask for (0, or -1 after an
- * error said); send what is left and close both (a loss is a warning). */
+ * error said); send what is left and close both (a loss is a warning).  A
+ * trace file the command made and left empty is removed when it exits
+ * @p rc 1 or 2: a refused command creates no file. */
 int open_observers(tool *t);
-void close_observers(tool *t);
+void close_observers(tool *t, int rc);
 int write_code(int st);
 void ids_free(id_list *l);
 bool ids_push(id_list *l, const char *id);

@@ -311,7 +311,8 @@ void mode_check(tool *t)
         st = pl_engine_runs(t->engine, visit_any, &c);
     }
     if (st) {
-        cli_error("reading the runs of %s: %s (%s)", t->opt.store,
+        cli_error("reading the runs of %s: %s (%s)",
+                  QUOTE(cli_store_shown(t->opt.store)),
                   st == PL_ENOMEM ? "out of memory" : pl_errmsg(),
                   pl_status_name(st));
         worst(t, EXIT_OPEN);

@@ -132,14 +132,15 @@ void mode_worker(tool *t)
                 "failed, %llu not executed\n",
                 cli_name(), (unsigned long long)done, (unsigned long long)susp,
                 (unsigned long long)failed, (unsigned long long)skipped);
-    else if (t->runs) {
+    else { /* the tallies, as --wake's next due: runs holds runs only */
         cJSON *j = cJSON_CreateObject();
         if (j) {
             cJSON_AddNumberToObject(j, "completed", (double)done);
             cJSON_AddNumberToObject(j, "suspended", (double)susp);
             cJSON_AddNumberToObject(j, "failed", (double)failed);
             cJSON_AddNumberToObject(j, "not_executed", (double)skipped);
-            cJSON_AddItemToArray(t->runs, j);
+            cJSON_Delete(t->summary);
+            t->summary = j;
         }
     }
 }
@@ -199,11 +200,11 @@ void mode_submit(tool *t)
                   pl_errmsg(), pl_status_name(st));
         worst(t, write_code(st));
     } else if (t->opt.json && t->runs) {
-        cJSON *j = cJSON_CreateObject();
+        /* run_id as every mode's summary has it; run as it was first */
+        cJSON *j = json_run(t, id);
         if (j) {
             cJSON_AddStringToObject(j, "run", id);
             cJSON_AddStringToObject(j, "status", "submitted");
-            cJSON_AddItemToArray(t->runs, j);
         }
     } else {
         printf("%s\n", id);

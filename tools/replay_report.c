@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "replay.h"
 
@@ -367,6 +369,9 @@ int open_observers(tool *t)
     const char *trace = t->opt.trace;
     if (trace) {
         const char *path = strcmp(trace, "-") ? trace : "/dev/stderr";
+        struct stat sb;
+        t->trace_made = strcmp(trace, "-") && lstat(path, &sb) &&
+                        errno == ENOENT;
         int st = pl_trace_open(&t->w.trace, path);
         if (st) {
             cli_error("--trace: %s (%s)", pl_errmsg(), pl_status_name(st));
@@ -390,12 +395,16 @@ int open_observers(tool *t)
 
 /* Send what is left and close both; a loss is a warning, never a failure
  * of the runs. */
-void close_observers(tool *t)
+void close_observers(tool *t, int rc)
 {
     if (t->w.otel && pl_otel_close(t->w.otel))
         cli_error("warning: %s", pl_errmsg());
     if (t->w.trace && pl_trace_close(t->w.trace))
         cli_error("warning: %s", pl_errmsg());
+    struct stat sb;
+    if (t->w.trace && t->trace_made && (rc == EXIT_USAGE || rc == EXIT_OPEN) &&
+        !stat(t->opt.trace, &sb) && S_ISREG(sb.st_mode) && sb.st_size == 0)
+        unlink(t->opt.trace);
     t->w.otel = NULL;
     t->w.trace = NULL;
 }

@@ -142,7 +142,8 @@ void mode_all(tool *t)
     all_ctx a = {t, {0}};
     int st = pl_engine_runs(t->engine, visit_crashed, &a);
     if (st) {
-        cli_error("listing the runs of %s: %s (%s)", t->opt.store,
+        cli_error("listing the runs of %s: %s (%s)",
+                  QUOTE(cli_store_shown(t->opt.store)),
                   st == PL_ENOMEM ? "out of memory" : pl_errmsg(),
                   pl_status_name(st));
         worst(t, EXIT_OPEN);

@@ -14,9 +14,12 @@ static void report_delivery(tool *t, const char *what, int st, pl_outcome *o,
                             double t0)
 {
     if (st) {
+        /* the message first: a tombstone looked for replaces it */
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", pl_errmsg());
         if (st != PL_ENOTFOUND || !cli_say_deleted(t->engine, t->opt.run))
-            cli_error("cannot %s run %s: %s (%s)", what, QUOTE(t->opt.run),
-                      pl_errmsg(), pl_status_name(st));
+            cli_error("cannot %s run %s: %s (%s)", what, QUOTE(t->opt.run), msg,
+                      pl_status_name(st));
         worst(t, st == PL_ESTATE || st == PL_EINVAL || st == PL_EJSON ||
                          st == PL_ELIMIT
                      ? EXIT_USAGE

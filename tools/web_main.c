@@ -126,8 +126,8 @@ static int parse_args(args *a, int argc, char **argv)
             cli_error("unknown option %s (see --help)", QUOTE(argv[i]));
             return CLI_EXIT_USAGE;
         } else if (a->store) {
-            cli_error("one store only: %s and %s", QUOTE(a->store),
-                      QUOTE(argv[i]));
+            cli_error("one store only: %s and %s",
+                      QUOTE(cli_store_shown(a->store)), QUOTE(argv[i]));
             return CLI_EXIT_USAGE;
         } else {
             a->store = argv[i];
@@ -260,7 +260,7 @@ static int open_store(web *w, const args *a)
     o.event_user = w;
     st = pl_engine_open(&w->engine, a->store, w->reg, &o);
     if (st) {
-        cli_error("cannot open store %s: %s", QUOTE(a->store), pl_errmsg());
+        cli_error("cannot open store %s: %s", QUOTE(w->store), pl_errmsg());
         if (st == PL_EACCES)
             cli_error("to only look at it, add --read-only");
         return CLI_EXIT_STORE;
@@ -324,7 +324,8 @@ int main(int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
-    w.store = a.store;
+    w.store = cli_store_shown(
+        a.store); /* no password in a message or an answer */
     w.read_only = a.read_only;
     w.stall_s = a.stall_s;
     w.tmp_dir = getenv("TMPDIR");
@@ -340,7 +341,7 @@ int main(int argc, char **argv)
         rc = CLI_EXIT_STORE;
         goto done;
     }
-    printf("ledger-web: serving %s%s on %s\n", a.store,
+    printf("ledger-web: serving %s%s on %s\n", w.store,
            w.read_only ? " (read-only)" : "", w.url);
     if (w.token)
         printf("ledger-web: log in once at %s/login?token=... (the token "

@@ -495,7 +495,8 @@ static bool schema_ok(const char *p, size_t n)
     return true;
 }
 
-/* The URI for messages: its password, if any, shown as "***". */
+/* The URI for messages: its password, if any (the user part's, a
+ * password= parameter's), shown as "***". */
 static char *masked(const char *uri)
 {
     const char *user = strstr(uri, "://");
@@ -503,9 +504,16 @@ static char *masked(const char *uri)
     size_t hostpart = strcspn(user, "/?");
     const char *at = memchr(user, '@', hostpart);
     const char *colon = at ? memchr(user, ':', (size_t)(at - user)) : NULL;
-    if (!colon)
-        return pl__strdup(uri);
-    return pl__asprintf("%.*s***%s", (int)(colon + 1 - uri), uri, at);
+    char *m = colon ? pl__asprintf("%.*s***%s", (int)(colon + 1 - uri), uri, at)
+                    : pl__strdup(uri);
+    for (char *p = m ? strchr(m, '?') : NULL; p; p = strchr(p + 1, '&'))
+        if (!strncmp(p + 1, "password=", 9)) { /* its value: at most "***" */
+            char *v = p + 10;
+            size_t n = strcspn(v, "&"), k = n < 3 ? n : 3;
+            memset(v, '*', k);
+            memmove(v + k, v + n, strlen(v + n) + 1);
+        }
+    return m;
 }
 
 /*

@@ -607,8 +607,16 @@ int pl_mcp_register(pl_mcp **out, pl_registry *reg, const char *name,
     int64_t deadline = pl__mcp_mono_ms() + m->start_timeout_ms;
     int t = pl__mcp_ensure(m, deadline, why, sizeof why);
     if (t != T_OK) {
-        st = t == T_NOMEM
-                 ? PL_ENOMEM
+        /* an endpoint's password (user:PASSWORD@host) is not said */
+        const char *host = strstr(spec, "://");
+        const char *at = host ? strpbrk(host + 3, "@/") : NULL;
+        const char *colon = at && *at == '@'
+                                ? memchr(host + 3, ':', (size_t)(at - host - 3))
+                                : NULL;
+        st = t == T_NOMEM ? PL_ENOMEM
+             : colon
+                 ? pl__err(PL_EIO, "MCP server %s (%.*s***%s): %s", name,
+                           (int)(colon + 1 - spec), spec, at, why)
                  : pl__err(PL_EIO, "MCP server %s (%s): %s", name, spec, why);
         goto done;
     }

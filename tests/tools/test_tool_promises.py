@@ -1,0 +1,515 @@
+#!/usr/bin/env python3
+"""What docs/tools.md and each tool's --help promise, held against the real
+ledger-dump, ledger-replay and ledger-web, on an LMDB store and (with the
+argument Pg, under tests/pg_run.sh) on a PostgreSQL schema.
+
+usage: test_tool_promises.py --dump D --replay R --web W --plugin P
+                             --helper H --source DIR [--bench B] [Pg]
+
+- every flag a tool's parser knows is in its --help, and every flag its
+  --help lists is one it takes (pl-bench's too, and its usage errors);
+- a store's password (a postgresql:// URI's user part or password=
+  parameter) is never printed: not in a message, ledger-replay --json's
+  store, ledger-web's first line or /api/session; nor an MCP endpoint's;
+- ledger-dump --verify, --stats and --chain refuse a filter (exit 1)
+  rather than ignore it; --verify --format jsonl is a line a run;
+- --follow follows a run queued for a worker, or waiting for an event,
+  until it ends;
+- --signal and --cancel of a run that never was say so, exit 2;
+- a refused command leaves no --trace file behind;
+- ledger-replay --json's "exit" is the process's exit status, its runs
+  each named by run_id, --worker's counts in summary;
+- what opens the store for reading (ledger-dump, --check, --upgrade
+  --dry-run, --prune --dry-run) works on a read-only file system, and on
+  PostgreSQL changes no row (ledger-web --read-only neither).
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+import urllib.error
+import urllib.request
+
+A = None
+PG = os.environ.get("PL_TEST_PG_URI")
+SECRET = "s3cret-pw"
+
+
+def run(*cmd, timeout=60, **kw):
+    p = subprocess.run([str(c) for c in cmd], capture_output=True, text=True,
+                       timeout=timeout, **kw)
+    return p.returncode, p.stdout, p.stderr
+
+
+class Stores:
+    """A store of the backend under test: a file in a temporary directory,
+    or a schema of its own on the server pg_run.sh started."""
+    pg = False
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="pl-promises-")
+        self.n = 0
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def new_store(self):
+        self.n += 1
+        if self.pg:
+            return "%s&schema=%s_%d" % (PG, self.id().split(".")[-1][5:20],
+                                        self.n)
+        return os.path.join(self.tmp, "s%d.db" % self.n)
+
+    def replay(self, store, *args, timeout=60):
+        return run(A.replay, store, *args, timeout=timeout)
+
+    def ok(self, *cmd):
+        rc, out, err = run(*cmd)
+        self.assertEqual(rc, 0, (cmd, out, err))
+        return out
+
+
+class Help(unittest.TestCase):
+    # flags another program's, cited by a help: ledger-replay --import and
+    # jq -r in ledger-dump's, ledger-dump --format in ledger-replay's
+    CITED = {"ledger-dump": {"--import", "-r"},
+             "ledger-replay": {"--format"}, "ledger-web": set(),
+             "pl-bench": set()}
+    SOURCES = {"ledger-dump": ["tools/ledger-dump.c"],
+               "ledger-replay": ["tools/ledger-replay.c",
+                                 "tools/replay_retention.c"],
+               "ledger-web": ["tools/web_main.c"],
+               "pl-bench": ["bench/bench.c"]}
+
+    def test_bench_usage(self):
+        """pl-bench's bad usage is exit 2 and one line of why, before any
+        workload runs; a workload --store cannot run is refused."""
+        if not A.bench:
+            self.skipTest("built without pl-bench")
+        for args, words in ((["--bogus"], "unknown option"),
+                            (["--only"], "--only needs a value"),
+                            (["--only", "w9"], "--only takes workloads"),
+                            (["--store", "/tmp/x.db"], "postgresql:// URI"),
+                            (["--store", "postgresql://h/db?schema=x"],
+                             "without schema="),
+                            (["--store", "postgresql://h/db", "--only",
+                              "w1,w2"], "LMDB only")):
+            rc, out, err = run(A.bench, *args)
+            self.assertEqual(rc, 2, (args, out, err))
+            self.assertIn(words, err.splitlines()[0], args)
+            self.assertNotIn("benchmark", out, args)
+        # a server that cannot be had: exit 1, no password said, and no
+        # directory left behind in TMPDIR
+        tmp = tempfile.mkdtemp(prefix="pl-promises-bench-")
+        try:
+            rc, out, err = run(
+                A.bench, "--quick", "--only", "w1", "--store",
+                "postgresql://u:%s@127.0.0.1:1/db?connect_timeout=5" % SECRET,
+                env=dict(os.environ, TMPDIR=tmp))
+            self.assertEqual(rc, 1, err)
+            self.assertIn("cannot connect to postgresql://u:***@", err)
+            self.assertNotIn(SECRET, out + err)
+            self.assertEqual(os.listdir(tmp), [])
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    def test_every_flag_listed_and_taken(self):
+        tools = [("ledger-dump", A.dump), ("ledger-replay", A.replay),
+                 ("ledger-web", A.web)]
+        if A.bench:
+            tools.append(("pl-bench", A.bench))
+        for tool, path in tools:
+            rc, text, err = run(path, "--help")
+            self.assertEqual((rc, err), (0, ""), tool)
+            listed = set(re.findall(r"(?<![\w-])(--?[a-z][a-z-]*)", text))
+            source = "".join(open(os.path.join(A.source, f)).read()
+                             for f in self.SOURCES[tool])
+            known = set(re.findall(r'"(--?[a-z][a-z-]*)"', source))
+            self.assertEqual(sorted(known - listed), [],
+                             "%s takes these, --help does not list them"
+                             % tool)
+            # each alone: with no store nothing runs; pl-bench, which
+            # needs none, is stopped by a workload that is none
+            stop = ["--only", "none"] if tool == "pl-bench" else []
+            for flag in sorted(listed - self.CITED[tool] - {"-h", "--help"}):
+                rc, _, err = run(path, flag, *stop)
+                self.assertIn(rc, (1, 2), (tool, flag, err))
+                self.assertNotRegex(err, "unknown option [\"']%s[\"']" % flag,
+                                    "%s --help lists %s" % (tool, flag))
+
+
+class Secrets(Stores, unittest.TestCase):
+    """A server that cannot be reached: the message names the store, with
+    its password masked."""
+
+    def test_no_password_in_a_message(self):
+        uri = ("postgresql://alice:%s@127.0.0.1:1/db?connect_timeout=5"
+               "&password=%s" % (SECRET, SECRET))
+        for cmd in ([A.dump, uri], [A.replay, uri, "--plugin", A.plugin,
+                                    "--check", "--json"],
+                    [A.replay, uri, "--cancel", "x"],
+                    [A.replay, uri, "stray", "--check"],
+                    [A.web, uri, "--listen", "127.0.0.1:0"]):
+            rc, out, err = run(*cmd)
+            self.assertIn(rc, (1, 2), (cmd, err))
+            self.assertNotIn(SECRET, out + err, cmd[0])
+            self.assertIn("alice:***@127.0.0.1:1", err, cmd[0])
+            self.assertIn("password=***", err, cmd[0])
+        # an MCP endpoint's password, when it cannot be reached
+        rc, out, err = self.replay(
+            self.new_store(), "--mcp",
+            "fs=http://bob:%s@127.0.0.1:1/mcp" % SECRET, "--check")
+        self.assertEqual(rc, 2, err)
+        self.assertNotIn(SECRET, out + err)
+
+
+class Dump(Stores, unittest.TestCase):
+    def test_verify_stats_chain_refuse_a_filter(self):
+        if self.pg:
+            self.skipTest("refused before the store is opened: LMDB's says")
+        store = self.new_store()
+        self.ok(A.helper, "start", store, A.plugin, "approval", "ap-1", "{}")
+        filters = (["--status", "failed"], ["--policy", "approval"],
+                   ["--since", "2h"], ["--type", "text"], ["--actor", "x"],
+                   ["--invocation", "0"], ["--full"])
+        for mode in (["--verify"], ["--stats"], ["--chain", "--run", "ap-1"],
+                     ["--verify", "--run", "ap-1"]):
+            self.ok(A.dump, store, *mode)
+            for f in filters:
+                if "--run" not in mode and f[0] in ("--type", "--actor",
+                                                    "--invocation", "--full"):
+                    f = f + ["--run", "ap-1"]
+                rc, out, err = run(A.dump, store, *mode, *f)
+                self.assertEqual(rc, 1, (mode, f, out, err))
+                self.assertEqual(out, "")
+        rc, _, err = run(A.dump, store, "--verify", "--chain", "--run", "ap-1")
+        self.assertEqual(rc, 1, err)
+
+    def test_verify_and_stats_formats(self):
+        """--verify's jsonl is a line a run checked, as its text; its json
+        and --stats's the documents scripts read."""
+        store = self.new_store()
+        self.ok(A.helper, "start", store, A.plugin, "approval", "ap-1", "{}")
+        self.ok(A.replay, store, "--plugin", A.plugin, "--submit", "note",
+                "--payload", "{}", "--new-id", "q-1")
+        lines = [json.loads(x) for x in self.ok(
+            A.dump, store, "--verify", "--format", "jsonl").splitlines()]
+        self.assertEqual(lines, [{"run": "ap-1", "ok": True},
+                                 {"run": "q-1", "ok": True}])
+        doc = json.loads(self.ok(A.dump, store, "--verify", "--format",
+                                 "json"))
+        self.assertEqual(doc, {"runs_checked": 2, "fault_count": 0,
+                               "faults": []})
+        stats = json.loads(self.ok(A.dump, store, "--stats", "--format",
+                                   "json"))
+        self.assertEqual(stats["runs"], 2)
+        self.assertEqual(stats["by_status"]["suspended"], 1)
+        self.assertEqual(stats["by_status"]["submitted"], 1)
+        self.assertEqual(sum(stats["by_status"].values()), 2)
+        self.assertEqual(sorted(r["id"] for r in stats["largest"]),
+                         ["ap-1", "q-1"])
+
+    def follow(self, store, run_id, then):
+        """--follow on run_id, started, then `then` run; the follower's
+        output, errors and exit status."""
+        f = subprocess.Popen([A.dump, store, "--run", run_id, "--follow",
+                              "--format", "jsonl"], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        try:
+            time.sleep(0.5)  # it has read the run as it is
+            if f.poll() is not None:
+                self.fail("--follow stopped at once: " + f.stderr.read())
+            self.ok(*then)
+            out, err = f.communicate(timeout=30)
+        finally:
+            if f.poll() is None:
+                f.kill()
+                f.wait()
+        return f.returncode, out, err
+
+    def test_follow_a_submitted_run(self):
+        store = self.new_store()
+        self.ok(A.replay, store, "--plugin", A.plugin, "--submit", "note",
+                "--payload", '{"text":"hi"}', "--new-id", "q-1")
+        rc, out, err = self.follow(store, "q-1", [A.replay, store, "--plugin",
+                                                  A.plugin, "--run", "q-1"])
+        self.assertEqual(rc, 0, err)
+        steps = [json.loads(line) for line in out.splitlines()]
+        self.assertEqual(steps[-1]["payload"], {"noted": "hi"})
+        self.assertIn('run "q-1" is completed', err)
+
+    def test_follow_a_waiting_run(self):
+        store = self.new_store()
+        self.ok(A.helper, "start", store, A.plugin, "await", "aw-1", "{}")
+        rc, out, err = self.follow(store, "aw-1", [
+            A.replay, store, "--plugin", A.plugin, "--signal", "aw-1",
+            "--name", "go", "--payload", '{"n": 1}'])
+        self.assertEqual(rc, 0, err)
+        steps = [json.loads(line) for line in out.splitlines()]
+        self.assertEqual(steps[-1]["payload"], {"got": {"n": 1}})
+        self.assertIn('run "aw-1" is completed', err)
+
+
+class Replay(Stores, unittest.TestCase):
+    def test_signal_or_cancel_of_no_run(self):
+        store = self.new_store()
+        self.ok(A.replay, store, "--plugin", A.plugin, "--submit", "note",
+                "--payload", "{}", "--new-id", "q-1")
+        for args in (["--cancel", "nope"],
+                     ["--signal", "nope", "--name", "go", "--payload", "{}"]):
+            rc, out, err = self.replay(store, *args)
+            self.assertEqual(rc, 2, err)
+            self.assertIn("no run 'nope'", err)
+            self.assertNotIn("tombstone", err)
+
+    def test_worker_json(self):
+        """--worker --json: stopped by SIGTERM, exit 0, one document on
+        stdout with its counts in summary; runs holds runs only."""
+        store = self.new_store()
+        self.ok(A.replay, store, "--plugin", A.plugin, "--submit", "note",
+                "--payload", '{"text":"w"}', "--new-id", "w-1")
+        w = subprocess.Popen([A.replay, store, "--plugin", A.plugin,
+                              "--worker", "--json"], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        try:
+            for _ in range(600):  # until it has taken and finished w-1
+                rc, out, _ = run(A.dump, store, "--run", "w-1", "--format",
+                                 "json")
+                if rc == 0 and json.loads(out)["run"]["status"] == \
+                        "completed":
+                    break
+                time.sleep(0.05)
+        finally:
+            w.send_signal(signal.SIGTERM)
+            out, err = w.communicate(timeout=60)
+        self.assertEqual(w.returncode, 0, err)
+        doc = json.loads(out)
+        self.assertEqual((doc["mode"], doc["exit"], doc["runs"]),
+                         ("worker", 0, []))
+        self.assertEqual(doc["summary"], {"completed": 1, "suspended": 0,
+                                          "failed": 0, "not_executed": 0})
+
+    def test_readers_on_a_read_only_file_system(self):
+        """What writes nothing opens the store read-only, so a store on a
+        read-only file system (a read-only bind mount in a mount namespace
+        of its own: root and unshare(1)) serves it."""
+        if self.pg:
+            self.skipTest("a file system is LMDB's")
+        if (shutil.which("unshare") is None or subprocess.run(
+                ["unshare", "-m", "true"], capture_output=True).returncode):
+            self.skipTest("no mount namespace to be had")
+        store = self.new_store()
+        self.ok(A.replay, store, "--plugin", A.plugin, "--submit", "note",
+                "--payload", '{"text":"a"}', "--new-id", "n-1")
+        self.ok(A.replay, store, "--plugin", A.plugin, "--run", "n-1")
+        script = ('mount --bind "$1" "$1" && mount -o remount,bind,ro "$1" '
+                  '&& touch "$1/probe" 2>/dev/null && exit 9; shift; '
+                  'exec "$@"')
+        p = ["--plugin", A.plugin]
+        for cmd in ([A.dump, store, "--verify"],
+                    [A.replay, store, *p, "--check"],
+                    [A.replay, store, *p, "--upgrade", "--all-diverged",
+                     "--dry-run"],
+                    [A.replay, store, "--prune", "--older-than", "0s",
+                     "--dry-run"]):
+            rc, out, err = run("unshare", "-m", "sh", "-c", script, "sh",
+                               self.tmp, *cmd)
+            self.assertEqual(rc, 0, (cmd[2:], out, err))
+        self.assertIn("would delete n-1", out)
+        rc, _, err = run("unshare", "-m", "sh", "-c", script, "sh", self.tmp,
+                         A.replay, store, "--prune", "--older-than", "0s")
+        self.assertEqual(rc, 2, err)  # a prune that deletes cannot
+        self.assertIn("read-only", err)
+
+    def test_a_refused_command_makes_no_trace_file(self):
+        """--trace FILE is made by a command that runs, and by none that
+        is refused (a missing store, no such run); one that was there
+        stays."""
+        store = self.new_store()
+        p = ["--plugin", A.plugin]
+        trace = os.path.join(self.tmp, "trace.jsonl")
+        for missing in (self.new_store(), store):
+            rc, _, err = self.replay(missing, *p, "--run", "nope", "--trace",
+                                     trace)
+            self.assertEqual(rc, 2, err)
+            self.assertFalse(os.path.exists(trace), missing)
+            if missing != store:  # then make it, for the second
+                self.ok(A.replay, store, *p, "--submit", "note", "--payload",
+                        '{"text":"t"}', "--new-id", "t-1")
+        open(trace, "w").close()
+        rc, _, err = self.replay(store, *p, "--run", "nope", "--trace", trace)
+        self.assertEqual((rc, os.path.getsize(trace)), (2, 0), err)
+        os.unlink(trace)
+        self.ok(A.replay, store, *p, "--run", "t-1", "--trace", trace)
+        events = [json.loads(x)["event"] for x in open(trace)]
+        self.assertIn("run_completed", events)
+
+    def test_json_exit_is_the_exit_status(self):
+        store = self.new_store()
+        p = ["--plugin", A.plugin]
+        cases = [
+            (0, p + ["--submit", "note", "--payload", '{"text":"a"}',
+                     "--new-id", "n-1"]),
+            (0, p + ["--run", "n-1"]),
+            (2, p + ["--run", "nope"]),
+            (0, p + ["--check"]),
+            (1, p + ["--resume", "n-1", "--answer", "{}"]),
+            (0, p + ["--submit", "approval", "--payload", "{}", "--new-id",
+                     "ap-1"]),
+            (4, p + ["--run", "ap-1"]),
+            (5, ["--cancel", "ap-1"]),
+            (1, ["--cancel", "ap-1"]),
+            (2, ["--schedule-delete", "none"]),
+            (0, ["--prune", "--older-than", "0s", "--dry-run"]),
+        ]
+        for want, args in cases:
+            rc, out, err = self.replay(store, *args, "--json")
+            self.assertEqual(rc, want, (args, err))
+            doc = json.loads(out)
+            self.assertEqual(doc["exit"], rc, args)
+            self.assertEqual(sorted(doc)[:4], ["exit", "mode", "runs",
+                                               "skipped"], args)
+            self.assertIsInstance(doc["runs"], list)
+            for r in doc["runs"]:  # each run's summary names it alike
+                self.assertIn("run_id", r, args)
+
+
+class PgSecrets(Stores, unittest.TestCase):
+    """On a server that answers: the password given (trust ignores it)
+    is in no output."""
+    pg = True
+
+    def test_no_password_in_outputs(self):
+        store = self.new_store() + "&password=" + SECRET
+        rc, out, err = self.replay(store, "--plugin", A.plugin, "--submit",
+                                   "note", "--payload", "{}", "--json")
+        self.assertEqual(rc, 0, err)
+        self.assertNotIn(SECRET, out + err)
+        self.assertIn("password=***", json.loads(out)["store"])
+        web = subprocess.Popen([A.web, store, "--read-only", "--listen",
+                                "127.0.0.1:0"], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+        try:
+            line = web.stdout.readline()
+            self.assertNotIn(SECRET, line)
+            url = re.search(r"http://\S+", line).group(0)
+            with urllib.request.urlopen(url + "/api/session",
+                                        timeout=30) as r:
+                session = json.loads(r.read())
+            self.assertIn("password=***", session["store"])
+            self.assertNotIn(SECRET, json.dumps(session))
+        finally:
+            web.send_signal(signal.SIGTERM)
+            _, err = web.communicate(timeout=30)
+        self.assertEqual(web.returncode, 0, err)
+        self.assertNotIn(SECRET, err)
+        rc, _, err = run(A.dump, self.new_store() + "&password=" + SECRET)
+        self.assertEqual(rc, 2, err)
+        self.assertNotIn(SECRET, err)
+
+
+class PgReadOnly(Stores, unittest.TestCase):
+    """What opens a store for reading leaves every row as it was: each
+    table of the schema, rows and their xmin, hashed before and after."""
+    pg = True
+
+    def rows(self, schema):
+        if getattr(self, "union", None):  # the tables are the same each time
+            return sorted(self.ok("psql", "-XAtq", "-v", "ON_ERROR_STOP=1",
+                                  PG, "-c", self.union).split())
+        q = ("SELECT string_agg(format('SELECT %%L || md5(coalesce(string_agg("
+             "t.xmin::text || t::text, ''|'' ORDER BY t::text), '''')) FROM "
+             "%%I.%%I t', c.relname, n.nspname, c.relname), ' UNION ALL ') "
+             "FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+             "WHERE n.nspname = '%s' AND c.relkind = 'r'" % schema)
+        self.union = self.ok("psql", "-XAtq", "-v", "ON_ERROR_STOP=1", PG,
+                             "-c", q)
+        self.assertTrue(self.union.strip(), "no tables in " + schema)
+        return self.rows(schema)
+
+    def test_readers_write_nothing(self):
+        store = self.new_store()
+        schema = store.rsplit("schema=", 1)[1]
+        p = ["--plugin", A.plugin]
+        self.ok(A.replay, store, *p, "--submit", "note", "--payload",
+                '{"text":"a"}', "--new-id", "n-1")
+        self.ok(A.replay, store, *p, "--run", "n-1")
+        self.ok(A.helper, "start", store, A.plugin, "approval", "ap-1", "{}")
+        self.ok(A.replay, store, "--schedule-put", "tick", "--cron",
+                "0 3 * * *", "--policy", "note", "--payload", "{}")
+        before = self.rows(schema)
+        for cmd in ([A.dump, store], [A.dump, store, "--run", "ap-1"],
+                    [A.dump, store, "--run", "n-1", "--format", "jsonl"],
+                    [A.dump, store, "--verify"], [A.dump, store, "--stats"],
+                    [A.dump, store, "--schedules"],
+                    [A.replay, store, *p, "--check"],
+                    [A.replay, store, *p, "--check", "--live"],
+                    [A.replay, store, *p, "--upgrade", "--all-diverged",
+                     "--dry-run"],
+                    [A.replay, store, "--prune", "--older-than", "0s",
+                     "--dry-run"]):
+            self.ok(*cmd)
+            self.assertEqual(self.rows(schema), before, cmd[1:])
+        # ledger-web --read-only, read through every kind of page, and
+        # refusing an action
+        web = subprocess.Popen([A.web, store, "--read-only", "--listen",
+                                "127.0.0.1:0"], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+        try:
+            url = re.search(r"http://\S+", web.stdout.readline()).group(0)
+            for path in ("/api/session", "/api/runs", "/api/runs/ap-1",
+                         "/api/runs/ap-1/timeline", "/api/runs/n-1/export",
+                         "/api/inbox", "/api/overview?window=day"):
+                with urllib.request.urlopen(url + path, timeout=30) as r:
+                    self.assertEqual(r.status, 200, path)
+                    r.read()
+            post = urllib.request.Request(url + "/api/runs/ap-1/cancel",
+                                          data=b"{}", method="POST")
+            with self.assertRaises(urllib.error.HTTPError) as refused:
+                urllib.request.urlopen(post, timeout=30)
+            self.assertEqual(refused.exception.code, 403)
+        finally:
+            web.send_signal(signal.SIGTERM)
+            _, err = web.communicate(timeout=30)
+        self.assertEqual(web.returncode, 0, err)
+        self.assertEqual(self.rows(schema), before, "ledger-web --read-only")
+        # and a write is seen: the hashes are of what a command changes
+        rc, _, err = self.replay(store, "--cancel", "ap-1")
+        self.assertEqual(rc, 5, err)
+        self.assertNotEqual(self.rows(schema), before)
+
+
+def main():
+    global A
+    ap = argparse.ArgumentParser()
+    for name in ("dump", "replay", "web", "plugin", "helper", "source"):
+        ap.add_argument("--" + name, required=True)
+    ap.add_argument("--bench")  # pl-bench, when the build makes it
+    ap.add_argument("only", nargs="*")
+    A = ap.parse_args()
+    if A.only == ["Pg"]:
+        if not PG:
+            sys.exit("the Pg cases run under tests/pg_run.sh")
+        suite = unittest.TestSuite()
+        for case in (PgSecrets, PgReadOnly, Dump, Replay):
+            for name in unittest.TestLoader().getTestCaseNames(case):
+                test = case(name)
+                test.pg = True
+                suite.addTest(test)
+    else:
+        suite = unittest.TestSuite(
+            unittest.TestLoader().loadTestsFromTestCase(case)
+            for case in (Help, Secrets, Dump, Replay))
+    result = unittest.TextTestRunner(verbosity=2).run(suite)
+    sys.exit(0 if result.wasSuccessful() else 1)
+
+
+if __name__ == "__main__":
+    main()
