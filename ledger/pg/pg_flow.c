@@ -400,7 +400,7 @@ int pl__pg_flow_setup(pl__pg_store *s, PGconn *c)
                  "UPDATE \"%s\".timers t SET fkey = " TIMER_KEY_T "; "
                  "END IF; END $d$;"
                  "DO $d$ BEGIN IF to_regclass('\"%s\".timers_key') IS NULL THEN "
-        "CREATE INDEX timers_key ON \"%s\".timers (fkey, due, "
+                 "CREATE INDEX timers_key ON \"%s\".timers (fkey, due, "
                  "run); END IF; END $d$;"
                  /* a run's key changed (its lease's or parked row's, made, set or
          * dropped), its timer's follows, whatever statement changed it
