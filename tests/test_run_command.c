@@ -11,6 +11,7 @@
 #include "support.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -215,6 +216,43 @@ Test(run_command, the_environment_is_reduced_to_the_allowlist,
     cr_expect_null(strstr(out, "PL_TEST_SECRET"), "%s", out);
     cr_expect_null(strstr(out, "HOME="), "%s", out);
     pl_outcome_free(r);
+}
+
+/* The guide: by default the program gets PATH, LANG, LC_ALL and TZ alone,
+ * and no descriptor but its stdin, stdout and stderr, even one the
+ * engine's process holds without FD_CLOEXEC. */
+Test(run_command, default_environment_and_no_other_descriptor,
+     .fini = close_all)
+{
+    setenv("PL_TEST_SECRET", "do-not-pass", 1);
+    setenv("LANG", "C.UTF-8", 1);
+    setenv("LC_ALL", "C", 1);
+    setenv("TZ", "UTC", 1);
+    pl_tools_options o = options();
+    open_with(&o);
+    int fd = open("/dev/null", O_RDONLY); /* inheritable */
+    cr_assert_geq(fd, 3);
+    pl_outcome *r = run("e", "{\"argv\": [\"env\"]}");
+    const char *out = str(got(r), "stdout");
+    cr_assert_not_null(out);
+    int lines = 0;
+    for (const char *p = out; *p; p = strchr(p, '\n') + 1) {
+        cr_expect(!strncmp(p, "PATH=", 5) || !strncmp(p, "LANG=C.UTF-8\n", 13) ||
+                      !strncmp(p, "LC_ALL=C\n", 9) || !strncmp(p, "TZ=UTC\n", 7),
+                  "%s", out);
+        lines++;
+        if (!strchr(p, '\n'))
+            break;
+    }
+    cr_expect_eq(lines, 4, "%s", out);
+    pl_outcome_free(r);
+    /* the shell's descriptors, listed by a child (a "; true" keeps the
+     * shell from becoming ls, whose own directory would show) */
+    r = run("fd", "{\"argv\": [\"sh\", \"-c\", "
+                  "\"ls /proc/$$/fd; true\"]}");
+    cr_expect_str_eq(str(got(r), "stdout"), "0\n1\n2\n");
+    pl_outcome_free(r);
+    close(fd);
 }
 
 Test(run_command, refused_before_anything_runs, .fini = close_all)
