@@ -26,6 +26,7 @@ a test tells two servers of one DIR apart).  MODE:
     twice       as ok, but its tool list's second page names "echo" again
     patient     as ok, but "slow" answers once DIR/hold is gone, looking
                 for it every 10 ms (meanwhile nothing else is read)
+    hinted      as ok, "echo" annotated readOnlyHint true, "fail" false
 """
 import json
 import os
@@ -63,6 +64,9 @@ TOOLS = [
     {"name": "die", "description": "Exit.", "inputSchema": {"type": "object"}},
 ]
 ODD = 'say "hi" \\ \u00e9/\u2713'
+if mode == "hinted":
+    TOOLS[0] = dict(TOOLS[0], annotations={"readOnlyHint": True})
+    TOOLS[1] = dict(TOOLS[1], annotations={"readOnlyHint": False})
 if mode == "oddname":
     TOOLS.append({"name": ODD, "description": "Echo, with the name.",
                   "inputSchema": {"type": "object"}})

@@ -329,6 +329,38 @@ Test(mcp, an_escaped_tool_name_and_the_meta_reach_the_server_as_given)
     cJSON_Delete(got);
 }
 
+/* The guide: a tool is registered idempotent only when opts.idempotent
+ * names it or it says readOnlyHint (unless opts.ignore_hints); every other
+ * tool gets opts.in_doubt. */
+static void expect_kind(const char *name, bool idempotent, pl_in_doubt rule)
+{
+    const pl_policy_def *d = pl_registry_find(F.reg, name);
+    cr_assert_not_null(d, "%s", name);
+    cr_expect_eq(d->idempotent, idempotent, "%s", name);
+    if (!idempotent)
+        cr_expect_eq(d->in_doubt, rule, "%s", name);
+}
+
+Test(mcp, idempotent_by_name_or_hint_and_the_in_doubt_rule)
+{
+    pl_mcp_options o = quiet();
+    cr_assert_eq(register_fake("hinted", &o), PL_OK, "%s", pl_errmsg());
+    expect_kind("fake.echo", true, PL_IN_DOUBT_FAIL);
+    expect_kind("fake.fail", false, PL_IN_DOUBT_FAIL);
+    expect_kind("fake.slow", false, PL_IN_DOUBT_FAIL);
+    close_all();
+
+    static const char *const idem[] = {"slow"};
+    o.ignore_hints = true;
+    o.idempotent = idem;
+    o.n_idempotent = 1;
+    o.in_doubt = PL_IN_DOUBT_SUSPEND;
+    cr_assert_eq(register_fake("hinted", &o), PL_OK, "%s", pl_errmsg());
+    expect_kind("fake.echo", false, PL_IN_DOUBT_SUSPEND);
+    expect_kind("fake.fail", false, PL_IN_DOUBT_SUSPEND);
+    expect_kind("fake.slow", true, PL_IN_DOUBT_SUSPEND);
+}
+
 Test(mcp, a_name_taken_registers_none)
 {
     pl_mcp_options o = quiet();
