@@ -27,8 +27,25 @@ static int use(pl_ctx *ctx, const pl_action *action, pl_steps *out, void *user)
     (void)user;
     const cJSON *args = cJSON_GetObjectItemCaseSensitive(action->payload,
                                                          "args");
+    const cJSON *within = cJSON_GetObjectItemCaseSensitive(action->payload,
+                                                           "within_ms");
     cJSON *r = NULL;
-    int st = pl_ctx_invoke(&r, ctx, "run_command", args);
+    int st;
+    if (cJSON_IsNumber(within)) { /* under a timeout decorator */
+        pl_decorator d;
+        pl_action call = PL_ACTION_INIT;
+        call.policy = "run_command";
+        call.payload = args;
+        pl_step *s = NULL;
+        if ((st = pl_decorator_timeout(&d, (int64_t)within->valuedouble)))
+            return st;
+        st = pl_ctx_call(&s, ctx, &call, &d, 1);
+        if (s)
+            r = cJSON_Duplicate(pl_step_payload(s), 1);
+        pl_step_free(s);
+    } else {
+        st = pl_ctx_invoke(&r, ctx, "run_command", args);
+    }
     if (st && st != PL_ERESULT)
         return st;
     return pl_steps_add_resultf(out, "{s:o}", "got", r);
@@ -410,6 +427,52 @@ Test(run_command, a_timeout_kills_the_whole_group, .fini = close_all)
     pl_outcome_free(r);
 }
 
+/* The guide: the timeout is the least of "timeout_ms",
+ * opts.command_timeout_ms and the call's deadline (a timeout decorator's);
+ * the Timeout result names the one that applied. */
+Test(run_command, the_least_timeout_applies, .fini = close_all)
+{
+    pl_tools_options o = options();
+    o.command_timeout_ms = 300;
+    open_with(&o);
+    pl_outcome *r = run("opt", "{\"argv\": [\"sh\", \"-c\", \"sleep 60\"], "
+                               "\"timeout_ms\": 60000}");
+    const cJSON *g = got(r);
+    cr_expect_str_eq(str(g, "code"), PL_ERR_TIMEOUT);
+    cr_expect(strstr(str(g, "message"), "timeout of 300 ms"), "%s",
+              str(g, "message"));
+    pl_outcome_free(r);
+    r = run("arg", "{\"argv\": [\"sh\", \"-c\", \"sleep 60\"], "
+                   "\"timeout_ms\": 200}");
+    g = got(r);
+    cr_expect(strstr(str(g, "message"), "timeout of 200 ms"), "%s",
+              str(g, "message"));
+    pl_outcome_free(r);
+    /* a decorator's deadline of 100 ms: less than either */
+    char payload[256];
+    snprintf(payload, sizeof payload,
+             "{\"within_ms\": 100, \"args\": {\"argv\": [\"sh\", \"-c\", "
+             "\"sleep 60\"], \"timeout_ms\": 250}}");
+    r = t_start(F.engine, "use", payload, "deadline");
+    cr_assert_eq(r->status, PL_RUN_COMPLETED, "%s", r->reason ? r->reason : "");
+    cr_expect_str_eq(str(got(r), "code"), PL_ERR_TIMEOUT);
+    pl_outcome_free(r);
+    /* the decorator ends the call with its own Timeout; the command's
+     * result, in the call's ledger, names the timeout it was given */
+    pl_steps *l = NULL;
+    cr_assert_eq(pl_run_ledger(&l, F.engine, "deadline", "0.0"), PL_OK, "%s",
+                 pl_errmsg());
+    long ms = -1;
+    for (size_t i = 0; i < pl_steps_count(l); i++) {
+        const char *m = str(pl_step_payload(pl_steps_at(l, i)), "message");
+        const char *at = m ? strstr(m, "timeout of ") : NULL;
+        if (at)
+            ms = strtol(at + strlen("timeout of "), NULL, 10);
+    }
+    pl_steps_free(l);
+    cr_expect(ms >= 0 && ms <= 100, "the command's timeout: %ld ms", ms);
+}
+
 Test(run_command, ten_megabytes_of_output_in_bounded_memory, .fini = close_all)
 {
     pl_tools_options o = options();
@@ -550,6 +613,24 @@ Test(run_command, options_are_checked, .fini = close_all)
     cr_assert_not_null(d);
     cr_expect(!d->idempotent);
     cr_expect_eq(d->in_doubt, PL_IN_DOUBT_FAIL);
+    pl_registry_free(reg);
+    pl_tools_free(t);
+    /* the guide: opts.command_in_doubt is its rule, and
+     * opts.command_idempotent makes it idempotent */
+    o.command_in_doubt = PL_IN_DOUBT_SUSPEND;
+    cr_assert_eq(pl_tools_new(&t, &o), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(pl_registry_new(&reg), PL_OK);
+    cr_assert_eq(pl_tools_register(reg, t), PL_OK);
+    d = pl_registry_find(reg, "run_command");
+    cr_expect(!d->idempotent);
+    cr_expect_eq(d->in_doubt, PL_IN_DOUBT_SUSPEND);
+    pl_registry_free(reg);
+    pl_tools_free(t);
+    o.command_idempotent = true;
+    cr_assert_eq(pl_tools_new(&t, &o), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(pl_registry_new(&reg), PL_OK);
+    cr_assert_eq(pl_tools_register(reg, t), PL_OK);
+    cr_expect(pl_registry_find(reg, "run_command")->idempotent);
     pl_registry_free(reg);
     pl_tools_free(t);
 }
