@@ -27,6 +27,7 @@ a test tells two servers of one DIR apart).  MODE:
     patient     as ok, but "slow" answers once DIR/hold is gone, looking
                 for it every 10 ms (meanwhile nothing else is read)
     hinted      as ok, "echo" annotated readOnlyHint true, "fail" false
+    vDATE       as ok, answering initialize with protocol version DATE
 """
 import json
 import os
@@ -86,7 +87,8 @@ for line in sys.stdin:
     if method is None or i is None:
         continue  # a notification or an answer
     if method == "initialize":
-        v = "1999-01-01" if mode == "badversion" else "2025-06-18"
+        v = ("1999-01-01" if mode == "badversion" else
+             mode[1:] if mode.startswith("v2") else "2025-06-18")
         result(i, {"protocolVersion": v, "capabilities": {"tools": {}},
                    "serverInfo": {"name": "fake", "version": "1"}})
     elif method == "tools/list":

@@ -361,6 +361,31 @@ Test(mcp, idempotent_by_name_or_hint_and_the_in_doubt_rule)
     expect_kind("fake.slow", true, PL_IN_DOUBT_SUSPEND);
 }
 
+/* The guide: a server that answers 2025-03-26 or 2024-11-05 is accepted,
+ * and pl_mcp_protocol_version() says which; its tools are called as any. */
+Test(mcp, the_two_earlier_protocol_versions_are_accepted)
+{
+    static const char *const versions[] = {"2025-03-26", "2024-11-05"};
+    for (size_t i = 0; i < 2; i++) {
+        char mode[32];
+        snprintf(mode, sizeof mode, "v%s", versions[i]);
+        pl_mcp_options o = quiet();
+        F.store[0] = '\0';
+        open_fake(mode, &o);
+        cr_expect_str_eq(pl_mcp_protocol_version(F.mcp), versions[i]);
+        cJSON *got = run(versions[i],
+                         "[{\"tool\": \"fake.echo\", \"args\": {\"text\": "
+                         "\"hi\"}}]",
+                         1);
+        const cJSON *sc = cJSON_GetObjectItemCaseSensitive(at(got, 0),
+                                                           "structuredContent");
+        cr_expect_str_eq(
+            s_of(cJSON_GetObjectItemCaseSensitive(sc, "args"), "text"), "hi");
+        cJSON_Delete(got);
+        close_all();
+    }
+}
+
 Test(mcp, a_name_taken_registers_none)
 {
     pl_mcp_options o = quiet();
