@@ -379,8 +379,9 @@ Test(mcp, the_two_earlier_protocol_versions_are_accepted)
                          1);
         const cJSON *sc = cJSON_GetObjectItemCaseSensitive(at(got, 0),
                                                            "structuredContent");
-        cr_expect_str_eq(
-            s_of(cJSON_GetObjectItemCaseSensitive(sc, "args"), "text"), "hi");
+        cr_expect_str_eq(s_of(cJSON_GetObjectItemCaseSensitive(sc, "args"),
+                              "text"),
+                         "hi");
         cJSON_Delete(got);
         close_all();
     }

@@ -776,8 +776,7 @@ Test(pg, the_default_schema_the_short_scheme_and_schema_names)
     free(shorter);
     free(uri);
 
-    static const char *const bad[] = {"9lives", "a-b", "a.b", "ab c",
-                                      "Abc"};
+    static const char *const bad[] = {"9lives", "a-b", "a.b", "ab c", "Abc"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         uri = t_pg_store_uri(bad[i]);
         e = NULL;

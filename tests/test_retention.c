@@ -626,8 +626,7 @@ Test(retention, suspended_imported_read_only_and_visitor_refusals)
     f = fmemopen(buf, len, "r");
     cr_assert_not_null(f);
     char *id = NULL;
-    cr_assert_eq(pl_run_import(&id, e, f, NULL), PL_EEXIST, "%s",
-                 pl_errmsg());
+    cr_assert_eq(pl_run_import(&id, e, f, NULL), PL_EEXIST, "%s", pl_errmsg());
     cr_assert(strstr(pl_errmsg(), "was deleted on"), "%s", pl_errmsg());
     cr_assert_null(id);
     fclose(f);

@@ -254,8 +254,10 @@ Test(run_command, default_environment_and_no_other_descriptor,
     cr_assert_not_null(out);
     int lines = 0;
     for (const char *p = out; *p; p = strchr(p, '\n') + 1) {
-        cr_expect(!strncmp(p, "PATH=", 5) || !strncmp(p, "LANG=C.UTF-8\n", 13) ||
-                      !strncmp(p, "LC_ALL=C\n", 9) || !strncmp(p, "TZ=UTC\n", 7),
+        cr_expect(!strncmp(p, "PATH=", 5) ||
+                      !strncmp(p, "LANG=C.UTF-8\n", 13) ||
+                      !strncmp(p, "LC_ALL=C\n", 9) ||
+                      !strncmp(p, "TZ=UTC\n", 7),
                   "%s", out);
         lines++;
         if (!strchr(p, '\n'))
