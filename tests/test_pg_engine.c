@@ -766,9 +766,10 @@ Test(pg, the_default_schema_the_short_scheme_and_schema_names)
     cr_expect_eq(t_pg_number("SELECT count(*) FROM policyledger.runs"), 1);
 
     char *uri = t_pg_store_uri("_short_scheme_9");
-    char *shorter = malloc(strlen(uri) + 1);
+    size_t n = strlen(uri) + 1;
+    char *shorter = malloc(n);
     cr_assert_not_null(shorter);
-    sprintf(shorter, "postgres://%s", uri + strlen("postgresql://"));
+    snprintf(shorter, n, "postgres://%s", uri + strlen("postgresql://"));
     e = t_engine(shorter, reg, PL_DURABILITY_SYNC);
     pl_outcome_free(t_start(e, "echo", "{}", "short"));
     pl_engine_close(e);
