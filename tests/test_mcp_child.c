@@ -135,21 +135,6 @@ Test(mcp_child, stderr_appended_own_group_and_no_shell)
     cr_expect(!strncmp(buf, "before\nfrom the server\n", 23), "%s", buf);
 }
 
-/* Has process @p pid ended (gone, or a zombie nobody reaped yet)? */
-static bool gone(long pid)
-{
-    char path[64], buf[512];
-    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return true;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    const char *p = strrchr(buf, ')');
-    return !p || p[2] == 'Z' || p[2] == 'X';
-}
-
 Test(mcp_child, the_server_dies_with_the_engines_process)
 {
     char spec[9000], ready[4300];
@@ -180,12 +165,11 @@ Test(mcp_child, the_server_dies_with_the_engines_process)
     cJSON *s = seen();
     long server = (long)cJSON_GetObjectItemCaseSensitive(s, "pid")->valuedouble;
     cJSON_Delete(s);
-    cr_assert(!gone(server), "the server runs");
+    cr_assert(!t_proc_gone(server), "the server runs");
     kill(child, SIGKILL);
     cr_assert_eq(waitpid(child, &status, 0), child);
-    for (int i = 0; i < 6000 && !gone(server); i++)
-        nanosleep(&ts, NULL);
-    cr_expect(gone(server), "server %ld outlived the engine's process", server);
-    if (!gone(server))
+    cr_expect(t_proc_ends(server), "server %ld outlived the engine's process",
+              server);
+    if (!t_proc_gone(server))
         kill((pid_t)server, SIGKILL);
 }

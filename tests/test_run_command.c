@@ -367,31 +367,6 @@ static long pid_of(const cJSON *g)
     return end && end != s ? v : 0;
 }
 
-/* Has the process @p pid ended (gone, or a zombie nobody reaped)? */
-static bool gone(long pid)
-{
-    char path[64], buf[512];
-    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return true;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    const char *p = strrchr(buf, ')');
-    return !p || p[2] == 'Z' || p[2] == 'X';
-}
-
-/* Wait (at most a minute: never a timing assertion) for @p pid to end. */
-static bool ends(long pid)
-{
-    for (int i = 0; i < 6000 && !gone(pid); i++) {
-        struct timespec ts = {0, 10000000};
-        nanosleep(&ts, NULL);
-    }
-    return gone(pid);
-}
-
 Test(run_command, a_timeout_kills_the_whole_group, .fini = close_all)
 {
     pl_tools_options o = options();
@@ -405,7 +380,7 @@ Test(run_command, a_timeout_kills_the_whole_group, .fini = close_all)
     cr_expect_str_eq(str(g, "signal"), "SIGKILL");
     long child = pid_of(g);
     cr_assert_gt(child, 1, "the child's pid: %s", t_text(g));
-    cr_expect(ends(child), "the child %ld outlived the timeout", child);
+    cr_expect(t_proc_ends(child), "the child %ld outlived the timeout", child);
     pl_outcome_free(r);
     /* a child that outlives its parent, holding its output */
     r = run("u", "{\"argv\": [\"sh\", \"-c\", \"sleep 600 & echo $!\"], "
@@ -414,7 +389,7 @@ Test(run_command, a_timeout_kills_the_whole_group, .fini = close_all)
     cr_expect(cJSON_IsTrue(cJSON_GetObjectItem(g, "timed_out")));
     child = pid_of(g);
     cr_assert_gt(child, 1);
-    cr_expect(ends(child), "the orphan %ld outlived the timeout", child);
+    cr_expect(t_proc_ends(child), "the orphan %ld outlived the timeout", child);
     pl_outcome_free(r);
     /* one that left its output: the group still goes when it ends */
     r = run("v", "{\"argv\": [\"sh\", \"-c\", \"sleep 600 >/dev/null 2>&1 & "
@@ -425,7 +400,7 @@ Test(run_command, a_timeout_kills_the_whole_group, .fini = close_all)
     cr_expect_eq(num(g, "exit_code"), 0);
     child = pid_of(g);
     cr_assert_gt(child, 1);
-    cr_expect(ends(child), "the detached %ld outlived the call", child);
+    cr_expect(t_proc_ends(child), "the detached %ld outlived the call", child);
     pl_outcome_free(r);
 }
 
