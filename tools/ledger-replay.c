@@ -202,6 +202,8 @@ static void usage(FILE *f)
         "                        repeatable; may stand for --plugin)\n"
         "  --json                print the summaries as one JSON document on "
         "stdout\n"
+        "                        (a failure too: its exit, message and "
+        "error)\n"
         "  --trace FILE          append one JSON line per engine event to FILE "
         "(- for\n"
         "                        stderr), flushed per line: trace_id (the run "
@@ -713,6 +715,49 @@ static const char *mode_name(enum mode m)
     }
 }
 
+/* --json's one document, printed whatever the command came to: its runs
+ * and their summaries, the exit status, and for a failure the first
+ * message said (`message`) and the library's status where one says why
+ * (`error`: a plugin, an MCP server or the store that cannot be had).
+ * Returns the exit status, EXIT_FAILED when the document cannot be made. */
+static int print_document(tool *t, int rc, const char *error)
+{
+    if (!t->opt.json || t->printed)
+        return rc;
+    t->printed = true;
+    cJSON *doc = cJSON_CreateObject();
+    if (doc) {
+        cJSON_AddStringToObject(doc, "store", cli_store_shown(t->opt.store));
+        cJSON_AddStringToObject(doc, "mode", mode_name(t->opt.mode));
+        cJSON_AddItemToObject(doc, "runs",
+                              t->runs ? t->runs : cJSON_CreateArray());
+        cJSON_AddItemToObject(doc, "skipped",
+                              t->skipped ? t->skipped : cJSON_CreateArray());
+        t->runs = t->skipped = NULL;
+        if (t->summary)
+            cJSON_AddItemToObject(doc, "summary", t->summary);
+        t->summary = NULL;
+        if (t->sched_json)
+            cJSON_AddItemToObject(doc, "schedule", t->sched_json);
+        t->sched_json = NULL;
+        cJSON_AddNumberToObject(doc, "exit", rc);
+        if (rc && error)
+            cJSON_AddStringToObject(doc, "error", error);
+        if (rc && cli_first_error())
+            cJSON_AddStringToObject(doc, "message", cli_first_error());
+    }
+    char *text = doc ? cJSON_Print(doc) : NULL;
+    if (text)
+        printf("%s\n", text);
+    else {
+        cli_error("out of memory printing the summary");
+        rc = EXIT_FAILED;
+    }
+    free(text);
+    cJSON_Delete(doc);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     tool t;
@@ -720,12 +765,15 @@ int main(int argc, char **argv)
     cli_set_name(argv[0]);
     int rc = parse_args(&t.opt, argc, argv);
     pl_mcp **mcps = NULL;
+    const char *why = NULL; /* the library's status of a failure before
+                               the store is open */
     if (rc) {
         free(t.opt.plugins);
         free(t.opt.mcp);
         return rc < 0 ? 0 : rc;
     }
     if (t.opt.json) {
+        cli_keep_first_error(true);
         t.runs = cJSON_CreateArray();
         t.skipped = cJSON_CreateArray();
         if (!t.runs || !t.skipped) {
@@ -764,6 +812,7 @@ int main(int argc, char **argv)
     }
     if (st) {
         rc = EXIT_OPEN;
+        why = pl_status_name(st);
         goto done;
     }
     /* everything is checked before the store is opened, and only
@@ -807,6 +856,7 @@ int main(int argc, char **argv)
                       cli_quote(q, sizeof q, cli_store_shown(t.opt.store)),
                       pl_errmsg(), pl_status_name(st));
         rc = EXIT_OPEN;
+        why = pl_status_name(st);
         goto done;
     }
     switch (t.opt.mode) {
@@ -835,33 +885,13 @@ int main(int argc, char **argv)
         worst(&t, EXIT_FAILED);
     }
     rc = t.exit;
-    if (t.opt.json) {
-        cJSON *doc = cJSON_CreateObject();
-        if (doc) {
-            cJSON_AddStringToObject(doc, "store", cli_store_shown(t.opt.store));
-            cJSON_AddStringToObject(doc, "mode", mode_name(t.opt.mode));
-            cJSON_AddItemToObject(doc, "runs", t.runs);
-            cJSON_AddItemToObject(doc, "skipped", t.skipped);
-            t.runs = t.skipped = NULL;
-            if (t.summary)
-                cJSON_AddItemToObject(doc, "summary", t.summary);
-            t.summary = NULL;
-            cJSON_AddNumberToObject(doc, "exit", rc);
-        }
-        char *text = doc ? cJSON_Print(doc) : NULL;
-        if (text)
-            printf("%s\n", text);
-        else {
-            cli_error("out of memory printing the summary");
-            rc = EXIT_FAILED;
-        }
-        free(text);
-        cJSON_Delete(doc);
-    }
+    rc = print_document(&t, rc, NULL);
     /* a summary lost to a full disk must not pass for one written */
     if (!cli_stdout_ok() && rc != EXIT_USAGE)
         rc = EXIT_OPEN;
 done:
+    /* a command that stopped before its runs still prints its document */
+    rc = print_document(&t, rc, why);
     pl_engine_close(t.engine);
     t.engine = NULL;
     close_observers(&t, rc);
@@ -869,6 +899,7 @@ done:
     tallies_free(&t);
     cJSON_Delete(t.runs);
     cJSON_Delete(t.skipped);
+    cJSON_Delete(t.sched_json);
     cJSON_Delete(t.payload);
     cJSON_Delete(t.answer);
     if (t.import_in)
