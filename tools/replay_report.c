@@ -210,7 +210,7 @@ void report_outcome(tool *t, const pl_outcome *o, double ms, const char *note)
     switch (o->status) {
     case PL_RUN_CONTINUED:
         if (j)
-            cJSON_AddStringToObject(j, "successor", or_dash(o->successor));
+            cli_json_string_or_null(j, "successor", o->successor);
         if (!t->opt.json)
             printf("  continued as new: %s goes on\n", or_dash(o->successor));
         t->n_ok++;
@@ -270,7 +270,7 @@ void report_outcome(tool *t, const pl_outcome *o, double ms, const char *note)
     default:
         if (j) {
             cJSON_AddStringToObject(j, "error", pl_status_name(o->error));
-            cJSON_AddStringToObject(j, "reason", or_dash(o->reason));
+            cli_json_string_or_null(j, "reason", o->reason);
         }
         if (!t->opt.json)
             printf("  reason: %s\n", or_dash(o->reason));

@@ -75,7 +75,7 @@ cJSON *run_json(const pl_run_info *ri)
     if (ri->predecessor)
         cJSON_AddStringToObject(o, "predecessor", ri->predecessor);
     if (ri->status == PL_RUN_FAILED || ri->status == PL_RUN_CANCELLED) {
-        cJSON_AddStringToObject(o, "reason", ri->reason ? ri->reason : "");
+        cli_json_string_or_null(o, "reason", ri->reason);
         cJSON_AddStringToObject(o, "error", pl_strerror(ri->error));
     }
     if (ri->status == PL_RUN_WAITING) {

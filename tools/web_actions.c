@@ -82,8 +82,8 @@ void web_on_event(const pl_event *ev, void *user)
         cJSON *j = s->divergence = cJSON_CreateObject();
         if (!j)
             return;
-        cJSON_AddStringToObject(j, "step", d->step_id ? d->step_id : "");
-        cJSON_AddStringToObject(j, "invocation", ev->path ? ev->path : "");
+        cli_json_string_or_null(j, "step", d->step_id);
+        cli_json_string_or_null(j, "invocation", ev->path);
         cJSON_AddNumberToObject(j, "seq", ev->seq);
         cJSON_AddItemToObject(j, "recorded",
                               diff_step(d->recorded_type, d->recorded_actor,
@@ -96,7 +96,7 @@ void web_on_event(const pl_event *ev, void *user)
         cJSON *c = cJSON_CreateObject();
         if (!c)
             return;
-        cJSON_AddStringToObject(c, "first_step", d->step_id ? d->step_id : "");
+        cli_json_string_or_null(c, "first_step", d->step_id);
         cJSON_AddItemToObject(c, "recorded",
                               d->recorded_code
                                   ? cJSON_CreateString(d->recorded_code)
@@ -139,7 +139,7 @@ static cJSON *outcome_json(const pl_outcome *o, double ms, const char *note)
             cJSON_AddItemToObject(j, "prompt", cJSON_Duplicate(o->prompt, 1));
     } else {
         cJSON_AddStringToObject(j, "error", pl_status_name(o->error));
-        cJSON_AddStringToObject(j, "reason", o->reason ? o->reason : "-");
+        cli_json_string_or_null(j, "reason", o->reason);
     }
     return j;
 }
@@ -415,7 +415,9 @@ static int do_verify(web *w, const char *id, cJSON **out)
 }
 
 /* What a delivery (a signal, a cancellation) says when no run went on
- * here: as ledger-replay --json, and the run's status now. */
+ * here: as ledger-replay --json, the run's status now, and whether it has
+ * ended (a cancellation ends a suspended or submitted run at once, and a
+ * waiting one whose policies are loaded here is continued to its end). */
 static cJSON *delivered_json(web *w, const char *id)
 {
     cJSON *j = cJSON_CreateObject();
@@ -424,8 +426,10 @@ static cJSON *delivered_json(web *w, const char *id)
     cJSON_AddStringToObject(j, "run_id", id);
     cJSON_AddStringToObject(j, "status", "delivered");
     pl_run_info *ri = NULL;
-    if (!pl_run_get(&ri, w->engine, id))
+    if (!pl_run_get(&ri, w->engine, id)) {
         cJSON_AddStringToObject(j, "now", web_status_name(ri));
+        cJSON_AddBoolToObject(j, "ended", run_ended(ri));
+    }
     pl_run_info_free(ri);
     return j;
 }
