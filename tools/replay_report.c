@@ -200,6 +200,8 @@ void report_outcome(tool *t, const pl_outcome *o, double ms, const char *note)
         if (note)
             cJSON_AddStringToObject(j, "note", note);
         json_counters(j, o, ms);
+        if (!outcome_fields(j, o))
+            t->w.oom = true;
     }
     if (!t->opt.json)
         printf("run %s: %s%s%s\n  calls served from the ledger %llu, "
@@ -209,8 +211,6 @@ void report_outcome(tool *t, const pl_outcome *o, double ms, const char *note)
                (unsigned long long)o->calls_executed, ms);
     switch (o->status) {
     case PL_RUN_CONTINUED:
-        if (j)
-            cli_json_string_or_null(j, "successor", o->successor);
         if (!t->opt.json)
             printf("  continued as new: %s goes on\n", or_dash(o->successor));
         t->n_ok++;
@@ -219,8 +219,6 @@ void report_outcome(tool *t, const pl_outcome *o, double ms, const char *note)
         size_t n = pl_steps_count(o->steps);
         const pl_step *last = n ? pl_steps_at(o->steps, n - 1) : NULL;
         const cJSON *res = last ? pl_step_payload(last) : NULL;
-        if (j && res)
-            cJSON_AddItemToObject(j, "result", cJSON_Duplicate(res, true));
         if (!t->opt.json && res) {
             char *text = cJSON_PrintUnformatted(res);
             printf("  result %s\n", text ? text : "?");
@@ -230,15 +228,6 @@ void report_outcome(tool *t, const pl_outcome *o, double ms, const char *note)
         break;
     }
     case PL_RUN_SUSPENDED: {
-        if (j) {
-            cJSON_AddStringToObject(j, "suspended_path",
-                                    or_dash(o->suspended_path));
-            cJSON_AddStringToObject(j, "resume_token",
-                                    or_dash(o->resume_token));
-            if (o->prompt)
-                cJSON_AddItemToObject(j, "prompt",
-                                      cJSON_Duplicate(o->prompt, true));
-        }
         if (!t->opt.json) {
             char *text = o->prompt ? cJSON_PrintUnformatted(o->prompt) : NULL;
             printf("  waiting at %s for an answer to %s\n  resume with: "
@@ -254,13 +243,6 @@ void report_outcome(tool *t, const pl_outcome *o, double ms, const char *note)
         char what[PL_MAX_NAME + 96];
         cli_wait_text(what, sizeof what, o->wake_ms, o->wait_event,
                       cli_now_us());
-        if (j) {
-            cJSON_AddStringToObject(j, "waiting_path",
-                                    or_dash(o->suspended_path));
-            cJSON_AddNumberToObject(j, "wake_ms", (double)o->wake_ms);
-            if (o->wait_event)
-                cJSON_AddStringToObject(j, "wait_event", o->wait_event);
-        }
         if (!t->opt.json)
             printf("  waiting at %s %s\n", or_dash(o->suspended_path), what);
         t->n_suspended++;
@@ -268,10 +250,6 @@ void report_outcome(tool *t, const pl_outcome *o, double ms, const char *note)
         break;
     }
     default:
-        if (j) {
-            cJSON_AddStringToObject(j, "error", pl_status_name(o->error));
-            cli_json_string_or_null(j, "reason", o->reason);
-        }
         if (!t->opt.json)
             printf("  reason: %s\n", or_dash(o->reason));
         t->n_failed++;

@@ -127,19 +127,9 @@ static cJSON *outcome_json(const pl_outcome *o, double ms, const char *note)
     cJSON_AddNumberToObject(j, "steps_replayed", (double)o->steps_replayed);
     cJSON_AddNumberToObject(j, "steps_appended", (double)o->steps_appended);
     cJSON_AddNumberToObject(j, "elapsed_ms", ms);
-    if (o->status == PL_RUN_COMPLETED) {
-        cJSON_AddItemToObject(j, "result",
-                              cJSON_Duplicate(pl_outcome_result(o), true));
-    } else if (o->status == PL_RUN_SUSPENDED) {
-        cJSON_AddStringToObject(j, "suspended_path",
-                                o->suspended_path ? o->suspended_path : "-");
-        cJSON_AddStringToObject(j, "resume_token",
-                                o->resume_token ? o->resume_token : "-");
-        if (o->prompt)
-            cJSON_AddItemToObject(j, "prompt", cJSON_Duplicate(o->prompt, 1));
-    } else {
-        cJSON_AddStringToObject(j, "error", pl_status_name(o->error));
-        cli_json_string_or_null(j, "reason", o->reason);
+    if (!outcome_fields(j, o)) {
+        cJSON_Delete(j);
+        return NULL;
     }
     return j;
 }
@@ -510,8 +500,8 @@ static int do_delete(web *w, const char *id, cJSON **out)
     return 200;
 }
 
-int api_action(web *w, const char *id, const char *action, const web_req *r,
-               cJSON **out)
+static int run_action(web *w, const char *id, const char *action,
+                      const web_req *r, cJSON **out)
 {
     if (!strcmp(action, "answer"))
         return do_answer(w, id, r, out);
@@ -529,12 +519,39 @@ int api_action(web *w, const char *id, const char *action, const web_req *r,
         return do_signal(w, id, r, out);
     if (!strcmp(action, "cancel"))
         return do_cancel(w, id, r, out);
-    if (!strcmp(action, "delete"))
-        return do_delete(w, id, out);
-    return web_fail(out, 404, "not_found",
-                    "no action %s: answer, continue, fork, upgrade, check, "
-                    "verify, signal, cancel or delete",
-                    QUOTE(action));
+    return do_delete(w, id, out);
+}
+
+int api_action(web *w, const char *id, const char *action, const web_req *r,
+               cJSON **out)
+{
+    static const char *const actions[] = {
+        "answer", "continue", "fork",   "upgrade", "check",
+        "verify", "signal",   "cancel", "delete"};
+    size_t k = 0;
+    while (k < sizeof actions / sizeof *actions && strcmp(action, actions[k]))
+        k++;
+    if (k == sizeof actions / sizeof *actions)
+        return web_fail(out, 404, "not_found",
+                        "no action %s: answer, continue, fork, upgrade, "
+                        "check, verify, signal, cancel or delete",
+                        QUOTE(action));
+    int http = run_action(w, id, action, r, out);
+    if (http < 400 || http >= 500 || !*out)
+        return http;
+    /* a run that is not there is said as the reads say it, whatever the
+     * action: deleted (what its tombstone keeps) or not_found */
+    pl_run_info *ri = NULL;
+    if (http == 404 && pl_run_get(&ri, w->engine, id) == PL_ENOTFOUND)
+        http = web_get_run(w, id, &ri, out);
+    pl_run_info_free(ri);
+    /* a refusal is the run not run, as ledger-replay --json says it */
+    if (*out && !cJSON_GetObjectItemCaseSensitive(*out, "status")) {
+        if (!cJSON_GetObjectItemCaseSensitive(*out, "run_id"))
+            cJSON_AddStringToObject(*out, "run_id", id);
+        cJSON_AddStringToObject(*out, "status", "not_run");
+    }
+    return http;
 }
 
 /* ---- batches ----------------------------------------------------------------------- */

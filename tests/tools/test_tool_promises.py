@@ -478,6 +478,53 @@ class Web(Stores, unittest.TestCase):
                          (200, "cancelled", True), j)
 
 
+    def test_actions_answer_as_documented(self):
+        """An action's answer is the run's summary as ledger-replay --json
+        gives it (a waiting run: where and for what, null for none); a
+        refusal is {run_id, status: "not_run", error, message}; a run not
+        there is said as the reads say it: deleted (its tombstone) or
+        not_found, whatever the action."""
+        store = self.new_store()
+        self.ok(A.helper, "start", store, A.plugin, "await", "aw-1", "{}")
+        self.ok(A.replay, store, "--plugin", A.plugin, "--submit", "note",
+                "--payload", '{"text":"a"}', "--new-id", "n-1")
+        self.ok(A.replay, store, "--plugin", A.plugin, "--run", "n-1")
+        url, csrf = self.web(store, "--plugin", A.plugin)
+        code, j = self.api(url, "/api/runs/aw-1/signal", '{"name": "no"}',
+                           csrf)
+        self.assertEqual(code, 200, j)
+        self.assertEqual({k: j[k] for k in ("status", "waiting_path",
+                                            "wake_ms", "wait_event")},
+                         {"status": "waiting", "waiting_path": "0",
+                          "wake_ms": None, "wait_event": "go"})
+        self.assertNotIn("error", j)
+        rc, out, err = self.replay(store, "--plugin", A.plugin, "--run",
+                                   "aw-1", "--json")
+        self.assertEqual(rc, 4, err)
+        self.assertEqual({k: v for k, v in json.loads(out)["runs"][0].items()
+                          if k in j and k not in ("note", "elapsed_ms",
+                                                  "steps_replayed",
+                                                  "calls_served")},
+                         {k: v for k, v in j.items()
+                          if k not in ("note", "elapsed_ms",
+                                       "steps_replayed", "calls_served")})
+        code, j = self.api(url, "/api/runs/aw-1/delete", "", csrf)
+        self.assertEqual((code, j["status"], j["error"], j["run_id"]),
+                         (409, "not_run", "PL_ESTATE", "aw-1"), j)
+        self.assertEqual(self.api(url, "/api/runs/n-1/delete", "", csrf),
+                         (200, {"run_id": "n-1", "deleted": True}))
+        for action, body in (("continue", ""), ("cancel", ""),
+                             ("signal", '{"name": "go"}'), ("delete", ""),
+                             ("fork", '{"at": "0:0"}'), ("verify", "")):
+            for run, error in (("n-1", "deleted"), ("never", "not_found")):
+                code, j = self.api(url, "/api/runs/%s/%s" % (run, action),
+                                   body, csrf)
+                self.assertEqual((code, j["error"], j["status"],
+                                  j["run_id"], "tombstone" in j),
+                                 (404, error, "not_run", run,
+                                  error == "deleted"), (action, j))
+
+
 class PgSecrets(Stores, unittest.TestCase):
     """On a server that answers: the password given (trust ignores it)
     is in no output."""
