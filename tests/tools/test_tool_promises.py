@@ -21,7 +21,13 @@ usage: test_tool_promises.py --dump D --replay R --web W --plugin P
   each named by run_id, --worker's counts in summary;
 - what opens the store for reading (ledger-dump, --check, --upgrade
   --dry-run, --prune --dry-run) works on a read-only file system, and on
-  PostgreSQL changes no row (ledger-web --read-only neither).
+  PostgreSQL changes no row (ledger-web --read-only neither);
+- ledger-replay --json prints its document on a failure before the store
+  opens; --schedule-put's is the schedule --schedules lists, a field with
+  no value null;
+- ledger-web's actions answer as docs/tools.md's JSON API says: /cancel
+  whether the run ended, a waiting run's summary, a refusal not_run, a
+  deleted or unknown run as the reads say it.
 """
 import argparse
 import json
