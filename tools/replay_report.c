@@ -386,3 +386,68 @@ void close_observers(tool *t, int rc)
     t->w.otel = NULL;
     t->w.trace = NULL;
 }
+
+const char *mode_name(enum mode m)
+{
+    switch (m) {
+    case MODE_RUN: return "run";
+    case MODE_ALL: return "all";
+    case MODE_RESUME: return "resume";
+    case MODE_CHECK: return "check";
+    case MODE_FORK: return "fork";
+    case MODE_IMPORT: return "import";
+    case MODE_WORKER: return "worker";
+    case MODE_SUBMIT: return "submit";
+    case MODE_PRUNE: return "prune";
+    case MODE_UPGRADE: return "upgrade";
+    case MODE_SCHED_PUT: return "schedule-put";
+    case MODE_SCHED_DELETE: return "schedule-delete";
+    case MODE_SIGNAL: return "signal";
+    case MODE_CANCEL: return "cancel";
+    case MODE_WAKE: return "wake";
+    default: return "none";
+    }
+}
+
+/* --json's one document, printed whatever the command came to: its runs
+ * and their summaries, the exit status, and for a failure the first
+ * message said (`message`) and the library's status where one says why
+ * (`error`: a plugin, an MCP server or the store that cannot be had).
+ * Returns the exit status, EXIT_FAILED when the document cannot be made. */
+int print_document(tool *t, int rc, const char *error)
+{
+    if (!t->opt.json || t->printed)
+        return rc;
+    t->printed = true;
+    cJSON *doc = cJSON_CreateObject();
+    if (doc) {
+        cJSON_AddStringToObject(doc, "store", cli_store_shown(t->opt.store));
+        cJSON_AddStringToObject(doc, "mode", mode_name(t->opt.mode));
+        cJSON_AddItemToObject(doc, "runs",
+                              t->runs ? t->runs : cJSON_CreateArray());
+        cJSON_AddItemToObject(doc, "skipped",
+                              t->skipped ? t->skipped : cJSON_CreateArray());
+        t->runs = t->skipped = NULL;
+        if (t->summary)
+            cJSON_AddItemToObject(doc, "summary", t->summary);
+        t->summary = NULL;
+        if (t->sched_json)
+            cJSON_AddItemToObject(doc, "schedule", t->sched_json);
+        t->sched_json = NULL;
+        cJSON_AddNumberToObject(doc, "exit", rc);
+        if (rc && error)
+            cJSON_AddStringToObject(doc, "error", error);
+        if (rc && cli_first_error())
+            cJSON_AddStringToObject(doc, "message", cli_first_error());
+    }
+    char *text = doc ? cJSON_Print(doc) : NULL;
+    if (text)
+        printf("%s\n", text);
+    else {
+        cli_error("out of memory printing the summary");
+        rc = EXIT_FAILED;
+    }
+    free(text);
+    cJSON_Delete(doc);
+    return rc;
+}
