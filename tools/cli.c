@@ -661,5 +661,6 @@ void cli_json_schedule(cJSON *s)
 {
     const char *last = cJSON_GetStringValue(cJSON_GetObjectItem(s, "last_run"));
     if (last && !*last)
-        cJSON_ReplaceItemInObjectCaseSensitive(s, "last_run", cJSON_CreateNull());
+        cJSON_ReplaceItemInObjectCaseSensitive(s, "last_run",
+                                               cJSON_CreateNull());
 }

@@ -181,10 +181,10 @@ typedef struct tool {
     tally versions, codes;
     id_list would_fail; /* live runs the loaded code cannot replay */
     unsigned n_live;
-    cJSON *summary;  /* --json: added to the document */
+    cJSON *summary;    /* --json: added to the document */
     cJSON *sched_json; /* --json: --schedule-put's schedule */
-    bool printed;    /* --json: the document is out */
-    bool trace_made; /* --trace FILE did not exist: this process made it */
+    bool printed;      /* --json: the document is out */
+    bool trace_made;   /* --trace FILE did not exist: this process made it */
 } tool;
 
 /* ---- replay_time.c ---- */

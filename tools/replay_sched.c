@@ -135,13 +135,12 @@ void mode_schedule(tool *t)
         if (!pl_schedule_list(&list, t->engine, cli_now_us() / 1000))
             cJSON_ArrayForEach(one, list)
             {
-                const char *n =
-                    cJSON_GetStringValue(cJSON_GetObjectItem(one, "name"));
+                const char *n = cJSON_GetStringValue(
+                    cJSON_GetObjectItem(one, "name"));
                 if (n && !strcmp(n, name))
                     break;
             }
-        t->sched_json = one ? cJSON_DetachItemViaPointer(list, one)
-                            : NULL;
+        t->sched_json = one ? cJSON_DetachItemViaPointer(list, one) : NULL;
         cJSON_Delete(list);
         if (!t->sched_json) {
             cli_error("schedule %s: put, but it cannot be read back: %s",

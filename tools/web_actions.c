@@ -525,9 +525,9 @@ static int run_action(web *w, const char *id, const char *action,
 int api_action(web *w, const char *id, const char *action, const web_req *r,
                cJSON **out)
 {
-    static const char *const actions[] = {
-        "answer", "continue", "fork",   "upgrade", "check",
-        "verify", "signal",   "cancel", "delete"};
+    static const char *const actions[] = {"answer",  "continue", "fork",
+                                          "upgrade", "check",    "verify",
+                                          "signal",  "cancel",   "delete"};
     size_t k = 0;
     while (k < sizeof actions / sizeof *actions && strcmp(action, actions[k]))
         k++;
