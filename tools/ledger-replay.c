@@ -698,17 +698,24 @@ int main(int argc, char **argv)
     tool t;
     memset(&t, 0, sizeof t);
     cli_set_name(argv[0]);
+    /* --json anywhere: a usage error prints the document too */
+    bool json = false;
+    for (int i = 1; i < argc; i++)
+        json = json || !strcmp(argv[i], "--json");
+    cli_keep_first_error(json);
     int rc = parse_args(&t.opt, argc, argv);
     pl_mcp **mcps = NULL;
     const char *why = NULL; /* the library's status of a failure before
                                the store is open */
     if (rc) {
+        t.opt.json = json;
+        if (rc > 0)
+            rc = print_document(&t, rc, NULL);
         free(t.opt.plugins);
         free(t.opt.mcp);
         return rc < 0 ? 0 : rc;
     }
     if (t.opt.json) {
-        cli_keep_first_error(true);
         t.runs = cJSON_CreateArray();
         t.skipped = cJSON_CreateArray();
         if (!t.runs || !t.skipped) {

@@ -410,7 +410,7 @@ const char *mode_name(enum mode m)
 }
 
 /* --json's one document, printed whatever the command came to: its runs
- * and their summaries, the exit status, and for a failure the first
+ * and their summaries, the exit status, and for a failure (bad usage too) the first
  * message said (`message`) and the library's status where one says why
  * (`error`: a plugin, an MCP server or the store that cannot be had).
  * Returns the exit status, EXIT_FAILED when the document cannot be made. */
@@ -421,7 +421,9 @@ int print_document(tool *t, int rc, const char *error)
     t->printed = true;
     cJSON *doc = cJSON_CreateObject();
     if (doc) {
-        cJSON_AddStringToObject(doc, "store", cli_store_shown(t->opt.store));
+        cli_json_string_or_null(doc, "store",
+                                t->opt.store ? cli_store_shown(t->opt.store)
+                                             : NULL);
         cJSON_AddStringToObject(doc, "mode", mode_name(t->opt.mode));
         cJSON_AddItemToObject(doc, "runs",
                               t->runs ? t->runs : cJSON_CreateArray());

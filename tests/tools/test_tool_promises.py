@@ -392,10 +392,10 @@ class Replay(Stores, unittest.TestCase):
 
 
     def test_json_document_on_a_failure_before_the_open(self):
-        """--json prints its document however early the command fails (a
-        plugin that cannot be loaded, no store, a refused import): its
-        exit, the message said, and the library's status where one says
-        why."""
+        """--json prints its document however early the command fails
+        (bad usage, a plugin that cannot be loaded, no store, a refused
+        import): its exit, the message said, and the library's status
+        where one says why."""
         store = self.new_store()
         bad = os.path.join(self.tmp, "bad.jsonl")
         with open(bad, "w") as f:
@@ -406,7 +406,8 @@ class Replay(Stores, unittest.TestCase):
                 (2, "PL_ENOTFOUND", "check", ["--plugin", A.plugin,
                                               "--check"]),
                 (2, "PL_ENOTFOUND", "cancel", ["--cancel", "x"]),
-                (1, None, "import", ["--import", bad])):
+                (1, None, "import", ["--import", bad]),
+                (1, None, "none", ["--bogus"])):
             rc, out, err = self.replay(store, *args, "--json")
             self.assertEqual(rc, want, (args, err))
             doc = json.loads(out)
