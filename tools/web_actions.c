@@ -279,6 +279,18 @@ static int do_answer(web *w, const char *id, const web_req *r, cJSON **out)
 
 /* Fork run @p id at a root step, or (@p upgrade) upgrade it there: fork
  * it and end it superseded (pl_run_upgrade()); the new run continued. */
+/* Run @p id replays under the loaded code (a check, executing and writing
+ * nothing, finds no divergence): ledger-replay --upgrade refuses it. */
+static bool replays(web *w, const char *id)
+{
+    pl_outcome *o = NULL;
+    pl_run_options ro = PL_RUN_OPTIONS_INIT;
+    ro.check = true;
+    int st = pl_run_continue(&o, w->engine, id, &ro);
+    pl_outcome_free(o);
+    return st == PL_OK || st == PL_ECHECK;
+}
+
 static int do_fork(web *w, const char *id, const web_req *r, bool upgrade,
                    cJSON **out)
 {
@@ -297,6 +309,13 @@ static int do_fork(web *w, const char *id, const web_req *r, bool upgrade,
                         "%s: {\"at\": \"0:N\" (a step of the root ledger), "
                         "\"new_id\": a run id (optional)}",
                         verb);
+    }
+    if (upgrade && replays(w, id)) {
+        cJSON_Delete(body);
+        return web_fail(out, 409, "not_needed",
+                        "run %s replays under the loaded code: nothing to "
+                        "upgrade",
+                        QUOTE(id));
     }
     char *new_id = NULL;
     const char *want = cJSON_IsString(nid) ? nid->valuestring : NULL;

@@ -488,11 +488,13 @@ class Web(Stores, unittest.TestCase):
     def test_actions_answer_as_documented(self):
         """An action's answer is the run's summary as ledger-replay --json
         gives it (a waiting run: where and for what, null for none); a
-        refusal is {run_id, status: "not_run", error, message}; a run not
+        refusal is {run_id, status: "not_run", error, message} (an
+        upgrade of a run that replays is one); a run not
         there is said as the reads say it: deleted (its tombstone) or
         not_found, whatever the action."""
         store = self.new_store()
         self.ok(A.helper, "start", store, A.plugin, "await", "aw-1", "{}")
+        self.ok(A.helper, "start", store, A.plugin, "approval", "ap-1", "{}")
         self.ok(A.replay, store, "--plugin", A.plugin, "--submit", "note",
                 "--payload", '{"text":"a"}', "--new-id", "n-1")
         self.ok(A.replay, store, "--plugin", A.plugin, "--run", "n-1")
@@ -515,6 +517,14 @@ class Web(Stores, unittest.TestCase):
                          {k: v for k, v in j.items()
                           if k not in ("note", "elapsed_ms",
                                        "steps_replayed", "calls_served")})
+        # an upgrade of a run the loaded code replays is refused, as
+        # ledger-replay --upgrade ID refuses it: the run stays as it was
+        code, j = self.api(url, "/api/runs/ap-1/upgrade", '{"at": "0:1"}',
+                           csrf)
+        self.assertEqual((code, j["error"], j["status"]),
+                         (409, "not_needed", "not_run"), j)
+        self.assertEqual(self.api(url, "/api/runs/ap-1")[1]["run"]["status"],
+                         "suspended")
         code, j = self.api(url, "/api/runs/aw-1/delete", "", csrf)
         self.assertEqual((code, j["status"], j["error"], j["run_id"]),
                          (409, "not_run", "PL_ESTATE", "aw-1"), j)
