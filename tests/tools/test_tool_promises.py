@@ -485,6 +485,31 @@ class Web(Stores, unittest.TestCase):
                          (200, "cancelled", True), j)
 
 
+    def test_reads_have_their_documented_fields(self):
+        """/api/runs/ID and /timeline have every member docs/tools.md
+        lists, `tokens` too (zeros for a run that made no model call, as
+        the list gives them)."""
+        store = self.new_store()
+        self.ok(A.helper, "start", store, A.plugin, "approval", "ap-1", "{}")
+        url, _ = self.web(store)
+        code, doc = self.api(url, "/api/runs/ap-1")
+        self.assertEqual(code, 200, doc)
+        self.assertLessEqual({"run", "steps", "next", "limit", "payload_cap"},
+                             set(doc))
+        self.assertLessEqual({"root_policy", "state", "tokens", "in_doubt",
+                              "in_doubt_calls", "error_results",
+                              "steps_scanned", "scan_truncated"},
+                             set(doc["run"]))
+        zeros = {"input": 0, "output": 0, "model_calls": 0}
+        self.assertEqual(doc["run"]["tokens"], zeros)
+        code, tl = self.api(url, "/api/runs/ap-1/timeline")
+        self.assertEqual(set(tl), {"run", "state", "start_us", "end_us",
+                                   "tokens", "steps_read", "truncated",
+                                   "calls"})
+        self.assertEqual(tl["tokens"], zeros)
+        listed = self.api(url, "/api/runs")[1]["runs"]
+        self.assertEqual([r["tokens"] for r in listed], [zeros])
+
     def test_actions_answer_as_documented(self):
         """An action's answer is the run's summary as ledger-replay --json
         gives it (a waiting run: where and for what, null for none); a
