@@ -6,11 +6,8 @@
  * ledger: the tool does not execute again.
  *
  *   quickstart [STORE]     (default: quickstart.db)
- *
- * Exit status: 0 done (--help too), 1 a failure, 2 bad usage.
  */
 #include <stdio.h>
-#include <string.h>
 
 #include <policyledger.h>
 
@@ -52,10 +49,6 @@ static int sum3(pl_ctx *ctx, const pl_action *action, pl_steps *out, void *user)
 
 int main(int argc, char **argv)
 {
-    if (argc == 2 && !strcmp(argv[1], "--help")) {
-        printf("usage: %s [STORE]   (default: quickstart.db)\n", argv[0]);
-        return 0;
-    }
     if (argc > 2 || (argc == 2 && argv[1][0] == '-')) {
         fprintf(stderr, "usage: %s [STORE]\n", argv[0]);
         return 2;
