@@ -289,6 +289,43 @@ Test(fanout, a_suspended_callee_suspends_the_fanout)
     pl_registry_free(reg);
 }
 
+/* Fan-out: "When several callees suspend, the first in argument order is
+ * the run's suspension; the next resume meets the next one." */
+Test(fanout, several_suspended_callees_are_met_in_argument_order)
+{
+    pl_registry *reg = registry();
+    pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
+    pl_outcome *o = t_start(e, "fan",
+                            "{\"calls\": [{\"policy\": \"ask\"}, "
+                            "{\"policy\": \"later\"}, "
+                            "{\"policy\": \"ask\"}]}",
+                            "fan-2s");
+    const char *want_path[2] = {"0.0", "0.2"};
+    for (int i = 0; i < 2; i++) {
+        cr_assert_eq(o->status, PL_RUN_SUSPENDED, "resume %d: %s", i,
+                     o->reason ? o->reason : "");
+        cr_expect_str_eq(o->suspended_path, want_path[i], "resume %d", i);
+        char *token = strdup(o->resume_token);
+        pl_outcome_free(o);
+        o = NULL;
+        cJSON *ans = cJSON_CreateObject();
+        cJSON_AddNumberToObject(ans, "answer", i);
+        cr_assert_eq(pl_run_resume(&o, e, "fan-2s", token, ans), PL_OK, "%s",
+                     pl_errmsg());
+        cJSON_Delete(ans);
+        free(token);
+    }
+    cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason ? o->reason : "");
+    expect_json(pl_outcome_result(o),
+                "{\"results\": [{\"answer\": 0}, {\"done\": true}, "
+                "{\"answer\": 1}]}");
+    pl_outcome_free(o);
+    cr_expect_eq(atomic_load(&later_runs), 1, "its effect happened once");
+    cr_expect_eq(pl_run_verify(e, "fan-2s"), PL_OK, "%s", pl_errmsg());
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
 Test(fanout, a_failing_callee_fails_the_run_after_the_others_stop)
 {
     use_effects();

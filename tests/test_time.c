@@ -204,6 +204,28 @@ Test(time, a_waiting_run_is_woken_by_its_event)
     pl_registry_free(reg);
 }
 
+/* "A signal to an ended run (completed, failed, cancelled) is refused with
+ * PL_ESTATE": the failed one (completed: above; cancelled: below). */
+Test(time, a_failed_run_refuses_events_and_cancels)
+{
+    pl_registry *reg = registry();
+    pl_engine *e = engine_parking(reg);
+    pl_outcome *o = t_start(e, "fail", NULL, "f1");
+    cr_assert_eq(o->status, PL_RUN_FAILED, "%s",
+                 pl_run_status_name(o->status));
+    pl_outcome_free(o);
+    cJSON *p = t_json("{}");
+    pl_outcome *out = NULL;
+    cr_expect_eq(pl_run_signal(&out, e, "f1", "n", p), PL_ESTATE);
+    cr_expect(strstr(pl_errmsg(), "failed") != NULL, "%s", pl_errmsg());
+    cr_expect_null(out);
+    cJSON_Delete(p);
+    cr_expect_eq(pl_run_cancel(e, "f1", "late"), PL_ESTATE);
+    cr_expect_eq(status_of(e, "f1"), PL_RUN_FAILED);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
 Test(time, an_event_sent_before_the_wait_is_buffered)
 {
     pl_registry *reg = registry();
