@@ -141,6 +141,27 @@ Test(schedule, skip_keeps_the_tick_on_time)
     s_close(e);
 }
 
+/* "A process fires only schedules whose root policy it has registered;
+ * the others wait for one that has it": fired where "echo" is unknown,
+ * nothing starts and the ticks stay due, for the process that has it. */
+Test(schedule, fired_only_where_its_policy_is_registered)
+{
+    const char *path = t_store_path();
+    pl_registry *bare = NULL;
+    cr_assert_eq(pl_registry_new(&bare), PL_OK);
+    pl_engine *e = t_engine(path, bare, PL_DURABILITY_SYNC);
+    put(e, "elsewhere", "* * * * *", PL_CATCH_UP_ALL, 10, PL_OVERLAP_ALLOW,
+        T0);
+    cr_expect_eq(fire(e, T0 + 3 * MIN_MS + 30000), 0);
+    cr_expect_str_eq(ticks(e, "elsewhere", 4), "0000");
+    pl_engine_close(e);
+    pl_registry_free(bare);
+    e = s_engine(path);
+    cr_expect_eq(fire(e, T0 + 3 * MIN_MS + 30000), 3);
+    cr_expect_str_eq(ticks(e, "elsewhere", 4), "1110");
+    s_close(e);
+}
+
 Test(schedule, overlap_rules)
 {
     pl_engine *e = s_engine(t_store_path());
