@@ -237,6 +237,61 @@ Test(schedule, overlap_follows_a_chain)
     s_close(e);
 }
 
+/* "ask": suspends, then returns the answer. */
+static int ask(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)a, (void)user;
+    cJSON *answer = NULL;
+    int st = pl_ctx_suspend(&answer, ctx, pl_json_empty());
+    if (st)
+        return st;
+    st = pl_steps_add_result(out, answer);
+    cJSON_Delete(answer);
+    return st;
+}
+
+/* A run superseded by an upgrade is final: for the overlap rule the chain
+ * goes on in its successor, live while that is, and once the successor has
+ * ended the next tick starts. */
+Test(schedule, overlap_follows_an_upgrade)
+{
+    pl_engine *e = s_engine(t_store_path());
+    cr_assert_eq(pl_registry_add_fn(s_reg, "ask", ask, NULL), PL_OK);
+    pl_schedule sc = PL_SCHEDULE_INIT;
+    sc.name = "up";
+    sc.cron = "* * * * *";
+    sc.policy = "ask";
+    sc.start_ms = T0;
+    cr_assert_eq(pl_schedule_put(e, &sc), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(fire(e, T0 + MIN_MS + 1000), 1);
+    const char *first = "up@2026-01-01T00:01Z";
+    pl_outcome *o = NULL;
+    cr_assert_eq(pl_run_continue(&o, e, first, NULL), PL_OK, "%s",
+                 pl_errmsg());
+    cr_assert_eq(o->status, PL_RUN_SUSPENDED);
+    pl_outcome_free(o);
+    char *nid = NULL;
+    cr_assert_eq(pl_run_upgrade(&nid, e, first, "0:0", "up-v2"), PL_OK, "%s",
+                 pl_errmsg());
+    free(nid);
+    cr_assert_eq(status_of(e, first), PL_RUN_SUPERSEDED);
+    /* the successor is live: the tick is skipped */
+    cr_expect_eq(fire(e, T0 + 2 * MIN_MS + 1000), 0, "the successor is live");
+    cr_assert_eq(pl_run_continue(&o, e, "up-v2", NULL), PL_OK, "%s",
+                 pl_errmsg());
+    cr_assert_eq(o->status, PL_RUN_SUSPENDED);
+    char *token = strdup(o->resume_token);
+    pl_outcome_free(o);
+    o = NULL;
+    cr_assert_eq(pl_run_resume(&o, e, "up-v2", token, pl_json_empty()), PL_OK,
+                 "%s", pl_errmsg());
+    free(token);
+    cr_assert_eq(o->status, PL_RUN_COMPLETED);
+    pl_outcome_free(o);
+    cr_expect_eq(fire(e, T0 + 3 * MIN_MS + 1000), 1, "the successor ended");
+    s_close(e);
+}
+
 /* Nothing refused writes anything; each refusal says why. */
 Test(schedule, refused)
 {
