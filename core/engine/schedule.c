@@ -312,8 +312,9 @@ static void tick_id(char out[PL_MAX_RUN_ID + 1], const char *name,
 
 /* Is run @p id live: submitted, running, suspended or waiting (not
  * completed, failed or cancelled)?  A run continued as new
- * (pl_ctx_continue_as_new()) is live while its chain goes on: the answer
- * is its successor's. */
+ * (pl_ctx_continue_as_new()) or superseded by an upgrade (pl_run_upgrade())
+ * is final and live while its chain goes on: the answer is its
+ * successor's. */
 static bool live(pl_engine *e, const char *id)
 {
     char at[PL_MAX_RUN_ID + 1];
@@ -328,11 +329,12 @@ static bool live(pl_engine *e, const char *id)
             return false;
         if (!pl__store_state_get(e->store, num, &state) &&
             !pl__run_state_decode(&rs, at, state.data, state.len)) {
+            bool linked = rs.status == PL_RUN_CONTINUED ||
+                          rs.status == PL_RUN_SUPERSEDED;
             alive = rs.status != PL_RUN_COMPLETED &&
                     rs.status != PL_RUN_FAILED &&
-                    rs.status != PL_RUN_CANCELLED &&
-                    rs.status != PL_RUN_CONTINUED;
-            if (rs.status == PL_RUN_CONTINUED && rs.succ) {
+                    rs.status != PL_RUN_CANCELLED && !linked;
+            if (linked && rs.succ) {
                 snprintf(at, sizeof at, "%s", rs.succ);
                 next = true;
             }
