@@ -250,6 +250,90 @@ Test(fanout, bad_arguments_are_clear_errors)
     pl_registry_free(reg);
 }
 
+/* "gauge": counts the callees running at once, keeping the most seen. */
+static atomic_int g_running, g_most;
+
+static int gauge(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)ctx, (void)user;
+    int now = atomic_fetch_add(&g_running, 1) + 1;
+    int most = atomic_load(&g_most);
+    while (now > most && !atomic_compare_exchange_weak(&g_most, &most, now))
+        ;
+    struct timespec ts = {0, 200000}; /* 0.2 ms: a chance to overlap */
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+    atomic_fetch_sub(&g_running, 1);
+    return pl_steps_add_result(out, a->payload);
+}
+
+/* PL_CALL_ALL_MAX calls of "gauge", {"i": k} each; returns {"n", "ok"}:
+ * how many results, and whether each is its own call's, in order. */
+static int widest(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)a, (void)user;
+    enum { N = PL_CALL_ALL_MAX };
+    static pl_action acts[N];
+    static pl_call_spec specs[N];
+    static pl_step *res[N];
+    cJSON *payloads = cJSON_CreateArray();
+    for (int i = 0; i < N; i++) {
+        cJSON *p = cJSON_CreateObject();
+        cJSON_AddNumberToObject(p, "i", i);
+        cJSON_AddItemToArray(payloads, p);
+        acts[i] = (pl_action)PL_ACTION_INIT;
+        acts[i].policy = "gauge";
+        acts[i].payload = p;
+        specs[i] = (pl_call_spec)PL_CALL_SPEC_INIT;
+        specs[i].action = &acts[i];
+    }
+    int st = pl_ctx_call_all(res, ctx, specs, N);
+    cJSON_Delete(payloads);
+    if (st)
+        return st;
+    bool ok = true;
+    for (int i = 0; i < N; i++) {
+        ok = ok && get_int(pl_step_payload(res[i]), "i", -1) == i;
+        pl_step_free(res[i]);
+    }
+    cJSON *r = cJSON_CreateObject();
+    cJSON_AddNumberToObject(r, "n", N);
+    cJSON_AddBoolToObject(r, "ok", ok);
+    st = pl_steps_add_result(out, r);
+    cJSON_Delete(r);
+    return st;
+}
+
+/* Fan-out: "makes n calls (1 to PL_CALL_ALL_MAX, 1,024) at once", on
+ * "threads the call starts (at most 16; more calls queue on them)", the
+ * results in argument order; and the run replays from its ledger. */
+Test(fanout, the_most_calls_run_on_at_most_16_threads)
+{
+    pl_registry *reg = registry();
+    cr_assert_eq(pl_registry_add_fn(reg, "gauge", gauge, NULL), PL_OK);
+    cr_assert_eq(pl_registry_add_fn(reg, "widest", widest, NULL), PL_OK);
+    pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
+    pl_outcome *o = t_start(e, "widest", NULL, "fan-max");
+    cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason ? o->reason : "");
+    expect_json(pl_outcome_result(o), "{\"n\": 1024, \"ok\": true}");
+    pl_outcome_free(o);
+    int most = atomic_load(&g_most);
+    cr_expect(most >= 1 && most <= 16, "%d callees ran at once", most);
+    pl_steps *l = ledger(e, "fan-max", "0");
+    cr_expect_eq(pl_steps_count(l), 2 * PL_CALL_ALL_MAX + 1);
+    pl_steps_free(l);
+    atomic_store(&g_most, 0);
+    o = NULL;
+    cr_assert_eq(pl_run_continue(&o, e, "fan-max", NULL), PL_OK, "%s",
+                 pl_errmsg());
+    expect_json(pl_outcome_result(o), "{\"n\": 1024, \"ok\": true}");
+    cr_expect_eq(o->calls_served, PL_CALL_ALL_MAX);
+    pl_outcome_free(o);
+    cr_expect_eq(atomic_load(&g_most), 0, "a replay runs no callee");
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
 Test(fanout, a_suspended_callee_suspends_the_fanout)
 {
     use_effects();
