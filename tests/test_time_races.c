@@ -210,14 +210,16 @@ Test(time, a_cancel_racing_completion_ends_one_way_only, .timeout = 300)
 /* Edges                                                                    */
 /* ------------------------------------------------------------------------ */
 
-/* "fan": two "waiter" calls at once: a branch cannot wait. */
+/* "fan": two calls at once of payload.policy ("waiter" when absent), with
+ * the payload: a branch cannot wait. */
 static int fan(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *u)
 {
     (void)u;
+    const cJSON *p = cJSON_GetObjectItemCaseSensitive(a->payload, "policy");
     pl_call_spec specs[2] = {PL_CALL_SPEC_INIT, PL_CALL_SPEC_INIT};
     pl_action acts[2] = {PL_ACTION_INIT, PL_ACTION_INIT};
     for (int i = 0; i < 2; i++) {
-        acts[i].policy = "waiter";
+        acts[i].policy = cJSON_IsString(p) ? p->valuestring : "waiter";
         acts[i].payload = a->payload;
         specs[i].action = &acts[i];
     }
@@ -248,6 +250,17 @@ Test(time, a_call_of_a_fan_out_cannot_wait)
     cr_assert_eq(pl_registry_add(reg, &d), PL_OK);
     pl_engine *e = engine_parking(reg);
     pl_outcome *o = t_start(e, "fan", "{\"name\":\"n\"}", "f1");
+    cr_expect_eq(o->status, PL_RUN_FAILED);
+    cr_expect(o->reason && strstr(o->reason, "cannot wait"), "%s", o->reason);
+    pl_outcome_free(o);
+    /* a sleep, however short (waiting in place is refused too), and a
+     * wait in a callee of a branch's callee */
+    cr_assert_eq(pl_engine_set_wait_in_place(e, -1), PL_OK);
+    o = t_start(e, "fan", "{\"policy\":\"sleeper\",\"ms\":1}", "f2");
+    cr_expect_eq(o->status, PL_RUN_FAILED);
+    cr_expect(o->reason && strstr(o->reason, "cannot wait"), "%s", o->reason);
+    pl_outcome_free(o);
+    o = t_start(e, "fan", "{\"policy\":\"nested\",\"name\":\"n\"}", "f3");
     cr_expect_eq(o->status, PL_RUN_FAILED);
     cr_expect(o->reason && strstr(o->reason, "cannot wait"), "%s", o->reason);
     pl_outcome_free(o);
