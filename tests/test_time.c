@@ -465,6 +465,93 @@ Test(time, a_waiting_run_is_woken_at_its_deadline_to_end)
     pl_registry_free(reg);
 }
 
+/* "dl_leaf": returns {"d": its pl_ctx_deadline()}. */
+static int dl_leaf(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *u)
+{
+    (void)a, (void)u;
+    return pl_steps_add_resultf(out, "{s:I}", "d", pl_ctx_deadline(ctx));
+}
+
+/* "dl_root": {"root": its deadline, "leaf": its callee's, "short": a
+ * callee's under timeout(1000), "long": under timeout(10 h)}. */
+static int dl_root(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *u)
+{
+    (void)a, (void)u;
+    int64_t d[3] = {0, 0, 0};
+    int64_t ms[3] = {0, 1000, 36000000};
+    for (int i = 0; i < 3; i++) {
+        pl_decorator t;
+        int st = i ? pl_decorator_timeout(&t, ms[i]) : PL_OK;
+        pl_action call = PL_ACTION_INIT;
+        call.policy = "dl_leaf";
+        call.payload = pl_json_empty();
+        pl_step *r = NULL;
+        if (!st)
+            st = pl_ctx_call(&r, ctx, &call, i ? &t : NULL, i ? 1 : 0);
+        if (st)
+            return st;
+        d[i] = (int64_t)cJSON_GetObjectItem(pl_step_payload(r), "d")
+                   ->valuedouble;
+        pl_step_free(r);
+    }
+    return pl_steps_add_resultf(out, "{s:I, s:I, s:I, s:I}", "root",
+                                pl_ctx_deadline(ctx), "leaf", d[0], "short",
+                                d[1], "long", d[2]);
+}
+
+static int64_t member(const pl_outcome *o, const char *name)
+{
+    const cJSON *v = cJSON_GetObjectItem(result_of(o), name);
+    cr_assert(cJSON_IsNumber(v), "%s", name);
+    return (int64_t)v->valuedouble;
+}
+
+/* pl_run_options: "the earlier of the two set counts", "Every invocation's
+ * pl_ctx_deadline() starts with it"; the timeout decorator gives a callee
+ * its own deadline, or the caller's when that is earlier; a replay sees
+ * the same. */
+Test(time, every_invocation_starts_with_the_runs_deadline)
+{
+    pl_registry *reg = registry();
+    cr_assert_eq(pl_registry_add_fn(reg, "dl_leaf", dl_leaf, NULL), PL_OK);
+    cr_assert_eq(pl_registry_add_fn(reg, "dl_root", dl_root, NULL), PL_OK);
+    pl_engine *e = engine_parking(reg);
+    int64_t hour = 3600000, t0 = now_ms();
+    /* the absolute one is earlier */
+    pl_outcome *o = start_with_deadline(e, "dl_root", "{}", "dl1", t0 + hour,
+                                        2 * hour);
+    int64_t t1 = now_ms();
+    cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason);
+    cr_expect_eq(member(o, "root"), t0 + hour);
+    cr_expect_eq(member(o, "leaf"), t0 + hour);
+    cr_expect_eq(member(o, "long"), t0 + hour, "the caller's is earlier");
+    int64_t s = member(o, "short");
+    cr_expect(s >= t0 + 1000 && s <= t1 + 1000, "%lld", (long long)s);
+    pl_run_info *info = info_of(e, "dl1");
+    cr_expect_eq(info->deadline_ms, t0 + hour);
+    pl_run_info_free(info);
+    pl_outcome_free(o);
+    /* the relative one is earlier */
+    t0 = now_ms();
+    o = start_with_deadline(e, "dl_root", "{}", "dl2", t0 + 2 * hour, hour);
+    t1 = now_ms();
+    cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason);
+    int64_t d = member(o, "root");
+    cr_expect(d >= t0 + hour && d <= t1 + hour, "%lld", (long long)d);
+    cr_expect_eq(member(o, "leaf"), d);
+    pl_outcome_free(o);
+    info = info_of(e, "dl2");
+    cr_expect_eq(info->deadline_ms, d);
+    pl_run_info_free(info);
+    /* replayed: the same deadlines, or it would diverge */
+    cr_assert_eq(pl_run_continue(&o, e, "dl2", NULL), PL_OK, "%s",
+                 pl_errmsg());
+    cr_expect_eq(member(o, "root"), d);
+    pl_outcome_free(o);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
 Test(time, a_bad_deadline_is_refused)
 {
     pl_registry *reg = registry();
