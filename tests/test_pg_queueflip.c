@@ -17,8 +17,8 @@
  * is flipped in a copy of the store, made the store as built again before
  * each flip, and a worker in a forked child drains the copy:
  * pl_worker_run() with a lease renewed every 50 ms, stopped after IDLE_MS
- * without an event (or BOUND_MS in all: a worker still busy then fails the
- * test, as does a child that does not end).  Each flip must: never execute
+ * without an event (or T_FLIP_BOUND_MS in all: a worker still busy then
+ * fails the test, as does a child that does not end; support_flip.h).  Each flip must: never execute
  * a call the ledger has a result for (no effect counted twice), never
  * complete a run with a result other than the undamaged store's drain
  * gives, never fail a run quietly (its error PL_ECORRUPT or PL_EVERSION),
@@ -33,18 +33,16 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libpq-fe.h>
-#include <pthread.h>
 #include <signal.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "support.h"
 #include "support_bitflip.h"
+#include "support_flip.h"
 #include "support_pgflip.h"
 
 TestSuite(pg_queueflip, .timeout = 300);
@@ -54,12 +52,9 @@ TestSuite(pg_queueflip, .timeout = 300);
 #define STRIDE (T_SANITIZED ? 61 : 47)
 #define LMDB_STRIDE (T_SANITIZED ? 89 : 67)
 /* a drain stops after IDLE_MS without an event (the undamaged store's,
- * SETTLE_MS: all its runs must end); a worker still busy after BOUND_MS,
- * or a child not ended after CHILD_MS, fails the test */
+ * SETTLE_MS: all its runs must end) */
 #define IDLE_MS 60
 #define SETTLE_MS 1000
-#define BOUND_MS 10000
-#define CHILD_MS 30000
 
 static const char *const g_runs[] = {"q-plain", "q-first", "q-key-a", "q-key-b",
                                      "timer",   "inbox",   "crashed", "done"};
@@ -73,26 +68,6 @@ static const char *const g_tables[] = {"leases", "timers", "inbox", "parked",
 
 static char g_effects[4200]; /* the file eff counts its effects in */
 static bool g_crash;         /* crasher dies before its third call */
-
-/* eff: appends its payload's "k" to the effects file; returns it. */
-static int eff(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
-{
-    (void)ctx;
-    (void)user;
-    const cJSON *k = cJSON_GetObjectItemCaseSensitive(a->payload, "k");
-    if (!cJSON_IsString(k))
-        return pl_steps_add_error(out, PL_ERR_INVALID_INPUT, "no k");
-    int fd = open(g_effects, O_WRONLY | O_APPEND | O_CREAT, 0600);
-    if (fd < 0)
-        return PL_EIO;
-    char line[128];
-    int n = snprintf(line, sizeof line, "%s\n", k->valuestring);
-    bool ok = n > 0 && write(fd, line, (size_t)n) == n;
-    close(fd);
-    if (!ok)
-        return PL_EIO;
-    return pl_steps_add_resultf(out, "{s:s}", "k", k->valuestring);
-}
 
 /* Call eff with k = "<run's id>-<n>". */
 static int effect(pl_ctx *ctx, const pl_action *a, int n, cJSON **got)
@@ -177,13 +152,14 @@ static pl_registry *q_registry(void)
     struct {
         const char *name;
         pl_policy_fn fn;
-    } defs[] = {{"eff", eff},
+    } defs[] = {{"eff", t_flip_eff},
                 {"job", job},
                 {"napper", napper},
                 {"waiter", waiter},
                 {"crasher", crasher}};
     for (size_t i = 0; i < sizeof defs / sizeof *defs; i++)
-        cr_assert_eq(pl_registry_add_fn(reg, defs[i].name, defs[i].fn, NULL),
+        cr_assert_eq(pl_registry_add_fn(reg, defs[i].name, defs[i].fn,
+                                        i ? NULL : g_effects),
                      PL_OK, "%s", pl_errmsg());
     return reg;
 }
@@ -201,30 +177,12 @@ static pl_engine *engine(const char *path, const pl_registry *reg,
     return e;
 }
 
-static void submit(pl_engine *e, const char *id, const char *policy,
-                   int priority, const char *key)
-{
-    char json[128];
-    snprintf(json, sizeof json, "{\"id\": \"%s\"}", id);
-    cJSON *p = t_json(json);
-    pl_action a = {PL_ACTION_VERSION, policy, p, NULL, 0, NULL};
-    pl_run_options ro = PL_RUN_OPTIONS_INIT;
-    ro.run_id = id;
-    ro.priority = priority;
-    ro.concurrency_key = key;
-    ro.concurrency_limit = key ? 1 : 0;
-    cr_assert_eq(pl_run_submit(NULL, e, &a, &ro), PL_OK, "%s", pl_errmsg());
-    cJSON_Delete(p);
-}
-
 static pl_outcome *start(pl_engine *e, const char *policy, const char *id)
 {
     char json[128];
     snprintf(json, sizeof json, "{\"id\": \"%s\"}", id);
     return t_start(e, policy, json, id);
 }
-
-static int drain(const char *path, const pl_registry *reg, int idle_ms);
 
 static int run_status(pl_engine *e, const char *id)
 {
@@ -240,20 +198,20 @@ static void build(const char *path, const pl_registry *reg)
     /* two runs with keys, drained until they wait (their parked rows):
      * one for a timer, due once the store is built, one for an event */
     pl_engine *e = engine(path, reg, 0);
-    submit(e, "timer", "napper", 0, "slot");
-    submit(e, "inbox", "waiter", 0, "slot");
+    t_flip_submit(e, "timer", "napper", 0, "slot");
+    t_flip_submit(e, "inbox", "waiter", 0, "slot");
     /* drained until both wait (a drain that stopped first goes on), the
      * timer not yet due */
     for (int i = 0; i < 5 && (run_status(e, "timer") != PL_RUN_WAITING ||
                               run_status(e, "inbox") != PL_RUN_WAITING);
          i++)
-        cr_assert_eq(drain(path, reg, IDLE_MS * 2), 0);
+        cr_assert_eq(t_flip_drain(path, reg, IDLE_MS * 2, 1), 0);
     cr_assert_eq(run_status(e, "timer"), PL_RUN_WAITING);
     cr_assert_eq(run_status(e, "inbox"), PL_RUN_WAITING);
-    submit(e, "q-plain", "job", 0, NULL);
-    submit(e, "q-first", "job", 5, NULL);
-    submit(e, "q-key-a", "job", 0, "cust");
-    submit(e, "q-key-b", "job", -2, "cust");
+    t_flip_submit(e, "q-plain", "job", 0, NULL);
+    t_flip_submit(e, "q-first", "job", 5, NULL);
+    t_flip_submit(e, "q-key-a", "job", 0, "cust");
+    t_flip_submit(e, "q-key-b", "job", -2, "cust");
     pl_outcome *o = start(e, "job", "done");
     cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason);
     pl_outcome_free(o);
@@ -293,94 +251,6 @@ static void build(const char *path, const pl_registry *reg)
     cr_assert(WIFEXITED(ws) && WEXITSTATUS(ws) == 0, "the crash: status %d",
               ws);
     usleep((NAP_MS + 100) * 1000); /* its lease runs out, the timer due */
-}
-
-/* ---- a drain ----------------------------------------------------------- */
-
-static _Atomic int64_t g_last; /* the last event, ms */
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void on_event(const pl_event *ev, void *user)
-{
-    (void)ev;
-    (void)user;
-    atomic_store(&g_last, now_ms());
-}
-
-typedef struct watch {
-    pl_engine *e;
-    int idle_ms;
-    bool busy; /* still busy at BOUND_MS */
-} watch;
-
-static void *watcher(void *arg)
-{
-    watch *w = arg;
-    int64_t t0 = now_ms();
-    for (;;) {
-        usleep(10 * 1000);
-        int64_t t = now_ms();
-        if (t - t0 > BOUND_MS)
-            w->busy = true;
-        if (w->busy || t - atomic_load(&g_last) > w->idle_ms)
-            break;
-    }
-    pl_worker_stop(w->e);
-    return NULL;
-}
-
-/* The child's exit statuses. */
-enum { D_OK = 0, D_OPEN = 10, D_REFUSED = 11, D_BUSY = 12, D_RUN = 13 };
-
-/* A worker drains the store at @p path in a forked child: its status. */
-static int drain(const char *path, const pl_registry *reg, int idle_ms)
-{
-    fflush(NULL);
-    pid_t kid = fork();
-    cr_assert_neq(kid, -1);
-    if (kid == 0) {
-        pl_engine_options eo = PL_ENGINE_OPTIONS_INIT;
-        eo.durability = PL_DURABILITY_SYNC;
-        eo.lease_ms = 150; /* renewed every 50 ms */
-        eo.on_event = on_event;
-        pl_engine *e = NULL;
-        int st = pl_engine_open(&e, path, reg, &eo);
-        if (st)
-            _exit(st == PL_ECORRUPT || st == PL_EVERSION ? D_REFUSED : D_OPEN);
-        if (pl_engine_set_wait_in_place(e, 0))
-            _exit(D_OPEN);
-        atomic_store(&g_last, now_ms());
-        watch w = {e, idle_ms, false};
-        pthread_t th;
-        if (pthread_create(&th, NULL, watcher, &w))
-            _exit(D_OPEN);
-        pl_worker_options wo = PL_WORKER_OPTIONS_INIT;
-        wo.poll_ms = 10;
-        st = pl_worker_run(e, &wo);
-        pthread_join(th, NULL);
-        pl_engine_close(e);
-        _exit(w.busy ? D_BUSY : st ? D_RUN : D_OK);
-    }
-    int ws = 0;
-    pid_t got = 0;
-    for (int ms = 0; (got = waitpid(kid, &ws, WNOHANG)) == 0; ms += 5) {
-        if (ms > CHILD_MS) {
-            kill(kid, SIGKILL);
-            waitpid(kid, &ws, 0);
-            cr_assert_fail("a drain did not end in %d ms", CHILD_MS);
-        }
-        usleep(5 * 1000);
-    }
-    cr_assert_eq(got, kid, "%s", strerror(errno));
-    cr_assert(WIFEXITED(ws), "a drain died of signal %d",
-              WIFSIGNALED(ws) ? WTERMSIG(ws) : 0);
-    return WEXITSTATUS(ws);
 }
 
 /* ---- what a drain leaves ----------------------------------------------- */
@@ -468,21 +338,18 @@ typedef struct sweep {
 
 static void effects_reset(const sweep *s)
 {
-    FILE *f = fopen(g_effects, "w");
-    cr_assert_not_null(f);
-    cr_assert_eq(fwrite(s->effects, 1, s->effects_len, f), s->effects_len);
-    cr_assert_eq(fclose(f), 0);
+    t_flip_put(g_effects, s->effects, s->effects_len);
 }
 
 /* The copy drained: what it must hold to (@p what: the flip). */
 static void drain_and_hold(sweep *s, const char *what)
 {
     effects_reset(s);
-    int x = drain(s->copy, s->reg, IDLE_MS);
-    cr_assert(x == D_OK || x == D_REFUSED || x == D_RUN,
+    int x = t_flip_drain(s->copy, s->reg, IDLE_MS, 1);
+    cr_assert(x == T_DRAIN_OK || x == T_DRAIN_REFUSED || x == T_DRAIN_RUN,
               "%s: the drain ended with %d%s", what, x,
-              x == D_BUSY ? " (still busy after its bound)" : "");
-    s->corrupt += x == D_REFUSED;
+              x == T_DRAIN_BUSY ? " (still busy after its bound)" : "");
+    s->corrupt += x == T_DRAIN_REFUSED;
     const char *dup = twice();
     cr_assert(!dup, "%s: the call %s executed twice", what, dup);
     after got = read_runs(s->copy, s->reg);
@@ -542,18 +409,6 @@ static void flip_column(PGconn *c, sweep *s, const t_pg_table *t,
     free(buf);
 }
 
-static char *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "r");
-    cr_assert_not_null(f);
-    char *b = malloc(4096);
-    cr_assert_not_null(b);
-    *len = fread(b, 1, 4096, f);
-    cr_assert(feof(f));
-    fclose(f);
-    return b;
-}
-
 /* The store on @p kind built at @p base, copied to @p copy and drained
  * there undamaged: what each flip's drain is held to. */
 static void setup(sweep *s, const char *kind, char *base, char *copy,
@@ -567,12 +422,12 @@ static void setup(sweep *s, const char *kind, char *base, char *copy,
     t_store_in(copy, cap, t_tmpdir(), "copy.db");
     t_store_copy(copy, base);
     *s = (sweep){.base = base, .copy = copy, .reg = reg};
-    s->effects = slurp(g_effects, &s->effects_len);
+    s->effects = t_flip_slurp(g_effects, &s->effects_len);
 
     /* the store undamaged: every run completes, each call once, the
      * crashed run's first two calls served from its ledger */
     effects_reset(s);
-    cr_assert_eq(drain(copy, reg, SETTLE_MS), D_OK);
+    cr_assert_eq(t_flip_drain(copy, reg, SETTLE_MS, 1), T_DRAIN_OK);
     cr_assert_null(twice(), "the undamaged drain ran a call twice");
     s->want = read_runs(copy, reg);
     for (size_t i = 0; i < N_RUNS; i++)
@@ -580,7 +435,7 @@ static void setup(sweep *s, const char *kind, char *base, char *copy,
                      "run %s: status %d after the undamaged drain", g_runs[i],
                      s->want.status[i]);
     size_t all_len;
-    char *all = slurp(g_effects, &all_len);
+    char *all = t_flip_slurp(g_effects, &all_len);
     cr_assert(memmem(all, all_len, "crashed-3\n", 10), "crashed-3 not run");
     cr_assert(memmem(s->effects, s->effects_len, "crashed-2\n", 10));
     free(all);

@@ -164,7 +164,7 @@ static int inbox_decode(inbox *ib, const char *id, const pl__inbox_rec *last)
         return pl__err(PL_ENOMEM, "out of memory");
     for (; ib->n < ib->raw.n; ib->n++) {
         size_t i = ib->n;
-        if (ib->raw.e[i].klen != 8)
+        if (!pl__inbox_seq_ok(pl__kvs_key(&ib->raw, i), ib->raw.e[i].klen))
             return pl__err(PL_ECORRUPT, "run '%s': an inbox key is malformed",
                            id);
         if ((st = last && i + 1 == ib->raw.n

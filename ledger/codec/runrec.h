@@ -107,6 +107,15 @@ PL__HIDDEN int pl__inbox_encode(pl__buf *out, const char *run_id,
 PL__HIDDEN int pl__inbox_decode(pl__inbox_rec *out, const char *run_id,
                                 const uint8_t *data, size_t len) PL__MUST_CHECK;
 PL__HIDDEN void pl__inbox_clear(pl__inbox_rec *ib);
+/* Whether an inbox record's key (its seq, 8 bytes big-endian) is one a
+ * store gives: 1, 2, 3..., at most 2^53, since the `event` step records
+ * it as a JSON number; another is a damaged key (PL_ECORRUPT), never an
+ * event step that cannot be made. */
+static inline bool pl__inbox_seq_ok(const uint8_t *key, size_t klen)
+{
+    uint64_t seq = klen == 8 ? pl__get_be64(key) : 0;
+    return seq >= 1 && seq <= (uint64_t)1 << 53;
+}
 /* A copy of @p from in @p to (pl__inbox_clear() frees it). */
 PL__HIDDEN int pl__inbox_copy(pl__inbox_rec *to,
                               const pl__inbox_rec *from) PL__MUST_CHECK;

@@ -19,6 +19,8 @@
  *   |               | start_ms, used (bigint, checked: 1 <= window_ms and |
  *   |               | lim <= 2^53, start_ms >= 0, 0 <= used <= 2^62): a   |
  *   |               | budget in units (flowrec.h)                         |
+ *   | rates.sum,    | bytea: SHA-256 of the row (BUDGET SUMS below)       |
+ *   | units.sum     |                                                     |
  *   | parked        | run bigint PK, fkey text, flimit integer: the key   |
  *   |               | of a run that parked (a wait), kept for its wake    |
  *
@@ -157,6 +159,18 @@
  * once the wake read the timers by key and refused that key
  * (test_pg_keys).
  *
+ * BUDGET SUMS: a budget's row carries sum, SHA-256 of "policyledger/budget"
+ * NUL, its kind ('r' calls, 'u' units) NUL, name NUL, unit ('' for calls)
+ * NUL and its four numbers (int8send), pl_budget_sum(), which a trigger
+ * sets on every write of the row, whichever process (or version) writes
+ * it.  Every read checks it: a row whose sum is not its own is refused
+ * (PL_ECORRUPT), never counted on nor started again, since a value the
+ * CHECKs let pass (a count lowered, a window or limit changed, which
+ * starts a new window, a start moved on) would admit past the limit or
+ * defer the retry past the window (docs/design.md §14, test_pg_liveflip).
+ * A row without a sum was written before them: read as it is, and given
+ * one by its next write.
+ *
  * A RATE TAKE is one prepared statement: INSERT ... ON CONFLICT DO UPDATE
  * on the budget's row, which the server locks and counts in place, only
  * while the window has room, by the server's clock.  A take or correction
@@ -176,6 +190,14 @@
 #define TAKE_BATCH "16"
 #define UNITS_MAX "9007199254740992"   /* PL_RATE_MAX_UNITS */
 #define USED_MAX "4611686018427387904" /* PL__UNITS_USED_MAX */
+/* a budget's row b whole (BUDGET SUMS above): of rates, of units */
+#define RATE_OK(b)                                                             \
+    "(" b ".sum IS NULL OR " b ".sum = \"%s\".pl_budget_sum('r', " b           \
+    ".name, '', " b ".window_ms, " b ".lim, " b ".start_ms, " b ".count))"
+#define UNITS_OK(b)                                                            \
+    "(" b ".sum IS NULL OR " b ".sum = \"%s\".pl_budget_sum('u', " b           \
+    ".name, " b ".unit, " b ".window_ms, " b ".lim, " b ".start_ms, " b        \
+    ".used))"
 /* pl_take()'s gate of the leases run out, and the live leases of a key
  * pl_key_room() and pl_take() count (pg_int.h), as of t and tk, read
  * after the key's lock: one schema each */
@@ -226,13 +248,14 @@ int pl__pg_flow_sql(const pl__pg_store *s, int which, char **out)
 {
     const char *n = s->schema;
     if (which == L_RATE_GET)
-        *out = pl__asprintf("SELECT window_ms, lim, start_ms, count FROM "
-                            "\"%s\".rates WHERE name = $1",
-                            n);
+        *out = pl__asprintf("SELECT window_ms, lim, start_ms, count, " RATE_OK(
+                                "b") " FROM \"%s\".rates b WHERE name = $1",
+                            n, n);
     else if (which == L_UNITS_GET)
-        *out = pl__asprintf("SELECT window_ms, lim, start_ms, used FROM "
-                            "\"%s\".units WHERE name = $1 AND unit = $2",
-                            n);
+        *out = pl__asprintf("SELECT window_ms, lim, start_ms, used, " UNITS_OK(
+                                "b") " FROM \"%s\".units b WHERE name = $1 AND "
+                                     "unit = $2",
+                            n, n);
     else if (which == L_UNITS)
         *out = pl__asprintf(
             "SELECT * FROM \"%s\".pl_units($1, $2, $3::bigint, $4::bigint, "
@@ -252,10 +275,14 @@ int pl__pg_flow_sql(const pl__pg_store *s, int which, char **out)
             "1 ELSE 1 END, window_ms = excluded.window_ms, lim = excluded.lim "
             "WHERE NOT (b.window_ms = excluded.window_ms AND b.lim = "
             "excluded.lim AND b.start_ms >= excluded.start_ms AND b.count >= "
-            "b.lim) RETURNING b.start_ms) SELECT (SELECT count(*) FROM up), "
-            "w.ms, coalesce((SELECT start_ms FROM up), (SELECT start_ms FROM "
-            "\"%s\".rates WHERE name = $1), w.ws) FROM w",
-            n, n);
+            "b.lim) AND " RATE_OK(
+                "b") " RETURNING b.start_ms) SELECT (SELECT "
+                     "count(*) FROM up), w.ms, coalesce((SELECT start_ms FROM up), "
+                     "(SELECT start_ms FROM \"%s\".rates WHERE name = $1), w.ws), "
+                     "coalesce((SELECT " RATE_OK(
+                         "r") " FROM \"%s\".rates r WHERE "
+                              "r.name = $1), true) FROM w",
+            n, n, n, n, n);
     return *out ? PL_OK : pl__err(PL_ENOMEM, "out of memory");
 }
 
@@ -293,6 +320,31 @@ int pl__pg_flow_setup(pl__pg_store *s, PGconn *c)
         "), lim bigint NOT NULL CHECK (lim >= 1 AND lim <= " UNITS_MAX
         "), start_ms bigint NOT NULL CHECK (start_ms >= 0), used bigint NOT NULL CHECK (used >= 0 AND used <= " USED_MAX
         "), PRIMARY KEY (name, unit));"
+        /* BUDGET SUMS: the column (a store made before it gains it), the
+         * sum, the triggers that set it on every write */
+        "ALTER TABLE \"%s\".rates ADD COLUMN IF NOT EXISTS sum bytea;"
+        "ALTER TABLE \"%s\".units ADD COLUMN IF NOT EXISTS sum bytea;"
+        "CREATE OR REPLACE FUNCTION \"%s\".pl_budget_sum(kd text, nm text, un "
+        "text, win bigint, lm bigint, sm bigint, c bigint) RETURNS bytea "
+        "LANGUAGE sql IMMUTABLE AS $f$ SELECT sha256(convert_to("
+        "'policyledger/budget', 'UTF8') || '\\x00'::bytea || convert_to(kd, "
+        "'UTF8') || '\\x00'::bytea || convert_to(nm, 'UTF8') || "
+        "'\\x00'::bytea || convert_to(un, 'UTF8') || '\\x00'::bytea || "
+        "int8send(win) || int8send(lm) || int8send(sm) || int8send(c)) $f$;"
+        "CREATE OR REPLACE FUNCTION \"%s\".pl_rates_sum() RETURNS trigger "
+        "LANGUAGE plpgsql AS $f$ BEGIN NEW.sum := \"%s\".pl_budget_sum('r', "
+        "NEW.name, '', NEW.window_ms, NEW.lim, NEW.start_ms, NEW.count); "
+        "RETURN NEW; END $f$;"
+        "CREATE OR REPLACE FUNCTION \"%s\".pl_units_sum() RETURNS trigger "
+        "LANGUAGE plpgsql AS $f$ BEGIN NEW.sum := \"%s\".pl_budget_sum('u', "
+        "NEW.name, NEW.unit, NEW.window_ms, NEW.lim, NEW.start_ms, "
+        "NEW.used); RETURN NEW; END $f$;"
+        "DO $d$ BEGIN IF NOT EXISTS (SELECT FROM pg_trigger WHERE tgrelid = "
+        "'\"%s\".units'::regclass AND tgname = 'units_sum') THEN "
+        "CREATE TRIGGER rates_sum BEFORE INSERT OR UPDATE ON \"%s\".rates FOR "
+        "EACH ROW EXECUTE FUNCTION \"%s\".pl_rates_sum(); CREATE TRIGGER "
+        "units_sum BEFORE INSERT OR UPDATE ON \"%s\".units FOR EACH ROW "
+        "EXECUTE FUNCTION \"%s\".pl_units_sum(); END IF; END $d$;"
         /* flowrec.c's pl__units_admit() and pl__units_settle() */
         "CREATE OR REPLACE FUNCTION \"%s\".pl_units(nm text, un text, win "
         "bigint, lm bigint, stl boolean, amt bigint, ws bigint, dl bigint) "
@@ -304,260 +356,274 @@ int pl__pg_flow_setup(pl__pg_store *s, PGconn *c)
         "INSERT INTO \"%s\".units AS x (name, unit, window_ms, lim, "
         "start_ms, used) VALUES (nm, un, win, lm, w, 0) ON CONFLICT (name, "
         "unit) DO NOTHING; "
-        "SELECT x.window_ms AS wm, x.start_ms AS sm, x.used AS us INTO b "
-        "FROM \"%s\".units x WHERE x.name = nm AND x.unit = un FOR UPDATE; "
-        "u := b.us; "
-        "IF b.wm = win AND b.sm > w THEN w := b.sm; END IF; "
-        "IF b.wm <> win OR b.sm <> w THEN u := 0; END IF; "
-        "IF stl THEN "
-        "IF dl > 0 THEN u := least(u + dl, " USED_MAX "); done := true; "
-        "ELSIF dl < 0 AND w = ws THEN u := greatest(u + dl, 0); done := "
-        "true; END IF; "
-        "ELSIF amt <= lm AND u <= lm - amt THEN u := u + amt; done := true; "
-        "END IF; "
-        "UPDATE \"%s\".units x SET window_ms = win, lim = lm, start_ms = w, "
-        "used = u WHERE x.name = nm AND x.unit = un; "
-        "RETURN QUERY SELECT done, t, w, u; END $f$;"
-        "CREATE TABLE IF NOT EXISTS \"%s\".parked (run bigint PRIMARY KEY, "
-        "fkey text NOT NULL, flimit integer NOT NULL);"
-        /* the timers' keys (TIMER KEYS above): a store made before them
+        "SELECT x.window_ms AS wm, x.start_ms AS sm, x.used AS us, " UNITS_OK(
+            "x") " AS ok INTO b FROM \"%s\".units x WHERE x.name = nm AND "
+                 "x.unit = un FOR UPDATE; "
+                 /* a damaged row: neither counted on nor started again */
+                 "IF NOT b.ok THEN RETURN QUERY SELECT NULL::boolean, t, w, b.us; "
+                 "RETURN; END IF; "
+                 "u := b.us; "
+                 "IF b.wm = win AND b.sm > w THEN w := b.sm; END IF; "
+                 "IF b.wm <> win OR b.sm <> w THEN u := 0; END IF; "
+                 "IF stl THEN "
+                 "IF dl > 0 THEN u := least(u + dl, " USED_MAX
+                 "); done := true; "
+                 "ELSIF dl < 0 AND w = ws THEN u := greatest(u + dl, 0); done := "
+                 "true; END IF; "
+                 "ELSIF amt <= lm AND u <= lm - amt THEN u := u + amt; done := true; "
+                 "END IF; "
+                 "UPDATE \"%s\".units x SET window_ms = win, lim = lm, start_ms = w, "
+                 "used = u WHERE x.name = nm AND x.unit = un; "
+                 "RETURN QUERY SELECT done, t, w, u; END $f$;"
+                 "CREATE TABLE IF NOT EXISTS \"%s\".parked (run bigint PRIMARY KEY, "
+                 "fkey text NOT NULL, flimit integer NOT NULL);"
+                 /* the timers' keys (TIMER KEYS above): a store made before them
          * gains the column, filled from the runs' parked rows and leases,
          * and the index, under the store's lock */
-        "DO $d$ BEGIN IF NOT EXISTS (SELECT FROM pg_attribute WHERE attrelid "
-        "= '\"%s\".timers'::regclass AND attname = 'fkey' AND NOT "
-        "attisdropped) THEN ALTER TABLE \"%s\".timers ADD COLUMN fkey text; "
-        "UPDATE \"%s\".timers t SET fkey = " TIMER_KEY_T "; "
-        "END IF; END $d$;"
-        "CREATE INDEX IF NOT EXISTS timers_key ON \"%s\".timers (fkey, due, "
-        "run);"
-        /* a run's key changed (its lease's or parked row's, made, set or
+                 "DO $d$ BEGIN IF NOT EXISTS (SELECT FROM pg_attribute WHERE attrelid "
+                 "= '\"%s\".timers'::regclass AND attname = 'fkey' AND NOT "
+                 "attisdropped) THEN ALTER TABLE \"%s\".timers ADD COLUMN fkey text; "
+                 "UPDATE \"%s\".timers t SET fkey = " TIMER_KEY_T "; "
+                 "END IF; END $d$;"
+                 "CREATE INDEX IF NOT EXISTS timers_key ON \"%s\".timers (fkey, due, "
+                 "run);"
+                 /* a run's key changed (its lease's or parked row's, made, set or
          * dropped), its timer's follows, whatever statement changed it
          * (TIMER KEYS above) */
-        "CREATE OR REPLACE FUNCTION \"%s\".pl_timer_key() RETURNS trigger "
-        "LANGUAGE plpgsql AS $f$ DECLARE r bigint; BEGIN IF TG_OP = "
-        "'DELETE' THEN r := OLD.run; ELSE r := NEW.run; END IF; UPDATE "
-        "\"%s\".timers t SET fkey = w.k FROM (SELECT " TIMER_KEY_R
-        " AS k) w WHERE t.run = r AND t.fkey IS DISTINCT FROM w.k; RETURN "
-        "NULL; END $f$;"
-        "DO $d$ BEGIN IF NOT EXISTS (SELECT FROM pg_trigger WHERE tgrelid = "
-        "'\"%s\".parked'::regclass AND tgname = 'parked_timer_key') THEN "
-        "CREATE TRIGGER leases_timer_key_made AFTER INSERT ON \"%s\".leases "
-        "FOR EACH ROW WHEN (NEW.fkey IS NOT NULL) EXECUTE FUNCTION "
-        "\"%s\".pl_timer_key(); CREATE TRIGGER leases_timer_key_set AFTER "
-        "UPDATE OF fkey ON \"%s\".leases FOR EACH ROW WHEN (OLD.fkey IS "
-        "DISTINCT FROM NEW.fkey) EXECUTE FUNCTION \"%s\".pl_timer_key(); "
-        "CREATE TRIGGER leases_timer_key_gone AFTER DELETE ON \"%s\".leases "
-        "FOR EACH ROW WHEN (OLD.fkey IS NOT NULL) EXECUTE FUNCTION "
-        "\"%s\".pl_timer_key(); CREATE TRIGGER parked_timer_key AFTER INSERT "
-        "OR UPDATE OR DELETE ON \"%s\".parked FOR EACH ROW EXECUTE FUNCTION "
-        "\"%s\".pl_timer_key(); END IF; END $d$;"
-        /* the places this transaction gave already count: a take of
+                 "CREATE OR REPLACE FUNCTION \"%s\".pl_timer_key() RETURNS trigger "
+                 "LANGUAGE plpgsql AS $f$ DECLARE r bigint; BEGIN IF TG_OP = "
+                 "'DELETE' THEN r := OLD.run; ELSE r := NEW.run; END IF; UPDATE "
+                 "\"%s\".timers t SET fkey = w.k FROM (SELECT " TIMER_KEY_R
+                 " AS k) w WHERE t.run = r AND t.fkey IS DISTINCT FROM w.k; RETURN "
+                 "NULL; END $f$;"
+                 "DO $d$ BEGIN IF NOT EXISTS (SELECT FROM pg_trigger WHERE tgrelid = "
+                 "'\"%s\".parked'::regclass AND tgname = 'parked_timer_key') THEN "
+                 "CREATE TRIGGER leases_timer_key_made AFTER INSERT ON \"%s\".leases "
+                 "FOR EACH ROW WHEN (NEW.fkey IS NOT NULL) EXECUTE FUNCTION "
+                 "\"%s\".pl_timer_key(); CREATE TRIGGER leases_timer_key_set AFTER "
+                 "UPDATE OF fkey ON \"%s\".leases FOR EACH ROW WHEN (OLD.fkey IS "
+                 "DISTINCT FROM NEW.fkey) EXECUTE FUNCTION \"%s\".pl_timer_key(); "
+                 "CREATE TRIGGER leases_timer_key_gone AFTER DELETE ON \"%s\".leases "
+                 "FOR EACH ROW WHEN (OLD.fkey IS NOT NULL) EXECUTE FUNCTION "
+                 "\"%s\".pl_timer_key(); CREATE TRIGGER parked_timer_key AFTER INSERT "
+                 "OR UPDATE OR DELETE ON \"%s\".parked FOR EACH ROW EXECUTE FUNCTION "
+                 "\"%s\".pl_timer_key(); END IF; END $d$;"
+                 /* the places this transaction gave already count: a take of
          * several timers inserts their leases after all its looks */
-        "CREATE OR REPLACE FUNCTION \"%s\".pl_key_room(k text, lim integer) "
-        "RETURNS boolean LANGUAGE plpgsql AS $f$ DECLARE live bigint; "
-        "g text := 'pl_granted.k' || md5(k); given bigint; t bigint; BEGIN "
-        "IF NOT pg_try_advisory_xact_lock(hashtextextended('%s/' || k, 0)) "
-        "THEN RETURN false; END IF; "
-        "given := coalesce(nullif(current_setting(g, true), ''), '0')::bigint; "
-        "t := " NOW_US "; live := " ROOM_LIVE "; "
-        "IF live + given >= lim THEN RETURN false; END IF; "
-        "PERFORM set_config(g, (given + 1)::text, true); "
-        "RETURN true; END $f$;"
-        /* a wake's choice of due timers (pg_time.c's T_TAKE, pg_wake.c's
+                 "CREATE OR REPLACE FUNCTION \"%s\".pl_key_room(k text, lim integer) "
+                 "RETURNS boolean LANGUAGE plpgsql AS $f$ DECLARE live bigint; "
+                 "g text := 'pl_granted.k' || md5(k); given bigint; t bigint; BEGIN "
+                 "IF NOT pg_try_advisory_xact_lock(hashtextextended('%s/' || k, 0)) "
+                 "THEN RETURN false; END IF; "
+                 "given := coalesce(nullif(current_setting(g, true), ''), '0')::bigint; "
+                 "t := " NOW_US "; live := " ROOM_LIVE "; "
+                 "IF live + given >= lim THEN RETURN false; END IF; "
+                 "PERFORM set_config(g, (given + 1)::text, true); "
+                 "RETURN true; END $f$;"
+                 /* a wake's choice of due timers (pg_time.c's T_TAKE, pg_wake.c's
          * L_TAKE_DUES); ROWS: a batch's few (PL__DUES_MAX), which the
          * statements around it are planned for (planned for the default
          * thousand, they read the whole state and timers tables) */
-        "CREATE OR REPLACE FUNCTION \"%s\".pl_wake(most integer) RETURNS "
-        "TABLE (run bigint, due bigint, id text, rec bytea, fkey text, "
-        "flimit integer) LANGUAGE plpgsql ROWS 8 AS $f$ "
-        "#variable_conflict use_column\n"
-        "DECLARE c record; k text; lim integer; " REFUSED_VARS
-        "tnow bigint := " NOW_US "; ad bigint := " I64_MIN
-        "; ar bigint := " I64_MIN "; n integer; took integer := 0; "
-        "heads boolean := false; again boolean; keys text[] := '{}'; kk "
-        "text; nk bigint; kl text[]; hr bigint[]; hk text[]; hd bigint[]; "
-        "j integer; nr bigint; nd bigint; BEGIN "
-        "LOOP n := 0; again := false; "
-        /* the next batch in due order: of timers_due_run, then of the
+                 "CREATE OR REPLACE FUNCTION \"%s\".pl_wake(most integer) RETURNS "
+                 "TABLE (run bigint, due bigint, id text, rec bytea, fkey text, "
+                 "flimit integer) LANGUAGE plpgsql ROWS 8 AS $f$ "
+                 "#variable_conflict use_column\n"
+                 "DECLARE c record; k text; lim integer; " REFUSED_VARS
+                 "tnow bigint := " NOW_US "; ad bigint := " I64_MIN
+                 "; ar bigint := " I64_MIN "; n integer; took integer := 0; "
+                 "heads boolean := false; again boolean; keys text[] := '{}'; kk "
+                 "text; nk bigint; kl text[]; hr bigint[]; hk text[]; hd bigint[]; "
+                 "j integer; nr bigint; nd bigint; BEGIN "
+                 "LOOP n := 0; again := false; "
+                 /* the next batch in due order: of timers_due_run, then of the
          * timers without a key (timers_key's NULL key) and the keys'
          * heads (TIMER KEYS above) */
-        "FOR c IN SELECT tm.run AS r, w.due AS d, tm.id AS i, tm.rec AS b, "
-        "w.k AS tk, p.fkey AS pk, p.flimit AS pl, q.fkey AS qk, q.flimit "
-        "AS ql, q.qrank AS qq, q.run AS qr, q.expires AS qe FROM ((SELECT "
-        "t.run, t.due, NULL::text AS k FROM \"%s\".timers t WHERE NOT heads AND t.due <= tnow "
-        "AND (t.due, t.run) > (ad, ar) ORDER BY t.due, t.run LIMIT " TAKE_BATCH
-        ") UNION ALL (SELECT t.run, t.due, NULL FROM \"%s\".timers t WHERE heads "
-        "AND t.fkey IS NULL AND t.due <= tnow AND (t.due, t.run) > (ad, ar) "
-        "ORDER BY t.fkey, t.due, t.run LIMIT " TAKE_BATCH ") UNION ALL "
-        "(SELECT h.r, h.d, h.k FROM unnest(hr, hk, hd) h(r, k, d) WHERE heads AND "
-        "(h.d, h.r) > (ad, ar) ORDER BY h.d, h.r "
-        "LIMIT " TAKE_BATCH ")) w JOIN \"%s\".timers tm ON tm.run = w.run "
-        "LEFT JOIN \"%s\".parked p ON p.run = tm.run LEFT JOIN \"%s\".leases "
-        "q ON q.run = tm.run WHERE tm.due <= tnow ORDER BY w.due, w.run "
-        "LIMIT " TAKE_BATCH " LOOP "
-        /* a key's head read: its next in its place, and the batch read
+                 "FOR c IN SELECT tm.run AS r, w.due AS d, tm.id AS i, tm.rec AS b, "
+                 "w.k AS tk, p.fkey AS pk, p.flimit AS pl, q.fkey AS qk, q.flimit "
+                 "AS ql, q.qrank AS qq, q.run AS qr, q.expires AS qe FROM ((SELECT "
+                 "t.run, t.due, NULL::text AS k FROM \"%s\".timers t WHERE NOT heads AND t.due <= tnow "
+                 "AND (t.due, t.run) > (ad, ar) ORDER BY t.due, t.run LIMIT " TAKE_BATCH
+                 ") UNION ALL (SELECT t.run, t.due, NULL FROM \"%s\".timers t WHERE heads "
+                 "AND t.fkey IS NULL AND t.due <= tnow AND (t.due, t.run) > (ad, ar) "
+                 "ORDER BY t.fkey, t.due, t.run LIMIT " TAKE_BATCH
+                 ") UNION ALL "
+                 "(SELECT h.r, h.d, h.k FROM unnest(hr, hk, hd) h(r, k, d) WHERE heads AND "
+                 "(h.d, h.r) > (ad, ar) ORDER BY h.d, h.r "
+                 "LIMIT " TAKE_BATCH
+                 ")) w JOIN \"%s\".timers tm ON tm.run = w.run "
+                 "LEFT JOIN \"%s\".parked p ON p.run = tm.run LEFT JOIN \"%s\".leases "
+                 "q ON q.run = tm.run WHERE tm.due <= tnow ORDER BY w.due, w.run "
+                 "LIMIT " TAKE_BATCH " LOOP "
+                 /* a key's head read: its next in its place, and the batch read
          * again from here (that next may come before the batch's rest) */
-        "IF again THEN EXIT; END IF; "
-        "n := n + 1; ad := c.d; ar := c.r; "
-        /* a head of a key refused since the heads were read (or one
+                 "IF again THEN EXIT; END IF; "
+                 "n := n + 1; ad := c.d; ar := c.r; "
+                 /* a head of a key refused since the heads were read (or one
          * REFUSED_AT did not see): passed, the key's later timers with it */
-        "IF c.tk IS NOT NULL THEN " WAKE_REFUSED_HEAD "IF fs[fi] IS NOT NULL "
-        "THEN CONTINUE; END IF; j := array_position(hk, c.tk); "
-        "SELECT t.run, t.due INTO nr, nd FROM \"%s\".timers t WHERE t.fkey "
-        ">= c.tk AND t.fkey <= c.tk AND t.due <= tnow AND (t.due, t.run) > "
-        "(ad, ar) ORDER BY t.fkey, t.due, t.run LIMIT 1; hr[j] := nr; hd[j] "
-        ":= nd; again := true; END IF; "
-        /* executing: it parks again or ends */
-        "IF c.qr IS NOT NULL AND c.qe > " NOW_US " THEN CONTINUE; END IF; "
-        "k := coalesce(c.pk, c.qk); "
-        "IF k IS NOT NULL THEN " WAKE_REFUSED "IF fs[fi] IS NOT NULL THEN "
-        "CONTINUE; END IF; "
-        "lim := CASE WHEN c.pk IS NULL THEN c.ql ELSE c.pl END; "
-        /* queued, its key's first in the queue's order, or the queue's */
-        "IF (c.pk IS NULL AND coalesce((SELECT true FROM \"%s\".leases o WHERE "
-        "o.fkey >= k AND o.fkey <= k AND o.owner = '' AND (o.qrank, o.run) < "
-        "(c.qq, c.qr) AND o.expires <= " NOW_US " ORDER BY o.fkey, o.qrank, "
-        "o.run LIMIT 1) OR (SELECT true FROM \"%s\".leases o WHERE o.fkey "
-        ">= k AND o.fkey <= k AND o.owner <> '' AND o.expires <= " NOW_US
-        " AND (o.qrank, o.run) < (c.qq, c.qr) ORDER BY o.fkey, o.expires "
-        "LIMIT 1), false)) OR NOT \"%s\".pl_key_room(k, lim) THEN " WAKE_REFUSE
-        "CONTINUE; END IF; END IF; "
-        "PERFORM 1 FROM \"%s\".timers x WHERE x.run = c.r AND x.due <= "
-        "tnow FOR UPDATE SKIP LOCKED; "
-        "IF NOT FOUND THEN IF k IS NOT NULL THEN " WAKE_REFUSED WAKE_REFUSE
-        "END IF; CONTINUE; END IF; "
-        "run := c.r; due := c.d; id := c.i; rec := c.b; fkey := c.pk; "
-        "flimit := c.pl; RETURN NEXT; took := took + 1; "
-        "IF took >= most THEN RETURN; END IF; END LOOP; "
-        /* the heads read before this statement: one taken by another wake
+                 "IF c.tk IS NOT NULL THEN " WAKE_REFUSED_HEAD
+                 "IF fs[fi] IS NOT NULL "
+                 "THEN CONTINUE; END IF; j := array_position(hk, c.tk); "
+                 "SELECT t.run, t.due INTO nr, nd FROM \"%s\".timers t WHERE t.fkey "
+                 ">= c.tk AND t.fkey <= c.tk AND t.due <= tnow AND (t.due, t.run) > "
+                 "(ad, ar) ORDER BY t.fkey, t.due, t.run LIMIT 1; hr[j] := nr; hd[j] "
+                 ":= nd; again := true; END IF; "
+                 /* executing: it parks again or ends */
+                 "IF c.qr IS NOT NULL AND c.qe > " NOW_US
+                 " THEN CONTINUE; END IF; "
+                 "k := coalesce(c.pk, c.qk); "
+                 "IF k IS NOT NULL THEN " WAKE_REFUSED
+                 "IF fs[fi] IS NOT NULL THEN "
+                 "CONTINUE; END IF; "
+                 "lim := CASE WHEN c.pk IS NULL THEN c.ql ELSE c.pl END; "
+                 /* queued, its key's first in the queue's order, or the queue's */
+                 "IF (c.pk IS NULL AND coalesce((SELECT true FROM \"%s\".leases o WHERE "
+                 "o.fkey >= k AND o.fkey <= k AND o.owner = '' AND (o.qrank, o.run) < "
+                 "(c.qq, c.qr) AND o.expires <= " NOW_US
+                 " ORDER BY o.fkey, o.qrank, "
+                 "o.run LIMIT 1) OR (SELECT true FROM \"%s\".leases o WHERE o.fkey "
+                 ">= k AND o.fkey <= k AND o.owner <> '' AND o.expires <= " NOW_US
+                 " AND (o.qrank, o.run) < (c.qq, c.qr) ORDER BY o.fkey, o.expires "
+                 "LIMIT 1), false)) OR NOT \"%s\".pl_key_room(k, lim) THEN " WAKE_REFUSE
+                 "CONTINUE; END IF; END IF; "
+                 "PERFORM 1 FROM \"%s\".timers x WHERE x.run = c.r AND x.due <= "
+                 "tnow FOR UPDATE SKIP LOCKED; "
+                 "IF NOT FOUND THEN IF k IS NOT NULL THEN " WAKE_REFUSED
+                     WAKE_REFUSE "END IF; CONTINUE; END IF; "
+                 "run := c.r; due := c.d; id := c.i; rec := c.b; fkey := c.pk; "
+                 "flimit := c.pl; RETURN NEXT; took := took + 1; "
+                 "IF took >= most THEN RETURN; END IF; END LOOP; "
+                 /* the heads read before this statement: one taken by another wake
          * since is not in the batch, which may then come short of the
          * rest: read on till a batch finds none */
-        "IF NOT again AND (n = 0 OR (n < " TAKE_BATCH " AND NOT heads)) THEN "
-        "RETURN; END IF; "
-        /* a batch passed: TAKE_BATCH keys more, after kk in the keys'
+                 "IF NOT again AND (n = 0 OR (n < " TAKE_BATCH
+                 " AND NOT heads)) THEN "
+                 "RETURN; END IF; "
+                 /* a batch passed: TAKE_BATCH keys more, after kk in the keys'
          * order (timers_key, a loose scan); once it has every key's, each
          * key's first due timer past the last read, of those not refused,
          * is its head */
-        "IF NOT heads THEN "
-        "SELECT max(ks.k), count(*), array_agg(ks.k) INTO kk, nk, kl FROM "
-        "(WITH RECURSIVE ks(k, i) AS ((SELECT a.k, 1 FROM ((SELECT t.fkey AS "
-        "k FROM \"%s\".timers t WHERE kk IS NULL AND t.fkey IS NOT NULL ORDER "
-        "BY t.fkey LIMIT 1) UNION ALL (SELECT t.fkey FROM \"%s\".timers t "
-        "WHERE t.fkey > kk ORDER BY t.fkey LIMIT 1)) a LIMIT 1) UNION ALL "
-        "SELECT x.k, ks.i + 1 FROM ks CROSS JOIN LATERAL (SELECT t.fkey AS k "
-        "FROM \"%s\".timers t WHERE t.fkey > ks.k ORDER BY t.fkey LIMIT 1) x "
-        "WHERE ks.i < " TAKE_BATCH ") SELECT * FROM ks) ks; "
-        "keys := keys || kl; heads := nk < " TAKE_BATCH "; "
-        "IF heads THEN SELECT array_agg(h.run), array_agg(x.k), "
-        "array_agg(h.due) INTO hr, hk, hd FROM unnest(keys) x(k) CROSS JOIN "
-        "LATERAL (SELECT t.run, t.due FROM \"%s\".timers t WHERE t.fkey >= "
-        "x.k AND t.fkey <= x.k AND t.due <= tnow AND (t.due, t.run) > (ad, "
-        "ar) ORDER BY t.fkey, t.due, t.run LIMIT 1) h WHERE NOT " WAKE_HEAD_OK
-        "; END IF; END IF; "
-        "END LOOP; END $f$;"
-        "CREATE OR REPLACE FUNCTION \"%s\".pl_take(who text, dur bigint) "
-        "RETURNS TABLE (run bigint, gen bigint, expires_in bigint, owner "
-        "text, id text) LANGUAGE plpgsql AS $f$ "
-        "#variable_conflict use_column\n"
-        "DECLARE c record; live bigint; got bigint; tnow bigint := " NOW_US
-        "; aq bigint := " I64_MIN "; ar bigint := " I64_MIN
-        "; lo bigint := " I64_MIN "; crashed boolean := coalesce(" RUN_OUT
-        ", false); n integer; heads boolean := false; hr bigint[] := '{}'; "
-        "hk text[] := '{}'; hl integer[] := '{}'; hq bigint[] := '{}'; hi "
-        "integer := 1; tk bigint; kk text; nk bigint; kr bigint[]; kh "
-        "text[]; kl integer[]; kq bigint[]; " REFUSED_VARS "BEGIN "
-        "LOOP n := 0; "
-        /* the heads the walk passed (in the queue's order, each read once) */
-        "IF heads THEN WHILE hi <= cardinality(hr) AND (hq[hi], hr[hi]) <= "
-        "(aq, ar) LOOP hi := hi + 1; END LOOP; END IF; "
-        /* the next batch in the queue's order: first of the queued runs
+                 "IF NOT heads THEN "
+                 "SELECT max(ks.k), count(*), array_agg(ks.k) INTO kk, nk, kl FROM "
+                 "(WITH RECURSIVE ks(k, i) AS ((SELECT a.k, 1 FROM ((SELECT t.fkey AS "
+                 "k FROM \"%s\".timers t WHERE kk IS NULL AND t.fkey IS NOT NULL ORDER "
+                 "BY t.fkey LIMIT 1) UNION ALL (SELECT t.fkey FROM \"%s\".timers t "
+                 "WHERE t.fkey > kk ORDER BY t.fkey LIMIT 1)) a LIMIT 1) UNION ALL "
+                 "SELECT x.k, ks.i + 1 FROM ks CROSS JOIN LATERAL (SELECT t.fkey AS k "
+                 "FROM \"%s\".timers t WHERE t.fkey > ks.k ORDER BY t.fkey LIMIT 1) x "
+                 "WHERE ks.i < " TAKE_BATCH ") SELECT * FROM ks) ks; "
+                 "keys := keys || kl; heads := nk < " TAKE_BATCH "; "
+                 "IF heads THEN SELECT array_agg(h.run), array_agg(x.k), "
+                 "array_agg(h.due) INTO hr, hk, hd FROM unnest(keys) x(k) CROSS JOIN "
+                 "LATERAL (SELECT t.run, t.due FROM \"%s\".timers t WHERE t.fkey >= "
+                 "x.k AND t.fkey <= x.k AND t.due <= tnow AND (t.due, t.run) > (ad, "
+                 "ar) ORDER BY t.fkey, t.due, t.run LIMIT 1) h WHERE NOT " WAKE_HEAD_OK
+                 "; END IF; END IF; "
+                 "END LOOP; END $f$;"
+                 "CREATE OR REPLACE FUNCTION \"%s\".pl_take(who text, dur bigint) "
+                 "RETURNS TABLE (run bigint, gen bigint, expires_in bigint, owner "
+                 "text, id text) LANGUAGE plpgsql AS $f$ "
+                 "#variable_conflict use_column\n"
+                 "DECLARE c record; live bigint; got bigint; tnow bigint := " NOW_US
+                 "; aq bigint := " I64_MIN "; ar bigint := " I64_MIN
+                 "; lo bigint := " I64_MIN
+                 "; crashed boolean := coalesce(" RUN_OUT
+                 ", false); n integer; heads boolean := false; hr bigint[] := '{}'; "
+                 "hk text[] := '{}'; hl integer[] := '{}'; hq bigint[] := '{}'; hi "
+                 "integer := 1; tk bigint; kk text; nk bigint; kr bigint[]; kh "
+                 "text[]; kl integer[]; kq bigint[]; " REFUSED_VARS "BEGIN "
+                 "LOOP n := 0; "
+                 /* the heads the walk passed (in the queue's order, each read once) */
+                 "IF heads THEN WHILE hi <= cardinality(hr) AND (hq[hi], hr[hi]) <= "
+                 "(aq, ar) LOOP hi := hi + 1; END LOOP; END IF; "
+                 /* the next batch in the queue's order: first of the queued runs
          * (leases_queue), then of the queued runs without a key
          * (leases_key_queue's NULL key) and the keys' heads; merged with the
          * leases run out while owned (leases_live, read only when there
          * are some, by the range that ran out: pg_lease.c, TAKE_HEAD) */
-        "FOR c IN SELECT * FROM ((SELECT l.run AS r, l.fkey AS k, l.flimit "
-        "AS lim, l.qrank AS q FROM \"%s\".leases l WHERE NOT heads AND "
-        "l.owner = '' AND (l.qrank, l.run) > (aq, ar) ORDER BY l.qrank, "
-        "l.run LIMIT " TAKE_BATCH ") UNION ALL (SELECT l.run, l.fkey, "
-        "l.flimit, l.qrank FROM \"%s\".leases l WHERE heads AND l.fkey IS "
-        "NULL AND l.owner = '' AND (l.qrank, l.run) > (aq, ar) ORDER BY "
-        "l.fkey, l.qrank, l.run LIMIT " TAKE_BATCH
-        ") UNION ALL (SELECT h.r, h.k, h.lim, h.q FROM unnest(" HEADS_AT("hr") ", " HEADS_AT("hk") ", " HEADS_AT("hl") ", " HEADS_AT(
-            "hq") ") h(r, k, lim, q) WHERE heads AND (h.q, h.r) > (aq, ar) ORDER BY "
-                  "h.q, h.r LIMIT " TAKE_BATCH
-                  ") UNION ALL (SELECT l.run, l.fkey, "
-                  "l.flimit, l.qrank FROM \"%s\".leases l WHERE crashed AND l.owner "
-                  "<> '' AND l.expires <= tnow AND l.expires >= lo AND (l.qrank, "
-                  "l.run) > (aq, ar) ORDER BY l.qrank, l.run LIMIT " TAKE_BATCH
-                  ")) b "
-                  "ORDER BY b.q, b.r LIMIT " TAKE_BATCH " LOOP "
-                  "n := n + 1; aq := c.q; ar := c.r; "
-                  "IF c.k IS NOT NULL THEN " REFUSED(
-                      "c.k") "IF fs[fi] IS NOT NULL THEN CONTINUE; END IF; "
-                             "IF NOT pg_try_advisory_xact_lock(hashtextextended('%s/' || c.k, "
-                             "0)) THEN " REFUSE(
-                                 "c.k") "CONTINUE; END IF; "
-                                        "tk := " NOW_US "; live := " TAKE_LIVE
-                                        "; "
-                                        "IF live >= c.lim THEN " REFUSE(
-                                            "c.k") "CONTINUE; END IF; END IF; "
-                                                   "SELECT x.run INTO got FROM \"%s\".leases x WHERE x.run = c.r AND "
-                                                   "x.expires <= " NOW_US
-                                                   " FOR UPDATE SKIP LOCKED; "
-                                                   /* held by another transaction (another take, which locked it as
+                 "FOR c IN SELECT * FROM ((SELECT l.run AS r, l.fkey AS k, l.flimit "
+                 "AS lim, l.qrank AS q FROM \"%s\".leases l WHERE NOT heads AND "
+                 "l.owner = '' AND (l.qrank, l.run) > (aq, ar) ORDER BY l.qrank, "
+                 "l.run LIMIT " TAKE_BATCH ") UNION ALL (SELECT l.run, l.fkey, "
+                 "l.flimit, l.qrank FROM \"%s\".leases l WHERE heads AND l.fkey IS "
+                 "NULL AND l.owner = '' AND (l.qrank, l.run) > (aq, ar) ORDER BY "
+                 "l.fkey, l.qrank, l.run LIMIT " TAKE_BATCH
+                 ") UNION ALL (SELECT h.r, h.k, h.lim, h.q FROM unnest(" HEADS_AT("hr") ", " HEADS_AT("hk") ", " HEADS_AT("hl") ", " HEADS_AT(
+                     "hq") ") h(r, k, lim, q) WHERE heads AND (h.q, h.r) > (aq, ar) ORDER BY "
+                           "h.q, h.r LIMIT " TAKE_BATCH
+                           ") UNION ALL (SELECT l.run, l.fkey, "
+                           "l.flimit, l.qrank FROM \"%s\".leases l WHERE crashed AND l.owner "
+                           "<> '' AND l.expires <= tnow AND l.expires >= lo AND (l.qrank, "
+                           "l.run) > (aq, ar) ORDER BY l.qrank, l.run LIMIT " TAKE_BATCH
+                           ")) b "
+                           "ORDER BY b.q, b.r LIMIT " TAKE_BATCH " LOOP "
+                           "n := n + 1; aq := c.q; ar := c.r; "
+                           "IF c.k IS NOT NULL THEN " REFUSED(
+                               "c.k") "IF fs[fi] IS NOT NULL THEN CONTINUE; END IF; "
+                                      "IF NOT pg_try_advisory_xact_lock(hashtextextended('%s/' || c.k, "
+                                      "0)) THEN " REFUSE(
+                                          "c.k") "CONTINUE; END IF; "
+                                                 "tk := " NOW_US
+                                                 "; live := " TAKE_LIVE "; "
+                                                 "IF live >= c.lim THEN " REFUSE(
+                                                     "c.k") "CONTINUE; END IF; END IF; "
+                                                            "SELECT x.run INTO got FROM \"%s\".leases x WHERE x.run = c.r AND "
+                                                            "x.expires <= " NOW_US
+                                                            " FOR UPDATE SKIP LOCKED; "
+                                                            /* held by another transaction (another take, which locked it as
          * its head): its key is passed over with it, or a later run of
          * the key would go first and leave this one waiting behind it */
-                                                   "IF NOT FOUND THEN IF c.k IS NOT NULL THEN " REFUSED("c.k") REFUSE(
-                                                       "c.k") "END IF; CONTINUE; END IF; "
-                                                              "RETURN QUERY UPDATE \"%s\".leases l SET gen = l.gen + 1, owner = "
-                                                              "who, expires = " NOW_US
-                                                              " + dur WHERE l.run = got RETURNING l.run, "
-                                                              "l.gen, l.expires - " NOW_US
-                                                              ", l.owner, l.id; "
-                                                              "RETURN; END LOOP; "
-                                                              "IF n < " TAKE_BATCH
-                                                              " THEN RETURN; END IF; "
-                                                              /* a batch passed: the heads of the next TAKE_BATCH keys, after kk
+                                                            "IF NOT FOUND THEN IF c.k IS NOT NULL THEN " REFUSED("c.k") REFUSE(
+                                                                "c.k") "END IF; CONTINUE; END IF; "
+                                                                       "RETURN QUERY UPDATE \"%s\".leases l SET gen = l.gen + 1, owner = "
+                                                                       "who, expires = " NOW_US
+                                                                       " + dur WHERE l.run = got RETURNING l.run, "
+                                                                       "l.gen, l.expires - " NOW_US
+                                                                       ", l.owner, l.id; "
+                                                                       "RETURN; END LOOP; "
+                                                                       "IF n < " TAKE_BATCH
+                                                                       " THEN RETURN; END IF; "
+                                                                       /* a batch passed: the heads of the next TAKE_BATCH keys, after kk
          * in the keys' order (TAKE above): each key's first entry in
          * leases_key_queue, read on from the last key's, is its head,
          * unless the walk has passed it (a run queued since, ranked ahead:
          * then its first past the last read), its key checked when the
          * walk reaches it; once it has every key's, the heads sorted in
          * the queue's order, once */
-                                                              "IF NOT heads THEN "
-                                                              "SELECT max(ks.k), count(*), array_agg(coalesce(h.r, ks.r)) " HEAD_OK
-                                                              ", array_agg(ks.k) " HEAD_OK
-                                                              ", array_agg(coalesce(h.lim, ks.lim)) " HEAD_OK
-                                                              ", array_agg(coalesce(h.q, ks.q)) " HEAD_OK
-                                                              " INTO kk, nk, kr, kh, kl, kq FROM "
-                                                              "(WITH RECURSIVE ks(k, q, r, lim, "
-                                                              "i) AS ((SELECT a.*, 1 FROM ((SELECT l.fkey, l.qrank, l.run, "
-                                                              "l.flimit FROM \"%s\".leases l WHERE kk IS NULL AND l.fkey IS NOT "
-                                                              "NULL AND l.owner = '' ORDER BY l.fkey, l.qrank, l.run LIMIT 1) "
-                                                              "UNION ALL (SELECT l.fkey, l.qrank, l.run, l.flimit FROM \"%s\"."
-                                                              "leases l WHERE l.fkey > kk AND l.owner = '' ORDER BY l.fkey, "
-                                                              "l.qrank, l.run LIMIT 1)) a LIMIT 1) UNION ALL SELECT x.*, ks.i + 1 "
-                                                              "FROM ks CROSS JOIN LATERAL (SELECT l.fkey, l.qrank, l.run, "
-                                                              "l.flimit FROM \"%s\".leases l WHERE l.fkey > ks.k AND l.owner = '' "
-                                                              "ORDER BY l.fkey, l.qrank, l.run LIMIT 1) x WHERE ks.i < " TAKE_BATCH
-                                                              ") SELECT * FROM ks) ks LEFT JOIN LATERAL (SELECT l.run AS r, "
-                                                              "l.flimit AS lim, l.qrank AS q FROM \"%s\".leases l WHERE (ks.q, "
-                                                              "ks.r) <= (aq, ar) AND l.fkey >= ks.k AND l.fkey <= ks.k AND "
-                                                              "l.owner = '' AND (l.qrank, l.run) > (aq, ar) ORDER BY l.fkey, "
-                                                              "l.qrank, l.run LIMIT 1) h ON true; "
-                                                              "hr := hr || kr; hk := hk || kh; hl := hl || kl; hq := hq || kq; "
-                                                              "heads := nk < " TAKE_BATCH
-                                                              "; "
-                                                              "IF heads THEN SELECT coalesce(array_agg(h.r ORDER BY h.q, h.r), "
-                                                              "'{}'), coalesce(array_agg(h.k ORDER BY h.q, h.r), '{}'), "
-                                                              "coalesce(array_agg(h.lim ORDER BY h.q, h.r), '{}'), "
-                                                              "coalesce(array_agg(h.q ORDER BY h.q, h.r), '{}') INTO hr, hk, hl, "
-                                                              "hq FROM unnest(hr, hk, hl, hq) h(r, k, lim, q); END IF; END IF; "
-                                                              "END LOOP; END $f$;"
-                                                              "COMMIT",
+                                                                       "IF NOT heads THEN "
+                                                                       "SELECT max(ks.k), count(*), array_agg(coalesce(h.r, ks.r)) " HEAD_OK
+                                                                       ", array_agg(ks.k) " HEAD_OK
+                                                                       ", array_agg(coalesce(h.lim, ks.lim)) " HEAD_OK
+                                                                       ", array_agg(coalesce(h.q, ks.q)) " HEAD_OK
+                                                                       " INTO kk, nk, kr, kh, kl, kq FROM "
+                                                                       "(WITH RECURSIVE ks(k, q, r, lim, "
+                                                                       "i) AS ((SELECT a.*, 1 FROM ((SELECT l.fkey, l.qrank, l.run, "
+                                                                       "l.flimit FROM \"%s\".leases l WHERE kk IS NULL AND l.fkey IS NOT "
+                                                                       "NULL AND l.owner = '' ORDER BY l.fkey, l.qrank, l.run LIMIT 1) "
+                                                                       "UNION ALL (SELECT l.fkey, l.qrank, l.run, l.flimit FROM \"%s\"."
+                                                                       "leases l WHERE l.fkey > kk AND l.owner = '' ORDER BY l.fkey, "
+                                                                       "l.qrank, l.run LIMIT 1)) a LIMIT 1) UNION ALL SELECT x.*, ks.i + 1 "
+                                                                       "FROM ks CROSS JOIN LATERAL (SELECT l.fkey, l.qrank, l.run, "
+                                                                       "l.flimit FROM \"%s\".leases l WHERE l.fkey > ks.k AND l.owner = '' "
+                                                                       "ORDER BY l.fkey, l.qrank, l.run LIMIT 1) x WHERE ks.i < " TAKE_BATCH
+                                                                       ") SELECT * FROM ks) ks LEFT JOIN LATERAL (SELECT l.run AS r, "
+                                                                       "l.flimit AS lim, l.qrank AS q FROM \"%s\".leases l WHERE (ks.q, "
+                                                                       "ks.r) <= (aq, ar) AND l.fkey >= ks.k AND l.fkey <= ks.k AND "
+                                                                       "l.owner = '' AND (l.qrank, l.run) > (aq, ar) ORDER BY l.fkey, "
+                                                                       "l.qrank, l.run LIMIT 1) h ON true; "
+                                                                       "hr := hr || kr; hk := hk || kh; hl := hl || kl; hq := hq || kq; "
+                                                                       "heads := nk < " TAKE_BATCH
+                                                                       "; "
+                                                                       "IF heads THEN SELECT coalesce(array_agg(h.r ORDER BY h.q, h.r), "
+                                                                       "'{}'), coalesce(array_agg(h.k ORDER BY h.q, h.r), '{}'), "
+                                                                       "coalesce(array_agg(h.lim ORDER BY h.q, h.r), '{}'), "
+                                                                       "coalesce(array_agg(h.q ORDER BY h.q, h.r), '{}') INTO hr, hk, hl, "
+                                                                       "hq FROM unnest(hr, hk, hl, hq) h(r, k, lim, q); END IF; END IF; "
+                                                                       "END LOOP; END $f$;"
+                                                                       "COMMIT",
         n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n,
         n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n,
-        n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n);
+        n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n,
+        n, n, n, n, n, n, n);
     if (!sql)
         return pl__err(PL_ENOMEM, "out of memory");
     int st = pl__pg_command(s, c, sql, "making the queue's flow control");
@@ -580,10 +646,16 @@ int pl__pg_rate_take(pl__pg_store *s, const char *resource, uint32_t limit,
     if (st)
         return st;
     int64_t took, now, start;
-    if (PQntuples(r) != 1 || PQnfields(r) != 3 ||
-        !pl__pg_parse_i64(PQgetvalue(r, 0, 0), &took) ||
-        !pl__pg_parse_i64(PQgetvalue(r, 0, 1), &now) ||
-        !pl__pg_parse_i64(PQgetvalue(r, 0, 2), &start))
+    if (PQntuples(r) == 1 && PQnfields(r) == 4 &&
+        strcmp(PQgetvalue(r, 0, 3), "t") != 0)
+        st = pl__err(PL_ECORRUPT,
+                     "store '%s': the rate budget of '%s' is damaged (its "
+                     "sum is not its own)",
+                     s->path, resource);
+    else if (PQntuples(r) != 1 || PQnfields(r) != 4 ||
+             !pl__pg_parse_i64(PQgetvalue(r, 0, 0), &took) ||
+             !pl__pg_parse_i64(PQgetvalue(r, 0, 1), &now) ||
+             !pl__pg_parse_i64(PQgetvalue(r, 0, 2), &start))
         st = pl__err(PL_ECORRUPT,
                      "store '%s': the rate budget of '%s' is malformed",
                      s->path, resource);
@@ -611,8 +683,10 @@ int pl__pg_rate_get(pl__pg_store *s, const char *resource, pl__rate_budget *out)
     if (PQntuples(r) == 0)
         st = pl__err(PL_ENOTFOUND, "rate limit '%s' has no budget yet",
                      resource);
-    for (int i = 0; !st && i < 4; i++)
-        if (PQnfields(r) != 4 || !pl__pg_parse_i64(PQgetvalue(r, 0, i), &v[i]))
+    for (int i = 0; !st && i < 5; i++)
+        if (PQnfields(r) != 5 ||
+            (i < 4 ? !pl__pg_parse_i64(PQgetvalue(r, 0, i), &v[i])
+                   : strcmp(PQgetvalue(r, 0, i), "t") != 0))
             st = pl__err(PL_ECORRUPT,
                          "store '%s': the rate budget of '%s' is malformed",
                          s->path, resource);
@@ -683,8 +757,10 @@ int pl__pg_units_get(pl__pg_store *s, const char *resource, const char *unit,
     if (PQntuples(r) == 0)
         st = pl__err(PL_ENOTFOUND, "rate limit '%s' has no %s budget yet",
                      resource, unit);
-    for (int i = 0; !st && i < 4; i++)
-        if (PQnfields(r) != 4 || !pl__pg_parse_i64(PQgetvalue(r, 0, i), &v[i]))
+    for (int i = 0; !st && i < 5; i++)
+        if (PQnfields(r) != 5 ||
+            (i < 4 ? !pl__pg_parse_i64(PQgetvalue(r, 0, i), &v[i])
+                   : strcmp(PQgetvalue(r, 0, i), "t") != 0))
             st = pl__err(PL_ECORRUPT,
                          "store '%s': the %s budget of '%s' is malformed",
                          s->path, unit, resource);

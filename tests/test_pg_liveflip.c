@@ -1,0 +1,642 @@
+/*
+ * test_pg_liveflip.c -- hostile bytes in what a running worker and the
+ * flow control read, on PostgreSQL and on LMDB: a lease damaged while its
+ * run executes (its renewal), a queued run's concurrency key and limit,
+ * and the rate budgets (calls and units).
+ *
+ * A LEASE RENEWED.  The store holds two runs, "held-a" (with a
+ * concurrency key) and "held-b", each an effect, a call of "gate" and an
+ * effect; gate counts its entry and returns only once the test makes the
+ * file "release".  A worker in a forked child (three threads, its lease
+ * renewed every 50 ms) takes both and holds them at the gate; the test
+ * then flips every STRIDE-th (LMDB_STRIDE-th) bit of held-a's lease
+ * (PostgreSQL: its bigint columns; LMDB: its lease value and its flow
+ * record, each written back through LMDB by this process as a damaged
+ * disk would hand them over), one flip to a copy of the store, waits
+ * HOLD_MS (several renewals, more than a lease), releases the gates and
+ * lets the worker drain.  Each flip must: never run a call the ledger has a result for (held-a's gate may
+ * run again: its lease may be lost with the call in flight, whose result
+ * the ledger never got), never run held-b's gate twice (its lease is
+ * whole: it expires only when its process dies or stops, or loses the
+ * store, docs/design.md §14), fail a run only with PL_ECORRUPT or
+ * PL_EVERSION, complete one only with the undamaged store's result, and
+ * never crash nor hang.
+ *
+ * A KEY'S LIMIT.  As above, with a third run, "held-c", of held-a's key
+ * (its limit 1), queued: its limit or key (PostgreSQL: the lease row's
+ * flimit and fkey; LMDB: its flow record) is flipped while held-a is
+ * held, and held-c must not reach its gate before the release: never a
+ * run past its key's limit (docs/design.md §14, flow control).
+ * PostgreSQL does not keep it yet (key_limit_on_pg, disabled).
+ *
+ * RATE BUDGETS.  A budget of calls (5 a window, 3 taken) and one in units
+ * (500 a window, 300 taken), in windows of 2^40 ms (so none ends during
+ * the test).  Every bit of each budget's stored values is flipped in a
+ * copy (PostgreSQL: the bigint columns of `rates` and `units`, a value
+ * their CHECKs refuse skipped; LMDB: the values of the flow database's
+ * 'b' and 'u' records) and the budget taken until it refuses: it must
+ * admit at most what the undamaged one admits (2 calls, 200 units) and
+ * then refuse with the undamaged window's retry time, or say PL_ECORRUPT;
+ * never admit past its limit, never a retry later than the window's end.
+ * PostgreSQL's rows are checked by their sum (pg_flow.c, BUDGET SUMS):
+ * without it, a value the CHECKs let pass was taken as it is.
+ */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+#include <libpq-fe.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "support.h"
+#include "support_flip.h"
+#include "support_pgflip.h"
+
+TestSuite(pg_liveflip, .timeout = 240);
+
+/* every STRIDE-th bit of a held lease (fewer under the sanitizers) */
+#define STRIDE (T_SANITIZED ? 13 : 11)
+#define LMDB_STRIDE (T_SANITIZED ? 41 : 31)
+/* the flip's hold: a drain's worker renews every 50 ms a lease of 150 ms
+ * (support_flip.h), stopped after IDLE_MS without an event */
+#define HOLD_MS 300
+#define IDLE_MS 100
+
+static char g_effects[4200], g_release[4200];
+
+/* ---- the policies ------------------------------------------------------ */
+
+/* gate: counts "k", then waits for the release (10 s at most). */
+static int gate(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)ctx;
+    (void)user;
+    const cJSON *k = cJSON_GetObjectItemCaseSensitive(a->payload, "k");
+    if (!cJSON_IsString(k))
+        return pl_steps_add_error(out, PL_ERR_INVALID_INPUT, "no k");
+    int st = t_flip_count(g_effects, k->valuestring);
+    for (int i = 0; !st && i < 1000 && access(g_release, F_OK); i++) {
+        t_flip_alive(); /* a held run is no idle worker */
+        usleep(10 * 1000);
+    }
+    return st ? st : pl_steps_add_resultf(out, "{s:s}", "k", k->valuestring);
+}
+
+static int call(pl_ctx *ctx, const char *policy, const char *id,
+                const char *what, cJSON **got)
+{
+    char k[96];
+    snprintf(k, sizeof k, "%s-%s", id, what);
+    return pl_ctx_invokef(got, ctx, policy, "{s:s}", "k", k);
+}
+
+/* held: an effect, the gate, an effect; returns the last two. */
+static int held(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)user;
+    const cJSON *idj = cJSON_GetObjectItemCaseSensitive(a->payload, "id");
+    const char *id = cJSON_IsString(idj) ? idj->valuestring : "?";
+    cJSON *g = NULL, *y = NULL;
+    int st = call(ctx, "eff", id, "1", NULL);
+    if (!st)
+        st = call(ctx, "gate", id, "gate", &g);
+    if (!st)
+        st = call(ctx, "eff", id, "2", &y);
+    if (!st)
+        st = pl_steps_add_resultf(out, "{s:O, s:O}", "g", g, "y", y);
+    cJSON_Delete(g);
+    cJSON_Delete(y);
+    return st;
+}
+
+static pl_registry *live_registry(void)
+{
+    pl_registry *reg = NULL;
+    cr_assert_eq(pl_registry_new(&reg), PL_OK);
+    cr_assert_eq(pl_registry_add_fn(reg, "eff", t_flip_eff, g_effects), PL_OK);
+    cr_assert_eq(pl_registry_add_fn(reg, "gate", gate, NULL), PL_OK);
+    cr_assert_eq(pl_registry_add_fn(reg, "held", held, NULL), PL_OK);
+    return reg;
+}
+
+/* ---- a lease renewed --------------------------------------------------- */
+
+static const char *const g_ids[] = {"held-a", "held-b", "held-c"};
+
+typedef struct live {
+    const char *base, *copy;
+    const pl_registry *reg;
+    int n;            /* runs: held-a, held-b and (3) held-c */
+    uint64_t want[3]; /* each run's result, undamaged */
+    size_t flips, reported, changed, again;
+    size_t admitted; /* held-c at its gate beside held-a, its key's limit 1 */
+} live;
+
+/* Each run's status, error and result hash (completed), read here. */
+static void read_runs(const live *l, int status[3], int error[3],
+                      uint64_t result[3])
+{
+    pl_engine_options o = PL_ENGINE_OPTIONS_INIT;
+    o.durability = PL_DURABILITY_PROCESS;
+    pl_engine *e = NULL;
+    for (int i = 0; i < l->n; i++)
+        status[i] = -1, error[i] = 0, result[i] = 0;
+    if (pl_engine_open(&e, l->copy, l->reg, &o))
+        return;
+    for (int i = 0; i < l->n; i++) {
+        pl_run_info *info = NULL;
+        if (pl_run_get(&info, e, g_ids[i]) == PL_OK) {
+            status[i] = info->status;
+            error[i] = info->error;
+        }
+        pl_run_info_free(info);
+        if (status[i] != PL_RUN_COMPLETED)
+            continue;
+        pl_run_options ro = PL_RUN_OPTIONS_INIT;
+        ro.check = true;
+        pl_outcome *out = NULL;
+        if (pl_run_continue(&out, e, g_ids[i], &ro) == PL_OK && out &&
+            out->status == PL_RUN_COMPLETED)
+            t_mix_json(&result[i], pl_outcome_result(out));
+        else
+            status[i] = -1;
+        pl_outcome_free(out);
+    }
+    pl_engine_close(e);
+}
+
+/* Both runs held at the gate: wait for their entries (10 s at most). */
+static void wait_held(void)
+{
+    for (int i = 0; i < 1000; i++) {
+        if (t_flip_counted(g_effects, "held-a-gate") &&
+            t_flip_counted(g_effects, "held-b-gate"))
+            return;
+        usleep(10 * 1000);
+    }
+    cr_assert_fail("the runs never reached the gate");
+}
+
+/* A drain of the copy, damaged by @p damage(@p arg) once both runs are
+ * held (NULL: undamaged), and what it must hold to (@p what). */
+static void held_drain(live *l, void (*damage)(live *, const void *),
+                       const void *arg, const char *what)
+{
+    unlink(g_effects);
+    unlink(g_release);
+    pid_t kid = t_flip_drain_start(l->copy, l->reg, IDLE_MS, 3);
+    wait_held();
+    if (damage)
+        damage(l, arg);
+    usleep(HOLD_MS * 1000);
+    /* held-c (the key of held-a, its limit 1) waits for held-a's end */
+    int early = l->n > 2 ? t_flip_counted(g_effects, "held-c-gate") : 0;
+    cr_assert(damage || !early, "held-c went beside held-a undamaged");
+    l->admitted += early > 0;
+    FILE *f = fopen(g_release, "w");
+    cr_assert_not_null(f);
+    fclose(f);
+    int x = t_flip_drain_end(kid);
+    cr_assert(x == T_DRAIN_OK || x == T_DRAIN_RUN,
+              "%s: the drain ended with %d%s", what, x,
+              x == T_DRAIN_BUSY ? " (still busy after its bound)" : "");
+    static const char *const once[] = {"held-a-1", "held-a-2",    "held-b-1",
+                                       "held-b-2", "held-b-gate", "held-c-1",
+                                       "held-c-2"};
+    for (size_t i = 0; i < sizeof once / sizeof *once; i++)
+        cr_assert_leq(t_flip_counted(g_effects, once[i]), 1,
+                      "%s: %s ran %d times", what, once[i],
+                      t_flip_counted(g_effects, once[i]));
+    int status[3], error[3];
+    uint64_t result[3];
+    read_runs(l, status, error, result);
+    bool loud = false, changed = false;
+    for (int i = 0; i < l->n; i++) {
+        if (status[i] == PL_RUN_FAILED)
+            cr_assert(error[i] == PL_ECORRUPT || error[i] == PL_EVERSION,
+                      "%s: run %s failed quietly (%d)", what, g_ids[i],
+                      error[i]);
+        if (status[i] == PL_RUN_COMPLETED && damage)
+            cr_assert_eq(result[i], l->want[i],
+                         "%s: run %s completed with another result", what,
+                         g_ids[i]);
+        if (!damage) {
+            cr_assert_eq(status[i], PL_RUN_COMPLETED, "run %s: status %d",
+                         g_ids[i], status[i]);
+            l->want[i] = result[i];
+        }
+        loud |= status[i] == -1 || status[i] == PL_RUN_FAILED;
+        changed |= status[i] != PL_RUN_COMPLETED;
+    }
+    if (damage) {
+        l->flips++;
+        l->reported += loud;
+        l->changed += changed;
+        l->again += t_flip_counted(g_effects, "held-a-gate") > 1;
+    }
+}
+
+static void live_setup(live *l, const char *kind, char *base, char *copy,
+                       size_t cap, int n)
+{
+    setenv("PL_TEST_STORE", kind, 1);
+    snprintf(g_effects, sizeof g_effects, "%s/effects", t_tmpdir());
+    snprintf(g_release, sizeof g_release, "%s/release", t_tmpdir());
+    pl_registry *reg = live_registry();
+    t_store_in(base, cap, t_tmpdir(), "base.db");
+    pl_engine *e = t_engine(base, reg, PL_DURABILITY_SYNC);
+    for (int i = 0; i < n; i++)
+        t_flip_submit(e, g_ids[i], "held", 0, i == 1 ? NULL : "key");
+    pl_engine_close(e);
+    t_store_in(copy, cap, t_tmpdir(), "copy.db");
+    t_store_copy(copy, base);
+    *l = (live){.base = base, .copy = copy, .reg = reg, .n = n};
+    held_drain(l, NULL, NULL, "undamaged");
+}
+
+static void live_summary(const live *l, const char *kind, int stride)
+{
+    fprintf(stderr,
+            "liveflip, a lease renewed, on %s: %zu flips (every %d-th bit): "
+            "%zu changed what the runs end as (%zu a run failed or unread), "
+            "%zu ran held-a's gate again\n",
+            kind, l->flips, stride, l->changed, l->reported, l->again);
+    cr_assert_gt(l->flips, 0);
+    pl_registry_free((pl_registry *)l->reg);
+}
+
+/* PostgreSQL: column col of held-a's lease row, bit bit flipped. */
+typedef struct pg_flip {
+    const t_pg_table *t;
+    int col;
+    size_t bit;
+} pg_flip;
+
+static void pg_damage(live *l, const void *arg)
+{
+    const pg_flip *f = arg;
+    PGconn *c = t_pg_admin();
+    char q[512];
+    snprintf(q, sizeof q,
+             "UPDATE \"%s\".leases SET \"%s\" = \"%s\" # (1::bigint << %zu) "
+             "WHERE id = 'held-a'",
+             t_pg_schema(l->copy), f->t->col[f->col], f->t->col[f->col],
+             f->bit);
+    PGresult *r = PQexec(c, q);
+    cr_assert_eq(PQresultStatus(r), PGRES_COMMAND_OK, "%s", PQerrorMessage(c));
+    PQclear(r);
+    PQfinish(c);
+}
+
+Test(pg_liveflip, lease_renewed_on_pg)
+{
+    char base[4200], copy[4200];
+    live l;
+    live_setup(&l, "postgresql", base, copy, sizeof base, 2);
+    PGconn *c = t_pg_admin();
+    t_pg_table t;
+    cr_assert(t_pg_find_table(c, t_pg_schema(base), "leases", &t));
+    PQfinish(c);
+    size_t from = 0;
+    for (int k = 0; k < t.n_flip; k++) {
+        if (strcmp(t.type[t.flip[k]], "bigint"))
+            continue;
+        for (size_t bit = from++ % STRIDE; bit < 64; bit += STRIDE) {
+            t_pg_refill(copy, base);
+            pg_flip f = {&t, t.flip[k], bit};
+            char what[160];
+            snprintf(what, sizeof what, "leases.%s of held-a, bit %zu",
+                     t.col[t.flip[k]], bit);
+            held_drain(&l, pg_damage, &f, what);
+        }
+    }
+    live_summary(&l, "PostgreSQL", STRIDE);
+}
+
+/* LMDB: bit bit of record key (klen bytes) of database db, flipped and
+ * written back by this process (the worker's store open meanwhile). */
+typedef struct lmdb_flip {
+    const char *db;
+    uint8_t key[64];
+    size_t klen, bit;
+} lmdb_flip;
+
+static void lmdb_damage(live *l, const void *arg)
+{
+    const lmdb_flip *f = arg;
+    t_flip_lmdb(l->copy, f->db, f->key, f->klen, f->bit, false);
+}
+
+/* Run @p id's number: the first 8 bytes of its `runs` value. */
+static void lmdb_run_key(const char *path, const char *id, uint8_t out[8])
+{
+    cr_assert_geq(t_flip_lmdb_get(path, "runs", (const uint8_t *)id, strlen(id),
+                                  out, 8),
+                  8);
+}
+
+Test(pg_liveflip, lease_renewed_on_lmdb)
+{
+    char base[4200], copy[4200];
+    live l;
+    live_setup(&l, "lmdb", base, copy, sizeof base, 2);
+    char lock[4300];
+    snprintf(lock, sizeof lock, "%s-lock", copy);
+    lmdb_flip fs[2] = {{.db = "leases", .klen = 8}, {.db = "flow", .klen = 9}};
+    lmdb_run_key(base, "held-a", fs[0].key);
+    fs[1].key[0] = 'r';
+    memcpy(fs[1].key + 1, fs[0].key, 8);
+    size_t from = 0;
+    for (size_t i = 0; i < 2; i++) {
+        /* a lease held is the one as built with an owner's worth more
+         * (a worker id: some 24 bytes, lmdb_damage() wraps round) */
+        size_t bits = t_flip_lmdb_get(base, fs[i].db, fs[i].key, fs[i].klen,
+                                      NULL, 0) *
+                          8 +
+                      (i ? 0 : 24 * 8);
+        for (size_t bit = from++ % LMDB_STRIDE; bit < bits;
+             bit += LMDB_STRIDE) {
+            t_store_copy(copy, base);
+            unlink(lock);
+            fs[i].bit = bit;
+            char what[160];
+            snprintf(what, sizeof what, "%s record of held-a, bit %zu of %zu",
+                     fs[i].db, bit, bits);
+            held_drain(&l, lmdb_damage, &fs[i], what);
+        }
+    }
+    live_summary(&l, "LMDB", LMDB_STRIDE);
+}
+
+/* ---- a key's limit ----------------------------------------------------- */
+
+/* A third run, held-c, of held-a's key (its limit 1), queued while held-a
+ * is held; its limit or key damaged then must not let it go beside held-a.
+ * held_drain() counts it at the gate before the release. */
+static void key_summary(const live *l, const char *kind)
+{
+    fprintf(stderr,
+            "liveflip, a key's limit, on %s: %zu flips: %zu let held-c go "
+            "beside held-a, %zu changed what the runs end as\n",
+            kind, l->flips, l->admitted, l->changed);
+    cr_assert_gt(l->flips, 0);
+    cr_assert_eq(l->admitted, 0, "%zu flips let a run past its key's limit",
+                 l->admitted);
+    pl_registry_free((pl_registry *)l->reg);
+}
+
+/* PostgreSQL: held-c's flimit (an integer), bit f->bit, or a bit of its
+ * fkey's bytes (f->col 1; a flip that is no UTF-8 is refused: skipped). */
+static void pg_key_damage(live *l, const void *arg)
+{
+    const pg_flip *f = arg;
+    PGconn *c = t_pg_admin();
+    char q[512];
+    if (f->col)
+        snprintf(q, sizeof q,
+                 "UPDATE \"%s\".leases SET fkey = convert_from(set_bit("
+                 "convert_to(fkey, 'UTF8'), %zu, 1 - get_bit(convert_to(fkey, "
+                 "'UTF8'), %zu)), 'UTF8') WHERE id = 'held-c'",
+                 t_pg_schema(l->copy), f->bit, f->bit);
+    else
+        snprintf(q, sizeof q,
+                 "UPDATE \"%s\".leases SET flimit = flimit # (1 << %zu) WHERE "
+                 "id = 'held-c'",
+                 t_pg_schema(l->copy), f->bit);
+    PQclear(PQexec(c, q));
+    PQfinish(c);
+}
+
+/* Disabled: a lease row's key and limit are typed columns without a sum,
+ * so a limit raised (30 of its 31 bits) or a key changed lets the run go
+ * past its key's limit, silently; docs/design.md §14 (flow control) says
+ * what a damaged key must do.  This test holds PostgreSQL to it once the
+ * leases' and parked rows' keys carry a checksum. */
+Test(pg_liveflip, key_limit_on_pg, .disabled = true)
+{
+    char base[4200], copy[4200];
+    live l;
+    live_setup(&l, "postgresql", base, copy, sizeof base, 3);
+    for (int col = 0; col < 2; col++)
+        for (size_t bit = 0; bit < (col ? 24u : 31u); bit += 2) {
+            t_pg_refill(copy, base);
+            pg_flip f = {NULL, col, bit};
+            char what[160];
+            snprintf(what, sizeof what, "leases.%s of held-c, bit %zu",
+                     col ? "fkey" : "flimit", bit);
+            held_drain(&l, pg_key_damage, &f, what);
+        }
+    key_summary(&l, "PostgreSQL");
+}
+
+/* LMDB: held-c's flow record (rank, priority, key, limit; checksummed). */
+Test(pg_liveflip, key_limit_on_lmdb)
+{
+    char base[4200], copy[4200], lock[4300];
+    live l;
+    live_setup(&l, "lmdb", base, copy, sizeof base, 3);
+    snprintf(lock, sizeof lock, "%s-lock", copy);
+    lmdb_flip f = {.db = "flow", .klen = 9};
+    f.key[0] = 'r';
+    lmdb_run_key(base, "held-c", f.key + 1);
+    size_t bits = t_flip_lmdb_get(base, "flow", f.key, 9, NULL, 0) * 8;
+    for (f.bit = 0; f.bit < bits; f.bit += LMDB_STRIDE) {
+        t_store_copy(copy, base);
+        unlink(lock);
+        char what[160];
+        snprintf(what, sizeof what, "the flow record of held-c, bit %zu",
+                 f.bit);
+        held_drain(&l, lmdb_damage, &f, what);
+    }
+    key_summary(&l, "LMDB");
+}
+
+/* ---- rate budgets ------------------------------------------------------ */
+
+#define WINDOW_MS ((int64_t)1 << 40)
+#define BUDGET "liveflip-budget"
+
+typedef struct rates {
+    const char *base, *copy;
+    size_t flips, reported, fewer, same;
+    size_t over, late; /* admitted past the limit; a retry past the window */
+} rates;
+
+/* The budgets as built: 3 calls of 5 taken, 300 units of 500. */
+static void rates_build(const char *path)
+{
+    pl_registry *reg = live_registry();
+    pl_engine *e = t_engine(path, reg, PL_DURABILITY_SYNC);
+    bool ok;
+    int64_t at, retry;
+    for (int i = 0; i < 3; i++) {
+        cr_assert_eq(pl_rate_take(&ok, &at, &retry, e, BUDGET, 5, WINDOW_MS),
+                     PL_OK, "%s", pl_errmsg());
+        cr_assert(ok);
+    }
+    pl_rate_grant g = PL_RATE_GRANT_INIT;
+    cr_assert_eq(pl_rate_take_units(&g, e, BUDGET, "tokens", 500, WINDOW_MS,
+                                    300),
+                 PL_OK, "%s", pl_errmsg());
+    cr_assert(g.admitted);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/* The copy's budgets taken until they refuse (@p what: the flip): at most
+ * what the undamaged ones admit, then the window's retry time, or
+ * PL_ECORRUPT. */
+static void rates_hold(rates *r, const char *what)
+{
+    pl_registry *reg = live_registry();
+    pl_engine *e = t_engine(r->copy, reg, PL_DURABILITY_SYNC);
+    int64_t now = 0, end = 0;
+    int calls = 0, units = 0, st = PL_OK, ust = PL_OK;
+    bool ok = true;
+    for (int i = 0; i < 8 && ok && !st; i++) {
+        int64_t retry;
+        st = pl_rate_take(&ok, &now, &retry, e, BUDGET, 5, WINDOW_MS);
+        end = now - now % WINDOW_MS + WINDOW_MS;
+        if (!st && ok)
+            calls++;
+        else if (!st && retry != end && !r->late++)
+            fprintf(stderr, "%s: retry at %lld, the window ends %lld\n", what,
+                    (long long)retry, (long long)end);
+    }
+    pl_rate_grant g = PL_RATE_GRANT_INIT;
+    g.admitted = true;
+    for (int i = 0; i < 8 && g.admitted && !ust; i++) {
+        ust = pl_rate_take_units(&g, e, BUDGET, "tokens", 500, WINDOW_MS, 100);
+        end = g.at_ms - g.at_ms % WINDOW_MS + WINDOW_MS;
+        if (!ust && g.admitted)
+            units += 100;
+        else if (!ust && g.retry_at_ms != end && !r->late++)
+            fprintf(stderr, "%s: units' retry at %lld, the window ends %lld\n",
+                    what, (long long)g.retry_at_ms, (long long)end);
+    }
+    pl_engine_close(e);
+    pl_registry_free(reg);
+    cr_assert(!st || st == PL_ECORRUPT, "%s: a take failed with %d", what, st);
+    cr_assert(!ust || ust == PL_ECORRUPT, "%s: a take failed with %d", what,
+              ust);
+    /* counted, the first of each said: the summary fails the test */
+    if (calls > 2 && !r->over++)
+        fprintf(stderr, "%s: %d calls admitted, 2 left of 5\n", what, calls);
+    if (units > 200 && !r->over++)
+        fprintf(stderr, "%s: %d units admitted, 200 left of 500\n", what,
+                units);
+    r->flips++;
+    r->reported += st || ust;
+    r->same += !st && !ust && calls == 2 && units == 200;
+    r->fewer += !st && !ust && (calls < 2 || units < 200);
+}
+
+static void rates_summary(const rates *r, const char *kind)
+{
+    fprintf(stderr,
+            "liveflip, rate budgets, on %s: %zu flips: %zu PL_ECORRUPT, %zu "
+            "admitted less, %zu as undamaged; %zu admitted past the limit, %zu "
+            "a retry past the window\n",
+            kind, r->flips, r->reported, r->fewer, r->same, r->over, r->late);
+    cr_assert_gt(r->flips, 0);
+    cr_assert_eq(r->over, 0, "%zu flips admitted past the limit", r->over);
+    cr_assert_eq(r->late, 0, "%zu flips gave a retry past the window", r->late);
+}
+
+/* PostgreSQL: a flip written past the server's triggers (as the disk's
+ * damage would be, session_replication_role replica), every RATE_STRIDE-th
+ * bit of each bytea and bigint column */
+#define RATE_STRIDE (T_SANITIZED ? 5 : 3)
+Test(pg_liveflip, rate_budgets_on_pg)
+{
+    setenv("PL_TEST_STORE", "postgresql", 1);
+    char base[4200], copy[4200];
+    t_store_in(base, sizeof base, t_tmpdir(), "base.db");
+    rates_build(base);
+    t_store_in(copy, sizeof copy, t_tmpdir(), "copy.db");
+    t_store_copy(copy, base);
+    rates r = {.base = base, .copy = copy};
+    rates_hold(&r, "undamaged");
+    cr_assert_eq(r.same, 1);
+    r = (rates){.base = base, .copy = copy};
+    PGconn *c = t_pg_admin();
+    PQclear(PQexec(c, "SET session_replication_role = replica"));
+    static const char *const tables[] = {"rates", "units"};
+    for (size_t i = 0; i < 2; i++) {
+        t_pg_table t;
+        cr_assert(t_pg_find_table(c, t_pg_schema(base), tables[i], &t));
+        for (int k = 0; k < t.n_flip; k++) {
+            const char *col = t.col[t.flip[k]];
+            bool bytes = strcmp(t.type[t.flip[k]], "bigint") != 0;
+            /* a bytea column's bits: its 32 bytes (SHA-256) */
+            for (size_t bit = 0; bit < (bytes ? 256u : 64u);
+                 bit += RATE_STRIDE) {
+                t_pg_refill(copy, base);
+                char q[512], what[160];
+                if (bytes)
+                    snprintf(q, sizeof q,
+                             "UPDATE \"%s\".%s SET \"%s\" = set_bit(\"%s\", "
+                             "%zu, 1 - get_bit(\"%s\", %zu))",
+                             t_pg_schema(copy), tables[i], col, col, bit, col,
+                             bit);
+                else
+                    snprintf(q, sizeof q,
+                             "UPDATE \"%s\".%s SET \"%s\" = \"%s\" # "
+                             "(1::bigint << %zu)",
+                             t_pg_schema(copy), tables[i], col, col, bit);
+                PGresult *res = PQexec(c, q);
+                bool done = PQresultStatus(res) == PGRES_COMMAND_OK;
+                PQclear(res);
+                if (!done) /* refused by the table's checks */
+                    continue;
+                snprintf(what, sizeof what, "%s.%s, bit %zu", tables[i], col,
+                         bit);
+                rates_hold(&r, what);
+            }
+        }
+    }
+    PQfinish(c);
+    rates_summary(&r, "PostgreSQL");
+}
+
+Test(pg_liveflip, rate_budgets_on_lmdb)
+{
+    setenv("PL_TEST_STORE", "lmdb", 1);
+    char base[4200], copy[4200], lock[4300];
+    t_store_in(base, sizeof base, t_tmpdir(), "base.db");
+    rates_build(base);
+    t_store_in(copy, sizeof copy, t_tmpdir(), "copy.db");
+    snprintf(lock, sizeof lock, "%s-lock", copy);
+    t_store_copy(copy, base);
+    rates r = {.base = base, .copy = copy};
+    rates_hold(&r, "undamaged");
+    cr_assert_eq(r.same, 1);
+    r = (rates){.base = base, .copy = copy};
+    /* the flow database's 'b' (calls) and 'u' (units) records */
+    lmdb_flip fs[2] = {{.db = "flow"}, {.db = "flow"}};
+    fs[0].key[0] = 'b';
+    memcpy(fs[0].key + 1, BUDGET, strlen(BUDGET));
+    fs[0].klen = 1 + strlen(BUDGET);
+    fs[1].key[0] = 'u';
+    fs[1].key[1] = (uint8_t)strlen(BUDGET);
+    memcpy(fs[1].key + 2, BUDGET, strlen(BUDGET));
+    memcpy(fs[1].key + 2 + strlen(BUDGET), "tokens", 6);
+    fs[1].klen = 2 + strlen(BUDGET) + 6;
+    for (size_t i = 0; i < 2; i++) {
+        size_t bits = t_flip_lmdb_get(base, "flow", fs[i].key, fs[i].klen, NULL,
+                                      0) *
+                      8;
+        for (size_t bit = 0; bit < bits; bit++) {
+            t_store_copy(copy, base);
+            unlink(lock);
+            fs[i].bit = bit;
+            t_flip_lmdb(copy, "flow", fs[i].key, fs[i].klen, bit, false);
+            char what[160];
+            snprintf(what, sizeof what, "flow '%c' record, bit %zu of %zu",
+                     fs[i].key[0], bit, bits);
+            rates_hold(&r, what);
+        }
+    }
+    rates_summary(&r, "LMDB");
+}
