@@ -437,6 +437,45 @@ Test(fanout, a_failing_callee_fails_the_run_after_the_others_stop)
     pl_registry_free(reg);
 }
 
+/* "late_fail": sleeps payload.ms, then fails the run, returning
+ * PL_ETIMEDOUT (the reason names it: another failure than "fail"'s). */
+static int late_fail(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *u)
+{
+    (void)ctx, (void)out, (void)u;
+    int ms = get_int(a->payload, "ms", 0);
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+    return pl_errorf(PL_ETIMEDOUT, "late_fail: gave up");
+}
+
+/* Fan-out: two callees fail the run: the call returns the first failure
+ * in argument order, whichever came first, and appends no result. */
+Test(fanout, the_first_failure_in_argument_order_fails_the_run)
+{
+    pl_registry *reg = registry();
+    cr_assert_eq(pl_registry_add_fn(reg, "late_fail", late_fail, NULL), PL_OK);
+    pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
+    pl_outcome *o;
+    cr_assert_eq(t_try_start(&o, e, "fan",
+                             "{\"calls\": [{\"policy\": \"late_fail\", "
+                             "\"payload\": {\"ms\": 20}}, "
+                             "{\"policy\": \"fail\"}]}",
+                             "fan-2f"),
+                 PL_OK, "%s", pl_errmsg());
+    cr_expect_eq(o->status, PL_RUN_FAILED);
+    cr_expect_eq(o->error, PL_EPOLICY, "%s", pl_status_name(o->error));
+    cr_expect(o->reason && strstr(o->reason, "'late_fail' at 0.0 returned "
+                                             "PL_ETIMEDOUT"),
+              "%s", o->reason ? o->reason : "(none)");
+    pl_outcome_free(o);
+    pl_steps *l = ledger(e, "fan-2f", "0");
+    cr_expect_eq(pl_steps_count(l), 2, "the two calls, no result");
+    pl_steps_free(l);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
 /* Start the fan-out in a child that dies inside the charge call. */
 static void crash_in_charge(const char *store, const pl_registry *reg,
                             const char *p, const char *id)
