@@ -226,6 +226,77 @@ Test(time, a_failed_run_refuses_events_and_cancels)
     pl_registry_free(reg);
 }
 
+/* The steps run @p id's root ledger holds, as compact JSON "type payload"
+ * lines. */
+static char *steps_text(pl_engine *e, const char *id)
+{
+    pl_steps *l = NULL;
+    cr_assert_eq(pl_run_ledger(&l, e, id, "0"), PL_OK, "%s", pl_errmsg());
+    static char buf[4096];
+    size_t at = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < pl_steps_count(l); i++) {
+        const pl_step *st = pl_steps_at(l, i);
+        char *t = t_text(pl_step_payload(st));
+        at += (size_t)snprintf(buf + at, sizeof buf - at, "%s %s\n",
+                               pl_step_type_name(pl_step_type_of(st)), t);
+        free(t);
+        cr_assert_lt(at, sizeof buf);
+    }
+    pl_steps_free(l);
+    return buf;
+}
+
+/* The table of Time and events: what a wait_event records, the event
+ * consumed {"name", "payload", "seq"} or {"name", "timeout": true}; a
+ * cancellation's {"reason"}. */
+Test(time, a_wait_records_the_steps_the_guide_shows)
+{
+    pl_registry *reg = registry();
+    pl_engine *e = engine_parking(reg);
+    pl_outcome *o = t_start(e, "waiter", "{\"name\":\"go\",\"timeout\":"
+                                         "600000}", "wr1");
+    cr_assert_eq(o->status, PL_RUN_WAITING);
+    int64_t wake = o->wake_ms;
+    pl_outcome_free(o);
+    signal_ok(e, "wr1", "go", "{\"i\":1}");
+    wake_until_done(e, "wr1");
+    cr_assert_eq(status_of(e, "wr1"), PL_RUN_COMPLETED);
+    char *got = steps_text(e, "wr1");
+    /* now, the wait, the event, the result */
+    pl_steps *l = NULL;
+    cr_assert_eq(pl_run_ledger(&l, e, "wr1", "0"), PL_OK);
+    cr_assert_eq(pl_steps_count(l), 4, "%s", got);
+    const cJSON *now = cJSON_GetObjectItem(pl_step_payload(pl_steps_at(l, 0)),
+                                           "value");
+    const cJSON *seq = cJSON_GetObjectItem(pl_step_payload(pl_steps_at(l, 2)),
+                                           "seq");
+    cr_assert(cJSON_IsNumber(now) && cJSON_IsNumber(seq), "%s", got);
+    cr_expect_eq((int64_t)now->valuedouble + 600000, wake);
+    char want[512];
+    snprintf(want, sizeof want,
+             "wait {\"event\":\"go\",\"until\":%lld}\n"
+             "event {\"name\":\"go\",\"payload\":{\"i\":1},\"seq\":%d}\n",
+             (long long)wake, seq->valueint);
+    pl_steps_free(l);
+    cr_expect(strstr(got, want), "want\n%sin\n%s", want, got);
+    /* a timeout */
+    o = t_start(e, "waiter", "{\"name\":\"go\",\"timeout\":1}", "wr2");
+    pl_outcome_free(o);
+    wake_until_done(e, "wr2");
+    got = steps_text(e, "wr2");
+    cr_expect(strstr(got, "event {\"name\":\"go\",\"timeout\":true}\n"), "%s",
+              got);
+    /* a cancellation seen at a call */
+    o = t_start(e, "cancel_me", "{}", "wr3");
+    pl_outcome_free(o);
+    got = steps_text(e, "wr3");
+    cr_expect(strstr(got, "cancel {\"reason\":\"customer asked\"}\n"), "%s",
+              got);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
 Test(time, an_event_sent_before_the_wait_is_buffered)
 {
     pl_registry *reg = registry();
