@@ -170,6 +170,9 @@ int pl_schedule_delete(pl_engine *e, const char *name)
                        "pl_schedule_delete: bad schedule name "
                        "'%.120s'",
                        name ? name : "(null)");
+    int rst = pl__engine_writable(e, "pl_schedule_delete");
+    if (rst)
+        return rst;
     pl__kvs all = {0};
     int st = pl__store_scheds(e->store, &all);
     if (!st && find(&all, name) < 0)
@@ -453,6 +456,9 @@ int pl__schedule_fire(pl_engine *e, int64_t now_ms, pl__schedule_run_fn fn,
                        "pl_schedule_fire: now_ms %lld is not a time from "
                        "1970 to 9000",
                        (long long)now_ms);
+    int rst = pl__engine_writable(e, "pl_schedule_fire");
+    if (rst)
+        return rst;
     pl__kvs all = {0};
     int st = pl__store_scheds(e->store, &all), first = PL_OK;
     char msg[PL__ERRMSG_MAX] = "";
