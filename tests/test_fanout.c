@@ -53,6 +53,22 @@ static void expect_fan_ledger(pl_engine *e, const char *id, int n,
     pl_steps_free(l);
 }
 
+/* Resume run @p id, suspended as @p o says (freed), with @p answer_json;
+ * the new outcome. */
+static pl_outcome *resume_with(pl_engine *e, const char *id, pl_outcome *o,
+                               const char *answer_json)
+{
+    char *token = strdup(o->resume_token);
+    pl_outcome_free(o);
+    cJSON *ans = t_json(answer_json);
+    pl_outcome *next = NULL;
+    cr_assert_eq(pl_run_resume(&next, e, id, token, ans), PL_OK, "%s",
+                 pl_errmsg());
+    cJSON_Delete(ans);
+    free(token);
+    return next;
+}
+
 /* ---- tests --------------------------------------------------------------------- */
 
 TestSuite(fanout, .fini = t_cleanup);
@@ -353,14 +369,7 @@ Test(fanout, a_suspended_callee_suspends_the_fanout)
     cr_expect_eq(pl_steps_count(l), 4);
     cr_expect_eq(pl_step_type_of(pl_steps_at(l, 3)), PL_STEP_ACTION_RESULT);
     pl_steps_free(l);
-    char *token = strdup(o->resume_token);
-    pl_outcome_free(o);
-    cJSON *ans = t_json("{\"yes\": true}");
-    o = NULL;
-    cr_assert_eq(pl_run_resume(&o, e, "fan-5", token, ans), PL_OK, "%s",
-                 pl_errmsg());
-    cJSON_Delete(ans);
-    free(token);
+    o = resume_with(e, "fan-5", o, "{\"yes\": true}");
     cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason ? o->reason : "");
     expect_json(pl_outcome_result(o),
                 "{\"results\": [{\"id\": 0}, {\"yes\": true}, "
@@ -389,15 +398,8 @@ Test(fanout, several_suspended_callees_are_met_in_argument_order)
         cr_assert_eq(o->status, PL_RUN_SUSPENDED, "resume %d: %s", i,
                      o->reason ? o->reason : "");
         cr_expect_str_eq(o->suspended_path, want_path[i], "resume %d", i);
-        char *token = strdup(o->resume_token);
-        pl_outcome_free(o);
-        o = NULL;
-        cJSON *ans = cJSON_CreateObject();
-        cJSON_AddNumberToObject(ans, "answer", i);
-        cr_assert_eq(pl_run_resume(&o, e, "fan-2s", token, ans), PL_OK, "%s",
-                     pl_errmsg());
-        cJSON_Delete(ans);
-        free(token);
+        o = resume_with(e, "fan-2s", o, i ? "{\"answer\": 1}"
+                                          : "{\"answer\": 0}");
     }
     cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason ? o->reason : "");
     expect_json(pl_outcome_result(o),

@@ -57,6 +57,18 @@ static void put(pl_engine *e, const char *name, const char *cron,
     cJSON_Delete(p);
 }
 
+/* Schedule @p name: @p policy every minute from T0, the default rules. */
+static void put_every_minute(pl_engine *e, const char *name,
+                             const char *policy)
+{
+    pl_schedule sc = PL_SCHEDULE_INIT;
+    sc.name = name;
+    sc.cron = "* * * * *";
+    sc.policy = policy;
+    sc.start_ms = T0;
+    cr_assert_eq(pl_schedule_put(e, &sc), PL_OK, "%s", pl_errmsg());
+}
+
 static size_t fire(pl_engine *e, int64_t now)
 {
     size_t n = 99;
@@ -210,12 +222,7 @@ Test(schedule, overlap_follows_a_chain)
     d.name = "hop";
     d.fn = hop;
     cr_assert_eq(pl_registry_add(s_reg, &d), PL_OK, "%s", pl_errmsg());
-    pl_schedule sc = PL_SCHEDULE_INIT;
-    sc.name = "hop";
-    sc.cron = "* * * * *";
-    sc.policy = "hop";
-    sc.start_ms = T0;
-    cr_assert_eq(pl_schedule_put(e, &sc), PL_OK, "%s", pl_errmsg());
+    put_every_minute(e, "hop", "hop");
     cr_assert_eq(fire(e, T0 + MIN_MS + 1000), 1);
     pl_outcome *o = NULL;
     cr_assert_eq(pl_run_continue(&o, e, "hop@2026-01-01T00:01Z", NULL), PL_OK,
@@ -257,12 +264,7 @@ Test(schedule, overlap_follows_an_upgrade)
 {
     pl_engine *e = s_engine(t_store_path());
     cr_assert_eq(pl_registry_add_fn(s_reg, "ask", ask, NULL), PL_OK);
-    pl_schedule sc = PL_SCHEDULE_INIT;
-    sc.name = "up";
-    sc.cron = "* * * * *";
-    sc.policy = "ask";
-    sc.start_ms = T0;
-    cr_assert_eq(pl_schedule_put(e, &sc), PL_OK, "%s", pl_errmsg());
+    put_every_minute(e, "up", "ask");
     cr_assert_eq(fire(e, T0 + MIN_MS + 1000), 1);
     const char *first = "up@2026-01-01T00:01Z";
     pl_outcome *o = NULL;
