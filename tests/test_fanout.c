@@ -398,8 +398,8 @@ Test(fanout, several_suspended_callees_are_met_in_argument_order)
         cr_assert_eq(o->status, PL_RUN_SUSPENDED, "resume %d: %s", i,
                      o->reason ? o->reason : "");
         cr_expect_str_eq(o->suspended_path, want_path[i], "resume %d", i);
-        o = resume_with(e, "fan-2s", o, i ? "{\"answer\": 1}"
-                                          : "{\"answer\": 0}");
+        o = resume_with(e, "fan-2s", o,
+                        i ? "{\"answer\": 1}" : "{\"answer\": 0}");
     }
     cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason ? o->reason : "");
     expect_json(pl_outcome_result(o),

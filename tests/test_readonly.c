@@ -143,8 +143,8 @@ Test(readonly, reads_but_never_writes, .fini = t_cleanup)
  * name: each one that would write is PL_ESTATE on a read-only engine,
  * whatever the store holds (here nothing due, no schedule), and nothing
  * changes; reading the schedules works. */
-Test(readonly, the_writers_of_time_and_schedules_are_refused,
-     .fini = t_cleanup, .timeout = 60)
+Test(readonly, the_writers_of_time_and_schedules_are_refused, .fini = t_cleanup,
+     .timeout = 60)
 {
     const char *path = t_store_path();
     make_store(path);

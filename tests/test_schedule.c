@@ -58,8 +58,7 @@ static void put(pl_engine *e, const char *name, const char *cron,
 }
 
 /* Schedule @p name: @p policy every minute from T0, the default rules. */
-static void put_every_minute(pl_engine *e, const char *name,
-                             const char *policy)
+static void put_every_minute(pl_engine *e, const char *name, const char *policy)
 {
     pl_schedule sc = PL_SCHEDULE_INIT;
     sc.name = name;
@@ -162,8 +161,7 @@ Test(schedule, fired_only_where_its_policy_is_registered)
     pl_registry *bare = NULL;
     cr_assert_eq(pl_registry_new(&bare), PL_OK);
     pl_engine *e = t_engine(path, bare, PL_DURABILITY_SYNC);
-    put(e, "elsewhere", "* * * * *", PL_CATCH_UP_ALL, 10, PL_OVERLAP_ALLOW,
-        T0);
+    put(e, "elsewhere", "* * * * *", PL_CATCH_UP_ALL, 10, PL_OVERLAP_ALLOW, T0);
     cr_expect_eq(fire(e, T0 + 3 * MIN_MS + 30000), 0);
     cr_expect_str_eq(ticks(e, "elsewhere", 4), "0000");
     pl_engine_close(e);
@@ -268,8 +266,7 @@ Test(schedule, overlap_follows_an_upgrade)
     cr_assert_eq(fire(e, T0 + MIN_MS + 1000), 1);
     const char *first = "up@2026-01-01T00:01Z";
     pl_outcome *o = NULL;
-    cr_assert_eq(pl_run_continue(&o, e, first, NULL), PL_OK, "%s",
-                 pl_errmsg());
+    cr_assert_eq(pl_run_continue(&o, e, first, NULL), PL_OK, "%s", pl_errmsg());
     cr_assert_eq(o->status, PL_RUN_SUSPENDED);
     pl_outcome_free(o);
     char *nid = NULL;

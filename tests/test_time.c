@@ -211,8 +211,7 @@ Test(time, a_failed_run_refuses_events_and_cancels)
     pl_registry *reg = registry();
     pl_engine *e = engine_parking(reg);
     pl_outcome *o = t_start(e, "fail", NULL, "f1");
-    cr_assert_eq(o->status, PL_RUN_FAILED, "%s",
-                 pl_run_status_name(o->status));
+    cr_assert_eq(o->status, PL_RUN_FAILED, "%s", pl_run_status_name(o->status));
     pl_outcome_free(o);
     cJSON *p = t_json("{}");
     pl_outcome *out = NULL;
@@ -254,8 +253,10 @@ Test(time, a_wait_records_the_steps_the_guide_shows)
 {
     pl_registry *reg = registry();
     pl_engine *e = engine_parking(reg);
-    pl_outcome *o = t_start(e, "waiter", "{\"name\":\"go\",\"timeout\":"
-                                         "600000}", "wr1");
+    pl_outcome *o = t_start(e, "waiter",
+                            "{\"name\":\"go\",\"timeout\":"
+                            "600000}",
+                            "wr1");
     cr_assert_eq(o->status, PL_RUN_WAITING);
     int64_t wake = o->wake_ms;
     pl_outcome_free(o);
@@ -615,8 +616,7 @@ Test(time, every_invocation_starts_with_the_runs_deadline)
     cr_expect_eq(info->deadline_ms, d);
     pl_run_info_free(info);
     /* replayed: the same deadlines, or it would diverge */
-    cr_assert_eq(pl_run_continue(&o, e, "dl2", NULL), PL_OK, "%s",
-                 pl_errmsg());
+    cr_assert_eq(pl_run_continue(&o, e, "dl2", NULL), PL_OK, "%s", pl_errmsg());
     cr_expect_eq(member(o, "root"), d);
     pl_outcome_free(o);
     pl_engine_close(e);
