@@ -240,6 +240,7 @@ struct pl_engine {
 
     /* retention (retention.c) */
     uint64_t retain_ms;   /* pl_engine_options.retain_ms: 0 = none */
+    bool read_only;       /* pl_engine_options.read_only: nothing writes */
     int64_t tombstone_us; /* how long a tombstone keeps its id */
     /* time (wait.c): waits shorter than this hold their thread */
     atomic_llong wait_in_place_ms;
@@ -312,6 +313,9 @@ PL__HIDDEN int pl__flow_options_ok(const pl_run_options *o, const char *fn,
                                    bool submit) PL__MUST_CHECK;
 /* Whether worker id @p owner names a dead process on this host. */
 PL__HIDDEN bool pl__worker_dead(pl_engine *e, const char *owner);
+/* PL_OK, or PL_ESTATE naming @p fn when @p e is read-only: for what would
+ * write, or wait for something to write, refused before it looks. */
+PL__HIDDEN int pl__engine_writable(const pl_engine *e, const char *fn);
 /* Is the owner recorded in @p st a live process other than this one? */
 PL__HIDDEN bool pl__owner_alive(pl_engine *e, const pl__run_state *st);
 

@@ -13,7 +13,8 @@
 #                            the browser tests of ledger-web, which drive
 #                            Debian's chromium, clang 19 and its runtimes
 #                            for the sanitizer build: scripts/test.sh
-#                            --sanitize)
+#                            --sanitize; lmdb-utils for the backup with
+#                            mdb_copy that tests/test_store_backup.c makes)
 #   scripts/deps.sh --test-build   what building the test suite needs
 #                            (Criterion, g++, valgrind's header, python3), not
 #                            what running it needs: .ci/run builds the
@@ -29,7 +30,7 @@ case "${1:-}" in
 esac
 if [ "${1:-}" = "--test" ]; then
   pkgs+=(clang-format json-schema-test-suite postgresql nodejs chromium
-         clang-19 libclang-rt-19-dev)
+         clang-19 libclang-rt-19-dev lmdb-utils)
   # npm is Debian's own package, unless the nodejs installed brings it
   command -v npm >/dev/null || pkgs+=(npm)
 fi

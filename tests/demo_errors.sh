@@ -88,8 +88,10 @@ one_line 1 "'junk.db' is not an LMDB store" "$rm_" junk.db 50
 "$rm_" --help | grep -q '^usage: reminder \[STORE\] \[PERIOD_MS\]'
 made_nothing --bogus --help-me --help l.db r.db
 
-# quickstart (the README's program): a flag or a second argument is usage
+# quickstart (the README's program, kept to its point): any flag, --help
+# included, or a second argument is usage
 one_line 2 "usage: .*quickstart \\[STORE\\]" "$qs" --help
+one_line 2 "usage: .*quickstart \\[STORE\\]" "$qs" -h
 one_line 2 "usage: .*quickstart \\[STORE\\]" "$qs" q.db more
 one_line 1 "'junk.db' is not an LMDB store" "$qs" junk.db
 made_nothing --help q.db
@@ -107,4 +109,12 @@ one_line 2 "no build directory '$dir/none'" bash "$ag" "$dir/none"
 one_line 2 "one BUILD_DIR" bash "$ag" "$build" "$build"
 export AGENT_DEMO_DIR="$dir/junk.db" # a file, where a directory goes
 one_line 1 "cannot write the store's directory" bash "$ag" "$build"
+# every other example's --help: what it takes, on stdout, nothing on
+# stderr, exit 0 (a --help asked for is no usage error)
+for ex in "$od" "$ad" "$la" "$rm_"; do
+  set +e; "$ex" --help >out 2>err; got=$?; set -e
+  if [ "$got" -ne 0 ] || [ -s err ] || ! grep -q '^usage: ' out; then
+    echo "FAIL: $ex --help exited $got"; cat out err; exit 1
+  fi
+done
 echo "ok: every bad argument said in one line, with its exit status"

@@ -26,6 +26,8 @@ a test tells two servers of one DIR apart).  MODE:
     twice       as ok, but its tool list's second page names "echo" again
     patient     as ok, but "slow" answers once DIR/hold is gone, looking
                 for it every 10 ms (meanwhile nothing else is read)
+    hinted      as ok, "echo" annotated readOnlyHint true, "fail" false
+    vDATE       as ok, answering initialize with protocol version DATE
 """
 import json
 import os
@@ -63,6 +65,9 @@ TOOLS = [
     {"name": "die", "description": "Exit.", "inputSchema": {"type": "object"}},
 ]
 ODD = 'say "hi" \\ \u00e9/\u2713'
+if mode == "hinted":
+    TOOLS[0] = dict(TOOLS[0], annotations={"readOnlyHint": True})
+    TOOLS[1] = dict(TOOLS[1], annotations={"readOnlyHint": False})
 if mode == "oddname":
     TOOLS.append({"name": ODD, "description": "Echo, with the name.",
                   "inputSchema": {"type": "object"}})
@@ -82,7 +87,8 @@ for line in sys.stdin:
     if method is None or i is None:
         continue  # a notification or an answer
     if method == "initialize":
-        v = "1999-01-01" if mode == "badversion" else "2025-06-18"
+        v = ("1999-01-01" if mode == "badversion" else
+             mode[1:] if mode.startswith("v2") else "2025-06-18")
         result(i, {"protocolVersion": v, "capabilities": {"tools": {}},
                    "serverInfo": {"name": "fake", "version": "1"}})
     elif method == "tools/list":

@@ -424,3 +424,26 @@ pl_outcome *t_start(pl_engine *e, const char *policy, const char *payload_json,
     cr_assert_not_null(o);
     return o;
 }
+
+bool t_proc_gone(long pid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return true;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')');
+    return !p || p[2] == 'Z' || p[2] == 'X';
+}
+
+bool t_proc_ends(long pid)
+{
+    for (int i = 0; i < 6000 && !t_proc_gone(pid); i++) {
+        struct timespec ts = {0, 10000000};
+        nanosleep(&ts, NULL);
+    }
+    return t_proc_gone(pid);
+}

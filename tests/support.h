@@ -50,6 +50,11 @@ const char *t_store_path(void);
  * schema of its own; unset or "lmdb": LMDB files in temporary directories.
  */
 bool t_on_pg(void);
+/* Has process @p pid ended (gone, or a zombie nobody reaped)? */
+bool t_proc_gone(long pid);
+/* Wait (at most a minute: never a timing assertion) for @p pid to end;
+ * whether it did. */
+bool t_proc_ends(long pid);
 /* A new store's path: "<dir>/<name>" on LMDB, a new schema's URI on
  * PostgreSQL (@p dir and @p name unused). */
 void t_store_in(char *out, size_t n, const char *dir, const char *name);

@@ -61,6 +61,17 @@ Test(cron, syntax)
     cr_assert_eq(next("0 0 29 2 *", "UTC", t0), utc(2028, 2, 29, 0, 0));
     cr_assert_eq(next("@daily", "UTC", t0), utc(2026, 1, 2, 0, 0));
     cr_assert_eq(next("@weekly", "UTC", t0), utc(2026, 1, 4, 0, 0));
+    cr_assert_eq(next("@yearly", "UTC", t0), utc(2027, 1, 1, 0, 0));
+    cr_assert_eq(next("@monthly", "UTC", t0), utc(2026, 2, 1, 0, 0));
+    cr_assert_eq(next("@hourly", "UTC", t0), utc(2026, 1, 1, 1, 0));
+    /* the guide's: 9-17/2 is 9, 11, ..., 17; the 1st and every Monday */
+    cr_assert_eq(next("0 9-17/2 * * *", "UTC", utc(2026, 1, 1, 15, 0)),
+                 utc(2026, 1, 1, 17, 0));
+    cr_assert_eq(next("0 9-17/2 * * *", "UTC", utc(2026, 1, 1, 17, 0)),
+                 utc(2026, 1, 2, 9, 0));
+    cr_assert_eq(next("0 0 1 * MON", "UTC", t0), utc(2026, 1, 5, 0, 0));
+    cr_assert_eq(next("0 0 1 * MON", "UTC", utc(2026, 1, 26, 0, 0)),
+                 utc(2026, 2, 1, 0, 0));
     cr_assert_eq(next("  0\t12  *  *  * ", "UTC", t0), utc(2026, 1, 1, 12, 0));
     /* strictly after the start */
     cr_assert_eq(next("0 0 * * *", "UTC", utc(2026, 1, 2, 0, 0)),

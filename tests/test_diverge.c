@@ -303,6 +303,127 @@ Test(diverge, without_a_listener_the_message_still_names_both_codes)
     t_cleanup();
 }
 
+/* Deploying changes: "A failed run that fails again returns the status
+ * that failed it" from a check, which writes nothing: "inner" as the root
+ * replays its side effect and fails again.  "outer" failed inside its
+ * call to "inner", which has no result: the check would execute it, so
+ * PL_ECHECK. */
+Test(diverge, a_check_of_a_run_that_fails_again_returns_its_failure)
+{
+    const char *path = t_store_path();
+    seen s = {0};
+    pl_registry *reg = registry("v1");
+    pl_engine *e = engine(path, reg, &s);
+    const char *roots[2] = {"inner", "outer"};
+    for (int i = 0; i < 2; i++) {
+        pl_outcome *o = t_start(e, roots[i], "{}", roots[i]);
+        cr_assert_eq(o->status, PL_RUN_FAILED);
+        cr_assert_eq(o->error, PL_EPOLICY, "%s", o->reason);
+        pl_outcome_free(o);
+    }
+    pl_engine_close(e);
+    pl_registry_free(reg);
+    cr_expect_eq(check_under(path, "v2", "inner", &s), PL_EPOLICY, "%s",
+                 pl_errmsg());
+    cr_expect_eq(check_under(path, "v2", "outer", &s), PL_ECHECK, "%s",
+                 pl_errmsg());
+    cr_expect(strstr(pl_errmsg(), "replay would execute it"), "%s",
+              pl_errmsg());
+    cr_expect_eq(s.diverged, 0);
+    reg = registry("v1");
+    e = engine(path, reg, &s);
+    for (int i = 0; i < 2; i++) {
+        pl_run_info *ri = NULL;
+        cr_assert_eq(pl_run_get(&ri, e, roots[i]), PL_OK);
+        cr_expect_eq(ri->status, PL_RUN_FAILED);
+        cr_expect_eq(ri->attempts, 1, "the check wrote nothing");
+        pl_run_info_free(ri);
+    }
+    pl_engine_close(e);
+    pl_registry_free(reg);
+    t_cleanup();
+}
+
+/* Deploying changes: "A removed root policy makes its runs PL_ENOTFOUND"
+ * (continued or checked), and leaves them as they were. */
+Test(diverge, a_removed_root_policy_is_enotfound)
+{
+    const char *path = t_store_path();
+    record(path, "root", "r");
+    pl_registry *reg = t_registry(); /* "add", but no "root" */
+    pl_engine *e = t_engine(path, reg, PL_DURABILITY_PROCESS);
+    pl_outcome *o = NULL;
+    cr_expect_eq(pl_run_continue(&o, e, "r", NULL), PL_ENOTFOUND);
+    cr_expect(strstr(pl_errmsg(), "root"), "%s", pl_errmsg());
+    cr_expect_null(o);
+    pl_run_options ro = PL_RUN_OPTIONS_INIT;
+    ro.check = true;
+    cr_expect_eq(pl_run_continue(&o, e, "r", &ro), PL_ENOTFOUND);
+    cr_expect_null(o);
+    cr_expect_eq(status_of(e, "r"), PL_RUN_COMPLETED);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+    t_cleanup();
+}
+
+/* "asks": calls "add", then "human" (it suspends), and returns the
+ * second call's result, an error result too. */
+static int asks(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)a, (void)user;
+    int st = pl_ctx_invokef(NULL, ctx, "add", "{s:i, s:i}", "a", 1, "b", 2);
+    pl_action call = PL_ACTION_INIT;
+    call.policy = "human";
+    call.payload = pl_json_empty();
+    pl_step *r = NULL;
+    if (!st)
+        st = pl_ctx_call(&r, ctx, &call, NULL, 0);
+    if (!st || st == PL_ERESULT)
+        st = pl_steps_add_result(out, pl_step_payload(r));
+    pl_step_free(r);
+    return st;
+}
+
+/* Deploying changes: "A removed callee is not needed where its results
+ * are recorded, but a call to it that still has to run (one that a run
+ * was suspended ... inside) gets a recorded NotFound error result." */
+Test(diverge, a_removed_callee_is_served_or_not_found)
+{
+    const char *path = t_store_path();
+    pl_registry *reg = t_registry();
+    cr_assert_eq(pl_registry_add_fn(reg, "asks", asks, NULL), PL_OK);
+    cr_assert_eq(pl_registry_add_human(reg, "human"), PL_OK);
+    pl_engine *e = t_engine(path, reg, PL_DURABILITY_PROCESS);
+    pl_outcome *o = t_start(e, "asks", "{}", "q");
+    cr_assert_eq(o->status, PL_RUN_SUSPENDED);
+    char token[128];
+    snprintf(token, sizeof token, "%s", o->resume_token);
+    pl_outcome_free(o);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+    /* the new code has no "human", and "add" is gone too */
+    cr_assert_eq(pl_registry_new(&reg), PL_OK);
+    cr_assert_eq(pl_registry_add_fn(reg, "asks", asks, NULL), PL_OK);
+    e = t_engine(path, reg, PL_DURABILITY_PROCESS);
+    cJSON *yes = t_json("{\"ok\": true}");
+    cr_assert_eq(pl_run_resume(&o, e, "q", token, yes), PL_OK, "%s",
+                 pl_errmsg());
+    cJSON_Delete(yes);
+    cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason);
+    const cJSON *code = cJSON_GetObjectItem(pl_outcome_result(o), "code");
+    cr_expect_str_eq(cJSON_GetStringValue(code), "NotFound");
+    cr_expect_eq(o->calls_served, 1, "add, recorded, was served");
+    pl_outcome_free(o);
+    pl_steps *l = NULL;
+    cr_assert_eq(pl_run_ledger(&l, e, "q", "0"), PL_OK);
+    cr_expect(pl_step_is_error(pl_steps_at(l, 3)), "the NotFound recorded");
+    pl_steps_free(l);
+    cr_expect_eq(pl_run_verify(e, "q"), PL_OK, "%s", pl_errmsg());
+    pl_engine_close(e);
+    pl_registry_free(reg);
+    t_cleanup();
+}
+
 Test(diverge, a_suspended_run_records_its_resume_token)
 {
     pl_registry *reg = t_registry();

@@ -53,6 +53,22 @@ static void expect_fan_ledger(pl_engine *e, const char *id, int n,
     pl_steps_free(l);
 }
 
+/* Resume run @p id, suspended as @p o says (freed), with @p answer_json;
+ * the new outcome. */
+static pl_outcome *resume_with(pl_engine *e, const char *id, pl_outcome *o,
+                               const char *answer_json)
+{
+    char *token = strdup(o->resume_token);
+    pl_outcome_free(o);
+    cJSON *ans = t_json(answer_json);
+    pl_outcome *next = NULL;
+    cr_assert_eq(pl_run_resume(&next, e, id, token, ans), PL_OK, "%s",
+                 pl_errmsg());
+    cJSON_Delete(ans);
+    free(token);
+    return next;
+}
+
 /* ---- tests --------------------------------------------------------------------- */
 
 TestSuite(fanout, .fini = t_cleanup);
@@ -250,6 +266,90 @@ Test(fanout, bad_arguments_are_clear_errors)
     pl_registry_free(reg);
 }
 
+/* "gauge": counts the callees running at once, keeping the most seen. */
+static atomic_int g_running, g_most;
+
+static int gauge(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)ctx, (void)user;
+    int now = atomic_fetch_add(&g_running, 1) + 1;
+    int most = atomic_load(&g_most);
+    while (now > most && !atomic_compare_exchange_weak(&g_most, &most, now))
+        ;
+    struct timespec ts = {0, 200000}; /* 0.2 ms: a chance to overlap */
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+    atomic_fetch_sub(&g_running, 1);
+    return pl_steps_add_result(out, a->payload);
+}
+
+/* PL_CALL_ALL_MAX calls of "gauge", {"i": k} each; returns {"n", "ok"}:
+ * how many results, and whether each is its own call's, in order. */
+static int widest(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)a, (void)user;
+    enum { N = PL_CALL_ALL_MAX };
+    static pl_action acts[N];
+    static pl_call_spec specs[N];
+    static pl_step *res[N];
+    cJSON *payloads = cJSON_CreateArray();
+    for (int i = 0; i < N; i++) {
+        cJSON *p = cJSON_CreateObject();
+        cJSON_AddNumberToObject(p, "i", i);
+        cJSON_AddItemToArray(payloads, p);
+        acts[i] = (pl_action)PL_ACTION_INIT;
+        acts[i].policy = "gauge";
+        acts[i].payload = p;
+        specs[i] = (pl_call_spec)PL_CALL_SPEC_INIT;
+        specs[i].action = &acts[i];
+    }
+    int st = pl_ctx_call_all(res, ctx, specs, N);
+    cJSON_Delete(payloads);
+    if (st)
+        return st;
+    bool ok = true;
+    for (int i = 0; i < N; i++) {
+        ok = ok && get_int(pl_step_payload(res[i]), "i", -1) == i;
+        pl_step_free(res[i]);
+    }
+    cJSON *r = cJSON_CreateObject();
+    cJSON_AddNumberToObject(r, "n", N);
+    cJSON_AddBoolToObject(r, "ok", ok);
+    st = pl_steps_add_result(out, r);
+    cJSON_Delete(r);
+    return st;
+}
+
+/* Fan-out: "makes n calls (1 to PL_CALL_ALL_MAX, 1,024) at once", on
+ * "threads the call starts (at most 16; more calls queue on them)", the
+ * results in argument order; and the run replays from its ledger. */
+Test(fanout, the_most_calls_run_on_at_most_16_threads)
+{
+    pl_registry *reg = registry();
+    cr_assert_eq(pl_registry_add_fn(reg, "gauge", gauge, NULL), PL_OK);
+    cr_assert_eq(pl_registry_add_fn(reg, "widest", widest, NULL), PL_OK);
+    pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
+    pl_outcome *o = t_start(e, "widest", NULL, "fan-max");
+    cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason ? o->reason : "");
+    expect_json(pl_outcome_result(o), "{\"n\": 1024, \"ok\": true}");
+    pl_outcome_free(o);
+    int most = atomic_load(&g_most);
+    cr_expect(most >= 1 && most <= 16, "%d callees ran at once", most);
+    pl_steps *l = ledger(e, "fan-max", "0");
+    cr_expect_eq(pl_steps_count(l), 2 * PL_CALL_ALL_MAX + 1);
+    pl_steps_free(l);
+    atomic_store(&g_most, 0);
+    o = NULL;
+    cr_assert_eq(pl_run_continue(&o, e, "fan-max", NULL), PL_OK, "%s",
+                 pl_errmsg());
+    expect_json(pl_outcome_result(o), "{\"n\": 1024, \"ok\": true}");
+    cr_expect_eq(o->calls_served, PL_CALL_ALL_MAX);
+    pl_outcome_free(o);
+    cr_expect_eq(atomic_load(&g_most), 0, "a replay runs no callee");
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
 Test(fanout, a_suspended_callee_suspends_the_fanout)
 {
     use_effects();
@@ -269,14 +369,7 @@ Test(fanout, a_suspended_callee_suspends_the_fanout)
     cr_expect_eq(pl_steps_count(l), 4);
     cr_expect_eq(pl_step_type_of(pl_steps_at(l, 3)), PL_STEP_ACTION_RESULT);
     pl_steps_free(l);
-    char *token = strdup(o->resume_token);
-    pl_outcome_free(o);
-    cJSON *ans = t_json("{\"yes\": true}");
-    o = NULL;
-    cr_assert_eq(pl_run_resume(&o, e, "fan-5", token, ans), PL_OK, "%s",
-                 pl_errmsg());
-    cJSON_Delete(ans);
-    free(token);
+    o = resume_with(e, "fan-5", o, "{\"yes\": true}");
     cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason ? o->reason : "");
     expect_json(pl_outcome_result(o),
                 "{\"results\": [{\"id\": 0}, {\"yes\": true}, "
@@ -285,6 +378,36 @@ Test(fanout, a_suspended_callee_suspends_the_fanout)
     cr_expect_eq(atomic_load(&sleeper_runs), 1, "the served call never ran");
     cr_expect_eq(atomic_load(&later_runs), 1, "its effect happened once");
     cr_expect_eq(pl_run_verify(e, "fan-5"), PL_OK, "%s", pl_errmsg());
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/* Fan-out: "When several callees suspend, the first in argument order is
+ * the run's suspension; the next resume meets the next one." */
+Test(fanout, several_suspended_callees_are_met_in_argument_order)
+{
+    pl_registry *reg = registry();
+    pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
+    pl_outcome *o = t_start(e, "fan",
+                            "{\"calls\": [{\"policy\": \"ask\"}, "
+                            "{\"policy\": \"later\"}, "
+                            "{\"policy\": \"ask\"}]}",
+                            "fan-2s");
+    const char *want_path[2] = {"0.0", "0.2"};
+    for (int i = 0; i < 2; i++) {
+        cr_assert_eq(o->status, PL_RUN_SUSPENDED, "resume %d: %s", i,
+                     o->reason ? o->reason : "");
+        cr_expect_str_eq(o->suspended_path, want_path[i], "resume %d", i);
+        o = resume_with(e, "fan-2s", o,
+                        i ? "{\"answer\": 1}" : "{\"answer\": 0}");
+    }
+    cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason ? o->reason : "");
+    expect_json(pl_outcome_result(o),
+                "{\"results\": [{\"answer\": 0}, {\"done\": true}, "
+                "{\"answer\": 1}]}");
+    pl_outcome_free(o);
+    cr_expect_eq(atomic_load(&later_runs), 1, "its effect happened once");
+    cr_expect_eq(pl_run_verify(e, "fan-2s"), PL_OK, "%s", pl_errmsg());
     pl_engine_close(e);
     pl_registry_free(reg);
 }
@@ -312,6 +435,45 @@ Test(fanout, a_failing_callee_fails_the_run_after_the_others_stop)
     cr_expect_eq(counts[1], 1);
     cr_expect_eq(atomic_load(&sleeper_runs), 1);
     pl_outcome_free(o);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/* "late_fail": sleeps payload.ms, then fails the run, returning
+ * PL_ETIMEDOUT (the reason names it: another failure than "fail"'s). */
+static int late_fail(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *u)
+{
+    (void)ctx, (void)out, (void)u;
+    int ms = get_int(a->payload, "ms", 0);
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+    return pl_errorf(PL_ETIMEDOUT, "late_fail: gave up");
+}
+
+/* Fan-out: two callees fail the run: the call returns the first failure
+ * in argument order, whichever came first, and appends no result. */
+Test(fanout, the_first_failure_in_argument_order_fails_the_run)
+{
+    pl_registry *reg = registry();
+    cr_assert_eq(pl_registry_add_fn(reg, "late_fail", late_fail, NULL), PL_OK);
+    pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
+    pl_outcome *o;
+    cr_assert_eq(t_try_start(&o, e, "fan",
+                             "{\"calls\": [{\"policy\": \"late_fail\", "
+                             "\"payload\": {\"ms\": 20}}, "
+                             "{\"policy\": \"fail\"}]}",
+                             "fan-2f"),
+                 PL_OK, "%s", pl_errmsg());
+    cr_expect_eq(o->status, PL_RUN_FAILED);
+    cr_expect_eq(o->error, PL_EPOLICY, "%s", pl_status_name(o->error));
+    cr_expect(o->reason && strstr(o->reason, "'late_fail' at 0.0 returned "
+                                             "PL_ETIMEDOUT"),
+              "%s", o->reason ? o->reason : "(none)");
+    pl_outcome_free(o);
+    pl_steps *l = ledger(e, "fan-2f", "0");
+    cr_expect_eq(pl_steps_count(l), 2, "the two calls, no result");
+    pl_steps_free(l);
     pl_engine_close(e);
     pl_registry_free(reg);
 }

@@ -329,6 +329,64 @@ Test(mcp, an_escaped_tool_name_and_the_meta_reach_the_server_as_given)
     cJSON_Delete(got);
 }
 
+/* The guide: a tool is registered idempotent only when opts.idempotent
+ * names it or it says readOnlyHint (unless opts.ignore_hints); every other
+ * tool gets opts.in_doubt. */
+static void expect_kind(const char *name, bool idempotent, pl_in_doubt rule)
+{
+    const pl_policy_def *d = pl_registry_find(F.reg, name);
+    cr_assert_not_null(d, "%s", name);
+    cr_expect_eq(d->idempotent, idempotent, "%s", name);
+    if (!idempotent)
+        cr_expect_eq(d->in_doubt, rule, "%s", name);
+}
+
+Test(mcp, idempotent_by_name_or_hint_and_the_in_doubt_rule)
+{
+    pl_mcp_options o = quiet();
+    cr_assert_eq(register_fake("hinted", &o), PL_OK, "%s", pl_errmsg());
+    expect_kind("fake.echo", true, PL_IN_DOUBT_FAIL);
+    expect_kind("fake.fail", false, PL_IN_DOUBT_FAIL);
+    expect_kind("fake.slow", false, PL_IN_DOUBT_FAIL);
+    close_all();
+
+    static const char *const idem[] = {"slow"};
+    o.ignore_hints = true;
+    o.idempotent = idem;
+    o.n_idempotent = 1;
+    o.in_doubt = PL_IN_DOUBT_SUSPEND;
+    cr_assert_eq(register_fake("hinted", &o), PL_OK, "%s", pl_errmsg());
+    expect_kind("fake.echo", false, PL_IN_DOUBT_SUSPEND);
+    expect_kind("fake.fail", false, PL_IN_DOUBT_SUSPEND);
+    expect_kind("fake.slow", true, PL_IN_DOUBT_SUSPEND);
+}
+
+/* The guide: a server that answers 2025-03-26 or 2024-11-05 is accepted,
+ * and pl_mcp_protocol_version() says which; its tools are called as any. */
+Test(mcp, the_two_earlier_protocol_versions_are_accepted)
+{
+    static const char *const versions[] = {"2025-03-26", "2024-11-05"};
+    for (size_t i = 0; i < 2; i++) {
+        char mode[32];
+        snprintf(mode, sizeof mode, "v%s", versions[i]);
+        pl_mcp_options o = quiet();
+        F.store[0] = '\0';
+        open_fake(mode, &o);
+        cr_expect_str_eq(pl_mcp_protocol_version(F.mcp), versions[i]);
+        cJSON *got = run(versions[i],
+                         "[{\"tool\": \"fake.echo\", \"args\": {\"text\": "
+                         "\"hi\"}}]",
+                         1);
+        const cJSON *sc = cJSON_GetObjectItemCaseSensitive(at(got, 0),
+                                                           "structuredContent");
+        cr_expect_str_eq(s_of(cJSON_GetObjectItemCaseSensitive(sc, "args"),
+                              "text"),
+                         "hi");
+        cJSON_Delete(got);
+        close_all();
+    }
+}
+
 Test(mcp, a_name_taken_registers_none)
 {
     pl_mcp_options o = quiet();

@@ -383,6 +383,67 @@ Test(paginate, the_byte_cap_stops_before_a_page_that_would_pass_it,
     pl_registry_free(reg);
 }
 
+static int g_counted;
+
+/* A decorator that counts the calls through it. */
+static int counter(pl_ctx *ctx, const pl_action *a, pl_steps *out,
+                   const pl_decorator *self, pl_next *next)
+{
+    (void)self;
+    g_counted++;
+    return pl_next_call(next, ctx, a, out);
+}
+
+/*
+ * decorators.h and the guide: paginate ends its chain, so a decorator after
+ * it in the list never runs, while one given as per_page runs for each
+ * page; the first page is merged even when it alone passes max_bytes, and
+ * max_bytes is 512000 by default.
+ */
+Test(paginate, it_ends_its_chain_and_merges_the_first_page_always,
+     .fini = t_cleanup)
+{
+    setup(t_tmpdir());
+    static pl_paginate_options po;
+    static pl_decorator count = PL_DECORATOR_INIT;
+    count.fn = counter;
+    count.name = "counter";
+    po = token_opts();
+    use(&po);
+    g_decos[1] = count;
+    g_n_decos = 2;
+    pl_registry *reg = registry();
+    pl_engine *e = open_engine(t_store_path(), reg);
+    g_counted = 0;
+    pl_outcome *o = run(e, "after", "{\"total\": 3, \"per\": 1}");
+    cr_expect_eq(num(pagination(o), "pages", 0), 3);
+    cr_expect_eq(num(pagination(o), "max_bytes", 0), 512000);
+    cr_expect_eq(g_counted, 0, "a decorator after paginate ran");
+    pl_outcome_free(o);
+
+    po.per_page = &count;
+    po.n_per_page = 1;
+    use(&po);
+    o = run(e, "per", "{\"total\": 3, \"per\": 1}");
+    cr_expect_eq(num(pagination(o), "pages", 0), 3);
+    cr_expect_eq(g_counted, 3, "per_page runs once a page");
+    pl_outcome_free(o);
+
+    po = token_opts();
+    po.max_bytes = 100; /* less than one page's items */
+    use(&po);
+    o = run(e, "big", "{\"total\": 3, \"per\": 2, \"item_bytes\": 500}");
+    const cJSON *pg = pagination(o);
+    cr_expect_eq(num(pg, "merged", 0), 1, "the first page is merged");
+    cr_expect_eq(num(pg, "pages", 0), 1, "the cap is reached: no page more");
+    cr_expect_str_eq(str(pg, "next"), "t2");
+    cr_expect_str_eq(str(pg, "stopped"), "byte_cap");
+    cr_expect_eq(cJSON_GetArraySize(member(pl_outcome_result(o), "items")), 2);
+    pl_outcome_free(o);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
 Test(paginate, page_numbers_and_whole_pages, .fini = t_cleanup)
 {
     setup(t_tmpdir());

@@ -741,3 +741,50 @@ Test(pg, read_only_and_statistics)
     pl_registry_free(reg);
     free(uri);
 }
+
+/* The guide: postgres:// is postgresql://; without schema= the store is
+ * the schema "policyledger", made of the tables meta, runs, state, steps
+ * and leases and the sequence run_num; a schema name is
+ * [a-z_][a-z0-9_]*. */
+Test(pg, the_default_schema_the_short_scheme_and_schema_names)
+{
+    pl_registry *reg = registry();
+    const char *base = t_pg_server();
+    cr_assert(!strncmp(base, "postgresql://", 13), "%s", base);
+    pl_engine *e = t_engine(base, reg, PL_DURABILITY_SYNC);
+    pl_outcome_free(t_start(e, "echo", "{}", "in-default"));
+    pl_engine_close(e);
+    cr_expect_eq(t_pg_number("SELECT count(*) FROM information_schema.tables "
+                             "WHERE table_schema = 'policyledger' AND "
+                             "table_name IN ('meta', 'runs', 'state', "
+                             "'steps', 'leases')"),
+                 5);
+    cr_expect_eq(t_pg_number("SELECT count(*) FROM pg_sequences WHERE "
+                             "schemaname = 'policyledger' AND "
+                             "sequencename = 'run_num'"),
+                 1);
+    cr_expect_eq(t_pg_number("SELECT count(*) FROM policyledger.runs"), 1);
+
+    char *uri = t_pg_store_uri("_short_scheme_9");
+    size_t n = strlen(uri) + 1;
+    char *shorter = malloc(n);
+    cr_assert_not_null(shorter);
+    snprintf(shorter, n, "postgres://%s", uri + strlen("postgresql://"));
+    e = t_engine(shorter, reg, PL_DURABILITY_SYNC);
+    pl_outcome_free(t_start(e, "echo", "{}", "short"));
+    pl_engine_close(e);
+    cr_expect_eq(t_pg_number("SELECT count(*) FROM _short_scheme_9.runs"), 1);
+    free(shorter);
+    free(uri);
+
+    static const char *const bad[] = {"9lives", "a-b", "a.b", "ab c", "Abc"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        uri = t_pg_store_uri(bad[i]);
+        e = NULL;
+        cr_expect_eq(pl_engine_open(&e, uri, reg, NULL), PL_EINVAL, "%s",
+                     bad[i]);
+        cr_expect_null(e);
+        free(uri);
+    }
+    pl_registry_free(reg);
+}

@@ -139,6 +139,58 @@ Test(readonly, reads_but_never_writes, .fini = t_cleanup)
     pl_registry_free(reg);
 }
 
+/* The headers of the functions the guide's Time and events and Schedules
+ * name: each one that would write is PL_ESTATE on a read-only engine,
+ * whatever the store holds (here nothing due, no schedule), and nothing
+ * changes; reading the schedules works. */
+Test(readonly, the_writers_of_time_and_schedules_are_refused, .fini = t_cleanup,
+     .timeout = 60)
+{
+    const char *path = t_store_path();
+    make_store(path);
+    pl_registry *reg = t_registry();
+    int st;
+    pl_engine *e = open_ro(path, reg, &st);
+    cr_assert_not_null(e, "%s", pl_errmsg());
+    pl_action root = PL_ACTION_INIT;
+    root.policy = "echo";
+    root.payload = pl_json_empty();
+    pl_run_options ro = PL_RUN_OPTIONS_INIT;
+    ro.run_id = "queued";
+    cr_expect_eq(pl_run_submit(NULL, e, &root, &ro), PL_ESTATE);
+    int64_t next = -1;
+    cr_expect_eq(pl_engine_wake(e, &next), PL_ESTATE);
+    cr_expect_eq(pl_schedule_fire(e, 1767225600000LL, NULL, NULL), PL_ESTATE);
+    pl_schedule sc = PL_SCHEDULE_INIT;
+    sc.name = "nightly";
+    sc.cron = "30 2 * * *";
+    sc.policy = "echo";
+    cr_expect_eq(pl_schedule_put(e, &sc), PL_ESTATE);
+    cr_expect_eq(pl_schedule_delete(e, "nightly"), PL_ESTATE);
+    cJSON *list = NULL;
+    cr_assert_eq(pl_schedule_list(&list, e, 1767225600000LL), PL_OK, "%s",
+                 pl_errmsg());
+    cr_expect_eq(cJSON_GetArraySize(list), 0);
+    cJSON_Delete(list);
+    cr_expect_eq(pl_worker_run(e, NULL), PL_ESTATE);
+    cJSON *p = t_json("{}");
+    pl_outcome *o = NULL;
+    st = pl_run_signal(&o, e, "failed", "go", p);
+    cr_expect_eq(st, PL_ESTATE, "%s: %s", pl_status_name(st), pl_errmsg());
+    cr_expect_null(o);
+    cJSON_Delete(p);
+    st = pl_run_cancel(e, "failed", "stop");
+    cr_expect_eq(st, PL_ESTATE, "%s: %s", pl_status_name(st), pl_errmsg());
+    pl_engine_close(e);
+    e = t_engine(path, reg, PL_DURABILITY_SYNC);
+    pl_store_stats ss = {.version = PL_STORE_STATS_VERSION};
+    cr_assert_eq(pl_engine_stats(&ss, e), PL_OK, "%s", pl_errmsg());
+    cr_expect_eq(ss.runs, 2, "nothing was written");
+    cr_expect_eq(status_of(e, "failed"), PL_RUN_FAILED);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
 Test(readonly, reads_while_another_process_writes, .fini = t_cleanup)
 {
     const char *path = t_store_path();

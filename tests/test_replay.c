@@ -634,6 +634,47 @@ Test(replay, recorded_helpers_return_the_same_values)
     pl_registry_free(reg);
 }
 
+/* "allowed": calls "echo" allowing the actions g_allowed names. */
+static const char *g_allowed[2] = {"add", "echo"};
+
+static int allowed(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *u)
+{
+    (void)a, (void)u;
+    pl_action call = PL_ACTION_INIT;
+    call.policy = "echo";
+    call.payload = pl_json_empty();
+    call.actions = g_allowed;
+    call.n_actions = 2;
+    pl_step *r = NULL;
+    int st = pl_ctx_call(&r, ctx, &call, NULL, 0);
+    pl_step_free(r);
+    return st ? st : pl_steps_add_text(out, NULL, "done");
+}
+
+/* Deploying changes: a recorded call whose allowed actions changed strands
+ * the run (the call records them), as a changed payload does. */
+Test(replay, changed_allowed_actions_are_nondeterminism)
+{
+    pl_registry *reg = registry();
+    cr_assert_eq(pl_registry_add_fn(reg, "allowed", allowed, NULL), PL_OK);
+    pl_engine *e = open_engine(t_store_path(), reg);
+    pl_outcome *o1 = t_start(e, "allowed", NULL, "nd-actions");
+    cr_assert_eq(o1->status, PL_RUN_COMPLETED);
+    g_allowed[0] = "chain";
+    char *reason = diverge(e, "nd-actions");
+    expect_has(reason, "nd-actions");
+    expect_has(reason, "step 0");
+    free(reason);
+    g_allowed[0] = "add";
+    pl_outcome *o2 = cont(e, "nd-actions");
+    cr_expect_eq(o2->status, PL_RUN_COMPLETED, "%s", o2->reason);
+    cr_expect_eq(t_calls.echo, 1, "served, never run again");
+    pl_outcome_free(o1);
+    pl_outcome_free(o2);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
 Test(replay, renamed_side_effect_is_nondeterminism)
 {
     pl_registry *reg = registry();

@@ -171,6 +171,7 @@ Test(retention, a_tombstoned_id_is_not_taken_again)
     pl_run_options ro = PL_RUN_OPTIONS_INIT;
     ro.run_id = "order-7";
     cr_assert_eq(pl_run_submit(NULL, e, &a, &ro), PL_EEXIST);
+    cr_assert(strstr(pl_errmsg(), "was deleted on"), "%s", pl_errmsg());
     cJSON_Delete(p);
     pl_run_info *info = NULL;
     cr_assert_eq(pl_run_get(&info, e, "order-7"), PL_ENOTFOUND);
@@ -574,5 +575,97 @@ Test(retention, a_cancelled_queued_run_is_deleted_with_its_queue_place)
         cr_assert_eq(lmdb_entries(path, "leases"), 0, "its lease is gone");
         cr_assert_eq(lmdb_entries(path, "flow"), 0, "its queue place is gone");
     }
+    pl_registry_free(reg);
+}
+
+/* ---- what the header promises beside ---------------------------------------- */
+
+static int asker(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)user;
+    cJSON *ans = NULL;
+    int st = pl_ctx_suspend(&ans, ctx, a->payload);
+    cJSON_Delete(ans);
+    return st ? st : pl_steps_add_result(out, pl_json_empty());
+}
+
+static int stop_with(const pl_run_info *info, void *user)
+{
+    (void)info;
+    return *(int *)user;
+}
+
+/*
+ * runs.h and the guide: a suspended run is never deleted (PL_ESTATE); a
+ * tombstoned id is refused by pl_run_import() (PL_EEXIST) and the outcome
+ * a start gets for it has no result (the empty object) and error 0; a
+ * read-only engine deletes and prunes nothing (PL_ESTATE) but may do a dry
+ * run; a visitor's value that is no pl_status stops a prune as PL_EINVAL.
+ */
+Test(retention, suspended_imported_read_only_and_visitor_refusals)
+{
+    pl_registry *reg = t_registry();
+    cr_assert_eq(pl_registry_add_fn(reg, "asker", asker, NULL), PL_OK);
+    const char *path = t_store_path();
+    pl_engine *e = t_engine(path, reg, PL_DURABILITY_SYNC);
+    pl_outcome *o = t_start(e, "asker", "{\"q\": 1}", "asks-1");
+    cr_assert_eq(o->status, PL_RUN_SUSPENDED);
+    pl_outcome_free(o);
+    cr_assert_eq(pl_run_delete(e, "asks-1"), PL_ESTATE, "%s", pl_errmsg());
+    cr_assert(strstr(pl_errmsg(), "suspended"), "%s", pl_errmsg());
+
+    /* an export of a run, imported again after the run was deleted */
+    done(t_start(e, "chain", "{\"n\": 2}", "kept-2"), PL_RUN_COMPLETED);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    cr_assert_not_null(f);
+    cr_assert_eq(pl_run_export(e, "kept-2", f), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(fclose(f), 0);
+    cr_assert_eq(pl_run_delete(e, "kept-2"), PL_OK, "%s", pl_errmsg());
+    f = fmemopen(buf, len, "r");
+    cr_assert_not_null(f);
+    char *id = NULL;
+    cr_assert_eq(pl_run_import(&id, e, f, NULL), PL_EEXIST, "%s", pl_errmsg());
+    cr_assert(strstr(pl_errmsg(), "was deleted on"), "%s", pl_errmsg());
+    cr_assert_null(id);
+    fclose(f);
+    free(buf);
+    cr_assert_eq(start_as(&o, e, "chain", "kept-2", PL_IF_EXISTS_OUTCOME),
+                 PL_OK, "%s", pl_errmsg());
+    const cJSON *r = pl_outcome_result(o);
+    cr_assert(cJSON_IsObject(r) && r->child == NULL, "the empty object");
+    cr_assert_eq(o->error, 0);
+    pl_outcome_free(o);
+
+    /* a read-only engine (LMDB: one engine per store and process) */
+    done(t_start(e, "chain", "{\"n\": 2}", "kept-3"), PL_RUN_COMPLETED);
+    pl_engine_close(e);
+    pl_engine_options ro_opts = PL_ENGINE_OPTIONS_INIT;
+    ro_opts.read_only = true;
+    pl_engine *ro = NULL;
+    cr_assert_eq(pl_engine_open(&ro, path, reg, &ro_opts), PL_OK, "%s",
+                 pl_errmsg());
+    cr_assert_eq(pl_run_delete(ro, "kept-3"), PL_ESTATE, "%s", pl_errmsg());
+    pl_prune_options po = PL_PRUNE_OPTIONS_INIT;
+    uint64_t n = 99;
+    cr_assert_eq(pl_engine_prune(ro, &po, &n), PL_ESTATE, "%s", pl_errmsg());
+    po.dry_run = true;
+    cr_assert_eq(pl_engine_prune(ro, &po, &n), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(n, 1, "kept-3 would go");
+    pl_engine_close(ro);
+    e = t_engine(path, reg, PL_DURABILITY_SYNC);
+
+    /* a visitor's value that is no status */
+    int stop = 12345;
+    po.dry_run = false;
+    po.before = stop_with;
+    po.user = &stop;
+    cr_assert_eq(pl_engine_prune(e, &po, &n), PL_EINVAL);
+    cr_assert_eq(n, 0);
+    pl_run_info *info = NULL;
+    cr_assert_eq(pl_run_get(&info, e, "kept-3"), PL_OK, "not deleted");
+    pl_run_info_free(info);
+    pl_engine_close(e);
     pl_registry_free(reg);
 }

@@ -11,6 +11,7 @@
 #include "support.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,8 +27,25 @@ static int use(pl_ctx *ctx, const pl_action *action, pl_steps *out, void *user)
     (void)user;
     const cJSON *args = cJSON_GetObjectItemCaseSensitive(action->payload,
                                                          "args");
+    const cJSON *within = cJSON_GetObjectItemCaseSensitive(action->payload,
+                                                           "within_ms");
     cJSON *r = NULL;
-    int st = pl_ctx_invoke(&r, ctx, "run_command", args);
+    int st;
+    if (cJSON_IsNumber(within)) { /* under a timeout decorator */
+        pl_decorator d;
+        pl_action call = PL_ACTION_INIT;
+        call.policy = "run_command";
+        call.payload = args;
+        pl_step *s = NULL;
+        if ((st = pl_decorator_timeout(&d, (int64_t)within->valuedouble)))
+            return st;
+        st = pl_ctx_call(&s, ctx, &call, &d, 1);
+        if (s)
+            r = cJSON_Duplicate(pl_step_payload(s), 1);
+        pl_step_free(s);
+    } else {
+        st = pl_ctx_invoke(&r, ctx, "run_command", args);
+    }
     if (st && st != PL_ERESULT)
         return st;
     return pl_steps_add_resultf(out, "{s:o}", "got", r);
@@ -217,6 +235,45 @@ Test(run_command, the_environment_is_reduced_to_the_allowlist,
     pl_outcome_free(r);
 }
 
+/* The guide: by default the program gets PATH, LANG, LC_ALL and TZ alone,
+ * and no descriptor but its stdin, stdout and stderr, even one the
+ * engine's process holds without FD_CLOEXEC. */
+Test(run_command, default_environment_and_no_other_descriptor,
+     .fini = close_all)
+{
+    setenv("PL_TEST_SECRET", "do-not-pass", 1);
+    setenv("LANG", "C.UTF-8", 1);
+    setenv("LC_ALL", "C", 1);
+    setenv("TZ", "UTC", 1);
+    pl_tools_options o = options();
+    open_with(&o);
+    int fd = open("/dev/null", O_RDONLY); /* inheritable */
+    cr_assert_geq(fd, 3);
+    pl_outcome *r = run("e", "{\"argv\": [\"env\"]}");
+    const char *out = str(got(r), "stdout");
+    cr_assert_not_null(out);
+    int lines = 0;
+    for (const char *p = out; *p; p = strchr(p, '\n') + 1) {
+        cr_expect(!strncmp(p, "PATH=", 5) ||
+                      !strncmp(p, "LANG=C.UTF-8\n", 13) ||
+                      !strncmp(p, "LC_ALL=C\n", 9) ||
+                      !strncmp(p, "TZ=UTC\n", 7),
+                  "%s", out);
+        lines++;
+        if (!strchr(p, '\n'))
+            break;
+    }
+    cr_expect_eq(lines, 4, "%s", out);
+    pl_outcome_free(r);
+    /* the shell's descriptors, listed by a child (a "; true" keeps the
+     * shell from becoming ls, whose own directory would show) */
+    r = run("fd", "{\"argv\": [\"sh\", \"-c\", "
+                  "\"ls /proc/$$/fd; true\"]}");
+    cr_expect_str_eq(str(got(r), "stdout"), "0\n1\n2\n");
+    pl_outcome_free(r);
+    close(fd);
+}
+
 Test(run_command, refused_before_anything_runs, .fini = close_all)
 {
     pl_tools_options o = options();
@@ -310,31 +367,6 @@ static long pid_of(const cJSON *g)
     return end && end != s ? v : 0;
 }
 
-/* Has the process @p pid ended (gone, or a zombie nobody reaped)? */
-static bool gone(long pid)
-{
-    char path[64], buf[512];
-    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return true;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    const char *p = strrchr(buf, ')');
-    return !p || p[2] == 'Z' || p[2] == 'X';
-}
-
-/* Wait (at most a minute: never a timing assertion) for @p pid to end. */
-static bool ends(long pid)
-{
-    for (int i = 0; i < 6000 && !gone(pid); i++) {
-        struct timespec ts = {0, 10000000};
-        nanosleep(&ts, NULL);
-    }
-    return gone(pid);
-}
-
 Test(run_command, a_timeout_kills_the_whole_group, .fini = close_all)
 {
     pl_tools_options o = options();
@@ -348,7 +380,7 @@ Test(run_command, a_timeout_kills_the_whole_group, .fini = close_all)
     cr_expect_str_eq(str(g, "signal"), "SIGKILL");
     long child = pid_of(g);
     cr_assert_gt(child, 1, "the child's pid: %s", t_text(g));
-    cr_expect(ends(child), "the child %ld outlived the timeout", child);
+    cr_expect(t_proc_ends(child), "the child %ld outlived the timeout", child);
     pl_outcome_free(r);
     /* a child that outlives its parent, holding its output */
     r = run("u", "{\"argv\": [\"sh\", \"-c\", \"sleep 600 & echo $!\"], "
@@ -357,7 +389,7 @@ Test(run_command, a_timeout_kills_the_whole_group, .fini = close_all)
     cr_expect(cJSON_IsTrue(cJSON_GetObjectItem(g, "timed_out")));
     child = pid_of(g);
     cr_assert_gt(child, 1);
-    cr_expect(ends(child), "the orphan %ld outlived the timeout", child);
+    cr_expect(t_proc_ends(child), "the orphan %ld outlived the timeout", child);
     pl_outcome_free(r);
     /* one that left its output: the group still goes when it ends */
     r = run("v", "{\"argv\": [\"sh\", \"-c\", \"sleep 600 >/dev/null 2>&1 & "
@@ -368,8 +400,54 @@ Test(run_command, a_timeout_kills_the_whole_group, .fini = close_all)
     cr_expect_eq(num(g, "exit_code"), 0);
     child = pid_of(g);
     cr_assert_gt(child, 1);
-    cr_expect(ends(child), "the detached %ld outlived the call", child);
+    cr_expect(t_proc_ends(child), "the detached %ld outlived the call", child);
     pl_outcome_free(r);
+}
+
+/* The guide: the timeout is the least of "timeout_ms",
+ * opts.command_timeout_ms and the call's deadline (a timeout decorator's);
+ * the Timeout result names the one that applied. */
+Test(run_command, the_least_timeout_applies, .fini = close_all)
+{
+    pl_tools_options o = options();
+    o.command_timeout_ms = 300;
+    open_with(&o);
+    pl_outcome *r = run("opt", "{\"argv\": [\"sh\", \"-c\", \"sleep 60\"], "
+                               "\"timeout_ms\": 60000}");
+    const cJSON *g = got(r);
+    cr_expect_str_eq(str(g, "code"), PL_ERR_TIMEOUT);
+    cr_expect(strstr(str(g, "message"), "timeout of 300 ms"), "%s",
+              str(g, "message"));
+    pl_outcome_free(r);
+    r = run("arg", "{\"argv\": [\"sh\", \"-c\", \"sleep 60\"], "
+                   "\"timeout_ms\": 200}");
+    g = got(r);
+    cr_expect(strstr(str(g, "message"), "timeout of 200 ms"), "%s",
+              str(g, "message"));
+    pl_outcome_free(r);
+    /* a decorator's deadline of 100 ms: less than either */
+    char payload[256];
+    snprintf(payload, sizeof payload,
+             "{\"within_ms\": 100, \"args\": {\"argv\": [\"sh\", \"-c\", "
+             "\"sleep 60\"], \"timeout_ms\": 250}}");
+    r = t_start(F.engine, "use", payload, "deadline");
+    cr_assert_eq(r->status, PL_RUN_COMPLETED, "%s", r->reason ? r->reason : "");
+    cr_expect_str_eq(str(got(r), "code"), PL_ERR_TIMEOUT);
+    pl_outcome_free(r);
+    /* the decorator ends the call with its own Timeout; the command's
+     * result, in the call's ledger, names the timeout it was given */
+    pl_steps *l = NULL;
+    cr_assert_eq(pl_run_ledger(&l, F.engine, "deadline", "0.0"), PL_OK, "%s",
+                 pl_errmsg());
+    long ms = -1;
+    for (size_t i = 0; i < pl_steps_count(l); i++) {
+        const char *m = str(pl_step_payload(pl_steps_at(l, i)), "message");
+        const char *at = m ? strstr(m, "timeout of ") : NULL;
+        if (at)
+            ms = strtol(at + strlen("timeout of "), NULL, 10);
+    }
+    pl_steps_free(l);
+    cr_expect(ms >= 0 && ms <= 100, "the command's timeout: %ld ms", ms);
 }
 
 Test(run_command, ten_megabytes_of_output_in_bounded_memory, .fini = close_all)
@@ -512,6 +590,24 @@ Test(run_command, options_are_checked, .fini = close_all)
     cr_assert_not_null(d);
     cr_expect(!d->idempotent);
     cr_expect_eq(d->in_doubt, PL_IN_DOUBT_FAIL);
+    pl_registry_free(reg);
+    pl_tools_free(t);
+    /* the guide: opts.command_in_doubt is its rule, and
+     * opts.command_idempotent makes it idempotent */
+    o.command_in_doubt = PL_IN_DOUBT_SUSPEND;
+    cr_assert_eq(pl_tools_new(&t, &o), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(pl_registry_new(&reg), PL_OK);
+    cr_assert_eq(pl_tools_register(reg, t), PL_OK);
+    d = pl_registry_find(reg, "run_command");
+    cr_expect(!d->idempotent);
+    cr_expect_eq(d->in_doubt, PL_IN_DOUBT_SUSPEND);
+    pl_registry_free(reg);
+    pl_tools_free(t);
+    o.command_idempotent = true;
+    cr_assert_eq(pl_tools_new(&t, &o), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(pl_registry_new(&reg), PL_OK);
+    cr_assert_eq(pl_tools_register(reg, t), PL_OK);
+    cr_expect(pl_registry_find(reg, "run_command")->idempotent);
     pl_registry_free(reg);
     pl_tools_free(t);
 }

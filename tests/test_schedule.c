@@ -57,6 +57,17 @@ static void put(pl_engine *e, const char *name, const char *cron,
     cJSON_Delete(p);
 }
 
+/* Schedule @p name: @p policy every minute from T0, the default rules. */
+static void put_every_minute(pl_engine *e, const char *name, const char *policy)
+{
+    pl_schedule sc = PL_SCHEDULE_INIT;
+    sc.name = name;
+    sc.cron = "* * * * *";
+    sc.policy = policy;
+    sc.start_ms = T0;
+    cr_assert_eq(pl_schedule_put(e, &sc), PL_OK, "%s", pl_errmsg());
+}
+
 static size_t fire(pl_engine *e, int64_t now)
 {
     size_t n = 99;
@@ -141,6 +152,26 @@ Test(schedule, skip_keeps_the_tick_on_time)
     s_close(e);
 }
 
+/* "A process fires only schedules whose root policy it has registered;
+ * the others wait for one that has it": fired where "echo" is unknown,
+ * nothing starts and the ticks stay due, for the process that has it. */
+Test(schedule, fired_only_where_its_policy_is_registered)
+{
+    const char *path = t_store_path();
+    pl_registry *bare = NULL;
+    cr_assert_eq(pl_registry_new(&bare), PL_OK);
+    pl_engine *e = t_engine(path, bare, PL_DURABILITY_SYNC);
+    put(e, "elsewhere", "* * * * *", PL_CATCH_UP_ALL, 10, PL_OVERLAP_ALLOW, T0);
+    cr_expect_eq(fire(e, T0 + 3 * MIN_MS + 30000), 0);
+    cr_expect_str_eq(ticks(e, "elsewhere", 4), "0000");
+    pl_engine_close(e);
+    pl_registry_free(bare);
+    e = s_engine(path);
+    cr_expect_eq(fire(e, T0 + 3 * MIN_MS + 30000), 3);
+    cr_expect_str_eq(ticks(e, "elsewhere", 4), "1110");
+    s_close(e);
+}
+
 Test(schedule, overlap_rules)
 {
     pl_engine *e = s_engine(t_store_path());
@@ -189,12 +220,7 @@ Test(schedule, overlap_follows_a_chain)
     d.name = "hop";
     d.fn = hop;
     cr_assert_eq(pl_registry_add(s_reg, &d), PL_OK, "%s", pl_errmsg());
-    pl_schedule sc = PL_SCHEDULE_INIT;
-    sc.name = "hop";
-    sc.cron = "* * * * *";
-    sc.policy = "hop";
-    sc.start_ms = T0;
-    cr_assert_eq(pl_schedule_put(e, &sc), PL_OK, "%s", pl_errmsg());
+    put_every_minute(e, "hop", "hop");
     cr_assert_eq(fire(e, T0 + MIN_MS + 1000), 1);
     pl_outcome *o = NULL;
     cr_assert_eq(pl_run_continue(&o, e, "hop@2026-01-01T00:01Z", NULL), PL_OK,
@@ -213,6 +239,55 @@ Test(schedule, overlap_follows_a_chain)
     cr_assert_eq(o->status, PL_RUN_COMPLETED);
     pl_outcome_free(o);
     cr_expect_eq(fire(e, T0 + 3 * MIN_MS + 1000), 1, "the chain has ended");
+    s_close(e);
+}
+
+/* "ask": suspends, then returns the answer. */
+static int ask(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)a, (void)user;
+    cJSON *answer = NULL;
+    int st = pl_ctx_suspend(&answer, ctx, pl_json_empty());
+    if (st)
+        return st;
+    st = pl_steps_add_result(out, answer);
+    cJSON_Delete(answer);
+    return st;
+}
+
+/* A run superseded by an upgrade is final: for the overlap rule the chain
+ * goes on in its successor, live while that is, and once the successor has
+ * ended the next tick starts. */
+Test(schedule, overlap_follows_an_upgrade)
+{
+    pl_engine *e = s_engine(t_store_path());
+    cr_assert_eq(pl_registry_add_fn(s_reg, "ask", ask, NULL), PL_OK);
+    put_every_minute(e, "up", "ask");
+    cr_assert_eq(fire(e, T0 + MIN_MS + 1000), 1);
+    const char *first = "up@2026-01-01T00:01Z";
+    pl_outcome *o = NULL;
+    cr_assert_eq(pl_run_continue(&o, e, first, NULL), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(o->status, PL_RUN_SUSPENDED);
+    pl_outcome_free(o);
+    char *nid = NULL;
+    cr_assert_eq(pl_run_upgrade(&nid, e, first, "0:0", "up-v2"), PL_OK, "%s",
+                 pl_errmsg());
+    free(nid);
+    cr_assert_eq(status_of(e, first), PL_RUN_SUPERSEDED);
+    /* the successor is live: the tick is skipped */
+    cr_expect_eq(fire(e, T0 + 2 * MIN_MS + 1000), 0, "the successor is live");
+    cr_assert_eq(pl_run_continue(&o, e, "up-v2", NULL), PL_OK, "%s",
+                 pl_errmsg());
+    cr_assert_eq(o->status, PL_RUN_SUSPENDED);
+    char *token = strdup(o->resume_token);
+    pl_outcome_free(o);
+    o = NULL;
+    cr_assert_eq(pl_run_resume(&o, e, "up-v2", token, pl_json_empty()), PL_OK,
+                 "%s", pl_errmsg());
+    free(token);
+    cr_assert_eq(o->status, PL_RUN_COMPLETED);
+    pl_outcome_free(o);
+    cr_expect_eq(fire(e, T0 + 3 * MIN_MS + 1000), 1, "the successor ended");
     s_close(e);
 }
 

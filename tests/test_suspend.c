@@ -415,6 +415,33 @@ Test(suspend, two_suspensions_in_one_run)
     pl_registry_free(reg);
 }
 
+/* Time and events: "A suspended or submitted run, whose policies are not
+ * running, ends cancelled at once", with the reason; nothing of it runs
+ * again, and the answer it waited for is refused. */
+Test(suspend, a_suspended_run_is_cancelled_at_once)
+{
+    pl_registry *reg = registry();
+    pl_engine *e = open_engine(reg);
+    pl_outcome *o = start_approve(e, "s-cancel");
+    cr_assert_eq(pl_run_cancel(e, "s-cancel", "no longer wanted"), PL_OK, "%s",
+                 pl_errmsg());
+    pl_run_info *info = get_info(e, "s-cancel");
+    cr_expect_eq(info->status, PL_RUN_CANCELLED, "%s",
+                 pl_run_status_name(info->status));
+    cr_assert_not_null(info->reason);
+    expect_has(info->reason, "no longer wanted");
+    pl_run_info_free(info);
+    int st = resume_status(e, "s-cancel", o->resume_token, "{\"ok\": true}");
+    cr_expect_eq(st, PL_ESTATE, "%s", pl_status_name(st));
+    cr_expect_eq(pl_run_cancel(e, "s-cancel", "again"), PL_ESTATE);
+    cr_expect_eq(g_human_runs, 1, "the human policy never ran again");
+    cr_expect_eq(g_nanswers, 0, "no answer was delivered");
+    cr_expect_eq(t_calls.add, 0, "nothing after the suspension ran");
+    pl_outcome_free(o);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
 Test(suspend, non_object_answer_is_ejson)
 {
     pl_registry *reg = registry();

@@ -204,6 +204,100 @@ Test(time, a_waiting_run_is_woken_by_its_event)
     pl_registry_free(reg);
 }
 
+/* "A signal to an ended run (completed, failed, cancelled) is refused with
+ * PL_ESTATE": the failed one (completed: above; cancelled: below). */
+Test(time, a_failed_run_refuses_events_and_cancels)
+{
+    pl_registry *reg = registry();
+    pl_engine *e = engine_parking(reg);
+    pl_outcome *o = t_start(e, "fail", NULL, "f1");
+    cr_assert_eq(o->status, PL_RUN_FAILED, "%s", pl_run_status_name(o->status));
+    pl_outcome_free(o);
+    cJSON *p = t_json("{}");
+    pl_outcome *out = NULL;
+    cr_expect_eq(pl_run_signal(&out, e, "f1", "n", p), PL_ESTATE);
+    cr_expect(strstr(pl_errmsg(), "failed") != NULL, "%s", pl_errmsg());
+    cr_expect_null(out);
+    cJSON_Delete(p);
+    cr_expect_eq(pl_run_cancel(e, "f1", "late"), PL_ESTATE);
+    cr_expect_eq(status_of(e, "f1"), PL_RUN_FAILED);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/* The steps run @p id's root ledger holds, as compact JSON "type payload"
+ * lines. */
+static char *steps_text(pl_engine *e, const char *id)
+{
+    pl_steps *l = NULL;
+    cr_assert_eq(pl_run_ledger(&l, e, id, "0"), PL_OK, "%s", pl_errmsg());
+    static char buf[4096];
+    size_t at = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < pl_steps_count(l); i++) {
+        const pl_step *st = pl_steps_at(l, i);
+        char *t = t_text(pl_step_payload(st));
+        at += (size_t)snprintf(buf + at, sizeof buf - at, "%s %s\n",
+                               pl_step_type_name(pl_step_type_of(st)), t);
+        free(t);
+        cr_assert_lt(at, sizeof buf);
+    }
+    pl_steps_free(l);
+    return buf;
+}
+
+/* The table of Time and events: what a wait_event records, the event
+ * consumed {"name", "payload", "seq"} or {"name", "timeout": true}; a
+ * cancellation's {"reason"}. */
+Test(time, a_wait_records_the_steps_the_guide_shows)
+{
+    pl_registry *reg = registry();
+    pl_engine *e = engine_parking(reg);
+    pl_outcome *o = t_start(e, "waiter",
+                            "{\"name\":\"go\",\"timeout\":"
+                            "600000}",
+                            "wr1");
+    cr_assert_eq(o->status, PL_RUN_WAITING);
+    int64_t wake = o->wake_ms;
+    pl_outcome_free(o);
+    signal_ok(e, "wr1", "go", "{\"i\":1}");
+    wake_until_done(e, "wr1");
+    cr_assert_eq(status_of(e, "wr1"), PL_RUN_COMPLETED);
+    char *got = steps_text(e, "wr1");
+    /* now, the wait, the event, the result */
+    pl_steps *l = NULL;
+    cr_assert_eq(pl_run_ledger(&l, e, "wr1", "0"), PL_OK);
+    cr_assert_eq(pl_steps_count(l), 4, "%s", got);
+    const cJSON *now = cJSON_GetObjectItem(pl_step_payload(pl_steps_at(l, 0)),
+                                           "value");
+    const cJSON *seq = cJSON_GetObjectItem(pl_step_payload(pl_steps_at(l, 2)),
+                                           "seq");
+    cr_assert(cJSON_IsNumber(now) && cJSON_IsNumber(seq), "%s", got);
+    cr_expect_eq((int64_t)now->valuedouble + 600000, wake);
+    char want[512];
+    snprintf(want, sizeof want,
+             "wait {\"event\":\"go\",\"until\":%lld}\n"
+             "event {\"name\":\"go\",\"payload\":{\"i\":1},\"seq\":%d}\n",
+             (long long)wake, seq->valueint);
+    pl_steps_free(l);
+    cr_expect(strstr(got, want), "want\n%sin\n%s", want, got);
+    /* a timeout */
+    o = t_start(e, "waiter", "{\"name\":\"go\",\"timeout\":1}", "wr2");
+    pl_outcome_free(o);
+    wake_until_done(e, "wr2");
+    got = steps_text(e, "wr2");
+    cr_expect(strstr(got, "event {\"name\":\"go\",\"timeout\":true}\n"), "%s",
+              got);
+    /* a cancellation seen at a call */
+    o = t_start(e, "cancel_me", "{}", "wr3");
+    pl_outcome_free(o);
+    got = steps_text(e, "wr3");
+    cr_expect(strstr(got, "cancel {\"reason\":\"customer asked\"}\n"), "%s",
+              got);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
 Test(time, an_event_sent_before_the_wait_is_buffered)
 {
     pl_registry *reg = registry();
@@ -439,6 +533,92 @@ Test(time, a_waiting_run_is_woken_at_its_deadline_to_end)
     cr_expect_eq(info->status, PL_RUN_FAILED);
     cr_expect_eq(info->error, PL_EDEADLINE);
     pl_run_info_free(info);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/* "dl_leaf": returns {"d": its pl_ctx_deadline()}. */
+static int dl_leaf(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *u)
+{
+    (void)a, (void)u;
+    return pl_steps_add_resultf(out, "{s:I}", "d", pl_ctx_deadline(ctx));
+}
+
+/* "dl_root": {"root": its deadline, "leaf": its callee's, "short": a
+ * callee's under timeout(1000), "long": under timeout(10 h)}. */
+static int dl_root(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *u)
+{
+    (void)a, (void)u;
+    int64_t d[3] = {0, 0, 0};
+    int64_t ms[3] = {0, 1000, 36000000};
+    for (int i = 0; i < 3; i++) {
+        pl_decorator t;
+        int st = i ? pl_decorator_timeout(&t, ms[i]) : PL_OK;
+        pl_action call = PL_ACTION_INIT;
+        call.policy = "dl_leaf";
+        call.payload = pl_json_empty();
+        pl_step *r = NULL;
+        if (!st)
+            st = pl_ctx_call(&r, ctx, &call, i ? &t : NULL, i ? 1 : 0);
+        if (st)
+            return st;
+        d[i] = (int64_t)cJSON_GetObjectItem(pl_step_payload(r), "d")
+                   ->valuedouble;
+        pl_step_free(r);
+    }
+    return pl_steps_add_resultf(out, "{s:I, s:I, s:I, s:I}", "root",
+                                pl_ctx_deadline(ctx), "leaf", d[0], "short",
+                                d[1], "long", d[2]);
+}
+
+static int64_t member(const pl_outcome *o, const char *name)
+{
+    const cJSON *v = cJSON_GetObjectItem(result_of(o), name);
+    cr_assert(cJSON_IsNumber(v), "%s", name);
+    return (int64_t)v->valuedouble;
+}
+
+/* pl_run_options: "the earlier of the two set counts", "Every invocation's
+ * pl_ctx_deadline() starts with it"; the timeout decorator gives a callee
+ * its own deadline, or the caller's when that is earlier; a replay sees
+ * the same. */
+Test(time, every_invocation_starts_with_the_runs_deadline)
+{
+    pl_registry *reg = registry();
+    cr_assert_eq(pl_registry_add_fn(reg, "dl_leaf", dl_leaf, NULL), PL_OK);
+    cr_assert_eq(pl_registry_add_fn(reg, "dl_root", dl_root, NULL), PL_OK);
+    pl_engine *e = engine_parking(reg);
+    int64_t hour = 3600000, t0 = now_ms();
+    /* the absolute one is earlier */
+    pl_outcome *o = start_with_deadline(e, "dl_root", "{}", "dl1", t0 + hour,
+                                        2 * hour);
+    int64_t t1 = now_ms();
+    cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason);
+    cr_expect_eq(member(o, "root"), t0 + hour);
+    cr_expect_eq(member(o, "leaf"), t0 + hour);
+    cr_expect_eq(member(o, "long"), t0 + hour, "the caller's is earlier");
+    int64_t s = member(o, "short");
+    cr_expect(s >= t0 + 1000 && s <= t1 + 1000, "%lld", (long long)s);
+    pl_run_info *info = info_of(e, "dl1");
+    cr_expect_eq(info->deadline_ms, t0 + hour);
+    pl_run_info_free(info);
+    pl_outcome_free(o);
+    /* the relative one is earlier */
+    t0 = now_ms();
+    o = start_with_deadline(e, "dl_root", "{}", "dl2", t0 + 2 * hour, hour);
+    t1 = now_ms();
+    cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason);
+    int64_t d = member(o, "root");
+    cr_expect(d >= t0 + hour && d <= t1 + hour, "%lld", (long long)d);
+    cr_expect_eq(member(o, "leaf"), d);
+    pl_outcome_free(o);
+    info = info_of(e, "dl2");
+    cr_expect_eq(info->deadline_ms, d);
+    pl_run_info_free(info);
+    /* replayed: the same deadlines, or it would diverge */
+    cr_assert_eq(pl_run_continue(&o, e, "dl2", NULL), PL_OK, "%s", pl_errmsg());
+    cr_expect_eq(member(o, "root"), d);
+    pl_outcome_free(o);
     pl_engine_close(e);
     pl_registry_free(reg);
 }

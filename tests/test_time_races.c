@@ -3,7 +3,7 @@
  * workers and races: a worker wakes every sleeping run once, a timeout
  * racing a signal and a cancel racing completion each end one way only;
  * and the edges: a call of a fan-out cannot wait, a sleep until a time
- * gone goes on at once.  test_time.c has the rest; what they share is in
+ * gone goes on at once, a fan-out cancelled while its calls run.  test_time.c has the rest; what they share is in
  * support_time.c.
  *
  * Runs on LMDB and, as pg_test_time_races, on PostgreSQL.  No test
@@ -210,14 +210,16 @@ Test(time, a_cancel_racing_completion_ends_one_way_only, .timeout = 300)
 /* Edges                                                                    */
 /* ------------------------------------------------------------------------ */
 
-/* "fan": two "waiter" calls at once: a branch cannot wait. */
+/* "fan": two calls at once of payload.policy ("waiter" when absent), with
+ * the payload: a branch cannot wait. */
 static int fan(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *u)
 {
     (void)u;
+    const cJSON *p = cJSON_GetObjectItemCaseSensitive(a->payload, "policy");
     pl_call_spec specs[2] = {PL_CALL_SPEC_INIT, PL_CALL_SPEC_INIT};
     pl_action acts[2] = {PL_ACTION_INIT, PL_ACTION_INIT};
     for (int i = 0; i < 2; i++) {
-        acts[i].policy = "waiter";
+        acts[i].policy = cJSON_IsString(p) ? p->valuestring : "waiter";
         acts[i].payload = a->payload;
         specs[i].action = &acts[i];
     }
@@ -251,6 +253,17 @@ Test(time, a_call_of_a_fan_out_cannot_wait)
     cr_expect_eq(o->status, PL_RUN_FAILED);
     cr_expect(o->reason && strstr(o->reason, "cannot wait"), "%s", o->reason);
     pl_outcome_free(o);
+    /* a sleep, however short (waiting in place is refused too), and a
+     * wait in a callee of a branch's callee */
+    cr_assert_eq(pl_engine_set_wait_in_place(e, -1), PL_OK);
+    o = t_start(e, "fan", "{\"policy\":\"sleeper\",\"ms\":1}", "f2");
+    cr_expect_eq(o->status, PL_RUN_FAILED);
+    cr_expect(o->reason && strstr(o->reason, "cannot wait"), "%s", o->reason);
+    pl_outcome_free(o);
+    o = t_start(e, "fan", "{\"policy\":\"nested\",\"name\":\"n\"}", "f3");
+    cr_expect_eq(o->status, PL_RUN_FAILED);
+    cr_expect(o->reason && strstr(o->reason, "cannot wait"), "%s", o->reason);
+    pl_outcome_free(o);
     pl_engine_close(e);
     pl_registry_free(reg);
 }
@@ -271,6 +284,79 @@ Test(time, a_sleep_until_a_time_gone_goes_on_at_once)
     cr_expect_eq(pl_run_continue(&o, e, "p1", &ro), PL_OK, "%s", pl_errmsg());
     pl_outcome_free(o);
     cr_expect_eq(t_calls.add, 1);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/* "cancel_fan": a fan-out of "inflight" (which cancels the run while it
+ * runs) and "echo"; then, with payload.after, a second fan-out, else a
+ * call of "add"; the call that sees the cancellation compensates with
+ * "undo" and hands PL_ECANCELLED on. */
+static int cancel_fan(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *u)
+{
+    (void)u;
+    const char *names[2] = {"inflight", "echo"};
+    pl_call_spec specs[2] = {PL_CALL_SPEC_INIT, PL_CALL_SPEC_INIT};
+    pl_action acts[2] = {PL_ACTION_INIT, PL_ACTION_INIT};
+    for (int i = 0; i < 2; i++) {
+        acts[i].policy = names[i];
+        acts[i].payload = pl_json_empty();
+        specs[i].action = &acts[i];
+    }
+    pl_step *res[2] = {NULL, NULL};
+    int st = pl_ctx_call_all(res, ctx, specs, 2);
+    pl_step_free(res[0]);
+    pl_step_free(res[1]);
+    if (!st) {
+        acts[1].policy = "add";
+        if (cJSON_IsTrue(cJSON_GetObjectItem(a->payload, "after")))
+            st = pl_ctx_call_all(res, ctx, specs + 1, 1);
+        else
+            st = pl_ctx_call(res, ctx, &acts[1], NULL, 0);
+        cr_expect_null(res[0]);
+    }
+    if (st == PL_ECANCELLED) {
+        if ((st = pl_ctx_invoke(NULL, ctx, "undo", pl_json_empty())))
+            return st;
+        return PL_ECANCELLED;
+    }
+    return st ? st : pl_steps_add_resultf(out, "{}");
+}
+
+/* Time and events: calls already running in a fan-out when the cancel
+ * arrives finish, their results recorded, and the fan-out's caller sees
+ * the cancellation at its next call, a pl_ctx_call() or a
+ * pl_ctx_call_all(), which returns PL_ECANCELLED without executing. */
+Test(time, a_fan_out_finishes_and_its_caller_sees_the_cancel_next)
+{
+    pl_registry *reg = registry();
+    cr_assert_eq(pl_registry_add_fn(reg, "cancel_fan", cancel_fan, NULL),
+                 PL_OK);
+    pl_engine *e = engine_parking(reg);
+    const char *payloads[2] = {"{}", "{\"after\": true}"};
+    const char *ids[2] = {"cf1", "cf2"};
+    for (int i = 0; i < 2; i++) {
+        pl_outcome *o = t_start(e, "cancel_fan", payloads[i], ids[i]);
+        cr_expect_eq(o->status, PL_RUN_CANCELLED, "%s: %s", ids[i],
+                     pl_run_status_name(o->status));
+        cr_expect_str_eq(o->reason, "customer asked");
+        pl_outcome_free(o);
+        cr_expect_eq(g_inflight, i + 1, "the call in flight finished");
+        cr_expect_eq(t_calls.echo, i + 1, "the other call finished");
+        cr_expect_eq(t_calls.add, 0, "the call after the fan-out never ran");
+        cr_expect_eq(g_undo, i + 1, "compensated once");
+        pl_steps *l = NULL;
+        cr_assert_eq(pl_run_ledger(&l, e, ids[i], "0"), PL_OK);
+        /* the fan-out's calls and results, the cancel, undo's call and
+         * result */
+        cr_assert_eq(pl_steps_count(l), 7);
+        for (size_t k = 0; k < 4; k++)
+            cr_expect_eq(pl_step_type_of(pl_steps_at(l, k)),
+                         k < 2 ? PL_STEP_ACTION_CALL : PL_STEP_ACTION_RESULT);
+        cr_expect_eq(pl_step_type_of(pl_steps_at(l, 4)), PL_STEP_CANCEL);
+        pl_steps_free(l);
+        cr_expect_eq(pl_run_verify(e, ids[i]), PL_OK, "%s", pl_errmsg());
+    }
     pl_engine_close(e);
     pl_registry_free(reg);
 }

@@ -25,6 +25,18 @@ const char *cli_name(void) { return g_name; }
 /* The longest message cli_error() prints, before "... (N bytes)". */
 #define MESSAGE_MAX 1024
 
+/* The first message said since cli_keep_first_error(true), as said. */
+static bool g_keep;
+static char g_first[MESSAGE_MAX * 4 + 32];
+
+void cli_keep_first_error(bool on)
+{
+    g_keep = on;
+    g_first[0] = '\0';
+}
+
+const char *cli_first_error(void) { return g_first[0] ? g_first : NULL; }
+
 void cli_error(const char *fmt, ...)
 {
     char small[MESSAGE_MAX + 1];
@@ -37,10 +49,6 @@ void cli_error(const char *fmt, ...)
     /* one line whatever it holds: a library's line breaks (libpq's
      * "\n\t") become spaces, any other control character an escape, and a
      * long message is cut */
-    /* the line is written whole: the threads of a server may each say
-     * something at the same moment */
-    flockfile(stderr);
-    fprintf(stderr, "%s: ", g_name);
     size_t len = strlen(small);
     if ((size_t)n > len) { /* cut before a character, not inside one */
         while (len && ((unsigned char)small[len - 1] & 0xc0) == 0x80)
@@ -48,6 +56,9 @@ void cli_error(const char *fmt, ...)
         if (len && (unsigned char)small[len - 1] >= 0xc0)
             len--;
     }
+    /* a byte becomes at most 4 ("\x1f"; two, "\u009f"): it fits */
+    char line[sizeof g_first];
+    size_t o = 0;
     for (size_t i = 0; i < len; i++) {
         unsigned char c = (unsigned char)small[i];
         if (c == '\n' || c == '\r' || c == '\t') {
@@ -56,20 +67,27 @@ void cli_error(const char *fmt, ...)
                     small[i + 1] == '\t' || small[i + 1] == ' '))
                 i++;
             if (i + 1 < len)
-                fputc(' ', stderr);
+                line[o++] = ' ';
         } else if (c < 0x20 || c == 0x7f) {
-            fprintf(stderr, "\\x%02x", c);
+            o += (size_t)snprintf(line + o, sizeof line - o, "\\x%02x", c);
         } else if (c == 0xc2 && i + 1 < len &&
                    (unsigned char)small[i + 1] >= 0x80 &&
                    (unsigned char)small[i + 1] <= 0x9f) {
-            fprintf(stderr, "\\u%04x", (unsigned char)small[++i]);
+            o += (size_t)snprintf(line + o, sizeof line - o, "\\u%04x",
+                                  (unsigned char)small[++i]);
         } else {
-            fputc(c, stderr);
+            line[o++] = (char)c;
         }
     }
     if ((size_t)n > len)
-        fprintf(stderr, "... (%d bytes)", n);
-    fputc('\n', stderr);
+        o += (size_t)snprintf(line + o, sizeof line - o, "... (%d bytes)", n);
+    line[o] = '\0';
+    /* the line is written whole: the threads of a server may each say
+     * something at the same moment */
+    flockfile(stderr);
+    fprintf(stderr, "%s: %s\n", g_name, line);
+    if (g_keep && !g_first[0])
+        memcpy(g_first, line, o + 1);
     funlockfile(stderr);
 }
 
@@ -632,3 +650,17 @@ cJSON *cli_parse_object(const char *text, const char *what)
 }
 
 /* see cli.h */
+
+bool cli_json_string_or_null(cJSON *o, const char *key, const char *v)
+{
+    return v && *v ? cJSON_AddStringToObject(o, key, v) != NULL
+                   : cJSON_AddNullToObject(o, key) != NULL;
+}
+
+void cli_json_schedule(cJSON *s)
+{
+    const char *last = cJSON_GetStringValue(cJSON_GetObjectItem(s, "last_run"));
+    if (last && !*last)
+        cJSON_ReplaceItemInObjectCaseSensitive(s, "last_run",
+                                               cJSON_CreateNull());
+}

@@ -31,6 +31,12 @@ void cli_error(const char *fmt, ...)
 #endif
     ;
 
+/* From cli_keep_first_error(true) on, the first message cli_error() says
+ * is kept, as it was said (without "NAME: "), for a document that reports
+ * it (ledger-replay --json); cli_first_error() is NULL while none was. */
+void cli_keep_first_error(bool on);
+const char *cli_first_error(void);
+
 /*
  * Take an option's value: for argv[*i] either "--name=value" or "--name"
  * followed by the value in argv[*i + 1] (then *i advances).  Returns true
@@ -143,6 +149,15 @@ bool cli_json_line(FILE *f, const cJSON *item);
 
 /* Print @p item as an indented JSON document on @p f.  False on OOM. */
 bool cli_json_document(FILE *f, const cJSON *item);
+
+/* Add @p key to @p o: the string @p v, or null when there is none (NULL or
+ * ""): a field a script reads is null when it has no value, never "" or
+ * "-".  False when out of memory. */
+bool cli_json_string_or_null(cJSON *o, const char *key, const char *v);
+
+/* A schedule as pl_schedule_list() gives it, made as the tools print it:
+ * "last_run" null for a schedule that has started none. */
+void cli_json_schedule(cJSON *s);
 
 /*
  * Open an existing store read-only, with an empty registry: nothing is

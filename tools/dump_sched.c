@@ -42,7 +42,8 @@ int cmd_schedules(pl_engine *e, const opts *o)
         cli_error("cannot list the schedules: %s", pl_errmsg());
         return CLI_EXIT_STORE;
     }
-    const cJSON *s;
+    cJSON *s;
+    cJSON_ArrayForEach(s, list) cli_json_schedule(s);
     if (o->format == FMT_JSON) {
         cJSON *doc = cJSON_CreateObject();
         if (doc && cJSON_AddItemToObject(doc, "schedules", list)) {

@@ -202,6 +202,8 @@ static void usage(FILE *f)
         "                        repeatable; may stand for --plugin)\n"
         "  --json                print the summaries as one JSON document on "
         "stdout\n"
+        "                        (a failure too: its exit, message and "
+        "error)\n"
         "  --trace FILE          append one JSON line per engine event to FILE "
         "(- for\n"
         "                        stderr), flushed per line: trace_id (the run "
@@ -691,36 +693,24 @@ static void guard_plugin(const char *path)
 
 /* ---- main -------------------------------------------------------------------- */
 
-static const char *mode_name(enum mode m)
-{
-    switch (m) {
-    case MODE_RUN: return "run";
-    case MODE_ALL: return "all";
-    case MODE_RESUME: return "resume";
-    case MODE_CHECK: return "check";
-    case MODE_FORK: return "fork";
-    case MODE_IMPORT: return "import";
-    case MODE_WORKER: return "worker";
-    case MODE_SUBMIT: return "submit";
-    case MODE_PRUNE: return "prune";
-    case MODE_UPGRADE: return "upgrade";
-    case MODE_SCHED_PUT: return "schedule-put";
-    case MODE_SCHED_DELETE: return "schedule-delete";
-    case MODE_SIGNAL: return "signal";
-    case MODE_CANCEL: return "cancel";
-    case MODE_WAKE: return "wake";
-    default: return "none";
-    }
-}
-
 int main(int argc, char **argv)
 {
     tool t;
     memset(&t, 0, sizeof t);
     cli_set_name(argv[0]);
+    /* --json anywhere: a usage error prints the document too */
+    bool json = false;
+    for (int i = 1; i < argc; i++)
+        json = json || !strcmp(argv[i], "--json");
+    cli_keep_first_error(json);
     int rc = parse_args(&t.opt, argc, argv);
     pl_mcp **mcps = NULL;
+    const char *why = NULL; /* the library's status of a failure before
+                               the store is open */
     if (rc) {
+        t.opt.json = json;
+        if (rc > 0)
+            rc = print_document(&t, rc, NULL);
         free(t.opt.plugins);
         free(t.opt.mcp);
         return rc < 0 ? 0 : rc;
@@ -764,6 +754,7 @@ int main(int argc, char **argv)
     }
     if (st) {
         rc = EXIT_OPEN;
+        why = pl_status_name(st);
         goto done;
     }
     /* everything is checked before the store is opened, and only
@@ -807,6 +798,7 @@ int main(int argc, char **argv)
                       cli_quote(q, sizeof q, cli_store_shown(t.opt.store)),
                       pl_errmsg(), pl_status_name(st));
         rc = EXIT_OPEN;
+        why = pl_status_name(st);
         goto done;
     }
     switch (t.opt.mode) {
@@ -835,33 +827,13 @@ int main(int argc, char **argv)
         worst(&t, EXIT_FAILED);
     }
     rc = t.exit;
-    if (t.opt.json) {
-        cJSON *doc = cJSON_CreateObject();
-        if (doc) {
-            cJSON_AddStringToObject(doc, "store", cli_store_shown(t.opt.store));
-            cJSON_AddStringToObject(doc, "mode", mode_name(t.opt.mode));
-            cJSON_AddItemToObject(doc, "runs", t.runs);
-            cJSON_AddItemToObject(doc, "skipped", t.skipped);
-            t.runs = t.skipped = NULL;
-            if (t.summary)
-                cJSON_AddItemToObject(doc, "summary", t.summary);
-            t.summary = NULL;
-            cJSON_AddNumberToObject(doc, "exit", rc);
-        }
-        char *text = doc ? cJSON_Print(doc) : NULL;
-        if (text)
-            printf("%s\n", text);
-        else {
-            cli_error("out of memory printing the summary");
-            rc = EXIT_FAILED;
-        }
-        free(text);
-        cJSON_Delete(doc);
-    }
+    rc = print_document(&t, rc, NULL);
     /* a summary lost to a full disk must not pass for one written */
     if (!cli_stdout_ok() && rc != EXIT_USAGE)
         rc = EXIT_OPEN;
 done:
+    /* a command that stopped before its runs still prints its document */
+    rc = print_document(&t, rc, why);
     pl_engine_close(t.engine);
     t.engine = NULL;
     close_observers(&t, rc);
@@ -869,6 +841,7 @@ done:
     tallies_free(&t);
     cJSON_Delete(t.runs);
     cJSON_Delete(t.skipped);
+    cJSON_Delete(t.sched_json);
     cJSON_Delete(t.payload);
     cJSON_Delete(t.answer);
     if (t.import_in)

@@ -181,8 +181,10 @@ typedef struct tool {
     tally versions, codes;
     id_list would_fail; /* live runs the loaded code cannot replay */
     unsigned n_live;
-    cJSON *summary;  /* --json: added to the document */
-    bool trace_made; /* --trace FILE did not exist: this process made it */
+    cJSON *summary;    /* --json: added to the document */
+    cJSON *sched_json; /* --json: --schedule-put's schedule */
+    bool printed;      /* --json: the document is out */
+    bool trace_made;   /* --trace FILE did not exist: this process made it */
 } tool;
 
 /* ---- replay_time.c ---- */
@@ -204,6 +206,13 @@ void on_event(const pl_event *ev, void *user);
 void worst(tool *t, int code);
 cJSON *json_str_or_null(const char *s);
 const char *or_dash(const char *s);
+/* The mode's name, as --json's "mode" gives it. */
+const char *mode_name(enum mode m);
+/* --json's one document, printed whatever the command came to (once):
+ * its runs, the exit status @p rc, and for a failure the first message
+ * said and @p error, the library's status where one says why.  Returns
+ * the exit status. */
+int print_document(tool *t, int rc, const char *error);
 cJSON *json_run(tool *t, const char *id);
 void json_counters(cJSON *j, const pl_outcome *o, double ms);
 void report_outcome(tool *t, const pl_outcome *o, double ms, const char *note);

@@ -200,6 +200,8 @@ void report_outcome(tool *t, const pl_outcome *o, double ms, const char *note)
         if (note)
             cJSON_AddStringToObject(j, "note", note);
         json_counters(j, o, ms);
+        if (!outcome_fields(j, o))
+            t->w.oom = true;
     }
     if (!t->opt.json)
         printf("run %s: %s%s%s\n  calls served from the ledger %llu, "
@@ -209,8 +211,6 @@ void report_outcome(tool *t, const pl_outcome *o, double ms, const char *note)
                (unsigned long long)o->calls_executed, ms);
     switch (o->status) {
     case PL_RUN_CONTINUED:
-        if (j)
-            cJSON_AddStringToObject(j, "successor", or_dash(o->successor));
         if (!t->opt.json)
             printf("  continued as new: %s goes on\n", or_dash(o->successor));
         t->n_ok++;
@@ -219,8 +219,6 @@ void report_outcome(tool *t, const pl_outcome *o, double ms, const char *note)
         size_t n = pl_steps_count(o->steps);
         const pl_step *last = n ? pl_steps_at(o->steps, n - 1) : NULL;
         const cJSON *res = last ? pl_step_payload(last) : NULL;
-        if (j && res)
-            cJSON_AddItemToObject(j, "result", cJSON_Duplicate(res, true));
         if (!t->opt.json && res) {
             char *text = cJSON_PrintUnformatted(res);
             printf("  result %s\n", text ? text : "?");
@@ -230,15 +228,6 @@ void report_outcome(tool *t, const pl_outcome *o, double ms, const char *note)
         break;
     }
     case PL_RUN_SUSPENDED: {
-        if (j) {
-            cJSON_AddStringToObject(j, "suspended_path",
-                                    or_dash(o->suspended_path));
-            cJSON_AddStringToObject(j, "resume_token",
-                                    or_dash(o->resume_token));
-            if (o->prompt)
-                cJSON_AddItemToObject(j, "prompt",
-                                      cJSON_Duplicate(o->prompt, true));
-        }
         if (!t->opt.json) {
             char *text = o->prompt ? cJSON_PrintUnformatted(o->prompt) : NULL;
             printf("  waiting at %s for an answer to %s\n  resume with: "
@@ -254,13 +243,6 @@ void report_outcome(tool *t, const pl_outcome *o, double ms, const char *note)
         char what[PL_MAX_NAME + 96];
         cli_wait_text(what, sizeof what, o->wake_ms, o->wait_event,
                       cli_now_us());
-        if (j) {
-            cJSON_AddStringToObject(j, "waiting_path",
-                                    or_dash(o->suspended_path));
-            cJSON_AddNumberToObject(j, "wake_ms", (double)o->wake_ms);
-            if (o->wait_event)
-                cJSON_AddStringToObject(j, "wait_event", o->wait_event);
-        }
         if (!t->opt.json)
             printf("  waiting at %s %s\n", or_dash(o->suspended_path), what);
         t->n_suspended++;
@@ -268,10 +250,6 @@ void report_outcome(tool *t, const pl_outcome *o, double ms, const char *note)
         break;
     }
     default:
-        if (j) {
-            cJSON_AddStringToObject(j, "error", pl_status_name(o->error));
-            cJSON_AddStringToObject(j, "reason", or_dash(o->reason));
-        }
         if (!t->opt.json)
             printf("  reason: %s\n", or_dash(o->reason));
         t->n_failed++;
@@ -407,4 +385,71 @@ void close_observers(tool *t, int rc)
         unlink(t->opt.trace);
     t->w.otel = NULL;
     t->w.trace = NULL;
+}
+
+const char *mode_name(enum mode m)
+{
+    switch (m) {
+    case MODE_RUN: return "run";
+    case MODE_ALL: return "all";
+    case MODE_RESUME: return "resume";
+    case MODE_CHECK: return "check";
+    case MODE_FORK: return "fork";
+    case MODE_IMPORT: return "import";
+    case MODE_WORKER: return "worker";
+    case MODE_SUBMIT: return "submit";
+    case MODE_PRUNE: return "prune";
+    case MODE_UPGRADE: return "upgrade";
+    case MODE_SCHED_PUT: return "schedule-put";
+    case MODE_SCHED_DELETE: return "schedule-delete";
+    case MODE_SIGNAL: return "signal";
+    case MODE_CANCEL: return "cancel";
+    case MODE_WAKE: return "wake";
+    default: return "none";
+    }
+}
+
+/* --json's one document, printed whatever the command came to: its runs
+ * and their summaries, the exit status, and for a failure (bad usage too) the first
+ * message said (`message`) and the library's status where one says why
+ * (`error`: a plugin, an MCP server or the store that cannot be had).
+ * Returns the exit status, EXIT_FAILED when the document cannot be made. */
+int print_document(tool *t, int rc, const char *error)
+{
+    if (!t->opt.json || t->printed)
+        return rc;
+    t->printed = true;
+    cJSON *doc = cJSON_CreateObject();
+    if (doc) {
+        cli_json_string_or_null(doc, "store",
+                                t->opt.store ? cli_store_shown(t->opt.store)
+                                             : NULL);
+        cJSON_AddStringToObject(doc, "mode", mode_name(t->opt.mode));
+        cJSON_AddItemToObject(doc, "runs",
+                              t->runs ? t->runs : cJSON_CreateArray());
+        cJSON_AddItemToObject(doc, "skipped",
+                              t->skipped ? t->skipped : cJSON_CreateArray());
+        t->runs = t->skipped = NULL;
+        if (t->summary)
+            cJSON_AddItemToObject(doc, "summary", t->summary);
+        t->summary = NULL;
+        if (t->sched_json)
+            cJSON_AddItemToObject(doc, "schedule", t->sched_json);
+        t->sched_json = NULL;
+        cJSON_AddNumberToObject(doc, "exit", rc);
+        if (rc && error)
+            cJSON_AddStringToObject(doc, "error", error);
+        if (rc && cli_first_error())
+            cJSON_AddStringToObject(doc, "message", cli_first_error());
+    }
+    char *text = doc ? cJSON_Print(doc) : NULL;
+    if (text)
+        printf("%s\n", text);
+    else {
+        cli_error("out of memory printing the summary");
+        rc = EXIT_FAILED;
+    }
+    free(text);
+    cJSON_Delete(doc);
+    return rc;
 }

@@ -126,7 +126,7 @@ static int visit_crashed(const pl_run_info *info, void *user)
         if (s) {
             cJSON_AddStringToObject(s, "run_id", info->id);
             cJSON_AddNumberToObject(s, "owner_pid", (double)info->owner_pid);
-            cJSON_AddStringToObject(s, "owner_host", or_dash(info->owner_host));
+            cli_json_string_or_null(s, "owner_host", info->owner_host);
             cJSON_AddStringToObject(s, "reason", "owned by a live process");
             cJSON_AddItemToArray(t->skipped, s);
         }

@@ -127,13 +127,28 @@ void mode_schedule(tool *t)
     (void)pl_cron_next(&next, o->cron, o->zone, cli_now_us() / 1000);
     char when[40];
     cli_time_iso(when, sizeof when, next * 1000, false);
-    if (o->json && t->runs) {
-        cJSON *j = cJSON_CreateObject();
-        if (j) {
-            cJSON_AddStringToObject(j, "schedule", name);
-            cJSON_AddStringToObject(j, "next", when);
-            cJSON_AddItemToArray(t->runs, j);
+    if (o->json) {
+        /* the schedule as ledger-dump --schedules --format json shows it,
+         * read back from the store */
+        cJSON *list = NULL;
+        cJSON *one = NULL;
+        if (!pl_schedule_list(&list, t->engine, cli_now_us() / 1000))
+            cJSON_ArrayForEach(one, list)
+            {
+                const char *n = cJSON_GetStringValue(
+                    cJSON_GetObjectItem(one, "name"));
+                if (n && !strcmp(n, name))
+                    break;
+            }
+        t->sched_json = one ? cJSON_DetachItemViaPointer(list, one) : NULL;
+        cJSON_Delete(list);
+        if (!t->sched_json) {
+            cli_error("schedule %s: put, but it cannot be read back: %s",
+                      QUOTE(name), pl_errmsg());
+            worst(t, EXIT_OPEN);
+            return;
         }
+        cli_json_schedule(t->sched_json);
     } else {
         printf("schedule %s: next tick %s\n", name, when);
     }

@@ -74,7 +74,7 @@ cJSON *json_versions(const watch *w)
             break;
         char at[64];
         snprintf(at, sizeof at, "%s:%u", or_dash(v->path), v->seq);
-        cJSON_AddStringToObject(o, "change", or_dash(v->change));
+        cli_json_string_or_null(o, "change", v->change);
         cJSON_AddNumberToObject(o, "version", v->version);
         cJSON_AddBoolToObject(o, "default", !v->recorded);
         cJSON_AddStringToObject(o, "at", at);

@@ -75,7 +75,7 @@ cJSON *run_json(const pl_run_info *ri)
     if (ri->predecessor)
         cJSON_AddStringToObject(o, "predecessor", ri->predecessor);
     if (ri->status == PL_RUN_FAILED || ri->status == PL_RUN_CANCELLED) {
-        cJSON_AddStringToObject(o, "reason", ri->reason ? ri->reason : "");
+        cli_json_string_or_null(o, "reason", ri->reason);
         cJSON_AddStringToObject(o, "error", pl_strerror(ri->error));
     }
     if (ri->status == PL_RUN_WAITING) {
@@ -309,4 +309,34 @@ bool mark_export_line(cJSON *line, const rows *r, const pl_run_info *ri,
                            ? mark_name(r, i, ri)
                            : NULL;
     return !mark || cJSON_AddStringToObject(line, "mark", mark);
+}
+
+bool outcome_fields(cJSON *j, const pl_outcome *o)
+{
+    switch (o->status) {
+    case PL_RUN_COMPLETED: {
+        const cJSON *res = pl_outcome_result(o);
+        return cJSON_AddItemToObject(j, "result",
+                                     res ? cJSON_Duplicate(res, true)
+                                         : cJSON_CreateNull());
+    }
+    case PL_RUN_SUSPENDED:
+        return cli_json_string_or_null(j, "suspended_path",
+                                       o->suspended_path) &&
+               cli_json_string_or_null(j, "resume_token", o->resume_token) &&
+               cJSON_AddItemToObject(j, "prompt",
+                                     o->prompt ? cJSON_Duplicate(o->prompt, 1)
+                                               : cJSON_CreateNull());
+    case PL_RUN_WAITING:
+        return cli_json_string_or_null(j, "waiting_path", o->suspended_path) &&
+               (o->wake_ms ? cJSON_AddNumberToObject(j, "wake_ms",
+                                                     (double)o->wake_ms) != NULL
+                           : cJSON_AddNullToObject(j, "wake_ms") != NULL) &&
+               cli_json_string_or_null(j, "wait_event", o->wait_event);
+    case PL_RUN_CONTINUED:
+        return cli_json_string_or_null(j, "successor", o->successor);
+    default:
+        return cJSON_AddStringToObject(j, "error", pl_status_name(o->error)) &&
+               cli_json_string_or_null(j, "reason", o->reason);
+    }
 }

@@ -19,6 +19,13 @@ bool crashed(const pl_run_info *ri);
 bool run_ended(const pl_run_info *ri);
 /* A run's record as JSON; NULL on OOM. */
 cJSON *run_json(const pl_run_info *ri);
+/* To a run's summary (ledger-replay --json's, ledger-web's answer to an
+ * action), what its outcome says of how it stands: completed, `result`;
+ * suspended, `suspended_path`, `resume_token` and `prompt`; waiting,
+ * `waiting_path`, `wake_ms` (null: no timer) and `wait_event` (null: no
+ * event); continued, `successor`; else `error` and `reason` (null: none).
+ * False when out of memory. */
+bool outcome_fields(cJSON *j, const pl_outcome *o);
 
 /* A step as read, kept for marking (in-doubt calls need what follows). */
 typedef struct srow {

@@ -222,6 +222,10 @@ int api_steps(web *w, const char *id, const web_req *r, cJSON **out);
 int api_step(web *w, const char *id, const web_req *r, cJSON **out);
 /* Read run @p id's record: 200, else a 404 or an error in *out. */
 int web_get_run(web *w, const char *id, pl_run_info **ri, cJSON **out);
+/* Add "tokens" to @p o: run @p id's model tokens, {input, output,
+ * model_calls} (zeros for a run that made no model call), or null when
+ * they cannot be read.  False when out of memory. */
+bool web_add_tokens(cJSON *o, web *w, const char *id);
 /* The first page of run @p ri's steps into @p doc (steps, next, limit,
  * payload_cap).  The HTTP status; on failure a reply in *out. */
 int web_first_page(web *w, const pl_run_info *ri, cJSON *doc, cJSON **out);

@@ -82,8 +82,8 @@ void web_on_event(const pl_event *ev, void *user)
         cJSON *j = s->divergence = cJSON_CreateObject();
         if (!j)
             return;
-        cJSON_AddStringToObject(j, "step", d->step_id ? d->step_id : "");
-        cJSON_AddStringToObject(j, "invocation", ev->path ? ev->path : "");
+        cli_json_string_or_null(j, "step", d->step_id);
+        cli_json_string_or_null(j, "invocation", ev->path);
         cJSON_AddNumberToObject(j, "seq", ev->seq);
         cJSON_AddItemToObject(j, "recorded",
                               diff_step(d->recorded_type, d->recorded_actor,
@@ -96,7 +96,7 @@ void web_on_event(const pl_event *ev, void *user)
         cJSON *c = cJSON_CreateObject();
         if (!c)
             return;
-        cJSON_AddStringToObject(c, "first_step", d->step_id ? d->step_id : "");
+        cli_json_string_or_null(c, "first_step", d->step_id);
         cJSON_AddItemToObject(c, "recorded",
                               d->recorded_code
                                   ? cJSON_CreateString(d->recorded_code)
@@ -127,19 +127,9 @@ static cJSON *outcome_json(const pl_outcome *o, double ms, const char *note)
     cJSON_AddNumberToObject(j, "steps_replayed", (double)o->steps_replayed);
     cJSON_AddNumberToObject(j, "steps_appended", (double)o->steps_appended);
     cJSON_AddNumberToObject(j, "elapsed_ms", ms);
-    if (o->status == PL_RUN_COMPLETED) {
-        cJSON_AddItemToObject(j, "result",
-                              cJSON_Duplicate(pl_outcome_result(o), true));
-    } else if (o->status == PL_RUN_SUSPENDED) {
-        cJSON_AddStringToObject(j, "suspended_path",
-                                o->suspended_path ? o->suspended_path : "-");
-        cJSON_AddStringToObject(j, "resume_token",
-                                o->resume_token ? o->resume_token : "-");
-        if (o->prompt)
-            cJSON_AddItemToObject(j, "prompt", cJSON_Duplicate(o->prompt, 1));
-    } else {
-        cJSON_AddStringToObject(j, "error", pl_status_name(o->error));
-        cJSON_AddStringToObject(j, "reason", o->reason ? o->reason : "-");
+    if (!outcome_fields(j, o)) {
+        cJSON_Delete(j);
+        return NULL;
     }
     return j;
 }
@@ -289,6 +279,18 @@ static int do_answer(web *w, const char *id, const web_req *r, cJSON **out)
 
 /* Fork run @p id at a root step, or (@p upgrade) upgrade it there: fork
  * it and end it superseded (pl_run_upgrade()); the new run continued. */
+/* Run @p id replays under the loaded code (a check, executing and writing
+ * nothing, finds no divergence): ledger-replay --upgrade refuses it. */
+static bool replays(web *w, const char *id)
+{
+    pl_outcome *o = NULL;
+    pl_run_options ro = PL_RUN_OPTIONS_INIT;
+    ro.check = true;
+    int st = pl_run_continue(&o, w->engine, id, &ro);
+    pl_outcome_free(o);
+    return st == PL_OK || st == PL_ECHECK;
+}
+
 static int do_fork(web *w, const char *id, const web_req *r, bool upgrade,
                    cJSON **out)
 {
@@ -307,6 +309,13 @@ static int do_fork(web *w, const char *id, const web_req *r, bool upgrade,
                         "%s: {\"at\": \"0:N\" (a step of the root ledger), "
                         "\"new_id\": a run id (optional)}",
                         verb);
+    }
+    if (upgrade && replays(w, id)) {
+        cJSON_Delete(body);
+        return web_fail(out, 409, "not_needed",
+                        "run %s replays under the loaded code: nothing to "
+                        "upgrade",
+                        QUOTE(id));
     }
     char *new_id = NULL;
     const char *want = cJSON_IsString(nid) ? nid->valuestring : NULL;
@@ -415,7 +424,9 @@ static int do_verify(web *w, const char *id, cJSON **out)
 }
 
 /* What a delivery (a signal, a cancellation) says when no run went on
- * here: as ledger-replay --json, and the run's status now. */
+ * here: as ledger-replay --json, the run's status now, and whether it has
+ * ended (a cancellation ends a suspended or submitted run at once, and a
+ * waiting one whose policies are loaded here is continued to its end). */
 static cJSON *delivered_json(web *w, const char *id)
 {
     cJSON *j = cJSON_CreateObject();
@@ -424,8 +435,10 @@ static cJSON *delivered_json(web *w, const char *id)
     cJSON_AddStringToObject(j, "run_id", id);
     cJSON_AddStringToObject(j, "status", "delivered");
     pl_run_info *ri = NULL;
-    if (!pl_run_get(&ri, w->engine, id))
+    if (!pl_run_get(&ri, w->engine, id)) {
         cJSON_AddStringToObject(j, "now", web_status_name(ri));
+        cJSON_AddBoolToObject(j, "ended", run_ended(ri));
+    }
     pl_run_info_free(ri);
     return j;
 }
@@ -506,8 +519,8 @@ static int do_delete(web *w, const char *id, cJSON **out)
     return 200;
 }
 
-int api_action(web *w, const char *id, const char *action, const web_req *r,
-               cJSON **out)
+static int run_action(web *w, const char *id, const char *action,
+                      const web_req *r, cJSON **out)
 {
     if (!strcmp(action, "answer"))
         return do_answer(w, id, r, out);
@@ -525,12 +538,39 @@ int api_action(web *w, const char *id, const char *action, const web_req *r,
         return do_signal(w, id, r, out);
     if (!strcmp(action, "cancel"))
         return do_cancel(w, id, r, out);
-    if (!strcmp(action, "delete"))
-        return do_delete(w, id, out);
-    return web_fail(out, 404, "not_found",
-                    "no action %s: answer, continue, fork, upgrade, check, "
-                    "verify, signal, cancel or delete",
-                    QUOTE(action));
+    return do_delete(w, id, out);
+}
+
+int api_action(web *w, const char *id, const char *action, const web_req *r,
+               cJSON **out)
+{
+    static const char *const actions[] = {"answer",  "continue", "fork",
+                                          "upgrade", "check",    "verify",
+                                          "signal",  "cancel",   "delete"};
+    size_t k = 0;
+    while (k < sizeof actions / sizeof *actions && strcmp(action, actions[k]))
+        k++;
+    if (k == sizeof actions / sizeof *actions)
+        return web_fail(out, 404, "not_found",
+                        "no action %s: answer, continue, fork, upgrade, "
+                        "check, verify, signal, cancel or delete",
+                        QUOTE(action));
+    int http = run_action(w, id, action, r, out);
+    if (http < 400 || http >= 500 || !*out)
+        return http;
+    /* a run that is not there is said as the reads say it, whatever the
+     * action: deleted (what its tombstone keeps) or not_found */
+    pl_run_info *ri = NULL;
+    if (http == 404 && pl_run_get(&ri, w->engine, id) == PL_ENOTFOUND)
+        http = web_get_run(w, id, &ri, out);
+    pl_run_info_free(ri);
+    /* a refusal is the run not run, as ledger-replay --json says it */
+    if (*out && !cJSON_GetObjectItemCaseSensitive(*out, "status")) {
+        if (!cJSON_GetObjectItemCaseSensitive(*out, "run_id"))
+            cJSON_AddStringToObject(*out, "run_id", id);
+        cJSON_AddStringToObject(*out, "status", "not_run");
+    }
+    return http;
 }
 
 /* ---- batches ----------------------------------------------------------------------- */

@@ -53,7 +53,7 @@ int api_run(web *w, const char *id, cJSON **out)
     int st = web_run_marks(w, ri, WEB_RUN_SCAN_MAX, &m);
     cJSON *doc = cJSON_CreateObject();
     cJSON *run = run_json(ri);
-    bool ok = doc && run && add_tokens(run, w->engine, id) &&
+    bool ok = doc && run && web_add_tokens(run, w, id) &&
               cJSON_AddStringToObject(run, "root_policy", ri->policy) &&
               cJSON_AddStringToObject(run, "state", web_status_name(ri));
     if (ok && st)
@@ -215,7 +215,7 @@ int api_timeline(web *w, const char *id, cJSON **out)
                                                      : ri->updated_us));
         cJSON_AddNumberToObject(doc, "steps_read", (double)x.steps);
         cJSON_AddBoolToObject(doc, "truncated", x.truncated);
-        if (!add_tokens(doc, w->engine, id))
+        if (!web_add_tokens(doc, w, id))
             st = PL_ENOMEM;
         cJSON_AddItemToObject(doc, "calls", x.calls);
         x.calls = NULL;

@@ -27,6 +27,17 @@ const char *web_status_name(const pl_run_info *ri)
     return crashed(ri) ? "crashed" : pl_run_status_name(ri->status);
 }
 
+bool web_add_tokens(cJSON *o, web *w, const char *id)
+{
+    pl_llm_tokens t = PL_LLM_TOKENS_INIT;
+    if (pl_llm_run_tokens(&t, w->engine, id) != PL_OK)
+        return cJSON_AddNullToObject(o, "tokens") != NULL;
+    cJSON *tk = cJSON_AddObjectToObject(o, "tokens");
+    return tk && cJSON_AddNumberToObject(tk, "input", (double)t.input) &&
+           cJSON_AddNumberToObject(tk, "output", (double)t.output) &&
+           cJSON_AddNumberToObject(tk, "model_calls", (double)t.exchanges);
+}
+
 /* ---- filters ---------------------------------------------------------------- */
 
 static bool parse_size(const char *text, size_t *out)
@@ -255,15 +266,10 @@ cJSON *web_run_summary(web *w, const pl_run_info *ri, size_t *budget)
     /* tokens and in-doubt calls need the steps: read for runs small
      * enough while the page's budget lasts, else null (the run's page
      * has them) */
-    pl_llm_tokens t = PL_LLM_TOKENS_INIT;
-    if (ok && walk && pl_llm_run_tokens(&t, w->engine, ri->id) == PL_OK) {
-        cJSON *tk = cJSON_AddObjectToObject(o, "tokens");
-        ok = tk && cJSON_AddNumberToObject(tk, "input", (double)t.input) &&
-             cJSON_AddNumberToObject(tk, "output", (double)t.output) &&
-             cJSON_AddNumberToObject(tk, "model_calls", (double)t.exchanges);
-    } else if (ok) {
+    if (ok && walk)
+        ok = web_add_tokens(o, w, ri->id);
+    else if (ok)
         ok = cJSON_AddNullToObject(o, "tokens") != NULL;
-    }
     if (ok && crashed(ri) && walk) {
         rows rs = {0};
         bool doubt = false;

@@ -143,6 +143,13 @@ bool pl__owner_alive(pl_engine *e, const pl__run_state *st)
     return !zombie && start == st->owner_start;
 }
 
+int pl__engine_writable(const pl_engine *e, const char *fn)
+{
+    return e->read_only ? pl__err(PL_ESTATE, "%s: store '%s' is open read-only",
+                                  fn, pl__store_path(e->store))
+                        : PL_OK;
+}
+
 /* ---- lifecycle -------------------------------------------------------------------- */
 
 /* The largest max_payload an engine takes: 1 GiB (see pl_engine_options). */
@@ -216,6 +223,7 @@ int pl_engine_open(pl_engine **out, const char *path,
     snprintf(e->worker, sizeof e->worker, "%lld.%llu@%s", (long long)e->pid,
              (unsigned long long)e->pstart, e->host);
 
+    e->read_only = opts->read_only;
     pl__store_options so = {
         opts->map_size,    opts->map_size_max,
         opts->max_readers, opts->durability == PL_DURABILITY_PROCESS,

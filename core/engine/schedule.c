@@ -170,6 +170,9 @@ int pl_schedule_delete(pl_engine *e, const char *name)
                        "pl_schedule_delete: bad schedule name "
                        "'%.120s'",
                        name ? name : "(null)");
+    int rst = pl__engine_writable(e, "pl_schedule_delete");
+    if (rst)
+        return rst;
     pl__kvs all = {0};
     int st = pl__store_scheds(e->store, &all);
     if (!st && find(&all, name) < 0)
@@ -312,8 +315,9 @@ static void tick_id(char out[PL_MAX_RUN_ID + 1], const char *name,
 
 /* Is run @p id live: submitted, running, suspended or waiting (not
  * completed, failed or cancelled)?  A run continued as new
- * (pl_ctx_continue_as_new()) is live while its chain goes on: the answer
- * is its successor's. */
+ * (pl_ctx_continue_as_new()) or superseded by an upgrade (pl_run_upgrade())
+ * is final and live while its chain goes on: the answer is its
+ * successor's. */
 static bool live(pl_engine *e, const char *id)
 {
     char at[PL_MAX_RUN_ID + 1];
@@ -328,11 +332,12 @@ static bool live(pl_engine *e, const char *id)
             return false;
         if (!pl__store_state_get(e->store, num, &state) &&
             !pl__run_state_decode(&rs, at, state.data, state.len)) {
+            bool linked = rs.status == PL_RUN_CONTINUED ||
+                          rs.status == PL_RUN_SUPERSEDED;
             alive = rs.status != PL_RUN_COMPLETED &&
                     rs.status != PL_RUN_FAILED &&
-                    rs.status != PL_RUN_CANCELLED &&
-                    rs.status != PL_RUN_CONTINUED;
-            if (rs.status == PL_RUN_CONTINUED && rs.succ) {
+                    rs.status != PL_RUN_CANCELLED && !linked;
+            if (linked && rs.succ) {
                 snprintf(at, sizeof at, "%s", rs.succ);
                 next = true;
             }
@@ -451,6 +456,9 @@ int pl__schedule_fire(pl_engine *e, int64_t now_ms, pl__schedule_run_fn fn,
                        "pl_schedule_fire: now_ms %lld is not a time from "
                        "1970 to 9000",
                        (long long)now_ms);
+    int rst = pl__engine_writable(e, "pl_schedule_fire");
+    if (rst)
+        return rst;
     pl__kvs all = {0};
     int st = pl__store_scheds(e->store, &all), first = PL_OK;
     char msg[PL__ERRMSG_MAX] = "";

@@ -349,6 +349,8 @@ int pl_worker_run(pl_engine *e, const pl_worker_options *opts)
 {
     if (!e)
         return pl__err(PL_EINVAL, "pl_worker_run: engine is NULL");
+    if (e->read_only) /* nothing it would take could run: not even wait */
+        return pl__engine_writable(e, "pl_worker_run");
     pl_worker_options o;
     if (pl__struct_in(&o, opts, &pl__worker_options_layout, "pl_worker_run"))
         return PL_EINVAL;

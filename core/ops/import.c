@@ -25,6 +25,7 @@
 #include "internal.h"
 #include "path.h"
 #include "rechain.h"
+#include "retention.h"
 #include "run.h"
 
 /* The longest line an import reads: a step's record (hex) and its payload
@@ -791,8 +792,12 @@ int pl_run_import(char **out_run_id, pl_engine *e, FILE *in, const char *new_id)
     create.create_info = &new_info;
     if ((st = pl__engine_commit(e, &create)))
         goto done;
-    if (create.rc) {
-        st = pl__err(PL_EEXIST, "pl_run_import: run '%s' exists already", id);
+    if (create.rc) { /* taken meanwhile, or a deleted run's tombstone */
+        pl__tomb t;
+        st = pl__tomb_load(e, id, &t)
+                 ? pl__err(PL_EEXIST, "pl_run_import: run '%s' exists already",
+                           id)
+                 : pl__tomb_taken(id, &t);
         goto done;
     }
     if ((st = pl__rechain_init(&w, id)))

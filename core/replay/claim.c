@@ -371,8 +371,11 @@ int pl_engine_wake(pl_engine *e, int64_t *next_due_ms)
         *next_due_ms = 0;
     if (!e)
         return pl__err(PL_EINVAL, "pl_engine_wake: engine is NULL");
+    int sst = pl__engine_writable(e, "pl_engine_wake");
+    if (sst)
+        return sst;
     int64_t tick = 0; /* the schedules' next (schedule.c) */
-    int sst = pl__schedules_wake(e, &tick);
+    sst = pl__schedules_wake(e, &tick);
     if (sst)
         return sst;
     pl__woken *w;

@@ -327,8 +327,9 @@ void pl_worker_stop(pl_engine *engine);
  * in order.  The others are skipped for good.
  *
  * OVERLAP.  PL_OVERLAP_SKIP skips a tick while the schedule's previous run
- * is still live (submitted, running or suspended); PL_OVERLAP_ALLOW starts
- * it anyway.
+ * is still live (submitted, running, suspended or waiting; a run continued
+ * as new or superseded by an upgrade is live while its successor is);
+ * PL_OVERLAP_ALLOW starts it anyway.
  *
  * A process fires only the schedules whose root policy it has registered
  * (the run records the policy's code identity); the others wait for a

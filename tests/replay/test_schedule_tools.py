@@ -59,7 +59,7 @@ def case_put_list_replace_delete(d):
     check(n["cron"] == "30 2 * * 1-5" and n["zone"] == "Europe/London"
           and n["policy"] == "report" and n["payload"] == {"to": "ops"}
           and n["overlap"] == "skip" and n["catch_up"] == "all"
-          and n["catch_up_max"] == 3 and n["last_run"] == "", n)
+          and n["catch_up_max"] == 3 and n["last_run"] is None, n)
     check(n["next_ms"] > n["created_ms"], n)
     check(got[0]["overlap"] == "allow" and got[0]["catch_up"] == "skip"
           and got[0]["zone"] == "UTC", got[0])

@@ -21,7 +21,13 @@ usage: test_tool_promises.py --dump D --replay R --web W --plugin P
   each named by run_id, --worker's counts in summary;
 - what opens the store for reading (ledger-dump, --check, --upgrade
   --dry-run, --prune --dry-run) works on a read-only file system, and on
-  PostgreSQL changes no row (ledger-web --read-only neither).
+  PostgreSQL changes no row (ledger-web --read-only neither);
+- ledger-replay --json prints its document on a failure before the store
+  opens; --schedule-put's is the schedule --schedules lists, a field with
+  no value null;
+- ledger-web's actions answer as docs/tools.md's JSON API says: /cancel
+  whether the run ended, a waiting run's summary, a refusal not_run, a
+  deleted or unknown run as the reads say it.
 """
 import argparse
 import json
@@ -374,11 +380,191 @@ class Replay(Stores, unittest.TestCase):
             self.assertEqual(rc, want, (args, err))
             doc = json.loads(out)
             self.assertEqual(doc["exit"], rc, args)
-            self.assertEqual(sorted(doc)[:4], ["exit", "mode", "runs",
-                                               "skipped"], args)
+            self.assertLessEqual({"exit", "mode", "runs", "skipped"},
+                                 set(doc), args)
+            if rc in (1, 2):  # refused: why, as stderr said it
+                self.assertIn("message", doc, args)
+            else:
+                self.assertNotIn("message", doc, args)
             self.assertIsInstance(doc["runs"], list)
             for r in doc["runs"]:  # each run's summary names it alike
                 self.assertIn("run_id", r, args)
+
+
+    def test_json_document_on_a_failure_before_the_open(self):
+        """--json prints its document however early the command fails
+        (bad usage, a plugin that cannot be loaded, no store, a refused
+        import): its exit, the message said, and the library's status
+        where one says why."""
+        store = self.new_store()
+        bad = os.path.join(self.tmp, "bad.jsonl")
+        with open(bad, "w") as f:
+            f.write('{"kind":"run","format":2}\n')
+        for want, error, mode, args in (
+                (2, "PL_ENOTFOUND", "check",
+                 ["--plugin", self.tmp + "/none.so", "--check"]),
+                (2, "PL_ENOTFOUND", "check", ["--plugin", A.plugin,
+                                              "--check"]),
+                (2, "PL_ENOTFOUND", "cancel", ["--cancel", "x"]),
+                (1, None, "import", ["--import", bad]),
+                (1, None, "none", ["--bogus"])):
+            rc, out, err = self.replay(store, *args, "--json")
+            self.assertEqual(rc, want, (args, err))
+            doc = json.loads(out)
+            self.assertEqual((doc["mode"], doc["exit"], doc["runs"],
+                              doc["skipped"], doc.get("error")),
+                             (mode, rc, [], [], error), args)
+            self.assertEqual("%s: %s\n" % (os.path.basename(A.replay),
+                                            doc["message"]),
+                             err.splitlines(True)[0], args)
+
+    def test_schedule_put_json(self):
+        """--schedule-put --json: the schedule as --schedules gives it, in
+        its own member; runs holds runs only; no last run is null."""
+        store = self.new_store()
+        rc, out, err = self.replay(store, "--schedule-put", "tick", "--cron",
+                                   "0 3 * * *", "--policy", "note",
+                                   "--payload", '{"a":1}', "--json")
+        self.assertEqual(rc, 0, err)
+        doc = json.loads(out)
+        self.assertEqual((doc["runs"], doc["exit"]), ([], 0))
+        listed = json.loads(self.ok(A.dump, store, "--schedules", "--format",
+                                    "json"))["schedules"]
+        self.assertEqual([doc["schedule"]], listed)
+        self.assertEqual((listed[0]["name"], listed[0]["payload"],
+                          listed[0]["last_run"]), ("tick", {"a": 1}, None))
+
+
+class Web(Stores, unittest.TestCase):
+    """ledger-web's JSON API as docs/tools.md gives it."""
+
+    def web(self, store, *args):
+        w = subprocess.Popen([A.web, store, "--listen", "127.0.0.1:0", *args],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+        self.addCleanup(w.wait, 30)
+        self.addCleanup(w.send_signal, signal.SIGTERM)
+        url = re.search(r"http://\S+", w.stdout.readline()).group(0)
+        csrf = self.api(url, "/api/session")[1]["csrf"]
+        return url, csrf
+
+    def api(self, url, path, body=None, csrf=None):
+        """(HTTP status, JSON answer) of a GET, or of a POST with body."""
+        req = urllib.request.Request(
+            url + path, method="GET" if body is None else "POST",
+            data=None if body is None else body.encode(),
+            headers={"X-CSRF-Token": csrf} if csrf else {})
+        try:
+            with urllib.request.urlopen(req, timeout=30) as r:
+                return r.status, json.loads(r.read())
+        except urllib.error.HTTPError as e:
+            return e.code, json.loads(e.read())
+
+    def test_cancel_says_whether_the_run_ended(self):
+        """/cancel's answer says `ended`: a suspended run is cancelled at
+        once; a waiting one whose policies the server has not loaded is
+        only marked; a run that has ended is 409."""
+        store = self.new_store()
+        self.ok(A.helper, "start", store, A.plugin, "approval", "ap-1", "{}")
+        for run in ("aw-1", "aw-2"):
+            self.ok(A.helper, "start", store, A.plugin, "await", run, "{}")
+        url, csrf = self.web(store)
+        for run, now, ended in (("ap-1", "cancelled", True),
+                                ("aw-1", "waiting", False)):
+            code, j = self.api(url, "/api/runs/%s/cancel" % run,
+                               '{"reason": "r"}', csrf)
+            self.assertEqual((code, j["run_id"], j["status"], j["now"],
+                              j["ended"]), (200, run, "delivered", now,
+                                            ended), j)
+        code, j = self.api(url, "/api/runs/ap-1/cancel", "", csrf)
+        self.assertEqual((code, j["error"]), (409, "PL_ESTATE"), j)
+        # with its plugin loaded, a waiting run is continued to its end
+        url, csrf = self.web(store, "--plugin", A.plugin)
+        code, j = self.api(url, "/api/runs/aw-2/cancel", "", csrf)
+        self.assertEqual((code, j["now"], j["ended"]),
+                         (200, "cancelled", True), j)
+
+
+    def test_reads_have_their_documented_fields(self):
+        """/api/runs/ID and /timeline have every member docs/tools.md
+        lists, `tokens` too (zeros for a run that made no model call, as
+        the list gives them)."""
+        store = self.new_store()
+        self.ok(A.helper, "start", store, A.plugin, "approval", "ap-1", "{}")
+        url, _ = self.web(store)
+        code, doc = self.api(url, "/api/runs/ap-1")
+        self.assertEqual(code, 200, doc)
+        self.assertLessEqual({"run", "steps", "next", "limit", "payload_cap"},
+                             set(doc))
+        self.assertLessEqual({"root_policy", "state", "tokens", "in_doubt",
+                              "in_doubt_calls", "error_results",
+                              "steps_scanned", "scan_truncated"},
+                             set(doc["run"]))
+        zeros = {"input": 0, "output": 0, "model_calls": 0}
+        self.assertEqual(doc["run"]["tokens"], zeros)
+        code, tl = self.api(url, "/api/runs/ap-1/timeline")
+        self.assertEqual(set(tl), {"run", "state", "start_us", "end_us",
+                                   "tokens", "steps_read", "truncated",
+                                   "calls"})
+        self.assertEqual(tl["tokens"], zeros)
+        listed = self.api(url, "/api/runs")[1]["runs"]
+        self.assertEqual([r["tokens"] for r in listed], [zeros])
+
+    def test_actions_answer_as_documented(self):
+        """An action's answer is the run's summary as ledger-replay --json
+        gives it (a waiting run: where and for what, null for none); a
+        refusal is {run_id, status: "not_run", error, message} (an
+        upgrade of a run that replays is one); a run not
+        there is said as the reads say it: deleted (its tombstone) or
+        not_found, whatever the action."""
+        store = self.new_store()
+        self.ok(A.helper, "start", store, A.plugin, "await", "aw-1", "{}")
+        self.ok(A.helper, "start", store, A.plugin, "approval", "ap-1", "{}")
+        self.ok(A.replay, store, "--plugin", A.plugin, "--submit", "note",
+                "--payload", '{"text":"a"}', "--new-id", "n-1")
+        self.ok(A.replay, store, "--plugin", A.plugin, "--run", "n-1")
+        url, csrf = self.web(store, "--plugin", A.plugin)
+        code, j = self.api(url, "/api/runs/aw-1/signal", '{"name": "no"}',
+                           csrf)
+        self.assertEqual(code, 200, j)
+        self.assertEqual({k: j[k] for k in ("status", "waiting_path",
+                                            "wake_ms", "wait_event")},
+                         {"status": "waiting", "waiting_path": "0",
+                          "wake_ms": None, "wait_event": "go"})
+        self.assertNotIn("error", j)
+        rc, out, err = self.replay(store, "--plugin", A.plugin, "--run",
+                                   "aw-1", "--json")
+        self.assertEqual(rc, 4, err)
+        self.assertEqual({k: v for k, v in json.loads(out)["runs"][0].items()
+                          if k in j and k not in ("note", "elapsed_ms",
+                                                  "steps_replayed",
+                                                  "calls_served")},
+                         {k: v for k, v in j.items()
+                          if k not in ("note", "elapsed_ms",
+                                       "steps_replayed", "calls_served")})
+        # an upgrade of a run the loaded code replays is refused, as
+        # ledger-replay --upgrade ID refuses it: the run stays as it was
+        code, j = self.api(url, "/api/runs/ap-1/upgrade", '{"at": "0:1"}',
+                           csrf)
+        self.assertEqual((code, j["error"], j["status"]),
+                         (409, "not_needed", "not_run"), j)
+        self.assertEqual(self.api(url, "/api/runs/ap-1")[1]["run"]["status"],
+                         "suspended")
+        code, j = self.api(url, "/api/runs/aw-1/delete", "", csrf)
+        self.assertEqual((code, j["status"], j["error"], j["run_id"]),
+                         (409, "not_run", "PL_ESTATE", "aw-1"), j)
+        self.assertEqual(self.api(url, "/api/runs/n-1/delete", "", csrf),
+                         (200, {"run_id": "n-1", "deleted": True}))
+        for action, body in (("continue", ""), ("cancel", ""),
+                             ("signal", '{"name": "go"}'), ("delete", ""),
+                             ("fork", '{"at": "0:0"}'), ("verify", "")):
+            for run, error in (("n-1", "deleted"), ("never", "not_found")):
+                code, j = self.api(url, "/api/runs/%s/%s" % (run, action),
+                                   body, csrf)
+                self.assertEqual((code, j["error"], j["status"],
+                                  j["run_id"], "tombstone" in j),
+                                 (404, error, "not_run", run,
+                                  error == "deleted"), (action, j))
 
 
 class PgSecrets(Stores, unittest.TestCase):
@@ -498,7 +684,7 @@ def main():
         if not PG:
             sys.exit("the Pg cases run under tests/pg_run.sh")
         suite = unittest.TestSuite()
-        for case in (PgSecrets, PgReadOnly, Dump, Replay):
+        for case in (PgSecrets, PgReadOnly, Dump, Replay, Web):
             for name in unittest.TestLoader().getTestCaseNames(case):
                 test = case(name)
                 test.pg = True
@@ -506,7 +692,7 @@ def main():
     else:
         suite = unittest.TestSuite(
             unittest.TestLoader().loadTestsFromTestCase(case)
-            for case in (Help, Secrets, Dump, Replay))
+            for case in (Help, Secrets, Dump, Replay, Web))
     result = unittest.TextTestRunner(verbosity=2).run(suite)
     sys.exit(0 if result.wasSuccessful() else 1)
 

@@ -305,7 +305,10 @@ PL.summary = function (d) {
     const runs = Array.isArray(d.runs) ? d.runs : [];
     const lines = runs.filter((o) => o && typeof o === 'object').map((o) => {
       const id = String(o.run_id || '?');
-      if (o.status === 'delivered') return `run ${id}: cancelled` + (o.now && o.now !== 'cancelled' ? ` (now ${o.now}: it stops at its next call)` : '');
+      if (o.status === 'delivered') {
+        if (o.ended) return `run ${id}: ` + (o.now === 'cancelled' ? 'cancelled' : `cancel delivered, ended ${o.now}`);
+        return `run ${id}: cancel delivered (now ${o.now}: it ends when its policies next run)`;
+      }
       return `run ${id}: refused: ${o.message || o.error || 'unknown'}`;
     });
     return lines.join('\n') + (lines.length ? '\n' : '') +

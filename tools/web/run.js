@@ -180,7 +180,7 @@
     const dl = h('dl', { class: 'facts' },
       kv('root policy', h('span', { class: 'mono', text: String(run.root_policy || run.policy || '') })),
       kv('steps', PL.num(run.steps !== undefined ? run.steps : steps.length)),
-      kv('tokens', run.tokens ? h('span', { title: tok.title, text: tok.title }) : '–'),
+      kv('tokens', run.tokens && run.tokens.model_calls ? h('span', { title: tok.title, text: tok.title }) : '–'),
       kv('created', PL.timeCell(run.created, run.created_us)),
       kv('updated', PL.timeCell(run.updated, run.updated_us)),
       run.attempts !== undefined ? kv('attempts', PL.num(run.attempts)) : null,
