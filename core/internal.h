@@ -265,6 +265,17 @@ PL__HIDDEN int pl__schedule_fire(pl_engine *e, int64_t now_ms,
                                  int64_t *next_ms) PL__MUST_CHECK;
 PL__HIDDEN int pl__schedules_wake(pl_engine *e,
                                   int64_t *next_ms) PL__MUST_CHECK;
+/*
+ * pl_run_submit() whose creation writes schedule @p sched_name's record
+ * @p rec in the same commit, over @p expect only (pl__batch.sched_*): a
+ * tick's run and the cursor moved past it are one transaction (schedule.c,
+ * docs/design.md §14.1).  A taken id is PL_EEXIST as for pl_run_submit();
+ * the record may have been written with it or not.
+ */
+PL__HIDDEN int pl__run_submit_sched(pl_engine *e, const pl_action *root,
+                                    const pl_run_options *opts,
+                                    const char *sched_name, const pl__buf *rec,
+                                    const pl__buf *expect) PL__MUST_CHECK;
 PL__HIDDEN int pl__engine_commit(pl_engine *e, pl__batch *b) PL__MUST_CHECK;
 /*
  * Make @p n (at most PL__GROUP_MAX) batches durable together, as one writer;

@@ -542,7 +542,11 @@ PL__HIDDEN int pl__store_tombs_expire(pl__store *s, int64_t now_us, size_t max,
  * commit: pl__batch.sched_name puts, replaces or deletes it, in the
  * commit's transaction (on PostgreSQL in its one round trip); with
  * sched_expect only over the record the writer read, so that a worker's
- * step forward never undoes a change made meanwhile.
+ * step forward never undoes a change made meanwhile.  A batch that creates
+ * a run (create_id) writes its schedule whether or not the id is taken: a
+ * tick's run and the cursor moved past it are one transaction, and a tick
+ * another process fired first is handled all the same (docs/design.md
+ * §14.1).
  */
 #define PL__SCHED_MAX 4096 /* schedules a store holds at most */
 

@@ -7,17 +7,20 @@
  * every schedule, and for each whose root policy is registered here, takes
  * the ticks after its cursor up to now, chooses those to start (catch-up
  * and overlap rules), submits a run for each with the id
- * "<name>@<tick in UTC, to the minute>", and moves the cursor to the last
- * tick in the same commit path as any write (PostgreSQL: one round trip),
- * only over the record it read.
+ * "<name>@<tick in UTC, to the minute>", the cursor moved to its tick and
+ * naming its run in the run's creating commit, then moves the cursor to the
+ * last tick due (when that tick started no run), only ever over the record
+ * it read.
  *
  * EXACTLY ONCE.  Any number of processes and hosts may fire at once: a
  * tick's run id is the same for all, and the store creates a run id once
- * (pl_run_submit()'s PL_EEXIST: another fired it first).  Runs are
- * submitted before the cursor moves, so a process that dies in between
- * leaves the ticks to the next, which finds the runs there.  The cursor
- * only moves over the record read: a schedule put again, or moved on by
- * another process meanwhile, is left as they wrote it.
+ * (pl_run_submit()'s PL_EEXIST: another fired it first).  A run and the
+ * cursor past its tick are one transaction, so a process killed anywhere
+ * leaves either both or neither: the next fire never meets a run the
+ * cursor does not know of, which the overlap rule would miss (a tick
+ * skipped as missed, or dropped by the catch-up, is not looked up).  The
+ * cursor only moves over the record read: a schedule put again, or moved
+ * on by another process meanwhile, is left as they wrote it.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -353,6 +356,22 @@ static bool live(pl_engine *e, const char *id)
  * submitted, its cursor moved.  *started counts the runs this call made;
  * *next the schedule's next tick after now.
  */
+/* @p r's record with its cursor on @p cursor_ms naming @p last_run, into
+ * @p out (emptied first). */
+static int encode_at(pl__buf *out, const char *name, pl__sched_rec *r,
+                     int64_t cursor_ms, char *last_run)
+{
+    int64_t keep_cursor = r->cursor_ms;
+    char *keep_last = r->last_run;
+    r->cursor_ms = cursor_ms;
+    r->last_run = last_run;
+    out->len = 0;
+    int st = pl__sched_rec_encode(out, name, r);
+    r->cursor_ms = keep_cursor;
+    r->last_run = keep_last;
+    return st;
+}
+
 typedef struct fired {
     size_t n;
     pl__schedule_run_fn fn; /* each run created, or NULL */
@@ -398,6 +417,11 @@ static int fire_one(pl_engine *e, const char *name, const uint8_t *bytes,
     if (!payload)
         st = pl__err(PL_ECORRUPT, "schedule '%s': its payload is not JSON",
                      name);
+    /* the record as this fire last wrote it (or read it): each write goes
+     * over it only */
+    pl__buf cur = {0}, rec = {0};
+    if (!st)
+        st = pl__buf_append(&cur, bytes, len);
     for (size_t k = from; !st && k < n; k++) {
         int64_t tick = ring[k % keep];
         if (r.catch_up == PL_CATCH_UP_SKIP && now_ms - tick >= GRACE_MS)
@@ -410,7 +434,10 @@ static int fire_one(pl_engine *e, const char *name, const uint8_t *bytes,
         a.payload = payload;
         pl_run_options o = PL_RUN_OPTIONS_INIT;
         o.run_id = id;
-        st = pl_run_submit(NULL, e, &a, &o);
+        /* the run, and the cursor on its tick naming it, in one commit */
+        if ((st = encode_at(&rec, name, &r, tick, id)))
+            break;
+        st = pl__run_submit_sched(e, &a, &o, name, &rec, &cur);
         if (st == PL_EEXIST)
             st = PL_OK; /* another process fired it first */
         else if (!st && ++f->n && f->fn)
@@ -418,24 +445,22 @@ static int fire_one(pl_engine *e, const char *name, const uint8_t *bytes,
         if (!st) {
             memcpy(fired_id, id, sizeof id);
             last_run = fired_id;
+            pl__buf was = cur;
+            cur = rec;
+            rec = was;
         }
     }
     cJSON_Delete(payload);
     free(ring);
-    if (!st) {
-        /* move the cursor, over the record read only */
-        pl__buf rec = {0}, old = {0};
-        char *keep_last = r.last_run;
-        r.cursor_ms = last;
-        r.last_run = last_run;
-        st = pl__sched_rec_encode(&rec, name, &r);
-        r.last_run = keep_last;
-        if (!st && !(st = pl__buf_append(&old, bytes, len)))
-            st = write_rec(e, name, &rec, &old);
-        pl__buf_free(&rec);
-        pl__buf_free(&old);
+    /* the cursor to the last tick, over the record read only: written
+     * already when that tick started a run */
+    if (!st && !(st = encode_at(&rec, name, &r, last, last_run)) &&
+        (rec.len != cur.len || memcmp(rec.data, cur.data, rec.len) != 0))
+        st = write_rec(e, name, &rec, &cur);
+    if (!st)
         *next = next_tick(&c, z, now_ms);
-    }
+    pl__buf_free(&rec);
+    pl__buf_free(&cur);
 done:
     pl__tz_free(z);
     pl__sched_rec_clear(&r);

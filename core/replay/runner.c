@@ -326,7 +326,7 @@ static int run_options(pl_run_options *dst, const pl_run_options *src,
  */
 static int start_run(pl_outcome **out, char **out_id, pl_engine *e,
                      const pl_action *root, const pl_run_options *opts,
-                     bool submit, bool *exists)
+                     bool submit, bool *exists, const pl__batch *sched)
 {
     const char *fn = submit ? "pl_run_submit" : "pl_run_start";
     if (!e)
@@ -411,6 +411,11 @@ static int start_run(pl_outcome **out, char **out_id, pl_engine *e,
     create.priority = opts->priority;
     create.flow_key = opts->concurrency_key;
     create.flow_limit = opts->concurrency_limit;
+    if (sched) { /* a schedule's cursor, moved in the same commit */
+        create.sched_name = sched->sched_name;
+        create.sched_rec = sched->sched_rec;
+        create.sched_expect = sched->sched_expect;
+    }
     if ((st = pl__run_state_encode(&create.state, id, &r->state)) ||
         (st = pl__commit(e, &create)))
         goto done;
@@ -463,7 +468,7 @@ int pl_run_start(pl_outcome **out, pl_engine *e, const pl_action *root,
     bool exists = false;
     int st = run_options(&o, opts, "pl_run_start");
     if (!st)
-        st = start_run(out, NULL, e, root, &o, false, &exists);
+        st = start_run(out, NULL, e, root, &o, false, &exists, NULL);
     if (!exists || !o.run_id || o.if_exists == PL_IF_EXISTS_FAIL)
         return st; /* (a new UUIDv7 taken already is PL_EEXIST, always) */
     return start_existing(out, e, o.run_id, root, o.if_exists);
@@ -481,7 +486,22 @@ int pl_run_submit(char **out, pl_engine *e, const pl_action *root,
     pl_run_options o;
     bool exists = false;
     int st = run_options(&o, opts, "pl_run_submit");
-    return st ? st : start_run(&none, out, e, root, &o, true, &exists);
+    return st ? st : start_run(&none, out, e, root, &o, true, &exists, NULL);
+}
+
+int pl__run_submit_sched(pl_engine *e, const pl_action *root,
+                         const pl_run_options *opts, const char *sched_name,
+                         const pl__buf *rec, const pl__buf *expect)
+{
+    pl_outcome *none = NULL;
+    pl_run_options o;
+    bool exists = false;
+    pl__batch sched = {0};
+    sched.sched_name = sched_name;
+    sched.sched_rec = rec;
+    sched.sched_expect = expect;
+    int st = run_options(&o, opts, "pl_run_submit");
+    return st ? st : start_run(&none, NULL, e, root, &o, true, &exists, &sched);
 }
 
 /* ---- continue --------------------------------------------------------------------------- */

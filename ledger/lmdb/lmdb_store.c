@@ -178,8 +178,12 @@ static int commit_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
         if (bt->create_id) {
             if ((rc = create_run(s, txn, bt, st)) || *st)
                 return rc;
+            /* a taken id skips the batch, but for its schedule write,
+             * which goes either way (store.h, SCHEDULES) */
+            if (bt->rc && (rc = pl__lmdb_sched_batch(s, txn, bt)))
+                return rc;
             if (bt->rc)
-                continue; /* a taken id skips the batch */
+                continue;
         }
         /* a continued run's place in the queue, before its lease goes */
         pl__flow pf;

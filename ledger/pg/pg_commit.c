@@ -572,9 +572,10 @@ int pl__pg_commit(pl__pg_store *s, pl__batch *const *batches, size_t n,
     }
     if (!st)
         st = writes_send(s, x.c, batches, n, &x.o, &writes);
-    /* schedules, each its statement, in the same pipeline */
+    /* schedules, each its statement, in the same pipeline (a creation's
+     * too, whether or not its id is taken: store.h, SCHEDULES) */
     for (size_t b = 0; !st && b < n; b++)
-        if (batches[b]->sched_name && !batches[b]->create_id &&
+        if (batches[b]->sched_name &&
             (st = pl__pg_sched_send(s, x.c, batches[b])) == PL_OK)
             writes++;
     /* an import's inbox records, each its statement, too */
