@@ -178,3 +178,32 @@ Test(schema_keywords, wrong_value_types_are_refused)
     refused("{\"$ref\":3}", "#/$ref", "string");
     refused("{\"maximum\":null}", "#/maximum", "number");
 }
+
+/* Beside "$ref", draft 7 ignores the other keywords; 2019-09 and 2020-12
+ * apply them.  "$schema" at the root says which. */
+Test(schema_keywords, ref_siblings_follow_the_declared_draft)
+{
+    const char *body = "\"$defs\":{\"o\":{\"type\":\"object\"}},"
+                       "\"$ref\":\"#/$defs/o\",\"required\":[\"x\"]}";
+    char s2020[256], s2019[256], s7[256], none[256];
+    snprintf(s2020, sizeof s2020,
+             "{\"$schema\":\"https://json-schema.org/draft/2020-12/"
+             "schema\",%s",
+             body);
+    snprintf(s2019, sizeof s2019,
+             "{\"$schema\":\"https://json-schema.org/draft/2019-09/"
+             "schema#\",%s",
+             body);
+    snprintf(s7, sizeof s7,
+             "{\"$schema\":\"http://json-schema.org/draft-07/schema#\",%s",
+             body);
+    snprintf(none, sizeof none, "{%s", body);
+    invalid(s2020, "{}", "required");
+    invalid(s2020, "[]", "type");
+    valid(s2020, "{\"x\":1}");
+    invalid(s2019, "{}", "required");
+    valid(s7, "{}");
+    valid(none, "{}");
+    invalid(none, "[]", "type");
+    refused("{\"$schema\":7}", "#/$schema", "string");
+}
