@@ -171,6 +171,8 @@ struct pl_schema {
     pl__schema_aux
         *slots; /* open addressing, power of two, at most half full */
     size_t n_slots, n;
+    bool ref_siblings; /* "$schema" 2019-09 or 2020-12: beside "$ref", the
+                        * other keywords apply too */
 };
 
 /* The side table's entry for @p node, or NULL. */

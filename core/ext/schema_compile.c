@@ -387,6 +387,12 @@ static int compile_node(pl_schema *s, const cJSON *node, const where *w,
                    !strcmp(k, "exclusiveMinimum")) {
             if (!cJSON_IsNumber(kw) || !isfinite(kw->valuedouble))
                 st = schema_err(PL_EINVAL, &at, "expected a number");
+        } else if (!strcmp(k, "$schema")) {
+            if (!cJSON_IsString(kw))
+                st = schema_err(PL_EINVAL, &at, "expected a string");
+            else if (!w && (strstr(kw->valuestring, "/draft/2019-09/") ||
+                            strstr(kw->valuestring, "/draft/2020-12/")))
+                s->ref_siblings = true;
         } else if (refused_keyword(k) || (w && !strcmp(k, "$id"))) {
             st = schema_err(PL_EINVAL, &at,
                             "\"%s\" is not supported (%s); the schema is "

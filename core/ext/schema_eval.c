@@ -540,7 +540,8 @@ static int eval(vctx *v, const cJSON *schema, const cJSON *inst,
         pl__schema_aux *a = pl__schema_aux_find(v->s, k);
         assert(a && a->target); /* resolved when compiled */
         r = eval(v, a->target, inst, at);
-        goto done;
+        if (r || !v->s->ref_siblings) /* draft 7: its siblings ignored */
+            goto done;
     }
     char got[64];
     if ((k = cJSON_GetObjectItemCaseSensitive(schema, "type"))) {
