@@ -149,34 +149,39 @@ Test(schema_keywords, unimplemented_keywords_are_refused)
  * as absent. */
 Test(schema_keywords, wrong_value_types_are_refused)
 {
-    refused("{\"minLength\":\"3\"}", "#/minLength", "non-negative integer");
-    refused("{\"maxItems\":true}", "#/maxItems", "non-negative integer");
-    refused("{\"required\":\"a\"}", "#/required", "array of strings");
-    refused("{\"enum\":1}", "#/enum", "array");
-    refused("{\"type\":[\"string\",3]}", "#/type", "type name");
-    refused("{\"type\":[]}", "#/type", "type name");
-    refused("{\"exclusiveMinimum\":true}", "#/exclusiveMinimum", "number");
-    refused("{\"uniqueItems\":\"yes\"}", "#/uniqueItems", "boolean");
-    refused("{\"pattern\":1}", "#/pattern", "string");
-    refused("{\"properties\":[]}", "#/properties", "object");
-    refused("{\"patternProperties\":{\"a\":1}}", "#/patternProperties/a",
-            "object or a boolean");
-    refused("{\"additionalProperties\":\"no\"}", "#/additionalProperties",
-            "object or a boolean");
-    refused("{\"items\":1}", "#/items", "object or a boolean");
-    refused("{\"contains\":null}", "#/contains", "object or a boolean");
-    refused("{\"propertyNames\":[]}", "#/propertyNames", "object or a boolean");
-    refused("{\"if\":1,\"then\":{}}", "#/if", "object or a boolean");
-    refused("{\"dependentRequired\":{\"a\":{}}}", "#/dependentRequired/a",
-            "array of strings");
-    refused("{\"dependentSchemas\":{\"a\":[\"b\"]}}", "#/dependentSchemas/a",
-            "object or a boolean");
-    refused("{\"dependencies\":{\"a\":3}}", "#/dependencies/a",
-            "array of strings");
-    refused("{\"anyOf\":{}}", "#/anyOf", "array of schemas");
-    refused("{\"$defs\":{\"a\":3}}", "#/$defs/a", "object or a boolean");
-    refused("{\"$ref\":3}", "#/$ref", "string");
-    refused("{\"maximum\":null}", "#/maximum", "number");
+    /* the schema, where, and what the message says is expected */
+    static const char *const cases[][3] = {
+        {"{\"minLength\":\"3\"}", "#/minLength", "non-negative integer"},
+        {"{\"maxItems\":true}", "#/maxItems", "non-negative integer"},
+        {"{\"required\":\"a\"}", "#/required", "array of strings"},
+        {"{\"enum\":1}", "#/enum", "array"},
+        {"{\"type\":[\"string\",3]}", "#/type", "type name"},
+        {"{\"type\":[]}", "#/type", "type name"},
+        {"{\"exclusiveMinimum\":true}", "#/exclusiveMinimum", "number"},
+        {"{\"uniqueItems\":\"yes\"}", "#/uniqueItems", "boolean"},
+        {"{\"pattern\":1}", "#/pattern", "string"},
+        {"{\"properties\":[]}", "#/properties", "object"},
+        {"{\"patternProperties\":{\"a\":1}}", "#/patternProperties/a",
+         "object or a boolean"},
+        {"{\"additionalProperties\":\"no\"}", "#/additionalProperties",
+         "object or a boolean"},
+        {"{\"items\":1}", "#/items", "object or a boolean"},
+        {"{\"contains\":null}", "#/contains", "object or a boolean"},
+        {"{\"propertyNames\":[]}", "#/propertyNames", "object or a boolean"},
+        {"{\"if\":1,\"then\":{}}", "#/if", "object or a boolean"},
+        {"{\"dependentRequired\":{\"a\":{}}}", "#/dependentRequired/a",
+         "array of strings"},
+        {"{\"dependentSchemas\":{\"a\":[\"b\"]}}", "#/dependentSchemas/a",
+         "object or a boolean"},
+        {"{\"dependencies\":{\"a\":3}}", "#/dependencies/a",
+         "array of strings"},
+        {"{\"anyOf\":{}}", "#/anyOf", "array of schemas"},
+        {"{\"$defs\":{\"a\":3}}", "#/$defs/a", "object or a boolean"},
+        {"{\"$ref\":3}", "#/$ref", "string"},
+        {"{\"maximum\":null}", "#/maximum", "number"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        refused(cases[i][0], cases[i][1], cases[i][2]);
 }
 
 /* Beside "$ref", draft 7 ignores the other keywords; 2019-09 and 2020-12
