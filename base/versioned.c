@@ -81,7 +81,8 @@ LAYOUT(llm_options, pl_llm_options, PL_LLM_OPTIONS,
        END(pl_llm_options, tool_errors),
        END(pl_llm_options, max_tool_result_bytes), sizeof(pl_llm_options));
 LAYOUT(llm_tokens, pl_llm_tokens, PL_LLM_TOKENS, sizeof(pl_llm_tokens));
-LAYOUT(mcp_options, pl_mcp_options, PL_MCP_OPTIONS, sizeof(pl_mcp_options));
+LAYOUT(mcp_options, pl_mcp_options, PL_MCP_OPTIONS,
+       END(pl_mcp_options, token_env), sizeof(pl_mcp_options));
 
 /* ---- the rule ------------------------------------------------------------- */
 

@@ -148,7 +148,7 @@ extern "C" {
 /** One MCP server and the tools it registered.  Opaque. */
 typedef struct pl_mcp pl_mcp;
 
-#define PL_MCP_OPTIONS_VERSION 1
+#define PL_MCP_OPTIONS_VERSION 2
 
 /** Options.  Initialise with PL_MCP_OPTIONS_INIT. */
 typedef struct pl_mcp_options {
@@ -180,12 +180,20 @@ typedef struct pl_mcp_options {
      *  "Authorization: Bearer <value>" (read at each request, never
      *  recorded); NULL: none. */
     const char *token_env;
+    /** A tool whose inputSchema the validator refuses (a keyword it does
+     *  not evaluate, such as "unevaluatedProperties" or "$dynamicRef"; a
+     *  malformed schema) is registered without it: its policy's
+     *  input_schema is NULL, its arguments go to the server unchecked,
+     *  and a model offered it sees {"type": "object"}.  false: such a
+     *  schema fails pl_mcp_register(), naming the tool, the keyword and
+     *  where.  (version 2) */
+    bool unchecked_schemas;
 } pl_mcp_options;
 
 #define PL_MCP_OPTIONS_INIT                                                    \
     {                                                                          \
         PL_MCP_OPTIONS_VERSION, NULL, 0, NULL, 0, 0, 0, 0, NULL, 0, false,     \
-            PL_IN_DOUBT_FAIL, NULL                                             \
+            PL_IN_DOUBT_FAIL, NULL, false                                      \
     }
 
 /**
@@ -208,7 +216,8 @@ typedef struct pl_mcp_options {
  *         tool twice, or does not answer within start_timeout_ms: none is
  *         registered); PL_EEXIST (a policy of that
  *         name exists: none is registered); the errors of
- *         pl_registry_add() (a tool's inputSchema this library refuses);
+ *         pl_registry_add() (a tool's inputSchema this library refuses,
+ *         unless unchecked_schemas);
  *         PL_ENOMEM.  On failure *out is NULL, the server is stopped,
  *         and @p reg holds none of its tools.
  */

@@ -68,6 +68,11 @@ ODD = 'say "hi" \\ \u00e9/\u2713'
 if mode == "hinted":
     TOOLS[0] = dict(TOOLS[0], annotations={"readOnlyHint": True})
     TOOLS[1] = dict(TOOLS[1], annotations={"readOnlyHint": False})
+if mode == "unevaluated":  # a schema this library does not evaluate
+    TOOLS.append({"name": "strict", "description": "Echo, strictly.",
+                  "inputSchema": {"type": "object",
+                                  "properties": {"text": {"type": "string"}},
+                                  "unevaluatedProperties": False}})
 if mode == "oddname":
     TOOLS.append({"name": ODD, "description": "Echo, with the name.",
                   "inputSchema": {"type": "object"}})
@@ -115,7 +120,7 @@ for line in sys.stdin:
             sys.stdout.flush()
             continue
         name, args = params.get("name"), params.get("arguments") or {}
-        if name == "echo" or (mode == "oddname" and name == ODD):
+        if name in ("echo", "strict") or (mode == "oddname" and name == ODD):
             result(i, {"content": [{"type": "text", "text": json.dumps(args)}],
                        "structuredContent": {"args": args, "name": name,
                                              "meta": params.get("_meta")}})

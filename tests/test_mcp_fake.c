@@ -103,6 +103,44 @@ Test(mcp, the_validate_decorator_checks_arguments_against_input_schema)
     cr_expect_eq(count_lines(log, "tools/call", NULL), 0);
 }
 
+/* An inputSchema with a keyword the validator refuses: the server is
+ * refused, naming tool, keyword and where, unless unchecked_schemas lets
+ * that tool in without a schema (and only that one). */
+Test(mcp, an_input_schema_the_validator_refuses)
+{
+    pl_mcp_options o = quiet();
+    cr_expect_eq(register_fake("unevaluated", &o), PL_EINVAL);
+    const char *msg = pl_errmsg();
+    cr_expect(strstr(msg, "tool strict") &&
+                  strstr(msg, "#/unevaluatedProperties") &&
+                  strstr(msg, "unchecked_schemas"),
+              "%s", msg);
+    cr_expect_null(F.mcp);
+    cr_expect_null(pl_registry_find(F.reg, "fake.echo"));
+    close_all();
+    o.unchecked_schemas = true;
+    cr_assert_eq(register_fake("unevaluated", &o), PL_OK, "%s", pl_errmsg());
+    cr_expect_eq(pl_mcp_tool_count(F.mcp), 6);
+    const pl_policy_def *strict = pl_registry_find(F.reg, "fake.strict");
+    cr_assert_not_null(strict);
+    cr_expect_null(strict->input_schema);
+    const pl_policy_def *fail = pl_registry_find(F.reg, "fake.fail");
+    cr_assert_not_null(fail);
+    cr_expect(fail->input_schema && strstr(fail->input_schema, "required"));
+    snprintf(F.store, sizeof F.store, "%s", t_store_path());
+    F.engine = t_engine(F.store, F.reg, PL_DURABILITY_PROCESS);
+    cJSON *got = run("r1",
+                     "[{\"tool\": \"fake.strict\", \"args\": "
+                     "{\"text\": \"hi\"}}]",
+                     1);
+    const cJSON *sc = cJSON_GetObjectItemCaseSensitive(at(got, 0),
+                                                       "structuredContent");
+    cr_expect_str_eq(s_of(cJSON_GetObjectItemCaseSensitive(sc, "args"), "text"),
+                     "hi");
+    cJSON_Delete(got);
+    close_all();
+}
+
 Test(mcp, a_server_that_prints_garbage_is_a_timeout_not_a_hang)
 {
     pl_mcp_options o = quiet();

@@ -17,13 +17,23 @@
  *   arrays    items (a schema, or an array: a tuple) additionalItems
  *             prefixItems (2020-12: when present, "items" applies past the
  *             prefix) maxItems minItems uniqueItems contains
+ *             minContains maxContains (2020-12: with "contains", how many
+ *             items match; minContains 0 takes an array with none)
  *   objects   maxProperties minProperties required properties
  *             patternProperties additionalProperties propertyNames
  *             dependencies dependentRequired dependentSchemas
  *
  * "$ref" is "#" or "#/json/pointer" into the same document (percent- and
- * ~-escapes decoded); as in draft 7 its sibling keywords are ignored.  No
- * "$id" resolution, no remote references, no "format" assertions.
+ * ~-escapes decoded); as in draft 7 its sibling keywords are ignored,
+ * unless the root's "$schema" names draft 2019-09 or 2020-12, where they
+ * apply.  No remote references, no "format" assertions.
+ *
+ * Refused at compile time (PL_EINVAL naming the keyword and where), since
+ * ignoring them would pass what the schema refuses: unevaluatedProperties
+ * unevaluatedItems $dynamicRef $dynamicAnchor $recursiveRef
+ * $recursiveAnchor $anchor, and "$id" below the root (it would move the
+ * base its "$ref"s resolve against); a known keyword whose value has the
+ * wrong type; a "type" array that is empty.
  *
  * Patterns are ECMA-262 syntax, compiled and matched here
  * (schema_regex.c), anywhere in the string as ECMA-262 "test" does: every
@@ -171,6 +181,8 @@ struct pl_schema {
     pl__schema_aux
         *slots; /* open addressing, power of two, at most half full */
     size_t n_slots, n;
+    bool ref_siblings; /* "$schema" 2019-09 or 2020-12: beside "$ref", the
+                        * other keywords apply too */
 };
 
 /* The side table's entry for @p node, or NULL. */

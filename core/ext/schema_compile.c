@@ -304,6 +304,41 @@ static int json_depth_ok(const cJSON *v, unsigned depth)
     return true;
 }
 
+/* Keywords of drafts 2019-09 and 2020-12 that change what a schema takes
+ * and that the validator does not evaluate: ignoring one would pass what
+ * the schema refuses, so compiling refuses the schema instead. */
+static const char *const refused_keywords[][2] = {
+    {"unevaluatedProperties", "the properties other keywords evaluated are "
+                              "not tracked"},
+    {"unevaluatedItems", "the items other keywords evaluated are not "
+                         "tracked"},
+    {"$dynamicRef", "dynamic references are not resolved"},
+    {"$dynamicAnchor", "dynamic references are not resolved"},
+    {"$recursiveRef", "recursive references are not resolved"},
+    {"$recursiveAnchor", "recursive references are not resolved"},
+    {"$anchor", "anchors are not resolved: \"$ref\" takes \"#\" or "
+                "\"#/json/pointer\""},
+    {"$id", "below the root it would move the base of the \"$ref\"s in it; "
+            "only the root's is allowed"},
+};
+
+static bool refused_keyword(const char *k)
+{
+    /* "$id" is refused below the root only: the caller checks */
+    for (size_t i = 0; i + 1 < PL__EXT_ARRAY_LEN(refused_keywords); i++)
+        if (!strcmp(k, refused_keywords[i][0]))
+            return true;
+    return false;
+}
+
+static const char *refused_why(const char *k)
+{
+    for (size_t i = 0; i < PL__EXT_ARRAY_LEN(refused_keywords); i++)
+        if (!strcmp(k, refused_keywords[i][0]))
+            return refused_keywords[i][1];
+    return "";
+}
+
 static int compile_node(pl_schema *s, const cJSON *node, const where *w,
                         unsigned depth)
 {
@@ -330,7 +365,7 @@ static int compile_node(pl_schema *s, const cJSON *node, const where *w,
         if (!strcmp(k, "type")) {
             bool ok = type_name_ok(kw);
             if (cJSON_IsArray(kw)) {
-                ok = true;
+                ok = kw->child != NULL; /* [] would take nothing */
                 for (const cJSON *t = kw->child; t; t = t->next)
                     ok = ok && type_name_ok(t);
             }
@@ -352,7 +387,19 @@ static int compile_node(pl_schema *s, const cJSON *node, const where *w,
                    !strcmp(k, "exclusiveMinimum")) {
             if (!cJSON_IsNumber(kw) || !isfinite(kw->valuedouble))
                 st = schema_err(PL_EINVAL, &at, "expected a number");
+        } else if (!strcmp(k, "$schema")) {
+            if (!cJSON_IsString(kw))
+                st = schema_err(PL_EINVAL, &at, "expected a string");
+            else if (!w && (strstr(kw->valuestring, "/draft/2019-09/") ||
+                            strstr(kw->valuestring, "/draft/2020-12/")))
+                s->ref_siblings = true;
+        } else if (refused_keyword(k) || (w && !strcmp(k, "$id"))) {
+            st = schema_err(PL_EINVAL, &at,
+                            "\"%s\" is not supported (%s); the schema is "
+                            "refused rather than validated without it",
+                            k, refused_why(k));
         } else if (!strcmp(k, "maxLength") || !strcmp(k, "minLength") ||
+                   !strcmp(k, "minContains") || !strcmp(k, "maxContains") ||
                    !strcmp(k, "maxItems") || !strcmp(k, "minItems") ||
                    !strcmp(k, "maxProperties") || !strcmp(k, "minProperties")) {
             if (!is_count(kw))

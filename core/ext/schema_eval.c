@@ -355,18 +355,36 @@ static int eval_array(vctx *v, const cJSON *schema, const cJSON *inst,
             return r;
     }
     if ((k = cJSON_GetObjectItemCaseSensitive(schema, "contains"))) {
-        bool found = false;
+        /* 2020-12: at least minContains matches (1 unless given; 0 takes
+         * an array with none), at most maxContains; the count stops once
+         * it settles the answer */
+        const cJSON *mn = cJSON_GetObjectItemCaseSensitive(schema,
+                                                           "minContains");
+        const cJSON *mx = cJSON_GetObjectItemCaseSensitive(schema,
+                                                           "maxContains");
+        double want = mn ? mn->valuedouble : 1, found = 0;
         i = 0;
-        for (const cJSON *it = inst->child; it && !found; it = it->next, i++) {
+        for (const cJSON *it = inst->child; it; it = it->next, i++) {
+            if (found >= want && (!mx || found > mx->valuedouble))
+                break;
             ipath here = {at, NULL, i};
             int r = test(v, k, it, &here);
             if (r < 0)
                 return -1;
-            found = r;
+            found += r;
         }
-        if (!found)
-            return fail(v, at, "contains",
-                        "no item matches the \"contains\" schema");
+        if (found < want)
+            return mn ? fail(v, at, "minContains",
+                             "%.0f items match the \"contains\" schema, "
+                             "fewer than minContains %.0f",
+                             found, want)
+                      : fail(v, at, "contains",
+                             "no item matches the \"contains\" schema");
+        if (mx && found > mx->valuedouble)
+            return fail(v, at, "maxContains",
+                        "more than maxContains %.0f items match the "
+                        "\"contains\" schema",
+                        mx->valuedouble);
     }
     return 0;
 }
@@ -522,7 +540,8 @@ static int eval(vctx *v, const cJSON *schema, const cJSON *inst,
         pl__schema_aux *a = pl__schema_aux_find(v->s, k);
         assert(a && a->target); /* resolved when compiled */
         r = eval(v, a->target, inst, at);
-        goto done;
+        if (r || !v->s->ref_siblings) /* draft 7: its siblings ignored */
+            goto done;
     }
     char got[64];
     if ((k = cJSON_GetObjectItemCaseSensitive(schema, "type"))) {

@@ -405,9 +405,19 @@ static int register_tools(pl_mcp *m, pl_registry *reg, const cJSON *list,
             pl_schema *s = NULL;
             if (!(schemas[i] = cJSON_PrintUnformatted(in)))
                 st = PL_ENOMEM;
-            else if ((st = pl_schema_compile_text(&s, schemas[i])))
-                st = pl_errorf(st, "MCP server %s, tool %s: inputSchema: %s",
+            else if ((st = pl_schema_compile_text(&s, schemas[i])) &&
+                     st != PL_ENOMEM && o->unchecked_schemas) {
+                /* registered without it, as the option says */
+                free(schemas[i]);
+                schemas[i] = NULL;
+                st = PL_OK;
+            } else if (st && st != PL_ENOMEM) {
+                st = pl_errorf(st,
+                               "MCP server %s, tool %s: inputSchema: %s "
+                               "(pl_mcp_options.unchecked_schemas registers "
+                               "such a tool without it)",
                                m->name, tn, pl_errmsg());
+            }
             pl_schema_free(s);
         }
         i++;
