@@ -566,6 +566,99 @@ class Web(Stores, unittest.TestCase):
                                  (404, error, "not_run", run,
                                   error == "deleted"), (action, j))
 
+    def raw(self, url, path, method, csrf):
+        """(HTTP status, headers, JSON answer) of a request by method."""
+        req = urllib.request.Request(
+            url + path, method=method,
+            data=b"{}" if method == "POST" else None,
+            headers={"X-CSRF-Token": csrf})
+        try:
+            with urllib.request.urlopen(req, timeout=30) as r:
+                return r.status, r.headers, json.loads(r.read())
+        except urllib.error.HTTPError as e:
+            return e.code, e.headers, json.loads(e.read())
+
+    def test_a_path_answers_the_method_it_does_not_take_with_405(self):
+        """Every route: a POST on a read path and a GET on an action path
+        are 405 with the methods it takes in Allow and the JSON error."""
+        store = self.new_store()
+        self.ok(A.helper, "start", store, A.plugin, "approval", "ap-1", "{}")
+        url, csrf = self.web(store)
+        reads = ["/api/session", "/api/runs", "/api/overview", "/api/inbox",
+                 "/api/events", "/api/runs/ap-1", "/api/runs/ap-1/steps",
+                 "/api/runs/ap-1/step?id=0:0", "/api/runs/ap-1/timeline",
+                 "/api/runs/ap-1/export"]
+        actions = ["/api/runs/ap-1/" + a for a in (
+            "answer", "continue", "fork", "upgrade", "check", "verify",
+            "signal", "cancel", "delete")]
+        actions += ["/api/batch/" + a for a in ("continue", "cancel",
+                                                 "delete")]
+        for paths, method, allow in ((reads, "POST", "GET, HEAD"),
+                                     (actions, "GET", "POST")):
+            for path in paths:
+                code, headers, j = self.raw(url, path, method, csrf)
+                self.assertEqual((code, headers.get("Allow"), j["error"]),
+                                 (405, allow, "method"), (method, path, j))
+        # a path of neither kind is still 404, whatever the method
+        for method in ("GET", "POST"):
+            for path in ("/api/nothing", "/api/runs/ap-1/nothing"):
+                code, _, j = self.raw(url, path, method, csrf)
+                self.assertEqual((code, j["error"]), (404, "not_found"),
+                                 (method, path))
+        # the run is as it was: no action was taken
+        self.assertEqual(self.api(url, "/api/runs/ap-1")[1]["run"]["status"],
+                         "suspended")
+
+    def test_a_batch_limit_is_honoured_or_refused(self):
+        """A batch's limit is 1..100, as the bad_limit message says: more
+        is refused, never cut; one within is honoured."""
+        store = self.new_store()
+        for i in range(3):
+            self.ok(A.replay, store, "--plugin", A.plugin, "--submit",
+                    "note", "--payload", "{}", "--new-id", "n-%d" % i)
+            self.ok(A.replay, store, "--plugin", A.plugin, "--run",
+                    "n-%d" % i)
+        url, csrf = self.web(store)
+        for action in ("continue", "cancel", "delete"):
+            for limit in ("0", "101", "500", "501"):
+                code, j = self.api(url, "/api/batch/%s?status=completed&"
+                                   "dry_run=1&limit=%s" % (action, limit),
+                                   "", csrf)
+                self.assertEqual((code, j["error"], j["message"]),
+                                 (400, "bad_limit", "limit: 1..100"),
+                                 (action, limit))
+        code, j = self.api(url, "/api/batch/delete?status=completed&"
+                           "dry_run=1&limit=2", "", csrf)
+        self.assertEqual((code, j["matched"], len(j["runs"]), j["truncated"]),
+                         (200, 2, 2, True), j)
+        code, j = self.api(url, "/api/batch/delete?status=completed&"
+                           "limit=100", "", csrf)
+        self.assertEqual((code, j["deleted"], j["truncated"]),
+                         (200, 3, False), j)
+        # the list's pages keep theirs
+        code, j = self.api(url, "/api/runs?limit=501")
+        self.assertEqual((code, j["message"]), (400, "limit: 1..500"))
+
+    def test_a_steps_cursor_the_run_has_not_is_refused(self):
+        """/steps from a step the run does not have is 400 bad_cursor, not
+        an empty page; a cursor the pages gave still reads on."""
+        store = self.new_store()
+        self.ok(A.helper, "start", store, A.plugin, "approval", "ap-1", "{}")
+        url, _ = self.web(store)
+        code, j = self.api(url, "/api/runs/ap-1/steps?limit=1")
+        self.assertEqual(code, 200, j)
+        self.assertIsNotNone(j["next"], j)
+        code, more = self.api(url, "/api/runs/ap-1/steps?cursor=%s"
+                              % j["next"])
+        self.assertEqual((code, more["steps"][0]["id"]), (200, j["next"]))
+        for cursor in ("0:99", "0.7:0", "9:0"):
+            code, j = self.api(url, "/api/runs/ap-1/steps?cursor=" + cursor)
+            self.assertEqual((code, j["error"]), (400, "bad_cursor"),
+                             (cursor, j))
+            self.assertIn(cursor, j["message"])
+        code, j = self.api(url, "/api/runs/never/steps?cursor=0:99")
+        self.assertEqual((code, j["error"]), (404, "not_found"), j)
+
 
 class PgSecrets(Stores, unittest.TestCase):
     """On a server that answers: the password given (trust ignores it)
