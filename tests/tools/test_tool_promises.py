@@ -25,9 +25,13 @@ usage: test_tool_promises.py --dump D --replay R --web W --plugin P
 - ledger-replay --json prints its document on a failure before the store
   opens; --schedule-put's is the schedule --schedules lists, a field with
   no value null;
+- ledger-replay --worker --retain deletes the runs that ended at least
+  its DURATION ago, each leaving a tombstone, and keeps the others;
 - ledger-web's actions answer as docs/tools.md's JSON API says: /cancel
   whether the run ended, a waiting run's summary, a refusal not_run, a
-  deleted or unknown run as the reads say it.
+  deleted or unknown run as the reads say it; a batch's limit over 100
+  refused, not cut; a path asked with the method it does not take 405
+  with Allow; a /steps cursor the run has not 400.
 """
 import argparse
 import json
@@ -274,6 +278,70 @@ class Replay(Stores, unittest.TestCase):
             self.assertEqual(rc, 2, err)
             self.assertIn("no run 'nope'", err)
             self.assertNotIn("tombstone", err)
+
+    def ids(self, store):
+        out = self.ok(A.dump, store, "--format", "jsonl")
+        return {json.loads(line)["id"] for line in out.splitlines()}
+
+    def worker(self, store, retain, until):
+        """A worker with --retain, stopped (SIGTERM) once until() holds."""
+        w = subprocess.Popen([A.replay, store, "--plugin", A.plugin,
+                              "--worker", "--retain", retain],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+        try:
+            for _ in range(1200):
+                if until():
+                    break
+                time.sleep(0.05)
+        finally:
+            w.send_signal(signal.SIGTERM)
+            out, err = w.communicate(timeout=60)
+        self.assertEqual(w.returncode, 0, err)
+        self.assertTrue(until(), "the worker never got there: " + err)
+
+    def test_worker_retain_deletes_what_its_rule_says(self):
+        """--worker --retain DURATION deletes the runs that ended at least
+        DURATION ago, each leaving its tombstone (the id not taken again),
+        and keeps the runs that ended since and those that have not."""
+        store = self.new_store()
+        p = ["--plugin", A.plugin]
+        self.ok(A.replay, store, *p, "--submit", "note", "--payload",
+                '{"text":"a"}', "--new-id", "n-1")
+        self.ok(A.replay, store, *p, "--run", "n-1")
+        for run_id in ("ap-1", "ap-2"):
+            self.ok(A.helper, "start", store, A.plugin, "approval", run_id,
+                    "{}")
+        self.replay(store, "--cancel", "ap-2")  # suspended: cancelled
+        self.ok(A.helper, "start", store, A.plugin, "await", "aw-1", "{}")
+        self.ok(A.replay, store, *p, "--submit", "note", "--payload",
+                '{"text":"b"}', "--new-id", "q-1")
+        status = lambda run_id: json.loads(self.ok(
+            A.dump, store, "--run", run_id, "--format", "json"))["run"][
+                "status"]
+        self.assertEqual([status(r) for r in ("n-1", "ap-2", "ap-1", "aw-1")],
+                         ["completed", "cancelled", "suspended", "waiting"])
+        everyone = {"n-1", "ap-1", "ap-2", "aw-1", "q-1"}
+        # an hour's rule: its first pass comes before the worker takes q-1,
+        # and deletes nothing that ended since
+        self.worker(store, "1h", lambda: status("q-1") == "completed")
+        self.assertEqual(self.ids(store), everyone)
+        time.sleep(1.1)  # every ended run is a second old at least
+        self.worker(store, "1s",
+                    lambda: not self.ids(store) & {"n-1", "ap-2", "q-1"})
+        self.assertEqual(self.ids(store), {"ap-1", "aw-1"})
+        for run_id, was in (("n-1", "completed"), ("ap-2", "cancelled"),
+                            ("q-1", "completed")):
+            rc, _, err = run(A.dump, store, "--run", run_id)
+            self.assertEqual(rc, 2, err)
+            self.assertIn("was deleted on", err)
+            self.assertIn("it was %s" % was, err)
+        rc, _, err = self.replay(store, *p, "--submit", "note", "--payload",
+                                 "{}", "--new-id", "n-1")
+        self.assertNotEqual(rc, 0, err)
+        self.assertIn("deleted", err)
+        self.assertEqual([status(r) for r in ("ap-1", "aw-1")],
+                         ["suspended", "waiting"])
 
     def test_worker_json(self):
         """--worker --json: stopped by SIGTERM, exit 0, one document on
