@@ -283,12 +283,17 @@ class Replay(Stores, unittest.TestCase):
         out = self.ok(A.dump, store, "--format", "jsonl")
         return {json.loads(line)["id"] for line in out.splitlines()}
 
-    def worker(self, store, retain, until):
-        """A worker with --retain, stopped (SIGTERM) once until() holds."""
+    def status(self, store, run_id):
+        """Run run_id's status as ledger-dump gives it; None for none."""
+        rc, out, _ = run(A.dump, store, "--run", run_id, "--format", "json")
+        return json.loads(out)["run"]["status"] if rc == 0 else None
+
+    def worker(self, store, until, *args):
+        """A worker, stopped (SIGTERM) once until() holds: it exits 0;
+        its stdout."""
         w = subprocess.Popen([A.replay, store, "--plugin", A.plugin,
-                              "--worker", "--retain", retain],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             text=True)
+                              "--worker", *args], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
         try:
             for _ in range(1200):
                 if until():
@@ -299,6 +304,7 @@ class Replay(Stores, unittest.TestCase):
             out, err = w.communicate(timeout=60)
         self.assertEqual(w.returncode, 0, err)
         self.assertTrue(until(), "the worker never got there: " + err)
+        return out
 
     def test_worker_retain_deletes_what_its_rule_says(self):
         """--worker --retain DURATION deletes the runs that ended at least
@@ -316,19 +322,19 @@ class Replay(Stores, unittest.TestCase):
         self.ok(A.helper, "start", store, A.plugin, "await", "aw-1", "{}")
         self.ok(A.replay, store, *p, "--submit", "note", "--payload",
                 '{"text":"b"}', "--new-id", "q-1")
-        status = lambda run_id: json.loads(self.ok(
-            A.dump, store, "--run", run_id, "--format", "json"))["run"][
-                "status"]
+        status = lambda run_id: self.status(store, run_id)
         self.assertEqual([status(r) for r in ("n-1", "ap-2", "ap-1", "aw-1")],
                          ["completed", "cancelled", "suspended", "waiting"])
         everyone = {"n-1", "ap-1", "ap-2", "aw-1", "q-1"}
         # an hour's rule: its first pass comes before the worker takes q-1,
         # and deletes nothing that ended since
-        self.worker(store, "1h", lambda: status("q-1") == "completed")
+        self.worker(store, lambda: status("q-1") == "completed",
+                    "--retain", "1h")
         self.assertEqual(self.ids(store), everyone)
         time.sleep(1.1)  # every ended run is a second old at least
-        self.worker(store, "1s",
-                    lambda: not self.ids(store) & {"n-1", "ap-2", "q-1"})
+        self.worker(store, lambda: not self.ids(store) & {"n-1", "ap-2",
+                                                          "q-1"},
+                    "--retain", "1s")
         self.assertEqual(self.ids(store), {"ap-1", "aw-1"})
         for run_id, was in (("n-1", "completed"), ("ap-2", "cancelled"),
                             ("q-1", "completed")):
@@ -349,21 +355,8 @@ class Replay(Stores, unittest.TestCase):
         store = self.new_store()
         self.ok(A.replay, store, "--plugin", A.plugin, "--submit", "note",
                 "--payload", '{"text":"w"}', "--new-id", "w-1")
-        w = subprocess.Popen([A.replay, store, "--plugin", A.plugin,
-                              "--worker", "--json"], stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True)
-        try:
-            for _ in range(600):  # until it has taken and finished w-1
-                rc, out, _ = run(A.dump, store, "--run", "w-1", "--format",
-                                 "json")
-                if rc == 0 and json.loads(out)["run"]["status"] == \
-                        "completed":
-                    break
-                time.sleep(0.05)
-        finally:
-            w.send_signal(signal.SIGTERM)
-            out, err = w.communicate(timeout=60)
-        self.assertEqual(w.returncode, 0, err)
+        out = self.worker(store, lambda: self.status(store, "w-1") ==
+                          "completed", "--json")
         doc = json.loads(out)
         self.assertEqual((doc["mode"], doc["exit"], doc["runs"]),
                          ("worker", 0, []))
