@@ -14,6 +14,8 @@
  *   POST /api/runs/ID/{answer,continue,fork,upgrade,check,verify,signal,
  *                    cancel,delete}
  *        /api/batch/{continue,cancel,delete}
+ * A path asked with the method it does not take is 405, its methods in
+ * Allow.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
