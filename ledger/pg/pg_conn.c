@@ -784,8 +784,8 @@ static int setup(pl__pg_store *s, PGconn *c)
         "v bytea NOT NULL, v1 bytea, k2 bytea, v2 bytea);"
         "CREATE TABLE IF NOT EXISTS \"%s\".tombs (id bytea PRIMARY KEY, "
         "expires bigint NOT NULL, v bytea NOT NULL);"
-        "CREATE INDEX IF NOT EXISTS tombs_expires ON \"%s\".tombs "
-        "(expires);"
+        "DO $d$ BEGIN IF to_regclass('\"%s\".tombs_expires') IS NULL THEN "
+        "CREATE INDEX tombs_expires ON \"%s\".tombs (expires); END IF; END $d$;"
         "CREATE SEQUENCE IF NOT EXISTS \"%s\".run_num;"
         "INSERT INTO \"%s\".meta (k, v) SELECT 'format', %d WHERE NOT EXISTS "
         "(SELECT 1 FROM \"%s\".meta WHERE k = 'format') AND NOT EXISTS "
@@ -793,7 +793,7 @@ static int setup(pl__pg_store *s, PGconn *c)
         "INSERT INTO \"%s\".meta (k, v) VALUES ('identity', %lld) "
         "ON CONFLICT (k) DO NOTHING;"
         "COMMIT",
-        n, n, n, n, n, n, n, n, n, n, FORMAT, n, n, n, IDENTITY);
+        n, n, n, n, n, n, n, n, n, n, n, FORMAT, n, n, n, IDENTITY);
     if (!sql)
         return pl__err(PL_ENOMEM, "out of memory");
     int st = identify(s, c, s->read_only || s->no_create);

@@ -292,24 +292,32 @@ int pl__pg_flow_setup(pl__pg_store *s, PGconn *c)
     char *sql = pl__asprintf(
         "BEGIN;"
         "SELECT pg_advisory_xact_lock(hashtext('policyledger store %s'));"
+        "DO $d$ BEGIN IF (SELECT count(*) FROM pg_attribute WHERE attrelid "
+        "= '\"%s\".leases'::regclass AND attname IN ('qrank', 'fkey', "
+        "'flimit') AND NOT attisdropped) < 3 THEN "
         "ALTER TABLE \"%s\".leases ADD COLUMN IF NOT EXISTS qrank bigint NOT "
         "NULL DEFAULT " NOW_US ", ADD COLUMN IF NOT EXISTS fkey text, ADD "
-        "COLUMN IF NOT EXISTS flimit integer NOT NULL DEFAULT 0;"
+        "COLUMN IF NOT EXISTS flimit integer NOT NULL DEFAULT 0; END IF; END "
+        "$d$;"
         /* the queue and the live leases indexed apart (pg_lease.c,
          * TAKE_HEAD); a store made before them loses the indexes of the
          * whole table, here, under the store's lock */
-        "CREATE INDEX IF NOT EXISTS leases_queue ON \"%s\".leases (qrank, "
-        "run) WHERE owner = '';"
-        "CREATE INDEX IF NOT EXISTS leases_live ON \"%s\".leases (expires) "
-        "WHERE owner <> '';"
+        "DO $d$ BEGIN IF to_regclass('\"%s\".leases_queue') IS NULL THEN "
+        "CREATE INDEX leases_queue ON \"%s\".leases (qrank, "
+        "run) WHERE owner = ''; END IF; END $d$;"
+        "DO $d$ BEGIN IF to_regclass('\"%s\".leases_live') IS NULL THEN "
+        "CREATE INDEX leases_live ON \"%s\".leases (expires) "
+        "WHERE owner <> ''; END IF; END $d$;"
         "DROP INDEX IF EXISTS \"%s\".leases_qrank;"
         "DROP INDEX IF EXISTS \"%s\".leases_expires;"
         /* the keys (KEYS below); leases_fkey, of every keyed row, went
          * with them */
-        "CREATE INDEX IF NOT EXISTS leases_key_live ON \"%s\".leases (fkey, "
-        "expires) WHERE fkey IS NOT NULL AND owner <> '';"
-        "CREATE INDEX IF NOT EXISTS leases_key_queue ON \"%s\".leases (fkey, "
-        "qrank, run) WHERE owner = '';"
+        "DO $d$ BEGIN IF to_regclass('\"%s\".leases_key_live') IS NULL THEN "
+        "CREATE INDEX leases_key_live ON \"%s\".leases (fkey, "
+        "expires) WHERE fkey IS NOT NULL AND owner <> ''; END IF; END $d$;"
+        "DO $d$ BEGIN IF to_regclass('\"%s\".leases_key_queue') IS NULL THEN "
+        "CREATE INDEX leases_key_queue ON \"%s\".leases (fkey, "
+        "qrank, run) WHERE owner = ''; END IF; END $d$;"
         "DROP INDEX IF EXISTS \"%s\".leases_fkey;"
         "CREATE TABLE IF NOT EXISTS \"%s\".rates (name text PRIMARY KEY, "
         "window_ms bigint NOT NULL CHECK (window_ms >= 1), lim bigint NOT "
@@ -322,8 +330,14 @@ int pl__pg_flow_setup(pl__pg_store *s, PGconn *c)
         "), PRIMARY KEY (name, unit));"
         /* BUDGET SUMS: the column (a store made before it gains it), the
          * sum, the triggers that set it on every write */
-        "ALTER TABLE \"%s\".rates ADD COLUMN IF NOT EXISTS sum bytea;"
-        "ALTER TABLE \"%s\".units ADD COLUMN IF NOT EXISTS sum bytea;"
+        "DO $d$ BEGIN IF NOT EXISTS (SELECT FROM pg_attribute WHERE attrelid "
+        "= '\"%s\".rates'::regclass AND attname = 'sum' AND NOT "
+        "attisdropped) THEN ALTER TABLE \"%s\".rates ADD COLUMN IF NOT "
+        "EXISTS sum bytea; END IF; END $d$;"
+        "DO $d$ BEGIN IF NOT EXISTS (SELECT FROM pg_attribute WHERE attrelid "
+        "= '\"%s\".units'::regclass AND attname = 'sum' AND NOT "
+        "attisdropped) THEN ALTER TABLE \"%s\".units ADD COLUMN IF NOT "
+        "EXISTS sum bytea; END IF; END $d$;"
         "CREATE OR REPLACE FUNCTION \"%s\".pl_budget_sum(kd text, nm text, un "
         "text, win bigint, lm bigint, sm bigint, c bigint) RETURNS bytea "
         "LANGUAGE sql IMMUTABLE AS $f$ SELECT sha256(convert_to("
@@ -385,8 +399,9 @@ int pl__pg_flow_setup(pl__pg_store *s, PGconn *c)
                  "attisdropped) THEN ALTER TABLE \"%s\".timers ADD COLUMN fkey text; "
                  "UPDATE \"%s\".timers t SET fkey = " TIMER_KEY_T "; "
                  "END IF; END $d$;"
-                 "CREATE INDEX IF NOT EXISTS timers_key ON \"%s\".timers (fkey, due, "
-                 "run);"
+                 "DO $d$ BEGIN IF to_regclass('\"%s\".timers_key') IS NULL THEN "
+                 "CREATE INDEX timers_key ON \"%s\".timers (fkey, due, "
+                 "run); END IF; END $d$;"
                  /* a run's key changed (its lease's or parked row's, made, set or
          * dropped), its timer's follows, whatever statement changed it
          * (TIMER KEYS above) */
@@ -623,7 +638,7 @@ int pl__pg_flow_setup(pl__pg_store *s, PGconn *c)
         n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n,
         n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n,
         n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n,
-        n, n, n, n, n, n, n);
+        n, n, n, n, n, n, n, n, n, n, n, n, n, n, n);
     if (!sql)
         return pl__err(PL_ENOMEM, "out of memory");
     int st = pl__pg_command(s, c, sql, "making the queue's flow control");

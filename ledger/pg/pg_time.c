@@ -211,17 +211,17 @@ int pl__pg_time_setup(pl__pg_store *s, PGconn *c)
         "SELECT pg_advisory_xact_lock(hashtext('policyledger store %s'));"
         "CREATE TABLE IF NOT EXISTS \"%s\".timers (run bigint PRIMARY KEY, "
         "due bigint NOT NULL, id text NOT NULL, rec bytea NOT NULL);"
-        /* the wakes' order, ties by run (pl_wake(), pg_flow.c); a store
-         * made with an index on due alone gains it, and loses that one */
-        "CREATE INDEX IF NOT EXISTS timers_due_run ON \"%s\".timers (due, "
-        "run);"
-        "DROP INDEX IF EXISTS \"%s\".timers_due;"
         "CREATE TABLE IF NOT EXISTS \"%s\".inbox (run bigint NOT NULL, "
         "seq bigint NOT NULL, rec bytea NOT NULL, cancel boolean NOT NULL "
         "DEFAULT false, PRIMARY KEY (run, seq));"
-        /* the cancellations alone: every commit looks for its run's */
-        "CREATE INDEX IF NOT EXISTS inbox_cancel ON \"%s\".inbox (run) "
-        "WHERE cancel;"
+        /* the wakes' order, ties by run (pl_wake(), pg_flow.c): a store
+         * made with an index on due alone gains it, and loses that one;
+         * the cancellations alone: every commit looks for its run's */
+        "DO $d$ BEGIN IF to_regclass('\"%s\".timers_due_run') IS NULL THEN "
+        "CREATE INDEX timers_due_run ON \"%s\".timers (due, run); END IF; "
+        "IF to_regclass('\"%s\".inbox_cancel') IS NULL THEN CREATE INDEX "
+        "inbox_cancel ON \"%s\".inbox (run) WHERE cancel; END IF; END $d$;"
+        "DROP INDEX IF EXISTS \"%s\".timers_due;"
         "CREATE OR REPLACE FUNCTION \"%s\".pl_consumed(want integer, got "
         "bigint) RETURNS void LANGUAGE plpgsql AS $f$ BEGIN "
         "IF got < want THEN RAISE EXCEPTION 'an inbox record this commit "
@@ -233,7 +233,7 @@ int pl__pg_time_setup(pl__pg_store *s, PGconn *c)
         "THEN RAISE EXCEPTION 'the delivery cannot take the run: %%', why "
         "USING ERRCODE = '" RIDE_STATE "'; END IF; RETURN true; END $f$;"
         "COMMIT",
-        n, n, n, n, n, n, n, n);
+        n, n, n, n, n, n, n, n, n, n);
     if (!sql)
         return pl__err(PL_ENOMEM, "out of memory");
     int st = pl__pg_command(s, c, sql, "creating the timers and inbox tables");
