@@ -291,8 +291,13 @@ typedef struct web_search {
     bool oom;
 } web_search;
 
-/* Parse @p r's filter arguments; on a bad one, a 400 in *out. */
-int web_filter_parse(web_filter *f, const web_req *r, cJSON **out);
+/* Is @p what an action of a run (POST /api/runs/ID/WHAT), or with @p batch
+ * a batch action (POST /api/batch/WHAT)? */
+bool web_is_action(const char *what, bool batch);
+/* Parse @p r's filter arguments, its limit 1..@p limit_max; on a bad one,
+ * a 400 in *out. */
+int web_filter_parse(web_filter *f, const web_req *r, size_t limit_max,
+                     cJSON **out);
 /* Does run @p ri pass @p f (but for the cursor and the limit)?  1 yes, 0
  * no; WEB_SEARCH_SPENT when deciding needs more of the request's search
  * bounds than @p s has left (stop before this run: the next request goes

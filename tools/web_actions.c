@@ -29,8 +29,9 @@
  *                          at least) selects ("status=failed&until=7d":
  *                          the failed runs created over a week ago)
  *
- * A batch acts on at most BATCH_MAX runs a request (the filter's limit);
- * "truncated" says more may match.  With dry_run=1 it acts on none and
+ * A batch acts on at most the filter's limit of runs a request (1..BATCH_MAX,
+ * the list's default when not given: a limit over it is refused, never
+ * cut); "truncated" says more may match.  With dry_run=1 it acts on none and
  * lists the runs it would act on.
  */
 #include <stdlib.h>
@@ -541,12 +542,25 @@ static int run_action(web *w, const char *id, const char *action,
     return do_delete(w, id, out);
 }
 
+static const char *const actions[] = {"answer",  "continue", "fork",
+                                      "upgrade", "check",    "verify",
+                                      "signal",  "cancel",   "delete"};
+static const char *const verbs[] = {"continue", "cancel", "delete"};
+
+bool web_is_action(const char *what, bool batch)
+{
+    const char *const *names = batch ? verbs : actions;
+    size_t n = batch ? sizeof verbs / sizeof *verbs
+                     : sizeof actions / sizeof *actions;
+    for (size_t k = 0; k < n; k++)
+        if (!strcmp(what, names[k]))
+            return true;
+    return false;
+}
+
 int api_action(web *w, const char *id, const char *action, const web_req *r,
                cJSON **out)
 {
-    static const char *const actions[] = {"answer",  "continue", "fork",
-                                          "upgrade", "check",    "verify",
-                                          "signal",  "cancel",   "delete"};
     size_t k = 0;
     while (k < sizeof actions / sizeof *actions && strcmp(action, actions[k]))
         k++;
@@ -627,7 +641,6 @@ static int pick_visit(const pl_run_info *ri, void *user)
 
 int api_batch(web *w, const char *action, const web_req *r, cJSON **out)
 {
-    static const char *const verbs[] = {"continue", "cancel", "delete"};
     static const char *const done_key[] = {"continued", "cancelled", "deleted"};
     int k = 0;
     while (k < 3 && strcmp(action, verbs[k]) != 0)
@@ -637,7 +650,7 @@ int api_batch(web *w, const char *action, const web_req *r, cJSON **out)
                         "no batch action %s: continue, cancel or delete",
                         QUOTE(action));
     web_filter f;
-    int http = web_filter_parse(&f, r, out);
+    int http = web_filter_parse(&f, r, BATCH_MAX, out);
     if (http != 200)
         return http;
     if (k > 0 && !f.status && !f.policy && !f.prefix && !f.q && !f.since_us &&
@@ -650,8 +663,6 @@ int api_batch(web *w, const char *action, const web_req *r, cJSON **out)
     if (dry && strcmp(dry, "0") != 0 && strcmp(dry, "1") != 0)
         return web_fail(out, 400, "bad_dry_run", "dry_run: 0 or 1");
     bool dry_run = dry && !strcmp(dry, "1");
-    if (f.limit > BATCH_MAX)
-        f.limit = BATCH_MAX;
     pick p = {.w = w,
               .f = &f,
               .what = k == 0   ? PICK_CRASHED

@@ -53,7 +53,8 @@ static bool parse_size(const char *text, size_t *out)
     return true;
 }
 
-int web_filter_parse(web_filter *f, const web_req *r, cJSON **out)
+int web_filter_parse(web_filter *f, const web_req *r, size_t limit_max,
+                     cJSON **out)
 {
     memset(f, 0, sizeof *f);
     f->limit = WEB_PAGE_DEFAULT;
@@ -99,8 +100,8 @@ int web_filter_parse(web_filter *f, const web_req *r, cJSON **out)
                         "until: a date (2026-11-24), a UTC time "
                         "(2026-11-24T15:04Z) or an age (10m, 2h, 3d)");
     if ((v = web_arg(r, "limit")) && *v &&
-        (!parse_size(v, &f->limit) || f->limit < 1 || f->limit > WEB_PAGE_MAX))
-        return web_fail(out, 400, "bad_limit", "limit: 1..%d", WEB_PAGE_MAX);
+        (!parse_size(v, &f->limit) || f->limit < 1 || f->limit > limit_max))
+        return web_fail(out, 400, "bad_limit", "limit: 1..%zu", limit_max);
     if ((v = web_arg(r, "order")) && *v) {
         if (!strcmp(v, "asc"))
             f->asc = true;
@@ -412,7 +413,7 @@ static int list(web *w, const web_filter *f, bool with_prompt, cJSON **out)
 int api_runs(web *w, const web_req *r, cJSON **out)
 {
     web_filter f;
-    int http = web_filter_parse(&f, r, out);
+    int http = web_filter_parse(&f, r, WEB_PAGE_MAX, out);
     return http != 200 ? http : list(w, &f, false, out);
 }
 
@@ -420,7 +421,7 @@ int api_runs(web *w, const web_req *r, cJSON **out)
 int api_inbox(web *w, const web_req *r, cJSON **out)
 {
     web_filter f;
-    int http = web_filter_parse(&f, r, out);
+    int http = web_filter_parse(&f, r, WEB_PAGE_MAX, out);
     if (http != 200)
         return http;
     f.status = PL_RUN_SUSPENDED;

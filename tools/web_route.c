@@ -14,6 +14,8 @@
  *   POST /api/runs/ID/{answer,continue,fork,upgrade,check,verify,signal,
  *                    cancel,delete}
  *        /api/batch/{continue,cancel,delete}
+ * A path asked with the method it does not take is 405, its methods in
+ * Allow.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -394,6 +396,42 @@ static bool run_path(const char *url, char *id, size_t n, const char **what)
     return !strchr(*what, '/');
 }
 
+#define READS "GET, HEAD"
+
+/* The methods API path @p url takes, as an Allow header gives them: READS
+ * for a read, "POST" for an action, NULL for a path the API has not. */
+static const char *api_methods(const char *url)
+{
+    static const char *const reads[] = {"/api/session", "/api/runs",
+                                        "/api/overview", "/api/inbox",
+                                        "/api/events"};
+    static const char *const run_reads[] = {"", "steps", "step", "timeline",
+                                            "export"};
+    if (!strncmp(url, "/api/batch/", 11))
+        return web_is_action(url + 11, true) ? "POST" : NULL;
+    if (strncmp(url, "/api/runs/", 10) != 0) {
+        for (size_t i = 0; i < sizeof reads / sizeof *reads; i++)
+            if (!strcmp(url, reads[i]))
+                return READS;
+        return NULL;
+    }
+    char id[PL_MAX_RUN_ID + 2];
+    const char *what;
+    if (!run_path(url, id, sizeof id, &what))
+        return NULL;
+    for (size_t i = 0; i < sizeof run_reads / sizeof *run_reads; i++)
+        if (!strcmp(what, run_reads[i]))
+            return READS;
+    return web_is_action(what, false) ? "POST" : NULL;
+}
+
+/* 405, with the methods the path takes in Allow. */
+static void not_allowed(web_reply *out, const char *allow, const char *msg)
+{
+    error_reply(out, 405, "method", msg);
+    add_header(out, "Allow", allow);
+}
+
 static void route_get(web *w, web_req *r, web_reply *out)
 {
     const char *url = r->url;
@@ -549,21 +587,29 @@ void web_handle(web *w, web_req *r, web_reply *out)
         login(w, r, out);
         return;
     }
+    const char *allow = api ? api_methods(r->url) : READS;
     if (!get && strcmp(r->method, "POST") != 0) {
-        error_reply(out, 405, "method", "GET or POST only");
+        not_allowed(out, allow ? allow : READS ", POST", "GET or POST only");
         return;
     }
     if (!api) {
         if (get)
             asset(r, out);
         else
-            error_reply(out, 405, "method", "the page's files are GET");
+            not_allowed(out, READS, "the page's files are GET");
         return;
     }
     if (!authorized(w, r)) {
         error_reply(out, 401, "unauthorized",
                     "this server needs its token: open /login?token=TOKEN or "
                     "send Authorization: Bearer TOKEN");
+        return;
+    }
+    /* a read asked by POST, an action by GET: the path says which it is */
+    if (allow && get == !strcmp(allow, "POST")) {
+        not_allowed(out, allow,
+                    get ? "this path is an action: POST only"
+                        : "this path is a read: GET only");
         return;
     }
     if (r->too_big && get) {

@@ -312,6 +312,13 @@ static int page_into(web *w, const pl_run_info *ri, const char *cursor,
                  : PL_ENOMEM;
     if (st > 0 || (st == 0 && p.rs.oom))
         st = p.rs.oom ? PL_ENOMEM : PL_OK;
+    /* a cursor names a step the page starts at: one the run has not (a
+     * stale or made-up cursor) is refused, not answered with no steps */
+    if (!st && cursor && (!p.rs.n || strcmp(p.rs.v[0].id, cursor) != 0)) {
+        page_free(&p);
+        return web_fail(out, 400, "bad_cursor", "cursor: run %s has no step %s",
+                        QUOTE(ri->id), cursor);
+    }
     cJSON *steps = st ? NULL : cJSON_AddArrayToObject(doc, "steps");
     if (!st && !steps)
         st = PL_ENOMEM;

@@ -25,9 +25,13 @@ usage: test_tool_promises.py --dump D --replay R --web W --plugin P
 - ledger-replay --json prints its document on a failure before the store
   opens; --schedule-put's is the schedule --schedules lists, a field with
   no value null;
+- ledger-replay --worker --retain deletes the runs that ended at least
+  its DURATION ago, each leaving a tombstone, and keeps the others;
 - ledger-web's actions answer as docs/tools.md's JSON API says: /cancel
   whether the run ended, a waiting run's summary, a refusal not_run, a
-  deleted or unknown run as the reads say it.
+  deleted or unknown run as the reads say it; a batch's limit over 100
+  refused, not cut; a path asked with the method it does not take 405
+  with Allow; a /steps cursor the run has not 400.
 """
 import argparse
 import json
@@ -275,27 +279,84 @@ class Replay(Stores, unittest.TestCase):
             self.assertIn("no run 'nope'", err)
             self.assertNotIn("tombstone", err)
 
-    def test_worker_json(self):
-        """--worker --json: stopped by SIGTERM, exit 0, one document on
-        stdout with its counts in summary; runs holds runs only."""
-        store = self.new_store()
-        self.ok(A.replay, store, "--plugin", A.plugin, "--submit", "note",
-                "--payload", '{"text":"w"}', "--new-id", "w-1")
+    def ids(self, store):
+        out = self.ok(A.dump, store, "--format", "jsonl")
+        return {json.loads(line)["id"] for line in out.splitlines()}
+
+    def status(self, store, run_id):
+        """Run run_id's status as ledger-dump gives it; None for none."""
+        rc, out, _ = run(A.dump, store, "--run", run_id, "--format", "json")
+        return json.loads(out)["run"]["status"] if rc == 0 else None
+
+    def worker(self, store, until, *args):
+        """A worker, stopped (SIGTERM) once until() holds: it exits 0;
+        its stdout."""
         w = subprocess.Popen([A.replay, store, "--plugin", A.plugin,
-                              "--worker", "--json"], stdout=subprocess.PIPE,
+                              "--worker", *args], stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
         try:
-            for _ in range(600):  # until it has taken and finished w-1
-                rc, out, _ = run(A.dump, store, "--run", "w-1", "--format",
-                                 "json")
-                if rc == 0 and json.loads(out)["run"]["status"] == \
-                        "completed":
+            for _ in range(1200):
+                if until():
                     break
                 time.sleep(0.05)
         finally:
             w.send_signal(signal.SIGTERM)
             out, err = w.communicate(timeout=60)
         self.assertEqual(w.returncode, 0, err)
+        self.assertTrue(until(), "the worker never got there: " + err)
+        return out
+
+    def test_worker_retain_deletes_what_its_rule_says(self):
+        """--worker --retain DURATION deletes the runs that ended at least
+        DURATION ago, each leaving its tombstone (the id not taken again),
+        and keeps the runs that ended since and those that have not."""
+        store = self.new_store()
+        p = ["--plugin", A.plugin]
+        self.ok(A.replay, store, *p, "--submit", "note", "--payload",
+                '{"text":"a"}', "--new-id", "n-1")
+        self.ok(A.replay, store, *p, "--run", "n-1")
+        for run_id in ("ap-1", "ap-2"):
+            self.ok(A.helper, "start", store, A.plugin, "approval", run_id,
+                    "{}")
+        self.replay(store, "--cancel", "ap-2")  # suspended: cancelled
+        self.ok(A.helper, "start", store, A.plugin, "await", "aw-1", "{}")
+        self.ok(A.replay, store, *p, "--submit", "note", "--payload",
+                '{"text":"b"}', "--new-id", "q-1")
+        status = lambda run_id: self.status(store, run_id)
+        self.assertEqual([status(r) for r in ("n-1", "ap-2", "ap-1", "aw-1")],
+                         ["completed", "cancelled", "suspended", "waiting"])
+        everyone = {"n-1", "ap-1", "ap-2", "aw-1", "q-1"}
+        # an hour's rule: its first pass comes before the worker takes q-1,
+        # and deletes nothing that ended since
+        self.worker(store, lambda: status("q-1") == "completed",
+                    "--retain", "1h")
+        self.assertEqual(self.ids(store), everyone)
+        time.sleep(1.1)  # every ended run is a second old at least
+        self.worker(store, lambda: not self.ids(store) & {"n-1", "ap-2",
+                                                          "q-1"},
+                    "--retain", "1s")
+        self.assertEqual(self.ids(store), {"ap-1", "aw-1"})
+        for run_id, was in (("n-1", "completed"), ("ap-2", "cancelled"),
+                            ("q-1", "completed")):
+            rc, _, err = run(A.dump, store, "--run", run_id)
+            self.assertEqual(rc, 2, err)
+            self.assertIn("was deleted on", err)
+            self.assertIn("it was %s" % was, err)
+        rc, _, err = self.replay(store, *p, "--submit", "note", "--payload",
+                                 "{}", "--new-id", "n-1")
+        self.assertNotEqual(rc, 0, err)
+        self.assertIn("deleted", err)
+        self.assertEqual([status(r) for r in ("ap-1", "aw-1")],
+                         ["suspended", "waiting"])
+
+    def test_worker_json(self):
+        """--worker --json: stopped by SIGTERM, exit 0, one document on
+        stdout with its counts in summary; runs holds runs only."""
+        store = self.new_store()
+        self.ok(A.replay, store, "--plugin", A.plugin, "--submit", "note",
+                "--payload", '{"text":"w"}', "--new-id", "w-1")
+        out = self.worker(store, lambda: self.status(store, "w-1") ==
+                          "completed", "--json")
         doc = json.loads(out)
         self.assertEqual((doc["mode"], doc["exit"], doc["runs"]),
                          ("worker", 0, []))
@@ -565,6 +626,100 @@ class Web(Stores, unittest.TestCase):
                                   j["run_id"], "tombstone" in j),
                                  (404, error, "not_run", run,
                                   error == "deleted"), (action, j))
+
+    def raw(self, url, path, method, csrf):
+        """(HTTP status, headers, JSON answer) of a request by method."""
+        req = urllib.request.Request(
+            url + path, method=method,
+            data=b"{}" if method == "POST" else None,
+            headers={"X-CSRF-Token": csrf})
+        try:
+            with urllib.request.urlopen(req, timeout=30) as r:
+                return r.status, r.headers, json.loads(r.read())
+        except urllib.error.HTTPError as e:
+            return e.code, e.headers, json.loads(e.read())
+
+    def test_a_path_answers_the_method_it_does_not_take_with_405(self):
+        """Every route: a POST on a read path and a GET on an action path
+        are 405 with the methods it takes in Allow and the JSON error."""
+        store = self.new_store()
+        self.ok(A.helper, "start", store, A.plugin, "approval", "ap-1", "{}")
+        url, csrf = self.web(store)
+        reads = ["/api/session", "/api/runs", "/api/overview", "/api/inbox",
+                 "/api/events", "/api/runs/ap-1", "/api/runs/ap-1/steps",
+                 "/api/runs/ap-1/step?id=0:0", "/api/runs/ap-1/timeline",
+                 "/api/runs/ap-1/export"]
+        actions = ["/api/runs/ap-1/" + a for a in (
+            "answer", "continue", "fork", "upgrade", "check", "verify",
+            "signal", "cancel", "delete")]
+        actions += ["/api/batch/" + a for a in ("continue", "cancel",
+                                                 "delete")]
+        for paths, method, allow in ((reads, "POST", "GET, HEAD"),
+                                     (actions, "GET", "POST")):
+            for path in paths:
+                code, headers, j = self.raw(url, path, method, csrf)
+                self.assertEqual((code, headers.get("Allow"), j["error"]),
+                                 (405, allow, "method"), (method, path, j))
+        # a path of neither kind is still 404, whatever the method
+        for method in ("GET", "POST"):
+            for path in ("/api/nothing", "/api/runs/ap-1/nothing"):
+                code, _, j = self.raw(url, path, method, csrf)
+                self.assertEqual((code, j["error"]), (404, "not_found"),
+                                 (method, path))
+        # the run is as it was: no action was taken
+        self.assertEqual(self.api(url, "/api/runs/ap-1")[1]["run"]["status"],
+                         "suspended")
+
+    def test_a_batch_limit_is_honoured_or_refused(self):
+        """A batch's limit is 1..100, as the bad_limit message says: more
+        is refused, never cut; one within is honoured."""
+        store = self.new_store()
+        for i in range(3):
+            self.ok(A.replay, store, "--plugin", A.plugin, "--submit",
+                    "note", "--payload", "{}", "--new-id", "n-%d" % i)
+            self.ok(A.replay, store, "--plugin", A.plugin, "--run",
+                    "n-%d" % i)
+        url, csrf = self.web(store)
+        for action in ("continue", "cancel", "delete"):
+            for limit in ("0", "101", "500", "501"):
+                code, j = self.api(url, "/api/batch/%s?status=completed&"
+                                   "dry_run=1&limit=%s" % (action, limit),
+                                   "", csrf)
+                self.assertEqual((code, j["error"], j["message"]),
+                                 (400, "bad_limit", "limit: 1..100"),
+                                 (action, limit))
+        code, j = self.api(url, "/api/batch/delete?status=completed&"
+                           "dry_run=1&limit=2", "", csrf)
+        self.assertEqual((code, j["matched"], len(j["runs"]), j["truncated"]),
+                         (200, 2, 2, True), j)
+        code, j = self.api(url, "/api/batch/delete?status=completed&"
+                           "limit=100", "", csrf)
+        self.assertEqual((code, j["deleted"], j["truncated"]),
+                         (200, 3, False), j)
+        # the list's pages keep theirs
+        code, j = self.api(url, "/api/runs?limit=501")
+        self.assertEqual((code, j["message"]), (400, "limit: 1..500"))
+
+    def test_a_steps_cursor_the_run_has_not_is_refused(self):
+        """/steps from a step the run does not have is 400 bad_cursor, not
+        an empty page; a cursor the pages gave still reads on."""
+        store = self.new_store()
+        self.ok(A.helper, "start", store, A.plugin, "approval", "ap-1", "{}")
+        url, _ = self.web(store)
+        code, j = self.api(url, "/api/runs/ap-1/steps?limit=1")
+        self.assertEqual(code, 200, j)
+        self.assertIsNotNone(j["next"], j)
+        code, more = self.api(url, "/api/runs/ap-1/steps?cursor=%s"
+                              % j["next"])
+        self.assertEqual((code, more["steps"][0]["id"]), (200, j["next"]))
+        for cursor in ("0:99", "0.7:0", "9:0"):
+            code, j = self.api(url, "/api/runs/ap-1/steps?cursor=" + cursor)
+            self.assertEqual((code, j["error"]), (400, "bad_cursor"),
+                             (cursor, j))
+            if cursor != "9:0":  # not a path a run can have: said so
+                self.assertIn("has no step " + cursor, j["message"])
+        code, j = self.api(url, "/api/runs/never/steps?cursor=0:99")
+        self.assertEqual((code, j["error"]), (404, "not_found"), j)
 
 
 class PgSecrets(Stores, unittest.TestCase):

@@ -570,7 +570,8 @@ async function refusals() {
   const wrong = await request(web.base, 'POST', url, Object.assign({ 'X-CSRF-Token': 'x'.repeat(sess.json.csrf.length) }, json), {});
   ok(wrong.status === 403, 'and one with a wrong token');
   const get = await request(web.base, 'GET', url);
-  ok(get.status >= 400 && get.status < 500, `a GET never acts: ${get.status}`);
+  ok(get.status === 405 && get.headers.allow === 'POST' && get.json && get.json.error === 'method',
+    `a GET never acts (405, Allow: POST): ${get.status} ${get.headers.allow}`);
   const still = await request(web.base, 'GET', '/api/runs/order-R-1');
   const r = still.json && (still.json.run || still.json);
   ok(r && r.status === 'running' && r.crashed === true, 'the run is still crashed');
