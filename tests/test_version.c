@@ -2,12 +2,15 @@
  * test_version.c -- pl_ctx_version() (core/replay/version.c): a new run
  * records the newest version, a replay takes what its run recorded (or
  * the default where the run predates the change), and a version the code
- * no longer supports fails the run at once with PL_ECODEVERSION.  On both
- * stores (pg_test_version).
+ * no longer supports fails the run at once with PL_ECODEVERSION; one that
+ * newer code recorded is left as it was for that code (PL_ENEWERCODE),
+ * by pl_run_continue() and by a worker (a rolling deploy).  On both stores
+ * (pg_test_version).
  */
 #include "support.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* The code the "flow" policy stands for: 0 = before the change (no version
@@ -76,18 +79,27 @@ static int bad_args(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
 }
 
 typedef struct seen {
-    int versions, diverged, recorded, defaulted;
+    int versions, diverged, recorded, defaulted, newer, completed;
     int last_version;
     char change[64];
 } seen;
+
+/* A worker under test stops when it meets a run newer code recorded
+ * (g_stop_on == 1) or completes one (2). */
+static pl_engine *g_engine;
+static int g_stop_on;
 
 static void on_event(const pl_event *ev, void *user)
 {
     seen *s = user;
     if (ev->kind == PL_EVENT_DIVERGED)
         s->diverged++;
+    if (ev->kind == PL_EVENT_RUN_COMPLETED && ++s->completed && g_stop_on == 2)
+        pl_worker_stop(g_engine);
     if (ev->kind != PL_EVENT_VERSION)
         return;
+    if (ev->status == PL_ENEWERCODE && ++s->newer && g_stop_on == 1)
+        pl_worker_stop(g_engine);
     s->versions++;
     s->last_version = ev->version;
     if (ev->step_type == PL_STEP_SIDE_EFFECT)
@@ -111,6 +123,7 @@ static pl_engine *open_engine(seen *s)
     pl_engine *e = NULL;
     cr_assert_eq(pl_engine_open(&e, t_store_path(), g_reg, &o), PL_OK, "%s",
                  pl_errmsg());
+    g_engine = e;
     return e;
 }
 
@@ -247,13 +260,14 @@ Test(version, a_point_past_the_record_takes_the_newest_and_bounds_hold)
               "%s", pl_errmsg());
     cr_expect_null(o2);
 
-    /* and a version above what the code knows is refused the same way */
+    /* a version above what the code knows: newer code recorded it */
     g_min = 0;
     g_max = 1;
-    cr_assert_eq(pl_run_continue(&o2, e, "waiting", NULL), PL_ECODEVERSION);
-    cr_expect(strstr(pl_errmsg(), "recorded at version 2; this code supports "
-                                  "versions 0 to 1"),
+    cr_assert_eq(pl_run_continue(&o2, e, "waiting", NULL), PL_ENEWERCODE);
+    cr_expect(strstr(pl_errmsg(), "recorded at version 2, by newer code; this "
+                                  "code supports versions 0 to 1"),
               "%s", pl_errmsg());
+    cr_expect_null(o2);
     close_engine(e);
 }
 
@@ -380,6 +394,123 @@ Test(version, bad_arguments_are_refused_and_record_nothing)
                      "run recorded by a code version this code does not "
                      "support");
     cr_expect_str_eq(pl_status_name(PL_ECODEVERSION), "PL_ECODEVERSION");
+    cr_expect_str_eq(pl_strerror(PL_ENEWERCODE),
+                     "run recorded by newer code; left for it");
+    cr_expect_str_eq(pl_status_name(PL_ENEWERCODE), "PL_ENEWERCODE");
     cr_expect_str_eq(pl_event_kind_name(PL_EVENT_VERSION), "version");
+    close_engine(e);
+}
+
+/* The run's root ledger, as text, one step a line. */
+static char *root_ledger(pl_engine *e, const char *id)
+{
+    pl_steps *l = NULL;
+    cr_assert_eq(pl_run_ledger(&l, e, id, "0"), PL_OK, "%s", pl_errmsg());
+    size_t n = pl_steps_count(l), len = 0;
+    char *all = calloc(1, 1);
+    cr_assert_not_null(all);
+    for (size_t i = 0; i < n; i++) {
+        const pl_step *st = pl_steps_at(l, i);
+        char *text = t_text(pl_step_payload(st));
+        size_t add = strlen(text) + 48;
+        all = realloc(all, len + add);
+        cr_assert_not_null(all);
+        len += (size_t)snprintf(all + len, add, "%s %s\n",
+                                pl_step_type_name(pl_step_type_of(st)), text);
+        free(text);
+    }
+    pl_steps_free(l);
+    return all;
+}
+
+static pl_run_status run_status(pl_engine *e, const char *id)
+{
+    pl_run_info *info = NULL;
+    cr_assert_eq(pl_run_get(&info, e, id), PL_OK, "%s", pl_errmsg());
+    pl_run_status st = info->status;
+    pl_run_info_free(info);
+    return st;
+}
+
+Test(version, older_code_leaves_a_run_newer_code_recorded)
+{
+    seen s = {0};
+    pl_engine *e = open_engine(&s);
+    /* "new" code records version 2, then waits for a human */
+    g_code = 1;
+    g_max = 2;
+    g_suspend_late = true;
+    pl_outcome *o = t_start(e, "flow", "{}", "rolling");
+    cr_assert_eq(o->status, PL_RUN_SUSPENDED, "%s", o->reason);
+    char token[64];
+    snprintf(token, sizeof token, "%s", o->resume_token);
+    pl_outcome_free(o);
+    char *before = root_ledger(e, "rolling");
+
+    /* "old" code: a check replay says so, writing nothing */
+    g_max = 1;
+    pl_run_options ro = PL_RUN_OPTIONS_INIT;
+    ro.check = true;
+    o = NULL;
+    cr_expect_eq(pl_run_continue(&o, e, "rolling", &ro), PL_ENEWERCODE);
+    cr_expect(strstr(pl_errmsg(), "change 'pay-v2' was recorded at version 2"),
+              "%s", pl_errmsg());
+    cr_expect_null(o);
+    cr_expect_eq(s.newer, 1);
+
+    /* the human answers while old code runs here: the answer is kept, and
+     * the run, not failed, goes to the queue for newer code */
+    cJSON *yes = t_json("{}");
+    cr_assert_eq(pl_run_resume(&o, e, "rolling", token, yes), PL_ENEWERCODE);
+    cJSON_Delete(yes);
+    cr_expect_null(o);
+    pl_run_status now = run_status(e, "rolling");
+    cr_expect(now == PL_RUN_RUNNING, "%s", pl_run_status_name(now));
+    free(before);
+    before = root_ledger(e, "rolling");
+
+    /* continued directly by old code: left as it was */
+    cr_expect_eq(pl_run_continue(&o, e, "rolling", NULL), PL_ENEWERCODE);
+    cr_expect_null(o);
+    cr_expect_eq(run_status(e, "rolling"), PL_RUN_RUNNING);
+    char *after = root_ledger(e, "rolling");
+    cr_expect_str_eq(after, before);
+    free(after);
+
+    /* an old worker takes it from the queue and hands it back */
+    uint64_t done = 0, skipped = 0, failed = 0;
+    pl_worker_options wo = PL_WORKER_OPTIONS_INIT;
+    wo.poll_ms = 5;
+    wo.completed = &done;
+    wo.skipped = &skipped;
+    wo.failed = &failed;
+    g_stop_on = 1;
+    s.newer = 0;
+    cr_assert_eq(pl_worker_run(e, &wo), PL_OK, "%s", pl_errmsg());
+    cr_expect_eq(s.newer, 1);
+    cr_expect_eq(done, 0);
+    cr_expect_eq(failed, 0);
+    cr_expect_eq(skipped, 1);
+    now = run_status(e, "rolling");
+    cr_expect(now == PL_RUN_RUNNING, "%s", pl_run_status_name(now));
+    after = root_ledger(e, "rolling");
+    cr_expect_str_eq(after, before);
+    free(after);
+    free(before);
+
+    /* a new worker takes it and completes it on the version it recorded */
+    g_max = 2;
+    g_stop_on = 2;
+    s.completed = 0;
+    cr_assert_eq(pl_worker_run(e, &wo), PL_OK, "%s", pl_errmsg());
+    cr_expect_eq(done, 1);
+    cr_expect_eq(failed, 0);
+    cr_expect_eq(run_status(e, "rolling"), PL_RUN_COMPLETED);
+    cr_assert_eq(pl_run_continue(&o, e, "rolling", NULL), PL_OK, "%s",
+                 pl_errmsg());
+    cr_expect_eq(result_int(o, "v"), 2);
+    pl_outcome_free(o);
+    cr_expect_eq(s.diverged, 0);
+    g_stop_on = 0;
     close_engine(e);
 }

@@ -231,7 +231,10 @@ static void check_one(tool *t, const char *id, pl_run_status recorded,
             printf("  change '%s' at %s:%u: version %d%s%s\n", v->change,
                    or_dash(v->path), v->seq, v->version,
                    v->recorded ? "" : " (the default: recorded before it)",
-                   v->status ? ", which the loaded code does not support" : "");
+                   v->status == PL_ENEWERCODE
+                       ? ", by newer code than the loaded one"
+                   : v->status ? ", which the loaded code does not support"
+                               : "");
         }
         if (msg && strcmp(verdict, "ok") != 0 && !d->seen)
             printf("  %s\n", msg);
@@ -239,8 +242,11 @@ static void check_one(tool *t, const char *id, pl_run_status recorded,
             printf("  calls served from the ledger %llu; %.2f ms\n",
                    (unsigned long long)o->calls_served, ms);
     }
+    bool newer = st == PL_ENEWERCODE; /* left for it: not a failure */
     if (!strcmp(verdict, "ok")) {
         t->n_ok++;
+    } else if (newer) {
+        t->n_newer++;
     } else {
         if (st == PL_ENONDET || st == PL_ECODEVERSION)
             t->n_diverged++;
@@ -251,7 +257,8 @@ static void check_one(tool *t, const char *id, pl_run_status recorded,
     if (is_live(recorded)) {
         t->n_live++;
         tally_run(t, id, code);
-        if (strcmp(verdict, "ok") != 0 && !ids_push(&t->would_fail, id))
+        if (strcmp(verdict, "ok") != 0 && !newer &&
+            !ids_push(&t->would_fail, id))
             t->would_fail.oom = true;
     }
     free(msg);
@@ -326,6 +333,10 @@ void mode_check(tool *t)
                "replay\n",
                c.ids.n, t->opt.live ? "live " : "", t->n_ok, t->n_diverged,
                t->n_failed);
+    if (!t->opt.json && t->n_newer)
+        printf("%u run(s) need newer code: recorded by it, left for its "
+               "workers\n",
+               t->n_newer);
     report_tallies(t);
 done:
     ids_free(&c.ids);

@@ -115,6 +115,8 @@ const char *check_verdict(int st, pl_run_status recorded, int recorded_error,
         return "diverged";
     else if (st == PL_ECODEVERSION)
         return "unsupported_version";
+    else if (st == PL_ENEWERCODE)
+        return "needs_newer_code";
     else if (st && recorded == PL_RUN_FAILED && st == recorded_error)
         *note = "fails as recorded";
     else if (st)

@@ -83,8 +83,9 @@ bool mark_export_line(cJSON *line, const rows *r, const pl_run_info *ri,
 /* What a check (pl_run_continue() with check) that returned @p st says of
  * a run recorded as @p recorded (failed with @p recorded_error): "ok",
  * "diverged", "unsupported_version" (a code version the loaded code does
- * not support, PL_ECODEVERSION) or "error", and in *note why it is ok (or
- * NULL). */
+ * not support, PL_ECODEVERSION), "needs_newer_code" (newer code recorded
+ * it, PL_ENEWERCODE: not a failure, a worker running that code goes on) or
+ * "error", and in *note why it is ok (or NULL). */
 const char *check_verdict(int st, pl_run_status recorded, int recorded_error,
                           const char **note);
 

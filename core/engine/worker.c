@@ -46,6 +46,14 @@
  * do not wake together; back to 0 once it takes a run). */
 #define LOST_MIN_US 500
 #define LOST_MAX_US 4000
+/* A run newer code recorded (PL_ENEWERCODE, a rolling deploy) goes back to
+ * the queue with its lease held this long, so that this worker does not
+ * take it again at once: doubled at each such run in a row, to
+ * NEWER_MAX_US, and back to NEWER_MIN_US once the thread executes another
+ * run.  A worker running the newer code takes it once the lease runs out;
+ * with none, it keeps being offered. */
+#define NEWER_MIN_US 100000
+#define NEWER_MAX_US 4000000
 
 typedef struct worker {
     pl_engine *e;
@@ -249,6 +257,7 @@ static void *work(void *arg)
                               starts looks first) */
     int64_t slept_for = 0; /* the timer the last sleep waited for */
     int64_t lost_us = 0;   /* the thread's delay after a timer's due time */
+    int64_t newer_us = 0;  /* the hand-back of a run newer code recorded */
     unsigned seed = (unsigned)(pl__mono_ns() ^ (uintptr_t)&seed);
     pl__woken *wk; /* this thread's batch of wakes */
     if (pl__woken_new(&wk, e)) {
@@ -318,7 +327,22 @@ static void *work(void *arg)
             store_lost(w, st, &lease);
             continue; /* not counted: it goes on once the store is back */
         }
-        if (st && stopping(e)) {
+        if (st == PL_ENEWERCODE) {
+            /* left for newer code: back to the queue, not at once to this
+             * worker (a stopping one hands it back at once) */
+            newer_us = newer_us ? newer_us * 2 : NEWER_MIN_US;
+            newer_us = newer_us < NEWER_MAX_US ? newer_us : NEWER_MAX_US;
+            bool lost;
+            if (pl__store_lease_renew(e->store, &lease.run, &lease.gen, 1,
+                                      stopping(e) ? PL__HAND_BACK_US
+                                                  : newer_us,
+                                      &lost)) {
+                /* it expires on its own */
+            }
+        } else {
+            newer_us = 0;
+        }
+        if (st && st != PL_ENEWERCODE && stopping(e)) {
             /* stopped between two calls (call.c): hand the run back, so
              * that another worker takes it now, not once the lease has
              * run out; a lease taken over meanwhile is left alone */

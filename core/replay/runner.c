@@ -273,7 +273,9 @@ int pl__run_execute(pl__run *r, const pl_policy_def *def, const pl_action *root,
     /* failed: the reason is recorded, the unseen pending steps are not */
     st = r->stop;
     assert(st < 0); /* every way here went through pl__run_fail() */
-    if (store_failure(st)) {
+    /* newer code recorded the run (version.c): it is left as it was, for
+     * that code, as after a failure of the store */
+    if (store_failure(st) || st == PL_ENEWERCODE) {
         pl__err(st, "%s", r->reason ? r->reason : pl_strerror(st));
         return st;
     }
@@ -550,6 +552,20 @@ static void drop_lease(pl_engine *e, uint64_t num, uint64_t gen)
     pl__errmsg_restore(saved);
 }
 
+/* Hand run @p num's lease @p gen back to the queue, first in it, keeping
+ * the message of why. */
+static void hand_back(pl_engine *e, uint64_t num, uint64_t gen)
+{
+    char saved[PL__ERRMSG_MAX];
+    pl__errmsg_save(saved);
+    bool lost;
+    if (pl__store_lease_renew(e->store, &num, &gen, 1, PL__HAND_BACK_US,
+                              &lost)) {
+        /* it expires on its own */
+    }
+    pl__errmsg_restore(saved);
+}
+
 /* Continue run @p id (see pl_run_continue(), pl_run_resume()); leased by
  * a worker's take (@p leased), with a delivery riding its next commit
  * (@p dv), or, @p wake, as a wake takes a run: a run parked with a
@@ -700,6 +716,11 @@ static int continue_run(pl_engine *e, const char *id, bool check,
 done:
     if (claimed)
         pl__engine_release(e, num);
+    /* a run newer code recorded, continued directly: handed back to the
+     * queue at once, for a worker running that code (a worker's take hands
+     * it back itself, with its back-off: worker.c) */
+    if (claimed && st == PL_ENEWERCODE && !leased && !dv && r && !r->check)
+        hand_back(e, num, r->batch.gen);
     pl__buf_free(&sb);
     pl__buf_free(&ride.expect);
     pl__kvs_free(&more.inbox);

@@ -16,8 +16,12 @@
  *     consuming anything;
  *   - nothing (past the recorded end): the marker is appended.
  *
- * A version outside what the code supports fails the run at once with
- * PL_ECODEVERSION naming the change, rather than a divergence later.  The
+ * A version below what the code supports fails the run at once with
+ * PL_ECODEVERSION naming the change, rather than a divergence later.  A
+ * recorded version above it means newer code recorded the run (a rolling
+ * deploy, old and new workers on one queue): the execution stops with
+ * PL_ENEWERCODE, a stop that records nothing and leaves the run as it was
+ * for newer code (runner.c hands it back to the queue).  The
  * marker is a step like any other: the checked reader reads it, the hash
  * chain covers it, and it is committed with the run's next sync point.
  * A user's side effect ({"name", "value"}) never has "change": the two
@@ -53,10 +57,18 @@ static int unsupported(pl_ctx *c, const char *change, unsigned long long got,
                        bool recorded, int min, int max)
 {
     pl__run *r = c->run;
+    bool newer = recorded && got > (unsigned long long)max;
     pl__emit_version(r, c->path, c->next_seq, c->def->name, change,
                      recorded ? (int)(got > INT32_MAX ? INT32_MAX : got)
                               : PL_VERSION_DEFAULT,
-                     recorded, PL_ECODEVERSION);
+                     recorded, newer ? PL_ENEWERCODE : PL_ECODEVERSION);
+    if (newer)
+        return pl__run_fail(r, PL_ENEWERCODE,
+                            "run %s, invocation %s, step %u: change '%s' was "
+                            "recorded at version %llu, by newer code; this "
+                            "code supports versions %d to %d: the run is left "
+                            "as it was, for newer code",
+                            r->id, c->path, c->next_seq, change, got, min, max);
     if (recorded)
         return pl__run_fail(r, PL_ECODEVERSION,
                             "run %s, invocation %s, step %u: change '%s' was "

@@ -764,7 +764,8 @@ int pl_run_signal(pl_outcome **out, pl_engine *e, const char *run_id,
                  * if another process has it or its key is full */
                 pl__err_clear();
                 st = pl__run_continue_woken(out, e, run_id);
-                if (st == PL_EBUSY || st == PL_ESTATE) {
+                /* delivered; newer code, or another process, goes on */
+                if (st == PL_EBUSY || st == PL_ESTATE || st == PL_ENEWERCODE) {
                     pl_outcome_free(*out);
                     *out = NULL;
                     pl__err_clear();
@@ -786,7 +787,7 @@ int pl_run_signal(pl_outcome **out, pl_engine *e, const char *run_id,
     /* continue it here, as its wake would; someone else may have been
      * quicker, or its key is full (its timer, due, wakes it later) */
     st = pl__run_continue_woken(out, e, to);
-    if (st == PL_EBUSY) {
+    if (st == PL_EBUSY || st == PL_ENEWERCODE) { /* delivered: left to it */
         pl__err_clear();
         return PL_OK;
     }

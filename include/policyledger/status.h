@@ -58,7 +58,8 @@
     X(ECANCELLED, -24, "run cancelled")                                        \
     X(ETIMEDOUT, -25, "wait timed out")                                        \
     X(EDEADLINE, -26, "run deadline exceeded")                                 \
-    X(ECODEVERSION, -27, "run recorded by a code version this code does not support")
+    X(ECODEVERSION, -27, "run recorded by a code version this code does not support") \
+    X(ENEWERCODE, -28, "run recorded by newer code; left for it")
 
 typedef enum pl_status {
 #define PL__STATUS_ENUM(name, value, text) PL_##name = value,
