@@ -477,7 +477,8 @@ PL__HIDDEN void pl__emit_diff(pl__run *r, pl_event_kind kind, const char *path,
 
 /* A version point (version.c): PL_EVENT_VERSION for change @p change, the
  * run taking @p version, @p recorded when its marker is at @p seq; @p status
- * PL_ECODEVERSION when this code does not support it. */
+ * PL_ECODEVERSION when this code does not support it, PL_ENEWERCODE when
+ * newer code recorded it. */
 PL__HIDDEN void pl__emit_version(pl__run *r, const char *path, uint32_t seq,
                                  const char *policy, const char *change,
                                  int version, bool recorded, int status);

@@ -398,13 +398,21 @@ int pl_ctx_side_effect_checked(cJSON **out_value, pl_ctx *ctx, const char *name,
  * before the change, and nothing is consumed).  So every run takes the
  * branch it was recorded with, and new runs take the newest.
  *
- * A run whose version is below @p min_supported (or above
- * @p max_supported) fails at once with PL_ECODEVERSION, its message naming
- * the change, the version recorded and the versions this code supports;
+ * A run whose version is below @p min_supported fails at once with
+ * PL_ECODEVERSION, its message naming the change, the version recorded and
+ * the versions this code supports;
  * raise min_supported once no live run needs an old branch
  * (`ledger-replay --check` lists who needs which), then delete that
  * branch.  Keep the call itself, with min_supported == max_supported:
  * removing it makes the recorded markers diverge.
+ *
+ * A recorded version above @p max_supported means newer code recorded the
+ * run (a rolling deploy: old and new workers on one queue).  The run is
+ * not failed: the execution stops writing nothing, the run goes back to
+ * the queue as it was, for a worker of the newer code, and the call that
+ * continued it (pl_run_continue(), pl_run_resume(), a worker's take)
+ * returns PL_ENEWERCODE; a worker does not take it again for a while
+ * (100 ms, doubled for each such run in a row, to 4 s).
  *
  * Points are matched by position, like every step; each change id is
  * named once per invocation it guards.
@@ -416,7 +424,8 @@ int pl_ctx_side_effect_checked(cJSON **out_value, pl_ctx *ctx, const char *name,
  *        @p max_supported.
  * @param max_supported the newest version, at least 1.
  * @return PL_OK; PL_EINVAL (a NULL or stale argument, a bad change id or
- *         versions); PL_ECODEVERSION (the run has stopped, failed); PL_ECHECK
+ *         versions); PL_ECODEVERSION (the run has stopped, failed);
+ *         PL_ENEWERCODE (the run has stopped, left for newer code); PL_ECHECK
  *         (a check replay reached the point past its record); the
  *         run-stopping statuses of pl_ctx_call().  A PL_EVENT_VERSION event
  *         reports each point a run passes.

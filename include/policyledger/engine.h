@@ -60,7 +60,9 @@ typedef enum pl_event_kind {
                                       change (PL_VERSION_DEFAULT); status
                                       PL_ECODEVERSION when this code does
                                       not support that version (the run
-                                      stops there) */
+                                      stops there), PL_ENEWERCODE when
+                                      newer code recorded it (the run is
+                                      left for that code) */
 } pl_event_kind;
 
 /** @return "run_started", "call_served", ... or NULL. */

@@ -15,6 +15,9 @@
  *               or {"timeout": true}
  *   "nap"       root: notes "napping", sleeps {"ms": ms} (pl_ctx_sleep()),
  *               notes "awake" and returns {"slept": ms}
+ *   "gated"     root: a version point "rolling" (versions 0 to
+ *               $REPLAY_CODE_VERSION, default 1: the code's build), then
+ *               "approval"'s question; returns {"v": the version}
  *
  * Built twice: BUILD_TAG changes a description only, so the two builds have
  * different build-ids and replay the same ledgers the same way.
@@ -115,6 +118,22 @@ static int nap(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     return st ? st : pl_steps_add_resultf(out, "{s:I}", "slept", ms);
 }
 
+static int gated(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)a;
+    (void)user;
+    const char *env = getenv("REPLAY_CODE_VERSION");
+    int max = env && *env ? atoi(env) : 1, v = 0;
+    int st = pl_ctx_version(&v, ctx, "rolling", PL_VERSION_DEFAULT,
+                            max > 0 ? max : 1);
+    cJSON *answer = NULL;
+    if (!st)
+        st = pl_ctx_invokef(&answer, ctx, "human", "{s:s}", "question",
+                            "go on?");
+    cJSON_Delete(answer);
+    return st ? st : pl_steps_add_resultf(out, "{s:i}", "v", v);
+}
+
 int pl_plugin_init(pl_registry *reg)
 {
     pl_policy_def d = PL_POLICY_DEF_INIT;
@@ -140,6 +159,12 @@ int pl_plugin_init(pl_registry *reg)
     d.name = "nap";
     d.fn = nap;
     d.description = "Sleep, between two notes.";
+    if ((st = pl_registry_add(reg, &d)))
+        return st;
+    d = (pl_policy_def)PL_POLICY_DEF_INIT;
+    d.name = "gated";
+    d.fn = gated;
+    d.description = "A version point, then a human's answer.";
     if ((st = pl_registry_add(reg, &d)))
         return st;
     return pl_registry_add_human(reg, "human");

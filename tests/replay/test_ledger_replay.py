@@ -791,6 +791,36 @@ def case_time():
         s.close()
 
 
+def case_check_a_run_newer_code_recorded():
+    """--check under older code: a run a newer build recorded (version 2
+    of "rolling", this code knowing 1) needs newer code; not a failure,
+    not in the deploy gate's would_fail."""
+    s = Store()
+    try:
+        P = [ARGS.plugin]
+        s.env["REPLAY_CODE_VERSION"] = "2"
+        p = s.helper("start", ARGS.plugin, "gated", "new-1", "{}")
+        check(p.stdout == "suspended\n", "did not suspend", p.stdout)
+        s.env["REPLAY_CODE_VERSION"] = "1"
+        doc, _ = s.tool_json("--check", "--live", plugins=P, expect=0)
+        r = doc["runs"][0]
+        check(r["check"] == "needs_newer_code" and r["status"] == "suspended"
+              and "by newer code" in r["message"], "wrong verdict", r)
+        g = doc["summary"]["gate"]
+        check(g["pass"] and g["would_fail"] == [], "the gate fails", g)
+        p = s.tool("--check", plugins=P, expect=0)
+        check("check new-1 (suspended): needs_newer_code" in p.stdout and
+              "1 run(s) need newer code" in p.stdout and
+              "0 failed to replay" in p.stdout,
+              "text report does not say so", p.stdout)
+        # the newer code replays it cleanly
+        s.env["REPLAY_CODE_VERSION"] = "2"
+        doc, _ = s.tool_json("--check", plugins=P, expect=0)
+        check(doc["runs"][0]["check"] == "ok", "newer code fails", doc)
+    finally:
+        s.close()
+
+
 def case_plugin_crashes_in_init():
     """A plugin that dies in pl_plugin_init takes the tool down with exit 2
     and a line naming the plugin, not a bare SIGSEGV; the store is not
@@ -869,7 +899,8 @@ CASES = [case_time, case_usage, case_bad_store, case_bad_plugin, case_crash_then
          case_check_code_changed_but_clean, case_resume, case_fork,
          case_submit_to_a_full_store, case_submit_with_priority_and_key,
          case_run_on_a_full_store,
-         case_plugin_crashes_in_init, case_check_on_a_read_only_file_system]
+         case_plugin_crashes_in_init, case_check_on_a_read_only_file_system,
+         case_check_a_run_newer_code_recorded]
 
 
 def main():
