@@ -271,18 +271,27 @@ Test(version, a_point_past_the_record_takes_the_newest_and_bounds_hold)
     close_engine(e);
 }
 
+/* Start run @p id, which records version g_max of "pay-v2" and then waits
+ * for a human; its resume token in @p token. */
+static void start_past_the_point(pl_engine *e, const char *id, char *token,
+                                 size_t n)
+{
+    g_code = 1;
+    g_suspend_late = true;
+    pl_outcome *o = t_start(e, "flow", "{}", id);
+    cr_assert_eq(o->status, PL_RUN_SUSPENDED, "%s", o->reason);
+    snprintf(token, n, "%s", o->resume_token);
+    pl_outcome_free(o);
+}
+
 Test(version, a_live_run_is_failed_with_the_change_in_its_reason)
 {
     seen s = {0};
     pl_engine *e = open_engine(&s);
     /* a run that records version 1 and then waits for a human */
-    g_code = 1;
-    g_suspend_late = true;
-    pl_outcome *o = t_start(e, "flow", "{}", "live");
-    cr_assert_eq(o->status, PL_RUN_SUSPENDED, "%s", o->reason);
     char token[64];
-    snprintf(token, sizeof token, "%s", o->resume_token);
-    pl_outcome_free(o);
+    start_past_the_point(e, "live", token, sizeof token);
+    pl_outcome *o = NULL;
 
     /* answered under code that supports version 2 only */
     g_min = g_max = 2;
@@ -423,28 +432,15 @@ static char *root_ledger(pl_engine *e, const char *id)
     return all;
 }
 
-static pl_run_status run_status(pl_engine *e, const char *id)
-{
-    pl_run_info *info = NULL;
-    cr_assert_eq(pl_run_get(&info, e, id), PL_OK, "%s", pl_errmsg());
-    pl_run_status st = info->status;
-    pl_run_info_free(info);
-    return st;
-}
-
 Test(version, older_code_leaves_a_run_newer_code_recorded)
 {
     seen s = {0};
     pl_engine *e = open_engine(&s);
     /* "new" code records version 2, then waits for a human */
-    g_code = 1;
     g_max = 2;
-    g_suspend_late = true;
-    pl_outcome *o = t_start(e, "flow", "{}", "rolling");
-    cr_assert_eq(o->status, PL_RUN_SUSPENDED, "%s", o->reason);
     char token[64];
-    snprintf(token, sizeof token, "%s", o->resume_token);
-    pl_outcome_free(o);
+    start_past_the_point(e, "rolling", token, sizeof token);
+    pl_outcome *o = NULL;
     char *before = root_ledger(e, "rolling");
 
     /* "old" code: a check replay says so, writing nothing */
@@ -464,7 +460,7 @@ Test(version, older_code_leaves_a_run_newer_code_recorded)
     cr_assert_eq(pl_run_resume(&o, e, "rolling", token, yes), PL_ENEWERCODE);
     cJSON_Delete(yes);
     cr_expect_null(o);
-    pl_run_status now = run_status(e, "rolling");
+    pl_run_status now = status_of(e, "rolling");
     cr_expect(now == PL_RUN_RUNNING, "%s", pl_run_status_name(now));
     free(before);
     before = root_ledger(e, "rolling");
@@ -472,7 +468,7 @@ Test(version, older_code_leaves_a_run_newer_code_recorded)
     /* continued directly by old code: left as it was */
     cr_expect_eq(pl_run_continue(&o, e, "rolling", NULL), PL_ENEWERCODE);
     cr_expect_null(o);
-    cr_expect_eq(run_status(e, "rolling"), PL_RUN_RUNNING);
+    cr_expect_eq(status_of(e, "rolling"), PL_RUN_RUNNING);
     char *after = root_ledger(e, "rolling");
     cr_expect_str_eq(after, before);
     free(after);
@@ -493,7 +489,7 @@ Test(version, older_code_leaves_a_run_newer_code_recorded)
     cr_expect_eq(done, 0);
     cr_expect_eq(failed, 0);
     cr_expect_eq(skipped, 2);
-    now = run_status(e, "rolling");
+    now = status_of(e, "rolling");
     cr_expect(now == PL_RUN_RUNNING, "%s", pl_run_status_name(now));
     after = root_ledger(e, "rolling");
     cr_expect_str_eq(after, before);
@@ -507,7 +503,7 @@ Test(version, older_code_leaves_a_run_newer_code_recorded)
     cr_assert_eq(pl_worker_run(e, &wo), PL_OK, "%s", pl_errmsg());
     cr_expect_eq(done, 1);
     cr_expect_eq(failed, 0);
-    cr_expect_eq(run_status(e, "rolling"), PL_RUN_COMPLETED);
+    cr_expect_eq(status_of(e, "rolling"), PL_RUN_COMPLETED);
     cr_assert_eq(pl_run_continue(&o, e, "rolling", NULL), PL_OK, "%s",
                  pl_errmsg());
     cr_expect_eq(result_int(o, "v"), 2);
