@@ -332,13 +332,8 @@ static void *work(void *arg)
              * worker (a stopping one hands it back at once) */
             newer_us = newer_us ? newer_us * 2 : NEWER_MIN_US;
             newer_us = newer_us < NEWER_MAX_US ? newer_us : NEWER_MAX_US;
-            bool lost;
-            if (pl__store_lease_renew(e->store, &lease.run, &lease.gen, 1,
-                                      stopping(e) ? PL__HAND_BACK_US
-                                                  : newer_us,
-                                      &lost)) {
-                /* it expires on its own */
-            }
+            pl__run_hand_back(e, lease.run, lease.gen,
+                              stopping(e) ? PL__HAND_BACK_US : newer_us);
         } else {
             newer_us = 0;
         }
@@ -346,11 +341,7 @@ static void *work(void *arg)
             /* stopped between two calls (call.c): hand the run back, so
              * that another worker takes it now, not once the lease has
              * run out; a lease taken over meanwhile is left alone */
-            bool lost;
-            if (pl__store_lease_renew(e->store, &lease.run, &lease.gen, 1,
-                                      PL__HAND_BACK_US, &lost)) {
-                /* it expires on its own */
-            }
+            pl__run_hand_back(e, lease.run, lease.gen, PL__HAND_BACK_US);
         }
         pthread_mutex_lock(&w->mu);
         if (st || !o)

@@ -128,6 +128,12 @@ PL__HIDDEN int pl__run_continue_woken(pl_outcome **out, pl_engine *e,
 PL__HIDDEN int pl__run_take_lease(pl_engine *e, uint64_t num, const char *id,
                                   uint64_t *gen, bool *had) PL__MUST_CHECK;
 
+/* Hand run @p num's lease @p gen back to the queue: held @p hold_us more
+ * (PL__HAND_BACK_US: expired, first in the queue), unless another has
+ * taken it over; a failure leaves it to expire (runner.c). */
+PL__HIDDEN void pl__run_hand_back(pl_engine *e, uint64_t num, uint64_t gen,
+                                  int64_t hold_us);
+
 /* A new outcome of run @p r with @p status (outcome.c); NULL when out of
  * memory. */
 PL__HIDDEN pl_outcome *pl__outcome_new(pl__run *r, pl_run_status status);

@@ -552,15 +552,14 @@ static void drop_lease(pl_engine *e, uint64_t num, uint64_t gen)
     pl__errmsg_restore(saved);
 }
 
-/* Hand run @p num's lease @p gen back to the queue, first in it, keeping
- * the message of why. */
-static void hand_back(pl_engine *e, uint64_t num, uint64_t gen)
+/* Hand a run's lease back to the queue (run.h). */
+void pl__run_hand_back(pl_engine *e, uint64_t num, uint64_t gen,
+                       int64_t hold_us)
 {
     char saved[PL__ERRMSG_MAX];
     pl__errmsg_save(saved);
     bool lost;
-    if (pl__store_lease_renew(e->store, &num, &gen, 1, PL__HAND_BACK_US,
-                              &lost)) {
+    if (pl__store_lease_renew(e->store, &num, &gen, 1, hold_us, &lost)) {
         /* it expires on its own */
     }
     pl__errmsg_restore(saved);
@@ -720,7 +719,7 @@ done:
      * queue at once, for a worker running that code (a worker's take hands
      * it back itself, with its back-off: worker.c) */
     if (claimed && st == PL_ENEWERCODE && !leased && !dv && r && !r->check)
-        hand_back(e, num, r->batch.gen);
+        pl__run_hand_back(e, num, r->batch.gen, PL__HAND_BACK_US);
     pl__buf_free(&sb);
     pl__buf_free(&ride.expect);
     pl__kvs_free(&more.inbox);
