@@ -174,7 +174,7 @@ typedef struct tool {
     FILE *import_in;      /* --import's, checked and rewound */
     pl_schedule schedule; /* --schedule-put's */
     unsigned n_ok, n_suspended, n_failed, n_diverged, n_skipped;
-    unsigned n_newer; /* recorded by newer code (PL_ENEWERCODE) */
+    unsigned n_newer;        /* recorded by newer code (PL_ENEWERCODE) */
     uint64_t prune_older_ms; /* --older-than, read */
     unsigned prune_statuses; /* --status, read */
     uint64_t retain_ms;      /* --retain, read */

@@ -25,6 +25,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <policyledger.h>
 
@@ -123,9 +124,9 @@ static int gated(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     (void)a;
     (void)user;
     const char *env = getenv("REPLAY_CODE_VERSION");
-    int max = env && *env ? atoi(env) : 1, v = 0;
-    int st = pl_ctx_version(&v, ctx, "rolling", PL_VERSION_DEFAULT,
-                            max > 0 ? max : 1);
+    /* 1 or 2; anything else is the old code's 1 */
+    int max = env && !strcmp(env, "2") ? 2 : 1, v = 0;
+    int st = pl_ctx_version(&v, ctx, "rolling", PL_VERSION_DEFAULT, max);
     cJSON *answer = NULL;
     if (!st)
         st = pl_ctx_invokef(&answer, ctx, "human", "{s:s}", "question",
