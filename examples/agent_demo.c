@@ -8,6 +8,7 @@
  *              [--run ID] [--crash-after-steps N] [--answer JSON]
  *              [--token T] [--plugin LIB.so] [--stream]
  *              [--approval-timeout MS] [--mcp NAME=SPEC]
+ *              [--mcp-unchecked]
  *
  * With --approval-timeout, the approval is timed: the run waits (parked in
  * the store) up to MS for an "approval" event, which --answer sends, else
@@ -19,7 +20,9 @@
  * the reference filesystem server
  * (@modelcontextprotocol/server-filesystem) replaces the built-in
  * read_file: the model reads the data through it, and the default model is
- * the script that does (agent/script-mcp.json).
+ * the script that does (agent/script-mcp.json).  A tool whose inputSchema
+ * the validator refuses fails the server, unless --mcp-unchecked
+ * registers it without the schema (pl_mcp_options.unchecked_schemas).
  *
  * The agent's policies come from agent-plugin.so (next to this program),
  * loaded as ledger-replay loads it, configured through AGENT_MODEL and
@@ -79,6 +82,7 @@ static void usage(FILE *f)
         "                  [--answer JSON] [--token T] [--plugin LIB.so]\n"
         "                  [--stream] [--approval-timeout MS] "
         "[--mcp NAME=SPEC]\n"
+        "                  [--mcp-unchecked]\n"
         "\n"
         "Researches a question with a model and tools (calculator, read_file,\n"
         "http_get), then waits for a human to approve the answer.  Every "
@@ -121,11 +125,14 @@ static void usage(FILE *f)
         "                   default model: agent/script-mcp.json).  Give the\n"
         "                   same --mcp to every run of a run, and to\n"
         "                   ledger-replay\n"
+        "  --mcp-unchecked  a tool of an --mcp server whose inputSchema the\n"
+        "                   validator refuses is registered without it (its\n"
+        "                   arguments unchecked), not the server refused\n"
         "\n"
         "Exit status: 0 completed or waiting for approval (or its answer "
         "delivered),\n1 failed (or ended in an error result, or the "
         "store, the plugin or an MCP\nserver cannot be opened, or an "
-        "answer is refused), 2 bad usage.\n");
+        "answer is refused), 2 bad usage (or an MCP tool's schema refused\nwithout --mcp-unchecked).\n");
 }
 
 /* A usage error: one line, and where the rest is said. */
@@ -251,12 +258,13 @@ static void report(pl_engine *e, const pl_outcome *o, const char *run_id,
 /* Register the MCP servers @p spec ("NAME=SPEC" each); their standard
  * error is appended to STORE.mcp.log. */
 static int mount_mcp(pl_mcp **out, pl_registry *reg, const char *const *spec,
-                     size_t n, const char *store)
+                     size_t n, const char *store, bool unchecked)
 {
     char log[PATH_MAX], name[80];
     snprintf(log, sizeof log, "%s.mcp.log", store);
     pl_mcp_options o = PL_MCP_OPTIONS_INIT;
     o.stderr_path = log;
+    o.unchecked_schemas = unchecked;
     for (size_t i = 0; i < n; i++) {
         const char *eq = strchr(spec[i], '=');
         snprintf(name, sizeof name, "%.*s", (int)(eq - spec[i]), spec[i]);
@@ -276,7 +284,7 @@ int main(int argc, char **argv)
     long approval_timeout = -1;
     char model_buf[PATH_MAX + 16], data_buf[PATH_MAX], plugin_buf[PATH_MAX];
     demo d = {0, 0};
-    bool stream = false;
+    bool stream = false, mcp_unchecked = false;
     const char *mcp_spec[MAX_MCP];
     size_t n_mcp = 0;
     bool mcp_fs = false;
@@ -289,6 +297,10 @@ int main(int argc, char **argv)
         }
         if (!strcmp(a, "--stream")) {
             stream = true;
+            continue;
+        }
+        if (!strcmp(a, "--mcp-unchecked")) {
+            mcp_unchecked = true;
             continue;
         }
         static const char *const valued[] = {"--store",
@@ -417,10 +429,18 @@ int main(int argc, char **argv)
     eo.event_user = &d;
     if ((st = pl_registry_new(&reg)) || (st = pl_plugin_load(reg, plugin)))
         goto fail;
-    if ((st = mount_mcp(mcp, reg, mcp_spec, n_mcp, store))) {
-        if (st == PL_EINVAL) /* a spec or a name that is none: usage */
+    if ((st = mount_mcp(mcp, reg, mcp_spec, n_mcp, store, mcp_unchecked))) {
+        /* a spec or a name that is none, or a tool's schema refused
+         * without --mcp-unchecked: usage */
+        if (st == PL_EINVAL)
             rc = 2;
-        goto fail;
+        if (st != PL_EINVAL || !strstr(pl_errmsg(), "inputSchema"))
+            goto fail;
+        fprintf(stderr,
+                "agent-demo: %s (%s); --mcp-unchecked registers such a tool "
+                "without its schema\n",
+                pl_errmsg(), pl_status_name(st));
+        goto done;
     }
     if ((st = pl_engine_open(&e, store, reg, &eo)) ||
         (st = pl_engine_set_wait_in_place(e, 0))) /* a timed wait parks */

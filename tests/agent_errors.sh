@@ -83,4 +83,16 @@ cat >"$c/script.json" <<'JSON'
 {"responses": [{"tool_calls": [{"name": "rm", "arguments": {"path": "/"}}]}]}
 JSON
 fails 1 "InvalidModelAction" "$demo" --store "$c/s.db" --model "scripted://$c/script.json" --data "$agent_dir/data" --plugin "$plugin"
+
+# An MCP server with a tool whose inputSchema the validator refuses
+# (unevaluatedProperties): refused, bad usage, naming the flag; with
+# --mcp-unchecked it is mounted and the story goes on to the approval.
+c="$dir/unchecked"; mkdir -p "$c"
+fake="fake=stdio:python3 $(dirname "$0")/mcp_fake_server.py unevaluated $c"
+fails 2 "tool strict.*--mcp-unchecked" "$demo" --store "$c/s.db" --data "$agent_dir/data" --plugin "$plugin" --mcp "$fake"
+[ ! -e "$c/s.db" ] || { echo "FAIL: a refused server left a store"; exit 1; }
+"$demo" --store "$c/s.db" --data "$agent_dir/data" --plugin "$plugin" \
+  --mcp "$fake" --mcp-unchecked >"$c/out" 2>&1 || { cat "$c/out"; exit 1; }
+grep -q "^run research-1: suspended" "$c/out" || { cat "$c/out"; exit 1; }
+grep -q '"tools/list"' "$c/log" || { echo "FAIL: no tools/list"; exit 1; }
 echo "ok: every bad input got a clear error"

@@ -13,6 +13,7 @@ and every refusal checked.  Exits non-zero at the first failure.
 import http.client
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -109,6 +110,9 @@ class Server:
         rc = self.proc.wait(timeout=30)
         check(rc == 0, "ledger-web stops with 0 on SIGTERM (got %d): %s" %
               (rc, self.stderr()))
+        check(not re.search(r"Sanitizer|runtime error: ", self.stderr()),
+              "ledger-web stops with no sanitizer's report: %s" %
+              self.stderr())
         print(self.stderr(), end="")
 
 

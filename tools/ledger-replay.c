@@ -202,6 +202,12 @@ static void usage(FILE *f)
         "                        (SPEC \"stdio:COMMAND ARG...\" or an "
         "http(s):// URL;\n"
         "                        repeatable; may stand for --plugin)\n"
+        "  --mcp-unchecked       a tool of an --mcp server whose inputSchema "
+        "the\n"
+        "                        validator refuses is registered without it "
+        "(its\n"
+        "                        arguments unchecked), not the server "
+        "refused\n"
         "  --json                print the summaries as one JSON document on "
         "stdout\n"
         "                        (a failure too: its exit, message and "
@@ -420,6 +426,10 @@ static int parse_args(options *o, int argc, char **argv)
         }
         if (!strcmp(a, "--live")) {
             o->live = true;
+            continue;
+        }
+        if (!strcmp(a, "--mcp-unchecked")) {
+            o->mcp_unchecked = true;
             continue;
         }
         if (!strcmp(a, "--all-diverged")) {
@@ -749,10 +759,16 @@ int main(int argc, char **argv)
         }
         snprintf(name, sizeof name, "%.*s", (int)(eq - t.opt.mcp[i]),
                  t.opt.mcp[i]);
-        st = pl_mcp_register(&mcps[i], t.reg, name, eq + 1, NULL);
+        pl_mcp_options mo = PL_MCP_OPTIONS_INIT;
+        mo.unchecked_schemas = t.opt.mcp_unchecked;
+        st = pl_mcp_register(&mcps[i], t.reg, name, eq + 1, &mo);
         if (st)
-            cli_error("cannot register the MCP server %s: %s (%s)", QUOTE(name),
-                      pl_errmsg(), pl_status_name(st));
+            cli_error("cannot register the MCP server %s: %s (%s)%s",
+                      QUOTE(name), pl_errmsg(), pl_status_name(st),
+                      st == PL_EINVAL && strstr(pl_errmsg(), "inputSchema")
+                          ? "; --mcp-unchecked registers such a tool "
+                            "without its schema"
+                          : "");
     }
     if (st) {
         rc = EXIT_OPEN;

@@ -51,6 +51,7 @@ typedef struct options {
     size_t n_plugins;
     const char **mcp; /* --mcp NAME=SPEC */
     size_t n_mcp;
+    bool mcp_unchecked; /* --mcp-unchecked: pl_mcp_options.unchecked_schemas */
     enum mode mode;
     const char *run;    /* --run, --resume, --fork */
     const char *answer; /* --answer */
