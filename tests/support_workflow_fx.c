@@ -28,7 +28,9 @@ static void add_edge(effects *fx, long long t, int delta, const char *run)
     edge *g = &fx->ev[fx->nev++];
     g->t = t;
     g->delta = delta;
-    snprintf(g->run, sizeof g->run, "%s", run);
+    size_t n = strnlen(run, sizeof g->run - 1); /* an id's length, at most */
+    memcpy(g->run, run, n);
+    g->run[n] = '\0';
 }
 
 /* Open intervals, by run and process, to close at a process's death. */
