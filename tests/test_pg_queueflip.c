@@ -49,8 +49,8 @@ TestSuite(pg_queueflip, .timeout = 300);
 
 /* every STRIDE-th bit; under the sanitizers, where each flip costs more,
  * fewer (still a fixed stride, prime to 8) */
-#define STRIDE (T_SANITIZED ? 61 : 47)
-#define LMDB_STRIDE (T_SANITIZED ? 89 : 67)
+#define STRIDE (T_SANITIZED ? 97 : 47)
+#define LMDB_STRIDE (T_SANITIZED ? 131 : 67)
 /* a drain stops after IDLE_MS without an event (the undamaged store's,
  * SETTLE_MS: all its runs must end) */
 #define IDLE_MS 60

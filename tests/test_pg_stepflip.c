@@ -53,7 +53,7 @@ TestSuite(pg_stepflip, .timeout = 300);
 
 /* every STRIDE-th bit; under the sanitizers, where each flip costs more,
  * fewer (still a fixed stride, prime to 8) */
-#define STRIDE (T_SANITIZED ? 29 : 23)
+#define STRIDE (T_SANITIZED ? 53 : 23)
 /* ledger-dump --verify runs after every LEDGER_DUMP_EVERY-th flip, and
  * every MOVE_DUMP_EVERY-th key moved */
 #define LEDGER_DUMP_EVERY 16
