@@ -19,7 +19,19 @@
  *   | cursor   | int          | the ticks at or before it (Unix ms) are    |
  *   |          |              | handled: started or skipped                |
  *   | last     | str          | the id of the last run it started, or ""   |
+ *   | prio     | int          | optional: each run's priority, nonzero     |
+ *   |          |              | (-PL_PRIORITY_MAX..PL_PRIORITY_MAX)        |
+ *   | key      | str          | optional: each run's concurrency key       |
+ *   |          |              | (1..PL_MAX_FLOW_KEY bytes), with limit     |
+ *   | limit    | uint         | with key: its limit, 1..INT32_MAX          |
+ *   | deadline | int          | optional: each run's deadline, this many   |
+ *   |          |              | ms after its tick (1..INT64_MAX / 4)       |
  *   | sum      | bin (32)     | last: the checksum                         |
+ *
+ * The optional fields are written only when set, so a schedule without
+ * them has the record of the builds before them, and their records (none
+ * of these keys) read with the fields unset.  A value out of its range, a
+ * key without its limit or a limit without its key is PL_ECORRUPT.
  *
  * CHECKSUM: as run records' (runrec.c), SHA-256 of "policyledger/runrec"
  * NUL, 'c', the schedule's name, NUL and the bytes before "sum": a changed
@@ -52,7 +64,9 @@ int pl__sched_rec_encode(pl__buf *out, const char *name, const pl__sched_rec *r)
     msgpack_packer pk;
     packer_init(&pk, out);
     size_t start = out->len;
-    int rc = msgpack_pack_map(&pk, 12);
+    bool key = r->flow_key != NULL;
+    uint32_t n = 12 + (r->priority != 0) + 2 * key + (r->deadline_in_ms != 0);
+    int rc = msgpack_pack_map(&pk, n);
     rc = rc ? rc : pack_cstr(&pk, "v");
     rc = rc ? rc : msgpack_pack_uint32(&pk, PL__SCHEDREC_VERSION);
     rc = rc ? rc : pack_cstr(&pk, "cron");
@@ -75,6 +89,20 @@ int pl__sched_rec_encode(pl__buf *out, const char *name, const pl__sched_rec *r)
     rc = rc ? rc : msgpack_pack_int64(&pk, r->cursor_ms);
     rc = rc ? rc : pack_cstr(&pk, "last");
     rc = rc ? rc : pack_cstr(&pk, r->last_run ? r->last_run : "");
+    if (r->priority) {
+        rc = rc ? rc : pack_cstr(&pk, "prio");
+        rc = rc ? rc : msgpack_pack_int32(&pk, r->priority);
+    }
+    if (key) {
+        rc = rc ? rc : pack_cstr(&pk, "key");
+        rc = rc ? rc : pack_cstr(&pk, r->flow_key);
+        rc = rc ? rc : pack_cstr(&pk, "limit");
+        rc = rc ? rc : msgpack_pack_uint32(&pk, r->flow_limit);
+    }
+    if (r->deadline_in_ms) {
+        rc = rc ? rc : pack_cstr(&pk, "deadline");
+        rc = rc ? rc : msgpack_pack_int64(&pk, r->deadline_in_ms);
+    }
     uint8_t sum[PL_HASH_LEN];
     if (!rc && (rc = pl__runrec_sum('c', name, out->data + start,
                                     out->len - start, sum))) {
@@ -170,8 +198,10 @@ int pl__sched_rec_decode(pl__sched_rec *out, const char *name,
             have_sum = true;
         } else {
             static const char *const keys[] = {
-                "cron",    "zone", "policy",  "payload", "overlap",
-                "catchup", "max",  "created", "cursor",  "last"};
+                "cron",   "zone", "policy", "payload", "overlap",
+                "catchup", "max", "created", "cursor", "last",
+                "prio",   "key",  "limit",  "deadline"};
+            int64_t iv = 0;
             int which = -1, st = PL_OK;
             for (int j = 0; j < (int)PL__ARRAY_LEN(keys); j++)
                 if (key_is(k, kn, keys[j]))
@@ -194,6 +224,29 @@ int pl__sched_rec_decode(pl__sched_rec *out, const char *name,
             case 7: st = rd_int(&r, &out->created_ms); break;
             case 8: st = rd_int(&r, &out->cursor_ms); break;
             case 9: st = read_str(&r, PL_MAX_RUN_ID, &out->last_run); break;
+            case 10:
+                st = rd_int(&r, &iv) || !iv || iv < -PL_PRIORITY_MAX ||
+                             iv > PL_PRIORITY_MAX
+                         ? PL_ECORRUPT
+                         : PL_OK;
+                out->priority = (int32_t)iv;
+                break;
+            case 11:
+                st = read_str(&r, PL_MAX_FLOW_KEY, &out->flow_key);
+                if (!st && !*out->flow_key)
+                    st = PL_ECORRUPT;
+                break;
+            case 12:
+                st = read_small(&r, INT32_MAX, &out->flow_limit);
+                if (!st && !out->flow_limit)
+                    st = PL_ECORRUPT;
+                break;
+            case 13:
+                st = rd_int(&r, &iv) || iv < 1 || iv > PL__SCHED_DEADLINE_MAX
+                         ? PL_ECORRUPT
+                         : PL_OK;
+                out->deadline_in_ms = iv;
+                break;
             default: /* a field of a later build */
                 st = pl__mp_walk(&r, 2, MODE_ANY, NULL) ? PL_ECORRUPT : PL_OK;
             }
@@ -211,7 +264,9 @@ int pl__sched_rec_decode(pl__sched_rec *out, const char *name,
             }
         }
     }
-    if (!have_v || !have_sum || seen != (1u << 10) - 1)
+    /* the ten fields every build writes; a key and its limit together */
+    if (!have_v || !have_sum || (seen & ((1u << 10) - 1)) != (1u << 10) - 1 ||
+        !(seen >> 11 & 1) != !(seen >> 12 & 1))
         goto bad;
     return PL_OK;
 bad:
@@ -228,5 +283,6 @@ void pl__sched_rec_clear(pl__sched_rec *r)
     free(r->policy);
     free(r->payload);
     free(r->last_run);
+    free(r->flow_key);
     memset(r, 0, sizeof *r);
 }
