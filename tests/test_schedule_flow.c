@@ -130,10 +130,7 @@ static void close_engine(pl_engine *e)
     g_reg = NULL;
 }
 
-static void g_setup(void)
-{
-    snprintf(g_dir, sizeof g_dir, "%s", t_tmpdir());
-}
+static void g_setup(void) { snprintf(g_dir, sizeof g_dir, "%s", t_tmpdir()); }
 
 TestSuite(schedule_flow, .init = g_setup, .fini = t_cleanup, .timeout = 120);
 
@@ -180,8 +177,8 @@ static void submit(pl_engine *e, const char *policy, const char *id,
 
 static void await(pl_engine *e, const char *id, const char *what)
 {
-    for (int ms = 0; what ? !marked(id, what)
-                          : status_of(e, id) != PL_RUN_COMPLETED;
+    for (int ms = 0;
+         what ? !marked(id, what) : status_of(e, id) != PL_RUN_COMPLETED;
          ms += 5) {
         cr_assert_lt(ms, BOUND_MS, "run %s never %s", id,
                      what ? "started" : "completed");
@@ -253,7 +250,8 @@ Test(schedule_flow, a_ticks_run_has_the_options)
     cr_expect_eq(field(o, "deadline_in_ms")->valuedouble, 90.0 * MIN_MS);
     cJSON_Delete(list);
     cr_assert_eq(fire(e, T0 + 2 * MIN_MS + 1000), 2);
-    const char *ids[] = {"export@2100-01-01T00:01Z", "export@2100-01-01T00:02Z"};
+    const char *ids[] = {"export@2100-01-01T00:01Z",
+                         "export@2100-01-01T00:02Z"};
     for (int k = 0; k < 2; k++) {
         pl_run_info *ri = NULL;
         cr_assert_eq(pl_run_get(&ri, e, ids[k]), PL_OK, "%s", pl_errmsg());
@@ -322,8 +320,7 @@ Test(schedule_flow, a_key_is_shared_by_ticks_and_submitted_runs)
     /* skipper's run waits for the key: live, its next tick skipped */
     cr_assert_eq(fire(e, T0 + 3 * MIN_MS + 1000), 1, "nightly's tick 3 only");
     pl_run_info *ri = NULL;
-    cr_expect_eq(pl_run_get(&ri, e, "skipper@2100-01-01T00:03Z"),
-                 PL_ENOTFOUND);
+    cr_expect_eq(pl_run_get(&ri, e, "skipper@2100-01-01T00:03Z"), PL_ENOTFOUND);
     /* the submitted run ends: the first tick's run takes the key */
     unmark("ondemand", "block");
     await(e, n1, "in");
@@ -415,8 +412,8 @@ Test(schedule_flow, a_passed_deadline_ends_the_run_as_a_submitted_ones)
     /* the same end, but for the run's id */
     const char *tail[2];
     for (int i = 0; i < 2; i++)
-        cr_assert_not_null(tail[i] = strstr(o[i]->reason, " passed its"),
-                           "%s", o[i]->reason);
+        cr_assert_not_null(tail[i] = strstr(o[i]->reason, " passed its"), "%s",
+                           o[i]->reason);
     cr_expect_str_eq(tail[0], tail[1]);
     pl_outcome_free(o[0]);
     pl_outcome_free(o[1]);
@@ -541,12 +538,11 @@ static void old_record(pl__buf *out, const char *name, size_t n_extra,
         cr_assert_eq(pack_cstr(&pk, strs[i][0]) || pack_cstr(&pk, strs[i][1]),
                      0);
     cr_assert_eq(pack_cstr(&pk, "overlap") || msgpack_pack_uint32(&pk, 1) ||
-                     pack_cstr(&pk, "catchup") ||
-                     msgpack_pack_uint32(&pk, 2) || pack_cstr(&pk, "max") ||
-                     msgpack_pack_uint32(&pk, 3) || pack_cstr(&pk, "created") ||
-                     msgpack_pack_int64(&pk, T0) || pack_cstr(&pk, "cursor") ||
-                     msgpack_pack_int64(&pk, T0) || pack_cstr(&pk, "last") ||
-                     pack_cstr(&pk, ""),
+                     pack_cstr(&pk, "catchup") || msgpack_pack_uint32(&pk, 2) ||
+                     pack_cstr(&pk, "max") || msgpack_pack_uint32(&pk, 3) ||
+                     pack_cstr(&pk, "created") || msgpack_pack_int64(&pk, T0) ||
+                     pack_cstr(&pk, "cursor") || msgpack_pack_int64(&pk, T0) ||
+                     pack_cstr(&pk, "last") || pack_cstr(&pk, ""),
                  0);
     if (n_extra)
         cr_assert_eq(pl__buf_append(out, extra->data, extra->len), PL_OK);

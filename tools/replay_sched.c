@@ -99,9 +99,9 @@ int prepare_schedule(tool *t)
     s->concurrency_limit = o->key_limit;
     int64_t now = cli_now_us(), since;
     /* a duration only (no date: those have a '-') */
-    if (o->deadline && (strchr(o->deadline, '-') ||
-                        !cli_parse_time(&since, o->deadline, now) ||
-                        since >= now)) {
+    if (o->deadline &&
+        (strchr(o->deadline, '-') ||
+         !cli_parse_time(&since, o->deadline, now) || since >= now)) {
         cli_error("bad --deadline %s: give a duration (30m, 2h, 45s)",
                   cli_quote(q, sizeof q, o->deadline));
         return EXIT_USAGE;

@@ -69,10 +69,11 @@ static int run_options_ok(const pl_schedule *s)
     o.concurrency_key = s->concurrency_key;
     o.concurrency_limit = s->concurrency_limit;
     int st = pl__flow_options_ok(&o, fn, true);
-    if (!st && (s->deadline_in_ms < 0 ||
-                s->deadline_in_ms > PL__SCHED_DEADLINE_MAX))
-        st = pl__err(PL_EINVAL, "%s: a negative or huge deadline "
-                                "(deadline_in_ms %lld)",
+    if (!st &&
+        (s->deadline_in_ms < 0 || s->deadline_in_ms > PL__SCHED_DEADLINE_MAX))
+        st = pl__err(PL_EINVAL,
+                     "%s: a negative or huge deadline "
+                     "(deadline_in_ms %lld)",
                      fn, (long long)s->deadline_in_ms);
     return st;
 }

@@ -198,9 +198,9 @@ int pl__sched_rec_decode(pl__sched_rec *out, const char *name,
             have_sum = true;
         } else {
             static const char *const keys[] = {
-                "cron",   "zone", "policy", "payload", "overlap",
-                "catchup", "max", "created", "cursor", "last",
-                "prio",   "key",  "limit",  "deadline"};
+                "cron",    "zone", "policy",  "payload", "overlap",
+                "catchup", "max",  "created", "cursor",  "last",
+                "prio",    "key",  "limit",   "deadline"};
             int64_t iv = 0;
             int which = -1, st = PL_OK;
             for (int j = 0; j < (int)PL__ARRAY_LEN(keys); j++)

@@ -22,9 +22,9 @@ typedef struct pl__sched_rec {
     char *last_run;        /* the last run it started ("" none) */
     /* what each tick's run is submitted with (0 / NULL: none) */
     int32_t priority;
-    char *flow_key;          /* the concurrency key */
-    unsigned flow_limit;     /* with flow_key: 1..INT32_MAX */
-    int64_t deadline_in_ms;  /* the run's deadline after its tick */
+    char *flow_key;         /* the concurrency key */
+    unsigned flow_limit;    /* with flow_key: 1..INT32_MAX */
+    int64_t deadline_in_ms; /* the run's deadline after its tick */
 } pl__sched_rec;
 
 /* A deadline after the tick, at most (as pl_run_submit()'s relative one). */
