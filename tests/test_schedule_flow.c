@@ -186,38 +186,6 @@ static void await(pl_engine *e, const char *id, const char *what)
     }
 }
 
-typedef struct worker {
-    pthread_t th;
-    pl_engine *e;
-    unsigned concurrency;
-    int rc;
-} worker;
-
-static void *worker_main(void *arg)
-{
-    worker *w = arg;
-    pl_worker_options o = PL_WORKER_OPTIONS_INIT;
-    o.concurrency = w->concurrency;
-    o.poll_ms = 10;
-    w->rc = pl_worker_run(w->e, &o);
-    return NULL;
-}
-
-static void worker_start(worker *w, pl_engine *e, unsigned concurrency)
-{
-    memset(w, 0, sizeof *w);
-    w->e = e;
-    w->concurrency = concurrency;
-    cr_assert_eq(pthread_create(&w->th, NULL, worker_main, w), 0);
-}
-
-static void worker_stop(worker *w)
-{
-    pl_worker_stop(w->e);
-    cr_assert_eq(pthread_join(w->th, NULL), 0);
-    cr_assert_eq(w->rc, PL_OK, "the worker: %s", pl_errmsg());
-}
-
 static const cJSON *field(const cJSON *o, const char *k)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
@@ -307,8 +275,8 @@ Test(schedule_flow, a_key_is_shared_by_ticks_and_submitted_runs)
     s.catch_up_max = 0;
     put(e, &s);
     submit(e, "gate", "ondemand", 0, "warehouse", 0);
-    worker w;
-    worker_start(&w, e, 3);
+    t_worker w;
+    t_worker_start(&w, e, 3);
     await(e, "ondemand", "in");
     /* nightly's ticks 1 and 2, skipper's latest (2) */
     cr_assert_eq(fire(e, T0 + 2 * MIN_MS + 1000), 3);
@@ -335,7 +303,7 @@ Test(schedule_flow, a_key_is_shared_by_ticks_and_submitted_runs)
     const char *all[] = {"ondemand", n1, n2, n3, sk, "ondemand2"};
     for (size_t i = 0; i < 6; i++)
         await(e, all[i], NULL);
-    worker_stop(&w);
+    t_worker_stop(&w);
     cr_expect_eq(atomic_load(&g_most), 1, "%d runs of the key at once",
                  atomic_load(&g_most));
     close_engine(e);
@@ -355,10 +323,10 @@ Test(schedule_flow, a_low_priority_ticks_run_is_taken_after_a_higher_one)
     put(e, &s);
     cr_assert_eq(fire(e, T0 + MIN_MS + 1000), 2);
     submit(e, "order", "plain", 0, NULL, 0);
-    worker w;
-    worker_start(&w, e, 1);
+    t_worker w;
+    t_worker_start(&w, e, 1);
     await(e, "a-low@2100-01-01T00:01Z", NULL);
-    worker_stop(&w);
+    t_worker_stop(&w);
     cr_assert_eq(g_n_seen, 3);
     cr_expect_str_eq(g_seen[0], "b-high@2100-01-01T00:01Z");
     cr_expect_str_eq(g_seen[1], "plain");
