@@ -154,7 +154,11 @@ int pl_run_cancel(pl_engine *engine, const char *run_id, const char *reason);
  * next is due: the loop of an embedder without pl_worker_run() is
  * `pl_engine_wake(e, &next); sleep until next (or an event); repeat`.
  * The schedules' ticks due now are fired first (pl_schedule_fire(), on
- * this host's clock) and the runs they start executed here too.
+ * this host's clock) and the runs they start executed here too, one after
+ * the other, as pl_run_continue() executes a queued run: at once, a run
+ * with a concurrency key counted under it but not held back by it (a
+ * program that shares a key with workers lets the workers execute its
+ * schedules' runs, which wait for the key's room).
  * @param[out] next_due_ms when the next timer or schedule tick is due
  *             (Unix ms; 0: none); may be NULL.
  * @return PL_OK; PL_ESTATE (a read-only engine); the first failure of a
