@@ -488,11 +488,11 @@ Test(schedule_flow, a_version_1_struct_is_read_without_them)
 }
 
 /* A schedule record as the builds before the options wrote it (the
- * format's twelve keys, schedrec.c), with @p extra pairs of msgpack
- * appended after "last" (@p n_extra of them, packed in @p extra), and its
+ * format's twelve keys, schedrec.c) but of format version @p version, with
+ * @p n_extra pairs of msgpack, packed in @p extra, after "last", and its
  * checksum. */
-static void old_record(pl__buf *out, const char *name, size_t n_extra,
-                       const pl__buf *extra)
+static void old_record(pl__buf *out, const char *name, unsigned version,
+                       size_t n_extra, const pl__buf *extra)
 {
     msgpack_packer pk;
     packer_init(&pk, out);
@@ -501,7 +501,7 @@ static void old_record(pl__buf *out, const char *name, size_t n_extra,
                              {"zone", "UTC"},
                              {"policy", "echo"},
                              {"payload", "{\"from\":\"old\"}"}};
-    cr_assert_eq(pack_cstr(&pk, "v") || msgpack_pack_uint32(&pk, 1), 0);
+    cr_assert_eq(pack_cstr(&pk, "v") || msgpack_pack_uint32(&pk, version), 0);
     for (size_t i = 0; i < 4; i++)
         cr_assert_eq(pack_cstr(&pk, strs[i][0]) || pack_cstr(&pk, strs[i][1]),
                      0);
@@ -533,15 +533,16 @@ static void store_record(pl_engine *e, const char *name, const pl__buf *rec)
                  pl_errmsg());
 }
 
-/* An old record reads as before (no options), fires, and the record its
- * fire writes back is its bytes but for the cursor and the last run; a
- * record of this build with a damaged option, or one out of range under a
- * right checksum, is PL_ECORRUPT naming the schedule. */
+/* An old record reads as before (no options: encoded again, the same
+ * bytes) and fires; a record of this build with options is version 2, and
+ * one with a damaged option, or one out of range, or options in the wrong
+ * version under a right checksum, is PL_ECORRUPT naming the schedule; a
+ * later version is PL_EVERSION. */
 Test(schedule_flow, an_old_record_reads_as_before_and_a_damaged_one_is_refused)
 {
     pl_engine *e = open_engine();
     pl__buf rec = {0};
-    old_record(&rec, "old", 0, NULL);
+    old_record(&rec, "old", 1, 0, NULL);
     pl__sched_rec r;
     cr_assert_eq(pl__sched_rec_decode(&r, "old", rec.data, rec.len), PL_OK,
                  "%s", pl_errmsg());
@@ -582,6 +583,7 @@ Test(schedule_flow, an_old_record_reads_as_before_and_a_damaged_one_is_refused)
     const uint8_t *v = pl__kvs_val(&all, 0);
     size_t vn = all.e[0].vlen;
     cr_assert_eq(pl__sched_rec_decode(&r, "new", v, vn), PL_OK);
+    cr_expect(memmem(v, vn, "\xa1v\x02", 3), "version 2");
     cr_expect(r.priority == 4 && !strcmp(r.flow_key, "kk") &&
               r.flow_limit == 2 && r.deadline_in_ms == 1000);
     pl__sched_rec_clear(&r);
@@ -600,7 +602,7 @@ Test(schedule_flow, an_old_record_reads_as_before_and_a_damaged_one_is_refused)
     }
     pl__kvs_free(&all);
     /* right checksums, wrong values */
-    pl__buf extra[4] = {{0}};
+    pl__buf extra[6] = {{0}};
     msgpack_packer pk;
     packer_init(&pk, &extra[0]); /* priority out of range */
     cr_assert_eq(pack_cstr(&pk, "prio") || msgpack_pack_int32(&pk, 5000), 0);
@@ -612,18 +614,36 @@ Test(schedule_flow, an_old_record_reads_as_before_and_a_damaged_one_is_refused)
                  0);
     packer_init(&pk, &extra[3]); /* a negative deadline */
     cr_assert_eq(pack_cstr(&pk, "deadline") || msgpack_pack_int64(&pk, -5), 0);
-    size_t pairs[4] = {1, 1, 2, 1};
-    for (size_t k = 0; k < 4; k++) {
-        old_record(&rec, "new", pairs[k], &extra[k]);
+    packer_init(&pk, &extra[4]); /* a right priority, in version 1 or 3 */
+    cr_assert_eq(pack_cstr(&pk, "prio") || msgpack_pack_int32(&pk, 3), 0);
+    struct {
+        unsigned version;
+        size_t pairs, extra;
+        int st;
+        const char *words;
+    } cases[] = {
+        {2, 1, 0, PL_ECORRUPT, "malformed"},
+        {2, 1, 1, PL_ECORRUPT, "malformed"},
+        {2, 2, 2, PL_ECORRUPT, "malformed"},
+        {2, 1, 3, PL_ECORRUPT, "malformed"},
+        {1, 1, 4, PL_ECORRUPT, "malformed"},
+        {2, 0, 5, PL_ECORRUPT, "malformed"},
+        {3, 1, 4, PL_EVERSION, "format version 3"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        old_record(&rec, "new", cases[k].version, cases[k].pairs,
+                   &extra[cases[k].extra]);
         store_record(e, "new", &rec);
-        cr_expect_eq(pl_schedule_list(&list, e, T0), PL_ECORRUPT, "case %zu",
+        cr_expect_eq(pl_schedule_list(&list, e, T0), cases[k].st, "case %zu",
                      k);
-        cr_expect(strstr(pl_errmsg(), "schedule 'new' has a malformed record"),
+        cr_expect(strstr(pl_errmsg(), "schedule 'new'") &&
+                      strstr(pl_errmsg(), cases[k].words),
                   "case %zu: %s", k, pl_errmsg());
         cr_expect_eq(pl_schedule_fire(e, T0 + 3 * MIN_MS, NULL, NULL),
-                     PL_ECORRUPT, "case %zu", k);
+                     cases[k].st, "case %zu", k);
         pl__buf_free(&rec);
-        pl__buf_free(&extra[k]);
     }
+    for (size_t k = 0; k < 6; k++)
+        pl__buf_free(&extra[k]);
     close_engine(e);
 }

@@ -7,7 +7,7 @@
  *
  *   | key      | msgpack type | meaning                                    |
  *   |----------|--------------|--------------------------------------------|
- *   | v        | uint         | format version: 1                          |
+ *   | v        | uint         | format version: 1, or 2 with run options   |
  *   | cron     | str          | the cron expression (base/cron.h)          |
  *   | zone     | str          | "UTC" or a tz database name                |
  *   | policy   | str          | the root action of each run                |
@@ -19,7 +19,8 @@
  *   | cursor   | int          | the ticks at or before it (Unix ms) are    |
  *   |          |              | handled: started or skipped                |
  *   | last     | str          | the id of the last run it started, or ""   |
- *   | prio     | int          | optional: each run's priority, nonzero     |
+ *   | prio     | int          | version 2, optional: each run's priority,  |
+ *   |          |              | nonzero                                    |
  *   |          |              | (-PL_PRIORITY_MAX..PL_PRIORITY_MAX)        |
  *   | key      | str          | optional: each run's concurrency key       |
  *   |          |              | (1..PL_MAX_FLOW_KEY bytes), with limit     |
@@ -28,10 +29,15 @@
  *   |          |              | ms after its tick (1..INT64_MAX / 4)       |
  *   | sum      | bin (32)     | last: the checksum                         |
  *
- * The optional fields are written only when set, so a schedule without
- * them has the record of the builds before them, and their records (none
- * of these keys) read with the fields unset.  A value out of its range, a
- * key without its limit or a limit without its key is PL_ECORRUPT.
+ * RUN OPTIONS (prio, key and limit, deadline) are written only when set,
+ * and a record that has one is version 2: a schedule without them keeps
+ * the version 1 record of the builds before them (whose records read with
+ * none), and a build that predates them refuses one that has them
+ * (PL_EVERSION: it fires the other schedules) rather than skip the keys as
+ * unknown and start runs without the key's limit or the deadline.  A
+ * version 2 record without a run option, a version 1 record with one, a
+ * value out of its range, a key without its limit or a limit without its
+ * key is PL_ECORRUPT.
  *
  * CHECKSUM: as run records' (runrec.c), SHA-256 of "policyledger/runrec"
  * NUL, 'c', the schedule's name, NUL and the bytes before "sum": a changed
@@ -65,10 +71,10 @@ int pl__sched_rec_encode(pl__buf *out, const char *name, const pl__sched_rec *r)
     packer_init(&pk, out);
     size_t start = out->len;
     bool key = r->flow_key != NULL;
-    uint32_t n = 12 + (r->priority != 0) + 2 * key + (r->deadline_in_ms != 0);
-    int rc = msgpack_pack_map(&pk, n);
+    uint32_t opts = (r->priority != 0) + 2 * key + (r->deadline_in_ms != 0);
+    int rc = msgpack_pack_map(&pk, 12 + opts);
     rc = rc ? rc : pack_cstr(&pk, "v");
-    rc = rc ? rc : msgpack_pack_uint32(&pk, PL__SCHEDREC_VERSION);
+    rc = rc ? rc : msgpack_pack_uint32(&pk, opts ? 2 : 1);
     rc = rc ? rc : pack_cstr(&pk, "cron");
     rc = rc ? rc : pack_cstr(&pk, r->cron);
     rc = rc ? rc : pack_cstr(&pk, "zone");
@@ -157,6 +163,7 @@ int pl__sched_rec_decode(pl__sched_rec *out, const char *name,
     if (rd_head(&r, &h) || h.t != T_MAP || h.u > 64)
         goto bad;
     bool have_v = false, have_sum = false;
+    unsigned version = 0;
     unsigned seen = 0;
     for (uint64_t i = 0; i < h.u; i++) {
         const uint8_t *k, *at = r.p;
@@ -167,15 +174,16 @@ int pl__sched_rec_decode(pl__sched_rec *out, const char *name,
             uint64_t v;
             if (rd_uint(&r, &v))
                 goto bad;
-            if (v != PL__SCHEDREC_VERSION) {
+            if (v < 1 || v > PL__SCHEDREC_VERSION) {
                 pl__sched_rec_clear(out);
                 return pl__err(PL_EVERSION,
                                "schedule '%s' has format version %llu; this "
-                               "build reads version %d",
+                               "build reads versions 1 to %d",
                                name, (unsigned long long)v,
                                PL__SCHEDREC_VERSION);
             }
             have_v = true;
+            version = (unsigned)v;
         } else if (key_is(k, kn, "sum")) {
             const uint8_t *v;
             size_t vn;
@@ -264,9 +272,11 @@ int pl__sched_rec_decode(pl__sched_rec *out, const char *name,
             }
         }
     }
-    /* the ten fields every build writes; a key and its limit together */
+    /* the ten fields every build writes; a key and its limit together; run
+     * options in a version 2 record, and only there */
     if (!have_v || !have_sum || (seen & ((1u << 10) - 1)) != (1u << 10) - 1 ||
-        !(seen >> 11 & 1) != !(seen >> 12 & 1))
+        !(seen >> 11 & 1) != !(seen >> 12 & 1) ||
+        (version == 2) != (seen >> 10 != 0))
         goto bad;
     return PL_OK;
 bad:

@@ -6,7 +6,7 @@
 
 #include "util.h"
 
-#define PL__SCHEDREC_VERSION 1
+#define PL__SCHEDREC_VERSION 2      /* 2: with run options (schedrec.c) */
 #define PL__SCHED_NAME_MAX 100      /* a name's bytes (run ids add a tick) */
 #define PL__SCHED_PAYLOAD_MAX 65536 /* the root payload's JSON text */
 
