@@ -8,8 +8,9 @@
  * the ticks after its cursor up to now, chooses those to start (catch-up
  * and overlap rules), submits a run for each with the id
  * "<name>@<tick in UTC, to the minute>" (and the schedule's priority,
- * concurrency key and deadline after the tick, if it has them), the cursor moved to its tick and
- * naming its run in the run's creating commit, then moves the cursor to the
+ * concurrency key and deadline after the tick, if it has them), the cursor
+ * moved to its tick and naming its run in the run's creating commit, then
+ * moves the cursor to the
  * last tick due (when that tick started no run), only ever over the record
  * it read.
  *

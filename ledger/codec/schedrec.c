@@ -19,14 +19,13 @@
  *   | cursor   | int          | the ticks at or before it (Unix ms) are    |
  *   |          |              | handled: started or skipped                |
  *   | last     | str          | the id of the last run it started, or ""   |
- *   | prio     | int          | version 2, optional: each run's priority,  |
- *   |          |              | nonzero                                    |
- *   |          |              | (-PL_PRIORITY_MAX..PL_PRIORITY_MAX)        |
- *   | key      | str          | optional: each run's concurrency key       |
+ *   | prio     | int          | v 2, optional: each run's priority,        |
+ *   |          |              | nonzero, -PL_PRIORITY_MAX..PL_PRIORITY_MAX |
+ *   | key      | str          | v 2, optional: each run's concurrency key  |
  *   |          |              | (1..PL_MAX_FLOW_KEY bytes), with limit     |
  *   | limit    | uint         | with key: its limit, 1..INT32_MAX          |
- *   | deadline | int          | optional: each run's deadline, this many   |
- *   |          |              | ms after its tick (1..INT64_MAX / 4)       |
+ *   | deadline | int          | v 2, optional: each run's deadline, this   |
+ *   |          |              | many ms after its tick (1..INT64_MAX / 4)  |
  *   | sum      | bin (32)     | last: the checksum                         |
  *
  * RUN OPTIONS (prio, key and limit, deadline) are written only when set,
