@@ -10,9 +10,8 @@
  * "<name>@<tick in UTC, to the minute>" (and the schedule's priority,
  * concurrency key and deadline after the tick, if it has them), the cursor
  * moved to its tick and naming its run in the run's creating commit, then
- * moves the cursor to the
- * last tick due (when that tick started no run), only ever over the record
- * it read.
+ * moves the cursor to the last tick due (when that tick started no run),
+ * only ever over the record it read.
  *
  * EXACTLY ONCE.  Any number of processes and hosts may fire at once: a
  * tick's run id is the same for all, and the store creates a run id once
