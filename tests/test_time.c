@@ -12,6 +12,7 @@
 
 #include <pthread.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -473,6 +474,104 @@ Test(time, a_submitted_run_is_cancelled_at_once)
     pl_worker_stop(e);
     cr_expect_eq(pl_worker_run(e, NULL), PL_OK);
     cr_expect_eq(t_calls.echo, 0);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+static void *worker_main(void *e)
+{
+    return (void *)(intptr_t)pl_worker_run(e, NULL);
+}
+
+/*
+ * Run @p id of "saga" did part of its work ("book") and went back to the
+ * queue, `running` with no live owner.  Cancelled, it does not end at
+ * once: a worker takes it, replays "book" from its ledger, sees the
+ * cancellation at its next call and compensates ("undo"), as a run
+ * cancelled while it runs does; "echo", the rest, never runs.
+ */
+static void cancel_queued_saga(pl_engine *e, const char *id)
+{
+    pl_run_info *info = info_of(e, id);
+    cr_assert_eq(info->status, PL_RUN_RUNNING, "%s",
+                 pl_run_status_name(info->status));
+    cr_assert(!info->owner_alive);
+    pl_run_info_free(info);
+    cr_assert_eq(pl_run_cancel(e, id, "changed my mind"), PL_OK, "%s",
+                 pl_errmsg());
+    cr_assert_eq(status_of(e, id), PL_RUN_RUNNING);
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, worker_main, e), 0);
+    for (int i = 0; i < 12000 && status_of(e, id) == PL_RUN_RUNNING; i++)
+        nap_ms(5);
+    pl_worker_stop(e);
+    void *rc = NULL;
+    cr_assert_eq(pthread_join(th, &rc), 0);
+    cr_assert_eq((intptr_t)rc, PL_OK);
+    info = info_of(e, id);
+    cr_expect_eq(info->status, PL_RUN_CANCELLED, "%s",
+                 pl_run_status_name(info->status));
+    cr_expect_str_eq(info->reason, "changed my mind");
+    cr_expect_eq(info->error, PL_ECANCELLED);
+    pl_run_info_free(info);
+    cr_expect_eq(g_undo, 1, "the compensation ran once");
+    cr_expect_eq(t_calls.echo, 0, "the rest of its work ran");
+    /* book, its result, the cancel, undo, its result */
+    pl_steps *l = NULL;
+    cr_assert_eq(pl_run_ledger(&l, e, id, "0"), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(pl_steps_count(l), 5);
+    cr_expect_eq(pl_step_type_of(pl_steps_at(l, 1)), PL_STEP_ACTION_RESULT);
+    cr_expect_eq(pl_step_type_of(pl_steps_at(l, 2)), PL_STEP_CANCEL);
+    cr_expect_str_eq(pl_step_actor(pl_steps_at(l, 3)), "saga");
+    pl_steps_free(l);
+    cr_expect_eq(pl_run_verify(e, id), PL_OK, "%s", pl_errmsg());
+}
+
+Test(time, a_run_handed_back_to_the_queue_compensates_when_cancelled)
+{
+    pl_registry *reg = registry();
+    pl_engine *e = engine_parking(reg);
+    pl_action a = {PL_ACTION_VERSION, "saga", pl_json_empty(), NULL, 0, NULL};
+    pl_run_options ro = PL_RUN_OPTIONS_INIT;
+    ro.run_id = "c5";
+    cr_assert_eq(pl_run_submit(NULL, e, &a, &ro), PL_OK, "%s", pl_errmsg());
+    atomic_store(&g_book_stops, 1); /* the worker stops after "book" */
+    cr_assert_eq(pl_worker_run(e, NULL), PL_OK, "%s", pl_errmsg());
+    atomic_store(&g_book_stops, 0);
+    cr_assert_eq(g_booked, 1);
+    cancel_queued_saga(e, "c5");
+    cr_expect_eq(g_booked, 1, "served from the ledger, not booked again");
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+Test(time, a_run_whose_worker_died_compensates_when_cancelled)
+{
+    pl_registry *reg = registry();
+    const char *path = t_store_path();
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) { /* dies in "saga" once "book" is durable */
+        pl_engine_options eo = PL_ENGINE_OPTIONS_INIT;
+        eo.lease_ms = 200;
+        pl_engine *ce = NULL;
+        if (pl_engine_open(&ce, path, reg, &eo))
+            _exit(1);
+        atomic_store(&g_saga_dies, 1);
+        pl_action a = {PL_ACTION_VERSION, "saga", pl_json_empty(), NULL, 0,
+                       NULL};
+        pl_run_options ro = PL_RUN_OPTIONS_INIT;
+        ro.run_id = "c6";
+        pl_outcome *o = NULL;
+        pl_run_start(&o, ce, &a, &ro);
+        _exit(2);
+    }
+    int ws = 0;
+    cr_assert_eq(waitpid(pid, &ws, 0), pid);
+    cr_assert(WIFEXITED(ws) && WEXITSTATUS(ws) == 0, "the child: %d", ws);
+    pl_engine *e = t_engine(path, reg, PL_DURABILITY_SYNC);
+    cancel_queued_saga(e, "c6");
+    cr_expect_eq(g_booked, 0, "served from the ledger, not booked again");
     pl_engine_close(e);
     pl_registry_free(reg);
 }

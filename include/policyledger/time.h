@@ -138,10 +138,17 @@ int pl_run_signal(pl_outcome **out, pl_engine *engine, const char *run_id,
  * and its lease are one transaction); a waiting run with a concurrency key
  * that is full is not continued here: it ends when a worker or
  * pl_engine_wake() takes it once its key has room (its policy, which may
- * make compensating calls, executes under its key); a suspended or
- * submitted run, whose policies are not running, ends `cancelled` at once.  A run
- * that ends before its next call boundary ends as it would have: its
- * status says whether the cancellation was seen.
+ * make compensating calls, executes under its key).  A run that ran part
+ * of its work and went back to the queue (handed back by a stopping
+ * worker, or its worker dead) is `running` with no live owner: it does
+ * not end here, but sees the cancellation at its next call boundary once
+ * a worker (or pl_run_continue()) takes it again, its replay serving what
+ * it did, so its policy compensates as a running run's does.  A submitted
+ * run (queued, never taken) and a suspended run end `cancelled` at once,
+ * no policy of theirs running again: a suspended run's calls before its
+ * suspension get no compensating call.  A run that ends before its next
+ * call boundary ends as it would have: its status says whether the
+ * cancellation was seen.
  * @param reason recorded with the run ("" when NULL), at most 4096 bytes.
  * @return PL_OK; PL_ESTATE (the run has ended); PL_ENOTFOUND; PL_EINVAL;
  *         the store's errors.
