@@ -87,7 +87,7 @@ Test(time, continued_before_its_time_waits_for_the_same_time)
     cr_expect_eq(pl_engine_wake(e, &next), PL_OK);
     cr_expect_eq(next, wake, "the timer is due at the wake time");
     cr_expect_eq(status_of(e, "s2"), PL_RUN_WAITING, "not due: not woken");
-    cr_expect_eq(t_calls.echo, 1);
+    cr_expect_eq(t_calls.echo, 1, "a refused continue replayed the run");
     pl_engine_close(e);
     pl_registry_free(reg);
 }
@@ -735,7 +735,21 @@ Test(time, a_bad_deadline_is_refused)
     pl_run_options v1 = PL_RUN_OPTIONS_INIT;
     v1.version = 1;
     cr_expect_eq(pl_run_start(&o, e, &a, &v1), PL_OK, "%s", pl_errmsg());
+    /* a deadline is the start's and the submit's: a continue given one,
+     * which it would not apply, is refused and runs nothing */
+    char id[PL_MAX_RUN_ID + 1];
+    snprintf(id, sizeof id, "%s", o->run_id);
     pl_outcome_free(o);
+    o = NULL;
+    ro.deadline_in_ms = 0;
+    ro.deadline_ms = now_ms() + 60000;
+    cr_expect_eq(pl_run_continue(&o, e, id, &ro), PL_EINVAL);
+    cr_expect(strstr(pl_errmsg(), "deadline"), "%s", pl_errmsg());
+    cr_expect_null(o);
+    ro.deadline_ms = 0;
+    ro.deadline_in_ms = 60000;
+    cr_expect_eq(pl_run_continue(&o, e, id, &ro), PL_EINVAL);
+    cr_expect_eq(t_calls.echo, 1, "a refused continue replayed the run");
     pl_engine_close(e);
     pl_registry_free(reg);
 }

@@ -98,7 +98,8 @@ typedef struct pl_run_options {
      * waiting run is woken for it.  deadline_ms is absolute (Unix ms),
      * deadline_in_ms relative to the start; the earlier of the two set
      * counts; 0 = none.  Every invocation's pl_ctx_deadline() starts
-     * with it.
+     * with it.  pl_run_continue() refuses a deadline (PL_EINVAL): a run
+     * keeps the one it started with.
      */
     int64_t deadline_ms;
     int64_t deadline_in_ms;
