@@ -478,6 +478,45 @@ Test(time, a_submitted_run_is_cancelled_at_once)
     pl_registry_free(reg);
 }
 
+/* pl_run_start() with PL_IF_EXISTS_OUTCOME executes nothing and gives a
+ * waiting run's recorded wait (where, until when, for what), as the
+ * start that parked it did, and a cancelled run's reason, as its end
+ * did. */
+Test(time, an_outcome_asked_of_a_waiting_or_cancelled_run_is_as_recorded)
+{
+    pl_registry *reg = registry();
+    pl_engine *e = engine_parking(reg);
+    pl_outcome *parked = t_start(e, "waiter", "{\"name\":\"n\"}", "c7");
+    cr_assert_eq(parked->status, PL_RUN_WAITING);
+    cJSON *p = t_json("{\"name\":\"n\"}");
+    pl_action a = {PL_ACTION_VERSION, "waiter", p, NULL, 0, NULL};
+    pl_run_options ro = PL_RUN_OPTIONS_INIT;
+    ro.run_id = "c7";
+    ro.if_exists = PL_IF_EXISTS_OUTCOME;
+    pl_outcome *o = NULL;
+    cr_assert_eq(pl_run_start(&o, e, &a, &ro), PL_OK, "%s", pl_errmsg());
+    cr_expect_eq(o->status, PL_RUN_WAITING);
+    cr_expect_str_eq(o->wait_event ? o->wait_event : "(null)", "n");
+    cr_expect_eq(o->wake_ms, parked->wake_ms);
+    cr_expect_str_eq(o->suspended_path ? o->suspended_path : "(null)",
+                     parked->suspended_path);
+    pl_outcome_free(o);
+    pl_outcome_free(parked);
+    cr_assert_eq(pl_run_cancel(e, "c7", "not needed"), PL_OK, "%s",
+                 pl_errmsg());
+    cr_assert_eq(g_undo, 1);
+    o = NULL;
+    cr_assert_eq(pl_run_start(&o, e, &a, &ro), PL_OK, "%s", pl_errmsg());
+    cr_expect_eq(o->status, PL_RUN_CANCELLED);
+    cr_expect_eq(o->error, PL_ECANCELLED);
+    cr_expect_str_eq(o->reason ? o->reason : "(null)", "not needed");
+    pl_outcome_free(o);
+    cr_expect_eq(g_undo, 1, "an outcome executed the run again");
+    cJSON_Delete(p);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
 static void *worker_main(void *e)
 {
     return (void *)(intptr_t)pl_worker_run(e, NULL);

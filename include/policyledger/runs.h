@@ -53,10 +53,12 @@ typedef enum pl_if_exists {
      *  it); a suspended run gives its suspended outcome, as recorded. */
     PL_IF_EXISTS_CONTINUE = 1,
     /** Execute nothing new: a completed run gives the outcome
-     *  pl_run_continue() gives (a replay that writes nothing); a suspended or
-     *  failed one its recorded outcome; one not ended (running, its owner
-     *  alive or dead, or submitted) an outcome whose status says so
-     *  (PL_RUN_RUNNING or PL_RUN_SUBMITTED) and that holds nothing else:
+     *  pl_run_continue() gives (a replay that writes nothing); a suspended,
+     *  waiting, failed or cancelled one its recorded outcome (its
+     *  suspension, its wait, its error and reason); a superseded or
+     *  continued one its status and successor; one not ended (running,
+     *  its owner alive or dead, or submitted) an outcome whose status says
+     *  so (PL_RUN_RUNNING or PL_RUN_SUBMITTED) and that holds nothing else:
      *  pl_run_continue() finishes it. */
     PL_IF_EXISTS_OUTCOME = 2
 } pl_if_exists;
