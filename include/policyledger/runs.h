@@ -463,9 +463,10 @@ int pl_run_fork(char **out_new_id, pl_engine *engine, const char *run_id,
  * crash before that commit may leave the new run `failed`, its reason
  * saying the upgrade did not complete, and the old run as it was.)
  *
- * @return as pl_run_fork(), plus PL_ESTATE (the run is completed or
- *         cancelled, which are final, or superseded already) and PL_EBUSY also when another
- *         worker holds the run's lease.
+ * @return as pl_run_fork(), plus PL_ESTATE (the run is completed,
+ *         cancelled or continued as new, which are final, or superseded
+ *         already) and PL_EBUSY also when another worker holds the run's
+ *         lease.
  */
 int pl_run_upgrade(char **out_new_id, pl_engine *engine, const char *run_id,
                    const char *at_step_id, const char *new_id);
