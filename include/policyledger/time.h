@@ -118,9 +118,10 @@ int pl_ctx_wait_event(cJSON **out_payload, pl_ctx *ctx, const char *name,
  *             waiting, the event not delivered: send it again).
  * @param payload a JSON object; borrowed.
  * @return PL_OK; PL_ESTATE (the run has ended: completed, failed or
- *         cancelled; nothing is delivered); PL_ENOTFOUND; PL_EINVAL;
- *         PL_EJSON; PL_ELIMIT; the store's errors; with @p out, those of
- *         pl_run_continue().
+ *         cancelled, or superseded by an upgrade, whose successor
+ *         pl_errmsg() names to send it to; nothing is delivered; also a
+ *         read-only engine); PL_ENOTFOUND; PL_EINVAL; PL_EJSON; PL_ELIMIT;
+ *         the store's errors; with @p out, those of pl_run_continue().
  */
 int pl_run_signal(pl_outcome **out, pl_engine *engine, const char *run_id,
                   const char *name, const cJSON *payload);
@@ -150,8 +151,9 @@ int pl_run_signal(pl_outcome **out, pl_engine *engine, const char *run_id,
  * call boundary ends as it would have: its status says whether the
  * cancellation was seen.
  * @param reason recorded with the run ("" when NULL), at most 4096 bytes.
- * @return PL_OK; PL_ESTATE (the run has ended); PL_ENOTFOUND; PL_EINVAL;
- *         the store's errors.
+ * @return PL_OK; PL_ESTATE (the run has ended, superseded included, as
+ *         for pl_run_signal(); also a read-only engine); PL_ENOTFOUND;
+ *         PL_EINVAL; the store's errors.
  */
 int pl_run_cancel(pl_engine *engine, const char *run_id, const char *reason);
 
