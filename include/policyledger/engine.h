@@ -32,9 +32,18 @@ typedef enum pl_event_kind {
                                       how many */
     PL_EVENT_CODE_CHANGED = 9,   /**< a replayed call was recorded by other
                                       code (detail and diff name both) */
-    PL_EVENT_RUN_SUSPENDED = 10,
-    PL_EVENT_RUN_COMPLETED = 11,
-    PL_EVENT_RUN_FAILED = 12,
+    PL_EVENT_RUN_SUSPENDED = 10, /**< the run suspended (step_type
+                                      PL_STEP_SUSPEND), or parked at a
+                                      wait (PL_STEP_WAIT; detail: the
+                                      event waited for, NULL for a
+                                      sleep); path and seq say where */
+    PL_EVENT_RUN_COMPLETED = 11, /**< completed, or continued as new */
+    PL_EVENT_RUN_FAILED = 12,    /**< failed (status: the pl_status), or
+                                      ended cancelled (status
+                                      PL_ECANCELLED, detail the reason);
+                                      a run cancelled while suspended or
+                                      submitted runs nothing and reports
+                                      no event */
     PL_EVENT_DIVERGED = 13,      /**< a replayed step differs from the one
                                       recorded (diff says how); the run
                                       stops with PL_ENONDET */
