@@ -394,6 +394,58 @@ Test(schedule, list_replace_delete)
     s_close(e);
 }
 
+/* The number @p key of the one schedule listed at @p now, or its string
+ * in @p str (64 bytes). */
+static double listed(pl_engine *e, int64_t now, const char *key, char *str)
+{
+    cJSON *list = NULL;
+    cr_assert_eq(pl_schedule_list(&list, e, now), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(cJSON_GetArraySize(list), 1);
+    const cJSON *v = cJSON_GetObjectItem(cJSON_GetArrayItem(list, 0), key);
+    cr_assert_not_null(v, "no %s", key);
+    double n = cJSON_GetNumberValue(v);
+    if (str)
+        snprintf(str, 64, "%s", cJSON_GetStringValue(v));
+    cJSON_Delete(list);
+    return n;
+}
+
+/* Replaced, a schedule keeps the run it started last for its overlap
+ * rule, and its ticks count from the new start; the list says where it
+ * stands (cursor, due, last run); deleted, the runs it started stay. */
+Test(schedule, a_replaced_schedule_keeps_its_last_run)
+{
+    pl_engine *e = s_engine(t_store_path());
+    put(e, "one", "* * * * *", PL_CATCH_UP_ALL, 5, PL_OVERLAP_SKIP, T0);
+    char last[64];
+    listed(e, T0, "last_run", last);
+    cr_expect_str_eq(last, "");
+    cr_expect_eq(listed(e, T0, "due_ms", NULL), (double)(T0 + MIN_MS));
+    cr_expect_eq(fire(e, T0 + MIN_MS + 1000), 1);
+    listed(e, T0 + MIN_MS + 1000, "last_run", last);
+    cr_expect_str_eq(last, "one@2026-01-01T00:01Z");
+    cr_expect_geq(listed(e, T0 + MIN_MS + 1000, "cursor_ms", NULL),
+                  (double)(T0 + MIN_MS));
+    cr_expect_eq(listed(e, T0 + MIN_MS + 1000, "next_ms", NULL),
+                 (double)(T0 + 2 * MIN_MS));
+    /* replaced from minute 3 on: its first run, still submitted, is live */
+    put(e, "one", "* * * * *", PL_CATCH_UP_ALL, 5, PL_OVERLAP_SKIP,
+        T0 + 3 * MIN_MS);
+    listed(e, T0 + 3 * MIN_MS, "last_run", last);
+    cr_expect_str_eq(last, "one@2026-01-01T00:01Z");
+    cr_expect_eq(fire(e, T0 + 5 * MIN_MS + 1000), 0, "the live run was lost");
+    pl_outcome *o = NULL;
+    cr_assert_eq(pl_run_continue(&o, e, "one@2026-01-01T00:01Z", NULL), PL_OK,
+                 "%s", pl_errmsg());
+    pl_outcome_free(o);
+    cr_expect_eq(fire(e, T0 + 6 * MIN_MS + 1000), 1);
+    cr_expect_str_eq(ticks(e, "one", 6), "100001", "ticks 2-5 ran");
+    cr_assert_eq(pl_schedule_delete(e, "one"), PL_OK, "%s", pl_errmsg());
+    cr_expect_str_eq(ticks(e, "one", 6), "100001");
+    cr_expect_eq(pl_schedule_delete(e, "one"), PL_ENOTFOUND);
+    s_close(e);
+}
+
 static int64_t mono_ms(void)
 {
     struct timespec t;
