@@ -348,6 +348,38 @@ Test(time, a_wait_times_out_and_the_timeout_is_recorded)
     pl_registry_free(reg);
 }
 
+/* A timeout of 0 takes only what is there: nothing, and the wait times
+ * out at once, parking nothing; an event sent before (a submitted run's
+ * inbox keeps it), and it is taken. */
+Test(time, a_zero_timeout_takes_only_what_is_there)
+{
+    pl_registry *reg = registry();
+    pl_engine *e = engine_parking(reg);
+    const char *json = "{\"name\":\"n\",\"timeout\":0}";
+    pl_outcome *o = t_start(e, "waiter", json, "w0");
+    cr_expect_eq(o->status, PL_RUN_COMPLETED, "%s",
+                 pl_run_status_name(o->status));
+    char *r = t_text(result_of(o));
+    cr_expect_str_eq(r, "{\"timeout\":true}");
+    free(r);
+    pl_outcome_free(o);
+    cJSON *p = t_json(json);
+    pl_action a = {PL_ACTION_VERSION, "waiter", p, NULL, 0, NULL};
+    pl_run_options ro = PL_RUN_OPTIONS_INIT;
+    ro.run_id = "w00";
+    cr_assert_eq(pl_run_submit(NULL, e, &a, &ro), PL_OK, "%s", pl_errmsg());
+    cJSON_Delete(p);
+    signal_ok(e, "w00", "n", "{\"early\":true}");
+    cr_assert_eq(pl_run_continue(&o, e, "w00", NULL), PL_OK, "%s",
+                 pl_errmsg());
+    r = t_text(result_of(o));
+    cr_expect_str_eq(r, "{\"got\":[{\"early\":true}]}");
+    free(r);
+    pl_outcome_free(o);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
 Test(time, an_event_delivered_before_the_timeout_is_looked_at_wins)
 {
     pl_registry *reg = registry();
