@@ -787,7 +787,9 @@ int pl_run_signal(pl_outcome **out, pl_engine *e, const char *run_id,
     /* continue it here, as its wake would; someone else may have been
      * quicker, or its key is full (its timer, due, wakes it later) */
     st = pl__run_continue_woken(out, e, to);
-    if (st == PL_EBUSY || st == PL_ENEWERCODE) { /* delivered: left to it */
+    /* delivered: left to another process (PL_ENOTFOUND: its root policy is
+     * not registered here, or it was deleted since), or to newer code */
+    if (st == PL_EBUSY || st == PL_ENEWERCODE || st == PL_ENOTFOUND) {
         pl__err_clear();
         return PL_OK;
     }

@@ -111,8 +111,10 @@ int pl_ctx_wait_event(cJSON **out_payload, pl_ctx *ctx, const char *name,
  *             pl_run_continue() would, and *out is its outcome (NULL when
  *             the run was not waiting, or another process took it first,
  *             or another event came first, or the run has a concurrency
- *             key that is full: the event is delivered and the run's
- *             timer wakes it, a keyed run's once its key has room).  The delivery then rides the run's
+ *             key that is full, or its root policy is not registered in
+ *             @p engine: the event is delivered and the run's timer wakes
+ *             it, a keyed run's once its key has room, in a process that
+ *             has its policy).  The delivery then rides the run's
  *             next commit: both are durable in one transaction, one sync,
  *             and nothing is until it (a crash before it leaves the run
  *             waiting, the event not delivered: send it again).
