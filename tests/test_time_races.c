@@ -360,3 +360,62 @@ Test(time, a_fan_out_finishes_and_its_caller_sees_the_cancel_next)
     pl_engine_close(e);
     pl_registry_free(reg);
 }
+
+/*
+ * A process whose registry lacks a waiting run's root policy delivers to
+ * it but cannot continue it: its signal with an outcome wanted still
+ * returns PL_OK (the event is delivered, *out NULL), and its
+ * pl_engine_wake() leaves the runs' timers to a process that has the
+ * policy, which continues them: the event taken, the cancellation
+ * compensated.
+ */
+Test(time_races, a_process_without_the_policy_leaves_the_run_to_one_with_it)
+{
+    pl_registry *reg = registry();
+    const char *path = t_store_path();
+    pl_engine *e = t_engine(path, reg, PL_DURABILITY_SYNC);
+    cr_assert_eq(pl_engine_set_wait_in_place(e, 0), PL_OK);
+    pl_outcome *o = t_start(e, "waiter", "{\"name\":\"n\"}", "f1");
+    cr_assert_eq(o->status, PL_RUN_WAITING);
+    pl_outcome_free(o);
+    o = t_start(e, "waiter", "{\"name\":\"n\"}", "f2");
+    cr_assert_eq(o->status, PL_RUN_WAITING);
+    pl_outcome_free(o);
+    pl_engine_close(e);
+
+    pl_registry *other = t_registry(); /* no "waiter" */
+    pl_engine_options eo = PL_ENGINE_OPTIONS_INIT;
+    eo.lease_ms = 100;
+    cr_assert_eq(pl_engine_open(&e, path, other, &eo), PL_OK, "%s",
+                 pl_errmsg());
+    cJSON *p = t_json("{\"v\":1}");
+    o = (pl_outcome *)&eo; /* set to NULL by the call */
+    int st = pl_run_signal(&o, e, "f1", "n", p);
+    cr_expect_eq(st, PL_OK, "%s: %s", pl_status_name(st), pl_errmsg());
+    cr_expect_null(o);
+    cJSON_Delete(p);
+    cr_assert_eq(pl_run_cancel(e, "f2", "elsewhere"), PL_OK, "%s",
+                 pl_errmsg());
+    int64_t next = 0;
+    cr_assert_eq(pl_engine_wake(e, &next), PL_OK, "%s", pl_errmsg());
+    cr_expect_eq(status_of(e, "f1"), PL_RUN_WAITING);
+    cr_expect_eq(status_of(e, "f2"), PL_RUN_WAITING);
+    pl_engine_close(e);
+    pl_registry_free(other);
+
+    e = t_engine(path, reg, PL_DURABILITY_SYNC);
+    wake_until_done(e, "f1");
+    wake_until_done(e, "f2");
+    cr_assert_eq(pl_run_continue(&o, e, "f1", NULL), PL_OK, "%s", pl_errmsg());
+    char *r = t_text(result_of(o));
+    cr_expect_str_eq(r, "{\"got\":[{\"v\":1}]}");
+    free(r);
+    pl_outcome_free(o);
+    pl_run_info *info = info_of(e, "f2");
+    cr_expect_eq(info->status, PL_RUN_CANCELLED);
+    cr_expect_str_eq(info->reason, "elsewhere");
+    pl_run_info_free(info);
+    cr_expect_eq(g_undo, 1);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}

@@ -134,8 +134,9 @@ int pl_run_signal(pl_outcome **out, pl_engine *engine, const char *run_id,
  * Time and events; on PostgreSQL, one that arrives after a call's result
  * was committed is seen at the boundary after the next commit); a
  * waiting run is continued at once, here when its
- * root policy is registered in @p engine (else by the worker its timer
- * wakes), and its wait returns PL_ECANCELLED (here, the request rides the
+ * root policy is registered in @p engine (else by the worker or
+ * pl_engine_wake() of a process that has it, which its timer wakes), and
+ * its wait returns PL_ECANCELLED (here, the request rides the
  * run's next commit as a signal's delivery does: with no compensating
  * call, the request, the `cancel` step, the run's end, its timer's removal
  * and its lease are one transaction); a waiting run with a concurrency key
@@ -165,7 +166,10 @@ int pl_run_cancel(pl_engine *engine, const char *run_id, const char *reason);
  * next is due: the loop of an embedder without pl_worker_run() is
  * `pl_engine_wake(e, &next); sleep until next (or an event); repeat`.
  * The schedules' ticks due now are fired first (pl_schedule_fire(), on
- * this host's clock) and the runs they start executed here too.
+ * this host's clock) and the runs they start executed here too.  A due
+ * run whose root policy is not registered in @p engine is left to a
+ * process that has it: its timer is due again once the lease this wake
+ * took of it runs out (pl_engine_options.lease_ms).
  * @param[out] next_due_ms when the next timer or schedule tick is due
  *             (Unix ms; 0: none); may be NULL.
  * @return PL_OK; PL_ESTATE (a read-only engine); the first failure of a
