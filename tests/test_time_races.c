@@ -419,3 +419,92 @@ Test(time_races, a_process_without_the_policy_leaves_the_run_to_one_with_it)
     pl_engine_close(e);
     pl_registry_free(reg);
 }
+
+/* "extra": completes; registered only where its run is submitted. */
+static int extra(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *u)
+{
+    (void)ctx;
+    (void)a;
+    (void)u;
+    return pl_steps_add_resultf(out, "{}");
+}
+
+typedef struct counted {
+    pl_engine *e;
+    uint64_t completed, suspended, failed, skipped;
+    int st;
+} counted;
+
+static void *counted_main(void *arg)
+{
+    counted *c = arg;
+    pl_worker_options o = PL_WORKER_OPTIONS_INIT;
+    o.poll_ms = 10;
+    o.completed = &c->completed;
+    o.suspended = &c->suspended;
+    o.failed = &c->failed;
+    o.skipped = &c->skipped;
+    c->st = pl_worker_run(c->e, &o);
+    return NULL;
+}
+
+static void submit(pl_engine *e, const char *policy, const char *id)
+{
+    pl_action a = {PL_ACTION_VERSION, policy, NULL, NULL, 0, NULL};
+    cJSON *p = t_json("{\"name\":\"n\"}");
+    a.payload = p;
+    pl_run_options ro = PL_RUN_OPTIONS_INIT;
+    ro.run_id = id;
+    cr_assert_eq(pl_run_submit(NULL, e, &a, &ro), PL_OK, "%s", pl_errmsg());
+    cJSON_Delete(p);
+}
+
+/* The worker's counters (time.h): an execution that completed, one that
+ * parked (suspended or waiting), one that failed and one that ended
+ * cancelled (failed), and a run taken but not executable here (skipped). */
+Test(time_races, the_worker_counts_each_end)
+{
+    const char *path = t_store_path();
+    pl_registry *full = registry();
+    cr_assert_eq(pl_registry_add_fn(full, "extra", extra, NULL), PL_OK);
+    pl_engine *e = t_engine(path, full, PL_DURABILITY_SYNC);
+    cr_assert_eq(pl_engine_set_wait_in_place(e, 0), PL_OK);
+    pl_outcome *o = t_start(e, "waiter", "{\"name\":\"n\"}", "cw");
+    cr_assert_eq(o->status, PL_RUN_WAITING);
+    pl_outcome_free(o);
+    submit(e, "extra", "u"); /* first in the queue */
+    submit(e, "echo", "ok");
+    submit(e, "fail", "bad");
+    submit(e, "waiter", "wt");
+    pl_engine_close(e);
+    pl_registry *plain = t_registry(); /* no "waiter": a delivery alone */
+    e = t_engine(path, plain, PL_DURABILITY_SYNC);
+    cr_assert_eq(pl_run_cancel(e, "cw", "stop"), PL_OK, "%s", pl_errmsg());
+    pl_engine_close(e);
+    pl_registry_free(plain);
+    pl_registry *reg = registry(); /* no "extra" */
+    e = t_engine(path, reg, PL_DURABILITY_SYNC);
+    cr_assert_eq(pl_engine_set_wait_in_place(e, 0), PL_OK);
+    counted c = {.e = e};
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, counted_main, &c), 0);
+    const char *ids[] = {"ok", "bad", "wt", "cw"};
+    const pl_run_status want[] = {PL_RUN_COMPLETED, PL_RUN_FAILED,
+                                  PL_RUN_WAITING, PL_RUN_CANCELLED};
+    for (int i = 0; i < 4; i++)
+        for (int k = 0; k < 12000 && status_of(e, ids[i]) != want[i]; k++)
+            nap_ms(5);
+    pl_worker_stop(e);
+    cr_assert_eq(pthread_join(th, NULL), 0);
+    cr_assert_eq(c.st, PL_OK, "%s", pl_errmsg());
+    for (int i = 0; i < 4; i++)
+        cr_expect_eq(status_of(e, ids[i]), want[i], "%s", ids[i]);
+    cr_expect_eq(status_of(e, "u"), PL_RUN_SUBMITTED);
+    cr_expect_eq(c.completed, 1);
+    cr_expect_eq(c.suspended, 1);
+    cr_expect_eq(c.failed, 2);
+    cr_expect_eq(c.skipped, 1);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+    pl_registry_free(full);
+}
