@@ -620,3 +620,68 @@ Test(schedule, engine_wake_fires_and_runs)
     cr_expect_leq(next, now_ms + 2 * MIN_MS);
     s_close(e);
 }
+
+static _Atomic int sched_failed, sched_failed_st;
+
+static void on_sched_event(const pl_event *ev, void *user)
+{
+    (void)user;
+    if (ev->kind != PL_EVENT_SCHEDULE_FAILED)
+        return;
+    atomic_store(&sched_failed_st, ev->status);
+    if (ev->run_id == NULL && ev->detail && strstr(ev->detail, "payload"))
+        atomic_fetch_add(&sched_failed, 1);
+}
+
+/* A worker whose firing fails says so (PL_EVENT_SCHEDULE_FAILED, with the
+ * status and why, no run id), and the tick stays due, to be tried again:
+ * here the schedule's payload is over the engine's max_payload. */
+Test(schedule, a_worker_reports_a_failed_firing)
+{
+    pl_engine_options o = PL_ENGINE_OPTIONS_INIT;
+    o.max_payload = 1024;
+    o.on_event = on_sched_event;
+    s_reg = t_registry();
+    pl_engine *e = NULL;
+    cr_assert_eq(pl_engine_open(&e, t_store_path(), s_reg, &o), PL_OK, "%s",
+                 pl_errmsg());
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    int64_t now_ms = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000;
+    pl_schedule sc = PL_SCHEDULE_INIT;
+    sc.name = "big";
+    sc.cron = "* * * * *";
+    sc.policy = "echo";
+    sc.catch_up = PL_CATCH_UP_LATEST;
+    sc.start_ms = now_ms - 2 * MIN_MS;
+    cJSON *p = cJSON_CreateObject();
+    char text[2048];
+    memset(text, 'x', sizeof text - 1);
+    text[sizeof text - 1] = '\0';
+    cJSON_AddStringToObject(p, "s", text);
+    sc.payload = p;
+    cr_assert_eq(pl_schedule_put(e, &sc), PL_OK, "%s", pl_errmsg());
+    cJSON_Delete(p);
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, run_worker, e), 0);
+    for (int i = 0; i < 12000 && !atomic_load(&sched_failed); i++) {
+        struct timespec nap = {0, 5000000L};
+        nanosleep(&nap, NULL);
+    }
+    pl_worker_stop(e);
+    pthread_join(th, NULL);
+    cr_expect_eq(atomic_load(&worker_st), PL_OK, "the worker: %s", worker_msg);
+    cr_assert_geq(atomic_load(&sched_failed), 1);
+    cr_expect_eq(atomic_load(&sched_failed_st), PL_ELIMIT);
+    /* nothing started, the tick still due */
+    cr_expect_eq(pl_schedule_fire(e, now_ms, NULL, NULL), PL_ELIMIT);
+    cJSON *list = NULL;
+    cr_assert_eq(pl_schedule_list(&list, e, now_ms), PL_OK, "%s", pl_errmsg());
+    const cJSON *one = cJSON_GetArrayItem(list, 0);
+    cr_expect_leq(cJSON_GetNumberValue(cJSON_GetObjectItem(one, "due_ms")),
+                  (double)now_ms);
+    cr_expect_str_eq(
+        cJSON_GetStringValue(cJSON_GetObjectItem(one, "last_run")), "");
+    cJSON_Delete(list);
+    s_close(e);
+}
