@@ -419,8 +419,11 @@ Test(time, a_cancelled_waiting_run_compensates_and_ends_cancelled)
     pl_outcome *o = t_start(e, "waiter", "{\"name\":\"n\"}", "c1");
     cr_assert_eq(o->status, PL_RUN_WAITING);
     pl_outcome_free(o);
+    uint8_t head[PL_HASH_LEN]; /* neither a waiting nor a cancelled run's */
+    cr_expect_eq(pl_run_head(head, e, "c1"), PL_ESTATE);
     cr_assert_eq(pl_run_cancel(e, "c1", "no longer needed"), PL_OK, "%s",
                  pl_errmsg());
+    cr_expect_eq(pl_run_head(head, e, "c1"), PL_ESTATE);
     pl_run_info *info = info_of(e, "c1");
     cr_expect_eq(info->status, PL_RUN_CANCELLED, "%s",
                  pl_run_status_name(info->status));

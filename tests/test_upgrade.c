@@ -266,6 +266,8 @@ Test(upgrade, refusals_leave_the_old_run_untouched)
     cr_expect_eq(pl_run_upgrade(&nid, e, "renewed", "0:1", NULL), PL_ESTATE);
     cr_expect(strstr(pl_errmsg(), succ), "%s", pl_errmsg());
     cr_expect_null(nid);
+    uint8_t head[PL_HASH_LEN]; /* a continued run records its head */
+    cr_expect_eq(pl_run_head(head, e, "renewed"), PL_OK, "%s", pl_errmsg());
     ri = info_of(e, "renewed");
     cr_expect_eq(ri->status, PL_RUN_CONTINUED);
     cr_expect_str_eq(ri->successor, succ);

@@ -401,8 +401,9 @@ int pl_run_verify(pl_engine *engine, const char *run_id);
  * rewrites every hash.  To detect that too, keep the head somewhere the
  * store's writers cannot change (a log, a signed record) and later check
  * that pl_run_verify() passes and pl_run_head() still gives the same bytes.
- * @return PL_OK; PL_ESTATE (the run is running or failed: only a completed
- *         or suspended run records its head); PL_ENOTFOUND; PL_EINVAL;
+ * @return PL_OK; PL_ESTATE (only a completed, continued or suspended run
+ *         records its head: not one running, submitted, waiting, failed,
+ *         cancelled or superseded); PL_ENOTFOUND; PL_EINVAL;
  *         PL_ECORRUPT; PL_EVERSION; PL_ESTORE; PL_ENOMEM.
  */
 int pl_run_head(uint8_t out[PL_HASH_LEN], pl_engine *engine,
