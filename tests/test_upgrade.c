@@ -174,6 +174,13 @@ Test(upgrade, the_old_run_is_superseded_and_the_new_goes_on)
     cr_expect_str_eq(ri->predecessor, "o1");
     pl_run_info_free(ri);
     cr_expect_eq(pl_run_verify(e, "o1-v2"), PL_OK, "%s", pl_errmsg());
+    /* a superseded run has ended: it may be deleted, its tombstone says
+     * how it ended (runs.h, Retention) */
+    cr_expect_eq(pl_run_delete(e, "o1"), PL_OK, "%s", pl_errmsg());
+    pl_tombstone tomb = PL_TOMBSTONE_INIT;
+    cr_expect_eq(pl_run_tombstone(&tomb, e, "o1"), PL_OK, "%s", pl_errmsg());
+    cr_expect_eq(tomb.status, PL_RUN_SUPERSEDED);
+    cr_expect_eq(status_of(e, "o1-v2"), PL_RUN_COMPLETED);
     pl_engine_close(e);
     pl_registry_free(reg);
 }
