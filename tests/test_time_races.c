@@ -369,7 +369,7 @@ Test(time, a_fan_out_finishes_and_its_caller_sees_the_cancel_next)
  * policy, which continues them: the event taken, the cancellation
  * compensated.
  */
-Test(time_races, a_process_without_the_policy_leaves_the_run_to_one_with_it)
+Test(time, a_process_without_the_policy_leaves_the_run_to_one_with_it)
 {
     pl_registry *reg = registry();
     const char *path = t_store_path();
@@ -462,7 +462,7 @@ static void submit(pl_engine *e, const char *policy, const char *id)
 /* The worker's counters (time.h): an execution that completed, one that
  * parked (suspended or waiting), one that failed and one that ended
  * cancelled (failed), and a run taken but not executable here (skipped). */
-Test(time_races, the_worker_counts_each_end)
+Test(time, the_worker_counts_each_end)
 {
     const char *path = t_store_path();
     pl_registry *full = registry();
