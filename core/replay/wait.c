@@ -25,7 +25,7 @@
  * timer in the same commit (store.h, TIMERS).  Nothing of it stays in
  * memory.  A worker (or pl_engine_wake()) takes the timer when it is due,
  * once across all processes, and continues the run, whose replay reaches
- * the wait again.  A wait shorter than the engine's wait-in-place time
+ * the wait again.  A wait no longer than the engine's wait-in-place time
  * waits on its thread instead, its `wait` step durable first.
  *
  * DELIVERIES.  pl_run_signal() and pl_run_cancel() put a record in the

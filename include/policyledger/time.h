@@ -39,9 +39,9 @@
  * holding no thread and no memory, with a timer in the store.  A worker
  * (pl_worker_run()) takes due timers exactly once across processes and
  * hosts and continues the runs; an embedder without workers calls
- * pl_engine_wake().  A wait shorter than the engine's wait-in-place time
+ * pl_engine_wake().  A wait no longer than the engine's wait-in-place time
  * (pl_engine_set_wait_in_place(), 1 s by default) waits on its thread,
- * its `wait` step durable first.
+ * its `wait` step durable first (but parks in a worker asked to stop).
  *
  * EVENTS are buffered: one sent before the run waits for it waits in the
  * run's inbox.  A wait takes the first event of its name in delivery
