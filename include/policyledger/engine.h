@@ -172,8 +172,12 @@ typedef struct pl_engine_options {
      * Since version 2.  Open an existing store for reading only: never
      * create one (a missing path is PL_ENOTFOUND, a file that is not a
      * store PL_ECORRUPT), never write, never take a run's ownership.  Works
-     * while another process writes the store.  Starting, continuing or
-     * resuming a run fails with PL_ESTATE.  Steps a writer has committed in
+     * while another process writes the store.  Every call that would write
+     * fails with PL_ESTATE: pl_run_start() (in every if_exists mode),
+     * pl_run_resume(), a pl_run_continue() that would execute (a run not
+     * completed), and the writers of runs.h and time.h; a check
+     * (pl_run_options.check) and the replay of a completed run, which
+     * write nothing, work.  Steps a writer has committed in
      * PL_DURABILITY_GROUP but not yet moved from its journal are not seen
      * until the writer (or any writable engine) moves them.
      */
