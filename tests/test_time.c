@@ -684,6 +684,30 @@ Test(time, a_run_past_its_deadline_fails_at_its_next_call)
     pl_run_info *info = info_of(e, "d1");
     cr_expect_eq(info->deadline_ms, 1);
     pl_run_info_free(info);
+    /* a queued run's relative deadline counts from its submission: its
+     * time in the queue is spent from it */
+    pl_action a = {PL_ACTION_VERSION, "chain", pl_json_empty(), NULL, 0, NULL};
+    pl_run_options ro = PL_RUN_OPTIONS_INIT;
+    ro.run_id = "d2";
+    ro.deadline_in_ms = 50;
+    int64_t before = now_ms();
+    cr_assert_eq(pl_run_submit(NULL, e, &a, &ro), PL_OK, "%s", pl_errmsg());
+    int64_t after = now_ms();
+    info = info_of(e, "d2");
+    cr_expect(info->deadline_ms >= before + 50 && info->deadline_ms <= after + 50,
+              "deadline %lld, submitted in [%lld, %lld]",
+              (long long)info->deadline_ms, (long long)before,
+              (long long)after);
+    int64_t deadline = info->deadline_ms;
+    pl_run_info_free(info);
+    while (now_ms() <= deadline)
+        nap_ms(5);
+    o = NULL;
+    cr_assert_eq(pl_run_continue(&o, e, "d2", NULL), PL_OK, "%s", pl_errmsg());
+    cr_expect_eq(o->status, PL_RUN_FAILED);
+    cr_expect_eq(o->error, PL_EDEADLINE);
+    pl_outcome_free(o);
+    cr_expect_eq(t_calls.add, 0);
     pl_engine_close(e);
     pl_registry_free(reg);
 }

@@ -98,7 +98,8 @@ typedef struct pl_run_options {
      * with the run.  Past it the run fails with PL_EDEADLINE, its reason
      * beginning "DeadlineExceeded", at its next call boundary or wait; a
      * waiting run is woken for it.  deadline_ms is absolute (Unix ms),
-     * deadline_in_ms relative to the start; the earlier of the two set
+     * deadline_in_ms relative to the call (a submitted run's time in the
+     * queue counts); the earlier of the two set
      * counts; 0 = none.  Every invocation's pl_ctx_deadline() starts
      * with it.  pl_run_continue() refuses a deadline (PL_EINVAL): a run
      * keeps the one it started with.
