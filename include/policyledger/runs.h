@@ -22,7 +22,9 @@
 
 /** Run status.  Stored on disk: values never change. */
 typedef enum pl_run_status {
-    PL_RUN_RUNNING = 1,   /**< executing now, or its owner crashed */
+    PL_RUN_RUNNING = 1,   /**< executing now; or its owner crashed, or
+                               a stopping worker handed it back to the
+                               queue (pl_run_info.owner_alive false) */
     PL_RUN_SUSPENDED = 2, /**< waiting for pl_run_resume() */
     PL_RUN_COMPLETED = 3,
     PL_RUN_FAILED = 4,    /**< failed with a recorded reason */
