@@ -263,10 +263,8 @@ static pl_registry *registry(void)
     const struct {
         const char *name;
         pl_policy_fn fn;
-    } defs[] = {{"twohop", twohop},
-                {"one", one},
-                {"human", human},
-                {"waits", waits}};
+    } defs[] = {
+        {"twohop", twohop}, {"one", one}, {"human", human}, {"waits", waits}};
     for (size_t i = 0; i < sizeof defs / sizeof defs[0]; i++) {
         cr_assert_eq(pl_registry_add_fn(reg, defs[i].name, defs[i].fn, NULL),
                      PL_OK, "%s", pl_errmsg());

@@ -680,8 +680,8 @@ Test(schedule, a_worker_reports_a_failed_firing)
     const cJSON *one = cJSON_GetArrayItem(list, 0);
     cr_expect_leq(cJSON_GetNumberValue(cJSON_GetObjectItem(one, "due_ms")),
                   (double)now_ms);
-    cr_expect_str_eq(
-        cJSON_GetStringValue(cJSON_GetObjectItem(one, "last_run")), "");
+    cr_expect_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(one, "last_run")),
+                     "");
     cJSON_Delete(list);
     s_close(e);
 }

@@ -261,8 +261,7 @@ Test(take, a_crashed_run_keeps_its_rank)
     k_expired(e, 3); /* c's */
     const char *order[] = {"q1", "q2", "c", "q3"};
     for (int i = 0; i < 4; i++) {
-        cr_assert_eq(k_take(e, "w2", &s, &l, &taken), PL_OK, "%s",
-                     pl_errmsg());
+        cr_assert_eq(k_take(e, "w2", &s, &l, &taken), PL_OK, "%s", pl_errmsg());
         cr_expect_str_eq(l.id, order[i], "take %d", i);
     }
     pl_engine_close(e);

@@ -370,8 +370,7 @@ Test(time, a_zero_timeout_takes_only_what_is_there)
     cr_assert_eq(pl_run_submit(NULL, e, &a, &ro), PL_OK, "%s", pl_errmsg());
     cJSON_Delete(p);
     signal_ok(e, "w00", "n", "{\"early\":true}");
-    cr_assert_eq(pl_run_continue(&o, e, "w00", NULL), PL_OK, "%s",
-                 pl_errmsg());
+    cr_assert_eq(pl_run_continue(&o, e, "w00", NULL), PL_OK, "%s", pl_errmsg());
     r = t_text(result_of(o));
     cr_expect_str_eq(r, "{\"got\":[{\"early\":true}]}");
     free(r);
@@ -632,8 +631,8 @@ Test(time, a_run_whose_worker_died_compensates_when_cancelled)
         if (pl_engine_open(&ce, path, reg, &eo))
             _exit(1);
         atomic_store(&g_saga_dies, 1);
-        pl_action a = {PL_ACTION_VERSION, "saga", pl_json_empty(), NULL, 0,
-                       NULL};
+        pl_action a = {
+            PL_ACTION_VERSION, "saga", pl_json_empty(), NULL, 0, NULL};
         pl_run_options ro = PL_RUN_OPTIONS_INIT;
         ro.run_id = "c6";
         pl_outcome *o = NULL;
@@ -694,7 +693,8 @@ Test(time, a_run_past_its_deadline_fails_at_its_next_call)
     cr_assert_eq(pl_run_submit(NULL, e, &a, &ro), PL_OK, "%s", pl_errmsg());
     int64_t after = now_ms();
     info = info_of(e, "d2");
-    cr_expect(info->deadline_ms >= before + 50 && info->deadline_ms <= after + 50,
+    cr_expect(info->deadline_ms >= before + 50 &&
+                  info->deadline_ms <= after + 50,
               "deadline %lld, submitted in [%lld, %lld]",
               (long long)info->deadline_ms, (long long)before,
               (long long)after);

@@ -394,8 +394,7 @@ Test(time, a_process_without_the_policy_leaves_the_run_to_one_with_it)
     cr_expect_eq(st, PL_OK, "%s: %s", pl_status_name(st), pl_errmsg());
     cr_expect_null(o);
     cJSON_Delete(p);
-    cr_assert_eq(pl_run_cancel(e, "f2", "elsewhere"), PL_OK, "%s",
-                 pl_errmsg());
+    cr_assert_eq(pl_run_cancel(e, "f2", "elsewhere"), PL_OK, "%s", pl_errmsg());
     int64_t next = 0;
     cr_assert_eq(pl_engine_wake(e, &next), PL_OK, "%s", pl_errmsg());
     cr_expect_eq(status_of(e, "f1"), PL_RUN_WAITING);

@@ -784,11 +784,9 @@ int pl_run_signal(pl_outcome **out, pl_engine *e, const char *run_id,
     pl__buf_free(&p);
     if (st || !out || found != PL_RUN_WAITING)
         return st;
-    /* continue it here, as its wake would; someone else may have been
-     * quicker, or its key is full (its timer, due, wakes it later) */
+    /* continue it here, as its wake would; else (another was quicker, its
+     * key is full, its policy is not here) delivered, left to its timer */
     st = pl__run_continue_woken(out, e, to);
-    /* delivered: left to another process (PL_ENOTFOUND: its root policy is
-     * not registered here, or it was deleted since), or to newer code */
     if (st == PL_EBUSY || st == PL_ENEWERCODE || st == PL_ENOTFOUND) {
         pl__err_clear();
         return PL_OK;
