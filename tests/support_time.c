@@ -97,20 +97,24 @@ static int inflight(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *u)
     return pl_steps_add_resultf(out, "{s:b}", "charged", 1);
 }
 
-static int cancel_me(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *u)
+/* Call "echo"; cancelled, call "undo" and return PL_ECANCELLED. */
+static int echo_or_undo(pl_ctx *ctx, pl_steps *out)
 {
-    (void)a;
-    (void)u;
-    int st = pl_ctx_invoke(NULL, ctx, "inflight", pl_json_empty());
-    if (st)
-        return st;
-    st = pl_ctx_invoke(NULL, ctx, "echo", pl_json_empty());
+    int st = pl_ctx_invoke(NULL, ctx, "echo", pl_json_empty());
     if (st == PL_ECANCELLED) {
         if ((st = pl_ctx_invoke(NULL, ctx, "undo", pl_json_empty())))
             return st;
         return PL_ECANCELLED;
     }
     return st ? st : pl_steps_add_resultf(out, "{}");
+}
+
+static int cancel_me(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *u)
+{
+    (void)a;
+    (void)u;
+    int st = pl_ctx_invoke(NULL, ctx, "inflight", pl_json_empty());
+    return st ? st : echo_or_undo(ctx, out);
 }
 
 /* "nested": calls "waiter" (which compensates and hands the cancellation
@@ -148,14 +152,7 @@ static int saga(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *u)
     int st = pl_ctx_invoke(NULL, ctx, "book", pl_json_empty());
     if (!st && atomic_load(&g_saga_dies))
         _exit(0); /* a crash between two calls, the first one durable */
-    if (!st)
-        st = pl_ctx_invoke(NULL, ctx, "echo", pl_json_empty());
-    if (st == PL_ECANCELLED) {
-        if ((st = pl_ctx_invoke(NULL, ctx, "undo", pl_json_empty())))
-            return st;
-        return PL_ECANCELLED;
-    }
-    return st ? st : pl_steps_add_resultf(out, "{}");
+    return st ? st : echo_or_undo(ctx, out);
 }
 
 pl_registry *registry(void)

@@ -27,6 +27,7 @@
 typedef struct worker_arg {
     pl_engine *e;
     int st;
+    uint64_t completed, suspended, failed, skipped; /* its counters */
 } worker_arg;
 
 static void *worker_main(void *arg)
@@ -35,6 +36,10 @@ static void *worker_main(void *arg)
     pl_worker_options o = PL_WORKER_OPTIONS_INIT;
     o.concurrency = 3;
     o.poll_ms = 10;
+    o.completed = &w->completed;
+    o.suspended = &w->suspended;
+    o.failed = &w->failed;
+    o.skipped = &w->skipped;
     w->st = pl_worker_run(w->e, &o);
     return NULL;
 }
@@ -53,7 +58,7 @@ Test(time, a_worker_wakes_every_sleeping_run_once, .timeout = 300)
                   o->status == PL_RUN_COMPLETED); /* a slow start */
         pl_outcome_free(o);
     }
-    worker_arg w = {e, 0};
+    worker_arg w = {.e = e};
     pthread_t th;
     cr_assert_eq(pthread_create(&th, NULL, worker_main, &w), 0);
     for (int i = 0; i < N; i++) {
@@ -428,25 +433,6 @@ static int extra(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *u)
     return pl_steps_add_resultf(out, "{}");
 }
 
-typedef struct counted {
-    pl_engine *e;
-    uint64_t completed, suspended, failed, skipped;
-    int st;
-} counted;
-
-static void *counted_main(void *arg)
-{
-    counted *c = arg;
-    pl_worker_options o = PL_WORKER_OPTIONS_INIT;
-    o.poll_ms = 10;
-    o.completed = &c->completed;
-    o.suspended = &c->suspended;
-    o.failed = &c->failed;
-    o.skipped = &c->skipped;
-    c->st = pl_worker_run(c->e, &o);
-    return NULL;
-}
-
 static void submit(pl_engine *e, const char *policy, const char *id)
 {
     pl_action a = {PL_ACTION_VERSION, policy, NULL, NULL, 0, NULL};
@@ -484,9 +470,9 @@ Test(time, the_worker_counts_each_end)
     pl_registry *reg = registry(); /* no "extra" */
     e = t_engine(path, reg, PL_DURABILITY_SYNC);
     cr_assert_eq(pl_engine_set_wait_in_place(e, 0), PL_OK);
-    counted c = {.e = e};
+    worker_arg c = {.e = e};
     pthread_t th;
-    cr_assert_eq(pthread_create(&th, NULL, counted_main, &c), 0);
+    cr_assert_eq(pthread_create(&th, NULL, worker_main, &c), 0);
     const char *ids[] = {"ok", "bad", "wt", "cw"};
     const pl_run_status want[] = {PL_RUN_COMPLETED, PL_RUN_FAILED,
                                   PL_RUN_WAITING, PL_RUN_CANCELLED};
