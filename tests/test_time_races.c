@@ -366,6 +366,14 @@ Test(time, a_fan_out_finishes_and_its_caller_sees_the_cancel_next)
     pl_registry_free(reg);
 }
 
+/* Start run @p id of "waiter" (for event "n"), parked. */
+static void park_waiter(pl_engine *e, const char *id)
+{
+    pl_outcome *o = t_start(e, "waiter", "{\"name\":\"n\"}", id);
+    cr_assert_eq(o->status, PL_RUN_WAITING);
+    pl_outcome_free(o);
+}
+
 /*
  * A process whose registry lacks a waiting run's root policy delivers to
  * it but cannot continue it: its signal with an outcome wanted still
@@ -380,12 +388,8 @@ Test(time, a_process_without_the_policy_leaves_the_run_to_one_with_it)
     const char *path = t_store_path();
     pl_engine *e = t_engine(path, reg, PL_DURABILITY_SYNC);
     cr_assert_eq(pl_engine_set_wait_in_place(e, 0), PL_OK);
-    pl_outcome *o = t_start(e, "waiter", "{\"name\":\"n\"}", "f1");
-    cr_assert_eq(o->status, PL_RUN_WAITING);
-    pl_outcome_free(o);
-    o = t_start(e, "waiter", "{\"name\":\"n\"}", "f2");
-    cr_assert_eq(o->status, PL_RUN_WAITING);
-    pl_outcome_free(o);
+    park_waiter(e, "f1");
+    park_waiter(e, "f2");
     pl_engine_close(e);
 
     pl_registry *other = t_registry(); /* no "waiter" */
@@ -394,7 +398,7 @@ Test(time, a_process_without_the_policy_leaves_the_run_to_one_with_it)
     cr_assert_eq(pl_engine_open(&e, path, other, &eo), PL_OK, "%s",
                  pl_errmsg());
     cJSON *p = t_json("{\"v\":1}");
-    o = (pl_outcome *)&eo; /* set to NULL by the call */
+    pl_outcome *o = (pl_outcome *)&eo; /* set to NULL by the call */
     int st = pl_run_signal(&o, e, "f1", "n", p);
     cr_expect_eq(st, PL_OK, "%s: %s", pl_status_name(st), pl_errmsg());
     cr_expect_null(o);
@@ -454,9 +458,7 @@ Test(time, the_worker_counts_each_end)
     cr_assert_eq(pl_registry_add_fn(full, "extra", extra, NULL), PL_OK);
     pl_engine *e = t_engine(path, full, PL_DURABILITY_SYNC);
     cr_assert_eq(pl_engine_set_wait_in_place(e, 0), PL_OK);
-    pl_outcome *o = t_start(e, "waiter", "{\"name\":\"n\"}", "cw");
-    cr_assert_eq(o->status, PL_RUN_WAITING);
-    pl_outcome_free(o);
+    park_waiter(e, "cw");
     submit(e, "extra", "u"); /* first in the queue */
     submit(e, "echo", "ok");
     submit(e, "fail", "bad");
