@@ -6,6 +6,7 @@
 #include "support_time.h"
 
 #include <time.h>
+#include <unistd.h>
 
 /* ------------------------------------------------------------------------ */
 /* Policies                                                                 */
@@ -96,20 +97,24 @@ static int inflight(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *u)
     return pl_steps_add_resultf(out, "{s:b}", "charged", 1);
 }
 
-static int cancel_me(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *u)
+/* Call "echo"; cancelled, call "undo" and return PL_ECANCELLED. */
+static int echo_or_undo(pl_ctx *ctx, pl_steps *out)
 {
-    (void)a;
-    (void)u;
-    int st = pl_ctx_invoke(NULL, ctx, "inflight", pl_json_empty());
-    if (st)
-        return st;
-    st = pl_ctx_invoke(NULL, ctx, "echo", pl_json_empty());
+    int st = pl_ctx_invoke(NULL, ctx, "echo", pl_json_empty());
     if (st == PL_ECANCELLED) {
         if ((st = pl_ctx_invoke(NULL, ctx, "undo", pl_json_empty())))
             return st;
         return PL_ECANCELLED;
     }
     return st ? st : pl_steps_add_resultf(out, "{}");
+}
+
+static int cancel_me(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *u)
+{
+    (void)a;
+    (void)u;
+    int st = pl_ctx_invoke(NULL, ctx, "inflight", pl_json_empty());
+    return st ? st : echo_or_undo(ctx, out);
 }
 
 /* "nested": calls "waiter" (which compensates and hands the cancellation
@@ -123,6 +128,33 @@ static int nested(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *u)
     return st ? st : pl_steps_add_resultf(out, "{}");
 }
 
+/* "book" and "saga": a saga of two calls, "book" then "echo" (the rest
+ * of its work), which on cancellation undoes what it booked ("undo")
+ * and returns PL_ECANCELLED.  With g_book_stops set, "book" asks the
+ * engine's workers to stop, so the run is handed back to the queue after
+ * it; with g_saga_dies set, the process dies once "book" has returned. */
+atomic_int g_booked, g_book_stops, g_saga_dies;
+
+static int book(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *u)
+{
+    (void)a;
+    (void)u;
+    atomic_fetch_add(&g_booked, 1);
+    if (atomic_load(&g_book_stops))
+        pl_worker_stop(pl_ctx_engine(ctx));
+    return pl_steps_add_resultf(out, "{s:b}", "booked", 1);
+}
+
+static int saga(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *u)
+{
+    (void)a;
+    (void)u;
+    int st = pl_ctx_invoke(NULL, ctx, "book", pl_json_empty());
+    if (!st && atomic_load(&g_saga_dies))
+        _exit(0); /* a crash between two calls, the first one durable */
+    return st ? st : echo_or_undo(ctx, out);
+}
+
 pl_registry *registry(void)
 {
     pl_registry *reg = t_registry();
@@ -131,7 +163,8 @@ pl_registry *registry(void)
         pl_policy_fn fn;
     } defs[] = {{"sleeper", sleeper},     {"undo", undo},
                 {"waiter", waiter},       {"inflight", inflight},
-                {"cancel_me", cancel_me}, {"nested", nested}};
+                {"cancel_me", cancel_me}, {"nested", nested},
+                {"book", book},           {"saga", saga}};
     for (size_t i = 0; i < sizeof defs / sizeof *defs; i++) {
         pl_policy_def d = PL_POLICY_DEF_INIT;
         d.name = defs[i].name;

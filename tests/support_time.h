@@ -13,8 +13,12 @@
 /* Calls of "undo" and of "inflight" so far. */
 extern atomic_int g_undo, g_inflight;
 
+/* Calls of "book" so far; set, "book" stops the engine's workers and
+ * "saga" dies after "book" (support_time.c). */
+extern atomic_int g_booked, g_book_stops, g_saga_dies;
+
 /* t_registry() and the policies of these tests: "sleeper", "undo",
- * "waiter", "inflight", "cancel_me", "nested". */
+ * "waiter", "inflight", "cancel_me", "nested", "book", "saga". */
 pl_registry *registry(void);
 /* An engine on a new store that parks every waiting run (no wait in
  * place). */

@@ -342,6 +342,19 @@ Test(chain, events_sent_to_a_continued_run_reach_its_successor)
     /* the chain has ended: refused, naming the last link */
     cr_assert_eq(pl_run_signal(NULL, e, "pi", "ping", ev), PL_ESTATE);
     cr_assert(strstr(pl_errmsg(), "pi~1"), "%s", pl_errmsg());
+    /* a cancellation goes the same way (time.h): to the waiting link */
+    o = t_start(e, "pinger", "{\"left\": 1}", "pc");
+    pl_outcome_free(o);
+    cr_assert_eq(pl_run_signal(&o, e, "pc", "ping", ev), PL_OK, "%s",
+                 pl_errmsg());
+    pl_outcome_free(o);
+    cr_assert_eq(pl_run_continue(&o, e, "pc~1", NULL), PL_OK, "%s",
+                 pl_errmsg());
+    cr_assert_eq(o->status, PL_RUN_WAITING);
+    pl_outcome_free(o);
+    cr_assert_eq(pl_run_cancel(e, "pc", "stop"), PL_OK, "%s", pl_errmsg());
+    cr_expect_eq(status_of(e, "pc"), PL_RUN_CONTINUED);
+    cr_expect_eq(status_of(e, "pc~1"), PL_RUN_CANCELLED);
     cJSON_Delete(ev);
     pl_engine_close(e);
     pl_registry_free(reg);

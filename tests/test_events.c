@@ -243,13 +243,28 @@ static int human(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     return st;
 }
 
+/* waits: waits for event "go"; cancelled, returns PL_ECANCELLED. */
+static int waits(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)a;
+    (void)user;
+    cJSON *ev = NULL;
+    int st = pl_ctx_wait_event(&ev, ctx, "go", PL_WAIT_FOREVER);
+    if (st)
+        return st;
+    st = pl_steps_add_result(out, ev);
+    cJSON_Delete(ev);
+    return st;
+}
+
 static pl_registry *registry(void)
 {
     pl_registry *reg = t_registry();
     const struct {
         const char *name;
         pl_policy_fn fn;
-    } defs[] = {{"twohop", twohop}, {"one", one}, {"human", human}};
+    } defs[] = {
+        {"twohop", twohop}, {"one", one}, {"human", human}, {"waits", waits}};
     for (size_t i = 0; i < sizeof defs / sizeof defs[0]; i++) {
         cr_assert_eq(pl_registry_add_fn(reg, defs[i].name, defs[i].fn, NULL),
                      PL_OK, "%s", pl_errmsg());
@@ -534,6 +549,39 @@ Test(events, no_callback_no_events)
     cr_expect_eq(o->status, PL_RUN_COMPLETED);
     cr_expect_eq(g_rec.n, 0);
     pl_outcome_free(o);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/* A run that parks reports PL_EVENT_RUN_SUSPENDED at its `wait` step, the
+ * event waited for in detail; one that ends cancelled, PL_EVENT_RUN_FAILED
+ * with PL_ECANCELLED and the reason (engine.h). */
+Test(events, a_wait_and_a_cancellation_report_their_ends)
+{
+    pl_registry *reg = registry();
+    pl_engine *e = open_engine(reg);
+    cr_assert_eq(pl_engine_set_wait_in_place(e, 0), PL_OK);
+    rec_reset();
+    pl_outcome *o = t_start(e, "waits", "{}", "ev-wait");
+    cr_assert_eq(o->status, PL_RUN_WAITING, "%s", o->reason);
+    pl_outcome_free(o);
+    cr_assert_gt(g_rec.n, 0);
+    const rec_event *last = &g_rec.ev[g_rec.n - 1];
+    cr_expect_eq(last->kind, PL_EVENT_RUN_SUSPENDED, "%s",
+                 kind_name(last->kind));
+    cr_expect_eq(last->type, PL_STEP_WAIT);
+    cr_expect_str_eq(last->path, "0");
+    cr_expect_str_eq(last->detail, "go");
+    rec_reset();
+    cr_assert_eq(pl_run_cancel(e, "ev-wait", "enough"), PL_OK, "%s",
+                 pl_errmsg());
+    cr_assert_gt(g_rec.n, 0);
+    last = &g_rec.ev[g_rec.n - 1];
+    cr_expect_eq(last->kind, PL_EVENT_RUN_FAILED, "%s", kind_name(last->kind));
+    cr_expect_eq(last->status, PL_ECANCELLED);
+    cr_expect_str_eq(last->detail, "enough");
+    cr_expect_str_eq(last->run_id, "ev-wait");
+    cr_expect_eq(count_kind(PL_EVENT_RUN_COMPLETED), 0);
     pl_engine_close(e);
     pl_registry_free(reg);
 }

@@ -34,6 +34,17 @@ Test(import, a_completed_run_round_trips_into_another_store)
     cr_assert(strstr(text, "\"derived\":true"));
     cr_assert(strstr(text, "\"kind\":\"run\""));
     char *id = NULL;
+    /* with no engine, only checked: the id it would take, nothing written */
+    cr_assert_eq(import_text(NULL, text, NULL, &id), PL_OK, "%s", pl_errmsg());
+    cr_assert_str_eq(id, "old");
+    free(id);
+    id = NULL;
+    cr_assert_eq(import_text(NULL, text, "new", &id), PL_OK, "%s", pl_errmsg());
+    cr_assert_str_eq(id, "new");
+    free(id);
+    id = NULL;
+    pl_run_info *none = NULL;
+    cr_assert_eq(pl_run_get(&none, b, "old"), PL_ENOTFOUND);
     cr_assert_eq(import_text(b, text, NULL, &id), PL_OK, "%s", pl_errmsg());
     cr_assert_str_eq(id, "old");
     cr_assert_eq(pl_run_verify(b, "old"), PL_OK, "%s", pl_errmsg());

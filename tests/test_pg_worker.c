@@ -14,6 +14,7 @@
 
 #include <libpq-fe.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -795,6 +796,79 @@ Test(pg_worker, an_idle_look_is_one_round_trip)
     cr_expect_eq(c1.round_trips - c0.round_trips, 1 + 1,
                  "%llu round trips for the schedules and one idle look",
                  (unsigned long long)(c1.round_trips - c0.round_trips));
+    pl_engine_close(e);
+    pl_registry_free(reg);
+    free(uri);
+}
+
+/* The store's events: how many of each, and those out of turn (a loss
+ * while lost, a return while not). */
+static _Atomic int g_lost, g_back, g_lost_st, g_out_of_turn;
+
+static void on_store_event(const pl_event *ev, void *user)
+{
+    (void)user;
+    if (ev->kind == PL_EVENT_STORE_LOST && !ev->run_id && ev->detail) {
+        atomic_store(&g_lost_st, ev->status);
+        if (atomic_fetch_add(&g_lost, 1) != atomic_load(&g_back))
+            atomic_fetch_add(&g_out_of_turn, 1);
+    } else if (ev->kind == PL_EVENT_STORE_BACK && ev->detail &&
+               strstr(ev->detail, "after")) {
+        if (atomic_fetch_add(&g_back, 1) + 1 != atomic_load(&g_lost))
+            atomic_fetch_add(&g_out_of_turn, 1);
+    }
+}
+
+static void *store_worker(void *e)
+{
+    pl_worker_options o = PL_WORKER_OPTIONS_INIT;
+    o.poll_ms = 10;
+    return (void *)(intptr_t)pl_worker_run(e, &o);
+}
+
+/* The server drops the engine's sessions under an idle worker: the
+ * worker's next look fails, PL_EVENT_STORE_LOST says so (the cause, its
+ * status, no run id), once until PL_EVENT_STORE_BACK says it answers
+ * again (engine.h; a session dropped after that one answered is another
+ * outage); then it goes on, a run submitted meanwhile done. */
+Test(pg_worker, a_store_lost_and_back_is_reported_once_each)
+{
+    char *uri = t_pg_store_uri("t_lost");
+    pl_registry *reg = t_registry();
+    pl_engine_options eo = PL_ENGINE_OPTIONS_INIT;
+    eo.on_event = on_store_event;
+    pl_engine *e = NULL;
+    cr_assert_eq(pl_engine_open(&e, uri, reg, &eo), PL_OK, "%s", pl_errmsg());
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, store_worker, e), 0);
+    PGconn *admin = t_pg_admin();
+    for (int i = 0; i < 12000 && !atomic_load(&g_back); i++) {
+        if (!atomic_load(&g_lost))
+            PQclear(PQexec(admin, "SELECT pg_terminate_backend(pid) FROM "
+                                  "pg_stat_activity WHERE application_name "
+                                  "= 't_lost'"));
+        struct timespec nap = {0, 5000000L};
+        nanosleep(&nap, NULL);
+    }
+    PQfinish(admin);
+    pl_action a = {PL_ACTION_VERSION, "echo", pl_json_empty(), NULL, 0, NULL};
+    pl_run_options ro = PL_RUN_OPTIONS_INIT;
+    ro.run_id = "after";
+    cr_assert_eq(pl_run_submit(NULL, e, &a, &ro), PL_OK, "%s", pl_errmsg());
+    for (int i = 0; i < 12000 && status_of(e, "after") != PL_RUN_COMPLETED;
+         i++) {
+        struct timespec nap = {0, 5000000L};
+        nanosleep(&nap, NULL);
+    }
+    pl_worker_stop(e);
+    void *rc = NULL;
+    cr_assert_eq(pthread_join(th, &rc), 0);
+    cr_expect_eq((intptr_t)rc, PL_OK);
+    cr_expect_geq(atomic_load(&g_lost), 1);
+    cr_expect_eq(atomic_load(&g_lost_st), PL_ESTORE);
+    cr_expect_eq(atomic_load(&g_back), atomic_load(&g_lost));
+    cr_expect_eq(atomic_load(&g_out_of_turn), 0);
+    cr_expect_eq(status_of(e, "after"), PL_RUN_COMPLETED);
     pl_engine_close(e);
     pl_registry_free(reg);
     free(uri);

@@ -149,13 +149,17 @@ Test(readonly, the_writers_of_time_and_schedules_are_refused, .fini = t_cleanup,
     const char *path = t_store_path();
     make_store(path);
     pl_registry *reg = t_registry();
-    int st;
-    pl_engine *e = open_ro(path, reg, &st);
-    cr_assert_not_null(e, "%s", pl_errmsg());
     pl_action root = PL_ACTION_INIT;
     root.policy = "echo";
     root.payload = pl_json_empty();
     pl_run_options ro = PL_RUN_OPTIONS_INIT;
+    ro.run_id = "live"; /* a run an event or a cancellation would change */
+    pl_engine *e = t_engine(path, reg, PL_DURABILITY_SYNC);
+    cr_assert_eq(pl_run_submit(NULL, e, &root, &ro), PL_OK, "%s", pl_errmsg());
+    pl_engine_close(e);
+    int st;
+    e = open_ro(path, reg, &st);
+    cr_assert_not_null(e, "%s", pl_errmsg());
     ro.run_id = "queued";
     cr_expect_eq(pl_run_submit(NULL, e, &root, &ro), PL_ESTATE);
     int64_t next = -1;
@@ -181,12 +185,21 @@ Test(readonly, the_writers_of_time_and_schedules_are_refused, .fini = t_cleanup,
     cJSON_Delete(p);
     st = pl_run_cancel(e, "failed", "stop");
     cr_expect_eq(st, PL_ESTATE, "%s: %s", pl_status_name(st), pl_errmsg());
+    p = t_json("{}");
+    st = pl_run_signal(&o, e, "live", "go", p);
+    cr_expect_eq(st, PL_ESTATE, "%s: %s", pl_status_name(st), pl_errmsg());
+    cr_expect(strstr(pl_errmsg(), "read-only"), "%s", pl_errmsg());
+    cJSON_Delete(p);
+    st = pl_run_cancel(e, "live", "stop");
+    cr_expect_eq(st, PL_ESTATE, "%s: %s", pl_status_name(st), pl_errmsg());
+    cr_expect(strstr(pl_errmsg(), "read-only"), "%s", pl_errmsg());
     pl_engine_close(e);
     e = t_engine(path, reg, PL_DURABILITY_SYNC);
     pl_store_stats ss = {.version = PL_STORE_STATS_VERSION};
     cr_assert_eq(pl_engine_stats(&ss, e), PL_OK, "%s", pl_errmsg());
-    cr_expect_eq(ss.runs, 2, "nothing was written");
+    cr_expect_eq(ss.runs, 3, "nothing was written");
     cr_expect_eq(status_of(e, "failed"), PL_RUN_FAILED);
+    cr_expect_eq(status_of(e, "live"), PL_RUN_SUBMITTED);
     pl_engine_close(e);
     pl_registry_free(reg);
 }

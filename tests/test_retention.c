@@ -93,7 +93,8 @@ Test(retention, delete_leaves_a_tombstone)
     cr_assert(t.has_head);
     cr_assert_eq(memcmp(t.head, head, PL_HASH_LEN), 0, "the head it had");
     cr_assert_str_eq(t.policy, "chain");
-    cr_assert_gt(t.expires_us, t.deleted_us);
+    cr_assert_eq(t.expires_us - t.deleted_us, 7LL * 24 * 3600 * 1000000,
+                 "tombstone_ms 0 keeps the id 7 days");
     cr_assert_geq(t.deleted_us, t.created_us);
 
     /* deleting it again: it is gone */

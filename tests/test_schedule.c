@@ -394,6 +394,58 @@ Test(schedule, list_replace_delete)
     s_close(e);
 }
 
+/* The number @p key of the one schedule listed at @p now, or its string
+ * in @p str (64 bytes). */
+static double listed(pl_engine *e, int64_t now, const char *key, char *str)
+{
+    cJSON *list = NULL;
+    cr_assert_eq(pl_schedule_list(&list, e, now), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(cJSON_GetArraySize(list), 1);
+    const cJSON *v = cJSON_GetObjectItem(cJSON_GetArrayItem(list, 0), key);
+    cr_assert_not_null(v, "no %s", key);
+    double n = cJSON_GetNumberValue(v);
+    if (str)
+        snprintf(str, 64, "%s", cJSON_GetStringValue(v));
+    cJSON_Delete(list);
+    return n;
+}
+
+/* Replaced, a schedule keeps the run it started last for its overlap
+ * rule, and its ticks count from the new start; the list says where it
+ * stands (cursor, due, last run); deleted, the runs it started stay. */
+Test(schedule, a_replaced_schedule_keeps_its_last_run)
+{
+    pl_engine *e = s_engine(t_store_path());
+    put(e, "one", "* * * * *", PL_CATCH_UP_ALL, 5, PL_OVERLAP_SKIP, T0);
+    char last[64];
+    listed(e, T0, "last_run", last);
+    cr_expect_str_eq(last, "");
+    cr_expect_eq(listed(e, T0, "due_ms", NULL), (double)(T0 + MIN_MS));
+    cr_expect_eq(fire(e, T0 + MIN_MS + 1000), 1);
+    listed(e, T0 + MIN_MS + 1000, "last_run", last);
+    cr_expect_str_eq(last, "one@2026-01-01T00:01Z");
+    cr_expect_geq(listed(e, T0 + MIN_MS + 1000, "cursor_ms", NULL),
+                  (double)(T0 + MIN_MS));
+    cr_expect_eq(listed(e, T0 + MIN_MS + 1000, "next_ms", NULL),
+                 (double)(T0 + 2 * MIN_MS));
+    /* replaced from minute 3 on: its first run, still submitted, is live */
+    put(e, "one", "* * * * *", PL_CATCH_UP_ALL, 5, PL_OVERLAP_SKIP,
+        T0 + 3 * MIN_MS);
+    listed(e, T0 + 3 * MIN_MS, "last_run", last);
+    cr_expect_str_eq(last, "one@2026-01-01T00:01Z");
+    cr_expect_eq(fire(e, T0 + 5 * MIN_MS + 1000), 0, "the live run was lost");
+    pl_outcome *o = NULL;
+    cr_assert_eq(pl_run_continue(&o, e, "one@2026-01-01T00:01Z", NULL), PL_OK,
+                 "%s", pl_errmsg());
+    pl_outcome_free(o);
+    cr_expect_eq(fire(e, T0 + 6 * MIN_MS + 1000), 1);
+    cr_expect_str_eq(ticks(e, "one", 6), "100001", "ticks 2-5 ran");
+    cr_assert_eq(pl_schedule_delete(e, "one"), PL_OK, "%s", pl_errmsg());
+    cr_expect_str_eq(ticks(e, "one", 6), "100001");
+    cr_expect_eq(pl_schedule_delete(e, "one"), PL_ENOTFOUND);
+    s_close(e);
+}
+
 static int64_t mono_ms(void)
 {
     struct timespec t;
@@ -566,5 +618,70 @@ Test(schedule, engine_wake_fires_and_runs)
     cr_expect_eq(atomic_load(&t_calls.echo), 2);
     cr_expect_gt(next, now_ms, "the next tick");
     cr_expect_leq(next, now_ms + 2 * MIN_MS);
+    s_close(e);
+}
+
+static _Atomic int sched_failed, sched_failed_st;
+
+static void on_sched_event(const pl_event *ev, void *user)
+{
+    (void)user;
+    if (ev->kind != PL_EVENT_SCHEDULE_FAILED)
+        return;
+    atomic_store(&sched_failed_st, ev->status);
+    if (ev->run_id == NULL && ev->detail && strstr(ev->detail, "payload"))
+        atomic_fetch_add(&sched_failed, 1);
+}
+
+/* A worker whose firing fails says so (PL_EVENT_SCHEDULE_FAILED, with the
+ * status and why, no run id), and the tick stays due, to be tried again:
+ * here the schedule's payload is over the engine's max_payload. */
+Test(schedule, a_worker_reports_a_failed_firing)
+{
+    pl_engine_options o = PL_ENGINE_OPTIONS_INIT;
+    o.max_payload = 1024;
+    o.on_event = on_sched_event;
+    s_reg = t_registry();
+    pl_engine *e = NULL;
+    cr_assert_eq(pl_engine_open(&e, t_store_path(), s_reg, &o), PL_OK, "%s",
+                 pl_errmsg());
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    int64_t now_ms = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000;
+    pl_schedule sc = PL_SCHEDULE_INIT;
+    sc.name = "big";
+    sc.cron = "* * * * *";
+    sc.policy = "echo";
+    sc.catch_up = PL_CATCH_UP_LATEST;
+    sc.start_ms = now_ms - 2 * MIN_MS;
+    cJSON *p = cJSON_CreateObject();
+    char text[2048];
+    memset(text, 'x', sizeof text - 1);
+    text[sizeof text - 1] = '\0';
+    cJSON_AddStringToObject(p, "s", text);
+    sc.payload = p;
+    cr_assert_eq(pl_schedule_put(e, &sc), PL_OK, "%s", pl_errmsg());
+    cJSON_Delete(p);
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, run_worker, e), 0);
+    for (int i = 0; i < 12000 && !atomic_load(&sched_failed); i++) {
+        struct timespec nap = {0, 5000000L};
+        nanosleep(&nap, NULL);
+    }
+    pl_worker_stop(e);
+    pthread_join(th, NULL);
+    cr_expect_eq(atomic_load(&worker_st), PL_OK, "the worker: %s", worker_msg);
+    cr_assert_geq(atomic_load(&sched_failed), 1);
+    cr_expect_eq(atomic_load(&sched_failed_st), PL_ELIMIT);
+    /* nothing started, the tick still due */
+    cr_expect_eq(pl_schedule_fire(e, now_ms, NULL, NULL), PL_ELIMIT);
+    cJSON *list = NULL;
+    cr_assert_eq(pl_schedule_list(&list, e, now_ms), PL_OK, "%s", pl_errmsg());
+    const cJSON *one = cJSON_GetArrayItem(list, 0);
+    cr_expect_leq(cJSON_GetNumberValue(cJSON_GetObjectItem(one, "due_ms")),
+                  (double)now_ms);
+    cr_expect_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(one, "last_run")),
+                     "");
+    cJSON_Delete(list);
     s_close(e);
 }

@@ -12,7 +12,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 /* What a take's claim saw, and what it answers. */
 typedef struct seen {
@@ -184,6 +186,83 @@ Test(take, takes_follow_the_queue)
         bool taken = false;
         cr_assert_eq(k_take(e, "w1", &s, &l, &taken), PL_OK, "%s", pl_errmsg());
         cr_expect_str_eq(l.id, ids[i]);
+    }
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/* "dies": the process ends in it, the run's lease held. */
+static int dies(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)ctx;
+    (void)a;
+    (void)out;
+    (void)user;
+    _exit(0);
+}
+
+/* Wait until run @p run's lease has expired. */
+static void k_expired(pl_engine *e, uint64_t run)
+{
+    for (int i = 0;; i++) {
+        pl__lease l;
+        cr_assert_eq(pl__store_lease_get(e->store, run, &l), PL_OK, "%s",
+                     pl_errmsg());
+        if (l.expires_in_us <= 0)
+            return;
+        cr_assert_lt(i, 6000, "the lease never expired");
+        struct timespec nap = {0, 10000000L};
+        nanosleep(&nap, NULL);
+    }
+}
+
+/* A crashed run keeps its rank (time.h, the queue's order): a queued run
+ * whose worker died, taken again before the runs queued after it; and a
+ * run pl_run_start() began that crashed, ranked when its lease was made,
+ * after the runs queued before it and before those queued after. */
+Test(take, a_crashed_run_keeps_its_rank)
+{
+    const char *path = t_store_path();
+    pl_registry *reg = t_registry();
+    cr_assert_eq(pl_registry_add_fn(reg, "dies", dies, NULL), PL_OK);
+    pl_engine *e = k_engine(path, reg);
+    k_submit(e, "q1");
+    k_submit(e, "q2");
+    seen s = {0};
+    pl__lease l;
+    bool taken = false;
+    /* q1's worker dies: its lease lasts 1 us */
+    cr_assert_eq(pl__store_take(e->store, "w1", 1, claim, &s, &l, &taken),
+                 PL_OK, "%s", pl_errmsg());
+    cr_assert_str_eq(l.id, "q1");
+    k_expired(e, l.run);
+    pl_engine_close(e);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) { /* starts run "c" and dies in it */
+        pl_engine_options o = PL_ENGINE_OPTIONS_INIT;
+        o.lease_ms = 100;
+        pl_engine *ce = NULL;
+        pl_outcome *out = NULL;
+        pl_action root = PL_ACTION_INIT;
+        root.policy = "dies";
+        root.payload = pl_json_empty();
+        pl_run_options ro = PL_RUN_OPTIONS_INIT;
+        ro.run_id = "c";
+        if (!pl_engine_open(&ce, path, reg, &o))
+            pl_run_start(&out, ce, &root, &ro);
+        _exit(1);
+    }
+    int ws = 0;
+    cr_assert_eq(waitpid(pid, &ws, 0), pid);
+    cr_assert(WIFEXITED(ws) && WEXITSTATUS(ws) == 0, "the child: %d", ws);
+    e = k_engine(path, reg);
+    k_submit(e, "q3");
+    k_expired(e, 3); /* c's */
+    const char *order[] = {"q1", "q2", "c", "q3"};
+    for (int i = 0; i < 4; i++) {
+        cr_assert_eq(k_take(e, "w2", &s, &l, &taken), PL_OK, "%s", pl_errmsg());
+        cr_expect_str_eq(l.id, order[i], "take %d", i);
     }
     pl_engine_close(e);
     pl_registry_free(reg);

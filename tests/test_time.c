@@ -12,6 +12,7 @@
 
 #include <pthread.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -86,7 +87,7 @@ Test(time, continued_before_its_time_waits_for_the_same_time)
     cr_expect_eq(pl_engine_wake(e, &next), PL_OK);
     cr_expect_eq(next, wake, "the timer is due at the wake time");
     cr_expect_eq(status_of(e, "s2"), PL_RUN_WAITING, "not due: not woken");
-    cr_expect_eq(t_calls.echo, 1);
+    cr_expect_eq(t_calls.echo, 1, "a refused continue replayed the run");
     pl_engine_close(e);
     pl_registry_free(reg);
 }
@@ -347,6 +348,37 @@ Test(time, a_wait_times_out_and_the_timeout_is_recorded)
     pl_registry_free(reg);
 }
 
+/* A timeout of 0 takes only what is there: nothing, and the wait times
+ * out at once, parking nothing; an event sent before (a submitted run's
+ * inbox keeps it), and it is taken. */
+Test(time, a_zero_timeout_takes_only_what_is_there)
+{
+    pl_registry *reg = registry();
+    pl_engine *e = engine_parking(reg);
+    const char *json = "{\"name\":\"n\",\"timeout\":0}";
+    pl_outcome *o = t_start(e, "waiter", json, "w0");
+    cr_expect_eq(o->status, PL_RUN_COMPLETED, "%s",
+                 pl_run_status_name(o->status));
+    char *r = t_text(result_of(o));
+    cr_expect_str_eq(r, "{\"timeout\":true}");
+    free(r);
+    pl_outcome_free(o);
+    cJSON *p = t_json(json);
+    pl_action a = {PL_ACTION_VERSION, "waiter", p, NULL, 0, NULL};
+    pl_run_options ro = PL_RUN_OPTIONS_INIT;
+    ro.run_id = "w00";
+    cr_assert_eq(pl_run_submit(NULL, e, &a, &ro), PL_OK, "%s", pl_errmsg());
+    cJSON_Delete(p);
+    signal_ok(e, "w00", "n", "{\"early\":true}");
+    cr_assert_eq(pl_run_continue(&o, e, "w00", NULL), PL_OK, "%s", pl_errmsg());
+    r = t_text(result_of(o));
+    cr_expect_str_eq(r, "{\"got\":[{\"early\":true}]}");
+    free(r);
+    pl_outcome_free(o);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
 Test(time, an_event_delivered_before_the_timeout_is_looked_at_wins)
 {
     pl_registry *reg = registry();
@@ -386,8 +418,11 @@ Test(time, a_cancelled_waiting_run_compensates_and_ends_cancelled)
     pl_outcome *o = t_start(e, "waiter", "{\"name\":\"n\"}", "c1");
     cr_assert_eq(o->status, PL_RUN_WAITING);
     pl_outcome_free(o);
+    uint8_t head[PL_HASH_LEN]; /* neither a waiting nor a cancelled run's */
+    cr_expect_eq(pl_run_head(head, e, "c1"), PL_ESTATE);
     cr_assert_eq(pl_run_cancel(e, "c1", "no longer needed"), PL_OK, "%s",
                  pl_errmsg());
+    cr_expect_eq(pl_run_head(head, e, "c1"), PL_ESTATE);
     pl_run_info *info = info_of(e, "c1");
     cr_expect_eq(info->status, PL_RUN_CANCELLED, "%s",
                  pl_run_status_name(info->status));
@@ -477,6 +512,143 @@ Test(time, a_submitted_run_is_cancelled_at_once)
     pl_registry_free(reg);
 }
 
+/* pl_run_start() with PL_IF_EXISTS_OUTCOME executes nothing and gives a
+ * waiting run's recorded wait (where, until when, for what), as the
+ * start that parked it did, and a cancelled run's reason, as its end
+ * did. */
+Test(time, an_outcome_asked_of_a_waiting_or_cancelled_run_is_as_recorded)
+{
+    pl_registry *reg = registry();
+    pl_engine *e = engine_parking(reg);
+    pl_outcome *parked = t_start(e, "waiter", "{\"name\":\"n\"}", "c7");
+    cr_assert_eq(parked->status, PL_RUN_WAITING);
+    cJSON *p = t_json("{\"name\":\"n\"}");
+    pl_action a = {PL_ACTION_VERSION, "waiter", p, NULL, 0, NULL};
+    pl_run_options ro = PL_RUN_OPTIONS_INIT;
+    ro.run_id = "c7";
+    ro.if_exists = PL_IF_EXISTS_OUTCOME;
+    pl_outcome *o = NULL;
+    cr_assert_eq(pl_run_start(&o, e, &a, &ro), PL_OK, "%s", pl_errmsg());
+    cr_expect_eq(o->status, PL_RUN_WAITING);
+    cr_expect_str_eq(o->wait_event ? o->wait_event : "(null)", "n");
+    cr_expect_eq(o->wake_ms, parked->wake_ms);
+    cr_expect_str_eq(o->suspended_path ? o->suspended_path : "(null)",
+                     parked->suspended_path);
+    pl_outcome_free(o);
+    pl_outcome_free(parked);
+    cr_assert_eq(pl_run_cancel(e, "c7", "not needed"), PL_OK, "%s",
+                 pl_errmsg());
+    cr_assert_eq(g_undo, 1);
+    o = NULL;
+    cr_assert_eq(pl_run_start(&o, e, &a, &ro), PL_OK, "%s", pl_errmsg());
+    cr_expect_eq(o->status, PL_RUN_CANCELLED);
+    cr_expect_eq(o->error, PL_ECANCELLED);
+    cr_expect_str_eq(o->reason ? o->reason : "(null)", "not needed");
+    pl_outcome_free(o);
+    cr_expect_eq(g_undo, 1, "an outcome executed the run again");
+    cJSON_Delete(p);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+static void *worker_main(void *e)
+{
+    return (void *)(intptr_t)pl_worker_run(e, NULL);
+}
+
+/*
+ * Run @p id of "saga" did part of its work ("book") and went back to the
+ * queue, `running` with no live owner.  Cancelled, it does not end at
+ * once: a worker takes it, replays "book" from its ledger, sees the
+ * cancellation at its next call and compensates ("undo"), as a run
+ * cancelled while it runs does; "echo", the rest, never runs.
+ */
+static void cancel_queued_saga(pl_engine *e, const char *id)
+{
+    pl_run_info *info = info_of(e, id);
+    cr_assert_eq(info->status, PL_RUN_RUNNING, "%s",
+                 pl_run_status_name(info->status));
+    cr_assert(!info->owner_alive);
+    pl_run_info_free(info);
+    cr_assert_eq(pl_run_cancel(e, id, "changed my mind"), PL_OK, "%s",
+                 pl_errmsg());
+    cr_assert_eq(status_of(e, id), PL_RUN_RUNNING);
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, worker_main, e), 0);
+    for (int i = 0; i < 12000 && status_of(e, id) == PL_RUN_RUNNING; i++)
+        nap_ms(5);
+    pl_worker_stop(e);
+    void *rc = NULL;
+    cr_assert_eq(pthread_join(th, &rc), 0);
+    cr_assert_eq((intptr_t)rc, PL_OK);
+    info = info_of(e, id);
+    cr_expect_eq(info->status, PL_RUN_CANCELLED, "%s",
+                 pl_run_status_name(info->status));
+    cr_expect_str_eq(info->reason, "changed my mind");
+    cr_expect_eq(info->error, PL_ECANCELLED);
+    pl_run_info_free(info);
+    cr_expect_eq(g_undo, 1, "the compensation ran once");
+    cr_expect_eq(t_calls.echo, 0, "the rest of its work ran");
+    /* book, its result, the cancel, undo, its result */
+    pl_steps *l = NULL;
+    cr_assert_eq(pl_run_ledger(&l, e, id, "0"), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(pl_steps_count(l), 5);
+    cr_expect_eq(pl_step_type_of(pl_steps_at(l, 1)), PL_STEP_ACTION_RESULT);
+    cr_expect_eq(pl_step_type_of(pl_steps_at(l, 2)), PL_STEP_CANCEL);
+    cr_expect_str_eq(pl_step_actor(pl_steps_at(l, 3)), "saga");
+    pl_steps_free(l);
+    cr_expect_eq(pl_run_verify(e, id), PL_OK, "%s", pl_errmsg());
+}
+
+Test(time, a_run_handed_back_to_the_queue_compensates_when_cancelled)
+{
+    pl_registry *reg = registry();
+    pl_engine *e = engine_parking(reg);
+    pl_action a = {PL_ACTION_VERSION, "saga", pl_json_empty(), NULL, 0, NULL};
+    pl_run_options ro = PL_RUN_OPTIONS_INIT;
+    ro.run_id = "c5";
+    cr_assert_eq(pl_run_submit(NULL, e, &a, &ro), PL_OK, "%s", pl_errmsg());
+    atomic_store(&g_book_stops, 1); /* the worker stops after "book" */
+    cr_assert_eq(pl_worker_run(e, NULL), PL_OK, "%s", pl_errmsg());
+    atomic_store(&g_book_stops, 0);
+    cr_assert_eq(g_booked, 1);
+    cancel_queued_saga(e, "c5");
+    cr_expect_eq(g_booked, 1, "served from the ledger, not booked again");
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+Test(time, a_run_whose_worker_died_compensates_when_cancelled)
+{
+    pl_registry *reg = registry();
+    const char *path = t_store_path();
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) { /* dies in "saga" once "book" is durable */
+        pl_engine_options eo = PL_ENGINE_OPTIONS_INIT;
+        eo.lease_ms = 200;
+        pl_engine *ce = NULL;
+        if (pl_engine_open(&ce, path, reg, &eo))
+            _exit(1);
+        atomic_store(&g_saga_dies, 1);
+        pl_action a = {
+            PL_ACTION_VERSION, "saga", pl_json_empty(), NULL, 0, NULL};
+        pl_run_options ro = PL_RUN_OPTIONS_INIT;
+        ro.run_id = "c6";
+        pl_outcome *o = NULL;
+        pl_run_start(&o, ce, &a, &ro);
+        _exit(2);
+    }
+    int ws = 0;
+    cr_assert_eq(waitpid(pid, &ws, 0), pid);
+    cr_assert(WIFEXITED(ws) && WEXITSTATUS(ws) == 0, "the child: %d", ws);
+    pl_engine *e = t_engine(path, reg, PL_DURABILITY_SYNC);
+    cancel_queued_saga(e, "c6");
+    cr_expect_eq(g_booked, 0, "served from the ledger, not booked again");
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
 /* ------------------------------------------------------------------------ */
 /* Deadlines                                                                */
 /* ------------------------------------------------------------------------ */
@@ -511,6 +683,31 @@ Test(time, a_run_past_its_deadline_fails_at_its_next_call)
     pl_run_info *info = info_of(e, "d1");
     cr_expect_eq(info->deadline_ms, 1);
     pl_run_info_free(info);
+    /* a queued run's relative deadline counts from its submission: its
+     * time in the queue is spent from it */
+    pl_action a = {PL_ACTION_VERSION, "chain", pl_json_empty(), NULL, 0, NULL};
+    pl_run_options ro = PL_RUN_OPTIONS_INIT;
+    ro.run_id = "d2";
+    ro.deadline_in_ms = 50;
+    int64_t before = now_ms();
+    cr_assert_eq(pl_run_submit(NULL, e, &a, &ro), PL_OK, "%s", pl_errmsg());
+    int64_t after = now_ms();
+    info = info_of(e, "d2");
+    cr_expect(info->deadline_ms >= before + 50 &&
+                  info->deadline_ms <= after + 50,
+              "deadline %lld, submitted in [%lld, %lld]",
+              (long long)info->deadline_ms, (long long)before,
+              (long long)after);
+    int64_t deadline = info->deadline_ms;
+    pl_run_info_free(info);
+    while (now_ms() <= deadline)
+        nap_ms(5);
+    o = NULL;
+    cr_assert_eq(pl_run_continue(&o, e, "d2", NULL), PL_OK, "%s", pl_errmsg());
+    cr_expect_eq(o->status, PL_RUN_FAILED);
+    cr_expect_eq(o->error, PL_EDEADLINE);
+    pl_outcome_free(o);
+    cr_expect_eq(t_calls.add, 0);
     pl_engine_close(e);
     pl_registry_free(reg);
 }
@@ -636,7 +833,21 @@ Test(time, a_bad_deadline_is_refused)
     pl_run_options v1 = PL_RUN_OPTIONS_INIT;
     v1.version = 1;
     cr_expect_eq(pl_run_start(&o, e, &a, &v1), PL_OK, "%s", pl_errmsg());
+    /* a deadline is the start's and the submit's: a continue given one,
+     * which it would not apply, is refused and runs nothing */
+    char id[PL_MAX_RUN_ID + 1];
+    snprintf(id, sizeof id, "%s", o->run_id);
     pl_outcome_free(o);
+    o = NULL;
+    ro.deadline_in_ms = 0;
+    ro.deadline_ms = now_ms() + 60000;
+    cr_expect_eq(pl_run_continue(&o, e, id, &ro), PL_EINVAL);
+    cr_expect(strstr(pl_errmsg(), "deadline"), "%s", pl_errmsg());
+    cr_expect_null(o);
+    ro.deadline_ms = 0;
+    ro.deadline_in_ms = 60000;
+    cr_expect_eq(pl_run_continue(&o, e, id, &ro), PL_EINVAL);
+    cr_expect_eq(t_calls.echo, 1, "a refused continue replayed the run");
     pl_engine_close(e);
     pl_registry_free(reg);
 }

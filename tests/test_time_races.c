@@ -27,6 +27,7 @@
 typedef struct worker_arg {
     pl_engine *e;
     int st;
+    uint64_t completed, suspended, failed, skipped; /* its counters */
 } worker_arg;
 
 static void *worker_main(void *arg)
@@ -35,6 +36,10 @@ static void *worker_main(void *arg)
     pl_worker_options o = PL_WORKER_OPTIONS_INIT;
     o.concurrency = 3;
     o.poll_ms = 10;
+    o.completed = &w->completed;
+    o.suspended = &w->suspended;
+    o.failed = &w->failed;
+    o.skipped = &w->skipped;
     w->st = pl_worker_run(w->e, &o);
     return NULL;
 }
@@ -53,7 +58,7 @@ Test(time, a_worker_wakes_every_sleeping_run_once, .timeout = 300)
                   o->status == PL_RUN_COMPLETED); /* a slow start */
         pl_outcome_free(o);
     }
-    worker_arg w = {e, 0};
+    worker_arg w = {.e = e};
     pthread_t th;
     cr_assert_eq(pthread_create(&th, NULL, worker_main, &w), 0);
     for (int i = 0; i < N; i++) {
@@ -359,4 +364,134 @@ Test(time, a_fan_out_finishes_and_its_caller_sees_the_cancel_next)
     }
     pl_engine_close(e);
     pl_registry_free(reg);
+}
+
+/* Start run @p id of "waiter" (for event "n"), parked. */
+static void park_waiter(pl_engine *e, const char *id)
+{
+    pl_outcome *o = t_start(e, "waiter", "{\"name\":\"n\"}", id);
+    cr_assert_eq(o->status, PL_RUN_WAITING);
+    pl_outcome_free(o);
+}
+
+/*
+ * A process whose registry lacks a waiting run's root policy delivers to
+ * it but cannot continue it: its signal with an outcome wanted still
+ * returns PL_OK (the event is delivered, *out NULL), and its
+ * pl_engine_wake() leaves the runs' timers to a process that has the
+ * policy, which continues them: the event taken, the cancellation
+ * compensated.
+ */
+Test(time, a_process_without_the_policy_leaves_the_run_to_one_with_it)
+{
+    pl_registry *reg = registry();
+    const char *path = t_store_path();
+    pl_engine *e = t_engine(path, reg, PL_DURABILITY_SYNC);
+    cr_assert_eq(pl_engine_set_wait_in_place(e, 0), PL_OK);
+    park_waiter(e, "f1");
+    park_waiter(e, "f2");
+    pl_engine_close(e);
+
+    pl_registry *other = t_registry(); /* no "waiter" */
+    pl_engine_options eo = PL_ENGINE_OPTIONS_INIT;
+    eo.lease_ms = 100;
+    cr_assert_eq(pl_engine_open(&e, path, other, &eo), PL_OK, "%s",
+                 pl_errmsg());
+    cJSON *p = t_json("{\"v\":1}");
+    pl_outcome *o = (pl_outcome *)&eo; /* set to NULL by the call */
+    int st = pl_run_signal(&o, e, "f1", "n", p);
+    cr_expect_eq(st, PL_OK, "%s: %s", pl_status_name(st), pl_errmsg());
+    cr_expect_null(o);
+    cJSON_Delete(p);
+    cr_assert_eq(pl_run_cancel(e, "f2", "elsewhere"), PL_OK, "%s", pl_errmsg());
+    int64_t next = 0;
+    cr_assert_eq(pl_engine_wake(e, &next), PL_OK, "%s", pl_errmsg());
+    cr_expect_eq(status_of(e, "f1"), PL_RUN_WAITING);
+    cr_expect_eq(status_of(e, "f2"), PL_RUN_WAITING);
+    pl_engine_close(e);
+    pl_registry_free(other);
+
+    e = t_engine(path, reg, PL_DURABILITY_SYNC);
+    wake_until_done(e, "f1");
+    wake_until_done(e, "f2");
+    cr_assert_eq(pl_run_continue(&o, e, "f1", NULL), PL_OK, "%s", pl_errmsg());
+    char *r = t_text(result_of(o));
+    cr_expect_str_eq(r, "{\"got\":[{\"v\":1}]}");
+    free(r);
+    pl_outcome_free(o);
+    pl_run_info *info = info_of(e, "f2");
+    cr_expect_eq(info->status, PL_RUN_CANCELLED);
+    cr_expect_str_eq(info->reason, "elsewhere");
+    pl_run_info_free(info);
+    cr_expect_eq(g_undo, 1);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/* "extra": completes; registered only where its run is submitted. */
+static int extra(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *u)
+{
+    (void)ctx;
+    (void)a;
+    (void)u;
+    return pl_steps_add_resultf(out, "{}");
+}
+
+static void submit(pl_engine *e, const char *policy, const char *id)
+{
+    pl_action a = {PL_ACTION_VERSION, policy, NULL, NULL, 0, NULL};
+    cJSON *p = t_json("{\"name\":\"n\"}");
+    a.payload = p;
+    pl_run_options ro = PL_RUN_OPTIONS_INIT;
+    ro.run_id = id;
+    cr_assert_eq(pl_run_submit(NULL, e, &a, &ro), PL_OK, "%s", pl_errmsg());
+    cJSON_Delete(p);
+}
+
+/* The worker's counters (time.h): an execution that completed, one that
+ * parked (suspended or waiting), one that failed and one that ended
+ * cancelled (failed), and a run taken but not executable here (skipped). */
+Test(time, the_worker_counts_each_end)
+{
+    const char *path = t_store_path();
+    pl_registry *full = registry();
+    cr_assert_eq(pl_registry_add_fn(full, "extra", extra, NULL), PL_OK);
+    pl_engine *e = t_engine(path, full, PL_DURABILITY_SYNC);
+    cr_assert_eq(pl_engine_set_wait_in_place(e, 0), PL_OK);
+    park_waiter(e, "cw");
+    submit(e, "extra", "u"); /* first in the queue */
+    submit(e, "echo", "ok");
+    submit(e, "fail", "bad");
+    submit(e, "waiter", "wt");
+    pl_engine_close(e);
+    pl_registry *plain = t_registry(); /* no "waiter": a delivery alone */
+    e = t_engine(path, plain, PL_DURABILITY_SYNC);
+    cr_assert_eq(pl_run_cancel(e, "cw", "stop"), PL_OK, "%s", pl_errmsg());
+    pl_engine_close(e);
+    pl_registry_free(plain);
+    pl_registry *reg = registry(); /* no "extra" */
+    e = t_engine(path, reg, PL_DURABILITY_SYNC);
+    cr_assert_eq(pl_engine_set_wait_in_place(e, 0), PL_OK);
+    worker_arg c = {.e = e};
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, worker_main, &c), 0);
+    const char *ids[] = {"ok", "bad", "wt", "cw"};
+    const pl_run_status want[] = {PL_RUN_COMPLETED, PL_RUN_FAILED,
+                                  PL_RUN_WAITING, PL_RUN_CANCELLED};
+    for (int i = 0; i < 4; i++)
+        for (int k = 0; k < 12000 && status_of(e, ids[i]) != want[i]; k++)
+            nap_ms(5);
+    pl_worker_stop(e);
+    cr_assert_eq(pthread_join(th, NULL), 0);
+    cr_assert_eq(c.st, PL_OK, "%s", pl_errmsg());
+    for (int i = 0; i < 4; i++)
+        cr_expect_eq(status_of(e, ids[i]), want[i], "%s", ids[i]);
+    cr_expect_eq(status_of(e, "u"), PL_RUN_SUBMITTED);
+    cr_expect_eq(c.completed, 1);
+    cr_expect_eq(c.suspended, 1);
+    cr_expect_eq(c.failed, 2);
+    cr_expect_eq(c.skipped, 1);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+    pl_registry_free(full);
 }

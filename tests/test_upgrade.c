@@ -63,12 +63,23 @@ static int order(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     return st;
 }
 
+/* "renew": pays, then goes on as a new run of {} (which pays and ends). */
+static int renew(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)user;
+    int st = pl_ctx_invokef(NULL, ctx, "pay", "{s:i}", "cents", 100);
+    if (!st && cJSON_GetObjectItemCaseSensitive(a->payload, "again"))
+        return pl_ctx_continue_as_new(ctx, pl_json_empty());
+    return st ? st : pl_steps_add_resultf(out, "{}");
+}
+
 static pl_registry *registry(void)
 {
     pl_registry *reg = t_registry();
     cr_assert_eq(pl_registry_add_fn(reg, "order", order, NULL), PL_OK);
     cr_assert_eq(pl_registry_add_fn(reg, "pay", pay, NULL), PL_OK);
     cr_assert_eq(pl_registry_add_fn(reg, "ship", ship, NULL), PL_OK);
+    cr_assert_eq(pl_registry_add_fn(reg, "renew", renew, NULL), PL_OK);
     cr_assert_eq(pl_registry_add_human(reg, "human"), PL_OK);
     return reg;
 }
@@ -163,6 +174,13 @@ Test(upgrade, the_old_run_is_superseded_and_the_new_goes_on)
     cr_expect_str_eq(ri->predecessor, "o1");
     pl_run_info_free(ri);
     cr_expect_eq(pl_run_verify(e, "o1-v2"), PL_OK, "%s", pl_errmsg());
+    /* a superseded run has ended: it may be deleted, its tombstone says
+     * how it ended (runs.h, Retention) */
+    cr_expect_eq(pl_run_delete(e, "o1"), PL_OK, "%s", pl_errmsg());
+    pl_tombstone tomb = PL_TOMBSTONE_INIT;
+    cr_expect_eq(pl_run_tombstone(&tomb, e, "o1"), PL_OK, "%s", pl_errmsg());
+    cr_expect_eq(tomb.status, PL_RUN_SUPERSEDED);
+    cr_expect_eq(status_of(e, "o1-v2"), PL_RUN_COMPLETED);
     pl_engine_close(e);
     pl_registry_free(reg);
 }
@@ -227,6 +245,7 @@ Test(upgrade, refusals_leave_the_old_run_untouched)
     pl_registry *reg = registry();
     pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_SYNC);
     start_waiting(e, "o4");
+    pl_run_info *ri = NULL;
     pl_outcome *o = t_start(e, "echo", "{}", "taken");
     pl_outcome_free(o);
     char *nid = (char *)"x";
@@ -243,9 +262,26 @@ Test(upgrade, refusals_leave_the_old_run_untouched)
     cr_expect_eq(pl_run_upgrade(&nid, e, "taken", "0:0", NULL), PL_ESTATE);
     cr_expect(strstr(pl_errmsg(), "is completed"), "%s", pl_errmsg());
     cr_expect_null(nid);
+    /* so is a run continued as new: its successor goes on, and a second
+     * one would run its work twice */
+    o = t_start(e, "renew", "{\"again\":true}", "renewed");
+    cr_assert_eq(o->status, PL_RUN_CONTINUED);
+    char succ[PL_MAX_RUN_ID + 1];
+    snprintf(succ, sizeof succ, "%s", o->successor);
+    pl_outcome_free(o);
+    nid = (char *)"x";
+    cr_expect_eq(pl_run_upgrade(&nid, e, "renewed", "0:1", NULL), PL_ESTATE);
+    cr_expect(strstr(pl_errmsg(), succ), "%s", pl_errmsg());
+    cr_expect_null(nid);
+    uint8_t head[PL_HASH_LEN]; /* a continued run records its head */
+    cr_expect_eq(pl_run_head(head, e, "renewed"), PL_OK, "%s", pl_errmsg());
+    ri = info_of(e, "renewed");
+    cr_expect_eq(ri->status, PL_RUN_CONTINUED);
+    cr_expect_str_eq(ri->successor, succ);
+    pl_run_info_free(ri);
 
     /* o4 is as it was, and its lease is free: it is answered and finishes */
-    pl_run_info *ri = info_of(e, "o4");
+    ri = info_of(e, "o4");
     cr_expect_eq(ri->status, PL_RUN_SUSPENDED);
     cr_expect_null(ri->successor);
     cJSON *yes = t_json("{}");

@@ -184,6 +184,13 @@ static int upgradable(const char *id, const pl__run_state *rs)
                        "pl_run_upgrade: run '%s' is cancelled: a cancelled "
                        "run is final",
                        id);
+    if (rs->status == PL_RUN_CONTINUED) /* its successor goes on: one more
+                                           would do its work twice */
+        return pl__err(PL_ESTATE,
+                       "pl_run_upgrade: run '%s' was continued as new by run "
+                       "'%s': a continued run is final (upgrade the link "
+                       "of its chain that goes on)",
+                       id, rs->succ ? rs->succ : "?");
     if (rs->status == PL_RUN_SUPERSEDED)
         return pl__err(PL_ESTATE,
                        "pl_run_upgrade: run '%s' was superseded by run '%s' "

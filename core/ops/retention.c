@@ -137,7 +137,8 @@ static int victim_load(pl_engine *e, const char *id, const rule *r, victim *v)
     if (!st && !pl__status_final(rs.status))
         st = pl__err(PL_ESTATE,
                      "run '%s' is %s: only a run that has ended "
-                     "(completed, failed, cancelled or continued) may be "
+                     "(completed, failed, cancelled, superseded or "
+                     "continued) may be "
                      "deleted",
                      id, pl_run_status_name(rs.status));
     if (!st && r && !rule_match(r, rs.status, rs.updated_us))

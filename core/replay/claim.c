@@ -339,6 +339,23 @@ static int woken_take(pl__woken *w, int64_t *next_due_us)
     return PL_OK;
 }
 
+/*
+ * A due run whose root policy is not registered here: its timer, deleted
+ * by the take, is set again, due when the lease this take holds runs out,
+ * so that a process that has the policy wakes it then, whether it runs
+ * workers or pl_engine_wake() (which takes no expired lease of the queue).
+ */
+static void foreign_due(pl_engine *e, const pl__lease *lease)
+{
+    char saved[PL__ERRMSG_MAX];
+    pl__errmsg_save(saved);
+    if (pl__store_timer_set(e->store, lease->run, lease->id,
+                            pl__now_us() + e->lease_us)) {
+        /* the lease runs out all the same: a worker's queue takes it */
+    }
+    pl__errmsg_restore(saved);
+}
+
 int pl__run_take_due(pl_outcome **out, pl__woken *w, pl__lease *lease,
                      bool *taken, int64_t *next_due_us)
 {
@@ -354,6 +371,8 @@ int pl__run_take_due(pl_outcome **out, pl__woken *w, pl__lease *lease,
     *lease = w->d.lease[i];
     *taken = true;
     if (w->d.st[i]) { /* refused: the lease alone taken, or dropped */
+        if (w->x[i].decoded && !w->x[i].def)
+            foreign_due(w->e, lease);
         take_clear(&w->x[i]);
         pl__errmsg_restore(w->d.msg[i]);
         return w->d.st[i];

@@ -84,8 +84,9 @@ pl_outcome *pl__outcome_new(pl__run *r, pl_run_status status)
 
 /*
  * The outcome a run's state record holds, executing nothing: a suspended
- * run's prompt and token, a failed run's reason, or just the status of one
- * not ended.  Counters are 0: nothing ran.
+ * run's prompt and token, a waiting run's wait, a failed or cancelled
+ * run's reason, a successor, or just the status of one not ended.
+ * Counters are 0: nothing ran.
  */
 int pl__recorded_outcome(pl_outcome **out, const char *id,
                          const pl__run_state *rs)
@@ -102,9 +103,17 @@ int pl__recorded_outcome(pl_outcome **out, const char *id,
         else if (rs->prompt_len)
             st = pl__payload_decode(&o->prompt, rs->prompt, rs->prompt_len);
     }
+    if (!st && rs->status == PL_RUN_WAITING) { /* as pl__end_waiting() */
+        o->wake_ms = rs->wait_until_ms;
+        if (!(o->suspended_path = pl__strdup(rs->susp_path ? rs->susp_path
+                                                           : "")) ||
+            (rs->wait_event && !(o->wait_event = pl__strdup(rs->wait_event))))
+            st = PL_ENOMEM;
+    }
     if (!st && rs->succ && !(o->successor = pl__strdup(rs->succ)))
         st = PL_ENOMEM;
-    if (!st && rs->status == PL_RUN_FAILED) {
+    if (!st && (rs->status == PL_RUN_FAILED ||
+                rs->status == PL_RUN_CANCELLED)) { /* pl__end_cancelled() */
         o->error = rs->error;
         if (!(o->reason = pl__strdup(rs->reason ? rs->reason
                                                 : pl_strerror(rs->error))))

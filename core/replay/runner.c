@@ -746,6 +746,9 @@ int pl_run_continue(pl_outcome **out, pl_engine *e, const char *run_id,
     if (o.if_exists != PL_IF_EXISTS_FAIL)
         return pl__err(PL_EINVAL, "pl_run_continue: if_exists applies to "
                                   "pl_run_start only");
+    if (o.deadline_ms || o.deadline_in_ms) /* recorded when a run starts */
+        return pl__err(PL_EINVAL, "pl_run_continue: a deadline applies to "
+                                  "pl_run_start and pl_run_submit only");
     return continue_run(e, run_id, o.check, NULL, NULL, out, NULL, NULL, false);
 }
 

@@ -25,7 +25,7 @@
  * timer in the same commit (store.h, TIMERS).  Nothing of it stays in
  * memory.  A worker (or pl_engine_wake()) takes the timer when it is due,
  * once across all processes, and continues the run, whose replay reaches
- * the wait again.  A wait shorter than the engine's wait-in-place time
+ * the wait again.  A wait no longer than the engine's wait-in-place time
  * waits on its thread instead, its `wait` step durable first.
  *
  * DELIVERIES.  pl_run_signal() and pl_run_cancel() put a record in the
@@ -784,10 +784,10 @@ int pl_run_signal(pl_outcome **out, pl_engine *e, const char *run_id,
     pl__buf_free(&p);
     if (st || !out || found != PL_RUN_WAITING)
         return st;
-    /* continue it here, as its wake would; someone else may have been
-     * quicker, or its key is full (its timer, due, wakes it later) */
+    /* continue it here, as its wake would; else (another was quicker, its
+     * key is full, its policy is not here) delivered, left to its timer */
     st = pl__run_continue_woken(out, e, to);
-    if (st == PL_EBUSY || st == PL_ENEWERCODE) { /* delivered: left to it */
+    if (st == PL_EBUSY || st == PL_ENEWERCODE || st == PL_ENOTFOUND) {
         pl__err_clear();
         return PL_OK;
     }

@@ -32,9 +32,18 @@ typedef enum pl_event_kind {
                                       how many */
     PL_EVENT_CODE_CHANGED = 9,   /**< a replayed call was recorded by other
                                       code (detail and diff name both) */
-    PL_EVENT_RUN_SUSPENDED = 10,
-    PL_EVENT_RUN_COMPLETED = 11,
-    PL_EVENT_RUN_FAILED = 12,
+    PL_EVENT_RUN_SUSPENDED = 10, /**< the run suspended (step_type
+                                      PL_STEP_SUSPEND), or parked at a
+                                      wait (PL_STEP_WAIT; detail: the
+                                      event waited for, NULL for a
+                                      sleep); path and seq say where */
+    PL_EVENT_RUN_COMPLETED = 11, /**< completed, or continued as new */
+    PL_EVENT_RUN_FAILED = 12,    /**< failed (status: the pl_status), or
+                                      ended cancelled (status
+                                      PL_ECANCELLED, detail the reason);
+                                      a run cancelled while suspended or
+                                      submitted runs nothing and reports
+                                      no event */
     PL_EVENT_DIVERGED = 13,      /**< a replayed step differs from the one
                                       recorded (diff says how); the run
                                       stops with PL_ENONDET */
@@ -163,8 +172,12 @@ typedef struct pl_engine_options {
      * Since version 2.  Open an existing store for reading only: never
      * create one (a missing path is PL_ENOTFOUND, a file that is not a
      * store PL_ECORRUPT), never write, never take a run's ownership.  Works
-     * while another process writes the store.  Starting, continuing or
-     * resuming a run fails with PL_ESTATE.  Steps a writer has committed in
+     * while another process writes the store.  Every call that would write
+     * fails with PL_ESTATE: pl_run_start() (in every if_exists mode),
+     * pl_run_resume(), a pl_run_continue() that would execute (a run not
+     * completed), and the writers of runs.h and time.h; a check
+     * (pl_run_options.check) and the replay of a completed run, which
+     * write nothing, work.  Steps a writer has committed in
      * PL_DURABILITY_GROUP but not yet moved from its journal are not seen
      * until the writer (or any writable engine) moves them.
      */

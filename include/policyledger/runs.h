@@ -22,7 +22,9 @@
 
 /** Run status.  Stored on disk: values never change. */
 typedef enum pl_run_status {
-    PL_RUN_RUNNING = 1,   /**< executing now, or its owner crashed */
+    PL_RUN_RUNNING = 1,   /**< executing now; or its owner crashed, or
+                               a stopping worker handed it back to the
+                               queue (pl_run_info.owner_alive false) */
     PL_RUN_SUSPENDED = 2, /**< waiting for pl_run_resume() */
     PL_RUN_COMPLETED = 3,
     PL_RUN_FAILED = 4,    /**< failed with a recorded reason */
@@ -53,10 +55,12 @@ typedef enum pl_if_exists {
      *  it); a suspended run gives its suspended outcome, as recorded. */
     PL_IF_EXISTS_CONTINUE = 1,
     /** Execute nothing new: a completed run gives the outcome
-     *  pl_run_continue() gives (a replay that writes nothing); a suspended or
-     *  failed one its recorded outcome; one not ended (running, its owner
-     *  alive or dead, or submitted) an outcome whose status says so
-     *  (PL_RUN_RUNNING or PL_RUN_SUBMITTED) and that holds nothing else:
+     *  pl_run_continue() gives (a replay that writes nothing); a suspended,
+     *  waiting, failed or cancelled one its recorded outcome (its
+     *  suspension, its wait, its error and reason); a superseded or
+     *  continued one its status and successor; one not ended (running,
+     *  its owner alive or dead, or submitted) an outcome whose status says
+     *  so (PL_RUN_RUNNING or PL_RUN_SUBMITTED) and that holds nothing else:
      *  pl_run_continue() finishes it. */
     PL_IF_EXISTS_OUTCOME = 2
 } pl_if_exists;
@@ -96,9 +100,11 @@ typedef struct pl_run_options {
      * with the run.  Past it the run fails with PL_EDEADLINE, its reason
      * beginning "DeadlineExceeded", at its next call boundary or wait; a
      * waiting run is woken for it.  deadline_ms is absolute (Unix ms),
-     * deadline_in_ms relative to the start; the earlier of the two set
+     * deadline_in_ms relative to the call (a submitted run's time in the
+     * queue counts); the earlier of the two set
      * counts; 0 = none.  Every invocation's pl_ctx_deadline() starts
-     * with it.
+     * with it.  pl_run_continue() refuses a deadline (PL_EINVAL): a run
+     * keeps the one it started with.
      */
     int64_t deadline_ms;
     int64_t deadline_in_ms;
@@ -398,8 +404,9 @@ int pl_run_verify(pl_engine *engine, const char *run_id);
  * rewrites every hash.  To detect that too, keep the head somewhere the
  * store's writers cannot change (a log, a signed record) and later check
  * that pl_run_verify() passes and pl_run_head() still gives the same bytes.
- * @return PL_OK; PL_ESTATE (the run is running or failed: only a completed
- *         or suspended run records its head); PL_ENOTFOUND; PL_EINVAL;
+ * @return PL_OK; PL_ESTATE (only a completed, continued or suspended run
+ *         records its head: not one running, submitted, waiting, failed,
+ *         cancelled or superseded); PL_ENOTFOUND; PL_EINVAL;
  *         PL_ECORRUPT; PL_EVERSION; PL_ESTORE; PL_ENOMEM.
  */
 int pl_run_head(uint8_t out[PL_HASH_LEN], pl_engine *engine,
@@ -460,9 +467,10 @@ int pl_run_fork(char **out_new_id, pl_engine *engine, const char *run_id,
  * crash before that commit may leave the new run `failed`, its reason
  * saying the upgrade did not complete, and the old run as it was.)
  *
- * @return as pl_run_fork(), plus PL_ESTATE (the run is completed or
- *         cancelled, which are final, or superseded already) and PL_EBUSY also when another
- *         worker holds the run's lease.
+ * @return as pl_run_fork(), plus PL_ESTATE (the run is completed,
+ *         cancelled or continued as new, which are final, or superseded
+ *         already) and PL_EBUSY also when another worker holds the run's
+ *         lease.
  */
 int pl_run_upgrade(char **out_new_id, pl_engine *engine, const char *run_id,
                    const char *at_step_id, const char *new_id);

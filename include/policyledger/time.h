@@ -39,9 +39,9 @@
  * holding no thread and no memory, with a timer in the store.  A worker
  * (pl_worker_run()) takes due timers exactly once across processes and
  * hosts and continues the runs; an embedder without workers calls
- * pl_engine_wake().  A wait shorter than the engine's wait-in-place time
+ * pl_engine_wake().  A wait no longer than the engine's wait-in-place time
  * (pl_engine_set_wait_in_place(), 1 s by default) waits on its thread,
- * its `wait` step durable first.
+ * its `wait` step durable first (but parks in a worker asked to stop).
  *
  * EVENTS are buffered: one sent before the run waits for it waits in the
  * run's inbox.  A wait takes the first event of its name in delivery
@@ -111,16 +111,19 @@ int pl_ctx_wait_event(cJSON **out_payload, pl_ctx *ctx, const char *name,
  *             pl_run_continue() would, and *out is its outcome (NULL when
  *             the run was not waiting, or another process took it first,
  *             or another event came first, or the run has a concurrency
- *             key that is full: the event is delivered and the run's
- *             timer wakes it, a keyed run's once its key has room).  The delivery then rides the run's
+ *             key that is full, or its root policy is not registered in
+ *             @p engine: the event is delivered and the run's timer wakes
+ *             it, a keyed run's once its key has room, in a process that
+ *             has its policy).  The delivery then rides the run's
  *             next commit: both are durable in one transaction, one sync,
  *             and nothing is until it (a crash before it leaves the run
  *             waiting, the event not delivered: send it again).
  * @param payload a JSON object; borrowed.
  * @return PL_OK; PL_ESTATE (the run has ended: completed, failed or
- *         cancelled; nothing is delivered); PL_ENOTFOUND; PL_EINVAL;
- *         PL_EJSON; PL_ELIMIT; the store's errors; with @p out, those of
- *         pl_run_continue().
+ *         cancelled, or superseded by an upgrade, whose successor
+ *         pl_errmsg() names to send it to; nothing is delivered; also a
+ *         read-only engine); PL_ENOTFOUND; PL_EINVAL; PL_EJSON; PL_ELIMIT;
+ *         the store's errors; with @p out, those of pl_run_continue().
  */
 int pl_run_signal(pl_outcome **out, pl_engine *engine, const char *run_id,
                   const char *name, const cJSON *payload);
@@ -131,20 +134,29 @@ int pl_run_signal(pl_outcome **out, pl_engine *engine, const char *run_id,
  * Time and events; on PostgreSQL, one that arrives after a call's result
  * was committed is seen at the boundary after the next commit); a
  * waiting run is continued at once, here when its
- * root policy is registered in @p engine (else by the worker its timer
- * wakes), and its wait returns PL_ECANCELLED (here, the request rides the
+ * root policy is registered in @p engine (else by the worker or
+ * pl_engine_wake() of a process that has it, which its timer wakes), and
+ * its wait returns PL_ECANCELLED (here, the request rides the
  * run's next commit as a signal's delivery does: with no compensating
  * call, the request, the `cancel` step, the run's end, its timer's removal
  * and its lease are one transaction); a waiting run with a concurrency key
  * that is full is not continued here: it ends when a worker or
  * pl_engine_wake() takes it once its key has room (its policy, which may
- * make compensating calls, executes under its key); a suspended or
- * submitted run, whose policies are not running, ends `cancelled` at once.  A run
- * that ends before its next call boundary ends as it would have: its
- * status says whether the cancellation was seen.
+ * make compensating calls, executes under its key).  A run that ran part
+ * of its work and went back to the queue (handed back by a stopping
+ * worker, or its worker dead) is `running` with no live owner: it does
+ * not end here, but sees the cancellation at its next call boundary once
+ * a worker (or pl_run_continue()) takes it again, its replay serving what
+ * it did, so its policy compensates as a running run's does.  A submitted
+ * run (queued, never taken) and a suspended run end `cancelled` at once,
+ * no policy of theirs running again: a suspended run's calls before its
+ * suspension get no compensating call.  A run that ends before its next
+ * call boundary ends as it would have: its status says whether the
+ * cancellation was seen.
  * @param reason recorded with the run ("" when NULL), at most 4096 bytes.
- * @return PL_OK; PL_ESTATE (the run has ended); PL_ENOTFOUND; PL_EINVAL;
- *         the store's errors.
+ * @return PL_OK; PL_ESTATE (the run has ended, superseded included, as
+ *         for pl_run_signal(); also a read-only engine); PL_ENOTFOUND;
+ *         PL_EINVAL; the store's errors.
  */
 int pl_run_cancel(pl_engine *engine, const char *run_id, const char *reason);
 
@@ -159,6 +171,9 @@ int pl_run_cancel(pl_engine *engine, const char *run_id, const char *reason);
  * with a concurrency key counted under it but not held back by it (a
  * program that shares a key with workers lets the workers execute its
  * schedules' runs, which wait for the key's room).
+ * A due run whose root policy is not registered in @p engine is left to
+ * a process that has it: its timer is due again once the lease this wake
+ * took of it runs out (pl_engine_options.lease_ms).
  * @param[out] next_due_ms when the next timer or schedule tick is due
  *             (Unix ms; 0: none); may be NULL.
  * @return PL_OK; PL_ESTATE (a read-only engine); the first failure of a
