@@ -340,17 +340,18 @@ static int woken_take(pl__woken *w, int64_t *next_due_us)
 }
 
 /*
- * A due run whose root policy is not registered here: its timer, deleted
- * by the take, is set again, due when the lease this take holds runs out,
- * so that a process that has the policy wakes it then, whether it runs
- * workers or pl_engine_wake() (which takes no expired lease of the queue).
+ * A due run this process cannot execute (its root policy not registered
+ * here; or recorded by newer code): its timer, deleted by the take, is set
+ * again, due in @p in_us, so that a process that can wakes it then,
+ * whether it runs workers or pl_engine_wake() (which takes no expired
+ * lease of the queue).
  */
-static void foreign_due(pl_engine *e, const pl__lease *lease)
+static void due_again(pl_engine *e, const pl__lease *lease, int64_t in_us)
 {
     char saved[PL__ERRMSG_MAX];
     pl__errmsg_save(saved);
     if (pl__store_timer_set(e->store, lease->run, lease->id,
-                            pl__now_us() + e->lease_us)) {
+                            pl__now_us() + in_us)) {
         /* the lease runs out all the same: a worker's queue takes it */
     }
     pl__errmsg_restore(saved);
@@ -372,7 +373,7 @@ int pl__run_take_due(pl_outcome **out, pl__woken *w, pl__lease *lease,
     *taken = true;
     if (w->d.st[i]) { /* refused: the lease alone taken, or dropped */
         if (w->x[i].decoded && !w->x[i].def)
-            foreign_due(w->e, lease);
+            due_again(w->e, lease, w->e->lease_us); /* once it runs out */
         take_clear(&w->x[i]);
         pl__errmsg_restore(w->d.msg[i]);
         return w->d.st[i];
@@ -384,6 +385,7 @@ int pl__run_take_due(pl_outcome **out, pl__woken *w, pl__lease *lease,
 
 /* pl_engine_wake(): every run due taken and executed here, as a worker's
  * wake is. */
+#define NEWER_AGAIN_US 1000000
 int pl_engine_wake(pl_engine *e, int64_t *next_due_ms)
 {
     if (next_due_ms)
@@ -415,9 +417,13 @@ int pl_engine_wake(pl_engine *e, int64_t *next_due_ms)
         int st = pl__run_take_due(&o, w, &lease, &taken, &next);
         pl_outcome_free(o);
         /* a run newer code recorded: back to the queue at once, for a
-         * worker running that code (worker.c hands it back the same way) */
-        if (taken && st == PL_ENEWERCODE)
+         * worker running that code (worker.c hands it back the same way),
+         * and its timer due again a little later, for a process of that
+         * code without workers */
+        if (taken && st == PL_ENEWERCODE) {
             pl__run_hand_back(e, lease.run, lease.gen, PL__HAND_BACK_US);
+            due_again(e, &lease, NEWER_AGAIN_US);
+        }
         if (!taken && (st == PL_ENOTFOUND || st == PL_EBUSY)) {
             /* none due; or one not taken now (next: soon) */
             next = next ? (next + 999) / 1000 : 0;
