@@ -628,6 +628,8 @@ Test(tools, http_get_status_codes_as_data)
     expect_error(get("/notfound"), PL_ERR_NOT_FOUND, "HTTP 404");
     expect_error(get("/auth"), PL_ERR_UNAUTHORIZED, "HTTP 401");
     expect_error(get("/forbidden"), PL_ERR_FORBIDDEN, "HTTP 403");
+    expect_error(get("/gone"), PL_ERR_NOT_FOUND, "HTTP 410");
+    expect_error(get("/teapot"), PL_ERR_INVALID_INPUT, "HTTP 418");
     expect_error(get("/limited"), PL_ERR_RATE_LIMITED, "Retry-After: 7");
     expect_error(get("/error"), PL_ERR_RETRYABLE_SERVER, "HTTP 500");
     expect_error(get("/unavailable"), PL_ERR_RETRYABLE_SERVER, "HTTP 503");
