@@ -134,6 +134,7 @@ static int g_commits, g_captured, g_effected;
 static int g_effect_commits, g_capture_commits, g_bad_capture; /* the last */
 static const char *g_by = "parent"; /* who produces the values */
 static bool g_die;                  /* the forked child: die after both */
+static bool g_fail;                 /* fail the run after both */
 
 static int capture_value(cJSON **out, void *user)
 {
@@ -172,6 +173,11 @@ static int probe(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     g_capture_commits = g_commits - before;
     if (g_die)
         raise(SIGKILL); /* both appended, the capture not yet durable */
+    if (g_fail) {
+        cJSON_Delete(eff);
+        cJSON_Delete(cap);
+        return PL_EIO; /* a failure records its reason, not the capture */
+    }
     g_bad_capture = (pl_ctx_capture(&bad, ctx, "x", NULL, NULL) == PL_EINVAL) +
                     (pl_ctx_capture(&bad, ctx, "", capture_value, NULL) ==
                      PL_EINVAL) +
@@ -284,6 +290,34 @@ Test(capture, a_capture_lost_in_a_crash_is_produced_again)
     cr_expect_str_eq(by(pl_outcome_result(o), "capture"), "parent");
     cr_expect_eq(g_effected, 0);
     cr_expect_eq(g_captured, 1);
+    pl_outcome_free(o);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+Test(capture, a_capture_before_the_run_fails_is_produced_again)
+{
+    const char *path = t_store_path();
+    pl_registry *reg;
+    pl_engine *e = capture_engine(path, &reg);
+    cr_assert_not_null(e, "%s", pl_errmsg());
+    g_captured = g_effected = 0;
+    g_by = "failed";
+    g_fail = true;
+    pl_outcome *o = t_start(e, "probe", "{}", "f");
+    cr_assert_eq(o->status, PL_RUN_FAILED);
+    pl_outcome_free(o);
+
+    /* the side effect was durable and is served; the capture went with
+     * the steps the failed execution dropped, and is produced again */
+    g_by = "parent";
+    g_fail = false;
+    cr_assert_eq(pl_run_continue(&o, e, "f", NULL), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(o->status, PL_RUN_COMPLETED);
+    cr_expect_str_eq(by(pl_outcome_result(o), "effect"), "failed");
+    cr_expect_str_eq(by(pl_outcome_result(o), "capture"), "parent");
+    cr_expect_eq(g_effected, 1);
+    cr_expect_eq(g_captured, 2);
     pl_outcome_free(o);
     pl_engine_close(e);
     pl_registry_free(reg);

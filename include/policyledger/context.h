@@ -327,9 +327,11 @@ int pl_ctx_side_effect(cJSON **out_value, pl_ctx *ctx, const char *name, pl_side
  * replay the recorded value is returned and fn is not called; but the
  * value is not made durable before this returns: it goes with the
  * invocation's next commit, as pl_ctx_now()'s does.  A crash before that
- * commit loses it with the steps around it, and the execution that
- * follows calls fn again.  A call that records nothing else that needs a
- * commit of its own then costs one commit fewer.
+ * commit loses it with the steps around it, and so does the run's
+ * failure (a failed execution records its reason and drops the steps
+ * appended since its last commit): the execution that follows calls fn
+ * again.  A call that records nothing else that needs a commit of its own
+ * then costs one commit fewer.
  * @param[out] out_value the value fn produced, as recorded; caller owns;
  *             free with cJSON_Delete().
  * @return as pl_ctx_side_effect().
