@@ -249,6 +249,78 @@ Test(replay, idempotency_key_is_stable_across_replays)
     pl_registry_free(reg);
 }
 
+/* pl_ctx_replaying() at the start of each execution and after its one
+ * side effect (durable when it returns); the first execution fails after
+ * recording it. */
+static bool g_seen_replaying[3][2];
+static int g_replaying_runs;
+static bool g_replaying_fails;
+
+static int a_value(cJSON **out, void *user)
+{
+    (void)user;
+    *out = cJSON_CreateTrue();
+    return *out ? PL_OK : PL_ENOMEM;
+}
+
+static int replaying_policy(pl_ctx *ctx, const pl_action *action,
+                            pl_steps *out, void *user)
+{
+    (void)action;
+    (void)user;
+    int i = g_replaying_runs++;
+    cr_assert_lt(i, 3);
+    g_seen_replaying[i][0] = pl_ctx_replaying(ctx);
+    cJSON *v = NULL;
+    int st = pl_ctx_side_effect(&v, ctx, "value", a_value, NULL);
+    cJSON_Delete(v);
+    if (st)
+        return st;
+    g_seen_replaying[i][1] = pl_ctx_replaying(ctx);
+    if (g_replaying_fails)
+        return PL_EIO;
+    return pl_steps_add_text(out, NULL, "done");
+}
+
+Test(replay, replaying_is_a_recorded_step_at_the_cursor_or_a_check)
+{
+    pl_registry *reg = registry();
+    cr_assert_eq(pl_registry_add_fn(reg, "replaying", replaying_policy, NULL),
+                 PL_OK);
+    pl_engine *e = open_engine(t_store_path(), reg);
+    g_replaying_fails = true;
+    pl_outcome *o1 = t_start(e, "replaying", NULL, "replaying-1");
+    cr_assert_eq(o1->status, PL_RUN_FAILED);
+    cr_expect(!g_seen_replaying[0][0], "a new ledger has nothing recorded");
+    cr_expect(!g_seen_replaying[0][1], "nor after its first append");
+    pl_steps *l = ledger(e, "replaying-1", "0");
+    cr_assert_eq(pl_steps_count(l), 1, "the side effect is recorded");
+    pl_steps_free(l);
+
+    /* a check replay: true past the record's end too, since it writes
+     * nothing */
+    pl_run_options check = PL_RUN_OPTIONS_INIT;
+    check.check = true;
+    pl_outcome *o2 = NULL;
+    pl_run_continue(&o2, e, "replaying-1", &check);
+    cr_assert_eq(g_replaying_runs, 2);
+    cr_expect(g_seen_replaying[1][0]);
+    cr_expect(g_seen_replaying[1][1], "past the record, in a check replay");
+
+    /* continued: the recorded value is at the cursor, then the record ends */
+    g_replaying_fails = false;
+    pl_outcome *o3 = cont(e, "replaying-1");
+    cr_assert_eq(o3->status, PL_RUN_COMPLETED, "%s", o3->reason);
+    cr_assert_eq(g_replaying_runs, 3);
+    cr_expect(g_seen_replaying[2][0], "the value is recorded at the cursor");
+    cr_expect(!g_seen_replaying[2][1], "past the record, appends are real");
+    pl_outcome_free(o1);
+    pl_outcome_free(o2);
+    pl_outcome_free(o3);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
 /* ------------------------------------------------------------------------ */
 
 /* ------------------------------------------------------------------------ */
