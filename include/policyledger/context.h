@@ -48,8 +48,8 @@ typedef void (*pl_pool_task_fn)(pl_engine *engine, void *user);
 /** Pool options.  Initialise with PL_POOL_OPTIONS_INIT. */
 typedef struct pl_pool_options {
     unsigned version;         /**< PL_POOL_OPTIONS_VERSION */
-    unsigned threads;         /**< worker threads; 0 = one per CPU, at
-                                   least 2 */
+    unsigned threads;         /**< worker threads, at most 1024; 0 = one
+                                   per CPU, from 2 to 1024 */
     unsigned tasks_per_thread; /**< tasks a thread carries at once, at most
                                     256; 0 = 64 */
     size_t stack_size;        /**< each task's stack; 0 = 1 MiB, at least
