@@ -188,7 +188,8 @@ extern "C" {
 #define PL_UUID_LEN 36       /**< length of a UUID string, without its NUL */
 #define PL_HASH_LEN 32       /**< bytes in a step hash (SHA-256) */
 
-/** @return the library's version string, e.g. "0.1.0". */
+/** @return the library's version string, PL_VERSION_STRING of the header
+ *  it was built with ("2.0.0"). */
 const char *pl_version(void);
 
 /* The manual goes on in these headers, by topic, in this order: */
