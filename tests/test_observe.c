@@ -273,6 +273,53 @@ Test(observe, a_model_writes_the_summary_recorded_like_any_call,
     pl_registry_free(reg);
 }
 
+/* A summariser that keeps what it was asked. */
+static char *g_asked;
+
+static int keeper(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)ctx;
+    (void)user;
+    free(g_asked);
+    g_asked = strdup(t_str(a->payload, "text"));
+    return pl_steps_add_resultf(out, "{s:s}", "text", "Many results.");
+}
+
+Test(observe, a_summariser_is_given_the_raw_json_cut_at_32_kib,
+     .fini = t_cleanup)
+{
+    static pl_observe_options oo;
+    oo = (pl_observe_options)PL_OBSERVE_OPTIONS_INIT;
+    oo.summarizer = "keeper";
+    use(&oo);
+    pl_registry *reg = registry();
+    cr_assert_eq(pl_registry_add_fn(reg, "keeper", keeper, NULL), PL_OK);
+    pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
+    pl_outcome *o = run(e, "big", "search", "{\"q\": \"x\", \"n\": 4000}");
+    cr_expect_str_eq(t_str(member(pl_outcome_result(o), "observation"),
+                           "summary"),
+                     "Many results.");
+    /* the raw result, as the tool's ledger holds it */
+    pl_steps *l = NULL;
+    cr_assert_eq(pl_run_ledger(&l, e, "big", "0.0"), PL_OK, "%s", pl_errmsg());
+    char *raw = cJSON_PrintUnformatted(pl_step_payload(pl_steps_at(l, 0)));
+    cr_assert_not_null(raw);
+    cr_assert_gt(strlen(raw), 32768, "a raw result past the cut");
+    cr_assert_not_null(g_asked);
+    size_t n = strlen(g_asked);
+    cr_assert_gt(n, 32768);
+    cr_expect_eq(memcmp(g_asked + n - 32768, raw, 32768), 0,
+                 "the prompt ends with the raw JSON's first 32 KiB");
+    cr_expect_not_null(strstr(g_asked, "(cut)"), "the prompt says it is cut");
+    free(raw);
+    free(g_asked);
+    g_asked = NULL;
+    pl_steps_free(l);
+    pl_outcome_free(o);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
 /* ---- what an LLM policy sends ------------------------------------------- */
 
 static pl_decorator g_agent_decos[2];
