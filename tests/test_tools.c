@@ -316,6 +316,15 @@ Test(tools, registered_with_descriptions_and_schemas)
     cr_expect_eq(pl_registry_count(F.reg), before);
     cr_expect_eq(pl_tools_register(NULL, F.tools), PL_EINVAL);
     cr_expect_eq(pl_tools_register(F.reg, NULL), PL_EINVAL);
+    /* A later name taken: the names are checked first, so none is added */
+    pl_registry *reg = NULL;
+    cr_assert_eq(pl_registry_new(&reg), PL_OK);
+    cr_assert_eq(pl_registry_add_fn(reg, "read_file", use_tool, NULL), PL_OK);
+    cr_expect_eq(pl_tools_register(reg, F.tools), PL_EEXIST);
+    cr_expect(strstr(pl_errmsg(), "read_file") != NULL, "%s", pl_errmsg());
+    cr_expect_eq(pl_registry_count(reg), 1);
+    cr_expect_null(pl_registry_find(reg, "calculator"));
+    pl_registry_free(reg);
     close_all();
 }
 
