@@ -179,6 +179,16 @@ Test(chain, a_run_continues_as_new_and_links_both_ways)
     cr_assert_eq(pl_run_tombstone(&t, e, "loop"), PL_OK);
     cr_assert_eq(t.status, PL_RUN_CONTINUED);
     cr_assert_eq(pl_run_verify(e, "loop~1"), PL_OK, "the rest stays whole");
+    /* ... and pruned as one: the continued link, not the completed one */
+    pl_prune_options po = PL_PRUNE_OPTIONS_INIT;
+    po.statuses = 1u << PL_RUN_CONTINUED;
+    uint64_t pruned = 0;
+    cr_assert_eq(pl_engine_prune(e, &po, &pruned), PL_OK, "%s", pl_errmsg());
+    cr_expect_eq(pruned, 1);
+    t = (pl_tombstone)PL_TOMBSTONE_INIT;
+    cr_assert_eq(pl_run_tombstone(&t, e, "loop~1"), PL_OK);
+    cr_expect_eq(t.status, PL_RUN_CONTINUED);
+    pl_run_info_free(get(e, "loop~2"));
     pl_engine_close(e);
     pl_registry_free(reg);
 }
