@@ -645,9 +645,8 @@ Test(trace, appends_and_concurrent_lines_never_mix, .fini = t_cleanup)
     for (int i = 0; i < 4; i++)
         cr_assert_eq(pthread_join(th[i], NULL), 0);
     /* a worker's event of no run */
-    pl_event lost = {.kind = PL_EVENT_STORE_LOST,
-                     .status = PL_ESTORE,
-                     .detail = "down"};
+    pl_event lost = {
+        .kind = PL_EVENT_STORE_LOST, .status = PL_ESTORE, .detail = "down"};
     pl_trace_event(&lost, t);
     cr_assert_eq(pl_trace_close(t), PL_OK, "%s", pl_errmsg());
 

@@ -518,13 +518,14 @@ Test(rate, a_call_of_a_fanout_waits_in_place)
     cr_assert_eq(pl_engine_set_wait_in_place(e, 0), PL_OK); /* else parks */
     size_t admitted = 0, denied = 0;
     for (int i = 0; !denied; i++) {
-        cr_assert_lt(i, 50, "never denied: a busy host's every take fell "
-                            "in a window of its own");
+        cr_assert_lt(i, 50,
+                     "never denied: a busy host's every take fell "
+                     "in a window of its own");
         bool ok = true;
         int64_t t, retry;
         while (ok) /* spend the window */
-            cr_assert_eq(pl_rate_take(&ok, &t, &retry, e, "fan", 1, 200),
-                         PL_OK, "%s", pl_errmsg());
+            cr_assert_eq(pl_rate_take(&ok, &t, &retry, e, "fan", 1, 200), PL_OK,
+                         "%s", pl_errmsg());
         char id[32];
         snprintf(id, sizeof id, "fan-%d", i);
         pl_outcome *o = t_start(e, "fanned", "{}", id);

@@ -263,8 +263,8 @@ static int a_value(cJSON **out, void *user)
     return *out ? PL_OK : PL_ENOMEM;
 }
 
-static int replaying_policy(pl_ctx *ctx, const pl_action *action,
-                            pl_steps *out, void *user)
+static int replaying_policy(pl_ctx *ctx, const pl_action *action, pl_steps *out,
+                            void *user)
 {
     (void)action;
     (void)user;

@@ -654,8 +654,7 @@ Test(tools, http_get_uses_no_proxy_and_max_redirects_0_follows_none)
     o.max_redirects = 0;
     open_with(&o);
     server_start();
-    const char *vars[] = {"http_proxy", "HTTP_PROXY", "all_proxy",
-                          "ALL_PROXY"};
+    const char *vars[] = {"http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"};
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
         cr_assert_eq(setenv(vars[i], "http://127.0.0.1:1", 1), 0);
     cr_assert_eq(unsetenv("no_proxy"), 0);
