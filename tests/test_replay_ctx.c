@@ -321,6 +321,69 @@ Test(replay, replaying_is_a_recorded_step_at_the_cursor_or_a_check)
     pl_registry_free(reg);
 }
 
+/* "shapes": the first execution records a user's side effect named "now",
+ * "random" or "uuid" (payload "name") whose value is the string "bad";
+ * every later one reads that name back with the recorded helper. */
+static int g_shape_runs, g_shape_st;
+
+static int bad_value(cJSON **out, void *user)
+{
+    (void)user;
+    *out = cJSON_CreateString("bad");
+    return *out ? PL_OK : PL_ENOMEM;
+}
+
+static int shapes(pl_ctx *ctx, const pl_action *action, pl_steps *out,
+                  void *user)
+{
+    (void)user;
+    const char *name = cJSON_GetStringValue(
+        cJSON_GetObjectItemCaseSensitive(action->payload, "name"));
+    if (!name)
+        return PL_EINVAL;
+    int st;
+    if (g_shape_runs++ == 0) {
+        cJSON *v = NULL;
+        st = pl_ctx_side_effect(&v, ctx, name, bad_value, NULL);
+        cJSON_Delete(v);
+        return st ? st : PL_EIO; /* fail: the next execution replays it */
+    }
+    int64_t now;
+    uint64_t rnd;
+    char uuid[PL_UUID_LEN + 1];
+    st = strcmp(name, "now") == 0      ? pl_ctx_now(&now, ctx)
+         : strcmp(name, "random") == 0 ? pl_ctx_random(&rnd, ctx)
+                                       : pl_ctx_uuid(uuid, ctx);
+    g_shape_st = st;
+    return st ? st : pl_steps_add_text(out, NULL, "done");
+}
+
+Test(replay, a_recorded_value_of_the_wrong_shape_is_ecorrupt)
+{
+    pl_registry *reg = registry();
+    cr_assert_eq(pl_registry_add_fn(reg, "shapes", shapes, NULL), PL_OK);
+    pl_engine *e = open_engine(t_store_path(), reg);
+    static const char *const names[] = {"now", "random", "uuid"};
+    for (size_t i = 0; i < 3; i++) {
+        char payload[64], id[32];
+        snprintf(payload, sizeof payload, "{\"name\": \"%s\"}", names[i]);
+        snprintf(id, sizeof id, "shape-%s", names[i]);
+        g_shape_runs = 0;
+        g_shape_st = 0;
+        pl_outcome *o = t_start(e, "shapes", payload, id);
+        cr_assert_eq(o->status, PL_RUN_FAILED);
+        pl_outcome_free(o);
+        o = cont(e, id);
+        cr_expect_eq(g_shape_st, PL_ECORRUPT, "%s", names[i]);
+        cr_expect_eq(o->status, PL_RUN_FAILED);
+        cr_expect_eq(o->error, PL_ECORRUPT, "%s", names[i]);
+        expect_has(o->reason, "wrong shape");
+        pl_outcome_free(o);
+    }
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
 /* ------------------------------------------------------------------------ */
 
 /* ------------------------------------------------------------------------ */
