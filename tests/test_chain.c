@@ -7,6 +7,8 @@
  */
 #include "support.h"
 
+#include "internal.h"
+
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -353,6 +355,75 @@ Test(chain, events_sent_to_a_continued_run_reach_its_successor)
     cr_assert_eq(pl_run_signal(NULL, e, "pi", "ping", ev), PL_ESTATE);
     cr_assert(strstr(pl_errmsg(), "pi~1"), "%s", pl_errmsg());
     cJSON_Delete(ev);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/* ---- the successor's place in the queue ------------------------------------ */
+
+/* A take's claim that writes the run's state as it was. */
+static int as_it_was(const pl__taken *t, pl__buf *state, bool *drop, void *user)
+{
+    (void)drop;
+    (void)user;
+    pl__buf_reset(state);
+    return pl__buf_append(state, t->state, t->state_len);
+}
+
+/* Queue run @p id of looper {"left": 1}, with @p priority and, unless
+ * NULL, the concurrency key @p key of limit 1. */
+static void submit(pl_engine *e, const char *id, int priority, const char *key)
+{
+    cJSON *p = t_json("{\"left\": 1}");
+    pl_action a = {PL_ACTION_VERSION, "looper", p, NULL, 0, NULL};
+    pl_run_options ro = PL_RUN_OPTIONS_INIT;
+    ro.run_id = id;
+    ro.priority = priority;
+    ro.concurrency_key = key;
+    ro.concurrency_limit = key ? 1 : 0;
+    cr_assert_eq(pl_run_submit(NULL, e, &a, &ro), PL_OK, "%s", pl_errmsg());
+    cJSON_Delete(p);
+}
+
+/* pl__store_take() for worker "w": the run taken, or "" for none. */
+static const char *take(pl_engine *e, pl__lease *l)
+{
+    bool taken = false;
+    int st = pl__store_take(e->store, "w", 60000000, as_it_was, NULL, l,
+                            &taken);
+    cr_assert(st == PL_OK || (st == PL_ENOTFOUND && !taken), "%s", pl_errmsg());
+    return taken ? l->id : "";
+}
+
+/* The successor is queued at its predecessor's place, with its priority
+ * and its concurrency key: before a run of that priority queued after the
+ * predecessor and a run of a lower priority queued before it, and held
+ * back by its key as the predecessor would be. */
+Test(chain, the_successor_takes_its_predecessors_place_in_the_queue)
+{
+    pl_registry *reg = registry();
+    pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_SYNC);
+    submit(e, "low", 0, NULL);
+    submit(e, "hi", 5, NULL);
+    submit(e, "second", 5, NULL);
+    pl_outcome *o = NULL;
+    cr_assert_eq(pl_run_continue(&o, e, "hi", NULL), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(o->status, PL_RUN_CONTINUED);
+    cr_assert_str_eq(o->successor, "hi~1");
+    pl_outcome_free(o);
+    static const char *const order[] = {"hi~1", "second", "low"};
+    pl__lease l;
+    for (size_t i = 0; i < 3; i++)
+        cr_expect_str_eq(take(e, &l), order[i], "take %zu", i);
+
+    /* the key: while the successor runs, a run of its key waits */
+    submit(e, "k", 0, "K");
+    cr_assert_eq(pl_run_continue(&o, e, "k", NULL), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(o->status, PL_RUN_CONTINUED);
+    pl_outcome_free(o);
+    submit(e, "k-next", 0, "K");
+    cr_expect_str_eq(take(e, &l), "k~1");
+    cr_expect_str_eq(take(e, &l), "", "k-next waits for its key");
     pl_engine_close(e);
     pl_registry_free(reg);
 }
