@@ -83,7 +83,8 @@ int pl_pool_submit(pl_pool *pool, pl_pool_task_fn fn, void *user);
 int pl_pool_wait(pl_pool *pool);
 
 /** Wait for every task, then stop the workers and free the pool.  Not from
- *  a task.  NULL does nothing. */
+ *  a task: there it does nothing (a task cannot stop its own thread).
+ *  NULL does nothing. */
 void pl_pool_free(pl_pool *pool);
 
 /* ------------------------------------------------------------------------ */
