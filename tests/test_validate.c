@@ -395,6 +395,32 @@ Test(validate, no_cache_is_refused)
     pl_schema_cache_free(g_cache);
 }
 
+/* An input too costly to check (a "$ref" cycle: the depth bound) fails
+ * the run with PL_ELIMIT and the validator's reason; the tool never runs. */
+Test(validate, a_value_too_costly_to_check_fails_the_run_with_elimit)
+{
+    pl_registry *reg = registry();
+    pl_policy_def d = PL_POLICY_DEF_INIT;
+    d.name = "cyclic";
+    d.fn = tool;
+    d.input_schema = "{\"$ref\": \"#\"}";
+    cr_assert_eq(pl_registry_add(reg, &d), PL_OK, "%s", pl_errmsg());
+    pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
+    pl_outcome *o = t_start(
+        e, "agent",
+        "{\"calls\":[{\"policy\":\"cyclic\",\"payload\":{\"a\":1,\"b\":2}}]}",
+        "costly");
+    cr_expect_eq(o->status, PL_RUN_FAILED);
+    cr_expect_eq(o->error, PL_ELIMIT);
+    cr_expect(o->reason && strstr(o->reason, "deeper"), "%s",
+              o->reason ? o->reason : "");
+    cr_expect_eq(atomic_load(&g_tool_runs), 0);
+    pl_outcome_free(o);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+    pl_schema_cache_free(g_cache);
+}
+
 /* Runs on several threads share one cache: each policy is compiled once,
  * under the cache's lock, and every run sees the same verdicts. */
 typedef struct worker {
