@@ -314,9 +314,9 @@ typedef int (*pl_side_effect_fn)(cJSON **out_value, void *user);
  * @param[out] out_value caller owns; free with cJSON_Delete().  NULL on
  *             failure.
  * @return PL_OK; fn's status; PL_EINVAL (a NULL @p out_value or @p fn, a
- *         @p name not 1..PL_MAX_NAME bytes of UTF-8 without control
- *         characters, a stale context: refused, the run goes on); the
- *         run-stopping statuses of pl_ctx_call().
+ *         @p name not 1..PL_MAX_NAME bytes of UTF-8 without a C0
+ *         control character or DEL, a stale context: refused, the run
+ *         goes on); the run-stopping statuses of pl_ctx_call().
  */
 int pl_ctx_side_effect(cJSON **out_value, pl_ctx *ctx, const char *name, pl_side_effect_fn fn,
                        void *user);
@@ -422,7 +422,8 @@ int pl_ctx_side_effect_checked(cJSON **out_value, pl_ctx *ctx, const char *name,
  *
  * @param[out] out_version the version to follow (PL_VERSION_DEFAULT on any
  *        failure).
- * @param change_id 1..PL_MAX_NAME bytes, no control characters.
+ * @param change_id 1..PL_MAX_NAME bytes of UTF-8, no C0 control character
+ *        or DEL.
  * @param min_supported PL_VERSION_DEFAULT (0) or more, at most
  *        @p max_supported.
  * @param max_supported the newest version, at least 1.
