@@ -195,6 +195,15 @@ Test(rate, a_window_admits_its_limit)
     cr_assert(ok);
     cr_assert_eq(pl_rate_take(&ok, &at, &retry, e, "other", 1, window), PL_OK);
     cr_assert(ok);
+    /* another window length starts afresh too (windows of 2^40 and 2^41
+     * ms, whose boundaries are decades away) */
+    for (int64_t len = (int64_t)1 << 40; len <= (int64_t)1 << 41; len *= 2)
+        for (int i = 0; i < 3; i++) {
+            cr_assert_eq(pl_rate_take(&ok, &at, &retry, e, "long", 2, len),
+                         PL_OK);
+            cr_assert_eq(ok, i < 2, "window of %lld ms, take %d",
+                         (long long)len, i);
+        }
     pl_engine_close(e);
 
     /* a read-only engine keeps no budget */
