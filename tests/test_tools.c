@@ -646,28 +646,6 @@ Test(tools, http_get_status_codes_as_data)
     http_done();
 }
 
-/* A proxy the environment names is never used (a dead one here: a
- * request through it would fail), and max_redirects 0 follows none. */
-Test(tools, http_get_uses_no_proxy_and_max_redirects_0_follows_none)
-{
-    pl_tools_options o = PL_TOOLS_OPTIONS_INIT;
-    o.max_redirects = 0;
-    open_with(&o);
-    server_start();
-    const char *vars[] = {"http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"};
-    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
-        cr_assert_eq(setenv(vars[i], "http://127.0.0.1:1", 1), 0);
-    cr_assert_eq(unsetenv("no_proxy"), 0);
-    cr_assert_eq(unsetenv("NO_PROXY"), 0);
-    cJSON *got = get("/ok");
-    cr_expect_eq(num_of(got, "status"), 200);
-    cr_expect_str_eq(str_of(got, "body"), "hello");
-    cJSON_Delete(got);
-    expect_error(get("/redirect-in"), PL_ERR_INVALID_INPUT,
-                 "more than 0 redirects");
-    http_done();
-}
-
 Test(tools, http_get_timeout)
 {
     http_fixture();
@@ -748,6 +726,8 @@ Test(tools, http_get_refuses_urls_outside_the_allowlist)
     http_done();
 }
 
+/* Also: a proxy the environment names is never used (a dead one here: a
+ * request through it would fail), and max_redirects 0 follows none. */
 Test(tools, http_get_with_an_allowlist_of_its_own)
 {
     const char *allow[] = {"http://localhost"};
@@ -755,9 +735,25 @@ Test(tools, http_get_with_an_allowlist_of_its_own)
     o.allow = allow;
     o.n_allow = 1;
     o.timeout_ms = 5000;
+    o.max_redirects = 0;
     open_with(&o);
     server_start();
+    const char *vars[] = {"http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
+        cr_assert_eq(setenv(vars[i], "http://127.0.0.1:1", 1), 0);
+    cr_assert_eq(unsetenv("no_proxy"), 0);
+    cr_assert_eq(unsetenv("NO_PROXY"), 0);
     char url[128];
+    snprintf(url, sizeof url, "{\"url\":\"http://localhost:%d/ok\"}",
+             server_port);
+    cJSON *got = run_tool("http_get", url);
+    cr_expect_eq(num_of(got, "status"), 200);
+    cr_expect_str_eq(str_of(got, "body"), "hello");
+    cJSON_Delete(got);
+    snprintf(url, sizeof url, "{\"url\":\"http://localhost:%d/redirect-in\"}",
+             server_port);
+    expect_error(run_tool("http_get", url), PL_ERR_INVALID_INPUT,
+                 "more than 0 redirects");
     snprintf(url, sizeof url, "{\"url\":\"http://127.0.0.1:%d/ok\"}",
              server_port);
     expect_error(run_tool("http_get", url), PL_ERR_FORBIDDEN,
