@@ -256,10 +256,11 @@ static bool g_seen_replaying[3][2];
 static int g_replaying_runs;
 static bool g_replaying_fails;
 
-static int a_value(cJSON **out, void *user)
+/* A side effect's value: the string "bad". */
+static int bad_value(cJSON **out, void *user)
 {
     (void)user;
-    *out = cJSON_CreateTrue();
+    *out = cJSON_CreateString("bad");
     return *out ? PL_OK : PL_ENOMEM;
 }
 
@@ -272,7 +273,7 @@ static int replaying_policy(pl_ctx *ctx, const pl_action *action, pl_steps *out,
     cr_assert_lt(i, 3);
     g_seen_replaying[i][0] = pl_ctx_replaying(ctx);
     cJSON *v = NULL;
-    int st = pl_ctx_side_effect(&v, ctx, "value", a_value, NULL);
+    int st = pl_ctx_side_effect(&v, ctx, "value", bad_value, NULL);
     cJSON_Delete(v);
     if (st)
         return st;
@@ -325,13 +326,6 @@ Test(replay, replaying_is_a_recorded_step_at_the_cursor_or_a_check)
  * "random" or "uuid" (payload "name") whose value is the string "bad";
  * every later one reads that name back with the recorded helper. */
 static int g_shape_runs, g_shape_st;
-
-static int bad_value(cJSON **out, void *user)
-{
-    (void)user;
-    *out = cJSON_CreateString("bad");
-    return *out ? PL_OK : PL_ENOMEM;
-}
 
 static int shapes(pl_ctx *ctx, const pl_action *action, pl_steps *out,
                   void *user)

@@ -254,6 +254,23 @@ Test(capture, rides_the_next_commit_and_is_served_on_replay)
     pl_registry_free(reg);
 }
 
+/* Continue run @p id of probe: its side effect (by @p effect_by) is
+ * served, its capture produced again (by "parent"). */
+static void continues_with_a_new_capture(pl_engine *e, const char *id,
+                                         const char *effect_by)
+{
+    g_by = "parent";
+    g_captured = g_effected = 0;
+    pl_outcome *o = NULL;
+    cr_assert_eq(pl_run_continue(&o, e, id, NULL), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(o->status, PL_RUN_COMPLETED);
+    cr_expect_str_eq(by(pl_outcome_result(o), "effect"), effect_by);
+    cr_expect_str_eq(by(pl_outcome_result(o), "capture"), "parent");
+    cr_expect_eq(g_effected, 0, "the side effect is served");
+    cr_expect_eq(g_captured, 1, "the capture is produced again");
+    pl_outcome_free(o);
+}
+
 Test(capture, a_capture_lost_in_a_crash_is_produced_again)
 {
     const char *path = t_store_path();
@@ -282,15 +299,7 @@ Test(capture, a_capture_lost_in_a_crash_is_produced_again)
     pl_registry *reg;
     pl_engine *e = capture_engine(path, &reg);
     cr_assert_not_null(e, "%s", pl_errmsg());
-    g_captured = g_effected = 0;
-    pl_outcome *o = NULL;
-    cr_assert_eq(pl_run_continue(&o, e, "k", NULL), PL_OK, "%s", pl_errmsg());
-    cr_assert_eq(o->status, PL_RUN_COMPLETED);
-    cr_expect_str_eq(by(pl_outcome_result(o), "effect"), "child");
-    cr_expect_str_eq(by(pl_outcome_result(o), "capture"), "parent");
-    cr_expect_eq(g_effected, 0);
-    cr_expect_eq(g_captured, 1);
-    pl_outcome_free(o);
+    continues_with_a_new_capture(e, "k", "child");
     pl_engine_close(e);
     pl_registry_free(reg);
 }
@@ -310,15 +319,8 @@ Test(capture, a_capture_before_the_run_fails_is_produced_again)
 
     /* the side effect was durable and is served; the capture went with
      * the steps the failed execution dropped, and is produced again */
-    g_by = "parent";
     g_fail = false;
-    cr_assert_eq(pl_run_continue(&o, e, "f", NULL), PL_OK, "%s", pl_errmsg());
-    cr_assert_eq(o->status, PL_RUN_COMPLETED);
-    cr_expect_str_eq(by(pl_outcome_result(o), "effect"), "failed");
-    cr_expect_str_eq(by(pl_outcome_result(o), "capture"), "parent");
-    cr_expect_eq(g_effected, 1);
-    cr_expect_eq(g_captured, 2);
-    pl_outcome_free(o);
+    continues_with_a_new_capture(e, "f", "failed");
     pl_engine_close(e);
     pl_registry_free(reg);
 }
