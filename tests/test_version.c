@@ -101,7 +101,7 @@ typedef struct seen {
 } seen;
 
 /* A worker under test stops when it has met a run newer code recorded
- * twice (g_stop_on == 1), or completes one (2) or two (3). */
+ * twice (g_stop_on == 1), or has completed g_stop_on - 1 runs (2 and up). */
 static pl_engine *g_engine;
 static int g_stop_on;
 
@@ -110,8 +110,8 @@ static void on_event(const pl_event *ev, void *user)
     seen *s = user;
     if (ev->kind == PL_EVENT_DIVERGED)
         s->diverged++;
-    if (ev->kind == PL_EVENT_RUN_COMPLETED && ++s->completed &&
-        (g_stop_on == 2 || (g_stop_on == 3 && s->completed == 2)))
+    if (ev->kind == PL_EVENT_RUN_COMPLETED && ++s->completed && g_stop_on > 1 &&
+        s->completed == g_stop_on - 1)
         pl_worker_stop(g_engine);
     if (ev->kind != PL_EVENT_VERSION)
         return;
@@ -452,6 +452,23 @@ static char *root_ledger(pl_engine *e, const char *id)
     return all;
 }
 
+/* A worker of the newer code (version 2) runs until it has completed
+ * @p n runs, none failed. */
+static void newer_worker_completes(pl_engine *e, seen *s, int n)
+{
+    uint64_t done = 0, failed = 0;
+    pl_worker_options wo = PL_WORKER_OPTIONS_INIT;
+    wo.poll_ms = 5;
+    wo.completed = &done;
+    wo.failed = &failed;
+    g_max = 2;
+    g_stop_on = n + 1;
+    s->completed = 0;
+    cr_assert_eq(pl_worker_run(e, &wo), PL_OK, "%s", pl_errmsg());
+    cr_expect_eq(done, (uint64_t)n);
+    cr_expect_eq(failed, 0);
+}
+
 Test(version, older_code_leaves_a_run_newer_code_recorded)
 {
     seen s = {0};
@@ -517,12 +534,7 @@ Test(version, older_code_leaves_a_run_newer_code_recorded)
     free(before);
 
     /* a new worker takes it and completes it on the version it recorded */
-    g_max = 2;
-    g_stop_on = 2;
-    s.completed = 0;
-    cr_assert_eq(pl_worker_run(e, &wo), PL_OK, "%s", pl_errmsg());
-    cr_expect_eq(done, 1);
-    cr_expect_eq(failed, 0);
+    newer_worker_completes(e, &s, 1);
     cr_expect_eq(status_of(e, "rolling"), PL_RUN_COMPLETED);
     cr_assert_eq(pl_run_continue(&o, e, "rolling", NULL), PL_OK, "%s",
                  pl_errmsg());
@@ -590,17 +602,7 @@ Test(version, a_wake_or_a_signal_meeting_older_code_waits_for_newer)
     free(listener);
 
     /* newer code: a worker completes both, the event consumed once */
-    g_max = 2;
-    uint64_t done = 0, failed = 0;
-    pl_worker_options wo = PL_WORKER_OPTIONS_INIT;
-    wo.poll_ms = 5;
-    wo.completed = &done;
-    wo.failed = &failed;
-    g_stop_on = 3;
-    s.completed = 0;
-    cr_assert_eq(pl_worker_run(e, &wo), PL_OK, "%s", pl_errmsg());
-    cr_expect_eq(done, 2);
-    cr_expect_eq(failed, 0);
+    newer_worker_completes(e, &s, 2);
     cr_expect_eq(status_of(e, "sleeper"), PL_RUN_COMPLETED);
     cr_expect_eq(status_of(e, "listener"), PL_RUN_COMPLETED);
     cr_assert_eq(pl_run_continue(&o, e, "listener", NULL), PL_OK, "%s",
